@@ -1,0 +1,1 @@
+"""The agent: sampler, ring buffer, HTTP API."""

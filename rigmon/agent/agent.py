@@ -1,0 +1,111 @@
+"""Agent: wires collectors, sampler, buffer and HTTP API for one node."""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import uuid
+
+from rigmon import __version__
+from rigmon.agent.api import ApiState, ASGIApp, build_app
+from rigmon.agent.buffer import FrameBuffer
+from rigmon.agent.sampler import Sampler
+from rigmon.clock import Clock, SystemClock
+from rigmon.collectors import REGISTRY
+from rigmon.collectors.base import Collector, CollectorContext
+from rigmon.config import AgentConfig
+from rigmon.hw.root import HostRoot
+from rigmon.schema import SCHEMA_VERSION, Info
+
+
+def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock) -> dict[str, Collector]:
+    """Instantiate every enabled collector of the registry."""
+    unknown = sorted(set(config.collectors) - set(REGISTRY))
+    if unknown:
+        raise ValueError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
+    ctx = CollectorContext(root=root, clock=clock, config=config)
+    return {name: factory(ctx) for name, factory in REGISTRY.items() if config.collector(name).enabled}
+
+
+class Agent:
+    """One node's agent: sampling into a ring buffer, served over HTTP.
+
+    Args:
+        config: the agent configuration.
+        token: bearer token required by the API, or ``None``.
+        clock: wall/monotonic time (the simulator passes its accelerated clock).
+        collectors: collectors to use instead of the registry's (tests).
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        token: str | None = None,
+        clock: Clock | None = None,
+        collectors: dict[str, Collector] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.root = HostRoot(config.agent.root)
+        self.run_id = uuid.uuid4().hex[:16]
+        if collectors is None:
+            collectors = build_collectors(config, self.root, self.clock)
+        intervals = {
+            name: config.collector(name).interval_s or config.agent.interval_s for name in collectors
+        }
+        self.sampler = Sampler(
+            node=config.node_name,
+            run_id=self.run_id,
+            collectors=collectors,
+            interval_s=config.agent.interval_s,
+            timeout_s=config.agent.collector_timeout_s,
+            clock=self.clock,
+            intervals=intervals,
+        )
+        self.buffer: FrameBuffer | None = None
+        self.token = token
+        self._task: asyncio.Task[None] | None = None
+
+    def info(self) -> Info:
+        """Identity and capabilities, as served on /v1/info."""
+        return Info(
+            schema=SCHEMA_VERSION,
+            node=self.sampler.node,
+            run_id=self.run_id,
+            agent_version=__version__,
+            agent_start=self.sampler.agent_start,
+            interval_s=self.config.agent.interval_s,
+            collectors=self.sampler.collector_names,
+            kernel=self.root.read_attr("/proc/sys/kernel/osrelease") or platform.release(),
+            buffer_frames=self.config.agent.buffer_frames,
+        )
+
+    def app(self) -> ASGIApp:
+        """The HTTP application; call from the event loop the agent runs on."""
+        if self.buffer is None:
+            self.buffer = FrameBuffer(self.config.agent.buffer_frames)
+            self.sampler.add_listener(self.buffer.append)
+        state = ApiState(
+            buffer=self.buffer,
+            info=self.info,
+            token=self.token,
+            max_streams=self.config.agent.max_streams,
+            max_request_bytes=self.config.agent.max_request_bytes,
+        )
+        return build_app(state)
+
+    def start(self) -> asyncio.Task[None]:
+        """Start sampling on the running event loop."""
+        if self.buffer is None:
+            self.app()
+        self._task = asyncio.get_running_loop().create_task(self.sampler.run(), name=f"sampler-{self.sampler.node}")
+        return self._task
+
+    async def stop(self) -> None:
+        """Stop sampling and release collectors."""
+        self.sampler.stop()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()

@@ -1,0 +1,210 @@
+"""The agent's HTTP API (/healthz, /v1/*) as a Starlette application."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from rigmon.agent.buffer import FrameBuffer
+from rigmon.schema import Gap, Info, encode
+from rigmon.typed import to_data
+
+#: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
+KEEPALIVE_S = 15.0
+#: Most frames one /v1/samples answer carries.
+MAX_SAMPLES_PER_REQUEST = 1000
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class BadRequest(Exception):
+    """A query parameter or header the API cannot use; answered with 400 and the reason."""
+
+
+@dataclass
+class ApiState:
+    """What the handlers read: the buffer, identity and limits."""
+
+    buffer: FrameBuffer
+    info: Callable[[], Info]
+    token: str | None
+    max_streams: int
+    max_request_bytes: int
+    keepalive_s: float = KEEPALIVE_S
+    open_streams: int = 0
+
+
+def _error(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=status)
+
+
+def _json(record: Any) -> Response:
+    return Response(encode(record), media_type="application/json")
+
+
+def _int_param(value: str | None, name: str, minimum: int = 0) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise BadRequest(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def resume_plan(buffer: FrameBuffer, after_seq: int, run_id: str | None, own_run_id: str) -> tuple[int, Gap | None]:
+    """Where a resuming reader starts and which frames it has lost.
+
+    Args:
+        buffer: the agent's frames.
+        after_seq: the last seq the reader has.
+        run_id: the run the reader's seq belongs to, if it says.
+        own_run_id: this agent run.
+
+    Returns:
+        The seq to read after, and a `Gap` when frames the reader wanted are gone.
+    """
+    oldest = buffer.oldest_seq
+    latest = buffer.latest.seq if buffer.latest else 0
+    if run_id not in (None, own_run_id) or after_seq > latest:
+        # The reader's seq belongs to an earlier run of the agent: its frames are gone.
+        start = (oldest or 1) - 1
+        return start, Gap(run_id=own_run_id, from_seq=1, to_seq=start, reason="agent restarted") if start else None
+    if oldest is not None and after_seq + 1 < oldest:
+        return oldest - 1, Gap(run_id=own_run_id, from_seq=after_seq + 1, to_seq=oldest - 1,
+                               reason="frames no longer in the agent's buffer")
+    return after_seq, None
+
+
+def _sse(event: str, data: bytes, event_id: int | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\n".encode() + b"data: " + data + b"\n\n"
+
+
+def build_app(state: ApiState) -> ASGIApp:
+    """Build the ASGI application serving the agent's API.
+
+    Every route but /healthz requires the bearer token when one is configured.
+    """
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def info(request: Request) -> Response:
+        return _json(state.info())
+
+    async def latest(request: Request) -> Response:
+        frame = state.buffer.latest
+        if frame is None:
+            return _error(503, "no frame sampled yet")
+        return _json(frame)
+
+    async def samples(request: Request) -> Response:
+        since = _int_param(request.query_params.get("since"), "since") or 0
+        limit = _int_param(request.query_params.get("limit"), "limit", minimum=1) or MAX_SAMPLES_PER_REQUEST
+        limit = min(limit, MAX_SAMPLES_PER_REQUEST)
+        own = state.info().run_id
+        after, gap = resume_plan(state.buffer, since, request.query_params.get("run_id"), own)
+        frames = state.buffer.since(after, limit)
+        body = {
+            "run_id": own,
+            "frames": [to_data(f) for f in frames],
+            "gap": to_data(gap) if gap else None,
+            "more": bool(frames) and state.buffer.latest is not None and frames[-1].seq < state.buffer.latest.seq,
+        }
+        return JSONResponse(body)
+
+    async def stream(request: Request) -> Response:
+        last_id = request.headers.get("last-event-id") or request.query_params.get("since")
+        after = _int_param(last_id, "Last-Event-ID")
+        run_id = request.query_params.get("run_id")
+        if state.open_streams >= state.max_streams:
+            return _error(503, f"too many open streams (limit {state.max_streams})")
+        state.open_streams += 1
+        return StreamingResponse(
+            _stream_body(request, after, run_id),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream_body(request: Request, after: int | None, run_id: str | None) -> AsyncIterator[bytes]:
+        try:
+            own = state.info().run_id
+            buffer = state.buffer
+            if after is None:
+                # A fresh subscriber starts from the newest frame.
+                cursor = buffer.latest.seq - 1 if buffer.latest else 0
+            else:
+                cursor, gap = resume_plan(buffer, after, run_id, own)
+                if gap is not None:
+                    yield _sse("gap", encode(gap))
+            while True:
+                frames = buffer.since(cursor, 100)
+                if frames and frames[0].seq != cursor + 1:
+                    # The reader was slower than the ring buffer: say what it missed.
+                    gap = Gap(run_id=own, from_seq=cursor + 1, to_seq=frames[0].seq - 1,
+                              reason="reader fell behind the agent's buffer")
+                    yield _sse("gap", encode(gap))
+                for frame in frames:
+                    yield _sse("frame", encode(frame), frame.seq)
+                    cursor = frame.seq
+                if frames:
+                    continue
+                if not await buffer.wait_after(cursor, state.keepalive_s):
+                    if await request.is_disconnected():
+                        return
+                    yield b": keepalive\n\n"
+        finally:
+            state.open_streams -= 1
+
+    routes = [
+        Route("/healthz", healthz),
+        Route("/v1/info", info),
+        Route("/v1/latest", latest),
+        Route("/v1/samples", samples),
+        Route("/v1/stream", stream),
+    ]
+
+    async def on_bad_request(request: Request, exc: Exception) -> Response:
+        return _error(400, str(exc))
+
+    app = Starlette(routes=routes, exception_handlers={BadRequest: on_bad_request})
+    return _guard(app, state)
+
+
+def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
+    """Wrap the app with bearer-token auth and a request size limit."""
+    expected = f"Bearer {state.token}".encode() if state.token else None
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > state.max_request_bytes:
+            await _error(413, f"request body over {state.max_request_bytes} bytes")(scope, receive, send)
+            return
+        if expected is not None and scope.get("path") != "/healthz":
+            given = headers.get(b"authorization", b"")
+            # Constant-time comparison: the token must not leak through response timing.
+            if not hmac.compare_digest(given, expected):
+                response = _error(401, "missing or wrong bearer token")
+                response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon"'
+                await response(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded

@@ -1,0 +1,306 @@
+"""Sampler: runs every collector on its interval in its own thread and assembles frames."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import types
+import typing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import Collector, EventDraft, NoData
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings, Severity
+from rigmon.typed import field_types
+
+log = logging.getLogger(__name__)
+
+FrameListener = Callable[[Frame], None]
+
+# Part of each interval the sampler waits for collectors before it sends the frame
+# anyway; a slower collector's result lands in a later frame.
+_WAIT_FRACTION = 0.6
+
+
+def _readings_routes() -> dict[type, tuple[str, bool]]:
+    """Map each record type to its `Readings` field and whether that field holds many."""
+    routes: dict[type, tuple[str, bool]] = {}
+    for name, tp in field_types(Readings).items():
+        origin = typing.get_origin(tp)
+        if origin is tuple:
+            routes[typing.get_args(tp)[0]] = (name, True)
+        elif origin in (typing.Union, types.UnionType):
+            inner = [a for a in typing.get_args(tp) if a is not type(None)]
+            routes[inner[0]] = (name, False)
+    return routes
+
+
+ROUTES = _readings_routes()
+
+
+@dataclass(slots=True)
+class _Slot:
+    """Sampler-side state of one collector."""
+
+    collector: Collector
+    interval_s: float
+    executor: ThreadPoolExecutor
+    next_due: float = 0.0
+    running_since: float | None = None
+    records: dict[type, list[object]] = field(default_factory=dict)
+    status: CollectorStatus = CollectorStatus(state="pending", ok=False)
+
+
+class Sampler:
+    """Ticks collectors and publishes frames to listeners.
+
+    Each collector runs in its own single worker thread, so a call that hangs in a driver
+    blocks only that collector: it is reported ``hung`` after ``timeout_s`` and is not
+    called again until the stuck call returns.
+
+    Args:
+        node: node name put in every frame.
+        run_id: identity of this agent run.
+        collectors: collectors by name.
+        intervals: per-collector interval in seconds (default ``interval_s``).
+        interval_s: seconds between frames.
+        timeout_s: a call running longer than this is reported hung.
+        clock: wall time for frame and event timestamps.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        run_id: str,
+        collectors: dict[str, Collector],
+        interval_s: float,
+        timeout_s: float,
+        clock: Clock,
+        intervals: dict[str, float] | None = None,
+    ) -> None:
+        self.node = node
+        self.run_id = run_id
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self.agent_start = clock.time()
+        self._slots = {
+            name: _Slot(
+                collector=c,
+                interval_s=(intervals or {}).get(name, interval_s),
+                executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rigmon-{name}"),
+            )
+            for name, c in collectors.items()
+        }
+        self._listeners: list[FrameListener] = []
+        self._seq = 0
+        self._event_n = 0
+        self._pending_events: list[Event] = []
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
+
+    @property
+    def collector_names(self) -> tuple[str, ...]:
+        """Names of the collectors, in registry order."""
+        return tuple(self._slots)
+
+    def add_listener(self, listener: FrameListener) -> None:
+        """Call ``listener`` with every new frame, on the event loop."""
+        self._listeners.append(listener)
+
+    def emit_event(self, kind: str, severity: Severity, subject: str, message: str,
+                   data: dict[str, str | int | float | bool | None] | None = None,
+                   at: float | None = None) -> Event:
+        """Queue an event for the next frame and return it."""
+        self._event_n += 1
+        event = Event(
+            id=f"{self.run_id}-{self._event_n}",
+            at=self.clock.time() if at is None else at,
+            kind=kind,
+            severity=severity,
+            subject=subject,
+            message=message,
+            data=dict(data or {}),
+        )
+        self._pending_events.append(event)
+        return event
+
+    async def run(self) -> None:
+        """Sample until cancelled or `stop` is called."""
+        self._loop = asyncio.get_running_loop()
+        for name, slot in self._slots.items():
+            slot.collector.start(self._make_push(name))
+        self.emit_event("agent_started", "info", f"node:{self.node}", f"agent started on {self.node}")
+        next_tick = time.monotonic()
+        try:
+            while not self._stopped:
+                await self._tick()
+                next_tick += self.interval_s
+                if next_tick < time.monotonic():
+                    # Fell behind (suspended process, overloaded host): skip, don't burst.
+                    next_tick = time.monotonic()
+                await self._wait_for_tick(next_tick)
+        finally:
+            self.close()
+
+    async def _wait_for_tick(self, next_tick: float) -> None:
+        """Sleep until ``next_tick``, publishing a frame at once for every pushed reading."""
+        while not self._stopped:
+            delay = next_tick - time.monotonic()
+            if delay <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except TimeoutError:
+                return
+            if not self._stopped:
+                self._publish()
+
+    def stop(self) -> None:
+        """Ask `run` to return after the current tick."""
+        self._stopped = True
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop background readers and worker threads (a hung thread is abandoned)."""
+        for slot in self._slots.values():
+            try:
+                slot.collector.close()
+            except Exception:  # noqa: BLE001 - closing must reach every collector
+                log.exception("closing collector %s", slot.collector.name)
+            slot.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        started: list[asyncio.Future[None]] = []
+        for name, slot in self._slots.items():
+            if slot.running_since is not None:
+                if now - slot.running_since > self.timeout_s and slot.status.state != "hung":
+                    self._set_status(name, CollectorStatus(
+                        state="hung", ok=False,
+                        error=f"no answer for {now - slot.running_since:.1f} s",
+                        duration_s=None, sampled_at=slot.status.sampled_at,
+                    ))
+                continue
+            if now < slot.next_due:
+                continue
+            slot.next_due = now + slot.interval_s
+            slot.running_since = now
+            started.append(loop.run_in_executor(slot.executor, self._call, name, slot))
+        if started:
+            budget = min(self.timeout_s, self.interval_s * _WAIT_FRACTION)
+            await asyncio.wait(started, timeout=budget)
+        self._publish()
+
+    def _call(self, name: str, slot: _Slot) -> None:
+        """Run one collection in the collector's thread and hand the result to the loop."""
+        t0 = time.monotonic()
+        try:
+            records = list(slot.collector.collect())
+            outcome: tuple[str, object] = ("ok", records)
+        except NoData as exc:
+            outcome = ("absent", str(exc) or "not present")
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
+            outcome = ("error", f"{type(exc).__name__}: {exc}")
+        duration_s = time.monotonic() - t0
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._finish, name, slot, outcome, duration_s)
+
+    def _finish(self, name: str, slot: _Slot, outcome: tuple[str, object], duration_s: float) -> None:
+        slot.running_since = None
+        state, payload = outcome
+        sampled_at = self.clock.time()
+        if state == "ok":
+            assert isinstance(payload, list)
+            error = self._store(slot, payload, replace_all=True)
+            if error:
+                state = "error"
+            status = CollectorStatus(state="ok" if not error else "error", ok=not error,
+                                     error=error, duration_s=round(duration_s, 6), sampled_at=sampled_at)
+        else:
+            slot.records = {}
+            status = CollectorStatus(state=state, ok=state == "absent", error=str(payload),  # type: ignore[arg-type]
+                                     duration_s=round(duration_s, 6), sampled_at=sampled_at)
+        self._set_status(name, status)
+
+    def _store(self, slot: _Slot, records: Sequence[object], replace_all: bool) -> str | None:
+        """File records by type; return an error for record types the schema lacks."""
+        grouped: dict[type, list[object]] = {}
+        unknown: set[str] = set()
+        for record in records:
+            if isinstance(record, EventDraft):
+                sev = record.severity if record.severity in ("info", "warning", "critical") else "warning"
+                self.emit_event(record.kind, typing.cast(Severity, sev), record.subject, record.message,
+                                record.data, record.at)
+            elif type(record) in ROUTES:
+                grouped.setdefault(type(record), []).append(record)
+            else:
+                unknown.add(type(record).__name__)
+        if replace_all:
+            slot.records = grouped
+        else:
+            slot.records.update(grouped)
+        return f"records of unknown type: {', '.join(sorted(unknown))}" if unknown else None
+
+    def _set_status(self, name: str, status: CollectorStatus) -> None:
+        slot = self._slots[name]
+        before = slot.status
+        slot.status = status
+        if status.state in ("error", "hung") and before.state != status.state:
+            self.emit_event("collector_failed", "warning", f"collector:{name}",
+                            f"collector {name} {status.state}: {status.error}", {"state": status.state})
+        elif status.state in ("ok", "absent") and before.state in ("error", "hung"):
+            self.emit_event("collector_recovered", "info", f"collector:{name}",
+                            f"collector {name} recovered ({status.state})", {"state": status.state})
+
+    def _make_push(self, name: str) -> Callable[[Sequence[object]], None]:
+        def push(records: Sequence[object]) -> None:
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                return
+            loop.call_soon_threadsafe(self._on_push, name, list(records))
+
+        return push
+
+    def _on_push(self, name: str, records: list[object]) -> None:
+        slot = self._slots.get(name)
+        if slot is None:
+            return
+        self._store(slot, records, replace_all=False)
+        self._wake.set()
+
+    def _publish(self) -> Frame:
+        self._seq += 1
+        fields: dict[str, object] = {}
+        for slot in self._slots.values():
+            for tp, recs in slot.records.items():
+                field_name, many = ROUTES[tp]
+                if many:
+                    fields[field_name] = typing.cast(tuple[object, ...], fields.get(field_name, ())) + tuple(recs)
+                else:
+                    fields[field_name] = recs[-1]
+        frame = Frame(
+            schema=SCHEMA_VERSION,
+            node=self.node,
+            run_id=self.run_id,
+            seq=self._seq,
+            taken_at=self.clock.time(),
+            agent_start=self.agent_start,
+            collectors={name: slot.status for name, slot in self._slots.items()},
+            readings=dataclasses.replace(Readings(), **fields),  # type: ignore[arg-type]
+            events=tuple(self._pending_events),
+        )
+        self._pending_events = []
+        for listener in self._listeners:
+            try:
+                listener(frame)
+            except Exception:  # noqa: BLE001 - a broken listener must not stop sampling
+                log.exception("frame listener failed")
+        return frame

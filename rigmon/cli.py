@@ -1,0 +1,141 @@
+"""Command line: argument parsing and wiring only."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rigmon import __version__
+from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rigmon`` argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="rigmon", description="Cluster and power monitor for deep-learning rigs.")
+    parser.add_argument("--version", action="version", version=f"rigmon {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    agent = sub.add_parser("agent", help="sample this node and serve the HTTP API")
+    agent.add_argument("--config", metavar="FILE", help="agent TOML (default /etc/rigmon/agent.toml if present)")
+    agent.add_argument("--listen", metavar="HOST:PORT", help=f"address to serve on (default 127.0.0.1:{DEFAULT_PORT})")
+    agent.add_argument("--token-file", metavar="FILE", help="file holding the bearer token clients must send")
+    agent.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree)")
+    agent.add_argument("--node", metavar="NAME", help="node name (default: host name)")
+
+    sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1")
+    _add_sim_options(sim)
+    sim.add_argument("--base-port", type=int, default=DEFAULT_PORT, metavar="P",
+                     help="node i listens on P+i (0: free ports)")
+    sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
+    sim.add_argument("--tree-only", metavar="DIR",
+                     help="only write the simulated trees under DIR (one folder per node), start no agents")
+    return parser
+
+
+def _add_sim_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", default="healthy", metavar="NAME", help="scenario to simulate (default healthy)")
+    parser.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes (default: the scenario's)")
+    parser.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
+                        help="simulated seconds per real second")
+    parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rigmon`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "agent":
+        return _cmd_agent(args)
+    if args.command == "sim":
+        return _cmd_sim(args)
+    parser.print_help()
+    return 2
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"rigmon: {message}", file=sys.stderr)
+    return code
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.server import StartupError, check_listen_policy, read_token_file, run
+
+    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node}
+    try:
+        config = load_agent_config(args.config, overrides)
+        token = read_token_file(config.agent.token_file) if config.agent.token_file else None
+        check_listen_policy(config.agent.listen, token)
+        if not Path(config.agent.root).is_dir():
+            raise StartupError(f"root {config.agent.root} is not a directory")
+        agent = Agent(config, token=token)
+    except (ConfigError, StartupError, ValueError) as exc:
+        return _fail(str(exc))
+    print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}", flush=True)
+    run(agent, config.agent.listen)
+    return 0
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from rigmon.sim.rig import UnknownScenario, get_scenario
+
+    try:
+        scenario = get_scenario(args.scenario)
+    except UnknownScenario as exc:
+        return _fail(str(exc))
+    nodes = args.nodes or scenario.default_nodes
+    try:
+        if args.tree_only:
+            asyncio.run(_tree_only(args, nodes))
+        else:
+            asyncio.run(_serve_sim(args, nodes))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def _tree_only(args: argparse.Namespace, nodes: int) -> None:
+    from rigmon.sim.rig import SimRig, get_scenario
+
+    rig = SimRig(get_scenario(args.scenario), nodes, Path(args.tree_only), seed=args.seed, speed=args.speed)
+    for node in rig.nodes:
+        print(f"{node.name} {node.tree.root}", flush=True)
+    try:
+        await asyncio.wait_for(rig.run(), args.duration)
+    except TimeoutError:
+        pass
+    finally:
+        rig.close()
+
+
+async def _serve_sim(args: argparse.Namespace, nodes: int) -> None:
+    from rigmon.sim.rig import running_rig
+
+    async with running_rig(args.scenario, nodes, seed=args.seed, speed=args.speed, base_port=args.base_port) as rr:
+        for node, url in zip(rr.rig.nodes, rr.urls):
+            print(f"{node.name} {url}", flush=True)
+        if args.duration:
+            await asyncio.sleep(args.duration)
+        else:
+            await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

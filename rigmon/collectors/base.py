@@ -1,0 +1,94 @@
+"""The collector seam: protocol, errors, and the context every collector is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from rigmon.clock import Clock
+from rigmon.config import AgentConfig
+from rigmon.hw.root import HostRoot
+
+#: Called by a collector's own thread with records that must not wait for the next tick
+#: (an ADC window, an Xid event, a udev change). Records are schema records or events.
+PushFn = Callable[[Sequence[object]], None]
+
+
+class NoData(Exception):
+    """The hardware this collector reads is not present (no NVIDIA driver, no md arrays).
+
+    Not an error: the collector's state becomes ``absent``.
+    """
+
+
+class CollectorError(Exception):
+    """A real failure reading present hardware; the message is shown to the operator."""
+
+
+class Collector(Protocol):
+    """One source of readings."""
+
+    name: str
+
+    def collect(self) -> Sequence[object]:
+        """Read the source once and return schema records (and `schema.Event`-shaped drafts).
+
+        Raises:
+            NoData: the hardware is absent.
+            CollectorError: present but unreadable.
+        """
+        ...
+
+    def start(self, push: PushFn) -> None:
+        """Start background readers (pushed sources); a polled collector does nothing."""
+        ...
+
+    def close(self) -> None:
+        """Stop background readers and release devices."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorContext:
+    """Everything a collector may depend on, passed to its factory."""
+
+    root: HostRoot
+    clock: Clock
+    config: AgentConfig
+
+
+@dataclass(frozen=True, slots=True)
+class EventDraft:
+    """An event as a collector reports it; the agent gives it an id and a time.
+
+    Attributes:
+        kind: what happened (``collector_failed``, ``gpu_lost``, ``link_speed_changed``...).
+        severity: ``info``, ``warning`` or ``critical``.
+        subject: the thing concerned (``gpu:3``, ``link:0-1``).
+        message: one line for humans.
+        data: scalar details.
+        at: Unix seconds when it happened, if the source says (kernel log); else now.
+    """
+
+    kind: str
+    severity: str
+    subject: str
+    message: str
+    data: dict[str, str | int | float | bool | None] | None = None
+    at: float | None = None
+
+
+class PolledCollector:
+    """Base for collectors with no background reader: start and close do nothing."""
+
+    name = "polled"
+
+    def start(self, push: PushFn) -> None:
+        """Polled collectors have nothing to start."""
+
+    def close(self) -> None:
+        """Polled collectors hold nothing open."""
+
+
+CollectorFactory = Callable[[CollectorContext], Collector]

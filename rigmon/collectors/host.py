@@ -1,0 +1,259 @@
+"""Host collector: CPU, load, memory, temperatures and network interfaces from /proc and /sys."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
+from rigmon.hw.root import HostRoot
+from rigmon.rates import CounterRates, counter_delta
+from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
+
+KIB = 1024
+MILLI = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    """Aggregate CPU time from /proc/stat in USER_HZ ticks."""
+
+    busy: int
+    total: int
+    cpu_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class NetCounters:
+    """One interface's line of /proc/net/dev."""
+
+    rx_bytes: int
+    rx_packets: int
+    rx_errors: int
+    rx_dropped: int
+    tx_bytes: int
+    tx_packets: int
+    tx_errors: int
+    tx_dropped: int
+
+
+def parse_proc_stat(text: str) -> CpuTimes:
+    """Parse the aggregate ``cpu`` line of /proc/stat.
+
+    Raises:
+        ValueError: no aggregate cpu line.
+    """
+    busy = total = None
+    cpus = 0
+    for line in text.splitlines():
+        # cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
+        # (user nice system idle iowait irq softirq steal guest guest_nice)
+        if line.startswith("cpu "):
+            values = [int(v) for v in line.split()[1:]]
+            if len(values) < 4:
+                raise ValueError(f"short cpu line: {line!r}")
+            # guest and guest_nice are already counted in user and nice.
+            counted = values[:8]
+            idle = values[3] + (values[4] if len(values) > 4 else 0)
+            total = sum(counted)
+            busy = total - idle
+        elif line.startswith("cpu") and line[3:4].isdigit():
+            cpus += 1
+    if busy is None or total is None:
+        raise ValueError("no aggregate cpu line in /proc/stat")
+    return CpuTimes(busy=busy, total=total, cpu_count=cpus)
+
+
+def parse_loadavg(text: str) -> tuple[float, float, float]:
+    """Parse /proc/loadavg into the 1, 5 and 15 minute load averages."""
+    # 0.20 0.18 0.12 1/80 11206
+    parts = text.split()
+    if len(parts) < 3:
+        raise ValueError(f"short loadavg: {text!r}")
+    return float(parts[0]), float(parts[1]), float(parts[2])
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Parse /proc/meminfo into bytes per key (values given in kB become bytes)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        # MemAvailable:   12345678 kB
+        key, sep, rest = line.partition(":")
+        parts = rest.split()
+        if not sep or not parts or not parts[0].isdigit():
+            continue
+        value = int(parts[0])
+        out[key.strip()] = value * KIB if parts[1:2] == ["kB"] else value
+    return out
+
+
+def parse_uptime(text: str) -> float:
+    """Parse /proc/uptime into seconds since boot."""
+    # 350735.47 234388.90
+    return float(text.split()[0])
+
+
+def parse_net_dev(text: str) -> dict[str, NetCounters]:
+    """Parse /proc/net/dev into per-interface counters.
+
+    Raises:
+        ValueError: a data line does not have the 16 counters.
+    """
+    out: dict[str, NetCounters] = {}
+    for line in text.splitlines()[2:]:
+        #   eth0: 1234 12 0 0 0 0 0 0 5678 34 0 0 0 0 0 0
+        name, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        v = rest.split()
+        if len(v) < 16 or not all(x.isdigit() for x in v[:16]):
+            raise ValueError(f"bad /proc/net/dev line: {line.strip()!r}")
+        n = [int(x) for x in v[:16]]
+        out[name.strip()] = NetCounters(
+            rx_bytes=n[0], rx_packets=n[1], rx_errors=n[2], rx_dropped=n[3],
+            tx_bytes=n[8], tx_packets=n[9], tx_errors=n[10], tx_dropped=n[11],
+        )
+    return out
+
+
+def parse_int(text: str | None) -> int | None:
+    """An integer attribute, ``None`` when absent or not a number."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def parse_millidegrees(text: str | None) -> float | None:
+    """A thermal or hwmon temperature in millidegrees Celsius, as degrees."""
+    value = parse_int(text)
+    return None if value is None else value / MILLI
+
+
+# Interfaces that carry no rig traffic: loopback only. Virtual bridges stay visible
+# because thunderbolt-net and bonding show up as virtual devices too.
+_SKIPPED_INTERFACES = {"lo"}
+
+
+class HostCollector(PolledCollector):
+    """CPU, load, memory, temperatures and network links of the node.
+
+    Args:
+        root: the machine's files.
+        clock: monotonic time for rates.
+    """
+
+    name = "host"
+
+    def __init__(self, root: HostRoot, clock: Clock) -> None:
+        self.root = root
+        self.clock = clock
+        self._cpu_last: CpuTimes | None = None
+        self._rates = CounterRates()
+
+    def collect(self) -> Sequence[object]:
+        stat_text = self.root.read_text("/proc/stat")
+        if stat_text is None:
+            raise CollectorError("/proc/stat is not readable")
+        records: list[object] = [self._host(stat_text)]
+        records.extend(self._temperatures())
+        records.extend(self._net())
+        return records
+
+    def _host(self, stat_text: str) -> HostReading:
+        cpu = parse_proc_stat(stat_text)
+        cpu_pct = None
+        if self._cpu_last is not None:
+            d_total = counter_delta(self._cpu_last.total, cpu.total, None)
+            d_busy = counter_delta(self._cpu_last.busy, cpu.busy, None)
+            if d_total and d_busy is not None:
+                cpu_pct = round(min(100.0, 100.0 * d_busy / d_total), 2)
+        self._cpu_last = cpu
+        load_text = self.root.read_text("/proc/loadavg")
+        load = parse_loadavg(load_text) if load_text else (None, None, None)
+        mem = parse_meminfo(self.root.read_text("/proc/meminfo") or "")
+        uptime_text = self.root.read_text("/proc/uptime")
+        return HostReading(
+            cpu_pct=cpu_pct,
+            cpu_count=cpu.cpu_count or None,
+            load_1=load[0],
+            load_5=load[1],
+            load_15=load[2],
+            mem_total_bytes=mem.get("MemTotal"),
+            mem_available_bytes=mem.get("MemAvailable"),
+            swap_total_bytes=mem.get("SwapTotal"),
+            swap_free_bytes=mem.get("SwapFree"),
+            uptime_s=parse_uptime(uptime_text) if uptime_text else None,
+            boot_id=self.root.read_attr("/proc/sys/kernel/random/boot_id"),
+        )
+
+    def _temperatures(self) -> list[TemperatureReading]:
+        out: list[TemperatureReading] = []
+        for zone in self.root.listdir("/sys/class/thermal"):
+            if not zone.startswith("thermal_zone"):
+                continue
+            base = f"/sys/class/thermal/{zone}"
+            temp_c = parse_millidegrees(self.root.read_attr(f"{base}/temp"))
+            if temp_c is not None:
+                label = self.root.read_attr(f"{base}/type") or zone
+                out.append(TemperatureReading(sensor=zone, label=label, temp_c=temp_c))
+        for hwmon in self.root.listdir("/sys/class/hwmon"):
+            base = f"/sys/class/hwmon/{hwmon}"
+            chip = self.root.read_attr(f"{base}/name") or hwmon
+            for entry in self.root.listdir(base):
+                if not (entry.startswith("temp") and entry.endswith("_input")):
+                    continue
+                temp_c = parse_millidegrees(self.root.read_attr(f"{base}/{entry}"))
+                if temp_c is None:
+                    continue
+                channel = entry[: -len("_input")]
+                label = self.root.read_attr(f"{base}/{channel}_label") or channel
+                out.append(TemperatureReading(sensor=f"{hwmon}/{channel}", label=f"{chip} {label}", temp_c=temp_c))
+        return out
+
+    def _net(self) -> list[NetInterfaceReading]:
+        text = self.root.read_text("/proc/net/dev")
+        if text is None:
+            return []
+        now_s = self.clock.monotonic()
+        counters = parse_net_dev(text)
+        out = []
+        for name, c in sorted(counters.items()):
+            if name in _SKIPPED_INTERFACES:
+                continue
+            base = f"/sys/class/net/{name}"
+            carrier = parse_int(self.root.read_attr(f"{base}/carrier"))
+            speed = parse_int(self.root.read_attr(f"{base}/speed"))
+            out.append(
+                NetInterfaceReading(
+                    name=name,
+                    operstate=self.root.read_attr(f"{base}/operstate"),
+                    carrier=None if carrier is None else carrier == 1,
+                    # The kernel reports -1 (or EINVAL) when the speed is unknown.
+                    speed_mbps=speed if speed is not None and speed > 0 else None,
+                    mtu=parse_int(self.root.read_attr(f"{base}/mtu")),
+                    rx_bytes_total=c.rx_bytes,
+                    tx_bytes_total=c.tx_bytes,
+                    rx_packets_total=c.rx_packets,
+                    tx_packets_total=c.tx_packets,
+                    rx_errors_total=c.rx_errors,
+                    tx_errors_total=c.tx_errors,
+                    rx_dropped_total=c.rx_dropped,
+                    tx_dropped_total=c.tx_dropped,
+                    carrier_changes_total=parse_int(self.root.read_attr(f"{base}/carrier_changes")),
+                    rx_bytes_per_s=self._rates.rate((name, "rxb"), c.rx_bytes, now_s),
+                    tx_bytes_per_s=self._rates.rate((name, "txb"), c.tx_bytes, now_s),
+                    rx_packets_per_s=self._rates.rate((name, "rxp"), c.rx_packets, now_s),
+                    tx_packets_per_s=self._rates.rate((name, "txp"), c.tx_packets, now_s),
+                )
+            )
+        self._rates.forget_missing({(n, k) for n in counters for k in ("rxb", "txb", "rxp", "txp")})
+        return out
+
+
+def make_host_collector(ctx: CollectorContext) -> HostCollector:
+    """Registry factory."""
+    return HostCollector(ctx.root, ctx.clock)

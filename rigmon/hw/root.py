@@ -1,0 +1,104 @@
+"""HostRoot: every /proc, /sys and /dev read, relative to one configurable root directory."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+#: Upper bound for one attribute read; sysfs attributes are at most a page, but /proc
+#: files such as stat, diskstats or mdstat grow with the machine.
+MAX_READ_BYTES = 4 * 1024 * 1024
+
+# Errors that mean "this attribute is not available right now" rather than a bug:
+# the file vanished (device unplugged), the device is gone (ENODEV/ENXIO), the driver
+# cannot answer without blocking (EAGAIN), or refuses the read for this device (EINVAL,
+# EIO, EOPNOTSUPP are common for hwmon and PCIe attributes of a dying device).
+_ABSENT_ERRNOS = {
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.ENODEV,
+    errno.ENXIO,
+    errno.EAGAIN,
+    errno.EINVAL,
+    errno.EIO,
+    errno.EOPNOTSUPP,
+    errno.ENODATA,
+}
+
+
+class HostRoot:
+    """Reads the machine's files below ``root`` (``/`` on a real node, a tree in tests).
+
+    Args:
+        root: directory that stands for ``/``.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+        self.root = Path(root)
+
+    def path(self, rel: str) -> Path:
+        """Return the real path of ``rel`` (an absolute-looking path such as ``/proc/stat``)."""
+        return self.root / rel.lstrip("/")
+
+    def read_attr(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> str | None:
+        """Read a text attribute without blocking, stripped of surrounding white space.
+
+        Some hwmon and driver attributes block or return EAGAIN; the file is opened with
+        O_NONBLOCK and read once up to ``max_bytes``.
+
+        Returns:
+            The text, or ``None`` when the attribute is absent or unreadable right now.
+        """
+        raw = self.read_bytes(rel, max_bytes)
+        if raw is None:
+            return None
+        return raw.decode("utf-8", "replace").strip()
+
+    def read_text(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> str | None:
+        """Like `read_attr` but keeps the text as is (for multi-line /proc files)."""
+        raw = self.read_bytes(rel, max_bytes)
+        return None if raw is None else raw.decode("utf-8", "replace")
+
+    def read_bytes(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
+        """Read raw bytes (see `read_attr`); ``None`` when absent."""
+        try:
+            fd = os.open(self.path(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
+                return None
+            raise
+        try:
+            chunks: list[bytes] = []
+            remaining = max_bytes
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            return b"".join(chunks)
+        except OSError as exc:
+            if exc.errno in _ABSENT_ERRNOS:
+                return None
+            raise
+        finally:
+            os.close(fd)
+
+    def listdir(self, rel: str) -> list[str]:
+        """Sorted entries of a directory; empty when it does not exist."""
+        try:
+            return sorted(os.listdir(self.path(rel)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def exists(self, rel: str) -> bool:
+        """Whether ``rel`` exists below the root."""
+        return self.path(rel).exists()
+
+    def readlink(self, rel: str) -> str | None:
+        """Target of a symlink (sysfs device links), ``None`` when absent."""
+        try:
+            return os.readlink(self.path(rel))
+        except OSError:
+            return None

@@ -1,0 +1,131 @@
+"""Fake host hardware: /proc/stat, loadavg, meminfo, uptime, net/dev, net sysfs and thermal files."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+
+from rigmon.sim.node import SimNode
+from rigmon.sim.tree import Tree
+
+USER_HZ = 100
+GIB = 1024**3
+
+
+@dataclass
+class SimInterface:
+    """A network interface with a nominal speed; traffic follows the node's load."""
+
+    name: str
+    speed_mbps: int
+    peak_fraction: float = 0.3
+    up: bool = True
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    tx_packets: int = 0
+    carrier_changes: int = 1
+    rx_errors: int = 0
+
+
+@dataclass
+class SimHost:
+    """CPU, memory, thermal zones and NICs of a simulated node.
+
+    Args:
+        cpu_count: logical CPUs.
+        mem_total_bytes: installed memory.
+        interfaces: NICs (``lo`` is always present).
+    """
+
+    cpu_count: int = 32
+    mem_total_bytes: int = 256 * GIB
+    interfaces: list[SimInterface] = field(default_factory=lambda: [SimInterface("eth0", 10000)])
+    kernel: str = "6.8.0-49-generic"
+    ticks_busy: float = 0.0
+    ticks_idle: float = 0.0
+    mem_used_bytes: float = 0.0
+    uptime_s: float = 3600.0
+    load_avg: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    cpu_temp_c: float = 40.0
+    boot_id: str = ""
+    _rng: random.Random = field(default_factory=random.Random)
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        if not self.boot_id:
+            self._rng = random.Random(node.rng.random())
+            self.boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
+        busy_frac = min(1.0, max(0.0, 0.05 + 0.55 * node.load + self._rng.uniform(-0.03, 0.03)))
+        ticks = dt_s * USER_HZ * self.cpu_count
+        self.ticks_busy += ticks * busy_frac
+        self.ticks_idle += ticks * (1.0 - busy_frac)
+        self.uptime_s += dt_s
+        running = busy_frac * self.cpu_count
+        for i, horizon_s in enumerate((60.0, 300.0, 900.0)):
+            keep = 0.0 if dt_s >= horizon_s else 1.0 - dt_s / horizon_s
+            self.load_avg[i] = self.load_avg[i] * keep + running * (1.0 - keep)
+        target_mem = self.mem_total_bytes * (0.08 + 0.5 * node.load)
+        self.mem_used_bytes += (target_mem - self.mem_used_bytes) * min(1.0, dt_s / 30.0)
+        target_temp = 38.0 + 40.0 * busy_frac
+        self.cpu_temp_c += (target_temp - self.cpu_temp_c) * min(1.0, dt_s / 20.0)
+        for nic in self.interfaces:
+            if not nic.up:
+                continue
+            bytes_per_s = nic.speed_mbps * 1e6 / 8 * nic.peak_fraction * (0.02 + node.load)
+            moved = int(bytes_per_s * dt_s * self._rng.uniform(0.9, 1.1))
+            nic.rx_bytes += moved
+            nic.tx_bytes += int(moved * 0.97)
+            nic.rx_packets += moved // 8000
+            nic.tx_packets += moved // 8100
+
+    def write(self, tree: Tree) -> None:
+        busy, idle = int(self.ticks_busy), int(self.ticks_idle)
+        user, system = busy * 8 // 10, busy - busy * 8 // 10
+        lines = [f"cpu  {user} 0 {system} {idle} 0 0 0 0 0 0"]
+        per_cpu = [(user // self.cpu_count, system // self.cpu_count, idle // self.cpu_count)]
+        lines += [f"cpu{i} {u} 0 {s} {d} 0 0 0 0 0 0" for i in range(self.cpu_count) for (u, s, d) in per_cpu]
+        lines += ["intr 0", "ctxt 0", "btime 1700000000", "processes 1", "procs_running 1", "procs_blocked 0"]
+        tree.write("/proc/stat", "\n".join(lines) + "\n")
+        la = self.load_avg
+        tree.write("/proc/loadavg", f"{la[0]:.2f} {la[1]:.2f} {la[2]:.2f} 2/900 12345\n")
+        total_kb = self.mem_total_bytes // 1024
+        avail_kb = int(self.mem_total_bytes - self.mem_used_bytes) // 1024
+        tree.write(
+            "/proc/meminfo",
+            f"MemTotal:       {total_kb} kB\nMemFree:        {avail_kb // 2} kB\n"
+            f"MemAvailable:   {avail_kb} kB\nSwapTotal:      8388604 kB\nSwapFree:       8388604 kB\n",
+        )
+        tree.write("/proc/uptime", f"{self.uptime_s:.2f} {self.uptime_s * 10:.2f}\n")
+        tree.write("/proc/sys/kernel/random/boot_id", self.boot_id + "\n")
+        tree.write("/proc/sys/kernel/osrelease", self.kernel + "\n")
+        tree.write("/sys/class/thermal/thermal_zone0/type", "x86_pkg_temp\n")
+        tree.write("/sys/class/thermal/thermal_zone0/temp", f"{int(self.cpu_temp_c * 1000)}\n")
+        tree.write("/sys/class/hwmon/hwmon0/name", "k10temp\n")
+        tree.write("/sys/class/hwmon/hwmon0/temp1_label", "Tctl\n")
+        tree.write("/sys/class/hwmon/hwmon0/temp1_input", f"{int((self.cpu_temp_c + 2) * 1000)}\n")
+        self._write_net(tree)
+
+    def _write_net(self, tree: Tree) -> None:
+        head = (
+            "Inter-|   Receive                                                |  Transmit\n"
+            " face |bytes    packets errs drop fifo frame compressed multicast|"
+            "bytes    packets errs drop fifo colls carrier compressed\n"
+        )
+        rows = ["    lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0"]
+        for nic in self.interfaces:
+            rows.append(
+                f"{nic.name:>6}: {nic.rx_bytes} {nic.rx_packets} {nic.rx_errors} 0 0 0 0 0 "
+                f"{nic.tx_bytes} {nic.tx_packets} 0 0 0 0 0 0"
+            )
+            base = f"/sys/class/net/{nic.name}"
+            tree.write(f"{base}/operstate", "up\n" if nic.up else "down\n")
+            tree.write(f"{base}/carrier", "1\n" if nic.up else "0\n")
+            tree.write(f"{base}/speed", f"{nic.speed_mbps if nic.up else -1}\n")
+            tree.write(f"{base}/mtu", "9000\n")
+            tree.write(f"{base}/carrier_changes", f"{nic.carrier_changes}\n")
+        tree.write("/sys/class/net/lo/operstate", "unknown\n")
+        tree.write("/proc/net/dev", head + "\n".join(rows) + "\n")
+
+    def close(self) -> None:
+        """Nothing to release."""

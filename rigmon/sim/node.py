@@ -1,0 +1,62 @@
+"""SimNode: one simulated machine, a set of fake devices writing its tree on a simulated clock."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rigmon.sim.tree import Tree
+
+
+class SimDevice(Protocol):
+    """A piece of fake hardware on a simulated node."""
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        """Move the device's physics to simulated time ``t_s`` (``dt_s`` after the last call)."""
+        ...
+
+    def write(self, tree: Tree) -> None:
+        """Write the device's files (or speak its protocol) for the current state."""
+        ...
+
+    def close(self) -> None:
+        """Release what the device holds (a pty, a thread)."""
+        ...
+
+
+@dataclass
+class SimNode:
+    """A simulated node.
+
+    Attributes:
+        name: node name (the agent reports it).
+        tree: its fake root.
+        rng: the node's random source, seeded from the scenario seed and the node index.
+        devices: fake hardware, advanced in order (loads before the supplies that feed them).
+        load: training load from 0 (idle) to 1 (every GPU busy), set by the scenario.
+        bus: values devices share within one step (e.g. ``gpu_power_w`` read by the PSU).
+    """
+
+    name: str
+    tree: Tree
+    rng: random.Random
+    devices: list[SimDevice] = field(default_factory=list)
+    load: float = 0.0
+    bus: dict[str, float] = field(default_factory=dict)
+    t_s: float = 0.0
+
+    def step(self, t_s: float) -> None:
+        """Advance every device to simulated time ``t_s`` and write the tree."""
+        dt_s = max(0.0, t_s - self.t_s)
+        self.t_s = t_s
+        self.bus.clear()
+        for device in self.devices:
+            device.advance(self, t_s, dt_s)
+        for device in self.devices:
+            device.write(self.tree)
+
+    def close(self) -> None:
+        """Release every device."""
+        for device in self.devices:
+            device.close()

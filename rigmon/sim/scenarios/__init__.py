@@ -1,0 +1,29 @@
+"""Scenario registry: named, seeded simulated rigs, one per incident of DESIGN.md."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rigmon.sim.node import SimNode
+from rigmon.sim.scenarios.healthy import Healthy
+
+
+class Scenario(Protocol):
+    """A simulated rig: what each node holds and what happens to it over time."""
+
+    name: str
+    description: str
+    default_nodes: int
+
+    def build(self, node: SimNode, index: int) -> None:
+        """Add the node's fake devices (called once per node, index from 0)."""
+        ...
+
+    def drive(self, node: SimNode, index: int, t_s: float) -> None:
+        """Apply the scenario's timeline at simulated time ``t_s`` (before devices advance)."""
+        ...
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "healthy": Healthy(),
+}

@@ -1,0 +1,64 @@
+"""Tree: writes a fake machine's files (/proc, /sys, /dev) below a root directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class Tree:
+    """A directory standing for ``/`` of a simulated machine.
+
+    Files are replaced atomically (write a temporary file, then rename), so a collector
+    reading concurrently sees the old or the new content, never half of it.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, rel: str) -> Path:
+        """Real path of ``rel`` (``/proc/stat`` -> ``ROOT/proc/stat``)."""
+        return self.root / rel.lstrip("/")
+
+    def write(self, rel: str, content: str | bytes) -> None:
+        """Create or replace one file."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode() if isinstance(content, str) else content
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+
+    def append(self, rel: str, content: str) -> None:
+        """Append to a file (kernel log), creating it if needed."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(content)
+
+    def remove(self, rel: str) -> None:
+        """Remove a file or a whole directory (a device unplugged); absent is fine."""
+        target = self.path(rel)
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+
+    def symlink(self, rel: str, target: str) -> None:
+        """Create or replace a symlink (sysfs ``device`` links)."""
+        link = self.path(rel)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        os.symlink(target, link)
+
+
+def write_tree(root: str | os.PathLike[str], files: Mapping[str, str | bytes]) -> Tree:
+    """Write a small fake machine for a test: ``{"/proc/loadavg": "0.1 0.2 0.3 1/2 3\\n"}``."""
+    tree = Tree(root)
+    for rel, content in files.items():
+        tree.write(rel, content)
+    return tree
