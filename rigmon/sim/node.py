@@ -35,7 +35,9 @@ class SimNode:
         rng: the node's random source, seeded from the scenario seed and the node index.
         devices: fake hardware, advanced in order (loads before the supplies that feed them).
         load: training load from 0 (idle) to 1 (every GPU busy), set by the scenario.
-        bus: values devices share within one step (e.g. ``gpu_power_w`` read by the PSU).
+        bus: values devices share (``gpu_power_w`` written by the GPUs and read by the PSU,
+            ``rail_volts`` written by the PSU and read by the GPUs on the next step). Kept
+            between steps, so a device may read what another wrote in the previous step.
     """
 
     name: str
@@ -50,7 +52,6 @@ class SimNode:
         """Advance every device to simulated time ``t_s`` and write the tree."""
         dt_s = max(0.0, t_s - self.t_s)
         self.t_s = t_s
-        self.bus.clear()
         for device in self.devices:
             device.advance(self, t_s, dt_s)
         for device in self.devices:
