@@ -101,13 +101,9 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     except UnknownScenario as exc:
         return _fail(str(exc))
     nodes = args.nodes or scenario.default_nodes
-    try:
-        if args.tree_only:
-            asyncio.run(_tree_only(args, nodes))
-        else:
-            asyncio.run(_serve_sim(args, nodes))
-    except KeyboardInterrupt:
-        pass
+    from rigmon.agent.server import run_until_signalled
+
+    run_until_signalled(_tree_only(args, nodes) if args.tree_only else _serve_sim(args, nodes))
     return 0
 
 

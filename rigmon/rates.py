@@ -22,7 +22,7 @@ def counter_delta(previous: int, current: int, width_bits: int | None) -> int | 
     if current >= previous:
         return current - previous
     if width_bits is not None and previous < 2**width_bits:
-        wrapped = current + 2**width_bits - previous
+        wrapped: int = current + 2**width_bits - previous
         # A genuine wrap leaves a small delta; a reset to near zero from a low value would
         # look like an enormous one. Accept a wrap only when it is under half the range.
         if wrapped < 2 ** (width_bits - 1):

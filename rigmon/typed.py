@@ -104,12 +104,12 @@ def _convert(tp: Any, value: Any, path: str, strict: bool) -> Any:
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise TypedDataError(path, f"expected a list, got {type(value).__name__}")
-        args = get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, f"{path}[{i}]", strict) for i, v in enumerate(value))
-        if len(args) != len(value):
-            raise TypedDataError(path, f"expected {len(args)} items, got {len(value)}")
-        return tuple(_convert(a, v, f"{path}[{i}]", strict) for i, (a, v) in enumerate(zip(args, value)))
+        item_types = get_args(tp)
+        if len(item_types) == 2 and item_types[1] is Ellipsis:
+            return tuple(_convert(item_types[0], v, f"{path}[{i}]", strict) for i, v in enumerate(value))
+        if len(item_types) != len(value):
+            raise TypedDataError(path, f"expected {len(item_types)} items, got {len(value)}")
+        return tuple(_convert(a, v, f"{path}[{i}]", strict) for i, (a, v) in enumerate(zip(item_types, value)))
     if origin is dict:
         if not isinstance(value, dict):
             raise TypedDataError(path, f"expected a table/object, got {type(value).__name__}")
@@ -126,8 +126,8 @@ def _convert(tp: Any, value: Any, path: str, strict: bool) -> Any:
         try:
             return tp(value)
         except ValueError:
-            allowed = [m.value for m in tp]
-            raise TypedDataError(path, f"expected one of {allowed}, got {value!r}") from None
+            values = [m.value for m in tp]
+            raise TypedDataError(path, f"expected one of {values}, got {value!r}") from None
     if tp is bool:
         if not isinstance(value, bool):
             raise TypedDataError(path, f"expected true/false, got {value!r}")

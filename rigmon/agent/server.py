@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import signal
 import stat
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -74,7 +77,7 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
     )
     server = uvicorn.Server(config)
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     return server
 
 
@@ -89,9 +92,27 @@ async def serve(agent: Agent, listen: str) -> None:
         await agent.stop()
 
 
+def run_until_signalled(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on a new event loop until it ends or SIGINT/SIGTERM arrives.
+
+    A signal cancels ``main`` so that its cleanup (stopping collectors, closing the
+    journal) runs: a ``systemctl stop`` is a clean shutdown, not a crash.
+    """
+
+    async def guarded() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await main
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(guarded())
+
+
 def run(agent: Agent, listen: str) -> None:
     """Blocking entry point for ``rigmon agent``."""
-    try:
-        asyncio.run(serve(agent, listen))
-    except KeyboardInterrupt:
-        pass
+    run_until_signalled(serve(agent, listen))

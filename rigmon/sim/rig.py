@@ -62,11 +62,12 @@ class SimRig:
             node = SimNode(name=name, tree=Tree(workdir / name), rng=random.Random(f"{seed}:{index}"))
             scenario.build(node, index)
             self.nodes.append(node)
-        self.step()
+        self.step(0.0)
 
-    def step(self) -> None:
-        """Advance every node to the clock's current simulated time."""
-        t_s = self.clock.elapsed()
+    def step(self, t_s: float | None = None) -> None:
+        """Advance every node to simulated time ``t_s`` (default: the clock's current time)."""
+        if t_s is None:
+            t_s = self.clock.elapsed()
         for index, node in enumerate(self.nodes):
             self.scenario.drive(node, index, t_s)
             node.step(t_s)

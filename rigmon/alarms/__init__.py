@@ -1,0 +1,1 @@
+"""Alarm rule engine shared by the agent (node rules) and the dashboard (cluster rules)."""

@@ -1,0 +1,1 @@
+"""Notifiers: webhook, ntfy, Slack/Discord payloads and commands, with retry and rate limits."""

@@ -1,0 +1,166 @@
+"""Sampler: per-collector threads, hung and failing collectors, pushed readings, events."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+from rigmon.agent.sampler import Sampler
+from rigmon.clock import SystemClock
+from rigmon.collectors.base import EventDraft, NoData, PolledCollector, PushFn
+from rigmon.schema import Frame, TemperatureReading
+
+
+class Quick(PolledCollector):
+    name = "quick"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def collect(self) -> Sequence[object]:
+        self.n += 1
+        return [TemperatureReading(sensor="q", label="quick", temp_c=float(self.n))]
+
+
+class Hanging(PolledCollector):
+    """Blocks inside collect() until released, like an NVML call in a dying driver."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def collect(self) -> Sequence[object]:
+        self.calls += 1
+        self.release.wait(10)
+        return [TemperatureReading(sensor="h", label="hanging", temp_c=1.0)]
+
+
+class Flaky(PolledCollector):
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.mode = "fail"
+
+    def collect(self) -> Sequence[object]:
+        if self.mode == "fail":
+            raise OSError("read error")
+        if self.mode == "absent":
+            raise NoData("no such hardware")
+        return [EventDraft(kind="link_speed_changed", severity="warning", subject="link:0", message="40 -> 20")]
+
+
+class Pushing(PolledCollector):
+    name = "pushing"
+
+    def __init__(self) -> None:
+        self.push: PushFn | None = None
+
+    def start(self, push: PushFn) -> None:
+        self.push = push
+
+    def collect(self) -> Sequence[object]:
+        return []
+
+
+class Weird(PolledCollector):
+    name = "weird"
+
+    def collect(self) -> Sequence[object]:
+        return [object()]
+
+
+async def frames_until(frames: list[Frame], predicate: object, timeout_s: float = 10.0) -> Frame:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    seen = 0
+    while asyncio.get_running_loop().time() < deadline:
+        for frame in frames[seen:]:
+            if predicate(frame):  # type: ignore[operator]
+                return frame
+        seen = len(frames)
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+def make(collectors: dict[str, object], interval_s: float = 0.05, timeout_s: float = 0.2) -> tuple[Sampler, list[Frame]]:
+    sampler = Sampler("n1", "run1", collectors, interval_s, timeout_s, SystemClock())  # type: ignore[arg-type]
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    return sampler, frames
+
+
+async def test_hung_collector_does_not_stall_the_others() -> None:
+    quick, hanging = Quick(), Hanging()
+    sampler, frames = make({"quick": quick, "hanging": hanging})
+    task = asyncio.create_task(sampler.run())
+    try:
+        hung = await frames_until(frames, lambda f: f.collectors["hanging"].state == "hung")
+        # Frames keep coming with fresh quick readings while the other collector hangs.
+        later = await frames_until(frames, lambda f: f.seq > hung.seq + 5)
+        assert later.readings.temperatures[0].temp_c > hung.readings.temperatures[0].temp_c
+        assert hanging.calls == 1  # never called again while stuck
+        assert any(e.kind == "collector_failed" and e.subject == "collector:hanging" for f in frames for e in f.events)
+        hanging.release.set()
+        recovered = await frames_until(frames, lambda f: f.collectors["hanging"].state == "ok")
+        assert {t.sensor for t in recovered.readings.temperatures} == {"q", "h"}
+        assert any(e.kind == "collector_recovered" for f in frames for e in f.events)
+    finally:
+        hanging.release.set()
+        sampler.stop()
+        await task
+    seqs = [f.seq for f in frames]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+async def test_failure_absent_and_recovery_states_and_events() -> None:
+    flaky = Flaky()
+    sampler, frames = make({"flaky": flaky})
+    task = asyncio.create_task(sampler.run())
+    try:
+        failed = await frames_until(frames, lambda f: f.collectors["flaky"].state == "error")
+        assert failed.collectors["flaky"].error == "OSError: read error"
+        assert not failed.collectors["flaky"].ok
+        await frames_until(frames, lambda f: f.seq > failed.seq + 3)
+        failures = [e for f in frames for e in f.events if e.kind == "collector_failed"]
+        assert len(failures) == 1  # once, not on every tick
+        flaky.mode = "absent"
+        absent = await frames_until(frames, lambda f: f.collectors["flaky"].state == "absent")
+        assert absent.collectors["flaky"].ok
+        flaky.mode = "ok"
+        await frames_until(frames, lambda f: any(e.kind == "link_speed_changed" for e in f.events))
+    finally:
+        sampler.stop()
+        await task
+    kinds = [e.kind for f in frames for e in f.events]
+    assert kinds[0] == "agent_started"
+    ids = [e.id for f in frames for e in f.events]
+    assert len(ids) == len(set(ids))
+
+
+async def test_pushed_reading_is_published_before_the_next_tick() -> None:
+    pushing = Pushing()
+    sampler, frames = make({"pushing": pushing}, interval_s=30.0)
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq == 1)
+        assert pushing.push is not None
+        threading.Thread(target=pushing.push, args=([TemperatureReading("adc", "rail", 11.384)],)).start()
+        frame = await frames_until(frames, lambda f: bool(f.readings.temperatures), timeout_s=5.0)
+        assert frame.readings.temperatures[0].temp_c == 11.384
+        assert frame.seq == 2  # published on arrival, not after the 30 s tick
+    finally:
+        sampler.stop()
+        await task
+
+
+async def test_unknown_record_type_is_a_collector_error() -> None:
+    sampler, frames = make({"weird": Weird()})
+    task = asyncio.create_task(sampler.run())
+    try:
+        frame = await frames_until(frames, lambda f: f.collectors["weird"].state == "error")
+        assert "unknown type" in (frame.collectors["weird"].error or "")
+    finally:
+        sampler.stop()
+        await task

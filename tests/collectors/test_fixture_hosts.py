@@ -1,0 +1,57 @@
+"""Every scenario folder under tests/fixtures/hosts: the registry's collectors read it as a root.
+
+A folder holds the machine's files (proc/, sys/, dev/) and ``expected.json``:
+``{"collectors": {NAME: {"state": "ok" | "absent" | "error", "records": [...]}}}`` where each
+record is its schema fields plus ``"type"``. A new quirk is a new folder, not new test code;
+``pytest --update-golden`` rewrites expected.json from what the collectors report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rigmon.clock import SystemClock
+from rigmon.collectors import REGISTRY
+from rigmon.collectors.base import CollectorContext, EventDraft, NoData
+from rigmon.config import AgentConfig
+from rigmon.hw.root import HostRoot
+from rigmon.typed import to_data
+
+HOSTS = Path(__file__).parent.parent / "fixtures" / "hosts"
+FOLDERS = sorted(p for p in HOSTS.iterdir() if (p / "expected.json").exists())
+
+
+def run_collector(name: str, root: Path) -> dict[str, object]:
+    ctx = CollectorContext(root=HostRoot(root), clock=SystemClock(), config=AgentConfig())
+    collector = REGISTRY[name](ctx)
+    try:
+        records = collector.collect()
+    except NoData as exc:
+        return {"state": "absent", "error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the folder may expect a failure
+        return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        collector.close()
+    out = []
+    for record in records:
+        kind = "EventDraft" if isinstance(record, EventDraft) else type(record).__name__
+        out.append({"type": kind, **to_data(record)})
+    return {"state": "ok", "records": out}
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+def test_fixture_host(folder: Path, update_golden: bool) -> None:
+    expected_path = folder / "expected.json"
+    expected = json.loads(expected_path.read_text())
+    got = {"collectors": {name: run_collector(name, folder) for name in expected["collectors"]}}
+    if update_golden:
+        expected_path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    assert got == expected
+
+
+def test_every_folder_says_where_it_comes_from() -> None:
+    for folder in FOLDERS:
+        assert (folder / "SOURCE").read_text().strip(), folder

@@ -1,0 +1,115 @@
+"""Host collector parsers and behaviour over two samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.base import CollectorError
+from rigmon.collectors.host import (
+    HostCollector,
+    parse_loadavg,
+    parse_meminfo,
+    parse_net_dev,
+    parse_proc_stat,
+    parse_uptime,
+)
+from rigmon.hw.root import HostRoot
+from rigmon.schema import HostReading, NetInterfaceReading
+from rigmon.sim import write_tree
+
+NET_DEV_HEAD = (
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_parse_proc_stat_counts_iowait_as_idle_and_cpus() -> None:
+    text = "cpu  100 0 50 800 50 0 0 0 30 0\ncpu0 50 0 25 400 25 0 0 0 15 0\ncpu1 50 0 25 400 25 0 0 0 15 0\n"
+    cpu = parse_proc_stat(text)
+    assert (cpu.busy, cpu.total, cpu.cpu_count) == (150, 1000, 2)
+
+
+def test_parse_proc_stat_old_kernel_four_fields() -> None:
+    assert parse_proc_stat("cpu 1 2 3 4\ncpu0 1 2 3 4\n").total == 10
+
+
+@pytest.mark.parametrize("text", ["", "intr 0\n", "cpu 1 2\n"])
+def test_parse_proc_stat_rejects_garbage(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_proc_stat(text)
+
+
+def test_parse_small_files() -> None:
+    assert parse_loadavg("0.20 0.18 0.12 1/80 11206\n") == (0.2, 0.18, 0.12)
+    assert parse_uptime("350735.47 234388.90\n") == 350735.47
+    mem = parse_meminfo("MemTotal:  1000 kB\nHugePages_Total:   4\nbroken line\n")
+    assert mem == {"MemTotal": 1024000, "HugePages_Total": 4}
+
+
+def test_parse_net_dev_long_names_and_missing_space() -> None:
+    text = NET_DEV_HEAD + "enp65s0f0np0:1 2 3 4 0 0 0 0 5 6 7 8 0 0 0 0\n  eth0: 9 9 0 0 0 0 0 0 9 9 0 0 0 0 0 0\n"
+    nets = parse_net_dev(text)
+    assert nets["enp65s0f0np0"].rx_bytes == 1
+    assert nets["enp65s0f0np0"].tx_dropped == 8
+    assert set(nets) == {"enp65s0f0np0", "eth0"}
+
+
+def test_parse_net_dev_short_line_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        parse_net_dev(NET_DEV_HEAD + "  eth0: 1 2 3\n")
+
+
+def _tree(tmp_path: Path, busy: int, idle: int, rx: int) -> None:
+    write_tree(tmp_path, {
+        "/proc/stat": f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\n",
+        "/proc/net/dev": NET_DEV_HEAD + f"  eth0: {rx} 10 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        "/sys/class/net/eth0/speed": "25000\n",
+        "/sys/class/net/eth0/carrier": "1\n",
+    })
+
+
+def test_second_sample_has_cpu_percent_and_rates(tmp_path: Path) -> None:
+    clock = FakeClock()
+    _tree(tmp_path, busy=100, idle=900, rx=1000)
+    collector = HostCollector(HostRoot(tmp_path), clock)
+    first = collector.collect()
+    host = next(r for r in first if isinstance(r, HostReading))
+    net = next(r for r in first if isinstance(r, NetInterfaceReading))
+    assert host.cpu_pct is None and net.rx_bytes_per_s is None
+    _tree(tmp_path, busy=400, idle=1600, rx=6000)
+    clock.now += 2.0
+    second = collector.collect()
+    host = next(r for r in second if isinstance(r, HostReading))
+    net = next(r for r in second if isinstance(r, NetInterfaceReading))
+    assert host.cpu_pct == 30.0
+    assert net.rx_bytes_per_s == 2500.0
+    assert net.speed_mbps == 25000 and net.carrier is True
+
+
+def test_counter_reset_gives_no_rate(tmp_path: Path) -> None:
+    clock = FakeClock()
+    _tree(tmp_path, busy=100, idle=900, rx=10_000)
+    collector = HostCollector(HostRoot(tmp_path), clock)
+    collector.collect()
+    _tree(tmp_path, busy=200, idle=1000, rx=50)  # driver reloaded
+    clock.now += 1.0
+    net = next(r for r in collector.collect() if isinstance(r, NetInterfaceReading))
+    assert net.rx_bytes_per_s is None
+
+
+def test_missing_proc_stat_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(CollectorError):
+        HostCollector(HostRoot(tmp_path), FakeClock()).collect()

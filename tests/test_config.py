@@ -1,0 +1,62 @@
+"""Agent configuration: defaults, TOML, environment overrides, errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.config import ConfigError, load_agent_config, split_listen
+
+
+def test_defaults_work_without_a_file(tmp_path: Path) -> None:
+    config = load_agent_config(None, environ={})
+    assert config.agent.listen == "127.0.0.1:9871"
+    assert config.collector("host").enabled
+
+
+def test_file_env_and_overrides_in_that_order(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[agent]\nnode = "rig1"\ninterval_s = 2.0\n[collectors.host]\nenabled = false\n')
+    config = load_agent_config(path, {"listen": "127.0.0.1:9000"}, environ={"RIGMON_AGENT_INTERVAL_S": "0.5"})
+    assert config.node_name == "rig1"
+    assert config.agent.interval_s == 0.5
+    assert config.agent.listen == "127.0.0.1:9000"
+    assert not config.collector("host").enabled
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[agent]\nbuffer_frames = -1\n", "agent"),
+        ("[agent]\nlisten = \"nowhere\"\n", "agent"),
+        ("[agnet]\n", "agnet"),
+        ("[collectors.host]\nenabled = \"yes\"\n", "collectors.host.enabled"),
+        ("agent = 3\n", "agent"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, environ={})
+    assert f": {key}" in str(info.value)
+
+
+def test_bad_toml_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text("[agent\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_agent_config(path, environ={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_agent_config(tmp_path / "missing.toml", environ={})
+
+
+def test_unknown_environment_key() -> None:
+    with pytest.raises(ConfigError, match="RIGMON_AGENT_COLOUR"):
+        load_agent_config(None, environ={"RIGMON_AGENT_COLOUR": "red"})
+
+
+@pytest.mark.parametrize(("listen", "expected"), [("127.0.0.1:1", ("127.0.0.1", 1)), ("[::1]:9871", ("::1", 9871))])
+def test_split_listen(listen: str, expected: tuple[str, int]) -> None:
+    assert split_listen(listen) == expected
