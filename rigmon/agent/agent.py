@@ -9,6 +9,7 @@ import uuid
 from rigmon import __version__
 from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
+from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.sampler import Sampler
 from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
@@ -63,6 +64,7 @@ class Agent:
             intervals=intervals,
         )
         self.buffer: FrameBuffer | None = None
+        self.metrics: FrameCollector | None = None
         self.token = token
         self._task: asyncio.Task[None] | None = None
 
@@ -83,14 +85,18 @@ class Agent:
     def app(self) -> ASGIApp:
         """The HTTP application; call from the event loop the agent runs on."""
         if self.buffer is None:
-            self.buffer = FrameBuffer(self.config.agent.buffer_frames)
-            self.sampler.add_listener(self.buffer.append)
+            buffer = FrameBuffer(self.config.agent.buffer_frames)
+            self.buffer = buffer
+            self.sampler.add_listener(buffer.append)
+            self.metrics = FrameCollector(lambda: buffer.latest)
+            self.sampler.add_listener(self.metrics.observe)
         state = ApiState(
             buffer=self.buffer,
             info=self.info,
             token=self.token,
             max_streams=self.config.agent.max_streams,
             max_request_bytes=self.config.agent.max_request_bytes,
+            metrics=make_registry(self.metrics) if self.metrics else None,
         )
         return build_app(state)
 

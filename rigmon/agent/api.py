@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -40,6 +42,7 @@ class ApiState:
     token: str | None
     max_streams: int
     max_request_bytes: int
+    metrics: CollectorRegistry | None = None
     keepalive_s: float = KEEPALIVE_S
     open_streams: int = 0
 
@@ -169,8 +172,14 @@ def build_app(state: ApiState) -> ASGIApp:
         finally:
             state.open_streams -= 1
 
+    async def metrics(request: Request) -> Response:
+        if state.metrics is None:
+            return _error(404, "metrics are not enabled")
+        return Response(generate_latest(state.metrics), media_type=CONTENT_TYPE_LATEST)
+
     routes = [
         Route("/healthz", healthz),
+        Route("/metrics", metrics),
         Route("/v1/info", info),
         Route("/v1/latest", latest),
         Route("/v1/samples", samples),

@@ -1,0 +1,196 @@
+"""Prometheus exposition of the agent's readings through prometheus_client (/metrics).
+
+Metric names are derived from the wire schema, whose field names carry their unit: a
+record type gets a prefix and identity labels (`RECORD_METRICS`), and each numeric field
+becomes a series named by Prometheus conventions (`power_w` -> `_watts`, `temp_c` ->
+`_celsius`, `util_pct` -> `_ratio`, `*_total` -> a raw counter so that ``rate()`` works).
+A source added to the schema later only needs its entry in `RECORD_METRICS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from rigmon.schema import Frame, HostReading, NetInterfaceReading, Readings, TemperatureReading
+from rigmon.typed import field_types
+
+PREFIX = "rigmon"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetrics:
+    """How one record type becomes metrics.
+
+    Attributes:
+        prefix: inserted after ``rigmon_`` (``gpu`` -> ``rigmon_gpu_power_watts``).
+        labels: fields that identify the item (become labels, not series).
+        skip: fields not exported (free text, or already exported another way).
+    """
+
+    prefix: str
+    labels: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+
+
+#: One entry per record type of `Readings`; a type missing here is not exported.
+RECORD_METRICS: dict[type, RecordMetrics] = {
+    HostReading: RecordMetrics("host", skip=("boot_id",)),
+    TemperatureReading: RecordMetrics("temperature", labels=("sensor", "label")),
+    NetInterfaceReading: RecordMetrics("network", labels=("name",), skip=("operstate",)),
+}
+
+# (field suffix, metric suffix, scale). Order matters: longer suffixes first.
+_UNITS: tuple[tuple[str, str, float], ...] = (
+    ("_bytes_per_s", "_bytes_per_second", 1.0),
+    ("_packets_per_s", "_packets_per_second", 1.0),
+    ("_per_s", "_per_second", 1.0),
+    ("_mohm", "_ohms", 1e-3),
+    ("_mhz", "_hertz", 1e6),
+    # Link speeds are megabits or gigabits in the schema; Prometheus' base unit is bytes.
+    ("_mbps", "_bytes_per_second", 1e6 / 8),
+    ("_gbps", "_bytes_per_second", 1e9 / 8),
+    ("_pct", "_ratio", 0.01),
+    ("_volts", "_volts", 1.0),
+    ("_amps", "_amperes", 1.0),
+    ("_w", "_watts", 1.0),
+    ("_c", "_celsius", 1.0),
+    ("_bytes", "_bytes", 1.0),
+    ("_at", "_timestamp_seconds", 1.0),
+    ("_s", "_seconds", 1.0),
+)
+
+
+def metric_name(prefix: str, field: str) -> tuple[str, float, bool]:
+    """Prometheus name, scale and counter-ness of a schema field.
+
+    ``rx_bytes_total`` -> (``rigmon_network_rx_bytes_total``, 1, True);
+    ``clock_sm_mhz`` -> (``rigmon_gpu_clock_sm_hertz``, 1e6, False).
+    """
+    if field.endswith("_mj_total"):
+        return f"{PREFIX}_{prefix}_{field[: -len('_mj_total')]}_joules_total", 1e-3, True
+    if field.endswith("_total"):
+        return f"{PREFIX}_{prefix}_{field}", 1.0, True
+    if field.endswith("_count"):
+        # "_count" is reserved for histograms and summaries: cpu_count -> rigmon_host_cpus.
+        return f"{PREFIX}_{prefix}_{field[: -len('_count')]}s", 1.0, False
+    for suffix, unit, scale in _UNITS:
+        if field.endswith(suffix):
+            return f"{PREFIX}_{prefix}_{field[: -len(suffix)]}{unit}", scale, False
+    return f"{PREFIX}_{prefix}_{field}", 1.0, False
+
+
+def _literal_values(tp: object) -> tuple[str, ...] | None:
+    """The allowed values of a ``Literal`` (or ``Literal | None``) field, else None."""
+    for candidate in (tp, *typing.get_args(tp)):
+        if typing.get_origin(candidate) is typing.Literal:
+            return tuple(str(v) for v in typing.get_args(candidate))
+    return None
+
+
+def _is_number(tp: object) -> bool:
+    args = typing.get_args(tp) or (tp,)
+    return any(a in (int, float, bool) for a in args)
+
+
+class _Families:
+    """Collects samples per metric name while walking a frame."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, Metric] = {}
+
+    def add(self, name: str, doc: str, counter: bool, labels: dict[str, str], value: float) -> None:
+        family = self.families.get(name)
+        if family is None:
+            cls = CounterMetricFamily if counter else GaugeMetricFamily
+            family = cls(name, doc, labels=list(labels))
+            self.families[name] = family
+        family.add_metric(list(labels.values()), value)  # type: ignore[attr-defined]
+
+
+def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> list[Metric]:
+    """All metric families for one frame plus the agent's event counters."""
+    fam = _Families()
+    node = {"node": frame.node}
+    for name, status in sorted(frame.collectors.items()):
+        labels = {**node, "collector": name}
+        fam.add(f"{PREFIX}_collector_up", "1 when the collector's last run succeeded or its hardware is absent",
+                False, labels, 1.0 if status.ok else 0.0)
+        if status.duration_s is not None:
+            fam.add(f"{PREFIX}_collector_duration_seconds", "duration of the collector's last run", False, labels,
+                    status.duration_s)
+        for state in ("ok", "error", "absent", "hung", "pending"):
+            fam.add(f"{PREFIX}_collector_state", "collector state (1 for the current one)", False,
+                    {**labels, "state": state}, 1.0 if status.state == state else 0.0)
+    fam.add(f"{PREFIX}_agent_start_timestamp_seconds", "when this agent run started", False, node, frame.agent_start)
+    fam.add(f"{PREFIX}_frame_seq", "sequence number of the newest frame in this agent run", False, node,
+            float(frame.seq))
+    for field in dataclasses.fields(Readings):
+        value = getattr(frame.readings, field.name)
+        records = value if isinstance(value, tuple) else (value,) if value is not None else ()
+        for record in records:
+            _record_metrics(fam, record, node)
+    for (kind, subject, code), count in sorted(event_counts.items()):
+        fam.add(f"{PREFIX}_events_total", "events since the agent started, by kind, subject and code", True,
+                {**node, "kind": kind, "subject": subject, "code": code}, float(count))
+    return list(fam.families.values())
+
+
+def _record_metrics(fam: _Families, record: object, node: dict[str, str]) -> None:
+    spec = RECORD_METRICS.get(type(record))
+    if spec is None:
+        return
+    labels = dict(node)
+    for label in spec.labels:
+        labels[label] = str(getattr(record, label))
+    doc_type = type(record).__name__
+    types_ = field_types(type(record))
+    for name, tp in types_.items():
+        if name in spec.labels or name in spec.skip:
+            continue
+        if name.endswith("_per_s") and f"{name[: -len('_per_s')]}_total" in types_:
+            continue  # the raw counter is exported; rate() in PromQL gives this
+        value = getattr(record, name)
+        states = _literal_values(tp)
+        if states is not None:
+            for state in states:
+                fam.add(f"{PREFIX}_{spec.prefix}_{name}", f"{doc_type}.{name} (1 for the current value)", False,
+                        {**labels, name: state}, 1.0 if value == state else 0.0)
+            continue
+        if value is None or not _is_number(tp) or isinstance(value, str):
+            continue
+        metric, scale, counter = metric_name(spec.prefix, name)
+        fam.add(metric, f"{doc_type}.{name}", counter, labels, float(value) * scale)
+
+
+class FrameCollector(Collector):
+    """A prometheus_client collector serving the newest frame of an agent."""
+
+    def __init__(self, latest: typing.Callable[[], Frame | None]) -> None:
+        self._latest = latest
+        self.event_counts: Counter[tuple[str, str, str]] = Counter()
+
+    def observe(self, frame: Frame) -> None:
+        """Sampler listener: count the frame's events."""
+        for event in frame.events:
+            code = event.data.get("xid", event.data.get("code", ""))
+            self.event_counts[(event.kind, event.subject, "" if code is None else str(code))] += 1
+
+    def collect(self) -> Iterator[Metric]:
+        frame = self._latest()
+        if frame is None:
+            return iter(())
+        return iter(frame_metrics(frame, self.event_counts))
+
+
+def make_registry(collector: FrameCollector) -> CollectorRegistry:
+    """A registry holding only the agent's own metrics (no process/platform collectors)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry

@@ -1,0 +1,97 @@
+"""A real Prometheus server on loopback scrapes a simulated rig's agent and answers queries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+PROMETHEUS = shutil.which("prometheus")
+
+pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (.ci/run installs it)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    token = tmp_path / "token"
+    token.write_text("prom-token\n")
+    token.chmod(0o600)
+    tree = tmp_path / "tree"
+    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--tree-only", str(tree), "--nodes", "1",
+                            "--duration", "120"], stdout=subprocess.PIPE, text=True, env=ENV)
+    assert sim.stdout is not None
+    root = sim.stdout.readline().split()[1]
+    port = free_port()
+    agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", root, "--node", "rig-a",
+                              "--listen", f"127.0.0.1:{port}", "--token-file", str(token)],
+                             stdout=subprocess.DEVNULL, env=ENV)
+    try:
+        yield f"127.0.0.1:{port}", token
+    finally:
+        for proc in (agent, sim):
+            proc.terminate()
+            proc.wait(10)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, agent_target: tuple[str, Path]) -> Iterator[str]:
+    target, token = agent_target
+    example = yaml.safe_load((REPO / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    example["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    example["rule_files"] = [str(REPO / "deploy" / "prometheus" / name) for name in example["rule_files"]]
+    job = example["scrape_configs"][0]
+    job["authorization"]["credentials_file"] = str(token)
+    job["static_configs"] = [{"targets": [target]}]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump(example))
+    port = free_port()
+    assert PROMETHEUS is not None
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def query(client: httpx.Client, url: str, promql: str, deadline_s: float = 60) -> list[dict[str, object]]:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            r = client.get(f"{url}/api/v1/query", params={"query": promql})
+            if r.status_code == 200 and r.json()["data"]["result"]:
+                return list(r.json()["data"]["result"])
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"no result for {promql}")
+
+
+def test_prometheus_scrapes_the_agent_with_its_token(prometheus: str) -> None:
+    with httpx.Client(timeout=5) as client:
+        up = query(client, prometheus, 'up{job="rigmon"} == 1')
+        assert up[0]["metric"]["job"] == "rigmon"  # type: ignore[index]
+        cpus = query(client, prometheus, "rigmon_host_cpus")
+        assert cpus[0]["metric"]["node"] == "rig-a"  # type: ignore[index]
+        assert cpus[0]["value"][1] == "32"  # type: ignore[index]
+        rate = query(client, prometheus, 'rate(rigmon_network_rx_bytes_total{name="eth0"}[5s]) > 0')
+        assert float(rate[0]["value"][1]) > 0  # type: ignore[index]
