@@ -323,7 +323,7 @@ class RaidCollector(PolledCollector):
         chunk = _int_or_none(attr(f"{base}/chunk_size"))
         md_rates = rates.get(ms.name, DiskRates())
         busy = [(m.read_bytes_per_s or 0.0) + (m.write_bytes_per_s or 0.0) for m in members
-                if m.role in ("in_sync", "rebuilding") and m.read_bytes_per_s is not None]
+                if m.role == "in_sync" and m.read_bytes_per_s is not None]
         return RaidArrayReading(
             name=ms.name,
             md_name=md_name,
