@@ -441,12 +441,12 @@ class RaidCollector(PolledCollector):
                 out.append(EventDraft("raid_array_added", "info", subject,
                                       f"md array {label} appeared: {a.level or '?'} {a.health}",
                                       {"level": a.level, "health": a.health}))
-            old_health = before.health if before is not None else "ok"
-            if a.health != old_health:
+            old_health = before.health if before is not None else None
+            if a.health != (old_health or "ok"):
+                change = f"{old_health} -> {a.health}" if old_health else f"is {a.health}"
                 out.append(EventDraft(
                     "raid_health_changed", _HEALTH_SEVERITY[a.health], subject,
-                    f"md array {label} {old_health} -> {a.health}"
-                    + (f" (array_state {a.array_state})" if a.array_state else ""),
+                    f"md array {label} {change}" + (f" (array_state {a.array_state})" if a.array_state else ""),
                     {"from": old_health, "to": a.health, "array_state": a.array_state, "degraded": a.degraded},
                 ))
             old_members = {m.name: m for m in before.members} if before is not None else {}

@@ -169,7 +169,8 @@ class ThunderboltCollector(PolledCollector):
             if not entries and self._seen is None:
                 raise NoData("no Thunderbolt/USB4 bus")
             raws = [r for r in (self._read(e) for e in entries) if r is not None]
-            readings = [self._judge(r) for r in raws]
+            host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
+            readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
             records: list[object] = list(self._events(readings))
             records.extend(readings)
             return records
@@ -207,7 +208,8 @@ class ThunderboltCollector(PolledCollector):
             tx_lanes=parse_lanes(attr(f"{base}/tx_lanes")),
         )
 
-    def _judge(self, r: _Raw) -> ThunderboltDeviceReading:
+    def _judge(self, r: _Raw, host_generation: int | None) -> ThunderboltDeviceReading:
+        """Judge a link; an XDomain peer reports no generation, so its host router's stands in."""
         rx = _speed_lanes(r.rx_speed, r.rx_lanes)
         tx = _speed_lanes(r.tx_speed, r.tx_lanes)
         expected: float | None = None
@@ -222,7 +224,8 @@ class ThunderboltCollector(PolledCollector):
             configured = self.expected_gbps.get(r.name)
             if configured is None and r.unique_id:
                 configured = self.expected_gbps.get(r.unique_id)
-            expected, source = expected_link(r.generation, configured, self._best.get(key))
+            generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
+            expected, source = expected_link(generation, configured, self._best.get(key))
             state, reason = judge_link(rx, tx, r.rx_lanes, r.tx_lanes, expected)
         return ThunderboltDeviceReading(
             name=r.name, kind=r.kind, domain=r.domain, vendor=r.vendor, device_name=r.device_name,
