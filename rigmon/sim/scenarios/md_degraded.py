@@ -11,7 +11,7 @@ from rigmon.sim.storage import SimMdArray, SimMember, SimNvmeDrive, SimStorage
 FAIL_AT_S = 15.0
 REPLACE_AT_S = 30.0
 #: Small drives, so the recovery finishes within a couple of simulated minutes.
-DRIVE_KIB = 64 * 1024 * 1024
+DRIVE_KIB = 32 * 1024 * 1024
 RECOVERY_BYTES_PER_S = 0.8e9
 
 
