@@ -65,11 +65,36 @@ class CollectorSection:
 
 
 @dataclass(frozen=True, slots=True)
+class StorageSection:
+    """``[storage]``: disks, md arrays, NVMe, Thunderbolt/USB4 and network links."""
+
+    udev: bool = True
+    """Re-read at once on udev events (polling stays the ground truth; no udev is quiet)."""
+    thunderbolt_expected_gbps: dict[str, float] = field(default_factory=dict)
+    """Expected bandwidth per direction (Gb/s, speed x lanes) per link, keyed by router name
+    (``0-1``) or ``unique_id``; unlisted links expect their generation's nominal rate."""
+    balance_min_bytes_per_s: float = 50e6
+    """Below this read+write rate an array or member counts as idle for balance figures."""
+    net_stall_after_s: float = 5.0
+    """An interface that is up but moved no packet for this long, after carrying traffic, is stalled."""
+
+    def __post_init__(self) -> None:
+        for key, gbps in self.thunderbolt_expected_gbps.items():
+            if gbps <= 0:
+                raise ValueError(f"thunderbolt_expected_gbps.{key} must be positive")
+        if self.balance_min_bytes_per_s < 0:
+            raise ValueError("balance_min_bytes_per_s must not be negative")
+        if self.net_stall_after_s <= 0:
+            raise ValueError("net_stall_after_s must be positive")
+
+
+@dataclass(frozen=True, slots=True)
 class AgentConfig:
     """The whole agent configuration file."""
 
     agent: AgentSection = field(default_factory=AgentSection)
     collectors: dict[str, CollectorSection] = field(default_factory=dict)
+    storage: StorageSection = field(default_factory=StorageSection)
 
     @property
     def node_name(self) -> str:

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from rigmon.collectors.base import CollectorFactory
+from rigmon.collectors.disks import make_disk_collector
 from rigmon.collectors.host import make_host_collector
+from rigmon.collectors.nvme import make_nvme_collector
+from rigmon.collectors.raid import make_raid_collector
+from rigmon.collectors.thunderbolt import make_thunderbolt_collector
 
 #: Every collector the agent knows, by name. Order is the order of the node screen.
 REGISTRY: dict[str, CollectorFactory] = {
     "host": make_host_collector,
+    "disks": make_disk_collector,
+    "raid": make_raid_collector,
+    "nvme": make_nvme_collector,
+    "thunderbolt": make_thunderbolt_collector,
 }

@@ -133,6 +133,45 @@ def parse_millidegrees(text: str | None) -> float | None:
     return None if value is None else value / MILLI
 
 
+#: ARPHRD_* link types of /sys/class/net/<if>/type.
+ARPHRD_ETHER = 1
+ARPHRD_INFINIBAND = 32
+#: Driver of Thunderbolt/USB4 host-to-host networking interfaces (thunderbolt0).
+THUNDERBOLT_NET_DRIVERS = frozenset({"thunderbolt-net", "thunderbolt_net"})
+
+
+def parse_net_kind(name: str, link_type: int | None, driver: str | None, has_device: bool,
+                   is_wireless: bool, is_bridge: bool, is_bond: bool) -> str | None:
+    """What kind of link an interface is, from its sysfs traits.
+
+    Args:
+        name: interface name.
+        link_type: ``type`` (ARPHRD_*).
+        driver: name of the driver bound to its ``device`` (``thunderbolt-net``, ``mlx5_core``).
+        has_device: whether it has a ``device`` link (hardware, or a Thunderbolt service).
+        is_wireless: a ``wireless`` or ``phy80211`` entry exists.
+        is_bridge: a ``bridge`` directory exists.
+        is_bond: a ``bonding`` directory exists.
+
+    Returns:
+        ``thunderbolt-net``, ``bridge``, ``bond``, ``infiniband``, ``wifi``, ``ethernet``,
+        ``virtual``, or ``None`` when nothing says.
+    """
+    if driver in THUNDERBOLT_NET_DRIVERS or (driver is None and name.startswith("thunderbolt")):
+        return "thunderbolt-net"
+    if is_bridge:
+        return "bridge"
+    if is_bond:
+        return "bond"
+    if link_type == ARPHRD_INFINIBAND:
+        return "infiniband"
+    if is_wireless:
+        return "wifi"
+    if link_type == ARPHRD_ETHER:
+        return "ethernet" if has_device else "virtual"
+    return None
+
+
 # Interfaces that carry no rig traffic: loopback only. Virtual bridges stay visible
 # because thunderbolt-net and bonding show up as virtual devices too.
 _SKIPPED_INTERFACES = {"lo"}
@@ -148,11 +187,14 @@ class HostCollector(PolledCollector):
 
     name = "host"
 
-    def __init__(self, root: HostRoot, clock: Clock) -> None:
+    def __init__(self, root: HostRoot, clock: Clock, net_stall_after_s: float = 5.0) -> None:
         self.root = root
         self.clock = clock
+        self.net_stall_after_s = net_stall_after_s
         self._cpu_last: CpuTimes | None = None
         self._rates = CounterRates()
+        # Monotonic time each interface last moved a packet (only interfaces that ever did).
+        self._last_active_s: dict[str, float] = {}
 
     def collect(self) -> Sequence[object]:
         stat_text = self.root.read_text("/proc/stat")
@@ -227,10 +269,13 @@ class HostCollector(PolledCollector):
             base = f"/sys/class/net/{name}"
             carrier = parse_int(self.root.read_attr(f"{base}/carrier"))
             speed = parse_int(self.root.read_attr(f"{base}/speed"))
+            operstate = self.root.read_attr(f"{base}/operstate")
+            rx_pps = self._rates.rate((name, "rxp"), c.rx_packets, now_s)
+            tx_pps = self._rates.rate((name, "txp"), c.tx_packets, now_s)
             out.append(
                 NetInterfaceReading(
                     name=name,
-                    operstate=self.root.read_attr(f"{base}/operstate"),
+                    operstate=operstate,
                     carrier=None if carrier is None else carrier == 1,
                     # The kernel reports -1 (or EINVAL) when the speed is unknown.
                     speed_mbps=speed if speed is not None and speed > 0 else None,
@@ -246,14 +291,40 @@ class HostCollector(PolledCollector):
                     carrier_changes_total=parse_int(self.root.read_attr(f"{base}/carrier_changes")),
                     rx_bytes_per_s=self._rates.rate((name, "rxb"), c.rx_bytes, now_s),
                     tx_bytes_per_s=self._rates.rate((name, "txb"), c.tx_bytes, now_s),
-                    rx_packets_per_s=self._rates.rate((name, "rxp"), c.rx_packets, now_s),
-                    tx_packets_per_s=self._rates.rate((name, "txp"), c.tx_packets, now_s),
+                    rx_packets_per_s=rx_pps,
+                    tx_packets_per_s=tx_pps,
+                    kind=self._kind(name, base),
+                    stalled=self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
                 )
             )
         self._rates.forget_missing({(n, k) for n in counters for k in ("rxb", "txb", "rxp", "txp")})
+        for gone in set(self._last_active_s) - set(counters):
+            del self._last_active_s[gone]
         return out
+
+    def _kind(self, name: str, base: str) -> str | None:
+        driver_link = self.root.readlink(f"{base}/device/driver")
+        return parse_net_kind(
+            name=name,
+            link_type=parse_int(self.root.read_attr(f"{base}/type")),
+            driver=driver_link.rstrip("/").rsplit("/", 1)[-1] if driver_link else None,
+            has_device=self.root.readlink(f"{base}/device") is not None or self.root.exists(f"{base}/device"),
+            is_wireless=self.root.exists(f"{base}/wireless") or self.root.exists(f"{base}/phy80211"),
+            is_bridge=self.root.exists(f"{base}/bridge"),
+            is_bond=self.root.exists(f"{base}/bonding"),
+        )
+
+    def _stalled(self, name: str, up: bool, rx_pps: float | None, tx_pps: float | None, now_s: float) -> bool:
+        """Up, used to carry traffic, and no packet either way for ``net_stall_after_s``."""
+        if rx_pps is None or tx_pps is None:
+            return False
+        if rx_pps > 0 or tx_pps > 0:
+            self._last_active_s[name] = now_s
+            return False
+        last = self._last_active_s.get(name)
+        return up and last is not None and now_s - last >= self.net_stall_after_s
 
 
 def make_host_collector(ctx: CollectorContext) -> HostCollector:
     """Registry factory."""
-    return HostCollector(ctx.root, ctx.clock)
+    return HostCollector(ctx.root, ctx.clock, ctx.config.storage.net_stall_after_s)

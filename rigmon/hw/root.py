@@ -37,6 +37,11 @@ class HostRoot:
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
 
+    @property
+    def is_real_root(self) -> bool:
+        """Whether this is the machine's own ``/`` (udev events describe only that one)."""
+        return self.root.resolve() == Path("/")
+
     def path(self, rel: str) -> Path:
         """Return the real path of ``rel`` (an absolute-looking path such as ``/proc/stat``)."""
         return self.root / rel.lstrip("/")

@@ -27,6 +27,10 @@ class SimInterface:
     tx_packets: int = 0
     carrier_changes: int = 1
     rx_errors: int = 0
+    kind: str = "ethernet"
+    """``ethernet`` gets a hardware ``device`` entry; ``thunderbolt-net`` is linked by the Thunderbolt bus."""
+    stalled: bool = False
+    """Up with carrier but moving no packets (a hung collective)."""
 
 
 @dataclass
@@ -70,7 +74,7 @@ class SimHost:
         target_temp = 38.0 + 40.0 * busy_frac
         self.cpu_temp_c += (target_temp - self.cpu_temp_c) * min(1.0, dt_s / 20.0)
         for nic in self.interfaces:
-            if not nic.up:
+            if not nic.up or nic.stalled:
                 continue
             bytes_per_s = nic.speed_mbps * 1e6 / 8 * nic.peak_fraction * (0.02 + node.load)
             moved = int(bytes_per_s * dt_s * self._rng.uniform(0.9, 1.1))
@@ -124,6 +128,9 @@ class SimHost:
             tree.write(f"{base}/speed", f"{nic.speed_mbps if nic.up else -1}\n")
             tree.write(f"{base}/mtu", "9000\n")
             tree.write(f"{base}/carrier_changes", f"{nic.carrier_changes}\n")
+            tree.write(f"{base}/type", "1\n")
+            if nic.kind == "ethernet" and not tree.path(f"{base}/device").exists():
+                tree.write(f"{base}/device/uevent", "PCI_CLASS=20000\n")
         tree.write("/sys/class/net/lo/operstate", "unknown\n")
         tree.write("/proc/net/dev", head + "\n".join(rows) + "\n")
 

@@ -6,6 +6,10 @@ from typing import Protocol
 
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.healthy import Healthy
+from rigmon.sim.scenarios.md_degraded import MdDegraded
+from rigmon.sim.scenarios.model_load import ModelLoad
+from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
+from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
 
 
 class Scenario(Protocol):
@@ -26,4 +30,8 @@ class Scenario(Protocol):
 
 SCENARIOS: dict[str, Scenario] = {
     "healthy": Healthy(),
+    "model-load": ModelLoad(),
+    "tb-retrain-10g": TbRetrain10g(),
+    "md-degraded": MdDegraded(),
+    "strix-usb4": StrixUsb4(),
 }

@@ -1,0 +1,217 @@
+"""Disks collector: per block device throughput, IOPS, utilisation and wait from /proc/diskstats."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, NoData, PolledCollector
+from rigmon.hw.root import HostRoot
+from rigmon.rates import CounterRates, counter_delta
+from rigmon.schema import DiskReading
+
+#: diskstats counts sectors in 512-byte units whatever the device's logical block size.
+SECTOR_BYTES = 512
+#: Millisecond fields of diskstats are `unsigned int` in the kernel and wrap at 2^32.
+MS_COUNTER_BITS = 32
+#: Counters after the name: 11 before 4.18, 15 with discard fields, 17 with flush fields (5.5+).
+_COUNTER_WIDTHS = (11, 15, 17)
+#: Devices that are never rig storage.
+_SKIPPED_PREFIXES = ("loop", "ram", "zram", "fd", "sr")
+
+
+@dataclass(frozen=True, slots=True)
+class DiskStats:
+    """One device's cumulative counters (diskstats fields 1-17; later ones ``None`` when absent)."""
+
+    name: str
+    major: int
+    minor: int
+    reads: int
+    reads_merged: int
+    read_sectors: int
+    read_ms: int
+    writes: int
+    writes_merged: int
+    write_sectors: int
+    write_ms: int
+    in_flight: int
+    io_ms: int
+    weighted_ms: int
+    discards: int | None = None
+    discard_sectors: int | None = None
+    discard_ms: int | None = None
+    flushes: int | None = None
+    flush_ms: int | None = None
+
+
+def _stats_from_counters(name: str, major: int, minor: int, values: Sequence[int]) -> DiskStats:
+    if len(values) not in _COUNTER_WIDTHS:
+        raise ValueError(f"{name}: expected 11, 15 or 17 counters, got {len(values)}")
+    # Fields 12-15 (discards, merged, sectors, ms) and 16-17 (flushes, ms) are absent on
+    # older kernels: absent, not zero.
+    opt: list[int | None] = [*values[11:], *([None] * (17 - len(values)))]
+    v = values
+    return DiskStats(
+        name=name, major=major, minor=minor,
+        reads=v[0], reads_merged=v[1], read_sectors=v[2], read_ms=v[3],
+        writes=v[4], writes_merged=v[5], write_sectors=v[6], write_ms=v[7],
+        in_flight=v[8], io_ms=v[9], weighted_ms=v[10],
+        discards=opt[0], discard_sectors=opt[2], discard_ms=opt[3], flushes=opt[4], flush_ms=opt[5],
+    )
+
+
+def parse_diskstats(text: str) -> list[DiskStats]:
+    """Parse /proc/diskstats (14, 18 or 20 columns per line, by kernel version).
+
+    Raises:
+        ValueError: a line with another number of columns or a non-numeric counter.
+    """
+    out = []
+    for line in text.splitlines():
+        #    8       0 sda 9172 1234 1034642 5523 2071 1876 123464 9381 0 11720 14904
+        # (4.18+ appends 4 discard counters, 5.5+ 2 more flush counters)
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) - 3 not in _COUNTER_WIDTHS:
+            raise ValueError(f"bad /proc/diskstats line ({len(parts)} columns): {line.strip()!r}")
+        try:
+            numbers = [int(v) for v in parts[3:]]
+            major, minor = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise ValueError(f"bad /proc/diskstats line: {line.strip()!r}") from None
+        out.append(_stats_from_counters(parts[2], major, minor, numbers))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DiskRates:
+    """Rates of one device over the last interval (``None`` on the first read or after a reset)."""
+
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+    read_iops: float | None = None
+    write_iops: float | None = None
+    util_pct: float | None = None
+    read_await_ms: float | None = None
+    write_await_ms: float | None = None
+
+
+class DiskRateTracker:
+    """Turns successive `DiskStats` of devices into `DiskRates`.
+
+    A device whose counters go backwards (re-created after a re-plug, or a name re-used by
+    another drive) yields ``None`` rates for that interval instead of a huge spike.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[Hashable, tuple[float, DiskStats]] = {}
+        self._rates = CounterRates()
+
+    def update(self, key: Hashable, stats: DiskStats, now_s: float) -> DiskRates:
+        """Record ``stats`` of device ``key`` at monotonic ``now_s`` and return its rates."""
+        last = self._last.get(key)
+        self._last[key] = (now_s, stats)
+        if last is None:
+            return DiskRates()
+        then_s, prev = last
+        elapsed_s = now_s - then_s
+        if elapsed_s <= 0:
+            return DiskRates()
+        reads = counter_delta(prev.reads, stats.reads, None)
+        writes = counter_delta(prev.writes, stats.writes, None)
+        rd_sec = counter_delta(prev.read_sectors, stats.read_sectors, None)
+        wr_sec = counter_delta(prev.write_sectors, stats.write_sectors, None)
+        if reads is None or writes is None or rd_sec is None or wr_sec is None:
+            return DiskRates()
+        io_ms = counter_delta(prev.io_ms, stats.io_ms, MS_COUNTER_BITS)
+        rd_ms = counter_delta(prev.read_ms, stats.read_ms, MS_COUNTER_BITS)
+        wr_ms = counter_delta(prev.write_ms, stats.write_ms, MS_COUNTER_BITS)
+        return DiskRates(
+            read_bytes_per_s=rd_sec * SECTOR_BYTES / elapsed_s,
+            write_bytes_per_s=wr_sec * SECTOR_BYTES / elapsed_s,
+            read_iops=reads / elapsed_s,
+            write_iops=writes / elapsed_s,
+            util_pct=None if io_ms is None else round(min(100.0, io_ms / (elapsed_s * 1000.0) * 100.0), 2),
+            read_await_ms=None if rd_ms is None or reads == 0 else rd_ms / reads,
+            write_await_ms=None if wr_ms is None or writes == 0 else wr_ms / writes,
+        )
+
+    def forget_missing(self, present: Iterable[Hashable]) -> None:
+        """Drop devices no longer seen, so a re-plugged device starts fresh."""
+        keep = set(present)
+        for key in list(self._last):
+            if key not in keep:
+                del self._last[key]
+
+
+def is_reported_disk(name: str, whole_disks: set[str]) -> bool:
+    """Whether a diskstats line is a whole device worth reporting.
+
+    Args:
+        name: the kernel name.
+        whole_disks: entries of /sys/block (empty when unknown: then partitions are kept).
+    """
+    if name.startswith(_SKIPPED_PREFIXES):
+        return False
+    return not whole_disks or name in whole_disks
+
+
+class DiskCollector(PolledCollector):
+    """Block devices from /proc/diskstats: one `DiskReading` per whole disk and md array.
+
+    Args:
+        root: the machine's files.
+        clock: monotonic time for rates.
+    """
+
+    name = "disks"
+
+    def __init__(self, root: HostRoot, clock: Clock) -> None:
+        self.root = root
+        self.clock = clock
+        self._tracker = DiskRateTracker()
+
+    def collect(self) -> Sequence[object]:
+        text = self.root.read_text("/proc/diskstats")
+        if text is None:
+            raise NoData("no /proc/diskstats")
+        now_s = self.clock.monotonic()
+        whole = set(self.root.listdir("/sys/block"))
+        out = []
+        for st in parse_diskstats(text):
+            if not is_reported_disk(st.name, whole):
+                continue
+            # Key by name and device number: a re-plugged enclosure may re-use a name
+            # with another minor, and must not be diffed against the old device.
+            rates = self._tracker.update((st.name, st.major, st.minor), st, now_s)
+            out.append(DiskReading(
+                name=st.name,
+                major=st.major,
+                minor=st.minor,
+                reads_total=st.reads,
+                writes_total=st.writes,
+                read_bytes_total=st.read_sectors * SECTOR_BYTES,
+                write_bytes_total=st.write_sectors * SECTOR_BYTES,
+                in_flight=st.in_flight,
+                discards_total=st.discards,
+                flushes_total=st.flushes,
+                read_bytes_per_s=rates.read_bytes_per_s,
+                write_bytes_per_s=rates.write_bytes_per_s,
+                read_iops=rates.read_iops,
+                write_iops=rates.write_iops,
+                util_pct=rates.util_pct,
+                read_await_ms=rates.read_await_ms,
+                write_await_ms=rates.write_await_ms,
+            ))
+        self._tracker.forget_missing((d.name, d.major, d.minor) for d in out)
+        if not out:
+            raise NoData("no block devices")
+        return out
+
+
+def make_disk_collector(ctx: CollectorContext) -> DiskCollector:
+    """Registry factory."""
+    return DiskCollector(ctx.root, ctx.clock)

@@ -1,0 +1,220 @@
+"""NVMe collector: controllers from /sys/class/nvme, their PCIe link, namespaces and hwmon temperature."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+
+from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.udev_rescan import UdevRescan
+from rigmon.hw.root import HostRoot
+from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.schema import NvmeReading
+
+MILLI = 1000.0
+#: PCIe generation by per-lane transfer rate in GT/s.
+PCIE_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+#: A function whose config space reads all ones (fell off the bus) shows this link width.
+LOST_LINK_WIDTH = 63
+
+# "16.0 GT/s PCIe" (5.7+), "8 GT/s" (older), "Unknown" / "Unknown speed" (link lost)
+_GTS = re.compile(r"^(\d+(?:\.\d+)?) GT/s")
+_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
+# Hidden per-path disk under the controller with native multipath: nvme<subsys>c<ctrl>n<nsid>.
+_PATH_NAMESPACE = re.compile(r"^nvme(?P<subsys>\d+)c\d+n(?P<nsid>\d+)$")
+
+
+def parse_link_speed(text: str | None) -> float | None:
+    """Per-lane rate in GT/s from ``current_link_speed``/``max_link_speed``.
+
+    Accepts both the current (``"8.0 GT/s PCIe"``) and the pre-5.7 format (``"8 GT/s"``);
+    ``Unknown``, ``Unknown speed`` or an unreadable file give ``None``.
+    """
+    if text is None:
+        return None
+    m = _GTS.match(text.strip())
+    return float(m.group(1)) if m else None
+
+
+def pcie_gen(speed_gts: float | None) -> int | None:
+    """PCIe generation of a per-lane rate (8.0 -> 3), ``None`` when unknown."""
+    return None if speed_gts is None else PCIE_GEN_BY_GTS.get(speed_gts)
+
+
+def parse_link_width(text: str | None) -> int | None:
+    """Lane count from ``current_link_width``; ``None`` when absent or zero."""
+    try:
+        width = int(text) if text is not None else 0
+    except ValueError:
+        return None
+    return width if width > 0 else None
+
+
+def is_link_lost(speed_text: str | None, width: int | None) -> bool:
+    """Whether a PCIe function's link reads as lost (``Unknown`` speed, or width 63 from all-ones)."""
+    if width == LOST_LINK_WIDTH:
+        return True
+    return speed_text is not None and speed_text.strip().lower().startswith("unknown")
+
+
+def namespace_of(entry: str) -> str | None:
+    """The visible block device for a controller child (``nvme0n1``, or ``nvme0c1n1`` -> ``nvme0n1``)."""
+    if _NAMESPACE.match(entry):
+        return entry
+    m = _PATH_NAMESPACE.match(entry)
+    return f"nvme{m['subsys']}n{m['nsid']}" if m else None
+
+
+def parse_millidegrees(text: str | None) -> float | None:
+    """hwmon temperature in m°C as °C (``38850`` -> 38.85)."""
+    try:
+        return None if text is None else int(text) / MILLI
+    except ValueError:
+        return None
+
+
+def strip_padded(text: str | None) -> str | None:
+    """An Identify string field without the kernel's space padding; empty -> ``None``."""
+    if text is None:
+        return None
+    return text.strip() or None
+
+
+class NvmeCollector(PolledCollector):
+    """NVMe controllers: identity, state, namespaces, PCIe link and temperature.
+
+    Args:
+        root: the machine's files.
+        events: udev source for immediate re-reads (``None``: polling only).
+    """
+
+    name = "nvme"
+
+    def __init__(self, root: HostRoot, events: UdevSource | None = None) -> None:
+        self.root = root
+        self._lock = threading.Lock()
+        self._seen: dict[str, NvmeReading] | None = None
+        self._rescan = UdevRescan(events, ("nvme",), self.collect, "rigmon-nvme-udev")
+
+    def start(self, push: PushFn) -> None:
+        self._rescan.start(push)
+
+    def close(self) -> None:
+        self._rescan.close()
+
+    def collect(self) -> Sequence[object]:
+        with self._lock:
+            names = [n for n in self.root.listdir("/sys/class/nvme") if n.startswith("nvme")]
+            if not names and self._seen is None:
+                raise NoData("no NVMe controllers")
+            readings = [r for r in (self._controller(n) for n in names) if r is not None]
+            records: list[object] = list(self._events(readings))
+            records.extend(readings)
+            return records
+
+    def _controller(self, name: str) -> NvmeReading | None:
+        base = f"/sys/class/nvme/{name}"
+        attr = self.root.read_attr
+        state = attr(f"{base}/state")
+        model = strip_padded(attr(f"{base}/model"))
+        if state is None and model is None:
+            # The directory vanished between listdir and the reads: the device is gone.
+            return None
+        address = attr(f"{base}/address")
+        pci = f"{base}/device"
+        if attr(f"{pci}/current_link_speed") is None and address:
+            pci = f"/sys/bus/pci/devices/{address}"
+        speed_text = attr(f"{pci}/current_link_speed")
+        width = parse_link_width(attr(f"{pci}/current_link_width"))
+        speed = parse_link_speed(speed_text)
+        max_speed = parse_link_speed(attr(f"{pci}/max_link_speed"))
+        lost = is_link_lost(speed_text, width)
+        temp, temp_max, temp_crit = self._temperature(base, pci)
+        namespaces = sorted({ns for e in self.root.listdir(base) if (ns := namespace_of(e)) is not None})
+        return NvmeReading(
+            name=name,
+            model=model,
+            serial=strip_padded(attr(f"{base}/serial")),
+            firmware=strip_padded(attr(f"{base}/firmware_rev")),
+            state=state,
+            transport=attr(f"{base}/transport"),
+            address=address,
+            namespaces=tuple(namespaces),
+            link_speed_gts=speed,
+            link_width=None if lost else width,
+            max_link_speed_gts=max_speed,
+            max_link_width=parse_link_width(attr(f"{pci}/max_link_width")),
+            link_gen=pcie_gen(speed),
+            max_link_gen=pcie_gen(max_speed),
+            link_lost=lost,
+            temp_c=temp,
+            temp_max_c=temp_max,
+            temp_crit_c=temp_crit,
+        )
+
+    def _temperature(self, base: str, pci: str) -> tuple[float | None, float | None, float | None]:
+        """Composite temperature, warning and critical limits from the controller's hwmon.
+
+        Current kernels register hwmon under the controller (``nvme0/hwmonN``); the first
+        version (5.5) registered it under the PCI function (``<bdf>/hwmon/hwmonN``).
+        """
+        candidates = [f"{base}/{h}" for h in self.root.listdir(base) if h.startswith("hwmon")]
+        candidates += [f"{pci}/hwmon/{h}" for h in self.root.listdir(f"{pci}/hwmon") if h.startswith("hwmon")]
+        for hw in candidates:
+            name = self.root.read_attr(f"{hw}/name")
+            if name not in (None, "nvme"):
+                continue
+            temp = parse_millidegrees(self.root.read_attr(f"{hw}/temp1_input"))
+            return (temp, parse_millidegrees(self.root.read_attr(f"{hw}/temp1_max")),
+                    parse_millidegrees(self.root.read_attr(f"{hw}/temp1_crit")))
+        return None, None, None
+
+    def _events(self, readings: list[NvmeReading]) -> list[EventDraft]:
+        now = {r.name: r for r in readings}
+        seen, self._seen = self._seen, now
+        out: list[EventDraft] = []
+        for r in readings:
+            subject = f"nvme:{r.name}"
+            label = f"{r.name} ({r.model})" if r.model else r.name
+            before = None if seen is None else seen.get(r.name)
+            if before is None:
+                if seen is not None:
+                    out.append(EventDraft("nvme_added", "info", subject, f"NVMe {label} appeared",
+                                          {"serial": r.serial, "model": r.model}))
+                if r.link_lost:
+                    out.append(EventDraft("nvme_link_lost", "critical", subject,
+                                          f"NVMe {label} PCIe link lost (reads Unknown)", {"serial": r.serial}))
+                continue
+            if r.link_lost and not before.link_lost:
+                out.append(EventDraft("nvme_link_lost", "critical", subject,
+                                      f"NVMe {label} PCIe link lost (reads Unknown)", {"serial": r.serial}))
+            elif not r.link_lost and (r.link_speed_gts, r.link_width) != (before.link_speed_gts, before.link_width):
+                out.append(EventDraft(
+                    "nvme_link_changed", "warning", subject,
+                    f"NVMe {label} PCIe link {_link(before)} -> {_link(r)}",
+                    {"from_gts": before.link_speed_gts, "to_gts": r.link_speed_gts,
+                     "from_width": before.link_width, "to_width": r.link_width},
+                ))
+            if r.state != before.state:
+                sev = "info" if r.state == "live" else "warning"
+                out.append(EventDraft("nvme_state_changed", sev, subject,
+                                      f"NVMe {label} state {before.state} -> {r.state}",
+                                      {"from": before.state, "to": r.state}))
+        for name, gone in (seen or {}).items():
+            if name not in now:
+                label = f"{name} ({gone.model})" if gone.model else name
+                out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}", f"NVMe {label} disappeared",
+                                      {"serial": gone.serial, "model": gone.model}))
+        return out
+
+
+def _link(r: NvmeReading) -> str:
+    speed = "?" if r.link_speed_gts is None else f"{r.link_speed_gts:g} GT/s"
+    return f"{speed} x{r.link_width if r.link_width is not None else '?'}"
+
+
+def make_nvme_collector(ctx: CollectorContext) -> NvmeCollector:
+    """Registry factory."""
+    events = open_udev_source(("nvme",)) if ctx.config.storage.udev and ctx.root.is_real_root else None
+    return NvmeCollector(ctx.root, events)

@@ -1,0 +1,311 @@
+"""Thunderbolt/USB4 collector: routers, XDomain hosts and retimers, link speed x lanes against the expected rate."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.udev_rescan import UdevRescan
+from rigmon.hw.root import HostRoot
+from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.schema import LinkState, ThunderboltDeviceReading, ThunderboltKind
+
+DEVICES = "/sys/bus/thunderbolt/devices"
+#: Nominal bandwidth per direction (lane rate x lanes) by router generation: Thunderbolt 3
+#: and USB4 run two bonded 20 Gb/s lanes; Thunderbolt 1/2 two 10 Gb/s lanes.
+NOMINAL_GBPS_BY_GENERATION = {1: 20.0, 2: 20.0, 3: 40.0, 4: 40.0}
+#: USB4 v2 asymmetric links use three lanes one way and one the other; not a fault.
+ASYMMETRIC_LANES = frozenset({(3, 1), (1, 3)})
+
+# 0-1, 0-301 (daisy chain), 1-0 (host router of domain 1)
+_ROUTER = re.compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+)$")
+# 0-0:1.1 (retimer on port 1 of router 0-0), 0-1:3.1
+_RETIMER = re.compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+):\d+\.\d+$")
+
+ExpectedSource = Literal["config", "generation", "best_seen"]
+
+
+def parse_tb_speed(text: str | None) -> float | None:
+    """Per-lane speed from ``rx_speed``/``tx_speed`` (``"20.0 Gb/s"`` -> 20.0); ``None`` otherwise."""
+    if text is None:
+        return None
+    parts = text.split()
+    if len(parts) != 2 or parts[1] != "Gb/s":
+        return None
+    try:
+        return float(parts[0])
+    except ValueError:
+        return None
+
+
+def parse_lanes(text: str | None) -> int | None:
+    """Lane count from ``rx_lanes``/``tx_lanes`` (1, 2, or 3 for USB4 v2 asymmetric)."""
+    try:
+        lanes = int(text) if text is not None else 0
+    except ValueError:
+        return None
+    return lanes if lanes > 0 else None
+
+
+def classify(name: str, is_xdomain: bool) -> tuple[ThunderboltKind, int] | None:
+    """Kind and domain of a bus entry; ``None`` for domains, services and anything else."""
+    if (m := _RETIMER.match(name)) is not None:
+        return "retimer", int(m["domain"])
+    if (m := _ROUTER.match(name)) is not None:
+        if m["route"] == "0":
+            return "host", int(m["domain"])
+        return ("xdomain" if is_xdomain else "device"), int(m["domain"])
+    return None
+
+
+def link_gbps(rx_gbps: float | None, tx_gbps: float | None, rx_lanes: int | None, tx_lanes: int | None
+              ) -> float | None:
+    """Bandwidth per direction that a link is judged by.
+
+    The slower direction for a symmetric link; the mean of both for an asymmetric USB4 v2
+    link (3 lanes one way, 1 the other), whose total equals a symmetric link's.
+    """
+    if rx_gbps is None or tx_gbps is None:
+        return rx_gbps if tx_gbps is None else tx_gbps
+    if (rx_lanes, tx_lanes) in ASYMMETRIC_LANES:
+        return (rx_gbps + tx_gbps) / 2.0
+    return min(rx_gbps, tx_gbps)
+
+
+def expected_link(generation: int | None, configured: float | None, best_seen: float | None
+                  ) -> tuple[float | None, ExpectedSource | None]:
+    """The bandwidth per direction a link should have, and where that figure comes from.
+
+    Configured wins; otherwise the higher of the generation's nominal rate and the best
+    seen since the agent started (so a link that comes up slow at boot is flagged, and a
+    faster link than nominal, e.g. USB4 v2 at 40 Gb/s a lane, sets its own bar).
+    """
+    if configured is not None:
+        return configured, "config"
+    nominal = NOMINAL_GBPS_BY_GENERATION.get(generation) if generation is not None else None
+    if best_seen is not None and (nominal is None or best_seen > nominal):
+        return best_seen, "best_seen"
+    if nominal is not None:
+        return nominal, "generation"
+    return None, None
+
+
+def judge_link(rx_gbps: float | None, tx_gbps: float | None, rx_lanes: int | None, tx_lanes: int | None,
+               expected: float | None) -> tuple[LinkState, str | None]:
+    """``degraded`` (with the reason) when rx and tx differ or the link is below ``expected``."""
+    if rx_gbps is None and tx_gbps is None:
+        return "unknown", None
+    if rx_gbps != tx_gbps and (rx_lanes, tx_lanes) not in ASYMMETRIC_LANES:
+        return "degraded", f"rx {_fmt(rx_gbps)} != tx {_fmt(tx_gbps)}"
+    bw = link_gbps(rx_gbps, tx_gbps, rx_lanes, tx_lanes)
+    if expected is not None and bw is not None and bw < expected - 1e-6:
+        return "degraded", f"{_fmt(bw)} below expected {_fmt(expected)}"
+    return "ok", None
+
+
+def _fmt(gbps: float | None) -> str:
+    return "?" if gbps is None else f"{gbps:g} Gb/s"
+
+
+def _speed_lanes(speed: float | None, lanes: int | None) -> float | None:
+    return None if speed is None or lanes is None else speed * lanes
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    """What one read of a bus entry found, before it is judged."""
+
+    name: str
+    kind: ThunderboltKind
+    domain: int
+    vendor: str | None
+    device_name: str | None
+    generation: int | None
+    authorized: bool | None
+    unique_id: str | None
+    nvm_version: str | None
+    rx_speed: float | None
+    tx_speed: float | None
+    rx_lanes: int | None
+    tx_lanes: int | None
+
+
+class ThunderboltCollector(PolledCollector):
+    """Every Thunderbolt/USB4 router, XDomain host and retimer, with link judgement and change events.
+
+    Args:
+        root: the machine's files.
+        clock: wall time stamped on change events.
+        expected_gbps: configured bandwidth per direction, by router name or unique_id.
+        events: udev source for immediate re-reads (``None``: polling only).
+    """
+
+    name = "thunderbolt"
+
+    def __init__(self, root: HostRoot, clock: Clock, expected_gbps: Mapping[str, float] | None = None,
+                 events: UdevSource | None = None) -> None:
+        self.root = root
+        self.clock = clock
+        self.expected_gbps = dict(expected_gbps or {})
+        self._lock = threading.Lock()
+        self._best: dict[str, float] = {}
+        self._seen: dict[str, ThunderboltDeviceReading] | None = None
+        self._rescan = UdevRescan(events, ("thunderbolt",), self.collect, "rigmon-thunderbolt-udev")
+
+    def start(self, push: PushFn) -> None:
+        self._rescan.start(push)
+
+    def close(self) -> None:
+        self._rescan.close()
+
+    def collect(self) -> Sequence[object]:
+        with self._lock:
+            entries = self.root.listdir(DEVICES)
+            if not entries and self._seen is None:
+                raise NoData("no Thunderbolt/USB4 bus")
+            raws = [r for r in (self._read(e) for e in entries) if r is not None]
+            host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
+            readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
+            records: list[object] = list(self._events(readings))
+            records.extend(readings)
+            return records
+
+    def _read(self, name: str) -> _Raw | None:
+        base = f"{DEVICES}/{name}"
+        attr = self.root.read_attr
+        uevent = attr(f"{base}/uevent") or ""
+        is_xdomain = "DEVTYPE=thunderbolt_xdomain" in uevent or self.root.exists(f"{base}/maxhopid")
+        kind_domain = classify(name, is_xdomain)
+        if kind_domain is None:
+            return None
+        kind, domain = kind_domain
+        unique_id = attr(f"{base}/unique_id")
+        vendor = attr(f"{base}/vendor_name") or attr(f"{base}/vendor")
+        if unique_id is None and vendor is None and not self.root.exists(base):
+            # Unplugged between listdir and the reads.
+            return None
+        authorized = attr(f"{base}/authorized")
+        generation = attr(f"{base}/generation")
+        return _Raw(
+            name=name,
+            kind=kind,
+            domain=domain,
+            vendor=vendor,
+            device_name=attr(f"{base}/device_name") or attr(f"{base}/device"),
+            generation=int(generation) if generation and generation.isdigit() else None,
+            authorized=None if authorized is None else authorized not in ("0", ""),
+            unique_id=unique_id,
+            # nvm_version fails with ENODATA in safe mode and EAGAIN before the NVM is read.
+            nvm_version=attr(f"{base}/nvm_version"),
+            rx_speed=parse_tb_speed(attr(f"{base}/rx_speed")),
+            tx_speed=parse_tb_speed(attr(f"{base}/tx_speed")),
+            rx_lanes=parse_lanes(attr(f"{base}/rx_lanes")),
+            tx_lanes=parse_lanes(attr(f"{base}/tx_lanes")),
+        )
+
+    def _judge(self, r: _Raw, host_generation: int | None) -> ThunderboltDeviceReading:
+        """Judge a link; an XDomain peer reports no generation, so its host router's stands in."""
+        rx = _speed_lanes(r.rx_speed, r.rx_lanes)
+        tx = _speed_lanes(r.tx_speed, r.tx_lanes)
+        expected: float | None = None
+        source: ExpectedSource | None = None
+        state: LinkState = "unknown"
+        reason = None
+        if r.kind in ("device", "xdomain") and (rx is not None or tx is not None):
+            key = r.unique_id or r.name
+            bw = link_gbps(rx, tx, r.rx_lanes, r.tx_lanes)
+            if bw is not None:
+                self._best[key] = max(self._best.get(key, 0.0), bw)
+            configured = self.expected_gbps.get(r.name)
+            if configured is None and r.unique_id:
+                configured = self.expected_gbps.get(r.unique_id)
+            generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
+            expected, source = expected_link(generation, configured, self._best.get(key))
+            state, reason = judge_link(rx, tx, r.rx_lanes, r.tx_lanes, expected)
+        return ThunderboltDeviceReading(
+            name=r.name, kind=r.kind, domain=r.domain, vendor=r.vendor, device_name=r.device_name,
+            generation=r.generation, authorized=r.authorized, unique_id=r.unique_id, nvm_version=r.nvm_version,
+            rx_speed_gbps=r.rx_speed, tx_speed_gbps=r.tx_speed, rx_lanes=r.rx_lanes, tx_lanes=r.tx_lanes,
+            rx_gbps=rx, tx_gbps=tx, expected_gbps=expected, expected_source=source,
+            link_state=state, degraded_reason=reason,
+        )
+
+    def _events(self, readings: list[ThunderboltDeviceReading]) -> list[EventDraft]:
+        now = {r.name: r for r in readings}
+        seen, self._seen = self._seen, now
+        at = self.clock.time()
+        out: list[EventDraft] = []
+        for r in readings:
+            subject = f"link:{r.name}"
+            label = _label(r)
+            before = None if seen is None else seen.get(r.name)
+            data = _link_data(r)
+            if before is None:
+                if seen is not None:
+                    out.append(EventDraft("tb_device_added", "info", subject,
+                                          f"Thunderbolt {label} connected at {_link_text(r)}", data, at))
+                if r.link_state == "degraded":
+                    out.append(EventDraft("tb_link_degraded", "warning", subject,
+                                          f"Thunderbolt {label} came up degraded: {r.degraded_reason}", data, at))
+                continue
+            if _link_key(r) != _link_key(before):
+                slower = (r.rx_gbps or 0.0) + (r.tx_gbps or 0.0) < (before.rx_gbps or 0.0) + (before.tx_gbps or 0.0)
+                out.append(EventDraft(
+                    "tb_link_changed", "warning" if slower else "info", subject,
+                    f"Thunderbolt {label} link {_link_text(before)} -> {_link_text(r)}",
+                    {**data, "from_rx_gbps": before.rx_gbps, "from_tx_gbps": before.tx_gbps,
+                     "from_rx_lanes": before.rx_lanes, "from_tx_lanes": before.tx_lanes}, at,
+                ))
+            if r.link_state != before.link_state:
+                if r.link_state == "degraded":
+                    out.append(EventDraft("tb_link_degraded", "warning", subject,
+                                          f"Thunderbolt {label} degraded: {r.degraded_reason}", data, at))
+                elif r.link_state == "ok":
+                    out.append(EventDraft("tb_link_recovered", "info", subject,
+                                          f"Thunderbolt {label} back at {_link_text(r)}", data, at))
+            if r.authorized != before.authorized:
+                out.append(EventDraft("tb_authorized_changed", "info", subject,
+                                      f"Thunderbolt {label} authorized {before.authorized} -> {r.authorized}",
+                                      {"authorized": r.authorized}, at))
+        for name, gone in (seen or {}).items():
+            if name not in now:
+                out.append(EventDraft("tb_device_removed", "warning", f"link:{name}",
+                                      f"Thunderbolt {_label(gone)} disconnected", _link_data(gone), at))
+        return out
+
+
+def _label(r: ThunderboltDeviceReading) -> str:
+    what = " ".join(p for p in (r.vendor, r.device_name) if p)
+    return f"{r.name} ({what})" if what else r.name
+
+
+def _link_key(r: ThunderboltDeviceReading) -> tuple[object, ...]:
+    return (r.rx_speed_gbps, r.tx_speed_gbps, r.rx_lanes, r.tx_lanes)
+
+
+def _link_text(r: ThunderboltDeviceReading) -> str:
+    if r.rx_speed_gbps is None and r.tx_speed_gbps is None:
+        return "no link files"
+    rx, tx = _direction(r.rx_speed_gbps, r.rx_lanes), _direction(r.tx_speed_gbps, r.tx_lanes)
+    return tx if rx == tx else f"rx {rx} / tx {tx}"
+
+
+def _direction(speed: float | None, lanes: int | None) -> str:
+    return f"{'?' if speed is None else f'{speed:g}'} Gb/s x{'?' if lanes is None else lanes}"
+
+
+def _link_data(r: ThunderboltDeviceReading) -> dict[str, str | int | float | bool | None]:
+    return {"rx_gbps": r.rx_gbps, "tx_gbps": r.tx_gbps, "rx_lanes": r.rx_lanes, "tx_lanes": r.tx_lanes,
+            "expected_gbps": r.expected_gbps, "link_state": r.link_state, "unique_id": r.unique_id}
+
+
+def make_thunderbolt_collector(ctx: CollectorContext) -> ThunderboltCollector:
+    """Registry factory."""
+    cfg = ctx.config.storage
+    events = open_udev_source(("thunderbolt",)) if cfg.udev and ctx.root.is_real_root else None
+    return ThunderboltCollector(ctx.root, ctx.clock, cfg.thunderbolt_expected_gbps, events)

@@ -1,0 +1,400 @@
+"""Fake storage: NVMe drives and md arrays writing /proc/diskstats, /proc/mdstat, /sys/block, /sys/class/nvme."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rigmon.sim.node import SimNode
+from rigmon.sim.thunderbolt import SimTbRouter, SimThunderbolt
+from rigmon.sim.tree import Tree
+
+SECTOR_BYTES = 512
+KIB = 1024
+#: Bytes per request the fake drives complete (large sequential reads).
+REQUEST_BYTES = 128 * KIB
+NVME_MAJOR = 259
+MD_MAJOR = 9
+
+
+@dataclass
+class SimNvmeDrive:
+    """One NVMe controller with one namespace, behind a PCIe link (and maybe a USB4 tunnel).
+
+    Attributes:
+        ctrl: controller instance (``nvme<ctrl>``); the namespace is ``nvme<ctrl>n1``.
+        router: Thunderbolt router whose tunnel carries it, ``None`` when on the board.
+        max_bytes_per_s: what the drive itself can read.
+    """
+
+    ctrl: int
+    model: str = "Samsung SSD 990 PRO 2TB"
+    serial: str = "S6Z2NF0W000000A"
+    firmware: str = "4B2QJXD7"
+    address: str = "0000:64:00.0"
+    link_gts: str = "16.0 GT/s PCIe"
+    link_width: int = 4
+    max_link_gts: str = "16.0 GT/s PCIe"
+    max_link_width: int = 4
+    router: str | None = None
+    max_bytes_per_s: float = 6.5e9
+    size_kib: int = 1953514584
+    temp_c: float = 38.0
+    present: bool = True
+    reads: int = 0
+    read_sectors: int = 0
+    read_ms: int = 0
+    writes: int = 0
+    write_sectors: int = 0
+    write_ms: int = 0
+    io_ms: float = 0.0
+    flushes: int = 0
+
+    @property
+    def ns(self) -> str:
+        """The namespace's block device name."""
+        return f"nvme{self.ctrl}n1"
+
+    def do_io(self, read_bytes: float, write_bytes: float, dt_s: float) -> None:
+        """Complete ``read_bytes`` and ``write_bytes`` over ``dt_s`` seconds."""
+        if dt_s <= 0 or not self.present:
+            return
+        util = min(1.0, (read_bytes + write_bytes) / dt_s / self.max_bytes_per_s * 1.6)
+        nr = int(read_bytes // REQUEST_BYTES)
+        nw = int(write_bytes // REQUEST_BYTES)
+        latency_ms = 0.15 + 0.6 * util
+        self.reads += nr
+        self.writes += nw
+        self.read_sectors += int(read_bytes // SECTOR_BYTES)
+        self.write_sectors += int(write_bytes // SECTOR_BYTES)
+        self.read_ms += int(nr * latency_ms)
+        self.write_ms += int(nw * latency_ms * 1.2)
+        self.io_ms += dt_s * 1000.0 * util
+        self.flushes += nw // 64
+        self.temp_c += (36.0 + 30.0 * util - self.temp_c) * min(1.0, dt_s / 30.0)
+
+    def stats(self) -> list[int]:
+        """The 17 diskstats counters."""
+        return [self.reads, 0, self.read_sectors, self.read_ms, self.writes, 0, self.write_sectors,
+                self.write_ms, 0, int(self.io_ms), self.read_ms + self.write_ms, 0, 0, 0, 0,
+                self.flushes, self.flushes // 4]
+
+
+@dataclass
+class SimMember:
+    """A drive's place in an array: ``state`` is ``in_sync``, ``faulty``, ``spare`` or ``rebuilding``."""
+
+    drive: SimNvmeDrive
+    slot: int | None
+    desc_nr: int
+    state: str = "in_sync"
+
+
+@dataclass
+class SimMdArray:
+    """An md array of NVMe drives moving the bytes a scenario asks for.
+
+    A RAID0 array stripes reads over its members and is as fast as its slowest member times
+    their number; it breaks when a member goes away. A RAID1 array mirrors writes and can
+    recover onto a new member at ``recovery_bytes_per_s``.
+    """
+
+    number: int
+    md_name: str
+    level: str
+    members: list[SimMember]
+    uuid: str
+    chunk_kib: int = 512
+    read_target_bytes_per_s: float = 0.0
+    write_target_bytes_per_s: float = 0.0
+    recovery_bytes_per_s: float = 1.0e9
+    sync_action: str = "idle"
+    sync_done_sectors: int = 0
+    reads: int = 0
+    read_sectors: int = 0
+    read_ms: int = 0
+    writes: int = 0
+    write_sectors: int = 0
+    write_ms: int = 0
+    io_ms: float = 0.0
+    sync_speed_kib: int = 0
+
+    @property
+    def name(self) -> str:
+        """Kernel name (``md127``)."""
+        return f"md{self.number}"
+
+    @property
+    def striped(self) -> bool:
+        """RAID0/linear: no redundancy."""
+        return self.level in ("raid0", "linear")
+
+    @property
+    def raid_disks(self) -> int:
+        """Slots of the array."""
+        return len([m for m in self.members if m.slot is not None])
+
+    @property
+    def size_kib(self) -> int:
+        """Array size in KiB."""
+        sizes = [m.drive.size_kib for m in self.members if m.slot is not None]
+        return sum(sizes) if self.striped else min(sizes)
+
+    def working(self) -> list[SimMember]:
+        """Members in sync whose drive is present."""
+        return [m for m in self.members if m.state == "in_sync" and m.drive.present]
+
+    @property
+    def broken(self) -> bool:
+        """A striped array that lost a member."""
+        return self.striped and any(not m.drive.present or m.state == "faulty" for m in self.members)
+
+    def advance(self, dt_s: float, cap: Callable[[SimNvmeDrive], float], rng: random.Random) -> None:
+        """Move this step's bytes: array counters, member counters, recovery progress."""
+        work = self.working()
+        self.sync_speed_kib = 0
+        if dt_s <= 0 or not work or self.broken:
+            return
+        noise = rng.uniform(0.99, 1.01)
+        member_cap = min(cap(m.drive) for m in work)
+        if self.striped:
+            read_cap = member_cap * len(work)
+            write_cap = read_cap
+        else:
+            read_cap = sum(cap(m.drive) for m in work)
+            write_cap = member_cap
+        rd = min(self.read_target_bytes_per_s * noise, read_cap) * dt_s
+        wr = min(self.write_target_bytes_per_s * noise, write_cap) * dt_s
+        share = 1.0 / len(work)
+        rebuilding = [m for m in self.members if m.state == "rebuilding" and m.drive.present]
+        recover = 0.0
+        if self.sync_action == "recover" and rebuilding:
+            total = self.size_kib * 2
+            recover = min(self.recovery_bytes_per_s * dt_s, (total - self.sync_done_sectors) * SECTOR_BYTES)
+            self.sync_done_sectors += int(recover // SECTOR_BYTES)
+            self.sync_speed_kib = int(self.recovery_bytes_per_s / KIB)
+            if self.sync_done_sectors >= total:
+                for m in rebuilding:
+                    m.state = "in_sync"
+                self.sync_action = "idle"
+                self.sync_done_sectors = 0
+        for m in work:
+            member_wr = wr * share if self.striped else wr
+            m.drive.do_io(rd * share + recover * share, member_wr, dt_s)
+        for m in rebuilding:
+            m.drive.do_io(0.0, wr + recover, dt_s)
+        n = int(rd // REQUEST_BYTES)
+        nw = int(wr // REQUEST_BYTES)
+        self.reads += n
+        self.writes += nw
+        self.read_sectors += int(rd // SECTOR_BYTES)
+        self.write_sectors += int(wr // SECTOR_BYTES)
+        self.read_ms += int(n * 0.4)
+        self.write_ms += int(nw * 0.5)
+        busy = max(rd, wr) / dt_s / max(read_cap, 1.0)
+        self.io_ms += dt_s * 1000.0 * min(1.0, busy * 1.6)
+
+    def stats(self) -> list[int]:
+        """The 17 diskstats counters (md is bio based: merges and flushes stay 0)."""
+        return [self.reads, 0, self.read_sectors, self.read_ms, self.writes, 0, self.write_sectors,
+                self.write_ms, 0, int(self.io_ms), self.read_ms + self.write_ms, 0, 0, 0, 0, 0, 0]
+
+
+@dataclass
+class SimStorage:
+    """The node's block layer: drives and arrays, written as one kernel would.
+
+    Args:
+        drives: NVMe drives.
+        arrays: md arrays over them.
+        link_cap: bytes/s a drive's tunnel can carry (``None``: not tunnelled).
+        diskstats_counters: 11, 15 or 17 counters per diskstats line (kernel < 4.18, < 5.5, 5.5+).
+    """
+
+    drives: list[SimNvmeDrive] = field(default_factory=list)
+    arrays: list[SimMdArray] = field(default_factory=list)
+    link_cap: Callable[[str | None], float | None] = lambda router: None
+    diskstats_counters: int = 17
+    _rng: random.Random | None = None
+    _written: set[str] = field(default_factory=set)
+
+    def drive(self, ns: str) -> SimNvmeDrive:
+        """The drive whose namespace is ``ns``."""
+        return next(d for d in self.drives if d.ns == ns)
+
+    def array(self, name: str) -> SimMdArray:
+        """The array called ``name`` (``md127``)."""
+        return next(a for a in self.arrays if a.name == name)
+
+    def _cap(self, drive: SimNvmeDrive) -> float:
+        if not drive.present:
+            return 0.0
+        link = self.link_cap(drive.router)
+        if link is None:
+            return drive.max_bytes_per_s
+        sharing = sum(1 for d in self.drives if d.router == drive.router and d.present)
+        return min(drive.max_bytes_per_s, link / max(1, sharing))
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        if self._rng is None:
+            self._rng = random.Random(node.rng.random())
+        for a in self.arrays:
+            a.advance(dt_s, self._cap, self._rng)
+
+    def write(self, tree: Tree) -> None:
+        lines = []
+        for minor, d in enumerate(self.drives):
+            if d.present:
+                lines.append(self._diskstats_line(NVME_MAJOR, minor, d.ns, d.stats()))
+        for a in self.arrays:
+            lines.append(self._diskstats_line(MD_MAJOR, a.number, a.name, a.stats()))
+        tree.write("/proc/diskstats", "".join(lines))
+        tree.write("/proc/mdstat", self._mdstat())
+        for d in self.drives:
+            self._write_drive(tree, d)
+        for a in self.arrays:
+            self._write_array(tree, a)
+
+    def _diskstats_line(self, major: int, minor: int, name: str, stats: list[int]) -> str:
+        counters = " ".join(str(v) for v in stats[: self.diskstats_counters])
+        return f"{major:4d} {minor:7d} {name} {counters}\n"
+
+    def _mdstat(self) -> str:
+        personalities = sorted({a.level for a in self.arrays})
+        out = ["Personalities : " + "".join(f"[{p}] " for p in personalities) + "\n"]
+        for a in sorted(self.arrays, key=lambda a: a.number):
+            state = "broken" if a.broken else "active"
+            members = ""
+            # The kernel lists members newest first.
+            for m in reversed(a.members):
+                flags = "(F)" if m.state == "faulty" else "(S)" if m.state == "spare" else ""
+                members += f" {m.drive.ns}[{m.desc_nr}]{flags}"
+            out.append(f"{a.name} : {state} {a.level}{members}\n")
+            if a.striped:
+                out.append(f"      {a.size_kib} blocks super 1.2 {a.chunk_kib}k chunks\n")
+            else:
+                slots = sorted((m for m in a.members if m.slot is not None), key=lambda m: m.slot or 0)
+                status = "".join("U" if m.state == "in_sync" and m.drive.present else "_" for m in slots)
+                out.append(f"      {a.size_kib} blocks super 1.2 [{len(slots)}/{status.count('U')}] [{status}]\n")
+                if a.sync_action == "recover":
+                    total = a.size_kib * 2
+                    per_mille = a.sync_done_sectors * 1000 // max(1, total)
+                    filled = per_mille * 20 // 1000
+                    bar = "=" * filled + ">" + "." * (19 - filled)
+                    left_s = (total - a.sync_done_sectors) * SECTOR_BYTES / max(1.0, a.recovery_bytes_per_s)
+                    out.append(
+                        f"      [{bar}]  recovery ={per_mille // 10:3d}.{per_mille % 10}% "
+                        f"({a.sync_done_sectors // 2}/{total // 2}) finish={left_s / 60:.1f}min "
+                        f"speed={a.sync_speed_kib}K/sec\n"
+                    )
+            out.append("      \n")
+        out.append("unused devices: <none>\n")
+        return "".join(out)
+
+    def _write_drive(self, tree: Tree, d: SimNvmeDrive) -> None:
+        ctrl = f"/sys/class/nvme/nvme{d.ctrl}"
+        pci = f"/sys/bus/pci/devices/{d.address}"
+        if not d.present:
+            if ctrl in self._written:
+                for path in (ctrl, pci, f"/sys/block/{d.ns}"):
+                    tree.remove(path)
+                self._written.discard(ctrl)
+            return
+        if ctrl not in self._written:
+            self._written.add(ctrl)
+            tree.write(f"{ctrl}/model", f"{d.model:<40}\n")
+            tree.write(f"{ctrl}/serial", f"{d.serial:<20}\n")
+            tree.write(f"{ctrl}/firmware_rev", f"{d.firmware:<8}\n")
+            tree.write(f"{ctrl}/transport", "pcie\n")
+            tree.write(f"{ctrl}/address", f"{d.address}\n")
+            tree.write(f"{ctrl}/numa_node", "-1\n")
+            tree.write(f"{ctrl}/{d.ns}/size", f"{d.size_kib * 2}\n")
+            tree.symlink(f"{ctrl}/device", f"../../../bus/pci/devices/{d.address}")
+            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/name", "nvme\n")
+            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_label", "Composite\n")
+            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_max", "81850\n")
+            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_crit", "84850\n")
+            tree.write(f"{pci}/max_link_speed", f"{d.max_link_gts}\n")
+            tree.write(f"{pci}/max_link_width", f"{d.max_link_width}\n")
+            tree.write(f"/sys/block/{d.ns}/size", f"{d.size_kib * 2}\n")
+        tree.write(f"{ctrl}/state", "live\n")
+        tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_input", f"{int(d.temp_c * 1000) - 150}\n")
+        tree.write(f"{pci}/current_link_speed", f"{d.link_gts}\n")
+        tree.write(f"{pci}/current_link_width", f"{d.link_width}\n")
+        tree.write(f"/sys/block/{d.ns}/stat", "".join(f"{v:8d} " for v in d.stats()).rstrip() + "\n")
+
+    def _write_array(self, tree: Tree, a: SimMdArray) -> None:
+        base = f"/sys/block/{a.name}/md"
+        if base not in self._written:
+            self._written.add(base)
+            tree.write(f"{base}/level", f"{a.level}\n")
+            tree.write(f"{base}/chunk_size", f"{a.chunk_kib * KIB}\n")
+            tree.write(f"{base}/metadata_version", "1.2\n")
+            tree.write(f"{base}/uuid", f"{a.uuid}\n")
+            tree.symlink(f"/dev/md/{a.md_name}", f"../{a.name}")
+        tree.write(f"{base}/raid_disks", f"{a.raid_disks}\n")
+        tree.write(f"{base}/array_state", "broken\n" if a.broken else "clean\n")
+        tree.write(f"/sys/block/{a.name}/stat", "".join(f"{v:8d} " for v in a.stats()).rstrip() + "\n")
+        if not a.striped:
+            missing = a.raid_disks - len(a.working())
+            tree.write(f"{base}/degraded", f"{missing}\n")
+            tree.write(f"{base}/sync_action", f"{a.sync_action}\n")
+            if a.sync_action == "idle":
+                tree.write(f"{base}/sync_completed", "none\n")
+                tree.write(f"{base}/sync_speed", "none\n")
+            else:
+                tree.write(f"{base}/sync_completed", f"{a.sync_done_sectors} / {a.size_kib * 2}\n")
+                tree.write(f"{base}/sync_speed", f"{a.sync_speed_kib}\n")
+        listed = {f"dev-{m.drive.ns}" for m in a.members}
+        for entry in tree_listdir(tree, base):
+            if entry.startswith("dev-") and entry not in listed:
+                tree.remove(f"{base}/{entry}")
+        for m in a.members:
+            dev = f"{base}/dev-{m.drive.ns}"
+            words = {"in_sync": "in_sync", "faulty": "faulty", "spare": "spare", "rebuilding": "spare"}[m.state]
+            tree.write(f"{dev}/state", f"{words}\n")
+            tree.write(f"{dev}/slot", f"{m.slot}\n" if m.slot is not None and m.state != "spare" else "none\n")
+            tree.write(f"{dev}/errors", "0\n")
+            tree.write(f"{dev}/size", f"{m.drive.size_kib}\n")
+            if not tree.path(f"{dev}/block").is_symlink():
+                tree.symlink(f"{dev}/block", f"../../../{m.drive.ns}")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def tree_listdir(tree: Tree, rel: str) -> list[str]:
+    """Entries of a directory of the fake tree (empty when absent)."""
+    path = tree.path(rel)
+    return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+
+
+def strix_enclosure_rig(node: SimNode, enclosures: int = 2, first_domain: int = 0
+                        ) -> tuple[SimStorage, SimThunderbolt]:
+    """The reference Strix Halo box: per USB4 domain one enclosure of two NVMe as a RAID0 array.
+
+    Enclosure ``i`` is router ``<first_domain + i>-1``; its array is ``md<127 - i>``
+    (``/dev/md/raid0n<i>``), assembled downward from md127 as mdadm does.
+    """
+    tb = SimThunderbolt(domains=first_domain + enclosures)
+    storage = SimStorage(link_cap=tb.link_cap_bytes_per_s)
+    for i in range(enclosures):
+        router = f"{first_domain + i}-1"
+        uid = f"{node.rng.getrandbits(32):08x}-0080-7708-2330-a1c81e0a1914"
+        tb.routers.append(SimTbRouter(name=router, unique_id=uid))
+        members = []
+        for j in range(2):
+            ctrl = 2 * i + j
+            drive = SimNvmeDrive(
+                ctrl=ctrl,
+                serial=f"S6Z2NF0W{node.rng.randrange(10**6):06d}{chr(65 + ctrl)}",
+                address=f"0000:{0x64 + 3 * i + j:02x}:00.0",
+                router=router,
+            )
+            storage.drives.append(drive)
+            members.append(SimMember(drive=drive, slot=j, desc_nr=j))
+        uuid = f"{node.rng.getrandbits(32):08x}-5f60-7182-93a4-b5c6d7e8f9{i:02x}"
+        storage.arrays.append(SimMdArray(number=127 - i, md_name=f"raid0n{i}", level="raid0",
+                                         members=members, uuid=uuid))
+    return storage, tb

@@ -1,0 +1,69 @@
+"""Host collector network additions: interface kind and the stalled flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rigmon.collectors.host import HostCollector, parse_net_kind
+from rigmon.hw.root import HostRoot
+from rigmon.schema import NetInterfaceReading
+from rigmon.sim import write_tree
+
+HEAD = "Inter-|   Receive\n face |bytes    packets errs drop fifo frame compressed multicast|bytes\n"
+
+
+def test_kinds() -> None:
+    assert parse_net_kind("thunderbolt0", 1, "thunderbolt-net", True, False, False, False) == "thunderbolt-net"
+    assert parse_net_kind("thunderbolt0", 1, None, False, False, False, False) == "thunderbolt-net"
+    assert parse_net_kind("enp65s0f0", 1, "mlx5_core", True, False, False, False) == "ethernet"
+    assert parse_net_kind("ib0", 32, "mlx5_core", True, False, False, False) == "infiniband"
+    assert parse_net_kind("wlp2s0", 1, "iwlwifi", True, True, False, False) == "wifi"
+    assert parse_net_kind("br0", 1, None, False, False, True, False) == "bridge"
+    assert parse_net_kind("bond0", 1, None, False, False, False, True) == "bond"
+    assert parse_net_kind("veth1", 1, None, False, False, False, False) == "virtual"
+    assert parse_net_kind("tun0", 65534, None, False, False, False, False) is None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def _write(tmp_path: Path, packets: int) -> None:
+    write_tree(tmp_path, {
+        "/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n",
+        "/proc/net/dev": HEAD + f"thunderbolt0: {packets * 1500} {packets} 0 0 0 0 0 0 "
+                                f"{packets * 1500} {packets} 0 0 0 0 0 0\n",
+        "/sys/class/net/thunderbolt0/operstate": "up\n",
+        "/sys/class/net/thunderbolt0/carrier": "1\n",
+        "/sys/class/net/thunderbolt0/type": "1\n",
+    })
+
+
+def _net(collector: HostCollector) -> NetInterfaceReading:
+    (nic,) = [r for r in collector.collect() if isinstance(r, NetInterfaceReading)]
+    return nic
+
+
+def test_an_interface_that_stops_moving_packets_is_stalled(tmp_path: Path) -> None:
+    clock = Clock()
+    collector = HostCollector(HostRoot(tmp_path), clock, net_stall_after_s=5.0)
+    _write(tmp_path, 0)
+    assert not _net(collector).stalled
+    clock.now = 1.0
+    assert not _net(collector).stalled  # up but never carried traffic: idle, not stalled
+    for step, packets in ((2.0, 1000), (3.0, 2000), (6.0, 2000), (8.0, 2000)):
+        clock.now = step
+        _write(tmp_path, packets)
+        nic = _net(collector)
+    assert nic.kind == "thunderbolt-net"
+    assert nic.stalled  # last packet moved at t=3, silent for 5 s
+    clock.now = 9.0
+    _write(tmp_path, 2100)
+    assert not _net(collector).stalled

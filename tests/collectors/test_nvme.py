@@ -1,0 +1,71 @@
+"""NVMe collector: PCIe speed strings of old and new kernels, lost links, namespaces, hwmon, events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.base import EventDraft
+from rigmon.collectors.nvme import (
+    NvmeCollector,
+    is_link_lost,
+    namespace_of,
+    parse_link_speed,
+    parse_link_width,
+    pcie_gen,
+    strip_padded,
+)
+from rigmon.hw.root import HostRoot
+from rigmon.schema import NvmeReading
+from rigmon.sim import write_tree
+
+
+@pytest.mark.parametrize(("text", "gts", "gen"), [
+    ("16.0 GT/s PCIe", 16.0, 4), ("8.0 GT/s PCIe", 8.0, 3), ("2.5 GT/s PCIe", 2.5, 1),
+    ("8 GT/s", 8.0, 3), ("5 GT/s", 5.0, 2), ("64.0 GT/s PCIe", 64.0, 6),
+    ("Unknown", None, None), ("Unknown speed", None, None), (None, None, None),
+])
+def test_link_speed_strings(text: str | None, gts: float | None, gen: int | None) -> None:
+    assert parse_link_speed(text) == gts
+    assert pcie_gen(parse_link_speed(text)) == gen
+
+
+def test_lost_link() -> None:
+    assert is_link_lost("Unknown", 4)
+    assert is_link_lost("Unknown speed", None)
+    assert is_link_lost("8.0 GT/s PCIe", 63)
+    assert not is_link_lost("8.0 GT/s PCIe", 4)
+    assert parse_link_width("0") is None and parse_link_width("x") is None and parse_link_width("16") == 16
+
+
+def test_namespaces_map_through_the_controller() -> None:
+    assert namespace_of("nvme1n1") == "nvme1n1"
+    assert namespace_of("nvme0c1n1") == "nvme0n1"
+    assert namespace_of("hwmon3") is None and namespace_of("device") is None
+
+
+def test_identity_fields_lose_their_padding() -> None:
+    assert strip_padded("Samsung SSD 990 PRO 2TB" + " " * 17) == "Samsung SSD 990 PRO 2TB"
+    assert strip_padded("    ") is None
+
+
+def test_link_retrain_is_an_event(tmp_path: Path) -> None:
+    files = {
+        "/sys/class/nvme/nvme0/model": "Samsung SSD 990 PRO 2TB                 \n",
+        "/sys/class/nvme/nvme0/state": "live\n",
+        "/sys/class/nvme/nvme0/address": "0000:64:00.0\n",
+        "/sys/bus/pci/devices/0000:64:00.0/current_link_speed": "16.0 GT/s PCIe\n",
+        "/sys/bus/pci/devices/0000:64:00.0/current_link_width": "4\n",
+    }
+    write_tree(tmp_path, files)
+    collector = NvmeCollector(HostRoot(tmp_path))
+    (first,) = collector.collect()
+    assert isinstance(first, NvmeReading) and first.link_speed_gts == 16.0 and first.temp_c is None
+    write_tree(tmp_path, {"/sys/bus/pci/devices/0000:64:00.0/current_link_speed": "8.0 GT/s PCIe\n"})
+    records = collector.collect()
+    events = [r for r in records if isinstance(r, EventDraft)]
+    assert [e.kind for e in events] == ["nvme_link_changed"]
+    assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4}
+    write_tree(tmp_path, {"/sys/bus/pci/devices/0000:64:00.0/current_link_speed": "Unknown\n"})
+    assert [r.kind for r in collector.collect() if isinstance(r, EventDraft)] == ["nvme_link_lost"]

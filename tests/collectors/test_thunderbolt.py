@@ -1,0 +1,208 @@
+"""Thunderbolt collector: speed strings, expectations, degraded links, change events and udev re-reads."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.base import EventDraft, NoData
+from rigmon.collectors.thunderbolt import (
+    ThunderboltCollector,
+    classify,
+    expected_link,
+    judge_link,
+    parse_lanes,
+    parse_tb_speed,
+)
+from rigmon.hw.root import HostRoot
+from rigmon.schema import ThunderboltDeviceReading
+from rigmon.sim import write_tree
+from rigmon.sim.udev import FakeUdevSource, SilentUdevSource
+
+DEV = "/sys/bus/thunderbolt/devices"
+DEVPATH = "/devices/pci0000:00/0000:00:08.3/0000:c6:00.5/domain0/0-0/0-1"
+
+
+@pytest.mark.parametrize(("text", "gbps"), [
+    ("20.0 Gb/s", 20.0), ("10.0 Gb/s", 10.0), ("40.0 Gb/s", 40.0), ("20.0 Gb/s\n", 20.0),
+    ("20.0", None), ("20.0 GT/s", None), ("fast Gb/s", None), (None, None),
+])
+def test_speed_strings(text: str | None, gbps: float | None) -> None:
+    assert parse_tb_speed(text) == gbps
+
+
+def test_lanes() -> None:
+    assert [parse_lanes(t) for t in ("1", "2", "3", "0", "x", None)] == [1, 2, 3, None, None, None]
+
+
+def test_names() -> None:
+    assert classify("0-0", False) == ("host", 0)
+    assert classify("1-1", False) == ("device", 1)
+    assert classify("0-301", False) == ("device", 0)
+    assert classify("0-1", True) == ("xdomain", 0)
+    assert classify("0-0:1.1", False) == ("retimer", 0)
+    assert classify("domain0", False) is None
+    assert classify("0-1.0", False) is None
+
+
+def test_expectations() -> None:
+    assert expected_link(4, None, None) == (40.0, "generation")
+    assert expected_link(3, None, 20.0) == (40.0, "generation")
+    assert expected_link(4, None, 80.0) == (80.0, "best_seen")
+    assert expected_link(None, None, 20.0) == (20.0, "best_seen")
+    assert expected_link(4, 20.0, 40.0) == (20.0, "config")
+    assert expected_link(None, None, None) == (None, None)
+
+
+def test_judgement() -> None:
+    assert judge_link(40.0, 40.0, 2, 2, 40.0) == ("ok", None)
+    assert judge_link(20.0, 20.0, 2, 2, 40.0)[0] == "degraded"
+    assert judge_link(20.0, 40.0, 2, 2, 20.0) == ("degraded", "rx 20 Gb/s != tx 40 Gb/s")
+    # USB4 v2 asymmetric: three lanes one way, one the other, at 40 Gb/s a lane.
+    assert judge_link(40.0, 120.0, 1, 3, 80.0) == ("ok", None)
+    assert judge_link(None, None, None, None, 40.0) == ("unknown", None)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def _tree(tmp_path: Path, speed: str = "20.0 Gb/s", lanes: str = "2") -> None:
+    write_tree(tmp_path, {
+        f"{DEV}/domain0/security": "user\n",
+        f"{DEV}/0-0/generation": "4\n",
+        f"{DEV}/0-0/unique_id": "d1030000-0080-7708-2330-a1c81e0a1900\n",
+        f"{DEV}/0-1/generation": "4\n",
+        f"{DEV}/0-1/authorized": "1\n",
+        f"{DEV}/0-1/unique_id": "d1030000-0080-7708-2330-a1c81e0a1914\n",
+        f"{DEV}/0-1/vendor_name": "OWC\n",
+        f"{DEV}/0-1/tx_speed": f"{speed}\n",
+        f"{DEV}/0-1/rx_speed": f"{speed}\n",
+        f"{DEV}/0-1/tx_lanes": f"{lanes}\n",
+        f"{DEV}/0-1/rx_lanes": f"{lanes}\n",
+    })
+
+
+def _split(records: Sequence[object]) -> tuple[dict[str, ThunderboltDeviceReading], list[EventDraft]]:
+    readings = {r.name: r for r in records if isinstance(r, ThunderboltDeviceReading)}
+    return readings, [r for r in records if isinstance(r, EventDraft)]
+
+
+def test_host_router_without_speed_files_is_not_an_error(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    readings, events = _split(ThunderboltCollector(HostRoot(tmp_path), Clock()).collect())
+    assert readings["0-0"].kind == "host" and readings["0-0"].link_state == "unknown"
+    assert readings["0-1"].link_state == "ok" and readings["0-1"].rx_gbps == 40.0
+    assert events == []
+
+
+def test_link_dropping_to_10g_is_an_event_and_degraded(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    clock = Clock()
+    collector = ThunderboltCollector(HostRoot(tmp_path), clock)
+    collector.collect()
+    _tree(tmp_path, speed="10.0 Gb/s")
+    clock.now = 5.0
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].link_state == "degraded"
+    assert readings["0-1"].degraded_reason == "20 Gb/s below expected 40 Gb/s"
+    assert [(e.kind, e.severity) for e in events] == [("tb_link_changed", "warning"), ("tb_link_degraded", "warning")]
+    assert events[0].at == 1_700_000_005.0
+    assert events[0].data is not None and events[0].data["from_tx_gbps"] == 40.0
+    _tree(tmp_path)
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].link_state == "ok"
+    assert [e.kind for e in events] == ["tb_link_changed", "tb_link_recovered"]
+
+
+def test_link_that_comes_up_degraded_is_flagged(tmp_path: Path) -> None:
+    _tree(tmp_path, lanes="1")
+    readings, events = _split(ThunderboltCollector(HostRoot(tmp_path), Clock()).collect())
+    assert readings["0-1"].link_state == "degraded"
+    assert [e.kind for e in events] == ["tb_link_degraded"]
+
+
+def test_configured_expectation_by_unique_id(tmp_path: Path) -> None:
+    _tree(tmp_path, speed="10.0 Gb/s")
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock(),
+                                     expected_gbps={"d1030000-0080-7708-2330-a1c81e0a1914": 20.0})
+    readings, events = _split(collector.collect())
+    assert (readings["0-1"].link_state, readings["0-1"].expected_source) == ("ok", "config")
+
+
+def test_unplug_and_replug_are_events(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    shutil.rmtree(tmp_path / DEV.lstrip("/") / "0-1")
+    readings, events = _split(collector.collect())
+    assert "0-1" not in readings and [e.kind for e in events] == ["tb_device_removed"]
+    _tree(tmp_path)
+    _, events = _split(collector.collect())
+    assert [e.kind for e in events] == ["tb_device_added"]
+
+
+def test_no_bus_is_absent(tmp_path: Path) -> None:
+    with pytest.raises(NoData):
+        ThunderboltCollector(HostRoot(tmp_path), Clock()).collect()
+
+
+def test_udev_change_triggers_an_immediate_reread(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    source = FakeUdevSource()
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock(), events=source)
+    collector.collect()
+    pushed: list[list[object]] = []
+    got = threading.Event()
+
+    def push(records: Sequence[object]) -> None:
+        pushed.append(list(records))
+        got.set()
+
+    collector.start(push)
+    try:
+        # Lane bonding failed after enumeration: the kernel changes the file, then sends a bare change.
+        _tree(tmp_path, lanes="1")
+        source.inject("change", DEVPATH, "thunderbolt", "thunderbolt_device", USB4_VERSION="1.0", USB4_TYPE="device")
+        assert got.wait(5.0)
+        readings, events = _split(pushed[0])
+        assert readings["0-1"].tx_lanes == 1 and readings["0-1"].link_state == "degraded"
+        assert [e.kind for e in events] == ["tb_link_changed", "tb_link_degraded"]
+        # Lost events (ENOBUFS) make it re-scan too.
+        got.clear()
+        _tree(tmp_path)
+        source.overflow()
+        assert got.wait(5.0)
+        readings, _ = _split(pushed[1])
+        assert readings["0-1"].tx_lanes == 2
+        # Events of other subsystems are ignored.
+        got.clear()
+        source.inject("add", "/devices/virtual/block/loop0", "block", "disk")
+        assert not got.wait(0.6)
+    finally:
+        collector.close()
+    assert source.closed
+
+
+def test_silent_udev_is_quiet(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    pushed: list[object] = []
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock(), events=SilentUdevSource())
+    collector.start(pushed.append)
+    try:
+        readings, _ = _split(collector.collect())
+        assert readings["0-1"].link_state == "ok"
+    finally:
+        collector.close()
+    assert pushed == []

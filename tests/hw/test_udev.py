@@ -1,0 +1,65 @@
+"""udev seam: the watcher thread, lost events, filtering, and a machine without udev."""
+
+from __future__ import annotations
+
+import threading
+
+from rigmon.hw.udev import UdevEvent, UdevWatcher, open_udev_source
+from rigmon.sim.udev import FakeUdevSource
+
+
+def test_watcher_passes_matching_events_and_reports_loss() -> None:
+    source = FakeUdevSource()
+    seen: list[UdevEvent | None] = []
+    done = threading.Event()
+
+    def on_event(event: UdevEvent | None) -> None:
+        seen.append(event)
+        if len(seen) == 2:
+            done.set()
+
+    watcher = UdevWatcher(source, on_event, subsystems=("nvme",))
+    watcher.start()
+    try:
+        source.inject("add", "/devices/pci0000:00/0000:00:04.1/0000:64:00.0/block/sda", "block", "disk")
+        source.inject("add", "/devices/pci0000:00/0000:00:04.1/0000:64:00.0/nvme/nvme0", "nvme",
+                      DEVNAME="nvme0", NVME_TRTYPE="pcie")
+        source.overflow()
+        assert done.wait(5.0)
+    finally:
+        watcher.close()
+    first = seen[0]
+    assert first is not None and (first.action, first.sys_name) == ("add", "nvme0")
+    assert first.properties["DEVNAME"] == "/dev/nvme0"
+    assert seen[1] is None
+    assert source.closed
+
+
+def test_a_failing_handler_does_not_stop_the_watcher() -> None:
+    source = FakeUdevSource()
+    calls: list[str] = []
+    done = threading.Event()
+
+    def on_event(event: UdevEvent | None) -> None:
+        assert event is not None
+        calls.append(event.sys_name)
+        if len(calls) == 2:
+            done.set()
+        raise RuntimeError("re-read failed")
+
+    watcher = UdevWatcher(source, on_event)
+    watcher.start()
+    try:
+        source.inject("change", "/devices/x/0-1", "thunderbolt")
+        source.inject("change", "/devices/x/0-3", "thunderbolt")
+        assert done.wait(5.0)
+    finally:
+        watcher.close()
+    assert calls == ["0-1", "0-3"]
+
+
+def test_open_source_never_raises() -> None:
+    source = open_udev_source(("thunderbolt",))
+    if source is not None:
+        # Inside a container without udevd the monitor opens and stays silent.
+        source.close()

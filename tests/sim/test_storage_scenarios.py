@@ -1,0 +1,136 @@
+"""Storage and link scenarios: the real collectors read what the simulator's fake hardware writes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors import REGISTRY
+from rigmon.collectors.base import Collector, CollectorContext, EventDraft, NoData
+from rigmon.config import AgentConfig
+from rigmon.hw.root import HostRoot
+from rigmon.schema import NetInterfaceReading, RaidArrayReading, ThunderboltDeviceReading
+from rigmon.sim.node import SimNode
+from rigmon.sim.scenarios import SCENARIOS
+from rigmon.sim.tree import Tree
+
+STEP_S = 1.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class Bench:
+    """One simulated node and the real collectors, stepped by hand on a shared clock."""
+
+    def __init__(self, scenario: str, tmp_path: Path, index: int = 0) -> None:
+        self.scenario = SCENARIOS[scenario]
+        self.index = index
+        self.node = SimNode(name=f"node{index + 1:02d}", tree=Tree(tmp_path / f"n{index}"),
+                            rng=random.Random(f"1:{index}"))
+        self.scenario.build(self.node, index)
+        self.clock = Clock()
+        ctx = CollectorContext(root=HostRoot(self.node.tree.root), clock=self.clock, config=AgentConfig())
+        self.collectors: dict[str, Collector] = {n: REGISTRY[n](ctx) for n in ("host", "raid", "thunderbolt", "nvme")}
+        self.events: list[EventDraft] = []
+
+    def run_to(self, t_s: float) -> dict[str, Sequence[object]]:
+        while self.clock.now < t_s - 1e-9:
+            self.clock.now = round(self.clock.now + STEP_S, 6)
+            self.scenario.drive(self.node, self.index, self.clock.now)
+            self.node.step(self.clock.now)
+        out: dict[str, Sequence[object]] = {}
+        for name, collector in self.collectors.items():
+            try:
+                out[name] = collector.collect()
+            except NoData:
+                out[name] = []
+        for records in out.values():
+            self.events += [r for r in records if isinstance(r, EventDraft)]
+        return out
+
+
+def arrays(records: dict[str, Sequence[object]]) -> dict[str, RaidArrayReading]:
+    return {r.name: r for r in records["raid"] if isinstance(r, RaidArrayReading)}
+
+
+def links(records: dict[str, Sequence[object]]) -> dict[str, ThunderboltDeviceReading]:
+    return {r.name: r for r in records["thunderbolt"] if isinstance(r, ThunderboltDeviceReading)}
+
+
+def test_model_load_two_arrays_in_parallel(tmp_path: Path) -> None:
+    bench = Bench("model-load", tmp_path)
+    bench.run_to(5.0)
+    got = arrays(bench.run_to(10.0))
+    assert set(got) == {"md127", "md126"}
+    assert got["md127"].md_name == "raid0n0" and got["md126"].md_name == "raid0n1"
+    assert got["md127"].read_bytes_per_s == pytest.approx(1.07e9, rel=0.01)
+    assert got["md126"].read_bytes_per_s == pytest.approx(1.10e9, rel=0.01)
+    assert got["md127"].vs_fastest_array_pct == pytest.approx(97.3, abs=1.0)
+    assert all(m.role == "in_sync" and m.read_bytes_per_s for a in got.values() for m in a.members)
+    assert all(a.member_imbalance_pct is not None and a.member_imbalance_pct < 1.0 for a in got.values())
+    assert all(link.link_state == "ok" for link in links(bench.run_to(11.0)).values() if link.kind == "device")
+
+
+def test_tb_retrain_10g_degrades_then_recovers(tmp_path: Path) -> None:
+    bench = Bench("tb-retrain-10g", tmp_path)
+    bench.run_to(15.0)
+    assert links(bench.run_to(18.0))["0-1"].link_state == "ok"
+    records = bench.run_to(30.0)
+    assert links(records)["0-1"].link_state == "degraded"
+    assert links(records)["0-1"].tx_gbps == 20.0
+    records = bench.run_to(35.0)
+    assert arrays(records)["md127"].vs_fastest_array_pct == pytest.approx(66.7, abs=2.0)
+    assert links(bench.run_to(85.0))["0-1"].link_state == "ok"
+    kinds = [(e.kind, e.subject) for e in bench.events if e.subject == "link:0-1"]
+    assert kinds == [("tb_link_changed", "link:0-1"), ("tb_link_degraded", "link:0-1"),
+                     ("tb_link_changed", "link:0-1"), ("tb_link_recovered", "link:0-1")]
+
+
+def test_md_degraded_fails_recovers_and_cleans(tmp_path: Path) -> None:
+    bench = Bench("md-degraded", tmp_path)
+    assert arrays(bench.run_to(10.0))["md127"].health == "ok"
+    a = arrays(bench.run_to(20.0))["md127"]
+    assert (a.health, a.degraded) == ("degraded", 1)
+    assert [m.role for m in a.members] == ["in_sync", "faulty"]
+    a = arrays(bench.run_to(60.0))["md127"]
+    assert (a.health, a.sync_action) == ("recovering", "recover")
+    assert a.sync_progress_pct is not None and 0 < a.sync_progress_pct < 100
+    assert a.sync_speed_bytes_per_s and a.sync_eta_s
+    a = arrays(bench.run_to(110.0))["md127"]
+    assert (a.health, a.degraded, a.sync_action) == ("ok", 0, "idle")
+    assert [(m.name, m.role) for m in a.members] == [("nvme0n1", "in_sync"), ("nvme2n1", "in_sync")]
+    health = [e.data["to"] for e in bench.events if e.kind == "raid_health_changed" and e.data]
+    assert health == ["degraded", "recovering", "ok"]
+
+
+def test_strix_usb4_link_between_two_nodes(tmp_path: Path) -> None:
+    benches = [Bench("strix-usb4", tmp_path, i) for i in range(2)]
+    for bench in benches:
+        bench.run_to(10.0)
+        records = bench.run_to(12.0)
+        xdomain = links(records)["0-1"]
+        assert (xdomain.kind, xdomain.link_state, xdomain.tx_gbps) == ("xdomain", "ok", 40.0)
+        (tbnet,) = [r for r in records["host"] if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0"]
+        assert tbnet.kind == "thunderbolt-net" and tbnet.rx_bytes_per_s
+        assert links(bench.run_to(50.0))["0-1"].link_state == "degraded"
+        bench.run_to(91.0)
+        assert "0-1" not in links(bench.run_to(91.0))
+        assert links(bench.run_to(100.0))["0-1"].link_state == "ok"
+        bench.run_to(112.0)
+        records = bench.run_to(120.0)
+        (tbnet,) = [r for r in records["host"] if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0"]
+        assert tbnet.stalled
+    # Each node names the other as its XDomain peer.
+    assert [links(b.run_to(121.0))["0-1"].device_name for b in benches] == ["node02", "node01"]
