@@ -1,6 +1,7 @@
 """Every scenario folder under tests/fixtures/hosts: the registry's collectors read it as a root.
 
-A folder holds the machine's files (proc/, sys/, dev/) and ``expected.json``:
+A folder holds the machine's files (proc/, sys/, dev/), an optional ``agent.toml`` and
+``expected.json``:
 ``{"collectors": {NAME: {"state": "ok" | "absent" | "error", "records": [...]}}}`` where each
 record is its schema fields plus ``"type"``. A new quirk is a new folder, not new test code;
 ``pytest --update-golden`` rewrites expected.json from what the collectors report.
@@ -13,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.clock import SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData
-from rigmon.config import AgentConfig
+from rigmon.config import AgentConfig, load_agent_config
 from rigmon.hw.root import HostRoot
 from rigmon.typed import to_data
 
@@ -24,8 +24,19 @@ HOSTS = Path(__file__).parent.parent / "fixtures" / "hosts"
 FOLDERS = sorted(p for p in HOSTS.iterdir() if (p / "expected.json").exists())
 
 
+class FixedClock:
+    """Collectors see one instant, so what they report depends on the tree alone."""
+
+    def time(self) -> float:
+        return 1_700_000_000.0
+
+    def monotonic(self) -> float:
+        return 100.0
+
+
 def run_collector(name: str, root: Path) -> dict[str, object]:
-    ctx = CollectorContext(root=HostRoot(root), clock=SystemClock(), config=AgentConfig())
+    config = load_agent_config(root / "agent.toml", environ={}) if (root / "agent.toml").exists() else AgentConfig()
+    ctx = CollectorContext(root=HostRoot(root), clock=FixedClock(), config=config)
     collector = REGISTRY[name](ctx)
     try:
         records = collector.collect()
@@ -54,4 +65,5 @@ def test_fixture_host(folder: Path, update_golden: bool) -> None:
 
 def test_every_folder_says_where_it_comes_from() -> None:
     for folder in FOLDERS:
-        assert (folder / "SOURCE").read_text().strip(), folder
+        source = (folder / "SOURCE").read_text().strip()
+        assert source and "\n" not in source, folder
