@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from rigmon.collectors.base import CollectorFactory
+from rigmon.collectors.amd_gpu import make_amd_gpu_collector
+from rigmon.collectors.gpu import make_gpu_collector
 from rigmon.collectors.host import make_host_collector
+from rigmon.collectors.kernel_log import make_kernel_log_collector
 
 #: Every collector the agent knows, by name. Order is the order of the node screen.
 REGISTRY: dict[str, CollectorFactory] = {
     "host": make_host_collector,
+    "gpu": make_gpu_collector,
+    "amd_gpu": make_amd_gpu_collector,
+    "kernel_log": make_kernel_log_collector,
 }

@@ -6,6 +6,9 @@ from typing import Protocol
 
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.healthy import Healthy
+from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
+from rigmon.sim.scenarios.strix_cluster import StrixCluster
+from rigmon.sim.scenarios.undervolt_bus_drop import UndervoltBusDrop
 
 
 class Scenario(Protocol):
@@ -26,4 +29,7 @@ class Scenario(Protocol):
 
 SCENARIOS: dict[str, Scenario] = {
     "healthy": Healthy(),
+    "undervolt-bus-drop": UndervoltBusDrop(),
+    "loose-sxm2": LooseSxm2(),
+    "strix-cluster": StrixCluster(),
 }
