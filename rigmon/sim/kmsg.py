@@ -21,7 +21,7 @@ _BOOT_LINES = (
 
 def escape_kmsg(text: str) -> str:
     """Escape like the kernel: backslash and non-printable bytes become ``\\xNN``."""
-    out = []
+    out: list[str] = []
     for ch in text:
         if ch == "\\" or not (" " <= ch <= "~"):
             out.extend(f"\\x{b:02x}" for b in ch.encode())

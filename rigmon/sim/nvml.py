@@ -23,12 +23,13 @@ GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
 import types
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -650,3 +651,67 @@ class FakeNvmlLibrary:
 
 #: The one fake library of this process (pynvml has one library slot).
 FAKE_NVML = FakeNvmlLibrary()
+
+
+@contextlib.contextmanager
+def serving(target: str | os.PathLike[str] | None, machine: FakeNvmlMachine) -> Iterator[FakeNvmlMachine]:
+    """Serve ``machine`` for ``target`` (a root, or ``None`` for direct pynvml calls) within a block.
+
+    On exit the machine is withdrawn and any ``hang`` is healed, so no thread stays blocked.
+    """
+    FAKE_NVML.serve(target, machine)
+    try:
+        yield machine
+    finally:
+        machine.heal("hang")
+        FAKE_NVML.withdraw(target)
+
+
+_PROFILES: dict[str, Callable[[int], list[FakeGpu]]] = {
+    "v100-sxm2-16gb": v100_sxm2_gpus,
+}
+
+
+def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
+    """Build a machine from a scenario folder's ``nvml.toml``.
+
+    Keys: ``profile`` (``v100-sxm2-16gb``), ``count``, ``driver_version``,
+    ``missing_symbols`` (list), ``driver_missing`` (bool), and ``[[gpu]]`` tables with
+    ``index`` plus any `FakeGpu` field to override, ``power_samples_mw`` (list of
+    ``[timestamp_us, mW]``), ``failures`` (``gpu_lost``, ``not_supported``) and
+    ``not_supported`` (symbol names).
+
+    Raises:
+        ValueError: an unknown profile, GPU field or failure.
+    """
+    profile = str(data.get("profile", "v100-sxm2-16gb"))
+    if profile not in _PROFILES:
+        raise ValueError(f"profile: unknown {profile!r} (known: {', '.join(_PROFILES)})")
+    gpus = _PROFILES[profile](int(data.get("count", 4)))
+    machine = FakeNvmlMachine(gpus, driver_version=str(data.get("driver_version", "535.183.01")),
+                              missing_symbols=[str(s) for s in data.get("missing_symbols", [])])
+    known = set(FakeGpu.__dataclass_fields__) - {"index", "power_samples", "not_supported", "lost", "nvlink_counters"}
+    for table in data.get("gpu", []):
+        gpu = gpus[int(table["index"])]
+        for key, value in table.items():
+            if key == "index":
+                continue
+            if key == "power_samples_mw":
+                gpu.power_samples.extend((int(ts), int(mw)) for ts, mw in value)
+            elif key == "failures":
+                for failure in value:
+                    if failure not in ("gpu_lost", "not_supported"):
+                        raise ValueError(f"gpu[{gpu.index}].failures: unknown {failure!r}")
+                    machine.fail(failure, gpu.index, table.get("not_supported", ()))
+            elif key == "not_supported":
+                continue
+            elif key == "nvlink_errors":
+                for link, counter, count in value:
+                    gpu.nvlink_counters[(int(link), int(counter))] = int(count)
+            elif key in known:
+                setattr(gpu, key, value)
+            else:
+                raise ValueError(f"gpu[{gpu.index}].{key}: unknown field")
+    if data.get("driver_missing"):
+        machine.fail("driver_missing")
+    return machine
