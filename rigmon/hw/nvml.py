@@ -492,6 +492,22 @@ def _handle_key(handle: Any) -> int:
     return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
 
 
+def bind_library(library: object | None) -> object | None:
+    """Put ``library`` beneath pynvml as its loaded NVML library; return the one it replaces.
+
+    For a library serving simulated machines (``rigmon.sim.nvml``): pynvml then calls its
+    symbols instead of loading ``libnvidia-ml.so.1``. The function-pointer cache is
+    cleared so no symbol of the previous library survives. ``None`` unloads, so the next
+    init loads the real library again.
+    """
+    with pynvml.libLoadLock:
+        previous: object | None = pynvml.nvmlLib
+        pynvml.nvmlLib = library
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlLib_refcount = 0
+    return previous
+
+
 def open_nvml(root: HostRoot, timeout_s: float = 2.0) -> Nvml:
     """The `Nvml` binding for the machine whose files are under ``root``.
 

@@ -1,8 +1,9 @@
 """A fake NVML library bound beneath the real ``pynvml`` module, serving simulated GPUs.
 
 How it works. pynvml calls C symbols on one global library object, ``pynvml.nvmlLib``.
-`FakeNvmlLibrary` replaces that object with a namespace of plain Python functions named
-like the C symbols (and clears pynvml's function-pointer cache), so pynvml's own
+`FakeNvmlLibrary` replaces that object (through `rigmon.hw.nvml.bind_library`, so only
+``hw`` touches pynvml) with a namespace of plain Python functions named like the C
+symbols, and the function-pointer cache is cleared, so pynvml's own
 wrappers run unchanged: they build the real ctypes structures, check the return codes
 and raise the real ``NVMLError_*`` classes.
 
@@ -33,9 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import pynvml
-
-from rigmon.hw.nvml import current_target
+from rigmon.hw.nvml import bind_library, current_target
 
 FailureName = Literal["not_supported", "gpu_lost", "driver_missing", "hang"]
 
@@ -48,6 +47,15 @@ ERROR_DRIVER_NOT_LOADED = 9
 ERROR_TIMEOUT = 10
 ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
+
+# NVML enum values the symbols compare against (nvml.h; the C ABI, stable across versions).
+TOTAL_POWER_SAMPLES = 0
+VALUE_TYPE_UNSIGNED_INT = 1
+PERF_POLICY_POWER = 0
+PERF_POLICY_THERMAL = 1
+TEMPERATURE_GPU = 0
+MEMORY_ERROR_TYPE_CORRECTED = 0
+FI_DEV_POWER_INSTANT = 186
 
 #: Device handles are these plus the GPU index; event sets these plus a serial number.
 _HANDLE_BASE = 0x1000
@@ -268,9 +276,7 @@ class FakeNvmlLibrary:
         with self._lock:
             self._machines[key] = machine
             if not self._installed:
-                self._previous_lib = pynvml.nvmlLib
-                pynvml.nvmlLib = self.symbols
-                pynvml._nvmlGetFunctionPointer_cache.clear()
+                self._previous_lib = bind_library(self.symbols)
                 self._installed = True
 
     def withdraw(self, target: str | os.PathLike[str] | None) -> None:
@@ -279,9 +285,7 @@ class FakeNvmlLibrary:
         with self._lock:
             self._machines.pop(key, None)
             if self._installed and not self._machines:
-                pynvml.nvmlLib = self._previous_lib
-                pynvml._nvmlGetFunctionPointer_cache.clear()
-                pynvml._nvmlLib_refcount = 0
+                bind_library(self._previous_lib)
                 self._installed = False
 
     def machine(self) -> FakeNvmlMachine | None:
@@ -420,13 +424,13 @@ class FakeNvmlLibrary:
 
         def samples(handle: Any, kind: Any, since: Any, value_type: Any, count_out: Any, buf: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
-                if _int(kind) != pynvml.NVML_TOTAL_POWER_SAMPLES:
+                if _int(kind) != TOTAL_POWER_SAMPLES:
                     return ERROR_NOT_SUPPORTED
                 after = _int(since)
                 newer = [smp for smp in gpu.power_samples if smp[0] > after]
                 if not newer:
                     return ERROR_NOT_FOUND
-                _set(value_type, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
+                _set(value_type, VALUE_TYPE_UNSIGNED_INT)
                 if buf is None:
                     _set(count_out, len(newer))
                     return SUCCESS
@@ -445,8 +449,8 @@ class FakeNvmlLibrary:
                 filled = False
                 for i in range(_int(n)):
                     value = array[i]
-                    if value.fieldId == 186 and gpu.power_instant_supported:
-                        value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                    if value.fieldId == FI_DEV_POWER_INSTANT and gpu.power_instant_supported:
+                        value.valueType = VALUE_TYPE_UNSIGNED_INT
                         value.value.uiVal = gpu.power_mw
                         value.nvmlReturn = SUCCESS
                         filled = True
@@ -467,7 +471,7 @@ class FakeNvmlLibrary:
         def violation(handle: Any, policy: Any, out: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
                 p = _int(policy)
-                if p not in (pynvml.NVML_PERF_POLICY_POWER, pynvml.NVML_PERF_POLICY_THERMAL):
+                if p not in (PERF_POLICY_POWER, PERF_POLICY_THERMAL):
                     return ERROR_NOT_SUPPORTED
                 out._obj.referenceTime = 0
                 out._obj.violationTime = gpu.violation_power_ns if p == 0 else gpu.violation_thermal_ns
@@ -477,7 +481,7 @@ class FakeNvmlLibrary:
 
         def temperature(handle: Any, sensor: Any, out: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
-                if _int(sensor) != pynvml.NVML_TEMPERATURE_GPU:
+                if _int(sensor) != TEMPERATURE_GPU:
                     return ERROR_NOT_SUPPORTED
                 _set(out, gpu.temp_c)
                 return SUCCESS
@@ -535,7 +539,7 @@ class FakeNvmlLibrary:
         def ecc(handle: Any, error_type: Any, counter_type: Any, out: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
                 kind = _int(error_type)
-                _set(out, gpu.ecc_corrected if kind == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected)
+                _set(out, gpu.ecc_corrected if kind == MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected)
                 return SUCCESS
 
             return self._device("nvmlDeviceGetTotalEccErrors", handle, fill)
