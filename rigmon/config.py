@@ -89,12 +89,37 @@ class StorageSection:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSection:
+    """``[gpu]``: NVML, GPU events and the kernel log reader."""
+
+    nvml_timeout_s: float = 2.0
+    """An NVML call (or one GPU's batch of calls) running longer than this marks the GPU collector hung."""
+    event_wait_s: float = 0.5
+    """Seconds one wait for an NVML Xid event blocks before checking for shutdown."""
+    kmsg_path: str = "/dev/kmsg"
+    """Kernel log device below the root (the simulator writes a plain file there)."""
+    kernel_log_lines: int = 200
+    """Matched kernel log lines (Xid, AER, fallen off the bus) kept for snapshots."""
+
+    def __post_init__(self) -> None:
+        if self.nvml_timeout_s <= 0:
+            raise ValueError("nvml_timeout_s must be positive")
+        if not 0 < self.event_wait_s <= 10:
+            raise ValueError("event_wait_s must be in (0, 10]")
+        if self.kernel_log_lines < 1:
+            raise ValueError("kernel_log_lines must be at least 1")
+        if not self.kmsg_path.startswith("/"):
+            raise ValueError("kmsg_path must be absolute")
+
+
+@dataclass(frozen=True, slots=True)
 class AgentConfig:
     """The whole agent configuration file."""
 
     agent: AgentSection = field(default_factory=AgentSection)
     collectors: dict[str, CollectorSection] = field(default_factory=dict)
     storage: StorageSection = field(default_factory=StorageSection)
+    gpu: GpuSection = field(default_factory=GpuSection)
 
     @property
     def node_name(self) -> str:

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import Collector, EventDraft, NoData
+from rigmon.collectors.base import Collector, CollectorHung, EventDraft, NoData
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings, Severity
 from rigmon.typed import field_types
 
@@ -207,6 +207,8 @@ class Sampler:
             outcome: tuple[str, object] = ("ok", records)
         except NoData as exc:
             outcome = ("absent", str(exc) or "not present")
+        except CollectorHung as exc:
+            outcome = ("hung", str(exc) or "no answer")
         except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
             outcome = ("error", f"{type(exc).__name__}: {exc}")
         duration_s = time.monotonic() - t0

@@ -8,6 +8,10 @@ from rigmon.collectors.host import make_host_collector
 from rigmon.collectors.nvme import make_nvme_collector
 from rigmon.collectors.raid import make_raid_collector
 from rigmon.collectors.thunderbolt import make_thunderbolt_collector
+from rigmon.collectors.amd_gpu import make_amd_gpu_collector
+from rigmon.collectors.gpu import make_gpu_collector
+from rigmon.collectors.host import make_host_collector
+from rigmon.collectors.kernel_log import make_kernel_log_collector
 
 #: Every collector the agent knows, by name. Order is the order of the node screen.
 REGISTRY: dict[str, CollectorFactory] = {
@@ -16,4 +20,7 @@ REGISTRY: dict[str, CollectorFactory] = {
     "raid": make_raid_collector,
     "nvme": make_nvme_collector,
     "thunderbolt": make_thunderbolt_collector,
+    "gpu": make_gpu_collector,
+    "amd_gpu": make_amd_gpu_collector,
+    "kernel_log": make_kernel_log_collector,
 }

@@ -26,6 +26,11 @@ class CollectorError(Exception):
     """A real failure reading present hardware; the message is shown to the operator."""
 
 
+class CollectorHung(CollectorError):
+    """The hardware did not answer within the collector's own watchdog (an NVML call stuck
+    in the driver); the collector's state becomes ``hung`` until it answers again."""
+
+
 class Collector(Protocol):
     """One source of readings."""
 

@@ -1,7 +1,7 @@
 """Every scenario folder under tests/fixtures/hosts: the registry's collectors read it as a root.
 
-A folder holds the machine's files (proc/, sys/, dev/), an optional ``agent.toml`` and
-``expected.json``:
+A folder holds the machine's files (proc/, sys/, dev/), an optional ``agent.toml``, an
+optional ``nvml.toml`` (the fake NVML library served for that root) and ``expected.json``:
 ``{"collectors": {NAME: {"state": "ok" | "absent" | "error", "records": [...]}}}`` where each
 record is its schema fields plus ``"type"``. A new quirk is a new folder, not new test code;
 ``pytest --update-golden`` rewrites expected.json from what the collectors report.
@@ -9,7 +9,9 @@ record is its schema fields plus ``"type"``. A new quirk is a new folder, not ne
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData
 from rigmon.config import AgentConfig, load_agent_config
 from rigmon.hw.root import HostRoot
+from rigmon.sim.nvml import machine_from_toml, serving
 from rigmon.typed import to_data
 
 HOSTS = Path(__file__).parent.parent / "fixtures" / "hosts"
@@ -57,7 +60,11 @@ def run_collector(name: str, root: Path) -> dict[str, object]:
 def test_fixture_host(folder: Path, update_golden: bool) -> None:
     expected_path = folder / "expected.json"
     expected = json.loads(expected_path.read_text())
-    got = {"collectors": {name: run_collector(name, folder) for name in expected["collectors"]}}
+    with contextlib.ExitStack() as stack:
+        if (folder / "nvml.toml").exists():
+            machine = machine_from_toml(tomllib.loads((folder / "nvml.toml").read_text()))
+            stack.enter_context(serving(folder, machine))
+        got = {"collectors": {name: run_collector(name, folder) for name in expected["collectors"]}}
     if update_golden:
         expected_path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
     assert got == expected

@@ -10,6 +10,9 @@ from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
+from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
+from rigmon.sim.scenarios.strix_cluster import StrixCluster
+from rigmon.sim.scenarios.undervolt_bus_drop import UndervoltBusDrop
 
 
 class Scenario(Protocol):
@@ -34,4 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
     "tb-retrain-10g": TbRetrain10g(),
     "md-degraded": MdDegraded(),
     "strix-usb4": StrixUsb4(),
+    "undervolt-bus-drop": UndervoltBusDrop(),
+    "loose-sxm2": LooseSxm2(),
+    "strix-cluster": StrixCluster(),
 }

@@ -1,0 +1,379 @@
+"""GPU collector: NVIDIA GPUs through NVML, lost-GPU detection, and NVML Xid events."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.collectors.kernel_log import (
+    XID_INFO,
+    KernelLogMatcher,
+    PciBusIds,
+    nvidia_gpu_bus_ids,
+    parse_kmsg_record,
+    parse_pci_bus_id,
+)
+from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
+from rigmon.hw.nvml import Nvml, NvmlDeviceData, NvmlHung, NvmlUnavailable, NvmlXid, open_nvml
+from rigmon.hw.root import HostRoot
+from rigmon.rates import CounterRates
+from rigmon.schema import ClockReason, GpuReading, NvLinkReading
+
+log = logging.getLogger(__name__)
+
+MILLI = 1000.0
+NANO = 1e9
+#: The Xid that means the GPU fell off the bus.
+XID_FALLEN_OFF_BUS = 79
+#: Seconds the Xid thread waits before retrying when NVML is absent or hung.
+EVENT_RETRY_S = 5.0
+
+#: Clock event (throttle) reason bits, in NVML's order (nvmlClocksEventReason*/ThrottleReason*).
+CLOCK_REASON_BITS: tuple[tuple[int, ClockReason], ...] = (
+    (0x001, "gpu_idle"),
+    (0x002, "applications_clocks_setting"),
+    (0x004, "sw_power_cap"),
+    (0x008, "hw_slowdown"),
+    (0x010, "sync_boost"),
+    (0x020, "sw_thermal_slowdown"),
+    (0x040, "hw_thermal_slowdown"),
+    (0x080, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+    (0x200, "board_limit"),
+    (0x400, "reliability"),
+)
+_KNOWN_REASON_MASK = sum(bit for bit, _ in CLOCK_REASON_BITS)
+
+
+def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
+    """Names of the set bits of an NVML clock event reason mask (``other`` for unknown bits)."""
+    names: list[ClockReason] = [name for bit, name in CLOCK_REASON_BITS if mask & bit]
+    if mask & ~_KNOWN_REASON_MASK:
+        names.append("other")
+    return tuple(names)
+
+
+def power_extremes(samples: Iterable[tuple[int, int]]) -> tuple[float | None, float | None, int]:
+    """Peak and minimum watts of ``(timestamp_us, milliwatts)`` power samples, and their count."""
+    values = [mw for _, mw in samples]
+    if not values:
+        return None, None, 0
+    return max(values) / MILLI, min(values) / MILLI, len(values)
+
+
+def _watts(mw: int | None) -> float | None:
+    return None if mw is None else mw / MILLI
+
+
+@dataclass(slots=True)
+class _Gpu:
+    """One GPU the collector knows about (from the inventory taken at start, or seen later)."""
+
+    index: int
+    uuid: str | None
+    name: str | None
+    serial: str | None
+    ids: PciBusIds | None
+    last_sample_us: int = 0
+    lost_at: float | None = None
+    lost_reason: str | None = None
+    signals: list[str] = field(default_factory=list)
+
+
+class GpuCollector:
+    """NVIDIA GPUs: readings through NVML, lost-GPU detection, Xid events.
+
+    A GPU is lost when any signal says so: NVML answers GPU_IS_LOST, the device count or
+    the NVIDIA PCI device list in sysfs shrinks against the inventory taken on the first
+    successful poll, or the kernel log (read independently of the kernel log collector)
+    reports Xid 79 or "fallen off the bus" for its bus id. A lost GPU stays listed with
+    state ``lost``; the ``gpu_lost`` event is emitted once.
+
+    Args:
+        nvml: the NVML binding for this machine.
+        root: the machine's files (sysfs PCI list, kernel log).
+        clock: wall time for ``lost_at``, monotonic time for rates.
+        kmsg_path: kernel log below the root.
+        event_wait_s: one NVML event wait, in seconds.
+    """
+
+    name = "gpu"
+
+    def __init__(self, nvml: Nvml, root: HostRoot, clock: Clock, kmsg_path: str = "/dev/kmsg",
+                 event_wait_s: float = 0.5) -> None:
+        self.nvml = nvml
+        self.root = root
+        self.clock = clock
+        self.event_wait_s = event_wait_s
+        self._gpus: list[_Gpu] | None = None
+        self._pci_at_start: set[str] = set()
+        self._count_at_start = 0
+        self._rates = CounterRates()
+        self._kmsg = KmsgReader(root, kmsg_path)
+        self._kmsg_missing = False
+        self._matcher = KernelLogMatcher()
+        self._kernel_lost: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._nvml_xid_lost: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- polling ----------------------------------------------------------------------
+
+    def collect(self) -> Sequence[object]:
+        try:
+            count = self.nvml.device_count()
+            datas = [self.nvml.read_device(i, self._since(i)) for i in range(count)]
+        except NvmlUnavailable as exc:
+            raise NoData(str(exc)) from None
+        except NvmlHung as exc:
+            raise CollectorHung(str(exc)) from None
+        self._read_kernel_log()
+        if self._gpus is None:
+            self._take_inventory(datas)
+        assert self._gpus is not None
+        now_at = self.clock.time()
+        now_s = self.clock.monotonic()
+        pci_now = set(nvidia_gpu_bus_ids(self.root))
+        records: list[object] = []
+        seen: set[int] = set()
+        readings: dict[int, GpuReading] = {}
+        for data in datas:
+            gpu = self._match(data)
+            seen.add(id(gpu))
+            if data.lost:
+                gpu.signals.append("NVML: GPU is lost")
+            readings[id(gpu)] = self._reading(gpu, data, now_s)
+        for gpu in self._gpus:
+            if id(gpu) not in seen:
+                gpu.signals.append(f"NVML device count {len(datas)}, was {self._count_at_start}")
+            if gpu.ids is not None:
+                if gpu.ids.sysfs in self._pci_at_start and gpu.ids.sysfs not in pci_now:
+                    gpu.signals.append(f"PCI device {gpu.ids.sysfs} gone from sysfs")
+                kernel = self._kernel_lost.get(gpu.ids.sysfs)
+                if kernel is not None:
+                    gpu.signals.append(kernel)
+            with self._lock:
+                nvml_xid = self._nvml_xid_lost.get(gpu.index)
+            if nvml_xid is not None:
+                gpu.signals.append(nvml_xid)
+            if gpu.signals and gpu.lost_at is None:
+                gpu.lost_at = now_at
+                gpu.lost_reason = "; ".join(dict.fromkeys(gpu.signals))
+                records.append(self._lost_event(gpu))
+            gpu.signals.clear()
+            records.append(self._lost_reading(gpu) if gpu.lost_at is not None else readings[id(gpu)])
+        return records
+
+    def _since(self, index: int) -> int:
+        for gpu in self._gpus or ():
+            if gpu.index == index:
+                return gpu.last_sample_us
+        return 0
+
+    def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
+        self._gpus = [self._new_gpu(d) for d in datas]
+        self._count_at_start = len(datas)
+        self._pci_at_start = set(nvidia_gpu_bus_ids(self.root))
+
+    @staticmethod
+    def _new_gpu(data: NvmlDeviceData) -> _Gpu:
+        ids = None if data.pci_bus_id is None else parse_pci_bus_id(data.pci_bus_id)
+        return _Gpu(index=data.index, uuid=data.uuid, name=data.name, serial=data.serial, ids=ids)
+
+    def _match(self, data: NvmlDeviceData) -> _Gpu:
+        """The known GPU ``data`` is about: by UUID, else by index (a lost GPU has no UUID)."""
+        assert self._gpus is not None
+        if data.uuid is not None:
+            for gpu in self._gpus:
+                if gpu.uuid == data.uuid:
+                    return gpu
+        else:
+            for gpu in self._gpus:
+                if gpu.index == data.index:
+                    return gpu
+        gpu = self._new_gpu(data)
+        used = {g.index for g in self._gpus}
+        if gpu.index in used:
+            gpu.index = max(used) + 1
+        self._gpus.append(gpu)
+        return gpu
+
+    def _reading(self, gpu: _Gpu, d: NvmlDeviceData, now_s: float) -> GpuReading:
+        if d.power_samples:
+            gpu.last_sample_us = max(ts for ts, _ in d.power_samples)
+        peak_w, min_w, n_samples = power_extremes(d.power_samples)
+        key = gpu.uuid or gpu.index
+        links = tuple(
+            NvLinkReading(
+                link=link.link,
+                active=link.active,
+                replay_total=link.replay,
+                recovery_total=link.recovery,
+                crc_flit_total=link.crc_flit,
+                crc_data_total=link.crc_data,
+                replay_per_s=None if link.replay is None else self._rates.rate((key, "nvl_replay", link.link),
+                                                                                link.replay, now_s),
+                crc_flit_per_s=None if link.crc_flit is None else self._rates.rate((key, "nvl_crc", link.link),
+                                                                                    link.crc_flit, now_s),
+            )
+            for link in d.nvlinks
+        )
+        return GpuReading(
+            index=gpu.index,
+            uuid=gpu.uuid,
+            name=gpu.name,
+            serial=gpu.serial,
+            pci_bus_id=None if gpu.ids is None else gpu.ids.sysfs,
+            pci_bus_id_nvml=None if gpu.ids is None else gpu.ids.nvml,
+            pci_bus_id_xid=None if gpu.ids is None else gpu.ids.xid,
+            power_w=_watts(d.power_mw),
+            power_peak_w=peak_w,
+            power_min_w=min_w,
+            power_samples=n_samples,
+            power_instant_w=_watts(d.power_instant_mw),
+            energy_j_total=None if d.energy_mj is None else d.energy_mj / MILLI,
+            power_limit_w=_watts(d.power_limit_mw),
+            power_limit_enforced_w=_watts(d.enforced_limit_mw),
+            power_limit_default_w=_watts(d.default_limit_mw),
+            clock_sm_mhz=d.clock_sm_mhz,
+            clock_mem_mhz=d.clock_mem_mhz,
+            clock_graphics_mhz=d.clock_graphics_mhz,
+            clock_app_graphics_mhz=d.app_clock_graphics_mhz,
+            clock_app_mem_mhz=d.app_clock_mem_mhz,
+            clock_max_sm_mhz=d.max_clock_sm_mhz,
+            clock_max_mem_mhz=d.max_clock_mem_mhz,
+            clock_max_graphics_mhz=d.max_clock_graphics_mhz,
+            clock_reasons=None if d.clock_reasons is None else decode_clock_reasons(d.clock_reasons),
+            violation_power_s_total=None if d.violation_power_ns is None else d.violation_power_ns / NANO,
+            violation_thermal_s_total=None if d.violation_thermal_ns is None else d.violation_thermal_ns / NANO,
+            temp_c=None if d.temp_c is None else float(d.temp_c),
+            fan_pct=None if d.fan_pct is None else float(d.fan_pct),
+            util_pct=None if d.util_gpu_pct is None else float(d.util_gpu_pct),
+            mem_util_pct=None if d.util_mem_pct is None else float(d.util_mem_pct),
+            mem_total_bytes=d.mem_total_bytes,
+            mem_used_bytes=d.mem_used_bytes,
+            pstate=d.pstate,
+            pcie_gen=d.pcie_gen,
+            pcie_width=d.pcie_width,
+            pcie_gen_max=d.pcie_gen_max,
+            pcie_width_max=d.pcie_width_max,
+            pcie_replay_total=d.pcie_replay,
+            pcie_replay_per_s=None if d.pcie_replay is None else self._rates.rate((key, "pcie_replay"),
+                                                                                   d.pcie_replay, now_s),
+            nvlinks=links,
+            ecc_corrected_total=d.ecc_corrected,
+            ecc_uncorrected_total=d.ecc_uncorrected,
+        )
+
+    @staticmethod
+    def _lost_reading(gpu: _Gpu) -> GpuReading:
+        ids = gpu.ids
+        return GpuReading(
+            index=gpu.index, uuid=gpu.uuid, name=gpu.name, serial=gpu.serial,
+            pci_bus_id=None if ids is None else ids.sysfs,
+            pci_bus_id_nvml=None if ids is None else ids.nvml,
+            pci_bus_id_xid=None if ids is None else ids.xid,
+            state="lost", lost_at=gpu.lost_at, lost_reason=gpu.lost_reason,
+        )
+
+    @staticmethod
+    def _lost_event(gpu: _Gpu) -> EventDraft:
+        ids = gpu.ids
+        where = f" ({ids.sysfs})" if ids is not None else ""
+        return EventDraft(
+            kind="gpu_lost",
+            severity="critical",
+            subject=f"gpu:{gpu.index}",
+            message=f"GPU {gpu.index}{where} lost: {gpu.lost_reason}",
+            data={
+                "gpu_index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "reason": gpu.lost_reason,
+                "pci_bus_id": None if ids is None else ids.sysfs,
+                "pci_bus_id_nvml": None if ids is None else ids.nvml,
+                "pci_bus_id_xid": None if ids is None else ids.xid,
+            },
+            at=gpu.lost_at,
+        )
+
+    def _read_kernel_log(self) -> None:
+        """Note Xid 79 / fallen-off-the-bus records for the lost-GPU check."""
+        if not self._kmsg.is_open:
+            if self._kmsg_missing:
+                return
+            try:
+                self._kmsg.open(from_end=True)
+            except KmsgUnavailable:
+                # The kernel log is one signal of four; without it the others still work.
+                self._kmsg_missing = True
+                return
+        for raw in self._kmsg.read_records():
+            record = parse_kmsg_record(raw.decode("utf-8", "replace"))
+            if record is None:
+                continue
+            match = self._matcher.feed(record)
+            if match is None:
+                continue
+            if match.kind == "gpu_off_bus" or (match.xid is not None and match.xid.xid == XID_FALLEN_OFF_BUS):
+                what = "Xid 79" if match.kind == "xid" else "fallen off the bus"
+                self._kernel_lost.setdefault(match.pci_bus_id, f"kernel: {what}")
+
+    # -- Xid events -------------------------------------------------------------------
+
+    def start(self, push: PushFn) -> None:
+        """Start the thread that waits on NVML's event set for Xid critical errors."""
+        self._thread = threading.Thread(target=self._run_events, args=(push,), name="rigmon-gpu-xid", daemon=True)
+        self._thread.start()
+
+    def _run_events(self, push: PushFn) -> None:
+        while not self._stop.is_set():
+            try:
+                hits = self.nvml.wait_xid(self.event_wait_s)
+            except (NvmlUnavailable, NvmlHung):
+                self._stop.wait(EVENT_RETRY_S)
+                continue
+            except Exception:  # noqa: BLE001 - the event thread must survive driver surprises
+                log.exception("waiting for NVML events")
+                self._stop.wait(EVENT_RETRY_S)
+                continue
+            if hits:
+                push([self._xid_event(hit) for hit in hits])
+
+    def _xid_event(self, hit: NvmlXid) -> EventDraft:
+        ids = None if hit.pci_bus_id is None else parse_pci_bus_id(hit.pci_bus_id)
+        name, severity = XID_INFO.get(hit.xid, ("Xid", "warning"))
+        if hit.xid == XID_FALLEN_OFF_BUS and hit.index is not None:
+            with self._lock:
+                self._nvml_xid_lost.setdefault(hit.index, "NVML: Xid 79 event")
+        subject = f"gpu:{hit.index}" if hit.index is not None else "gpu:unknown"
+        where = f" ({ids.sysfs})" if ids is not None else ""
+        return EventDraft(
+            kind="xid",
+            severity=severity,
+            subject=subject,
+            message=f"Xid {hit.xid} on GPU {hit.index}{where}: {name}",
+            data={
+                "source": "nvml", "xid": hit.xid, "gpu_index": hit.index, "uuid": hit.uuid,
+                "pci_bus_id": None if ids is None else ids.sysfs,
+                "pci_bus_id_nvml": None if ids is None else ids.nvml,
+                "pci_bus_id_xid": None if ids is None else ids.xid,
+            },
+        )
+
+    def close(self) -> None:
+        """Stop the event thread, close the kernel log and shut NVML down."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.event_wait_s + 2)
+        self._kmsg.close()
+        self.nvml.close()
+
+
+def make_gpu_collector(ctx: CollectorContext) -> GpuCollector:
+    """Registry factory: binds NVML to this agent's root (see `rigmon.hw.nvml`)."""
+    gpu = ctx.config.gpu
+    return GpuCollector(open_nvml(ctx.root, gpu.nvml_timeout_s), ctx.root, ctx.clock, kmsg_path=gpu.kmsg_path,
+                        event_wait_s=gpu.event_wait_s)

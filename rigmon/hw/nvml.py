@@ -1,0 +1,517 @@
+"""NVML access: lazy init, one error gate per field, and a watchdog around every call.
+
+This is the only module that imports ``pynvml`` (nvidia-ml-py). Collectors get an `Nvml`
+from `open_nvml`, which returns plain frozen dataclasses of raw NVML values (milliwatts,
+millijoules, bitmasks) with ``None`` for every value the GPU or driver does not give.
+
+Binding (how one process serves several machines). pynvml keeps one global library
+object, ``pynvml.nvmlLib``. On a real node that is ``libnvidia-ml.so.1`` and there is one
+machine. The simulator runs many nodes' agents in one process and installs a single fake
+library beneath pynvml that holds every simulated node's GPUs. To know which node a call
+is for, every `PynvmlNvml` is bound to a *target*: the absolute path of the root its
+agent reads (``open_nvml(ctx.root)``). Each call runs in the binding's own watchdog
+thread with the context variable behind `current_target` set to that target; the real
+driver ignores it, and the fake library reads it to pick the node's GPUs. Handles and
+event sets therefore never need to encode the node, and pynvml's own wrappers, structures
+and error classes run unchanged.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import ctypes
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import pynvml
+
+from rigmon.hw.root import HostRoot
+
+T = TypeVar("T")
+
+#: Sampling type of the driver's power sample buffer (values in mW).
+TOTAL_POWER_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES
+#: Field id of the instantaneous power reading (mW); newer drivers only.
+FI_POWER_INSTANT = 186
+#: Highest NVLink index probed; V100 has links 0..5, newer parts up to 17.
+MAX_NVLINKS = 18
+#: Xid critical error event type bit.
+EVENT_XID = 0x8
+
+_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("rigmon_nvml_target", default=None)
+
+# Error codes that mean "this machine has no usable NVIDIA driver": a quiet absence.
+_ABSENT_CODES = {
+    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
+    pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+    pynvml.NVML_ERROR_NO_PERMISSION,
+    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+}
+
+
+def current_target() -> str | None:
+    """The root whose GPUs the NVML call in progress is for (see the module docstring).
+
+    ``None`` outside a `PynvmlNvml` call (a test calling pynvml directly).
+    """
+    return _TARGET.get()
+
+
+class NvmlUnavailable(Exception):
+    """No NVIDIA driver, library or GPU: the quiet "not present" state."""
+
+
+class NvmlHung(Exception):
+    """An NVML call did not return within the watchdog timeout (or one is still stuck)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvLinkData:
+    """Raw NVLink values of one link (counters since driver load)."""
+
+    link: int
+    active: bool | None
+    replay: int | None
+    recovery: int | None
+    crc_flit: int | None
+    crc_data: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlDeviceData:
+    """Raw values of one GPU, NVML units (mW, mJ, MHz, ns, bytes); ``None`` when not given.
+
+    ``lost`` is true when any call answered GPU_IS_LOST. ``power_samples`` are
+    ``(timestamp_us, milliwatts)`` pairs newer than the timestamp asked for.
+    """
+
+    index: int
+    lost: bool
+    uuid: str | None = None
+    name: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None
+    power_mw: int | None = None
+    power_samples: tuple[tuple[int, int], ...] = ()
+    power_instant_mw: int | None = None
+    energy_mj: int | None = None
+    power_limit_mw: int | None = None
+    enforced_limit_mw: int | None = None
+    default_limit_mw: int | None = None
+    clock_sm_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    clock_graphics_mhz: int | None = None
+    app_clock_graphics_mhz: int | None = None
+    app_clock_mem_mhz: int | None = None
+    max_clock_sm_mhz: int | None = None
+    max_clock_mem_mhz: int | None = None
+    max_clock_graphics_mhz: int | None = None
+    clock_reasons: int | None = None
+    violation_power_ns: int | None = None
+    violation_thermal_ns: int | None = None
+    temp_c: int | None = None
+    fan_pct: int | None = None
+    util_gpu_pct: int | None = None
+    util_mem_pct: int | None = None
+    mem_total_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    pstate: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay: int | None = None
+    nvlinks: tuple[NvLinkData, ...] = ()
+    ecc_corrected: int | None = None
+    ecc_uncorrected: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlXid:
+    """An Xid critical error event: the GPU's index and identity, and the Xid number."""
+
+    index: int | None
+    uuid: str | None
+    pci_bus_id: str | None
+    xid: int
+
+
+class Nvml(Protocol):
+    """The NVML seam the GPU collector depends on."""
+
+    def device_count(self) -> int:
+        """Number of GPUs NVML enumerates.
+
+        Raises:
+            NvmlUnavailable: no driver or library.
+            NvmlHung: the call did not return in time.
+        """
+        ...
+
+    def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
+        """Every reading of GPU ``index``; power samples newer than ``samples_since_us``.
+
+        Raises:
+            NvmlUnavailable: no driver or library.
+            NvmlHung: the calls did not return in time.
+        """
+        ...
+
+    def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        """Block up to ``timeout_s`` for Xid critical error events; empty on timeout.
+
+        Raises:
+            NvmlUnavailable: no driver, or events are not supported.
+            NvmlHung: the wait overran its timeout by the watchdog margin.
+        """
+        ...
+
+    def close(self) -> None:
+        """Free the event set and shut NVML down (skipped when a call is stuck)."""
+        ...
+
+
+class Watchdog:
+    """Runs calls in one dedicated thread and gives up waiting after a timeout.
+
+    A call that overruns is left running (a thread stuck in the driver cannot be killed);
+    until it returns, every further call fails at once with `NvmlHung` instead of
+    queueing behind it. When it returns, the next call runs normally: the hang is over.
+
+    Args:
+        name: thread name suffix.
+        target: value of `current_target` while the calls run.
+    """
+
+    def __init__(self, name: str, target: str | None) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rigmon-nvml-{name}")
+        self._target = target
+        self._stuck: concurrent.futures.Future[Any] | None = None
+        self._stuck_since = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def stuck(self) -> bool:
+        """Whether a call that overran is still running."""
+        with self._lock:
+            return self._stuck is not None and not self._stuck.done()
+
+    def run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        """Run ``fn`` in the watchdog thread and return its result.
+
+        Raises:
+            NvmlHung: ``fn`` did not return within ``timeout_s``, or an earlier call is
+                still stuck.
+            Exception: whatever ``fn`` raised.
+        """
+        with self._lock:
+            if self._stuck is not None:
+                if not self._stuck.done():
+                    waited_s = time.monotonic() - self._stuck_since
+                    raise NvmlHung(f"an NVML call has not returned for {waited_s:.1f} s")
+                self._stuck = None
+            future = self._executor.submit(self._in_target, fn)
+        try:
+            return future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            with self._lock:
+                self._stuck = future
+                self._stuck_since = time.monotonic() - timeout_s
+            raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s") from None
+
+    def _in_target(self, fn: Callable[[], T]) -> T:
+        token = _TARGET.set(self._target)
+        try:
+            return fn()
+        finally:
+            _TARGET.reset(token)
+
+    def close(self) -> None:
+        """Stop the thread (abandoned if stuck)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _Gate:
+    """Maps per-field NVML errors to ``None`` and remembers whether the GPU is lost."""
+
+    def __init__(self) -> None:
+        self.lost = False
+
+    def get(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn(*args)``; ``None`` for an NVML error, which the field cannot give.
+
+        NOT_SUPPORTED (fans on SXM2), FUNCTION_NOT_FOUND (an older driver), NO_PERMISSION
+        and GPU_IS_LOST all leave that one value missing; GPU_IS_LOST also marks the GPU
+        lost. Errors meaning the whole library went away propagate.
+        """
+        try:
+            return fn(*args)
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                self.lost = True
+            elif exc.value in (pynvml.NVML_ERROR_UNINITIALIZED, pynvml.NVML_ERROR_DRIVER_NOT_LOADED):
+                raise NvmlUnavailable(str(exc)) from None
+            return None
+
+
+def _mhz(value: Any) -> int | None:
+    # Some drivers answer 0 for a clock domain they do not report; 0 MHz is never real.
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+class PynvmlNvml:
+    """`Nvml` over the real ``pynvml`` module, every call behind a watchdog.
+
+    Args:
+        target: the binding (absolute root path); see the module docstring.
+        timeout_s: watchdog timeout for one call or one GPU's batch of calls.
+    """
+
+    def __init__(self, target: str | None, timeout_s: float = 2.0) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self._poll = Watchdog("poll", target)
+        self._events = Watchdog("events", target)
+        self._initialized = False
+        self._event_set: Any = None
+        self._event_handles: dict[int, tuple[int, str | None, str | None]] = {}
+
+    def _ensure_init(self) -> None:
+        """Lazy init, in the watchdog thread. A missing driver stays a quiet absence."""
+        if self._initialized:
+            return
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            if exc.value in _ABSENT_CODES:
+                raise NvmlUnavailable(f"NVML: {exc}") from None
+            raise
+        self._initialized = True
+
+    def device_count(self) -> int:
+        def call() -> int:
+            self._ensure_init()
+            try:
+                return int(pynvml.nvmlDeviceGetCount())
+            except pynvml.NVMLError as exc:
+                if exc.value in _ABSENT_CODES or exc.value == pynvml.NVML_ERROR_UNINITIALIZED:
+                    raise NvmlUnavailable(f"NVML: {exc}") from None
+                raise
+
+        return self._poll.run(call, self.timeout_s)
+
+    def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
+        return self._poll.run(lambda: self._read(index, samples_since_us), self.timeout_s)
+
+    def _read(self, index: int, since_us: int) -> NvmlDeviceData:
+        self._ensure_init()
+        gate = _Gate()
+        handle = gate.get(pynvml.nvmlDeviceGetHandleByIndex, index)
+        if handle is None:
+            return NvmlDeviceData(index=index, lost=gate.lost)
+        g = gate.get
+        pci = g(pynvml.nvmlDeviceGetPciInfo, handle)
+        util = g(pynvml.nvmlDeviceGetUtilizationRates, handle)
+        mem = g(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        reasons = g(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
+        if reasons is None:
+            reasons = g(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
+        viol_power = g(pynvml.nvmlDeviceGetViolationStatus, handle, pynvml.NVML_PERF_POLICY_POWER)
+        viol_thermal = g(pynvml.nvmlDeviceGetViolationStatus, handle, pynvml.NVML_PERF_POLICY_THERMAL)
+        data = NvmlDeviceData(
+            index=index,
+            lost=False,  # replaced below, after every call had its chance to say so
+            uuid=g(pynvml.nvmlDeviceGetUUID, handle),
+            name=g(pynvml.nvmlDeviceGetName, handle),
+            serial=g(pynvml.nvmlDeviceGetSerial, handle),
+            pci_bus_id=None if pci is None else str(pci.busId),
+            power_mw=g(pynvml.nvmlDeviceGetPowerUsage, handle),
+            power_samples=self._power_samples(gate, handle, since_us),
+            power_instant_mw=self._field_uint(gate, handle, FI_POWER_INSTANT),
+            energy_mj=g(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle),
+            power_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementLimit, handle),
+            enforced_limit_mw=g(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle),
+            default_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+            clock_sm_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)),
+            clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
+            clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
+            app_clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_GRAPHICS)),
+            app_clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_MEM)),
+            max_clock_sm_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)),
+            max_clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
+            max_clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
+            clock_reasons=reasons,
+            violation_power_ns=None if viol_power is None else int(viol_power.violationTime),
+            violation_thermal_ns=None if viol_thermal is None else int(viol_thermal.violationTime),
+            temp_c=g(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+            fan_pct=g(pynvml.nvmlDeviceGetFanSpeed, handle),
+            util_gpu_pct=None if util is None else int(util.gpu),
+            util_mem_pct=None if util is None else int(util.memory),
+            mem_total_bytes=None if mem is None else int(mem.total),
+            mem_used_bytes=None if mem is None else int(mem.used),
+            pstate=g(pynvml.nvmlDeviceGetPerformanceState, handle),
+            pcie_gen=g(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+            pcie_width=g(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+            pcie_gen_max=g(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+            pcie_width_max=g(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+            pcie_replay=g(pynvml.nvmlDeviceGetPcieReplayCounter, handle),
+            nvlinks=self._nvlinks(gate, handle),
+            ecc_corrected=g(pynvml.nvmlDeviceGetTotalEccErrors, handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                            pynvml.NVML_VOLATILE_ECC),
+            ecc_uncorrected=g(pynvml.nvmlDeviceGetTotalEccErrors, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                              pynvml.NVML_VOLATILE_ECC),
+        )
+        return dataclasses.replace(data, lost=gate.lost)
+
+    @staticmethod
+    def _power_samples(gate: _Gate, handle: Any, since_us: int) -> tuple[tuple[int, int], ...]:
+        try:
+            _, samples = pynvml.nvmlDeviceGetSamples(handle, TOTAL_POWER_SAMPLES, since_us)
+        except pynvml.NVMLError as exc:
+            # NOT_FOUND is the driver's way of saying "no samples newer than that".
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                gate.lost = True
+            return ()
+        return tuple((int(s.timeStamp), int(s.sampleValue.uiVal)) for s in samples)
+
+    @staticmethod
+    def _field_uint(gate: _Gate, handle: Any, field_id: int) -> int | None:
+        values = gate.get(pynvml.nvmlDeviceGetFieldValues, handle, [field_id])
+        if values is None:
+            return None
+        # The call succeeds when any field was filled; each field carries its own status.
+        value = values[0]
+        if value.nvmlReturn != pynvml.NVML_SUCCESS:
+            return None
+        return int(value.value.uiVal)
+
+    @staticmethod
+    def _nvlinks(gate: _Gate, handle: Any) -> tuple[NvLinkData, ...]:
+        links: list[NvLinkData] = []
+        for link in range(MAX_NVLINKS):
+            try:
+                state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+            except pynvml.NVMLError as exc:
+                # A GPU without NVLink answers NOT_SUPPORTED; past the last link the driver
+                # answers INVALID_ARGUMENT (or NOT_SUPPORTED): either way, no more links.
+                if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                    gate.lost = True
+                break
+
+            def counter(kind: int, link: int = link) -> int | None:
+                value = gate.get(pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, kind)
+                return None if value is None else int(value)
+
+            links.append(NvLinkData(
+                link=link,
+                active=bool(state),
+                replay=counter(pynvml.NVML_NVLINK_ERROR_DL_REPLAY),
+                recovery=counter(pynvml.NVML_NVLINK_ERROR_DL_RECOVERY),
+                crc_flit=counter(pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT),
+                crc_data=counter(pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA),
+            ))
+        return tuple(links)
+
+    def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        wait_ms = max(1, int(timeout_s * 1000))
+        return self._events.run(lambda: self._wait(wait_ms), timeout_s + self.timeout_s)
+
+    def _register(self) -> None:
+        self._ensure_init()
+        event_set = pynvml.nvmlEventSetCreate()
+        handles: dict[int, tuple[int, str | None, str | None]] = {}
+        for index in range(int(pynvml.nvmlDeviceGetCount())):
+            gate = _Gate()
+            handle = gate.get(pynvml.nvmlDeviceGetHandleByIndex, index)
+            if handle is None:
+                continue
+            supported = gate.get(pynvml.nvmlDeviceGetSupportedEventTypes, handle)
+            if not supported or not supported & EVENT_XID:
+                continue
+            # NOT_SUPPORTED from registration leaves the set usable for the other GPUs.
+            gate.get(pynvml.nvmlDeviceRegisterEvents, handle, EVENT_XID, event_set)
+            pci = gate.get(pynvml.nvmlDeviceGetPciInfo, handle)
+            handles[_handle_key(handle)] = (
+                index, gate.get(pynvml.nvmlDeviceGetUUID, handle), None if pci is None else str(pci.busId)
+            )
+        if not handles:
+            pynvml.nvmlEventSetFree(event_set)
+            raise NvmlUnavailable("no GPU supports Xid events")
+        self._event_set = event_set
+        self._event_handles = handles
+
+    def _wait(self, wait_ms: int) -> list[NvmlXid]:
+        try:
+            if self._event_set is None:
+                self._register()
+            data = pynvml.nvmlEventSetWait_v2(self._event_set, wait_ms)
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_TIMEOUT:
+                return []
+            if exc.value in _ABSENT_CODES or exc.value == pynvml.NVML_ERROR_NOT_SUPPORTED:
+                raise NvmlUnavailable(f"NVML events: {exc}") from None
+            raise
+        if not data.eventType & EVENT_XID:
+            return []
+        index, uuid, bus_id = self._event_handles.get(_handle_key(data.device), (None, None, None))
+        return [NvmlXid(index=index, uuid=uuid, pci_bus_id=bus_id, xid=int(data.eventData))]
+
+    def close(self) -> None:
+        for watchdog in (self._events, self._poll):
+            if watchdog.stuck:
+                watchdog.close()
+                continue
+            try:
+                watchdog.run(self._shutdown_part(watchdog), self.timeout_s)
+            except (NvmlHung, pynvml.NVMLError):
+                pass
+            watchdog.close()
+
+    def _shutdown_part(self, watchdog: Watchdog) -> Callable[[], None]:
+        def free_events() -> None:
+            if self._event_set is not None:
+                event_set, self._event_set = self._event_set, None
+                pynvml.nvmlEventSetFree(event_set)
+
+        def shutdown() -> None:
+            if self._initialized:
+                self._initialized = False
+                pynvml.nvmlShutdown()
+
+        return free_events if watchdog is self._events else shutdown
+
+
+def _handle_key(handle: Any) -> int:
+    """A device handle's pointer value, to recognise it in event data."""
+    return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
+
+
+def bind_library(library: object | None) -> object | None:
+    """Put ``library`` beneath pynvml as its loaded NVML library; return the one it replaces.
+
+    For a library serving simulated machines (``rigmon.sim.nvml``): pynvml then calls its
+    symbols instead of loading ``libnvidia-ml.so.1``. The function-pointer cache is
+    cleared so no symbol of the previous library survives. ``None`` unloads, so the next
+    init loads the real library again.
+    """
+    with pynvml.libLoadLock:
+        previous: object | None = pynvml.nvmlLib
+        pynvml.nvmlLib = library
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlLib_refcount = 0
+    return previous
+
+
+def open_nvml(root: HostRoot, timeout_s: float = 2.0) -> Nvml:
+    """The `Nvml` binding for the machine whose files are under ``root``.
+
+    The binding's target is the root's absolute path; see the module docstring for how
+    a library serving several simulated machines uses it.
+    """
+    return PynvmlNvml(target=os.path.abspath(root.root), timeout_s=timeout_s)

@@ -1,0 +1,285 @@
+"""Simulated GPUs: NVIDIA GPUs behind the fake NVML (with PCI sysfs dirs), and an amdgpu iGPU in sysfs."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rigmon.sim.kmsg import LEVEL_WARNING, SimKernelLog
+from rigmon.sim.node import SimNode
+from rigmon.sim.nvml import FAKE_NVML, FakeGpu, FakeNvmlMachine
+from rigmon.sim.tree import Tree
+
+#: Seconds between the driver's power samples (the buffer NVML's GetSamples reads).
+SAMPLE_PERIOD_S = 0.05
+#: Most simulated seconds of samples made per step (the buffer holds fewer anyway).
+MAX_SAMPLE_SPAN_S = 6.0
+#: Decay time of the power spike when all GPUs ramp at once.
+SPIKE_TAU_S = 0.12
+PCIE_GEN_SPEED = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe"}
+
+LoadFn = Callable[[float], float]
+
+
+@dataclass
+class GpuFault:
+    """A physical fault of one GPU: bad seating shows as link errors and a narrow link.
+
+    Rates are per simulated second at full load.
+    """
+
+    pcie_width: int | None = None
+    pcie_replay_per_s: float = 0.0
+    nvlink_replay_per_s: dict[int, float] = field(default_factory=dict)
+    nvlink_crc_per_s: dict[int, float] = field(default_factory=dict)
+    aer_every_s: float | None = None
+
+
+@dataclass
+class SimNvidiaGpus:
+    """NVIDIA GPUs of a node, served to the node's agent by the fake NVML.
+
+    Power follows the training load sampled every `SAMPLE_PERIOD_S` (from ``load_fn`` when
+    given, else ``node.load``), with a spike when the load jumps (every GPU ramps at once
+    at each DDP step). The total goes to ``node.bus["gpu_power_w"]``. When
+    ``node.bus["rail_volts"]`` stays below ``drop_volts`` for ``drop_hold_s``, GPU
+    ``weak_gpu`` falls off the bus, as does any GPU a scenario calls `drop` on: NVML then
+    answers GPU_IS_LOST for it, its PCI device disappears from sysfs and the kernel logs
+    Xid 79.
+
+    Args:
+        gpus: the fake GPUs (``rigmon.sim.nvml.v100_sxm2_gpus``).
+        kernel_log: where driver messages go.
+        load_fn: load profile by simulated time (sub-step resolution for the sample buffer).
+        faults: per GPU index.
+    """
+
+    gpus: list[FakeGpu]
+    kernel_log: SimKernelLog | None = None
+    load_fn: LoadFn | None = None
+    faults: dict[int, GpuFault] = field(default_factory=dict)
+    idle_w: float = 42.0
+    load_w: float = 255.0
+    spike_w: float = 70.0
+    drop_volts: float = 11.4
+    drop_hold_s: float = 0.5
+    weak_gpu: int = 3
+    machine: FakeNvmlMachine = field(init=False)
+    _rng: random.Random = field(default_factory=random.Random)
+    _target: str | None = None
+    _last_load: float = 0.0
+    _spike: list[float] = field(default_factory=list)
+    _below_s: float = 0.0
+    _next_aer_s: dict[int, float] = field(default_factory=dict)
+    _fraction: dict[tuple[int, str, int], float] = field(default_factory=dict)
+    _gone: set[int] = field(default_factory=set)
+    drop_reasons: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.machine = FakeNvmlMachine(self.gpus)
+        self._spike = [0.0] * len(self.gpus)
+        for index, fault in self.faults.items():
+            if fault.pcie_width is not None:
+                self.gpus[index].pcie_width = fault.pcie_width
+
+    def drop(self, index: int, why: str) -> None:
+        """GPU ``index`` falls off the bus now (once)."""
+        gpu = self.gpus[index]
+        if gpu.lost:
+            return
+        with self.machine.lock:
+            gpu.lost = True
+        self.drop_reasons[index] = why
+        self.machine.post_xid(index, 79)
+        if self.kernel_log is not None:
+            xid_bus = f"{gpu.domain:04x}:{gpu.bus:02x}:00"
+            self.kernel_log.log(LEVEL_WARNING, f"NVRM: GPU at PCI:{xid_bus}: {gpu.uuid}")
+            self.kernel_log.log(LEVEL_WARNING, f"NVRM: GPU Board Serial Number: {gpu.serial}")
+            self.kernel_log.log(LEVEL_WARNING, f"NVRM: Xid (PCI:{xid_bus}): 79, GPU has fallen off the bus.")
+            self.kernel_log.log(LEVEL_WARNING, f"NVRM: GPU {gpu.sysfs_bus_id}: GPU has fallen off the bus.")
+            self.kernel_log.log(LEVEL_WARNING, "NVRM: A GPU crash dump has been created. If possible, please run")
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        if self._target is None:
+            self._rng = random.Random(node.rng.random())
+            self._target = os.path.abspath(node.tree.root)
+            FAKE_NVML.serve(self._target, self.machine)
+        self._sample_power(node, t_s, dt_s)
+        load = self.load_fn(t_s) if self.load_fn else node.load
+        with self.machine.lock:
+            for gpu in self.gpus:
+                if not gpu.lost:
+                    self._advance_gpu(gpu, load, t_s, dt_s)
+            node.bus["gpu_power_w"] = sum(g.power_mw for g in self.gpus if not g.lost) / 1000.0
+        self._check_rail(node, dt_s)
+
+    def _sample_power(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        span = min(dt_s, MAX_SAMPLE_SPAN_S)
+        n = max(1, int(round(span / SAMPLE_PERIOD_S))) if dt_s > 0 else 1
+        decay = math.exp(-SAMPLE_PERIOD_S / SPIKE_TAU_S)
+        with self.machine.lock:
+            for k in range(n):
+                ts = t_s - span + (k + 1) * span / n
+                load = self.load_fn(ts) if self.load_fn else node.load
+                ramp = load - self._last_load > 0.3
+                self._last_load = load
+                for gpu in self.gpus:
+                    if gpu.lost:
+                        continue
+                    i = gpu.index
+                    self._spike[i] = self.spike_w * self._rng.uniform(0.8, 1.2) if ramp else self._spike[i] * decay
+                    watts = self.idle_w + (self.load_w - self.idle_w) * load + self._spike[i]
+                    watts *= self._rng.uniform(0.98, 1.02)
+                    gpu.power_samples.append((int(ts * 1_000_000) + 1, int(watts * 1000)))
+                    gpu.power_mw = int(watts * 1000)
+
+    def _advance_gpu(self, gpu: FakeGpu, load: float, t_s: float, dt_s: float) -> None:
+        gpu.energy_mj += gpu.power_mw * dt_s
+        busy = load > 0.1
+        at_cap = gpu.power_mw > gpu.enforced_limit_mw
+        gpu.clock_sm_mhz = gpu.clock_graphics_mhz = (1380 if at_cap else 1530) if busy else 135
+        gpu.clock_reasons = 0x4 if at_cap else (0x0 if busy else 0x1)
+        if at_cap:
+            gpu.violation_power_ns += int(dt_s * 0.2 * 1e9)
+        target_temp = 35.0 + 33.0 * load
+        gpu.temp_c = int(round(gpu.temp_c + (target_temp - gpu.temp_c) * min(1.0, dt_s / 20.0)))
+        gpu.util_gpu_pct = int(min(100.0, load * 100))
+        gpu.util_mem_pct = int(min(100.0, load * 60))
+        gpu.mem_used_bytes = int(gpu.mem_total_bytes * (0.02 + 0.85 * min(1.0, load * 3)))
+        gpu.pstate = 0 if busy else 8
+        fault = self.faults.get(gpu.index)
+        if fault is None:
+            return
+        activity = max(load, 0.05)
+        gpu.pcie_replay += self._count((gpu.index, "pcie", 0), fault.pcie_replay_per_s * activity * dt_s)
+        for link, rate in fault.nvlink_replay_per_s.items():
+            key = (link, 0)
+            gpu.nvlink_counters[key] = gpu.nvlink_counters.get(key, 0) + self._count(
+                (gpu.index, "replay", link), rate * activity * dt_s)
+        for link, rate in fault.nvlink_crc_per_s.items():
+            key = (link, 2)
+            gpu.nvlink_counters[key] = gpu.nvlink_counters.get(key, 0) + self._count(
+                (gpu.index, "crc", link), rate * activity * dt_s)
+        if fault.aer_every_s is not None and self.kernel_log is not None:
+            due = self._next_aer_s.setdefault(gpu.index, t_s + fault.aer_every_s * self._rng.uniform(0.2, 1.0))
+            if t_s >= due:
+                self._next_aer_s[gpu.index] = t_s + fault.aer_every_s * self._rng.uniform(0.5, 1.5)
+                self._log_aer(gpu)
+
+    def _count(self, key: tuple[int, str, int], expected: float) -> int:
+        """Whole events out of a fractional expectation, carrying the remainder."""
+        total = self._fraction.get(key, 0.0) + expected * self._rng.uniform(0.5, 1.5)
+        whole = int(total)
+        self._fraction[key] = total - whole
+        return whole
+
+    def _log_aer(self, gpu: FakeGpu) -> None:
+        assert self.kernel_log is not None
+        bdf = gpu.sysfs_bus_id
+        fields = {"SUBSYSTEM": "pci", "DEVICE": f"+pci:{bdf}"}
+        self.kernel_log.log(LEVEL_WARNING, f"pcieport 0000:00:03.0: AER: Corrected error received: {bdf}")
+        self.kernel_log.log(LEVEL_WARNING, f"nvidia {bdf}: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
+                                           "(Receiver ID)", fields)
+        self.kernel_log.log(LEVEL_WARNING, f"nvidia {bdf}:   device [10de:1db1] error status/mask=00000001/0000e000")
+        self.kernel_log.log(LEVEL_WARNING, f"nvidia {bdf}:    [ 0] RxErr                  (First)")
+
+    def _check_rail(self, node: SimNode, dt_s: float) -> None:
+        volts = node.bus.get("rail_volts")
+        if volts is None or volts >= self.drop_volts:
+            self._below_s = 0.0
+            return
+        self._below_s += dt_s
+        if self._below_s >= self.drop_hold_s and 0 <= self.weak_gpu < len(self.gpus):
+            self.drop(self.weak_gpu, f"rail at {volts:.2f} V for {self._below_s:.1f} s")
+
+    def write(self, tree: Tree) -> None:
+        for gpu in self.gpus:
+            base = f"/sys/bus/pci/devices/{gpu.sysfs_bus_id}"
+            if gpu.lost:
+                if gpu.index not in self._gone:
+                    self._gone.add(gpu.index)
+                    tree.remove(base)
+                continue
+            tree.write(f"{base}/vendor", "0x10de\n")
+            tree.write(f"{base}/device", "0x1db1\n")
+            tree.write(f"{base}/class", "0x030200\n")
+            tree.write(f"{base}/current_link_speed", PCIE_GEN_SPEED.get(gpu.pcie_gen, "Unknown") + "\n")
+            tree.write(f"{base}/current_link_width", f"{gpu.pcie_width}\n")
+            tree.write(f"{base}/max_link_speed", PCIE_GEN_SPEED.get(gpu.pcie_gen_max, "Unknown") + "\n")
+            tree.write(f"{base}/max_link_width", f"{gpu.pcie_width_max}\n")
+
+    def close(self) -> None:
+        if self._target is not None:
+            FAKE_NVML.withdraw(self._target)
+            self._target = None
+        # Wake anything blocked in the fake driver.
+        self.machine.heal("hang")
+
+
+@dataclass
+class SimAmdGpu:
+    """An amdgpu GPU (a Strix Halo iGPU by default) in sysfs: hwmon power, busy %, DPM clocks, VRAM.
+
+    Args:
+        card: DRM card name.
+        bus_id: PCI address in sysfs spelling.
+        idle_w / load_w: package power of the GPU at idle and full load.
+    """
+
+    card: str = "card0"
+    bus_id: str = "0000:c3:00.0"
+    device_id: str = "0x1586"
+    idle_w: float = 9.0
+    load_w: float = 120.0
+    vram_total_bytes: int = 96 * 1024**3
+    sclk_levels_mhz: tuple[int, ...] = (600, 1500, 2900)
+    mclk_levels_mhz: tuple[int, ...] = (1000, 4000)
+    power_w: float = 9.0
+    busy_pct: float = 0.0
+    temp_c: float = 40.0
+    vram_used_bytes: int = 0
+    _rng: random.Random = field(default_factory=random.Random)
+    _seeded: bool = False
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        if not self._seeded:
+            self._seeded = True
+            self._rng = random.Random(node.rng.random())
+        load = node.load
+        self.power_w = (self.idle_w + (self.load_w - self.idle_w) * load) * self._rng.uniform(0.97, 1.03)
+        self.busy_pct = min(100.0, load * 100 * self._rng.uniform(0.95, 1.0))
+        target = 40.0 + 45.0 * load
+        self.temp_c += (target - self.temp_c) * min(1.0, dt_s / 15.0)
+        self.vram_used_bytes = int(self.vram_total_bytes * (0.05 + 0.8 * min(1.0, load * 2)))
+        node.bus["gpu_power_w"] = self.power_w
+
+    def write(self, tree: Tree) -> None:
+        dev = f"/sys/bus/pci/devices/{self.bus_id}"
+        tree.write(f"{dev}/vendor", "0x1002\n")
+        tree.write(f"{dev}/device", f"{self.device_id}\n")
+        tree.write(f"{dev}/class", "0x038000\n")
+        busy = self.busy_pct > 5
+        tree.write(f"{dev}/gpu_busy_percent", f"{int(self.busy_pct)}\n")
+        tree.write(f"{dev}/pp_dpm_sclk", _dpm(self.sclk_levels_mhz, len(self.sclk_levels_mhz) - 1 if busy else 0))
+        tree.write(f"{dev}/pp_dpm_mclk", _dpm(self.mclk_levels_mhz, len(self.mclk_levels_mhz) - 1 if busy else 0))
+        tree.write(f"{dev}/mem_info_vram_total", f"{self.vram_total_bytes}\n")
+        tree.write(f"{dev}/mem_info_vram_used", f"{self.vram_used_bytes}\n")
+        hwmon = f"{dev}/hwmon/hwmon5"
+        tree.write(f"{hwmon}/name", "amdgpu\n")
+        tree.write(f"{hwmon}/power1_average", f"{int(self.power_w * 1_000_000)}\n")
+        tree.write(f"{hwmon}/temp1_input", f"{int(self.temp_c * 1000)}\n")
+        tree.write(f"{hwmon}/temp1_label", "edge\n")
+        link = f"/sys/class/drm/{self.card}/device"
+        if not tree.path(link).is_symlink():
+            tree.symlink(link, f"../../../bus/pci/devices/{self.bus_id}")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _dpm(levels: tuple[int, ...], current: int) -> str:
+    # 0: 600Mhz\n1: 1500Mhz *\n  (amdgpu marks the current level with a star)
+    return "".join(f"{i}: {mhz}Mhz{' *' if i == current else ''}\n" for i, mhz in enumerate(levels))

@@ -1,0 +1,721 @@
+"""A fake NVML library bound beneath the real ``pynvml`` module, serving simulated GPUs.
+
+How it works. pynvml calls C symbols on one global library object, ``pynvml.nvmlLib``.
+`FakeNvmlLibrary` replaces that object (through `rigmon.hw.nvml.bind_library`, so only
+``hw`` touches pynvml) with a namespace of plain Python functions named like the C
+symbols, and the function-pointer cache is cleared, so pynvml's own
+wrappers run unchanged: they build the real ctypes structures, check the return codes
+and raise the real ``NVMLError_*`` classes.
+
+Several machines in one process. The simulator runs every node's agent in one process,
+but pynvml has one library slot. So there is one `FakeNvmlLibrary` per process
+(`FAKE_NVML`), holding one `FakeNvmlMachine` per simulated node, keyed by the node's
+root directory. The agent side binds each `rigmon.hw.nvml.PynvmlNvml` to its root and
+runs every NVML call with that root as `rigmon.hw.nvml.current_target`; each symbol
+here looks the machine up by that target. A call for a root no machine serves answers
+DRIVER_NOT_LOADED, which is exactly what a node without NVIDIA GPUs sees. Tests that call
+pynvml directly (no target) use the machine served under ``None``.
+
+Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SUPPORTED
+for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
+GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
+``hang`` (every call blocks until the failure is healed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+import types
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rigmon.hw.nvml import bind_library, current_target
+
+FailureName = Literal["not_supported", "gpu_lost", "driver_missing", "hang"]
+
+SUCCESS = 0
+ERROR_UNINITIALIZED = 1
+ERROR_INVALID_ARGUMENT = 2
+ERROR_NOT_SUPPORTED = 3
+ERROR_NOT_FOUND = 6
+ERROR_DRIVER_NOT_LOADED = 9
+ERROR_TIMEOUT = 10
+ERROR_FUNCTION_NOT_FOUND = 13
+ERROR_GPU_IS_LOST = 15
+
+# NVML enum values the symbols compare against (nvml.h; the C ABI, stable across versions).
+TOTAL_POWER_SAMPLES = 0
+VALUE_TYPE_UNSIGNED_INT = 1
+PERF_POLICY_POWER = 0
+PERF_POLICY_THERMAL = 1
+TEMPERATURE_GPU = 0
+MEMORY_ERROR_TYPE_CORRECTED = 0
+FI_DEV_POWER_INSTANT = 186
+
+#: Device handles are these plus the GPU index; event sets these plus a serial number.
+_HANDLE_BASE = 0x1000
+_EVENT_SET_BASE = 0x50000
+#: NVML keeps a bounded ring of power samples per GPU.
+POWER_SAMPLE_BUFFER = 120
+V100_MEMORY_BYTES = 16_945_512_448
+V100_DEVICE_ID = 0x1DB110DE
+V100_SUBSYSTEM_ID = 0x121210DE
+NVLINK_COUNTERS = (0, 1, 2, 3)  # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA
+_NO_INSTANCE = 0xFFFFFFFF
+
+#: Symbols whose value is optional on some part; ``not_supported`` without names covers these.
+OPTIONAL_SYMBOLS = frozenset({
+    "nvmlDeviceGetFanSpeed", "nvmlDeviceGetSerial", "nvmlDeviceGetSamples", "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetViolationStatus", "nvmlDeviceGetApplicationsClock",
+    "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementDefaultLimit",
+})
+
+_ERROR_TEXT = {
+    ERROR_NOT_FOUND: b"Not Found",
+    ERROR_TIMEOUT: b"Timeout",
+}
+
+
+@dataclass
+class FakeGpu:
+    """One simulated NVIDIA GPU's state, in NVML units; `FakeNvmlMachine.lock` guards it.
+
+    ``fan_pct`` ``None`` answers NOT_SUPPORTED (passively cooled SXM2 boards).
+    """
+
+    index: int
+    uuid: str
+    bus: int
+    name: str = "Tesla V100-SXM2-16GB"
+    serial: str = "0323217012345"
+    domain: int = 0
+    power_mw: int = 42_000
+    power_samples: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=POWER_SAMPLE_BUFFER))
+    power_instant_supported: bool = True
+    energy_mj: float = 183_512_734_221.0
+    power_limit_mw: int = 300_000
+    enforced_limit_mw: int = 300_000
+    default_limit_mw: int = 300_000
+    clock_graphics_mhz: int = 135
+    clock_sm_mhz: int = 135
+    clock_mem_mhz: int = 877
+    app_clock_graphics_mhz: int = 1312
+    app_clock_mem_mhz: int = 877
+    max_clock_graphics_mhz: int = 1530
+    max_clock_sm_mhz: int = 1530
+    max_clock_mem_mhz: int = 877
+    clock_reasons: int = 0x1
+    violation_power_ns: int = 0
+    violation_thermal_ns: int = 0
+    temp_c: int = 35
+    fan_pct: int | None = None
+    util_gpu_pct: int = 0
+    util_mem_pct: int = 0
+    mem_total_bytes: int = V100_MEMORY_BYTES
+    mem_used_bytes: int = 524_288
+    pstate: int = 8
+    pcie_gen: int = 3
+    pcie_width: int = 16
+    pcie_gen_max: int = 3
+    pcie_width_max: int = 16
+    pcie_replay: int = 0
+    nvlink_active: list[bool] = field(default_factory=lambda: [True] * 6)
+    nvlink_counters: dict[tuple[int, int], int] = field(default_factory=dict)
+    ecc_corrected: int = 0
+    ecc_uncorrected: int = 0
+    lost: bool = False
+    not_supported: set[str] = field(default_factory=set)
+
+    @property
+    def bus_id(self) -> str:
+        """NVML's spelling of the PCI address: ``00000000:1A:00.0``."""
+        return f"{self.domain:08X}:{self.bus:02X}:00.0"
+
+    @property
+    def sysfs_bus_id(self) -> str:
+        """The kernel's spelling: ``0000:1a:00.0``."""
+        return f"{self.domain:04x}:{self.bus:02x}:00.0"
+
+
+def v100_sxm2_gpus(count: int = 4, first_bus: int = 0x1A, seed: int = 0) -> list[FakeGpu]:
+    """The reference rig's GPUs: ``count`` idle Tesla V100-SXM2-16GB on consecutive buses."""
+    gpus = []
+    for i in range(count):
+        uuid = f"GPU-{seed:08x}-{i:04x}-4c4e-9a57-{0x3f0d2b6c91aa + i:012x}"
+        gpus.append(FakeGpu(index=i, uuid=uuid, bus=first_bus + i, serial=f"03232170{12345 + i}"))
+    return gpus
+
+
+class FakeNvmlMachine:
+    """One simulated node's NVIDIA driver: its GPUs, failures and pending Xid events.
+
+    Args:
+        gpus: the GPUs, in NVML index order.
+        driver_version: what ``nvmlSystemGetDriverVersion`` answers.
+        missing_symbols: symbols this driver lacks (answer FUNCTION_NOT_FOUND).
+    """
+
+    def __init__(self, gpus: Iterable[FakeGpu], driver_version: str = "535.183.01",
+                 missing_symbols: Iterable[str] = ()) -> None:
+        self.gpus = list(gpus)
+        self.driver_version = driver_version
+        self.missing_symbols = set(missing_symbols)
+        self.lock = threading.Lock()
+        self.driver_missing = False
+        self.init_count = 0
+        self._running = threading.Event()
+        self._running.set()
+        self._events = threading.Condition(self.lock)
+        self._queues: dict[int, deque[tuple[int, int]]] = {}
+        self._registered: dict[int, set[int]] = {}
+
+    def fail(self, failure: FailureName, gpu: int | None = None, symbols: Iterable[str] = ()) -> None:
+        """Switch a named failure on (``gpu`` for the per-GPU ones)."""
+        self._switch(failure, gpu, set(symbols), on=True)
+
+    def heal(self, failure: FailureName, gpu: int | None = None) -> None:
+        """Switch a named failure off."""
+        self._switch(failure, gpu, set(), on=False)
+
+    def _switch(self, failure: FailureName, gpu: int | None, symbols: set[str], on: bool) -> None:
+        if failure == "hang":
+            # Not under the lock: hung calls hold no lock while they wait.
+            if on:
+                self._running.clear()
+            else:
+                self._running.set()
+            return
+        with self.lock:
+            if failure == "driver_missing":
+                self.driver_missing = on
+                return
+            if gpu is None:
+                raise ValueError(f"failure {failure} needs a GPU index")
+            target = self.gpus[gpu]
+            if failure == "gpu_lost":
+                target.lost = on
+            elif failure == "not_supported":
+                target.not_supported = (symbols or set(OPTIONAL_SYMBOLS)) if on else set()
+
+    def post_xid(self, index: int, xid: int) -> None:
+        """Deliver an Xid critical error event for GPU ``index`` to every registered event set."""
+        with self._events:
+            for set_id, devices in self._registered.items():
+                if index in devices:
+                    self._queues[set_id].append((index, xid))
+            self._events.notify_all()
+
+    def wait_running(self) -> None:
+        """Block while the ``hang`` failure is on (called by every symbol)."""
+        self._running.wait()
+
+    def _register(self, set_id: int, index: int) -> None:
+        self._registered.setdefault(set_id, set()).add(index)
+        self._queues.setdefault(set_id, deque())
+
+    def _wait_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
+        with self._events:
+            queue = self._queues.get(set_id)
+            if queue is None:
+                return None
+            if not queue:
+                self._events.wait(timeout_s)
+            return queue.popleft() if queue else None
+
+    def _free(self, set_id: int) -> None:
+        self._registered.pop(set_id, None)
+        self._queues.pop(set_id, None)
+
+
+def _set(out: Any, value: Any) -> None:
+    """Write through a ``byref()`` out-parameter."""
+    out._obj.value = value
+
+
+def _int(arg: Any) -> int:
+    """A by-value argument: a ctypes scalar or a plain int."""
+    return int(arg.value) if hasattr(arg, "value") else int(arg)
+
+
+def _handle_value(handle: Any) -> int:
+    return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
+
+
+def _write_handle(out: Any, value: int) -> None:
+    target = out._obj
+    ctypes.c_void_p.from_address(ctypes.addressof(target)).value = value
+
+
+GpuFn = Callable[[FakeGpu], int]
+
+
+class FakeNvmlLibrary:
+    """The process-wide fake ``libnvidia-ml``: plain-function symbols dispatching per target."""
+
+    def __init__(self) -> None:
+        self._machines: dict[str | None, FakeNvmlMachine] = {}
+        self._lock = threading.Lock()
+        self._previous_lib: Any = None
+        self._installed = False
+        self._next_set = 0
+        self.symbols = types.SimpleNamespace(**self._build_symbols())
+
+    # -- binding ----------------------------------------------------------------------
+
+    def serve(self, target: str | os.PathLike[str] | None, machine: FakeNvmlMachine) -> None:
+        """Answer NVML calls bound to ``target`` (a node's root) from ``machine``; installs the library."""
+        key = None if target is None else os.path.abspath(target)
+        with self._lock:
+            self._machines[key] = machine
+            if not self._installed:
+                self._previous_lib = bind_library(self.symbols)
+                self._installed = True
+
+    def withdraw(self, target: str | os.PathLike[str] | None) -> None:
+        """Stop serving ``target``; the last withdrawal puts the previous library back."""
+        key = None if target is None else os.path.abspath(target)
+        with self._lock:
+            self._machines.pop(key, None)
+            if self._installed and not self._machines:
+                bind_library(self._previous_lib)
+                self._installed = False
+
+    def machine(self) -> FakeNvmlMachine | None:
+        """The machine the current call is for (see `rigmon.hw.nvml.current_target`)."""
+        target = current_target()
+        with self._lock:
+            return self._machines.get(target)
+
+    # -- symbol plumbing --------------------------------------------------------------
+
+    def _system(self, name: str, fn: Callable[[FakeNvmlMachine], int]) -> int:
+        machine = self.machine()
+        if machine is None:
+            return ERROR_DRIVER_NOT_LOADED
+        machine.wait_running()
+        with machine.lock:
+            if machine.driver_missing:
+                return ERROR_DRIVER_NOT_LOADED
+            if name in machine.missing_symbols:
+                return ERROR_FUNCTION_NOT_FOUND
+            if machine.init_count <= 0 and name != "nvmlInitWithFlags":
+                return ERROR_UNINITIALIZED
+            return fn(machine)
+
+    def _device(self, name: str, handle: Any, fn: GpuFn) -> int:
+        def on_machine(machine: FakeNvmlMachine) -> int:
+            index = _handle_value(handle) - _HANDLE_BASE
+            if not 0 <= index < len(machine.gpus):
+                return ERROR_INVALID_ARGUMENT
+            gpu = machine.gpus[index]
+            if gpu.lost:
+                return ERROR_GPU_IS_LOST
+            if name in gpu.not_supported:
+                return ERROR_NOT_SUPPORTED
+            return fn(gpu)
+
+        return self._system(name, on_machine)
+
+    def _scalar(self, name: str, getter: Callable[[FakeGpu], int | None]) -> Callable[[Any, Any], int]:
+        def symbol(handle: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                value = getter(gpu)
+                if value is None:
+                    return ERROR_NOT_SUPPORTED
+                _set(out, value)
+                return SUCCESS
+
+            return self._device(name, handle, fill)
+
+        return symbol
+
+    def _string(self, name: str, getter: Callable[[FakeGpu], str]) -> Callable[[Any, Any, Any], int]:
+        def symbol(handle: Any, buf: Any, length: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                buf.value = getter(gpu).encode()[: _int(length) - 1]
+                return SUCCESS
+
+            return self._device(name, handle, fill)
+
+        return symbol
+
+    def _clock(self, name: str, table: Callable[[FakeGpu], dict[int, int]]) -> Callable[[Any, Any, Any], int]:
+        def symbol(handle: Any, clock_type: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                value = table(gpu).get(_int(clock_type))
+                if value is None:
+                    return ERROR_NOT_SUPPORTED
+                _set(out, value)
+                return SUCCESS
+
+            return self._device(name, handle, fill)
+
+        return symbol
+
+    # -- the symbols ------------------------------------------------------------------
+
+    def _build_symbols(self) -> dict[str, Callable[..., Any]]:
+        s: dict[str, Callable[..., Any]] = {}
+
+        def init(flags: Any) -> int:
+            def on(machine: FakeNvmlMachine) -> int:
+                machine.init_count += 1
+                return SUCCESS
+
+            return self._system("nvmlInitWithFlags", on)
+
+        def shutdown() -> int:
+            machine = self.machine()
+            if machine is not None:
+                with machine.lock:
+                    machine.init_count = max(0, machine.init_count - 1)
+            return SUCCESS
+
+        def error_string(code: Any) -> bytes:
+            return _ERROR_TEXT.get(_int(code), b"Fake NVML error")
+
+        def driver_version(buf: Any, length: Any) -> int:
+            def on(machine: FakeNvmlMachine) -> int:
+                buf.value = machine.driver_version.encode()
+                return SUCCESS
+
+            return self._system("nvmlSystemGetDriverVersion", on)
+
+        def count(out: Any) -> int:
+            def on(machine: FakeNvmlMachine) -> int:
+                _set(out, len(machine.gpus))
+                return SUCCESS
+
+            return self._system("nvmlDeviceGetCount_v2", on)
+
+        def handle_by_index(index: Any, out: Any) -> int:
+            def on(machine: FakeNvmlMachine) -> int:
+                i = _int(index)
+                if not 0 <= i < len(machine.gpus):
+                    return ERROR_INVALID_ARGUMENT
+                if machine.gpus[i].lost:
+                    return ERROR_GPU_IS_LOST
+                _write_handle(out, _HANDLE_BASE + i)
+                return SUCCESS
+
+            return self._system("nvmlDeviceGetHandleByIndex_v2", on)
+
+        def pci_info(handle: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                info = out._obj
+                info.busIdLegacy = f"{gpu.domain:04X}:{gpu.bus:02X}:00.0".encode()
+                info.domain = gpu.domain
+                info.bus = gpu.bus
+                info.device = 0
+                info.pciDeviceId = V100_DEVICE_ID
+                info.pciSubSystemId = V100_SUBSYSTEM_ID
+                info.busId = gpu.bus_id.encode()
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetPciInfo_v3", handle, fill)
+
+        def samples(handle: Any, kind: Any, since: Any, value_type: Any, count_out: Any, buf: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                if _int(kind) != TOTAL_POWER_SAMPLES:
+                    return ERROR_NOT_SUPPORTED
+                after = _int(since)
+                newer = [smp for smp in gpu.power_samples if smp[0] > after]
+                if not newer:
+                    return ERROR_NOT_FOUND
+                _set(value_type, VALUE_TYPE_UNSIGNED_INT)
+                if buf is None:
+                    _set(count_out, len(newer))
+                    return SUCCESS
+                room = count_out._obj.value
+                for i, (ts_us, mw) in enumerate(newer[:room]):
+                    buf[i].timeStamp = ts_us
+                    buf[i].sampleValue.uiVal = mw
+                _set(count_out, min(room, len(newer)))
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetSamples", handle, fill)
+
+        def field_values(handle: Any, n: Any, values: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                array = values._obj
+                filled = False
+                for i in range(_int(n)):
+                    value = array[i]
+                    if value.fieldId == FI_DEV_POWER_INSTANT and gpu.power_instant_supported:
+                        value.valueType = VALUE_TYPE_UNSIGNED_INT
+                        value.value.uiVal = gpu.power_mw
+                        value.nvmlReturn = SUCCESS
+                        filled = True
+                    else:
+                        value.nvmlReturn = ERROR_NOT_SUPPORTED
+                return SUCCESS if filled else ERROR_NOT_SUPPORTED
+
+            return self._device("nvmlDeviceGetFieldValues", handle, fill)
+
+        def limit_constraints(handle: Any, low: Any, high: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                _set(low, 150_000)
+                _set(high, gpu.default_limit_mw)
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetPowerManagementLimitConstraints", handle, fill)
+
+        def violation(handle: Any, policy: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                p = _int(policy)
+                if p not in (PERF_POLICY_POWER, PERF_POLICY_THERMAL):
+                    return ERROR_NOT_SUPPORTED
+                out._obj.referenceTime = 0
+                out._obj.violationTime = gpu.violation_power_ns if p == 0 else gpu.violation_thermal_ns
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetViolationStatus", handle, fill)
+
+        def temperature(handle: Any, sensor: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                if _int(sensor) != TEMPERATURE_GPU:
+                    return ERROR_NOT_SUPPORTED
+                _set(out, gpu.temp_c)
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetTemperature", handle, fill)
+
+        def utilization(handle: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                out._obj.gpu = gpu.util_gpu_pct
+                out._obj.memory = gpu.util_mem_pct
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetUtilizationRates", handle, fill)
+
+        def memory(handle: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                out._obj.total = gpu.mem_total_bytes
+                out._obj.used = gpu.mem_used_bytes
+                out._obj.free = gpu.mem_total_bytes - gpu.mem_used_bytes
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetMemoryInfo", handle, fill)
+
+        def nvlink_state(handle: Any, link: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                i = _int(link)
+                if not 0 <= i < len(gpu.nvlink_active):
+                    return ERROR_INVALID_ARGUMENT
+                _set(out, 1 if gpu.nvlink_active[i] else 0)
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetNvLinkState", handle, fill)
+
+        def nvlink_version(handle: Any, link: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                if not 0 <= _int(link) < len(gpu.nvlink_active):
+                    return ERROR_INVALID_ARGUMENT
+                _set(out, 2)
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetNvLinkVersion", handle, fill)
+
+        def nvlink_counter(handle: Any, link: Any, counter: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                i, c = _int(link), _int(counter)
+                if not 0 <= i < len(gpu.nvlink_active):
+                    return ERROR_INVALID_ARGUMENT
+                if c not in NVLINK_COUNTERS:
+                    return ERROR_NOT_SUPPORTED  # DL_ECC_DATA is Ampere+
+                _set(out, gpu.nvlink_counters.get((i, c), 0))
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetNvLinkErrorCounter", handle, fill)
+
+        def ecc(handle: Any, error_type: Any, counter_type: Any, out: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                kind = _int(error_type)
+                _set(out, gpu.ecc_corrected if kind == MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected)
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetTotalEccErrors", handle, fill)
+
+        def event_set_create(out: Any) -> int:
+            def on(machine: FakeNvmlMachine) -> int:
+                with self._lock:
+                    self._next_set += 1
+                    _write_handle(out, _EVENT_SET_BASE + self._next_set)
+                return SUCCESS
+
+            return self._system("nvmlEventSetCreate", on)
+
+        def register_events(handle: Any, event_types: Any, event_set: Any) -> int:
+            set_id = _handle_value(event_set)
+
+            def fill(gpu: FakeGpu) -> int:
+                machine = self.machine()
+                assert machine is not None
+                if _int(event_types) & 0x8:
+                    machine._register(set_id, gpu.index)
+                return SUCCESS
+
+            return self._device("nvmlDeviceRegisterEvents", handle, fill)
+
+        def event_wait(event_set: Any, data: Any, timeout_ms: Any) -> int:
+            machine = self.machine()
+            if machine is None:
+                return ERROR_DRIVER_NOT_LOADED
+            machine.wait_running()
+            hit = machine._wait_event(_handle_value(event_set), _int(timeout_ms) / 1000.0)
+            if hit is None:
+                return ERROR_TIMEOUT
+            index, xid = hit
+            out = data._obj
+            ctypes.c_void_p.from_address(ctypes.addressof(out) + type(out).device.offset).value = _HANDLE_BASE + index
+            out.eventType = 0x8
+            out.eventData = xid
+            out.gpuInstanceId = _NO_INSTANCE
+            out.computeInstanceId = _NO_INSTANCE
+            return SUCCESS
+
+        def event_set_free(event_set: Any) -> int:
+            machine = self.machine()
+            if machine is not None:
+                with machine.lock:
+                    machine._free(_handle_value(event_set))
+            return SUCCESS
+
+        s["nvmlInitWithFlags"] = init
+        s["nvmlShutdown"] = shutdown
+        s["nvmlErrorString"] = error_string
+        s["nvmlSystemGetDriverVersion"] = driver_version
+        s["nvmlDeviceGetCount_v2"] = count
+        s["nvmlDeviceGetHandleByIndex_v2"] = handle_by_index
+        s["nvmlDeviceGetPciInfo_v3"] = pci_info
+        s["nvmlDeviceGetName"] = self._string("nvmlDeviceGetName", lambda g: g.name)
+        s["nvmlDeviceGetUUID"] = self._string("nvmlDeviceGetUUID", lambda g: g.uuid)
+        s["nvmlDeviceGetSerial"] = self._string("nvmlDeviceGetSerial", lambda g: g.serial)
+        s["nvmlDeviceGetIndex"] = self._scalar("nvmlDeviceGetIndex", lambda g: g.index)
+        s["nvmlDeviceGetPowerUsage"] = self._scalar("nvmlDeviceGetPowerUsage", lambda g: g.power_mw)
+        s["nvmlDeviceGetSamples"] = samples
+        s["nvmlDeviceGetFieldValues"] = field_values
+        s["nvmlDeviceGetTotalEnergyConsumption"] = self._scalar(
+            "nvmlDeviceGetTotalEnergyConsumption", lambda g: int(g.energy_mj))
+        s["nvmlDeviceGetPowerManagementLimit"] = self._scalar(
+            "nvmlDeviceGetPowerManagementLimit", lambda g: g.power_limit_mw)
+        s["nvmlDeviceGetEnforcedPowerLimit"] = self._scalar(
+            "nvmlDeviceGetEnforcedPowerLimit", lambda g: g.enforced_limit_mw)
+        s["nvmlDeviceGetPowerManagementDefaultLimit"] = self._scalar(
+            "nvmlDeviceGetPowerManagementDefaultLimit", lambda g: g.default_limit_mw)
+        s["nvmlDeviceGetPowerManagementLimitConstraints"] = limit_constraints
+        s["nvmlDeviceGetClockInfo"] = self._clock("nvmlDeviceGetClockInfo", lambda g: {
+            0: g.clock_graphics_mhz, 1: g.clock_sm_mhz, 2: g.clock_mem_mhz})
+        s["nvmlDeviceGetMaxClockInfo"] = self._clock("nvmlDeviceGetMaxClockInfo", lambda g: {
+            0: g.max_clock_graphics_mhz, 1: g.max_clock_sm_mhz, 2: g.max_clock_mem_mhz, 3: 1372})
+        s["nvmlDeviceGetApplicationsClock"] = self._clock("nvmlDeviceGetApplicationsClock", lambda g: {
+            0: g.app_clock_graphics_mhz, 1: g.app_clock_graphics_mhz, 2: g.app_clock_mem_mhz})
+        s["nvmlDeviceGetDefaultApplicationsClock"] = self._clock("nvmlDeviceGetDefaultApplicationsClock", lambda g: {
+            0: 1312, 1: 1312, 2: 877})
+        s["nvmlDeviceGetCurrentClocksEventReasons"] = self._scalar(
+            "nvmlDeviceGetCurrentClocksEventReasons", lambda g: g.clock_reasons)
+        s["nvmlDeviceGetCurrentClocksThrottleReasons"] = self._scalar(
+            "nvmlDeviceGetCurrentClocksThrottleReasons", lambda g: g.clock_reasons)
+        s["nvmlDeviceGetSupportedClocksThrottleReasons"] = self._scalar(
+            "nvmlDeviceGetSupportedClocksThrottleReasons", lambda g: 0x1FF)
+        s["nvmlDeviceGetViolationStatus"] = violation
+        s["nvmlDeviceGetTemperature"] = temperature
+        s["nvmlDeviceGetFanSpeed"] = self._scalar("nvmlDeviceGetFanSpeed", lambda g: g.fan_pct)
+        s["nvmlDeviceGetUtilizationRates"] = utilization
+        s["nvmlDeviceGetMemoryInfo"] = memory
+        s["nvmlDeviceGetPerformanceState"] = self._scalar("nvmlDeviceGetPerformanceState", lambda g: g.pstate)
+        s["nvmlDeviceGetCurrPcieLinkGeneration"] = self._scalar(
+            "nvmlDeviceGetCurrPcieLinkGeneration", lambda g: g.pcie_gen)
+        s["nvmlDeviceGetCurrPcieLinkWidth"] = self._scalar("nvmlDeviceGetCurrPcieLinkWidth", lambda g: g.pcie_width)
+        s["nvmlDeviceGetMaxPcieLinkGeneration"] = self._scalar(
+            "nvmlDeviceGetMaxPcieLinkGeneration", lambda g: g.pcie_gen_max)
+        s["nvmlDeviceGetMaxPcieLinkWidth"] = self._scalar(
+            "nvmlDeviceGetMaxPcieLinkWidth", lambda g: g.pcie_width_max)
+        s["nvmlDeviceGetPcieReplayCounter"] = self._scalar("nvmlDeviceGetPcieReplayCounter", lambda g: g.pcie_replay)
+        s["nvmlDeviceGetNvLinkState"] = nvlink_state
+        s["nvmlDeviceGetNvLinkVersion"] = nvlink_version
+        s["nvmlDeviceGetNvLinkErrorCounter"] = nvlink_counter
+        s["nvmlDeviceGetTotalEccErrors"] = ecc
+        s["nvmlDeviceGetSupportedEventTypes"] = self._scalar(
+            "nvmlDeviceGetSupportedEventTypes", lambda g: 0x1 | 0x2 | 0x4 | 0x8 | 0x10)
+        s["nvmlEventSetCreate"] = event_set_create
+        s["nvmlDeviceRegisterEvents"] = register_events
+        s["nvmlEventSetWait_v2"] = event_wait
+        s["nvmlEventSetFree"] = event_set_free
+        return s
+
+
+#: The one fake library of this process (pynvml has one library slot).
+FAKE_NVML = FakeNvmlLibrary()
+
+
+@contextlib.contextmanager
+def serving(target: str | os.PathLike[str] | None, machine: FakeNvmlMachine) -> Iterator[FakeNvmlMachine]:
+    """Serve ``machine`` for ``target`` (a root, or ``None`` for direct pynvml calls) within a block.
+
+    On exit the machine is withdrawn and any ``hang`` is healed, so no thread stays blocked.
+    """
+    FAKE_NVML.serve(target, machine)
+    try:
+        yield machine
+    finally:
+        machine.heal("hang")
+        FAKE_NVML.withdraw(target)
+
+
+_PROFILES: dict[str, Callable[[int], list[FakeGpu]]] = {
+    "v100-sxm2-16gb": v100_sxm2_gpus,
+}
+
+
+def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
+    """Build a machine from a scenario folder's ``nvml.toml``.
+
+    Keys: ``profile`` (``v100-sxm2-16gb``), ``count``, ``driver_version``,
+    ``missing_symbols`` (list), ``driver_missing`` (bool), and ``[[gpu]]`` tables with
+    ``index`` plus any `FakeGpu` field to override, ``power_samples_mw`` (list of
+    ``[timestamp_us, mW]``), ``failures`` (``gpu_lost``, ``not_supported``) and
+    ``not_supported`` (symbol names).
+
+    Raises:
+        ValueError: an unknown profile, GPU field or failure.
+    """
+    profile = str(data.get("profile", "v100-sxm2-16gb"))
+    if profile not in _PROFILES:
+        raise ValueError(f"profile: unknown {profile!r} (known: {', '.join(_PROFILES)})")
+    gpus = _PROFILES[profile](int(data.get("count", 4)))
+    machine = FakeNvmlMachine(gpus, driver_version=str(data.get("driver_version", "535.183.01")),
+                              missing_symbols=[str(s) for s in data.get("missing_symbols", [])])
+    known = set(FakeGpu.__dataclass_fields__) - {"index", "power_samples", "not_supported", "lost", "nvlink_counters"}
+    for table in data.get("gpu", []):
+        gpu = gpus[int(table["index"])]
+        for key, value in table.items():
+            if key == "index":
+                continue
+            if key == "power_samples_mw":
+                gpu.power_samples.extend((int(ts), int(mw)) for ts, mw in value)
+            elif key == "failures":
+                for failure in value:
+                    if failure not in ("gpu_lost", "not_supported"):
+                        raise ValueError(f"gpu[{gpu.index}].failures: unknown {failure!r}")
+                    machine.fail(failure, gpu.index, table.get("not_supported", ()))
+            elif key == "not_supported":
+                continue
+            elif key == "nvlink_errors":
+                for link, counter, count in value:
+                    gpu.nvlink_counters[(int(link), int(counter))] = int(count)
+            elif key in known:
+                setattr(gpu, key, value)
+            else:
+                raise ValueError(f"gpu[{gpu.index}].{key}: unknown field")
+    if data.get("driver_missing"):
+        machine.fail("driver_missing")
+    return machine

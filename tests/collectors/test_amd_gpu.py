@@ -1,0 +1,52 @@
+"""AMD GPU collector: DPM table parsing and amdgpu sysfs reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.amd_gpu import AmdGpuCollector, parse_dpm_current
+from rigmon.collectors.base import NoData
+from rigmon.hw.root import HostRoot
+from rigmon.schema import AmdGpuReading
+from rigmon.sim.tree import Tree, write_tree
+
+
+@pytest.mark.parametrize(
+    ("text", "mhz"),
+    [
+        ("0: 600Mhz\n1: 1500Mhz *\n2: 2900Mhz\n", 1500),
+        ("0: 96Mhz *\n1: 1000Mhz\n", 96),
+        ("0: 600Mhz\n1: 2900Mhz\n", None),  # no current level (GPU in a deep idle state)
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_dpm_current(text: str | None, mhz: int | None) -> None:
+    assert parse_dpm_current(text) == mhz
+
+
+def test_reads_an_amdgpu_card(tmp_path: Path) -> None:
+    dev = "/sys/bus/pci/devices/0000:c3:00.0"
+    write_tree(tmp_path, {
+        f"{dev}/vendor": "0x1002\n",
+        f"{dev}/gpu_busy_percent": "87\n",
+        f"{dev}/pp_dpm_sclk": "0: 600Mhz\n1: 2900Mhz *\n",
+        f"{dev}/pp_dpm_mclk": "0: 1000Mhz\n1: 4000Mhz *\n",
+        f"{dev}/mem_info_vram_total": "103079215104\n",
+        f"{dev}/mem_info_vram_used": "51539607552\n",
+        f"{dev}/hwmon/hwmon5/power1_input": "98500000\n",
+        f"{dev}/hwmon/hwmon5/temp1_input": "71000\n",
+        "/sys/class/drm/card1-eDP-1/status": "connected\n",
+    })
+    Tree(tmp_path).symlink("/sys/class/drm/card1/device", "../../../bus/pci/devices/0000:c3:00.0")
+    (reading,) = AmdGpuCollector(HostRoot(tmp_path)).collect()
+    assert reading == AmdGpuReading(card="card1", pci_bus_id="0000:c3:00.0", power_w=98.5, busy_pct=87.0,
+                                    clock_sclk_mhz=2900, clock_mclk_mhz=4000, temp_c=71.0,
+                                    vram_total_bytes=103079215104, vram_used_bytes=51539607552)
+
+
+def test_no_amd_gpu_is_absent(tmp_path: Path) -> None:
+    with pytest.raises(NoData):
+        AmdGpuCollector(HostRoot(tmp_path)).collect()

@@ -1,0 +1,243 @@
+"""GPU collector: scenario folders, lost-GPU signals (reported once), watchdog hang, NVML Xid events."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.base import CollectorHung, EventDraft, NoData
+from rigmon.collectors.gpu import GpuCollector, decode_clock_reasons, power_extremes
+from rigmon.hw.nvml import open_nvml
+from rigmon.hw.root import HostRoot
+from rigmon.schema import GpuReading
+from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
+from rigmon.sim.tree import write_tree
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "nvml.toml").exists())
+DEADLINE_S = 10.0
+
+
+class StepClock:
+    """Wall and monotonic time that only move when a test says so."""
+
+    def __init__(self) -> None:
+        self.t_s = 0.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.t_s
+
+    def monotonic(self) -> float:
+        return self.t_s
+
+
+def _collector(root: Path, clock: StepClock | None = None, timeout_s: float = DEADLINE_S) -> GpuCollector:
+    host = HostRoot(root)
+    return GpuCollector(open_nvml(host, timeout_s=timeout_s), host, clock or StepClock(), event_wait_s=0.05)
+
+
+def _split(records: list[object]) -> tuple[list[GpuReading], list[EventDraft]]:
+    return ([r for r in records if isinstance(r, GpuReading)], [r for r in records if isinstance(r, EventDraft)])
+
+
+# Scenario folders with an nvml.toml run in tests/collectors/test_fixture_hosts.py.
+
+
+# -- pure helpers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mask", "names"),
+    [
+        (0x0, ()),
+        (0x1, ("gpu_idle",)),
+        (0x4, ("sw_power_cap",)),
+        (0x4 | 0x40 | 0x80, ("sw_power_cap", "hw_thermal_slowdown", "hw_power_brake_slowdown")),
+        (0x8 | 0x1000, ("hw_slowdown", "other")),
+    ],
+)
+def test_decode_clock_reasons(mask: int, names: tuple[str, ...]) -> None:
+    assert decode_clock_reasons(mask) == names
+
+
+def test_power_extremes() -> None:
+    assert power_extremes([]) == (None, None, 0)
+    assert power_extremes([(1, 250_000), (2, 331_500), (3, 41_000)]) == (331.5, 41.0, 3)
+
+
+# -- lost GPU -----------------------------------------------------------------------------
+
+GPU_BUSES = ("1a", "1b", "1c", "1d")
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[tuple[Path, FakeNvmlMachine]]:
+    files: dict[str, str] = {"/dev/kmsg": "6,1,1000000,-;Linux version 6.8.0\n"}
+    for bus in GPU_BUSES:
+        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/vendor"] = "0x10de\n"
+        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/class"] = "0x030200\n"
+    write_tree(tmp_path, files)
+    machine = FakeNvmlMachine(v100_sxm2_gpus(4))
+    with serving(tmp_path, machine):
+        yield tmp_path, machine
+
+
+def _lose(how: str, root: Path, machine: FakeNvmlMachine) -> None:
+    if how == "nvml":
+        machine.fail("gpu_lost", 3)
+    elif how == "pci":
+        shutil.rmtree(root / "sys/bus/pci/devices/0000:1d:00.0")
+    elif how == "kmsg":
+        with open(root / "dev/kmsg", "a", encoding="utf-8") as fh:
+            fh.write("4,2,2000000,-;NVRM: Xid (PCI:0000:1d:00): 79, GPU has fallen off the bus.\n")
+    elif how == "kmsg-no-xid":
+        with open(root / "dev/kmsg", "a", encoding="utf-8") as fh:
+            fh.write("4,2,2000000,-;NVRM: The NVIDIA GPU 0000:1d:00.0\n"
+                     "4,3,2000001,-;NVRM: (PCI ID: 10de:1db1) installed in this system has\n"
+                     "4,4,2000002,-;NVRM: fallen off the bus and is not responding to commands.\n")
+    elif how == "count":
+        with machine.lock:
+            machine.gpus.pop()
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("nvml", "NVML: GPU is lost"),
+        ("pci", "PCI device 0000:1d:00.0 gone from sysfs"),
+        ("kmsg", "kernel: Xid 79"),
+        ("kmsg-no-xid", "kernel: fallen off the bus"),
+        ("count", "NVML device count 3, was 4"),
+    ],
+)
+def test_any_signal_loses_the_gpu_once_with_its_identity(
+    node: tuple[Path, FakeNvmlMachine], how: str, reason: str
+) -> None:
+    root, machine = node
+    uuid = machine.gpus[3].uuid
+    clock = StepClock()
+    collector = _collector(root, clock)
+    try:
+        gpus, events = _split(list(collector.collect()))
+        assert [g.state for g in gpus] == ["ok"] * 4 and events == []
+        _lose(how, root, machine)
+        clock.t_s = 5.0
+        gpus, events = _split(list(collector.collect()))
+        clock.t_s = 6.0
+        later_gpus, later_events = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert [g.state for g in gpus] == ["ok", "ok", "ok", "lost"]
+    lost = gpus[3]
+    assert (lost.index, lost.uuid, lost.pci_bus_id, lost.pci_bus_id_nvml, lost.pci_bus_id_xid) == (
+        3, uuid, "0000:1d:00.0", "00000000:1D:00.0", "0000:1d:00")
+    assert lost.lost_at == 1_700_000_005.0 and lost.lost_reason == reason
+    assert lost.power_w is None
+    assert len(events) == 1
+    event = events[0]
+    assert (event.kind, event.severity, event.subject) == ("gpu_lost", "critical", "gpu:3")
+    assert event.data is not None and event.data["uuid"] == uuid and event.data["pci_bus_id"] == "0000:1d:00.0"
+    # Still listed as lost on the next poll, with no second event.
+    assert later_events == []
+    assert later_gpus[3].state == "lost" and later_gpus[3].lost_at == 1_700_000_005.0
+
+
+def test_peak_is_between_two_polls(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    collector = _collector(root)
+    try:
+        machine.gpus[0].power_samples.extend([(10, 250_000), (20, 330_000)])
+        first, _ = _split(list(collector.collect()))
+        machine.gpus[0].power_samples.extend([(30, 260_000), (40, 270_000)])
+        second, _ = _split(list(collector.collect()))
+        third, _ = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert (first[0].power_peak_w, first[0].power_samples) == (330.0, 2)
+    assert (second[0].power_peak_w, second[0].power_min_w, second[0].power_samples) == (270.0, 260.0, 2)
+    assert (third[0].power_peak_w, third[0].power_samples) == (None, 0)
+
+
+def test_counter_rates(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    clock = StepClock()
+    collector = _collector(root, clock)
+    try:
+        collector.collect()
+        with machine.lock:
+            machine.gpus[2].pcie_replay += 20
+            machine.gpus[2].nvlink_counters[(2, 2)] = 100
+        clock.t_s = 10.0
+        gpus, _ = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert gpus[2].pcie_replay_per_s == 2.0 and gpus[0].pcie_replay_per_s == 0.0
+    assert gpus[2].nvlinks[2].crc_flit_per_s == 10.0
+
+
+def test_hang_reports_hung_and_recovers(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    collector = _collector(root, timeout_s=0.2)
+    try:
+        collector.collect()
+        machine.fail("hang")
+        with pytest.raises(CollectorHung):
+            collector.collect()
+        machine.heal("hang")
+        end = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                gpus, _ = _split(list(collector.collect()))
+                break
+            except CollectorHung:
+                assert time.monotonic() < end, "still hung after the hang was healed"
+                time.sleep(0.02)
+    finally:
+        collector.close()
+    assert [g.state for g in gpus] == ["ok"] * 4
+
+
+def test_nvml_xid_events_are_pushed(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    pushed: list[object] = []
+    arrived = threading.Event()
+
+    def push(records: object) -> None:
+        assert isinstance(records, list)
+        pushed.extend(records)
+        arrived.set()
+
+    collector = _collector(root)
+    collector.start(push)
+    try:
+        collector.collect()
+        end = time.monotonic() + DEADLINE_S
+        # Events before the event set is registered are not delivered: post until one arrives.
+        while not arrived.wait(0.1):
+            assert time.monotonic() < end, "no Xid event pushed"
+            machine.post_xid(3, 79)
+        gpus, events = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    xid = pushed[0]
+    assert isinstance(xid, EventDraft)
+    assert (xid.kind, xid.subject, xid.severity) == ("xid", "gpu:3", "critical")
+    assert xid.data is not None and (xid.data["xid"], xid.data["source"], xid.data["pci_bus_id_nvml"]) == (
+        79, "nvml", "00000000:1D:00.0")
+    # An Xid 79 event is a lost-GPU signal by itself.
+    assert gpus[3].state == "lost" and gpus[3].lost_reason == "NVML: Xid 79 event"
+    assert [e.kind for e in events] == ["gpu_lost"]
+
+
+def test_no_driver_is_absent(tmp_path: Path) -> None:
+    collector = _collector(tmp_path)
+    try:
+        with pytest.raises(NoData):
+            collector.collect()
+    finally:
+        collector.close()

@@ -1,0 +1,151 @@
+"""GPU scenarios: undervolt-bus-drop end to end through a real agent, loose-sxm2, the rail drop, strix-cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rigmon.collectors.amd_gpu import AmdGpuCollector
+from rigmon.collectors.gpu import GpuCollector
+from rigmon.hw.nvml import open_nvml
+from rigmon.hw.root import HostRoot
+from rigmon.schema import AmdGpuReading, EventValue, Frame, GpuReading, decode_data
+from rigmon.sim.gpu import SimNvidiaGpus
+from rigmon.sim.kmsg import SimKernelLog
+from rigmon.sim.node import SimNode
+from rigmon.sim.nvml import v100_sxm2_gpus
+from rigmon.sim.rig import get_scenario, running_rig
+from rigmon.sim.tree import Tree
+
+DEADLINE_S = 60.0
+
+
+class SimTime:
+    def __init__(self) -> None:
+        self.t_s = 0.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.t_s
+
+    def monotonic(self) -> float:
+        return self.t_s
+
+
+async def test_undervolt_bus_drop_end_to_end() -> None:
+    seen_four_ok = False
+    lost: GpuReading | None = None
+    xid_events: list[dict[str, EventValue]] = []
+    async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=25.0, interval_s=0.25) as rr, \
+            httpx.AsyncClient(base_url=rr.urls[0], timeout=10) as client:
+        since = 0
+        end = time.monotonic() + DEADLINE_S
+        while (lost is None or not xid_events) and time.monotonic() < end:
+            response = await client.get("/v1/samples", params={"since": since})
+            response.raise_for_status()
+            for raw in response.json()["frames"]:
+                frame = decode_data(Frame, raw)
+                since = max(since, frame.seq)
+                gpus = frame.readings.gpus
+                if len(gpus) == 4 and all(g.state == "ok" and g.power_w is not None for g in gpus):
+                    seen_four_ok = seen_four_ok or lost is None
+                for g in gpus:
+                    if g.state == "lost" and lost is None:
+                        lost = g
+                xid_events += [e.data for e in frame.events if e.kind == "xid" and e.data.get("xid") == 79]
+            await asyncio.sleep(0.1)
+    assert seen_four_ok, "never saw four healthy GPUs before the drop"
+    assert lost is not None, "GPU 3 never reported lost"
+    assert (lost.index, lost.pci_bus_id, lost.pci_bus_id_nvml) == (3, "0000:1d:00.0", "00000000:1D:00.0")
+    assert lost.uuid is not None and lost.lost_at is not None
+    assert xid_events and all(e["pci_bus_id"] == "0000:1d:00.0" and e["gpu_index"] == 3 for e in xid_events)
+
+
+def _node(tmp_path: Path, scenario: str) -> SimNode:
+    node = SimNode(name="node01", tree=Tree(tmp_path / "node01"), rng=random.Random("1:0"))
+    get_scenario(scenario).build(node, 0)
+    return node
+
+
+def test_loose_sxm2_counters_rise_and_link_is_x8(tmp_path: Path) -> None:
+    node = _node(tmp_path, "loose-sxm2")
+    scenario = get_scenario("loose-sxm2")
+    clock = SimTime()
+    try:
+        scenario.drive(node, 0, 0.0)
+        node.step(0.0)
+        root = HostRoot(node.tree.root)
+        collector = GpuCollector(open_nvml(root), root, clock)
+        try:
+            totals = []
+            for t_s in (10.0, 20.0, 30.0):
+                clock.t_s = t_s
+                scenario.drive(node, 0, t_s)
+                node.step(t_s)
+                gpus = [r for r in collector.collect() if isinstance(r, GpuReading)]
+                loose = gpus[2]
+                totals.append((loose.nvlinks[2].replay_total, loose.nvlinks[2].crc_flit_total,
+                               loose.pcie_replay_total))
+        finally:
+            collector.close()
+    finally:
+        node.close()
+    for earlier, later in zip(totals, totals[1:]):
+        for before, after in zip(earlier, later):
+            assert before is not None and after is not None and before < after
+    assert (loose.pcie_width, loose.pcie_width_max) == (8, 16)
+    assert loose.nvlinks[2].crc_flit_per_s and loose.nvlinks[2].crc_flit_per_s > 0
+    assert gpus[0].pcie_width == 16 and gpus[0].nvlinks[2].replay_total == 0
+    assert (node.tree.root / "sys/bus/pci/devices/0000:1c:00.0/current_link_width").read_text() == "8\n"
+
+
+def test_rail_below_threshold_drops_the_weak_gpu(tmp_path: Path) -> None:
+    node = SimNode(name="n", tree=Tree(tmp_path), rng=random.Random(1))
+    kernel_log = SimKernelLog()
+    gpus = SimNvidiaGpus(v100_sxm2_gpus(4), kernel_log=kernel_log, drop_hold_s=0.5)
+    node.devices += [kernel_log, gpus]
+    try:
+        node.load = 1.0
+        node.step(0.1)
+        assert node.bus["gpu_power_w"] > 800
+        node.bus["rail_volts"] = 11.6
+        node.step(5.0)
+        assert not gpus.gpus[3].lost
+        node.bus["rail_volts"] = 11.3
+        node.step(5.3)
+        assert not gpus.gpus[3].lost  # a short sag does not drop it
+        node.bus["rail_volts"] = 11.3
+        node.step(5.9)
+    finally:
+        node.close()
+    assert gpus.gpus[3].lost and not gpus.gpus[0].lost
+    assert gpus.drop_reasons[3].startswith("rail at 11.30 V")
+    assert not (tmp_path / "sys/bus/pci/devices/0000:1d:00.0").exists()
+    assert "NVRM: Xid (PCI:0000:1d:00): 79, GPU has fallen off the bus." in (tmp_path / "dev/kmsg").read_text()
+    assert node.bus["gpu_power_w"] < 3 * 340
+
+
+def test_strix_cluster_nodes_show_amd_gpus(tmp_path: Path) -> None:
+    node = _node(tmp_path, "strix-cluster")
+    scenario = get_scenario("strix-cluster")
+    try:
+        for t_s in (0.0, 20.0):
+            scenario.drive(node, 0, t_s)
+            node.step(t_s)
+        (reading,) = AmdGpuCollector(HostRoot(node.tree.root)).collect()
+    finally:
+        node.close()
+    assert isinstance(reading, AmdGpuReading)
+    assert reading.card == "card0" and reading.pci_bus_id == "0000:c3:00.0"
+    assert reading.power_w is not None and reading.power_w > 9
+    assert reading.clock_sclk_mhz == 2900 and reading.vram_total_bytes == 96 * 1024**3
+    assert node.bus["gpu_power_w"] == pytest.approx(reading.power_w, abs=1e-5)
+
+
+def test_scenarios_are_registered() -> None:
+    for name in ("undervolt-bus-drop", "loose-sxm2", "strix-cluster"):
+        assert get_scenario(name).name == name
