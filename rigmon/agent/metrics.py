@@ -18,7 +18,22 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from rigmon.schema import Frame, HostReading, NetInterfaceReading, Readings, TemperatureReading
+from rigmon.schema import (
+    AmdGpuReading,
+    DiskReading,
+    Frame,
+    GpuReading,
+    HostReading,
+    KernelLogReading,
+    NetInterfaceReading,
+    NvLinkReading,
+    NvmeReading,
+    RaidArrayReading,
+    RaidMemberReading,
+    Readings,
+    TemperatureReading,
+    ThunderboltDeviceReading,
+)
 from rigmon.typed import field_types
 
 PREFIX = "rigmon"
@@ -30,7 +45,9 @@ class RecordMetrics:
 
     Attributes:
         prefix: inserted after ``rigmon_`` (``gpu`` -> ``rigmon_gpu_power_watts``).
-        labels: fields that identify the item (become labels, not series).
+        labels: fields that identify the item (become labels, not series); ``"index=gpu"``
+            exports field ``index`` as label ``gpu``. Records nested in a record (md members in
+            an array, NVLinks in a GPU) carry their parent's labels too.
         skip: fields not exported (free text, or already exported another way).
     """
 
@@ -43,7 +60,17 @@ class RecordMetrics:
 RECORD_METRICS: dict[type, RecordMetrics] = {
     HostReading: RecordMetrics("host", skip=("boot_id",)),
     TemperatureReading: RecordMetrics("temperature", labels=("sensor", "label")),
-    NetInterfaceReading: RecordMetrics("network", labels=("name",), skip=("operstate",)),
+    NetInterfaceReading: RecordMetrics("network", labels=("name=interface",), skip=("operstate",)),
+    DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor")),
+    RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
+    RaidMemberReading: RecordMetrics("md_member", labels=("name=member",)),
+    NvmeReading: RecordMetrics("nvme", labels=("name=controller",)),
+    ThunderboltDeviceReading: RecordMetrics("thunderbolt", labels=("name=device", "kind"),
+                                            skip=("expected_source",)),
+    GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
+    NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
+    AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
+    KernelLogReading: RecordMetrics("kernel_log"),
 }
 
 # (field suffix, metric suffix, scale). Order matters: longer suffixes first.
@@ -57,6 +84,10 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_mbps", "_bytes_per_second", 1e6 / 8),
     ("_gbps", "_bytes_per_second", 1e9 / 8),
     ("_pct", "_ratio", 0.01),
+    ("_gts", "_transfers_per_second", 1e9),
+    ("_ms", "_seconds", 1e-3),
+    ("_mj", "_joules", 1e-3),
+    ("_j", "_joules", 1.0),
     ("_volts", "_volts", 1.0),
     ("_amps", "_amperes", 1.0),
     ("_w", "_watts", 1.0),
@@ -73,10 +104,9 @@ def metric_name(prefix: str, field: str) -> tuple[str, float, bool]:
     ``rx_bytes_total`` -> (``rigmon_network_rx_bytes_total``, 1, True);
     ``clock_sm_mhz`` -> (``rigmon_gpu_clock_sm_hertz``, 1e6, False).
     """
-    if field.endswith("_mj_total"):
-        return f"{PREFIX}_{prefix}_{field[: -len('_mj_total')]}_joules_total", 1e-3, True
     if field.endswith("_total"):
-        return f"{PREFIX}_{prefix}_{field}", 1.0, True
+        stem, scale, _ = metric_name(prefix, field[: -len("_total")])
+        return f"{stem}_total", scale, True
     if field.endswith("_count"):
         # "_count" is reserved for histograms and summaries: cpu_count -> rigmon_host_cpus.
         return f"{PREFIX}_{prefix}_{field[: -len('_count')]}s", 1.0, False
@@ -142,21 +172,29 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
     return list(fam.families.values())
 
 
-def _record_metrics(fam: _Families, record: object, node: dict[str, str]) -> None:
+def _record_metrics(fam: _Families, record: object, parent: dict[str, str]) -> None:
     spec = RECORD_METRICS.get(type(record))
     if spec is None:
         return
-    labels = dict(node)
+    labels = dict(parent)
+    label_fields = set()
     for label in spec.labels:
-        labels[label] = str(getattr(record, label))
+        field_name, _, label_name = label.partition("=")
+        value = getattr(record, field_name)
+        labels[label_name or field_name] = "" if value is None else str(value)
+        label_fields.add(field_name)
     doc_type = type(record).__name__
     types_ = field_types(type(record))
     for name, tp in types_.items():
-        if name in spec.labels or name in spec.skip:
+        if name in label_fields or name in spec.skip:
+            continue
+        value = getattr(record, name)
+        if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            for child in value:
+                _record_metrics(fam, child, labels)
             continue
         if name.endswith("_per_s") and f"{name[: -len('_per_s')]}_total" in types_:
             continue  # the raw counter is exported; rate() in PromQL gives this
-        value = getattr(record, name)
         states = _literal_values(tp)
         if states is not None:
             for state in states:

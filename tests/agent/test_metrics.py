@@ -21,6 +21,9 @@ from tests.test_schema import sample_frame
         ("gpu", "clock_sm_mhz", ("rigmon_gpu_clock_sm_hertz", 1e6, False)),
         ("gpu", "util_pct", ("rigmon_gpu_util_ratio", 0.01, False)),
         ("gpu", "energy_mj_total", ("rigmon_gpu_energy_joules_total", 1e-3, True)),
+        ("gpu", "energy_j_total", ("rigmon_gpu_energy_joules_total", 1.0, True)),
+        ("gpu", "violation_power_s_total", ("rigmon_gpu_violation_power_seconds_total", 1.0, True)),
+        ("disk", "read_await_ms", ("rigmon_disk_read_await_seconds", 1e-3, False)),
         ("psu", "path_resistance_mohm", ("rigmon_psu_path_resistance_ohms", 1e-3, False)),
         ("network", "rx_bytes_total", ("rigmon_network_rx_bytes_total", 1.0, True)),
         ("network", "speed_mbps", ("rigmon_network_speed_bytes_per_second", 125000.0, False)),
@@ -43,8 +46,8 @@ def exposition() -> str:
 def test_exposition_has_values_in_base_units() -> None:
     text = exposition()
     assert 'rigmon_host_cpu_ratio{node="node01"} 0.125' in text
-    assert 'rigmon_network_speed_bytes_per_second{name="eth0",node="node01"} 1.25e+09' in text
-    assert 'rigmon_network_rx_bytes_total{name="eth0",node="node01"} 1000.0' in text
+    assert 'rigmon_network_speed_bytes_per_second{interface="eth0",node="node01"} 1.25e+09' in text
+    assert 'rigmon_network_rx_bytes_total{interface="eth0",node="node01"} 1000.0' in text
     assert "rx_bytes_per_second" not in text  # the counter is exported instead
     assert 'rigmon_collector_up{collector="gpu",node="node01"} 1.0' in text
     assert 'rigmon_collector_state{collector="gpu",node="node01",state="absent"} 1.0' in text
