@@ -133,19 +133,25 @@ def clock_offsets(nodes: Sequence[NodeView]) -> dict[str, float]:
             if n.last_taken_at is not None and n.last_received_at is not None}
 
 
+def _reference(values: dict[str, float], node: str) -> float:
+    """What a node's value is compared with: the median of all nodes, or with two, the other's."""
+    if len(values) >= 3:
+        return statistics.median(values.values())
+    return statistics.median([v for n, v in values.items() if n != node])
+
+
 def clock_skew(nodes: Sequence[NodeView], max_skew_s: float) -> list[Observation]:
     """A node whose clock differs from the other nodes' by more than ``max_skew_s``.
 
-    Each node is compared with the median offset of the *other* nodes, so with two nodes
-    both are flagged (there is no telling which is wrong) and with more the odd one is.
+    Each node is compared with the median offset of all nodes; with two nodes, with the
+    other one, so both are flagged (there is no telling which is wrong).
     """
     offsets = clock_offsets(nodes)
+    if len(offsets) < 2:
+        return []
     out = []
     for node, offset in offsets.items():
-        others = [o for n, o in offsets.items() if n != node]
-        if not others:
-            continue
-        skew_s = offset - statistics.median(others)
+        skew_s = offset - _reference(offsets, node)
         out.append(Observation(subject=_subject(node), node=node, active=abs(skew_s) > max_skew_s,
                                value=round(skew_s, 3), labels={"node": node},
                                message=f"node {node} clock is {skew_s:+.1f} s off its peers"))
@@ -173,7 +179,7 @@ def node_figures(frames: Mapping[str, Frame], select: str, aggregate: PeerAggreg
 
 
 def peer_outliers(frames: Mapping[str, Frame], check: PeerCheck) -> list[Observation]:
-    """Nodes whose figure is far from the median of the others (robust: median and MAD).
+    """Nodes whose figure is far from the nodes' median (robust: median and median absolute deviation).
 
     Nodes without the figure are left out; with fewer than ``check.min_nodes`` nodes
     having it, nothing is flagged.
@@ -181,12 +187,11 @@ def peer_outliers(frames: Mapping[str, Frame], check: PeerCheck) -> list[Observa
     figures = node_figures(frames, check.select, check.aggregate)
     if len(figures) < check.min_nodes:
         return []
+    median = statistics.median(figures.values())
+    mad = statistics.median([abs(v - median) for v in figures.values()])
+    limit = max(check.min_deviation, check.sigmas * MAD_TO_SIGMA * mad)
     out = []
     for node, x in figures.items():
-        others = [v for n, v in figures.items() if n != node]
-        median = statistics.median(others)
-        mad = statistics.median([abs(v - median) for v in others])
-        limit = max(check.min_deviation, check.sigmas * MAD_TO_SIGMA * mad)
         diff = x - median
         off = (diff < -limit if check.direction == "below" else diff > limit if check.direction == "above"
                else abs(diff) > limit)
