@@ -127,8 +127,8 @@ def run_check(
                 sleep(pause_s)
             records: list[object] = []
             for name, c in collectors.items():
-                status, got = _collect(c, config.agent.collector_timeout_s)
-                statuses[name] = replace(status, sampled_at=clock.time())
+                col_status, got = _collect(c, config.agent.collector_timeout_s)
+                statuses[name] = replace(col_status, sampled_at=clock.time())
                 records.extend(got)
             with lock:
                 records.extend(pushed)

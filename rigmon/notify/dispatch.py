@@ -12,9 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from rigmon.config import NotifySection
 from rigmon.notify.payload import (
@@ -25,6 +23,9 @@ from rigmon.notify.payload import (
     slack_payload,
     webhook_payload,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,14 @@ class HttpSender:
     """POSTs a notification with httpx (webhook, ntfy, Slack, Discord)."""
 
     def __init__(self, section: NotifySection) -> None:
+        # Deferred import: importing httpx also imports its command-line tool (rich,
+        # pygments), which the agent side must not load unless an HTTP notifier is
+        # configured (tests/test_architecture.py).
+        import httpx
+
+        self._httpx = httpx
         self.section = section
-        self._client = httpx.Client(timeout=section.timeout_s, headers=dict(section.headers),
+        self._client: httpx.Client = httpx.Client(timeout=section.timeout_s, headers=dict(section.headers),
                                     follow_redirects=False)
 
     def send(self, n: Notification) -> None:
@@ -69,7 +76,7 @@ class HttpSender:
                 payload = (slack_payload(n) if kind == "slack" else discord_payload(n) if kind == "discord"
                            else webhook_payload(n))
                 response = self._client.post(self.section.url, json=payload)
-        except httpx.HTTPError as exc:
+        except self._httpx.HTTPError as exc:
             raise NotifyError(f"{type(exc).__name__}: {exc}") from None
         if response.is_success:
             return

@@ -96,7 +96,7 @@ async def test_pushed_reading_fires_without_waiting_for_the_tick(
     assert alarm.id.startswith(agent.run_id)
     # The transition is an event of the next frame.
     probe.send(93.0)  # inside the hysteresis band: still firing
-    await wait_for(lambda: any(e.kind == "alarm_firing" for f in agent.buffer.since(seq) for e in f.events))  # type: ignore[union-attr]
+    await wait_for(lambda: any(e.kind == "alarm_firing" for f in agent.buffer.since(seq) for e in f.events))
     event = next(e for f in agent.buffer.since(seq) for e in f.events if e.kind == "alarm_firing")
     assert event.severity == "critical" and event.subject == "probe" and event.data["alarm_id"] == alarm.id
     probe.send(80.0)
@@ -133,7 +133,7 @@ async def test_ack_needs_the_control_token(running: tuple[Agent, Probe, httpx.As
     probe.send(99.0)  # publishes a frame, which carries the acknowledgement's event
     assert agent.buffer is not None
     await wait_for(lambda: any(e.kind == "alarm_acknowledged" and e.data["alarm_id"] == alarm_id
-                               for f in agent.buffer.since(0) for e in f.events))  # type: ignore[union-attr]
+                               for f in agent.buffer.since(0) for e in f.events))
 
 
 async def test_without_a_control_token_the_api_is_read_only(tmp_path: Path) -> None:
