@@ -38,6 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--token-file", metavar="FILE", help="file holding the bearer token clients must send")
     agent.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree)")
     agent.add_argument("--node", metavar="NAME", help="node name (default: host name)")
+    agent.add_argument("--control-token-file", metavar="FILE",
+                       help="file holding the token that may acknowledge alarms (default: read-only API)")
+
+    check = sub.add_parser("check", help="one-shot health gate before a job: exit 0 healthy, 1 warnings, 2 critical")
+    check.add_argument("--config", metavar="FILE", help="agent TOML (collectors, [alarms] rules)")
+    check.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree)")
+    check.add_argument("--node", metavar="NAME", help="node name (default: host name)")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--wait", type=_positive_float, default=1.0, metavar="S",
+                       help="seconds between the two collection passes rates need (default 1)")
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1")
     _add_sim_options(sim)
@@ -65,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_agent(args)
     if args.command == "sim":
         return _cmd_sim(args)
+    if args.command == "check":
+        return _cmd_check(args)
     parser.print_help()
     return 2
 
@@ -78,19 +90,40 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from rigmon.agent.agent import Agent
     from rigmon.agent.server import StartupError, check_listen_policy, read_token_file, run
 
-    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node}
+    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
+                 "control_token_file": args.control_token_file}
     try:
         config = load_agent_config(args.config, overrides)
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
+        control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
         check_listen_policy(config.agent.listen, token)
         if not Path(config.agent.root).is_dir():
             raise StartupError(f"root {config.agent.root} is not a directory")
-        agent = Agent(config, token=token)
+        agent = Agent(config, token=token, control_token=control)
     except (ConfigError, StartupError, ValueError) as exc:
         return _fail(str(exc))
     print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}", flush=True)
     run(agent, config.agent.listen)
     return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import json
+
+    from rigmon.agent.check import format_report, run_check
+    from rigmon.clock import SystemClock
+    from rigmon.typed import to_data
+
+    try:
+        config = load_agent_config(args.config, {"root": args.root, "node": args.node})
+        if not Path(config.agent.root).is_dir():
+            raise ValueError(f"root {config.agent.root} is not a directory")
+        report = run_check(config, SystemClock(), pause_s=args.wait)
+    except (ConfigError, ValueError) as exc:
+        # Exit 3: the check itself could not run, distinct from 1 (warnings) and 2 (critical).
+        return _fail(str(exc), 3)
+    print(json.dumps(to_data(report), indent=2) if args.json else format_report(report), flush=True)
+    return report.exit_code
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from rigmon.typed import TypedDataError, from_data
 
@@ -30,6 +31,8 @@ class AgentSection:
     """HOST:PORT to serve HTTP on. Non-loopback addresses require a token."""
     token_file: str = ""
     """File holding the bearer token; empty means no auth (loopback only)."""
+    control_token_file: str = ""
+    """File holding the token of the control scope (acknowledging alarms); empty: read-only API."""
     root: str = "/"
     """Directory that stands for / when reading /proc, /sys and /dev."""
     interval_s: float = 1.0
@@ -62,6 +65,80 @@ class CollectorSection:
     enabled: bool = True
     interval_s: float | None = None
     """Seconds between runs of this collector; default: the agent's interval."""
+
+
+# --- Alarms and notification (rigmon/alarms, rigmon/notify) ---
+
+RuleOverrideValue = str | int | float | bool | tuple[str | int | float | bool, ...] | dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmsSection:
+    """``[alarms]``: which rules are in force."""
+
+    enabled: bool = True
+    """Evaluate node rules on every frame."""
+    defaults: bool = True
+    """Start from the rules shipped with rigmon."""
+    rules_file: str = ""
+    """TOML file of extra ``[[rule]]`` tables; a rule named like a default replaces it."""
+    disable: tuple[str, ...] = ()
+    """Names of rules to switch off."""
+    overrides: dict[str, dict[str, RuleOverrideValue]] = field(default_factory=dict)
+    """Single keys of rules by name: ``[alarms.overrides.psu_rail_low_warning] below = 11.6``."""
+    recent: int = 200
+    """Resolved alarms kept for /v1/alarms."""
+
+    def __post_init__(self) -> None:
+        if self.recent < 1:
+            raise ValueError("recent must be at least 1")
+
+
+NotifyKind = Literal["webhook", "ntfy", "slack", "discord", "command"]
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySection:
+    """``[[notify]]``: one place alarms are sent to."""
+
+    kind: NotifyKind
+    """``webhook`` (rigmon's JSON), ``ntfy``, ``slack``, ``discord`` (their webhook payloads) or ``command``."""
+    url: str = ""
+    """Where to POST (every kind but ``command``)."""
+    command: tuple[str, ...] = ()
+    """Argument list run without a shell (``command`` kind); the alarm is in RIGMON_ALARM_* variables."""
+    name: str = ""
+    """Name in logs; default ``<kind>-<n>``."""
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+    """Alarms below this severity are not sent."""
+    send_resolved: bool = True
+    """Also send a notification when an alarm resolves."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers (an ``Authorization`` for ntfy, say)."""
+    timeout_s: float = 10.0
+    """Per request or command run."""
+    retries: int = 5
+    """Attempts after the first failure."""
+    backoff_s: float = 1.0
+    """Wait before the first retry; doubles each time up to ``backoff_max_s``."""
+    backoff_max_s: float = 60.0
+    dedup_s: float = 300.0
+    """A rule firing again on the same subject within this time is not sent again."""
+    max_per_minute: int = 20
+    """Rate limit; notifications beyond it are dropped and counted in the next one sent."""
+    queue_size: int = 100
+    """Pending notifications held; when full the oldest is dropped (the sampler never waits)."""
+
+    def __post_init__(self) -> None:
+        if self.kind == "command":
+            if not self.command:
+                raise ValueError("a command notifier needs command = [\"program\", \"arg\", ...]")
+        elif not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"a {self.kind} notifier needs url = \"http(s)://...\", got {self.url!r}")
+        if self.timeout_s <= 0 or self.backoff_s < 0 or self.backoff_max_s < self.backoff_s:
+            raise ValueError("timeout_s must be positive and 0 <= backoff_s <= backoff_max_s")
+        if self.retries < 0 or self.max_per_minute < 1 or self.queue_size < 1 or self.dedup_s < 0:
+            raise ValueError("retries and dedup_s must not be negative; max_per_minute and queue_size at least 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +197,8 @@ class AgentConfig:
     collectors: dict[str, CollectorSection] = field(default_factory=dict)
     storage: StorageSection = field(default_factory=StorageSection)
     gpu: GpuSection = field(default_factory=GpuSection)
+    alarms: AlarmsSection = field(default_factory=AlarmsSection)
+    notify: tuple[NotifySection, ...] = ()
 
     @property
     def node_name(self) -> str:

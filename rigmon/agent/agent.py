@@ -7,15 +7,19 @@ import platform
 import uuid
 
 from rigmon import __version__
+from rigmon.agent.alarming import AlarmService
 from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.sampler import Sampler
+from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
+from rigmon.notify.dispatch import Notifiers, Sender
 from rigmon.schema import SCHEMA_VERSION, Info
 
 
@@ -36,6 +40,13 @@ class Agent:
         token: bearer token required by the API, or ``None``.
         clock: wall/monotonic time (the simulator passes its accelerated clock).
         collectors: collectors to use instead of the registry's (tests).
+        control_token: token of the control scope (acknowledging alarms), or ``None``
+            for a read-only API.
+        rules: alarm rules to use instead of the configured ones (tests, benchmarks).
+        senders: notification senders to use instead of the configured kinds' (tests).
+
+    Raises:
+        RuleError: the configured alarm rules are invalid.
     """
 
     def __init__(
@@ -44,6 +55,9 @@ class Agent:
         token: str | None = None,
         clock: Clock | None = None,
         collectors: dict[str, Collector] | None = None,
+        control_token: str | None = None,
+        rules: tuple[Rule, ...] | None = None,
+        senders: list[Sender] | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
@@ -63,9 +77,20 @@ class Agent:
             clock=self.clock,
             intervals=intervals,
         )
+        if rules is None:
+            rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
+        self.notifiers = Notifiers(config.notify, senders)
+        self.alarms = AlarmService(
+            AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent),
+            self.sampler.emit_event,
+            self.notifiers,
+            control=control_token is not None,
+        )
+        self.sampler.add_listener(self.alarms.on_frame)
         self.buffer: FrameBuffer | None = None
         self.metrics: FrameCollector | None = None
         self.token = token
+        self.control_token = control_token
         self._task: asyncio.Task[None] | None = None
 
     def info(self) -> Info:
@@ -80,6 +105,7 @@ class Agent:
             collectors=self.sampler.collector_names,
             kernel=self.root.read_attr("/proc/sys/kernel/osrelease") or platform.release(),
             buffer_frames=self.config.agent.buffer_frames,
+            alarm_rules=self.alarms.engine.rule_names,
         )
 
     def app(self) -> ASGIApp:
@@ -97,6 +123,8 @@ class Agent:
             max_streams=self.config.agent.max_streams,
             max_request_bytes=self.config.agent.max_request_bytes,
             metrics=make_registry(self.metrics) if self.metrics else None,
+            alarms=self.alarms,
+            control_token=self.control_token,
         )
         return build_app(state)
 
@@ -104,6 +132,7 @@ class Agent:
         """Start sampling on the running event loop."""
         if self.buffer is None:
             self.app()
+        self.notifiers.start()
         self._task = asyncio.get_running_loop().create_task(self.sampler.run(), name=f"sampler-{self.sampler.node}")
         return self._task
 
@@ -115,3 +144,5 @@ class Agent:
                 await asyncio.wait_for(self._task, 5)
             except (TimeoutError, asyncio.CancelledError):
                 self._task.cancel()
+        # Joining the notifier threads blocks; do it off the event loop.
+        await asyncio.get_running_loop().run_in_executor(None, self.notifiers.close)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
+from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import Gap, Info, encode
 from rigmon.typed import to_data
 
@@ -22,6 +25,8 @@ from rigmon.typed import to_data
 KEEPALIVE_S = 15.0
 #: Most frames one /v1/samples answer carries.
 MAX_SAMPLES_PER_REQUEST = 1000
+#: Longest operator name kept with an acknowledgement.
+MAX_ACK_BY_CHARS = 100
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -45,6 +50,8 @@ class ApiState:
     metrics: CollectorRegistry | None = None
     keepalive_s: float = KEEPALIVE_S
     open_streams: int = 0
+    alarms: AlarmService | None = None
+    control_token: str | None = None
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -177,9 +184,47 @@ def build_app(state: ApiState) -> ASGIApp:
             return _error(404, "metrics are not enabled")
         return Response(generate_latest(state.metrics), media_type=CONTENT_TYPE_LATEST)
 
+    async def alarms(request: Request) -> Response:
+        if state.alarms is None:
+            return _error(404, "alarms are not enabled on this agent")
+        return _json(state.alarms.alarm_list())
+
+    async def ack(request: Request) -> Response:
+        if state.alarms is None:
+            return _error(404, "alarms are not enabled on this agent")
+        if state.control_token is None:
+            return _error(403, "this agent is read-only: no control token is configured")
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, f"Bearer {state.control_token}".encode()):
+            if state.token is not None and hmac.compare_digest(given, f"Bearer {state.token}".encode()):
+                return _error(403, "the read token cannot acknowledge alarms: use the control token")
+            response = _error(401, "missing or wrong control token")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon-control"'
+            return response
+        by = "operator"
+        body = await request.body()
+        if body:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                raise BadRequest("body must be JSON, e.g. {\"by\": \"alice\"}") from None
+            if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
+                raise BadRequest("body must be a JSON object whose \"by\" is a string")
+            by = (data.get("by") or by)[:MAX_ACK_BY_CHARS]
+        alarm_id = request.path_params["alarm_id"]
+        try:
+            alarm = state.alarms.acknowledge(alarm_id, by)
+        except UnknownAlarm:
+            return _error(404, f"no alarm {alarm_id}")
+        except AlreadyResolved:
+            return _error(409, f"alarm {alarm_id} is already resolved")
+        return _json(alarm)
+
     routes = [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
+        Route("/v1/alarms", alarms),
+        Route("/v1/alarms/{alarm_id}/ack", ack, methods=["POST"]),
         Route("/v1/info", info),
         Route("/v1/latest", latest),
         Route("/v1/samples", samples),
@@ -191,6 +236,11 @@ def build_app(state: ApiState) -> ASGIApp:
 
     app = Starlette(routes=routes, exception_handlers={BadRequest: on_bad_request})
     return _guard(app, state)
+
+
+def _is_control(scope: Scope) -> bool:
+    path = str(scope.get("path", ""))
+    return scope.get("method") == "POST" and path.startswith("/v1/alarms/") and path.endswith("/ack")
 
 
 def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
@@ -206,7 +256,8 @@ def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
         if not length.isdigit() or int(length) > state.max_request_bytes:
             await _error(413, f"request body over {state.max_request_bytes} bytes")(scope, receive, send)
             return
-        if expected is not None and scope.get("path") != "/healthz":
+        # Acknowledgements carry the control token, checked by their handler.
+        if expected is not None and scope.get("path") != "/healthz" and not _is_control(scope):
             given = headers.get(b"authorization", b"")
             # Constant-time comparison: the token must not leak through response timing.
             if not hmac.compare_digest(given, expected):

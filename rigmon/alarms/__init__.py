@@ -1,1 +1,1 @@
-"""Alarm rule engine shared by the agent (node rules) and the dashboard (cluster rules)."""
+"""Alarm rule engine: rules, selectors, lifecycle; pure, shared by the agent and the dashboard."""

@@ -1,1 +1,1 @@
-"""Notifiers: webhook, ntfy, Slack/Discord payloads and commands, with retry and rate limits."""
+"""Notifiers: a generic JSON webhook, ntfy, Slack- and Discord-compatible webhooks, and a command."""

@@ -93,5 +93,5 @@ def test_prometheus_scrapes_the_agent_with_its_token(prometheus: str) -> None:
         cpus = query(client, prometheus, "rigmon_host_cpus")
         assert cpus[0]["metric"]["node"] == "rig-a"  # type: ignore[index]
         assert cpus[0]["value"][1] == "32"  # type: ignore[index]
-        rate = query(client, prometheus, 'rate(rigmon_network_rx_bytes_total{name="eth0"}[5s]) > 0')
+        rate = query(client, prometheus, 'rate(rigmon_network_rx_bytes_total{interface="eth0"}[5s]) > 0')
         assert float(rate[0]["value"][1]) > 0  # type: ignore[index]

@@ -1,0 +1,180 @@
+"""``rigmon check``: run every collector once (twice, for rates) and the node rules, as a gate before a job."""
+
+from __future__ import annotations
+
+import threading
+import time
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from rigmon.agent.agent import build_collectors
+from rigmon.agent.sampler import ROUTES
+from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.rules import Rule, rules_from_config
+from rigmon.clock import Clock
+from rigmon.collectors.base import Collector, EventDraft, NoData
+from rigmon.config import AgentConfig
+from rigmon.hw.root import HostRoot
+from rigmon.schema import SCHEMA_VERSION, Alarm, CollectorStatus, Event, Frame, Readings, Severity
+
+CheckStatus = Literal["ok", "warning", "critical"]
+EXIT_CODES: dict[CheckStatus, int] = {"ok": 0, "warning": 1, "critical": 2}
+_SEVERITIES = ("info", "warning", "critical")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """What ``rigmon check`` found (``--json`` prints it).
+
+    Attributes:
+        status: ``critical`` if any critical finding, else ``warning`` if any warning, else ``ok``.
+        exit_code: 2, 1 or 0 accordingly.
+        collectors: each collector's health after the last pass.
+        findings: alarms the rules raised, pending ones included (a one-shot check cannot
+            wait out a rule's hold time).
+        rules: the rules evaluated.
+    """
+
+    node: str
+    root: str
+    checked_at: float
+    status: CheckStatus
+    exit_code: int
+    collectors: dict[str, CollectorStatus]
+    findings: tuple[Alarm, ...]
+    rules: tuple[str, ...] = ()
+    events: tuple[Event, ...] = field(default_factory=tuple)
+
+
+def _collect(collector: Collector, timeout_s: float) -> tuple[CollectorStatus, list[object]]:
+    """Run one collection in a daemon thread, so a hung driver call cannot keep the process alive."""
+    result: list[tuple[str, object]] = []
+
+    def target() -> None:
+        try:
+            result.append(("ok", list(collector.collect())))
+        except NoData as exc:
+            result.append(("absent", str(exc) or "not present"))
+        except Exception as exc:  # noqa: BLE001 - every failure is a finding, none escapes
+            result.append(("error", f"{type(exc).__name__}: {exc}"))
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=target, name=f"rigmon-check-{collector.name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    duration_s = round(time.monotonic() - t0, 6)
+    if not result:
+        return CollectorStatus(state="hung", ok=False, error=f"no answer for {timeout_s:.1f} s"), []
+    state, payload = result[0]
+    if state == "ok":
+        assert isinstance(payload, list)
+        return CollectorStatus(state="ok", ok=True, duration_s=duration_s), payload
+    return CollectorStatus(state=typing.cast(typing.Any, state), ok=state == "absent", error=str(payload),
+                           duration_s=duration_s), []
+
+
+def readings_from(records: Sequence[object]) -> Readings:
+    """Route schema records into `Readings` by type, as the sampler does."""
+    fields: dict[str, object] = {}
+    for record in records:
+        route = ROUTES.get(type(record))
+        if route is None:
+            continue
+        name, many = route
+        if many:
+            fields[name] = typing.cast(tuple[object, ...], fields.get(name, ())) + (record,)
+        else:
+            fields[name] = record
+    return replace(Readings(), **fields)  # type: ignore[arg-type]
+
+
+def run_check(
+    config: AgentConfig,
+    clock: Clock,
+    collectors: dict[str, Collector] | None = None,
+    rules: Sequence[Rule] | None = None,
+    passes: int = 2,
+    pause_s: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CheckReport:
+    """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
+
+    Raises:
+        RuleError: the configured rules are invalid.
+        ValueError: an unknown collector is configured.
+    """
+    if collectors is None:
+        collectors = build_collectors(config, HostRoot(config.agent.root), clock)
+    if rules is None:
+        rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
+    engine = AlarmEngine(rules, config.node_name, clock, id_prefix="check")
+    pushed: list[object] = []
+    lock = threading.Lock()
+
+    def push(records: Sequence[object]) -> None:
+        with lock:
+            pushed.extend(records)
+
+    for c in collectors.values():
+        c.start(push)
+    all_events: list[Event] = []
+    statuses: dict[str, CollectorStatus] = {}
+    try:
+        for n in range(passes):
+            if n:
+                sleep(pause_s)
+            records: list[object] = []
+            for name, c in collectors.items():
+                col_status, got = _collect(c, config.agent.collector_timeout_s)
+                statuses[name] = replace(col_status, sampled_at=clock.time())
+                records.extend(got)
+            with lock:
+                records.extend(pushed)
+                pushed.clear()
+            events = [_event(d, len(all_events) + i, clock) for i, d in
+                      enumerate(r for r in records if isinstance(r, EventDraft))]
+            all_events.extend(events)
+            frame = Frame(schema=SCHEMA_VERSION, node=config.node_name, run_id="check", seq=n + 1,
+                          taken_at=clock.time(), agent_start=clock.time(), collectors=dict(statuses),
+                          readings=readings_from(records), events=tuple(events))
+            engine.evaluate(frame)
+    finally:
+        for c in collectors.values():
+            c.close()
+    findings = engine.active()
+    worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
+    status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
+    return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
+                       exit_code=EXIT_CODES[status], collectors=statuses, findings=findings,
+                       rules=engine.rule_names, events=tuple(all_events))
+
+
+def _event(draft: EventDraft, n: int, clock: Clock) -> Event:
+    severity: Severity = typing.cast(Severity, draft.severity) if draft.severity in _SEVERITIES else "warning"
+    return Event(id=f"check-{n + 1}", at=draft.at if draft.at is not None else clock.time(), kind=draft.kind,
+                 severity=severity, subject=draft.subject, message=draft.message, data=dict(draft.data or {}))
+
+
+def format_report(report: CheckReport) -> str:
+    """The human-readable report."""
+    lines = [f"rigmon check: node {report.node}, root {report.root}", "collectors:"]
+    width = max((len(n) for n in report.collectors), default=4)
+    for name, st in report.collectors.items():
+        took = f"{st.duration_s * 1000:.0f} ms" if st.duration_s is not None else ""
+        why = f"  {st.error}" if st.error and st.state != "ok" else ""
+        lines.append(f"  {name:<{width}}  {st.state:<7} {took}{why}".rstrip())
+    if report.findings:
+        lines.append("findings:")
+        rule_w = max(len(a.rule) for a in report.findings)
+        subj_w = max(len(a.subject) for a in report.findings)
+        for a in sorted(report.findings, key=lambda a: (-_SEVERITIES.index(a.severity), a.rule, a.subject)):
+            lines.append(f"  {a.severity.upper():<8}  {a.rule:<{rule_w}}  {a.subject:<{subj_w}}  {a.message}")
+    counts = {s: sum(1 for a in report.findings if a.severity == s) for s in ("critical", "warning")}
+    if report.status == "ok":
+        lines.append(f"result: healthy ({len(report.rules)} rules, {len(report.collectors)} collector"
+                     f"{'' if len(report.collectors) == 1 else 's'})")
+    else:
+        lines.append(f"result: {report.status.upper()} ({counts['critical']} critical, {counts['warning']} warning)")
+    return "\n".join(lines)

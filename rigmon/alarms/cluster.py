@@ -1,0 +1,252 @@
+"""Cluster rules for the dashboard: nodes unreachable or stale, clock skew, a node far from its peers.
+
+Pure functions from what the dashboard knows about each node (`NodeView`, the newest
+frames) to `Observation`s, and `ClusterAlarms`, which feeds them through the same
+`AlarmBook` lifecycle as the agent's node rules. No I/O: the dashboard passes ``now``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.selector import frame_data, parse_selector
+from rigmon.schema import Alarm, Frame, Severity
+
+Direction = Literal["below", "above", "both"]
+PeerAggregate = Literal["mean", "min", "max", "sum"]
+
+#: Scale that makes the median absolute deviation estimate a normal spread's sigma.
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the dashboard knows of one node's agent.
+
+    Attributes:
+        node: node name.
+        connected: the client's last request or stream to the agent worked.
+        last_received_at: dashboard clock (Unix s) when the newest frame arrived.
+        last_taken_at: the node's own clock (``taken_at``) of that frame.
+        error: why the node is not connected, if it is not.
+    """
+
+    node: str
+    connected: bool
+    last_received_at: float | None = None
+    last_taken_at: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRule:
+    """Timing and severity of one cluster rule (see `TrackedRule`)."""
+
+    name: str
+    severity: Severity = "warning"
+    hold_s: float = 0.0
+    clear_hold_s: float = 0.0
+    absent_resolve_s: float = 0.0
+    kind: str = "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class PeerCheck:
+    """Compare one figure across nodes and flag the node far from the others.
+
+    Attributes:
+        name: rule name (``rail_below_peers``).
+        select: selector of the figure (``psu.window_min_volts``, ``gpus[*].power_w``).
+        aggregate: how a node's several matches become one figure.
+        direction: flag nodes below, above, or either side of the others.
+        min_deviation: smallest difference from the peers' median that counts (the
+            reading's unit), so nearly identical nodes are never flagged.
+        sigmas: and the difference must exceed this many robust standard deviations
+            (median absolute deviation) of the peers.
+        min_nodes: fewer nodes with the figure than this never flag (with two nodes
+            there is no telling which one is off).
+        severity: of the alarm.
+        hold_s: the node must stay off for this long.
+    """
+
+    name: str
+    select: str
+    min_deviation: float
+    aggregate: PeerAggregate = "mean"
+    direction: Direction = "both"
+    sigmas: float = 3.0
+    min_nodes: int = 3
+    severity: Severity = "warning"
+    hold_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        parse_selector(self.select)
+        if self.min_deviation < 0 or self.sigmas < 0:
+            raise ValueError("min_deviation and sigmas must not be negative")
+        if self.min_nodes < 2:
+            raise ValueError("min_nodes must be at least 2")
+
+
+#: Peer checks the dashboard runs by default (incident 7: which node is the weak one).
+DEFAULT_PEER_CHECKS: tuple[PeerCheck, ...] = (
+    PeerCheck(name="rail_below_peers", select="psu.window_min_volts", aggregate="min", direction="below",
+              min_deviation=0.15),
+    PeerCheck(name="gpu_power_below_peers", select="gpus[*].power_w", aggregate="sum", direction="below",
+              min_deviation=150.0),
+    PeerCheck(name="cpu_far_from_peers", select="host.cpu_pct", direction="both", min_deviation=40.0, hold_s=120.0),
+)
+
+
+def _subject(node: str) -> str:
+    return f"node:{node}"
+
+
+def unreachable(nodes: Sequence[NodeView]) -> list[Observation]:
+    """A node whose agent does not answer."""
+    return [
+        Observation(subject=_subject(n.node), node=n.node, active=not n.connected, value=n.error,
+                    message=f"node {n.node} unreachable: {n.error or 'no answer'}", labels={"node": n.node})
+        for n in nodes
+    ]
+
+
+def stale(nodes: Sequence[NodeView], now: float, max_age_s: float) -> list[Observation]:
+    """A connected node whose newest frame arrived more than ``max_age_s`` ago (its sampler stalled)."""
+    out = []
+    for n in nodes:
+        if not n.connected or n.last_received_at is None:
+            continue
+        age_s = max(0.0, now - n.last_received_at)
+        out.append(Observation(subject=_subject(n.node), node=n.node, active=age_s > max_age_s,
+                               value=round(age_s, 3), labels={"node": n.node},
+                               message=f"node {n.node} sent no frame for {age_s:.0f} s"))
+    return out
+
+
+def clock_offsets(nodes: Sequence[NodeView]) -> dict[str, float]:
+    """Each node's clock minus the dashboard's, from its newest frame (includes network delay)."""
+    return {n.node: n.last_taken_at - n.last_received_at for n in nodes
+            if n.last_taken_at is not None and n.last_received_at is not None}
+
+
+def _reference(values: dict[str, float], node: str) -> float:
+    """What a node's value is compared with: the median of all nodes, or with two, the other's."""
+    if len(values) >= 3:
+        return statistics.median(values.values())
+    return statistics.median([v for n, v in values.items() if n != node])
+
+
+def clock_skew(nodes: Sequence[NodeView], max_skew_s: float) -> list[Observation]:
+    """A node whose clock differs from the other nodes' by more than ``max_skew_s``.
+
+    Each node is compared with the median offset of all nodes; with two nodes, with the
+    other one, so both are flagged (there is no telling which is wrong).
+    """
+    offsets = clock_offsets(nodes)
+    if len(offsets) < 2:
+        return []
+    out = []
+    for node, offset in offsets.items():
+        skew_s = offset - _reference(offsets, node)
+        out.append(Observation(subject=_subject(node), node=node, active=abs(skew_s) > max_skew_s,
+                               value=round(skew_s, 3), labels={"node": node},
+                               message=f"node {node} clock is {skew_s:+.1f} s off its peers"))
+    return out
+
+
+def node_figures(frames: Mapping[str, Frame], select: str, aggregate: PeerAggregate) -> dict[str, float]:
+    """One figure per node: the selector's numeric matches in its newest frame, aggregated."""
+    selector = parse_selector(select)
+    out: dict[str, float] = {}
+    for node, frame in frames.items():
+        values = [float(m.value) for m in selector.select(frame_data(frame))
+                  if isinstance(m.value, (int, float)) and not isinstance(m.value, bool)]
+        if not values:
+            continue
+        if aggregate == "min":
+            out[node] = min(values)
+        elif aggregate == "max":
+            out[node] = max(values)
+        elif aggregate == "sum":
+            out[node] = sum(values)
+        else:
+            out[node] = sum(values) / len(values)
+    return out
+
+
+def peer_outliers(frames: Mapping[str, Frame], check: PeerCheck) -> list[Observation]:
+    """Nodes whose figure is far from the nodes' median (robust: median and median absolute deviation).
+
+    Nodes without the figure are left out; with fewer than ``check.min_nodes`` nodes
+    having it, nothing is flagged.
+    """
+    figures = node_figures(frames, check.select, check.aggregate)
+    if len(figures) < check.min_nodes:
+        return []
+    median = statistics.median(figures.values())
+    mad = statistics.median([abs(v - median) for v in figures.values()])
+    limit = max(check.min_deviation, check.sigmas * MAD_TO_SIGMA * mad)
+    out = []
+    for node, x in figures.items():
+        diff = x - median
+        off = (diff < -limit if check.direction == "below" else diff > limit if check.direction == "above"
+               else abs(diff) > limit)
+        out.append(Observation(subject=_subject(node), node=node, active=off, value=round(x, 6),
+                               labels={"node": node, "peer_median": f"{median:g}"},
+                               message=f"node {node} {check.select} = {x:g}, peers' median {median:g}"))
+    return out
+
+
+class ClusterAlarms:
+    """Cluster rules with a lifecycle: call `evaluate` on every dashboard refresh.
+
+    Args:
+        unreachable_hold_s: a node must stay unreachable this long before it alarms.
+        stale_after_s: a connected node silent this long is stale.
+        max_skew_s: clock difference between nodes that alarms.
+        peer_checks: figures compared across nodes.
+    """
+
+    def __init__(self, unreachable_hold_s: float = 10.0, stale_after_s: float = 10.0, max_skew_s: float = 2.0,
+                 peer_checks: Sequence[PeerCheck] = DEFAULT_PEER_CHECKS, recent_limit: int = 200) -> None:
+        self.book = AlarmBook("cluster", "cluster", recent_limit)
+        self.stale_after_s = stale_after_s
+        self.max_skew_s = max_skew_s
+        self.peer_checks = tuple(peer_checks)
+        self._unreachable = ClusterRule("node_unreachable", "critical", hold_s=unreachable_hold_s)
+        self._stale = ClusterRule("node_stale", "warning")
+        self._skew = ClusterRule("clock_skew", "warning", hold_s=30.0)
+        self._peers = {c.name: ClusterRule(c.name, c.severity, hold_s=c.hold_s) for c in self.peer_checks}
+
+    def evaluate(self, nodes: Sequence[NodeView], frames: Mapping[str, Frame], now: float) -> list[Transition]:
+        """Evaluate every cluster rule.
+
+        Args:
+            nodes: every node the dashboard follows.
+            frames: the newest frame of each node that has one.
+            now: the dashboard's Unix time.
+        """
+        out = self.book.observe(self._unreachable, unreachable(nodes), now)
+        out += self.book.observe(self._stale, stale(nodes, now, self.stale_after_s), now)
+        out += self.book.observe(self._skew, clock_skew(nodes, self.max_skew_s), now)
+        connected = {n.node for n in nodes if n.connected}
+        live = {node: f for node, f in frames.items() if node in connected}
+        for check in self.peer_checks:
+            out += self.book.observe(self._peers[check.name], peer_outliers(live, check), now)
+        return out
+
+    def acknowledge(self, alarm_id: str, by: str, now: float) -> list[Transition]:
+        """Acknowledge a cluster alarm (see `AlarmBook.acknowledge`)."""
+        return self.book.acknowledge(alarm_id, by, now)
+
+    def active(self) -> tuple[Alarm, ...]:
+        """Pending and firing cluster alarms."""
+        return self.book.active()
+
+    def recent(self) -> tuple[Alarm, ...]:
+        """Resolved cluster alarms."""
+        return self.book.recent()

@@ -1,0 +1,326 @@
+"""The node rule engine: evaluates rules against frames and keeps the alarms they raise.
+
+Pure: no I/O, and time comes from the frame (``taken_at``) or the injected clock, so the
+same engine runs in the agent on every frame, in ``rigmon check`` and in table-driven tests.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.rules import (
+    SECONDS_PER_DAY,
+    CounterRule,
+    EventRule,
+    Rule,
+    StalenessRule,
+    StateRule,
+    ThresholdRule,
+    TrendRule,
+    to_table,
+)
+from rigmon.alarms.selector import Match, frame_data
+from rigmon.clock import Clock
+from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
+
+
+def _number(value: EventValue) -> float | None:
+    """A reading as a number; ``None`` for text, booleans and non-finite values."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def same_value(a: EventValue, b: EventValue) -> bool:
+    """Equality of readings across int/float (``0 == 0.0``) but not bool/number."""
+    na, nb = _number(a), _number(b)
+    if na is not None and nb is not None:
+        return na == nb
+    return type(a) is type(b) and a == b
+
+
+class _Formatter(string.Formatter):
+    def get_value(self, key: int | str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if isinstance(key, str) and key in kwargs:
+            return kwargs[key]
+        raise KeyError(key)
+
+
+_FORMATTER = _Formatter()
+
+
+def render(template: str, fields: Mapping[str, Any], fallback: str) -> str:
+    """``template`` formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
+    if not template:
+        return fallback
+    try:
+        return _FORMATTER.vformat(template, (), fields)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+        return fallback
+
+
+@dataclass(slots=True)
+class _RuleState:
+    """Per-rule memory between frames."""
+
+    latched: dict[str, bool] = field(default_factory=dict)
+    window: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
+    first_seen: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, dict[str, str]] = field(default_factory=dict)
+    buckets: dict[str, deque[list[float]]] = field(default_factory=dict)
+
+
+class AlarmEngine:
+    """Node rules over frames, with the alarms they raise.
+
+    Args:
+        rules: the rules in force.
+        node: node name put in every alarm.
+        clock: time for acknowledgements and for frames evaluated without a time.
+        id_prefix: alarm ids are ``<id_prefix>-a<n>``.
+        recent_limit: resolved alarms kept.
+    """
+
+    def __init__(self, rules: Sequence[Rule], node: str, clock: Clock, id_prefix: str = "alarm",
+                 recent_limit: int = 200) -> None:
+        self.rules = tuple(rules)
+        self.node = node
+        self.clock = clock
+        self.book = AlarmBook(node, id_prefix, recent_limit)
+        self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
+        self._selectors = {r.name: r.selector for r in self.rules}
+        self._params: dict[str, dict[str, Any]] = {
+            r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "description")}
+            for r in self.rules
+        }
+
+    @property
+    def rule_names(self) -> tuple[str, ...]:
+        """Names of the rules in force."""
+        return tuple(r.name for r in self.rules)
+
+    def evaluate(self, frame: Frame, now: float | None = None) -> list[Transition]:
+        """Evaluate every rule against one frame.
+
+        Args:
+            frame: the newest frame (its ``events`` are those since the previous one).
+            now: Unix seconds; default the frame's ``taken_at``.
+
+        Returns:
+            The alarm transitions this frame caused, rule by rule.
+        """
+        return self.evaluate_data(frame_data(frame), frame.events, frame.taken_at if now is None else now)
+
+    def evaluate_data(self, data: Mapping[str, Any], events: Sequence[Event], now: float) -> list[Transition]:
+        """Evaluate every rule against frame data (`frame_data`) and the events since the last call.
+
+        The seam for readings whose record types a build does not have yet, and for tests.
+        """
+        out: list[Transition] = []
+        for rule in self.rules:
+            if isinstance(rule, EventRule):
+                obs = list(self._events(rule, events))
+                out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))
+                continue
+            if isinstance(rule, StateRule) and rule.collector:
+                status = data.get("collectors", {}).get(rule.collector) or {}
+                if status.get("state") != "ok":
+                    out.extend(self.book.observe(rule, [], now, complete=False))
+                    continue
+            selector = self._selectors[rule.name]
+            assert selector is not None
+            observations = list(self._observe(rule, selector.select(data), now))
+            out.extend(self.book.observe(rule, observations, now))
+        return out
+
+    def acknowledge(self, alarm_id: str, by: str, now: float | None = None) -> list[Transition]:
+        """Acknowledge an alarm (see `AlarmBook.acknowledge`)."""
+        return self.book.acknowledge(alarm_id, by, self.clock.time() if now is None else now)
+
+    def active(self) -> tuple[Alarm, ...]:
+        """Pending and firing alarms, newest first."""
+        return self.book.active()
+
+    def recent(self) -> tuple[Alarm, ...]:
+        """Resolved alarms that fired, newest first."""
+        return self.book.recent()
+
+    def alarm_list(self, control: bool = False) -> AlarmList:
+        """The ``/v1/alarms`` record."""
+        return AlarmList(node=self.node, active=self.active(), recent=self.recent(), rules=self.rule_names,
+                         control=control)
+
+    # --- conditions ----------------------------------------------------------------------
+
+    def _observe(self, rule: Rule, matches: list[Match], now: float) -> Iterable[Observation]:
+        state = self._state[rule.name]
+        if isinstance(rule, ThresholdRule):
+            yield from self._threshold(rule, state, matches, now)
+        elif isinstance(rule, StateRule):
+            yield from self._state_rule(rule, state, matches)
+        elif isinstance(rule, CounterRule):
+            yield from self._counter(rule, state, matches, now)
+        elif isinstance(rule, StalenessRule):
+            yield from self._staleness(rule, matches, now)
+        elif isinstance(rule, TrendRule):
+            yield from self._trend(rule, state, matches, now)
+
+    def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
+             value: EventValue, details: Mapping[str, Any] | None = None) -> Observation:
+        subj = render(rule.subject, labels, subject)
+        fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
+                                  "value": value, "subject": subj, "node": self.node, "rule": rule.name}
+        fallback = f"{rule.name}: {subj} = {value}"
+        return Observation(subject=subj, active=active, value=value, labels=dict(labels),
+                           message=render(rule.message, fields, fallback))
+
+    def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
+                   now: float) -> Iterable[Observation]:
+        for m in matches:
+            v = _number(m.value)
+            if v is None:
+                continue
+            if rule.aggregate != "last":
+                win = state.window.setdefault(m.subject, deque())
+                win.append((now, v))
+                while win and win[0][0] < now - rule.window_s:
+                    win.popleft()
+                if now - state.first_seen.setdefault(m.subject, now) < rule.window_s:
+                    continue  # less than one window of history: no verdict yet
+                values = [x for _, x in win]
+                v = min(values) if rule.aggregate == "min" else max(values) if rule.aggregate == "max" \
+                    else sum(values) / len(values)
+            was = state.latched.get(m.subject, False)
+            if rule.below is not None:
+                trip, clear = v < rule.below, v >= rule.below + rule.hysteresis
+            else:
+                assert rule.above is not None
+                trip, clear = v > rule.above, v <= rule.above - rule.hysteresis
+            active = trip or (was and not clear)
+            state.latched[m.subject] = active
+            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v))
+
+    def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match]) -> Iterable[Observation]:
+        present: set[str] = set()
+        for m in matches:
+            present.add(m.subject)
+            details: dict[str, Any] = {}
+            if rule.equals is not None:
+                active = same_value(m.value, rule.equals)
+            elif rule.one_of:
+                active = any(same_value(m.value, x) for x in rule.one_of)
+            elif rule.not_one_of:
+                active = not any(same_value(m.value, x) for x in rule.not_one_of)
+            elif rule.vanished:
+                state.seen[m.subject] = dict(m.labels)
+                active = False
+            else:
+                v = _number(m.value)
+                if v is None:
+                    continue
+                if rule.below_first_seen:
+                    first = state.first_seen.setdefault(m.subject, v)
+                    details["first_seen"] = _tidy(first)
+                    active = v < first
+                else:
+                    ident = _identity(m.labels)
+                    if ident is None or ident not in rule.expected:
+                        continue
+                    details["expected"] = _tidy(rule.expected[ident])
+                    active = v < rule.expected[ident]
+            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details)
+        if rule.vanished:
+            for subject, labels in state.seen.items():
+                if subject not in present:
+                    yield self._obs(rule, None, subject, labels, True, None)
+
+    def _counter(self, rule: CounterRule, state: _RuleState, matches: list[Match],
+                 now: float) -> Iterable[Observation]:
+        for m in matches:
+            v = _number(m.value)
+            if v is None:
+                continue
+            hist = state.window.setdefault(m.subject, deque())
+            if hist and v < hist[-1][1]:
+                hist.clear()  # counter reset: no honest increase across it
+            hist.append((now, v))
+            # Keep one sample at or before the window's start, so the increase spans it.
+            while len(hist) >= 2 and hist[1][0] <= now - rule.window_s:
+                hist.popleft()
+            increase = v - hist[0][1]
+            yield self._obs(rule, m, m.subject, m.labels, increase > rule.max_increase, _tidy(increase),
+                            {"increase": increase, "total": _tidy(v)})
+
+    def _staleness(self, rule: StalenessRule, matches: list[Match], now: float) -> Iterable[Observation]:
+        for m in matches:
+            at = _number(m.value)
+            if at is None:
+                continue
+            age_s = max(0.0, now - at)
+            yield self._obs(rule, m, m.subject, m.labels, age_s > rule.max_age_s, round(age_s, 3),
+                            {"age_s": age_s})
+
+    def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float) -> Iterable[Observation]:
+        for m in matches:
+            v = _number(m.value)
+            if v is None:
+                continue
+            buckets = state.buckets.setdefault(m.subject, deque())
+            index = math.floor(now / rule.bucket_s)
+            if buckets and buckets[-1][0] == index:
+                buckets[-1][1] += v
+                buckets[-1][2] += 1
+            else:
+                buckets.append([float(index), v, 1.0])
+            while buckets and (buckets[0][0] + 1) * rule.bucket_s <= now - rule.window_s:
+                buckets.popleft()
+            if (buckets[-1][0] - buckets[0][0]) * rule.bucket_s < rule.min_span_s:
+                continue  # not enough history for a trend: no verdict, not a clear
+            slope_per_day = _slope([((b[0] + 0.5) * rule.bucket_s, b[1] / b[2]) for b in buckets]) * SECONDS_PER_DAY
+            yield self._obs(rule, m, m.subject, m.labels, slope_per_day > rule.max_rise_per_day,
+                            round(slope_per_day, 6))
+
+    def _events(self, rule: EventRule, events: Sequence[Event]) -> Iterable[Observation]:
+        for ev in events:
+            if ev.kind != rule.event:
+                continue
+            if not all(any(same_value(ev.data.get(k), x) for x in allowed) for k, allowed in rule.data.items()):
+                continue
+            labels = {"event_subject": ev.subject, **{k: str(v) for k, v in ev.data.items() if v is not None}}
+            first_key = next(iter(rule.data), None)
+            value = ev.data.get(first_key) if first_key else ev.kind
+            details = {"event_message": ev.message, "event_id": ev.id, **ev.data}
+            subj = render(rule.subject, labels, ev.subject)
+            fields: dict[str, Any] = {**self._params[rule.name], **labels, **details, "value": value,
+                                      "subject": subj, "node": self.node, "rule": rule.name}
+            yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
+                              message=render(rule.message, fields, f"{rule.name}: {ev.message}"))
+
+
+def _identity(labels: Mapping[str, str]) -> str | None:
+    for key in ("key", "index", "uuid", "name", "id", "sensor", "device", "path", "bus_id"):
+        if key in labels:
+            return labels[key]
+    return None
+
+
+def _tidy(v: float) -> EventValue:
+    """A number for the wire: integral floats become ints (``3`` replays, not ``3.0``)."""
+    return int(v) if float(v).is_integer() and abs(v) < 2**53 else round(v, 6)
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (t, y) points, per unit of t."""
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var == 0:
+        return 0.0
+    return sum((t - mean_t) * (y - mean_y) for t, y in points) / var

@@ -1,0 +1,248 @@
+"""Alarm lifecycle: pending, firing, resolved and acknowledged, per rule and subject.
+
+`AlarmBook` turns observations ("rule R's condition holds for subject S at time T, value V")
+into `Alarm` records and the transitions between them. It knows nothing about frames or
+rule kinds beyond the few timing keys of `TrackedRule`, so node rules (the agent) and
+cluster rules (the dashboard) share it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from rigmon.schema import Alarm, AlarmState, EventValue, Severity
+
+Change = Literal["pending", "firing", "resolved", "acknowledged"]
+
+
+class TrackedRule(Protocol):
+    """What the book needs of a rule."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def severity(self) -> Severity: ...
+    @property
+    def hold_s(self) -> float: ...
+    @property
+    def clear_hold_s(self) -> float: ...
+    @property
+    def absent_resolve_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A rule's condition for one subject in one evaluation.
+
+    Attributes:
+        subject: what the alarm is about (``gpu:0``, ``collector:host``).
+        active: whether the condition holds.
+        value: the deciding reading.
+        message: the alarm's text if it fires (or stays firing).
+        labels: the subject's identity (``index``, ``name``, ``key``).
+        latch: an event: fires at once and stays firing until acknowledged or expired.
+        node: the node the alarm is about, when not the book's own (cluster rules).
+    """
+
+    subject: str
+    active: bool
+    value: EventValue = None
+    message: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    latch: bool = False
+    node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """An alarm changed: ``change`` is what happened, ``alarm`` the record after it."""
+
+    change: Change
+    alarm: Alarm
+    previous: AlarmState | None
+
+
+class UnknownAlarm(KeyError):
+    """No active or recent alarm has that id."""
+
+
+class AlreadyResolved(ValueError):
+    """The alarm is resolved; there is nothing left to acknowledge."""
+
+
+@dataclass(slots=True)
+class _Track:
+    alarm: Alarm
+    hold_s: float
+    clear_since: float | None = None
+    absent_since: float | None = None
+    latch_until: float | None = None
+
+
+class AlarmBook:
+    """Active alarms by (rule, subject), and a bounded list of recently resolved ones.
+
+    Args:
+        node: node name put in every alarm.
+        id_prefix: alarm ids are ``<id_prefix>-a<n>`` (the agent passes its run id).
+        recent_limit: resolved alarms kept for /v1/alarms.
+    """
+
+    def __init__(self, node: str, id_prefix: str = "alarm", recent_limit: int = 200) -> None:
+        self.node = node
+        self.id_prefix = id_prefix
+        self._n = 0
+        self._active: dict[tuple[str, str], _Track] = {}
+        self._recent: deque[Alarm] = deque(maxlen=recent_limit)
+
+    def observe(self, rule: TrackedRule, observations: Iterable[Observation], now: float,
+                complete: bool = True, latch_s: float | None = None) -> list[Transition]:
+        """Apply one evaluation of ``rule``.
+
+        Args:
+            rule: the rule evaluated.
+            observations: its condition for every subject it has data for.
+            now: Unix seconds of the evaluation.
+            complete: the observations cover every subject the rule can see; subjects
+                of active alarms missing from them are absent (no data). False when the
+                rule was not evaluated (its collector is not ok): absence is not counted.
+            latch_s: for latched (event) alarms, how long one stays firing after its last
+                event.
+
+        Returns:
+            The transitions, in order.
+        """
+        out: list[Transition] = []
+        seen: set[str] = set()
+        for obs in observations:
+            seen.add(obs.subject)
+            out.extend(self._apply(rule, obs, now, latch_s))
+        for (rule_name, subject), track in list(self._active.items()):
+            if rule_name != rule.name or subject in seen:
+                continue
+            if track.latch_until is not None:
+                if now >= track.latch_until:
+                    out.append(self._resolve((rule_name, subject), now, track.alarm.message))
+                continue
+            if not complete:
+                continue
+            if track.alarm.state == "pending":
+                out.append(self._resolve((rule_name, subject), now, track.alarm.message))
+                continue
+            if track.absent_since is None:
+                track.absent_since = now
+            if now - track.absent_since >= rule.absent_resolve_s:
+                out.append(self._resolve((rule_name, subject), now,
+                                         f"{track.alarm.message} (no longer reported)"))
+        return out
+
+    def _apply(self, rule: TrackedRule, obs: Observation, now: float, latch_s: float | None) -> list[Transition]:
+        key = (rule.name, obs.subject)
+        track = self._active.get(key)
+        if track is not None:
+            track.absent_since = None
+        if not obs.active:
+            if track is None or track.latch_until is not None:
+                return []
+            if track.alarm.state == "pending":
+                return [self._resolve(key, now, track.alarm.message)]
+            if track.clear_since is None:
+                track.clear_since = now
+            if now - track.clear_since >= rule.clear_hold_s:
+                return [self._resolve(key, now, track.alarm.message)]
+            return []
+        if track is None:
+            self._n += 1
+            alarm = Alarm(
+                id=f"{self.id_prefix}-a{self._n}", rule=rule.name, rule_kind=rule.kind, severity=rule.severity,
+                node=obs.node or self.node, subject=obs.subject, state="pending", message=obs.message, started_at=now,
+                updated_at=now, value=obs.value, labels=dict(obs.labels),
+            )
+            track = _Track(alarm=alarm, hold_s=0.0 if obs.latch else rule.hold_s)
+            self._active[key] = track
+            out = []
+            if track.hold_s > 0:
+                out.append(Transition("pending", alarm, None))
+            else:
+                out.append(self._fire(track, now, None))
+            if obs.latch:
+                track.latch_until = now + (latch_s or 0.0)
+            return out
+        track.clear_since = None
+        previous = track.alarm
+        if obs.latch:
+            track.latch_until = now + (latch_s or 0.0)
+            track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message, updated_at=now,
+                                              count=previous.count + 1)
+            return []
+        if previous.state == "pending" and now - previous.started_at >= track.hold_s:
+            track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message)
+            return [self._fire(track, now, "pending")]
+        if previous.value != obs.value or previous.message != obs.message:
+            track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message, updated_at=now)
+        return []
+
+    def _fire(self, track: _Track, now: float, previous: AlarmState | None) -> Transition:
+        track.alarm = dataclasses.replace(track.alarm, state="firing", fired_at=now, updated_at=now)
+        return Transition("firing", track.alarm, previous)
+
+    def _resolve(self, key: tuple[str, str], now: float, message: str) -> Transition:
+        track = self._active.pop(key)
+        previous = track.alarm.state
+        alarm = dataclasses.replace(track.alarm, state="resolved", resolved_at=now, updated_at=now, message=message)
+        if alarm.fired_at is not None:
+            # A pending alarm that never fired is not worth keeping: it only says a
+            # condition flickered for less than its hold time.
+            self._recent.appendleft(alarm)
+        return Transition("resolved", alarm, previous)
+
+    def acknowledge(self, alarm_id: str, by: str, now: float) -> list[Transition]:
+        """Record that the operator has seen an alarm.
+
+        A latched (event) alarm is resolved by its acknowledgement: the event is over and
+        has been seen. Acknowledging an already acknowledged alarm changes nothing.
+
+        Raises:
+            UnknownAlarm: no such id.
+            AlreadyResolved: the alarm is resolved.
+        """
+        for key, track in self._active.items():
+            if track.alarm.id != alarm_id:
+                continue
+            if track.alarm.acknowledged_at is not None:
+                return []
+            previous = track.alarm.state
+            track.alarm = dataclasses.replace(track.alarm, acknowledged_at=now, acknowledged_by=by, updated_at=now)
+            out = [Transition("acknowledged", track.alarm, previous)]
+            if track.latch_until is not None:
+                out.append(self._resolve(key, now, track.alarm.message))
+            return out
+        if any(a.id == alarm_id for a in self._recent):
+            raise AlreadyResolved(alarm_id)
+        raise UnknownAlarm(alarm_id)
+
+    def get(self, alarm_id: str) -> Alarm | None:
+        """An active or recent alarm by id."""
+        for track in self._active.values():
+            if track.alarm.id == alarm_id:
+                return track.alarm
+        return next((a for a in self._recent if a.id == alarm_id), None)
+
+    def active(self) -> tuple[Alarm, ...]:
+        """Pending and firing alarms, newest first."""
+        return tuple(sorted((t.alarm for t in self._active.values()), key=lambda a: a.started_at, reverse=True))
+
+    def recent(self) -> tuple[Alarm, ...]:
+        """Resolved alarms that had fired, newest first."""
+        return tuple(self._recent)
+
+    def forget_rule(self, rule_name: str, now: float) -> list[Transition]:
+        """Resolve every active alarm of a rule that is no longer in force."""
+        return [self._resolve(key, now, t.alarm.message) for key, t in list(self._active.items())
+                if key[0] == rule_name]

@@ -1,0 +1,93 @@
+"""``rigmon check``: healthy and broken trees, exit codes, human and JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rigmon.agent.check import format_report, run_check
+from rigmon.clock import SystemClock
+from rigmon.config import AgentConfig, AgentSection, AlarmsSection
+from rigmon.sim.rig import SimRig, get_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def healthy_tree(tmp_path: Path) -> Path:
+    rig = SimRig(get_scenario("healthy"), 1, tmp_path / "rig")
+    rig.step(30.0)
+    rig.close()
+    return rig.nodes[0].tree.root
+
+
+def config(root: Path, **alarms: object) -> AgentConfig:
+    return AgentConfig(agent=AgentSection(node="n1", root=str(root)), alarms=AlarmsSection(**alarms))  # type: ignore[arg-type]
+
+
+def check(cfg: AgentConfig):  # type: ignore[no-untyped-def]
+    return run_check(cfg, SystemClock(), sleep=lambda s: None)
+
+
+def test_healthy_tree_passes(healthy_tree: Path) -> None:
+    report = check(config(healthy_tree))
+    assert (report.status, report.exit_code, report.findings) == ("ok", 0, ())
+    assert report.collectors["host"].state == "ok"
+    assert "gpu_lost" in report.rules
+    n = len(report.collectors)
+    assert n >= 1 and all(c.state in ("ok", "absent") for c in report.collectors.values())
+    assert format_report(report).endswith(f"result: healthy ({len(report.rules)} rules, {n} collectors)")
+
+
+def test_missing_proc_stat_is_a_failing_collector(healthy_tree: Path) -> None:
+    (healthy_tree / "proc" / "stat").unlink()
+    report = check(config(healthy_tree))
+    assert (report.status, report.exit_code) == ("warning", 1)
+    assert report.collectors["host"].state == "error"
+    assert [(a.rule, a.subject) for a in report.findings] == [("collector_failing", "collector:host")]
+    text = format_report(report)
+    assert "WARNING   collector_failing  collector:host  collector host is failing" in text
+    assert "/proc/stat is not readable" in text
+
+
+def test_critical_finding_exits_2(healthy_tree: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "uplink_slow"\nkind = "state"\nseverity = "critical"\n'
+                     'select = "net[*].speed_mbps"\nexpected = { enp65s0f0 = 200000.0 }\nsubject = "link:{name}"\n')
+    report = check(config(healthy_tree, rules_file=str(rules)))
+    assert (report.status, report.exit_code) == ("critical", 2)
+    assert [(a.rule, a.subject, a.value) for a in report.findings] == [("uplink_slow", "link:enp65s0f0", 100000)]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "rigmon", "check", "--wait", "0.1", *args], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=REPO)
+
+
+def test_cli_exit_codes_and_json(healthy_tree: Path) -> None:
+    ok = run_cli("--root", str(healthy_tree))
+    assert ok.returncode == 0, ok.stderr
+    assert "result: healthy" in ok.stdout
+    (healthy_tree / "proc" / "stat").unlink()
+    bad = run_cli("--root", str(healthy_tree), "--json")
+    assert bad.returncode == 1, bad.stderr
+    report = json.loads(bad.stdout)
+    assert report["status"] == "warning" and report["exit_code"] == 1
+    assert report["findings"][0]["rule"] == "collector_failing"
+    assert report["collectors"]["host"]["state"] == "error"
+
+
+def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "agent.toml"
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "r"\nkind = "threshold"\nselect = "x.y"\n')
+    cfg.write_text(f'[alarms]\nrules_file = "{rules}"\n')
+    out = run_cli("--config", str(cfg), "--root", str(tmp_path))
+    assert out.returncode == 3
+    assert "rule 'r'" in out.stderr and "below or above" in out.stderr

@@ -1,0 +1,79 @@
+"""Cluster rules for the dashboard: unreachable, stale, clock skew, a node far from its peers."""
+
+from __future__ import annotations
+
+import pytest
+
+from rigmon.alarms.cluster import ClusterAlarms, NodeView, PeerCheck, clock_skew, peer_outliers, stale, unreachable
+from rigmon.schema import SCHEMA_VERSION, Frame, HostReading, Readings
+
+T0 = 1_700_000_000.0
+
+
+def view(node: str, connected: bool = True, received: float | None = T0, taken: float | None = T0) -> NodeView:
+    return NodeView(node=node, connected=connected, last_received_at=received, last_taken_at=taken,
+                    error=None if connected else "connection refused")
+
+
+def frame(node: str, cpu_pct: float | None) -> Frame:
+    host = HostReading(cpu_pct=cpu_pct, cpu_count=32, load_1=None, load_5=None, load_15=None, mem_total_bytes=None,
+                       mem_available_bytes=None, swap_total_bytes=None, swap_free_bytes=None, uptime_s=None,
+                       boot_id=None)
+    return Frame(schema=SCHEMA_VERSION, node=node, run_id="r", seq=1, taken_at=T0, agent_start=T0, collectors={},
+                 readings=Readings(host=host))
+
+
+def active(observations: list) -> set[str]:  # type: ignore[type-arg]
+    return {o.subject for o in observations if o.active}
+
+
+def test_unreachable_and_stale() -> None:
+    nodes = [view("a"), view("b", connected=False), view("c", received=T0 - 30)]
+    assert active(unreachable(nodes)) == {"node:b"}
+    assert active(stale(nodes, T0 + 1, max_age_s=10)) == {"node:c"}
+
+
+@pytest.mark.parametrize(
+    ("offsets", "flagged"),
+    [
+        ({"a": 0.0, "b": 0.1, "c": -0.1}, set()),
+        ({"a": 0.0, "b": 0.1, "c": 5.0}, {"node:c"}),
+        # Two nodes 3 s apart: no telling which is wrong, so both are flagged.
+        ({"a": 0.0, "b": 3.0}, {"node:a", "node:b"}),
+        ({"a": 0.0}, set()),
+    ],
+)
+def test_clock_skew(offsets: dict[str, float], flagged: set[str]) -> None:
+    nodes = [view(n, received=T0, taken=T0 + off) for n, off in offsets.items()]
+    assert active(clock_skew(nodes, max_skew_s=2.0)) == flagged
+
+
+CPU = PeerCheck(name="cpu_off", select="host.cpu_pct", min_deviation=20.0, direction="below")
+
+
+@pytest.mark.parametrize(
+    ("cpus", "flagged"),
+    [
+        ({"a": 90.0, "b": 92.0, "c": 91.0, "d": 30.0}, {"node:d"}),
+        ({"a": 90.0, "b": 92.0, "c": 91.0, "d": 80.0}, set()),  # within min_deviation
+        ({"a": 90.0, "b": 92.0, "c": 99.0, "d": 91.0}, set()),  # above, but the check looks below
+        ({"a": 90.0, "b": 30.0}, set()),  # two nodes: no telling
+        ({"a": 90.0, "b": 92.0, "c": None, "d": 30.0}, {"node:d"}),  # c has no figure
+    ],
+)
+def test_peer_outliers(cpus: dict[str, float | None], flagged: set[str]) -> None:
+    frames = {n: frame(n, v) for n, v in cpus.items()}
+    assert active(peer_outliers(frames, CPU)) == flagged
+
+
+def test_cluster_alarms_lifecycle() -> None:
+    alarms = ClusterAlarms(unreachable_hold_s=10.0, peer_checks=[CPU])
+    frames = {n: frame(n, 90.0) for n in "abc"}
+    nodes = [view("a"), view("b"), view("c", connected=False)]
+    assert [t.change for t in alarms.evaluate(nodes, frames, T0)] == ["pending"]
+    t = alarms.evaluate(nodes, frames, T0 + 10)
+    assert [(x.change, x.alarm.node, x.alarm.rule, x.alarm.severity) for x in t] == [
+        ("firing", "c", "node_unreachable", "critical")]
+    t = alarms.evaluate([view(n, received=T0 + 11, taken=T0 + 11) for n in "abc"], frames, T0 + 11)
+    assert [(x.change, x.alarm.subject) for x in t] == [("resolved", "node:c")]
+    assert alarms.recent()[0].rule == "node_unreachable" and alarms.active() == ()

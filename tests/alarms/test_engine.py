@@ -1,0 +1,320 @@
+"""Rule engine, table-driven on an injected clock: thresholds, hysteresis, hold, flapping,
+state, counter increase, staleness, trend, events, missing data, acknowledgement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, NetInterfaceReading, Readings
+from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
+
+
+def psu(*volts: float | None, every_s: float = 1.0) -> list[Step]:
+    return [Step(i * every_s, {} if v is None else {"psu": {"window_min_volts": v}}) for i, v in enumerate(volts)]
+
+
+RAIL = """
+[[rule]]
+name = "rail"
+kind = "threshold"
+select = "psu.window_min_volts"
+below = 11.7
+subject = "psu"
+"""
+
+CASES: list[tuple[str, str, list[Step], list[tuple[float, str, str]]]] = [
+    ("fires below, resolves above", RAIL, psu(12.0, 11.6, 11.6, 11.8),
+     [(1, "firing", "psu"), (3, "resolved", "psu")]),
+    ("exactly at the limit is not below", RAIL, psu(11.7, 11.7), []),
+    ("without hysteresis a value at the limit flaps", RAIL, psu(11.69, 11.71, 11.69, 11.71),
+     [(0, "firing", "psu"), (1, "resolved", "psu"), (2, "firing", "psu"), (3, "resolved", "psu")]),
+    ("hysteresis holds through the band and clears past it", RAIL + "hysteresis = 0.05\n",
+     psu(11.69, 11.71, 11.69, 11.74, 11.75),
+     [(0, "firing", "psu"), (4, "resolved", "psu")]),
+    ("hold time: pending, then firing once held", RAIL + "hold_s = 5.0\n", psu(11.6, 11.6, 11.6, 11.6, 11.6, 11.6),
+     [(0, "pending", "psu"), (5, "firing", "psu")]),
+    ("hold time: a short sag never fires", RAIL + "hold_s = 5.0\n", psu(11.6, 11.6, 12.0, 11.6),
+     [(0, "pending", "psu"), (2, "resolved", "psu"), (3, "pending", "psu")]),
+    ("clear hold: must stay clear before resolving", RAIL + "clear_hold_s = 3.0\n", psu(11.6, 12.0, 11.6, 12.0, 12.0,
+                                                                                          12.0, 12.0),
+     [(0, "firing", "psu"), (6, "resolved", "psu")]),
+    ("missing data never fires", RAIL, psu(None, None, None), []),
+    ("a firing alarm whose data vanishes resolves after absent_resolve_s", RAIL + "absent_resolve_s = 2.0\n",
+     psu(11.6, None, None, None), [(0, "firing", "psu"), (3, "resolved", "psu")]),
+    ("data coming back in time keeps it firing", RAIL + "absent_resolve_s = 2.0\n",
+     psu(11.6, None, 11.6, None, 11.6), [(0, "firing", "psu")]),
+    ("text is not a number", RAIL, [Step(0, {"psu": {"window_min_volts": "11.2"}})], []),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "steps", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_threshold(name: str, text: str, steps: list[Step], expected: list[tuple[float, str, str]]) -> None:
+    assert run(rules(text), steps)[1] == expected
+
+
+def test_threshold_on_the_window_minimum() -> None:
+    text = """
+[[rule]]
+name = "cpu_hot"
+kind = "threshold"
+select = "host.cpu_pct"
+above = 90.0
+aggregate = "min"
+window_s = 3.0
+subject = "cpu"
+"""
+    steps = [Step(t, {"host": {"cpu_pct": v}}) for t, v in enumerate([95, 50, 95, 95, 95, 95, 80])]
+    # The minimum over 3 s only exceeds 90 once the 50 has left the window.
+    assert run(rules(text), steps)[1] == [(5, "firing", "cpu"), (6, "resolved", "cpu")]
+
+
+def test_default_rail_rules_warning_then_critical() -> None:
+    _, seen = run(default("psu_rail_low_warning", "psu_rail_low_critical"), psu(12.02, 11.65, 11.42, 11.6, 11.9))
+    # 11.6 V is past the critical limit plus its 0.05 V hysteresis, not yet past the warning's.
+    assert seen == [(1, "firing", "psu"), (2, "firing", "psu"), (3, "resolved", "psu"), (4, "resolved", "psu")]
+
+
+def gpu_states(*states: str) -> dict[str, Any]:
+    return {"gpus": [{"index": i, "uuid": f"GPU-{i}", "name": "V100", "state": s} for i, s in enumerate(states)]}
+
+
+def test_state_one_alarm_per_gpu() -> None:
+    engine, seen = run(default("gpu_lost"), [Step(0, gpu_states("ok", "ok")), Step(1, gpu_states("ok", "lost")),
+                                             Step(2, gpu_states("lost", "lost"))])
+    assert seen == [(1, "firing", "gpu:1"), (2, "firing", "gpu:0")]
+    assert {a.message for a in engine.active()} == {"GPU 0 is lost (fell off the bus)",
+                                                    "GPU 1 is lost (fell off the bus)"}
+    assert {a.severity for a in engine.active()} == {"critical"}
+
+
+def md(state: str, failed: int) -> dict[str, Any]:
+    return {"md_arrays": [{"name": "md0", "state": state, "failed_members": failed}]}
+
+
+def test_md_defaults() -> None:
+    engine, seen = run(default("md_array_degraded", "md_array_broken", "md_member_failed"),
+                       [Step(0, md("clean", 0)), Step(1, md("degraded", 1)), Step(2, md("broken", 1)),
+                        Step(3, md("clean", 0))])
+    assert seen == [(1, "firing", "md:md0"), (1, "firing", "md:md0"), (2, "resolved", "md:md0"),
+                    (2, "firing", "md:md0"), (3, "resolved", "md:md0"), (3, "resolved", "md:md0")]
+    assert [a.rule for a in engine.recent()] == ["md_member_failed", "md_array_broken", "md_array_degraded"]
+
+
+def test_collector_failing_with_hold_and_hung() -> None:
+    def col(host: str, gpu: str) -> dict[str, Any]:
+        return {"collectors": {"host": {"state": host}, "gpu": {"state": gpu}}}
+
+    _, seen = run(default("collector_failing", "collector_hung"),
+                  [Step(0, col("ok", "error")), Step(5, col("ok", "error")), Step(10, col("ok", "error")),
+                   Step(11, col("ok", "hung")), Step(12, col("ok", "ok"))])
+    assert seen == [(0, "pending", "collector:gpu"), (10, "firing", "collector:gpu"),
+                    (11, "resolved", "collector:gpu"), (11, "firing", "collector:gpu"),
+                    (12, "resolved", "collector:gpu")]
+
+
+def links(**speeds: int) -> dict[str, Any]:
+    return {"net": [{"name": n, "speed_mbps": s} for n, s in speeds.items()]}
+
+
+def test_link_below_first_seen_speed() -> None:
+    text = """
+[[rule]]
+name = "slow"
+kind = "state"
+select = "net[*].speed_mbps"
+below_first_seen = true
+subject = "link:{name}"
+message = "{name} at {value} Mb/s, first {first_seen}"
+"""
+    engine, seen = run(rules(text), [Step(0, links(eth0=40000, eth1=10000)), Step(1, links(eth0=10000, eth1=10000)),
+                                     Step(2, links(eth0=40000, eth1=10000))])
+    assert seen == [(1, "firing", "link:eth0"), (2, "resolved", "link:eth0")]
+    assert engine.recent()[0].message == "eth0 at 10000 Mb/s, first 40000"
+
+
+def test_link_below_configured_speed() -> None:
+    text = """
+[[rule]]
+name = "slow"
+kind = "state"
+select = "net[*].speed_mbps"
+expected = { eth0 = 40000 }
+"""
+    _, seen = run(rules(text), [Step(0, links(eth0=10000, eth1=10))])
+    assert seen == [(0, "firing", "net[name=eth0]")]
+
+
+def test_vanished_against_inventory_guarded_by_its_collector() -> None:
+    text = """
+[[rule]]
+name = "gpu_missing"
+kind = "state"
+select = "gpus[*].uuid"
+vanished = true
+collector = "gpu"
+subject = "gpu:{uuid}"
+"""
+
+    def frame(gpu_state: str, *states: str) -> dict[str, Any]:
+        return {**gpu_states(*states), "collectors": {"gpu": {"state": gpu_state}}}
+
+    _, seen = run(rules(text), [Step(0, frame("ok", "ok", "ok")), Step(1, frame("error")),
+                                Step(2, {"collectors": {"gpu": {"state": "ok"}}, "gpus": gpu_states("ok")["gpus"]}),
+                                Step(3, frame("ok", "ok", "ok"))])
+    # A failing collector reports no GPUs: that is not every GPU vanishing.
+    assert seen == [(2, "firing", "gpu:GPU-1"), (3, "resolved", "gpu:GPU-1")]
+
+
+COUNTER = """
+[[rule]]
+name = "replays"
+kind = "counter"
+select = "gpus[*].pcie_replay_total"
+max_increase = 10
+window_s = 60.0
+subject = "gpu:{index}"
+message = "+{increase:.0f}"
+"""
+
+
+def replays(*values: int, every_s: float = 10.0) -> list[Step]:
+    return [Step(i * every_s, {"gpus": [{"index": 0, "pcie_replay_total": v}]}) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # 100 replays accumulated before the agent started are not an increase.
+        ((100, 100, 100), []),
+        ((0, 4, 8, 11), [(30, "firing", "gpu:0")]),
+        # 11 in the window, then the window slides past the rise.
+        ((0, 11, 11, 11, 11, 11, 11, 11, 11), [(10, "firing", "gpu:0"), (70, "resolved", "gpu:0")]),
+        # Slow creep: 5 per minute never exceeds 10 per minute.
+        ((0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 10), []),
+        # A reset (driver reload) is not a negative or huge increase.
+        ((50, 55, 0, 3), []),
+    ],
+)
+def test_counter_increase(values: tuple[int, ...], expected: list[tuple[float, str, str]]) -> None:
+    assert run(rules(COUNTER), replays(*values))[1] == expected
+
+
+def test_staleness() -> None:
+    def col(sampled_at: float | None) -> dict[str, Any]:
+        return {"collectors": {"host": {"state": "ok", "sampled_at": sampled_at}}}
+
+    _, seen = run(default("collector_silent"), [Step(0, col(T0)), Step(100, col(T0)), Step(121, col(T0)),
+                                                Step(130, col(None)), Step(131, col(T0 + 131))])
+    assert seen == [(121, "firing", "collector:host"), (131, "resolved", "collector:host")]
+
+
+DAY = 86400.0
+
+
+def resistance(slope_per_day: float, days: float, every_s: float = 300.0, base: float = 1.5) -> list[Step]:
+    n = int(days * DAY / every_s)
+    return [Step(i * every_s, {"psu": {"path_resistance_mohm": base + slope_per_day * i * every_s / DAY}})
+            for i in range(n + 1)]
+
+
+def test_trend_rising_resistance_fires_once_a_day_of_history_shows_it() -> None:
+    engine, seen = run(default("psu_path_resistance_rising"), resistance(0.2, 2.0))
+    assert len(seen) == 1 and seen[0][1:] == ("firing", "psu")
+    assert DAY <= seen[0][0] <= DAY + 1200  # min_span_s of one day, to a bucket
+    value = engine.active()[0].value
+    assert isinstance(value, float) and 0.19 < value < 0.21
+
+
+@pytest.mark.parametrize("slope", [0.0, -0.3, 0.03])
+def test_trend_flat_or_falling_or_slow_never_fires(slope: float) -> None:
+    assert run(default("psu_path_resistance_rising"), resistance(slope, 3.0))[1] == []
+
+
+def test_trend_resolves_when_the_rise_stops() -> None:
+    steps = resistance(0.5, 2.0)
+    top = 1.5 + 0.5 * 2.0
+    steps += [Step(2 * DAY + i * 300.0, {"psu": {"path_resistance_mohm": top}}) for i in range(1, int(3 * DAY / 300))]
+    seen = run(default("psu_path_resistance_rising"), steps)[1]
+    assert [s[1] for s in seen] == ["firing", "resolved"]
+
+
+def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
+    steps = [
+        Step(0, {}, [event("gpu_xid", "gpu:0", "Xid 13 on GPU 0", xid=13)]),
+        Step(1, {}, [event("gpu_xid", "gpu:1", "Xid 79 on GPU 1: fallen off the bus", xid=79)]),
+        Step(2, {}, [event("gpu_xid", "gpu:1", "Xid 79 again", xid=79), event("gpu_xid", "gpu:2", "x", xid=48)]),
+        Step(3, {}),
+        Step(3603, {}),
+    ]
+    engine, seen = run(default("gpu_xid_fatal"), steps)
+    assert seen == [(1, "firing", "gpu:1"), (2, "firing", "gpu:2"), (3603, "resolved", "gpu:1"),
+                    (3603, "resolved", "gpu:2")]
+    gpu1 = next(a for a in engine.recent() if a.subject == "gpu:1")
+    assert gpu1.count == 2 and gpu1.value == 79 and gpu1.message == "Xid 79 again"
+
+
+def test_acknowledging_an_event_alarm_resolves_it_a_state_alarm_stays_firing() -> None:
+    clock = FakeClock(T0)
+    engine = AlarmEngine(default("unclean_shutdown", "gpu_lost"), "n1", clock, id_prefix="r")
+    engine.evaluate_data(gpu_states("lost"), [event("unclean_shutdown", "node:n1", "rail 11.31 V 0.8 s before")], T0)
+    by_rule = {a.rule: a for a in engine.active()}
+    assert by_rule["unclean_shutdown"].message == "node restarted unexpectedly: rail 11.31 V 0.8 s before"
+    clock.t = T0 + 5
+    changes = engine.acknowledge(by_rule["unclean_shutdown"].id, "alice")
+    assert [c.change for c in changes] == ["acknowledged", "resolved"]
+    assert changes[-1].alarm.acknowledged_by == "alice" and changes[-1].alarm.acknowledged_at == T0 + 5
+    changes = engine.acknowledge(by_rule["gpu_lost"].id, "bob")
+    assert [c.change for c in changes] == ["acknowledged"]
+    assert engine.active()[0].state == "firing" and engine.active()[0].acknowledged_by == "bob"
+    assert engine.acknowledge(by_rule["gpu_lost"].id, "bob") == []  # idempotent
+    with pytest.raises(AlreadyResolved):
+        engine.acknowledge(by_rule["unclean_shutdown"].id, "alice")
+    with pytest.raises(UnknownAlarm):
+        engine.acknowledge("nope", "alice")
+
+
+def test_a_new_episode_gets_a_new_id_and_no_acknowledgement() -> None:
+    clock = FakeClock(T0)
+    engine = AlarmEngine(rules(RAIL), "n1", clock, id_prefix="r")
+    engine.evaluate_data({"psu": {"window_min_volts": 11.5}}, [], T0)
+    first = engine.active()[0]
+    engine.acknowledge(first.id, "alice")
+    engine.evaluate_data({"psu": {"window_min_volts": 12.0}}, [], T0 + 1)
+    engine.evaluate_data({"psu": {"window_min_volts": 11.5}}, [], T0 + 2)
+    second = engine.active()[0]
+    assert second.id != first.id and second.acknowledged_at is None
+    assert engine.recent()[0].id == first.id and engine.recent()[0].acknowledged_by == "alice"
+
+
+def test_bad_message_template_falls_back_and_never_raises() -> None:
+    text = RAIL + 'message = "{value:.2f} {nonexistent}"\n'
+    engine, seen = run(rules(text), psu(11.5))
+    assert seen == [(0, "firing", "psu")]
+    assert engine.active()[0].message == "rail: psu = 11.5"
+
+
+def test_evaluate_reads_a_real_frame() -> None:
+    clock = FakeClock(T0)
+    engine = AlarmEngine(default("collector_failing", "net_link_slower"), "n1", clock)
+
+    def frame(seq: int, speed: int, state: str) -> Frame:
+        nic = NetInterfaceReading(
+            name="eth0", operstate="up", carrier=True, speed_mbps=speed, mtu=1500, rx_bytes_total=0,
+            tx_bytes_total=0, rx_packets_total=0, tx_packets_total=0, rx_errors_total=0, tx_errors_total=0,
+            rx_dropped_total=0, tx_dropped_total=0, carrier_changes_total=1, rx_bytes_per_s=None,
+            tx_bytes_per_s=None, rx_packets_per_s=None, tx_packets_per_s=None)
+        return Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=seq, taken_at=T0 + seq * 5, agent_start=T0,
+                     collectors={"host": CollectorStatus(state=state, ok=state == "ok")},  # type: ignore[arg-type]
+                     readings=Readings(net=(nic,)))
+
+    seen = [(t.change, t.alarm.rule, t.alarm.subject)
+            for seq, (speed, state) in enumerate([(10000, "ok"), (1000, "ok"), (1000, "ok"), (1000, "error"),
+                                                  (1000, "error"), (1000, "error")])
+            for t in engine.evaluate(frame(seq, speed, state))]
+    # Frames are 5 s apart; both rules hold for 10 s.
+    assert seen == [("pending", "net_link_slower", "link:eth0"), ("pending", "collector_failing", "collector:host"),
+                    ("firing", "net_link_slower", "link:eth0"), ("firing", "collector_failing", "collector:host")]

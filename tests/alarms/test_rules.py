@@ -1,0 +1,146 @@
+"""Rules files: the shipped defaults, clear errors naming the rule, overrides and extra files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.alarms.rules import (
+    CounterRule,
+    EventRule,
+    RuleError,
+    StateRule,
+    ThresholdRule,
+    TrendRule,
+    combine_rules,
+    default_rules,
+    parse_rules,
+    rules_from_config,
+)
+from rigmon.config import AlarmsSection, ConfigError, load_agent_config
+
+
+def test_defaults_cover_the_incidents() -> None:
+    by_name = {r.name: r for r in default_rules()}
+    rail_warn, rail_crit = by_name["psu_rail_low_warning"], by_name["psu_rail_low_critical"]
+    assert isinstance(rail_warn, ThresholdRule) and rail_warn.select == "psu.window_min_volts"
+    assert (rail_warn.below, rail_warn.severity) == (11.7, "warning")
+    assert isinstance(rail_crit, ThresholdRule) and (rail_crit.below, rail_crit.severity) == (11.5, "critical")
+    xid = by_name["gpu_xid_fatal"]
+    assert isinstance(xid, EventRule) and xid.event == "gpu_xid" and set(xid.data["xid"]) == {79, 48, 74, 94, 95}
+    lost = by_name["gpu_lost"]
+    assert isinstance(lost, StateRule) and lost.select == "gpus[*].state" and lost.equals == "lost"
+    assert by_name["thunderbolt_degraded"].severity == "warning"
+    assert by_name["md_array_broken"].severity == "critical"
+    counters = {r.select for r in by_name.values() if isinstance(r, CounterRule)}
+    assert counters == {"gpus[*].pcie_replay_total", "gpus[*].nvlink_replay_total", "gpus[*].nvlink_crc_total"}
+    trend = by_name["psu_path_resistance_rising"]
+    assert isinstance(trend, TrendRule) and trend.select == "psu.path_resistance_mohm"
+    assert isinstance(by_name["unclean_shutdown"], EventRule)
+    assert all(r.description for r in by_name.values())
+
+
+RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu.window_min_volts"\nbelow = 11.7\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (RULE.replace("below", "belwo"), "rule 'r1': belwo: unknown key"),
+        (RULE.replace("11.7", '"low"'), "rule 'r1': below: expected a number"),
+        (RULE + "above = 12.0\n", "rule 'r1'"),
+        (RULE.replace('"threshold"', '"thresh"'), "rule 'r1': kind must be one of"),
+        (RULE.replace("psu.window_min_volts", "psu[.x"), "rule 'r1'"),
+        (RULE + 'severity = "fatal"\n', "rule 'r1': severity: expected one of"),
+        (RULE + "hold_s = -1.0\n", "rule 'r1'"),
+        (RULE + RULE, "rule 'r1' is defined twice"),
+        (RULE.replace('name = "r1"\n', ""), "rule without a name"),
+        ('[[rule]]\nname = "e"\nkind = "event"\n', "rule 'e'"),
+        ('[[rule]]\nname = "s"\nkind = "state"\nselect = "a.b"\n', "give exactly one of"),
+        ('[[rule]]\nname = "s"\nkind = "state"\nselect = "a.b"\nequals = "x"\none_of = ["y"]\n', "exactly one"),
+        ('[[rule]]\nname = "c"\nkind = "counter"\nselect = "a.b"\nmax_increase = 1\n', "window_s must be positive"),
+        ("[rules]\n", "unknown top-level key 'rules'"),
+        ("[[rule\n", "not valid TOML"),
+        ('[[rule]]\nname = "bad name!"\nkind = "event"\nevent = "x"\n', "name must be"),
+    ],
+)
+def test_invalid_rules_are_clear_errors_naming_the_rule(text: str, says: str) -> None:
+    with pytest.raises(RuleError) as info:
+        parse_rules(text, "my-rules.toml")
+    assert "my-rules.toml" in str(info.value)
+    assert says in str(info.value)
+
+
+def test_overrides_disable_and_extra_rules() -> None:
+    extra = parse_rules(RULE + '\n[[rule]]\nname = "psu_rail_low_critical"\nkind = "threshold"\n'
+                        'select = "psu.window_min_volts"\nbelow = 11.3\nseverity = "critical"\n', "extra")
+    rules = combine_rules(default_rules(), extra, disable=["collector_silent"],
+                          overrides={"psu_rail_low_warning": {"below": 11.6, "hold_s": 2}})
+    by_name = {r.name: r for r in rules}
+    assert "collector_silent" not in by_name and "r1" in by_name
+    warn = by_name["psu_rail_low_warning"]
+    assert isinstance(warn, ThresholdRule) and (warn.below, warn.hold_s, warn.hysteresis) == (11.6, 2.0, 0.05)
+    crit = by_name["psu_rail_low_critical"]
+    assert isinstance(crit, ThresholdRule) and crit.below == 11.3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"disable": ["nope"]}, "alarms.disable: no rule named 'nope'"),
+        ({"overrides": {"nope": {"below": 1.0}}}, "alarms.overrides.nope: no rule of that name"),
+        ({"overrides": {"psu_rail_low_warning": {"blow": 1.0}}}, "rule 'psu_rail_low_warning': blow: unknown key"),
+        ({"overrides": {"psu_rail_low_warning": {"above": 1.0}}}, "give exactly one of below or above"),
+    ],
+)
+def test_bad_overrides_name_the_rule(kwargs: dict[str, object], says: str) -> None:
+    with pytest.raises(RuleError) as info:
+        combine_rules(default_rules(), **kwargs)  # type: ignore[arg-type]
+    assert says in str(info.value)
+
+
+def test_disabled_by_enabled_false() -> None:
+    rules = combine_rules(default_rules(), overrides={"gpu_lost": {"enabled": False}})
+    assert "gpu_lost" not in {r.name for r in rules}
+
+
+def test_agent_config_alarms_section(tmp_path: Path) -> None:
+    extra = tmp_path / "rules.toml"
+    extra.write_text(RULE)
+    path = tmp_path / "agent.toml"
+    path.write_text(f'[alarms]\nrules_file = "{extra}"\ndisable = ["collector_silent"]\n'
+                    '[alarms.overrides.md_array_degraded]\nseverity = "critical"\n'
+                    '[alarms.overrides.net_link_slower]\nexpected = { eth0 = 10000.0 }\nbelow_first_seen = false\n')
+    config = load_agent_config(path, environ={})
+    by_name = {r.name: r for r in rules_from_config(config.alarms)}
+    assert "r1" in by_name and "collector_silent" not in by_name
+    assert by_name["md_array_degraded"].severity == "critical"
+    slower = by_name["net_link_slower"]
+    assert isinstance(slower, StateRule) and slower.expected == {"eth0": 10000.0}
+    assert rules_from_config(AlarmsSection(defaults=False)) == ()
+
+
+def test_missing_rules_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(RuleError, match="cannot read"):
+        rules_from_config(AlarmsSection(rules_file=str(tmp_path / "missing.toml")))
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[[notify]]\nkind = "pager"\nurl = "http://x"\n', "notify[0].kind"),
+        ('[[notify]]\nkind = "webhook"\n', "notify[0]"),
+        ('[[notify]]\nkind = "command"\nurl = "http://x"\n', "notify[0]"),
+        ('[[notify]]\nkind = "webhook"\nurl = "http://x"\nretries = "3"\n', "notify[0].retries"),
+        ('[[notify]]\nkind = "webhook"\nurl = "http://x"\nmin_severity = "loud"\n', "notify[0].min_severity"),
+        ('[alarms]\nrecent = 0\n', "alarms"),
+        ('[alarms]\ndisabled = ["x"]\n', "alarms.disabled"),
+    ],
+)
+def test_bad_alarm_and_notify_config_names_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, environ={})
+    assert f": {key}" in str(info.value)
