@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from rigmon.sim.node import SimNode
+from rigmon.sim.scenarios.adc_garbage import AdcGarbage
+from rigmon.sim.scenarios.adc_unplug import AdcUnplug
+from rigmon.sim.scenarios.corroding_connection import CorrodingConnection
 from rigmon.sim.scenarios.healthy import Healthy
 
 
@@ -26,4 +29,7 @@ class Scenario(Protocol):
 
 SCENARIOS: dict[str, Scenario] = {
     "healthy": Healthy(),
+    "corroding-connection": CorrodingConnection(),
+    "adc-unplug": AdcUnplug(),
+    "adc-garbage": AdcGarbage(),
 }
