@@ -177,10 +177,10 @@ class LineSplitter:
 _LINE_END = re.compile(rb"\r\n|\n|\r")
 
 
-def _check_printable(line: str) -> None:
+def _check_printable(line: str, tabs: bool = False) -> None:
     if len(line) > MAX_LINE_BYTES:
         raise LineError("long", f"{len(line)} characters")
-    if not all(" " <= ch <= "~" for ch in line):
+    if not all(" " <= ch <= "~" or (tabs and ch == "\t") for ch in line):
         raise LineError("control", "non-printable characters")
 
 
@@ -372,7 +372,7 @@ def parse_text_line(line: str) -> TextFields | TextHeader | None:
     Raises:
         LineError: over-long, non-printable, malformed JSON, or a non-finite number.
     """
-    _check_printable(line)
+    _check_printable(line, tabs=True)
     text = line.strip()
     if text.startswith("{"):
         return _text_json(text)
