@@ -88,13 +88,17 @@ class PathResistanceEstimator:
         path: name of the path (``vpsu-v``, ``rail``), reported as is.
         method: ``two_point`` (feed `add_drop`) or ``load_steps`` (feed `add_load_point`
             or `add_power_point`).
-        recent_points: points behind the current estimate.
+        recent_s: seconds of points behind the current estimate (older ones only count in
+            their day's estimate for the trend).
+        recent_points: at most this many points behind the current estimate.
     """
 
-    def __init__(self, path: str, method: ResistanceMethod, recent_points: int = 600) -> None:
+    def __init__(self, path: str, method: ResistanceMethod, recent_s: float = 900.0,
+                 recent_points: int = 4096) -> None:
         self.path = path
         self.method: ResistanceMethod = method
-        self._recent: deque[tuple[float, float]] = deque(maxlen=recent_points)
+        self.recent_s = recent_s
+        self._recent: deque[tuple[float, float, float]] = deque(maxlen=recent_points)
         self._days: dict[int, _Fit] = {}
         self._first_day: int | None = None
 
@@ -119,7 +123,9 @@ class PathResistanceEstimator:
             self.add_load_point(load_volts, power_w / load_volts, at)
 
     def _add(self, amps: float, y: float, at: float) -> None:
-        self._recent.append((amps, y))
+        self._recent.append((at, amps, y))
+        while self._recent and self._recent[0][0] < at - self.recent_s:
+            self._recent.popleft()
         day = int(at // DAY_S)
         if self._first_day is None:
             self._first_day = day
@@ -137,7 +143,7 @@ class PathResistanceEstimator:
     def reading(self) -> PathResistanceReading:
         """The current estimate, its standard error, and the trend of daily estimates."""
         recent = _Fit()
-        for amps, y in self._recent:
+        for _, amps, y in self._recent:
             recent.add(amps, y)
         estimate = self._estimate(recent)
         daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit))]

@@ -132,6 +132,7 @@ class SimPsuRail:
         self._env_i = _Envelope()
         self._out: list[bytes] = []
         self._lines: list[str] = []
+        self._unsent = bytearray()
         self._master: int | None = None
         self._slave: int | None = None
         self._tree: Tree | None = None
@@ -266,11 +267,17 @@ class SimPsuRail:
         lines, self._lines = self._lines, []
         return lines
 
+    def take_bytes(self) -> bytes:
+        """Bytes the ADC sent since the last call, damage included, when not on a pty (tests)."""
+        data, self._unsent = bytes(self._unsent), bytearray()
+        return data
+
     # -- the pty --------------------------------------------------------------------------
 
     def write(self, tree: Tree) -> None:
         self._tree = tree
         if not self.use_pty:
+            self._unsent += b"".join(self._out)
             self._out.clear()
             return
         if self.plugged and self._master is None:
