@@ -113,6 +113,10 @@ class SimPsuRail:
         self.use_pty = pty
         self.device_id = device_id
         self.noise_mv = noise_mv
+        #: Relative current each PSU carries (a corroded lug on one PSU lowers its share).
+        self.share_weights = [1.0] * psus
+        #: Write each PSU's PMBus readings as hwmon files (``pmbus`` driver), from hwmon20 on.
+        self.pmbus = True
         #: Probability that a line is garbled (scenario ``adc-garbage``).
         self.garbage = 0.0
         self.plugged = True
@@ -267,6 +271,28 @@ class SimPsuRail:
         lines, self._lines = self._lines, []
         return lines
 
+    def _write_pmbus(self, tree: Tree) -> None:
+        """Per-PSU hwmon files as the kernel's pmbus driver exposes them (mV, mA, uW, m°C)."""
+        weights = [w if k < self.psus_online else 0.0 for k, w in enumerate(self.share_weights[: self.psus])]
+        total = sum(weights) or 1.0
+        for k, weight in enumerate(weights):
+            base = f"/sys/class/hwmon/hwmon{20 + k}"
+            iout = self.amps * weight / total
+            pout = iout * self.source_volts
+            pin = pout / 0.92 if pout else 0.0
+            files = {
+                "name": "pmbus", "in1_label": "vin", "in1_input": "230000" if weight else "0",
+                "in2_label": "vout1", "in2_input": str(round(self.source_volts * 1000) if weight else 0),
+                "curr1_label": "iin", "curr1_input": str(round(pin / 230 * 1000)),
+                "curr2_label": "iout1", "curr2_input": str(round(iout * 1000)),
+                "power1_label": "pin", "power1_input": str(round(pin * 1e6)),
+                "power2_label": "pout1", "power2_input": str(round(pout * 1e6)),
+                "temp1_input": str(round((30 + 25 * iout / 90) * 1000)),
+                "in2_lcrit_alarm": "1" if weight and self.source_volts < 11.4 else "0",
+            }
+            for name, value in files.items():
+                tree.write(f"{base}/{name}", value + "\n")
+
     def take_bytes(self) -> bytes:
         """Bytes the ADC sent since the last call, damage included, when not on a pty (tests)."""
         data, self._unsent = bytes(self._unsent), bytearray()
@@ -276,6 +302,8 @@ class SimPsuRail:
 
     def write(self, tree: Tree) -> None:
         self._tree = tree
+        if self.pmbus:
+            self._write_pmbus(tree)
         if not self.use_pty:
             self._unsent += b"".join(self._out)
             self._out.clear()
