@@ -28,6 +28,8 @@ MILLI = 1000.0
 MIN_CURRENT_AMPS = 1.0
 #: A load-steps fit needs at least this spread of current to be meaningful.
 MIN_SPAN_AMPS = 5.0
+#: Points that stay behind the current estimate however old they are.
+MIN_RECENT_POINTS = 10
 #: Days of daily estimates kept for the trend.
 TREND_DAYS_KEPT = 120
 
@@ -124,7 +126,9 @@ class PathResistanceEstimator:
 
     def _add(self, amps: float, y: float, at: float) -> None:
         self._recent.append((at, amps, y))
-        while self._recent and self._recent[0][0] < at - self.recent_s:
+        # Old points leave the estimate, but a few always stay so that a slowly reporting
+        # source (or an accelerated simulation) still gets one.
+        while len(self._recent) > MIN_RECENT_POINTS and self._recent[0][0] < at - self.recent_s:
             self._recent.popleft()
         day = int(at // DAY_S)
         if self._first_day is None:

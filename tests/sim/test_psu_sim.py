@@ -88,7 +88,8 @@ def test_corroding_connection_trend_rises_over_simulated_weeks(tmp_path: Path) -
     scenario.build(node, 0)
     rail = psu_rail_of(node)
     rail.use_pty = False
-    node.devices = [rail]  # the host's files do not matter here
+    rail.pmbus = False
+    node.devices = [rail]  # no files: only the RM1 lines matter here
     state = RailState(PsuSection(port=DEFAULT_LINK))
     t_s = 0.0
     while t_s < 30 * 86400:
@@ -129,6 +130,7 @@ def test_adc_garbage_lines_never_parse_to_a_false_reading(tmp_path: Path) -> Non
     node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(1))
     scenario.build(node, 0)
     rail = psu_rail_of(node)
+    rail.pmbus = False
     node.devices = [rail]
     state = RailState(PsuSection(port=DEFAULT_LINK, sag_volts=11.5))
     rail.use_pty = False
