@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from rigmon.collectors.amd_gpu import make_amd_gpu_collector
 from rigmon.collectors.base import CollectorFactory
 from rigmon.collectors.disks import make_disk_collector
-from rigmon.collectors.host import make_host_collector
-from rigmon.collectors.nvme import make_nvme_collector
-from rigmon.collectors.raid import make_raid_collector
-from rigmon.collectors.thunderbolt import make_thunderbolt_collector
-from rigmon.collectors.amd_gpu import make_amd_gpu_collector
 from rigmon.collectors.gpu import make_gpu_collector
 from rigmon.collectors.host import make_host_collector
+from rigmon.collectors.hwmon_power import make_hwmon_power_collector
 from rigmon.collectors.kernel_log import make_kernel_log_collector
+from rigmon.collectors.nvme import make_nvme_collector
+from rigmon.collectors.psu import make_psu_collector
+from rigmon.collectors.raid import make_raid_collector
+from rigmon.collectors.thunderbolt import make_thunderbolt_collector
 
 #: Every collector the agent knows, by name. Order is the order of the node screen.
 REGISTRY: dict[str, CollectorFactory] = {
@@ -23,4 +24,6 @@ REGISTRY: dict[str, CollectorFactory] = {
     "gpu": make_gpu_collector,
     "amd_gpu": make_amd_gpu_collector,
     "kernel_log": make_kernel_log_collector,
+    "psu": make_psu_collector,
+    "psu_hwmon": make_hwmon_power_collector,
 }

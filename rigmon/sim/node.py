@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rigmon.sim.tree import Tree
 
@@ -23,6 +23,27 @@ class SimDevice(Protocol):
     def close(self) -> None:
         """Release what the device holds (a pty, a thread)."""
         ...
+
+
+@runtime_checkable
+class ConfiguresAgent(Protocol):
+    """A device whose agent needs settings to find it (a serial ADC's port)."""
+
+    def agent_config(self) -> dict[str, object]:
+        """Agent TOML data (``{"psu": {"port": ...}}``) this device contributes."""
+        ...
+
+
+def merge_config(base: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
+    """Merge TOML-shaped data: tables merge key by key, other values in ``extra`` win."""
+    out = dict(base)
+    for key, value in extra.items():
+        current = out.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            out[key] = merge_config(current, value)
+        else:
+            out[key] = value
+    return out
 
 
 @dataclass
@@ -56,6 +77,14 @@ class SimNode:
             device.advance(self, t_s, dt_s)
         for device in self.devices:
             device.write(self.tree)
+
+    def agent_config(self) -> dict[str, object]:
+        """Agent settings the node's devices contribute (merged in device order)."""
+        data: dict[str, object] = {}
+        for device in self.devices:
+            if isinstance(device, ConfiguresAgent):
+                data = merge_config(data, device.agent_config())
+        return data
 
     def close(self) -> None:
         """Release every device."""

@@ -14,11 +14,12 @@ import uvicorn
 
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
-from rigmon.config import AgentConfig, AgentSection
+from rigmon.config import AgentConfig
 from rigmon.sim.clock import SimClock
-from rigmon.sim.node import SimNode
+from rigmon.sim.node import SimNode, merge_config
 from rigmon.sim.scenarios import SCENARIOS, Scenario
 from rigmon.sim.tree import Tree
+from rigmon.typed import from_data
 
 #: Real seconds between physics steps; the simulated step is this times the speed.
 STEP_REAL_S = 0.1
@@ -84,6 +85,18 @@ class SimRig:
             node.close()
 
 
+def node_agent_config(node: SimNode, listen: str, interval_s: float) -> AgentConfig:
+    """The agent configuration of a simulated node: its tree as root, plus what its devices add.
+
+    Devices implementing `ConfiguresAgent` contribute sections (a serial ADC's ``[psu]``
+    port, relative to the node's root).
+    """
+    data = merge_config(node.agent_config(), {"agent": {
+        "node": node.name, "listen": listen, "root": str(node.tree.root), "interval_s": interval_s,
+    }})
+    return from_data(AgentConfig, data, strict=True)
+
+
 @dataclass
 class RunningRig:
     """A rig whose nodes each have a real agent on loopback."""
@@ -126,12 +139,7 @@ async def running_rig(
         tasks: list[asyncio.Task[object]] = [asyncio.create_task(rig.run(), name="sim-physics")]
         try:
             for index, node in enumerate(rig.nodes):
-                config = AgentConfig(agent=AgentSection(
-                    node=node.name,
-                    listen=f"127.0.0.1:{base_port + index if base_port else 0}",
-                    root=str(node.tree.root),
-                    interval_s=interval_s,
-                ))
+                config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s)
                 agent = Agent(config, clock=rig.clock)
                 port = base_port + index if base_port else 0
                 server = make_server(agent, "127.0.0.1", port)

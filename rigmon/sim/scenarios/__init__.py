@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from rigmon.sim.node import SimNode
+from rigmon.sim.scenarios.adc_garbage import AdcGarbage
+from rigmon.sim.scenarios.adc_unplug import AdcUnplug
+from rigmon.sim.scenarios.corroding_connection import CorrodingConnection
 from rigmon.sim.scenarios.healthy import Healthy
+from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
+from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
-from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
-from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.undervolt_bus_drop import UndervoltBusDrop
 
 
@@ -40,4 +43,7 @@ SCENARIOS: dict[str, Scenario] = {
     "undervolt-bus-drop": UndervoltBusDrop(),
     "loose-sxm2": LooseSxm2(),
     "strix-cluster": StrixCluster(),
+    "corroding-connection": CorrodingConnection(),
+    "adc-unplug": AdcUnplug(),
+    "adc-garbage": AdcGarbage(),
 }

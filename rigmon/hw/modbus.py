@@ -1,0 +1,84 @@
+"""Modbus RTU over a serial port (PZEM-017 DC meters), through pymodbus: framing and CRC are the library's."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pymodbus.client import ModbusSerialClient
+from pymodbus.exceptions import ConnectionException, ModbusException
+
+#: PZEM-017: 9600 baud, 8 data bits, no parity, 2 stop bits (manual; Tasmota opens it 8N2).
+PZEM_STOPBITS = 2
+
+
+class ModbusPortError(Exception):
+    """The port cannot be opened or went away."""
+
+
+class ModbusReadError(Exception):
+    """The device did not answer, or answered with an error or a bad frame."""
+
+
+class InputRegisters(Protocol):
+    """A Modbus device whose input registers (function 0x04) can be read."""
+
+    def read_input_registers(self, address: int, count: int) -> list[int]:
+        """Read ``count`` registers from ``address``.
+
+        Raises:
+            ModbusReadError: no valid answer.
+            ModbusPortError: the port is gone.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the port."""
+        ...
+
+
+class PymodbusDevice:
+    """One slave on a serial Modbus RTU line (pymodbus opens the port exclusively).
+
+    Args:
+        path: serial device.
+        baud: line speed (9600 for a PZEM-017).
+        slave: Modbus address (1..247).
+        timeout_s: how long to wait for an answer.
+    """
+
+    def __init__(self, path: str, baud: int, slave: int, timeout_s: float = 1.0) -> None:
+        self._client = ModbusSerialClient(
+            path, baudrate=baud, bytesize=8, parity="N", stopbits=PZEM_STOPBITS,
+            timeout=timeout_s, retries=0, reconnect_delay=0,
+        )
+        self._slave = slave
+        self.path = path
+        if not self._client.connect():
+            raise ModbusPortError(f"cannot open {path}")
+
+    def read_input_registers(self, address: int, count: int) -> list[int]:
+        try:
+            # The unit-id keyword changed across pymodbus versions (unit=, slave=, device_id=);
+            # pyproject pins a range that uses device_id.
+            response = self._client.read_input_registers(address, count=count, device_id=self._slave)
+        except ConnectionException as exc:
+            raise ModbusPortError(f"{self.path}: {exc}") from None
+        except (ModbusException, OSError) as exc:
+            if not self._client.connected:
+                raise ModbusPortError(f"{self.path}: {exc}") from None
+            raise ModbusReadError(str(exc)) from None
+        if response.isError():
+            raise ModbusReadError(f"device answered {response}")
+        return list(response.registers)
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+
+def open_modbus(path: str, baud: int, slave: int) -> InputRegisters:
+    """Open a Modbus RTU slave on ``path``.
+
+    Raises:
+        ModbusPortError: the port cannot be opened.
+    """
+    return PymodbusDevice(path, baud, slave)

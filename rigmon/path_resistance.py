@@ -1,0 +1,176 @@
+"""Estimate the resistance of a supply path (PSU to GPU terminals) in milliohms, with its trend.
+
+Pure: no I/O and no clock; callers pass the time of each point. Two methods:
+
+* ``two_point``: a PSU-side and a load-side voltage and the current through the path. The
+  drop is fitted as ``drop = R * I`` through the origin, so low-current points (where the
+  drop is mostly noise) weigh little.
+* ``load_steps``: only the load-side voltage and the current (or total GPU power) are
+  known. Across load steps the rail follows ``V = V0 - R * I``; the slope gives R. This
+  includes the PSU's own droop, needs the current to change (``current_span_amps``) and
+  is reported as unknown when it does not.
+
+Each day's points are also fitted on their own; the slope of those daily estimates is the
+trend that makes a connection corroding over weeks visible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from rigmon.schema import PathResistanceReading, ResistanceMethod
+
+DAY_S = 86400.0
+MILLI = 1000.0
+#: Points below this current say nothing about the path: the drop is within the noise.
+MIN_CURRENT_AMPS = 1.0
+#: A load-steps fit needs at least this spread of current to be meaningful.
+MIN_SPAN_AMPS = 5.0
+#: Points that stay behind the current estimate however old they are.
+MIN_RECENT_POINTS = 10
+#: Days of daily estimates kept for the trend.
+TREND_DAYS_KEPT = 120
+
+
+@dataclass(slots=True)
+class _Fit:
+    """Running sums for a least-squares line (or a line through the origin)."""
+
+    n: int = 0
+    sx: float = 0.0
+    sy: float = 0.0
+    sxx: float = 0.0
+    sxy: float = 0.0
+    syy: float = 0.0
+    x_min: float = math.inf
+    x_max: float = -math.inf
+
+    def add(self, x: float, y: float) -> None:
+        self.n += 1
+        self.sx += x
+        self.sy += y
+        self.sxx += x * x
+        self.sxy += x * y
+        self.syy += y * y
+        self.x_min = min(self.x_min, x)
+        self.x_max = max(self.x_max, x)
+
+    def through_origin(self) -> tuple[float, float] | None:
+        """Slope of y = k x and its standard error, or None with too few points."""
+        if self.n < 2 or self.sxx <= 0:
+            return None
+        k = self.sxy / self.sxx
+        residual = max(0.0, self.syy - 2 * k * self.sxy + k * k * self.sxx)
+        return k, math.sqrt(residual / (self.n - 1) / self.sxx)
+
+    def line(self) -> tuple[float, float] | None:
+        """Slope of y = a + k x and its standard error, or None when x does not vary."""
+        if self.n < 3:
+            return None
+        sxx_c = self.sxx - self.sx * self.sx / self.n
+        if sxx_c <= 1e-12:
+            return None
+        sxy_c = self.sxy - self.sx * self.sy / self.n
+        syy_c = self.syy - self.sy * self.sy / self.n
+        k = sxy_c / sxx_c
+        residual = max(0.0, syy_c - k * sxy_c)
+        return k, math.sqrt(residual / (self.n - 2) / sxx_c)
+
+    @property
+    def span(self) -> float:
+        return self.x_max - self.x_min if self.n else 0.0
+
+
+class PathResistanceEstimator:
+    """Path resistance from voltage/current points, recent and as a daily trend.
+
+    Args:
+        path: name of the path (``vpsu-v``, ``rail``), reported as is.
+        method: ``two_point`` (feed `add_drop`) or ``load_steps`` (feed `add_load_point`
+            or `add_power_point`).
+        recent_s: seconds of points behind the current estimate (older ones only count in
+            their day's estimate for the trend).
+        recent_points: at most this many points behind the current estimate.
+    """
+
+    def __init__(self, path: str, method: ResistanceMethod, recent_s: float = 900.0,
+                 recent_points: int = 4096) -> None:
+        self.path = path
+        self.method: ResistanceMethod = method
+        self.recent_s = recent_s
+        self._recent: deque[tuple[float, float, float]] = deque(maxlen=recent_points)
+        self._days: dict[int, _Fit] = {}
+        self._first_day: int | None = None
+
+    def add_drop(self, drop_volts: float, amps: float, at: float) -> None:
+        """Add a ``two_point`` observation: PSU-side minus load-side volts at ``amps``, time ``at``."""
+        if amps >= MIN_CURRENT_AMPS and math.isfinite(drop_volts):
+            self._add(amps, drop_volts, at)
+
+    def add_load_point(self, load_volts: float, amps: float, at: float) -> None:
+        """Add a ``load_steps`` observation: load-side volts at total current ``amps``."""
+        if amps >= 0 and math.isfinite(load_volts):
+            # V = V0 - R I: fit -V against I so the slope is R.
+            self._add(amps, -load_volts, at)
+
+    def add_power_point(self, load_volts: float, power_w: float, at: float) -> None:
+        """Add a ``load_steps`` observation from total GPU board power (another collector).
+
+        The current is taken as ``power_w / load_volts``; loads that are not GPUs (fans,
+        CPU, drives on the same rail) are left out, which makes the estimate a little low.
+        """
+        if load_volts > 0 and power_w >= 0:
+            self.add_load_point(load_volts, power_w / load_volts, at)
+
+    def _add(self, amps: float, y: float, at: float) -> None:
+        self._recent.append((at, amps, y))
+        # Old points leave the estimate, but a few always stay so that a slowly reporting
+        # source (or an accelerated simulation) still gets one.
+        while len(self._recent) > MIN_RECENT_POINTS and self._recent[0][0] < at - self.recent_s:
+            self._recent.popleft()
+        day = int(at // DAY_S)
+        if self._first_day is None:
+            self._first_day = day
+        self._days.setdefault(day, _Fit()).add(amps, y)
+        if len(self._days) > TREND_DAYS_KEPT:
+            del self._days[min(self._days)]
+
+    def _estimate(self, fit: _Fit) -> tuple[float, float] | None:
+        if self.method == "two_point":
+            return fit.through_origin()
+        if fit.span < MIN_SPAN_AMPS:
+            return None
+        return fit.line()
+
+    def reading(self) -> PathResistanceReading:
+        """The current estimate, its standard error, and the trend of daily estimates."""
+        recent = _Fit()
+        for _, amps, y in self._recent:
+            recent.add(amps, y)
+        estimate = self._estimate(recent)
+        daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit))]
+        trend: float | None = None
+        if len(daily) >= 2:
+            days = _Fit()
+            for day, ohm in daily:
+                days.add(float(day), ohm * MILLI)
+            line = days.line() if len(daily) >= 3 else None
+            if line is not None:
+                trend = line[0]
+            else:
+                (d0, r0), (d1, r1) = daily[0], daily[-1]
+                trend = (r1 - r0) * MILLI / (d1 - d0)
+        baseline = daily[0][1] * MILLI if daily and daily[0][0] == self._first_day else None
+        return PathResistanceReading(
+            path=self.path,
+            method=self.method,
+            resistance_mohm=None if estimate is None else round(estimate[0] * MILLI, 4),
+            uncertainty_mohm=None if estimate is None else round(estimate[1] * MILLI, 4),
+            points=recent.n,
+            current_span_amps=round(recent.span, 3) if recent.n else None,
+            trend_mohm_per_day=None if trend is None else round(trend, 5),
+            trend_days=float(daily[-1][0] - daily[0][0]) if daily else 0.0,
+            baseline_mohm=None if baseline is None else round(baseline, 4),
+        )

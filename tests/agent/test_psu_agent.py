@@ -1,0 +1,116 @@
+"""End to end: rail ADC lines on a real pty reach a real agent's HTTP API on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
+
+from psu_helpers import LINK, PtyDevice  # noqa: E402
+from rigmon.agent.agent import Agent  # noqa: E402
+from rigmon.agent.server import make_server  # noqa: E402
+from rigmon.collectors.psu_lines import format_rm1  # noqa: E402
+from rigmon.config import AgentConfig, AgentSection, PsuSection  # noqa: E402
+from rigmon.sim.rig import running_rig  # noqa: E402
+
+SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
+       "vpsu=11902/11655/11960,flags=4*09")
+
+
+async def poll(client: httpx.AsyncClient, url: str, check: object, timeout_s: float = 15.0) -> dict[str, object]:
+    """GET ``url`` until ``check(json)`` is true."""
+    assert callable(check)
+    for _ in range(int(timeout_s / 0.05)):
+        response = await client.get(url)
+        if response.status_code == 200:
+            data = response.json()
+            if check(data):
+                return data  # type: ignore[no-any-return]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{url}: condition not met")
+
+
+@pytest.fixture
+async def agent_url(tmp_path: Path) -> AsyncIterator[tuple[str, PtyDevice]]:
+    device = PtyDevice(tmp_path)
+    config = AgentConfig(
+        agent=AgentSection(node="rail", listen="127.0.0.1:0", root=str(tmp_path), interval_s=0.5),
+        psu=PsuSection(port=LINK, reopen_min_s=0.05, reopen_max_s=0.2),
+    )
+    agent = Agent(config)
+    server = make_server(agent, "127.0.0.1", 0)
+    agent.start()
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", device
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await asyncio.wait_for(task, 5)
+        device.close()
+
+
+async def test_sag_minimum_reaches_the_api_exactly(agent_url: tuple[str, PtyDevice]) -> None:
+    url, device = agent_url
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.lines("partial", format_rm1("RM1,seq=1840,up=1842520,win=1000,n=890,v=11800/11790/11810"), SAG)
+        frame = await poll(client, f"{url}/v1/latest",
+                           lambda d: (d["readings"]["psu_rail"] or {}).get("sag"))
+    rail = frame["readings"]["psu_rail"]  # type: ignore[index]
+    assert rail["volts"]["min_volts"] == 11.384
+    assert rail["channels_volts"]["vpsu"]["min_volts"] == 11.655
+    assert rail["under_voltage_latched"] is True
+    assert isinstance(frame["readings"]["path_resistance"], list)  # type: ignore[index]
+
+
+async def test_adc_garbage_scenario_gives_no_false_readings() -> None:
+    async with running_rig("adc-garbage", 1, base_port=0, speed=5.0, interval_s=0.5) as rr, httpx.AsyncClient() as client:
+        url = rr.urls[0]
+        await poll(client, f"{url}/v1/latest",
+                   lambda d: (d["readings"]["psu_rail"] or {}).get("counters", {}).get("windows_total", 0) >= 15)
+        samples = (await client.get(f"{url}/v1/samples?since=0")).json()
+    frames = samples["frames"] if isinstance(samples, dict) else samples
+    rails = [f["readings"]["psu_rail"] for f in frames if f["readings"]["psu_rail"]]
+    assert rails
+    for rail in rails:
+        if rail["volts"] is not None:
+            assert rail["volts"]["min_volts"] > 11.5
+    last = rails[-1]["counters"]
+    assert last["checksum_errors_total"] + last["malformed_lines_total"] + last["long_lines_total"] \
+        + last["ignored_lines_total"] > 0
+    assert all(f["collectors"]["psu"]["state"] == "ok" for f in frames[2:])
+
+
+async def test_adc_unplug_scenario_fails_recovers_and_notes_the_reboot() -> None:
+    async with running_rig("adc-unplug", 1, base_port=0, speed=10.0, interval_s=0.25) as rr, \
+            httpx.AsyncClient() as client:
+        url = rr.urls[0]
+        seen: list[dict[str, object]] = []
+
+        def collect(d: dict[str, object]) -> bool:
+            seen.extend(d.get("events", []))  # type: ignore[arg-type]
+            kinds = {e["kind"] for e in seen}  # type: ignore[index]
+            return {"psu_adc_rebooted", "collector_recovered"} <= kinds
+
+        await poll(client, f"{url}/v1/latest", collect, timeout_s=20.0)
+        samples = (await client.get(f"{url}/v1/samples?since=0")).json()
+    frames = samples["frames"] if isinstance(samples, dict) else samples
+    kinds = [e["kind"] for f in frames for e in f["events"]]
+    assert "psu_adc_disconnected" in kinds and "psu_adc_reconnected" in kinds
+    assert "collector_failed" in kinds and "collector_recovered" in kinds
+    states = [f["collectors"]["psu"]["state"] for f in frames]
+    assert "error" in states and "ok" in states[states.index("error"):]
+    for f in frames:
+        rail = f["readings"]["psu_rail"]
+        if rail and rail["volts"]:
+            assert rail["volts"]["min_volts"] > 11.5

@@ -1,0 +1,95 @@
+"""hwmon power collector: Super I/O voltages with board scale factors, PMBus PSUs and current sharing."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.base import EventDraft, NoData
+from rigmon.collectors.hwmon_power import HwmonPowerCollector, current_shares, parse_channel_names
+from rigmon.config import PsuHwmonSection
+from rigmon.hw.root import HostRoot
+from rigmon.schema import HwmonVoltageReading, PmbusPsuReading
+from rigmon.sim import write_tree
+from rigmon.sim.node import SimNode
+from rigmon.sim.psu import SimPsuRail
+from rigmon.sim.tree import Tree
+
+NCT6779 = {
+    "/sys/class/hwmon/hwmon1/name": "nct6779\n",
+    "/sys/class/hwmon/hwmon1/in0_input": "1016\n",
+    "/sys/class/hwmon/hwmon1/in4_input": "1832\n",  # 12 V behind a 56k/10k divider
+    "/sys/class/hwmon/hwmon1/in4_min": "1712\n",
+    "/sys/class/hwmon/hwmon1/in4_alarm": "0\n",
+    "/sys/class/hwmon/hwmon1/temp1_input": "41000\n",
+    "/sys/class/hwmon/hwmon0/name": "k10temp\n",
+    "/sys/class/hwmon/hwmon0/temp1_input": "45000\n",
+}
+
+
+def psu_files(index: int, iout_ma: int, alarm: str = "0") -> dict[str, str]:
+    base = f"/sys/class/hwmon/hwmon{index}"
+    return {
+        f"{base}/name": "pmbus\n", f"{base}/in1_label": "vin\n", f"{base}/in1_input": "231500\n",
+        f"{base}/in2_label": "vout1\n", f"{base}/in2_input": "12031\n",
+        f"{base}/curr1_label": "iin\n", f"{base}/curr1_input": "3100\n",
+        f"{base}/curr2_label": "iout1\n", f"{base}/curr2_input": f"{iout_ma}\n",
+        f"{base}/power1_label": "pin\n", f"{base}/power1_input": "690000000\n",
+        f"{base}/power2_label": "pout1\n", f"{base}/power2_input": "640000000\n",
+        f"{base}/temp1_input": "38500\n", f"{base}/fan1_input": "9120\n",
+        f"{base}/in2_lcrit_alarm": f"{alarm}\n",
+    }
+
+
+def test_super_io_voltage_is_scaled_by_the_board_divider(tmp_path: Path) -> None:
+    write_tree(tmp_path, NCT6779)
+    collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection(scale={"nct6779/in4": 6.6}))
+    readings = [r for r in collector.collect() if isinstance(r, HwmonVoltageReading)]
+    assert [r.sensor for r in readings] == ["hwmon1/in0", "hwmon1/in4"]
+    twelve = readings[1]
+    assert twelve.volts == pytest.approx(12.0912) and twelve.min_volts == pytest.approx(11.2992)
+    assert twelve.alarm is False and twelve.scale == 6.6 and readings[0].volts == 1.016
+
+
+def test_pmbus_psus_and_current_imbalance(tmp_path: Path) -> None:
+    write_tree(tmp_path, {**psu_files(3, 52000), **psu_files(4, 50000), **psu_files(5, 18000, alarm="1")})
+    collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection(share_imbalance_pct=15))
+    records = collector.collect()
+    psus = [r for r in records if isinstance(r, PmbusPsuReading)]
+    assert [p.sensor for p in psus] == ["hwmon3", "hwmon4", "hwmon5"]
+    first = psus[0]
+    assert (first.vin_volts, first.vout_volts, first.iin_amps, first.iout_amps) == (231.5, 12.031, 3.1, 52.0)
+    assert (first.pin_w, first.pout_w, first.temp_c, first.fan_rpm) == (690.0, 640.0, 38.5, 9120.0)
+    assert psus[2].alarms == ("in2_lcrit",)
+    assert [p.imbalanced for p in psus] == [False, False, True]
+    assert psus[2].share_pct == 15.0 and psus[2].share_deviation_pct == pytest.approx(-18.33, abs=0.01)
+    events = [r for r in records if isinstance(r, EventDraft)]
+    assert [(e.kind, e.subject) for e in events] == [("psu_current_imbalance", "psu:hwmon5")]
+    assert not [r for r in collector.collect() if isinstance(r, EventDraft)], "an imbalance is reported once"
+
+
+def test_no_voltage_sensors_is_absent(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/sys/class/hwmon/hwmon0/name": "k10temp\n", "/sys/class/hwmon/hwmon0/temp1_input": "1\n"})
+    with pytest.raises(NoData):
+        HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection()).collect()
+
+
+def test_shares_need_a_real_load() -> None:
+    assert current_shares([1.0, 2.0], 20) == [(None, None, False)] * 2
+    assert current_shares([50.0, None, 50.0], 20) == [(50.0, 0.0, False), (None, None, False), (50.0, 0.0, False)]
+    assert parse_channel_names(["in10_input", "in2_input", "in2_label", "intrusion0_input"], "in") == ["in2", "in10"]
+
+
+def test_simulated_psus_read_by_the_collector(tmp_path: Path) -> None:
+    rail = SimPsuRail(pty=False, psus=3)
+    rail.share_weights = [1.0, 1.0, 0.25]  # a corroded lug on the third PSU
+    node = SimNode(name="n", tree=Tree(tmp_path), rng=random.Random(1), devices=[rail])
+    node.load = 1.0
+    for k in range(1, 5):
+        node.step(float(k))
+    psus = [r for r in HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection()).collect()
+            if isinstance(r, PmbusPsuReading)]
+    assert len(psus) == 3 and psus[2].imbalanced and not psus[0].imbalanced
+    assert sum(p.iout_amps or 0 for p in psus) == pytest.approx(rail.amps, abs=0.01)

@@ -1,0 +1,291 @@
+"""PSU rail collector: bookkeeping, and the reader thread over a real pty (pyserial, no patched port)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import serial
+
+from psu_helpers import LINK, PtyDevice, Pushed, wait_for
+from rigmon.clock import SystemClock
+from rigmon.collectors.base import CollectorError, EventDraft, NoData
+from rigmon.collectors.psu import PsuCollector, RailState
+from rigmon.collectors.psu_lines import format_rm1
+from rigmon.config import PsuSection
+from rigmon.hw.root import HostRoot
+from rigmon.hw.tty_udev import TtyAddedFn
+from rigmon.schema import PsuRailReading
+
+SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
+       "vpsu=11902/11655/11960,flags=4*09")
+
+
+def rm1(seq: int, v: str = "12010/12001/12020", up: int | None = None, n: int = 900, extra: str = "") -> str:
+    up_ms = (seq + 1) * 1000 if up is None else up
+    return format_rm1(f"RM1,seq={seq},up={up_ms},win=1000,n={n},v={v},i=30000/29000/31000,"
+                      f"vpsu=12040/12030/12050{extra}")
+
+
+IDENTITY = format_rm1("RMI,proto=1,fw=rmfw-0.3,id=E6614103E7452D2F,sensor=ina226,win=1000,ch=v;i;vpsu")
+
+
+def events(records: list[object], kind: str) -> list[EventDraft]:
+    return [r for r in records if isinstance(r, EventDraft) and r.kind == kind]
+
+
+# ---------------------------------------------------------------------------------------
+# RailState: pure bookkeeping
+
+
+def feed(state: RailState, *lines: str, mono: float = 0.0) -> list[bool]:
+    return [state.line(line, mono, 1_700_000_000.0 + mono) for line in lines]
+
+
+def test_aggregate_keeps_min_of_mins_and_max_of_maxes() -> None:
+    state = RailState(PsuSection(port="/dev/x", sag_volts=11.0))
+    feed(state, rm1(0, "12000/11950/12050", n=100), rm1(1, "11800/11384/11900", n=300), rm1(2, "12010/12000/12090", n=100))
+    reading = state.reading(mono=0.5, reset=True)
+    assert reading.windows == 3 and reading.samples == 500
+    assert reading.volts is not None
+    assert reading.volts.min_volts == 11.384 and reading.volts.max_volts == 12.09
+    assert reading.volts.mean_volts == pytest.approx((12.0 * 100 + 11.8 * 300 + 12.01 * 100) / 500, abs=1e-6)
+    assert reading.channels_volts["vpsu"].min_volts == 12.03
+    assert reading.amps is not None and reading.amps.max_amps == 31.0
+
+
+def test_no_new_window_repeats_the_last_until_stale() -> None:
+    state = RailState(PsuSection(port="/dev/x", stale_after_s=3.0))
+    feed(state, rm1(0, "12000/11500/12050"), mono=10.0)
+    state.reading(mono=10.1, reset=True)
+    repeated = state.reading(mono=11.0, reset=True)
+    assert repeated.windows == 0 and not repeated.stale
+    assert repeated.volts is not None and repeated.volts.min_volts == 11.5
+    stale = state.reading(mono=13.5, reset=True)
+    assert stale.stale and stale.volts is None and stale.channels_volts == {}
+
+
+def test_sag_pushes_first_and_deeper_windows_only() -> None:
+    state = RailState(PsuSection(port="/dev/x", sag_volts=11.5))
+    pushes = feed(state, rm1(0), rm1(1, "11700/11450/11800"), rm1(2, "11700/11460/11800"),
+                  rm1(3, "11700/11450/11800"), rm1(4, "11600/11300/11800"))
+    assert pushes == [False, True, False, False, True]
+    assert state.reading(mono=0.0, reset=True).sag
+    assert feed(state, rm1(5, "11600/11400/11800")) == [True]
+
+
+def test_latched_under_voltage_flag_pushes_once_per_frame() -> None:
+    state = RailState(PsuSection(port="/dev/x", sag_volts=11.0))
+    assert feed(state, rm1(0, extra=",flags=4"), rm1(1, extra=",flags=4")) == [True, False]
+    assert state.reading(mono=0.0, reset=True).under_voltage_latched
+
+
+def test_seq_gap_counts_lost_windows_and_wrap_is_not_a_reboot() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, rm1(10), rm1(11), rm1(15))
+    assert state.counters.lost_windows_total == 3
+    wrapping = RailState(PsuSection(port="/dev/x"))
+    feed(wrapping, rm1(2**32 - 2, up=2**32 - 500), rm1(2**32 - 1, up=500), rm1(0, up=1500))
+    assert wrapping.counters.reboots_total == 0 and wrapping.counters.lost_windows_total == 0
+
+
+def test_seq_backwards_is_a_reboot_event() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, rm1(500), rm1(501), rm1(0, up=1000))
+    assert state.counters.reboots_total == 1
+    assert [e.kind for e in state.take_events()] == ["psu_adc_rebooted"]
+
+
+def test_uptime_backwards_is_a_reboot_even_when_seq_moves_on() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, rm1(3, up=900_000), rm1(9, up=9000))
+    assert state.counters.reboots_total == 1
+
+
+def test_identity_line_after_data_is_a_reboot_but_an_answer_is_not() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, IDENTITY, rm1(0), rm1(1))
+    assert state.counters.reboots_total == 0 and state.identity is not None
+    state.query_sent(5.0)
+    feed(state, IDENTITY, mono=5.2)
+    assert state.counters.reboots_total == 0
+    feed(state, IDENTITY, rm1(0), mono=30.0)
+    assert state.counters.reboots_total == 1
+    assert len([e for e in state.take_events() if e.kind == "psu_adc_rebooted"]) == 1
+
+
+def test_dropped_lines_are_counted_by_reason() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    state.opened()
+    state.feed(b"partial tail\r\n" + (SAG.replace("*09", "*00") + "\r\n").encode() + b"$RM1,bad\r\n"
+               + b"[INFO] hi\r\n" + format_rm1("RM1,seq=1,up=1,win=1000,n=2,v=3/2/1").encode() + b"\r\n"
+               + b"$RM1,\x00\xff\r\n" + b"x" * 300 + b"\r\n", 0.0, 0.0)
+    c = state.counters
+    assert (c.partial_lines_total, c.checksum_errors_total, c.malformed_lines_total, c.ignored_lines_total,
+            c.nonsense_lines_total, c.long_lines_total, c.windows_total) == (1, 1, 2, 1, 1, 1, 0)
+    assert state.reading(mono=0.0, reset=True).volts is None
+
+
+def test_path_resistance_from_two_voltage_channels() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    for k in range(20):
+        amps = 20_000 + 5000 * k
+        drop = round(amps * 1.75 / 1000)  # 1.75 mOhm
+        feed(state, format_rm1(f"RM1,seq={k},up={k * 1000 + 1000},win=1000,n=9,v={12000 - drop}/{11990 - drop}/"
+                               f"{12010 - drop},i={amps}/{amps}/{amps},vpsu=12000/11990/12010"))
+    (estimate,) = state.resistance()
+    assert estimate.method == "two_point" and estimate.path == "vpsu-v"
+    assert estimate.resistance_mohm == pytest.approx(1.75, abs=0.02)
+
+
+# ---------------------------------------------------------------------------------------
+# The reader thread over a real pty
+
+
+class FakeTtyWatch:
+    """Stands for udev: the test announces a tty add."""
+
+    def __init__(self) -> None:
+        self.on_added: TtyAddedFn | None = None
+
+    def start(self, on_added: TtyAddedFn) -> bool:
+        self.on_added = on_added
+        return True
+
+    def stop(self) -> None:
+        self.on_added = None
+
+
+@pytest.fixture
+def pty_device(tmp_path: Path) -> Iterator[PtyDevice]:
+    device = PtyDevice(tmp_path)
+    yield device
+    device.close()
+
+
+def make_collector(root: Path, watch: FakeTtyWatch | None = None, **settings: object) -> PsuCollector:
+    config = PsuSection(port=LINK, **{"reopen_min_s": 0.05, "reopen_max_s": 0.2, **settings})  # type: ignore[arg-type]
+    return PsuCollector(config, HostRoot(root), SystemClock(), tty_watch=watch)
+
+
+@pytest.fixture
+def started(pty_device: PtyDevice, tmp_path: Path) -> Iterator[tuple[PsuCollector, Pushed, PtyDevice]]:
+    pushed = Pushed()
+    collector = make_collector(tmp_path)
+    collector.start(pushed)
+    wait_for(lambda: collector.state.connected)
+    yield collector, pushed, pty_device
+    collector.close()
+
+
+def rail(collector: PsuCollector) -> PsuRailReading:
+    reading = collector.collect()[0]
+    assert isinstance(reading, PsuRailReading)
+    return reading
+
+
+def test_no_port_configured_is_absent(tmp_path: Path) -> None:
+    collector = PsuCollector(PsuSection(), HostRoot(tmp_path), SystemClock())
+    collector.start(Pushed())
+    with pytest.raises(NoData):
+        collector.collect()
+    collector.close()
+
+
+def test_sag_over_pty_is_pushed_at_once_with_its_minimum(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    collector, pushed, device = started
+    device.write("...0,n=890,v=12061/12049/12074*79\r\n")  # the tail of a line: dropped
+    device.lines(rm1(1839), rm1(1840), SAG)
+    wait_for(lambda: pushed.of(PsuRailReading))
+    sag = pushed.of(PsuRailReading)[0]
+    assert isinstance(sag, PsuRailReading) and sag.sag and sag.under_voltage_latched
+    assert sag.volts is not None and sag.volts.min_volts == 11.384
+    wait_for(lambda: collector.state.counters.windows_total == 3)
+    reading = rail(collector)
+    assert reading.volts is not None and reading.volts.min_volts == 11.384 and reading.windows == 3
+    assert reading.counters.partial_lines_total == 1 and reading.connected
+
+
+def test_reader_asks_for_identity_after_the_partial_line(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    collector, _, device = started
+    device.lines("garbage tail", rm1(0))
+    wait_for(lambda: b"?" in device.read_host())
+    device.lines(IDENTITY, rm1(1))
+    wait_for(lambda: collector.state.counters.windows_total == 2)
+    reading = rail(collector)
+    assert reading.device_id == "E6614103E7452D2F" and reading.firmware == "rmfw-0.3"
+    assert reading.counters.reboots_total == 0
+
+
+def test_port_is_opened_exclusively(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    _, _, device = started
+    with pytest.raises(serial.SerialException):
+        serial.Serial(str(device.link), exclusive=True)
+
+
+def test_garbage_never_crashes_or_reads(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    collector, pushed, device = started
+    junk = bytes(range(256)) * 3 + b"\r\n" + os.urandom(2000) + b"\n"
+    device.write(junk)
+    device.write("\n" + SAG.replace("11384", "5000").replace("*09", "*5E") + "\r\n$RM1,seq=3,up=\r\n")
+    device.lines(rm1(7))
+    wait_for(lambda: collector.state.counters.windows_total == 1)
+    reading = rail(collector)
+    assert reading.volts is not None and reading.volts.min_volts == 12.001
+    assert not pushed.of(PsuRailReading)
+    dropped = reading.counters
+    assert dropped.malformed_lines_total + dropped.checksum_errors_total + dropped.long_lines_total >= 2
+
+
+def test_unplug_replug_and_reboot_over_pty(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    collector, pushed, device = started
+    device.lines("tail", rm1(40), rm1(41))
+    wait_for(lambda: collector.state.counters.windows_total == 2)
+    device.unplug()
+    wait_for(lambda: events(pushed.records, "psu_adc_disconnected"))
+    with pytest.raises(CollectorError, match="retrying"):
+        collector.collect()
+    device.replug()
+    wait_for(lambda: collector.state.connected)
+    # The MCU rebooted: its seq starts again.
+    device.lines("tail", rm1(0, up=1000), rm1(1, up=2000))
+    wait_for(lambda: collector.state.counters.windows_total == 4)
+    reading = rail(collector)
+    assert reading.counters.opens_total == 2 and reading.counters.disconnects_total == 1
+    assert reading.counters.reboots_total == 1 and reading.seq == 1
+    assert events(pushed.records, "psu_adc_rebooted") and events(pushed.records, "psu_adc_reconnected")
+
+
+def test_udev_tty_add_retries_at_once(pty_device: PtyDevice, tmp_path: Path) -> None:
+    watch = FakeTtyWatch()
+    # The backoff is an hour: only the udev kick can bring the port back within the test.
+    collector = make_collector(tmp_path, watch, reopen_min_s=3600.0, reopen_max_s=3600.0)
+    collector.start(Pushed())
+    try:
+        wait_for(lambda: collector.state.connected)
+        pty_device.unplug()
+        wait_for(lambda: not collector.state.connected)
+        pty_device.replug()
+        assert watch.on_added is not None
+        watch.on_added("/dev/ttyACM0")
+        wait_for(lambda: collector.state.connected)
+        assert collector.state.counters.opens_total == 2
+    finally:
+        collector.close()
+
+
+def test_text_protocol_over_pty(pty_device: PtyDevice, tmp_path: Path) -> None:
+    collector = make_collector(tmp_path, protocol="text", channels={"v": "Voltage[V]", "i": "Current[A]"})
+    collector.start(Pushed())
+    try:
+        wait_for(lambda: collector.state.connected)
+        pty_device.lines("34.567,1", "[INFO] EdgePowerMeter", "Timestamp,Voltage[V],Current[A],Power[W]",
+                         "2025-11-30 12:34:56.123,11.845,96.1,1138.3", "2025-11-30 12:34:56.124,11.512,99.0,1139.7")
+        wait_for(lambda: collector.state.counters.windows_total == 2)
+        reading = rail(collector)
+        assert reading.envelope_source == "host" and reading.samples == 2
+        assert reading.volts is not None and reading.volts.min_volts == 11.512 and reading.volts.max_volts == 11.845
+    finally:
+        collector.close()

@@ -1,0 +1,271 @@
+"""Parsers of the PSU rail devices: inline edge cases and property-based checks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rigmon.collectors.psu_lines import (
+    LineError,
+    LineSplitter,
+    RailWindow,
+    Rm1Identity,
+    TextFields,
+    TextHeader,
+    Triple,
+    format_rm1,
+    parse_pzem017_registers,
+    parse_rm1_line,
+    parse_text_line,
+    text_window,
+)
+
+# The reference examples (reference/psu-adc.md), checksums as published.
+IDENTITY = "$RMI,proto=1,fw=rmfw-0.3,id=E6614103E7452D2F,sensor=ina226,win=1000,ch=v;i;vpsu*23"
+BOOT = "$RM1,seq=0,up=1012,win=1000,n=890,v=12061/12049/12074,i=3112/3050/3190*79"
+SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
+       "vpsu=11902/11655/11960,flags=4*09")
+STEADY = ("$RM1,seq=1842,up=1844520,win=1000,n=891,v=11790/11771/11806,i=97900/97200/98700,"
+          "vpsu=11961/11950/11972*6E")
+EMPTY = "$RM1,seq=7,up=8004,win=1000,n=0,flags=1*07"
+
+
+def test_sag_line_keeps_the_window_minimum() -> None:
+    window = parse_rm1_line(SAG)
+    assert isinstance(window, RailWindow)
+    assert window.volts["v"] == Triple(mean=11.712, min=11.384, max=11.79)
+    assert window.volts["vpsu"].min == 11.655
+    assert window.amps["i"] == Triple(mean=98.25, min=96.1, max=131.4)
+    assert (window.seq, window.up_ms, window.win_ms, window.samples, window.flags) == (1841, 1843520, 1000, 892, 4)
+
+
+def test_identity_line() -> None:
+    identity = parse_rm1_line(IDENTITY)
+    assert identity == Rm1Identity(proto=1, firmware="rmfw-0.3", device_id="E6614103E7452D2F",
+                                   sensor="ina226", win_ms=1000, channels=("v", "i", "vpsu"))
+
+
+def test_window_without_samples_has_no_channels() -> None:
+    window = parse_rm1_line(EMPTY)
+    assert isinstance(window, RailWindow)
+    assert window.samples == 0 and window.flags == 1 and window.volts == {}
+
+
+@pytest.mark.parametrize("line", ["[INFO] booting", "hello", "", "$GPGGA,1*00", "RM1,seq=1*00"])
+def test_non_rm1_lines_are_not_data(line: str) -> None:
+    assert parse_rm1_line(line) is None
+
+
+def test_unknown_keys_are_ignored() -> None:
+    window = parse_rm1_line(format_rm1("RM1,seq=3,up=10,win=1000,n=5,v=12000/11990/12010,temp=31,xyz=a"))
+    assert isinstance(window, RailWindow) and window.volts["v"].min == 11.99
+
+
+def test_future_tag_is_ignored() -> None:
+    assert parse_rm1_line(format_rm1("RM2,seq=3,whatever=1")) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (SAG.replace("*09", "*08"), "checksum"),
+        (SAG.replace("11384", "11385"), "checksum"),
+        (SAG.replace("*09", "*0a"), "malformed"),
+        (SAG[:-3], "malformed"),
+        (SAG[:60], "malformed"),
+        ("$RM1,seq=1\x00,up=2*00", "control"),
+        ("$RM1," + "x=1," * 60 + "y=2*00", "long"),
+        (format_rm1("RM1,seq=1,up=1,win=1000,n=5"), "malformed"),
+        (format_rm1("RM1,seq=1,up=1,win=1000,n=5,v=12000/11000"), "malformed"),
+        (format_rm1("RM1,seq=1,up=1,win=1000,n=5,v=12000/12100/12200"), "nonsense"),
+        (format_rm1("RM1,seq=1,up=1,win=1000,n=5,v=400000/400000/400000"), "nonsense"),
+        (format_rm1("RM1,seq=1,up=1,win=1000,n=0,v=12000/12000/12000"), "nonsense"),
+        (format_rm1("RM1,seq=4294967296,up=1,win=1000,n=0"), "nonsense"),
+        (format_rm1("RM1,seq=-1,up=1,win=1000,n=0"), "nonsense"),
+        (format_rm1("RM1,seq=1,seq=2,up=1,win=1000,n=0"), "malformed"),
+        (format_rm1("RM1,seq=1,win=1000,n=0"), "malformed"),
+        (format_rm1("RM1,seq=1,up=1,win=0,n=3,v=1/1/1"), "nonsense"),
+        (format_rm1("RMI,id=a b"), "malformed"),
+    ],
+)
+def test_bad_rm1_lines(line: str, reason: str) -> None:
+    with pytest.raises(LineError) as info:
+        parse_rm1_line(line)
+    assert info.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("line", "values"),
+    [
+        ("12.061", {"0": 12.061}),
+        ("12034mV", {"0": 12.034, "V": 12.034}),
+        ("123mA", {"0": 0.123, "A": 0.123}),
+        ("2025-11-30 12:34:56.123,12.345,1.234,15.234", {"1": 12.345, "2": 1.234, "3": 15.234}),
+        ("1234567,12.01,950.5,11415", {"0": 1234567.0, "1": 12.01, "2": 950.5, "3": 11415.0}),
+        ("V=12030 mV, I=1.2A", {"V": 12.03, "I": 1.2}),
+        ("V=12.03V", {"V": 12.03}),
+        ("bus:12.02,shunt:0.5", {"bus": 12.02, "shunt": 0.5}),
+        ("bus:12.02 shunt:0.5", {"bus": 12.02, "shunt": 0.5}),
+        ("4.98V,0.12A", {"0": 4.98, "V": 4.98, "1": 0.12, "A": 0.12}),
+        ('{"Vout": 12.06, "Iout": 40.1, "ok": true, "name": "psu"}', {"Vout": 12.06, "Iout": 40.1}),
+        ("12.1\t0.5", {"0": 12.1, "1": 0.5}),
+    ],
+)
+def test_text_formats(line: str, values: dict[str, float]) -> None:
+    assert parse_text_line(line) == TextFields(values)
+
+
+@pytest.mark.parametrize("line", ["[INFO] INA226 found at 0x40", "starting up", "OK"])
+def test_text_banners_are_not_data(line: str) -> None:
+    assert parse_text_line(line) is None
+
+
+def test_csv_header_names_the_columns() -> None:
+    header = parse_text_line("Timestamp,Voltage[V],Current[A],Power[W]")
+    assert header == TextHeader(("Timestamp", "Voltage[V]", "Current[A]", "Power[W]"))
+    fields = parse_text_line("2025-11-30 12:34:56.123,11.845,96.1,1138.3")
+    assert isinstance(fields, TextFields) and isinstance(header, TextHeader)
+    window = text_window(fields, header, {"v": "Voltage[V]", "i": "Current[A]"}, {})
+    assert window is not None
+    assert window.volts["v"] == Triple(11.845, 11.845, 11.845) and window.amps["i"].mean == 96.1
+
+
+def test_text_scale_and_missing_channel() -> None:
+    fields = TextFields({"0": 11712.0})
+    window = text_window(fields, None, {"v": "0", "i": "1"}, {"v": 0.001})
+    assert window is not None and window.volts["v"].min == pytest.approx(11.712) and window.amps == {}
+    assert text_window(TextFields({"7": 1.0}), None, {"v": "0"}, {}) is None
+
+
+@pytest.mark.parametrize("line", ['{"v": 1', "[1, 2", '{"v": 1e999}', "1e999", "12.0\x07"])
+def test_bad_text_lines(line: str) -> None:
+    if line.startswith("["):
+        assert parse_text_line(line) is None
+        return
+    with pytest.raises(LineError):
+        parse_text_line(line)
+
+
+def test_text_nonsense_value_is_dropped() -> None:
+    with pytest.raises(LineError) as info:
+        text_window(TextFields({"0": 512.0}), None, {"v": "0"}, {})
+    assert info.value.reason == "nonsense"
+
+
+def test_pzem017_worked_example() -> None:
+    # 01 04 10 05 40 00 0A 00 0D 00 00 00 02 00 00 00 00 00 00 D6 29 (Tasmota)
+    window = parse_pzem017_registers([0x0540, 0x000A, 0x000D, 0, 2, 0, 0, 0])
+    assert window.volts["v"].min == 13.44 and window.amps["i"].mean == 0.1
+    assert window.power_w == 1.3 and window.energy_wh == 2.0 and window.flags == 0
+
+
+def test_pzem017_low_voltage_alarm_and_bad_frames() -> None:
+    assert parse_pzem017_registers([1138, 9610, 0, 0, 0, 0, 0, 0xFFFF]).flags == 4
+    for regs in ([1, 2, 3], [0] * 9, [70000] + [0] * 7, [0] * 6 + [5, 0]):
+        with pytest.raises(LineError):
+            parse_pzem017_registers(regs)
+
+
+def test_splitter_drops_partial_first_line_and_long_lines() -> None:
+    splitter = LineSplitter(max_bytes=20)
+    assert splitter.feed(b"12/11384/1179*09\r\n$A\r\n") == ["$A"]
+    assert splitter.partial_total == 1
+    assert splitter.feed(b"one\rtwo\n\nthree\r\nfo") == ["one", "two", "three"]
+    assert splitter.feed(b"ur\n" + b"x" * 30) == ["four"]
+    assert splitter.feed(b"yyy\nfive\n") == ["five"]
+    assert splitter.long_total == 1
+    splitter.restart()
+    assert splitter.feed(b"tail\nsix\n") == ["six"] and splitter.partial_total == 2
+
+
+# ---------------------------------------------------------------------------------------
+# Properties: no parser raises anything but LineError, and a corrupted line never yields a
+# reading.
+
+printable = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=220)
+anything = st.text(max_size=260)
+rm1_like = st.builds(lambda body: f"$RM1,{body}", printable) | st.builds(lambda b: f"$RMI,{b}", printable)
+
+
+@settings(max_examples=400)
+@given(st.one_of(anything, printable, rm1_like))
+def test_rm1_parser_raises_only_line_error(line: str) -> None:
+    try:
+        parse_rm1_line(line)
+    except LineError:
+        pass
+
+
+@settings(max_examples=400)
+@given(st.one_of(anything, printable, st.builds(lambda b: "{" + b, printable)))
+def test_text_parser_raises_only_line_error(line: str) -> None:
+    try:
+        result = parse_text_line(line)
+    except LineError:
+        return
+    if isinstance(result, TextFields):
+        try:
+            text_window(result, None, {"v": "0", "i": "1"}, {"v": 1.0})
+        except LineError:
+            pass
+
+
+@st.composite
+def valid_rm1(draw: st.DrawFn) -> str:
+    seq = draw(st.integers(0, 2**32 - 1))
+    n = draw(st.integers(1, 5000))
+    low = draw(st.integers(0, 60000))
+    high = draw(st.integers(low, 60000))
+    mean = draw(st.integers(low, high))
+    body = f"RM1,seq={seq},up={draw(st.integers(0, 2**32 - 1))},win=1000,n={n},v={mean}/{low}/{high}"
+    if draw(st.booleans()):
+        body += f",flags={draw(st.integers(0, 31))}"
+    return format_rm1(body)
+
+
+@settings(max_examples=400)
+@given(valid_rm1(), st.data())
+def test_corrupted_rm1_line_never_yields_a_reading(line: str, data: st.DataObject) -> None:
+    assert isinstance(parse_rm1_line(line), RailWindow)
+    kind = data.draw(st.sampled_from(["replace", "delete", "insert", "truncate"]))
+    pos = data.draw(st.integers(1, len(line) - 1))
+    byte = data.draw(st.characters(min_codepoint=0, max_codepoint=255))
+    if kind == "replace":
+        if byte == line[pos]:
+            return
+        damaged = line[:pos] + byte + line[pos + 1 :]
+    elif kind == "delete":
+        damaged = line[:pos] + line[pos + 1 :]
+    elif kind == "insert":
+        damaged = line[:pos] + byte + line[pos:]
+    else:
+        damaged = line[:pos]
+    try:
+        result = parse_rm1_line(damaged)
+    except LineError:
+        return
+    assert not isinstance(result, RailWindow), f"corrupted line {damaged!r} gave a reading"
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=600), st.lists(st.integers(1, 50), max_size=10))
+def test_splitter_never_returns_long_or_unterminated_lines(data: bytes, cuts: list[int]) -> None:
+    splitter = LineSplitter()
+    lines: list[str] = []
+    pos = 0
+    for cut in cuts:
+        lines += splitter.feed(data[pos : pos + cut])
+        pos += cut
+    lines += splitter.feed(data[pos:])
+    for line in lines:
+        assert line and len(line) <= 200 and "\n" not in line and "\r" not in line
+
+
+@given(st.lists(st.integers(-(2**17), 2**17), max_size=12))
+def test_pzem_decoder_raises_only_line_error(registers: list[int]) -> None:
+    try:
+        window = parse_pzem017_registers(registers)
+    except LineError:
+        return
+    assert 0 <= window.volts["v"].min <= 655.35

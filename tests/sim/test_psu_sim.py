@@ -1,0 +1,145 @@
+"""Simulated PSU rail: physics, the RM1 it speaks (parsed by rigmon's parser), and the PSU scenarios."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.psu import RailState
+from rigmon.collectors.psu_lines import RailWindow, parse_rm1_line
+from rigmon.config import PsuSection
+from rigmon.sim.node import SimNode
+from rigmon.sim.psu import DEFAULT_LINK, SimPsuRail, psu_rail_of
+from rigmon.sim.rig import node_agent_config
+from rigmon.sim.scenarios import SCENARIOS
+from rigmon.sim.scenarios.adc_unplug import plugged_at
+from rigmon.sim.tree import Tree
+
+
+def node_with(rail: SimPsuRail, tmp_path: Path) -> SimNode:
+    node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(3))
+    node.devices.append(rail)
+    return node
+
+
+def windows(rail: SimPsuRail) -> list[RailWindow]:
+    out = []
+    for line in rail.take_lines():
+        record = parse_rm1_line(line)
+        if isinstance(record, RailWindow):
+            out.append(record)
+    return out
+
+
+def test_idle_rail_is_healthy_and_free_of_sags(tmp_path: Path) -> None:
+    rail = SimPsuRail(pty=False)
+    node = node_with(rail, tmp_path)
+    node.load = 0.0
+    for k in range(1, 101):
+        node.step(k * 0.1)
+    got = windows(rail)
+    assert len(got) == 10
+    for w in got:
+        assert 12.0 <= w.volts["v"].min <= w.volts["v"].max <= 12.06
+        assert w.flags == 0 and w.volts["vpsu"].mean > w.volts["v"].mean
+    assert 11.99 < node.bus["rail_volts"] < 12.06
+
+
+def test_rail_follows_gpu_power_on_the_bus(tmp_path: Path) -> None:
+    rail = SimPsuRail(pty=False, path_mohm=1.0)
+    node = node_with(rail, tmp_path)
+    node.bus["gpu_power_w"] = 200.0
+    node.step(1.0)
+    idle = node.bus["rail_volts_mean"]
+    node.bus["gpu_power_w"] = 1200.0
+    node.step(1.001)
+    assert node.bus["rail_volts"] < idle - 0.1, "a 1 kW step dips the rail at once"
+    for k in range(2, 12):
+        node.step(float(k))
+    loaded = node.bus["rail_volts_mean"]
+    # Rail = source - R * I: the path alone drops 1 mOhm x ~115 A.
+    assert rail.source_volts - rail.rail_volts == pytest.approx(rail.amps * 1.0e-3, rel=1e-6)
+    assert 11.6 < loaded < idle - 0.15
+
+
+def test_two_psus_carry_the_load_one_folds_back(tmp_path: Path) -> None:
+    for online, healthy in ((3, True), (2, True), (1, False)):
+        rail = SimPsuRail(pty=False, psus=3)
+        rail.psus_online = online
+        node = node_with(rail, tmp_path)
+        node.load = 1.0
+        for k in range(1, 20):
+            node.step(k * 0.5)
+        assert (rail.rail_volts > 11.6) == healthy, (online, rail.rail_volts)
+
+
+def test_agent_config_hook_points_the_agent_at_the_pty_link(tmp_path: Path) -> None:
+    node = node_with(SimPsuRail(pty=False), tmp_path)
+    config = node_agent_config(node, "127.0.0.1:0", 1.0)
+    assert config.psu.port == DEFAULT_LINK and config.psu.protocol == "rm1"
+    assert config.agent.root == str(tmp_path)
+
+
+def test_corroding_connection_trend_rises_over_simulated_weeks(tmp_path: Path) -> None:
+    scenario = SCENARIOS["corroding-connection"]
+    node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(1))
+    scenario.build(node, 0)
+    rail = psu_rail_of(node)
+    rail.use_pty = False
+    rail.pmbus = False
+    node.devices = [rail]  # no files: only the RM1 lines matter here
+    state = RailState(PsuSection(port=DEFAULT_LINK))
+    t_s = 0.0
+    while t_s < 30 * 86400:
+        t_s += 300.0
+        scenario.drive(node, 0, t_s)
+        node.step(t_s)
+        for line in rail.take_lines():
+            state.line(line, t_s, t_s)
+    (estimate,) = state.resistance()
+    assert estimate.method == "two_point"
+    assert estimate.resistance_mohm == pytest.approx(0.8 + 0.06 * 30, abs=0.1)
+    assert estimate.trend_mohm_per_day == pytest.approx(0.06, abs=0.01)
+    assert estimate.baseline_mohm == pytest.approx(0.8, abs=0.05) and estimate.trend_days >= 29
+
+
+def test_adc_unplug_timeline() -> None:
+    assert plugged_at(5.0) and not plugged_at(20.0) and not plugged_at(29.9) and plugged_at(30.0)
+    assert not plugged_at(85.0)
+
+
+def test_adc_unplug_removes_and_restores_the_link(tmp_path: Path) -> None:
+    scenario = SCENARIOS["adc-unplug"]
+    node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(1))
+    scenario.build(node, 0)
+    link = node.tree.path(DEFAULT_LINK)
+    try:
+        for t_s, present in ((1.0, True), (21.0, False), (31.0, True)):
+            scenario.drive(node, 0, t_s)
+            node.step(t_s)
+            assert link.is_symlink() == present, t_s
+    finally:
+        node.close()
+    assert not link.is_symlink()
+
+
+def test_adc_garbage_lines_never_parse_to_a_false_reading(tmp_path: Path) -> None:
+    scenario = SCENARIOS["adc-garbage"]
+    node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(1))
+    scenario.build(node, 0)
+    rail = psu_rail_of(node)
+    rail.pmbus = False
+    node.devices = [rail]
+    state = RailState(PsuSection(port=DEFAULT_LINK, sag_volts=11.5))
+    rail.use_pty = False
+    for k in range(1, 600):
+        scenario.drive(node, 0, k * 0.5)
+        node.step(k * 0.5)
+        state.feed(rail.take_bytes(), float(k), float(k))
+    reading = state.reading(mono=600.0, reset=True)
+    counters = reading.counters
+    assert counters.checksum_errors_total + counters.malformed_lines_total + counters.long_lines_total > 20
+    assert counters.windows_total > 150 and counters.reboots_total == 0
+    assert reading.volts is not None and reading.volts.min_volts > 11.6

@@ -1,0 +1,54 @@
+"""Path resistance estimator: both methods, uncertainty, and the daily trend."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rigmon.path_resistance import DAY_S, PathResistanceEstimator
+
+
+def test_two_point_estimate_with_noise_and_uncertainty() -> None:
+    rng = random.Random(4)
+    est = PathResistanceEstimator("vpsu-v", "two_point")
+    for k in range(300):
+        amps = rng.uniform(20, 130)
+        est.add_drop(amps * 1.75e-3 + rng.gauss(0, 0.002), amps, 1000.0 + k)
+    reading = est.reading()
+    assert reading.resistance_mohm == pytest.approx(1.75, abs=0.03)
+    assert reading.uncertainty_mohm is not None and 0 < reading.uncertainty_mohm < 0.03
+    assert reading.points == 300 and reading.trend_mohm_per_day is None
+
+
+def test_low_current_points_are_ignored() -> None:
+    est = PathResistanceEstimator("p", "two_point")
+    est.add_drop(0.05, 0.1, 0.0)
+    assert est.reading().points == 0 and est.reading().resistance_mohm is None
+
+
+def test_load_steps_need_current_spread() -> None:
+    est = PathResistanceEstimator("rail-v", "load_steps")
+    for k in range(20):
+        est.add_load_point(12.0 - 30 * 2.5e-3, 30.0, float(k))
+    assert est.reading().resistance_mohm is None
+    for k in range(20):
+        amps = 30.0 if k % 2 else 120.0
+        est.add_power_point(12.0 - amps * 2.5e-3, amps * (12.0 - amps * 2.5e-3), 100.0 + k)
+    reading = est.reading()
+    assert reading.method == "load_steps" and reading.current_span_amps == pytest.approx(90.0, abs=0.01)
+    assert reading.resistance_mohm == pytest.approx(2.5, abs=0.01)
+
+
+def test_trend_over_weeks_and_recent_window() -> None:
+    est = PathResistanceEstimator("vpsu-v", "two_point")
+    for day in range(21):
+        r_ohm = (1.0 + 0.05 * day) * 1e-3
+        for k in range(48):
+            amps = 40.0 + k
+            est.add_drop(amps * r_ohm, amps, day * DAY_S + k * 1800.0)
+    reading = est.reading()
+    assert reading.trend_mohm_per_day == pytest.approx(0.05, abs=1e-4)
+    assert reading.baseline_mohm == pytest.approx(1.0, abs=1e-3) and reading.trend_days == 20.0
+    # Only the last quarter hour (at least ten points) is behind the current estimate.
+    assert reading.points == 10 and reading.resistance_mohm == pytest.approx(2.0, abs=1e-3)
