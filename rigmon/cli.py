@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rigmon import __version__
-from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
+from rigmon.config import DEFAULT_PORT, ConfigError, default_state_dir, load_agent_config
 
 
 def _positive_float(text: str) -> float:
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--token-file", metavar="FILE", help="file holding the bearer token clients must send")
     agent.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree)")
     agent.add_argument("--node", metavar="NAME", help="node name (default: host name)")
+    agent.add_argument("--state-dir", metavar="DIR",
+                       help="journal directory (default /var/lib/rigmon if writable, else ~/.local/state/rigmon)")
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1")
     _add_sim_options(sim)
@@ -78,9 +81,13 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from rigmon.agent.agent import Agent
     from rigmon.agent.server import StartupError, check_listen_policy, read_token_file, run
 
-    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node}
+    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
+                 "state_dir": args.state_dir}
     try:
         config = load_agent_config(args.config, overrides)
+        if not config.agent.state_dir:
+            config = dataclasses.replace(
+                config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
         check_listen_policy(config.agent.listen, token)
         if not Path(config.agent.root).is_dir():
@@ -88,7 +95,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         agent = Agent(config, token=token)
     except (ConfigError, StartupError, ValueError) as exc:
         return _fail(str(exc))
-    print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}", flush=True)
+    print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}, "
+          f"journal in {config.agent.state_dir if config.journal.enabled else '(disabled)'}", flush=True)
     run(agent, config.agent.listen)
     return 0
 

@@ -113,7 +113,8 @@ async def running_rig(
     """Run a simulated rig with one real agent per node on 127.0.0.1.
 
     Node ``i`` listens on ``base_port + i``; with ``base_port`` 0 every agent takes a free
-    port. The URLs are in the result's ``urls`` once this context is entered.
+    port. The URLs are in the result's ``urls`` once this context is entered. Each agent
+    journals into ``workdir/state/<node>``.
     """
     scen = get_scenario(scenario)
     with contextlib.ExitStack() as stack:
@@ -131,6 +132,7 @@ async def running_rig(
                     listen=f"127.0.0.1:{base_port + index if base_port else 0}",
                     root=str(node.tree.root),
                     interval_s=interval_s,
+                    state_dir=str(workdir / "state" / node.name),
                 ))
                 agent = Agent(config, clock=rig.clock)
                 port = base_port + index if base_port else 0
