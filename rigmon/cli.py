@@ -42,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--state-dir", metavar="DIR",
                        help="journal directory (default /var/lib/rigmon if writable, else ~/.local/state/rigmon)")
 
+    snap = sub.add_parser("snapshot", help="bug-report bundle from agents, or from a node's journal after a crash")
+    snap.add_argument("urls", nargs="*", metavar="URL", help="agents to pull (http://HOST:PORT)")
+    snap.add_argument("--journal", action="append", default=[], metavar="DIR",
+                      help="read a node's journal (state directory) directly, no agent needed; repeatable")
+    snap.add_argument("--since", default="1h", metavar="DURATION",
+                      help="window before each node's latest frame: 90s, 10m, 1h, 2d (default 1h)")
+    snap.add_argument("--token-file", metavar="FILE", help="file holding the agents' bearer token")
+    snap.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write (.tar.gz)")
+
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1")
     _add_sim_options(sim)
     sim.add_argument("--base-port", type=int, default=DEFAULT_PORT, metavar="P",
@@ -68,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_agent(args)
     if args.command == "sim":
         return _cmd_sim(args)
+    if args.command == "snapshot":
+        return _cmd_snapshot(args)
     parser.print_help()
     return 2
 
@@ -99,6 +110,30 @@ def _cmd_agent(args: argparse.Namespace) -> int:
           f"journal in {config.agent.state_dir if config.journal.enabled else '(disabled)'}", flush=True)
     run(agent, config.agent.listen)
     return 0
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from rigmon.snapshot.command import parse_duration, take_snapshot
+
+    if not args.urls and not args.journal:
+        return _fail("snapshot: give at least one agent URL or --journal DIR")
+    try:
+        since_s = parse_duration(args.since)
+    except ValueError as exc:
+        return _fail(f"--since: {exc}")
+    token = None
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            return _fail(f"token file {args.token_file}: {exc.strerror}")
+    path, parts = take_snapshot(args.urls, args.journal, since_s, args.output, token)
+    failed = [p for p in parts if p.error]
+    for part in failed:
+        print(f"rigmon: {part.node}: {part.error}", file=sys.stderr)
+    frames = sum(len(p.frames) for p in parts)
+    print(f"{path}: {len(parts)} nodes, {frames} frames", flush=True)
+    return 1 if len(failed) == len(parts) else 0
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:

@@ -97,7 +97,11 @@ def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s
         JournalError: the journal cannot be read.
     """
     with JournalReader(path) as reader:
-        history = reader.history(node, from_at, to_at, interval_s, names)
+        if with_frames and names is None:
+            # The frames carry every value: series only when asked for by name.
+            history = reader.history(node, from_at, to_at, interval_s, set())
+        else:
+            history = reader.history(node, from_at, to_at, interval_s, names)
         if not with_frames:
             return encode(history)
         raw = reader.frames_json(from_at, to_at, MAX_HISTORY_FRAMES + 1)

@@ -351,7 +351,9 @@ class JournalReader:
         span = max(0.0, to_at - from_at)
         tier = "frames"
         step_s = interval_s
-        if span / interval_s <= MAX_POINTS:
+        if names is not None and not names:
+            points = {}
+        elif span / interval_s <= MAX_POINTS:
             points = to_points(((at, {n: [v, v, v, 1.0] for n, v in values.items()})
                                 for at, values in self._frame_stats(from_at, math.nextafter(to_at, math.inf))),
                                names)
