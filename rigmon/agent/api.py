@@ -90,8 +90,11 @@ def _float_param(value: str | None, name: str) -> float | None:
 
 
 def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s: float,
-                 names: set[str] | None, with_frames: bool) -> bytes:
+                 names: set[str] | None, with_frames: bool, lines: bool = False) -> bytes:
     """The JSON of a /v1/history answer, read from the journal (blocking: run in a thread).
+
+    With ``lines`` (a client accepting ``application/x-ndjson``) the answer is JSON lines:
+    the `History` without frames, then one frame per line, ready to store as they are.
 
     Raises:
         JournalError: the journal cannot be read.
@@ -106,6 +109,8 @@ def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s
             return encode(history)
         raw = reader.frames_json(from_at, to_at, MAX_HISTORY_FRAMES + 1)
     more = len(raw) > MAX_HISTORY_FRAMES
+    if lines:
+        return b"\n".join([encode(replace(history, more=more)), *raw[:MAX_HISTORY_FRAMES]]) + b"\n"
     # Frames are stored as their wire JSON: splice them in rather than decode and re-encode
     # thousands of them (the export of a bug-report bundle waits on this).
     head = encode(replace(history, more=more))
@@ -243,12 +248,13 @@ def build_app(state: ApiState) -> ASGIApp:
             names = {n.strip() for n in q["series"].split(",") if n.strip()}
             if not names:
                 raise BadRequest("series must name at least one series")
+        lines = with_frames and "application/x-ndjson" in request.headers.get("accept", "")
         try:
             body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
-                                           state.interval_s, names, with_frames)
+                                           state.interval_s, names, with_frames, lines)
         except JournalError as exc:
             return _error(503, str(exc))
-        return Response(body, media_type="application/json")
+        return Response(body, media_type="application/x-ndjson" if lines else "application/json")
 
     async def snapshot(request: Request) -> Response:
         if state.capture is None:

@@ -192,8 +192,9 @@ def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report
     created_at = time.time() if created_at is None else created_at
     top = "rigmon-snapshot-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
     target = Path(path)
-    # Level 6: the frames dominate, and their repetition compresses well without level 9's cost.
-    with tarfile.open(target, "w:gz", compresslevel=6) as tar:
+    # Level 1: frames dominate and are repetitive; higher levels cost several times the CPU
+    # for a few percent (an hour of a large rig is hundreds of MB of JSON).
+    with tarfile.open(target, "w:gz", compresslevel=1) as tar:
         for name, content in bundle_members(parts, since_s, report, created_at):
             member = tarfile.TarInfo(f"{top}/{name}")
             member.size = len(content)

@@ -113,13 +113,15 @@ async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float, to_a
     start = from_at
     while start <= to_at:
         end = min(to_at, start + FRAMES_CHUNK_S)
-        resp = await client.get(f"{url}/v1/history", params={"from": repr(start), "to": repr(end), "frames": "1"})
+        # JSON lines: the frames arrive as the agent stored them and go into the bundle as they are.
+        resp = await client.get(f"{url}/v1/history", params={"from": repr(start), "to": repr(end), "frames": "1"},
+                                headers={"Accept": "application/x-ndjson"})
         resp.raise_for_status()
-        data = json.loads(resp.content)
-        chunk = data.get("frames") or []
-        frames.extend(json.dumps(f, separators=(",", ":")).encode() for f in chunk)
+        head, *chunk = resp.content.splitlines()
+        data = json.loads(head)
+        frames.extend(chunk)
         if data.get("more") and chunk:
-            start = math.nextafter(float(chunk[-1]["taken_at"]), math.inf)
+            start = math.nextafter(float(json.loads(chunk[-1])["taken_at"]), math.inf)
         else:
             start = math.nextafter(end, math.inf)
     return frames

@@ -132,3 +132,16 @@ async def test_the_journal_holds_what_the_stream_showed(tmp_path: Path) -> None:
     assert [f.seq for f in stored] == [f.seq for f in agent.buffer.since(0)]
     assert stored == agent.buffer.since(0)
     assert run.clean is True and run.run_id == agent.run_id and run.info and '"node": "t1"' in run.info
+
+
+async def test_history_frames_as_json_lines(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = journaled
+    await wait_journaled(agent, 10)
+    params = {"from": agent.sampler.agent_start - 1, "to": agent.clock.time(), "frames": "1"}
+    r = await client.get("/v1/history", params=params, headers={"Accept": "application/x-ndjson"})
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    head, *lines = r.content.splitlines()
+    assert decode(History, head).frames == ()
+    plain = decode(History, (await client.get("/v1/history", params=params)).content)
+    assert [decode(Frame, line) for line in lines][: len(plain.frames)] == list(plain.frames)
+    assert len(lines) >= 10
