@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rigmon import __version__
-from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
+from rigmon.config import (
+    DEFAULT_PORT,
+    ConfigError,
+    default_state_dir,
+    load_agent_config,
+)
 
 
 def _positive_float(text: str) -> float:
@@ -48,6 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--wait", type=_positive_float, default=1.0, metavar="S",
                        help="seconds between the two collection passes rates need (default 1)")
+    agent.add_argument("--state-dir", metavar="DIR",
+                       help="journal directory (default /var/lib/rigmon if writable, else ~/.local/state/rigmon)")
+
+    snap = sub.add_parser("snapshot", help="bug-report bundle from agents, or from a node's journal after a crash")
+    snap.add_argument("urls", nargs="*", metavar="URL", help="agents to pull (http://HOST:PORT)")
+    snap.add_argument("--journal", action="append", default=[], metavar="DIR",
+                      help="read a node's journal (state directory) directly, no agent needed; repeatable")
+    snap.add_argument("--since", default="1h", metavar="DURATION",
+                      help="window before each node's latest frame: 90s, 10m, 1h, 2d (default 1h)")
+    snap.add_argument("--token-file", metavar="FILE", help="file holding the agents' bearer token")
+    snap.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write (.tar.gz)")
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1")
     _add_sim_options(sim)
@@ -77,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_sim(args)
     if args.command == "check":
         return _cmd_check(args)
+    if args.command == "snapshot":
+        return _cmd_snapshot(args)
     parser.print_help()
     return 2
 
@@ -88,12 +107,20 @@ def _fail(message: str, code: int = 2) -> int:
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     from rigmon.agent.agent import Agent
-    from rigmon.agent.server import StartupError, check_listen_policy, read_token_file, run
+    from rigmon.agent.server import (
+        StartupError,
+        check_listen_policy,
+        read_token_file,
+        run,
+    )
 
     overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
-                 "control_token_file": args.control_token_file}
+                 "control_token_file": args.control_token_file, "state_dir": args.state_dir}
     try:
         config = load_agent_config(args.config, overrides)
+        if not config.agent.state_dir:
+            config = dataclasses.replace(
+                config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
         control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
         check_listen_policy(config.agent.listen, token)
@@ -102,7 +129,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         agent = Agent(config, token=token, control_token=control)
     except (ConfigError, StartupError, ValueError) as exc:
         return _fail(str(exc))
-    print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}", flush=True)
+    print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}, "
+          f"journal in {config.agent.state_dir if config.journal.enabled else '(disabled)'}", flush=True)
     run(agent, config.agent.listen)
     return 0
 
@@ -124,6 +152,28 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return _fail(str(exc), 3)
     print(json.dumps(to_data(report), indent=2) if args.json else format_report(report), flush=True)
     return report.exit_code
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from rigmon.snapshot.command import parse_duration, take_snapshot
+
+    if not args.urls and not args.journal:
+        return _fail("snapshot: give at least one agent URL or --journal DIR")
+    try:
+        since_s = parse_duration(args.since)
+    except ValueError as exc:
+        return _fail(f"--since: {exc}")
+    token = None
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            return _fail(f"token file {args.token_file}: {exc.strerror}")
+    path, parts = take_snapshot(args.urls, args.journal, since_s, args.output, token)
+    failed = [p for p in parts if p.error]
+    for part in failed:
+        print(f"rigmon: {part.node}: {part.error}", file=sys.stderr)
+    frames = sum(len(p.frames) for p in parts)
+    print(f"{path}: {len(parts)} nodes, {frames} frames", flush=True)
+    return 1 if len(failed) == len(parts) else 0
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:

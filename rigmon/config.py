@@ -45,6 +45,9 @@ class AgentSection:
     """Concurrent /v1/stream subscriptions."""
     max_request_bytes: int = 65536
     """Largest request (headers plus body) accepted."""
+    state_dir: str = ""
+    """Directory of the journal (flight recorder); empty: `default_state_dir()` when the agent is
+    started from the command line, no journal when it is built in-process without one."""
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
@@ -266,6 +269,35 @@ class PsuSection:
 
 
 @dataclass(frozen=True, slots=True)
+class JournalSection:
+    """``[journal]``: the flight recorder's retention (SQLite in the agent's state directory).
+
+    Whole frames are kept for ``frames_keep_h``; per-series min/mean/max in 1-minute
+    buckets for ``minute_keep_h`` and in 15-minute buckets for ``quarter_keep_h``. When
+    the file grows past ``max_mb`` the oldest frames go first, then the oldest buckets.
+    """
+
+    enabled: bool = True
+    frames_keep_h: float = 48.0
+    minute_keep_h: float = 24.0 * 30
+    quarter_keep_h: float = 24.0 * 400
+    max_mb: float = 2048.0
+    commit_interval_s: float = 0.5
+    """Longest time a frame waits in memory before it is committed."""
+    queue_frames: int = 600
+    """Frames waiting for the writer thread; beyond this new frames are dropped (and reported)."""
+
+    def __post_init__(self) -> None:
+        for name in ("frames_keep_h", "minute_keep_h", "quarter_keep_h", "max_mb", "commit_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.commit_interval_s > 1.0:
+            raise ValueError("commit_interval_s must be at most 1 (a crash may lose only about a second)")
+        if self.queue_frames < 1:
+            raise ValueError("queue_frames must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
 class AgentConfig:
     """The whole agent configuration file."""
 
@@ -276,6 +308,7 @@ class AgentConfig:
     alarms: AlarmsSection = field(default_factory=AlarmsSection)
     notify: tuple[NotifySection, ...] = ()
     psu: PsuSection = field(default_factory=PsuSection)
+    journal: JournalSection = field(default_factory=JournalSection)
 
     @property
     def node_name(self) -> str:
@@ -285,6 +318,26 @@ class AgentConfig:
     def collector(self, name: str) -> CollectorSection:
         """Settings of one collector (defaults when not configured)."""
         return self.collectors.get(name, CollectorSection())
+
+
+#: Preferred state directory of a system-wide agent.
+SYSTEM_STATE_DIR = Path("/var/lib/rigmon")
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the agent keeps its journal when neither ``--state-dir`` nor ``state_dir`` says.
+
+    /var/lib/rigmon when it exists and is writable (or can be created), else the user's
+    state directory: ``$XDG_STATE_HOME/rigmon`` or ``~/.local/state/rigmon``.
+    """
+    env = os.environ if environ is None else environ
+    system = SYSTEM_STATE_DIR
+    if system.is_dir() and os.access(system, os.W_OK | os.X_OK):
+        return system
+    if not system.exists() and os.access(system.parent, os.W_OK | os.X_OK):
+        return system
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(base) / "rigmon"
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import platform
 import uuid
 
@@ -10,6 +11,8 @@ from rigmon import __version__
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
+from rigmon.agent.capture import capture_node
+from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.sampler import Sampler
 from rigmon.alarms.engine import AlarmEngine
@@ -20,7 +23,9 @@ from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
-from rigmon.schema import SCHEMA_VERSION, Info
+from rigmon.redact import redact
+from rigmon.schema import SCHEMA_VERSION, Info, NodeCapture, Severity
+from rigmon.typed import to_data
 
 
 def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock) -> dict[str, Collector]:
@@ -33,7 +38,7 @@ def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock) -> dict[
 
 
 class Agent:
-    """One node's agent: sampling into a ring buffer, served over HTTP.
+    """One node's agent: sampling into a ring buffer and the journal, served over HTTP.
 
     Args:
         config: the agent configuration.
@@ -92,6 +97,37 @@ class Agent:
         self.token = token
         self.control_token = control_token
         self._task: asyncio.Task[None] | None = None
+        self._collectors = collectors
+        self.journal: JournalWriter | None = None
+        if config.agent.state_dir and config.journal.enabled:
+            self.journal = JournalWriter(
+                config.agent.state_dir, self.clock, config.journal, self.run_id, self.sampler.node,
+                self.sampler.agent_start, info_json=json.dumps(to_data(self.info())),
+                config_json=json.dumps(self.redacted_config()),
+            )
+            journal = self.journal
+            self.sampler.add_listener(journal.submit)
+            self.sampler.add_status("journal", lambda: journal.status)
+
+    def redacted_config(self) -> dict[str, object]:
+        """The configuration as TOML keys, secrets replaced (for snapshots)."""
+        data = redact(to_data(self.config))
+        assert isinstance(data, dict)
+        return data
+
+    def capture(self) -> NodeCapture:
+        """The node's part of a bug-report snapshot (blocking reads: call from a thread)."""
+        cap = capture_node(self.root, self._collectors)
+        return NodeCapture(
+            schema=SCHEMA_VERSION,
+            node=self.sampler.node,
+            taken_at=self.clock.time(),
+            info=self.info(),
+            config=self.redacted_config(),
+            latest=self.buffer.latest if self.buffer is not None else None,
+            files=cap.files,
+            errors=tuple(cap.errors),
+        )
 
     def info(self) -> Info:
         """Identity and capabilities, as served on /v1/info."""
@@ -125,6 +161,10 @@ class Agent:
             metrics=make_registry(self.metrics) if self.metrics else None,
             alarms=self.alarms,
             control_token=self.control_token,
+            journal_path=journal_path(self.config.agent.state_dir) if self.journal is not None else None,
+            interval_s=self.config.agent.interval_s,
+            now=self.clock.time,
+            capture=self.capture,
         )
         return build_app(state)
 
@@ -133,6 +173,16 @@ class Agent:
         if self.buffer is None:
             self.app()
         self.notifiers.start()
+        if self.journal is not None:
+            loop = asyncio.get_running_loop()
+
+            def sink(kind: str, severity: Severity, subject: str, message: str,
+                     data: dict[str, str | int | float | bool | None]) -> None:
+                # Called from the journal's thread; events belong to the loop's sampler.
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(self.sampler.emit_event, kind, severity, subject, message, data)
+
+            self.journal.start(sink)
         self._task = asyncio.get_running_loop().create_task(self.sampler.run(), name=f"sampler-{self.sampler.node}")
         return self._task
 
@@ -146,3 +196,6 @@ class Agent:
                 self._task.cancel()
         # Joining the notifier threads blocks; do it off the event loop.
         await asyncio.get_running_loop().run_in_executor(None, self.notifiers.close)
+        if self.journal is not None:
+            # After the sampler: its last frames are queued; closing writes them and the clean stop.
+            await asyncio.to_thread(self.journal.close)

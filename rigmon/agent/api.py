@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -17,8 +20,9 @@ from starlette.routing import Route
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
+from rigmon.agent.journal import JournalError, JournalReader
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
-from rigmon.schema import Gap, Info, encode
+from rigmon.schema import Gap, Info, NodeCapture, encode
 from rigmon.typed import to_data
 
 #: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
@@ -27,6 +31,11 @@ KEEPALIVE_S = 15.0
 MAX_SAMPLES_PER_REQUEST = 1000
 #: Longest operator name kept with an acknowledgement.
 MAX_ACK_BY_CHARS = 100
+#: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
+MAX_HISTORY_FRAMES_SPAN_S = 3600.0
+MAX_HISTORY_FRAMES = 7200
+#: Window of /v1/history when ``from`` is not given.
+DEFAULT_HISTORY_SPAN_S = 3600.0
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -52,6 +61,10 @@ class ApiState:
     open_streams: int = 0
     alarms: AlarmService | None = None
     control_token: str | None = None
+    journal_path: Path | None = None
+    interval_s: float = 1.0
+    now: Callable[[], float] | None = None
+    capture: Callable[[], NodeCapture] | None = None
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -72,6 +85,47 @@ def _int_param(value: str | None, name: str, minimum: int = 0) -> int | None:
     if number < minimum:
         raise BadRequest(f"{name} must be at least {minimum}, got {number}")
     return number
+
+
+def _float_param(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be Unix seconds, got {value!r}") from None
+    if not math.isfinite(number):
+        raise BadRequest(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s: float,
+                 names: set[str] | None, with_frames: bool, lines: bool = False) -> bytes:
+    """The JSON of a /v1/history answer, read from the journal (blocking: run in a thread).
+
+    With ``lines`` (a client accepting ``application/x-ndjson``) the answer is JSON lines:
+    the `History` without frames, then one frame per line, ready to store as they are.
+
+    Raises:
+        JournalError: the journal cannot be read.
+    """
+    with JournalReader(path) as reader:
+        if with_frames and names is None:
+            # The frames carry every value: series only when asked for by name.
+            history = reader.history(node, from_at, to_at, interval_s, set())
+        else:
+            history = reader.history(node, from_at, to_at, interval_s, names)
+        if not with_frames:
+            return encode(history)
+        raw = reader.frames_json(from_at, to_at, MAX_HISTORY_FRAMES + 1)
+    more = len(raw) > MAX_HISTORY_FRAMES
+    if lines:
+        return b"\n".join([encode(replace(history, more=more)), *raw[:MAX_HISTORY_FRAMES]]) + b"\n"
+    # Frames are stored as their wire JSON: splice them in rather than decode and re-encode
+    # thousands of them (the export of a bug-report bundle waits on this).
+    head = encode(replace(history, more=more))
+    assert head.endswith(b'"frames":[]}')
+    return head[: -len(b"[]}")] + b"[" + b",".join(raw[:MAX_HISTORY_FRAMES]) + b"]}"
 
 
 def resume_plan(buffer: FrameBuffer, after_seq: int, run_id: str | None, own_run_id: str) -> tuple[int, Gap | None]:
@@ -219,6 +273,43 @@ def build_app(state: ApiState) -> ASGIApp:
         except AlreadyResolved:
             return _error(409, f"alarm {alarm_id} is already resolved")
         return _json(alarm)
+    async def history(request: Request) -> Response:
+        if state.journal_path is None:
+            return _error(404, "this agent keeps no journal (no state directory, or [journal] enabled = false)")
+        q = request.query_params
+        unknown = sorted(set(q) - {"from", "to", "series", "frames"})
+        if unknown:
+            raise BadRequest(f"unknown parameter {unknown[0]!r} (known: from, to, series, frames)")
+        now = state.now() if state.now is not None else 0.0
+        to_at = _float_param(q.get("to"), "to")
+        to_at = now if to_at is None else to_at
+        from_at = _float_param(q.get("from"), "from")
+        from_at = to_at - DEFAULT_HISTORY_SPAN_S if from_at is None else from_at
+        if from_at > to_at:
+            raise BadRequest(f"from ({from_at}) is after to ({to_at})")
+        frames_flag = q.get("frames", "0")
+        if frames_flag not in ("0", "1"):
+            raise BadRequest(f"frames must be 0 or 1, got {frames_flag!r}")
+        with_frames = frames_flag == "1"
+        if with_frames and to_at - from_at > MAX_HISTORY_FRAMES_SPAN_S:
+            raise BadRequest(f"frames=1 covers at most {MAX_HISTORY_FRAMES_SPAN_S:g} s; ask for the window in parts")
+        names: set[str] | None = None
+        if "series" in q:
+            names = {n.strip() for n in q["series"].split(",") if n.strip()}
+            if not names:
+                raise BadRequest("series must name at least one series")
+        lines = with_frames and "application/x-ndjson" in request.headers.get("accept", "")
+        try:
+            body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
+                                           state.interval_s, names, with_frames, lines)
+        except JournalError as exc:
+            return _error(503, str(exc))
+        return Response(body, media_type="application/x-ndjson" if lines else "application/json")
+
+    async def snapshot(request: Request) -> Response:
+        if state.capture is None:
+            return _error(404, "this agent cannot capture a snapshot")
+        return _json(await asyncio.to_thread(state.capture))
 
     routes = [
         Route("/healthz", healthz),
@@ -229,6 +320,8 @@ def build_app(state: ApiState) -> ASGIApp:
         Route("/v1/latest", latest),
         Route("/v1/samples", samples),
         Route("/v1/stream", stream),
+        Route("/v1/history", history),
+        Route("/v1/snapshot", snapshot),
     ]
 
     async def on_bad_request(request: Request, exc: Exception) -> Response:

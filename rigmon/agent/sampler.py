@@ -97,6 +97,7 @@ class Sampler:
             for name, c in collectors.items()
         }
         self._listeners: list[FrameListener] = []
+        self._statuses: dict[str, Callable[[], CollectorStatus]] = {}
         self._seq = 0
         self._event_n = 0
         self._pending_events: list[Event] = []
@@ -112,6 +113,10 @@ class Sampler:
     def add_listener(self, listener: FrameListener) -> None:
         """Call ``listener`` with every new frame, on the event loop."""
         self._listeners.append(listener)
+
+    def add_status(self, name: str, status: Callable[[], CollectorStatus]) -> None:
+        """Report a part of the agent that is not a collector (the journal) like one in every frame."""
+        self._statuses[name] = status
 
     def emit_event(self, kind: str, severity: Severity, subject: str, message: str,
                    data: dict[str, str | int | float | bool | None] | None = None,
@@ -295,7 +300,8 @@ class Sampler:
             seq=self._seq,
             taken_at=self.clock.time(),
             agent_start=self.agent_start,
-            collectors={name: slot.status for name, slot in self._slots.items()},
+            collectors={**{name: slot.status for name, slot in self._slots.items()},
+                        **{name: status() for name, status in self._statuses.items()}},
             readings=dataclasses.replace(Readings(), **fields),  # type: ignore[arg-type]
             events=tuple(self._pending_events),
         )

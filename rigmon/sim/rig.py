@@ -85,15 +85,17 @@ class SimRig:
             node.close()
 
 
-def node_agent_config(node: SimNode, listen: str, interval_s: float) -> AgentConfig:
+def node_agent_config(node: SimNode, listen: str, interval_s: float, state_dir: Path | None = None) -> AgentConfig:
     """The agent configuration of a simulated node: its tree as root, plus what its devices add.
 
     Devices implementing `ConfiguresAgent` contribute sections (a serial ADC's ``[psu]``
-    port, relative to the node's root).
+    port, relative to the node's root). ``state_dir`` holds the node's journal.
     """
-    data = merge_config(node.agent_config(), {"agent": {
-        "node": node.name, "listen": listen, "root": str(node.tree.root), "interval_s": interval_s,
-    }})
+    agent: dict[str, object] = {"node": node.name, "listen": listen, "root": str(node.tree.root),
+                                "interval_s": interval_s}
+    if state_dir is not None:
+        agent["state_dir"] = str(state_dir)
+    data = merge_config(node.agent_config(), {"agent": agent})
     return from_data(AgentConfig, data, strict=True)
 
 
@@ -126,7 +128,8 @@ async def running_rig(
     """Run a simulated rig with one real agent per node on 127.0.0.1.
 
     Node ``i`` listens on ``base_port + i``; with ``base_port`` 0 every agent takes a free
-    port. The URLs are in the result's ``urls`` once this context is entered.
+    port. The URLs are in the result's ``urls`` once this context is entered. Each agent
+    journals into ``workdir/state/<node>``.
     """
     scen = get_scenario(scenario)
     with contextlib.ExitStack() as stack:
@@ -139,7 +142,8 @@ async def running_rig(
         tasks: list[asyncio.Task[object]] = [asyncio.create_task(rig.run(), name="sim-physics")]
         try:
             for index, node in enumerate(rig.nodes):
-                config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s)
+                config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s,
+                                           workdir / "state" / node.name)
                 agent = Agent(config, clock=rig.clock)
                 port = base_port + index if base_port else 0
                 server = make_server(agent, "127.0.0.1", port)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rigmon.sim.host import GIB, SimHost, SimInterface
+from rigmon.sim.host import SimHost, SimInterface
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.model_load import find_storage
 from rigmon.sim.storage import SimMdArray, SimMember, SimNvmeDrive, SimStorage

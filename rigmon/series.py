@@ -1,0 +1,104 @@
+"""Numeric series of a frame, found generically, and min/mean/max aggregation over buckets.
+
+A series is one numeric field of the readings, named by its path: ``host.cpu_pct``,
+``net[eth0].rx_bytes_per_s``, ``gpus[0].power_w``, ``psu[/dev/ttyACM0].volts.min_volts``.
+An element of a list is named by its first field (the record's identity: ``index``,
+``name``, ``sensor``, ``port``...) when that is a string or an integer, else by its position.
+Sources added later get series without code here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Series kept per bucket: [min, sum, max, count]; the mean is sum / count.
+Stats = list[float]
+
+
+def iter_numeric(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
+    """Yield ``(series name, value)`` for every number in JSON-shaped readings data.
+
+    Booleans and ``*_at`` timestamps are not series; ``None`` (missing) yields nothing.
+    """
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            if key.endswith("_at"):
+                continue
+            yield from iter_numeric(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(data, (list, tuple)):
+        for position, item in enumerate(data):
+            yield from iter_numeric(item, f"{prefix}[{_element_key(item, position)}]")
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        value = float(data)
+        if math.isfinite(value):
+            yield prefix, value
+
+
+def _element_key(item: Any, position: int) -> str:
+    if isinstance(item, Mapping) and item:
+        first = next(iter(item.values()))
+        if isinstance(first, (str, int)) and not isinstance(first, bool):
+            return str(first)
+    return str(position)
+
+
+def frame_series(frame_data: Mapping[str, Any]) -> dict[str, float]:
+    """Every numeric series of one frame (JSON data of a `schema.Frame`)."""
+    return dict(iter_numeric(frame_data.get("readings") or {}))
+
+
+def add_value(stats: dict[str, Stats], name: str, value: float) -> None:
+    """Fold one sample into a bucket's statistics."""
+    s = stats.get(name)
+    if s is None:
+        stats[name] = [value, value, value, 1.0]
+    else:
+        if value < s[0]:
+            s[0] = value
+        if value > s[2]:
+            s[2] = value
+        s[1] += value
+        s[3] += 1.0
+
+
+def merge_stats(into: dict[str, Stats], other: Mapping[str, Stats]) -> None:
+    """Fold a finer bucket's statistics into a coarser one (min of mins, max of maxes)."""
+    for name, s in other.items():
+        mine = into.get(name)
+        if mine is None:
+            into[name] = list(s)
+        else:
+            mine[0] = min(mine[0], s[0])
+            mine[2] = max(mine[2], s[2])
+            mine[1] += s[1]
+            mine[3] += s[3]
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One point of a series: a bucket (or a single frame) starting at ``at``."""
+
+    at: float
+    min: float
+    mean: float
+    max: float
+
+
+def to_points(buckets: Iterable[tuple[float, Mapping[str, Stats]]],
+              names: set[str] | None = None) -> dict[str, list[Point]]:
+    """Turn time-ordered buckets into per-series point lists, optionally only ``names``."""
+    out: dict[str, list[Point]] = {}
+    for at, stats in buckets:
+        for name, (lo, total, hi, count) in stats.items():
+            if names is not None and name not in names:
+                continue
+            out.setdefault(name, []).append(Point(at, lo, total / count if count else lo, hi))
+    return out
+
+
+def series_by_suffix(names: Iterable[str], suffix: str) -> list[str]:
+    """Sorted series names ending in ``suffix`` (``_volts``, ``_w``, ``_bytes_per_s``)."""
+    return sorted(n for n in names if n.endswith(suffix))

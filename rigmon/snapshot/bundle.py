@@ -1,0 +1,269 @@
+"""Bug-report bundles: one .tar.gz with a manifest, each node's inventory, config, series, events,
+frames (wire JSON lines, replayable) and raw captures, plus REPORT.md.
+
+Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
+
+    <top>/manifest.json
+    <top>/REPORT.md
+    <top>/nodes/<node>/info.json         /v1/info at capture time
+    <top>/nodes/<node>/inventory.json    identity fields of every record of the latest frame
+    <top>/nodes/<node>/config.json       the agent configuration, secrets redacted
+    <top>/nodes/<node>/latest.json       the latest frame
+    <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
+    <top>/nodes/<node>/events.jsonl      one wire Event per line
+    <top>/nodes/<node>/frames.jsonl      one wire Frame per line, oldest first
+    <top>/nodes/<node>/captures/...      raw files by their path on the node (proc/mdstat, sys/...)
+    <top>/nodes/<node>/captures/ERRORS.txt  what could not be captured
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rigmon import __version__
+from rigmon.schema import Event, Frame, History, Info, decode, decode_data, encode
+from rigmon.typed import to_data
+
+BUNDLE_FORMAT = 1
+
+
+class BundleError(ValueError):
+    """A file is not a readable rigmon bundle."""
+
+
+@dataclass
+class NodePart:
+    """Everything pulled from one node (agent or journal) for a bundle.
+
+    Attributes:
+        node: node name.
+        source: the agent URL or journal path it came from.
+        from_at: window start, Unix seconds on the node's clock.
+        to_at: window end.
+        info: /v1/info (or the journal's record of it).
+        config: redacted configuration as TOML keys.
+        latest: the newest frame.
+        files: raw captures by path on the node.
+        capture_errors: what the node could not capture.
+        history: series and events of the window.
+        frames: the window's frames as wire JSON, one per entry.
+        error: why part of the pull failed, if it did.
+    """
+
+    node: str
+    source: str
+    from_at: float | None = None
+    to_at: float | None = None
+    info: Info | None = None
+    config: dict[str, Any] | None = None
+    latest: Frame | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    capture_errors: list[str] = field(default_factory=list)
+    history: History | None = None
+    frames: list[bytes] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """Events of the window."""
+        return self.history.events if self.history is not None else ()
+
+
+def inventory(info: Info | None, latest: Frame | None) -> dict[str, Any]:
+    """What the node is made of, generically: the identity (text) fields of every record.
+
+    For each readings field, each record's string and integer-identity fields are listed
+    (GPU names, UUIDs and bus ids, array levels and members, Thunderbolt vendors and
+    generations, ADC ports and firmware), plus each collector's state.
+    """
+    out: dict[str, Any] = {"info": to_data(info) if info else None}
+    if latest is None:
+        return out
+    readings = to_data(latest.readings)
+    items: dict[str, Any] = {}
+    for name, value in readings.items():
+        if isinstance(value, list):
+            items[name] = [_identity(v) for v in value]
+        elif isinstance(value, dict):
+            items[name] = _identity(value)
+    out["readings"] = items
+    out["collectors"] = {name: status.state for name, status in latest.collectors.items()}
+    out["taken_at"] = latest.taken_at
+    return out
+
+
+def _identity(record: Mapping[str, Any]) -> dict[str, Any]:
+    keep: dict[str, Any] = {}
+    for i, (key, value) in enumerate(record.items()):
+        if isinstance(value, str) or (i == 0 and isinstance(value, int)):
+            keep[key] = value
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            keep[key] = [_identity(v) for v in value]
+        elif isinstance(value, dict) and any(isinstance(v, str) for v in value.values()):
+            keep[key] = _identity(value)
+    return keep
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "node"
+
+
+def node_dirs(parts: list[NodePart]) -> list[str]:
+    """A distinct directory name per node (a name seen twice gets ``-2``, ``-3``...)."""
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    for part in parts:
+        base = _safe_name(part.node)
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return out
+
+
+def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[str, Any]:
+    """The bundle's manifest: format, when, which nodes and what each holds."""
+    return {
+        "format": BUNDLE_FORMAT,
+        "created_at": created_at,
+        "created_by": f"rigmon {__version__}",
+        "since_s": since_s,
+        "nodes": [
+            {
+                "node": part.node,
+                "dir": f"nodes/{d}",
+                "source": part.source,
+                "from_at": part.from_at,
+                "to_at": part.to_at,
+                "run_id": part.info.run_id if part.info else None,
+                "frames": len(part.frames),
+                "events": len(part.events),
+                "series": len(part.history.series) if part.history else 0,
+                "tier": part.history.tier if part.history else None,
+                "captures": len(part.files),
+                "error": part.error,
+            }
+            for part, d in zip(parts, node_dirs(parts))
+        ],
+    }
+
+
+def _json_bytes(data: Any) -> bytes:
+    return json.dumps(data, indent=1, sort_keys=False).encode() + b"\n"
+
+
+def bundle_members(parts: list[NodePart], since_s: float, report: str,
+                   created_at: float) -> Iterator[tuple[str, bytes]]:
+    """Every file of the bundle as (path below the top directory, content)."""
+    yield "manifest.json", _json_bytes(manifest(parts, since_s, created_at))
+    yield "REPORT.md", report.encode()
+    for part, d in zip(parts, node_dirs(parts)):
+        base = f"nodes/{d}"
+        yield f"{base}/info.json", _json_bytes(to_data(part.info) if part.info else None)
+        yield f"{base}/inventory.json", _json_bytes(inventory(part.info, part.latest))
+        yield f"{base}/config.json", _json_bytes(part.config)
+        yield f"{base}/latest.json", (encode(part.latest) + b"\n") if part.latest else b"null\n"
+        if part.history is not None:
+            yield f"{base}/series.json", encode(part.history) + b"\n"
+        yield f"{base}/events.jsonl", b"".join(encode(e) + b"\n" for e in part.events)
+        yield f"{base}/frames.jsonl", b"".join(f + b"\n" for f in part.frames)
+        for path, text in sorted(part.files.items()):
+            yield f"{base}/captures/{_capture_path(path)}", text.encode()
+        errors = list(part.capture_errors) + ([f"pull: {part.error}"] if part.error else [])
+        if errors:
+            yield f"{base}/captures/ERRORS.txt", ("\n".join(errors) + "\n").encode()
+
+
+def _capture_path(path: str) -> str:
+    # "/proc/mdstat" -> "proc/mdstat"; "collector:kmsg/kernel-log.txt" -> "collector-kmsg/kernel-log.txt"
+    clean = path.lstrip("/").replace(":", "-")
+    return "/".join(p for p in clean.split("/") if p not in ("", ".", ".."))
+
+
+def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report: str,
+                 created_at: float | None = None) -> Path:
+    """Write the bundle as a .tar.gz and return its path."""
+    created_at = time.time() if created_at is None else created_at
+    top = "rigmon-snapshot-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
+    target = Path(path)
+    # Level 1: frames dominate and are repetitive; higher levels cost several times the CPU
+    # for a few percent (an hour of a large rig is hundreds of MB of JSON).
+    with tarfile.open(target, "w:gz", compresslevel=1) as tar:
+        for name, content in bundle_members(parts, since_s, report, created_at):
+            member = tarfile.TarInfo(f"{top}/{name}")
+            member.size = len(content)
+            member.mtime = int(created_at)
+            member.mode = 0o644
+            tar.addfile(member, io.BytesIO(content))
+    return target
+
+
+@dataclass
+class NodeBundle:
+    """One node's part of a bundle, read back."""
+
+    node: str
+    info: Info | None
+    config: Any
+    inventory: Any
+    history: History | None
+    events: list[Event]
+    frames: list[Frame]
+    files: dict[str, str]
+
+
+@dataclass
+class Bundle:
+    """A bundle read back: its manifest, report and nodes (in manifest order)."""
+
+    manifest: dict[str, Any]
+    report: str
+    nodes: list[NodeBundle]
+    members: dict[str, bytes]
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Read a bundle written by `write_bundle` (what a replay does).
+
+    Raises:
+        BundleError: not a tar.gz of this format.
+    """
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            members: dict[str, bytes] = {}
+            for m in tar.getmembers():
+                if not m.isfile():
+                    continue
+                fh = tar.extractfile(m)
+                if fh is not None:
+                    members[m.name.split("/", 1)[1] if "/" in m.name else m.name] = fh.read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise BundleError(f"{path}: not a readable bundle: {exc}") from None
+    if "manifest.json" not in members:
+        raise BundleError(f"{path}: no manifest.json")
+    man = json.loads(members["manifest.json"])
+    if man.get("format") != BUNDLE_FORMAT:
+        raise BundleError(f"{path}: bundle format {man.get('format')!r}, this rigmon reads {BUNDLE_FORMAT}")
+    nodes: list[NodeBundle] = []
+    for entry in man["nodes"]:
+        base = entry["dir"] + "/"
+        info_data = json.loads(members.get(base + "info.json", b"null"))
+        series = members.get(base + "series.json")
+        nodes.append(NodeBundle(
+            node=entry["node"],
+            info=decode_data(Info, info_data) if info_data else None,
+            config=json.loads(members.get(base + "config.json", b"null")),
+            inventory=json.loads(members.get(base + "inventory.json", b"null")),
+            history=decode(History, series) if series else None,
+            events=[decode(Event, line) for line in members.get(base + "events.jsonl", b"").splitlines() if line],
+            frames=[decode(Frame, line) for line in members.get(base + "frames.jsonl", b"").splitlines() if line],
+            files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
+                   for k, v in members.items() if k.startswith(base + "captures/")},
+        ))
+    return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode(), nodes=nodes, members=members)

@@ -1,0 +1,49 @@
+"""``rigmon snapshot``: pull agents and journals, render the report, write the bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from rigmon.snapshot.bundle import NodePart, write_bundle
+from rigmon.snapshot.pull import STEPS_PER_NODE, Progress, pull_agents, read_journal
+from rigmon.snapshot.report import render_report
+
+_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``30s``, ``10m``, ``1h``, ``2d`` (or ``1h30m``) to seconds.
+
+    Raises:
+        ValueError: not a positive duration.
+    """
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        seconds = float(text)
+    else:
+        pieces = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
+        if not pieces or "".join(n + u for n, u in pieces) != text:
+            raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 10m, 1h, 2d)")
+        seconds = sum(float(n) * _UNITS_S[u] for n, u in pieces)
+    if seconds <= 0:
+        raise ValueError(f"duration must be positive: {text!r}")
+    return seconds
+
+
+def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, output: str | Path,
+                  token: str | None = None, stream: IO[str] | None = None) -> tuple[Path, list[NodePart]]:
+    """Pull every agent and journal and write the bundle; returns its path and the parts."""
+    progress = Progress(STEPS_PER_NODE * (len(urls) + len(journals)), stream if stream is not None else sys.stderr)
+    parts: list[NodePart] = []
+    if urls:
+        parts += asyncio.run(pull_agents(urls, since_s, token, progress))
+    parts += [read_journal(j, since_s, progress) for j in journals]
+    created_at = time.time()
+    report = render_report(parts, since_s, created_at)
+    return write_bundle(output, parts, since_s, report, created_at), parts

@@ -1,0 +1,182 @@
+"""Pull each node's part of a bundle: from running agents over HTTP, or from a journal on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from rigmon.agent.journal import JournalError, JournalReader
+from rigmon.redact import redact
+from rigmon.schema import History, Info, NodeCapture, SchemaError, decode, decode_data
+from rigmon.snapshot.bundle import NodePart
+
+#: Seconds of frames asked for per /v1/history?frames=1 request.
+FRAMES_CHUNK_S = 900.0
+HTTP_TIMEOUT_S = 30.0
+
+
+class Progress:
+    """Progress of a pull over many nodes on a stream (stderr).
+
+    On a terminal a bar is redrawn in place; otherwise each finished step is a plain line,
+    so logs and CI output stay readable.
+    """
+
+    def __init__(self, total: int, stream: IO[str] | None = None, width: int = 30) -> None:
+        self.total = max(1, total)
+        self.done = 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def step(self, node: str, what: str) -> None:
+        """One step of one node finished."""
+        self.done = min(self.total, self.done + 1)
+        if self.tty:
+            filled = int(self.width * self.done / self.total)
+            bar = "#" * filled + "-" * (self.width - filled)
+            self.stream.write(f"\r[{bar}] {self.done}/{self.total} {node}: {what}\x1b[K")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"[{self.done}/{self.total}] {node}: {what}\n")
+        self.stream.flush()
+
+
+#: Steps each node reports: info, capture, history, frames.
+STEPS_PER_NODE = 4
+
+
+async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
+                     progress: Progress | None = None) -> NodePart:
+    """Pull a node's part from its agent: info, capture, history and frames of the window.
+
+    The window ends at the node's latest frame (its own clock), so clock skew between the
+    node and this machine does not move it. Failures are recorded in ``error``; what was
+    pulled before them is kept.
+    """
+    url = url.rstrip("/")
+    part = NodePart(node=url, source=url)
+    tick: Callable[[str], None] = (lambda what: progress.step(part.node, what)) if progress else (lambda what: None)
+    steps_left = STEPS_PER_NODE
+    try:
+        part.info = decode(Info, (await _get(client, f"{url}/v1/info")).content)
+        part.node = part.info.node
+        steps_left -= 1
+        tick("info")
+        capture = decode(NodeCapture, (await _get(client, f"{url}/v1/snapshot")).content)
+        part.config = capture.config
+        part.latest = capture.latest
+        part.files = capture.files
+        part.capture_errors = list(capture.errors)
+        steps_left -= 1
+        tick(f"{len(capture.files)} files captured")
+        part.to_at = capture.latest.taken_at if capture.latest else capture.taken_at
+        part.from_at = part.to_at - since_s
+        window = {"from": repr(part.from_at), "to": repr(part.to_at)}
+        resp = await client.get(f"{url}/v1/history", params=window)
+        if resp.status_code == 404:
+            part.error = f"no journal on the agent: {resp.json().get('error')}"
+            steps_left -= 2
+            tick("no journal")
+            return part
+        resp.raise_for_status()
+        part.history = decode(History, resp.content)
+        steps_left -= 1
+        tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+        part.frames = await _pull_frames(client, url, part.from_at, part.to_at)
+        steps_left -= 1
+        tick(f"{len(part.frames)} frames")
+    except (httpx.HTTPError, SchemaError, ValueError) as exc:
+        part.error = f"{type(exc).__name__}: {exc}"
+        for _ in range(steps_left):
+            tick(f"failed: {part.error}")
+    return part
+
+
+async def _get(client: httpx.AsyncClient, url: str) -> httpx.Response:
+    resp = await client.get(url)
+    resp.raise_for_status()
+    return resp
+
+
+async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float, to_at: float) -> list[bytes]:
+    frames: list[bytes] = []
+    start = from_at
+    while start <= to_at:
+        end = min(to_at, start + FRAMES_CHUNK_S)
+        # JSON lines: the frames arrive as the agent stored them and go into the bundle as they are.
+        resp = await client.get(f"{url}/v1/history", params={"from": repr(start), "to": repr(end), "frames": "1"},
+                                headers={"Accept": "application/x-ndjson"})
+        resp.raise_for_status()
+        head, *chunk = resp.content.splitlines()
+        data = json.loads(head)
+        frames.extend(chunk)
+        if data.get("more") and chunk:
+            start = math.nextafter(float(json.loads(chunk[-1])["taken_at"]), math.inf)
+        else:
+            start = math.nextafter(end, math.inf)
+    return frames
+
+
+async def pull_agents(urls: Sequence[str], since_s: float, token: str | None = None,
+                      progress: Progress | None = None) -> list[NodePart]:
+    """Pull every agent concurrently; parts come back in the order of ``urls``."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S) as client:
+        return list(await asyncio.gather(*(pull_agent(client, u, since_s, progress) for u in urls)))
+
+
+def read_journal(path: str | Path, since_s: float, progress: Progress | None = None) -> NodePart:
+    """A node's part from its journal alone (no agent running, e.g. after a crash).
+
+    The window ends at the journal's last frame, not now: after a crash the last seconds
+    before it are what matters. Info and configuration are those the last run recorded
+    at its start; there are no live captures.
+    """
+    part = NodePart(node=str(path), source=f"journal:{Path(path).resolve()}")
+    tick: Callable[[str], None] = (lambda what: progress.step(part.node, what)) if progress else (lambda what: None)
+    try:
+        with JournalReader(path) as reader:
+            runs = reader.runs()
+            last_run = runs[-1] if runs else None
+            if last_run is not None:
+                part.node = last_run.node
+                part.info = _decode_info(last_run.info)
+                part.config = redact(json.loads(last_run.config)) if last_run.config else None
+            tick(f"{len(runs)} runs")
+            span = reader.time_range()
+            part.to_at = span[1] if span else time.time()
+            part.from_at = part.to_at - since_s
+            interval_s = part.info.interval_s if part.info else 1.0
+            part.capture_errors = ["no live capture: bundle made from the journal alone"]
+            tick("no capture")
+            part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
+            tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+            part.frames = reader.frames_json(part.from_at, part.to_at)
+            if part.frames:
+                part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
+            tick(f"{len(part.frames)} frames")
+    except (JournalError, SchemaError, ValueError, OSError) as exc:
+        part.error = f"{type(exc).__name__}: {exc}"
+        if progress is not None:
+            while progress.done % STEPS_PER_NODE:
+                tick(f"failed: {part.error}")
+    return part
+
+
+def _decode_info(text: str | None) -> Info | None:
+    if not text:
+        return None
+    try:
+        return decode_data(Info, json.loads(text))
+    except (SchemaError, ValueError):
+        return None

@@ -1,0 +1,141 @@
+"""REPORT.md of a bundle: nodes, events and alarms, and text charts (plotext) of rail, power and throughput.
+
+Series are chosen by the unit suffix of their name, so sources added later are charted
+without code here: ``*_volts`` (the bucket minimum: a sag must not be averaged away),
+``*_w`` (the bucket maximum, power limits left out) and ``*_bytes_per_s`` (the mean).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import plotext as plt
+
+from rigmon.schema import History, HistorySeries
+from rigmon.snapshot.bundle import NodePart
+
+Stat = Literal["min", "mean", "max"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChartSpec:
+    """Which series one chart shows and which statistic of each bucket it draws."""
+
+    title: str
+    suffix: str
+    stat: Stat
+    unit: str
+
+
+CHARTS = (
+    ChartSpec("Rail voltage (minimum per point)", "_volts", "min", "V"),
+    ChartSpec("Power (maximum per point)", "_w", "max", "W"),
+    ChartSpec("Throughput (mean per point)", "_bytes_per_s", "mean", "B/s"),
+)
+#: Lines per chart; beyond this the most extreme series are kept.
+MAX_LINES = 6
+#: Warning and critical events listed per node.
+MAX_EVENTS_LISTED = 40
+CHART_WIDTH = 100
+CHART_HEIGHT = 20
+
+
+def _stamp(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + " UTC"
+
+
+def chart_series(history: History, spec: ChartSpec) -> list[tuple[str, HistorySeries]]:
+    """The series of a chart: matching suffix, at most `MAX_LINES`, most extreme first."""
+    chosen = [(name, s) for name, s in history.series.items()
+              if name.endswith(spec.suffix) and s.at and not (spec.suffix == "_w" and "limit" in name)]
+    if spec.stat == "min":
+        chosen.sort(key=lambda item: min(item[1].min))
+    else:
+        chosen.sort(key=lambda item: -max(getattr(item[1], spec.stat)))
+    return chosen[:MAX_LINES]
+
+
+def render_chart(history: History, spec: ChartSpec) -> str | None:
+    """One text chart (no colour codes), or ``None`` when no series matches."""
+    chosen = chart_series(history, spec)
+    if not chosen:
+        return None
+    t0 = history.from_at
+    fig = plt.figure
+    # plotext keeps one module-level figure: clear it so charts never share state.
+    fig.clear()
+    for name, s in chosen:
+        values: Sequence[float] = getattr(s, spec.stat)
+        xs = [(at - t0) / 60.0 for at in s.at]
+        signal = fig.signal(xs, list(values))
+        if len(xs) > 1:
+            signal.lines()
+        signal.label(name)
+        fig.draw(signal)
+    fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
+    fig.title(f"{spec.title}, {spec.unit}")
+    fig.label(f"minutes after {_stamp(t0)}", axis="x")
+    text = str(plt.uncolorize(fig.build()))
+    fig.clear()
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) -> str:
+    """The whole REPORT.md."""
+    out = [
+        "# rigmon snapshot",
+        "",
+        f"Created {_stamp(created_at)}; window: the last {since_s:g} s before each node's latest frame.",
+        "",
+        "| node | source | kernel | agent | window | frames | events (warn/crit) | error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for part in parts:
+        info = part.info
+        sev = Counter(e.severity for e in part.events)
+        out.append(
+            f"| {part.node} | {part.source} | {info.kernel if info else '-'} | "
+            f"{info.agent_version if info else '-'} | {_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
+            f"{len(part.frames)} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | {part.error or ''} |")
+    for part in parts:
+        out += ["", f"## {part.node}", ""]
+        out += _collectors_section(part)
+        out += _events_section(part)
+        if part.history is None:
+            out += ["No series: the node's journal was not available.", ""]
+            continue
+        out += [f"Series from the `{part.history.tier}` tier ({part.history.step_s:g} s per point).", ""]
+        for spec in CHARTS:
+            chart = render_chart(part.history, spec)
+            if chart is not None:
+                out += [f"### {spec.title}", "", "```", chart, "```", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _collectors_section(part: NodePart) -> list[str]:
+    if part.latest is None:
+        return []
+    lines = ["| collector | state | error |", "|---|---|---|"]
+    for name, status in part.latest.collectors.items():
+        lines.append(f"| {name} | {status.state} | {(status.error or '').replace('|', '/')} |")
+    return lines + [""]
+
+
+def _events_section(part: NodePart) -> list[str]:
+    events = part.events
+    if not events:
+        return ["No events in the window.", ""]
+    kinds = Counter((e.kind, e.severity) for e in events)
+    lines = ["| event | severity | count |", "|---|---|---|"]
+    lines += [f"| {kind} | {sev} | {n} |" for (kind, sev), n in sorted(kinds.items())]
+    notable = [e for e in events if e.severity != "info"][-MAX_EVENTS_LISTED:]
+    if notable:
+        lines += ["", "Warnings and critical events (alarms included), latest last:", ""]
+        lines += [f"- {_stamp(e.at)} **{e.severity}** `{e.kind}` {e.subject}: {e.message}" for e in notable]
+    return lines + [""]

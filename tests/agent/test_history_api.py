@@ -1,0 +1,147 @@
+"""/v1/history from the journal and /v1/snapshot, in process over ASGI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rigmon.agent.agent import Agent
+from rigmon.agent.journal import JournalReader
+from rigmon.config import AgentConfig, AgentSection
+from rigmon.schema import Frame, History, NodeCapture, decode
+from rigmon.sim import write_tree
+from tests.agent.test_api import Counter
+
+
+async def wait_journaled(agent: Agent, frames: int) -> None:
+    assert agent.journal is not None
+    for _ in range(1000):
+        if agent.journal.frames_written >= frames:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("frames never reached the journal")
+
+
+@pytest.fixture
+async def journaled(tmp_path: Path) -> AsyncIterator[tuple[Agent, httpx.AsyncClient]]:
+    write_tree(tmp_path / "root", {
+        "/proc/mdstat": "Personalities : [raid0]\nmd0 : active raid0 nvme1n1[1] nvme0n1[0]\nunused devices: <none>\n",
+        "/sys/class/net/eth0/speed": "10000\n",
+        "/sys/block/md0/md/array_state": "clean\n",
+        "/sys/block/md0/md/dev-nvme0n1/state": "in_sync\n",
+        "/sys/bus/pci/devices/0000:1a:00.0/current_link_speed": "8.0 GT/s PCIe\n",
+        "/sys/bus/pci/devices/0000:1a:00.0/config": "binary",
+    })
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), interval_s=0.02,
+                                            state_dir=str(tmp_path / "state"), token_file="/etc/rigmon/token"))
+    agent = Agent(config, collectors={"counter": Counter()})
+    transport = httpx.ASGITransport(app=agent.app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
+        agent.start()
+        yield agent, client
+    await agent.stop()
+
+
+async def test_history_serves_series_events_and_frames(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = journaled
+    await wait_journaled(agent, 20)
+    assert agent.buffer is not None and agent.buffer.latest is not None
+    newest = agent.buffer.latest.taken_at
+    r = await client.get("/v1/history", params={"from": agent.sampler.agent_start - 1, "to": newest})
+    assert r.status_code == 200, r.text
+    history = decode(History, r.content)
+    assert history.tier == "frames" and history.node == "t1"
+    temps = history.series["temperatures[c].temp_c"]
+    assert list(temps.max) == sorted(temps.max) and len(temps.at) >= 20
+    assert any(e.kind == "agent_started" for e in history.events)
+    assert history.frames == ()
+
+    r = await client.get("/v1/history", params={"from": agent.sampler.agent_start - 1, "to": newest, "frames": "1"})
+    with_frames = decode(History, r.content)
+    assert with_frames.series == {}  # frames carry every value; series only by name
+    kept = {f.seq: f for f in agent.buffer.since(0)}
+    assert [f.seq for f in with_frames.frames] == sorted(f.seq for f in with_frames.frames)
+    assert all(kept[f.seq] == f for f in with_frames.frames if f.seq in kept)
+
+    r = await client.get("/v1/history", params={"from": agent.sampler.agent_start - 1, "to": newest,
+                                                "series": "temperatures[c].temp_c,nope"})
+    assert set(decode(History, r.content).series) == {"temperatures[c].temp_c"}
+
+
+async def test_frames_show_the_journal_status(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = journaled
+    await wait_journaled(agent, 3)
+    await asyncio.sleep(0.1)
+    frame = decode(Frame, (await client.get("/v1/latest")).content)
+    assert frame.collectors["journal"].state == "ok"
+
+
+@pytest.mark.parametrize("params, reason", [
+    ({"from": "yesterday"}, "from must be Unix seconds"),
+    ({"to": "nan"}, "finite"),
+    ({"from": "200", "to": "100"}, "is after to"),
+    ({"from": "0", "to": "7200", "frames": "1"}, "frames=1 covers at most"),
+    ({"frames": "yes"}, "frames must be 0 or 1"),
+    ({"series": ","}, "at least one series"),
+    ({"since": "5"}, "unknown parameter 'since'"),
+])
+async def test_history_bad_parameters_are_400(journaled: tuple[Agent, httpx.AsyncClient],
+                                              params: dict[str, str], reason: str) -> None:
+    _, client = journaled
+    r = await client.get("/v1/history", params=params)
+    assert r.status_code == 400
+    assert reason in r.json()["error"]
+
+
+async def test_history_is_404_without_a_journal(tmp_path: Path) -> None:
+    agent = Agent(AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path))), collectors={"counter": Counter()})
+    assert agent.journal is None
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.app()), base_url="http://a") as client:
+        r = await client.get("/v1/history")
+    assert r.status_code == 404 and "no journal" in r.json()["error"]
+
+
+async def test_snapshot_captures_raw_sources_and_redacts(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = journaled
+    await wait_journaled(agent, 2)
+    cap = decode(NodeCapture, (await client.get("/v1/snapshot")).content)
+    assert cap.files["/proc/mdstat"].startswith("Personalities : [raid0]")
+    assert cap.files["/sys/block/md0/md/dev-nvme0n1/state"] == "in_sync"
+    assert cap.files["/sys/bus/pci/devices/0000:1a:00.0/current_link_speed"] == "8.0 GT/s PCIe"
+    assert "/sys/bus/pci/devices/0000:1a:00.0/config" not in cap.files
+    assert cap.config["agent"]["token_file"] == "/etc/rigmon/token"
+    assert cap.info.node == "t1" and cap.latest is not None
+
+
+async def test_the_journal_holds_what_the_stream_showed(tmp_path: Path) -> None:
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path), interval_s=0.02,
+                                            state_dir=str(tmp_path / "state")))
+    agent = Agent(config, collectors={"counter": Counter()})
+    agent.app()
+    agent.start()
+    await wait_journaled(agent, 10)
+    await agent.stop()
+    assert agent.buffer is not None
+    with JournalReader(tmp_path / "state") as reader:
+        stored = reader.frames(0, float("inf"))
+        (run,) = reader.runs()
+    assert [f.seq for f in stored] == [f.seq for f in agent.buffer.since(0)]
+    assert stored == agent.buffer.since(0)
+    assert run.clean is True and run.run_id == agent.run_id and run.info and '"node": "t1"' in run.info
+
+
+async def test_history_frames_as_json_lines(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = journaled
+    await wait_journaled(agent, 10)
+    params = {"from": agent.sampler.agent_start - 1, "to": agent.clock.time(), "frames": "1"}
+    r = await client.get("/v1/history", params=params, headers={"Accept": "application/x-ndjson"})
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    head, *lines = r.content.splitlines()
+    assert decode(History, head).frames == ()
+    plain = decode(History, (await client.get("/v1/history", params=params)).content)
+    assert [decode(Frame, line) for line in lines][: len(plain.frames)] == list(plain.frames)
+    assert len(lines) >= 10

@@ -1,0 +1,234 @@
+"""The journal: frames and events round trip, tiers keep min/mean/max, retention by age and size,
+unclean-shutdown detection, and failures reported instead of raised (injected clock throughout)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rigmon.agent.journal import (
+    TIERS_S,
+    JournalReader,
+    JournalStore,
+    JournalWriter,
+    Retention,
+    UncleanRun,
+    unclean_message,
+)
+from rigmon.config import JournalSection
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, HostReading, NetInterfaceReading, Readings
+
+T0 = 1_699_999_200.0  # a multiple of 900: buckets start on whole frames
+
+
+class FakeClock:
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def time(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t - T0
+
+
+def host(cpu_pct: float) -> HostReading:
+    return HostReading(cpu_pct=cpu_pct, cpu_count=8, load_1=1.0, load_5=1.0, load_15=1.0, mem_total_bytes=100,
+                       mem_available_bytes=50, swap_total_bytes=0, swap_free_bytes=0, uptime_s=5.0, boot_id="b")
+
+
+def nic(name: str, rx: float) -> NetInterfaceReading:
+    return NetInterfaceReading(name=name, operstate="up", carrier=True, speed_mbps=1000, mtu=1500,
+                               rx_bytes_total=1, tx_bytes_total=1, rx_packets_total=1, tx_packets_total=1,
+                               rx_errors_total=0, tx_errors_total=0, rx_dropped_total=0, tx_dropped_total=0,
+                               carrier_changes_total=1, rx_bytes_per_s=rx, tx_bytes_per_s=None,
+                               rx_packets_per_s=None, tx_packets_per_s=None)
+
+
+def frame(seq: int, at: float, cpu: float, run_id: str = "run1", events: tuple[Event, ...] = ()) -> Frame:
+    return Frame(schema=SCHEMA_VERSION, node="n1", run_id=run_id, seq=seq, taken_at=at, agent_start=T0,
+                 collectors={"host": CollectorStatus(state="ok", ok=True)},
+                 readings=Readings(host=host(cpu), net=(nic("eth0", cpu * 10),)), events=events)
+
+
+def test_frames_and_events_round_trip(tmp_path: Path) -> None:
+    store = JournalStore(tmp_path, FakeClock())
+    ev = Event(id="run1-1", at=T0 + 1, kind="agent_started", severity="info", subject="node:n1", message="hi")
+    frames = [frame(i + 1, T0 + i, float(i), events=(ev,) if i == 1 else ()) for i in range(700)]
+    store.write(frames[:350])
+    store.write(frames[350:])
+    with JournalReader(tmp_path) as reader:
+        assert reader.frames(T0, T0 + 699) == frames
+        assert reader.frames(T0 + 10, T0 + 12) == frames[10:13]
+        assert reader.events(T0, T0 + 10) == [ev]
+        assert reader.time_range() == (T0, T0 + 699)
+    store.close()
+
+
+def test_frames_compress_against_a_rotating_dictionary(tmp_path: Path) -> None:
+    store = JournalStore(tmp_path, FakeClock())
+    store.write([frame(i + 1, T0 + i, float(i % 97)) for i in range(1300)])
+    dicts = store.conn.execute("SELECT COUNT(*) FROM dicts").fetchone()[0]
+    assert dicts == 3  # one per ten minutes of frames
+    raw = len(store.frames_json(T0, T0 + 1)[0])
+    stored = store.conn.execute("SELECT AVG(LENGTH(body)) FROM frames").fetchone()[0]
+    assert stored < raw / 4
+    store.close()
+
+
+def test_tiers_keep_min_mean_max_and_match_on_the_fly(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock)
+    # Two hours at 1 Hz; the cpu dips to 1.0 for a single frame in minute 7.
+    values = [50.0 + (i % 10) for i in range(7200)]
+    values[7 * 60 + 13] = 1.0
+    store.write([frame(i + 1, T0 + i, v) for i, v in enumerate(values)])
+    computed = store.compute_buckets(0, T0, T0 + 3600)
+    for _ in range(10):
+        store.downsample()
+    assert store.watermark(60) == T0 + 7140  # the bucket holding the last frame is still open
+    assert store.watermark(900) == T0 + 6300
+    stored = store.buckets(0, T0, T0 + 3600)
+    assert [at for at, _ in stored] == [T0 + 60 * i for i in range(60)]
+    dip = dict(stored)[T0 + 420]["host.cpu_pct"]
+    assert dip[0] == 1.0 and dip[2] == 59.0 and dip[3] == 60
+    assert abs(dip[1] / dip[3] - sum(values[420:480]) / 60) < 1e-4
+    assert [(at, s["host.cpu_pct"][0], s["host.cpu_pct"][2]) for at, s in stored] == \
+        [(at, s["host.cpu_pct"][0], s["host.cpu_pct"][2]) for at, s in computed]
+    quarter = dict(store.buckets(1, T0, T0 + 7200))
+    assert quarter[T0]["host.cpu_pct"][0] == 1.0
+    assert quarter[T0]["host.cpu_pct"][3] == 900
+    store.close()
+
+
+def test_history_chooses_the_tier_by_span(tmp_path: Path) -> None:
+    store = JournalStore(tmp_path, FakeClock())
+    store.write([frame(i + 1, T0 + i, float(i % 60)) for i in range(4 * 3600)])
+    store.downsample()
+    with JournalReader(tmp_path) as reader:
+        short = reader.history("n1", T0 + 100, T0 + 400, 1.0, {"host.cpu_pct"})
+        assert short.tier == "frames" and len(short.series["host.cpu_pct"].at) == 301
+        assert set(short.series) == {"host.cpu_pct"}
+        hour = reader.history("n1", T0, T0 + 3 * 3600, 1.0)
+        assert hour.tier == "60s" and len(hour.series["host.cpu_pct"].at) == 180
+        assert hour.series["host.cpu_pct"].min[0] == 0.0 and hour.series["host.cpu_pct"].max[0] == 59.0
+        assert "net[eth0].rx_bytes_per_s" in hour.series
+        day = reader.history("n1", T0, T0 + 30 * 3600, 1.0)
+        assert day.tier == "900s"
+
+
+def test_retention_by_age_keeps_tiers_longer(tmp_path: Path) -> None:
+    clock = FakeClock()
+    retention = Retention(frames_keep_s=3600, tier_keep_s={60: 7200, 900: 86400})
+    store = JournalStore(tmp_path, clock, retention)
+    store.write([frame(i + 1, T0 + i, 1.0) for i in range(3 * 3600)])
+    clock.t = T0 + 3 * 3600
+    for _ in range(5):
+        store.maintain()
+    first, _ = store.time_range() or (0.0, 0.0)
+    assert first >= T0 + 2 * 3600
+    oldest_minute = store.conn.execute("SELECT MIN(start_at) FROM buckets WHERE step_s = 60").fetchone()[0]
+    assert T0 + 3600 <= oldest_minute <= T0 + 3600 + 60
+    oldest_quarter = store.conn.execute("SELECT MIN(start_at) FROM buckets WHERE step_s = 900").fetchone()[0]
+    assert oldest_quarter == T0
+    # Dictionaries of deleted frames go with them.
+    oldest_dict = store.conn.execute("SELECT MIN(id) FROM dicts").fetchone()[0]
+    assert oldest_dict == store.conn.execute("SELECT MIN(dict_id) FROM frames").fetchone()[0]
+    store.close()
+
+
+def test_retention_by_size_drops_oldest_frames_first(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock, Retention(max_bytes=400_000))
+    store.write([frame(i + 1, T0 + i, float(i % 13)) for i in range(6000)])
+    clock.t = T0 + 6000
+    assert store.used_bytes() > 400_000
+    store.maintain()
+    assert store.used_bytes() <= 400_000
+    first, last = store.time_range() or (0.0, 0.0)
+    assert first > T0 and last == T0 + 5999
+    store.close()
+    # The freed pages went back to the file system.
+    assert (tmp_path / "journal.sqlite3").stat().st_size < 1_000_000
+
+
+def test_begin_run_reports_runs_that_never_stopped(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock)
+    assert store.begin_run("run1", "n1", T0) == []
+    frames = [frame(i + 1, T0 + i * 0.5, 40.0 + i) for i in range(20)]
+    frames[-3] = frame(18, T0 + 8.5, 5.0)
+    store.write(frames)
+    store.close()  # no end_run: the process died
+    store = JournalStore(tmp_path, clock)
+    unclean = store.begin_run("run2", "n1", T0 + 30)
+    assert len(unclean) == 1
+    u = unclean[0]
+    assert (u.run_id, u.last_frame_at) == ("run1", T0 + 9.5)
+    assert u.final["host.cpu_pct"] == (5.0, 59.0)  # frames 9.5 - 5 s onwards
+    store.end_run("run2", T0 + 40)
+    store.close()
+    store = JournalStore(tmp_path, clock)
+    assert store.begin_run("run3", "n1", T0 + 50) == []  # reported once; run2 stopped cleanly
+    runs = {r.run_id: r for r in store.runs()}
+    assert runs["run1"].clean is False and runs["run2"].clean is True and runs["run3"].clean is None
+    store.close()
+
+
+def test_unclean_message_names_the_rail_minimum_and_power() -> None:
+    run = UncleanRun("r1", "n1", T0, T0 + 99.2, {"psu[a].volts.min_volts": (11.31, 11.9), "gpus[0].power_w": (90.0, 310.5),
+                                              "gpus[0].power_limit_w": (300.0, 300.0)})
+    message, data = unclean_message(run, T0 + 100.0)
+    assert message.startswith("node restarted unexpectedly; last frame ")
+    assert "0.8 s before this start" in message
+    assert "psu[a].volts.min_volts min 11.3 V" in message
+    assert "gpus[0].power_w max 310.5 W" in message and "limit" not in message
+    assert data["min:psu[a].volts.min_volts"] == 11.31 and data["previous_run_id"] == "r1"
+
+
+def test_writer_reports_a_full_disk_and_keeps_running(tmp_path: Path) -> None:
+    clock = FakeClock()
+    events: list[tuple[str, str]] = []
+    failed = threading.Event()
+
+    def sink(kind: str, severity: str, subject: str, message: str, data: object) -> None:
+        events.append((kind, message))
+        if kind == "journal_failed":
+            failed.set()
+
+    class FullDiskWriter(JournalWriter):
+        def _open(self) -> JournalStore | None:
+            store = super()._open()
+            assert store is not None
+            # A page cap at the current size makes SQLite answer exactly as on a full disk (SQLITE_FULL).
+            pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+            store.conn.execute(f"PRAGMA max_page_count = {pages}")
+            return store
+
+    writer = FullDiskWriter(tmp_path, clock, JournalSection(commit_interval_s=0.05), "run1", "n1", T0)
+    writer.start(sink)
+    for i in range(200):
+        writer.submit(frame(i + 1, T0 + i, float(i)))
+    assert failed.wait(10)
+    assert writer.status.state == "error"
+    assert "full" in (writer.status.error or "")
+    writer.submit(frame(201, T0 + 201, 1.0))  # still accepts frames, never raises
+    writer.close()
+    assert any(kind == "journal_failed" and "full" in msg for kind, msg in events)
+    with JournalReader(tmp_path) as reader:
+        assert reader.runs()[0].clean is True  # the stop was still recorded as clean
+
+
+def test_writer_reports_a_journal_it_cannot_open(tmp_path: Path) -> None:
+    (tmp_path / "blocked").write_text("a file where the state directory should be")
+    failed = threading.Event()
+    writer = JournalWriter(tmp_path / "blocked", FakeClock(), JournalSection(), "run1", "n1", T0)
+    writer.start(lambda kind, *rest: failed.set() if kind == "journal_failed" else None)
+    writer.submit(frame(1, T0, 1.0))
+    assert failed.wait(10)
+    assert writer.status.state == "error" and "cannot open journal" in (writer.status.error or "")
+    writer.close()
+
+
+def test_tier_widths_nest() -> None:
+    assert all(b % a == 0 for a, b in zip(TIERS_S, TIERS_S[1:]))

@@ -1,0 +1,207 @@
+"""Bug-report bundles: round trip from real agents, --journal mode with no agent, secrets, report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rigmon.agent.agent import Agent
+from rigmon.agent.journal import JournalReader
+from rigmon.agent.server import make_server
+from rigmon.config import AgentConfig, AgentSection
+from rigmon.redact import REDACTED, redact
+from rigmon.schema import History, HistorySeries
+from rigmon.sim.rig import running_rig
+from rigmon.snapshot.bundle import NodePart, read_bundle
+from rigmon.snapshot.command import parse_duration, take_snapshot
+from rigmon.snapshot.pull import Progress
+from rigmon.snapshot.report import render_report
+from tests.agent.test_api import Counter
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+async def wait_frames(agents: list[Agent], frames: int) -> None:
+    for _ in range(2000):
+        if all(a.journal is not None and a.journal.frames_written >= frames for a in agents):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("agents never journaled enough frames")
+
+
+async def test_bundle_from_real_agents_round_trips(tmp_path: Path) -> None:
+    out = tmp_path / "snap.tar.gz"
+    err = io.StringIO()
+    async with running_rig("healthy", 2, base_port=0, speed=20, workdir=tmp_path / "sim", interval_s=0.1) as rr:
+        await wait_frames(rr.agents, 15)
+        path, parts = await asyncio.to_thread(take_snapshot, rr.urls, [], 600.0, out, None, err)
+    bundle = read_bundle(path)
+    assert [n["node"] for n in bundle.manifest["nodes"]] == ["node01", "node02"]
+    assert bundle.manifest["format"] == 1 and all(n["error"] is None for n in bundle.manifest["nodes"])
+    for node, entry in zip(bundle.nodes, bundle.manifest["nodes"]):
+        with JournalReader(tmp_path / "sim" / "state" / node.node) as reader:
+            assert node.frames, "no frames in the bundle"
+            last = node.frames[-1].taken_at
+            # Frames still in the writer's queue at pull time may be missing at the very end.
+            assert node.frames == reader.frames(entry["from_at"], last)
+            assert node.events == reader.events(entry["from_at"], entry["to_at"])
+            assert node.history is not None
+            expected = reader.history(node.node, entry["from_at"], entry["to_at"], 0.1)
+        assert set(node.history.series) == set(expected.series)
+        assert "host.cpu_pct" in node.history.series and "net[eth0].rx_bytes_per_s" in node.history.series
+        assert node.info is not None and node.info.node == node.node
+        assert node.inventory["readings"]["net"][0]["name"]
+        assert "proc/net/dev" in node.files and "sys/class/net/eth0/speed" in node.files
+        assert node.config["agent"]["node"] == node.node
+    assert "## node01" in bundle.report and "Throughput" in bundle.report
+    assert "\x1b[" not in bundle.report
+    # Not a terminal: plain progress lines, one per step.
+    assert err.getvalue().count("\n") == 8 and "[8/8]" in err.getvalue()
+
+
+@contextlib.asynccontextmanager
+async def agent_with_token(tmp_path: Path, token: str) -> AsyncIterator[tuple[Agent, str]]:
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    config = AgentConfig(agent=AgentSection(node="secretive", root=str(tmp_path), interval_s=0.05,
+                                            state_dir=str(tmp_path / "state"), token_file=str(token_file)))
+    agent = Agent(config, token=token, collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    agent.start()
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield agent, f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await task
+
+
+async def test_secrets_never_appear_in_a_bundle(tmp_path: Path) -> None:
+    token = "tok-6f1e0c9b-never-in-a-bundle"
+    out = tmp_path / "snap.tar.gz"
+    async with agent_with_token(tmp_path, token) as (agent, url):
+        await wait_frames([agent], 5)
+        path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, out, token, io.StringIO())
+    assert parts[0].error is None and parts[0].frames
+    bundle = read_bundle(path)
+    for name, content in bundle.members.items():
+        assert token.encode() not in content, name
+    assert token.encode() not in path.read_bytes()
+
+
+async def test_a_wrong_token_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    async with agent_with_token(tmp_path, "right") as (agent, url):
+        path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, tmp_path / "s.tar.gz", "wrong",
+                                              io.StringIO())
+    assert parts[0].error is not None and "401" in parts[0].error
+    assert read_bundle(path).manifest["nodes"][0]["error"] == parts[0].error
+
+
+def test_redaction_of_tokens_and_webhook_urls() -> None:
+    config = {
+        "agent": {"token_file": "/etc/rigmon/token", "listen": "0.0.0.0:9871"},
+        "notify": {
+            "webhooks": [{"url": "https://user:pw@hooks.slack.com/services/T000/B000/XXXXSECRET"},
+                         {"url": "https://ntfy.sh/secret-topic?auth=QUERYSECRET"}],
+            "token": "BEARERSECRET",
+            "headers": {"Authorization": "Bearer HEADERSECRET"},
+            "command": "curl https://example.org/hook?key=CMDSECRET",
+        },
+    }
+    red = redact(config)
+    text = repr(red)
+    for secret in ("pw", "XXXXSECRET", "secret-topic", "QUERYSECRET", "BEARERSECRET", "HEADERSECRET", "CMDSECRET"):
+        assert secret not in text
+    assert red["agent"] == config["agent"]
+    assert red["notify"]["webhooks"][0]["url"] == f"https://{REDACTED}@hooks.slack.com/{REDACTED}"
+    assert red["notify"]["token"] == REDACTED
+    assert red["notify"]["command"] == f"curl https://example.org/{REDACTED}"
+
+
+def test_journal_mode_needs_no_agent(tmp_path: Path) -> None:
+    async def record() -> None:
+        async with running_rig("healthy", 1, base_port=0, speed=10, workdir=tmp_path / "sim", interval_s=0.05) as rr:
+            await wait_frames(rr.agents, 20)
+
+    asyncio.run(record())
+    state = tmp_path / "sim" / "state" / "node01"
+    out = tmp_path / "crash.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "rigmon", "snapshot", "--journal", str(state), "--since", "1h",
+                           "-o", str(out)], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "[4/4] node01" in proc.stderr
+    bundle = read_bundle(out)
+    (node,) = bundle.nodes
+    with JournalReader(state) as reader:
+        span = reader.time_range()
+        assert span is not None
+        assert node.frames == reader.frames(span[1] - 3600, span[1])
+        assert node.events == reader.events(span[1] - 3600, span[1])
+    assert node.node == "node01" and node.info is not None and node.config["agent"]["node"] == "node01"
+    assert bundle.manifest["nodes"][0]["source"].startswith("journal:")
+    assert "no live capture" in node.files["ERRORS.txt"]
+
+
+def test_snapshot_command_errors() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rigmon", "snapshot", *args], capture_output=True, text=True,
+                              env=ENV, cwd=REPO, timeout=60)
+
+    assert "at least one agent URL or --journal" in run("-o", "x.tar.gz").stderr
+    assert "--since" in run("--journal", "/nonexistent", "--since", "soon", "-o", "x.tar.gz").stderr
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("30s", 30), ("10m", 600), ("1h30m", 5400), ("2d", 172800)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "1x", "h", "-5m", "10m junk"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_report_charts_series_by_unit_suffix() -> None:
+    at = tuple(1000.0 + 60 * i for i in range(30))
+
+    def series(values: list[float]) -> HistorySeries:
+        return HistorySeries(at=at, min=tuple(v - 0.2 for v in values), mean=tuple(values), max=tuple(v + 5 for v in values))
+
+    history = History(schema=1, node="v100", from_at=1000.0, to_at=2800.0, tier="60s", step_s=60.0, series={
+        "psu[/dev/ttyACM0].volts.min_volts": series([12.0 - 0.01 * i for i in range(30)]),
+        "gpus[0].power_w": series([250.0 + i for i in range(30)]),
+        "gpus[0].power_limit_w": series([300.0] * 30),
+        "host.cpu_pct": series([50.0] * 30),
+    })
+    report = render_report([NodePart(node="v100", source="x", history=history)], 1800.0, 2800.0)
+    assert "### Rail voltage (minimum per point)" in report and "### Power (maximum per point)" in report
+    assert "psu[/dev/ttyACM0].volts.min_volts" in report and "gpus[0].power_w" in report
+    assert "power_limit_w" not in report and "cpu_pct" not in report and "Throughput" not in report
+    assert "11.5" in report  # the voltage axis reaches down to the minimum (11.71 - 0.2)
+    assert "\x1b[" not in report
+
+
+def test_progress_bar_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    progress = Progress(2, stream, width=10)
+    progress.step("n1", "info")
+    progress.step("n1", "done")
+    assert stream.getvalue() == "\r[#####-----] 1/2 n1: info\x1b[K\r[##########] 2/2 n1: done\x1b[K\n"
