@@ -60,7 +60,7 @@ class PeerCheck:
 
     Attributes:
         name: rule name (``rail_below_peers``).
-        select: selector of the figure (``psu.window_min_volts``, ``gpus[*].power_w``).
+        select: selector of the figure (``psu_rail.volts.min_volts``, ``gpus[*].power_w``).
         aggregate: how a node's several matches become one figure.
         direction: flag nodes below, above, or either side of the others.
         min_deviation: smallest difference from the peers' median that counts (the
@@ -93,7 +93,7 @@ class PeerCheck:
 
 #: Peer checks the dashboard runs by default (incident 7: which node is the weak one).
 DEFAULT_PEER_CHECKS: tuple[PeerCheck, ...] = (
-    PeerCheck(name="rail_below_peers", select="psu.window_min_volts", aggregate="min", direction="below",
+    PeerCheck(name="rail_below_peers", select="psu_rail.volts.min_volts", aggregate="min", direction="below",
               min_deviation=0.15),
     PeerCheck(name="gpu_power_below_peers", select="gpus[*].power_w", aggregate="sum", direction="below",
               min_deviation=150.0),

@@ -92,7 +92,7 @@ class ThresholdRule(RuleBase):
     """Fires while a number is above or below a limit.
 
     Attributes:
-        select: the reading (``psu.window_min_volts``).
+        select: the reading (``psu_rail.volts.min_volts``).
         below: fire while the value is below this.
         above: fire while the value is above this.
         hysteresis: once firing, the value must come back past the limit by this much
@@ -125,7 +125,7 @@ class StateRule(RuleBase):
     """Fires while a reading is in a bad state; exactly one condition is given.
 
     Attributes:
-        select: the reading (``md_arrays[*].state``, ``collectors.*.state``).
+        select: the reading (``raid[*].health``, ``collectors.*.state``).
         equals: fire while the value equals this.
         one_of: fire while the value is one of these.
         not_one_of: fire while the value is none of these.
@@ -186,7 +186,7 @@ class EventRule(RuleBase):
     until ``resolve_after_s`` passes without another matching event.
 
     Attributes:
-        event: the event kind (``gpu_xid``, ``unclean_shutdown``).
+        event: the event kind (``xid``, ``unclean_shutdown``).
         data: required values of the event's data: ``{ xid = [79, 48] }`` fires only for
             those Xid codes.
         resolve_after_s: resolve this long after the last matching event.

@@ -45,8 +45,9 @@ class SimNvidiaGpus:
     Power follows the training load sampled every `SAMPLE_PERIOD_S` (from ``load_fn`` when
     given, else ``node.load``), with a spike when the load jumps (every GPU ramps at once
     at each DDP step). The total goes to ``node.bus["gpu_power_w"]``. When
-    ``node.bus["rail_volts"]`` stays below ``drop_volts`` for ``drop_hold_s``, GPU
-    ``weak_gpu`` falls off the bus, as does any GPU a scenario calls `drop` on: NVML then
+    ``node.bus["rail_volts"]`` (the rail's minimum over the step) stays below ``drop_volts``
+    for ``drop_hold_s``, or dips below it ``drop_after_sags`` times within ``sag_window_s``
+    (the ramp at every DDP step on a marginal supply), GPU ``weak_gpu`` falls off the bus, as does any GPU a scenario calls `drop` on: NVML then
     answers GPU_IS_LOST for it, its PCI device disappears from sysfs and the kernel logs
     Xid 79.
 
@@ -66,6 +67,8 @@ class SimNvidiaGpus:
     spike_w: float = 70.0
     drop_volts: float = 11.4
     drop_hold_s: float = 0.5
+    drop_after_sags: int = 3
+    sag_window_s: float = 30.0
     weak_gpu: int = 3
     machine: FakeNvmlMachine = field(init=False)
     _rng: random.Random = field(default_factory=random.Random)
@@ -73,6 +76,7 @@ class SimNvidiaGpus:
     _last_load: float = 0.0
     _spike: list[float] = field(default_factory=list)
     _below_s: float = 0.0
+    _sags_at: list[float] = field(default_factory=list)
     _next_aer_s: dict[int, float] = field(default_factory=dict)
     _fraction: dict[tuple[int, str, int], float] = field(default_factory=dict)
     _gone: set[int] = field(default_factory=set)
@@ -191,9 +195,17 @@ class SimNvidiaGpus:
         if volts is None or volts >= self.drop_volts:
             self._below_s = 0.0
             return
+        if self._below_s == 0.0:
+            # A new sag: the falling edge below the threshold.
+            self._sags_at = [t for t in self._sags_at if node.t_s - t < self.sag_window_s] + [node.t_s]
         self._below_s += dt_s
-        if self._below_s >= self.drop_hold_s and 0 <= self.weak_gpu < len(self.gpus):
+        if not 0 <= self.weak_gpu < len(self.gpus):
+            return
+        if self._below_s >= self.drop_hold_s:
             self.drop(self.weak_gpu, f"rail at {volts:.2f} V for {self._below_s:.1f} s")
+        elif len(self._sags_at) >= self.drop_after_sags:
+            self.drop(self.weak_gpu, f"rail sagged to {volts:.2f} V {len(self._sags_at)} times "
+                                     f"in {self.sag_window_s:.0f} s")
 
     def write(self, tree: Tree) -> None:
         for gpu in self.gpus:

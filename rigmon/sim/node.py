@@ -71,10 +71,18 @@ class SimNode:
 
     def step(self, t_s: float) -> None:
         """Advance every device to simulated time ``t_s`` and write the tree."""
+        self.advance(t_s)
+        self.write()
+
+    def advance(self, t_s: float) -> None:
+        """Advance every device's physics to simulated time ``t_s`` without writing."""
         dt_s = max(0.0, t_s - self.t_s)
         self.t_s = t_s
         for device in self.devices:
             device.advance(self, t_s, dt_s)
+
+    def write(self) -> None:
+        """Write every device's files for the current state."""
         for device in self.devices:
             device.write(self.tree)
 

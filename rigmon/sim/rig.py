@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import tempfile
 from collections.abc import AsyncIterator
@@ -21,8 +22,29 @@ from rigmon.sim.scenarios import SCENARIOS, Scenario
 from rigmon.sim.tree import Tree
 from rigmon.typed import from_data
 
-#: Real seconds between physics steps; the simulated step is this times the speed.
+#: Real seconds between physics steps (tree writes); the simulated step is this times the speed.
 STEP_REAL_S = 0.1
+#: Physics advance on a fixed grid of simulated time, so a run's trajectory depends on the
+#: seed and the scenario, not on how the real-time steps happened to fall.
+SUBSTEP_S = 0.1
+#: At high speeds a step covers more than this many grid points; the grid then coarsens.
+MAX_SUBSTEPS = 50
+
+
+def substeps(from_s: float, to_s: float) -> list[float]:
+    """Simulated times to advance through from ``from_s`` to ``to_s``.
+
+    Grid points of `SUBSTEP_S` when there are at most `MAX_SUBSTEPS` of them; beyond that,
+    `MAX_SUBSTEPS` equal steps ending exactly at ``to_s``.
+    """
+    first = math.floor(from_s / SUBSTEP_S + 1e-9) + 1
+    last = math.floor(to_s / SUBSTEP_S + 1e-9)
+    if last < first:
+        return []
+    if last - first + 1 <= MAX_SUBSTEPS:
+        return [round(k * SUBSTEP_S, 9) for k in range(first, last + 1)]
+    dt = (to_s - from_s) / MAX_SUBSTEPS
+    return [from_s + dt * (i + 1) for i in range(MAX_SUBSTEPS)]
 
 
 class UnknownScenario(ValueError):
@@ -62,16 +84,24 @@ class SimRig:
             name = f"node{index + 1:02d}"
             node = SimNode(name=name, tree=Tree(workdir / name), rng=random.Random(f"{seed}:{index}"))
             scenario.build(node, index)
+            scenario.drive(node, index, 0.0)
+            node.advance(0.0)
+            node.write()
             self.nodes.append(node)
-        self.step(0.0)
 
     def step(self, t_s: float | None = None) -> None:
-        """Advance every node to simulated time ``t_s`` (default: the clock's current time)."""
+        """Advance every node to simulated time ``t_s`` (default: the clock's current time).
+
+        Physics advance through the grid points of `SUBSTEP_S` up to ``t_s`` (the remainder
+        waits for the next step); then each node's tree is written once.
+        """
         if t_s is None:
             t_s = self.clock.elapsed()
         for index, node in enumerate(self.nodes):
-            self.scenario.drive(node, index, t_s)
-            node.step(t_s)
+            for sub_t in substeps(node.t_s, t_s):
+                self.scenario.drive(node, index, sub_t)
+                node.advance(sub_t)
+            node.write()
 
     async def run(self) -> None:
         """Step the physics until cancelled."""
@@ -85,17 +115,21 @@ class SimRig:
             node.close()
 
 
-def node_agent_config(node: SimNode, listen: str, interval_s: float, state_dir: Path | None = None) -> AgentConfig:
+def node_agent_config(node: SimNode, listen: str, interval_s: float, state_dir: Path | None = None,
+                      extra: dict[str, object] | None = None) -> AgentConfig:
     """The agent configuration of a simulated node: its tree as root, plus what its devices add.
 
     Devices implementing `ConfiguresAgent` contribute sections (a serial ADC's ``[psu]``
-    port, relative to the node's root). ``state_dir`` holds the node's journal.
+    port, relative to the node's root). ``state_dir`` holds the node's journal; ``extra``
+    is merged last (a test's ``[[notify]]`` webhook, say), as TOML-shaped data.
     """
     agent: dict[str, object] = {"node": node.name, "listen": listen, "root": str(node.tree.root),
                                 "interval_s": interval_s}
     if state_dir is not None:
         agent["state_dir"] = str(state_dir)
     data = merge_config(node.agent_config(), {"agent": agent})
+    if extra:
+        data = merge_config(data, extra)
     return from_data(AgentConfig, data, strict=True)
 
 
@@ -124,6 +158,7 @@ async def running_rig(
     base_port: int = 9871,
     workdir: Path | None = None,
     interval_s: float = 1.0,
+    extra_config: dict[str, object] | None = None,
 ) -> AsyncIterator[RunningRig]:
     """Run a simulated rig with one real agent per node on 127.0.0.1.
 
@@ -143,7 +178,7 @@ async def running_rig(
         try:
             for index, node in enumerate(rig.nodes):
                 config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s,
-                                           workdir / "state" / node.name)
+                                           workdir / "state" / node.name, extra_config)
                 agent = Agent(config, clock=rig.clock)
                 port = base_port + index if base_port else 0
                 server = make_server(agent, "127.0.0.1", port)

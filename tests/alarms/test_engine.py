@@ -14,14 +14,14 @@ from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
 
 
 def psu(*volts: float | None, every_s: float = 1.0) -> list[Step]:
-    return [Step(i * every_s, {} if v is None else {"psu": {"window_min_volts": v}}) for i, v in enumerate(volts)]
+    return [Step(i * every_s, {} if v is None else {"psu_rail": {"volts": {"min_volts": v}}}) for i, v in enumerate(volts)]
 
 
 RAIL = """
 [[rule]]
 name = "rail"
 kind = "threshold"
-select = "psu.window_min_volts"
+select = "psu_rail.volts.min_volts"
 below = 11.7
 subject = "psu"
 """
@@ -47,7 +47,7 @@ CASES: list[tuple[str, str, list[Step], list[tuple[float, str, str]]]] = [
      psu(11.6, None, None, None), [(0, "firing", "psu"), (3, "resolved", "psu")]),
     ("data coming back in time keeps it firing", RAIL + "absent_resolve_s = 2.0\n",
      psu(11.6, None, 11.6, None, 11.6), [(0, "firing", "psu")]),
-    ("text is not a number", RAIL, [Step(0, {"psu": {"window_min_volts": "11.2"}})], []),
+    ("text is not a number", RAIL, [Step(0, {"psu_rail": {"volts": {"min_volts": "11.2"}}})], []),
 ]
 
 
@@ -92,15 +92,16 @@ def test_state_one_alarm_per_gpu() -> None:
 
 
 def md(state: str, failed: int) -> dict[str, Any]:
-    return {"md_arrays": [{"name": "md0", "state": state, "failed_members": failed}]}
+    members = [{"name": f"nvme{i}n1", "role": "faulty" if i < failed else "in_sync"} for i in range(2)]
+    return {"raid": [{"name": "md0", "health": state, "members": members}]}
 
 
 def test_md_defaults() -> None:
     engine, seen = run(default("md_array_degraded", "md_array_broken", "md_member_failed"),
                        [Step(0, md("clean", 0)), Step(1, md("degraded", 1)), Step(2, md("broken", 1)),
                         Step(3, md("clean", 0))])
-    assert seen == [(1, "firing", "md:md0"), (1, "firing", "md:md0"), (2, "resolved", "md:md0"),
-                    (2, "firing", "md:md0"), (3, "resolved", "md:md0"), (3, "resolved", "md:md0")]
+    assert seen == [(1, "firing", "md:md0"), (1, "firing", "disk:nvme0n1"), (2, "resolved", "md:md0"),
+                    (2, "firing", "md:md0"), (3, "resolved", "md:md0"), (3, "resolved", "disk:nvme0n1")]
     assert [a.rule for a in engine.recent()] == ["md_member_failed", "md_array_broken", "md_array_degraded"]
 
 
@@ -217,13 +218,14 @@ DAY = 86400.0
 
 def resistance(slope_per_day: float, days: float, every_s: float = 300.0, base: float = 1.5) -> list[Step]:
     n = int(days * DAY / every_s)
-    return [Step(i * every_s, {"psu": {"path_resistance_mohm": base + slope_per_day * i * every_s / DAY}})
+    return [Step(i * every_s, {"path_resistance": [{"path": "adc", "resistance_mohm":
+                                                    base + slope_per_day * i * every_s / DAY}]})
             for i in range(n + 1)]
 
 
 def test_trend_rising_resistance_fires_once_a_day_of_history_shows_it() -> None:
     engine, seen = run(default("psu_path_resistance_rising"), resistance(0.2, 2.0))
-    assert len(seen) == 1 and seen[0][1:] == ("firing", "psu")
+    assert len(seen) == 1 and seen[0][1:] == ("firing", "psu:adc")
     assert DAY <= seen[0][0] <= DAY + 1200  # min_span_s of one day, to a bucket
     value = engine.active()[0].value
     assert isinstance(value, float) and 0.19 < value < 0.21
@@ -237,16 +239,16 @@ def test_trend_flat_or_falling_or_slow_never_fires(slope: float) -> None:
 def test_trend_resolves_when_the_rise_stops() -> None:
     steps = resistance(0.5, 2.0)
     top = 1.5 + 0.5 * 2.0
-    steps += [Step(2 * DAY + i * 300.0, {"psu": {"path_resistance_mohm": top}}) for i in range(1, int(3 * DAY / 300))]
+    steps += [Step(2 * DAY + i * 300.0, {"path_resistance": [{"path": "adc", "resistance_mohm": top}]}) for i in range(1, int(3 * DAY / 300))]
     seen = run(default("psu_path_resistance_rising"), steps)[1]
     assert [s[1] for s in seen] == ["firing", "resolved"]
 
 
 def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
     steps = [
-        Step(0, {}, [event("gpu_xid", "gpu:0", "Xid 13 on GPU 0", xid=13)]),
-        Step(1, {}, [event("gpu_xid", "gpu:1", "Xid 79 on GPU 1: fallen off the bus", xid=79)]),
-        Step(2, {}, [event("gpu_xid", "gpu:1", "Xid 79 again", xid=79), event("gpu_xid", "gpu:2", "x", xid=48)]),
+        Step(0, {}, [event("xid", "gpu:0", "Xid 13 on GPU 0", xid=13)]),
+        Step(1, {}, [event("xid", "gpu:1", "Xid 79 on GPU 1: fallen off the bus", xid=79)]),
+        Step(2, {}, [event("xid", "gpu:1", "Xid 79 again", xid=79), event("xid", "gpu:2", "x", xid=48)]),
         Step(3, {}),
         Step(3603, {}),
     ]
@@ -280,11 +282,11 @@ def test_acknowledging_an_event_alarm_resolves_it_a_state_alarm_stays_firing() -
 def test_a_new_episode_gets_a_new_id_and_no_acknowledgement() -> None:
     clock = FakeClock(T0)
     engine = AlarmEngine(rules(RAIL), "n1", clock, id_prefix="r")
-    engine.evaluate_data({"psu": {"window_min_volts": 11.5}}, [], T0)
+    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 11.5}}}, [], T0)
     first = engine.active()[0]
     engine.acknowledge(first.id, "alice")
-    engine.evaluate_data({"psu": {"window_min_volts": 12.0}}, [], T0 + 1)
-    engine.evaluate_data({"psu": {"window_min_volts": 11.5}}, [], T0 + 2)
+    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 12.0}}}, [], T0 + 1)
+    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 11.5}}}, [], T0 + 2)
     second = engine.active()[0]
     assert second.id != first.id and second.acknowledged_at is None
     assert engine.recent()[0].id == first.id and engine.recent()[0].acknowledged_by == "alice"

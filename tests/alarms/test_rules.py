@@ -24,24 +24,24 @@ from rigmon.config import AlarmsSection, ConfigError, load_agent_config
 def test_defaults_cover_the_incidents() -> None:
     by_name = {r.name: r for r in default_rules()}
     rail_warn, rail_crit = by_name["psu_rail_low_warning"], by_name["psu_rail_low_critical"]
-    assert isinstance(rail_warn, ThresholdRule) and rail_warn.select == "psu.window_min_volts"
+    assert isinstance(rail_warn, ThresholdRule) and rail_warn.select == "psu_rail.volts.min_volts"
     assert (rail_warn.below, rail_warn.severity) == (11.7, "warning")
     assert isinstance(rail_crit, ThresholdRule) and (rail_crit.below, rail_crit.severity) == (11.5, "critical")
     xid = by_name["gpu_xid_fatal"]
-    assert isinstance(xid, EventRule) and xid.event == "gpu_xid" and set(xid.data["xid"]) == {79, 48, 74, 94, 95}
+    assert isinstance(xid, EventRule) and xid.event == "xid" and set(xid.data["xid"]) == {79, 48, 74, 94, 95}
     lost = by_name["gpu_lost"]
     assert isinstance(lost, StateRule) and lost.select == "gpus[*].state" and lost.equals == "lost"
     assert by_name["thunderbolt_degraded"].severity == "warning"
     assert by_name["md_array_broken"].severity == "critical"
     counters = {r.select for r in by_name.values() if isinstance(r, CounterRule)}
-    assert counters == {"gpus[*].pcie_replay_total", "gpus[*].nvlink_replay_total", "gpus[*].nvlink_crc_total"}
+    assert counters == {"gpus[*].pcie_replay_total", "gpus[*].nvlinks[*].replay_total", "gpus[*].nvlinks[*].crc_flit_total"}
     trend = by_name["psu_path_resistance_rising"]
-    assert isinstance(trend, TrendRule) and trend.select == "psu.path_resistance_mohm"
+    assert isinstance(trend, TrendRule) and trend.select == "path_resistance[*].resistance_mohm"
     assert isinstance(by_name["unclean_shutdown"], EventRule)
     assert all(r.description for r in by_name.values())
 
 
-RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu.window_min_volts"\nbelow = 11.7\n'
+RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu_rail.volts.min_volts"\nbelow = 11.7\n'
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu.window_min_volt
         (RULE.replace("11.7", '"low"'), "rule 'r1': below: expected a number"),
         (RULE + "above = 12.0\n", "rule 'r1'"),
         (RULE.replace('"threshold"', '"thresh"'), "rule 'r1': kind must be one of"),
-        (RULE.replace("psu.window_min_volts", "psu[.x"), "rule 'r1'"),
+        (RULE.replace("psu_rail.volts.min_volts", "psu[.x"), "rule 'r1'"),
         (RULE + 'severity = "fatal"\n', "rule 'r1': severity: expected one of"),
         (RULE + "hold_s = -1.0\n", "rule 'r1'"),
         (RULE + RULE, "rule 'r1' is defined twice"),
@@ -74,7 +74,7 @@ def test_invalid_rules_are_clear_errors_naming_the_rule(text: str, says: str) ->
 
 def test_overrides_disable_and_extra_rules() -> None:
     extra = parse_rules(RULE + '\n[[rule]]\nname = "psu_rail_low_critical"\nkind = "threshold"\n'
-                        'select = "psu.window_min_volts"\nbelow = 11.3\nseverity = "critical"\n', "extra")
+                        'select = "psu_rail.volts.min_volts"\nbelow = 11.3\nseverity = "critical"\n', "extra")
     rules = combine_rules(default_rules(), extra, disable=["collector_silent"],
                           overrides={"psu_rail_low_warning": {"below": 11.6, "hold_s": 2}})
     by_name = {r.name: r for r in rules}

@@ -129,6 +129,40 @@ def test_rail_below_threshold_drops_the_weak_gpu(tmp_path: Path) -> None:
     assert node.bus["gpu_power_w"] < 3 * 340
 
 
+def test_repeated_short_sags_drop_the_weak_gpu(tmp_path: Path) -> None:
+    node = SimNode(name="n", tree=Tree(tmp_path), rng=random.Random(1))
+    gpus = SimNvidiaGpus(v100_sxm2_gpus(4), drop_after_sags=3, sag_window_s=30.0)
+    node.devices.append(gpus)
+    try:
+        node.load = 1.0
+        t_s = 0.0
+        for sag in range(3):
+            for volts in (11.8, 11.35, 11.8):  # one ramp: a dip below 11.4 V for one step only
+                t_s += 0.1
+                node.bus["rail_volts"] = volts
+                node.step(t_s)
+            assert gpus.gpus[3].lost == (sag == 2)
+    finally:
+        node.close()
+    assert gpus.drop_reasons[3] == "rail sagged to 11.35 V 3 times in 30 s"
+    assert not gpus.gpus[0].lost
+
+
+def test_sags_far_apart_do_not_add_up(tmp_path: Path) -> None:
+    node = SimNode(name="n", tree=Tree(tmp_path), rng=random.Random(1))
+    gpus = SimNvidiaGpus(v100_sxm2_gpus(4), drop_after_sags=3, sag_window_s=30.0)
+    node.devices.append(gpus)
+    try:
+        for sag in range(5):
+            base = sag * 40.0
+            for offset, volts in ((0.1, 11.8), (0.2, 11.35), (0.3, 11.8)):
+                node.bus["rail_volts"] = volts
+                node.step(base + offset)
+    finally:
+        node.close()
+    assert not gpus.gpus[3].lost
+
+
 def test_strix_cluster_nodes_show_amd_gpus(tmp_path: Path) -> None:
     node = _node(tmp_path, "strix-cluster")
     scenario = get_scenario("strix-cluster")

@@ -8,19 +8,22 @@ from rigmon.sim.kmsg import SimKernelLog
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
 from rigmon.sim.nvml import v100_sxm2_gpus
+from rigmon.sim.psu import SimPsuRail
 
-#: Simulated second at which GPU 3 drops when the rail has not already dropped it.
-DROP_AT_S = 40.0
 WEAK_GPU = 3
+#: Supply path of the incident's rig: two paralleled server PSUs through long 12 V leads
+#: and a breakout board. A ~1 kW step sags the terminals to about 11.35 V.
+PATH_MOHM = 1.75
+TRANSIENT_MOHM = 5.0
 
 
 class UndervoltBusDrop:
     """Incident 1: a 4x V100-SXM2 node on paralleled PSUs; the rail sags at every ramp.
 
     Training starts at 10 s; every step all four GPUs ramp at once (power peaks above the
-    300 W limit). GPU 3 falls off the SXM2 bus at `DROP_AT_S` (NVML: GPU is lost; kernel:
-    Xid 79; its PCI device disappears), or earlier when the PSU model's
-    ``node.bus["rail_volts"]`` stays below 11.4 V.
+    300 W limit) and the rail, read by the ADC on a pty, sags below 11.4 V at the GPU
+    terminals. After a few such sags GPU 3 falls off the SXM2 bus (NVML: GPU is lost;
+    kernel: Xid 79; its PCI device disappears). The rail drives the drop; nothing is timed.
     """
 
     name = "undervolt-bus-drop"
@@ -37,10 +40,9 @@ class UndervoltBusDrop:
             load_fn=lambda t_s: training_load(t_s + 0.1 * index),
             weak_gpu=WEAK_GPU,
         ))
+        # After the GPUs: the supply reads their power of this step.
+        node.devices.append(SimPsuRail(path_mohm=PATH_MOHM, transient_mohm=TRANSIENT_MOHM,
+                                       device_id=f"UV{index:014X}"))
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.1 * index)
-        if t_s >= DROP_AT_S:
-            for device in node.devices:
-                if isinstance(device, SimNvidiaGpus):
-                    device.drop(WEAK_GPU, "scenario timeline")
