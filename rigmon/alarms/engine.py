@@ -74,6 +74,7 @@ class _RuleState:
     first_seen: dict[str, float] = field(default_factory=dict)
     seen: dict[str, dict[str, str]] = field(default_factory=dict)
     buckets: dict[str, deque[list[float]]] = field(default_factory=dict)
+    unchanged: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 class AlarmEngine:
@@ -167,7 +168,7 @@ class AlarmEngine:
         elif isinstance(rule, CounterRule):
             yield from self._counter(rule, state, matches, now)
         elif isinstance(rule, StalenessRule):
-            yield from self._staleness(rule, matches, now)
+            yield from self._staleness(rule, state, matches, now)
         elif isinstance(rule, TrendRule):
             yield from self._trend(rule, state, matches, now)
 
@@ -257,14 +258,20 @@ class AlarmEngine:
             yield self._obs(rule, m, m.subject, m.labels, increase > rule.max_increase, _tidy(increase),
                             {"increase": increase, "total": _tidy(v)})
 
-    def _staleness(self, rule: StalenessRule, matches: list[Match], now: float) -> Iterable[Observation]:
+    def _staleness(self, rule: StalenessRule, state: _RuleState, matches: list[Match],
+                   now: float) -> Iterable[Observation]:
         for m in matches:
             at = _number(m.value)
             if at is None:
                 continue
+            # Old alone is not silent: the timestamp must also have stood still for
+            # min_frames evaluations (an accelerated simulator makes every sample "old").
+            last_at, frames = state.unchanged.get(m.subject, (at, 0))
+            frames = frames + 1 if last_at == at else 1
+            state.unchanged[m.subject] = (at, frames)
             age_s = max(0.0, now - at)
-            yield self._obs(rule, m, m.subject, m.labels, age_s > rule.max_age_s, round(age_s, 3),
-                            {"age_s": age_s})
+            silent = age_s > rule.max_age_s and frames >= rule.min_frames
+            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3), {"age_s": age_s})
 
     def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float) -> Iterable[Observation]:
         for m in matches:

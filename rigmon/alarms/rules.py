@@ -206,16 +206,20 @@ class EventRule(RuleBase):
 
 @dataclass(frozen=True, slots=True)
 class StalenessRule(RuleBase):
-    """Fires while a timestamp (a ``*_at`` field, Unix seconds) is older than ``max_age_s``."""
+    """Fires while a timestamp (a ``*_at`` field, Unix seconds) is older than ``max_age_s``
+    and has not changed for ``min_frames`` evaluations."""
 
     select: str = ""
     max_age_s: float = 0.0
+    min_frames: int = 3
 
     def __post_init__(self) -> None:
         RuleBase.__post_init__(self)
         _check_selector(self.select)
         if self.max_age_s <= 0:
             raise ValueError("max_age_s must be positive")
+        if self.min_frames < 1:
+            raise ValueError("min_frames must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)

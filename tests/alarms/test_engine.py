@@ -213,6 +213,15 @@ def test_staleness() -> None:
     assert seen == [(121, "firing", "collector:host"), (131, "resolved", "collector:host")]
 
 
+def test_staleness_needs_a_timestamp_that_stands_still() -> None:
+    """On an accelerated clock every sample is old by the time it is judged, yet fresh."""
+    def col(sampled_at: float) -> dict[str, Any]:
+        return {"collectors": {"host": {"state": "ok", "sampled_at": sampled_at}}}
+
+    steps = [Step(i * 20000.0, col(T0 + i * 20000.0 - 15000.0)) for i in range(1, 6)]
+    assert run(default("collector_silent"), steps)[1] == []
+
+
 DAY = 86400.0
 
 
