@@ -1,0 +1,1 @@
+"""Dashboard side without UI: agent clients, per-node stores, node summaries."""

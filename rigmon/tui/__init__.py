@@ -1,0 +1,1 @@
+"""The Textual dashboard: app, screens, widgets, themes."""
