@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -138,10 +138,12 @@ class NodeRow(Widget, can_focus=True):
         state_style = self._style(view.state)
         name = Text(view.name, style=self._style("name"))
         state = Text(view.state, style=state_style)
-        if view.state in ("stale", "unreachable") and view.age_s is not None:
-            state.append(f" {fmt.age(view.age_s)}")
-        if view.reason and view.state != "live":
-            state.append(f": {view.reason}")
+        # A node in trouble gets the whole second line for what is wrong instead of trends.
+        trouble = view.state in ("stale", "unreachable")
+        if trouble:
+            state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
+            if view.reason:
+                state.append(f": {view.reason}")
         alarms = summary.alarms if summary else None
         alarm_text = Text(fmt.MISSING if alarms is None else str(alarms), justify="right",
                           style=self._style("alarm") if alarms else self._style("missing") if alarms is None else "")
@@ -169,5 +171,8 @@ class NodeRow(Widget, can_focus=True):
             else:
                 bottom.append("")
         table.add_row(*top)
+        if trouble:
+            state.truncate(self.size.width, overflow="ellipsis")
+            return Group(table, state)
         table.add_row(*bottom)
         return table
