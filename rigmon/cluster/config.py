@@ -107,7 +107,7 @@ def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
         token = None
         if entry is not None and entry.token_file:
             try:
-                token = Path(entry.token_file).read_text().strip() or None
+                token = Path(entry.token_file).expanduser().read_text().strip() or None
             except OSError as exc:
                 raise DashConfigError(f"nodes: token_file {entry.token_file}: {exc.strerror}") from None
         elif entry is not None and entry.token:

@@ -18,8 +18,8 @@ _COLOR_FIELDS = ("primary", "secondary", "warning", "error", "success", "accent"
 def builtin_theme_dir() -> Path:
     """The directory of the themes shipped with rigmon.
 
-    Installed, they sit in the package as ``rigmon/themes`` (pyproject maps the top-level
-    ``themes/`` there); in a source checkout they are the top-level ``themes/`` itself.
+    ``rigmon/themes`` is a symlink to the repository's top-level ``themes/`` in a checkout,
+    and a real directory once installed (pyproject lists ``themes/*.toml`` as package data).
     """
     package = Path(__file__).resolve().parent.parent
     installed = package / "themes"
