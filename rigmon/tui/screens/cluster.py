@@ -71,7 +71,8 @@ class ClusterScreen(Screen[None]):
         counts: dict[str, int] = {}
         for view in views:
             counts[view.state] = counts.get(view.state, 0) + 1
-        self.sub_title = f"{len(views)} nodes: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        noun = "node" if len(views) == 1 else "nodes"
+        self.sub_title = f"{len(views)} {noun}: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         self.call_after_refresh(self._place_cursor)
 
     def _place_cursor(self) -> None:
