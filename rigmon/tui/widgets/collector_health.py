@@ -28,7 +28,7 @@ class CollectorHealth(Widget):
     }
     """
 
-    collectors: reactive[dict[str, CollectorStatus]] = reactive(dict)
+    collectors: reactive[dict[str, CollectorStatus]] = reactive(dict, layout=True)
     """Status of every collector in the node's latest frame, by name."""
 
     def on_mount(self) -> None:

@@ -34,7 +34,7 @@ class EventList(Widget):
     }
     """
 
-    events: reactive[tuple[Event, ...]] = reactive(tuple)
+    events: reactive[tuple[Event, ...]] = reactive(tuple, layout=True)
     """The node's recent events, oldest first."""
 
     def on_mount(self) -> None:

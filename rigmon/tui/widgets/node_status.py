@@ -31,9 +31,9 @@ class NodeStatus(Widget):
     }
     """
 
-    view: reactive[NodeView | None] = reactive(None)
+    view: reactive[NodeView | None] = reactive(None, layout=True)
     """The node as the store sees it now."""
-    info: reactive[Info | None] = reactive(None)
+    info: reactive[Info | None] = reactive(None, layout=True)
     """The agent's /v1/info answer, if it gave one."""
 
     def render(self) -> RenderableType:

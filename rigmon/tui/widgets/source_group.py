@@ -39,9 +39,9 @@ class SourceGroup(Widget):
     }
     """
 
-    frame: reactive[Frame | None] = reactive(None)
+    frame: reactive[Frame | None] = reactive(None, layout=True)
     """The node's latest frame."""
-    trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
+    trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict, layout=True)
     """Downsampled history of the node by series name (see rigmon.cluster.history.SERIES)."""
 
     def on_mount(self) -> None:
