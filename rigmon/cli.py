@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rigmon import __version__
 from rigmon.config import (
@@ -16,6 +18,9 @@ from rigmon.config import (
     default_state_dir,
     load_agent_config,
 )
+
+if TYPE_CHECKING:
+    from rigmon.cluster.config import NodeTarget
 
 
 def _positive_float(text: str) -> float:
@@ -73,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
     sim.add_argument("--tree-only", metavar="DIR",
                      help="only write the simulated trees under DIR (one folder per node), start no agents")
+
+    dash = sub.add_parser("dash", help="dashboard over agents (with none: over this machine)")
+    dash.add_argument("urls", nargs="*", metavar="URL", help="agent URL (http://HOST:PORT or HOST:PORT)")
+    dash.add_argument("--config", metavar="FILE", help="dashboard TOML (default: user config dir, rigmon/dash.toml)")
+    dash.add_argument("--theme", metavar="NAME", help="theme to start with (default: the config's)")
+
+    demo = sub.add_parser("demo", help="simulated nodes with real agents, and the dashboard over them")
+    _add_sim_options(demo)
+    demo.add_argument("--theme", metavar="NAME", help="theme to start with")
     return parser
 
 
@@ -96,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_check(args)
     if args.command == "snapshot":
         return _cmd_snapshot(args)
+    if args.command == "dash":
+        return _cmd_dash(args)
+    if args.command == "demo":
+        return _cmd_demo(args)
     parser.print_help()
     return 2
 
@@ -214,6 +232,124 @@ async def _serve_sim(args: argparse.Namespace, nodes: int) -> None:
             await asyncio.sleep(args.duration)
         else:
             await asyncio.Event().wait()
+
+
+def _cmd_dash(args: argparse.Namespace) -> int:
+    from rigmon.cluster.config import (
+        DashConfigError,
+        NodeTarget,
+        load_dash_config,
+        resolve_targets,
+    )
+
+    try:
+        config = load_dash_config(args.config)
+        targets = resolve_targets(args.urls, config)
+    except DashConfigError as exc:
+        return _fail(str(exc))
+    local = None
+    if not targets:
+        # No node at all: watch this machine through an agent of our own on loopback.
+        from rigmon.agent.agent import Agent
+        from rigmon.agent.background import BackgroundAgent
+
+        try:
+            agent_config = load_agent_config(None, {"listen": "127.0.0.1:0"})
+            local = BackgroundAgent(Agent(agent_config))
+            targets = [NodeTarget(local.start())]
+        except (ConfigError, RuntimeError, ValueError) as exc:
+            return _fail(f"cannot start a local agent: {exc}")
+    try:
+        return _run_dashboard(targets, args.theme or config.theme)
+    finally:
+        if local is not None:
+            local.stop()
+
+
+def _run_dashboard(targets: list[NodeTarget], theme: str | None) -> int:
+    from rigmon.tui.app import RigmonApp
+
+    RigmonApp(targets, theme_name=theme).run()
+    return 0
+
+
+#: Real seconds `rigmon demo` waits for the simulated agents to print their URLs.
+DEMO_START_TIMEOUT_S = 60.0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rigmon.cluster.config import NodeTarget
+    from rigmon.sim.rig import UnknownScenario, get_scenario
+
+    try:
+        get_scenario(args.scenario)
+    except UnknownScenario as exc:
+        return _fail(str(exc))
+    nodes = args.nodes or 4
+    command = [sys.executable, "-m", "rigmon", "sim", "--scenario", args.scenario, "--nodes", str(nodes),
+               "--speed", str(args.speed), "--seed", str(args.seed), "--base-port", "0"]
+    # The agents run in a process of their own so the dashboard's figures (and its
+    # responsiveness) are its own; their log goes to a file shown only if they fail.
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        try:
+            urls = _read_urls(proc, nodes, DEMO_START_TIMEOUT_S)
+            if urls is None:
+                log.seek(0)
+                return _fail(f"simulated rig did not start:\n{log.read()[-2000:]}")
+            return _run_dashboard([NodeTarget(url) for url in urls], args.theme)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In the simulator child: get SIGTERM when the demo dies, however it dies (a closed
+    terminal sends SIGHUP, which skips the demo's clean-up)."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _read_urls(proc: subprocess.Popen[str], count: int, timeout_s: float) -> list[str] | None:
+    """Read ``count`` lines ``NAME URL`` from the simulator; ``None`` if it dies or times out."""
+    import queue
+    import threading
+    import time
+
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def pump() -> None:
+        # Reads until the simulator exits, so its pipe never fills up.
+        for line in stdout:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, name="rigmon-demo-stdout", daemon=True).start()
+    urls: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while len(urls) < count:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+        if not line:
+            return None
+        url = line.strip().partition(" ")[2]
+        if url.startswith("http"):
+            urls.append(url)
+    return urls
 
 
 if __name__ == "__main__":

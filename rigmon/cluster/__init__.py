@@ -1,1 +1,1 @@
-"""Dashboard side without UI: agent clients, per-node stores, summaries."""
+"""Dashboard side without UI: agent clients, per-node stores, node summaries."""

@@ -1,1 +1,1 @@
-"""Textual dashboard."""
+"""The Textual dashboard: app, screens, widgets, themes."""

@@ -1,0 +1,326 @@
+"""httpx client for one agent: follows /v1/stream, resumes after disconnects, backs off when unreachable.
+
+No UI here: `AgentClient.follow` yields `Update`s (connected, frames, gap, failed) forever,
+and whoever drives it files them into a `rigmon.cluster.store.NodeStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Union
+
+import httpx
+
+from rigmon.cluster.sse import SseParser
+from rigmon.schema import SCHEMA_VERSION, Frame, Gap, Info, SchemaError, decode, decode_data
+
+#: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
+#: starts with a couple of minutes of history instead of a single point.
+BACKFILL_FRAMES = 120
+#: A stream silent for this long (no frame, no keep-alive) is dropped and reopened; the
+#: agent sends a keep-alive comment every 15 s.
+STREAM_READ_TIMEOUT_S = 20.0
+#: /v1/samples polls made after the agent refused a stream, before trying the stream again.
+POLL_ROUNDS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """The agent answered /v1/info."""
+
+    info: Info
+
+
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    """New frames, oldest first (one from the stream, several from a backfill)."""
+
+    frames: tuple[Frame, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GapReported:
+    """The agent said frames we asked for are gone (it restarted, or its buffer moved on)."""
+
+    gap: Gap
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Getting data failed; the client retries after ``retry_in_s`` seconds."""
+
+    reason: str
+    retry_in_s: float
+
+
+Update = Union[Connected, Sampled, GapReported, Failed]
+
+
+@dataclass(frozen=True, slots=True)
+class SamplesPage:
+    """One /v1/samples answer."""
+
+    run_id: str
+    frames: tuple[Frame, ...]
+    gap: Gap | None = None
+    more: bool = False
+
+
+class AgentError(Exception):
+    """A request to the agent failed; ``reason`` is shown to the operator."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class Backoff:
+    """Exponential delays between retries: ``initial_s``, doubling, capped at ``max_s``."""
+
+    def __init__(self, initial_s: float = 0.5, max_s: float = 15.0) -> None:
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self._next_s = initial_s
+
+    def next(self) -> float:
+        """The delay before the next retry (then double it)."""
+        delay = self._next_s
+        self._next_s = min(self.max_s, self._next_s * 2)
+        return delay
+
+    def reset(self) -> None:
+        """Data arrived: start from ``initial_s`` again."""
+        self._next_s = self.initial_s
+
+
+def _reason(exc: Exception) -> str:
+    """A short operator-facing reason for a failed request."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect timed out"
+    if isinstance(exc, httpx.ReadTimeout):
+        return "timed out waiting for data"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    if isinstance(exc, httpx.ConnectError):
+        detail = str(exc).split("] ", 1)[-1] or "connection failed"
+        return f"cannot connect: {detail}"
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return f"connection lost: {exc or type(exc).__name__}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _status_error(response: httpx.Response, body: bytes) -> AgentError:
+    try:
+        detail = str(json.loads(body)["error"])
+    except (ValueError, KeyError, TypeError):
+        detail = response.reason_phrase
+    if response.status_code == 401:
+        return AgentError(f"401 unauthorized: {detail}", 401)
+    return AgentError(f"HTTP {response.status_code}: {detail}", response.status_code)
+
+
+def _check_frame(frame: Frame) -> Frame:
+    if frame.schema != SCHEMA_VERSION:
+        raise SchemaError(f"schema version {frame.schema}, this client speaks {SCHEMA_VERSION}")
+    return frame
+
+
+class AgentClient:
+    """Client of one agent's /v1 API.
+
+    Args:
+        url: the agent's base URL (``http://host:9871``).
+        token: bearer token, or ``None``.
+        transport: httpx transport (tests pass ``httpx.MockTransport``).
+        request_timeout_s: connect and read timeout of ordinary requests.
+        stream_read_timeout_s: longest silence tolerated on the stream.
+        backoff: retry delays while the agent is unreachable.
+        backfill_frames: frames fetched on first contact with an agent run.
+        sleep: awaitable delay (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        request_timeout_s: float = 5.0,
+        stream_read_timeout_s: float = STREAM_READ_TIMEOUT_S,
+        backoff: Backoff | None = None,
+        backfill_frames: int = BACKFILL_FRAMES,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(request_timeout_s),
+        )
+        self._stream_timeout = httpx.Timeout(request_timeout_s, read=stream_read_timeout_s)
+        self.backoff = backoff or Backoff()
+        self.backfill_frames = backfill_frames
+        self._sleep = sleep
+        self.run_id: str | None = None
+        self.last_seq: int | None = None
+        self.interval_s = 1.0
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _get(self, path: str, params: dict[str, str] | None = None) -> bytes:
+        try:
+            response = await self._http.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise AgentError(_reason(exc)) from None
+        if response.status_code != 200:
+            raise _status_error(response, response.content)
+        return response.content
+
+    async def info(self) -> Info:
+        """GET /v1/info.
+
+        Raises:
+            AgentError: unreachable, an HTTP error status, or an answer that is not
+                an `Info` of this schema version.
+        """
+        try:
+            return decode(Info, await self._get("/v1/info"))
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    async def latest(self) -> Frame | None:
+        """GET /v1/latest; ``None`` when the agent has not sampled yet."""
+        try:
+            return _check_frame(decode(Frame, await self._get("/v1/latest")))
+        except AgentError as exc:
+            if exc.status == 503:
+                return None
+            raise
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    async def samples(self, since: int, run_id: str | None = None, limit: int | None = None) -> SamplesPage:
+        """GET /v1/samples?since=SEQ: frames after ``since`` of run ``run_id``."""
+        params = {"since": str(since)}
+        if run_id is not None:
+            params["run_id"] = run_id
+        if limit is not None:
+            params["limit"] = str(limit)
+        try:
+            page = decode(SamplesPage, await self._get("/v1/samples", params))
+            for frame in page.frames:
+                _check_frame(frame)
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+        return page
+
+    async def stream(self, after: int | None, run_id: str | None) -> AsyncIterator[Frame | Gap]:
+        """Open /v1/stream and yield frames and gaps until the agent closes it.
+
+        Args:
+            after: resume after this seq (sent as ``Last-Event-ID``); ``None`` starts at
+                the newest frame.
+            run_id: the agent run ``after`` belongs to.
+
+        Raises:
+            AgentError: on any failure, including a bad event.
+        """
+        headers = {"Last-Event-ID": str(after)} if after is not None else {}
+        params = {"run_id": run_id} if run_id is not None else {}
+        parser = SseParser()
+        try:
+            async with self._http.stream("GET", "/v1/stream", headers=headers, params=params,
+                                         timeout=self._stream_timeout) as response:
+                if response.status_code != 200:
+                    raise _status_error(response, await response.aread())
+                async for line in response.aiter_lines():
+                    event = parser.feed(line)
+                    if event is None:
+                        continue
+                    if event.event == "frame":
+                        yield _check_frame(decode(Frame, event.data))
+                    elif event.event == "gap":
+                        yield decode(Gap, event.data)
+        except httpx.HTTPError as exc:
+            raise AgentError(_reason(exc)) from None
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    def _track(self, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+        """Remember where we are; drop frames we already have."""
+        fresh = tuple(
+            f for f in frames
+            if not (f.run_id == self.run_id and self.last_seq is not None and f.seq <= self.last_seq)
+        )
+        if fresh:
+            self.run_id = fresh[-1].run_id
+            self.last_seq = fresh[-1].seq
+        return fresh
+
+    async def _backfill(self, info: Info) -> AsyncIterator[Update]:
+        """Fetch the newest frames of a run we have not seen yet."""
+        latest = await self.latest()
+        if latest is None or latest.run_id != info.run_id:
+            return
+        since = max(0, latest.seq - self.backfill_frames)
+        while True:
+            page = await self.samples(since, info.run_id)
+            frames = self._track(page.frames)
+            if frames:
+                yield Sampled(frames)
+            if not page.more or not page.frames:
+                return
+            since = page.frames[-1].seq
+
+    async def _poll(self) -> AsyncIterator[Update]:
+        """Fallback when the stream is refused: poll /v1/samples for a while."""
+        for _ in range(POLL_ROUNDS):
+            page = await self.samples(self.last_seq or 0, self.run_id)
+            if page.gap is not None:
+                yield GapReported(page.gap)
+            frames = self._track(page.frames)
+            if frames:
+                self.backoff.reset()
+                yield Sampled(frames)
+            if not page.more:
+                await self._sleep(self.interval_s)
+
+    async def follow(self) -> AsyncIterator[Update]:
+        """Follow the agent forever: yields updates, retrying with back-off on failures."""
+        while True:
+            try:
+                info = await self.info()
+                self.interval_s = info.interval_s
+                yield Connected(info)
+                if info.run_id != self.run_id:
+                    async for update in self._backfill(info):
+                        yield update
+                try:
+                    async for item in self.stream(self.last_seq, self.run_id):
+                        if isinstance(item, Gap):
+                            yield GapReported(item)
+                            continue
+                        frames = self._track((item,))
+                        if frames:
+                            self.backoff.reset()
+                            yield Sampled(frames)
+                except AgentError as exc:
+                    if exc.status not in (404, 503):
+                        raise
+                    # The agent refuses streams (too many open, or an older agent without
+                    # one): poll instead, and try the stream again later.
+                    async for update in self._poll():
+                        yield update
+                    continue
+                # The agent closed the stream cleanly (shutting down): reconnect shortly.
+                await self._sleep(self.backoff.initial_s)
+            except AgentError as exc:
+                delay = self.backoff.next()
+                yield Failed(exc.reason, delay)
+                await self._sleep(delay)

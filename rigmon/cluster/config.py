@@ -1,0 +1,116 @@
+"""Dashboard configuration: the nodes to follow and the theme, from TOML in the user config directory."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from rigmon.typed import TypedDataError, from_data
+
+DEFAULT_THEME = "rigmon-dark"
+
+
+class DashConfigError(ValueError):
+    """The dashboard configuration is invalid; the message names the file and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEntry:
+    """``[[nodes]]``: one agent to follow."""
+
+    url: str
+    """Agent base URL, ``http://HOST:PORT`` (``HOST:PORT`` alone means http)."""
+    token: str = ""
+    """Bearer token the agent requires; empty for none."""
+    token_file: str = ""
+    """File holding the token, instead of ``token``."""
+
+    def __post_init__(self) -> None:
+        if not self.url:
+            raise ValueError("url must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class DashConfig:
+    """The whole dashboard configuration file."""
+
+    theme: str = DEFAULT_THEME
+    """Theme name (a file of themes/ or one of Textual's)."""
+    nodes: tuple[NodeEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTarget:
+    """An agent the dashboard follows, with its token resolved."""
+
+    url: str
+    token: str | None = None
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/rigmon/dash.toml``, else ``~/.config/rigmon/dash.toml``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "rigmon" / "dash.toml"
+
+
+def normalize_url(url: str) -> str:
+    """Add ``http://`` to a bare ``HOST:PORT`` and drop a trailing slash."""
+    url = url.strip().rstrip("/")
+    return url if "://" in url else f"http://{url}"
+
+
+def load_dash_config(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> DashConfig:
+    """Load the dashboard configuration.
+
+    Args:
+        path: TOML file; ``None`` uses `user_config_path` when it exists, else defaults.
+        environ: environment for locating the user config directory.
+
+    Raises:
+        DashConfigError: unreadable file, bad TOML, unknown key or bad value, naming the key.
+    """
+    if path is None:
+        default = user_config_path(environ)
+        if not default.exists():
+            return DashConfig()
+        path = default
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise DashConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DashConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return from_data(DashConfig, data, strict=True)
+    except TypedDataError as exc:
+        raise DashConfigError(f"{path}: {exc}") from None
+
+
+def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
+    """The agents to follow: ``urls`` from the command line, else the config's nodes.
+
+    A command-line URL that is also in the config takes the config's token.
+
+    Raises:
+        DashConfigError: a token file cannot be read.
+    """
+    entries = {normalize_url(e.url): e for e in config.nodes}
+    chosen = [normalize_url(u) for u in urls] or list(entries)
+    targets: list[NodeTarget] = []
+    for url in dict.fromkeys(chosen):
+        entry = entries.get(url)
+        token = None
+        if entry is not None and entry.token_file:
+            try:
+                token = Path(entry.token_file).expanduser().read_text().strip() or None
+            except OSError as exc:
+                raise DashConfigError(f"nodes: token_file {entry.token_file}: {exc.strerror}") from None
+        elif entry is not None and entry.token:
+            token = entry.token
+        targets.append(NodeTarget(url=url, token=token))
+    return targets

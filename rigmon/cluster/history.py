@@ -1,0 +1,117 @@
+"""Bounded per-node history of a few key figures, and min/max-preserving downsampling for drawing."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from typing import Literal
+
+Extreme = Literal["min", "max"]
+
+#: Points kept per node: an hour at one frame per second.
+HISTORY_POINTS = 3600
+
+
+class Ring:
+    """A fixed-capacity ring of floats (``nan`` stands for a missing value).
+
+    Backed by an ``array`` so an hour of several series for 64 nodes stays a few MB.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._data = array("d")
+        self._start = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def append(self, value: float) -> None:
+        """Add the newest value, dropping the oldest when full."""
+        if len(self._data) < self.capacity:
+            self._data.append(value)
+        else:
+            self._data[self._start] = value
+            self._start = (self._start + 1) % self.capacity
+
+    def tail(self, count: int | None = None) -> list[float]:
+        """The newest ``count`` values (all when ``None``), oldest first."""
+        ordered = self._data[self._start:] + self._data[: self._start]
+        if count is not None and count < len(ordered):
+            ordered = ordered[len(ordered) - count :]
+        return ordered.tolist()
+
+
+def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[float]:
+    """Reduce ``values`` to at most ``buckets`` points, keeping each bucket's minimum or maximum.
+
+    A voltage trend keeps minima (a sag must survive), a power trend maxima (a peak must
+    survive). Missing values (``nan``) are skipped; a bucket with nothing in it is dropped.
+
+    Args:
+        values: oldest first.
+        buckets: most points wanted (at least 1).
+        extreme: which extreme each bucket keeps.
+
+    Returns:
+        The reduced series, oldest first.
+    """
+    if buckets < 1:
+        raise ValueError("buckets must be at least 1")
+    pick = min if extreme == "min" else max
+    size = len(values)
+    if size <= buckets:
+        return [v for v in values if not math.isnan(v)]
+    out: list[float] = []
+    for index in range(buckets):
+        chunk = [v for v in values[index * size // buckets : (index + 1) * size // buckets] if not math.isnan(v)]
+        if chunk:
+            out.append(pick(chunk))
+    return out
+
+
+#: Series a `NodeHistory` keeps, with the extreme that must survive downsampling.
+SERIES: dict[str, Extreme] = {
+    "rail_min_volts": "min",
+    "gpu_power_w": "max",
+    "cpu_pct": "max",
+    "net_bytes_per_s": "max",
+    "storage_bytes_per_s": "max",
+}
+
+
+class NodeHistory:
+    """The last ``capacity`` frames of one node, reduced to the series in `SERIES`.
+
+    Points are appended in arrival order; `seqs` lets a reader check
+    that a resumed stream left no hole.
+    """
+
+    def __init__(self, capacity: int = HISTORY_POINTS) -> None:
+        self.capacity = capacity
+        # Seqs are whole numbers far below 2**53, exact as floats.
+        self._seqs = Ring(capacity)
+        self.taken_at = Ring(capacity)
+        self.series = {name: Ring(capacity) for name in SERIES}
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def seqs(self) -> list[int]:
+        """Seq of every point, oldest first."""
+        return [int(s) for s in self._seqs.tail()]
+
+    def append(self, seq: int, taken_at: float, values: dict[str, float | None]) -> None:
+        """Add one frame's values (missing ones become ``nan``)."""
+        self._seqs.append(seq)
+        self.taken_at.append(taken_at)
+        for name, ring in self.series.items():
+            value = values.get(name)
+            ring.append(math.nan if value is None else value)
+
+    def trend(self, name: str, points: int | None, buckets: int) -> tuple[float, ...]:
+        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``."""
+        return tuple(downsample(self.series[name].tail(points), buckets, SERIES[name]))

@@ -1,0 +1,211 @@
+"""Per-node stores on the dashboard side: latest frame, history, events, and live/stale/unreachable."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rigmon.clock import Clock
+from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
+from rigmon.cluster.summary import NodeSummary, summarize
+from rigmon.schema import Event, Frame, Gap, Info
+
+NodeState = Literal["connecting", "live", "stale", "unreachable"]
+
+#: Order of trouble: the cluster screen lists unreachable nodes first.
+STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "stale": 1, "connecting": 2, "live": 3}
+#: A node whose last frame arrived longer ago than this is stale (at least three intervals).
+STALE_AFTER_S = 3.0
+#: Events kept per node for the node screen.
+EVENTS_KEPT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the screens draw for one node at one moment; built by `NodeStore.view`.
+
+    Attributes:
+        key: identity of the node on the dashboard (its URL).
+        name: node name from its frames, or the URL's host:port before the first frame.
+        url: agent base URL.
+        state: live, stale, unreachable, or connecting (no answer and no failure yet).
+        reason: why the node is not live, when the client knows (the last failure).
+        age_s: seconds since the last frame arrived; ``None`` before the first.
+        summary: key figures of the latest frame.
+        trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
+        restarts: agent restarts seen (a new run id).
+        frames_lost: frames the agent could no longer send after a disconnect.
+    """
+
+    key: str
+    name: str
+    url: str
+    state: NodeState
+    reason: str | None
+    age_s: float | None
+    summary: NodeSummary | None
+    trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    restarts: int = 0
+    frames_lost: int = 0
+
+
+class NodeStore:
+    """Everything the dashboard knows about one node.
+
+    Single-threaded: fed from the UI's event loop by the client's updates.
+
+    Args:
+        key: the node's identity on the dashboard (its URL).
+        url: agent base URL.
+        clock: time source; only ``monotonic`` is used (arrival times and ages).
+        stale_after_s: minimum age of the last frame that makes the node stale; raised to
+            three of the agent's intervals once its /v1/info is known.
+        capacity: history points kept.
+    """
+
+    def __init__(self, key: str, url: str, clock: Clock, stale_after_s: float = STALE_AFTER_S,
+                 capacity: int = HISTORY_POINTS) -> None:
+        self.key = key
+        self.url = url
+        self.clock = clock
+        self._stale_min_s = stale_after_s
+        self.stale_after_s = stale_after_s
+        self.info: Info | None = None
+        self.latest: Frame | None = None
+        self.summary: NodeSummary | None = None
+        self.history = NodeHistory(capacity)
+        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self.received_at: float | None = None
+        self.error: str | None = None
+        self.error_at: float | None = None
+        self.restarts = 0
+        self.frames_lost = 0
+        self.gaps: list[Gap] = []
+
+    @property
+    def name(self) -> str:
+        """Node name as the agent reports it, else the URL without its scheme."""
+        if self.latest is not None:
+            return self.latest.node
+        if self.info is not None:
+            return self.info.node
+        return self.url.split("://", 1)[-1].rstrip("/")
+
+    def connected(self, info: Info) -> None:
+        """The agent answered /v1/info."""
+        self.info = info
+        self.stale_after_s = max(self._stale_min_s, 3 * info.interval_s)
+        self.error = None
+        self.error_at = None
+
+    def add_frames(self, frames: Iterable[Frame]) -> int:
+        """File frames in arrival order; returns how many were new.
+
+        A frame of another agent run than the last one counts as a restart; a frame not
+        newer than the last one of the same run is a duplicate and ignored.
+        """
+        added = 0
+        for frame in frames:
+            last = self.latest
+            if last is not None and frame.run_id == last.run_id and frame.seq <= last.seq:
+                continue
+            if last is not None and frame.run_id != last.run_id:
+                self.restarts += 1
+            summary = summarize(frame)
+            self.latest = frame
+            self.summary = summary
+            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES})
+            self.events.extend(frame.events)
+            added += 1
+        if added:
+            self.received_at = self.clock.monotonic()
+        return added
+
+    def add_gap(self, gap: Gap) -> None:
+        """Frames the agent could no longer send (it restarted, or its buffer moved on)."""
+        self.gaps.append(gap)
+        del self.gaps[:-20]
+        self.frames_lost += max(0, gap.to_seq - gap.from_seq + 1)
+
+    def failed(self, reason: str) -> None:
+        """The client could not get data: connection refused, timeout, 401, bad answer..."""
+        self.error = reason
+        self.error_at = self.clock.monotonic()
+
+    def age_s(self) -> float | None:
+        """Seconds since the last new frame arrived, ``None`` before the first."""
+        if self.received_at is None:
+            return None
+        return max(0.0, self.clock.monotonic() - self.received_at)
+
+    def state(self) -> NodeState:
+        """Live while frames keep arriving; unreachable while the last attempt failed and
+        the data is old; stale when the data is old without a known failure."""
+        age = self.age_s()
+        fresh = age is not None and age <= self.stale_after_s
+        if fresh:
+            return "live"
+        failing = self.error_at is not None and (self.received_at is None or self.error_at >= self.received_at)
+        if failing:
+            return "unreachable"
+        if age is None:
+            return "connecting"
+        return "stale"
+
+    def view(self, points: int | None = 120, buckets: int = 60) -> NodeView:
+        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``."""
+        state = self.state()
+        reason = self.error if self.error is not None and state != "live" else None
+        return NodeView(
+            key=self.key,
+            name=self.name,
+            url=self.url,
+            state=state,
+            reason=reason,
+            age_s=self.age_s(),
+            summary=self.summary,
+            trends={name: self.history.trend(name, points, buckets) for name in SERIES},
+            restarts=self.restarts,
+            frames_lost=self.frames_lost,
+        )
+
+
+def trouble_order(view: NodeView) -> tuple[int, int, int, str]:
+    """Sort key putting trouble first: unreachable, stale, alarms, failing collectors, then by name."""
+    summary = view.summary
+    alarms = (summary.alarms or 0) if summary else 0
+    failing = summary.collectors_failing if summary else 0
+    return (STATE_RANK[view.state], -alarms, -failing, view.name)
+
+
+class ClusterStore:
+    """The stores of every node the dashboard follows, by key."""
+
+    def __init__(self, clock: Clock, stale_after_s: float = STALE_AFTER_S) -> None:
+        self.clock = clock
+        self.stale_after_s = stale_after_s
+        self.nodes: dict[str, NodeStore] = {}
+
+    def add(self, key: str, url: str) -> NodeStore:
+        """Add (or return) the store of one node."""
+        if key not in self.nodes:
+            self.nodes[key] = NodeStore(key, url, self.clock, self.stale_after_s)
+        return self.nodes[key]
+
+    def views(self, points: int | None = 120, buckets: int = 60) -> list[NodeView]:
+        """Every node's view, trouble first."""
+        return sorted((s.view(points, buckets) for s in self.nodes.values()), key=trouble_order)
+
+    def counts(self) -> dict[NodeState, int]:
+        """Nodes per state."""
+        out: dict[NodeState, int] = {"live": 0, "stale": 0, "unreachable": 0, "connecting": 0}
+        for store in self.nodes.values():
+            out[store.state()] += 1
+        return out
+
+
+def contiguous(seqs: Sequence[int]) -> bool:
+    """Whether ``seqs`` go up by one each step (a history without a hole)."""
+    return all(b == a + 1 for a, b in zip(seqs, seqs[1:]))

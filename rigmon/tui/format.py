@@ -1,0 +1,66 @@
+"""Text for figures: units, "—" for unknown, short ages. Pure functions, no Textual."""
+
+from __future__ import annotations
+
+MISSING = "—"
+
+
+def volts(value: float | None) -> str:
+    """``11.82 V``."""
+    return MISSING if value is None else f"{value:.2f} V"
+
+
+def watts(value: float | None) -> str:
+    """``1234 W``."""
+    return MISSING if value is None else f"{value:.0f} W"
+
+
+def pct(value: float | None) -> str:
+    """``45%``."""
+    return MISSING if value is None else f"{value:.0f}%"
+
+
+def of(present: int | None, total: int | None) -> str:
+    """``3/4``; ``—`` when either is unknown."""
+    return MISSING if present is None or total is None else f"{present}/{total}"
+
+
+def rate(bytes_per_s: float | None) -> str:
+    """Decimal throughput: ``512 kB/s``, ``183 MB/s``, ``1.07 GB/s``."""
+    if bytes_per_s is None:
+        return MISSING
+    if bytes_per_s >= 1e9:
+        return f"{bytes_per_s / 1e9:.2f} GB/s"
+    if bytes_per_s >= 1e6:
+        return f"{bytes_per_s / 1e6:.0f} MB/s"
+    return f"{bytes_per_s / 1e3:.0f} kB/s"
+
+
+def size(count_bytes: int | None) -> str:
+    """Binary size: ``251.9 GiB``."""
+    if count_bytes is None:
+        return MISSING
+    value = float(count_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return MISSING
+
+
+def age(seconds: float | None) -> str:
+    """Short age: ``12s``, ``5m``, ``2h``, ``3d``."""
+    if seconds is None:
+        return MISSING
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f}h"
+    return f"{seconds // 86400:.0f}d"
+
+
+def number(value: float | None, digits: int = 2) -> str:
+    """A plain number, or ``—``."""
+    return MISSING if value is None else f"{value:.{digits}f}"

@@ -1,0 +1,46 @@
+"""Messages the follow workers post to the app: what happened to a node's data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from rigmon.schema import Frame, Gap, Info
+
+
+@dataclass
+class NodeConnected(Message):
+    """The agent at ``key`` answered /v1/info."""
+
+    key: str
+    info: Info
+
+
+@dataclass
+class NodeSampled(Message):
+    """New frames from the agent at ``key``, oldest first. Never replaced: every frame counts."""
+
+    key: str
+    frames: tuple[Frame, ...]
+
+
+@dataclass
+class NodeGap(Message):
+    """The agent at ``key`` could not send frames we asked for."""
+
+    key: str
+    gap: Gap
+
+
+@dataclass
+class NodeFailed(Message):
+    """Getting data from ``key`` failed; the client retries in ``retry_in_s`` seconds."""
+
+    key: str
+    reason: str
+    retry_in_s: float
+
+    def can_replace(self, message: Message) -> bool:
+        # Only the newest failure of a node matters while it is down.
+        return isinstance(message, NodeFailed) and message.key == self.key

@@ -1,0 +1,1 @@
+"""Screens of the dashboard: cluster overview, one node, help."""

@@ -1,0 +1,102 @@
+"""ClusterScreen: every node on one screen, trouble first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from rigmon.cluster.store import NodeView
+from rigmon.tui.widgets.cluster_header import ClusterHeader
+from rigmon.tui.widgets.node_row import NodeRow
+
+
+class ClusterScreen(Screen[None]):
+    """One `NodeRow` per node, sorted so unreachable and stale nodes come first.
+
+    Rows are bound to positions; after a re-sort the cursor follows its node.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("pagedown", "cursor(10)", "Page down", show=False),
+        Binding("pageup", "cursor(-10)", "Page up", show=False),
+        Binding("home", "cursor(-100000)", "First", show=False),
+        Binding("end", "cursor(100000)", "Last", show=False),
+    ]
+
+    class OpenNode(Message):
+        """The operator wants the node screen of ``key``."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cursor_key: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield ClusterHeader()
+        nodes = VerticalScroll(id="nodes")
+        # The rows take the focus (the cursor), not their container.
+        nodes.can_focus = False
+        yield nodes
+        yield Footer()
+
+    def _rows(self) -> list[NodeRow]:
+        return list(self.query_one("#nodes", VerticalScroll).query_children(NodeRow))
+
+    def show(self, views: Sequence[NodeView]) -> None:
+        """Draw ``views`` (already in display order)."""
+        rows = self._rows()
+        focused = self.focused
+        if isinstance(focused, NodeRow) and focused.view is not None:
+            self._cursor_key = focused.view.key
+        for row, view in zip(rows, views):
+            row.view = view
+        container = self.query_one("#nodes", VerticalScroll)
+        if len(views) > len(rows):
+            container.mount_all(NodeRow(view) for view in views[len(rows):])
+        for row in rows[len(views):]:
+            row.remove()
+        counts: dict[str, int] = {}
+        for view in views:
+            counts[view.state] = counts.get(view.state, 0) + 1
+        noun = "node" if len(views) == 1 else "nodes"
+        self.sub_title = f"{len(views)} {noun}: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        self.call_after_refresh(self._place_cursor)
+
+    def _place_cursor(self) -> None:
+        rows = self._rows()
+        if not rows:
+            return
+        target = next((r for r in rows if r.view is not None and r.view.key == self._cursor_key), None)
+        if target is None:
+            target = rows[0]
+        if self.focused is None or (isinstance(self.focused, NodeRow) and self.focused is not target):
+            target.focus(scroll_visible=self.focused is not None)
+
+    def action_cursor(self, step: int) -> None:
+        """Move the cursor ``step`` rows (clamped to the list)."""
+        rows = self._rows()
+        if not rows:
+            return
+        focused = self.focused
+        index = rows.index(focused) if isinstance(focused, NodeRow) and focused in rows else 0
+        target = rows[max(0, min(len(rows) - 1, index + step))]
+        if target.view is not None:
+            self._cursor_key = target.view.key
+        target.focus()
+
+    def on_node_row_selected(self, message: NodeRow.Selected) -> None:
+        self._cursor_key = message.key
+        self.post_message(self.OpenNode(message.key))

@@ -1,0 +1,64 @@
+"""NodeScreen: everything one node reports, grouped by source, with collector health and events."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from rigmon.cluster.store import NodeView
+from rigmon.schema import Event, Frame, Info
+from rigmon.tui.widgets.collector_health import CollectorHealth
+from rigmon.tui.widgets.event_list import EventList
+from rigmon.tui.widgets.gpu_group import GpuGroup
+from rigmon.tui.widgets.host_group import HostGroup
+from rigmon.tui.widgets.link_group import LinkGroup
+from rigmon.tui.widgets.node_status import NodeStatus
+from rigmon.tui.widgets.rail_group import RailGroup
+from rigmon.tui.widgets.source_group import SourceGroup
+from rigmon.tui.widgets.storage_group import StorageGroup
+
+
+class NodeScreen(Screen[None]):
+    """The node the app has selected: status, one box per source, collectors, events."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+    ]
+
+    class Back(Message):
+        """The operator wants the cluster screen again."""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll(id="node-body"):
+            yield NodeStatus()
+            yield GpuGroup()
+            yield RailGroup()
+            yield StorageGroup()
+            yield LinkGroup()
+            yield HostGroup()
+            yield CollectorHealth()
+            yield EventList()
+        yield Footer()
+
+    def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:
+        """Draw one node."""
+        self.sub_title = f"{view.name} · {view.state}"
+        status = self.query_one(NodeStatus)
+        status.view = view
+        status.info = info
+        for group in self.query(SourceGroup):
+            group.frame = frame
+            group.trends = view.trends
+        self.query_one(CollectorHealth).collectors = dict(frame.collectors) if frame else {}
+        self.query_one(EventList).events = events
+
+    def action_back(self) -> None:
+        """Back to the cluster screen."""
+        self.post_message(self.Back())

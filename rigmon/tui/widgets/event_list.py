@@ -1,0 +1,58 @@
+"""EventList: a node's recent events, newest first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from rigmon.schema import Event
+
+#: Events drawn at most; older ones stay in the node's store.
+SHOWN = 30
+
+
+class EventList(Widget):
+    """Time (UTC, from the agent's clock), severity, subject and message of recent events."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "event-list--label",
+        "event-list--info",
+        "event-list--warning",
+        "event-list--critical",
+        "event-list--empty",
+    }
+    DEFAULT_CSS = """
+    EventList {
+        height: auto;
+    }
+    """
+
+    events: reactive[tuple[Event, ...]] = reactive(tuple, layout=True)
+    """The node's recent events, oldest first."""
+
+    def on_mount(self) -> None:
+        self.border_title = "Events"
+
+    def render(self) -> RenderableType:
+        events: Sequence[Event] = self.events
+        if not events:
+            return Text("no events", style=self.get_component_rich_style("event-list--empty", partial=True))
+        table = Table(box=None, padding=(0, 1), show_edge=False,
+                      header_style=self.get_component_rich_style("event-list--label", partial=True))
+        table.add_column("at (UTC)", no_wrap=True)
+        table.add_column("severity", no_wrap=True)
+        table.add_column("subject", no_wrap=True)
+        table.add_column("message", overflow="fold")
+        for event in list(events)[::-1][:SHOWN]:
+            style = self.get_component_rich_style(f"event-list--{event.severity}", partial=True)
+            # The agent's own timestamp, in UTC so every node reads the same.
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.at))
+            table.add_row(stamp, Text(event.severity, style=style), event.subject, event.message)
+        return table

@@ -1,0 +1,70 @@
+"""HostGroup: the node screen's box for CPU, memory, load, temperatures and network interfaces."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from rigmon.schema import Frame
+from rigmon.tui import format as fmt
+from rigmon.tui.widgets.source_group import SourceGroup
+
+
+class HostGroup(SourceGroup):
+    """CPU and network trends, load, memory, uptime, temperature sensors, and one line per interface."""
+
+    TITLE: ClassVar[str] = "Host"
+    COLLECTORS: ClassVar[tuple[str, ...]] = ("host",)
+
+    def body(self, frame: Frame) -> RenderableType | None:
+        readings = frame.readings
+        host = readings.host
+        if host is None and not readings.net and not readings.temperatures:
+            return None
+        label = self.get_component_rich_style("source-group--label", partial=True)
+        parts: list[RenderableType] = []
+        cpu = host.cpu_pct if host else None
+        parts.append(self.trend("CPU", "cpu_pct", "max", fmt.pct(cpu)))
+        net = [r for n in readings.net if n.name != "lo" for r in (n.rx_bytes_per_s, n.tx_bytes_per_s) if r is not None]
+        parts.append(self.trend("net", "net_bytes_per_s", "max", fmt.rate(sum(net) if net else None)))
+        if host is not None:
+            facts = Table.grid(padding=(0, 2))
+            for _ in range(4):
+                facts.add_column(no_wrap=True)
+            used = (host.mem_total_bytes - host.mem_available_bytes
+                    if host.mem_total_bytes is not None and host.mem_available_bytes is not None else None)
+            load = " ".join(fmt.number(v) for v in (host.load_1, host.load_5, host.load_15))
+            facts.add_row(Text("load", style=label), load,
+                          Text("memory", style=label), f"{fmt.size(used)} of {fmt.size(host.mem_total_bytes)}")
+            facts.add_row(Text("CPUs", style=label), fmt.MISSING if host.cpu_count is None else str(host.cpu_count),
+                          Text("uptime", style=label), fmt.age(host.uptime_s))
+            parts.append(facts)
+        if readings.temperatures:
+            temps = Table.grid(padding=(0, 2))
+            temps.add_column(no_wrap=True)
+            temps.add_column(justify="right", no_wrap=True)
+            for sensor in readings.temperatures:
+                temps.add_row(Text(sensor.label or sensor.sensor, style=label), f"{sensor.temp_c:.0f} °C")
+            parts.append(temps)
+        if readings.net:
+            table = Table(box=None, padding=(0, 1), show_edge=False, header_style=label)
+            for title in ("interface", "state", "speed", "rx", "tx", "errors", "drops"):
+                table.add_column(title, justify="left" if title in ("interface", "state") else "right", no_wrap=True)
+            bad = self.get_component_rich_style("source-group--bad", partial=True)
+            for nic in readings.net:
+                errors = nic.rx_errors_total + nic.tx_errors_total
+                drops = nic.rx_dropped_total + nic.tx_dropped_total
+                table.add_row(
+                    nic.name,
+                    nic.operstate or fmt.MISSING,
+                    fmt.MISSING if nic.speed_mbps is None else f"{nic.speed_mbps / 1000:g} Gb/s",
+                    fmt.rate(nic.rx_bytes_per_s),
+                    fmt.rate(nic.tx_bytes_per_s),
+                    Text(str(errors), style=bad if errors else ""),
+                    Text(str(drops), style=bad if drops else ""),
+                )
+            parts.append(table)
+        return Group(*parts)

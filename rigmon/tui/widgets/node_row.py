@@ -1,0 +1,178 @@
+"""NodeRow: one node on the cluster screen, figures on the first line and trends under them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.events import Click
+from textual.message import Message
+from textual.reactive import reactive
+from textual.renderables.sparkline import Sparkline
+from textual.widget import Widget
+
+from rigmon.cluster.store import NodeView
+from rigmon.tui import format as fmt
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of the cluster table: title, least width, share of spare width."""
+
+    key: str
+    title: str
+    min_width: int
+    ratio: int = 0
+
+
+#: Columns of the cluster screen; the header and every row lay out from this.
+COLUMNS: tuple[Column, ...] = (
+    Column("node", "node", 18, 2),
+    Column("alarms", "⚠", 3),
+    Column("rail", "rail min", 8, 1),
+    Column("power", "GPU W", 7, 1),
+    Column("gpus", "GPUs", 5),
+    Column("links", "links", 5),
+    Column("storage", "storage", 9, 1),
+    Column("cpu", "CPU", 5, 1),
+    Column("net", "net", 9, 1),
+)
+#: Trend drawn under a column: (series name, summary each sparkline bar keeps).
+TRENDS: dict[str, tuple[str, str]] = {
+    "rail": ("rail_min_volts", "min"),
+    "power": ("gpu_power_w", "max"),
+    "storage": ("storage_bytes_per_s", "max"),
+    "cpu": ("cpu_pct", "max"),
+    "net": ("net_bytes_per_s", "max"),
+}
+
+
+def column_widths(total: int, columns: Sequence[Column] = COLUMNS) -> list[int]:
+    """Share ``total`` cells between ``columns`` (one space between neighbours)."""
+    widths = [c.min_width for c in columns]
+    spare = total - sum(widths) - (len(columns) - 1)
+    ratios = sum(c.ratio for c in columns)
+    if spare > 0 and ratios:
+        given = 0
+        for index, column in enumerate(columns):
+            extra = spare * column.ratio // ratios
+            widths[index] += extra
+            given += extra
+        widths[0] += spare - given
+    return widths
+
+
+def grid(widths: Sequence[int]) -> Table:
+    """An empty borderless table with the given column widths."""
+    table = Table.grid(padding=(0, 1), expand=False)
+    for width in widths:
+        table.add_column(width=width, no_wrap=True, overflow="ellipsis")
+    return table
+
+
+class NodeRow(Widget, can_focus=True):
+    """One node: name and state, alarms, key figures, and trends of rail, power, storage, CPU, net.
+
+    Enter or a click posts `NodeRow.Selected`.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "node-row--name",
+        "node-row--live",
+        "node-row--stale",
+        "node-row--unreachable",
+        "node-row--connecting",
+        "node-row--alarm",
+        "node-row--missing",
+        "node-row--spark-low",
+        "node-row--spark-high",
+    }
+    DEFAULT_CSS = """
+    NodeRow {
+        height: 2;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select", "Open node")]
+
+    view: reactive[NodeView | None] = reactive(None)
+    """The node to draw; a fresh `NodeView` on every refresh."""
+
+    class Selected(Message):
+        """The operator chose this row's node."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, view: NodeView | None = None, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.set_reactive(NodeRow.view, view)
+
+    def action_select(self) -> None:
+        """Open the node."""
+        if self.view is not None:
+            self.post_message(self.Selected(self.view.key))
+
+    def on_click(self, event: Click) -> None:
+        self.focus()
+        self.action_select()
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"node-row--{name}", partial=True)
+
+    def _figure(self, text: str) -> Text:
+        return Text(text, style=self._style("missing") if text == fmt.MISSING else "", justify="right")
+
+    def render(self) -> RenderableType:
+        view = self.view
+        if view is None:
+            return ""
+        widths = column_widths(self.size.width)
+        summary = view.summary
+        state_style = self._style(view.state)
+        name = Text(view.name, style=self._style("name"))
+        state = Text(view.state, style=state_style)
+        # A node in trouble gets the whole second line for what is wrong instead of trends.
+        trouble = view.state in ("stale", "unreachable")
+        if trouble:
+            state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
+            if view.reason:
+                state.append(f": {view.reason}")
+        alarms = summary.alarms if summary else None
+        alarm_text = Text(fmt.MISSING if alarms is None else str(alarms), justify="right",
+                          style=self._style("alarm") if alarms else self._style("missing") if alarms is None else "")
+        figures = {
+            "rail": fmt.volts(summary.rail_min_volts if summary else None),
+            "power": fmt.watts(summary.gpu_power_w if summary else None),
+            "gpus": fmt.of(summary.gpus_present, summary.gpus_expected) if summary else fmt.MISSING,
+            "links": fmt.of(summary.links_healthy, summary.links_total) if summary else fmt.MISSING,
+            "storage": fmt.rate(summary.storage_bytes_per_s if summary else None),
+            "cpu": fmt.pct(summary.cpu_pct if summary else None),
+            "net": fmt.rate(summary.net_bytes_per_s if summary else None),
+        }
+        table = grid(widths)
+        top: list[RenderableType] = [name, alarm_text]
+        bottom: list[RenderableType] = [state, ""]
+        low = self._style("spark-low").color
+        high = self._style("spark-high").color
+        for column, width in zip(COLUMNS[2:], widths[2:]):
+            top.append(self._figure(figures[column.key]))
+            trend = TRENDS.get(column.key)
+            data = view.trends.get(trend[0], ()) if trend else ()
+            if trend and len(data) > 1 and low is not None and high is not None:
+                bottom.append(Sparkline(data, width=min(width, len(data)), min_color=low, max_color=high,
+                                        summary_function=min if trend[1] == "min" else max))
+            else:
+                bottom.append("")
+        table.add_row(*top)
+        if trouble:
+            state.truncate(self.size.width, overflow="ellipsis")
+            return Group(table, state)
+        table.add_row(*bottom)
+        return table

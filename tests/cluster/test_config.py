@@ -1,0 +1,56 @@
+"""Dashboard configuration: node list with tokens, theme, errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.cluster.config import (
+    DashConfig,
+    DashConfigError,
+    NodeEntry,
+    NodeTarget,
+    load_dash_config,
+    resolve_targets,
+    user_config_path,
+)
+
+
+def test_loads_nodes_and_theme(tmp_path: Path) -> None:
+    path = tmp_path / "dash.toml"
+    path.write_text('theme = "rigmon-light"\n[[nodes]]\nurl = "http://a:9871"\ntoken = "t1"\n'
+                    '[[nodes]]\nurl = "b:9871"\n')
+    config = load_dash_config(path)
+    assert config.theme == "rigmon-light"
+    assert config.nodes == (NodeEntry(url="http://a:9871", token="t1"), NodeEntry(url="b:9871"))
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("colour = 1\n", "colour"), ("[[nodes]]\ntoken = 'x'\n", "nodes[0].url"), ("theme = 3\n", "theme"),
+     ("[[nodes]]\nurl = 'a'\nport = 1\n", "nodes[0].port"), ("theme = \n", "not valid TOML")],
+)
+def test_errors_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "dash.toml"
+    path.write_text(text)
+    with pytest.raises(DashConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        load_dash_config(path)
+
+
+def test_default_path_and_absent_file(tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    assert user_config_path(env) == tmp_path / "rigmon" / "dash.toml"
+    assert load_dash_config(None, env) == DashConfig()
+    assert user_config_path({"HOME": "/home/op"}) == Path("/home/op/.config/rigmon/dash.toml")
+
+
+def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
+    token_file = tmp_path / "tok"
+    token_file.write_text("t2\n")
+    config = DashConfig(nodes=(NodeEntry("http://a:9871", token="t1"), NodeEntry("b:9871", token_file=str(token_file))))
+    assert resolve_targets([], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://b:9871", "t2")]
+    assert resolve_targets(["a:9871/", "c:1"], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://c:1")]
+    missing = DashConfig(nodes=(NodeEntry("a:1", token_file=str(tmp_path / "nope")),))
+    with pytest.raises(DashConfigError, match="token_file"):
+        resolve_targets([], missing)

@@ -1,0 +1,56 @@
+"""History rings and min/max-preserving downsampling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rigmon.cluster.history import NodeHistory, Ring, downsample
+
+
+def test_ring_keeps_the_newest_in_order() -> None:
+    ring = Ring(3)
+    for v in range(5):
+        ring.append(float(v))
+    assert ring.tail() == [2.0, 3.0, 4.0]
+    assert ring.tail(2) == [3.0, 4.0]
+    assert len(ring) == 3
+
+
+def test_a_sag_survives_downsampling_for_voltage() -> None:
+    volts = [12.0] * 1000
+    volts[517] = 11.31
+    reduced = downsample(volts, 50, "min")
+    assert len(reduced) == 50
+    assert min(reduced) == 11.31
+
+
+def test_a_peak_survives_downsampling_for_power() -> None:
+    watts = [800.0] * 3600
+    watts[3599] = 1650.0
+    assert max(downsample(watts, 40, "max")) == 1650.0
+
+
+@pytest.mark.parametrize(
+    ("values", "buckets", "extreme", "expected"),
+    [
+        ([1.0, 5.0, 2.0, 4.0], 2, "min", [1.0, 2.0]),
+        ([1.0, 5.0, 2.0, 4.0], 2, "max", [5.0, 4.0]),
+        ([1.0, math.nan, 3.0], 10, "max", [1.0, 3.0]),
+        ([math.nan, math.nan, 3.0, 4.0], 2, "min", [3.0]),
+        ([], 5, "min", []),
+    ],
+)
+def test_downsample_table(values: list[float], buckets: int, extreme: str, expected: list[float]) -> None:
+    assert downsample(values, buckets, extreme) == expected  # type: ignore[arg-type]
+
+
+def test_history_holds_an_hour_and_reports_seqs() -> None:
+    history = NodeHistory()
+    for seq in range(1, 4001):
+        history.append(seq, float(seq), {"cpu_pct": 50.0, "rail_min_volts": None})
+    assert len(history) == 3600
+    assert history.seqs()[0] == 401 and history.seqs()[-1] == 4000
+    assert history.trend("rail_min_volts", None, 10) == ()
+    assert history.trend("cpu_pct", 120, 60) == (50.0,) * 60

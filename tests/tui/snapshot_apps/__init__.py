@@ -1,0 +1,1 @@
+"""Deterministic dashboards for snapshot tests: seeded fake agents and a frozen clock."""

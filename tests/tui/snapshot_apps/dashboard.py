@@ -1,0 +1,70 @@
+"""A dashboard over eight seeded fake agents on a frozen clock: six live, one stale, one refused, one 401."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.pilot import Pilot
+
+from rigmon.cluster.client import AgentClient, Backoff
+from rigmon.cluster.config import NodeTarget
+from rigmon.tui.app import RigmonApp
+from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock
+
+#: Frames each fake agent holds before the dashboard connects.
+RECORDED_FRAMES = 150
+
+
+class Fleet:
+    """The fake agents of a snapshot dashboard, by URL."""
+
+    def __init__(self, count: int = 8) -> None:
+        self.agents = {a.url: a for a in (FakeAgent(f"node{i:02d}", seed=7, frames=RECORDED_FRAMES)
+                                          for i in range(1, count + 1))}
+        self.stale = self.agents[FakeAgent("node03").url]
+        refused = self.agents[FakeAgent("node05").url]
+        refused.down = True
+        locked = self.agents[FakeAgent("node07").url]
+        locked.status = 401
+        self.failing = (refused, locked)
+
+    def client(self, target: NodeTarget) -> AgentClient:
+        return AgentClient(target.url, transport=self.agents[target.url].transport,
+                           backoff=Backoff(0.05, 0.05), backfill_frames=RECORDED_FRAMES)
+
+    def targets(self) -> list[NodeTarget]:
+        return [NodeTarget(url) for url in self.agents]
+
+
+def build(theme: str = "rigmon-dark", count: int = 8) -> tuple[RigmonApp, Fleet, FakeClock]:
+    """The app, its fake agents and its clock; nothing moves until `settle` runs."""
+    fleet = Fleet(count)
+    clock = FakeClock()
+    # A long refresh interval: the test draws when the data is complete, not on a timer.
+    app = RigmonApp(fleet.targets(), clock=clock, theme_name=theme, client_factory=fleet.client, refresh_s=3600)
+    return app, fleet, clock
+
+
+async def wait_for(condition, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``condition`` until true (bounded)."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+async def settle(app: RigmonApp, fleet: Fleet, clock: FakeClock, pilot: Pilot[None]) -> None:
+    """Let every node load its history, age all by 10 s, then give all but node03 one more frame."""
+    nodes = app.cluster.nodes
+    healthy = [url for url, a in fleet.agents.items() if a not in fleet.failing]
+    await wait_for(lambda: all(nodes[u].latest is not None and nodes[u].latest.seq == RECORDED_FRAMES
+                               for u in healthy))
+    await wait_for(lambda: all(nodes[a.url].error is not None for a in fleet.failing))
+    clock.advance(10)
+    for url in healthy:
+        if fleet.agents[url] is not fleet.stale:
+            fleet.agents[url].publish()
+    await wait_for(lambda: all(nodes[u].latest.seq == RECORDED_FRAMES + 1  # type: ignore[union-attr]
+                               for u in healthy if fleet.agents[u] is not fleet.stale))
+    app.refresh_screen()
+    await pilot.pause()

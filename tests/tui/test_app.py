@@ -1,0 +1,129 @@
+"""Pilot tests of the dashboard over fake agents: states, resume without holes, keys, themes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rigmon.cluster.client import AgentClient, Backoff
+from rigmon.cluster.config import NodeTarget
+from rigmon.cluster.store import contiguous
+from rigmon.tui.app import RigmonApp
+from rigmon.tui.screens.cluster import ClusterScreen
+from rigmon.tui.screens.help import HelpScreen
+from rigmon.tui.screens.node import NodeScreen
+from rigmon.tui.widgets.node_row import NodeRow
+from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock
+
+SIZE = (120, 40)
+
+
+def dashboard(*agents: FakeAgent, **kw: object) -> tuple[RigmonApp, FakeClock]:
+    by_url = {a.url: a for a in agents}
+    clock = FakeClock()
+
+    def client(target: NodeTarget) -> AgentClient:
+        return AgentClient(target.url, transport=by_url[target.url].transport, backoff=Backoff(0.01, 0.02))
+
+    app = RigmonApp([NodeTarget(a.url) for a in agents], clock=clock, client_factory=client,
+                    refresh_s=3600, **kw)  # type: ignore[arg-type]
+    return app, clock
+
+
+def row_states(app: RigmonApp) -> dict[str, str]:
+    app.refresh_screen()
+    return {r.view.name: r.view.state for r in app.screen.query(NodeRow) if r.view is not None}
+
+
+async def test_node_goes_stale_and_comes_back() -> None:
+    agent = FakeAgent("node01", frames=10)
+    app, clock = dashboard(agent)
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.cluster.nodes[agent.url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 10)
+        await pilot.pause()
+        assert row_states(app) == {"node01": "live"}
+        clock.advance(5)
+        assert row_states(app) == {"node01": "stale"}
+        agent.publish()
+        await wait_for(lambda: store.latest.seq == 11)  # type: ignore[union-attr]
+        await pilot.pause()
+        assert row_states(app) == {"node01": "live"}
+
+
+async def test_history_has_no_hole_after_a_resumed_stream() -> None:
+    agent = FakeAgent("node01", frames=30)
+    app, clock = dashboard(agent)
+    async with app.run_test(size=SIZE):
+        store = app.cluster.nodes[agent.url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 30)
+        agent.down = True
+        agent.drop_streams()
+        await wait_for(lambda: store.error is not None)
+        agent.publish(12)  # sampled while the dashboard could not reach the agent
+        clock.advance(20)
+        assert store.state() == "unreachable"
+        agent.down = False
+        await wait_for(lambda: store.latest.seq == 42)  # type: ignore[union-attr]
+        assert store.history.seqs() == list(range(1, 43))
+        assert contiguous(store.history.seqs())
+        assert store.state() == "live"
+
+
+async def test_trouble_is_listed_first_with_its_reason() -> None:
+    good = FakeAgent("aaa", frames=3)
+    bad = FakeAgent("zzz", frames=3)
+    bad.status = 401
+    app, _ = dashboard(good, bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.cluster.nodes[bad.url].error is not None
+                       and app.cluster.nodes[good.url].latest is not None)
+        app.refresh_screen()
+        await pilot.pause()
+        rows = list(app.screen.query(NodeRow))
+        assert rows[0].view is not None and rows[0].view.key == bad.url
+        assert rows[0].view.state == "unreachable"
+        assert rows[0].view.reason == "401 unauthorized: missing or wrong bearer token"
+
+
+async def test_keys_open_node_go_back_help_theme_and_quit() -> None:
+    agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2, 3)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+        app.refresh_screen()
+        await pilot.pause()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        assert app.selected == agents[1].url
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ClusterScreen)
+        focused = app.focused
+        assert isinstance(focused, NodeRow) and focused.view is not None and focused.view.key == agents[1].url
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        before = app.theme
+        await pilot.press("t")
+        assert app.theme != before and app.theme in app.theme_names
+        await pilot.click(NodeRow, offset=(2, 0))
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_broken_theme_file_is_a_notification(tmp_path: Path) -> None:
+    (tmp_path / "good.toml").write_text('name = "good"\nprimary = "#336699"\n')
+    (tmp_path / "broken.toml").write_text('name = "broken"\nprimary = "not-a-colour"\n')
+    app, _ = dashboard(FakeAgent("node01", frames=1), theme_dir=tmp_path, theme_name="good")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "good"
+        messages = [n.message for n in app._notifications]
+        assert any("broken.toml" in m and "not a colour" in m for m in messages)

@@ -1,0 +1,71 @@
+"""The real `rigmon demo` in a terminal under tmux: nodes and figures on screen, keys work, q exits cleanly."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 60.0
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def wait_screen(session: str, ok: Callable[[str], bool]) -> str:
+    """Capture the pane until ``ok`` accepts it (bounded; fails with the last screen)."""
+    deadline = time.monotonic() + WAIT_S
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", session)
+        if ok(screen):
+            return screen
+        time.sleep(0.3)
+    pytest.fail(f"screen never matched; last screen:\n{screen}")
+
+
+def test_demo_in_a_terminal(tmp_path: Path) -> None:
+    session = f"rigmon-demo-{os.getpid()}"
+    seed = str(random.Random().randrange(10**6, 10**7))  # names this run's simulator process
+    exit_file = tmp_path / "exit-status"
+    # The shell records the exit status itself: tmux does not always report it for a dead pane.
+    command = (f"cd {REPO} && PYTHONPATH={REPO} {sys.executable} -m rigmon demo --nodes 3 --seed {seed}; "
+               f"echo $? > {exit_file}")
+    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+    try:
+        tmux("set-option", "-t", session, "remain-on-exit", "on")
+        screen = wait_screen(session, lambda s: all(f"node0{i}" in s for i in (1, 2, 3))
+                             and s.count("live") >= 3 and "%" in s and "MB/s" in s)
+        assert "3 nodes" in screen
+        tmux("send-keys", "-t", session, "Down")
+        time.sleep(0.5)
+        tmux("send-keys", "-t", session, "Enter")
+        # GPUs, rail, storage and links are not present on a host-only simulated node.
+        screen = wait_screen(session, lambda s: "PSU rail" in s and "not present" in s and "run" in s)
+        assert "node0" in screen
+        tmux("send-keys", "-t", session, "Escape")
+        wait_screen(session, lambda s: "rail min" in s)
+        time.sleep(0.5)  # an Escape followed at once by a key reads as Alt+key
+        tmux("send-keys", "-t", session, "q")
+        wait_screen(session, lambda s: exit_file.exists() and exit_file.read_text().strip() != "")
+        assert exit_file.read_text().strip() == "0"
+        deadline = time.monotonic() + WAIT_S
+        while shutil.which("pgrep") and subprocess.run(["pgrep", "-f", f"rigmon sim .*--seed {seed}"], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "the demo left its simulator running"
+            time.sleep(0.2)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
