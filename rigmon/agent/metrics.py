@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,19 +20,25 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from rigmon.schema import (
     AmdGpuReading,
+    CurrentEnvelope,
     DiskReading,
     Frame,
     GpuReading,
     HostReading,
+    HwmonVoltageReading,
     KernelLogReading,
     NetInterfaceReading,
     NvLinkReading,
     NvmeReading,
+    PathResistanceReading,
+    PmbusPsuReading,
+    PsuRailReading,
     RaidArrayReading,
     RaidMemberReading,
     Readings,
     TemperatureReading,
     ThunderboltDeviceReading,
+    VoltageEnvelope,
 )
 from rigmon.typed import field_types
 
@@ -49,11 +55,14 @@ class RecordMetrics:
             exports field ``index`` as label ``gpu``. Records nested in a record (md members in
             an array, NVLinks in a GPU) carry their parent's labels too.
         skip: fields not exported (free text, or already exported another way).
+        key_label: the label holding the key when records of this type are the values of a
+            ``dict`` field (the rail's channels by name).
     """
 
     prefix: str
     labels: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    key_label: str = ""
 
 
 #: One entry per record type of `Readings`; a type missing here is not exported.
@@ -71,6 +80,12 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
     AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
     KernelLogReading: RecordMetrics("kernel_log"),
+    PsuRailReading: RecordMetrics("psu_rail", labels=("port", "device_id"), skip=("seq", "flags")),
+    VoltageEnvelope: RecordMetrics("psu_channel", key_label="channel"),
+    CurrentEnvelope: RecordMetrics("psu_channel", key_label="channel"),
+    PathResistanceReading: RecordMetrics("psu_path", labels=("path",)),
+    HwmonVoltageReading: RecordMetrics("hwmon", labels=("sensor", "chip", "label"), skip=("scale",)),
+    PmbusPsuReading: RecordMetrics("pmbus_psu", labels=("sensor", "chip")),
 }
 
 # (field suffix, metric suffix, scale). Order matters: longer suffixes first.
@@ -78,7 +93,9 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_bytes_per_s", "_bytes_per_second", 1.0),
     ("_packets_per_s", "_packets_per_second", 1.0),
     ("_per_s", "_per_second", 1.0),
+    ("_mohm_per_day", "_ohms_per_day", 1e-3),
     ("_mohm", "_ohms", 1e-3),
+    ("_days", "_seconds", 86400.0),
     ("_mhz", "_hertz", 1e6),
     # Link speeds are megabits or gigabits in the schema; Prometheus' base unit is bytes.
     ("_mbps", "_bytes_per_second", 1e6 / 8),
@@ -89,6 +106,8 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_mj", "_joules", 1e-3),
     ("_j", "_joules", 1.0),
     ("_volts", "_volts", 1.0),
+    ("_wh", "_joules", 3600.0),
+    ("_rpm", "_rpm", 1.0),
     ("_amps", "_amperes", 1.0),
     ("_w", "_watts", 1.0),
     ("_c", "_celsius", 1.0),
@@ -172,11 +191,21 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
     return list(fam.families.values())
 
 
-def _record_metrics(fam: _Families, record: object, parent: dict[str, str]) -> None:
-    spec = RECORD_METRICS.get(type(record))
+def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec: RecordMetrics | None = None,
+                    key: str | None = None) -> None:
+    """Add one record's series; nested records follow their parent.
+
+    A tuple of records (md members, NVLinks) uses each child type's own entry and labels; a
+    single nested record (the rail's voltage envelope, the ADC's counters) is flattened
+    under the parent's prefix; a ``dict`` of records (the rail's channels) uses the child
+    type's entry with the key as the label named by its ``key_label``.
+    """
+    spec = spec or RECORD_METRICS.get(type(record))
     if spec is None:
         return
     labels = dict(parent)
+    if key is not None:
+        labels[spec.key_label or "key"] = key
     label_fields = set()
     for label in spec.labels:
         field_name, _, label_name = label.partition("=")
@@ -193,6 +222,14 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str]) -> N
             for child in value:
                 _record_metrics(fam, child, labels)
             continue
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            _record_metrics(fam, value, labels, RecordMetrics(spec.prefix))
+            continue
+        if isinstance(value, dict):
+            for child_key, child in sorted(value.items()):
+                if dataclasses.is_dataclass(child) and type(child) in RECORD_METRICS:
+                    _record_metrics(fam, child, labels, key=child_key)
+            continue
         if name.endswith("_per_s") and f"{name[: -len('_per_s')]}_total" in types_:
             continue  # the raw counter is exported; rate() in PromQL gives this
         states = _literal_values(tp)
@@ -207,24 +244,46 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str]) -> N
         fam.add(metric, f"{doc_type}.{name}", counter, labels, float(value) * scale)
 
 
+#: Span of `rigmon_psu_rail_lowest_volts`: longer than any sane scrape interval.
+RAIL_LOWEST_SPAN_S = 60.0
+
+
 class FrameCollector(Collector):
-    """A prometheus_client collector serving the newest frame of an agent."""
+    """A prometheus_client collector serving the newest frame of an agent.
+
+    A scrape sees one frame, but the agent makes one a second (and more when a sag is
+    pushed): so that a sag between two scrapes is not lost, the lowest rail minimum of the
+    last `RAIL_LOWEST_SPAN_S` is exported as its own series.
+    """
 
     def __init__(self, latest: typing.Callable[[], Frame | None]) -> None:
         self._latest = latest
         self.event_counts: Counter[tuple[str, str, str]] = Counter()
+        self._rail_minima: deque[tuple[float, float]] = deque()
 
     def observe(self, frame: Frame) -> None:
-        """Sampler listener: count the frame's events."""
+        """Sampler listener: count the frame's events and keep recent rail minima."""
         for event in frame.events:
             code = event.data.get("xid", event.data.get("code", ""))
             self.event_counts[(event.kind, event.subject, "" if code is None else str(code))] += 1
+        rail = frame.readings.psu_rail
+        if rail is not None and rail.volts is not None:
+            self._rail_minima.append((frame.taken_at, rail.volts.min_volts))
+        while self._rail_minima and self._rail_minima[0][0] < frame.taken_at - RAIL_LOWEST_SPAN_S:
+            self._rail_minima.popleft()
 
     def collect(self) -> Iterator[Metric]:
         frame = self._latest()
         if frame is None:
             return iter(())
-        return iter(frame_metrics(frame, self.event_counts))
+        metrics = frame_metrics(frame, self.event_counts)
+        if self._rail_minima and frame.readings.psu_rail is not None:
+            lowest = GaugeMetricFamily(f"{PREFIX}_psu_rail_lowest_volts",
+                                       f"lowest 12 V rail window minimum of the last {RAIL_LOWEST_SPAN_S:.0f} s",
+                                       labels=["node"])
+            lowest.add_metric([frame.node], min(v for _, v in self._rail_minima))
+            metrics.append(lowest)
+        return iter(metrics)
 
 
 def make_registry(collector: FrameCollector) -> CollectorRegistry:

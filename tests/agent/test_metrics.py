@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from rigmon.agent.metrics import FrameCollector, frame_metrics, make_registry, metric_name
+from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading, VoltageEnvelope
 from tests.test_schema import sample_frame
 
 
@@ -73,3 +74,32 @@ def test_promtool_finds_nothing() -> None:
                          timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "" and out.stderr.strip() == ""
+
+
+def rail_frame(taken_at: float, min_volts: float) -> Frame:
+    rail = PsuRailReading(
+        port="/dev/ttyACM0", protocol="rm1", connected=True, stale=False, envelope_source="device", windows=1,
+        volts=VoltageEnvelope(mean_volts=11.9, min_volts=min_volts, max_volts=12.0), amps=None,
+        channels_volts={"v": VoltageEnvelope(mean_volts=11.9, min_volts=min_volts, max_volts=12.0)},
+        channels_amps={}, samples=100, window_s=1.0, flags=0, under_voltage_latched=False,
+        sag=min_volts < 11.5, seq=1, device_id="E661", firmware="1.0", sensor="ina226",
+        last_window_at=taken_at, counters=PsuAdcCounters(),
+    )
+    frame = sample_frame()
+    return dataclasses.replace(frame, taken_at=taken_at, readings=dataclasses.replace(frame.readings, psu_rail=rail))
+
+
+def test_a_sag_between_two_scrapes_is_not_lost() -> None:
+    frames = [rail_frame(1000.0, 11.93), rail_frame(1001.0, 11.384), rail_frame(1002.0, 11.95)]
+    collector = FrameCollector(lambda: frames[-1])
+    for frame in frames:
+        collector.observe(frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert 'rigmon_psu_rail_min_volts{device_id="E661",node="node01",port="/dev/ttyACM0"} 11.95' in text
+    assert 'rigmon_psu_channel_min_volts{channel="v",device_id="E661",node="node01",port="/dev/ttyACM0"} 11.95' in text
+    assert 'rigmon_psu_rail_lowest_volts{node="node01"} 11.384' in text
+    later = rail_frame(1062.0, 11.96)
+    collector = FrameCollector(lambda: later)
+    for frame in [*frames, later]:
+        collector.observe(frame)
+    assert 'rigmon_psu_rail_lowest_volts{node="node01"} 11.95' in generate_latest(make_registry(collector)).decode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -50,14 +51,16 @@ def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             proc.wait(10)
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path, agent_target: tuple[str, Path]) -> Iterator[str]:
-    target, token = agent_target
+@contextlib.contextmanager
+def run_prometheus(tmp_path: Path, target: str, token: Path | None) -> Iterator[str]:
     example = yaml.safe_load((REPO / "deploy" / "prometheus" / "prometheus.yml").read_text())
     example["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     example["rule_files"] = [str(REPO / "deploy" / "prometheus" / name) for name in example["rule_files"]]
     job = example["scrape_configs"][0]
-    job["authorization"]["credentials_file"] = str(token)
+    if token is None:
+        del job["authorization"]
+    else:
+        job["authorization"]["credentials_file"] = str(token)
     job["static_configs"] = [{"targets": [target]}]
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump(example))
@@ -71,6 +74,12 @@ def prometheus(tmp_path: Path, agent_target: tuple[str, Path]) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, agent_target: tuple[str, Path]) -> Iterator[str]:
+    with run_prometheus(tmp_path, *agent_target) as url:
+        yield url
 
 
 def query(client: httpx.Client, url: str, promql: str, deadline_s: float = 60) -> list[dict[str, object]]:
@@ -95,3 +104,22 @@ def test_prometheus_scrapes_the_agent_with_its_token(prometheus: str) -> None:
         assert cpus[0]["value"][1] == "32"  # type: ignore[index]
         rate = query(client, prometheus, 'rate(rigmon_network_rx_bytes_total{interface="eth0"}[5s]) > 0')
         assert float(rate[0]["value"][1]) > 0  # type: ignore[index]
+
+
+def test_prometheus_evaluates_the_shipped_rules_on_a_bus_drop(tmp_path: Path) -> None:
+    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "undervolt-bus-drop", "--nodes", "1",
+                            "--base-port", "0", "--speed", "5", "--duration", "120"],
+                           stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert sim.stdout is not None
+        target = sim.stdout.readline().split()[1].removeprefix("http://")
+        with run_prometheus(tmp_path, target, None) as url, httpx.Client(timeout=5) as client:
+            lost = query(client, url, 'ALERTS{alertname="RigmonGpuLost",alertstate="firing"}')
+            assert lost[0]["metric"]["gpu"] == "3"  # type: ignore[index]
+            rail = query(client, url, 'ALERTS{alertname="RigmonRailCritical",alertstate="firing"}')
+            assert rail[0]["metric"]["node"] == "node01"  # type: ignore[index]
+            xid = query(client, url, 'ALERTS{alertname="RigmonGpuXid"}')
+            assert xid[0]["metric"]["code"] == "79"  # type: ignore[index]
+    finally:
+        sim.terminate()
+        sim.wait(10)
