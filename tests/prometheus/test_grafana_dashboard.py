@@ -1,0 +1,65 @@
+"""The shipped Grafana dashboard: valid PromQL, and every rigmon series it draws exists."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from rigmon.sim.rig import running_rig
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "rigmon.json"
+PROMTOOL = shutil.which("promtool")
+
+
+def expressions() -> list[str]:
+    data = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in data["panels"] for t in p.get("targets", [])]
+    exprs += [a["expr"] for a in data["annotations"]["list"]]
+    return exprs
+
+
+def test_dashboard_is_grafana_json() -> None:
+    data = json.loads(DASHBOARD.read_text())
+    assert data["uid"] and data["title"] == "rigmon"
+    ids = [p["id"] for p in data["panels"]]
+    assert len(ids) == len(set(ids))
+    assert len(expressions()) >= 15
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_every_expression_is_valid_promql(tmp_path: Path) -> None:
+    assert PROMTOOL is not None
+    rules = {"groups": [{"name": "grafana", "rules": [
+        {"record": f"rigmon_dashboard_expr_{i}", "expr": e.replace("$node", ".*")} for i, e in enumerate(expressions())
+    ]}]}
+    path = tmp_path / "exprs.yml"
+    path.write_text(yaml.safe_dump(rules))
+    out = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+async def exported_names() -> set[str]:
+    names: set[str] = set()
+    async with (running_rig("undervolt-bus-drop", 1, base_port=0, speed=5) as a,
+                running_rig("tb-retrain-10g", 1, base_port=0, speed=10) as b,
+                running_rig("corroding-connection", 1, base_port=0, speed=20000) as c,
+                httpx.AsyncClient(timeout=10) as client):
+        await asyncio.sleep(4)
+        for url in a.urls + b.urls + c.urls:
+            text = (await client.get(f"{url}/metrics")).text
+            names |= {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line.startswith("rigmon_")}
+    return names
+
+
+async def test_every_series_the_dashboard_draws_is_exported() -> None:
+    used = {m for e in expressions() for m in re.findall(r"\brigmon_[a-z0-9_]+", e)}
+    missing = used - await exported_names()
+    assert not missing, f"dashboard draws series no simulated agent exports: {sorted(missing)}"
