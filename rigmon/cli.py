@@ -85,13 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--theme", metavar="NAME", help="theme to start with (default: the config's)")
 
     demo = sub.add_parser("demo", help="simulated nodes with real agents, and the dashboard over them")
-    _add_sim_options(demo)
+    _add_sim_options(demo, default_scenario="lab")
     demo.add_argument("--theme", metavar="NAME", help="theme to start with")
     return parser
 
 
-def _add_sim_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default="healthy", metavar="NAME", help="scenario to simulate (default healthy)")
+def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
+    parser.add_argument("--scenario", default=default_scenario, metavar="NAME",
+                        help=f"scenario to simulate (default {default_scenario}; see README for the list)")
     parser.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes (default: the scenario's)")
     parser.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
                         help="simulated seconds per real second")

@@ -29,17 +29,20 @@ CASES = [
     ("adc-garbage", 10.0, set(), 4),
     ("model-load", 5.0, set(), 4),
     ("strix-cluster", 10.0, set(), 4),
+    ("healthy-v100", 5.0, set(), 4),
 ]
 DEADLINE_S = 40.0
 
 
-async def fired_rules(client: httpx.AsyncClient, urls: list[str]) -> dict[str, set[str]]:
+async def fired_rules(client: httpx.AsyncClient, urls: list[str], per_node: bool = False) -> dict[str, set[str]]:
+    """Rules that fired (key ``node/rule`` with ``per_node``), each with the subjects it fired for."""
     out: dict[str, set[str]] = {}
     for url in urls:
         body = (await client.get(f"{url}/v1/alarms")).json()
         for alarm in body["active"] + body["recent"]:
             if alarm["fired_at"] is not None:
-                out.setdefault(alarm["rule"], set()).add(alarm["subject"])
+                key = f"{alarm['node']}/{alarm['rule']}" if per_node else alarm["rule"]
+                out.setdefault(key, set()).add(alarm["subject"])
     return out
 
 
@@ -77,3 +80,19 @@ async def test_undervolt_alarms_reach_a_webhook(webhook: Receiver) -> None:
     rail = next(b for b in bodies if b["rule"] == "psu_rail_low_critical")
     assert rail["alarm"]["value"] < 11.5
     assert all(b["severity"] == "critical" for b in bodies)  # min_severity honoured
+
+
+async def test_lab_points_at_the_weak_nodes() -> None:
+    """Incident 7: one screen for the cluster; the alarms name the node that is in trouble."""
+    expected = {
+        "node01/psu_rail_low_warning", "node01/psu_rail_low_critical", "node01/gpu_xid_fatal", "node01/gpu_lost",
+        "node02/gpu_nvlink_replay_rising", "node02/gpu_nvlink_crc_rising", "node02/gpu_pcie_replay_rising",
+        "node03/thunderbolt_degraded",
+    }
+    async with running_rig("lab", 5, base_port=0, speed=5.0) as rig, httpx.AsyncClient(timeout=10) as client:
+        deadline = time.monotonic() + DEADLINE_S
+        fired: dict[str, set[str]] = {}
+        while time.monotonic() < deadline and not expected <= set(fired):
+            await asyncio.sleep(0.25)
+            fired = await fired_rules(client, rig.urls, per_node=True)
+    assert set(fired) == expected, fired

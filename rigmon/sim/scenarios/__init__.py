@@ -9,6 +9,7 @@ from rigmon.sim.scenarios.adc_garbage import AdcGarbage
 from rigmon.sim.scenarios.adc_unplug import AdcUnplug
 from rigmon.sim.scenarios.corroding_connection import CorrodingConnection
 from rigmon.sim.scenarios.healthy import Healthy
+from rigmon.sim.scenarios.lab import HealthyV100, Lab
 from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
@@ -36,6 +37,8 @@ class Scenario(Protocol):
 
 SCENARIOS: dict[str, Scenario] = {
     "healthy": Healthy(),
+    "healthy-v100": HealthyV100(),
+    "lab": Lab(),
     "model-load": ModelLoad(),
     "tb-retrain-10g": TbRetrain10g(),
     "md-degraded": MdDegraded(),
