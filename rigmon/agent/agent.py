@@ -14,6 +14,7 @@ from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.capture import capture_node
 from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector, make_registry
+from rigmon.agent.rail_path import GpuPowerPathCollector
 from rigmon.agent.sampler import Sampler
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
@@ -70,6 +71,9 @@ class Agent:
         self.run_id = uuid.uuid4().hex[:16]
         if collectors is None:
             collectors = build_collectors(config, self.root, self.clock)
+            if "psu" in collectors:
+                # Derived from the frame, not from hardware: the rail against the GPUs' power.
+                collectors["rail_path"] = GpuPowerPathCollector(lambda: self.buffer.latest if self.buffer else None)
         intervals = {
             name: config.collector(name).interval_s or config.agent.interval_s for name in collectors
         }
