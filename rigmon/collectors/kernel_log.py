@@ -378,6 +378,12 @@ class KernelLogCollector:
         with self._lock:
             return list(self._recent)
 
+    def captures(self) -> dict[str, str]:
+        """Kernel log lines about GPUs, PCIe and the bus, as text for a bug report."""
+        lines = [f"{line.at if line.at is not None else '-'} <{line.level}> [{line.kind}] seq={line.seq} {line.text}"
+                 for line in self.recent_lines()]
+        return {"kernel-log.txt": "\n".join(lines) + ("\n" if lines else "")}
+
     def _boot_at(self) -> float | None:
         text = self.root.read_attr("/proc/uptime")
         try:

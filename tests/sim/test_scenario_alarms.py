@@ -96,3 +96,17 @@ async def test_lab_points_at_the_weak_nodes() -> None:
             await asyncio.sleep(0.25)
             fired = await fired_rules(client, rig.urls, per_node=True)
     assert set(fired) == expected, fired
+
+
+async def test_a_snapshot_carries_the_kernel_log_of_the_bus_drop() -> None:
+    async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=5.0) as rig, \
+            httpx.AsyncClient(timeout=10) as client:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and "gpu_lost" not in await fired_rules(client, rig.urls):
+            await asyncio.sleep(0.25)
+        await asyncio.sleep(1.5)  # the kernel log collector's next poll
+        capture = (await client.get(f"{rig.urls[0]}/v1/snapshot")).json()
+    logs = {name: text for name, text in capture["files"].items() if name.endswith("kernel-log.txt")}
+    assert logs, sorted(capture["files"])
+    text = "\n".join(logs.values())
+    assert "Xid" in text and "79" in text
