@@ -24,7 +24,7 @@ from rigmon.config import AlarmsSection, ConfigError, load_agent_config
 def test_defaults_cover_the_incidents() -> None:
     by_name = {r.name: r for r in default_rules()}
     rail_warn, rail_crit = by_name["psu_rail_low_warning"], by_name["psu_rail_low_critical"]
-    assert isinstance(rail_warn, ThresholdRule) and rail_warn.select == "psu.window_min_volts"
+    assert isinstance(rail_warn, ThresholdRule) and rail_warn.select == "psu_rail.volts.min_volts"
     assert (rail_warn.below, rail_warn.severity) == (11.7, "warning")
     assert isinstance(rail_crit, ThresholdRule) and (rail_crit.below, rail_crit.severity) == (11.5, "critical")
     xid = by_name["gpu_xid_fatal"]
