@@ -5,7 +5,7 @@ windows at a fixed rate (1000 lines/s by default) for a while, and reports the a
 cost (process user+system time over the window, from /proc/PID/stat) and whether every valid
 line arrived (the agent's windows_total and lost_windows_total counters).
 
-    python benchmarks/adc_ingest.py [--rate 1000] [--seconds 20]
+    python benchmarks/adc_ingest.py [--rate 1000] [--seconds 20] [--smoke]
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,15 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import cpu_seconds, free_port, peak_rss_mb  # noqa: E402
 from rigmon.collectors.psu_lines import format_rm1  # noqa: E402
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def latest(url: str) -> dict[str, object]:
@@ -48,17 +40,14 @@ def rail_counters(url: str) -> dict[str, int] | None:
     return None if rail is None else rail["counters"]  # type: ignore[no-any-return]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=1000, help="RM1 lines per second")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the measured window")
+    parser.add_argument("--smoke", action="store_true", help="1 s at the same rate (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.seconds = 1.0
 
     work = Path(tempfile.mkdtemp(prefix="rigmon-bench-"))
     master, slave = os.openpty()
@@ -106,6 +95,7 @@ def main() -> int:
             time.sleep(max(0.0, next_at - time.monotonic()))
         elapsed = time.monotonic() - t0
         cpu = cpu_seconds(agent.pid) - cpu0
+        rss_mb = peak_rss_mb(agent.pid)
         time.sleep(2.0)
         after = rail_counters(url)
         assert after is not None
@@ -118,7 +108,7 @@ def main() -> int:
     dropped = sent - received
     print(f"rate: {sent / elapsed:.0f} lines/s for {elapsed:.1f} s ({sent} lines)")
     print(f"agent CPU: {cpu:.2f} s over {elapsed:.1f} s = {100 * cpu / elapsed:.1f}% of one core "
-          f"({1e6 * cpu / max(sent, 1):.0f} us per line, sampler and HTTP included)")
+          f"({1e6 * cpu / max(sent, 1):.0f} us per line, sampler and HTTP included); peak RSS {rss_mb:.1f} MiB")
     print(f"valid lines received: {received}, dropped: {dropped}, "
           f"lost (seq gaps): {after['lost_windows_total'] - before['lost_windows_total']}, "
           f"rejected: {after['checksum_errors_total'] + after['malformed_lines_total'] - before['checksum_errors_total'] - before['malformed_lines_total']}")

@@ -1,65 +1,49 @@
-"""Benchmark: latency from a pushed reading to (a) the alarm firing in the agent and (b) the
-webhook request arriving at a receiver on 127.0.0.1. Not a test.
+"""Benchmark: latency from an RM1 sag line written to a pty to (a) the alarm firing in the agent and (b) the webhook.
 
-The ADC source is not part of this build, so a collector test double pushes the readings
-from its own thread (as the ADC reader will: `push([...])`), and a threshold rule on that
-reading stands in for the rail rule. Each run pushes a reading past the threshold, waits
-for the firing and the webhook, then pushes a normal reading and waits for the resolution.
+A real pseudo-terminal stands for the ADC's USB serial port (linked at
+``/dev/serial/by-id/...`` below the agent's root, as udev would). The agent runs in this
+process with the real PSU collector (pyserial reader thread), the shipped default rules
+(``psu_rail_low_critical``: window minimum below 11.5 V) and a webhook notifier posting to
+an ``http.server`` receiver on 127.0.0.1. Each run writes one RM1 window whose minimum is
+11.384 V and waits for the critical alarm's ``firing`` transition and for its webhook
+request; then it writes normal windows until the alarm resolves. Times are from just
+before ``os.write`` on the pty's master side.
 
-    PYTHONPATH=$PWD python benchmarks/alarm_latency.py [--runs 300]
+    python benchmarks/alarm_latency.py [--runs 300] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import platform
+import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+import tty
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from rigmon.agent.agent import Agent
-from rigmon.alarms.lifecycle import Transition
-from rigmon.alarms.rules import parse_rules
-from rigmon.collectors.base import PolledCollector, PushFn
-from rigmon.config import AgentConfig, AgentSection, NotifySection
-from rigmon.schema import TemperatureReading
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-RULES = parse_rules("""
-[[rule]]
-name = "bench_sag"
-kind = "threshold"
-severity = "critical"
-select = "temperatures[sensor=bench].temp_c"
-below = 11.5
-subject = "bench"
-""", "benchmark")
+from benchmarks.common import machine, percentile  # noqa: E402
+from rigmon.agent.agent import Agent  # noqa: E402
+from rigmon.alarms.lifecycle import Transition  # noqa: E402
+from rigmon.collectors.psu_lines import format_rm1  # noqa: E402
+from rigmon.config import AgentConfig, AgentSection, NotifySection, PsuSection  # noqa: E402
 
-
-class PushingDouble(PolledCollector):
-    """Stands in for a pushed source: readings arrive from a thread of their own."""
-
-    name = "bench"
-
-    def __init__(self) -> None:
-        self.push: PushFn | None = None
-
-    def collect(self) -> Sequence[object]:
-        return []
-
-    def start(self, push: PushFn) -> None:
-        self.push = push
-
-    def send(self, value: float) -> None:
-        assert self.push is not None
-        self.push([TemperatureReading(sensor="bench", label="bench", temp_c=value)])
+LINK = "/dev/serial/by-id/usb-rigmon_rm1-if00"
+RULE = "psu_rail_low_critical"
+SAG_MIN_MV = 11384
+NORMAL_MIN_MV = 11980
 
 
 class Marks:
+    """When the alarm fired in the agent and when its webhook arrived."""
+
     def __init__(self) -> None:
         self.fired = threading.Event()
         self.resolved = threading.Event()
@@ -68,6 +52,8 @@ class Marks:
         self.hook_at = 0.0
 
     def on_transition(self, t: Transition) -> None:
+        if t.alarm.rule != RULE:
+            return
         if t.change == "firing":
             self.fired_at = time.perf_counter()
             self.fired.set()
@@ -83,7 +69,7 @@ def start_receiver(marks: Marks) -> tuple[ThreadingHTTPServer, str]:
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            if b'"status":"firing"' in body:
+            if b'"status":"firing"' in body and RULE.encode() in body:
                 marks.hook_at = arrived
                 marks.hook_fired.set()
 
@@ -95,59 +81,97 @@ def start_receiver(marks: Marks) -> tuple[ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}/hook"
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+class Adc:
+    """The ADC side of the pty: writes RM1 windows with increasing sequence numbers."""
+
+    def __init__(self, root: Path) -> None:
+        self.master, self.slave = os.openpty()
+        tty.setraw(self.slave)
+        link = root / LINK.lstrip("/")
+        link.parent.mkdir(parents=True)
+        os.symlink(os.ttyname(self.slave), link)
+        self.seq = 0
+
+    def window(self, min_mv: int) -> None:
+        line = format_rm1(f"RM1,seq={self.seq},up={100 * (self.seq + 1)},win=100,n=100,"
+                          f"v={max(min_mv, 11990)}/{min_mv}/12040,i=95000/94000/96000,vpsu=12180/12170/12190")
+        self.seq += 1
+        data = (line + "\r\n").encode()
+        while data:
+            data = data[os.write(self.master, data):]
+
+    def close(self) -> None:
+        os.close(self.master)
+        os.close(self.slave)
 
 
-async def main(runs: int) -> None:
+async def measure(runs: int) -> tuple[list[float], list[float]]:
     marks = Marks()
     server, url = start_receiver(marks)
-    probe = PushingDouble()
-    with tempfile.TemporaryDirectory() as root:
+    to_alarm: list[float] = []
+    to_webhook: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
+        root = Path(tmp)
+        adc = Adc(root)
         config = AgentConfig(
-            agent=AgentSection(node="bench", root=root, interval_s=30.0),
+            agent=AgentSection(node="bench", root=str(root), interval_s=0.25),
+            psu=PsuSection(port=LINK, protocol="rm1"),
             notify=(NotifySection(kind="webhook", url=url, dedup_s=0.0, max_per_minute=100000),),
         )
-        agent = Agent(config, collectors={"bench": probe}, rules=RULES)
+        agent = Agent(config)
         agent.alarms.hooks.append(marks.on_transition)
         agent.start()
-        while probe.push is None:
-            await asyncio.sleep(0.01)
-        to_alarm: list[float] = []
-        to_webhook: list[float] = []
 
         def drive() -> None:
+            # The reader drops the first (maybe partial) line by design: send normal windows
+            # until one has reached a frame.
+            deadline = time.monotonic() + 20
+            while not (agent.buffer and agent.buffer.latest and agent.buffer.latest.readings.psu_rail
+                       and agent.buffer.latest.readings.psu_rail.counters.windows_total >= 2):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the PSU collector read no window within 20 s")
+                adc.window(NORMAL_MIN_MV)
+                time.sleep(0.1)
             for _ in range(runs):
                 marks.fired.clear()
                 marks.hook_fired.clear()
                 marks.resolved.clear()
                 t0 = time.perf_counter()
-                probe.send(11.3)
+                adc.window(SAG_MIN_MV)
                 if not (marks.fired.wait(10) and marks.hook_fired.wait(10)):
                     raise RuntimeError("no firing within 10 s")
                 to_alarm.append(marks.fired_at - t0)
                 to_webhook.append(marks.hook_at - t0)
-                probe.send(12.0)
-                if not marks.resolved.wait(10):
-                    raise RuntimeError("no resolution within 10 s")
-                time.sleep(0.005)
+                while not marks.resolved.wait(0.1):
+                    adc.window(NORMAL_MIN_MV)
 
-        await asyncio.get_running_loop().run_in_executor(None, drive)
-        await agent.stop()
-    server.shutdown()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, drive)
+        finally:
+            await agent.stop()
+            adc.close()
+            server.shutdown()
+    return to_alarm, to_webhook
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--smoke", action="store_true", help="a few runs (CI)")
+    args = parser.parse_args()
+    runs = 3 if args.smoke else args.runs
+    to_alarm, to_webhook = asyncio.run(measure(runs))
     ms = 1000.0
-    print(f"alarm latency over {runs} runs ({platform.python_implementation()} {platform.python_version()}, "
-          f"{platform.machine()}); source: a collector test double pushing from its own thread (no ADC in this build)")
+    print(f"alarm latency over {runs} runs: RM1 sag line (minimum 11.384 V) written to a pty, read by the PSU "
+          f"collector, rule {RULE}, webhook to 127.0.0.1; {machine()}")
     print("| path | median | p99 | max |")
-    print("|---|---|---|---|")
-    for name, values in (("pushed reading -> alarm firing in the agent", to_alarm),
-                         ("pushed reading -> webhook request at the receiver", to_webhook)):
-        print(f"| {name} | {statistics.median(values) * ms:.2f} ms | {pct(values, 0.99) * ms:.2f} ms | "
+    print("|---|---:|---:|---:|")
+    for name, values in (("sag line on the pty -> alarm firing in the agent", to_alarm),
+                         ("sag line on the pty -> webhook request at the receiver", to_webhook)):
+        print(f"| {name} | {statistics.median(values) * ms:.2f} ms | {percentile(values, 0.99) * ms:.2f} ms | "
               f"{max(values) * ms:.2f} ms |")
+    return 0
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=300)
-    asyncio.run(main(parser.parse_args().runs))
+    sys.exit(main())

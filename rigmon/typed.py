@@ -43,10 +43,28 @@ def field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+#: Leaf types returned as they are (checked first: most values of a frame are leaves).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """Field names of a dataclass type, ``None`` for any other type (cached per type)."""
+    # dataclasses.fields() builds a new tuple on every call, and is_dataclass() is not free:
+    # a frame holds thousands of values and is converted for alarms, journal and API alike.
+    if not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def to_data(obj: Any) -> Any:
     """Turn a dataclass tree into JSON-ready data (dicts, lists, scalars)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    tp: type = type(obj)
+    if tp in _SCALARS:
+        return obj
+    names = _field_names(tp)
+    if names is not None:
+        return {name: to_data(getattr(obj, name)) for name in names}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):

@@ -61,3 +61,23 @@ def test_int_is_accepted_as_float_but_not_bool() -> None:
     assert from_data(Inner, {"volts": 12}).volts == 12.0
     with pytest.raises(TypedDataError):
         from_data(Inner, {"volts": True})
+
+
+def test_to_data_converts_enums_subclasses_and_leaves_classes_alone() -> None:
+    import enum
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    class Count(int):
+        pass
+
+    @dataclass(frozen=True)
+    class Holder:
+        colour: Colour
+        counts: tuple[int, ...]
+        kind: object
+
+    data = to_data(Holder(colour=Colour.RED, counts=(Count(3), 4), kind=Holder))
+    assert data == {"colour": "red", "counts": [3, 4], "kind": Holder}
+    assert type(data["colour"]) is str

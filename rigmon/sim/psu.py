@@ -32,6 +32,7 @@ FIRMWARE = "rmfw-sim-1"
 SAMPLES_PER_S = 1000
 #: INA226 bus under-voltage limit the firmware sets as its sag trap (flag 4).
 UNDER_VOLTAGE_ALERT_V = 11.45
+WINDOW_SLACK_MS = 0.5
 U32 = 2**32
 
 
@@ -211,7 +212,9 @@ class SimPsuRail:
             self._flags |= 4
         self._acc_ms += dt_s * 1000.0
         self._up_ms += dt_s * 1000.0
-        if self._acc_ms >= self.win_ms:
+        # Half a millisecond of slack: a step landing a hair short of the window (a 100 ms
+        # window stepped every 100 ms of wall time) closes it instead of doubling it.
+        if self._acc_ms + WINDOW_SLACK_MS >= self.win_ms:
             self._emit_window()
 
     def _emit_window(self) -> None:
@@ -292,6 +295,12 @@ class SimPsuRail:
             }
             for name, value in files.items():
                 tree.write(f"{base}/{name}", value + "\n")
+            # Like the kernel's pmbus driver: hwmonN/device is the PSU's I2C client, which is how
+            # tools (node_exporter) tell two chips of the same name apart.
+            if not tree.path(f"{base}/device").is_symlink():
+                client = f"/sys/devices/platform/i2c-1/1-{0x58 + k:04x}"
+                tree.write(f"{client}/name", "pmbus\n")
+                tree.symlink(f"{base}/device", f"../../..{client.removeprefix('/sys')}")
 
     def take_bytes(self) -> bytes:
         """Bytes the ADC sent since the last call, damage included, when not on a pty (tests)."""

@@ -73,6 +73,17 @@ async def test_sag_minimum_reaches_the_api_exactly(agent_url: tuple[str, PtyDevi
     assert isinstance(frame["readings"]["path_resistance"], list)  # type: ignore[index]
 
 
+async def test_default_rail_rules_fire_on_a_sag_line(agent_url: tuple[str, PtyDevice]) -> None:
+    url, device = agent_url
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.lines("partial", SAG)
+        alarms = await poll(client, f"{url}/v1/alarms", lambda d: len(d["active"]) >= 2)
+    fired = {a["rule"]: a for a in alarms["active"]}  # type: ignore[union-attr]
+    assert fired["psu_rail_low_critical"]["value"] == 11.384
+    assert "psu_rail_low_warning" in fired
+
+
 async def test_adc_garbage_scenario_gives_no_false_readings() -> None:
     async with running_rig("adc-garbage", 1, base_port=0, speed=5.0, interval_s=0.5) as rr, httpx.AsyncClient() as client:
         url = rr.urls[0]

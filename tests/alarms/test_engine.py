@@ -17,6 +17,12 @@ def psu(*volts: float | None, every_s: float = 1.0) -> list[Step]:
     return [Step(i * every_s, {} if v is None else {"psu_rail": {"volts": {"min_volts": v}}}) for i, v in enumerate(volts)]
 
 
+def rail(*volts: float) -> list[Step]:
+    """Frames shaped like the PSU collector's reading (``readings.psu_rail.volts.min_volts``)."""
+    return [Step(float(i), {"psu_rail": {"volts": {"mean_volts": v, "min_volts": v, "max_volts": v}}})
+            for i, v in enumerate(volts)]
+
+
 RAIL = """
 [[rule]]
 name = "rail"
@@ -73,7 +79,7 @@ subject = "cpu"
 
 
 def test_default_rail_rules_warning_then_critical() -> None:
-    _, seen = run(default("psu_rail_low_warning", "psu_rail_low_critical"), psu(12.02, 11.65, 11.42, 11.6, 11.9))
+    _, seen = run(default("psu_rail_low_warning", "psu_rail_low_critical"), rail(12.02, 11.65, 11.42, 11.6, 11.9))
     # 11.6 V is past the critical limit plus its 0.05 V hysteresis, not yet past the warning's.
     assert seen == [(1, "firing", "psu"), (2, "firing", "psu"), (3, "resolved", "psu"), (4, "resolved", "psu")]
 

@@ -7,6 +7,7 @@ from typing import Protocol
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.adc_garbage import AdcGarbage
 from rigmon.sim.scenarios.adc_unplug import AdcUnplug
+from rigmon.sim.scenarios.bench_node import BenchNode
 from rigmon.sim.scenarios.corroding_connection import CorrodingConnection
 from rigmon.sim.scenarios.healthy import Healthy
 from rigmon.sim.scenarios.lab import HealthyV100, Lab
@@ -49,4 +50,5 @@ SCENARIOS: dict[str, Scenario] = {
     "corroding-connection": CorrodingConnection(),
     "adc-unplug": AdcUnplug(),
     "adc-garbage": AdcGarbage(),
+    "bench-node": BenchNode(),
 }

@@ -1,0 +1,204 @@
+"""Benchmark: agent CPU per sample on a full simulated node (8 GPUs behind the fake NVML, ADC at 10 windows/s).
+
+The fake NVML lives in the process that calls it, so the agent runs in this process next
+to the simulated node (scenario ``bench-node`` with 8 V100-SXM2 and an RM1 ADC whose window
+is 100 ms), with every collector, the alarms, the journal and the HTTP server, as deployed.
+A client in a separate process pulls ``/v1/latest`` once a second.
+
+What is the simulator's and is taken out:
+
+- its physics and tree writes run in a thread of their own: that thread's CPU time
+  (``time.thread_time`` inside it) is measured and subtracted;
+- the fake NVML library runs on the agent's GPU threads when they call it: every call
+  passes one dispatch point (``FakeNvmlLibrary._system``), which this script times with the
+  calling thread's CPU clock and subtracts. pynvml's own wrappers and ctypes structures stay
+  in the agent's figure, as on a real node; a real driver's own time is not represented.
+
+    python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import cpu_seconds, free_port, machine, self_peak_rss_mb, stop  # noqa: E402
+from rigmon.agent.agent import Agent  # noqa: E402
+from rigmon.agent.server import make_server  # noqa: E402
+from rigmon.sim.clock import SimClock  # noqa: E402
+from rigmon.sim.nvml import FAKE_NVML  # noqa: E402
+from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
+from rigmon.sim.scenarios.bench_node import BenchNode  # noqa: E402
+from rigmon.sim.node import SimNode  # noqa: E402
+from rigmon.sim.tree import Tree  # noqa: E402
+
+POLLER = ("import sys, time, urllib.request\n"
+          "url, n = sys.argv[1], int(sys.argv[2])\n"
+          "ok = 0\n"
+          "for _ in range(n):\n"
+          "    try:\n"
+          "        urllib.request.urlopen(url, timeout=5).read(); ok += 1\n"
+          "    except OSError:\n"
+          "        pass\n"
+          "    time.sleep(1.0)\n"
+          "print(ok)\n")
+
+
+class FakeDriverTimer:
+    """CPU time the calling threads spend inside the fake NVML library."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._original: Callable[[str, Callable[..., int]], int] = FAKE_NVML._system
+
+    def install(self) -> None:
+        original = self._original
+
+        def timed(name: str, fn: Callable[..., int]) -> int:
+            t0 = time.thread_time()
+            try:
+                return original(name, fn)
+            finally:
+                spent = time.thread_time() - t0
+                with self._lock:
+                    self.cpu_s += spent
+                    self.calls += 1
+
+        FAKE_NVML._system = timed  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        FAKE_NVML.__dict__.pop("_system", None)
+
+
+class PhysicsThread(threading.Thread):
+    """Steps the simulated node every `STEP_REAL_S` and keeps its own CPU time."""
+
+    def __init__(self, node: SimNode, scenario: BenchNode, clock: SimClock) -> None:
+        super().__init__(name="sim-physics", daemon=True)
+        self.node, self.scenario, self.clock = node, scenario, clock
+        self.stopping = threading.Event()
+        self.cpu_s = 0.0
+        self.steps = 0
+
+    def run(self) -> None:
+        # A fixed schedule (not a pause after each step), so the ADC's 100 ms windows come at 10 a second.
+        next_at = time.monotonic()
+        while True:
+            next_at += STEP_REAL_S
+            if self.stopping.wait(max(0.0, next_at - time.monotonic())):
+                return
+            t_s = self.clock.elapsed()
+            self.scenario.drive(self.node, 0, t_s)
+            self.node.step(t_s)
+            self.steps += 1
+            self.cpu_s = time.thread_time()
+
+
+def adc_windows(agent: Agent) -> int:
+    """RM1 windows the agent's PSU collector has received so far."""
+    latest = agent.buffer.latest if agent.buffer else None
+    rail = latest.readings.psu_rail if latest else None
+    return rail.counters.windows_total if rail is not None else 0
+
+
+async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
+    scenario = BenchNode(gpus=args.gpus, adc_window_ms=100)
+    clock = SimClock(1.0)
+    node = SimNode(name="node01", tree=Tree(work / "node01"), rng=random.Random("1:0"))
+    scenario.build(node, 0)
+    scenario.drive(node, 0, 0.0)
+    node.step(0.0)
+    physics = PhysicsThread(node, scenario, clock)
+    timer = FakeDriverTimer()
+    timer.install()
+    physics.start()
+    port = free_port()
+    config = node_agent_config(node, f"127.0.0.1:{port}", 1.0, work / "state")
+    agent = Agent(config, clock=clock)
+    server = make_server(agent, "127.0.0.1", port)
+    agent.start()
+    serve = asyncio.create_task(server.serve())
+    poller: subprocess.Popen[bytes] | None = None
+    try:
+        while not server.started:
+            await asyncio.sleep(0.05)
+        total_s = args.warmup + args.seconds + 2
+        poller = subprocess.Popen([sys.executable, "-c", POLLER, f"http://127.0.0.1:{port}/v1/latest",
+                                   str(int(total_s))], stdout=subprocess.PIPE)
+        await asyncio.sleep(args.warmup)
+        pid = os.getpid()
+        cpu0, sim0, fake0, calls0 = cpu_seconds(pid), physics.cpu_s, timer.cpu_s, timer.calls
+        seq0 = agent.buffer.latest.seq if agent.buffer and agent.buffer.latest else 0
+        steps0, windows0 = physics.steps, adc_windows(agent)
+        t0 = time.monotonic()
+        await asyncio.sleep(args.seconds)
+        elapsed = time.monotonic() - t0
+        cpu, sim, fake, calls = (cpu_seconds(pid) - cpu0, physics.cpu_s - sim0, timer.cpu_s - fake0,
+                                 timer.calls - calls0)
+        latest = agent.buffer.latest if agent.buffer else None
+        assert latest is not None
+        frames = latest.seq - seq0
+        steps, windows = physics.steps - steps0, adc_windows(agent) - windows0
+        gpus_seen = len(latest.readings.gpus)
+        statuses = {name: s.state for name, s in latest.collectors.items()}
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await asyncio.gather(serve, return_exceptions=True)
+        physics.stopping.set()
+        physics.join(5)
+        timer.remove()
+        node.close()
+        if poller is not None:
+            stop(poller)
+    return {"elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
+            "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
+            "statuses": statuses}  # type: ignore[dict-item]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true", help="a couple of seconds (CI)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.seconds, args.warmup = 2.0, 1.5
+    with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
+        r = asyncio.run(measure(args, Path(tmp)))
+    elapsed, frames = r["elapsed"], max(1.0, r["frames"])
+    agent_s = r["cpu"] - r["sim"] - r["fake"]
+    print(f"full simulated node: {args.gpus} V100-SXM2 (fake NVML), RM1 ADC at 10 windows/s, 2 md arrays, "
+          f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second; "
+          f"{elapsed:.0f} s window; {machine()}")
+    print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r['statuses'].items()))}")  # type: ignore[attr-defined]
+    print(f"in the window: {r['frames']:.0f} frames published (ticks, plus one per pushed sag window), "
+          f"{r['windows'] / elapsed:.1f} ADC windows/s received, {r['steps'] / elapsed:.1f} simulator steps/s; "
+          f"GPUs in the last frame: {r['gpus']:.0f}\n")
+    print("| part of the process | CPU s | ms per second | % of one core |")
+    print("|---|---:|---:|---:|")
+    for name, value in (("whole process", r["cpu"]), ("simulator physics thread (subtracted)", r["sim"]),
+                        (f"fake NVML library ({r['calls'] / elapsed:.0f} calls/s, subtracted)", r["fake"]),
+                        ("agent = whole - simulator - fake NVML", agent_s)):
+        print(f"| {name} | {value:.2f} | {1000 * value / elapsed:.1f} | {100 * value / elapsed:.2f} |")
+    print(f"\nagent CPU per 1 s sample: {1000 * agent_s / elapsed:.1f} ms; per published frame: "
+          f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r['rss']:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

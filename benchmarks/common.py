@@ -1,0 +1,81 @@
+"""Helpers shared by the benchmark scripts: process CPU and memory, ports, machine line."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and all its threads, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set size of a process (VmHWM) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+def self_peak_rss_mb() -> float:
+    """Peak RSS of this process in MiB."""
+    return peak_rss_mb(os.getpid())
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def machine() -> str:
+    """One line naming the machine: CPU model, cores, Python, kernel."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{model}, {os.cpu_count()} cores; {platform.python_implementation()} {platform.python_version()}; "
+            f"Linux {platform.release()}")
+
+
+def rigmon_env() -> dict[str, str]:
+    """Environment for ``python -m rigmon`` subprocesses that run this checkout."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO)}
+
+
+def rigmon_cmd(*args: str) -> list[str]:
+    """Command line running this checkout's rigmon with the current interpreter."""
+    return [sys.executable, "-m", "rigmon", *args]
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a process this script started, then kill it if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

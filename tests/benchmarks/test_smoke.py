@@ -1,0 +1,92 @@
+"""Every benchmark script runs in its short ``--smoke`` form and prints figures of the right shape (not timed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Memory the simulated node's /proc/meminfo reports: a tool showing it read the tree.
+MEM = "274877906944"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke", *args],
+                          capture_output=True, text=True, timeout=120, cwd=BENCHMARKS.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def row(text: str, name: str, second: str | None = None) -> list[str]:
+    """Cells of the first markdown table row whose first cell starts with ``name`` (and second is ``second``)."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith(name) and (second is None or cells[1:2] == [second]):
+            return cells
+    raise AssertionError(f"no row {name!r} {second or ''} in:\n{text}")
+
+
+def number(cell: str) -> float:
+    match = re.search(r"-?\d+(\.\d+)?", cell)
+    assert match, cell
+    return float(match.group())
+
+
+def test_agent_cost_measures_every_available_tool() -> None:
+    out = run("agent_cost.py")
+    for name in ("rigmon (node_exporter's sources)", "rigmon (all, as deployed)"):
+        cells = row(out, name)
+        assert number(cells[3]) > 0  # peak RSS
+        assert cells[4].endswith("/0")  # no failed pull
+    assert row(out, "rigmon (all, as deployed)", MEM)[6] == "yes"  # it read the tree and the ADC
+    if shutil.which("prometheus-node-exporter") or shutil.which("node_exporter"):
+        assert row(out, "node_exporter", MEM)
+        assert row(out, "rigmon (node_exporter's sources) / node_exporter")
+    if importlib.util.find_spec("glances") is not None:
+        assert row(out, "glances (comparable plugins)", MEM)
+
+
+def test_agent_full_node_separates_the_simulator() -> None:
+    out = run("agent_full_node.py", "--gpus", "2")
+    assert "gpu=ok" in out and "psu=ok" in out and "raid=ok" in out
+    assert "GPUs in the last frame: 2" in out
+    whole = number(row(out, "whole process")[1])
+    sim = number(row(out, "simulator physics thread")[1])
+    assert whole > 0 and sim > 0
+    assert row(out, "agent = whole - simulator - fake NVML")
+
+
+def test_adc_ingest_drops_nothing() -> None:
+    out = run("adc_ingest.py")
+    assert re.search(r"valid lines received: \d+, dropped: 0,", out), out
+
+
+def test_alarm_latency_goes_through_the_pty() -> None:
+    out = run("alarm_latency.py")
+    fired = row(out, "sag line on the pty -> alarm firing in the agent")
+    hook = row(out, "sag line on the pty -> webhook request at the receiver")
+    assert 0 < number(fired[1]) <= number(hook[1]) * 1.5 + 50
+
+
+def test_tick_profile_covers_collectors_and_frame_work() -> None:
+    out = run("tick_profile.py", "--gpus", "2")
+    for name in ("collector host", "collector gpu", "collector raid", "alarm engine", "encode(frame)"):
+        assert number(row(out, name)[1]) >= 0
+
+
+def test_gpu_collector() -> None:
+    out = run("gpu_collector.py", "--gpus", "2")
+    assert "| mean | p50 |" in out
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
+def test_every_script_has_a_smoke_mode(script: str) -> None:
+    if script in ("common.py", "journal.py", "dash_64_nodes.py"):
+        pytest.skip("helpers, or another helper's script")
+    assert "--smoke" in (BENCHMARKS / script).read_text()
