@@ -79,7 +79,8 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     keys_by_name: dict[str, str] = {}
     for store in cluster.nodes.values():
         keys_by_name.setdefault(store.name, store.key)
-        if store.alarm_error is not None:
+        # An unreachable node has its own alarm (node_unreachable); only say more for the others.
+        if store.alarm_error is not None and store.connected_now():
             errors[store.name] = store.alarm_error
         if store.alarm_list is None:
             continue

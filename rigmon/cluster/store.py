@@ -190,11 +190,13 @@ class NodeStore:
         """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``.
 
         ``cluster_alarms`` are the dashboard's active cluster alarms about this node; with the
-        node's own they make the summary's alarm count (unknown until either is known).
+        node's own they make the summary's alarm count (unknown while the node's own alarms
+        are and no cluster alarm about it fires).
         """
         state = self.state()
         summary = self.summary
-        if summary is not None and self.latest is not None and (self.alarm_list is not None or cluster_alarms):
+        firing_here = any(a.state == "firing" for a in cluster_alarms)
+        if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
             own = self.alarm_list.active if self.alarm_list is not None else ()
             summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None

@@ -11,6 +11,7 @@ from typing import ClassVar
 from textual.actions import SkipAction
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
@@ -67,19 +68,20 @@ class RigmonApp(App[None]):
         "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen}
     DEFAULT_MODE = "cluster"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Replay keys first, so the footer shows them ahead of the rest.
+        Binding("space", "play_pause", "Play/pause", priority=True),
+        Binding("left", "seek(-10)", "-10s", priority=True),
+        Binding("right", "seek(10)", "+10s", priority=True),
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("a", "show_mode('alarms')", "Alarms"),
         Binding("c", "show_mode('cluster')", "Cluster", show=False),
         Binding("e", "export", "Export"),
         Binding("t", "cycle_theme", "Theme"),
-        Binding("space", "play_pause", "Play/pause", priority=True),
-        Binding("left", "seek(-10)", "-10s", priority=True),
-        Binding("right", "seek(10)", "+10s", priority=True),
         Binding("shift+left", "seek(-60)", "-1m", show=False, priority=True),
         Binding("shift+right", "seek(60)", "+1m", show=False, priority=True),
-        Binding("left_square_bracket", "speed(-1)", "Slower", key_display="[", priority=True),
-        Binding("right_square_bracket", "speed(1)", "Faster", key_display="]", priority=True),
+        Binding("left_square_bracket", "speed(-1)", "Slower", show=False, priority=True),
+        Binding("right_square_bracket", "speed(1)", "Faster", show=False, priority=True),
     ]
 
     def __init__(
@@ -208,13 +210,17 @@ class RigmonApp(App[None]):
         screen = self.screen
         for bar in screen.query(ReplayBar):
             bar.position = self.replay.position() if self.replay is not None else None
-        if isinstance(screen, AlarmsScreen):
-            screen.show(board)
-        elif isinstance(screen, ClusterScreen):
-            screen.show(self.cluster.views())
-        elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
-            store = self.cluster.nodes[self.selected]
-            screen.show(store.view(points=None, buckets=240), store.info, store.latest, tuple(store.events))
+        try:
+            if isinstance(screen, AlarmsScreen):
+                screen.show(board)
+            elif isinstance(screen, ClusterScreen):
+                screen.show(self.cluster.views())
+            elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
+                store = self.cluster.nodes[self.selected]
+                screen.show(store.view(points=None, buckets=240), store.info, store.latest, tuple(store.events))
+        except NoMatches:
+            # The timer fired while the app shuts down and the screen has lost its widgets.
+            pass
 
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""

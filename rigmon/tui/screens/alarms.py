@@ -18,7 +18,7 @@ from rigmon.tui.widgets.replay_bar import ReplayBar
 
 
 def summary_line(board: AlarmBoardView) -> Text:
-    """``3 firing: 1 critical, 2 warning · 1 pending · alarms unknown: node05 (cannot connect...)``."""
+    """``3 firing: 1 critical, 2 warning · 1 pending · alarms unknown on node05, node06: HTTP 404: ...``."""
     firing = sum(board.firing.values())
     text = Text(f"{firing} firing" if firing else "nothing firing")
     if firing:
@@ -27,8 +27,11 @@ def summary_line(board: AlarmBoardView) -> Text:
     pending = sum(1 for r in board.active if r.alarm.state == "pending")
     if pending:
         text.append(f" · {pending} pending")
+    by_reason: dict[str, list[str]] = {}
     for node, reason in sorted(board.errors.items()):
-        text.append(f" · alarms of {node} unknown: {reason}")
+        by_reason.setdefault(reason, []).append(node)
+    for reason, nodes in by_reason.items():
+        text.append(f" · alarms unknown on {', '.join(nodes)}: {reason}")
     return text
 
 
