@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -112,7 +111,7 @@ class RigmonApp(App[None]):
         self.alarm_poll_s = alarm_poll_s
         self.critical = CriticalWatch()
         self._alarm_wake: dict[str, asyncio.Event] = {}
-        self.ack_by = _user()
+        self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
         self.theme_names = [t.name for t in loaded.themes]
@@ -203,10 +202,7 @@ class RigmonApp(App[None]):
         self.cluster.evaluate_alarms()
         board = board_view(self.cluster)
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
-        for row in self.critical.news(board.active, listed):
-            self.notify(f"{row.node} {row.alarm.subject}: {row.alarm.message}", title=f"CRITICAL {row.alarm.rule}",
-                        severity="error", timeout=15)
-            self.bell()
+        operations.announce(self, self.critical.news(board.active, listed))
         screen = self.screen
         for bar in screen.query(ReplayBar):
             bar.position = self.replay.position() if self.replay is not None else None
@@ -304,10 +300,3 @@ class RigmonApp(App[None]):
             key = store.key
             yield SystemCommand(f"Open node {store.name}", store.url, lambda key=key: self.open_node(key))
 
-
-def _user() -> str:
-    """Who acknowledges: the login name, sent as the ack's ``by``."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "dashboard"

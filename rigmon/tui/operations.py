@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
@@ -13,6 +15,31 @@ from rigmon.cluster.export import EXPORT_SINCE_S, export_paths, pull_targets, re
 
 if TYPE_CHECKING:
     from rigmon.tui.app import RigmonApp
+
+
+#: Alarms listed in one toast; more are counted.
+ANNOUNCED_AT_MOST = 4
+
+
+def announce(app: RigmonApp, rows: Sequence[AlarmRow]) -> None:
+    """One toast and one ring of the terminal bell for the alarms that just turned critical
+    (several at once, as when a GPU falls off the bus, make one toast, not a stack)."""
+    if not rows:
+        return
+    title = f"CRITICAL {rows[0].alarm.rule}" if len(rows) == 1 else f"CRITICAL: {len(rows)} alarms"
+    lines = [f"{r.node} {r.alarm.subject}: {r.alarm.message}" for r in rows[:ANNOUNCED_AT_MOST]]
+    if len(rows) > ANNOUNCED_AT_MOST:
+        lines.append(f"and {len(rows) - ANNOUNCED_AT_MOST} more: press a")
+    app.notify("\n".join(lines), title=title, severity="error", timeout=15)
+    app.bell()
+
+
+def login_name() -> str:
+    """Who acknowledges from this dashboard: the login name, sent as the ack's ``by``."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "dashboard"
 
 
 async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:

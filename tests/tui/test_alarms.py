@@ -7,12 +7,15 @@ from pathlib import Path
 import pytest
 
 from rigmon.cluster.alarm_board import AlarmRow
+from rigmon.cluster.client import AgentClient
 from rigmon.cluster.config import NodeTarget
 from rigmon.sim.rig import running_rig
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.widgets.alarm_table import AlarmTable
+from rigmon.schema import AlarmList
 from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm
 
 SIZE = (160, 50)
 CONTROL_TOKEN = "control-s3cret"
@@ -81,8 +84,40 @@ async def test_acknowledge_refused_is_a_notification_saying_why(rig) -> None:  #
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("a")
         await wait_for(lambda: any(r.source == "node" for r in active_rows(app)), timeout_s=40)
+        table = app.screen.query_one("#active-alarms", AlarmTable)
+        await wait_for(lambda: table.selected() is not None)
         await pilot.press("x")
         await wait_for(lambda: any(n.startswith("Acknowledge refused") for n in notices(app)))
         assert any("401 unauthorized: missing or wrong control token" in n for n in notices(app))
         store = app.cluster.nodes[url]
         assert all(a.acknowledged_at is None for a in store.alarm_list.active)  # type: ignore[union-attr]
+
+
+async def test_read_only_agent_and_cluster_alarm_acknowledgements() -> None:
+    agent = FakeAgent("node01", frames=3)
+    agent.alarms = AlarmList(node="node01", active=(make_alarm("node01", 1, "gpu_lost", "critical", "gpu:3", "lost"),),
+                             recent=())
+    down = FakeAgent("node02")
+    down.down = True
+    agents = {a.url: a for a in (agent, down)}
+    clock = FakeClock()
+    app = RigmonApp([NodeTarget(agent.url, control_token="ctl"), NodeTarget(down.url)], clock=clock, refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, control_token=t.control_token,
+                                                         transport=agents[t.url].transport))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None
+                       and app.cluster.nodes[down.url].error is not None)
+        app.refresh_screen()
+        clock.advance(11)
+        agent.publish()  # node01 keeps sampling; only node02 is in trouble
+        await wait_for(lambda: app.cluster.nodes[agent.url].latest.seq == 4)  # type: ignore[union-attr]
+        await pilot.press("a")
+        await pilot.pause()
+        assert [(r.source, r.alarm.rule) for r in active_rows(app)] == [
+            ("cluster", "node_unreachable"), ("node", "gpu_lost")]
+        await pilot.press("down", "x")  # the agent has no control token: 403
+        await wait_for(lambda: any(n.startswith("Acknowledge refused") for n in notices(app)))
+        assert any("403 forbidden: this agent is read-only" in n for n in notices(app))
+        await pilot.press("up", "x")  # a cluster alarm is acknowledged in the dashboard
+        await wait_for(lambda: any(n.startswith("Acknowledged") for n in notices(app)))
+        assert app.cluster.rules.active()[0].acknowledged_by == app.ack_by

@@ -61,8 +61,13 @@ class AlarmTable(DataTable[Text]):
         self._rows_by_key: dict[str, AlarmRow] = {}
 
     def on_mount(self) -> None:
-        for key, title in RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS:
-            self.add_column(title, key=key)
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        # Alarms may arrive before the mount handler ran; the columns must exist first.
+        if not self.columns:
+            for key, title in RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS:
+                self.add_column(title, key=key)
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(f"alarm-table--{name}", partial=True))
@@ -86,6 +91,7 @@ class AlarmTable(DataTable[Text]):
         return cells
 
     def watch_alarms(self, alarms: tuple[AlarmRow, ...]) -> None:
+        self._add_columns()
         columns = [key for key, _ in (RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS)]
         keys = [row.row_key for row in alarms]
         current = [str(r.key.value) for r in self.ordered_rows]
@@ -94,7 +100,7 @@ class AlarmTable(DataTable[Text]):
                 if self._rows_by_key.get(row.row_key) != row:
                     cells = self._cells(row)
                     for column in columns:
-                        self.update_cell(row.row_key, column, cells[column])
+                        self.update_cell(row.row_key, column, cells[column], update_width=True)
         else:
             cursor_key = current[self.cursor_row] if 0 <= self.cursor_row < len(current) else None
             self.clear()
