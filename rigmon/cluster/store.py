@@ -21,6 +21,9 @@ NodeState = Literal["connecting", "live", "stale", "unreachable"]
 STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "stale": 1, "connecting": 2, "live": 3}
 #: A node whose last frame arrived longer ago than this is stale (at least three intervals).
 STALE_AFTER_S = 3.0
+#: Seconds between runs of the cluster rules' peer checks (they hold for 30 s and more, and
+#: comparing every node's frame costs far more than the other rules).
+PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
 
@@ -130,10 +133,13 @@ class NodeStore:
             self.received_wall_at = self.clock.time()
         return added
 
-    def set_alarms(self, alarms: AlarmList) -> None:
-        """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events)."""
+    def set_alarms(self, alarms: AlarmList) -> bool:
+        """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events);
+        returns whether anything changed."""
+        changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms
         self.alarm_error = None
+        return changed
 
     def alarms_failed(self, reason: str) -> None:
         """The node's alarms could not be fetched; the last list known is kept."""
@@ -238,11 +244,17 @@ class ClusterStore:
         self.nodes: dict[str, NodeStore] = {}
         self._make_rules = rules
         self.rules = rules()
+        self._peers_at: float | None = None
 
     def evaluate_alarms(self) -> list[Transition]:
-        """Run the cluster rules over every node now (the dashboard calls this on each refresh)."""
+        """Run the cluster rules over every node now (the dashboard calls this on each refresh);
+        the peer checks at most every `PEER_CHECK_EVERY_S`."""
+        now = self.clock.time()
+        peers = self._peers_at is None or not 0 <= now - self._peers_at < PEER_CHECK_EVERY_S
+        if peers:
+            self._peers_at = now
         frames = {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
-        return self.rules.evaluate([s.rule_view() for s in self.nodes.values()], frames, self.clock.time())
+        return self.rules.evaluate([s.rule_view() for s in self.nodes.values()], frames, now, peers=peers)
 
     def cluster_alarms_of(self, node: str) -> tuple[Alarm, ...]:
         """Active cluster alarms about ``node``."""
@@ -253,6 +265,7 @@ class ClusterStore:
         for key, store in list(self.nodes.items()):
             self.nodes[key] = NodeStore(key, store.url, self.clock, self.stale_after_s)
         self.rules = self._make_rules()
+        self._peers_at = None
 
     def add(self, key: str, url: str) -> NodeStore:
         """Add (or return) the store of one node."""

@@ -172,8 +172,9 @@ class RigmonApp(App[None]):
             await client.aclose()
 
     def on_node_alarms(self, message: NodeAlarms) -> None:
-        self.cluster.nodes[message.key].set_alarms(message.alarms)
-        self.refresh_screen()
+        # Most polls bring the same list: redraw (and announce) only on a change.
+        if self.cluster.nodes[message.key].set_alarms(message.alarms):
+            self.refresh_screen()
 
     def on_node_alarms_failed(self, message: NodeAlarmsFailed) -> None:
         self.cluster.nodes[message.key].alarms_failed(message.reason)

@@ -9,11 +9,11 @@ import pytest
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.cluster.client import AgentClient
 from rigmon.cluster.config import NodeTarget
+from rigmon.schema import AlarmList
 from rigmon.sim.rig import running_rig
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.widgets.alarm_table import AlarmTable
-from rigmon.schema import AlarmList
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm
 
