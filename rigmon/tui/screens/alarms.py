@@ -42,7 +42,6 @@ class AlarmsScreen(Screen[None]):
         Binding("x", "acknowledge", "Acknowledge"),
         Binding("enter", "open_node", "Open node"),
         Binding("escape", "back", "Back"),
-        Binding("tab", "focus_next", "Next table", show=False),
     ]
 
     class Acknowledge(Message):
