@@ -78,11 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
     sim.add_argument("--tree-only", metavar="DIR",
                      help="only write the simulated trees under DIR (one folder per node), start no agents")
+    sim.add_argument("--control-token-file", metavar="FILE",
+                     help="file holding the token that may acknowledge alarms on every simulated agent")
 
     dash = sub.add_parser("dash", help="dashboard over agents (with none: over this machine)")
     dash.add_argument("urls", nargs="*", metavar="URL", help="agent URL (http://HOST:PORT or HOST:PORT)")
     dash.add_argument("--config", metavar="FILE", help="dashboard TOML (default: user config dir, rigmon/dash.toml)")
     dash.add_argument("--theme", metavar="NAME", help="theme to start with (default: the config's)")
+    dash.add_argument("--replay", metavar="FILE", help="play back a snapshot bundle (rigmon snapshot, or the export key)")
 
     demo = sub.add_parser("demo", help="simulated nodes with real agents, and the dashboard over them")
     _add_sim_options(demo, default_scenario="lab")
@@ -226,7 +229,11 @@ async def _tree_only(args: argparse.Namespace, nodes: int) -> None:
 async def _serve_sim(args: argparse.Namespace, nodes: int) -> None:
     from rigmon.sim.rig import running_rig
 
-    async with running_rig(args.scenario, nodes, seed=args.seed, speed=args.speed, base_port=args.base_port) as rr:
+    extra: dict[str, object] | None = None
+    if args.control_token_file:
+        extra = {"agent": {"control_token_file": args.control_token_file}}
+    async with running_rig(args.scenario, nodes, seed=args.seed, speed=args.speed, base_port=args.base_port,
+                           extra_config=extra) as rr:
         for node, url in zip(rr.rig.nodes, rr.urls):
             print(f"{node.name} {url}", flush=True)
         if args.duration:
@@ -248,6 +255,9 @@ def _cmd_dash(args: argparse.Namespace) -> int:
         targets = resolve_targets(args.urls, config)
     except DashConfigError as exc:
         return _fail(str(exc))
+    export_dir = Path(config.export_dir).expanduser() if config.export_dir else None
+    if args.replay:
+        return _run_replay(args.replay, args.theme or config.theme, export_dir)
     local = None
     if not targets:
         # No node at all: watch this machine through an agent of our own on loopback.
@@ -261,16 +271,31 @@ def _cmd_dash(args: argparse.Namespace) -> int:
         except (ConfigError, RuntimeError, ValueError) as exc:
             return _fail(f"cannot start a local agent: {exc}")
     try:
-        return _run_dashboard(targets, args.theme or config.theme)
+        return _run_dashboard(targets, args.theme or config.theme, export_dir)
     finally:
         if local is not None:
             local.stop()
 
 
-def _run_dashboard(targets: list[NodeTarget], theme: str | None) -> int:
+def _run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Path | None = None) -> int:
     from rigmon.tui.app import RigmonApp
 
-    RigmonApp(targets, theme_name=theme).run()
+    RigmonApp(targets, theme_name=theme, export_dir=export_dir).run()
+    return 0
+
+
+def _run_replay(path: str, theme: str | None, export_dir: Path | None) -> int:
+    from rigmon.cluster.replay import Replay
+    from rigmon.snapshot.bundle import BundleError
+    from rigmon.tui.app import RigmonApp
+
+    try:
+        replay = Replay.open(path)
+    except BundleError as exc:
+        return _fail(str(exc))
+    if not replay.frame_count:
+        return _fail(f"{path}: the bundle holds no frames to replay")
+    RigmonApp([], theme_name=theme, replay=replay, export_dir=export_dir).run()
     return 0
 
 
@@ -279,6 +304,7 @@ DEMO_START_TIMEOUT_S = 60.0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    import secrets
     import tempfile
 
     from rigmon.cluster.config import NodeTarget
@@ -289,11 +315,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     except UnknownScenario as exc:
         return _fail(str(exc))
     nodes = args.nodes or 4
+    # A control token only this demo knows, so the alarms screen can acknowledge.
+    token_dir = tempfile.TemporaryDirectory(prefix="rigmon-demo-")
+    control_token = secrets.token_urlsafe(24)
+    token_file = Path(token_dir.name) / "control.token"
+    token_file.write_text(control_token)
+    token_file.chmod(0o600)
     command = [sys.executable, "-m", "rigmon", "sim", "--scenario", args.scenario, "--nodes", str(nodes),
-               "--speed", str(args.speed), "--seed", str(args.seed), "--base-port", "0"]
+               "--speed", str(args.speed), "--seed", str(args.seed), "--base-port", "0",
+               "--control-token-file", str(token_file)]
     # The agents run in a process of their own so the dashboard's figures (and its
     # responsiveness) are its own; their log goes to a file shown only if they fail.
-    with tempfile.TemporaryFile("w+") as log:
+    with token_dir, tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         try:
@@ -301,7 +334,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             if urls is None:
                 log.seek(0)
                 return _fail(f"simulated rig did not start:\n{log.read()[-2000:]}")
-            return _run_dashboard([NodeTarget(url) for url in urls], args.theme)
+            return _run_dashboard([NodeTarget(url, control_token=control_token) for url in urls], args.theme)
         finally:
             proc.terminate()
             try:

@@ -163,3 +163,12 @@ def test_agent_with_token_over_loopback(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def test_replay_of_a_file_that_is_not_a_bundle_says_so(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"not a tarball")
+    config = tmp_path / "dash.toml"
+    config.write_text('theme = "rigmon-dark"\n')
+    out = rigmon("dash", "--replay", str(junk), "--config", str(config))
+    assert out.returncode == 2 and "not a readable bundle" in out.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
 from rigmon.alarms.selector import frame_data, parse_selector
@@ -158,12 +158,18 @@ def clock_skew(nodes: Sequence[NodeView], max_skew_s: float) -> list[Observation
     return out
 
 
-def node_figures(frames: Mapping[str, Frame], select: str, aggregate: PeerAggregate) -> dict[str, float]:
-    """One figure per node: the selector's numeric matches in its newest frame, aggregated."""
+def node_figures(frames: Mapping[str, Frame | dict[str, Any]], select: str,
+                 aggregate: PeerAggregate) -> dict[str, float]:
+    """One figure per node: the selector's numeric matches in its newest frame, aggregated.
+
+    ``frames`` may hold a frame's `frame_data` instead of the frame (converted once for
+    several checks: the conversion is most of the cost).
+    """
     selector = parse_selector(select)
     out: dict[str, float] = {}
     for node, frame in frames.items():
-        values = [float(m.value) for m in selector.select(frame_data(frame))
+        data = frame if isinstance(frame, dict) else frame_data(frame)
+        values = [float(m.value) for m in selector.select(data)
                   if isinstance(m.value, (int, float)) and not isinstance(m.value, bool)]
         if not values:
             continue
@@ -178,7 +184,7 @@ def node_figures(frames: Mapping[str, Frame], select: str, aggregate: PeerAggreg
     return out
 
 
-def peer_outliers(frames: Mapping[str, Frame], check: PeerCheck) -> list[Observation]:
+def peer_outliers(frames: Mapping[str, Frame | dict[str, Any]], check: PeerCheck) -> list[Observation]:
     """Nodes whose figure is far from the nodes' median (robust: median and median absolute deviation).
 
     Nodes without the figure are left out; with fewer than ``check.min_nodes`` nodes
@@ -222,19 +228,25 @@ class ClusterAlarms:
         self._skew = ClusterRule("clock_skew", "warning", hold_s=30.0)
         self._peers = {c.name: ClusterRule(c.name, c.severity, hold_s=c.hold_s) for c in self.peer_checks}
 
-    def evaluate(self, nodes: Sequence[NodeView], frames: Mapping[str, Frame], now: float) -> list[Transition]:
+    def evaluate(self, nodes: Sequence[NodeView], frames: Mapping[str, Frame], now: float,
+                 peers: bool = True) -> list[Transition]:
         """Evaluate every cluster rule.
 
         Args:
             nodes: every node the dashboard follows.
             frames: the newest frame of each node that has one.
             now: the dashboard's Unix time.
+            peers: run the peer checks too; they cost most (every frame converted) and hold
+                for 30 s and more, so a dashboard may run them less often than the rest.
         """
         out = self.book.observe(self._unreachable, unreachable(nodes), now)
         out += self.book.observe(self._stale, stale(nodes, now, self.stale_after_s), now)
         out += self.book.observe(self._skew, clock_skew(nodes, self.max_skew_s), now)
+        if not peers:
+            return out
         connected = {n.node for n in nodes if n.connected}
-        live = {node: f for node, f in frames.items() if node in connected}
+        live: dict[str, Frame | dict[str, Any]] = {node: frame_data(f) for node, f in frames.items()
+                                                   if node in connected}
         for check in self.peer_checks:
             out += self.book.observe(self._peers[check.name], peer_outliers(live, check), now)
         return out

@@ -15,7 +15,7 @@ from typing import Union
 import httpx
 
 from rigmon.cluster.sse import SseParser
-from rigmon.schema import SCHEMA_VERSION, Frame, Gap, Info, SchemaError, decode, decode_data
+from rigmon.schema import SCHEMA_VERSION, Alarm, AlarmList, Frame, Gap, Info, SchemaError, decode, decode_data
 
 #: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
 #: starts with a couple of minutes of history instead of a single point.
@@ -120,6 +120,8 @@ def _status_error(response: httpx.Response, body: bytes) -> AgentError:
         detail = response.reason_phrase
     if response.status_code == 401:
         return AgentError(f"401 unauthorized: {detail}", 401)
+    if response.status_code == 403:
+        return AgentError(f"403 forbidden: {detail}", 403)
     return AgentError(f"HTTP {response.status_code}: {detail}", response.status_code)
 
 
@@ -141,6 +143,7 @@ class AgentClient:
         backoff: retry delays while the agent is unreachable.
         backfill_frames: frames fetched on first contact with an agent run.
         sleep: awaitable delay (tests pass a fake).
+        control_token: token that may acknowledge alarms, or ``None``.
     """
 
     def __init__(
@@ -148,6 +151,7 @@ class AgentClient:
         url: str,
         token: str | None = None,
         *,
+        control_token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         request_timeout_s: float = 5.0,
         stream_read_timeout_s: float = STREAM_READ_TIMEOUT_S,
@@ -165,6 +169,7 @@ class AgentClient:
         self.backoff = backoff or Backoff()
         self.backfill_frames = backfill_frames
         self._sleep = sleep
+        self.control_token = control_token
         self.run_id: str | None = None
         self.last_seq: int | None = None
         self.interval_s = 1.0
@@ -204,6 +209,62 @@ class AgentClient:
             raise
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
+
+    async def alarms(self) -> AlarmList:
+        """GET /v1/alarms: the node's active and recently resolved alarms.
+
+        Raises:
+            AgentError: unreachable, an HTTP error (404 when the agent runs no alarms), or
+                a bad answer.
+        """
+        try:
+            return decode(AlarmList, await self._get("/v1/alarms"))
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    async def acknowledge(self, alarm_id: str, by: str) -> Alarm:
+        """POST /v1/alarms/{id}/ack with the control token; returns the alarm as it is now.
+
+        Raises:
+            AgentError: no control token here (status 403), the agent refused (401 wrong
+                token, 403 read-only agent or read token, 404 unknown id, 409 already
+                resolved), unreachable, or a bad answer; ``reason`` says which.
+        """
+        if not self.control_token:
+            raise AgentError("no control token for this node in the dashboard configuration", 403)
+        try:
+            response = await self._http.post(f"/v1/alarms/{alarm_id}/ack", json={"by": by},
+                                             headers={"Authorization": f"Bearer {self.control_token}"})
+        except httpx.HTTPError as exc:
+            raise AgentError(_reason(exc)) from None
+        if response.status_code != 200:
+            raise _status_error(response, response.content)
+        try:
+            return decode(Alarm, response.content)
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    async def watch_alarms(self, wake: asyncio.Event, interval_s: float) -> AsyncIterator[AlarmList | Failed]:
+        """Fetch /v1/alarms now, then every ``interval_s`` or as soon as ``wake`` is set.
+
+        The caller sets ``wake`` when a frame brings an ``alarm_*`` event, so a transition
+        shows at once. Failures are yielded (and retried after the back-off); never raises.
+        """
+        while True:
+            wake.clear()
+            try:
+                alarms = await self.alarms()
+                self.backoff.reset()
+                delay = interval_s
+                yield alarms
+            except AgentError as exc:
+                # An agent without alarms (404) will not grow them: ask rarely.
+                delay = self.backoff.max_s if exc.status == 404 else max(interval_s, self.backoff.next())
+                yield Failed(exc.reason, delay)
+            try:
+                await asyncio.wait_for(wake.wait(), delay)
+            except TimeoutError:
+                pass
 
     async def samples(self, since: int, run_id: str | None = None, limit: int | None = None) -> SamplesPage:
         """GET /v1/samples?since=SEQ: frames after ``since`` of run ``run_id``."""

@@ -27,6 +27,10 @@ class NodeEntry:
     """Bearer token the agent requires; empty for none."""
     token_file: str = ""
     """File holding the token, instead of ``token``."""
+    control_token: str = ""
+    """Control token of the agent (acknowledging alarms); empty: the dashboard cannot acknowledge."""
+    control_token_file: str = ""
+    """File holding the control token, instead of ``control_token``."""
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -39,6 +43,8 @@ class DashConfig:
 
     theme: str = DEFAULT_THEME
     """Theme name (a file of themes/ or one of Textual's)."""
+    export_dir: str = ""
+    """Directory the export key writes bundles and screenshots to; empty: the current directory."""
     nodes: tuple[NodeEntry, ...] = ()
 
 
@@ -48,6 +54,8 @@ class NodeTarget:
 
     url: str
     token: str | None = None
+    control_token: str | None = None
+    """Token that may acknowledge alarms on this agent, or ``None`` (read-only)."""
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -104,13 +112,20 @@ def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
     targets: list[NodeTarget] = []
     for url in dict.fromkeys(chosen):
         entry = entries.get(url)
-        token = None
-        if entry is not None and entry.token_file:
-            try:
-                token = Path(entry.token_file).expanduser().read_text().strip() or None
-            except OSError as exc:
-                raise DashConfigError(f"nodes: token_file {entry.token_file}: {exc.strerror}") from None
-        elif entry is not None and entry.token:
-            token = entry.token
-        targets.append(NodeTarget(url=url, token=token))
+        if entry is None:
+            targets.append(NodeTarget(url=url))
+            continue
+        token = _secret(entry.token, entry.token_file, "token_file")
+        control = _secret(entry.control_token, entry.control_token_file, "control_token_file")
+        targets.append(NodeTarget(url=url, token=token, control_token=control))
     return targets
+
+
+def _secret(value: str, path: str, key: str) -> str | None:
+    """A token given inline or in a file (the file wins); ``None`` when neither is set."""
+    if path:
+        try:
+            return Path(path).expanduser().read_text().strip() or None
+        except OSError as exc:
+            raise DashConfigError(f"nodes: {key} {path}: {exc.strerror}") from None
+    return value or None

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from rigmon.alarms import cluster as cluster_rules
+from rigmon.alarms.cluster import ClusterAlarms
+from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
-from rigmon.cluster.summary import NodeSummary, summarize
-from rigmon.schema import Event, Frame, Gap, Info
+from rigmon.cluster.summary import NodeSummary, alarm_count, summarize
+from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
 
 NodeState = Literal["connecting", "live", "stale", "unreachable"]
 
@@ -18,6 +21,9 @@ NodeState = Literal["connecting", "live", "stale", "unreachable"]
 STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "stale": 1, "connecting": 2, "live": 3}
 #: A node whose last frame arrived longer ago than this is stale (at least three intervals).
 STALE_AFTER_S = 3.0
+#: Seconds between runs of the cluster rules' peer checks (they hold for 30 s and more, and
+#: comparing every node's frame costs far more than the other rules).
+PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
 
@@ -78,6 +84,9 @@ class NodeStore:
         self.history = NodeHistory(capacity)
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.received_at: float | None = None
+        self.received_wall_at: float | None = None
+        self.alarm_list: AlarmList | None = None
+        self.alarm_error: str | None = None
         self.error: str | None = None
         self.error_at: float | None = None
         self.restarts = 0
@@ -121,7 +130,37 @@ class NodeStore:
             added += 1
         if added:
             self.received_at = self.clock.monotonic()
+            self.received_wall_at = self.clock.time()
         return added
+
+    def set_alarms(self, alarms: AlarmList) -> bool:
+        """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events);
+        returns whether anything changed."""
+        changed = alarms != self.alarm_list or self.alarm_error is not None
+        self.alarm_list = alarms
+        self.alarm_error = None
+        return changed
+
+    def alarms_failed(self, reason: str) -> None:
+        """The node's alarms could not be fetched; the last list known is kept."""
+        self.alarm_error = reason
+
+    def replace_alarm(self, alarm: Alarm) -> None:
+        """An alarm changed here (acknowledged from the dashboard) before the next fetch."""
+        if self.alarm_list is not None:
+            active = tuple(alarm if a.id == alarm.id else a for a in self.alarm_list.active)
+            self.alarm_list = replace(self.alarm_list, active=active)
+
+    def connected_now(self) -> bool:
+        """Whether the client's last attempt worked (no failure since the last answer or frame)."""
+        return not (self.error_at is not None and (self.received_at is None or self.error_at >= self.received_at))
+
+    def rule_view(self) -> cluster_rules.NodeView:
+        """What the cluster rules need of this node (wall-clock times of the dashboard's clock)."""
+        return cluster_rules.NodeView(node=self.name, connected=self.connected_now(),
+                                      last_received_at=self.received_wall_at,
+                                      last_taken_at=self.latest.taken_at if self.latest else None,
+                                      error=self.error)
 
     def add_gap(self, gap: Gap) -> None:
         """Frames the agent could no longer send (it restarted, or its buffer moved on)."""
@@ -147,16 +186,25 @@ class NodeStore:
         fresh = age is not None and age <= self.stale_after_s
         if fresh:
             return "live"
-        failing = self.error_at is not None and (self.received_at is None or self.error_at >= self.received_at)
-        if failing:
+        if not self.connected_now():
             return "unreachable"
         if age is None:
             return "connecting"
         return "stale"
 
-    def view(self, points: int | None = 120, buckets: int = 60) -> NodeView:
-        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``."""
+    def view(self, points: int | None = 120, buckets: int = 60, cluster_alarms: tuple[Alarm, ...] = ()) -> NodeView:
+        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``.
+
+        ``cluster_alarms`` are the dashboard's active cluster alarms about this node; with the
+        node's own they make the summary's alarm count (unknown while the node's own alarms
+        are and no cluster alarm about it fires).
+        """
         state = self.state()
+        summary = self.summary
+        firing_here = any(a.state == "firing" for a in cluster_alarms)
+        if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
+            own = self.alarm_list.active if self.alarm_list is not None else ()
+            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
         return NodeView(
             key=self.key,
@@ -165,7 +213,7 @@ class NodeStore:
             state=state,
             reason=reason,
             age_s=self.age_s(),
-            summary=self.summary,
+            summary=summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
@@ -181,12 +229,43 @@ def trouble_order(view: NodeView) -> tuple[int, int, int, str]:
 
 
 class ClusterStore:
-    """The stores of every node the dashboard follows, by key."""
+    """The stores of every node the dashboard follows, by key, and the cluster rules over them.
 
-    def __init__(self, clock: Clock, stale_after_s: float = STALE_AFTER_S) -> None:
+    Args:
+        clock: time source of the stores and the cluster rules.
+        stale_after_s: see `NodeStore`.
+        rules: makes the cluster rules (default: `ClusterAlarms` with its defaults).
+    """
+
+    def __init__(self, clock: Clock, stale_after_s: float = STALE_AFTER_S,
+                 rules: Callable[[], ClusterAlarms] = ClusterAlarms) -> None:
         self.clock = clock
         self.stale_after_s = stale_after_s
         self.nodes: dict[str, NodeStore] = {}
+        self._make_rules = rules
+        self.rules = rules()
+        self._peers_at: float | None = None
+
+    def evaluate_alarms(self) -> list[Transition]:
+        """Run the cluster rules over every node now (the dashboard calls this on each refresh);
+        the peer checks at most every `PEER_CHECK_EVERY_S`."""
+        now = self.clock.time()
+        peers = self._peers_at is None or not 0 <= now - self._peers_at < PEER_CHECK_EVERY_S
+        if peers:
+            self._peers_at = now
+        frames = {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
+        return self.rules.evaluate([s.rule_view() for s in self.nodes.values()], frames, now, peers=peers)
+
+    def cluster_alarms_of(self, node: str) -> tuple[Alarm, ...]:
+        """Active cluster alarms about ``node``."""
+        return tuple(a for a in self.rules.active() if a.node == node)
+
+    def clear(self) -> None:
+        """Forget every node's data and the cluster alarms (a replay seeking backwards); keys stay."""
+        for key, store in list(self.nodes.items()):
+            self.nodes[key] = NodeStore(key, store.url, self.clock, self.stale_after_s)
+        self.rules = self._make_rules()
+        self._peers_at = None
 
     def add(self, key: str, url: str) -> NodeStore:
         """Add (or return) the store of one node."""
@@ -196,7 +275,8 @@ class ClusterStore:
 
     def views(self, points: int | None = 120, buckets: int = 60) -> list[NodeView]:
         """Every node's view, trouble first."""
-        return sorted((s.view(points, buckets) for s in self.nodes.values()), key=trouble_order)
+        return sorted((s.view(points, buckets, self.cluster_alarms_of(s.name)) for s in self.nodes.values()),
+                      key=trouble_order)
 
     def counts(self) -> dict[NodeState, int]:
         """Nodes per state."""

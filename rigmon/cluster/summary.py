@@ -8,9 +8,10 @@ means editing only its function.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rigmon.schema import Frame, Readings
+from rigmon.schema import Alarm, Frame, Readings
 
 #: Collector states that count as a failing collector.
 FAILING_STATES = frozenset({"error", "hung"})
@@ -111,9 +112,16 @@ def link_figures(readings: Readings) -> LinkFigures:
     return LinkFigures()
 
 
-def alarm_count(frame: Frame) -> int | None:
-    """Alarms firing on the node; ``None`` until frames carry alarm state."""
-    return None
+def alarm_count(frame: Frame, active: Sequence[Alarm] | None = None) -> int | None:
+    """Alarms firing on the node of ``frame``; ``None`` while they are unknown.
+
+    Frames carry alarm transitions as events, not the alarms' state, so the count comes from
+    ``active``: the node's active alarms (its agent's /v1/alarms, plus the dashboard's cluster
+    rules about it), which the node's store passes. Pending alarms do not count.
+    """
+    if active is None:
+        return None
+    return sum(1 for alarm in active if alarm.state == "firing")
 
 
 def summarize(frame: Frame) -> NodeSummary:

@@ -14,7 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.server import make_server
+from rigmon.agent.server import make_server, read_token_file
 from rigmon.config import AgentConfig
 from rigmon.sim.clock import SimClock
 from rigmon.sim.node import SimNode, merge_config
@@ -179,7 +179,10 @@ async def running_rig(
             for index, node in enumerate(rig.nodes):
                 config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s,
                                            workdir / "state" / node.name, extra_config)
-                agent = Agent(config, clock=rig.clock)
+                # A control token file in the configuration (``extra_config``) makes the agent
+                # accept acknowledgements, as `rigmon agent --control-token-file` does.
+                control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
+                agent = Agent(config, clock=rig.clock, control_token=control)
                 port = base_port + index if base_port else 0
                 server = make_server(agent, "127.0.0.1", port)
                 agents.append(agent)

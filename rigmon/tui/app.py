@@ -1,4 +1,4 @@
-"""RigmonApp: wiring of the dashboard (modes, keys, themes, follow workers, refresh timer)."""
+"""RigmonApp: wiring of the dashboard (modes, keys, themes, follow and alarm workers, replay, refresh timer)."""
 
 from __future__ import annotations
 
@@ -7,30 +7,43 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from textual.actions import SkipAction
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
+from rigmon.cluster.alarm_board import CriticalWatch, board_view
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget
+from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
-from rigmon.tui.messages import NodeConnected, NodeFailed, NodeGap, NodeSampled
+from rigmon.tui import operations
+from rigmon.tui.messages import NodeAlarms, NodeAlarmsFailed, NodeConnected, NodeFailed, NodeGap, NodeSampled
+from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.themes import builtin_theme_dir, load_themes
+from rigmon.tui.widgets.replay_bar import ReplayBar
 
 ClientFactory = Callable[[NodeTarget], AgentClient]
 #: Seconds between redraws of the current screen (states age even without new data).
 REFRESH_S = 1.0
 #: Seconds before a follow worker that crashed on a bug starts again.
 WORKER_RESTART_S = 5.0
+#: Seconds between /v1/alarms polls of a node (an ``alarm_*`` event in a frame fetches at once).
+ALARM_POLL_S = 10.0
+#: Real seconds between steps of a playing replay.
+REPLAY_TICK_S = 0.25
+#: Actions that only mean something while replaying (hidden from the footer otherwise).
+REPLAY_ACTIONS = frozenset({"play_pause", "seek", "speed"})
 
 
 def default_client(target: NodeTarget) -> AgentClient:
     """A real HTTP client for ``target``."""
-    return AgentClient(target.url, target.token)
+    return AgentClient(target.url, target.token, control_token=target.control_token)
 
 
 class RigmonApp(App[None]):
@@ -43,16 +56,31 @@ class RigmonApp(App[None]):
         client_factory: builds each node's client (tests inject fake transports).
         theme_dir: directory of theme files (default: rigmon's own).
         refresh_s: seconds between redraws.
+        replay: a bundle to play back instead of following agents (its clock replaces ``clock``).
+        export_dir: where the export key writes (default: the current directory).
+        alarm_poll_s: seconds between /v1/alarms polls of each node.
     """
 
     CSS_PATH = "rigmon.tcss"
     TITLE = "rigmon"
-    MODES: ClassVar[dict[str, str | Callable[[], Screen[None]]]] = {"cluster": ClusterScreen, "node": NodeScreen}
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[None]]]] = {
+        "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen}
     DEFAULT_MODE = "cluster"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Replay keys first, so the footer shows them ahead of the rest.
+        Binding("space", "play_pause", "Play/pause", priority=True),
+        Binding("left", "seek(-10)", "-10s", priority=True),
+        Binding("right", "seek(10)", "+10s", priority=True),
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("a", "show_mode('alarms')", "Alarms"),
+        Binding("c", "show_mode('cluster')", "Cluster", show=False),
+        Binding("e", "export", "Export"),
         Binding("t", "cycle_theme", "Theme"),
+        Binding("shift+left", "seek(-60)", "-1m", show=False, priority=True),
+        Binding("shift+right", "seek(60)", "+1m", show=False, priority=True),
+        Binding("left_square_bracket", "speed(-1)", "Slower", show=False, priority=True),
+        Binding("right_square_bracket", "speed(1)", "Faster", show=False, priority=True),
     ]
 
     def __init__(
@@ -64,15 +92,26 @@ class RigmonApp(App[None]):
         client_factory: ClientFactory = default_client,
         theme_dir: Path | None = None,
         refresh_s: float = REFRESH_S,
+        replay: Replay | None = None,
+        export_dir: Path | None = None,
+        alarm_poll_s: float = ALARM_POLL_S,
     ) -> None:
         super().__init__()
-        self.targets = list(targets)
-        self.cluster = ClusterStore(clock or SystemClock())
+        self.targets = list(targets) if replay is None else []
+        self.replay = replay
+        self.cluster = ClusterStore(replay.clock if replay is not None else clock or SystemClock())
         for target in self.targets:
             self.cluster.add(target.url, target.url)
+        if replay is not None:
+            replay.attach(self.cluster)
         self.client_factory = client_factory
         self.selected: str | None = None
         self.refresh_s = refresh_s
+        self.export_dir = export_dir or Path.cwd()
+        self.alarm_poll_s = alarm_poll_s
+        self.critical = CriticalWatch()
+        self._alarm_wake: dict[str, asyncio.Event] = {}
+        self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
         self.theme_names = [t.name for t in loaded.themes]
@@ -91,7 +130,12 @@ class RigmonApp(App[None]):
             self.notify(f"no theme named {self._unknown_theme!r}; using {self.theme}", severity="warning")
         for target in self.targets:
             self.run_worker(self._follow(target), name=f"follow {target.url}", group="follow", exit_on_error=False)
+            self._alarm_wake[target.url] = asyncio.Event()
+            self.run_worker(self._watch_alarms(target), name=f"alarms {target.url}", group="alarms",
+                            exit_on_error=False)
         self.set_interval(self.refresh_s, self.refresh_screen)
+        if self.replay is not None:
+            self.set_interval(REPLAY_TICK_S, self._replay_tick)
         self.refresh_screen()
 
     async def _follow(self, target: NodeTarget) -> None:
@@ -115,6 +159,26 @@ class RigmonApp(App[None]):
             finally:
                 await client.aclose()
 
+    async def _watch_alarms(self, target: NodeTarget) -> None:
+        """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
+        client = self.client_factory(target)
+        try:
+            async for item in client.watch_alarms(self._alarm_wake[target.url], self.alarm_poll_s):
+                if isinstance(item, Failed):
+                    self.post_message(NodeAlarmsFailed(target.url, item.reason))
+                else:
+                    self.post_message(NodeAlarms(target.url, item))
+        finally:
+            await client.aclose()
+
+    def on_node_alarms(self, message: NodeAlarms) -> None:
+        # Most polls bring the same list: redraw (and announce) only on a change.
+        if self.cluster.nodes[message.key].set_alarms(message.alarms):
+            self.refresh_screen()
+
+    def on_node_alarms_failed(self, message: NodeAlarmsFailed) -> None:
+        self.cluster.nodes[message.key].alarms_failed(message.reason)
+
     def on_node_connected(self, message: NodeConnected) -> None:
         self.cluster.nodes[message.key].connected(message.info)
 
@@ -122,6 +186,9 @@ class RigmonApp(App[None]):
         store = self.cluster.nodes[message.key]
         first = store.latest is None
         store.add_frames(message.frames)
+        wake = self._alarm_wake.get(message.key)
+        if wake is not None and any(e.kind.startswith("alarm_") for f in message.frames for e in f.events):
+            wake.set()
         if first:
             self.refresh_screen()
 
@@ -132,13 +199,25 @@ class RigmonApp(App[None]):
         self.cluster.nodes[message.key].failed(message.reason)
 
     def refresh_screen(self) -> None:
-        """Draw the current screen from the stores."""
+        """Run the cluster rules, announce new critical alarms, and draw the current screen."""
+        self.cluster.evaluate_alarms()
+        board = board_view(self.cluster)
+        listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
+        operations.announce(self, self.critical.news(board.active, listed))
         screen = self.screen
-        if isinstance(screen, ClusterScreen):
-            screen.show(self.cluster.views())
-        elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
-            store = self.cluster.nodes[self.selected]
-            screen.show(store.view(points=None, buckets=240), store.info, store.latest, tuple(store.events))
+        for bar in screen.query(ReplayBar):
+            bar.position = self.replay.position() if self.replay is not None else None
+        try:
+            if isinstance(screen, AlarmsScreen):
+                screen.show(board)
+            elif isinstance(screen, ClusterScreen):
+                screen.show(self.cluster.views())
+            elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
+                store = self.cluster.nodes[self.selected]
+                screen.show(store.view(points=None, buckets=240), store.info, store.latest, tuple(store.events))
+        except NoMatches:
+            # The timer fired while the app shuts down and the screen has lost its widgets.
+            pass
 
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
@@ -150,8 +229,55 @@ class RigmonApp(App[None]):
         self.open_node(message.key)
 
     def on_node_screen_back(self, message: NodeScreen.Back) -> None:
-        self.switch_mode("cluster")
+        self.action_show_mode("cluster")
+
+    def on_alarms_screen_back(self, message: AlarmsScreen.Back) -> None:
+        self.action_show_mode("cluster")
+
+    def on_alarms_screen_open_node(self, message: AlarmsScreen.OpenNode) -> None:
+        if message.key in self.cluster.nodes:
+            self.open_node(message.key)
+
+    def on_alarms_screen_acknowledge(self, message: AlarmsScreen.Acknowledge) -> None:
+        self.run_worker(operations.acknowledge(self, message.row), group="ack", exit_on_error=False)
+
+    def action_show_mode(self, mode: str) -> None:
+        """Switch to the cluster or alarms screen."""
+        self.switch_mode(mode)
         self.call_after_refresh(self.refresh_screen)
+
+    def action_export(self) -> None:
+        """Write a bundle of the followed nodes (or of the replay) and an SVG of the screen."""
+        self.run_worker(operations.export(self), group="export", exclusive=True, exit_on_error=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.replay is not None or action not in REPLAY_ACTIONS
+
+    def _replay_tick(self) -> None:
+        if self.replay is not None and self.replay.playing:
+            self.replay.tick(self.cluster, REPLAY_TICK_S)
+            self.refresh_screen()
+
+    def _replay(self) -> Replay:
+        if self.replay is None:
+            raise SkipAction()
+        return self.replay
+
+    def action_play_pause(self) -> None:
+        """Play or pause the replay."""
+        self._replay().toggle(self.cluster)
+        self.refresh_screen()
+
+    def action_seek(self, seconds: float) -> None:
+        """Move the replay cursor by ``seconds``."""
+        replay = self._replay()
+        replay.seek(self.cluster, replay.at + seconds)
+        self.refresh_screen()
+
+    def action_speed(self, step: int) -> None:
+        """Replay faster (1) or slower (-1)."""
+        self._replay().change_speed(step)
+        self.refresh_screen()
 
     def action_help(self) -> None:
         """Show keys and states."""
@@ -168,7 +294,10 @@ class RigmonApp(App[None]):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Cycle theme", "Switch to the next rigmon theme", self.action_cycle_theme)
-        yield SystemCommand("Cluster", "Show every node", lambda: self.on_node_screen_back(NodeScreen.Back()))
+        yield SystemCommand("Cluster", "Show every node", lambda: self.action_show_mode("cluster"))
+        yield SystemCommand("Alarms", "Active and resolved alarms of every node", lambda: self.action_show_mode("alarms"))
+        yield SystemCommand("Export", "Write a snapshot bundle and an SVG of the screen", self.action_export)
         for store in self.cluster.nodes.values():
             key = store.key
             yield SystemCommand(f"Open node {store.name}", store.url, lambda key=key: self.open_node(key))
+

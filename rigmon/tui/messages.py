@@ -1,4 +1,4 @@
-"""Messages the follow workers post to the app: what happened to a node's data."""
+"""Messages the follow workers post to the app: what happened to a node's data and alarms."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from rigmon.schema import Frame, Gap, Info
+from rigmon.schema import AlarmList, Frame, Gap, Info
 
 
 @dataclass
@@ -44,3 +44,26 @@ class NodeFailed(Message):
     def can_replace(self, message: Message) -> bool:
         # Only the newest failure of a node matters while it is down.
         return isinstance(message, NodeFailed) and message.key == self.key
+
+
+@dataclass
+class NodeAlarms(Message):
+    """The alarms of the agent at ``key`` (its /v1/alarms answer)."""
+
+    key: str
+    alarms: AlarmList
+
+    def can_replace(self, message: Message) -> bool:
+        # A newer list of the same node supersedes an older one not yet handled.
+        return isinstance(message, NodeAlarms) and message.key == self.key
+
+
+@dataclass
+class NodeAlarmsFailed(Message):
+    """The alarms of ``key`` could not be fetched."""
+
+    key: str
+    reason: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, NodeAlarmsFailed) and message.key == self.key

@@ -54,3 +54,16 @@ def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
     missing = DashConfig(nodes=(NodeEntry("a:1", token_file=str(tmp_path / "nope")),))
     with pytest.raises(DashConfigError, match="token_file"):
         resolve_targets([], missing)
+
+
+def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
+    control_file = tmp_path / "ctl"
+    control_file.write_text("c2\n")
+    config = DashConfig(nodes=(NodeEntry("a:1", token="t1", control_token="c1"),
+                               NodeEntry("b:1", control_token_file=str(control_file)), NodeEntry("c:1")))
+    assert resolve_targets([], config) == [
+        NodeTarget("http://a:1", "t1", "c1"), NodeTarget("http://b:1", None, "c2"), NodeTarget("http://c:1")]
+    assert resolve_targets(["d:1"], config) == [NodeTarget("http://d:1")]
+    missing = DashConfig(nodes=(NodeEntry("a:1", control_token_file=str(tmp_path / "nope")),))
+    with pytest.raises(DashConfigError, match="control_token_file"):
+        resolve_targets([], missing)

@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header
 from rigmon.cluster.store import NodeView
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow
+from rigmon.tui.widgets.replay_bar import ReplayBar
 
 
 class ClusterScreen(Screen[None]):
@@ -50,6 +51,7 @@ class ClusterScreen(Screen[None]):
         # The rows take the focus (the cursor), not their container.
         nodes.can_focus = False
         yield nodes
+        yield ReplayBar()
         yield Footer()
 
     def _rows(self) -> list[NodeRow]:

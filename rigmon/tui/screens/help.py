@@ -15,10 +15,25 @@ HELP = """\
 
 - **↑ ↓** (or **k j**): move between nodes
 - **Enter** or a click: open the node
-- **Escape**: back to the cluster
+- **Escape**: back to the cluster (**c** from anywhere)
+- **a**: the alarms of every node; there **x** acknowledges the alarm under the cursor,
+  **Enter** opens its node, **Tab** moves to the resolved ones
+- **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
+  of the screen, in the export directory; a notification says where
 - **t**: next theme
 - **Ctrl+P**: command palette (open a node, pick a theme)
 - **?**: this help; **q**: quit
+
+## Replay (`rigmon dash --replay FILE`)
+
+- **Space**: play or pause; **← →**: 10 s back or ahead (**Shift**: 1 min)
+- **[ ]**: slower or faster
+
+## Alarms
+
+A toast and the terminal bell announce each alarm that turns critical. The ⚠ column
+counts the firing alarms of a node: its agent's and the dashboard's cluster rules
+(unreachable, stale, clock skew, far from its peers).
 
 ## Node states
 

@@ -20,6 +20,7 @@ from rigmon.tui.widgets.host_group import HostGroup
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_status import NodeStatus
 from rigmon.tui.widgets.rail_group import RailGroup
+from rigmon.tui.widgets.replay_bar import ReplayBar
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
 
@@ -45,6 +46,7 @@ class NodeScreen(Screen[None]):
             yield HostGroup()
             yield CollectorHealth()
             yield EventList()
+        yield ReplayBar()
         yield Footer()
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:

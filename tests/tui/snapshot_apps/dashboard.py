@@ -1,15 +1,18 @@
-"""A dashboard over eight seeded fake agents on a frozen clock: six live, one stale, one refused, one 401."""
+"""A dashboard over eight seeded fake agents on a frozen clock: six live, one stale, one refused, one 401;
+optionally with alarms on some agents, or a replay of a fixed bundle."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from textual.pilot import Pilot
 
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
+from rigmon.schema import AlarmList
 from rigmon.tui.app import RigmonApp
-from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock
+from tests.tui.snapshot_apps.fake_agent import START_AT, FakeAgent, FakeClock, make_alarm
 
 #: Frames each fake agent holds before the dashboard connects.
 RECORDED_FRAMES = 150
@@ -60,6 +63,9 @@ async def settle(app: RigmonApp, fleet: Fleet, clock: FakeClock, pilot: Pilot[No
     await wait_for(lambda: all(nodes[u].latest is not None and nodes[u].latest.seq == RECORDED_FRAMES
                                for u in healthy))
     await wait_for(lambda: all(nodes[a.url].error is not None for a in fleet.failing))
+    # The cluster rules see the failures now, so they have been failing for exactly 10 s below
+    # (node_unreachable fires), however the workers' timing fell.
+    app.refresh_screen()
     clock.advance(10)
     for url in healthy:
         if fleet.agents[url] is not fleet.stale:
@@ -68,3 +74,28 @@ async def settle(app: RigmonApp, fleet: Fleet, clock: FakeClock, pilot: Pilot[No
                                for u in healthy if fleet.agents[u] is not fleet.stale))
     app.refresh_screen()
     await pilot.pause()
+
+
+def give_alarms(fleet: Fleet) -> None:
+    """Alarms on node01 (critical, and a warning acknowledged by alice), node02 (pending, resolved), node04."""
+    agents = {a.node: a for a in fleet.agents.values()}
+    agents["node01"].alarms = AlarmList(node="node01", control=True, active=(
+        make_alarm("node01", 4, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)", at=START_AT + 140),
+        replace(make_alarm("node01", 2, "psu_rail_low_warning", "warning", "psu",
+                           "12 V rail minimum 11.62 V is below 11.7 V", at=START_AT + 120),
+                acknowledged_at=START_AT + 130, acknowledged_by="alice"),
+    ), recent=())
+    agents["node02"].alarms = AlarmList(node="node02", active=(
+        make_alarm("node02", 3, "collector_failing", "warning", "collector:nvme", "collector nvme is failing",
+                   state="pending", at=START_AT + 145),
+    ), recent=(make_alarm("node02", 1, "psu_rail_low_critical", "critical", "psu",
+                          "12 V rail minimum 11.41 V is below 11.5 V", resolved=True, at=START_AT + 60),))
+    agents["node04"].alarms = AlarmList(node="node04", active=(), recent=(
+        make_alarm("node04", 1, "thunderbolt_degraded", "warning", "tb:0-1", "link 0-1 at 10 Gb/s of 20",
+                   resolved=True, at=START_AT + 30),))
+
+
+async def alarms_listed(app: RigmonApp, fleet: Fleet) -> None:
+    """Wait until every agent that has alarms has had them fetched."""
+    with_alarms = [a.url for a in fleet.agents.values() if a.alarms is not None]
+    await wait_for(lambda: all(app.cluster.nodes[u].alarm_list is not None for u in with_alarms))

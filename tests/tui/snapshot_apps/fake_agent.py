@@ -12,6 +12,8 @@ import httpx
 
 from rigmon.schema import (
     SCHEMA_VERSION,
+    Alarm,
+    AlarmList,
     CollectorStatus,
     Event,
     Frame,
@@ -89,6 +91,8 @@ class FakeAgent:
         status: answer every request with this HTTP status instead (401, 500...).
         body: answer every request with these bytes instead (garbage, another schema).
         requests: every request seen, for assertions on headers and parameters.
+        alarms: the /v1/alarms answer (``None``: 404, alarms not enabled).
+        control_token: token an acknowledgement needs (``None``: read-only, 403).
     """
 
     def __init__(self, node: str, seed: int = 1, frames: int = 0, run: int = 1) -> None:
@@ -101,6 +105,8 @@ class FakeAgent:
         self.status: int | None = None
         self.body: bytes | None = None
         self.requests: list[httpx.Request] = []
+        self.alarms: AlarmList | None = None
+        self.control_token: str | None = None
         self._changed: asyncio.Event | None = None
         self._version = 0
         self._generation = 0
@@ -181,7 +187,35 @@ class FakeAgent:
             after = int(last) if last is not None else (self.frames[-1].seq - 1 if self.frames else 0)
             return httpx.Response(200, headers={"content-type": "text/event-stream"},
                                   stream=_Stream(self, after, self._generation))
+        if path == "/v1/alarms" and self.alarms is not None:
+            return httpx.Response(200, content=encode(self.alarms))
+        if path.startswith("/v1/alarms/") and path.endswith("/ack") and self.alarms is not None:
+            return self._ack(request, path.split("/")[3])
         return httpx.Response(404, json={"error": "not found"})
+
+    def _ack(self, request: httpx.Request, alarm_id: str) -> httpx.Response:
+        if self.control_token is None:
+            return httpx.Response(403, json={"error": "this agent is read-only: no control token is configured"})
+        if request.headers.get("authorization") != f"Bearer {self.control_token}":
+            return httpx.Response(401, json={"error": "missing or wrong control token"})
+        assert self.alarms is not None
+        found = next((a for a in self.alarms.active if a.id == alarm_id), None)
+        if found is None:
+            return httpx.Response(404, json={"error": f"no alarm {alarm_id}"})
+        by = json.loads(request.content or b"{}").get("by", "operator")
+        acked = replace(found, acknowledged_at=found.updated_at + 1, acknowledged_by=by)
+        self.alarms = replace(self.alarms, active=tuple(acked if a.id == alarm_id else a for a in self.alarms.active))
+        return httpx.Response(200, content=encode(acked))
+
+
+def make_alarm(node: str, n: int, rule: str, severity: str, subject: str, message: str, *,
+               state: str = "firing", at: float = START_AT + 100, resolved: bool = False) -> Alarm:
+    """An alarm as an agent's /v1/alarms lists it, at fixed times."""
+    return Alarm(id=f"{node}-run1-a{n}", rule=rule, rule_kind="threshold", severity=severity,  # type: ignore[arg-type]
+                 node=node, subject=subject, state="resolved" if resolved else state,  # type: ignore[arg-type]
+                 message=message, started_at=at, updated_at=at + (30 if resolved else 0),
+                 fired_at=at if state == "firing" or resolved else None,
+                 resolved_at=at + 30 if resolved else None, labels={})
 
 
 class _Stream(httpx.AsyncByteStream):

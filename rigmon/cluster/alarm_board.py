@@ -1,0 +1,193 @@
+"""The alarms of every followed node for the dashboard: rows to show, critical news, alarms rebuilt from events.
+
+Node alarms come from each agent's /v1/alarms (kept in its `NodeStore`), cluster alarms
+from `ClusterStore.rules`; `board_view` puts both in one list. `CriticalWatch` tells which
+critical alarms are new since the last look (for the toast and the bell). `AlarmTracker`
+rebuilds a node's alarms from the ``alarm_*`` events of its frames, for a replay, whose
+bundle holds frames but no /v1/alarms answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from rigmon.cluster.store import ClusterStore
+from rigmon.schema import Alarm, AlarmList, AlarmState, Event, Severity
+
+AlarmSource = Literal["node", "cluster"]
+
+#: Order of severities on the alarms screen, worst first.
+SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
+#: Order of states: firing before pending.
+STATE_RANK: dict[str, int] = {"firing": 0, "pending": 1, "resolved": 2}
+#: Resolved alarms shown at most.
+RECENT_SHOWN = 200
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmRow:
+    """One alarm as the alarms screen lists it.
+
+    Attributes:
+        key: the node store the alarm belongs to (its URL); for a cluster alarm, the store
+            of the node it is about, or ``""`` when no store has that name.
+        node: node name.
+        source: ``node`` (the agent's rules) or ``cluster`` (the dashboard's rules).
+        alarm: the alarm record.
+    """
+
+    key: str
+    node: str
+    source: AlarmSource
+    alarm: Alarm
+
+    @property
+    def row_key(self) -> str:
+        """Unique on the screen: alarm ids are unique per agent run, cluster ids per dashboard."""
+        return f"{self.source}:{self.key}:{self.alarm.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmBoardView:
+    """Everything the alarms screen draws.
+
+    Attributes:
+        active: pending and firing alarms, worst first.
+        recent: resolved alarms, newest first.
+        errors: node name to why its alarms are unknown (agent unreachable, alarms disabled).
+        firing: firing alarms by severity.
+    """
+
+    active: tuple[AlarmRow, ...]
+    recent: tuple[AlarmRow, ...]
+    errors: dict[str, str] = field(default_factory=dict)
+    firing: dict[str, int] = field(default_factory=dict)
+
+
+def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
+    a = row.alarm
+    return (STATE_RANK[a.state], SEVERITY_RANK[a.severity], -(a.fired_at or a.started_at), row.node)
+
+
+def board_view(cluster: ClusterStore) -> AlarmBoardView:
+    """Node and cluster alarms of every followed node, in screen order."""
+    active: list[AlarmRow] = []
+    recent: list[AlarmRow] = []
+    errors: dict[str, str] = {}
+    keys_by_name: dict[str, str] = {}
+    for store in cluster.nodes.values():
+        keys_by_name.setdefault(store.name, store.key)
+        # An unreachable node has its own alarm (node_unreachable); only say more for the others.
+        if store.alarm_error is not None and store.connected_now():
+            errors[store.name] = store.alarm_error
+        if store.alarm_list is None:
+            continue
+        active += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.active]
+        recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
+    for alarm in cluster.rules.active():
+        active.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+    for alarm in cluster.rules.recent():
+        recent.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+    active.sort(key=_active_order)
+    recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
+    firing: dict[str, int] = {}
+    for row in active:
+        if row.alarm.state == "firing":
+            firing[row.alarm.severity] = firing.get(row.alarm.severity, 0) + 1
+    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing)
+
+
+class CriticalWatch:
+    """Which critical alarms started firing since the last look (toast and bell once each).
+
+    Alarms already firing when a node's first alarm list arrives are not news: the
+    operator sees them on the screen, and a dashboard started during an incident should
+    not ring for each of them.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._listed: set[str] = set()
+
+    def news(self, active: Sequence[AlarmRow], listed_keys: Iterable[str]) -> list[AlarmRow]:
+        """Critical firing alarms not seen firing at the previous call.
+
+        Args:
+            active: the active alarms now (`AlarmBoardView.active`).
+            listed_keys: nodes whose alarm list is known now.
+        """
+        first = set(listed_keys) - self._listed
+        self._listed |= first
+        out: list[AlarmRow] = []
+        now_seen: set[str] = set()
+        for row in active:
+            if row.alarm.severity != "critical" or row.alarm.state != "firing":
+                continue
+            now_seen.add(row.row_key)
+            if row.row_key in self._seen or (row.source == "node" and row.key in first):
+                continue
+            out.append(row)
+        self._seen = now_seen
+        return out
+
+
+#: Change named by an alarm event's kind (``alarm_firing`` -> ``firing``).
+_CHANGES: dict[str, AlarmState | Literal["acknowledged"]] = {
+    "alarm_pending": "pending", "alarm_firing": "firing", "alarm_resolved": "resolved",
+    "alarm_acknowledged": "acknowledged",
+}
+
+
+class AlarmTracker:
+    """A node's alarms rebuilt from its ``alarm_*`` events (what a replay has of them).
+
+    The agent emits one event per transition with ``data`` holding ``alarm_id``, ``rule``,
+    ``severity``, ``state`` and ``value``, and the message ``"<rule> <change>: <text>"``.
+    The rule's kind is not in the events (``rule_kind`` is ``"replay"``).
+
+    Args:
+        node: node name put in every alarm.
+        recent_limit: resolved alarms kept.
+    """
+
+    def __init__(self, node: str, recent_limit: int = RECENT_SHOWN) -> None:
+        self.node = node
+        self.recent_limit = recent_limit
+        self._active: dict[str, Alarm] = {}
+        self._recent: list[Alarm] = []
+
+    def apply(self, event: Event) -> None:
+        """Take one event into account (events that are not alarm transitions are ignored)."""
+        change = _CHANGES.get(event.kind)
+        alarm_id = event.data.get("alarm_id")
+        if change is None or not isinstance(alarm_id, str):
+            return
+        rule = str(event.data.get("rule", ""))
+        severity = event.data.get("severity")
+        sev: Severity = severity if severity in ("info", "warning", "critical") else event.severity  # type: ignore[assignment]
+        text = event.message.removeprefix(f"{rule} {change}: ")
+        old = self._active.get(alarm_id)
+        if old is None:
+            old = Alarm(id=alarm_id, rule=rule, rule_kind="replay", severity=sev, node=self.node,
+                        subject=event.subject, state="pending", message=text, started_at=event.at,
+                        updated_at=event.at)
+        value = event.data.get("value", old.value)
+        if change == "acknowledged":
+            new = replace(old, acknowledged_at=event.at, updated_at=event.at)
+        elif change == "resolved":
+            new = replace(old, state="resolved", resolved_at=event.at, updated_at=event.at)
+        else:
+            new = replace(old, state=change, message=text, value=value, updated_at=event.at,
+                          fired_at=event.at if change == "firing" and old.fired_at is None else old.fired_at)
+        if new.state == "resolved":
+            self._active.pop(alarm_id, None)
+            self._recent.insert(0, new)
+            del self._recent[self.recent_limit:]
+        else:
+            self._active[alarm_id] = new
+
+    def alarm_list(self) -> AlarmList:
+        """The alarms as /v1/alarms would list them (read-only: no acknowledging a replay)."""
+        return AlarmList(node=self.node, active=tuple(self._active.values()), recent=tuple(self._recent))

@@ -1,0 +1,78 @@
+"""The dashboard's export: a `rigmon snapshot` bundle of the followed nodes (or of a replay up to its cursor).
+
+The pulling, the report and the bundle format are `rigmon.snapshot`'s; this module only
+chooses the file names and builds the node parts of a replay. The SVG screenshot that goes
+next to the bundle is the UI's business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+
+from rigmon.cluster.config import NodeTarget
+from rigmon.cluster.replay import Replay, store_key
+from rigmon.schema import encode
+from rigmon.snapshot.bundle import NodePart, write_bundle
+from rigmon.snapshot.pull import HTTP_TIMEOUT_S, pull_agent
+from rigmon.snapshot.report import render_report
+
+#: Window of history a live export pulls from each agent.
+EXPORT_SINCE_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPaths:
+    """Where one export goes: the bundle and the screenshot, with the same stem."""
+
+    bundle: Path
+    screenshot: Path
+
+
+def export_paths(directory: str | Path, created_at: float) -> ExportPaths:
+    """``rigmon-dash-YYYYmmdd-HHMMSS.tar.gz`` and ``.svg`` in ``directory`` (UTC time)."""
+    stem = "rigmon-dash-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
+    base = Path(directory).expanduser()
+    return ExportPaths(base / f"{stem}.tar.gz", base / f"{stem}.svg")
+
+
+async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SINCE_S) -> list[NodePart]:
+    """Pull every agent concurrently, each with its own read token (parts in ``targets`` order)."""
+
+    async def one(target: NodeTarget) -> NodePart:
+        headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+        async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S) as client:
+            return await pull_agent(client, target.url, since_s)
+
+    return list(await asyncio.gather(*(one(t) for t in targets)))
+
+
+def replay_parts(replay: Replay) -> list[NodePart]:
+    """The replayed nodes as bundle parts, their frames and events cut at the cursor (the
+    series stay those of the whole recording)."""
+    parts: list[NodePart] = []
+    for node in replay.bundle.nodes:
+        frames = replay.frames_until(store_key(node))
+        history = node.history
+        if history is not None:
+            history = replace(history, events=tuple(e for e in history.events if e.at <= replay.at))
+        part = NodePart(node=node.node, source=f"replay:{replay.source}",
+                        from_at=frames[0].taken_at if frames else None,
+                        to_at=frames[-1].taken_at if frames else None,
+                        info=node.info, config=node.config if isinstance(node.config, dict) else None,
+                        latest=frames[-1] if frames else None, files=dict(node.files),
+                        history=history, frames=[encode(f) for f in frames])
+        parts.append(part)
+    return parts
+
+
+def write_export(parts: list[NodePart], since_s: float, path: str | Path, created_at: float) -> Path:
+    """Render the report and write the bundle (blocking: run it off the UI's loop)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    report = render_report(parts, since_s, created_at)
+    return write_bundle(path, parts, since_s, report, created_at)

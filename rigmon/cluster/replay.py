@@ -1,0 +1,182 @@
+"""Replay of a snapshot bundle: its frames fed into the dashboard's node stores on a clock of their own.
+
+`Replay` owns a `ReplayClock` whose time is the replay cursor (the nodes' Unix time). Each
+frame is filed into its node's `NodeStore` with the clock standing at the frame's
+``taken_at``, so arrival times, ages and states (live, stale) are those of the recording,
+and the screens draw a replay exactly as they draw live data. Seeking forward feeds the
+frames up to the new cursor; seeking backwards starts the stores over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rigmon.cluster.alarm_board import AlarmTracker
+from rigmon.cluster.store import ClusterStore
+from rigmon.schema import Frame
+from rigmon.snapshot.bundle import Bundle, NodeBundle, read_bundle
+
+#: Replay speeds the speed keys step through (recorded seconds per real second).
+SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class ReplayClock:
+    """A clock that stands where the replay cursor is: both ``time`` and ``monotonic`` are
+    the recording's Unix seconds."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def time(self) -> float:
+        return self.at
+
+    def monotonic(self) -> float:
+        return self.at
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPosition:
+    """Where a replay stands, for the time cursor.
+
+    Attributes:
+        source: the bundle's file name.
+        start_at: first frame's Unix time.
+        end_at: last frame's Unix time.
+        at: the cursor.
+        playing: whether the cursor moves.
+        speed: recorded seconds per real second.
+    """
+
+    source: str
+    start_at: float
+    end_at: float
+    at: float
+    playing: bool
+    speed: float
+
+    @property
+    def fraction(self) -> float:
+        """The cursor's place in the recording, 0..1."""
+        span = self.end_at - self.start_at
+        return 1.0 if span <= 0 else min(1.0, max(0.0, (self.at - self.start_at) / span))
+
+
+def store_key(node: NodeBundle) -> str:
+    """A replayed node's store key (stands for an agent URL on the screens)."""
+    return f"replay:{node.node}"
+
+
+class Replay:
+    """Plays a bundle into a `ClusterStore`.
+
+    Args:
+        bundle: the bundle read back.
+        source: its file name (shown on the time cursor).
+    """
+
+    def __init__(self, bundle: Bundle, source: str = "") -> None:
+        self.bundle = bundle
+        self.source = source
+        timeline: list[tuple[float, int, str, Frame]] = []
+        for index, node in enumerate(bundle.nodes):
+            timeline += [(f.taken_at, index, store_key(node), f) for f in node.frames]
+        timeline.sort(key=lambda item: (item[0], item[1], item[3].seq))
+        self._timeline = timeline
+        self.start_at = timeline[0][0] if timeline else float(bundle.manifest.get("created_at") or 0.0)
+        self.end_at = timeline[-1][0] if timeline else self.start_at
+        self.clock = ReplayClock(self.start_at)
+        self.at = self.start_at
+        self.playing = True
+        self.speed = 1.0
+        self._fed = 0
+        self._trackers: dict[str, AlarmTracker] = {}
+
+    @classmethod
+    def open(cls, path: str | Path) -> Replay:
+        """Read a bundle file.
+
+        Raises:
+            BundleError: not a readable bundle.
+        """
+        return cls(read_bundle(path), Path(path).name)
+
+    @property
+    def frame_count(self) -> int:
+        """Frames in the recording, all nodes together."""
+        return len(self._timeline)
+
+    def attach(self, cluster: ClusterStore) -> None:
+        """Add a store per recorded node and feed the frames up to the cursor."""
+        entries = self.bundle.manifest.get("nodes") or []
+        for index, node in enumerate(self.bundle.nodes):
+            source = entries[index].get("source") if index < len(entries) else None
+            # The recorded agent's URL, so the screens say where the data came from.
+            cluster.add(store_key(node), str(source or store_key(node)))
+        self._restart(cluster)
+        self._feed(cluster, self.at)
+
+    def _restart(self, cluster: ClusterStore) -> None:
+        cluster.clear()
+        self._fed = 0
+        self._trackers = {}
+        for node in self.bundle.nodes:
+            store = cluster.nodes[store_key(node)]
+            if node.info is not None:
+                store.connected(node.info)
+            self._trackers[store.key] = AlarmTracker(node.node)
+            store.set_alarms(self._trackers[store.key].alarm_list())
+
+    def _feed(self, cluster: ClusterStore, until_at: float) -> int:
+        """File every frame taken at or before ``until_at``; returns how many."""
+        fed = 0
+        touched: set[str] = set()
+        while self._fed < len(self._timeline) and self._timeline[self._fed][0] <= until_at:
+            taken_at, _, key, frame = self._timeline[self._fed]
+            self.clock.at = taken_at
+            cluster.nodes[key].add_frames((frame,))
+            for event in frame.events:
+                self._trackers[key].apply(event)
+            touched.add(key)
+            self._fed += 1
+            fed += 1
+        self.clock.at = until_at
+        for key in touched:
+            cluster.nodes[key].set_alarms(self._trackers[key].alarm_list())
+        return fed
+
+    def seek(self, cluster: ClusterStore, at: float) -> None:
+        """Move the cursor to ``at`` (clamped to the recording) and bring the stores there."""
+        at = min(self.end_at, max(self.start_at, at))
+        if at < self.at:
+            self._restart(cluster)
+        self.at = at
+        self._feed(cluster, at)
+
+    def tick(self, cluster: ClusterStore, real_s: float) -> None:
+        """Real time passed: move a playing cursor by ``real_s`` times the speed; stop at the end."""
+        if not self.playing:
+            return
+        self.seek(cluster, self.at + real_s * self.speed)
+        if self.at >= self.end_at:
+            self.playing = False
+
+    def toggle(self, cluster: ClusterStore) -> None:
+        """Play or pause; playing at the end starts over."""
+        if not self.playing and self.at >= self.end_at:
+            self.seek(cluster, self.start_at)
+        self.playing = not self.playing
+
+    def change_speed(self, step: int) -> None:
+        """Next faster (``step`` 1) or slower (-1) of `SPEEDS`."""
+        index = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - self.speed))
+        self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, index + step))]
+
+    def frames_until(self, key: str, at: float | None = None) -> list[Frame]:
+        """The frames of node ``key`` taken up to ``at`` (default: the cursor)."""
+        limit = self.at if at is None else at
+        return [f for taken_at, _, k, f in self._timeline if k == key and taken_at <= limit]
+
+    def position(self) -> ReplayPosition:
+        """Where the replay stands."""
+        return ReplayPosition(self.source, self.start_at, self.end_at, self.at, self.playing, self.speed)

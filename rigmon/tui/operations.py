@@ -1,0 +1,109 @@
+"""What the acknowledge and export keys do: coroutines the app runs as workers, reporting by notification."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
+from rigmon.cluster.alarm_board import AlarmRow
+from rigmon.cluster.client import AgentError
+from rigmon.cluster.export import EXPORT_SINCE_S, export_paths, pull_targets, replay_parts, write_export
+
+if TYPE_CHECKING:
+    from rigmon.tui.app import RigmonApp
+
+
+#: Alarms listed in one toast; more are counted.
+ANNOUNCED_AT_MOST = 4
+
+
+def announce(app: RigmonApp, rows: Sequence[AlarmRow]) -> None:
+    """One toast and one ring of the terminal bell for the alarms that just turned critical
+    (several at once, as when a GPU falls off the bus, make one toast, not a stack)."""
+    if not rows:
+        return
+    title = f"CRITICAL {rows[0].alarm.rule}" if len(rows) == 1 else f"CRITICAL: {len(rows)} alarms"
+    lines = [f"{r.node} {r.alarm.subject}: {r.alarm.message}" for r in rows[:ANNOUNCED_AT_MOST]]
+    if len(rows) > ANNOUNCED_AT_MOST:
+        lines.append(f"and {len(rows) - ANNOUNCED_AT_MOST} more: press a")
+    app.notify("\n".join(lines), title=title, severity="error", timeout=15)
+    app.bell()
+
+
+def login_name() -> str:
+    """Who acknowledges from this dashboard: the login name, sent as the ack's ``by``."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "dashboard"
+
+
+async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:
+    """Acknowledge ``row``'s alarm: on its agent with the node's control token, or for a
+    cluster rule in the dashboard itself. A refusal (401, 403, 404, 409) is a notification
+    saying why."""
+    alarm = row.alarm
+    what = f"{alarm.rule} on {row.node} {alarm.subject}"
+    if app.replay is not None:
+        app.notify("a replay is read-only: nothing to acknowledge", severity="warning", timeout=5)
+        return
+    if row.source == "cluster":
+        try:
+            app.cluster.rules.acknowledge(alarm.id, app.ack_by, app.cluster.clock.time())
+        except (UnknownAlarm, AlreadyResolved) as exc:
+            app.notify(f"{what}: {exc}", title="Not acknowledged", severity="warning", timeout=8)
+            return
+        app.notify(f"{what} (cluster rule)", title="Acknowledged", timeout=5)
+        app.refresh_screen()
+        return
+    target = next((t for t in app.targets if t.url == row.key), None)
+    if target is None:
+        app.notify(f"{what}: the dashboard does not follow that node", severity="error")
+        return
+    client = app.client_factory(target)
+    try:
+        updated = await client.acknowledge(alarm.id, app.ack_by)
+    except AgentError as exc:
+        refused = exc.status in (401, 403)
+        app.notify(f"{what}: {exc.reason}", title="Acknowledge refused" if refused else "Acknowledge failed",
+                   severity="error", timeout=10)
+        return
+    finally:
+        await client.aclose()
+    app.cluster.nodes[row.key].replace_alarm(updated)
+    app.notify(f"{what} by {updated.acknowledged_by or app.ack_by}", title="Acknowledged", timeout=5)
+    app.refresh_screen()
+
+
+async def export(app: RigmonApp) -> None:
+    """Save an SVG of the screen as it is now, then write a snapshot bundle of the followed
+    nodes (the last hour of each) or of the replay up to its cursor, and say where both went."""
+    created_at = time.time()
+    paths = export_paths(app.export_dir, created_at)
+    try:
+        paths.screenshot.parent.mkdir(parents=True, exist_ok=True)
+        svg = app.save_screenshot(filename=paths.screenshot.name, path=str(paths.screenshot.parent))
+    except OSError as exc:
+        app.notify(f"cannot write to {paths.screenshot.parent}: {exc.strerror}", title="Export failed",
+                   severity="error", timeout=10)
+        return
+    app.notify(f"screenshot {svg}; pulling the nodes...", title="Exporting", timeout=5)
+    if app.replay is not None:
+        parts = replay_parts(app.replay)
+        since_s = max(1.0, app.replay.at - app.replay.start_at)
+    else:
+        parts = await pull_targets(app.targets, EXPORT_SINCE_S)
+        since_s = EXPORT_SINCE_S
+    try:
+        bundle = await asyncio.to_thread(write_export, parts, since_s, paths.bundle, created_at)
+    except OSError as exc:
+        app.notify(f"cannot write {paths.bundle}: {exc.strerror}", title="Export failed", severity="error", timeout=10)
+        return
+    failed = [f"{p.node}: {p.error}" for p in parts if p.error]
+    detail = ("\n" + "\n".join(failed)) if failed else ""
+    app.notify(f"bundle {bundle}\nscreenshot {svg}{detail}", title="Exported",
+               severity="warning" if failed else "information", timeout=20)

@@ -1,0 +1,111 @@
+"""AlarmsScreen: active and resolved alarms of every followed node, and the cluster rules' own."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Label, Static
+
+from rigmon.cluster.alarm_board import AlarmBoardView, AlarmRow
+from rigmon.tui.widgets.alarm_table import AlarmTable
+from rigmon.tui.widgets.replay_bar import ReplayBar
+
+
+def summary_line(board: AlarmBoardView) -> Text:
+    """``3 firing: 1 critical, 2 warning · 1 pending · alarms unknown on node05, node06: HTTP 404: ...``."""
+    firing = sum(board.firing.values())
+    text = Text(f"{firing} firing" if firing else "nothing firing")
+    if firing:
+        text.append(": " + ", ".join(f"{board.firing[s]} {s}" for s in ("critical", "warning", "info")
+                                     if board.firing.get(s)))
+    pending = sum(1 for r in board.active if r.alarm.state == "pending")
+    if pending:
+        text.append(f" · {pending} pending")
+    by_reason: dict[str, list[str]] = {}
+    for node, reason in sorted(board.errors.items()):
+        by_reason.setdefault(reason, []).append(node)
+    for reason, nodes in by_reason.items():
+        text.append(f" · alarms unknown on {', '.join(nodes)}: {reason}")
+    return text
+
+
+class AlarmsScreen(Screen[None]):
+    """Active alarms first (firing, worst, newest), then the resolved ones; ``x`` acknowledges."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("x", "acknowledge", "Acknowledge"),
+        Binding("enter", "open_node", "Open node"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    class Acknowledge(Message):
+        """The operator acknowledges ``row``'s alarm."""
+
+        def __init__(self, row: AlarmRow) -> None:
+            super().__init__()
+            self.row = row
+
+    class OpenNode(Message):
+        """The operator wants the node screen of ``key``."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    class Back(Message):
+        """The operator wants the cluster screen again."""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="alarms-body"):
+            yield Static(id="alarm-summary")
+            yield Label("Active", classes="alarm-heading")
+            yield AlarmTable(id="active-alarms")
+            yield Label("Resolved", classes="alarm-heading")
+            yield AlarmTable(resolved=True, id="recent-alarms")
+        yield ReplayBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#active-alarms", AlarmTable).focus()
+
+    def show(self, board: AlarmBoardView) -> None:
+        """Draw the alarms of every node."""
+        self.sub_title = "alarms"
+        self.query_one("#alarm-summary", Static).update(summary_line(board))
+        self.query_one("#active-alarms", AlarmTable).alarms = board.active
+        self.query_one("#recent-alarms", AlarmTable).alarms = board.recent
+
+    def _selected(self) -> AlarmRow | None:
+        focused = self.focused
+        table = focused if isinstance(focused, AlarmTable) else self.query_one("#active-alarms", AlarmTable)
+        return table.selected()
+
+    def action_acknowledge(self) -> None:
+        """Acknowledge the alarm under the cursor (active alarms only)."""
+        row = self._selected()
+        if row is None or row.alarm.state == "resolved":
+            self.notify("no active alarm selected", severity="warning", timeout=3)
+            return
+        self.post_message(self.Acknowledge(row))
+
+    def on_data_table_row_selected(self, event: AlarmTable.RowSelected) -> None:
+        # Enter on a table row (the table's own binding) opens that alarm's node.
+        event.stop()
+        self.action_open_node()
+
+    def action_open_node(self) -> None:
+        """Open the node of the alarm under the cursor."""
+        row = self._selected()
+        if row is not None and row.key:
+            self.post_message(self.OpenNode(row.key))
+
+    def action_back(self) -> None:
+        """Back to the cluster screen."""
+        self.post_message(self.Back())

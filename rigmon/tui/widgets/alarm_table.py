@@ -1,0 +1,119 @@
+"""AlarmTable: alarms of every node, one row per alarm, keyed by alarm and updated in place."""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import DataTable
+
+from rigmon.cluster.alarm_board import AlarmRow
+
+#: Columns of the active table and of the resolved table: (key, title).
+ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("severity", "severity"), ("state", "state"), ("node", "node"), ("rule", "rule"),
+    ("subject", "subject"), ("since", "since (UTC)"), ("ack", "ack"), ("message", "message"),
+)
+RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("severity", "severity"), ("node", "node"), ("rule", "rule"), ("subject", "subject"),
+    ("since", "fired (UTC)"), ("resolved", "resolved (UTC)"), ("message", "message"),
+)
+
+
+def _clock(at: float | None) -> str:
+    # The alarm's own timestamp, in UTC like the event list, so every node reads the same.
+    return "—" if at is None else time.strftime("%m-%d %H:%M:%S", time.gmtime(at))
+
+
+class AlarmTable(DataTable[Text]):
+    """Active alarms (``resolved=False``) or resolved ones, with severity and state in colour.
+
+    Rows are keyed by `AlarmRow.row_key`: a change of an alarm updates its cells, and the
+    cursor stays on its alarm when rows come and go.
+
+    Args:
+        resolved: list resolved alarms (fired and resolved times) instead of active ones.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
+        "alarm-table--critical",
+        "alarm-table--warning",
+        "alarm-table--info",
+        "alarm-table--pending",
+        "alarm-table--acked",
+        "alarm-table--cluster",
+    }
+    DEFAULT_CSS = """
+    AlarmTable {
+        height: auto;
+        max-height: 50%;
+    }
+    """
+
+    alarms: reactive[tuple[AlarmRow, ...]] = reactive(tuple, always_update=False)
+    """The alarms to list, in display order."""
+
+    def __init__(self, *, resolved: bool = False, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.resolved = resolved
+        self._rows_by_key: dict[str, AlarmRow] = {}
+
+    def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        # Alarms may arrive before the mount handler ran; the columns must exist first.
+        if not self.columns:
+            for key, title in RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS:
+                self.add_column(title, key=key)
+
+    def _style(self, name: str) -> str:
+        return str(self.get_component_rich_style(f"alarm-table--{name}", partial=True))
+
+    def _cells(self, row: AlarmRow) -> dict[str, Text]:
+        a = row.alarm
+        rule = Text(a.rule)
+        if row.source == "cluster":
+            rule.append(" (cluster)", style=self._style("cluster"))
+        cells = {
+            "severity": Text(a.severity, style=self._style(a.severity)),
+            "state": Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending")),
+            "node": Text(row.node),
+            "rule": rule,
+            "subject": Text(a.subject),
+            "since": Text(_clock(a.fired_at or a.started_at)),
+            "resolved": Text(_clock(a.resolved_at)),
+            "ack": Text(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), style=self._style("acked")),
+            "message": Text(a.message),
+        }
+        return cells
+
+    def watch_alarms(self, alarms: tuple[AlarmRow, ...]) -> None:
+        self._add_columns()
+        columns = [key for key, _ in (RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS)]
+        keys = [row.row_key for row in alarms]
+        current = [str(r.key.value) for r in self.ordered_rows]
+        if keys == current:
+            for row in alarms:
+                if self._rows_by_key.get(row.row_key) != row:
+                    cells = self._cells(row)
+                    for column in columns:
+                        self.update_cell(row.row_key, column, cells[column], update_width=True)
+        else:
+            cursor_key = current[self.cursor_row] if 0 <= self.cursor_row < len(current) else None
+            self.clear()
+            for row in alarms:
+                cells = self._cells(row)
+                self.add_row(*(cells[c] for c in columns), key=row.row_key)
+            if cursor_key in keys:
+                self.move_cursor(row=keys.index(cursor_key), animate=False)
+        self._rows_by_key = {row.row_key: row for row in alarms}
+
+    def selected(self) -> AlarmRow | None:
+        """The alarm under the cursor, if any."""
+        if not self.row_count or not 0 <= self.cursor_row < self.row_count:
+            return None
+        key = self.ordered_rows[self.cursor_row].key.value
+        return self._rows_by_key.get(str(key))

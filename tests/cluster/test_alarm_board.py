@@ -1,0 +1,154 @@
+"""Cluster rules as the dashboard runs them (stores on an injected clock), the alarm board, critical news."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view
+from rigmon.cluster.store import ClusterStore
+from rigmon.schema import AlarmList, Event
+from tests.tui.snapshot_apps.fake_agent import FakeClock, make_alarm, make_frame
+
+
+@dataclass
+class Node:
+    """How one simulated node behaves in a case."""
+
+    name: str
+    cpu_pct: float = 30.0
+    clock_offset_s: float = 0.0
+    refused: bool = False
+    silent_after_s: float | None = None
+
+
+@dataclass
+class Case:
+    name: str
+    nodes: list[Node]
+    run_s: int
+    expected: dict[str, str] = field(default_factory=dict)
+    """``"node/rule"`` -> state of the active cluster alarm; every other is inactive."""
+
+
+CASES = [
+    Case("all well", [Node("n1"), Node("n2"), Node("n3")], 200),
+    Case("refused, pending within the hold", [Node("n1"), Node("n2", refused=True)], 8,
+         {"n2/node_unreachable": "pending"}),
+    Case("refused, critical after 10 s", [Node("n1"), Node("n2", refused=True)], 12,
+         {"n2/node_unreachable": "firing"}),
+    Case("connected but silent is stale", [Node("n1"), Node("n2", silent_after_s=5)], 17,
+         {"n2/node_stale": "firing"}),
+    Case("silent for less than 10 s is not stale", [Node("n1"), Node("n2", silent_after_s=5)], 14, {}),
+    Case("one clock 5 s ahead of three", [Node("n1"), Node("n2"), Node("n3", clock_offset_s=5.0)], 40,
+         {"n3/clock_skew": "firing"}),
+    Case("skew under 2 s is fine", [Node("n1"), Node("n2"), Node("n3", clock_offset_s=1.5)], 40, {}),
+    Case("two nodes skewed: both flagged", [Node("n1"), Node("n2", clock_offset_s=-4.0)], 40,
+         {"n1/clock_skew": "firing", "n2/clock_skew": "firing"}),
+    Case("one CPU far from its peers", [Node("n1", cpu_pct=20), Node("n2", cpu_pct=25), Node("n3", cpu_pct=90)],
+         130, {"n3/cpu_far_from_peers": "firing"}),
+    Case("far CPU still within its hold", [Node("n1", cpu_pct=20), Node("n2", cpu_pct=25), Node("n3", cpu_pct=90)],
+         60, {"n3/cpu_far_from_peers": "pending"}),
+    Case("two nodes never make a peer verdict", [Node("n1", cpu_pct=20), Node("n3", cpu_pct=90)], 130, {}),
+]
+
+
+def run_case(case: Case) -> ClusterStore:
+    clock = FakeClock()
+    cluster = ClusterStore(clock)
+    rng = random.Random(1)
+    for node in case.nodes:
+        # Without a port, a node never reached is named like one that answered.
+        cluster.add(node.name, f"http://{node.name}")
+    for second in range(1, case.run_s + 1):
+        clock.advance(1)
+        for node in case.nodes:
+            store = cluster.nodes[node.name]
+            if node.refused:
+                store.failed("cannot connect: connection refused")
+                continue
+            if node.silent_after_s is not None and second > node.silent_after_s:
+                continue
+            frame = make_frame(node.name, f"{node.name}-run1", second, rng)
+            host = replace(frame.readings.host, cpu_pct=node.cpu_pct)  # type: ignore[type-var]
+            store.add_frames([replace(frame, taken_at=clock.time() + node.clock_offset_s,
+                                      readings=replace(frame.readings, host=host))])
+        cluster.evaluate_alarms()
+    return cluster
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_cluster_rules_as_the_dashboard_runs_them(case: Case) -> None:
+    cluster = run_case(case)
+    active = {f"{a.node}/{a.rule}": a.state for a in cluster.rules.active()}
+    assert active == case.expected
+
+
+def test_unreachable_is_critical_and_counts_on_the_cluster_screen() -> None:
+    cluster = run_case(CASES[2])
+    (alarm,) = cluster.rules.active()
+    assert alarm.severity == "critical" and alarm.subject == "node:n2" and "connection refused" in alarm.message
+    views = {v.name: v for v in cluster.views()}
+    assert views["n2"].summary is None  # no frame ever: nothing to attach a count to
+    skewed = run_case(CASES[5])
+    counts = {v.name: v.summary.alarms for v in skewed.views() if v.summary is not None}
+    assert counts == {"n1": None, "n2": None, "n3": 1}
+
+
+def test_node_alarms_and_cluster_alarms_share_the_count_and_the_board() -> None:
+    cluster = run_case(CASES[5])
+    store = cluster.nodes["n3"]
+    store.set_alarms(AlarmList(node="n3", control=True, active=(
+        make_alarm("n3", 1, "gpu_lost", "critical", "gpu:3", "GPU 3 lost"),
+        make_alarm("n3", 2, "psu_rail_low_warning", "warning", "psu", "rail low", state="pending"),
+    ), recent=(make_alarm("n3", 0, "psu_rail_low_critical", "critical", "psu", "rail 11.3 V", resolved=True),)))
+    cluster.nodes["n1"].alarms_failed("HTTP 404: alarms are not enabled on this agent")
+    counts = {v.name: v.summary.alarms for v in cluster.views() if v.summary is not None}
+    assert counts["n3"] == 2  # gpu_lost and clock_skew firing; the pending one does not count
+    board = board_view(cluster)
+    assert [(r.node, r.source, r.alarm.rule) for r in board.active] == [
+        ("n3", "node", "gpu_lost"), ("n3", "cluster", "clock_skew"), ("n3", "node", "psu_rail_low_warning")]
+    assert board.active[1].key == "n3"
+    assert [r.alarm.rule for r in board.recent] == ["psu_rail_low_critical"]
+    assert board.firing == {"critical": 1, "warning": 1}
+    assert board.errors == {"n1": "HTTP 404: alarms are not enabled on this agent"}
+
+
+def row(node: str, n: int, severity: str = "critical", state: str = "firing", source: str = "node") -> AlarmRow:
+    return AlarmRow(node, node, source, make_alarm(node, n, f"rule{n}", severity, "s", "m", state=state))  # type: ignore[arg-type]
+
+
+def test_critical_news_once_each_and_not_for_what_was_firing_at_first_sight() -> None:
+    watch = CriticalWatch()
+    assert watch.news([row("a", 1)], listed_keys=["a"]) == []  # already firing when the dashboard started
+    assert watch.news([row("a", 1), row("a", 2)], listed_keys=["a"]) == [row("a", 2)]
+    assert watch.news([row("a", 1), row("a", 2)], listed_keys=["a"]) == []
+    assert watch.news([row("a", 3, severity="warning"), row("a", 4, state="pending")], ["a"]) == []
+    assert watch.news([row("b", 5, source="cluster")], ["a"]) == [row("b", 5, source="cluster")]
+    # Resolved, then firing again under a new id: news again.
+    assert watch.news([], ["a"]) == []
+    assert watch.news([row("a", 2)], ["a"]) == [row("a", 2)]
+
+
+def event(n: int, kind: str, at: float, message: str, **data: object) -> Event:
+    return Event(id=f"r-{n}", at=at, kind=kind, severity="critical" if kind == "alarm_firing" else "info",
+                 subject="gpu:3", message=message, data=data)  # type: ignore[arg-type]
+
+
+def test_tracker_rebuilds_alarms_from_their_events() -> None:
+    tracker = AlarmTracker("node01")
+    ident = {"alarm_id": "r-a1", "rule": "gpu_lost", "severity": "critical"}
+    tracker.apply(event(1, "alarm_firing", 100.0, "gpu_lost firing: GPU 3 lost", state="firing", value="lost", **ident))
+    tracker.apply(event(2, "gpu_lost", 100.0, "not an alarm event"))
+    (alarm,) = tracker.alarm_list().active
+    assert (alarm.rule, alarm.severity, alarm.state, alarm.message, alarm.fired_at, alarm.value) == (
+        "gpu_lost", "critical", "firing", "GPU 3 lost", 100.0, "lost")
+    tracker.apply(event(3, "alarm_acknowledged", 105.0, "gpu_lost acknowledged: GPU 3 lost", **ident))
+    assert tracker.alarm_list().active[0].acknowledged_at == 105.0
+    tracker.apply(event(4, "alarm_resolved", 110.0, "gpu_lost resolved: GPU 3 lost", state="resolved", **ident))
+    listed = tracker.alarm_list()
+    assert listed.active == () and listed.recent[0].resolved_at == 110.0 and listed.recent[0].fired_at == 100.0
+    assert not listed.control
+

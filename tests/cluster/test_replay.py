@@ -1,0 +1,100 @@
+"""Replay of a bundle into the node stores: seek forward and back, recorded states, alarms from events, play."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rigmon.cluster.replay import Replay
+from rigmon.cluster.store import ClusterStore
+from tests.tui.snapshot_apps.fake_agent import START_AT
+from tests.tui.snapshot_apps.fake_bundle import (
+    ALARM_FIRES,
+    ALARM_RESOLVES,
+    FRAMES,
+    GPU_LOST_AT,
+    SILENT_AFTER,
+    node_frames,
+    write_fake_bundle,
+)
+
+
+def replayed(tmp_path: Path) -> tuple[Replay, ClusterStore]:
+    replay = Replay.open(write_fake_bundle(tmp_path / "b.tar.gz"))
+    # The stores take the replay's clock; the one given here is never read.
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    return replay, cluster
+
+
+def test_frames_reach_the_stores_up_to_the_cursor(tmp_path: Path) -> None:
+    replay, cluster = replayed(tmp_path)
+    assert (replay.start_at, replay.end_at) == (START_AT + 1, START_AT + FRAMES)
+    assert replay.frame_count == 2 * FRAMES + SILENT_AFTER
+    replay.seek(cluster, START_AT + 50.5)
+    store = cluster.nodes["replay:node02"]
+    assert store.history.seqs() == list(range(1, 51))
+    assert store.latest == node_frames("node02")[49]
+    assert store.info is not None and store.url == "http://node02.test:9871"
+    assert [e.kind for e in store.events] == ["agent_started", "alarm_firing"]
+
+
+def test_seeking_back_starts_over_without_duplicates(tmp_path: Path) -> None:
+    replay, cluster = replayed(tmp_path)
+    replay.seek(cluster, START_AT + 110)
+    replay.seek(cluster, START_AT + 20)
+    store = cluster.nodes["replay:node01"]
+    assert store.history.seqs() == list(range(1, 21)) and store.restarts == 0
+    replay.seek(cluster, START_AT + 10_000)  # clamped to the end; forward: the same stores go on
+    assert replay.at == replay.end_at and store is cluster.nodes["replay:node01"]
+    assert store.history.seqs() == list(range(1, FRAMES + 1))
+
+
+def test_states_are_those_of_the_recording(tmp_path: Path) -> None:
+    replay, cluster = replayed(tmp_path)
+    replay.seek(cluster, START_AT + SILENT_AFTER + 1)
+    assert cluster.nodes["replay:node03"].state() == "live"
+    replay.seek(cluster, START_AT + SILENT_AFTER + 20)
+    assert cluster.nodes["replay:node03"].state() == "stale"
+    assert cluster.nodes["replay:node01"].state() == "live"
+    cluster.evaluate_alarms()
+    assert {(a.node, a.rule) for a in cluster.rules.active()} == {("node03", "node_stale")}
+
+
+def test_alarms_come_back_from_the_events(tmp_path: Path) -> None:
+    replay, cluster = replayed(tmp_path)
+    store = cluster.nodes["replay:node02"]
+    replay.seek(cluster, START_AT + ALARM_FIRES)
+    assert [(a.rule, a.state) for a in store.alarm_list.active] == [("psu_rail_low_critical", "firing")]  # type: ignore[union-attr]
+    replay.seek(cluster, START_AT + ALARM_RESOLVES)
+    assert store.alarm_list.active == ()  # type: ignore[union-attr]
+    assert [a.rule for a in store.alarm_list.recent] == ["psu_rail_low_critical"]  # type: ignore[union-attr]
+    replay.seek(cluster, START_AT + GPU_LOST_AT - 1)
+    store = cluster.nodes["replay:node02"]
+    assert store.alarm_list.active == ()  # type: ignore[union-attr]
+    replay.seek(cluster, START_AT + FRAMES)
+    assert [a.rule for a in store.alarm_list.active] == ["gpu_lost"]  # type: ignore[union-attr]
+    view = next(v for v in cluster.views() if v.key == "replay:node02")
+    assert view.summary is not None and view.summary.alarms == 1
+
+
+def test_play_pause_speed_and_the_end(tmp_path: Path) -> None:
+    replay, cluster = replayed(tmp_path)
+    assert replay.playing
+    replay.tick(cluster, 2.0)
+    assert replay.at == START_AT + 3
+    replay.change_speed(1)
+    replay.change_speed(1)
+    assert replay.speed == 5.0
+    replay.tick(cluster, 2.0)
+    assert replay.at == START_AT + 13
+    replay.toggle(cluster)
+    replay.tick(cluster, 100.0)
+    assert replay.at == START_AT + 13 and not replay.playing
+    replay.toggle(cluster)
+    replay.tick(cluster, 1000.0)
+    assert replay.at == replay.end_at and not replay.playing
+    position = replay.position()
+    assert position.fraction == 1.0 and position.source == "b.tar.gz"
+    replay.toggle(cluster)  # play at the end: from the start again
+    assert replay.playing and replay.at == replay.start_at
+

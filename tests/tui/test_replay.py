@@ -1,0 +1,115 @@
+"""Export key and replay under Pilot: a bundle from real agents on loopback plays back into the same stores."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rigmon.cluster.config import NodeTarget
+from rigmon.cluster.replay import Replay
+from rigmon.cluster.store import NodeStore
+from rigmon.sim.rig import running_rig
+from rigmon.snapshot.bundle import read_bundle
+from rigmon.tui.app import RigmonApp
+from rigmon.tui.screens.alarms import AlarmsScreen
+from rigmon.tui.screens.cluster import ClusterScreen
+from rigmon.tui.widgets.alarm_table import AlarmTable
+from rigmon.tui.widgets.replay_bar import ReplayBar
+from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import START_AT
+from tests.tui.snapshot_apps.fake_bundle import FRAMES, write_fake_bundle
+
+SIZE = (120, 40)
+
+
+def series_by_seq(store: NodeStore) -> dict[int, tuple[float, ...]]:
+    """Every filed point: seq -> the values of every series (nan as a marker)."""
+    seqs = store.history.seqs()
+    columns = [ring.tail() for ring in store.history.series.values()]
+    return {seq: tuple(-1.0 if math.isnan(c[i]) else c[i] for c in columns) for i, seq in enumerate(seqs)}
+
+
+async def test_export_then_replay_reaches_the_same_stores(tmp_path: Path) -> None:
+    async with running_rig("undervolt-bus-drop", 2, base_port=0, speed=5, workdir=tmp_path / "rig",
+                           interval_s=0.25) as rig:
+        live = RigmonApp([NodeTarget(u) for u in rig.urls], refresh_s=0.2, alarm_poll_s=0.5,
+                         export_dir=tmp_path / "out")
+        async with live.run_test(size=SIZE) as pilot:
+            stores = live.cluster.nodes
+            await wait_for(lambda: all(s.alarm_list is not None and s.alarm_list.active and len(s.history) >= 20
+                                       for s in stores.values()), timeout_s=40)
+            await pilot.press("e")
+            await wait_for(lambda: any(n.title == "Exported" for n in live._notifications), timeout_s=30)
+            live_series = {s.name: series_by_seq(s) for s in stores.values()}
+            live_events = {s.name: {e.id: e for e in s.events} for s in stores.values()}
+    bundles = list((tmp_path / "out").glob("rigmon-dash-*.tar.gz"))
+    svgs = list((tmp_path / "out").glob("rigmon-dash-*.svg"))
+    assert len(bundles) == 1 and len(svgs) == 1
+    assert svgs[0].read_text().lstrip().startswith("<svg") and "rigmon" in svgs[0].read_text()
+    assert bundles[0].with_suffix("").with_suffix(".svg") == svgs[0]
+    bundle = read_bundle(bundles[0])
+    assert [n["node"] for n in bundle.manifest["nodes"]] == ["node01", "node02"]
+    assert all(n["error"] is None and n["frames"] > 0 for n in bundle.manifest["nodes"])
+
+    replay = Replay(bundle, bundles[0].name)
+    app = RigmonApp([], replay=replay, refresh_s=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")  # pause at the start
+        assert not replay.playing
+        replay.seek(app.cluster, replay.end_at)
+        app.refresh_screen()
+        await pilot.pause()
+        for node in bundle.nodes:
+            store = app.cluster.nodes[f"replay:{node.node}"]
+            assert store.history.seqs() == [f.seq for f in node.frames]
+            replayed = series_by_seq(store)
+            shared = set(replayed) & set(live_series[node.node])
+            assert len(shared) > 10
+            assert {s: replayed[s] for s in shared} == {s: live_series[node.node][s] for s in shared}
+            events = {e.id: e for e in store.events}
+            common = set(events) & set(live_events[node.node])
+            assert common and all(events[i] == live_events[node.node][i] for i in common)
+            assert {e.id for f in node.frames for e in f.events} >= set(events)
+            # The live alarms the agent listed are rebuilt from their events.
+            assert store.alarm_list is not None and store.alarm_list.active
+
+
+async def test_replay_keys_move_the_time_cursor(tmp_path: Path) -> None:
+    replay = Replay.open(write_fake_bundle(tmp_path / "b.tar.gz"))
+    app = RigmonApp([], replay=replay, refresh_s=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")
+        assert not replay.playing
+        at = replay.at
+        await pilot.press("right", "right", "shift+right")
+        assert replay.at == at + 80
+        await pilot.press("left")
+        assert replay.at == at + 70
+        await pilot.press("right_square_bracket")
+        assert replay.speed == 2.0
+        bar = app.screen.query_one(ReplayBar)
+        assert bar.position is not None and bar.position.at == replay.at and bar.display
+        store = app.cluster.nodes["replay:node02"]
+        assert store.latest is not None and store.latest.taken_at == START_AT + 71
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, AlarmsScreen)
+        await pilot.press("right", "right", "right")
+        await pilot.pause()
+        rows = app.screen.query_one("#active-alarms", AlarmTable).alarms
+        assert [(r.node, r.alarm.rule) for r in rows] == [("node02", "gpu_lost"), ("node03", "node_stale")]
+        await pilot.press("x")
+        await pilot.pause()
+        assert any("read-only" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ClusterScreen)
+        assert replay.at == at + 100 and replay.end_at == START_AT + FRAMES
+
+
+async def test_replay_keys_are_not_offered_live(tmp_path: Path) -> None:
+    app = RigmonApp([NodeTarget("http://127.0.0.1:9")], refresh_s=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.check_action("seek", (10,)) is False and app.check_action("export", ()) is True
+        await pilot.press("space", "right")
+        assert not app.screen.query_one(ReplayBar).display
