@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.journal import JournalError, JournalReader, gzip_member
+from rigmon.agent.journal import JournalError, JournalReader, encode_history, gzip_member
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import Gap, Info, NodeCapture, encode
 from rigmon.typed import to_data
@@ -130,7 +130,7 @@ def history_lines(path: Path, node: str, from_at: float, to_at: float, interval_
         # The frames carry every value: series only when asked for by name.
         history = reader.history(node, from_at, to_at, interval_s, set() if names is None else names)
         frames = reader.frames_gzip(from_at, to_at, MAX_HISTORY_FRAMES)
-    head = encode(replace(history, more=frames.more)) + b"\n"
+    head = encode_history(replace(history, more=frames.more)) + b"\n"
     headers = {FRAMES_HEADER: str(frames.count), "vary": "Accept"}
     if frames.last_at is not None:
         headers[LAST_FRAME_HEADER] = repr(frames.last_at)
@@ -153,12 +153,12 @@ def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s
         else:
             history = reader.history(node, from_at, to_at, interval_s, names)
         if not with_frames:
-            return encode(history)
+            return encode_history(history)
         raw = reader.frames_json(from_at, to_at, MAX_HISTORY_FRAMES + 1)
     more = len(raw) > MAX_HISTORY_FRAMES
     # Frames are stored as their wire JSON: splice them in rather than decode and re-encode
     # thousands of them (the export of a bug-report bundle waits on this).
-    head = encode(replace(history, more=more))
+    head = encode_history(replace(history, more=more))
     assert head.endswith(b'"frames":[]}')
     return head[: -len(b"[]}")] + b"[" + b",".join(raw[:MAX_HISTORY_FRAMES]) + b"]}"
 

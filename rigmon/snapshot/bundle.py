@@ -25,12 +25,14 @@ import json
 import re
 import tarfile
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rigmon import __version__
+from rigmon.agent.journal import encode_history
 from rigmon.schema import Event, Frame, History, Info, decode, decode_data, encode
 from rigmon.typed import to_data
 
@@ -58,6 +60,7 @@ class NodePart:
         files: raw captures by path on the node.
         capture_errors: what the node could not capture.
         history: series and events of the window.
+        history_json: ``history`` as the agent sent it (stored as is).
         frames_gz: the window's frames as gzip (one or more members) of wire JSON lines.
         frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
@@ -73,6 +76,7 @@ class NodePart:
     files: dict[str, str] = field(default_factory=dict)
     capture_errors: list[str] = field(default_factory=list)
     history: History | None = None
+    history_json: bytes | None = None
     frames_gz: bytes = b""
     frame_count: int = 0
     error: str | None = None
@@ -180,7 +184,7 @@ def bundle_members(parts: list[NodePart], since_s: float, report: str,
         yield f"{base}/config.json", _json_bytes(part.config)
         yield f"{base}/latest.json", (encode(part.latest) + b"\n") if part.latest else b"null\n"
         if part.history is not None:
-            yield f"{base}/series.json", encode(part.history) + b"\n"
+            yield f"{base}/series.json", (part.history_json or encode_history(part.history)) + b"\n"
         yield f"{base}/events.jsonl", b"".join(encode(e) + b"\n" for e in part.events)
         # Stored as received: an hour of a large rig is hundreds of MB of JSON, compressed once
         # by the agent's journal; the tar's own gzip gains nothing on it.
@@ -198,21 +202,58 @@ def _capture_path(path: str) -> str:
     return "/".join(p for p in clean.split("/") if p not in ("", ".", ".."))
 
 
+class _GzipMembers:
+    """A file object writing gzip members: each at its own deflate level, one after another.
+
+    A .tar.gz made of several members is one valid gzip stream (RFC 1952): ``tar xzf``,
+    ``zcat`` and Python's `tarfile` read it as usual. It lets the frames, which arrive
+    compressed, pass at level 0 (a copy and a CRC) while the rest is compressed.
+    """
+
+    def __init__(self, fileobj: BinaryIO, level: int) -> None:
+        self._out = fileobj
+        self._level = level
+        self._comp = zlib.compressobj(level, zlib.DEFLATED, 31)
+
+    def write(self, data: bytes) -> int:
+        self._out.write(self._comp.compress(data))
+        return len(data)
+
+    def set_level(self, level: int) -> None:
+        """End the current member and start the next one at ``level``."""
+        if level != self._level:
+            self._out.write(self._comp.flush())
+            self._comp = zlib.compressobj(level, zlib.DEFLATED, 31)
+            self._level = level
+
+    def close(self) -> None:
+        self._out.write(self._comp.flush())
+
+
+#: Deflate level of the bundle's members other than the frames (JSON, text, captures).
+BUNDLE_LEVEL = 6
+
+
 def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report: str,
                  created_at: float | None = None) -> Path:
     """Write the bundle as a .tar.gz and return its path."""
     created_at = time.time() if created_at is None else created_at
     top = "rigmon-snapshot-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
     target = Path(path)
-    # Level 1: the frames (most of the bytes) arrive compressed and gain nothing; the rest is
-    # small.
-    with tarfile.open(target, "w:gz", compresslevel=1) as tar:
-        for name, content in bundle_members(parts, since_s, report, created_at):
-            member = tarfile.TarInfo(f"{top}/{name}")
-            member.size = len(content)
-            member.mtime = int(created_at)
-            member.mode = 0o644
-            tar.addfile(member, io.BytesIO(content))
+    with target.open("wb") as raw:
+        gz = _GzipMembers(raw, BUNDLE_LEVEL)
+        # Plain tar over our own gzip writer (streaming mode: no seeking back).
+        with tarfile.open(fileobj=gz, mode="w|") as tar:  # type: ignore[call-overload]
+            for name, content in bundle_members(parts, since_s, report, created_at):
+                # The frames (most of the bytes) are gzip already: store them, don't deflate again.
+                gz.set_level(0 if name.endswith(".gz") else BUNDLE_LEVEL)
+                member = tarfile.TarInfo(f"{top}/{name}")
+                member.size = len(content)
+                member.mtime = int(created_at)
+                member.mode = 0o644
+                tar.addfile(member, io.BytesIO(content))
+            gz.set_level(BUNDLE_LEVEL)
+        gz.close()
     return target
 
 

@@ -9,15 +9,16 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member
 from rigmon.redact import redact
-from rigmon.schema import History, Info, NodeCapture, SchemaError, decode, decode_data
+from rigmon.schema import History, HistorySeries, Info, NodeCapture, SchemaError, decode, decode_data
 from rigmon.snapshot.bundle import NodePart
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
@@ -91,7 +92,8 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
             tick("no journal")
             return part
         resp.raise_for_status()
-        part.history = decode(History, resp.content)
+        part.history = decode_history(resp.content)
+        part.history_json = resp.content
         steps_left -= 1
         tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
         part.frames_gz, part.frame_count = await _pull_frames(client, url, part.from_at, part.to_at)
@@ -102,6 +104,40 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         for _ in range(steps_left):
             tick(f"failed: {part.error}")
     return part
+
+
+def decode_history(raw: bytes) -> History:
+    """``decode(History, raw)`` with the series checked and built directly.
+
+    The generic decoder walks every number of thousands of series (a large rig's hour);
+    this checks the same shape (four lists of numbers of one length per series) far faster.
+
+    Raises:
+        SchemaError: not a History.
+    """
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("series"), dict):
+        raise SchemaError("bad History: series: expected an object")
+    head = decode_data(History, {**data, "series": {}})
+    series: dict[str, HistorySeries] = {}
+    for name, s in data["series"].items():
+        columns: list[list[Any]] = [c for key in ("at", "min", "mean", "max")
+                                    if isinstance(s, dict) and isinstance(c := s.get(key), list)]
+        try:
+            if len(columns) != 4 or len({len(c) for c in columns}) != 1:
+                raise TypeError("not four lists of one length")
+            # fsum runs in C and raises TypeError on anything but numbers (None, text, lists).
+            for c in columns:
+                math.fsum(c)
+        except TypeError:
+            raise SchemaError(f"bad History: series.{name}: expected at, min, mean, max: lists of numbers "
+                              "of one length") from None
+        at, lo, mean, hi = (tuple(map(float, c)) for c in columns)
+        series[name] = HistorySeries(at=at, min=lo, mean=mean, max=hi)
+    return replace(head, series=series)
 
 
 async def _get(client: httpx.AsyncClient, url: str) -> httpx.Response:
