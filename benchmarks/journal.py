@@ -262,7 +262,10 @@ def bench_size(hour: list[dict[str, Any]], hours: int) -> dict[str, Any]:
         store = fill_journal(Path(tmp), hour, t0, hours, "bench-size")
         cpu = time.process_time() - cpu0
         conn = store.conn
-        block_bytes, block_frames = conn.execute("SELECT SUM(LENGTH(body)), SUM(frames) FROM blocks").fetchone()
+        # The same script measures the journal before blocks existed (the "before" numbers).
+        has_blocks = conn.execute("SELECT COUNT(*) FROM sqlite_schema WHERE name = 'blocks'").fetchone()[0]
+        block_bytes, block_frames = (conn.execute("SELECT SUM(LENGTH(body)), SUM(frames) FROM blocks").fetchone()
+                                     if has_blocks else (0, 0))
         recent_bytes, recent_frames = conn.execute("SELECT SUM(LENGTH(body)), COUNT(*) FROM frames").fetchone()
         bucket_bytes = conn.execute("SELECT SUM(LENGTH(body)) FROM buckets").fetchone()[0] or 0
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -323,10 +326,14 @@ def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3) -> dic
                     path, parts = take_snapshot(urls, [], 3600.0, tmpdir / f"snap{k}.tar.gz", None, devnull)
                 runs.append(time.perf_counter() - started)
             elapsed = sorted(runs)[len(runs) // 2]
-            frames = sum(p.frame_count for p in parts)
             errors = [p.error for p in parts if p.error]
             size = path.stat().st_size
-            json_bytes = sum(len(gzip.decompress(p.frames_gz)) for p in parts)
+            if hasattr(parts[0], "frames_gz"):
+                frames = sum(p.frame_count for p in parts)
+                json_bytes = sum(len(gzip.decompress(p.frames_gz)) for p in parts)
+            else:  # before: frames as a list of JSON texts
+                frames = sum(len(p.frames) for p in parts)  # type: ignore[attr-defined]
+                json_bytes = sum(len(f) for p in parts for f in p.frames)  # type: ignore[attr-defined]
         finally:
             for p in procs:
                 p.terminate()

@@ -623,12 +623,15 @@ class JournalStore(JournalReader):
         path: the journal file (or its state directory, created if needed).
         clock: wall time for retention (the simulator's or a test's clock).
         retention: what to keep.
+        block_frames: frames per block (`BLOCK_FRAMES`; smaller in tests).
+        block_after_s: age at which frames go into blocks (`BLOCK_AFTER_S`).
 
     Raises:
         JournalError: the directory or file cannot be created or opened.
     """
 
-    def __init__(self, path: str | Path, clock: Clock, retention: Retention | None = None) -> None:
+    def __init__(self, path: str | Path, clock: Clock, retention: Retention | None = None,
+                 block_frames: int = BLOCK_FRAMES, block_after_s: float = BLOCK_AFTER_S) -> None:
         target = journal_path(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -647,12 +650,14 @@ class JournalStore(JournalReader):
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA journal_size_limit = 16777216")
             conn.executescript(_SCHEMA_SQL)
-            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
         except (sqlite3.Error, OSError) as exc:
             raise JournalError(f"cannot open journal {target}: {exc}") from None
         super().__init__(target, conn)
         self.clock = clock
         self.retention = retention or Retention()
+        self.block_frames = block_frames
+        self.block_after_s = block_after_s
         self._dict_id: int | None = None
         self._dict_bytes: bytes | None = None
         self._dict_at = 0.0
@@ -741,21 +746,22 @@ class JournalStore(JournalReader):
         place or the other.
         """
         now = self.clock.time()
-        cutoff = now - BLOCK_AFTER_S
+        cutoff = now - self.block_after_s
+        size = self.block_frames
         written = 0
         while written < max_blocks:
             rows = self.conn.execute(
                 "SELECT id, taken_at, run_id, seq, dict_id, body FROM frames ORDER BY id LIMIT ?",
-                (BLOCK_FRAMES + 1,)).fetchall()
+                (size + 1,)).fetchall()
             chunk: list[tuple[Any, ...]] = []
             for row in rows:
-                if row[1] >= cutoff or (chunk and row[2] != chunk[0][2]) or len(chunk) == BLOCK_FRAMES:
+                if row[1] >= cutoff or (chunk and row[2] != chunk[0][2]) or len(chunk) == size:
                     break
                 chunk.append(row)
             if not chunk:
                 break
             ended = len(chunk) < len(rows) and rows[len(chunk)][2] != chunk[0][2]
-            if len(chunk) < BLOCK_FRAMES and not ended and chunk[0][1] >= cutoff - BLOCK_FLUSH_S:
+            if len(chunk) < size and not ended and chunk[0][1] >= cutoff - BLOCK_FLUSH_S:
                 break
             self._write_block(chunk)
             written += 1
