@@ -284,6 +284,15 @@ def bench_size(hour: list[dict[str, Any]], hours: int) -> dict[str, Any]:
             "dbstat_unused_in_pages": unused, "free_pages_bytes": free, "write_cpu_s": cpu}
 
 
+def cpu_s(pids: list[int]) -> float:
+    """User plus system CPU seconds of processes so far (``/proc/<pid>/stat``)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -320,11 +329,15 @@ def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3) -> dic
                     time.sleep(0.05)
             time.sleep(2.0)  # let the agents' first maintenance pass finish
             runs: list[float] = []
+            cpu: list[float] = []
             for k in range(repeat):
+                # CPU seconds too: the machine is shared, and 2 cores give 6 CPU seconds in 3 s.
+                cpu0 = time.process_time() + cpu_s([p.pid for p in procs])
                 started = time.perf_counter()
                 with open(os.devnull, "w") as devnull:
                     path, parts = take_snapshot(urls, [], 3600.0, tmpdir / f"snap{k}.tar.gz", None, devnull)
                 runs.append(time.perf_counter() - started)
+                cpu.append(time.process_time() + cpu_s([p.pid for p in procs]) - cpu0)
             elapsed = sorted(runs)[len(runs) // 2]
             errors = [p.error for p in parts if p.error]
             size = path.stat().st_size
@@ -339,7 +352,8 @@ def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3) -> dic
                 p.terminate()
             for p in procs:
                 p.wait(10)
-    return {"nodes": nodes, "frames": frames, "frame_json_bytes": json_bytes, "export_s": elapsed, "runs_s": runs,
+    return {"nodes": nodes, "frames": frames, "frame_json_bytes": json_bytes, "export_s": elapsed, "runs_s": runs, "cpu_s": cpu,
+            "load_average": os.getloadavg(),
             "bundle_bytes": size, "errors": errors}
 
 
