@@ -1,33 +1,45 @@
 """Benchmark (not a test): journal bytes per node per day at 1 Hz, and the time to export an hour of 8 nodes.
 
-    PYTHONPATH=. python benchmarks/journal.py [--hours 24] [--nodes 8] [--skip-export]
+    PYTHONPATH=. python benchmarks/journal.py [--hours 24] [--nodes 8] [--skip-export] [--frames-cache F]
 
-Frames: the simulator's `healthy` node read by every collector registered on this branch,
-widened to a full V100 rig (8 GPUs with 6 NVLinks each, a PSU rail with two channels, 4
-NVMe, 2 md arrays, 3 Thunderbolt routers) with records shaped like the GPU, PSU and storage
-branches' schema; values move every frame with full float precision (the worst case for
-compression). One hour of such frames is generated and replayed, shifted in time, through
-`JournalStore` (what the writer thread calls) with a fake clock and maintenance every 15
-minutes of frames, for ``--hours`` hours; the file is measured after the last checkpoint.
-Nothing is extrapolated when ``--hours 24``; with fewer hours bytes scale linearly (frames
-and buckets are appended at a constant rate; dictionaries add one row per ten minutes).
+Frames: a simulated full rig, read by the real collectors of the registry. One node holds
+8 V100-SXM2 (fake NVML under pynvml, training load with DDP steps and evaluations), a 12 V
+rail of 4 paralleled PSUs with an RM1 ADC and PMBus hwmon, two md RAID0 arrays of two NVMe
+each behind USB4 enclosures (Thunderbolt routers), a 10 GbE NIC and the kernel log. Each
+second the simulator steps, the ADC's RM1 lines of that second go to the PSU collector's
+reader thread (through a serial-port stand-in instead of a pty, so no real time passes), and
+every collector's ``collect()`` runs; the frame is put together as the sampler does, with
+each collector's measured ``duration_s`` and its ``sampled_at`` at full precision (plus the
+journal's own status entry). Nothing is widened or made up.
 
-Export: ``--nodes`` journals holding the last hour of frames, each served by a real
-``rigmon agent`` process on loopback; the time of ``take_snapshot`` over all of them
-(pull concurrently, report, write the .tar.gz) is measured.
+Size: one hour of such frames (3600, generated once, or read from ``--frames-cache``) is
+replayed, shifted in time, through `JournalStore` for ``--hours`` hours with a fake clock:
+one frame per commit (what the writer does at 1 Hz), maintenance (downsampling, retention,
+block recompression) every 15 frames, as the writer thread every 15 s. The size is the file
+after a final checkpoint: measured, not extrapolated, when ``--hours 24``. Replaying does not
+flatter the blocks: a gzip block sees only its own frames (32 KiB window), never an hour
+earlier. ``dbstat`` splits the file by table and index.
+
+Export: ``--nodes`` journals holding the last hour of such frames, each served by a real
+``rigmon agent`` process on loopback (all on this machine's cores); the time of
+``take_snapshot`` over all of them (pull concurrently, report, write the .tar.gz) is measured
+three times in a row, and the median is reported with every run.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import dataclasses
+import gzip
 import json
 import os
+import queue
 import random
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,184 +49,248 @@ import httpx
 from rigmon.agent.agent import build_collectors
 from rigmon.agent.journal import JournalStore, Retention
 from rigmon.agent.sampler import ROUTES
-from rigmon.config import AgentConfig, AgentSection
+from rigmon.collectors.base import EventDraft, NoData
+from rigmon.collectors.psu import PsuCollector
 from rigmon.hw.root import HostRoot
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, Readings
-from rigmon.sim.rig import SimRig, get_scenario
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings
+from rigmon.sim.gpu import SimNvidiaGpus
+from rigmon.sim.host import SimHost, SimInterface
+from rigmon.sim.kmsg import SimKernelLog
+from rigmon.sim.load import training_load
+from rigmon.sim.node import SimNode
+from rigmon.sim.nvml import v100_sxm2_gpus
+from rigmon.sim.psu import SimPsuRail
+from rigmon.sim.rig import SimRig, get_scenario, node_agent_config
+from rigmon.sim.storage import strix_enclosure_rig
+from rigmon.sim.tree import Tree
 from rigmon.snapshot.command import take_snapshot
 from rigmon.typed import to_data
 
 REPO = Path(__file__).resolve().parent.parent
+RUN_ID = "0123456789abcdef"
+#: The simulator replaces a file per attribute every step: tmpfs keeps that from dominating.
+SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
 class FakeClock:
     def __init__(self, t: float) -> None:
         self.t = t
+        self.t0 = t
 
     def time(self) -> float:
         return self.t
 
     def monotonic(self) -> float:
-        return self.t
+        return self.t - self.t0
+
+
+class RailPort:
+    """A serial port whose bytes the benchmark hands over; `feed` returns once they are read."""
+
+    def __init__(self) -> None:
+        self._chunks: queue.Queue[bytes] = queue.Queue()
+        self._idle = threading.Event()
+
+    def read(self, max_bytes: int) -> bytes:
+        try:
+            return self._chunks.get_nowait()
+        except queue.Empty:
+            self._idle.set()
+        try:
+            return self._chunks.get(timeout=0.05)
+        except queue.Empty:
+            return b""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def reset_input(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def feed(self, data: bytes) -> None:
+        self._idle.clear()
+        self._chunks.put(data)
+        # Set once the reader asks for more: the chunk has been parsed.
+        self._idle.wait(5.0)
+
+
+def full_rig_node(root: Path) -> tuple[SimNode, SimPsuRail]:
+    """8 V100-SXM2, a 4-PSU rail with an RM1 ADC and PMBus, 2 RAID0 arrays of NVMe behind USB4, 10 GbE."""
+    node = SimNode(name="bench", tree=Tree(root), rng=random.Random(1))
+    kernel_log = SimKernelLog()
+    node.devices.append(kernel_log)
+    node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)]))
+    node.devices.append(SimNvidiaGpus(v100_sxm2_gpus(8), kernel_log=kernel_log, load_fn=training_load))
+    rail = SimPsuRail(pty=False, psus=4)
+    node.devices.append(rail)
+    storage, tb = strix_enclosure_rig(node)
+    node.devices.extend([tb, storage])
+    node.step(0.0)
+    return node, rail
 
 
 def real_frames(n: int, workdir: Path, t0: float) -> list[dict[str, Any]]:
-    """``n`` frames of a simulated node read by every registered collector, as wire data."""
-    rig = SimRig(get_scenario("healthy"), 1, workdir, seed=1)
+    """``n`` frames (1 Hz) of the full rig read by every registered collector, as wire data."""
+    node, rail = full_rig_node(workdir / "bench")
     clock = FakeClock(t0)
-    config = AgentConfig(agent=AgentSection(node="bench", root=str(rig.nodes[0].tree.root)))
-    collectors = build_collectors(config, HostRoot(rig.nodes[0].tree.root), clock)
+    config = node_agent_config(node, "127.0.0.1:0", 1.0)
+    root = HostRoot(node.tree.root)
+    collectors = build_collectors(config, root, clock)
+    port = RailPort()
+    collectors["psu"] = PsuCollector(config.psu, root, clock, open_port=lambda path, baud: port)
+    records: dict[str, dict[type, list[object]]] = {name: {} for name in collectors}
+    drafts: list[EventDraft] = []
+
+    def file_records(name: str, recs: list[object], replace_all: bool) -> None:
+        grouped: dict[type, list[object]] = {}
+        for r in recs:
+            if isinstance(r, EventDraft):
+                drafts.append(r)
+            elif type(r) in ROUTES:
+                grouped.setdefault(type(r), []).append(r)
+        if replace_all:
+            records[name] = grouped
+        else:
+            records[name].update(grouped)
+
+    for name, c in collectors.items():
+        c.start(lambda recs, name=name: file_records(name, list(recs), False))
+    rng = random.Random(2)
     out: list[dict[str, Any]] = []
-    for i in range(n):
-        clock.t = t0 + i
-        rig.step(float(i))
-        fields: dict[str, Any] = {}
-        status: dict[str, CollectorStatus] = {}
-        for name, c in collectors.items():
-            try:
-                records = c.collect()
-                status[name] = CollectorStatus(state="ok", ok=True, duration_s=0.0012, sampled_at=clock.t)
-            except Exception as exc:  # noqa: BLE001 - absent hardware on this tree
-                records = []
-                status[name] = CollectorStatus(state="absent", ok=True, error=str(exc), duration_s=0.0001)
-            for r in records:
-                if type(r) in ROUTES:
-                    field, many = ROUTES[type(r)]
-                    fields[field] = (*fields.get(field, ()), r) if many else r
-        frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id="0123456789abcdef", seq=i + 1, taken_at=clock.t,
-                      agent_start=t0, collectors=status, readings=Readings(**fields))
-        out.append(to_data(frame))
-    rig.close()
+    events_n = 0
+    try:
+        for i in range(n):
+            t = t0 + i
+            clock.t = t
+            node.step(float(i))
+            lines = rail.take_lines()
+            if lines:
+                port.feed("".join(line + "\r\n" for line in lines).encode())
+            status: dict[str, CollectorStatus] = {}
+            for k, (name, c) in enumerate(collectors.items()):
+                started = time.perf_counter()
+                try:
+                    recs = list(c.collect())
+                    state, error = "ok", None
+                except NoData as exc:
+                    recs, state, error = [], "absent", str(exc) or "not present"
+                except Exception as exc:  # noqa: BLE001 - reported like the sampler does
+                    recs, state, error = [], "error", f"{type(exc).__name__}: {exc}"
+                duration_s = time.perf_counter() - started
+                file_records(name, recs, True)
+                # The sampler stamps each collector when its thread finishes: a little after the tick.
+                status[name] = CollectorStatus(state=state, ok=state != "error", error=error,  # type: ignore[arg-type]
+                                               duration_s=round(duration_s, 6),
+                                               sampled_at=t + duration_s + 0.0003 * k + rng.uniform(0, 0.002))
+            status["journal"] = CollectorStatus(state="ok", ok=True, duration_s=round(rng.uniform(0.001, 0.004), 6),
+                                                sampled_at=t - 1 + rng.uniform(0.4, 0.6))
+            fields: dict[str, Any] = {}
+            for name in collectors:
+                for tp, recs in records[name].items():
+                    field_name, many = ROUTES[tp]
+                    fields[field_name] = (*fields.get(field_name, ()), *recs) if many else recs[-1]
+            events = []
+            for d in drafts:
+                events_n += 1
+                events.append(Event(id=f"{RUN_ID}-{events_n}", at=d.at or t, kind=d.kind, severity=d.severity,  # type: ignore[arg-type]
+                                    subject=d.subject, message=d.message, data=dict(d.data)))
+            drafts.clear()
+            frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id=RUN_ID, seq=i + 1, taken_at=t, agent_start=t0,
+                          collectors=status, readings=dataclasses.replace(Readings(), **fields), events=tuple(events))
+            out.append(to_data(frame))
+    finally:
+        for c in collectors.values():
+            c.close()
+        node.close()
     return out
 
 
-def widen(frame: dict[str, Any], i: int, rng: random.Random) -> dict[str, Any]:
-    """Add a V100 rig's GPUs, PSU rail and storage, shaped like the other branches' records."""
-    load = 1.0 if (i % 12) < 10 else 0.35
-    r = frame["readings"]
-    gpus = []
-    for g in range(8):
-        power = 60 + 240 * load + rng.uniform(-15, 15)
-        gpus.append({
-            "index": g, "uuid": f"GPU-1b2c3d4e-0000-1111-2222-33334444{g:04d}", "name": "Tesla V100-SXM2-32GB",
-            "serial": f"03231180{g:05d}", "pci_bus_id": f"0000:{0x1a + g:02x}:00.0",
-            "pci_bus_id_nvml": f"00000000:{0x1a + g:02X}:00.0", "pci_bus_id_xid": f"0000:{0x1a + g:02x}:00",
-            "state": "ok", "lost_at": None, "lost_reason": None,
-            "power_w": round(power, 3), "power_peak_w": round(power * 1.18, 3), "power_min_w": round(power * 0.8, 3),
-            "power_samples": 50, "power_instant_w": None, "energy_j_total": 1.0e7 + i * power,
-            "power_limit_w": 300.0, "power_limit_enforced_w": 300.0, "power_limit_default_w": 300.0,
-            "clock_sm_mhz": 1530 if load > 0.5 else 1380, "clock_mem_mhz": 877, "clock_graphics_mhz": 1530,
-            "clock_app_graphics_mhz": 1290, "clock_app_mem_mhz": 877, "clock_max_sm_mhz": 1530,
-            "clock_max_mem_mhz": 877, "clock_max_graphics_mhz": 1530,
-            "clock_reasons": ["sw_power_cap"] if power > 280 else [],
-            "violation_power_s_total": i * 0.05, "violation_thermal_s_total": 0.0,
-            "temp_c": round(55 + 20 * load + rng.uniform(-1, 1), 1), "fan_pct": None,
-            "util_pct": float(round(100 * load)), "mem_util_pct": float(round(60 * load)),
-            "mem_total_bytes": 34359738368, "mem_used_bytes": 30000000000 + rng.randrange(0, 1 << 24),
-            "pstate": 0, "pcie_gen": 3, "pcie_width": 16, "pcie_gen_max": 3, "pcie_width_max": 16,
-            "pcie_replay_total": 0, "pcie_replay_per_s": 0.0,
-            "nvlinks": [{"link": n, "active": True, "replay_total": 0, "recovery_total": 0, "crc_flit_total": 0,
-                         "crc_data_total": 0, "replay_per_s": 0.0, "crc_flit_per_s": 0.0} for n in range(6)],
-            "ecc_corrected_total": 0, "ecc_uncorrected_total": 0,
-        })
-    r["gpus"] = gpus
-    watts = sum(g["power_w"] for g in gpus) + 400
-    volts = 12.05 - watts / 12.0 * 0.0004
-    env = {"mean_volts": volts, "min_volts": volts - rng.uniform(0.05, 0.3), "max_volts": volts + rng.uniform(0, 0.05)}
-    amps = {"mean_amps": watts / 12.0, "min_amps": watts / 12.5, "max_amps": watts / 11.2}
-    r["psu"] = [{
-        "port": "/dev/ttyACM0", "protocol": "rm1", "connected": True, "stale": False, "envelope_source": "device",
-        "windows": 10, "volts": env, "amps": amps, "channels_volts": {"psu": env, "load": env},
-        "channels_amps": {"load": amps}, "samples": 10000, "window_s": 0.1, "flags": 0,
-        "under_voltage_latched": False, "sag": False, "seq": 100000 + i * 10, "device_id": "rm1-00a3",
-        "firmware": "1.4.2", "sensor": "ina228", "last_window_at": frame["taken_at"],
-        "counters": {"lines_total": i * 10, "windows_total": i * 10, "ignored_lines_total": 3},
-        "power_w": None, "energy_wh_total": None,
-    }]
-    r["path_resistance"] = [{"path": "psu-load", "method": "two_point", "resistance_mohm": 4.8 + rng.uniform(-0.1, 0.1),
-                             "uncertainty_mohm": 0.05, "points": 600, "current_span_amps": 40.0}]
-    rate = (1.07e9 if (i // 300) % 4 == 0 else 2e6) * rng.uniform(0.9, 1.1)
-    r["disks"] = [{"name": n, "major": 259, "minor": k, "reads_total": i * 900 + k, "writes_total": i * 20,
-                   "read_bytes_total": int(i * rate), "write_bytes_total": i * 4096, "in_flight": 1,
-                   "discards_total": 0, "flushes_total": 10, "read_bytes_per_s": rate / 2 + k, "write_bytes_per_s": 4096.0,
-                   "read_iops": rate / 131072, "write_iops": 1.0, "util_pct": 87.5 * load, "read_await_ms": 0.31,
-                   "write_await_ms": 0.02} for k, n in enumerate(["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1", "md0", "md1"])]
-    r["raid"] = [{"name": f"md{a}", "md_name": f"models{a}", "level": "raid0", "health": "ok", "mdstat_state": "active",
-                  "array_state": "clean", "read_only": False, "raid_disks": 2, "working_disks": 2, "degraded": None,
-                  "sync_action": None, "sync_progress_pct": None, "sync_speed_bytes_per_s": None, "sync_eta_s": None,
-                  "size_bytes": 4000787030016, "chunk_bytes": 524288, "uuid": f"a1b2c3d4:0000111{a}:22223333:44445555",
-                  "members": [{"name": f"nvme{2 * a + m}n1", "slot": m, "role": "in_sync", "present": True,
-                               "write_mostly": False, "replacement": False, "flags": ["in_sync"], "errors_total": 0,
-                               "read_bytes_per_s": rate / 2, "write_bytes_per_s": 2048.0} for m in range(2)],
-                  "read_bytes_per_s": rate, "write_bytes_per_s": 4096.0, "member_imbalance_pct": rng.uniform(0, 3),
-                  "vs_fastest_array_pct": 100.0 - a * rng.uniform(0, 4)} for a in range(2)]
-    r["nvme"] = [{"name": f"nvme{k}", "model": "Samsung SSD 990 PRO 2TB", "serial": f"S6Z2NJ0W{k:06d}", "firmware": "4B2QJXD7",
-                  "state": "live", "transport": "pcie", "address": f"0000:0{k + 3}:00.0", "namespaces": [f"nvme{k}n1"],
-                  "link_speed_gts": 16.0, "link_width": 4, "max_link_speed_gts": 16.0, "max_link_width": 4,
-                  "link_gen": 4, "max_link_gen": 4, "link_lost": False, "temp_c": 45.0 + rng.randrange(0, 20),
-                  "temp_max_c": 82.0, "temp_crit_c": 85.0} for k in range(4)]
-    r["thunderbolt"] = [{"name": f"0-{k}", "kind": "device" if k else "host", "domain": 0, "vendor": "Intel",
-                         "device_name": "JHL7440", "generation": 3, "authorized": True, "unique_id": f"d2010000-{k:04d}",
-                         "nvm_version": "36.0", "rx_speed_gbps": 20.0, "tx_speed_gbps": 20.0, "rx_lanes": 2,
-                         "tx_lanes": 2, "rx_gbps": 40.0, "tx_gbps": 40.0, "expected_gbps": 40.0,
-                         "expected_source": "generation", "link_state": "ok", "degraded_reason": None} for k in range(3)]
-    for name in ("gpu", "psu", "disks", "raid", "nvme", "thunderbolt"):
-        frame["collectors"][name] = {"state": "ok", "ok": True, "error": None, "duration_s": 0.0031,
-                                     "sampled_at": frame["taken_at"]}
-    return frame
+def hour_of_frames(t0: float, cache: Path | None) -> list[dict[str, Any]]:
+    if cache is not None and cache.exists():
+        return [json.loads(line) for line in gzip.decompress(cache.read_bytes()).splitlines()]
+    with tempfile.TemporaryDirectory(prefix="rigmon-bench-", dir=SCRATCH) as tmp:
+        hour = real_frames(3600, Path(tmp), t0)
+    if cache is not None:
+        cache.write_bytes(gzip.compress(b"".join(json.dumps(f, separators=(",", ":")).encode() + b"\n"
+                                                 for f in hour), 6))
+    return hour
 
 
-def hour_of_frames(t0: float) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
-        base = real_frames(3600, Path(tmp), t0)
-    rng = random.Random(1)
-    return [widen(f, i, rng) for i, f in enumerate(base)]
+def shifted(data: dict[str, Any], shift_s: float, seq: int, run_id: str) -> bytes:
+    """A frame of the hour moved ``shift_s`` later: its time, its collectors' times, seq and run."""
+    collectors = {name: {**s, "sampled_at": None if s["sampled_at"] is None else s["sampled_at"] + shift_s}
+                  for name, s in data["collectors"].items()}
+    events = [{**e, "at": e["at"] + shift_s} for e in data["events"]]
+    moved = {**data, "taken_at": data["taken_at"] + shift_s, "agent_start": data["agent_start"] + shift_s,
+             "seq": seq, "run_id": run_id, "collectors": collectors, "events": events}
+    return json.dumps(moved, separators=(",", ":")).encode()
 
 
 def fill_journal(path: Path, hour: list[dict[str, Any]], t0: float, hours: int, run_id: str) -> JournalStore:
+    """Write ``hours`` of frames at 1 Hz from ``t0`` as the writer thread does: a commit per frame."""
     clock = FakeClock(t0)
     store = JournalStore(path, clock, Retention())
     store.begin_run(run_id, "bench", t0)
     seq = 0
+    shift0 = t0 - hour[0]["taken_at"]
     for h in range(hours):
-        batch: list[tuple[Frame, bytes]] = []
-        for i, data in enumerate(hour):
+        for data in hour:
             seq += 1
-            t = t0 + h * 3600 + i
-            data = {**data, "taken_at": t, "seq": seq, "run_id": run_id, "events": []}
+            raw = shifted(data, shift0 + h * 3600, seq, run_id)
+            meta = json.loads(raw)
             # Frame only carries the keys the store looks at; the body is the wire JSON.
-            meta = Frame(schema=SCHEMA_VERSION, node="bench", run_id=run_id, seq=seq, taken_at=t, agent_start=t0,
-                         collectors={}, readings=Readings())
-            batch.append((meta, json.dumps(data, separators=(",", ":")).encode()))
-            if len(batch) == 60:
-                store.write_encoded(batch)
-                batch = []
-            if seq % 900 == 0:
-                clock.t = t
+            frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id=run_id, seq=seq, taken_at=meta["taken_at"],
+                          agent_start=t0, collectors={}, readings=Readings(),
+                          events=tuple(Event(**{k: v for k, v in e.items()}) for e in meta["events"]))
+            clock.t = meta["taken_at"]
+            store.write_encoded([(frame, raw)])
+            if seq % 15 == 0:
                 store.maintain()
-        if batch:
-            store.write_encoded(batch)
     clock.t = t0 + hours * 3600
     for _ in range(20):
         store.maintain()
     return store
 
 
-def bench_size(hour: list[dict[str, Any]], hours: int) -> dict[str, float]:
+def bench_size(hour: list[dict[str, Any]], hours: int) -> dict[str, Any]:
     t0 = 1_700_000_000.0 - 1_700_000_000.0 % 900
     with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
-        started = time.perf_counter()
+        cpu0 = time.process_time()
         store = fill_journal(Path(tmp), hour, t0, hours, "bench-size")
-        elapsed = time.perf_counter() - started
-        frames_bytes = store.conn.execute("SELECT SUM(LENGTH(body)) FROM frames").fetchone()[0]
-        bucket_bytes = store.conn.execute("SELECT SUM(LENGTH(body)) FROM buckets").fetchone()[0] or 0
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        cpu = time.process_time() - cpu0
+        conn = store.conn
+        # The same script measures the journal before blocks existed (the "before" numbers).
+        has_blocks = conn.execute("SELECT COUNT(*) FROM sqlite_schema WHERE name = 'blocks'").fetchone()[0]
+        block_bytes, block_frames = (conn.execute("SELECT SUM(LENGTH(body)), SUM(frames) FROM blocks").fetchone()
+                                     if has_blocks else (0, 0))
+        recent_bytes, recent_frames = conn.execute("SELECT SUM(LENGTH(body)), COUNT(*) FROM frames").fetchone()
+        bucket_bytes = conn.execute("SELECT SUM(LENGTH(body)) FROM buckets").fetchone()[0] or 0
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        tables = {name: size for name, size in conn.execute(
+            "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")}
+        unused = conn.execute("SELECT SUM(unused) FROM dbstat").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
         store.close()
         size = sum(p.stat().st_size for p in Path(tmp).iterdir())
     raw_json = sum(len(json.dumps(f, separators=(",", ":"))) for f in hour) / len(hour)
     return {"hours": hours, "file_bytes": size, "bytes_per_day": size * 24 / hours,
-            "frame_json_bytes": raw_json, "stored_frame_bytes": frames_bytes / (hours * 3600),
-            "bucket_bytes_per_day": bucket_bytes * 24 / hours, "write_s": elapsed}
+            "frame_json_bytes": raw_json, "block_frames": block_frames,
+            "block_bytes_per_frame": (block_bytes or 0) / max(1, block_frames or 0),
+            "recent_frames": recent_frames, "recent_bytes_per_frame": (recent_bytes or 0) / max(1, recent_frames),
+            "bucket_bytes_per_day": bucket_bytes * 24 / hours, "dbstat_bytes": tables,
+            "dbstat_unused_in_pages": unused, "free_pages_bytes": free, "write_cpu_s": cpu}
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User plus system CPU seconds of processes so far (``/proc/<pid>/stat``)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -223,7 +299,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bench_export(hour: list[dict[str, Any]], nodes: int) -> dict[str, float]:
+def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3) -> dict[str, Any]:
     now = time.time()
     t0 = now - 3600
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -251,37 +327,59 @@ def bench_export(hour: list[dict[str, Any]], nodes: int) -> dict[str, float]:
                     except httpx.HTTPError:
                         pass
                     time.sleep(0.05)
-            started = time.perf_counter()
-            path, parts = take_snapshot(urls, [], 3600.0, tmpdir / "snap.tar.gz", None, open(os.devnull, "w"))
-            elapsed = time.perf_counter() - started
-            frames = sum(len(p.frames) for p in parts)
+            time.sleep(2.0)  # let the agents' first maintenance pass finish
+            runs: list[float] = []
+            cpu: list[float] = []
+            for k in range(repeat):
+                # CPU seconds too: the machine is shared, and 2 cores give 6 CPU seconds in 3 s.
+                cpu0 = time.process_time() + cpu_s([p.pid for p in procs])
+                started = time.perf_counter()
+                with open(os.devnull, "w") as devnull:
+                    path, parts = take_snapshot(urls, [], 3600.0, tmpdir / f"snap{k}.tar.gz", None, devnull)
+                runs.append(time.perf_counter() - started)
+                cpu.append(time.process_time() + cpu_s([p.pid for p in procs]) - cpu0)
+            elapsed = sorted(runs)[len(runs) // 2]
             errors = [p.error for p in parts if p.error]
             size = path.stat().st_size
+            if hasattr(parts[0], "frames_gz"):
+                frames = sum(p.frame_count for p in parts)
+                json_bytes = sum(len(gzip.decompress(p.frames_gz)) for p in parts)
+            else:  # before: frames as a list of JSON texts
+                frames = sum(len(p.frames) for p in parts)  # type: ignore[attr-defined]
+                json_bytes = sum(len(f) for p in parts for f in p.frames)  # type: ignore[attr-defined]
         finally:
             for p in procs:
                 p.terminate()
             for p in procs:
                 p.wait(10)
-    return {"nodes": nodes, "frames": frames, "export_s": elapsed, "bundle_bytes": size, "errors": len(errors)}
+    return {"nodes": nodes, "frames": frames, "frame_json_bytes": json_bytes, "export_s": elapsed, "runs_s": runs, "cpu_s": cpu,
+            "load_average": os.getloadavg(),
+            "bundle_bytes": size, "errors": errors}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--hours", type=int, default=24)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--skip-export", action="store_true")
+    parser.add_argument("--skip-size", action="store_true")
+    parser.add_argument("--frames-cache", type=Path, help="keep the generated hour here (gzip JSON lines) and reuse it")
     args = parser.parse_args()
     t_gen = time.perf_counter()
-    hour = hour_of_frames(1_700_000_000.0)
-    print(f"generated 3600 frames in {time.perf_counter() - t_gen:.1f} s", flush=True)
-    size = bench_size(hour, args.hours)
-    print(json.dumps(size, indent=1), flush=True)
-    print(f"journal: {size['bytes_per_day'] / 1e6:.1f} MB per node per day at 1 Hz "
-          f"(frame JSON {size['frame_json_bytes'] / 1e3:.1f} kB, stored {size['stored_frame_bytes']:.0f} B)", flush=True)
+    hour = hour_of_frames(1_700_000_000.0, args.frames_cache)
+    print(f"3600 frames ready in {time.perf_counter() - t_gen:.1f} s", flush=True)
+    if not args.skip_size:
+        size = bench_size(hour, args.hours)
+        print(json.dumps(size, indent=1), flush=True)
+        print(f"journal: {size['bytes_per_day'] / 1e6:.1f} MB per node per day at 1 Hz "
+              f"(frame JSON {size['frame_json_bytes'] / 1e3:.1f} kB, in blocks {size['block_bytes_per_frame']:.0f} B)",
+              flush=True)
     if not args.skip_export:
         export = bench_export(hour, args.nodes)
         print(json.dumps(export, indent=1), flush=True)
-        print(f"export: an hour of {args.nodes} nodes ({export['frames']} frames) in {export['export_s']:.2f} s")
+        print(f"export: an hour of {args.nodes} nodes ({export['frames']} frames, "
+              f"{export['frame_json_bytes'] / 1e6:.0f} MB of frame JSON) in {export['export_s']:.2f} s "
+              f"(median of {len(export['runs_s'])} runs)")
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     failed = [p for p in parts if p.error]
     for part in failed:
         print(f"rigmon: {part.node}: {part.error}", file=sys.stderr)
-    frames = sum(len(p.frames) for p in parts)
+    frames = sum(p.frame_count for p in parts)
     print(f"{path}: {len(parts)} nodes, {frames} frames", flush=True)
     return 1 if len(failed) == len(parts) else 0
 

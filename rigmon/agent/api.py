@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hmac
 import json
 import math
@@ -20,7 +21,7 @@ from starlette.routing import Route
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.journal import JournalError, JournalReader
+from rigmon.agent.journal import JournalError, JournalReader, encode_history, gzip_member
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import Gap, Info, NodeCapture, encode
 from rigmon.typed import to_data
@@ -36,6 +37,10 @@ MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
 #: Window of /v1/history when ``from`` is not given.
 DEFAULT_HISTORY_SPAN_S = 3600.0
+#: Response headers of a JSON-lines /v1/history answer: how many frames it holds, and the
+#: ``taken_at`` of the last (where to continue when ``more``), without reading the frames.
+FRAMES_HEADER = "rigmon-frames"
+LAST_FRAME_HEADER = "rigmon-last-frame-at"
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -99,12 +104,44 @@ def _float_param(value: str | None, name: str) -> float | None:
     return number
 
 
-def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s: float,
-                 names: set[str] | None, with_frames: bool, lines: bool = False) -> bytes:
-    """The JSON of a /v1/history answer, read from the journal (blocking: run in a thread).
+@dataclass(frozen=True, slots=True)
+class FrameLines:
+    """A JSON-lines /v1/history answer: the body and its headers."""
 
-    With ``lines`` (a client accepting ``application/x-ndjson``) the answer is JSON lines:
-    the `History` without frames, then one frame per line, ready to store as they are.
+    body: bytes
+    headers: dict[str, str]
+    media_type: str = "application/x-ndjson"
+
+
+def history_lines(path: Path, node: str, from_at: float, to_at: float, interval_s: float,
+                  names: set[str] | None, gzipped: bool) -> FrameLines:
+    """A /v1/history?frames=1 answer as JSON lines: the `History` without frames, then one frame per line.
+
+    With ``gzipped`` (a client accepting ``application/gzip``) the body is those lines as a
+    gzip file of several members: the journal's stored blocks go out as they are, so the
+    agent compresses only the last minutes and the edges of the window, and the client can
+    keep the frames compressed as received. (Not ``Content-Encoding: gzip``: common HTTP
+    clients decode only the first member of such a body and would silently lose frames.)
+
+    Raises:
+        JournalError: the journal cannot be read.
+    """
+    with JournalReader(path) as reader:
+        # The frames carry every value: series only when asked for by name.
+        history = reader.history(node, from_at, to_at, interval_s, set() if names is None else names)
+        frames = reader.frames_gzip(from_at, to_at, MAX_HISTORY_FRAMES)
+    head = encode_history(replace(history, more=frames.more)) + b"\n"
+    headers = {FRAMES_HEADER: str(frames.count), "vary": "Accept"}
+    if frames.last_at is not None:
+        headers[LAST_FRAME_HEADER] = repr(frames.last_at)
+    if gzipped:
+        return FrameLines(gzip_member(head) + frames.body, headers, "application/gzip")
+    return FrameLines(head + gzip.decompress(frames.body), headers)
+
+
+def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s: float,
+                 names: set[str] | None, with_frames: bool) -> bytes:
+    """The JSON of a /v1/history answer, read from the journal (blocking: run in a thread).
 
     Raises:
         JournalError: the journal cannot be read.
@@ -116,14 +153,12 @@ def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s
         else:
             history = reader.history(node, from_at, to_at, interval_s, names)
         if not with_frames:
-            return encode(history)
+            return encode_history(history)
         raw = reader.frames_json(from_at, to_at, MAX_HISTORY_FRAMES + 1)
     more = len(raw) > MAX_HISTORY_FRAMES
-    if lines:
-        return b"\n".join([encode(replace(history, more=more)), *raw[:MAX_HISTORY_FRAMES]]) + b"\n"
     # Frames are stored as their wire JSON: splice them in rather than decode and re-encode
     # thousands of them (the export of a bug-report bundle waits on this).
-    head = encode(replace(history, more=more))
+    head = encode_history(replace(history, more=more))
     assert head.endswith(b'"frames":[]}')
     return head[: -len(b"[]}")] + b"[" + b",".join(raw[:MAX_HISTORY_FRAMES]) + b"]}"
 
@@ -298,13 +333,19 @@ def build_app(state: ApiState) -> ASGIApp:
             names = {n.strip() for n in q["series"].split(",") if n.strip()}
             if not names:
                 raise BadRequest("series must name at least one series")
-        lines = with_frames and "application/x-ndjson" in request.headers.get("accept", "")
+        accept = request.headers.get("accept", "")
+        gzipped = with_frames and "application/gzip" in accept
+        lines = with_frames and "application/x-ndjson" in accept
         try:
+            if lines or gzipped:
+                answer = await asyncio.to_thread(history_lines, state.journal_path, state.info().node, from_at,
+                                                 to_at, state.interval_s, names, gzipped)
+                return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
             body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
-                                           state.interval_s, names, with_frames, lines)
+                                           state.interval_s, names, with_frames)
         except JournalError as exc:
             return _error(503, str(exc))
-        return Response(body, media_type="application/x-ndjson" if lines else "application/json")
+        return Response(body, media_type="application/json")
 
     async def snapshot(request: Request) -> Response:
         if state.capture is None:

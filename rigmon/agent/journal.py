@@ -2,15 +2,23 @@
 
 Layout of ``<state_dir>/journal.sqlite3``:
 
-- ``frames``: every frame as its wire JSON, zlib-compressed against a preset dictionary (a
-  recent frame, rotated every ten minutes, in ``dicts``), indexed by ``taken_at``.
+- ``frames``: each recent frame as its wire JSON, zlib-compressed against a preset dictionary
+  (a recent frame, rotated every ten minutes, in ``dicts``), indexed by ``taken_at``. This is
+  what every commit appends to, so a crash loses at most the last commit interval.
+- ``blocks``: older frames, recompressed by maintenance in blocks of up to `BLOCK_FRAMES`
+  frames of one run: one gzip member of JSON lines each (zlib's window sees the frame before,
+  which a per-frame dictionary cannot), with the frames' ``taken_at`` alongside. Moving frames
+  from ``frames`` to ``blocks`` is one transaction, and readers query both in one statement, so
+  they see every frame exactly once. An export sends whole blocks as they are (gzip members
+  concatenate into one gzip stream).
 - ``events``: every event of every frame, as wire JSON.
 - ``buckets``: per-series ``[min, mean, max, count]`` over 60 s and 900 s buckets; the
   60 s tier is computed from frames, the 900 s tier from the 60 s one, so nothing averages a
   sag away. Series are found generically (`rigmon.series`).
 - ``runs``: one row per agent run; ``stopped_at`` is written at a clean stop, so a run
   without it was killed or lost power.
-- ``meta``: format version and the tiers' watermarks.
+- ``meta``: format version, the tiers' watermarks and ``frames:expired_before`` (frames before
+  it are past retention: hidden from readers at once, deleted with the last block holding them).
 
 One `JournalStore` (one connection) belongs to the writer thread; readers open their own
 read-only connection through `JournalReader`, which WAL lets run beside the writer.
@@ -18,30 +26,42 @@ read-only connection through `JournalReader`, which WAL lets run beside the writ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import queue
 import sqlite3
+import struct
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, History, HistorySeries, Severity, decode_data
-from rigmon.series import Stats, add_value, frame_series, merge_stats, to_points
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    CollectorStatus,
+    Event,
+    Frame,
+    History,
+    HistorySeries,
+    Severity,
+    decode_data,
+    encode,
+)
+from rigmon.series import Stats, add_value, frame_series, merge_stats
 from rigmon.typed import to_data
 
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.sqlite3"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: Bucket widths of the downsampled tiers, finest first; each is computed from the one before.
 TIERS_S = (60, 900)
 #: A new compression dictionary (the current frame) after this many seconds of frames.
@@ -56,6 +76,20 @@ MAX_POINTS = 1500
 MAX_BUCKETS_PER_PASS = 240
 #: Real seconds between maintenance passes (downsampling, retention) of the writer thread.
 MAINTAIN_EVERY_S = 15.0
+#: Frames at least this old (writer's clock) are recompressed into blocks.
+BLOCK_AFTER_S = 60.0
+#: Frames per block: 5 minutes at 1 Hz, about 8 MB of JSON for a large rig.
+BLOCK_FRAMES = 300
+#: A block of fewer frames is written anyway once its first frame is this much older than
+#: `BLOCK_AFTER_S` (slow frame intervals), or when a later run has begun.
+BLOCK_FLUSH_S = 3600.0
+#: Blocks one maintenance pass writes (each is its own short transaction).
+MAX_BLOCKS_PER_PASS = 24
+#: Deflate level of blocks: 9 costs about 50 ms per block of a large rig for ~10% fewer bytes than 6.
+BLOCK_LEVEL = 9
+#: Deflate level of gzip members made on the fly (parts of blocks, recent frames) for an export:
+#: speed first, they are a few hundred frames at most.
+EXPORT_LEVEL = 1
 
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,6 +101,11 @@ CREATE TABLE IF NOT EXISTS frames(
     id INTEGER PRIMARY KEY, taken_at REAL NOT NULL, run_id TEXT NOT NULL, seq INTEGER NOT NULL,
     dict_id INTEGER, body BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS frames_taken_at ON frames(taken_at);
+CREATE TABLE IF NOT EXISTS blocks(
+    id INTEGER PRIMARY KEY, min_at REAL NOT NULL, max_at REAL NOT NULL, run_id TEXT NOT NULL,
+    frames INTEGER NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+    taken_at BLOB NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS blocks_max_at ON blocks(max_at);
 CREATE TABLE IF NOT EXISTS events(
     id TEXT PRIMARY KEY, at REAL NOT NULL, run_id TEXT NOT NULL, kind TEXT NOT NULL,
     severity TEXT NOT NULL, body TEXT NOT NULL);
@@ -165,6 +204,61 @@ def _decompress(body: bytes, zdict: bytes | None) -> bytes:
     return dec.decompress(body) + dec.flush()
 
 
+def gzip_member(raw: bytes, level: int = EXPORT_LEVEL) -> bytes:
+    """``raw`` as one gzip member (no name, no time stamp: the same input gives the same bytes)."""
+    comp = zlib.compressobj(level, zlib.DEFLATED, 31, 9)
+    return comp.compress(raw) + comp.flush()
+
+
+def _gunzip_member(body: bytes) -> bytes:
+    dec = zlib.decompressobj(31)
+    out = dec.decompress(body)
+    if not dec.eof:
+        raise JournalError("a frame block is truncated")
+    return out
+
+
+def _pack_times(times: Sequence[float]) -> bytes:
+    return zlib.compress(struct.pack(f"<{len(times)}d", *times), 6)
+
+
+def _unpack_times(blob: bytes) -> tuple[float, ...]:
+    raw = zlib.decompress(blob)
+    return struct.unpack(f"<{len(raw) // 8}d", raw)
+
+
+@dataclass(frozen=True, slots=True)
+class FramesGzip:
+    """Frames of a window as concatenated gzip members of JSON lines (see `JournalReader.frames_gzip`).
+
+    Attributes:
+        body: gzip data; decompressed, one wire frame per line, oldest first.
+        count: frames in it.
+        last_at: ``taken_at`` of its last frame, ``None`` when empty.
+        more: the limit cut the window short: ask again after ``last_at``.
+    """
+
+    body: bytes
+    count: int
+    last_at: float | None
+    more: bool
+
+
+def encode_history(history: History) -> bytes:
+    """``encode(history)``, byte for byte, without walking every number through `to_data`.
+
+    An hour of a large rig is thousands of series of 60 points; the generic encoder costs
+    a noticeable fraction of a second per answer for them, ``json.dumps`` a few milliseconds.
+    """
+    head = encode(replace(history, series={}))
+    # Field order puts series before events; strings never hold an unescaped quote.
+    marker = b'"series":{}'
+    cut = head.index(marker)
+    series = json.dumps({name: {"at": s.at, "min": s.min, "mean": s.mean, "max": s.max}
+                         for name, s in history.series.items()}, separators=(",", ":"), allow_nan=False).encode()
+    return head[:cut] + b'"series":' + series + head[cut + len(marker):]
+
+
 def _encode_bucket(stats: dict[str, Stats]) -> bytes:
     rows = {name: [s[0], float(f"{s[1] / s[3]:.7g}"), s[2], int(s[3])] for name, s in sorted(stats.items())}
     return zlib.compress(json.dumps(rows, separators=(",", ":")).encode(), 6)
@@ -235,24 +329,133 @@ class JournalReader:
     def _frame_json(self, dict_id: int | None, body: bytes) -> bytes:
         return _decompress(body, self._zdict(dict_id))
 
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction: statements inside see the same state of the file (WAL)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def expired_before(self) -> float | None:
+        """Frames taken before this are past retention and not shown (``None``: none expired yet)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'frames:expired_before'").fetchone()
+        return float(row[0]) if row else None
+
+    def _sources(self, lo: float, hi: float, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        """Blocks and recent frames that may hold frames taken in ``[lo, hi]``, oldest first.
+
+        One statement, so a block written meanwhile (frames moved from one table to the
+        other in one transaction) is seen either before or after the move, never both.
+        Rows: ``(0, min_at, id, max_at, taken_at blob, gzip body)`` for a block,
+        ``(1, taken_at, id, dict_id, None, zlib body)`` for a frame.
+        """
+        run = " AND run_id = :run" if run_id is not None else ""
+        sql = ("SELECT 0, min_at, id, max_at, taken_at, body FROM blocks "
+               f"WHERE max_at >= :lo AND min_at <= :hi{run} "
+               "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body FROM frames "
+               f"WHERE taken_at >= :lo AND taken_at <= :hi{run} ORDER BY 1, 2, 3")
+        return self.conn.execute(sql, {"lo": lo, "hi": hi, "run": run_id}).fetchall()
+
+    def _visible_from(self, from_at: float) -> float:
+        since = self.expired_before()
+        return from_at if since is None else max(from_at, since)
+
+    def _frames_in(self, from_at: float, to_at: float, *, open_end: bool = False, run_id: str | None = None,
+                   limit: int | None = None) -> Iterator[tuple[float, bytes]]:
+        """``(taken_at, wire JSON)`` of frames in ``[from_at, to_at]`` (``to_at`` excluded with
+        ``open_end``), from blocks and recent frames alike, oldest first."""
+        lo = self._visible_from(from_at)
+
+        def inside(t: float) -> bool:
+            return lo <= t and (t < to_at if open_end else t <= to_at)
+
+        n = 0
+        for kind, at, _, extra, times, body in self._sources(lo, to_at, run_id):
+            if kind == 0:
+                stamps = _unpack_times(times)
+                if not any(inside(t) for t in stamps):
+                    continue
+                items: Iterable[tuple[float, bytes]] = zip(stamps, _gunzip_member(body).split(b"\n"))
+            else:
+                items = ((float(at), self._frame_json(extra, body)),)
+            for t, raw in items:
+                if inside(t):
+                    if limit is not None and n >= limit:
+                        return
+                    n += 1
+                    yield t, raw
+
     def frames_json(self, from_at: float, to_at: float, limit: int | None = None) -> list[bytes]:
         """Frames with ``from_at <= taken_at <= to_at`` as wire JSON bytes, oldest first."""
-        sql = "SELECT dict_id, body FROM frames WHERE taken_at >= ? AND taken_at <= ? ORDER BY taken_at, id"
-        args: tuple[Any, ...] = (from_at, to_at)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args += (limit,)
-        return [self._frame_json(d, b) for d, b in self.conn.execute(sql, args)]
+        return [raw for _, raw in self._frames_in(from_at, to_at, limit=limit)]
 
     def frames(self, from_at: float, to_at: float, limit: int | None = None) -> list[Frame]:
         """Like `frames_json`, decoded into `Frame` records."""
         return [decode_data(Frame, json.loads(raw)) for raw in self.frames_json(from_at, to_at, limit)]
 
+    def frames_gzip(self, from_at: float, to_at: float, limit: int | None = None) -> FramesGzip:
+        """Frames with ``from_at <= taken_at <= to_at`` as gzip members of JSON lines, oldest first.
+
+        Blocks wholly inside the window are sent as stored, without decompressing them;
+        parts of blocks and recent frames become new members. Concatenated, the members are
+        one gzip stream (RFC 1952), so a client can store or forward the answer as it is.
+        """
+        lo = self._visible_from(from_at)
+        out: list[bytes] = []
+        pending: list[bytes] = []
+        count = 0
+        last_at: float | None = None
+        more = False
+
+        def flush() -> None:
+            if pending:
+                out.append(gzip_member(b"".join(pending)))
+                pending.clear()
+
+        for kind, at, _, extra, times, body in self._sources(lo, to_at):
+            if kind == 0:
+                stamps = _unpack_times(times)
+                wanted = [t for t in stamps if lo <= t <= to_at]
+                if not wanted:
+                    continue
+                if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
+                    flush()
+                    out.append(body)
+                    count += len(stamps)
+                    last_at = stamps[-1]
+                    continue
+                if limit is not None and count >= limit:
+                    more = True
+                    break
+                items: Iterable[tuple[float, bytes]] = zip(stamps, _gunzip_member(body).split(b"\n"))
+            else:
+                items = ((float(at), self._frame_json(extra, body)),)
+            for t, raw in items:
+                if lo <= t <= to_at:
+                    if limit is not None and count >= limit:
+                        more = True
+                        break
+                    pending.append(raw + b"\n")
+                    count += 1
+                    last_at = t
+            if more:
+                break
+        flush()
+        return FramesGzip(b"".join(out), count, last_at, more)
+
     def count_frames(self, from_at: float, to_at: float) -> int:
         """How many frames the window holds."""
-        row = self.conn.execute("SELECT COUNT(*) FROM frames WHERE taken_at >= ? AND taken_at <= ?",
-                                (from_at, to_at)).fetchone()
-        return int(row[0])
+        lo = self._visible_from(from_at)
+        n = 0
+        for kind, at, _, _, times, _ in self._sources(lo, to_at):
+            stamps = _unpack_times(times) if kind == 0 else (float(at),)
+            n += sum(1 for t in stamps if lo <= t <= to_at)
+        return n
 
     def events(self, from_at: float, to_at: float) -> list[Event]:
         """Events with ``from_at <= at <= to_at``, oldest first."""
@@ -268,8 +471,29 @@ class JournalReader:
 
     def time_range(self) -> tuple[float, float] | None:
         """``taken_at`` of the first and last frame held, ``None`` when there is none."""
-        row = self.conn.execute("SELECT MIN(taken_at), MAX(taken_at) FROM frames").fetchone()
-        return None if row is None or row[0] is None else (float(row[0]), float(row[1]))
+        with self._snapshot():
+            lo = self._visible_from(-math.inf)
+            firsts: list[float] = []
+            lasts: list[float] = []
+            row = self.conn.execute("SELECT MIN(taken_at), MAX(taken_at) FROM frames WHERE taken_at >= ?",
+                                    (lo,)).fetchone()
+            if row[0] is not None:
+                firsts.append(float(row[0]))
+                lasts.append(float(row[1]))
+            row = self.conn.execute("SELECT MIN(min_at), MAX(max_at) FROM blocks WHERE max_at >= ?", (lo,)).fetchone()
+            if row[0] is not None:
+                lasts.append(float(row[1]))
+                if row[0] >= lo:
+                    firsts.append(float(row[0]))
+                else:
+                    # Retention ends inside a block: its first visible frame, from its times.
+                    for (blob,) in self.conn.execute("SELECT taken_at FROM blocks WHERE max_at >= ? AND min_at < ?",
+                                                     (lo, lo)):
+                        firsts.extend(t for t in _unpack_times(blob) if t >= lo)
+                    later = self.conn.execute("SELECT MIN(min_at) FROM blocks WHERE min_at >= ?", (lo,)).fetchone()
+                    if later[0] is not None:
+                        firsts.append(float(later[0]))
+        return (min(firsts), max(lasts)) if firsts and lasts else None
 
     def watermark(self, step: int) -> float | None:
         """End of the last bucket of width ``step`` the writer has stored."""
@@ -277,11 +501,8 @@ class JournalReader:
         return float(row[0]) if row else None
 
     def _frame_stats(self, from_at: float, to_at: float) -> Iterator[tuple[float, dict[str, float]]]:
-        rows = self.conn.execute(
-            "SELECT taken_at, dict_id, body FROM frames WHERE taken_at >= ? AND taken_at < ? ORDER BY taken_at, id",
-            (from_at, to_at))
-        for taken_at, dict_id, body in rows:
-            yield float(taken_at), frame_series(json.loads(self._frame_json(dict_id, body)))
+        for taken_at, raw in self._frames_in(from_at, to_at, open_end=True):
+            yield taken_at, frame_series(json.loads(raw))
 
     def buckets(self, tier: int, from_at: float, to_at: float) -> list[tuple[float, dict[str, Stats]]]:
         """Buckets of ``TIERS_S[tier]`` overlapping ``[from_at, to_at)``, oldest first.
@@ -289,19 +510,23 @@ class JournalReader:
         Stored buckets are read; past the tier's watermark (the bucket in progress, or
         after a crash) they are computed from the finer source on the fly.
         """
+        stored, computed = self._bucket_parts(tier, from_at, to_at)
+        return [(float(at), _decode_bucket(body)) for at, body in stored] + computed
+
+    def _bucket_parts(self, tier: int, from_at: float, to_at: float
+                      ) -> tuple[list[tuple[float, bytes]], list[tuple[float, dict[str, Stats]]]]:
+        """Stored buckets (encoded) before the watermark, and those computed past it."""
         step = TIERS_S[tier]
         lo = _floor(from_at, step)
         mark = self.watermark(step)
-        out: list[tuple[float, dict[str, Stats]]] = []
+        stored: list[tuple[float, bytes]] = []
         if mark is not None:
-            rows = self.conn.execute(
+            stored = self.conn.execute(
                 "SELECT start_at, body FROM buckets WHERE step_s = ? AND start_at >= ? AND start_at < ? "
-                "AND start_at < ? ORDER BY start_at", (step, lo, to_at, mark))
-            out = [(float(at), _decode_bucket(body)) for at, body in rows]
+                "AND start_at < ? ORDER BY start_at", (step, lo, to_at, mark)).fetchall()
         tail_from = lo if mark is None else max(lo, mark)
-        if tail_from < to_at:
-            out.extend(self.compute_buckets(tier, tail_from, to_at))
-        return out
+        computed = self.compute_buckets(tier, tail_from, to_at) if tail_from < to_at else []
+        return stored, computed
 
     def compute_buckets(self, tier: int, from_at: float, to_at: float) -> list[tuple[float, dict[str, Stats]]]:
         """Buckets of ``TIERS_S[tier]`` in ``[from_at, to_at)`` computed from the finer source."""
@@ -319,17 +544,17 @@ class JournalReader:
 
     def final_readings(self, run_id: str) -> tuple[float | None, dict[str, tuple[float, float]]]:
         """Last frame time of a run and each series' min/max over its final seconds."""
-        row = self.conn.execute("SELECT MAX(taken_at) FROM frames WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None or row[0] is None:
-            return None, {}
-        last = float(row[0])
-        stats: dict[str, Stats] = {}
-        rows = self.conn.execute(
-            "SELECT dict_id, body FROM frames WHERE run_id = ? AND taken_at >= ? ORDER BY id",
-            (run_id, last - FINAL_WINDOW_S))
-        for dict_id, body in rows:
-            for name, value in frame_series(json.loads(self._frame_json(dict_id, body))).items():
-                add_value(stats, name, value)
+        with self._snapshot():
+            row = self.conn.execute(
+                "SELECT MAX(m) FROM (SELECT MAX(taken_at) AS m FROM frames WHERE run_id = :run "
+                "UNION ALL SELECT MAX(max_at) FROM blocks WHERE run_id = :run)", {"run": run_id}).fetchone()
+            if row is None or row[0] is None:
+                return None, {}
+            last = float(row[0])
+            stats: dict[str, Stats] = {}
+            for _, raw in self._frames_in(last - FINAL_WINDOW_S, last, run_id=run_id):
+                for name, value in frame_series(json.loads(raw)).items():
+                    add_value(stats, name, value)
         return last, {name: (s[0], s[2]) for name, s in stats.items()}
 
     def history(self, node: str, from_at: float, to_at: float, interval_s: float,
@@ -351,23 +576,38 @@ class JournalReader:
         span = max(0.0, to_at - from_at)
         tier = "frames"
         step_s = interval_s
+        columns: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
         if names is not None and not names:
-            points = {}
+            pass
         elif span / interval_s <= MAX_POINTS:
-            points = to_points(((at, {n: [v, v, v, 1.0] for n, v in values.items()})
-                                for at, values in self._frame_stats(from_at, math.nextafter(to_at, math.inf))),
-                               names)
+            for at, values in self._frame_stats(from_at, math.nextafter(to_at, math.inf)):
+                for name, v in values.items():
+                    if names is None or name in names:
+                        col = columns.setdefault(name, ([], [], [], []))
+                        col[0].append(at)
+                        col[1].append(v)
+                        col[2].append(v)
+                        col[3].append(v)
         else:
             index = next((i for i, s in enumerate(TIERS_S) if span / s <= MAX_POINTS), len(TIERS_S) - 1)
             step_s = float(TIERS_S[index])
             tier = f"{TIERS_S[index]}s"
-            points = to_points(self.buckets(index, from_at, to_at), names)
-        series = {
-            name: HistorySeries(
-                at=tuple(p.at for p in pts), min=tuple(p.min for p in pts),
-                mean=tuple(p.mean for p in pts), max=tuple(p.max for p in pts))
-            for name, pts in sorted(points.items())
-        }
+            # Columns directly, stored buckets as stored: an hour of a large rig is some 50 000 points.
+            stored, computed = self._bucket_parts(index, from_at, to_at)
+            rows: list[tuple[float, dict[str, list[float]]]] = [
+                (float(at), json.loads(zlib.decompress(body))) for at, body in stored]
+            rows += [(at, {name: [st[0], st[1] / st[3] if st[3] else st[0], st[2]] for name, st in stats.items()})
+                     for at, stats in computed]
+            for at, bucket in rows:
+                for name, row in bucket.items():
+                    if names is None or name in names:
+                        col = columns.setdefault(name, ([], [], [], []))
+                        col[0].append(at)
+                        col[1].append(row[0])
+                        col[2].append(row[1])
+                        col[3].append(row[2])
+        series = {name: HistorySeries(at=tuple(c[0]), min=tuple(c[1]), mean=tuple(c[2]), max=tuple(c[3]))
+                  for name, c in sorted(columns.items())}
         frames = tuple(self.frames(from_at, to_at, frame_limit)) if with_frames else ()
         return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier=tier, step_s=step_s,
                        series=series, events=tuple(self.events(from_at, to_at)), frames=frames)
@@ -383,12 +623,15 @@ class JournalStore(JournalReader):
         path: the journal file (or its state directory, created if needed).
         clock: wall time for retention (the simulator's or a test's clock).
         retention: what to keep.
+        block_frames: frames per block (`BLOCK_FRAMES`; smaller in tests).
+        block_after_s: age at which frames go into blocks (`BLOCK_AFTER_S`).
 
     Raises:
         JournalError: the directory or file cannot be created or opened.
     """
 
-    def __init__(self, path: str | Path, clock: Clock, retention: Retention | None = None) -> None:
+    def __init__(self, path: str | Path, clock: Clock, retention: Retention | None = None,
+                 block_frames: int = BLOCK_FRAMES, block_after_s: float = BLOCK_AFTER_S) -> None:
         target = journal_path(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -407,12 +650,14 @@ class JournalStore(JournalReader):
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA journal_size_limit = 16777216")
             conn.executescript(_SCHEMA_SQL)
-            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
         except (sqlite3.Error, OSError) as exc:
             raise JournalError(f"cannot open journal {target}: {exc}") from None
         super().__init__(target, conn)
         self.clock = clock
         self.retention = retention or Retention()
+        self.block_frames = block_frames
+        self.block_after_s = block_after_s
         self._dict_id: int | None = None
         self._dict_bytes: bytes | None = None
         self._dict_at = 0.0
@@ -487,9 +732,52 @@ class JournalStore(JournalReader):
             raise
 
     def maintain(self) -> None:
-        """Downsample complete buckets, then apply retention by age and by size."""
+        """Downsample complete buckets, apply retention by age and by size, then write blocks."""
         self.downsample()
         self.retain()
+        self.compact()
+
+    def compact(self, max_blocks: int = MAX_BLOCKS_PER_PASS) -> int:
+        """Move frames older than `BLOCK_AFTER_S` into blocks; returns how many blocks were written.
+
+        A block holds consecutive frames (by id) of one run: `BLOCK_FRAMES` of them, or fewer
+        when a later run has begun or its first frame waited `BLOCK_FLUSH_S`. Each block is
+        one transaction: insert the block, delete its frames, so a crash leaves them in one
+        place or the other.
+        """
+        now = self.clock.time()
+        cutoff = now - self.block_after_s
+        size = self.block_frames
+        written = 0
+        while written < max_blocks:
+            rows = self.conn.execute(
+                "SELECT id, taken_at, run_id, seq, dict_id, body FROM frames ORDER BY id LIMIT ?",
+                (size + 1,)).fetchall()
+            chunk: list[tuple[Any, ...]] = []
+            for row in rows:
+                if row[1] >= cutoff or (chunk and row[2] != chunk[0][2]) or len(chunk) == size:
+                    break
+                chunk.append(row)
+            if not chunk:
+                break
+            ended = len(chunk) < len(rows) and rows[len(chunk)][2] != chunk[0][2]
+            if len(chunk) < size and not ended and chunk[0][1] >= cutoff - BLOCK_FLUSH_S:
+                break
+            self._write_block(chunk)
+            written += 1
+        return written
+
+    def _write_block(self, chunk: Sequence[tuple[Any, ...]]) -> None:
+        times = [float(r[1]) for r in chunk]
+        raw = b"".join(self._frame_json(r[4], r[5]) + b"\n" for r in chunk)
+        body = gzip_member(raw, BLOCK_LEVEL)
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(
+                "INSERT INTO blocks(min_at, max_at, run_id, frames, first_seq, last_seq, taken_at, body) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (min(times), max(times), chunk[0][2], len(chunk), chunk[0][3], chunk[-1][3], _pack_times(times), body))
+            self.conn.execute("DELETE FROM frames WHERE id >= ? AND id <= ?", (chunk[0][0], chunk[-1][0]))
 
     def downsample(self) -> None:
         """Store the tiers' complete buckets past their watermarks (bounded work per call)."""
@@ -533,7 +821,12 @@ class JournalStore(JournalReader):
         r = self.retention
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("DELETE FROM frames WHERE taken_at < ?", (now - r.frames_keep_s,))
+            expired = now - r.frames_keep_s
+            self.conn.execute("DELETE FROM frames WHERE taken_at < ?", (expired,))
+            # A block goes with its last frame; until then readers skip its expired frames.
+            self.conn.execute("DELETE FROM blocks WHERE max_at < ?", (expired,))
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('frames:expired_before', ?)",
+                              (repr(max(expired, self.expired_before() or -math.inf)),))
             self.conn.execute("DELETE FROM events WHERE at < ?", (now - r.events_keep_s,))
             for step in TIERS_S:
                 keep = r.tier_keep_s.get(step, r.events_keep_s)
@@ -552,16 +845,18 @@ class JournalStore(JournalReader):
         target = int(self.retention.max_bytes * 0.9)
         if self.used_bytes() <= self.retention.max_bytes:
             return
-        # Oldest frames first, then the finest tier's oldest buckets, then coarser, then events.
+        # Oldest frames first (blocks hold the oldest), then the finest tier's oldest buckets,
+        # then coarser, then events.
         victims = [
-            ("frames", "SELECT id FROM frames ORDER BY id LIMIT ?", "DELETE FROM frames WHERE id IN ({})"),
-            *[(f"buckets {s}", f"SELECT start_at FROM buckets WHERE step_s = {s} ORDER BY start_at LIMIT ?",
+            (2, "SELECT id FROM blocks ORDER BY id LIMIT ?", "DELETE FROM blocks WHERE id IN ({})"),
+            (256, "SELECT id FROM frames ORDER BY id LIMIT ?", "DELETE FROM frames WHERE id IN ({})"),
+            *[(256, f"SELECT start_at FROM buckets WHERE step_s = {s} ORDER BY start_at LIMIT ?",
                f"DELETE FROM buckets WHERE step_s = {s} AND start_at IN ({{}})") for s in TIERS_S],
-            ("events", "SELECT rowid FROM events ORDER BY at LIMIT ?", "DELETE FROM events WHERE rowid IN ({})"),
+            (256, "SELECT rowid FROM events ORDER BY at LIMIT ?", "DELETE FROM events WHERE rowid IN ({})"),
         ]
-        for _, select, delete in victims:
+        for batch, select, delete in victims:
             while self.used_bytes() > target:
-                keys = [row[0] for row in self.conn.execute(select, (256,))]
+                keys = [row[0] for row in self.conn.execute(select, (batch,))]
                 if not keys:
                     break
                 with self.conn:

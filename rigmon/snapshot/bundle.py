@@ -11,28 +11,34 @@ Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
     <top>/nodes/<node>/latest.json       the latest frame
     <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
     <top>/nodes/<node>/events.jsonl      one wire Event per line
-    <top>/nodes/<node>/frames.jsonl      one wire Frame per line, oldest first
+    <top>/nodes/<node>/frames.jsonl.gz   one wire Frame per line, oldest first (gzip, as the agent sent it;
+                                         format 1 had frames.jsonl)
     <top>/nodes/<node>/captures/...      raw files by their path on the node (proc/mdstat, sys/...)
     <top>/nodes/<node>/captures/ERRORS.txt  what could not be captured
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
 import tarfile
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rigmon import __version__
+from rigmon.agent.journal import encode_history
 from rigmon.schema import Event, Frame, History, Info, decode, decode_data, encode
 from rigmon.typed import to_data
 
-BUNDLE_FORMAT = 1
+BUNDLE_FORMAT = 2
+#: Formats `read_bundle` reads.
+READABLE_FORMATS = (1, 2)
 
 
 class BundleError(ValueError):
@@ -54,7 +60,9 @@ class NodePart:
         files: raw captures by path on the node.
         capture_errors: what the node could not capture.
         history: series and events of the window.
-        frames: the window's frames as wire JSON, one per entry.
+        history_json: ``history`` as the agent sent it (stored as is).
+        frames_gz: the window's frames as gzip (one or more members) of wire JSON lines.
+        frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
     """
 
@@ -68,8 +76,14 @@ class NodePart:
     files: dict[str, str] = field(default_factory=dict)
     capture_errors: list[str] = field(default_factory=list)
     history: History | None = None
-    frames: list[bytes] = field(default_factory=list)
+    history_json: bytes | None = None
+    frames_gz: bytes = b""
+    frame_count: int = 0
     error: str | None = None
+
+    def frame_lines(self) -> list[bytes]:
+        """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""
+        return gzip.decompress(self.frames_gz).splitlines() if self.frames_gz else []
 
     @property
     def events(self) -> tuple[Event, ...]:
@@ -142,7 +156,7 @@ def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[s
                 "from_at": part.from_at,
                 "to_at": part.to_at,
                 "run_id": part.info.run_id if part.info else None,
-                "frames": len(part.frames),
+                "frames": part.frame_count,
                 "events": len(part.events),
                 "series": len(part.history.series) if part.history else 0,
                 "tier": part.history.tier if part.history else None,
@@ -170,9 +184,11 @@ def bundle_members(parts: list[NodePart], since_s: float, report: str,
         yield f"{base}/config.json", _json_bytes(part.config)
         yield f"{base}/latest.json", (encode(part.latest) + b"\n") if part.latest else b"null\n"
         if part.history is not None:
-            yield f"{base}/series.json", encode(part.history) + b"\n"
+            yield f"{base}/series.json", (part.history_json or encode_history(part.history)) + b"\n"
         yield f"{base}/events.jsonl", b"".join(encode(e) + b"\n" for e in part.events)
-        yield f"{base}/frames.jsonl", b"".join(f + b"\n" for f in part.frames)
+        # Stored as received: an hour of a large rig is hundreds of MB of JSON, compressed once
+        # by the agent's journal; the tar's own gzip gains nothing on it.
+        yield f"{base}/frames.jsonl.gz", part.frames_gz
         for path, text in sorted(part.files.items()):
             yield f"{base}/captures/{_capture_path(path)}", text.encode()
         errors = list(part.capture_errors) + ([f"pull: {part.error}"] if part.error else [])
@@ -186,21 +202,58 @@ def _capture_path(path: str) -> str:
     return "/".join(p for p in clean.split("/") if p not in ("", ".", ".."))
 
 
+class _GzipMembers:
+    """A file object writing gzip members: each at its own deflate level, one after another.
+
+    A .tar.gz made of several members is one valid gzip stream (RFC 1952): ``tar xzf``,
+    ``zcat`` and Python's `tarfile` read it as usual. It lets the frames, which arrive
+    compressed, pass at level 0 (a copy and a CRC) while the rest is compressed.
+    """
+
+    def __init__(self, fileobj: BinaryIO, level: int) -> None:
+        self._out = fileobj
+        self._level = level
+        self._comp = zlib.compressobj(level, zlib.DEFLATED, 31)
+
+    def write(self, data: bytes) -> int:
+        self._out.write(self._comp.compress(data))
+        return len(data)
+
+    def set_level(self, level: int) -> None:
+        """End the current member and start the next one at ``level``."""
+        if level != self._level:
+            self._out.write(self._comp.flush())
+            self._comp = zlib.compressobj(level, zlib.DEFLATED, 31)
+            self._level = level
+
+    def close(self) -> None:
+        self._out.write(self._comp.flush())
+
+
+#: Deflate level of the bundle's members other than the frames (JSON, text, captures).
+BUNDLE_LEVEL = 6
+
+
 def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report: str,
                  created_at: float | None = None) -> Path:
     """Write the bundle as a .tar.gz and return its path."""
     created_at = time.time() if created_at is None else created_at
     top = "rigmon-snapshot-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
     target = Path(path)
-    # Level 1: frames dominate and are repetitive; higher levels cost several times the CPU
-    # for a few percent (an hour of a large rig is hundreds of MB of JSON).
-    with tarfile.open(target, "w:gz", compresslevel=1) as tar:
-        for name, content in bundle_members(parts, since_s, report, created_at):
-            member = tarfile.TarInfo(f"{top}/{name}")
-            member.size = len(content)
-            member.mtime = int(created_at)
-            member.mode = 0o644
-            tar.addfile(member, io.BytesIO(content))
+    with target.open("wb") as raw:
+        gz = _GzipMembers(raw, BUNDLE_LEVEL)
+        # Plain tar over our own gzip writer (streaming mode: no seeking back).
+        with tarfile.open(fileobj=gz, mode="w|") as tar:  # type: ignore[call-overload]
+            for name, content in bundle_members(parts, since_s, report, created_at):
+                # The frames (most of the bytes) are gzip already: store them, don't deflate again.
+                gz.set_level(0 if name.endswith(".gz") else BUNDLE_LEVEL)
+                member = tarfile.TarInfo(f"{top}/{name}")
+                member.size = len(content)
+                member.mtime = int(created_at)
+                member.mode = 0o644
+                tar.addfile(member, io.BytesIO(content))
+            gz.set_level(BUNDLE_LEVEL)
+        gz.close()
     return target
 
 
@@ -248,8 +301,9 @@ def read_bundle(path: str | Path) -> Bundle:
     if "manifest.json" not in members:
         raise BundleError(f"{path}: no manifest.json")
     man = json.loads(members["manifest.json"])
-    if man.get("format") != BUNDLE_FORMAT:
-        raise BundleError(f"{path}: bundle format {man.get('format')!r}, this rigmon reads {BUNDLE_FORMAT}")
+    if man.get("format") not in READABLE_FORMATS:
+        raise BundleError(f"{path}: bundle format {man.get('format')!r}, this rigmon reads "
+                          f"{', '.join(map(str, READABLE_FORMATS))}")
     nodes: list[NodeBundle] = []
     for entry in man["nodes"]:
         base = entry["dir"] + "/"
@@ -262,8 +316,18 @@ def read_bundle(path: str | Path) -> Bundle:
             inventory=json.loads(members.get(base + "inventory.json", b"null")),
             history=decode(History, series) if series else None,
             events=[decode(Event, line) for line in members.get(base + "events.jsonl", b"").splitlines() if line],
-            frames=[decode(Frame, line) for line in members.get(base + "frames.jsonl", b"").splitlines() if line],
+            frames=[decode(Frame, line) for line in _frame_lines(members, base) if line],
             files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
                    for k, v in members.items() if k.startswith(base + "captures/")},
         ))
     return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode(), nodes=nodes, members=members)
+
+
+def _frame_lines(members: dict[str, bytes], base: str) -> list[bytes]:
+    packed = members.get(base + "frames.jsonl.gz")
+    if packed is not None:
+        try:
+            return gzip.decompress(packed).splitlines() if packed else []
+        except (OSError, EOFError) as exc:
+            raise BundleError(f"{base}frames.jsonl.gz: {exc}") from None
+    return members.get(base + "frames.jsonl", b"").splitlines()

@@ -102,7 +102,7 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         out.append(
             f"| {part.node} | {part.source} | {info.kernel if info else '-'} | "
             f"{info.agent_version if info else '-'} | {_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
-            f"{len(part.frames)} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | {part.error or ''} |")
+            f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | {part.error or ''} |")
     for part in parts:
         out += ["", f"## {part.node}", ""]
         out += _collectors_section(part)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,7 +12,8 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.journal import JournalReader
+from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, MAX_HISTORY_FRAMES, history_lines
+from rigmon.agent.journal import JournalReader, JournalStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Frame, History, NodeCapture, decode
 from rigmon.sim import write_tree
@@ -145,3 +148,56 @@ async def test_history_frames_as_json_lines(journaled: tuple[Agent, httpx.AsyncC
     plain = decode(History, (await client.get("/v1/history", params=params)).content)
     assert [decode(Frame, line) for line in lines][: len(plain.frames)] == list(plain.frames)
     assert len(lines) >= 10
+
+
+async def test_history_frames_as_gzip(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = journaled
+    await wait_journaled(agent, 10)
+    params = {"from": agent.sampler.agent_start - 1, "to": agent.clock.time(), "frames": "1"}
+    r = await client.get("/v1/history", params=params, headers={"Accept": "application/gzip"})
+    assert r.headers["content-type"] == "application/gzip" and "content-encoding" not in r.headers
+    # The first gzip member is the History line; the frames follow as further members.
+    dec = zlib.decompressobj(31)
+    head = dec.decompress(r.content)
+    assert dec.eof and decode(History, head).frames == ()
+    lines = gzip.decompress(dec.unused_data).splitlines()
+    count = int(r.headers[FRAMES_HEADER])
+    assert count == len(lines) >= 10
+    assert float(r.headers[LAST_FRAME_HEADER]) == decode(Frame, lines[-1]).taken_at
+    with JournalReader(agent.journal.path) as reader:  # type: ignore[union-attr]
+        assert lines == reader.frames_json(float(params["from"]), decode(Frame, lines[-1]).taken_at)
+
+
+async def test_json_lines_are_never_content_encoded(journaled: tuple[Agent, httpx.AsyncClient]) -> None:
+    # httpx (like most clients) asks for gzip content-encoding by default and would decode
+    # only the first member of a multi-member body: the agent must not answer that way.
+    agent, client = journaled
+    await wait_journaled(agent, 5)
+    params = {"from": agent.sampler.agent_start - 1, "to": agent.clock.time(), "frames": "1"}
+    r = await client.get("/v1/history", params=params,
+                         headers={"Accept": "application/x-ndjson", "Accept-Encoding": "gzip"})
+    assert "content-encoding" not in r.headers
+    head, *lines = r.content.splitlines()
+    assert len(lines) == int(r.headers[FRAMES_HEADER]) >= 5
+
+
+def test_history_lines_pass_blocks_and_cut_at_the_limit(tmp_path: Path) -> None:
+    from tests.agent.test_journal import T0, FakeClock, frame
+
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock)
+    store.write([frame(i + 1, T0 + i, float(i % 7)) for i in range(MAX_HISTORY_FRAMES + 800)])
+    clock.t = T0 + MAX_HISTORY_FRAMES + 800
+    store.compact(max_blocks=100)
+    blocks = [body for (body,) in store.conn.execute("SELECT body FROM blocks ORDER BY id")]
+    store.close()
+    end = T0 + MAX_HISTORY_FRAMES + 799
+    packed = history_lines(tmp_path / "journal.sqlite3", "n1", T0, end, 1.0, None, True)
+    plain = history_lines(tmp_path / "journal.sqlite3", "n1", T0, end, 1.0, None, False)
+    assert packed.media_type == "application/gzip" and plain.media_type == "application/x-ndjson"
+    assert b"".join(blocks[:MAX_HISTORY_FRAMES // 300]) in packed.body
+    assert gzip.decompress(packed.body) == plain.body
+    head, *lines = plain.body.splitlines()
+    assert decode(History, head).more is True and len(lines) == MAX_HISTORY_FRAMES
+    assert packed.headers[FRAMES_HEADER] == str(MAX_HISTORY_FRAMES)
+    assert float(packed.headers[LAST_FRAME_HEADER]) == T0 + MAX_HISTORY_FRAMES - 1

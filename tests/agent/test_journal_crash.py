@@ -67,8 +67,8 @@ def wait_for(what: str, check: object, proc: subprocess.Popen[bytes], timeout_s:
         try:
             if check():
                 return
-        except sqlite3.OperationalError:
-            pass  # the file or its tables do not exist yet
+        except (sqlite3.OperationalError, IndexError):
+            pass  # the file or its tables do not exist yet, or the run is not recorded yet
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import io
+import json
 import os
 import subprocess
 import sys
+import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,11 +21,11 @@ from rigmon.agent.journal import JournalReader
 from rigmon.agent.server import make_server
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.redact import REDACTED, redact
-from rigmon.schema import History, HistorySeries
+from rigmon.schema import History, HistorySeries, SchemaError, decode, encode
 from rigmon.sim.rig import running_rig
-from rigmon.snapshot.bundle import NodePart, read_bundle
+from rigmon.snapshot.bundle import NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
-from rigmon.snapshot.pull import Progress
+from rigmon.snapshot.pull import Progress, decode_history
 from rigmon.snapshot.report import render_report
 from tests.agent.test_api import Counter
 
@@ -46,7 +49,7 @@ async def test_bundle_from_real_agents_round_trips(tmp_path: Path) -> None:
         path, parts = await asyncio.to_thread(take_snapshot, rr.urls, [], 600.0, out, None, err)
     bundle = read_bundle(path)
     assert [n["node"] for n in bundle.manifest["nodes"]] == ["node01", "node02"]
-    assert bundle.manifest["format"] == 1 and all(n["error"] is None for n in bundle.manifest["nodes"])
+    assert bundle.manifest["format"] == 2 and all(n["error"] is None for n in bundle.manifest["nodes"])
     for node, entry in zip(bundle.nodes, bundle.manifest["nodes"]):
         with JournalReader(tmp_path / "sim" / "state" / node.node) as reader:
             assert node.frames, "no frames in the bundle"
@@ -95,7 +98,7 @@ async def test_secrets_never_appear_in_a_bundle(tmp_path: Path) -> None:
     async with agent_with_token(tmp_path, token) as (agent, url):
         await wait_frames([agent], 5)
         path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, out, token, io.StringIO())
-    assert parts[0].error is None and parts[0].frames
+    assert parts[0].error is None and parts[0].frame_count == len(parts[0].frame_lines()) > 0
     bundle = read_bundle(path)
     for name, content in bundle.members.items():
         assert token.encode() not in content, name
@@ -205,3 +208,59 @@ def test_progress_bar_on_a_terminal() -> None:
     progress.step("n1", "info")
     progress.step("n1", "done")
     assert stream.getvalue() == "\r[#####-----] 1/2 n1: info\x1b[K\r[##########] 2/2 n1: done\x1b[K\n"
+
+
+def small_history() -> History:
+    return History(schema=1, node="n1", from_at=1000.0, to_at=1060.0, tier="60s", step_s=60.0, series={
+        "gpus[0].power_w": HistorySeries(at=(1000.0, 1060.0), min=(1.0, 2.0), mean=(1.5, 2.5), max=(2, 3.0)),
+        "host.cpu_pct": HistorySeries(at=(), min=(), mean=(), max=()),
+    }, more=True)
+
+
+def test_decode_history_matches_the_generic_decoder() -> None:
+    raw = encode(small_history())
+    assert decode_history(raw) == decode(History, raw)
+    data = json.loads(raw)
+    for bad in ([1.0, None], [1.0], [1.0, "2"], None):
+        data["series"]["gpus[0].power_w"]["min"] = bad
+        with pytest.raises(SchemaError, match="gpus"):
+            decode_history(json.dumps(data).encode())
+    with pytest.raises(SchemaError):
+        decode_history(b'{"schema": 1, "series": []}')
+
+
+def test_bundle_stores_frames_as_received_in_a_gzip_tar(tmp_path: Path) -> None:
+    lines = [json.dumps({"seq": i}).encode() for i in range(5)]
+    # Two members, as an agent sends them: a stored block, then recent frames.
+    frames_gz = gzip.compress(b"".join(x + b"\n" for x in lines[:3])) + gzip.compress(
+        b"".join(x + b"\n" for x in lines[3:]))
+    part = NodePart(node="n1", source="x", history=small_history(), history_json=b'{"as":"received"}',
+                    frames_gz=frames_gz, frame_count=5)
+    assert part.frame_lines() == lines
+    path = write_bundle(tmp_path / "b.tar.gz", [part], 60.0, "# report\n", created_at=1000.0)
+    with tarfile.open(path, "r:gz") as tar:
+        members = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert members["nodes/n1/frames.jsonl.gz"] == frames_gz
+    assert members["nodes/n1/series.json"] == b'{"as":"received"}\n'
+    assert json.loads(members["manifest.json"])["nodes"][0]["frames"] == 5
+    assert subprocess.run(["gzip", "-t", str(path)]).returncode == 0
+
+
+def test_bundles_of_format_1_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "old.tar.gz"
+    manifest = {"format": 1, "nodes": [{"node": "n1", "dir": "nodes/n1"}]}
+    with tarfile.open(path, "w:gz") as tar:
+        for name, content in {"manifest.json": json.dumps(manifest).encode(),
+                              "nodes/n1/frames.jsonl": b'{"schema": 2}\n'}.items():
+            info = tarfile.TarInfo(f"top/{name}")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    with pytest.raises(SchemaError, match="schema version 2"):
+        read_bundle(path)  # the old frames.jsonl member is read (and checked)
+    manifest["nodes"] = []
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("top/manifest.json")
+        content = json.dumps(manifest).encode()
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+    assert read_bundle(path).manifest["format"] == 1
