@@ -17,8 +17,7 @@ import httpx
 
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay, store_key
-from rigmon.schema import encode
-from rigmon.snapshot.bundle import NodePart, write_bundle
+from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
 from rigmon.snapshot.pull import HTTP_TIMEOUT_S, pull_agent
 from rigmon.snapshot.report import render_report
 
@@ -66,7 +65,7 @@ def replay_parts(replay: Replay) -> list[NodePart]:
                         to_at=frames[-1].taken_at if frames else None,
                         info=node.info, config=node.config if isinstance(node.config, dict) else None,
                         latest=frames[-1] if frames else None, files=dict(node.files),
-                        history=history, frames=[encode(f) for f in frames])
+                        history=history, frames_gz=frames_gzip(frames), frame_count=len(frames))
         parts.append(part)
     return parts
 

@@ -26,7 +26,7 @@ import re
 import tarfile
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -89,6 +89,11 @@ class NodePart:
     def events(self) -> tuple[Event, ...]:
         """Events of the window."""
         return self.history.events if self.history is not None else ()
+
+
+def frames_gzip(frames: Sequence[Frame]) -> bytes:
+    """Frames as `NodePart.frames_gz` wants them: one gzip member of wire JSON lines."""
+    return gzip.compress(b"".join(encode(f) + b"\n" for f in frames)) if frames else b""
 
 
 def inventory(info: Info | None, latest: Frame | None) -> dict[str, Any]:

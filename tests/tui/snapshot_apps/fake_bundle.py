@@ -6,8 +6,8 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-from rigmon.schema import Event, Frame, encode
-from rigmon.snapshot.bundle import NodePart, write_bundle
+from rigmon.schema import Event, Frame
+from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
 from tests.tui.snapshot_apps.fake_agent import START_AT, FakeAgent, make_frame
 
 #: Frames recorded per node (one a second from START_AT + 1).
@@ -55,5 +55,5 @@ def write_fake_bundle(path: Path) -> Path:
         frames = node_frames(node)
         parts.append(NodePart(node=node, source=FakeAgent(node).url, from_at=frames[0].taken_at,
                               to_at=frames[-1].taken_at, info=FakeAgent(node).info(), latest=frames[-1],
-                              frames=[encode(f) for f in frames]))
+                              frames_gz=frames_gzip(frames), frame_count=len(frames)))
     return write_bundle(path, parts, 600.0, "# rigmon snapshot\n", created_at=START_AT + FRAMES + 5)
