@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
-from rigmon.cluster.summary import NodeSummary, summarize
+from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, NodeSummary, detail_values, summarize
 from rigmon.schema import Event, Frame, Gap, Info
 
 NodeState = Literal["connecting", "live", "stale", "unreachable"]
@@ -35,6 +35,8 @@ class NodeView:
         age_s: seconds since the last frame arrived; ``None`` before the first.
         summary: key figures of the latest frame.
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
+        details: downsampled per-device series by name (see
+            `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
         restarts: agent restarts seen (a new run id).
         frames_lost: frames the agent could no longer send after a disconnect.
     """
@@ -47,6 +49,7 @@ class NodeView:
     age_s: float | None
     summary: NodeSummary | None
     trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    details: dict[str, tuple[float, ...]] = field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
 
@@ -83,6 +86,10 @@ class NodeStore:
         self.restarts = 0
         self.frames_lost = 0
         self.gaps: list[Gap] = []
+        # Most GPUs and links this node has shown in this dashboard session: a GPU or a
+        # link that vanished from the frames is still expected.
+        self.gpus_seen = 0
+        self.links_seen = 0
 
     @property
     def name(self) -> str:
@@ -113,15 +120,29 @@ class NodeStore:
                 continue
             if last is not None and frame.run_id != last.run_id:
                 self.restarts += 1
-            summary = summarize(frame)
+            summary = self._with_session_inventory(summarize(frame))
             self.latest = frame
             self.summary = summary
-            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES})
+            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES},
+                                detail_values(frame.readings))
             self.events.extend(frame.events)
             added += 1
         if added:
             self.received_at = self.clock.monotonic()
         return added
+
+    def _with_session_inventory(self, summary: NodeSummary) -> NodeSummary:
+        """``summary`` with GPUs expected and links total raised to the most seen so far."""
+        self.gpus_seen = max(self.gpus_seen, summary.gpus_expected or 0)
+        self.links_seen = max(self.links_seen, summary.links_total or 0)
+        changes: dict[str, int] = {}
+        if self.gpus_seen > (summary.gpus_expected or 0):
+            changes["gpus_expected"] = self.gpus_seen
+            changes["gpus_present"] = summary.gpus_present or 0
+        if self.links_seen > (summary.links_total or 0):
+            changes["links_total"] = self.links_seen
+            changes["links_healthy"] = summary.links_healthy or 0
+        return replace(summary, **changes) if changes else summary
 
     def add_gap(self, gap: Gap) -> None:
         """Frames the agent could no longer send (it restarted, or its buffer moved on)."""
@@ -154,8 +175,9 @@ class NodeStore:
             return "connecting"
         return "stale"
 
-    def view(self, points: int | None = 120, buckets: int = 60) -> NodeView:
-        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``."""
+    def view(self, points: int | None = 120, buckets: int = 60, details: bool = False) -> NodeView:
+        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``;
+        with ``details`` also the per-device trends (the node screen's)."""
         state = self.state()
         reason = self.error if self.error is not None and state != "live" else None
         return NodeView(
@@ -167,17 +189,39 @@ class NodeStore:
             age_s=self.age_s(),
             summary=self.summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
+            details=self.history.detail_trends(points, buckets) if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
         )
 
 
-def trouble_order(view: NodeView) -> tuple[int, int, int, str]:
-    """Sort key putting trouble first: unreachable, stale, alarms, failing collectors, then by name."""
+def hardware_trouble(view: NodeView) -> int:
+    """How many of these a node has: a GPU missing against its inventory, a rail minimum
+    below `RAIL_CRITICAL_VOLTS` in its recent trend (or latest frame), a degraded link, a
+    degraded md array."""
+    summary = view.summary
+    if summary is None:
+        return 0
+    rail = [v for v in view.trends.get("rail_min_volts", ()) if v == v]
+    if summary.rail_min_volts is not None:
+        rail.append(summary.rail_min_volts)
+    return sum((
+        summary.gpus_present is not None and summary.gpus_expected is not None
+        and summary.gpus_present < summary.gpus_expected,
+        bool(rail) and min(rail) < RAIL_CRITICAL_VOLTS,
+        summary.links_healthy is not None and summary.links_total is not None
+        and summary.links_healthy < summary.links_total,
+        bool(summary.arrays_degraded),
+    ))
+
+
+def trouble_order(view: NodeView) -> tuple[int, int, int, int, str]:
+    """Sort key putting trouble first: unreachable, stale, hardware trouble (lost GPU, low
+    rail, degraded link or array), alarms, failing collectors, then by name."""
     summary = view.summary
     alarms = (summary.alarms or 0) if summary else 0
     failing = summary.collectors_failing if summary else 0
-    return (STATE_RANK[view.state], -alarms, -failing, view.name)
+    return (STATE_RANK[view.state], -hardware_trouble(view), -alarms, -failing, view.name)
 
 
 class ClusterStore:

@@ -138,7 +138,8 @@ class RigmonApp(App[None]):
             screen.show(self.cluster.views())
         elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
             store = self.cluster.nodes[self.selected]
-            screen.show(store.view(points=None, buckets=240), store.info, store.latest, tuple(store.events))
+            view = store.view(points=None, buckets=240, details=True)
+            screen.show(view, store.info, store.latest, tuple(store.events))
 
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
