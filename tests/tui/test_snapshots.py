@@ -1,4 +1,5 @@
-"""SVG snapshots of the cluster and node screens, from seeded fake agents on a frozen clock."""
+"""SVG snapshots of the cluster and node screens, from seeded fake agents (host-only or replaying
+recorded frames of real collectors on simulator trees) on a frozen clock."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.tui.snapshot_apps.dashboard import build, settle
+from tests.tui.snapshot_apps.recorded import build as build_recorded
+from tests.tui.snapshot_apps.recorded import open_node, v100_frames
+from tests.tui.snapshot_apps.recorded import settle as settle_recorded
 
 THEMES = ["rigmon-dark", "rigmon-light"]
 
@@ -43,3 +47,37 @@ def test_cluster_screen_64_nodes_wide(snap_compare: Any) -> None:
         await settle(app, fleet, clock, pilot)
 
     assert snap_compare(app, terminal_size=(200, 60), run_before=run_before)
+
+
+def _recorded_node_screen(nodes: list[tuple[str, object, int]]):  # type: ignore[no-untyped-def]
+    app, fleet, _ = build_recorded(nodes)  # type: ignore[arg-type]
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+
+    return app, run_before
+
+
+def test_node_screen_v100_lost_gpu_rail_sag(snap_compare: Any) -> None:
+    app, run_before = _recorded_node_screen([("v100", v100_frames(), 60)])
+    assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
+
+
+def test_node_screen_storage_and_links(snap_compare: Any) -> None:
+    app, run_before = _recorded_node_screen([("encl", "enclosure-link-10g-array-lagging", 45)])
+    assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
+
+
+def test_cluster_screen_every_source(snap_compare: Any) -> None:
+    app, fleet, _ = build_recorded([
+        ("v100", v100_frames(), 60), ("encl", "enclosure-link-10g-array-lagging", 45),
+        ("raid", "raid1-member-failed-recovering", 25), ("model", "two-raid0-model-load", 30),
+        ("usb4", "strix-usb4-thunderbolt-net", 50), ("strix", "strix-amd-gpu", 15),
+        ("v100b", "v100-gpu-lost-rail-sag", 10), ("mirror", "raid1-member-failed-recovering", 12),
+    ])
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
