@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -9,7 +10,12 @@ from typing import Literal
 
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, NodeSummary, detail_values, summarize
+from rigmon.cluster.summary import (
+    RAIL_CRITICAL_VOLTS,
+    NodeSummary,
+    detail_values,
+    summarize,
+)
 from rigmon.schema import Event, Frame, Gap, Info
 
 NodeState = Literal["connecting", "live", "stale", "unreachable"]
@@ -135,14 +141,11 @@ class NodeStore:
         """``summary`` with GPUs expected and links total raised to the most seen so far."""
         self.gpus_seen = max(self.gpus_seen, summary.gpus_expected or 0)
         self.links_seen = max(self.links_seen, summary.links_total or 0)
-        changes: dict[str, int] = {}
         if self.gpus_seen > (summary.gpus_expected or 0):
-            changes["gpus_expected"] = self.gpus_seen
-            changes["gpus_present"] = summary.gpus_present or 0
+            summary = replace(summary, gpus_expected=self.gpus_seen, gpus_present=summary.gpus_present or 0)
         if self.links_seen > (summary.links_total or 0):
-            changes["links_total"] = self.links_seen
-            changes["links_healthy"] = summary.links_healthy or 0
-        return replace(summary, **changes) if changes else summary
+            summary = replace(summary, links_total=self.links_seen, links_healthy=summary.links_healthy or 0)
+        return summary
 
     def add_gap(self, gap: Gap) -> None:
         """Frames the agent could no longer send (it restarted, or its buffer moved on)."""
@@ -202,7 +205,7 @@ def hardware_trouble(view: NodeView) -> int:
     summary = view.summary
     if summary is None:
         return 0
-    rail = [v for v in view.trends.get("rail_min_volts", ()) if v == v]
+    rail = [v for v in view.trends.get("rail_min_volts", ()) if not math.isnan(v)]
     if summary.rail_min_volts is not None:
         rail.append(summary.rail_min_volts)
     return sum((

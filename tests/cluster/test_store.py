@@ -99,8 +99,8 @@ def test_cluster_lists_trouble_first() -> None:
 
 # --- Every source: session inventory and trouble order, from recorded frames of real collectors ---
 
-from rigmon.cluster.store import hardware_trouble, trouble_order  # noqa: E402
-from tests.tui.snapshot_apps.record_frames import load_frames  # noqa: E402
+from rigmon.cluster.store import hardware_trouble, trouble_order
+from tests.tui.snapshot_apps.record_frames import load_frames
 
 
 def renamed(frames, node: str):  # type: ignore[no-untyped-def]

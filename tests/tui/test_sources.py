@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 
 from rich.console import Console, RenderableType
@@ -15,15 +16,15 @@ from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.rail_group import RailGroup
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
-from tests.tui.snapshot_apps.recorded import build, open_node, settle, v100_frames
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.record_frames import load_frames
+from tests.tui.snapshot_apps.recorded import build, open_node, settle, v100_frames
 
 SIZE = (120, 40)
 
 
 def text(renderable: RenderableType, width: int = 120) -> str:
-    console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))
+    console = Console(width=width, record=True, color_system=None, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from rigmon.schema import Event, Frame, GpuReading
 from rigmon.tui import format as fmt
 from rigmon.tui.widgets.gpu_table import GpuTable
-from rigmon.tui.widgets.source_group import SourceGroup
+from rigmon.tui.widgets.source_group import NARROW_WIDTH, Level, SourceGroup
 
 #: Event kinds listed under the GPU table.
 GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer"})
@@ -73,6 +73,7 @@ class GpuGroup(SourceGroup):
         table = self.query_one(GpuTable)
         readings = frame.readings if frame is not None else None
         table.display = readings is not None and bool(readings.gpus or readings.amd_gpus)
+        table.narrow = 0 < self.content_size.width < NARROW_WIDTH
         table.gpus = readings.gpus if readings else ()
         table.amd_gpus = readings.amd_gpus if readings else ()
         table.power_trends = {k: v for k, v in self.details.items() if k.startswith(("gpu[", "amd["))}
@@ -89,7 +90,7 @@ class GpuGroup(SourceGroup):
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
         for event in events:
-            level = "bad" if event.severity == "critical" else "warn" if event.severity == "warning" else None
+            level: Level | None = "bad" if event.severity == "critical" else "warn" if event.severity == "warning" else None
             # The agent's own timestamp, in UTC so every node reads the same.
             stamp = time.strftime("%H:%M:%S", time.gmtime(event.at))
             table.add_row(self.label(stamp), self.styled(event.kind, level), event.message)

@@ -29,10 +29,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("mem", "mem MHz"),
     ("temp", "temp"),
     ("util", "util"),
-    ("pcie", "PCIe now/max"),
+    ("pcie", "PCIe/max"),
 )
 #: Cells of the power trend column.
-TREND_WIDTH = 14
+TREND_WIDTH = 12
+#: Columns left out on a narrow screen (an 80-column terminal).
+OPTIONAL = frozenset({"name", "trend", "mem"})
 
 
 def short_name(name: str | None) -> str:
@@ -40,8 +42,7 @@ def short_name(name: str | None) -> str:
     if name is None:
         return fmt.MISSING
     for prefix in ("NVIDIA ", "Tesla "):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
+        name = name.removeprefix(prefix)
     return name
 
 
@@ -71,6 +72,8 @@ class GpuTable(DataTable[RenderableType]):
     """AMD GPUs of the node's latest frame."""
     power_trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
     """Per-GPU power history by detail series name (``gpu[<uuid>].power_w``, ``amd[<card>].power_w``)."""
+    narrow: reactive[bool] = reactive(False)
+    """Leave out the `OPTIONAL` columns."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="none", zebra_stripes=False, show_cursor=False)
@@ -78,9 +81,21 @@ class GpuTable(DataTable[RenderableType]):
         self._update_pending = False
 
     def on_mount(self) -> None:
-        for key, title in COLUMNS:
-            self.add_column(title, key=key, width=TREND_WIDTH if key == "trend" else None)
+        self._add_columns()
         self._schedule()
+
+    def _columns(self) -> list[tuple[str, str]]:
+        return [(key, title) for key, title in COLUMNS if not (self.narrow and key in OPTIONAL)]
+
+    def _add_columns(self) -> None:
+        for key, title in self._columns():
+            self.add_column(title, key=key, width=TREND_WIDTH if key == "trend" else None)
+
+    def watch_narrow(self) -> None:
+        if self.is_mounted:
+            self.clear(columns=True)
+            self._add_columns()
+            self._schedule()
 
     def watch_gpus(self) -> None:
         self._schedule()
@@ -164,9 +179,10 @@ class GpuTable(DataTable[RenderableType]):
         for row_key in list(self.rows):
             if row_key.value not in keys:
                 self.remove_row(row_key)
+        shown = [i for i, (key, _) in enumerate(COLUMNS) if not (self.narrow and key in OPTIONAL)]
         for key, cells in wanted:
             if key in self.rows:
-                for (column, _), value in zip(COLUMNS, cells):
-                    self.update_cell(key, column, value, update_width=True)
+                for i in shown:
+                    self.update_cell(key, COLUMNS[i][0], cells[i], update_width=True)
             else:
-                self.add_row(*cells, key=key)
+                self.add_row(*(cells[i] for i in shown), key=key)

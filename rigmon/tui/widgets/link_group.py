@@ -11,7 +11,7 @@ from rich.text import Text
 from rigmon.cluster.summary import nic_is_healthy, nic_is_link
 from rigmon.schema import Frame, NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.tui import format as fmt
-from rigmon.tui.widgets.source_group import Level, SourceGroup
+from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
 
 #: Cells of each interface's throughput sparkline.
 SPARK_WIDTH = 12
@@ -48,34 +48,33 @@ class LinkGroup(SourceGroup):
         return Group(*parts)
 
     def _thunderbolt(self, frame: Frame) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
-        for title in ("Thunderbolt", "device", "gen", "speed x lanes", "expected", "state"):
-            table.add_column(title, no_wrap=title != "state", overflow="fold")
+        columns = (Column("Thunderbolt"), Column("device", optional=True), Column("gen", optional=True),
+                   Column("speed x lanes"), Column("expected"), Column("state", wrap=True))
+        rows: list[list[RenderableType]] = []
         for device in frame.readings.thunderbolt:
             level: Level | None = "ok" if device.link_state == "ok" else "bad" if device.link_state == "degraded" else None
-            state = device.link_state if device.kind in ("device", "xdomain") else device.kind
+            state: str = device.link_state if device.kind in ("device", "xdomain") else device.kind
             if device.degraded_reason:
                 state += f": {device.degraded_reason}"
             named = " ".join(x for x in (device.vendor, device.device_name) if x) or fmt.MISSING
             expected = fmt.gbps(device.expected_gbps)
-            if device.expected_source is not None:
+            if device.expected_source is not None and self.content_size.width >= NARROW_WIDTH:
                 expected += f" ({device.expected_source.replace('_', ' ')})"
-            table.add_row(
+            rows.append([
                 device.name,
                 named,
                 fmt.MISSING if device.generation is None else str(device.generation),
                 self.styled(tb_speed(device), "bad" if device.link_state == "degraded" else None),
                 expected,
                 self.styled(state, level),
-            )
-        return table
+            ])
+        return self.table(columns, rows)
 
     def _nics(self, nics: list[NetInterfaceReading]) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
-        for title, right in (("interface", False), ("kind", False), ("state", False), ("speed", True), ("rx", True),
-                             ("tx", True), ("", False), ("errors", True), ("drops", True)):
-            table.add_column(title, justify="right" if right else "left", no_wrap=True,
-                             width=SPARK_WIDTH if title == "" else None)
+        columns = (Column("interface"), Column("kind", optional=True), Column("state"), Column("speed", True),
+                   Column("rx", True), Column("tx", True), Column("", width=SPARK_WIDTH, optional=True),
+                   Column("errors", True), Column("drops", True))
+        rows: list[list[RenderableType]] = []
         for nic in nics:
             errors = nic.rx_errors_total + nic.tx_errors_total
             drops = nic.rx_dropped_total + nic.tx_dropped_total
@@ -88,7 +87,7 @@ class LinkGroup(SourceGroup):
                 level = "bad"
             elif nic_is_link(nic):
                 level = "ok" if nic_is_healthy(nic) else "bad"
-            table.add_row(
+            rows.append([
                 nic.name,
                 nic.kind or fmt.MISSING,
                 self.styled(state, level),
@@ -98,5 +97,5 @@ class LinkGroup(SourceGroup):
                 self.sparkline(self.details.get(f"net[{nic.name}].bytes_per_s", ()), SPARK_WIDTH, "max"),
                 self.styled(str(errors), "bad") if errors else Text("0"),
                 self.styled(str(drops), "warn") if drops else Text("0"),
-            )
-        return table
+            ])
+        return self.table(columns, rows)

@@ -12,7 +12,7 @@ from rich.text import Text
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading
 from rigmon.tui import format as fmt
-from rigmon.tui.widgets.source_group import Level, SourceGroup
+from rigmon.tui.widgets.source_group import Column, Level, SourceGroup
 
 #: Counters of lines and windows the ADC reader dropped, with how the screen names them.
 DROPPED: dict[str, str] = {
@@ -89,8 +89,9 @@ class RailGroup(SourceGroup):
                        self.details.get("rail.mean_volts", ())),
         ]
         facts = Table.grid(padding=(0, 2))
-        for _ in range(4):
-            facts.add_column(no_wrap=True)
+        for column in range(4):
+            # Labels stay whole; values wrap on a narrow screen rather than lose their end.
+            facts.add_column(no_wrap=column % 2 == 0)
         window = (f"min {fmt.rail(volts.min_volts)}  mean {fmt.rail(volts.mean_volts)}  max {fmt.rail(volts.max_volts)}"
                   if volts else fmt.MISSING)
         amps = rail.amps
@@ -122,11 +123,12 @@ class RailGroup(SourceGroup):
         return parts
 
     def _pmbus(self, frame: Frame) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
-        for title in ("PSU", "in V", "out V", "out A", "out W", "temp", "share", "vs equal", "alarms"):
-            table.add_column(title, justify="left" if title in ("PSU", "alarms") else "right", no_wrap=True)
+        columns = (Column("PSU"), Column("in V", True, optional=True), Column("out V", True), Column("out A", True),
+                   Column("out W", True), Column("temp", True, optional=True), Column("share", True),
+                   Column("vs equal", True), Column("alarms"))
+        rows: list[list[RenderableType]] = []
         for psu in frame.readings.pmbus_psus:
-            table.add_row(
+            rows.append([
                 f"{psu.sensor} {psu.chip}",
                 fmt.number(psu.vin_volts, 1),
                 fmt.number(psu.vout_volts, 3),
@@ -136,19 +138,19 @@ class RailGroup(SourceGroup):
                 fmt.pct(psu.share_pct),
                 self.styled(fmt.signed(psu.share_deviation_pct, 1), "bad" if psu.imbalanced else None),
                 self.styled(", ".join(psu.alarms), "bad") if psu.alarms else Text("none"),
-            )
-        return table
+            ])
+        return self.table(columns, rows)
 
     def _hwmon(self, frame: Frame) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
-        for title in ("voltage input", "V", "min", "max", "alarm"):
-            table.add_column(title, justify="left" if title == "voltage input" else "right", no_wrap=True)
+        columns = (Column("voltage input"), Column("V", True), Column("min", True), Column("max", True),
+                   Column("alarm", True))
+        rows: list[list[RenderableType]] = []
         for sensor in frame.readings.hwmon_volts:
-            table.add_row(
+            rows.append([
                 f"{sensor.chip} {sensor.label or sensor.sensor}",
                 fmt.number(sensor.volts, 3),
                 fmt.number(sensor.min_volts, 3),
                 fmt.number(sensor.max_volts, 3),
                 self.styled("ALARM", "bad") if sensor.alarm else Text(fmt.MISSING if sensor.alarm is None else "no"),
-            )
-        return table
+            ])
+        return self.table(columns, rows)

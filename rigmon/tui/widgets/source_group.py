@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from rich.console import Group, RenderableType
@@ -19,6 +20,21 @@ from rigmon.schema import Event, Frame
 
 #: How a figure is judged; picks its ``source-group--*`` style.
 Level = Literal["ok", "warn", "bad"]
+#: Below this many cells of content a box drops the optional columns of its tables.
+NARROW_WIDTH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a box's table: title, right-aligned, fixed width (``None``: by content)."""
+
+    title: str
+    right: bool = False
+    width: int | None = None
+    optional: bool = False
+    """Left out when the box is narrow (an 80-column terminal)."""
+    wrap: bool = False
+    """Wrap long cells instead of cutting them (the last column's reasons)."""
 
 
 class SourceGroup(Widget):
@@ -136,6 +152,19 @@ class SourceGroup(Widget):
     def label(self, text: str) -> Text:
         """``text`` in the label style."""
         return Text(text, style=self.style_of("label"))
+
+    def table(self, columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]]) -> Table:
+        """A headed borderless table of ``rows``, without the optional columns when the box is narrow."""
+        narrow = 0 < self.content_size.width < NARROW_WIDTH
+        keep = [i for i, c in enumerate(columns) if not (narrow and c.optional)]
+        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
+        for i in keep:
+            c = columns[i]
+            table.add_column(c.title, justify="right" if c.right else "left", no_wrap=not c.wrap, width=c.width,
+                             overflow="fold" if c.wrap else "ellipsis")
+        for row in rows:
+            table.add_row(*(row[i] for i in keep))
+        return table
 
     def sparkline(self, data: Sequence[float], width: int, extreme: str) -> RenderableType:
         """A sparkline of ``data`` at most ``width`` cells, each bar keeping its ``extreme``; "" when too short."""

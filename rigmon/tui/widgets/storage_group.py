@@ -10,7 +10,7 @@ from rich.text import Text
 
 from rigmon.schema import Frame, NvmeReading, RaidArrayReading
 from rigmon.tui import format as fmt
-from rigmon.tui.widgets.source_group import Level, SourceGroup
+from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
 
 #: Cells of each array's throughput sparkline.
 SPARK_WIDTH = 10
@@ -60,14 +60,15 @@ class StorageGroup(SourceGroup):
         return Group(*parts)
 
     def _arrays(self, frame: Frame) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
-        for title, right in (("array", False), ("level", False), ("health", False), ("read", True), ("", False),
-                             ("write", True), ("", False), ("imbal.", True), ("vs best", True), ("state", False)):
-            table.add_column(title, justify="right" if right else "left", no_wrap=True,
-                             width=SPARK_WIDTH if title == "" else None)
+        columns = (Column("array"), Column("level", optional=True), Column("health"), Column("read", True),
+                   Column("", width=SPARK_WIDTH, optional=True), Column("write", True),
+                   Column("", width=SPARK_WIDTH, optional=True), Column("imbal.", True), Column("vs best", True),
+                   Column("state", optional=True))
+        rows: list[list[RenderableType]] = []
         for array in frame.readings.raid:
-            name = array.name if array.md_name is None else f"{array.name} {array.md_name}"
-            health = array.health
+            name = array.name if array.md_name is None or self.content_size.width < NARROW_WIDTH \
+                else f"{array.name} {array.md_name}"
+            health: str = array.health
             if array.sync_action and array.sync_progress_pct is not None:
                 health += f" {array.sync_action} {array.sync_progress_pct:.0f}%"
             imbalance = array.member_imbalance_pct
@@ -78,7 +79,7 @@ class StorageGroup(SourceGroup):
                 state += " ro"
             if array.raid_disks is not None and array.working_disks is not None:
                 state += f" {array.working_disks}/{array.raid_disks}"
-            table.add_row(
+            rows.append([
                 Text(name, style="bold"),
                 array.level or fmt.MISSING,
                 self.styled(health, health_level(array)),
@@ -89,7 +90,7 @@ class StorageGroup(SourceGroup):
                 self.styled(fmt.pct(imbalance), "warn" if imbalance is not None and imbalance > IMBALANCE_WARN_PCT else None),
                 self.styled(fmt.pct(share), "warn" if share is not None and share < VS_FASTEST_WARN_PCT else None),
                 state,
-            )
+            ])
             for member in array.members:
                 slot = "" if member.slot is None else f"[{member.slot}]"
                 role = member.role if member.present else f"{member.role}, device gone"
@@ -99,27 +100,27 @@ class StorageGroup(SourceGroup):
                 elif member.role == "rebuilding":
                     level = "warn"
                 errors = "" if not member.errors_total else f"{member.errors_total} errors"
-                table.add_row(self.label(f"  └ {member.name}{slot}"), "", self.styled(role, level),
-                              fmt.rate(member.read_bytes_per_s), "", fmt.rate(member.write_bytes_per_s), "",
-                              "", "", self.styled(errors, "warn") if errors else "")
-        return table
+                rows.append([self.label(f" └ {member.name}{slot}"), "", self.styled(role, level),
+                             fmt.rate(member.read_bytes_per_s), "", fmt.rate(member.write_bytes_per_s), "",
+                             "", "", self.styled(errors, "warn") if errors else ""])
+        return self.table(columns, rows)
 
     def _nvme(self, frame: Frame) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
-        for title in ("NVMe", "model", "state", "PCIe link", "temp", "namespaces"):
-            table.add_column(title, justify="right" if title == "temp" else "left", no_wrap=True)
+        columns = (Column("NVMe"), Column("model", optional=True), Column("state"), Column("PCIe link"),
+                   Column("temp", True), Column("namespaces", optional=True))
+        rows: list[list[RenderableType]] = []
         for drive in frame.readings.nvme:
             degraded = drive.link_lost or (
                 drive.link_gen is not None and drive.max_link_gen is not None and drive.link_gen < drive.max_link_gen
             ) or (drive.link_width is not None and drive.max_link_width is not None
                   and drive.link_width < drive.max_link_width)
             hot = (drive.temp_c is not None and drive.temp_max_c is not None and drive.temp_c >= drive.temp_max_c)
-            table.add_row(
+            rows.append([
                 drive.name,
                 drive.model or fmt.MISSING,
                 self.styled(drive.state or fmt.MISSING, None if drive.state in (None, "live") else "bad"),
                 self.styled(nvme_link(drive), "bad" if drive.link_lost else "warn" if degraded else None),
                 self.styled(fmt.temp(drive.temp_c), "warn" if hot else None),
                 " ".join(drive.namespaces) or fmt.MISSING,
-            )
-        return table
+            ])
+        return self.table(columns, rows)

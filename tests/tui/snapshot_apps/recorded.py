@@ -8,9 +8,9 @@ from dataclasses import replace
 from textual.pilot import Pilot
 
 from rigmon.cluster.client import AgentClient, Backoff
+from rigmon.cluster.config import NodeTarget
 from rigmon.collectors.psu import RailState
 from rigmon.config import PsuSection
-from rigmon.cluster.config import NodeTarget
 from rigmon.schema import Frame
 from rigmon.tui.app import RigmonApp
 from tests.tui.snapshot_apps.dashboard import wait_for
