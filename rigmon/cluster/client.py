@@ -15,7 +15,16 @@ from typing import Union
 import httpx
 
 from rigmon.cluster.sse import SseParser
-from rigmon.schema import SCHEMA_VERSION, Alarm, AlarmList, Frame, Gap, Info, SchemaError, decode, decode_data
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    Alarm,
+    AlarmList,
+    Frame,
+    Gap,
+    Info,
+    SchemaError,
+    decode,
+)
 
 #: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
 #: starts with a couple of minutes of history instead of a single point.

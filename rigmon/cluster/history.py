@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 Extreme = Literal["min", "max"]
@@ -83,19 +83,34 @@ SERIES: dict[str, Extreme] = {
 }
 
 
+#: Per-device series (see `rigmon.cluster.summary.detail_values`) one node keeps at most;
+#: a node listing more devices gets trends for the first ones only.
+MAX_DETAIL_SERIES = 64
+
+
+def detail_extreme(name: str) -> Extreme:
+    """The extreme a per-device series keeps when downsampled: voltages (``*_volts``) their
+    minimum, so a sag survives; everything else its maximum, so a peak survives."""
+    return "min" if name.endswith("_volts") else "max"
+
+
 class NodeHistory:
-    """The last ``capacity`` frames of one node, reduced to the series in `SERIES`.
+    """The last ``capacity`` frames of one node, reduced to the series in `SERIES` plus
+    per-device series (``details``) named by the frames.
 
     Points are appended in arrival order; `seqs` lets a reader check
-    that a resumed stream left no hole.
+    that a resumed stream left no hole. Every series has one point per frame (``nan``
+    where the frame lacked it), so series line up.
     """
 
-    def __init__(self, capacity: int = HISTORY_POINTS) -> None:
+    def __init__(self, capacity: int = HISTORY_POINTS, max_details: int = MAX_DETAIL_SERIES) -> None:
         self.capacity = capacity
+        self.max_details = max_details
         # Seqs are whole numbers far below 2**53, exact as floats.
         self._seqs = Ring(capacity)
         self.taken_at = Ring(capacity)
         self.series = {name: Ring(capacity) for name in SERIES}
+        self.details: dict[str, Ring] = {}
 
     def __len__(self) -> int:
         return len(self._seqs)
@@ -104,14 +119,33 @@ class NodeHistory:
         """Seq of every point, oldest first."""
         return [int(s) for s in self._seqs.tail()]
 
-    def append(self, seq: int, taken_at: float, values: dict[str, float | None]) -> None:
-        """Add one frame's values (missing ones become ``nan``)."""
+    def append(self, seq: int, taken_at: float, values: Mapping[str, float | None],
+               details: Mapping[str, float | None] | None = None) -> None:
+        """Add one frame's values and per-device values (missing ones become ``nan``).
+
+        A per-device series seen for the first time starts with ``nan`` for the frames before.
+        """
+        details = details or {}
+        for name in details:
+            if name not in self.details and len(self.details) < self.max_details:
+                ring = Ring(self.capacity)
+                for _ in range(len(self._seqs)):
+                    ring.append(math.nan)
+                self.details[name] = ring
         self._seqs.append(seq)
         self.taken_at.append(taken_at)
         for name, ring in self.series.items():
             value = values.get(name)
             ring.append(math.nan if value is None else value)
+        for name, ring in self.details.items():
+            value = details.get(name)
+            ring.append(math.nan if value is None else value)
 
     def trend(self, name: str, points: int | None, buckets: int) -> tuple[float, ...]:
         """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``."""
         return tuple(downsample(self.series[name].tail(points), buckets, SERIES[name]))
+
+    def detail_trends(self, points: int | None, buckets: int) -> dict[str, tuple[float, ...]]:
+        """Every per-device series, like `trend`, each keeping its `detail_extreme`."""
+        return {name: tuple(downsample(ring.tail(points), buckets, detail_extreme(name)))
+                for name, ring in self.details.items()}

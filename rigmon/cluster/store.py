@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -12,7 +13,13 @@ from rigmon.alarms.cluster import ClusterAlarms
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
-from rigmon.cluster.summary import NodeSummary, alarm_count, summarize
+from rigmon.cluster.summary import (
+    RAIL_CRITICAL_VOLTS,
+    NodeSummary,
+    alarm_count,
+    detail_values,
+    summarize,
+)
 from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
 
 NodeState = Literal["connecting", "live", "stale", "unreachable"]
@@ -41,6 +48,8 @@ class NodeView:
         age_s: seconds since the last frame arrived; ``None`` before the first.
         summary: key figures of the latest frame.
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
+        details: downsampled per-device series by name (see
+            `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
         restarts: agent restarts seen (a new run id).
         frames_lost: frames the agent could no longer send after a disconnect.
     """
@@ -53,6 +62,7 @@ class NodeView:
     age_s: float | None
     summary: NodeSummary | None
     trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    details: dict[str, tuple[float, ...]] = field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
 
@@ -92,6 +102,10 @@ class NodeStore:
         self.restarts = 0
         self.frames_lost = 0
         self.gaps: list[Gap] = []
+        # Most GPUs and links this node has shown in this dashboard session: a GPU or a
+        # link that vanished from the frames is still expected.
+        self.gpus_seen = 0
+        self.links_seen = 0
 
     @property
     def name(self) -> str:
@@ -122,10 +136,11 @@ class NodeStore:
                 continue
             if last is not None and frame.run_id != last.run_id:
                 self.restarts += 1
-            summary = summarize(frame)
+            summary = self._with_session_inventory(summarize(frame))
             self.latest = frame
             self.summary = summary
-            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES})
+            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES},
+                                detail_values(frame.readings))
             self.events.extend(frame.events)
             added += 1
         if added:
@@ -162,6 +177,16 @@ class NodeStore:
                                       last_taken_at=self.latest.taken_at if self.latest else None,
                                       error=self.error)
 
+    def _with_session_inventory(self, summary: NodeSummary) -> NodeSummary:
+        """``summary`` with GPUs expected and links total raised to the most seen so far."""
+        self.gpus_seen = max(self.gpus_seen, summary.gpus_expected or 0)
+        self.links_seen = max(self.links_seen, summary.links_total or 0)
+        if self.gpus_seen > (summary.gpus_expected or 0):
+            summary = replace(summary, gpus_expected=self.gpus_seen, gpus_present=summary.gpus_present or 0)
+        if self.links_seen > (summary.links_total or 0):
+            summary = replace(summary, links_total=self.links_seen, links_healthy=summary.links_healthy or 0)
+        return summary
+
     def add_gap(self, gap: Gap) -> None:
         """Frames the agent could no longer send (it restarted, or its buffer moved on)."""
         self.gaps.append(gap)
@@ -192,8 +217,10 @@ class NodeStore:
             return "connecting"
         return "stale"
 
-    def view(self, points: int | None = 120, buckets: int = 60, cluster_alarms: tuple[Alarm, ...] = ()) -> NodeView:
-        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``.
+    def view(self, points: int | None = 120, buckets: int = 60, cluster_alarms: tuple[Alarm, ...] = (),
+             details: bool = False) -> NodeView:
+        """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``;
+        with ``details`` also the per-device trends (the node screen's).
 
         ``cluster_alarms`` are the dashboard's active cluster alarms about this node; with the
         node's own they make the summary's alarm count (unknown while the node's own alarms
@@ -215,17 +242,39 @@ class NodeStore:
             age_s=self.age_s(),
             summary=summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
+            details=self.history.detail_trends(points, buckets) if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
         )
 
 
-def trouble_order(view: NodeView) -> tuple[int, int, int, str]:
-    """Sort key putting trouble first: unreachable, stale, alarms, failing collectors, then by name."""
+def hardware_trouble(view: NodeView) -> int:
+    """How many of these a node has: a GPU missing against its inventory, a rail minimum
+    below `RAIL_CRITICAL_VOLTS` in its recent trend (or latest frame), a degraded link, a
+    degraded md array."""
+    summary = view.summary
+    if summary is None:
+        return 0
+    rail = [v for v in view.trends.get("rail_min_volts", ()) if not math.isnan(v)]
+    if summary.rail_min_volts is not None:
+        rail.append(summary.rail_min_volts)
+    return sum((
+        summary.gpus_present is not None and summary.gpus_expected is not None
+        and summary.gpus_present < summary.gpus_expected,
+        bool(rail) and min(rail) < RAIL_CRITICAL_VOLTS,
+        summary.links_healthy is not None and summary.links_total is not None
+        and summary.links_healthy < summary.links_total,
+        bool(summary.arrays_degraded),
+    ))
+
+
+def trouble_order(view: NodeView) -> tuple[int, int, int, int, str]:
+    """Sort key putting trouble first: unreachable, stale, hardware trouble (lost GPU, low
+    rail, degraded link or array), alarms, failing collectors, then by name."""
     summary = view.summary
     alarms = (summary.alarms or 0) if summary else 0
     failing = summary.collectors_failing if summary else 0
-    return (STATE_RANK[view.state], -alarms, -failing, view.name)
+    return (STATE_RANK[view.state], -hardware_trouble(view), -alarms, -failing, view.name)
 
 
 class ClusterStore:

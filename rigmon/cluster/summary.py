@@ -1,9 +1,9 @@
 """Key figures of one node for the cluster screen: one small function per source, one `NodeSummary`.
 
 Each ``*_figures`` function reads one source's readings of a frame and returns its part of
-the summary, ``None`` where the node does not report it. Sources whose readings are not in
-the schema yet (rail, GPUs, storage, links) return ``None`` until they are: filling one in
-means editing only its function.
+the summary, ``None`` where the node does not report it. `detail_values` names the
+per-device series (each GPU's power, each array's throughput...) that the node screen draws
+as trends.
 """
 
 from __future__ import annotations
@@ -11,10 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rigmon.schema import Alarm, Frame, Readings
+from rigmon.schema import Alarm, Frame, NetInterfaceReading, Readings
 
 #: Collector states that count as a failing collector.
 FAILING_STATES = frozenset({"error", "hung"})
+#: Rail minimum below which the rail is low (the default ``psu_rail_low_warning`` rule).
+RAIL_WARN_VOLTS = 11.7
+#: Rail minimum below which GPUs fall off the bus (the default ``psu_rail_low_critical`` rule).
+RAIL_CRITICAL_VOLTS = 11.5
+#: Network interface kinds that are links between machines (counted in `link_figures`).
+LINK_NIC_KINDS = frozenset({"thunderbolt-net", "ethernet", "infiniband"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +38,7 @@ class GpuFigures:
     power_w: float | None = None
     present: int | None = None
     expected: int | None = None
+    lost: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,15 @@ class LinkFigures:
 
     healthy: int | None = None
     total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StorageFigures:
+    """Storage part of a summary."""
+
+    bytes_per_s: float | None = None
+    arrays_degraded: int | None = None
+    arrays_total: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +70,15 @@ class NodeSummary:
         net_bytes_per_s: received plus sent over every interface but loopback.
         rail_min_volts: lowest 12 V rail voltage in the frame's window.
         gpu_power_w: board power of all GPUs together.
-        gpus_present: GPUs seen now.
-        gpus_expected: GPUs in the node's inventory.
+        gpus_present: GPUs working now (NVIDIA not lost, and AMD).
+        gpus_expected: GPUs in the node's inventory: listed in the frame (a lost GPU stays
+            listed); the node store raises it to the most this node has shown.
+        gpus_lost: NVIDIA GPUs the frame lists as lost.
         links_healthy: links up at their expected speed.
-        links_total: links the node watches.
-        storage_bytes_per_s: read plus write over the node's arrays.
+        links_total: links the node watches; the node store raises it to the most seen.
+        storage_bytes_per_s: read plus write over the node's arrays (its disks without arrays).
+        arrays_degraded: md arrays whose health is not ``ok``.
+        arrays_total: md arrays of the node.
         alarms: alarms firing on the node.
         collectors_failing: collectors in state error or hung.
     """
@@ -72,9 +92,12 @@ class NodeSummary:
     gpu_power_w: float | None = None
     gpus_present: int | None = None
     gpus_expected: int | None = None
+    gpus_lost: int | None = None
     links_healthy: int | None = None
     links_total: int | None = None
     storage_bytes_per_s: float | None = None
+    arrays_degraded: int | None = None
+    arrays_total: int | None = None
     alarms: int | None = None
     collectors_failing: int = 0
 
@@ -93,23 +116,105 @@ def host_figures(readings: Readings) -> HostFigures:
 
 
 def rail_figures(readings: Readings) -> float | None:
-    """Lowest 12 V rail voltage of the frame (volts); ``None`` until PSU readings exist."""
-    return None
+    """Lowest 12 V rail voltage of the frame's ADC windows (volts): the envelope's minimum,
+    never its mean, so a sag of a few milliseconds reaches the screen; ``None`` without
+    ADC readings (no device, or stale)."""
+    rail = readings.psu_rail
+    if rail is None or rail.volts is None:
+        return None
+    return rail.volts.min_volts
 
 
 def gpu_figures(readings: Readings) -> GpuFigures:
-    """Total GPU board power and GPUs present of expected; unknown until GPU readings exist."""
-    return GpuFigures()
+    """Total board power of the working GPUs (NVIDIA and AMD), GPUs working of listed, and
+    lost ones; all ``None`` when the node reports no GPU."""
+    if not readings.gpus and not readings.amd_gpus:
+        return GpuFigures()
+    working = [g for g in readings.gpus if g.state != "lost"]
+    powers = [g.power_w for g in working if g.power_w is not None]
+    powers += [a.power_w for a in readings.amd_gpus if a.power_w is not None]
+    return GpuFigures(
+        power_w=sum(powers) if powers else None,
+        present=len(working) + len(readings.amd_gpus),
+        expected=len(readings.gpus) + len(readings.amd_gpus),
+        lost=len(readings.gpus) - len(working),
+    )
 
 
-def storage_figures(readings: Readings) -> float | None:
-    """Read plus write bytes per second over the node's arrays; ``None`` until storage readings exist."""
-    return None
+def storage_figures(readings: Readings) -> StorageFigures:
+    """Read plus write bytes per second over the node's md arrays (over its whole disks
+    when it has no array, since an array's bytes are also its members'), and arrays not
+    ``ok`` of all; ``None`` where the node reports no such device or no rate yet."""
+    if readings.raid:
+        rates = [r for a in readings.raid for r in (a.read_bytes_per_s, a.write_bytes_per_s) if r is not None]
+        degraded: int | None = sum(1 for a in readings.raid if a.health != "ok")
+        total: int | None = len(readings.raid)
+    else:
+        rates = [r for d in readings.disks for r in (d.read_bytes_per_s, d.write_bytes_per_s) if r is not None]
+        degraded = total = None
+    return StorageFigures(bytes_per_s=sum(rates) if rates else None, arrays_degraded=degraded, arrays_total=total)
+
+
+def nic_is_link(nic: NetInterfaceReading) -> bool:
+    """Whether an interface is a link between machines that the cluster screen counts:
+    every thunderbolt-net interface, and Ethernet/InfiniBand ports that are up or have a
+    carrier (an unused port is no link)."""
+    if nic.kind == "thunderbolt-net":
+        return True
+    return nic.kind in LINK_NIC_KINDS and (nic.operstate == "up" or nic.carrier is True)
+
+
+def nic_is_healthy(nic: NetInterfaceReading) -> bool:
+    """Up with a carrier and not stalled."""
+    return nic.operstate == "up" and nic.carrier is True and not nic.stalled
 
 
 def link_figures(readings: Readings) -> LinkFigures:
-    """Links up at their expected speed, of all links watched; unknown until link readings exist."""
-    return LinkFigures()
+    """Links healthy of all links watched: Thunderbolt/USB4 links (host routers and
+    retimers have no link of their own) at their expected speed, and the interfaces of
+    `nic_is_link` up, with carrier and not stalled; ``None`` when the node has none."""
+    tb = [d for d in readings.thunderbolt if d.link_state != "unknown"]
+    nics = [n for n in readings.net if nic_is_link(n)]
+    total = len(tb) + len(nics)
+    if total == 0:
+        return LinkFigures()
+    healthy = sum(1 for d in tb if d.link_state == "ok") + sum(1 for n in nics if nic_is_healthy(n))
+    return LinkFigures(healthy=healthy, total=total)
+
+
+def detail_values(readings: Readings) -> dict[str, float | None]:
+    """Per-device figures the node screen draws as trends, by series name.
+
+    Names: ``gpu[<uuid or index>].power_w`` (NVIDIA: the peak between polls where the
+    driver has it, else the reading), ``amd[<card>].power_w``, ``raid[<name>].read_bytes_per_s``
+    and ``.write_bytes_per_s``, ``rail.mean_volts``, ``path[<path>].resistance_mohm``,
+    ``net[<name>].bytes_per_s``. A series ending in ``_volts`` keeps each bucket's minimum
+    when downsampled, every other its maximum (`rigmon.cluster.history.detail_extreme`).
+    """
+    out: dict[str, float | None] = {}
+    for gpu in readings.gpus:
+        power = gpu.power_peak_w if gpu.power_peak_w is not None else gpu.power_w
+        out[f"gpu[{gpu_key(gpu.uuid, gpu.index)}].power_w"] = power
+    for amd in readings.amd_gpus:
+        out[f"amd[{amd.card}].power_w"] = amd.power_w
+    for array in readings.raid:
+        out[f"raid[{array.name}].read_bytes_per_s"] = array.read_bytes_per_s
+        out[f"raid[{array.name}].write_bytes_per_s"] = array.write_bytes_per_s
+    rail = readings.psu_rail
+    if rail is not None:
+        out["rail.mean_volts"] = rail.volts.mean_volts if rail.volts is not None else None
+    for path in readings.path_resistance:
+        out[f"path[{path.path}].resistance_mohm"] = path.resistance_mohm
+    for nic in readings.net:
+        if nic_is_link(nic):
+            rates = [r for r in (nic.rx_bytes_per_s, nic.tx_bytes_per_s) if r is not None]
+            out[f"net[{nic.name}].bytes_per_s"] = sum(rates) if rates else None
+    return out
+
+
+def gpu_key(uuid: str | None, index: int) -> str:
+    """Identity of an NVIDIA GPU on the dashboard: its UUID, else ``index:N``."""
+    return uuid if uuid is not None else f"index:{index}"
 
 
 def alarm_count(frame: Frame, active: Sequence[Alarm] | None = None) -> int | None:
@@ -130,6 +235,7 @@ def summarize(frame: Frame) -> NodeSummary:
     host = host_figures(readings)
     gpus = gpu_figures(readings)
     links = link_figures(readings)
+    storage = storage_figures(readings)
     return NodeSummary(
         node=frame.node,
         seq=frame.seq,
@@ -140,9 +246,12 @@ def summarize(frame: Frame) -> NodeSummary:
         gpu_power_w=gpus.power_w,
         gpus_present=gpus.present,
         gpus_expected=gpus.expected,
+        gpus_lost=gpus.lost,
         links_healthy=links.healthy,
         links_total=links.total,
-        storage_bytes_per_s=storage_figures(readings),
+        storage_bytes_per_s=storage.bytes_per_s,
+        arrays_degraded=storage.arrays_degraded,
+        arrays_total=storage.arrays_total,
         alarms=alarm_count(frame),
         collectors_failing=sum(1 for s in frame.collectors.values() if s.state in FAILING_STATES),
     )

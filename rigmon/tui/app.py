@@ -20,7 +20,14 @@ from rigmon.cluster.config import DEFAULT_THEME, NodeTarget
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
-from rigmon.tui.messages import NodeAlarms, NodeAlarmsFailed, NodeConnected, NodeFailed, NodeGap, NodeSampled
+from rigmon.tui.messages import (
+    NodeAlarms,
+    NodeAlarmsFailed,
+    NodeConnected,
+    NodeFailed,
+    NodeGap,
+    NodeSampled,
+)
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
@@ -214,7 +221,8 @@ class RigmonApp(App[None]):
                 screen.show(self.cluster.views())
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
                 store = self.cluster.nodes[self.selected]
-                screen.show(store.view(points=None, buckets=240), store.info, store.latest, tuple(store.events))
+                screen.show(store.view(points=None, buckets=240, details=True), store.info, store.latest,
+                            tuple(store.events))
         except NoMatches:
             # The timer fired while the app shuts down and the screen has lost its widgets.
             pass

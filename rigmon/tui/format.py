@@ -64,3 +64,42 @@ def age(seconds: float | None) -> str:
 def number(value: float | None, digits: int = 2) -> str:
     """A plain number, or ``—``."""
     return MISSING if value is None else f"{value:.{digits}f}"
+
+
+def rail(value: float | None) -> str:
+    """Rail voltage to the millivolt the ADC reports: ``11.384 V``."""
+    return MISSING if value is None else f"{value:.3f} V"
+
+
+def temp(celsius: float | None) -> str:
+    """``42 °C``."""
+    return MISSING if celsius is None else f"{celsius:.0f} °C"
+
+
+def mhz(value: int | None) -> str:
+    """``1530``, MHz implied by the column title."""
+    return MISSING if value is None else str(value)
+
+
+def gbps(value: float | None) -> str:
+    """``20 Gb/s``, ``2.5 Gb/s``."""
+    return MISSING if value is None else f"{value:g} Gb/s"
+
+
+def lanes(speed_gbps: float | None, count: int | None) -> str:
+    """Speed per lane times lanes: ``2x20``; ``—`` when unknown."""
+    if speed_gbps is None or count is None:
+        return MISSING
+    return f"{count}x{speed_gbps:g}"
+
+
+def pcie(gen: int | None, width: int | None) -> str:
+    """PCIe link as generation and width: ``3x16``."""
+    if gen is None and width is None:
+        return MISSING
+    return f"{MISSING if gen is None else gen}x{MISSING if width is None else width}"
+
+
+def signed(value: float | None, digits: int = 2) -> str:
+    """A number with its sign: ``+0.06``."""
+    return MISSING if value is None else f"{value:+.{digits}f}"

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.cluster.client import AgentError
-from rigmon.cluster.export import EXPORT_SINCE_S, export_paths, pull_targets, replay_parts, write_export
+from rigmon.cluster.export import (
+    EXPORT_SINCE_S,
+    export_paths,
+    pull_targets,
+    replay_parts,
+    write_export,
+)
 
 if TYPE_CHECKING:
     from rigmon.tui.app import RigmonApp

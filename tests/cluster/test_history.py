@@ -54,3 +54,27 @@ def test_history_holds_an_hour_and_reports_seqs() -> None:
     assert history.seqs()[0] == 401 and history.seqs()[-1] == 4000
     assert history.trend("rail_min_volts", None, 10) == ()
     assert history.trend("cpu_pct", 120, 60) == (50.0,) * 60
+
+
+def test_detail_series_line_up_and_keep_their_extreme() -> None:
+    history = NodeHistory(capacity=10, max_details=2)
+    history.append(1, 1.0, {}, {"gpu[a].power_w": 200.0})
+    history.append(2, 2.0, {}, {"gpu[a].power_w": 300.0, "rail.mean_volts": 11.9})
+    history.append(3, 3.0, {}, {"rail.mean_volts": 11.4, "gpu[b].power_w": 5.0})
+    history.append(4, 4.0, {}, {"gpu[a].power_w": 250.0, "rail.mean_volts": 11.8})
+    # A series seen late starts with nan for the frames before; one beyond the cap is not kept.
+    assert set(history.details) == {"gpu[a].power_w", "rail.mean_volts"}
+    assert math.isnan(history.details["rail.mean_volts"].tail()[0])
+    assert math.isnan(history.details["gpu[a].power_w"].tail()[2])
+    assert all(len(ring) == len(history) for ring in history.details.values())
+    trends = history.detail_trends(None, 1)
+    assert trends == {"gpu[a].power_w": (300.0,), "rail.mean_volts": (11.4,)}
+
+
+@pytest.mark.parametrize(("name", "extreme"), [
+    ("rail.mean_volts", "min"), ("gpu[GPU-1].power_w", "max"), ("raid[md127].read_bytes_per_s", "max"),
+    ("path[vpsu-v].resistance_mohm", "max"),
+])
+def test_detail_extreme_by_unit(name: str, extreme: str) -> None:
+    from rigmon.cluster.history import detail_extreme
+    assert detail_extreme(name) == extreme

@@ -95,3 +95,84 @@ def test_cluster_lists_trouble_first() -> None:
     cluster.nodes["c"].failed("cannot connect")
     assert [v.key for v in cluster.views()] == ["c", "b", "d", "a"]
     assert cluster.counts() == {"live": 1, "stale": 1, "unreachable": 1, "connecting": 1}
+
+
+# --- Every source: session inventory and trouble order, from recorded frames of real collectors ---
+
+from rigmon.cluster.store import hardware_trouble, trouble_order
+from tests.tui.snapshot_apps.record_frames import load_frames
+
+
+def renamed(frames, node: str):  # type: ignore[no-untyped-def]
+    return [replace(f, node=node, run_id=f"{node}-r") for f in frames]
+
+
+def test_gpus_expected_is_the_most_seen_this_session() -> None:
+    frames = renamed(load_frames("v100-gpu-lost-rail-sag")[:10], "v100")
+    store = NodeStore("k", "http://n:1", FakeClock())
+    store.add_frames(frames[:5])
+    assert (store.summary.gpus_present, store.summary.gpus_expected) == (4, 4)  # type: ignore[union-attr]
+    # The driver went away: the frames list no GPU at all; the node still should have four.
+    gone = replace(frames[5], readings=replace(frames[5].readings, gpus=()))
+    store.add_frames([gone])
+    assert (store.summary.gpus_present, store.summary.gpus_expected) == (0, 4)  # type: ignore[union-attr]
+
+
+def test_links_total_is_the_most_seen_this_session() -> None:
+    frames = renamed(load_frames("enclosure-link-10g-array-lagging")[:3], "encl")
+    store = NodeStore("k", "http://n:1", FakeClock())
+    store.add_frames(frames[:2])
+    assert (store.summary.links_healthy, store.summary.links_total) == (3, 3)  # type: ignore[union-attr]
+    unplugged = tuple(d for d in frames[2].readings.thunderbolt if d.name != "0-1")
+    store.add_frames([replace(frames[2], readings=replace(frames[2].readings, thunderbolt=unplugged))])
+    assert (store.summary.links_healthy, store.summary.links_total) == (2, 3)  # type: ignore[union-attr]
+
+
+# (name, fixture, frames filed, hardware trouble count)
+TROUBLE = [
+    ("aaa-healthy-v100", "v100-gpu-lost-rail-sag", 10, 0),
+    ("bbb-lost-gpu-low-rail", "v100-gpu-lost-rail-sag", 60, 2),
+    ("ccc-link-10g", "enclosure-link-10g-array-lagging", 45, 1),
+    ("ddd-raid-degraded", "raid1-member-failed-recovering", 25, 1),
+    ("eee-model-load", "two-raid0-model-load", 30, 0),
+]
+
+
+def test_hardware_trouble_sorts_first() -> None:
+    clock = FakeClock()
+    cluster = ClusterStore(clock)
+    for name, fixture, count, _ in TROUBLE:
+        cluster.add(name, f"http://{name}:1").add_frames(renamed(load_frames(fixture)[:count], name))
+    views = cluster.views()
+    assert {v.name: hardware_trouble(v) for v in views} == {name: t for name, _, _, t in TROUBLE}
+    assert [v.name for v in views] == ["bbb-lost-gpu-low-rail", "ccc-link-10g", "ddd-raid-degraded",
+                                       "aaa-healthy-v100", "eee-model-load"]
+    # No data is worse than bad data: a stale node still comes first.
+    clock.advance(10)
+    cluster.add("zzz", "http://zzz:1").add_frames(renamed(load_frames("raid1-member-failed-recovering")[:25], "zzz"))
+    views = cluster.views()
+    assert (views[0].name, views[-1].name) == ("bbb-lost-gpu-low-rail", "zzz")
+    assert trouble_order(views[-1])[:2] == (3, -1)
+
+
+def test_a_sag_in_the_recent_trend_keeps_a_node_first() -> None:
+    frames = renamed(load_frames("v100-gpu-lost-rail-sag"), "v100")
+    # Frames 13-25 hold the sags below 11.5 V (before GPU 3 dropped); the GPUs are put back
+    # so only the rail counts.
+    healthy_gpus = frames[5].readings.gpus
+    frames = [replace(f, readings=replace(f.readings, gpus=healthy_gpus)) for f in frames[:40]]
+    store = NodeStore("k", "http://n:1", FakeClock())
+    store.add_frames(frames)
+    assert store.summary.rail_min_volts is not None and store.summary.rail_min_volts > 11.5  # type: ignore[union-attr]
+    assert hardware_trouble(store.view()) == 1
+    assert hardware_trouble(store.view(points=5)) == 0
+
+
+def test_view_details_only_when_asked() -> None:
+    store = NodeStore("k", "http://n:1", FakeClock())
+    store.add_frames(renamed(load_frames("v100-gpu-lost-rail-sag")[:30], "v100"))
+    assert store.view().details == {}
+    details = store.view(points=None, buckets=240, details=True).details
+    # The mean's trend is a series of its own: the rail minimum's trend keeps the sags.
+    assert min(details["rail.mean_volts"]) > min(store.view(points=None, buckets=240).trends["rail_min_volts"]) + 0.2
+    assert len([k for k in details if k.startswith("gpu[")]) == 4

@@ -1,5 +1,6 @@
-"""SVG snapshots of the cluster, node and alarms screens and of a replay, from seeded fake agents or a
-fixed bundle on a frozen clock."""
+"""SVG snapshots of the cluster, node and alarms screens and of a replay, from seeded fake agents
+(host-only or replaying recorded frames of real collectors on simulator trees) or a fixed bundle
+on a frozen clock."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from rigmon.tui.app import RigmonApp
 from tests.tui.snapshot_apps.dashboard import alarms_listed, build, give_alarms, settle
 from tests.tui.snapshot_apps.fake_agent import START_AT
 from tests.tui.snapshot_apps.fake_bundle import GPU_LOST_AT, write_fake_bundle
+from tests.tui.snapshot_apps.recorded import build as build_recorded
+from tests.tui.snapshot_apps.recorded import open_node, v100_frames
+from tests.tui.snapshot_apps.recorded import settle as settle_recorded
 
 THEMES = ["rigmon-dark", "rigmon-light"]
 
@@ -83,3 +87,37 @@ def test_replay_at_a_fixed_cursor(snap_compare: Any, tmp_path: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(100, 24), run_before=run_before)
+
+
+def _recorded_node_screen(nodes: list[tuple[str, object, int]]):  # type: ignore[no-untyped-def]
+    app, fleet, _ = build_recorded(nodes)  # type: ignore[arg-type]
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+
+    return app, run_before
+
+
+def test_node_screen_v100_lost_gpu_rail_sag(snap_compare: Any) -> None:
+    app, run_before = _recorded_node_screen([("v100", v100_frames(), 60)])
+    assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
+
+
+def test_node_screen_storage_and_links(snap_compare: Any) -> None:
+    app, run_before = _recorded_node_screen([("encl", "enclosure-link-10g-array-lagging", 45)])
+    assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
+
+
+def test_cluster_screen_every_source(snap_compare: Any) -> None:
+    app, fleet, _ = build_recorded([
+        ("v100", v100_frames(), 60), ("encl", "enclosure-link-10g-array-lagging", 45),
+        ("raid", "raid1-member-failed-recovering", 25), ("model", "two-raid0-model-load", 30),
+        ("usb4", "strix-usb4-thunderbolt-net", 50), ("strix", "strix-amd-gpu", 15),
+        ("v100b", "v100-gpu-lost-rail-sag", 10), ("mirror", "raid1-member-failed-recovering", 12),
+    ])
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -58,6 +58,8 @@ class NodeScreen(Screen[None]):
         for group in self.query(SourceGroup):
             group.frame = frame
             group.trends = view.trends
+            group.details = view.details
+            group.events = events
         self.query_one(CollectorHealth).collectors = dict(frame.collectors) if frame else {}
         self.query_one(EventList).events = events
 

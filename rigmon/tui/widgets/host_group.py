@@ -1,4 +1,4 @@
-"""HostGroup: the node screen's box for CPU, memory, load, temperatures and network interfaces."""
+"""HostGroup: the node screen's box for CPU, memory, load and temperatures."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rigmon.tui.widgets.source_group import SourceGroup
 
 
 class HostGroup(SourceGroup):
-    """CPU and network trends, load, memory, uptime, temperature sensors, and one line per interface."""
+    """CPU and network trends, load, memory, uptime and temperature sensors (interfaces are under Links)."""
 
     TITLE: ClassVar[str] = "Host"
     COLLECTORS: ClassVar[tuple[str, ...]] = ("host",)
@@ -49,22 +49,4 @@ class HostGroup(SourceGroup):
             for sensor in readings.temperatures:
                 temps.add_row(Text(sensor.label or sensor.sensor, style=label), f"{sensor.temp_c:.0f} °C")
             parts.append(temps)
-        if readings.net:
-            table = Table(box=None, padding=(0, 1), show_edge=False, header_style=label)
-            for title in ("interface", "state", "speed", "rx", "tx", "errors", "drops"):
-                table.add_column(title, justify="left" if title in ("interface", "state") else "right", no_wrap=True)
-            bad = self.get_component_rich_style("source-group--bad", partial=True)
-            for nic in readings.net:
-                errors = nic.rx_errors_total + nic.tx_errors_total
-                drops = nic.rx_dropped_total + nic.tx_dropped_total
-                table.add_row(
-                    nic.name,
-                    nic.operstate or fmt.MISSING,
-                    fmt.MISSING if nic.speed_mbps is None else f"{nic.speed_mbps / 1000:g} Gb/s",
-                    fmt.rate(nic.rx_bytes_per_s),
-                    fmt.rate(nic.tx_bytes_per_s),
-                    Text(str(errors), style=bad if errors else ""),
-                    Text(str(drops), style=bad if drops else ""),
-                )
-            parts.append(table)
         return Group(*parts)

@@ -18,6 +18,7 @@ from textual.renderables.sparkline import Sparkline
 from textual.widget import Widget
 
 from rigmon.cluster.store import NodeView
+from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
 from rigmon.tui import format as fmt
 
 
@@ -68,6 +69,24 @@ def column_widths(total: int, columns: Sequence[Column] = COLUMNS) -> list[int]:
     return widths
 
 
+def figure_level(column: str, summary: NodeSummary | None) -> str | None:
+    """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum below the
+    alarm thresholds, a GPU missing, a link or an md array degraded."""
+    if summary is None:
+        return None
+    if column == "rail" and summary.rail_min_volts is not None:
+        if summary.rail_min_volts < RAIL_CRITICAL_VOLTS:
+            return "bad"
+        return "warn" if summary.rail_min_volts < RAIL_WARN_VOLTS else None
+    if column == "gpus" and summary.gpus_present is not None and summary.gpus_expected is not None:
+        return "bad" if summary.gpus_present < summary.gpus_expected else None
+    if column == "links" and summary.links_healthy is not None and summary.links_total is not None:
+        return "bad" if summary.links_healthy < summary.links_total else None
+    if column == "storage" and summary.arrays_degraded:
+        return "bad"
+    return None
+
+
 def grid(widths: Sequence[int]) -> Table:
     """An empty borderless table with the given column widths."""
     table = Table.grid(padding=(0, 1), expand=False)
@@ -90,6 +109,8 @@ class NodeRow(Widget, can_focus=True):
         "node-row--connecting",
         "node-row--alarm",
         "node-row--missing",
+        "node-row--warn",
+        "node-row--bad",
         "node-row--spark-low",
         "node-row--spark-high",
     }
@@ -126,8 +147,9 @@ class NodeRow(Widget, can_focus=True):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"node-row--{name}", partial=True)
 
-    def _figure(self, text: str) -> Text:
-        return Text(text, style=self._style("missing") if text == fmt.MISSING else "", justify="right")
+    def _figure(self, text: str, level: str | None = None) -> Text:
+        style = self._style("missing") if text == fmt.MISSING else self._style(level) if level else ""
+        return Text(text, style=style, justify="right")
 
     def render(self) -> RenderableType:
         view = self.view
@@ -148,7 +170,7 @@ class NodeRow(Widget, can_focus=True):
         alarm_text = Text(fmt.MISSING if alarms is None else str(alarms), justify="right",
                           style=self._style("alarm") if alarms else self._style("missing") if alarms is None else "")
         figures = {
-            "rail": fmt.volts(summary.rail_min_volts if summary else None),
+            "rail": fmt.rail(summary.rail_min_volts if summary else None),
             "power": fmt.watts(summary.gpu_power_w if summary else None),
             "gpus": fmt.of(summary.gpus_present, summary.gpus_expected) if summary else fmt.MISSING,
             "links": fmt.of(summary.links_healthy, summary.links_total) if summary else fmt.MISSING,
@@ -162,7 +184,7 @@ class NodeRow(Widget, can_focus=True):
         low = self._style("spark-low").color
         high = self._style("spark-high").color
         for column, width in zip(COLUMNS[2:], widths[2:]):
-            top.append(self._figure(figures[column.key]))
+            top.append(self._figure(figures[column.key], figure_level(column.key, summary)))
             trend = TRENDS.get(column.key)
             data = view.trends.get(trend[0], ()) if trend else ()
             if trend and len(data) > 1 and low is not None and high is not None:

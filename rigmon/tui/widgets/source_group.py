@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from rich.console import Group, RenderableType
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
-from textual.renderables.sparkline import Sparkline
+from textual.app import ComposeResult
 from textual.reactive import reactive
+from textual.renderables.sparkline import Sparkline
 from textual.widget import Widget
+from textual.widgets import Static
 
-from rigmon.schema import Frame
+from rigmon.schema import Event, Frame
+
+#: How a figure is judged; picks its ``source-group--*`` style.
+Level = Literal["ok", "warn", "bad"]
+#: Below this many cells of content a box drops the optional columns of its tables.
+NARROW_WIDTH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a box's table: title, right-aligned, fixed width (``None``: by content)."""
+
+    title: str
+    right: bool = False
+    width: int | None = None
+    optional: bool = False
+    """Left out when the box is narrow (an 80-column terminal)."""
+    wrap: bool = False
+    """Wrap long cells instead of cutting them (the last column's reasons)."""
 
 
 class SourceGroup(Widget):
@@ -19,7 +42,8 @@ class SourceGroup(Widget):
 
     Subclasses set ``TITLE`` and ``COLLECTORS`` (the agent collectors feeding the source)
     and implement `body`; when it returns ``None`` the box says "not present" and what
-    the node's collectors say about it.
+    the node's collectors say about it. Subclasses with widgets of their own (a
+    `DataTable`) compose them in `compose_parts` and fill them in `update_parts`.
     """
 
     TITLE: ClassVar[str] = ""
@@ -36,37 +60,134 @@ class SourceGroup(Widget):
     DEFAULT_CSS = """
     SourceGroup {
         height: auto;
+        layout: vertical;
+    }
+    SourceGroup > Static {
+        height: auto;
     }
     """
 
-    frame: reactive[Frame | None] = reactive(None, layout=True)
+    frame: reactive[Frame | None] = reactive(None)
     """The node's latest frame."""
-    trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict, layout=True)
+    trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
     """Downsampled history of the node by series name (see rigmon.cluster.history.SERIES)."""
+    details: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
+    """Downsampled per-device history by series name (see rigmon.cluster.summary.detail_values)."""
+    events: reactive[tuple[Event, ...]] = reactive(tuple)
+    """The node's recent events, oldest first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._redraw_pending = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="body")
+        yield from self.compose_parts()
+
+    def compose_parts(self) -> ComposeResult:
+        """Widgets under the body (none by default)."""
+        yield from ()
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
+        self._schedule()
+
+    def watch_frame(self) -> None:
+        self._schedule()
+
+    def watch_trends(self) -> None:
+        self._schedule()
+
+    def watch_details(self) -> None:
+        self._schedule()
+
+    def watch_events(self) -> None:
+        self._schedule()
+
+    def on_resize(self) -> None:
+        self._schedule()
+
+    def _schedule(self) -> None:
+        # The screen sets frame, trends, details and events together: draw once after them.
+        if not self._redraw_pending and self.is_mounted:
+            self._redraw_pending = True
+            self.call_after_refresh(self.redraw)
+
+    def redraw(self) -> None:
+        """Draw the body and the parts from the reactives."""
+        self._redraw_pending = False
+        frame = self.frame
+        absent = self.style_of("absent")
+        body: RenderableType | None
+        if frame is None:
+            body = Text("no data yet", style=absent)
+        else:
+            body = self.body(frame)
+            if body is None and not self.has_parts(frame):
+                body = Group(Text("not present", style=absent), Text(self._collector_note(frame), style=absent))
+        static = self.query_one("#body", Static)
+        static.display = body is not None
+        static.update(body if body is not None else "")
+        self.update_parts(frame)
 
     def body(self, frame: Frame) -> RenderableType | None:
         """What the source reports in ``frame``; ``None`` when the node has no such readings."""
         return None
 
-    def trend(self, label: str, series: str, extreme: str, figure: str) -> Table:
-        """One line: label, current figure, and a sparkline of ``series`` keeping each bar's ``extreme``."""
-        label_style = self.get_component_rich_style("source-group--label", partial=True)
-        low = self.get_component_rich_style("source-group--spark-low", partial=True).color
-        high = self.get_component_rich_style("source-group--spark-high", partial=True).color
-        width = max(8, self.content_size.width - 24)
-        data = self.trends.get(series, ())
+    def has_parts(self, frame: Frame) -> bool:
+        """Whether the parts show something for ``frame`` (then a ``None`` body is not "not present")."""
+        return False
+
+    def update_parts(self, frame: Frame | None) -> None:
+        """Fill the widgets of `compose_parts` (nothing by default)."""
+
+    def style_of(self, name: str) -> Style:
+        """The rich style of component class ``source-group--<name>``."""
+        return self.get_component_rich_style(f"source-group--{name}", partial=True)
+
+    def styled(self, text: str, level: Level | None) -> Text:
+        """``text`` in the style of ``level`` (plain when ``None``)."""
+        return Text(text, style=self.style_of(level) if level else "")
+
+    def label(self, text: str) -> Text:
+        """``text`` in the label style."""
+        return Text(text, style=self.style_of("label"))
+
+    def table(self, columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]]) -> Table:
+        """A headed borderless table of ``rows``, without the optional columns when the box is narrow."""
+        narrow = 0 < self.content_size.width < NARROW_WIDTH
+        keep = [i for i, c in enumerate(columns) if not (narrow and c.optional)]
+        table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
+        for i in keep:
+            c = columns[i]
+            table.add_column(c.title, justify="right" if c.right else "left", no_wrap=not c.wrap, width=c.width,
+                             overflow="fold" if c.wrap else "ellipsis")
+        for row in rows:
+            table.add_row(*(row[i] for i in keep))
+        return table
+
+    def sparkline(self, data: Sequence[float], width: int, extreme: str) -> RenderableType:
+        """A sparkline of ``data`` at most ``width`` cells, each bar keeping its ``extreme``; "" when too short."""
+        low = self.style_of("spark-low").color
+        high = self.style_of("spark-high").color
+        if len(data) < 2 or low is None or high is None or width < 1:
+            return ""
+        return Sparkline(data, width=min(width, len(data)), min_color=low, max_color=high,
+                         summary_function=min if extreme == "min" else max)
+
+    def trend(self, label: str, series: str, extreme: str, figure: str | Text,
+              data: Sequence[float] | None = None) -> Table:
+        """One line: label, current figure, and a sparkline of ``series`` keeping each bar's ``extreme``.
+
+        ``data`` overrides the node trend named ``series`` (a per-device series, say).
+        """
+        width = max(8, self.content_size.width - 26)
+        points = self.trends.get(series, ()) if data is None else data
         table = Table.grid(padding=(0, 1))
-        table.add_column(width=10, no_wrap=True)
+        table.add_column(width=12, no_wrap=True)
         table.add_column(width=11, justify="right", no_wrap=True)
         table.add_column(width=width, no_wrap=True)
-        spark: RenderableType = ""
-        if len(data) > 1 and low is not None and high is not None:
-            spark = Sparkline(data, width=min(width, len(data)), min_color=low, max_color=high,
-                              summary_function=min if extreme == "min" else max)
-        table.add_row(Text(label, style=label_style), figure, spark)
+        table.add_row(self.label(label), figure, self.sparkline(points, width, extreme))
         return table
 
     def _collector_note(self, frame: Frame) -> str:
@@ -74,13 +195,3 @@ class SourceGroup(Widget):
         if states:
             return "collector " + ", ".join(states)
         return "no such collector on this agent"
-
-    def render(self) -> RenderableType:
-        frame = self.frame
-        absent = self.get_component_rich_style("source-group--absent", partial=True)
-        if frame is None:
-            return Text("no data yet", style=absent)
-        body = self.body(frame)
-        if body is None:
-            return Group(Text("not present", style=absent), Text(self._collector_note(frame), style=absent))
-        return body

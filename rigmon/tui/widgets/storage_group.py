@@ -1,25 +1,126 @@
-"""StorageGroup: the node screen's box for NVMe and md RAID readings (throughput per device and array, array state)."""
+"""StorageGroup: the node screen's box for md arrays (with members) and NVMe drives."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
 
-from rigmon.schema import Frame
-from rigmon.tui.widgets.source_group import SourceGroup
+from rigmon.schema import Frame, NvmeReading, RaidArrayReading
+from rigmon.tui import format as fmt
+from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
+
+#: Cells of each array's throughput sparkline.
+SPARK_WIDTH = 10
+#: An array's members lagging the fastest by more than this (percent) stand out.
+IMBALANCE_WARN_PCT = 20.0
+#: An array slower than this share (percent) of the fastest array loaded with it stands out.
+VS_FASTEST_WARN_PCT = 80.0
+
+
+def health_level(array: RaidArrayReading) -> Level:
+    """``ok`` for a clean array, ``warn`` while it recovers, ``bad`` otherwise."""
+    if array.health == "ok":
+        return "ok"
+    return "warn" if array.health == "recovering" else "bad"
+
+
+def nvme_link(drive: NvmeReading) -> str:
+    """``gen4 x4 of gen4 x4``; ``lost`` when the function fell off the bus."""
+    if drive.link_lost:
+        return "lost"
+    now = f"gen{fmt.MISSING if drive.link_gen is None else drive.link_gen} x{fmt.MISSING if drive.link_width is None else drive.link_width}"
+    best = f"gen{fmt.MISSING if drive.max_link_gen is None else drive.max_link_gen} x{fmt.MISSING if drive.max_link_width is None else drive.max_link_width}"
+    return f"{now} of {best}"
 
 
 class StorageGroup(SourceGroup):
-    """NVMe and md RAID readings (throughput per device and array, array state).
-
-    Shows "not present" until the schema carries storage readings: `body` is where they
-    get drawn once `Readings` has them.
-    """
+    """Total throughput (max-keeping trend); md arrays with health, state, sync progress,
+    read/write throughput and their trends, member imbalance and share of the fastest
+    array, each member's role and throughput; NVMe drives with PCIe link and temperature."""
 
     TITLE: ClassVar[str] = "Storage"
-    COLLECTORS: ClassVar[tuple[str, ...]] = ("disks", "raid")
+    COLLECTORS: ClassVar[tuple[str, ...]] = ("disks", "raid", "nvme")
 
     def body(self, frame: Frame) -> RenderableType | None:
-        """Nothing yet: frames carry no storage readings in this schema version."""
-        return None
+        readings = frame.readings
+        if not readings.raid and not readings.nvme and not readings.disks:
+            return None
+        rates = [r for a in readings.raid for r in (a.read_bytes_per_s, a.write_bytes_per_s) if r is not None]
+        if not readings.raid:
+            rates = [r for d in readings.disks for r in (d.read_bytes_per_s, d.write_bytes_per_s) if r is not None]
+        parts: list[RenderableType] = [
+            self.trend("storage", "storage_bytes_per_s", "max", fmt.rate(sum(rates) if rates else None))]
+        if readings.raid:
+            parts.append(self._arrays(frame))
+        if readings.nvme:
+            parts.append(self._nvme(frame))
+        return Group(*parts)
+
+    def _arrays(self, frame: Frame) -> Table:
+        columns = (Column("array"), Column("level", optional=True), Column("health"), Column("read", True),
+                   Column("", width=SPARK_WIDTH, optional=True), Column("write", True),
+                   Column("", width=SPARK_WIDTH, optional=True), Column("imbal.", True), Column("vs best", True),
+                   Column("state", optional=True))
+        rows: list[list[RenderableType]] = []
+        for array in frame.readings.raid:
+            name = array.name if array.md_name is None or self.content_size.width < NARROW_WIDTH \
+                else f"{array.name} {array.md_name}"
+            health: str = array.health
+            if array.sync_action and array.sync_progress_pct is not None:
+                health += f" {array.sync_action} {array.sync_progress_pct:.0f}%"
+            imbalance = array.member_imbalance_pct
+            share = array.vs_fastest_array_pct
+            # The sysfs word says more than mdstat's (clean, active, read-auto...).
+            state = array.array_state or array.mdstat_state
+            if array.read_only:
+                state += " ro"
+            if array.raid_disks is not None and array.working_disks is not None:
+                state += f" {array.working_disks}/{array.raid_disks}"
+            rows.append([
+                Text(name, style="bold"),
+                array.level or fmt.MISSING,
+                self.styled(health, health_level(array)),
+                fmt.rate(array.read_bytes_per_s),
+                self.sparkline(self.details.get(f"raid[{array.name}].read_bytes_per_s", ()), SPARK_WIDTH, "max"),
+                fmt.rate(array.write_bytes_per_s),
+                self.sparkline(self.details.get(f"raid[{array.name}].write_bytes_per_s", ()), SPARK_WIDTH, "max"),
+                self.styled(fmt.pct(imbalance), "warn" if imbalance is not None and imbalance > IMBALANCE_WARN_PCT else None),
+                self.styled(fmt.pct(share), "warn" if share is not None and share < VS_FASTEST_WARN_PCT else None),
+                state,
+            ])
+            for member in array.members:
+                slot = "" if member.slot is None else f"[{member.slot}]"
+                role = member.role if member.present else f"{member.role}, device gone"
+                level: Level | None = None
+                if member.role in ("faulty", "missing") or not member.present:
+                    level = "bad"
+                elif member.role == "rebuilding":
+                    level = "warn"
+                errors = "" if not member.errors_total else f"{member.errors_total} errors"
+                rows.append([self.label(f" └ {member.name}{slot}"), "", self.styled(role, level),
+                             fmt.rate(member.read_bytes_per_s), "", fmt.rate(member.write_bytes_per_s), "",
+                             "", "", self.styled(errors, "warn") if errors else ""])
+        return self.table(columns, rows)
+
+    def _nvme(self, frame: Frame) -> Table:
+        columns = (Column("NVMe"), Column("model", optional=True), Column("state"), Column("PCIe link"),
+                   Column("temp", True), Column("namespaces", optional=True))
+        rows: list[list[RenderableType]] = []
+        for drive in frame.readings.nvme:
+            degraded = drive.link_lost or (
+                drive.link_gen is not None and drive.max_link_gen is not None and drive.link_gen < drive.max_link_gen
+            ) or (drive.link_width is not None and drive.max_link_width is not None
+                  and drive.link_width < drive.max_link_width)
+            hot = (drive.temp_c is not None and drive.temp_max_c is not None and drive.temp_c >= drive.temp_max_c)
+            rows.append([
+                drive.name,
+                drive.model or fmt.MISSING,
+                self.styled(drive.state or fmt.MISSING, None if drive.state in (None, "live") else "bad"),
+                self.styled(nvme_link(drive), "bad" if drive.link_lost else "warn" if degraded else None),
+                self.styled(fmt.temp(drive.temp_c), "warn" if hot else None),
+                " ".join(drive.namespaces) or fmt.MISSING,
+            ])
+        return self.table(columns, rows)

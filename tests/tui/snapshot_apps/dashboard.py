@@ -1,5 +1,9 @@
 """A dashboard over eight seeded fake agents on a frozen clock: six live, one stale, one refused, one 401;
-optionally with alarms on some agents, or a replay of a fixed bundle."""
+optionally with alarms on some agents, or a replay of a fixed bundle.
+
+node01 sends host-only frames; the others replay recorded frames of real collectors on
+simulator trees (GPUs with one lost, rail sags, md arrays, Thunderbolt links), in turn.
+"""
 
 from __future__ import annotations
 
@@ -12,18 +16,31 @@ from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
 from rigmon.schema import AlarmList
 from rigmon.tui.app import RigmonApp
-from tests.tui.snapshot_apps.fake_agent import START_AT, FakeAgent, FakeClock, make_alarm
+from tests.tui.snapshot_apps.fake_agent import (
+    START_AT,
+    FakeAgent,
+    FakeClock,
+    make_alarm,
+)
+from tests.tui.snapshot_apps.record_frames import load_frames
 
 #: Frames each fake agent holds before the dashboard connects.
 RECORDED_FRAMES = 150
+#: Fixtures the nodes after node01 replay, in turn (a fixture shorter than the frames held
+#: starts again; the dashboard files frames by arrival, so the wrap is only a jump in the trends).
+FIXTURES = ("v100-gpu-lost-rail-sag", "enclosure-link-10g-array-lagging", "raid1-member-failed-recovering",
+            "two-raid0-model-load", "strix-usb4-thunderbolt-net", "strix-amd-gpu")
 
 
 class Fleet:
     """The fake agents of a snapshot dashboard, by URL."""
 
     def __init__(self, count: int = 8) -> None:
-        self.agents = {a.url: a for a in (FakeAgent(f"node{i:02d}", seed=7, frames=RECORDED_FRAMES)
-                                          for i in range(1, count + 1))}
+        recorded = {name: load_frames(name) for name in FIXTURES}
+        self.agents = {a.url: a for a in (
+            FakeAgent(f"node{i:02d}", seed=7, frames=RECORDED_FRAMES,
+                      recorded=recorded[FIXTURES[(i - 2) % len(FIXTURES)]] if i > 1 else ())
+            for i in range(1, count + 1))}
         self.stale = self.agents[FakeAgent("node03").url]
         refused = self.agents[FakeAgent("node05").url]
         refused.down = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 import httpx
@@ -93,10 +93,15 @@ class FakeAgent:
         requests: every request seen, for assertions on headers and parameters.
         alarms: the /v1/alarms answer (``None``: 404, alarms not enabled).
         control_token: token an acknowledgement needs (``None``: read-only, 403).
+
+    With ``recorded`` frames (a fixture of `record_frames`) the agent publishes those in
+    order, renamed to its node and run, instead of making host-only frames.
     """
 
-    def __init__(self, node: str, seed: int = 1, frames: int = 0, run: int = 1) -> None:
+    def __init__(self, node: str, seed: int = 1, frames: int = 0, run: int = 1,
+                 recorded: Sequence[Frame] = ()) -> None:
         self.node = node
+        self.recorded = list(recorded)
         self.rng = random.Random(f"{node}:{seed}")
         self.run = run
         self.run_id = f"{node}-run{run}"
@@ -124,7 +129,15 @@ class FakeAgent:
         """Sample ``count`` more frames and wake the streams."""
         for _ in range(count):
             seq = self.frames[-1].seq + 1 if self.frames else 1
-            self.frames.append(make_frame(self.node, self.run_id, seq, self.rng))
+            if self.recorded:
+                frame = self.recorded[(seq - 1) % len(self.recorded)]
+                # On this agent's clock, like its host-only frames (the cluster rules compare clocks).
+                shift = START_AT + seq - frame.taken_at
+                events = tuple(replace(e, at=e.at + shift) for e in frame.events)
+                self.frames.append(replace(frame, node=self.node, run_id=self.run_id, seq=seq, taken_at=START_AT + seq,
+                                           agent_start=START_AT, events=events))
+            else:
+                self.frames.append(make_frame(self.node, self.run_id, seq, self.rng))
         self._wake()
 
     def drop_streams(self) -> None:
@@ -154,8 +167,10 @@ class FakeAgent:
         await self._changed.wait()
 
     def info(self) -> Info:
+        collectors = tuple(sorted(self.recorded[0].collectors)) if self.recorded else ("host",)
+        agent_start = self.recorded[0].agent_start if self.recorded else START_AT
         return Info(schema=SCHEMA_VERSION, node=self.node, run_id=self.run_id, agent_version="0.1.0",
-                    agent_start=START_AT, interval_s=1.0, collectors=("host",), buffer_frames=3600)
+                    agent_start=agent_start, interval_s=1.0, collectors=collectors, buffer_frames=3600)
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
