@@ -93,3 +93,8 @@ def test_every_script_has_a_smoke_mode(script: str) -> None:
     if script in ("common.py", "journal.py", "dash_64_nodes.py"):
         pytest.skip("helpers, or another helper's script")
     assert "--smoke" in (BENCHMARKS / script).read_text()
+
+
+def test_decode_frames_reports_a_cost() -> None:
+    out = run("decode_frames.py")
+    assert number(row(out, "decode CPU ms per frame")[1]) > 0
