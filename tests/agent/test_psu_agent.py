@@ -40,7 +40,8 @@ async def poll(client: httpx.AsyncClient, url: str, check: object, timeout_s: fl
 async def agent_url(tmp_path: Path) -> AsyncIterator[tuple[str, PtyDevice]]:
     device = PtyDevice(tmp_path)
     config = AgentConfig(
-        agent=AgentSection(node="rail", listen="127.0.0.1:0", root=str(tmp_path), interval_s=0.5),
+        agent=AgentSection(node="rail", listen="127.0.0.1:0", root=str(tmp_path), interval_s=0.5,
+                           state_dir=str(tmp_path / "state")),
         psu=PsuSection(port=LINK, reopen_min_s=0.05, reopen_max_s=0.2),
     )
     agent = Agent(config)
@@ -82,6 +83,26 @@ async def test_default_rail_rules_fire_on_a_sag_line(agent_url: tuple[str, PtyDe
     fired = {a["rule"]: a for a in alarms["active"]}  # type: ignore[union-attr]
     assert fired["psu_rail_low_critical"]["value"] == 11.384
     assert "psu_rail_low_warning" in fired
+
+
+async def test_sag_minimum_survives_the_journal_exactly(agent_url: tuple[str, PtyDevice]) -> None:
+    """The flight recorder keeps the window minimum itself, in raw frames and in every tier."""
+    url, device = agent_url
+    series = "psu_rail.volts.min_volts"
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.lines("partial", SAG)
+        frame = await poll(client, f"{url}/v1/latest", lambda d: (d["readings"]["psu_rail"] or {}).get("sag"))
+        now = float(frame["taken_at"])  # type: ignore[arg-type]
+
+        def has_sag(d: dict[str, object]) -> bool:
+            points = d["series"].get(series)  # type: ignore[attr-defined]
+            return bool(points) and 11.384 in points["min"]
+
+        raw = await poll(client, f"{url}/v1/history?from={now - 60}&to={now + 60}&series={series}", has_sag)
+        wide = await poll(client, f"{url}/v1/history?from={now - 7 * 86400}&to={now + 60}&series={series}", has_sag)
+    assert raw["tier"] == "frames" and min(raw["series"][series]["min"]) == 11.384  # type: ignore[index]
+    assert wide["tier"] != "frames" and min(wide["series"][series]["min"]) == 11.384  # type: ignore[index]
 
 
 async def test_adc_garbage_scenario_gives_no_false_readings() -> None:

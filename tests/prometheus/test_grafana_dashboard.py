@@ -46,20 +46,39 @@ def test_every_expression_is_valid_promql(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-async def exported_names() -> set[str]:
-    names: set[str] = set()
+async def expositions() -> list[str]:
+    """/metrics of simulated nodes that together have every collector: GPUs, rail, storage, links."""
     async with (running_rig("undervolt-bus-drop", 1, base_port=0, speed=5) as a,
                 running_rig("tb-retrain-10g", 1, base_port=0, speed=10) as b,
                 running_rig("corroding-connection", 1, base_port=0, speed=20000) as c,
+                running_rig("strix-cluster", 1, base_port=0, speed=5) as d,
                 httpx.AsyncClient(timeout=10) as client):
         await asyncio.sleep(4)
-        for url in a.urls + b.urls + c.urls:
-            text = (await client.get(f"{url}/metrics")).text
-            names |= {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line.startswith("rigmon_")}
-    return names
+        return [(await client.get(f"{url}/metrics")).text for url in a.urls + b.urls + c.urls + d.urls]
 
 
-async def test_every_series_the_dashboard_draws_is_exported() -> None:
+@pytest.fixture(scope="module")
+def exposed() -> list[str]:
+    return asyncio.run(expositions())
+
+
+def test_every_series_the_dashboard_draws_is_exported(exposed: list[str]) -> None:
+    names = {line.split("{")[0].split(" ")[0] for text in exposed for line in text.splitlines()
+             if line.startswith("rigmon_")}
     used = {m for e in expressions() for m in re.findall(r"\brigmon_[a-z0-9_]+", e)}
-    missing = used - await exported_names()
+    missing = used - names
     assert not missing, f"dashboard draws series no simulated agent exports: {sorted(missing)}"
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_promtool_finds_nothing_on_simulated_nodes_with_every_collector(exposed: list[str]) -> None:
+    assert PROMTOOL is not None
+    for text in exposed:
+        assert "rigmon_collector_up" in text
+        out = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out.stdout + out.stderr
+    families = "".join(exposed)
+    for family in ("rigmon_gpu_power_watts", "rigmon_psu_rail_lowest_volts", "rigmon_md_read_bytes_per_second",
+                   "rigmon_thunderbolt_link_state", "rigmon_psu_path_resistance_ohms", "rigmon_amd_gpu_power_watts",
+                   "rigmon_nvme_link_width", "rigmon_kernel_log_records_total"):
+        assert family in families, family
