@@ -260,7 +260,7 @@ def build_app(state: ApiState) -> ASGIApp:
         if body:
             try:
                 data = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise BadRequest("body must be JSON, e.g. {\"by\": \"alice\"}") from None
             if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
                 raise BadRequest("body must be a JSON object whose \"by\" is a string")

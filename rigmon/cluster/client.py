@@ -116,7 +116,7 @@ def _reason(exc: Exception) -> str:
 def _status_error(response: httpx.Response, body: bytes) -> AgentError:
     try:
         detail = str(json.loads(body)["error"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         detail = response.reason_phrase
     if response.status_code == 401:
         return AgentError(f"401 unauthorized: {detail}", 401)
