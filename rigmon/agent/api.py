@@ -21,6 +21,7 @@ from starlette.routing import Route
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.journal import JournalError, JournalReader
+from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import Gap, Info, NodeCapture, encode
 from rigmon.typed import to_data
@@ -36,6 +37,9 @@ MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
 #: Window of /v1/history when ``from`` is not given.
 DEFAULT_HISTORY_SPAN_S = 3600.0
+#: The hand-written OpenAPI description of this API, served at /v1/openapi.json (kept true
+#: to the routes by tests/agent/test_openapi.py).
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -65,6 +69,7 @@ class ApiState:
     interval_s: float = 1.0
     now: Callable[[], float] | None = None
     capture: Callable[[], NodeCapture] | None = None
+    rate_limiter: RateLimiter | None = None
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -311,8 +316,12 @@ def build_app(state: ApiState) -> ASGIApp:
             return _error(404, "this agent cannot capture a snapshot")
         return _json(await asyncio.to_thread(state.capture))
 
+    async def openapi(request: Request) -> Response:
+        return Response(await asyncio.to_thread(OPENAPI_PATH.read_bytes), media_type="application/json")
+
     routes = [
         Route("/healthz", healthz),
+        Route("/v1/openapi.json", openapi),
         Route("/metrics", metrics),
         Route("/v1/alarms", alarms),
         Route("/v1/alarms/{alarm_id}/ack", ack, methods=["POST"]),
@@ -336,14 +345,29 @@ def _is_control(scope: Scope) -> bool:
     return scope.get("method") == "POST" and path.startswith("/v1/alarms/") and path.endswith("/ack")
 
 
+def _client_key(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
 def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
-    """Wrap the app with bearer-token auth and a request size limit."""
+    """Wrap the app with a per-client rate limit, bearer-token auth and a request size limit."""
     expected = f"Bearer {state.token}".encode() if state.token else None
+    limiter = state.rate_limiter
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        # Before auth, so guessing tokens is as slow as anything else; /healthz stays free for probes.
+        if limiter is not None and scope.get("path") != "/healthz":
+            wait_s = limiter.take(_client_key(scope))
+            if wait_s is not None:
+                response = _error(429, f"too many requests (limit {limiter.rate_per_s:g}/s, "
+                                       f"burst {limiter.burst}); retry later")
+                response.headers["Retry-After"] = retry_after_header(wait_s)
+                await response(scope, receive, send)
+                return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length", b"0")
         if not length.isdigit() or int(length) > state.max_request_bytes:
