@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Union
@@ -141,6 +142,8 @@ class AgentClient:
         backoff: retry delays while the agent is unreachable.
         backfill_frames: frames fetched on first contact with an agent run.
         sleep: awaitable delay (tests pass a fake).
+        ca_file: PEM CA certificate(s) to verify an ``https://`` agent with (default: the
+            system's store).
     """
 
     def __init__(
@@ -154,12 +157,14 @@ class AgentClient:
         backoff: Backoff | None = None,
         backfill_frames: int = BACKFILL_FRAMES,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        ca_file: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=headers, transport=transport,
-            timeout=httpx.Timeout(request_timeout_s),
+            timeout=httpx.Timeout(request_timeout_s), verify=verify,
         )
         self._stream_timeout = httpx.Timeout(request_timeout_s, read=stream_read_timeout_s)
         self.backoff = backoff or Backoff()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,9 @@ class NodeEntry:
     token: str = ""
     """Bearer token the agent requires; empty for none."""
     token_file: str = ""
-    """File holding the token, instead of ``token``."""
+    """File holding the token, instead of ``token``; must not be readable by other users."""
+    ca_file: str = ""
+    """PEM CA certificate(s) to verify an ``https://`` agent with; empty: the system's."""
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -48,6 +51,7 @@ class NodeTarget:
 
     url: str
     token: str | None = None
+    ca_file: str | None = None
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -106,11 +110,18 @@ def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
         entry = entries.get(url)
         token = None
         if entry is not None and entry.token_file:
+            path = Path(entry.token_file).expanduser()
             try:
-                token = Path(entry.token_file).expanduser().read_text().strip() or None
+                mode = path.stat().st_mode
+                token = path.read_text().strip() or None
             except OSError as exc:
                 raise DashConfigError(f"nodes: token_file {entry.token_file}: {exc.strerror}") from None
+            # As the agent does: a token others can read is no secret.
+            if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
+                raise DashConfigError(f"nodes: token_file {entry.token_file} is readable or writable by other "
+                                      "users; chmod 600 it")
         elif entry is not None and entry.token:
             token = entry.token
-        targets.append(NodeTarget(url=url, token=token))
+        ca_file = entry.ca_file if entry is not None and entry.ca_file else None
+        targets.append(NodeTarget(url=url, token=token, ca_file=ca_file))
     return targets

@@ -30,7 +30,7 @@ WORKER_RESTART_S = 5.0
 
 def default_client(target: NodeTarget) -> AgentClient:
     """A real HTTP client for ``target``."""
-    return AgentClient(target.url, target.token)
+    return AgentClient(target.url, target.token, ca_file=target.ca_file)
 
 
 class RigmonApp(App[None]):

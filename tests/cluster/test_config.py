@@ -48,6 +48,7 @@ def test_default_path_and_absent_file(tmp_path: Path) -> None:
 def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
     token_file = tmp_path / "tok"
     token_file.write_text("t2\n")
+    token_file.chmod(0o600)
     config = DashConfig(nodes=(NodeEntry("http://a:9871", token="t1"), NodeEntry("b:9871", token_file=str(token_file))))
     assert resolve_targets([], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://b:9871", "t2")]
     assert resolve_targets(["a:9871/", "c:1"], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://c:1")]
