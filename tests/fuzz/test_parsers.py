@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rigmon.agent.api import _sse
 from rigmon.alarms.selector import SelectorError, parse_selector
-from rigmon.cluster.client import SamplesPage
+from rigmon.cluster.client import SamplesPage, _bounded_lines
 from rigmon.cluster.sse import SseEvent, SseParser
 from rigmon.collectors.disks import parse_diskstats
 from rigmon.collectors.host import parse_loadavg, parse_meminfo, parse_net_dev, parse_proc_stat, parse_uptime
@@ -215,3 +218,26 @@ def test_sse_round_trip_of_what_the_agent_sends(events: list[tuple[str, str, int
     parser = SseParser()
     got = [e for line in wire.decode().split("\n") if (e := parser.feed(line)) is not None]
     assert [(e.event, e.data, e.id) for e in got] == [(k, d, str(s)) for k, d, s in events]
+
+
+@FUZZ
+@given(st.text(alphabet=st.sampled_from(["a", "é", ":", " ", "\r", "\n", "\u2028", "{"]), max_size=60),
+       st.lists(st.integers(1, 8), max_size=20))
+async def test_client_line_splitting_matches_the_event_stream_rules(text: str, cuts: list[int]) -> None:
+    """However the bytes are chunked, lines end only at CR, LF or CRLF (not at U+2028)."""
+    raw = text.encode()
+    pieces, at = [], 0
+    for size in cuts:
+        pieces.append(raw[at:at + size])
+        at += size
+    pieces.append(raw[at:])
+
+    async def body() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    expected = re.split(r"\r\n|\r|\n", text)
+    if expected and expected[-1] == "":
+        expected.pop()
+    got = [line async for line in _bounded_lines(httpx.Response(200, content=body()), 1000)]
+    assert got == expected
