@@ -18,8 +18,10 @@ from pathlib import Path
 
 import httpx
 
+from rigmon.agent.journal import DICT_CACHE_ENTRIES, DICT_ROTATE_S, JournalStore
 from rigmon.schema import Frame, History, decode
 from rigmon.sim.tree import write_tree
+from tests.agent.test_journal import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT_BYTES = 256 * 1024
@@ -91,3 +93,18 @@ def test_full_disk_is_reported_survived_and_recovered(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(10)
     assert proc.returncode == 0
+
+
+def test_reader_keeps_a_bounded_number_of_dictionaries(tmp_path: Path) -> None:
+    """Found by benchmarks/soak.py: every rotated compression dictionary stayed cached."""
+    clock = FakeClock()
+    store = JournalStore(tmp_path / "journal.sqlite3", clock)
+    try:
+        frames = [frame(i + 1, T0 + i * DICT_ROTATE_S / 2, float(i)) for i in range(4 * DICT_CACHE_ENTRIES)]
+        store.write(frames)
+        clock.t = frames[-1].taken_at + 3600
+        store.maintain()
+        assert len(store.frames(T0, frames[-1].taken_at)) == len(frames)
+        assert len(store._dicts) <= DICT_CACHE_ENTRIES
+    finally:
+        store.close()
