@@ -62,6 +62,7 @@ class Result:
     live_nodes_end: int
     failures: int
     gaps: int
+    rss_mb_every_10s: list[float]
 
 
 def proc_sample(pid: int) -> tuple[float, int, int]:
@@ -171,6 +172,7 @@ def run_soak(scenario: str, nodes: int, speed: float, warmup_s: float, seconds: 
         rss_mb=_figures(samples["rss_mb"]), fds=_figures(samples["fds"]), threads=_figures(samples["threads"]),
         frames_followed=followed, frames_per_s=round(followed / seconds, 1), live_nodes_end=counts["live_end"],
         failures=counts["failures"], gaps=counts["gaps"],
+        rss_mb_every_10s=[round(v, 1) for v in samples["rss_mb"][::10]],
     )
 
 
@@ -200,6 +202,7 @@ def main() -> int:
     for name in ("rss_mb", "fds", "threads"):
         f = getattr(result, name)
         print(f"  {name:8} start {f.start:8} peak {f.peak:8} end {f.end:8}")
+    print(f"  rss_mb every 10 s: {result.rss_mb_every_10s}")
     print(f"  frames followed {result.frames_followed} ({result.frames_per_s}/s), live at end "
           f"{result.live_nodes_end}/{result.nodes}, failures {result.failures}, gaps {result.gaps}")
     return 0
