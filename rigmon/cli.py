@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--node", metavar="NAME", help="node name (default: host name)")
     agent.add_argument("--control-token-file", metavar="FILE",
                        help="file holding the token that may acknowledge alarms (default: read-only API)")
+    agent.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve HTTPS (with --tls-key)")
+    agent.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (mode 600)")
+    agent.add_argument("--user", metavar="NAME",
+                       help="when started as root: switch to this user after binding the port and opening devices")
 
     check = sub.add_parser("check", help="one-shot health gate before a job: exit 0 healthy, 1 warnings, 2 critical")
     check.add_argument("--config", metavar="FILE", help="agent TOML (collectors, [alarms] rules)")
@@ -69,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--since", default="1h", metavar="DURATION",
                       help="window before each node's latest frame: 90s, 10m, 1h, 2d (default 1h)")
     snap.add_argument("--token-file", metavar="FILE", help="file holding the agents' bearer token")
+    snap.add_argument("--ca-file", metavar="FILE",
+                      help="PEM CA certificate(s) to verify https:// agents with (default: the system's)")
     snap.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write (.tar.gz)")
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1")
@@ -132,12 +138,14 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from rigmon.agent.server import (
         StartupError,
         check_listen_policy,
+        check_tls_files,
         read_token_file,
         run,
     )
 
     overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
-                 "control_token_file": args.control_token_file, "state_dir": args.state_dir}
+                 "control_token_file": args.control_token_file, "state_dir": args.state_dir,
+                 "tls_cert_file": args.tls_cert, "tls_key_file": args.tls_key, "user": args.user}
     try:
         config = load_agent_config(args.config, overrides)
         if not config.agent.state_dir:
@@ -146,14 +154,20 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
         control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
         check_listen_policy(config.agent.listen, token)
+        if config.agent.tls_cert_file:
+            check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file)
         if not Path(config.agent.root).is_dir():
             raise StartupError(f"root {config.agent.root} is not a directory")
         agent = Agent(config, token=token, control_token=control)
     except (ConfigError, StartupError, ValueError) as exc:
         return _fail(str(exc))
-    print(f"rigmon agent {__version__}: node {config.node_name} on http://{config.agent.listen}, "
+    scheme = "https" if config.agent.tls_cert_file else "http"
+    print(f"rigmon agent {__version__}: node {config.node_name} on {scheme}://{config.agent.listen}, "
           f"journal in {config.agent.state_dir if config.journal.enabled else '(disabled)'}", flush=True)
-    run(agent, config.agent.listen)
+    try:
+        run(agent, config.agent.listen, config.agent.user)
+    except StartupError as exc:
+        return _fail(str(exc))
     return 0
 
 
@@ -183,13 +197,18 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         since_s = parse_duration(args.since)
     except ValueError as exc:
         return _fail(f"--since: {exc}")
+    from rigmon.agent.server import StartupError, read_token_file
+
     token = None
     if args.token_file:
         try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as exc:
-            return _fail(f"token file {args.token_file}: {exc.strerror}")
-    path, parts = take_snapshot(args.urls, args.journal, since_s, args.output, token)
+            # The same rule as the agent's: a token other users can read is refused.
+            token = read_token_file(args.token_file)
+        except StartupError as exc:
+            return _fail(str(exc))
+    if args.ca_file and not Path(args.ca_file).is_file():
+        return _fail(f"--ca-file {args.ca_file}: no such file")
+    path, parts = take_snapshot(args.urls, args.journal, since_s, args.output, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
         print(f"rigmon: {part.node}: {part.error}", file=sys.stderr)

@@ -48,6 +48,16 @@ class AgentSection:
     state_dir: str = ""
     """Directory of the journal (flight recorder); empty: `default_state_dir()` when the agent is
     started from the command line, no journal when it is built in-process without one."""
+    tls_cert_file: str = ""
+    """PEM certificate (chain) to serve HTTPS with; empty: plain HTTP. Needs ``tls_key_file``."""
+    tls_key_file: str = ""
+    """PEM private key of ``tls_cert_file``; must not be readable by other users."""
+    rate_limit_per_s: float = 50.0
+    """Requests per second one client address may make on average (token bucket); 0: no limit."""
+    rate_limit_burst: int = 200
+    """Requests one client address may make at once before the rate applies; beyond: 429."""
+    user: str = ""
+    """When started as root: the user to switch to after binding the port and opening devices."""
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
@@ -58,6 +68,10 @@ class AgentSection:
             raise ValueError("collector_timeout_s must be positive")
         if self.max_streams < 1:
             raise ValueError("max_streams must be at least 1")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        if self.rate_limit_per_s < 0 or self.rate_limit_burst < 1:
+            raise ValueError("rate_limit_per_s must not be negative and rate_limit_burst must be at least 1")
         split_listen(self.listen)
 
 

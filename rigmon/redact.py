@@ -13,17 +13,28 @@ from urllib.parse import urlsplit
 
 REDACTED = "<redacted>"
 
-_SECRET_KEY = re.compile(r"(token|secret|passw|api_?key|private_?key|auth|credential|cookie)", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"(token|secret|passw|api[_-]?key|private[_-]?key|auth|credential|cookie)", re.IGNORECASE)
+#: A command-line option without a value (``-u``, ``--silent``): safe to show.
+_FLAG = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9-]*")
 # Paths of files holding secrets are not secrets themselves; their content never enters the data.
 _PATH_KEY = re.compile(r"_(file|path|dir)$")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 
 
 def redact(data: Any, key: str = "") -> Any:
-    """Return a copy of JSON-shaped ``data`` with secrets replaced by ``<redacted>``."""
+    """Return a copy of JSON-shaped ``data`` with secrets replaced by ``<redacted>``.
+
+    Besides keys that name a secret and URLs: every value of a ``headers`` table (API keys
+    hide under any header name), and every argument of a ``command`` list but the program
+    and bare options (``curl -u user:password`` carries its secret as an argument).
+    """
     if isinstance(data, dict):
+        if key == "headers":
+            return {k: REDACTED if isinstance(v, str) and v else redact(v, str(k)) for k, v in data.items()}
         return {k: redact(v, str(k)) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
+        if key == "command" and data and all(isinstance(v, str) for v in data):
+            return [redact_urls(data[0]), *(v if _FLAG.fullmatch(v) else REDACTED for v in data[1:])]
         return [redact(v, key) for v in data]
     if isinstance(data, str):
         if data and _SECRET_KEY.search(key) and not _PATH_KEY.search(key):

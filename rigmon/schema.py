@@ -786,6 +786,9 @@ def decode(cls: type[T], raw: bytes | str) -> T:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SchemaError(f"not JSON: {exc}") from None
+    except RecursionError:
+        # json.loads recurses per nesting level: a hostile or broken peer must not crash the reader.
+        raise SchemaError("not JSON: nested too deeply") from None
     return decode_data(cls, data)
 
 

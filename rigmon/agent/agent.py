@@ -15,6 +15,7 @@ from rigmon.agent.capture import capture_node
 from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.rail_path import GpuPowerPathCollector
+from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.sampler import Sampler
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
@@ -169,6 +170,7 @@ class Agent:
             interval_s=self.config.agent.interval_s,
             now=self.clock.time,
             capture=self.capture,
+            rate_limiter=RateLimiter(self.config.agent.rate_limit_per_s, self.config.agent.rate_limit_burst),
         )
         return build_app(state)
 

@@ -21,7 +21,13 @@ from starlette.routing import Route
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.journal import JournalError, JournalReader, encode_history, gzip_member
+from rigmon.agent.journal import (
+    JournalError,
+    JournalReader,
+    encode_history,
+    gzip_member,
+)
+from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import Gap, Info, NodeCapture, encode
 from rigmon.typed import to_data
@@ -41,6 +47,9 @@ DEFAULT_HISTORY_SPAN_S = 3600.0
 #: ``taken_at`` of the last (where to continue when ``more``), without reading the frames.
 FRAMES_HEADER = "rigmon-frames"
 LAST_FRAME_HEADER = "rigmon-last-frame-at"
+#: The hand-written OpenAPI description of this API, served at /v1/openapi.json (kept true
+#: to the routes by tests/agent/test_openapi.py).
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -70,6 +79,7 @@ class ApiState:
     interval_s: float = 1.0
     now: Callable[[], float] | None = None
     capture: Callable[[], NodeCapture] | None = None
+    rate_limiter: RateLimiter | None = None
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -295,7 +305,7 @@ def build_app(state: ApiState) -> ASGIApp:
         if body:
             try:
                 data = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise BadRequest("body must be JSON, e.g. {\"by\": \"alice\"}") from None
             if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
                 raise BadRequest("body must be a JSON object whose \"by\" is a string")
@@ -352,8 +362,12 @@ def build_app(state: ApiState) -> ASGIApp:
             return _error(404, "this agent cannot capture a snapshot")
         return _json(await asyncio.to_thread(state.capture))
 
+    async def openapi(request: Request) -> Response:
+        return Response(await asyncio.to_thread(OPENAPI_PATH.read_bytes), media_type="application/json")
+
     routes = [
         Route("/healthz", healthz),
+        Route("/v1/openapi.json", openapi),
         Route("/metrics", metrics),
         Route("/v1/alarms", alarms),
         Route("/v1/alarms/{alarm_id}/ack", ack, methods=["POST"]),
@@ -377,14 +391,29 @@ def _is_control(scope: Scope) -> bool:
     return scope.get("method") == "POST" and path.startswith("/v1/alarms/") and path.endswith("/ack")
 
 
+def _client_key(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
 def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
-    """Wrap the app with bearer-token auth and a request size limit."""
+    """Wrap the app with a per-client rate limit, bearer-token auth and a request size limit."""
     expected = f"Bearer {state.token}".encode() if state.token else None
+    limiter = state.rate_limiter
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        # Before auth, so guessing tokens is as slow as anything else; /healthz stays free for probes.
+        if limiter is not None and scope.get("path") != "/healthz":
+            wait_s = limiter.take(_client_key(scope))
+            if wait_s is not None:
+                response = _error(429, f"too many requests (limit {limiter.rate_per_s:g}/s, "
+                                       f"burst {limiter.burst}); retry later")
+                response.headers["Retry-After"] = retry_after_header(wait_s)
+                await response(scope, receive, send)
+                return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length", b"0")
         if not length.isdigit() or int(length) > state.max_request_bytes:

@@ -76,7 +76,8 @@ class BackgroundAgent:
                     task.result()
                     raise RuntimeError("server stopped during start-up")
                 await asyncio.sleep(0.01)
-            self.url = f"http://{self.host}:{bound_port(server)}"
+            scheme = "https" if self.agent.config.agent.tls_cert_file else "http"
+            self.url = f"{scheme}://{self.host}:{bound_port(server)}"
             self._ready.set()
             await self._stop.wait()
         finally:

@@ -17,7 +17,15 @@ from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, EventDraft, NoData
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
-from rigmon.schema import SCHEMA_VERSION, Alarm, CollectorStatus, Event, Frame, Readings, Severity
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    Alarm,
+    CollectorStatus,
+    Event,
+    Frame,
+    Readings,
+    Severity,
+)
 
 CheckStatus = Literal["ok", "warning", "critical"]
 EXIT_CODES: dict[CheckStatus, int] = {"ok": 0, "warning": 1, "critical": 2}

@@ -66,6 +66,8 @@ FORMAT_VERSION = 2
 TIERS_S = (60, 900)
 #: A new compression dictionary (the current frame) after this many seconds of frames.
 DICT_ROTATE_S = 600.0
+#: Decompressed dictionaries a reader keeps (32 KiB each).
+DICT_CACHE_ENTRIES = 16
 #: zlib uses at most the last 32 KiB of a preset dictionary.
 ZDICT_MAX_BYTES = 32 * 1024
 #: Seconds before the last frame of a crashed run that its summary covers.
@@ -323,6 +325,10 @@ class JournalReader:
             if row is None:
                 raise JournalError(f"compression dictionary {dict_id} is missing")
             cached = zlib.decompress(row[0])
+            # Bounded: dictionaries rotate every DICT_ROTATE_S, so a long-running writer (its
+            # downsampling reads ever newer frames) would otherwise keep every one it met.
+            while len(self._dicts) >= DICT_CACHE_ENTRIES:
+                del self._dicts[next(iter(self._dicts))]
             self._dicts[dict_id] = cached
         return cached
 

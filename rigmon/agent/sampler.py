@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, CollectorHung, EventDraft, NoData
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings, Severity
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    CollectorStatus,
+    Event,
+    Frame,
+    Readings,
+    Severity,
+)
 from rigmon.typed import field_types
 
 log = logging.getLogger(__name__)

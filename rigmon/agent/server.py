@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import pwd
 import signal
 import stat
 from collections.abc import Coroutine
@@ -16,6 +17,9 @@ import uvicorn
 
 from rigmon.agent.agent import Agent
 from rigmon.config import split_listen
+
+#: Longest wait, before dropping privileges, for the collectors' first run and the journal's open.
+SETTLE_TIMEOUT_S = 10.0
 
 
 class StartupError(Exception):
@@ -32,22 +36,80 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_private_file(path: str, what: str = "token file") -> None:
+    """Refuse a secret (token, TLS key) that other users can read or write.
+
+    Raises:
+        StartupError: absent, unreadable, or open to group or others.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise StartupError(f"{what} {path}: {exc.strerror}") from None
+    if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
+        raise StartupError(f"{what} {path} is readable or writable by other users; chmod 600 it")
+
+
 def read_token_file(path: str) -> str:
     """Read a bearer token from a file that only its owner can read.
 
     Raises:
         StartupError: unreadable, empty, or readable by other users.
     """
+    check_private_file(path)
     try:
-        mode = os.stat(path).st_mode
         text = Path(path).read_text().strip()
     except OSError as exc:
         raise StartupError(f"token file {path}: {exc.strerror}") from None
-    if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
-        raise StartupError(f"token file {path} is readable or writable by other users; chmod 600 it")
     if not text:
         raise StartupError(f"token file {path} is empty")
     return text
+
+
+def check_tls_files(cert_file: str, key_file: str) -> None:
+    """The certificate must be readable and the key private to its owner.
+
+    Raises:
+        StartupError: naming the file and what is wrong.
+    """
+    if not os.access(cert_file, os.R_OK):
+        raise StartupError(f"tls_cert_file {cert_file}: not readable")
+    check_private_file(key_file, "tls_key_file")
+
+
+def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:
+    """Switch this process (every thread) to ``user``, with that user's groups.
+
+    Call after the port is bound and devices are open: what is already open stays usable.
+    ``keep_dirs`` (the journal's state directory) are handed to the user first, so it can
+    keep writing there and open them again after a restart. Without root, naming the user
+    one already is is accepted and changes nothing.
+
+    Raises:
+        StartupError: unknown user, no root, or the switch did not stick.
+    """
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise StartupError(f"--user {user}: no such user") from None
+    if os.getuid() != 0:
+        if os.getuid() == entry.pw_uid:
+            return
+        raise StartupError(f"--user {user}: switching users needs root (running as uid {os.getuid()})")
+    for top in keep_dirs:
+        for base, dirs, files in os.walk(top):
+            for name in [base, *(os.path.join(base, n) for n in (*dirs, *files))]:
+                os.lchown(name, entry.pw_uid, entry.pw_gid)
+    # Supplementary groups first (dialout for the serial ADC), then gid, then uid: after
+    # setuid there is no way back, which is the point.
+    os.initgroups(user, entry.pw_gid)
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise StartupError(f"--user {user}: privileges could not be dropped")
 
 
 def check_listen_policy(listen: str, token: str | None) -> tuple[str, int]:
@@ -74,6 +136,8 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         limit_concurrency=agent.config.agent.max_streams + 32,
         h11_max_incomplete_event_size=agent.config.agent.max_request_bytes,
         timeout_graceful_shutdown=1,
+        ssl_certfile=agent.config.agent.tls_cert_file or None,
+        ssl_keyfile=agent.config.agent.tls_key_file or None,
     )
     server = uvicorn.Server(config)
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
@@ -81,15 +145,43 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
     return server
 
 
-async def serve(agent: Agent, listen: str) -> None:
-    """Sample and serve until cancelled."""
+async def serve(agent: Agent, listen: str, user: str = "") -> None:
+    """Sample and serve until cancelled.
+
+    With ``user``, privileges are dropped to that user once the port is bound, the TLS key
+    read and the collectors started (devices opened).
+    """
     host, port = check_listen_policy(listen, agent.token)
     server = make_server(agent, host, port)
+    # Load (reads the TLS key) and bind now, while still privileged; serve() then uses both.
+    try:
+        server.config.load()
+        sock = server.config.bind_socket()
+    except (OSError, SystemExit) as exc:
+        # uvicorn logs a bind failure and exits; say which address in our own words.
+        detail = f": {exc}" if isinstance(exc, OSError) else " (see the error above)"
+        raise StartupError(f"cannot serve on {listen}{detail}") from None
     agent.start()
     try:
-        await server.serve()
+        if user:
+            await _settled(agent)
+            state_dir = agent.config.agent.state_dir
+            drop_privileges(user, (state_dir,) if agent.journal is not None and state_dir else ())
+        await server.serve(sockets=[sock])
     finally:
         await agent.stop()
+
+
+async def _settled(agent: Agent, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """Wait until every collector ran once (devices opened) and the journal opened its files."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        sampled = agent.buffer is not None and agent.buffer.latest is not None
+        journal = agent.journal is None or agent.journal.status.state != "pending"
+        if sampled and journal:
+            return
+        await asyncio.sleep(0.05)
 
 
 def run_until_signalled(main: Coroutine[Any, Any, None]) -> None:
@@ -113,6 +205,6 @@ def run_until_signalled(main: Coroutine[Any, Any, None]) -> None:
     asyncio.run(guarded())
 
 
-def run(agent: Agent, listen: str) -> None:
+def run(agent: Agent, listen: str, user: str = "") -> None:
     """Blocking entry point for ``rigmon agent``."""
-    run_until_signalled(serve(agent, listen))
+    run_until_signalled(serve(agent, listen, user))

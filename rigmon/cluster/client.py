@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Union
@@ -34,6 +36,14 @@ BACKFILL_FRAMES = 120
 STREAM_READ_TIMEOUT_S = 20.0
 #: /v1/samples polls made after the agent refused a stream, before trying the stream again.
 POLL_ROUNDS = 30
+#: Largest answer read from an agent (a full /v1/samples page of big frames is a few MB); a
+#: broken or hostile peer sending more is dropped, not buffered.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+#: Longest line of the event stream (one frame is one line).
+MAX_EVENT_LINE_BYTES = 16 * 1024 * 1024
+#: Longest time one ordinary request may take in all, however steadily the bytes trickle in
+#: (the read timeout only bounds the silence between two of them).
+REQUEST_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +135,56 @@ def _reason(exc: Exception) -> str:
 def _status_error(response: httpx.Response, body: bytes) -> AgentError:
     try:
         detail = str(json.loads(body)["error"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         detail = response.reason_phrase
     if response.status_code == 401:
         return AgentError(f"401 unauthorized: {detail}", 401)
     if response.status_code == 403:
         return AgentError(f"403 forbidden: {detail}", 403)
     return AgentError(f"HTTP {response.status_code}: {detail}", response.status_code)
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    """The body of a streamed ``response``, refusing more than ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise AgentError(f"answer larger than {limit // (1024 * 1024)} MB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """Lines of a streamed text ``response`` (CR, LF or CRLF ends one), none longer than ``limit``."""
+    parts: list[str] = []
+    size = 0
+    async for text in response.aiter_text():
+        if not _LINE_END.search(text) and not (parts and parts[-1].endswith("\r")):
+            # The middle of a long line: keep the piece, look at it again only once it ends.
+            parts.append(text)
+            size += len(text)
+            if size > limit:
+                raise AgentError(f"event stream line longer than {limit // (1024 * 1024)} MB")
+            continue
+        # Only CR, LF and CRLF end a line in an event stream (not str.splitlines' others).
+        *lines, pending = _LINE_END.split("".join(parts) + text)
+        if pending == "" and text.endswith("\r"):
+            # A CR at the end of a chunk: its LF may open the next one.
+            lines, pending = lines[:-1], lines[-1] + "\r"
+        for line in lines:
+            yield line
+        parts, size = [pending], len(pending)
+        if size > limit:
+            raise AgentError(f"event stream line longer than {limit // (1024 * 1024)} MB")
+    pending = "".join(parts)
+    if pending:
+        # An unterminated last line, or one whose CR ended the stream.
+        yield pending.removesuffix("\r")
 
 
 def _check_frame(frame: Frame) -> Frame:
@@ -153,6 +206,10 @@ class AgentClient:
         backfill_frames: frames fetched on first contact with an agent run.
         sleep: awaitable delay (tests pass a fake).
         control_token: token that may acknowledge alarms, or ``None``.
+        ca_file: PEM CA certificate(s) to verify an ``https://`` agent with (default: the
+            system's store).
+        request_deadline_s: longest time one ordinary request may take in all.
+        max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
     """
 
     def __init__(
@@ -167,12 +224,18 @@ class AgentClient:
         backoff: Backoff | None = None,
         backfill_frames: int = BACKFILL_FRAMES,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        ca_file: str | None = None,
+        request_deadline_s: float = REQUEST_DEADLINE_S,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
+        self.request_deadline_s = request_deadline_s
+        self.max_answer_bytes = max_answer_bytes
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=headers, transport=transport,
-            timeout=httpx.Timeout(request_timeout_s),
+            timeout=httpx.Timeout(request_timeout_s), verify=verify,
         )
         self._stream_timeout = httpx.Timeout(request_timeout_s, read=stream_read_timeout_s)
         self.backoff = backoff or Backoff()
@@ -189,12 +252,16 @@ class AgentClient:
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> bytes:
         try:
-            response = await self._http.get(path, params=params)
+            async with asyncio.timeout(self.request_deadline_s):
+                async with self._http.stream("GET", path, params=params) as response:
+                    body = await _read_bounded(response, self.max_answer_bytes)
         except httpx.HTTPError as exc:
             raise AgentError(_reason(exc)) from None
+        except TimeoutError:
+            raise AgentError(f"answer took longer than {self.request_deadline_s:g} s") from None
         if response.status_code != 200:
-            raise _status_error(response, response.content)
-        return response.content
+            raise _status_error(response, body)
+        return body
 
     async def info(self) -> Info:
         """GET /v1/info.
@@ -308,8 +375,8 @@ class AgentClient:
             async with self._http.stream("GET", "/v1/stream", headers=headers, params=params,
                                          timeout=self._stream_timeout) as response:
                 if response.status_code != 200:
-                    raise _status_error(response, await response.aread())
-                async for line in response.aiter_lines():
+                    raise _status_error(response, await _read_bounded(response, self.max_answer_bytes))
+                async for line in _bounded_lines(response, MAX_EVENT_LINE_BYTES):
                     event = parser.feed(line)
                     if event is None:
                         continue

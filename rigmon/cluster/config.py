@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,11 +27,14 @@ class NodeEntry:
     token: str = ""
     """Bearer token the agent requires; empty for none."""
     token_file: str = ""
-    """File holding the token, instead of ``token``."""
+    """File holding the token, instead of ``token``; must not be readable by other users."""
     control_token: str = ""
     """Control token of the agent (acknowledging alarms); empty: the dashboard cannot acknowledge."""
     control_token_file: str = ""
-    """File holding the control token, instead of ``control_token``."""
+    """File holding the control token, instead of ``control_token``; must not be readable by
+    other users."""
+    ca_file: str = ""
+    """PEM CA certificate(s) to verify an ``https://`` agent with; empty: the system's."""
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -56,6 +60,7 @@ class NodeTarget:
     token: str | None = None
     control_token: str | None = None
     """Token that may acknowledge alarms on this agent, or ``None`` (read-only)."""
+    ca_file: str | None = None
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -117,15 +122,25 @@ def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
             continue
         token = _secret(entry.token, entry.token_file, "token_file")
         control = _secret(entry.control_token, entry.control_token_file, "control_token_file")
-        targets.append(NodeTarget(url=url, token=token, control_token=control))
+        targets.append(NodeTarget(url=url, token=token, control_token=control, ca_file=entry.ca_file or None))
     return targets
 
 
 def _secret(value: str, path: str, key: str) -> str | None:
-    """A token given inline or in a file (the file wins); ``None`` when neither is set."""
+    """A token given inline or in a file (the file wins); ``None`` when neither is set.
+
+    Raises:
+        DashConfigError: the file cannot be read, or other users may read or write it (as the
+            agent refuses: a token others can read is no secret).
+    """
     if path:
+        file = Path(path).expanduser()
         try:
-            return Path(path).expanduser().read_text().strip() or None
+            mode = file.stat().st_mode
+            text = file.read_text().strip()
         except OSError as exc:
             raise DashConfigError(f"nodes: {key} {path}: {exc.strerror}") from None
+        if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
+            raise DashConfigError(f"nodes: {key} {path} is readable or writable by other users; chmod 600 it")
+        return text or None
     return value or None

@@ -77,11 +77,11 @@ def parse_diskstats(text: str) -> list[DiskStats]:
             continue
         if len(parts) - 3 not in _COUNTER_WIDTHS:
             raise ValueError(f"bad /proc/diskstats line ({len(parts)} columns): {line.strip()!r}")
-        try:
-            numbers = [int(v) for v in parts[3:]]
-            major, minor = int(parts[0]), int(parts[1])
-        except ValueError:
-            raise ValueError(f"bad /proc/diskstats line: {line.strip()!r}") from None
+        # Counters are unsigned: int() alone would take "-5", "+5" and "1_0".
+        if not all(v.isascii() and v.isdigit() for v in (parts[0], parts[1], *parts[3:])):
+            raise ValueError(f"bad /proc/diskstats line: {line.strip()!r}")
+        numbers = [int(v) for v in parts[3:]]
+        major, minor = int(parts[0]), int(parts[1])
         out.append(_stats_from_counters(parts[2], major, minor, numbers))
     return out
 

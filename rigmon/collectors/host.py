@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,7 +51,11 @@ def parse_proc_stat(text: str) -> CpuTimes:
         # cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
         # (user nice system idle iowait irq softirq steal guest guest_nice)
         if line.startswith("cpu "):
-            values = [int(v) for v in line.split()[1:]]
+            fields = line.split()[1:]
+            # Counters are unsigned: int() alone would take "-5", "+5" and "1_0".
+            if not all(v.isascii() and v.isdigit() for v in fields):
+                raise ValueError(f"bad cpu line: {line!r}")
+            values = [int(v) for v in fields]
             if len(values) < 4:
                 raise ValueError(f"short cpu line: {line!r}")
             # guest and guest_nice are already counted in user and nice.
@@ -81,17 +86,23 @@ def parse_meminfo(text: str) -> dict[str, int]:
         # MemAvailable:   12345678 kB
         key, sep, rest = line.partition(":")
         parts = rest.split()
-        if not sep or not parts or not parts[0].isdigit():
+        # isdigit() alone would admit digits int() refuses ("²"): ASCII only.
+        if not sep or not parts or not (parts[0].isascii() and parts[0].isdigit()):
             continue
         value = int(parts[0])
         out[key.strip()] = value * KIB if parts[1:2] == ["kB"] else value
     return out
 
 
-def parse_uptime(text: str) -> float:
-    """Parse /proc/uptime into seconds since boot."""
+def parse_uptime(text: str) -> float | None:
+    """Parse /proc/uptime into seconds since boot; ``None`` when the file is empty or garbled."""
     # 350735.47 234388.90
-    return float(text.split()[0])
+    parts = text.split()
+    try:
+        uptime_s = float(parts[0]) if parts else None
+    except ValueError:
+        return None
+    return uptime_s if uptime_s is not None and math.isfinite(uptime_s) and uptime_s >= 0 else None
 
 
 def parse_net_dev(text: str) -> dict[str, NetCounters]:
@@ -215,7 +226,13 @@ class HostCollector(PolledCollector):
                 cpu_pct = round(min(100.0, 100.0 * d_busy / d_total), 2)
         self._cpu_last = cpu
         load_text = self.root.read_text("/proc/loadavg")
-        load = parse_loadavg(load_text) if load_text else (None, None, None)
+        load: tuple[float | None, float | None, float | None] = (None, None, None)
+        try:
+            if load_text:
+                load = parse_loadavg(load_text)
+        except ValueError:
+            # A garbled loadavg costs the load figures only, not CPU and memory.
+            pass
         mem = parse_meminfo(self.root.read_text("/proc/meminfo") or "")
         uptime_text = self.root.read_text("/proc/uptime")
         return HostReading(
@@ -228,7 +245,7 @@ class HostCollector(PolledCollector):
             mem_available_bytes=mem.get("MemAvailable"),
             swap_total_bytes=mem.get("SwapTotal"),
             swap_free_bytes=mem.get("SwapFree"),
-            uptime_s=parse_uptime(uptime_text) if uptime_text else None,
+            uptime_s=parse_uptime(uptime_text or ""),
             boot_id=self.root.read_attr("/proc/sys/kernel/random/boot_id"),
         )
 

@@ -121,7 +121,8 @@ def parse_kmsg_record(raw: str) -> KmsgRecord | None:
     # 6,2081,5144212,-,caller=T412;text   (extra header fields are ignored)
     header, sep, message = first.partition(";")
     parts = header.split(",")
-    if not sep or len(parts) < 4 or not all(p.isdigit() for p in parts[:3]):
+    # isascii(): str.isdigit() admits characters int() refuses ("²").
+    if not sep or len(parts) < 4 or not all(p.isascii() and p.isdigit() for p in parts[:3]):
         return None
     prefix = int(parts[0])
     fields: dict[str, str] = {}

@@ -37,12 +37,16 @@ def parse_duration(text: str) -> float:
 
 
 def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, output: str | Path,
-                  token: str | None = None, stream: IO[str] | None = None) -> tuple[Path, list[NodePart]]:
-    """Pull every agent and journal and write the bundle; returns its path and the parts."""
+                  token: str | None = None, stream: IO[str] | None = None,
+                  ca_file: str | None = None) -> tuple[Path, list[NodePart]]:
+    """Pull every agent and journal and write the bundle; returns its path and the parts.
+
+    ``ca_file`` verifies ``https://`` agents (default: the system's CA store).
+    """
     progress = Progress(STEPS_PER_NODE * (len(urls) + len(journals)), stream if stream is not None else sys.stderr)
     parts: list[NodePart] = []
     if urls:
-        parts += asyncio.run(pull_agents(urls, since_s, token, progress))
+        parts += asyncio.run(pull_agents(urls, since_s, token, progress, ca_file))
     parts += [read_journal(j, since_s, progress) for j in journals]
     created_at = time.time()
     report = render_report(parts, since_s, created_at)

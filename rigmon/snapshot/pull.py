@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import ssl
 import sys
 import time
 import zlib
@@ -185,10 +186,14 @@ async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float, to_a
 
 
 async def pull_agents(urls: Sequence[str], since_s: float, token: str | None = None,
-                      progress: Progress | None = None) -> list[NodePart]:
-    """Pull every agent concurrently; parts come back in the order of ``urls``."""
+                      progress: Progress | None = None, ca_file: str | None = None) -> list[NodePart]:
+    """Pull every agent concurrently; parts come back in the order of ``urls``.
+
+    ``ca_file`` holds the CA certificate(s) that ``https://`` agents are verified with.
+    """
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S) as client:
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
         return list(await asyncio.gather(*(pull_agent(client, u, since_s, progress) for u in urls)))
 
 

@@ -50,7 +50,7 @@ REPLAY_ACTIONS = frozenset({"play_pause", "seek", "speed"})
 
 def default_client(target: NodeTarget) -> AgentClient:
     """A real HTTP client for ``target``."""
-    return AgentClient(target.url, target.token, control_token=target.control_token)
+    return AgentClient(target.url, target.token, control_token=target.control_token, ca_file=target.ca_file)
 
 
 class RigmonApp(App[None]):

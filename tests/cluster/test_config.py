@@ -48,6 +48,7 @@ def test_default_path_and_absent_file(tmp_path: Path) -> None:
 def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
     token_file = tmp_path / "tok"
     token_file.write_text("t2\n")
+    token_file.chmod(0o600)
     config = DashConfig(nodes=(NodeEntry("http://a:9871", token="t1"), NodeEntry("b:9871", token_file=str(token_file))))
     assert resolve_targets([], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://b:9871", "t2")]
     assert resolve_targets(["a:9871/", "c:1"], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://c:1")]
@@ -59,6 +60,7 @@ def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
 def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
     control_file = tmp_path / "ctl"
     control_file.write_text("c2\n")
+    control_file.chmod(0o600)
     config = DashConfig(nodes=(NodeEntry("a:1", token="t1", control_token="c1"),
                                NodeEntry("b:1", control_token_file=str(control_file)), NodeEntry("c:1")))
     assert resolve_targets([], config) == [
@@ -67,3 +69,6 @@ def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
     missing = DashConfig(nodes=(NodeEntry("a:1", control_token_file=str(tmp_path / "nope")),))
     with pytest.raises(DashConfigError, match="control_token_file"):
         resolve_targets([], missing)
+    control_file.chmod(0o644)
+    with pytest.raises(DashConfigError, match="control_token_file .* readable or writable by other users"):
+        resolve_targets([], config)

@@ -1,0 +1,212 @@
+"""Soak: a simulated day at high speed with every collector and a dashboard client following;
+the agents' memory (RSS) and open file descriptors must stay flat.
+
+The simulated rig and its agents run in a child process (this script with ``--serve``), so the
+figures are the agents' own: ``/proc/PID/status`` (VmRSS) and ``/proc/PID/fd`` are sampled
+every second. This process follows every node as the dashboard does (`rigmon.cluster.client`
+into `NodeStore`s) and also scrapes /metrics and reads /v1/history now and then. Each agent's
+ring buffer is kept small so it is full before measuring starts: growth after that is a leak.
+Run from the repository root:
+
+    PYTHONPATH=$PWD python benchmarks/soak.py [--scenario lab] [--nodes 4] [--speed 2000]
+        [--warmup 25] [--seconds 45] [--interval 0.1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+
+from rigmon.clock import SystemClock  # noqa: E402
+from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled  # noqa: E402
+from rigmon.cluster.store import NodeStore  # noqa: E402
+
+#: Frames each agent keeps in memory: full after ``BUFFER_FRAMES * interval`` seconds.
+BUFFER_FRAMES = 150
+
+
+@dataclass
+class Figures:
+    """Start (after warm-up), peak and end of one measured quantity."""
+
+    start: float
+    peak: float
+    end: float
+
+
+@dataclass
+class Result:
+    scenario: str
+    nodes: int
+    speed: float
+    interval_s: float
+    measured_s: float
+    simulated_h: float
+    rss_mb: Figures
+    fds: Figures
+    threads: Figures
+    frames_followed: int
+    frames_per_s: float
+    live_nodes_end: int
+    failures: int
+    gaps: int
+    rss_mb_every_10s: list[float]
+
+
+def proc_sample(pid: int) -> tuple[float, int, int]:
+    """RSS in MB, open file descriptors and threads of ``pid``."""
+    rss_kb = threads = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+        elif line.startswith("Threads:"):
+            threads = int(line.split()[1])
+    return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd")), threads
+
+
+async def serve(scenario: str, nodes: int, speed: float, interval_s: float) -> None:
+    """Child mode: run the rig with real agents on loopback and print ``NAME URL`` lines."""
+    from rigmon.sim.rig import running_rig
+
+    extra = {"agent": {"buffer_frames": BUFFER_FRAMES, "rate_limit_per_s": 0.0},
+             "journal": {"commit_interval_s": 0.5}}
+    async with running_rig(scenario, nodes, speed=speed, base_port=0, interval_s=interval_s,
+                           extra_config=extra) as rr:
+        for node, url in zip(rr.rig.nodes, rr.urls):
+            print(f"{node.name} {url}", flush=True)
+        await asyncio.Event().wait()
+
+
+async def follow(urls: list[str], pid: int, warmup_s: float, seconds: float) -> tuple[dict[str, list[float]], dict[str, int]]:
+    stores = {url: NodeStore(url, url, SystemClock()) for url in urls}
+    counts = {"frames": 0, "failures": 0, "gaps": 0}
+
+    async def one(url: str) -> None:
+        client = AgentClient(url)
+        store = stores[url]
+        try:
+            async for update in client.follow():
+                if isinstance(update, Connected):
+                    store.connected(update.info)
+                elif isinstance(update, Sampled):
+                    counts["frames"] += store.add_frames(update.frames)
+                elif isinstance(update, GapReported):
+                    store.add_gap(update.gap)
+                    counts["gaps"] += 1
+                elif isinstance(update, Failed):
+                    store.failed(update.reason)
+                    counts["failures"] += 1
+        finally:
+            await client.aclose()
+
+    async def poke() -> None:
+        # What else hits an agent: Prometheus scrapes and history queries.
+        async with httpx.AsyncClient(timeout=10) as http:
+            while True:
+                for url in urls:
+                    await http.get(f"{url}/metrics")
+                    await http.get(f"{url}/v1/history", params={"series": "rail_min_volts"})
+                await asyncio.sleep(2.0)
+
+    tasks = [asyncio.create_task(one(u)) for u in urls] + [asyncio.create_task(poke())]
+    samples: dict[str, list[float]] = {"rss_mb": [], "fds": [], "threads": []}
+    try:
+        await asyncio.sleep(warmup_s)
+        counts["frames_at_start"] = counts["frames"]
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            rss, fds, threads = proc_sample(pid)
+            samples["rss_mb"].append(rss)
+            samples["fds"].append(fds)
+            samples["threads"].append(threads)
+            await asyncio.sleep(1.0)
+        counts["live_end"] = sum(s.state() == "live" for s in stores.values())
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return samples, counts
+
+
+def _figures(values: list[float]) -> Figures:
+    return Figures(start=round(values[0], 1), peak=round(max(values), 1), end=round(values[-1], 1))
+
+
+def run_soak(scenario: str, nodes: int, speed: float, warmup_s: float, seconds: float, interval_s: float) -> Result:
+    """Start the rig in a child process, follow it, and measure the child."""
+    from rigmon.cli import _read_urls
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--scenario", scenario, "--nodes", str(nodes), "--speed", str(speed),
+         "--interval", str(interval_s)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+    try:
+        urls = _read_urls(child, nodes, 120.0)
+        if urls is None:
+            raise RuntimeError("the simulated rig did not start")
+        samples, counts = asyncio.run(follow(urls, child.pid, warmup_s, seconds))
+    finally:
+        child.terminate()
+        try:
+            child.wait(20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    followed = counts["frames"] - counts["frames_at_start"]
+    return Result(
+        scenario=scenario, nodes=nodes, speed=speed, interval_s=interval_s, measured_s=seconds,
+        simulated_h=round((warmup_s + seconds) * speed / 3600, 1),
+        rss_mb=_figures(samples["rss_mb"]), fds=_figures(samples["fds"]), threads=_figures(samples["threads"]),
+        frames_followed=followed, frames_per_s=round(followed / seconds, 1), live_nodes_end=counts["live_end"],
+        failures=counts["failures"], gaps=counts["gaps"],
+        rss_mb_every_10s=[round(v, 1) for v in samples["rss_mb"][::10]],
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default="lab")
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--speed", type=float, default=2000.0, help="simulated seconds per real second")
+    parser.add_argument("--warmup", type=float, default=25.0, help="real seconds before measuring (buffers fill)")
+    parser.add_argument("--seconds", type=float, default=45.0, help="real seconds measured")
+    parser.add_argument("--interval", type=float, default=0.1, help="agents' sampling interval, real seconds")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        from rigmon.agent.server import run_until_signalled
+
+        # SIGTERM from the parent is a clean stop: the rig's temporary tree is removed.
+        run_until_signalled(serve(args.scenario, args.nodes, args.speed, args.interval))
+        return 0
+    result = run_soak(args.scenario, args.nodes, args.speed, args.warmup, args.seconds, args.interval)
+    if args.json:
+        print(json.dumps(asdict(result)))
+        return 0
+    print(f"{result.scenario}, {result.nodes} nodes at {result.speed:g}x, {result.measured_s:g} s measured "
+          f"(~{result.simulated_h} simulated hours in all)")
+    for name in ("rss_mb", "fds", "threads"):
+        f = getattr(result, name)
+        print(f"  {name:8} start {f.start:8} peak {f.peak:8} end {f.end:8}")
+    print(f"  rss_mb every 10 s: {result.rss_mb_every_10s}")
+    print(f"  frames followed {result.frames_followed} ({result.frames_per_s}/s), live at end "
+          f"{result.live_nodes_end}/{result.nodes}, failures {result.failures}, gaps {result.gaps}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

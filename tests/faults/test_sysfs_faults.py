@@ -1,0 +1,108 @@
+"""Fault matrix, sysfs: Thunderbolt routers, NVMe controllers, PCI functions, md arrays and
+/proc files vanish and come back while an agent samples the tree (a Thunderbolt unplug, an NVMe
+dropping off). No collector errors on a half-read device; removals and returns are events;
+once the devices are back the agent shows all of them again."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from rigmon.sim.rig import SimRig, get_scenario
+from tests.faults.harness import agent_config, only, running_agent, seqs_contiguous
+
+VICTIMS = (
+    "sys/bus/thunderbolt/devices/0-1", "sys/bus/thunderbolt/devices/1-1", "sys/class/nvme/nvme0",
+    "sys/class/nvme/nvme3", "sys/block/nvme1n1", "sys/bus/pci/devices/0000:65:00.0", "sys/block/md126",
+    "sys/block/md127/md", "proc/mdstat", "proc/diskstats",
+)
+#: Removals (each back after 0 to 200 ms) before the devices are left in place.
+REMOVALS = 40
+STORAGE = ("thunderbolt", "nvme", "raid", "disks")
+
+
+class Churn:
+    """Removes a device directory (or file) and puts it back, over and over, from a thread."""
+
+    def __init__(self, root: Path, backup: Path, seed: int = 1) -> None:
+        self.root, self.backup = root, backup
+        self.rng = random.Random(seed)
+        self.removals = 0
+        self._stop = threading.Event()
+        for rel in VICTIMS:
+            src, dst = root / rel, backup / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, dst, symlinks=True)
+            else:
+                shutil.copy2(src, dst)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _restore(self, rel: str) -> None:
+        target = self.root / rel
+        if target.exists():
+            return
+        if (self.backup / rel).is_dir():
+            shutil.copytree(self.backup / rel, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(self.backup / rel, target)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rel = self.rng.choice(VICTIMS)
+            target = self.root / rel
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            elif target.exists():
+                target.unlink()
+            self.removals += 1
+            # Sometimes gone for a blink (mid-read), sometimes for several samples (unplugged).
+            time.sleep(self.rng.choice((0.0, 0.001, 0.05, 0.2)))
+            self._restore(rel)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        for rel in VICTIMS:
+            self._restore(rel)
+
+
+async def test_devices_vanishing_mid_read(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("model-load"), 1, tmp_path / "sim")
+    root = tmp_path / "sim" / "node01"
+    churn = Churn(root, tmp_path / "backup")
+    config = agent_config(root, {"collectors": only(*STORAGE), "agent": {"interval_s": 0.02},
+                                 "storage": {"udev": False}})
+    try:
+        async with running_agent(config) as h:
+            whole = await h.wait_for(lambda f: len(f.readings.nvme) == 4 and len(f.readings.raid) == 2,
+                                     "the whole storage tree")
+            links = len(whole.readings.thunderbolt)
+            churn.start()
+            while churn.removals < REMOVALS:
+                # The API keeps answering throughout.
+                assert (await h.http.get("/v1/latest")).status_code == 200
+                await asyncio.sleep(0.01)
+            churn.stop()
+            back = await h.wait_for(lambda f: len(f.readings.nvme) == 4 and len(f.readings.raid) == 2
+                                    and len(f.readings.thunderbolt) == links, "every device back")
+            await h.api_alive()
+        frames = h.frames
+        states = {(name, f.collectors[name].state) for f in frames for name in STORAGE}
+        assert {state for _, state in states} <= {"ok", "absent", "pending"}, states
+        # The agent saw the devices go: fewer of them in some frames, and events saying so.
+        assert min(len(f.readings.nvme) for f in frames if f.collectors["nvme"].state == "ok") < 4
+        kinds = {e.kind for f in frames for e in f.events}
+        assert {"nvme_removed", "nvme_added", "tb_device_removed", "tb_device_added"} <= kinds
+        assert back.collectors["raid"].ok and seqs_contiguous(frames)
+    finally:
+        churn.stop()
+        rig.close()
