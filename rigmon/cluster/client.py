@@ -23,6 +23,7 @@ from rigmon.schema import (
     AlarmList,
     Frame,
     Gap,
+    History,
     Info,
     SchemaError,
     decode,
@@ -31,6 +32,10 @@ from rigmon.schema import (
 #: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
 #: starts with a couple of minutes of history instead of a single point.
 BACKFILL_FRAMES = 120
+#: Window of one /v1/history request when filling a gap from the agent's journal, and how
+#: many such windows at most (an hour at 1 Hz): beyond that the gap is left as a gap.
+HISTORY_FILL_SPAN_S = 300.0
+HISTORY_FILL_ROUNDS = 12
 #: A stream silent for this long (no frame, no keep-alive) is dropped and reopened; the
 #: agent sends a keep-alive comment every 15 s.
 STREAM_READ_TIMEOUT_S = 20.0
@@ -244,6 +249,7 @@ class AgentClient:
         self.control_token = control_token
         self.run_id: str | None = None
         self.last_seq: int | None = None
+        self.last_taken_at: float | None = None
         self.interval_s = 1.0
 
     async def aclose(self) -> None:
@@ -398,7 +404,50 @@ class AgentClient:
         if fresh:
             self.run_id = fresh[-1].run_id
             self.last_seq = fresh[-1].seq
+            self.last_taken_at = fresh[-1].taken_at
         return fresh
+
+    async def history_frames(self, from_at: float, to_at: float) -> tuple[Frame, ...]:
+        """GET /v1/history?frames=1: the whole frames the agent's journal holds for a window."""
+        body = await self._get("/v1/history", {"from": repr(from_at), "to": repr(to_at), "frames": "1"})
+        try:
+            return tuple(_check_frame(f) for f in decode(History, body).frames)
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    async def _fill_gap(self, gap: Gap) -> AsyncIterator[Update]:
+        """Frames gone from the agent's ring buffer are still in its journal: fetch them, and
+        report as a gap only what the journal could not give."""
+        async for update in self._journal_fill(gap.run_id, gap.to_seq):
+            yield update
+        if gap.run_id != self.run_id or self.last_seq is None:
+            yield GapReported(gap)
+        elif self.last_seq < gap.to_seq:
+            yield GapReported(Gap(run_id=gap.run_id, from_seq=max(gap.from_seq, self.last_seq + 1),
+                                  to_seq=gap.to_seq, reason=gap.reason))
+
+    async def _journal_fill(self, run_id: str, up_to_seq: int | None) -> AsyncIterator[Update]:
+        """Frames of ``run_id`` after the last we have (up to ``up_to_seq``) from the agent's
+        journal: what a gap in the ring buffer, or an agent that died, would otherwise lose.
+
+        Best effort: an agent without a journal (404) or whose journal fails fills nothing.
+        """
+        if self.last_taken_at is None or self.last_seq is None or run_id != self.run_id:
+            return
+        for _ in range(HISTORY_FILL_ROUNDS):
+            start = self.last_taken_at
+            try:
+                frames = await self.history_frames(start, start + HISTORY_FILL_SPAN_S)
+            except AgentError:
+                return
+            wanted = tuple(sorted((f for f in frames if f.run_id == run_id and f.seq > self.last_seq
+                                   and (up_to_seq is None or f.seq <= up_to_seq)), key=lambda f: f.seq))
+            fresh = self._track(wanted)
+            if not fresh:
+                return
+            yield Sampled(fresh)
+            if up_to_seq is not None and self.last_seq >= up_to_seq:
+                return
 
     async def _backfill(self, info: Info) -> AsyncIterator[Update]:
         """Fetch the newest frames of a run we have not seen yet."""
@@ -420,7 +469,8 @@ class AgentClient:
         for _ in range(POLL_ROUNDS):
             page = await self.samples(self.last_seq or 0, self.run_id)
             if page.gap is not None:
-                yield GapReported(page.gap)
+                async for update in self._fill_gap(page.gap):
+                    yield update
             frames = self._track(page.frames)
             if frames:
                 self.backoff.reset()
@@ -436,12 +486,17 @@ class AgentClient:
                 self.interval_s = info.interval_s
                 yield Connected(info)
                 if info.run_id != self.run_id:
+                    if self.run_id is not None:
+                        # The agent restarted: the dead run's last frames are in its journal.
+                        async for update in self._journal_fill(self.run_id, None):
+                            yield update
                     async for update in self._backfill(info):
                         yield update
                 try:
                     async for item in self.stream(self.last_seq, self.run_id):
                         if isinstance(item, Gap):
-                            yield GapReported(item)
+                            async for update in self._fill_gap(item):
+                                yield update
                             continue
                         frames = self._track((item,))
                         if frames:

@@ -1,9 +1,9 @@
 """Fault matrix, agent killed and restarted while a dashboard client follows it.
 
 The client (rigmon.cluster.client, as the dashboard uses it) resumes on the new run and
-backfills it from /v1/samples, so each run's history has no hole. It does not (yet) fetch the
-dead run's last frames from /v1/history: this test shows the journal of the restarted agent
-holds them (all but the last uncommitted instant), which is what such a backfill would read.
+backfills it from /v1/samples, so each run's history has no hole; the dead run's last frames
+it had not seen come from the restarted agent's journal (tests/faults/test_journal_backfill.py).
+This test shows the journal holds them (all but the last uncommitted instant).
 """
 
 from __future__ import annotations
