@@ -58,7 +58,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds measured")
     parser.add_argument("--scenario", default="undervolt-bus-drop",
                         help="simulator scenario (default: 4 GPUs, the rail ADC, PMBus PSUs per node)")
+    parser.add_argument("--smoke", action="store_true", help="2 healthy nodes for a few seconds (CI; no figures claimed)")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.warmup, args.seconds, args.scenario = 2, 3.0, 2.0, "healthy"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     sim = subprocess.Popen(
         [sys.executable, "-m", "rigmon", "sim", "--scenario", args.scenario, "--nodes", str(args.nodes),

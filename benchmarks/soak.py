@@ -186,7 +186,10 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.1, help="agents' sampling interval, real seconds")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="one node for a few seconds (CI; no figures claimed)")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.warmup, args.seconds = 1, 3.0, 4.0
     if args.serve:
         from rigmon.agent.server import run_until_signalled
 

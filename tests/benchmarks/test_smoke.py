@@ -90,11 +90,24 @@ def test_gpu_collector() -> None:
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
 def test_every_script_has_a_smoke_mode(script: str) -> None:
-    if script in ("common.py", "journal.py", "dash_64_nodes.py"):
-        pytest.skip("helpers, or another helper's script")
+    if script == "common.py":
+        pytest.skip("shared helpers, not a benchmark")
+    if script == "journal.py":
+        pytest.skip("its day of real frames takes minutes; tests/agent and tests/snapshot cover the journal")
     assert "--smoke" in (BENCHMARKS / script).read_text()
 
 
 def test_decode_frames_reports_a_cost() -> None:
     out = run("decode_frames.py")
     assert number(row(out, "decode CPU ms per frame")[1]) > 0
+
+
+def test_dash_64_nodes_follows_live_nodes() -> None:
+    out = run("dash_64_nodes.py")
+    assert re.search(r"live nodes: 2 before, 2 after", out), out
+    assert re.search(r"dashboard peak RSS: \d+ MB", out), out
+
+
+def test_soak_reports_memory_descriptors_and_threads() -> None:
+    out = run("soak.py")
+    assert "rss_mb" in out and "fds" in out and "threads" in out and "failures 0, gaps 0" in out, out
