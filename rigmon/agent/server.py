@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.quiet_server import QuietServer
 from rigmon.config import split_listen
 
 
@@ -75,7 +76,7 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         h11_max_incomplete_event_size=agent.config.agent.max_request_bytes,
         timeout_graceful_shutdown=1,
     )
-    server = uvicorn.Server(config)
+    server = QuietServer(config)
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     return server
