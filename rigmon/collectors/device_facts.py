@@ -41,12 +41,12 @@ class DeviceFacts(Generic[K, V]):
             self._devices = now
             self._reads = 1
 
-    def get(self, device: K, read: Callable[[], V]) -> V:
-        """The facts of ``device``, read with ``read`` when not known."""
+    def get(self, device: K, read: Callable[[K], V]) -> V:
+        """The facts of ``device``, read with ``read(device)`` when not known."""
         try:
             return self._facts[device]
         except KeyError:
-            facts = self._facts[device] = read()
+            facts = self._facts[device] = read(device)
             return facts
 
     def forget(self, device: K) -> None:

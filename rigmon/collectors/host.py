@@ -256,19 +256,22 @@ class HostCollector(PolledCollector):
             base = f"/sys/class/thermal/{zone}"
             temp_c = parse_millidegrees(self.root.read_attr(f"{base}/temp"))
             if temp_c is not None:
-                label = self._zones.get(zone, lambda: self.root.read_attr(f"{base}/type") or zone)
+                label = self._zones.get(zone, self._zone_label)
                 out.append(TemperatureReading(sensor=zone, label=label, temp_c=temp_c))
         chips = self.root.listdir("/sys/class/hwmon")
         self._chips.begin(chips)
         for hwmon in chips:
             base = f"/sys/class/hwmon/{hwmon}"
-            facts = self._chips.get(hwmon, lambda: self._hwmon_facts(hwmon))
+            facts = self._chips.get(hwmon, self._hwmon_facts)
             for channel, label in facts.channels:
                 temp_c = parse_millidegrees(self.root.read_attr(f"{base}/{channel}_input"))
                 if temp_c is not None:
                     out.append(TemperatureReading(sensor=f"{hwmon}/{channel}", label=f"{facts.chip} {label}",
                                                   temp_c=temp_c))
         return out
+
+    def _zone_label(self, zone: str) -> str:
+        return self.root.read_attr(f"/sys/class/thermal/{zone}/type") or zone
 
     def _hwmon_facts(self, hwmon: str) -> HwmonTempFacts:
         base = f"/sys/class/hwmon/{hwmon}"
@@ -321,7 +324,7 @@ class HostCollector(PolledCollector):
                     tx_bytes_per_s=self._rates.rate((name, "txb"), c.tx_bytes, now_s),
                     rx_packets_per_s=rx_pps,
                     tx_packets_per_s=tx_pps,
-                    kind=self._kinds.get(name, lambda: self._kind(name, base)),
+                    kind=self._kinds.get(name, self._kind),
                     stalled=self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
                 )
             )
@@ -330,7 +333,8 @@ class HostCollector(PolledCollector):
             del self._last_active_s[gone]
         return out
 
-    def _kind(self, name: str, base: str) -> str | None:
+    def _kind(self, name: str) -> str | None:
+        base = f"/sys/class/net/{name}"
         driver_link = self.root.readlink(f"{base}/device/driver")
         return parse_net_kind(
             name=name,

@@ -157,7 +157,7 @@ class HwmonPowerCollector(PolledCollector):
         self._facts.begin(chips)
         for hwmon in chips:
             base = f"{HWMON}/{hwmon}"
-            facts = self._facts.get(hwmon, lambda: self._chip_facts(hwmon))
+            facts = self._facts.get(hwmon, self._chip_facts)
             chip = facts.chip
             # Each alarm file once a read: the channels' own alarms are among them.
             alarm_values = {e: parse_hwmon_int(self.root.read_attr(f"{base}/{e}")) for e in facts.alarm_files}

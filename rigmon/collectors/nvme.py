@@ -154,7 +154,8 @@ class NvmeCollector(PolledCollector):
             records.extend(readings)
             return records
 
-    def _read_facts(self, base: str) -> ControllerFacts:
+    def _read_facts(self, name: str) -> ControllerFacts:
+        base = f"/sys/class/nvme/{name}"
         attr = self.root.read_attr
         address = attr(f"{base}/address")
         pci = f"{base}/device"
@@ -179,7 +180,7 @@ class NvmeCollector(PolledCollector):
         if state is None or (before is not None and before.state != state):
             self._facts.forget(name)
             self._hwmon.forget(name)
-        facts = self._facts.get(name, lambda: self._read_facts(base))
+        facts = self._facts.get(name, self._read_facts)
         if state is None and facts.model is None:
             # The directory vanished between listdir and the reads: the device is gone.
             self._facts.forget(name)
@@ -190,7 +191,7 @@ class NvmeCollector(PolledCollector):
         speed = parse_link_speed(speed_text)
         lost = is_link_lost(speed_text, width)
         entries = self.root.listdir(base)
-        hwmon = self._hwmon.get(name, lambda: self._find_hwmon(base, entries, pci))
+        hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(base, entries, pci))
         if hwmon is None:
             # Not registered yet (or an old kernel without one): look again next time.
             self._hwmon.forget(name)
