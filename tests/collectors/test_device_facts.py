@@ -10,9 +10,16 @@ from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.host import HostCollector
 from rigmon.collectors.hwmon_power import HwmonPowerCollector
 from rigmon.collectors.nvme import NvmeCollector
+from rigmon.collectors.thunderbolt import ThunderboltCollector
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
-from rigmon.schema import HwmonVoltageReading, NetInterfaceReading, NvmeReading, TemperatureReading
+from rigmon.schema import (
+    HwmonVoltageReading,
+    NetInterfaceReading,
+    NvmeReading,
+    TemperatureReading,
+    ThunderboltDeviceReading,
+)
 from rigmon.sim import write_tree
 from rigmon.sim.tree import Tree
 from rigmon.sim.udev import FakeUdevSource
@@ -206,3 +213,51 @@ def test_host_interface_and_sensor_appearing_are_seen_with_their_kind_and_label(
                           "/sys/class/hwmon/hwmon0/temp1_label": "Composite\n"})
     temps = {r.sensor: r.label for r in collector.collect() if isinstance(r, TemperatureReading)}
     assert temps == {"hwmon0/temp1": "nvme Composite"}
+
+
+def tb_files(name: str, vendor: str, device: str, unique_id: str) -> dict[str, str]:
+    base = f"/sys/bus/thunderbolt/devices/{name}"
+    return {f"{base}/uevent": "DEVTYPE=thunderbolt_device\n", f"{base}/vendor_name": f"{vendor}\n",
+            f"{base}/device_name": f"{device}\n", f"{base}/unique_id": f"{unique_id}\n",
+            f"{base}/generation": "4\n", f"{base}/authorized": "1\n", f"{base}/rx_speed": "20.0 Gb/s\n",
+            f"{base}/tx_speed": "20.0 Gb/s\n", f"{base}/rx_lanes": "2\n", f"{base}/tx_lanes": "2\n"}
+
+
+def test_thunderbolt_enclosure_swapped_on_a_port_is_seen(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, tb_files("0-1", "OWC", "Express 1M2", "uid-a"))
+
+    class Clock:
+        def time(self) -> float:
+            return 0.0
+
+        def monotonic(self) -> float:
+            return 0.0
+
+    source = FakeUdevSource()
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock(), events=source)
+
+    def devices(records: Sequence[object]) -> dict[str, tuple[str | None, str | None]]:
+        return {r.name: (r.device_name, r.unique_id) for r in records if isinstance(r, ThunderboltDeviceReading)}
+
+    assert devices(collector.collect()) == {"0-1": ("Express 1M2", "uid-a")}
+    tree.remove("/sys/bus/thunderbolt/devices/0-1")
+    assert devices(collector.collect()) == {}
+    write_tree(tmp_path, tb_files("0-1", "Sabrent", "Rocket XTRM 5", "uid-b"))
+    assert devices(collector.collect()) == {"0-1": ("Rocket XTRM 5", "uid-b")}
+    # Swapped between two polls: the udev event makes it read the new identity at once.
+    pushed: list[Sequence[object]] = []
+    got = threading.Event()
+
+    def push(records: Sequence[object]) -> None:
+        pushed.append(records)
+        got.set()
+
+    collector.start(push)
+    try:
+        write_tree(tmp_path, tb_files("0-1", "OWC", "Envoy Ultra", "uid-c"))
+        source.inject("add", "/devices/pci0000:00/0000:00:08.3/0000:c6:00.5/domain0/0-0/0-1", "thunderbolt",
+                      "thunderbolt_device")
+        assert got.wait(10)
+    finally:
+        collector.close()
+    assert devices(pushed[-1]) == {"0-1": ("Envoy Ultra", "uid-c")}
