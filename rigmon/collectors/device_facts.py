@@ -29,11 +29,16 @@ class DeviceFacts(Generic[K, V]):
     def __init__(self, refresh_every: int = REFRESH_EVERY) -> None:
         self.refresh_every = refresh_every
         self._facts: dict[K, V] = {}
-        self._devices: frozenset[K] | None = None
+        self._devices: frozenset[Hashable] | None = None
         self._reads = 0
 
-    def begin(self, devices: Iterable[K]) -> None:
-        """Start a read of the device set ``devices``; drop every fact if it changed or is due."""
+    def begin(self, devices: Iterable[Hashable]) -> None:
+        """Start a read of the device set; drop every fact if it changed or is due.
+
+        Args:
+            devices: what identifies each device seen now: its name, or its name with what
+                else tells a new device (an md array's geometry).
+        """
         now = frozenset(devices)
         self._reads += 1
         if now != self._devices or self._reads > self.refresh_every:
@@ -48,6 +53,10 @@ class DeviceFacts(Generic[K, V]):
         except KeyError:
             facts = self._facts[device] = read(device)
             return facts
+
+    def known(self, device: K) -> bool:
+        """Whether ``device``'s facts are held (`get` will not read them)."""
+        return device in self._facts
 
     def forget(self, device: K) -> None:
         """Read ``device``'s facts again at its next `get`."""

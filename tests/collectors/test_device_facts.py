@@ -10,6 +10,7 @@ from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.host import HostCollector
 from rigmon.collectors.hwmon_power import HwmonPowerCollector
 from rigmon.collectors.nvme import NvmeCollector
+from rigmon.collectors.raid import RaidCollector
 from rigmon.collectors.thunderbolt import ThunderboltCollector
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
@@ -17,6 +18,7 @@ from rigmon.schema import (
     HwmonVoltageReading,
     NetInterfaceReading,
     NvmeReading,
+    RaidArrayReading,
     TemperatureReading,
     ThunderboltDeviceReading,
 )
@@ -261,3 +263,54 @@ def test_thunderbolt_enclosure_swapped_on_a_port_is_seen(tmp_path: Path) -> None
     finally:
         collector.close()
     assert devices(pushed[-1]) == {"0-1": ("Envoy Ultra", "uid-c")}
+
+
+def md_files(uuid: str, members: tuple[str, ...], level: str = "raid1", reshape: str = "") -> dict[str, str]:
+    status = "U" * len(members)
+    files = {
+        "/proc/mdstat": f"Personalities : [{level}]\nmd0 : active {level} "
+                        + " ".join(f"{m}[{i}]" for i, m in enumerate(members))
+                        + f"\n      1953382400 blocks super 1.2 [{len(members)}/{len(members)}] [{status}]\n{reshape}"
+                        + "unused devices: <none>\n",
+        "/proc/diskstats": "",
+        "/sys/block/md0/md/level": f"{level}\n",
+        "/sys/block/md0/md/uuid": f"{uuid}\n",
+        "/sys/block/md0/md/raid_disks": f"{len(members)}\n",
+        "/sys/block/md0/md/array_state": "clean\n",
+    }
+    for i, m in enumerate(members):
+        files[f"/sys/block/md0/md/dev-{m}/state"] = "in_sync\n"
+        files[f"/sys/block/md0/md/dev-{m}/slot"] = f"{i}\n"
+        files[f"/sys/block/{m}/size"] = "1\n"
+    return files
+
+
+def test_md_array_reassembled_or_reshaped_is_seen(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, md_files("aaaa:1111", ("sda", "sdb")))
+
+    class Clock:
+        def time(self) -> float:
+            return 0.0
+
+        def monotonic(self) -> float:
+            return 0.0
+
+    collector = RaidCollector(HostRoot(tmp_path), Clock())
+
+    def md0() -> RaidArrayReading:
+        (array,) = [r for r in collector.collect() if isinstance(r, RaidArrayReading)]
+        return array
+
+    assert (md0().uuid, md0().raid_disks) == ("aaaa:1111", 2)
+    # Stopped, and another array assembled as md0 from other disks.
+    tree.remove("/sys/block/md0")
+    write_tree(tmp_path, md_files("bbbb:2222", ("sdc", "sdd")))
+    assert md0().uuid == "bbbb:2222"
+    # Grown to three disks: the reshape is read as it goes, and the new count after it.
+    progress = "      [>....................]  reshape =  1.0% (1/100) finish=10.0min speed=1000K/sec\n"
+    write_tree(tmp_path, md_files("bbbb:2222", ("sdc", "sdd"), reshape=progress))
+    assert md0().raid_disks == 2
+    write_tree(tmp_path, {"/sys/block/md0/md/raid_disks": "3\n"})
+    assert md0().raid_disks == 3
+    write_tree(tmp_path, md_files("bbbb:2222", ("sdc", "sdd", "sde")))
+    assert (md0().raid_disks, md0().uuid) == (3, "bbbb:2222")
