@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.buffer import FrameBuffer
+from rigmon.agent.frame_json import frame_json
 from rigmon.agent.journal import (
     JournalError,
     JournalReader,
@@ -218,7 +219,7 @@ def build_app(state: ApiState) -> ASGIApp:
         frame = state.buffer.latest
         if frame is None:
             return _error(503, "no frame sampled yet")
-        return _json(frame)
+        return Response(frame_json(frame), media_type="application/json")
 
     async def samples(request: Request) -> Response:
         since = _int_param(request.query_params.get("since"), "since") or 0
@@ -267,7 +268,7 @@ def build_app(state: ApiState) -> ASGIApp:
                               reason="reader fell behind the agent's buffer")
                     yield _sse("gap", encode(gap))
                 for frame in frames:
-                    yield _sse("frame", encode(frame), frame.seq)
+                    yield _sse("frame", frame_json(frame), frame.seq)
                     cursor = frame.seq
                 if frames:
                     continue

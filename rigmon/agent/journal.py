@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from rigmon.agent.frame_json import frame_json
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
 from rigmon.schema import (
@@ -707,7 +708,7 @@ class JournalStore(JournalReader):
         Raises:
             sqlite3.Error: the write failed (disk full, I/O error); nothing of it is kept.
         """
-        encoded = [(f, json.dumps(to_data(f), separators=(",", ":"), allow_nan=False).encode()) for f in frames]
+        encoded = [(f, frame_json(f)) for f in frames]
         self.write_encoded(encoded)
 
     def write_encoded(self, frames: Iterable[tuple[Frame, bytes]]) -> None:

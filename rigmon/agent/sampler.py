@@ -1,13 +1,15 @@
-"""Sampler: runs every collector on its interval in its own thread and assembles frames."""
+"""Sampler: runs every collector on its interval behind a timeout, off the event loop, and assembles frames."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import logging
+import threading
 import time
 import types
 import typing
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,13 +51,44 @@ def _readings_routes() -> dict[type, tuple[str, bool]]:
 ROUTES = _readings_routes()
 
 
+#: What one collector call gave: state (ok, absent, hung, error) and records or an error text.
+_Outcome = tuple[str, object]
+
+
+@dataclass(slots=True, eq=False)
+class _Runner:
+    """A worker thread that runs the collector calls of a batch one after another.
+
+    All collectors share one runner, so a tick costs one hand-off to a thread and one back
+    instead of one pair per collector. A call still running when the next tick comes
+    (hung in a driver, or slower than the interval) keeps the runner: it becomes that
+    collector's own, and the others move to a new shared runner (see `Sampler._pin`).
+    """
+
+    executor: ThreadPoolExecutor
+    #: Guards ``queued`` and ``current`` between the worker and the event loop.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Names of the batch not started yet.
+    queued: list[str] = field(default_factory=list)
+    #: Name of the collector whose call is running now.
+    current: str | None = None
+    #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
+    done: deque[tuple[str, _Outcome, float]] = field(default_factory=deque)
+    future: asyncio.Future[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.future is not None and not self.future.done()
+
+
 @dataclass(slots=True)
 class _Slot:
     """Sampler-side state of one collector."""
 
     collector: Collector
     interval_s: float
-    executor: ThreadPoolExecutor
+    #: The collector's own runner once one of its calls overran a tick; ``None``: the shared one.
+    runner: _Runner | None = None
     next_due: float = 0.0
     running_since: float | None = None
     records: dict[type, list[object]] = field(default_factory=dict)
@@ -65,9 +98,11 @@ class _Slot:
 class Sampler:
     """Ticks collectors and publishes frames to listeners.
 
-    Each collector runs in its own single worker thread, so a call that hangs in a driver
-    blocks only that collector: it is reported ``hung`` after ``timeout_s`` and is not
-    called again until the stuck call returns.
+    Collectors are called off the event loop, one after another on a shared worker thread.
+    A call that is still running when the next tick comes (hung in a driver) keeps that
+    thread for itself and the other collectors move to a fresh one, so a hung call blocks
+    only its own collector (the others for at most the part of one interval the tick waits):
+    it is reported ``hung`` after ``timeout_s`` and is not called again until it returns.
 
     Args:
         node: node name put in every frame.
@@ -96,13 +131,12 @@ class Sampler:
         self.clock = clock
         self.agent_start = clock.time()
         self._slots = {
-            name: _Slot(
-                collector=c,
-                interval_s=(intervals or {}).get(name, interval_s),
-                executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rigmon-{name}"),
-            )
+            name: _Slot(collector=c, interval_s=(intervals or {}).get(name, interval_s))
             for name, c in collectors.items()
         }
+        self._shared = self._new_runner("rigmon-collectors")
+        # Every runner that may still hold results: the shared one and the collectors' own.
+        self._runners: list[_Runner] = [self._shared]
         self._listeners: list[FrameListener] = []
         self._statuses: dict[str, Callable[[], CollectorStatus]] = {}
         self._seq = 0
@@ -151,7 +185,7 @@ class Sampler:
         next_tick = time.monotonic()
         try:
             while not self._stopped:
-                await self._tick()
+                await self._tick(next_tick)
                 next_tick += self.interval_s
                 if next_tick < time.monotonic():
                     # Fell behind (suspended process, overloaded host): skip, don't burst.
@@ -186,12 +220,22 @@ class Sampler:
                 slot.collector.close()
             except Exception:  # noqa: BLE001 - closing must reach every collector
                 log.exception("closing collector %s", slot.collector.name)
-            slot.executor.shutdown(wait=False, cancel_futures=True)
+        for runner in self._runners:
+            runner.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _tick(self) -> None:
+    @staticmethod
+    def _new_runner(thread_name: str) -> _Runner:
+        return _Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
+
+    async def _tick(self, tick_at: float) -> None:
+        """Start the collectors due at ``tick_at`` (the scheduled monotonic time), wait a
+        part of the interval for them, and publish a frame."""
         loop = asyncio.get_running_loop()
+        self._take_results()
+        if self._shared.busy:
+            self._pin(self._shared)
         now = time.monotonic()
-        started: list[asyncio.Future[None]] = []
+        batches: dict[int, tuple[_Runner, list[str]]] = {}
         for name, slot in self._slots.items():
             if slot.running_since is not None:
                 if now - slot.running_since > self.timeout_s and slot.status.state != "hung":
@@ -201,33 +245,75 @@ class Sampler:
                         duration_s=None, sampled_at=slot.status.sampled_at,
                     ))
                 continue
-            if now < slot.next_due:
+            # Due by the tick's schedule, not by the time it started: a tick woken a little
+            # late must not make the next one find the collectors not yet due.
+            if tick_at < slot.next_due:
                 continue
-            slot.next_due = now + slot.interval_s
+            slot.next_due = tick_at + slot.interval_s
             slot.running_since = now
-            started.append(loop.run_in_executor(slot.executor, self._call, name, slot))
+            runner = slot.runner or self._shared
+            batches.setdefault(id(runner), (runner, []))[1].append(name)
+        started: list[asyncio.Future[None]] = []
+        for runner, names in batches.values():
+            with runner.lock:
+                runner.queued.extend(names)
+            runner.future = loop.run_in_executor(runner.executor, self._run_batch, runner)
+            started.append(runner.future)
         if started:
             budget = min(self.timeout_s, self.interval_s * _WAIT_FRACTION)
             await asyncio.wait(started, timeout=budget)
         self._publish()
 
-    def _call(self, name: str, slot: _Slot) -> None:
-        """Run one collection in the collector's thread and hand the result to the loop."""
-        t0 = time.monotonic()
-        try:
-            records = list(slot.collector.collect())
-            outcome: tuple[str, object] = ("ok", records)
-        except NoData as exc:
-            outcome = ("absent", str(exc) or "not present")
-        except CollectorHung as exc:
-            outcome = ("hung", str(exc) or "no answer")
-        except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
-            outcome = ("error", f"{type(exc).__name__}: {exc}")
-        duration_s = time.monotonic() - t0
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._finish, name, slot, outcome, duration_s)
+    def _pin(self, runner: _Runner) -> None:
+        """Give a runner whose batch overran the tick to the collector it is running, and
+        start a new shared runner for the others (those not started yet are due again)."""
+        with runner.lock:
+            stuck = runner.current
+            if stuck is None:
+                # The batch is ending (the worker saw its queue empty): the thread is free.
+                return
+            runner.current = None
+            skipped, runner.queued = runner.queued, []
+        for name in skipped:
+            self._slots[name].running_since = None
+            self._slots[name].next_due = 0.0
+        self._slots[stuck].runner = runner
+        self._shared = self._new_runner("rigmon-collectors")
+        self._runners.append(self._shared)
 
-    def _finish(self, name: str, slot: _Slot, outcome: tuple[str, object], duration_s: float) -> None:
+    def _run_batch(self, runner: _Runner) -> None:
+        """Worker thread: call the queued collectors in turn until the batch is empty."""
+        while True:
+            with runner.lock:
+                if not runner.queued:
+                    runner.current = None
+                    return
+                name = runner.queued.pop(0)
+                runner.current = name
+            t0 = time.monotonic()
+            outcome = self._call(self._slots[name].collector)
+            runner.done.append((name, outcome, time.monotonic() - t0))
+
+    @staticmethod
+    def _call(collector: Collector) -> _Outcome:
+        """Run one collection (in a runner's thread)."""
+        try:
+            return ("ok", list(collector.collect()))
+        except NoData as exc:
+            return ("absent", str(exc) or "not present")
+        except CollectorHung as exc:
+            return ("hung", str(exc) or "no answer")
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
+            return ("error", f"{type(exc).__name__}: {exc}")
+
+    def _take_results(self) -> None:
+        """File the results the runners have finished since the last look."""
+        for runner in self._runners:
+            while runner.done:
+                name, outcome, duration_s = runner.done.popleft()
+                self._finish(name, self._slots[name], outcome, duration_s)
+
+    def _finish(self, name: str, slot: _Slot, outcome: _Outcome, duration_s: float) -> None:
         slot.running_since = None
         state, payload = outcome
         sampled_at = self.clock.time()
@@ -291,6 +377,7 @@ class Sampler:
         self._wake.set()
 
     def _publish(self) -> Frame:
+        self._take_results()
         self._seq += 1
         fields: dict[str, object] = {}
         for slot in self._slots.values():

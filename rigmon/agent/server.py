@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.quiet_server import QuietServer
 from rigmon.config import split_listen
 
 #: Longest wait, before dropping privileges, for the collectors' first run and the journal's open.
@@ -139,7 +140,7 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         ssl_certfile=agent.config.agent.tls_cert_file or None,
         ssl_keyfile=agent.config.agent.tls_key_file or None,
     )
-    server = uvicorn.Server(config)
+    server = QuietServer(config)
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     return server

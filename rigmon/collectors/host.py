@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
@@ -188,8 +189,20 @@ def parse_net_kind(name: str, link_type: int | None, driver: str | None, has_dev
 _SKIPPED_INTERFACES = {"lo"}
 
 
+@dataclass(frozen=True, slots=True)
+class HwmonTempFacts:
+    """One hwmon chip's temperature channels (``temp1``...) with their labels, as shown."""
+
+    chip: str
+    channels: tuple[tuple[str, str], ...]
+
+
 class HostCollector(PolledCollector):
     """CPU, load, memory, temperatures and network links of the node.
+
+    Thermal zone types, hwmon chip names and labels, and each interface's kind are read
+    once per device (see `DeviceFacts`): again when the set of zones, chips or interfaces
+    changes and every `device_facts.REFRESH_EVERY` reads.
 
     Args:
         root: the machine's files.
@@ -206,6 +219,9 @@ class HostCollector(PolledCollector):
         self._rates = CounterRates()
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
+        self._zones: DeviceFacts[str, str] = DeviceFacts()
+        self._chips: DeviceFacts[str, HwmonTempFacts] = DeviceFacts()
+        self._kinds: DeviceFacts[str, str | None] = DeviceFacts()
 
     def collect(self) -> Sequence[object]:
         stat_text = self.root.read_text("/proc/stat")
@@ -251,27 +267,41 @@ class HostCollector(PolledCollector):
 
     def _temperatures(self) -> list[TemperatureReading]:
         out: list[TemperatureReading] = []
-        for zone in self.root.listdir("/sys/class/thermal"):
-            if not zone.startswith("thermal_zone"):
-                continue
+        zones = [z for z in self.root.listdir("/sys/class/thermal") if z.startswith("thermal_zone")]
+        self._zones.begin(zones)
+        for zone in zones:
             base = f"/sys/class/thermal/{zone}"
             temp_c = parse_millidegrees(self.root.read_attr(f"{base}/temp"))
             if temp_c is not None:
-                label = self.root.read_attr(f"{base}/type") or zone
+                label = self._zones.get(zone, self._zone_label)
                 out.append(TemperatureReading(sensor=zone, label=label, temp_c=temp_c))
-        for hwmon in self.root.listdir("/sys/class/hwmon"):
+        chips = self.root.listdir("/sys/class/hwmon")
+        self._chips.begin(chips)
+        for hwmon in chips:
             base = f"/sys/class/hwmon/{hwmon}"
-            chip = self.root.read_attr(f"{base}/name") or hwmon
-            for entry in self.root.listdir(base):
-                if not (entry.startswith("temp") and entry.endswith("_input")):
-                    continue
-                temp_c = parse_millidegrees(self.root.read_attr(f"{base}/{entry}"))
-                if temp_c is None:
-                    continue
-                channel = entry[: -len("_input")]
-                label = self.root.read_attr(f"{base}/{channel}_label") or channel
-                out.append(TemperatureReading(sensor=f"{hwmon}/{channel}", label=f"{chip} {label}", temp_c=temp_c))
+            facts = self._chips.get(hwmon, self._hwmon_facts)
+            for channel, label in facts.channels:
+                temp_c = parse_millidegrees(self.root.read_attr(f"{base}/{channel}_input"))
+                if temp_c is not None:
+                    out.append(TemperatureReading(sensor=f"{hwmon}/{channel}", label=f"{facts.chip} {label}",
+                                                  temp_c=temp_c))
         return out
+
+    def _zone_label(self, zone: str) -> str:
+        return self.root.read_attr(f"/sys/class/thermal/{zone}/type") or zone
+
+    def _hwmon_facts(self, hwmon: str) -> HwmonTempFacts:
+        base = f"/sys/class/hwmon/{hwmon}"
+        entries = self.root.listdir(base)
+        present = set(entries)
+        channels = []
+        for entry in entries:
+            if not (entry.startswith("temp") and entry.endswith("_input")):
+                continue
+            channel = entry[: -len("_input")]
+            label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
+            channels.append((channel, label or channel))
+        return HwmonTempFacts(chip=self.root.read_attr(f"{base}/name") or hwmon, channels=tuple(channels))
 
     def _net(self) -> list[NetInterfaceReading]:
         text = self.root.read_text("/proc/net/dev")
@@ -279,6 +309,7 @@ class HostCollector(PolledCollector):
             return []
         now_s = self.clock.monotonic()
         counters = parse_net_dev(text)
+        self._kinds.begin(counters)
         out = []
         for name, c in sorted(counters.items()):
             if name in _SKIPPED_INTERFACES:
@@ -310,7 +341,7 @@ class HostCollector(PolledCollector):
                     tx_bytes_per_s=self._rates.rate((name, "txb"), c.tx_bytes, now_s),
                     rx_packets_per_s=rx_pps,
                     tx_packets_per_s=tx_pps,
-                    kind=self._kind(name, base),
+                    kind=self._kinds.get(name, self._kind),
                     stalled=self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
                 )
             )
@@ -319,7 +350,8 @@ class HostCollector(PolledCollector):
             del self._last_active_s[gone]
         return out
 
-    def _kind(self, name: str, base: str) -> str | None:
+    def _kind(self, name: str) -> str | None:
+        base = f"/sys/class/net/{name}"
         driver_link = self.root.readlink(f"{base}/device/driver")
         return parse_net_kind(
             name=name,

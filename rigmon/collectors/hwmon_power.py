@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
 from rigmon.schema import HwmonVoltageReading, PmbusPsuReading
@@ -31,6 +32,30 @@ class HwmonChannel:
     min_value: int | None
     max_value: int | None
     alarm: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelFacts:
+    """What does not change about one channel: its label and programmed limits (raw units)."""
+
+    name: str
+    label: str | None
+    min_value: int | None
+    max_value: int | None
+    #: Whether the chip has an ``<name>_alarm`` file for it.
+    has_alarm: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChipFacts:
+    """What does not change about one hwmon chip while it is registered (read once, see `DeviceFacts`)."""
+
+    chip: str
+    channels: tuple[ChannelFacts, ...]
+    #: Every ``*_alarm`` file of the chip.
+    alarm_files: tuple[str, ...]
+    has_temp1: bool
+    has_fan1: bool
 
 
 def parse_hwmon_int(text: str | None) -> int | None:
@@ -82,6 +107,10 @@ def current_shares(iout_amps: Sequence[float | None], imbalance_pct: float) -> l
 class HwmonPowerCollector(PolledCollector):
     """Voltage inputs of every hwmon chip, and per-PSU readings of PMBus supplies.
 
+    Chip names, channel labels and programmed limits, and which files a chip has, are read
+    once per chip (see `DeviceFacts`): again when the set of chips changes and every
+    `device_facts.REFRESH_EVERY` reads.
+
     Args:
         root: the machine's files.
         config: ``[psu.hwmon]``: per-input scale factors, imbalance threshold.
@@ -93,19 +122,30 @@ class HwmonPowerCollector(PolledCollector):
         self.root = root
         self.config = config
         self._imbalanced: set[str] = set()
+        self._facts: DeviceFacts[str, ChipFacts] = DeviceFacts()
 
-    def _channel(self, base: str, name: str) -> HwmonChannel | None:
-        value = parse_hwmon_int(self.root.read_attr(f"{base}/{name}_input"))
-        if value is None:
-            return None
-        alarm = parse_hwmon_int(self.root.read_attr(f"{base}/{name}_alarm"))
-        return HwmonChannel(
-            name=name,
-            label=self.root.read_attr(f"{base}/{name}_label") or None,
-            value=value,
-            min_value=parse_hwmon_int(self.root.read_attr(f"{base}/{name}_min")),
-            max_value=parse_hwmon_int(self.root.read_attr(f"{base}/{name}_max")),
-            alarm=None if alarm is None else alarm != 0,
+    def _chip_facts(self, hwmon: str) -> ChipFacts:
+        """Chip name, channels with labels and limits, and which optional files exist."""
+        base = f"{HWMON}/{hwmon}"
+        attr = self.root.read_attr
+        entries = self.root.listdir(base)
+        present = set(entries)
+        channels = []
+        for kind in ("in", "curr", "power"):
+            for name in parse_channel_names(entries, kind):
+                channels.append(ChannelFacts(
+                    name=name,
+                    label=(attr(f"{base}/{name}_label") if f"{name}_label" in present else None) or None,
+                    min_value=parse_hwmon_int(attr(f"{base}/{name}_min")) if f"{name}_min" in present else None,
+                    max_value=parse_hwmon_int(attr(f"{base}/{name}_max")) if f"{name}_max" in present else None,
+                    has_alarm=f"{name}_alarm" in present,
+                ))
+        return ChipFacts(
+            chip=attr(f"{base}/name") or hwmon,
+            channels=tuple(channels),
+            alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
+            has_temp1="temp1_input" in present,
+            has_fan1="fan1_input" in present,
         )
 
     def collect(self) -> Sequence[object]:
@@ -113,23 +153,26 @@ class HwmonPowerCollector(PolledCollector):
             raise NoData("[psu.hwmon] disabled")
         volts: list[HwmonVoltageReading] = []
         psus: list[tuple[str, str, dict[str, HwmonChannel], list[str], float | None, float | None]] = []
-        for hwmon in self.root.listdir(HWMON):
+        chips = self.root.listdir(HWMON)
+        self._facts.begin(chips)
+        for hwmon in chips:
             base = f"{HWMON}/{hwmon}"
-            chip = self.root.read_attr(f"{base}/name") or hwmon
-            entries = self.root.listdir(base)
-            channels = {
-                name: ch
-                for kind in ("in", "curr", "power")
-                for name in parse_channel_names(entries, kind)
-                if (ch := self._channel(base, name)) is not None
-            }
+            facts = self._facts.get(hwmon, self._chip_facts)
+            chip = facts.chip
+            # Each alarm file once a read: the channels' own alarms are among them.
+            alarm_values = {e: parse_hwmon_int(self.root.read_attr(f"{base}/{e}")) for e in facts.alarm_files}
+            channels: dict[str, HwmonChannel] = {}
+            for cf in facts.channels:
+                value = parse_hwmon_int(self.root.read_attr(f"{base}/{cf.name}_input"))
+                if value is None:
+                    continue
+                alarm = alarm_values.get(f"{cf.name}_alarm") if cf.has_alarm else None
+                channels[cf.name] = HwmonChannel(name=cf.name, label=cf.label, value=value, min_value=cf.min_value,
+                                                 max_value=cf.max_value, alarm=None if alarm is None else alarm != 0)
             if chip in PMBUS_DRIVERS:
-                alarms = sorted(
-                    e[: -len("_alarm")] for e in entries
-                    if e.endswith("_alarm") and parse_hwmon_int(self.root.read_attr(f"{base}/{e}"))
-                )
-                temp = parse_hwmon_int(self.root.read_attr(f"{base}/temp1_input"))
-                fan = parse_hwmon_int(self.root.read_attr(f"{base}/fan1_input"))
+                alarms = sorted(e[: -len("_alarm")] for e in facts.alarm_files if alarm_values.get(e))
+                temp = parse_hwmon_int(self.root.read_attr(f"{base}/temp1_input")) if facts.has_temp1 else None
+                fan = parse_hwmon_int(self.root.read_attr(f"{base}/fan1_input")) if facts.has_fan1 else None
                 psus.append((hwmon, chip, channels, alarms,
                              None if temp is None else temp / MILLI, None if fan is None else float(fan)))
                 continue

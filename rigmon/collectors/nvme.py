@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -81,8 +83,37 @@ def strip_padded(text: str | None) -> str | None:
     return text.strip() or None
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerFacts:
+    """What does not change while a controller stays plugged in and live (read once, see `DeviceFacts`)."""
+
+    model: str | None
+    serial: str | None
+    firmware: str | None
+    transport: str | None
+    address: str | None
+    #: sysfs directory of the controller's PCI function.
+    pci: str
+    max_link_speed_gts: float | None
+    max_link_width: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HwmonFacts:
+    """The controller's hwmon directory and its temperature limits (°C)."""
+
+    path: str
+    temp_max_c: float | None
+    temp_crit_c: float | None
+
+
 class NvmeCollector(PolledCollector):
     """NVMe controllers: identity, state, namespaces, PCIe link and temperature.
+
+    Identity, maximum link and the hwmon directory are read once per controller (see
+    `DeviceFacts`): again when the controller set changes, on a udev event, when the
+    controller's state changes (a reset can bring new firmware), and every
+    `device_facts.REFRESH_EVERY` reads.
 
     Args:
         root: the machine's files.
@@ -95,7 +126,9 @@ class NvmeCollector(PolledCollector):
         self.root = root
         self._lock = threading.Lock()
         self._seen: dict[str, NvmeReading] | None = None
-        self._rescan = UdevRescan(events, ("nvme",), self.collect, "rigmon-nvme-udev")
+        self._facts: DeviceFacts[str, ControllerFacts] = DeviceFacts()
+        self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
+        self._rescan = UdevRescan(events, ("nvme",), self._on_udev, "rigmon-nvme-udev")
 
     def start(self, push: PushFn) -> None:
         self._rescan.start(push)
@@ -103,72 +136,105 @@ class NvmeCollector(PolledCollector):
     def close(self) -> None:
         self._rescan.close()
 
+    def _on_udev(self) -> Sequence[object]:
+        with self._lock:
+            self._facts.invalidate()
+            self._hwmon.invalidate()
+        return self.collect()
+
     def collect(self) -> Sequence[object]:
         with self._lock:
             names = [n for n in self.root.listdir("/sys/class/nvme") if n.startswith("nvme")]
             if not names and self._seen is None:
                 raise NoData("no NVMe controllers")
+            self._facts.begin(names)
+            self._hwmon.begin(names)
             readings = [r for r in (self._controller(n) for n in names) if r is not None]
             records: list[object] = list(self._events(readings))
             records.extend(readings)
             return records
 
-    def _controller(self, name: str) -> NvmeReading | None:
+    def _read_facts(self, name: str) -> ControllerFacts:
         base = f"/sys/class/nvme/{name}"
         attr = self.root.read_attr
-        state = attr(f"{base}/state")
-        model = strip_padded(attr(f"{base}/model"))
-        if state is None and model is None:
-            # The directory vanished between listdir and the reads: the device is gone.
-            return None
         address = attr(f"{base}/address")
         pci = f"{base}/device"
         if attr(f"{pci}/current_link_speed") is None and address:
             pci = f"/sys/bus/pci/devices/{address}"
+        return ControllerFacts(
+            model=strip_padded(attr(f"{base}/model")),
+            serial=strip_padded(attr(f"{base}/serial")),
+            firmware=strip_padded(attr(f"{base}/firmware_rev")),
+            transport=attr(f"{base}/transport"),
+            address=address,
+            pci=pci,
+            max_link_speed_gts=parse_link_speed(attr(f"{pci}/max_link_speed")),
+            max_link_width=parse_link_width(attr(f"{pci}/max_link_width")),
+        )
+
+    def _controller(self, name: str) -> NvmeReading | None:
+        base = f"/sys/class/nvme/{name}"
+        attr = self.root.read_attr
+        state = attr(f"{base}/state")
+        before = self._seen.get(name) if self._seen is not None else None
+        if state is None or (before is not None and before.state != state):
+            self._facts.forget(name)
+            self._hwmon.forget(name)
+        facts = self._facts.get(name, self._read_facts)
+        if state is None and facts.model is None:
+            # The directory vanished between listdir and the reads: the device is gone.
+            self._facts.forget(name)
+            return None
+        pci = facts.pci
         speed_text = attr(f"{pci}/current_link_speed")
         width = parse_link_width(attr(f"{pci}/current_link_width"))
         speed = parse_link_speed(speed_text)
-        max_speed = parse_link_speed(attr(f"{pci}/max_link_speed"))
         lost = is_link_lost(speed_text, width)
-        temp, temp_max, temp_crit = self._temperature(base, pci)
-        namespaces = sorted({ns for e in self.root.listdir(base) if (ns := namespace_of(e)) is not None})
+        entries = self.root.listdir(base)
+        hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(base, entries, pci))
+        if hwmon is None:
+            # Not registered yet (or an old kernel without one): look again next time.
+            self._hwmon.forget(name)
+            temp = None
+        else:
+            temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
+        namespaces = sorted({ns for e in entries if (ns := namespace_of(e)) is not None})
         return NvmeReading(
             name=name,
-            model=model,
-            serial=strip_padded(attr(f"{base}/serial")),
-            firmware=strip_padded(attr(f"{base}/firmware_rev")),
+            model=facts.model,
+            serial=facts.serial,
+            firmware=facts.firmware,
             state=state,
-            transport=attr(f"{base}/transport"),
-            address=address,
+            transport=facts.transport,
+            address=facts.address,
             namespaces=tuple(namespaces),
             link_speed_gts=speed,
             link_width=None if lost else width,
-            max_link_speed_gts=max_speed,
-            max_link_width=parse_link_width(attr(f"{pci}/max_link_width")),
+            max_link_speed_gts=facts.max_link_speed_gts,
+            max_link_width=facts.max_link_width,
             link_gen=pcie_gen(speed),
-            max_link_gen=pcie_gen(max_speed),
+            max_link_gen=pcie_gen(facts.max_link_speed_gts),
             link_lost=lost,
             temp_c=temp,
-            temp_max_c=temp_max,
-            temp_crit_c=temp_crit,
+            temp_max_c=None if hwmon is None else hwmon.temp_max_c,
+            temp_crit_c=None if hwmon is None else hwmon.temp_crit_c,
         )
 
-    def _temperature(self, base: str, pci: str) -> tuple[float | None, float | None, float | None]:
-        """Composite temperature, warning and critical limits from the controller's hwmon.
+    def _find_hwmon(self, base: str, entries: list[str], pci: str) -> HwmonFacts | None:
+        """The controller's hwmon directory with its warning and critical limits.
 
         Current kernels register hwmon under the controller (``nvme0/hwmonN``); the first
         version (5.5) registered it under the PCI function (``<bdf>/hwmon/hwmonN``).
         """
-        candidates = [f"{base}/{h}" for h in self.root.listdir(base) if h.startswith("hwmon")]
+        candidates = [f"{base}/{h}" for h in entries if h.startswith("hwmon")]
         candidates += [f"{pci}/hwmon/{h}" for h in self.root.listdir(f"{pci}/hwmon") if h.startswith("hwmon")]
         for hw in candidates:
             name = self.root.read_attr(f"{hw}/name")
             if name not in (None, "nvme"):
                 continue
-            temp = parse_millidegrees(self.root.read_attr(f"{hw}/temp1_input"))
-            return (temp, parse_millidegrees(self.root.read_attr(f"{hw}/temp1_max")),
-                    parse_millidegrees(self.root.read_attr(f"{hw}/temp1_crit")))
-        return None, None, None
+            return HwmonFacts(path=hw, temp_max_c=parse_millidegrees(self.root.read_attr(f"{hw}/temp1_max")),
+                              temp_crit_c=parse_millidegrees(self.root.read_attr(f"{hw}/temp1_crit")))
+        return None
 
     def _events(self, readings: list[NvmeReading]) -> list[EventDraft]:
         now = {r.name: r for r in readings}

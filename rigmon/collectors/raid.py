@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.disks import DiskRates, DiskRateTracker, parse_diskstats
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
@@ -251,12 +252,27 @@ def parse_md_links(links: dict[str, str | None]) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ArrayFacts:
+    """What does not change about an array while its geometry stays (read once, see `DeviceFacts`)."""
+
+    md_name: str | None
+    level: str | None
+    raid_disks: int | None
+    chunk_bytes: int | None
+    uuid: str | None
+
+
 _HEALTH_SEVERITY = {"ok": "info", "recovering": "warning", "degraded": "critical",
                     "broken": "critical", "inactive": "warning"}
 
 
 class RaidCollector(PolledCollector):
     """md arrays: state, members, sync progress, throughput and balance.
+
+    Each array's /dev/md name, level, disk count, chunk size and UUID are read once (see
+    `DeviceFacts`): again when the arrays or their geometry in /proc/mdstat change, during
+    a reshape, on a udev event and every `device_facts.REFRESH_EVERY` reads.
 
     Args:
         root: the machine's files.
@@ -275,13 +291,20 @@ class RaidCollector(PolledCollector):
         self._tracker = DiskRateTracker()
         self._lock = threading.Lock()
         self._seen: dict[str, RaidArrayReading] | None = None
-        self._rescan = UdevRescan(events, ("block",), self.collect, "rigmon-raid-udev")
+        self._facts: DeviceFacts[str, ArrayFacts] = DeviceFacts()
+        self._md_names: dict[str, str] = {}
+        self._rescan = UdevRescan(events, ("block",), self._on_udev, "rigmon-raid-udev")
 
     def start(self, push: PushFn) -> None:
         self._rescan.start(push)
 
     def close(self) -> None:
         self._rescan.close()
+
+    def _on_udev(self) -> Sequence[object]:
+        with self._lock:
+            self._facts.invalidate()
+        return self.collect()
 
     def collect(self) -> Sequence[object]:
         with self._lock:
@@ -296,21 +319,38 @@ class RaidCollector(PolledCollector):
             raise NoData("no md arrays")
         now_s = self.clock.monotonic()
         stats = {s.name: s for s in parse_diskstats(self.root.read_text("/proc/diskstats") or "")}
-        md_names = parse_md_links({n: self.root.readlink(f"/dev/md/{n}") for n in self.root.listdir("/dev/md")})
+        # The arrays as mdstat shows their geometry and members: a new, stopped, re-assembled or
+        # reshaped array reads every fact again.
+        self._facts.begin((a.name, a.level, a.raid_disks, a.chunk_kib, a.blocks_kib, tuple(m.name for m in a.members))
+                          for a in parsed)
+        if not any(self._facts.known(a.name) for a in parsed):
+            self._md_names = parse_md_links({n: self.root.readlink(f"/dev/md/{n}")
+                                             for n in self.root.listdir("/dev/md")})
         rates: dict[str, DiskRates] = {}
         for name, st in stats.items():
             rates[name] = self._tracker.update((name, st.major, st.minor), st, now_s)
         self._tracker.forget_missing((s.name, s.major, s.minor) for s in stats.values())
-        arrays = [self._array(a, md_names.get(a.name), rates) for a in parsed]
+        arrays = [self._array(a, rates) for a in parsed]
         arrays = self._with_array_balance(arrays)
         records: list[object] = list(self._events(arrays))
         records.extend(arrays)
         return records
 
-    def _array(self, ms: MdstatArray, md_name: str | None, rates: dict[str, DiskRates]) -> RaidArrayReading:
+    def _array_facts(self, name: str) -> ArrayFacts:
+        base = f"/sys/block/{name}/md"
+        attr = self.root.read_attr
+        return ArrayFacts(md_name=self._md_names.get(name), level=attr(f"{base}/level"),
+                          raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
+                          chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
+
+    def _array(self, ms: MdstatArray, rates: dict[str, DiskRates]) -> RaidArrayReading:
         base = f"/sys/block/{ms.name}/md"
         attr = self.root.read_attr
-        level = attr(f"{base}/level") or ms.level
+        if ms.sync_action == "reshape":
+            self._facts.forget(ms.name)
+        facts = self._facts.get(ms.name, self._array_facts)
+        md_name = facts.md_name
+        level = facts.level or ms.level
         array_state = attr(f"{base}/array_state")
         striped = level in STRIPED_LEVELS
         # Redundancy files exist only for levels with a sync_request; their absence is normal.
@@ -319,8 +359,8 @@ class RaidCollector(PolledCollector):
             degraded = ms.raid_disks - ms.working_disks
         sync_action, pct, speed, eta = self._sync(base, ms, striped)
         members = self._members(ms, base, rates)
-        raid_disks = _int_or_none(attr(f"{base}/raid_disks"))
-        chunk = _int_or_none(attr(f"{base}/chunk_size"))
+        raid_disks = facts.raid_disks
+        chunk = facts.chunk_bytes
         md_rates = rates.get(ms.name, DiskRates())
         busy = [(m.read_bytes_per_s or 0.0) + (m.write_bytes_per_s or 0.0) for m in members
                 if m.role == "in_sync" and m.read_bytes_per_s is not None]
@@ -341,7 +381,7 @@ class RaidCollector(PolledCollector):
             sync_eta_s=eta,
             size_bytes=None if ms.blocks_kib is None else ms.blocks_kib * KIB,
             chunk_bytes=chunk if chunk else (ms.chunk_kib * KIB if ms.chunk_kib else None),
-            uuid=attr(f"{base}/uuid"),
+            uuid=facts.uuid,
             members=members,
             read_bytes_per_s=md_rates.read_bytes_per_s,
             write_bytes_per_s=md_rates.write_bytes_per_s,

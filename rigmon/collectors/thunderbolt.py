@@ -10,6 +10,7 @@ from typing import Literal
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -135,8 +136,28 @@ class _Raw:
     tx_lanes: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class EntryFacts:
+    """What does not change about a bus entry while it is plugged in (read once, see `DeviceFacts`).
+
+    ``kind`` is ``None`` for entries that are not routers, hosts or retimers.
+    """
+
+    kind: ThunderboltKind | None
+    domain: int
+    vendor: str | None
+    device_name: str | None
+    generation: int | None
+    unique_id: str | None
+
+
 class ThunderboltCollector(PolledCollector):
     """Every Thunderbolt/USB4 router, XDomain host and retimer, with link judgement and change events.
+
+    Kind, vendor and device names, generation and unique id are read once per entry (see
+    `DeviceFacts`): again when the entries change, on a udev event and every
+    `device_facts.REFRESH_EVERY` reads; link speed, lanes, authorization and NVM version
+    every time.
 
     Args:
         root: the machine's files.
@@ -155,7 +176,8 @@ class ThunderboltCollector(PolledCollector):
         self._lock = threading.Lock()
         self._best: dict[str, float] = {}
         self._seen: dict[str, ThunderboltDeviceReading] | None = None
-        self._rescan = UdevRescan(events, ("thunderbolt",), self.collect, "rigmon-thunderbolt-udev")
+        self._facts: DeviceFacts[str, EntryFacts | None] = DeviceFacts()
+        self._rescan = UdevRescan(events, ("thunderbolt",), self._on_udev, "rigmon-thunderbolt-udev")
 
     def start(self, push: PushFn) -> None:
         self._rescan.start(push)
@@ -163,11 +185,17 @@ class ThunderboltCollector(PolledCollector):
     def close(self) -> None:
         self._rescan.close()
 
+    def _on_udev(self) -> Sequence[object]:
+        with self._lock:
+            self._facts.invalidate()
+        return self.collect()
+
     def collect(self) -> Sequence[object]:
         with self._lock:
             entries = self.root.listdir(DEVICES)
             if not entries and self._seen is None:
                 raise NoData("no Thunderbolt/USB4 bus")
+            self._facts.begin(entries)
             raws = [r for r in (self._read(e) for e in entries) if r is not None]
             host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
             readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
@@ -175,37 +203,62 @@ class ThunderboltCollector(PolledCollector):
             records.extend(readings)
             return records
 
-    def _read(self, name: str) -> _Raw | None:
+    def _read_facts(self, name: str) -> EntryFacts | None:
         base = f"{DEVICES}/{name}"
         attr = self.root.read_attr
         uevent = attr(f"{base}/uevent") or ""
         is_xdomain = "DEVTYPE=thunderbolt_xdomain" in uevent or self.root.exists(f"{base}/maxhopid")
         kind_domain = classify(name, is_xdomain)
         if kind_domain is None:
-            return None
-        kind, domain = kind_domain
+            return EntryFacts(kind=None, domain=0, vendor=None, device_name=None, generation=None, unique_id=None)
         unique_id = attr(f"{base}/unique_id")
         vendor = attr(f"{base}/vendor_name") or attr(f"{base}/vendor")
         if unique_id is None and vendor is None and not self.root.exists(base):
             # Unplugged between listdir and the reads.
             return None
-        authorized = attr(f"{base}/authorized")
         generation = attr(f"{base}/generation")
-        return _Raw(
-            name=name,
-            kind=kind,
-            domain=domain,
+        return EntryFacts(
+            kind=kind_domain[0],
+            domain=kind_domain[1],
             vendor=vendor,
             device_name=attr(f"{base}/device_name") or attr(f"{base}/device"),
             generation=int(generation) if generation and generation.isdigit() else None,
-            authorized=None if authorized is None else authorized not in ("0", ""),
             unique_id=unique_id,
-            # nvm_version fails with ENODATA in safe mode and EAGAIN before the NVM is read.
-            nvm_version=attr(f"{base}/nvm_version"),
-            rx_speed=parse_tb_speed(attr(f"{base}/rx_speed")),
-            tx_speed=parse_tb_speed(attr(f"{base}/tx_speed")),
-            rx_lanes=parse_lanes(attr(f"{base}/rx_lanes")),
-            tx_lanes=parse_lanes(attr(f"{base}/tx_lanes")),
+        )
+
+    def _read(self, name: str) -> _Raw | None:
+        facts = self._facts.get(name, self._read_facts)
+        if facts is None:
+            self._facts.forget(name)
+            return None
+        if facts.kind is None:
+            return None
+        base = f"{DEVICES}/{name}"
+        attr = self.root.read_attr
+        authorized = attr(f"{base}/authorized")
+        # nvm_version fails with ENODATA in safe mode and EAGAIN before the NVM is read.
+        nvm_version = attr(f"{base}/nvm_version")
+        rx_speed, tx_speed = attr(f"{base}/rx_speed"), attr(f"{base}/tx_speed")
+        rx_lanes, tx_lanes = attr(f"{base}/rx_lanes"), attr(f"{base}/tx_lanes")
+        if (authorized is None and nvm_version is None and rx_speed is None and tx_speed is None
+                and not self.root.exists(base)):
+            # Unplugged since its facts were read.
+            self._facts.forget(name)
+            return None
+        return _Raw(
+            name=name,
+            kind=facts.kind,
+            domain=facts.domain,
+            vendor=facts.vendor,
+            device_name=facts.device_name,
+            generation=facts.generation,
+            authorized=None if authorized is None else authorized not in ("0", ""),
+            unique_id=facts.unique_id,
+            nvm_version=nvm_version,
+            rx_speed=parse_tb_speed(rx_speed),
+            tx_speed=parse_tb_speed(tx_speed),
+            rx_lanes=parse_lanes(rx_lanes),
+            tx_lanes=parse_lanes(tx_lanes),
         )
 
     def _judge(self, r: _Raw, host_generation: int | None) -> ThunderboltDeviceReading:

@@ -164,3 +164,40 @@ async def test_unknown_record_type_is_a_collector_error() -> None:
     finally:
         sampler.stop()
         await task
+
+
+async def test_collector_queued_behind_a_hung_one_keeps_sampling() -> None:
+    # The hanging collector comes first, so the quick one waits behind it on the shared
+    # thread: it must move to another thread and keep sampling.
+    hanging, quick = Hanging(), Quick()
+    sampler, frames = make({"hanging": hanging, "quick": quick})
+    task = asyncio.create_task(sampler.run())
+    try:
+        hung = await frames_until(frames, lambda f: f.collectors["hanging"].state == "hung")
+        later = await frames_until(frames, lambda f: f.seq > hung.seq + 5)
+        assert later.collectors["quick"].state == "ok"
+        assert later.readings.temperatures[0].temp_c > hung.readings.temperatures[0].temp_c
+        assert hanging.calls == 1
+        hanging.release.set()
+        recovered = await frames_until(frames, lambda f: f.collectors["hanging"].state == "ok")
+        assert {t.sensor for t in recovered.readings.temperatures} == {"q", "h"}
+        # Called again once its stuck call returned, on the thread it kept.
+        await frames_until(frames, lambda f: hanging.calls > 1)
+    finally:
+        hanging.release.set()
+        sampler.stop()
+        await task
+
+
+async def test_every_tick_calls_the_collectors_due() -> None:
+    # A tick woken a little late used to find the collectors not yet due at the next one,
+    # so about a third of the frames repeated old readings.
+    quick = Quick()
+    sampler, frames = make({"quick": quick}, interval_s=0.05)
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq >= 30)
+    finally:
+        sampler.stop()
+        await task
+    assert quick.n >= len(frames) - 1

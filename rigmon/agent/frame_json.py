@@ -1,0 +1,58 @@
+"""frame_json: each frame's wire JSON encoded once for all its readers (/v1/latest, SSE, the journal)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from rigmon.schema import Frame, encode
+
+#: Frames whose encoding is kept: the newest of every agent in the process (the simulator runs
+#: several), and those SSE readers catching up are sending.
+KEEP_FRAMES = 32
+
+
+class EncodedFrames:
+    """A small cache of `schema.encode` for frames, keyed by the frame object itself.
+
+    A frame is immutable, so its encoding never goes stale; the cache holds the frame as
+    well as its bytes, so an entry cannot be mistaken for another frame that later gets
+    the same ``id``. Thread-safe: the journal encodes from its own thread.
+
+    Args:
+        keep: entries kept, least recently used dropped first.
+    """
+
+    def __init__(self, keep: int = KEEP_FRAMES) -> None:
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._items: OrderedDict[int, tuple[Frame, bytes]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, frame: Frame) -> bytes:
+        """The wire JSON of ``frame``, exactly as `schema.encode` gives it."""
+        key = id(frame)
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None and item[0] is frame:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return item[1]
+        raw = encode(frame)
+        with self._lock:
+            self.misses += 1
+            self._items[key] = (frame, raw)
+            self._items.move_to_end(key)
+            while len(self._items) > self.keep:
+                self._items.popitem(last=False)
+        return raw
+
+
+#: The process's cache: every reader of a frame shares it, whichever agent published it.
+ENCODED = EncodedFrames()
+
+
+def frame_json(frame: Frame) -> bytes:
+    """The wire JSON of ``frame``, encoded at most once while it is among the newest."""
+    return ENCODED.get(frame)

@@ -1,0 +1,68 @@
+"""DeviceFacts: what a collector reads once per device (model, serial, maximum link, labels) instead of every tick."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+#: Reads of the device set after which every fact is read again, whatever happened (ground truth
+#: for a change nothing announced: a drive swapped under the same name between two reads).
+REFRESH_EVERY = 60
+
+
+class DeviceFacts(Generic[K, V]):
+    """Facts about devices that do not change while the device stays plugged in.
+
+    A collector calls `begin` with the devices it sees on every read, then `get` for each.
+    Every fact is read again when the set of devices changes (a device appeared or
+    disappeared), after ``refresh_every`` reads, and after `invalidate` (a udev event);
+    one device's facts are read again after `forget` (its state changed: a controller
+    reset can bring new firmware). Not thread-safe: callers hold their collector's lock.
+
+    Args:
+        refresh_every: reads of the device set between two full re-reads.
+    """
+
+    def __init__(self, refresh_every: int = REFRESH_EVERY) -> None:
+        self.refresh_every = refresh_every
+        self._facts: dict[K, V] = {}
+        self._devices: frozenset[Hashable] | None = None
+        self._reads = 0
+
+    def begin(self, devices: Iterable[Hashable]) -> None:
+        """Start a read of the device set; drop every fact if it changed or is due.
+
+        Args:
+            devices: what identifies each device seen now: its name, or its name with what
+                else tells a new device (an md array's geometry).
+        """
+        now = frozenset(devices)
+        self._reads += 1
+        if now != self._devices or self._reads > self.refresh_every:
+            self._facts.clear()
+            self._devices = now
+            self._reads = 1
+
+    def get(self, device: K, read: Callable[[K], V]) -> V:
+        """The facts of ``device``, read with ``read(device)`` when not known."""
+        try:
+            return self._facts[device]
+        except KeyError:
+            facts = self._facts[device] = read(device)
+            return facts
+
+    def known(self, device: K) -> bool:
+        """Whether ``device``'s facts are held (`get` will not read them)."""
+        return device in self._facts
+
+    def forget(self, device: K) -> None:
+        """Read ``device``'s facts again at its next `get`."""
+        self._facts.pop(device, None)
+
+    def invalidate(self) -> None:
+        """Read every fact again at the next read (a udev event said something changed)."""
+        self._facts.clear()
+        self._devices = None
