@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from rigmon.collectors.base import CollectorContext, NoData, PolledCollector
+from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
 from rigmon.schema import AmdGpuReading
 
@@ -29,14 +30,6 @@ def parse_dpm_current(text: str | None) -> int | None:
     return None
 
 
-def parse_int(text: str | None) -> int | None:
-    """An integer attribute; ``None`` when absent or not a number."""
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
 def parse_microwatts(text: str | None) -> float | None:
@@ -45,10 +38,6 @@ def parse_microwatts(text: str | None) -> float | None:
     return None if value is None else value / MICRO
 
 
-def parse_millidegrees(text: str | None) -> float | None:
-    """An hwmon temperature (m°C) in degrees Celsius."""
-    value = parse_int(text)
-    return None if value is None else value / MILLI
 
 
 class AmdGpuCollector(PolledCollector):

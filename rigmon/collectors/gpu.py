@@ -8,7 +8,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorHung,
+    EventDraft,
+    NoData,
+    PushFn,
+)
 from rigmon.collectors.kernel_log import (
     XID_INFO,
     KernelLogMatcher,
@@ -18,7 +24,14 @@ from rigmon.collectors.kernel_log import (
     parse_pci_bus_id,
 )
 from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
-from rigmon.hw.nvml import Nvml, NvmlDeviceData, NvmlHung, NvmlUnavailable, NvmlXid, open_nvml
+from rigmon.hw.nvml import (
+    Nvml,
+    NvmlDeviceData,
+    NvmlHung,
+    NvmlUnavailable,
+    NvmlXid,
+    open_nvml,
+)
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import ClockReason, GpuReading, NvLinkReading

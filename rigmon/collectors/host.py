@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
@@ -129,20 +130,8 @@ def parse_net_dev(text: str) -> dict[str, NetCounters]:
     return out
 
 
-def parse_int(text: str | None) -> int | None:
-    """An integer attribute, ``None`` when absent or not a number."""
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
-def parse_millidegrees(text: str | None) -> float | None:
-    """A thermal or hwmon temperature in millidegrees Celsius, as degrees."""
-    value = parse_int(text)
-    return None if value is None else value / MILLI
 
 
 #: ARPHRD_* link types of /sys/class/net/<if>/type.

@@ -9,7 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventDraft,
+    NoData,
+    PushFn,
+)
 from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
 from rigmon.hw.root import HostRoot
 from rigmon.schema import KernelLogLine, KernelLogReading

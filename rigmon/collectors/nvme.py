@@ -7,8 +7,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    EventDraft,
+    NoData,
+    PolledCollector,
+    PushFn,
+)
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.sysfs_values import parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -68,12 +75,6 @@ def namespace_of(entry: str) -> str | None:
     return f"nvme{m['subsys']}n{m['nsid']}" if m else None
 
 
-def parse_millidegrees(text: str | None) -> float | None:
-    """hwmon temperature in m°C as °C (``38850`` -> 38.85)."""
-    try:
-        return None if text is None else int(text) / MILLI
-    except ValueError:
-        return None
 
 
 def strip_padded(text: str | None) -> str | None:

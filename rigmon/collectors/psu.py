@@ -15,7 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventDraft,
+    NoData,
+    PushFn,
+)
 from rigmon.collectors.psu_lines import (
     FLAG_UNDER_VOLTAGE,
     PZEM_REGISTER_COUNT,
@@ -32,7 +38,12 @@ from rigmon.collectors.psu_lines import (
     text_window,
 )
 from rigmon.config import PsuSection
-from rigmon.hw.modbus import InputRegisters, ModbusPortError, ModbusReadError, open_modbus
+from rigmon.hw.modbus import (
+    InputRegisters,
+    ModbusPortError,
+    ModbusReadError,
+    open_modbus,
+)
 from rigmon.hw.root import HostRoot
 from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial
 from rigmon.hw.tty_udev import TtyWatch, UdevTtyWatch

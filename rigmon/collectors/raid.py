@@ -9,13 +9,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    EventDraft,
+    NoData,
+    PolledCollector,
+    PushFn,
+)
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.disks import DiskRates, DiskRateTracker, parse_diskstats
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
-from rigmon.schema import RaidArrayReading, RaidHealth, RaidMemberReading, RaidMemberRole
+from rigmon.schema import (
+    RaidArrayReading,
+    RaidHealth,
+    RaidMemberReading,
+    RaidMemberRole,
+)
 
 KIB = 1024
 SECTOR_BYTES = 512

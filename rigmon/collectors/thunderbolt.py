@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    EventDraft,
+    NoData,
+    PolledCollector,
+    PushFn,
+)
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot

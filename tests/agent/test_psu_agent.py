@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
-
-from psu_helpers import LINK, PtyDevice  # noqa: E402
-from rigmon.agent.agent import Agent  # noqa: E402
-from rigmon.agent.server import make_server  # noqa: E402
-from rigmon.collectors.psu_lines import format_rm1  # noqa: E402
-from rigmon.config import AgentConfig, AgentSection, PsuSection  # noqa: E402
-from rigmon.sim.rig import running_rig  # noqa: E402
+from rigmon.agent.agent import Agent
+from rigmon.agent.server import make_server
+from rigmon.collectors.psu_lines import format_rm1
+from rigmon.config import AgentConfig, AgentSection, PsuSection
+from rigmon.sim.rig import running_rig
+from tests.collectors.psu_helpers import LINK, PtyDevice
 
 SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
        "vpsu=11902/11655/11960,flags=4*09")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import serial
 
-from psu_helpers import LINK, PtyDevice, Pushed, wait_for
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorError, EventDraft, NoData
 from rigmon.collectors.psu import PsuCollector, RailState
@@ -18,6 +17,7 @@ from rigmon.config import PsuSection
 from rigmon.hw.root import HostRoot
 from rigmon.hw.tty_udev import TtyAddedFn
 from rigmon.schema import PsuRailReading
+from tests.collectors.psu_helpers import LINK, PtyDevice, Pushed, wait_for
 
 SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
        "vpsu=11902/11655/11960,flags=4*09")

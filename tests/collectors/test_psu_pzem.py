@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 from pymodbus.framer import FramerRTU
 from pymodbus.pdu import DecodePDU
-from pymodbus.pdu.register_message import ReadInputRegistersRequest, ReadInputRegistersResponse
+from pymodbus.pdu.register_message import (
+    ReadInputRegistersRequest,
+    ReadInputRegistersResponse,
+)
 
-from psu_helpers import LINK, PtyDevice, Pushed, wait_for
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorError
 from rigmon.collectors.psu import PsuCollector
 from rigmon.config import PsuSection
 from rigmon.hw.root import HostRoot
 from rigmon.schema import PsuRailReading
+from tests.collectors.psu_helpers import LINK, PtyDevice, Pushed, wait_for
 
 ADDRESS = 1
 
