@@ -173,8 +173,8 @@ def parse_pci_bus_id(text: str) -> PciBusIds | None:
     )
 
 
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})[^)]*\): (\d+),\s*(.*)", re.S)
-_XID_PROCESS = re.compile(r"^pid=('?)([^,']*)\1, name=([^,]*), (.*)$", re.S)
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})[^)]*\): (\d+),\s*(.*)", re.DOTALL)
+_XID_PROCESS = re.compile(r"^pid=('?)([^,']*)\1, name=([^,]*), (.*)$", re.DOTALL)
 
 
 def parse_xid(message: str) -> XidLine | None:
@@ -323,6 +323,7 @@ class KernelLogCollector:
         self._matched_total = 0
         self._last_seq: int | None = None
         self._seq_lost = 0
+        self._lost_seen = 0
         self._gpus: list[str] = []
         self._last_xid79: str | None = None
         self._pending: list[EventDraft] = []
@@ -375,7 +376,7 @@ class KernelLogCollector:
             reading = KernelLogReading(
                 records_total=self._records_total,
                 matched_total=self._matched_total,
-                lost_total=self._reader.lost + self._seq_lost,
+                lost_total=self._lost_total(),
                 recent=recent,
             )
         return [reading, *events]
@@ -398,10 +399,25 @@ class KernelLogCollector:
         except (ValueError, IndexError):
             return None
 
+    def _lost_total(self) -> int:
+        # Sequence gaps count the records exactly; an overrun (EPIPE) with no visible gap (the
+        # first record read after it) still lost at least one.
+        return max(self._seq_lost, self._reader.overruns)
+
     def _drain(self, emit: bool) -> list[EventDraft]:
         raws = self._reader.read_records()
-        if not raws:
-            return []
+        events = self._parse(raws, emit) if raws else []
+        lost_total = self._lost_total()
+        lost, self._lost_seen = lost_total - self._lost_seen, lost_total
+        if emit and lost > 0:
+            events.insert(0, EventDraft(
+                "kernel_log_overrun", "warning", "kernel_log",
+                f"{lost} kernel log record{'s' if lost != 1 else ''} overwritten before rigmon read "
+                f"{'them' if lost != 1 else 'it'}: Xid, AER or bus errors among them are not shown",
+                {"lost": lost, "lost_total": lost_total}))
+        return events
+
+    def _parse(self, raws: list[bytes], emit: bool) -> list[EventDraft]:
         boot_at = self._boot_at()
         self._gpus = sorted(set(self._gpus) | set(nvidia_gpu_bus_ids(self.root)))
         events: list[EventDraft] = []

@@ -7,6 +7,7 @@ import os
 import select
 import stat
 import time
+from collections.abc import Callable
 
 from rigmon.hw.root import HostRoot
 
@@ -16,6 +17,9 @@ RECORD_BUFFER_BYTES = 16384
 MAX_RECORDS_PER_READ = 4096
 #: How often a plain file is checked for new records (the simulator's kernel log).
 FILE_POLL_S = 0.05
+#: Longest record kept from a plain file; the kernel's own limit is far lower (about 1 KiB of
+#: text), so a longer line is garbage: its start is kept, the rest dropped until the next newline.
+MAX_FILE_RECORD_BYTES = RECORD_BUFFER_BYTES
 
 
 class KmsgUnavailable(Exception):
@@ -30,24 +34,33 @@ class KmsgReader:
     """Reads raw records from the kernel log below ``root``.
 
     On a real node ``/dev/kmsg`` is a character device: each ``read()`` returns exactly one
-    record, ``EAGAIN`` means no more, and ``EPIPE`` means records were overwritten before
-    they were read (counted in `lost`). The simulator writes a plain file of the same
-    records instead (one per line, continuation lines starting with a space), which is
-    tailed by offset.
+    record, ``EAGAIN`` means no more, and ``EPIPE`` means the ring buffer overran: records
+    were overwritten before they were read and the position moved on to the oldest record
+    left. Each such overrun is counted in `overruns`; how many records were lost shows as a
+    jump in the records' sequence numbers, which the caller counts. The simulator writes a
+    plain file of the same records instead (one per line, continuation lines starting with
+    a space), which is tailed by offset; a line longer than `MAX_FILE_RECORD_BYTES` is cut
+    (counted in `truncated`) so a file without newlines cannot fill memory.
 
     Args:
         root: the machine's files.
         rel: path of the kernel log below the root.
+        read: reads one record from a file descriptor (``os.read``; a test can stand in for
+            the kernel's ring buffer).
     """
 
-    def __init__(self, root: HostRoot, rel: str = "/dev/kmsg") -> None:
+    def __init__(self, root: HostRoot, rel: str = "/dev/kmsg",
+                 read: Callable[[int, int], bytes] = os.read) -> None:
         self.root = root
         self.rel = rel
-        self.lost = 0
+        self.overruns = 0
+        self.truncated = 0
+        self._read = read
         self._fd: int | None = None
         self._is_device = False
         self._offset = 0
         self._partial = b""
+        self._skipping = False
 
     def open(self, from_end: bool) -> None:
         """Open the log; with ``from_end`` only records written from now on are read.
@@ -70,6 +83,7 @@ class KmsgReader:
         else:
             self._offset = 0
         self._partial = b""
+        self._skipping = False
 
     @property
     def is_open(self) -> bool:
@@ -87,13 +101,13 @@ class KmsgReader:
         out: list[bytes] = []
         while len(out) < MAX_RECORDS_PER_READ:
             try:
-                record = os.read(self._fd, RECORD_BUFFER_BYTES)
+                record = self._read(self._fd, RECORD_BUFFER_BYTES)
             except BlockingIOError:
                 break
             except OSError as exc:
                 if exc.errno == errno.EPIPE:
                     # Overwritten before we read them; the position moved to the oldest record.
-                    self.lost += 1
+                    self.overruns += 1
                     continue
                 if exc.errno == errno.EAGAIN:
                     break
@@ -110,27 +124,42 @@ class KmsgReader:
             # Truncated or replaced: start over from the beginning.
             self._offset = 0
             self._partial = b""
-        chunks = []
+            self._skipping = False
+        records: list[bytes] = []
         while True:
             chunk = os.pread(self._fd, 1 << 20, self._offset)
             if not chunk:
                 break
-            chunks.append(chunk)
             self._offset += len(chunk)
-        data = self._partial + b"".join(chunks)
+            self._split_lines(chunk, records)
+            if len(records) >= MAX_RECORDS_PER_READ:
+                break
+        return records
+
+    def _split_lines(self, chunk: bytes, records: list[bytes]) -> None:
+        """Append the complete lines of ``chunk`` (after what is pending) to ``records``."""
+        if self._skipping:
+            # The rest of an over-long line: dropped up to its newline.
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                return
+            chunk = chunk[newline + 1 :]
+            self._skipping = False
+        data = self._partial + chunk
         end = data.rfind(b"\n")
-        if end < 0:
-            self._partial = data
-            return []
         self._partial = data[end + 1 :]
-        records: list[bytes] = []
+        if len(self._partial) > MAX_FILE_RECORD_BYTES:
+            # No newline within the limit: keep the start as a record of its own, skip the rest.
+            self.truncated += 1
+            self._partial, self._skipping = b"", True
+            data = data[: end + 1] + data[end + 1 : end + 1 + MAX_FILE_RECORD_BYTES] + b"\n"
+            end = len(data) - 1
         for line in data[: end + 1].splitlines(keepends=True):
             # Continuation lines (" SUBSYSTEM=pci") belong to the record before them.
             if line.startswith(b" ") and records:
                 records[-1] += line
             else:
                 records.append(line)
-        return records
 
     def wait(self, timeout_s: float) -> None:
         """Block until a record may be available or ``timeout_s`` passed."""

@@ -223,6 +223,21 @@ def test_sequence_gaps_count_as_lost(tmp_path: Path) -> None:
     finally:
         collector.close()
     assert reading.lost_total == 7
+    # Said once, as an event, when it happens; not again on the next read.
+    _append(root, "6,11,3000001,-;next record\n")
+    collector = KernelLogCollector(root, FixedClock())
+    try:
+        collector.collect()
+        _append(root, "6,20,3000002,-;after a gap\n")
+        events = [r for r in collector.collect() if isinstance(r, EventDraft)]
+        _append(root, "6,21,3000003,-;no gap\n")
+        again = [r for r in collector.collect() if isinstance(r, EventDraft)]
+    finally:
+        collector.close()
+    assert [(e.kind, e.severity, e.data) for e in events] == [
+        ("kernel_log_overrun", "warning", {"lost": 8, "lost_total": 15})]
+    assert "8 kernel log records overwritten" in events[0].message
+    assert again == []
 
 
 def test_no_kernel_log_is_absent(tmp_path: Path) -> None:
@@ -265,3 +280,24 @@ def test_file_reader_joins_continuation_lines_and_waits_for_whole_lines(tmp_path
         assert reader.read_records() == [b"4,2,2,-;partial line\n"]
     finally:
         reader.close()
+
+
+def test_file_reader_cuts_a_line_without_newline(tmp_path: Path) -> None:
+    from rigmon.hw.kmsg import MAX_FILE_RECORD_BYTES
+
+    write_tree(tmp_path, {"/dev/kmsg": "4,1,1,-;first\n"})
+    root = HostRoot(tmp_path)
+    reader = KmsgReader(root)
+    reader.open(from_end=False)
+    try:
+        assert reader.read_records() == [b"4,1,1,-;first\n"]
+        # A writer that never ends its line: what is held stays bounded.
+        for _ in range(5):
+            _append(root, "x" * (MAX_FILE_RECORD_BYTES // 2))
+            reader.read_records()
+            assert len(reader._partial) <= MAX_FILE_RECORD_BYTES
+        _append(root, "tail of the long line\n4,2,2,-;second\n")
+        assert reader.read_records() == [b"4,2,2,-;second\n"]
+    finally:
+        reader.close()
+    assert reader.truncated == 1
