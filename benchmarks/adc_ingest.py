@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,7 @@ def main() -> int:
         agent.wait(10)
         os.close(master)
         os.close(slave)
+        shutil.rmtree(work, ignore_errors=True)
     received = after["windows_total"] - before["windows_total"]
     dropped = sent - received
     print(f"rate: {sent / elapsed:.0f} lines/s for {elapsed:.1f} s ({sent} lines)")
