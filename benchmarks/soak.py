@@ -1,11 +1,12 @@
-"""Soak: a simulated day at high speed with every collector and a dashboard client following;
-the agents' memory (RSS) and open file descriptors must stay flat.
+"""Soak: a simulated day at high speed with every collector and the dashboard following;
+the agents' and the dashboard's memory (RSS) and open file descriptors must stay flat.
 
-The simulated rig and its agents run in a child process (this script with ``--serve``), so the
-figures are the agents' own: ``/proc/PID/status`` (VmRSS) and ``/proc/PID/fd`` are sampled
-every second. This process follows every node as the dashboard does (`rigmon.cluster.client`
-into `NodeStore`s) and also scrapes /metrics and reads /v1/history now and then. Each agent's
-ring buffer is kept small so it is full before measuring starts: growth after that is a leak.
+The simulated rig and its agents run in a child process (this script with ``--serve``);
+this process runs the real dashboard headless (`RigmonApp` under Textual's ``run_test``,
+200x60, cluster screen) following every node, and also scrapes /metrics and reads
+/v1/history now and then. ``/proc/PID/status`` (VmRSS, Threads) and ``/proc/PID/fd`` of both
+are sampled every second after the warm-up. Each agent's ring buffer is kept small so it is
+full before measuring starts: growth after that is a leak.
 Run from the repository root:
 
     PYTHONPATH=$PWD python benchmarks/soak.py [--scenario lab] [--nodes 4] [--speed 2000]
@@ -23,15 +24,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 
-from rigmon.clock import SystemClock  # noqa: E402
-from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled  # noqa: E402
-from rigmon.cluster.store import NodeStore  # noqa: E402
 
 #: Frames each agent keeps in memory: full after ``BUFFER_FRAMES * interval`` seconds.
 BUFFER_FRAMES = 150
@@ -57,12 +56,15 @@ class Result:
     rss_mb: Figures
     fds: Figures
     threads: Figures
+    dash_rss_mb: Figures
+    dash_fds: Figures
     frames_followed: int
     frames_per_s: float
     live_nodes_end: int
     failures: int
     gaps: int
     rss_mb_every_10s: list[float]
+    dash_rss_mb_every_10s: list[float]
 
 
 def proc_sample(pid: int) -> tuple[float, int, int]:
@@ -89,27 +91,33 @@ async def serve(scenario: str, nodes: int, speed: float, interval_s: float) -> N
         await asyncio.Event().wait()
 
 
-async def follow(urls: list[str], pid: int, warmup_s: float, seconds: float) -> tuple[dict[str, list[float]], dict[str, int]]:
-    stores = {url: NodeStore(url, url, SystemClock()) for url in urls}
-    counts = {"frames": 0, "failures": 0, "gaps": 0}
+def counting_app(urls: list[str], counts: dict[str, int]) -> Any:
+    """The real dashboard following ``urls``, counting what it files (its own handlers run too)."""
+    from rigmon.cluster.config import NodeTarget
+    from rigmon.tui.app import RigmonApp
+    from rigmon.tui.messages import NodeFailed, NodeGap, NodeSampled
 
-    async def one(url: str) -> None:
-        client = AgentClient(url)
-        store = stores[url]
-        try:
-            async for update in client.follow():
-                if isinstance(update, Connected):
-                    store.connected(update.info)
-                elif isinstance(update, Sampled):
-                    counts["frames"] += store.add_frames(update.frames)
-                elif isinstance(update, GapReported):
-                    store.add_gap(update.gap)
-                    counts["gaps"] += 1
-                elif isinstance(update, Failed):
-                    store.failed(update.reason)
-                    counts["failures"] += 1
-        finally:
-            await client.aclose()
+    class CountingApp(RigmonApp):
+        # Textual finds a relative CSS_PATH next to the subclass's module: point at the real one.
+        CSS_PATH = str(Path(sys.modules[RigmonApp.__module__].__file__ or "").parent / str(RigmonApp.CSS_PATH))
+
+        # Textual calls the handler of every class in the MRO: these count, RigmonApp's file.
+        def on_node_sampled(self, message: NodeSampled) -> None:
+            counts["frames"] += len(message.frames)
+
+        def on_node_gap(self, message: NodeGap) -> None:
+            counts["gaps"] += 1
+
+        def on_node_failed(self, message: NodeFailed) -> None:
+            counts["failures"] += 1
+
+    return CountingApp([NodeTarget(u) for u in urls])
+
+
+async def follow(urls: list[str], pid: int, warmup_s: float, seconds: float
+                 ) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Follow every node with the dashboard (headless) and sample the agents' and its own process."""
+    counts = {"frames": 0, "failures": 0, "gaps": 0}
 
     async def poke() -> None:
         # What else hits an agent: Prometheus scrapes and history queries.
@@ -120,23 +128,25 @@ async def follow(urls: list[str], pid: int, warmup_s: float, seconds: float) -> 
                     await http.get(f"{url}/v1/history", params={"series": "rail_min_volts"})
                 await asyncio.sleep(2.0)
 
-    tasks = [asyncio.create_task(one(u)) for u in urls] + [asyncio.create_task(poke())]
-    samples: dict[str, list[float]] = {"rss_mb": [], "fds": [], "threads": []}
+    samples: dict[str, list[float]] = {k: [] for k in ("rss_mb", "fds", "threads", "dash_rss_mb", "dash_fds")}
+    app = counting_app(urls, counts)
+    poker = asyncio.create_task(poke())
     try:
-        await asyncio.sleep(warmup_s)
-        counts["frames_at_start"] = counts["frames"]
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            rss, fds, threads = proc_sample(pid)
-            samples["rss_mb"].append(rss)
-            samples["fds"].append(fds)
-            samples["threads"].append(threads)
-            await asyncio.sleep(1.0)
-        counts["live_end"] = sum(s.state() == "live" for s in stores.values())
+        async with app.run_test(size=(200, 60)):
+            await asyncio.sleep(warmup_s)
+            counts["frames_at_start"] = counts["frames"]
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                rss, fds, threads = proc_sample(pid)
+                dash_rss, dash_fds, _ = proc_sample(os.getpid())
+                for key, value in (("rss_mb", rss), ("fds", fds), ("threads", threads),
+                                   ("dash_rss_mb", dash_rss), ("dash_fds", dash_fds)):
+                    samples[key].append(value)
+                await asyncio.sleep(1.0)
+            counts["live_end"] = app.cluster.counts()["live"]
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        poker.cancel()
+        await asyncio.gather(poker, return_exceptions=True)
     return samples, counts
 
 
@@ -170,9 +180,11 @@ def run_soak(scenario: str, nodes: int, speed: float, warmup_s: float, seconds: 
         scenario=scenario, nodes=nodes, speed=speed, interval_s=interval_s, measured_s=seconds,
         simulated_h=round((warmup_s + seconds) * speed / 3600, 1),
         rss_mb=_figures(samples["rss_mb"]), fds=_figures(samples["fds"]), threads=_figures(samples["threads"]),
+        dash_rss_mb=_figures(samples["dash_rss_mb"]), dash_fds=_figures(samples["dash_fds"]),
         frames_followed=followed, frames_per_s=round(followed / seconds, 1), live_nodes_end=counts["live_end"],
         failures=counts["failures"], gaps=counts["gaps"],
         rss_mb_every_10s=[round(v, 1) for v in samples["rss_mb"][::10]],
+        dash_rss_mb_every_10s=[round(v, 1) for v in samples["dash_rss_mb"][::10]],
     )
 
 
@@ -202,10 +214,16 @@ def main() -> int:
         return 0
     print(f"{result.scenario}, {result.nodes} nodes at {result.speed:g}x, {result.measured_s:g} s measured "
           f"(~{result.simulated_h} simulated hours in all)")
+    print("  agents' process (every agent and the simulator):")
     for name in ("rss_mb", "fds", "threads"):
         f = getattr(result, name)
-        print(f"  {name:8} start {f.start:8} peak {f.peak:8} end {f.end:8}")
-    print(f"  rss_mb every 10 s: {result.rss_mb_every_10s}")
+        print(f"    {name:8} start {f.start:8} peak {f.peak:8} end {f.end:8}")
+    print(f"    rss_mb every 10 s: {result.rss_mb_every_10s}")
+    print("  dashboard's process (headless, following every node):")
+    for name, label in (("dash_rss_mb", "rss_mb"), ("dash_fds", "fds")):
+        f = getattr(result, name)
+        print(f"    {label:8} start {f.start:8} peak {f.peak:8} end {f.end:8}")
+    print(f"    rss_mb every 10 s: {result.dash_rss_mb_every_10s}")
     print(f"  frames followed {result.frames_followed} ({result.frames_per_s}/s), live at end "
           f"{result.live_nodes_end}/{result.nodes}, failures {result.failures}, gaps {result.gaps}")
     return 0
