@@ -13,7 +13,9 @@ same window, and one client in this process pulls from each of them once a secon
   comparable collectors; scraped on ``/metrics``;
 - glances in server mode (``-s -t 1``) with psutil's ``PROCFS_PATH`` set to the tree's
   ``/proc`` and the plugins without a counterpart switched off (the process list cannot run
-  on a tree: psutil finds no PIDs there and glances fails); polled with XML-RPC ``getAll``.
+  on a tree: psutil finds no PIDs there and glances fails); polled with XML-RPC ``getAll``;
+- glances as installed (every default plugin) on this machine's own files, for what glances costs
+  where it can read everything it usually reads (a different input: not counted against the goals).
 
 CPU is each process's own user+system time (/proc/PID/stat) over the window, divided by the
 samples in it (one a second); memory is peak RSS (VmHWM). Ratios compare tools measured in
@@ -62,6 +64,9 @@ RIGMON_COMMON = ("host", "disks", "raid", "nvme", "psu_hwmon")
 #: glances plugins with no counterpart in rigmon or node_exporter (processes, containers, file systems...).
 GLANCES_OFF = ("processlist,processcount,programlist,connections,containers,vms,ports,wifi,cloud,irq,folders,ip,"
                "amps,smart,alert,fs,quicklook,npu,now,psutilversion,version,help,mpp")
+#: glances as installed (every default plugin, processes included) on this machine's own /proc and /sys: not the
+#: tree, so a different input; it shows what running glances on a node costs, which the tree cannot.
+GLANCES_DEFAULT = "glances (as installed, this machine)"
 #: Runs glances with psutil reading the simulated /proc (argv[1]); the rest are glances' arguments.
 GLANCES_ON_TREE = ("import sys, psutil\n"
                    "psutil.PROCFS_PATH = sys.argv[1]\n"
@@ -165,11 +170,16 @@ def start_node_exporter(binary: str, work: Path, tree: Path) -> Tool:
     return Tool("node_exporter", proc, lambda: http_get(url).decode(), work / "node_exporter.log")
 
 
-def start_glances(name: str, work: Path, tree: Path) -> Tool:
+def start_glances(name: str, work: Path, tree: Path | None) -> Tool:
+    """glances on the tree with the comparable plugins, or (``tree=None``) as installed, on this machine."""
     port = free_port()
-    args = [sys.executable, "-c", GLANCES_ON_TREE, str(tree / "proc"), "-s", "-B", "127.0.0.1", "-p", str(port),
-            "-t", "1", "--disable-plugin", GLANCES_OFF]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log_file(work, "glances"))
+    if tree is None:
+        args = [sys.executable, "-m", "glances", "-s", "-B", "127.0.0.1", "-p", str(port), "-t", "1"]
+    else:
+        args = [sys.executable, "-c", GLANCES_ON_TREE, str(tree / "proc"), "-s", "-B", "127.0.0.1", "-p", str(port),
+                "-t", "1", "--disable-plugin", GLANCES_OFF]
+    log = "glances-default" if tree is None else "glances"
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log_file(work, log))
     server = xmlrpc.client.ServerProxy(f"http://127.0.0.1:{port}/RPC2")
     lock = threading.Lock()
 
@@ -177,7 +187,7 @@ def start_glances(name: str, work: Path, tree: Path) -> Tool:
         with lock:
             return json.loads(server.getAll())  # type: ignore[arg-type]
 
-    return Tool(name, proc, pull, work / "glances.log")
+    return Tool(name, proc, pull, work / f"{log}.log")
 
 
 def poller(tool: Tool, stop_event: threading.Event) -> None:
@@ -260,6 +270,8 @@ def main() -> int:
                 tools.append(start_node_exporter(binary, work, tree))
             if has_glances:
                 tools.append(start_glances("glances (comparable plugins)", work, tree))
+                if not args.smoke:
+                    tools.append(start_glances(GLANCES_DEFAULT, work, None))
             for tool in tools:
                 wait_up(tool, 60)
             for tool in tools:
@@ -308,7 +320,8 @@ def report(tools: list[Tool], elapsed: float, sim_cpu: float, args: argparse.Nam
     ratios = [("rigmon (node_exporter's sources)", "node_exporter", "<= 1"),
               ("rigmon (all, as deployed)", "node_exporter", "-"),
               ("rigmon (node_exporter's sources)", "glances (comparable plugins)", "-"),
-              ("rigmon (all, as deployed)", "glances (comparable plugins)", "<= 0.1")]
+              ("rigmon (all, as deployed)", "glances (comparable plugins)", "<= 0.1"),
+              ("rigmon (all, as deployed)", GLANCES_DEFAULT, "(other input)")]
     print("| ratio (CPU) | value | goal | ratio (peak RSS) |")
     print("|---|---:|---:|---:|")
     for a, b, goal in ratios:
