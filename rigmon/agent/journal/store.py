@@ -40,7 +40,7 @@ from rigmon.agent.journal.tiers import (
 )
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
-from rigmon.schema import Frame
+from rigmon.schema import Event, Frame
 from rigmon.typed import to_data
 
 
@@ -152,16 +152,21 @@ class JournalStore(JournalReader):
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.execute("UPDATE runs SET stopped_at = ?, clean = 1 WHERE run_id = ?", (stopped_at, run_id))
 
-    def write(self, frames: Sequence[Frame]) -> None:
+    def write(self, frames: Sequence[Frame], events: Sequence[tuple[str, Event]] = ()) -> None:
         """Write frames and their events in one transaction.
+
+        Args:
+            frames: the frames; their events are written with them.
+            events: more events as ``(run_id, event)``: those of frames that could not be
+                written earlier (an event already stored is replaced, not doubled).
 
         Raises:
             sqlite3.Error: the write failed (disk full, I/O error); nothing of it is kept.
         """
         encoded = [(f, frame_json(f)) for f in frames]
-        self.write_encoded(encoded)
+        self.write_encoded(encoded, events)
 
-    def write_encoded(self, frames: Iterable[tuple[Frame, bytes]]) -> None:
+    def write_encoded(self, frames: Iterable[tuple[Frame, bytes]], events: Sequence[tuple[str, Event]] = ()) -> None:
         """Like `write` for frames already encoded as wire JSON."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -176,10 +181,9 @@ class JournalStore(JournalReader):
                              (frame.taken_at, frame.run_id, frame.seq, self._dict_id,
                               compress(raw, self._dict_bytes)))
                 for event in frame.events:
-                    conn.execute(
-                        "INSERT OR REPLACE INTO events(id, at, run_id, kind, severity, body) VALUES (?, ?, ?, ?, ?, ?)",
-                        (event.id, event.at, frame.run_id, event.kind, event.severity,
-                         json.dumps(to_data(event), separators=(",", ":"))))
+                    self._insert_event(frame.run_id, event)
+            for run_id, event in events:
+                self._insert_event(run_id, event)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -187,6 +191,11 @@ class JournalStore(JournalReader):
             # The dictionary row may have been rolled back with the frames.
             self._dict_id = self._dict_bytes = None
             raise
+
+    def _insert_event(self, run_id: str, event: Event) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO events(id, at, run_id, kind, severity, body) VALUES (?, ?, ?, ?, ?, ?)",
+            (event.id, event.at, run_id, event.kind, event.severity, json.dumps(to_data(event), separators=(",", ":"))))
 
     def maintain(self) -> None:
         """Downsample complete buckets, apply retention by age and by size, then write blocks."""

@@ -15,12 +15,15 @@ from rigmon.agent.journal.runs import unclean_message
 from rigmon.agent.journal.store import JournalStore, Retention
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
-from rigmon.schema import CollectorStatus, Frame, Severity
+from rigmon.schema import CollectorStatus, Event, Frame, Severity
 
 log = logging.getLogger(__name__)
 
 #: Real seconds between maintenance passes (downsampling, retention) of the writer thread.
 MAINTAIN_EVERY_S = 15.0
+#: Events of frames that could not be written, kept to be written with the first frames that
+#: can; beyond this many the rest are counted only.
+MAX_UNWRITTEN_EVENTS = 1000
 
 #: Called from the writer thread: kind, severity, subject, message, data.
 EventSink = Callable[[str, Severity, str, str, dict[str, str | int | float | bool | None]], None]
@@ -35,7 +38,9 @@ class JournalWriter:
     ``commit_interval_s`` and runs maintenance (downsampling, retention) now and then.
     Failures (cannot open, disk full, I/O errors) never escape: they show in `status`
     and as ``journal_failed``/``journal_recovered`` events; frames that could not be
-    written are counted.
+    written are counted (``journal_recovered`` says how many). The events of those frames
+    (``journal_failed`` itself among them: it travels in the next frame, which the failing
+    journal cannot take) are kept and written with the first frames that can be.
 
     Args:
         state_dir: directory of the journal.
@@ -64,9 +69,14 @@ class JournalWriter:
         self._sink: EventSink | None = None
         self._status = CollectorStatus(state="pending", ok=False)
         self._dropped = 0
-        self._lost = 0
+        #: Frames not written since the status was last ok.
+        self._outage_lost = 0
+        self._unwritten_events: list[tuple[str, Event]] = []
+        self._events_lost = 0
         self._reported_dropped = 0
         self.frames_written = 0
+        #: Frames that reached the writer but could not be written (the journal failing).
+        self.frames_not_written = 0
 
     @property
     def status(self) -> CollectorStatus:
@@ -115,7 +125,11 @@ class JournalWriter:
         if error is None:
             self._status = CollectorStatus(state="ok", ok=True, duration_s=duration_s, sampled_at=now)
             if before.state == "error":
-                self._emit("journal_recovered", "info", f"journal {self.path} writable again")
+                lost, self._outage_lost = self._outage_lost, 0
+                self._emit("journal_recovered", "info",
+                           f"journal {self.path} writable again; {lost} frames not recorded while it failed",
+                           {"frames_not_written": lost, "frames_not_written_total": self.frames_not_written,
+                            "events_not_written_total": self._events_lost})
         else:
             self._status = CollectorStatus(state="error", ok=False, error=error, duration_s=duration_s,
                                            sampled_at=now)
@@ -178,19 +192,20 @@ class JournalWriter:
 
     def _write(self, store: JournalStore | None, batch: list[Frame]) -> None:
         if store is None:
-            self._lost += len(batch)
+            self._lose(batch)
             return
         t0 = time.monotonic()
         try:
-            store.write(batch)
+            store.write(batch, self._unwritten_events)
         except (sqlite3.Error, OSError) as exc:
-            self._lost += len(batch)
-            self._set_status(f"{exc}; {self._lost} frames not recorded")
+            self._lose(batch)
+            self._set_status(f"{exc}; {self.frames_not_written} frames not recorded")
             if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
                 # Give retention a chance to make room before the next batch.
                 self._maintain(store)
             return
         self.frames_written += len(batch)
+        self._unwritten_events.clear()
         dropped = self._dropped
         if dropped != self._reported_dropped:
             self._emit("journal_dropped", "warning",
@@ -198,6 +213,17 @@ class JournalWriter:
                        {"dropped_total": dropped})
             self._reported_dropped = dropped
         self._set_status(None, round(time.monotonic() - t0, 6))
+
+    def _lose(self, batch: list[Frame]) -> None:
+        """Count frames that cannot be written and keep their events for a later write."""
+        self.frames_not_written += len(batch)
+        self._outage_lost += len(batch)
+        for frame in batch:
+            for event in frame.events:
+                if len(self._unwritten_events) < MAX_UNWRITTEN_EVENTS:
+                    self._unwritten_events.append((frame.run_id, event))
+                else:
+                    self._events_lost += 1
 
     def _maintain(self, store: JournalStore) -> None:
         try:
