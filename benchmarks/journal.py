@@ -1,6 +1,12 @@
 """Benchmark (not a test): journal bytes per node per day at 1 Hz, and the time to export an hour of 8 nodes.
 
     PYTHONPATH=. python benchmarks/journal.py [--hours 24] [--nodes 8] [--skip-export] [--frames-cache F]
+    PYTHONPATH=. python benchmarks/journal.py --smoke   # seconds: 60 frames, 2 nodes, one export
+
+``--smoke`` runs every step on a tiny input (`SMOKE_FRAMES` frames in place of the hour,
+written `SMOKE_REPEATS` times over, enough for one block; `SMOKE_NODES` agents; one export)
+and prints the same lines: its figures show the output's shape and say nothing about size or
+speed.
 
 Frames: a simulated full rig, read by the real collectors of the registry. One node holds
 8 V100-SXM2 (fake NVML under pynvml, training load with DDP steps and evaluations), a 12 V
@@ -70,6 +76,11 @@ REPO = Path(__file__).resolve().parent.parent
 RUN_ID = "0123456789abcdef"
 #: The simulator replaces a file per attribute every step: tmpfs keeps that from dominating.
 SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None
+#: Frames (1 Hz) standing in for the hour, how often they are written over (the size part:
+#: 360 frames make one block), and agents exported, in a ``--smoke`` run.
+SMOKE_FRAMES = 60
+SMOKE_REPEATS = 6
+SMOKE_NODES = 2
 
 
 class FakeClock:
@@ -208,11 +219,11 @@ def real_frames(n: int, workdir: Path, t0: float) -> list[dict[str, Any]]:
     return out
 
 
-def hour_of_frames(t0: float, cache: Path | None) -> list[dict[str, Any]]:
+def hour_of_frames(t0: float, cache: Path | None, frames: int = 3600) -> list[dict[str, Any]]:
     if cache is not None and cache.exists():
         return [json.loads(line) for line in gzip.decompress(cache.read_bytes()).splitlines()]
     with tempfile.TemporaryDirectory(prefix="rigmon-bench-", dir=SCRATCH) as tmp:
-        hour = real_frames(3600, Path(tmp), t0)
+        hour = real_frames(frames, Path(tmp), t0)
     if cache is not None:
         cache.write_bytes(gzip.compress(b"".join(json.dumps(f, separators=(",", ":")).encode() + b"\n"
                                                  for f in hour), 6))
@@ -230,7 +241,10 @@ def shifted(data: dict[str, Any], shift_s: float, seq: int, run_id: str) -> byte
 
 
 def fill_journal(path: Path, hour: list[dict[str, Any]], t0: float, hours: int, run_id: str) -> JournalStore:
-    """Write ``hours`` of frames at 1 Hz from ``t0`` as the writer thread does: a commit per frame."""
+    """Write ``hour`` ``hours`` times over at 1 Hz from ``t0`` as the writer thread does: a commit per frame.
+
+    ``hour`` is 3600 frames, or `SMOKE_FRAMES` in a smoke run (each repetition follows the last).
+    """
     clock = FakeClock(t0)
     store = JournalStore(path, clock, Retention())
     store.begin_run(run_id, "bench", t0)
@@ -239,7 +253,7 @@ def fill_journal(path: Path, hour: list[dict[str, Any]], t0: float, hours: int, 
     for h in range(hours):
         for data in hour:
             seq += 1
-            raw = shifted(data, shift0 + h * 3600, seq, run_id)
+            raw = shifted(data, shift0 + h * len(hour), seq, run_id)
             meta = json.loads(raw)
             # Frame only carries the keys the store looks at; the body is the wire JSON.
             frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id=run_id, seq=seq, taken_at=meta["taken_at"],
@@ -249,7 +263,7 @@ def fill_journal(path: Path, hour: list[dict[str, Any]], t0: float, hours: int, 
             store.write_encoded([(frame, raw)])
             if seq % 15 == 0:
                 store.maintain()
-    clock.t = t0 + hours * 3600
+    clock.t = t0 + hours * len(hour)
     for _ in range(20):
         store.maintain()
     return store
@@ -276,11 +290,13 @@ def bench_size(hour: list[dict[str, Any]], hours: int) -> dict[str, Any]:
         store.close()
         size = sum(p.stat().st_size for p in Path(tmp).iterdir())
     raw_json = sum(len(json.dumps(f, separators=(",", ":"))) for f in hour) / len(hour)
-    return {"hours": hours, "file_bytes": size, "bytes_per_day": size * 24 / hours,
+    # Per frame at 1 Hz; the same as size * 24 / hours when the "hour" is 3600 frames.
+    per_day = 86400 / (hours * len(hour))
+    return {"hours": hours, "file_bytes": size, "bytes_per_day": size * per_day,
             "frame_json_bytes": raw_json, "block_frames": block_frames,
             "block_bytes_per_frame": (block_bytes or 0) / max(1, block_frames or 0),
             "recent_frames": recent_frames, "recent_bytes_per_frame": (recent_bytes or 0) / max(1, recent_frames),
-            "bucket_bytes_per_day": bucket_bytes * 24 / hours, "dbstat_bytes": tables,
+            "bucket_bytes_per_day": bucket_bytes * per_day, "dbstat_bytes": tables,
             "dbstat_unused_in_pages": unused, "free_pages_bytes": free, "write_cpu_s": cpu}
 
 
@@ -299,9 +315,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3) -> dict[str, Any]:
+def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3, settle_s: float = 2.0) -> dict[str, Any]:
     now = time.time()
-    t0 = now - 3600
+    t0 = now - len(hour)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
         tmpdir = Path(tmp)
@@ -327,7 +343,7 @@ def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3) -> dic
                     except httpx.HTTPError:
                         pass
                     time.sleep(0.05)
-            time.sleep(2.0)  # let the agents' first maintenance pass finish
+            time.sleep(settle_s)  # let the agents' first maintenance pass finish
             runs: list[float] = []
             cpu: list[float] = []
             for k in range(repeat):
@@ -364,10 +380,16 @@ def main() -> None:
     parser.add_argument("--skip-export", action="store_true")
     parser.add_argument("--skip-size", action="store_true")
     parser.add_argument("--frames-cache", type=Path, help="keep the generated hour here (gzip JSON lines) and reuse it")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"seconds: {SMOKE_FRAMES} frames, {SMOKE_NODES} nodes, one export (output shape only)")
     args = parser.parse_args()
+    if args.smoke:
+        args.hours, args.nodes, args.frames_cache = SMOKE_REPEATS, SMOKE_NODES, None
+        print(f"smoke run: {SMOKE_FRAMES} frames written {SMOKE_REPEATS} times over, {SMOKE_NODES} nodes, one export; "
+              "the figures show the output's shape, not the journal's size or speed", flush=True)
     t_gen = time.perf_counter()
-    hour = hour_of_frames(1_700_000_000.0, args.frames_cache)
-    print(f"3600 frames ready in {time.perf_counter() - t_gen:.1f} s", flush=True)
+    hour = hour_of_frames(1_700_000_000.0, args.frames_cache, SMOKE_FRAMES if args.smoke else 3600)
+    print(f"{len(hour)} frames ready in {time.perf_counter() - t_gen:.1f} s", flush=True)
     if not args.skip_size:
         size = bench_size(hour, args.hours)
         print(json.dumps(size, indent=1), flush=True)
@@ -375,9 +397,10 @@ def main() -> None:
               f"(frame JSON {size['frame_json_bytes'] / 1e3:.1f} kB, in blocks {size['block_bytes_per_frame']:.0f} B)",
               flush=True)
     if not args.skip_export:
-        export = bench_export(hour, args.nodes)
+        export = bench_export(hour, args.nodes, 1, 0.5) if args.smoke else bench_export(hour, args.nodes)
         print(json.dumps(export, indent=1), flush=True)
-        print(f"export: an hour of {args.nodes} nodes ({export['frames']} frames, "
+        span = "an hour" if len(hour) == 3600 else f"{len(hour)} s"
+        print(f"export: {span} of {args.nodes} nodes ({export['frames']} frames, "
               f"{export['frame_json_bytes'] / 1e6:.0f} MB of frame JSON) in {export['export_s']:.2f} s "
               f"(median of {len(export['runs_s'])} runs)")
 

@@ -157,6 +157,7 @@ class Agent:
             self.sampler.add_listener(buffer.append)
             self.metrics = FrameCollector(lambda: buffer.latest)
             self.sampler.add_listener(self.metrics.observe)
+        journal = self.journal
         state = ApiState(
             buffer=self.buffer,
             info=self.info,
@@ -167,6 +168,7 @@ class Agent:
             alarms=self.alarms,
             control_token=self.control_token,
             journal_path=journal_path(self.config.agent.state_dir) if self.journal is not None else None,
+            journal_status=(lambda: journal.status) if journal is not None else None,
             interval_s=self.config.agent.interval_s,
             now=self.clock.time,
             capture=self.capture,

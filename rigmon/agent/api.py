@@ -30,7 +30,7 @@ from rigmon.agent.journal import (
 )
 from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
-from rigmon.schema import Gap, Info, NodeCapture, encode
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Gap, History, Info, NodeCapture, encode
 from rigmon.typed import to_data
 
 #: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
@@ -77,6 +77,7 @@ class ApiState:
     alarms: AlarmService | None = None
     control_token: str | None = None
     journal_path: Path | None = None
+    journal_status: Callable[[], CollectorStatus] | None = None
     interval_s: float = 1.0
     now: Callable[[], float] | None = None
     capture: Callable[[], NodeCapture] | None = None
@@ -172,6 +173,23 @@ def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s
     head = encode_history(replace(history, more=more))
     assert head.endswith(b'"frames":[]}')
     return head[: -len(b"[]}")] + b"[" + b",".join(raw[:MAX_HISTORY_FRAMES]) + b"]}"
+
+
+def empty_history_answer(node: str, from_at: float, to_at: float, interval_s: float,
+                         as_lines: bool, gzipped: bool) -> FrameLines:
+    """The /v1/history answer of a journal that holds nothing yet: no series, events or frames.
+
+    Same shapes as `history_body` and `history_lines` (``as_lines``/``gzipped``), so a client
+    reads it like any other window.
+    """
+    history = History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier="frames",
+                      step_s=interval_s, series={})
+    head = encode_history(history)
+    if gzipped:
+        return FrameLines(gzip_member(head + b"\n"), {FRAMES_HEADER: "0", "vary": "Accept"}, "application/gzip")
+    if as_lines:
+        return FrameLines(head + b"\n", {FRAMES_HEADER: "0", "vary": "Accept"})
+    return FrameLines(head, {}, "application/json")
 
 
 def resume_plan(buffer: FrameBuffer, after_seq: int, run_id: str | None, own_run_id: str) -> tuple[int, Gap | None]:
@@ -347,6 +365,8 @@ def build_app(state: ApiState) -> ASGIApp:
         accept = request.headers.get("accept", "")
         gzipped = with_frames and "application/gzip" in accept
         lines = with_frames and "application/x-ndjson" in accept
+        # Read before the attempt: the writer may open the file while it runs.
+        unopened = state.journal_status is not None and state.journal_status().state == "pending"
         try:
             if lines or gzipped:
                 answer = await asyncio.to_thread(history_lines, state.journal_path, state.info().node, from_at,
@@ -355,7 +375,13 @@ def build_app(state: ApiState) -> ASGIApp:
             body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
                                            state.interval_s, names, with_frames)
         except JournalError as exc:
-            return _error(503, str(exc))
+            if not unopened:
+                return _error(503, str(exc))
+            # Just after the start the writer has not created the file (or its tables) yet:
+            # nothing is recorded, which is an empty window, not an outage (a snapshot taken
+            # then would otherwise lose the node). A journal that failed to open still says 503.
+            answer = empty_history_answer(state.info().node, from_at, to_at, state.interval_s, lines, gzipped)
+            return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
         return Response(body, media_type="application/json")
 
     async def snapshot(request: Request) -> Response:

@@ -4,6 +4,8 @@ unclean-shutdown detection, and failures reported instead of raised (injected cl
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rigmon.agent.journal import (
@@ -16,7 +18,16 @@ from rigmon.agent.journal import (
     unclean_message,
 )
 from rigmon.config import JournalSection
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, HostReading, NetInterfaceReading, Readings
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    CollectorStatus,
+    Event,
+    Frame,
+    HostReading,
+    NetInterfaceReading,
+    Readings,
+    Severity,
+)
 
 T0 = 1_699_999_200.0  # a multiple of 900: buckets start on whole frames
 
@@ -217,6 +228,72 @@ def test_writer_reports_a_full_disk_and_keeps_running(tmp_path: Path) -> None:
     assert any(kind == "journal_failed" and "full" in msg for kind, msg in events)
     with JournalReader(tmp_path) as reader:
         assert reader.runs()[0].clean is True  # the stop was still recorded as clean
+
+
+class EventLoopback:
+    """Like the agent: events from the writer's sink travel in the next frame submitted."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: list[Event] = []
+        self.seen: dict[str, Event] = {}
+        self.seq = 0
+
+    def sink(self, kind: str, severity: Severity, subject: str, message: str,
+             data: dict[str, str | int | float | bool | None]) -> None:
+        with self.lock:
+            event = Event(id=f"run1-e{len(self.seen) + 1}", at=T0 + self.seq, kind=kind, severity=severity,
+                          subject=subject, message=message, data=dict(data))
+            self.pending.append(event)
+            self.seen.setdefault(kind, event)
+
+    def next_frame(self) -> Frame:
+        with self.lock:
+            events, self.pending = tuple(self.pending), []
+            self.seq += 1
+            return frame(self.seq, T0 + self.seq, 1.0, events=events)
+
+
+def submit_until(writer: JournalWriter, loop: EventLoopback, done: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if done():
+            return
+        writer.submit(loop.next_frame())
+        time.sleep(0.005)
+    raise AssertionError("condition not met")
+
+
+def test_writer_records_its_failure_and_recovery_once_it_can_write(tmp_path: Path) -> None:
+    loop = EventLoopback()
+    room = threading.Event()
+
+    class RefusingUntilRoomWriter(JournalWriter):
+        # Not the page cap of the test above: pages freed by the failed writes let some later
+        # ones through, and the journal would flap. query_only refuses every write until lifted.
+        def _write(self, store: JournalStore | None, batch: list[Frame]) -> None:
+            if store is not None:
+                store.conn.execute(f"PRAGMA query_only = {0 if room.is_set() or loop.seq < 5 else 1}")
+            super()._write(store, batch)
+
+    writer = RefusingUntilRoomWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.01), "run1", "n1", T0)
+    writer.start(loop.sink)
+    submit_until(writer, loop, lambda: "journal_failed" in loop.seen)
+    # The frames after it (the first carries journal_failed) are lost as well.
+    lost_before = writer.frames_not_written
+    submit_until(writer, loop, lambda: writer.frames_not_written >= lost_before + 5)
+    room.set()
+    submit_until(writer, loop, lambda: "journal_recovered" in loop.seen)
+    submit_until(writer, loop, lambda: not loop.pending)  # the recovery travels in the next frame
+    writer.close()
+    recovered = loop.seen["journal_recovered"]
+    assert writer.frames_not_written > 5
+    assert recovered.data["frames_not_written"] == writer.frames_not_written
+    assert f"{writer.frames_not_written} frames not recorded" in recovered.message
+    with JournalReader(tmp_path) as reader:
+        assert reader.count_frames(T0, T0 + loop.seq) == loop.seq - writer.frames_not_written
+        kinds = [e.kind for e in reader.events(T0, T0 + loop.seq)]
+        assert kinds.count("journal_failed") == 1 and kinds.count("journal_recovered") == 1
+        assert [e for e in reader.events(T0, T0 + loop.seq) if e.kind == "journal_recovered"] == [recovered]
 
 
 def test_writer_reports_a_journal_it_cannot_open(tmp_path: Path) -> None:

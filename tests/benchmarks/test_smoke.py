@@ -92,9 +92,19 @@ def test_gpu_collector() -> None:
 def test_every_script_has_a_smoke_mode(script: str) -> None:
     if script == "common.py":
         pytest.skip("shared helpers, not a benchmark")
-    if script == "journal.py":
-        pytest.skip("its day of real frames takes minutes; tests/agent and tests/snapshot cover the journal")
     assert "--smoke" in (BENCHMARKS / script).read_text()
+
+
+def test_journal_writes_blocks_and_exports_every_node() -> None:
+    out = run("journal.py")
+    size = re.search(r"^journal: ([\d.]+) MB per node per day at 1 Hz \(frame JSON ([\d.]+) kB, in blocks (\d+) B\)$",
+                     out, re.MULTILINE)
+    assert size and float(size[1]) > 0 and float(size[2]) > 0 and int(size[3]) > 0, out
+    assert '"block_frames": 300,' in out  # the size part reached the blocks
+    export = re.search(r"^export: 60 s of 2 nodes \((\d+) frames, \d+ MB of frame JSON\) in [\d.]+ s \(median of 1 runs\)$",
+                       out, re.MULTILINE)
+    assert export and int(export[1]) >= 2 * 60, out  # every journaled frame of both nodes
+    assert '"errors": []' in out
 
 
 def test_decode_frames_reports_a_cost() -> None:

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -25,6 +26,7 @@ from tests.agent.test_journal import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT_BYTES = 256 * 1024
+T = TypeVar("T")
 
 
 def _limited() -> None:
@@ -32,7 +34,7 @@ def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT_BYTES, resource.RLIM_INFINITY))
 
 
-def wait_for(get: Callable[[], Frame | None], timeout_s: float = 30.0) -> Frame:
+def wait_for(get: Callable[[], T | None], timeout_s: float = 30.0) -> T:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -77,14 +79,19 @@ def test_full_disk_is_reported_survived_and_recovered(tmp_path: Path) -> None:
         # Room again: the journal notices by itself.
         resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         recovered = wait_for(lambda: latest_if(lambda f: f.collectors["journal"].state == "ok" and f.seq > later.seq))
-        # The failure travels in the live frames (the journal could not take it); the recovery
-        # is in both.
         page = http.get("/v1/samples", params={"since": "0"}).json()
         kinds = [e["kind"] for f in page["frames"] for e in f["events"]]
         assert kinds.count("journal_failed") == 1 and kinds.count("journal_recovered") == 1
-        wait_for(lambda: recovered if any(
-            e.kind == "journal_recovered" for e in decode(History, http.get(
-                "/v1/history", params={"from": repr(ok.taken_at - 60)}).content).events) else None)
+        # Both reach the journal too: the failure (its frame was lost) with the first frames
+        # written again, the recovery in the frame after, saying how many frames were lost.
+        def journaled_events() -> History | None:
+            history = decode(History, http.get("/v1/history", params={"from": repr(ok.taken_at - 60)}).content)
+            return history if any(e.kind == "journal_recovered" for e in history.events) else None
+        events = wait_for(journaled_events).events
+        assert [e.kind for e in events].count("journal_failed") == 1
+        [back] = [e for e in events if e.kind == "journal_recovered"]
+        lost = back.data["frames_not_written"]
+        assert isinstance(lost, int) and lost > 20 and f"{lost} frames not recorded" in back.message
         after = decode(History, http.get("/v1/history", params={"from": repr(recovered.taken_at - 1),
                                                                 "frames": "1"}).content)
         assert any(f.seq >= recovered.seq - 5 for f in after.frames)

@@ -1,0 +1,59 @@
+"""Journal: the agent's flight recorder, frames and events in SQLite (WAL) with min/mean/max tiers.
+
+Layout of ``<state_dir>/journal.sqlite3``:
+
+- ``frames``: each recent frame as its wire JSON, zlib-compressed against a preset dictionary
+  (a recent frame, rotated every ten minutes, in ``dicts``), indexed by ``taken_at``. This is
+  what every commit appends to, so a crash loses at most the last commit interval.
+- ``blocks``: older frames, recompressed by maintenance in blocks of up to `BLOCK_FRAMES`
+  frames of one run: one gzip member of JSON lines each (zlib's window sees the frame before,
+  which a per-frame dictionary cannot), with the frames' ``taken_at`` alongside. Moving frames
+  from ``frames`` to ``blocks`` is one transaction, and readers query both in one statement, so
+  they see every frame exactly once. An export sends whole blocks as they are (gzip members
+  concatenate into one gzip stream).
+- ``events``: every event of every frame, as wire JSON.
+- ``buckets``: per-series ``[min, mean, max, count]`` over 60 s and 900 s buckets; the
+  60 s tier is computed from frames, the 900 s tier from the 60 s one, so nothing averages a
+  sag away. Series are found generically (`rigmon.series`).
+- ``runs``: one row per agent run; ``stopped_at`` is written at a clean stop, so a run
+  without it was killed or lost power.
+- ``meta``: format version, the tiers' watermarks and ``frames:expired_before`` (frames before
+  it are past retention: hidden from readers at once, deleted with the last block holding them).
+
+One `JournalStore` (one connection) belongs to the writer thread; readers open their own
+read-only connection through `JournalReader`, which WAL lets run beside the writer.
+"""
+
+from rigmon.agent.journal.blocks import (
+    BLOCK_AFTER_S,
+    BLOCK_FLUSH_S,
+    BLOCK_FRAMES,
+    DICT_CACHE_ENTRIES,
+    DICT_ROTATE_S,
+    gzip_member,
+)
+from rigmon.agent.journal.layout import JournalError, journal_path
+from rigmon.agent.journal.reader import JournalReader, encode_history
+from rigmon.agent.journal.runs import UncleanRun, unclean_message
+from rigmon.agent.journal.store import JournalStore, Retention
+from rigmon.agent.journal.tiers import TIERS_S
+from rigmon.agent.journal.writer import JournalWriter
+
+__all__ = [
+    "BLOCK_AFTER_S",
+    "BLOCK_FLUSH_S",
+    "BLOCK_FRAMES",
+    "DICT_CACHE_ENTRIES",
+    "DICT_ROTATE_S",
+    "TIERS_S",
+    "JournalError",
+    "JournalReader",
+    "JournalStore",
+    "JournalWriter",
+    "Retention",
+    "UncleanRun",
+    "encode_history",
+    "gzip_member",
+    "journal_path",
+    "unclean_message",
+]

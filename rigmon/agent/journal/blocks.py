@@ -1,0 +1,81 @@
+"""How frames are stored compactly: zlib against preset dictionaries, packed times, gzip members."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rigmon.agent.journal.layout import JournalError
+
+#: A new compression dictionary (the current frame) after this many seconds of frames.
+DICT_ROTATE_S = 600.0
+#: Decompressed dictionaries a reader keeps (32 KiB each).
+DICT_CACHE_ENTRIES = 16
+#: zlib uses at most the last 32 KiB of a preset dictionary.
+ZDICT_MAX_BYTES = 32 * 1024
+#: Frames at least this old (writer's clock) are recompressed into blocks.
+BLOCK_AFTER_S = 60.0
+#: Frames per block: 5 minutes at 1 Hz, about 8 MB of JSON for a large rig.
+BLOCK_FRAMES = 300
+#: A block of fewer frames is written anyway once its first frame is this much older than
+#: `BLOCK_AFTER_S` (slow frame intervals), or when a later run has begun.
+BLOCK_FLUSH_S = 3600.0
+#: Blocks one maintenance pass writes (each is its own short transaction).
+MAX_BLOCKS_PER_PASS = 24
+#: Deflate level of blocks: 9 costs about 50 ms per block of a large rig for ~10% fewer bytes than 6.
+BLOCK_LEVEL = 9
+#: Deflate level of gzip members made on the fly (parts of blocks, recent frames) for an export:
+#: speed first, they are a few hundred frames at most.
+EXPORT_LEVEL = 1
+
+
+def compress(raw: bytes, zdict: bytes | None) -> bytes:
+    comp = zlib.compressobj(6, zdict=zdict) if zdict else zlib.compressobj(6)
+    return comp.compress(raw) + comp.flush()
+
+
+def decompress(body: bytes, zdict: bytes | None) -> bytes:
+    dec = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
+    return dec.decompress(body) + dec.flush()
+
+
+def gzip_member(raw: bytes, level: int = EXPORT_LEVEL) -> bytes:
+    """``raw`` as one gzip member (no name, no time stamp: the same input gives the same bytes)."""
+    comp = zlib.compressobj(level, zlib.DEFLATED, 31, 9)
+    return comp.compress(raw) + comp.flush()
+
+
+def gunzip_member(body: bytes) -> bytes:
+    dec = zlib.decompressobj(31)
+    out = dec.decompress(body)
+    if not dec.eof:
+        raise JournalError("a frame block is truncated")
+    return out
+
+
+def pack_times(times: Sequence[float]) -> bytes:
+    return zlib.compress(struct.pack(f"<{len(times)}d", *times), 6)
+
+
+def unpack_times(blob: bytes) -> tuple[float, ...]:
+    raw = zlib.decompress(blob)
+    return struct.unpack(f"<{len(raw) // 8}d", raw)
+
+
+@dataclass(frozen=True, slots=True)
+class FramesGzip:
+    """Frames of a window as concatenated gzip members of JSON lines (see `JournalReader.frames_gzip`).
+
+    Attributes:
+        body: gzip data; decompressed, one wire frame per line, oldest first.
+        count: frames in it.
+        last_at: ``taken_at`` of its last frame, ``None`` when empty.
+        more: the limit cut the window short: ask again after ``last_at``.
+    """
+
+    body: bytes
+    count: int
+    last_at: float | None
+    more: bool

@@ -1,0 +1,45 @@
+"""The journal file: its tables, format version and location, and the error it raises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+JOURNAL_FILE = "journal.sqlite3"
+FORMAT_VERSION = 2
+
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs(
+    run_id TEXT PRIMARY KEY, node TEXT NOT NULL, started_at REAL NOT NULL,
+    stopped_at REAL, clean INTEGER, info TEXT, config TEXT);
+CREATE TABLE IF NOT EXISTS dicts(id INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS frames(
+    id INTEGER PRIMARY KEY, taken_at REAL NOT NULL, run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    dict_id INTEGER, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS frames_taken_at ON frames(taken_at);
+CREATE TABLE IF NOT EXISTS blocks(
+    id INTEGER PRIMARY KEY, min_at REAL NOT NULL, max_at REAL NOT NULL, run_id TEXT NOT NULL,
+    frames INTEGER NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+    taken_at BLOB NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS blocks_max_at ON blocks(max_at);
+CREATE TABLE IF NOT EXISTS events(
+    id TEXT PRIMARY KEY, at REAL NOT NULL, run_id TEXT NOT NULL, kind TEXT NOT NULL,
+    severity TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_at ON events(at);
+CREATE TABLE IF NOT EXISTS buckets(
+    step_s INTEGER NOT NULL, start_at REAL NOT NULL, body BLOB NOT NULL,
+    PRIMARY KEY(step_s, start_at)) WITHOUT ROWID;
+"""
+
+
+class JournalError(Exception):
+    """The journal cannot be opened or read; the message says why."""
+
+
+
+
+def journal_path(state_dir: str | Path) -> Path:
+    """The journal file in a state directory (or the file itself when given one)."""
+    path = Path(state_dir)
+    return path if path.suffix == ".sqlite3" else path / JOURNAL_FILE
+

@@ -1,0 +1,394 @@
+"""Read access to a journal: frames, events, series by tier, runs, and the history answer."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rigmon.agent.journal.blocks import (
+    DICT_CACHE_ENTRIES,
+    FramesGzip,
+    decompress,
+    gunzip_member,
+    gzip_member,
+    unpack_times,
+)
+from rigmon.agent.journal.layout import JournalError, journal_path
+from rigmon.agent.journal.runs import FINAL_WINDOW_S, RunRecord
+from rigmon.agent.journal.tiers import MAX_POINTS, TIERS_S, decode_bucket, floor_to
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    Event,
+    Frame,
+    History,
+    HistorySeries,
+    decode_data,
+    encode,
+)
+from rigmon.series import Stats, add_value, frame_series, merge_stats
+
+
+def encode_history(history: History) -> bytes:
+    """``encode(history)``, byte for byte, without walking every number through `to_data`.
+
+    An hour of a large rig is thousands of series of 60 points; the generic encoder costs
+    a noticeable fraction of a second per answer for them, ``json.dumps`` a few milliseconds.
+    """
+    head = encode(replace(history, series={}))
+    # Field order puts series before events; strings never hold an unescaped quote.
+    marker = b'"series":{}'
+    cut = head.index(marker)
+    series = json.dumps({name: {"at": s.at, "min": s.min, "mean": s.mean, "max": s.max}
+                         for name, s in history.series.items()}, separators=(",", ":"), allow_nan=False).encode()
+    return head[:cut] + b'"series":' + series + head[cut + len(marker):]
+
+
+
+class JournalReader:
+    """Read access to a journal: frames, events, series by tier, runs.
+
+    Args:
+        path: the journal file (or its state directory).
+        conn: an open connection to use instead of opening one read-only (the writer's).
+
+    Raises:
+        JournalError: no journal there, or not a journal SQLite can read.
+    """
+
+    def __init__(self, path: str | Path, conn: sqlite3.Connection | None = None) -> None:
+        self.path = journal_path(path)
+        if conn is None:
+            if not self.path.is_file():
+                raise JournalError(f"no journal at {self.path}")
+            try:
+                conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=5.0)
+                conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot read journal {self.path}: {exc}") from None
+            self._own = True
+        else:
+            self._own = False
+        self.conn = conn
+        self._dicts: dict[int, bytes] = {}
+
+    def close(self) -> None:
+        """Close the connection if this reader opened it."""
+        if self._own:
+            self.conn.close()
+
+    def __enter__(self) -> JournalReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _zdict(self, dict_id: int | None) -> bytes | None:
+        if dict_id is None:
+            return None
+        cached = self._dicts.get(dict_id)
+        if cached is None:
+            row = self.conn.execute("SELECT body FROM dicts WHERE id = ?", (dict_id,)).fetchone()
+            if row is None:
+                raise JournalError(f"compression dictionary {dict_id} is missing")
+            cached = zlib.decompress(row[0])
+            # Bounded: dictionaries rotate every DICT_ROTATE_S, so a long-running writer (its
+            # downsampling reads ever newer frames) would otherwise keep every one it met.
+            while len(self._dicts) >= DICT_CACHE_ENTRIES:
+                del self._dicts[next(iter(self._dicts))]
+            self._dicts[dict_id] = cached
+        return cached
+
+    def _frame_json(self, dict_id: int | None, body: bytes) -> bytes:
+        return decompress(body, self._zdict(dict_id))
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction: statements inside see the same state of the file (WAL)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def expired_before(self) -> float | None:
+        """Frames taken before this are past retention and not shown (``None``: none expired yet)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'frames:expired_before'").fetchone()
+        return float(row[0]) if row else None
+
+    def _sources(self, lo: float, hi: float, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        """Blocks and recent frames that may hold frames taken in ``[lo, hi]``, oldest first.
+
+        One statement, so a block written meanwhile (frames moved from one table to the
+        other in one transaction) is seen either before or after the move, never both.
+        Rows: ``(0, min_at, id, max_at, taken_at blob, gzip body)`` for a block,
+        ``(1, taken_at, id, dict_id, None, zlib body)`` for a frame.
+        """
+        run = " AND run_id = :run" if run_id is not None else ""
+        sql = ("SELECT 0, min_at, id, max_at, taken_at, body FROM blocks "
+               f"WHERE max_at >= :lo AND min_at <= :hi{run} "
+               "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body FROM frames "
+               f"WHERE taken_at >= :lo AND taken_at <= :hi{run} ORDER BY 1, 2, 3")
+        return self.conn.execute(sql, {"lo": lo, "hi": hi, "run": run_id}).fetchall()
+
+    def _visible_from(self, from_at: float) -> float:
+        since = self.expired_before()
+        return from_at if since is None else max(from_at, since)
+
+    def _frames_in(self, from_at: float, to_at: float, *, open_end: bool = False, run_id: str | None = None,
+                   limit: int | None = None) -> Iterator[tuple[float, bytes]]:
+        """``(taken_at, wire JSON)`` of frames in ``[from_at, to_at]`` (``to_at`` excluded with
+        ``open_end``), from blocks and recent frames alike, oldest first."""
+        lo = self._visible_from(from_at)
+
+        def inside(t: float) -> bool:
+            return lo <= t and (t < to_at if open_end else t <= to_at)
+
+        n = 0
+        for kind, at, _, extra, times, body in self._sources(lo, to_at, run_id):
+            if kind == 0:
+                stamps = unpack_times(times)
+                if not any(inside(t) for t in stamps):
+                    continue
+                items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
+            else:
+                items = ((float(at), self._frame_json(extra, body)),)
+            for t, raw in items:
+                if inside(t):
+                    if limit is not None and n >= limit:
+                        return
+                    n += 1
+                    yield t, raw
+
+    def frames_json(self, from_at: float, to_at: float, limit: int | None = None) -> list[bytes]:
+        """Frames with ``from_at <= taken_at <= to_at`` as wire JSON bytes, oldest first."""
+        return [raw for _, raw in self._frames_in(from_at, to_at, limit=limit)]
+
+    def frames(self, from_at: float, to_at: float, limit: int | None = None) -> list[Frame]:
+        """Like `frames_json`, decoded into `Frame` records."""
+        return [decode_data(Frame, json.loads(raw)) for raw in self.frames_json(from_at, to_at, limit)]
+
+    def frames_gzip(self, from_at: float, to_at: float, limit: int | None = None) -> FramesGzip:
+        """Frames with ``from_at <= taken_at <= to_at`` as gzip members of JSON lines, oldest first.
+
+        Blocks wholly inside the window are sent as stored, without decompressing them;
+        parts of blocks and recent frames become new members. Concatenated, the members are
+        one gzip stream (RFC 1952), so a client can store or forward the answer as it is.
+        """
+        lo = self._visible_from(from_at)
+        out: list[bytes] = []
+        pending: list[bytes] = []
+        count = 0
+        last_at: float | None = None
+        more = False
+
+        def flush() -> None:
+            if pending:
+                out.append(gzip_member(b"".join(pending)))
+                pending.clear()
+
+        for kind, at, _, extra, times, body in self._sources(lo, to_at):
+            if kind == 0:
+                stamps = unpack_times(times)
+                wanted = [t for t in stamps if lo <= t <= to_at]
+                if not wanted:
+                    continue
+                if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
+                    flush()
+                    out.append(body)
+                    count += len(stamps)
+                    last_at = stamps[-1]
+                    continue
+                if limit is not None and count >= limit:
+                    more = True
+                    break
+                items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
+            else:
+                items = ((float(at), self._frame_json(extra, body)),)
+            for t, raw in items:
+                if lo <= t <= to_at:
+                    if limit is not None and count >= limit:
+                        more = True
+                        break
+                    pending.append(raw + b"\n")
+                    count += 1
+                    last_at = t
+            if more:
+                break
+        flush()
+        return FramesGzip(b"".join(out), count, last_at, more)
+
+    def count_frames(self, from_at: float, to_at: float) -> int:
+        """How many frames the window holds."""
+        lo = self._visible_from(from_at)
+        n = 0
+        for kind, at, _, _, times, _ in self._sources(lo, to_at):
+            stamps = unpack_times(times) if kind == 0 else (float(at),)
+            n += sum(1 for t in stamps if lo <= t <= to_at)
+        return n
+
+    def events(self, from_at: float, to_at: float) -> list[Event]:
+        """Events with ``from_at <= at <= to_at``, oldest first."""
+        rows = self.conn.execute("SELECT body FROM events WHERE at >= ? AND at <= ? ORDER BY at, rowid",
+                                 (from_at, to_at))
+        return [decode_data(Event, json.loads(body)) for (body,) in rows]
+
+    def runs(self) -> list[RunRecord]:
+        """Every run recorded, oldest first."""
+        rows = self.conn.execute(
+            "SELECT run_id, node, started_at, stopped_at, clean, info, config FROM runs ORDER BY started_at, rowid")
+        return [RunRecord(r[0], r[1], r[2], r[3], None if r[4] is None else bool(r[4]), r[5], r[6]) for r in rows]
+
+    def time_range(self) -> tuple[float, float] | None:
+        """``taken_at`` of the first and last frame held, ``None`` when there is none."""
+        with self._snapshot():
+            lo = self._visible_from(-math.inf)
+            firsts: list[float] = []
+            lasts: list[float] = []
+            row = self.conn.execute("SELECT MIN(taken_at), MAX(taken_at) FROM frames WHERE taken_at >= ?",
+                                    (lo,)).fetchone()
+            if row[0] is not None:
+                firsts.append(float(row[0]))
+                lasts.append(float(row[1]))
+            row = self.conn.execute("SELECT MIN(min_at), MAX(max_at) FROM blocks WHERE max_at >= ?", (lo,)).fetchone()
+            if row[0] is not None:
+                lasts.append(float(row[1]))
+                if row[0] >= lo:
+                    firsts.append(float(row[0]))
+                else:
+                    # Retention ends inside a block: its first visible frame, from its times.
+                    for (blob,) in self.conn.execute("SELECT taken_at FROM blocks WHERE max_at >= ? AND min_at < ?",
+                                                     (lo, lo)):
+                        firsts.extend(t for t in unpack_times(blob) if t >= lo)
+                    later = self.conn.execute("SELECT MIN(min_at) FROM blocks WHERE min_at >= ?", (lo,)).fetchone()
+                    if later[0] is not None:
+                        firsts.append(float(later[0]))
+        return (min(firsts), max(lasts)) if firsts and lasts else None
+
+    def watermark(self, step: int) -> float | None:
+        """End of the last bucket of width ``step`` the writer has stored."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (f"tier:{step}:until",)).fetchone()
+        return float(row[0]) if row else None
+
+    def _frame_stats(self, from_at: float, to_at: float) -> Iterator[tuple[float, dict[str, float]]]:
+        for taken_at, raw in self._frames_in(from_at, to_at, open_end=True):
+            yield taken_at, frame_series(json.loads(raw))
+
+    def buckets(self, tier: int, from_at: float, to_at: float) -> list[tuple[float, dict[str, Stats]]]:
+        """Buckets of ``TIERS_S[tier]`` overlapping ``[from_at, to_at)``, oldest first.
+
+        Stored buckets are read; past the tier's watermark (the bucket in progress, or
+        after a crash) they are computed from the finer source on the fly.
+        """
+        stored, computed = self._bucket_parts(tier, from_at, to_at)
+        return [(float(at), decode_bucket(body)) for at, body in stored] + computed
+
+    def _bucket_parts(self, tier: int, from_at: float, to_at: float
+                      ) -> tuple[list[tuple[float, bytes]], list[tuple[float, dict[str, Stats]]]]:
+        """Stored buckets (encoded) before the watermark, and those computed past it."""
+        step = TIERS_S[tier]
+        lo = floor_to(from_at, step)
+        mark = self.watermark(step)
+        stored: list[tuple[float, bytes]] = []
+        if mark is not None:
+            stored = self.conn.execute(
+                "SELECT start_at, body FROM buckets WHERE step_s = ? AND start_at >= ? AND start_at < ? "
+                "AND start_at < ? ORDER BY start_at", (step, lo, to_at, mark)).fetchall()
+        tail_from = lo if mark is None else max(lo, mark)
+        computed = self.compute_buckets(tier, tail_from, to_at) if tail_from < to_at else []
+        return stored, computed
+
+    def compute_buckets(self, tier: int, from_at: float, to_at: float) -> list[tuple[float, dict[str, Stats]]]:
+        """Buckets of ``TIERS_S[tier]`` in ``[from_at, to_at)`` computed from the finer source."""
+        step = TIERS_S[tier]
+        grouped: dict[float, dict[str, Stats]] = {}
+        if tier == 0:
+            for at, values in self._frame_stats(from_at, to_at):
+                stats = grouped.setdefault(floor_to(at, step), {})
+                for name, value in values.items():
+                    add_value(stats, name, value)
+        else:
+            for at, finer in self.buckets(tier - 1, from_at, to_at):
+                merge_stats(grouped.setdefault(floor_to(at, step), {}), finer)
+        return sorted(grouped.items())
+
+    def final_readings(self, run_id: str) -> tuple[float | None, dict[str, tuple[float, float]]]:
+        """Last frame time of a run and each series' min/max over its final seconds."""
+        with self._snapshot():
+            row = self.conn.execute(
+                "SELECT MAX(m) FROM (SELECT MAX(taken_at) AS m FROM frames WHERE run_id = :run "
+                "UNION ALL SELECT MAX(max_at) FROM blocks WHERE run_id = :run)", {"run": run_id}).fetchone()
+            if row is None or row[0] is None:
+                return None, {}
+            last = float(row[0])
+            stats: dict[str, Stats] = {}
+            for _, raw in self._frames_in(last - FINAL_WINDOW_S, last, run_id=run_id):
+                for name, value in frame_series(json.loads(raw)).items():
+                    add_value(stats, name, value)
+        return last, {name: (s[0], s[2]) for name, s in stats.items()}
+
+    def history(self, node: str, from_at: float, to_at: float, interval_s: float,
+                names: set[str] | None = None, with_frames: bool = False, frame_limit: int | None = None) -> History:
+        """Series (and events, optionally frames) of a window from the tier that fits its span.
+
+        Whole frames are used while the span holds at most `MAX_POINTS` frame intervals,
+        else the finest tier with at most that many buckets, else the coarsest.
+
+        Args:
+            node: node name put in the answer.
+            from_at: window start, Unix seconds.
+            to_at: window end, Unix seconds.
+            interval_s: the agent's frame interval (decides when frames are too many).
+            names: only these series (all when ``None``).
+            with_frames: add the frames themselves (see `frames_json` for a raw variant).
+            frame_limit: at most this many frames.
+        """
+        span = max(0.0, to_at - from_at)
+        tier = "frames"
+        step_s = interval_s
+        columns: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
+        if names is not None and not names:
+            pass
+        elif span / interval_s <= MAX_POINTS:
+            for at, values in self._frame_stats(from_at, math.nextafter(to_at, math.inf)):
+                for name, v in values.items():
+                    if names is None or name in names:
+                        col = columns.setdefault(name, ([], [], [], []))
+                        col[0].append(at)
+                        col[1].append(v)
+                        col[2].append(v)
+                        col[3].append(v)
+        else:
+            index = next((i for i, s in enumerate(TIERS_S) if span / s <= MAX_POINTS), len(TIERS_S) - 1)
+            step_s = float(TIERS_S[index])
+            tier = f"{TIERS_S[index]}s"
+            # Columns directly, stored buckets as stored: an hour of a large rig is some 50 000 points.
+            stored, computed = self._bucket_parts(index, from_at, to_at)
+            rows: list[tuple[float, dict[str, list[float]]]] = [
+                (float(at), json.loads(zlib.decompress(body))) for at, body in stored]
+            rows += [(at, {name: [st[0], st[1] / st[3] if st[3] else st[0], st[2]] for name, st in stats.items()})
+                     for at, stats in computed]
+            for at, bucket in rows:
+                for name, row in bucket.items():
+                    if names is None or name in names:
+                        col = columns.setdefault(name, ([], [], [], []))
+                        col[0].append(at)
+                        col[1].append(row[0])
+                        col[2].append(row[1])
+                        col[3].append(row[2])
+        series = {name: HistorySeries(at=tuple(c[0]), min=tuple(c[1]), mean=tuple(c[2]), max=tuple(c[3]))
+                  for name, c in sorted(columns.items())}
+        frames = tuple(self.frames(from_at, to_at, frame_limit)) if with_frames else ()
+        return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier=tier, step_s=step_s,
+                       series=series, events=tuple(self.events(from_at, to_at)), frames=frames)
+

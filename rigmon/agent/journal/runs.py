@@ -1,0 +1,78 @@
+"""Agent runs as the journal records them, and the message about a run that did not stop cleanly."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+#: Seconds before the last frame of a crashed run that its summary covers.
+FINAL_WINDOW_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One agent run as the journal knows it.
+
+    ``info`` and ``config`` are the JSON texts of /v1/info and the redacted configuration
+    at the run's start; ``clean`` is ``None`` while the run is (or was last seen) running.
+    """
+
+    run_id: str
+    node: str
+    started_at: float
+    stopped_at: float | None
+    clean: bool | None
+    info: str | None
+    config: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanRun:
+    """A previous run that never recorded a clean stop, and its last readings.
+
+    Attributes:
+        run_id: the crashed run.
+        node: its node name.
+        started_at: when it started (Unix seconds).
+        last_frame_at: its last frame's ``taken_at``, ``None`` when it wrote none.
+        final: per series, the minimum and maximum over the last `FINAL_WINDOW_S` seconds.
+    """
+
+    run_id: str
+    node: str
+    started_at: float
+    last_frame_at: float | None
+    final: dict[str, tuple[float, float]]
+
+
+def unclean_message(run: UncleanRun, started_at: float) -> tuple[str, dict[str, str | int | float | bool | None]]:
+    """Message and data of the ``unclean_shutdown`` event for a crashed run."""
+    data: dict[str, str | int | float | bool | None] = {
+        "previous_run_id": run.run_id, "previous_started_at": run.started_at, "last_frame_at": run.last_frame_at,
+    }
+    if run.last_frame_at is None:
+        return "node restarted unexpectedly; the previous run recorded no frame", data
+    gap_s = started_at - run.last_frame_at
+    data["gap_s"] = round(gap_s, 3)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(run.last_frame_at))
+    parts = [f"node restarted unexpectedly; last frame {stamp} UTC, {_fmt_duration(gap_s)} before this start"]
+    volts = sorted((lo, name) for name, (lo, _) in run.final.items() if name.endswith("_volts"))
+    watts = sorted(((hi, name) for name, (_, hi) in run.final.items()
+                    if name.endswith("_w") and "limit" not in name), reverse=True)
+    details = [f"{name} min {lo:.3g} V" for lo, name in volts[:2]]
+    details += [f"{name} max {hi:.4g} W" for hi, name in watts[:3]]
+    if details:
+        parts.append(f"final {FINAL_WINDOW_S:g} s: " + ", ".join(details))
+    ranked = sorted(run.final.items(), key=lambda kv: (not kv[0].endswith(("_volts", "_w", "_c", "_amps")), kv[0]))
+    for name, (lo, hi) in ranked[:40]:
+        data[f"min:{name}"] = lo
+        data[f"max:{name}"] = hi
+    return "; ".join(parts), data
+
+
+def _fmt_duration(seconds: float) -> str:
+    if abs(seconds) < 120:
+        return f"{seconds:.1f} s"
+    if abs(seconds) < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

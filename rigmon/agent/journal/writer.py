@@ -1,0 +1,232 @@
+"""The journal writer thread: frames from a bounded queue to the store, failures reported as events."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rigmon.agent.journal.layout import JournalError, journal_path
+from rigmon.agent.journal.runs import unclean_message
+from rigmon.agent.journal.store import JournalStore, Retention
+from rigmon.clock import Clock
+from rigmon.config import JournalSection
+from rigmon.schema import CollectorStatus, Event, Frame, Severity
+
+log = logging.getLogger(__name__)
+
+#: Real seconds between maintenance passes (downsampling, retention) of the writer thread.
+MAINTAIN_EVERY_S = 15.0
+#: Events of frames that could not be written, kept to be written with the first frames that
+#: can; beyond this many the rest are counted only.
+MAX_UNWRITTEN_EVENTS = 1000
+
+#: Called from the writer thread: kind, severity, subject, message, data.
+EventSink = Callable[[str, Severity, str, str, dict[str, str | int | float | bool | None]], None]
+
+_STOP = object()
+
+
+class JournalWriter:
+    """Writes frames to the journal from a thread of its own, so sampling never waits on disk.
+
+    Frames go through a bounded queue; the thread commits what it has at least every
+    ``commit_interval_s`` and runs maintenance (downsampling, retention) now and then.
+    Failures (cannot open, disk full, I/O errors) never escape: they show in `status`
+    and as ``journal_failed``/``journal_recovered`` events; frames that could not be
+    written are counted (``journal_recovered`` says how many). The events of those frames
+    (``journal_failed`` itself among them: it travels in the next frame, which the failing
+    journal cannot take) are kept and written with the first frames that can be.
+
+    Args:
+        state_dir: directory of the journal.
+        clock: wall time for retention and the run's stop time.
+        section: the ``[journal]`` configuration.
+        run_id: this agent run.
+        node: node name.
+        started_at: the run's start (Unix seconds).
+        info_json: /v1/info of the run, kept for snapshots made from the journal alone.
+        config_json: the redacted configuration, likewise.
+    """
+
+    def __init__(self, state_dir: str | Path, clock: Clock, section: JournalSection, run_id: str, node: str,
+                 started_at: float, info_json: str | None = None, config_json: str | None = None) -> None:
+        self.path = journal_path(state_dir)
+        self.clock = clock
+        self.section = section
+        self.retention = Retention.from_config(section)
+        self.run_id = run_id
+        self.node = node
+        self.started_at = started_at
+        self._info_json = info_json
+        self._config_json = config_json
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=section.queue_frames)
+        self._thread: threading.Thread | None = None
+        self._sink: EventSink | None = None
+        self._status = CollectorStatus(state="pending", ok=False)
+        self._dropped = 0
+        #: Frames not written since the status was last ok.
+        self._outage_lost = 0
+        self._unwritten_events: list[tuple[str, Event]] = []
+        self._events_lost = 0
+        self._reported_dropped = 0
+        self.frames_written = 0
+        #: Frames that reached the writer but could not be written (the journal failing).
+        self.frames_not_written = 0
+
+    @property
+    def status(self) -> CollectorStatus:
+        """Health of the journal, shown like a collector's in every frame."""
+        return self._status
+
+    def start(self, sink: EventSink | None = None) -> None:
+        """Start the writer thread; ``sink`` receives events (called from that thread)."""
+        self._sink = sink
+        self._thread = threading.Thread(target=self._run, name="rigmon-journal", daemon=True)
+        self._thread.start()
+
+    def submit(self, frame: Frame) -> None:
+        """Queue a frame (never blocks; a full queue drops the frame and counts it)."""
+        try:
+            self._queue.put_nowait(frame)
+        except queue.Full:
+            self._dropped += 1
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Write what is queued, record the clean stop, and end the thread."""
+        if self._thread is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                if time.monotonic() > deadline:
+                    return
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._thread = None
+
+    def _emit(self, kind: str, severity: Severity, message: str,
+              data: dict[str, str | int | float | bool | None] | None = None) -> None:
+        if self._sink is not None:
+            try:
+                self._sink(kind, severity, "journal", message, data or {})
+            except Exception:  # noqa: BLE001 - reporting must not kill the writer
+                log.exception("journal event sink failed")
+
+    def _set_status(self, error: str | None, duration_s: float | None = None) -> None:
+        before = self._status
+        now = self.clock.time()
+        if error is None:
+            self._status = CollectorStatus(state="ok", ok=True, duration_s=duration_s, sampled_at=now)
+            if before.state == "error":
+                lost, self._outage_lost = self._outage_lost, 0
+                self._emit("journal_recovered", "info",
+                           f"journal {self.path} writable again; {lost} frames not recorded while it failed",
+                           {"frames_not_written": lost, "frames_not_written_total": self.frames_not_written,
+                            "events_not_written_total": self._events_lost})
+        else:
+            self._status = CollectorStatus(state="error", ok=False, error=error, duration_s=duration_s,
+                                           sampled_at=now)
+            if before.state != "error":
+                self._emit("journal_failed", "warning", f"journal {self.path}: {error}", {"error": error})
+
+    def _open(self) -> JournalStore | None:
+        try:
+            store = JournalStore(self.path, self.clock, self.retention)
+            unclean = store.begin_run(self.run_id, self.node, self.started_at, self._info_json, self._config_json)
+        except (JournalError, sqlite3.Error, OSError) as exc:
+            self._set_status(str(exc))
+            return None
+        for run in unclean:
+            message, data = unclean_message(run, self.started_at)
+            self._emit("unclean_shutdown", "warning", message, data)
+        self._set_status(None)
+        return store
+
+    def _run(self) -> None:
+        store = self._open()
+        next_open = time.monotonic() + 10.0
+        next_maintain = time.monotonic() + 1.0
+        last_commit = 0.0
+        stopping = False
+        while not stopping:
+            batch: list[Frame] = []
+            try:
+                item = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                item = None
+            # Commit at most every commit interval: gather what arrives until then.
+            wait_until = last_commit + self.section.commit_interval_s
+            while item is not None:
+                if item is _STOP:
+                    stopping = True
+                    break
+                assert isinstance(item, Frame)
+                batch.append(item)
+                remaining = wait_until - time.monotonic()
+                try:
+                    item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    item = None
+            if store is None and time.monotonic() >= next_open:
+                store = self._open()
+                next_open = time.monotonic() + 10.0
+            if batch:
+                last_commit = time.monotonic()
+                self._write(store, batch)
+            if store is not None and (time.monotonic() >= next_maintain or stopping):
+                next_maintain = time.monotonic() + MAINTAIN_EVERY_S
+                self._maintain(store)
+        if store is not None:
+            try:
+                store.end_run(self.run_id, self.clock.time())
+            except sqlite3.Error as exc:
+                log.warning("journal: cannot record the clean stop: %s", exc)
+            store.close()
+
+    def _write(self, store: JournalStore | None, batch: list[Frame]) -> None:
+        if store is None:
+            self._lose(batch)
+            return
+        t0 = time.monotonic()
+        try:
+            store.write(batch, self._unwritten_events)
+        except (sqlite3.Error, OSError) as exc:
+            self._lose(batch)
+            self._set_status(f"{exc}; {self.frames_not_written} frames not recorded")
+            if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+                # Give retention a chance to make room before the next batch.
+                self._maintain(store)
+            return
+        self.frames_written += len(batch)
+        self._unwritten_events.clear()
+        dropped = self._dropped
+        if dropped != self._reported_dropped:
+            self._emit("journal_dropped", "warning",
+                       f"journal writer fell behind: {dropped - self._reported_dropped} frames not recorded",
+                       {"dropped_total": dropped})
+            self._reported_dropped = dropped
+        self._set_status(None, round(time.monotonic() - t0, 6))
+
+    def _lose(self, batch: list[Frame]) -> None:
+        """Count frames that cannot be written and keep their events for a later write."""
+        self.frames_not_written += len(batch)
+        self._outage_lost += len(batch)
+        for frame in batch:
+            for event in frame.events:
+                if len(self._unwritten_events) < MAX_UNWRITTEN_EVENTS:
+                    self._unwritten_events.append((frame.run_id, event))
+                else:
+                    self._events_lost += 1
+
+    def _maintain(self, store: JournalStore) -> None:
+        try:
+            store.maintain()
+        except (sqlite3.Error, OSError, JournalError) as exc:
+            self._set_status(f"maintenance failed: {exc}")
