@@ -52,25 +52,27 @@ from typing import Any
 
 import httpx
 
-from rigmon.agent.agent import build_collectors
-from rigmon.agent.journal import JournalStore, Retention
-from rigmon.agent.sampler import ROUTES
-from rigmon.collectors.base import EventDraft, NoData
-from rigmon.collectors.psu import PsuCollector
-from rigmon.hw.root import HostRoot
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings
-from rigmon.sim.gpu import SimNvidiaGpus
-from rigmon.sim.host import SimHost, SimInterface
-from rigmon.sim.kmsg import SimKernelLog
-from rigmon.sim.load import training_load
-from rigmon.sim.node import SimNode
-from rigmon.sim.nvml import v100_sxm2_gpus
-from rigmon.sim.psu import SimPsuRail
-from rigmon.sim.rig import SimRig, get_scenario, node_agent_config
-from rigmon.sim.storage import strix_enclosure_rig
-from rigmon.sim.tree import Tree
-from rigmon.snapshot.command import take_snapshot
-from rigmon.typed import to_data
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rigmon.agent.agent import build_collectors  # noqa: E402
+from rigmon.agent.journal import JournalStore, Retention  # noqa: E402
+from rigmon.agent.sampler import ROUTES  # noqa: E402
+from rigmon.collectors.base import EventDraft, NoData  # noqa: E402
+from rigmon.collectors.psu import PsuCollector  # noqa: E402
+from rigmon.hw.root import HostRoot  # noqa: E402
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings  # noqa: E402
+from rigmon.sim.gpu import SimNvidiaGpus  # noqa: E402
+from rigmon.sim.host import SimHost, SimInterface  # noqa: E402
+from rigmon.sim.kmsg import SimKernelLog  # noqa: E402
+from rigmon.sim.load import training_load  # noqa: E402
+from rigmon.sim.node import SimNode  # noqa: E402
+from rigmon.sim.nvml import v100_sxm2_gpus  # noqa: E402
+from rigmon.sim.psu import SimPsuRail  # noqa: E402
+from rigmon.sim.rig import SimRig, get_scenario, node_agent_config  # noqa: E402
+from rigmon.sim.storage import strix_enclosure_rig  # noqa: E402
+from rigmon.sim.tree import Tree  # noqa: E402
+from rigmon.snapshot.command import take_snapshot  # noqa: E402
+from rigmon.typed import to_data  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_ID = "0123456789abcdef"
