@@ -96,9 +96,6 @@ class JournalStore(JournalReader):
             # Incremental auto-vacuum must be chosen before the first table exists; it lets
             # retention give pages back to the file system.
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            # Frames compress to about 1 kB and buckets to a few: 16 KiB pages waste less of
-            # each page than the default 4 KiB (only effective before the first table exists).
-            conn.execute("PRAGMA page_size = 16384")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise JournalError(f"{target}: cannot use WAL mode (got {mode})")
