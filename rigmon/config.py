@@ -105,10 +105,17 @@ class AlarmsSection:
     """Single keys of rules by name: ``[alarms.overrides.psu_rail_low_warning] below = 11.6``."""
     recent: int = 200
     """Resolved alarms kept for /v1/alarms."""
+    persist: bool = True
+    """Keep trends, first-seen speeds and alarms across restarts in ``<state_dir>/alarm-state.json``
+    (only when the agent has a state directory)."""
+    save_interval_s: float = 60.0
+    """Seconds between writes of the alarm state file (it is also written at a clean stop)."""
 
     def __post_init__(self) -> None:
         if self.recent < 1:
             raise ValueError("recent must be at least 1")
+        if self.save_interval_s <= 0:
+            raise ValueError("save_interval_s must be positive")
 
 
 NotifyKind = Literal["webhook", "ntfy", "slack", "discord", "command"]

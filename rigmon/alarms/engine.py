@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
 from rigmon.alarms.rules import (
     SECONDS_PER_DAY,
     CounterRule,
@@ -86,13 +87,17 @@ class AlarmEngine:
         clock: time for acknowledgements and for frames evaluated without a time.
         id_prefix: alarm ids are ``<id_prefix>-a<n>``.
         recent_limit: resolved alarms kept.
+        intervals: seconds between runs of each collector, by name: staleness rules with
+            ``max_intervals`` allow a subject whose ``key`` label names a collector that
+            many of its intervals (the agent passes its collectors' ``interval_s``).
     """
 
     def __init__(self, rules: Sequence[Rule], node: str, clock: Clock, id_prefix: str = "alarm",
-                 recent_limit: int = 200) -> None:
+                 recent_limit: int = 200, intervals: Mapping[str, float] | None = None) -> None:
         self.rules = tuple(rules)
         self.node = node
         self.clock = clock
+        self.intervals: dict[str, float] = dict(intervals or {})
         self.book = AlarmBook(node, id_prefix, recent_limit)
         self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
@@ -151,6 +156,60 @@ class AlarmEngine:
     def recent(self) -> tuple[Alarm, ...]:
         """Resolved alarms that fired, newest first."""
         return self.book.recent()
+
+    def export_memory(self) -> EngineMemory:
+        """What this engine should remember across a restart (see `rigmon.alarms.memory`)."""
+        trends: list[TrendSeries] = []
+        first_seen: list[FirstSeen] = []
+        for rule in self.rules:
+            state = self._state[rule.name]
+            if isinstance(rule, TrendRule):
+                trends.extend(
+                    TrendSeries(rule=rule.name, subject=subject, bucket_s=rule.bucket_s,
+                                buckets=tuple(TrendBucket(int(b[0]), b[1], int(b[2])) for b in buckets))
+                    for subject, buckets in state.buckets.items() if buckets)
+            elif isinstance(rule, StateRule) and rule.below_first_seen:
+                first_seen.extend(FirstSeen(rule=rule.name, subject=subject, value=value)
+                                  for subject, value in state.first_seen.items())
+        alarms, recent = self.book.export()
+        return EngineMemory(trends=tuple(trends), first_seen=tuple(first_seen), alarms=alarms, recent=recent)
+
+    def restore_memory(self, memory: EngineMemory, now: float | None = None) -> RestoreSummary:
+        """Take over the memory of a previous run; call before the first evaluation.
+
+        Memory of rules no longer in force, or whose kind or ``bucket_s`` changed, is dropped
+        (and named in the summary); trend buckets older than the rule's window are dropped.
+
+        Args:
+            memory: as `export_memory` gave it (possibly from another agent run).
+            now: Unix seconds; default the clock's.
+        """
+        at = self.clock.time() if now is None else now
+        by_name = {r.name: r for r in self.rules}
+        dropped: list[str] = []
+        trends = 0
+        for series in memory.trends:
+            rule = by_name.get(series.rule)
+            if not isinstance(rule, TrendRule) or rule.bucket_s != series.bucket_s:
+                dropped.append(f"trend {series.rule}/{series.subject}: rule no longer in force or changed")
+                continue
+            kept = [[float(b.index), b.total, float(b.count)] for b in series.buckets
+                    if b.count > 0 and (b.index + 1) * rule.bucket_s > at - rule.window_s]
+            if kept:
+                self._state[rule.name].buckets[series.subject] = deque(kept)
+                trends += 1
+        first = 0
+        for seen in memory.first_seen:
+            rule = by_name.get(seen.rule)
+            if not isinstance(rule, StateRule) or not rule.below_first_seen:
+                dropped.append(f"first-seen {seen.rule}/{seen.subject}: rule no longer in force or changed")
+                continue
+            self._state[rule.name].first_seen.setdefault(seen.subject, seen.value)
+            first += 1
+        alarms, notes = self.book.restore(memory.alarms, memory.recent, by_name, at)
+        dropped.extend(notes)
+        return RestoreSummary(trend_series=trends, first_seen=first, alarms=alarms,
+                              recent=min(len(memory.recent), len(self.book.recent())), dropped=tuple(dropped))
 
     def alarm_list(self, control: bool = False) -> AlarmList:
         """The ``/v1/alarms`` record."""
@@ -274,8 +333,15 @@ class AlarmEngine:
             frames = frames + 1 if last_at == at else 1
             state.unchanged[m.subject] = (at, frames)
             age_s = max(0.0, now - at)
-            silent = age_s > rule.max_age_s and frames >= rule.min_frames
-            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3), {"age_s": age_s})
+            limit_s = rule.max_age_s
+            if rule.max_intervals > 0:
+                interval_s = self.intervals.get(m.labels.get("key", ""))
+                if interval_s is not None:
+                    # A collector that runs every 300 s is not silent after 120 s.
+                    limit_s = max(limit_s, rule.max_intervals * interval_s)
+            silent = age_s > limit_s and frames >= rule.min_frames
+            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
+                            {"age_s": age_s, "limit_s": limit_s})
 
     def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float) -> Iterable[Observation]:
         for m in matches:
