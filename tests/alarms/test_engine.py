@@ -219,6 +219,30 @@ def test_staleness() -> None:
     assert seen == [(121, "firing", "collector:host"), (131, "resolved", "collector:host")]
 
 
+def test_staleness_follows_each_collectors_own_interval() -> None:
+    """A collector run every 300 s (a slow SMART read) is silent after 3 x 300 s, not 120 s."""
+    def cols(at: float) -> dict[str, Any]:
+        return {"collectors": {name: {"state": "ok", "sampled_at": at} for name in ("host", "nvme", "journal")}}
+
+    clock = FakeClock(T0)
+    engine = AlarmEngine(default("collector_silent"), "n1", clock, intervals={"host": 1.0, "nvme": 300.0})
+    seen = []
+    for t in (0.0, 100.0, 121.0, 299.0, 899.0, 901.0):
+        seen += [(t, tr.change, tr.alarm.subject) for tr in engine.evaluate_data(cols(T0), [], T0 + t)]
+    # host and journal (no interval known: the plain 120 s) at 121 s, nvme only past 900 s.
+    assert seen == [(121.0, "firing", "collector:host"), (121.0, "firing", "collector:journal"),
+                    (901.0, "firing", "collector:nvme")]
+    nvme = next(a for a in engine.active() if a.subject == "collector:nvme")
+    assert nvme.message == "collector nvme has not reported for 901 s (limit 900 s)"
+    # Without intervals (the dashboard, rigmon check) the rule is the plain 120 s.
+    assert [tr.alarm.subject for tr in AlarmEngine(default("collector_silent"), "n1", clock).evaluate_data(
+        cols(T0), [], T0 + 121)] == []  # needs min_frames evaluations first
+    plain = AlarmEngine(default("collector_silent"), "n1", clock)
+    for t in (0.0, 100.0, 121.0):
+        last = plain.evaluate_data(cols(T0), [], T0 + t)
+    assert sorted(tr.alarm.subject for tr in last) == ["collector:host", "collector:journal", "collector:nvme"]
+
+
 def test_staleness_needs_a_timestamp_that_stands_still() -> None:
     """On an accelerated clock every sample is old by the time it is judged, yet fresh."""
     def col(sampled_at: float) -> dict[str, Any]:
