@@ -59,7 +59,7 @@ def resistance(mohm: float) -> dict[str, Any]:
 
 
 def feed_trend(e: AlarmEngine, start_s: float, end_s: float, slope_per_day: float) -> list[str]:
-    changes = []
+    changes: list[str] = []
     t = start_s
     while t <= end_s:
         changes += [tr.change for tr in e.evaluate_data(resistance(1.5 + slope_per_day * t / DAY), [], T0 + t)]
