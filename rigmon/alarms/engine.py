@@ -26,7 +26,7 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import Match, frame_data
+from rigmon.alarms.selector import IdentityMemo, Match, frame_data
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
 
@@ -56,14 +56,70 @@ class _Formatter(string.Formatter):
 _FORMATTER = _Formatter()
 
 
+_FORMAT_ERRORS = (KeyError, IndexError, ValueError, TypeError, AttributeError)
+
+
 def render(template: str, fields: Mapping[str, Any], fallback: str) -> str:
     """``template`` formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
     if not template:
         return fallback
     try:
         return _FORMATTER.vformat(template, (), fields)
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+    except _FORMAT_ERRORS:
         return fallback
+
+
+class Template:
+    """A rule's ``subject`` or ``message`` template, parsed once; renders exactly as `render`.
+
+    Every subject of every rule is rendered on every frame: ``string.Formatter`` re-parses
+    the template and dispatches through several methods per field each time. A template
+    whose fields are plain names (``gpu:{index}``, ``{value:.2f} V``) is split once into
+    literal text and (name, format spec) pairs and joined with ``format()``; any other
+    (attribute or index access, ``!r`` conversions, nested specs, positional fields, bad
+    syntax) goes through `render`.
+    """
+
+    __slots__ = ("text", "_parts")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._parts = _compile(text)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the template renders without ``string.Formatter``."""
+        return self._parts is not None
+
+    def render(self, fields: Mapping[str, Any], fallback: str) -> str:
+        """The template formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
+        parts = self._parts
+        if parts is None:
+            return render(self.text, fields, fallback)
+        if not parts:
+            return fallback  # an empty template
+        try:
+            return "".join([literal + format(fields[name], spec) if name is not None else literal
+                            for literal, name, spec in parts])
+        except _FORMAT_ERRORS:
+            return fallback
+
+
+def _compile(text: str) -> tuple[tuple[str, str | None, str], ...] | None:
+    """Literal text and named fields of a template; ``None`` when it needs the general formatter."""
+    try:
+        parsed = list(_FORMATTER.parse(text))
+    except ValueError:
+        return None
+    parts: list[tuple[str, str | None, str]] = []
+    for literal, name, spec, conversion in parsed:
+        if name is None:
+            parts.append((literal, None, ""))
+            continue
+        if conversion is not None or not name.isidentifier() or (spec and ("{" in spec or "}" in spec)):
+            return None
+        parts.append((literal, name, spec or ""))
+    return tuple(parts)
 
 
 @dataclass(slots=True)
@@ -101,6 +157,8 @@ class AlarmEngine:
         self.book = AlarmBook(node, id_prefix, recent_limit)
         self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
+        self._subjects = {r.name: Template(r.subject) for r in self.rules}
+        self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
             r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "description")}
             for r in self.rules
@@ -129,6 +187,7 @@ class AlarmEngine:
         The seam for readings whose record types a build does not have yet, and for tests.
         """
         out: list[Transition] = []
+        memo: IdentityMemo = {}  # list identities, shared by the rules of this frame only
         for rule in self.rules:
             if isinstance(rule, EventRule):
                 obs = list(self._events(rule, events))
@@ -141,7 +200,7 @@ class AlarmEngine:
                     continue
             selector = self._selectors[rule.name]
             assert selector is not None
-            observations = list(self._observe(rule, selector.select(data), now))
+            observations = list(self._observe(rule, selector.select(data, memo), now))
             out.extend(self.book.observe(rule, observations, now))
         return out
 
@@ -233,7 +292,7 @@ class AlarmEngine:
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
              value: EventValue, details: Mapping[str, Any] | None = None) -> Observation:
-        subj = render(rule.subject, labels, subject)
+        subj = self._subjects[rule.name].render(labels, subject)
         if not active:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
@@ -242,7 +301,7 @@ class AlarmEngine:
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=render(rule.message, fields, fallback))
+                           message=self._messages[rule.name].render(fields, fallback))
 
     def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
                    now: float) -> Iterable[Observation]:
@@ -373,11 +432,11 @@ class AlarmEngine:
             first_key = next(iter(rule.data), None)
             value = ev.data.get(first_key) if first_key else ev.kind
             details = {"event_message": ev.message, "event_id": ev.id, **ev.data}
-            subj = render(rule.subject, labels, ev.subject)
+            subj = self._subjects[rule.name].render(labels, ev.subject)
             fields: dict[str, Any] = {**self._params[rule.name], **labels, **details, "value": value,
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
-                              message=render(rule.message, fields, f"{rule.name}: {ev.message}"))
+                              message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
 
 
 def _identity(labels: Mapping[str, str]) -> str | None:

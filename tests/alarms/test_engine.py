@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.engine import AlarmEngine, Template, render
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, NetInterfaceReading, Readings
 from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
@@ -359,3 +359,27 @@ def test_evaluate_reads_a_real_frame() -> None:
     # Frames are 5 s apart; both rules hold for 10 s.
     assert seen == [("pending", "net_link_slower", "link:eth0"), ("pending", "collector_failing", "collector:host"),
                     ("firing", "net_link_slower", "link:eth0"), ("firing", "collector_failing", "collector:host")]
+
+
+TEMPLATES = ["gpu:{index}", "collector:{key}", "psu", "", "{value:.2f} V below {below}", "{{literal}} {index}",
+             "{value:>8}|", "{missing}", "{index.real}", "{0}", "{}", "{value!r}", "{value:{width}}", "{", "}",
+             "{value:.2f}", "{name:d}", "{index}{index}", "caf\u00e9 {name}", "{class}", "{value:%}"]
+FIELDS: list[dict[str, Any]] = [
+    {"index": "0", "key": "host", "value": 11.4321, "below": 11.7, "name": "eth0", "width": 6, "class": "c"},
+    {"index": "3", "value": None, "name": "md0"},
+    {"value": "text", "below": True},
+    {},
+]
+
+
+@pytest.mark.parametrize("text", TEMPLATES)
+def test_a_compiled_template_renders_exactly_as_the_formatter(text: str) -> None:
+    template = Template(text)
+    for fields in FIELDS:
+        assert template.render(fields, "FALLBACK") == render(text, fields, "FALLBACK"), fields
+
+
+def test_the_default_rules_templates_all_take_the_fast_path() -> None:
+    for rule in default("collector_silent", "psu_rail_low_warning", "gpu_pcie_replay_rising", "net_link_slower"):
+        assert Template(rule.subject).compiled and Template(rule.message).compiled
+    assert not Template("{value!r}").compiled and not Template("{gpu.index}").compiled
