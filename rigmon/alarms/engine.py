@@ -188,6 +188,8 @@ class AlarmEngine:
         """
         out: list[Transition] = []
         memo: IdentityMemo = {}  # list identities, shared by the rules of this frame only
+        # Rules that watch the same reading (warning and critical rail limits) share its matches.
+        selected: dict[str, list[Match]] = {}
         for rule in self.rules:
             if isinstance(rule, EventRule):
                 obs = list(self._events(rule, events))
@@ -200,7 +202,10 @@ class AlarmEngine:
                     continue
             selector = self._selectors[rule.name]
             assert selector is not None
-            observations = list(self._observe(rule, selector.select(data, memo), now))
+            matches = selected.get(selector.text)
+            if matches is None:
+                matches = selected[selector.text] = selector.select(data, memo)
+            observations = list(self._observe(rule, matches, now))
             out.extend(self.book.observe(rule, observations, now))
         return out
 
