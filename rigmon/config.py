@@ -46,8 +46,9 @@ class AgentSection:
     max_request_bytes: int = 65536
     """Largest request (headers plus body) accepted."""
     state_dir: str = ""
-    """Directory of the journal (flight recorder); empty: `default_state_dir()` when the agent is
-    started from the command line, no journal when it is built in-process without one."""
+    """Directory of the journal (flight recorder) and of ``alarm-state.json`` (trends and alarms kept
+    across restarts); empty: `default_state_dir()` when the agent is started from the command line,
+    no journal and no alarm state when it is built in-process without one."""
     tls_cert_file: str = ""
     """PEM certificate (chain) to serve HTTPS with; empty: plain HTTP. Needs ``tls_key_file``."""
     tls_key_file: str = ""
