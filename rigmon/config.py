@@ -46,8 +46,9 @@ class AgentSection:
     max_request_bytes: int = 65536
     """Largest request (headers plus body) accepted."""
     state_dir: str = ""
-    """Directory of the journal (flight recorder); empty: `default_state_dir()` when the agent is
-    started from the command line, no journal when it is built in-process without one."""
+    """Directory of the journal (flight recorder) and of ``alarm-state.json`` (trends and alarms kept
+    across restarts); empty: `default_state_dir()` when the agent is started from the command line,
+    no journal and no alarm state when it is built in-process without one."""
     tls_cert_file: str = ""
     """PEM certificate (chain) to serve HTTPS with; empty: plain HTTP. Needs ``tls_key_file``."""
     tls_key_file: str = ""
@@ -105,10 +106,17 @@ class AlarmsSection:
     """Single keys of rules by name: ``[alarms.overrides.psu_rail_low_warning] below = 11.6``."""
     recent: int = 200
     """Resolved alarms kept for /v1/alarms."""
+    persist: bool = True
+    """Keep trends, first-seen speeds and alarms across restarts in ``<state_dir>/alarm-state.json``
+    (only when the agent has a state directory)."""
+    save_interval_s: float = 60.0
+    """Seconds between writes of the alarm state file (it is also written at a clean stop)."""
 
     def __post_init__(self) -> None:
         if self.recent < 1:
             raise ValueError("recent must be at least 1")
+        if self.save_interval_s <= 0:
+            raise ValueError("save_interval_s must be positive")
 
 
 NotifyKind = Literal["webhook", "ntfy", "slack", "discord", "command"]

@@ -11,14 +11,18 @@ Pure: no I/O and no clock; callers pass the time of each point. Two methods:
   is reported as unknown when it does not.
 
 Each day's points are also fitted on their own; the slope of those daily estimates is the
-trend that makes a connection corroding over weeks visible.
+trend that makes a connection corroding over weeks visible. The daily fits are what an agent
+restart must not lose: `EstimatorState` holds them, and collectors that own estimators
+implement `PathStateHolder` so the agent can save and restore them.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from rigmon.schema import PathResistanceReading, ResistanceMethod
 
@@ -83,6 +87,52 @@ class _Fit:
         return self.x_max - self.x_min if self.n else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class DayFitState:
+    """The running sums of one day's points (x: amps, y: volts as fitted), for a restart."""
+
+    day: int
+    """Days since the Unix epoch (``floor(at / 86400)``)."""
+    n: int
+    sx: float
+    sy: float
+    sxx: float
+    sxy: float
+    syy: float
+    x_min: float
+    x_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class EstimatorState:
+    """What a `PathResistanceEstimator` keeps across an agent restart: its daily fits.
+
+    The recent points behind the current estimate (minutes) are not kept: fresh ones
+    replace them. ``first_day`` is the day of the first point ever (the baseline's day).
+    """
+
+    path: str
+    method: ResistanceMethod
+    first_day: int | None
+    days: tuple[DayFitState, ...]
+
+
+@runtime_checkable
+class PathStateHolder(Protocol):
+    """A collector that owns path-resistance estimators whose trend must survive a restart.
+
+    Both methods may be called from another thread than the one feeding the estimators.
+    """
+
+    def export_path_state(self) -> tuple[EstimatorState, ...]:
+        """The daily fits of every estimator."""
+        ...
+
+    def restore_path_state(self, states: Sequence[EstimatorState]) -> int:
+        """Take over saved daily fits (before or after the first points); return how many estimators matched."""
+        ...
+
+
 class PathResistanceEstimator:
     """Path resistance from voltage/current points, recent and as a daily trend.
 
@@ -137,6 +187,43 @@ class PathResistanceEstimator:
         if len(self._days) > TREND_DAYS_KEPT:
             del self._days[min(self._days)]
 
+    def export_state(self) -> EstimatorState:
+        """The daily fits, for `restore_state` after a restart."""
+        days = tuple(DayFitState(day=day, n=f.n, sx=f.sx, sy=f.sy, sxx=f.sxx, sxy=f.sxy, syy=f.syy,
+                                 x_min=f.x_min, x_max=f.x_max)
+                     for day, f in sorted(self._days.items()) if f.n > 0)
+        return EstimatorState(path=self.path, method=self.method, first_day=self._first_day, days=days)
+
+    def restore_state(self, state: EstimatorState) -> bool:
+        """Take over the daily fits of a previous run of the same path and method.
+
+        A day this estimator already has points for adds the saved sums to its own (an agent
+        restarted within the day).
+
+        Returns:
+            False, changing nothing, when the state is of another path or method.
+        """
+        if state.path != self.path or state.method != self.method:
+            return False
+        for saved in state.days:
+            if saved.n <= 0 or not all(math.isfinite(v) for v in (saved.sx, saved.sy, saved.sxx, saved.sxy,
+                                                                   saved.syy, saved.x_min, saved.x_max)):
+                continue
+            fit = self._days.setdefault(saved.day, _Fit())
+            fit.n += saved.n
+            fit.sx += saved.sx
+            fit.sy += saved.sy
+            fit.sxx += saved.sxx
+            fit.sxy += saved.sxy
+            fit.syy += saved.syy
+            fit.x_min = min(fit.x_min, saved.x_min)
+            fit.x_max = max(fit.x_max, saved.x_max)
+        while len(self._days) > TREND_DAYS_KEPT:
+            del self._days[min(self._days)]
+        firsts = [d for d in (state.first_day, self._first_day) if d is not None]
+        self._first_day = min(firsts) if firsts else None
+        return True
+
     def _estimate(self, fit: _Fit) -> tuple[float, float] | None:
         if self.method == "two_point":
             return fit.through_origin()
@@ -174,3 +261,45 @@ class PathResistanceEstimator:
             trend_days=float(daily[-1][0] - daily[0][0]) if daily else 0.0,
             baseline_mohm=None if baseline is None else round(baseline, 4),
         )
+
+
+class EstimatorSet:
+    """Estimators by path, created on first use; saved states wait for their path to appear.
+
+    A collector creates an estimator when the first point of a path arrives; a state
+    restored before that is applied then.
+    """
+
+    def __init__(self) -> None:
+        self._by_path: dict[str, PathResistanceEstimator] = {}
+        self._waiting: dict[str, EstimatorState] = {}
+
+    def get(self, path: str, method: ResistanceMethod) -> PathResistanceEstimator:
+        """The estimator of ``path``, created (and given its saved state, if any) on first use."""
+        est = self._by_path.get(path)
+        if est is None:
+            est = self._by_path[path] = PathResistanceEstimator(path, method)
+            saved = self._waiting.pop(path, None)
+            if saved is not None:
+                est.restore_state(saved)
+        return est
+
+    def readings(self) -> list[PathResistanceReading]:
+        """The reading of every estimator, by path."""
+        return [est.reading() for _, est in sorted(self._by_path.items())]
+
+    def export_state(self) -> tuple[EstimatorState, ...]:
+        """Daily fits of every estimator, and saved ones whose path has not come back yet."""
+        return tuple(est.export_state() for _, est in sorted(self._by_path.items())) + tuple(self._waiting.values())
+
+    def restore_state(self, states: Sequence[EstimatorState]) -> int:
+        """Apply saved states now, or when their path first appears; return how many were taken."""
+        taken = 0
+        for state in states:
+            est = self._by_path.get(state.path)
+            if est is None:
+                self._waiting[state.path] = state
+                taken += 1
+            elif est.restore_state(state):
+                taken += 1
+        return taken

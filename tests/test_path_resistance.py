@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
-from rigmon.path_resistance import DAY_S, PathResistanceEstimator
+from rigmon.path_resistance import DAY_S, EstimatorSet, EstimatorState, PathResistanceEstimator
+from rigmon.typed import from_data, to_data
 
 
 def test_two_point_estimate_with_noise_and_uncertainty() -> None:
@@ -52,3 +54,46 @@ def test_trend_over_weeks_and_recent_window() -> None:
     assert reading.baseline_mohm == pytest.approx(1.0, abs=1e-3) and reading.trend_days == 20.0
     # Only the last quarter hour (at least ten points) is behind the current estimate.
     assert reading.points == 10 and reading.resistance_mohm == pytest.approx(2.0, abs=1e-3)
+
+
+def feed_days(est: PathResistanceEstimator, days: range) -> None:
+    for day in days:
+        r_ohm = (1.0 + 0.05 * day) * 1e-3
+        for k in range(48):
+            amps = 40.0 + k
+            est.add_drop(amps * r_ohm, amps, day * DAY_S + k * 1800.0)
+
+
+def test_the_daily_trend_survives_a_restart_through_its_state() -> None:
+    before = PathResistanceEstimator("vpsu-v", "two_point")
+    feed_days(before, range(0, 11))
+    saved = from_data(EstimatorState, json.loads(json.dumps(to_data(before.export_state()))))
+    after = PathResistanceEstimator("vpsu-v", "two_point")
+    feed_days(after, range(10, 21))  # restarted during day 10: that day's sums add up
+    assert after.restore_state(saved)
+    reading = after.reading()
+    assert reading.trend_mohm_per_day == pytest.approx(0.05, abs=1e-4) and reading.trend_days == 20.0
+    assert reading.baseline_mohm == pytest.approx(1.0, abs=1e-3)
+    # Without the saved days the baseline is day 10's, the trend only ten days long.
+    fresh = PathResistanceEstimator("vpsu-v", "two_point")
+    feed_days(fresh, range(10, 21))
+    assert fresh.reading().trend_days == 10.0 and fresh.reading().baseline_mohm == pytest.approx(1.5, abs=1e-3)
+
+
+def test_a_state_of_another_path_or_method_is_refused() -> None:
+    before = PathResistanceEstimator("vpsu-v", "two_point")
+    feed_days(before, range(0, 3))
+    assert not PathResistanceEstimator("rail-v", "two_point").restore_state(before.export_state())
+    other = PathResistanceEstimator("vpsu-v", "load_steps")
+    assert not other.restore_state(before.export_state()) and other.export_state().days == ()
+
+
+def test_an_estimator_set_applies_a_saved_state_when_its_path_first_appears() -> None:
+    before = EstimatorSet()
+    feed_days(before.get("vpsu-v", "two_point"), range(0, 5))
+    after = EstimatorSet()
+    assert after.restore_state(before.export_state()) == 1
+    assert after.readings() == [] and after.export_state() == before.export_state()  # waiting, still saved
+    feed_days(after.get("vpsu-v", "two_point"), range(5, 8))
+    (reading,) = after.readings()
+    assert reading.trend_days == 7.0 and reading.trend_mohm_per_day == pytest.approx(0.05, abs=1e-4)

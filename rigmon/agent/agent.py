@@ -8,6 +8,7 @@ import platform
 import uuid
 
 from rigmon import __version__
+from rigmon.agent.alarm_state import AlarmStateKeeper, state_file_path
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
@@ -25,6 +26,7 @@ from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
+from rigmon.path_resistance import PathStateHolder
 from rigmon.redact import redact
 from rigmon.schema import SCHEMA_VERSION, Info, NodeCapture, Severity
 from rigmon.typed import to_data
@@ -91,7 +93,8 @@ class Agent:
             rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
         self.notifiers = Notifiers(config.notify, senders)
         self.alarms = AlarmService(
-            AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent),
+            AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent,
+                        intervals=intervals),
             self.sampler.emit_event,
             self.notifiers,
             control=control_token is not None,
@@ -103,6 +106,16 @@ class Agent:
         self.control_token = control_token
         self._task: asyncio.Task[None] | None = None
         self._collectors = collectors
+        # Trends, first-seen speeds and acknowledged alarms outlive a restart (a file of
+        # their own next to the journal, see rigmon/agent/alarm_state.py).
+        self.alarm_state: AlarmStateKeeper | None = None
+        self._state_task: asyncio.Task[None] | None = None
+        if config.agent.state_dir and config.alarms.persist:
+            self.alarm_state = AlarmStateKeeper(
+                state_file_path(config.agent.state_dir), self.alarms.engine,
+                {name: c for name, c in collectors.items() if isinstance(c, PathStateHolder)},
+                config.node_name, self.run_id, self.clock, self.sampler.emit_event,
+            )
         self.journal: JournalWriter | None = None
         if config.agent.state_dir and config.journal.enabled:
             self.journal = JournalWriter(
@@ -191,6 +204,12 @@ class Agent:
                     loop.call_soon_threadsafe(self.sampler.emit_event, kind, severity, subject, message, data)
 
             self.journal.start(sink)
+        if self.alarm_state is not None and self._state_task is None:
+            # Before the first frame, so it is evaluated with the restored trends and alarms.
+            self.alarm_state.bind_loop(asyncio.get_running_loop())
+            self.alarm_state.restore()
+            self._state_task = asyncio.get_running_loop().create_task(
+                self.alarm_state.run(self.config.alarms.save_interval_s), name=f"alarm-state-{self.sampler.node}")
         self._task = asyncio.get_running_loop().create_task(self.sampler.run(), name=f"sampler-{self.sampler.node}")
         return self._task
 
@@ -202,6 +221,15 @@ class Agent:
                 await asyncio.wait_for(self._task, 5)
             except (TimeoutError, asyncio.CancelledError):
                 self._task.cancel()
+        if self.alarm_state is not None and self._state_task is not None:
+            self._state_task.cancel()
+            try:
+                await self._state_task
+            except asyncio.CancelledError:
+                pass
+            self._state_task = None
+            # After the sampler: the last frame's trends and alarms are in the snapshot.
+            await asyncio.to_thread(self.alarm_state.save, self.alarm_state.snapshot())
         # Joining the notifier threads blocks; do it off the event loop.
         await asyncio.get_running_loop().run_in_executor(None, self.notifiers.close)
         if self.journal is not None:

@@ -24,7 +24,8 @@ class AlarmService:
     pushes a reading, so a pushed sag is evaluated when it arrives. Every transition
     becomes an event in the stream (``alarm_pending``, ``alarm_firing``, ``alarm_resolved``,
     ``alarm_acknowledged``) and firing/resolved ones go to the notifiers, whose queues
-    never block.
+    never block. An alarm carried over from before an agent restart that fresh readings
+    confirm is announced as firing again (same id) but not notified again: it was already.
 
     Args:
         engine: the rule engine.
@@ -68,13 +69,18 @@ class AlarmService:
             severity: Severity = a.severity if t.change == "firing" else "info"
             if t.change == "resolved" and a.fired_at is None:
                 text = f"{a.rule} on {a.subject} cleared before its hold time"
+            elif t.restored and t.change == "firing":
+                text = f"{a.rule} still firing after the agent restarted: {a.message}"
             else:
                 text = f"{a.rule} {t.change}: {a.message}"
-            self.emit(f"alarm_{t.change}", severity, a.subject, text, {
+            data: dict[str, EventValue] = {
                 "alarm_id": a.id, "rule": a.rule, "severity": a.severity, "state": a.state, "value": a.value,
-            })
+            }
+            if t.restored:
+                data["restored"] = True
+            self.emit(f"alarm_{t.change}", severity, a.subject, text, data)
             if self.notifiers is not None:
-                if t.change == "firing":
+                if t.change == "firing" and not t.restored:
                     self.notifiers.submit(Notification("firing", a))
                 elif t.change == "resolved" and a.fired_at is not None:
                     self.notifiers.submit(Notification("resolved", a))

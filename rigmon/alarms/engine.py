@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
 from rigmon.alarms.rules import (
     SECONDS_PER_DAY,
     CounterRule,
@@ -25,7 +26,7 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import Match, frame_data
+from rigmon.alarms.selector import IdentityMemo, Match, frame_data
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
 
@@ -55,14 +56,70 @@ class _Formatter(string.Formatter):
 _FORMATTER = _Formatter()
 
 
+_FORMAT_ERRORS = (KeyError, IndexError, ValueError, TypeError, AttributeError)
+
+
 def render(template: str, fields: Mapping[str, Any], fallback: str) -> str:
     """``template`` formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
     if not template:
         return fallback
     try:
         return _FORMATTER.vformat(template, (), fields)
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+    except _FORMAT_ERRORS:
         return fallback
+
+
+class Template:
+    """A rule's ``subject`` or ``message`` template, parsed once; renders exactly as `render`.
+
+    Every subject of every rule is rendered on every frame: ``string.Formatter`` re-parses
+    the template and dispatches through several methods per field each time. A template
+    whose fields are plain names (``gpu:{index}``, ``{value:.2f} V``) is split once into
+    literal text and (name, format spec) pairs and joined with ``format()``; any other
+    (attribute or index access, ``!r`` conversions, nested specs, positional fields, bad
+    syntax) goes through `render`.
+    """
+
+    __slots__ = ("text", "_parts")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._parts = _compile(text)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the template renders without ``string.Formatter``."""
+        return self._parts is not None
+
+    def render(self, fields: Mapping[str, Any], fallback: str) -> str:
+        """The template formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
+        parts = self._parts
+        if parts is None:
+            return render(self.text, fields, fallback)
+        if not parts:
+            return fallback  # an empty template
+        try:
+            return "".join([literal + format(fields[name], spec) if name is not None else literal
+                            for literal, name, spec in parts])
+        except _FORMAT_ERRORS:
+            return fallback
+
+
+def _compile(text: str) -> tuple[tuple[str, str | None, str], ...] | None:
+    """Literal text and named fields of a template; ``None`` when it needs the general formatter."""
+    try:
+        parsed = list(_FORMATTER.parse(text))
+    except ValueError:
+        return None
+    parts: list[tuple[str, str | None, str]] = []
+    for literal, name, spec, conversion in parsed:
+        if name is None:
+            parts.append((literal, None, ""))
+            continue
+        if conversion is not None or not name.isidentifier() or (spec and ("{" in spec or "}" in spec)):
+            return None
+        parts.append((literal, name, spec or ""))
+    return tuple(parts)
 
 
 @dataclass(slots=True)
@@ -86,16 +143,22 @@ class AlarmEngine:
         clock: time for acknowledgements and for frames evaluated without a time.
         id_prefix: alarm ids are ``<id_prefix>-a<n>``.
         recent_limit: resolved alarms kept.
+        intervals: seconds between runs of each collector, by name: staleness rules with
+            ``max_intervals`` allow a subject whose ``key`` label names a collector that
+            many of its intervals (the agent passes its collectors' ``interval_s``).
     """
 
     def __init__(self, rules: Sequence[Rule], node: str, clock: Clock, id_prefix: str = "alarm",
-                 recent_limit: int = 200) -> None:
+                 recent_limit: int = 200, intervals: Mapping[str, float] | None = None) -> None:
         self.rules = tuple(rules)
         self.node = node
         self.clock = clock
+        self.intervals: dict[str, float] = dict(intervals or {})
         self.book = AlarmBook(node, id_prefix, recent_limit)
         self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
+        self._subjects = {r.name: Template(r.subject) for r in self.rules}
+        self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
             r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "description")}
             for r in self.rules
@@ -124,6 +187,9 @@ class AlarmEngine:
         The seam for readings whose record types a build does not have yet, and for tests.
         """
         out: list[Transition] = []
+        memo: IdentityMemo = {}  # list identities, shared by the rules of this frame only
+        # Rules that watch the same reading (warning and critical rail limits) share its matches.
+        selected: dict[str, list[Match]] = {}
         for rule in self.rules:
             if isinstance(rule, EventRule):
                 obs = list(self._events(rule, events))
@@ -136,7 +202,10 @@ class AlarmEngine:
                     continue
             selector = self._selectors[rule.name]
             assert selector is not None
-            observations = list(self._observe(rule, selector.select(data), now))
+            matches = selected.get(selector.text)
+            if matches is None:
+                matches = selected[selector.text] = selector.select(data, memo)
+            observations = list(self._observe(rule, matches, now))
             out.extend(self.book.observe(rule, observations, now))
         return out
 
@@ -151,6 +220,60 @@ class AlarmEngine:
     def recent(self) -> tuple[Alarm, ...]:
         """Resolved alarms that fired, newest first."""
         return self.book.recent()
+
+    def export_memory(self) -> EngineMemory:
+        """What this engine should remember across a restart (see `rigmon.alarms.memory`)."""
+        trends: list[TrendSeries] = []
+        first_seen: list[FirstSeen] = []
+        for rule in self.rules:
+            state = self._state[rule.name]
+            if isinstance(rule, TrendRule):
+                trends.extend(
+                    TrendSeries(rule=rule.name, subject=subject, bucket_s=rule.bucket_s,
+                                buckets=tuple(TrendBucket(int(b[0]), b[1], int(b[2])) for b in buckets))
+                    for subject, buckets in state.buckets.items() if buckets)
+            elif isinstance(rule, StateRule) and rule.below_first_seen:
+                first_seen.extend(FirstSeen(rule=rule.name, subject=subject, value=value)
+                                  for subject, value in state.first_seen.items())
+        alarms, recent = self.book.export()
+        return EngineMemory(trends=tuple(trends), first_seen=tuple(first_seen), alarms=alarms, recent=recent)
+
+    def restore_memory(self, memory: EngineMemory, now: float | None = None) -> RestoreSummary:
+        """Take over the memory of a previous run; call before the first evaluation.
+
+        Memory of rules no longer in force, or whose kind or ``bucket_s`` changed, is dropped
+        (and named in the summary); trend buckets older than the rule's window are dropped.
+
+        Args:
+            memory: as `export_memory` gave it (possibly from another agent run).
+            now: Unix seconds; default the clock's.
+        """
+        at = self.clock.time() if now is None else now
+        by_name = {r.name: r for r in self.rules}
+        dropped: list[str] = []
+        trends = 0
+        for series in memory.trends:
+            rule = by_name.get(series.rule)
+            if not isinstance(rule, TrendRule) or rule.bucket_s != series.bucket_s:
+                dropped.append(f"trend {series.rule}/{series.subject}: rule no longer in force or changed")
+                continue
+            kept = [[float(b.index), b.total, float(b.count)] for b in series.buckets
+                    if b.count > 0 and (b.index + 1) * rule.bucket_s > at - rule.window_s]
+            if kept:
+                self._state[rule.name].buckets[series.subject] = deque(kept)
+                trends += 1
+        first = 0
+        for seen in memory.first_seen:
+            rule = by_name.get(seen.rule)
+            if not isinstance(rule, StateRule) or not rule.below_first_seen:
+                dropped.append(f"first-seen {seen.rule}/{seen.subject}: rule no longer in force or changed")
+                continue
+            self._state[rule.name].first_seen.setdefault(seen.subject, seen.value)
+            first += 1
+        alarms, notes = self.book.restore(memory.alarms, memory.recent, by_name, at)
+        dropped.extend(notes)
+        return RestoreSummary(trend_series=trends, first_seen=first, alarms=alarms,
+                              recent=min(len(memory.recent), len(self.book.recent())), dropped=tuple(dropped))
 
     def alarm_list(self, control: bool = False) -> AlarmList:
         """The ``/v1/alarms`` record."""
@@ -174,7 +297,7 @@ class AlarmEngine:
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
              value: EventValue, details: Mapping[str, Any] | None = None) -> Observation:
-        subj = render(rule.subject, labels, subject)
+        subj = self._subjects[rule.name].render(labels, subject)
         if not active:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
@@ -183,7 +306,7 @@ class AlarmEngine:
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=render(rule.message, fields, fallback))
+                           message=self._messages[rule.name].render(fields, fallback))
 
     def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
                    now: float) -> Iterable[Observation]:
@@ -274,8 +397,15 @@ class AlarmEngine:
             frames = frames + 1 if last_at == at else 1
             state.unchanged[m.subject] = (at, frames)
             age_s = max(0.0, now - at)
-            silent = age_s > rule.max_age_s and frames >= rule.min_frames
-            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3), {"age_s": age_s})
+            limit_s = rule.max_age_s
+            if rule.max_intervals > 0:
+                interval_s = self.intervals.get(m.labels.get("key", ""))
+                if interval_s is not None:
+                    # A collector that runs every 300 s is not silent after 120 s.
+                    limit_s = max(limit_s, rule.max_intervals * interval_s)
+            silent = age_s > limit_s and frames >= rule.min_frames
+            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
+                            {"age_s": age_s, "limit_s": limit_s})
 
     def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float) -> Iterable[Observation]:
         for m in matches:
@@ -307,11 +437,11 @@ class AlarmEngine:
             first_key = next(iter(rule.data), None)
             value = ev.data.get(first_key) if first_key else ev.kind
             details = {"event_message": ev.message, "event_id": ev.id, **ev.data}
-            subj = render(rule.subject, labels, ev.subject)
+            subj = self._subjects[rule.name].render(labels, ev.subject)
             fields: dict[str, Any] = {**self._params[rule.name], **labels, **details, "value": value,
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
-                              message=render(rule.message, fields, f"{rule.name}: {ev.message}"))
+                              message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
 
 
 def _identity(labels: Mapping[str, str]) -> str | None:

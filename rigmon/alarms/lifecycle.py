@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from rigmon.alarms.memory import CarriedAlarm
 from rigmon.schema import Alarm, AlarmState, EventValue, Severity
 
 Change = Literal["pending", "firing", "resolved", "acknowledged"]
+
+#: How long a restored alarm waits for a fresh observation of its rule and subject (at
+#: least; a rule's ``absent_resolve_s`` may make it longer) before it is resolved as no
+#: longer reported. Long enough for rules that need a window of readings first.
+CARRY_S = 900.0
 
 
 class TrackedRule(Protocol):
@@ -61,11 +67,17 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """An alarm changed: ``change`` is what happened, ``alarm`` the record after it."""
+    """An alarm changed: ``change`` is what happened, ``alarm`` the record after it.
+
+    ``restored`` marks the decision about an alarm carried over from before an agent
+    restart: ``firing`` when fresh readings confirm it (the episode continues, already
+    notified), ``resolved`` when they do not.
+    """
 
     change: Change
     alarm: Alarm
     previous: AlarmState | None
+    restored: bool = False
 
 
 class UnknownAlarm(KeyError):
@@ -85,6 +97,12 @@ class _Track:
     latch_until: float | None = None
 
 
+@dataclass(slots=True)
+class _Carry:
+    alarm: Alarm
+    expires_at: float
+
+
 class AlarmBook:
     """Active alarms by (rule, subject), and a bounded list of recently resolved ones.
 
@@ -100,6 +118,8 @@ class AlarmBook:
         self._n = 0
         self._active: dict[tuple[str, str], _Track] = {}
         self._recent: deque[Alarm] = deque(maxlen=recent_limit)
+        # Alarms restored from before a restart, waiting for fresh readings to decide.
+        self._carried: dict[tuple[str, str], _Carry] = {}
 
     def observe(self, rule: TrackedRule, observations: Iterable[Observation], now: float,
                 complete: bool = True, latch_s: float | None = None) -> list[Transition]:
@@ -140,6 +160,10 @@ class AlarmBook:
             if now - track.absent_since >= rule.absent_resolve_s:
                 out.append(self._resolve((rule_name, subject), now,
                                          f"{track.alarm.message} (no longer reported)"))
+        if self._carried:
+            for key, carry in list(self._carried.items()):
+                if key[0] == rule.name and key[1] not in seen and complete and now >= carry.expires_at:
+                    out.append(self._settle(key, now, "not reported since the agent restarted"))
         return out
 
     def _apply(self, rule: TrackedRule, obs: Observation, now: float, latch_s: float | None) -> list[Transition]:
@@ -147,6 +171,10 @@ class AlarmBook:
         track = self._active.get(key)
         if track is not None:
             track.absent_since = None
+        if track is None and key in self._carried:
+            if obs.active:
+                return [self._continue(key, obs, now)]
+            return [self._settle(key, now, "clear after the agent restarted")]
         if not obs.active:
             if track is None or track.latch_until is not None:
                 return []
@@ -188,6 +216,22 @@ class AlarmBook:
             track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message, updated_at=now)
         return []
 
+    def _continue(self, key: tuple[str, str], obs: Observation, now: float) -> Transition:
+        """A restored alarm's condition still holds: its episode goes on (same id, start, ack)."""
+        carry = self._carried.pop(key)
+        alarm = dataclasses.replace(carry.alarm, state="firing", value=obs.value, message=obs.message,
+                                    updated_at=now)
+        self._active[key] = _Track(alarm=alarm, hold_s=0.0)
+        return Transition("firing", alarm, "firing", restored=True)
+
+    def _settle(self, key: tuple[str, str], now: float, why: str) -> Transition:
+        """A restored alarm is not confirmed by fresh readings: it is resolved."""
+        carry = self._carried.pop(key)
+        alarm = dataclasses.replace(carry.alarm, state="resolved", resolved_at=now, updated_at=now,
+                                    message=f"{carry.alarm.message} ({why})")
+        self._recent.appendleft(alarm)
+        return Transition("resolved", alarm, "firing", restored=True)
+
     def _fire(self, track: _Track, now: float, previous: AlarmState | None) -> Transition:
         track.alarm = dataclasses.replace(track.alarm, state="firing", fired_at=now, updated_at=now)
         return Transition("firing", track.alarm, previous)
@@ -223,6 +267,13 @@ class AlarmBook:
             if track.latch_until is not None:
                 out.append(self._resolve(key, now, track.alarm.message))
             return out
+        for carry in self._carried.values():
+            if carry.alarm.id == alarm_id:
+                if carry.alarm.acknowledged_at is None:
+                    carry.alarm = dataclasses.replace(carry.alarm, acknowledged_at=now, acknowledged_by=by,
+                                                      updated_at=now)
+                    return [Transition("acknowledged", carry.alarm, carry.alarm.state, restored=True)]
+                return []
         if any(a.id == alarm_id for a in self._recent):
             raise AlreadyResolved(alarm_id)
         raise UnknownAlarm(alarm_id)
@@ -232,6 +283,9 @@ class AlarmBook:
         for track in self._active.values():
             if track.alarm.id == alarm_id:
                 return track.alarm
+        for carry in self._carried.values():
+            if carry.alarm.id == alarm_id:
+                return carry.alarm
         return next((a for a in self._recent if a.id == alarm_id), None)
 
     def active(self) -> tuple[Alarm, ...]:
@@ -246,3 +300,61 @@ class AlarmBook:
         """Resolve every active alarm of a rule that is no longer in force."""
         return [self._resolve(key, now, t.alarm.message) for key, t in list(self._active.items())
                 if key[0] == rule_name]
+
+    def carried(self) -> tuple[Alarm, ...]:
+        """Restored alarms still waiting for fresh readings, newest first."""
+        return tuple(sorted((c.alarm for c in self._carried.values()), key=lambda a: a.started_at, reverse=True))
+
+    def export(self) -> tuple[tuple[CarriedAlarm, ...], tuple[Alarm, ...]]:
+        """The alarms to keep across a restart: those that fired (and are not resolved), and the recent list.
+
+        Pending alarms are left out: their hold time starts again on fresh readings.
+        """
+        alarms = [CarriedAlarm(t.alarm, t.latch_until) for t in self._active.values() if t.alarm.fired_at is not None]
+        alarms += [CarriedAlarm(c.alarm) for c in self._carried.values()]
+        return tuple(alarms), tuple(self._recent)
+
+    def restore(self, alarms: Iterable[CarriedAlarm], recent: Iterable[Alarm], rules: Mapping[str, TrackedRule],
+                now: float) -> tuple[int, list[str]]:
+        """Take over the alarms of a previous run (call before the first evaluation).
+
+        A latched (event) alarm is active again at once until its ``latch_until`` (one that
+        expired while the agent was down goes to the recent list). Any other alarm waits for
+        the first fresh observation of its rule and subject: still active, its episode goes
+        on (`Transition.restored`); clear, it resolves; not reported within `CARRY_S` (or the
+        rule's ``absent_resolve_s``), it resolves as no longer reported.
+
+        Args:
+            alarms: as `export` gave them.
+            recent: resolved alarms, newest first.
+            rules: the rules in force by name; alarms of other rules are dropped.
+            now: Unix seconds.
+
+        Returns:
+            How many alarms were taken over, and a note for each one dropped.
+        """
+        dropped: list[str] = []
+        taken = 0
+        for carried in alarms:
+            alarm = carried.alarm
+            key = (alarm.rule, alarm.subject)
+            rule = rules.get(alarm.rule)
+            if rule is None:
+                dropped.append(f"alarm {alarm.id}: rule {alarm.rule} is no longer in force")
+                continue
+            if key in self._active or key in self._carried or alarm.fired_at is None:
+                continue
+            if carried.latch_until is not None:
+                if carried.latch_until <= now:
+                    self._recent.appendleft(dataclasses.replace(
+                        alarm, state="resolved", resolved_at=carried.latch_until, updated_at=carried.latch_until))
+                    dropped.append(f"alarm {alarm.id}: expired while the agent was down")
+                    continue
+                self._active[key] = _Track(alarm=alarm, hold_s=0.0, latch_until=carried.latch_until)
+            else:
+                self._carried[key] = _Carry(alarm=alarm, expires_at=now + max(CARRY_S, rule.absent_resolve_s))
+            taken += 1
+        room = (self._recent.maxlen or 0) - len(self._recent)
+        for alarm in list(recent)[:max(0, room)]:
+            self._recent.append(alarm)
+        return taken, dropped

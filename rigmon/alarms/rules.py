@@ -206,12 +206,22 @@ class EventRule(RuleBase):
 
 @dataclass(frozen=True, slots=True)
 class StalenessRule(RuleBase):
-    """Fires while a timestamp (a ``*_at`` field, Unix seconds) is older than ``max_age_s``
-    and has not changed for ``min_frames`` evaluations."""
+    """Fires while a timestamp (a ``*_at`` field, Unix seconds) is older than its limit
+    and has not changed for ``min_frames`` evaluations.
+
+    Attributes:
+        max_age_s: the limit in seconds.
+        max_intervals: when positive, the limit of a subject whose ``key`` label names a
+            collector is at least this many of that collector's intervals
+            (``max(max_age_s, max_intervals * interval_s)``), so a collector configured to
+            run every 300 s is not reported silent between its runs.
+        min_frames: evaluations the timestamp must have stood still.
+    """
 
     select: str = ""
     max_age_s: float = 0.0
     min_frames: int = 3
+    max_intervals: float = 0.0
 
     def __post_init__(self) -> None:
         RuleBase.__post_init__(self)
@@ -220,6 +230,8 @@ class StalenessRule(RuleBase):
             raise ValueError("max_age_s must be positive")
         if self.min_frames < 1:
             raise ValueError("min_frames must be at least 1")
+        if self.max_intervals < 0:
+            raise ValueError("max_intervals must not be negative")
 
 
 @dataclass(frozen=True, slots=True)

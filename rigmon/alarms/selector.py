@@ -41,6 +41,10 @@ _STEP_RE = re.compile(rf"(?P<name>{_NAME}|\*)(?P<filters>(\[[^\[\]]*\])*)")
 _FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
 
 
+#: Identity labels and path part of every item of a list, by ``id()`` of the list.
+IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
+
+
 class SelectorError(ValueError):
     """A selector's text does not follow the grammar; the message says where."""
 
@@ -91,10 +95,17 @@ class Selector:
     text: str
     steps: tuple[Step, ...]
 
-    def select(self, data: Mapping[str, Any]) -> list[Match]:
-        """Every scalar the selector reaches in ``data``, in document order."""
+    def select(self, data: Mapping[str, Any], memo: IdentityMemo | None = None) -> list[Match]:
+        """Every scalar the selector reaches in ``data``, in document order.
+
+        Args:
+            data: frame data (`frame_data`).
+            memo: identities of the lists already walked in this same ``data`` (the engine
+                passes one per frame, so the rules over ``gpus[*]`` work out the GPUs'
+                identities once); must not outlive ``data``: it is keyed by ``id()``.
+        """
         out: list[Match] = []
-        _walk(data, self.steps, 0, "", "", {}, out)
+        _walk(data, self.steps, 0, "", "", {}, out, {} if memo is None else memo)
         return out
 
     @property
@@ -159,7 +170,7 @@ def _scalar(value: Any) -> bool:
 
 
 def _walk(node: Any, steps: tuple[Step, ...], i: int, path: str, subject: str,
-          labels: dict[str, str], out: list[Match]) -> None:
+          labels: dict[str, str], out: list[Match], memo: IdentityMemo) -> None:
     if node is None:
         return
     if i == len(steps):
@@ -178,20 +189,22 @@ def _walk(node: Any, steps: tuple[Step, ...], i: int, path: str, subject: str,
         return
     last = i == len(steps) - 1
     for child, child_path, child_labels in children:
-        for item, item_path, item_labels in _apply_filters(child, step.filters, child_path, child_labels):
+        for item, item_path, item_labels in _apply_filters(child, step.filters, child_path, child_labels, memo):
             # The subject is the record a leaf belongs to: the path before the last step.
-            _walk(item, steps, i + 1, item_path, subject if last else item_path, item_labels, out)
+            _walk(item, steps, i + 1, item_path, subject if last else item_path, item_labels, out, memo)
 
 
 def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str,
-                   labels: dict[str, str]) -> list[tuple[Any, str, dict[str, str]]]:
+                   labels: dict[str, str], memo: IdentityMemo) -> list[tuple[Any, str, dict[str, str]]]:
     current = [(node, path, labels)]
     for flt in filters:
         nxt: list[tuple[Any, str, dict[str, str]]] = []
         for value, p, lab in current:
             if not isinstance(value, list):
                 continue
-            idents = _identities(value)
+            idents = memo.get(id(value))
+            if idents is None:
+                idents = memo[id(value)] = _identities(value)
             for pos, item in enumerate(value):
                 if flt.kind == "position" and pos != (flt.position % len(value) if value else 0):
                     continue
@@ -204,21 +217,24 @@ def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str,
 
 
 def _identities(items: list[Any]) -> list[tuple[dict[str, str], str]]:
-    """Identity labels and path part of every item of a list."""
-    unique_key = None
-    for key in IDENTITY_FIELDS:
-        values = [_text(it.get(key)) if isinstance(it, Mapping) else None for it in items]
-        if all(v is not None for v in values) and len(set(values)) == len(values):
-            unique_key = key
-            break
-    out: list[tuple[dict[str, str], str]] = []
-    for pos, item in enumerate(items):
+    """Identity labels and path part of every item of a list (the labels are shared: copy to change)."""
+    per_item: list[dict[str, str]] = []
+    for item in items:
         labels: dict[str, str] = {}
         if isinstance(item, Mapping):
             for key in IDENTITY_FIELDS:
                 text = _text(item.get(key))
                 if text is not None:
                     labels[key] = text
+        per_item.append(labels)
+    unique_key = None
+    for key in IDENTITY_FIELDS:
+        values = [labels.get(key) for labels in per_item]
+        if all(v is not None for v in values) and len(set(values)) == len(values):
+            unique_key = key
+            break
+    out: list[tuple[dict[str, str], str]] = []
+    for pos, labels in enumerate(per_item):
         if unique_key is not None:
             out.append((labels, f"{unique_key}={labels[unique_key]}"))
         else:

@@ -47,7 +47,7 @@ from rigmon.hw.modbus import (
 from rigmon.hw.root import HostRoot
 from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial
 from rigmon.hw.tty_udev import TtyWatch, UdevTtyWatch
-from rigmon.path_resistance import PathResistanceEstimator
+from rigmon.path_resistance import EstimatorSet, EstimatorState
 from rigmon.schema import (
     CurrentEnvelope,
     PathResistanceReading,
@@ -157,7 +157,7 @@ class RailState:
         self._ever_opened = False
         self._power_w: float | None = None
         self._energy_wh: float | None = None
-        self._estimators: dict[str, PathResistanceEstimator] = {}
+        self._estimators = EstimatorSet()
 
     # -- connection -------------------------------------------------------------------
 
@@ -314,16 +314,10 @@ class RailState:
         psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
         if psu is not None:
             path = f"{self.config.psu_side}-{self.config.primary}"
-            est = self._estimators.get(path)
-            if est is None:
-                est = self._estimators[path] = PathResistanceEstimator(path, "two_point")
-            est.add_drop(psu.mean - load.mean, amps.mean, wall)
+            self._estimators.get(path, "two_point").add_drop(psu.mean - load.mean, amps.mean, wall)
         else:
             path = f"rail-{self.config.primary}"
-            est = self._estimators.get(path)
-            if est is None:
-                est = self._estimators[path] = PathResistanceEstimator(path, "load_steps")
-            est.add_load_point(load.mean, amps.mean, wall)
+            self._estimators.get(path, "load_steps").add_load_point(load.mean, amps.mean, wall)
 
     # -- output -----------------------------------------------------------------------
 
@@ -375,7 +369,12 @@ class RailState:
 
     def resistance(self) -> list[PathResistanceReading]:
         """Path resistance estimates (one per path the device measures)."""
-        return [est.reading() for _, est in sorted(self._estimators.items())]
+        return self._estimators.readings()
+
+    @property
+    def estimators(self) -> EstimatorSet:
+        """The path-resistance estimators (their daily fits are saved across agent restarts)."""
+        return self._estimators
 
     def take_events(self) -> list[EventDraft]:
         """Events since the last call."""
@@ -443,6 +442,16 @@ class PsuCollector:
     def state(self) -> RailState:
         """The bookkeeping (tests read counters from it; hold no reference across threads)."""
         return self._state
+
+    def export_path_state(self) -> tuple[EstimatorState, ...]:
+        """Daily fits of the path-resistance estimators (`PathStateHolder`)."""
+        with self._lock:
+            return self._state.estimators.export_state()
+
+    def restore_path_state(self, states: Sequence[EstimatorState]) -> int:
+        """Take over saved daily fits; a path applies when its first point arrives (`PathStateHolder`)."""
+        with self._lock:
+            return self._state.estimators.restore_state(states)
 
     def start(self, push: PushFn) -> None:
         """Start the reader thread (nothing when no port is configured)."""

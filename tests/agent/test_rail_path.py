@@ -8,6 +8,7 @@ import pytest
 
 from rigmon.agent.rail_path import PATH, GpuPowerPathCollector
 from rigmon.collectors.base import NoData
+from rigmon.path_resistance import DAY_S, PathStateHolder
 from rigmon.schema import Frame, GpuReading, PathResistanceReading
 from tests.agent.test_metrics import rail_frame
 
@@ -58,3 +59,23 @@ def test_quiet_without_gpus() -> None:
     f = dataclasses.replace(f, readings=dataclasses.replace(f.readings, gpus=()))
     with pytest.raises(NoData, match="no GPU power"):
         GpuPowerPathCollector(lambda: f).collect()
+
+
+def test_daily_fits_survive_a_restart() -> None:
+    loads = [180.0, 1050.0, 400.0, 1100.0, 200.0, 980.0, 650.0]
+    current: list[Frame] = []
+    before = GpuPowerPathCollector(lambda: current[-1])
+    for seq, w in enumerate(loads, 1):
+        current.append(frame(seq, w))
+        before.collect()
+    assert isinstance(before, PathStateHolder)
+    saved = before.export_path_state()
+    assert [s.path for s in saved] == [PATH] and saved[0].days[0].n == len(loads)
+    after = GpuPowerPathCollector(lambda: current[-1])
+    assert after.restore_path_state(saved) == 1
+    for seq, w in enumerate(loads, 1):  # the next day, a new agent run
+        current.append(dataclasses.replace(frame(seq, w), run_id="run2", taken_at=1000.0 + seq + DAY_S))
+        (reading,) = after.collect()
+    assert isinstance(reading, PathResistanceReading)
+    assert reading.trend_days == 1.0 and reading.baseline_mohm == pytest.approx(PATH_OHMS * 1000, rel=0.02)
+    assert reading.trend_mohm_per_day == pytest.approx(0.0, abs=0.05)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.engine import AlarmEngine, Template, render
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, NetInterfaceReading, Readings
 from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
@@ -219,6 +219,30 @@ def test_staleness() -> None:
     assert seen == [(121, "firing", "collector:host"), (131, "resolved", "collector:host")]
 
 
+def test_staleness_follows_each_collectors_own_interval() -> None:
+    """A collector run every 300 s (a slow SMART read) is silent after 3 x 300 s, not 120 s."""
+    def cols(at: float) -> dict[str, Any]:
+        return {"collectors": {name: {"state": "ok", "sampled_at": at} for name in ("host", "nvme", "journal")}}
+
+    clock = FakeClock(T0)
+    engine = AlarmEngine(default("collector_silent"), "n1", clock, intervals={"host": 1.0, "nvme": 300.0})
+    seen = []
+    for t in (0.0, 100.0, 121.0, 299.0, 899.0, 901.0):
+        seen += [(t, tr.change, tr.alarm.subject) for tr in engine.evaluate_data(cols(T0), [], T0 + t)]
+    # host and journal (no interval known: the plain 120 s) at 121 s, nvme only past 900 s.
+    assert seen == [(121.0, "firing", "collector:host"), (121.0, "firing", "collector:journal"),
+                    (901.0, "firing", "collector:nvme")]
+    nvme = next(a for a in engine.active() if a.subject == "collector:nvme")
+    assert nvme.message == "collector nvme has not reported for 901 s (limit 900 s)"
+    # Without intervals (the dashboard, rigmon check) the rule is the plain 120 s.
+    assert [tr.alarm.subject for tr in AlarmEngine(default("collector_silent"), "n1", clock).evaluate_data(
+        cols(T0), [], T0 + 121)] == []  # needs min_frames evaluations first
+    plain = AlarmEngine(default("collector_silent"), "n1", clock)
+    for t in (0.0, 100.0, 121.0):
+        last = plain.evaluate_data(cols(T0), [], T0 + t)
+    assert sorted(tr.alarm.subject for tr in last) == ["collector:host", "collector:journal", "collector:nvme"]
+
+
 def test_staleness_needs_a_timestamp_that_stands_still() -> None:
     """On an accelerated clock every sample is old by the time it is judged, yet fresh."""
     def col(sampled_at: float) -> dict[str, Any]:
@@ -335,3 +359,27 @@ def test_evaluate_reads_a_real_frame() -> None:
     # Frames are 5 s apart; both rules hold for 10 s.
     assert seen == [("pending", "net_link_slower", "link:eth0"), ("pending", "collector_failing", "collector:host"),
                     ("firing", "net_link_slower", "link:eth0"), ("firing", "collector_failing", "collector:host")]
+
+
+TEMPLATES = ["gpu:{index}", "collector:{key}", "psu", "", "{value:.2f} V below {below}", "{{literal}} {index}",
+             "{value:>8}|", "{missing}", "{index.real}", "{0}", "{}", "{value!r}", "{value:{width}}", "{", "}",
+             "{value:.2f}", "{name:d}", "{index}{index}", "caf\u00e9 {name}", "{class}", "{value:%}"]
+FIELDS: list[dict[str, Any]] = [
+    {"index": "0", "key": "host", "value": 11.4321, "below": 11.7, "name": "eth0", "width": 6, "class": "c"},
+    {"index": "3", "value": None, "name": "md0"},
+    {"value": "text", "below": True},
+    {},
+]
+
+
+@pytest.mark.parametrize("text", TEMPLATES)
+def test_a_compiled_template_renders_exactly_as_the_formatter(text: str) -> None:
+    template = Template(text)
+    for fields in FIELDS:
+        assert template.render(fields, "FALLBACK") == render(text, fields, "FALLBACK"), fields
+
+
+def test_the_default_rules_templates_all_take_the_fast_path() -> None:
+    for rule in default("collector_silent", "psu_rail_low_warning", "gpu_pcie_replay_rising", "net_link_slower"):
+        assert Template(rule.subject).compiled and Template(rule.message).compiled
+    assert not Template("{value!r}").compiled and not Template("{gpu.index}").compiled

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rigmon.alarms.selector import SelectorError, frame_data, parse_selector
+from rigmon.alarms.selector import IdentityMemo, SelectorError, frame_data, parse_selector
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, Readings, TemperatureReading
 
 DATA: dict[str, Any] = {
@@ -53,6 +53,19 @@ def test_labels_carry_every_identity_field() -> None:
     assert m.labels == {"index": "1", "uuid": "GPU-b", "name": "Tesla V100-SXM2-32GB"}
     assert m.path == "gpus[index=1].state"
     assert parse_selector("collectors.*.state").select(DATA)[0].labels == {"key": "host"}
+
+
+def test_selectors_sharing_a_memo_find_what_each_finds_alone() -> None:
+    """The engine works out each list's identities once per frame for all its rules."""
+    texts = ["gpus[*].state", "gpus[uuid=GPU-b].index", "temperatures[*].temp_c", "net[name=eth0].speed_mbps",
+             "gpus[*].state", "temperatures[1].temp_c"]
+    memo: IdentityMemo = {}
+    shared = [parse_selector(t).select(DATA, memo) for t in texts]
+    assert shared == [parse_selector(t).select(DATA) for t in texts]
+    assert len(memo) == 3  # gpus, temperatures, net
+    # A match's labels are its own: changing them does not reach the memo or other matches.
+    shared[0][0].labels["index"] = "changed"
+    assert parse_selector("gpus[*].state").select(DATA, memo)[0].labels["index"] == "0"
 
 
 @pytest.mark.parametrize("text", ["", "gpus[", "gpus[]", "gpus[x]", "gpus..state", "9gpus", "gpus[=1]", "a-b"])

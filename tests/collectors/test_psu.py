@@ -140,6 +140,25 @@ def test_path_resistance_from_two_voltage_channels() -> None:
     assert estimate.resistance_mohm == pytest.approx(1.75, abs=0.02)
 
 
+
+def test_path_resistance_daily_fits_survive_a_restart() -> None:
+    def run(state: RailState, seqs: range) -> None:
+        for k in seqs:
+            amps = 20_000 + 5000 * (k % 20)
+            drop = round(amps * 1.75 / 1000)
+            feed(state, format_rm1(f"RM1,seq={k},up={k * 1000 + 1000},win=1000,n=9,v={12000 - drop}/"
+                                   f"{11990 - drop}/{12010 - drop},i={amps}/{amps}/{amps},vpsu=12000/11990/12010"))
+
+    before = PsuCollector(PsuSection(port="/dev/x"), HostRoot("/"), SystemClock())
+    run(before.state, range(20))
+    saved = before.export_path_state()
+    assert [(s.path, s.method, sum(d.n for d in s.days)) for s in saved] == [("vpsu-v", "two_point", 20)]
+    after = PsuCollector(PsuSection(port="/dev/x"), HostRoot("/"), SystemClock())
+    assert after.restore_path_state(saved) == 1 and after.state.resistance() == []  # until the path reports
+    run(after.state, range(20, 25))
+    assert after.export_path_state()[0].days[0].n == 25  # the same day: the saved sums and the new points
+
+
 # ---------------------------------------------------------------------------------------
 # The reader thread over a real pty
 
