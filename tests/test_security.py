@@ -58,7 +58,8 @@ def test_snapshot_config_hides_header_values_and_command_arguments() -> None:
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="dropping privileges needs root")
-def test_agent_started_as_root_drops_to_the_user() -> None:
+@pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])
+def test_agent_started_as_root_drops_to_the_user(journal: bool) -> None:
     nobody = pwd.getpwnam("nobody")
     # Outside pytest's 0700 temporary tree, so the unprivileged agent can reach its files.
     base = Path(tempfile.mkdtemp(prefix="rigmon-priv-"))
@@ -72,9 +73,12 @@ def test_agent_started_as_root_drops_to_the_user() -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
+        config = base / "agent.toml"
+        config.write_text("" if journal else "[journal]\nenabled = false\n")
+        config.chmod(0o644)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rigmon", "agent", "--root", str(base / "root"), "--state-dir", str(base / "state"),
-             "--listen", f"127.0.0.1:{port}", "--user", "nobody"],
+            [sys.executable, "-m", "rigmon", "agent", "--config", str(config), "--root", str(base / "root"),
+             "--state-dir", str(base / "state"), "--listen", f"127.0.0.1:{port}", "--user", "nobody"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={"PYTHONPATH": str(REPO), "HOME": str(base)})
         try:
@@ -91,13 +95,17 @@ def test_agent_started_as_root_drops_to_the_user() -> None:
             status = Path(f"/proc/{proc.pid}/status").read_text()
             uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
             assert set(map(int, uids)) == {nobody.pw_uid}
-            # The journal went on being written by the unprivileged agent.
-            assert frame["collectors"]["journal"]["state"] == "ok", frame["collectors"]["journal"]
+            if journal:
+                # The journal went on being written by the unprivileged agent.
+                assert frame["collectors"]["journal"]["state"] == "ok", frame["collectors"]["journal"]
             assert (base / "state").stat().st_uid == nobody.pw_uid
         finally:
             proc.terminate()
             proc.wait(10)
         assert proc.returncode == 0
+        # The alarm state is saved at the clean stop, by the unprivileged agent, journal or not.
+        saved = base / "state" / "alarm-state.json"
+        assert saved.is_file() and saved.stat().st_uid == nobody.pw_uid
     finally:
         shutil.rmtree(base)
 

@@ -82,7 +82,7 @@ def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:
     """Switch this process (every thread) to ``user``, with that user's groups.
 
     Call after the port is bound and devices are open: what is already open stays usable.
-    ``keep_dirs`` (the journal's state directory) are handed to the user first, so it can
+    ``keep_dirs`` (the state directory: journal, alarm state) are handed to the user first, so it can
     keep writing there and open them again after a restart. Without root, naming the user
     one already is is accepted and changes nothing.
 
@@ -167,7 +167,12 @@ async def serve(agent: Agent, listen: str, user: str = "") -> None:
         if user:
             await _settled(agent)
             state_dir = agent.config.agent.state_dir
-            drop_privileges(user, (state_dir,) if agent.journal is not None and state_dir else ())
+            keep: tuple[str, ...] = ()
+            if state_dir and (agent.journal is not None or agent.alarm_state is not None):
+                # The journal and the alarm state write there as the user: create it while root can.
+                os.makedirs(state_dir, mode=0o700, exist_ok=True)
+                keep = (state_dir,)
+            drop_privileges(user, keep)
         await server.serve(sockets=[sock])
     finally:
         await agent.stop()
