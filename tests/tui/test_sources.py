@@ -9,9 +9,9 @@ from rich.console import Console, RenderableType
 from textual.widgets import Static
 
 from rigmon.tui.app import RigmonApp
+from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
 from rigmon.tui.widgets.gpu_table import GpuTable
-from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.node_status import NodeStatus
