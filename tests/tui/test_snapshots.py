@@ -121,3 +121,14 @@ def test_cluster_screen_every_source(snap_compare: Any) -> None:
         await settle_recorded(app, fleet, pilot)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_node_screen_80x24(snap_compare: Any, theme: str) -> None:
+    app, fleet, _ = build_recorded([("v100", v100_frames(), 60)], theme=theme)
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

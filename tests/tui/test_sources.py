@@ -9,10 +9,12 @@ from rich.console import Console, RenderableType
 from textual.widgets import Static
 
 from rigmon.tui.app import RigmonApp
+from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
 from rigmon.tui.widgets.gpu_table import GpuTable
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_row import NodeRow
+from rigmon.tui.widgets.node_status import NodeStatus
 from rigmon.tui.widgets.rail_group import RailGroup
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
@@ -137,3 +139,58 @@ async def test_stalled_thunderbolt_net_is_marked() -> None:
         await open_node(app, next(iter(fleet.agents)), pilot)
         links = body_text(app.screen.query_one(LinkGroup))
         assert "STALLED" in next(line for line in links.splitlines() if "thunderbolt0" in line)
+
+
+async def test_array_and_member_names_stay_whole_at_any_width() -> None:
+    # 40 frames in, the mirror is recovering: the longest health text of the fixture.
+    app, fleet, _ = build([("raid", "raid1-member-failed-recovering", 40)])
+    async with app.run_test(size=(80, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        for width in (80, 100, 112, 120, 200):
+            await pilot.resize_terminal(width, 40)
+            await pilot.pause()
+            await pilot.pause()
+            group = app.screen.query_one(StorageGroup)
+            lines = text(group.query_one("#body", Static).content, group.content_size.width).splitlines()  # type: ignore[arg-type]
+            array = next(line for line in lines if line.lstrip().startswith("md127"))
+            assert "recovering 7" not in array and "recovering" in array, (width, array)
+            for member in ("└ nvme0n1[0]", "└ nvme2n1[1]"):
+                assert any(member in line for line in lines), (width, lines)
+            assert not any("…" in line for line in lines), (width, lines)
+
+
+async def test_node_status_keeps_every_label_whole_at_80_columns() -> None:
+    frames = [replace(f, run_id="0fd2bf965a2948b6e0a4c2ef98cc4f17") for f in load_frames("strix-amd-gpu")[:15]]
+    app, fleet, _ = build([("strix", frames, 15)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        status = app.screen.query_one(NodeStatus)
+        assert status.info is not None
+        status.info = replace(status.info, run_id="0fd2bf965a2948b6e0a4c2ef98cc4f17")
+        await pilot.pause()
+        shown = text(status.render(), status.content_size.width)
+        assert "…" not in shown
+        for label in ("node", "agent", "state", "last data", "run", "seq", "restarts", "frames lost"):
+            assert label in shown
+        assert "0fd2bf965a2948b6e0a4c2ef98cc4f17 (rigmon" in shown
+        # At 200 columns the same figures sit in two label/value pairs per line.
+        await pilot.resize_terminal(200, 40)
+        await pilot.pause()
+        wide = text(status.render(), status.content_size.width).splitlines()
+        assert wide[3].split()[:2] == ["restarts", "0"] and "frames lost" in wide[3]
+
+
+async def test_node_screen_lists_an_xid_once_with_both_sources() -> None:
+    app, fleet, _ = build([("v100", v100_frames(), 60)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        url = next(iter(fleet.agents))
+        raw = [e for e in app.cluster.nodes[url].events if e.kind == "xid"]
+        assert {e.data["source"] for e in raw} == {"nvml", "kmsg"}  # the store keeps both reports
+        await open_node(app, url, pilot)
+        listed = [e for e in app.screen.query_one(EventList).events if e.kind == "xid"]
+        assert len(listed) == 1 and listed[0].message.endswith("(NVML and kernel log)")
+        gpu_events = text(app.screen.query_one(GpuGroup).query_one("#gpu-events", Static).content)  # type: ignore[arg-type]
+        assert gpu_events.count("Xid 79 on GPU 3") == 1 and "NVML and kernel log" in gpu_events

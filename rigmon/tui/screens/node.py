@@ -13,6 +13,7 @@ from textual.widgets import Footer, Header
 
 from rigmon.cluster.store import NodeView
 from rigmon.schema import Event, Frame, Info
+from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.widgets.collector_health import CollectorHealth
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
@@ -50,7 +51,8 @@ class NodeScreen(Screen[None]):
         yield Footer()
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:
-        """Draw one node."""
+        """Draw one node; an Xid reported by NVML and by the kernel log is listed once."""
+        events = merge_xid_events(events)
         self.sub_title = f"{view.name} · {view.state}"
         status = self.query_one(NodeStatus)
         status.view = view
@@ -60,8 +62,15 @@ class NodeScreen(Screen[None]):
             group.trends = view.trends
             group.details = view.details
             group.events = events
-        self.query_one(CollectorHealth).collectors = dict(frame.collectors) if frame else {}
-        self.query_one(EventList).events = events
+        health = self.query_one(CollectorHealth)
+        health.collectors = dict(frame.collectors) if frame else {}
+        event_list = self.query_one(EventList)
+        event_list.events = events
+        # Their layout reactives do not fire when the values equal the last ones (a frozen
+        # clock, a paused replay); a first show racing the screen's first layout then left
+        # them one line high for good. Measuring again is cheap.
+        for widget in (status, health, event_list):
+            widget.refresh(layout=True)
 
     def action_back(self) -> None:
         """Back to the cluster screen."""

@@ -16,6 +16,18 @@ from rigmon.schema import Event
 
 #: Events drawn at most; older ones stay in the node's store.
 SHOWN = 30
+#: Below this many cells of content the time column leaves out the date when every shown
+#: event is of one UTC day (an 80-column terminal), giving the messages room.
+NARROW_WIDTH = 100
+
+
+def stamp_format(events: Sequence[Event], width: int) -> str:
+    """``strftime`` format of the time column: the full UTC date and time, or on a narrow box
+    only the time (all events of one day) or month, day and minute (several days)."""
+    if not 0 < width < NARROW_WIDTH:
+        return "%Y-%m-%d %H:%M:%S"
+    days = {time.strftime("%Y-%m-%d", time.gmtime(e.at)) for e in events}
+    return "%H:%M:%S" if len(days) <= 1 else "%m-%d %H:%M"
 
 
 class EventList(Widget):
@@ -50,9 +62,11 @@ class EventList(Widget):
         table.add_column("severity", no_wrap=True)
         table.add_column("subject", no_wrap=True)
         table.add_column("message", overflow="fold")
-        for event in list(events)[::-1][:SHOWN]:
+        shown = list(events)[::-1][:SHOWN]
+        stamp_as = stamp_format(shown, self.content_size.width)
+        for event in shown:
             style = self.get_component_rich_style(f"event-list--{event.severity}", partial=True)
             # The agent's own timestamp, in UTC so every node reads the same.
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.at))
+            stamp = time.strftime(stamp_as, time.gmtime(event.at))
             table.add_row(stamp, Text(event.severity, style=style), event.subject, event.message)
         return table

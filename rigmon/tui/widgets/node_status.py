@@ -14,6 +14,16 @@ from rigmon.cluster.store import NodeView
 from rigmon.schema import Info
 from rigmon.tui import format as fmt
 
+#: Cells between the columns of the status grid.
+GAP = 2
+
+
+def grid_width(rows: list[tuple[str, Text, str, Text]]) -> int:
+    """Cells the four-column grid of ``rows`` takes with no cell cut."""
+    widths = [max(len(row[0]) for row in rows), max(row[1].cell_len for row in rows),
+              max(len(row[2]) for row in rows), max(row[3].cell_len for row in rows)]
+    return sum(widths) + GAP * (len(widths) - 1)
+
 
 class NodeStatus(Widget):
     """Where the node's data comes from and how fresh it is."""
@@ -45,15 +55,26 @@ class NodeStatus(Widget):
         if view.reason and view.state != "live":
             state.append(f": {view.reason}")
         info = self.info
-        table = Table.grid(padding=(0, 2))
-        for _ in range(4):
-            table.add_column(no_wrap=True)
-        table.add_row(Text("node", style=label), view.name, Text("agent", style=label), view.url)
-        table.add_row(Text("state", style=label), state,
-                      Text("last data", style=label), "never" if view.age_s is None else f"{fmt.age(view.age_s)} ago")
         run = f"{info.run_id} (rigmon {info.agent_version})" if info else fmt.MISSING
         seq = str(view.summary.seq) if view.summary else fmt.MISSING
-        table.add_row(Text("run", style=label), run, Text("seq", style=label), seq)
-        table.add_row(Text("restarts", style=label), str(view.restarts),
-                      Text("frames lost", style=label), str(view.frames_lost))
+        rows = [
+            ("node", Text(view.name), "agent", Text(view.url)),
+            ("state", state, "last data", Text("never" if view.age_s is None else f"{fmt.age(view.age_s)} ago")),
+            ("run", Text(run), "seq", Text(seq)),
+            ("restarts", Text(str(view.restarts)), "frames lost", Text(str(view.frames_lost))),
+        ]
+        table = Table.grid(padding=(0, GAP))
+        if grid_width(rows) <= self.content_size.width or self.content_size.width <= 0:
+            for _ in range(4):
+                table.add_column(no_wrap=True)
+            for name, value, other, other_value in rows:
+                table.add_row(Text(name, style=label), value, Text(other, style=label), other_value)
+            return table
+        # Too narrow for two pairs side by side (an 80-column terminal): each line's second
+        # pair follows its first, and a long value (a failure reason) wraps instead of being cut.
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        for name, value, other, other_value in rows:
+            table.add_row(Text(name, style=label),
+                          Text.assemble(value, " " * GAP, (other, label), " ", other_value))
         return table

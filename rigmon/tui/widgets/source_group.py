@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
@@ -20,8 +21,11 @@ from rigmon.schema import Event, Frame
 
 #: How a figure is judged; picks its ``source-group--*`` style.
 Level = Literal["ok", "warn", "bad"]
-#: Below this many cells of content a box drops the optional columns of its tables.
+#: Below this many cells of content a box shortens some cells (an array's md name, a link's
+#: expected-speed source) and the GPU table drops its optional columns.
 NARROW_WIDTH = 100
+#: Cells a wrapping column is counted at when deciding whether a table fits (it wraps below that).
+WRAP_FIT_WIDTH = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +36,45 @@ class Column:
     right: bool = False
     width: int | None = None
     optional: bool = False
-    """Left out when the box is narrow (an 80-column terminal)."""
+    """Left out when the table does not fit the box (an 80-column terminal)."""
     wrap: bool = False
     """Wrap long cells instead of cutting them (the last column's reasons)."""
+    priority: int = 0
+    """Optional columns of lower priority are left out first (then the rightmost first)."""
+
+
+def cell_width(cell: RenderableType) -> int:
+    """Cells ``cell`` takes on one line; 0 for renderables that take the width they are given."""
+    if isinstance(cell, str):
+        return cell_len(cell)
+    if isinstance(cell, Text):
+        return max((cell_len(line) for line in cell.plain.splitlines()), default=0)
+    return 0
+
+
+def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]], width: int) -> list[int]:
+    """Indexes of the columns to draw in ``width`` cells (all when ``width`` is 0, not laid out yet):
+    optional columns go, least priority first, until the others fit at their natural widths."""
+    natural = [column_width(c, [row[i] for row in rows]) for i, c in enumerate(columns)]
+    keep = list(range(len(columns)))
+    if width <= 0:
+        return keep
+    # A cell has one cell of padding either side (see SourceGroup.table).
+    needed = sum(min(natural[i], WRAP_FIT_WIDTH) if columns[i].wrap else natural[i] for i in keep) + 2 * len(keep)
+    droppable = sorted((i for i, c in enumerate(columns) if c.optional), key=lambda i: (columns[i].priority, -i))
+    for index in droppable:
+        if needed <= width:
+            break
+        keep.remove(index)
+        needed -= natural[index] + 2
+    return keep
+
+
+def column_width(column: Column, cells: Sequence[RenderableType]) -> int:
+    """The width ``column`` takes uncut: its fixed width, or its widest cell or title."""
+    if column.width is not None:
+        return column.width
+    return max([cell_len(column.title), *(cell_width(cell) for cell in cells)])
 
 
 class SourceGroup(Widget):
@@ -154,14 +194,18 @@ class SourceGroup(Widget):
         return Text(text, style=self.style_of("label"))
 
     def table(self, columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]]) -> Table:
-        """A headed borderless table of ``rows``, without the optional columns when the box is narrow."""
-        narrow = 0 < self.content_size.width < NARROW_WIDTH
-        keep = [i for i, c in enumerate(columns) if not (narrow and c.optional)]
+        """A headed borderless table of ``rows`` without the optional columns that do not fit the box.
+
+        The first column (the device's name) is never squeezed: when even the required
+        columns do not fit, the others give way or wrap, so a name is always whole.
+        """
+        keep = fit_columns(columns, rows, self.content_size.width)
         table = Table(box=None, padding=(0, 1), show_edge=False, header_style=self.style_of("label"))
         for i in keep:
             c = columns[i]
+            whole = column_width(c, [row[i] for row in rows]) if i == 0 else None
             table.add_column(c.title, justify="right" if c.right else "left", no_wrap=not c.wrap, width=c.width,
-                             overflow="fold" if c.wrap else "ellipsis")
+                             min_width=whole, overflow="fold" if c.wrap else "ellipsis")
         for row in rows:
             table.add_row(*(row[i] for i in keep))
         return table

@@ -60,17 +60,21 @@ class StorageGroup(SourceGroup):
         return Group(*parts)
 
     def _arrays(self, frame: Frame) -> Table:
-        columns = (Column("array"), Column("level", optional=True), Column("health"), Column("read", True),
-                   Column("", width=SPARK_WIDTH, optional=True), Column("write", True),
+        # Trends go first when the box is short of room, then the RAID level; the health
+        # (with its sync progress) wraps rather than squeezing the array and member names.
+        columns = (Column("array"), Column("level", optional=True, priority=1), Column("health", wrap=True),
+                   Column("read", True), Column("", width=SPARK_WIDTH, optional=True), Column("write", True),
                    Column("", width=SPARK_WIDTH, optional=True), Column("imbal.", True), Column("vs best", True),
-                   Column("state", optional=True))
+                   Column("state", optional=True, priority=2))
         rows: list[list[RenderableType]] = []
         for array in frame.readings.raid:
             name = array.name if array.md_name is None or self.content_size.width < NARROW_WIDTH \
                 else f"{array.name} {array.md_name}"
             health: str = array.health
             if array.sync_action and array.sync_progress_pct is not None:
-                health += f" {array.sync_action} {array.sync_progress_pct:.0f}%"
+                # "recovering 21%", not "recovering recover 21%"; "ok check 40%" keeps the action.
+                action = "" if health.startswith(array.sync_action) else f" {array.sync_action}"
+                health += f"{action} {array.sync_progress_pct:.0f}%"
             imbalance = array.member_imbalance_pct
             share = array.vs_fastest_array_pct
             # The sysfs word says more than mdstat's (clean, active, read-auto...).
