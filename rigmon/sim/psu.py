@@ -248,7 +248,10 @@ class SimPsuRail:
             self._out.append(self._garble(line))
         else:
             self._out.append(line.encode() + b"\r\n")
-        self._lines.append(line)
+        if not self.use_pty:
+            # Kept for `take_lines` only off the pty: on it nobody takes them, and a long
+            # simulation at high speed would keep every line it ever sent.
+            self._lines.append(line)
 
     def _garble(self, line: str) -> bytes:
         """One kind of line damage, chosen at random: what a flaky USB-serial link does."""

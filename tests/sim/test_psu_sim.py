@@ -143,3 +143,16 @@ def test_adc_garbage_lines_never_parse_to_a_false_reading(tmp_path: Path) -> Non
     assert counters.checksum_errors_total + counters.malformed_lines_total + counters.long_lines_total > 20
     assert counters.windows_total > 150 and counters.reboots_total == 0
     assert reading.volts is not None and reading.volts.min_volts > 11.6
+
+
+def test_on_the_pty_sent_lines_are_not_kept(tmp_path: Path) -> None:
+    # A soak at 2000x sends thousands of lines a second: the simulator must not keep them.
+    rail = SimPsuRail(win_ms=100)
+    rail.pmbus = False
+    node = node_with(rail, tmp_path)
+    try:
+        for i in range(1, 200):
+            node.step(i * 0.1)
+        assert rail.take_lines() == []
+    finally:
+        rail.close()
