@@ -17,6 +17,8 @@ RECORD_BUFFER_BYTES = 16384
 MAX_RECORDS_PER_READ = 4096
 #: How often a plain file is checked for new records (the simulator's kernel log).
 FILE_POLL_S = 0.05
+#: Most bytes of a plain file read at once.
+FILE_READ_BYTES = 1 << 20
 #: Longest record kept from a plain file; the kernel's own limit is far lower (about 1 KiB of
 #: text), so a longer line is garbage: its start is kept, the rest dropped until the next newline.
 MAX_FILE_RECORD_BYTES = RECORD_BUFFER_BYTES
@@ -126,8 +128,10 @@ class KmsgReader:
             self._partial = b""
             self._skipping = False
         records: list[bytes] = []
-        while True:
-            chunk = os.pread(self._fd, 1 << 20, self._offset)
+        while self._offset < size:
+            # Only what was appended: a fixed large read on every poll (20 a second) would
+            # allocate and shrink a big buffer each time, which fragments the C heap.
+            chunk = os.pread(self._fd, min(size - self._offset, FILE_READ_BYTES), self._offset)
             if not chunk:
                 break
             self._offset += len(chunk)
