@@ -103,6 +103,7 @@ class Sampler:
     thread for itself and the other collectors move to a fresh one, so a hung call blocks
     only its own collector (the others for at most the part of one interval the tick waits):
     it is reported ``hung`` after ``timeout_s`` and is not called again until it returns.
+    Once it has returned, the collector rejoins the shared thread and its own one ends.
 
     Args:
         node: node name put in every frame.
@@ -312,6 +313,18 @@ class Sampler:
             while runner.done:
                 name, outcome, duration_s = runner.done.popleft()
                 self._finish(name, self._slots[name], outcome, duration_s)
+        self._release_runners()
+
+    def _release_runners(self) -> None:
+        """A collector whose overrunning call has returned goes back to the shared runner and
+        its own thread ends: a loaded machine that makes calls overrun now and then must not
+        gather one idle thread per collector that ever overran."""
+        for slot in self._slots.values():
+            runner = slot.runner
+            if runner is not None and not runner.busy and not runner.done and slot.running_since is None:
+                slot.runner = None
+                self._runners.remove(runner)
+                runner.executor.shutdown(wait=False)
 
     def _finish(self, name: str, slot: _Slot, outcome: _Outcome, duration_s: float) -> None:
         slot.running_since = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 
 from rigmon.agent.sampler import Sampler
@@ -36,6 +37,23 @@ class Hanging(PolledCollector):
         self.calls += 1
         self.release.wait(10)
         return [TemperatureReading(sensor="h", label="hanging", temp_c=1.0)]
+
+
+class Sometimes(PolledCollector):
+    """Quick, but its next call takes longer than a tick when told to."""
+
+    def __init__(self, sensor: str) -> None:
+        self.sensor = sensor
+        self.slow_next = threading.Event()
+        self.calls = self.slow_calls = 0
+
+    def collect(self) -> Sequence[object]:
+        self.calls += 1
+        if self.slow_next.is_set():
+            self.slow_next.clear()
+            self.slow_calls += 1
+            time.sleep(0.3)
+        return [TemperatureReading(sensor=self.sensor, label=self.sensor, temp_c=float(self.calls))]
 
 
 class Flaky(PolledCollector):
@@ -171,6 +189,7 @@ async def test_collector_queued_behind_a_hung_one_keeps_sampling() -> None:
     # thread: it must move to another thread and keep sampling.
     hanging, quick = Hanging(), Quick()
     sampler, frames = make({"hanging": hanging, "quick": quick})
+    before = collector_threads()
     task = asyncio.create_task(sampler.run())
     try:
         hung = await frames_until(frames, lambda f: f.collectors["hanging"].state == "hung")
@@ -181,12 +200,36 @@ async def test_collector_queued_behind_a_hung_one_keeps_sampling() -> None:
         hanging.release.set()
         recovered = await frames_until(frames, lambda f: f.collectors["hanging"].state == "ok")
         assert {t.sensor for t in recovered.readings.temperatures} == {"q", "h"}
-        # Called again once its stuck call returned, on the thread it kept.
+        # Called again once its stuck call returned, back on the shared thread: the thread it
+        # kept while stuck ends, so the collector threads are as many as before the hang.
         await frames_until(frames, lambda f: hanging.calls > 1)
+        await frames_until(frames, lambda f: collector_threads() - before <= 1)
     finally:
         hanging.release.set()
         sampler.stop()
         await task
+
+
+def collector_threads() -> int:
+    return sum(t.name.startswith("rigmon-collectors") and t.is_alive() for t in threading.enumerate())
+
+
+async def test_collectors_that_overran_now_and_then_do_not_gather_threads() -> None:
+    # A loaded machine makes calls overrun a tick now and then; each one pins a thread for a
+    # while, but once the calls return the threads end.
+    slow = [Sometimes(f"s{i}") for i in range(4)]
+    sampler, frames = make({c.sensor: c for c in slow}, interval_s=0.05)
+    before = collector_threads()
+    task = asyncio.create_task(sampler.run())
+    try:
+        for c in slow:
+            c.slow_next.set()
+            await frames_until(frames, lambda f, c=c: c.slow_calls >= 1 and f.collectors[c.sensor].state == "ok")
+        await frames_until(frames, lambda f: all(c.calls >= 20 for c in slow) and collector_threads() - before <= 1)
+    finally:
+        sampler.stop()
+        await task
+    assert sum(c.slow_calls for c in slow) == 4
 
 
 async def test_every_tick_calls_the_collectors_due() -> None:
