@@ -296,12 +296,12 @@ class AlarmEngine:
             yield from self._trend(rule, state, matches, now)
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
-             value: EventValue, details: Mapping[str, Any] | None = None) -> Observation:
+             value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True) -> Observation:
         subj = self._subjects[rule.name].render(labels, subject)
         if not active:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
-            return Observation(subject=subj, active=False, value=value, labels=dict(labels))
+            return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known)
         fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
@@ -382,8 +382,13 @@ class AlarmEngine:
             while len(hist) >= 2 and hist[1][0] <= now - rule.window_s:
                 hist.popleft()
             increase = v - hist[0][1]
-            yield self._obs(rule, m, m.subject, m.labels, increase > rule.max_increase, _tidy(increase),
-                            {"increase": increase, "total": _tidy(v)})
+            active = increase > rule.max_increase
+            # Less than a window of history (since the agent started or the counter was reset)
+            # cannot say the counter is quiet: an alarm carried over a restart, or firing across
+            # a driver reload, must not resolve on it and fire again moments later.
+            known = active or hist[0][0] <= now - rule.window_s
+            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(increase),
+                            {"increase": increase, "total": _tidy(v)}, known=known)
 
     def _staleness(self, rule: StalenessRule, state: _RuleState, matches: list[Match],
                    now: float) -> Iterable[Observation]:

@@ -54,6 +54,10 @@ class Observation:
         labels: the subject's identity (``index``, ``name``, ``key``).
         latch: an event: fires at once and stays firing until acknowledged or expired.
         node: the node the alarm is about, when not the book's own (cluster rules).
+        known: False when the rule has data for the subject but no verdict yet (a counter
+            whose window is not filled since the agent started or the counter was reset):
+            nothing changes, a clear hold neither starts nor ends, and the subject is not
+            absent. Only meaningful with ``active`` False.
     """
 
     subject: str
@@ -63,6 +67,42 @@ class Observation:
     labels: dict[str, str] = field(default_factory=dict)
     latch: bool = False
     node: str = ""
+    known: bool = True
+
+
+def merge_by_subject(observations: Iterable[Observation]) -> list[Observation]:
+    """One observation per subject, in order of first appearance (events are left as they are).
+
+    Several matches of a rule can share a subject: the NVLinks of one GPU under the
+    subject ``gpu:{index}``. Applied one after the other, a clear link would resolve what a
+    rising link had just fired, on every frame. The subject is active when any of its
+    observations is (the one with the largest numeric value decides, else the first
+    active one); otherwise it has no verdict when any has none; otherwise it is clear.
+    Latched (event) observations each count as one more event, so they are not merged.
+    """
+    out: list[Observation] = []
+    where: dict[str, int] = {}
+    for obs in observations:
+        if obs.latch:
+            out.append(obs)
+            continue
+        i = where.get(obs.subject)
+        if i is None:
+            where[obs.subject] = len(out)
+            out.append(obs)
+        elif _rank(obs) > _rank(out[i]):
+            out[i] = obs
+    return out
+
+
+def _rank(obs: Observation) -> tuple[int, float]:
+    """How strongly an observation speaks for its subject: active beats unknown beats clear;
+    among active ones, the larger number."""
+    if not obs.active:
+        return (1 if not obs.known else 0, 0.0)
+    value = obs.value
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("-inf")
+    return (2, number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +141,7 @@ class _Track:
 class _Carry:
     alarm: Alarm
     expires_at: float
+    clear_since: float | None = None
 
 
 class AlarmBook:
@@ -140,7 +181,7 @@ class AlarmBook:
         """
         out: list[Transition] = []
         seen: set[str] = set()
-        for obs in observations:
+        for obs in merge_by_subject(observations):
             seen.add(obs.subject)
             out.extend(self._apply(rule, obs, now, latch_s))
         for (rule_name, subject), track in list(self._active.items()):
@@ -174,9 +215,11 @@ class AlarmBook:
         if track is None and key in self._carried:
             if obs.active:
                 return [self._continue(key, obs, now)]
-            return [self._settle(key, now, "clear after the agent restarted")]
+            if not obs.known:
+                return []
+            return [self._carried_clear(rule, key, now)]
         if not obs.active:
-            if track is None or track.latch_until is not None:
+            if track is None or track.latch_until is not None or not obs.known:
                 return []
             if track.alarm.state == "pending":
                 return [self._resolve(key, now, track.alarm.message)]
@@ -222,6 +265,22 @@ class AlarmBook:
         alarm = dataclasses.replace(carry.alarm, state="firing", value=obs.value, message=obs.message,
                                     updated_at=now)
         self._active[key] = _Track(alarm=alarm, hold_s=0.0)
+        return Transition("firing", alarm, "firing", restored=True)
+
+    def _carried_clear(self, rule: TrackedRule, key: tuple[str, str], now: float) -> Transition:
+        """A restored alarm's condition is clear: it resolves once clear for the rule's ``clear_hold_s``.
+
+        The clear hold runs from when it started before the restart (if it had) or from now;
+        until it ends the alarm goes on firing, so a condition that comes and goes is not
+        resolved and fired again (re-notified, a new id) by a restart.
+        """
+        carry = self._carried[key]
+        clear_since = now if carry.clear_since is None else min(carry.clear_since, now)
+        if now - clear_since >= rule.clear_hold_s:
+            return self._settle(key, now, "clear after the agent restarted")
+        del self._carried[key]
+        alarm = dataclasses.replace(carry.alarm, state="firing", updated_at=now)
+        self._active[key] = _Track(alarm=alarm, hold_s=0.0, clear_since=clear_since)
         return Transition("firing", alarm, "firing", restored=True)
 
     def _settle(self, key: tuple[str, str], now: float, why: str) -> Transition:
@@ -310,8 +369,9 @@ class AlarmBook:
 
         Pending alarms are left out: their hold time starts again on fresh readings.
         """
-        alarms = [CarriedAlarm(t.alarm, t.latch_until) for t in self._active.values() if t.alarm.fired_at is not None]
-        alarms += [CarriedAlarm(c.alarm) for c in self._carried.values()]
+        alarms = [CarriedAlarm(t.alarm, t.latch_until, t.clear_since) for t in self._active.values()
+                  if t.alarm.fired_at is not None]
+        alarms += [CarriedAlarm(c.alarm, clear_since=c.clear_since) for c in self._carried.values()]
         return tuple(alarms), tuple(self._recent)
 
     def restore(self, alarms: Iterable[CarriedAlarm], recent: Iterable[Alarm], rules: Mapping[str, TrackedRule],
@@ -321,8 +381,10 @@ class AlarmBook:
         A latched (event) alarm is active again at once until its ``latch_until`` (one that
         expired while the agent was down goes to the recent list). Any other alarm waits for
         the first fresh observation of its rule and subject: still active, its episode goes
-        on (`Transition.restored`); clear, it resolves; not reported within `CARRY_S` (or the
-        rule's ``absent_resolve_s``), it resolves as no longer reported.
+        on (`Transition.restored`); clear, it resolves once clear for the rule's
+        ``clear_hold_s`` (counted from before the restart if its clear hold had begun),
+        going on firing until then; not reported within `CARRY_S` (or the rule's
+        ``absent_resolve_s``), it resolves as no longer reported.
 
         Args:
             alarms: as `export` gave them.
@@ -352,7 +414,8 @@ class AlarmBook:
                     continue
                 self._active[key] = _Track(alarm=alarm, hold_s=0.0, latch_until=carried.latch_until)
             else:
-                self._carried[key] = _Carry(alarm=alarm, expires_at=now + max(CARRY_S, rule.absent_resolve_s))
+                self._carried[key] = _Carry(alarm=alarm, expires_at=now + max(CARRY_S, rule.absent_resolve_s),
+                                            clear_since=carried.clear_since)
             taken += 1
         room = (self._recent.maxlen or 0) - len(self._recent)
         for alarm in list(recent)[:max(0, room)]:

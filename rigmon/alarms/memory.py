@@ -10,7 +10,10 @@ quickly is kept:
   that retrained at 10 Gb/s after a reboot must not become the new normal);
 * alarms that had fired, with their acknowledgement: an acknowledged alarm still firing
   after a restart stays acknowledged (same id, same start), and one that cleared while the
-  agent was down is resolved, not forgotten. Latched (event) alarms come back as they were;
+  agent was down is resolved (after the rule's ``clear_hold_s``), not forgotten. An alarm
+  whose condition was clear but within its ``clear_hold_s`` keeps when that began, so the
+  hold is not restarted (nor cut short) by the restart. Latched (event) alarms come back
+  as they were;
 * the recently resolved alarms of ``/v1/alarms``.
 
 Not kept: whether a reading-derived alarm is firing (re-derived from the first fresh
@@ -68,10 +71,14 @@ class CarriedAlarm:
     Attributes:
         alarm: the record as it was (``firing``, with its acknowledgement if any).
         latch_until: for a latched (event) alarm, Unix seconds when it expires.
+        clear_since: Unix seconds since which its condition had been clear, when it was
+            within the rule's ``clear_hold_s`` (clear, not yet resolved); the hold goes on
+            from there after the restart.
     """
 
     alarm: Alarm
     latch_until: float | None = None
+    clear_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

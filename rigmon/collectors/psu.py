@@ -470,7 +470,7 @@ class PsuCollector:
 
     def collect(self) -> Sequence[object]:
         if not self.config.port:
-            raise NoData("no [psu] port configured")
+            raise NoData("no serial port configured (psu.port is empty)")
         if self._thread is None:
             raise CollectorError("reader not started")
         self._first_attempt.wait(FIRST_OPEN_WAIT_S)

@@ -1,14 +1,22 @@
-"""Test helpers for the rule engine: a settable clock and a table runner."""
+"""Test helpers for the rule engine: a settable clock, a table runner, and frames of a
+simulated rig read by the real collectors."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from rigmon.agent.check import readings_from
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, default_rules, parse_rules
-from rigmon.schema import Event
+from rigmon.collectors import REGISTRY
+from rigmon.collectors.base import CollectorContext, NoData
+from rigmon.config import AgentConfig, AgentSection
+from rigmon.hw.root import HostRoot
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame
+from rigmon.sim.rig import SimRig, get_scenario
 
 
 class FakeClock:
@@ -60,3 +68,42 @@ def run(rule_set: Sequence[Rule], steps: Sequence[Step]) -> tuple[AlarmEngine, l
 def event(kind: str, subject: str, message: str = "", **data: str | int | float | bool | None) -> Event:
     return Event(id=f"e-{kind}-{subject}", at=T0, kind=kind, severity="warning", subject=subject,
                  message=message or kind, data=dict(data))
+
+
+def sim_frames(scenario: str, nodes: int, workdir: Path, clock: FakeClock, steps: int,
+               step_s: float) -> Iterator[Frame]:
+    """Frames of a simulated rig, one per node every ``step_s`` simulated seconds.
+
+    The real collectors read each node's tree on ``clock`` (set to the frame's time), as the
+    agent's sampler would, without threads: pushed sources (the ADC on its pty) do not
+    report, so rail readings are absent.
+    """
+    rig = SimRig(get_scenario(scenario), nodes, workdir)
+    per_node = []
+    for node in rig.nodes:
+        config = AgentConfig(agent=AgentSection(node=node.name, root=str(node.tree.root)))
+        ctx = CollectorContext(root=HostRoot(node.tree.root), clock=clock, config=config)
+        per_node.append((node, {name: factory(ctx) for name, factory in REGISTRY.items()}))
+    try:
+        for seq in range(1, steps + 1):
+            t_s = seq * step_s
+            clock.t = T0 + t_s
+            rig.step(t_s)
+            for node, collectors in per_node:
+                records: list[object] = []
+                statuses = {}
+                for name, collector in collectors.items():
+                    try:
+                        records.extend(collector.collect())
+                    except NoData:
+                        statuses[name] = CollectorStatus(state="absent", ok=True, duration_s=0.001,
+                                                         sampled_at=clock.t)
+                        continue
+                    statuses[name] = CollectorStatus(state="ok", ok=True, duration_s=0.001, sampled_at=clock.t)
+                yield Frame(schema=SCHEMA_VERSION, node=node.name, run_id=scenario, seq=seq, taken_at=clock.t,
+                            agent_start=T0, collectors=statuses, readings=readings_from(records))
+    finally:
+        rig.close()
+        for _, collectors in per_node:
+            for collector in collectors.values():
+                collector.close()

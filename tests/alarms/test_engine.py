@@ -79,9 +79,14 @@ subject = "cpu"
 
 
 def test_default_rail_rules_warning_then_critical() -> None:
-    _, seen = run(default("psu_rail_low_warning", "psu_rail_low_critical"), rail(12.02, 11.65, 11.42, 11.6, 11.9))
-    # 11.6 V is past the critical limit plus its 0.05 V hysteresis, not yet past the warning's.
-    assert seen == [(1, "firing", "psu"), (2, "firing", "psu"), (3, "resolved", "psu"), (4, "resolved", "psu")]
+    steps = rail(12.02, 11.65, 11.42, 11.6, 11.9)
+    steps += [Step(t, rail(v)[0].data) for t, v in ((30.0, 11.45), (31.0, 11.9), (90.0, 11.9), (91.0, 12.0))]
+    engine, seen = run(default("psu_rail_low_warning", "psu_rail_low_critical"), steps)
+    # 11.6 V is past the critical limit plus its 0.05 V hysteresis, not yet past the warning's;
+    # a sag again within the 60 s clear hold goes on with the same alarms, which resolve
+    # once the rail has been clear for 60 s.
+    assert seen == [(1, "firing", "psu"), (2, "firing", "psu"), (91, "resolved", "psu"), (91, "resolved", "psu")]
+    assert [a.rule for a in engine.recent()] == ["psu_rail_low_critical", "psu_rail_low_warning"]
 
 
 def gpu_states(*states: str) -> dict[str, Any]:
@@ -117,10 +122,12 @@ def test_collector_failing_with_hold_and_hung() -> None:
 
     _, seen = run(default("collector_failing", "collector_hung"),
                   [Step(0, col("ok", "error")), Step(5, col("ok", "error")), Step(10, col("ok", "error")),
-                   Step(11, col("ok", "hung")), Step(12, col("ok", "ok"))])
+                   Step(11, col("ok", "hung")), Step(12, col("ok", "ok")), Step(40, col("ok", "ok")),
+                   Step(41, col("ok", "ok")), Step(42, col("ok", "ok"))])
+    # Each resolves once clear for its 30 s clear hold.
     assert seen == [(0, "pending", "collector:gpu"), (10, "firing", "collector:gpu"),
-                    (11, "resolved", "collector:gpu"), (11, "firing", "collector:gpu"),
-                    (12, "resolved", "collector:gpu")]
+                    (11, "firing", "collector:gpu"), (41, "resolved", "collector:gpu"),
+                    (42, "resolved", "collector:gpu")]
 
 
 def links(**speeds: int) -> dict[str, Any]:
@@ -383,3 +390,56 @@ def test_the_default_rules_templates_all_take_the_fast_path() -> None:
     for rule in default("collector_silent", "psu_rail_low_warning", "gpu_pcie_replay_rising", "net_link_slower"):
         assert Template(rule.subject).compiled and Template(rule.message).compiled
     assert not Template("{value!r}").compiled and not Template("{gpu.index}").compiled
+
+
+NVLINK_CRC = """
+[[rule]]
+name = "crc"
+kind = "counter"
+select = "gpus[*].nvlinks[*].crc_flit_total"
+max_increase = 10
+window_s = 60.0
+subject = "gpu:{index}"
+message = "link #{position} +{increase:.0f}"
+"""
+
+
+def nvlinks(*totals: tuple[int, ...], every_s: float = 1.0) -> list[Step]:
+    """GPU 0 with one NVLink per value of each step (link 2 of a loose GPU rising, the others quiet)."""
+    return [Step(i * every_s, {"gpus": [{"index": 0, "nvlinks": [{"link": n, "crc_flit_total": v}
+                                                                  for n, v in enumerate(links)]}]})
+            for i, links in enumerate(totals)]
+
+
+def test_links_sharing_a_subject_do_not_flap() -> None:
+    """The links of one GPU share the subject ``gpu:0``: a quiet link does not resolve what a
+    rising one fired (it did, on every frame, on the loose-sxm2 scenario)."""
+    steps = nvlinks(*((0, 0, 8 * i, 0) for i in range(10)))
+    engine, seen = run(rules(NVLINK_CRC), steps)
+    assert seen == [(2, "firing", "gpu:0")]
+    (alarm,) = engine.active()
+    assert alarm.message == "link #2 +72" and alarm.labels["position"] == "2"
+
+
+def test_the_worst_link_decides_the_message_and_every_link_must_be_quiet_to_clear() -> None:
+    steps = nvlinks((0, 0, 0), *((20, 0, 30) for _ in range(9)), every_s=10.0)
+    engine, seen = run(rules(NVLINK_CRC), steps)
+    # Fires at 10 s (link 2 +30 decides the message); clear once the rises leave the 60 s window.
+    assert seen == [(10, "firing", "gpu:0"), (70, "resolved", "gpu:0")]
+    assert engine.recent()[0].message == "link #2 +30"
+
+
+def test_a_counter_reset_under_a_firing_alarm_does_not_resolve_it_at_once() -> None:
+    """After a reset (driver reload) less than a window of history cannot say the link is quiet."""
+    steps = replays(0, 20, 0, 0, 0, 0, 0, 0, 0, 0, every_s=10.0)
+    assert run(rules(COUNTER), steps)[1] == [(10, "firing", "gpu:0"), (80, "resolved", "gpu:0")]
+
+
+def test_clear_hold_keeps_a_bursty_counter_firing() -> None:
+    """A counter that rises in bursts drifts below and above its limit as bursts leave the
+    window; ``clear_hold_s`` keeps the alarm firing through the short clear spells."""
+    values = (0, 6, 12, 12, 12, 12, 12, 12, 18, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24)
+    without = run(rules(COUNTER), replays(*values))[1]
+    assert [c for _, c, _ in without] == ["firing", "resolved", "firing", "resolved"]
+    held = run(rules(COUNTER + "clear_hold_s = 30.0\n"), replays(*values))[1]
+    assert held == [(20, "firing", "gpu:0"), (170, "resolved", "gpu:0")]

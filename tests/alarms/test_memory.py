@@ -185,3 +185,53 @@ def test_recent_alarms_and_rules_no_longer_in_force() -> None:
     summary = engine(rules(SLOW_LINK)).restore_memory(before.export_memory(), T0 + 20)
     assert summary.alarms == 0 and summary.recent == 1
     assert any("rule rail is no longer in force" in d for d in summary.dropped)
+
+
+def test_a_counter_alarm_goes_on_across_a_restart() -> None:
+    """Counter windows are not kept: the fresh window is no verdict, so the restored alarm
+    is neither resolved nor fired again (with a new id, notified twice) a few seconds later."""
+    def crc(total: int) -> dict[str, Any]:
+        return {"gpus": [{"index": 2, "nvlinks": [{"link": 0, "crc_flit_total": 0},
+                                                   {"link": 2, "crc_flit_total": total}]}]}
+
+    before = engine(default("gpu_nvlink_crc_rising"))
+    for t in range(0, 30, 5):
+        before.evaluate_data(crc(8 * t), [], T0 + t)
+    (alarm,) = before.active()
+    after = restart(before, now=T0 + 40)
+    changes = []
+    for t in range(41, 50):
+        changes += [(t, tr.change, tr.restored, tr.alarm.id) for tr in after.evaluate_data(crc(8 * t), [], T0 + t)]
+    # The first frames rise by less than 10: no verdict; the third confirms the alarm.
+    assert changes == [(43, "firing", True, alarm.id)]
+
+
+RAIL_HELD = RAIL.replace("hold_s = 5.0", "hold_s = 5.0\nclear_hold_s = 30.0")
+
+
+def test_a_clear_hold_in_progress_goes_on_across_a_restart() -> None:
+    before = engine(rules(RAIL_HELD))
+    for t, v in ((0, 11.5), (5, 11.5), (10, 12.0), (20, 12.0)):
+        before.evaluate_data(rail(v), [], T0 + t)
+    (alarm,) = before.active()
+    assert before.export_memory().alarms[0].clear_since == T0 + 10
+    after = restart(before, now=T0 + 25)
+    (tr,) = after.evaluate_data(rail(12.0), [], T0 + 26)
+    assert (tr.change, tr.restored, tr.alarm.id, tr.alarm.state) == ("firing", True, alarm.id, "firing")
+    assert after.evaluate_data(rail(12.0), [], T0 + 39) == []
+    (tr,) = after.evaluate_data(rail(12.0), [], T0 + 40)  # 30 s after it first cleared, before the restart
+    assert (tr.change, tr.alarm.id) == ("resolved", alarm.id)
+
+
+def test_a_restored_alarm_clear_on_fresh_readings_waits_for_its_clear_hold() -> None:
+    """A sag that comes and goes: a restart in a clear moment does not resolve the alarm and
+    fire it again at the next sag."""
+    before = engine(rules(RAIL_HELD))
+    for t in (0, 5):
+        before.evaluate_data(rail(11.5), [], T0 + t)
+    (alarm,) = before.active()
+    after = restart(before, now=T0 + 100)
+    seen = []
+    for t, v in ((101, 12.0), (110, 11.5), (111, 12.0), (140, 12.0), (141, 12.0)):
+        seen += [(t, tr.change, tr.alarm.id) for tr in after.evaluate_data(rail(v), [], T0 + t)]
+    assert seen == [(101, "firing", alarm.id), (141, "resolved", alarm.id)]
