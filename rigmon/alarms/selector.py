@@ -34,7 +34,7 @@ from rigmon.typed import to_data
 
 #: Fields that name a list item, in order of preference. ``index`` comes before ``name``
 #: because a GPU's ``name`` is its product name, shared by every GPU of a node.
-IDENTITY_FIELDS = ("index", "uuid", "name", "id", "sensor", "device", "path", "bus_id")
+IDENTITY_FIELDS = ("index", "uuid", "name", "id", "sensor", "device", "path", "bus_id", "link")
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _STEP_RE = re.compile(rf"(?P<name>{_NAME}|\*)(?P<filters>(\[[^\[\]]*\])*)")

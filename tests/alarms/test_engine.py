@@ -400,7 +400,7 @@ select = "gpus[*].nvlinks[*].crc_flit_total"
 max_increase = 10
 window_s = 60.0
 subject = "gpu:{index}"
-message = "link #{position} +{increase:.0f}"
+message = "link {link} +{increase:.0f}"
 """
 
 
@@ -418,7 +418,8 @@ def test_links_sharing_a_subject_do_not_flap() -> None:
     engine, seen = run(rules(NVLINK_CRC), steps)
     assert seen == [(2, "firing", "gpu:0")]
     (alarm,) = engine.active()
-    assert alarm.message == "link #2 +72" and alarm.labels["position"] == "2"
+    # NVLinks are told apart by their ``link`` number, so a message can name the rising one.
+    assert alarm.message == "link 2 +72" and alarm.labels["link"] == "2"
 
 
 def test_the_worst_link_decides_the_message_and_every_link_must_be_quiet_to_clear() -> None:
@@ -426,7 +427,7 @@ def test_the_worst_link_decides_the_message_and_every_link_must_be_quiet_to_clea
     engine, seen = run(rules(NVLINK_CRC), steps)
     # Fires at 10 s (link 2 +30 decides the message); clear once the rises leave the 60 s window.
     assert seen == [(10, "firing", "gpu:0"), (70, "resolved", "gpu:0")]
-    assert engine.recent()[0].message == "link #2 +30"
+    assert engine.recent()[0].message == "link 2 +30"
 
 
 def test_a_counter_reset_under_a_firing_alarm_does_not_resolve_it_at_once() -> None:
