@@ -20,6 +20,7 @@ from rigmon.cluster.config import DEFAULT_THEME, NodeTarget
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
+from rigmon.tui.critical_toast import CriticalToast
 from rigmon.tui.messages import (
     NodeAlarms,
     NodeAlarmsFailed,
@@ -117,6 +118,7 @@ class RigmonApp(App[None]):
         self.export_dir = export_dir or Path.cwd()
         self.alarm_poll_s = alarm_poll_s
         self.critical = CriticalWatch()
+        self.critical_toast = CriticalToast()
         self._alarm_wake: dict[str, asyncio.Event] = {}
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
@@ -210,7 +212,7 @@ class RigmonApp(App[None]):
         self.cluster.evaluate_alarms()
         board = board_view(self.cluster)
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
-        operations.announce(self, self.critical.news(board.active, listed))
+        self.critical_toast.announce(self, self.critical.news(board.active, listed))
         screen = self.screen
         for bar in screen.query(ReplayBar):
             bar.position = self.replay.position() if self.replay is not None else None

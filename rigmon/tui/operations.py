@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import getpass
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
@@ -21,23 +20,6 @@ from rigmon.cluster.export import (
 
 if TYPE_CHECKING:
     from rigmon.tui.app import RigmonApp
-
-
-#: Alarms listed in one toast; more are counted.
-ANNOUNCED_AT_MOST = 4
-
-
-def announce(app: RigmonApp, rows: Sequence[AlarmRow]) -> None:
-    """One toast and one ring of the terminal bell for the alarms that just turned critical
-    (several at once, as when a GPU falls off the bus, make one toast, not a stack)."""
-    if not rows:
-        return
-    title = f"CRITICAL {rows[0].alarm.rule}" if len(rows) == 1 else f"CRITICAL: {len(rows)} alarms"
-    lines = [f"{r.node} {r.alarm.subject}: {r.alarm.message}" for r in rows[:ANNOUNCED_AT_MOST]]
-    if len(rows) > ANNOUNCED_AT_MOST:
-        lines.append(f"and {len(rows) - ANNOUNCED_AT_MOST} more: press a")
-    app.notify("\n".join(lines), title=title, severity="error", timeout=15)
-    app.bell()
 
 
 def login_name() -> str:

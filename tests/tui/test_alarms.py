@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.cluster.client import AgentClient
@@ -13,9 +16,10 @@ from rigmon.schema import AlarmList
 from rigmon.sim.rig import running_rig
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.alarms import AlarmsScreen
+from rigmon.tui.widgets.alarm_detail import AlarmDetail
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from tests.tui.snapshot_apps.dashboard import wait_for
-from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm
+from tests.tui.snapshot_apps.fake_agent import START_AT, FakeAgent, FakeClock, make_alarm
 
 SIZE = (160, 50)
 CONTROL_TOKEN = "control-s3cret"
@@ -61,7 +65,8 @@ async def test_alarms_screen_rings_for_critical_and_acknowledges(rig, monkeypatc
         rules = {r.alarm.rule for r in active_rows(app)}
         assert rules & {"psu_rail_low_warning", "psu_rail_low_critical"}
         assert bells, "a critical alarm rang the bell"
-        assert any(n.startswith("CRITICAL gpu_lost") for n in notices(app))
+        # The lost GPU's alarm is announced, alone or in one toast with the others of the incident.
+        assert any(n.startswith("CRITICAL") and "GPU 3 is lost" in n for n in notices(app))
         # The cluster screen counts the node's firing alarms in its ⚠ column.
         store = app.cluster.nodes[url]
         view = next(v for v in app.cluster.views() if v.key == url)
@@ -121,3 +126,52 @@ async def test_read_only_agent_and_cluster_alarm_acknowledgements() -> None:
         await pilot.press("up", "x")  # a cluster alarm is acknowledged in the dashboard
         await wait_for(lambda: any(n.startswith("Acknowledged") for n in notices(app)))
         assert app.cluster.rules.active()[0].acknowledged_by == app.ack_by
+
+
+def detail_text(app: RigmonApp) -> str:
+    detail = app.screen.query_one(AlarmDetail)
+    console = Console(width=detail.content_size.width, color_system=None, file=io.StringIO(), record=True)
+    console.print(detail.render())
+    return console.export_text()
+
+
+async def test_a_narrow_screen_shows_the_alarm_under_the_cursor_in_full() -> None:
+    agent = FakeAgent("node02", frames=3)
+    agent.alarms = AlarmList(node="node02", active=(
+        make_alarm("node02", 1, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)", at=START_AT + 140),
+        replace(make_alarm("node02", 2, "psu_rail_low_warning", "warning", "psu",
+                           "12 V rail minimum 11.62 V is below 11.7 V", at=START_AT + 120),
+                acknowledged_at=START_AT + 130, acknowledged_by="alice"),
+    ), recent=(make_alarm("node02", 3, "thunderbolt_degraded", "warning", "link:0-1",
+                          "Thunderbolt/USB4 link link:0-1 is degraded: re-plug both ends", resolved=True,
+                          at=START_AT + 30),))
+    clock = FakeClock()
+    app = RigmonApp([NodeTarget(agent.url)], clock=clock, refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        await pilot.pause()
+        detail = app.screen.query_one(AlarmDetail)
+        assert detail.display, "at 80 columns the message and ack columns are off-screen"
+        shown = detail_text(app)
+        assert "critical firing  node02  gpu_lost  gpu:3" in shown
+        assert "since 01-01 00:02:20 UTC  not acknowledged" in shown
+        assert "GPU 3 is lost (fell off the bus)" in shown
+        await pilot.press("down")
+        shown = detail_text(app)
+        assert "12 V rail minimum 11.62 V is below 11.7 V" in shown
+        assert "acknowledged by alice 01-01 00:02:10 UTC" in shown
+        await pilot.press("tab")  # the resolved alarms
+        await pilot.pause()
+        shown = detail_text(app)
+        assert "warning resolved  node02  thunderbolt_degraded  link:0-1" in shown
+        assert "fired 01-01 00:00:30 UTC  resolved 01-01 00:01:00 UTC" in shown
+        assert "re-plug both ends" in shown
+        # Wide enough for every column: the tables alone, as before.
+        await pilot.resize_terminal(200, 40)
+        await pilot.pause()
+        await pilot.pause()
+        assert not detail.display

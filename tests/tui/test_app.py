@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual import events
+from textual.containers import VerticalScroll
+
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.store import contiguous
@@ -116,6 +119,67 @@ async def test_keys_open_node_go_back_help_theme_and_quit() -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+def cursor_node(app: RigmonApp) -> str | None:
+    focused = app.focused
+    return focused.view.name if isinstance(focused, NodeRow) and focused.view is not None else None
+
+
+def type_at_once(app: RigmonApp, *keys: str) -> None:
+    """Keys as a terminal delivers them in one read (tmux send-keys, a fast typist): queued
+    together, before the app has handled the first (Pilot.press waits after each)."""
+    for key in keys:
+        app.post_message(events.Key(key, None))
+
+
+async def test_cursor_keys_read_together_each_start_where_the_last_left_it() -> None:
+    agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2, 3, 4)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+        app.refresh_screen()
+        await pilot.pause()
+        assert cursor_node(app) == "node01"  # the top row until the operator moves
+        await pilot.press("end")
+        assert cursor_node(app) == "node04"
+        type_at_once(app, "home", "down", "down")
+        await pilot.pause()
+        assert cursor_node(app) == "node03"
+        # The list is re-sorted (node03 to the top) and a key comes before the next redraw:
+        # it moves from node03 where it is now, not from the row node03 had.
+        screen = app.screen
+        assert isinstance(screen, ClusterScreen)
+        views = {v.name: v for v in app.cluster.views()}
+        screen.show([views[name] for name in ("node03", "node01", "node02", "node04")])
+        type_at_once(app, "down", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        assert app.selected == agents[0].url
+
+
+async def test_another_node_opens_at_its_top_and_a_redraw_keeps_the_scroll() -> None:
+    agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+        app.open_node(agents[0].url)
+        await pilot.pause()
+        body = app.screen.query_one("#node-body", VerticalScroll)
+        assert body.max_scroll_y > 5, "the node screen is taller than 24 lines"
+        body.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        bottom = body.scroll_y
+        assert bottom > 0
+        app.refresh_screen()  # the refresh timer: the same node again
+        await pilot.pause()
+        assert body.scroll_y == bottom
+        app.action_show_mode("cluster")
+        await pilot.pause()
+        app.open_node(agents[1].url)
+        await pilot.pause()
+        assert app.screen.query_one("#node-body", VerticalScroll) is body
+        assert body.scroll_y == 0
 
 
 async def test_broken_theme_file_is_a_notification(tmp_path: Path) -> None:

@@ -74,6 +74,23 @@ def test_alarms_screen(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(140, 36), run_before=run_before)
 
 
+def test_alarms_screen_80x24(snap_compare: Any) -> None:
+    app, fleet, clock = build()
+    give_alarms(fleet)
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await alarms_listed(app, fleet)
+        await settle(app, fleet, clock, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        await pilot.press("down", "down")  # node01's lost GPU: its message is off-screen in the table
+        app.refresh_screen()
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
 def test_replay_at_a_fixed_cursor(snap_compare: Any, tmp_path: Any) -> None:
     replay = Replay.open(write_fake_bundle(tmp_path / "bug.tar.gz"))
     app = RigmonApp([], replay=replay, refresh_s=3600)

@@ -15,7 +15,7 @@ from rigmon.tui.widgets.gpu_table import GpuTable
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.node_status import NodeStatus
-from rigmon.tui.widgets.rail_group import RailGroup
+from rigmon.tui.widgets.rail_group import RailGroup, short_port
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
 from tests.tui.snapshot_apps.dashboard import wait_for
@@ -194,3 +194,51 @@ async def test_node_screen_lists_an_xid_once_with_both_sources() -> None:
         assert len(listed) == 1 and listed[0].message.endswith("(NVML and kernel log)")
         gpu_events = text(app.screen.query_one(GpuGroup).query_one("#gpu-events", Static).content)  # type: ignore[arg-type]
         assert gpu_events.count("Xid 79 on GPU 3") == 1 and "NVML and kernel log" in gpu_events
+
+
+def test_short_port_keeps_the_part_of_a_by_id_name_that_tells_adapters_apart() -> None:
+    assert short_port("/dev/serial/by-id/usb-Raspberry_Pi_Pico_E6614103E7452D2F-if00") == \
+        "Raspberry_Pi_Pico_E6614103E7452D2F"
+    assert short_port("/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0") == "FTDI_FT232R_USB_UART_A50285BI"
+    assert short_port("/dev/serial/by-id/pci-1a86_USB_Serial-if00") == "pci-1a86_USB_Serial"
+    assert short_port("/dev/ttyACM0") == "/dev/ttyACM0"
+
+
+PICO_PORT = "/dev/serial/by-id/usb-Raspberry_Pi_Pico_E6614103E7452D2F-if00"
+
+
+async def test_rail_facts_fit_80_columns_one_a_line_and_two_a_line_when_wide() -> None:
+    frames = v100_frames()
+    last = frames[-1]
+    assert last.readings.psu_rail is not None
+    rail = replace(last.readings.psu_rail, port=PICO_PORT, connected=False)
+    frames[-1] = replace(last, readings=replace(last.readings, psu_rail=rail))
+    app, fleet, _ = build([("v100", frames, 60)])
+    async with app.run_test(size=(80, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        group = app.screen.query_one(RailGroup)
+        width = group.content_size.width
+        lines = text(group.query_one("#body", Static).content, width).splitlines()  # type: ignore[arg-type]
+        labels = [line.split()[0] for line in lines if line.strip()]
+        # One fact a line, each whole on its line: no value wrapped onto a line of its own.
+        for label in ("window", "current", "channels", "flags", "ADC", "envelope", "lines", "dropped", "device",
+                      "reconnects"):
+            assert label in labels, (label, lines)
+        window = next(line for line in lines if line.startswith("window"))
+        assert window.split()[1:] == ["min", "11.384", "V", "mean", "11.712", "V", "max", "11.790", "V"]
+        adc = next(line for line in lines if line.startswith("ADC"))
+        assert adc.split()[1:] == ["Raspberry_Pi_Pico_E6614103E7452D2F", "rm1", "disconnected"]
+        assert not any("…" in line for line in lines), lines
+        # The path detail wraps under the figure, not back to the label column.
+        path = next(i for i, line in enumerate(lines) if line.startswith("path"))
+        assert lines[path + 1].startswith(" " * 12 + "vpsu-v two point")
+        assert lines[path + 2].startswith(" " * 12), lines[path + 2]
+        await pilot.resize_terminal(200, 40)
+        await pilot.pause()
+        await pilot.pause()
+        width = group.content_size.width
+        lines = text(group.query_one("#body", Static).content, width).splitlines()  # type: ignore[arg-type]
+        adc = next(line for line in lines if line.startswith("ADC"))
+        assert f"{PICO_PORT} rm1 disconnected" in adc and "envelope" in adc
+        assert "current" in next(line for line in lines if line.startswith("window"))

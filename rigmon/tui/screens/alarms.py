@@ -13,8 +13,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, Static
 
 from rigmon.cluster.alarm_board import AlarmBoardView, AlarmRow
+from rigmon.tui.widgets.alarm_detail import AlarmDetail
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
+
+#: Cells a table's vertical scrollbar takes (Textual's default size).
+SCROLLBAR_CELLS = 2
 
 
 def summary_line(board: AlarmBoardView) -> Text:
@@ -69,6 +73,7 @@ class AlarmsScreen(Screen[None]):
             yield AlarmTable(id="active-alarms")
             yield Label("Resolved", classes="alarm-heading")
             yield AlarmTable(resolved=True, id="recent-alarms")
+        yield AlarmDetail()
         yield ReplayBar()
         yield Footer()
 
@@ -81,6 +86,28 @@ class AlarmsScreen(Screen[None]):
         self.query_one("#alarm-summary", Static).update(summary_line(board))
         self.query_one("#active-alarms", AlarmTable).alarms = board.active
         self.query_one("#recent-alarms", AlarmTable).alarms = board.recent
+        self._describe()
+
+    def on_resize(self) -> None:
+        # After the layout, so the body's width is the new one.
+        self.call_after_refresh(self._describe)
+
+    def on_data_table_row_highlighted(self, event: AlarmTable.RowHighlighted) -> None:
+        self._describe()
+
+    def on_descendant_focus(self) -> None:
+        # Tab between the tables: describe the alarm under the cursor of the one focused now.
+        self._describe()
+
+    def _describe(self) -> None:
+        """Show the alarm under the cursor in full below the tables when a table is too
+        narrow for all its columns (the message and ack columns are the first cut off)."""
+        detail = self.query_one(AlarmDetail)
+        width = self.query_one("#alarms-body", Vertical).content_size.width
+        tables = self.query(AlarmTable)
+        # Room for the vertical scrollbar a long table gets.
+        detail.display = width > 0 and any(t.natural_width + SCROLLBAR_CELLS > width for t in tables)
+        detail.row = self._selected()
 
     def _selected(self) -> AlarmRow | None:
         focused = self.focused

@@ -21,7 +21,8 @@ from rigmon.tui.widgets.replay_bar import ReplayBar
 class ClusterScreen(Screen[None]):
     """One `NodeRow` per node, sorted so unreachable and stale nodes come first.
 
-    Rows are bound to positions; after a re-sort the cursor follows its node.
+    Rows are bound to positions; after a re-sort the cursor follows its node (once the
+    operator has moved it; until then it stays on the top row).
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -61,7 +62,9 @@ class ClusterScreen(Screen[None]):
         """Draw ``views`` (already in display order)."""
         rows = self._rows()
         focused = self.focused
-        if isinstance(focused, NodeRow) and focused.view is not None:
+        if (isinstance(focused, NodeRow) and focused in rows and focused is not self._cursor_row(rows)
+                and focused.view is not None):
+            # Moved by other means than the cursor keys (Tab, a click): the cursor is there now.
             self._cursor_key = focused.view.key
         for row, view in zip(rows, views):
             row.view = view
@@ -75,17 +78,28 @@ class ClusterScreen(Screen[None]):
             counts[view.state] = counts.get(view.state, 0) + 1
         noun = "node" if len(views) == 1 else "nodes"
         self.sub_title = f"{len(views)} {noun}: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        # The rows kept have their new views now: move the cursor to its node at once, so a
+        # key read before the next refresh starts from it. Rows just mounted take it later.
+        self._place_cursor(rows[:len(views)])
         self.call_after_refresh(self._place_cursor)
 
-    def _place_cursor(self) -> None:
-        rows = self._rows()
-        if not rows:
-            return
-        target = next((r for r in rows if r.view is not None and r.view.key == self._cursor_key), None)
+    def _cursor_row(self, rows: list[NodeRow]) -> NodeRow | None:
+        """The row of the cursor's node; the top row until the operator moves the cursor."""
+        found = next((r for r in rows if r.view is not None and r.view.key == self._cursor_key), None)
+        return found or (rows[0] if rows else None)
+
+    def _place_cursor(self, rows: list[NodeRow] | None = None) -> None:
+        target = self._cursor_row(self._rows() if rows is None else rows)
         if target is None:
-            target = rows[0]
+            return
         if self.focused is None or (isinstance(self.focused, NodeRow) and self.focused is not target):
-            target.focus(scroll_visible=self.focused is not None)
+            self._focus(target, scroll_visible=self.focused is not None)
+
+    def _focus(self, row: NodeRow, scroll_visible: bool = True) -> None:
+        # Screen.set_focus takes effect at once; Widget.focus only queues it, and keys that
+        # came in the same read (Home Down Down from tmux or a fast typist) then each started
+        # from the row focused before the first of them.
+        self.set_focus(row, scroll_visible=scroll_visible)
 
     def action_cursor(self, step: int) -> None:
         """Move the cursor ``step`` rows (clamped to the list)."""
@@ -97,7 +111,7 @@ class ClusterScreen(Screen[None]):
         target = rows[max(0, min(len(rows) - 1, index + step))]
         if target.view is not None:
             self._cursor_key = target.view.key
-        target.focus()
+        self._focus(target)
 
     def on_node_row_selected(self, message: NodeRow.Selected) -> None:
         self._cursor_key = message.key

@@ -17,7 +17,8 @@ HELP = """\
 - **Enter** or a click: open the node
 - **Escape**: back to the cluster (**c** from anywhere)
 - **a**: the alarms of every node; there **x** acknowledges the alarm under the cursor,
-  **Enter** opens its node, **Tab** moves to the resolved ones
+  **Enter** opens its node, **Tab** moves to the resolved ones; on a narrow screen the
+  panel under the tables shows the alarm under the cursor in full
 - **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
   of the screen, in the export directory; a notification says where
 - **t**: next theme
@@ -31,7 +32,8 @@ HELP = """\
 
 ## Alarms
 
-A toast and the terminal bell announce each alarm that turns critical. The ⚠ column
+A toast and the terminal bell announce each alarm that turns critical; alarms that
+follow while the toast is up join it. The ⚠ column
 counts the firing alarms of a node: its agent's and the dashboard's cluster rules
 (unreachable, stale, clock skew, far from its peers).
 

@@ -36,6 +36,10 @@ class NodeScreen(Screen[None]):
     class Back(Message):
         """The operator wants the cluster screen again."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown_key: str | None = None
+
     def compose(self) -> ComposeResult:
         yield Header()
         with VerticalScroll(id="node-body"):
@@ -54,6 +58,11 @@ class NodeScreen(Screen[None]):
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once."""
         events = merge_xid_events(events)
         self.sub_title = f"{view.name} · {view.state}"
+        if view.key != self._shown_key:
+            # Another node: start at its top, not where the last one was left. The refresh
+            # timer re-shows the same node every second and keeps the scroll position.
+            self._shown_key = view.key
+            self.query_one("#node-body", VerticalScroll).scroll_home(animate=False, immediate=True)
         status = self.query_one(NodeStatus)
         status.view = view
         status.info = info

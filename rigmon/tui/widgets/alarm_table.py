@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
@@ -22,8 +23,8 @@ RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _clock(at: float | None) -> str:
-    # The alarm's own timestamp, in UTC like the event list, so every node reads the same.
+def utc_clock(at: float | None) -> str:
+    """``11-22 08:52:02``: an alarm's own timestamp in UTC, like the event list, so every node reads the same."""
     return "—" if at is None else time.strftime("%m-%d %H:%M:%S", time.gmtime(at))
 
 
@@ -59,6 +60,8 @@ class AlarmTable(DataTable[Text]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.resolved = resolved
         self._rows_by_key: dict[str, AlarmRow] = {}
+        self.natural_width = 0
+        """Cells the table takes with every column whole (the screen compares it with its width)."""
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -83,8 +86,8 @@ class AlarmTable(DataTable[Text]):
             "node": Text(row.node),
             "rule": rule,
             "subject": Text(a.subject),
-            "since": Text(_clock(a.fired_at or a.started_at)),
-            "resolved": Text(_clock(a.resolved_at)),
+            "since": Text(utc_clock(a.fired_at or a.started_at)),
+            "resolved": Text(utc_clock(a.resolved_at)),
             "ack": Text(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), style=self._style("acked")),
             "message": Text(a.message),
         }
@@ -110,6 +113,16 @@ class AlarmTable(DataTable[Text]):
             if cursor_key in keys:
                 self.move_cursor(row=keys.index(cursor_key), animate=False)
         self._rows_by_key = {row.row_key: row for row in alarms}
+        self.natural_width = self._natural_width(alarms)
+
+    def _natural_width(self, alarms: tuple[AlarmRow, ...]) -> int:
+        titles = RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS
+        widths = {key: cell_len(title) for key, title in titles}
+        for row in alarms:
+            for key, cell in self._cells(row).items():
+                if key in widths:
+                    widths[key] = max(widths[key], cell.cell_len)
+        return sum(widths.values()) + 2 * self.cell_padding * len(widths)
 
     def selected(self) -> AlarmRow | None:
         """The alarm under the cursor, if any."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -12,7 +15,7 @@ from rich.text import Text
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading
 from rigmon.tui import format as fmt
-from rigmon.tui.widgets.source_group import Column, Level, SourceGroup
+from rigmon.tui.widgets.source_group import Column, Level, SourceGroup, cell_width
 
 #: Counters of lines and windows the ADC reader dropped, with how the screen names them.
 DROPPED: dict[str, str] = {
@@ -26,6 +29,50 @@ DROPPED: dict[str, str] = {
     "overrun_windows_total": "overruns",
     "read_errors_total": "read errors",
 }
+
+
+#: Label/value pairs per line of the rail facts when they fit; cells between grid columns.
+FACT_PAIRS = 2
+FACT_GAP = 2
+#: Cells before the path resistance's detail line (the trend lines' label column).
+PATH_INDENT = 12
+#: What a /dev/serial/by-id name wraps around the part that tells adapters apart.
+BY_ID_DIR = "/dev/serial/by-id/"
+_BY_ID_INTERFACE = re.compile(r"-if\d+(-port\d+)?$")
+
+
+def short_port(path: str) -> str:
+    """The distinctive part of a ``/dev/serial/by-id/`` path: ``Raspberry_Pi_Pico_E6614103E7452D2F``
+    for ``/dev/serial/by-id/usb-Raspberry_Pi_Pico_E6614103E7452D2F-if00``; other paths unchanged."""
+    if not path.startswith(BY_ID_DIR):
+        return path
+    name = path.removeprefix(BY_ID_DIR)
+    short = _BY_ID_INTERFACE.sub("", name.removeprefix("usb-"))
+    return short or name
+
+
+def facts_width(facts: Sequence[tuple[str, RenderableType]], pairs: int) -> int:
+    """Cells a `fact_grid` of ``pairs`` label/value pairs a line takes without wrapping."""
+    widths = [0] * (2 * pairs)
+    for index, (label, value) in enumerate(facts):
+        column = 2 * (index % pairs)
+        widths[column] = max(widths[column], cell_len(label))
+        widths[column + 1] = max(widths[column + 1], cell_width(value))
+    return sum(widths) + FACT_GAP * (len(widths) - 1)
+
+
+def fact_grid(facts: Sequence[tuple[str, RenderableType]], pairs: int,
+              label: Callable[[str], Text]) -> Table:
+    """``facts`` as label/value pairs, ``pairs`` a line; labels stay whole, values wrap rather than lose their end."""
+    grid = Table.grid(padding=(0, FACT_GAP))
+    for column in range(2 * pairs):
+        grid.add_column(no_wrap=column % 2 == 0)
+    for start in range(0, len(facts), pairs):
+        row: list[RenderableType] = []
+        for name, value in facts[start:start + pairs]:
+            row += [label(name), value]
+        grid.add_row(*row)
+    return grid
 
 
 def rail_level(volts: float | None) -> Level | None:
@@ -69,11 +116,15 @@ class RailGroup(SourceGroup):
             trend = fmt.MISSING if path.trend_mohm_per_day is None else f"{path.trend_mohm_per_day:+.3f} mΩ/day"
             rising = path.trend_mohm_per_day is not None and path.trend_mohm_per_day > 0
             line = Text.assemble(
-                self.label("            "),
                 f"{path.path} {path.method.replace('_', ' ')}, ± {fmt.number(path.uncertainty_mohm, 3)} mΩ, "
                 f"{path.points} points; trend ", (trend, self.style_of("warn") if rising else ""),
                 f" over {path.trend_days:.1f} d; baseline {fmt.number(path.baseline_mohm, 3)} mΩ")
-            parts.append(line)
+            # Under the figure; on a narrow box it wraps there too, not back to the label column.
+            indented = Table.grid()
+            indented.add_column(width=PATH_INDENT, no_wrap=True)
+            indented.add_column()
+            indented.add_row("", line)
+            parts.append(indented)
         if readings.pmbus_psus:
             parts.append(self._pmbus(frame))
         if readings.hwmon_volts:
@@ -88,15 +139,10 @@ class RailGroup(SourceGroup):
             self.trend("rail mean", "", "min", fmt.rail(volts.mean_volts if volts else None),
                        self.details.get("rail.mean_volts", ())),
         ]
-        facts = Table.grid(padding=(0, 2))
-        for column in range(4):
-            # Labels stay whole; values wrap on a narrow screen rather than lose their end.
-            facts.add_column(no_wrap=column % 2 == 0)
         window = (f"min {fmt.rail(volts.min_volts)}  mean {fmt.rail(volts.mean_volts)}  max {fmt.rail(volts.max_volts)}"
                   if volts else fmt.MISSING)
         amps = rail.amps
         current = (f"{amps.mean_amps:.1f} A (max {amps.max_amps:.1f} A)" if amps else fmt.MISSING)
-        facts.add_row(self.label("window"), window, self.label("current"), current)
         others = ", ".join(f"{name} {fmt.rail(env.min_volts)} min" for name, env in sorted(rail.channels_volts.items())
                            if env is not volts and name != "v")
         flags: list[tuple[str, Level]] = []
@@ -107,19 +153,30 @@ class RailGroup(SourceGroup):
         if rail.stale:
             flags.append(("stale", "warn"))
         flag_text = Text(", ").join(self.styled(t, lvl) for t, lvl in flags) if flags else Text("none")
-        facts.add_row(self.label("channels"), others or fmt.MISSING, self.label("flags"), flag_text)
         state = self.styled("connected", "ok") if rail.connected else self.styled("disconnected", "bad")
         source = "device min/max" if rail.envelope_source == "device" else "host samples (short sags invisible)"
-        facts.add_row(self.label("ADC"), Text.assemble(f"{rail.port} {rail.protocol} ", state),
-                      self.label("envelope"), source)
         counters = rail.counters
         dropped = dropped_counts(counters)
-        facts.add_row(self.label("lines"), f"{counters.lines_total} lines, {counters.windows_total} windows",
-                      self.label("dropped"), self.styled(", ".join(dropped), "warn") if dropped else Text("none"))
         identity = " ".join(x for x in (rail.device_id, rail.firmware, rail.sensor) if x) or fmt.MISSING
-        facts.add_row(self.label("device"), identity, self.label("reconnects"),
-                      f"{counters.disconnects_total} disconnects, {counters.reboots_total} reboots")
-        parts.append(facts)
+        facts: list[tuple[str, RenderableType]] = [
+            ("window", window), ("current", current),
+            ("channels", others or fmt.MISSING), ("flags", flag_text),
+            ("ADC", Text.assemble(f"{rail.port} {rail.protocol} ", state)), ("envelope", source),
+            ("lines", f"{counters.lines_total} lines, {counters.windows_total} windows"),
+            ("dropped", self.styled(", ".join(dropped), "warn") if dropped else Text("none")),
+            ("device", identity),
+            ("reconnects", f"{counters.disconnects_total} disconnects, {counters.reboots_total} reboots"),
+        ]
+        width = self.content_size.width
+        if width <= 0 or facts_width(facts, FACT_PAIRS) <= width:
+            parts.append(fact_grid(facts, FACT_PAIRS, self.label))
+            return parts
+        # Too narrow for two facts a line (an 80-column terminal): one a line, and a by-id
+        # port path shortened to the name that tells the adapter apart when it does not fit.
+        value_width = width - max(cell_len(label) for label, _ in facts) - FACT_GAP
+        if cell_width(facts[4][1]) > value_width:
+            facts[4] = ("ADC", Text.assemble(f"{short_port(rail.port)} {rail.protocol} ", state))
+        parts.append(fact_grid(facts, 1, self.label))
         return parts
 
     def _pmbus(self, frame: Frame) -> Table:
