@@ -242,3 +242,18 @@ async def test_rail_facts_fit_80_columns_one_a_line_and_two_a_line_when_wide() -
         adc = next(line for line in lines if line.startswith("ADC"))
         assert f"{PICO_PORT} rm1 disconnected" in adc and "envelope" in adc
         assert "current" in next(line for line in lines if line.startswith("window"))
+
+
+async def test_collector_errors_are_shown_as_written_not_as_markup() -> None:
+    from rigmon.schema import CollectorStatus
+    from rigmon.tui.widgets.collector_health import CollectorHealth
+
+    app, fleet, _ = build([("v100", v100_frames(), 60)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        health = app.screen.query_one(CollectorHealth)
+        health.collectors = {"psu_hwmon": CollectorStatus(state="absent", ok=True, error="[psu.hwmon] disabled"),
+                             "raid": CollectorStatus(state="error", ok=False, error="bad [/bold] line")}
+        shown = text(health.render())
+    assert "[psu.hwmon] disabled" in shown and "bad [/bold] line" in shown

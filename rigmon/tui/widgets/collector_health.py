@@ -47,5 +47,6 @@ class CollectorHealth(Widget):
             kind = "ok" if status.state == "ok" else "absent" if status.state in ("absent", "pending") else "error"
             style = self.get_component_rich_style(f"collector-health--{kind}", partial=True)
             took = "—" if status.duration_s is None else f"{status.duration_s * 1000:.1f} ms"
-            table.add_row(name, Text(status.state, style=style), took, status.error or "")
+            # Error texts come from collectors and hardware: shown as they are, never as markup.
+            table.add_row(name, Text(status.state, style=style), took, Text(status.error or ""))
         return table
