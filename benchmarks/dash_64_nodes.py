@@ -86,11 +86,19 @@ class TimedApp(RigmonApp):
         now = time.time()
         self.filed.extend((message.key, f.taken_at, now) for f in message.frames if f.taken_at >= self.since)
 
-    def refresh_screen(self) -> None:
-        super().refresh_screen()
+    def _given_to_widgets(self) -> None:
         now = time.time()
         self.drawn.extend((key, taken_at, filed_at, now) for key, taken_at, filed_at in self.filed)
         self.filed.clear()
+
+    def refresh_screen(self) -> None:
+        # Dashboards before `draw_screen` drew only here.
+        super().refresh_screen()
+        self._given_to_widgets()
+
+    def draw_screen(self, *args: object, **kwargs: object) -> None:
+        super().draw_screen(*args, **kwargs)  # type: ignore[arg-type]
+        self._given_to_widgets()
 
     def _display(self, screen: Screen[object], renderable: RenderableType | None) -> None:
         super()._display(screen, renderable)
