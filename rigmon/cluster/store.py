@@ -240,11 +240,12 @@ class NodeStore:
 
         Asked again with the same arguments, it returns the same `NodeView` object until the
         node's data changes, its state changes, or its age reaches another whole second (the
-        precision the screens show it with).
+        screens show it in whole seconds; a node sending a frame a second is drawn again
+        when its frame comes, not also halfway).
         """
         state = self.state()
         age = self.age_s()
-        key = (self._changes, state, None if age is None else round(age), points, buckets, details, cluster_alarms)
+        key = (self._changes, state, None if age is None else int(age), points, buckets, details, cluster_alarms)
         if self._view_cache is not None and self._view_cache[0] == key:
             return self._view_cache[1]
         summary = self.summary

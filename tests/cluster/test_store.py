@@ -73,9 +73,11 @@ def test_view_is_reused_until_something_it_shows_changes() -> None:
     second = store.view()
     assert second is not first and second.summary is not None and store.latest is not None
     assert second.trends["cpu_pct"][-1] == pytest.approx(store.summary.cpu_pct)  # type: ignore[union-attr]
-    clock.advance(0.6)
-    assert store.view() is not second and store.view().age_s == pytest.approx(0.6)  # age now shown as 1 s
-    clock.advance(3.0)
+    clock.advance(0.9)
+    assert store.view() is second
+    clock.advance(0.2)
+    assert store.view() is not second and store.view().age_s == pytest.approx(1.1)  # another whole second
+    clock.advance(2.5)
     assert store.view().state == "stale"
     stale = store.view()
     store.failed("timed out")
