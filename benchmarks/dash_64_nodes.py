@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import RenderableType
 
@@ -127,7 +128,7 @@ class TimedApp(RigmonApp):
         self.drawn.clear()
 
 
-async def measure(urls: list[str], warmup_s: float, seconds: float, screen: str) -> dict[str, object]:
+async def measure(urls: list[str], warmup_s: float, seconds: float, screen: str) -> dict[str, Any]:
     app = TimedApp([NodeTarget(u) for u in urls])
     async with app.run_test(size=(200, 60)) as pilot:
         await asyncio.sleep(warmup_s)
@@ -198,6 +199,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.warmup, args.seconds, args.gpus, args.record_seconds = 2, 3.0, 3.0, 2, 3.0
+        args.scenario = "healthy"
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rigmon-dash-") as tmp:
         source = start_source(args, Path(tmp))
@@ -223,7 +225,7 @@ def main() -> int:
           f"{result['renders_per_s']:.1f} per second")
     print(f"dashboard CPU: {result['cpu_per_s'] * 100:.1f} % of one core")
     print(f"dashboard peak RSS: {result['peak_rss_mb']:.0f} MB")
-    latencies = [1000 * v for v in result["latencies_s"]]  # type: ignore[attr-defined]
+    latencies = [1000 * v for v in result["latencies_s"]]
     if latencies:
         print(f"frame-to-screen latency: median {percentile(latencies, 0.5):.0f} ms, "
               f"p99 {percentile(latencies, 0.99):.0f} ms, max {max(latencies):.0f} ms "
@@ -233,7 +235,7 @@ def main() -> int:
         print("| part of the latency | median ms | p99 ms | max ms |")
         print("|---|---:|---:|---:|")
         for index, name in enumerate(parts):
-            values = [1000 * s[index] for s in stages]  # type: ignore[attr-defined]
+            values = [1000 * s[index] for s in stages]
             print(f"| {name} | {percentile(values, 0.5):.0f} | {percentile(values, 0.99):.0f} | {max(values):.0f} |")
     else:
         print(f"frame-to-screen latency: no frame on screen ({result['off_screen']} off-screen)")

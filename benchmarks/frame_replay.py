@@ -156,6 +156,10 @@ def load_frames(path: Path) -> list[Frame]:
 # --- serve --------------------------------------------------------------------------------
 
 
+def _no_events(*args: object) -> Event:
+    raise AssertionError("an endpoint without alarm rules emits no alarm events")
+
+
 class ReplayEndpoint:
     """One agent endpoint: the real agent API over a buffer into which recorded frames are published.
 
@@ -178,7 +182,7 @@ class ReplayEndpoint:
         section = AgentSection(node=name)
         self.buffer = FrameBuffer(section.buffer_frames)
         clock = SystemClock()
-        self.alarms = AlarmService(AlarmEngine((), name, clock, id_prefix=self.run_id), lambda *a: None)
+        self.alarms = AlarmService(AlarmEngine((), name, clock, id_prefix=self.run_id), _no_events)
         self.collectors = tuple(sorted(frames[0].collectors))
         self.state = ApiState(
             buffer=self.buffer, info=self.info, token=None, max_streams=section.max_streams,
