@@ -144,3 +144,17 @@ async def test_a_new_frame_is_drawn_without_waiting_for_the_refresh_timer() -> N
         await wait_for(lambda: rows[busy.url].view is not None and rows[busy.url].view.summary is stores[0].summary)
         # The other node's row keeps its view (same object): it is not drawn again.
         assert rows[quiet.url].view is quiet_view
+
+
+def test_tune_gc_raises_only_the_young_threshold() -> None:
+    import gc
+
+    from rigmon.tui.app import GC_YOUNG_THRESHOLD, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 7, 9)
+        tune_gc()
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 7, 9)
+    finally:
+        gc.set_threshold(*before)
