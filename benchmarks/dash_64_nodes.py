@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import resource
 import subprocess
@@ -48,10 +49,29 @@ from benchmarks.common import percentile, rigmon_env, stop  # noqa: E402
 from rigmon.cli import _read_urls  # noqa: E402
 from rigmon.cluster.config import NodeTarget  # noqa: E402
 from rigmon.tui.app import RigmonApp  # noqa: E402
+from rigmon.tui import app as tui_app  # noqa: E402
 from rigmon.tui.messages import NodeSampled  # noqa: E402
 from rigmon.tui.screens.cluster import ClusterScreen  # noqa: E402
 from rigmon.tui.screens.node import NodeScreen  # noqa: E402
 from rigmon.tui.widgets.node_row import NodeRow  # noqa: E402
+
+
+class GcPauses:
+    """Wall time of each garbage collection, by generation (a full collection stops the event loop)."""
+
+    def __init__(self) -> None:
+        self.pauses_s: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses_s[info["generation"]].append(time.perf_counter() - self._started)
+
+    def clear(self) -> None:
+        for pauses in self.pauses_s.values():
+            pauses.clear()
 
 
 def cpu_s() -> float:
@@ -139,11 +159,14 @@ async def measure(urls: list[str], warmup_s: float, seconds: float, screen: str)
         app.since = time.time()
         frames0 = sum(s.history.seqs()[-1] if len(s.history) else 0 for s in app.cluster.nodes.values())
         renders0 = app.renders
+        gc_pauses = GcPauses()
+        gc.callbacks.append(gc_pauses)
         await asyncio.sleep(seconds)
         cpu1, wall1 = cpu_s(), time.monotonic()
         app.since = float("inf")
         frames1 = sum(s.history.seqs()[-1] if len(s.history) else 0 for s in app.cluster.nodes.values())
         renders1 = app.renders
+        gc.callbacks.remove(gc_pauses)
         live_after = app.cluster.counts()["live"]
         await pilot.press("q")
     elapsed = wall1 - wall0
@@ -157,6 +180,7 @@ async def measure(urls: list[str], warmup_s: float, seconds: float, screen: str)
         "latencies_s": app.latencies_s,
         "off_screen": app.off_screen,
         "stages_s": app.stages_s,
+        "gc_pauses_s": gc_pauses.pauses_s,
     }
 
 
@@ -200,6 +224,8 @@ def main() -> int:
     if args.smoke:
         args.nodes, args.warmup, args.seconds, args.gpus, args.record_seconds = 2, 3.0, 3.0, 2, 3.0
         args.scenario = "healthy"
+    if hasattr(tui_app, "tune_gc"):
+        tui_app.tune_gc()  # as `rigmon dash` does (dashboards before it kept Python's default)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rigmon-dash-") as tmp:
         source = start_source(args, Path(tmp))
@@ -225,6 +251,9 @@ def main() -> int:
           f"{result['renders_per_s']:.1f} per second")
     print(f"dashboard CPU: {result['cpu_per_s'] * 100:.1f} % of one core")
     print(f"dashboard peak RSS: {result['peak_rss_mb']:.0f} MB")
+    gc_line = ", ".join(f"gen {g}: {len(p)}, longest {1000 * max(p, default=0.0):.0f} ms"
+                        for g, p in result["gc_pauses_s"].items())
+    print(f"garbage collections while measuring: {gc_line}")
     latencies = [1000 * v for v in result["latencies_s"]]
     if latencies:
         print(f"frame-to-screen latency: median {percentile(latencies, 0.5):.0f} ms, "
