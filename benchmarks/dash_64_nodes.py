@@ -17,7 +17,7 @@ the screen's next update after that was rendered and written (`App._display`; he
 script renders the update to terminal output itself, as the terminal driver would). The
 latency covers the HTTP transfer, decoding, filing, waiting for the screen's refresh, the
 widgets' update and the render. Only frames of nodes whose row was on the screen at that
-render count (at 200x60 the cluster screen shows about 26 of 64 rows); the others are counted
+render count (at 200x60 the cluster screen shows about 29 of 64 rows); the others are counted
 as off-screen. With ``--screen node`` the node screen of one node is shown instead.
 
     python benchmarks/dash_64_nodes.py [--nodes 64] [--warmup 20] [--seconds 60] [--source replay|sim]
