@@ -18,7 +18,9 @@ script renders the update to terminal output itself, as the terminal driver woul
 latency covers the HTTP transfer, decoding, filing, waiting for the screen's refresh, the
 widgets' update and the render. Only frames of nodes whose row was on the screen at that
 render count (at 200x60 the cluster screen shows about 29 of 64 rows); the others are counted
-as off-screen. With ``--screen node`` the node screen of one node is shown instead.
+as off-screen. With ``--screen node`` the node screen of one node is shown instead. With
+``--source sim`` the agents' own ``taken_at`` (the start of their sample, before collecting) is
+the start, so the latency includes the agent's collecting.
 
     python benchmarks/dash_64_nodes.py [--nodes 64] [--warmup 20] [--seconds 60] [--source replay|sim]
         [--scenario NAME] [--screen cluster|node] [--smoke]
@@ -48,8 +50,8 @@ from textual.screen import Screen  # noqa: E402
 from benchmarks.common import percentile, rigmon_env, stop  # noqa: E402
 from rigmon.cli import _read_urls  # noqa: E402
 from rigmon.cluster.config import NodeTarget  # noqa: E402
-from rigmon.tui.app import RigmonApp  # noqa: E402
 from rigmon.tui import app as tui_app  # noqa: E402
+from rigmon.tui.app import RigmonApp  # noqa: E402
 from rigmon.tui.messages import NodeSampled  # noqa: E402
 from rigmon.tui.screens.cluster import ClusterScreen  # noqa: E402
 from rigmon.tui.screens.node import NodeScreen  # noqa: E402

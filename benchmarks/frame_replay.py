@@ -58,14 +58,14 @@ from rigmon.clock import SystemClock  # noqa: E402
 from rigmon.config import AgentSection  # noqa: E402
 from rigmon.schema import SCHEMA_VERSION, Event, Frame, Info, decode  # noqa: E402
 from rigmon.sim.clock import SimClock  # noqa: E402
-from rigmon.sim.node import SimNode  # noqa: E402
-from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
 from rigmon.sim.gpu import SimNvidiaGpus  # noqa: E402
 from rigmon.sim.host import SimHost, SimInterface  # noqa: E402
 from rigmon.sim.kmsg import SimKernelLog  # noqa: E402
 from rigmon.sim.load import training_load  # noqa: E402
+from rigmon.sim.node import SimNode  # noqa: E402
 from rigmon.sim.nvml import v100_sxm2_gpus  # noqa: E402
 from rigmon.sim.psu import SimPsuRail  # noqa: E402
+from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
 from rigmon.sim.scenarios.bench_node import BenchNode  # noqa: E402
 from rigmon.sim.storage import strix_enclosure_rig  # noqa: E402
 from rigmon.sim.tree import Tree  # noqa: E402

@@ -9,7 +9,12 @@ import pytest
 
 from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
 from rigmon.schema import Alarm, AlarmList, Gap
-from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm, make_frame
+from tests.tui.snapshot_apps.fake_agent import (
+    FakeAgent,
+    FakeClock,
+    make_alarm,
+    make_frame,
+)
 
 RNG = random.Random(3)
 
