@@ -297,8 +297,9 @@ def _cmd_dash(args: argparse.Namespace) -> int:
 
 
 def _run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Path | None = None) -> int:
-    from rigmon.tui.app import RigmonApp
+    from rigmon.tui.app import RigmonApp, tune_gc
 
+    tune_gc()
     RigmonApp(targets, theme_name=theme, export_dir=export_dir).run()
     return 0
 
@@ -306,7 +307,7 @@ def _run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Pat
 def _run_replay(path: str, theme: str | None, export_dir: Path | None) -> int:
     from rigmon.cluster.replay import Replay
     from rigmon.snapshot.bundle import BundleError
-    from rigmon.tui.app import RigmonApp
+    from rigmon.tui.app import RigmonApp, tune_gc
 
     try:
         replay = Replay.open(path)
@@ -314,6 +315,7 @@ def _run_replay(path: str, theme: str | None, export_dir: Path | None) -> int:
         return _fail(str(exc))
     if not replay.frame_count:
         return _fail(f"{path}: the bundle holds no frames to replay")
+    tune_gc()
     RigmonApp([], theme_name=theme, replay=replay, export_dir=export_dir).run()
     return 0
 

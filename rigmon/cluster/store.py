@@ -106,6 +106,10 @@ class NodeStore:
         # link that vanished from the frames is still expected.
         self.gpus_seen = 0
         self.links_seen = 0
+        # Bumped by every change a view shows; `view` reuses its last answer while it and the
+        # view's other inputs stay the same (the screens redraw only rows whose view changed).
+        self._changes = 0
+        self._view_cache: tuple[tuple[object, ...], NodeView] | None = None
 
     @property
     def name(self) -> str:
@@ -122,6 +126,7 @@ class NodeStore:
         self.stale_after_s = max(self._stale_min_s, 3 * info.interval_s)
         self.error = None
         self.error_at = None
+        self._changes += 1
 
     def add_frames(self, frames: Iterable[Frame]) -> int:
         """File frames in arrival order; returns how many were new.
@@ -146,6 +151,7 @@ class NodeStore:
         if added:
             self.received_at = self.clock.monotonic()
             self.received_wall_at = self.clock.time()
+            self._changes += 1
         return added
 
     def set_alarms(self, alarms: AlarmList) -> bool:
@@ -154,17 +160,21 @@ class NodeStore:
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms
         self.alarm_error = None
+        if changed:
+            self._changes += 1
         return changed
 
     def alarms_failed(self, reason: str) -> None:
         """The node's alarms could not be fetched; the last list known is kept."""
         self.alarm_error = reason
+        self._changes += 1
 
     def replace_alarm(self, alarm: Alarm) -> None:
         """An alarm changed here (acknowledged from the dashboard) before the next fetch."""
         if self.alarm_list is not None:
             active = tuple(alarm if a.id == alarm.id else a for a in self.alarm_list.active)
             self.alarm_list = replace(self.alarm_list, active=active)
+            self._changes += 1
 
     def connected_now(self) -> bool:
         """Whether the client's last attempt worked (no failure since the last answer or frame)."""
@@ -192,11 +202,13 @@ class NodeStore:
         self.gaps.append(gap)
         del self.gaps[:-20]
         self.frames_lost += max(0, gap.to_seq - gap.from_seq + 1)
+        self._changes += 1
 
     def failed(self, reason: str) -> None:
         """The client could not get data: connection refused, timeout, 401, bad answer..."""
         self.error = reason
         self.error_at = self.clock.monotonic()
+        self._changes += 1
 
     def age_s(self) -> float | None:
         """Seconds since the last new frame arrived, ``None`` before the first."""
@@ -225,27 +237,38 @@ class NodeStore:
         ``cluster_alarms`` are the dashboard's active cluster alarms about this node; with the
         node's own they make the summary's alarm count (unknown while the node's own alarms
         are and no cluster alarm about it fires).
+
+        Asked again with the same arguments, it returns the same `NodeView` object until the
+        node's data changes, its state changes, or its age reaches another whole second (the
+        screens show it in whole seconds; a node sending a frame a second is drawn again
+        when its frame comes, not also halfway).
         """
         state = self.state()
+        age = self.age_s()
+        key = (self._changes, state, None if age is None else int(age), points, buckets, details, cluster_alarms)
+        if self._view_cache is not None and self._view_cache[0] == key:
+            return self._view_cache[1]
         summary = self.summary
         firing_here = any(a.state == "firing" for a in cluster_alarms)
         if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
             own = self.alarm_list.active if self.alarm_list is not None else ()
             summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
-        return NodeView(
+        view = NodeView(
             key=self.key,
             name=self.name,
             url=self.url,
             state=state,
             reason=reason,
-            age_s=self.age_s(),
+            age_s=age,
             summary=summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
             details=self.history.detail_trends(points, buckets) if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
         )
+        self._view_cache = (key, view)
+        return view
 
 
 def hardware_trouble(view: NodeView) -> int:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from textual.actions import SkipAction
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
-from rigmon.cluster.alarm_board import CriticalWatch, board_view
+from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget
 from rigmon.cluster.replay import Replay
@@ -39,14 +40,28 @@ from rigmon.tui.widgets.replay_bar import ReplayBar
 ClientFactory = Callable[[NodeTarget], AgentClient]
 #: Seconds between redraws of the current screen (states age even without new data).
 REFRESH_S = 1.0
+#: Longest wait between a node's new frame and the redraw showing it: frames of many nodes
+#: arriving together share one redraw, and only the rows whose node changed are drawn again.
+FRAME_REDRAW_S = 0.1
 #: Seconds before a follow worker that crashed on a bug starts again.
 WORKER_RESTART_S = 5.0
 #: Seconds between /v1/alarms polls of a node (an ``alarm_*`` event in a frame fetches at once).
 ALARM_POLL_S = 10.0
 #: Real seconds between steps of a playing replay.
 REPLAY_TICK_S = 0.25
+#: Allocations between runs of the garbage collector's youngest generation in the dashboard's
+#: process (Python's default is 700). Each decoded frame is thousands of objects that live
+#: about a second; with the default, many are promoted and full collections of the whole heap
+#: (100-600 ms each with 64 nodes of 8 GPUs) come every few seconds, stopping the event loop.
+GC_YOUNG_THRESHOLD = 20_000
 #: Actions that only mean something while replaying (hidden from the footer otherwise).
 REPLAY_ACTIONS = frozenset({"play_pause", "seek", "speed"})
+
+
+def tune_gc() -> None:
+    """Set the garbage collector for a dashboard process (call once, before the app runs)."""
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, oldest)
 
 
 def default_client(target: NodeTarget) -> AgentClient:
@@ -119,6 +134,8 @@ class RigmonApp(App[None]):
         self.alarm_poll_s = alarm_poll_s
         self.critical = CriticalWatch()
         self.critical_toast = CriticalToast()
+        self._redraw_pending = False
+        self._new_frames: set[str] = set()
         self._alarm_wake: dict[str, asyncio.Event] = {}
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
@@ -200,6 +217,24 @@ class RigmonApp(App[None]):
             wake.set()
         if first:
             self.refresh_screen()
+        else:
+            self._new_frames.add(message.key)
+            if not self._redraw_pending:
+                self._redraw_pending = True
+                self.set_timer(FRAME_REDRAW_S, self._redraw_new_frames)
+
+    def _redraw_new_frames(self) -> None:
+        """Draw the frames that came since the last redraw, without waiting for the refresh timer
+        (the cluster rules stay on the timer)."""
+        self._redraw_pending = False
+        keys, self._new_frames = self._new_frames, set()
+        try:
+            screen = self.screen
+        except ScreenStackError:
+            # The timer fired while the app shuts down.
+            return
+        if isinstance(screen, ClusterScreen) or (isinstance(screen, NodeScreen) and self.selected in keys):
+            self.draw_screen()
 
     def on_node_gap(self, message: NodeGap) -> None:
         self.cluster.nodes[message.key].add_gap(message.gap)
@@ -213,12 +248,17 @@ class RigmonApp(App[None]):
         board = board_view(self.cluster)
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
         self.critical_toast.announce(self, self.critical.news(board.active, listed))
+        self.draw_screen(board)
+
+    def draw_screen(self, board: AlarmBoardView | None = None) -> None:
+        """Draw the current screen from the stores (the alarms screen needs the ``board``)."""
         screen = self.screen
         for bar in screen.query(ReplayBar):
             bar.position = self.replay.position() if self.replay is not None else None
         try:
             if isinstance(screen, AlarmsScreen):
-                screen.show(board)
+                if board is not None:
+                    screen.show(board)
             elif isinstance(screen, ClusterScreen):
                 screen.show(self.cluster.views())
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:

@@ -114,8 +114,18 @@ def test_decode_frames_reports_a_cost() -> None:
 
 def test_dash_64_nodes_follows_live_nodes() -> None:
     out = run("dash_64_nodes.py")
+    assert re.search(r"recorded \d+ frames .* GPUs 2; collectors .*gpu=ok.*psu=ok", out), out
     assert re.search(r"live nodes: 2 before, 2 after", out), out
     assert re.search(r"dashboard peak RSS: \d+ MB", out), out
+    assert re.search(r"frame-to-screen latency: median \d+ ms, p99 \d+ ms, max \d+ ms over [1-9]\d* frames on screen", out), out
+    for part in ("agent -> filed in the store", "filed -> drawn (screen refresh)", "drawn -> rendered"):
+        assert number(row(out, part)[1]) >= 0
+
+
+def test_frame_replay_serves_recorded_frames() -> None:
+    out = run("frame_replay.py")
+    assert re.search(r"node01: seq \d+, GPUs 2, collectors .*gpu.*psu", out), out
+    assert re.search(r"node02: seq \d+, GPUs 2", out), out
 
 
 def test_soak_reports_memory_descriptors_and_threads() -> None:

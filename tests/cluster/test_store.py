@@ -8,8 +8,13 @@ from dataclasses import replace
 import pytest
 
 from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
-from rigmon.schema import Gap
-from tests.tui.snapshot_apps.fake_agent import FakeClock, make_frame
+from rigmon.schema import Alarm, AlarmList, Gap
+from tests.tui.snapshot_apps.fake_agent import (
+    FakeAgent,
+    FakeClock,
+    make_alarm,
+    make_frame,
+)
 
 RNG = random.Random(3)
 
@@ -57,6 +62,50 @@ def test_view_carries_reason_and_age() -> None:
     assert view.state == "unreachable"
     assert view.reason == "401 unauthorized: missing or wrong bearer token"
     assert view.age_s == 12
+
+
+def test_view_is_reused_until_something_it_shows_changes() -> None:
+    clock = FakeClock()
+    store = NodeStore("k", "http://n:1", clock)
+    store.add_frames([frame(1)])
+    first = store.view()
+    clock.advance(0.2)
+    assert store.view() is first  # same data, same state, age still shown as 0 s
+    store.add_frames([frame(1)])  # a duplicate changes nothing
+    assert store.view() is first
+    assert store.view(points=60) is not first  # other arguments, another view
+    store.add_frames([frame(2)])
+    second = store.view()
+    assert second is not first and second.summary is not None and store.latest is not None
+    assert second.trends["cpu_pct"][-1] == pytest.approx(store.summary.cpu_pct)  # type: ignore[union-attr]
+    clock.advance(0.9)
+    assert store.view() is second
+    clock.advance(0.2)
+    assert store.view() is not second and store.view().age_s == pytest.approx(1.1)  # another whole second
+    clock.advance(2.5)
+    assert store.view().state == "stale"
+    stale = store.view()
+    store.failed("timed out")
+    assert store.view() is not stale and store.view().reason == "timed out"
+
+
+@pytest.mark.parametrize("change", ["connected", "alarms", "alarms_failed", "gap", "cluster_alarm"])
+def test_every_change_a_view_shows_makes_a_new_view(change: str) -> None:
+    store = NodeStore("k", "http://n:1", FakeClock())
+    store.add_frames([frame(1)])
+    before = store.view()
+    cluster_alarms: tuple[Alarm, ...] = ()
+    if change == "connected":
+        store.connected(FakeAgent("node01").info())
+    elif change == "alarms":
+        assert store.set_alarms(AlarmList(node="node01", active=(), recent=()))
+    elif change == "alarms_failed":
+        store.alarms_failed("404")
+    elif change == "gap":
+        store.add_gap(Gap(run_id="r1", from_seq=2, to_seq=3, reason="buffer"))
+    else:
+        cluster_alarms = (make_alarm("node01", 1, "node_silent", "critical", "node:node01", "silent"),)
+    assert store.view(cluster_alarms=cluster_alarms) is not before
 
 
 def test_restart_duplicates_and_gaps() -> None:

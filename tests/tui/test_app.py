@@ -191,3 +191,34 @@ async def test_broken_theme_file_is_a_notification(tmp_path: Path) -> None:
         assert app.theme == "good"
         messages = [n.message for n in app._notifications]
         assert any("broken.toml" in m and "not a colour" in m for m in messages)
+
+
+async def test_a_new_frame_is_drawn_without_waiting_for_the_refresh_timer() -> None:
+    busy, quiet = FakeAgent("node01", frames=3), FakeAgent("node02", frames=3)
+    app, _ = dashboard(busy, quiet)  # refresh_s=3600: the timer never redraws here
+    async with app.run_test(size=SIZE) as pilot:
+        stores = [app.cluster.nodes[a.url] for a in (busy, quiet)]
+        await wait_for(lambda: all(s.latest is not None and s.latest.seq == 3 for s in stores))
+        app.refresh_screen()
+        await pilot.pause()
+        rows = {r.view.key: r for r in app.screen.query(NodeRow) if r.view is not None}
+        quiet_view = rows[quiet.url].view
+        busy.publish()
+        await wait_for(lambda: stores[0].latest.seq == 4)  # type: ignore[union-attr]
+        await wait_for(lambda: rows[busy.url].view is not None and rows[busy.url].view.summary is stores[0].summary)
+        # The other node's row keeps its view (same object): it is not drawn again.
+        assert rows[quiet.url].view is quiet_view
+
+
+def test_tune_gc_raises_only_the_young_threshold() -> None:
+    import gc
+
+    from rigmon.tui.app import GC_YOUNG_THRESHOLD, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 7, 9)
+        tune_gc()
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 7, 9)
+    finally:
+        gc.set_threshold(*before)
