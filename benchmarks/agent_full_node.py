@@ -33,14 +33,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import cpu_seconds, free_port, machine, self_peak_rss_mb, stop  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    PhysicsThread,
+    cpu_seconds,
+    free_port,
+    machine,
+    self_peak_rss_mb,
+    stop,
+)
 from rigmon.agent.agent import Agent  # noqa: E402
 from rigmon.agent.server import make_server  # noqa: E402
 from rigmon.sim.clock import SimClock  # noqa: E402
+from rigmon.sim.node import SimNode  # noqa: E402
 from rigmon.sim.nvml import FAKE_NVML  # noqa: E402
 from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
 from rigmon.sim.scenarios.bench_node import BenchNode  # noqa: E402
-from rigmon.sim.node import SimNode  # noqa: E402
 from rigmon.sim.tree import Tree  # noqa: E402
 
 POLLER = ("import sys, time, urllib.request\n"
@@ -83,30 +90,6 @@ class FakeDriverTimer:
         FAKE_NVML.__dict__.pop("_system", None)
 
 
-class PhysicsThread(threading.Thread):
-    """Steps the simulated node every `STEP_REAL_S` and keeps its own CPU time."""
-
-    def __init__(self, node: SimNode, scenario: BenchNode, clock: SimClock) -> None:
-        super().__init__(name="sim-physics", daemon=True)
-        self.node, self.scenario, self.clock = node, scenario, clock
-        self.stopping = threading.Event()
-        self.cpu_s = 0.0
-        self.steps = 0
-
-    def run(self) -> None:
-        # A fixed schedule (not a pause after each step), so the ADC's 100 ms windows come at 10 a second.
-        next_at = time.monotonic()
-        while True:
-            next_at += STEP_REAL_S
-            if self.stopping.wait(max(0.0, next_at - time.monotonic())):
-                return
-            t_s = self.clock.elapsed()
-            self.scenario.drive(self.node, 0, t_s)
-            self.node.step(t_s)
-            self.steps += 1
-            self.cpu_s = time.thread_time()
-
-
 def adc_windows(agent: Agent) -> int:
     """RM1 windows the agent's PSU collector has received so far."""
     latest = agent.buffer.latest if agent.buffer else None
@@ -121,7 +104,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     scenario.build(node, 0)
     scenario.drive(node, 0, 0.0)
     node.step(0.0)
-    physics = PhysicsThread(node, scenario, clock)
+    physics = PhysicsThread(node, scenario, clock, STEP_REAL_S)
     timer = FakeDriverTimer()
     timer.install()
     physics.start()

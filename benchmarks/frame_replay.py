@@ -36,7 +36,6 @@ import random
 import signal
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -45,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import uvicorn  # noqa: E402
 
+from benchmarks.common import PhysicsThread  # noqa: E402
 from rigmon import __version__  # noqa: E402
 from rigmon.agent.agent import Agent  # noqa: E402
 from rigmon.agent.alarming import AlarmService  # noqa: E402
@@ -58,16 +58,9 @@ from rigmon.clock import SystemClock  # noqa: E402
 from rigmon.config import AgentSection  # noqa: E402
 from rigmon.schema import SCHEMA_VERSION, Event, Frame, Info, decode  # noqa: E402
 from rigmon.sim.clock import SimClock  # noqa: E402
-from rigmon.sim.gpu import SimNvidiaGpus  # noqa: E402
-from rigmon.sim.host import SimHost, SimInterface  # noqa: E402
-from rigmon.sim.kmsg import SimKernelLog  # noqa: E402
-from rigmon.sim.load import training_load  # noqa: E402
 from rigmon.sim.node import SimNode  # noqa: E402
-from rigmon.sim.nvml import v100_sxm2_gpus  # noqa: E402
-from rigmon.sim.psu import SimPsuRail  # noqa: E402
 from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
 from rigmon.sim.scenarios.bench_node import BenchNode  # noqa: E402
-from rigmon.sim.storage import strix_enclosure_rig  # noqa: E402
 from rigmon.sim.tree import Tree  # noqa: E402
 
 #: Frames of the recording's first seconds left out (rates need two reads; start-up events).
@@ -77,59 +70,17 @@ SKIP_FIRST_FRAMES = 3
 # --- record -------------------------------------------------------------------------------
 
 
-class SizedBenchNode(BenchNode):
-    """`bench-node` with PSUs sized for its GPUs: one 1600 W PSU per two V100s (at least two).
-
-    ``bench-node``'s two 1100 W PSUs carry 4 V100s; with 8 at full load the simulated rail
-    folds back and a GPU falls off the bus (its undervolt incident), which is not the
-    healthy 8-GPU node this benchmark wants. Same devices otherwise, as `BenchNode.build`.
-    """
-
-    def build(self, node: SimNode, index: int) -> None:
-        kernel_log = SimKernelLog()
-        node.devices.append(kernel_log)
-        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000), SimInterface("enp65s0f0", 100000)]))
-        node.devices.append(SimNvidiaGpus(
-            v100_sxm2_gpus(self.gpus, seed=index),
-            kernel_log=kernel_log,
-            load_fn=lambda t_s: training_load(t_s + 0.1 * index, start_s=1.0),
-        ))
-        storage, tb = strix_enclosure_rig(node)
-        node.devices.extend([tb, storage])
-        node.devices.append(SimPsuRail(psus=max(2, (self.gpus + 1) // 2), psu_rated_w=1600.0,
-                                       win_ms=self.adc_window_ms, device_id=f"BN{index:014X}"))
-
-
-class _Physics(threading.Thread):
-    """Steps the simulated node every `STEP_REAL_S` on a fixed schedule."""
-
-    def __init__(self, node: SimNode, scenario: BenchNode, clock: SimClock) -> None:
-        super().__init__(name="sim-physics", daemon=True)
-        self.node, self.scenario, self.clock = node, scenario, clock
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        next_at = time.monotonic()
-        while True:
-            next_at += STEP_REAL_S
-            if self.stopping.wait(max(0.0, next_at - time.monotonic())):
-                return
-            t_s = self.clock.elapsed()
-            self.scenario.drive(self.node, 0, t_s)
-            self.node.step(t_s)
-
-
 async def record(out: Path, seconds: float, gpus: int) -> list[Frame]:
     """Run one `bench-node` with ``gpus`` GPUs under a real agent (every collector) for
     ``seconds`` after the first frames; write its frames to ``out``; return them."""
     with tempfile.TemporaryDirectory(prefix="rigmon-record-") as tmp:
-        scenario = SizedBenchNode(gpus=gpus)
+        scenario = BenchNode(gpus=gpus)
         clock = SimClock(1.0)
         node = SimNode(name="node01", tree=Tree(Path(tmp) / "node01"), rng=random.Random("1:0"))
         scenario.build(node, 0)
         scenario.drive(node, 0, 0.0)
         node.step(0.0)
-        physics = _Physics(node, scenario, clock)
+        physics = PhysicsThread(node, scenario, clock, STEP_REAL_S)
         physics.start()
         agent = Agent(node_agent_config(node, "127.0.0.1:0", 1.0), clock=clock)
         agent.start()

@@ -21,7 +21,8 @@ class BenchNode:
     """A V100-SXM2 node with two USB4 RAID0 enclosures, two NICs and an RM1 ADC, training.
 
     Args:
-        gpus: NVIDIA GPUs behind the fake NVML (their PCI dirs are in the tree too).
+        gpus: NVIDIA GPUs behind the fake NVML (their PCI dirs are in the tree too); the PSUs
+            are sized for them.
         adc_window_ms: the ADC's window (100 ms: 10 lines a second).
     """
 
@@ -44,8 +45,15 @@ class BenchNode:
         ))
         storage, tb = strix_enclosure_rig(node)
         node.devices.extend([tb, storage])
-        # After the GPUs: the rail reads their power of the same step.
-        node.devices.append(SimPsuRail(win_ms=self.adc_window_ms, device_id=f"BN{index:014X}"))
+        # After the GPUs: the rail reads their power of the same step. Two 1100 W PSUs carry four
+        # V100s; more GPUs get one 1600 W PSU per two, so the benchmark node stays healthy (with
+        # two 1100 W PSUs, eight V100s at full load fold the rail back and one falls off the bus).
+        if self.gpus <= 4:
+            rail = SimPsuRail(win_ms=self.adc_window_ms, device_id=f"BN{index:014X}")
+        else:
+            rail = SimPsuRail(psus=(self.gpus + 1) // 2, psu_rated_w=1600.0, win_ms=self.adc_window_ms,
+                              device_id=f"BN{index:014X}")
+        node.devices.append(rail)
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.1 * index, start_s=1.0)
