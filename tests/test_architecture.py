@@ -32,3 +32,11 @@ def test_agent_side_never_loads_textual_or_plotext(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                          check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_rigmon_passes_mypy_strict(tmp_path: Path) -> None:
+    # STYLE.md: `mypy --strict` on rigmon/ (settings in pyproject.toml). A cold cache takes ~10 s.
+    out = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "rigmon"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "Success: no issues found" in out.stdout
