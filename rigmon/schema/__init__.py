@@ -1,0 +1,130 @@
+"""Wire records of the agent's /v1 API: frames, readings, events, and their JSON codec.
+
+Within SCHEMA_VERSION changes are additive only: a new source adds its record types and a
+field of `Readings`; clients ignore keys they do not know. Units are in the field names,
+and a missing value is ``None`` (JSON ``null``), never 0, -1 or "N/A".
+
+One module per source family; every name is importable from ``rigmon.schema``.
+"""
+
+from __future__ import annotations
+
+from rigmon.schema.alarms import (
+    Alarm,
+    AlarmList,
+    AlarmState,
+)
+from rigmon.schema.frame import (
+    SCHEMA_VERSION,
+    CollectorState,
+    CollectorStatus,
+    Event,
+    EventValue,
+    Frame,
+    Gap,
+    Info,
+    Readings,
+    SchemaError,
+    Severity,
+    T,
+    decode,
+    decode_data,
+    encode,
+)
+from rigmon.schema.gpu import (
+    AmdGpuReading,
+    ClockReason,
+    GpuReading,
+    GpuState,
+    KernelLogLine,
+    KernelLogReading,
+    NvLinkReading,
+)
+from rigmon.schema.history import (
+    History,
+    HistorySeries,
+    NodeCapture,
+)
+from rigmon.schema.host import (
+    HostReading,
+    TemperatureReading,
+)
+from rigmon.schema.links import (
+    LinkState,
+    NetInterfaceReading,
+    ThunderboltDeviceReading,
+    ThunderboltKind,
+)
+from rigmon.schema.power import (
+    CurrentEnvelope,
+    EnvelopeSource,
+    HwmonVoltageReading,
+    PathResistanceReading,
+    PmbusPsuReading,
+    PsuAdcCounters,
+    PsuProtocolName,
+    PsuRailReading,
+    ResistanceMethod,
+    VoltageEnvelope,
+)
+from rigmon.schema.storage import (
+    DiskReading,
+    NvmeReading,
+    RaidArrayReading,
+    RaidHealth,
+    RaidMemberReading,
+    RaidMemberRole,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Alarm",
+    "AlarmList",
+    "AlarmState",
+    "AmdGpuReading",
+    "ClockReason",
+    "CollectorState",
+    "CollectorStatus",
+    "CurrentEnvelope",
+    "DiskReading",
+    "EnvelopeSource",
+    "Event",
+    "EventValue",
+    "Frame",
+    "Gap",
+    "GpuReading",
+    "GpuState",
+    "History",
+    "HistorySeries",
+    "HostReading",
+    "HwmonVoltageReading",
+    "Info",
+    "KernelLogLine",
+    "KernelLogReading",
+    "LinkState",
+    "NetInterfaceReading",
+    "NodeCapture",
+    "NvLinkReading",
+    "NvmeReading",
+    "PathResistanceReading",
+    "PmbusPsuReading",
+    "PsuAdcCounters",
+    "PsuProtocolName",
+    "PsuRailReading",
+    "RaidArrayReading",
+    "RaidHealth",
+    "RaidMemberReading",
+    "RaidMemberRole",
+    "Readings",
+    "ResistanceMethod",
+    "SchemaError",
+    "Severity",
+    "T",
+    "TemperatureReading",
+    "ThunderboltDeviceReading",
+    "ThunderboltKind",
+    "VoltageEnvelope",
+    "decode",
+    "decode_data",
+    "encode",
+]

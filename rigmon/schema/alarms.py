@@ -1,0 +1,54 @@
+"""Alarms (rigmon/alarms): the alarm records served on /v1/alarms and kept by the journal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rigmon.schema.frame import EventValue, Severity
+
+AlarmState = Literal["pending", "firing", "resolved"]
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """One alarm episode of a rule on one subject, from pending to resolved.
+
+    ``id`` is unique per agent run and stays the same through the episode's transitions;
+    a new episode of the same rule and subject gets a new id. ``started_at`` is when the
+    condition was first seen, ``fired_at`` when the alarm fired (``None`` if it never did:
+    a pending alarm whose condition cleared within its hold time), ``updated_at`` the last
+    change of any field. Times are Unix seconds. ``value`` is the reading that decided
+    (volts, a state, an increase, an age in seconds, a slope per day); ``count`` is how
+    many matching events an event alarm has seen.
+    """
+
+    id: str
+    rule: str
+    rule_kind: str
+    severity: Severity
+    node: str
+    subject: str
+    state: AlarmState
+    message: str
+    started_at: float
+    updated_at: float
+    value: EventValue = None
+    fired_at: float | None = None
+    resolved_at: float | None = None
+    acknowledged_at: float | None = None
+    acknowledged_by: str | None = None
+    count: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmList:
+    """``/v1/alarms``: active alarms (pending or firing) and recently resolved ones, newest first."""
+
+    node: str
+    active: tuple[Alarm, ...]
+    recent: tuple[Alarm, ...]
+    rules: tuple[str, ...] = ()
+    control: bool = False
+    """Whether this agent accepts acknowledgements (a control token is configured)."""

@@ -1,0 +1,148 @@
+"""Wire records of GPUs: NVIDIA through NVML (collectors/gpu.py), AMD through amdgpu sysfs
+(collectors/amd_gpu.py), and the kernel log (collectors/kernel_log.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+GpuState = Literal["ok", "lost"]
+ClockReason = Literal[
+    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+    "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting",
+    "board_limit", "reliability", "other",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NvLinkReading:
+    """One NVLink of a GPU: state and the driver's error counters since driver load.
+
+    ``*_per_s`` are rates of the matching counters between two polls (``None`` on the
+    first poll or after a reset).
+    """
+
+    link: int
+    active: bool | None
+    replay_total: int | None
+    recovery_total: int | None
+    crc_flit_total: int | None
+    crc_data_total: int | None
+    replay_per_s: float | None = None
+    crc_flit_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One NVIDIA GPU as NVML (and sysfs, and the kernel log) see it.
+
+    ``pci_bus_id`` is the sysfs spelling (``0000:1a:00.0``), ``pci_bus_id_nvml`` NVML's
+    (``00000000:1A:00.0``) and ``pci_bus_id_xid`` the kernel's Xid spelling
+    (``0000:1a:00``). ``state`` is ``lost`` once any signal said the GPU fell off the bus
+    (NVML GPU_IS_LOST, a shrinking device count or PCI list, Xid 79 in the kernel log);
+    a lost GPU stays listed with its identity, ``lost_at`` (Unix seconds) and
+    ``lost_reason``, and every reading ``None``.
+
+    Power: ``power_w`` is NVML's power reading (instantaneous on V100, a 1 s average on
+    newer parts); ``power_peak_w``/``power_min_w`` come from the driver's power sample
+    buffer between this poll and the previous one (``power_samples`` of them);
+    ``power_instant_w`` is the instantaneous power field where the driver has it.
+    ``clock_reasons`` are the decoded clock event (throttle) reasons; the violation
+    counters are seconds spent capped by power or thermal policy since driver load.
+    """
+
+    index: int
+    uuid: str | None
+    name: str | None
+    serial: str | None
+    pci_bus_id: str | None
+    pci_bus_id_nvml: str | None
+    pci_bus_id_xid: str | None
+    state: GpuState = "ok"
+    lost_at: float | None = None
+    lost_reason: str | None = None
+    power_w: float | None = None
+    power_peak_w: float | None = None
+    power_min_w: float | None = None
+    power_samples: int | None = None
+    power_instant_w: float | None = None
+    energy_j_total: float | None = None
+    power_limit_w: float | None = None
+    power_limit_enforced_w: float | None = None
+    power_limit_default_w: float | None = None
+    clock_sm_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    clock_graphics_mhz: int | None = None
+    clock_app_graphics_mhz: int | None = None
+    clock_app_mem_mhz: int | None = None
+    clock_max_sm_mhz: int | None = None
+    clock_max_mem_mhz: int | None = None
+    clock_max_graphics_mhz: int | None = None
+    clock_reasons: tuple[ClockReason, ...] | None = None
+    violation_power_s_total: float | None = None
+    violation_thermal_s_total: float | None = None
+    temp_c: float | None = None
+    fan_pct: float | None = None
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    mem_total_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    pstate: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay_total: int | None = None
+    pcie_replay_per_s: float | None = None
+    nvlinks: tuple[NvLinkReading, ...] = ()
+    ecc_corrected_total: int | None = None
+    ecc_uncorrected_total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AmdGpuReading:
+    """One AMD GPU (amdgpu driver) from sysfs: ``card`` is the DRM card (``card0``).
+
+    ``power_w`` is hwmon ``power1_average`` (or ``power1_input``); clocks are the
+    current DPM levels of ``pp_dpm_sclk``/``pp_dpm_mclk``; on APUs such as Strix Halo
+    "VRAM" is the carve-out of system memory.
+    """
+
+    card: str
+    pci_bus_id: str | None
+    power_w: float | None
+    busy_pct: float | None
+    clock_sclk_mhz: int | None
+    clock_mclk_mhz: int | None
+    temp_c: float | None
+    vram_total_bytes: int | None
+    vram_used_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLogLine:
+    """A kernel log record that a rule matched (Xid, fallen off the bus, PCIe AER).
+
+    ``kind`` is ``xid``, ``gpu_off_bus`` or ``pcie_aer``; ``at`` is Unix seconds derived
+    from the record's boot-relative timestamp; ``text`` is the unescaped message.
+    """
+
+    seq: int
+    at: float | None
+    level: int
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLogReading:
+    """State of the kernel log reader: counts since the agent started and recent matches.
+
+    ``lost_total`` counts records overwritten before they were read (EPIPE and sequence
+    gaps). ``recent`` holds the last matched lines, oldest first.
+    """
+
+    records_total: int
+    matched_total: int
+    lost_total: int
+    recent: tuple[KernelLogLine, ...] = ()

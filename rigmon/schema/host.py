@@ -1,0 +1,31 @@
+"""Wire records of the host collector: CPU, load, memory and temperature sensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class HostReading:
+    """CPU, load and memory of the node."""
+
+    cpu_pct: float | None
+    cpu_count: int | None
+    load_1: float | None
+    load_5: float | None
+    load_15: float | None
+    mem_total_bytes: int | None
+    mem_available_bytes: int | None
+    swap_total_bytes: int | None
+    swap_free_bytes: int | None
+    uptime_s: float | None
+    boot_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TemperatureReading:
+    """One temperature sensor: a thermal zone or an hwmon ``temp*_input``."""
+
+    sensor: str
+    label: str
+    temp_c: float

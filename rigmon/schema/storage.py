@@ -1,0 +1,130 @@
+"""Wire records of storage: /proc/diskstats, /proc/mdstat, md sysfs, NVMe sysfs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+RaidHealth = Literal["ok", "degraded", "recovering", "broken", "inactive"]
+RaidMemberRole = Literal["in_sync", "rebuilding", "faulty", "spare", "journal", "missing", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class DiskReading:
+    """One whole block device (NVMe namespace, md array, SATA disk) from /proc/diskstats.
+
+    Rates are ``None`` on the first sample and after a counter reset (device re-created);
+    ``util_pct`` is the share of the interval the device had I/O in flight (iostat %util);
+    ``*_await_ms`` is the mean time per completed request during the interval (iostat
+    r_await/w_await), ``None`` when no request completed. ``discards_total`` is ``None`` on
+    kernels before 4.18 and ``flushes_total`` before 5.5 (shorter diskstats lines).
+    """
+
+    name: str
+    major: int
+    minor: int
+    reads_total: int
+    writes_total: int
+    read_bytes_total: int
+    write_bytes_total: int
+    in_flight: int
+    discards_total: int | None
+    flushes_total: int | None
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    read_iops: float | None
+    write_iops: float | None
+    util_pct: float | None
+    read_await_ms: float | None
+    write_await_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RaidMemberReading:
+    """One member of an md array.
+
+    ``slot`` is the role index (``nvme0n1[0]`` in /proc/mdstat, ``dev-*/slot`` in sysfs);
+    ``flags`` are the raw words of ``dev-*/state`` (``in_sync``, ``faulty``, ``write_error``...);
+    ``present`` is false when the member's block device is gone (enclosure unplugged) while
+    md still lists it. Rates come from the member's own block counters.
+    """
+
+    name: str
+    slot: int | None
+    role: RaidMemberRole
+    present: bool
+    write_mostly: bool
+    replacement: bool
+    flags: tuple[str, ...]
+    errors_total: int | None
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RaidArrayReading:
+    """One md array from /proc/mdstat and /sys/block/mdX/md.
+
+    ``md_name`` is the /dev/md/NAME handle behind the kernel name (``raid0n0`` for md127).
+    ``mdstat_state`` is the word of /proc/mdstat (``active``, ``inactive``, ``broken``);
+    ``array_state`` the sysfs word (``clean``, ``active``, ``broken``, ``inactive``...).
+    ``degraded``, ``sync_*`` exist only for levels with redundancy (``None`` for RAID0 and
+    linear). ``sync_progress_pct``, ``sync_speed_bytes_per_s`` and ``sync_eta_s`` describe
+    a running resync/recovery/check/reshape. ``member_imbalance_pct`` is how far the slowest
+    busy member lags the fastest ((max - min) / max of read+write bytes/s), ``None`` when
+    the array is idle; ``vs_fastest_array_pct`` is this array's throughput as a share of the
+    fastest array loaded at the same time, ``None`` unless at least two arrays are busy.
+    """
+
+    name: str
+    md_name: str | None
+    level: str | None
+    health: RaidHealth
+    mdstat_state: str
+    array_state: str | None
+    read_only: bool
+    raid_disks: int | None
+    working_disks: int | None
+    degraded: int | None
+    sync_action: str | None
+    sync_progress_pct: float | None
+    sync_speed_bytes_per_s: float | None
+    sync_eta_s: float | None
+    size_bytes: int | None
+    chunk_bytes: int | None
+    uuid: str | None
+    members: tuple[RaidMemberReading, ...]
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    member_imbalance_pct: float | None
+    vs_fastest_array_pct: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NvmeReading:
+    """One NVMe controller from /sys/class/nvme/nvmeX, its PCIe link and its hwmon sensor.
+
+    ``model``, ``serial`` and ``firmware`` are stripped of the kernel's space padding.
+    Link speeds are per lane in GT/s (``8.0`` for gen 3); ``link_lost`` is true when the
+    function reads ``Unknown`` speed (fell off the bus); ``namespaces`` are the visible
+    block devices (``nvme0n1``), mapped through the controller, never by name arithmetic.
+    """
+
+    name: str
+    model: str | None
+    serial: str | None
+    firmware: str | None
+    state: str | None
+    transport: str | None
+    address: str | None
+    namespaces: tuple[str, ...]
+    link_speed_gts: float | None
+    link_width: int | None
+    max_link_speed_gts: float | None
+    max_link_width: int | None
+    link_gen: int | None
+    max_link_gen: int | None
+    link_lost: bool
+    temp_c: float | None
+    temp_max_c: float | None
+    temp_crit_c: float | None
