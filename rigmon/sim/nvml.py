@@ -20,6 +20,9 @@ Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SU
 for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
 GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
 ``hang`` (every call blocks until the failure is healed).
+
+The machine side (GPU state, failures, Xid queues, ``nvml.toml`` loading) is
+`rigmon.sim.nvml_machine`; its names are importable from here too.
 """
 
 from __future__ import annotations
@@ -29,14 +32,58 @@ import ctypes
 import os
 import threading
 import types
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from rigmon.hw.nvml import bind_library, current_target
+from rigmon.sim.nvml_machine import (
+    NVLINK_COUNTERS,
+    OPTIONAL_SYMBOLS,
+    POWER_SAMPLE_BUFFER,
+    V100_DEVICE_ID,
+    V100_MEMORY_BYTES,
+    V100_SUBSYSTEM_ID,
+    FailureName,
+    FakeGpu,
+    FakeNvmlMachine,
+    machine_from_toml,
+    v100_sxm2_gpus,
+)
 
-FailureName = Literal["not_supported", "gpu_lost", "driver_missing", "hang"]
+# Public names, the machine's included: they lived in this module and stay importable from it.
+__all__ = [
+    "ERROR_DRIVER_NOT_LOADED",
+    "ERROR_FUNCTION_NOT_FOUND",
+    "ERROR_GPU_IS_LOST",
+    "ERROR_INVALID_ARGUMENT",
+    "ERROR_NOT_FOUND",
+    "ERROR_NOT_SUPPORTED",
+    "ERROR_TIMEOUT",
+    "ERROR_UNINITIALIZED",
+    "FAKE_NVML",
+    "FI_DEV_POWER_INSTANT",
+    "MEMORY_ERROR_TYPE_CORRECTED",
+    "NVLINK_COUNTERS",
+    "OPTIONAL_SYMBOLS",
+    "PERF_POLICY_POWER",
+    "PERF_POLICY_THERMAL",
+    "POWER_SAMPLE_BUFFER",
+    "SUCCESS",
+    "TEMPERATURE_GPU",
+    "TOTAL_POWER_SAMPLES",
+    "V100_DEVICE_ID",
+    "V100_MEMORY_BYTES",
+    "V100_SUBSYSTEM_ID",
+    "VALUE_TYPE_UNSIGNED_INT",
+    "FailureName",
+    "FakeGpu",
+    "FakeNvmlLibrary",
+    "FakeNvmlMachine",
+    "GpuFn",
+    "machine_from_toml",
+    "serving",
+    "v100_sxm2_gpus",
+]
 
 SUCCESS = 0
 ERROR_UNINITIALIZED = 1
@@ -60,179 +107,12 @@ FI_DEV_POWER_INSTANT = 186
 #: Device handles are these plus the GPU index; event sets these plus a serial number.
 _HANDLE_BASE = 0x1000
 _EVENT_SET_BASE = 0x50000
-#: NVML keeps a bounded ring of power samples per GPU.
-POWER_SAMPLE_BUFFER = 120
-V100_MEMORY_BYTES = 16_945_512_448
-V100_DEVICE_ID = 0x1DB110DE
-V100_SUBSYSTEM_ID = 0x121210DE
-NVLINK_COUNTERS = (0, 1, 2, 3)  # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA
 _NO_INSTANCE = 0xFFFFFFFF
-
-#: Symbols whose value is optional on some part; ``not_supported`` without names covers these.
-OPTIONAL_SYMBOLS = frozenset({
-    "nvmlDeviceGetFanSpeed", "nvmlDeviceGetSerial", "nvmlDeviceGetSamples", "nvmlDeviceGetFieldValues",
-    "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetViolationStatus", "nvmlDeviceGetApplicationsClock",
-    "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetTotalEccErrors",
-    "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetCurrentClocksEventReasons",
-    "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetPowerManagementLimit",
-    "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementDefaultLimit",
-})
 
 _ERROR_TEXT = {
     ERROR_NOT_FOUND: b"Not Found",
     ERROR_TIMEOUT: b"Timeout",
 }
-
-
-@dataclass
-class FakeGpu:
-    """One simulated NVIDIA GPU's state, in NVML units; `FakeNvmlMachine.lock` guards it.
-
-    ``fan_pct`` ``None`` answers NOT_SUPPORTED (passively cooled SXM2 boards).
-    """
-
-    index: int
-    uuid: str
-    bus: int
-    name: str = "Tesla V100-SXM2-16GB"
-    serial: str = "0323217012345"
-    domain: int = 0
-    power_mw: int = 42_000
-    power_samples: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=POWER_SAMPLE_BUFFER))
-    power_instant_supported: bool = True
-    energy_mj: float = 183_512_734_221.0
-    power_limit_mw: int = 300_000
-    enforced_limit_mw: int = 300_000
-    default_limit_mw: int = 300_000
-    clock_graphics_mhz: int = 135
-    clock_sm_mhz: int = 135
-    clock_mem_mhz: int = 877
-    app_clock_graphics_mhz: int = 1312
-    app_clock_mem_mhz: int = 877
-    max_clock_graphics_mhz: int = 1530
-    max_clock_sm_mhz: int = 1530
-    max_clock_mem_mhz: int = 877
-    clock_reasons: int = 0x1
-    violation_power_ns: int = 0
-    violation_thermal_ns: int = 0
-    temp_c: int = 35
-    fan_pct: int | None = None
-    util_gpu_pct: int = 0
-    util_mem_pct: int = 0
-    mem_total_bytes: int = V100_MEMORY_BYTES
-    mem_used_bytes: int = 524_288
-    pstate: int = 8
-    pcie_gen: int = 3
-    pcie_width: int = 16
-    pcie_gen_max: int = 3
-    pcie_width_max: int = 16
-    pcie_replay: int = 0
-    nvlink_active: list[bool] = field(default_factory=lambda: [True] * 6)
-    nvlink_counters: dict[tuple[int, int], int] = field(default_factory=dict)
-    ecc_corrected: int = 0
-    ecc_uncorrected: int = 0
-    lost: bool = False
-    not_supported: set[str] = field(default_factory=set)
-
-    @property
-    def bus_id(self) -> str:
-        """NVML's spelling of the PCI address: ``00000000:1A:00.0``."""
-        return f"{self.domain:08X}:{self.bus:02X}:00.0"
-
-    @property
-    def sysfs_bus_id(self) -> str:
-        """The kernel's spelling: ``0000:1a:00.0``."""
-        return f"{self.domain:04x}:{self.bus:02x}:00.0"
-
-
-def v100_sxm2_gpus(count: int = 4, first_bus: int = 0x1A, seed: int = 0) -> list[FakeGpu]:
-    """The reference rig's GPUs: ``count`` idle Tesla V100-SXM2-16GB on consecutive buses."""
-    gpus = []
-    for i in range(count):
-        uuid = f"GPU-{seed:08x}-{i:04x}-4c4e-9a57-{0x3f0d2b6c91aa + i:012x}"
-        gpus.append(FakeGpu(index=i, uuid=uuid, bus=first_bus + i, serial=f"03232170{12345 + i}"))
-    return gpus
-
-
-class FakeNvmlMachine:
-    """One simulated node's NVIDIA driver: its GPUs, failures and pending Xid events.
-
-    Args:
-        gpus: the GPUs, in NVML index order.
-        driver_version: what ``nvmlSystemGetDriverVersion`` answers.
-        missing_symbols: symbols this driver lacks (answer FUNCTION_NOT_FOUND).
-    """
-
-    def __init__(self, gpus: Iterable[FakeGpu], driver_version: str = "535.183.01",
-                 missing_symbols: Iterable[str] = ()) -> None:
-        self.gpus = list(gpus)
-        self.driver_version = driver_version
-        self.missing_symbols = set(missing_symbols)
-        self.lock = threading.Lock()
-        self.driver_missing = False
-        self.init_count = 0
-        self._running = threading.Event()
-        self._running.set()
-        self._events = threading.Condition(self.lock)
-        self._queues: dict[int, deque[tuple[int, int]]] = {}
-        self._registered: dict[int, set[int]] = {}
-
-    def fail(self, failure: FailureName, gpu: int | None = None, symbols: Iterable[str] = ()) -> None:
-        """Switch a named failure on (``gpu`` for the per-GPU ones)."""
-        self._switch(failure, gpu, set(symbols), on=True)
-
-    def heal(self, failure: FailureName, gpu: int | None = None) -> None:
-        """Switch a named failure off."""
-        self._switch(failure, gpu, set(), on=False)
-
-    def _switch(self, failure: FailureName, gpu: int | None, symbols: set[str], on: bool) -> None:
-        if failure == "hang":
-            # Not under the lock: hung calls hold no lock while they wait.
-            if on:
-                self._running.clear()
-            else:
-                self._running.set()
-            return
-        with self.lock:
-            if failure == "driver_missing":
-                self.driver_missing = on
-                return
-            if gpu is None:
-                raise ValueError(f"failure {failure} needs a GPU index")
-            target = self.gpus[gpu]
-            if failure == "gpu_lost":
-                target.lost = on
-            elif failure == "not_supported":
-                target.not_supported = (symbols or set(OPTIONAL_SYMBOLS)) if on else set()
-
-    def post_xid(self, index: int, xid: int) -> None:
-        """Deliver an Xid critical error event for GPU ``index`` to every registered event set."""
-        with self._events:
-            for set_id, devices in self._registered.items():
-                if index in devices:
-                    self._queues[set_id].append((index, xid))
-            self._events.notify_all()
-
-    def wait_running(self) -> None:
-        """Block while the ``hang`` failure is on (called by every symbol)."""
-        self._running.wait()
-
-    def _register(self, set_id: int, index: int) -> None:
-        self._registered.setdefault(set_id, set()).add(index)
-        self._queues.setdefault(set_id, deque())
-
-    def _wait_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
-        with self._events:
-            queue = self._queues.get(set_id)
-            if queue is None:
-                return None
-            if not queue:
-                self._events.wait(timeout_s)
-            return queue.popleft() if queue else None
-
-    def _free(self, set_id: int) -> None:
-        self._registered.pop(set_id, None)
-        self._queues.pop(set_id, None)
 
 
 def _set(out: Any, value: Any) -> None:
@@ -669,53 +549,3 @@ def serving(target: str | os.PathLike[str] | None, machine: FakeNvmlMachine) -> 
     finally:
         machine.heal("hang")
         FAKE_NVML.withdraw(target)
-
-
-_PROFILES: dict[str, Callable[[int], list[FakeGpu]]] = {
-    "v100-sxm2-16gb": v100_sxm2_gpus,
-}
-
-
-def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
-    """Build a machine from a scenario folder's ``nvml.toml``.
-
-    Keys: ``profile`` (``v100-sxm2-16gb``), ``count``, ``driver_version``,
-    ``missing_symbols`` (list), ``driver_missing`` (bool), and ``[[gpu]]`` tables with
-    ``index`` plus any `FakeGpu` field to override, ``power_samples_mw`` (list of
-    ``[timestamp_us, mW]``), ``failures`` (``gpu_lost``, ``not_supported``) and
-    ``not_supported`` (symbol names).
-
-    Raises:
-        ValueError: an unknown profile, GPU field or failure.
-    """
-    profile = str(data.get("profile", "v100-sxm2-16gb"))
-    if profile not in _PROFILES:
-        raise ValueError(f"profile: unknown {profile!r} (known: {', '.join(_PROFILES)})")
-    gpus = _PROFILES[profile](int(data.get("count", 4)))
-    machine = FakeNvmlMachine(gpus, driver_version=str(data.get("driver_version", "535.183.01")),
-                              missing_symbols=[str(s) for s in data.get("missing_symbols", [])])
-    known = set(FakeGpu.__dataclass_fields__) - {"index", "power_samples", "not_supported", "lost", "nvlink_counters"}
-    for table in data.get("gpu", []):
-        gpu = gpus[int(table["index"])]
-        for key, value in table.items():
-            if key == "index":
-                continue
-            if key == "power_samples_mw":
-                gpu.power_samples.extend((int(ts), int(mw)) for ts, mw in value)
-            elif key == "failures":
-                for failure in value:
-                    if failure not in ("gpu_lost", "not_supported"):
-                        raise ValueError(f"gpu[{gpu.index}].failures: unknown {failure!r}")
-                    machine.fail(failure, gpu.index, table.get("not_supported", ()))
-            elif key == "not_supported":
-                continue
-            elif key == "nvlink_errors":
-                for link, counter, count in value:
-                    gpu.nvlink_counters[(int(link), int(counter))] = int(count)
-            elif key in known:
-                setattr(gpu, key, value)
-            else:
-                raise ValueError(f"gpu[{gpu.index}].{key}: unknown field")
-    if data.get("driver_missing"):
-        machine.fail("driver_missing")
-    return machine
