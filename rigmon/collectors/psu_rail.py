@@ -1,0 +1,369 @@
+"""Bookkeeping of the PSU rail device: sequence tracking, counters, envelopes, sag detection, events.
+
+`RailState` is pure: fed lines or windows with the times passed in, no I/O. The reader
+thread that feeds it (exclusive open, reopen with backoff, udev kick, pushes) is
+`rigmon.collectors.psu.PsuCollector`; the line parsers are `rigmon.collectors.psu_lines`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from rigmon.collectors.base import EventDraft
+from rigmon.collectors.psu_lines import (
+    FLAG_UNDER_VOLTAGE,
+    U32,
+    LineError,
+    LineSplitter,
+    RailWindow,
+    Rm1Identity,
+    TextHeader,
+    Triple,
+    parse_rm1_line,
+    parse_text_line,
+    text_window,
+)
+from rigmon.config import PsuSection
+from rigmon.path_resistance import EstimatorSet
+from rigmon.schema import (
+    CurrentEnvelope,
+    PathResistanceReading,
+    PsuAdcCounters,
+    PsuRailReading,
+    VoltageEnvelope,
+)
+
+#: RM1 flag bit: the device lost samples or records.
+FLAG_OVERRUN = 8
+#: An ``RMI`` line this soon after we sent ``?`` is the answer, not a reboot.
+IDENTITY_ANSWER_S = 2.0
+#: A stale reading needs at least this many missing windows.
+STALE_WINDOWS = 3
+
+
+@dataclass(slots=True)
+class _Channel:
+    """Running envelope of one channel: sample-weighted mean, min of mins, max of maxes."""
+
+    weighted_sum: float = 0.0
+    weight: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
+
+    def add(self, triple: Triple, weight: float) -> None:
+        self.weighted_sum += triple.mean * weight
+        self.weight += weight
+        self.low = min(self.low, triple.min)
+        self.high = max(self.high, triple.max)
+
+    def triple(self) -> Triple:
+        mean = self.weighted_sum / self.weight if self.weight else (self.low + self.high) / 2
+        # The mean of rounded means can fall a hair outside [min, max]; clamp it back.
+        return Triple(mean=min(max(round(mean, 6), self.low), self.high), min=self.low, max=self.high)
+
+
+@dataclass(slots=True)
+class _Aggregate:
+    """Windows since the previous frame."""
+
+    windows: int = 0
+    samples: int | None = 0
+    flags: int = 0
+    sag: bool = False
+    volts: dict[str, _Channel] = field(default_factory=dict)
+    amps: dict[str, _Channel] = field(default_factory=dict)
+
+    def add(self, window: RailWindow) -> None:
+        self.windows += 1
+        self.flags |= window.flags
+        if self.samples is not None:
+            self.samples = None if window.samples is None else self.samples + window.samples
+        weight = float(window.samples or 1)
+        for key, triple in window.volts.items():
+            self.volts.setdefault(key, _Channel()).add(triple, weight)
+        for key, triple in window.amps.items():
+            self.amps.setdefault(key, _Channel()).add(triple, weight)
+
+
+def _volts(t: Triple) -> VoltageEnvelope:
+    return VoltageEnvelope(mean_volts=t.mean, min_volts=t.min, max_volts=t.max)
+
+
+def _amps(t: Triple) -> CurrentEnvelope:
+    return CurrentEnvelope(mean_amps=t.mean, min_amps=t.min, max_amps=t.max)
+
+
+class RailState:
+    """Bookkeeping of one rail device, fed lines or windows; no I/O, times passed in.
+
+    Thread-safety is the caller's: `PsuCollector` holds a lock around every call.
+
+    Args:
+        config: the ``[psu]`` section.
+    """
+
+    def __init__(self, config: PsuSection) -> None:
+        self.config = config
+        self.counters = PsuAdcCounters()
+        self.events: list[EventDraft] = []
+        self.connected = False
+        self.last_error: str | None = None
+        self.identity: Rm1Identity | None = None
+        self.splitter = LineSplitter()
+        self._agg = _Aggregate()
+        self._last_window: RailWindow | None = None
+        self._last_window_mono: float | None = None
+        self._last_window_at: float | None = None
+        self._last_seq: int | None = None
+        self._last_up_ms: int | None = None
+        self._seen_window = False
+        self._query_mono: float | None = None
+        self._header: TextHeader | None = None
+        self._pushed_min: float | None = None
+        self._pushed_uv = False
+        self._ever_opened = False
+        self._power_w: float | None = None
+        self._energy_wh: float | None = None
+        self._estimators = EstimatorSet()
+
+    # -- connection -------------------------------------------------------------------
+
+    def opened(self) -> None:
+        """The port was opened: the next line is partial."""
+        self.connected = True
+        self.last_error = None
+        self.splitter.restart()
+        self._header = None
+        self._count(opens_total=1)
+        if self._ever_opened:
+            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} is back")
+        self._ever_opened = True
+
+    def closed(self, reason: str) -> None:
+        """The port went away (unplugged, reset) or could not be opened."""
+        if self.connected:
+            self._count(disconnects_total=1)
+            self._event("psu_adc_disconnected", "warning",
+                        f"rail ADC on {self.config.port} went away: {reason}", {"reason": reason})
+        self.connected = False
+        self.last_error = reason
+
+    def query_sent(self, mono: float) -> None:
+        """We asked an RM1 device for its identity (``?``)."""
+        self._query_mono = mono
+
+    # -- input ------------------------------------------------------------------------
+
+    def feed(self, data: bytes, mono: float, wall: float) -> bool:
+        """Feed received bytes; return whether a sag reading should be pushed at once."""
+        before = (self.splitter.partial_total, self.splitter.long_total)
+        push = False
+        for line in self.splitter.feed(data):
+            push = self.line(line, mono, wall) or push
+        if (self.splitter.partial_total, self.splitter.long_total) != before:
+            self.counters = replace(self.counters, partial_lines_total=self.splitter.partial_total,
+                                    long_lines_total=self.splitter.long_total)
+        return push
+
+    def line(self, line: str, mono: float, wall: float) -> bool:
+        """Handle one complete line; return whether to push a sag reading now."""
+        self._count(lines_total=1)
+        try:
+            if self.config.protocol == "rm1":
+                record = parse_rm1_line(line)
+                if isinstance(record, Rm1Identity):
+                    self._identity(record, mono)
+                    return False
+                window = record
+            else:
+                parsed = parse_text_line(line)
+                if isinstance(parsed, TextHeader):
+                    self._header = parsed
+                    window = None
+                else:
+                    window = None if parsed is None else text_window(
+                        parsed, self._header, self.config.channels, self.config.scale)
+        except LineError as exc:
+            self.line_error(exc)
+            return False
+        if window is None:
+            self._count(ignored_lines_total=1)
+            return False
+        return self.window(window, mono, wall)
+
+    def line_error(self, exc: LineError) -> None:
+        """Count a dropped line (or a bad PZEM-017 answer) by its reason."""
+        key = {
+            "long": "long_lines_total", "control": "malformed_lines_total", "checksum": "checksum_errors_total",
+            "malformed": "malformed_lines_total", "nonsense": "nonsense_lines_total",
+        }[exc.reason]
+        self._count(**{key: 1})
+
+    def read_error(self) -> None:
+        """A poll got no valid answer."""
+        self._count(read_errors_total=1)
+
+    def _identity(self, identity: Rm1Identity, mono: float) -> None:
+        answered = self._query_mono is not None and mono - self._query_mono <= IDENTITY_ANSWER_S
+        if not answered and self._seen_window:
+            self._reboot(f"identity line from {identity.device_id or 'the device'}")
+        elif self.identity is not None and identity.device_id != self.identity.device_id:
+            self._event("psu_adc_replaced", "info",
+                        f"rail ADC is now {identity.device_id} (was {self.identity.device_id})",
+                        {"device_id": identity.device_id, "previous": self.identity.device_id})
+        self.identity = identity
+        self._query_mono = None
+
+    def _reboot(self, why: str) -> None:
+        self._count(reboots_total=1)
+        self._event("psu_adc_rebooted", "warning", f"rail ADC rebooted ({why})", {"why": why})
+        self._last_seq = None
+        self._last_up_ms = None
+
+    def window(self, window: RailWindow, mono: float, wall: float) -> bool:
+        """Account one valid window; return whether to push a sag reading now."""
+        if window.seq is not None:
+            if not self._sequence(window):
+                return False
+        self._count(windows_total=1)
+        if window.flags & FLAG_OVERRUN:
+            self._count(overrun_windows_total=1)
+        self._seen_window = True
+        self._agg.add(window)
+        self._last_window = window
+        self._last_window_mono = mono
+        self._last_window_at = wall
+        if window.power_w is not None:
+            self._power_w = window.power_w
+        if window.energy_wh is not None:
+            self._energy_wh = window.energy_wh
+        self._feed_resistance(window, wall)
+        primary = window.volts.get(self.config.primary)
+        sag = primary is not None and primary.min < self.config.sag_volts
+        latched = bool(window.flags & FLAG_UNDER_VOLTAGE)
+        if not (sag or latched):
+            return False
+        self._agg.sag = self._agg.sag or sag
+        # Push the first sag since the previous frame, and any deeper one; not every window
+        # (a device may send hundreds per second during a long brown-out).
+        deeper = primary is not None and sag and (self._pushed_min is None or primary.min < self._pushed_min)
+        first_latch = latched and not self._pushed_uv
+        if deeper and primary is not None:
+            self._pushed_min = primary.min
+        self._pushed_uv = self._pushed_uv or latched
+        return deeper or first_latch
+
+    def _sequence(self, window: RailWindow) -> bool:
+        """Track seq and uptime; return False for a duplicate window (dropped)."""
+        assert window.seq is not None
+        if self._last_seq is not None:
+            delta = (window.seq - self._last_seq) % U32
+            up_back = (
+                window.up_ms is not None and self._last_up_ms is not None
+                and (window.up_ms - self._last_up_ms) % U32 > U32 // 2
+            )
+            if delta == 0 and not up_back:
+                self._count(nonsense_lines_total=1)
+                return False
+            if delta > U32 // 2 or up_back:
+                self._reboot(f"seq {self._last_seq} -> {window.seq}")
+            elif delta > 1:
+                self._count(lost_windows_total=delta - 1)
+        self._last_seq = window.seq
+        self._last_up_ms = window.up_ms
+        return True
+
+    def _feed_resistance(self, window: RailWindow, wall: float) -> None:
+        load = window.volts.get(self.config.primary)
+        amps = window.amps.get(self.config.current) if self.config.current else None
+        if load is None or amps is None:
+            return
+        psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
+        if psu is not None:
+            path = f"{self.config.psu_side}-{self.config.primary}"
+            self._estimators.get(path, "two_point").add_drop(psu.mean - load.mean, amps.mean, wall)
+        else:
+            path = f"rail-{self.config.primary}"
+            self._estimators.get(path, "load_steps").add_load_point(load.mean, amps.mean, wall)
+
+    # -- output -----------------------------------------------------------------------
+
+    def reading(self, mono: float, reset: bool) -> PsuRailReading:
+        """The envelope since the previous frame; ``reset`` starts a new one (a frame was taken)."""
+        agg = self._agg
+        windows = agg.windows
+        stale = self._stale(mono)
+        if windows == 0 and self._last_window is not None and not stale:
+            # The device reports slower than the agent samples: repeat the last window.
+            repeat = _Aggregate()
+            repeat.add(self._last_window)
+            repeat.windows = 0
+            agg = repeat
+        volts = {k: c.triple() for k, c in agg.volts.items()} if not stale or windows else {}
+        amps = {k: c.triple() for k, c in agg.amps.items()} if not stale or windows else {}
+        last = self._last_window
+        identity = self.identity
+        reading = PsuRailReading(
+            port=self.config.port,
+            protocol=self.config.protocol,
+            connected=self.connected,
+            stale=stale and windows == 0,
+            envelope_source="device" if self.config.protocol == "rm1" else "host",
+            windows=windows,
+            volts=_volts(volts[self.config.primary]) if self.config.primary in volts else None,
+            amps=_amps(amps[self.config.current]) if self.config.current in amps else None,
+            channels_volts={k: _volts(t) for k, t in sorted(volts.items())},
+            channels_amps={k: _amps(t) for k, t in sorted(amps.items())},
+            samples=agg.samples if volts or amps else None,
+            window_s=None if last is None or last.win_ms is None else last.win_ms / 1000.0,
+            flags=agg.flags,
+            under_voltage_latched=bool(agg.flags & FLAG_UNDER_VOLTAGE),
+            sag=agg.sag,
+            seq=None if last is None else last.seq,
+            device_id=None if identity is None else identity.device_id,
+            firmware=None if identity is None else identity.firmware,
+            sensor=None if identity is None else identity.sensor,
+            last_window_at=self._last_window_at,
+            counters=self.counters,
+            power_w=self._power_w if not stale else None,
+            energy_wh_total=self._energy_wh,
+        )
+        if reset:
+            self._agg = _Aggregate()
+            self._pushed_min = None
+            self._pushed_uv = False
+        return reading
+
+    def resistance(self) -> list[PathResistanceReading]:
+        """Path resistance estimates (one per path the device measures)."""
+        return self._estimators.readings()
+
+    @property
+    def estimators(self) -> EstimatorSet:
+        """The path-resistance estimators (their daily fits are saved across agent restarts)."""
+        return self._estimators
+
+    def take_events(self) -> list[EventDraft]:
+        """Events since the last call."""
+        events, self.events = self.events, []
+        return events
+
+    def _stale(self, mono: float) -> bool:
+        if self._last_window_mono is None:
+            return True
+        limit = self.config.stale_after_s
+        last = self._last_window
+        if last is not None and last.win_ms:
+            limit = max(limit, STALE_WINDOWS * last.win_ms / 1000.0)
+        if self.config.protocol == "pzem017":
+            limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
+        return mono - self._last_window_mono > limit
+
+    def _count(self, **increments: int) -> None:
+        values = {k: getattr(self.counters, k) + v for k, v in increments.items()}
+        self.counters = replace(self.counters, **values)
+
+    def _event(self, kind: str, severity: str, message: str,
+               data: dict[str, str | int | float | bool | None] | None = None) -> None:
+        self.events.append(EventDraft(kind=kind, severity=severity, subject="psu:adc", message=message, data=data))
