@@ -63,7 +63,10 @@ def sparkline(data: Sequence[float], width: int, low: Color, high: Color, extrem
     else:
         # Textual's blend falls back to the second colour when either is not RGB.
         fixed = Style.from_color(high)
+    # Bars of one colour are one segment (the screen shows the same; fewer segments to style).
     out: list[Segment] = []
+    run: list[str] = []
+    run_style: Style | None = None
     for index in range(width):
         # int(Fraction(size, width) * index) for whole numbers.
         ratio = (pick(data[size * index // width:size * (index + 1) // width]) - minimum) / extent
@@ -71,7 +74,13 @@ def sparkline(data: Sequence[float], width: int, low: Color, high: Color, extrem
             style = _bar_style(int(r1 + (r2 - r1) * ratio), int(g1 + (g2 - g1) * ratio), int(b1 + (b2 - b1) * ratio))
         else:
             style = fixed
-        out.append(Segment(BARS[int(ratio * top) % len(BARS)], style))
+        if style is not run_style and run:
+            out.append(Segment("".join(run), run_style))
+            run.clear()
+        run_style = style
+        run.append(BARS[int(ratio * top) % len(BARS)])
+    if run:
+        out.append(Segment("".join(run), run_style))
     return out
 
 
