@@ -347,7 +347,10 @@ class ClusterStore:
 
     def views(self, points: int | None = 120, buckets: int = 60) -> list[NodeView]:
         """Every node's view, trouble first."""
-        return sorted((s.view(points, buckets, self.cluster_alarms_of(s.name)) for s in self.nodes.values()),
+        about: dict[str, list[Alarm]] = {}
+        for alarm in self.rules.active():
+            about.setdefault(alarm.node, []).append(alarm)
+        return sorted((s.view(points, buckets, tuple(about.get(s.name, ()))) for s in self.nodes.values()),
                       key=trouble_order)
 
     def counts(self) -> dict[NodeState, int]:
