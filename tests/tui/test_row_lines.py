@@ -101,3 +101,19 @@ def test_cell_cuts_with_an_ellipsis_and_pads_in_its_style() -> None:
     assert row_lines.cell("node01", bold, 8) == Segment("node01  ", bold)
     assert row_lines.cell("12 W", bold, 6, "right") == Segment("  12 W", bold)
     assert row_lines.cell("long-name", None, 5) == Segment("long…", None)
+
+
+async def test_row_styles_follow_the_theme() -> None:
+    app = RowApp()
+    async with app.run_test(size=(120, 4)) as pilot:
+        row = app.query_one(NodeRow)
+        seen = []
+        for theme in ("textual-dark", "textual-light", "nord"):
+            app.theme = theme
+            await pilot.pause()
+            row._style("live")
+            row.refresh()
+            await pilot.pause()
+            assert row._style("live") == row.get_component_rich_style("node-row--live", partial=True)
+            seen.append(row._style("live"))
+        assert len(set(seen)) > 1  # nord's green is not textual's

@@ -136,6 +136,10 @@ class NodeRow(Widget, can_focus=True):
     def __init__(self, view: NodeView | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(NodeRow.view, view)
+        # Component styles by name, for the theme they were read under. Textual drops its own
+        # cache of them on every refresh, and a row is refreshed for each of its node's frames.
+        self._styles: dict[str, Style] = {}
+        self._styles_theme: str | None = None
 
     def action_select(self) -> None:
         """Open the node."""
@@ -146,8 +150,18 @@ class NodeRow(Widget, can_focus=True):
         self.focus()
         self.action_select()
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"node-row--{name}", partial=True)
+        if self._styles_theme != self.app.theme:
+            self._styles.clear()
+            self._styles_theme = self.app.theme
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(f"node-row--{name}", partial=True)
+        return style
 
     def _figure(self, text: str, level: str | None = None) -> Text:
         style = self._style("missing") if text == fmt.MISSING else self._style(level) if level else ""
