@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 from rich.color import Color
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import App, ComposeResult
+from textual.renderables.sparkline import Sparkline
 
 import rigmon.tui
 from rigmon.cluster.store import NodeView
 from rigmon.cluster.summary import NodeSummary
 from rigmon.tui import row_lines
 from rigmon.tui.widgets.node_row import NodeRow, column_widths
-from textual.renderables.sparkline import Sparkline
 
 
 class RowApp(App[None]):
@@ -80,8 +81,6 @@ async def test_direct_lines_are_the_table_s(width: int) -> None:
 
 
 def test_sparkline_bars_are_textual_s() -> None:
-    from rich.console import Console
-
     console = Console(width=80, force_terminal=True, color_system="truecolor")
     rng = random.Random(3)
     low, high = Color.parse("#203040"), Color.parse("#80c0ff")
