@@ -317,6 +317,8 @@ class ClusterStore:
         self._make_rules = rules
         self.rules = rules()
         self._peers_at: float | None = None
+        # Sort key of each node's last view (by node key), reused while the view is the same object.
+        self._order: dict[str, tuple[NodeView, tuple[int, int, int, int, str]]] = {}
 
     def evaluate_alarms(self) -> list[Transition]:
         """Run the cluster rules over every node now (the dashboard calls this on each refresh);
@@ -347,8 +349,19 @@ class ClusterStore:
 
     def views(self, points: int | None = 120, buckets: int = 60) -> list[NodeView]:
         """Every node's view, trouble first."""
-        return sorted((s.view(points, buckets, self.cluster_alarms_of(s.name)) for s in self.nodes.values()),
-                      key=trouble_order)
+        about: dict[str, list[Alarm]] = {}
+        for alarm in self.rules.active():
+            about.setdefault(alarm.node, []).append(alarm)
+        keyed = []
+        for store in self.nodes.values():
+            view = store.view(points, buckets, tuple(about.get(store.name, ())))
+            # Most views are the same objects as at the last redraw: so is their place.
+            cached = self._order.get(store.key)
+            order = cached[1] if cached is not None and cached[0] is view else trouble_order(view)
+            self._order[store.key] = (view, order)
+            keyed.append((order, view))
+        keyed.sort(key=lambda pair: pair[0])
+        return [view for _, view in keyed]
 
     def counts(self) -> dict[NodeState, int]:
         """Nodes per state."""

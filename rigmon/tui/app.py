@@ -253,8 +253,10 @@ class RigmonApp(App[None]):
     def draw_screen(self, board: AlarmBoardView | None = None) -> None:
         """Draw the current screen from the stores (the alarms screen needs the ``board``)."""
         screen = self.screen
-        for bar in screen.query(ReplayBar):
-            bar.position = self.replay.position() if self.replay is not None else None
+        if self.replay is not None:
+            # Live, the bars keep their position of None (hidden); a query walks every row.
+            for bar in screen.query(ReplayBar):
+                bar.position = self.replay.position()
         try:
             if isinstance(screen, AlarmsScreen):
                 if board is not None:

@@ -56,7 +56,9 @@ class ClusterScreen(Screen[None]):
         yield Footer()
 
     def _rows(self) -> list[NodeRow]:
-        return list(self.query_one("#nodes", VerticalScroll).query_children(NodeRow))
+        # The container holds only rows; a plain walk of its children is much cheaper than a
+        # query (this runs on every redraw, up to ten times a second).
+        return [child for child in self.query_one("#nodes", VerticalScroll).children if isinstance(child, NodeRow)]
 
     def show(self, views: Sequence[NodeView]) -> None:
         """Draw ``views`` (already in display order)."""
@@ -67,9 +69,12 @@ class ClusterScreen(Screen[None]):
             # Moved by other means than the cursor keys (Tab, a click): the cursor is there now.
             self._cursor_key = focused.view.key
         for row, view in zip(rows, views):
-            row.view = view
+            # Most rows keep their view object between redraws (see `NodeStore.view`).
+            if row.view is not view:
+                row.view = view
         container = self.query_one("#nodes", VerticalScroll)
-        if len(views) > len(rows):
+        mounted = len(views) > len(rows)
+        if mounted:
             container.mount_all(NodeRow(view) for view in views[len(rows):])
         for row in rows[len(views):]:
             row.remove()
@@ -81,7 +86,8 @@ class ClusterScreen(Screen[None]):
         # The rows kept have their new views now: move the cursor to its node at once, so a
         # key read before the next refresh starts from it. Rows just mounted take it later.
         self._place_cursor(rows[:len(views)])
-        self.call_after_refresh(self._place_cursor)
+        if mounted or self.focused is None:
+            self.call_after_refresh(self._place_cursor)
 
     def _cursor_row(self, rows: list[NodeRow]) -> NodeRow | None:
         """The row of the cursor's node; the top row until the operator moves the cursor."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
+from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +21,7 @@ from textual.widget import Widget
 from rigmon.cluster.store import NodeView
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
 from rigmon.tui import format as fmt
+from rigmon.tui import row_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,10 @@ class NodeRow(Widget, can_focus=True):
     def __init__(self, view: NodeView | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(NodeRow.view, view)
+        # Component styles by name, for the theme they were read under. Textual drops its own
+        # cache of them on every refresh, and a row is refreshed for each of its node's frames.
+        self._styles: dict[str, Style] = {}
+        self._styles_theme: str | None = None
 
     def action_select(self) -> None:
         """Open the node."""
@@ -144,8 +150,18 @@ class NodeRow(Widget, can_focus=True):
         self.focus()
         self.action_select()
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"node-row--{name}", partial=True)
+        if self._styles_theme != self.app.theme:
+            self._styles.clear()
+            self._styles_theme = self.app.theme
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(f"node-row--{name}", partial=True)
+        return style
 
     def _figure(self, text: str, level: str | None = None) -> Text:
         style = self._style("missing") if text == fmt.MISSING else self._style(level) if level else ""
@@ -155,14 +171,20 @@ class NodeRow(Widget, can_focus=True):
         view = self.view
         if view is None:
             return ""
-        widths = column_widths(self.size.width)
+        width = self.size.width
+        widths = column_widths(width)
+        if sum(widths) + len(widths) - 1 > width:
+            # Too narrow for every column's least width: the table squeezes them.
+            return self._render_table(view, widths)
+        return self._render_lines(view, widths)
+
+    def _figures(self, view: NodeView) -> tuple[Text, Text, Text, dict[str, str]]:
+        """Name, state (with what is wrong when the node is in trouble), alarm count, and the
+        columns' figures."""
         summary = view.summary
-        state_style = self._style(view.state)
         name = Text(view.name, style=self._style("name"))
-        state = Text(view.state, style=state_style)
-        # A node in trouble gets the whole second line for what is wrong instead of trends.
-        trouble = view.state in ("stale", "unreachable")
-        if trouble:
+        state = Text(view.state, style=self._style(view.state))
+        if view.state in ("stale", "unreachable"):
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:
                 state.append(f": {view.reason}")
@@ -178,6 +200,53 @@ class NodeRow(Widget, can_focus=True):
             "cpu": fmt.pct(summary.cpu_pct if summary else None),
             "net": fmt.rate(summary.net_bytes_per_s if summary else None),
         }
+        return name, state, alarm_text, figures
+
+    def _render_lines(self, view: NodeView, widths: list[int]) -> RenderableType:
+        """The row as segments (every column at its full width); see `rigmon.tui.row_lines`."""
+        summary = view.summary
+        name, state, alarm_text, figures = self._figures(view)
+        # A node in trouble gets the whole second line for what is wrong instead of trends.
+        trouble = view.state in ("stale", "unreachable")
+        top = [row_lines.cell(name.plain, self._style("name"), widths[0]), row_lines.GAP,
+               row_lines.cell(alarm_text.plain, alarm_text.style if isinstance(alarm_text.style, Style) else None,
+                              widths[1], "right")]
+        bottom = [] if trouble else [row_lines.cell(state.plain, self._style(view.state), widths[0]), row_lines.GAP,
+                                     row_lines.cell("", None, widths[1])]
+        low = self._style("spark-low").color
+        high = self._style("spark-high").color
+        for column, width in zip(COLUMNS[2:], widths[2:]):
+            text = figures[column.key]
+            top.append(row_lines.GAP)
+            top.append(row_lines.cell(text, self._figure_style(text, figure_level(column.key, summary)), width,
+                                      "right"))
+            if trouble:
+                continue
+            bottom.append(row_lines.GAP)
+            trend = TRENDS.get(column.key)
+            data = view.trends.get(trend[0], ()) if trend else ()
+            if trend and len(data) > 1 and low is not None and high is not None:
+                bars = min(width, len(data))
+                bottom.extend(row_lines.sparkline(data, bars, low, high, "min" if trend[1] == "min" else "max"))
+                if width > bars:
+                    bottom.append(Segment(" " * (width - bars)))
+            else:
+                bottom.append(row_lines.cell("", None, width))
+        if trouble:
+            state.truncate(self.size.width, overflow="ellipsis")
+            return row_lines.RowLines([top], state)
+        return row_lines.RowLines([top, bottom])
+
+    def _figure_style(self, text: str, level: str | None) -> Style | None:
+        if text == fmt.MISSING:
+            return self._style("missing")
+        return self._style(level) if level else None
+
+    def _render_table(self, view: NodeView, widths: list[int]) -> RenderableType:
+        """The row as a Rich table, which squeezes columns that do not fit."""
+        summary = view.summary
+        name, state, alarm_text, figures = self._figures(view)
+        trouble = view.state in ("stale", "unreachable")
         table = grid(widths)
         top: list[RenderableType] = [name, alarm_text]
         bottom: list[RenderableType] = [state, ""]

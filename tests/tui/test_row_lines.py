@@ -1,0 +1,118 @@
+"""The cluster row drawn directly (`rigmon.tui.row_lines`) gives what the Rich table gave."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+from rich.color import Color
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from textual.app import App, ComposeResult
+from textual.renderables.sparkline import Sparkline
+
+import rigmon.tui
+from rigmon.cluster.store import NodeView
+from rigmon.cluster.summary import NodeSummary
+from rigmon.tui import row_lines
+from rigmon.tui.widgets.node_row import NodeRow, column_widths
+
+
+class RowApp(App[None]):
+    CSS_PATH = str(Path(rigmon.tui.__file__).parent / "rigmon.tcss")
+
+    def compose(self) -> ComposeResult:
+        yield NodeRow()
+
+
+def trend(rng: random.Random, count: int) -> tuple[float, ...]:
+    return tuple(round(rng.uniform(0, 100), 1) for _ in range(count))
+
+
+def views() -> list[NodeView]:
+    rng = random.Random(7)
+    full = NodeSummary(node="node01", seq=5, taken_at=1.0, cpu_pct=43.2, net_bytes_per_s=1.2e9, rail_min_volts=11.6,
+                       gpu_power_w=2345.0, gpus_present=7, gpus_expected=8, links_healthy=2, links_total=2,
+                       storage_bytes_per_s=3.4e8, arrays_degraded=1, arrays_total=2, alarms=3)
+    trends = {name: trend(rng, 60) for name in ("rail_min_volts", "gpu_power_w", "cpu_pct", "net_bytes_per_s",
+                                                "storage_bytes_per_s")}
+    short = {name: trend(rng, n) for name, n in (("rail_min_volts", 2), ("gpu_power_w", 7), ("cpu_pct", 1))}
+    flat = {"cpu_pct": (5.0,) * 30, "gpu_power_w": (0.0, 1e12)}
+    return [
+        NodeView("a", "node01", "http://a", "live", None, 0.4, full, trends),
+        NodeView("b", "a-very-long-node-name-that-does-not-fit", "http://b", "live", None, 1.0,
+                 NodeSummary(node="x", seq=1, taken_at=1.0, alarms=0, rail_min_volts=11.1), short),
+        NodeView("c", "node03", "http://c", "live", None, 0.0, None, flat),
+        NodeView("d", "node04", "http://d", "stale", None, 75.0, full, trends),
+        NodeView("e", "node05", "http://e", "unreachable", "connection refused " * 20, 4000.0, full, trends),
+        NodeView("f", "10.0.0.6:9400", "http://f", "connecting", None, None, None, {}),
+        NodeView("g", "node07", "http://g", "unreachable", None, None, None, {}),
+    ]
+
+
+def lines(app: App[None], row: NodeRow, renderable: object) -> list[list[Segment]]:
+    """Lines as Textual gets them from the widget: base style added, same-style runs merged."""
+    base = row.visual_style.rich_style
+    console = app.console
+    segments = [Segment(text, base + style if style else base) for text, style, _ in
+                console.render(renderable, app.console_options.update_width(row.size.width))]  # type: ignore[arg-type]
+    return [list(Segment.simplify(line)) for line in Segment.split_and_crop_lines(segments, row.size.width, pad=False,
+                                                                                  include_new_lines=False)]
+
+
+@pytest.mark.parametrize("width", [200, 120, 90, 79])
+async def test_direct_lines_are_the_table_s(width: int) -> None:
+    app = RowApp()
+    async with app.run_test(size=(width, 4)) as pilot:
+        row = app.query_one(NodeRow)
+        for focused in (False, True):
+            if focused:
+                row.focus()
+                await pilot.pause()
+            for view in views():
+                widths = column_widths(row.size.width)
+                assert sum(widths) + len(widths) - 1 <= row.size.width
+                fast = lines(app, row, row._render_lines(view, widths))
+                table = lines(app, row, row._render_table(view, widths))
+                assert fast == table, (width, view.key, focused)
+
+
+def test_sparkline_bars_are_textual_s() -> None:
+    console = Console(width=80, force_terminal=True, color_system="truecolor")
+    rng = random.Random(3)
+    low, high = Color.parse("#203040"), Color.parse("#80c0ff")
+    for count, width in ((60, 20), (60, 60), (61, 7), (2, 2), (120, 33)):
+        data = trend(rng, count)
+        for extreme, pick in (("min", min), ("max", max)):
+            ours = row_lines.sparkline(data, width, low, high, extreme)  # type: ignore[arg-type]
+            theirs = list(console.render(Sparkline(data, width=width, min_color=low, max_color=high,
+                                                   summary_function=pick)))
+            assert list(Segment.simplify(ours)) == list(Segment.simplify(theirs))
+            assert len(ours) == len(list(Segment.simplify(ours)))
+    assert not math.isnan(sum(data))
+
+
+def test_cell_cuts_with_an_ellipsis_and_pads_in_its_style() -> None:
+    bold = Style(bold=True)
+    assert row_lines.cell("node01", bold, 8) == Segment("node01  ", bold)
+    assert row_lines.cell("12 W", bold, 6, "right") == Segment("  12 W", bold)
+    assert row_lines.cell("long-name", None, 5) == Segment("long…", None)
+
+
+async def test_row_styles_follow_the_theme() -> None:
+    app = RowApp()
+    async with app.run_test(size=(120, 4)) as pilot:
+        row = app.query_one(NodeRow)
+        seen = []
+        for theme in ("textual-dark", "textual-light", "nord"):
+            app.theme = theme
+            await pilot.pause()
+            row._style("live")
+            row.refresh()
+            await pilot.pause()
+            assert row._style("live") == row.get_component_rich_style("node-row--live", partial=True)
+            seen.append(row._style("live"))
+        assert len(set(seen)) > 1  # nord's green is not textual's
