@@ -78,12 +78,12 @@ def proc_sample(pid: int) -> tuple[float, int, int]:
     return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd")), threads
 
 
-async def serve(scenario: str, nodes: int, speed: float, interval_s: float) -> None:
+async def serve(scenario: str, nodes: int, speed: float, interval_s: float, journal: bool = True) -> None:
     """Child mode: run the rig with real agents on loopback and print ``NAME URL`` lines."""
     from rigmon.sim.rig import running_rig
 
     extra = {"agent": {"buffer_frames": BUFFER_FRAMES, "rate_limit_per_s": 0.0},
-             "journal": {"commit_interval_s": 0.5}}
+             "journal": {"commit_interval_s": 0.5, "enabled": journal}}
     async with running_rig(scenario, nodes, speed=speed, base_port=0, interval_s=interval_s,
                            extra_config=extra) as rr:
         for node, url in zip(rr.rig.nodes, rr.urls):
@@ -154,14 +154,15 @@ def _figures(values: list[float]) -> Figures:
     return Figures(start=round(values[0], 1), peak=round(max(values), 1), end=round(values[-1], 1))
 
 
-def run_soak(scenario: str, nodes: int, speed: float, warmup_s: float, seconds: float, interval_s: float) -> Result:
+def run_soak(scenario: str, nodes: int, speed: float, warmup_s: float, seconds: float, interval_s: float,
+             journal: bool = True) -> Result:
     """Start the rig in a child process, follow it, and measure the child."""
     from rigmon.cli import _read_urls
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--scenario", scenario, "--nodes", str(nodes), "--speed", str(speed),
-         "--interval", str(interval_s)],
+         "--interval", str(interval_s), *(() if journal else ("--no-journal",))],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
     try:
         urls = _read_urls(child, nodes, 120.0)
@@ -197,6 +198,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=45.0, help="real seconds measured")
     parser.add_argument("--interval", type=float, default=0.1, help="agents' sampling interval, real seconds")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--no-journal", action="store_true", help="agents without their journal (to tell its share)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="one node for a few seconds (CI; no figures claimed)")
     args = parser.parse_args()
@@ -206,9 +208,10 @@ def main() -> int:
         from rigmon.agent.server import run_until_signalled
 
         # SIGTERM from the parent is a clean stop: the rig's temporary tree is removed.
-        run_until_signalled(serve(args.scenario, args.nodes, args.speed, args.interval))
+        run_until_signalled(serve(args.scenario, args.nodes, args.speed, args.interval, not args.no_journal))
         return 0
-    result = run_soak(args.scenario, args.nodes, args.speed, args.warmup, args.seconds, args.interval)
+    result = run_soak(args.scenario, args.nodes, args.speed, args.warmup, args.seconds, args.interval,
+                      not args.no_journal)
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
