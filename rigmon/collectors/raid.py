@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -333,10 +334,10 @@ class RaidCollector(PolledCollector):
         return self._known_devices is None or name in self._known_devices
 
     def _members(self, ms: MdstatArray, base: str, rates: dict[str, DiskRates]) -> tuple[RaidMemberReading, ...]:
-        listed = [m.name for m in ms.members]
+        listed = Counter(m.name for m in ms.members)
         # The same name twice (a faulty member and its re-added spare) keeps both: sysfs has
         # one dev-<name> directory for them, so their roles come from mdstat alone.
-        twice = {n for n in listed if listed.count(n) > 1}
+        twice = {n for n, count in listed.items() if count > 1}
         entries: list[tuple[str, MdstatMember | None]] = [(m.name, m) for m in ms.members]
         for entry in self.root.listdir(base):
             if entry.startswith("dev-") and entry[4:] not in listed:
@@ -423,8 +424,8 @@ class RaidCollector(PolledCollector):
 
 def _members_by_key(members: Sequence[RaidMemberReading]) -> dict[object, RaidMemberReading]:
     """Members by name; a name listed twice by its slot as well, so both are followed."""
-    names = [m.name for m in members]
-    return {(m.name if names.count(m.name) == 1 else (m.name, m.slot, m.role)): m for m in members}
+    names = Counter(m.name for m in members)
+    return {(m.name if names[m.name] == 1 else (m.name, m.slot, m.role)): m for m in members}
 
 
 def make_raid_collector(ctx: CollectorContext) -> RaidCollector:
