@@ -214,6 +214,16 @@ class GpuSection:
             raise ValueError("kmsg_path must be absolute")
 
 
+@dataclass(frozen=True, slots=True)
+class KernelLogSection:
+    """``[kernel_log]``: how the kernel log at ``gpu.kmsg_path`` is written."""
+
+    format: Literal["auto", "kmsg", "dmesg", "journal"] = "auto"
+    """``auto``: /dev/kmsg when the path is a character device, else recognised by its first line
+    (/dev/kmsg records, ``dmesg`` with timestamps, ``journalctl -k``); ``kmsg``, ``dmesg`` (also a
+    capture without timestamps, ``dmesg -t``) or ``journal`` (``journalctl -k``, syslog files)."""
+
+
 PsuProtocol = Literal["rm1", "text", "pzem017"]
 
 
@@ -327,6 +337,7 @@ class AgentConfig:
     collectors: dict[str, CollectorSection] = field(default_factory=dict)
     storage: StorageSection = field(default_factory=StorageSection)
     gpu: GpuSection = field(default_factory=GpuSection)
+    kernel_log: KernelLogSection = field(default_factory=KernelLogSection)
     alarms: AlarmsSection = field(default_factory=AlarmsSection)
     notify: tuple[NotifySection, ...] = ()
     psu: PsuSection = field(default_factory=PsuSection)

@@ -6,7 +6,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, NoData, PolledCollector
+from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PolledCollector
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import DiskReading
@@ -62,28 +62,56 @@ def _stats_from_counters(name: str, major: int, minor: int, values: Sequence[int
     )
 
 
-def parse_diskstats(text: str) -> list[DiskStats]:
+@dataclass(frozen=True, slots=True)
+class Diskstats:
+    """What one read of /proc/diskstats holds.
+
+    Attributes:
+        disks: every well-formed device line.
+        partial: partitions of 2.6.x kernels before 2.6.25, printed with 4 counters (reads,
+            sectors read, writes, sectors written): named, not reported.
+        skipped: lines that are not diskstats (wrong column count, non-numeric counters),
+            each dropped on its own so the other devices still read.
+    """
+
+    disks: list[DiskStats]
+    partial: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+#: Columns of a partition line on kernels before 2.6.25: major, minor, name and 4 counters.
+OLD_PARTITION_COLUMNS = 7
+
+
+def parse_diskstats(text: str) -> Diskstats:
     """Parse /proc/diskstats (14, 18 or 20 columns per line, by kernel version).
 
-    Raises:
-        ValueError: a line with another number of columns or a non-numeric counter.
+    A line that is not diskstats is skipped and returned in ``skipped``, never the end of
+    every other device's reading; the 7-column partition lines of old kernels are named in
+    ``partial``.
     """
-    out = []
+    disks: list[DiskStats] = []
+    partial: list[str] = []
+    skipped: list[str] = []
     for line in text.splitlines():
         #    8       0 sda 9172 1234 1034642 5523 2071 1876 123464 9381 0 11720 14904
         # (4.18+ appends 4 discard counters, 5.5+ 2 more flush counters)
         parts = line.split()
         if not parts:
             continue
-        if len(parts) - 3 not in _COUNTER_WIDTHS:
-            raise ValueError(f"bad /proc/diskstats line ({len(parts)} columns): {line.strip()!r}")
         # Counters are unsigned: int() alone would take "-5", "+5" and "1_0".
-        if not all(v.isascii() and v.isdigit() for v in (parts[0], parts[1], *parts[3:])):
-            raise ValueError(f"bad /proc/diskstats line: {line.strip()!r}")
+        numeric = len(parts) >= 3 and all(v.isascii() and v.isdigit() for v in (parts[0], parts[1], *parts[3:]))
+        if numeric and len(parts) == OLD_PARTITION_COLUMNS:
+            #    3    1   hda1 35486 38030 38030 38030   (2.6.x before 2.6.25, Documentation/iostats)
+            partial.append(parts[2])
+            continue
+        if not numeric or len(parts) - 3 not in _COUNTER_WIDTHS:
+            skipped.append(line.strip())
+            continue
         numbers = [int(v) for v in parts[3:]]
         major, minor = int(parts[0]), int(parts[1])
-        out.append(_stats_from_counters(parts[2], major, minor, numbers))
-    return out
+        disks.append(_stats_from_counters(parts[2], major, minor, numbers))
+    return Diskstats(disks=disks, partial=tuple(partial), skipped=tuple(skipped))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +201,8 @@ class DiskCollector(PolledCollector):
         self.root = root
         self.clock = clock
         self._tracker = DiskRateTracker()
+        self._skipped_before: tuple[str, ...] = ()
+        self.skipped_lines_total = 0
 
     def collect(self) -> Sequence[object]:
         text = self.root.read_text("/proc/diskstats")
@@ -180,14 +210,16 @@ class DiskCollector(PolledCollector):
             raise NoData("no /proc/diskstats")
         now_s = self.clock.monotonic()
         whole = set(self.root.listdir("/sys/block"))
-        out = []
-        for st in parse_diskstats(text):
+        parsed = parse_diskstats(text)
+        out: list[object] = []
+        readings = []
+        for st in parsed.disks:
             if not is_reported_disk(st.name, whole):
                 continue
             # Key by name and device number: a re-plugged enclosure may re-use a name
             # with another minor, and must not be diffed against the old device.
             rates = self._tracker.update((st.name, st.major, st.minor), st, now_s)
-            out.append(DiskReading(
+            readings.append(DiskReading(
                 name=st.name,
                 major=st.major,
                 minor=st.minor,
@@ -206,9 +238,24 @@ class DiskCollector(PolledCollector):
                 read_await_ms=rates.read_await_ms,
                 write_await_ms=rates.write_await_ms,
             ))
-        self._tracker.forget_missing((d.name, d.major, d.minor) for d in out)
-        if not out:
+        self._tracker.forget_missing((d.name, d.major, d.minor) for d in readings)
+        skipped = parsed.skipped
+        self.skipped_lines_total += len(skipped)
+        if not readings and skipped:
+            raise CollectorError(f"/proc/diskstats: no line is diskstats, first: {skipped[0][:120]!r}")
+        if not readings:
             raise NoData("no block devices")
+        new = [line for line in skipped if line not in self._skipped_before]
+        self._skipped_before = skipped
+        if new:
+            out.append(EventDraft(
+                "diskstats_line_skipped", "warning", "disks",
+                f"/proc/diskstats: skipped {len(skipped)} line{'s' if len(skipped) != 1 else ''} that "
+                f"{'are' if len(skipped) != 1 else 'is'} not diskstats ({self.skipped_lines_total} so far): "
+                f"{new[0][:120]!r}",
+                {"skipped": len(skipped), "skipped_total": self.skipped_lines_total, "line": new[0][:200]},
+            ))
+        out.extend(readings)
         return out
 
 

@@ -1,12 +1,15 @@
-"""Kernel log collector: NVRM Xid lines, GPUs fallen off the bus and PCIe AER errors from /dev/kmsg."""
+"""Kernel log collector: NVRM Xid lines, GPUs fallen off the bus and PCIe AER errors from the kernel log.
+
+The log is /dev/kmsg on a node, or a text file in one of the formats of
+`rigmon.collectors.kernel_log_formats` (a ``dmesg`` or ``journalctl -k`` capture); the
+messages are recognised by `rigmon.collectors.kernel_messages`.
+"""
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
@@ -16,9 +19,59 @@ from rigmon.collectors.base import (
     NoData,
     PushFn,
 )
+from rigmon.collectors.kernel_log_formats import (
+    KmsgRecord,
+    LogFormat,
+    LogRecord,
+    TextFormat,
+    detect_log_format,
+    is_journal_marker,
+    parse_kmsg_record,
+    parse_log_record,
+    unescape_kmsg,
+)
+from rigmon.collectors.kernel_messages import (
+    OFF_BUS_WINDOW,
+    XID_INFO,
+    AerLine,
+    KernelLogMatcher,
+    KernelMatch,
+    PciBusIds,
+    XidLine,
+    aer_severity,
+    parse_aer,
+    parse_off_bus,
+    parse_off_bus_header,
+    parse_pci_bus_id,
+    parse_xid,
+)
 from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
 from rigmon.hw.root import HostRoot
 from rigmon.schema import KernelLogLine, KernelLogReading
+
+# The parsers and matchers lived in this module and stay importable from it.
+__all__ = [
+    "OFF_BUS_WINDOW",
+    "XID_INFO",
+    "AerLine",
+    "KernelLogCollector",
+    "KernelLogMatcher",
+    "KernelMatch",
+    "KmsgRecord",
+    "LogRecord",
+    "PciBusIds",
+    "XidLine",
+    "aer_severity",
+    "make_kernel_log_collector",
+    "nvidia_gpu_bus_ids",
+    "parse_aer",
+    "parse_kmsg_record",
+    "parse_off_bus",
+    "parse_off_bus_header",
+    "parse_pci_bus_id",
+    "parse_xid",
+    "unescape_kmsg",
+]
 
 USEC = 1_000_000.0
 #: PCI vendor id of NVIDIA in sysfs ``vendor`` files.
@@ -27,262 +80,10 @@ NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 #: Matched lines carried in every frame (all kept ones are in `KernelLogCollector.recent_lines`).
 RECENT_IN_FRAME = 16
-#: Records after "The NVIDIA GPU <bdf>" within which "fallen off the bus" completes the message.
-OFF_BUS_WINDOW = 4
-
-#: Xid number -> (short name, severity) for hardware triage (reference/kernel-log.md section 3).
-XID_INFO: dict[int, tuple[str, str]] = {
-    13: ("Graphics Engine Exception", "info"),
-    31: ("GPU memory page fault", "warning"),
-    32: ("Invalid or corrupted push buffer stream", "warning"),
-    43: ("GPU stopped processing", "info"),
-    45: ("Preemptive cleanup, due to previous errors", "info"),
-    48: ("Double Bit ECC Error", "critical"),
-    61: ("Internal micro-controller breakpoint/warning", "warning"),
-    62: ("Internal micro-controller halt", "critical"),
-    63: ("ECC page retirement or row remapping recording event", "warning"),
-    64: ("ECC page retirement or row remapper recording failure", "critical"),
-    74: ("NVLink Error", "critical"),
-    79: ("GPU has fallen off the bus", "critical"),
-    92: ("High single-bit ECC error rate", "critical"),
-    94: ("Contained ECC error", "warning"),
-    95: ("Uncontained ECC error", "critical"),
-    119: ("GSP RPC Timeout", "critical"),
-    120: ("GSP Error", "critical"),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class KmsgRecord:
-    """One /dev/kmsg record: level, sequence number, µs since boot, unescaped text, dictionary."""
-
-    level: int
-    facility: int
-    seq: int
-    ts_us: int
-    message: str
-    fields: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class PciBusIds:
-    """One PCI function in the three spellings that must be joined."""
-
-    sysfs: str
-    """``0000:1a:00.0``: sysfs directory names, AER lines, ``NVRM: GPU 0000:1a:00.0:``."""
-    nvml: str
-    """``00000000:1A:00.0``: NVML ``busId``."""
-    xid: str
-    """``0000:1a:00``: the ``NVRM: Xid (PCI:0000:1a:00)`` parenthesis (no function)."""
-
-
-@dataclass(frozen=True, slots=True)
-class XidLine:
-    """An NVRM Xid message: the GPU's bus id (function 0), the Xid number and its text."""
-
-    pci_bus_id: str
-    xid: int
-    pid: str | None
-    process: str | None
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class AerLine:
-    """A PCIe AER ``PCIe Bus Error`` line of the device that logged it."""
-
-    pci_bus_id: str
-    severity: str
-    error_type: str
-    agent: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class KernelMatch:
-    """A record a rule matched: ``xid``, ``gpu_off_bus`` or ``pcie_aer``."""
-
-    kind: str
-    pci_bus_id: str
-    record: KmsgRecord
-    xid: XidLine | None = None
-    aer: AerLine | None = None
-
-
-_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
-
-
-def unescape_kmsg(text: str) -> str:
-    """Undo /dev/kmsg's ``\\xNN`` escaping of non-printable bytes and backslashes."""
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
-
-
-def parse_kmsg_record(raw: str) -> KmsgRecord | None:
-    """Parse one /dev/kmsg record (header, message, ``KEY=value`` continuation lines).
-
-    Returns:
-        The record, or ``None`` when the text is not a kmsg record.
-    """
-    first, _, rest = raw.partition("\n")
-    # 4,51235,1843221988,-;NVRM: Xid (PCI:0000:1a:00): 79, GPU has fallen off the bus.
-    # 6,2081,5144212,-,caller=T412;text   (extra header fields are ignored)
-    header, sep, message = first.partition(";")
-    parts = header.split(",")
-    # isascii(): str.isdigit() admits characters int() refuses ("²").
-    if not sep or len(parts) < 4 or not all(p.isascii() and p.isdigit() for p in parts[:3]):
-        return None
-    prefix = int(parts[0])
-    fields: dict[str, str] = {}
-    for line in rest.splitlines():
-        #  DEVICE=+pci:0000:1a:00.0
-        key, eq, value = line.strip().partition("=")
-        if eq and line.startswith(" "):
-            fields[key] = unescape_kmsg(value)
-    return KmsgRecord(
-        level=prefix & 7,
-        facility=prefix >> 3,
-        seq=int(parts[1]),
-        ts_us=int(parts[2]),
-        message=unescape_kmsg(message.rstrip("\n")),
-        fields=fields,
-    )
-
-
-_BUS_NVML = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?$")
-
-
-def parse_pci_bus_id(text: str) -> PciBusIds | None:
-    """Normalise any of the three spellings of a PCI address.
-
-    Accepts ``00000000:1A:00.0`` (NVML), ``0000:1a:00.0`` (sysfs) and ``0000:1a:00``
-    (Xid lines, function 0 implied); a ``PCI:`` prefix is allowed.
-    """
-    text = text.strip()
-    if text.upper().startswith("PCI:"):
-        text = text[4:]
-    m = _BUS_NVML.match(text)
-    if m is None:
-        return None
-    domain, bus, dev = int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16)
-    func = int(m.group(4) or 0)
-    if domain > 0xFFFF:
-        return None
-    return PciBusIds(
-        sysfs=f"{domain:04x}:{bus:02x}:{dev:02x}.{func}",
-        nvml=f"{domain:08X}:{bus:02X}:{dev:02X}.{func}",
-        xid=f"{domain:04x}:{bus:02x}:{dev:02x}",
-    )
-
-
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})[^)]*\): (\d+),\s*(.*)", re.DOTALL)
-_XID_PROCESS = re.compile(r"^pid=('?)([^,']*)\1, name=([^,]*), (.*)$", re.DOTALL)
-
-
-def parse_xid(message: str) -> XidLine | None:
-    """Parse an NVRM Xid message; ``None`` for any other text."""
-    # NVRM: Xid (PCI:0000:1d:00): 13, pid=9911, name=python, Graphics SM Warp Exception on ...
-    # NVRM: Xid (PCI:0000:1b:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error ...
-    m = _XID.search(message)
-    if m is None:
-        return None
-    bus_id = f"{m.group(1).lower()}:{m.group(2).lower()}:{m.group(3).lower()}.0"
-    text = m.group(5).strip()
-    pid = process = None
-    pm = _XID_PROCESS.match(text)
-    if pm is not None:
-        pid, process, text = pm.group(2), pm.group(3), pm.group(4).strip()
-        if pid == "<unknown>":
-            pid = None
-        if process == "<unknown>":
-            process = None
-    return XidLine(pci_bus_id=bus_id, xid=int(m.group(4)), pid=pid, process=process, text=text)
-
-
-_OFF_BUS_SHORT = re.compile(r"NVRM: GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): GPU has fallen off the bus")
-_GPU_HEADER = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
-_OFF_BUS_TAIL = re.compile(r"fallen off the bus")
-
-
-def parse_off_bus(message: str) -> str | None:
-    """The sysfs bus id of a complete "fallen off the bus" message without an Xid token.
-
-    Matches ``NVRM: GPU 0000:1a:00.0: GPU has fallen off the bus.`` and the whole
-    multi-line form when it arrives as one record (newlines were escaped as ``\\x0a``).
-    """
-    # NVRM: GPU 0000:1a:00.0: GPU has fallen off the bus.
-    m = _OFF_BUS_SHORT.search(message)
-    if m is not None:
-        return m.group(1).lower()
-    header = parse_off_bus_header(message)
-    if header is not None and _OFF_BUS_TAIL.search(message):
-        return header
-    return None
-
-
-def parse_off_bus_header(message: str) -> str | None:
-    """The bus id from the first line of the multi-line form, else ``None``."""
-    # NVRM: The NVIDIA GPU 0000:1a:00.0
-    # NVRM: (PCI ID: 10de:1db1) installed in this system has
-    # NVRM: fallen off the bus and is not responding to commands.
-    m = _GPU_HEADER.search(message)
-    return None if m is None else m.group(1).lower()
-
-
-_AER_DETAIL = re.compile(
-    r"^\S+ ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): PCIe Bus Error: "
-    r"severity=([^,]+), type=([^,]+)(?:, \(([^)]*)\))?"
-)
-
-
-def parse_aer(message: str) -> AerLine | None:
-    """Parse the ``PCIe Bus Error`` line an AER error prints for the device that logged it."""
-    # nvidia 0000:1a:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)
-    m = _AER_DETAIL.match(message)
-    if m is None:
-        return None
-    return AerLine(pci_bus_id=m.group(1).lower(), severity=m.group(2).strip(), error_type=m.group(3).strip(),
-                   agent=m.group(4))
-
-
-def aer_severity(severity: str) -> str:
-    """Event severity for an AER severity string (old ``Corrected``, new ``Correctable``...)."""
-    return "critical" if "Fatal" in severity and "Non-Fatal" not in severity else "warning"
-
-
-class KernelLogMatcher:
-    """Recognises Xid, fallen-off-the-bus and AER records in order (pure, no I/O).
-
-    Keeps the little state the multi-line "fallen off the bus" form needs: its first
-    record names the GPU, a later one says what happened.
-    """
-
-    def __init__(self) -> None:
-        self._header: tuple[str, int] | None = None
-        self._count = 0
-
-    def feed(self, record: KmsgRecord) -> KernelMatch | None:
-        """The match for ``record``, if any rule recognises it."""
-        self._count += 1
-        msg = record.message
-        xid = parse_xid(msg)
-        if xid is not None:
-            return KernelMatch("xid", xid.pci_bus_id, record, xid=xid)
-        bus = parse_off_bus(msg)
-        if bus is not None:
-            self._header = None
-            return KernelMatch("gpu_off_bus", bus, record)
-        header = parse_off_bus_header(msg)
-        if header is not None:
-            self._header = (header, self._count)
-            return None
-        if self._header is not None and _OFF_BUS_TAIL.search(msg):
-            bus, at = self._header
-            self._header = None
-            if self._count - at <= OFF_BUS_WINDOW:
-                return KernelMatch("gpu_off_bus", bus, record)
-        aer = parse_aer(msg)
-        if aer is not None:
-            return KernelMatch("pcie_aer", aer.pci_bus_id, record, aer=aer)
-        return None
+#: Formats a text log may be in, for error messages.
+ACCEPTED_FORMATS = ("/dev/kmsg records", "dmesg [-T|--time-format iso] with timestamps",
+                    "journalctl -k [-o short|short-precise|short-iso]",
+                    "any dmesg capture with kernel_log.format = \"dmesg\"")
 
 
 def nvidia_gpu_bus_ids(root: HostRoot) -> list[str]:
@@ -308,14 +109,24 @@ class KernelLogCollector:
         clock: wall time to date records.
         path: kernel log below the root.
         keep_lines: matched lines kept for snapshots.
+        fmt: the log's format; ``auto`` takes a character device as /dev/kmsg and
+            recognises a text file by its first record (see `detect_log_format`).
     """
 
     name = "kernel_log"
 
-    def __init__(self, root: HostRoot, clock: Clock, path: str = "/dev/kmsg", keep_lines: int = 200) -> None:
+    def __init__(self, root: HostRoot, clock: Clock, path: str = "/dev/kmsg", keep_lines: int = 200,
+                 fmt: LogFormat = "auto") -> None:
         self.root = root
         self.clock = clock
+        self.path = path
+        self.fmt = fmt
         self._reader = KmsgReader(root, path)
+        self._format: TextFormat | None = None
+        self._format_error: str | None = None
+        self._position = 0
+        #: Records of a known format that did not parse (a stray line in a text log).
+        self.unparsed_total = 0
         self._matcher = KernelLogMatcher()
         self._recent: deque[KernelLogLine] = deque(maxlen=keep_lines)
         self._lock = threading.Lock()
@@ -340,6 +151,8 @@ class KernelLogCollector:
             self._open_error = exc
             return False
         self._open_error = None
+        if self._reader.is_device:
+            self._format = "kmsg"
         # What is already there is history: kept for snapshots, no events.
         self._drain(emit=False)
         return True
@@ -372,6 +185,8 @@ class KernelLogCollector:
             events: list[object] = []
             if self._thread is None:
                 events.extend(self._drain(emit=True))
+            if self._format_error is not None:
+                raise CollectorError(self._format_error)
             recent = tuple(self._recent)[-RECENT_IN_FRAME:]
             reading = KernelLogReading(
                 records_total=self._records_total,
@@ -417,23 +232,54 @@ class KernelLogCollector:
                 {"lost": lost, "lost_total": lost_total}))
         return events
 
+    def _resolve_format(self, text: str) -> TextFormat | None:
+        """The log's format, decided on its first record; sets `_format_error` when unknown."""
+        if self._format is not None or self._format_error is not None:
+            return self._format
+        if not text.strip() or is_journal_marker(text):
+            return None
+        detected = detect_log_format(text)
+        first = text.partition("\n")[0].strip()[:120]
+        if self.fmt == "auto":
+            if detected is None:
+                self._format_error = (f"{self.path}: not a kernel log rigmon knows (first line {first!r}); "
+                                      f"accepted: {'; '.join(ACCEPTED_FORMATS)}")
+                return None
+            self._format = detected
+        elif self.fmt == "dmesg" or detected == self.fmt:
+            # A dmesg capture without timestamps (dmesg -t) is plain text: taken as configured.
+            self._format = self.fmt
+        else:
+            self._format_error = f"{self.path}: kernel_log.format is {self.fmt!r} but the first line is not: {first!r}"
+        return self._format
+
     def _parse(self, raws: list[bytes], emit: bool) -> list[EventDraft]:
         boot_at = self._boot_at()
         self._gpus = sorted(set(self._gpus) | set(nvidia_gpu_bus_ids(self.root)))
         events: list[EventDraft] = []
         for raw in raws:
-            record = parse_kmsg_record(raw.decode("utf-8", "replace"))
+            text = raw.decode("utf-8", "replace")
+            fmt = self._resolve_format(text)
+            if fmt is None:
+                continue
+            self._position += 1
+            record = parse_log_record(text, fmt, self._position)
             if record is None:
+                # Other programs' lines of a journal are not kernel records; anything else
+                # that does not parse in a known format is counted.
+                if fmt != "journal" and text.strip():
+                    self.unparsed_total += 1
                 continue
             self._records_total += 1
-            if self._last_seq is not None and record.seq > self._last_seq + 1:
-                self._seq_lost += record.seq - self._last_seq - 1
-            self._last_seq = record.seq
+            if fmt == "kmsg":
+                if self._last_seq is not None and record.seq > self._last_seq + 1:
+                    self._seq_lost += record.seq - self._last_seq - 1
+                self._last_seq = record.seq
             match = self._matcher.feed(record)
             if match is None:
                 continue
             self._matched_total += 1
-            at = None if boot_at is None else round(boot_at + record.ts_us / USEC, 6)
+            at = _record_at(record, boot_at)
             self._recent.append(KernelLogLine(seq=record.seq, at=at, level=record.level, kind=match.kind,
                                               text=record.message))
             if emit:
@@ -454,7 +300,7 @@ class KernelLogCollector:
             return None
         subject, index = self._subject(ids)
         data: dict[str, str | int | float | bool | None] = {
-            "source": "kmsg", "seq": match.record.seq, "gpu_index": index,
+            "source": self._format or "kmsg", "seq": match.record.seq, "gpu_index": index,
             "pci_bus_id": ids.sysfs, "pci_bus_id_nvml": ids.nvml, "pci_bus_id_xid": ids.xid,
         }
         who = subject.replace("gpu:", "GPU ") + f" ({ids.sysfs})" if index is not None else ids.sysfs
@@ -471,9 +317,14 @@ class KernelLogCollector:
                 return None
             return EventDraft("gpu_off_bus", "critical", subject, f"{who} has fallen off the bus", data, at)
         assert match.aer is not None
-        data.update(severity=match.aer.severity, error_type=match.aer.error_type, agent=match.aer.agent)
-        return EventDraft("pcie_aer", aer_severity(match.aer.severity), subject,
-                          f"PCIe {match.aer.severity} error on {who}: {match.aer.error_type}", data, at)
+        aer = match.aer
+        data.update(severity=aer.severity, error_type=aer.error_type, agent=aer.agent, requester_id=aer.requester_id)
+        # Who reported it: the link role (Receiver/Transmitter...) and, in the old format,
+        # the requester id of the reporting device.
+        by = " ".join(p for p in (aer.agent, aer.requester_id) if p)
+        return EventDraft("pcie_aer", aer_severity(aer.severity), subject,
+                          f"PCIe {aer.severity} error on {who}: {aer.error_type}" + (f" ({by})" if by else ""),
+                          data, at)
 
     def close(self) -> None:
         """Stop the thread and close the log."""
@@ -487,4 +338,18 @@ class KernelLogCollector:
 def make_kernel_log_collector(ctx: CollectorContext) -> KernelLogCollector:
     """Registry factory."""
     gpu = ctx.config.gpu
-    return KernelLogCollector(ctx.root, ctx.clock, path=gpu.kmsg_path, keep_lines=gpu.kernel_log_lines)
+    return KernelLogCollector(ctx.root, ctx.clock, path=gpu.kmsg_path, keep_lines=gpu.kernel_log_lines,
+                              fmt=ctx.config.kernel_log.format)
+
+
+def _record_at(record: LogRecord, boot_at: float | None) -> float | None:
+    """Unix seconds of a record: its own zoned time, else boot time plus its time since boot.
+
+    dmesg's ``[secs]`` are taken as this boot's, like /dev/kmsg's; a log with local times
+    and no zone (``dmesg -T``, ``journalctl -k`` short) gives none.
+    """
+    if record.wall_at is not None:
+        return round(record.wall_at, 6)
+    if record.ts_us is None or boot_at is None:
+        return None
+    return round(boot_at + record.ts_us / USEC, 6)

@@ -19,7 +19,7 @@ from rigmon.collectors.sysfs_values import parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
-from rigmon.schema import NvmeReading
+from rigmon.schema import NvmeLinkState, NvmeReading
 
 MILLI = 1000.0
 #: PCIe generation by per-lane transfer rate in GT/s.
@@ -77,6 +77,64 @@ def namespace_of(entry: str) -> str | None:
 
 
 
+_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def upstream_port(function_path: str | None) -> str | None:
+    """The sysfs directory of the PCIe port above a function, from the function's real path.
+
+    ``/sys/devices/pci0000:00/0000:00:01.2/0000:64:00.0`` -> ``.../0000:00:01.2``; ``None``
+    when the parent is a host bridge (``pci0000:00``) or the path is not a device tree.
+    """
+    if not function_path:
+        return None
+    parent, _, leaf = function_path.rstrip("/").rpartition("/")
+    if not _BDF.match(leaf) or not _BDF.match(parent.rpartition("/")[2]):
+        return None
+    return parent
+
+
+def judge_nvme_link(speed_gts: float | None, width: int | None, max_speed_gts: float | None,
+                    max_width: int | None, port_speed_gts: float | None, port_width: int | None,
+                    lost: bool) -> tuple[NvmeLinkState, str | None]:
+    """Whether a drive's PCIe link runs at what both of its ends can do.
+
+    A link trains at most at the lower of the drive's and its port's maximum (the kernel's
+    ``pcie_bandwidth_available`` reasoning, and NVML's "max possible with this device and
+    system" for GPUs): a Gen4 drive in a Gen3 slot is not degraded, one trained at Gen3 in
+    a Gen4 slot is.
+
+    Returns:
+        The state and, when ``degraded``, the reason (``"8 GT/s x4, drive and port can do
+        16 GT/s x4"``).
+    """
+    if lost:
+        return "lost", None
+    if speed_gts is None or width is None:
+        return "unknown", None
+    cap_speed = _lower(max_speed_gts, port_speed_gts)
+    cap_width = _lower(max_width, port_width)
+    if cap_speed is None and cap_width is None:
+        return "unknown", None
+    slow = cap_speed is not None and speed_gts < cap_speed - 1e-6
+    narrow = cap_width is not None and width < cap_width
+    if not (slow or narrow):
+        return "ok", None
+    who = "drive and port" if port_speed_gts is not None or port_width is not None else "drive"
+    cap = f"{_gts(cap_speed)} x{cap_width if cap_width is not None else '?'}"
+    return "degraded", f"{_gts(speed_gts)} x{width}, {who} can do {cap}"
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+def _gts(speed: float | None) -> str:
+    return "?" if speed is None else f"{speed:g} GT/s"
+
+
 def strip_padded(text: str | None) -> str | None:
     """An Identify string field without the kernel's space padding; empty -> ``None``."""
     if text is None:
@@ -97,6 +155,8 @@ class ControllerFacts:
     pci: str
     max_link_speed_gts: float | None
     max_link_width: int | None
+    port_max_link_speed_gts: float | None = None
+    port_max_link_width: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +220,11 @@ class NvmeCollector(PolledCollector):
         attr = self.root.read_attr
         address = attr(f"{base}/address")
         pci = f"{base}/device"
+        # Without the ``device`` link (some kernels, NVMe behind VMD, trees copied without
+        # symlinks) the PCI function is found by the controller's ``address``.
         if attr(f"{pci}/current_link_speed") is None and address:
             pci = f"/sys/bus/pci/devices/{address}"
+        port = upstream_port(self.root.realpath(pci))
         return ControllerFacts(
             model=strip_padded(attr(f"{base}/model")),
             serial=strip_padded(attr(f"{base}/serial")),
@@ -171,6 +234,8 @@ class NvmeCollector(PolledCollector):
             pci=pci,
             max_link_speed_gts=parse_link_speed(attr(f"{pci}/max_link_speed")),
             max_link_width=parse_link_width(attr(f"{pci}/max_link_width")),
+            port_max_link_speed_gts=None if port is None else parse_link_speed(attr(f"{port}/max_link_speed")),
+            port_max_link_width=None if port is None else parse_link_width(attr(f"{port}/max_link_width")),
         )
 
     def _controller(self, name: str) -> NvmeReading | None:
@@ -200,6 +265,9 @@ class NvmeCollector(PolledCollector):
         else:
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
         namespaces = sorted({ns for e in entries if (ns := namespace_of(e)) is not None})
+        link_state, reason = judge_nvme_link(speed, None if lost else width, facts.max_link_speed_gts,
+                                             facts.max_link_width, facts.port_max_link_speed_gts,
+                                             facts.port_max_link_width, lost)
         return NvmeReading(
             name=name,
             model=facts.model,
@@ -219,6 +287,10 @@ class NvmeCollector(PolledCollector):
             temp_c=temp,
             temp_max_c=None if hwmon is None else hwmon.temp_max_c,
             temp_crit_c=None if hwmon is None else hwmon.temp_crit_c,
+            port_max_link_speed_gts=facts.port_max_link_speed_gts,
+            port_max_link_width=facts.port_max_link_width,
+            link_state=link_state,
+            link_degraded_reason=reason,
         )
 
     def _find_hwmon(self, base: str, entries: list[str], pci: str) -> HwmonFacts | None:
@@ -252,6 +324,8 @@ class NvmeCollector(PolledCollector):
                 if r.link_lost:
                     out.append(EventDraft("nvme_link_lost", "critical", subject,
                                           f"NVMe {label} PCIe link lost (reads Unknown)", {"serial": r.serial}))
+                if r.link_state == "degraded":
+                    out.append(_below_max_event(r, subject, label))
                 continue
             if r.link_lost and not before.link_lost:
                 out.append(EventDraft("nvme_link_lost", "critical", subject,
@@ -263,6 +337,11 @@ class NvmeCollector(PolledCollector):
                     {"from_gts": before.link_speed_gts, "to_gts": r.link_speed_gts,
                      "from_width": before.link_width, "to_width": r.link_width},
                 ))
+            if r.link_state == "degraded" and before.link_state != "degraded":
+                out.append(_below_max_event(r, subject, label))
+            elif r.link_state == "ok" and before.link_state == "degraded":
+                out.append(EventDraft("nvme_link_recovered", "info", subject,
+                                      f"NVMe {label} PCIe link back at {_link(r)}", _link_data(r)))
             if r.state != before.state:
                 sev = "info" if r.state == "live" else "warning"
                 out.append(EventDraft("nvme_state_changed", sev, subject,
@@ -274,6 +353,18 @@ class NvmeCollector(PolledCollector):
                 out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}", f"NVMe {label} disappeared",
                                       {"serial": gone.serial, "model": gone.model}))
         return out
+
+
+def _below_max_event(r: NvmeReading, subject: str, label: str) -> EventDraft:
+    # A Gen4 drive trained at Gen3 halves a model load: a warning, like a GPU's PCIe link.
+    return EventDraft("nvme_link_below_max", "warning", subject,
+                      f"NVMe {label} PCIe link below its maximum: {r.link_degraded_reason}", _link_data(r))
+
+
+def _link_data(r: NvmeReading) -> dict[str, str | int | float | bool | None]:
+    return {"serial": r.serial, "link_gts": r.link_speed_gts, "link_width": r.link_width,
+            "max_link_gts": r.max_link_speed_gts, "max_link_width": r.max_link_width,
+            "port_max_link_gts": r.port_max_link_speed_gts, "port_max_link_width": r.port_max_link_width}
 
 
 def _link(r: NvmeReading) -> str:

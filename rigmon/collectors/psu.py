@@ -249,14 +249,14 @@ class PsuCollector:
     def _feed(self, data: bytes) -> None:
         with self._lock:
             push = self._state.feed(data, self.clock.monotonic(), self.clock.time())
-            sag = self._state.reading(self.clock.monotonic(), reset=False) if push else None
+            sag = self._state.reading(self.clock.monotonic(), reset=True, pushed=True) if push else None
             events = self._state.take_events()
         self._publish(sag, events)
 
     def _window(self, window: RailWindow) -> None:
         with self._lock:
             push = self._state.window(window, self.clock.monotonic(), self.clock.time())
-            sag = self._state.reading(self.clock.monotonic(), reset=False) if push else None
+            sag = self._state.reading(self.clock.monotonic(), reset=True, pushed=True) if push else None
             events = self._state.take_events()
         self._publish(sag, events)
 

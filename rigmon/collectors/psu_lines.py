@@ -1,4 +1,6 @@
-"""Pure parsers of the 12 V rail devices: RM1 lines, free-form text lines, PZEM-017 registers.
+"""Pure parsers of the 12 V rail devices: line splitting, RM1 lines, PZEM-017 registers.
+
+Free-form text lines (the ``text`` protocol) are parsed in `rigmon.collectors.psu_text`.
 
 No I/O and no clock here: the reader in `rigmon.collectors.psu` feeds bytes and lines in.
 Every parser either returns a value, returns ``None`` for a line that is not data (a
@@ -8,8 +10,6 @@ line that fails any check never becomes a reading.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,20 +85,6 @@ class Rm1Identity:
     sensor: str | None
     win_ms: int | None
     channels: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TextHeader:
-    """A CSV header line of a text-protocol device (``Timestamp,Voltage[V],Current[A]``)."""
-
-    names: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TextFields:
-    """The numeric fields of one text line, by key (a name, a label, or a column number)."""
-
-    values: dict[str, float]
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,7 +163,8 @@ class LineSplitter:
 _LINE_END = re.compile(rb"\r\n|\n|\r")
 
 
-def _check_printable(line: str, tabs: bool = False) -> None:
+def check_printable(line: str, tabs: bool = False) -> None:
+    """Raise `LineError` for an over-long line or one with non-printable characters."""
     if len(line) > MAX_LINE_BYTES:
         raise LineError("long", f"{len(line)} characters")
     if not all(" " <= ch <= "~" or (tabs and ch == "\t") for ch in line):
@@ -224,7 +211,7 @@ def parse_rm1_line(line: str) -> RailWindow | Rm1Identity | None:
     # $RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,flags=4*09
     if not line.startswith("$RM"):
         return None
-    _check_printable(line)
+    check_printable(line)
     match = _RM1_FRAME.fullmatch(line)
     if match is None:
         raise LineError("malformed", "no $RMx,...*HH frame")
@@ -319,156 +306,6 @@ def _rm1_identity(items: Mapping[str, str]) -> Rm1Identity:
         win_ms=None if win is None else int(win[:9]),
         channels=channels,
     )
-
-
-# ---------------------------------------------------------------------------------------
-# Text (lenient mode for existing sketches)
-
-# A number with an optional unit glued on or after a space: 12.061, 12034mV, 1.2 A, -3e-2V.
-_NUMBER = re.compile(r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?)\s*([A-Za-z]{0,3})")
-_UNIT_SCALE: dict[str, tuple[str, float]] = {
-    "v": ("V", 1.0), "mv": ("V", 1e-3), "uv": ("V", 1e-6), "kv": ("V", 1e3),
-    "a": ("A", 1.0), "ma": ("A", 1e-3), "ua": ("A", 1e-6),
-    "w": ("W", 1.0), "mw": ("W", 1e-3), "kw": ("W", 1e3),
-}
-_HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\[\]().%/ -]{0,40}")
-_LABEL = re.compile(r"\s*\"?([A-Za-z_][A-Za-z0-9_ .\[\]-]{0,40}?)\"?\s*")
-
-
-def _text_number(text: str) -> tuple[float, str | None] | None:
-    """A number with its unit family (``V``, ``A``, ``W``) scaled to the base unit, or None."""
-    match = _NUMBER.fullmatch(text.strip())
-    if match is None:
-        return None
-    value = float(match.group(1))
-    unit = match.group(2).lower()
-    family: str | None = None
-    if unit:
-        known = _UNIT_SCALE.get(unit)
-        if known is None:
-            return None
-        family, factor = known
-        # Round away binary noise of the unit scaling (12030 mV is 12.03 V, not 12.030000000000001).
-        value = round(value * factor, 9)
-    if not math.isfinite(value):
-        raise LineError("nonsense", "number out of range")
-    return value, family
-
-
-def parse_text_line(line: str) -> TextFields | TextHeader | None:
-    """Parse a line of the formats existing sketches print.
-
-    Accepted: a bare number (``12.061``, ``12034mV``); CSV or tab/semicolon separated values
-    with or without a header (``2025-11-30 12:34:56.123,12.345,1.234,15.234``); key=value
-    with units (``V=12030 mV, I=1.2A``); Serial Plotter ``label:value`` pairs; one flat JSON
-    object (``{"Vout": 12.06, "Iout": 40.1}``). Positional values are keyed by their
-    0-based column number; a value with a glued unit is also keyed by its unit family
-    (``V``, ``A``, ``W``) and scaled to it (mV to V).
-
-    Returns:
-        The numeric fields; a header; or ``None`` for text that carries no number (banners,
-        ``[INFO]`` lines).
-
-    Raises:
-        LineError: over-long, non-printable, malformed JSON, or a non-finite number.
-    """
-    _check_printable(line, tabs=True)
-    text = line.strip()
-    if text.startswith("{"):
-        return _text_json(text)
-    if text.startswith("["):
-        return None
-    sep = "," if "," in text else ";" if ";" in text else "\t" if "\t" in text else None
-    parts = text.split(sep) if sep else text.split()
-    values: dict[str, float] = {}
-    words: list[str] = []
-    for index, part in enumerate(parts):
-        key, value_text = _split_pair(part)
-        if key is None:
-            number = _text_number(part)
-            if number is None:
-                words.append(part.strip())
-                continue
-            values[str(index)] = number[0]
-            if number[1] is not None and number[1] not in values:
-                values[number[1]] = number[0]
-        else:
-            number = _text_number(value_text)
-            if number is not None:
-                values[key] = number[0]
-    if values:
-        return TextFields(values)
-    names = tuple(w for w in words if w)
-    if sep and len(names) == len(parts) >= 2 and all(_HEADER_NAME.fullmatch(n) for n in names):
-        return TextHeader(names)
-    return None
-
-
-def _split_pair(part: str) -> tuple[str | None, str]:
-    for mark in ("=", ":"):
-        key, sep, value = part.partition(mark)
-        if sep:
-            label = _LABEL.fullmatch(key)
-            if label is not None:
-                return label.group(1), value
-            return None, part
-    return None, part
-
-
-def _text_json(text: str) -> TextFields:
-    # {"v_in": 12.04, "i_in": 1.2, "ok": true}
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise LineError("malformed", "not a JSON object") from None
-    if not isinstance(data, dict):
-        raise LineError("malformed", "not a JSON object")
-    values: dict[str, float] = {}
-    for key, value in data.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        number = float(value)
-        if not math.isfinite(number):
-            raise LineError("nonsense", f"{key}: not finite")
-        values[str(key)] = number
-    return TextFields(values)
-
-
-def text_window(
-    fields: TextFields, header: TextHeader | None, channels: Mapping[str, str], scale: Mapping[str, float]
-) -> RailWindow | None:
-    """Turn a text line's fields into a one-sample window of the configured channels.
-
-    Args:
-        fields: the parsed line.
-        header: the last CSV header seen, naming the columns.
-        channels: rigmon channel (``v``, ``vpsu``, ``i``) -> field key, header name or column.
-        scale: multiplier per channel to volts or amperes.
-
-    Returns:
-        The window, or ``None`` when the line carries none of the channels.
-
-    Raises:
-        LineError: a channel's value is beyond what a rail monitor can read.
-    """
-    values = dict(fields.values)
-    if header is not None:
-        for index, name in enumerate(header.names):
-            if str(index) in fields.values:
-                values.setdefault(name, fields.values[str(index)])
-    volts: dict[str, Triple] = {}
-    amps: dict[str, Triple] = {}
-    for channel, source in channels.items():
-        if source not in values:
-            continue
-        value = values[source] * scale.get(channel, 1.0)
-        limit = MAX_ABS_VOLTS if channel.startswith("v") else MAX_ABS_AMPS
-        if not math.isfinite(value) or abs(value) > limit:
-            raise LineError("nonsense", f"{channel}={value:g} beyond {limit:g}")
-        (volts if channel.startswith("v") else amps)[channel] = Triple(value, value, value)
-    if not volts and not amps:
-        return None
-    return RailWindow(seq=None, up_ms=None, win_ms=None, samples=1, volts=volts, amps=amps)
 
 
 # ---------------------------------------------------------------------------------------

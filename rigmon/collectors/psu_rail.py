@@ -18,12 +18,10 @@ from rigmon.collectors.psu_lines import (
     LineSplitter,
     RailWindow,
     Rm1Identity,
-    TextHeader,
     Triple,
     parse_rm1_line,
-    parse_text_line,
-    text_window,
 )
+from rigmon.collectors.psu_text import TextHeader, parse_text_line, text_window
 from rigmon.config import PsuSection
 from rigmon.path_resistance import EstimatorSet
 from rigmon.schema import (
@@ -120,6 +118,9 @@ class RailState:
         self._seen_window = False
         self._query_mono: float | None = None
         self._header: TextHeader | None = None
+        # Column names the configuration reads by: a whitespace row of words is a header
+        # only when it names one of them.
+        self._header_names = frozenset(src for src in config.channels.values() if not src.isdigit())
         self._pushed_min: float | None = None
         self._pushed_uv = False
         self._ever_opened = False
@@ -177,7 +178,7 @@ class RailState:
                     return False
                 window = record
             else:
-                parsed = parse_text_line(line)
+                parsed = parse_text_line(line, self._header_names)
                 if isinstance(parsed, TextHeader):
                     self._header = parsed
                     window = None
@@ -289,8 +290,13 @@ class RailState:
 
     # -- output -----------------------------------------------------------------------
 
-    def reading(self, mono: float, reset: bool) -> PsuRailReading:
-        """The envelope since the previous frame; ``reset`` starts a new one (a frame was taken)."""
+    def reading(self, mono: float, reset: bool, pushed: bool = False) -> PsuRailReading:
+        """The envelope since the previous frame; ``reset`` starts a new one (a frame was taken).
+
+        A ``pushed`` reading (a sag published at once) is a frame of its own: the windows in it
+        are not counted again by the next frame. Which sags have been pushed is remembered until
+        the next regular frame, so a long brown-out pushes its first and deeper windows only.
+        """
         agg = self._agg
         windows = agg.windows
         stale = self._stale(mono)
@@ -329,8 +335,9 @@ class RailState:
             power_w=self._power_w if not stale else None,
             energy_wh_total=self._energy_wh,
         )
-        if reset:
+        if reset or pushed:
             self._agg = _Aggregate()
+        if reset and not pushed:
             self._pushed_min = None
             self._pushed_uv = False
         return reading

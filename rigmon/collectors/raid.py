@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
+    CollectorError,
     EventDraft,
     NoData,
     PolledCollector,
@@ -18,6 +19,15 @@ from rigmon.collectors.base import (
 )
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.disks import DiskRates, DiskRateTracker, parse_diskstats
+from rigmon.collectors.mdstat import (
+    STRIPED_LEVELS,
+    MdstatArray,
+    MdstatError,
+    MdstatMember,
+    can_serve_data,
+    parse_mdstat,
+    parse_sync_completed,
+)
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -30,156 +40,6 @@ from rigmon.schema import (
 
 KIB = 1024
 SECTOR_BYTES = 512
-#: Levels without redundancy: no sync files, no degraded count; a lost member breaks the array.
-STRIPED_LEVELS = frozenset({"raid0", "linear"})
-#: /proc/mdstat's progress word -> the sysfs ``sync_action`` word, so both sources agree.
-_MDSTAT_ACTIONS = {"recovery": "recover", "resync": "resync", "check": "check", "reshape": "reshape",
-                   "repair": "repair"}
-
-# md127 : active (auto-read-only) raid1 nvme1n1[1](W) nvme0n1[0](F)
-_HEADER = re.compile(r"^(?P<name>\S+) : (?P<state>\S+)(?: \((?P<ro>read-only|auto-read-only)\))?(?P<rest>.*)$")
-# nvme0n1[0](W)(F)
-_MEMBER = re.compile(r"^(?P<name>[^\[\s]+)\[(?P<nr>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
-_BLOCKS = re.compile(r"^\s*(?P<blocks>\d+) blocks")
-_SUPER = re.compile(r"\bsuper (?P<super>\S+)")
-_CHUNK = re.compile(r"\b(?P<kib>\d+)[kK] chunks?\b")
-_DISKS = re.compile(r"\[(?P<raid>\d+)/(?P<working>\d+)\] \[(?P<status>[U_]+)\]")
-#       [==>..................]  recovery = 12.6% (246300416/1953382400) finish=137.1min speed=207456K/sec
-_PROGRESS = re.compile(
-    r"(?P<action>[a-z]+) =\s*(?P<pct>\d+(?:\.\d+)?)% \((?P<done>\d+)/(?P<total>\d+)\)"
-    r"(?: finish=(?P<finish>\d+(?:\.\d+)?)min)?(?: speed=(?P<speed>\d+)K/sec)?"
-)
-_PENDING = re.compile(r"\b(?P<action>resync|recovery|reshape|check)=(?P<why>DELAYED|PENDING|REMOTE)")
-
-
-@dataclass(frozen=True, slots=True)
-class MdstatMember:
-    """A member as /proc/mdstat lists it: kernel name, role index and flags."""
-
-    name: str
-    desc_nr: int
-    write_mostly: bool = False
-    journal: bool = False
-    faulty: bool = False
-    spare: bool = False
-    replacement: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class MdstatArray:
-    """One array block of /proc/mdstat.
-
-    ``sync_*`` come from the progress line of redundant levels; ``sync_pending`` is
-    ``DELAYED``/``PENDING`` when a resync waits (another array on the same disks syncs).
-    """
-
-    name: str
-    state: str
-    read_only: str | None
-    level: str | None
-    members: tuple[MdstatMember, ...]
-    blocks_kib: int | None = None
-    metadata: str | None = None
-    chunk_kib: int | None = None
-    raid_disks: int | None = None
-    working_disks: int | None = None
-    member_status: str | None = None
-    sync_action: str | None = None
-    sync_pending: str | None = None
-    sync_pct: float | None = None
-    sync_done_kib: int | None = None
-    sync_total_kib: int | None = None
-    sync_finish_min: float | None = None
-    sync_speed_kib_per_s: int | None = None
-
-
-def _parse_header(line: str) -> MdstatArray | None:
-    m = _HEADER.match(line)
-    if m is None:
-        return None
-    level = None
-    members: list[MdstatMember] = []
-    for token in m["rest"].split():
-        mem = _MEMBER.match(token)
-        if mem is None:
-            # The personality comes before the members; inactive arrays have none.
-            if not members and level is None:
-                level = token
-            continue
-        flags = mem["flags"]
-        members.append(MdstatMember(
-            name=mem["name"], desc_nr=int(mem["nr"]),
-            write_mostly="(W)" in flags, journal="(J)" in flags, faulty="(F)" in flags,
-            spare="(S)" in flags, replacement="(R)" in flags,
-        ))
-    return MdstatArray(name=m["name"], state=m["state"], read_only=m["ro"], level=level, members=tuple(members))
-
-
-def _with_detail(array: MdstatArray, line: str) -> MdstatArray:
-    """Fold one continuation line (sizes, disk status, progress) into ``array``."""
-    updates: dict[str, object] = {}
-    if (m := _BLOCKS.match(line)) is not None:
-        updates["blocks_kib"] = int(m["blocks"])
-        if (s := _SUPER.search(line)) is not None:
-            updates["metadata"] = s["super"]
-        if (c := _CHUNK.search(line)) is not None:
-            updates["chunk_kib"] = int(c["kib"])
-        if (d := _DISKS.search(line)) is not None:
-            updates.update(raid_disks=int(d["raid"]), working_disks=int(d["working"]), member_status=d["status"])
-    elif (p := _PROGRESS.search(line)) is not None:
-        updates.update(
-            sync_action=_MDSTAT_ACTIONS.get(p["action"], p["action"]),
-            sync_pct=float(p["pct"]),
-            sync_done_kib=int(p["done"]),
-            sync_total_kib=int(p["total"]),
-            sync_finish_min=float(p["finish"]) if p["finish"] else None,
-            sync_speed_kib_per_s=int(p["speed"]) if p["speed"] else None,
-        )
-    elif (q := _PENDING.search(line)) is not None:
-        updates.update(sync_action=_MDSTAT_ACTIONS.get(q["action"], q["action"]), sync_pending=q["why"])
-    if not updates:
-        return array
-    return dataclasses.replace(array, **updates)  # type: ignore[arg-type]
-
-
-def parse_mdstat(text: str) -> list[MdstatArray]:
-    """Parse /proc/mdstat into its arrays.
-
-    Handles active, inactive and broken arrays, read-only flags, member flags (W, J, F, S,
-    R), RAID0 chunk lines (no progress line), [n/m] [UU_] status, and resync / recovery /
-    check / reshape progress or ``resync=DELAYED``/``PENDING``.
-    """
-    arrays: list[MdstatArray] = []
-    current: MdstatArray | None = None
-    for line in text.splitlines():
-        if line.startswith(("Personalities", "unused devices")):
-            current = None
-            continue
-        if line and not line[0].isspace():
-            # md127 : active raid0 nvme1n1[1] nvme0n1[0]
-            current = _parse_header(line)
-            if current is not None:
-                arrays.append(current)
-            continue
-        if current is None or not line.strip():
-            continue
-        #       3906764800 blocks super 1.2 512k chunks
-        updated = _with_detail(current, line)
-        if updated is not current:
-            arrays[-1] = current = updated
-    return arrays
-
-
-def parse_sync_completed(text: str | None) -> tuple[int, int] | None:
-    """Parse ``sync_completed`` (``"1234 / 5678"`` sectors; ``none``/``delayed`` -> ``None``)."""
-    if text is None:
-        return None
-    done, sep, total = text.partition("/")
-    try:
-        return (int(done), int(total)) if sep else None
-    except ValueError:
-        return None
-
 
 def parse_member_state(text: str | None) -> tuple[str, ...]:
     """Split a member's sysfs ``state`` (``in_sync,write_mostly``) into words."""
@@ -228,15 +88,18 @@ def member_role(m: MemberFacts) -> RaidMemberRole:
 
 
 def array_health(mdstat_state: str, array_state: str | None, level: str | None, degraded: int | None,
-                 sync_action: str | None, members: Sequence[RaidMemberReading]) -> RaidHealth:
+                 sync_action: str | None, members: Sequence[RaidMemberReading],
+                 serves_data: bool | None = None) -> RaidHealth:
     """Summarise an array: inactive, broken, recovering, degraded or ok.
 
     A RAID0/linear array with a member missing or faulty is broken even on kernels that
-    still print ``active`` (before the ``broken`` state existed).
+    still print ``active`` (before the ``broken`` state existed); so is a redundant array
+    with fewer working members than its level needs (``serves_data`` false: a raid5 at
+    ``[4/0]``), which older kernels also print as ``active``.
     """
     if mdstat_state == "inactive" or array_state in ("inactive", "clear"):
         return "inactive"
-    if mdstat_state == "broken" or array_state == "broken":
+    if mdstat_state == "broken" or array_state == "broken" or serves_data is False:
         return "broken"
     lost = [m for m in members if m.role in ("faulty", "missing")]
     if level in STRIPED_LEVELS and lost:
@@ -304,6 +167,8 @@ class RaidCollector(PolledCollector):
         self._seen: dict[str, RaidArrayReading] | None = None
         self._facts: DeviceFacts[str, ArrayFacts] = DeviceFacts()
         self._md_names: dict[str, str] = {}
+        self._sysfs = True
+        self._known_devices: set[str] | None = None
         self._rescan = UdevRescan(events, ("block",), self._on_udev, "rigmon-raid-udev")
 
     def start(self, push: PushFn) -> None:
@@ -325,11 +190,20 @@ class RaidCollector(PolledCollector):
         text = self.root.read_text("/proc/mdstat")
         if text is None:
             raise NoData("no /proc/mdstat (md driver not loaded)")
-        parsed = parse_mdstat(text)
+        try:
+            parsed = parse_mdstat(text)
+        except MdstatError as exc:
+            raise CollectorError(f"/proc/mdstat: {exc}") from None
         if not parsed and self._seen is None:
             raise NoData("no md arrays")
         now_s = self.clock.monotonic()
-        stats = {s.name: s for s in parse_diskstats(self.root.read_text("/proc/diskstats") or "")}
+        diskstats_text = self.root.read_text("/proc/diskstats")
+        diskstats = parse_diskstats(diskstats_text or "")
+        stats = {s.name: s for s in diskstats.disks}
+        # Without /sys (a container that does not mount it) nothing says a member's block
+        # device is gone; /proc/diskstats still lists every device the kernel has.
+        self._sysfs = self.root.exists("/sys/block") or self.root.exists("/sys/class/block")
+        self._known_devices = set(stats) | set(diskstats.partial) if diskstats_text else None
         # The arrays as mdstat shows their geometry and members: a new, stopped, re-assembled or
         # reshaped array reads every fact again.
         self._facts.begin((a.name, a.level, a.raid_disks, a.chunk_kib, a.blocks_kib, tuple(m.name for m in a.members))
@@ -350,7 +224,7 @@ class RaidCollector(PolledCollector):
     def _array_facts(self, name: str) -> ArrayFacts:
         base = f"/sys/block/{name}/md"
         attr = self.root.read_attr
-        return ArrayFacts(md_name=self._md_names.get(name), level=attr(f"{base}/level"),
+        return ArrayFacts(md_name=self._md_names.get(name), level=attr(f"{base}/level") or None,
                           raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
                           chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
 
@@ -364,27 +238,40 @@ class RaidCollector(PolledCollector):
         level = facts.level or ms.level
         array_state = attr(f"{base}/array_state")
         striped = level in STRIPED_LEVELS
+        inactive = ms.state == "inactive" or array_state in ("inactive", "clear")
+        # The disk count the array needs: sysfs raid_disks (empty while it is unknown, e.g. an
+        # inactive array still being assembled), else the kernel's [n/m].
+        raid_disks = facts.raid_disks if facts.raid_disks is not None else ms.raid_disks
         # Redundancy files exist only for levels with a sync_request; their absence is normal.
-        degraded = None if striped else _int_or_none(attr(f"{base}/degraded"))
-        if degraded is None and not striped and ms.raid_disks is not None and ms.working_disks is not None:
+        degraded = None if striped or inactive else _int_or_none(attr(f"{base}/degraded"))
+        if degraded is None and not striped and not inactive and ms.raid_disks is not None \
+                and ms.working_disks is not None:
             degraded = ms.raid_disks - ms.working_disks
-        sync_action, pct, speed, eta = self._sync(base, ms, striped)
+        working = ms.working_disks
+        if working is None and inactive:
+            # Nothing runs in an array that is not started: no member works for it.
+            working = 0
+        elif working is None and degraded is not None and raid_disks is not None:
+            working = raid_disks - degraded
+        sync_action, pct, speed, eta = self._sync(base, ms, striped or inactive)
         members = self._members(ms, base, rates)
-        raid_disks = facts.raid_disks
         chunk = facts.chunk_bytes
         md_rates = rates.get(ms.name, DiskRates())
         busy = [(m.read_bytes_per_s or 0.0) + (m.write_bytes_per_s or 0.0) for m in members
                 if m.role == "in_sync" and m.read_bytes_per_s is not None]
+        serves = None if striped or inactive else can_serve_data(
+            level, ms.raid_disks if ms.raid_disks is not None else raid_disks, working, ms.member_status,
+            ms.near_copies, ms.far_copies)
         return RaidArrayReading(
             name=ms.name,
             md_name=md_name,
             level=level,
-            health=array_health(ms.state, array_state, level, degraded, sync_action, members),
+            health=array_health(ms.state, array_state, level, degraded, sync_action, members, serves),
             mdstat_state=ms.state,
             array_state=array_state,
             read_only=ms.read_only is not None or array_state in ("readonly", "read-auto"),
-            raid_disks=raid_disks if raid_disks is not None else ms.raid_disks,
-            working_disks=ms.working_disks,
+            raid_disks=raid_disks,
+            working_disks=working,
             degraded=degraded,
             sync_action=sync_action,
             sync_progress_pct=pct,
@@ -400,10 +287,15 @@ class RaidCollector(PolledCollector):
             vs_fastest_array_pct=None,
         )
 
-    def _sync(self, base: str, ms: MdstatArray, striped: bool
+    def _sync(self, base: str, ms: MdstatArray, no_sync: bool
               ) -> tuple[str | None, float | None, float | None, float | None]:
-        """Sync action, progress %, speed (bytes/s) and ETA (s), sysfs first, mdstat as fallback."""
-        if striped:
+        """Sync action, progress %, speed (bytes/s) and ETA (s).
+
+        The kernel's own ``finish=`` and ``speed=`` of /proc/mdstat are shown when it prints
+        them (its estimate is smoothed over the resync window); an ETA is computed from the
+        remaining sectors and the current speed only when it does not.
+        """
+        if no_sync:
             return None, None, None, None
         action = self.root.read_attr(f"{base}/sync_action") or ms.sync_action
         if action is None or action == "idle":
@@ -416,39 +308,49 @@ class RaidCollector(PolledCollector):
             remaining_bytes = (done_total[1] - done_total[0]) * SECTOR_BYTES
         elif ms.sync_done_kib is not None and ms.sync_total_kib is not None:
             remaining_bytes = (ms.sync_total_kib - ms.sync_done_kib) * KIB
-        speed_kib = _int_or_none(self.root.read_attr(f"{base}/sync_speed"))
+        speed_kib = ms.sync_speed_kib_per_s
         if speed_kib is None:
-            speed_kib = ms.sync_speed_kib_per_s
+            speed_kib = _int_or_none(self.root.read_attr(f"{base}/sync_speed"))
         speed = None if speed_kib is None else float(speed_kib * KIB)
-        eta = None
-        if speed and remaining_bytes is not None:
+        if ms.sync_finish_min is not None:
+            eta: float | None = round(ms.sync_finish_min * 60.0, 1)
+        elif speed and remaining_bytes is not None:
             eta = round(remaining_bytes / speed, 1)
-        elif ms.sync_finish_min is not None:
-            eta = ms.sync_finish_min * 60.0
+        else:
+            eta = None
         return action, pct, speed, eta
 
+    def _present(self, name: str, dev: str, has_sysfs: bool, rates: dict[str, DiskRates]) -> bool:
+        """Whether a member's block device is there; ``True`` when nothing says it is gone."""
+        # A member whose block device went away (enclosure unplugged) stays listed by md:
+        # its ``block`` link dangles, and its block device is gone from /sys/block.
+        if has_sysfs and self.root.readlink(f"{dev}/block") is not None:
+            return self.root.exists(f"{dev}/block")
+        if self._sysfs:
+            return self.root.exists(f"/sys/class/block/{name}") or self.root.exists(f"/sys/block/{name}") \
+                or name in rates
+        # No /sys: /proc/diskstats lists every block device the kernel has; without it too,
+        # presence is unknown and a member is not called missing.
+        return self._known_devices is None or name in self._known_devices
+
     def _members(self, ms: MdstatArray, base: str, rates: dict[str, DiskRates]) -> tuple[RaidMemberReading, ...]:
-        by_name = {m.name: m for m in ms.members}
-        names = list(by_name)
+        listed = Counter(m.name for m in ms.members)
+        # The same name twice (a faulty member and its re-added spare) keeps both: sysfs has
+        # one dev-<name> directory for them, so their roles come from mdstat alone.
+        twice = {n for n, count in listed.items() if count > 1}
+        entries: list[tuple[str, MdstatMember | None]] = [(m.name, m) for m in ms.members]
         for entry in self.root.listdir(base):
-            if entry.startswith("dev-") and entry[4:] not in by_name:
-                names.append(entry[4:])
+            if entry.startswith("dev-") and entry[4:] not in listed:
+                entries.append((entry[4:], None))
         out = []
-        for name in names:
+        for name, mstat in entries:
             dev = f"{base}/dev-{name}"
-            has_sysfs = self.root.exists(dev)
+            has_sysfs = name not in twice and self.root.exists(dev)
             slot = _int_or_none(self.root.read_attr(f"{dev}/slot")) if has_sysfs else None
-            mstat = by_name.get(name)
             if slot is None and mstat is not None and not has_sysfs and not mstat.spare:
                 slot = mstat.desc_nr
             flags = parse_member_state(self.root.read_attr(f"{dev}/state")) if has_sysfs else ()
-            # A member whose block device went away (enclosure unplugged) stays listed by md:
-            # its ``block`` link dangles, and its block device is gone from /sys/block.
-            if has_sysfs and self.root.readlink(f"{dev}/block") is not None:
-                present = self.root.exists(f"{dev}/block")
-            else:
-                present = self.root.exists(f"/sys/class/block/{name}") or self.root.exists(f"/sys/block/{name}") \
-                    or name in rates
+            present = self._present(name, dev, has_sysfs, rates)
             facts = MemberFacts(name=name, mdstat=mstat, flags=flags, slot=slot, present=present)
             r = rates.get(name, DiskRates()) if present else DiskRates()
             out.append(RaidMemberReading(
@@ -463,7 +365,8 @@ class RaidCollector(PolledCollector):
                 read_bytes_per_s=r.read_bytes_per_s,
                 write_bytes_per_s=r.write_bytes_per_s,
             ))
-        return tuple(sorted(out, key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name)))
+        return tuple(sorted(out, key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name,
+                                                m.role)))
 
     def _with_array_balance(self, arrays: list[RaidArrayReading]) -> list[RaidArrayReading]:
         """Compare arrays loaded at the same time: each busy one as a share of the fastest."""
@@ -500,9 +403,9 @@ class RaidCollector(PolledCollector):
                     f"md array {label} {change}" + (f" (array_state {a.array_state})" if a.array_state else ""),
                     {"from": old_health, "to": a.health, "array_state": a.array_state, "degraded": a.degraded},
                 ))
-            old_members = {m.name: m for m in before.members} if before is not None else {}
-            for m in a.members:
-                old = old_members.get(m.name)
+            old_members = _members_by_key(before.members) if before is not None else {}
+            for key, m in _members_by_key(a.members).items():
+                old = old_members.get(key)
                 if old is not None and old.role != m.role:
                     sev = "critical" if m.role in ("faulty", "missing") else "info"
                     out.append(EventDraft("raid_member_changed", sev, subject,
@@ -517,6 +420,12 @@ class RaidCollector(PolledCollector):
                 out.append(EventDraft("raid_array_removed", "warning", f"md:{name}",
                                       f"md array {name} disappeared", {"md_name": gone.md_name}))
         return out
+
+
+def _members_by_key(members: Sequence[RaidMemberReading]) -> dict[object, RaidMemberReading]:
+    """Members by name; a name listed twice by its slot as well, so both are followed."""
+    names = Counter(m.name for m in members)
+    return {(m.name if names[m.name] == 1 else (m.name, m.slot, m.role)): m for m in members}
 
 
 def make_raid_collector(ctx: CollectorContext) -> RaidCollector:

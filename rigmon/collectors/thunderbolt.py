@@ -28,6 +28,12 @@ DEVICES = "/sys/bus/thunderbolt/devices"
 NOMINAL_GBPS_BY_GENERATION = {1: 20.0, 2: 20.0, 3: 40.0, 4: 40.0}
 #: USB4 v2 asymmetric links use three lanes one way and one the other; not a fault.
 ASYMMETRIC_LANES = frozenset({(3, 1), (1, 3)})
+#: Lanes a nominal link bonds (Thunderbolt 1-3, USB4 v1: two).
+NOMINAL_LANES = 2
+#: Attributes only routers have (drivers/thunderbolt/switch.c); an XDomain peer has none.
+ROUTER_ONLY_ATTRS = ("authorized", "generation", "boot", "nvm_version", "nvm_authenticate", "key")
+#: The link files a device router or XDomain peer reports its link by (kernel 5.5+ / 5.11+).
+LINK_FILES = ("rx_speed", "tx_speed", "rx_lanes", "tx_lanes")
 
 # 0-1, 0-301 (daisy chain), 1-0 (host router of domain 1)
 _ROUTER = re.compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+)$")
@@ -115,6 +121,30 @@ def judge_link(rx_gbps: float | None, tx_gbps: float | None, rx_lanes: int | Non
     return "ok", None
 
 
+def judge_lane_speed(rx_speed: float | None, tx_speed: float | None, expected: float | None,
+                     missing: tuple[str, ...]) -> tuple[LinkState, str | None, str | None]:
+    """Judge a link whose lane count is unknown on what is known: its speed per lane.
+
+    The expected bandwidth per direction spreads over the nominal two lanes; a lane slower
+    than that share is ``degraded`` whatever the count. A lane at full speed could still
+    be one lane of two, so that is ``unknown``.
+
+    Returns:
+        State, the degraded reason and the unknown reason (each naming the missing files).
+    """
+    what = ", ".join(missing)
+    speeds = [s for s in (rx_speed, tx_speed) if s is not None]
+    if not speeds:
+        return "unknown", None, f"no {what}"
+    if expected is None:
+        return "unknown", None, f"no {what}, and no expected rate to compare with"
+    per_lane = expected / NOMINAL_LANES
+    slowest = min(speeds)
+    if slowest < per_lane - 1e-6:
+        return "degraded", f"{_fmt(slowest)} a lane below {_fmt(per_lane)}; lane count unknown (no {what})", None
+    return "unknown", None, f"{_fmt(slowest)} a lane as expected, but no {what}: a single-lane link would not show"
+
+
 def _fmt(gbps: float | None) -> str:
     return "?" if gbps is None else f"{gbps:g} Gb/s"
 
@@ -140,6 +170,7 @@ class _Raw:
     tx_speed: float | None
     rx_lanes: int | None
     tx_lanes: int | None
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +244,15 @@ class ThunderboltCollector(PolledCollector):
         base = f"{DEVICES}/{name}"
         attr = self.root.read_attr
         uevent = attr(f"{base}/uevent") or ""
-        is_xdomain = "DEVTYPE=thunderbolt_xdomain" in uevent or self.root.exists(f"{base}/maxhopid")
+        if "DEVTYPE=" in uevent:
+            is_xdomain = "DEVTYPE=thunderbolt_xdomain" in uevent
+        else:
+            # No uevent (a copied tree, a snapshot): the attributes tell. maxhopid exists only
+            # on XDomains (5.15+); before it, an XDomain is an entry with a unique_id and none
+            # of the attributes every router has.
+            is_xdomain = self.root.exists(f"{base}/maxhopid") or (
+                self.root.exists(f"{base}/unique_id")
+                and not any(self.root.exists(f"{base}/{a}") for a in ROUTER_ONLY_ATTRS))
         kind_domain = classify(name, is_xdomain)
         if kind_domain is None:
             return EntryFacts(kind=None, domain=0, vendor=None, device_name=None, generation=None, unique_id=None)
@@ -265,6 +304,8 @@ class ThunderboltCollector(PolledCollector):
             tx_speed=parse_tb_speed(tx_speed),
             rx_lanes=parse_lanes(rx_lanes),
             tx_lanes=parse_lanes(tx_lanes),
+            missing=tuple(n for n, v in zip(LINK_FILES, (rx_speed, tx_speed, rx_lanes, tx_lanes), strict=True)
+                          if v is None),
         )
 
     def _judge(self, r: _Raw, host_generation: int | None) -> ThunderboltDeviceReading:
@@ -275,6 +316,18 @@ class ThunderboltCollector(PolledCollector):
         source: ExpectedSource | None = None
         state: LinkState = "unknown"
         reason = None
+        unknown_reason = None
+        if r.kind in ("device", "xdomain") and rx is None and tx is None:
+            # Speeds without lane counts (the lane files unreadable), or no link files at
+            # all (kernels before 5.5): judge what is known, say what is not.
+            configured = self.expected_gbps.get(r.name)
+            if configured is None and r.unique_id:
+                configured = self.expected_gbps.get(r.unique_id)
+            generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
+            if r.rx_speed is not None or r.tx_speed is not None:
+                expected, source = expected_link(generation, configured, self._best.get(r.unique_id or r.name))
+            missing = r.missing if r.missing else LINK_FILES
+            state, reason, unknown_reason = judge_lane_speed(r.rx_speed, r.tx_speed, expected, missing)
         if r.kind in ("device", "xdomain") and (rx is not None or tx is not None):
             key = r.unique_id or r.name
             bw = link_gbps(rx, tx, r.rx_lanes, r.tx_lanes)
@@ -291,7 +344,7 @@ class ThunderboltCollector(PolledCollector):
             generation=r.generation, authorized=r.authorized, unique_id=r.unique_id, nvm_version=r.nvm_version,
             rx_speed_gbps=r.rx_speed, tx_speed_gbps=r.tx_speed, rx_lanes=r.rx_lanes, tx_lanes=r.tx_lanes,
             rx_gbps=rx, tx_gbps=tx, expected_gbps=expected, expected_source=source,
-            link_state=state, degraded_reason=reason,
+            link_state=state, degraded_reason=reason, unknown_reason=unknown_reason,
         )
 
     def _events(self, readings: list[ThunderboltDeviceReading]) -> list[EventDraft]:

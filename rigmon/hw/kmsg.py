@@ -88,6 +88,11 @@ class KmsgReader:
         self._skipping = False
 
     @property
+    def is_device(self) -> bool:
+        """Whether the open log is a character device (/dev/kmsg), not a plain file."""
+        return self._fd is not None and self._is_device
+
+    @property
     def is_open(self) -> bool:
         """Whether `open` succeeded and `close` has not been called."""
         return self._fd is not None

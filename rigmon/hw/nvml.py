@@ -39,8 +39,10 @@ T = TypeVar("T")
 TOTAL_POWER_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES
 #: Field id of the instantaneous power reading (mW); newer drivers only.
 FI_POWER_INSTANT = 186
-#: Highest NVLink index probed; V100 has links 0..5, newer parts up to 17.
+#: Highest NVLink index probed when the driver does not say how many links a GPU has.
 MAX_NVLINKS = 18
+#: Field id of a GPU's NVLink link count (NVML_FI_DEV_NVLINK_LINK_COUNT; V100-SXM2: 6).
+FI_NVLINK_LINK_COUNT = 91
 #: Xid critical error event type bit.
 EVENT_XID = 0x8
 
@@ -391,10 +393,14 @@ class PynvmlNvml:
             return None
         return int(value.value.uiVal)
 
-    @staticmethod
-    def _nvlinks(gate: _Gate, handle: Any) -> tuple[NvLinkData, ...]:
+    @classmethod
+    def _nvlinks(cls, gate: _Gate, handle: Any) -> tuple[NvLinkData, ...]:
+        # Ask the driver how many links the GPU has: some drivers answer the state query for
+        # every index up to NVML_NVLINK_MAX_LINKS ("disabled" past the real ones), which would
+        # list 18 links on a V100-SXM2 with 6. Old drivers lack the field: probe until refused.
+        count = cls._field_uint(gate, handle, FI_NVLINK_LINK_COUNT)
         links: list[NvLinkData] = []
-        for link in range(MAX_NVLINKS):
+        for link in range(MAX_NVLINKS if count is None else count):
             try:
                 state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
             except pynvml.NVMLError as exc:

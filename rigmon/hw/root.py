@@ -122,6 +122,23 @@ class HostRoot:
         """Whether ``rel`` exists below the root."""
         return os.path.exists(self._real(rel))
 
+    def realpath(self, rel: str) -> str | None:
+        """``rel`` with every symlink resolved, as a path below the root (``/sys/devices/...``).
+
+        ``None`` when it does not exist or resolves outside the root (sysfs links are
+        relative, so a tree copied from a machine resolves within itself).
+        """
+        root = os.path.realpath(self.root)
+        try:
+            real = os.path.realpath(self._real(rel), strict=True)
+        except OSError:
+            return None
+        if real == root:
+            return "/"
+        if not real.startswith(root.rstrip("/") + "/"):
+            return None
+        return "/" + os.path.relpath(real, root)
+
     def readlink(self, rel: str) -> str | None:
         """Target of a symlink (sysfs device links), ``None`` when absent."""
         try:

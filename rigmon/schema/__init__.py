@@ -69,6 +69,7 @@ from rigmon.schema.power import (
 )
 from rigmon.schema.storage import (
     DiskReading,
+    NvmeLinkState,
     NvmeReading,
     RaidArrayReading,
     RaidHealth,
@@ -115,6 +116,7 @@ __all__ = [
     "RaidHealth",
     "RaidMemberReading",
     "RaidMemberRole",
+    "NvmeLinkState",
     "Readings",
     "ResistanceMethod",
     "SchemaError",

@@ -51,7 +51,9 @@ class ThunderboltDeviceReading:
     link should have: configured, else the nominal rate of its generation or the best seen
     since the agent started, whichever is higher (``expected_source`` says which).
     ``link_state`` is ``degraded`` below it or when rx and tx differ, ``unknown`` for the
-    host router and retimers (they have no link files).
+    host router and retimers (they have no link files) and when the facts to judge by are
+    missing; ``unknown_reason`` then says which (``no rx_lanes, tx_lanes``). A link whose
+    lane count is unreadable is still judged on its per-lane speed.
     """
 
     name: str
@@ -73,3 +75,4 @@ class ThunderboltDeviceReading:
     expected_source: Literal["config", "generation", "best_seen"] | None
     link_state: LinkState
     degraded_reason: str | None
+    unknown_reason: str | None = None

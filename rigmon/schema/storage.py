@@ -7,6 +7,7 @@ from typing import Literal
 
 RaidHealth = Literal["ok", "degraded", "recovering", "broken", "inactive"]
 RaidMemberRole = Literal["in_sync", "rebuilding", "faulty", "spare", "journal", "missing", "unknown"]
+NvmeLinkState = Literal["ok", "degraded", "lost", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,11 @@ class NvmeReading:
     Link speeds are per lane in GT/s (``8.0`` for gen 3); ``link_lost`` is true when the
     function reads ``Unknown`` speed (fell off the bus); ``namespaces`` are the visible
     block devices (``nvme0n1``), mapped through the controller, never by name arithmetic.
+    ``port_max_*`` are the maximum of the PCIe port upstream of the drive (``None`` when
+    it is not known); a link trains at most at the lower of both ends' maxima.
+    ``link_state`` is ``degraded`` when the link runs below that (a Gen4 drive trained at
+    Gen3, or x2 of x4), ``lost`` with ``link_lost``, ``unknown`` without link files;
+    ``link_degraded_reason`` says how it falls short.
     """
 
     name: str
@@ -128,3 +134,8 @@ class NvmeReading:
     temp_c: float | None
     temp_max_c: float | None
     temp_crit_c: float | None
+    # Added by issue 22 (additive).
+    port_max_link_speed_gts: float | None = None
+    port_max_link_width: int | None = None
+    link_state: NvmeLinkState = "unknown"
+    link_degraded_reason: str | None = None

@@ -61,6 +61,7 @@ __all__ = [
     "ERROR_TIMEOUT",
     "ERROR_UNINITIALIZED",
     "FAKE_NVML",
+    "FI_DEV_NVLINK_LINK_COUNT",
     "FI_DEV_POWER_INSTANT",
     "MEMORY_ERROR_TYPE_CORRECTED",
     "NVLINK_COUNTERS",
@@ -103,6 +104,7 @@ PERF_POLICY_THERMAL = 1
 TEMPERATURE_GPU = 0
 MEMORY_ERROR_TYPE_CORRECTED = 0
 FI_DEV_POWER_INSTANT = 186
+FI_DEV_NVLINK_LINK_COUNT = 91
 
 #: Device handles are these plus the GPU index; event sets these plus a serial number.
 _HANDLE_BASE = 0x1000
@@ -334,6 +336,11 @@ class FakeNvmlLibrary:
                         value.value.uiVal = gpu.power_mw
                         value.nvmlReturn = SUCCESS
                         filled = True
+                    elif value.fieldId == FI_DEV_NVLINK_LINK_COUNT and gpu.nvlink_count_field:
+                        value.valueType = VALUE_TYPE_UNSIGNED_INT
+                        value.value.uiVal = len(gpu.nvlink_active)
+                        value.nvmlReturn = SUCCESS
+                        filled = True
                     else:
                         value.nvmlReturn = ERROR_NOT_SUPPORTED
                 return SUCCESS if filled else ERROR_NOT_SUPPORTED
@@ -388,6 +395,9 @@ class FakeNvmlLibrary:
         def nvlink_state(handle: Any, link: Any, out: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
                 i = _int(link)
+                if len(gpu.nvlink_active) <= i < (gpu.nvlink_state_indices or 0):
+                    _set(out, 0)  # a driver that answers every index: "disabled" past the real links
+                    return SUCCESS
                 if not 0 <= i < len(gpu.nvlink_active):
                     return ERROR_INVALID_ARGUMENT
                 _set(out, 1 if gpu.nvlink_active[i] else 0)

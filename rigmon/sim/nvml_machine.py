@@ -77,6 +77,12 @@ class FakeGpu:
     pcie_width_max: int = 16
     pcie_replay: int = 0
     nvlink_active: list[bool] = field(default_factory=lambda: [True] * 6)
+    #: The driver answers NVML_FI_DEV_NVLINK_LINK_COUNT (len(nvlink_active)); old drivers do not.
+    nvlink_count_field: bool = True
+    #: Link indices the driver answers nvmlDeviceGetNvLinkState for; past the GPU's own links it
+    #: answers DISABLED (as drivers that fill every index up to NVML_NVLINK_MAX_LINKS do);
+    #: ``None``: only the GPU's own links, INVALID_ARGUMENT beyond.
+    nvlink_state_indices: int | None = None
     nvlink_counters: dict[tuple[int, int], int] = field(default_factory=dict)
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0

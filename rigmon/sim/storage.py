@@ -16,6 +16,9 @@ KIB = 1024
 REQUEST_BYTES = 128 * KIB
 NVME_MAJOR = 259
 MD_MAJOR = 9
+#: Payload share of the line code: 8b/10b up to PCIe gen 2 (5 GT/s), 128b/130b from gen 3.
+PCIE_ENCODING = ((5.0, 8 / 10), (float("inf"), 128 / 130))
+BITS_PER_BYTE = 8
 
 
 @dataclass
@@ -55,6 +58,18 @@ class SimNvmeDrive:
     def ns(self) -> str:
         """The namespace's block device name."""
         return f"nvme{self.ctrl}n1"
+
+    @property
+    def pcie_bytes_per_s(self) -> float:
+        """What the trained PCIe link carries: lanes x transfer rate x line-code payload share."""
+        gts = float(self.link_gts.split()[0])
+        share = next(s for top, s in PCIE_ENCODING if gts <= top)
+        return gts * 1e9 * self.link_width * share / BITS_PER_BYTE
+
+    def retrain(self, link_gts: str, link_width: int) -> None:
+        """Train the PCIe link again at ``link_gts`` (``"8.0 GT/s PCIe"``) x ``link_width``."""
+        self.link_gts = link_gts
+        self.link_width = link_width
 
     def do_io(self, read_bytes: float, write_bytes: float, dt_s: float) -> None:
         """Complete ``read_bytes`` and ``write_bytes`` over ``dt_s`` seconds."""
@@ -230,11 +245,14 @@ class SimStorage:
     def _cap(self, drive: SimNvmeDrive) -> float:
         if not drive.present:
             return 0.0
+        # A drive reads no faster than its own PCIe link carries (a Gen4 drive trained at
+        # Gen3 x4 tops out near 3.9 GB/s), nor than its share of a USB4 tunnel.
+        own = min(drive.max_bytes_per_s, drive.pcie_bytes_per_s)
         link = self.link_cap(drive.router)
         if link is None:
-            return drive.max_bytes_per_s
+            return own
         sharing = sum(1 for d in self.drives if d.router == drive.router and d.present)
-        return min(drive.max_bytes_per_s, link / max(1, sharing))
+        return min(own, link / max(1, sharing))
 
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if self._rng is None:

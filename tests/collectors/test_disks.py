@@ -28,28 +28,38 @@ class Clock:
 
 
 def test_twenty_columns_carry_discard_and_flush_counters() -> None:
-    (d,) = parse_diskstats(LINE_20)
+    (d,) = parse_diskstats(LINE_20).disks
     assert (d.name, d.major, d.minor) == ("nvme0n1", 259, 0)
     assert d.read_sectors == 2255424316 and d.write_ms == 2213877 and d.io_ms == 2403936
     assert (d.discards, d.discard_sectors, d.discard_ms, d.flushes, d.flush_ms) == (1021, 1310729216, 611, 120, 1859)
 
 
 def test_eighteen_columns_have_discards_but_no_flushes() -> None:
-    (d,) = parse_diskstats(LINE_18)
+    (d,) = parse_diskstats(LINE_18).disks
     assert (d.discards, d.discard_sectors, d.discard_ms) == (12, 4096, 3)
     assert d.flushes is None and d.flush_ms is None
 
 
 def test_fourteen_columns_have_neither() -> None:
-    (d,) = parse_diskstats(LINE_14)
+    (d,) = parse_diskstats(LINE_14).disks
     assert d.weighted_ms == 14904
     assert d.discards is None and d.flushes is None
 
 
-@pytest.mark.parametrize("line", ["   8  0 sda 1 2 3\n", "   8 0 sda 1 2 3 4 5 6 7 8 9 10 x\n"])
-def test_malformed_lines_are_errors(line: str) -> None:
-    with pytest.raises(ValueError):
-        parse_diskstats(line)
+@pytest.mark.parametrize("line", ["   8  0 sda 1 2 3\n", "   8 0 sda 1 2 3 4 5 6 7 8 9 10 x\n",
+                                  "   8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12\n", "sda\n"])
+def test_a_malformed_line_is_skipped_and_the_others_read(line: str) -> None:
+    parsed = parse_diskstats(LINE_20 + line + LINE_14)
+    assert [d.name for d in parsed.disks] == ["nvme0n1", "sdb"]
+    assert parsed.skipped == (line.strip(),)
+
+
+def test_old_kernel_partition_lines_are_named_not_errors() -> None:
+    # Documentation/admin-guide/iostats.rst, "2.6+ diskstats" example
+    parsed = parse_diskstats("   3    0   hda 446216 784926 9550688 4382310 424847 312726 5922052 19310380 0 3376340"
+                             " 23705160\n   3    1   hda1 35486 38030 38030 38030\n")
+    assert [d.name for d in parsed.disks] == ["hda"]
+    assert (parsed.partial, parsed.skipped) == (("hda1",), ())
 
 
 def _stats(reads: int, sectors: int, read_ms: int, io_ms: int) -> str:
@@ -58,8 +68,8 @@ def _stats(reads: int, sectors: int, read_ms: int, io_ms: int) -> str:
 
 def test_rates_from_two_reads() -> None:
     tracker = DiskRateTracker()
-    (a,) = parse_diskstats(_stats(1000, 2_000_000, 500, 1000))
-    (b,) = parse_diskstats(_stats(3000, 4_000_000, 1500, 1500))
+    (a,) = parse_diskstats(_stats(1000, 2_000_000, 500, 1000)).disks
+    (b,) = parse_diskstats(_stats(3000, 4_000_000, 1500, 1500)).disks
     assert tracker.update("d", a, 10.0).read_bytes_per_s is None
     r = tracker.update("d", b, 11.0)
     assert r.read_bytes_per_s == 2_000_000 * SECTOR_BYTES
@@ -71,16 +81,16 @@ def test_rates_from_two_reads() -> None:
 
 def test_counters_going_backwards_give_no_rates() -> None:
     tracker = DiskRateTracker()
-    (a,) = parse_diskstats(_stats(5000, 9_000_000, 500, 1000))
-    (b,) = parse_diskstats(_stats(10, 80, 1, 2))
+    (a,) = parse_diskstats(_stats(5000, 9_000_000, 500, 1000)).disks
+    (b,) = parse_diskstats(_stats(10, 80, 1, 2)).disks
     tracker.update("d", a, 10.0)
     assert tracker.update("d", b, 11.0).read_bytes_per_s is None
 
 
 def test_millisecond_fields_wrap_at_32_bits() -> None:
     tracker = DiskRateTracker()
-    (a,) = parse_diskstats(_stats(1000, 8000, 100, 2**32 - 200))
-    (b,) = parse_diskstats(_stats(1100, 8800, 150, 300))
+    (a,) = parse_diskstats(_stats(1000, 8000, 100, 2**32 - 200)).disks
+    (b,) = parse_diskstats(_stats(1100, 8800, 150, 300)).disks
     tracker.update("d", a, 0.0)
     assert tracker.update("d", b, 1.0).util_pct == 50.0
 

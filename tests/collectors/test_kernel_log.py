@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.base import EventDraft, NoData
+from rigmon.collectors.base import CollectorError, EventDraft, NoData
+from rigmon.collectors.kernel_log_formats import detect_log_format, parse_dmesg_record, parse_journal_record
 from rigmon.collectors.kernel_log import (
     KernelLogCollector,
     KernelLogMatcher,
@@ -64,6 +65,8 @@ def test_not_a_record(raw: str) -> None:
         ("0000:1a:00.0", "0000:1a:00.0", "00000000:1A:00.0", "0000:1a:00"),
         ("PCI:0000:1a:00", "0000:1a:00.0", "00000000:1A:00.0", "0000:1a:00"),
         ("0001:3B:00.1", "0001:3b:00.1", "00000001:3B:00.1", "0001:3b:00"),
+        # Old drivers print the bus id without a PCI domain: domain 0.
+        ("18:00.0", "0000:18:00.0", "00000000:18:00.0", "0000:18:00"),
     ],
 )
 def test_bus_id_spellings_join(text: str, sysfs: str, nvml: str, xid: str) -> None:
@@ -71,7 +74,7 @@ def test_bus_id_spellings_join(text: str, sysfs: str, nvml: str, xid: str) -> No
     assert ids is not None and (ids.sysfs, ids.nvml, ids.xid) == (sysfs, nvml, xid)
 
 
-@pytest.mark.parametrize("text", ["", "1a:00.0", "0000:1g:00.0", "123456789:1a:00.0"])
+@pytest.mark.parametrize("text", ["", "1a:00", "0000:1g:00.0", "123456789:1a:00.0", "0000:1a:20.0"])
 def test_bad_bus_ids(text: str) -> None:
     assert parse_pci_bus_id(text) is None
 
@@ -301,3 +304,122 @@ def test_file_reader_cuts_a_line_without_newline(tmp_path: Path) -> None:
     finally:
         reader.close()
     assert reader.truncated == 1
+
+
+# -- Every form drivers and kernels have printed (issue 22) ---------------------------------
+
+@pytest.mark.parametrize(("message", "bus", "xid", "pid", "process", "text"), [
+    # R3xx and earlier: no "PCI:" in the parenthesis.
+    ("NVRM: Xid (0000:03:00): 13, 0003 00000000 00008297 00001098 00000000 00000044",
+     "0000:03:00.0", 13, None, None, "0003 00000000 00008297 00001098 00000000 00000044"),
+    ("NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.", "0000:03:00.0", 79, None, None,
+     "GPU has fallen off the bus."),
+    # The process name without pid=, and pid= without a name.
+    ("NVRM: Xid (PCI:0000:3b:00): 13, name=python, Graphics Exception", "0000:3b:00.0", 13, None, "python",
+     "Graphics Exception"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "0000:3b:00.0", 79, "1234", None,
+     "GPU has fallen off the bus."),
+    ("NVRM: Xid (0000:01:00): 16, ", "0000:01:00.0", 16, None, None, ""),
+])
+def test_xid_forms(message: str, bus: str, xid: int, pid: str | None, process: str | None, text: str) -> None:
+    line = parse_xid(message)
+    assert line is not None
+    assert (line.pci_bus_id, line.xid, line.pid, line.process, line.text) == (bus, xid, pid, process, text)
+
+
+@pytest.mark.parametrize(("message", "bus"), [
+    ("NVRM: GPU 0000:29:00.0: GPU has fallen off the bus.", "0000:29:00.0"),
+    # No PCI domain (older drivers): domain 0.
+    ("NVRM: GPU 18:00.0: GPU has fallen off the bus.", "0000:18:00.0"),
+    # Bumblebee-Project/Bumblebee#554
+    ("NVRM: GPU at 0000:01:00.0 has fallen off the bus.", "0000:01:00.0"),
+])
+def test_fallen_off_bus_forms(message: str, bus: str) -> None:
+    assert parse_off_bus(message) == bus
+
+
+def test_aer_old_format_keeps_who_reported_it() -> None:
+    # Ubuntu Forums, 'Creating image file of SD card' (kernel 4.15): id = bus << 8 | devfn.
+    old = parse_aer("pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, "
+                    "id=00e0(Transmitter ID)")
+    assert old is not None
+    assert (old.pci_bus_id, old.severity, old.error_type, old.agent, old.requester_id) == (
+        "0000:00:1c.0", "Corrected", "Data Link Layer", "Transmitter ID", "0000:00:1c.0")
+    fatal = parse_aer("pcieport 0000:00:01.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, "
+                      "id=0010(Receiver ID)")
+    assert fatal is not None and (fatal.agent, fatal.requester_id) == ("Receiver ID", "0000:00:02.0")
+    new = parse_aer("nvme 0000:34:00.0: PCIe Bus Error: severity=Uncorrectable (Fatal), type=Data Link Layer, "
+                    "(Receiver ID)")
+    assert new is not None and (new.agent, new.requester_id) == ("Receiver ID", None)
+
+
+@pytest.mark.parametrize(("raw", "fmt"), [
+    ("4,51235,1843221988,-;NVRM: Xid (PCI:0000:1a:00): 79, GPU has fallen off the bus.\n", "kmsg"),
+    ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n", "dmesg"),
+    ("[Sun Feb 23 16:24:18 2025] NVRM: GPU Board Serial Number: 1650124014249\n", "dmesg"),
+    ("syslog:err   : 2025-05-27T04:18:56,089671+00:00 NVRM: Xid (PCI:0000:04:00): 79, x\n", "dmesg"),
+    ("<4>[    5.140900] NVRM: loading\n", "dmesg"),
+    ("Feb 14 05:03:41 gpu-1 kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link INIT\n", "journal"),
+    ("Feb 14 05:03:41 gpu-1 systemd[1]: Started systemd-journald.service - Journal Service.\n", "journal"),
+    ("2025-01-17T17:10:43+0000 host kernel: IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n", "journal"),
+    ("NVRM: Xid (0000:01:00): 16, \n", None),
+    ("Personalities : [raid1]\n", None),
+])
+def test_log_format_detection(raw: str, fmt: str | None) -> None:
+    assert detect_log_format(raw) == fmt
+
+
+def test_dmesg_and_journal_records() -> None:
+    rec = parse_dmesg_record("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+                             "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n", 7)
+    assert rec is not None and (rec.seq, rec.ts_us, rec.wall_at, rec.level) == (7, 1843308145, None, 4)
+    assert rec.message == "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system has"
+    iso = parse_dmesg_record("syslog:err   : 2025-05-27T04:18:56,089671+00:00 hello\n", 1)
+    assert iso is not None and (iso.level, iso.wall_at, iso.message) == (3, 1748319536.089671, "hello")
+    assert parse_dmesg_record("no timestamp\n", 1) is None
+    plain = parse_dmesg_record("no timestamp\n", 1, require_time=False)
+    assert plain is not None and (plain.message, plain.ts_us) == ("no timestamp", None)
+    j = parse_journal_record("May 10 22:25:01 jambi kernel: [176830.774761] NVRM: Xid (0000:03:00): 13, 0003\n", 3)
+    assert j is not None and (j.ts_us, j.message) == (176830774761, "NVRM: Xid (0000:03:00): 13, 0003")
+    assert parse_journal_record("May 10 22:24:49 jambi mtp-probe: checking bus 2\n", 4) is None
+    k = parse_journal_record("2025-01-17T17:10:43+0000 h kernel: text\n", 5)
+    assert k is not None and k.wall_at == 1737133843.0
+
+
+def test_text_log_lines_appended_later_become_events(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/var/log/dmesg": "[   10.000000] Linux version 6.8.0\n"})
+    collector = KernelLogCollector(HostRoot(tmp_path), FixedClock(), path="/var/log/dmesg")
+    collector.collect()
+    with open(tmp_path / "var/log/dmesg", "a") as fh:
+        fh.write("[ 1843.308145] pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, "
+                 "id=00e0(Transmitter ID)\n"
+                 "[ 1844.000000] NVRM: Xid (0000:03:00): 79, GPU has fallen off the bus.\n")
+    events = [r for r in collector.collect() if isinstance(r, EventDraft)]
+    aer, xid = events
+    assert (aer.kind, aer.subject, aer.data and aer.data["agent"], aer.data and aer.data["requester_id"]) == (
+        "pcie_aer", "pci:0000:00:1c.0", "Transmitter ID", "0000:00:1c.0")
+    assert aer.message == "PCIe Corrected error on 0000:00:1c.0: Data Link Layer (Transmitter ID 0000:00:1c.0)"
+    assert (xid.kind, xid.subject, xid.data and xid.data["source"]) == ("xid", "pci:0000:03:00.0", "dmesg")
+    collector.close()
+
+
+@pytest.mark.parametrize(("text", "fmt", "why"), [
+    ("Personalities : [raid1]\nmd0 : active raid1 sda1[0]\n", "auto", "not a kernel log rigmon knows"),
+    ("[   10.000000] Linux version 6.8.0\n", "journal", "kernel_log.format is 'journal'"),
+])
+def test_a_log_in_a_format_rigmon_does_not_know_is_an_error(tmp_path: Path, text: str, fmt: str, why: str) -> None:
+    write_tree(tmp_path, {"/var/log/kern": text})
+    collector = KernelLogCollector(HostRoot(tmp_path), FixedClock(), path="/var/log/kern", fmt=fmt)  # type: ignore[arg-type]
+    with pytest.raises(CollectorError) as info:
+        collector.collect()
+    assert why in str(info.value) and "/var/log/kern" in str(info.value)
+    collector.close()
+
+
+def test_dmesg_without_timestamps_is_read_when_configured(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/var/log/kern": "NVRM: Xid (0000:01:00): 16, \nHead 00000000 Count 00006e2e\n"})
+    with pytest.raises(CollectorError):
+        KernelLogCollector(HostRoot(tmp_path), FixedClock(), path="/var/log/kern").collect()
+    reading = KernelLogCollector(HostRoot(tmp_path), FixedClock(), path="/var/log/kern", fmt="dmesg").collect()[0]
+    assert isinstance(reading, KernelLogReading)
+    assert (reading.records_total, reading.matched_total) == (2, 1)

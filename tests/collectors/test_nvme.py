@@ -10,11 +10,13 @@ from rigmon.collectors.base import EventDraft
 from rigmon.collectors.nvme import (
     NvmeCollector,
     is_link_lost,
+    judge_nvme_link,
     namespace_of,
     parse_link_speed,
     parse_link_width,
     pcie_gen,
     strip_padded,
+    upstream_port,
 )
 from rigmon.hw.root import HostRoot
 from rigmon.schema import NvmeReading
@@ -69,3 +71,24 @@ def test_link_retrain_is_an_event(tmp_path: Path) -> None:
     assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4}
     write_tree(tmp_path, {"/sys/bus/pci/devices/0000:64:00.0/current_link_speed": "Unknown\n"})
     assert [r.kind for r in collector.collect() if isinstance(r, EventDraft)] == ["nvme_link_lost"]
+
+
+@pytest.mark.parametrize(("args", "state", "reason"), [
+    ((16.0, 4, 16.0, 4, None, None, False), "ok", None),
+    ((8.0, 4, 16.0, 4, None, None, False), "degraded", "8 GT/s x4, drive can do 16 GT/s x4"),
+    ((16.0, 2, 16.0, 4, 16.0, 4, False), "degraded", "16 GT/s x2, drive and port can do 16 GT/s x4"),
+    # A Gen4 drive in a Gen3 slot trains at Gen3: that is all the link can do.
+    ((8.0, 4, 16.0, 4, 8.0, 4, False), "ok", None),
+    ((8.0, 4, 16.0, 4, 16.0, 4, False), "degraded", "8 GT/s x4, drive and port can do 16 GT/s x4"),
+    ((None, None, 16.0, 4, None, None, True), "lost", None),
+    ((8.0, 4, None, None, None, None, False), "unknown", None),
+])
+def test_link_below_the_lower_maximum_is_degraded(args: tuple[object, ...], state: str, reason: str | None) -> None:
+    assert judge_nvme_link(*args) == (state, reason)  # type: ignore[arg-type]
+
+
+def test_upstream_port_of_a_function() -> None:
+    assert upstream_port("/sys/devices/pci0000:00/0000:00:01.2/0000:64:00.0") == "/sys/devices/pci0000:00/0000:00:01.2"
+    assert upstream_port("/sys/devices/pci0000:00/0000:00:01.2") is None  # root port: host bridge above
+    assert upstream_port("/sys/bus/pci/devices/0000:64:00.0") is None
+    assert upstream_port(None) is None

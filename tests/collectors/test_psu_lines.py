@@ -11,15 +11,12 @@ from rigmon.collectors.psu_lines import (
     LineSplitter,
     RailWindow,
     Rm1Identity,
-    TextFields,
-    TextHeader,
     Triple,
     format_rm1,
     parse_pzem017_registers,
     parse_rm1_line,
-    parse_text_line,
-    text_window,
 )
+from rigmon.collectors.psu_text import TextFields, TextHeader, parse_text_line, text_window
 
 # The reference examples (reference/psu-adc.md), checksums as published.
 IDENTITY = "$RMI,proto=1,fw=rmfw-0.3,id=E6614103E7452D2F,sensor=ina226,win=1000,ch=v;i;vpsu*23"
@@ -110,10 +107,15 @@ def test_bad_rm1_lines(line: str, reason: str) -> None:
         ("4.98V,0.12A", {"0": 4.98, "V": 4.98, "1": 0.12, "A": 0.12}),
         ('{"Vout": 12.06, "Iout": 40.1, "ok": true, "name": "psu"}', {"Vout": 12.06, "Iout": 40.1}),
         ("12.1\t0.5", {"0": 12.1, "1": 0.5}),
+        ("  12.034    0.512      1.024", {"0": 12.034, "1": 0.512, "2": 1.024}),
+        # Adafruit ADS1X15 examples: raw count, then the value with its unit.
+        ("AIN0: 3099  0.58V", {"AIN0": 0.58}),
+        ("AIN0: 3099    -->   580.94 mV", {"AIN0": 0.58094}),
     ],
 )
 def test_text_formats(line: str, values: dict[str, float]) -> None:
-    assert parse_text_line(line) == TextFields(values)
+    fields = parse_text_line(line)
+    assert isinstance(fields, TextFields) and fields.values == values
 
 
 @pytest.mark.parametrize("line", ["[INFO] INA226 found at 0x40", "starting up", "OK"])
@@ -129,6 +131,30 @@ def test_csv_header_names_the_columns() -> None:
     window = text_window(fields, header, {"v": "Voltage[V]", "i": "Current[A]"}, {})
     assert window is not None
     assert window.volts["v"] == Triple(11.845, 11.845, 11.845) and window.amps["i"].mean == 96.1
+
+
+def test_whitespace_table_header_names_a_configured_column() -> None:
+    header = parse_text_line("  BUS_V   SHUNT_mV  CURRENT_A  POWER_W", header_names={"BUS_V"})
+    assert header == TextHeader(("BUS_V", "SHUNT_mV", "CURRENT_A", "POWER_W"))
+    # The same words are a banner when no configured column is among them.
+    assert parse_text_line("  BUS_V   SHUNT_mV  CURRENT_A  POWER_W") is None
+    fields = parse_text_line(" 12.034    0.512      1.024     12.32")
+    assert isinstance(fields, TextFields) and isinstance(header, TextHeader) and fields.columns == 4
+    window = text_window(fields, header, {"v": "BUS_V", "i": "CURRENT_A"}, {})
+    assert window is not None and (window.volts["v"].min, window.amps["i"].min) == (12.034, 1.024)
+
+
+@pytest.mark.parametrize("line", [" 0   16679", "REG  VALUE", "12.0 1.0 2.0 3.0 4.0"])
+def test_lines_that_do_not_fit_the_header_are_not_readings(line: str) -> None:
+    header = TextHeader(("BUS_V", "SHUNT_mV", "CURRENT_A", "POWER_W"))
+    fields = parse_text_line(line)
+    assert fields is None or (isinstance(fields, TextFields) and text_window(
+        fields, header, {"v": "BUS_V", "i": "CURRENT_A"}, {}) is None)
+
+
+def test_label_with_several_unitless_numbers_is_no_value() -> None:
+    assert parse_text_line("REG: 3099 17") is None
+    assert parse_text_line("ADC Range: +/- 6.144V (1 bit = 3mV/ADS1015, 0.1875mV/ADS1115)") is None
 
 
 def test_text_scale_and_missing_channel() -> None:

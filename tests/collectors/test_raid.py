@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.collectors.base import EventDraft
+from rigmon.collectors.mdstat import MdstatArray, MdstatError, can_serve_data
 from rigmon.collectors.raid import (
     MemberFacts,
     MdstatMember,
@@ -29,7 +30,7 @@ unused devices: <none>
 """
 
 
-def one(text: str) -> object:
+def one(text: str) -> MdstatArray:
     arrays = parse_mdstat(text)
     assert len(arrays) == 1
     return arrays[0]
@@ -186,3 +187,102 @@ def test_array_breaking_is_an_event(tmp_path: Path) -> None:
     _strix_tree(tmp_path, zero, state127="broken")
     events = [r for r in collector.collect() if isinstance(r, EventDraft)]
     assert [(e.kind, e.severity, e.subject) for e in events] == [("raid_health_changed", "critical", "md:md127")]
+
+
+# -- Real-capture edge cases (issue 22) ------------------------------------------------------
+
+
+def test_status_on_the_header_of_an_array_without_members() -> None:
+    # truveris/py-mdstat test_no_disks: md_seq_show prints no blocks line without members.
+    a = one("md1 : active raid5 super 1.2 level 5, 512k chunk, algorithm 2 [4/0] [____]\n")
+    assert (a.members, a.metadata, a.chunk_kib) == ((), "1.2", 512)
+    assert (a.raid_disks, a.working_disks, a.member_status) == (4, 0, "____")
+
+
+def test_unindented_status_lines_belong_to_the_array_above() -> None:
+    a, b = parse_mdstat("md0 : active raid1 sdb1[1] sda1[0]\n1023936 blocks super 1.0 [2/2] [UU]\n"
+                        "md1 : active raid1 sdb3[2](F) sda3[0]\n1948488512 blocks super 1.0 [2/1] [U_]\n")
+    assert (a.blocks_kib, a.working_disks, b.blocks_kib, b.member_status) == (1023936, 2, 1948488512, "U_")
+
+
+def test_a_member_listed_twice_keeps_both_entries() -> None:
+    a = one("md1 : active raid1 sdb3[3](S) sdb3[2](F) sda3[0]\n      1948488512 blocks super 1.0 [2/1] [U_]\n")
+    assert [(m.name, m.desc_nr, m.spare, m.faulty) for m in a.members] == [
+        ("sdb3", 3, True, False), ("sdb3", 2, False, True), ("sda3", 0, False, False)]
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("md3 : invalid\n      314159265 blocks 64k chunks\n", "state 'invalid'"),
+    ("md0 : active raid9 sda1[0] sdb1[1]\n", "personality 'raid9'"),
+    ("md0 : active raid1 sda1[0](X) sdb1[1]\n", "member flag (X)"),
+    ("md0 : active raid1 sda1[a] sdb1[1]\n", "sda1[a]"),
+    ("md0 : active raid1 sda1[0] sdb1[\n", "sdb1["),
+    ("md0 : active\n", "truncated header"),
+    ("md0 :\n", "truncated header"),
+    ("md0 : active raid1 sda1[0] sdb1[1]\n      1000 blocks [2/3] [UU]\n", "does not add up"),
+    ("md0 : active raid1 sda1[0] sdb1[1]\n      hello world\n", "not a status"),
+    ("      1000 blocks [2/2] [UU]\n", "without an array header"),
+    ("Personalities : raid1\n", "personalities"),
+])
+def test_text_that_is_not_mdstat_is_an_error_naming_the_line(text: str, why: str) -> None:
+    with pytest.raises(MdstatError) as info:
+        parse_mdstat(text)
+    assert why in str(info.value)
+
+
+@pytest.mark.parametrize(("level", "disks", "working", "status", "near", "far", "serves"), [
+    ("raid5", 4, 0, "____", 1, 1, False),
+    ("raid5", 4, 3, "UUU_", 1, 1, True),
+    ("raid5", 4, 2, "UU__", 1, 1, False),
+    ("raid6", 4, 2, "UU__", 1, 1, True),
+    ("raid6", 4, 1, "U___", 1, 1, False),
+    ("raid1", 2, 1, "U_", 1, 1, True),
+    ("raid1", 2, 0, "__", 1, 1, False),
+    # raid10 near=2 over 4 disks: mirrors are slots (0,1) and (2,3).
+    ("raid10", 4, 2, "U_U_", 2, 1, True),
+    ("raid10", 4, 2, "UU__", 2, 1, False),
+    ("raid10", 4, 0, "____", 2, 1, False),
+    (None, 4, 0, "____", 1, 1, None),
+])
+def test_can_serve_data(level: str | None, disks: int, working: int, status: str, near: int, far: int,
+                        serves: bool | None) -> None:
+    assert can_serve_data(level, disks, working, status, near, far) is serves
+
+
+def test_raid10_layout_copies_are_read() -> None:
+    a = one("md6 : active raid10 sdd[3](F) sdc[2](F) sdb[1](F) sda[0](F)\n"
+            "      2000 blocks super 1.2 512K chunks 2 near-copies [4/0] [____]\n")
+    assert (a.near_copies, a.far_copies, a.chunk_kib) == (2, 1, 512)
+
+
+def test_kernel_finish_estimate_wins_over_a_computed_one(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "/proc/mdstat": "md0 : active raid1 sdf1[2] sdh1[0]\n      1953382400 blocks super 1.2 [2/1] [U_]\n"
+                        "      [==>..................]  recovery = 12.6% (246300416/1953382400) finish=137.1min "
+                        "speed=207456K/sec\n",
+        "/sys/block/md0/md/sync_action": "recover\n",
+        "/sys/block/md0/md/sync_speed": "100000\n",
+        "/sys/block/md0/md/sync_completed": "492600832 / 3906764800\n",
+    })
+    (a,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert (a.sync_eta_s, a.sync_speed_bytes_per_s) == (137.1 * 60, 207456 * 1024.0)
+
+
+def test_without_sys_members_are_not_called_missing(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/proc/mdstat": RAID0})
+    (a,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert a.health == "ok" and all(m.present and m.role == "in_sync" for m in a.members)
+    # /proc/diskstats, when it is there, still says which devices exist.
+    write_tree(tmp_path, {"/proc/diskstats": "259 0 nvme0n1 1 0 8 1 0 0 0 0 0 1 1\n"})
+    (b,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert {m.name: m.present for m in b.members} == {"nvme0n1": True, "nvme1n1": False}
+    assert b.health == "broken"
+
+
+def test_inactive_array_has_nothing_working_and_needs_what_sysfs_says(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/proc/mdstat": "md127 : inactive sda[0] sdb[1] sdc[2](S)\n      6282240 blocks super 1.2\n"})
+    (a,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert (a.health, a.working_disks, a.raid_disks, a.degraded) == ("inactive", 0, None, None)
+    write_tree(tmp_path, {"/sys/block/md127/md/raid_disks": "3\n", "/sys/block/md127/md/array_state": "inactive\n"})
+    (b,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert (b.health, b.working_disks, b.raid_disks) == ("inactive", 0, 3)

@@ -14,6 +14,7 @@ from rigmon.collectors.thunderbolt import (
     ThunderboltCollector,
     classify,
     expected_link,
+    judge_lane_speed,
     judge_link,
     parse_lanes,
     parse_tb_speed,
@@ -206,3 +207,31 @@ def test_silent_udev_is_quiet(tmp_path: Path) -> None:
     finally:
         collector.close()
     assert pushed == []
+
+
+def test_lane_speed_is_judged_when_the_lane_count_is_unknown() -> None:
+    missing = ("rx_lanes", "tx_lanes")
+    assert judge_lane_speed(10.0, 10.0, 40.0, missing) == (
+        "degraded", "10 Gb/s a lane below 20 Gb/s; lane count unknown (no rx_lanes, tx_lanes)", None)
+    state, reason, why = judge_lane_speed(20.0, 20.0, 40.0, missing)
+    assert (state, reason) == ("unknown", None) and why is not None and "rx_lanes, tx_lanes" in why
+    assert judge_lane_speed(None, None, 40.0, ("rx_speed", "tx_speed", "rx_lanes", "tx_lanes")) == (
+        "unknown", None, "no rx_speed, tx_speed, rx_lanes, tx_lanes")
+
+
+def test_xdomain_without_uevent_is_known_by_its_attributes(tmp_path: Path) -> None:
+    base = "/sys/bus/thunderbolt/devices"
+    write_tree(tmp_path, {
+        f"{base}/0-0/generation": "4\n", f"{base}/0-0/authorized": "1\n", f"{base}/0-0/unique_id": "a\n",
+        # 5.11-5.14 XDomain: link files, no maxhopid, none of a router's attributes.
+        f"{base}/0-1/unique_id": "b\n", f"{base}/0-1/tx_speed": "10.0 Gb/s\n", f"{base}/0-1/rx_speed": "10.0 Gb/s\n",
+        f"{base}/0-1/tx_lanes": "2\n", f"{base}/0-1/rx_lanes": "2\n",
+        # A router of the same tree without uevent keeps being a router.
+        f"{base}/0-3/unique_id": "c\n", f"{base}/0-3/authorized": "1\n", f"{base}/0-3/generation": "4\n",
+        f"{base}/0-3/tx_speed": "20.0 Gb/s\n", f"{base}/0-3/rx_speed": "20.0 Gb/s\n",
+        f"{base}/0-3/tx_lanes": "2\n", f"{base}/0-3/rx_lanes": "2\n",
+    })
+    got = {r.name: r for r in ThunderboltCollector(HostRoot(tmp_path), Clock()).collect()
+           if isinstance(r, ThunderboltDeviceReading)}
+    assert (got["0-1"].kind, got["0-1"].expected_gbps, got["0-1"].link_state) == ("xdomain", 40.0, "degraded")
+    assert (got["0-3"].kind, got["0-3"].link_state) == ("device", "ok")

@@ -25,6 +25,7 @@ from rigmon.cluster.client import SamplesPage, _bounded_lines
 from rigmon.cluster.sse import SseEvent, SseParser
 from rigmon.collectors.disks import parse_diskstats
 from rigmon.collectors.host import parse_loadavg, parse_meminfo, parse_net_dev, parse_proc_stat, parse_uptime
+from rigmon.collectors.kernel_log_formats import detect_log_format, is_journal_marker, parse_log_record
 from rigmon.collectors.kernel_log import (
     KernelLogMatcher,
     parse_aer,
@@ -34,7 +35,7 @@ from rigmon.collectors.kernel_log import (
     parse_xid,
 )
 from rigmon.collectors.nvme import parse_link_speed, parse_link_width
-from rigmon.collectors.raid import parse_mdstat, parse_sync_completed
+from rigmon.collectors.mdstat import MdstatError, parse_mdstat, parse_sync_completed
 from rigmon.collectors.thunderbolt import parse_lanes, parse_tb_speed
 from rigmon.schema import Frame, Gap, Info, SchemaError, decode
 from tests.fuzz.strategies import fuzz_text
@@ -68,7 +69,7 @@ KMSG = (
     "3,902,79,-;NVRM: GPU 0000:1c:00.0: GPU has fallen off the bus.\n",
     "4,903,80,-;nvidia 0000:1b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, "
     "(Receiver ID)\n",
-)
+) + _fixture("var/log/dmesg") + _fixture("var/log/syslog")
 TB_SPEED = ("20.0 Gb/s", "10 Gb/s", "40.0 Gb/s", "2")
 SELECTORS = ("psu_rail.volts.min_volts", "gpus[*].nvlinks[*].replay_total", "collectors.*.state",
              "net[name=enp1s0.10].speed_mbps", "gpus[0].power_w", "raid_arrays[name=md0].members[role=faulty]")
@@ -84,16 +85,17 @@ def _contract(fn: Any, text: str, *allowed: type[BaseException]) -> Any:
 
 @FUZZ
 @given(fuzz_text(*MDSTAT))
-def test_mdstat_never_raises(text: str) -> None:
-    for array in parse_mdstat(text):
+def test_mdstat_raises_only_mdstat_error(text: str) -> None:
+    for array in _contract(parse_mdstat, text, MdstatError) or ():
         assert array.name and not any(c.isspace() for c in array.name)
 
 
 @FUZZ
 @given(fuzz_text(*DISKSTATS))
-def test_diskstats_raises_only_value_error(text: str) -> None:
-    stats = _contract(parse_diskstats, text, ValueError)
-    for disk in stats or ():
+def test_diskstats_never_raises(text: str) -> None:
+    parsed = parse_diskstats(text)
+    assert len(parsed.disks) + len(parsed.partial) + len(parsed.skipped) <= len(text.splitlines())
+    for disk in parsed.disks:
         assert min(disk.reads, disk.read_sectors, disk.writes, disk.write_sectors, disk.io_ms) >= 0
 
 
@@ -137,8 +139,12 @@ def test_kmsg_records_and_matchers_never_raise(text: str) -> None:
     if record is not None:
         assert 0 <= record.level <= 7
         matcher.feed(record)
-    for parse in (parse_xid, parse_aer, parse_off_bus, parse_pci_bus_id):
+    for parse in (parse_xid, parse_aer, parse_off_bus, parse_pci_bus_id, detect_log_format, is_journal_marker):
         parse(text)
+    for fmt in ("kmsg", "dmesg", "journal"):
+        text_record = parse_log_record(text, fmt, 1)  # type: ignore[arg-type]
+        if text_record is not None:
+            matcher.feed(text_record)
 
 
 @FUZZ

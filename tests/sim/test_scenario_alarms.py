@@ -24,6 +24,7 @@ CASES = [
     ("tb-retrain-10g", 10.0, {"thunderbolt_degraded"}, 0),
     ("strix-usb4", 10.0, {"thunderbolt_degraded"}, 0),
     ("md-degraded", 5.0, {"md_array_degraded", "md_member_failed"}, 0),
+    ("nvme-link-gen3", 10.0, {"nvme_link_below_max"}, 0),
     ("adc-unplug", 10.0, {"collector_failing"}, 0),
     ("corroding-connection", 20000.0, {"psu_path_resistance_rising"}, 0),
     ("adc-garbage", 10.0, set(), 4),

@@ -14,6 +14,7 @@ from rigmon.sim.scenarios.lab import HealthyV100, Lab
 from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
+from rigmon.sim.scenarios.nvme_link_gen3 import NvmeLinkGen3
 from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
@@ -43,6 +44,7 @@ SCENARIOS: dict[str, Scenario] = {
     "model-load": ModelLoad(),
     "tb-retrain-10g": TbRetrain10g(),
     "md-degraded": MdDegraded(),
+    "nvme-link-gen3": NvmeLinkGen3(),
     "strix-usb4": StrixUsb4(),
     "undervolt-bus-drop": UndervoltBusDrop(),
     "loose-sxm2": LooseSxm2(),
