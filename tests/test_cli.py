@@ -145,7 +145,8 @@ def test_agent_with_token_over_loopback(tmp_path: Path) -> None:
     token.chmod(0o600)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--node", "box",
-                             "--listen", f"127.0.0.1:{port}", "--token-file", str(token)],
+                             "--listen", f"127.0.0.1:{port}", "--token-file", str(token),
+                             "--state-dir", str(tmp_path / "state")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
     try:
         url = f"http://127.0.0.1:{port}"
