@@ -48,7 +48,7 @@ class DashConfig:
     theme: str = DEFAULT_THEME
     """Theme name (a file of themes/ or one of Textual's)."""
     export_dir: str = ""
-    """Directory the export key writes bundles and screenshots to; empty: the current directory."""
+    """Directory the export key writes bundles and screenshots to; empty: `default_export_dir`."""
     nodes: tuple[NodeEntry, ...] = ()
 
 
@@ -68,6 +68,15 @@ def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
     return Path(base) / "rigmon" / "dash.toml"
+
+
+def default_export_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the export key writes unless ``export_dir`` says: the user's data directory,
+    ``$XDG_DATA_HOME/rigmon/exports``, else ``~/.local/share/rigmon/exports`` (never the
+    current directory, which after the quick start is a git checkout)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "share")
+    return Path(base) / "rigmon" / "exports"
 
 
 def normalize_url(url: str) -> str:
