@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 from urllib.parse import urlsplit
 
@@ -51,6 +52,16 @@ def _status_sentence(response: httpx.Response) -> str:
     return f"{code} {response.reason_phrase}: {reason or 'the agent refused the request'}"
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes (httpx wraps httpcore, which wraps the OSError)."""
+    out: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(out) < 10:
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
 def describe_http_error(exc: BaseException) -> str:
     """A failed request to an agent as one sentence saying what to do.
 
@@ -68,11 +79,11 @@ def describe_http_error(exc: BaseException) -> str:
         request = None
     where = _address(request)
     text = str(exc)
-    upper = text.upper()
-    cause = exc.__context__ or exc.__cause__
+    chain = _chain(exc)
+    upper = " ".join(str(e) for e in chain).upper()
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out talking to {where}: the agent or the network is not answering"
-    if "CERTIFICATE_VERIFY_FAILED" in upper or isinstance(cause, ssl.SSLCertVerificationError):
+    if "CERTIFICATE_VERIFY_FAILED" in upper or any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
         detail = text.split("certificate verify failed:")[-1].strip(" )") if "verify failed" in text else text
         return (f"TLS: the certificate of {where} is not trusted (CERTIFICATE_VERIFY_FAILED: {detail}); "
                 "give --ca-file FILE with the CA that signed it (for `rigmon setup agent`'s own: the node's "
@@ -82,11 +93,11 @@ def describe_http_error(exc: BaseException) -> str:
     if isinstance(exc, httpx.RemoteProtocolError) and "disconnected without sending a response" in text:
         return f"{where} closed the connection without answering: if it serves HTTPS, use https://"
     if isinstance(exc, httpx.ConnectError):
-        if "refused" in text.lower():
+        if any(isinstance(e, ConnectionRefusedError) for e in chain) or "REFUSED" in upper:
             return (f"connection refused: no agent is listening at {where} (is it running? "
                     "`systemctl status rigmon-agent` on the node; is the port right?)")
-        if "name or service not known" in text.lower() or "nodename nor servname" in text.lower() \
-                or "name resolution" in text.lower():
+        if any(isinstance(e, socket.gaierror) for e in chain) or "NAME OR SERVICE NOT KNOWN" in upper \
+                or "NAME RESOLUTION" in upper:
             host = urlsplit(str(request.url)).hostname if request is not None else "the host"
             return f"cannot resolve the host name {host}: check the spelling, or give its address"
         return f"cannot connect to {where}: {text or type(exc).__name__}"
