@@ -57,11 +57,16 @@ def this_rigmon() -> tuple[str, ...]:
     return (sys.executable, "-m", "rigmon")
 
 
-def hidden_from_service(exec_start: tuple[str, ...]) -> str | None:
-    """Why the service could not run this installation (a path under /root or /home), or None."""
+def hidden_from_service(exec_start: tuple[str, ...], interpreter: str | None = None) -> str | None:
+    """A path the service needs but cannot reach (under /root or /home), or None.
+
+    The script, the package, and the interpreter behind the venv's ``python`` symlink (a
+    pipx venv made with a pyenv Python under /root runs that Python).
+    """
     import rigmon
 
-    for path in (exec_start[0], str(Path(rigmon.__file__).parent)):
+    real_python = os.path.realpath(interpreter or sys.executable)
+    for path in (exec_start[0], str(Path(rigmon.__file__).parent), real_python):
         if path.startswith(HIDDEN_PREFIXES):
             return path
     return None
@@ -114,7 +119,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if hidden is not None:
         message = (f"this rigmon lives under {hidden}, which the service cannot reach (ProtectHome=yes, and "
                    "the rigmon user cannot read it). Install it system-wide first: `pipx install --global rigmon` "
-                   "(pipx 1.5 or newer) or `PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ...`, "
+                   "(pipx 1.6 or newer) or `PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ...`, "
                    "then run that rigmon's `setup agent`")
         if installer.real and not args.dry_run:
             return fail(message)

@@ -146,6 +146,11 @@ def test_hardware_of_a_simulated_rig_is_written_into_the_config(tmp_path: Path) 
 def test_an_installation_under_home_is_refused_for_the_service() -> None:
     assert hidden_from_service(("/home/op/.local/bin/rigmon",)) == "/home/op/.local/bin/rigmon"
     assert hidden_from_service(("/root/.local/pipx/venvs/rigmon/bin/rigmon",)) is not None
+    # A venv under /opt whose python is a pyenv interpreter under /root: the service cannot run it.
+    assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",),
+                               "/root/.pyenv/versions/3.11.7/bin/python3.11") is not None
+    if not str(REPO).startswith(("/root/", "/home/")):
+        assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",), "/usr/bin/python3.11") is None
 
 
 def free_port() -> int:
