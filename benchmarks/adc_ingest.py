@@ -57,7 +57,7 @@ def main() -> int:
     os.symlink(os.ttyname(slave), link)
     port = free_port()
     config = work / "agent.toml"
-    config.write_text(f'[agent]\nnode = "bench"\nlisten = "127.0.0.1:{port}"\n\n'
+    config.write_text(f'[agent]\nnode = "bench"\nlisten = "127.0.0.1:{port}"\nstate_dir = "{work / "state"}"\n\n'
                       f'[psu]\nport = "{link}"\nprotocol = "rm1"\nbaud = 115200\n')
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--config", str(config)], env=env,

@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from textual.screen import Screen  # noqa: E402
 
 from benchmarks.common import percentile, rigmon_env, stop  # noqa: E402
-from rigmon.cli import _read_urls  # noqa: E402
+from rigmon.cli_sim import _read_urls  # noqa: E402
 from rigmon.cluster.config import NodeTarget  # noqa: E402
 from rigmon.tui import app as tui_app  # noqa: E402
 from rigmon.tui.app import RigmonApp  # noqa: E402

@@ -157,7 +157,7 @@ def _figures(values: list[float]) -> Figures:
 def run_soak(scenario: str, nodes: int, speed: float, warmup_s: float, seconds: float, interval_s: float,
              journal: bool = True) -> Result:
     """Start the rig in a child process, follow it, and measure the child."""
-    from rigmon.cli import _read_urls
+    from rigmon.cli_sim import _read_urls
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen(

@@ -1,14 +1,77 @@
-"""Shared pytest options and fixtures."""
+"""Shared pytest options and fixtures, and the guard that keeps the suite off the machine's real state.
+
+At start-up (before any test module is imported, so modules that copy ``os.environ`` see it)
+the suite moves HOME and the XDG directories to a temporary directory and sets
+``RIGMON_AGENT_STATE_DIR`` there, so an agent started without ``--state-dir`` (even as root,
+where the default would be /var/lib/rigmon) journals into it. The real default paths are
+fingerprinted then and again at the end; any difference fails the run, naming the paths.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
+
+from tests.state_guard import differences, fingerprint, real_default_paths
+
+REPO = Path(__file__).resolve().parent.parent
+#: The environment's values before the suite redirected them (the wheel test reuses pip's real cache).
+REAL_ENV = {k: os.environ[k] for k in ("HOME", "XDG_CACHE_HOME") if k in os.environ}
+
+_guard: dict[str, object] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite golden JSON files instead of comparing")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    paths = real_default_paths(os.environ, REPO)
+    base = Path(tempfile.mkdtemp(prefix="rigmon-test-home-"))
+    redirected = {
+        "HOME": base / "home",
+        "XDG_CONFIG_HOME": base / "home" / ".config",
+        "XDG_DATA_HOME": base / "home" / ".local" / "share",
+        "XDG_STATE_HOME": base / "home" / ".local" / "state",
+        "XDG_CACHE_HOME": base / "home" / ".cache",
+        "RIGMON_AGENT_STATE_DIR": base / "agent-state",
+    }
+    (base / "home").mkdir()
+    for name, value in redirected.items():
+        os.environ[name] = str(value)
+    _guard.update(base=base, paths=paths, before=fingerprint(paths))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    paths = _guard.get("paths")
+    if not isinstance(paths, list):
+        return
+    before = _guard["before"]
+    assert isinstance(before, dict)
+    changed = differences(before, fingerprint(paths))
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "\n".join(["the test suite changed the machine's real rigmon state:", *changed])
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_sep("!", "real state changed", red=True)
+            reporter.write_line(text)
+        else:
+            print(text)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    base = _guard.get("base")
+    if isinstance(base, Path):
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+

@@ -145,7 +145,8 @@ def test_agent_with_token_over_loopback(tmp_path: Path) -> None:
     token.chmod(0o600)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--node", "box",
-                             "--listen", f"127.0.0.1:{port}", "--token-file", str(token)],
+                             "--listen", f"127.0.0.1:{port}", "--token-file", str(token),
+                             "--state-dir", str(tmp_path / "state")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -160,9 +161,41 @@ def test_agent_with_token_over_loopback(tmp_path: Path) -> None:
             assert client.get(f"{url}/v1/latest").status_code == 401
             frame = latest(httpx.Client(timeout=5, headers={"Authorization": "Bearer tok-123"}), url)
             assert frame.node == "box" and frame.collectors["host"].state == "ok"
+        # Without the token: one sentence saying what to give, not httpx's text and a link.
+        out = rigmon("snapshot", f"127.0.0.1:{port}", "-o", str(tmp_path / "s.tar.gz"))
+        assert out.returncode == 3, out.stderr
+        assert "401: this agent needs a token: --token-file FILE" in out.stderr
+        assert "http" + "s://developer.mozilla.org" not in out.stderr
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+    # The agent said what it does: address, state dir, journal, collectors, and a clean stop.
+    err = proc.stderr.read() if proc.stderr else ""
+    assert f"listening on http://127.0.0.1:{port} (read token required, read-only)" in err, err
+    assert f"state dir {tmp_path / 'state'}; journal enabled" in err
+    assert "box: collectors" in err and "ok: " in err and "host" in err
+    assert "INFO rigmon.agent: stopped cleanly" in err
+
+
+def test_agent_logs_for_the_journal_without_time_stamps(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
+    log = tmp_path / "journal-stream"
+    with open(log, "w") as stderr:
+        st = os.fstat(stderr.fileno())
+        env = {**ENV, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+        proc = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--listen",
+                                 f"127.0.0.1:{free_port()}", "--state-dir", str(tmp_path / "state")],
+                                stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=REPO)
+        try:
+            deadline = time.monotonic() + 20
+            while "collectors" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    lines = log.read_text().splitlines()
+    assert lines and all(line.startswith("<") for line in lines), lines
+    assert any(line.startswith("<6>rigmon.agent: config") for line in lines), lines
 
 
 def test_replay_of_a_file_that_is_not_a_bundle_says_so(tmp_path: Path) -> None:
@@ -172,3 +205,33 @@ def test_replay_of_a_file_that_is_not_a_bundle_says_so(tmp_path: Path) -> None:
     config.write_text('theme = "rigmon-dark"\n')
     out = rigmon("dash", "--replay", str(junk), "--config", str(config))
     assert out.returncode == 2 and "not a readable bundle" in out.stderr
+
+
+def test_snapshot_takes_host_port_and_exits_by_what_it_pulled(sim_urls: list[str], tmp_path: Path) -> None:
+    bare = sim_urls[0].removeprefix("http://")
+    dead = f"127.0.0.1:{free_port()}"
+    with httpx.Client(timeout=10) as client:
+        latest(client, sim_urls[0])
+    ok = rigmon("snapshot", bare, "--since", "1m", "-o", str(tmp_path / "ok.tar.gz"), timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "ok.tar.gz").is_file() and "1 nodes" in ok.stdout
+    # One node down: the bundle still holds the other, and the exit code says something failed.
+    partial = rigmon("snapshot", bare, dead, "--since", "1m", "-o", str(tmp_path / "partial.tar.gz"), timeout=60)
+    assert partial.returncode == 1, partial.stderr
+    assert (tmp_path / "partial.tar.gz").is_file()
+    assert f"connection refused: no agent is listening at http://{dead}" in partial.stderr
+    # Every node down: no bundle at all.
+    none = rigmon("snapshot", dead, "-o", str(tmp_path / "none.tar.gz"), timeout=60)
+    assert none.returncode == 3 and not (tmp_path / "none.tar.gz").exists()
+    assert "no node could be pulled" in none.stderr
+
+
+def test_long_running_commands_take_verbose_and_log_level() -> None:
+    from rigmon.cli import build_parser
+
+    parser = build_parser()
+    for command in (["agent"], ["sim"], ["dash"], ["demo"]):
+        args = parser.parse_args([*command, "-vv", "--log-level", "debug", "--log-file", "/dev/null"])
+        assert args.verbose == 2 and args.log_level == "debug" and args.log_file == "/dev/null", command
+    help_text = rigmon("snapshot", "--help").stdout
+    assert "exit codes: 0 every node pulled" in help_text and "HOST:PORT" in help_text

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -409,7 +410,12 @@ def build_app(state: ApiState) -> ASGIApp:
     async def on_bad_request(request: Request, exc: Exception) -> Response:
         return _error(400, str(exc))
 
-    app = Starlette(routes=routes, exception_handlers={BadRequest: on_bad_request})
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        # Starlette's own 404/405 are plain text; every answer of the API is JSON.
+        assert isinstance(exc, HTTPException)
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    app = Starlette(routes=routes, exception_handlers={BadRequest: on_bad_request, HTTPException: on_http_error})
     return _guard(app, state)
 
 

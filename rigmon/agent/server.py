@@ -131,6 +131,8 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         host=host,
         port=port,
         log_level="warning",
+        # uvicorn's records go through the root logger: `rigmon.logs` formats them (journald priorities).
+        log_config=None,
         access_log=False,
         lifespan="off",
         # Bounded connection count: uvicorn answers 503 beyond it.

@@ -48,7 +48,7 @@ class DashConfig:
     theme: str = DEFAULT_THEME
     """Theme name (a file of themes/ or one of Textual's)."""
     export_dir: str = ""
-    """Directory the export key writes bundles and screenshots to; empty: the current directory."""
+    """Directory the export key writes bundles and screenshots to; empty: `default_export_dir`."""
     nodes: tuple[NodeEntry, ...] = ()
 
 
@@ -68,6 +68,15 @@ def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
     return Path(base) / "rigmon" / "dash.toml"
+
+
+def default_export_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the export key writes unless ``export_dir`` says: the user's data directory,
+    ``$XDG_DATA_HOME/rigmon/exports``, else ``~/.local/share/rigmon/exports`` (never the
+    current directory, which after the quick start is a git checkout)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "share")
+    return Path(base) / "rigmon" / "exports"
 
 
 def normalize_url(url: str) -> str:
@@ -104,10 +113,12 @@ def load_dash_config(path: str | os.PathLike[str] | None, environ: Mapping[str, 
         raise DashConfigError(f"{path}: {exc}") from None
 
 
-def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
+def resolve_targets(urls: list[str], config: DashConfig, token: str | None = None,
+                    control_token: str | None = None, ca_file: str | None = None) -> list[NodeTarget]:
     """The agents to follow: ``urls`` from the command line, else the config's nodes.
 
-    A command-line URL that is also in the config takes the config's token.
+    A command-line URL that is also in the config takes the config's token; one that is
+    not takes ``token``, ``control_token`` and ``ca_file`` (the command line's).
 
     Raises:
         DashConfigError: a token file cannot be read.
@@ -118,29 +129,38 @@ def resolve_targets(urls: list[str], config: DashConfig) -> list[NodeTarget]:
     for url in dict.fromkeys(chosen):
         entry = entries.get(url)
         if entry is None:
-            targets.append(NodeTarget(url=url))
+            targets.append(NodeTarget(url=url, token=token, control_token=control_token, ca_file=ca_file))
             continue
-        token = _secret(entry.token, entry.token_file, "token_file")
+        read = _secret(entry.token, entry.token_file, "token_file")
         control = _secret(entry.control_token, entry.control_token_file, "control_token_file")
-        targets.append(NodeTarget(url=url, token=token, control_token=control, ca_file=entry.ca_file or None))
+        targets.append(NodeTarget(url=url, token=read, control_token=control, ca_file=entry.ca_file or None))
     return targets
+
+
+def read_secret_file(path: str, key: str) -> str | None:
+    """A token from a file only its owner may read or write; ``None`` when it is empty.
+
+    Raises:
+        DashConfigError: the file cannot be read, or other users may read or write it (as the
+            agent refuses: a token others can read is no secret).
+    """
+    file = Path(path).expanduser()
+    try:
+        mode = file.stat().st_mode
+        text = file.read_text().strip()
+    except OSError as exc:
+        raise DashConfigError(f"{key} {path}: {exc.strerror}") from None
+    if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
+        raise DashConfigError(f"{key} {path} is readable or writable by other users; chmod 600 it")
+    return text or None
 
 
 def _secret(value: str, path: str, key: str) -> str | None:
     """A token given inline or in a file (the file wins); ``None`` when neither is set.
 
     Raises:
-        DashConfigError: the file cannot be read, or other users may read or write it (as the
-            agent refuses: a token others can read is no secret).
+        DashConfigError: see `read_secret_file`.
     """
     if path:
-        file = Path(path).expanduser()
-        try:
-            mode = file.stat().st_mode
-            text = file.read_text().strip()
-        except OSError as exc:
-            raise DashConfigError(f"nodes: {key} {path}: {exc.strerror}") from None
-        if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
-            raise DashConfigError(f"nodes: {key} {path} is readable or writable by other users; chmod 600 it")
-        return text or None
+        return read_secret_file(path, f"nodes: {key}")
     return value or None

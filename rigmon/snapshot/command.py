@@ -36,6 +36,33 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def pull_parts(urls: Sequence[str], journals: Sequence[str], since_s: float, token: str | None = None,
+               stream: IO[str] | None = None, ca_file: str | None = None) -> list[NodePart]:
+    """Pull every agent (concurrently) and read every journal; parts in the order given.
+
+    ``ca_file`` verifies ``https://`` agents (default: the system's CA store). Progress goes
+    to ``stream`` (default stderr).
+    """
+    progress = Progress(STEPS_PER_NODE * (len(urls) + len(journals)), stream if stream is not None else sys.stderr)
+    parts: list[NodePart] = []
+    if urls:
+        parts += asyncio.run(pull_agents(urls, since_s, token, progress, ca_file))
+    parts += [read_journal(j, since_s, progress) for j in journals]
+    return parts
+
+
+def write_snapshot(parts: Sequence[NodePart], since_s: float, output: str | Path) -> Path:
+    """Render the report and write the bundle of ``parts``; returns its path."""
+    created_at = time.time()
+    report = render_report(list(parts), since_s, created_at)
+    return write_bundle(output, list(parts), since_s, report, created_at)
+
+
+def pulled_nothing(part: NodePart) -> bool:
+    """Whether a node gave nothing at all (no identity, no frame): a bundle of it is empty."""
+    return part.info is None and part.latest is None and part.frame_count == 0
+
+
 def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, output: str | Path,
                   token: str | None = None, stream: IO[str] | None = None,
                   ca_file: str | None = None) -> tuple[Path, list[NodePart]]:
@@ -43,11 +70,5 @@ def take_snapshot(urls: Sequence[str], journals: Sequence[str], since_s: float, 
 
     ``ca_file`` verifies ``https://`` agents (default: the system's CA store).
     """
-    progress = Progress(STEPS_PER_NODE * (len(urls) + len(journals)), stream if stream is not None else sys.stderr)
-    parts: list[NodePart] = []
-    if urls:
-        parts += asyncio.run(pull_agents(urls, since_s, token, progress, ca_file))
-    parts += [read_journal(j, since_s, progress) for j in journals]
-    created_at = time.time()
-    report = render_report(parts, since_s, created_at)
-    return write_bundle(output, parts, since_s, report, created_at), parts
+    parts = pull_parts(urls, journals, since_s, token, stream, ca_file)
+    return write_snapshot(parts, since_s, output), parts

@@ -18,6 +18,7 @@ import httpx
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member
+from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
 from rigmon.schema import History, HistorySeries, Info, NodeCapture, SchemaError, decode, decode_data
 from rigmon.snapshot.bundle import NodePart
@@ -100,8 +101,12 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         part.frames_gz, part.frame_count = await _pull_frames(client, url, part.from_at, part.to_at)
         steps_left -= 1
         tick(f"{part.frame_count} frames")
-    except (httpx.HTTPError, SchemaError, ValueError) as exc:
-        part.error = f"{type(exc).__name__}: {exc}"
+    except httpx.HTTPError as exc:
+        part.error = describe_http_error(exc)
+        for _ in range(steps_left):
+            tick(f"failed: {part.error}")
+    except (SchemaError, ValueError) as exc:
+        part.error = f"not a rigmon agent of this version (bad answer: {exc})"
         for _ in range(steps_left):
             tick(f"failed: {part.error}")
     return part

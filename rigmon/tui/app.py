@@ -17,7 +17,7 @@ from textual.screen import Screen
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
-from rigmon.cluster.config import DEFAULT_THEME, NodeTarget
+from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
@@ -80,7 +80,7 @@ class RigmonApp(App[None]):
         theme_dir: directory of theme files (default: rigmon's own).
         refresh_s: seconds between redraws.
         replay: a bundle to play back instead of following agents (its clock replaces ``clock``).
-        export_dir: where the export key writes (default: the current directory).
+        export_dir: where the export key writes (default: `default_export_dir`, the user's data dir).
         alarm_poll_s: seconds between /v1/alarms polls of each node.
     """
 
@@ -130,7 +130,7 @@ class RigmonApp(App[None]):
         self.client_factory = client_factory
         self.selected: str | None = None
         self.refresh_s = refresh_s
-        self.export_dir = export_dir or Path.cwd()
+        self.export_dir = export_dir or default_export_dir()
         self.alarm_poll_s = alarm_poll_s
         self.critical = CriticalWatch()
         self.critical_toast = CriticalToast()

@@ -41,7 +41,8 @@ def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = sim.stdout.readline().split()[1]
     port = free_port()
     agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", root, "--node", "rig-a",
-                              "--listen", f"127.0.0.1:{port}", "--token-file", str(token)],
+                              "--listen", f"127.0.0.1:{port}", "--token-file", str(token),
+                              "--state-dir", str(tree / "state")],
                              stdout=subprocess.DEVNULL, env=ENV)
     try:
         yield f"127.0.0.1:{port}", token

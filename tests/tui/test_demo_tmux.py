@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,12 @@ def test_demo_in_a_terminal(tmp_path: Path) -> None:
     seed = str(random.Random().randrange(10**6, 10**7))  # names this run's simulator process
     exit_file = tmp_path / "exit-status"
     # The shell records the exit status itself: tmux does not always report it for a dead pane.
-    command = (f"cd {REPO} && PYTHONPATH={REPO} {sys.executable} -m rigmon demo --nodes 3 --seed {seed}; "
+    # The tmux server may be older than this test run: hand the demo the suite's HOME and XDG
+    # directories, so its log file (and anything else it keeps) stays out of the real ones.
+    env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                                                                  "XDG_STATE_HOME", "XDG_CACHE_HOME",
+                                                                  "RIGMON_AGENT_STATE_DIR") if k in os.environ)
+    command = (f"cd {REPO} && env {env} PYTHONPATH={REPO} {sys.executable} -m rigmon demo --nodes 3 --seed {seed}; "
                f"echo $? > {exit_file}")
     tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
     try:

@@ -1,0 +1,110 @@
+"""``rigmon dash``: the dashboard over agents, over this machine, or over a recorded bundle."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rigmon.config import ConfigError, load_agent_config
+
+if TYPE_CHECKING:
+    from rigmon.cluster.config import NodeTarget
+
+
+def default_log_file(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the dashboard logs (its stderr is the screen): ``$XDG_STATE_HOME/rigmon/dash.log``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(base) / "rigmon" / "dash.log"
+
+
+def add_dash_parsers(sub: Any) -> None:
+    """The ``dash`` subcommand."""
+    from rigmon.cli import DASH_EXIT, add_log_options
+
+    dash = sub.add_parser("dash", help="dashboard over agents (with none: over this machine)", epilog=DASH_EXIT)
+    dash.add_argument("urls", nargs="*", metavar="URL", help="agent URL (HOST:PORT, http:// or https://)")
+    dash.add_argument("--config", metavar="FILE", help="dashboard TOML (default: user config dir, rigmon/dash.toml)")
+    dash.add_argument("--theme", metavar="NAME", help="theme to start with (default: the config's)")
+    dash.add_argument("--replay", metavar="FILE", help="play back a snapshot bundle (rigmon snapshot, or the export key)")
+    dash.add_argument("--token-file", metavar="FILE",
+                      help="read token for the URLs given here that the config does not list (mode 600)")
+    dash.add_argument("--control-token-file", metavar="FILE",
+                      help="control token (acknowledging alarms) for the URLs given here that the config does not list")
+    dash.add_argument("--ca-file", metavar="FILE",
+                      help="PEM CA certificate(s) to verify https:// agents given here with (default: the system's)")
+    add_log_options(dash, "warning", "append the log to FILE (default $XDG_STATE_HOME/rigmon/dash.log; "
+                                     "never the screen)")
+
+
+def cmd_dash(args: argparse.Namespace) -> int:
+    """``rigmon dash``."""
+    from rigmon.cli import fail, setup_logging
+    from rigmon.cluster.config import (
+        DashConfigError,
+        NodeTarget,
+        load_dash_config,
+        read_secret_file,
+        resolve_targets,
+    )
+
+    setup_logging(args, str(default_log_file()))
+    try:
+        config = load_dash_config(args.config)
+        token = read_secret_file(args.token_file, "--token-file") if args.token_file else None
+        control = read_secret_file(args.control_token_file, "--control-token-file") \
+            if args.control_token_file else None
+        if args.ca_file and not Path(args.ca_file).is_file():
+            raise DashConfigError(f"--ca-file {args.ca_file}: no such file")
+        targets = resolve_targets(args.urls, config, token=token, control_token=control, ca_file=args.ca_file)
+    except DashConfigError as exc:
+        return fail(str(exc))
+    export_dir = Path(config.export_dir).expanduser() if config.export_dir else None
+    if args.replay:
+        return _run_replay(args.replay, args.theme or config.theme, export_dir)
+    local = None
+    if not targets:
+        # No node at all: watch this machine through an agent of our own on loopback.
+        from rigmon.agent.agent import Agent
+        from rigmon.agent.background import BackgroundAgent
+
+        try:
+            agent_config = load_agent_config(None, {"listen": "127.0.0.1:0"})
+            local = BackgroundAgent(Agent(agent_config))
+            targets = [NodeTarget(local.start())]
+        except (ConfigError, RuntimeError, ValueError) as exc:
+            return fail(f"cannot start a local agent: {exc}")
+    try:
+        return run_dashboard(targets, args.theme or config.theme, export_dir)
+    finally:
+        if local is not None:
+            local.stop()
+
+
+def run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Path | None = None) -> int:
+    """Run the dashboard over ``targets`` until the user quits."""
+    from rigmon.tui.app import RigmonApp, tune_gc
+
+    tune_gc()
+    RigmonApp(targets, theme_name=theme, export_dir=export_dir).run()
+    return 0
+
+
+def _run_replay(path: str, theme: str | None, export_dir: Path | None) -> int:
+    from rigmon.cli import fail
+    from rigmon.cluster.replay import Replay
+    from rigmon.snapshot.bundle import BundleError
+    from rigmon.tui.app import RigmonApp, tune_gc
+
+    try:
+        replay = Replay.open(path)
+    except BundleError as exc:
+        return fail(str(exc))
+    if not replay.frame_count:
+        return fail(f"{path}: the bundle holds no frames to replay")
+    tune_gc()
+    RigmonApp([], theme_name=theme, replay=replay, export_dir=export_dir).run()
+    return 0

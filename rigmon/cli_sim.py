@@ -1,0 +1,233 @@
+"""``rigmon sim`` and ``rigmon demo``: simulated nodes with real agents (and the dashboard over them)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
+
+#: Real seconds `rigmon demo` waits for the simulated agents to print their URLs.
+DEMO_START_TIMEOUT_S = 60.0
+
+#: ``[agent]`` keys the simulator sets for each node; an --agent-config file may not change them.
+SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
+
+
+def add_sim_parsers(sub: Any) -> None:
+    """The ``sim`` and ``demo`` subcommands."""
+    from rigmon.cli import DASH_EXIT, SIM_EXIT, add_log_options
+
+    sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1", epilog=SIM_EXIT)
+    _add_sim_options(sim)
+    sim.add_argument("--base-port", type=int, default=DEFAULT_PORT, metavar="P",
+                     help="node i listens on P+i (0: free ports)")
+    sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
+    sim.add_argument("--tree-only", metavar="DIR",
+                     help="only write the simulated trees under DIR (one folder per node), start no agents")
+    sim.add_argument("--control-token-file", metavar="FILE",
+                     help="file holding the token that may acknowledge alarms on every simulated agent")
+    add_log_options(sim, "warning")
+
+    demo = sub.add_parser("demo", help="simulated nodes with real agents, and the dashboard over them",
+                          epilog=DASH_EXIT)
+    _add_sim_options(demo, default_scenario="lab")
+    demo.add_argument("--theme", metavar="NAME", help="theme to start with")
+    add_log_options(demo, "warning", "append the log of the dashboard and the simulated agents to FILE "
+                                     "(default $XDG_STATE_HOME/rigmon/dash.log; never the screen)")
+
+
+def _positive_float(text: str) -> float:
+    from rigmon.cli import _positive_float as check
+
+    return check(text)
+
+
+def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
+    from rigmon.cli import _positive_int
+
+    parser.add_argument("--scenario", default=default_scenario, metavar="NAME",
+                        help=f"scenario to simulate (default {default_scenario}; see README for the list)")
+    parser.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes (default: the scenario's)")
+    parser.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
+                        help="simulated seconds per real second")
+    parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
+    parser.add_argument("--agent-config", metavar="FILE",
+                        help="agent TOML merged into every simulated agent's configuration "
+                             "(notifiers, [alarms], rules): try your own webhook on a simulated incident")
+
+
+def load_sim_agent_config(path: str) -> dict[str, object]:
+    """Read an --agent-config file as TOML-shaped data to merge into every simulated agent's.
+
+    Raises:
+        ConfigError: unreadable, not TOML, an unknown key or bad value (naming the key), or an
+            ``[agent]`` key the simulator sets per node.
+    """
+    # The whole file is checked as an agent configuration first, so errors name the key.
+    load_agent_config(path, environ={})
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    agent = data.get("agent", {})
+    if isinstance(agent, dict):
+        for key in SIM_OWNED_KEYS:
+            if key in agent:
+                raise ConfigError(f"{path}: agent.{key}: set by the simulator for each node; remove it")
+    return data
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    """``rigmon sim``."""
+    from rigmon.agent.server import run_until_signalled
+    from rigmon.cli import fail, setup_logging
+    from rigmon.sim.rig import UnknownScenario, get_scenario
+
+    setup_logging(args)
+    try:
+        scenario = get_scenario(args.scenario)
+    except UnknownScenario as exc:
+        return fail(str(exc))
+    extra: dict[str, object] = {}
+    if args.agent_config:
+        try:
+            extra = load_sim_agent_config(args.agent_config)
+        except ConfigError as exc:
+            return fail(f"--agent-config: {exc}")
+    nodes = args.nodes or scenario.default_nodes
+    run_until_signalled(_tree_only(args, nodes) if args.tree_only else _serve_sim(args, nodes, extra))
+    return 0
+
+
+async def _tree_only(args: argparse.Namespace, nodes: int) -> None:
+    from rigmon.sim.rig import SimRig, get_scenario
+
+    rig = SimRig(get_scenario(args.scenario), nodes, Path(args.tree_only), seed=args.seed, speed=args.speed)
+    for node in rig.nodes:
+        print(f"{node.name} {node.tree.root}", flush=True)
+    try:
+        await asyncio.wait_for(rig.run(), args.duration)
+    except TimeoutError:
+        pass
+    finally:
+        rig.close()
+
+
+async def _serve_sim(args: argparse.Namespace, nodes: int, extra: dict[str, object]) -> None:
+    from rigmon.logs import FrameLog
+    from rigmon.sim.node import merge_config
+    from rigmon.sim.rig import running_rig
+
+    if args.control_token_file:
+        extra = merge_config(extra, {"agent": {"control_token_file": args.control_token_file}})
+    async with running_rig(args.scenario, nodes, seed=args.seed, speed=args.speed, base_port=args.base_port,
+                           extra_config=extra or None) as rr:
+        for node, url, agent in zip(rr.rig.nodes, rr.urls, rr.agents):
+            agent.sampler.add_listener(FrameLog(node.name, logging.getLogger("rigmon.sim")))
+            print(f"{node.name} {url}", flush=True)
+        if args.duration:
+            await asyncio.sleep(args.duration)
+        else:
+            await asyncio.Event().wait()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``rigmon demo``: ``rigmon sim`` in a child process and the dashboard over its agents."""
+    import secrets
+    import tempfile
+
+    from rigmon.cli import fail, setup_logging
+    from rigmon.cli_dash import default_log_file, run_dashboard
+    from rigmon.cluster.config import NodeTarget
+    from rigmon.logs import LEVELS, level_for
+    from rigmon.sim.rig import UnknownScenario, get_scenario
+
+    try:
+        get_scenario(args.scenario)
+        if args.agent_config:
+            load_sim_agent_config(args.agent_config)
+    except UnknownScenario as exc:
+        return fail(str(exc))
+    except ConfigError as exc:
+        return fail(f"--agent-config: {exc}")
+    log_file = args.log_file or str(default_log_file())
+    setup_logging(args, log_file)
+    level = logging.getLevelName(level_for(args.log_default, args.verbose, args.log_level)).lower()
+    nodes = args.nodes or 4
+    # A control token only this demo knows, so the alarms screen can acknowledge.
+    token_dir = tempfile.TemporaryDirectory(prefix="rigmon-demo-")
+    control_token = secrets.token_urlsafe(24)
+    token_file = Path(token_dir.name) / "control.token"
+    token_file.write_text(control_token)
+    token_file.chmod(0o600)
+    command = [sys.executable, "-m", "rigmon", "sim", "--scenario", args.scenario, "--nodes", str(nodes),
+               "--speed", str(args.speed), "--seed", str(args.seed), "--base-port", "0",
+               "--control-token-file", str(token_file), "--log-file", log_file,
+               "--log-level", level if level in LEVELS else "warning"]
+    if args.agent_config:
+        command += ["--agent-config", str(Path(args.agent_config).resolve())]
+    # The agents run in a process of their own so the dashboard's figures (and its
+    # responsiveness) are its own; their start-up errors go to a file shown only if they fail.
+    with token_dir, tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, start_new_session=True,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        try:
+            urls = _read_urls(proc, nodes, DEMO_START_TIMEOUT_S)
+            if urls is None:
+                errors.seek(0)
+                return fail(f"simulated rig did not start:\n{errors.read()[-2000:]}")
+            return run_dashboard([NodeTarget(url, control_token=control_token) for url in urls], args.theme)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In the simulator child: get SIGTERM when the demo dies, however it dies (a closed
+    terminal sends SIGHUP, which skips the demo's clean-up)."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _read_urls(proc: subprocess.Popen[str], count: int, timeout_s: float) -> list[str] | None:
+    """Read ``count`` lines ``NAME URL`` from the simulator; ``None`` if it dies or times out."""
+    import queue
+    import threading
+    import time
+
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def pump() -> None:
+        # Reads until the simulator exits, so its pipe never fills up.
+        for line in stdout:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, name="rigmon-demo-stdout", daemon=True).start()
+    urls: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while len(urls) < count:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+        if not line:
+            return None
+        url = line.strip().partition(" ")[2]
+        if url.startswith("http"):
+            urls.append(url)
+    return urls

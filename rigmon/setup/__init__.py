@@ -1,0 +1,1 @@
+"""``rigmon setup agent``: install the agent on a node (user, configuration, tokens, TLS, systemd, udev)."""

@@ -1,0 +1,259 @@
+"""``rigmon setup agent``: the steps in order, what they did, and the line for the dashboard."""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import os
+import pwd
+import secrets
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from rigmon.config import DEFAULT_PORT, split_listen
+from rigmon.setup import render
+from rigmon.setup.plan import Installer
+
+#: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
+WANTED_GROUPS = ("dialout", "video", "render")
+#: Where systemd's ProtectHome=yes hides files from the service (and the rigmon user cannot read).
+HIDDEN_PREFIXES = ("/root/", "/home/", "/run/user/")
+
+
+def add_setup_parser(sub: Any, epilog: str) -> None:
+    """The ``setup`` subcommand and its ``agent`` target."""
+    setup = sub.add_parser("setup", help="install rigmon on this machine (root)")
+    targets = setup.add_subparsers(dest="setup_target", metavar="TARGET", required=True)
+    agent = targets.add_parser(
+        "agent", epilog=epilog,
+        help="the agent as a systemd service: user, /etc/rigmon/agent.toml, tokens, TLS, unit, udev rule")
+    agent.add_argument("--listen", default=f"0.0.0.0:{DEFAULT_PORT}", metavar="HOST:PORT",
+                       help=f"address the agent serves on (default 0.0.0.0:{DEFAULT_PORT}, with a token)")
+    agent.add_argument("--node", metavar="NAME", help="node name on dashboards (default: the host name)")
+    agent.add_argument("--user", default="rigmon", metavar="NAME", help="system user the agent runs as (default rigmon)")
+    agent.add_argument("--no-tls", action="store_true",
+                       help="serve plain HTTP (the token then crosses the network in clear text)")
+    agent.add_argument("--tls-name", action="append", default=[], metavar="NAME",
+                       help="another host name or address the certificate is valid for; repeatable")
+    agent.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
+    agent.add_argument("--uninstall", action="store_true",
+                       help="stop and remove the service, unit, udev rule, configuration and tokens "
+                            "(the journal and the user stay unless --purge)")
+    agent.add_argument("--purge", action="store_true", help="with --uninstall: also the state directory and the user")
+    agent.add_argument("--root", default="/", metavar="DIR",
+                       help="install below DIR instead of / (packaging, tests): no user is created, nothing is started")
+    agent.add_argument("--hw-root", default="/", metavar="DIR",
+                       help="read the hardware below DIR (a simulated node's tree) instead of /")
+
+
+def this_rigmon() -> tuple[str, ...]:
+    """The command that runs this installation's rigmon: its console script beside the
+    interpreter (a venv's or pipx's bin/), else the interpreter with ``-m rigmon``."""
+    script = Path(sys.executable).parent / "rigmon"
+    if script.is_file() and os.access(script, os.X_OK):
+        return (str(script),)
+    return (sys.executable, "-m", "rigmon")
+
+
+def hidden_from_service(exec_start: tuple[str, ...], interpreter: str | None = None) -> str | None:
+    """A path the service needs but cannot reach (under /root or /home), or None.
+
+    The script, the package, and the interpreter behind the venv's ``python`` symlink (a
+    pipx venv made with a pyenv Python under /root runs that Python).
+    """
+    import rigmon
+
+    real_python = os.path.realpath(interpreter or sys.executable)
+    for path in (exec_start[0], str(Path(rigmon.__file__).parent), real_python):
+        if path.startswith(HIDDEN_PREFIXES):
+            return path
+    return None
+
+
+def existing_groups() -> tuple[str, ...]:
+    """The wanted supplementary groups this machine has."""
+    out = []
+    for name in WANTED_GROUPS:
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            continue
+        out.append(name)
+    return tuple(out)
+
+
+def certificate_names(node: str, extra: list[str]) -> list[str]:
+    """Names the certificate is valid for: the node's, the host's, its addresses, ``extra``."""
+    names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1"]
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None)
+    except OSError:
+        infos = []
+    names += [str(info[4][0]) for info in infos if not str(info[4][0]).startswith(("127.", "::1"))]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    """``rigmon setup agent``."""
+    from rigmon.cli import fail
+
+    installer = Installer(args.root, dry_run=args.dry_run)
+    if installer.real and not args.dry_run and os.geteuid() != 0:
+        return fail("setup agent needs root (sudo rigmon setup agent); --dry-run shows what it would do")
+    if not Path(args.root).is_dir():
+        return fail(f"--root {args.root} is not a directory")
+    if args.purge and not args.uninstall:
+        return fail("--purge goes with --uninstall")
+    if args.uninstall:
+        uninstall(installer, args.user, args.purge)
+        print("\n".join(installer.lines) or "nothing to remove", flush=True)
+        return 1 if installer.failed else 0
+    try:
+        _, port = split_listen(args.listen)
+    except ValueError as exc:
+        return fail(f"--listen: {exc}")
+    exec_start = this_rigmon()
+    hidden = hidden_from_service(exec_start)
+    if hidden is not None:
+        message = (f"this rigmon lives under {hidden}, which the service cannot reach (ProtectHome=yes, and "
+                   "the rigmon user cannot read it). Install it system-wide first: `pipx install --global rigmon` "
+                   "(pipx 1.6 or newer) or `PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ...`, "
+                   "then run that rigmon's `setup agent`")
+        if installer.real and not args.dry_run:
+            return fail(message)
+        installer.say(f"warning: {message}")
+    from rigmon.setup.detect import detect_hardware
+
+    node = args.node or socket.gethostname()
+    settings = render.Settings(node=node, listen=args.listen, user=args.user, groups=existing_groups(),
+                               exec_start=exec_start, tls=not args.no_tls)
+    hardware = detect_hardware(args.hw_root)
+    install(installer, settings, hardware, certificate_names(node, args.tls_name))
+    print("\n".join(installer.lines), flush=True)
+    for rel, text in installer.previews:
+        if not rel.endswith(".pem"):
+            print(f"\n--- {rel} (would be written) ---\n{text.rstrip()}", flush=True)
+    if not installer.failed:
+        print(dashboard_help(node, port, settings.tls, args.dry_run, installer.real), flush=True)
+    return 1 if installer.failed else 0
+
+
+def ensure_user(installer: Installer, user: str, groups: tuple[str, ...]) -> None:
+    """The agent's system user with its own group and the supplementary ``groups``."""
+    try:
+        entry = pwd.getpwnam(user) if installer.real else None
+    except KeyError:
+        entry = None
+    if entry is None:
+        command = ["useradd", "--system", "--user-group", "--home-dir", render.STATE_DIR, "--no-create-home",
+                   "--shell", "/usr/sbin/nologin", "--comment", "rigmon agent"]
+        if groups:
+            command += ["--groups", ",".join(groups)]
+        installer.changed = installer.changed or installer.real
+        installer.run([*command, user], "the agent needs its user")
+        return
+    member_of = {g.gr_name for g in grp.getgrall() if user in g.gr_mem}
+    for group in groups:
+        if group not in member_of:
+            installer.changed = True
+            installer.run(["usermod", "--append", "--groups", group, user])
+
+
+def install(installer: Installer, settings: render.Settings, hardware: Any, tls_names: list[str]) -> None:
+    """Every step of the installation, in order; each says what it did."""
+    user = settings.user
+    ensure_user(installer, user, settings.groups)
+    if installer.failed:
+        return
+    owner = user if installer.real and not installer.dry_run else None
+    installer.mkdir(render.CONFIG_DIR)
+    for rel, what in ((render.READ_TOKEN, "read token"), (render.CONTROL_TOKEN, "control token")):
+        installer.write(rel, (secrets.token_urlsafe(32) + "\n").encode(), 0o600, owner, keep=True, what=what)
+        installer.keep_private(rel, owner)
+    if settings.tls:
+        from rigmon.setup.tls import TlsError, make_self_signed
+
+        if installer.dry_run and not installer.path(render.TLS_CERT).exists():
+            installer.say(f"would create {render.TLS_KEY} (TLS key), mode 600 and {render.TLS_CERT} "
+                          f"(self-signed certificate for {', '.join(tls_names)}), mode 644")
+        elif not installer.path(render.TLS_CERT).exists() or not installer.path(render.TLS_KEY).exists():
+            try:
+                cert, key = make_self_signed(tls_names)
+            except TlsError as exc:
+                installer.say(f"FAILED: TLS certificate: {exc}")
+                installer.failed = True
+                return
+            installer.write(render.TLS_KEY, key, 0o600, owner, what="TLS key")
+            installer.write(render.TLS_CERT, cert, 0o644, what=f"TLS certificate for {', '.join(tls_names)}")
+        else:
+            installer.say(f"kept {render.TLS_CERT} and {render.TLS_KEY}")
+            installer.keep_private(render.TLS_KEY, owner)
+    installer.write(render.CONFIG_FILE, render.agent_toml(settings, hardware).encode(), 0o644, keep=True,
+                    what="agent configuration")
+    unit_changed = installer.write(render.UNIT_FILE, render.systemd_unit(settings).encode(), 0o644,
+                                   what="systemd unit")
+    udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644,
+                                   what="udev rule for the ADC")
+    if unit_changed:
+        installer.run(["systemctl", "daemon-reload"])
+    if udev_changed:
+        installer.run(["udevadm", "control", "--reload"], check=False)
+        installer.run(["udevadm", "trigger", "--subsystem-match=tty"], check=False)
+    installer.run(["systemctl", "enable", render.UNIT_NAME])
+    # A changed file takes effect only on a restart; an unchanged, running agent is left alone.
+    installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
+                  "see `journalctl -u rigmon-agent`")
+
+
+def uninstall(installer: Installer, user: str, purge: bool) -> None:
+    """Stop the service and remove what `install` wrote (and, with ``purge``, the journal and user)."""
+    if installer.path(render.UNIT_FILE).exists():
+        installer.run(["systemctl", "disable", "--now", render.UNIT_NAME], check=False)
+    for rel in (render.UNIT_FILE, render.UDEV_FILE, render.CONFIG_FILE, render.READ_TOKEN, render.CONTROL_TOKEN,
+                render.TLS_CERT, render.TLS_KEY, render.CONFIG_DIR):
+        installer.remove(rel)
+    if installer.changed:
+        installer.run(["systemctl", "daemon-reload"], check=False)
+        installer.run(["udevadm", "control", "--reload"], check=False)
+    if purge:
+        installer.remove_tree(render.STATE_DIR)
+        try:
+            exists = pwd.getpwnam(user) is not None if installer.real else True
+        except KeyError:
+            exists = False
+        if exists:
+            installer.run(["userdel", user])
+    elif installer.path(render.STATE_DIR).exists():
+        installer.say(f"kept {render.STATE_DIR}/ (the journal) and the user {user}: --purge removes them")
+
+
+def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True) -> str:
+    """What to run on the machine the dashboard runs on."""
+    scheme = "https" if tls else "http"
+    cfg = "~/.config/rigmon"
+    fetch = [f"  mkdir -p {cfg} && scp root@{node}:{render.READ_TOKEN} {cfg}/{node}.token && chmod 600 "
+             f"{cfg}/{node}.token"]
+    ca = ""
+    if tls:
+        fetch.append(f"  scp root@{node}:{render.TLS_CERT} {cfg}/{node}.pem")
+        ca = f" --ca-file {cfg}/{node}.pem"
+    lines = [
+        "",
+        "(dry run: nothing was changed)" if dry_run else
+        f"The agent runs as {render.UNIT_NAME}: systemctl status rigmon-agent; journalctl -u rigmon-agent"
+        if real else "Installed below --root; nothing was started.",
+        "On the machine you watch from:",
+        *fetch,
+        f"  rigmon dash {scheme}://{node}:{port} --token-file {cfg}/{node}.token{ca}",
+        f"or list it in {cfg}/dash.toml:",
+        "  [[nodes]]",
+        f'  url = "{scheme}://{node}:{port}"',
+        f'  token_file = "{cfg}/{node}.token"',
+    ]
+    if tls:
+        lines.append(f'  ca_file = "{cfg}/{node}.pem"')
+    if not tls:
+        lines.append("Without TLS the token crosses the network in clear text: keep the agent on a trusted network.")
+    return "\n".join(lines)

@@ -1,0 +1,172 @@
+"""Applying set-up steps below a root: files written only when they change, commands only on the real system."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class Installer:
+    """Writes, removes and runs, saying what it did, with ``--dry-run`` and ``--root`` semantics.
+
+    Args:
+        root: directory standing for ``/``; every path is below it. Not ``/`` (a test, a
+            package build): commands (useradd, systemctl, udevadm) are not run, only listed,
+            and files keep the invoking user as owner.
+        dry_run: say what would happen; change nothing.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] = "/", dry_run: bool = False) -> None:
+        self.root = Path(root)
+        self.real = self.root.resolve() == Path("/")
+        self.dry_run = dry_run
+        self.lines: list[str] = []
+        self.previews: list[tuple[str, str]] = []
+        """In a dry run: (path, text) of the configuration files that would be written."""
+        self.failed = False
+        self.changed = False
+
+    def path(self, rel: str) -> Path:
+        """Where ``rel`` (an absolute path on the node) is below the root."""
+        return self.root / rel.lstrip("/")
+
+    def say(self, text: str) -> None:
+        """Record one line of the report."""
+        self.lines.append(text)
+
+    def _owner(self, path: Path, user: str | None) -> None:
+        if user and self.real:
+            entry = pwd.getpwnam(user)
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def mkdir(self, rel: str, mode: int = 0o755) -> None:
+        """Create a directory (and parents) unless it exists."""
+        path = self.path(rel)
+        if path.is_dir():
+            return
+        self.changed = True
+        if self.dry_run:
+            self.say(f"would create {rel}/")
+            return
+        path.mkdir(parents=True, mode=mode)
+        path.chmod(mode)
+        self.say(f"created {rel}/")
+
+    def write(self, rel: str, content: bytes, mode: int, owner: str | None = None, keep: bool = False,
+              what: str = "") -> bool:
+        """Write a file unless it already holds ``content``; with ``keep``, never replace one.
+
+        The file is written to a temporary name and renamed, with its mode (and owner) set
+        before the rename, so a secret is never readable by others, even for a moment.
+
+        Returns:
+            Whether the file is (or would be) written.
+        """
+        path = self.path(rel)
+        label = f"{rel}{f' ({what})' if what else ''}"
+        exists = path.exists()
+        if exists and (keep or path.read_bytes() == content):
+            if exists and not keep:
+                self._fix_mode(path, rel, mode, owner)
+            self.say(f"kept {label}" if keep and path.read_bytes() != content else f"unchanged {label}")
+            return False
+        self.changed = True
+        verb = "updated" if exists else "created"
+        if self.dry_run:
+            self.say(f"would {'update' if exists else 'create'} {label}, mode {mode:o}"
+                     + (f", owner {owner}" if owner else ""))
+            if mode & 0o044:
+                self.previews.append((rel, content.decode(errors="replace")))
+            return True
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.rigmon-setup")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, content)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        self._owner(tmp, owner)
+        os.replace(tmp, path)
+        self.say(f"{verb} {label}, mode {mode:o}" + (f", owner {owner}" if owner and self.real else ""))
+        return True
+
+    def _fix_mode(self, path: Path, rel: str, mode: int, owner: str | None) -> None:
+        if self.dry_run:
+            return
+        if (path.stat().st_mode & 0o7777) != mode:
+            path.chmod(mode)
+            self.say(f"set mode {mode:o} on {rel}")
+        self._owner(path, owner)
+
+    def keep_private(self, rel: str, owner: str | None) -> None:
+        """Make an existing secret mode 600 and owned by ``owner`` (a re-run repairs them)."""
+        path = self.path(rel)
+        if path.exists():
+            self._fix_mode(path, rel, 0o600, owner)
+
+    def remove(self, rel: str) -> None:
+        """Remove a file (or an empty directory) if it is there."""
+        path = self.path(rel)
+        if not path.exists() and not path.is_symlink():
+            return
+        self.changed = True
+        if self.dry_run:
+            self.say(f"would remove {rel}")
+            return
+        if path.is_dir() and not path.is_symlink():
+            try:
+                path.rmdir()
+            except OSError:
+                left = ", ".join(sorted(p.name for p in path.iterdir()))
+                self.say(f"kept {rel}/ (not empty: {left})")
+                return
+        else:
+            path.unlink()
+        self.say(f"removed {rel}")
+
+    def remove_tree(self, rel: str) -> None:
+        """Remove a directory and everything in it (the state directory, with --purge)."""
+        import shutil
+
+        path = self.path(rel)
+        if not path.exists():
+            return
+        self.changed = True
+        if self.dry_run:
+            self.say(f"would remove {rel}/ and everything in it")
+            return
+        shutil.rmtree(path)
+        self.say(f"removed {rel}/ and everything in it")
+
+    def run(self, argv: Sequence[str], why: str = "", check: bool = True) -> bool:
+        """Run a command on the real system (never below another root, never in a dry run).
+
+        Returns:
+            Whether it ran and succeeded (``True`` when it is only listed).
+        """
+        text = shlex.join(argv)
+        if not self.real:
+            self.say(f"not run (--root {self.root}): {text}")
+            return True
+        if self.dry_run:
+            self.say(f"would run: {text}")
+            return True
+        try:
+            result = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.say(f"FAILED: {text}: {exc}{'; ' + why if why else ''}")
+            self.failed = self.failed or check
+            return False
+        if result.returncode != 0:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            self.say(f"FAILED: {text}: {detail[-1] if detail else f'exit {result.returncode}'}"
+                     + (f"; {why}" if why else ""))
+            self.failed = self.failed or check
+            return False
+        self.say(f"ran: {text}")
+        return True

@@ -1,0 +1,174 @@
+"""The text of what `rigmon setup agent` installs: agent.toml, the systemd unit, the udev rule."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+from rigmon import __version__
+from rigmon.setup.detect import Hardware
+
+#: Where things go on the node (below ``--root`` in tests).
+CONFIG_DIR = "/etc/rigmon"
+CONFIG_FILE = f"{CONFIG_DIR}/agent.toml"
+READ_TOKEN = f"{CONFIG_DIR}/read.token"
+CONTROL_TOKEN = f"{CONFIG_DIR}/control.token"
+TLS_CERT = f"{CONFIG_DIR}/agent.pem"
+TLS_KEY = f"{CONFIG_DIR}/agent.key"
+STATE_DIR = "/var/lib/rigmon"
+UNIT_FILE = "/etc/systemd/system/rigmon-agent.service"
+UDEV_FILE = "/etc/udev/rules.d/99-rigmon-adc.rules"
+UNIT_NAME = "rigmon-agent.service"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the installed agent is told.
+
+    Attributes:
+        node: node name on dashboards.
+        listen: HOST:PORT the agent serves on.
+        user: the system user it runs as.
+        groups: supplementary groups that exist on this machine (dialout, video, render).
+        exec_start: the program and arguments that run ``rigmon`` of this installation.
+        tls: serve HTTPS with the generated certificate.
+    """
+
+    node: str
+    listen: str
+    user: str
+    groups: tuple[str, ...]
+    exec_start: tuple[str, ...]
+    tls: bool
+
+
+def _template(*parts: str) -> str:
+    # deploy/ is packaged through the rigmon/setup/deploy symlink (like rigmon/themes).
+    return resources.files("rigmon.setup").joinpath("deploy", *parts).read_text(encoding="utf-8")
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a TOML basic string is a JSON string for what we write
+
+
+def _gib(size: int | None) -> str:
+    return f"{size / 2**30:.0f} GiB" if size else "size unknown"
+
+
+def _words(*parts: str | None) -> str:
+    return " ".join(p for p in parts if p)
+
+
+def _hardware_comments(hw: Hardware) -> list[str]:
+    lines = ["# Detected by `rigmon setup agent` through the agent's own collectors. rigmon finds all of",
+             "# this by itself; the list is here so you can check what the agent will watch."]
+    if hw.gpus:
+        lines.append(f"# NVIDIA GPUs (NVML): {len(hw.gpus)}")
+        lines += [f"#   {g.index}  {g.name or '?'}  {g.uuid or '?'}  {g.pci_bus_id or '?'}" for g in hw.gpus]
+    else:
+        lines.append(f"# NVIDIA GPUs: none ({hw.states.get('gpu', 'not checked')})")
+    if hw.amd_gpus:
+        lines.append("# AMD GPUs (amdgpu): " + ", ".join(_words(g.card, g.pci_bus_id) for g in hw.amd_gpus))
+    if hw.arrays:
+        lines.append(f"# md arrays: {len(hw.arrays)}")
+        lines += [f"#   {a.name}  {a.level or '?'}  {_gib(a.size_bytes)}  members: "
+                  f"{', '.join(m.name for m in a.members) or 'none'}" for a in hw.arrays]
+    else:
+        lines.append(f"# md arrays: none ({hw.states.get('raid', 'not checked')})")
+    if hw.nvme:
+        lines.append("# NVMe: " + ", ".join(_words(n.name, n.model) for n in hw.nvme))
+    routers = [t for t in hw.thunderbolt if t.kind != "retimer"]
+    if routers:
+        lines.append(f"# Thunderbolt/USB4: {len(routers)} routers and hosts")
+        lines += [f"#   {t.name}  {t.device_name or t.kind}  "
+                  f"{'%g Gb/s' % t.rx_gbps if t.rx_gbps else 'no link speed'}" for t in routers]
+    else:
+        lines.append(f"# Thunderbolt/USB4: none ({hw.states.get('thunderbolt', 'not checked')})")
+    return lines
+
+
+def chosen_adc(hw: Hardware) -> str | None:
+    """The serial ADC to configure: one udev named for rigmon (its rule, or rigmon's firmware)."""
+    ours = [d for d in hw.serial if d.named_by_rigmon]
+    return ours[0].path if ours else None
+
+
+def _psu_section(hw: Hardware) -> list[str]:
+    port = chosen_adc(hw)
+    others = [d for d in hw.serial if d.path != port]
+    lines = ["", "[psu]"]
+    if port is not None:
+        lines += ["# The 12 V rail ADC, found by its udev name (wiring: firmware/README.md in rigmon's source).",
+                  f"port = {_toml(port)}",
+                  'protocol = "rm1"        # rm1 (rigmon firmware), text (other meters), pzem017 (Modbus RTU)']
+    else:
+        lines += ["# No ADC named by rigmon's udev rule (/dev/rigmon-psu0) was found. Wire one up",
+                  "# (firmware/README.md), give it that name (/etc/udev/rules.d/99-rigmon-adc.rules), then:",
+                  '# port = "/dev/rigmon-psu0"',
+                  '# protocol = "rm1"']
+    for dev in others:
+        ident = f"USB {dev.vendor_id}:{dev.product_id} serial {dev.serial}" if dev.vendor_id else "no USB identity"
+        lines.append(f"# other serial device: {dev.path} ({ident})")
+    return lines
+
+
+def agent_toml(settings: Settings, hw: Hardware) -> str:
+    """The agent configuration `rigmon setup agent` writes."""
+    lines = [
+        f"# rigmon agent configuration, written by `rigmon setup agent` (rigmon {__version__}).",
+        "# Every key is described in rigmon's README (\"The agent\"); a bad key stops the agent, naming it.",
+        "# Re-running `rigmon setup agent` keeps this file as it is; delete it to have it written anew.",
+        "",
+        "[agent]",
+        f"node = {_toml(settings.node)}",
+        f"listen = {_toml(settings.listen)}",
+        f"token_file = {_toml(READ_TOKEN)}            # read token: dashboards, snapshots, Prometheus",
+        f"control_token_file = {_toml(CONTROL_TOKEN)}  # may acknowledge alarms",
+        f"state_dir = {_toml(STATE_DIR)}",
+    ]
+    if settings.tls:
+        lines += [f"tls_cert_file = {_toml(TLS_CERT)}", f"tls_key_file = {_toml(TLS_KEY)}"]
+    lines += ["", *_hardware_comments(hw), *_psu_section(hw), "",
+              "# Notifications (README, \"Alarms and notifications\"); try them first on the simulator:",
+              "#   rigmon demo --agent-config this-file-with-only-the-notify-table.toml",
+              "# [[notify]]",
+              '# kind = "ntfy"',
+              '# url = "https://ntfy.sh/your-topic"', ""]
+    return "\n".join(lines)
+
+
+def systemd_unit(settings: Settings) -> str:
+    """deploy/systemd/rigmon-agent.service with this installation's ExecStart, user and groups."""
+    out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it."]
+    for line in _template("systemd", "rigmon-agent.service").splitlines():
+        if line.startswith("#") and not out[1:]:
+            continue  # the template's manual install notes
+        key = line.partition("=")[0]
+        if key == "ExecStart":
+            line = "ExecStart=" + " ".join(settings.exec_start) + f" agent --config {CONFIG_FILE}"
+        elif key == "User":
+            line = f"User={settings.user}"
+        elif key == "Group":
+            line = f"Group={settings.user}"
+        elif key == "SupplementaryGroups":
+            if not settings.groups:
+                continue
+            line = "SupplementaryGroups=" + " ".join(settings.groups)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def udev_rules(hw: Hardware) -> str:
+    """deploy/udev/99-rigmon-adc.rules, plus a ready line for each USB serial device found."""
+    text = _template("udev", "99-rigmon-adc.rules")
+    found = [d for d in hw.serial if d.vendor_id and d.product_id and not d.path.startswith("/dev/rigmon-")]
+    if not found:
+        return text
+    lines = [text.rstrip("\n"), "", "# Serial devices `rigmon setup agent` found; uncomment the ADC's line (one name each):"]
+    for dev in found:
+        serial = f', ATTRS{{serial}}=="{dev.serial}"' if dev.serial else ""
+        lines.append(f"# {dev.path}")
+        lines.append(f'# SUBSYSTEM=="tty", ATTRS{{idVendor}}=="{dev.vendor_id}", ATTRS{{idProduct}}=="{dev.product_id}"'
+                     f'{serial}, SYMLINK+="rigmon-psu0", GROUP="dialout", MODE="0660", ENV{{ID_MM_DEVICE_IGNORE}}="1"')
+    return "\n".join(lines) + "\n"

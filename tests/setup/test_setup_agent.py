@@ -1,0 +1,195 @@
+"""`rigmon setup agent` into a temporary root: files, modes, idempotence, uninstall, the unit, and a
+TLS agent the printed dashboard line reaches."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rigmon.setup.command import hidden_from_service
+from rigmon.setup.detect import detect_hardware
+from rigmon.setup.render import Settings, agent_toml, systemd_unit
+from rigmon.sim.rig import SimRig, get_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+FILES = {  # path on the node -> mode
+    "etc/rigmon/agent.toml": 0o644,
+    "etc/rigmon/read.token": 0o600,
+    "etc/rigmon/control.token": 0o600,
+    "etc/rigmon/agent.pem": 0o644,
+    "etc/rigmon/agent.key": 0o600,
+    "etc/systemd/system/rigmon-agent.service": 0o644,
+    "etc/udev/rules.d/99-rigmon-adc.rules": 0o644,
+}
+
+
+def setup_agent(root: Path, *args: str, hw_root: Path | None = None) -> subprocess.CompletedProcess[str]:
+    hw = ["--hw-root", str(hw_root)] if hw_root else ["--hw-root", str(root / "no-hardware")]
+    return subprocess.run([sys.executable, "-m", "rigmon", "setup", "agent", "--root", str(root), "--node", "rig7",
+                           *hw, *args], capture_output=True, text=True, timeout=120, env=ENV, cwd=root)
+
+
+def files_of(root: Path) -> dict[str, tuple[int, bytes]]:
+    return {str(p.relative_to(root)): (p.stat().st_mode & 0o7777, p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def test_dry_run_prints_and_writes_nothing(tmp_path: Path) -> None:
+    out = setup_agent(tmp_path, "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert files_of(tmp_path) == {}
+    assert "would create /etc/rigmon/read.token (read token), mode 600" in out.stdout
+    assert "--- /etc/rigmon/agent.toml (would be written) ---" in out.stdout
+    assert 'node = "rig7"' in out.stdout and "ExecStart=" in out.stdout
+    assert "(dry run: nothing was changed)" in out.stdout
+    assert "rigmon dash https://rig7:9871 --token-file ~/.config/rigmon/rig7.token" in out.stdout
+
+
+def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
+    had_user = user_exists("rigmon-test-nobody")
+    first = setup_agent(tmp_path, "--user", "rigmon-test-nobody")
+    assert first.returncode == 0, first.stderr
+    files = files_of(tmp_path)
+    assert {name: mode for name, (mode, _) in files.items()} == FILES
+    read, control = files["etc/rigmon/read.token"][1], files["etc/rigmon/control.token"][1]
+    assert read != control and len(read.strip()) >= 40
+    # Below --root no user is created: the command is only listed.
+    assert re.search(r"not run \(--root .*\): useradd --system .* rigmon-test-nobody", first.stdout)
+    assert user_exists("rigmon-test-nobody") == had_user
+    unit = files["etc/systemd/system/rigmon-agent.service"][1].decode()
+    assert "User=rigmon-test-nobody" in unit and "\nExecStart=" in unit
+    exec_start = unit.split("\nExecStart=")[1].split("\n")[0]
+    assert exec_start.endswith(" agent --config /etc/rigmon/agent.toml")
+    assert Path(exec_start.split()[0]).exists()
+    assert "rigmon dash https://rig7:9871 --token-file ~/.config/rigmon/rig7.token " \
+           "--ca-file ~/.config/rigmon/rig7.pem" in first.stdout
+
+    second = setup_agent(tmp_path, "--user", "rigmon-test-nobody")
+    assert second.returncode == 0, second.stderr
+    assert files_of(tmp_path) == files
+    assert "created" not in second.stdout and "updated" not in second.stdout
+    assert "kept /etc/rigmon/read.token" in second.stdout and "unchanged /etc/systemd/system" in second.stdout
+    assert "systemctl start rigmon-agent.service" in second.stdout  # nothing changed: no restart
+
+    # An edited configuration is kept; a loosened token is made private again.
+    (tmp_path / "etc/rigmon/agent.toml").write_text("[agent]\nnode = \"mine\"\n")
+    (tmp_path / "etc/rigmon/read.token").chmod(0o644)
+    third = setup_agent(tmp_path)
+    assert (tmp_path / "etc/rigmon/agent.toml").read_text() == "[agent]\nnode = \"mine\"\n"
+    assert (tmp_path / "etc/rigmon/read.token").stat().st_mode & 0o777 == 0o600
+    assert "set mode 600 on /etc/rigmon/read.token" in third.stdout
+
+    removed = setup_agent(tmp_path, "--uninstall")
+    assert removed.returncode == 0, removed.stderr
+    assert files_of(tmp_path) == {} and not (tmp_path / "etc/rigmon").exists()
+    assert "removed /etc/systemd/system/rigmon-agent.service" in removed.stdout
+    again = setup_agent(tmp_path, "--uninstall")
+    assert again.returncode == 0 and again.stdout.strip() == "nothing to remove"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is not installed (apt-get install systemd)")
+def test_the_generated_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    assert setup_agent(tmp_path).returncode == 0
+    unit = tmp_path / "etc/systemd/system/rigmon-agent.service"
+    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    # The shipped example is verified the same way once its ExecStart names an existing rigmon.
+    shipped = (REPO / "deploy/systemd/rigmon-agent.service").read_text()
+    example = tmp_path / "rigmon-agent.service"
+    example.write_text(re.sub(r"ExecStart=\S+", f"ExecStart={sys.executable} -m", shipped))
+    result = subprocess.run(["systemd-analyze", "verify", str(example)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_hardware_of_a_simulated_rig_is_written_into_the_config(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("lab"), 3, tmp_path / "rig")
+    try:
+        rig.step()  # the fake NVML serves a node's GPUs from its first step on
+        v100 = detect_hardware(str(rig.nodes[0].tree.root))
+        tb = detect_hardware(str(rig.nodes[2].tree.root))
+    finally:
+        rig.close()
+    assert len(v100.gpus) == 4 and all("V100" in (g.name or "") for g in v100.gpus)
+    assert v100.states["gpu"] == "ok" and v100.states["raid"].startswith("absent")
+    settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=("dialout",),
+                        exec_start=("/opt/pipx/venvs/rigmon/bin/rigmon",), tls=True)
+    text = agent_toml(settings, v100)
+    assert "# NVIDIA GPUs (NVML): 4" in text and v100.gpus[0].uuid in text
+    assert 'port = "/dev/serial/by-id/usb-rigmon_rm1-if00"' in text  # the ADC udev named for rigmon
+    assert tb.arrays and tb.thunderbolt
+    text = agent_toml(settings, tb)
+    assert f"#   {tb.arrays[0].name}  " in text and "# Thunderbolt/USB4:" in text
+    assert "ExecStart=/opt/pipx/venvs/rigmon/bin/rigmon agent --config /etc/rigmon/agent.toml" \
+        in systemd_unit(settings)
+    assert "SupplementaryGroups=dialout\n" in systemd_unit(settings)
+
+
+def test_an_installation_under_home_is_refused_for_the_service() -> None:
+    assert hidden_from_service(("/home/op/.local/bin/rigmon",)) == "/home/op/.local/bin/rigmon"
+    assert hidden_from_service(("/root/.local/pipx/venvs/rigmon/bin/rigmon",)) is not None
+    # A venv under /opt whose python is a pyenv interpreter under /root: the service cannot run it.
+    assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",),
+                               "/root/.pyenv/versions/3.11.7/bin/python3.11") is not None
+    if not str(REPO).startswith(("/root/", "/home/")):
+        assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",), "/usr/bin/python3.11") is None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_installed_agent_serves_tls_that_the_printed_line_reaches(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    root.mkdir()
+    out = setup_agent(root, "--tls-name", "localhost")
+    assert out.returncode == 0, out.stderr
+    etc = root / "etc/rigmon"
+    port = free_port()
+    # The configuration as installed, its paths moved below the test's root.
+    config = (etc / "agent.toml").read_text().replace('"/etc/rigmon/', f'"{etc}/')
+    config = config.replace('"/var/lib/rigmon"', f'"{tmp_path / "state"}"')
+    config = config.replace('listen = "0.0.0.0:9871"', f'listen = "127.0.0.1:{port}"')
+    (tmp_path / "agent.toml").write_text(config)
+    agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--config", str(tmp_path / "agent.toml"),
+                              "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=ENV)
+    try:
+        assert agent.stdout is not None
+        assert f"on https://127.0.0.1:{port}" in agent.stdout.readline()
+        time.sleep(1.5)  # a frame or two, so the snapshot holds some
+
+        def snapshot(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "rigmon", "snapshot", f"https://localhost:{port}",
+                                   "--since", "1m", *args], capture_output=True, text=True, timeout=60, env=ENV)
+
+        good = snapshot("--token-file", str(etc / "read.token"), "--ca-file", str(etc / "agent.pem"),
+                        "-o", str(tmp_path / "b.tar.gz"))
+        assert good.returncode == 0, good.stderr
+        untrusted = snapshot("--token-file", str(etc / "read.token"), "-o", str(tmp_path / "c.tar.gz"))
+        assert untrusted.returncode == 3 and "give --ca-file FILE" in untrusted.stderr
+        no_token = snapshot("--ca-file", str(etc / "agent.pem"), "-o", str(tmp_path / "d.tar.gz"))
+        assert "this agent needs a token: --token-file FILE" in no_token.stderr
+    finally:
+        agent.terminate()
+        agent.wait(10)
