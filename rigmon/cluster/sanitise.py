@@ -37,14 +37,19 @@ _SPACED = frozenset("\t\n\r")
 
 # Bytes of JSON text that can begin an unsafe character: a raw C0 or DEL, the lead bytes of
 # the UTF-8 forms of U+0080-U+009F (C2) and U+2028-U+2069 (E2), and the backslash of an
-# escape (``\u001b``, ``\n``). `bytes.translate` finds them at memory speed.
+# escape (``\u001b``, ``\n``). `bytes.translate` finds them at memory speed; what follows
+# each of them is looked at only when there is one (`bytes.split`, no per-byte regex).
 _SUSPECT_BYTES = bytes(range(0x20)) + b"\x7f\\\xc2\xe2"
 _NOT_SUSPECT = bytes(b for b in range(256) if b not in _SUSPECT_BYTES)
-#: Where a suspect byte really starts an unsafe character (JSON hex digits may be upper case).
-_UNSAFE_JSON = re.compile(
-    rb"[\x00-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]|\xe2\x81[\xa6-\xa9]"
-    rb"|\\(?:[bfnrt]|u(?:00[0189]|007[fF]|20(?:2[89a-eA-E]|6[6-9])))"
-)
+_C0_AND_DEL = frozenset([*range(0x20), 0x7F])
+_UNSAFE_CODES = (*range(0x20), *range(0x7F, 0xA0), *range(0x2028, 0x202F), *range(0x2066, 0x206A))
+#: The four hex digits of a JSON ``\uXXXX`` escape of an unsafe character (compared in lower case).
+_UNSAFE_HEX = frozenset(f"{code:04x}".encode() for code in _UNSAFE_CODES)
+#: What follows a C2 or E2 lead byte in the UTF-8 form of an unsafe character.
+_UNSAFE_C2_TAILS = frozenset(chr(code).encode()[1:] for code in _UNSAFE_CODES if 0x80 <= code < 0x800)
+_UNSAFE_E2_TAILS = frozenset(chr(code).encode()[1:] for code in _UNSAFE_CODES if code >= 0x800)
+#: JSON's one-letter escapes of control characters (``\"``, ``\\`` and ``\/`` are harmless).
+_CONTROL_ESCAPES = frozenset([b"b", b"f", b"n", b"r", b"t"])
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -78,12 +83,21 @@ def may_hold_unsafe(raw: bytes | str) -> bool:
     """Whether the JSON text ``raw`` may decode to a string with an unsafe character.
 
     False only when it cannot (no false negatives); true also for harmless text such as
-    ``\\\\n`` (an escaped backslash before an ``n``) or pretty-printed JSON.
+    ``\\\\u001b`` (an escaped backslash before ``u001b``) or pretty-printed JSON.
     """
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    if not data.translate(None, _NOT_SUSPECT):
+    found = data.translate(None, _NOT_SUSPECT)
+    if not found:
         return False
-    return _UNSAFE_JSON.search(data) is not None
+    seen = set(found)
+    if not seen.isdisjoint(_C0_AND_DEL):
+        return True
+    if 0x5C in seen and any(part[:1] in _CONTROL_ESCAPES or (part[:1] == b"u" and part[1:5].lower() in _UNSAFE_HEX)
+                            for part in data.split(b"\\")[1:] if part):
+        return True
+    if 0xC2 in seen and any(part[:1] in _UNSAFE_C2_TAILS for part in data.split(b"\xc2")[1:]):
+        return True
+    return 0xE2 in seen and any(part[:2] in _UNSAFE_E2_TAILS for part in data.split(b"\xe2")[1:])
 
 
 def decode_agent(cls: type[T], raw: bytes | str) -> T:

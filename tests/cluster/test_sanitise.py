@@ -4,7 +4,9 @@ that leaves clean answers (nearly all of them) exactly as the schema decodes the
 from __future__ import annotations
 
 import gzip
+import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,20 @@ def test_recorded_frames_take_the_fast_path_unchanged(path: Path) -> None:
 ])
 def test_every_form_of_an_unsafe_character_is_noticed(raw: bytes) -> None:
     assert may_hold_unsafe(raw)
+
+
+#: Every unsafe character, by code point.
+UNSAFE_CODES = [*range(0x20), *range(0x7F, 0xA0), *range(0x2028, 0x202F), *range(0x2066, 0x206A)]
+
+
+@pytest.mark.parametrize("code", UNSAFE_CODES, ids=lambda c: f"U+{c:04X}")
+def test_each_unsafe_character_is_noticed_in_each_spelling(code: int) -> None:
+    text = f"é {chr(code)} ok"
+    escaped = json.dumps({"subject": text})
+    upper = re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), escaped)
+    for raw in (escaped, upper, json.dumps({"subject": text}, ensure_ascii=False)):
+        assert may_hold_unsafe(raw) and may_hold_unsafe(raw.encode())
+    assert clean_text(text) != text
 
 
 @pytest.mark.parametrize("raw", [b'{"a":"\\u00e9 \\u2014 \\u00b0"}', '{"a":"é — ° · Ω"}'.encode(), b'{"a":"\\"q\\""}'])

@@ -27,6 +27,8 @@ EDGES = "".join(chr(c) for c in (*UNSAFE_CODES, 0x20, 0x7E, 0xA0, 0x200B, 0x200E
                                  0xFEFF, 0x1F600))
 #: Text mixing those edges, markup-like brackets, backslashes and anything else.
 texts = st.text(alphabet=st.one_of(st.sampled_from(EDGES + "[]/\\@=;u0"), st.characters(codec="utf-8")), max_size=60)
+#: Text without an unsafe character (but with backslashes, quotes and non-ASCII that JSON escapes).
+safe_texts = st.text(alphabet=st.characters(codec="utf-8").filter(lambda c: ord(c) not in UNSAFE_CODES), max_size=30)
 
 
 def unsafe(char: str) -> bool:
@@ -80,3 +82,22 @@ def test_decoding_cleans_every_string_however_it_is_spelled(subject: str, messag
             assert got.data == {clean_text(key): clean_text(value)}
             if any(unsafe(c) for c in subject + message + key + value):
                 assert may_hold_unsafe(form)
+
+
+@settings(max_examples=600)
+@given(safe_texts, st.sampled_from(sorted(UNSAFE_CODES)), safe_texts)
+def test_one_unsafe_character_alone_is_noticed(before: str, code: int, after: str) -> None:
+    # The byte-level fast path is the only guard when nothing else in the answer is suspect.
+    text = before + chr(code) + after
+    event = Event(id="e", at=0.0, kind="k", severity="info", subject=text, message="")
+    for raw in spellings(to_data(event)):
+        for form in (raw, raw.decode("utf-8")):
+            assert may_hold_unsafe(form)
+            assert decode_agent(Event, form).subject == clean_text(text)
+
+
+@given(safe_texts)
+def test_safe_text_decodes_unchanged(text: str) -> None:
+    event = Event(id="e", at=0.0, kind="k", severity="info", subject=text, message=text, data={text: text})
+    for raw in spellings(to_data(event)):
+        assert decode_agent(Event, raw) == event
