@@ -122,12 +122,11 @@ async def test_hostile_strings_on_every_screen(monkeypatch: pytest.MonkeyPatch, 
         assert isinstance(app.screen, AlarmsScreen)
         await shown(app, pilot, "node", "alarm_message", "alarm_subject", "by")
 
-        await pilot.resize_terminal(80, 24)  # the detail panel under the tables
-        text = await shown(app, pilot)
+        # 80 columns: the ack and message columns are off-screen, the detail panel shows them.
+        await pilot.resize_terminal(80, 24)
+        await shown(app, pilot, "by", "alarm_message")
         detail = app.screen.query_one(AlarmDetail)
         assert detail.display and detail.row is not None and detail.row.alarm.acknowledged_by is not None
-        assert VISIBLE["by"] in text.replace("\n", "")
-        assert VISIBLE["alarm_message"] in text
 
         # A new critical alarm: the toast and the bell.
         bells: list[int] = []
