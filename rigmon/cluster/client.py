@@ -1,7 +1,9 @@
 """httpx client for one agent: follows /v1/stream, resumes after disconnects, backs off when unreachable.
 
 No UI here: `AgentClient.follow` yields `Update`s (connected, frames, gap, failed) forever,
-and whoever drives it files them into a `rigmon.cluster.store.NodeStore`.
+and whoever drives it files them into a `rigmon.cluster.store.NodeStore`. Every answer is
+decoded by `rigmon.cluster.sanitise.decode_agent` and every failure reason cleaned, so no
+string from an agent carries terminal control characters past this module.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Union
 
 import httpx
 
+from rigmon.cluster.sanitise import clean_text, decode_agent
 from rigmon.cluster.sse import SseParser
 from rigmon.schema import (
     SCHEMA_VERSION,
@@ -26,7 +29,6 @@ from rigmon.schema import (
     History,
     Info,
     SchemaError,
-    decode,
 )
 
 #: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
@@ -94,9 +96,14 @@ class SamplesPage:
 
 
 class AgentError(Exception):
-    """A request to the agent failed; ``reason`` is shown to the operator."""
+    """A request to the agent failed; ``reason`` is shown to the operator.
+
+    The reason may quote the agent (an error body, a status line, a malformed value), so it
+    is cleaned of terminal control characters here.
+    """
 
     def __init__(self, reason: str, status: int | None = None) -> None:
+        reason = clean_text(reason)
         super().__init__(reason)
         self.reason = reason
         self.status = status
@@ -277,14 +284,14 @@ class AgentClient:
                 an `Info` of this schema version.
         """
         try:
-            return decode(Info, await self._get("/v1/info"))
+            return decode_agent(Info, await self._get("/v1/info"))
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
     async def latest(self) -> Frame | None:
         """GET /v1/latest; ``None`` when the agent has not sampled yet."""
         try:
-            return _check_frame(decode(Frame, await self._get("/v1/latest")))
+            return _check_frame(decode_agent(Frame, await self._get("/v1/latest")))
         except AgentError as exc:
             if exc.status == 503:
                 return None
@@ -300,7 +307,7 @@ class AgentClient:
                 a bad answer.
         """
         try:
-            return decode(AlarmList, await self._get("/v1/alarms"))
+            return decode_agent(AlarmList, await self._get("/v1/alarms"))
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
@@ -322,7 +329,7 @@ class AgentClient:
         if response.status_code != 200:
             raise _status_error(response, response.content)
         try:
-            return decode(Alarm, response.content)
+            return decode_agent(Alarm, response.content)
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
@@ -356,7 +363,7 @@ class AgentClient:
         if limit is not None:
             params["limit"] = str(limit)
         try:
-            page = decode(SamplesPage, await self._get("/v1/samples", params))
+            page = decode_agent(SamplesPage, await self._get("/v1/samples", params))
             for frame in page.frames:
                 _check_frame(frame)
         except SchemaError as exc:
@@ -387,9 +394,9 @@ class AgentClient:
                     if event is None:
                         continue
                     if event.event == "frame":
-                        yield _check_frame(decode(Frame, event.data))
+                        yield _check_frame(decode_agent(Frame, event.data))
                     elif event.event == "gap":
-                        yield decode(Gap, event.data)
+                        yield decode_agent(Gap, event.data)
         except httpx.HTTPError as exc:
             raise AgentError(_reason(exc)) from None
         except SchemaError as exc:
@@ -411,7 +418,7 @@ class AgentClient:
         """GET /v1/history?frames=1: the whole frames the agent's journal holds for a window."""
         body = await self._get("/v1/history", {"from": repr(from_at), "to": repr(to_at), "frames": "1"})
         try:
-            return tuple(_check_frame(f) for f in decode(History, body).frames)
+            return tuple(_check_frame(f) for f in decode_agent(History, body).frames)
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 

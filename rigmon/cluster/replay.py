@@ -5,14 +5,19 @@ frame is filed into its node's `NodeStore` with the clock standing at the frame'
 ``taken_at``, so arrival times, ages and states (live, stale) are those of the recording,
 and the screens draw a replay exactly as they draw live data. Seeking forward feeds the
 frames up to the new cursor; seeking backwards starts the stores over.
+
+A bundle is as untrusted as the agents it was pulled from (or whoever handed it over): its
+node names, frames, events and sources are cleaned of terminal control characters
+(`rigmon.cluster.sanitise`) once, when the replay is built.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rigmon.cluster.alarm_board import AlarmTracker
+from rigmon.cluster.sanitise import clean_record, clean_text
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame
 from rigmon.snapshot.bundle import Bundle, NodeBundle, read_bundle
@@ -62,6 +67,22 @@ class ReplayPosition:
         return 1.0 if span <= 0 else min(1.0, max(0.0, (self.at - self.start_at) / span))
 
 
+def clean_bundle(bundle: Bundle) -> Bundle:
+    """``bundle`` with what the screens draw (node names, info, frames, events, history and
+    the recorded sources) cleaned of terminal control characters; captured files, the
+    configuration and the raw members stay as they are (they are not drawn)."""
+    nodes = [replace(node, node=clean_text(node.node), info=clean_record(node.info),
+                     history=clean_record(node.history), events=clean_record(node.events),
+                     frames=clean_record(node.frames))
+             for node in bundle.nodes]
+    manifest = dict(bundle.manifest)
+    entries = manifest.get("nodes")
+    if isinstance(entries, list):
+        manifest["nodes"] = [{**e, "source": clean_text(str(e["source"]))} if isinstance(e, dict) and e.get("source")
+                             else e for e in entries]
+    return replace(bundle, manifest=manifest, nodes=nodes)
+
+
 def store_key(node: NodeBundle) -> str:
     """A replayed node's store key (stands for an agent URL on the screens)."""
     return f"replay:{node.node}"
@@ -71,13 +92,13 @@ class Replay:
     """Plays a bundle into a `ClusterStore`.
 
     Args:
-        bundle: the bundle read back.
+        bundle: the bundle read back (cleaned here with `clean_bundle`).
         source: its file name (shown on the time cursor).
     """
 
     def __init__(self, bundle: Bundle, source: str = "") -> None:
-        self.bundle = bundle
-        self.source = source
+        self.bundle = bundle = clean_bundle(bundle)
+        self.source = clean_text(source)
         timeline: list[tuple[float, int, str, Frame]] = []
         for index, node in enumerate(bundle.nodes):
             timeline += [(f.taken_at, index, store_key(node), f) for f in node.frames]

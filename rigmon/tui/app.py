@@ -19,6 +19,7 @@ from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
 from rigmon.cluster.replay import Replay
+from rigmon.cluster.sanitise import clean_text
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
 from rigmon.tui.critical_toast import CriticalToast
@@ -33,7 +34,9 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
+from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
+from rigmon.tui.text import notify
 from rigmon.tui.themes import builtin_theme_dir, load_themes
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
@@ -89,6 +92,7 @@ class RigmonApp(App[None]):
     MODES: ClassVar[dict[str, str | Callable[[], Screen[None]]]] = {
         "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen}
     DEFAULT_MODE = "cluster"
+    COMMANDS = App.COMMANDS | {NodeCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         # Replay keys first, so the footer shows them ahead of the rest.
         Binding("space", "play_pause", "Play/pause", priority=True),
@@ -150,10 +154,10 @@ class RigmonApp(App[None]):
 
     def on_mount(self) -> None:
         for failure in self.theme_failures:
-            self.notify(f"theme file {failure.path.name}: {failure.reason}", title="Theme not loaded",
-                        severity="error", timeout=10)
+            notify(self, f"theme file {failure.path.name}: {failure.reason}", title="Theme not loaded",
+                   severity="error", timeout=10)
         if self._unknown_theme:
-            self.notify(f"no theme named {self._unknown_theme!r}; using {self.theme}", severity="warning")
+            notify(self, f"no theme named {self._unknown_theme!r}; using {self.theme}", severity="warning")
         for target in self.targets:
             self.run_worker(self._follow(target), name=f"follow {target.url}", group="follow", exit_on_error=False)
             self._alarm_wake[target.url] = asyncio.Event()
@@ -180,7 +184,8 @@ class RigmonApp(App[None]):
                     elif isinstance(update, Failed):
                         self.post_message(NodeFailed(key, update.reason, update.retry_in_s))
             except Exception as exc:  # noqa: BLE001 - a bug in one node's client must not end the dashboard
-                self.post_message(NodeFailed(key, f"internal error: {type(exc).__name__}: {exc}", WORKER_RESTART_S))
+                reason = clean_text(f"internal error: {type(exc).__name__}: {exc}")
+                self.post_message(NodeFailed(key, reason, WORKER_RESTART_S))
                 await asyncio.sleep(WORKER_RESTART_S)
             finally:
                 await client.aclose()
@@ -341,7 +346,7 @@ class RigmonApp(App[None]):
         names = self.theme_names or [self.theme]
         index = names.index(self.theme) + 1 if self.theme in names else 0
         self.theme = names[index % len(names)]
-        self.notify(f"theme {self.theme}", timeout=2)
+        notify(self, f"theme {self.theme}", timeout=2)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -349,7 +354,5 @@ class RigmonApp(App[None]):
         yield SystemCommand("Cluster", "Show every node", lambda: self.action_show_mode("cluster"))
         yield SystemCommand("Alarms", "Active and resolved alarms of every node", lambda: self.action_show_mode("alarms"))
         yield SystemCommand("Export", "Write a snapshot bundle and an SVG of the screen", self.action_export)
-        for store in self.cluster.nodes.values():
-            key = store.key
-            yield SystemCommand(f"Open node {store.name}", store.url, lambda key=key: self.open_node(key))
+        # "Open node NAME" comes from `NodeCommands`: system commands are read as markup.
 

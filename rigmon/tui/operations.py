@@ -17,6 +17,8 @@ from rigmon.cluster.export import (
     replay_parts,
     write_export,
 )
+from rigmon.cluster.sanitise import clean_text
+from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
     from rigmon.tui.app import RigmonApp
@@ -37,33 +39,33 @@ async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:
     alarm = row.alarm
     what = f"{alarm.rule} on {row.node} {alarm.subject}"
     if app.replay is not None:
-        app.notify("a replay is read-only: nothing to acknowledge", severity="warning", timeout=5)
+        notify(app, "a replay is read-only: nothing to acknowledge", severity="warning", timeout=5)
         return
     if row.source == "cluster":
         try:
             app.cluster.rules.acknowledge(alarm.id, app.ack_by, app.cluster.clock.time())
         except (UnknownAlarm, AlreadyResolved) as exc:
-            app.notify(f"{what}: {exc}", title="Not acknowledged", severity="warning", timeout=8)
+            notify(app, f"{what}: {exc}", title="Not acknowledged", severity="warning", timeout=8)
             return
-        app.notify(f"{what} (cluster rule)", title="Acknowledged", timeout=5)
+        notify(app, f"{what} (cluster rule)", title="Acknowledged", timeout=5)
         app.refresh_screen()
         return
     target = next((t for t in app.targets if t.url == row.key), None)
     if target is None:
-        app.notify(f"{what}: the dashboard does not follow that node", severity="error")
+        notify(app, f"{what}: the dashboard does not follow that node", severity="error")
         return
     client = app.client_factory(target)
     try:
         updated = await client.acknowledge(alarm.id, app.ack_by)
     except AgentError as exc:
         refused = exc.status in (401, 403)
-        app.notify(f"{what}: {exc.reason}", title="Acknowledge refused" if refused else "Acknowledge failed",
-                   severity="error", timeout=10)
+        notify(app, f"{what}: {exc.reason}", title="Acknowledge refused" if refused else "Acknowledge failed",
+               severity="error", timeout=10)
         return
     finally:
         await client.aclose()
     app.cluster.nodes[row.key].replace_alarm(updated)
-    app.notify(f"{what} by {updated.acknowledged_by or app.ack_by}", title="Acknowledged", timeout=5)
+    notify(app, f"{what} by {updated.acknowledged_by or app.ack_by}", title="Acknowledged", timeout=5)
     app.refresh_screen()
 
 
@@ -76,10 +78,10 @@ async def export(app: RigmonApp) -> None:
         paths.screenshot.parent.mkdir(parents=True, exist_ok=True)
         svg = app.save_screenshot(filename=paths.screenshot.name, path=str(paths.screenshot.parent))
     except OSError as exc:
-        app.notify(f"cannot write to {paths.screenshot.parent}: {exc.strerror}", title="Export failed",
-                   severity="error", timeout=10)
+        notify(app, f"cannot write to {paths.screenshot.parent}: {exc.strerror}", title="Export failed",
+               severity="error", timeout=10)
         return
-    app.notify(f"screenshot {svg}; pulling the nodes...", title="Exporting", timeout=5)
+    notify(app, f"screenshot {svg}; pulling the nodes...", title="Exporting", timeout=5)
     if app.replay is not None:
         parts = replay_parts(app.replay)
         since_s = max(1.0, app.replay.at - app.replay.start_at)
@@ -89,9 +91,11 @@ async def export(app: RigmonApp) -> None:
     try:
         bundle = await asyncio.to_thread(write_export, parts, since_s, paths.bundle, created_at)
     except OSError as exc:
-        app.notify(f"cannot write {paths.bundle}: {exc.strerror}", title="Export failed", severity="error", timeout=10)
+        notify(app, f"cannot write {paths.bundle}: {exc.strerror}", title="Export failed", severity="error", timeout=10)
         return
-    failed = [f"{p.node}: {p.error}" for p in parts if p.error]
+    # Pulled by rigmon.snapshot, not through the client: the node's name and the error may
+    # quote the agent, so they are cleaned here.
+    failed = [clean_text(f"{p.node}: {p.error}") for p in parts if p.error]
     detail = ("\n" + "\n".join(failed)) if failed else ""
-    app.notify(f"bundle {bundle}\nscreenshot {svg}{detail}", title="Exported",
-               severity="warning" if failed else "information", timeout=20)
+    notify(app, f"bundle {bundle}\nscreenshot {svg}{detail}", title="Exported",
+           severity="warning" if failed else "information", timeout=20)

@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, Static
 
 from rigmon.cluster.alarm_board import AlarmBoardView, AlarmRow
+from rigmon.tui.text import notify, plain
 from rigmon.tui.widgets.alarm_detail import AlarmDetail
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
@@ -35,7 +36,7 @@ def summary_line(board: AlarmBoardView) -> Text:
     for node, reason in sorted(board.errors.items()):
         by_reason.setdefault(reason, []).append(node)
     for reason, nodes in by_reason.items():
-        text.append(f" · alarms unknown on {', '.join(nodes)}: {reason}")
+        text.append(" · alarms unknown on ").append(plain(", ".join(nodes))).append(": ").append(plain(reason))
     return text
 
 
@@ -118,7 +119,7 @@ class AlarmsScreen(Screen[None]):
         """Acknowledge the alarm under the cursor (active alarms only)."""
         row = self._selected()
         if row is None or row.alarm.state == "resolved":
-            self.notify("no active alarm selected", severity="warning", timeout=3)
+            notify(self, "no active alarm selected", severity="warning", timeout=3)
             return
         self.post_message(self.Acknowledge(row))
 

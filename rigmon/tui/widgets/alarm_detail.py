@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.cluster.alarm_board import AlarmRow
+from rigmon.tui.text import plain
 from rigmon.tui.widgets.alarm_table import utc_clock
 
 
@@ -50,8 +51,8 @@ class AlarmDetail(Widget):
         head = Text.assemble(
             (a.severity, self._style(a.severity)), " ",
             (a.state, self._style(a.severity if a.state == "firing" else "pending")),
-            "  ", row.node, "  ", a.rule, (" (cluster)" if row.source == "cluster" else "", label),
-            "  ", a.subject)
+            "  ", plain(row.node), "  ", plain(a.rule), (" (cluster)" if row.source == "cluster" else "", label),
+            "  ", plain(a.subject))
         times = Text()
         if a.state == "resolved":
             times.append("fired ", style=label).append(f"{utc_clock(a.fired_at or a.started_at)} UTC")
@@ -61,8 +62,8 @@ class AlarmDetail(Widget):
         if a.acknowledged_at is not None:
             times.append("  acknowledged", style=self._style("acked"))
             if a.acknowledged_by:
-                times.append(f" by {a.acknowledged_by}", style=self._style("acked"))
+                times.append(" by ", style=self._style("acked")).append(plain(a.acknowledged_by, self._style("acked")))
             times.append(f" {utc_clock(a.acknowledged_at)} UTC")
         elif a.state != "resolved":
             times.append("  not acknowledged", style=label)
-        return Text("\n").join([head, times, Text(a.message)])
+        return Text("\n").join([head, times, plain(a.message)])

@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from rigmon.cluster.alarm_board import AlarmRow
+from rigmon.tui.text import plain
 
 #: Columns of the active table and of the resolved table: (key, title).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -77,19 +78,19 @@ class AlarmTable(DataTable[Text]):
 
     def _cells(self, row: AlarmRow) -> dict[str, Text]:
         a = row.alarm
-        rule = Text(a.rule)
+        rule = plain(a.rule)
         if row.source == "cluster":
             rule.append(" (cluster)", style=self._style("cluster"))
         cells = {
             "severity": Text(a.severity, style=self._style(a.severity)),
             "state": Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending")),
-            "node": Text(row.node),
+            "node": plain(row.node),
             "rule": rule,
-            "subject": Text(a.subject),
+            "subject": plain(a.subject),
             "since": Text(utc_clock(a.fired_at or a.started_at)),
             "resolved": Text(utc_clock(a.resolved_at)),
-            "ack": Text(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), style=self._style("acked")),
-            "message": Text(a.message),
+            "ack": plain(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), self._style("acked")),
+            "message": plain(a.message),
         }
         return cells
 

@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.schema import CollectorStatus
+from rigmon.tui.text import plain
 
 
 class CollectorHealth(Widget):
@@ -47,6 +48,6 @@ class CollectorHealth(Widget):
             kind = "ok" if status.state == "ok" else "absent" if status.state in ("absent", "pending") else "error"
             style = self.get_component_rich_style(f"collector-health--{kind}", partial=True)
             took = "—" if status.duration_s is None else f"{status.duration_s * 1000:.1f} ms"
-            # Error texts come from collectors and hardware: shown as they are, never as markup.
-            table.add_row(name, Text(status.state, style=style), took, Text(status.error or ""))
+            # Names and error texts come from the agent and the hardware: text, never markup.
+            table.add_row(plain(name), Text(status.state, style=style), took, plain(status.error, missing=""))
         return table

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.schema import Event
+from rigmon.tui.text import plain
 
 #: Events drawn at most; older ones stay in the node's store.
 SHOWN = 30
@@ -68,5 +69,5 @@ class EventList(Widget):
             style = self.get_component_rich_style(f"event-list--{event.severity}", partial=True)
             # The agent's own timestamp, in UTC so every node reads the same.
             stamp = time.strftime(stamp_as, time.gmtime(event.at))
-            table.add_row(stamp, Text(event.severity, style=style), event.subject, event.message)
+            table.add_row(stamp, Text(event.severity, style=style), plain(event.subject), plain(event.message))
         return table

@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from rigmon.schema import Event, Frame, GpuReading
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 from rigmon.tui.widgets.gpu_table import GpuTable
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Level, SourceGroup
 
@@ -93,5 +94,5 @@ class GpuGroup(SourceGroup):
             level: Level | None = "bad" if event.severity == "critical" else "warn" if event.severity == "warning" else None
             # The agent's own timestamp, in UTC so every node reads the same.
             stamp = time.strftime("%H:%M:%S", time.gmtime(event.at))
-            table.add_row(self.label(stamp), self.styled(event.kind, level), event.message)
+            table.add_row(self.label(stamp), self.styled(event.kind, level), plain(event.message))
         return table

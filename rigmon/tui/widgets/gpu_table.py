@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 from rigmon.cluster.summary import gpu_key
 from rigmon.schema import AmdGpuReading, GpuReading
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 
 #: Columns: key and title.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -137,7 +138,7 @@ class GpuTable(DataTable[RenderableType]):
         link = f"{fmt.pcie(gpu.pcie_gen, gpu.pcie_width)}/{fmt.pcie(gpu.pcie_gen_max, gpu.pcie_width_max)}"
         return [
             str(gpu.index),
-            short_name(gpu.name),
+            plain(short_name(gpu.name)),
             Text("ok", style=self._style("ok")),
             fmt.number(gpu.power_w, 0),
             Text(fmt.number(gpu.power_peak_w, 0), style=warn if over_limit else ""),
@@ -153,8 +154,8 @@ class GpuTable(DataTable[RenderableType]):
     def amd_cells(self, gpu: AmdGpuReading) -> list[RenderableType]:
         """The row of one AMD GPU (no peak, limit or PCIe figures in amdgpu's sysfs)."""
         return [
-            gpu.card,
-            "AMD " + (gpu.pci_bus_id or gpu.card),
+            plain(gpu.card),
+            plain("AMD " + (gpu.pci_bus_id or gpu.card)),
             Text("ok", style=self._style("ok")),
             fmt.number(gpu.power_w, 0),
             fmt.MISSING,

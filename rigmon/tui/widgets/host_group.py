@@ -10,6 +10,7 @@ from rich.text import Text
 
 from rigmon.schema import Frame
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import SourceGroup
 
 
@@ -47,6 +48,6 @@ class HostGroup(SourceGroup):
             temps.add_column(no_wrap=True)
             temps.add_column(justify="right", no_wrap=True)
             for sensor in readings.temperatures:
-                temps.add_row(Text(sensor.label or sensor.sensor, style=label), f"{sensor.temp_c:.0f} °C")
+                temps.add_row(plain(sensor.label or sensor.sensor, label), f"{sensor.temp_c:.0f} °C")
             parts.append(temps)
         return Group(*parts)

@@ -11,6 +11,7 @@ from rich.text import Text
 from rigmon.cluster.summary import nic_is_healthy, nic_is_link
 from rigmon.schema import Frame, NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
 
 #: Cells of each interface's throughput sparkline.
@@ -61,8 +62,8 @@ class LinkGroup(SourceGroup):
             if device.expected_source is not None and self.content_size.width >= NARROW_WIDTH:
                 expected += f" ({device.expected_source.replace('_', ' ')})"
             rows.append([
-                device.name,
-                named,
+                plain(device.name),
+                plain(named),
                 fmt.MISSING if device.generation is None else str(device.generation),
                 self.styled(tb_speed(device), "bad" if device.link_state == "degraded" else None),
                 expected,
@@ -88,8 +89,8 @@ class LinkGroup(SourceGroup):
             elif nic_is_link(nic):
                 level = "ok" if nic_is_healthy(nic) else "bad"
             rows.append([
-                nic.name,
-                nic.kind or fmt.MISSING,
+                plain(nic.name),
+                plain(nic.kind),
                 self.styled(state, level),
                 fmt.MISSING if nic.speed_mbps is None else f"{nic.speed_mbps / 1000:g} Gb/s",
                 fmt.rate(nic.rx_bytes_per_s),

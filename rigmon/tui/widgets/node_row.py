@@ -22,6 +22,7 @@ from rigmon.cluster.store import NodeView
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
 from rigmon.tui import format as fmt
 from rigmon.tui import row_lines
+from rigmon.tui.text import plain
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,12 +183,12 @@ class NodeRow(Widget, can_focus=True):
         """Name, state (with what is wrong when the node is in trouble), alarm count, and the
         columns' figures."""
         summary = view.summary
-        name = Text(view.name, style=self._style("name"))
+        name = plain(view.name, self._style("name"))
         state = Text(view.state, style=self._style(view.state))
         if view.state in ("stale", "unreachable"):
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:
-                state.append(f": {view.reason}")
+                state.append(": ").append(plain(view.reason))
         alarms = summary.alarms if summary else None
         alarm_text = Text(fmt.MISSING if alarms is None else str(alarms), justify="right",
                           style=self._style("alarm") if alarms else self._style("missing") if alarms is None else "")

@@ -13,6 +13,7 @@ from textual.widget import Widget
 from rigmon.cluster.store import NodeView
 from rigmon.schema import Info
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 
 #: Cells between the columns of the status grid.
 GAP = 2
@@ -53,14 +54,14 @@ class NodeStatus(Widget):
         label = self.get_component_rich_style("node-status--label", partial=True)
         state = Text(view.state, style=self.get_component_rich_style(f"node-status--{view.state}", partial=True))
         if view.reason and view.state != "live":
-            state.append(f": {view.reason}")
+            state.append(": ").append(plain(view.reason))
         info = self.info
         run = f"{info.run_id} (rigmon {info.agent_version})" if info else fmt.MISSING
         seq = str(view.summary.seq) if view.summary else fmt.MISSING
         rows = [
-            ("node", Text(view.name), "agent", Text(view.url)),
+            ("node", plain(view.name), "agent", plain(view.url)),
             ("state", state, "last data", Text("never" if view.age_s is None else f"{fmt.age(view.age_s)} ago")),
-            ("run", Text(run), "seq", Text(seq)),
+            ("run", plain(run), "seq", Text(seq)),
             ("restarts", Text(str(view.restarts)), "frames lost", Text(str(view.frames_lost))),
         ]
         table = Table.grid(padding=(0, GAP))

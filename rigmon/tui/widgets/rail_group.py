@@ -15,6 +15,7 @@ from rich.text import Text
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import Column, Level, SourceGroup, cell_width
 
 #: Counters of lines and windows the ADC reader dropped, with how the screen names them.
@@ -160,11 +161,11 @@ class RailGroup(SourceGroup):
         identity = " ".join(x for x in (rail.device_id, rail.firmware, rail.sensor) if x) or fmt.MISSING
         facts: list[tuple[str, RenderableType]] = [
             ("window", window), ("current", current),
-            ("channels", others or fmt.MISSING), ("flags", flag_text),
+            ("channels", plain(others or None)), ("flags", flag_text),
             ("ADC", Text.assemble(f"{rail.port} {rail.protocol} ", state)), ("envelope", source),
             ("lines", f"{counters.lines_total} lines, {counters.windows_total} windows"),
             ("dropped", self.styled(", ".join(dropped), "warn") if dropped else Text("none")),
-            ("device", identity),
+            ("device", plain(identity)),
             ("reconnects", f"{counters.disconnects_total} disconnects, {counters.reboots_total} reboots"),
         ]
         width = self.content_size.width
@@ -186,7 +187,7 @@ class RailGroup(SourceGroup):
         rows: list[list[RenderableType]] = []
         for psu in frame.readings.pmbus_psus:
             rows.append([
-                f"{psu.sensor} {psu.chip}",
+                plain(f"{psu.sensor} {psu.chip}"),
                 fmt.number(psu.vin_volts, 1),
                 fmt.number(psu.vout_volts, 3),
                 fmt.number(psu.iout_amps, 1),
@@ -204,7 +205,7 @@ class RailGroup(SourceGroup):
         rows: list[list[RenderableType]] = []
         for sensor in frame.readings.hwmon_volts:
             rows.append([
-                f"{sensor.chip} {sensor.label or sensor.sensor}",
+                plain(f"{sensor.chip} {sensor.label or sensor.sensor}"),
                 fmt.number(sensor.volts, 3),
                 fmt.number(sensor.min_volts, 3),
                 fmt.number(sensor.max_volts, 3),

@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.cluster.replay import ReplayPosition
+from rigmon.tui.text import plain
 
 
 def _stamp(at: float) -> str:
@@ -55,7 +56,7 @@ class ReplayBar(Widget):
         label = self._style("label")
         text = Text()
         text.append("▶ " if pos.playing else "⏸ ", style=self._style("cursor"))
-        text.append(f"replay {pos.source}  " if pos.source else "replay  ", style=label)
+        text.append_text(plain(f"replay {pos.source}  " if pos.source else "replay  ", label))
         text.append(f"{_stamp(pos.at)} UTC  ")
         right = f"  +{pos.at - pos.start_at:.0f} s / {pos.end_at - pos.start_at:.0f} s  x{pos.speed:g}"
         width = max(10, self.size.width - text.cell_len - len(right))

@@ -6,10 +6,10 @@ from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
-from rich.text import Text
 
 from rigmon.schema import Frame, NvmeReading, RaidArrayReading
 from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
 
 #: Cells of each array's throughput sparkline.
@@ -84,8 +84,8 @@ class StorageGroup(SourceGroup):
             if array.raid_disks is not None and array.working_disks is not None:
                 state += f" {array.working_disks}/{array.raid_disks}"
             rows.append([
-                Text(name, style="bold"),
-                array.level or fmt.MISSING,
+                plain(name, "bold"),
+                plain(array.level),
                 self.styled(health, health_level(array)),
                 fmt.rate(array.read_bytes_per_s),
                 self.sparkline(self.details.get(f"raid[{array.name}].read_bytes_per_s", ()), SPARK_WIDTH, "max"),
@@ -93,7 +93,7 @@ class StorageGroup(SourceGroup):
                 self.sparkline(self.details.get(f"raid[{array.name}].write_bytes_per_s", ()), SPARK_WIDTH, "max"),
                 self.styled(fmt.pct(imbalance), "warn" if imbalance is not None and imbalance > IMBALANCE_WARN_PCT else None),
                 self.styled(fmt.pct(share), "warn" if share is not None and share < VS_FASTEST_WARN_PCT else None),
-                state,
+                plain(state),
             ])
             for member in array.members:
                 slot = "" if member.slot is None else f"[{member.slot}]"
@@ -120,11 +120,11 @@ class StorageGroup(SourceGroup):
                   and drive.link_width < drive.max_link_width)
             hot = (drive.temp_c is not None and drive.temp_max_c is not None and drive.temp_c >= drive.temp_max_c)
             rows.append([
-                drive.name,
-                drive.model or fmt.MISSING,
+                plain(drive.name),
+                plain(drive.model),
                 self.styled(drive.state or fmt.MISSING, None if drive.state in (None, "live") else "bad"),
                 self.styled(nvme_link(drive), "bad" if drive.link_lost else "warn" if degraded else None),
                 self.styled(fmt.temp(drive.temp_c), "warn" if hot else None),
-                " ".join(drive.namespaces) or fmt.MISSING,
+                plain(" ".join(drive.namespaces) or None),
             ])
         return self.table(columns, rows)
