@@ -8,6 +8,7 @@ next to the bundle is the UI's business.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -41,11 +42,14 @@ def export_paths(directory: str | Path, created_at: float) -> ExportPaths:
 
 
 async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SINCE_S) -> list[NodePart]:
-    """Pull every agent concurrently, each with its own read token (parts in ``targets`` order)."""
+    """Pull every agent concurrently, each with its own read token and CA file (parts in ``targets`` order)."""
 
     async def one(target: NodeTarget) -> NodePart:
         headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-        async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S) as client:
+        # The node's own CA, as the live connection uses: an export must not fail (or trust
+        # less) where following the node works.
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=target.ca_file) if target.ca_file else True
+        async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
             return await pull_agent(client, target.url, since_s)
 
     return list(await asyncio.gather(*(one(t) for t in targets)))

@@ -93,6 +93,19 @@ def test_snapshot_verifies_with_the_ca_file(https_agent: str, tls: TlsFiles, tmp
     assert refused[0].error is not None and "CERTIFICATE" in refused[0].error.upper()
 
 
+
+def test_dashboard_export_verifies_with_the_nodes_ca_file(https_agent: str, tls: TlsFiles) -> None:
+    from rigmon.cluster.config import NodeTarget
+    from rigmon.cluster.export import pull_targets
+
+    with httpx.Client(verify=ssl.create_default_context(cafile=str(tls.ca_file)),
+                      headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        wait_until(lambda: http.get(f"{https_agent}/v1/history").status_code == 200)
+    (part,) = asyncio.run(pull_targets([NodeTarget(url=https_agent, token=TOKEN, ca_file=str(tls.ca_file))], 60.0))
+    assert part.error is None and part.node == "secure"
+    (refused,) = asyncio.run(pull_targets([NodeTarget(url=https_agent, token=TOKEN)], 60.0))
+    assert refused.error is not None and "CERTIFICATE" in refused.error.upper()
+
 def rigmon(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rigmon", *args], capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
