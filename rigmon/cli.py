@@ -213,12 +213,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         # Exit 3: the check itself could not run, distinct from 1 (warnings) and 2 (critical).
         return fail(str(exc), 3)
-    print(json.dumps(to_data(report), indent=2) if args.json else format_report(report), flush=True)
+    from rigmon.cluster.sanitise import clean_lines
+
+    # Device names and kernel messages come from the hardware: shown as text, never as terminal control.
+    print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
     return report.exit_code
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rigmon.cluster.config import normalize_url
+    from rigmon.cluster.sanitise import clean_text
     from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
 
     if not args.urls and not args.journal:
@@ -241,7 +245,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     parts = pull_parts([normalize_url(u) for u in args.urls], args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
-        print(f"rigmon: {part.node}: {part.error}", file=sys.stderr)
+        print(clean_text(f"rigmon: {part.node}: {part.error}"), file=sys.stderr)
     if all(pulled_nothing(p) for p in parts):
         return fail(f"no node could be pulled; {args.output} not written", 3)
     path = write_snapshot(parts, since_s, args.output)

@@ -68,6 +68,12 @@ def clean_text(text: str) -> str:
     return UNSAFE.sub(_visible, text)
 
 
+def clean_lines(text: str) -> str:
+    """Multi-line ``text`` (a report, a check's output) with each line passed through
+    `clean_text`: line feeds stay, every other unsafe character is made visible."""
+    return "\n".join(clean_text(line) for line in text.split("\n"))
+
+
 def clean_data(data: Any) -> Any:
     """Parsed JSON with every string, keys included, passed through `clean_text`."""
     if isinstance(data, str):

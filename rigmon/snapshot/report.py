@@ -15,6 +15,7 @@ from typing import Literal
 
 import plotext as plt
 
+from rigmon.cluster.sanitise import clean_lines
 from rigmon.schema import History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
 
@@ -115,7 +116,9 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             chart = render_chart(part.history, spec)
             if chart is not None:
                 out += [f"### {spec.title}", "", "```", chart, "```", ""]
-    return "\n".join(out).rstrip() + "\n"
+    # Names, messages and errors come from agents and journals: REPORT.md is read with
+    # `cat` in a terminal as often as in a viewer, so it carries no terminal control.
+    return clean_lines("\n".join(out).rstrip()) + "\n"
 
 
 def _collectors_section(part: NodePart) -> list[str]:

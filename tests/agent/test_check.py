@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,26 @@ def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
     out = run_cli("--config", str(cfg), "--root", str(tmp_path))
     assert out.returncode == 3
     assert "rule 'r'" in out.stderr and "below or above" in out.stderr
+
+
+def test_cli_prints_no_terminal_control_from_the_hardware(healthy_tree: Path, tmp_path: Path) -> None:
+    # An interface name is whatever the tree says; one carrying a screen clear and an OSC
+    # title write must reach the operator's terminal as visible text.
+    net = healthy_tree / "sys" / "class" / "net"
+    evil = "evil\x1b[2J\x1b]0;pwned\x07"
+    shutil.copytree(net / "enp65s0f0", net / evil)
+    dev = healthy_tree / "proc" / "net" / "dev"
+    line = next(x for x in dev.read_text().splitlines() if "enp65s0f0:" in x)
+    with dev.open("a") as f:
+        f.write(line.replace("enp65s0f0", evil) + "\n")
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "uplink_slow"\nkind = "state"\nseverity = "critical"\n'
+                     'select = "net[*].speed_mbps"\nexpected = { enp65s0f0 = 200000.0 }\nsubject = "link:{name}"\n'
+                     '[[rule]]\nname = "any_slow"\nkind = "threshold"\nseverity = "warning"\n'
+                     'select = "net[*].speed_mbps"\nbelow = 1e12\nsubject = "link:{name}"\n')
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(f'[alarms]\nrules_file = "{rules}"\n')
+    out = run_cli("--config", str(cfg), "--root", str(healthy_tree))
+    assert out.returncode == 2, out.stderr
+    assert "evil\\x1b[2J\\x1b]0;pwned\\x07" in out.stdout
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout

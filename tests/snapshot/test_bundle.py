@@ -198,6 +198,14 @@ def test_report_charts_series_by_unit_suffix() -> None:
     assert "\x1b[" not in report
 
 
+def test_report_carries_no_terminal_control_from_agents() -> None:
+    part = NodePart(node="evil\x1b]0;pwned\x07", source="x", error="refused \x1b[2J\u202eboom")
+    report = render_report([part], 60.0, 1000.0)
+    assert "evil\\x1b]0;pwned\\x07" in report and "refused \\x1b[2J\\u202eboom" in report
+    assert not any(c in report for c in "\x1b\x07\u202e")
+    assert report.count("\n") > 5  # the report's own lines stay lines
+
+
 def test_progress_bar_on_a_terminal() -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
