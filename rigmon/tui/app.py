@@ -38,6 +38,7 @@ from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
 from rigmon.tui.themes import builtin_theme_dir, load_themes
+from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 ClientFactory = Callable[[NodeTarget], AgentClient]
@@ -267,7 +268,7 @@ class RigmonApp(App[None]):
                 if board is not None:
                     screen.show(board)
             elif isinstance(screen, ClusterScreen):
-                screen.show(self.cluster.views())
+                screen.show(self.cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
                 store = self.cluster.nodes[self.selected]
                 screen.show(store.view(points=None, buckets=240, details=True), store.info, store.latest,

@@ -82,6 +82,8 @@ class ClusterScreen(Screen[None]):
         for view in views:
             counts[view.state] = counts.get(view.state, 0) + 1
         noun = "node" if len(views) == 1 else "nodes"
+        spans = [v.trend_span_s for v in views if v.trend_span_s is not None]
+        self.query_one(ClusterHeader).trend_span_s = max(spans) if spans else None
         self.sub_title = f"{len(views)} {noun}: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         # The rows kept have their new views now: move the cursor to its node at once, so a
         # key read before the next refresh starts from it. Rows just mounted take it later.

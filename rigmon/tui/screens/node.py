@@ -71,6 +71,7 @@ class NodeScreen(Screen[None]):
             group.trends = view.trends
             group.details = view.details
             group.events = events
+            group.span_s = view.trend_span_s
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}
         event_list = self.query_one(EventList)
