@@ -24,6 +24,7 @@ from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
 from rigmon.tui.critical_toast import CriticalToast
 from rigmon.tui.messages import (
+    HistoryWanted,
     NodeAlarms,
     NodeAlarmsFailed,
     NodeConnected,
@@ -285,6 +286,11 @@ class RigmonApp(App[None]):
 
     def on_cluster_screen_open_node(self, message: ClusterScreen.OpenNode) -> None:
         self.open_node(message.key)
+
+    def on_history_wanted(self, message: HistoryWanted) -> None:
+        key = message.key if message.key is not None else self.selected
+        if key in self.cluster.nodes:
+            self.push_screen(operations.history_screen(self, key))
 
     def on_node_screen_back(self, message: NodeScreen.Back) -> None:
         self.action_show_mode("cluster")
