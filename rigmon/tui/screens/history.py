@@ -20,6 +20,8 @@ from rigmon.tui.gauge import span_label
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.history_chart import HistoryChart
 
+#: Lines the event list under the chart takes at most.
+EVENT_LINES = 6
 #: Fetches a node's history: (from_at, to_at, series names) to a `History`, or raises
 #: `HistoryUnavailable` saying why.
 HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History]]
@@ -155,7 +157,14 @@ class HistoryScreen(Screen[None]):
             return
         lines = Text()
         width = max(10, events.content_size.width or self.size.width - 2)
-        for number, event in enumerate(plotted.events, start=1):
+        shown = list(enumerate(plotted.events, start=1))
+        if len(shown) > EVENT_LINES:
+            # The first that fit (an incident's start), and a line saying how many more there are.
+            hidden = len(shown) - (EVENT_LINES - 1)
+            shown = shown[:EVENT_LINES - 1]
+        else:
+            hidden = 0
+        for number, event in shown:
             level = "bad" if event.severity == "critical" else "warn"
             line = Text(f"{number:>2} {clock_label(event.at, 1.0, window.span_s)} ",
                         style=self.get_component_rich_style(f"history-screen--{level}", partial=True))
@@ -165,6 +174,8 @@ class HistoryScreen(Screen[None]):
             if number > 1:
                 lines.append("\n")
             lines.append_text(line)
+        if hidden:
+            lines.append(f"\n   … {hidden} more events (zoom in to see them)")
         events.update(lines if plotted.events else Text("no warning or critical event in this window"))
 
     def action_back(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from textual.app import RenderResult
 from textual.color import Color
 from textual.reactive import reactive
 from textual_plotext import PlotextPlot
@@ -47,7 +48,7 @@ class HistoryChart(PlotextPlot):
         value = self.app.theme_variables.get(name) or self.app.theme_variables.get("foreground") or "white"
         return Color.parse(value).rgb
 
-    def render(self):  # type: ignore[no-untyped-def]
+    def render(self) -> RenderResult:
         self._draw()
         return super().render()
 
@@ -64,11 +65,22 @@ class HistoryChart(PlotextPlot):
         for threshold in plotted.thresholds:
             colour = self._rgb({"warn": "warning", "bad": "error"}.get(threshold.level, "foreground"))
             plt.hline(threshold.value, colour)
+        # Events closer than a few cells share one label ("3-6"), which would overwrite each other.
+        near_s = window.span_s * 3 / max(1, self.size.width)
+        groups: list[tuple[float, int, int, bool]] = []
         for number, event in enumerate(plotted.events, start=1):
             x = event.at - window.from_at
-            colour = self._rgb("error" if event.severity == "critical" else "warning")
-            plt.vline(x, colour)
-            plt.text(str(number), x, plotted.y_high, color=colour, background=self._rgb("surface"))
+            critical = event.severity == "critical"
+            plt.vline(x, self._rgb("error" if critical else "warning"))
+            if groups and x - groups[-1][0] <= near_s:
+                first_x, first, _, was_critical = groups[-1]
+                groups[-1] = (first_x, first, number, was_critical or critical)
+            else:
+                groups.append((x, number, number, critical))
+        for x, first, last, critical in groups:
+            label = str(first) if first == last else f"{first}-{last}"
+            plt.text(label, x, plotted.y_high, color=self._rgb("error" if critical else "warning"),
+                     background=self._rgb("surface"))
         for index, line in enumerate(plotted.lines):
             colour = self._rgb(LINE_COLOURS[index % len(LINE_COLOURS)])
             plt.plot(list(line.xs), list(line.ys), label=line.label, color=colour, marker="braille")
