@@ -175,7 +175,7 @@ class HistoryScreen(Screen[None]):
                 lines.append("\n")
             lines.append_text(line)
         if hidden:
-            lines.append(f"\n   … {hidden} more events (zoom in to see them)")
+            lines.append(f"\n   … {hidden} more events in this window")
         events.update(lines if plotted.events else Text("no warning or critical event in this window"))
 
     def action_back(self) -> None:
