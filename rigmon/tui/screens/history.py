@@ -148,8 +148,9 @@ class HistoryScreen(Screen[None]):
         if plotted.lowest is not None and plotted.highest is not None:
             figures = f" · lowest {plotted.lowest:.4g} {chart.unit}, highest {plotted.highest:.4g} {chart.unit}"
         tier = "every frame" if plotted.tier == "frames" else f"{plotted.tier} buckets"
-        head.update(Text(f"{chart.title} · {when} · {tier}{figures} · series {self.chart_index + 1} "
-                         f"of {len(self.charts)}"))
+        title = Text(f"{chart.title} · {when} · {tier}{figures} · series {self.chart_index + 1} "
+                     f"of {len(self.charts)}\n")
+        head.update(title.append_text(plot.legend([line.label for line in plotted.lines])))
         plot.window = window
         plot.plotted = plotted
         if not plotted.lines:

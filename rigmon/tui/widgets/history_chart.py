@@ -1,13 +1,19 @@
-"""HistoryChart: one chart of a node's history drawn with plotext (textual-plotext's `PlotextPlot`)."""
+"""HistoryChart: one chart of a node's history drawn by plotext, in a figure of its own."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import plotext
+from plotext._kernel.terminal import terminal as PlotextTerminal
+from plotext._settings.themes import add_theme
+from rich.color import Color as RichColor
+from rich.style import Style
+from rich.text import Text
 from textual.app import RenderResult
 from textual.color import Color
 from textual.reactive import reactive
-from textual_plotext import PlotextPlot
+from textual.widget import Widget
 
 from rigmon.cluster.chart import Plotted, Window, time_ticks
 
@@ -20,11 +26,14 @@ CELLS_PER_TICK = 14
 RGB = tuple[int, int, int]
 
 
-class HistoryChart(PlotextPlot):
+class HistoryChart(Widget):
     """Lines of a `Plotted` chart over its window, with threshold lines and the node's
     events as numbered vertical lines (the screen lists them under the chart).
 
-    Its figure is its own (no module-level plotext state); colours come from the theme.
+    plotext 6 draws into a module-level figure (``plotext.figure``), which the snapshot
+    report also uses, from a worker thread: each chart builds its own figure (the master
+    figure of a terminal object of its own) so the two never share state. Colours come from
+    the app's theme.
     """
 
     DEFAULT_CSS: ClassVar[str] = """
@@ -38,40 +47,73 @@ class HistoryChart(PlotextPlot):
     window: reactive[Window | None] = reactive(None)
     """The time the x axis spans."""
 
-    def watch_plotted(self) -> None:
-        self.refresh()
-
-    def watch_window(self) -> None:
-        self.refresh()
+    def __init__(self) -> None:
+        super().__init__()
+        # A terminal object of plotext's own makes a master figure that is this widget's alone;
+        # its size is the widget's, not bounded by the size of the terminal the app runs in.
+        terminal = PlotextTerminal()
+        terminal.limit(False, False)
+        self._figure: Any = terminal._master
 
     def _rgb(self, name: str) -> RGB:
-        value = self.app.theme_variables.get(name) or self.app.theme_variables.get("foreground") or "white"
+        variables = self.app.theme_variables
+        value = variables.get(name) or variables.get("foreground") or "white"
         return Color.parse(value).rgb
 
-    def render(self) -> RenderResult:
-        self._draw()
-        return super().render()
+    def legend(self, labels: list[str]) -> Text:
+        """``labels`` of the lines, each after a mark in its line's colour (for the screen to show)."""
+        out = Text()
+        for index, label in enumerate(labels):
+            if index:
+                out.append("  ")
+            out.append("━━ ", style=Style(color=RichColor.from_rgb(*self._rgb(LINE_COLOURS[index % len(LINE_COLOURS)]))))
+            out.append(label)
+        return out
 
-    def _draw(self) -> None:
-        plt = self.plt
-        plt.clear_figure()
+    def _pen(self, name: str, symbol: str | None = None) -> Any:
+        """A plotext marker in theme colour ``name`` (``symbol``: plotext's default glyphs)."""
+        return plotext.marker(symbol=symbol, pixel=plotext.pixel(foreground=self._rgb(name)))
+
+    def _theme(self) -> str:
+        """A plotext theme of the app theme's surface and foreground (registered once per theme)."""
+        name = f"rigmon-{self.app.theme}"
+        add_theme(name, canvas=self._rgb("surface"), text=self._rgb("foreground"),
+                  sequence=[self._rgb(c) for c in LINE_COLOURS], grid=self._rgb("panel"))
+        return name
+
+    def render(self) -> RenderResult:
+        width, height = self.size.width, self.size.height
+        if width < 10 or height < 5:
+            return ""
+        fig = self._figure
+        fig.clear()
+        fig.theme(self._theme())
+        # The legend box would cover the data's left edge: the screen lists the lines above.
+        fig.legend(False)
         plotted, window = self.plotted, self.window
-        if plotted is None or window is None:
-            return
-        plt.xlim(0.0, window.span_s)
-        plt.ylim(plotted.y_low, plotted.y_high)
-        ticks = time_ticks(window, max(2, self.size.width // CELLS_PER_TICK))
-        plt.xticks([x for x, _ in ticks], [label for _, label in ticks])
+        if plotted is not None and window is not None:
+            self._draw(fig, plotted, window, width)
+        fig.plot_size(width, height)
+        return Text.from_ansi(str(fig.build()), no_wrap=True, end="")
+
+    def _draw(self, fig: Any, plotted: Plotted, window: Window, width: int) -> None:
+        span = window.span_s
+        fig.ruler("x").lim(0.0, span)
+        fig.ruler("y").lim(plotted.y_low, plotted.y_high)
+        ticks = time_ticks(window, max(2, width // CELLS_PER_TICK))
+        fig.ruler("x").ticks([x for x, _ in ticks], [label for _, label in ticks])
+        # Thresholds and events first, so the data is drawn over them.
         for threshold in plotted.thresholds:
-            colour = self._rgb({"warn": "warning", "bad": "error"}.get(threshold.level, "foreground"))
-            plt.hline(threshold.value, colour)
+            colour = {"warn": "warning", "bad": "error"}.get(threshold.level, "foreground")
+            fig.draw(fig.segment((0.0, span), (threshold.value, threshold.value), marker=self._pen(colour, "─")))
         # Events closer than a few cells share one label ("3-6"), which would overwrite each other.
-        near_s = window.span_s * 3 / max(1, self.size.width)
+        near_s = span * 3 / max(1, width)
         groups: list[tuple[float, int, int, bool]] = []
         for number, event in enumerate(plotted.events, start=1):
             x = event.at - window.from_at
             critical = event.severity == "critical"
-            plt.vline(x, self._rgb("error" if critical else "warning"))
+            fig.draw(fig.segment((x, x), (plotted.y_low, plotted.y_high),
+                                 marker=self._pen("error" if critical else "warning", "│")))
             if groups and x - groups[-1][0] <= near_s:
                 first_x, first, _, was_critical = groups[-1]
                 groups[-1] = (first_x, first, number, was_critical or critical)
@@ -79,8 +121,10 @@ class HistoryChart(PlotextPlot):
                 groups.append((x, number, number, critical))
         for x, first, last, critical in groups:
             label = str(first) if first == last else f"{first}-{last}"
-            plt.text(label, x, plotted.y_high, color=self._rgb("error" if critical else "warning"),
-                     background=self._rgb("surface"))
+            fig.draw(fig.text(x, plotted.y_high, label))
         for index, line in enumerate(plotted.lines):
-            colour = self._rgb(LINE_COLOURS[index % len(LINE_COLOURS)])
-            plt.plot(list(line.xs), list(line.ys), label=line.label, color=colour, marker="braille")
+            signal = fig.signal(list(line.xs), list(line.ys), marker=self._pen(LINE_COLOURS[index % len(LINE_COLOURS)]))
+            if len(line.xs) > 1:
+                signal.lines()
+            signal.label(line.label)
+            fig.draw(signal)
