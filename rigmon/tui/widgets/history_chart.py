@@ -107,7 +107,7 @@ class HistoryChart(Widget):
             colour = {"warn": "warning", "bad": "error"}.get(threshold.level, "foreground")
             fig.draw(fig.segment((0.0, span), (threshold.value, threshold.value), marker=self._pen(colour, "─")))
         # Events closer than a few cells share one label ("3-6"), which would overwrite each other.
-        near_s = span * 3 / max(1, width)
+        near_s = span * 6 / max(1, width)
         groups: list[tuple[float, int, int, bool]] = []
         for number, event in enumerate(plotted.events, start=1):
             x = event.at - window.from_at
@@ -119,12 +119,13 @@ class HistoryChart(Widget):
                 groups[-1] = (first_x, first, number, was_critical or critical)
             else:
                 groups.append((x, number, number, critical))
-        for x, first, last, critical in groups:
-            label = str(first) if first == last else f"{first}-{last}"
-            fig.draw(fig.text(x, plotted.y_high, label))
         for index, line in enumerate(plotted.lines):
             signal = fig.signal(list(line.xs), list(line.ys), marker=self._pen(LINE_COLOURS[index % len(LINE_COLOURS)]))
             if len(line.xs) > 1:
                 signal.lines()
             signal.label(line.label)
             fig.draw(signal)
+        # The events' numbers last, on top of everything.
+        for x, first, last, critical in groups:
+            label = str(first) if first == last else f"{first}-{last}"
+            fig.draw(fig.text(x, plotted.y_high, label))
