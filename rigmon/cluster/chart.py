@@ -99,9 +99,29 @@ def _order(keys: list[str]) -> list[str]:
     return sorted(keys, key=lambda k: (0, int(k), "") if k.isdigit() else (1, 0, k))
 
 
+#: Lines of the bus error chart at most (a loose SXM2 module shows on a few counters).
+MAX_ERROR_LINES = 8
+
+
+def _bus_error_lines(values: Mapping[str, float], gpus: Sequence[str]) -> list[Line]:
+    """Rates of the GPU bus error counters that have counted anything (PCIe replays, and NVLink
+    CRC errors and replays per link: a badly seated SXM2 module shows there first)."""
+    lines: list[Line] = []
+    for i in gpus:
+        if values.get(f"gpus[{i}].pcie_replay_total", 0.0) > 0:
+            lines.append(Line(f"GPU {i} PCIe replay", f"gpus[{i}].pcie_replay_per_s", "max"))
+        for link in _order(_indexes(values, f"gpus[{i}].nvlinks[", ".link")):
+            base = f"gpus[{i}].nvlinks[{link}]"
+            if values.get(f"{base}.crc_flit_total", 0.0) > 0:
+                lines.append(Line(f"GPU {i} NVLink {link} CRC", f"{base}.crc_flit_per_s", "max"))
+            if values.get(f"{base}.replay_total", 0.0) > 0:
+                lines.append(Line(f"GPU {i} NVLink {link} replay", f"{base}.replay_per_s", "max"))
+    return lines[:MAX_ERROR_LINES]
+
+
 def charts_for(values: Mapping[str, float]) -> list[Chart]:
     """The charts a node offers, from its latest frame's series (`frame_series`): the rail,
-    GPU power, Thunderbolt/USB4 link speeds, md array throughput, path resistance and CPU,
+    GPU power, GPU bus error rates (when a counter has counted), Thunderbolt/USB4 link speeds, md array throughput, path resistance and CPU,
     each where the node reports it."""
     names = list(values)
     charts: list[Chart] = []
@@ -126,6 +146,10 @@ def charts_for(values: Mapping[str, float]) -> list[Chart]:
             "gpu_power", "GPU power (W): highest peak of each GPU", "W", tuple(lines),
             tuple(Threshold(f"limit {v:g} W", v, "limit") for v in limits), floor=0.0,
             ceiling=max(limits) if limits else None))
+    errors = _bus_error_lines(values, gpus)
+    if errors:
+        charts.append(Chart("bus_errors", "GPU bus errors (/s): highest rate of each counter", "/s",
+                            tuple(errors), floor=0.0))
     links = _order(_indexes(names, "thunderbolt[", ".rx_gbps"))
     if links:
         expected = sorted({values[f"thunderbolt[{k}].expected_gbps"] for k in links

@@ -161,3 +161,17 @@ async def test_client_history_says_why_there_is_none() -> None:
         await client.history(1.0, 2.0)
     await client.aclose()
     assert "no journal" in caught.value.reason
+
+
+def test_bus_error_chart_only_for_counters_that_counted() -> None:
+    healthy = {"gpus[0].index": 0.0, "gpus[0].power_w": 250.0, "gpus[0].pcie_replay_total": 0.0,
+               "gpus[0].nvlinks[0].link": 0.0, "gpus[0].nvlinks[0].crc_flit_total": 0.0,
+               "gpus[0].nvlinks[0].replay_total": 0.0}
+    assert "bus_errors" not in [c.key for c in charts_for(healthy)]
+    loose = dict(healthy, **{"gpus[2].index": 2.0, "gpus[2].pcie_replay_total": 40.0,
+                             "gpus[2].nvlinks[3].link": 3.0, "gpus[2].nvlinks[3].crc_flit_total": 17.0,
+                             "gpus[2].nvlinks[3].replay_total": 0.0})
+    chart = next(c for c in charts_for(loose) if c.key == "bus_errors")
+    assert [(line.label, line.series) for line in chart.lines] == [
+        ("GPU 2 PCIe replay", "gpus[2].pcie_replay_per_s"),
+        ("GPU 2 NVLink 3 CRC", "gpus[2].nvlinks[3].crc_flit_per_s")]

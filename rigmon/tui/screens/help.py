@@ -35,7 +35,8 @@ HELP = """\
 
 A chart of the node's history from its agent's journal (`/v1/history`): the 12 V rail
 (lowest minimum, mean and highest maximum, with the 11.7 V warning and 11.5 V critical
-lines), each GPU's peak power (with its limit), Thunderbolt/USB4 link speeds (lowest, with
+lines), each GPU's peak power (with its limit), GPU bus error rates (PCIe replays, NVLink
+CRC errors and replays, where they counted), Thunderbolt/USB4 link speeds (lowest, with
 the expected speed), md array throughput, path resistance and CPU. The node's warning
 and critical events are numbered vertical lines, listed under the chart. A point of a long
 window is a bucket of the journal: it still shows the bucket's worst value.

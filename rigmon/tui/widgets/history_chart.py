@@ -108,17 +108,15 @@ class HistoryChart(Widget):
             fig.draw(fig.segment((0.0, span), (threshold.value, threshold.value), marker=self._pen(colour, "─")))
         # Events closer than a few cells share one label ("3-6"), which would overwrite each other.
         near_s = span * 6 / max(1, width)
-        groups: list[tuple[float, int, int, bool]] = []
+        groups: list[tuple[float, int, int]] = []
         for number, event in enumerate(plotted.events, start=1):
             x = event.at - window.from_at
-            critical = event.severity == "critical"
             fig.draw(fig.segment((x, x), (plotted.y_low, plotted.y_high),
-                                 marker=self._pen("error" if critical else "warning", "│")))
+                                 marker=self._pen("error" if event.severity == "critical" else "warning", "│")))
             if groups and x - groups[-1][0] <= near_s:
-                first_x, first, _, was_critical = groups[-1]
-                groups[-1] = (first_x, first, number, was_critical or critical)
+                groups[-1] = (groups[-1][0], groups[-1][1], number)
             else:
-                groups.append((x, number, number, critical))
+                groups.append((x, number, number))
         for index, line in enumerate(plotted.lines):
             signal = fig.signal(list(line.xs), list(line.ys), marker=self._pen(LINE_COLOURS[index % len(LINE_COLOURS)]))
             if len(line.xs) > 1:
@@ -126,6 +124,6 @@ class HistoryChart(Widget):
             signal.label(line.label)
             fig.draw(signal)
         # The events' numbers last, on top of everything.
-        for x, first, last, critical in groups:
+        for x, first, last in groups:
             label = str(first) if first == last else f"{first}-{last}"
             fig.draw(fig.text(x, plotted.y_high, label))
