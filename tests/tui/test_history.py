@@ -8,7 +8,9 @@ from pathlib import Path
 import httpx
 
 from rigmon.cluster.chart import DEFAULT_SPAN_S, ZOOM_SPANS_S
+from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay, store_key
+from rigmon.sim.rig import running_rig
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.history import HistoryScreen
 from rigmon.tui.widgets.history_chart import HistoryChart
@@ -151,3 +153,27 @@ async def test_replay_draws_history_from_the_recorded_frames(tmp_path: Path) -> 
                and f.taken_at >= screen.window.from_at]
         assert screen.plotted.highest == max(cpu)
         assert [e.message for e in screen.plotted.events][-1].startswith("gpu_lost firing")
+
+
+async def test_history_of_a_real_agent_shows_the_sag_from_its_journal(tmp_path: Path) -> None:
+    """A simulated undervolt rig with a real agent and journal: the chart's lowest rail point is
+    the journal's lowest rail minimum, below the critical threshold."""
+    async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=5, workdir=tmp_path / "rig",
+                           interval_s=0.25) as rig:
+        app = RigmonApp([NodeTarget(u) for u in rig.urls], refresh_s=0.2, alarm_poll_s=0.5)
+        async with app.run_test(size=(120, 40)) as pilot:
+            store = next(iter(app.cluster.nodes.values()))
+            await wait_for(lambda: any(e.kind == "gpu_lost" for e in store.events), timeout_s=60)
+            await pilot.pause()
+            screen = await open_history(app, pilot)
+            assert screen.chart is not None and screen.chart.key == "rail"
+            assert screen.history is not None and screen.plotted is not None
+            window = screen.window
+            async with httpx.AsyncClient(base_url=rig.urls[0]) as http:
+                answer = (await http.get("/v1/history", params={
+                    "from": repr(window.from_at), "to": repr(window.end_at),
+                    "series": "psu_rail.volts.min_volts"})).json()
+            lowest = min(answer["series"]["psu_rail.volts.min_volts"]["min"])
+            assert screen.plotted.lowest == lowest
+            assert lowest < 11.5
+            assert any(e.kind == "gpu_lost" for e in screen.plotted.events)
