@@ -35,6 +35,7 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
+from rigmon.tui.screens.history import HistoryScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
@@ -281,7 +282,9 @@ class RigmonApp(App[None]):
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
         self.selected = key
+        self._close_history()
         self.switch_mode("node")
+        self._close_history()
         self.call_after_refresh(self.refresh_screen)
 
     def on_cluster_screen_open_node(self, message: ClusterScreen.OpenNode) -> None:
@@ -307,8 +310,16 @@ class RigmonApp(App[None]):
 
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster or alarms screen."""
+        self._close_history()
         self.switch_mode(mode)
+        self._close_history()
         self.call_after_refresh(self.refresh_screen)
+
+    def _close_history(self) -> None:
+        """Close history views on top of the current mode's screen: leaving one for another
+        screen ends it (else opening a node later would land on a history of the last one)."""
+        while isinstance(self.screen, HistoryScreen):
+            self.pop_screen()
 
     def action_export(self) -> None:
         """Write a bundle of the followed nodes (or of the replay) and an SVG of the screen."""

@@ -12,7 +12,9 @@ from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay, store_key
 from rigmon.sim.rig import running_rig
 from rigmon.tui.app import RigmonApp
+from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.history import HistoryScreen
+from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.history_chart import HistoryChart
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent
@@ -177,3 +179,23 @@ async def test_history_of_a_real_agent_shows_the_sag_from_its_journal(tmp_path: 
             assert screen.plotted.lowest == lowest
             assert lowest < 11.5
             assert any(e.kind == "gpu_lost" for e in screen.plotted.events)
+
+
+async def test_leaving_the_history_for_another_screen_closes_it() -> None:
+    app, fleet, agent, _ = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        await open_history(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, ClusterScreen)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        await open_history(app, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        app.open_node(agent.url)
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
