@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Union
 
@@ -413,6 +413,27 @@ class AgentClient:
             self.last_seq = fresh[-1].seq
             self.last_taken_at = fresh[-1].taken_at
         return fresh
+
+    async def history(self, from_at: float, to_at: float, series: Sequence[str] | None = None) -> History:
+        """GET /v1/history: min/mean/max of ``series`` (all when ``None``) over a window, from
+        the agent's journal (every frame for a short window, a downsampled tier for a long one),
+        and the node's events in it.
+
+        Raises:
+            AgentError: unreachable, an HTTP error (404: the agent keeps no journal), or an
+                answer that is not a `History` of this schema version.
+        """
+        params = {"from": repr(from_at), "to": repr(to_at)}
+        if series:
+            params["series"] = ",".join(series)
+        body = await self._get("/v1/history", params)
+        try:
+            history = decode_agent(History, body)
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+        if history.schema != SCHEMA_VERSION:
+            raise AgentError(f"bad answer: schema version {history.schema}, this client speaks {SCHEMA_VERSION}")
+        return history
 
     async def history_frames(self, from_at: float, to_at: float) -> tuple[Frame, ...]:
         """GET /v1/history?frames=1: the whole frames the agent's journal holds for a window."""

@@ -141,6 +141,15 @@ class NodeHistory:
             value = details.get(name)
             ring.append(math.nan if value is None else value)
 
+    def span_s(self, points: int | None) -> float | None:
+        """Seconds from the oldest to the newest of the newest ``points`` frames (all when
+        ``None``): the span their trends cover; ``None`` before two frames."""
+        times = self.taken_at.tail(points)
+        if len(times) < 2:
+            return None
+        # Frames fetched from the journal after a gap arrive late: not in time order.
+        return max(times) - min(times)
+
     def trend(self, name: str, points: int | None, buckets: int) -> tuple[float, ...]:
         """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``."""
         return tuple(downsample(self.series[name].tail(points), buckets, SERIES[name]))

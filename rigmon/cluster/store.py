@@ -52,6 +52,10 @@ class NodeView:
             `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
         restarts: agent restarts seen (a new run id).
         frames_lost: frames the agent could no longer send after a disconnect.
+        trend_span_s: seconds from the oldest to the newest frame the trends cover; ``None``
+            before two frames.
+        gpu_power_limit_w: power limits of the working NVIDIA GPUs added up (the top of the
+            power trend's scale); ``None`` when the node reports none.
     """
 
     key: str
@@ -65,6 +69,16 @@ class NodeView:
     details: dict[str, tuple[float, ...]] = field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
+    trend_span_s: float | None = None
+    gpu_power_limit_w: float | None = None
+
+
+def power_limit_w(frame: Frame | None) -> float | None:
+    """Power limits of ``frame``'s working NVIDIA GPUs added up; ``None`` when none has one."""
+    if frame is None:
+        return None
+    limits = [g.power_limit_w for g in frame.readings.gpus if g.state != "lost" and g.power_limit_w is not None]
+    return sum(limits) if limits else None
 
 
 class NodeStore:
@@ -266,6 +280,8 @@ class NodeStore:
             details=self.history.detail_trends(points, buckets) if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
+            trend_span_s=self.history.span_s(points),
+            gpu_power_limit_w=power_limit_w(self.latest),
         )
         self._view_cache = (key, view)
         return view

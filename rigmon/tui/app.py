@@ -24,6 +24,7 @@ from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
 from rigmon.tui.critical_toast import CriticalToast
 from rigmon.tui.messages import (
+    HistoryWanted,
     NodeAlarms,
     NodeAlarmsFailed,
     NodeConnected,
@@ -34,10 +35,12 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
+from rigmon.tui.screens.history import HistoryScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
 from rigmon.tui.themes import builtin_theme_dir, load_themes
+from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 ClientFactory = Callable[[NodeTarget], AgentClient]
@@ -267,7 +270,7 @@ class RigmonApp(App[None]):
                 if board is not None:
                     screen.show(board)
             elif isinstance(screen, ClusterScreen):
-                screen.show(self.cluster.views())
+                screen.show(self.cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
                 store = self.cluster.nodes[self.selected]
                 screen.show(store.view(points=None, buckets=240, details=True), store.info, store.latest,
@@ -279,11 +282,18 @@ class RigmonApp(App[None]):
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
         self.selected = key
+        self._close_history()
         self.switch_mode("node")
+        self._close_history()
         self.call_after_refresh(self.refresh_screen)
 
     def on_cluster_screen_open_node(self, message: ClusterScreen.OpenNode) -> None:
         self.open_node(message.key)
+
+    def on_history_wanted(self, message: HistoryWanted) -> None:
+        key = message.key if message.key is not None else self.selected
+        if key in self.cluster.nodes:
+            self.push_screen(operations.history_screen(self, key))
 
     def on_node_screen_back(self, message: NodeScreen.Back) -> None:
         self.action_show_mode("cluster")
@@ -300,8 +310,16 @@ class RigmonApp(App[None]):
 
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster or alarms screen."""
+        self._close_history()
         self.switch_mode(mode)
+        self._close_history()
         self.call_after_refresh(self.refresh_screen)
+
+    def _close_history(self) -> None:
+        """Close history views on top of the current mode's screen: leaving one for another
+        screen ends it (else opening a node later would land on a history of the last one)."""
+        while isinstance(self.screen, HistoryScreen):
+            self.pop_screen()
 
     def action_export(self) -> None:
         """Write a bundle of the followed nodes (or of the replay) and an SVG of the screen."""

@@ -67,3 +67,10 @@ class NodeAlarmsFailed(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, NodeAlarmsFailed) and message.key == self.key
+
+
+@dataclass
+class HistoryWanted(Message):
+    """The operator wants the history view of node ``key`` (``None``: the node screen's node)."""
+
+    key: str | None = None

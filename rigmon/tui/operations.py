@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import getpass
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
+from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, opening_span_s
 from rigmon.cluster.client import AgentError
 from rigmon.cluster.export import (
     EXPORT_SINCE_S,
@@ -18,6 +20,8 @@ from rigmon.cluster.export import (
     write_export,
 )
 from rigmon.cluster.sanitise import clean_text
+from rigmon.schema import History
+from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
@@ -99,3 +103,42 @@ async def export(app: RigmonApp) -> None:
     detail = ("\n" + "\n".join(failed)) if failed else ""
     notify(app, f"bundle {bundle}\nscreenshot {svg}{detail}", title="Exported",
            severity="warning" if failed else "information", timeout=20)
+
+
+def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
+    """The history view of node ``key``: its charts from its latest frame, its history from its
+    agent's ``/v1/history`` (or, in a replay, from the recorded frames up to the cursor)."""
+    store = app.cluster.nodes[key]
+    charts = charts_for(frame_values(store.latest))
+    reason = None
+    if store.latest is None:
+        reason = "no frame from this node yet" + (f" ({store.error})" if store.error else "")
+    replay = app.replay
+
+    def now() -> float:
+        if replay is not None:
+            return replay.at
+        latest = store.latest
+        # The node's own clock: its journal is in its time, and a dead node's ends at its last frame.
+        return latest.taken_at if latest is not None else app.cluster.clock.time()
+
+    async def load(from_at: float, to_at: float, series: Sequence[str]) -> History:
+        if replay is not None:
+            frames = replay.frames_until(key)
+            if not frames:
+                raise HistoryUnavailable("the recording holds no frame of this node up to the cursor")
+            interval = store.info.interval_s if store.info is not None else 1.0
+            return await asyncio.to_thread(history_from_frames, frames, store.name, from_at, to_at, series, interval)
+        target = next((t for t in app.targets if t.url == key), None)
+        if target is None:
+            raise HistoryUnavailable("the dashboard does not follow that node")
+        client = app.client_factory(target)
+        try:
+            return await client.history(from_at, to_at, series)
+        except AgentError as exc:
+            raise HistoryUnavailable(exc.reason) from None
+        finally:
+            await client.aclose()
+
+    return HistoryScreen(store.name, charts, now, load, reason=reason,
+                         span_s=opening_span_s(store.history.span_s(None)))

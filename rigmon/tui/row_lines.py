@@ -10,6 +10,7 @@ them at a height of one line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Literal
@@ -18,8 +19,11 @@ from rich.cells import cell_len, set_cell_size
 from rich.color import Color
 from rich.color_triplet import ColorTriplet
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
+
+from rigmon.tui.gauge import Gauge, worst_per_bar
 
 #: Bars of a sparkline, lowest first (as `textual.renderables.sparkline.Sparkline.BARS`).
 BARS = "▁▂▃▄▅▆▇█"
@@ -45,11 +49,18 @@ def _bar_style(red: int, green: int, blue: int) -> Style:
     return Style.from_color(Color.from_triplet(ColorTriplet(red, green, blue)))
 
 
-def sparkline(data: Sequence[float], width: int, low: Color, high: Color, extreme: Literal["min", "max"]) -> list[Segment]:
+def sparkline(data: Sequence[float], width: int, low: Color, high: Color, extreme: Literal["min", "max"],
+              gauge: Gauge | None = None, warn: Color | None = None, bad: Color | None = None) -> list[Segment]:
     """One line of ``width`` bars over ``data`` (at least ``width`` values, at least two), each
-    bar the ``extreme`` of its share of the values, coloured from ``low`` to ``high`` by its
-    height: what ``Sparkline(data, width=width, min_color=low, max_color=high,
-    summary_function=min or max)`` draws."""
+    bar the ``extreme`` of its share of the values.
+
+    Without a ``gauge`` the bars span the data's own minimum to maximum and are coloured from
+    ``low`` to ``high`` by height: what ``Sparkline(data, width=width, min_color=low,
+    max_color=high, summary_function=min or max)`` draws. With one, they are drawn on the
+    gauge's scale, and a bar beyond its thresholds takes the ``warn`` or ``bad`` colour.
+    """
+    if gauge is not None:
+        return _gauged(data, width, low, high, extreme, gauge, warn, bad)
     pick = min if extreme == "min" else max
     minimum, maximum = min(data), max(data)
     extent = maximum - minimum or 1
@@ -82,6 +93,62 @@ def sparkline(data: Sequence[float], width: int, low: Color, high: Color, extrem
     if run:
         out.append(Segment("".join(run), run_style))
     return out
+
+
+def _colour_style(color: Color | None) -> Style | None:
+    if color is None:
+        return None
+    if color.triplet is not None:
+        return _bar_style(*color.triplet)
+    return Style.from_color(color)
+
+
+def _gauged(data: Sequence[float], width: int, low: Color, high: Color, extreme: Literal["min", "max"],
+            gauge: Gauge, warn: Color | None, bad: Color | None) -> list[Segment]:
+    """`sparkline` on a gauge's scale: worst value per bar, threshold colours."""
+    values = worst_per_bar(data, width, extreme)
+    heights = gauge.heights(values)
+    top = len(BARS) - 1
+    blend = low.triplet is not None and high.triplet is not None
+    fixed = Style.from_color(high)
+    by_level = {"warn": _colour_style(warn), "bad": _colour_style(bad)}
+    out: list[Segment] = []
+    run: list[str] = []
+    run_style: Style | None = None
+    for value, height in zip(values, heights):
+        style = by_level.get(gauge.level(value))
+        if style is None:
+            if blend:
+                assert low.triplet is not None and high.triplet is not None
+                ratio = height / top
+                r1, g1, b1 = low.triplet
+                r2, g2, b2 = high.triplet
+                style = _bar_style(int(r1 + (r2 - r1) * ratio), int(g1 + (g2 - g1) * ratio),
+                                   int(b1 + (b2 - b1) * ratio))
+            else:
+                style = fixed
+        if style is not run_style and run:
+            out.append(Segment("".join(run), run_style))
+            run.clear()
+        run_style = style
+        run.append(" " if math.isnan(value) else BARS[height])
+    if run:
+        out.append(Segment("".join(run), run_style))
+    return out
+
+
+class Bars:
+    """Segments of one line (a `sparkline`) as a renderable ``width`` cells wide, for tables."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        self.segments = list(segments)
+        self.width = sum(cell_len(s.text) for s in self.segments)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.segments
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(self.width, self.width)
 
 
 class RowLines:

@@ -225,3 +225,26 @@ def test_view_details_only_when_asked() -> None:
     # The mean's trend is a series of its own: the rail minimum's trend keeps the sags.
     assert min(details["rail.mean_volts"]) > min(store.view(points=None, buckets=240).trends["rail_min_volts"]) + 0.2
     assert len([k for k in details if k.startswith("gpu[")]) == 4
+
+
+def test_view_states_its_trend_span_and_power_limit() -> None:
+    from rigmon.cluster.store import NodeStore, power_limit_w
+    from tests.tui.snapshot_apps.record_frames import load_frames
+
+    frames = load_frames("v100-gpu-lost-rail-sag")[:30]
+
+    class Clock:
+        def time(self) -> float:
+            return frames[-1].taken_at
+
+        def monotonic(self) -> float:
+            return 0.0
+
+    store = NodeStore("k", "http://k", Clock())
+    store.add_frames(frames)
+    view = store.view(points=10, buckets=5)
+    assert view.trend_span_s == frames[-1].taken_at - frames[-10].taken_at
+    assert store.view(points=None, buckets=5).trend_span_s == frames[-1].taken_at - frames[0].taken_at
+    limits = [g.power_limit_w for g in frames[-1].readings.gpus if g.state != "lost"]
+    assert view.gpu_power_limit_w == power_limit_w(frames[-1]) == sum(limits)  # type: ignore[arg-type]
+    assert power_limit_w(None) is None

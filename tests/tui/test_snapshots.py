@@ -11,7 +11,8 @@ from textual.pilot import Pilot
 
 from rigmon.cluster.replay import Replay
 from rigmon.tui.app import RigmonApp
-from tests.tui.snapshot_apps.dashboard import alarms_listed, build, give_alarms, settle
+from rigmon.tui.screens.history import HistoryScreen
+from tests.tui.snapshot_apps.dashboard import alarms_listed, build, give_alarms, settle, wait_for
 from tests.tui.snapshot_apps.fake_agent import START_AT
 from tests.tui.snapshot_apps.fake_bundle import GPU_LOST_AT, write_fake_bundle
 from tests.tui.snapshot_apps.recorded import build as build_recorded
@@ -148,4 +149,35 @@ def test_node_screen_80x24(snap_compare: Any, theme: str) -> None:
         await settle_recorded(app, fleet, pilot)
         await open_node(app, next(iter(fleet.agents)), pilot)
 
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def _history_app(theme: str, keys: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    app, fleet, _ = build_recorded([("v100", v100_frames(), 60)], theme=theme)
+    agent = next(iter(fleet.agents.values()))
+    agent.journal = True
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        for key in ("h", *keys):
+            before = len([r for r in agent.requests if r.url.path == "/v1/history"])
+            await pilot.press(key)
+            await wait_for(lambda: len([r for r in agent.requests if r.url.path == "/v1/history"]) > before)
+            await wait_for(lambda: isinstance(app.screen, HistoryScreen) and app.screen.plotted is not None)
+            await pilot.pause()
+        app.clear_notifications()
+        await pilot.pause()
+
+    return app, run_before
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_history_chart(snap_compare: Any, theme: str) -> None:
+    app, run_before = _history_app(theme)
+    assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)
+
+
+def test_history_chart_gpu_power_80x24(snap_compare: Any) -> None:
+    app, run_before = _history_app("rigmon-dark", ("s",))
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

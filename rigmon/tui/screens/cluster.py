@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from rigmon.cluster.store import NodeView
+from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.replay_bar import ReplayBar
@@ -32,6 +33,7 @@ class ClusterScreen(Screen[None]):
         Binding("pageup", "cursor(-10)", "Page up", show=False),
         Binding("home", "cursor(-100000)", "First", show=False),
         Binding("end", "cursor(100000)", "Last", show=False),
+        Binding("h", "history", "History"),
     ]
 
     class OpenNode(Message):
@@ -82,6 +84,8 @@ class ClusterScreen(Screen[None]):
         for view in views:
             counts[view.state] = counts.get(view.state, 0) + 1
         noun = "node" if len(views) == 1 else "nodes"
+        spans = [v.trend_span_s for v in views if v.trend_span_s is not None]
+        self.query_one(ClusterHeader).trend_span_s = max(spans) if spans else None
         self.sub_title = f"{len(views)} {noun}: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         # The rows kept have their new views now: move the cursor to its node at once, so a
         # key read before the next refresh starts from it. Rows just mounted take it later.
@@ -118,6 +122,12 @@ class ClusterScreen(Screen[None]):
         if target.view is not None:
             self._cursor_key = target.view.key
         self._focus(target)
+
+    def action_history(self) -> None:
+        """Open the history view of the node under the cursor."""
+        row = self._cursor_row(self._rows())
+        if row is not None and row.view is not None:
+            self.post_message(HistoryWanted(row.view.key))
 
     def on_node_row_selected(self, message: NodeRow.Selected) -> None:
         self._cursor_key = message.key

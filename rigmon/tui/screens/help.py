@@ -21,6 +21,7 @@ HELP = """\
   panel under the tables shows the alarm under the cursor in full
 - **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
   of the screen, in the export directory; a notification says where
+- **h**: history of the node (on the cluster screen: of the node under the cursor)
 - **t**: next theme
 - **Ctrl+P**: command palette (open a node, pick a theme)
 - **?**: this help; **q**: quit
@@ -29,6 +30,24 @@ HELP = """\
 
 - **Space**: play or pause; **← →**: 10 s back or ahead (**Shift**: 1 min)
 - **[ ]**: slower or faster
+
+## History (**h**)
+
+A chart of the node's history from its agent's journal (`/v1/history`): the 12 V rail
+(lowest minimum, mean and highest maximum, with the 11.7 V warning and 11.5 V critical
+lines), each GPU's peak power (with its limit), GPU bus error rates (PCIe replays, NVLink
+CRC errors and replays, where they counted), Thunderbolt/USB4 link speeds (lowest, with
+the expected speed), md array throughput, path resistance and CPU. The node's warning
+and critical events are numbered vertical lines, listed under the chart. A point of a long
+window is a bucket of the journal: it still shows the bucket's worst value.
+
+- **s** (**S**): next (previous) series
+- **+ -**: zoom in or out (1 min to 7 days); **, .**: half a window earlier or later;
+  **n**: back to now
+- **Escape**: back
+
+A node whose agent keeps no journal, or cannot be reached, says "no history:" and why.
+In a replay the chart is made from the recorded frames up to the time cursor.
 
 ## Alarms
 
@@ -46,7 +65,20 @@ schema version) and the data is old; the reason and the age of the last data are
 *connecting*: no answer yet.
 
 Nodes in trouble are listed first. Figures the node does not report show as "—".
-Rail trends keep the lowest value of each bar, power trends the highest.
+
+## Trends
+
+Each bar of a trend stands for a stretch of time and shows its worst value: rail trends
+the lowest, power and throughput trends the highest. The span the trends cover is in the
+cluster's header ("trends 10m") and under each box of the node screen. The cluster rows
+cover the last 10 minutes, so a sag stays in sight long after its toast.
+
+Bars are drawn on a fixed scale where one exists: the 12 V rail from 11.0 to 12.6 V (a
+healthy rail's ripple is a bar's step, a sag a cliff), GPU power from 0 to the power
+limit, CPU from 0 to 100 %, a link's throughput from 0 to its speed; other throughput from
+0 to its highest bar. A rail bar is amber below 11.7 V and red below 11.5 V (the alarm
+thresholds). Power bars over the limit are not coloured: a V100 peaks over its limit in
+every training step.
 """
 
 

@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header
 from rigmon.cluster.store import NodeView
 from rigmon.schema import Event, Frame, Info
 from rigmon.tui.event_merge import merge_xid_events
+from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.widgets.collector_health import CollectorHealth
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
@@ -31,6 +32,7 @@ class NodeScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
+        Binding("h", "history", "History"),
     ]
 
     class Back(Message):
@@ -71,6 +73,7 @@ class NodeScreen(Screen[None]):
             group.trends = view.trends
             group.details = view.details
             group.events = events
+            group.span_s = view.trend_span_s
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}
         event_list = self.query_one(EventList)
@@ -84,3 +87,7 @@ class NodeScreen(Screen[None]):
     def action_back(self) -> None:
         """Back to the cluster screen."""
         self.post_message(self.Back())
+
+    def action_history(self) -> None:
+        """Open the history view of this node."""
+        self.post_message(HistoryWanted())

@@ -6,13 +6,16 @@ from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
+from rigmon.tui.gauge import span_label
 from rigmon.tui.widgets.node_row import COLUMNS, column_widths, grid
 
 
 class ClusterHeader(Widget):
-    """Titles of the cluster table's columns, laid out like `NodeRow`."""
+    """Titles of the cluster table's columns, laid out like `NodeRow`, and the span of the
+    trends under them (in the node column, when it fits)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"cluster-header--title"}
     DEFAULT_CSS = """
@@ -21,9 +24,19 @@ class ClusterHeader(Widget):
     }
     """
 
+    trend_span_s: reactive[float | None] = reactive(None)
+    """Seconds the rows' trends cover (the longest of any node); ``None``: not known yet."""
+
     def render(self) -> RenderableType:
         style = self.get_component_rich_style("cluster-header--title", partial=True)
-        table = grid(column_widths(self.size.width))
-        table.add_row(*(Text(c.title, style=style, justify="left" if i == 0 else "right")
-                        for i, c in enumerate(COLUMNS)))
+        widths = column_widths(self.size.width)
+        table = grid(widths)
+        titles = [Text(c.title, style=style, justify="left" if i == 0 else "right") for i, c in enumerate(COLUMNS)]
+        label = span_label(self.trend_span_s)
+        if label:
+            span = f"trends {label}"
+            gap = widths[0] - len(COLUMNS[0].title) - len(span)
+            if gap >= 1:
+                titles[0] = Text(COLUMNS[0].title + " " * gap + span, style=style)
+        table.add_row(*titles)
         return table

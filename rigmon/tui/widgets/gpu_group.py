@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from rigmon.schema import Event, Frame, GpuReading
 from rigmon.tui import format as fmt
+from rigmon.tui import gauge
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.gpu_table import GpuTable
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Level, SourceGroup
@@ -57,7 +58,9 @@ class GpuGroup(SourceGroup):
         working = len(readings.gpus) - len(lost) + len(readings.amd_gpus)
         powers = [g.power_w for g in readings.gpus if g.power_w is not None]
         powers += [a.power_w for a in readings.amd_gpus if a.power_w is not None]
-        parts: list[RenderableType] = [self.trend("power", "gpu_power_w", "max", fmt.watts(sum(powers) if powers else None))]
+        limits = [g.power_limit_w for g in readings.gpus if g.state != "lost" and g.power_limit_w is not None]
+        parts: list[RenderableType] = [self.trend("power", "gpu_power_w", "max", fmt.watts(sum(powers) if powers else None),
+                                                  gauge=gauge.power(sum(limits) if limits else None))]
         count = Text.assemble(self.label("GPUs        "), f"{working} of {len(readings.gpus) + len(readings.amd_gpus)} working")
         if lost:
             count.append("  ")

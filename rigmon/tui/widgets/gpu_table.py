@@ -9,12 +9,12 @@ from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
-from textual.renderables.sparkline import Sparkline
 from textual.widgets import DataTable
 
 from rigmon.cluster.summary import gpu_key
 from rigmon.schema import AmdGpuReading, GpuReading
 from rigmon.tui import format as fmt
+from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain
 
 #: Columns: key and title.
@@ -115,13 +115,14 @@ class GpuTable(DataTable[RenderableType]):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"gpu-table--{name}", partial=True)
 
-    def _spark(self, series: str) -> RenderableType:
+    def _spark(self, series: str, limit_w: float | None = None) -> RenderableType:
+        """The peak-power trend of ``series`` from 0 W to the GPU's limit ``limit_w``."""
         data = self.power_trends.get(series, ())
         low, high = self._style("spark-low").color, self._style("spark-high").color
         if len(data) < 2 or low is None or high is None:
             return ""
-        return Sparkline(data, width=min(TREND_WIDTH, len(data)), min_color=low, max_color=high,
-                         summary_function=max)
+        return row_lines.Bars(row_lines.sparkline(data, min(TREND_WIDTH, len(data)), low, high, "max",
+                                                  gauge.power(limit_w)))
 
     def nvidia_cells(self, gpu: GpuReading) -> list[RenderableType]:
         """The row of one NVIDIA GPU."""
@@ -143,7 +144,7 @@ class GpuTable(DataTable[RenderableType]):
             fmt.number(gpu.power_w, 0),
             Text(fmt.number(gpu.power_peak_w, 0), style=warn if over_limit else ""),
             fmt.number(gpu.power_limit_w, 0),
-            self._spark(f"gpu[{key}].power_w"),
+            self._spark(f"gpu[{key}].power_w", gpu.power_limit_w),
             fmt.mhz(gpu.clock_sm_mhz),
             fmt.mhz(gpu.clock_mem_mhz),
             fmt.temp(gpu.temp_c),

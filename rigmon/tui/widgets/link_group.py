@@ -11,11 +11,14 @@ from rich.text import Text
 from rigmon.cluster.summary import nic_is_healthy, nic_is_link
 from rigmon.schema import Frame, NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.tui import format as fmt
+from rigmon.tui import gauge
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
 
 #: Cells of each interface's throughput sparkline.
 SPARK_WIDTH = 12
+#: Bytes a second of one Mb/s (a link's speed_mbps to the scale of its throughput trend).
+BYTES_PER_S_PER_MBPS = 125_000
 
 
 def tb_speed(device: ThunderboltDeviceReading) -> str:
@@ -95,7 +98,8 @@ class LinkGroup(SourceGroup):
                 fmt.MISSING if nic.speed_mbps is None else f"{nic.speed_mbps / 1000:g} Gb/s",
                 fmt.rate(nic.rx_bytes_per_s),
                 fmt.rate(nic.tx_bytes_per_s),
-                self.sparkline(self.details.get(f"net[{nic.name}].bytes_per_s", ()), SPARK_WIDTH, "max"),
+                self.sparkline(self.details.get(f"net[{nic.name}].bytes_per_s", ()), SPARK_WIDTH, "max",
+                               gauge.link(None if nic.speed_mbps is None else 2 * nic.speed_mbps * BYTES_PER_S_PER_MBPS)),
                 self.styled(str(errors), "bad") if errors else Text("0"),
                 self.styled(str(drops), "warn") if drops else Text("0"),
             ])

@@ -15,13 +15,12 @@ from textual.binding import Binding, BindingType
 from textual.events import Click
 from textual.message import Message
 from textual.reactive import reactive
-from textual.renderables.sparkline import Sparkline
 from textual.widget import Widget
 
 from rigmon.cluster.store import NodeView
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
 from rigmon.tui import format as fmt
-from rigmon.tui import row_lines
+from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain
 
 
@@ -47,6 +46,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("cpu", "CPU", 5, 1),
     Column("net", "net", 9, 1),
 )
+#: Frames the cluster rows' trends cover (ten minutes at one frame a second: a sag stays in
+#: sight long after its alarm's toast is gone), and the points they are reduced to first.
+ROW_TREND_POINTS = 600
+ROW_TREND_BUCKETS = 120
 #: Trend drawn under a column: (series name, summary each sparkline bar keeps).
 TRENDS: dict[str, tuple[str, str]] = {
     "rail": ("rail_min_volts", "min"),
@@ -55,6 +58,18 @@ TRENDS: dict[str, tuple[str, str]] = {
     "cpu": ("cpu_pct", "max"),
     "net": ("net_bytes_per_s", "max"),
 }
+
+
+def trend_gauge(column: str, view: NodeView) -> gauge.Gauge:
+    """The scale of a column's trend: the rail on its fixed band with the alarm thresholds,
+    GPU power from 0 to the GPUs' power limits, CPU 0-100 %, throughput from 0."""
+    if column == "rail":
+        return gauge.RAIL
+    if column == "power":
+        return gauge.power(view.gpu_power_limit_w)
+    if column == "cpu":
+        return gauge.PERCENT
+    return gauge.FROM_ZERO
 
 
 def column_widths(total: int, columns: Sequence[Column] = COLUMNS) -> list[int]:
@@ -216,6 +231,8 @@ class NodeRow(Widget, can_focus=True):
                                      row_lines.cell("", None, widths[1])]
         low = self._style("spark-low").color
         high = self._style("spark-high").color
+        warn = self._style("warn").color
+        bad = self._style("bad").color
         for column, width in zip(COLUMNS[2:], widths[2:]):
             text = figures[column.key]
             top.append(row_lines.GAP)
@@ -228,7 +245,8 @@ class NodeRow(Widget, can_focus=True):
             data = view.trends.get(trend[0], ()) if trend else ()
             if trend and len(data) > 1 and low is not None and high is not None:
                 bars = min(width, len(data))
-                bottom.extend(row_lines.sparkline(data, bars, low, high, "min" if trend[1] == "min" else "max"))
+                bottom.extend(row_lines.sparkline(data, bars, low, high, "min" if trend[1] == "min" else "max",
+                                                  trend_gauge(column.key, view), warn, bad))
                 if width > bars:
                     bottom.append(Segment(" " * (width - bars)))
             else:
@@ -253,13 +271,16 @@ class NodeRow(Widget, can_focus=True):
         bottom: list[RenderableType] = [state, ""]
         low = self._style("spark-low").color
         high = self._style("spark-high").color
+        warn = self._style("warn").color
+        bad = self._style("bad").color
         for column, width in zip(COLUMNS[2:], widths[2:]):
             top.append(self._figure(figures[column.key], figure_level(column.key, summary)))
             trend = TRENDS.get(column.key)
             data = view.trends.get(trend[0], ()) if trend else ()
             if trend and len(data) > 1 and low is not None and high is not None:
-                bottom.append(Sparkline(data, width=min(width, len(data)), min_color=low, max_color=high,
-                                        summary_function=min if trend[1] == "min" else max))
+                bottom.append(row_lines.Bars(row_lines.sparkline(
+                    data, min(width, len(data)), low, high, "min" if trend[1] == "min" else "max",
+                    trend_gauge(column.key, view), warn, bad)))
             else:
                 bottom.append("")
         table.add_row(*top)

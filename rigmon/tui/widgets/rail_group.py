@@ -15,6 +15,7 @@ from rich.text import Text
 from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading
 from rigmon.tui import format as fmt
+from rigmon.tui import gauge
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import Column, Level, SourceGroup, cell_width
 
@@ -138,7 +139,7 @@ class RailGroup(SourceGroup):
         parts: list[RenderableType] = [
             self.trend("rail min", "rail_min_volts", "min", self.styled(fmt.rail(low), rail_level(low))),
             self.trend("rail mean", "", "min", fmt.rail(volts.mean_volts if volts else None),
-                       self.details.get("rail.mean_volts", ())),
+                       self.details.get("rail.mean_volts", ()), gauge.RAIL),
         ]
         window = (f"min {fmt.rail(volts.min_volts)}  mean {fmt.rail(volts.mean_volts)}  max {fmt.rail(volts.max_volts)}"
                   if volts else fmt.MISSING)

@@ -13,11 +13,12 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.reactive import reactive
-from textual.renderables.sparkline import Sparkline
 from textual.widget import Widget
 from textual.widgets import Static
 
 from rigmon.schema import Event, Frame
+from rigmon.tui import gauge as gauges
+from rigmon.tui import row_lines
 
 #: How a figure is judged; picks its ``source-group--*`` style.
 Level = Literal["ok", "warn", "bad"]
@@ -115,6 +116,8 @@ class SourceGroup(Widget):
     """Downsampled per-device history by series name (see rigmon.cluster.summary.detail_values)."""
     events: reactive[tuple[Event, ...]] = reactive(tuple)
     """The node's recent events, oldest first."""
+    span_s: reactive[float | None] = reactive(None)
+    """Seconds the trends cover (shown under the box); ``None`` when unknown."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -143,6 +146,10 @@ class SourceGroup(Widget):
 
     def watch_events(self) -> None:
         self._schedule()
+
+    def watch_span_s(self) -> None:
+        label = gauges.span_label(self.span_s)
+        self.border_subtitle = f"trends {label}" if label else ""
 
     def on_resize(self) -> None:
         self._schedule()
@@ -210,20 +217,24 @@ class SourceGroup(Widget):
             table.add_row(*(row[i] for i in keep))
         return table
 
-    def sparkline(self, data: Sequence[float], width: int, extreme: str) -> RenderableType:
-        """A sparkline of ``data`` at most ``width`` cells, each bar keeping its ``extreme``; "" when too short."""
+    def sparkline(self, data: Sequence[float], width: int, extreme: str,
+                  gauge: gauges.Gauge = gauges.FROM_ZERO) -> RenderableType:
+        """A sparkline of ``data`` at most ``width`` cells on ``gauge``'s scale, each bar keeping
+        its ``extreme`` and coloured by the gauge's thresholds it crosses; "" when too short."""
         low = self.style_of("spark-low").color
         high = self.style_of("spark-high").color
         if len(data) < 2 or low is None or high is None or width < 1:
             return ""
-        return Sparkline(data, width=min(width, len(data)), min_color=low, max_color=high,
-                         summary_function=min if extreme == "min" else max)
+        return row_lines.Bars(row_lines.sparkline(
+            data, min(width, len(data)), low, high, "min" if extreme == "min" else "max", gauge,
+            self.style_of("warn").color, self.style_of("bad").color))
 
     def trend(self, label: str, series: str, extreme: str, figure: str | Text,
-              data: Sequence[float] | None = None) -> Table:
+              data: Sequence[float] | None = None, gauge: gauges.Gauge | None = None) -> Table:
         """One line: label, current figure, and a sparkline of ``series`` keeping each bar's ``extreme``.
 
         ``data`` overrides the node trend named ``series`` (a per-device series, say).
+        ``gauge`` is the sparkline's scale (default: `rigmon.tui.gauge.for_series` of ``series``).
         """
         width = max(8, self.content_size.width - 26)
         points = self.trends.get(series, ()) if data is None else data
@@ -231,7 +242,8 @@ class SourceGroup(Widget):
         table.add_column(width=12, no_wrap=True)
         table.add_column(width=11, justify="right", no_wrap=True)
         table.add_column(width=width, no_wrap=True)
-        table.add_row(self.label(label), figure, self.sparkline(points, width, extreme))
+        scale = gauge if gauge is not None else gauges.for_series(series)
+        table.add_row(self.label(label), figure, self.sparkline(points, width, extreme, scale))
         return table
 
     def _collector_note(self, frame: Frame) -> str:

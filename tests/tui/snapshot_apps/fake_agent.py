@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import httpx
 
+from rigmon.cluster.chart import history_from_frames
 from rigmon.schema import (
     SCHEMA_VERSION,
     Alarm,
@@ -93,6 +94,8 @@ class FakeAgent:
         requests: every request seen, for assertions on headers and parameters.
         alarms: the /v1/alarms answer (``None``: 404, alarms not enabled).
         control_token: token an acknowledgement needs (``None``: read-only, 403).
+        journal: answer /v1/history (series and events, not frames) from the frames held, as
+            the journal would (``False``: 404, no journal).
 
     With ``recorded`` frames (a fixture of `record_frames`) the agent publishes those in
     order, renamed to its node and run, instead of making host-only frames.
@@ -112,6 +115,7 @@ class FakeAgent:
         self.requests: list[httpx.Request] = []
         self.alarms: AlarmList | None = None
         self.control_token: str | None = None
+        self.journal = False
         self._changed: asyncio.Event | None = None
         self._version = 0
         self._generation = 0
@@ -202,6 +206,13 @@ class FakeAgent:
             after = int(last) if last is not None else (self.frames[-1].seq - 1 if self.frames else 0)
             return httpx.Response(200, headers={"content-type": "text/event-stream"},
                                   stream=_Stream(self, after, self._generation))
+        if path == "/v1/history" and self.journal and request.url.params.get("frames", "0") == "0":
+            params = request.url.params
+            to_at = float(params.get("to", str(self.frames[-1].taken_at if self.frames else START_AT)))
+            from_at = float(params.get("from", str(to_at - 3600)))
+            names = params["series"].split(",") if "series" in params else None
+            return httpx.Response(200, content=encode(history_from_frames(self.frames, self.node, from_at, to_at,
+                                                                          names)))
         if path == "/v1/alarms" and self.alarms is not None:
             return httpx.Response(200, content=encode(self.alarms))
         if path.startswith("/v1/alarms/") and path.endswith("/ack") and self.alarms is not None:

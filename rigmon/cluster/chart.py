@@ -1,0 +1,365 @@
+"""What the history view draws, without UI: the charts a node offers, the time window and its
+zoom and pan, and the lines, thresholds and events of one chart from a `/v1/history` answer.
+
+The agent's journal answers ``/v1/history`` with min/mean/max per point (whole frames for a
+short window, 60 s or 900 s buckets for a long one). A chart keeps the extreme that matters
+(the rail's lowest minimum, a GPU's highest peak, a link's lowest speed), so zooming out never
+averages a sag away. `history_from_frames` makes the same answer from frames held in memory
+(a replay has no agent to ask).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
+from rigmon.schema import SCHEMA_VERSION, Event, Frame, History, HistorySeries
+from rigmon.series import Stats, add_value, frame_series
+from rigmon.typed import to_data
+
+Stat = Literal["min", "mean", "max"]
+#: How a threshold line is drawn: in the warning or error colour, or as a limit (plain).
+ThresholdLevel = Literal["warn", "bad", "limit"]
+#: Spans the zoom keys step through, shortest first: a minute to a week.
+ZOOM_SPANS_S: tuple[float, ...] = (60.0, 120.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
+#: The span the history view opens with.
+DEFAULT_SPAN_S = 900.0
+#: Events drawn at most (the newest of the window).
+MAX_EVENTS = 12
+#: The journal's tiers and points per answer (`rigmon.agent.journal.tiers`; the dashboard side
+#: does not import the agent), so a replay's answer has the shape an agent's would.
+TIERS_S = (60, 900)
+MAX_POINTS = 1500
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of a chart: series ``series``, the statistic of each point it draws."""
+
+    label: str
+    series: str
+    stat: Stat
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """A horizontal line: an alarm threshold or a limit, in the chart's unit."""
+
+    label: str
+    value: float
+    level: ThresholdLevel
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One chart of the history view.
+
+    Attributes:
+        key: short name (``rail``, ``gpu_power``...).
+        title: what it shows, with its unit.
+        unit: the unit of its values after ``divide``.
+        lines: what it draws, the first being the one whose extreme matters.
+        thresholds: horizontal lines.
+        floor: the y axis reaches at least down to this (``None``: the data's minimum).
+        ceiling: and at least up to this.
+        divide: raw series values are divided by this (bytes/s to MB/s).
+    """
+
+    key: str
+    title: str
+    unit: str
+    lines: tuple[Line, ...]
+    thresholds: tuple[Threshold, ...] = ()
+    floor: float | None = None
+    ceiling: float | None = None
+    divide: float = 1.0
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        """Series names to ask ``/v1/history`` for."""
+        return tuple(dict.fromkeys(line.series for line in self.lines))
+
+
+def _indexes(names: Iterable[str], prefix: str, suffix: str) -> list[str]:
+    """The ``X`` of every ``prefix[X]suffix`` in ``names``, in order of first appearance."""
+    out: list[str] = []
+    for name in names:
+        if name.startswith(prefix) and name.endswith(suffix):
+            inner = name[len(prefix):len(name) - len(suffix)]
+            if inner.endswith("]") and "[" not in inner[:-1] and inner[:-1] not in out:
+                out.append(inner[:-1])
+    return out
+
+
+def _order(keys: list[str]) -> list[str]:
+    return sorted(keys, key=lambda k: (0, int(k), "") if k.isdigit() else (1, 0, k))
+
+
+#: Lines of the bus error chart at most (a loose SXM2 module shows on a few counters).
+MAX_ERROR_LINES = 8
+
+
+def _bus_error_lines(values: Mapping[str, float], gpus: Sequence[str]) -> list[Line]:
+    """Rates of the GPU bus error counters that have counted anything (PCIe replays, and NVLink
+    CRC errors and replays per link: a badly seated SXM2 module shows there first)."""
+    lines: list[Line] = []
+    for i in gpus:
+        if values.get(f"gpus[{i}].pcie_replay_total", 0.0) > 0:
+            lines.append(Line(f"GPU {i} PCIe replay", f"gpus[{i}].pcie_replay_per_s", "max"))
+        for link in _order(_indexes(values, f"gpus[{i}].nvlinks[", ".link")):
+            base = f"gpus[{i}].nvlinks[{link}]"
+            if values.get(f"{base}.crc_flit_total", 0.0) > 0:
+                lines.append(Line(f"GPU {i} NVLink {link} CRC", f"{base}.crc_flit_per_s", "max"))
+            if values.get(f"{base}.replay_total", 0.0) > 0:
+                lines.append(Line(f"GPU {i} NVLink {link} replay", f"{base}.replay_per_s", "max"))
+    return lines[:MAX_ERROR_LINES]
+
+
+def charts_for(values: Mapping[str, float]) -> list[Chart]:
+    """The charts a node offers, from its latest frame's series (`frame_series`): the rail,
+    GPU power, GPU bus error rates (when a counter has counted), Thunderbolt/USB4 link speeds, md array throughput, path resistance and CPU,
+    each where the node reports it."""
+    names = list(values)
+    charts: list[Chart] = []
+    if "psu_rail.volts.min_volts" in values:
+        charts.append(Chart(
+            "rail", "12 V rail (V): lowest minimum, mean, highest maximum", "V",
+            (Line("min", "psu_rail.volts.min_volts", "min"), Line("mean", "psu_rail.volts.mean_volts", "mean"),
+             Line("max", "psu_rail.volts.max_volts", "max")),
+            (Threshold(f"warning {RAIL_WARN_VOLTS:g} V", RAIL_WARN_VOLTS, "warn"),
+             Threshold(f"critical {RAIL_CRITICAL_VOLTS:g} V", RAIL_CRITICAL_VOLTS, "bad")),
+            floor=11.0, ceiling=12.6))
+    # Every GPU listed, a lost one too (it reports no power now, but it did before).
+    gpus = _order(_indexes(names, "gpus[", ".index"))
+    amds = _order(_indexes(names, "amd_gpus[", ".power_w"))
+    if gpus or amds:
+        # The peak between polls where the driver has it: a V100's peaks are what sag the rail.
+        peak = any(f"gpus[{i}].power_peak_w" in values for i in gpus)
+        lines = [Line(f"GPU {i}", f"gpus[{i}].power_peak_w" if peak else f"gpus[{i}].power_w", "max") for i in gpus]
+        lines += [Line(f"{card}", f"amd_gpus[{card}].power_w", "max") for card in amds]
+        limits = sorted({values[f"gpus[{i}].power_limit_w"] for i in gpus if f"gpus[{i}].power_limit_w" in values})
+        charts.append(Chart(
+            "gpu_power", "GPU power (W): highest peak of each GPU", "W", tuple(lines),
+            tuple(Threshold(f"limit {v:g} W", v, "limit") for v in limits), floor=0.0,
+            ceiling=max(limits) if limits else None))
+    errors = _bus_error_lines(values, gpus)
+    if errors:
+        charts.append(Chart("bus_errors", "GPU bus errors (/s): highest rate of each counter", "/s",
+                            tuple(errors), floor=0.0))
+    links = _order(_indexes(names, "thunderbolt[", ".rx_gbps"))
+    if links:
+        expected = sorted({values[f"thunderbolt[{k}].expected_gbps"] for k in links
+                           if f"thunderbolt[{k}].expected_gbps" in values})
+        charts.append(Chart(
+            "links", "Thunderbolt/USB4 link speed (Gb/s): lowest of each link", "Gb/s",
+            tuple(Line(f"{k}", f"thunderbolt[{k}].rx_gbps", "min") for k in links),
+            tuple(Threshold(f"expected {v:g} Gb/s", v, "limit") for v in expected), floor=0.0,
+            ceiling=max(expected) if expected else None))
+    arrays = _order(_indexes(names, "raid[", ".read_bytes_per_s"))
+    if arrays:
+        lines = []
+        for name in arrays:
+            lines.append(Line(f"{name} read", f"raid[{name}].read_bytes_per_s", "max"))
+            lines.append(Line(f"{name} write", f"raid[{name}].write_bytes_per_s", "max"))
+        charts.append(Chart("storage", "md array throughput (MB/s): highest of each", "MB/s", tuple(lines),
+                            floor=0.0, divide=1e6))
+    paths = _indexes(names, "path_resistance[", ".resistance_mohm")
+    if paths:
+        charts.append(Chart("path", "supply path resistance (mΩ): mean", "mΩ",
+                            tuple(Line(p, f"path_resistance[{p}].resistance_mohm", "mean") for p in paths)))
+    if "host.cpu_pct" in values:
+        charts.append(Chart("cpu", "CPU busy (%): highest", "%", (Line("CPU", "host.cpu_pct", "max"),),
+                            floor=0.0, ceiling=100.0))
+    return charts
+
+
+def opening_span_s(held_s: float | None) -> float:
+    """The span the history view opens with: the shortest zoom step covering the ``held_s``
+    seconds the dashboard has seen of the node, at most `DEFAULT_SPAN_S` (a node followed for
+    a minute opens on five minutes, not on a quarter hour of empty chart)."""
+    if held_s is None:
+        return DEFAULT_SPAN_S
+    return next((s for s in ZOOM_SPANS_S if s >= held_s), ZOOM_SPANS_S[-1]) if held_s < DEFAULT_SPAN_S \
+        else DEFAULT_SPAN_S
+
+
+def frame_values(frame: Frame | None) -> dict[str, float]:
+    """Every numeric series of ``frame`` by name (what `charts_for` reads); empty for ``None``."""
+    if frame is None:
+        return {}
+    return frame_series(to_data(frame))
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The time the history view shows: ``span_s`` seconds up to ``end_at`` (Unix seconds)."""
+
+    end_at: float
+    span_s: float = DEFAULT_SPAN_S
+
+    @property
+    def from_at(self) -> float:
+        return self.end_at - self.span_s
+
+    def zoom(self, step: int) -> Window:
+        """``step`` zoom levels out (positive) or in (negative) of `ZOOM_SPANS_S`, same end."""
+        spans = ZOOM_SPANS_S
+        index = min(range(len(spans)), key=lambda i: abs(spans[i] - self.span_s))
+        index = max(0, min(len(spans) - 1, index + step))
+        return Window(self.end_at, spans[index])
+
+    def pan(self, halves: int, now: float) -> Window:
+        """Move ``halves`` half spans later (positive) or earlier; never past ``now``."""
+        return Window(min(now, self.end_at + halves * self.span_s / 2), self.span_s)
+
+
+@dataclass(frozen=True, slots=True)
+class PlottedLine:
+    """One line ready to draw: x in seconds since the window's start, y in the chart's unit."""
+
+    label: str
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plotted:
+    """One chart of one window, ready to draw.
+
+    Attributes:
+        lines: the chart's lines that have points.
+        thresholds: its horizontal lines.
+        events: the node's warning and critical events in the window (the newest
+            `MAX_EVENTS`), oldest first.
+        y_low: bottom of the y axis.
+        y_high: top of the y axis.
+        lowest: the lowest value drawn (``None`` without points).
+        highest: the highest value drawn.
+        tier: the journal tier the answer came from (``frames``, ``60s``...).
+    """
+
+    lines: tuple[PlottedLine, ...]
+    thresholds: tuple[Threshold, ...]
+    events: tuple[Event, ...]
+    y_low: float
+    y_high: float
+    lowest: float | None
+    highest: float | None
+    tier: str
+
+
+def _column(series: HistorySeries, stat: Stat) -> tuple[float, ...]:
+    return series.min if stat == "min" else series.max if stat == "max" else series.mean
+
+
+def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
+    """The lines, thresholds and events of ``chart`` from a ``/v1/history`` answer, for ``window``.
+
+    Each line draws its statistic of every point of the answer (the lowest minimum of a
+    bucket for the rail, the highest maximum for power); points outside the window are left
+    out. The y axis spans the data and the chart's floor, ceiling and thresholds.
+    """
+    lines: list[PlottedLine] = []
+    values: list[float] = []
+    for line in chart.lines:
+        series = history.series.get(line.series)
+        if series is None:
+            continue
+        xs: list[float] = []
+        ys: list[float] = []
+        for at, value in zip(series.at, _column(series, line.stat)):
+            if window.from_at <= at <= window.end_at and math.isfinite(value):
+                xs.append(at - window.from_at)
+                ys.append(value / chart.divide)
+        if xs:
+            lines.append(PlottedLine(line.label, tuple(xs), tuple(ys)))
+            values.extend(ys)
+    bounds = list(values) + [t.value for t in chart.thresholds]
+    bounds += [v for v in (chart.floor, chart.ceiling) if v is not None]
+    low = min(bounds, default=0.0)
+    high = max(bounds, default=1.0)
+    pad = (high - low) * 0.05 if high > low else 1.0
+    # A floor at 0 (power, throughput) stays the axis' bottom; other ends get a margin.
+    y_low = low if chart.floor is not None and low >= chart.floor and chart.floor == 0.0 else low - pad
+    events = [e for e in history.events if e.severity != "info" and window.from_at <= e.at <= window.end_at]
+    return Plotted(tuple(lines), chart.thresholds, tuple(sorted(events, key=lambda e: e.at)[-MAX_EVENTS:]),
+                   y_low, high + pad, min(values, default=None), max(values, default=None), history.tier)
+
+
+def history_from_frames(frames: Sequence[Frame], node: str, from_at: float, to_at: float,
+                        names: Iterable[str] | None, interval_s: float = 1.0,
+                        events: Sequence[Event] = ()) -> History:
+    """A ``/v1/history`` answer made from frames in memory, as the agent's journal makes it:
+    every frame while the window holds at most `MAX_POINTS` intervals, else buckets of the
+    finest tier that fits, each with the min, mean and max of its frames.
+
+    Args:
+        frames: the node's frames (any order).
+        node: node name put in the answer.
+        from_at: window start, Unix seconds.
+        to_at: window end.
+        names: only these series (all when ``None``).
+        interval_s: the agent's frame interval.
+        events: events to add besides those the frames carry.
+    """
+    wanted = None if names is None else set(names)
+    span = max(0.0, to_at - from_at)
+    inside = sorted((f for f in frames if from_at <= f.taken_at <= to_at), key=lambda f: f.taken_at)
+    if span / interval_s <= MAX_POINTS:
+        step_s, tier = interval_s, "frames"
+    else:
+        index = next((i for i, s in enumerate(TIERS_S) if span / s <= MAX_POINTS), len(TIERS_S) - 1)
+        step_s, tier = float(TIERS_S[index]), f"{TIERS_S[index]}s"
+    buckets: dict[float, dict[str, Stats]] = {}
+    for frame in inside:
+        at = frame.taken_at if tier == "frames" else math.floor(frame.taken_at / step_s) * step_s
+        stats = buckets.setdefault(at, {})
+        for name, value in frame_values(frame).items():
+            if wanted is None or name in wanted:
+                add_value(stats, name, value)
+    columns: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
+    for at in sorted(buckets):
+        for name, s in buckets[at].items():
+            col = columns.setdefault(name, ([], [], [], []))
+            col[0].append(at)
+            col[1].append(s[0])
+            col[2].append(s[1] / s[3])
+            col[3].append(s[2])
+    series = {name: HistorySeries(at=tuple(c[0]), min=tuple(c[1]), mean=tuple(c[2]), max=tuple(c[3]))
+              for name, c in sorted(columns.items())}
+    seen: dict[str, Event] = {}
+    for event in [e for f in inside for e in f.events] + list(events):
+        if from_at <= event.at <= to_at:
+            seen.setdefault(event.id, event)
+    return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier=tier, step_s=step_s,
+                   series=series, events=tuple(sorted(seen.values(), key=lambda e: e.at)))
+
+
+#: Steps between time ticks, shortest first.
+TICK_STEPS_S = (10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800)
+
+
+def time_ticks(window: Window, most: int) -> list[tuple[float, str]]:
+    """At most ``most`` ticks of the time axis: (seconds since the window's start, UTC label),
+    on round times (``14:05``, ``14:05:30``; ``11-26 14:00`` for windows over a day)."""
+    most = max(2, most)
+    step = next((s for s in TICK_STEPS_S if window.span_s / s <= most), TICK_STEPS_S[-1])
+    first = math.ceil(window.from_at / step) * step
+    ticks = []
+    at = float(first)
+    while at <= window.end_at:
+        ticks.append((at - window.from_at, clock_label(at, step, window.span_s)))
+        at += step
+    return ticks
+
+
+def clock_label(at: float, step_s: float = 60.0, span_s: float = 0.0) -> str:
+    """``at`` (Unix seconds) as UTC: seconds only when ``step_s`` needs them, the date when
+    ``span_s`` is over a day."""
+    parts = time.gmtime(at)
+    clock = time.strftime("%H:%M:%S" if step_s % 60 else "%H:%M", parts)
+    return time.strftime("%m-%d ", parts) + clock if span_s > 86400 else clock

@@ -1,0 +1,205 @@
+"""HistoryScreen: one chart of a node's history from its agent's journal, with zoom, pan and events."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, plot_data
+from rigmon.schema import History
+from rigmon.tui.event_merge import merge_xid_events
+from rigmon.tui.gauge import span_label
+from rigmon.tui.text import plain
+from rigmon.tui.widgets.history_chart import HistoryChart
+
+#: Lines the event list under the chart takes at most.
+EVENT_LINES = 6
+#: Fetches a node's history: (from_at, to_at, series names) to a `History`, or raises
+#: `HistoryUnavailable` saying why.
+HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History]]
+
+
+class HistoryUnavailable(Exception):
+    """The node's history cannot be had; the message says why (shown as "no history: ...")."""
+
+
+class HistoryScreen(Screen[None]):
+    """A chart of one node's history over a window of minutes to days.
+
+    Args:
+        name: the node's name (for the title).
+        charts: the charts the node offers (`rigmon.cluster.chart.charts_for`).
+        now: the newest time there is (the node's last frame, or the replay's cursor), asked
+            when the view opens and on the now key.
+        load: fetches the history (an agent's ``/v1/history``, or a replay's frames).
+        reason: why there is no history to show at all (no frame from the node yet).
+        span_s: the window's span to start with.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("s", "chart(1)", "Series"),
+        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
+        Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
+        Binding("comma,less_than_sign", "pan(-1)", "Earlier", key_display=","),
+        Binding("full_stop,greater_than_sign", "pan(1)", "Later", key_display="."),
+        Binding("n", "now", "Now"),
+        Binding("S", "chart(-1)", "Previous series", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"history-screen--warn", "history-screen--bad"}
+
+    @dataclass
+    class Loaded(Message):
+        """A fetch for ``window`` and ``chart`` ended: the ``history``, or why there is none."""
+
+        serial: int
+        history: History | None
+        reason: str | None
+
+    def __init__(self, name: str, charts: Sequence[Chart], now: Callable[[], float], load: HistoryLoader,
+                 reason: str | None = None, span_s: float = DEFAULT_SPAN_S) -> None:
+        super().__init__()
+        self.node_name = name
+        self.charts = list(charts)
+        self.chart_index = 0
+        self.now = now
+        self.window = Window(now(), span_s)
+        self.load = load
+        self.history: History | None = None
+        self.plotted: Plotted | None = None
+        self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
+        self.fixed_reason = self.reason is not None
+        self._serial = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="history-head")
+        yield HistoryChart()
+        yield Static(id="history-events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{self.node_name} · history"
+        self.fetch()
+
+    @property
+    def chart(self) -> Chart | None:
+        """The chart shown."""
+        return self.charts[self.chart_index] if self.charts else None
+
+    def fetch(self) -> None:
+        """Ask for the chart's series over the window (the newest ask wins)."""
+        chart = self.chart
+        self._serial += 1
+        self.history = None
+        if chart is None or self.fixed_reason:
+            self._draw()
+            return
+        self.reason = None
+        self._draw()
+        self.run_worker(self._fetch(self._serial, chart, self.window), group="history", exclusive=True,
+                        exit_on_error=False)
+
+    async def _fetch(self, serial: int, chart: Chart, window: Window) -> None:
+        try:
+            history = await self.load(window.from_at, window.end_at, chart.series)
+        except HistoryUnavailable as exc:
+            self.post_message(self.Loaded(serial, None, str(exc)))
+            return
+        self.post_message(self.Loaded(serial, history, None))
+
+    def on_history_screen_loaded(self, message: Loaded) -> None:
+        if message.serial != self._serial:
+            return
+        self.history = message.history
+        self.reason = message.reason
+        self._draw()
+
+    def _draw(self) -> None:
+        chart = self.chart
+        head = self.query_one("#history-head", Static)
+        plot = self.query_one(HistoryChart)
+        events = self.query_one("#history-events", Static)
+        window = self.window
+        when = f"{span_label(window.span_s)} to {clock_label(window.end_at, 1.0, window.span_s)} UTC"
+        if chart is None or (self.history is None and self.reason is not None):
+            head.update(Text.assemble(plain(f"no history: {self.reason or 'nothing to chart'}"), f"  ({when})"))
+            plot.display = False
+            events.update("")
+            self.plotted = None
+            return
+        plot.display = True
+        if self.history is None:
+            head.update(Text(f"{chart.title} · {when} · loading…"))
+            return
+        plotted = plot_data(chart, self.history, window)
+        # An Xid that NVML and the kernel log both report is one event, as on the node screen.
+        self.plotted = plotted = replace(plotted, events=merge_xid_events(plotted.events))
+        figures = ""
+        if plotted.lowest is not None and plotted.highest is not None:
+            figures = f" · lowest {plotted.lowest:.4g} {chart.unit}, highest {plotted.highest:.4g} {chart.unit}"
+        tier = "every frame" if plotted.tier == "frames" else f"{plotted.tier} buckets"
+        title = Text(f"{chart.title} · {when} · {tier}{figures} · series {self.chart_index + 1} "
+                     f"of {len(self.charts)}\n")
+        head.update(title.append_text(plot.legend([line.label for line in plotted.lines])))
+        plot.window = window
+        plot.plotted = plotted
+        if not plotted.lines:
+            events.update(Text("no points in this window"))
+            return
+        lines = Text()
+        width = max(10, events.content_size.width or self.size.width - 2)
+        shown = list(enumerate(plotted.events, start=1))
+        if len(shown) > EVENT_LINES:
+            # The first that fit (an incident's start), and a line saying how many more there are.
+            hidden = len(shown) - (EVENT_LINES - 1)
+            shown = shown[:EVENT_LINES - 1]
+        else:
+            hidden = 0
+        for number, event in shown:
+            level = "bad" if event.severity == "critical" else "warn"
+            line = Text(f"{number:>2} {clock_label(event.at, 1.0, window.span_s)} ",
+                        style=self.get_component_rich_style(f"history-screen--{level}", partial=True))
+            line.append_text(plain(f"{event.subject}: {event.message}"))
+            # One line an event, so the list stays short at 80 columns.
+            line.truncate(width, overflow="ellipsis")
+            if number > 1:
+                lines.append("\n")
+            lines.append_text(line)
+        if hidden:
+            lines.append(f"\n   … {hidden} more events in this window")
+        events.update(lines if plotted.events else Text("no warning or critical event in this window"))
+
+    def action_back(self) -> None:
+        """Back to the screen the history was opened from."""
+        self.dismiss(None)
+
+    def action_chart(self, step: int) -> None:
+        """Show the next (1) or previous (-1) chart."""
+        if self.charts:
+            self.chart_index = (self.chart_index + step) % len(self.charts)
+            self.fetch()
+
+    def action_zoom(self, step: int) -> None:
+        """Zoom out (1) or in (-1) a step, keeping the window's end."""
+        self.window = self.window.zoom(step)
+        self.fetch()
+
+    def action_pan(self, halves: int) -> None:
+        """Move half a window later (1) or earlier (-1)."""
+        self.window = self.window.pan(halves, self.now())
+        self.fetch()
+
+    def action_now(self) -> None:
+        """Back to the newest data."""
+        self.window = Window(self.now(), self.window.span_s)
+        self.fetch()

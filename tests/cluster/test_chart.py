@@ -1,0 +1,177 @@
+"""The history view's data: charts a node offers, window zoom and pan, lines from /v1/history answers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from rigmon.cluster.chart import (
+    DEFAULT_SPAN_S,
+    ZOOM_SPANS_S,
+    Window,
+    charts_for,
+    clock_label,
+    frame_values,
+    history_from_frames,
+    opening_span_s,
+    plot_data,
+    time_ticks,
+)
+from rigmon.cluster.client import AgentClient, AgentError
+from rigmon.schema import SCHEMA_VERSION, Event, History, HistorySeries, encode
+from tests.tui.snapshot_apps.record_frames import load_frames
+
+SAG_FIXTURE = "v100-gpu-lost-rail-sag"
+
+
+def rail_history(at: list[float], mins: list[float]) -> History:
+    means = [m + 0.2 for m in mins]
+    maxes = [m + 0.3 for m in mins]
+    series = {"psu_rail.volts.min_volts": HistorySeries(tuple(at), tuple(mins), tuple(mins), tuple(mins)),
+              "psu_rail.volts.mean_volts": HistorySeries(tuple(at), tuple(means), tuple(means), tuple(means)),
+              "psu_rail.volts.max_volts": HistorySeries(tuple(at), tuple(maxes), tuple(maxes), tuple(maxes))}
+    return History(schema=SCHEMA_VERSION, node="n", from_at=at[0], to_at=at[-1], tier="frames", step_s=1.0,
+                   series=series)
+
+
+def test_charts_of_a_v100_node_with_a_lost_gpu() -> None:
+    frames = load_frames(SAG_FIXTURE)
+    charts = {c.key: c for c in charts_for(frame_values(frames[-1]))}
+    assert list(charts) == ["rail", "gpu_power", "path", "cpu"]
+    rail = charts["rail"]
+    assert [(line.series, line.stat) for line in rail.lines][0] == ("psu_rail.volts.min_volts", "min")
+    assert [t.value for t in rail.thresholds] == [11.7, 11.5]
+    power = charts["gpu_power"]
+    # The lost GPU 3 reports no power now but keeps its line: its last minutes matter.
+    assert [line.label for line in power.lines] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+    assert all(line.series.endswith("power_peak_w") and line.stat == "max" for line in power.lines)
+    assert [t.value for t in power.thresholds] == [300.0]
+
+
+def test_charts_of_links_and_arrays() -> None:
+    charts = {c.key: c for c in charts_for(frame_values(load_frames("enclosure-link-10g-array-lagging")[-1]))}
+    assert charts["links"].series == ("thunderbolt[0-1].rx_gbps", "thunderbolt[1-1].rx_gbps")
+    assert all(line.stat == "min" for line in charts["links"].lines)
+    assert [t.value for t in charts["links"].thresholds] == [40.0]
+    assert charts["storage"].divide == 1e6
+    assert charts_for({}) == []
+
+
+def test_the_sag_minimum_is_the_lowest_point_drawn() -> None:
+    at = [1000.0 + i for i in range(10)]
+    history = rail_history(at, [12.0, 11.9, 11.95, 11.26, 12.0, 11.9, 12.0, 11.95, 12.0, 11.9])
+    chart = charts_for({"psu_rail.volts.min_volts": 12.0})[0]
+    plotted = plot_data(chart, history, Window(1009.0, 60.0))
+    assert plotted.lowest == 11.26
+    assert plotted.lines[0].label == "min" and min(plotted.lines[0].ys) == 11.26
+    # x is seconds since the window's start.
+    assert plotted.lines[0].xs[0] == pytest.approx(1000.0 - (1009.0 - 60.0))
+    # The axis holds the data, the thresholds and the rail's band.
+    assert plotted.y_low < 11.0 and plotted.y_high > 12.6
+
+
+def test_points_outside_the_window_and_info_events_are_left_out() -> None:
+    at = [1000.0 + i for i in range(10)]
+    history = replace(rail_history(at, [12.0] * 5 + [11.3] + [12.0] * 4), events=(
+        Event(id="1", at=1001.0, kind="agent_started", severity="info", subject="node:n", message="started"),
+        Event(id="2", at=1005.0, kind="gpu_lost", severity="critical", subject="gpu:3", message="GPU 3 lost"),
+        Event(id="3", at=900.0, kind="xid", severity="critical", subject="gpu:3", message="old"),
+    ))
+    chart = charts_for({"psu_rail.volts.min_volts": 12.0})[0]
+    plotted = plot_data(chart, history, Window(1004.0, 4.0))
+    assert plotted.lowest == 12.0
+    assert [e.id for e in plot_data(chart, history, Window(1009.0, 60.0)).events] == ["2"]
+
+
+def test_zoom_steps_and_pan_never_passes_now() -> None:
+    window = Window(10_000.0)
+    assert window.span_s == DEFAULT_SPAN_S
+    out = window.zoom(1)
+    assert out.span_s == 3600.0 and out.end_at == 10_000.0
+    assert Window(10_000.0, ZOOM_SPANS_S[-1]).zoom(1).span_s == ZOOM_SPANS_S[-1]
+    assert Window(10_000.0, ZOOM_SPANS_S[0]).zoom(-1).span_s == ZOOM_SPANS_S[0]
+    earlier = window.pan(-1, now=10_000.0)
+    assert earlier.end_at == 10_000.0 - DEFAULT_SPAN_S / 2
+    assert earlier.pan(5, now=10_000.0).end_at == 10_000.0
+
+
+def test_opening_span_covers_what_the_dashboard_has_seen() -> None:
+    assert opening_span_s(None) == DEFAULT_SPAN_S
+    assert opening_span_s(50.0) == 60.0
+    assert opening_span_s(200.0) == 300.0
+    assert opening_span_s(7200.0) == DEFAULT_SPAN_S
+
+
+def test_time_ticks_on_round_times() -> None:
+    window = Window(1_767_225_600.0 + 900, 900.0)  # 00:00-00:15 UTC
+    ticks = time_ticks(window, 6)
+    assert [label for _, label in ticks] == ["00:00", "00:05", "00:10", "00:15"]
+    assert ticks[0][0] == 0.0
+    assert clock_label(1_767_225_630.0, 30.0) == "00:00:30"
+    assert clock_label(1_767_225_600.0, 3600.0, 3 * 86400.0) == "01-01 00:00"
+
+
+def test_history_from_frames_keeps_min_mean_max_per_bucket() -> None:
+    frames = load_frames(SAG_FIXTURE)
+    start, end = frames[0].taken_at, frames[-1].taken_at
+    names = ["psu_rail.volts.min_volts"]
+    whole = history_from_frames(frames, "n", start, end, names)
+    assert whole.tier == "frames"
+    lowest = min(f.readings.psu_rail.volts.min_volts for f in frames
+                 if f.readings.psu_rail is not None and f.readings.psu_rail.volts is not None)
+    assert min(whole.series[names[0]].min) == lowest
+    assert list(whole.series) == names
+    assert any(e.kind == "gpu_lost" for e in whole.events)
+    # A week's window: 900 s buckets, whose minimum is still the sag's.
+    week = history_from_frames(frames, "n", end - 7 * 86400, end, names)
+    assert week.tier == "900s" and min(week.series[names[0]].min) == lowest
+    assert len(week.series[names[0]].at) <= 2
+    mean = week.series[names[0]].mean[-1]
+    assert lowest < mean and not math.isnan(mean)
+
+
+async def test_client_asks_history_for_a_window_and_series() -> None:
+    seen: list[httpx.Request] = []
+    answer = rail_history([1.0, 2.0], [12.0, 11.3])
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, content=encode(answer))
+
+    client = AgentClient("http://node.test:9871", transport=httpx.MockTransport(handle))
+    history = await client.history(100.0, 200.5, ["psu_rail.volts.min_volts", "host.cpu_pct"])
+    await client.aclose()
+    assert history.series["psu_rail.volts.min_volts"].min == (12.0, 11.3)
+    params = seen[0].url.params
+    assert seen[0].url.path == "/v1/history"
+    assert (params["from"], params["to"]) == ("100.0", "200.5")
+    assert params["series"] == "psu_rail.volts.min_volts,host.cpu_pct"
+    assert "frames" not in params
+
+
+async def test_client_history_says_why_there_is_none() -> None:
+    async def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"error": "this agent keeps no journal"})
+
+    client = AgentClient("http://node.test:9871", transport=httpx.MockTransport(handle))
+    with pytest.raises(AgentError) as caught:
+        await client.history(1.0, 2.0)
+    await client.aclose()
+    assert "no journal" in caught.value.reason
+
+
+def test_bus_error_chart_only_for_counters_that_counted() -> None:
+    healthy = {"gpus[0].index": 0.0, "gpus[0].power_w": 250.0, "gpus[0].pcie_replay_total": 0.0,
+               "gpus[0].nvlinks[0].link": 0.0, "gpus[0].nvlinks[0].crc_flit_total": 0.0,
+               "gpus[0].nvlinks[0].replay_total": 0.0}
+    assert "bus_errors" not in [c.key for c in charts_for(healthy)]
+    loose = dict(healthy, **{"gpus[2].index": 2.0, "gpus[2].pcie_replay_total": 40.0,
+                             "gpus[2].nvlinks[3].link": 3.0, "gpus[2].nvlinks[3].crc_flit_total": 17.0,
+                             "gpus[2].nvlinks[3].replay_total": 0.0})
+    chart = next(c for c in charts_for(loose) if c.key == "bus_errors")
+    assert [(line.label, line.series) for line in chart.lines] == [
+        ("GPU 2 PCIe replay", "gpus[2].pcie_replay_per_s"),
+        ("GPU 2 NVLink 3 CRC", "gpus[2].nvlinks[3].crc_flit_per_s")]

@@ -1,0 +1,201 @@
+"""The history view: opened from the node and cluster screens, drawn from the agent's /v1/history,
+zoomed and panned by keys, honest about a node without history, and working in a replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from rigmon.cluster.chart import DEFAULT_SPAN_S, ZOOM_SPANS_S
+from rigmon.cluster.config import NodeTarget
+from rigmon.cluster.replay import Replay, store_key
+from rigmon.sim.rig import running_rig
+from rigmon.tui.app import RigmonApp
+from rigmon.tui.screens.cluster import ClusterScreen
+from rigmon.tui.screens.history import HistoryScreen
+from rigmon.tui.screens.node import NodeScreen
+from rigmon.tui.widgets.history_chart import HistoryChart
+from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import FakeAgent
+from tests.tui.snapshot_apps.fake_bundle import write_fake_bundle
+from tests.tui.snapshot_apps.recorded import build, open_node, settle, v100_frames
+
+
+def history_requests(agent: FakeAgent) -> list[httpx.Request]:
+    return [r for r in agent.requests if r.url.path == "/v1/history" and "frames" not in r.url.params]
+
+
+async def open_history(app: RigmonApp, pilot) -> HistoryScreen:  # type: ignore[no-untyped-def]
+    await pilot.press("h")
+    await wait_for(lambda: isinstance(app.screen, HistoryScreen))
+    screen = app.screen
+    assert isinstance(screen, HistoryScreen)
+    await wait_for(lambda: screen.history is not None or screen.reason is not None)
+    await pilot.pause()
+    return screen
+
+
+def lowest_rail(agent: FakeAgent) -> float:
+    """The lowest rail minimum the agent's frames hold (the recorded sag)."""
+    return min(f.readings.psu_rail.volts.min_volts for f in agent.frames
+               if f.readings.psu_rail is not None and f.readings.psu_rail.volts is not None)
+
+
+def fleet_app(journal: bool = True):  # type: ignore[no-untyped-def]
+    frames = v100_frames()
+    app, fleet, clock = build([("node01", frames, len(frames))])
+    agent = next(iter(fleet.agents.values()))
+    agent.journal = journal
+    return app, fleet, agent, frames
+
+
+async def test_node_screen_key_draws_the_rail_from_v1_history() -> None:
+    app, fleet, agent, frames = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        screen = await open_history(app, pilot)
+        assert screen.chart is not None and screen.chart.key == "rail"
+        asked = history_requests(agent)
+        assert len(asked) == 1
+        params = asked[0].url.params
+        assert "psu_rail.volts.min_volts" in params["series"].split(",")
+        # The window ends at the node's last frame.
+        assert float(params["to"]) == agent.frames[-1].taken_at
+        # The sag's minimum (11.255 V in the recording) is the lowest point drawn, and the
+        # chart's y axis reaches below it.
+        assert screen.plotted is not None
+        assert screen.plotted.lowest == lowest_rail(agent) == 11.255
+        assert screen.plotted.y_low < 11.255
+        assert screen.query_one(HistoryChart).plotted is screen.plotted
+        # The node's events are listed under the chart: the GPU lost among them.
+        assert any(e.kind == "gpu_lost" for e in screen.plotted.events)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HistoryScreen)
+
+
+async def test_zoom_pan_and_series_keys_change_the_request() -> None:
+    app, fleet, agent, frames = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        screen = await open_history(app, pilot)
+        first = history_requests(agent)[-1].url.params
+        span = float(first["to"]) - float(first["from"])
+
+        async def press(key: str) -> httpx.QueryParams:
+            count = len(history_requests(agent))
+            await pilot.press(key)
+            await wait_for(lambda: len(history_requests(agent)) > count and screen.history is not None)
+            await pilot.pause()
+            return history_requests(agent)[-1].url.params
+
+        out = await press("minus")
+        assert float(out["to"]) - float(out["from"]) > span
+        assert float(out["to"]) == float(first["to"])
+        inside = await press("plus")
+        assert float(inside["to"]) - float(inside["from"]) == span
+        earlier = await press("comma")
+        assert float(earlier["to"]) == float(first["to"]) - span / 2
+        later = await press("full_stop")
+        assert float(later["to"]) == float(first["to"])
+        # Never past the newest data.
+        assert float((await press("full_stop"))["to"]) == float(first["to"])
+        power = await press("s")
+        assert screen.chart is not None and screen.chart.key == "gpu_power"
+        assert "gpus[3].power_peak_w" in power["series"].split(",")
+        assert screen.plotted is not None and screen.plotted.highest is not None
+        assert screen.plotted.highest > 300.0  # V100 peaks over the 300 W limit are drawn as they are
+
+
+async def test_cluster_screen_key_opens_the_selected_node() -> None:
+    app, fleet, agent, _ = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        screen = await open_history(app, pilot)
+        assert screen.node_name == "node01"
+        assert screen.plotted is not None and screen.plotted.lowest == lowest_rail(agent)
+
+
+async def test_a_node_without_journal_or_dead_says_why() -> None:
+    app, fleet, agent, _ = fleet_app(journal=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        screen = await open_history(app, pilot)
+        assert screen.history is None and screen.reason is not None and "not found" in screen.reason
+        assert str(screen.query_one("#history-head").render()).startswith(f"no history: {screen.reason}")
+        assert not screen.query_one(HistoryChart).display
+        await pilot.press("escape")
+        agent.down = True
+        screen = await open_history(app, pilot)
+        assert screen.reason is not None and "refused" in screen.reason
+        head = str(screen.query_one("#history-head").render())
+        assert head.startswith("no history: ")
+
+
+async def test_replay_draws_history_from_the_recorded_frames(tmp_path: Path) -> None:
+    replay = Replay.open(write_fake_bundle(tmp_path / "bug.tar.gz"))
+    app = RigmonApp([], replay=replay, refresh_s=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space")  # pause
+        replay.seek(app.cluster, replay.end_at)
+        key = store_key(replay.bundle.nodes[1])
+        app.open_node(key)
+        await pilot.pause()
+        screen = await open_history(app, pilot)
+        assert screen.chart is not None and screen.chart.key == "cpu"
+        assert screen.window.end_at == replay.at
+        assert screen.window.span_s in ZOOM_SPANS_S and screen.window.span_s <= DEFAULT_SPAN_S
+        assert screen.plotted is not None and screen.plotted.lines
+        cpu = [f.readings.host.cpu_pct for f in replay.frames_until(key)
+               if f.readings.host is not None and f.readings.host.cpu_pct is not None
+               and f.taken_at >= screen.window.from_at]
+        assert screen.plotted.highest == max(cpu)
+        assert [e.message for e in screen.plotted.events][-1].startswith("gpu_lost firing")
+
+
+async def test_history_of_a_real_agent_shows_the_sag_from_its_journal(tmp_path: Path) -> None:
+    """A simulated undervolt rig with a real agent and journal: the chart's lowest rail point is
+    the journal's lowest rail minimum, below the critical threshold."""
+    async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=5, workdir=tmp_path / "rig",
+                           interval_s=0.25) as rig:
+        app = RigmonApp([NodeTarget(u) for u in rig.urls], refresh_s=0.2, alarm_poll_s=0.5)
+        async with app.run_test(size=(120, 40)) as pilot:
+            store = next(iter(app.cluster.nodes.values()))
+            await wait_for(lambda: any(e.kind == "gpu_lost" for e in store.events), timeout_s=60)
+            await pilot.pause()
+            screen = await open_history(app, pilot)
+            assert screen.chart is not None and screen.chart.key == "rail"
+            assert screen.history is not None and screen.plotted is not None
+            window = screen.window
+            async with httpx.AsyncClient(base_url=rig.urls[0]) as http:
+                answer = (await http.get("/v1/history", params={
+                    "from": repr(window.from_at), "to": repr(window.end_at),
+                    "series": "psu_rail.volts.min_volts"})).json()
+            lowest = min(answer["series"]["psu_rail.volts.min_volts"]["min"])
+            assert screen.plotted.lowest == lowest
+            assert lowest < 11.5
+            assert any(e.kind == "gpu_lost" for e in screen.plotted.events)
+
+
+async def test_leaving_the_history_for_another_screen_closes_it() -> None:
+    app, fleet, agent, _ = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        await open_history(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, ClusterScreen)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        await open_history(app, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        app.open_node(agent.url)
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
