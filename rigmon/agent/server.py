@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.connections import ConnectionLimits, guarded_protocol
 from rigmon.agent.quiet_server import QuietServer
 from rigmon.config import split_listen
 
@@ -124,8 +125,20 @@ def check_listen_policy(listen: str, token: str | None) -> tuple[str, int]:
     return host, port
 
 
+def max_connections(max_streams: int) -> int:
+    """Connections the server holds at once: every event stream and 32 more."""
+    return max_streams + 32
+
+
 def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
     """A uvicorn server for the agent's app (not started)."""
+    section = agent.config.agent
+    limits = ConnectionLimits(
+        head_timeout_s=section.head_timeout_s,
+        max_per_client=section.max_connections_per_client,
+        max_total=max_connections(section.max_streams),
+        tokens=tuple(t for t in (agent.token, agent.control_token) if t),
+    )
     config = uvicorn.Config(
         agent.app(),
         host=host,
@@ -135,8 +148,10 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         log_config=None,
         access_log=False,
         lifespan="off",
-        # Bounded connection count: uvicorn answers 503 beyond it.
-        limit_concurrency=agent.config.agent.max_streams + 32,
+        # Connections are bounded by `limits` as they are accepted (rigmon/agent/connections.py):
+        # uvicorn's own limit let idle sockets turn every new request away.
+        http=guarded_protocol(limits),
+        ws="none",
         h11_max_incomplete_event_size=agent.config.agent.max_request_bytes,
         timeout_graceful_shutdown=1,
         ssl_certfile=agent.config.agent.tls_cert_file or None,

@@ -1,0 +1,178 @@
+"""Connection limits of the agent's HTTP server: time to a request head, per-address and total caps.
+
+uvicorn closes an idle keep-alive connection, but never one that has not sent its first
+request, and its ``limit_concurrency`` answers 503 to every new request while idle sockets
+fill it. So 64 sockets that never send a byte took a node's agent off the air, ``/healthz``
+included. Here every connection must deliver a complete request head within
+``head_timeout_s`` of connecting (or of its previous answer), and a new connection that
+would exceed the caps makes room by closing the longest-waiting connection that has not
+sent a request head: idle sockets cannot lock out a dashboard that reconnects, and a
+connection that is being served (an event stream, an answer) is never the one closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger(__name__)
+
+#: Answer to a connection refused because every slot is busy serving requests.
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: 46\r\n\r\n"
+            b'{"error": "too many connections; retry later"}')
+
+
+@dataclass
+class ConnectionLimits:
+    """Limits shared by every connection of one server.
+
+    Args:
+        head_timeout_s: seconds a connection may take to deliver a complete request head,
+            from connecting or from the end of its previous answer.
+        max_per_client: connections one client address may hold at once.
+        max_total: connections the server holds at once.
+        tokens: bearer tokens (read and control) whose holders' connections are closed last.
+    """
+
+    head_timeout_s: float
+    max_per_client: int
+    max_total: int
+    tokens: tuple[str, ...] = ()
+    #: Open connections in the order they were accepted.
+    open: list[GuardedH11Protocol] = field(default_factory=list)
+    #: Connections closed to make room, and connections refused, since the start (for tests and logs).
+    evicted: int = 0
+    refused: int = 0
+    timed_out: int = 0
+
+    def authorised(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether a request head carries one of the tokens (every request does when there is none)."""
+        if not self.tokens:
+            return True
+        given = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(given) != 1:
+            return False
+        return any(hmac.compare_digest(given[0], f"Bearer {token}".encode()) for token in self.tokens)
+
+    def admit(self, new: GuardedH11Protocol) -> bool:
+        """Make room for ``new`` (already accepted); ``False`` when it must be refused."""
+        same = [c for c in self.open if c.client_host == new.client_host]
+        if len(same) >= self.max_per_client and not self._evict(same):
+            return False
+        if len(self.open) >= self.max_total and not self._evict(self.open):
+            return False
+        self.open.append(new)
+        return True
+
+    def forget(self, conn: GuardedH11Protocol) -> None:
+        """``conn`` is closed."""
+        if conn in self.open:
+            self.open.remove(conn)
+
+    def _evict(self, candidates: list[GuardedH11Protocol]) -> bool:
+        # Waiting for a head, oldest first; connections that never made an authorised
+        # request go before those of clients that did (a dashboard between two polls).
+        waiting = [c for c in candidates if c.awaiting_head and not c.transport.is_closing()]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda c: (c.trusted, c.waiting_since))
+        self.evicted += 1
+        victim.close_idle("closed to make room for a new connection")
+        self.forget(victim)
+        return True
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """An `H11Protocol` class bound to ``limits``, for ``uvicorn.Config(http=...)``."""
+
+    class Bound(GuardedH11Protocol):
+        pass
+
+    Bound.limits = limits
+    return Bound
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request head and admission by `ConnectionLimits`."""
+
+    limits: ConnectionLimits
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.awaiting_head = True
+        self.trusted = False
+        self.waiting_since = 0.0
+        self.client_host = ""
+        self._head_timer: asyncio.TimerHandle | None = None
+        # Every event h11 parses passes here: a request head stops the clock.
+        next_event = self.conn.next_event
+
+        def watched() -> Any:
+            event = next_event()
+            if isinstance(event, h11.Request):
+                self._head_received(event)
+            return event
+
+        self.conn.next_event = watched  # type: ignore[method-assign]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.client_host = self.client[0] if self.client else ""
+        if not self.limits.admit(self):
+            self.limits.refused += 1
+            log.warning("refused a connection from %s: every connection slot is serving a request",
+                        self.client_host or "?")
+            transport.write(_REFUSED)
+            transport.close()
+            return
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        self.limits.forget(self)
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            # A keep-alive connection must send its next head in time too (uvicorn's own
+            # keep-alive timeout ends once a first byte arrives).
+            self._await_head()
+
+    def close_idle(self, why: str) -> None:
+        """Close this connection, which has not sent a request head; ``why`` goes to the debug log."""
+        self._cancel_head_timer()
+        log.debug("closing connection from %s: %s", self.client_host or "?", why)
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _await_head(self) -> None:
+        self.awaiting_head = True
+        self.waiting_since = self.loop.time()
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timed_out)
+
+    def _head_received(self, event: h11.Request) -> None:
+        self.awaiting_head = False
+        self._cancel_head_timer()
+        if self.limits.authorised(event.headers):
+            self.trusted = True
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.awaiting_head:
+            self.limits.timed_out += 1
+            self.close_idle(f"no complete request head within {self.limits.head_timeout_s:g} s")
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
