@@ -28,6 +28,19 @@ log = logging.getLogger(__name__)
 _REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             b"connection: close\r\ncontent-length: 46\r\n\r\n"
             b'{"error": "too many connections; retry later"}')
+#: Most bytes one read hands to the protocol (asyncio's selector transport reads 256 KiB at most).
+MAX_READ_BYTES = 256 * 1024
+
+
+def h11_buffer_limit(max_head_bytes: int) -> int:
+    """The HTTP parser's own limit on an incomplete head: above ours by one read, so ours answers first."""
+    return max_head_bytes + MAX_READ_BYTES
+
+
+def _too_large(limit: int) -> bytes:
+    body = f'{{"error": "request headers over {limit} bytes"}}'.encode()
+    return (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 @dataclass
@@ -39,12 +52,15 @@ class ConnectionLimits:
             from connecting or from the end of its previous answer.
         max_per_client: connections one client address may hold at once.
         max_total: connections the server holds at once.
+        max_head_bytes: largest request head; a connection that sent more without completing one
+            is answered 431 and closed (a complete head is measured by the app, rigmon/agent/api.py).
         tokens: bearer tokens (read and control) whose holders' connections are closed last.
     """
 
     head_timeout_s: float
     max_per_client: int
     max_total: int
+    max_head_bytes: int = 65536
     tokens: tuple[str, ...] = ()
     #: Open connections in the order they were accepted.
     open: list[GuardedH11Protocol] = field(default_factory=list)
@@ -111,6 +127,7 @@ class GuardedH11Protocol(H11Protocol):
         self.trusted = False
         self.waiting_since = 0.0
         self.client_host = ""
+        self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         # Every event h11 parses passes here: a request head stops the clock.
         next_event = self.conn.next_event
@@ -135,6 +152,16 @@ class GuardedH11Protocol(H11Protocol):
             return
         self._await_head()
 
+    def data_received(self, data: bytes) -> None:
+        if self.awaiting_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self.awaiting_head and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
+            # Counted as it arrives: a head that never ends cannot grow past the limit.
+            self._cancel_head_timer()
+            self.transport.write(_too_large(self.limits.max_head_bytes))
+            self.transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         self.limits.forget(self)
@@ -156,6 +183,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _await_head(self) -> None:
         self.awaiting_head = True
+        self._head_bytes = 0
         self.waiting_since = self.loop.time()
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timed_out)

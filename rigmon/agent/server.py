@@ -16,7 +16,7 @@ from typing import Any
 import uvicorn
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.connections import ConnectionLimits, guarded_protocol
+from rigmon.agent.connections import ConnectionLimits, guarded_protocol, h11_buffer_limit
 from rigmon.agent.quiet_server import QuietServer
 from rigmon.config import split_listen
 
@@ -137,6 +137,7 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         head_timeout_s=section.head_timeout_s,
         max_per_client=section.max_connections_per_client,
         max_total=max_connections(section.max_streams),
+        max_head_bytes=section.max_request_bytes,
         tokens=tuple(t for t in (agent.token, agent.control_token) if t),
     )
     config = uvicorn.Config(
@@ -152,7 +153,7 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         # uvicorn's own limit let idle sockets turn every new request away.
         http=guarded_protocol(limits),
         ws="none",
-        h11_max_incomplete_event_size=agent.config.agent.max_request_bytes,
+        h11_max_incomplete_event_size=h11_buffer_limit(section.max_request_bytes),
         timeout_graceful_shutdown=1,
         ssl_certfile=agent.config.agent.tls_cert_file or None,
         ssl_keyfile=agent.config.agent.tls_key_file or None,
