@@ -7,6 +7,7 @@ import gzip
 import hmac
 import json
 import math
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +41,11 @@ KEEPALIVE_S = 15.0
 MAX_SAMPLES_PER_REQUEST = 1000
 #: Longest operator name kept with an acknowledgement.
 MAX_ACK_BY_CHARS = 100
+#: Characters refused in an acknowledgement's ``by``: C0 controls (tab and newlines too), DEL,
+#: C1 controls, the line and paragraph separators and the bidi embeddings, overrides and
+#: isolates (U+202A-U+202E, U+2066-U+2069). ``by`` is shown on every operator's terminal: an
+#: ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
+UNSAFE_BY = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
 #: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
 MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
@@ -339,6 +345,10 @@ def build_app(state: ApiState) -> ASGIApp:
             if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
                 raise BadRequest("body must be a JSON object whose \"by\" is a string")
             by = (data.get("by") or by)[:MAX_ACK_BY_CHARS]
+            unsafe = UNSAFE_BY.search(by)
+            if unsafe:
+                raise BadRequest(f"\"by\" must not contain control or bidi characters "
+                                 f"(found U+{ord(unsafe.group()):04X} at position {unsafe.start()})")
         alarm_id = request.path_params["alarm_id"]
         try:
             alarm = state.alarms.acknowledge(alarm_id, by)
