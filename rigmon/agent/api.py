@@ -8,6 +8,8 @@ import hmac
 import json
 import math
 import re
+import sqlite3
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -394,6 +396,10 @@ def build_app(state: ApiState) -> ASGIApp:
                 return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
             body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
                                            state.interval_s, names, with_frames)
+        except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
+            # A journal damaged under the reader (bad pages, a body that does not decode): the
+            # writer sets it aside; until then the answer is the documented 503, never a 500.
+            return _error(503, f"journal cannot be read: {exc}")
         except JournalError as exc:
             if not unopened:
                 return _error(503, str(exc))
