@@ -18,6 +18,7 @@ import uvicorn
 from rigmon.agent.agent import Agent
 from rigmon.agent.connections import ConnectionLimits, guarded_protocol, h11_buffer_limit
 from rigmon.agent.quiet_server import QuietServer
+from rigmon.agent.state_lock import StateDirInUse
 from rigmon.config import split_listen
 
 #: Longest wait, before dropping privileges, for the collectors' first run and the journal's open.
@@ -180,7 +181,11 @@ async def serve(agent: Agent, listen: str, user: str = "") -> None:
         # uvicorn logs a bind failure and exits; say which address in our own words.
         detail = f": {exc}" if isinstance(exc, OSError) else " (see the error above)"
         raise StartupError(f"cannot serve on {listen}{detail}") from None
-    agent.start()
+    try:
+        agent.start()
+    except StateDirInUse as exc:
+        sock.close()
+        raise StartupError(str(exc)) from None
     try:
         if user:
             await _settled(agent)
