@@ -149,6 +149,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from rigmon.agent.agent import Agent
     from rigmon.agent.server import (
         StartupError,
+        check_distinct_tokens,
         check_listen_policy,
         check_tls_files,
         read_token_file,
@@ -166,7 +167,9 @@ def _cmd_agent(args: argparse.Namespace) -> int:
             config = dataclasses.replace(
                 config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
-        control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
+        control = (read_token_file(config.agent.control_token_file, "control_token_file")
+                   if config.agent.control_token_file else None)
+        check_distinct_tokens(token, control)
         check_listen_policy(config.agent.listen, token)
         if config.agent.tls_cert_file:
             check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file)
@@ -233,7 +236,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     if args.token_file:
         try:
             # The same rule as the agent's: a token other users can read is refused.
-            token = read_token_file(args.token_file)
+            token = read_token_file(args.token_file, "--token-file")
         except StartupError as exc:
             return fail(str(exc))
     if args.ca_file and not Path(args.ca_file).is_file():

@@ -192,6 +192,9 @@ class NotifySection:
             raise ValueError("timeout_s must be positive and 0 <= backoff_s <= backoff_max_s")
         if self.retries < 0 or self.max_per_minute < 1 or self.queue_size < 1 or self.dedup_s < 0:
             raise ValueError("retries and dedup_s must not be negative; max_per_minute and queue_size at least 1")
+        check_ranges(self, {"timeout_s": (0.01, 600.0), "retries": (0, 100), "backoff_s": (0.0, 3600.0),
+                            "backoff_max_s": (0.0, 86400.0), "dedup_s": (0.0, 7 * 86400.0),
+                            "max_per_minute": (1, 100_000), "queue_size": (1, 1_000_000)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,10 @@ class StorageSection:
             raise ValueError("balance_min_bytes_per_s must not be negative")
         if self.net_stall_after_s <= 0:
             raise ValueError("net_stall_after_s must be positive")
+        check_ranges(self, {"balance_min_bytes_per_s": (0.0, 1e13), "net_stall_after_s": (0.1, 86400.0)})
+        for key, gbps in self.thunderbolt_expected_gbps.items():
+            if not gbps <= 1000:
+                raise ValueError(f"thunderbolt_expected_gbps.{key} must be at most 1000, got {gbps!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +247,7 @@ class GpuSection:
             raise ValueError("kernel_log_lines must be at least 1")
         if not self.kmsg_path.startswith("/"):
             raise ValueError("kmsg_path must be absolute")
+        check_ranges(self, {"nvml_timeout_s": (0.01, 600.0), "kernel_log_lines": (1, 100_000)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,7 @@ class PsuHwmonSection:
     def __post_init__(self) -> None:
         if self.share_imbalance_pct <= 0:
             raise ValueError("share_imbalance_pct must be positive")
+        check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +330,8 @@ class PsuSection:
             raise ValueError("reopen_min_s must be positive and at most reopen_max_s")
         if not 1 <= self.pzem_address <= 247:
             raise ValueError("pzem_address must be 1..247")
+        check_ranges(self, {"baud": (50, 4_000_000), "stale_after_s": (0.01, 3600.0), "poll_interval_s": (0.01, 3600.0),
+                            "reopen_min_s": (0.01, 3600.0), "reopen_max_s": (0.01, 3600.0)})
         if not self.primary:
             raise ValueError("primary must name a channel")
         for name in self.channels:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import ipaddress
 import os
 import pwd
@@ -53,20 +54,58 @@ def check_private_file(path: str, what: str = "token file") -> None:
         raise StartupError(f"{what} {path} is readable or writable by other users; chmod 600 it")
 
 
-def read_token_file(path: str) -> str:
-    """Read a bearer token from a file that only its owner can read.
+#: Largest token file read (a token is a line; anything longer is not a token file).
+MAX_TOKEN_FILE_BYTES = 4096
+
+
+def read_token_file(path: str, key: str = "token_file") -> str:
+    """Read a bearer token from a regular file that only its owner can read.
+
+    The file is opened non-blocking and checked on the open descriptor: a FIFO (or a device)
+    there would otherwise hang the agent's start for good, waiting for a writer.
+
+    Args:
+        path: the file.
+        key: the configuration key naming it, for the error message.
 
     Raises:
-        StartupError: unreadable, empty, or readable by other users.
+        StartupError: not a regular file, unreadable, empty, too long, or readable by other users.
     """
-    check_private_file(path)
+    check_private_file(path, key)
     try:
-        text = Path(path).read_text().strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise StartupError(f"token file {path}: {exc.strerror}") from None
+        raise StartupError(f"{key} {path}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a file"
+            raise StartupError(f"{key} {path} is {kind}; a token file must be a regular file")
+        raw = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
+    except OSError as exc:
+        raise StartupError(f"{key} {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_TOKEN_FILE_BYTES:
+        raise StartupError(f"{key} {path} is over {MAX_TOKEN_FILE_BYTES} bytes; it should hold one token")
+    try:
+        text = raw.decode().strip()
+    except UnicodeDecodeError:
+        raise StartupError(f"{key} {path} is not text") from None
     if not text:
-        raise StartupError(f"token file {path} is empty")
+        raise StartupError(f"{key} {path} is empty")
     return text
+
+
+def check_distinct_tokens(token: str | None, control_token: str | None) -> None:
+    """Refuse one token for both scopes: every reader could then acknowledge alarms.
+
+    Raises:
+        StartupError: naming both keys.
+    """
+    if token and control_token and hmac.compare_digest(token.encode(), control_token.encode()):
+        raise StartupError("control_token_file holds the same token as token_file: every reader could "
+                           "acknowledge alarms; give the control scope a token of its own")
 
 
 def check_tls_files(cert_file: str, key_file: str) -> None:
