@@ -177,6 +177,8 @@ class GuardedH11Protocol(H11Protocol):
     def close_idle(self, why: str) -> None:
         """Close this connection, which has not sent a request head; ``why`` goes to the debug log."""
         self._cancel_head_timer()
+        # Its slot is free now, not when the loop gets to connection_lost.
+        self.limits.forget(self)
         log.debug("closing connection from %s: %s", self.client_host or "?", why)
         if not self.transport.is_closing():
             self.transport.close()
