@@ -168,11 +168,12 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
         if not self.transport.is_closing():
             # A keep-alive connection must send its next head in time too (uvicorn's own
-            # keep-alive timeout ends once a first byte arrives).
+            # keep-alive timeout ends once a first byte arrives). Before uvicorn's handling,
+            # which parses a pipelined request at once: its head stops this clock again.
             self._await_head()
+        super().on_response_complete()
 
     def close_idle(self, why: str) -> None:
         """Close this connection, which has not sent a request head; ``why`` goes to the debug log."""

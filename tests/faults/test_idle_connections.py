@@ -143,10 +143,15 @@ def test_a_connection_without_a_complete_head_is_closed_after_the_head_timeout(t
         quiet = connect(port)
         quiet.sendall(f"GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n".encode())
         quiet.settimeout(WAIT_S)
-        assert quiet.recv(65536).startswith(b"HTTP/1.1 200")
+        answer = b""
+        while not answer.endswith(b'{"ok":true}'):
+            chunk = quiet.recv(65536)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200")
         quiet.sendall(b"GET /healthz HTTP/1.1\r\n")
-        for sock in (silent, partial, quiet):
-            assert closed_by_peer(sock, WAIT_S)
+        for name, sock in (("silent", silent), ("partial", partial), ("quiet", quiet)):
+            assert closed_by_peer(sock, WAIT_S), f"the {name} connection stayed open"
             sock.close()
         assert request(port, "/healthz", token=None)[0] == 200
 
@@ -173,3 +178,21 @@ def test_one_address_holds_at_most_its_share_of_connections(tmp_path: Path) -> N
 def test_head_timeout_out_of_range_is_refused(value: float) -> None:
     with pytest.raises(ValueError, match="head_timeout_s"):
         AgentSection(head_timeout_s=value)
+
+
+def test_a_pipelined_stream_is_not_cut_by_the_head_timeout(tmp_path: Path) -> None:
+    # Two requests in one packet: the second (an event stream) is parsed while the first's answer
+    # completes; the clock for the next head must not run while the stream is served.
+    with live_agent(tmp_path, head_timeout_s=0.5) as (_, port):
+        sub = Subscriber.__new__(Subscriber)
+        sub.sock = connect(port)
+        sub.sock.settimeout(WAIT_S)
+        sub.buffer = b""
+        sub.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n"
+                         + f"GET /v1/stream HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+        first = sub.next_frame_id()
+        # Frames come every 0.05 s: 40 of them span several head timeouts.
+        while (last := sub.next_frame_id()) < first + 40:
+            pass
+        assert last >= first + 40
+        sub.sock.close()
