@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 _REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             b"connection: close\r\ncontent-length: 46\r\n\r\n"
             b'{"error": "too many connections; retry later"}')
+#: Seconds a refused connection is still read (and what it sends dropped) after its answer, so
+#: the client's request in flight does not make the kernel reset the connection and lose the answer.
+LINGER_S = 1.0
 #: Most bytes one read hands to the protocol (asyncio's selector transport reads 256 KiB at most).
 MAX_READ_BYTES = 256 * 1024
 
@@ -129,6 +132,7 @@ class GuardedH11Protocol(H11Protocol):
         self.client_host = ""
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
+        self._discarding = False
         # Every event h11 parses passes here: a request head stops the clock.
         next_event = self.conn.next_event
 
@@ -147,20 +151,29 @@ class GuardedH11Protocol(H11Protocol):
             self.limits.refused += 1
             log.warning("refused a connection from %s: every connection slot is serving a request",
                         self.client_host or "?")
-            transport.write(_REFUSED)
-            transport.close()
+            self._answer_and_close(_REFUSED)
             return
         self._await_head()
 
     def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            return
         if self.awaiting_head:
             self._head_bytes += len(data)
         super().data_received(data)
         if self.awaiting_head and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
             # Counted as it arrives: a head that never ends cannot grow past the limit.
             self._cancel_head_timer()
-            self.transport.write(_too_large(self.limits.max_head_bytes))
-            self.transport.close()
+            self.limits.forget(self)
+            self._answer_and_close(_too_large(self.limits.max_head_bytes))
+
+    def _answer_and_close(self, answer: bytes) -> None:
+        """Send ``answer``, end our side, drop what the client still sends, close after `LINGER_S`."""
+        self._discarding = True
+        self.transport.write(answer)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()

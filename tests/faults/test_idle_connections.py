@@ -196,3 +196,28 @@ def test_a_pipelined_stream_is_not_cut_by_the_head_timeout(tmp_path: Path) -> No
             pass
         assert last >= first + 40
         sub.sock.close()
+
+
+def test_when_every_slot_is_serving_a_new_connection_is_answered_503(tmp_path: Path) -> None:
+    # max_streams = 1: 33 connections in all. Each of these is being served (its head is in,
+    # its body is awaited), so none is closed to make room.
+    with live_agent(tmp_path, max_streams=1, max_connections_per_client=64) as (_, port):
+        busy = []
+        for _ in range(33):
+            sock = connect(port)
+            sock.settimeout(WAIT_S)
+            sock.sendall(f"POST /v1/alarms/x/ack HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {CONTROL}\r\n"
+                         f"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n".encode())
+            # The agent asks for the body: it has read the head and is serving this request.
+            assert sock.recv(65536).startswith(b"HTTP/1.1 100 Continue")
+            busy.append(sock)
+        status, body = request(port, "/healthz", token=None)
+        assert status == 503 and b"too many connections" in body
+        assert all(still_open(s) for s in busy)
+        busy[0].close()
+        deadline = time.monotonic() + WAIT_S
+        while request(port, "/healthz", token=None)[0] != 200:
+            assert time.monotonic() < deadline, "a freed slot was never reused"
+            time.sleep(0.05)
+        for sock in busy:
+            sock.close()
