@@ -109,6 +109,90 @@ class ConnectionLimits:
         return True
 
 
+class LingeringTransport(asyncio.Transport):
+    """A transport whose `close` ends our side, drains the client's for `LINGER_S`, then closes.
+
+    An answer sent before the whole request was read (413 for a body over the limit, 431, 503)
+    is followed by a close while the client is still sending; the kernel then resets the
+    connection, and a reset can make the client lose the answer it was about to read. So the
+    close is lingering, as web servers do: half-close, read and drop what still comes, close
+    when the client has closed its side or after `LINGER_S`.
+    """
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        super().__init__()
+        self._transport = transport
+        self._protocol = protocol
+        self._closing = False
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        real = self._transport
+        if real.is_closing():
+            return
+        if not real.can_write_eof():
+            real.close()
+            return
+        self._protocol.discard_input()
+        real.write_eof()
+        real.resume_reading()
+        self._protocol.loop.call_later(LINGER_S, real.close)
+
+    def close_now(self) -> None:
+        """Close without lingering (a connection that has no request to answer)."""
+        self._closing = True
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._transport.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._transport.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._transport.abort()
+
+    def pause_reading(self) -> None:
+        if not self._closing:
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
     """An `H11Protocol` class bound to ``limits``, for ``uvicorn.Config(http=...)``."""
 
@@ -133,6 +217,7 @@ class GuardedH11Protocol(H11Protocol):
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         self._discarding = False
+        self.lingering: LingeringTransport
         # Every event h11 parses passes here: a request head stops the clock.
         next_event = self.conn.next_event
 
@@ -145,7 +230,8 @@ class GuardedH11Protocol(H11Protocol):
         self.conn.next_event = watched  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self.lingering = LingeringTransport(transport, self)
+        super().connection_made(self.lingering)
         self.client_host = self.client[0] if self.client else ""
         if not self.limits.admit(self):
             self.limits.refused += 1
@@ -168,12 +254,20 @@ class GuardedH11Protocol(H11Protocol):
             self._answer_and_close(_too_large(self.limits.max_head_bytes))
 
     def _answer_and_close(self, answer: bytes) -> None:
-        """Send ``answer``, end our side, drop what the client still sends, close after `LINGER_S`."""
-        self._discarding = True
+        """Send ``answer`` and close (lingering: see `LingeringTransport`)."""
         self.transport.write(answer)
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self.loop.call_later(LINGER_S, self.transport.close)
+        self.transport.close()
+
+    def discard_input(self) -> None:
+        """Drop whatever the client sends from now on (the connection is closing)."""
+        self._discarding = True
+
+    def shutdown(self) -> None:
+        idle = self.cycle is None or self.cycle.response_complete
+        super().shutdown()
+        if idle:
+            # The server is stopping: nothing to answer, no reason to linger.
+            self.lingering.close_now()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
@@ -195,7 +289,7 @@ class GuardedH11Protocol(H11Protocol):
         self.limits.forget(self)
         log.debug("closing connection from %s: %s", self.client_host or "?", why)
         if not self.transport.is_closing():
-            self.transport.close()
+            self.lingering.close_now()
 
     def _await_head(self) -> None:
         self.awaiting_head = True

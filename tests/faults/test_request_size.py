@@ -105,3 +105,15 @@ def test_two_authorization_headers_are_refused(tmp_path: Path) -> None:
         answer = read_answer(sock)
         assert status_of(answer) == 400
         assert b"more than one Authorization header" in answer
+
+
+def test_an_ordinary_client_posting_too_much_reads_the_413(tmp_path: Path) -> None:
+    # httpx sends head and body at once; the agent answers before reading the body and closes,
+    # lingering so that the client's body in flight does not reset the answer away.
+    import httpx
+
+    with live_agent(tmp_path) as (_, port), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WAIT_S) as http:
+        for _ in range(5):
+            r = http.post("/v1/alarms/some-alarm/ack", headers={"Authorization": f"Bearer {CONTROL}"},
+                          content=b"{" + b" " * (128 * LIMIT) + b"}")
+            assert r.status_code == 413 and "over 65536 bytes" in r.json()["error"]
