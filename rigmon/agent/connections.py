@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 _REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             b"connection: close\r\ncontent-length: 46\r\n\r\n"
             b'{"error": "too many connections; retry later"}')
+#: Seconds between warnings about refused connections.
+REFUSAL_LOG_EVERY_S = 60.0
 #: Seconds a refused connection is still read (and what it sends dropped) after its answer, so
 #: the client's request in flight does not make the kernel reset the connection and lose the answer.
 LINGER_S = 1.0
@@ -71,6 +73,7 @@ class ConnectionLimits:
     evicted: int = 0
     refused: int = 0
     timed_out: int = 0
+    _last_refusal_log: float = float("-inf")
 
     def authorised(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
         """Whether a request head carries one of the tokens (every request does when there is none)."""
@@ -90,6 +93,14 @@ class ConnectionLimits:
             return False
         self.open.append(new)
         return True
+
+    def note_refusal(self, host: str, now: float) -> None:
+        """Count a refused connection; log at most one warning a minute (a flood must not flood the log)."""
+        self.refused += 1
+        if now - self._last_refusal_log >= REFUSAL_LOG_EVERY_S:
+            log.warning("refused a connection from %s: every connection slot is serving a request "
+                        "(%d refused since the start)", host or "?", self.refused)
+            self._last_refusal_log = now
 
     def forget(self, conn: GuardedH11Protocol) -> None:
         """``conn`` is closed."""
@@ -234,9 +245,7 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(self.lingering)
         self.client_host = self.client[0] if self.client else ""
         if not self.limits.admit(self):
-            self.limits.refused += 1
-            log.warning("refused a connection from %s: every connection slot is serving a request",
-                        self.client_host or "?")
+            self.limits.note_refusal(self.client_host, self.loop.time())
             self._answer_and_close(_REFUSED)
             return
         self._await_head()
