@@ -199,6 +199,7 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         ssl_keyfile=agent.config.agent.tls_key_file or None,
     )
     server = QuietServer(config)
+    server.ssl_handshake_timeout_s = section.head_timeout_s
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     return server

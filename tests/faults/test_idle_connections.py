@@ -33,7 +33,7 @@ def live_agent(tmp_path: Path, **agent: object) -> Iterator[tuple[str, int]]:
     background = BackgroundAgent(Agent(AgentConfig(agent=section), token=TOKEN, control_token=CONTROL,
                                        collectors={}))
     url = background.start()
-    host, port = url.removeprefix("http://").rsplit(":", 1)
+    host, port = url.split("://", 1)[1].rsplit(":", 1)
     try:
         yield host, int(port)
     finally:
@@ -221,3 +221,15 @@ def test_when_every_slot_is_serving_a_new_connection_is_answered_503(tmp_path: P
             time.sleep(0.05)
         for sock in busy:
             sock.close()
+
+
+def test_a_tls_connection_without_a_handshake_is_closed_after_the_head_timeout(tmp_path: Path) -> None:
+    from tests.agent.tls_certs import make_tls_files
+
+    tls = make_tls_files(tmp_path)
+    with live_agent(tmp_path, head_timeout_s=1.0, tls_cert_file=str(tls.cert_file),
+                    tls_key_file=str(tls.key_file)) as (_, port):
+        # Connected, never a byte: before the handshake, asyncio held it for 60 s.
+        silent = connect(port)
+        assert closed_by_peer(silent, WAIT_S)
+        silent.close()
