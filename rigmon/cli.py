@@ -155,6 +155,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         read_token_file,
         run,
     )
+    from rigmon.agent.state_lock import StateDirInUse
     from rigmon.logs import FrameLog
 
     setup_logging(args)
@@ -176,7 +177,9 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         if not Path(config.agent.root).is_dir():
             raise StartupError(f"root {config.agent.root} is not a directory")
         agent = Agent(config, token=token, control_token=control)
-    except (ConfigError, StartupError, ValueError) as exc:
+        # Before saying what it serves: a second agent on this state directory stops here.
+        agent.lock_state_dir()
+    except (ConfigError, StartupError, StateDirInUse, ValueError) as exc:
         return fail(str(exc))
     scheme = "https" if config.agent.tls_cert_file else "http"
     journal = config.agent.state_dir if config.journal.enabled else "(disabled)"

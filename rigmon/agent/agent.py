@@ -191,15 +191,23 @@ class Agent:
         )
         return build_app(state)
 
+    def lock_state_dir(self) -> None:
+        """Take the state directory's lock (`StateLock`) if this agent keeps state and has not yet.
+
+        Raises:
+            StateDirInUse: another agent holds it.
+        """
+        if self._state_lock is None and (self.journal is not None or self.alarm_state is not None):
+            self._state_lock = StateLock(self.config.agent.state_dir)
+
     def start(self) -> asyncio.Task[None]:
         """Start sampling on the running event loop.
 
         Raises:
             StateDirInUse: another agent holds the state directory (nothing was started).
         """
-        if self._state_lock is None and (self.journal is not None or self.alarm_state is not None):
-            # Before the journal opens: a second agent must not report the first's run as unclean.
-            self._state_lock = StateLock(self.config.agent.state_dir)
+        # Before the journal opens: a second agent must not report the first's run as unclean.
+        self.lock_state_dir()
         if self.buffer is None:
             self.app()
         self.notifiers.start()

@@ -59,13 +59,14 @@ def test_a_second_agent_on_the_same_state_dir_refuses_to_start(tmp_path: Path) -
         wait_serving(first_port)
         second = start_agent(tmp_path, state, second_port)
         try:
-            _, err = second.communicate(timeout=WAIT_S)
+            out, err = second.communicate(timeout=WAIT_S)
         finally:
             if second.poll() is None:
                 second.kill()
                 second.wait()
         assert second.returncode not in (0, None)
         assert f"pid {first.pid}" in err and str(state) in err, err
+        assert "journal in" not in out  # it never claimed to serve
         # The first keeps running, and nobody claimed it had crashed.
         wait_serving(first_port)
         assert "unclean_shutdown" not in event_kinds(first_port)
