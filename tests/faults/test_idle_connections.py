@@ -233,3 +233,29 @@ def test_a_tls_connection_without_a_handshake_is_closed_after_the_head_timeout(t
         silent = connect(port)
         assert closed_by_peer(silent, WAIT_S)
         silent.close()
+
+
+def test_idle_connections_of_clients_with_a_token_are_closed_last(tmp_path: Path) -> None:
+    with live_agent(tmp_path, head_timeout_s=60.0, max_connections_per_client=4) as (_, port):
+        # A dashboard between two polls: one answered request with the token, kept alive.
+        dashboard = connect(port, "127.0.0.2")
+        dashboard.settimeout(WAIT_S)
+        dashboard.sendall(f"GET /v1/info HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            answer += dashboard.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+        # A guess at the token counts as no token.
+        guesser = connect(port, "127.0.0.2")
+        guesser.settimeout(WAIT_S)
+        guesser.sendall(b"GET /v1/info HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer wrong\r\n\r\n")
+        assert guesser.recv(65536).startswith(b"HTTP/1.1 401")
+        idle = [connect(port, "127.0.0.2") for _ in range(6)]
+        assert request(port, "/healthz", token=None, source="127.0.0.2")[0] == 200
+        deadline = time.monotonic() + WAIT_S
+        while still_open(guesser) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not still_open(guesser)
+        assert still_open(dashboard)
+        for sock in [dashboard, guesser, *idle]:
+            sock.close()
