@@ -149,11 +149,13 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from rigmon.agent.agent import Agent
     from rigmon.agent.server import (
         StartupError,
+        check_distinct_tokens,
         check_listen_policy,
         check_tls_files,
         read_token_file,
         run,
     )
+    from rigmon.agent.state_lock import StateDirInUse
     from rigmon.logs import FrameLog
 
     setup_logging(args)
@@ -166,14 +168,18 @@ def _cmd_agent(args: argparse.Namespace) -> int:
             config = dataclasses.replace(
                 config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
-        control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
+        control = (read_token_file(config.agent.control_token_file, "control_token_file")
+                   if config.agent.control_token_file else None)
+        check_distinct_tokens(token, control)
         check_listen_policy(config.agent.listen, token)
         if config.agent.tls_cert_file:
             check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file)
         if not Path(config.agent.root).is_dir():
             raise StartupError(f"root {config.agent.root} is not a directory")
         agent = Agent(config, token=token, control_token=control)
-    except (ConfigError, StartupError, ValueError) as exc:
+        # Before saying what it serves: a second agent on this state directory stops here.
+        agent.lock_state_dir()
+    except (ConfigError, StartupError, StateDirInUse, ValueError) as exc:
         return fail(str(exc))
     scheme = "https" if config.agent.tls_cert_file else "http"
     journal = config.agent.state_dir if config.journal.enabled else "(disabled)"
@@ -237,7 +243,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     if args.token_file:
         try:
             # The same rule as the agent's: a token other users can read is refused.
-            token = read_token_file(args.token_file)
+            token = read_token_file(args.token_file, "--token-file")
         except StartupError as exc:
             return fail(str(exc))
     if args.ca_file and not Path(args.ca_file).is_file():

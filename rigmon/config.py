@@ -21,6 +21,37 @@ class ConfigError(ValueError):
     """A configuration file or override is invalid; the message names the key."""
 
 
+def check_ranges(section: object, ranges: Mapping[str, tuple[float, float]]) -> None:
+    """Refuse a number of ``section`` outside its sane range (both ends included).
+
+    A value that parses can still be absurd: ``interval_s = 0.000001`` sampled 850 frames a
+    second, ``max_request_bytes = -1`` turned every request away.
+
+    Raises:
+        ValueError: naming the key, its range and the value.
+    """
+    for name, (low, high) in ranges.items():
+        value = getattr(section, name)
+        if value is None:
+            continue
+        if not low <= value <= high:  # also refuses NaN
+            raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}")
+
+
+#: Sane range of every number in ``[agent]``.
+AGENT_RANGES: dict[str, tuple[float, float]] = {
+    "interval_s": (0.01, 3600.0),
+    "buffer_frames": (1, 1_000_000),
+    "collector_timeout_s": (0.01, 600.0),
+    "max_streams": (1, 4096),
+    "max_request_bytes": (1024, 64 * 1024 * 1024),
+    "head_timeout_s": (0.5, 60.0),
+    "max_connections_per_client": (1, 4096),
+    "rate_limit_per_s": (0.0, 100_000.0),
+    "rate_limit_burst": (1, 1_000_000),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSection:
     """``[agent]``: identity, listening address, sampling and limits."""
@@ -45,6 +76,12 @@ class AgentSection:
     """Concurrent /v1/stream subscriptions."""
     max_request_bytes: int = 65536
     """Largest request (headers plus body) accepted."""
+    head_timeout_s: float = 5.0
+    """Seconds a connection may take to send a complete request head (after connecting or after
+    its previous answer); a connection that has not is closed."""
+    max_connections_per_client: int = 16
+    """Connections one client address may hold at once; a new one beyond closes that address's
+    longest-idle connection that has not sent a request head, or is refused."""
     state_dir: str = ""
     """Directory of the journal (flight recorder) and of ``alarm-state.json`` (trends and alarms kept
     across restarts); empty: `default_state_dir()` when the agent is started from the command line,
@@ -61,18 +98,9 @@ class AgentSection:
     """When started as root: the user to switch to after binding the port and opening devices."""
 
     def __post_init__(self) -> None:
-        if self.interval_s <= 0:
-            raise ValueError("interval_s must be positive")
-        if self.buffer_frames < 1:
-            raise ValueError("buffer_frames must be at least 1")
-        if self.collector_timeout_s <= 0:
-            raise ValueError("collector_timeout_s must be positive")
-        if self.max_streams < 1:
-            raise ValueError("max_streams must be at least 1")
+        check_ranges(self, AGENT_RANGES)
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ValueError("tls_cert_file and tls_key_file go together")
-        if self.rate_limit_per_s < 0 or self.rate_limit_burst < 1:
-            raise ValueError("rate_limit_per_s must not be negative and rate_limit_burst must be at least 1")
         split_listen(self.listen)
 
 
@@ -83,6 +111,9 @@ class CollectorSection:
     enabled: bool = True
     interval_s: float | None = None
     """Seconds between runs of this collector; default: the agent's interval."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self, {"interval_s": AGENT_RANGES["interval_s"]})
 
 
 # --- Alarms and notification (rigmon/alarms, rigmon/notify) ---
@@ -113,10 +144,7 @@ class AlarmsSection:
     """Seconds between writes of the alarm state file (it is also written at a clean stop)."""
 
     def __post_init__(self) -> None:
-        if self.recent < 1:
-            raise ValueError("recent must be at least 1")
-        if self.save_interval_s <= 0:
-            raise ValueError("save_interval_s must be positive")
+        check_ranges(self, {"recent": (1, 1_000_000), "save_interval_s": (0.01, 86400.0)})
 
 
 NotifyKind = Literal["webhook", "ntfy", "slack", "discord", "command"]
@@ -164,6 +192,9 @@ class NotifySection:
             raise ValueError("timeout_s must be positive and 0 <= backoff_s <= backoff_max_s")
         if self.retries < 0 or self.max_per_minute < 1 or self.queue_size < 1 or self.dedup_s < 0:
             raise ValueError("retries and dedup_s must not be negative; max_per_minute and queue_size at least 1")
+        check_ranges(self, {"timeout_s": (0.01, 600.0), "retries": (0, 100), "backoff_s": (0.0, 3600.0),
+                            "backoff_max_s": (0.0, 86400.0), "dedup_s": (0.0, 7 * 86400.0),
+                            "max_per_minute": (1, 100_000), "queue_size": (1, 1_000_000)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +219,10 @@ class StorageSection:
             raise ValueError("balance_min_bytes_per_s must not be negative")
         if self.net_stall_after_s <= 0:
             raise ValueError("net_stall_after_s must be positive")
+        check_ranges(self, {"balance_min_bytes_per_s": (0.0, 1e13), "net_stall_after_s": (0.1, 86400.0)})
+        for key, gbps in self.thunderbolt_expected_gbps.items():
+            if not gbps <= 1000:
+                raise ValueError(f"thunderbolt_expected_gbps.{key} must be at most 1000, got {gbps!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +247,7 @@ class GpuSection:
             raise ValueError("kernel_log_lines must be at least 1")
         if not self.kmsg_path.startswith("/"):
             raise ValueError("kmsg_path must be absolute")
+        check_ranges(self, {"nvml_timeout_s": (0.01, 600.0), "kernel_log_lines": (1, 100_000)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +279,7 @@ class PsuHwmonSection:
     def __post_init__(self) -> None:
         if self.share_imbalance_pct <= 0:
             raise ValueError("share_imbalance_pct must be positive")
+        check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +330,8 @@ class PsuSection:
             raise ValueError("reopen_min_s must be positive and at most reopen_max_s")
         if not 1 <= self.pzem_address <= 247:
             raise ValueError("pzem_address must be 1..247")
+        check_ranges(self, {"baud": (50, 4_000_000), "stale_after_s": (0.01, 3600.0), "poll_interval_s": (0.01, 3600.0),
+                            "reopen_min_s": (0.001, 3600.0), "reopen_max_s": (0.001, 3600.0)})
         if not self.primary:
             raise ValueError("primary must name a channel")
         for name in self.channels:
@@ -320,13 +359,13 @@ class JournalSection:
     """Frames waiting for the writer thread; beyond this new frames are dropped (and reported)."""
 
     def __post_init__(self) -> None:
-        for name in ("frames_keep_h", "minute_keep_h", "quarter_keep_h", "max_mb", "commit_interval_s"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
         if self.commit_interval_s > 1.0:
             raise ValueError("commit_interval_s must be at most 1 (a crash may lose only about a second)")
-        if self.queue_frames < 1:
-            raise ValueError("queue_frames must be at least 1")
+        check_ranges(self, {
+            "frames_keep_h": (0.01, 24.0 * 3660), "minute_keep_h": (0.01, 24.0 * 3660),
+            "quarter_keep_h": (0.01, 24.0 * 3660), "max_mb": (1.0, 1024.0 * 1024),
+            "commit_interval_s": (0.001, 1.0), "queue_frames": (1, 1_000_000),
+        })
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,7 +115,7 @@ def test_unknown_scenario_names_the_known_ones() -> None:
 
 
 def test_agent_refuses_non_loopback_without_token(tmp_path: Path) -> None:
-    out = rigmon("agent", "--listen", "0.0.0.0:9871", "--root", str(tmp_path))
+    out = rigmon("agent", "--listen", "0.0.0.0:9871", "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"))
     assert out.returncode == 2
     assert "refusing to listen on 0.0.0.0:9871 without a token" in out.stderr
 
@@ -124,17 +124,17 @@ def test_agent_refuses_a_world_readable_token_file(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("abc\n")
     token.chmod(0o644)
-    out = rigmon("agent", "--token-file", str(token), "--root", str(tmp_path))
+    out = rigmon("agent", "--token-file", str(token), "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"))
     assert out.returncode == 2 and "chmod 600" in out.stderr
 
 
 def test_bad_config_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "agent.toml"
     config.write_text("[agent]\nintervall_s = 2\n")
-    out = rigmon("agent", "--config", str(config))
+    out = rigmon("agent", "--config", str(config), "--state-dir", str(tmp_path / "state"))
     assert out.returncode == 2 and "agent.intervall_s: unknown key" in out.stderr
     config.write_text('[agent]\ninterval_s = "fast"\n')
-    out = rigmon("agent", "--config", str(config))
+    out = rigmon("agent", "--config", str(config), "--state-dir", str(tmp_path / "state"))
     assert out.returncode == 2 and "agent.interval_s: expected a number" in out.stderr
 
 

@@ -18,6 +18,7 @@ from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.rail_path import GpuPowerPathCollector
 from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.sampler import Sampler
+from rigmon.agent.state_lock import StateLock
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock, SystemClock
@@ -116,6 +117,7 @@ class Agent:
                 {name: c for name, c in collectors.items() if isinstance(c, PathStateHolder)},
                 config.node_name, self.run_id, self.clock, self.sampler.emit_event,
             )
+        self._state_lock: StateLock | None = None
         self.journal: JournalWriter | None = None
         if config.agent.state_dir and config.journal.enabled:
             self.journal = JournalWriter(
@@ -189,8 +191,23 @@ class Agent:
         )
         return build_app(state)
 
+    def lock_state_dir(self) -> None:
+        """Take the state directory's lock (`StateLock`) if this agent keeps state and has not yet.
+
+        Raises:
+            StateDirInUse: another agent holds it.
+        """
+        if self._state_lock is None and (self.journal is not None or self.alarm_state is not None):
+            self._state_lock = StateLock(self.config.agent.state_dir)
+
     def start(self) -> asyncio.Task[None]:
-        """Start sampling on the running event loop."""
+        """Start sampling on the running event loop.
+
+        Raises:
+            StateDirInUse: another agent holds the state directory (nothing was started).
+        """
+        # Before the journal opens: a second agent must not report the first's run as unclean.
+        self.lock_state_dir()
         if self.buffer is None:
             self.app()
         self.notifiers.start()
@@ -235,3 +252,6 @@ class Agent:
         if self.journal is not None:
             # After the sampler: its last frames are queued; closing writes them and the clean stop.
             await asyncio.to_thread(self.journal.close)
+        if self._state_lock is not None:
+            self._state_lock.release()
+            self._state_lock = None

@@ -7,6 +7,9 @@ import gzip
 import hmac
 import json
 import math
+import re
+import sqlite3
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +43,11 @@ KEEPALIVE_S = 15.0
 MAX_SAMPLES_PER_REQUEST = 1000
 #: Longest operator name kept with an acknowledgement.
 MAX_ACK_BY_CHARS = 100
+#: Characters refused in an acknowledgement's ``by``: C0 controls (tab and newlines too), DEL,
+#: C1 controls, the line and paragraph separators and the bidi embeddings, overrides and
+#: isolates (U+202A-U+202E, U+2066-U+2069). ``by`` is shown on every operator's terminal: an
+#: ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
+UNSAFE_BY = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
 #: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
 MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
@@ -61,6 +69,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 class BadRequest(Exception):
     """A query parameter or header the API cannot use; answered with 400 and the reason."""
+
+
+class RequestTooLarge(Exception):
+    """The request's headers and body, counted as they arrive, passed ``max_request_bytes``."""
 
 
 @dataclass
@@ -87,6 +99,11 @@ class ApiState:
 
 def _error(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"error": reason}, status_code=status)
+
+
+def _closing_error(status: int, reason: str) -> JSONResponse:
+    """An error after which the connection closes: the rest of the request is not read."""
+    return JSONResponse({"error": reason}, status_code=status, headers={"connection": "close"})
 
 
 def _json(record: Any) -> Response:
@@ -330,6 +347,10 @@ def build_app(state: ApiState) -> ASGIApp:
             if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
                 raise BadRequest("body must be a JSON object whose \"by\" is a string")
             by = (data.get("by") or by)[:MAX_ACK_BY_CHARS]
+            unsafe = UNSAFE_BY.search(by)
+            if unsafe:
+                raise BadRequest(f"\"by\" must not contain control or bidi characters "
+                                 f"(found U+{ord(unsafe.group()):04X} at position {unsafe.start()})")
         alarm_id = request.path_params["alarm_id"]
         try:
             alarm = state.alarms.acknowledge(alarm_id, by)
@@ -375,6 +396,10 @@ def build_app(state: ApiState) -> ASGIApp:
                 return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
             body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
                                            state.interval_s, names, with_frames)
+        except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
+            # A journal damaged under the reader (bad pages, a body that does not decode): the
+            # writer sets it aside; until then the answer is the documented 503, never a 500.
+            return _error(503, f"journal cannot be read: {exc}")
         except JournalError as exc:
             if not unopened:
                 return _error(503, str(exc))
@@ -410,12 +435,16 @@ def build_app(state: ApiState) -> ASGIApp:
     async def on_bad_request(request: Request, exc: Exception) -> Response:
         return _error(400, str(exc))
 
+    async def on_too_large(request: Request, exc: Exception) -> Response:
+        return _closing_error(413, str(exc))
+
     async def on_http_error(request: Request, exc: Exception) -> Response:
         # Starlette's own 404/405 are plain text; every answer of the API is JSON.
         assert isinstance(exc, HTTPException)
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
-    app = Starlette(routes=routes, exception_handlers={BadRequest: on_bad_request, HTTPException: on_http_error})
+    app = Starlette(routes=routes, exception_handlers={
+        BadRequest: on_bad_request, RequestTooLarge: on_too_large, HTTPException: on_http_error})
     return _guard(app, state)
 
 
@@ -429,10 +458,37 @@ def _client_key(scope: Scope) -> str:
     return str(client[0]) if client else "unknown"
 
 
+def head_bytes(scope: Scope) -> int:
+    """About how many bytes the request line and headers of ``scope`` took on the wire."""
+    line = len(str(scope.get("method", ""))) + len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+    return line + 12 + sum(len(name) + len(value) + 4 for name, value in scope.get("headers") or [])
+
+
+def counting_receive(receive: Receive, budget: int, limit: int) -> Receive:
+    """``receive`` that raises `RequestTooLarge` once the body passes ``budget`` bytes.
+
+    A chunked body has no length up front: it is counted as it arrives, so a client
+    streaming 200 MB is stopped after ``budget`` bytes instead of being buffered whole.
+    """
+    seen = 0
+
+    async def counted() -> MutableMapping[str, Any]:
+        nonlocal seen
+        message = await receive()
+        if message.get("type") == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > budget:
+                raise RequestTooLarge(f"request over {limit} bytes (headers plus body)")
+        return message
+
+    return counted
+
+
 def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
     """Wrap the app with a per-client rate limit, bearer-token auth and a request size limit."""
     expected = f"Bearer {state.token}".encode() if state.token else None
     limiter = state.rate_limiter
+    limit = state.max_request_bytes
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -447,11 +503,21 @@ def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
                 response.headers["Retry-After"] = retry_after_header(wait_s)
                 await response(scope, receive, send)
                 return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > state.max_request_bytes:
-            await _error(413, f"request body over {state.max_request_bytes} bytes")(scope, receive, send)
+        head = head_bytes(scope)
+        if head > limit:
+            # A head can arrive whole in one packet, which the HTTP parser's own limit never sees.
+            await _closing_error(431, f"request headers over {limit} bytes")(scope, receive, send)
             return
+        raw_headers = list(scope.get("headers") or [])
+        if sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
+            await _closing_error(400, "more than one Authorization header")(scope, receive, send)
+            return
+        headers = dict(raw_headers)
+        length = headers.get(b"content-length", b"0")
+        if not length.isdigit() or head + int(length) > limit:
+            await _closing_error(413, f"request over {limit} bytes (headers plus body)")(scope, receive, send)
+            return
+        receive = counting_receive(receive, limit - head, limit)
         # Acknowledgements carry the control token, checked by their handler.
         if expected is not None and scope.get("path") != "/healthz" and not _is_control(scope):
             given = headers.get(b"authorization", b"")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+from typing import Any
 
 import uvicorn
 
@@ -29,6 +31,30 @@ class QuietServer(uvicorn.Server):
     """
 
     _exit_event: asyncio.Event | None = None
+    #: Seconds a TLS client has to complete its handshake (asyncio's default is 60 s); the
+    #: agent sets its ``head_timeout_s``. A connection reaches the HTTP protocol, and with it
+    #: the agent's connection limits, only after the handshake.
+    ssl_handshake_timeout_s: float | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        timeout_s = self.ssl_handshake_timeout_s
+        if timeout_s is None or self.config.ssl is None:
+            await super().startup(sockets)
+            return
+        # uvicorn has no setting for it: its create_server calls get the timeout added here.
+        loop = asyncio.get_running_loop()
+        create_server = loop.create_server
+
+        async def with_handshake_timeout(*args: Any, **kwargs: Any) -> asyncio.Server:
+            if kwargs.get("ssl") is not None:
+                kwargs.setdefault("ssl_handshake_timeout", timeout_s)
+            return await create_server(*args, **kwargs)
+
+        loop.create_server = with_handshake_timeout  # type: ignore[method-assign]
+        try:
+            await super().startup(sockets)
+        finally:
+            del loop.create_server
 
     @property
     def should_exit(self) -> bool:

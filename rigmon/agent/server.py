@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import ipaddress
 import os
 import pwd
@@ -16,7 +17,9 @@ from typing import Any
 import uvicorn
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.connections import ConnectionLimits, guarded_protocol, h11_buffer_limit
 from rigmon.agent.quiet_server import QuietServer
+from rigmon.agent.state_lock import StateDirInUse
 from rigmon.config import split_listen
 
 #: Longest wait, before dropping privileges, for the collectors' first run and the journal's open.
@@ -51,20 +54,58 @@ def check_private_file(path: str, what: str = "token file") -> None:
         raise StartupError(f"{what} {path} is readable or writable by other users; chmod 600 it")
 
 
-def read_token_file(path: str) -> str:
-    """Read a bearer token from a file that only its owner can read.
+#: Largest token file read (a token is a line; anything longer is not a token file).
+MAX_TOKEN_FILE_BYTES = 4096
+
+
+def read_token_file(path: str, key: str = "token_file") -> str:
+    """Read a bearer token from a regular file that only its owner can read.
+
+    The file is opened non-blocking and checked on the open descriptor: a FIFO (or a device)
+    there would otherwise hang the agent's start for good, waiting for a writer.
+
+    Args:
+        path: the file.
+        key: the configuration key naming it, for the error message.
 
     Raises:
-        StartupError: unreadable, empty, or readable by other users.
+        StartupError: not a regular file, unreadable, empty, too long, or readable by other users.
     """
-    check_private_file(path)
+    check_private_file(path, key)
     try:
-        text = Path(path).read_text().strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise StartupError(f"token file {path}: {exc.strerror}") from None
+        raise StartupError(f"{key} {path}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a file"
+            raise StartupError(f"{key} {path} is {kind}; a token file must be a regular file")
+        raw = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
+    except OSError as exc:
+        raise StartupError(f"{key} {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_TOKEN_FILE_BYTES:
+        raise StartupError(f"{key} {path} is over {MAX_TOKEN_FILE_BYTES} bytes; it should hold one token")
+    try:
+        text = raw.decode().strip()
+    except UnicodeDecodeError:
+        raise StartupError(f"{key} {path} is not text") from None
     if not text:
-        raise StartupError(f"token file {path} is empty")
+        raise StartupError(f"{key} {path} is empty")
     return text
+
+
+def check_distinct_tokens(token: str | None, control_token: str | None) -> None:
+    """Refuse one token for both scopes: every reader could then acknowledge alarms.
+
+    Raises:
+        StartupError: naming both keys.
+    """
+    if token and control_token and hmac.compare_digest(token.encode(), control_token.encode()):
+        raise StartupError("control_token_file holds the same token as token_file: every reader could "
+                           "acknowledge alarms; give the control scope a token of its own")
 
 
 def check_tls_files(cert_file: str, key_file: str) -> None:
@@ -124,8 +165,21 @@ def check_listen_policy(listen: str, token: str | None) -> tuple[str, int]:
     return host, port
 
 
+def max_connections(max_streams: int) -> int:
+    """Connections the server holds at once: every event stream and 32 more."""
+    return max_streams + 32
+
+
 def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
     """A uvicorn server for the agent's app (not started)."""
+    section = agent.config.agent
+    limits = ConnectionLimits(
+        head_timeout_s=section.head_timeout_s,
+        max_per_client=section.max_connections_per_client,
+        max_total=max_connections(section.max_streams),
+        max_head_bytes=section.max_request_bytes,
+        tokens=tuple(t for t in (agent.token, agent.control_token) if t),
+    )
     config = uvicorn.Config(
         agent.app(),
         host=host,
@@ -135,14 +189,17 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         log_config=None,
         access_log=False,
         lifespan="off",
-        # Bounded connection count: uvicorn answers 503 beyond it.
-        limit_concurrency=agent.config.agent.max_streams + 32,
-        h11_max_incomplete_event_size=agent.config.agent.max_request_bytes,
+        # Connections are bounded by `limits` as they are accepted (rigmon/agent/connections.py):
+        # uvicorn's own limit let idle sockets turn every new request away.
+        http=guarded_protocol(limits),
+        ws="none",
+        h11_max_incomplete_event_size=h11_buffer_limit(section.max_request_bytes),
         timeout_graceful_shutdown=1,
         ssl_certfile=agent.config.agent.tls_cert_file or None,
         ssl_keyfile=agent.config.agent.tls_key_file or None,
     )
     server = QuietServer(config)
+    server.ssl_handshake_timeout_s = section.head_timeout_s
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     return server
@@ -164,7 +221,11 @@ async def serve(agent: Agent, listen: str, user: str = "") -> None:
         # uvicorn logs a bind failure and exits; say which address in our own words.
         detail = f": {exc}" if isinstance(exc, OSError) else " (see the error above)"
         raise StartupError(f"cannot serve on {listen}{detail}") from None
-    agent.start()
+    try:
+        agent.start()
+    except StateDirInUse as exc:
+        sock.close()
+        raise StartupError(str(exc)) from None
     try:
         if user:
             await _settled(agent)

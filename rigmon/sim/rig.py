@@ -181,7 +181,8 @@ async def running_rig(
                                            workdir / "state" / node.name, extra_config)
                 # A control token file in the configuration (``extra_config``) makes the agent
                 # accept acknowledgements, as `rigmon agent --control-token-file` does.
-                control = read_token_file(config.agent.control_token_file) if config.agent.control_token_file else None
+                control = (read_token_file(config.agent.control_token_file, "control_token_file")
+                           if config.agent.control_token_file else None)
                 agent = Agent(config, clock=rig.clock, control_token=control)
                 port = base_port + index if base_port else 0
                 server = make_server(agent, "127.0.0.1", port)

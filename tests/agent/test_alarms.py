@@ -161,3 +161,31 @@ async def test_firing_and_resolved_reach_a_webhook(tmp_path: Path) -> None:
         await agent.stop()
     assert [r.json()["status"] for r in rec.ok()] == ["firing", "resolved"]
     assert rec.ok()[0].json()["alarm"]["node"] == "t1"
+
+
+@pytest.mark.parametrize("by", [
+    "\x1b]0;pwned\x07",  # OSC 0: window title
+    "\x1b]52;c;cm0gLXJmIH4=\x07",  # OSC 52: clipboard write
+    "alice\x1b[2J",  # CSI: clear the screen
+    "\x9b2J",  # C1 CSI
+    "bob\u202eecila",  # bidi override
+    "eve\u2066x\u2069",  # bidi isolate
+    "mallory\nFAKE: resolved",  # a line break forging a second line
+    "nul\x00",
+    "del\x7f",
+])
+async def test_ack_by_with_control_or_bidi_characters_is_refused(
+        running: tuple[Agent, Probe, httpx.AsyncClient], by: str) -> None:
+    agent, probe, client = running
+    probe.send(99.0)
+    await wait_for(lambda: agent.alarms.engine.active())
+    alarm_id = agent.alarms.engine.active()[0].id
+    r = await client.post(f"/v1/alarms/{alarm_id}/ack", headers={"Authorization": f"Bearer {CONTROL}"},
+                          json={"by": by})
+    assert r.status_code == 400
+    assert "control or bidi" in r.json()["error"] and "U+" in r.json()["error"]
+    assert agent.alarms.engine.active()[0].acknowledged_by is None
+    # Any other text is a name.
+    r = await client.post(f"/v1/alarms/{alarm_id}/ack", headers={"Authorization": f"Bearer {CONTROL}"},
+                          json={"by": "Zoë [/] 👩‍🔧"})
+    assert r.status_code == 200 and decode(Alarm, r.content).acknowledged_by == "Zoë [/] 👩‍🔧"

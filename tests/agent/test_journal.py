@@ -270,10 +270,10 @@ def test_writer_records_its_failure_and_recovery_once_it_can_write(tmp_path: Pat
     class RefusingUntilRoomWriter(JournalWriter):
         # Not the page cap of the test above: pages freed by the failed writes let some later
         # ones through, and the journal would flap. query_only refuses every write until lifted.
-        def _write(self, store: JournalStore | None, batch: list[Frame]) -> None:
+        def _write(self, store: JournalStore | None, batch: list[Frame]) -> JournalStore | None:
             if store is not None:
                 store.conn.execute(f"PRAGMA query_only = {0 if room.is_set() or loop.seq < 5 else 1}")
-            super()._write(store, batch)
+            return super()._write(store, batch)
 
     writer = RefusingUntilRoomWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.01), "run1", "n1", T0)
     writer.start(loop.sink)

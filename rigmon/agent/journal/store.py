@@ -24,6 +24,7 @@ from rigmon.agent.journal.blocks import (
     gzip_member,
     pack_times,
 )
+from rigmon.agent.journal.damage import JournalDamaged, is_damage
 from rigmon.agent.journal.layout import (
     FORMAT_VERSION,
     SCHEMA_SQL,
@@ -106,7 +107,8 @@ class JournalStore(JournalReader):
             conn.executescript(SCHEMA_SQL)
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
         except (sqlite3.Error, OSError) as exc:
-            raise JournalError(f"cannot open journal {target}: {exc}") from None
+            kind = JournalDamaged if is_damage(exc) else JournalError
+            raise kind(f"cannot open journal {target}: {exc}") from None
         super().__init__(target, conn)
         self.clock = clock
         self.retention = retention or Retention()

@@ -7,11 +7,13 @@ import queue
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from rigmon.agent.journal.damage import JournalDamaged, check_usable, is_damage, quick_check, set_aside
 from rigmon.agent.journal.layout import JournalError, journal_path
-from rigmon.agent.journal.runs import unclean_message
+from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.agent.journal.store import JournalStore, Retention
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
@@ -138,16 +140,59 @@ class JournalWriter:
 
     def _open(self) -> JournalStore | None:
         try:
-            store = JournalStore(self.path, self.clock, self.retention)
-            unclean = store.begin_run(self.run_id, self.node, self.started_at, self._info_json, self._config_json)
+            store, unclean = self._open_store()
         except (JournalError, sqlite3.Error, OSError) as exc:
-            self._set_status(str(exc))
-            return None
+            if not is_damage(exc) or not self._set_aside(str(exc)):
+                self._set_status(str(exc))
+                return None
+            try:
+                store, unclean = self._open_store()
+            except (JournalError, sqlite3.Error, OSError) as again:
+                self._set_status(str(again))
+                return None
         for run in unclean:
             message, data = unclean_message(run, self.started_at)
             self._emit("unclean_shutdown", "warning", message, data)
         self._set_status(None)
         return store
+
+    def _open_store(self) -> tuple[JournalStore, list[UncleanRun]]:
+        check_usable(self.path)
+        store = JournalStore(self.path, self.clock, self.retention)
+        try:
+            # Every page once: bad pages found now are set aside now, not met by a reader later.
+            quick_check(store.conn)
+            unclean = store.begin_run(self.run_id, self.node, self.started_at, self._info_json, self._config_json)
+        except BaseException as exc:
+            store.close()
+            if is_damage(exc) and not isinstance(exc, JournalDamaged):
+                raise JournalDamaged(f"journal {self.path}: {exc}") from None
+            raise
+        return store, unclean
+
+    def _set_aside(self, error: str) -> bool:
+        """Move a damaged journal out of the way (kept), report it; whether a new one can be started."""
+        try:
+            kept = set_aside(self.path, self.clock.time())
+        except OSError as exc:
+            log.warning("journal %s is damaged (%s) and cannot be set aside: %s", self.path, error, exc)
+            return False
+        log.warning("journal %s is damaged (%s); kept as %s, recording into a new journal", self.path, error, kept)
+        self._emit("journal_set_aside", "warning",
+                   f"journal could not be used ({error}); kept as {kept.name}, recording into a new journal",
+                   {"error": error, "kept_as": str(kept)})
+        return True
+
+    def _replace_damaged(self, store: JournalStore, error: str) -> JournalStore | None:
+        """``store`` turned out damaged while running: close it, set it aside, open a new one."""
+        try:
+            store.close()
+        except sqlite3.Error:
+            pass
+        if not self._set_aside(error):
+            self._set_status(error)
+            return None
+        return self._open()
 
     def _run(self) -> None:
         store = self._open()
@@ -179,10 +224,10 @@ class JournalWriter:
                 next_open = time.monotonic() + 10.0
             if batch:
                 last_commit = time.monotonic()
-                self._write(store, batch)
+                store = self._write(store, batch)
             if store is not None and (time.monotonic() >= next_maintain or stopping):
                 next_maintain = time.monotonic() + MAINTAIN_EVERY_S
-                self._maintain(store)
+                store = self._maintain(store)
         if store is not None:
             try:
                 store.end_run(self.run_id, self.clock.time())
@@ -190,20 +235,23 @@ class JournalWriter:
                 log.warning("journal: cannot record the clean stop: %s", exc)
             store.close()
 
-    def _write(self, store: JournalStore | None, batch: list[Frame]) -> None:
+    def _write(self, store: JournalStore | None, batch: list[Frame]) -> JournalStore | None:
+        """Write ``batch``; returns the store to go on with (a new one when this one was damaged)."""
         if store is None:
             self._lose(batch)
-            return
+            return None
         t0 = time.monotonic()
         try:
             store.write(batch, self._unwritten_events)
         except (sqlite3.Error, OSError) as exc:
             self._lose(batch)
+            if is_damage(exc):
+                return self._replace_damaged(store, str(exc))
             self._set_status(f"{exc}; {self.frames_not_written} frames not recorded")
             if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
                 # Give retention a chance to make room before the next batch.
-                self._maintain(store)
-            return
+                return self._maintain(store)
+            return store
         self.frames_written += len(batch)
         self._unwritten_events.clear()
         dropped = self._dropped
@@ -213,6 +261,7 @@ class JournalWriter:
                        {"dropped_total": dropped})
             self._reported_dropped = dropped
         self._set_status(None, round(time.monotonic() - t0, 6))
+        return store
 
     def _lose(self, batch: list[Frame]) -> None:
         """Count frames that cannot be written and keep their events for a later write."""
@@ -225,8 +274,12 @@ class JournalWriter:
                 else:
                     self._events_lost += 1
 
-    def _maintain(self, store: JournalStore) -> None:
+    def _maintain(self, store: JournalStore) -> JournalStore | None:
         try:
             store.maintain()
-        except (sqlite3.Error, OSError, JournalError) as exc:
+        except (sqlite3.Error, OSError, JournalError, zlib.error, ValueError) as exc:
+            # zlib and JSON errors: a stored body that does not decode (damage inside a valid page).
+            if is_damage(exc):
+                return self._replace_damaged(store, f"maintenance failed: {exc}")
             self._set_status(f"maintenance failed: {exc}")
+        return store

@@ -1,0 +1,325 @@
+"""Connection limits of the agent's HTTP server: time to a request head, per-address and total caps.
+
+uvicorn closes an idle keep-alive connection, but never one that has not sent its first
+request, and its ``limit_concurrency`` answers 503 to every new request while idle sockets
+fill it. So 64 sockets that never send a byte took a node's agent off the air, ``/healthz``
+included. Here every connection must deliver a complete request head within
+``head_timeout_s`` of connecting (or of its previous answer), and a new connection that
+would exceed the caps makes room by closing the longest-waiting connection that has not
+sent a request head: idle sockets cannot lock out a dashboard that reconnects, and a
+connection that is being served (an event stream, an answer) is never the one closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger(__name__)
+
+#: Answer to a connection refused because every slot is busy serving requests.
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: 46\r\n\r\n"
+            b'{"error": "too many connections; retry later"}')
+#: Seconds between warnings about refused connections.
+REFUSAL_LOG_EVERY_S = 60.0
+#: Seconds a refused connection is still read (and what it sends dropped) after its answer, so
+#: the client's request in flight does not make the kernel reset the connection and lose the answer.
+LINGER_S = 1.0
+#: Most bytes one read hands to the protocol (asyncio's selector transport reads 256 KiB at most).
+MAX_READ_BYTES = 256 * 1024
+
+
+def h11_buffer_limit(max_head_bytes: int) -> int:
+    """The HTTP parser's own limit on an incomplete head: above ours by one read, so ours answers first."""
+    return max_head_bytes + MAX_READ_BYTES
+
+
+def _too_large(limit: int) -> bytes:
+    body = f'{{"error": "request headers over {limit} bytes"}}'.encode()
+    return (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+@dataclass
+class ConnectionLimits:
+    """Limits shared by every connection of one server.
+
+    Args:
+        head_timeout_s: seconds a connection may take to deliver a complete request head,
+            from connecting or from the end of its previous answer.
+        max_per_client: connections one client address may hold at once.
+        max_total: connections the server holds at once.
+        max_head_bytes: largest request head; a connection that sent more without completing one
+            is answered 431 and closed (a complete head is measured by the app, rigmon/agent/api.py).
+        tokens: bearer tokens (read and control) whose holders' connections are closed last.
+    """
+
+    head_timeout_s: float
+    max_per_client: int
+    max_total: int
+    max_head_bytes: int = 65536
+    tokens: tuple[str, ...] = ()
+    #: Open connections in the order they were accepted.
+    open: list[GuardedH11Protocol] = field(default_factory=list)
+    #: Connections closed to make room, and connections refused, since the start (for tests and logs).
+    evicted: int = 0
+    refused: int = 0
+    timed_out: int = 0
+    _last_refusal_log: float = float("-inf")
+
+    def authorised(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether a request head carries one of the tokens (every request does when there is none)."""
+        if not self.tokens:
+            return True
+        given = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(given) != 1:
+            return False
+        return any(hmac.compare_digest(given[0], f"Bearer {token}".encode()) for token in self.tokens)
+
+    def admit(self, new: GuardedH11Protocol) -> bool:
+        """Make room for ``new`` (already accepted); ``False`` when it must be refused."""
+        same = [c for c in self.open if c.client_host == new.client_host]
+        if len(same) >= self.max_per_client and not self._evict(same):
+            return False
+        if len(self.open) >= self.max_total and not self._evict(self.open):
+            return False
+        self.open.append(new)
+        return True
+
+    def note_refusal(self, host: str, now: float) -> None:
+        """Count a refused connection; log at most one warning a minute (a flood must not flood the log)."""
+        self.refused += 1
+        if now - self._last_refusal_log >= REFUSAL_LOG_EVERY_S:
+            log.warning("refused a connection from %s: every connection slot is serving a request "
+                        "(%d refused since the start)", host or "?", self.refused)
+            self._last_refusal_log = now
+
+    def forget(self, conn: GuardedH11Protocol) -> None:
+        """``conn`` is closed."""
+        if conn in self.open:
+            self.open.remove(conn)
+
+    def _evict(self, candidates: list[GuardedH11Protocol]) -> bool:
+        # Waiting for a head, oldest first; connections that never made an authorised
+        # request go before those of clients that did (a dashboard between two polls).
+        waiting = [c for c in candidates if c.awaiting_head and not c.transport.is_closing()]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda c: (c.trusted, c.waiting_since))
+        self.evicted += 1
+        victim.close_idle("closed to make room for a new connection")
+        self.forget(victim)
+        return True
+
+
+class LingeringTransport(asyncio.Transport):
+    """A transport whose `close` ends our side, drains the client's for `LINGER_S`, then closes.
+
+    An answer sent before the whole request was read (413 for a body over the limit, 431, 503)
+    is followed by a close while the client is still sending; the kernel then resets the
+    connection, and a reset can make the client lose the answer it was about to read. So the
+    close is lingering, as web servers do: half-close, read and drop what still comes, close
+    when the client has closed its side or after `LINGER_S`.
+    """
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        super().__init__()
+        self._transport = transport
+        self._protocol = protocol
+        self._closing = False
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        real = self._transport
+        if real.is_closing():
+            return
+        if not real.can_write_eof():
+            real.close()
+            return
+        self._protocol.discard_input()
+        real.write_eof()
+        real.resume_reading()
+        self._protocol.loop.call_later(LINGER_S, real.close)
+
+    def close_now(self) -> None:
+        """Close without lingering (a connection that has no request to answer)."""
+        self._closing = True
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._transport.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._transport.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._transport.abort()
+
+    def pause_reading(self) -> None:
+        if not self._closing:
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """An `H11Protocol` class bound to ``limits``, for ``uvicorn.Config(http=...)``."""
+
+    class Bound(GuardedH11Protocol):
+        pass
+
+    Bound.limits = limits
+    return Bound
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request head and admission by `ConnectionLimits`."""
+
+    limits: ConnectionLimits
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.awaiting_head = True
+        self.trusted = False
+        self.waiting_since = 0.0
+        self.client_host = ""
+        self._head_bytes = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._discarding = False
+        self.lingering: LingeringTransport
+        # Every event h11 parses passes here: a request head stops the clock.
+        next_event = self.conn.next_event
+
+        def watched() -> Any:
+            event = next_event()
+            if isinstance(event, h11.Request):
+                self._head_received(event)
+            return event
+
+        self.conn.next_event = watched  # type: ignore[method-assign]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.lingering = LingeringTransport(transport, self)
+        super().connection_made(self.lingering)
+        self.client_host = self.client[0] if self.client else ""
+        if not self.limits.admit(self):
+            self.limits.note_refusal(self.client_host, self.loop.time())
+            self._answer_and_close(_REFUSED)
+            return
+        self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            return
+        if self.awaiting_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self.awaiting_head and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
+            # Counted as it arrives: a head that never ends cannot grow past the limit.
+            self._cancel_head_timer()
+            self.limits.forget(self)
+            self._answer_and_close(_too_large(self.limits.max_head_bytes))
+
+    def _answer_and_close(self, answer: bytes) -> None:
+        """Send ``answer`` and close (lingering: see `LingeringTransport`)."""
+        self.transport.write(answer)
+        self.transport.close()
+
+    def discard_input(self) -> None:
+        """Drop whatever the client sends from now on (the connection is closing)."""
+        self._discarding = True
+
+    def shutdown(self) -> None:
+        idle = self.cycle is None or self.cycle.response_complete
+        super().shutdown()
+        if idle:
+            # The server is stopping: nothing to answer, no reason to linger.
+            self.lingering.close_now()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        self.limits.forget(self)
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        if not self.transport.is_closing():
+            # A keep-alive connection must send its next head in time too (uvicorn's own
+            # keep-alive timeout ends once a first byte arrives). Before uvicorn's handling,
+            # which parses a pipelined request at once: its head stops this clock again.
+            self._await_head()
+        super().on_response_complete()
+
+    def close_idle(self, why: str) -> None:
+        """Close this connection, which has not sent a request head; ``why`` goes to the debug log."""
+        self._cancel_head_timer()
+        # Its slot is free now, not when the loop gets to connection_lost.
+        self.limits.forget(self)
+        log.debug("closing connection from %s: %s", self.client_host or "?", why)
+        if not self.transport.is_closing():
+            self.lingering.close_now()
+
+    def _await_head(self) -> None:
+        self.awaiting_head = True
+        self._head_bytes = 0
+        self.waiting_since = self.loop.time()
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timed_out)
+
+    def _head_received(self, event: h11.Request) -> None:
+        self.awaiting_head = False
+        self._cancel_head_timer()
+        if self.limits.authorised(event.headers):
+            self.trusted = True
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.awaiting_head:
+            self.limits.timed_out += 1
+            self.close_idle(f"no complete request head within {self.limits.head_timeout_s:g} s")
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None

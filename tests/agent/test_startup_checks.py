@@ -1,0 +1,123 @@
+"""What `rigmon agent` refuses at start (issue 15, item 8): a token file that is not a regular file
+(a FIFO hung the start for good), one token for reading and control, and absurd numbers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rigmon.config import AGENT_RANGES, ConfigError, load_agent_config
+
+REPO = Path(__file__).resolve().parents[2]
+#: Longest a refusal may take; the FIFO used to block forever.
+TIMEOUT_S = 30
+
+
+def agent(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"),
+         "--listen", "127.0.0.1:0", *args],
+        capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def test_a_fifo_as_token_file_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo, 0o600)
+    out = agent(tmp_path, "--token-file", str(fifo))
+    assert out.returncode == 2
+    assert f"token_file {fifo} is a FIFO" in out.stderr and "regular file" in out.stderr
+
+
+def test_a_fifo_as_control_token_file_names_that_key(tmp_path: Path) -> None:
+    fifo = tmp_path / "control.fifo"
+    os.mkfifo(fifo, 0o600)
+    token = private(tmp_path / "read.token", "read-token\n")
+    out = agent(tmp_path, "--token-file", str(token), "--control-token-file", str(fifo))
+    assert out.returncode == 2 and f"control_token_file {fifo} is a FIFO" in out.stderr
+
+
+def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "tokens"
+    folder.mkdir(mode=0o700)
+    out = agent(tmp_path, "--token-file", str(folder))
+    assert out.returncode == 2 and f"token_file {folder} is a directory" in out.stderr
+
+
+def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
+    read = private(tmp_path / "read.token", "same-secret\n")
+    control = private(tmp_path / "control.token", "same-secret")
+    out = agent(tmp_path, "--token-file", str(read), "--control-token-file", str(control))
+    assert out.returncode == 2
+    assert "control_token_file holds the same token as token_file" in out.stderr
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("max_request_bytes", "-1"),
+    ("max_request_bytes", "0"),
+    ("max_request_bytes", "1073741824"),
+    ("interval_s", "0.000001"),
+    ("interval_s", "0"),
+    ("interval_s", "nan"),
+    ("interval_s", "inf"),
+    ("buffer_frames", "100000000"),
+    ("max_streams", "0"),
+    ("max_streams", "1000000"),
+    ("collector_timeout_s", "0"),
+    ("head_timeout_s", "0.01"),
+    ("head_timeout_s", "3600"),
+    ("max_connections_per_client", "0"),
+    ("rate_limit_per_s", "-1"),
+    ("rate_limit_burst", "0"),
+])
+def test_numbers_out_of_range_are_refused_naming_the_key(tmp_path: Path, key: str, value: str) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text(f"[agent]\n{key} = {value}\n")
+    with pytest.raises(ConfigError, match=f"agent[:.] ?{key}(: expected a finite| must be between)"):
+        load_agent_config(config)
+
+
+def test_the_cli_refuses_an_absurd_interval_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text("[agent]\ninterval_s = 0.000001\n")
+    out = agent(tmp_path, "--config", str(config))
+    assert out.returncode == 2 and "interval_s must be between 0.01 and 3600" in out.stderr
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("journal", "commit_interval_s", "0"),
+    ("journal", "queue_frames", "0"),
+    ("journal", "max_mb", "0.001"),
+    ("alarms", "save_interval_s", "0.000001"),
+    ("gpu", "nvml_timeout_s", "100000"),
+    ("psu", "baud", "100000000"),
+    ("psu", "poll_interval_s", "0.000001"),
+    ("notify_timeout", "timeout_s", "100000"),
+    ("storage", "net_stall_after_s", "1e9"),
+])
+def test_numbers_of_other_sections_are_range_checked(tmp_path: Path, section: str, key: str, value: str) -> None:
+    config = tmp_path / "agent.toml"
+    if section == "notify_timeout":
+        config.write_text(f'[[notify]]\nkind = "webhook"\nurl = "http://127.0.0.1:1/"\n{key} = {value}\n')
+    else:
+        config.write_text(f"[{section}]\n{key} = {value}\n")
+    with pytest.raises(ConfigError, match=key):
+        load_agent_config(config)
+
+
+def test_every_agent_number_has_a_range() -> None:
+    from dataclasses import fields
+
+    from rigmon.config import AgentSection
+
+    numbers = {f.name for f in fields(AgentSection) if f.type in ("int", "float")}
+    assert numbers == set(AGENT_RANGES)
