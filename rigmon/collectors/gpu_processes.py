@@ -274,7 +274,9 @@ class GpuProcessCollector:
                 if key not in known:
                     records.append(self._started_event(reading))
         self._known = now
-        records.extend(sorted(now.values(), key=lambda r: (r.vendor, r.gpu_index or 0, r.pci_bus_id or "", r.pid)))
+        readings: list[GpuProcessReading] = sorted(
+            now.values(), key=lambda r: (r.vendor, r.gpu_index or 0, r.pci_bus_id or "", r.pid))
+        records.extend(readings)
         return records
 
     def _nvidia(self) -> list[NvmlGpuProcesses] | None:

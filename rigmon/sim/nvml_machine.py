@@ -43,7 +43,7 @@ class FakeGpuProcess:
     """
 
     pid: int
-    used_bytes: int | None = 0
+    used_bytes: int | None = None
     kind: Literal["compute", "graphics"] = "compute"
     sm_pct: int = 0
     mem_pct: int = 0
