@@ -70,6 +70,9 @@ class SimNvidiaGpus:
     drop_after_sags: int = 3
     sag_window_s: float = 30.0
     weak_gpu: int = 3
+    #: Set by a simulated job (`rigmon.sim.job.SimDdpJob`): GPU memory is what its processes
+    #: hold, not a function of the load.
+    memory_from_processes: bool = False
     machine: FakeNvmlMachine = field(init=False)
     _rng: random.Random = field(default_factory=random.Random)
     _target: str | None = None
@@ -152,7 +155,8 @@ class SimNvidiaGpus:
         gpu.temp_c = int(round(gpu.temp_c + (target_temp - gpu.temp_c) * min(1.0, dt_s / 20.0)))
         gpu.util_gpu_pct = int(min(100.0, load * 100))
         gpu.util_mem_pct = int(min(100.0, load * 60))
-        gpu.mem_used_bytes = int(gpu.mem_total_bytes * (0.02 + 0.85 * min(1.0, load * 3)))
+        if not self.memory_from_processes:
+            gpu.mem_used_bytes = int(gpu.mem_total_bytes * (0.02 + 0.85 * min(1.0, load * 3)))
         gpu.pstate = 0 if busy else 8
         fault = self.faults.get(gpu.index)
         if fault is None:

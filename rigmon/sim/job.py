@@ -90,6 +90,9 @@ class SimDdpJob:
     _lost_at_s: dict[int, float] = field(default_factory=dict)
     _written: dict[int, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.gpus.memory_from_processes = True
+
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if t_s < self.start_s:
             return

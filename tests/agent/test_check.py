@@ -91,3 +91,28 @@ def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
     out = run_cli("--config", str(cfg), "--root", str(tmp_path))
     assert out.returncode == 3
     assert "rule 'r'" in out.stderr and "below or above" in out.stderr
+
+
+def test_gpus_held_by_a_running_job_are_a_warning(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("healthy-v100"), 1, tmp_path / "rig")
+    try:
+        rig.step(30.0)  # the DDP job started at 10 s and filled its GPUs' memory
+        report = check(config(rig.nodes[0].tree.root))
+    finally:
+        rig.close()
+    busy = [a for a in report.findings if a.rule == "gpu_busy"]
+    assert [a.subject for a in busy] == ["gpu:0", "gpu:1", "gpu:2", "gpu:3"]
+    assert all(a.severity == "warning" for a in busy) and report.exit_code >= 1
+    assert busy[0].message.startswith("GPU 0 is busy: 1 process holds 13.9 GiB: python3 train.py (pid 4242, bob)")
+    assert "WARNING   gpu_busy" in format_report(report)
+
+
+def test_idle_gpus_are_not_busy(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("healthy-v100"), 1, tmp_path / "rig")
+    try:
+        rig.step(5.0)  # before the job starts
+        report = check(config(rig.nodes[0].tree.root))
+    finally:
+        rig.close()
+    assert report.collectors["gpu_processes"].state == "ok"
+    assert [a for a in report.findings if a.rule == "gpu_busy"] == []
