@@ -84,6 +84,13 @@ class SimNvidiaGpus:
     _fraction: dict[tuple[int, str, int], float] = field(default_factory=dict)
     _gone: set[int] = field(default_factory=set)
     drop_reasons: dict[int, str] = field(default_factory=dict)
+    #: Below this rail minimum the boards assert HW slowdown and the power brake (the SXM2
+    #: board's own reaction to a sagging 12 V input), until the rail recovers.
+    brake_volts: float = 11.5
+    #: Degrees a GPU runs above the coolest at full load (airflow differs along the chassis).
+    hot_spread_c: float = 7.0
+    _temp_c: dict[int, float] = field(default_factory=dict)
+    _hot_c: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.machine = FakeNvmlMachine(self.gpus)
@@ -116,10 +123,14 @@ class SimNvidiaGpus:
             FAKE_NVML.serve(self._target, self.machine)
         self._sample_power(node, t_s, dt_s)
         load = self.load_fn(t_s) if self.load_fn else node.load
+        volts = node.bus.get("rail_volts")
+        braking = volts is not None and volts < self.brake_volts
         with self.machine.lock:
             for gpu in self.gpus:
                 if not gpu.lost:
                     self._advance_gpu(gpu, load, t_s, dt_s)
+                    if braking and load > 0.1:
+                        gpu.clock_reasons |= 0x8 | 0x80  # HW slowdown, HW power brake slowdown
             node.bus["gpu_power_w"] = sum(g.power_mw for g in self.gpus if not g.lost) / 1000.0
         self._check_rail(node, dt_s)
 
@@ -151,8 +162,16 @@ class SimNvidiaGpus:
         gpu.clock_reasons = 0x4 if at_cap else (0x0 if busy else 0x1)
         if at_cap:
             gpu.violation_power_ns += int(dt_s * 0.2 * 1e9)
-        target_temp = 35.0 + 33.0 * load
-        gpu.temp_c = int(round(gpu.temp_c + (target_temp - gpu.temp_c) * min(1.0, dt_s / 20.0)))
+        # Kept as a float between steps: a substep's change is a fraction of a degree.
+        hot = self._hot_c.get(gpu.index)
+        if hot is None:
+            # From the GPU's identity, not the shared random stream, so the power samples stay as they were.
+            hot = self._hot_c[gpu.index] = random.Random(gpu.uuid).uniform(0.0, self.hot_spread_c)
+        target_temp = 35.0 + (33.0 + hot) * load + hot * 0.2
+        temp = self._temp_c.get(gpu.index, float(gpu.temp_c))
+        temp += (target_temp - temp) * min(1.0, dt_s / 20.0)
+        self._temp_c[gpu.index] = temp
+        gpu.temp_c = int(round(temp))
         gpu.util_gpu_pct = int(min(100.0, load * 100))
         gpu.util_mem_pct = int(min(100.0, load * 60))
         if not self.memory_from_processes:
