@@ -87,6 +87,9 @@ class SimNvidiaGpus:
     #: Below this rail minimum the boards assert HW slowdown and the power brake (the SXM2
     #: board's own reaction to a sagging 12 V input), until the rail recovers.
     brake_volts: float = 11.5
+    #: Seconds the boards keep the slowdown asserted after the rail came back above `brake_volts`.
+    brake_hold_s: float = 2.0
+    _brake_until_s: float = -1.0
     #: Degrees a GPU runs above the coolest at full load (airflow differs along the chassis).
     hot_spread_c: float = 7.0
     _temp_c: dict[int, float] = field(default_factory=dict)
@@ -124,7 +127,9 @@ class SimNvidiaGpus:
         self._sample_power(node, t_s, dt_s)
         load = self.load_fn(t_s) if self.load_fn else node.load
         volts = node.bus.get("rail_volts")
-        braking = volts is not None and volts < self.brake_volts
+        if volts is not None and volts < self.brake_volts:
+            self._brake_until_s = t_s + self.brake_hold_s
+        braking = t_s <= self._brake_until_s
         with self.machine.lock:
             for gpu in self.gpus:
                 if not gpu.lost:

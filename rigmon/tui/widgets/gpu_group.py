@@ -17,7 +17,7 @@ from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.gpu_process_table import GpuProcessTable
 from rigmon.tui.widgets.gpu_table import GpuTable, ecc_nonzero, reason_parts
-from rigmon.tui.widgets.source_group import NARROW_WIDTH, Level, SourceGroup
+from rigmon.tui.widgets.source_group import Level, SourceGroup
 
 #: Event kinds listed under the GPU table.
 GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_process_exited"})
@@ -89,49 +89,59 @@ class GpuGroup(SourceGroup):
         table = self.query_one(GpuTable)
         readings = frame.readings if frame is not None else None
         table.display = readings is not None and bool(readings.gpus or readings.amd_gpus)
-        table.narrow = 0 < self.content_size.width < NARROW_WIDTH
+        table.available = self.content_size.width
         table.gpus = readings.gpus if readings else ()
         table.amd_gpus = readings.amd_gpus if readings else ()
         table.power_trends = {k: v for k, v in self.details.items() if k.startswith(("gpu[", "amd["))}
-        folded = self.query_one("#gpu-folded", Static)
-        lines = self._folded_lines(readings) if readings is not None and table.narrow else []
-        folded.display = bool(lines)
-        folded.update(Text("\n").join(lines))
-        self._update_processes(readings, frame, table.display, table.narrow)
+        self._update_folded(table.folded)
+        self._update_processes(readings, frame, table.display, self.content_size.width)
         events = self.query_one("#gpu-events", Static)
         shown = [e for e in self.events if e.kind in GPU_EVENT_KINDS][::-1][:GPU_EVENTS_SHOWN]
         events.display = table.display or bool(shown)
         events.update(self._events_table(shown))
 
-    def _folded_lines(self, readings: Readings) -> list[Text]:
-        """Per GPU, what the narrow table leaves out: throttle reasons, fan, ECC errors."""
+    def on_gpu_table_folded(self, message: GpuTable.Folded) -> None:
+        """The table left out (or took back) throttle, fan or ECC columns: fold them under it."""
+        self._update_folded(message.columns)
+
+    def _update_folded(self, columns: frozenset[str]) -> None:
+        folded = self.query_one("#gpu-folded", Static)
+        readings = self.frame.readings if self.frame is not None else None
+        lines = self._folded_lines(readings, columns) if readings is not None and columns else []
+        folded.display = bool(lines)
+        folded.update(Text("\n").join(lines))
+
+    def _folded_lines(self, readings: Readings, columns: frozenset[str]) -> list[Text]:
+        """Per GPU, what the table left out of ``columns``: throttle reasons, fan, ECC errors."""
         lines: list[Text] = []
         for gpu in readings.gpus:
             if gpu.state != "ok":
                 continue
             pieces: list[Text] = []
             reasons = [(name, level) for name, level in reason_parts(gpu.clock_reasons) if name not in QUIET_REASONS]
-            if reasons:
+            if reasons and "throttle" in columns:
                 text = Text("throttle ")
                 for i, (name, level) in enumerate(reasons):
                     if i:
                         text.append(", ")
                     text.append(name, style=self.style_of("bad" if level == "bad" else "warn") if level else "")
                 pieces.append(text)
-            if gpu.fan_pct is not None:
+            if gpu.fan_pct is not None and "fan" in columns:
                 pieces.append(Text(f"fan {fmt.pct(gpu.fan_pct)}"))
-            if ecc_nonzero(gpu):
+            if ecc_nonzero(gpu) and "ecc" in columns:
                 pieces.append(Text(f"ECC {gpu.ecc_corrected_total} corrected, {gpu.ecc_uncorrected_total} uncorrected",
                                    style=self.style_of("bad") if gpu.ecc_uncorrected_total else self.style_of("warn")))
             if pieces:
                 lines.append(Text.assemble(self.label(f"GPU {gpu.index:<8}"), Text("  ").join(pieces)))
         return lines
 
-    def _update_processes(self, readings: Readings | None, frame: Frame | None, shown: bool, narrow: bool) -> None:
+    def _update_processes(self, readings: Readings | None, frame: Frame | None, shown: bool, width: int) -> None:
         head = self.query_one("#gpu-processes-head", Static)
         procs_table = self.query_one(GpuProcessTable)
         procs = readings.gpu_processes if readings is not None else ()
-        head.display = shown
+        collector = frame.collectors.get("gpu_processes") if frame is not None else None
+        # An agent older than the processes collector says nothing about them: say nothing either.
+        head.display = shown and collector is not None
         procs_table.display = shown and bool(procs)
         if procs:
             gpus = {(p.vendor, p.gpu_index, p.pci_bus_id) for p in procs}
@@ -140,11 +150,10 @@ class GpuGroup(SourceGroup):
             head.update(Text.assemble(self.label("processes   "),
                                       f"{len(procs)} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}"))
         else:
-            collector = frame.collectors.get("gpu_processes") if frame is not None else None
             why = "no process on the GPUs" if collector is None or collector.state in ("ok", "absent") else \
                 f"not known: collector gpu_processes {collector.state}"
             head.update(Text.assemble(self.label("processes   "), (why, self.style_of("absent"))))
-        procs_table.narrow = narrow
+        procs_table.available = width
         procs_table.now_at = frame.taken_at if frame is not None else None
         procs_table.amd_cards = {a.pci_bus_id: a.card for a in readings.amd_gpus if a.pci_bus_id} if readings else {}
         procs_table.lost_gpus = frozenset(g.index for g in readings.gpus if g.state == "lost") if readings else frozenset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
@@ -25,7 +26,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("running", "running"),
     ("command", "command"),
 )
-#: Columns left out on a narrow screen (an 80-column terminal); the command is then the short one.
+#: Left out when the table does not fit its box even with the short command (an 80-column terminal).
 OPTIONAL = frozenset({"running"})
 #: What the command cell says of a PID the agent's /proc does not show.
 NOT_VISIBLE = "(not in the agent's PID namespace)"
@@ -66,32 +67,26 @@ class GpuProcessTable(DataTable[RenderableType]):
     """AMD card name by PCI address, for the GPU column."""
     lost_gpus: reactive[frozenset[int]] = reactive(frozenset)
     """Indexes of lost NVIDIA GPUs: their processes are drawn in the lost style."""
-    narrow: reactive[bool] = reactive(False)
-    """Leave out the `OPTIONAL` columns and show short commands."""
+    available: reactive[int] = reactive(0)
+    """Cells the table may take: the full command line shows when it fits, else the short one
+    (``python3 train.py``), and the `OPTIONAL` columns go when even that does not fit. 0: all, full."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="none", zebra_stripes=False, show_cursor=False)
         self.can_focus = False
         self._update_pending = False
         self._order: list[str] = []
+        self._shown: list[str] = []
+        #: Whether `cells` draws full command lines (set per update by the fit).
+        self._full = True
+        #: Whether the rows in the table hold full command lines.
+        self._drawn_full = True
 
     def on_mount(self) -> None:
-        self._add_columns()
         self._schedule()
 
-    def _columns(self) -> list[tuple[str, str]]:
-        return [(key, title) for key, title in COLUMNS if not (self.narrow and key in OPTIONAL)]
-
-    def _add_columns(self) -> None:
-        for key, title in self._columns():
-            self.add_column(title, key=key)
-
-    def watch_narrow(self) -> None:
-        if self.is_mounted:
-            self.clear(columns=True)
-            self._add_columns()
-            self._order = []
-            self._schedule()
+    def watch_available(self) -> None:
+        self._schedule()
 
     def watch_processes(self) -> None:
         self._schedule()
@@ -130,8 +125,7 @@ class GpuProcessTable(DataTable[RenderableType]):
         if not proc.in_namespace:
             command = Text(NOT_VISIBLE, style=muted)
         else:
-            shown = proc.command if self.narrow else (proc.cmdline or proc.command)
-            command = plain(shown, style)
+            command = plain((proc.cmdline or proc.command) if self._full else proc.command, style)
         return {
             "gpu": Text(self.gpu_label(proc) if first_on_gpu else "", style=style),
             "pid": Text(str(proc.pid), style=style),
@@ -148,14 +142,23 @@ class GpuProcessTable(DataTable[RenderableType]):
         self._update_pending = False
         ordered = process_order(self.processes)
         keys = [process_key(p) for p in ordered]
-        shown = [key for key, _ in self._columns()]
-        rows: list[dict[str, RenderableType]] = []
-        previous_gpu: str | None = None
-        for proc in ordered:
-            gpu = f"{proc.vendor}:{proc.gpu_index}:{proc.pci_bus_id}"
-            rows.append(self.cells(proc, gpu != previous_gpu))
-            previous_gpu = gpu
-        if keys != self._order:
+        rows = self._rows(ordered, full=True)
+        shown = [key for key, _ in COLUMNS]
+        full = True
+        if self.available > 0 and _width(rows, shown) > self.available:
+            full = False
+            rows = self._rows(ordered, full=False)
+            if _width(rows, shown) > self.available:
+                shown = [key for key in shown if key not in OPTIONAL]
+        if shown != self._shown:
+            self.clear(columns=True)
+            for key, title in COLUMNS:
+                if key in shown:
+                    self.add_column(title, key=key)
+            self._shown = shown
+            self._order = []
+        if keys != self._order or full != self._drawn_full:
+            self._drawn_full = full
             self.clear()
             for key, row in zip(keys, rows):
                 self.add_row(*(row[c] for c in shown), key=key)
@@ -164,3 +167,24 @@ class GpuProcessTable(DataTable[RenderableType]):
         for key, row in zip(keys, rows):
             for column in shown:
                 self.update_cell(key, column, row[column], update_width=True)
+
+    def _rows(self, ordered: Sequence[GpuProcessReading], full: bool) -> list[dict[str, RenderableType]]:
+        self._full = full
+        rows: list[dict[str, RenderableType]] = []
+        previous_gpu: str | None = None
+        for proc in ordered:
+            gpu = f"{proc.vendor}:{proc.gpu_index}:{proc.pci_bus_id}"
+            rows.append(self.cells(proc, gpu != previous_gpu))
+            previous_gpu = gpu
+        return rows
+
+
+def _width(rows: Sequence[dict[str, RenderableType]], columns: Sequence[str]) -> int:
+    """Cells the table takes uncut: each column's widest cell or title, one cell of padding either side."""
+    titles = dict(COLUMNS)
+    total = 0
+    for key in columns:
+        cells = [row[key] for row in rows]
+        total += max([cell_len(titles[key]), *(cell_len(c.plain) if isinstance(c, Text) else cell_len(str(c))
+                                                for c in cells)]) + 2
+    return total

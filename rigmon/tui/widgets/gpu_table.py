@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
+from textual.message import Message
 from textual.reactive import reactive
 from textual.renderables.sparkline import Sparkline
 from textual.widgets import DataTable
@@ -38,9 +41,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 #: Cells of the power trend column.
 TREND_WIDTH = 12
-#: Columns left out on a narrow screen (an 80-column terminal); `GpuGroup` folds the throttle
-#: reasons, fan and ECC counts into lines under the table there, so nothing is lost.
-OPTIONAL = frozenset({"name", "trend", "mem", "throttle", "fan", "ecc"})
+#: Columns left out, in this order, until the table fits its box (an 80-column terminal leaves
+#: them all out). `GpuGroup` folds the throttle reasons, fan and ECC counts of a left-out column
+#: into lines under the table (`FOLDABLE`), and a peak above the limit keeps its warning colour,
+#: so nothing that matters is lost and no cell is cut.
+DROP_ORDER: tuple[str, ...] = ("trend", "mem", "name", "limit", "throttle", "fan", "ecc")
+OPTIONAL = frozenset(DROP_ORDER)
+FOLDABLE = frozenset({"throttle", "fan", "ecc"})
 #: Columns shown only when some GPU has the value (a fan; ECC errors above zero).
 WHEN_PRESENT = frozenset({"fan", "ecc"})
 GIB = 1024**3
@@ -130,14 +137,22 @@ class GpuTable(DataTable[RenderableType]):
     """AMD GPUs of the node's latest frame."""
     power_trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
     """Per-GPU power history by detail series name (``gpu[<uuid>].power_w``, ``amd[<card>].power_w``)."""
-    narrow: reactive[bool] = reactive(False)
-    """Leave out the `OPTIONAL` columns."""
+    available: reactive[int] = reactive(0)
+    """Cells the table may take; optional columns go (`DROP_ORDER`) until it fits. 0: all columns."""
+
+    @dataclass
+    class Folded(Message):
+        """The foldable columns left out changed (`FOLDABLE`): their values belong under the table."""
+
+        columns: frozenset[str]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="none", zebra_stripes=False, show_cursor=False)
         self.can_focus = False
         self._update_pending = False
         self._shown_columns: list[str] = []
+        #: Foldable columns left out by the last update.
+        self.folded: frozenset[str] = frozenset()
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -152,21 +167,42 @@ class GpuTable(DataTable[RenderableType]):
             present.add("ecc")
         return present
 
-    def _columns(self) -> list[tuple[str, str]]:
+    def _columns(self, dropped: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
         present = self._present()
         return [(key, title) for key, title in COLUMNS
-                if not (self.narrow and key in OPTIONAL) and (key not in WHEN_PRESENT or key in present)]
+                if key not in dropped and (key not in WHEN_PRESENT or key in present)]
 
-    def _add_columns(self) -> None:
-        self._shown_columns = [key for key, _ in self._columns()]
-        for key, title in self._columns():
+    def fit(self, rows: Sequence[dict[str, RenderableType]]) -> frozenset[str]:
+        """Columns to leave out so that ``rows`` fit `available` cells uncut (none when 0)."""
+        columns = self._columns()
+        if self.available <= 0:
+            return frozenset()
+
+        def width(key: str, title: str) -> int:
+            if key == "trend":
+                return TREND_WIDTH
+            return max([cell_len(title), *(_cell_width(row[key]) for row in rows)])
+
+        # A cell has one cell of padding either side.
+        widths = {key: width(key, title) + 2 for key, title in columns}
+        needed = sum(widths.values())
+        dropped: set[str] = set()
+        for key in DROP_ORDER:
+            if needed <= self.available:
+                break
+            if key in widths:
+                dropped.add(key)
+                needed -= widths[key]
+        return frozenset(dropped)
+
+    def _add_columns(self, dropped: frozenset[str] = frozenset()) -> None:
+        columns = self._columns(dropped)
+        self._shown_columns = [key for key, _ in columns]
+        for key, title in columns:
             self.add_column(title, key=key, width=TREND_WIDTH if key == "trend" else None)
 
-    def watch_narrow(self) -> None:
-        if self.is_mounted:
-            self.clear(columns=True)
-            self._add_columns()
-            self._schedule()
+    def watch_available(self) -> None:
+        self._schedule()
 
     def watch_gpus(self) -> None:
         self._schedule()
@@ -257,15 +293,20 @@ class GpuTable(DataTable[RenderableType]):
     def update_rows(self) -> None:
         """Bring the rows in line with the reactives: update cells of known GPUs, add new
         ones, remove GPUs no longer listed (and rebuild the columns when the fan or ECC
-        column comes or goes)."""
+        column comes or goes, or the box's width leaves out other columns)."""
         self._update_pending = False
-        if [key for key, _ in self._columns()] != self._shown_columns:
-            self.clear(columns=True)
-            self._add_columns()
         wanted: list[tuple[str, dict[str, RenderableType]]] = [
             (gpu_key(g.uuid, g.index), self.nvidia_cells(g)) for g in self.gpus
         ]
         wanted += [(f"amd:{a.card}", self.amd_cells(a)) for a in self.amd_gpus]
+        dropped = self.fit([cells for _, cells in wanted])
+        if [key for key, _ in self._columns(dropped)] != self._shown_columns:
+            self.clear(columns=True)
+            self._add_columns(dropped)
+        folded = dropped & FOLDABLE
+        if folded != self.folded:
+            self.folded = folded
+            self.post_message(self.Folded(folded))
         keys = {key for key, _ in wanted}
         for row_key in list(self.rows):
             if row_key.value not in keys:
@@ -277,3 +318,12 @@ class GpuTable(DataTable[RenderableType]):
                     self.update_cell(key, column, cells[column], update_width=True)
             else:
                 self.add_row(*(cells[column] for column in shown), key=key)
+
+
+def _cell_width(cell: RenderableType) -> int:
+    """Cells a text cell takes (its longest line); 0 for other renderables (they take what they get)."""
+    if isinstance(cell, str):
+        return cell_len(cell)
+    if isinstance(cell, Text):
+        return max((cell_len(line) for line in cell.plain.splitlines()), default=0)
+    return 0
