@@ -90,3 +90,17 @@ async def test_read_only_agent_refuses_marks(tmp_path: Path) -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
         r = await client.post("/v1/marks", json={"text": "a"})
     assert r.status_code == 403 and "read-only" in r.json()["error"]
+
+
+def test_gpu_processes_are_series_with_identity_labels() -> None:
+    from collections import Counter
+
+    from rigmon.agent.metrics import frame_metrics
+    from tests.tui.snapshot_apps.record_frames import load_frames
+
+    frame = load_frames("v100-ddp-gpu-3-lost")[22]
+    samples = {(s.name, s.labels.get("pid"), s.labels.get("command")): s.value
+               for m in frame_metrics(frame, Counter()) for s in m.samples if "process" in s.name}
+    assert samples[("rigmon_gpu_process_gpu_mem_bytes", "4242", "python3 train.py")] > 13 * 1024**3
+    assert samples[("rigmon_gpu_process_util_ratio", "4242", "python3 train.py")] == 1.0
+    assert not any("cmdline" in name for name, _, _ in samples)
