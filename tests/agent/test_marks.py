@@ -102,5 +102,5 @@ def test_gpu_processes_are_series_with_identity_labels() -> None:
     samples = {(s.name, s.labels.get("pid"), s.labels.get("command")): s.value
                for m in frame_metrics(frame, Counter()) for s in m.samples if "process" in s.name}
     assert samples[("rigmon_gpu_process_gpu_mem_bytes", "4242", "python3 train.py")] > 13 * 1024**3
-    assert samples[("rigmon_gpu_process_util_ratio", "4242", "python3 train.py")] == 1.0
+    assert 0 < samples[("rigmon_gpu_process_util_ratio", "4242", "python3 train.py")] <= 1.0
     assert not any("cmdline" in name for name, _, _ in samples)
