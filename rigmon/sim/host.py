@@ -54,6 +54,9 @@ class SimHost:
     load_avg: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     cpu_temp_c: float = 40.0
     boot_id: str = ""
+    cpu_vendor: str | None = None
+    """``intel`` (thermal zone ``x86_pkg_temp``, hwmon ``coretemp``), ``amd`` (``acpitz``, ``k10temp``),
+    or ``None`` for the generic mix of both that older scenarios use."""
     #: Boot time (Unix seconds) written as ``btime``: the node's start time less its uptime then.
     boot_at: int = 1_700_000_000
     _rng: random.Random = field(default_factory=random.Random)
@@ -107,10 +110,14 @@ class SimHost:
         tree.write("/proc/uptime", f"{self.uptime_s:.2f} {self.uptime_s * 10:.2f}\n")
         tree.write("/proc/sys/kernel/random/boot_id", self.boot_id + "\n")
         tree.write("/proc/sys/kernel/osrelease", self.kernel + "\n")
-        tree.write("/sys/class/thermal/thermal_zone0/type", "x86_pkg_temp\n")
+        # A real host has one CPU vendor's sensors: Xeon servers coretemp, Ryzen/Strix Halo k10temp.
+        zone, chip, label = {"intel": ("x86_pkg_temp", "coretemp", "Package id 0"),
+                             "amd": ("acpitz", "k10temp", "Tctl")}.get(self.cpu_vendor or "",
+                                                                      ("x86_pkg_temp", "k10temp", "Tctl"))
+        tree.write("/sys/class/thermal/thermal_zone0/type", f"{zone}\n")
         tree.write("/sys/class/thermal/thermal_zone0/temp", f"{int(self.cpu_temp_c * 1000)}\n")
-        tree.write("/sys/class/hwmon/hwmon0/name", "k10temp\n")
-        tree.write("/sys/class/hwmon/hwmon0/temp1_label", "Tctl\n")
+        tree.write("/sys/class/hwmon/hwmon0/name", f"{chip}\n")
+        tree.write("/sys/class/hwmon/hwmon0/temp1_label", f"{label}\n")
         tree.write("/sys/class/hwmon/hwmon0/temp1_input", f"{int((self.cpu_temp_c + 2) * 1000)}\n")
         self._write_net(tree)
 

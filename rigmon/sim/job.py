@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rigmon.sim.gpu import SimNvidiaGpus
+from rigmon.sim.gpu import SimAmdGpu, SimNvidiaGpus
 from rigmon.sim.node import SimNode
 from rigmon.sim.nvml import FakeGpuProcess
 from rigmon.sim.tree import Tree
@@ -164,6 +164,59 @@ class SimDdpJob:
                     for fd, target in ((7, "/dev/nvidiactl"), (8, f"/dev/nvidia{proc.gpu_index}"), (9, "/dev/nvidia-uvm")):
                         tree.symlink(f"{base}/fd/{fd}", target)
                         tree.write(f"{base}/fdinfo/{fd}", "pos:\t0\nflags:\t0102002\nmnt_id:\t26\nino:\t812\n")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class SimAmdJob:
+    """A training process on an AMD GPU (ROCm PyTorch): its ``/proc`` entry and the DRM fdinfo
+    of its render node, whose ``drm-engine-gfx`` busy time follows the GPU's busy percentage and
+    ``drm-memory-vram`` the GPU's VRAM in use. Add it after the GPU.
+    """
+
+    gpu: SimAmdGpu
+    start_s: float = 5.0
+    user: str = "dave"
+    uid: int = 1000
+    pid: int = 5151
+    argv: tuple[str, ...] = ("/home/dave/venv/bin/python3", "train.py", "--model", "qwen2.5-7b", "--bf16")
+    client_id: int = 11
+    busy_ns: int = 0
+    started: bool = False
+    _proc: SimProcess | None = None
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        if t_s < self.start_s:
+            return
+        if self._proc is None:
+            ticks = int(node.bus.get("uptime_s", 3600.0 + node.t_s) * USER_HZ)
+            self._proc = SimProcess(pid=self.pid, ppid=1, uid=self.uid, argv=self.argv, start_ticks=ticks, state="R")
+        self.busy_ns += int(self.gpu.busy_pct / 100.0 * dt_s * 1e9)
+
+    def write(self, tree: Tree) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        base = f"/proc/{proc.pid}"
+        if not self.started:
+            self.started = True
+            if not tree.path("/etc/passwd").exists():
+                tree.write("/etc/passwd", PASSWD + f"{self.user}:x:{self.uid}:{self.uid}::/home/{self.user}:/bin/bash\n")
+            tree.write(f"{base}/stat", proc_stat_line(proc))
+            tree.write(f"{base}/status", proc_status(proc, self.user))
+            tree.write(f"{base}/cmdline", "\0".join(proc.argv).encode() + b"\0")
+            tree.symlink(f"{base}/fd/0", "/dev/null")
+            tree.write(f"{base}/fdinfo/0", "pos:\t0\nflags:\t0100002\nmnt_id:\t25\nino:\t5\n")
+            tree.symlink(f"{base}/fd/5", "/dev/dri/renderD128")
+        # amdgpu's fdinfo (Linux 6.x): one DRM client per open render node.
+        tree.write(f"{base}/fdinfo/5", (
+            f"pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t1073\ndrm-driver:\tamdgpu\n"
+            f"drm-client-id:\t{self.client_id}\ndrm-pdev:\t{self.gpu.bus_id}\npasid:\t32770\n"
+            f"drm-engine-gfx:\t{self.busy_ns} ns\ndrm-engine-compute:\t0 ns\ndrm-engine-dma:\t0 ns\n"
+            f"drm-memory-vram:\t{self.gpu.vram_used_bytes // 1024} KiB\ndrm-memory-gtt:\t2048 KiB\n"
+            "drm-memory-cpu:\t0 KiB\n"))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -25,7 +25,8 @@ class HealthyV100:
     def build(self, node: SimNode, index: int) -> None:
         kernel_log = SimKernelLog()
         node.devices.append(kernel_log)
-        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000), SimInterface("enp65s0f0", 100000)]))
+        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000), SimInterface("enp65s0f0", 100000)],
+                                    cpu_vendor="intel"))
         gpus = SimNvidiaGpus(
             v100_sxm2_gpus(4, seed=index),
             kernel_log=kernel_log,

@@ -28,7 +28,7 @@ class LooseSxm2:
     def build(self, node: SimNode, index: int) -> None:
         kernel_log = SimKernelLog()
         node.devices.append(kernel_log)
-        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)]))
+        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)], cpu_vendor="intel"))
         fault = GpuFault(
             pcie_width=8,
             pcie_replay_per_s=0.5,
