@@ -235,7 +235,6 @@ class GpuProcessCollector:
         self._util_since: dict[int, int] = {}
         self._utils: dict[tuple[int, int], tuple[float | None, float | None]] = {}
         self._rates = CounterRates()
-        self._nvidia_absent = False
 
     # -- polling ----------------------------------------------------------------------
 
@@ -280,8 +279,6 @@ class GpuProcessCollector:
         return records
 
     def _nvidia(self) -> list[NvmlGpuProcesses] | None:
-        if self._nvidia_absent:
-            return None
         try:
             count = self.nvml.device_count()
             out = []
@@ -292,8 +289,7 @@ class GpuProcessCollector:
                 out.append(data)
             return out
         except NvmlUnavailable:
-            # No driver now means no driver later: stop asking (an AMD-only node).
-            self._nvidia_absent = True
+            # Asked again next time, as the GPU collector does: the driver may load after the agent.
             return None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
