@@ -35,6 +35,11 @@ MAX_COMMAND_CHARS = 200
 MAX_CMDLINE_BYTES = 16384
 #: PCI vendor id of AMD GPUs.
 AMD_VENDOR = "0x1002"
+#: Seconds between two scans of a process's open files for DRM render nodes: a process seen
+#: for the first time is scanned at once, one already scanned again only after this long (a
+#: node runs hundreds of processes with dozens of descriptors each; the DRM ones of a known
+#: client are re-read on every poll).
+FD_RESCAN_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +240,8 @@ class GpuProcessCollector:
         self._util_since: dict[int, int] = {}
         self._utils: dict[tuple[int, int], tuple[float | None, float | None]] = {}
         self._rates = CounterRates()
+        self._drm_fds: dict[int, tuple[str, ...]] = {}
+        self._scanned_at: dict[int, float] = {}
 
     # -- polling ----------------------------------------------------------------------
 
@@ -327,11 +334,19 @@ class GpuProcessCollector:
                       users: dict[int, str]) -> dict[Key, GpuProcessReading]:
         out: dict[Key, GpuProcessReading] = {}
         now_s = self.clock.monotonic()
-        for entry in _listdir(self.root, "/proc"):
-            if not entry.isdigit():
+        pids = [int(entry) for entry in _listdir(self.root, "/proc") if entry.isdigit()]
+        for gone in set(self._scanned_at) - set(pids):
+            self._scanned_at.pop(gone, None)
+            self._drm_fds.pop(gone, None)
+        for pid in pids:
+            scanned_at = self._scanned_at.get(pid)
+            if scanned_at is None or now_s - scanned_at >= FD_RESCAN_S or now_s < scanned_at:
+                self._scanned_at[pid] = now_s
+                self._drm_fds[pid] = self._scan_drm_fds(pid)
+            fds = self._drm_fds.get(pid, ())
+            if not fds:
                 continue
-            pid = int(entry)
-            clients = self._drm_clients(pid)
+            clients = self._drm_clients(pid, fds)
             by_card: dict[str, list[DrmClient]] = {}
             for client in clients:
                 if client.driver == "amdgpu" and client.pdev in cards:
@@ -349,14 +364,20 @@ class GpuProcessCollector:
                     gpu_mem_bytes=sum(vram) if vram else None, util_pct=util)
         return out
 
-    def _drm_clients(self, pid: int) -> list[DrmClient]:
-        """The DRM clients of a process: only fds whose link points into /dev/dri are read."""
-        seen: set[tuple[str | None, str | None]] = set()
-        clients: list[DrmClient] = []
+    def _scan_drm_fds(self, pid: int) -> tuple[str, ...]:
+        """The descriptors of a process whose link points into /dev/dri (render and card nodes)."""
+        fds = []
         for fd in _listdir(self.root, f"/proc/{pid}/fd"):
             target = self.root.readlink(f"/proc/{pid}/fd/{fd}")
-            if target is None or not target.startswith("/dev/dri/"):
-                continue
+            if target is not None and target.startswith("/dev/dri/"):
+                fds.append(fd)
+        return tuple(fds)
+
+    def _drm_clients(self, pid: int, fds: Sequence[str]) -> list[DrmClient]:
+        """The DRM clients of a process from the fdinfo of its DRM descriptors."""
+        seen: set[tuple[str | None, str | None]] = set()
+        clients: list[DrmClient] = []
+        for fd in fds:
             client = parse_drm_fdinfo(self.root.read_text(f"/proc/{pid}/fdinfo/{fd}") or "")
             if client is None:
                 continue

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.base import EventDraft, NoData
+from rigmon.collectors.base import CollectorHung, EventDraft, NoData
 from rigmon.collectors.gpu_processes import (
+    FD_RESCAN_S,
     GpuProcessCollector,
     parse_cmdline,
     parse_drm_fdinfo,
@@ -287,3 +288,37 @@ def test_amd_fdinfo_busy_time_becomes_utilisation(tmp_path: Path) -> None:
     assert first.vendor == "amd" and first.pci_bus_id == bus and first.gpu_mem_bytes == 1024 * 1024
     assert first.util_pct is None and second.util_pct == 75.0
     assert second.user == "1000"  # no passwd line: the number
+
+
+def test_amd_process_opening_its_render_node_later_is_found_at_the_next_rescan(tmp_path: Path) -> None:
+    bus = "0000:c3:00.0"
+    tree = write_tree(tmp_path, {"/proc/stat": "btime 1699990000\n", f"/sys/bus/pci/devices/{bus}/vendor": "0x1002\n"})
+    tree.symlink("/sys/class/drm/card0/device", f"../../../bus/pci/devices/{bus}")
+    _proc(tree, 6001)
+    tree.symlink("/proc/6001/fd/0", "/dev/null")
+    clock = StepClock()
+    collector = _collector(HostRoot(tmp_path), clock)
+    try:
+        assert _split(collector.collect()) == ([], [])
+        tree.symlink("/proc/6001/fd/5", "/dev/dri/renderD128")
+        tree.write("/proc/6001/fdinfo/5", f"drm-driver:\tamdgpu\ndrm-client-id:\t3\ndrm-pdev:\t{bus}\n")
+        clock.t_s = 1.0
+        assert _split(collector.collect()) == ([], [])  # not scanned again yet
+        clock.t_s = 1.0 + FD_RESCAN_S
+        (found,), (started,) = _split(collector.collect())
+    finally:
+        collector.close()
+    assert found.pid == 6001 and started.kind == "gpu_process_started"
+
+
+def test_hung_driver_is_a_hung_collector(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    tree, machine = node
+    root = HostRoot(tree.root)
+    collector = GpuProcessCollector(open_nvml_processes(root, timeout_s=0.2), root, StepClock())
+    machine.fail("hang")
+    try:
+        with pytest.raises(CollectorHung):
+            collector.collect()
+    finally:
+        machine.heal("hang")
+        collector.close()
