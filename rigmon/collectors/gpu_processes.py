@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData
+from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn
 from rigmon.hw.nvml import NvmlGpuProcesses, NvmlHung, NvmlProcesses, NvmlUnavailable, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
@@ -460,7 +460,7 @@ class GpuProcessCollector:
                           message=f"{self._who(before)} exited{exit_text(status)} on {self._where(before)}",
                           data=data)
 
-    def start(self, push: object) -> None:
+    def start(self, push: PushFn) -> None:
         """Polled: nothing to start."""
 
     def close(self) -> None:
