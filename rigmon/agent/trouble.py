@@ -7,7 +7,8 @@ from dataclasses import replace
 from rigmon.schema import Event
 
 #: Event kinds that are hardware trouble a training process may die of.
-TROUBLE_KINDS = frozenset({"gpu_lost", "xid", "gpu_off_bus", "pcie_aer", "unclean_shutdown", "tb_link_degraded",
+#: (Not PCIe AER: a loosely seated GPU logs corrected errors every few seconds; they are noise here.)
+TROUBLE_KINDS = frozenset({"gpu_lost", "xid", "gpu_off_bus", "unclean_shutdown", "tb_link_degraded",
                            "tb_link_changed", "tb_device_removed", "nvme_link_lost", "nvme_removed"})
 #: Kinds the note is added to.
 NOTED_KINDS = frozenset({"gpu_process_exited"})
