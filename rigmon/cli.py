@@ -97,10 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write (.tar.gz)")
 
     from rigmon.cli_dash import add_dash_parsers
+    from rigmon.cli_mark import add_mark_parser
     from rigmon.cli_sim import add_sim_parsers
 
     add_sim_parsers(sub)
     add_dash_parsers(sub)
+    add_mark_parser(sub)
     from rigmon.setup.command import add_setup_parser
 
     add_setup_parser(sub, SETUP_EXIT)
@@ -135,6 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rigmon.setup.command import cmd_setup
 
         return cmd_setup(args)
+    if args.command == "mark":
+        from rigmon.cli_mark import cmd_mark
+
+        return cmd_mark(args)
     parser.print_help()
     return 2
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import platform
 import uuid
 
@@ -29,8 +30,10 @@ from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
 from rigmon.path_resistance import PathStateHolder
 from rigmon.redact import redact
-from rigmon.schema import SCHEMA_VERSION, Info, NodeCapture, Severity
+from rigmon.schema import SCHEMA_VERSION, Event, Info, NodeCapture, Severity
 from rigmon.typed import to_data
+
+log = logging.getLogger(__name__)
 
 
 def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock) -> dict[str, Collector]:
@@ -188,6 +191,7 @@ class Agent:
             now=self.clock.time,
             capture=self.capture,
             rate_limiter=RateLimiter(self.config.agent.rate_limit_per_s, self.config.agent.rate_limit_burst),
+            mark=self.mark,
         )
         return build_app(state)
 
@@ -199,6 +203,19 @@ class Agent:
         """
         if self._state_lock is None and (self.journal is not None or self.alarm_state is not None):
             self._state_lock = StateLock(self.config.agent.state_dir)
+
+    def mark(self, text: str, by: str | None = None) -> Event:
+        """Put a mark from the job (``epoch 3 checkpoint``) on the node's timeline: an event of kind ``mark``.
+
+        It travels in the next frame like any event, so the journal, /v1/history, snapshots and
+        /metrics carry it. ``text`` is checked by the API (length, no control characters).
+        """
+        data: dict[str, str | int | float | bool | None] = {"text": text}
+        if by is not None:
+            data["by"] = by
+        event = self.sampler.emit_event("mark", "info", f"node:{self.sampler.node}", text, data)
+        log.info("mark: %s", text)
+        return event
 
     def start(self) -> asyncio.Task[None]:
         """Start sampling on the running event loop.

@@ -34,7 +34,7 @@ from rigmon.agent.journal import (
 )
 from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Gap, History, Info, NodeCapture, encode
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Gap, History, Info, NodeCapture, encode
 from rigmon.typed import to_data
 
 #: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
@@ -43,11 +43,14 @@ KEEPALIVE_S = 15.0
 MAX_SAMPLES_PER_REQUEST = 1000
 #: Longest operator name kept with an acknowledgement.
 MAX_ACK_BY_CHARS = 100
-#: Characters refused in an acknowledgement's ``by``: C0 controls (tab and newlines too), DEL,
+#: Characters refused in an acknowledgement's ``by`` and in a mark: C0 controls (tab and newlines too), DEL,
 #: C1 controls, the line and paragraph separators and the bidi embeddings, overrides and
 #: isolates (U+202A-U+202E, U+2066-U+2069). ``by`` is shown on every operator's terminal: an
 #: ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
 UNSAFE_BY = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
+
+#: Longest text of a mark (POST /v1/marks), in characters.
+MAX_MARK_CHARS = 200
 #: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
 MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
@@ -95,6 +98,7 @@ class ApiState:
     now: Callable[[], float] | None = None
     capture: Callable[[], NodeCapture] | None = None
     rate_limiter: RateLimiter | None = None
+    mark: Callable[[str, str | None], Event] | None = None
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -359,6 +363,26 @@ def build_app(state: ApiState) -> ASGIApp:
         except AlreadyResolved:
             return _error(409, f"alarm {alarm_id} is already resolved")
         return _json(alarm)
+
+    async def marks(request: Request) -> Response:
+        if state.mark is None:
+            return _error(404, "marks are not enabled on this agent")
+        denied = _control_denied(state, request, "add marks")
+        if denied is not None:
+            return denied
+        try:
+            data = json.loads(await request.body() or b"null")
+        except (ValueError, RecursionError):
+            raise BadRequest('body must be JSON, e.g. {"text": "epoch 3"}') from None
+        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+            raise BadRequest('body must be a JSON object whose "text" is a string')
+        by = data.get("by")
+        if by is not None and not isinstance(by, str):
+            raise BadRequest('"by" must be a string')
+        text = mark_text(data["text"])
+        event = state.mark(text, None if by is None else mark_text(by, MAX_ACK_BY_CHARS, "by"))
+        return Response(encode(event), status_code=201, media_type="application/json")
+
     async def history(request: Request) -> Response:
         if state.journal_path is None:
             return _error(404, "this agent keeps no journal (no state directory, or [journal] enabled = false)")
@@ -424,6 +448,7 @@ def build_app(state: ApiState) -> ASGIApp:
         Route("/metrics", metrics),
         Route("/v1/alarms", alarms),
         Route("/v1/alarms/{alarm_id}/ack", ack, methods=["POST"]),
+        Route("/v1/marks", marks, methods=["POST"]),
         Route("/v1/info", info),
         Route("/v1/latest", latest),
         Route("/v1/samples", samples),
@@ -450,7 +475,41 @@ def build_app(state: ApiState) -> ASGIApp:
 
 def _is_control(scope: Scope) -> bool:
     path = str(scope.get("path", ""))
-    return scope.get("method") == "POST" and path.startswith("/v1/alarms/") and path.endswith("/ack")
+    if scope.get("method") != "POST":
+        return False
+    return (path.startswith("/v1/alarms/") and path.endswith("/ack")) or path == "/v1/marks"
+
+
+def mark_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> str:
+    """A mark's text, checked: stripped, not empty, at most ``limit`` characters, no control characters.
+
+    Raises:
+        BadRequest: naming what is wrong.
+    """
+    text = text.strip()
+    if not text:
+        raise BadRequest(f"{what} is empty")
+    if len(text) > limit:
+        raise BadRequest(f"{what} is {len(text)} characters; at most {limit}")
+    bad = UNSAFE_BY.search(text)
+    if bad is not None:
+        raise BadRequest(f"{what} holds a control or bidi character (U+{ord(bad.group()):04X} at position "
+                         f"{bad.start()}); send plain text")
+    return text
+
+
+def _control_denied(state: ApiState, request: Request, what: str) -> Response | None:
+    """The answer refusing a control request, or ``None`` when it carries the control token."""
+    if state.control_token is None:
+        return _error(403, "this agent is read-only: no control token is configured")
+    given = request.headers.get("authorization", "").encode()
+    if hmac.compare_digest(given, f"Bearer {state.control_token}".encode()):
+        return None
+    if state.token is not None and hmac.compare_digest(given, f"Bearer {state.token}".encode()):
+        return _error(403, f"the read token cannot {what}: use the control token")
+    response = _error(401, "missing or wrong control token")
+    response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon-control"'
+    return response
 
 
 def _client_key(scope: Scope) -> str:

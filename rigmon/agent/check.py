@@ -23,11 +23,16 @@ from rigmon.schema import (
     CollectorStatus,
     Event,
     Frame,
+    GpuProcessReading,
     Readings,
     Severity,
 )
 
 CheckStatus = Literal["ok", "warning", "critical"]
+#: GPU memory in use with no process listed that makes a GPU count as busy (a process NVML
+#: cannot name to this namespace, or a driver leak): an idle GPU holds a few MiB at most.
+BUSY_MEMORY_BYTES = 1024**3
+GIB = 1024**3
 EXIT_CODES: dict[CheckStatus, int] = {"ok": 0, "warning": 1, "critical": 2}
 _SEVERITIES = ("info", "warning", "critical")
 
@@ -129,6 +134,7 @@ def run_check(
         c.start(push)
     all_events: list[Event] = []
     statuses: dict[str, CollectorStatus] = {}
+    readings = Readings()
     try:
         for n in range(passes):
             if n:
@@ -144,19 +150,66 @@ def run_check(
             events = [_event(d, len(all_events) + i, clock) for i, d in
                       enumerate(r for r in records if isinstance(r, EventDraft))]
             all_events.extend(events)
+            readings = readings_from(records)
             frame = Frame(schema=SCHEMA_VERSION, node=config.node_name, run_id="check", seq=n + 1,
                           taken_at=clock.time(), agent_start=clock.time(), collectors=dict(statuses),
-                          readings=readings_from(records), events=tuple(events))
+                          readings=readings, events=tuple(events))
             engine.evaluate(frame)
     finally:
         for c in collectors.values():
             c.close()
-    findings = engine.active()
+    findings = engine.active() + busy_gpus(readings, config.node_name, clock.time())
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
                        exit_code=EXIT_CODES[status], collectors=statuses, findings=findings,
                        rules=engine.rule_names, events=tuple(all_events))
+
+
+def busy_gpus(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]:
+    """Warnings for GPUs already in use before the job starts: processes on them, or memory in use.
+
+    A stale job (or a notebook kernel) holding a GPU makes the next run fail with out-of-memory or
+    share the GPU unnoticed; a pre-run gate should say so.
+    """
+    found: list[Alarm] = []
+
+    def finding(subject: str, message: str, value: int | None) -> None:
+        found.append(Alarm(id=f"check-busy-{len(found) + 1}", rule="gpu_busy", rule_kind="check", severity="warning",
+                           node=node, subject=subject, state="firing", message=message, started_at=now_at,
+                           updated_at=now_at, fired_at=now_at, value=value))
+
+    def who(procs: Sequence[GpuProcessReading]) -> str:
+        names = [f"{p.command or 'pid'} (pid {p.pid}{f', {p.user}' if p.user else ''})" for p in procs[:3]]
+        more = f" and {len(procs) - 3} more" if len(procs) > 3 else ""
+        return ", ".join(names) + more
+
+    def holding(procs: Sequence[GpuProcessReading]) -> str:
+        return "1 process holds" if len(procs) == 1 else f"{len(procs)} processes hold"
+
+    def used(procs: Sequence[GpuProcessReading]) -> int | None:
+        sizes = [p.gpu_mem_bytes for p in procs if p.gpu_mem_bytes is not None]
+        return sum(sizes) if sizes else None
+
+    for gpu in readings.gpus:
+        if gpu.state != "ok":
+            continue
+        procs = [p for p in readings.gpu_processes if p.vendor == "nvidia" and p.gpu_index == gpu.index]
+        if procs:
+            total = used(procs)
+            memory = f"{total / GIB:.1f} GiB" if total is not None else "memory"
+            finding(f"gpu:{gpu.index}", f"GPU {gpu.index} is busy: {holding(procs)} {memory}: {who(procs)}", total)
+        elif gpu.mem_used_bytes is not None and gpu.mem_used_bytes >= BUSY_MEMORY_BYTES:
+            finding(f"gpu:{gpu.index}", f"GPU {gpu.index} has {gpu.mem_used_bytes / GIB:.1f} GiB of memory in use "
+                                        "and no process this node can see", gpu.mem_used_bytes)
+    for amd in readings.amd_gpus:
+        procs = [p for p in readings.gpu_processes if p.vendor == "amd" and p.pci_bus_id == amd.pci_bus_id]
+        if procs:
+            total = used(procs)
+            memory = f"{total / GIB:.1f} GiB" if total is not None else "memory"
+            finding(f"amd_gpu:{amd.card}", f"AMD GPU {amd.card} is busy: {holding(procs)} {memory}: {who(procs)}",
+                    total)
+    return tuple(found)
 
 
 def _event(draft: EventDraft, n: int, clock: Clock) -> Event:

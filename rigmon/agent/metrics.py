@@ -22,7 +22,9 @@ from rigmon.schema import (
     AmdGpuReading,
     CurrentEnvelope,
     DiskReading,
+    Event,
     Frame,
+    GpuProcessReading,
     GpuReading,
     HostReading,
     HwmonVoltageReading,
@@ -78,6 +80,9 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                             skip=("expected_source",)),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
+    GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",
+                                                            "command"),
+                                     skip=("cmdline", "gpu_uuid", "uid", "kind", "state")),
     AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
     KernelLogReading: RecordMetrics("kernel_log"),
     PsuRailReading: RecordMetrics("psu_rail", labels=("port", "device_id"), skip=("seq", "flags")),
@@ -260,10 +265,15 @@ class FrameCollector(Collector):
         self._latest = latest
         self.event_counts: Counter[tuple[str, str, str]] = Counter()
         self._rail_minima: deque[tuple[float, float]] = deque()
+        self.marks_total = 0
+        self.last_mark: Event | None = None
 
     def observe(self, frame: Frame) -> None:
         """Sampler listener: count the frame's events and keep recent rail minima."""
         for event in frame.events:
+            if event.kind == "mark":
+                self.marks_total += 1
+                self.last_mark = event
             code = event.data.get("xid", event.data.get("code", ""))
             self.event_counts[(event.kind, event.subject, "" if code is None else str(code))] += 1
         rail = frame.readings.psu_rail
@@ -283,7 +293,25 @@ class FrameCollector(Collector):
                                        labels=["node"])
             lowest.add_metric([frame.node], min(v for _, v in self._rail_minima))
             metrics.append(lowest)
+        metrics.extend(self._mark_metrics(frame.node))
         return iter(metrics)
+
+    def _mark_metrics(self, node: str) -> list[Metric]:
+        """Marks as annotations: a counter (``changes()`` finds them) and the last one's text and time."""
+        total = CounterMetricFamily(f"{PREFIX}_marks", "marks put on the timeline since the agent started "
+                                                        "(POST /v1/marks, rigmon mark)", labels=["node"])
+        total.add_metric([node], float(self.marks_total))
+        out: list[Metric] = [total]
+        mark = self.last_mark
+        if mark is not None:
+            at = GaugeMetricFamily(f"{PREFIX}_mark_last_timestamp_seconds", "when the last mark was put",
+                                   labels=["node"])
+            at.add_metric([node], mark.at)
+            info = GaugeMetricFamily(f"{PREFIX}_mark_last_info", "the last mark's text (value 1)",
+                                     labels=["node", "text"])
+            info.add_metric([node, mark.message], 1.0)
+            out += [at, info]
+        return out
 
 
 def make_registry(collector: FrameCollector) -> CollectorRegistry:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rigmon.agent.trouble import TroubleMemory
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, CollectorHung, EventDraft, NoData
 from rigmon.schema import (
@@ -142,6 +143,8 @@ class Sampler:
         self._statuses: dict[str, Callable[[], CollectorStatus]] = {}
         self._seq = 0
         self._event_n = 0
+        #: The node's last hardware trouble, noted in the GPU process exits that follow it.
+        self.trouble = TroubleMemory()
         self._pending_events: list[Event] = []
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -174,6 +177,7 @@ class Sampler:
             message=message,
             data=dict(data or {}),
         )
+        event = self.trouble.note(event)
         self._pending_events.append(event)
         return event
 

@@ -6,6 +6,7 @@ from rigmon.collectors.amd_gpu import make_amd_gpu_collector
 from rigmon.collectors.base import CollectorFactory
 from rigmon.collectors.disks import make_disk_collector
 from rigmon.collectors.gpu import make_gpu_collector
+from rigmon.collectors.gpu_processes import make_gpu_process_collector
 from rigmon.collectors.host import make_host_collector
 from rigmon.collectors.hwmon_power import make_hwmon_power_collector
 from rigmon.collectors.kernel_log import make_kernel_log_collector
@@ -22,6 +23,7 @@ REGISTRY: dict[str, CollectorFactory] = {
     "nvme": make_nvme_collector,
     "thunderbolt": make_thunderbolt_collector,
     "gpu": make_gpu_collector,
+    "gpu_processes": make_gpu_process_collector,
     "amd_gpu": make_amd_gpu_collector,
     "kernel_log": make_kernel_log_collector,
     "psu": make_psu_collector,

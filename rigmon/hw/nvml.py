@@ -144,6 +144,40 @@ class NvmlXid:
     xid: int
 
 
+@dataclass(frozen=True, slots=True)
+class NvmlProcess:
+    """A process NVML lists on a GPU: host PID, used GPU memory (``None`` when the driver
+    does not say) and the list it came from (``compute`` or ``graphics``)."""
+
+    pid: int
+    used_bytes: int | None
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlProcessUtil:
+    """One per-process utilisation sample: ``timestamp_us`` and SM / memory percent."""
+
+    pid: int
+    timestamp_us: int
+    sm_pct: int | None
+    mem_pct: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlGpuProcesses:
+    """The processes of one GPU. ``lost`` when the GPU answered GPU_IS_LOST; ``listed`` is
+    false when neither process list could be read (the processes are then unknown, not none);
+    ``utils`` are the driver's per-process samples newer than the timestamp asked for."""
+
+    index: int
+    uuid: str | None
+    lost: bool
+    listed: bool
+    processes: tuple[NvmlProcess, ...] = ()
+    utils: tuple[NvmlProcessUtil, ...] = ()
+
+
 class Nvml(Protocol):
     """The NVML seam the GPU collector depends on."""
 
@@ -176,6 +210,27 @@ class Nvml(Protocol):
 
     def close(self) -> None:
         """Free the event set and shut NVML down (skipped when a call is stuck)."""
+        ...
+
+
+class NvmlProcesses(Protocol):
+    """The NVML seam of the GPU processes collector."""
+
+    def device_count(self) -> int:
+        """Number of GPUs NVML enumerates (see `Nvml.device_count`)."""
+        ...
+
+    def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
+        """Running compute and graphics processes of GPU ``index``, with utilisation samples.
+
+        Raises:
+            NvmlUnavailable: no driver or library.
+            NvmlHung: the calls did not return in time.
+        """
+        ...
+
+    def close(self) -> None:
+        """Shut NVML down."""
         ...
 
 
@@ -265,6 +320,11 @@ class _Gate:
 def _mhz(value: Any) -> int | None:
     # Some drivers answer 0 for a clock domain they do not report; 0 MHz is never real.
     return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _pct(value: Any) -> int | None:
+    # The driver fills samples it has no value for with NVML_VALUE_NOT_AVAILABLE (all ones).
+    return int(value) if isinstance(value, int) and 0 <= value <= 100 else None
 
 
 class PynvmlNvml:
@@ -370,6 +430,43 @@ class PynvmlNvml:
                               pynvml.NVML_VOLATILE_ECC),
         )
         return dataclasses.replace(data, lost=gate.lost)
+
+    def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
+        return self._poll.run(lambda: self._processes(index, utils_since_us), self.timeout_s)
+
+    def _processes(self, index: int, since_us: int) -> NvmlGpuProcesses:
+        self._ensure_init()
+        gate = _Gate()
+        handle = gate.get(pynvml.nvmlDeviceGetHandleByIndex, index)
+        if handle is None:
+            return NvmlGpuProcesses(index=index, uuid=None, lost=gate.lost, listed=False)
+        uuid = gate.get(pynvml.nvmlDeviceGetUUID, handle)
+        compute = gate.get(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        graphics = gate.get(pynvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
+        procs: dict[int, NvmlProcess] = {}
+        for kind, listed in (("graphics", graphics), ("compute", compute)):
+            for info in listed or ():
+                used = info.usedGpuMemory
+                # A process in both lists (CUDA and OpenGL) is one process: compute wins.
+                procs[int(info.pid)] = NvmlProcess(pid=int(info.pid), used_bytes=None if used is None else int(used),
+                                                   kind=kind)
+        utils: tuple[NvmlProcessUtil, ...] = ()
+        if procs:
+            utils = self._process_utils(gate, handle, since_us)
+        return NvmlGpuProcesses(index=index, uuid=uuid, lost=gate.lost, listed=compute is not None or graphics is not None,
+                                processes=tuple(procs.values()), utils=utils)
+
+    @staticmethod
+    def _process_utils(gate: _Gate, handle: Any, since_us: int) -> tuple[NvmlProcessUtil, ...]:
+        try:
+            samples = pynvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+        except pynvml.NVMLError as exc:
+            # NOT_FOUND: no sample newer than that; NOT_SUPPORTED: pre-Maxwell or vGPU.
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                gate.lost = True
+            return ()
+        return tuple(NvmlProcessUtil(pid=int(s.pid), timestamp_us=int(s.timeStamp),
+                                     sm_pct=_pct(s.smUtil), mem_pct=_pct(s.memUtil)) for s in samples)
 
     @staticmethod
     def _power_samples(gate: _Gate, handle: Any, since_us: int) -> tuple[tuple[int, int], ...]:
@@ -520,4 +617,9 @@ def open_nvml(root: HostRoot, timeout_s: float = 2.0) -> Nvml:
     The binding's target is the root's absolute path; see the module docstring for how
     a library serving several simulated machines uses it.
     """
+    return PynvmlNvml(target=os.path.abspath(root.root), timeout_s=timeout_s)
+
+
+def open_nvml_processes(root: HostRoot, timeout_s: float = 2.0) -> NvmlProcesses:
+    """The process-listing `NvmlProcesses` binding for the machine under ``root`` (see `open_nvml`)."""
     return PynvmlNvml(target=os.path.abspath(root.root), timeout_s=timeout_s)

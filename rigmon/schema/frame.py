@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union
 
-from rigmon.schema.gpu import AmdGpuReading, GpuReading, KernelLogReading
+from rigmon.schema.gpu import AmdGpuReading, GpuProcessReading, GpuReading, KernelLogReading
 from rigmon.schema.host import HostReading, TemperatureReading
 from rigmon.schema.links import NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.schema.power import (
@@ -91,6 +91,7 @@ class Readings:
     path_resistance: tuple[PathResistanceReading, ...] = ()
     hwmon_volts: tuple[HwmonVoltageReading, ...] = ()
     pmbus_psus: tuple[PmbusPsuReading, ...] = ()
+    gpu_processes: tuple[GpuProcessReading, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

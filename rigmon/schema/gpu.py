@@ -119,6 +119,43 @@ class AmdGpuReading:
     vram_used_bytes: int | None
 
 
+GpuVendor = Literal["nvidia", "amd"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcessReading:
+    """A process holding a GPU: from NVML's running-process lists (NVIDIA) or the DRM
+    fdinfo files of ``/proc/PID/fdinfo`` (AMD), joined with ``/proc/PID`` under the agent's root.
+
+    ``gpu_index`` is the NVML index (``None`` for AMD); ``gpu_uuid`` NVML's UUID;
+    ``pci_bus_id`` the GPU's sysfs PCI address where known (AMD: ``drm-pdev``). ``command``
+    is the short command line (program name without its directory, then the arguments),
+    ``cmdline`` the full one. ``in_namespace`` is false when the PID is not visible in the
+    agent's ``/proc`` (a process in another PID namespace, such as a container, or one that
+    exited between listing and reading): only what the GPU driver gives is then known.
+    ``gpu_mem_bytes`` is the GPU memory the process holds (AMD: ``drm-memory-vram``);
+    ``util_pct`` the SM (AMD: gfx engine) utilisation of the process where the driver
+    samples it; ``started_at`` Unix seconds from ``/proc/PID/stat`` and the boot time.
+    """
+
+    pid: int
+    vendor: GpuVendor
+    gpu_index: int | None = None
+    gpu_uuid: str | None = None
+    pci_bus_id: str | None = None
+    kind: str | None = None
+    in_namespace: bool = True
+    user: str | None = None
+    uid: int | None = None
+    command: str | None = None
+    cmdline: str | None = None
+    gpu_mem_bytes: int | None = None
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    started_at: float | None = None
+    state: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class KernelLogLine:
     """A kernel log record that a rule matched (Xid, fallen off the bus, PCIe AER).

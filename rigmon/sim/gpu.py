@@ -70,6 +70,9 @@ class SimNvidiaGpus:
     drop_after_sags: int = 3
     sag_window_s: float = 30.0
     weak_gpu: int = 3
+    #: Set by a simulated job (`rigmon.sim.job.SimDdpJob`): GPU memory is what its processes
+    #: hold, not a function of the load.
+    memory_from_processes: bool = False
     machine: FakeNvmlMachine = field(init=False)
     _rng: random.Random = field(default_factory=random.Random)
     _target: str | None = None
@@ -81,6 +84,16 @@ class SimNvidiaGpus:
     _fraction: dict[tuple[int, str, int], float] = field(default_factory=dict)
     _gone: set[int] = field(default_factory=set)
     drop_reasons: dict[int, str] = field(default_factory=dict)
+    #: Below this rail minimum the boards assert HW slowdown and the power brake (the SXM2
+    #: board's own reaction to a sagging 12 V input), until the rail recovers.
+    brake_volts: float = 11.5
+    #: Seconds the boards keep the slowdown asserted after the rail came back above `brake_volts`.
+    brake_hold_s: float = 2.0
+    _brake_until_s: float = -1.0
+    #: Degrees a GPU runs above the coolest at full load (airflow differs along the chassis).
+    hot_spread_c: float = 7.0
+    _temp_c: dict[int, float] = field(default_factory=dict)
+    _hot_c: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.machine = FakeNvmlMachine(self.gpus)
@@ -113,10 +126,16 @@ class SimNvidiaGpus:
             FAKE_NVML.serve(self._target, self.machine)
         self._sample_power(node, t_s, dt_s)
         load = self.load_fn(t_s) if self.load_fn else node.load
+        volts = node.bus.get("rail_volts")
+        if volts is not None and volts < self.brake_volts:
+            self._brake_until_s = t_s + self.brake_hold_s
+        braking = t_s <= self._brake_until_s
         with self.machine.lock:
             for gpu in self.gpus:
                 if not gpu.lost:
                     self._advance_gpu(gpu, load, t_s, dt_s)
+                    if braking and load > 0.1:
+                        gpu.clock_reasons |= 0x8 | 0x80  # HW slowdown, HW power brake slowdown
             node.bus["gpu_power_w"] = sum(g.power_mw for g in self.gpus if not g.lost) / 1000.0
         self._check_rail(node, dt_s)
 
@@ -148,11 +167,20 @@ class SimNvidiaGpus:
         gpu.clock_reasons = 0x4 if at_cap else (0x0 if busy else 0x1)
         if at_cap:
             gpu.violation_power_ns += int(dt_s * 0.2 * 1e9)
-        target_temp = 35.0 + 33.0 * load
-        gpu.temp_c = int(round(gpu.temp_c + (target_temp - gpu.temp_c) * min(1.0, dt_s / 20.0)))
+        # Kept as a float between steps: a substep's change is a fraction of a degree.
+        hot = self._hot_c.get(gpu.index)
+        if hot is None:
+            # From the GPU's identity, not the shared random stream, so the power samples stay as they were.
+            hot = self._hot_c[gpu.index] = random.Random(gpu.uuid).uniform(0.0, self.hot_spread_c)
+        target_temp = 35.0 + (33.0 + hot) * load + hot * 0.2
+        temp = self._temp_c.get(gpu.index, float(gpu.temp_c))
+        temp += (target_temp - temp) * min(1.0, dt_s / 20.0)
+        self._temp_c[gpu.index] = temp
+        gpu.temp_c = int(round(temp))
         gpu.util_gpu_pct = int(min(100.0, load * 100))
         gpu.util_mem_pct = int(min(100.0, load * 60))
-        gpu.mem_used_bytes = int(gpu.mem_total_bytes * (0.02 + 0.85 * min(1.0, load * 3)))
+        if not self.memory_from_processes:
+            gpu.mem_used_bytes = int(gpu.mem_total_bytes * (0.02 + 0.85 * min(1.0, load * 3)))
         gpu.pstate = 0 if busy else 8
         fault = self.faults.get(gpu.index)
         if fault is None:

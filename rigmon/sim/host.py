@@ -54,17 +54,24 @@ class SimHost:
     load_avg: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     cpu_temp_c: float = 40.0
     boot_id: str = ""
+    cpu_vendor: str | None = None
+    """``intel`` (thermal zone ``x86_pkg_temp``, hwmon ``coretemp``), ``amd`` (``acpitz``, ``k10temp``),
+    or ``None`` for the generic mix of both that older scenarios use."""
+    #: Boot time (Unix seconds) written as ``btime``: the node's start time less its uptime then.
+    boot_at: int = 1_700_000_000
     _rng: random.Random = field(default_factory=random.Random)
 
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if not self.boot_id:
             self._rng = random.Random(node.rng.random())
             self.boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
+            self.boot_at = int(node.wall0_at - self.uptime_s)
         busy_frac = min(1.0, max(0.0, 0.05 + 0.55 * node.load + self._rng.uniform(-0.03, 0.03)))
         ticks = dt_s * USER_HZ * self.cpu_count
         self.ticks_busy += ticks * busy_frac
         self.ticks_idle += ticks * (1.0 - busy_frac)
         self.uptime_s += dt_s
+        node.bus["uptime_s"] = self.uptime_s
         running = busy_frac * self.cpu_count
         for i, horizon_s in enumerate((60.0, 300.0, 900.0)):
             keep = 0.0 if dt_s >= horizon_s else 1.0 - dt_s / horizon_s
@@ -89,7 +96,7 @@ class SimHost:
         lines = [f"cpu  {user} 0 {system} {idle} 0 0 0 0 0 0"]
         per_cpu = [(user // self.cpu_count, system // self.cpu_count, idle // self.cpu_count)]
         lines += [f"cpu{i} {u} 0 {s} {d} 0 0 0 0 0 0" for i in range(self.cpu_count) for (u, s, d) in per_cpu]
-        lines += ["intr 0", "ctxt 0", "btime 1700000000", "processes 1", "procs_running 1", "procs_blocked 0"]
+        lines += ["intr 0", "ctxt 0", f"btime {self.boot_at}", "processes 1", "procs_running 1", "procs_blocked 0"]
         tree.write("/proc/stat", "\n".join(lines) + "\n")
         la = self.load_avg
         tree.write("/proc/loadavg", f"{la[0]:.2f} {la[1]:.2f} {la[2]:.2f} 2/900 12345\n")
@@ -103,10 +110,14 @@ class SimHost:
         tree.write("/proc/uptime", f"{self.uptime_s:.2f} {self.uptime_s * 10:.2f}\n")
         tree.write("/proc/sys/kernel/random/boot_id", self.boot_id + "\n")
         tree.write("/proc/sys/kernel/osrelease", self.kernel + "\n")
-        tree.write("/sys/class/thermal/thermal_zone0/type", "x86_pkg_temp\n")
+        # A real host has one CPU vendor's sensors: Xeon servers coretemp, Ryzen/Strix Halo k10temp.
+        zone, chip, label = {"intel": ("x86_pkg_temp", "coretemp", "Package id 0"),
+                             "amd": ("acpitz", "k10temp", "Tctl")}.get(self.cpu_vendor or "",
+                                                                      ("x86_pkg_temp", "k10temp", "Tctl"))
+        tree.write("/sys/class/thermal/thermal_zone0/type", f"{zone}\n")
         tree.write("/sys/class/thermal/thermal_zone0/temp", f"{int(self.cpu_temp_c * 1000)}\n")
-        tree.write("/sys/class/hwmon/hwmon0/name", "k10temp\n")
-        tree.write("/sys/class/hwmon/hwmon0/temp1_label", "Tctl\n")
+        tree.write("/sys/class/hwmon/hwmon0/name", f"{chip}\n")
+        tree.write("/sys/class/hwmon/hwmon0/temp1_label", f"{label}\n")
         tree.write("/sys/class/hwmon/hwmon0/temp1_input", f"{int((self.cpu_temp_c + 2) * 1000)}\n")
         self._write_net(tree)
 

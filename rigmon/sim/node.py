@@ -68,6 +68,8 @@ class SimNode:
     load: float = 0.0
     bus: dict[str, float] = field(default_factory=dict)
     t_s: float = 0.0
+    #: Wall time (Unix seconds) of simulated time 0: the rig's clock start (boot and process times follow it).
+    wall0_at: float = 1_700_003_600.0
 
     def step(self, t_s: float) -> None:
         """Advance every device to simulated time ``t_s`` and write the tree."""

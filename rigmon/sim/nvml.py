@@ -45,6 +45,7 @@ from rigmon.sim.nvml_machine import (
     V100_SUBSYSTEM_ID,
     FailureName,
     FakeGpu,
+    FakeGpuProcess,
     FakeNvmlMachine,
     machine_from_toml,
     v100_sxm2_gpus,
@@ -55,6 +56,7 @@ __all__ = [
     "ERROR_DRIVER_NOT_LOADED",
     "ERROR_FUNCTION_NOT_FOUND",
     "ERROR_GPU_IS_LOST",
+    "ERROR_INSUFFICIENT_SIZE",
     "ERROR_INVALID_ARGUMENT",
     "ERROR_NOT_FOUND",
     "ERROR_NOT_SUPPORTED",
@@ -78,6 +80,7 @@ __all__ = [
     "VALUE_TYPE_UNSIGNED_INT",
     "FailureName",
     "FakeGpu",
+    "FakeGpuProcess",
     "FakeNvmlLibrary",
     "FakeNvmlMachine",
     "GpuFn",
@@ -90,6 +93,7 @@ SUCCESS = 0
 ERROR_UNINITIALIZED = 1
 ERROR_INVALID_ARGUMENT = 2
 ERROR_NOT_SUPPORTED = 3
+ERROR_INSUFFICIENT_SIZE = 7
 ERROR_NOT_FOUND = 6
 ERROR_DRIVER_NOT_LOADED = 9
 ERROR_TIMEOUT = 10
@@ -110,6 +114,8 @@ FI_DEV_NVLINK_LINK_COUNT = 91
 _HANDLE_BASE = 0x1000
 _EVENT_SET_BASE = 0x50000
 _NO_INSTANCE = 0xFFFFFFFF
+#: NVML_VALUE_NOT_AVAILABLE for an unsigned long long (usedGpuMemory unknown).
+_NOT_AVAILABLE_ULL = 0xFFFFFFFFFFFFFFFF
 
 _ERROR_TEXT = {
     ERROR_NOT_FOUND: b"Not Found",
@@ -434,6 +440,49 @@ class FakeNvmlLibrary:
 
             return self._device("nvmlDeviceGetTotalEccErrors", handle, fill)
 
+        def running(name: str, kind: str) -> Callable[[Any, Any, Any], int]:
+            # C: nvmlDeviceGet*RunningProcesses_v3(device, &count, infos): with too small a
+            # buffer (pynvml first passes none) it sets count and answers INSUFFICIENT_SIZE.
+            def symbol(handle: Any, count_out: Any, infos: Any) -> int:
+                def fill(gpu: FakeGpu) -> int:
+                    procs = [p for p in gpu.processes if p.kind == kind]
+                    room = count_out._obj.value
+                    _set(count_out, len(procs))
+                    if not procs:
+                        return SUCCESS
+                    if infos is None or room < len(procs):
+                        return ERROR_INSUFFICIENT_SIZE
+                    for i, proc in enumerate(procs):
+                        infos[i].pid = proc.pid
+                        infos[i].usedGpuMemory = _NOT_AVAILABLE_ULL if proc.used_bytes is None else proc.used_bytes
+                        infos[i].gpuInstanceId = _NO_INSTANCE
+                        infos[i].computeInstanceId = _NO_INSTANCE
+                    return SUCCESS
+
+                return self._device(name, handle, fill)
+
+            return symbol
+
+        def process_utilization(handle: Any, buf: Any, count_out: Any, since: Any) -> int:
+            def fill(gpu: FakeGpu) -> int:
+                if gpu.process_sample_us <= _int(since) or not gpu.processes:
+                    return ERROR_NOT_FOUND
+                if buf is None:
+                    _set(count_out, len(gpu.processes))
+                    return ERROR_INSUFFICIENT_SIZE
+                room = count_out._obj.value
+                for i, proc in enumerate(gpu.processes[:room]):
+                    buf[i].pid = proc.pid
+                    buf[i].timeStamp = gpu.process_sample_us
+                    buf[i].smUtil = proc.sm_pct
+                    buf[i].memUtil = proc.mem_pct
+                    buf[i].encUtil = 0
+                    buf[i].decUtil = 0
+                _set(count_out, min(room, len(gpu.processes)))
+                return SUCCESS
+
+            return self._device("nvmlDeviceGetProcessUtilization", handle, fill)
+
         def event_set_create(out: Any) -> int:
             def on(machine: FakeNvmlMachine) -> int:
                 with self._lock:
@@ -536,6 +585,9 @@ class FakeNvmlLibrary:
         s["nvmlDeviceGetTotalEccErrors"] = ecc
         s["nvmlDeviceGetSupportedEventTypes"] = self._scalar(
             "nvmlDeviceGetSupportedEventTypes", lambda g: 0x1 | 0x2 | 0x4 | 0x8 | 0x10)
+        s["nvmlDeviceGetComputeRunningProcesses_v3"] = running("nvmlDeviceGetComputeRunningProcesses_v3", "compute")
+        s["nvmlDeviceGetGraphicsRunningProcesses_v3"] = running("nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics")
+        s["nvmlDeviceGetProcessUtilization"] = process_utilization
         s["nvmlEventSetCreate"] = event_set_create
         s["nvmlDeviceRegisterEvents"] = register_events
         s["nvmlEventSetWait_v2"] = event_wait

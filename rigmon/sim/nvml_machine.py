@@ -30,7 +30,23 @@ OPTIONAL_SYMBOLS = frozenset({
     "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetPowerManagementLimit",
     "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementDefaultLimit",
+    "nvmlDeviceGetProcessUtilization",
 })
+
+
+@dataclass
+class FakeGpuProcess:
+    """A process holding a simulated GPU: host PID, GPU memory in bytes, NVML list, SM/memory %.
+
+    ``used_bytes`` ``None`` answers NVML_VALUE_NOT_AVAILABLE (as under WDDM or for a MIG
+    process without the right privileges).
+    """
+
+    pid: int
+    used_bytes: int | None = None
+    kind: Literal["compute", "graphics"] = "compute"
+    sm_pct: int = 0
+    mem_pct: int = 0
 
 
 @dataclass
@@ -88,6 +104,9 @@ class FakeGpu:
     ecc_uncorrected: int = 0
     lost: bool = False
     not_supported: set[str] = field(default_factory=set)
+    processes: list[FakeGpuProcess] = field(default_factory=list)
+    #: Microsecond timestamp of the driver's last per-process utilisation sample.
+    process_sample_us: int = 0
 
     @property
     def bus_id(self) -> str:
@@ -200,7 +219,8 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
 
     Keys: ``profile`` (``v100-sxm2-16gb``), ``count``, ``driver_version``,
     ``missing_symbols`` (list), ``driver_missing`` (bool), and ``[[gpu]]`` tables with
-    ``index`` plus any `FakeGpu` field to override, ``power_samples_mw`` (list of
+    ``index`` plus any `FakeGpu` field to override, ``processes`` (tables of
+    `FakeGpuProcess` fields), ``power_samples_mw`` (list of
     ``[timestamp_us, mW]``), ``failures`` (``gpu_lost``, ``not_supported``) and
     ``not_supported`` (symbol names).
 
@@ -213,7 +233,8 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
     gpus = _PROFILES[profile](int(data.get("count", 4)))
     machine = FakeNvmlMachine(gpus, driver_version=str(data.get("driver_version", "535.183.01")),
                               missing_symbols=[str(s) for s in data.get("missing_symbols", [])])
-    known = set(FakeGpu.__dataclass_fields__) - {"index", "power_samples", "not_supported", "lost", "nvlink_counters"}
+    known = set(FakeGpu.__dataclass_fields__) - {"index", "power_samples", "not_supported", "lost", "nvlink_counters",
+                                                 "processes"}
     for table in data.get("gpu", []):
         gpu = gpus[int(table["index"])]
         for key, value in table.items():
@@ -228,6 +249,8 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
                     machine.fail(failure, gpu.index, table.get("not_supported", ()))
             elif key == "not_supported":
                 continue
+            elif key == "processes":
+                gpu.processes = [FakeGpuProcess(**proc) for proc in value]
             elif key == "nvlink_errors":
                 for link, counter, count in value:
                     gpu.nvlink_counters[(int(link), int(counter))] = int(count)

@@ -82,7 +82,8 @@ class SimRig:
         self.nodes: list[SimNode] = []
         for index in range(nodes):
             name = f"node{index + 1:02d}"
-            node = SimNode(name=name, tree=Tree(workdir / name), rng=random.Random(f"{seed}:{index}"))
+            node = SimNode(name=name, tree=Tree(workdir / name), rng=random.Random(f"{seed}:{index}"),
+                           wall0_at=self.clock.time() - self.clock.elapsed())
             scenario.build(node, index)
             scenario.drive(node, index, 0.0)
             node.advance(0.0)

@@ -137,8 +137,9 @@ def _events_section(part: NodePart) -> list[str]:
     kinds = Counter((e.kind, e.severity) for e in events)
     lines = ["| event | severity | count |", "|---|---|---|"]
     lines += [f"| {kind} | {sev} | {n} |" for (kind, sev), n in sorted(kinds.items())]
-    notable = [e for e in events if e.severity != "info"][-MAX_EVENTS_LISTED:]
+    # The job's own marks ("epoch 3 checkpoint") say what it was doing when the hardware failed.
+    notable = [e for e in events if e.severity != "info" or e.kind == "mark"][-MAX_EVENTS_LISTED:]
     if notable:
-        lines += ["", "Warnings and critical events (alarms included), latest last:", ""]
+        lines += ["", "Warnings and critical events (alarms included) and the job's marks, latest last:", ""]
         lines += [f"- {_stamp(e.at)} **{e.severity}** `{e.kind}` {e.subject}: {e.message}" for e in notable]
     return lines + [""]

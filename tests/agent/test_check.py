@@ -115,3 +115,27 @@ def test_cli_prints_no_terminal_control_from_the_hardware(healthy_tree: Path, tm
     assert out.returncode == 2, out.stderr
     assert "evil\\x1b[2J\\x1b]0;pwned\\x07" in out.stdout
     assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+
+def test_gpus_held_by_a_running_job_are_a_warning(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("healthy-v100"), 1, tmp_path / "rig")
+    try:
+        rig.step(30.0)  # the DDP job started at 10 s and filled its GPUs' memory
+        report = check(config(rig.nodes[0].tree.root))
+    finally:
+        rig.close()
+    busy = [a for a in report.findings if a.rule == "gpu_busy"]
+    assert [a.subject for a in busy] == ["gpu:0", "gpu:1", "gpu:2", "gpu:3"]
+    assert all(a.severity == "warning" for a in busy) and report.exit_code >= 1
+    assert busy[0].message.startswith("GPU 0 is busy: 1 process holds 13.9 GiB: python3 train.py (pid 4242, bob)")
+    assert "WARNING   gpu_busy" in format_report(report)
+
+
+def test_idle_gpus_are_not_busy(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("healthy-v100"), 1, tmp_path / "rig")
+    try:
+        rig.step(5.0)  # before the job starts
+        report = check(config(rig.nodes[0].tree.root))
+    finally:
+        rig.close()
+    assert report.collectors["gpu_processes"].state == "ok"
+    assert [a for a in report.findings if a.rule == "gpu_busy"] == []

@@ -14,7 +14,7 @@ from rigmon.collectors.amd_gpu import AmdGpuCollector
 from rigmon.collectors.gpu import GpuCollector
 from rigmon.hw.nvml import open_nvml
 from rigmon.hw.root import HostRoot
-from rigmon.schema import AmdGpuReading, EventValue, Frame, GpuReading, decode_data
+from rigmon.schema import AmdGpuReading, Event, EventValue, Frame, GpuProcessReading, GpuReading, decode_data
 from rigmon.sim.gpu import SimNvidiaGpus
 from rigmon.sim.kmsg import SimKernelLog
 from rigmon.sim.node import SimNode
@@ -63,6 +63,41 @@ async def test_undervolt_bus_drop_end_to_end() -> None:
     assert (lost.index, lost.pci_bus_id, lost.pci_bus_id_nvml) == (3, "0000:1d:00.0", "00000000:1D:00.0")
     assert lost.uuid is not None and lost.lost_at is not None
     assert xid_events and all(e["pci_bus_id"] == "0000:1d:00.0" and e["gpu_index"] == 3 for e in xid_events)
+
+
+async def test_undervolt_bus_drop_training_process_exits_after_gpu_3_is_lost() -> None:
+    """The DDP job runs one worker per GPU; the worker on GPU 3 exits after the loss, and says so."""
+    workers: dict[int, GpuProcessReading] = {}
+    kinds: list[str] = []
+    exited: Event | None = None
+    # Slow enough that the collector polls between the job's start and GPU 3's loss (~4 s later).
+    async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=8.0, interval_s=0.1) as rr, \
+            httpx.AsyncClient(base_url=rr.urls[0], timeout=10) as client:
+        since = 0
+        end = time.monotonic() + DEADLINE_S
+        while exited is None and time.monotonic() < end:
+            response = await client.get("/v1/samples", params={"since": since})
+            response.raise_for_status()
+            for raw in response.json()["frames"]:
+                frame = decode_data(Frame, raw)
+                since = max(since, frame.seq)
+                for proc in frame.readings.gpu_processes:
+                    if proc.gpu_index is not None and proc.gpu_mem_bytes:
+                        workers[proc.gpu_index] = proc
+                for event in frame.events:
+                    kinds.append(event.kind)
+                    if event.kind == "gpu_process_exited":
+                        exited = event
+            await asyncio.sleep(0.1)
+    assert sorted(workers) == [0, 1, 2, 3], "never saw one DDP worker per GPU"
+    assert all(w.user == "alice" and w.command == "python3 train.py" for w in workers.values())
+    assert all(w.gpu_mem_bytes and w.gpu_mem_bytes > 1024**3 for w in workers.values())
+    assert exited is not None, "the worker on GPU 3 never exited"
+    assert exited.data["gpu_index"] == 3 and exited.data["pid"] == workers[3].pid
+    assert exited.message.startswith(f"python3 train.py (pid {workers[3].pid}) exited")
+    assert "after GPU 3 was lost" in exited.message and exited.data["after_kind"] == "gpu_lost"
+    assert exited.data["exit_code"] == 1 and "(exit code 1)" in exited.message
+    assert kinds.index("gpu_lost") < kinds.index("gpu_process_exited")
 
 
 def _node(tmp_path: Path, scenario: str) -> SimNode:

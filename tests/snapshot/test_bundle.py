@@ -272,3 +272,19 @@ def test_bundles_of_format_1_still_read(tmp_path: Path) -> None:
         info.size = len(content)
         tar.addfile(info, io.BytesIO(content))
     assert read_bundle(path).manifest["format"] == 1
+
+
+def test_report_lists_the_jobs_marks_among_the_warnings() -> None:
+    from rigmon.schema import Event
+
+    def event(n: int, kind: str, severity: str, message: str) -> Event:
+        return Event(id=f"r-{n}", at=1000.0 + n, kind=kind, severity=severity, subject="node:v100",  # type: ignore[arg-type]
+                     message=message)
+
+    history = History(schema=1, node="v100", from_at=1000.0, to_at=2800.0, tier="frames", step_s=1.0, series={},
+                      events=(event(1, "agent_started", "info", "agent started"),
+                              event(2, "mark", "info", "epoch 3 checkpoint"),
+                              event(3, "gpu_lost", "critical", "GPU 3 lost")))
+    report = render_report([NodePart(node="v100", source="x", history=history)], 1000.0, 2800.0)
+    assert "**info** `mark` node:v100: epoch 3 checkpoint" in report
+    assert "**critical** `gpu_lost`" in report and "agent started" not in report

@@ -3,6 +3,7 @@ zoomed and panned by keys, honest about a node without history, and working in a
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -166,6 +167,14 @@ async def test_history_of_a_real_agent_shows_the_sag_from_its_journal(tmp_path: 
         async with app.run_test(size=(120, 40)) as pilot:
             store = next(iter(app.cluster.nodes.values()))
             await wait_for(lambda: any(e.kind == "gpu_lost" for e in store.events), timeout_s=60)
+            # The journal commits on its own interval: the chart can only show the loss once the
+            # journal holds it (on a loaded machine that is a moment after the live frame).
+            async with httpx.AsyncClient(base_url=rig.urls[0]) as http:
+                for _ in range(300):
+                    events = (await http.get("/v1/history", params={"series": "psu_rail.volts.min_volts"})).json()
+                    if any(e["kind"] == "gpu_lost" for e in events["events"]):
+                        break
+                    await asyncio.sleep(0.1)
             await pilot.pause()
             screen = await open_history(app, pilot)
             assert screen.chart is not None and screen.chart.key == "rail"

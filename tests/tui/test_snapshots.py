@@ -16,7 +16,7 @@ from tests.tui.snapshot_apps.dashboard import alarms_listed, build, give_alarms,
 from tests.tui.snapshot_apps.fake_agent import START_AT
 from tests.tui.snapshot_apps.fake_bundle import GPU_LOST_AT, write_fake_bundle
 from tests.tui.snapshot_apps.recorded import build as build_recorded
-from tests.tui.snapshot_apps.recorded import open_node, v100_frames
+from tests.tui.snapshot_apps.recorded import ddp_frames, open_node, v100_frames
 from tests.tui.snapshot_apps.recorded import settle as settle_recorded
 
 THEMES = ["rigmon-dark", "rigmon-light"]
@@ -181,3 +181,10 @@ def test_history_chart(snap_compare: Any, theme: str) -> None:
 def test_history_chart_gpu_power_80x24(snap_compare: Any) -> None:
     app, run_before = _history_app("rigmon-dark", ("s",))
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+def test_node_screen_gpu_processes(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The DDP job's workers under their GPUs, VRAM, throttle reasons (HW slowdown, power brake),
+    and the worker on lost GPU 3 exiting after the loss."""
+    app, run_before = _recorded_node_screen([("v100", ddp_frames(), 22)])
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rigmon.sim.gpu import SimNvidiaGpus
 from rigmon.sim.host import SimHost, SimInterface
+from rigmon.sim.job import SimDdpJob
 from rigmon.sim.kmsg import SimKernelLog
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
@@ -24,13 +25,16 @@ class HealthyV100:
     def build(self, node: SimNode, index: int) -> None:
         kernel_log = SimKernelLog()
         node.devices.append(kernel_log)
-        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000), SimInterface("enp65s0f0", 100000)]))
-        node.devices.append(SimNvidiaGpus(
+        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000), SimInterface("enp65s0f0", 100000)],
+                                    cpu_vendor="intel"))
+        gpus = SimNvidiaGpus(
             v100_sxm2_gpus(4, seed=index),
             kernel_log=kernel_log,
             load_fn=lambda t_s: training_load(t_s + 0.1 * index),
             weak_gpu=-1,
-        ))
+        )
+        node.devices.append(gpus)
+        node.devices.append(SimDdpJob(gpus, start_s=10.0 - 0.1 * index, user="bob", uid=1001))
         node.devices.append(SimPsuRail(psus=3, device_id=f"HV{index:014X}"))
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:

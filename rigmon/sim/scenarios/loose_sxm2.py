@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rigmon.sim.gpu import GpuFault, SimNvidiaGpus
 from rigmon.sim.host import SimHost, SimInterface
+from rigmon.sim.job import SimDdpJob
 from rigmon.sim.kmsg import SimKernelLog
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
@@ -27,7 +28,7 @@ class LooseSxm2:
     def build(self, node: SimNode, index: int) -> None:
         kernel_log = SimKernelLog()
         node.devices.append(kernel_log)
-        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)]))
+        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)], cpu_vendor="intel"))
         fault = GpuFault(
             pcie_width=8,
             pcie_replay_per_s=0.5,
@@ -35,12 +36,14 @@ class LooseSxm2:
             nvlink_crc_per_s={2: 8.0, 3: 4.0},
             aer_every_s=30.0,
         )
-        node.devices.append(SimNvidiaGpus(
+        gpus = SimNvidiaGpus(
             v100_sxm2_gpus(4, seed=index),
             kernel_log=kernel_log,
             load_fn=lambda t_s: training_load(t_s + 0.1 * index, start_s=2.0),
             faults={LOOSE_GPU: fault},
-        ))
+        )
+        node.devices.append(gpus)
+        node.devices.append(SimDdpJob(gpus, start_s=2.0 - 0.1 * index, user="carol", uid=1002))
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.1 * index, start_s=2.0)

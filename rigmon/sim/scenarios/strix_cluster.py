@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rigmon.sim.gpu import SimAmdGpu
 from rigmon.sim.host import SimHost, SimInterface
+from rigmon.sim.job import SimAmdJob
 from rigmon.sim.kmsg import SimKernelLog
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
@@ -24,9 +25,11 @@ class StrixCluster:
 
     def build(self, node: SimNode, index: int) -> None:
         node.devices.append(SimKernelLog())
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB,
+        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
                                     interfaces=[SimInterface("thunderbolt0", 40000), SimInterface("eth0", 2500)]))
-        node.devices.append(SimAmdGpu())
+        gpu = SimAmdGpu()
+        node.devices.append(gpu)
+        node.devices.append(SimAmdJob(gpu, start_s=5.0 - 0.2 * index))
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.2 * index, start_s=5.0)

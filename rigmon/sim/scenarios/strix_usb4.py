@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rigmon.sim.gpu import SimAmdGpu
 from rigmon.sim.host import GIB, SimHost, SimInterface
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
@@ -32,7 +33,7 @@ class StrixUsb4:
     default_nodes = 2
 
     def build(self, node: SimNode, index: int) -> None:
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, interfaces=[
+        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd", interfaces=[
             SimInterface("enp191s0", 10000, peak_fraction=0.02),
             SimInterface("thunderbolt0", TBNET_MBPS, peak_fraction=0.25, kind="thunderbolt-net"),
         ]))
@@ -43,6 +44,8 @@ class StrixUsb4:
             vendor_name="AMD", device_name=f"node{peer + 1:02d}", xdomain=True, net_interface="thunderbolt0",
         ))
         node.devices.extend([tb, storage])
+        # Last: it draws its random seed after the others, which keep theirs.
+        node.devices.append(SimAmdGpu())  # the Strix Halo's Radeon 8060S iGPU
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         phase = t_s % PERIOD_S

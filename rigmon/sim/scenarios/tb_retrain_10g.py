@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rigmon.sim.gpu import SimAmdGpu
 from rigmon.sim.host import GIB, SimHost, SimInterface
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.model_load import find_storage
@@ -26,11 +27,13 @@ class TbRetrain10g:
     default_nodes = 1
 
     def build(self, node: SimNode, index: int) -> None:
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB,
+        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
                                     interfaces=[SimInterface("enp191s0", 10000)]))
         storage, tb = strix_enclosure_rig(node)
         tb.retimers.append("0-0:1.1")
         node.devices.extend([tb, storage])
+        # Last: it draws its random seed after the others, which keep theirs.
+        node.devices.append(SimAmdGpu())  # the Strix Halo's Radeon 8060S iGPU
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         phase = t_s % PERIOD_S

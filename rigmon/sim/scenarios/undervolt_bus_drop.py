@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rigmon.sim.gpu import SimNvidiaGpus
 from rigmon.sim.host import SimHost, SimInterface
+from rigmon.sim.job import SimDdpJob
 from rigmon.sim.kmsg import SimKernelLog
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
@@ -11,6 +12,8 @@ from rigmon.sim.nvml import v100_sxm2_gpus
 from rigmon.sim.psu import SimPsuRail
 
 WEAK_GPU = 3
+#: When `training_load` starts the job (its default ``start_s``).
+TRAINING_START_S = 10.0
 #: Supply path of the incident's rig: two paralleled server PSUs through long 12 V leads
 #: and a breakout board. A ~1 kW step sags the terminals to about 11.35 V.
 PATH_MOHM = 1.75
@@ -24,6 +27,7 @@ class UndervoltBusDrop:
     300 W limit) and the rail, read by the ADC on a pty, sags below 11.4 V at the GPU
     terminals. After a few such sags GPU 3 falls off the SXM2 bus (NVML: GPU is lost;
     kernel: Xid 79; its PCI device disappears). The rail drives the drop; nothing is timed.
+    The job is a DDP run with one worker per GPU; the worker on GPU 3 exits after the loss.
     """
 
     name = "undervolt-bus-drop"
@@ -33,13 +37,16 @@ class UndervoltBusDrop:
     def build(self, node: SimNode, index: int) -> None:
         kernel_log = SimKernelLog()
         node.devices.append(kernel_log)
-        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)]))
-        node.devices.append(SimNvidiaGpus(
+        node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000)], cpu_vendor="intel"))
+        gpus = SimNvidiaGpus(
             v100_sxm2_gpus(4, seed=index),
             kernel_log=kernel_log,
             load_fn=lambda t_s: training_load(t_s + 0.1 * index),
             weak_gpu=WEAK_GPU,
-        ))
+        )
+        node.devices.append(gpus)
+        # The DDP job whose ramps sag the rail; its rank on GPU 3 dies 0.4 s after the GPU does.
+        node.devices.append(SimDdpJob(gpus, start_s=TRAINING_START_S - 0.1 * index))
         # After the GPUs: the supply reads their power of this step.
         node.devices.append(SimPsuRail(path_mohm=PATH_MOHM, transient_mohm=TRANSIENT_MOHM,
                                        device_id=f"UV{index:014X}"))

@@ -31,14 +31,22 @@ def stamp_format(events: Sequence[Event], width: int) -> str:
     return "%H:%M:%S" if len(days) <= 1 else "%m-%d %H:%M"
 
 
+#: The event kind of a job's own mark (POST /v1/marks, ``rigmon mark``).
+MARK_KIND = "mark"
+
+
 class EventList(Widget):
-    """Time (UTC, from the agent's clock), severity, subject and message of recent events."""
+    """Time (UTC, from the agent's clock), severity, subject and message of recent events.
+
+    A job's marks (``rigmon mark "epoch 3"``) read ``mark`` in the severity column, in the
+    ``event-list--mark`` style, so they stand out among the hardware's events."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "event-list--label",
         "event-list--info",
         "event-list--warning",
         "event-list--critical",
+        "event-list--mark",
         "event-list--empty",
     }
     DEFAULT_CSS = """
@@ -66,8 +74,9 @@ class EventList(Widget):
         shown = list(events)[::-1][:SHOWN]
         stamp_as = stamp_format(shown, self.content_size.width)
         for event in shown:
-            style = self.get_component_rich_style(f"event-list--{event.severity}", partial=True)
+            kind = MARK_KIND if event.kind == MARK_KIND else event.severity
+            style = self.get_component_rich_style(f"event-list--{kind}", partial=True)
             # The agent's own timestamp, in UTC so every node reads the same.
             stamp = time.strftime(stamp_as, time.gmtime(event.at))
-            table.add_row(stamp, Text(event.severity, style=style), plain(event.subject), plain(event.message))
+            table.add_row(stamp, Text(kind, style=style), plain(event.subject), plain(event.message))
         return table

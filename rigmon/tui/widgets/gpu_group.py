@@ -1,4 +1,5 @@
-"""GpuGroup: the node screen's box for GPUs: total power trend, a row per GPU, bus errors, GPU events."""
+"""GpuGroup: the node screen's box for GPUs: total power trend, a row per GPU, the processes on them,
+bus errors, GPU events."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from rigmon.schema import Event, Frame, GpuReading
+from rigmon.schema import Event, Frame, GpuReading, Readings
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge
 from rigmon.tui.text import plain
-from rigmon.tui.widgets.gpu_table import GpuTable
-from rigmon.tui.widgets.source_group import NARROW_WIDTH, Level, SourceGroup
+from rigmon.tui.widgets.gpu_process_table import GpuProcessTable
+from rigmon.tui.widgets.gpu_table import GpuTable, ecc_nonzero, reason_parts
+from rigmon.tui.widgets.source_group import Level, SourceGroup
 
 #: Event kinds listed under the GPU table.
-GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer"})
+GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_process_exited"})
+#: Throttle reasons not worth a folded line of their own (clocks free, or idle).
+QUIET_REASONS = frozenset({"none", "idle", fmt.MISSING})
 #: GPU events listed at most, newest first.
 GPU_EVENTS_SHOWN = 5
 
@@ -36,15 +40,26 @@ def bus_errors(gpu: GpuReading) -> str | None:
     return f"GPU {gpu.index}: " + ", ".join(parts)
 
 
+def gpu_memory_held(readings: Readings) -> int | None:
+    """GPU memory the listed processes hold, in bytes (``None`` when no process says)."""
+    sizes = [p.gpu_mem_bytes for p in readings.gpu_processes if p.gpu_mem_bytes is not None]
+    return sum(sizes) if sizes else None
+
+
 class GpuGroup(SourceGroup):
     """Total GPU power with a max-keeping trend, GPUs working of listed, one `GpuTable` row
-    per GPU (NVIDIA and AMD), NVLink/PCIe error counts, and recent Xid, lost and AER events."""
+    per GPU (NVIDIA and AMD), the processes on them (`GpuProcessTable`), NVLink/PCIe error
+    counts, and recent Xid, lost, AER and process exit events. On a narrow screen the throttle
+    reasons, fan and ECC counts fold into one line per GPU under the table."""
 
     TITLE: ClassVar[str] = "GPUs"
-    COLLECTORS: ClassVar[tuple[str, ...]] = ("gpu", "amd_gpu")
+    COLLECTORS: ClassVar[tuple[str, ...]] = ("gpu", "amd_gpu", "gpu_processes")
 
     def compose_parts(self) -> ComposeResult:
         yield GpuTable(id="gpu-table")
+        yield Static(id="gpu-folded")
+        yield Static(id="gpu-processes-head")
+        yield GpuProcessTable(id="gpu-processes")
         yield Static(id="gpu-events")
 
     def has_parts(self, frame: Frame) -> bool:
@@ -77,18 +92,79 @@ class GpuGroup(SourceGroup):
         table = self.query_one(GpuTable)
         readings = frame.readings if frame is not None else None
         table.display = readings is not None and bool(readings.gpus or readings.amd_gpus)
-        table.narrow = 0 < self.content_size.width < NARROW_WIDTH
+        table.available = self.content_size.width
         table.gpus = readings.gpus if readings else ()
         table.amd_gpus = readings.amd_gpus if readings else ()
         table.power_trends = {k: v for k, v in self.details.items() if k.startswith(("gpu[", "amd["))}
+        self._update_folded(table.folded)
+        self._update_processes(readings, frame, table.display, self.content_size.width)
         events = self.query_one("#gpu-events", Static)
         shown = [e for e in self.events if e.kind in GPU_EVENT_KINDS][::-1][:GPU_EVENTS_SHOWN]
         events.display = table.display or bool(shown)
         events.update(self._events_table(shown))
 
+    def on_gpu_table_folded(self, message: GpuTable.Folded) -> None:
+        """The table left out (or took back) throttle, fan or ECC columns: fold them under it."""
+        self._update_folded(message.columns)
+
+    def _update_folded(self, columns: frozenset[str]) -> None:
+        folded = self.query_one("#gpu-folded", Static)
+        readings = self.frame.readings if self.frame is not None else None
+        lines = self._folded_lines(readings, columns) if readings is not None and columns else []
+        folded.display = bool(lines)
+        folded.update(Text("\n").join(lines))
+
+    def _folded_lines(self, readings: Readings, columns: frozenset[str]) -> list[Text]:
+        """Per GPU, what the table left out of ``columns``: throttle reasons, fan, ECC errors."""
+        lines: list[Text] = []
+        for gpu in readings.gpus:
+            if gpu.state != "ok":
+                continue
+            pieces: list[Text] = []
+            reasons = [(name, level) for name, level in reason_parts(gpu.clock_reasons) if name not in QUIET_REASONS]
+            if reasons and "throttle" in columns:
+                text = Text("throttle ")
+                for i, (name, level) in enumerate(reasons):
+                    if i:
+                        text.append(", ")
+                    text.append(name, style=self.style_of("bad" if level == "bad" else "warn") if level else "")
+                pieces.append(text)
+            if gpu.fan_pct is not None and "fan" in columns:
+                pieces.append(Text(f"fan {fmt.pct(gpu.fan_pct)}"))
+            if ecc_nonzero(gpu) and "ecc" in columns:
+                pieces.append(Text(f"ECC {gpu.ecc_corrected_total} corrected, {gpu.ecc_uncorrected_total} uncorrected",
+                                   style=self.style_of("bad") if gpu.ecc_uncorrected_total else self.style_of("warn")))
+            if pieces:
+                lines.append(Text.assemble(self.label(f"GPU {gpu.index:<8}"), Text("  ").join(pieces)))
+        return lines
+
+    def _update_processes(self, readings: Readings | None, frame: Frame | None, shown: bool, width: int) -> None:
+        head = self.query_one("#gpu-processes-head", Static)
+        procs_table = self.query_one(GpuProcessTable)
+        procs = readings.gpu_processes if readings is not None else ()
+        collector = frame.collectors.get("gpu_processes") if frame is not None else None
+        # An agent older than the processes collector says nothing about them: say nothing either.
+        head.display = shown and collector is not None
+        procs_table.display = shown and bool(procs)
+        if procs:
+            gpus = {(p.vendor, p.gpu_index, p.pci_bus_id) for p in procs}
+            held = gpu_memory_held(readings) if readings is not None else None
+            memory = f", {fmt.size(held)} of GPU memory" if held is not None else ""
+            head.update(Text.assemble(self.label("processes   "),
+                                      f"{len(procs)} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}"))
+        else:
+            why = "no process on the GPUs" if collector is None or collector.state in ("ok", "absent") else \
+                f"not known: collector gpu_processes {collector.state}"
+            head.update(Text.assemble(self.label("processes   "), (why, self.style_of("absent"))))
+        procs_table.available = width
+        procs_table.now_at = frame.taken_at if frame is not None else None
+        procs_table.amd_cards = {a.pci_bus_id: a.card for a in readings.amd_gpus if a.pci_bus_id} if readings else {}
+        procs_table.lost_gpus = frozenset(g.index for g in readings.gpus if g.state == "lost") if readings else frozenset()
+        procs_table.processes = procs
+
     def _events_table(self, events: list[Event]) -> RenderableType:
         if not events:
-            return Text("no Xid, lost-GPU or PCIe AER events", style=self.style_of("absent"))
+            return Text("no Xid, lost-GPU, PCIe AER or process exit events", style=self.style_of("absent"))
         table = Table(box=None, padding=(0, 1), show_edge=False, show_header=False)
         table.add_column(no_wrap=True)
         table.add_column(no_wrap=True)

@@ -138,6 +138,9 @@ class FakeAgent:
                 # On this agent's clock, like its host-only frames (the cluster rules compare clocks).
                 shift = START_AT + seq - frame.taken_at
                 events = tuple(replace(e, at=e.at + shift) for e in frame.events)
+                procs = tuple(replace(p, started_at=p.started_at + shift) if p.started_at is not None else p
+                              for p in frame.readings.gpu_processes)
+                frame = replace(frame, readings=replace(frame.readings, gpu_processes=procs))
                 self.frames.append(replace(frame, node=self.node, run_id=self.run_id, seq=seq, taken_at=START_AT + seq,
                                            agent_start=START_AT, events=events))
             else:

@@ -11,7 +11,7 @@ from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
 from rigmon.collectors.psu import RailState
 from rigmon.config import PsuSection
-from rigmon.schema import Frame
+from rigmon.schema import Event, Frame
 from rigmon.tui.app import RigmonApp
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock
@@ -79,3 +79,23 @@ def v100_frames(count: int = 60) -> list[Frame]:
     """The V100 node: GPU 3 lost, and the last frame a sag to 11.384 V."""
     frames = load_frames("v100-gpu-lost-rail-sag")[:count]
     return frames[:-1] + [with_sag(frames[-1])]
+
+
+#: Frame (seq) of `ddp_frames` that carries the job's mark.
+MARK_SEQ = 16
+
+
+def ddp_frames(count: int = 46) -> list[Frame]:
+    """The V100 node running a DDP job: one worker per GPU from frame 12, HW slowdown and power
+    brake while the rail sags, GPU 3 lost at 21 and its worker exiting at 22; frame `MARK_SEQ`
+    carries the job's mark "epoch 3 checkpoint" (as POST /v1/marks puts it)."""
+    frames = load_frames("v100-ddp-gpu-3-lost")[:count]
+    out = []
+    for frame in frames:
+        if frame.seq == MARK_SEQ:
+            mark = Event(id=f"{frame.run_id}-mark", at=frame.taken_at, kind="mark", severity="info",
+                         subject=f"node:{frame.node}", message="epoch 3 checkpoint",
+                         data={"text": "epoch 3 checkpoint", "by": "train.py"})
+            frame = replace(frame, events=(*frame.events, mark))
+        out.append(frame)
+    return out

@@ -1,0 +1,90 @@
+"""``rigmon mark TEXT``: put a mark from a training job on this node's timeline (POST /v1/marks to the local agent)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+MARK_EXIT = ("exit codes: 0 marked; 1 the agent refused the mark or could not be reached; "
+             "2 bad arguments, configuration or token file")
+#: Seconds the CLI waits for the agent: a training loop must not hang on its monitor.
+TIMEOUT_S = 5.0
+
+
+def add_mark_parser(sub: Any) -> None:
+    """The ``mark`` subcommand."""
+    mark = sub.add_parser("mark", help="put a mark (\"epoch 3 checkpoint\") on this node's timeline",
+                          epilog=MARK_EXIT,
+                          description="Sends TEXT to the local agent (POST /v1/marks with the control token). "
+                                      "The agent's address, TLS certificate and control token come from its "
+                                      "configuration (--config, default /etc/rigmon/agent.toml, RIGMON_AGENT_* "
+                                      "variables) unless given here.")
+    mark.add_argument("text", metavar="TEXT", help="what the job is doing (1-200 characters, plain text)")
+    mark.add_argument("--by", metavar="NAME", help="who puts the mark (kept with it)")
+    mark.add_argument("--config", metavar="FILE", help="the local agent's TOML (default /etc/rigmon/agent.toml)")
+    mark.add_argument("--url", metavar="URL", help="agent to mark (default: the configured listen address)")
+    mark.add_argument("--control-token-file", metavar="FILE",
+                      help="control token (default: the agent's control_token_file; a copy only you can read "
+                           "lets a job that is not root mark)")
+    mark.add_argument("--ca-file", metavar="FILE", help="PEM certificate to verify https:// with "
+                                                         "(default: the agent's tls_cert_file)")
+
+
+def local_url(listen: str, tls: bool) -> str:
+    """The URL of an agent listening on ``listen`` from this machine (a wildcard address means loopback)."""
+    from rigmon.config import split_listen
+
+    host, port = split_listen(listen)
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{'https' if tls else 'http'}://{host}:{port}"
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    """Run ``rigmon mark``."""
+    import httpx
+
+    from rigmon.agent.server import StartupError, read_token_file
+    from rigmon.cli import fail
+    from rigmon.cluster.config import normalize_url
+    from rigmon.config import ConfigError, load_agent_config
+
+    try:
+        config = load_agent_config(args.config)
+        tls = bool(config.agent.tls_cert_file)
+        url = normalize_url(args.url) if args.url else local_url(config.agent.listen, tls)
+    except (ConfigError, ValueError) as exc:
+        return fail(str(exc))
+    token_file = args.control_token_file or config.agent.control_token_file
+    if not token_file:
+        return fail("no control token: the agent has no control_token_file; give --control-token-file")
+    try:
+        token = read_token_file(token_file)
+    except StartupError as exc:
+        return fail(f"{exc} (run as a user who may read it, or give --control-token-file with a copy only you "
+                    "can read)")
+    verify: str | bool = True
+    ca_file = args.ca_file or (config.agent.tls_cert_file if url.startswith("https://") else "")
+    if ca_file:
+        verify = ca_file
+    body: dict[str, str] = {"text": args.text}
+    if args.by:
+        body["by"] = args.by
+    try:
+        response = httpx.post(f"{url}/v1/marks", json=body, headers={"Authorization": f"Bearer {token}"},
+                              timeout=TIMEOUT_S, verify=verify)
+    except httpx.HTTPError as exc:
+        return fail(f"agent at {url}: {exc}", 1)
+    if response.status_code != 201:
+        try:
+            reason = str(response.json().get("error"))
+        except ValueError:
+            reason = response.text[:200]
+        return fail(f"agent at {url} refused the mark ({response.status_code}): {reason}", 1)
+    print(f"marked {url}: {response.json().get('message')}", file=sys.stdout, flush=True)
+    return 0

@@ -1,0 +1,482 @@
+"""GPU processes collector: who holds each GPU, how much of its memory, and when they come and go.
+
+NVIDIA processes come from NVML's running-process lists (compute and graphics) with their
+used GPU memory and, where the driver samples them, per-process utilisation; AMD processes
+from the DRM fdinfo files of ``/proc/PID/fdinfo`` (``drm-driver: amdgpu``, as nvtop reads
+them). Each process is joined with ``/proc/PID/{stat,status,cmdline}`` below the agent's root.
+A PID that NVML lists but the agent's ``/proc`` does not show (another PID namespace, such as
+a container, or a process that just exited) is reported with what NVML gives.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.hw.nvml import NvmlGpuProcesses, NvmlHung, NvmlProcesses, NvmlUnavailable, open_nvml_processes
+from rigmon.hw.root import HostRoot
+from rigmon.rates import CounterRates
+from rigmon.schema import GpuProcessReading
+
+#: Kernel clock ticks per second of /proc/PID/stat times (USER_HZ, 100 on every Linux ABI).
+USER_HZ = 100
+#: Field numbers (1-based, as proc(5) counts them) of /proc/PID/stat.
+STAT_STARTTIME = 22
+STAT_EXIT_CODE = 52
+#: KiB in the fdinfo memory keys.
+KIB = 1024
+NANO = 1e9
+#: Longest short command line kept (the full one is kept whole, up to the read limit).
+MAX_COMMAND_CHARS = 200
+#: Longest /proc/PID/cmdline read.
+MAX_CMDLINE_BYTES = 16384
+#: PCI vendor id of AMD GPUs.
+AMD_VENDOR = "0x1002"
+#: Seconds between two scans of a process's open files for DRM render nodes: a process seen
+#: for the first time is scanned at once, one already scanned again only after this long (a
+#: node runs hundreds of processes with dozens of descriptors each; the DRM ones of a known
+#: client are re-read on every poll).
+FD_RESCAN_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    """What /proc/PID/stat says: state letter, start time in ticks since boot, and the
+    wait status of a zombie (``exit_code``, Linux 3.5+; ``None`` while running)."""
+
+    comm: str
+    state: str
+    start_ticks: int | None
+    exit_status: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DrmClient:
+    """One DRM file descriptor's fdinfo: driver, device, client id, busy nanoseconds, VRAM bytes."""
+
+    driver: str
+    pdev: str | None
+    client_id: str | None
+    engine_ns: dict[str, int]
+    vram_bytes: int | None
+
+
+def parse_proc_stat(text: str) -> ProcStat | None:
+    """Parse ``/proc/PID/stat``; ``None`` when it is not one."""
+    # 4242 (python train.py) S 1 4242 ... (comm may hold spaces and parentheses: split at the last ')')
+    head, sep, tail = text.rpartition(")")
+    if not sep or "(" not in head:
+        return None
+    comm = head.split("(", 1)[1]
+    fields = tail.split()
+    if not fields:
+        return None
+    offset = 3  # fields[0] is field 3 (state)
+
+    def number(n: int) -> int | None:
+        i = n - offset
+        if i >= len(fields):
+            return None
+        try:
+            return int(fields[i])
+        except ValueError:
+            return None
+
+    state = fields[0]
+    return ProcStat(comm=comm, state=state, start_ticks=number(STAT_STARTTIME),
+                    exit_status=number(STAT_EXIT_CODE) if state in ("Z", "X") else None)
+
+
+def parse_status_uid(text: str) -> int | None:
+    """The real UID from ``/proc/PID/status``."""
+    for line in text.splitlines():
+        # Uid:	1000	1000	1000	1000   (real, effective, saved, filesystem)
+        if line.startswith("Uid:"):
+            parts = line.split()
+            if len(parts) > 1 and parts[1].isdigit():
+                return int(parts[1])
+    return None
+
+
+def parse_cmdline(raw: bytes) -> tuple[str, ...]:
+    """Arguments of ``/proc/PID/cmdline`` (NUL-separated; empty for a kernel thread or zombie)."""
+    text = raw.decode("utf-8", "replace")
+    return tuple(arg for arg in text.split("\0") if arg) if text else ()
+
+
+def short_command(argv: Sequence[str]) -> str | None:
+    """The program without its directory and what it runs: ``python3 train.py``, ``python3 -m vllm.entrypoints``.
+
+    Interpreters' options are left out (the full command line is kept beside it); the first
+    non-option argument (a script, shown without its directory) or ``-m module`` ends it.
+    """
+    if not argv:
+        return None
+    words = [os.path.basename(argv[0]) or argv[0]]
+    args = list(argv[1:])
+    while args:
+        arg = args.pop(0)
+        if arg == "-m" and args:
+            words += ["-m", args[0]]
+            break
+        if not arg.startswith("-"):
+            words.append(os.path.basename(arg.rstrip("/")) or arg)
+            break
+    text = " ".join(words)
+    return text if len(text) <= MAX_COMMAND_CHARS else text[: MAX_COMMAND_CHARS - 1] + "…"
+
+
+def parse_passwd(text: str) -> dict[int, str]:
+    """UID -> user name from ``/etc/passwd``."""
+    users: dict[int, str] = {}
+    for line in text.splitlines():
+        # alice:x:1000:1000:Alice,,,:/home/alice:/bin/bash
+        parts = line.split(":")
+        if len(parts) >= 3 and parts[2].isdigit():
+            users.setdefault(int(parts[2]), parts[0])
+    return users
+
+
+def parse_boot_time(text: str) -> float | None:
+    """Boot time (Unix seconds) from the ``btime`` line of ``/proc/stat``."""
+    for line in text.splitlines():
+        # btime 1700000000
+        if line.startswith("btime "):
+            value = line.split()[1]
+            return float(value) if value.isdigit() else None
+    return None
+
+
+def parse_drm_fdinfo(text: str) -> DrmClient | None:
+    """The DRM keys of one ``/proc/PID/fdinfo/FD``; ``None`` for a file that is not a DRM client."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        # drm-engine-gfx:	1234567 ns
+        key, sep, value = line.partition(":")
+        if sep and key.startswith("drm-"):
+            values[key] = value.strip()
+    driver = values.get("drm-driver")
+    if driver is None:
+        return None
+    engines: dict[str, int] = {}
+    for key, value in values.items():
+        if key.startswith("drm-engine-") and not key.startswith("drm-engine-capacity-"):
+            number = value.split()[0] if value else ""
+            if number.isdigit():
+                engines[key.removeprefix("drm-engine-")] = int(number)
+    vram = None
+    # Older amdgpu: drm-memory-vram; since Linux 6.? the common keys drm-resident-/drm-total-vram.
+    for key in ("drm-memory-vram", "drm-resident-vram", "drm-total-vram"):
+        if key in values:
+            vram = _size_bytes(values[key])
+            break
+    return DrmClient(driver=driver, pdev=values.get("drm-pdev"), client_id=values.get("drm-client-id"),
+                     engine_ns=engines, vram_bytes=vram)
+
+
+def _size_bytes(value: str) -> int | None:
+    # "1048576 KiB" (or MiB / bare bytes)
+    parts = value.split()
+    if not parts or not parts[0].isdigit():
+        return None
+    unit = parts[1] if len(parts) > 1 else ""
+    scale = {"": 1, "KiB": KIB, "MiB": KIB**2, "GiB": KIB**3}.get(unit)
+    return None if scale is None else int(parts[0]) * scale
+
+
+def exit_text(status: int | None) -> str:
+    """Words for a zombie's wait status: ``with code 1``, ``killed by signal 9``, or nothing known."""
+    if status is None:
+        return ""
+    signal = status & 0x7F
+    if signal:
+        return f" (killed by signal {signal})"
+    return f" (exit code {(status >> 8) & 0xFF})"
+
+
+@dataclass(frozen=True, slots=True)
+class _ProcInfo:
+    """What /proc says of one PID (all ``None`` when it is not visible)."""
+
+    visible: bool
+    state: str | None = None
+    uid: int | None = None
+    argv: tuple[str, ...] = ()
+    started_at: float | None = None
+    exit_status: int | None = None
+    comm: str | None = None
+
+
+Key = tuple[str, int, int]
+"""A process on a GPU: (vendor, GPU index or AMD card number, PID)."""
+
+
+class GpuProcessCollector:
+    """Processes on NVIDIA (NVML) and AMD (DRM fdinfo) GPUs, with start and exit events.
+
+    A process is keyed by its GPU and PID. When it leaves a GPU's list the collector looks
+    at ``/proc/PID``: gone or a zombie means ``gpu_process_exited`` (a zombie's exit code
+    when the kernel still holds it); still running means ``gpu_process_released``. While
+    a GPU cannot be listed (lost, hung driver) its last processes stay listed as long as they
+    run, without memory figures. No start events are made for the processes found by the
+    first poll (they were running before the agent).
+
+    Args:
+        nvml: the NVML process seam.
+        root: the machine's files (/proc, /sys, /etc/passwd).
+        clock: wall time for events, monotonic time for fdinfo busy rates.
+    """
+
+    name = "gpu_processes"
+
+    def __init__(self, nvml: NvmlProcesses, root: HostRoot, clock: Clock) -> None:
+        self.nvml = nvml
+        self.root = root
+        self.clock = clock
+        self._known: dict[Key, GpuProcessReading] | None = None
+        self._util_since: dict[int, int] = {}
+        self._utils: dict[tuple[int, int], tuple[float | None, float | None]] = {}
+        self._rates = CounterRates()
+        self._drm_fds: dict[int, tuple[str, ...]] = {}
+        self._scanned_at: dict[int, float] = {}
+
+    # -- polling ----------------------------------------------------------------------
+
+    def collect(self) -> Sequence[object]:
+        nvidia = self._nvidia()
+        amd_cards = self._amd_cards()
+        if nvidia is None and not amd_cards:
+            raise NoData("no NVIDIA driver and no amdgpu card")
+        boot_at = parse_boot_time(self.root.read_text("/proc/stat") or "")
+        users = parse_passwd(self.root.read_text("/etc/passwd") or "")
+        now: dict[Key, GpuProcessReading] = {}
+        unlisted: set[tuple[str, int]] = set()
+        for gpu in nvidia or ():
+            if not gpu.listed:
+                unlisted.add(("nvidia", gpu.index))
+            for reading in self._nvidia_readings(gpu, boot_at, users):
+                now[("nvidia", gpu.index, reading.pid)] = reading
+        if amd_cards:
+            for key, reading in self._amd_readings(amd_cards, boot_at, users).items():
+                now[key] = reading
+        records: list[object] = []
+        known = self._known
+        if known is not None:
+            for key, before in known.items():
+                if key in now:
+                    continue
+                info = self._proc(key[2], boot_at, users)
+                alive = info.visible and info.state not in ("Z", "X")
+                if alive and (key[0], key[1]) in unlisted:
+                    # The GPU cannot be listed (lost): the process still runs and still holds it.
+                    now[key] = replace(before, gpu_mem_bytes=None, util_pct=None, mem_util_pct=None,
+                                       state=info.state)
+                    continue
+                records.append(self._left_event(before, info, alive))
+            for key, reading in now.items():
+                if key not in known:
+                    records.append(self._started_event(reading))
+        self._known = now
+        readings: list[GpuProcessReading] = sorted(
+            now.values(), key=lambda r: (r.vendor, r.gpu_index or 0, r.pci_bus_id or "", r.pid))
+        records.extend(readings)
+        return records
+
+    def _nvidia(self) -> list[NvmlGpuProcesses] | None:
+        try:
+            count = self.nvml.device_count()
+            out = []
+            for index in range(count):
+                data = self.nvml.read_processes(index, self._util_since.get(index, 0))
+                if data.utils:
+                    self._util_since[index] = max(u.timestamp_us for u in data.utils)
+                out.append(data)
+            return out
+        except NvmlUnavailable:
+            # Asked again next time, as the GPU collector does: the driver may load after the agent.
+            return None
+        except NvmlHung as exc:
+            raise CollectorHung(str(exc)) from None
+
+    def _nvidia_readings(self, gpu: NvmlGpuProcesses, boot_at: float | None,
+                         users: dict[int, str]) -> Iterable[GpuProcessReading]:
+        for sample in gpu.utils:
+            self._utils[(gpu.index, sample.pid)] = (
+                None if sample.sm_pct is None else float(sample.sm_pct),
+                None if sample.mem_pct is None else float(sample.mem_pct),
+            )
+        pids = {p.pid for p in gpu.processes}
+        for stale in [k for k in self._utils if k[0] == gpu.index and k[1] not in pids]:
+            del self._utils[stale]
+        for proc in gpu.processes:
+            info = self._proc(proc.pid, boot_at, users)
+            util, mem_util = self._utils.get((gpu.index, proc.pid), (None, None))
+            yield self._reading(info, proc.pid, "nvidia", users, gpu_index=gpu.index, gpu_uuid=gpu.uuid,
+                                kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util)
+
+    def _amd_cards(self) -> dict[str, int]:
+        """PCI address -> card number of the amdgpu cards in sysfs."""
+        cards: dict[str, int] = {}
+        for name in self.root.listdir("/sys/class/drm"):
+            if not name.startswith("card") or not name[4:].isdigit():
+                continue
+            if self.root.read_attr(f"/sys/class/drm/{name}/device/vendor") != AMD_VENDOR:
+                continue
+            real = self.root.realpath(f"/sys/class/drm/{name}/device")
+            if real is not None:
+                cards[os.path.basename(real)] = int(name[4:])
+        return cards
+
+    def _amd_readings(self, cards: dict[str, int], boot_at: float | None,
+                      users: dict[int, str]) -> dict[Key, GpuProcessReading]:
+        out: dict[Key, GpuProcessReading] = {}
+        now_s = self.clock.monotonic()
+        pids = [int(entry) for entry in _listdir(self.root, "/proc") if entry.isdigit()]
+        for gone in set(self._scanned_at) - set(pids):
+            self._scanned_at.pop(gone, None)
+            self._drm_fds.pop(gone, None)
+        for pid in pids:
+            scanned_at = self._scanned_at.get(pid)
+            if scanned_at is None or now_s - scanned_at >= FD_RESCAN_S or now_s < scanned_at:
+                self._scanned_at[pid] = now_s
+                self._drm_fds[pid] = self._scan_drm_fds(pid)
+            fds = self._drm_fds.get(pid, ())
+            if not fds:
+                continue
+            clients = self._drm_clients(pid, fds)
+            by_card: dict[str, list[DrmClient]] = {}
+            for client in clients:
+                if client.driver == "amdgpu" and client.pdev in cards:
+                    by_card.setdefault(client.pdev, []).append(client)
+            if not by_card:
+                continue
+            info = self._proc(pid, boot_at, users)
+            for pdev, group in by_card.items():
+                vram = [c.vram_bytes for c in group if c.vram_bytes is not None]
+                busy_ns = sum(c.engine_ns.get("gfx", 0) + c.engine_ns.get("compute", 0) for c in group)
+                rate = self._rates.rate(("amd", pdev, pid), busy_ns, now_s)
+                util = None if rate is None else round(min(100.0, max(0.0, rate / NANO * 100.0)), 1)
+                out[("amd", cards[pdev], pid)] = self._reading(
+                    info, pid, "amd", users, pci_bus_id=pdev, kind="drm",
+                    gpu_mem_bytes=sum(vram) if vram else None, util_pct=util)
+        return out
+
+    def _scan_drm_fds(self, pid: int) -> tuple[str, ...]:
+        """The descriptors of a process whose link points into /dev/dri (render and card nodes)."""
+        fds = []
+        for fd in _listdir(self.root, f"/proc/{pid}/fd"):
+            target = self.root.readlink(f"/proc/{pid}/fd/{fd}")
+            if target is not None and target.startswith("/dev/dri/"):
+                fds.append(fd)
+        return tuple(fds)
+
+    def _drm_clients(self, pid: int, fds: Sequence[str]) -> list[DrmClient]:
+        """The DRM clients of a process from the fdinfo of its DRM descriptors."""
+        seen: set[tuple[str | None, str | None]] = set()
+        clients: list[DrmClient] = []
+        for fd in fds:
+            client = parse_drm_fdinfo(self.root.read_text(f"/proc/{pid}/fdinfo/{fd}") or "")
+            if client is None:
+                continue
+            # Several fds (dup, fork) of one open file are one client: count it once.
+            ident = (client.pdev, client.client_id)
+            if client.client_id is not None and ident in seen:
+                continue
+            seen.add(ident)
+            clients.append(client)
+        return clients
+
+    def _proc(self, pid: int, boot_at: float | None, users: dict[int, str]) -> _ProcInfo:
+        stat_text = self.root.read_text(f"/proc/{pid}/stat")
+        stat = None if stat_text is None else parse_proc_stat(stat_text)
+        if stat is None:
+            return _ProcInfo(visible=False)
+        # Any of these may vanish between two reads (the process exits): each is optional.
+        status = self.root.read_text(f"/proc/{pid}/status")
+        raw = self.root.read_bytes(f"/proc/{pid}/cmdline", MAX_CMDLINE_BYTES)
+        started = None
+        if boot_at is not None and stat.start_ticks is not None:
+            started = round(boot_at + stat.start_ticks / USER_HZ, 2)
+        return _ProcInfo(visible=True, state=stat.state, uid=None if status is None else parse_status_uid(status),
+                         argv=parse_cmdline(raw or b""), started_at=started, exit_status=stat.exit_status,
+                         comm=stat.comm)
+
+    @staticmethod
+    def _reading(info: _ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:
+        argv = info.argv
+        command = short_command(argv) or (f"[{info.comm}]" if info.comm else None)
+        return GpuProcessReading(
+            pid=pid, vendor=vendor,  # type: ignore[arg-type]
+            in_namespace=info.visible, user=None if info.uid is None else users.get(info.uid, str(info.uid)),
+            uid=info.uid, command=command, cmdline=" ".join(argv) if argv else None,
+            started_at=info.started_at, state=info.state,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    # -- events -----------------------------------------------------------------------
+
+    @staticmethod
+    def _where(reading: GpuProcessReading) -> str:
+        if reading.vendor == "nvidia":
+            return f"GPU {reading.gpu_index}"
+        return f"AMD GPU {reading.pci_bus_id}"
+
+    @staticmethod
+    def _subject(reading: GpuProcessReading) -> str:
+        return f"gpu:{reading.gpu_index}" if reading.vendor == "nvidia" else f"amd_gpu:{reading.pci_bus_id}"
+
+    @staticmethod
+    def _who(reading: GpuProcessReading) -> str:
+        return f"{reading.command or 'process'} (pid {reading.pid})"
+
+    def _data(self, reading: GpuProcessReading) -> dict[str, str | int | float | bool | None]:
+        return {"pid": reading.pid, "vendor": reading.vendor, "gpu_index": reading.gpu_index,
+                "uuid": reading.gpu_uuid, "pci_bus_id": reading.pci_bus_id, "user": reading.user,
+                "command": reading.command, "gpu_mem_bytes": reading.gpu_mem_bytes,
+                "in_namespace": reading.in_namespace}
+
+    def _started_event(self, reading: GpuProcessReading) -> EventDraft:
+        user = f" by {reading.user}" if reading.user else ""
+        return EventDraft(kind="gpu_process_started", severity="info", subject=self._subject(reading),
+                          message=f"{self._who(reading)}{user} started on {self._where(reading)}",
+                          data=self._data(reading))
+
+    def _left_event(self, before: GpuProcessReading, info: _ProcInfo, alive: bool) -> EventDraft:
+        data = self._data(before)
+        if alive:
+            return EventDraft(kind="gpu_process_released", severity="info", subject=self._subject(before),
+                              message=f"{self._who(before)} released {self._where(before)} (still running)",
+                              data=data)
+        status = info.exit_status
+        data["exit_status"] = status
+        data["exit_code"] = None if status is None or status & 0x7F else (status >> 8) & 0xFF
+        data["exit_signal"] = None if status is None or not status & 0x7F else status & 0x7F
+        failed = status is not None and status != 0
+        return EventDraft(kind="gpu_process_exited", severity="warning" if failed else "info",
+                          subject=self._subject(before),
+                          message=f"{self._who(before)} exited{exit_text(status)} on {self._where(before)}",
+                          data=data)
+
+    def start(self, push: PushFn) -> None:
+        """Polled: nothing to start."""
+
+    def close(self) -> None:
+        """Shut NVML down."""
+        self.nvml.close()
+
+
+def _listdir(root: HostRoot, rel: str) -> list[str]:
+    # /proc/PID/fd of another user's process is not listable (EACCES) unless the agent may
+    # ptrace it: those processes are simply not seen through fdinfo.
+    try:
+        return root.listdir(rel)
+    except OSError:
+        return []
+
+
+def make_gpu_process_collector(ctx: CollectorContext) -> GpuProcessCollector:
+    """Registry factory: NVML bound to this agent's root, like the GPU collector's."""
+    return GpuProcessCollector(open_nvml_processes(ctx.root, ctx.config.gpu.nvml_timeout_s), ctx.root, ctx.clock)

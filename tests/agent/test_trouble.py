@@ -1,0 +1,35 @@
+"""A GPU process's exit names the node's last hardware trouble and how long after it came."""
+
+from __future__ import annotations
+
+from rigmon.agent.trouble import WINDOW_S, TroubleMemory
+from rigmon.schema import Event
+
+
+def _event(kind: str, at: float, severity: str = "info", **data: int | str | None) -> Event:
+    return Event(id=f"r-{kind}", at=at, kind=kind, severity=severity, subject="gpu:3",  # type: ignore[arg-type]
+                 message=f"{kind} message", data=dict(data))
+
+
+def test_exit_after_gpu_lost_is_noted() -> None:
+    memory = TroubleMemory()
+    memory.note(_event("gpu_lost", 100.0, "critical", gpu_index=3))
+    noted = memory.note(_event("gpu_process_exited", 100.4, "warning", pid=4245))
+    assert noted.message == "gpu_process_exited message, 0.4 s after GPU 3 was lost"
+    assert noted.data["after_kind"] == "gpu_lost" and noted.data["after_event"] == "r-gpu_lost"
+    assert noted.data["after_s"] == 0.4 and noted.data["pid"] == 4245
+
+
+def test_alarms_are_not_trouble_and_other_kinds_are_not_noted() -> None:
+    memory = TroubleMemory()
+    memory.note(_event("xid", 10.0, "critical", xid=79, gpu_index=3))
+    memory.note(_event("alarm_firing", 11.0, "critical"))
+    assert memory.note(_event("gpu_process_started", 12.0)).message == "gpu_process_started message"
+    assert memory.note(_event("gpu_process_exited", 12.0)).message.endswith("2.0 s after Xid 79 on GPU 3")
+
+
+def test_no_trouble_or_old_trouble_leaves_the_exit_as_is() -> None:
+    memory = TroubleMemory()
+    assert memory.note(_event("gpu_process_exited", 5.0)).message == "gpu_process_exited message"
+    memory.note(_event("gpu_lost", 5.0, "critical", gpu_index=0))
+    assert "after" not in memory.note(_event("gpu_process_exited", 5.0 + WINDOW_S + 1)).message

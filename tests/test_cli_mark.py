@@ -1,0 +1,93 @@
+"""``rigmon mark`` against a real agent process: found through the agent's configuration, seen in /v1/history."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from rigmon.cli_mark import local_url
+from rigmon.schema import History, decode
+from rigmon.sim import write_tree
+from tests.test_cli import ENV, REPO, free_port, rigmon
+
+
+def readme_snippet() -> str:
+    """The ``rigmon_mark`` function of the README's Python snippet (without its example call)."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("import json, pathlib, urllib.request")
+    code = readme[start:readme.index("```", start)]
+    return code[: code.index("rigmon_mark(f\"epoch")]
+
+
+def _private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def test_local_url_of_wildcard_and_ipv6_listen_addresses() -> None:
+    assert local_url("0.0.0.0:9871", tls=True) == "https://127.0.0.1:9871"
+    assert local_url("127.0.0.1:9871", tls=False) == "http://127.0.0.1:9871"
+    assert local_url("[::]:9871", tls=False) == "http://[::1]:9871"
+
+
+def test_mark_from_the_cli_appears_in_history(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_tree(root, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
+    read = _private(tmp_path / "read.token", "r3ad\n")
+    control = _private(tmp_path / "control.token", "c0ntrol\n")
+    port = free_port()
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nnode = "box"\nlisten = "127.0.0.1:{port}"\nroot = "{root}"\n'
+                      f'token_file = "{read}"\ncontrol_token_file = "{control}"\nstate_dir = "{tmp_path / "state"}"\n'
+                      'interval_s = 0.2\n')
+    proc = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--config", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        before = time.time()
+        out = rigmon("mark", "--config", str(config), "epoch 3 checkpoint", "--by", "train.py")
+        assert out.returncode == 0, out.stderr
+        assert "epoch 3 checkpoint" in out.stdout
+        # The read token cannot mark: the agent says so and the CLI exits 1.
+        refused = rigmon("mark", "--config", str(config), "--control-token-file", str(read), "x")
+        assert refused.returncode == 1 and "read token cannot add marks" in refused.stderr
+        bad = rigmon("mark", "--config", str(config), "two\nlines")
+        assert bad.returncode == 1 and "control or bidi character" in bad.stderr
+        # The README's snippet for a training loop, as it is written there.
+        namespace: dict[str, object] = {}
+        exec(readme_snippet(), namespace)  # noqa: S102 - the project's own documentation
+        namespace["rigmon_mark"]("epoch 4 from the snippet", url=url, token_file=str(control))  # type: ignore[operator]
+        marks: list[str] = []
+        with httpx.Client(timeout=5, headers={"Authorization": "Bearer r3ad"}) as client:
+            while time.monotonic() < deadline and not marks:
+                r = client.get(f"{url}/v1/history", params={"from": before - 5, "to": time.time() + 5})
+                marks = [e.message for e in decode(History, r.content).events if e.kind == "mark"]
+                if len(marks) < 2:
+                    marks = []
+                    time.sleep(0.2)
+        assert marks == ["epoch 3 checkpoint", "epoch 4 from the snippet"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_mark_without_a_control_token_says_what_to_give(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nlisten = "127.0.0.1:{free_port()}"\nroot = "{tmp_path}"\n')
+    out = rigmon("mark", "--config", str(config), "epoch 1")
+    assert out.returncode == 2 and "--control-token-file" in out.stderr
+    unreachable = rigmon("mark", "--config", str(config), "--control-token-file",
+                         str(_private(tmp_path / "c.token", "c\n")), "epoch 1")
+    assert unreachable.returncode == 1 and "agent at http://127.0.0.1:" in unreachable.stderr

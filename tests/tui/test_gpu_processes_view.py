@@ -1,0 +1,66 @@
+"""The training-run view: processes under their GPUs, throttle reasons by name, folding at 80 columns, marks."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from rigmon.tui.widgets.event_list import EventList
+from rigmon.tui.widgets.gpu_process_table import GpuProcessTable
+from rigmon.tui.widgets.gpu_table import GpuTable, reason_parts, vram
+from tests.tui.snapshot_apps.recorded import MARK_SEQ, build, ddp_frames, open_node, settle
+from tests.tui.test_sources import text
+
+
+def test_reason_names_and_levels() -> None:
+    assert reason_parts(("hw_slowdown", "hw_power_brake_slowdown", "sw_power_cap")) == [
+        ("HW slowdown", "bad"), ("HW power brake", "bad"), ("SW power cap", "warn")]
+    assert reason_parts(()) == [("none", "")]
+    assert reason_parts(None) == [("—", "")]
+    assert vram(14 * 1024**3, 16 * 1024**3) == "14.0/16.0" and vram(None, None) == "—"
+
+
+async def test_processes_grouped_by_gpu_and_hardware_reasons_in_the_error_style() -> None:
+    app, fleet, _ = build([("v100", ddp_frames(), 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        procs = app.screen.query_one(GpuProcessTable)
+        assert [k.value for k in procs.rows] == ["nvidia:0:4242", "nvidia:1:4243", "nvidia:2:4244"]
+        first = procs.get_row("nvidia:0:4242")
+        assert [str(c) for c in first[:4]] == ["0", "4242", "alice", "13.9 GiB"]
+        assert str(first[-1]) == "/opt/conda/bin/python3 -u train.py --config configs/llama-7b-ft.yaml"
+        table = app.screen.query_one(GpuTable)
+        throttle = table.get_cell(next(iter(table.rows)), "throttle")
+        assert isinstance(throttle, Text) and throttle.plain == "HW slowdown, HW power brake"
+        bad = table.get_component_rich_style("gpu-table--bad", partial=True)
+        assert all(span.style == bad for span in throttle.spans)
+
+
+async def test_80_columns_fold_throttle_reasons_and_shorten_commands_without_cutting() -> None:
+    app, fleet, _ = build([("v100", ddp_frames(), 22)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        table = app.screen.query_one(GpuTable)
+        assert table.folded == frozenset({"throttle"})
+        assert "throttle" not in [c.value for c in table.columns]
+        folded = text(app.screen.query_one("#gpu-folded", Static).content, 76)  # type: ignore[arg-type]
+        assert "GPU 0       throttle HW slowdown, HW power brake" in folded
+        procs = app.screen.query_one(GpuProcessTable)
+        assert str(procs.get_row("nvidia:0:4242")[-1]) == "python3 train.py"
+        assert procs.virtual_size.width <= procs.size.width  # nothing cut, no scrolling
+        assert table.virtual_size.width <= table.size.width
+
+
+async def test_mark_is_listed_as_a_mark_in_the_node_events() -> None:
+    app, fleet, _ = build([("v100", ddp_frames(), MARK_SEQ + 2)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        events = app.screen.query_one(EventList)
+        marks = [e for e in events.events if e.kind == "mark"]
+        assert [m.message for m in marks] == ["epoch 3 checkpoint"]
+        listed = text(events.render(), 116)
+        line = next(line for line in listed.splitlines() if "epoch 3 checkpoint" in line)
+        assert " mark " in line  # the severity column names it a mark
