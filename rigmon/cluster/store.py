@@ -13,12 +13,15 @@ from rigmon.alarms.cluster import ClusterAlarms
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
+from rigmon.cluster.incident import Problem, RailMemory, problems
 from rigmon.cluster.summary import (
     RAIL_CRITICAL_VOLTS,
     NodeSummary,
+    WorstWindow,
     alarm_count,
     detail_values,
     summarize,
+    worst_severity,
 )
 from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
 
@@ -52,6 +55,7 @@ class NodeView:
             `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
         restarts: agent restarts seen (a new run id).
         frames_lost: frames the agent could no longer send after a disconnect.
+        problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
     """
 
     key: str
@@ -65,6 +69,7 @@ class NodeView:
     details: dict[str, tuple[float, ...]] = field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
+    problems: tuple[Problem, ...] = ()
 
 
 class NodeStore:
@@ -92,6 +97,8 @@ class NodeStore:
         self.latest: Frame | None = None
         self.summary: NodeSummary | None = None
         self.history = NodeHistory(capacity)
+        self.worst = WorstWindow()
+        self.rail = RailMemory()
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
@@ -141,12 +148,13 @@ class NodeStore:
                 continue
             if last is not None and frame.run_id != last.run_id:
                 self.restarts += 1
-            summary = self._with_session_inventory(summarize(frame))
+            summary = self.worst.add(self._with_session_inventory(summarize(frame)))
             self.latest = frame
             self.summary = summary
             self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES},
                                 detail_values(frame.readings))
             self.events.extend(frame.events)
+            self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
             added += 1
         if added:
             self.received_at = self.clock.monotonic()
@@ -250,9 +258,10 @@ class NodeStore:
             return self._view_cache[1]
         summary = self.summary
         firing_here = any(a.state == "firing" for a in cluster_alarms)
+        own = self.alarm_list.active if self.alarm_list is not None else ()
         if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
-            own = self.alarm_list.active if self.alarm_list is not None else ()
-            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms))
+            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
+                              alarms_severity=worst_severity(own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
         view = NodeView(
             key=self.key,
@@ -266,6 +275,7 @@ class NodeStore:
             details=self.history.detail_trends(points, buckets) if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
+            problems=problems(self.latest, summary, own + cluster_alarms, self.rail),
         )
         self._view_cache = (key, view)
         return view
@@ -279,8 +289,7 @@ def hardware_trouble(view: NodeView) -> int:
     if summary is None:
         return 0
     rail = [v for v in view.trends.get("rail_min_volts", ()) if not math.isnan(v)]
-    if summary.rail_min_volts is not None:
-        rail.append(summary.rail_min_volts)
+    rail += [v for v in (summary.rail_min_volts, summary.rail_worst_volts) if v is not None]
     return sum((
         summary.gpus_present is not None and summary.gpus_expected is not None
         and summary.gpus_present < summary.gpus_expected,

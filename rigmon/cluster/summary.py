@@ -8,8 +8,9 @@ as trends.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rigmon.schema import Alarm, Frame, NetInterfaceReading, Readings
 
@@ -19,6 +20,10 @@ FAILING_STATES = frozenset({"error", "hung"})
 RAIL_WARN_VOLTS = 11.7
 #: Rail minimum below which GPUs fall off the bus (the default ``psu_rail_low_critical`` rule).
 RAIL_CRITICAL_VOLTS = 11.5
+#: Seconds over which the cluster screen's "worst" figures (lowest rail minimum, highest GPU
+#: peak, slowest link) are taken: long enough that a sag of one training step is still on
+#: screen when the operator looks, short enough to be "now".
+WORST_WINDOW_S = 60.0
 #: Network interface kinds that are links between machines (counted in `link_figures`).
 LINK_NIC_KINDS = frozenset({"thunderbolt-net", "ethernet", "infiniband"})
 
@@ -81,6 +86,14 @@ class NodeSummary:
         arrays_total: md arrays of the node.
         alarms: alarms firing on the node.
         collectors_failing: collectors in state error or hung.
+        gpu_peak_w: highest power peak of one NVIDIA GPU between the last two polls.
+        gpu_peak_limit_w: that GPU's power limit.
+        link_gbps: slowest Thunderbolt/USB4 link's speed (the lower of rx and tx, Gb/s).
+        rail_worst_volts: lowest ``rail_min_volts`` of the frames of the last
+            `WORST_WINDOW_S` (the node store's `WorstWindow` fills it; ``None`` until then).
+        gpu_peak_worst_w: highest ``gpu_peak_w`` of that window.
+        link_worst_gbps: lowest ``link_gbps`` of that window.
+        alarms_severity: severity of the worst firing alarm counted in ``alarms``.
     """
 
     node: str
@@ -100,6 +113,13 @@ class NodeSummary:
     arrays_total: int | None = None
     alarms: int | None = None
     collectors_failing: int = 0
+    gpu_peak_w: float | None = None
+    gpu_peak_limit_w: float | None = None
+    link_gbps: float | None = None
+    rail_worst_volts: float | None = None
+    gpu_peak_worst_w: float | None = None
+    link_worst_gbps: float | None = None
+    alarms_severity: str | None = None
 
 
 def host_figures(readings: Readings) -> HostFigures:
@@ -182,6 +202,52 @@ def link_figures(readings: Readings) -> LinkFigures:
     return LinkFigures(healthy=healthy, total=total)
 
 
+def peak_figures(readings: Readings) -> tuple[float | None, float | None]:
+    """The highest power peak of one working NVIDIA GPU between polls (the reading where the
+    driver keeps no peak) in watts, and that GPU's power limit."""
+    best: tuple[float | None, float | None] = (None, None)
+    for gpu in readings.gpus:
+        peak = gpu.power_peak_w if gpu.power_peak_w is not None else gpu.power_w
+        if gpu.state != "lost" and peak is not None and (best[0] is None or peak > best[0]):
+            best = (peak, gpu.power_limit_w)
+    return best
+
+
+def slowest_link_gbps(readings: Readings) -> float | None:
+    """Speed of the slowest Thunderbolt/USB4 link (the lower direction), Gb/s."""
+    speeds = [min(v for v in (d.rx_gbps, d.tx_gbps) if v is not None) for d in readings.thunderbolt
+              if d.link_state != "unknown" and (d.rx_gbps is not None or d.tx_gbps is not None)]
+    return min(speeds) if speeds else None
+
+
+class WorstWindow:
+    """The worst of a node's figures over the frames of the last ``window_s`` seconds (frame time).
+
+    A figure that stands for a period shows the worst of it: the lowest rail minimum (the sag
+    the critical alarm named), the highest GPU peak, the slowest link; each frame's own
+    figure would show only the newest ADC window.
+    """
+
+    def __init__(self, window_s: float = WORST_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._points: deque[tuple[float, float | None, float | None, float | None]] = deque()
+
+    def add(self, summary: NodeSummary) -> NodeSummary:
+        """File one frame's summary; returns it with the ``*_worst_*`` figures of the window."""
+        at = summary.taken_at
+        if self._points and at < self._points[-1][0]:
+            self._points.clear()  # the node's clock went back (a restart, a replay seek)
+        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps))
+        while self._points[0][0] < at - self.window_s:
+            self._points.popleft()
+        rails = [p[1] for p in self._points if p[1] is not None]
+        peaks = [p[2] for p in self._points if p[2] is not None]
+        links = [p[3] for p in self._points if p[3] is not None]
+        return replace(summary, rail_worst_volts=min(rails) if rails else None,
+                       gpu_peak_worst_w=max(peaks) if peaks else None,
+                       link_worst_gbps=min(links) if links else None)
+
+
 def detail_values(readings: Readings) -> dict[str, float | None]:
     """Per-device figures the node screen draws as trends, by series name.
 
@@ -229,6 +295,16 @@ def alarm_count(frame: Frame, active: Sequence[Alarm] | None = None) -> int | No
     return sum(1 for alarm in active if alarm.state == "firing")
 
 
+#: Severities, worst first.
+SEVERITY_ORDER: tuple[str, ...] = ("critical", "warning", "info")
+
+
+def worst_severity(active: Sequence[Alarm]) -> str | None:
+    """Severity of the worst firing alarm of ``active``; ``None`` when none fires."""
+    firing = {alarm.severity for alarm in active if alarm.state == "firing"}
+    return next((s for s in SEVERITY_ORDER if s in firing), None)
+
+
 def summarize(frame: Frame) -> NodeSummary:
     """Build the cluster screen's figures for one frame."""
     readings = frame.readings
@@ -236,6 +312,7 @@ def summarize(frame: Frame) -> NodeSummary:
     gpus = gpu_figures(readings)
     links = link_figures(readings)
     storage = storage_figures(readings)
+    peak, limit = peak_figures(readings)
     return NodeSummary(
         node=frame.node,
         seq=frame.seq,
@@ -254,4 +331,7 @@ def summarize(frame: Frame) -> NodeSummary:
         arrays_total=storage.arrays_total,
         alarms=alarm_count(frame),
         collectors_failing=sum(1 for s in frame.collectors.values() if s.state in FAILING_STATES),
+        gpu_peak_w=peak,
+        gpu_peak_limit_w=limit,
+        link_gbps=slowest_link_gbps(readings),
     )
