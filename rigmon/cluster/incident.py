@@ -10,7 +10,7 @@ alarm it raised.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,6 +86,10 @@ class RailMemory:
     def cause_of(self, subject: str) -> Sag | None:
         """The sag before the loss of ``subject`` (``gpu:3``), if one was seen."""
         return self._causes.get(subject)
+
+    def causes(self) -> dict[str, Sag]:
+        """The sag before each GPU loss seen, by the loss's subject."""
+        return dict(self._causes)
 
 
 def sag_before(points: Iterable[tuple[float, float]], at: float, window_s: float = SAG_BEFORE_S) -> Sag | None:
@@ -289,7 +293,7 @@ def _alarm_text(event: Event, change: str) -> str:
     return event.message.removeprefix(f"{rule} {change}: ")
 
 
-def timeline(events: Sequence[Event], rail: RailMemory | None = None, limit: int = 12,
+def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, limit: int = 12,
              now: Sequence[Problem] = (), now_at: float | None = None) -> tuple[Step, ...]:
     """The node's trouble, one step per line, oldest first (the newest ``limit`` steps).
 
@@ -301,7 +305,7 @@ def timeline(events: Sequence[Event], rail: RailMemory | None = None, limit: int
 
     Args:
         events: the node's events, oldest first (Xids of several sources already merged).
-        rail: the node's rail memory.
+        causes: the rail sag before each lost GPU, by subject (`RailMemory.causes`).
         limit: steps kept.
         now: the node's current problems; a lagging array among them ends the timeline
             (at ``now_at``), naming a link that retrained before it.
@@ -339,7 +343,7 @@ def timeline(events: Sequence[Event], rail: RailMemory | None = None, limit: int
             if event.kind == "gpu_lost":
                 index = event.data.get("gpu_index")
                 text = f"GPU {index} lost" if index is not None else event.message.split(":")[0]
-                sag = rail.cause_of(event.subject) if rail is not None else None
+                sag = (causes or {}).get(event.subject)
                 if sag is not None:
                     text += " " + after_sag(sag, event.at)
                 reason_text = event.data.get("reason")

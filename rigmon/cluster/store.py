@@ -13,7 +13,7 @@ from rigmon.alarms.cluster import ClusterAlarms
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
-from rigmon.cluster.incident import Problem, RailMemory, problems
+from rigmon.cluster.incident import Problem, RailMemory, Sag, problems
 from rigmon.cluster.summary import (
     RAIL_CRITICAL_VOLTS,
     NodeSummary,
@@ -56,6 +56,7 @@ class NodeView:
         restarts: agent restarts seen (a new run id).
         frames_lost: frames the agent could no longer send after a disconnect.
         problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
+        sags: the rail sag seen before each lost GPU, by subject (``gpu:3``); only with details.
     """
 
     key: str
@@ -70,6 +71,7 @@ class NodeView:
     restarts: int = 0
     frames_lost: int = 0
     problems: tuple[Problem, ...] = ()
+    sags: dict[str, Sag] = field(default_factory=dict)
 
 
 class NodeStore:
@@ -276,6 +278,7 @@ class NodeStore:
             restarts=self.restarts,
             frames_lost=self.frames_lost,
             problems=problems(self.latest, summary, own + cluster_alarms, self.rail),
+            sags=self.rail.causes() if details else {},
         )
         self._view_cache = (key, view)
         return view

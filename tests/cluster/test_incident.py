@@ -29,7 +29,7 @@ def test_a_lost_gpu_names_the_sag_before_it() -> None:
 
 def test_the_timeline_puts_the_sag_before_the_loss_and_lists_each_step_once() -> None:
     store = store_of("v100-gpu-lost-rail-sag")
-    steps = timeline(merge_xid_events(tuple(store.events)), store.rail)
+    steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes())
     texts = [s.text for s in steps]
     sag = next(i for i, t in enumerate(texts) if "11.26 V is below 11.5 V" in t)
     lost = next(i for i, t in enumerate(texts) if t.startswith("GPU 3 lost 6 s after rail 11.26 V"))
@@ -47,7 +47,7 @@ def test_a_slow_usb4_link_and_the_array_it_slows() -> None:
     view = store.view()
     assert reason(view.problems) == "USB4 0-1 at 20 of 40 Gb/s; md127 at 67 % of md126"
     assert store.latest is not None
-    steps = timeline(merge_xid_events(tuple(store.events)), store.rail, now=view.problems,
+    steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes(), now=view.problems,
                      now_at=store.latest.taken_at)
     assert steps[-1].text == "md127 at 67 % of md126 now, after link 0-1 slowed"
     assert "10 Gb/s" in steps[-2].text and steps[-2].subject == "link:0-1"
