@@ -64,7 +64,7 @@ def test_demo_in_a_terminal(tmp_path: Path) -> None:
         screen = wait_screen(session, lambda s: "PSU rail" in s and "not present" in s and "run" in s)
         assert "node0" in screen
         tmux("send-keys", "-t", session, "Escape")
-        wait_screen(session, lambda s: "rail min" in s)
+        wait_screen(session, lambda s: "rail 60s" in s)
         time.sleep(0.5)  # an Escape followed at once by a key reads as Alt+key
         tmux("send-keys", "-t", session, "q")
         wait_screen(session, lambda s: exit_file.exists() and exit_file.read_text().strip() != "")
