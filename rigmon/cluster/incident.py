@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
+from rigmon.cluster.summary import PEAK_OVER_LIMIT_FACTOR, RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
 from rigmon.schema import Alarm, Event, Frame
 
 Level = Literal["bad", "warn", "info"]
@@ -30,8 +30,6 @@ ARRAY_LAG_PCT = 85.0
 ARRAY_BUSY_BYTES_PER_S = 50e6
 #: An alarm event and a hardware event of one subject at most this far apart are one step.
 MERGE_S = 5.0
-#: A GPU's power peak above its limit by this factor is dangerous, not the V100's usual overshoot.
-PEAK_DANGER_FACTOR = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +225,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     out += link_trouble(frame)
     out += [p for p in arrays if p.level != "bad"]  # a lagging array: after the link that may cause it
     if summary is not None and summary.gpu_peak_worst_w is not None and summary.gpu_peak_limit_w:
-        if summary.gpu_peak_worst_w > PEAK_DANGER_FACTOR * summary.gpu_peak_limit_w:
+        if summary.gpu_peak_worst_w > PEAK_OVER_LIMIT_FACTOR * summary.gpu_peak_limit_w:
             out.append(Problem("warn", f"GPU peak {summary.gpu_peak_worst_w:.0f} W over "
                                        f"{summary.gpu_peak_limit_w:.0f} W limit", "gpus"))
     for name, status in sorted(frame.collectors.items()):

@@ -213,6 +213,25 @@ def peak_figures(readings: Readings) -> tuple[float | None, float | None]:
     return best
 
 
+#: A GPU's power peak between polls this far above its limit means the limit does not hold
+#: (a V100 peaks above 300 W under a 200 W limit): amber. Below it a peak over the limit for
+#: a fraction of a second is what a V100 under load does.
+PEAK_OVER_LIMIT_FACTOR = 1.5
+
+
+def power_level(power_w: float | None, peak_w: float | None, limit_w: float | None) -> str | None:
+    """``warn`` when a GPU's power is a problem: its reading (instantaneous on V100, a 1 s
+    average on newer GPUs) above its limit, or a peak between polls over `PEAK_OVER_LIMIT_FACTOR`
+    times the limit; ``None`` for the brief peaks over the limit every V100 shows under load."""
+    if limit_w is None or limit_w <= 0:
+        return None
+    if power_w is not None and power_w > limit_w:
+        return "warn"
+    if peak_w is not None and peak_w > PEAK_OVER_LIMIT_FACTOR * limit_w:
+        return "warn"
+    return None
+
+
 def slowest_link_gbps(readings: Readings) -> float | None:
     """Speed of the slowest Thunderbolt/USB4 link (the lower direction), Gb/s."""
     speeds = [min(v for v in (d.rx_gbps, d.tx_gbps) if v is not None) for d in readings.thunderbolt

@@ -1,0 +1,43 @@
+"""Colours mean trouble: which figures are amber or red, as pure functions of the readings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rigmon.cluster.summary import power_level
+from rigmon.schema import NvmeReading
+from rigmon.tui.widgets.storage_group import nvme_link_level
+
+
+def nvme(**fields: Any) -> NvmeReading:
+    base: dict[str, Any] = dict(name="nvme0", model=None, serial=None, firmware=None, state="live", transport="pcie",
+                                address=None, namespaces=(), link_speed_gts=8.0, link_width=4, max_link_speed_gts=16.0,
+                                max_link_width=4, link_gen=3, max_link_gen=4, link_lost=False, temp_c=None,
+                                temp_max_c=None, temp_crit_c=None)
+    return NvmeReading(**{**base, **fields})
+
+
+@pytest.mark.parametrize(("fields", "level"), [
+    # A Gen4 drive behind a Gen3 port trains at Gen3: the collector says ok, so it is not amber.
+    ({"link_state": "ok", "port_max_link_speed_gts": 8.0}, None),
+    ({"link_state": "degraded", "link_degraded_reason": "gen3 below gen4"}, "warn"),
+    ({"link_state": "lost", "link_lost": True}, "bad"),
+    ({"link_state": "unknown"}, "warn"),  # an older agent: judged by the drive's own maximum
+    ({"link_state": "unknown", "link_gen": 4}, None),
+])
+def test_nvme_links_are_coloured_by_the_collectors_verdict(fields: dict[str, Any], level: str | None) -> None:
+    assert nvme_link_level(nvme(**fields)) == level
+
+
+@pytest.mark.parametrize(("power_w", "peak_w", "limit_w", "level"), [
+    (255.0, 336.0, 300.0, None),   # a healthy V100's peak between polls above its limit: normal
+    (180.0, 310.0, 200.0, "warn"),  # peaks far over a lowered limit: the limit does not hold (incident 1)
+    (320.0, 330.0, 300.0, "warn"),  # the reading itself above the limit: sustained
+    (None, None, 300.0, None),
+    (250.0, 400.0, None, None),
+])
+def test_a_brief_peak_over_the_limit_is_not_amber(power_w: float | None, peak_w: float | None,
+                                                  limit_w: float | None, level: str | None) -> None:
+    assert power_level(power_w, peak_w, limit_w) == level
