@@ -129,3 +129,10 @@ def test_a_peer_alarm_keeps_its_lowest_figure_and_reads_as_a_sentence() -> None:
 ])
 def test_is_worse(new: Any, old: Any, worse: Any, expected: bool) -> None:
     assert is_worse(new, old, worse) is expected
+
+
+def test_the_usb4_alarm_names_the_link_once() -> None:
+    engine = AlarmEngine(default("thunderbolt_degraded"), "n1", FakeClock(T0))
+    engine.evaluate_data({"thunderbolt": [{"name": "0-1", "link_state": "degraded"}]}, [], T0)
+    (alarm,) = engine.active()
+    assert alarm.message == "Thunderbolt/USB4 link 0-1 runs below its expected speed: re-plug both ends"
