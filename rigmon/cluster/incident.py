@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from rigmon.cluster.summary import PEAK_OVER_LIMIT_FACTOR, RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
@@ -49,10 +49,12 @@ class Problem:
 
 @dataclass(frozen=True, slots=True)
 class Sag:
-    """The lowest rail minimum seen shortly before a moment (volts at Unix seconds ``at``)."""
+    """The lowest rail minimum seen shortly before a moment (volts at Unix seconds ``at``);
+    ``before`` is that moment (the GPU loss), when known."""
 
     at: float
     volts: float
+    before: float | None = None
 
 
 class RailMemory:
@@ -79,7 +81,7 @@ class RailMemory:
             if event.kind == "gpu_lost" and event.subject not in self._causes:
                 sag = sag_before(self._points, event.at)
                 if sag is not None:
-                    self._causes[event.subject] = sag
+                    self._causes[event.subject] = replace(sag, before=event.at)
 
     def cause_of(self, subject: str) -> Sag | None:
         """The sag before the loss of ``subject`` (``gpu:3``), if one was seen."""
@@ -211,8 +213,9 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
             continue
         subject = f"gpu:{gpu.index}"
         sag = rail.cause_of(subject) if rail is not None else None
-        if sag is not None and gpu.lost_at is not None:
-            out.append(Problem("bad", f"GPU {gpu.index} lost {after_sag(sag, gpu.lost_at)}", subject))
+        lost_at = sag.before if sag is not None and sag.before is not None else gpu.lost_at
+        if sag is not None and lost_at is not None:
+            out.append(Problem("bad", f"GPU {gpu.index} lost {after_sag(sag, lost_at)}", subject))
             named_rail = True
         else:
             out.append(Problem("bad", f"GPU {gpu.index} lost", subject))
@@ -372,10 +375,22 @@ def _join_twins(steps: list[Step]) -> list[Step]:
         if (last is not None and last.subject == step.subject and step.level != "info" and last.level != "info"
                 and abs(step.at - last.at) <= 1.0 and not step.text.startswith("resolved")):
             level: Level = "bad" if "bad" in (last.level, step.level) else "warn"
-            out[-1] = Step(last.at, level, f"{last.text}; {step.text}", last.subject, last.alarm or step.alarm)
+            out[-1] = Step(last.at, level, f"{last.text}; {_without_common_start(last.text, step.text)}",
+                           last.subject, last.alarm or step.alarm)
             continue
         out.append(step)
     return out
+
+
+def _without_common_start(first: str, second: str) -> str:
+    """``second`` without the words it starts with in common with ``first`` (the device's
+    name both events repeat), when that is more than a word or two."""
+    words_a, words_b = first.split(" "), second.split(" ")
+    n = 0
+    while n < min(len(words_a), len(words_b)) - 1 and words_a[n] == words_b[n]:
+        n += 1
+    common = " ".join(words_b[:n])
+    return " ".join(words_b[n:]) if n >= 2 and len(common) >= 8 else second
 
 
 def _fold_repeats(steps: list[Step]) -> list[Step]:

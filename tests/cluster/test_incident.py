@@ -50,7 +50,9 @@ def test_a_slow_usb4_link_and_the_array_it_slows() -> None:
     steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes(), now=view.problems,
                      now_at=store.latest.taken_at)
     assert steps[-1].text == "md127 at 67 % of md126 now, after link 0-1 slowed"
-    assert "10 Gb/s" in steps[-2].text and steps[-2].subject == "link:0-1"
+    assert steps[-2].text == ("Thunderbolt 0-1 (OWC Express 1M2) link 20 Gb/s x2 -> 10 Gb/s x2; "
+                              "degraded: 20 Gb/s below expected 40 Gb/s")
+    assert steps[-2].subject == "link:0-1"
 
 
 def test_a_degraded_array_is_bad() -> None:
@@ -87,7 +89,7 @@ def test_rail_memory_keeps_the_cause_of_each_loss() -> None:
     memory.add(101.0, 11.8, [])
     lost = Event(id="e1", at=101.5, kind="gpu_lost", severity="critical", subject="gpu:3", message="GPU 3 lost")
     memory.add(102.0, 11.9, [lost])
-    assert memory.cause_of("gpu:3") == Sag(100.0, 11.3)
+    assert memory.cause_of("gpu:3") == Sag(100.0, 11.3, before=101.5)
     assert memory.cause_of("gpu:1") is None
 
 

@@ -111,7 +111,7 @@ class NodeScreen(Screen[None]):
         # Their layout reactives do not fire when the values equal the last ones (a frozen
         # clock, a paused replay); a first show racing the screen's first layout then left
         # them one line high for good. Measuring again is cheap.
-        for widget in (status, health, event_list):
+        for widget in (story, status, health, event_list):
             widget.refresh(layout=True)
 
     def _arrange(self, frame: Frame | None, problems: tuple[Problem, ...]) -> None:
