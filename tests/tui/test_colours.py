@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -41,3 +42,22 @@ def test_nvme_links_are_coloured_by_the_collectors_verdict(fields: dict[str, Any
 def test_a_brief_peak_over_the_limit_is_not_amber(power_w: float | None, peak_w: float | None,
                                                   limit_w: float | None, level: str | None) -> None:
     assert power_level(power_w, peak_w, limit_w) == level
+
+
+def test_cluster_figures_colour_the_worst_of_the_last_minute() -> None:
+    from rigmon.cluster.summary import NodeSummary
+    from rigmon.tui.widgets.node_row import figure_level
+
+    base = NodeSummary(node="n", seq=1, taken_at=1.0, rail_min_volts=11.9, links_healthy=1, links_total=1,
+                       link_gbps=40.0, gpu_peak_limit_w=300.0)
+    # The newest frame is fine; the sag of the last minute decides the rail's colour.
+    assert figure_level("rail", base) is None
+    assert figure_level("rail", replace(base, rail_worst_volts=11.26)) == "bad"
+    assert figure_level("rail", replace(base, rail_worst_volts=11.62)) == "warn"
+    # A link at full speed now that was at half speed within the minute flapped.
+    assert figure_level("links", replace(base, link_worst_gbps=40.0)) is None
+    assert figure_level("links", replace(base, link_worst_gbps=20.0)) == "warn"
+    assert figure_level("links", replace(base, links_healthy=0)) == "bad"
+    # V100 peaks just over the limit are plain, peaks far over it amber.
+    assert figure_level("power", replace(base, gpu_peak_worst_w=336.0)) is None
+    assert figure_level("power", replace(base, gpu_peak_worst_w=480.0)) == "warn"

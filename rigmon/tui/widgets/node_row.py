@@ -20,7 +20,7 @@ from textual.widget import Widget
 
 from rigmon.cluster.incident import reason
 from rigmon.cluster.store import NodeView
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
+from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import row_lines
 from rigmon.tui.text import plain
@@ -83,7 +83,9 @@ def rail_figure(summary: NodeSummary | None) -> float | None:
 
 def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum of the last
-    60 s below the alarm thresholds, a GPU missing, a link or an md array degraded."""
+    60 s below the alarm thresholds, a GPU missing, a link or an md array degraded, a link
+    slower within the last 60 s than now (it flaps), GPU peaks of the last 60 s far over the
+    power limit."""
     if summary is None:
         return None
     rail = rail_figure(summary)
@@ -94,7 +96,15 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     if column == "gpus" and summary.gpus_present is not None and summary.gpus_expected is not None:
         return "bad" if summary.gpus_present < summary.gpus_expected else None
     if column == "links" and summary.links_healthy is not None and summary.links_total is not None:
-        return "bad" if summary.links_healthy < summary.links_total else None
+        if summary.links_healthy < summary.links_total:
+            return "bad"
+        # Healthy now but slower within the last 60 s: a link that flaps.
+        flapped = (summary.link_worst_gbps is not None and summary.link_gbps is not None
+                   and summary.link_worst_gbps < summary.link_gbps)
+        return "warn" if flapped else None
+    if column == "power" and summary.gpu_peak_worst_w is not None:
+        # A brief V100 peak over its limit is normal; peaks far over it in the last 60 s are not.
+        return "warn" if power_level(None, summary.gpu_peak_worst_w, summary.gpu_peak_limit_w) else None
     if column == "storage" and summary.arrays_degraded:
         return "bad"
     return None
