@@ -14,7 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from rigmon.cluster.summary import PEAK_OVER_LIMIT_FACTOR, RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
+from rigmon.cluster.summary import (
+    PEAK_OVER_LIMIT_FACTOR,
+    RAIL_CRITICAL_VOLTS,
+    RAIL_WARN_VOLTS,
+    WORST_WINDOW_S,
+    NodeSummary,
+)
 from rigmon.schema import Alarm, Event, Frame
 
 Level = Literal["bad", "warn", "info"]
@@ -227,6 +233,14 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     out += gpu_link_trouble(frame)
     out += link_trouble(frame)
     out += [p for p in arrays if p.level != "bad"]  # a lagging array: after the link that may cause it
+    if (summary is not None and summary.links_unhealthy_worst
+            and not any(p.subject.startswith(("link:", "nvme:")) for p in out)):
+        # Healthy now, not within the window: a link that flaps (incident 5).
+        text = f"a link was down or slow within {WORST_WINDOW_S:.0f} s"
+        if summary.link_worst_gbps is not None and summary.link_gbps is not None \
+                and summary.link_worst_gbps < summary.link_gbps:
+            text = f"USB4 at {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s (flapping)"
+        out.append(Problem("warn", text, "link:"))
     if summary is not None and summary.gpu_peak_worst_w is not None and summary.gpu_peak_limit_w:
         if summary.gpu_peak_worst_w > PEAK_OVER_LIMIT_FACTOR * summary.gpu_peak_limit_w:
             out.append(Problem("warn", f"GPU peak {summary.gpu_peak_worst_w:.0f} W over "

@@ -93,6 +93,8 @@ class NodeSummary:
             `WORST_WINDOW_S` (the node store's `WorstWindow` fills it; ``None`` until then).
         gpu_peak_worst_w: highest ``gpu_peak_w`` of that window.
         link_worst_gbps: lowest ``link_gbps`` of that window.
+        links_unhealthy_worst: most links not healthy at once in that window (a link that
+            flapped between two looks shows here).
         alarms_severity: severity of the worst firing alarm counted in ``alarms``.
     """
 
@@ -119,6 +121,7 @@ class NodeSummary:
     rail_worst_volts: float | None = None
     gpu_peak_worst_w: float | None = None
     link_worst_gbps: float | None = None
+    links_unhealthy_worst: int | None = None
     alarms_severity: str | None = None
 
 
@@ -249,22 +252,26 @@ class WorstWindow:
 
     def __init__(self, window_s: float = WORST_WINDOW_S) -> None:
         self.window_s = window_s
-        self._points: deque[tuple[float, float | None, float | None, float | None]] = deque()
+        self._points: deque[tuple[float, float | None, float | None, float | None, int | None]] = deque()
 
     def add(self, summary: NodeSummary) -> NodeSummary:
         """File one frame's summary; returns it with the ``*_worst_*`` figures of the window."""
         at = summary.taken_at
         if self._points and at < self._points[-1][0]:
             self._points.clear()  # the node's clock went back (a restart, a replay seek)
-        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps))
+        unhealthy = (summary.links_total - summary.links_healthy
+                     if summary.links_total is not None and summary.links_healthy is not None else None)
+        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps, unhealthy))
         while self._points[0][0] < at - self.window_s:
             self._points.popleft()
         rails = [p[1] for p in self._points if p[1] is not None]
         peaks = [p[2] for p in self._points if p[2] is not None]
         links = [p[3] for p in self._points if p[3] is not None]
+        down = [p[4] for p in self._points if p[4] is not None]
         return replace(summary, rail_worst_volts=min(rails) if rails else None,
                        gpu_peak_worst_w=max(peaks) if peaks else None,
-                       link_worst_gbps=min(links) if links else None)
+                       link_worst_gbps=min(links) if links else None,
+                       links_unhealthy_worst=max(down) if down else None)
 
 
 def detail_values(readings: Readings) -> dict[str, float | None]:

@@ -101,3 +101,14 @@ def test_marks_are_plain_steps_and_repeats_fold() -> None:
               ev(3, "pcie_aer", "warning", "PCIe corrected error"), ev(4, "agent_started", "info", "agent started")]
     steps = timeline(events)
     assert [(s.level, s.text) for s in steps] == [("info", "epoch 3"), ("warn", "PCIe corrected error (×2)")]
+
+
+def test_a_link_that_flapped_within_the_minute_is_named() -> None:
+    frames = load_frames("strix-usb4-thunderbolt-net")
+    store = NodeStore("k", "http://n:1", FakeClock())
+    # Degraded from frame 42 on; then healthy frames again (the start of the recording, re-timed).
+    healthy = [replace(f, seq=100 + i, taken_at=frames[-1].taken_at + 1 + i) for i, f in enumerate(frames[:5])]
+    store.add_frames(frames + healthy)
+    view = store.view()
+    assert store.summary is not None and store.summary.links_healthy == store.summary.links_total
+    assert reason(view.problems) == "USB4 at 20 Gb/s within 60 s (flapping)"

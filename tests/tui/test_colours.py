@@ -54,9 +54,9 @@ def test_cluster_figures_colour_the_worst_of_the_last_minute() -> None:
     assert figure_level("rail", base) is None
     assert figure_level("rail", replace(base, rail_worst_volts=11.26)) == "bad"
     assert figure_level("rail", replace(base, rail_worst_volts=11.62)) == "warn"
-    # A link at full speed now that was at half speed within the minute flapped.
-    assert figure_level("links", replace(base, link_worst_gbps=40.0)) is None
-    assert figure_level("links", replace(base, link_worst_gbps=20.0)) == "warn"
+    # A link healthy now that was not within the minute flapped.
+    assert figure_level("links", replace(base, links_unhealthy_worst=0)) is None
+    assert figure_level("links", replace(base, links_unhealthy_worst=1)) == "warn"
     assert figure_level("links", replace(base, links_healthy=0)) == "bad"
     # V100 peaks just over the limit are plain, peaks far over it amber.
     assert figure_level("power", replace(base, gpu_peak_worst_w=336.0)) is None

@@ -84,7 +84,7 @@ def rail_figure(summary: NodeSummary | None) -> float | None:
 def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum of the last
     60 s below the alarm thresholds, a GPU missing, a link or an md array degraded, a link
-    slower within the last 60 s than now (it flaps), GPU peaks of the last 60 s far over the
+    unhealthy within the last 60 s though healthy now (it flaps), GPU peaks of the last 60 s far over the
     power limit."""
     if summary is None:
         return None
@@ -98,10 +98,8 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     if column == "links" and summary.links_healthy is not None and summary.links_total is not None:
         if summary.links_healthy < summary.links_total:
             return "bad"
-        # Healthy now but slower within the last 60 s: a link that flaps.
-        flapped = (summary.link_worst_gbps is not None and summary.link_gbps is not None
-                   and summary.link_worst_gbps < summary.link_gbps)
-        return "warn" if flapped else None
+        # Healthy now but not within the last 60 s: a link that flaps.
+        return "warn" if summary.links_unhealthy_worst else None
     if column == "power" and summary.gpu_peak_worst_w is not None:
         # A brief V100 peak over its limit is normal; peaks far over it in the last 60 s are not.
         return "warn" if power_level(None, summary.gpu_peak_worst_w, summary.gpu_peak_limit_w) else None
