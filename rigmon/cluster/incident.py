@@ -9,6 +9,7 @@ alarm it raised.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -342,8 +343,13 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             level = _level(str(event.data.get("severity", event.severity)))
             last = steps[-1] if steps else None
             if last is not None and last.subject == event.subject and last.alarm and abs(last.at - event.at) <= MERGE_S:
-                if level == "bad" or last.level != "bad":
+                order = {"bad": 0, "warn": 1, "info": 2}
+                if order[level] < order[last.level]:
+                    # Escalated (a rail warning and its critical): the worse one speaks.
                     steps[-1] = Step(last.at, level, text, event.subject, rule)
+                elif level == last.level:
+                    steps[-1] = Step(last.at, level, f"{last.text}; {_without_common_start(last.text, text)}",
+                                     event.subject, f"{last.alarm}, {rule}")
                 continue
             steps.append(Step(event.at, level, text, event.subject, rule))
         elif change == "resolved":
@@ -408,16 +414,20 @@ def _without_common_start(first: str, second: str) -> str:
 
 
 def _fold_repeats(steps: list[Step]) -> list[Step]:
-    """Runs of the same text on one subject (a corrected PCIe error every few seconds) become
-    one step counting them."""
+    """A step that repeats on one subject (a corrected PCIe error every few seconds) is one
+    step at its latest place, counting the times since the first: ``(×3 since 09:31:21)``."""
     out: list[Step] = []
-    counts: list[int] = []
+    seen: dict[tuple[str, str], tuple[int, float]] = {}
     for step in steps:
-        if out and out[-1].subject == step.subject and out[-1].text.split(" (×")[0] == step.text:
-            counts[-1] += 1
-            first = out[-1]
-            out[-1] = Step(first.at, first.level, f"{step.text} (×{counts[-1]})", first.subject, first.alarm)
+        key = (step.subject, step.text)
+        if key in seen and step.level != "info":
+            count, first_at = seen[key]
+            out = [s for s in out if (s.subject, s.text.split(" (×")[0]) != key]
+            since = time.strftime("%H:%M:%S", time.gmtime(first_at))
+            seen[key] = (count + 1, first_at)
+            out.append(Step(step.at, step.level, f"{step.text} (×{count + 1} since {since})", step.subject,
+                            step.alarm))
             continue
+        seen[key] = (1, step.at)
         out.append(step)
-        counts.append(1)
     return out

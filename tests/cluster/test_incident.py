@@ -98,9 +98,23 @@ def test_marks_are_plain_steps_and_repeats_fold() -> None:
         return Event(id=f"e{n}", at=float(n * 10), kind=kind, severity=severity, subject=subject,  # type: ignore[arg-type]
                      message=message)
     events = [ev(1, "mark", "info", "epoch 3", "job:train"), ev(2, "pcie_aer", "warning", "PCIe corrected error"),
-              ev(3, "pcie_aer", "warning", "PCIe corrected error"), ev(4, "agent_started", "info", "agent started")]
+              ev(3, "link_down", "warning", "link down", "link:eth0"),
+              ev(4, "pcie_aer", "warning", "PCIe corrected error"), ev(5, "agent_started", "info", "agent started"),
+              ev(6, "pcie_aer", "warning", "PCIe corrected error")]
     steps = timeline(events)
-    assert [(s.level, s.text) for s in steps] == [("info", "epoch 3"), ("warn", "PCIe corrected error (×2)")]
+    assert [(s.level, s.text) for s in steps] == [
+        ("info", "epoch 3"), ("warn", "link down"), ("warn", "PCIe corrected error (×3 since 00:00:20)")]
+    assert steps[-1].at == 60.0
+
+
+def test_alarms_of_one_subject_firing_together_are_one_step() -> None:
+    def firing(n: int, rule: str, severity: str, text: str) -> Event:
+        return Event(id=f"e{n}", at=100.0 + n, kind="alarm_firing", severity=severity, subject="gpu:2",  # type: ignore[arg-type]
+                     message=f"{rule} firing: {text}", data={"rule": rule, "severity": severity})
+    steps = timeline([firing(1, "crc", "warning", "GPU 2 NVLink 2 CRC errors rose by 17"),
+                      firing(2, "replay", "warning", "GPU 2 NVLink 2 replays rose by 11")])
+    assert [(s.text, s.alarm) for s in steps] == [
+        ("GPU 2 NVLink 2 CRC errors rose by 17; replays rose by 11", "crc, replay")]
 
 
 def test_a_link_that_flapped_within_the_minute_is_named() -> None:
