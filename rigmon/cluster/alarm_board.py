@@ -58,7 +58,7 @@ class AlarmRow:
         from a warning, the Xid that came with a lost GPU)."""
         text = self.alarm.message
         for other in self.also:
-            if other.rule_kind == self.alarm.rule_kind == "threshold" and other.severity != self.alarm.severity:
+            if _escalation(other, self.alarm):
                 if other.started_at < self.alarm.started_at:
                     text += f" (a {other.severity} since {time.strftime('%H:%M:%S', time.gmtime(other.started_at))} UTC)"
             elif other.message and other.message not in text:
@@ -121,6 +121,17 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
     return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing)
+
+
+def _escalation(lower: Alarm, upper: Alarm) -> bool:
+    """Whether ``upper`` is ``lower`` escalated: two limits of one reading (threshold rules, or
+    rules named alike but for their last word: ``psu_rail_low_warning``/``_critical``) at
+    different severities."""
+    if lower.severity == upper.severity:
+        return False
+    if lower.rule_kind == upper.rule_kind == "threshold":
+        return True
+    return "_" in lower.rule and lower.rule.rsplit("_", 1)[0] == upper.rule.rsplit("_", 1)[0]
 
 
 def _lead_order(alarm: Alarm) -> tuple[int, int, bool, float]:

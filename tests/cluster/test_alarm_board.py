@@ -173,3 +173,14 @@ def test_an_incidents_alarms_are_one_row_and_separate_episodes_are_not() -> None
     # Resolved: two episodes of one subject that did not overlap stay two rows.
     old = [alarm(6, "rail_warning", "warning", "psu", 0.0, 5.0), alarm(7, "rail_warning", "warning", "psu", 9.0, 20.0)]
     assert len(group_rows(old)) == 2
+
+
+def test_a_replayed_rail_escalation_reads_as_one_alarm() -> None:
+    def alarm(n: int, rule: str, severity: str, start: float) -> AlarmRow:
+        a = Alarm(id=f"a{n}", rule=rule, rule_kind="replay", severity=severity, node="n1", subject="psu",  # type: ignore[arg-type]
+                  state="firing", message=f"{rule} text", started_at=start, updated_at=start, fired_at=start)
+        return AlarmRow("k", "n1", "node", a)
+
+    (row,) = group_rows([alarm(1, "psu_rail_low_warning", "warning", 0.0),
+                         alarm(2, "psu_rail_low_critical", "critical", 5.0)])
+    assert row.message == "psu_rail_low_critical text (a warning since 00:00:00 UTC)"
