@@ -220,15 +220,19 @@ def peak_figures(readings: Readings) -> tuple[float | None, float | None]:
 #: (a V100 peaks above 300 W under a 200 W limit): amber. Below it a peak over the limit for
 #: a fraction of a second is what a V100 under load does.
 PEAK_OVER_LIMIT_FACTOR = 1.5
+#: A GPU's power reading this far above its limit is amber. The V100's reading is
+#: instantaneous and overshoots its limit by a few percent under load; a 1 s average (newer
+#: GPUs) that far over means the limit does not hold.
+READING_OVER_LIMIT_FACTOR = 1.1
 
 
 def power_level(power_w: float | None, peak_w: float | None, limit_w: float | None) -> str | None:
-    """``warn`` when a GPU's power is a problem: its reading (instantaneous on V100, a 1 s
-    average on newer GPUs) above its limit, or a peak between polls over `PEAK_OVER_LIMIT_FACTOR`
-    times the limit; ``None`` for the brief peaks over the limit every V100 shows under load."""
+    """``warn`` when a GPU's power is a problem: its reading more than `READING_OVER_LIMIT_FACTOR`
+    times its limit, or a peak between polls over `PEAK_OVER_LIMIT_FACTOR` times it; ``None``
+    for the brief overshoot every V100 shows under load."""
     if limit_w is None or limit_w <= 0:
         return None
-    if power_w is not None and power_w > limit_w:
+    if power_w is not None and power_w > READING_OVER_LIMIT_FACTOR * limit_w:
         return "warn"
     if peak_w is not None and peak_w > PEAK_OVER_LIMIT_FACTOR * limit_w:
         return "warn"
