@@ -36,7 +36,7 @@ HELP = """\
 redundancy, a node unreachable, the 12 V rail below 11.5 V (where V100-SXM2 GPUs drop off),
 a critical alarm. **Amber** means act soon: the rail below 11.7 V, a link trained below its
 speed (USB4, NVMe, a GPU's PCIe), NVLink or PCIe errors rising, an array lagging its twin,
-a GPU drawing over its power limit (its reading, or peaks far over a lowered limit), a
+a GPU drawing well over its power limit (its reading, or peaks far over a lowered limit), a
 collector failing, a warning. A V100's peak just over its limit for a fraction of a second
 is normal and stays plain.
 
