@@ -53,10 +53,10 @@ class NodeView:
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
         details: downsampled per-device series by name (see
             `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
-        restarts: agent restarts seen (a new run id).
-        frames_lost: frames the agent could no longer send after a disconnect.
         problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
         sags: the rail sag seen before each lost GPU, by subject (``gpu:3``); only with details.
+        restarts: agent restarts seen (a new run id).
+        frames_lost: frames the agent could no longer send after a disconnect.
     """
 
     key: str
@@ -68,10 +68,10 @@ class NodeView:
     summary: NodeSummary | None
     trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
     details: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    restarts: int = 0
-    frames_lost: int = 0
     problems: tuple[Problem, ...] = ()
     sags: dict[str, Sag] = field(default_factory=dict)
+    restarts: int = 0
+    frames_lost: int = 0
 
 
 class NodeStore:
@@ -275,10 +275,10 @@ class NodeStore:
             summary=summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
             details=self.history.detail_trends(points, buckets) if details else {},
-            restarts=self.restarts,
-            frames_lost=self.frames_lost,
             problems=problems(self.latest, summary, own + cluster_alarms, self.rail),
             sags=self.rail.causes() if details else {},
+            restarts=self.restarts,
+            frames_lost=self.frames_lost,
         )
         self._view_cache = (key, view)
         return view

@@ -18,10 +18,10 @@ from rigmon.cluster.export import (
     write_export,
 )
 from rigmon.cluster.sanitise import clean_text
-from rigmon.schema import Alarm
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
+    from rigmon.schema import Alarm
     from rigmon.tui.app import RigmonApp
 
 

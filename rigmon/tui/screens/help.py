@@ -30,6 +30,14 @@ HELP = """\
 - **Space**: play or pause; **← →**: 10 s back or ahead (**Shift**: 1 min)
 - **[ ]**: slower or faster
 
+## Alarms
+
+A toast and the terminal bell announce each alarm that turns critical; alarms that
+follow while the toast is up join it. An alarm keeps the worst value it saw while it fires
+and in its clear hold (the lowest rail minimum, not the latest). Alarms of one subject
+that belong to one incident (a rail warning and its critical, an Xid 79 and the GPU it
+lost) are one row at the worse severity.
+
 ## Colours
 
 **Red** means something is lost or about to be: a GPU off the bus, an md array without
@@ -55,14 +63,6 @@ It opens on the node's incident: *now* (what is wrong now), then its recent trou
 step a line, oldest first, each event merged with the alarm it raised, with the cause
 rigmon can see (a rail sag before a GPU loss, a link that slowed before an array lagged).
 Sources in trouble come first; those the node does not have are one "not present" line.
-
-## Alarms
-
-A toast and the terminal bell announce each alarm that turns critical; alarms that
-follow while the toast is up join it. An alarm keeps the worst value it saw while it fires
-and in its clear hold (the lowest rail minimum, not the latest). Alarms of one subject
-that belong to one incident (a rail warning and its critical, an Xid 79 and the GPU it
-lost) are one row at the worse severity.
 
 ## Node states
 

@@ -103,7 +103,6 @@ class NodeScreen(Screen[None]):
             group.trends = view.trends
             group.details = view.details
             group.events = events
-        self._arrange(frame, view.problems)
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}
         event_list = self.query_one(EventList)
@@ -113,6 +112,7 @@ class NodeScreen(Screen[None]):
         # them one line high for good. Measuring again is cheap.
         for widget in (story, status, health, event_list):
             widget.refresh(layout=True)
+        self._arrange(frame, view.problems)
 
     def _arrange(self, frame: Frame | None, problems: tuple[Problem, ...]) -> None:
         """Sources with a current problem first; sources the node does not have leave the
