@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.segment import Segment
 from rich.style import Style
@@ -281,7 +282,11 @@ class NodeRow(Widget, can_focus=True):
             return None
         worst = view.problems[0]
         text = Text("  ↳ ", style=self._style("missing"))
-        text.append_text(plain(reason(view.problems), self._style("bad" if worst.level == "bad" else "warn")))
+        room = self.size.width - text.cell_len
+        # As many problems as fit whole (then "+N more"); the worst alone is cut if it must be.
+        why = next((r for r in (reason(view.problems, n) for n in (2, 1)) if cell_len(r) <= room),
+                   reason(view.problems, 1))
+        text.append_text(plain(why, self._style("bad" if worst.level == "bad" else "warn")))
         text.truncate(max(1, self.size.width), overflow="ellipsis")
         return text
 
