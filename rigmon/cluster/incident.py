@@ -141,7 +141,9 @@ def gpu_link_trouble(frame: Frame) -> list[Problem]:
         if gpu.pcie_replay_per_s and not parts:
             parts.append(f"PCIe replay {_rate(gpu.pcie_replay_per_s)}")
         if parts:
-            out.append(Problem("warn", f"GPU {gpu.index} " + ", ".join(parts), f"gpu:{gpu.index}"))
+            # Incident 4: these are what a loose SXM2 module (or riser) looks like.
+            out.append(Problem("warn", f"GPU {gpu.index} " + ", ".join(parts) + ": check seating",
+                               f"gpu:{gpu.index}"))
     return out
 
 
@@ -158,7 +160,7 @@ def link_trouble(frame: Frame) -> list[Problem]:
             continue
         speeds = [v for v in (dev.rx_gbps, dev.tx_gbps) if v is not None]
         if speeds and dev.expected_gbps is not None:
-            text = f"USB4 {dev.name} at {_gbps(min(speeds))} of {_gbps(dev.expected_gbps)} Gb/s"
+            text = f"USB4 {dev.name} at {_gbps(min(speeds))} of {_gbps(dev.expected_gbps)} Gb/s: re-plug"
         else:
             text = f"USB4 {dev.name} below its speed"
         out.append(Problem("warn", text, f"link:{dev.name}"))

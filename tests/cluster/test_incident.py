@@ -45,7 +45,7 @@ def test_the_timeline_puts_the_sag_before_the_loss_and_lists_each_step_once() ->
 def test_a_slow_usb4_link_and_the_array_it_slows() -> None:
     store = store_of("enclosure-link-10g-array-lagging")
     view = store.view()
-    assert reason(view.problems) == "USB4 0-1 at 20 of 40 Gb/s; md127 at 67 % of md126"
+    assert reason(view.problems) == "USB4 0-1 at 20 of 40 Gb/s: re-plug; md127 at 67 % of md126"
     assert store.latest is not None
     steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes(), now=view.problems,
                      now_at=store.latest.taken_at)
@@ -72,7 +72,7 @@ def test_a_loosely_seated_gpu() -> None:
     gpus[2] = replace(gpus[2], pcie_width=8, pcie_width_max=16, nvlinks=links)
     frame = replace(store.latest, readings=replace(store.latest.readings, gpus=tuple(gpus)))
     found = problems(frame, None)
-    assert reason(found) == f"GPU 2 NVLink CRC +{5 * len(links)}/s, PCIe x8 of x16"
+    assert reason(found) == f"GPU 2 NVLink CRC +{5 * len(links)}/s, PCIe x8 of x16: check seating"
 
 
 def test_sag_before_looks_back_only_below_the_warning_limit() -> None:
