@@ -60,7 +60,8 @@ class AlarmRow:
         for other in self.also:
             if _escalation(other, self.alarm):
                 if other.started_at < self.alarm.started_at:
-                    text += f" (a {other.severity} since {time.strftime('%H:%M:%S', time.gmtime(other.started_at))} UTC)"
+                    since = time.strftime("%H:%M:%S", time.gmtime(other.started_at))
+                    text += f" (a {other.severity} since {since} UTC)"
             elif other.message and other.message not in text:
                 text += f"; {other.message}"
         return text

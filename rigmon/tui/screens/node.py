@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from rich.text import Text
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static

@@ -60,6 +60,7 @@ class IncidentTimeline(Widget):
                           plain("; ".join(p.text for p in now), self._style(worst)))
         for step in steps:
             stamp = time.strftime("%H:%M:%S", time.gmtime(step.at))
-            table.add_row(Text(stamp, style=self._style("time")), Text(MARKS[step.level], style=self._style(step.level)),
+            mark = Text(MARKS[step.level], style=self._style(step.level))
+            table.add_row(Text(stamp, style=self._style("time")), mark,
                           plain(step.text, self._style(step.level) if step.level != "info" else ""))
         return table
