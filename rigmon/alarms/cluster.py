@@ -71,6 +71,10 @@ class PeerCheck:
             there is no telling which one is off).
         severity: of the alarm.
         hold_s: the node must stay off for this long.
+        label: what the figure is, for the alarm's message (``GPU power, all GPUs``);
+            default the selector.
+        unit: the figure's unit in the message (``W``).
+        digits: decimals of the figures in the message.
     """
 
     name: str
@@ -82,6 +86,9 @@ class PeerCheck:
     min_nodes: int = 3
     severity: Severity = "warning"
     hold_s: float = 30.0
+    label: str = ""
+    unit: str = ""
+    digits: int = 2
 
     def __post_init__(self) -> None:
         parse_selector(self.select)
@@ -94,10 +101,11 @@ class PeerCheck:
 #: Peer checks the dashboard runs by default (incident 7: which node is the weak one).
 DEFAULT_PEER_CHECKS: tuple[PeerCheck, ...] = (
     PeerCheck(name="rail_below_peers", select="psu_rail.volts.min_volts", aggregate="min", direction="below",
-              min_deviation=0.15),
+              min_deviation=0.15, label="12 V rail minimum", unit="V", digits=2),
     PeerCheck(name="gpu_power_below_peers", select="gpus[*].power_w", aggregate="sum", direction="below",
-              min_deviation=150.0),
-    PeerCheck(name="cpu_far_from_peers", select="host.cpu_pct", direction="both", min_deviation=40.0, hold_s=120.0),
+              min_deviation=150.0, label="GPU power (all GPUs)", unit="W", digits=0),
+    PeerCheck(name="cpu_far_from_peers", select="host.cpu_pct", direction="both", min_deviation=40.0, hold_s=120.0,
+              label="CPU busy", unit="%", digits=0),
 )
 
 
@@ -122,7 +130,7 @@ def stale(nodes: Sequence[NodeView], now: float, max_age_s: float) -> list[Obser
             continue
         age_s = max(0.0, now - n.last_received_at)
         out.append(Observation(subject=_subject(n.node), node=n.node, active=age_s > max_age_s,
-                               value=round(age_s, 3), labels={"node": n.node},
+                               value=round(age_s, 3), labels={"node": n.node}, worse="higher",
                                message=f"node {n.node} sent no frame for {age_s:.0f} s"))
     return out
 
@@ -203,8 +211,20 @@ def peer_outliers(frames: Mapping[str, Frame | dict[str, Any]], check: PeerCheck
                else abs(diff) > limit)
         out.append(Observation(subject=_subject(node), node=node, active=off, value=round(x, 6),
                                labels={"node": node, "peer_median": f"{median:g}"},
-                               message=f"node {node} {check.select} = {x:g}, peers' median {median:g}"))
+                               message=peer_message(check, node, x, median),
+                               worse="lower" if check.direction == "below"
+                               else "higher" if check.direction == "above" else None))
     return out
+
+
+def peer_message(check: PeerCheck, node: str, value: float, median: float) -> str:
+    """A sentence for a node off its peers: ``node01 GPU power (all GPUs) 769 W is below its
+    peers' median of 1019 W``."""
+    def figure(v: float) -> str:
+        text = f"{v:.{check.digits}f}"
+        return f"{text} {check.unit}" if check.unit and check.unit != "%" else f"{text}{check.unit}"
+    where = "below" if value < median else "above"
+    return f"{node} {check.label or check.select} {figure(value)} is {where} its peers' median of {figure(median)}"
 
 
 class ClusterAlarms:

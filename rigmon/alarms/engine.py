@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition, Worse
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
 from rigmon.alarms.rules import (
     SECONDS_PER_DAY,
@@ -301,12 +301,13 @@ class AlarmEngine:
         if not active:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
-            return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known)
+            return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known,
+                               worse=_worse(rule))
         fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=self._messages[rule.name].render(fields, fallback))
+                           message=self._messages[rule.name].render(fields, fallback), worse=_worse(rule))
 
     def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
                    now: float) -> Iterable[Observation]:
@@ -447,6 +448,19 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
+
+
+def _worse(rule: Rule) -> Worse | None:
+    """Which way a rule's readings get worse: a value below a limit (or below the speed
+    first seen or expected) is worse the lower it is; an increase, an age or a slope the
+    higher; a state has no order."""
+    if isinstance(rule, ThresholdRule):
+        return "lower" if rule.below is not None else "higher"
+    if isinstance(rule, StateRule):
+        return "lower" if rule.below_first_seen or rule.expected else None
+    if isinstance(rule, (CounterRule, StalenessRule, TrendRule)):
+        return "higher"
+    return None
 
 
 def _identity(labels: Mapping[str, str]) -> str | None:

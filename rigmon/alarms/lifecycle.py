@@ -18,6 +18,8 @@ from rigmon.alarms.memory import CarriedAlarm
 from rigmon.schema import Alarm, AlarmState, EventValue, Severity
 
 Change = Literal["pending", "firing", "resolved", "acknowledged"]
+#: Which way a rule's readings get worse.
+Worse = Literal["lower", "higher"]
 
 #: How long a restored alarm waits for a fresh observation of its rule and subject (at
 #: least; a rule's ``absent_resolve_s`` may make it longer) before it is resolved as no
@@ -58,6 +60,9 @@ class Observation:
             whose window is not filled since the agent started or the counter was reset):
             nothing changes, a clear hold neither starts nor ends, and the subject is not
             absent. Only meaningful with ``active`` False.
+        worse: which way ``value`` gets worse (``lower`` for a rail minimum, ``higher`` for
+            an increase or an age); ``None`` when values have no order (a state): the
+            alarm then keeps the first observation that fired it.
     """
 
     subject: str
@@ -68,6 +73,27 @@ class Observation:
     latch: bool = False
     node: str = ""
     known: bool = True
+    worse: Worse | None = None
+
+
+def is_worse(new: EventValue, old: EventValue, worse: Worse | None) -> bool:
+    """Whether reading ``new`` is strictly worse than ``old`` for a rule whose values get
+    worse ``worse`` (a number against a missing or non-numeric one is worse; without an
+    order, nothing is)."""
+    if worse is None:
+        return False
+    a, b = _as_number(new), _as_number(old)
+    if a is None:
+        return False
+    if b is None:
+        return True
+    return a < b if worse == "lower" else a > b
+
+
+def _as_number(value: EventValue) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def merge_by_subject(observations: Iterable[Observation]) -> list[Observation]:
@@ -118,6 +144,23 @@ class Transition:
     alarm: Alarm
     previous: AlarmState | None
     restored: bool = False
+
+
+def same_reading(a: EventValue, b: EventValue) -> bool:
+    """Equal readings (``0 == 0.0``), a bool never equal to a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
+    """``alarm`` after an active observation: value and message move only to a worse one
+    (or, for readings without an order, stay those that fired it); ``value_now`` follows."""
+    if is_worse(obs.value, alarm.value, obs.worse):
+        alarm = dataclasses.replace(alarm, value=obs.value, message=obs.message, worst_at=now)
+    if not same_reading(alarm.value_now, obs.value):
+        alarm = dataclasses.replace(alarm, value_now=obs.value)
+    return alarm
 
 
 class UnknownAlarm(KeyError):
@@ -221,6 +264,9 @@ class AlarmBook:
         if not obs.active:
             if track is None or track.latch_until is not None or not obs.known:
                 return []
+            if track.alarm.state != "pending" and not same_reading(track.alarm.value_now, obs.value):
+                # Held: the condition is clear, the alarm keeps its worst value; "now" follows.
+                track.alarm = dataclasses.replace(track.alarm, value_now=obs.value, updated_at=now)
             if track.alarm.state == "pending":
                 return [self._resolve(key, now, track.alarm.message)]
             if track.clear_since is None:
@@ -233,7 +279,8 @@ class AlarmBook:
             alarm = Alarm(
                 id=f"{self.id_prefix}-a{self._n}", rule=rule.name, rule_kind=rule.kind, severity=rule.severity,
                 node=obs.node or self.node, subject=obs.subject, state="pending", message=obs.message, started_at=now,
-                updated_at=now, value=obs.value, labels=dict(obs.labels),
+                updated_at=now, value=obs.value, labels=dict(obs.labels), worst_at=now,
+                value_now=None if obs.latch else obs.value,
             )
             track = _Track(alarm=alarm, hold_s=0.0 if obs.latch else rule.hold_s)
             self._active[key] = track
@@ -250,20 +297,22 @@ class AlarmBook:
         if obs.latch:
             track.latch_until = now + (latch_s or 0.0)
             track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message, updated_at=now,
-                                              count=previous.count + 1)
+                                              count=previous.count + 1, worst_at=now)
             return []
+        # The alarm keeps its worst observation (value and message) for the whole episode:
+        # a rail that recovers from 11.26 V to 11.53 V must not make the alarm say 11.53 V.
+        alarm = _observed(previous, obs, now)
         if previous.state == "pending" and now - previous.started_at >= track.hold_s:
-            track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message)
+            track.alarm = alarm
             return [self._fire(track, now, "pending")]
-        if previous.value != obs.value or previous.message != obs.message:
-            track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message, updated_at=now)
+        if alarm != previous:
+            track.alarm = dataclasses.replace(alarm, updated_at=now)
         return []
 
     def _continue(self, key: tuple[str, str], obs: Observation, now: float) -> Transition:
         """A restored alarm's condition still holds: its episode goes on (same id, start, ack)."""
         carry = self._carried.pop(key)
-        alarm = dataclasses.replace(carry.alarm, state="firing", value=obs.value, message=obs.message,
-                                    updated_at=now)
+        alarm = dataclasses.replace(_observed(carry.alarm, obs, now), state="firing", updated_at=now)
         self._active[key] = _Track(alarm=alarm, hold_s=0.0)
         return Transition("firing", alarm, "firing", restored=True)
 

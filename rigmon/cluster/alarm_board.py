@@ -9,6 +9,7 @@ bundle holds frames but no /v1/alarms answers.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -42,6 +43,28 @@ class AlarmRow:
     node: str
     source: AlarmSource
     alarm: Alarm
+    also: tuple[Alarm, ...] = ()
+    """Other alarms of the same incident shown in this row (same node and subject, episodes
+    overlapping): the rail warning under its critical, the Xid 79 with the GPU it lost."""
+
+    @property
+    def alarms(self) -> tuple[Alarm, ...]:
+        """Every alarm of the row, the shown one first."""
+        return (self.alarm, *self.also)
+
+    @property
+    def message(self) -> str:
+        """The row's text: the shown alarm's message, then what the others add (an escalation
+        from a warning, the Xid that came with a lost GPU)."""
+        text = self.alarm.message
+        for other in self.also:
+            if _escalation(other, self.alarm):
+                if other.started_at < self.alarm.started_at:
+                    since = time.strftime("%H:%M:%S", time.gmtime(other.started_at))
+                    text += f" (a {other.severity} since {since} UTC)"
+            elif other.message and other.message not in text:
+                text += f"; {other.message}"
+        return text
 
     @property
     def row_key(self) -> str:
@@ -90,13 +113,66 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
         active.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
     for alarm in cluster.rules.recent():
         recent.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
-    active.sort(key=_active_order)
-    recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
     firing: dict[str, int] = {}
     for row in active:
         if row.alarm.state == "firing":
             firing[row.alarm.severity] = firing.get(row.alarm.severity, 0) + 1
+    active = group_rows(active)
+    active.sort(key=_active_order)
+    recent = group_rows(recent)
+    recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
     return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing)
+
+
+def _escalation(lower: Alarm, upper: Alarm) -> bool:
+    """Whether ``upper`` is ``lower`` escalated: two limits of one reading (threshold rules, or
+    rules named alike but for their last word: ``psu_rail_low_warning``/``_critical``) at
+    different severities."""
+    if lower.severity == upper.severity:
+        return False
+    if lower.rule_kind == upper.rule_kind == "threshold":
+        return True
+    return "_" in lower.rule and lower.rule.rsplit("_", 1)[0] == upper.rule.rsplit("_", 1)[0]
+
+
+def _lead_order(alarm: Alarm) -> tuple[int, int, bool, float]:
+    """Which alarm of a group is shown: firing before pending, the worst severity, a state
+    before an event (the GPU lost before the Xid that announced it), the earliest."""
+    return (STATE_RANK[alarm.state], SEVERITY_RANK[alarm.severity], alarm.rule_kind == "event", alarm.started_at)
+
+
+def _overlap(a: Alarm, b: Alarm) -> bool:
+    """Whether two alarms' episodes overlap in time (an active one has not ended)."""
+    a_end = a.resolved_at if a.resolved_at is not None else float("inf")
+    b_end = b.resolved_at if b.resolved_at is not None else float("inf")
+    return a.started_at <= b_end and b.started_at <= a_end
+
+
+def group_rows(rows: Sequence[AlarmRow]) -> list[AlarmRow]:
+    """One row per incident: alarms of one node's subject whose episodes overlap (a rail
+    warning and the critical it escalated to, an Xid 79 and the lost GPU it announced, the
+    NVLink and PCIe counters of one badly seated GPU) become one row showing the worst.
+
+    Rows keep their first member's place; the shown alarm is chosen by `_lead_order`.
+    """
+    groups: list[list[AlarmRow]] = []
+    by_subject: dict[tuple[str, str, str, str], list[list[AlarmRow]]] = {}
+    for row in rows:
+        key = (row.key, row.source, row.alarm.node, row.alarm.subject)
+        target = next((g for g in by_subject.get(key, []) if all(_overlap(row.alarm, r.alarm) for r in g)), None)
+        if target is None:
+            target = []
+            groups.append(target)
+            by_subject.setdefault(key, []).append(target)
+        target.append(row)
+    out = []
+    for group in groups:
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        members = sorted((r.alarm for r in group), key=_lead_order)
+        out.append(replace(group[0], alarm=members[0], also=tuple(members[1:])))
+    return out
 
 
 class CriticalWatch:

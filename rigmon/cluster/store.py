@@ -13,12 +13,15 @@ from rigmon.alarms.cluster import ClusterAlarms
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
+from rigmon.cluster.incident import Problem, RailMemory, Sag, problems
 from rigmon.cluster.summary import (
     RAIL_CRITICAL_VOLTS,
     NodeSummary,
+    WorstWindow,
     alarm_count,
     detail_values,
     summarize,
+    worst_severity,
 )
 from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
 
@@ -50,6 +53,8 @@ class NodeView:
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
         details: downsampled per-device series by name (see
             `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
+        problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
+        sags: the rail sag seen before each lost GPU, by subject (``gpu:3``); only with details.
         restarts: agent restarts seen (a new run id).
         frames_lost: frames the agent could no longer send after a disconnect.
         trend_span_s: seconds from the oldest to the newest frame the trends cover; ``None``
@@ -67,6 +72,8 @@ class NodeView:
     summary: NodeSummary | None
     trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
     details: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+    sags: dict[str, Sag] = field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
     trend_span_s: float | None = None
@@ -106,6 +113,8 @@ class NodeStore:
         self.latest: Frame | None = None
         self.summary: NodeSummary | None = None
         self.history = NodeHistory(capacity)
+        self.worst = WorstWindow()
+        self.rail = RailMemory()
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
@@ -155,12 +164,13 @@ class NodeStore:
                 continue
             if last is not None and frame.run_id != last.run_id:
                 self.restarts += 1
-            summary = self._with_session_inventory(summarize(frame))
+            summary = self.worst.add(self._with_session_inventory(summarize(frame)))
             self.latest = frame
             self.summary = summary
             self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES},
                                 detail_values(frame.readings))
             self.events.extend(frame.events)
+            self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
             added += 1
         if added:
             self.received_at = self.clock.monotonic()
@@ -264,9 +274,10 @@ class NodeStore:
             return self._view_cache[1]
         summary = self.summary
         firing_here = any(a.state == "firing" for a in cluster_alarms)
+        own = self.alarm_list.active if self.alarm_list is not None else ()
         if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
-            own = self.alarm_list.active if self.alarm_list is not None else ()
-            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms))
+            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
+                              alarms_severity=worst_severity(own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
         view = NodeView(
             key=self.key,
@@ -278,6 +289,8 @@ class NodeStore:
             summary=summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
             details=self.history.detail_trends(points, buckets) if details else {},
+            problems=problems(self.latest, summary, own + cluster_alarms, self.rail),
+            sags=self.rail.causes() if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
             trend_span_s=self.history.span_s(points),
@@ -295,8 +308,7 @@ def hardware_trouble(view: NodeView) -> int:
     if summary is None:
         return 0
     rail = [v for v in view.trends.get("rail_min_volts", ()) if not math.isnan(v)]
-    if summary.rail_min_volts is not None:
-        rail.append(summary.rail_min_volts)
+    rail += [v for v in (summary.rail_min_volts, summary.rail_worst_volts) if v is not None]
     return sum((
         summary.gpus_present is not None and summary.gpus_expected is not None
         and summary.gpus_present < summary.gpus_expected,

@@ -8,8 +8,9 @@ as trends.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rigmon.schema import Alarm, Frame, NetInterfaceReading, Readings
 
@@ -19,6 +20,10 @@ FAILING_STATES = frozenset({"error", "hung"})
 RAIL_WARN_VOLTS = 11.7
 #: Rail minimum below which GPUs fall off the bus (the default ``psu_rail_low_critical`` rule).
 RAIL_CRITICAL_VOLTS = 11.5
+#: Seconds over which the cluster screen's "worst" figures (lowest rail minimum, highest GPU
+#: peak, slowest link) are taken: long enough that a sag of one training step is still on
+#: screen when the operator looks, short enough to be "now".
+WORST_WINDOW_S = 60.0
 #: Network interface kinds that are links between machines (counted in `link_figures`).
 LINK_NIC_KINDS = frozenset({"thunderbolt-net", "ethernet", "infiniband"})
 
@@ -81,6 +86,16 @@ class NodeSummary:
         arrays_total: md arrays of the node.
         alarms: alarms firing on the node.
         collectors_failing: collectors in state error or hung.
+        gpu_peak_w: highest power peak of one NVIDIA GPU between the last two polls.
+        gpu_peak_limit_w: that GPU's power limit.
+        link_gbps: slowest Thunderbolt/USB4 link's speed (the lower of rx and tx, Gb/s).
+        rail_worst_volts: lowest ``rail_min_volts`` of the frames of the last
+            `WORST_WINDOW_S` (the node store's `WorstWindow` fills it; ``None`` until then).
+        gpu_peak_worst_w: highest ``gpu_peak_w`` of that window.
+        link_worst_gbps: lowest ``link_gbps`` of that window.
+        links_unhealthy_worst: most links not healthy at once in that window (a link that
+            flapped between two looks shows here).
+        alarms_severity: severity of the worst firing alarm counted in ``alarms``.
     """
 
     node: str
@@ -100,6 +115,14 @@ class NodeSummary:
     arrays_total: int | None = None
     alarms: int | None = None
     collectors_failing: int = 0
+    gpu_peak_w: float | None = None
+    gpu_peak_limit_w: float | None = None
+    link_gbps: float | None = None
+    rail_worst_volts: float | None = None
+    gpu_peak_worst_w: float | None = None
+    link_worst_gbps: float | None = None
+    links_unhealthy_worst: int | None = None
+    alarms_severity: str | None = None
 
 
 def host_figures(readings: Readings) -> HostFigures:
@@ -182,6 +205,79 @@ def link_figures(readings: Readings) -> LinkFigures:
     return LinkFigures(healthy=healthy, total=total)
 
 
+def peak_figures(readings: Readings) -> tuple[float | None, float | None]:
+    """The highest power peak of one working NVIDIA GPU between polls (the reading where the
+    driver keeps no peak) in watts, and that GPU's power limit."""
+    best: tuple[float | None, float | None] = (None, None)
+    for gpu in readings.gpus:
+        peak = gpu.power_peak_w if gpu.power_peak_w is not None else gpu.power_w
+        if gpu.state != "lost" and peak is not None and (best[0] is None or peak > best[0]):
+            best = (peak, gpu.power_limit_w)
+    return best
+
+
+#: A GPU's power peak between polls this far above its limit means the limit does not hold
+#: (a V100 peaks above 300 W under a 200 W limit): amber. Below it a peak over the limit for
+#: a fraction of a second is what a V100 under load does.
+PEAK_OVER_LIMIT_FACTOR = 1.5
+#: A GPU's power reading this far above its limit is amber. The V100's reading is
+#: instantaneous and overshoots its limit by a few percent under load; a 1 s average (newer
+#: GPUs) that far over means the limit does not hold.
+READING_OVER_LIMIT_FACTOR = 1.1
+
+
+def power_level(power_w: float | None, peak_w: float | None, limit_w: float | None) -> str | None:
+    """``warn`` when a GPU's power is a problem: its reading more than `READING_OVER_LIMIT_FACTOR`
+    times its limit, or a peak between polls over `PEAK_OVER_LIMIT_FACTOR` times it; ``None``
+    for the brief overshoot every V100 shows under load."""
+    if limit_w is None or limit_w <= 0:
+        return None
+    if power_w is not None and power_w > READING_OVER_LIMIT_FACTOR * limit_w:
+        return "warn"
+    if peak_w is not None and peak_w > PEAK_OVER_LIMIT_FACTOR * limit_w:
+        return "warn"
+    return None
+
+
+def slowest_link_gbps(readings: Readings) -> float | None:
+    """Speed of the slowest Thunderbolt/USB4 link (the lower direction), Gb/s."""
+    speeds = [min(v for v in (d.rx_gbps, d.tx_gbps) if v is not None) for d in readings.thunderbolt
+              if d.link_state != "unknown" and (d.rx_gbps is not None or d.tx_gbps is not None)]
+    return min(speeds) if speeds else None
+
+
+class WorstWindow:
+    """The worst of a node's figures over the frames of the last ``window_s`` seconds (frame time).
+
+    A figure that stands for a period shows the worst of it: the lowest rail minimum (the sag
+    the critical alarm named), the highest GPU peak, the slowest link; each frame's own
+    figure would show only the newest ADC window.
+    """
+
+    def __init__(self, window_s: float = WORST_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._points: deque[tuple[float, float | None, float | None, float | None, int | None]] = deque()
+
+    def add(self, summary: NodeSummary) -> NodeSummary:
+        """File one frame's summary; returns it with the ``*_worst_*`` figures of the window."""
+        at = summary.taken_at
+        if self._points and at < self._points[-1][0]:
+            self._points.clear()  # the node's clock went back (a restart, a replay seek)
+        unhealthy = (summary.links_total - summary.links_healthy
+                     if summary.links_total is not None and summary.links_healthy is not None else None)
+        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps, unhealthy))
+        while self._points[0][0] < at - self.window_s:
+            self._points.popleft()
+        rails = [p[1] for p in self._points if p[1] is not None]
+        peaks = [p[2] for p in self._points if p[2] is not None]
+        links = [p[3] for p in self._points if p[3] is not None]
+        down = [p[4] for p in self._points if p[4] is not None]
+        return replace(summary, rail_worst_volts=min(rails) if rails else None,
+                       gpu_peak_worst_w=max(peaks) if peaks else None,
+                       link_worst_gbps=min(links) if links else None,
+                       links_unhealthy_worst=max(down) if down else None)
+
+
 def detail_values(readings: Readings) -> dict[str, float | None]:
     """Per-device figures the node screen draws as trends, by series name.
 
@@ -229,6 +325,16 @@ def alarm_count(frame: Frame, active: Sequence[Alarm] | None = None) -> int | No
     return sum(1 for alarm in active if alarm.state == "firing")
 
 
+#: Severities, worst first.
+SEVERITY_ORDER: tuple[str, ...] = ("critical", "warning", "info")
+
+
+def worst_severity(active: Sequence[Alarm]) -> str | None:
+    """Severity of the worst firing alarm of ``active``; ``None`` when none fires."""
+    firing = {alarm.severity for alarm in active if alarm.state == "firing"}
+    return next((s for s in SEVERITY_ORDER if s in firing), None)
+
+
 def summarize(frame: Frame) -> NodeSummary:
     """Build the cluster screen's figures for one frame."""
     readings = frame.readings
@@ -236,6 +342,7 @@ def summarize(frame: Frame) -> NodeSummary:
     gpus = gpu_figures(readings)
     links = link_figures(readings)
     storage = storage_figures(readings)
+    peak, limit = peak_figures(readings)
     return NodeSummary(
         node=frame.node,
         seq=frame.seq,
@@ -254,4 +361,7 @@ def summarize(frame: Frame) -> NodeSummary:
         arrays_total=storage.arrays_total,
         alarms=alarm_count(frame),
         collectors_failing=sum(1 for s in frame.collectors.values() if s.state in FAILING_STATES),
+        gpu_peak_w=peak,
+        gpu_peak_limit_w=limit,
+        link_gbps=slowest_link_gbps(readings),
     )

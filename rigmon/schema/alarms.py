@@ -21,6 +21,12 @@ class Alarm:
     change of any field. Times are Unix seconds. ``value`` is the reading that decided
     (volts, a state, an increase, an age in seconds, a slope per day); ``count`` is how
     many matching events an event alarm has seen.
+
+    While an alarm is pending, firing or held (its condition clear but not yet for the
+    rule's ``clear_hold_s``), ``value`` and ``message`` keep its *worst* observation (the
+    lowest rail minimum, the largest increase), never a better one, and ``worst_at`` says
+    when that was; ``value_now`` is the latest reading (``None`` for an event alarm, whose
+    value and message are its latest event's).
     """
 
     id: str
@@ -40,6 +46,8 @@ class Alarm:
     acknowledged_by: str | None = None
     count: int = 1
     labels: dict[str, str] = field(default_factory=dict)
+    value_now: EventValue = None
+    worst_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

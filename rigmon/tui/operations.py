@@ -25,6 +25,7 @@ from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
+    from rigmon.schema import Alarm
     from rigmon.tui.app import RigmonApp
 
 
@@ -40,24 +41,33 @@ async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:
     """Acknowledge ``row``'s alarm: on its agent with the node's control token, or for a
     cluster rule in the dashboard itself. A refusal (401, 403, 404, 409) is a notification
     saying why."""
-    alarm = row.alarm
-    what = f"{alarm.rule} on {row.node} {alarm.subject}"
     if app.replay is not None:
         notify(app, "a replay is read-only: nothing to acknowledge", severity="warning", timeout=5)
         return
+    # A row may stand for several alarms of one incident (`AlarmRow.also`): each is acknowledged.
+    for alarm in row.alarms:
+        if alarm.state == "resolved" or (alarm is not row.alarm and alarm.acknowledged_at is not None):
+            continue
+        if not await _acknowledge_one(app, row, alarm):
+            return
+    app.refresh_screen()
+
+
+async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> bool:
+    """Acknowledge one alarm of ``row``; a refusal is a notification and ``False``."""
+    what = f"{alarm.rule} on {row.node} {alarm.subject}"
     if row.source == "cluster":
         try:
             app.cluster.rules.acknowledge(alarm.id, app.ack_by, app.cluster.clock.time())
         except (UnknownAlarm, AlreadyResolved) as exc:
             notify(app, f"{what}: {exc}", title="Not acknowledged", severity="warning", timeout=8)
-            return
+            return False
         notify(app, f"{what} (cluster rule)", title="Acknowledged", timeout=5)
-        app.refresh_screen()
-        return
+        return True
     target = next((t for t in app.targets if t.url == row.key), None)
     if target is None:
         notify(app, f"{what}: the dashboard does not follow that node", severity="error")
-        return
+        return False
     client = app.client_factory(target)
     try:
         updated = await client.acknowledge(alarm.id, app.ack_by)
@@ -65,12 +75,12 @@ async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:
         refused = exc.status in (401, 403)
         notify(app, f"{what}: {exc.reason}", title="Acknowledge refused" if refused else "Acknowledge failed",
                severity="error", timeout=10)
-        return
+        return False
     finally:
         await client.aclose()
     app.cluster.nodes[row.key].replace_alarm(updated)
     notify(app, f"{what} by {updated.acknowledged_by or app.ack_by}", title="Acknowledged", timeout=5)
-    app.refresh_screen()
+    return True
 
 
 async def export(app: RigmonApp) -> None:

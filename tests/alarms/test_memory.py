@@ -115,7 +115,8 @@ def test_an_acknowledged_alarm_still_firing_continues_its_episode() -> None:
     (now_alarm,) = after.active()
     assert (now_alarm.id, now_alarm.started_at, now_alarm.fired_at) == (alarm.id, T0, T0 + 5)
     assert (now_alarm.acknowledged_by, now_alarm.acknowledged_at) == ("alice", T0 + 10)
-    assert now_alarm.value == 11.55 and now_alarm.message == "rail 11.55 V"
+    # The episode keeps its worst reading from before the restart; "now" is the fresh one.
+    assert now_alarm.value == 11.5 and now_alarm.message == "rail 11.5 V" and now_alarm.value_now == 11.55
     # From here on it is an ordinary alarm of the new run.
     (tr,) = after.evaluate_data(rail(12.0), [], T0 + 102)
     assert tr.change == "resolved" and not tr.restored and after.recent()[0].id == alarm.id

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view
+from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view, group_rows
 from rigmon.cluster.store import ClusterStore
-from rigmon.schema import AlarmList, Event
+from rigmon.schema import Alarm, AlarmList, Event
 from tests.tui.snapshot_apps.fake_agent import FakeClock, make_alarm, make_frame
 
 
@@ -152,3 +152,35 @@ def test_tracker_rebuilds_alarms_from_their_events() -> None:
     assert listed.active == () and listed.recent[0].resolved_at == 110.0 and listed.recent[0].fired_at == 100.0
     assert not listed.control
 
+
+
+def test_an_incidents_alarms_are_one_row_and_separate_episodes_are_not() -> None:
+    def alarm(n: int, rule: str, severity: str, subject: str, start: float, end: float | None = None,
+              kind: str = "threshold") -> AlarmRow:
+        a = Alarm(id=f"a{n}", rule=rule, rule_kind=kind, severity=severity, node="n1", subject=subject,  # type: ignore[arg-type]
+                  state="resolved" if end is not None else "firing", message=f"{rule} message", started_at=start,
+                  updated_at=start, fired_at=start, resolved_at=end)
+        return AlarmRow("k", "n1", "node", a)
+
+    rows = [alarm(1, "rail_warning", "warning", "psu", 10.0), alarm(2, "rail_critical", "critical", "psu", 12.0),
+            alarm(3, "xid", "critical", "gpu:3", 15.0, kind="event"), alarm(4, "gpu_lost", "critical", "gpu:3", 15.1),
+            alarm(5, "pcie", "warning", "gpu:2", 1.0)]
+    grouped = group_rows(rows)
+    assert [(r.alarm.rule, [a.rule for a in r.also]) for r in grouped] == [
+        ("rail_critical", ["rail_warning"]), ("gpu_lost", ["xid"]), ("pcie", [])]
+    assert grouped[0].message == "rail_critical message (a warning since 00:00:10 UTC)"
+    assert grouped[1].message == "gpu_lost message; xid message"
+    # Resolved: two episodes of one subject that did not overlap stay two rows.
+    old = [alarm(6, "rail_warning", "warning", "psu", 0.0, 5.0), alarm(7, "rail_warning", "warning", "psu", 9.0, 20.0)]
+    assert len(group_rows(old)) == 2
+
+
+def test_a_replayed_rail_escalation_reads_as_one_alarm() -> None:
+    def alarm(n: int, rule: str, severity: str, start: float) -> AlarmRow:
+        a = Alarm(id=f"a{n}", rule=rule, rule_kind="replay", severity=severity, node="n1", subject="psu",  # type: ignore[arg-type]
+                  state="firing", message=f"{rule} text", started_at=start, updated_at=start, fired_at=start)
+        return AlarmRow("k", "n1", "node", a)
+
+    (row,) = group_rows([alarm(1, "psu_rail_low_warning", "warning", 0.0),
+                         alarm(2, "psu_rail_low_critical", "critical", 5.0)])
+    assert row.message == "psu_rail_low_critical text (a warning since 00:00:00 UTC)"

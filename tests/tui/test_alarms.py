@@ -175,3 +175,40 @@ async def test_a_narrow_screen_shows_the_alarm_under_the_cursor_in_full() -> Non
         await pilot.pause()
         await pilot.pause()
         assert not detail.display
+
+
+async def test_an_incident_is_one_row_read_message_first_at_80_columns() -> None:
+    agent = FakeAgent("node01", frames=3)
+    agent.alarms = AlarmList(node="node01", active=(
+        make_alarm("node01", 1, "psu_rail_low_warning", "warning", "psu", "12 V rail minimum 11.26 V is below 11.7 V",
+                   at=START_AT + 100),
+        make_alarm("node01", 2, "psu_rail_low_critical", "critical", "psu",
+                   "12 V rail minimum 11.26 V is below 11.5 V: GPUs fall off the bus here", at=START_AT + 100),
+        replace(make_alarm("node01", 3, "gpu_xid_fatal", "critical", "gpu:3",
+                           "Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus", at=START_AT + 105),
+                rule_kind="event"),
+        make_alarm("node01", 4, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)",
+                   at=START_AT + 105.2),
+    ), recent=())
+    app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        await pilot.pause()
+        rows = active_rows(app)
+        # The rail warning and its critical are one row, as are the Xid 79 and the GPU it lost.
+        assert [(r.alarm.rule, [a.rule for a in r.also]) for r in rows] == [
+            ("gpu_lost", ["gpu_xid_fatal"]), ("psu_rail_low_critical", ["psu_rail_low_warning"])]
+        assert rows[0].message == ("GPU 3 is lost (fell off the bus); "
+                                   "Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus")
+        assert rows[1].message == "12 V rail minimum 11.26 V is below 11.5 V: GPUs fall off the bus here"
+        table = app.screen.query_one("#active-alarms", AlarmTable)
+        keys = [str(c.key.value) for c in table.ordered_columns]
+        assert keys[:4] == ["severity", "node", "since", "message"]
+        widths = [c.get_render_width(table) for c in table.ordered_columns]
+        # Severity, node and the whole time fit, and the message starts well inside 80 columns.
+        assert sum(widths[:3]) <= 40
+        assert "01-01 00:01:45" in str(table.get_cell_at((0, 2)))

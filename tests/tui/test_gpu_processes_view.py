@@ -64,3 +64,20 @@ async def test_mark_is_listed_as_a_mark_in_the_node_events() -> None:
         listed = text(events.render(), 116)
         line = next(line for line in listed.splitlines() if "epoch 3 checkpoint" in line)
         assert " mark " in line  # the severity column names it a mark
+
+
+async def test_a_brief_peak_over_the_limit_is_plain_and_a_far_one_amber() -> None:
+    from dataclasses import replace
+
+    frames = ddp_frames()
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        table = app.screen.query_one(GpuTable)
+        gpu = next(g for f in frames for g in f.readings.gpus if g.state != "lost")
+        warn = table.get_component_rich_style("gpu-table--warn", partial=True)
+        brief = table.nvidia_cells(replace(gpu, power_w=255.0, power_peak_w=336.0, power_limit_w=300.0))["peak"]
+        far = table.nvidia_cells(replace(gpu, power_w=180.0, power_peak_w=480.0, power_limit_w=300.0))["peak"]
+        assert isinstance(brief, Text) and isinstance(far, Text)
+        assert brief.style != warn and far.style == warn

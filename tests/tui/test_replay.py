@@ -39,7 +39,10 @@ async def test_export_then_replay_reaches_the_same_stores(tmp_path: Path) -> Non
             await wait_for(lambda: all(s.alarm_list is not None and s.alarm_list.active and len(s.history) >= 20
                                        for s in stores.values()), timeout_s=40)
             await pilot.press("e")
-            await wait_for(lambda: any(n.title == "Exported" for n in live._notifications), timeout_s=30)
+            try:
+                await wait_for(lambda: any(n.title == "Exported" for n in live._notifications), timeout_s=30)
+            except TimeoutError:
+                raise AssertionError([(n.title, n.message) for n in live._notifications]) from None
             live_series = {s.name: series_by_seq(s) for s in stores.values()}
             live_events = {s.name: {e.id: e for e in s.events} for s in stores.values()}
     bundles = list((tmp_path / "out").glob("rigmon-dash-*.tar.gz"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import random
 from pathlib import Path
@@ -116,3 +117,31 @@ async def test_row_styles_follow_the_theme() -> None:
             assert row._style("live") == row.get_component_rich_style("node-row--live", partial=True)
             seen.append(row._style("live"))
         assert len(set(seen)) > 1  # nord's green is not textual's
+
+
+async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
+    from rigmon.cluster.incident import Problem
+    from rigmon.cluster.store import NodeView
+    from rigmon.cluster.summary import NodeSummary
+    from rigmon.tui.widgets.node_row import NodeRow
+
+    problems = (Problem("warn", "USB4 0-1 at 20 of 40 Gb/s", "link:0-1"),
+                Problem("warn", "md127 at 67 % of md126 while loading the model weights of the run", "md:md127"),
+                Problem("warn", "collector gpu failing", "collector:gpu"))
+    view = NodeView(key="k", name="node03", url="http://n:1", state="live", reason=None, age_s=0.0,
+                    summary=NodeSummary(node="node03", seq=1, taken_at=1.0, alarms=1), problems=problems)
+
+    class RowApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield NodeRow(view)
+
+    app = RowApp()
+    async with app.run_test(size=(80, 10)) as pilot:
+        await pilot.pause()
+        row = app.query_one(NodeRow)
+        assert row.size.height == 3
+        console = Console(width=80, record=True, color_system=None, file=io.StringIO())
+        console.print(row.render())
+        why = console.export_text().splitlines()[2]
+        # Two problems do not fit whole: the worst one and how many more.
+        assert why.rstrip() == "  ↳ USB4 0-1 at 20 of 40 Gb/s (+2 more)"

@@ -127,13 +127,15 @@ def test_node_screen_storage_and_links(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
 
 
-def test_cluster_screen_every_source(snap_compare: Any) -> None:
+@pytest.mark.parametrize("theme", THEMES)
+def test_cluster_screen_every_source(snap_compare: Any, theme: str) -> None:
+    """Every recorded incident at 80x24: the worst rail of the last 60 s and a line saying why."""
     app, fleet, _ = build_recorded([
         ("v100", v100_frames(), 60), ("encl", "enclosure-link-10g-array-lagging", 45),
         ("raid", "raid1-member-failed-recovering", 25), ("model", "two-raid0-model-load", 30),
         ("usb4", "strix-usb4-thunderbolt-net", 50), ("strix", "strix-amd-gpu", 15),
         ("v100b", "v100-gpu-lost-rail-sag", 10), ("mirror", "raid1-member-failed-recovering", 12),
-    ])
+    ], theme=theme)
 
     async def run_before(pilot: Pilot[None]) -> None:
         await settle_recorded(app, fleet, pilot)
@@ -143,6 +145,7 @@ def test_cluster_screen_every_source(snap_compare: Any) -> None:
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_node_screen_80x24(snap_compare: Any, theme: str) -> None:
+    """The node screen opens on its incident timeline: the sag before the GPU loss."""
     app, fleet, _ = build_recorded([("v100", v100_frames(), 60)], theme=theme)
 
     async def run_before(pilot: Pilot[None]) -> None:

@@ -52,9 +52,37 @@ In a replay the chart is made from the recorded frames up to the time cursor.
 ## Alarms
 
 A toast and the terminal bell announce each alarm that turns critical; alarms that
-follow while the toast is up join it. The ⚠ column
-counts the firing alarms of a node: its agent's and the dashboard's cluster rules
-(unreachable, stale, clock skew, far from its peers).
+follow while the toast is up join it. An alarm keeps the worst value it saw while it fires
+and in its clear hold (the lowest rail minimum, not the latest). Alarms of one subject
+that belong to one incident (a rail warning and its critical, an Xid 79 and the GPU it
+lost) are one row at the worse severity.
+
+## Colours
+
+**Red** means something is lost or about to be: a GPU off the bus, an md array without
+redundancy, a node unreachable, the 12 V rail below 11.5 V (where V100-SXM2 GPUs drop off),
+a critical alarm. **Amber** means act soon: the rail below 11.7 V, a link trained below its
+speed (USB4, NVMe, a GPU's PCIe), NVLink or PCIe errors rising, an array lagging its twin,
+a GPU drawing well over its power limit (its reading, or peaks far over a lowered limit), a
+collector failing, a warning. A V100's peak just over its limit for a fraction of a second
+is normal and stays plain.
+
+## Cluster screen
+
+*rail 60s* is the lowest 12 V rail minimum of the last 60 s (each frame's ADC windows'
+minimum), so a sag stays on screen after the rail recovers. The ⚠ column counts the firing
+alarms of a node (its agent's and the dashboard's cluster rules: unreachable, stale, clock
+skew, far from its peers), red when one of them is critical, amber when all are warnings.
+A node in trouble gets a third line saying why, worst first ("GPU 3 lost 5 s after rail
+11.26 V", "GPU 2 NVLink CRC +5/s, PCIe x8 of x16: check seating", "USB4 0-1 at 20 of 40
+Gb/s: re-plug").
+
+## Node screen
+
+It opens on the node's incident: *now* (what is wrong now), then its recent trouble one
+step a line, oldest first, each event merged with the alarm it raised, with the cause
+rigmon can see (a rail sag before a GPU loss, a link that slowed before an array lagged).
+Sources in trouble come first; those the node does not have are one "not present" line.
 
 ## Node states
 

@@ -1,16 +1,19 @@
-"""NodeScreen: everything one node reports, grouped by source, with collector health and events."""
+"""NodeScreen: one node's incident timeline first, then everything it reports grouped by source
+(sources in trouble first, absent ones folded into one line), collector health and events."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Static
 
+from rigmon.cluster.incident import Problem, timeline
 from rigmon.cluster.store import NodeView
 from rigmon.schema import Event, Frame, Info
 from rigmon.tui.event_merge import merge_xid_events
@@ -25,6 +28,29 @@ from rigmon.tui.widgets.rail_group import RailGroup
 from rigmon.tui.widgets.replay_bar import ReplayBar
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
+from rigmon.tui.widgets.timeline import IncidentTimeline
+
+#: Which source box shows the subject of a problem, by the subject's prefix.
+SUBJECT_GROUPS: dict[str, type[SourceGroup]] = {
+    "gpu": GpuGroup, "gpus": GpuGroup, "psu": RailGroup, "md": StorageGroup, "nvme": StorageGroup,
+    "disk": StorageGroup, "link": LinkGroup,
+}
+
+
+#: The source boxes in their order when none is in trouble.
+SOURCE_ORDER: tuple[type[SourceGroup], ...] = (GpuGroup, RailGroup, StorageGroup, LinkGroup, HostGroup)
+
+
+def troubled_groups(problems: tuple[Problem, ...]) -> set[type[SourceGroup]]:
+    """The source boxes that show a current problem."""
+    out: set[type[SourceGroup]] = set()
+    for problem in problems:
+        group = SUBJECT_GROUPS.get(problem.subject.split(":", 1)[0])
+        if group is not None:
+            out.add(group)
+        if "after rail" in problem.text:
+            out.add(RailGroup)  # the sag that caused a loss
+    return out
 
 
 class NodeScreen(Screen[None]):
@@ -45,12 +71,14 @@ class NodeScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with VerticalScroll(id="node-body"):
+            yield IncidentTimeline()
             yield NodeStatus()
             yield GpuGroup()
             yield RailGroup()
             yield StorageGroup()
             yield LinkGroup()
             yield HostGroup()
+            yield Static(id="not-present")
             yield CollectorHealth()
             yield EventList()
         yield ReplayBar()
@@ -65,6 +93,10 @@ class NodeScreen(Screen[None]):
             # timer re-shows the same node every second and keeps the scroll position.
             self._shown_key = view.key
             self.query_one("#node-body", VerticalScroll).scroll_home(animate=False, immediate=True)
+        story = self.query_one(IncidentTimeline)
+        story.steps = timeline(events, view.sags, now=view.problems,
+                               now_at=frame.taken_at if frame is not None else None)
+        story.now = view.problems
         status = self.query_one(NodeStatus)
         status.view = view
         status.info = info
@@ -81,8 +113,27 @@ class NodeScreen(Screen[None]):
         # Their layout reactives do not fire when the values equal the last ones (a frozen
         # clock, a paused replay); a first show racing the screen's first layout then left
         # them one line high for good. Measuring again is cheap.
-        for widget in (status, health, event_list):
+        for widget in (story, status, health, event_list):
             widget.refresh(layout=True)
+        self._arrange(frame, view.problems)
+
+    def _arrange(self, frame: Frame | None, problems: tuple[Problem, ...]) -> None:
+        """Sources with a current problem first; sources the node does not have leave the
+        page for one "not present" line under the others."""
+        body = self.query_one("#node-body", VerticalScroll)
+        groups = list(self.query(SourceGroup))
+        absent = [g for g in groups if frame is not None and g.body(frame) is None and not g.has_parts(frame)]
+        for group in groups:
+            group.display = group not in absent
+        note = self.query_one("#not-present", Static)
+        note.display = bool(absent)
+        note.update(Text("not present on this node: " + ", ".join(g.TITLE for g in absent)) if absent else "")
+        troubled = troubled_groups(problems)
+        order = sorted(groups, key=lambda g: (type(g) not in troubled, SOURCE_ORDER.index(type(g))))
+        if order != groups:
+            body.move_child(order[0], after=self.query_one(NodeStatus))
+            for before, group in zip(order, order[1:]):
+                body.move_child(group, after=before)
 
     def action_back(self) -> None:
         """Back to the cluster screen."""

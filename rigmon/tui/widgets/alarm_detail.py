@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeGuard
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -51,7 +51,8 @@ class AlarmDetail(Widget):
         head = Text.assemble(
             (a.severity, self._style(a.severity)), " ",
             (a.state, self._style(a.severity if a.state == "firing" else "pending")),
-            "  ", plain(row.node), "  ", plain(a.rule), (" (cluster)" if row.source == "cluster" else "", label),
+            "  ", plain(row.node), "  ", plain(", ".join(x.rule for x in row.alarms)),
+            (" (cluster)" if row.source == "cluster" else "", label),
             "  ", plain(a.subject))
         times = Text()
         if a.state == "resolved":
@@ -66,4 +67,11 @@ class AlarmDetail(Widget):
             times.append(f" {utc_clock(a.acknowledged_at)} UTC")
         elif a.state != "resolved":
             times.append("  not acknowledged", style=label)
-        return Text("\n").join([head, times, plain(a.message)])
+        if _number(a.value) and _number(a.value_now) and a.value_now != a.value and a.state != "resolved":
+            # The alarm keeps its worst reading; say where the reading is now.
+            times.append("  now ", style=label).append(f"{a.value_now:g}")
+        return Text("\n").join([head, times, plain(row.message)])
+
+
+def _number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

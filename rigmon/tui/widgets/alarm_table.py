@@ -13,19 +13,22 @@ from textual.widgets import DataTable
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.tui.text import plain
 
-#: Columns of the active table and of the resolved table: (key, title).
+#: Columns of the active table and of the resolved table: (key, title). What an operator
+#: reads first comes first (at 80 columns the rule and subject are past the edge; the
+#: panel under the tables shows the alarm under the cursor in full).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("severity", "severity"), ("state", "state"), ("node", "node"), ("rule", "rule"),
-    ("subject", "subject"), ("since", "since (UTC)"), ("ack", "ack"), ("message", "message"),
+    ("severity", "severity"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
+    ("state", "state"), ("ack", "ack"), ("subject", "subject"), ("rule", "rule"),
 )
 RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("severity", "severity"), ("node", "node"), ("rule", "rule"), ("subject", "subject"),
-    ("since", "fired (UTC)"), ("resolved", "resolved (UTC)"), ("message", "message"),
+    ("severity", "severity"), ("node", "node"), ("since", "fired UTC"), ("resolved", "resolved UTC"),
+    ("message", "message"), ("subject", "subject"), ("rule", "rule"),
 )
 
 
 def utc_clock(at: float | None) -> str:
-    """``11-22 08:52:02``: an alarm's own timestamp in UTC, like the event list, so every node reads the same."""
+    """``11-22 08:52:02``: an alarm's own timestamp in UTC to the whole second, like the
+    event list, so every node reads the same."""
     return "—" if at is None else time.strftime("%m-%d %H:%M:%S", time.gmtime(at))
 
 
@@ -78,7 +81,7 @@ class AlarmTable(DataTable[Text]):
 
     def _cells(self, row: AlarmRow) -> dict[str, Text]:
         a = row.alarm
-        rule = plain(a.rule)
+        rule = plain(", ".join(x.rule for x in row.alarms))
         if row.source == "cluster":
             rule.append(" (cluster)", style=self._style("cluster"))
         cells = {
@@ -90,7 +93,7 @@ class AlarmTable(DataTable[Text]):
             "since": Text(utc_clock(a.fired_at or a.started_at)),
             "resolved": Text(utc_clock(a.resolved_at)),
             "ack": plain(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), self._style("acked")),
-            "message": plain(a.message),
+            "message": plain(row.message),
         }
         return cells
 

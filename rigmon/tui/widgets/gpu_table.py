@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from rigmon.cluster.summary import gpu_key
+from rigmon.cluster.summary import gpu_key, power_level
 from rigmon.schema import AmdGpuReading, ClockReason, GpuReading
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
@@ -249,8 +249,8 @@ class GpuTable(DataTable[RenderableType]):
                          state=Text("LOST", style=lost))
             return cells
         warn = self._style("warn")
-        over_limit = (gpu.power_peak_w is not None and gpu.power_limit_w is not None
-                      and gpu.power_peak_w > gpu.power_limit_w)
+        # A brief V100 peak over its limit is normal: amber only for what power_level calls a problem.
+        over_limit = power_level(gpu.power_w, gpu.power_peak_w, gpu.power_limit_w) == "warn"
         narrow = gpu.pcie_width is not None and gpu.pcie_width_max is not None and gpu.pcie_width < gpu.pcie_width_max
         link = f"{fmt.pcie(gpu.pcie_gen, gpu.pcie_width)}/{fmt.pcie(gpu.pcie_gen_max, gpu.pcie_width_max)}"
         ecc = fmt.MISSING if gpu.ecc_corrected_total is None else f"{gpu.ecc_corrected_total}/{gpu.ecc_uncorrected_total}"

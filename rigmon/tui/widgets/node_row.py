@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.segment import Segment
 from rich.style import Style
@@ -17,8 +18,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from rigmon.cluster.incident import reason
 from rigmon.cluster.store import NodeView
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary
+from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain
@@ -38,7 +40,7 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("node", "node", 18, 2),
     Column("alarms", "⚠", 3),
-    Column("rail", "rail min", 8, 1),
+    Column("rail", "rail 60s", 8, 1),
     Column("power", "GPU W", 7, 1),
     Column("gpus", "GPUs", 5),
     Column("links", "links", 5),
@@ -87,19 +89,36 @@ def column_widths(total: int, columns: Sequence[Column] = COLUMNS) -> list[int]:
     return widths
 
 
-def figure_level(column: str, summary: NodeSummary | None) -> str | None:
-    """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum below the
-    alarm thresholds, a GPU missing, a link or an md array degraded."""
+def rail_figure(summary: NodeSummary | None) -> float | None:
+    """The rail column's figure: the lowest rail minimum of the last `WORST_WINDOW_S`
+    (the newest frame's before the window has a point)."""
     if summary is None:
         return None
-    if column == "rail" and summary.rail_min_volts is not None:
-        if summary.rail_min_volts < RAIL_CRITICAL_VOLTS:
+    return summary.rail_worst_volts if summary.rail_worst_volts is not None else summary.rail_min_volts
+
+
+def figure_level(column: str, summary: NodeSummary | None) -> str | None:
+    """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum of the last
+    60 s below the alarm thresholds, a GPU missing, a link or an md array degraded, a link
+    unhealthy within the last 60 s though healthy now (it flaps), GPU peaks of the last 60 s far over the
+    power limit."""
+    if summary is None:
+        return None
+    rail = rail_figure(summary)
+    if column == "rail" and rail is not None:
+        if rail < RAIL_CRITICAL_VOLTS:
             return "bad"
-        return "warn" if summary.rail_min_volts < RAIL_WARN_VOLTS else None
+        return "warn" if rail < RAIL_WARN_VOLTS else None
     if column == "gpus" and summary.gpus_present is not None and summary.gpus_expected is not None:
         return "bad" if summary.gpus_present < summary.gpus_expected else None
     if column == "links" and summary.links_healthy is not None and summary.links_total is not None:
-        return "bad" if summary.links_healthy < summary.links_total else None
+        if summary.links_healthy < summary.links_total:
+            return "bad"
+        # Healthy now but not within the last 60 s: a link that flaps.
+        return "warn" if summary.links_unhealthy_worst else None
+    if column == "power" and summary.gpu_peak_worst_w is not None:
+        # A brief V100 peak over its limit is normal; peaks far over it in the last 60 s are not.
+        return "warn" if power_level(None, summary.gpu_peak_worst_w, summary.gpu_peak_limit_w) else None
     if column == "storage" and summary.arrays_degraded:
         return "bad"
     return None
@@ -126,6 +145,8 @@ class NodeRow(Widget, can_focus=True):
         "node-row--unreachable",
         "node-row--connecting",
         "node-row--alarm",
+        "node-row--alarm-warning",
+        "node-row--alarm-info",
         "node-row--missing",
         "node-row--warn",
         "node-row--bad",
@@ -142,6 +163,16 @@ class NodeRow(Widget, can_focus=True):
     view: reactive[NodeView | None] = reactive(None)
     """The node to draw; a fresh `NodeView` on every refresh."""
 
+    def watch_view(self, view: NodeView | None) -> None:
+        # A third line says why the node is in trouble; healthy rows stay two lines high.
+        height = 3 if self._reason_shown(view) else 2
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
+
+    @staticmethod
+    def _reason_shown(view: NodeView | None) -> bool:
+        return view is not None and bool(view.problems) and view.state not in ("stale", "unreachable")
+
     class Selected(Message):
         """The operator chose this row's node."""
 
@@ -156,6 +187,9 @@ class NodeRow(Widget, can_focus=True):
         # cache of them on every refresh, and a row is refreshed for each of its node's frames.
         self._styles: dict[str, Style] = {}
         self._styles_theme: str | None = None
+
+    def on_mount(self) -> None:
+        self.watch_view(self.view)
 
     def action_select(self) -> None:
         """Open the node."""
@@ -205,10 +239,14 @@ class NodeRow(Widget, can_focus=True):
             if view.reason:
                 state.append(": ").append(plain(view.reason))
         alarms = summary.alarms if summary else None
-        alarm_text = Text(fmt.MISSING if alarms is None else str(alarms), justify="right",
-                          style=self._style("alarm") if alarms else self._style("missing") if alarms is None else "")
+        severity = summary.alarms_severity if summary else None
+        # Coloured by the worst alarm it counts: red for a critical one, amber for warnings only.
+        alarm_style = (self._style("alarm") if severity == "critical" or (alarms and severity is None)
+                       else self._style(f"alarm-{severity}") if alarms and severity in ("warning", "info")
+                       else self._style("missing") if alarms is None else "")
+        alarm_text = Text(fmt.MISSING if alarms is None else str(alarms), justify="right", style=alarm_style)
         figures = {
-            "rail": fmt.rail(summary.rail_min_volts if summary else None),
+            "rail": fmt.rail(rail_figure(summary)),
             "power": fmt.watts(summary.gpu_power_w if summary else None),
             "gpus": fmt.of(summary.gpus_present, summary.gpus_expected) if summary else fmt.MISSING,
             "links": fmt.of(summary.links_healthy, summary.links_total) if summary else fmt.MISSING,
@@ -254,7 +292,21 @@ class NodeRow(Widget, can_focus=True):
         if trouble:
             state.truncate(self.size.width, overflow="ellipsis")
             return row_lines.RowLines([top], state)
-        return row_lines.RowLines([top, bottom])
+        return row_lines.RowLines([top, bottom], self._reason(view))
+
+    def _reason(self, view: NodeView) -> Text | None:
+        """The third line: what is wrong, worst first, in the colour of the worst problem."""
+        if not self._reason_shown(view):
+            return None
+        worst = view.problems[0]
+        text = Text("  ↳ ", style=self._style("missing"))
+        room = self.size.width - text.cell_len
+        # As many problems as fit whole (then "+N more"); the worst alone is cut if it must be.
+        why = next((r for r in (reason(view.problems, n) for n in (2, 1)) if cell_len(r) <= room),
+                   reason(view.problems, 1))
+        text.append_text(plain(why, self._style("bad" if worst.level == "bad" else "warn")))
+        text.truncate(max(1, self.size.width), overflow="ellipsis")
+        return text
 
     def _figure_style(self, text: str, level: str | None) -> Style | None:
         if text == fmt.MISSING:
@@ -288,4 +340,5 @@ class NodeRow(Widget, can_focus=True):
             state.truncate(self.size.width, overflow="ellipsis")
             return Group(table, state)
         table.add_row(*bottom)
-        return table
+        why = self._reason(view)
+        return table if why is None else Group(table, why)

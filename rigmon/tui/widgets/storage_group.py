@@ -36,6 +36,22 @@ def nvme_link(drive: NvmeReading) -> str:
     return f"{now} of {best}"
 
 
+def nvme_link_level(drive: NvmeReading) -> Level | None:
+    """The PCIe link's colour from the collector's verdict (``link_state``): ``bad`` when lost,
+    ``warn`` when degraded (below what both the drive and its port can do), none when ok. A
+    Gen4 drive in a Gen3 slot is ``ok``: the port is the limit, not a fault. Older agents that
+    report no verdict (``unknown``) are judged by the drive's own maximum."""
+    if drive.link_lost or drive.link_state == "lost":
+        return "bad"
+    if drive.link_state == "degraded":
+        return "warn"
+    if drive.link_state == "ok":
+        return None
+    below = (drive.link_gen is not None and drive.max_link_gen is not None and drive.link_gen < drive.max_link_gen) \
+        or (drive.link_width is not None and drive.max_link_width is not None and drive.link_width < drive.max_link_width)
+    return "warn" if below else None
+
+
 class StorageGroup(SourceGroup):
     """Total throughput (max-keeping trend); md arrays with health, state, sync progress,
     read/write throughput and their trends, member imbalance and share of the fastest
@@ -114,16 +130,12 @@ class StorageGroup(SourceGroup):
                    Column("temp", True), Column("namespaces", optional=True))
         rows: list[list[RenderableType]] = []
         for drive in frame.readings.nvme:
-            degraded = drive.link_lost or (
-                drive.link_gen is not None and drive.max_link_gen is not None and drive.link_gen < drive.max_link_gen
-            ) or (drive.link_width is not None and drive.max_link_width is not None
-                  and drive.link_width < drive.max_link_width)
             hot = (drive.temp_c is not None and drive.temp_max_c is not None and drive.temp_c >= drive.temp_max_c)
             rows.append([
                 plain(drive.name),
                 plain(drive.model),
                 self.styled(drive.state or fmt.MISSING, None if drive.state in (None, "live") else "bad"),
-                self.styled(nvme_link(drive), "bad" if drive.link_lost else "warn" if degraded else None),
+                self.styled(nvme_link(drive), nvme_link_level(drive)),
                 self.styled(fmt.temp(drive.temp_c), "warn" if hot else None),
                 plain(" ".join(drive.namespaces) or None),
             ])

@@ -1,0 +1,435 @@
+"""A node's incident story for the dashboard: why a node is in trouble, and the timeline of its steps.
+
+Pure functions (no Textual, no clock, no I/O) over what a node store holds: the newest
+frame's readings, the summary with its worst figures, the events, the active alarms and
+the recent rail minima. `problems` gives the cluster row's reason ("GPU 3 lost 5 s after
+rail 11.26 V"), `timeline` the node screen's steps, oldest first, each event merged with the
+alarm it raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from rigmon.cluster.summary import (
+    PEAK_OVER_LIMIT_FACTOR,
+    RAIL_CRITICAL_VOLTS,
+    RAIL_WARN_VOLTS,
+    WORST_WINDOW_S,
+    NodeSummary,
+)
+from rigmon.schema import Alarm, Event, Frame
+
+Level = Literal["bad", "warn", "info"]
+
+#: A rail sag at most this many seconds before a GPU loss is named as its likely cause
+#: (incident 1: the GPUs drop within tenths of a second to seconds of the sag).
+SAG_BEFORE_S = 30.0
+#: Seconds of rail minima a `RailMemory` keeps to look back from a loss.
+RAIL_MEMORY_S = 120.0
+#: An array reading or writing at less than this percentage of the fastest array lags.
+ARRAY_LAG_PCT = 85.0
+#: Arrays moving less than this (bytes per second) are idle: no lag is judged.
+ARRAY_BUSY_BYTES_PER_S = 50e6
+#: An alarm event and a hardware event of one subject at most this far apart are one step.
+MERGE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a node now, in a few words.
+
+    Attributes:
+        level: ``bad`` (red: data or hardware lost, rail below the critical limit) or ``warn``.
+        text: the reason as the cluster row shows it (``GPU 2 NVLink CRC +5/s, PCIe x8 of x16``).
+        subject: what it is about (``gpu:3``, ``link:0-1``, ``md:md127``, ``psu``).
+    """
+
+    level: Level
+    text: str
+    subject: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sag:
+    """The lowest rail minimum seen shortly before a moment (volts at Unix seconds ``at``);
+    ``before`` is that moment (the GPU loss), when known."""
+
+    at: float
+    volts: float
+    before: float | None = None
+
+
+class RailMemory:
+    """Rail minima of a node's recent frames, and the sag found before each GPU loss.
+
+    The node store feeds it every frame; a ``gpu_lost`` event looks back `SAG_BEFORE_S` for
+    the lowest rail minimum below the warning limit, kept by GPU index for `cause_of`.
+    """
+
+    def __init__(self, keep_s: float = RAIL_MEMORY_S) -> None:
+        self.keep_s = keep_s
+        self._points: deque[tuple[float, float]] = deque()
+        self._causes: dict[str, Sag] = {}
+
+    def add(self, taken_at: float, rail_min_volts: float | None, events: Iterable[Event]) -> None:
+        """One frame: its time, its rail minimum, its events."""
+        if rail_min_volts is not None:
+            if self._points and taken_at < self._points[-1][0]:
+                self._points.clear()
+            self._points.append((taken_at, rail_min_volts))
+            while self._points and self._points[0][0] < taken_at - self.keep_s:
+                self._points.popleft()
+        for event in events:
+            if event.kind == "gpu_lost" and event.subject not in self._causes:
+                sag = sag_before(self._points, event.at)
+                if sag is not None:
+                    self._causes[event.subject] = replace(sag, before=event.at)
+
+    def cause_of(self, subject: str) -> Sag | None:
+        """The sag before the loss of ``subject`` (``gpu:3``), if one was seen."""
+        return self._causes.get(subject)
+
+    def causes(self) -> dict[str, Sag]:
+        """The sag before each GPU loss seen, by the loss's subject."""
+        return dict(self._causes)
+
+
+def sag_before(points: Iterable[tuple[float, float]], at: float, window_s: float = SAG_BEFORE_S) -> Sag | None:
+    """The lowest rail minimum below `RAIL_WARN_VOLTS` within ``window_s`` before ``at`` (a frame
+    taken up to a second after ``at`` counts: its ADC windows end at its time)."""
+    low = [(v, t) for t, v in points if at - window_s <= t <= at + 1.0 and v < RAIL_WARN_VOLTS]
+    if not low:
+        return None
+    volts, t = min(low)
+    return Sag(at=t, volts=volts)
+
+
+def after_sag(sag: Sag, at: float) -> str:
+    """``5 s after rail 11.26 V`` (tenths below 2 s)."""
+    delta = max(0.0, at - sag.at)
+    seconds = f"{delta:.1f}" if delta < 2 else f"{delta:.0f}"
+    return f"{seconds} s after rail {sag.volts:.2f} V"
+
+
+def _rate(value: float) -> str:
+    return f"+{value:.0f}/s" if value >= 1 else f"+{value:.1f}/s"
+
+
+def gpu_link_trouble(frame: Frame) -> list[Problem]:
+    """Each GPU whose NVLinks or PCIe link show seating trouble: CRC or replay errors rising,
+    PCIe trained below its generation or width."""
+    out = []
+    for gpu in frame.readings.gpus:
+        if gpu.state == "lost":
+            continue
+        parts = []
+        crc = sum(link.crc_flit_per_s or 0.0 for link in gpu.nvlinks)
+        replay = sum(link.replay_per_s or 0.0 for link in gpu.nvlinks)
+        if crc > 0:
+            parts.append(f"NVLink CRC {_rate(crc)}")
+        elif replay > 0:
+            parts.append(f"NVLink replay {_rate(replay)}")
+        if gpu.pcie_width is not None and gpu.pcie_width_max is not None and gpu.pcie_width < gpu.pcie_width_max:
+            parts.append(f"PCIe x{gpu.pcie_width} of x{gpu.pcie_width_max}")
+        if gpu.pcie_gen is not None and gpu.pcie_gen_max is not None and gpu.pcie_gen < gpu.pcie_gen_max:
+            parts.append(f"PCIe Gen{gpu.pcie_gen} of Gen{gpu.pcie_gen_max}")
+        if gpu.pcie_replay_per_s and not parts:
+            parts.append(f"PCIe replay {_rate(gpu.pcie_replay_per_s)}")
+        if parts:
+            # Incident 4: these are what a loose SXM2 module (or riser) looks like.
+            out.append(Problem("warn", f"GPU {gpu.index} " + ", ".join(parts) + ": check seating",
+                               f"gpu:{gpu.index}"))
+    return out
+
+
+def _gbps(value: float) -> str:
+    return f"{value:g}"
+
+
+def link_trouble(frame: Frame) -> list[Problem]:
+    """Thunderbolt/USB4 links below their expected speed, NVMe links below what they can do,
+    network links down or stalled."""
+    out = []
+    for dev in frame.readings.thunderbolt:
+        if dev.link_state != "degraded":
+            continue
+        speeds = [v for v in (dev.rx_gbps, dev.tx_gbps) if v is not None]
+        if speeds and dev.expected_gbps is not None:
+            text = f"USB4 {dev.name} at {_gbps(min(speeds))} of {_gbps(dev.expected_gbps)} Gb/s: re-plug"
+        else:
+            text = f"USB4 {dev.name} below its speed"
+        out.append(Problem("warn", text, f"link:{dev.name}"))
+    for nvme in frame.readings.nvme:
+        if nvme.link_state != "degraded":
+            continue
+        parts = []
+        if nvme.link_gen is not None and nvme.max_link_gen is not None and nvme.link_gen < nvme.max_link_gen:
+            parts.append(f"Gen{nvme.link_gen} of Gen{nvme.max_link_gen}")
+        if nvme.link_width is not None and nvme.max_link_width is not None and nvme.link_width < nvme.max_link_width:
+            parts.append(f"x{nvme.link_width} of x{nvme.max_link_width}")
+        out.append(Problem("warn", f"{nvme.name} PCIe " + (", ".join(parts) or "below its speed"),
+                           f"nvme:{nvme.name}"))
+    for nic in frame.readings.net:
+        if nic.stalled:
+            out.append(Problem("warn", f"{nic.name} stalled (no traffic passes)", f"link:{nic.name}"))
+    return out
+
+
+def array_trouble(frame: Frame) -> list[Problem]:
+    """md arrays broken or degraded, and a busy array lagging the fastest one."""
+    out = []
+    arrays = frame.readings.raid
+    for array in arrays:
+        if array.health == "broken":
+            out.append(Problem("bad", f"{array.name} broken", f"md:{array.name}"))
+        elif array.health != "ok":
+            out.append(Problem("bad", f"{array.name} {array.health}", f"md:{array.name}"))
+
+    def rate(a: object) -> float:
+        return sum(v or 0.0 for v in (getattr(a, "read_bytes_per_s"), getattr(a, "write_bytes_per_s")))
+
+    busy = [a for a in arrays if rate(a) >= ARRAY_BUSY_BYTES_PER_S]
+    if len(busy) >= 2:
+        fastest = max(busy, key=rate)
+        for array in busy:
+            pct = array.vs_fastest_array_pct
+            if array is not fastest and pct is not None and pct < ARRAY_LAG_PCT:
+                out.append(Problem("warn", f"{array.name} at {pct:.0f} % of {fastest.name}", f"md:{array.name}"))
+    return out
+
+
+def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[Alarm] = (),
+             rail: RailMemory | None = None) -> tuple[Problem, ...]:
+    """What is wrong with a node now, worst first (``bad`` before ``warn``).
+
+    Args:
+        frame: the node's newest frame.
+        summary: its summary, with the worst figures of the recent window.
+        alarms: the node's active alarms; a firing alarm no reading explains is listed by its message.
+        rail: the node's rail memory, for the sag before a GPU loss.
+    """
+    if frame is None:
+        return ()
+    out: list[Problem] = []
+    named_rail = False
+    for gpu in frame.readings.gpus:
+        if gpu.state != "lost":
+            continue
+        subject = f"gpu:{gpu.index}"
+        sag = rail.cause_of(subject) if rail is not None else None
+        lost_at = sag.before if sag is not None and sag.before is not None else gpu.lost_at
+        if sag is not None and lost_at is not None:
+            out.append(Problem("bad", f"GPU {gpu.index} lost {after_sag(sag, lost_at)}", subject))
+            named_rail = True
+        else:
+            out.append(Problem("bad", f"GPU {gpu.index} lost", subject))
+    worst = summary.rail_worst_volts if summary is not None else None
+    if worst is not None and not named_rail and worst < RAIL_WARN_VOLTS:
+        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", f"rail {worst:.2f} V", "psu"))
+    arrays = array_trouble(frame)
+    out += [p for p in arrays if p.level == "bad"]
+    out += gpu_link_trouble(frame)
+    out += link_trouble(frame)
+    out += [p for p in arrays if p.level != "bad"]  # a lagging array: after the link that may cause it
+    if (summary is not None and summary.links_unhealthy_worst
+            and not any(p.subject.startswith(("link:", "nvme:")) for p in out)):
+        # Healthy now, not within the window: a link that flaps (incident 5).
+        text = f"a link was down or slow within {WORST_WINDOW_S:.0f} s"
+        if summary.link_worst_gbps is not None and summary.link_gbps is not None \
+                and summary.link_worst_gbps < summary.link_gbps:
+            text = f"USB4 at {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s (flapping)"
+        out.append(Problem("warn", text, "link:"))
+    if summary is not None and summary.gpu_peak_worst_w is not None and summary.gpu_peak_limit_w:
+        if summary.gpu_peak_worst_w > PEAK_OVER_LIMIT_FACTOR * summary.gpu_peak_limit_w:
+            out.append(Problem("warn", f"GPU peak {summary.gpu_peak_worst_w:.0f} W over "
+                                       f"{summary.gpu_peak_limit_w:.0f} W limit", "gpus"))
+    for name, status in sorted(frame.collectors.items()):
+        if status.state in ("error", "hung"):
+            out.append(Problem("warn", f"collector {name} {'hung' if status.state == 'hung' else 'failing'}",
+                               f"collector:{name}"))
+    explained = {p.subject for p in out}
+    for alarm in sorted(alarms, key=lambda a: (a.severity != "critical", a.started_at)):
+        if alarm.state == "firing" and alarm.subject not in explained and not _explained_rail(alarm, out):
+            out.append(Problem("bad" if alarm.severity == "critical" else "warn", alarm.message, alarm.subject))
+            explained.add(alarm.subject)
+    order = {"bad": 0, "warn": 1, "info": 2}
+    return tuple(sorted(out, key=lambda p: order[p.level]))
+
+
+def _explained_rail(alarm: Alarm, found: Sequence[Problem]) -> bool:
+    """A rail alarm is explained by a rail figure or a loss named after its sag."""
+    return alarm.subject == "psu" and any(p.subject == "psu" or "after rail" in p.text for p in found)
+
+
+def reason(found: Sequence[Problem], limit: int = 2) -> str:
+    """The cluster row's reason: the ``limit`` worst problems joined, and how many more."""
+    if not found:
+        return ""
+    text = "; ".join(p.text for p in found[:limit])
+    if len(found) > limit:
+        text += f" (+{len(found) - limit} more)"
+    return text
+
+
+# --- the node screen's timeline ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One line of a node's incident timeline.
+
+    Attributes:
+        at: Unix seconds (the agent's clock).
+        level: ``bad``, ``warn`` or ``info`` (a resolution, a job mark).
+        text: what happened, with its cause where rigmon can see one.
+        subject: what it is about.
+        alarm: the alarm rule it raised or that fired on it, if any (``gpu_lost``).
+    """
+
+    at: float
+    level: Level
+    text: str
+    subject: str
+    alarm: str = ""
+
+
+_ALARM_KINDS = {"alarm_firing": "firing", "alarm_resolved": "resolved"}
+_QUIET_KINDS = {"alarm_pending", "alarm_acknowledged", "agent_started", "agent_stopped"}
+
+
+def _level(severity: str) -> Level:
+    return "bad" if severity == "critical" else "warn" if severity == "warning" else "info"
+
+
+def _alarm_text(event: Event, change: str) -> str:
+    rule = str(event.data.get("rule", ""))
+    return event.message.removeprefix(f"{rule} {change}: ")
+
+
+def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, limit: int = 12,
+             now: Sequence[Problem] = (), now_at: float | None = None) -> tuple[Step, ...]:
+    """The node's trouble, one step per line, oldest first (the newest ``limit`` steps).
+
+    Merged: an alarm firing within `MERGE_S` of a hardware event on the same subject is that
+    event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
+    one subject firing together (rail warning and critical) are one step at the worse
+    severity. Informational events are left out except alarm resolutions and job marks
+    (``mark``), shown plainly. A GPU loss names the rail sag before it.
+
+    Args:
+        events: the node's events, oldest first (Xids of several sources already merged).
+        causes: the rail sag before each lost GPU, by subject (`RailMemory.causes`).
+        limit: steps kept.
+        now: the node's current problems; a lagging array among them ends the timeline
+            (at ``now_at``), naming a link that retrained before it.
+        now_at: time of the newest frame.
+    """
+    hardware = [e for e in events if e.kind not in _ALARM_KINDS and e.kind not in _QUIET_KINDS]
+    steps: list[Step] = []
+    for event in events:
+        if event.kind in _QUIET_KINDS:
+            continue
+        change = _ALARM_KINDS.get(event.kind)
+        if change == "firing":
+            rule = str(event.data.get("rule", ""))
+            twin = next((h for h in hardware if h.subject == event.subject and abs(h.at - event.at) <= MERGE_S
+                         and h.severity != "info"), None)
+            if twin is not None:
+                continue  # shown as its hardware event's step
+            text = _alarm_text(event, change)
+            level = _level(str(event.data.get("severity", event.severity)))
+            last = steps[-1] if steps else None
+            if last is not None and last.subject == event.subject and last.alarm and abs(last.at - event.at) <= MERGE_S:
+                order = {"bad": 0, "warn": 1, "info": 2}
+                if order[level] < order[last.level]:
+                    # Escalated (a rail warning and its critical): the worse one speaks.
+                    steps[-1] = Step(last.at, level, text, event.subject, rule)
+                elif level == last.level:
+                    steps[-1] = Step(last.at, level, f"{last.text}; {_without_common_start(last.text, text)}",
+                                     event.subject, f"{last.alarm}, {rule}")
+                continue
+            steps.append(Step(event.at, level, text, event.subject, rule))
+        elif change == "resolved":
+            steps.append(Step(event.at, "info", "resolved: " + _alarm_text(event, change), event.subject,
+                              str(event.data.get("rule", ""))))
+        elif event.kind == "mark":
+            steps.append(Step(event.at, "info", event.message, event.subject))
+        elif event.severity != "info":
+            alarm = ", ".join(dict.fromkeys(str(e.data.get("rule", "")) for e in events if e.kind == "alarm_firing"
+                                            and e.subject == event.subject and abs(e.at - event.at) <= MERGE_S))
+            text = event.message
+            if event.kind == "gpu_lost":
+                index = event.data.get("gpu_index")
+                text = f"GPU {index} lost" if index is not None else event.message.split(":")[0]
+                sag = (causes or {}).get(event.subject)
+                if sag is not None:
+                    text += " " + after_sag(sag, event.at)
+                reason_text = event.data.get("reason")
+                if isinstance(reason_text, str) and reason_text:
+                    text += f" ({reason_text})"
+                # The Xid 79 that announced this loss is the same step.
+                steps = [s for s in steps if not (s.subject == event.subject and "Xid 79" in s.text
+                                                  and abs(s.at - event.at) <= MERGE_S)]
+            steps.append(Step(event.at, _level(event.severity), text, event.subject, alarm))
+    if now_at is not None:
+        retrained = [s for s in steps if s.subject.startswith(("link:", "nvme:")) and s.level != "info"]
+        for problem in now:
+            if problem.subject.startswith("md:") and " % of " in problem.text:
+                text = f"{problem.text} now"
+                if retrained:
+                    text += f", after link {retrained[-1].subject.split(':', 1)[1]} slowed"
+                steps.append(Step(now_at, "warn", text, problem.subject))
+    steps = _fold_repeats(_join_twins(steps))
+    return tuple(steps[-limit:])
+
+
+def _join_twins(steps: list[Step]) -> list[Step]:
+    """Two hardware steps of one subject within a second (a link's speed change and its
+    degraded state) become one line."""
+    out: list[Step] = []
+    for step in steps:
+        last = out[-1] if out else None
+        if (last is not None and last.subject == step.subject and step.level != "info" and last.level != "info"
+                and abs(step.at - last.at) <= 1.0 and not step.text.startswith("resolved")):
+            level: Level = "bad" if "bad" in (last.level, step.level) else "warn"
+            out[-1] = Step(last.at, level, f"{last.text}; {_without_common_start(last.text, step.text)}",
+                           last.subject, last.alarm or step.alarm)
+            continue
+        out.append(step)
+    return out
+
+
+def _without_common_start(first: str, second: str) -> str:
+    """``second`` without the words it starts with in common with ``first`` (the device's
+    name both events repeat), when that is more than a word or two."""
+    words_a, words_b = first.split(" "), second.split(" ")
+    n = 0
+    while n < min(len(words_a), len(words_b)) - 1 and words_a[n] == words_b[n]:
+        n += 1
+    common = " ".join(words_b[:n])
+    return " ".join(words_b[n:]) if n >= 2 and len(common) >= 8 else second
+
+
+def _fold_repeats(steps: list[Step]) -> list[Step]:
+    """A step that repeats on one subject (a corrected PCIe error every few seconds) is one
+    step at its latest place, counting the times since the first: ``(×3 since 09:31:21)``."""
+    out: list[Step] = []
+    seen: dict[tuple[str, str], tuple[int, float]] = {}
+    for step in steps:
+        key = (step.subject, step.text)
+        if key in seen and step.level != "info":
+            count, first_at = seen[key]
+            out = [s for s in out if (s.subject, s.text.split(" (×")[0]) != key]
+            since = time.strftime("%H:%M:%S", time.gmtime(first_at))
+            seen[key] = (count + 1, first_at)
+            out.append(Step(step.at, step.level, f"{step.text} (×{count + 1} since {since})", step.subject,
+                            step.alarm))
+            continue
+        seen[key] = (1, step.at)
+        out.append(step)
+    return out

@@ -1,0 +1,128 @@
+"""The incident story of a node: the cluster row's reason and the node screen's timeline,
+from recorded frames of the simulated incidents read by the real collectors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rigmon.cluster.incident import RailMemory, Sag, after_sag, problems, reason, sag_before, timeline
+from rigmon.cluster.store import NodeStore
+from rigmon.schema import Event
+from rigmon.tui.event_merge import merge_xid_events
+from tests.alarms.helpers import FakeClock
+from tests.tui.snapshot_apps.record_frames import load_frames
+
+
+def store_of(fixture: str, count: int | None = None) -> NodeStore:
+    store = NodeStore("k", "http://n:1", FakeClock())
+    frames = load_frames(fixture)
+    store.add_frames(frames if count is None else frames[:count])
+    return store
+
+
+def test_a_lost_gpu_names_the_sag_before_it() -> None:
+    store = store_of("v100-gpu-lost-rail-sag")
+    view = store.view()
+    assert reason(view.problems) == "GPU 3 lost 6 s after rail 11.26 V"
+    assert view.problems[0].level == "bad"
+
+
+def test_the_timeline_puts_the_sag_before_the_loss_and_lists_each_step_once() -> None:
+    store = store_of("v100-gpu-lost-rail-sag")
+    steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes())
+    texts = [s.text for s in steps]
+    sag = next(i for i, t in enumerate(texts) if "11.26 V is below 11.5 V" in t)
+    lost = next(i for i, t in enumerate(texts) if t.startswith("GPU 3 lost 6 s after rail 11.26 V"))
+    assert sag < lost
+    # The rail warning and critical that fired together are one step; the Xid 79, the GPU
+    # lost and their alarms are one step.
+    assert sum("below 11.7 V" in t for t in texts[:sag + 1]) == 0
+    assert not any(t.startswith("Xid 79") for t in texts)
+    assert sum(t.startswith("GPU 3 lost") for t in texts) == 1
+    assert "gpu_lost" in steps[lost].alarm
+
+
+def test_a_slow_usb4_link_and_the_array_it_slows() -> None:
+    store = store_of("enclosure-link-10g-array-lagging")
+    view = store.view()
+    assert reason(view.problems) == "USB4 0-1 at 20 of 40 Gb/s: re-plug; md127 at 67 % of md126"
+    assert store.latest is not None
+    steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes(), now=view.problems,
+                     now_at=store.latest.taken_at)
+    assert steps[-1].text == "md127 at 67 % of md126 now, after link 0-1 slowed"
+    assert steps[-2].text == ("Thunderbolt 0-1 (OWC Express 1M2) link 20 Gb/s x2 -> 10 Gb/s x2; "
+                              "degraded: 20 Gb/s below expected 40 Gb/s")
+    assert steps[-2].subject == "link:0-1"
+
+
+def test_a_degraded_array_is_bad() -> None:
+    view = store_of("raid1-member-failed-recovering").view()
+    assert view.problems[0].level == "bad" and view.problems[0].text == "md127 recovering"
+
+
+def test_a_healthy_node_has_no_reason() -> None:
+    assert store_of("two-raid0-model-load").view().problems == ()
+
+
+def test_a_loosely_seated_gpu() -> None:
+    store = store_of("v100-gpu-lost-rail-sag", 5)
+    assert store.latest is not None
+    gpus = list(store.latest.readings.gpus)
+    links = tuple(replace(link, crc_flit_per_s=5.0) for link in gpus[2].nvlinks)
+    gpus[2] = replace(gpus[2], pcie_width=8, pcie_width_max=16, nvlinks=links)
+    frame = replace(store.latest, readings=replace(store.latest.readings, gpus=tuple(gpus)))
+    found = problems(frame, None)
+    assert reason(found) == f"GPU 2 NVLink CRC +{5 * len(links)}/s, PCIe x8 of x16: check seating"
+
+
+def test_sag_before_looks_back_only_below_the_warning_limit() -> None:
+    points = [(0.0, 11.9), (5.0, 11.26), (9.0, 11.6), (10.0, 11.8)]
+    assert sag_before(points, 10.2) == Sag(5.0, 11.26)
+    assert sag_before(points, 100.0) is None
+    assert sag_before([(0.0, 11.9)], 1.0) is None
+    assert after_sag(Sag(5.0, 11.26), 5.8) == "0.8 s after rail 11.26 V"
+
+
+def test_rail_memory_keeps_the_cause_of_each_loss() -> None:
+    memory = RailMemory()
+    memory.add(100.0, 11.3, [])
+    memory.add(101.0, 11.8, [])
+    lost = Event(id="e1", at=101.5, kind="gpu_lost", severity="critical", subject="gpu:3", message="GPU 3 lost")
+    memory.add(102.0, 11.9, [lost])
+    assert memory.cause_of("gpu:3") == Sag(100.0, 11.3, before=101.5)
+    assert memory.cause_of("gpu:1") is None
+
+
+def test_marks_are_plain_steps_and_repeats_fold() -> None:
+    def ev(n: int, kind: str, severity: str, message: str, subject: str = "gpu:2") -> Event:
+        return Event(id=f"e{n}", at=float(n * 10), kind=kind, severity=severity, subject=subject,  # type: ignore[arg-type]
+                     message=message)
+    events = [ev(1, "mark", "info", "epoch 3", "job:train"), ev(2, "pcie_aer", "warning", "PCIe corrected error"),
+              ev(3, "link_down", "warning", "link down", "link:eth0"),
+              ev(4, "pcie_aer", "warning", "PCIe corrected error"), ev(5, "agent_started", "info", "agent started"),
+              ev(6, "pcie_aer", "warning", "PCIe corrected error")]
+    steps = timeline(events)
+    assert [(s.level, s.text) for s in steps] == [
+        ("info", "epoch 3"), ("warn", "link down"), ("warn", "PCIe corrected error (×3 since 00:00:20)")]
+    assert steps[-1].at == 60.0
+
+
+def test_alarms_of_one_subject_firing_together_are_one_step() -> None:
+    def firing(n: int, rule: str, severity: str, text: str) -> Event:
+        return Event(id=f"e{n}", at=100.0 + n, kind="alarm_firing", severity=severity, subject="gpu:2",  # type: ignore[arg-type]
+                     message=f"{rule} firing: {text}", data={"rule": rule, "severity": severity})
+    steps = timeline([firing(1, "crc", "warning", "GPU 2 NVLink 2 CRC errors rose by 17"),
+                      firing(2, "replay", "warning", "GPU 2 NVLink 2 replays rose by 11")])
+    assert [(s.text, s.alarm) for s in steps] == [
+        ("GPU 2 NVLink 2 CRC errors rose by 17; replays rose by 11", "crc, replay")]
+
+
+def test_a_link_that_flapped_within_the_minute_is_named() -> None:
+    frames = load_frames("strix-usb4-thunderbolt-net")
+    store = NodeStore("k", "http://n:1", FakeClock())
+    # Degraded from frame 42 on; then healthy frames again (the start of the recording, re-timed).
+    healthy = [replace(f, seq=100 + i, taken_at=frames[-1].taken_at + 1 + i) for i, f in enumerate(frames[:5])]
+    store.add_frames(frames + healthy)
+    view = store.view()
+    assert store.summary is not None and store.summary.links_healthy == store.summary.links_total
+    assert reason(view.problems) == "USB4 at 20 Gb/s within 60 s (flapping)"
