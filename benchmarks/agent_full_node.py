@@ -14,6 +14,13 @@ What is the simulator's and is taken out:
   calling thread's CPU clock and subtracts. pynvml's own wrappers and ctypes structures stay
   in the agent's figure, as on a real node; a real driver's own time is not represented.
 
+Before it reports, the script checks that the node it measured was healthy and fed: one
+frame per second of the window (a sick node pushes extra frames for its sag windows), the ADC
+windows received at the configured rate (10 a second, within 3 %), every collector ``ok``
+(except the ones absent by design on this node: ``amd_gpu``, ``rail_path``), every GPU present
+and none lost, no alarm firing. Otherwise it prints why and exits 1 without a figure
+(``--smoke`` prints the same check and goes on).
+
     python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--smoke]
 """
 
@@ -90,6 +97,32 @@ class FakeDriverTimer:
         FAKE_NVML.__dict__.pop("_system", None)
 
 
+#: Collectors with nothing to read on ``bench-node``: no AMD GPU; the ADC measures the current itself.
+ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path"})
+#: ADC windows a second the node is configured for (100 ms windows).
+ADC_WINDOWS_PER_S = 10.0
+
+
+def health_problems(r: dict[str, object], args: argparse.Namespace) -> list[str]:
+    """Why the measured node was not healthy and fed (empty when it was)."""
+    problems: list[str] = []
+    elapsed, frames = float(r["elapsed"]), float(r["frames"])  # type: ignore[arg-type]
+    if abs(frames - elapsed) > max(1.0, 0.02 * elapsed):
+        problems.append(f"{frames:.0f} frames in {elapsed:.0f} s (one a second expected)")
+    rate = float(r["windows"]) / elapsed  # type: ignore[arg-type]
+    if abs(rate - ADC_WINDOWS_PER_S) > 0.03 * ADC_WINDOWS_PER_S:
+        problems.append(f"{rate:.1f} ADC windows/s received, {ADC_WINDOWS_PER_S:.0f} configured")
+    statuses: dict[str, str] = r["statuses"]  # type: ignore[assignment]
+    for name, state in sorted(statuses.items()):
+        if state != ("absent" if name in ABSENT_BY_DESIGN else "ok"):
+            problems.append(f"collector {name} is {state}")
+    if r["gpus"] != args.gpus or r["lost"]:
+        problems.append(f"{r['gpus']} GPUs in the last frame ({r['lost']} lost), {args.gpus} simulated")
+    if r["firing"]:
+        problems.append(f"alarms firing: {r['firing']}")
+    return problems
+
+
 def adc_windows(agent: Agent) -> int:
     """RM1 windows the agent's PSU collector has received so far."""
     latest = agent.buffer.latest if agent.buffer else None
@@ -136,7 +169,10 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         frames = latest.seq - seq0
         steps, windows = physics.steps - steps0, adc_windows(agent) - windows0
         gpus_seen = len(latest.readings.gpus)
+        lost = sum(1 for gpu in latest.readings.gpus if gpu.state != "ok")
         statuses = {name: s.state for name, s in latest.collectors.items()}
+        firing = sorted({a.rule for a in agent.alarms.alarm_list().active if a.state == "firing"})
+        lag_s = physics.lag_s
     finally:
         server.should_exit = True
         await agent.stop()
@@ -149,7 +185,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
             stop(poller)
     return {"elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
             "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
-            "statuses": statuses}  # type: ignore[dict-item]
+            "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s}  # type: ignore[dict-item]
 
 
 def main() -> int:
@@ -171,7 +207,12 @@ def main() -> int:
     print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r['statuses'].items()))}")  # type: ignore[attr-defined]
     print(f"in the window: {r['frames']:.0f} frames published (ticks, plus one per pushed sag window), "
           f"{r['windows'] / elapsed:.1f} ADC windows/s received, {r['steps'] / elapsed:.1f} simulator steps/s; "
-          f"GPUs in the last frame: {r['gpus']:.0f}\n")
+          f"GPUs in the last frame: {r['gpus']:.0f}; simulator behind its schedule by {r['lag_s']:.2f} s at the end")
+    problems = health_problems(r, args)  # type: ignore[arg-type]
+    print(f"health: {'ok (one frame a second, ADC at its rate, every source present)' if not problems else 'NOT OK: ' + '; '.join(problems)}\n")
+    if problems and not args.smoke:
+        print("REFUSED: the node was not healthy and fed; no figure reported", file=sys.stderr)
+        return 1
     print("| part of the process | CPU s | ms per second | % of one core |")
     print("|---|---:|---:|---:|")
     for name, value in (("whole process", r["cpu"]), ("simulator physics thread (subtracted)", r["sim"]),
