@@ -6,7 +6,7 @@ import asyncio
 import gc
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.actions import SkipAction
 from textual.app import App, ScreenStackError, SystemCommand
@@ -18,7 +18,6 @@ from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
-from rigmon.cluster.replay import Replay
 from rigmon.cluster.sanitise import clean_text
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
@@ -42,6 +41,10 @@ from rigmon.tui.text import notify
 from rigmon.tui.themes import builtin_theme_dir, load_themes
 from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
+
+if TYPE_CHECKING:
+    # Types only: a replay is built by `rigmon dash --replay` before the app (see `rigmon.cli_dash`).
+    from rigmon.cluster.replay import Replay
 
 ClientFactory = Callable[[NodeTarget], AgentClient]
 #: Seconds between redraws of the current screen (states age even without new data).

@@ -12,13 +12,6 @@ from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, opening_span_s
 from rigmon.cluster.client import AgentError
-from rigmon.cluster.export import (
-    EXPORT_SINCE_S,
-    export_paths,
-    pull_targets,
-    replay_parts,
-    write_export,
-)
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import History
 from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
@@ -76,6 +69,10 @@ async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:
 async def export(app: RigmonApp) -> None:
     """Save an SVG of the screen as it is now, then write a snapshot bundle of the followed
     nodes (the last hour of each) or of the replay up to its cursor, and say where both went."""
+    # Deferred: the export code (bundles, the report's plotext charts, journal encoding) costs
+    # the dashboard's first screen a sixth of a second and is needed only when the key is pressed.
+    from rigmon.cluster.export import EXPORT_SINCE_S, export_paths, pull_targets, replay_parts, write_export
+
     created_at = time.time()
     paths = export_paths(app.export_dir, created_at)
     try:
