@@ -178,11 +178,16 @@ def log_file(work: Path, name: str) -> IO[bytes]:
     return open(work / f"{name}.log", "wb")  # noqa: SIM115 - the child holds it; closed with the temp dir
 
 
-def start_node_exporter(binary: str, work: Path, tree: Path) -> Tool:
-    port = free_port()
-    args = [binary, "--collector.disable-defaults", f"--path.procfs={tree / 'proc'}",
+def node_exporter_args(binary: str, tree: Path, port: int) -> list[str]:
+    """node_exporter reading the simulated tree with the collectors comparable to rigmon's, on 127.0.0.1:port."""
+    return [binary, "--collector.disable-defaults", f"--path.procfs={tree / 'proc'}",
             f"--path.sysfs={tree / 'sys'}", f"--path.rootfs={tree}", f"--path.udev.data={tree / 'run/udev/data'}",
             f"--web.listen-address=127.0.0.1:{port}", *(f"--collector.{c}" for c in NODE_EXPORTER_COLLECTORS)]
+
+
+def start_node_exporter(binary: str, work: Path, tree: Path) -> Tool:
+    port = free_port()
+    args = node_exporter_args(binary, tree, port)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log_file(work, "node_exporter"))
     url = f"http://127.0.0.1:{port}/metrics"
     return Tool("node_exporter", proc, lambda: http_get(url).decode(), work / "node_exporter.log")
@@ -266,7 +271,7 @@ def what_was_read(tool: Tool) -> dict[str, str]:
                 "gpus": "-", "adc": "no"}
     if isinstance(data, str):  # glances' raw XML-RPC answer
         data = json.loads(data)
-    if isinstance(data, dict):
+    if isinstance(data, dict):  # glances
         mem = data.get("mem") or {}
         return {"mem_total": str(mem.get("total")), "nics": str(len(data.get("network") or [])),
                 "disks": str(len(data.get("diskio") or [])), "md": str(len(data.get("raid") or [])),

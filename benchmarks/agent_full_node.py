@@ -12,7 +12,15 @@ What is the simulator's and is taken out:
 - the fake NVML library runs on the agent's GPU threads when they call it: every call
   passes one dispatch point (``FakeNvmlLibrary._system``), which this script times with the
   calling thread's CPU clock and subtracts. pynvml's own wrappers and ctypes structures stay
-  in the agent's figure, as on a real node; a real driver's own time is not represented.
+  in the agent's figure, as on a real node; a real driver's own time is not represented;
+- that timing itself (two reads of the thread's CPU clock and a lock per call) is no part of
+  the agent either: its cost per call is measured in the same run and subtracted per call.
+
+Peer in the same run: ``prometheus-node-exporter`` (when installed) reads the same simulated
+tree (the collectors comparable to rigmon's host, disks, raid, nvme and hwmon ones, as in
+``agent_cost.py``), scraped once a second by the same poller; the script prints the agent's
+CPU per sample against it. node_exporter reads no NVML, ADC, Thunderbolt or kernel log, so
+the ratio says what the full node costs over a plain exporter, not a like-for-like figure.
 
 Before it reports, the script checks that the node it measured was healthy and fed: one
 frame per second of the window (a sick node pushes extra frames for its sag windows), the ADC
@@ -35,11 +43,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.agent_cost import node_exporter_args, node_exporter_binary  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     PhysicsThread,
     cpu_seconds,
@@ -96,6 +106,18 @@ class FakeDriverTimer:
     def remove(self) -> None:
         FAKE_NVML.__dict__.pop("_system", None)
 
+    @staticmethod
+    def overhead_s(calls: int = 20000) -> float:
+        """CPU seconds one timed call adds on top of the call itself (the clock reads and the lock)."""
+        lock = threading.Lock()
+        t0 = time.thread_time()
+        for _ in range(calls):
+            a = time.thread_time()
+            b = time.thread_time()
+            with lock:
+                a += b - a
+        return (time.thread_time() - t0) / calls
+
 
 #: Collectors with nothing to read on ``bench-node``: no AMD GPU; the ADC measures the current itself.
 ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path"})
@@ -148,14 +170,26 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     agent.start()
     serve = asyncio.create_task(server.serve())
     poller: subprocess.Popen[bytes] | None = None
+    exporter: subprocess.Popen[bytes] | None = None
+    exporter_poller: subprocess.Popen[bytes] | None = None
+    exporter_cpu = exporter_scrapes = None
     try:
         while not server.started:
             await asyncio.sleep(0.05)
         total_s = args.warmup + args.seconds + 2
         poller = subprocess.Popen([sys.executable, "-c", POLLER, f"http://127.0.0.1:{port}/v1/latest",
                                    str(int(total_s))], stdout=subprocess.PIPE)
+        binary = node_exporter_binary()
+        if binary and not args.no_peer:
+            exporter_port = free_port()
+            exporter = subprocess.Popen(node_exporter_args(binary, node.tree.root, exporter_port),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            exporter_poller = subprocess.Popen([sys.executable, "-c", POLLER,
+                                                f"http://127.0.0.1:{exporter_port}/metrics", str(int(total_s))],
+                                               stdout=subprocess.PIPE)
         await asyncio.sleep(args.warmup)
         pid = os.getpid()
+        exporter_cpu0 = cpu_seconds(exporter.pid) if exporter is not None else 0.0
         cpu0, sim0, fake0, calls0 = cpu_seconds(pid), physics.cpu_s, timer.cpu_s, timer.calls
         seq0 = agent.buffer.latest.seq if agent.buffer and agent.buffer.latest else 0
         steps0, windows0 = physics.steps, adc_windows(agent)
@@ -164,6 +198,11 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         elapsed = time.monotonic() - t0
         cpu, sim, fake, calls = (cpu_seconds(pid) - cpu0, physics.cpu_s - sim0, timer.cpu_s - fake0,
                                  timer.calls - calls0)
+        if exporter is not None and exporter.poll() is None:
+            exporter_cpu = cpu_seconds(exporter.pid) - exporter_cpu0
+            # It answered all along (its poller pulls once a second): one more pull says it still does.
+            with urllib.request.urlopen(f"http://127.0.0.1:{exporter_port}/metrics", timeout=5) as answer:
+                exporter_scrapes = int(b"node_md_disks" in answer.read())
         latest = agent.buffer.latest if agent.buffer else None
         assert latest is not None
         frames = latest.seq - seq0
@@ -181,9 +220,13 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         physics.join(5)
         timer.remove()
         node.close()
-        if poller is not None:
-            stop(poller)
-    return {"elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
+        for proc in (poller, exporter_poller, exporter):
+            if proc is not None:
+                stop(proc)
+    timer_overhead = calls * FakeDriverTimer.overhead_s()
+    return {"exporter_cpu": exporter_cpu, "exporter_scrapes": exporter_scrapes,  # type: ignore[dict-item]
+            "timer": timer_overhead,
+            "elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
             "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
             "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s}  # type: ignore[dict-item]
 
@@ -194,13 +237,14 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--smoke", action="store_true", help="a couple of seconds (CI)")
+    parser.add_argument("--no-peer", action="store_true", help="do not run node_exporter beside the agent")
     args = parser.parse_args()
     if args.smoke:
         args.seconds, args.warmup = 2.0, 1.5
     with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
         r = asyncio.run(measure(args, Path(tmp)))
     elapsed, frames = r["elapsed"], max(1.0, r["frames"])
-    agent_s = r["cpu"] - r["sim"] - r["fake"]
+    agent_s = r["cpu"] - r["sim"] - r["fake"] - r["timer"]
     print(f"full simulated node: {args.gpus} V100-SXM2 (fake NVML), RM1 ADC at 10 windows/s, 2 md arrays, "
           f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second; "
           f"{elapsed:.0f} s window; {machine()}")
@@ -217,10 +261,21 @@ def main() -> int:
     print("|---|---:|---:|---:|")
     for name, value in (("whole process", r["cpu"]), ("simulator physics thread (subtracted)", r["sim"]),
                         (f"fake NVML library ({r['calls'] / elapsed:.0f} calls/s, subtracted)", r["fake"]),
-                        ("agent = whole - simulator - fake NVML", agent_s)):
+                        ("timing the fake NVML's calls (subtracted)", r["timer"]),
+                        ("agent = whole - simulator - fake NVML - timing", agent_s)):
         print(f"| {name} | {value:.2f} | {1000 * value / elapsed:.1f} | {100 * value / elapsed:.2f} |")
     print(f"\nagent CPU per 1 s sample: {1000 * agent_s / elapsed:.1f} ms; per published frame: "
           f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r['rss']:.1f} MiB")
+    exporter_cpu, scrapes = r["exporter_cpu"], r["exporter_scrapes"]
+    if exporter_cpu is not None and scrapes:
+        # Its poller pulls once a second; node_exporter reads its files on every pull.
+        per_scrape = exporter_cpu / elapsed
+        print("\n| peer in the same run (same tree, one pull a second) | CPU ms per sample | agent / peer |")
+        print("|---|---:|---:|")
+        print(f"| node_exporter (host, disks, md, nvme, hwmon; no NVML, ADC, Thunderbolt, kernel log) | "
+              f"{1000 * per_scrape:.2f} | {f'{agent_s / per_scrape:.2f}' if per_scrape else '- (no CPU tick yet)'} |")
+    else:
+        print("\npeer: node_exporter not installed or not measured (--no-peer): no ratio")
     return 0
 
 

@@ -70,6 +70,8 @@ def test_agent_full_node_separates_the_simulator() -> None:
     out = run("agent_full_node.py", "--gpus", "2")
     assert "gpu=ok" in out and "psu=ok" in out and "raid=ok" in out
     assert re.search(r"^health: (ok \(|NOT OK: )", out, re.MULTILINE), out
+    if shutil.which("prometheus-node-exporter") or shutil.which("node_exporter"):
+        assert row(out, "node_exporter (host, disks, md, nvme, hwmon")  # the peer ran in the same run
     assert "GPUs in the last frame: 2" in out
     whole = number(row(out, "whole process")[1])
     sim = number(row(out, "simulator physics thread")[1])
@@ -117,7 +119,7 @@ def test_tick_profile_covers_collectors_and_frame_work() -> None:
 
 def test_gpu_collector() -> None:
     out = run("gpu_collector.py", "--gpus", "2")
-    assert "| mean | p50 |" in out
+    assert "| wall mean | p50 |" in out and "NVML calls per GPU" in out
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
