@@ -273,7 +273,7 @@ def main() -> int:
         print("\n| peer in the same run (same tree, one pull a second) | CPU ms per sample | agent / peer |")
         print("|---|---:|---:|")
         print(f"| node_exporter (host, disks, md, nvme, hwmon; no NVML, ADC, Thunderbolt, kernel log) | "
-              f"{1000 * per_scrape:.2f} | {f'{agent_s / per_scrape:.2f}' if per_scrape else '- (no CPU tick yet)'} |")
+              f"{1000 * per_scrape:.2f} | {f'{agent_s / elapsed / per_scrape:.2f}' if per_scrape else '- (no CPU tick yet)'} |")
     else:
         print("\npeer: node_exporter not installed or not measured (--no-peer): no ratio")
     return 0
