@@ -105,8 +105,11 @@ class RailState:
         self.config = config
         # Counted in a plain dict (a line is counted two or three times; building a frozen record
         # each time was a fifth of a line's cost) and turned into the record when one is read.
+        # Readers in other threads (tests, snapshots) read `counters` without the collector's lock:
+        # the record is cached with the version of the counts it was built from, never stale.
         self._counts = {f.name: 0 for f in fields(PsuAdcCounters)}
-        self._counters: PsuAdcCounters | None = None
+        self._version = 0
+        self._counters: tuple[int, PsuAdcCounters] | None = None
         self.events: list[EventDraft] = []
         self.connected = False
         self.last_error: str | None = None
@@ -168,7 +171,7 @@ class RailState:
         if (self.splitter.partial_total, self.splitter.long_total) != before:
             self._counts["partial_lines_total"] = self.splitter.partial_total
             self._counts["long_lines_total"] = self.splitter.long_total
-            self._counters = None
+            self._version += 1
         return push
 
     def line(self, line: str, mono: float, wall: float) -> bool:
@@ -374,14 +377,17 @@ class RailState:
     @property
     def counters(self) -> PsuAdcCounters:
         """The counters so far."""
-        if self._counters is None:
-            self._counters = PsuAdcCounters(**self._counts)
-        return self._counters
+        version, cached = self._version, self._counters
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        record = PsuAdcCounters(**self._counts)
+        self._counters = (version, record)
+        return record
 
     def _count(self, **increments: int) -> None:
         for key, step in increments.items():
             self._counts[key] += step
-        self._counters = None
+        self._version += 1
 
     def _event(self, kind: str, severity: str, message: str,
                data: dict[str, str | int | float | bool | None] | None = None) -> None:
