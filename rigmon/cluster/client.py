@@ -252,8 +252,8 @@ class AgentClient:
         backfill_frames: frames fetched on first contact with an agent run.
         sleep: awaitable delay (tests pass a fake).
         control_token: token that may acknowledge alarms, or ``None``.
-        ca_file: PEM CA certificate(s) to verify an ``https://`` agent with (default: the
-            system's store).
+        ca_file: PEM CA certificate(s) to verify an ``https://`` agent with (default: httpx's
+            CA bundle, certifi's or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
         request_deadline_s: longest time one ordinary request may take in all.
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
     """
