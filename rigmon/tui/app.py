@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -34,7 +35,6 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
-from rigmon.tui.screens.history import HistoryScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
@@ -321,7 +321,10 @@ class RigmonApp(App[None]):
     def _close_history(self) -> None:
         """Close history views on top of the current mode's screen: leaving one for another
         screen ends it (else opening a node later would land on a history of the last one)."""
-        while isinstance(self.screen, HistoryScreen):
+        # The history view's module (and plotext with it) is imported when a view is first opened
+        # (`operations.history_screen`): before that, no screen can be one.
+        history = sys.modules.get("rigmon.tui.screens.history")
+        while history is not None and isinstance(self.screen, history.HistoryScreen):
             self.pop_screen()
 
     def action_export(self) -> None:

@@ -14,11 +14,11 @@ from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, 
 from rigmon.cluster.client import AgentError
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import History
-from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
     from rigmon.tui.app import RigmonApp
+    from rigmon.tui.screens.history import HistoryScreen
 
 
 def login_name() -> str:
@@ -105,6 +105,9 @@ async def export(app: RigmonApp) -> None:
 def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
     """The history view of node ``key``: its charts from its latest frame, its history from its
     agent's ``/v1/history`` (or, in a replay, from the recorded frames up to the cursor)."""
+    # Deferred: the history view draws with plotext, which the first screen does not need.
+    from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
+
     store = app.cluster.nodes[key]
     charts = charts_for(frame_values(store.latest))
     reason = None
