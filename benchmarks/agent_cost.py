@@ -11,14 +11,21 @@ same window, and one client in this process pulls from each of them once a secon
 - rigmon agent as deployed (every collector, alarms, journal); polled on ``/v1/latest``;
 - prometheus-node-exporter with ``--path.procfs``/``--path.sysfs`` on the tree and only the
   comparable collectors; scraped on ``/metrics``;
-- glances in server mode (``-s -t 1``) with psutil's ``PROCFS_PATH`` set to the tree's
-  ``/proc`` and the plugins without a counterpart switched off (the process list cannot run
-  on a tree: psutil finds no PIDs there and glances fails); polled with XML-RPC ``getAll``;
+- glances in server mode (``-s -t 1 --cached-time 0``) with psutil's ``PROCFS_PATH`` set to the
+  tree's ``/proc`` and the plugins without a counterpart switched off (the process list cannot run
+  on a tree: psutil finds no PIDs there and glances fails); polled with XML-RPC ``getAll``.
+  ``--cached-time 0`` matters: by default glances' XML-RPC server answers a pull that arrives
+  within ``--cached-time`` (1 s) of its last refresh from its cache, so a pull a second would
+  count about half the samples as fresh;
 - glances as installed (every default plugin) on this machine's own files, for what glances costs
   where it can read everything it usually reads (a different input: not counted against the goals).
 
 CPU is each process's own user+system time (/proc/PID/stat) over the window, divided by the
-samples in it (one a second); memory is peak RSS (VmHWM). Ratios compare tools measured in
+fresh samples it produced in the window: for rigmon the frames it published (``seq`` advanced),
+for node_exporter the scrapes (it reads its files on every scrape), for glances the pulls whose
+answer differed from the pull before (a cached answer is byte-identical). The script refuses to
+report (exit 1) when any tool produced fresh samples for fewer than 90 % of the window's seconds
+(``--smoke`` only warns). Memory is peak RSS (VmHWM). Ratios compare tools measured in
 this same run. Missing tools are installed (apt-get prometheus-node-exporter, pip glances)
 unless ``--no-install``; with ``--smoke`` (a few seconds, used by CI) a missing one is skipped.
 
@@ -91,6 +98,12 @@ class Tool:
     cpu_s: float = 0.0
     rss_mb: float = 0.0
     seen: dict[str, str] = field(default_factory=dict)
+    #: What makes an answer a new sample: rigmon's ``seq``, otherwise the whole answer.
+    fresh_key: Callable[[object], object] = lambda answer: answer
+    last_key: object = None
+    fresh: int = 0
+    fresh0: int = 0
+    samples: int = 0
 
 
 def node_exporter_binary() -> str | None:
@@ -152,7 +165,12 @@ def start_rigmon(name: str, work: Path, tree: Path, common_only: bool) -> Tool:
     proc = subprocess.Popen(rigmon_cmd("agent", "--config", str(config)), env=rigmon_env(),
                             stdout=subprocess.DEVNULL, stderr=log_file(work, name))
     url = f"http://127.0.0.1:{port}/v1/latest"
-    return Tool(name, proc, lambda: json.loads(http_get(url)), work / f"{name}.log")
+    return Tool(name, proc, lambda: json.loads(http_get(url)), work / f"{name}.log", fresh_key=rigmon_seq)
+
+
+def rigmon_seq(answer: object) -> object:
+    """The frame's ``seq``: a frame already pulled is no new sample."""
+    return answer.get("seq") if isinstance(answer, dict) else None
 
 
 def log_file(work: Path, name: str) -> IO[bytes]:
@@ -160,11 +178,16 @@ def log_file(work: Path, name: str) -> IO[bytes]:
     return open(work / f"{name}.log", "wb")  # noqa: SIM115 - the child holds it; closed with the temp dir
 
 
-def start_node_exporter(binary: str, work: Path, tree: Path) -> Tool:
-    port = free_port()
-    args = [binary, "--collector.disable-defaults", f"--path.procfs={tree / 'proc'}",
+def node_exporter_args(binary: str, tree: Path, port: int) -> list[str]:
+    """node_exporter reading the simulated tree with the collectors comparable to rigmon's, on 127.0.0.1:port."""
+    return [binary, "--collector.disable-defaults", f"--path.procfs={tree / 'proc'}",
             f"--path.sysfs={tree / 'sys'}", f"--path.rootfs={tree}", f"--path.udev.data={tree / 'run/udev/data'}",
             f"--web.listen-address=127.0.0.1:{port}", *(f"--collector.{c}" for c in NODE_EXPORTER_COLLECTORS)]
+
+
+def start_node_exporter(binary: str, work: Path, tree: Path) -> Tool:
+    port = free_port()
+    args = node_exporter_args(binary, tree, port)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log_file(work, "node_exporter"))
     url = f"http://127.0.0.1:{port}/metrics"
     return Tool("node_exporter", proc, lambda: http_get(url).decode(), work / "node_exporter.log")
@@ -173,19 +196,24 @@ def start_node_exporter(binary: str, work: Path, tree: Path) -> Tool:
 def start_glances(name: str, work: Path, tree: Path | None) -> Tool:
     """glances on the tree with the comparable plugins, or (``tree=None``) as installed, on this machine."""
     port = free_port()
+    # --cached-time 0: refresh on every pull (the default 1 s serves a pull arriving within a second
+    # of the last refresh from the cache, and a pull a second would then get about every other
+    # answer stale). Freshness is still counted per pull, see `poller`.
+    server_args = ["-s", "-B", "127.0.0.1", "-p", str(port), "-t", "1", "--cached-time", "0"]
     if tree is None:
-        args = [sys.executable, "-m", "glances", "-s", "-B", "127.0.0.1", "-p", str(port), "-t", "1"]
+        args = [sys.executable, "-m", "glances", *server_args]
     else:
-        args = [sys.executable, "-c", GLANCES_ON_TREE, str(tree / "proc"), "-s", "-B", "127.0.0.1", "-p", str(port),
-                "-t", "1", "--disable-plugin", GLANCES_OFF]
+        args = [sys.executable, "-c", GLANCES_ON_TREE, str(tree / "proc"), *server_args,
+                "--disable-plugin", GLANCES_OFF]
     log = "glances-default" if tree is None else "glances"
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log_file(work, log))
     server = xmlrpc.client.ServerProxy(f"http://127.0.0.1:{port}/RPC2")
     lock = threading.Lock()
 
     def pull() -> object:
+        # The raw answer: an answer served from glances' cache is the same string as the last.
         with lock:
-            return json.loads(server.getAll())  # type: ignore[arg-type]
+            return server.getAll()
 
     return Tool(name, proc, pull, work / f"{log}.log")
 
@@ -197,6 +225,10 @@ def poller(tool: Tool, stop_event: threading.Event) -> None:
         try:
             tool.last = tool.pull()
             tool.pulls_ok += 1
+            key = tool.fresh_key(tool.last)
+            if key != tool.last_key:
+                tool.fresh += 1
+                tool.last_key = key
         except Exception as exc:  # noqa: BLE001 - counted and shown
             tool.pulls_failed += 1
             tool.last_error = f"{type(exc).__name__}: {exc}"
@@ -237,7 +269,9 @@ def what_was_read(tool: Tool) -> dict[str, str]:
                 "nics": count("node_network_receive_bytes_total{"),
                 "disks": count("node_disk_read_bytes_total{"), "md": count("node_md_disks_required{"),
                 "gpus": "-", "adc": "no"}
-    if isinstance(data, dict):
+    if isinstance(data, str):  # glances' raw XML-RPC answer
+        data = json.loads(data)
+    if isinstance(data, dict):  # glances
         mem = data.get("mem") or {}
         return {"mem_total": str(mem.get("total")), "nics": str(len(data.get("network") or [])),
                 "disks": str(len(data.get("diskio") or [])), "md": str(len(data.get("raid") or [])),
@@ -282,12 +316,20 @@ def main() -> int:
             sim_cpu0 = cpu_seconds(sim.pid)
             for tool in tools:
                 tool.cpu0 = cpu_seconds(tool.proc.pid)
+                tool.fresh0 = tool.fresh
+                # rigmon: the seq of the last pull (no extra request inside the window).
+                tool.samples = -tool.last_key if isinstance(tool.last_key, int) else 0
             t0 = time.monotonic()
             time.sleep(args.seconds)
             elapsed = time.monotonic() - t0
             for tool in tools:
                 tool.cpu_s = cpu_seconds(tool.proc.pid) - tool.cpu0
                 tool.rss_mb = peak_rss_mb(tool.proc.pid)
+                if tool.name.startswith("rigmon"):
+                    # Frames the agent published in the window, within one (pushed ADC sags would add some).
+                    tool.samples += tool.last_key if isinstance(tool.last_key, int) else 0
+                else:
+                    tool.samples = tool.fresh - tool.fresh0
             sim_cpu = cpu_seconds(sim.pid) - sim_cpu0
             stop_event.set()
             for thread in threads:
@@ -299,20 +341,32 @@ def main() -> int:
             for tool in tools:
                 stop(tool.proc)
             stop(sim)
+    stale = [t for t in tools if t.samples < FRESH_SHARE * elapsed]
     report(tools, elapsed, sim_cpu, args)
+    if stale:
+        names = ", ".join(f"{t.name} ({t.samples} fresh samples in {elapsed:.0f} s)" for t in stale)
+        if not args.smoke:
+            print(f"\nREFUSED: not every tool produced a fresh sample a second: {names}; the figures above "
+                  "are not comparable", file=sys.stderr)
+            return 1
+        print(f"\nwarning (smoke run, too short to judge): fewer fresh samples than seconds: {names}")
     return 0
 
 
+#: Share of the window's seconds a tool must have produced fresh samples for (else the run is refused).
+FRESH_SHARE = 0.9
+
+
 def report(tools: list[Tool], elapsed: float, sim_cpu: float, args: argparse.Namespace) -> None:
-    samples = elapsed  # every tool samples (or is pulled) once a second
     by_name = {t.name: t for t in tools}
-    print(f"agent cost on one simulated node (bench-node), {elapsed:.0f} s window, one pull a second; {machine()}")
-    print(f"simulator (separate process, not counted): {1000 * sim_cpu / samples:.1f} ms CPU per second\n")
-    print("| tool | CPU ms per sample | % of one core | peak RSS MiB | pulls ok/failed |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"agent cost on one simulated node (bench-node), {elapsed:.0f} s window, one pull a second; "
+          f"glances with --cached-time 0; CPU per fresh sample; {machine()}")
+    print(f"simulator (separate process, not counted): {1000 * sim_cpu / elapsed:.1f} ms CPU per second\n")
+    print("| tool | CPU ms per sample | % of one core | peak RSS MiB | pulls ok/failed | fresh samples / s |")
+    print("|---|---:|---:|---:|---:|---:|")
     for t in tools:
-        print(f"| {t.name} | {1000 * t.cpu_s / samples:.2f} | {100 * t.cpu_s / elapsed:.2f} | {t.rss_mb:.1f} | "
-              f"{t.pulls_ok}/{t.pulls_failed} |")
+        print(f"| {t.name} | {1000 * t.cpu_s / max(1, t.samples):.2f} | {100 * t.cpu_s / elapsed:.2f} | "
+              f"{t.rss_mb:.1f} | {t.pulls_ok}/{t.pulls_failed} | {t.samples}/{elapsed:.0f} |")
     for t in tools:
         if t.pulls_failed:
             print(f"{t.name}: last failed pull: {t.last_error[:300]}")
@@ -322,12 +376,13 @@ def report(tools: list[Tool], elapsed: float, sim_cpu: float, args: argparse.Nam
               ("rigmon (node_exporter's sources)", "glances (comparable plugins)", "-"),
               ("rigmon (all, as deployed)", "glances (comparable plugins)", "<= 0.1"),
               ("rigmon (all, as deployed)", GLANCES_DEFAULT, "(other input)")]
-    print("| ratio (CPU) | value | goal | ratio (peak RSS) |")
+    print("| ratio (CPU per fresh sample) | value | goal | ratio (peak RSS) |")
     print("|---|---:|---:|---:|")
     for a, b, goal in ratios:
-        if a in by_name and b in by_name and by_name[b].cpu_s > 0:
+        if a in by_name and b in by_name and by_name[b].cpu_s > 0 and by_name[a].samples and by_name[b].samples:
             ta, tb = by_name[a], by_name[b]
-            print(f"| {a} / {b} | {ta.cpu_s / tb.cpu_s:.2f} | {goal} | {ta.rss_mb / tb.rss_mb:.2f} |")
+            per_a, per_b = ta.cpu_s / ta.samples, tb.cpu_s / tb.samples
+            print(f"| {a} / {b} | {per_a / per_b:.2f} | {goal} | {ta.rss_mb / tb.rss_mb:.2f} |")
     print()
     print("| what each tool reported (read check; the tree has 256 GiB = 274877906944, 3 NICs with lo, "
           "6 block devices, 2 md) | mem_total | nics | disks | md | gpus | adc |")

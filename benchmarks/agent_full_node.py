@@ -12,7 +12,22 @@ What is the simulator's and is taken out:
 - the fake NVML library runs on the agent's GPU threads when they call it: every call
   passes one dispatch point (``FakeNvmlLibrary._system``), which this script times with the
   calling thread's CPU clock and subtracts. pynvml's own wrappers and ctypes structures stay
-  in the agent's figure, as on a real node; a real driver's own time is not represented.
+  in the agent's figure, as on a real node; a real driver's own time is not represented;
+- that timing itself (two reads of the thread's CPU clock and a lock per call) is no part of
+  the agent either: its cost per call is measured in the same run and subtracted per call.
+
+Peer in the same run: ``prometheus-node-exporter`` (when installed) reads the same simulated
+tree (the collectors comparable to rigmon's host, disks, raid, nvme and hwmon ones, as in
+``agent_cost.py``), scraped once a second by the same poller; the script prints the agent's
+CPU per sample against it. node_exporter reads no NVML, ADC, Thunderbolt or kernel log, so
+the ratio says what the full node costs over a plain exporter, not a like-for-like figure.
+
+Before it reports, the script checks that the node it measured was healthy and fed: one
+frame per second of the window (a sick node pushes extra frames for its sag windows), the ADC
+windows received at the configured rate (10 a second, within 3 %), every collector ``ok``
+(except the ones absent by design on this node: ``amd_gpu``, ``rail_path``), every GPU present
+and none lost, no alarm firing. Otherwise it prints why and exits 1 without a figure
+(``--smoke`` prints the same check and goes on).
 
     python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--smoke]
 """
@@ -28,11 +43,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.agent_cost import node_exporter_args, node_exporter_binary  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     PhysicsThread,
     cpu_seconds,
@@ -89,6 +106,44 @@ class FakeDriverTimer:
     def remove(self) -> None:
         FAKE_NVML.__dict__.pop("_system", None)
 
+    @staticmethod
+    def overhead_s(calls: int = 20000) -> float:
+        """CPU seconds one timed call adds on top of the call itself (the clock reads and the lock)."""
+        lock = threading.Lock()
+        t0 = time.thread_time()
+        for _ in range(calls):
+            a = time.thread_time()
+            b = time.thread_time()
+            with lock:
+                a += b - a
+        return (time.thread_time() - t0) / calls
+
+
+#: Collectors with nothing to read on ``bench-node``: no AMD GPU; the ADC measures the current itself.
+ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path"})
+#: ADC windows a second the node is configured for (100 ms windows).
+ADC_WINDOWS_PER_S = 10.0
+
+
+def health_problems(r: dict[str, object], args: argparse.Namespace) -> list[str]:
+    """Why the measured node was not healthy and fed (empty when it was)."""
+    problems: list[str] = []
+    elapsed, frames = float(r["elapsed"]), float(r["frames"])  # type: ignore[arg-type]
+    if abs(frames - elapsed) > max(1.0, 0.02 * elapsed):
+        problems.append(f"{frames:.0f} frames in {elapsed:.0f} s (one a second expected)")
+    rate = float(r["windows"]) / elapsed  # type: ignore[arg-type]
+    if abs(rate - ADC_WINDOWS_PER_S) > 0.03 * ADC_WINDOWS_PER_S:
+        problems.append(f"{rate:.1f} ADC windows/s received, {ADC_WINDOWS_PER_S:.0f} configured")
+    statuses: dict[str, str] = r["statuses"]  # type: ignore[assignment]
+    for name, state in sorted(statuses.items()):
+        if state != ("absent" if name in ABSENT_BY_DESIGN else "ok"):
+            problems.append(f"collector {name} is {state}")
+    if r["gpus"] != args.gpus or r["lost"]:
+        problems.append(f"{r['gpus']} GPUs in the last frame ({r['lost']} lost), {args.gpus} simulated")
+    if r["firing"]:
+        problems.append(f"alarms firing: {r['firing']}")
+    return problems
+
 
 def adc_windows(agent: Agent) -> int:
     """RM1 windows the agent's PSU collector has received so far."""
@@ -115,14 +170,26 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     agent.start()
     serve = asyncio.create_task(server.serve())
     poller: subprocess.Popen[bytes] | None = None
+    exporter: subprocess.Popen[bytes] | None = None
+    exporter_poller: subprocess.Popen[bytes] | None = None
+    exporter_cpu = exporter_scrapes = None
     try:
         while not server.started:
             await asyncio.sleep(0.05)
         total_s = args.warmup + args.seconds + 2
         poller = subprocess.Popen([sys.executable, "-c", POLLER, f"http://127.0.0.1:{port}/v1/latest",
                                    str(int(total_s))], stdout=subprocess.PIPE)
+        binary = node_exporter_binary()
+        if binary and not args.no_peer:
+            exporter_port = free_port()
+            exporter = subprocess.Popen(node_exporter_args(binary, node.tree.root, exporter_port),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            exporter_poller = subprocess.Popen([sys.executable, "-c", POLLER,
+                                                f"http://127.0.0.1:{exporter_port}/metrics", str(int(total_s))],
+                                               stdout=subprocess.PIPE)
         await asyncio.sleep(args.warmup)
         pid = os.getpid()
+        exporter_cpu0 = cpu_seconds(exporter.pid) if exporter is not None else 0.0
         cpu0, sim0, fake0, calls0 = cpu_seconds(pid), physics.cpu_s, timer.cpu_s, timer.calls
         seq0 = agent.buffer.latest.seq if agent.buffer and agent.buffer.latest else 0
         steps0, windows0 = physics.steps, adc_windows(agent)
@@ -131,12 +198,20 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         elapsed = time.monotonic() - t0
         cpu, sim, fake, calls = (cpu_seconds(pid) - cpu0, physics.cpu_s - sim0, timer.cpu_s - fake0,
                                  timer.calls - calls0)
+        if exporter is not None and exporter.poll() is None:
+            exporter_cpu = cpu_seconds(exporter.pid) - exporter_cpu0
+            # It answered all along (its poller pulls once a second): one more pull says it still does.
+            with urllib.request.urlopen(f"http://127.0.0.1:{exporter_port}/metrics", timeout=5) as answer:
+                exporter_scrapes = int(b"node_md_disks" in answer.read())
         latest = agent.buffer.latest if agent.buffer else None
         assert latest is not None
         frames = latest.seq - seq0
         steps, windows = physics.steps - steps0, adc_windows(agent) - windows0
         gpus_seen = len(latest.readings.gpus)
+        lost = sum(1 for gpu in latest.readings.gpus if gpu.state != "ok")
         statuses = {name: s.state for name, s in latest.collectors.items()}
+        firing = sorted({a.rule for a in agent.alarms.alarm_list().active if a.state == "firing"})
+        lag_s = physics.lag_s
     finally:
         server.should_exit = True
         await agent.stop()
@@ -145,11 +220,15 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         physics.join(5)
         timer.remove()
         node.close()
-        if poller is not None:
-            stop(poller)
-    return {"elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
+        for proc in (poller, exporter_poller, exporter):
+            if proc is not None:
+                stop(proc)
+    timer_overhead = calls * FakeDriverTimer.overhead_s()
+    return {"exporter_cpu": exporter_cpu, "exporter_scrapes": exporter_scrapes,  # type: ignore[dict-item]
+            "timer": timer_overhead,
+            "elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
             "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
-            "statuses": statuses}  # type: ignore[dict-item]
+            "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s}  # type: ignore[dict-item]
 
 
 def main() -> int:
@@ -158,28 +237,45 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--smoke", action="store_true", help="a couple of seconds (CI)")
+    parser.add_argument("--no-peer", action="store_true", help="do not run node_exporter beside the agent")
     args = parser.parse_args()
     if args.smoke:
         args.seconds, args.warmup = 2.0, 1.5
     with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
         r = asyncio.run(measure(args, Path(tmp)))
     elapsed, frames = r["elapsed"], max(1.0, r["frames"])
-    agent_s = r["cpu"] - r["sim"] - r["fake"]
+    agent_s = r["cpu"] - r["sim"] - r["fake"] - r["timer"]
     print(f"full simulated node: {args.gpus} V100-SXM2 (fake NVML), RM1 ADC at 10 windows/s, 2 md arrays, "
           f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second; "
           f"{elapsed:.0f} s window; {machine()}")
     print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r['statuses'].items()))}")  # type: ignore[attr-defined]
     print(f"in the window: {r['frames']:.0f} frames published (ticks, plus one per pushed sag window), "
           f"{r['windows'] / elapsed:.1f} ADC windows/s received, {r['steps'] / elapsed:.1f} simulator steps/s; "
-          f"GPUs in the last frame: {r['gpus']:.0f}\n")
+          f"GPUs in the last frame: {r['gpus']:.0f}; simulator behind its schedule by {r['lag_s']:.2f} s at the end")
+    problems = health_problems(r, args)  # type: ignore[arg-type]
+    print(f"health: {'ok (one frame a second, ADC at its rate, every source present)' if not problems else 'NOT OK: ' + '; '.join(problems)}\n")
+    if problems and not args.smoke:
+        print("REFUSED: the node was not healthy and fed; no figure reported", file=sys.stderr)
+        return 1
     print("| part of the process | CPU s | ms per second | % of one core |")
     print("|---|---:|---:|---:|")
     for name, value in (("whole process", r["cpu"]), ("simulator physics thread (subtracted)", r["sim"]),
                         (f"fake NVML library ({r['calls'] / elapsed:.0f} calls/s, subtracted)", r["fake"]),
-                        ("agent = whole - simulator - fake NVML", agent_s)):
+                        ("timing the fake NVML's calls (subtracted)", r["timer"]),
+                        ("agent = whole - simulator - fake NVML - timing", agent_s)):
         print(f"| {name} | {value:.2f} | {1000 * value / elapsed:.1f} | {100 * value / elapsed:.2f} |")
     print(f"\nagent CPU per 1 s sample: {1000 * agent_s / elapsed:.1f} ms; per published frame: "
           f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r['rss']:.1f} MiB")
+    exporter_cpu, scrapes = r["exporter_cpu"], r["exporter_scrapes"]
+    if exporter_cpu is not None and scrapes:
+        # Its poller pulls once a second; node_exporter reads its files on every pull.
+        per_scrape = exporter_cpu / elapsed
+        print("\n| peer in the same run (same tree, one pull a second) | CPU ms per sample | agent / peer |")
+        print("|---|---:|---:|")
+        print(f"| node_exporter (host, disks, md, nvme, hwmon; no NVML, ADC, Thunderbolt, kernel log) | "
+              f"{1000 * per_scrape:.2f} | {f'{agent_s / elapsed / per_scrape:.2f}' if per_scrape else '- (no CPU tick yet)'} |")
+    else:
+        print("\npeer: node_exporter not installed or not measured (--no-peer): no ratio")
     return 0
 
 

@@ -90,8 +90,10 @@ class _Drives(Protocol):
 
 class PhysicsThread(threading.Thread):
     """Steps a simulated node (index 0) every ``step_s`` real seconds on a fixed schedule (not a
-    pause after each step, so an ADC's 100 ms windows come at 10 a second) and keeps its own CPU
-    time, so a benchmark running the node in its own process can take it out."""
+    pause after each step, so an ADC's 100 ms windows come at 10 a second), each step advancing
+    simulated time by exactly ``step_s``, and keeps its own CPU time, so a benchmark running the
+    node in its own process can take it out. ``lag_s`` is how far the last step ran behind its
+    schedule."""
 
     def __init__(self, node: Any, scenario: _Drives, clock: Any, step_s: float) -> None:
         super().__init__(name="sim-physics", daemon=True)
@@ -99,15 +101,22 @@ class PhysicsThread(threading.Thread):
         self.stopping = threading.Event()
         self.cpu_s = 0.0
         self.steps = 0
+        self.lag_s = 0.0
 
     def run(self) -> None:
         next_at = time.monotonic()
+        # Simulated time advances by exactly one step per step, on the schedule, not by the wall
+        # clock at the moment the step runs: a step that starts late on a loaded machine would
+        # otherwise cover 150 ms, and the ADC would send one 150 ms window for two 100 ms ones
+        # (7 of 10 windows a second on a busy machine). Late steps run back to back to catch up.
+        t0_s = self.clock.elapsed()
         while True:
             next_at += self.step_s
             if self.stopping.wait(max(0.0, next_at - time.monotonic())):
                 return
-            t_s = self.clock.elapsed()
+            t_s = t0_s + (self.steps + 1) * self.step_s
             self.scenario.drive(self.node, 0, t_s)
             self.node.step(t_s)
             self.steps += 1
+            self.lag_s = max(0.0, time.monotonic() - next_at)
             self.cpu_s = time.thread_time()

@@ -15,7 +15,7 @@ from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.capture import capture_node
 from rigmon.agent.journal import JournalWriter, journal_path
-from rigmon.agent.metrics import FrameCollector, make_registry
+from rigmon.agent.metrics import FrameCollector
 from rigmon.agent.rail_path import GpuPowerPathCollector
 from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.sampler import Sampler
@@ -182,7 +182,7 @@ class Agent:
             token=self.token,
             max_streams=self.config.agent.max_streams,
             max_request_bytes=self.config.agent.max_request_bytes,
-            metrics=make_registry(self.metrics) if self.metrics else None,
+            metrics=self.metrics,
             alarms=self.alarms,
             control_token=self.control_token,
             journal_path=journal_path(self.config.agent.state_dir) if self.journal is not None else None,

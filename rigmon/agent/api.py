@@ -13,10 +13,8 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -32,10 +30,14 @@ from rigmon.agent.journal import (
     encode_history,
     gzip_member,
 )
+from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Gap, History, Info, NodeCapture, encode
 from rigmon.typed import to_data
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
 
 #: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
 KEEPALIVE_S = 15.0
@@ -87,7 +89,9 @@ class ApiState:
     token: str | None
     max_streams: int
     max_request_bytes: int
-    metrics: CollectorRegistry | None = None
+    metrics: FrameCollector | None = None
+    """The agent's metrics; its prometheus registry is built on the first scrape (`registry`)."""
+    registry: CollectorRegistry | None = None
     keepalive_s: float = KEEPALIVE_S
     open_streams: int = 0
     alarms: AlarmService | None = None
@@ -322,7 +326,12 @@ def build_app(state: ApiState) -> ASGIApp:
     async def metrics(request: Request) -> Response:
         if state.metrics is None:
             return _error(404, "metrics are not enabled")
-        return Response(generate_latest(state.metrics), media_type=CONTENT_TYPE_LATEST)
+        # Deferred: see `rigmon.agent.metrics` (prometheus_client loads on the first scrape).
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        if state.registry is None:
+            state.registry = make_registry(state.metrics)
+        return Response(generate_latest(state.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def alarms(request: Request) -> Response:
         if state.alarms is None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from typing import TYPE_CHECKING
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from rigmon.schema import (
     AmdGpuReading,
@@ -43,6 +42,12 @@ from rigmon.schema import (
     VoltageEnvelope,
 )
 from rigmon.typed import field_types
+
+if TYPE_CHECKING:
+    # prometheus_client is imported when /metrics is first scraped, not when the agent starts
+    # (it costs the agent's first frame ~20 ms of imports and most agents are never scraped).
+    from prometheus_client.core import Metric
+    from prometheus_client.registry import CollectorRegistry
 
 PREFIX = "rigmon"
 
@@ -157,12 +162,15 @@ class _Families:
     """Collects samples per metric name while walking a frame."""
 
     def __init__(self) -> None:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         self.families: dict[str, Metric] = {}
+        self._kinds = (GaugeMetricFamily, CounterMetricFamily)
 
     def add(self, name: str, doc: str, counter: bool, labels: dict[str, str], value: float) -> None:
         family = self.families.get(name)
         if family is None:
-            cls = CounterMetricFamily if counter else GaugeMetricFamily
+            cls = self._kinds[counter]
             family = cls(name, doc, labels=list(labels))
             self.families[name] = family
         family.add_metric(list(labels.values()), value)  # type: ignore[attr-defined]
@@ -253,8 +261,8 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
 RAIL_LOWEST_SPAN_S = 60.0
 
 
-class FrameCollector(Collector):
-    """A prometheus_client collector serving the newest frame of an agent.
+class FrameCollector:
+    """A prometheus_client collector serving the newest frame of an agent (what a registry calls is `collect`).
 
     A scrape sees one frame, but the agent makes one a second (and more when a sag is
     pushed): so that a sag between two scrapes is not lost, the lowest rail minimum of the
@@ -288,6 +296,8 @@ class FrameCollector(Collector):
             return iter(())
         metrics = frame_metrics(frame, self.event_counts)
         if self._rail_minima and frame.readings.psu_rail is not None:
+            from prometheus_client.core import GaugeMetricFamily
+
             lowest = GaugeMetricFamily(f"{PREFIX}_psu_rail_lowest_volts",
                                        f"lowest 12 V rail window minimum of the last {RAIL_LOWEST_SPAN_S:.0f} s",
                                        labels=["node"])
@@ -316,6 +326,8 @@ class FrameCollector(Collector):
 
 def make_registry(collector: FrameCollector) -> CollectorRegistry:
     """A registry holding only the agent's own metrics (no process/platform collectors)."""
+    from prometheus_client.registry import CollectorRegistry
+
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     return registry

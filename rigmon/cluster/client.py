@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import ssl
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Union
@@ -51,6 +53,38 @@ MAX_EVENT_LINE_BYTES = 16 * 1024 * 1024
 #: Longest time one ordinary request may take in all, however steadily the bytes trickle in
 #: (the read timeout only bounds the silence between two of them).
 REQUEST_DEADLINE_S = 30.0
+
+
+_TLS_LOCK = threading.Lock()
+#: TLS contexts shared by every client of this process: one per CA file (``None``: httpx's default
+#: store). Building one loads a CA bundle (~20 ms of CPU), once per client before.
+_TLS_CONTEXTS: dict[str | None, ssl.SSLContext] = {}
+#: The context handed to clients of ``http://`` agents, which never use one (httpx wants one at
+#: construction): it loads no CA, so it would refuse any TLS peer if one were ever reached.
+_PLAIN: list[ssl.SSLContext] = []
+
+
+def tls_context(url: str, ca_file: str | None = None) -> ssl.SSLContext:
+    """The TLS context for an agent at ``url``, shared with every other client that needs the same one.
+
+    ``https://`` agents share one context per CA file (``None``: the store httpx verifies with by
+    default); ``http://`` agents all get one context that loads no CA.
+
+    Raises:
+        OSError: ``ca_file`` cannot be read.
+        ssl.SSLError: ``ca_file`` holds no usable certificate.
+    """
+    with _TLS_LOCK:
+        if not url.lower().startswith("https://"):
+            if not _PLAIN:
+                _PLAIN.append(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+            return _PLAIN[0]
+        key = os.path.abspath(ca_file) if ca_file else None
+        context = _TLS_CONTEXTS.get(key)
+        if context is None:
+            context = ssl.create_default_context(cafile=key) if key else httpx.create_ssl_context()
+            _TLS_CONTEXTS[key] = context
+        return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +252,8 @@ class AgentClient:
         backfill_frames: frames fetched on first contact with an agent run.
         sleep: awaitable delay (tests pass a fake).
         control_token: token that may acknowledge alarms, or ``None``.
-        ca_file: PEM CA certificate(s) to verify an ``https://`` agent with (default: the
-            system's store).
+        ca_file: PEM CA certificate(s) to verify an ``https://`` agent with (default: httpx's
+            CA bundle, certifi's or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
         request_deadline_s: longest time one ordinary request may take in all.
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
     """
@@ -244,10 +278,11 @@ class AgentClient:
         self.max_answer_bytes = max_answer_bytes
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        # One context per CA file for the whole process, none loaded for http:// (see `tls_context`).
+        self.tls_context = tls_context(self.url, ca_file)
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=headers, transport=transport,
-            timeout=httpx.Timeout(request_timeout_s), verify=verify,
+            timeout=httpx.Timeout(request_timeout_s), verify=self.tls_context,
         )
         self._stream_timeout = httpx.Timeout(request_timeout_s, read=stream_read_timeout_s)
         self.backoff = backoff or Backoff()

@@ -15,12 +15,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rigmon.cluster.alarm_board import AlarmTracker
 from rigmon.cluster.sanitise import clean_record, clean_text
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame
-from rigmon.snapshot.bundle import Bundle, NodeBundle, read_bundle
+
+if TYPE_CHECKING:
+    # Types only at import: the bundle code (journal, gzip) is loaded when a bundle is opened, so
+    # the dashboard's first screen does not wait for it (`ReplayPosition` is drawn on every screen).
+    from rigmon.snapshot.bundle import Bundle, NodeBundle
 
 #: Replay speeds the speed keys step through (recorded seconds per real second).
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -120,6 +125,8 @@ class Replay:
         Raises:
             BundleError: not a readable bundle.
         """
+        from rigmon.snapshot.bundle import read_bundle
+
         return cls(read_bundle(path), Path(path).name)
 
     @property

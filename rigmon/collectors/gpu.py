@@ -139,8 +139,8 @@ class GpuCollector:
 
     def collect(self) -> Sequence[object]:
         try:
-            count = self.nvml.device_count()
-            datas = [self.nvml.read_device(i, self._since(i)) for i in range(count)]
+            # One hand-off to NVML's watchdog thread for every GPU, not one per GPU.
+            datas = self.nvml.read_devices({gpu.index: gpu.last_sample_us for gpu in self._gpus or ()})
         except NvmlUnavailable as exc:
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
@@ -181,12 +181,6 @@ class GpuCollector:
             gpu.signals.clear()
             records.append(self._lost_reading(gpu) if gpu.lost_at is not None else readings[id(gpu)])
         return records
-
-    def _since(self, index: int) -> int:
-        for gpu in self._gpus or ():
-            if gpu.index == index:
-                return gpu.last_sample_us
-        return 0
 
     def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
         self._gpus = [self._new_gpu(d) for d in datas]

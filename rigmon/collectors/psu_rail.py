@@ -8,7 +8,7 @@ thread that feeds it (exclusive open, reopen with backoff, udev kick, pushes) is
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.psu_lines import (
@@ -103,7 +103,13 @@ class RailState:
 
     def __init__(self, config: PsuSection) -> None:
         self.config = config
-        self.counters = PsuAdcCounters()
+        # Counted in a plain dict (a line is counted two or three times; building a frozen record
+        # each time was a fifth of a line's cost) and turned into the record when one is read.
+        # Readers in other threads (tests, snapshots) read `counters` without the collector's lock:
+        # the record is cached with the version of the counts it was built from, never stale.
+        self._counts = {f.name: 0 for f in fields(PsuAdcCounters)}
+        self._version = 0
+        self._counters: tuple[int, PsuAdcCounters] | None = None
         self.events: list[EventDraft] = []
         self.connected = False
         self.last_error: str | None = None
@@ -163,8 +169,9 @@ class RailState:
         for line in self.splitter.feed(data):
             push = self.line(line, mono, wall) or push
         if (self.splitter.partial_total, self.splitter.long_total) != before:
-            self.counters = replace(self.counters, partial_lines_total=self.splitter.partial_total,
-                                    long_lines_total=self.splitter.long_total)
+            self._counts["partial_lines_total"] = self.splitter.partial_total
+            self._counts["long_lines_total"] = self.splitter.long_total
+            self._version += 1
         return push
 
     def line(self, line: str, mono: float, wall: float) -> bool:
@@ -367,9 +374,20 @@ class RailState:
             limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
         return mono - self._last_window_mono > limit
 
+    @property
+    def counters(self) -> PsuAdcCounters:
+        """The counters so far."""
+        version, cached = self._version, self._counters
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        record = PsuAdcCounters(**self._counts)
+        self._counters = (version, record)
+        return record
+
     def _count(self, **increments: int) -> None:
-        values = {k: getattr(self.counters, k) + v for k, v in increments.items()}
-        self.counters = replace(self.counters, **values)
+        for key, step in increments.items():
+            self._counts[key] += step
+        self._version += 1
 
     def _event(self, kind: str, severity: str, message: str,
                data: dict[str, str | int | float | bool | None] | None = None) -> None:

@@ -25,7 +25,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -45,6 +45,22 @@ MAX_NVLINKS = 18
 FI_NVLINK_LINK_COUNT = 91
 #: Xid critical error event type bit.
 EVENT_XID = 0x8
+#: Field ids read in one nvmlDeviceGetFieldValues call per GPU per poll (nvml.h NVML_FI_DEV_*):
+#: total energy (mJ), PCIe replay counter, volatile ECC single/double-bit totals.
+FI_ENERGY = 83
+FI_PCIE_REPLAY = 94
+FI_ECC_SBE_VOLATILE = 3
+FI_ECC_DBE_VOLATILE = 4
+#: Per-link NVLink error counter fields, links 0-5 then 6-11, by counter (nvml.h
+#: NVML_FI_DEV_NVLINK_{REPLAY,RECOVERY,CRC_FLIT,CRC_DATA}_ERROR_COUNT_L*). Links past 11 have none.
+FI_NVLINK_REPLAY = (46, 47, 48, 49, 50, 51, 108, 109, 110, 111, 112, 113)
+FI_NVLINK_RECOVERY = (53, 54, 55, 56, 57, 58, 114, 115, 116, 117, 118, 119)
+FI_NVLINK_CRC_FLIT = (32, 33, 34, 35, 36, 37, 96, 97, 98, 99, 100, 101)
+FI_NVLINK_CRC_DATA = (39, 40, 41, 42, 43, 44, 102, 103, 104, 105, 106, 107)
+#: Polls between two reads of a GPU's facts (identity, PCI address, default limit, maximum clocks
+#: and link, NVLink count): they do not change while the GPU stays on the bus; read again sooner
+#: when the GPU cannot be reached or the device count changes.
+FACTS_EVERY = 60
 
 _TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("rigmon_nvml_target", default=None)
 
@@ -199,6 +215,19 @@ class Nvml(Protocol):
         """
         ...
 
+    def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
+        """Every GPU's readings in one hand-off: the device count, then `read_device` for each index.
+
+        Args:
+            samples_since_us: per GPU index, the newest power sample timestamp already seen
+                (missing: 0, every buffered sample).
+
+        Raises:
+            NvmlUnavailable: no driver or library.
+            NvmlHung: the calls did not return in time.
+        """
+        ...
+
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
         """Block up to ``timeout_s`` for Xid critical error events; empty on timeout.
 
@@ -317,6 +346,47 @@ class _Gate:
             return None
 
 
+@dataclass(slots=True)
+class _Facts:
+    """What a GPU answers the same on every poll, read every `FACTS_EVERY` polls.
+
+    ``fields`` are the field ids asked in one call each poll; ``unsupported`` the ones the
+    driver refused, which are read through their own functions instead until the next refresh.
+    """
+
+    uuid: str | None
+    name: str | None
+    serial: str | None
+    pci_bus_id: str | None
+    default_limit_mw: int | None
+    max_clock_sm_mhz: int | None
+    max_clock_mem_mhz: int | None
+    max_clock_graphics_mhz: int | None
+    pcie_gen_max: int | None
+    pcie_width_max: int | None
+    nvlink_count: int | None
+    fields: tuple[int, ...]
+    unsupported: set[int] = dataclasses.field(default_factory=set)
+    polls_left: int = FACTS_EVERY
+
+
+#: ``c_nvmlValue_t`` member for each integer value type.
+_VALUE_MEMBER = {
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+
+def _field_value(value: Any) -> int | None:
+    """The integer in one ``c_nvmlFieldValue_t``, by its value type; ``None`` for a double or an unknown type."""
+    member = _VALUE_MEMBER.get(int(value.valueType))
+    return None if member is None else int(getattr(value.value, member))
+
+
 def _mhz(value: Any) -> int | None:
     # Some drivers answer 0 for a clock domain they do not report; 0 MHz is never real.
     return int(value) if isinstance(value, int) and value > 0 else None
@@ -330,14 +400,24 @@ def _pct(value: Any) -> int | None:
 class PynvmlNvml:
     """`Nvml` over the real ``pynvml`` module, every call behind a watchdog.
 
+    A poll (`read_devices`) is one hand-off to the watchdog thread for every GPU. Per GPU it
+    reads the counters that NVML offers as fields (energy, PCIe replays, ECC, NVLink error
+    counters) in one ``nvmlDeviceGetFieldValues`` call, falling back to each value's own
+    function where the driver refuses a field, and it reads the GPU's facts (`_Facts`) only
+    every `FACTS_EVERY` polls. Each part of a GPU's read is its own step in `_read`, so a
+    further read (one more function per GPU) slots in there.
+
     Args:
         target: the binding (absolute root path); see the module docstring.
-        timeout_s: watchdog timeout for one call or one GPU's batch of calls.
+        timeout_s: watchdog timeout for one call, or per GPU for a poll of every GPU.
     """
 
     def __init__(self, target: str | None, timeout_s: float = 2.0) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        # Only the poll watchdog's thread touches these two.
+        self._facts: dict[int, _Facts] = {}
+        self._count_hint = 1
         self._poll = Watchdog("poll", target)
         self._events = Watchdog("events", target)
         self._initialized = False
@@ -357,28 +437,45 @@ class PynvmlNvml:
         self._initialized = True
 
     def device_count(self) -> int:
-        def call() -> int:
-            self._ensure_init()
-            try:
-                return int(pynvml.nvmlDeviceGetCount())
-            except pynvml.NVMLError as exc:
-                if exc.value in _ABSENT_CODES or exc.value == pynvml.NVML_ERROR_UNINITIALIZED:
-                    raise NvmlUnavailable(f"NVML: {exc}") from None
-                raise
+        return self._poll.run(self._count, self.timeout_s)
 
-        return self._poll.run(call, self.timeout_s)
+    def _count(self) -> int:
+        self._ensure_init()
+        try:
+            count = int(pynvml.nvmlDeviceGetCount())
+        except pynvml.NVMLError as exc:
+            if exc.value in _ABSENT_CODES or exc.value == pynvml.NVML_ERROR_UNINITIALIZED:
+                raise NvmlUnavailable(f"NVML: {exc}") from None
+            raise
+        if max(1, count) != self._count_hint:
+            # GPUs came or went: what was known by index may now be another GPU's.
+            self._facts.clear()
+            self._count_hint = max(1, count)
+        return count
 
     def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
         return self._poll.run(lambda: self._read(index, samples_since_us), self.timeout_s)
+
+    def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
+        def call() -> list[NvmlDeviceData]:
+            return [self._read(index, samples_since_us.get(index, 0)) for index in range(self._count())]
+
+        return self._poll.run(call, self.timeout_s * self._count_hint)
 
     def _read(self, index: int, since_us: int) -> NvmlDeviceData:
         self._ensure_init()
         gate = _Gate()
         handle = gate.get(pynvml.nvmlDeviceGetHandleByIndex, index)
         if handle is None:
+            self._facts.pop(index, None)
             return NvmlDeviceData(index=index, lost=gate.lost)
         g = gate.get
-        pci = g(pynvml.nvmlDeviceGetPciInfo, handle)
+        facts = self._facts_of(gate, index, handle)
+        fields = self._fields(gate, handle, facts)
+
+        def field_or(field_id: int, fn: Callable[..., Any], *args: Any) -> Any:
+            return fields[field_id] if field_id in fields else g(fn, handle, *args)
+
         util = g(pynvml.nvmlDeviceGetUtilizationRates, handle)
         mem = g(pynvml.nvmlDeviceGetMemoryInfo, handle)
         reasons = g(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
@@ -389,25 +486,25 @@ class PynvmlNvml:
         data = NvmlDeviceData(
             index=index,
             lost=False,  # replaced below, after every call had its chance to say so
-            uuid=g(pynvml.nvmlDeviceGetUUID, handle),
-            name=g(pynvml.nvmlDeviceGetName, handle),
-            serial=g(pynvml.nvmlDeviceGetSerial, handle),
-            pci_bus_id=None if pci is None else str(pci.busId),
+            uuid=facts.uuid,
+            name=facts.name,
+            serial=facts.serial,
+            pci_bus_id=facts.pci_bus_id,
             power_mw=g(pynvml.nvmlDeviceGetPowerUsage, handle),
             power_samples=self._power_samples(gate, handle, since_us),
-            power_instant_mw=self._field_uint(gate, handle, FI_POWER_INSTANT),
-            energy_mj=g(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle),
+            power_instant_mw=fields.get(FI_POWER_INSTANT),
+            energy_mj=field_or(FI_ENERGY, pynvml.nvmlDeviceGetTotalEnergyConsumption),
             power_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementLimit, handle),
             enforced_limit_mw=g(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle),
-            default_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+            default_limit_mw=facts.default_limit_mw,
             clock_sm_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)),
             clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
             clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
             app_clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_GRAPHICS)),
             app_clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_MEM)),
-            max_clock_sm_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)),
-            max_clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
-            max_clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
+            max_clock_sm_mhz=facts.max_clock_sm_mhz,
+            max_clock_mem_mhz=facts.max_clock_mem_mhz,
+            max_clock_graphics_mhz=facts.max_clock_graphics_mhz,
             clock_reasons=reasons,
             violation_power_ns=None if viol_power is None else int(viol_power.violationTime),
             violation_thermal_ns=None if viol_thermal is None else int(viol_thermal.violationTime),
@@ -420,15 +517,17 @@ class PynvmlNvml:
             pstate=g(pynvml.nvmlDeviceGetPerformanceState, handle),
             pcie_gen=g(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
             pcie_width=g(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-            pcie_gen_max=g(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-            pcie_width_max=g(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-            pcie_replay=g(pynvml.nvmlDeviceGetPcieReplayCounter, handle),
-            nvlinks=self._nvlinks(gate, handle),
-            ecc_corrected=g(pynvml.nvmlDeviceGetTotalEccErrors, handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                            pynvml.NVML_VOLATILE_ECC),
-            ecc_uncorrected=g(pynvml.nvmlDeviceGetTotalEccErrors, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                              pynvml.NVML_VOLATILE_ECC),
+            pcie_gen_max=facts.pcie_gen_max,
+            pcie_width_max=facts.pcie_width_max,
+            pcie_replay=field_or(FI_PCIE_REPLAY, pynvml.nvmlDeviceGetPcieReplayCounter),
+            nvlinks=self._nvlinks(gate, handle, facts, fields),
+            ecc_corrected=field_or(FI_ECC_SBE_VOLATILE, pynvml.nvmlDeviceGetTotalEccErrors,
+                                   pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC),
+            ecc_uncorrected=field_or(FI_ECC_DBE_VOLATILE, pynvml.nvmlDeviceGetTotalEccErrors,
+                                     pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
         )
+        if gate.lost:
+            self._facts.pop(index, None)
         return dataclasses.replace(data, lost=gate.lost)
 
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
@@ -479,6 +578,73 @@ class PynvmlNvml:
             return ()
         return tuple((int(s.timeStamp), int(s.sampleValue.uiVal)) for s in samples)
 
+    def _facts_of(self, gate: _Gate, index: int, handle: Any) -> _Facts:
+        """The GPU's facts, read again every `FACTS_EVERY` polls (and after it was unreachable)."""
+        facts = self._facts.get(index)
+        if facts is not None and facts.polls_left > 0:
+            facts.polls_left -= 1
+            return facts
+        g = gate.get
+        pci = g(pynvml.nvmlDeviceGetPciInfo, handle)
+        # Ask the driver how many links the GPU has: some drivers answer the state query for
+        # every index up to NVML_NVLINK_MAX_LINKS ("disabled" past the real ones), which would
+        # list 18 links on a V100-SXM2 with 6. Old drivers lack the field: probe until refused.
+        count = self._field_uint(gate, handle, FI_NVLINK_LINK_COUNT)
+        links = min(count or 0, len(FI_NVLINK_REPLAY))
+        fields = (FI_POWER_INSTANT, FI_ENERGY, FI_PCIE_REPLAY, FI_ECC_SBE_VOLATILE, FI_ECC_DBE_VOLATILE,
+                  *(table[link] for link in range(links)
+                    for table in (FI_NVLINK_REPLAY, FI_NVLINK_RECOVERY, FI_NVLINK_CRC_FLIT, FI_NVLINK_CRC_DATA)))
+        facts = _Facts(
+            uuid=g(pynvml.nvmlDeviceGetUUID, handle),
+            name=g(pynvml.nvmlDeviceGetName, handle),
+            serial=g(pynvml.nvmlDeviceGetSerial, handle),
+            pci_bus_id=None if pci is None else str(pci.busId),
+            default_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+            max_clock_sm_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)),
+            max_clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
+            max_clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
+            pcie_gen_max=g(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+            pcie_width_max=g(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+            nvlink_count=count,
+            fields=fields,
+        )
+        if not gate.lost:
+            self._facts[index] = facts
+        return facts
+
+    @staticmethod
+    def _fields(gate: _Gate, handle: Any, facts: _Facts) -> dict[int, int]:
+        """The poll's field values in one call: ``{field id: value}`` for the fields the driver filled.
+
+        A field the driver refuses (the whole call, or that field's own status) joins
+        ``facts.unsupported`` and is read through its own function until the facts are read again.
+        """
+        wanted = [f for f in facts.fields if f not in facts.unsupported]
+        if not wanted:
+            return {}
+        try:
+            values = pynvml.nvmlDeviceGetFieldValues(handle, wanted)
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                gate.lost = True
+            elif exc.value in (pynvml.NVML_ERROR_UNINITIALIZED, pynvml.NVML_ERROR_DRIVER_NOT_LOADED):
+                raise NvmlUnavailable(str(exc)) from None
+            else:
+                facts.unsupported.update(wanted)
+            return {}
+        got: dict[int, int] = {}
+        # The call succeeds when any field was filled; each field carries its own status.
+        for field_id, value in zip(wanted, values, strict=True):
+            status = int(value.nvmlReturn)
+            number = _field_value(value) if status == pynvml.NVML_SUCCESS else None
+            if number is not None:
+                got[field_id] = number
+            elif status == pynvml.NVML_ERROR_GPU_IS_LOST:
+                gate.lost = True
+            else:
+                facts.unsupported.add(field_id)
+        return got
+
     @staticmethod
     def _field_uint(gate: _Gate, handle: Any, field_id: int) -> int | None:
         values = gate.get(pynvml.nvmlDeviceGetFieldValues, handle, [field_id])
@@ -488,14 +654,11 @@ class PynvmlNvml:
         value = values[0]
         if value.nvmlReturn != pynvml.NVML_SUCCESS:
             return None
-        return int(value.value.uiVal)
+        return _field_value(value)
 
-    @classmethod
-    def _nvlinks(cls, gate: _Gate, handle: Any) -> tuple[NvLinkData, ...]:
-        # Ask the driver how many links the GPU has: some drivers answer the state query for
-        # every index up to NVML_NVLINK_MAX_LINKS ("disabled" past the real ones), which would
-        # list 18 links on a V100-SXM2 with 6. Old drivers lack the field: probe until refused.
-        count = cls._field_uint(gate, handle, FI_NVLINK_LINK_COUNT)
+    @staticmethod
+    def _nvlinks(gate: _Gate, handle: Any, facts: _Facts, fields: dict[int, int]) -> tuple[NvLinkData, ...]:
+        count = facts.nvlink_count
         links: list[NvLinkData] = []
         for link in range(MAX_NVLINKS if count is None else count):
             try:
@@ -507,17 +670,19 @@ class PynvmlNvml:
                     gate.lost = True
                 break
 
-            def counter(kind: int, link: int = link) -> int | None:
+            def counter(kind: int, table: tuple[int, ...], link: int = link) -> int | None:
+                if link < len(table) and table[link] in fields:
+                    return fields[table[link]]
                 value = gate.get(pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, kind)
                 return None if value is None else int(value)
 
             links.append(NvLinkData(
                 link=link,
                 active=bool(state),
-                replay=counter(pynvml.NVML_NVLINK_ERROR_DL_REPLAY),
-                recovery=counter(pynvml.NVML_NVLINK_ERROR_DL_RECOVERY),
-                crc_flit=counter(pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT),
-                crc_data=counter(pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA),
+                replay=counter(pynvml.NVML_NVLINK_ERROR_DL_REPLAY, FI_NVLINK_REPLAY),
+                recovery=counter(pynvml.NVML_NVLINK_ERROR_DL_RECOVERY, FI_NVLINK_RECOVERY),
+                crc_flit=counter(pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, FI_NVLINK_CRC_FLIT),
+                crc_data=counter(pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA, FI_NVLINK_CRC_DATA),
             ))
         return tuple(links)
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from rigmon import __version__
-from rigmon.setup.detect import Hardware
+
+if TYPE_CHECKING:
+    # Types only: detect imports every collector, which `rigmon --help` has no use for.
+    from rigmon.setup.detect import Hardware
 
 #: Where things go on the node (below ``--root`` in tests).
 CONFIG_DIR = "/etc/rigmon"

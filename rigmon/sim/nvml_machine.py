@@ -8,7 +8,7 @@ call `FakeNvmlMachine.fail`/`heal`/`post_xid`. What pynvml calls (the C symbol t
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -143,6 +143,8 @@ class FakeNvmlMachine:
         self.driver_version = driver_version
         self.missing_symbols = set(missing_symbols)
         self.lock = threading.Lock()
+        #: Calls answered per symbol (as a driver's call statistics would show them).
+        self.calls: Counter[str] = Counter()
         self.driver_missing = False
         self.init_count = 0
         self._running = threading.Event()

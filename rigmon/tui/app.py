@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.actions import SkipAction
 from textual.app import App, ScreenStackError, SystemCommand
@@ -18,7 +19,6 @@ from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
-from rigmon.cluster.replay import Replay
 from rigmon.cluster.sanitise import clean_text
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
@@ -35,13 +35,16 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
-from rigmon.tui.screens.history import HistoryScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
 from rigmon.tui.themes import builtin_theme_dir, load_themes
 from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
+
+if TYPE_CHECKING:
+    # Types only: a replay is built by `rigmon dash --replay` before the app (see `rigmon.cli_dash`).
+    from rigmon.cluster.replay import Replay
 
 ClientFactory = Callable[[NodeTarget], AgentClient]
 #: Seconds between redraws of the current screen (states age even without new data).
@@ -318,7 +321,10 @@ class RigmonApp(App[None]):
     def _close_history(self) -> None:
         """Close history views on top of the current mode's screen: leaving one for another
         screen ends it (else opening a node later would land on a history of the last one)."""
-        while isinstance(self.screen, HistoryScreen):
+        # The history view's module (and plotext with it) is imported when a view is first opened
+        # (`operations.history_screen`): before that, no screen can be one.
+        history = sys.modules.get("rigmon.tui.screens.history")
+        while history is not None and isinstance(self.screen, history.HistoryScreen):
             self.pop_screen()
 
     def action_export(self) -> None:

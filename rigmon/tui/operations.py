@@ -12,21 +12,14 @@ from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, opening_span_s
 from rigmon.cluster.client import AgentError
-from rigmon.cluster.export import (
-    EXPORT_SINCE_S,
-    export_paths,
-    pull_targets,
-    replay_parts,
-    write_export,
-)
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import History
-from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
     from rigmon.schema import Alarm
     from rigmon.tui.app import RigmonApp
+    from rigmon.tui.screens.history import HistoryScreen
 
 
 def login_name() -> str:
@@ -86,6 +79,10 @@ async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> bool:
 async def export(app: RigmonApp) -> None:
     """Save an SVG of the screen as it is now, then write a snapshot bundle of the followed
     nodes (the last hour of each) or of the replay up to its cursor, and say where both went."""
+    # Deferred: the export code (bundles, the report's plotext charts, journal encoding) costs
+    # the dashboard's first screen a sixth of a second and is needed only when the key is pressed.
+    from rigmon.cluster.export import EXPORT_SINCE_S, export_paths, pull_targets, replay_parts, write_export
+
     created_at = time.time()
     paths = export_paths(app.export_dir, created_at)
     try:
@@ -118,6 +115,9 @@ async def export(app: RigmonApp) -> None:
 def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
     """The history view of node ``key``: its charts from its latest frame, its history from its
     agent's ``/v1/history`` (or, in a replay, from the recorded frames up to the cursor)."""
+    # Deferred: the history view draws with plotext, which the first screen does not need.
+    from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
+
     store = app.cluster.nodes[key]
     charts = charts_for(frame_values(store.latest))
     reason = None

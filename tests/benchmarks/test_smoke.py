@@ -53,16 +53,50 @@ def test_agent_cost_measures_every_available_tool() -> None:
             assert row(out, "rigmon (node_exporter's sources) / node_exporter")
     if importlib.util.find_spec("glances") is not None:
         assert row(out, "glances (comparable plugins)", MEM)
+        # glances refreshes on every pull and its samples are counted only when fresh.
+        assert "glances with --cached-time 0" in out
+        assert re.fullmatch(r"\d+/\d+", row(out, "glances (comparable plugins)")[5])
+
+
+def test_agent_cost_refuses_to_compare_stale_samples() -> None:
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks import agent_cost
+
+    assert agent_cost.rigmon_seq({"seq": 7}) == 7
+    assert agent_cost.FRESH_SHARE >= 0.9
 
 
 def test_agent_full_node_separates_the_simulator() -> None:
     out = run("agent_full_node.py", "--gpus", "2")
     assert "gpu=ok" in out and "psu=ok" in out and "raid=ok" in out
+    assert re.search(r"^health: (ok \(|NOT OK: )", out, re.MULTILINE), out
+    if shutil.which("prometheus-node-exporter") or shutil.which("node_exporter"):
+        assert row(out, "node_exporter (host, disks, md, nvme, hwmon")  # the peer ran in the same run
     assert "GPUs in the last frame: 2" in out
     whole = number(row(out, "whole process")[1])
     sim = number(row(out, "simulator physics thread")[1])
     assert whole > 0 and sim > 0
     assert row(out, "agent = whole - simulator - fake NVML")
+
+
+def test_agent_full_node_health_check_names_what_is_wrong() -> None:
+    import argparse
+
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks.agent_full_node import health_problems
+
+    healthy = {"elapsed": 60.0, "frames": 60, "windows": 600, "gpus": 8, "lost": 0, "firing": "",
+               "statuses": {"gpu": "ok", "psu": "ok", "rail_path": "absent", "amd_gpu": "absent"}}
+    args = argparse.Namespace(gpus=8)
+    assert health_problems(healthy, args) == []
+    # The recorded 15.0 ms figure: 6.9 windows a second instead of 10.
+    assert health_problems({**healthy, "windows": 414}, args) == ["6.9 ADC windows/s received, 10 configured"]
+    # A sagging node pushes a frame per sag window and fires alarms.
+    sick = {**healthy, "frames": 96, "firing": "psu_rail_low_critical", "lost": 1,
+            "statuses": {**healthy["statuses"], "gpu": "error"}}  # type: ignore[dict-item]
+    problems = " ".join(health_problems(sick, args))
+    for part in ("96 frames", "collector gpu is error", "1 lost", "psu_rail_low_critical"):
+        assert part in problems
 
 
 def test_adc_ingest_drops_nothing() -> None:
@@ -85,7 +119,7 @@ def test_tick_profile_covers_collectors_and_frame_work() -> None:
 
 def test_gpu_collector() -> None:
     out = run("gpu_collector.py", "--gpus", "2")
-    assert "| mean | p50 |" in out
+    assert "| wall mean | p50 |" in out and "NVML calls per GPU" in out
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))

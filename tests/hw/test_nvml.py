@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from rigmon.hw.nvml import NvmlHung, NvmlUnavailable, PynvmlNvml, Watchdog, open_nvml
+from rigmon.hw.nvml import FACTS_EVERY, NvmlHung, NvmlUnavailable, PynvmlNvml, Watchdog, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
 
@@ -253,3 +254,98 @@ def test_each_root_gets_its_own_machine(tmp_path: Path) -> None:
         finally:
             for nvml in nvmls:
                 nvml.close()
+
+
+# -- one poll: one hand-off, counters as fields, facts read rarely ------------------------
+
+
+def test_read_devices_is_one_hand_off_for_every_gpu(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        runs: list[float] = []
+        run = nvml._poll.run
+
+        def counted(fn: object, timeout_s: float) -> object:
+            runs.append(timeout_s)
+            return run(fn, timeout_s)  # type: ignore[arg-type]
+
+        nvml._poll.run = counted  # type: ignore[method-assign,assignment]
+        try:
+            datas = nvml.read_devices({0: 0})
+            datas = nvml.read_devices({})
+        finally:
+            nvml.close()
+    assert [d.index for d in datas] == [0, 1, 2, 3]
+    assert [d.pci_bus_id for d in datas] == [g.bus_id for g in machine.gpus]
+    # The count and four GPUs in one hand-off each time, with a budget per GPU.
+    assert runs[:2] == [DEADLINE_S, DEADLINE_S * 4]
+
+
+def test_counters_come_in_one_field_call_with_the_values_of_their_own_functions(machine: FakeNvmlMachine) -> None:
+    gpu = machine.gpus[1]
+    gpu.nvlink_counters.update({(0, 0): 7, (2, 1): 3, (5, 2): 11, (5, 3): 2})
+    gpu.ecc_corrected, gpu.ecc_uncorrected, gpu.pcie_replay = 12, 1, 40
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            batched = nvml.read_devices({})[1]
+        finally:
+            nvml.close()
+    assert machine.calls["nvmlDeviceGetNvLinkErrorCounter"] == 0
+    assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 0
+    assert machine.calls["nvmlDeviceGetTotalEnergyConsumption"] == 0
+    # The same GPU read through each value's own function (the driver refuses field values).
+    machine.fail("not_supported", 1, ["nvmlDeviceGetFieldValues"])
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            single = nvml.read_devices({})[1]
+        finally:
+            nvml.close()
+    assert machine.calls["nvmlDeviceGetNvLinkErrorCounter"] == 6 * 4
+    assert single.power_instant_mw is None and batched.power_instant_mw == gpu.power_mw
+    assert batched == dataclasses.replace(single, power_instant_mw=gpu.power_mw)
+    assert batched.nvlinks[5].crc_flit == 11 and batched.nvlinks[2].recovery == 3
+    assert (batched.ecc_corrected, batched.ecc_uncorrected, batched.pcie_replay) == (12, 1, 40)
+    assert batched.energy_mj == int(gpu.energy_mj)
+
+
+def test_a_refused_field_falls_back_to_its_function(machine: FakeNvmlMachine) -> None:
+    machine.fail("not_supported", 0, ["nvmlDeviceGetTotalEccErrors"])
+    machine.gpus[2].nvlink_counters[(1, 0)] = 9
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            first = nvml.read_devices({})
+            second = nvml.read_devices({})
+        finally:
+            nvml.close()
+    assert first[0].ecc_corrected is None and first[0].ecc_uncorrected is None
+    assert second[0].ecc_corrected is None and first[1].ecc_corrected == 0
+    assert second[2].nvlinks[1].replay == 9
+    # GPU 0's ECC is asked as a field once, then through its own function (refused too).
+    assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2 * 2
+
+
+def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            for _ in range(3):
+                datas = nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetName"] == 4
+            assert machine.calls["nvmlDeviceGetPowerUsage"] == 3 * 4
+            assert [d.name for d in datas] == ["Tesla V100-SXM2-16GB"] * 4
+            assert datas[0].uuid == machine.gpus[0].uuid and datas[0].max_clock_sm_mhz == 1530
+            for _ in range(FACTS_EVERY):
+                nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetName"] == 2 * 4
+            # A GPU that could not be reached gets its facts read again when it answers.
+            machine.fail("gpu_lost", 3)
+            assert nvml.read_devices({})[3].lost
+            machine.heal("gpu_lost", 3)
+            before = machine.calls["nvmlDeviceGetName"]
+            assert nvml.read_devices({})[3].name == "Tesla V100-SXM2-16GB"
+            assert machine.calls["nvmlDeviceGetName"] == before + 1
+        finally:
+            nvml.close()

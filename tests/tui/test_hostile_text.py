@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from rigmon.cluster import export
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay
 from rigmon.schema import Event
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
-from rigmon.tui import operations
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.help import HelpScreen
@@ -156,7 +156,8 @@ async def test_hostile_strings_on_every_screen(monkeypatch: pytest.MonkeyPatch, 
         async def failed_pull(targets: object, since_s: float) -> list[NodePart]:
             return [NodePart(node=NODE, source=agent.url, error=REASON)]
 
-        monkeypatch.setattr(operations, "pull_targets", failed_pull)
+        # The export code is imported when the key is pressed: patch it where it lives.
+        monkeypatch.setattr(export, "pull_targets", failed_pull)
         await pilot.press("e")
         await wait_for(lambda: any(n.startswith("Exported") for n in notices(app)), timeout_s=20)
         exported = next(n for n in notices(app) if n.startswith("Exported"))

@@ -47,12 +47,14 @@ class BenchNode:
         node.devices.extend([tb, storage])
         # After the GPUs: the rail reads their power of the same step. Two 1100 W PSUs carry four
         # V100s; more GPUs get one 1600 W PSU per two, so the benchmark node stays healthy (with
-        # two 1100 W PSUs, eight V100s at full load fold the rail back and one falls off the bus).
+        # two 1100 W PSUs, eight V100s at full load fold the rail back and one falls off the bus),
+        # and a bus bar of half the resistance, as a chassis built for eight carries: on the four-GPU
+        # path, 200 A of eight V100s at full load dips the rail below the 11.7 V warning limit.
         if self.gpus <= 4:
             rail = SimPsuRail(win_ms=self.adc_window_ms, device_id=f"BN{index:014X}")
         else:
-            rail = SimPsuRail(psus=(self.gpus + 1) // 2, psu_rated_w=1600.0, win_ms=self.adc_window_ms,
-                              device_id=f"BN{index:014X}")
+            rail = SimPsuRail(psus=(self.gpus + 1) // 2, psu_rated_w=1600.0, path_mohm=0.4,
+                              win_ms=self.adc_window_ms, device_id=f"BN{index:014X}")
         node.devices.append(rail)
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:

@@ -1,0 +1,46 @@
+"""The benchmarks' simulator thread advances simulated time by one step per step, late or not."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.common import PhysicsThread  # noqa: E402
+
+
+class _Clock:
+    def elapsed(self) -> float:
+        return time.monotonic()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def step(self, t_s: float) -> None:
+        # Slower than the schedule on some steps, as on a loaded machine.
+        self.times.append(t_s)
+        if len(self.times) % 3 == 0:
+            time.sleep(0.03)
+
+
+class _Scenario:
+    def drive(self, node: object, index: int, t_s: float) -> None:
+        pass
+
+
+def test_late_steps_still_advance_one_step_each() -> None:
+    node = _Node()
+    thread = PhysicsThread(node, _Scenario(), _Clock(), 0.01)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(node.times) < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    thread.stopping.set()
+    thread.join(5)
+    steps = [round(b - a, 9) for a, b in zip(node.times, node.times[1:])]
+    # Every step covers exactly 10 ms of simulated time (an ADC window each), however late it ran.
+    assert len(steps) >= 29 and set(steps) == {0.01}

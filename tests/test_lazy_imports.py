@@ -1,0 +1,48 @@
+"""Commands import what they need when they need it: checked on the modules a fresh interpreter loaded (not timed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Loaded only when a dashboard user exports, opens a bundle, or an agent is scraped.
+EXPORT_AND_REPORT = ("plotext", "textual_plotext", "rigmon.cluster.export", "rigmon.snapshot", "rigmon.agent.journal",
+                     "prometheus_client")
+
+
+def loaded_after(code: str) -> set[str]:
+    """Modules loaded by a fresh interpreter after running ``code``."""
+    script = f"import sys, json\ntry:\n    {code}\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def offenders(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["dash", "--help"], ["agent", "--help"]])
+def test_help_imports_no_export_collectors_or_dashboard(argv: list[str]) -> None:
+    modules = loaded_after(f"from rigmon.cli import main; main({argv!r})")
+    assert offenders(modules, (*EXPORT_AND_REPORT, "rigmon.collectors", "rigmon.setup.detect", "textual", "pynvml",
+                               "rigmon.tui")) == []
+
+
+def test_dashboard_first_screen_code_imports_no_export_or_report() -> None:
+    modules = loaded_after("import rigmon.cli_dash, rigmon.tui.app")
+    assert "rigmon.tui.app" in modules and "textual.app" in modules
+    assert offenders(modules, EXPORT_AND_REPORT) == []
+
+
+def test_agent_imports_no_prometheus_client_until_scraped() -> None:
+    modules = loaded_after("import rigmon.agent.agent, rigmon.agent.server")
+    assert offenders(modules, ("prometheus_client", "textual", "plotext", "rigmon.cluster", "rigmon.tui",
+                               "rigmon.setup", "rigmon.snapshot")) == []
