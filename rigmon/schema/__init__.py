@@ -40,6 +40,13 @@ from rigmon.schema.gpu import (
     KernelLogReading,
     NvLinkReading,
 )
+from rigmon.schema.guard import (
+    GuardGpuSettings,
+    GuardModeName,
+    GuardReading,
+    GuardStateName,
+    GuardStepName,
+)
 from rigmon.schema.history import (
     History,
     HistorySeries,
@@ -95,6 +102,11 @@ __all__ = [
     "Gap",
     "GpuReading",
     "GpuState",
+    "GuardGpuSettings",
+    "GuardModeName",
+    "GuardReading",
+    "GuardStateName",
+    "GuardStepName",
     "History",
     "HistorySeries",
     "HostReading",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union
 
 from rigmon.schema.gpu import AmdGpuReading, GpuReading, KernelLogReading
+from rigmon.schema.guard import GuardReading
 from rigmon.schema.host import HostReading, TemperatureReading
 from rigmon.schema.links import NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.schema.power import (
@@ -91,6 +92,7 @@ class Readings:
     path_resistance: tuple[PathResistanceReading, ...] = ()
     hwmon_volts: tuple[HwmonVoltageReading, ...] = ()
     pmbus_psus: tuple[PmbusPsuReading, ...] = ()
+    guard: GuardReading | None = None
 
 
 @dataclass(frozen=True, slots=True)
