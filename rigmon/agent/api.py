@@ -8,7 +8,7 @@ import hmac
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ class ApiState:
     now: Callable[[], float] | None = None
     capture: Callable[[], NodeCapture] | None = None
     rate_limiter: RateLimiter | None = None
+    extra_routes: list[Route] = field(default_factory=list)
+    """Routes of optional parts (``/v1/guard``), added after the built-in ones."""
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -405,6 +407,7 @@ def build_app(state: ApiState) -> ASGIApp:
         Route("/v1/stream", stream),
         Route("/v1/history", history),
         Route("/v1/snapshot", snapshot),
+        *state.extra_routes,
     ]
 
     async def on_bad_request(request: Request, exc: Exception) -> Response:
@@ -421,7 +424,10 @@ def build_app(state: ApiState) -> ASGIApp:
 
 def _is_control(scope: Scope) -> bool:
     path = str(scope.get("path", ""))
-    return scope.get("method") == "POST" and path.startswith("/v1/alarms/") and path.endswith("/ack")
+    if scope.get("method") != "POST":
+        return False
+    # The guard's hold/release checks the control token in its handler, as acknowledgements do.
+    return (path.startswith("/v1/alarms/") and path.endswith("/ack")) or path == "/v1/guard"
 
 
 def _client_key(scope: Scope) -> str:
