@@ -293,6 +293,7 @@ class GuardService:
         changes: list[tuple[GuardGpuSettings, GuardGpuSettings]] = []
         errors: list[str] = []
         for index in d.gpus:
+            before = planned = GuardGpuSettings(index=index)
             try:
                 before = self._current(index)
                 planned = plan_settings(d.step_name, before, self._pair(index), self.config.power_limit_w)
@@ -303,6 +304,11 @@ class GuardService:
                 after = plan_settings(d.step_name, before, self._pair(index), self.config.power_limit_w)
             except _CALL_ERRORS as exc:
                 errors.append(f"GPU {index}: {exc}")
+                if isinstance(exc, NvmlHung):
+                    # The write may still land when the driver returns: remember what to restore.
+                    with self._lock:
+                        self.original.setdefault(index, before)
+                        self.in_force.setdefault(index, planned)
                 continue
             with self._lock:
                 self.original.setdefault(index, before)
@@ -322,6 +328,8 @@ class GuardService:
             self._event(kind, "warning", message, self._data(d, changes))
         if errors:
             self._failed(d, "; ".join(errors), changes)
+        elif not changes:
+            self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
 
     def _current(self, index: int) -> GuardGpuSettings:
         with self._lock:
