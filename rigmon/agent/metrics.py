@@ -24,6 +24,8 @@ from rigmon.schema import (
     DiskReading,
     Frame,
     GpuReading,
+    GuardGpuSettings,
+    GuardReading,
     HostReading,
     HwmonVoltageReading,
     KernelLogReading,
@@ -86,6 +88,9 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     PathResistanceReading: RecordMetrics("psu_path", labels=("path",)),
     HwmonVoltageReading: RecordMetrics("hwmon", labels=("sensor", "chip", "label"), skip=("scale",)),
     PmbusPsuReading: RecordMetrics("pmbus_psu", labels=("sensor", "chip")),
+    # The settings the guard put in place; the originals (same labels) stay in frames and events.
+    GuardReading: RecordMetrics("guard", skip=("original", "gpus")),
+    GuardGpuSettings: RecordMetrics("guard_gpu", labels=("index=gpu",)),
 }
 
 # (field suffix, metric suffix, scale). Order matters: longer suffixes first.

@@ -91,3 +91,21 @@ def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
     out = run_cli("--config", str(cfg), "--root", str(tmp_path))
     assert out.returncode == 3
     assert "rule 'r'" in out.stderr and "below or above" in out.stderr
+
+
+def test_check_reports_whether_the_guard_could_act(healthy_tree: Path) -> None:
+    from rigmon.config import GuardSection
+    from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
+
+    machine = FakeNvmlMachine(v100_sxm2_gpus(2))
+    with serving(healthy_tree, machine):
+        report = check(config(healthy_tree))
+        assert report.guard == "off; it could act on this node (NVML accepts clock changes)"
+        assert "guard: off; it could act" in format_report(report)
+        machine.no_permission = True
+        cfg = AgentConfig(agent=AgentSection(node="n1", root=str(healthy_tree)),
+                          guard=GuardSection(enabled=True, mode="enforce"))
+        report = check(cfg)
+        assert report.guard is not None and report.guard.startswith("enforce; it could not act on this node")
+        assert "no permission" in report.guard and "root" in report.guard
+    assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312, 1312]  # the probe changed nothing
