@@ -17,6 +17,7 @@ and restores them after the rail has been healthy for ``restore_after_s``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -220,7 +221,7 @@ class GuardService:
             self._event("guard_restored", "info", f"guard released by {by}: nothing was in force",
                         {"by": by, "command": "release", "step": 0})
         for d in decisions:
-            self._submit(lambda d=d: self._carry_out(d))
+            self._submit(functools.partial(self._carry_out, d))
         return self.reading()
 
     # -- frames -----------------------------------------------------------------------------
@@ -232,7 +233,7 @@ class GuardService:
             self._last_frame = frame
             self.state, decisions = decide(self.state, obs, self.config)
         for d in decisions:
-            self._submit(lambda d=d: self._carry_out(d))
+            self._submit(functools.partial(self._carry_out, d))
 
     def reading(self) -> GuardReading:
         """The guard's state as it goes into frames."""
