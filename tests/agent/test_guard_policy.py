@@ -67,6 +67,12 @@ def test_sags_further_apart_than_the_window_do_not_trigger() -> None:
 def test_a_repeated_window_is_not_a_new_sag() -> None:
     _, out = run(CFG, [obs(0, 11.3), obs(1, None), obs(2, None)])
     assert out == []
+    # The same ADC window (same seq) in three frames is one sag; a new window is another.
+    same = [Observation(at=t, rail_min_volts=11.3, rail_window=7.0, gpus=GPUS) for t in (0, 1, 2)]
+    _, out = run(CFG, same)
+    assert out == []
+    _, out = run(CFG, same + [Observation(at=3, rail_min_volts=11.3, rail_window=8.0, gpus=GPUS)])
+    assert out == [(3, "engage", 1, "app_clocks")]
 
 
 def test_alarm_firing_triggers_at_once() -> None:
@@ -183,9 +189,9 @@ def test_observe_reads_rail_alarms_and_throttle_reasons() -> None:
                      {"rule": "psu_rail_low_critical", "restored": True})
     other = Event("e3", 99.0, "alarm_firing", "warning", "psu", "x", {"rule": "psu_rail_low_warning"})
     o = observe(_frame((firing, restored, other)), GuardSection())
-    assert o == Observation(at=100.0, rail_min_volts=11.31, alarms_fired=("psu_rail_low_critical",),
+    assert o == Observation(at=100.0, rail_min_volts=11.31, rail_window=1.0, alarms_fired=("psu_rail_low_critical",),
                             throttled_gpus=(1,), gpus=(0, 1, 2))
-    assert observe(_frame(windows=0), GuardSection()).rail_min_volts is None
+    assert observe(_frame(windows=0), GuardSection()).rail_window == 1.0  # the seq tells
     assert observe(_frame(stale=True), GuardSection()).rail_min_volts is None
 
 

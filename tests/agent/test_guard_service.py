@@ -53,7 +53,8 @@ def frame(at: float, volts: float) -> Frame:
     rail = PsuRailReading(
         port="/dev/x", protocol="rm1", connected=True, stale=False, envelope_source="device", windows=1,
         volts=VoltageEnvelope(11.9, volts, 12.0), amps=None, channels_volts={}, channels_amps={}, samples=None,
-        window_s=1.0, flags=0, under_voltage_latched=False, sag=volts < 11.5, seq=1, device_id=None, firmware=None,
+        window_s=1.0, flags=0, under_voltage_latched=False, sag=volts < 11.5, seq=int(at), device_id=None,
+        firmware=None,
         sensor=None, last_window_at=None, counters=PsuAdcCounters(),
     )
     return Frame(schema=1, node="n", run_id="r", seq=1, taken_at=at, agent_start=0.0,

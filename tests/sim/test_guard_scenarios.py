@@ -27,6 +27,8 @@ class Run:
     rail: list[tuple[float, float]] = field(default_factory=list)
     guard: GuardReading | None = None
     throughput_per_s: float = 0.0
+    #: Graphics application clocks of the simulated GPUs after the agent stopped.
+    app_clocks_after_stop: list[int] = field(default_factory=list)
 
     def first(self, kind: str) -> Event | None:
         return next((e for e in self.events if e.kind == kind), None)
@@ -56,7 +58,10 @@ async def run(scenario: str, extra: dict[str, object] | None = None) -> Run:
                 break
             await asyncio.sleep(0.1)
         assert node.t_s >= SIM_S, "the simulation did not reach its end time"
-        out.throughput_per_s = next(d for d in node.devices if isinstance(d, SimNvidiaGpus)).throughput_per_s
+        gpus = next(d for d in node.devices if isinstance(d, SimNvidiaGpus))
+        out.throughput_per_s = gpus.throughput_per_s
+    # The agent has stopped (and restored what its guard changed) before the rig closes.
+    out.app_clocks_after_stop = [g.app_clock_graphics_mhz for g in gpus.gpus]
     return out
 
 
@@ -73,7 +78,10 @@ async def test_enforce_loses_no_gpu_and_keeps_the_rail_above_critical() -> None:
     engaged = result.first("guard_engaged")
     assert engaged is not None, [e.kind for e in result.events]
     assert engaged.data["dry_run"] is False and engaged.data["gpus"] == "0,1,2,3"
-    assert "rail minimum" in str(engaged.data["trigger"]) and "877/1005 MHz" in str(engaged.data["after"])
+    # The sag's window or the critical rail alarm it raises, whichever frame the guard sees first.
+    trigger = str(engaged.data["trigger"])
+    assert "rail minimum" in trigger or "psu_rail_low_critical" in trigger, trigger
+    assert "877/1005 MHz" in str(engaged.data["after"])
     assert "877/1312 MHz" in str(engaged.data["before"])
     # Windows that started after the clocks were capped (one window of slack) stay above critical.
     after = [v for t, v in result.rail if t > engaged.at + 1.5]
@@ -82,6 +90,7 @@ async def test_enforce_loses_no_gpu_and_keeps_the_rail_above_critical() -> None:
     assert not any(e.kind == "guard_failed" for e in result.events)
     # The speed cost is visible: ~13 % below four GPUs at full boost (400 samples/s).
     assert 300.0 < result.throughput_per_s < 370.0
+    assert result.app_clocks_after_stop == [1312] * 4  # the stopped agent put the clocks back
 
 
 async def test_dry_run_loses_the_gpu_and_says_what_it_would_have_done() -> None:

@@ -30,8 +30,11 @@ class Observation:
 
     Attributes:
         at: the frame's time (Unix seconds).
-        rail_min_volts: lowest rail minimum of the ADC windows that arrived with this frame;
-            ``None`` when none arrived (a repeated window is not a new sag).
+        rail_min_volts: rail minimum of the frame's ADC reading; ``None`` when there is none
+            (no ADC, stale readings).
+        rail_window: identity of the newest window behind that reading (the device's window
+            ``seq``, else its time): a reading repeated in later frames is not a new sag.
+            ``None`` when the device gives neither; then only frames with new windows count.
         alarms_fired: names of trigger rules that started firing in this frame.
         throttled_gpus: GPU indices reporting a hardware slowdown reason.
         gpus: indices of the GPUs present and not lost.
@@ -39,6 +42,7 @@ class Observation:
 
     at: float
     rail_min_volts: float | None = None
+    rail_window: float | None = None
     alarms_fired: tuple[str, ...] = ()
     throttled_gpus: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
@@ -63,6 +67,7 @@ class GuardState:
     sags: tuple[float, ...] = ()
     actions: tuple[float, ...] = ()
     limited_reported: bool = False
+    rail_window: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +100,13 @@ def observe(frame: Frame, config: GuardSection) -> Observation:
     """Reduce a frame to what the guard's triggers look at."""
     rail = frame.readings.psu_rail
     rail_min: float | None = None
-    if rail is not None and not rail.stale and rail.windows > 0 and rail.volts is not None:
-        rail_min = rail.volts.min_volts
+    window: float | None = None
+    if rail is not None and not rail.stale and rail.volts is not None:
+        # The window's sequence number tells a new window from a repeated one; ``windows`` alone
+        # does not (a reading pushed at once and the next poll's may split the count).
+        window = float(rail.seq) if rail.seq is not None else rail.last_window_at
+        if window is not None or rail.windows > 0:
+            rail_min = rail.volts.min_volts
     fired = tuple(
         str(e.data.get("rule")) for e in frame.events
         if e.kind == "alarm_firing" and e.data.get("rule") in config.alarm_rules and not e.data.get("restored")
@@ -106,14 +116,15 @@ def observe(frame: Frame, config: GuardSection) -> Observation:
         g.index for g in frame.readings.gpus
         if g.state != "lost" and g.clock_reasons and HW_REASONS.intersection(g.clock_reasons)
     )
-    return Observation(at=frame.taken_at, rail_min_volts=rail_min, alarms_fired=fired,
+    return Observation(at=frame.taken_at, rail_min_volts=rail_min, rail_window=window, alarms_fired=fired,
                        throttled_gpus=throttled, gpus=gpus)
 
 
 def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple[tuple[float, ...], str | None]:
     """Sags still in the window (this frame's included) and what triggers now, if anything."""
     sags = tuple(t for t in state.sags if obs.at - t < config.rail_window_s)
-    new_sag = obs.rail_min_volts is not None and obs.rail_min_volts < config.rail_below_volts
+    fresh = obs.rail_window is None or obs.rail_window != state.rail_window
+    new_sag = fresh and obs.rail_min_volts is not None and obs.rail_min_volts < config.rail_below_volts
     if new_sag:
         sags += (obs.at,)
     reasons: list[str] = []
@@ -147,7 +158,8 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     """
     sags, trigger = _trigger(state, obs, config)
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
-    state = replace(state, sags=sags, actions=actions)
+    state = replace(state, sags=sags, actions=actions,
+                    rail_window=state.rail_window if obs.rail_window is None else obs.rail_window)
     steps = steps_of(config)
     if trigger is not None:
         state = replace(state, last_trigger_at=obs.at)
@@ -185,7 +197,8 @@ def release(state: GuardState, at: float, why: str) -> tuple[GuardState, list[De
     if state.step == 0:
         return replace(state, held=False), []
     decision = Decision("restore", 0, None, why, state.gpus)
-    return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at), [decision]
+    return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
+                      rail_window=state.rail_window), [decision]
 
 
 def hold(state: GuardState) -> GuardState:
