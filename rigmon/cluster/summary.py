@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rigmon.schema import Alarm, Frame, NetInterfaceReading, Readings
+from rigmon.schema import Alarm, Frame, GuardReading, NetInterfaceReading, Readings
 
 #: Collector states that count as a failing collector.
 FAILING_STATES = frozenset({"error", "hung"})
@@ -81,6 +81,7 @@ class NodeSummary:
         arrays_total: md arrays of the node.
         alarms: alarms firing on the node.
         collectors_failing: collectors in state error or hung.
+        guard_mark: the undervolt guard in a few cells (`guard_mark`); empty while armed or absent.
     """
 
     node: str
@@ -100,6 +101,7 @@ class NodeSummary:
     arrays_total: int | None = None
     alarms: int | None = None
     collectors_failing: int = 0
+    guard_mark: str = ""
 
 
 def host_figures(readings: Readings) -> HostFigures:
@@ -113,6 +115,14 @@ def host_figures(readings: Readings) -> HostFigures:
         if rate is not None
     ]
     return HostFigures(cpu_pct=cpu, net_bytes_per_s=sum(rates) if rates else None)
+
+
+def guard_mark(guard: GuardReading | None) -> str:
+    """The undervolt guard for the cluster row: ``G1`` engaged at step 1 (``g1`` in dry-run or
+    when it cannot act), ``G1h`` held; empty while armed or when the agent runs no guard."""
+    if guard is None or guard.step == 0:
+        return ""
+    return f"{'G' if guard.acting else 'g'}{guard.step}" + ("h" if guard.state == "held" else "")
 
 
 def rail_figures(readings: Readings) -> float | None:
@@ -254,4 +264,5 @@ def summarize(frame: Frame) -> NodeSummary:
         arrays_total=storage.arrays_total,
         alarms=alarm_count(frame),
         collectors_failing=sum(1 for s in frame.collectors.values() if s.state in FAILING_STATES),
+        guard_mark=guard_mark(readings.guard),
     )

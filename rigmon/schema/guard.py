@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 GuardModeName = Literal["dry-run", "enforce"]
-GuardStateName = Literal["armed", "engaged", "held"]
+GuardStateName = Literal["armed", "engaged", "held", "released"]
 GuardStepName = Literal["app_clocks", "locked_clocks", "power_limit"]
 
 
@@ -33,7 +33,8 @@ class GuardReading:
     dry-run and when it has no permission, ``reason`` says why). ``step`` is 0 when armed,
     else how many steps are in force (``step_name`` the last one). ``settings`` are the
     GPUs' settings it put in place (or would have, in dry-run), ``original`` what they were
-    before and will be restored to. ``left_behind`` is true when a previous agent run left
+    before and will be restored to. ``released`` means an operator released it: it does not
+    engage again until ``released_until`` (Unix seconds). ``left_behind`` is true when a previous agent run left
     settings in place that this run found in its state file.
     """
 
@@ -53,3 +54,4 @@ class GuardReading:
     original: tuple[GuardGpuSettings, ...] = ()
     left_behind: bool = False
     failures_total: int = 0
+    released_until: float | None = None

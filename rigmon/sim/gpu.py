@@ -96,6 +96,10 @@ class SimNvidiaGpus:
     #: The simulated job's throughput (samples/s): it falls with capped clocks and is 0 once
     #: a GPU is lost (the data-parallel run dies with it).
     throughput_per_s: float = 0.0
+    #: Samples the simulated job trained so far (the throughput integrated over simulated time).
+    samples_total: float = 0.0
+    #: Simulated seconds the job trained (load on every GPU, none lost).
+    job_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.machine = FakeNvmlMachine(self.gpus)
@@ -136,6 +140,9 @@ class SimNvidiaGpus:
             lost = any(g.lost for g in self.gpus)
             self.throughput_per_s = 0.0 if lost else sum(
                 SAMPLES_PER_GPU_S * load * clock_ratio(g) ** CLOCK_SPEED_EXP for g in self.gpus)
+            self.samples_total += self.throughput_per_s * dt_s
+            if not lost and load > 0.1:
+                self.job_s += dt_s
         self._check_rail(node, dt_s)
 
     def _sample_power(self, node: SimNode, t_s: float, dt_s: float) -> None:

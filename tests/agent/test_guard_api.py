@@ -29,7 +29,7 @@ async def test_guard_routes(tmp_path: Path) -> None:
         r = await client.post("/v1/guard", headers=ctl, json={"action": "explode"})
         assert r.status_code == 400
         r = await client.post("/v1/guard", headers=ctl, json={"action": "release", "by": "alice"})
-        assert r.status_code == 200 and r.json()["state"] == "armed"
+        assert r.status_code == 200 and r.json()["state"] == "released"
     assert agent.guard is not None
     agent.guard.close()
 

@@ -137,6 +137,16 @@ def test_ceiling_on_actions_per_hour_stops_engaging_and_says_so_once() -> None:
     assert out[-1][:2] == (3601, "engage")
 
 
+def test_an_operators_release_keeps_the_guard_away_for_the_quiet_time() -> None:
+    state, _ = run(CFG, [obs(0, 11.3), obs(1, 11.3)])
+    state, decisions = release(state, 2, "operator", quiet_s=60)
+    assert [d.kind for d in decisions] == ["restore"] and state.released_until == 62
+    state, out = run(CFG, [obs(3, 11.3), obs(4, 11.3), obs(61, 11.3)], state)
+    assert out == []
+    _, out = run(CFG, [obs(62, 11.3), obs(63, 11.3)], state)
+    assert out == [(62, "engage", 1, "app_clocks")]  # the sags of the quiet time count
+
+
 def test_release_when_armed_does_nothing() -> None:
     state, decisions = release(GuardState(held=True), 1.0, "operator")
     assert decisions == [] and not state.held

@@ -68,6 +68,7 @@ class GuardState:
     actions: tuple[float, ...] = ()
     limited_reported: bool = False
     rail_window: float | None = None
+    released_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +164,9 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     steps = steps_of(config)
     if trigger is not None:
         state = replace(state, last_trigger_at=obs.at)
+        if state.step == 0 and state.released_until is not None and obs.at < state.released_until:
+            # The operator released the guard: it stays away until the quiet time is over.
+            return state, []
         wants_step = state.step == 0 or (
             state.step < len(steps) and state.last_step_at is not None
             and obs.at - state.last_step_at >= config.step_after_s
@@ -189,16 +193,18 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     return state, []
 
 
-def release(state: GuardState, at: float, why: str) -> tuple[GuardState, list[Decision]]:
+def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tuple[GuardState, list[Decision]]:
     """Restore the original settings now (the operator's release, or healthy long enough).
 
-    The guard is armed again afterwards; the sags counted so far are forgotten.
+    The sags counted so far are forgotten. With ``quiet_s`` (an operator's release) the guard
+    does not engage again for that long, whatever triggers; then it is armed again.
     """
+    until = at + quiet_s if quiet_s > 0 else None
     if state.step == 0:
-        return replace(state, held=False), []
+        return replace(state, held=False, released_until=until or state.released_until), []
     decision = Decision("restore", 0, None, why, state.gpus)
     return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
-                      rail_window=state.rail_window), [decision]
+                      rail_window=state.rail_window, released_until=until), [decision]
 
 
 def hold(state: GuardState) -> GuardState:

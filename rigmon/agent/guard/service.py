@@ -69,6 +69,7 @@ GuardCommand = Literal["hold", "release"]
 class GuardActuator(Protocol):
     """What the guard needs from `rigmon.hw.nvml_control.NvmlControl`."""
 
+    def device_count(self) -> int: ...
     def read(self, index: int) -> GpuControlSettings: ...
     def supported_clocks(self, index: int) -> dict[int, tuple[int, ...]]: ...
     def set_app_clocks(self, index: int, mem_mhz: int, graphics_mhz: int) -> GpuControlSettings: ...
@@ -173,6 +174,14 @@ class GuardService:
             with self._lock:
                 self.acting, self.reason = True, None
             log.info("guard: enforcing; it may cap GPU clocks when the rail sags")
+            # Work out the clocks now, so engaging costs only the writes: the drop it
+            # prevents comes a few seconds after the first sag.
+            try:
+                count = self.control.device_count()
+            except (ControlDenied, *_CALL_ERRORS):
+                count = 0
+            for index in self.config.gpus or range(count):
+                self._pair(index)
         else:
             self._cannot_act(reason)
 
@@ -206,20 +215,21 @@ class GuardService:
     # -- the operator ---------------------------------------------------------------------
 
     def command(self, action: GuardCommand, by: str) -> GuardReading:
-        """``hold``: keep the caps in force (no automatic restore); ``release``: restore now."""
+        """``hold``: keep the caps in force (no automatic restore); ``release``: restore now and
+        do not engage again for ``restore_after_s``."""
         now = self.clock.time()
         with self._lock:
             if action == "hold":
                 self.state = hold(self.state)
                 decisions: list[Decision] = []
             else:
-                self.state, decisions = release(self.state, now, f"released by {by}")
+                self.state, decisions = release(self.state, now, f"released by {by}", self.config.restore_after_s)
         if action == "hold":
             self._event("guard_step", "info", f"guard held by {by}: settings stay until released",
                         {"by": by, "command": "hold", "step": self.state.step})
         elif not decisions:
-            self._event("guard_restored", "info", f"guard released by {by}: nothing was in force",
-                        {"by": by, "command": "release", "step": 0})
+            self._event("guard_restored", "info", f"guard released by {by}: nothing was in force; it does not "
+                        f"engage for {self.config.restore_after_s:g} s", {"by": by, "command": "release", "step": 0})
         for d in decisions:
             self._submit(functools.partial(self._carry_out, d))
         return self.reading()
@@ -244,7 +254,8 @@ class GuardService:
             return GuardReading(
                 mode=self.config.mode,
                 acting=self.acting,
-                state="armed" if s.step == 0 else ("held" if s.held else "engaged"),
+                state=("released" if s.released_until is not None and now < s.released_until else "armed")
+                if s.step == 0 else ("held" if s.held else "engaged"),
                 step=s.step,
                 step_name=steps[s.step - 1] if 0 < s.step <= len(steps) else None,
                 reason=self.reason,
@@ -258,6 +269,7 @@ class GuardService:
                 original=tuple(self.original[i] for i in sorted(self.original)),
                 left_behind=self.left_behind,
                 failures_total=self.failures_total,
+                released_until=s.released_until if s.released_until is not None and now < s.released_until else None,
             )
 
     def wait_idle(self, timeout_s: float = 10.0) -> None:
@@ -340,9 +352,12 @@ class GuardService:
             return known
         if self.control is not None:
             try:
-                return _from_control(self.control.read(index))
+                now = self.control.read(index)
             except (ControlDenied, *_CALL_ERRORS):
                 pass
+            else:
+                self._original_persistence.setdefault(index, now.persistence)
+                return _from_control(now)
         return _from_frame(frame, index) if frame is not None else GuardGpuSettings(index=index)
 
     def _pair(self, index: int) -> tuple[int, int] | None:
@@ -368,7 +383,7 @@ class GuardService:
                 raise ControlFailed(f"GPU {index}: no application-clock pair (configure app_clocks_mhz)")
             if index not in self._original_persistence:
                 self._original_persistence[index] = control.read(index).persistence
-            if not self._original_persistence[index]:
+            if self._original_persistence[index] is False:
                 # Without persistence mode the driver may unload between jobs and drop the clocks.
                 try:
                     control.set_persistence(index, True)

@@ -17,6 +17,7 @@ from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.widgets.collector_health import CollectorHealth
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
+from rigmon.tui.widgets.guard_line import GuardLine
 from rigmon.tui.widgets.host_group import HostGroup
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_status import NodeStatus
@@ -31,10 +32,20 @@ class NodeScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
+        Binding("H", "guard('hold')", "Hold guard", show=False),
+        Binding("R", "guard('release')", "Release guard", show=False),
     ]
 
     class Back(Message):
         """The operator wants the cluster screen again."""
+
+    class GuardCommand(Message):
+        """The operator holds or releases the shown node's undervolt guard."""
+
+        def __init__(self, key: str, action: str) -> None:
+            super().__init__()
+            self.key = key
+            self.action = action
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,6 +55,7 @@ class NodeScreen(Screen[None]):
         yield Header()
         with VerticalScroll(id="node-body"):
             yield NodeStatus()
+            yield GuardLine()
             yield GpuGroup()
             yield RailGroup()
             yield StorageGroup()
@@ -71,6 +83,7 @@ class NodeScreen(Screen[None]):
             group.trends = view.trends
             group.details = view.details
             group.events = events
+        self.query_one(GuardLine).guard = frame.readings.guard if frame else None
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}
         event_list = self.query_one(EventList)
@@ -80,6 +93,11 @@ class NodeScreen(Screen[None]):
         # them one line high for good. Measuring again is cheap.
         for widget in (status, health, event_list):
             widget.refresh(layout=True)
+
+    def action_guard(self, action: str) -> None:
+        """Hold or release the shown node's guard (the app sends it with the node's control token)."""
+        if self._shown_key is not None:
+            self.post_message(self.GuardCommand(self._shown_key, action))
 
     def action_back(self) -> None:
         """Back to the cluster screen."""
