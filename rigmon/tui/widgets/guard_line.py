@@ -56,6 +56,10 @@ class GuardLine(Widget):
     guard: reactive[GuardReading | None] = reactive(None, layout=True)
     """The guard's state in the node's newest frame."""
 
+    def on_mount(self) -> None:
+        # Hidden until a frame carries a guard: a node without one shows no empty line.
+        self.display = self.guard is not None
+
     def watch_guard(self, guard: GuardReading | None) -> None:
         self.display = guard is not None
 
