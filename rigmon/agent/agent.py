@@ -14,7 +14,7 @@ from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.capture import capture_node
 from rigmon.agent.guard.api import guard_routes
-from rigmon.agent.guard.service import GuardCollector, GuardService
+from rigmon.agent.guard.service import GuardCollector, GuardService, report_left_behind_when_disabled
 from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.rail_path import GpuPowerPathCollector
@@ -227,6 +227,8 @@ class Agent:
                 self.alarm_state.run(self.config.alarms.save_interval_s), name=f"alarm-state-{self.sampler.node}")
         if self.guard is not None:
             self.guard.start()
+        else:
+            report_left_behind_when_disabled(self.config.agent.state_dir, self.sampler.emit_event)
         self._task = asyncio.get_running_loop().create_task(self.sampler.run(), name=f"sampler-{self.sampler.node}")
         return self._task
 

@@ -152,7 +152,8 @@ async def test_a_hung_call_is_reported_and_sampling_is_not_blocked(tmp_path: Pat
 
 async def test_stop_restores_what_it_changed(tmp_path: Path, machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
-    config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, power_limit_w=200, gpus=(0, 1, 2, 3))
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, power_limit_w=200,
+                          gpus=(0, 1, 2, 3))
     with serving(tmp_path / "root", machine):
         service = make(tmp_path, config, events, clock)
         service.start()
@@ -219,3 +220,14 @@ async def test_operator_hold_and_release(tmp_path: Path, machine: FakeNvmlMachin
         assert machine.gpus[0].app_clock_graphics_mhz == 1312
         assert events.kinds()[-1] == "guard_restored" and "alice" in events.items[-1][1]
         await asyncio.to_thread(service.close)
+
+
+def test_a_disabled_guard_still_reports_settings_left_behind(tmp_path: Path) -> None:
+    from rigmon.agent.guard.service import report_left_behind_when_disabled
+
+    events = Events()
+    assert not report_left_behind_when_disabled(str(tmp_path), events)
+    state_file_path(tmp_path).write_text("{}")
+    assert report_left_behind_when_disabled(str(tmp_path), events)
+    kind, message, data = events.items[0]
+    assert kind == "guard_failed" and data["left_behind"] is True and "nvidia-smi -rac" in message

@@ -548,6 +548,25 @@ class GuardService:
         })
 
 
+def report_left_behind_when_disabled(state_dir: str, emit: EmitFn) -> bool:
+    """With the guard switched off: say so if a previous run left GPU settings in place.
+
+    Nothing restores them then (the guard that knows the originals is off); the event says
+    how to put them back. Returns whether the state file was there.
+    """
+    if not state_dir:
+        return False
+    path = state_file_path(state_dir)
+    if not path.exists():
+        return False
+    message = (f"a previous agent run's undervolt guard left GPU settings in place ({path}), and the guard "
+               "is now off: enable [guard] to restore them, or reset them by hand (nvidia-smi -rac; -rgc; "
+               "-pl with the default limit) and remove the file")
+    log.warning("guard: %s", message)
+    emit("guard_failed", "warning", "guard", message, {"left_behind": True, "state_file": str(path)})
+    return True
+
+
 class GuardCollector(PolledCollector):
     """Puts the guard's state into every frame (``readings.guard``)."""
 
