@@ -216,9 +216,9 @@ class NvmlControl:
             if now.app_clock_mem_mhz is None or now.app_clock_graphics_mhz is None:
                 return "GPU 0 does not report application clocks"
             self.set_app_clocks(0, now.app_clock_mem_mhz, now.app_clock_graphics_mhz)
-        except ControlDenied as exc:
-            return str(exc)
-        except (ControlUnsupported, ControlFailed, NvmlUnavailable, NvmlHung) as exc:
+        except NvmlUnavailable as exc:
+            return f"no NVIDIA driver or GPU ({exc})"
+        except (ControlDenied, ControlUnsupported, ControlFailed, NvmlHung) as exc:
             return str(exc)
         return None
 
