@@ -58,9 +58,9 @@ async def test_node_screen_shows_the_guard_and_holds_and_releases_it(tmp_path: P
 
             await wait_for(lambda: line().guard is not None and line().guard.state == "engaged", timeout_s=40)
             assert "guard engaged (enforce): step 1" in str(line().render())
-            await pilot.press("H")
+            await pilot.press("g")
             await wait_for(lambda: guard.reading().state == "held")
             await wait_for(lambda: any(n.startswith("Guard hold") for n in notices(app)))
-            await pilot.press("R")
+            await pilot.press("G")
             await wait_for(lambda: guard.reading().state == "released")
             await wait_for(lambda: any(n.startswith("Guard release") for n in notices(app)))

@@ -21,7 +21,7 @@ HELP = """\
   panel under the tables shows the alarm under the cursor in full
 - **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
   of the screen, in the export directory; a notification says where
-- **H** / **R** on a node: hold or release its undervolt guard (the node's control token)
+- **g** / **G** on a node: hold or release its undervolt guard (the node's control token)
 - **t**: next theme
 - **Ctrl+P**: command palette (open a node, pick a theme)
 - **?**: this help; **q**: quit

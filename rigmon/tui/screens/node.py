@@ -32,8 +32,8 @@ class NodeScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
-        Binding("H", "guard('hold')", "Hold guard", show=False),
-        Binding("R", "guard('release')", "Release guard", show=False),
+        Binding("g", "guard('hold')", "Hold guard", show=False),
+        Binding("G", "guard('release')", "Release guard", show=False),
     ]
 
     class Back(Message):

@@ -73,5 +73,5 @@ class GuardLine(Widget):
         line = Text(style=style)
         line.append_text(plain(guard_text(guard)))
         if guard.step:
-            line.append("  (H hold, R release)")
+            line.append("  (g hold, G release)")
         return line
