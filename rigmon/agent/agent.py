@@ -14,6 +14,8 @@ from rigmon.agent.alarming import AlarmService
 from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.capture import capture_node
+from rigmon.agent.guard.api import guard_routes
+from rigmon.agent.guard.service import GuardCollector, GuardService, report_left_behind_when_disabled
 from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector
 from rigmon.agent.rail_path import GpuPowerPathCollector
@@ -26,6 +28,7 @@ from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig
+from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
 from rigmon.path_resistance import PathStateHolder
@@ -81,6 +84,14 @@ class Agent:
             if "psu" in collectors:
                 # Derived from the frame, not from hardware: the rail against the GPUs' power.
                 collectors["rail_path"] = GpuPowerPathCollector(lambda: self.buffer.latest if self.buffer else None)
+        # The undervolt guard (off by default): its state rides in every frame as a collector's.
+        self.guard: GuardService | None = None
+        if config.guard.enabled:
+            self.guard = GuardService(
+                config.guard, open_nvml_control(self.root, config.guard.call_timeout_s),
+                lambda *event: self.sampler.emit_event(*event), self.clock, config.agent.state_dir, config.node_name,
+            )
+            collectors = {**collectors, "guard": GuardCollector(self.guard)}
         intervals = {
             name: config.collector(name).interval_s or config.agent.interval_s for name in collectors
         }
@@ -104,6 +115,9 @@ class Agent:
             control=control_token is not None,
         )
         self.sampler.add_listener(self.alarms.on_frame)
+        if self.guard is not None:
+            # After the alarms: an alarm that starts firing in a frame triggers the guard in that frame.
+            self.sampler.add_listener(self.guard.on_frame)
         self.buffer: FrameBuffer | None = None
         self.metrics: FrameCollector | None = None
         self.token = token
@@ -192,6 +206,7 @@ class Agent:
             capture=self.capture,
             rate_limiter=RateLimiter(self.config.agent.rate_limit_per_s, self.config.agent.rate_limit_burst),
             mark=self.mark,
+            extra_routes=guard_routes(self.guard, self.control_token, self.token),
         )
         return build_app(state)
 
@@ -244,11 +259,18 @@ class Agent:
             self.alarm_state.restore()
             self._state_task = asyncio.get_running_loop().create_task(
                 self.alarm_state.run(self.config.alarms.save_interval_s), name=f"alarm-state-{self.sampler.node}")
+        if self.guard is not None:
+            self.guard.start()
+        else:
+            report_left_behind_when_disabled(self.config.agent.state_dir, self.sampler.emit_event)
         self._task = asyncio.get_running_loop().create_task(self.sampler.run(), name=f"sampler-{self.sampler.node}")
         return self._task
 
     async def stop(self) -> None:
         """Stop sampling and release collectors."""
+        if self.guard is not None:
+            # First, while frames still flow: put back the GPU settings the guard changed.
+            await asyncio.to_thread(self.guard.close)
         self.sampler.stop()
         if self._task is not None:
             try:

@@ -11,7 +11,7 @@ import re
 import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +103,8 @@ class ApiState:
     capture: Callable[[], NodeCapture] | None = None
     rate_limiter: RateLimiter | None = None
     mark: Callable[[str, str | None], Event] | None = None
+    extra_routes: list[Route] = field(default_factory=list)
+    """Routes of optional parts (``/v1/guard``), added after the built-in ones."""
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -341,15 +343,9 @@ def build_app(state: ApiState) -> ASGIApp:
     async def ack(request: Request) -> Response:
         if state.alarms is None:
             return _error(404, "alarms are not enabled on this agent")
-        if state.control_token is None:
-            return _error(403, "this agent is read-only: no control token is configured")
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, f"Bearer {state.control_token}".encode()):
-            if state.token is not None and hmac.compare_digest(given, f"Bearer {state.token}".encode()):
-                return _error(403, "the read token cannot acknowledge alarms: use the control token")
-            response = _error(401, "missing or wrong control token")
-            response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon-control"'
-            return response
+        denied = _control_denied(state, request, "acknowledge alarms")
+        if denied is not None:
+            return denied
         by = "operator"
         body = await request.body()
         if body:
@@ -464,6 +460,7 @@ def build_app(state: ApiState) -> ASGIApp:
         Route("/v1/stream", stream),
         Route("/v1/history", history),
         Route("/v1/snapshot", snapshot),
+        *state.extra_routes,
     ]
 
     async def on_bad_request(request: Request, exc: Exception) -> Response:
@@ -486,7 +483,8 @@ def _is_control(scope: Scope) -> bool:
     path = str(scope.get("path", ""))
     if scope.get("method") != "POST":
         return False
-    return (path.startswith("/v1/alarms/") and path.endswith("/ack")) or path == "/v1/marks"
+    # The guard's hold/release checks the control token in its handler, as acknowledgements and marks do.
+    return (path.startswith("/v1/alarms/") and path.endswith("/ack")) or path in ("/v1/marks", "/v1/guard")
 
 
 def mark_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> str:
@@ -509,12 +507,18 @@ def mark_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> str
 
 def _control_denied(state: ApiState, request: Request, what: str) -> Response | None:
     """The answer refusing a control request, or ``None`` when it carries the control token."""
-    if state.control_token is None:
+    return control_denied(state.control_token, state.token, request, what)
+
+
+def control_denied(control_token: str | None, token: str | None, request: Request, what: str) -> Response | None:
+    """The answer refusing a control request (``what``: "acknowledge alarms"), or ``None`` when it
+    carries ``control_token``; 403 when the agent has none or the read token ``token`` was sent."""
+    if control_token is None:
         return _error(403, "this agent is read-only: no control token is configured")
     given = request.headers.get("authorization", "").encode()
-    if hmac.compare_digest(given, f"Bearer {state.control_token}".encode()):
+    if hmac.compare_digest(given, f"Bearer {control_token}".encode()):
         return None
-    if state.token is not None and hmac.compare_digest(given, f"Bearer {state.token}".encode()):
+    if token is not None and hmac.compare_digest(given, f"Bearer {token}".encode()):
         return _error(403, f"the read token cannot {what}: use the control token")
     response = _error(401, "missing or wrong control token")
     response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon-control"'

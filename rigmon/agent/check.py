@@ -16,6 +16,7 @@ from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, EventDraft, NoData
 from rigmon.config import AgentConfig
+from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.schema import (
     SCHEMA_VERSION,
@@ -59,6 +60,8 @@ class CheckReport:
     findings: tuple[Alarm, ...]
     rules: tuple[str, ...] = ()
     events: tuple[Event, ...] = field(default_factory=tuple)
+    guard: str | None = None
+    """Whether the undervolt guard could act on this node (``None``: not checked)."""
 
 
 def _collect(collector: Collector, timeout_s: float) -> tuple[CollectorStatus, list[object]]:
@@ -111,8 +114,12 @@ def run_check(
     passes: int = 2,
     pause_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
+    guard_probe: Callable[[], str | None] | None = None,
 ) -> CheckReport:
     """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
+
+    ``guard_probe`` says whether the undervolt guard could change GPU clocks here (``None``
+    if so, else why not); by default NVML is asked when the collectors are the configured ones.
 
     Raises:
         RuleError: the configured rules are invalid.
@@ -120,6 +127,8 @@ def run_check(
     """
     if collectors is None:
         collectors = build_collectors(config, HostRoot(config.agent.root), clock)
+        if guard_probe is None:
+            guard_probe = _nvml_guard_probe(config)
     if rules is None:
         rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
     engine = AlarmEngine(rules, config.node_name, clock, id_prefix="check")
@@ -158,12 +167,33 @@ def run_check(
     finally:
         for c in collectors.values():
             c.close()
+    guard = None if guard_probe is None else guard_line(config, guard_probe())
     findings = engine.active() + busy_gpus(readings, config.node_name, clock.time())
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
                        exit_code=EXIT_CODES[status], collectors=statuses, findings=findings,
-                       rules=engine.rule_names, events=tuple(all_events))
+                       rules=engine.rule_names, events=tuple(all_events), guard=guard)
+
+
+def _nvml_guard_probe(config: AgentConfig) -> Callable[[], str | None]:
+    def probe() -> str | None:
+        control = open_nvml_control(HostRoot(config.agent.root), config.guard.call_timeout_s)
+        try:
+            return control.probe()
+        finally:
+            control.close()
+
+    return probe
+
+
+def guard_line(config: AgentConfig, cannot: str | None) -> str:
+    """One line on the undervolt guard: configured how, and whether it could act (``cannot``: why not)."""
+    guard = config.guard
+    setting = "off" if not guard.enabled else guard.mode
+    if cannot is None:
+        return f"{setting}; it could act on this node (NVML accepts clock changes)"
+    return f"{setting}; it could not act on this node: {cannot}"
 
 
 def busy_gpus(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]:
@@ -232,6 +262,8 @@ def format_report(report: CheckReport) -> str:
         subj_w = max(len(a.subject) for a in report.findings)
         for a in sorted(report.findings, key=lambda a: (-_SEVERITIES.index(a.severity), a.rule, a.subject)):
             lines.append(f"  {a.severity.upper():<8}  {a.rule:<{rule_w}}  {a.subject:<{subj_w}}  {a.message}")
+    if report.guard is not None:
+        lines.append(f"guard: {report.guard}")
     counts = {s: sum(1 for a in report.findings if a.severity == s) for s in ("critical", "warning")}
     if report.status == "ok":
         lines.append(f"result: healthy ({len(report.rules)} rules, {len(report.collectors)} collector"

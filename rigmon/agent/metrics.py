@@ -25,6 +25,8 @@ from rigmon.schema import (
     Frame,
     GpuProcessReading,
     GpuReading,
+    GuardGpuSettings,
+    GuardReading,
     HostReading,
     HwmonVoltageReading,
     KernelLogReading,
@@ -96,6 +98,9 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     PathResistanceReading: RecordMetrics("psu_path", labels=("path",)),
     HwmonVoltageReading: RecordMetrics("hwmon", labels=("sensor", "chip", "label"), skip=("scale",)),
     PmbusPsuReading: RecordMetrics("pmbus_psu", labels=("sensor", "chip")),
+    # The settings the guard put in place; the originals (same labels) stay in frames and events.
+    GuardReading: RecordMetrics("guard", skip=("original", "gpus")),
+    GuardGpuSettings: RecordMetrics("guard_gpu", labels=("index=gpu",)),
 }
 
 # (field suffix, metric suffix, scale). Order matters: longer suffixes first.
@@ -308,6 +313,8 @@ class FrameCollector:
 
     def _mark_metrics(self, node: str) -> list[Metric]:
         """Marks as annotations: a counter (``changes()`` finds them) and the last one's text and time."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         total = CounterMetricFamily(f"{PREFIX}_marks", "marks put on the timeline since the agent started "
                                                         "(POST /v1/marks, rigmon mark)", labels=["node"])
         total.add_metric([node], float(self.marks_total))

@@ -28,6 +28,7 @@ from rigmon.schema import (
     AlarmList,
     Frame,
     Gap,
+    GuardReading,
     History,
     Info,
     SchemaError,
@@ -365,6 +366,27 @@ class AgentClient:
             raise _status_error(response, response.content)
         try:
             return decode_agent(Alarm, response.content)
+        except SchemaError as exc:
+            raise AgentError(f"bad answer: {exc}") from None
+
+    async def guard_command(self, action: str, by: str) -> GuardReading:
+        """POST /v1/guard (``hold`` or ``release``) with the control token; returns the guard's state.
+
+        Raises:
+            AgentError: no control token here (403), the agent refused (401, 403, 404 when it
+                runs no guard), unreachable, or a bad answer; ``reason`` says which.
+        """
+        if not self.control_token:
+            raise AgentError("no control token for this node in the dashboard configuration", 403)
+        try:
+            response = await self._http.post("/v1/guard", json={"action": action, "by": by},
+                                             headers={"Authorization": f"Bearer {self.control_token}"})
+        except httpx.HTTPError as exc:
+            raise AgentError(_reason(exc)) from None
+        if response.status_code != 200:
+            raise _status_error(response, response.content)
+        try:
+            return decode_agent(GuardReading, response.content)
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rigmon.schema import Alarm, Frame, NetInterfaceReading, Readings
+from rigmon.schema import Alarm, Frame, GuardReading, NetInterfaceReading, Readings
 
 #: Collector states that count as a failing collector.
 FAILING_STATES = frozenset({"error", "hung"})
@@ -96,6 +96,7 @@ class NodeSummary:
         links_unhealthy_worst: most links not healthy at once in that window (a link that
             flapped between two looks shows here).
         alarms_severity: severity of the worst firing alarm counted in ``alarms``.
+        guard_mark: the undervolt guard in a few cells (`guard_mark`); empty while armed or absent.
     """
 
     node: str
@@ -123,6 +124,7 @@ class NodeSummary:
     link_worst_gbps: float | None = None
     links_unhealthy_worst: int | None = None
     alarms_severity: str | None = None
+    guard_mark: str = ""
 
 
 def host_figures(readings: Readings) -> HostFigures:
@@ -136,6 +138,14 @@ def host_figures(readings: Readings) -> HostFigures:
         if rate is not None
     ]
     return HostFigures(cpu_pct=cpu, net_bytes_per_s=sum(rates) if rates else None)
+
+
+def guard_mark(guard: GuardReading | None) -> str:
+    """The undervolt guard for the cluster row: ``G1`` engaged at step 1 (``g1`` in dry-run or
+    when it cannot act), ``G1h`` held; empty while armed or when the agent runs no guard."""
+    if guard is None or guard.step == 0:
+        return ""
+    return f"{'G' if guard.acting else 'g'}{guard.step}" + ("h" if guard.state == "held" else "")
 
 
 def rail_figures(readings: Readings) -> float | None:
@@ -364,4 +374,5 @@ def summarize(frame: Frame) -> NodeSummary:
         gpu_peak_w=peak,
         gpu_peak_limit_w=limit,
         link_gbps=slowest_link_gbps(readings),
+        guard_mark=guard_mark(readings.guard),
     )

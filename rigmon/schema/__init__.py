@@ -42,6 +42,13 @@ from rigmon.schema.gpu import (
     KernelLogReading,
     NvLinkReading,
 )
+from rigmon.schema.guard import (
+    GuardGpuSettings,
+    GuardModeName,
+    GuardReading,
+    GuardStateName,
+    GuardStepName,
+)
 from rigmon.schema.history import (
     History,
     HistorySeries,
@@ -99,6 +106,11 @@ __all__ = [
     "GpuReading",
     "GpuState",
     "GpuVendor",
+    "GuardGpuSettings",
+    "GuardModeName",
+    "GuardReading",
+    "GuardStateName",
+    "GuardStepName",
     "History",
     "HistorySeries",
     "HostReading",

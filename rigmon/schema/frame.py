@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union
 
 from rigmon.schema.gpu import AmdGpuReading, GpuProcessReading, GpuReading, KernelLogReading
+from rigmon.schema.guard import GuardReading
 from rigmon.schema.host import HostReading, TemperatureReading
 from rigmon.schema.links import NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.schema.power import (
@@ -92,6 +93,7 @@ class Readings:
     hwmon_volts: tuple[HwmonVoltageReading, ...] = ()
     pmbus_psus: tuple[PmbusPsuReading, ...] = ()
     gpu_processes: tuple[GpuProcessReading, ...] = ()
+    guard: GuardReading | None = None
 
 
 @dataclass(frozen=True, slots=True)

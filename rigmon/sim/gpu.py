@@ -19,6 +19,17 @@ SAMPLE_PERIOD_S = 0.05
 MAX_SAMPLE_SPAN_S = 6.0
 #: Decay time of the power spike when all GPUs ramp at once.
 SPIKE_TAU_S = 0.12
+#: Dynamic power follows the graphics clock cap as (cap / max) ** this (voltage drops with the
+#: clock): 1005 of 1530 MHz leaves ~60 %, so a V100's ~330 W ramp peak becomes ~200 W.
+CLOCK_POWER_EXP = 1.2
+#: Training speed follows the cap as (cap / max) ** this: 1005 MHz costs ~13 %, as the
+#: incident's rig measured (memory-bound kernels do not slow with the core clock).
+CLOCK_SPEED_EXP = 0.33
+#: The driver's power limiter reacts this late to a ramp: until then the board draws what the
+#: clocks ask for (DESIGN.md incident 1: peaks above 300 W under a 200 W limit).
+POWER_LIMIT_LAG_S = 0.5
+#: Samples per second one V100 at full boost contributes to the simulated job's throughput.
+SAMPLES_PER_GPU_S = 100.0
 PCIE_GEN_SPEED = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe"}
 
 LoadFn = Callable[[float], float]
@@ -78,6 +89,7 @@ class SimNvidiaGpus:
     _target: str | None = None
     _last_load: float = 0.0
     _spike: list[float] = field(default_factory=list)
+    _since_ramp_s: float = 0.0
     _below_s: float = 0.0
     _sags_at: list[float] = field(default_factory=list)
     _next_aer_s: dict[int, float] = field(default_factory=dict)
@@ -94,6 +106,13 @@ class SimNvidiaGpus:
     hot_spread_c: float = 7.0
     _temp_c: dict[int, float] = field(default_factory=dict)
     _hot_c: dict[int, float] = field(default_factory=dict)
+    #: The simulated job's throughput (samples/s): it falls with capped clocks and is 0 once
+    #: a GPU is lost (the data-parallel run dies with it).
+    throughput_per_s: float = 0.0
+    #: Samples the simulated job trained so far (the throughput integrated over simulated time).
+    samples_total: float = 0.0
+    #: Simulated seconds the job trained (load on every GPU, none lost).
+    job_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.machine = FakeNvmlMachine(self.gpus)
@@ -137,6 +156,12 @@ class SimNvidiaGpus:
                     if braking and load > 0.1:
                         gpu.clock_reasons |= 0x8 | 0x80  # HW slowdown, HW power brake slowdown
             node.bus["gpu_power_w"] = sum(g.power_mw for g in self.gpus if not g.lost) / 1000.0
+            lost = any(g.lost for g in self.gpus)
+            self.throughput_per_s = 0.0 if lost else sum(
+                SAMPLES_PER_GPU_S * load * clock_ratio(g) ** CLOCK_SPEED_EXP for g in self.gpus)
+            self.samples_total += self.throughput_per_s * dt_s
+            if not lost and load > 0.1:
+                self.job_s += dt_s
         self._check_rail(node, dt_s)
 
     def _sample_power(self, node: SimNode, t_s: float, dt_s: float) -> None:
@@ -149,12 +174,20 @@ class SimNvidiaGpus:
                 load = self.load_fn(ts) if self.load_fn else node.load
                 ramp = load - self._last_load > 0.3
                 self._last_load = load
+                self._since_ramp_s = 0.0 if ramp else self._since_ramp_s + span / n
                 for gpu in self.gpus:
                     if gpu.lost:
                         continue
                     i = gpu.index
                     self._spike[i] = self.spike_w * self._rng.uniform(0.8, 1.2) if ramp else self._spike[i] * decay
-                    watts = self.idle_w + (self.load_w - self.idle_w) * load + self._spike[i]
+                    scale = clock_ratio(gpu) ** CLOCK_POWER_EXP
+                    dynamic_w = (self.load_w - self.idle_w) * load * scale
+                    if gpu.power_limit_mw < gpu.default_limit_mw and self._since_ramp_s >= POWER_LIMIT_LAG_S:
+                        # The limit holds the steady draw only, and only after the limiter caught
+                        # up: the ramp still overshoots it (why power limits alone do not save the
+                        # rig, DESIGN.md incident 1).
+                        dynamic_w = min(dynamic_w, gpu.power_limit_mw / 1000.0 - self.idle_w)
+                    watts = self.idle_w + dynamic_w + self._spike[i] * scale
                     watts *= self._rng.uniform(0.98, 1.02)
                     gpu.power_samples.append((int(ts * 1_000_000) + 1, int(watts * 1000)))
                     gpu.power_mw = int(watts * 1000)
@@ -163,8 +196,10 @@ class SimNvidiaGpus:
         gpu.energy_mj += gpu.power_mw * dt_s
         busy = load > 0.1
         at_cap = gpu.power_mw > gpu.enforced_limit_mw
-        gpu.clock_sm_mhz = gpu.clock_graphics_mhz = (1380 if at_cap else 1530) if busy else 135
-        gpu.clock_reasons = 0x4 if at_cap else (0x0 if busy else 0x1)
+        cap = graphics_cap_mhz(gpu)
+        gpu.clock_sm_mhz = gpu.clock_graphics_mhz = min(1380 if at_cap else 1530, cap) if busy else 135
+        capped = busy and cap < gpu.max_clock_graphics_mhz
+        gpu.clock_reasons = 0x4 if at_cap else ((0x2 if capped else 0x0) if busy else 0x1)
         if at_cap:
             gpu.violation_power_ns += int(dt_s * 0.2 * 1e9)
         # Kept as a float between steps: a substep's change is a fraction of a degree.
@@ -177,7 +212,8 @@ class SimNvidiaGpus:
         temp += (target_temp - temp) * min(1.0, dt_s / 20.0)
         self._temp_c[gpu.index] = temp
         gpu.temp_c = int(round(temp))
-        gpu.util_gpu_pct = int(min(100.0, load * 100))
+        # Utilisation stands for work done: capped clocks do less of it per second.
+        gpu.util_gpu_pct = int(min(100.0, load * 100 * clock_ratio(gpu) ** CLOCK_SPEED_EXP))
         gpu.util_mem_pct = int(min(100.0, load * 60))
         if not self.memory_from_processes:
             gpu.mem_used_bytes = int(gpu.mem_total_bytes * (0.02 + 0.85 * min(1.0, load * 3)))
@@ -257,6 +293,21 @@ class SimNvidiaGpus:
             self._target = None
         # Wake anything blocked in the fake driver.
         self.machine.heal("hang")
+
+
+def graphics_cap_mhz(gpu: FakeGpu) -> int:
+    """The highest graphics clock the GPU may run at: its maximum, under set application or locked clocks."""
+    cap = gpu.max_clock_graphics_mhz
+    if gpu.app_clocks_set:
+        cap = min(cap, gpu.app_clock_graphics_mhz)
+    if gpu.locked_clock_max_mhz is not None:
+        cap = min(cap, gpu.locked_clock_max_mhz)
+    return cap
+
+
+def clock_ratio(gpu: FakeGpu) -> float:
+    """The clock cap as a fraction of the GPU's maximum graphics clock."""
+    return graphics_cap_mhz(gpu) / gpu.max_clock_graphics_mhz
 
 
 @dataclass

@@ -171,7 +171,10 @@ class FakeNvmlLibrary:
         self._previous_lib: Any = None
         self._installed = False
         self._next_set = 0
-        self.symbols = types.SimpleNamespace(**self._build_symbols())
+        # Deferred: the control symbols (clock and power writes) use this class's plumbing.
+        from rigmon.sim.nvml_control import control_symbols
+
+        self.symbols = types.SimpleNamespace(**self._build_symbols(), **control_symbols(self))
 
     # -- binding ----------------------------------------------------------------------
 

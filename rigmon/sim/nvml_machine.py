@@ -74,6 +74,12 @@ class FakeGpu:
     clock_mem_mhz: int = 877
     app_clock_graphics_mhz: int = 1312
     app_clock_mem_mhz: int = 877
+    #: Someone set the application clocks (the guard, ``nvidia-smi -ac``): they cap the boost.
+    app_clocks_set: bool = False
+    #: Locked graphics clock range (``nvidia-smi -lgc``); ``None``: not locked.
+    locked_clock_min_mhz: int | None = None
+    locked_clock_max_mhz: int | None = None
+    persistence_mode: int = 0
     max_clock_graphics_mhz: int = 1530
     max_clock_sm_mhz: int = 1530
     max_clock_mem_mhz: int = 877
@@ -146,6 +152,8 @@ class FakeNvmlMachine:
         #: Calls answered per symbol (as a driver's call statistics would show them).
         self.calls: Counter[str] = Counter()
         self.driver_missing = False
+        #: Writes (clocks, limits, persistence) answer NO_PERMISSION: an agent that is not root.
+        self.no_permission = False
         self.init_count = 0
         self._running = threading.Event()
         self._running.set()

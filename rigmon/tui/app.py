@@ -311,6 +311,10 @@ class RigmonApp(App[None]):
     def on_alarms_screen_acknowledge(self, message: AlarmsScreen.Acknowledge) -> None:
         self.run_worker(operations.acknowledge(self, message.row), group="ack", exit_on_error=False)
 
+    def on_node_screen_guard_command(self, message: NodeScreen.GuardCommand) -> None:
+        self.run_worker(operations.guard_command(self, message.key, message.action), group="guard",
+                        exit_on_error=False)
+
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster or alarms screen."""
         self._close_history()

@@ -76,6 +76,30 @@ async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> bool:
     return True
 
 
+async def guard_command(app: RigmonApp, key: str, action: str) -> None:
+    """Hold or release the undervolt guard of node ``key`` with its control token; refusals
+    are a notification saying why."""
+    if app.replay is not None:
+        notify(app, "a replay is read-only: no guard to command", severity="warning", timeout=5)
+        return
+    target = next((t for t in app.targets if t.url == key), None)
+    store = app.cluster.nodes.get(key)
+    if target is None or store is None:
+        notify(app, "the dashboard does not follow that node", severity="error")
+        return
+    what = f"guard on {store.name}"
+    client = app.client_factory(target)
+    try:
+        guard = await client.guard_command(action, app.ack_by)
+    except AgentError as exc:
+        notify(app, f"{what}: {exc.reason}", title=f"{action.capitalize()} refused", severity="error", timeout=10)
+        return
+    finally:
+        await client.aclose()
+    done = "held: the caps stay until released" if action == "hold" else "released: restoring the GPUs' settings"
+    notify(app, f"{what} {done} (now {guard.state}, step {guard.step})", title=f"Guard {action}", timeout=5)
+
+
 async def export(app: RigmonApp) -> None:
     """Save an SVG of the screen as it is now, then write a snapshot bundle of the followed
     nodes (the last hour of each) or of the replay up to its cursor, and say where both went."""

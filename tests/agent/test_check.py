@@ -139,3 +139,21 @@ def test_idle_gpus_are_not_busy(tmp_path: Path) -> None:
         rig.close()
     assert report.collectors["gpu_processes"].state == "ok"
     assert [a for a in report.findings if a.rule == "gpu_busy"] == []
+
+
+def test_check_reports_whether_the_guard_could_act(healthy_tree: Path) -> None:
+    from rigmon.config import GuardSection
+    from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
+
+    machine = FakeNvmlMachine(v100_sxm2_gpus(2))
+    with serving(healthy_tree, machine):
+        report = check(config(healthy_tree))
+        assert report.guard == "off; it could act on this node (NVML accepts clock changes)"
+        assert "guard: off; it could act" in format_report(report)
+        machine.no_permission = True
+        cfg = AgentConfig(agent=AgentSection(node="n1", root=str(healthy_tree)),
+                          guard=GuardSection(enabled=True, mode="enforce"))
+        report = check(cfg)
+        assert report.guard is not None and report.guard.startswith("enforce; it could not act on this node")
+        assert "no permission" in report.guard and "root" in report.guard
+    assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312, 1312]  # the probe changed nothing

@@ -13,7 +13,20 @@ from rigmon.agent.agent import Agent
 from rigmon.agent.api import OPENAPI_PATH
 from rigmon.cluster.client import SamplesPage
 from rigmon.config import AgentConfig, AgentSection
-from rigmon.schema import Alarm, AlarmList, CollectorStatus, Event, Frame, Gap, History, HistorySeries, Info, NodeCapture
+from rigmon.schema import (
+    Alarm,
+    AlarmList,
+    CollectorStatus,
+    Event,
+    Frame,
+    Gap,
+    GuardGpuSettings,
+    GuardReading,
+    History,
+    HistorySeries,
+    Info,
+    NodeCapture,
+)
 
 SPEC = json.loads(OPENAPI_PATH.read_text())
 
@@ -38,7 +51,8 @@ def test_paths_and_methods_match_the_routes(tmp_path: Path) -> None:
 def test_record_schemas_require_what_the_dataclasses_require() -> None:
     records = {"CollectorStatus": CollectorStatus, "Event": Event, "Frame": Frame, "Gap": Gap, "Info": Info,
                "Alarm": Alarm, "AlarmList": AlarmList, "HistorySeries": HistorySeries, "History": History,
-               "NodeCapture": NodeCapture, "SamplesPage": SamplesPage}
+               "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
+               "GuardGpuSettings": GuardGpuSettings}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
         fields = {f.name: f for f in dataclasses.fields(cls)}

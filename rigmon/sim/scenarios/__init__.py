@@ -19,6 +19,7 @@ from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
 from rigmon.sim.scenarios.undervolt_bus_drop import UndervoltBusDrop
+from rigmon.sim.scenarios.undervolt_bus_drop_guarded import UndervoltBusDropGuarded
 
 
 class Scenario(Protocol):
@@ -47,6 +48,7 @@ SCENARIOS: dict[str, Scenario] = {
     "nvme-link-gen3": NvmeLinkGen3(),
     "strix-usb4": StrixUsb4(),
     "undervolt-bus-drop": UndervoltBusDrop(),
+    "undervolt-bus-drop-guarded": UndervoltBusDropGuarded(),
     "loose-sxm2": LooseSxm2(),
     "strix-cluster": StrixCluster(),
     "corroding-connection": CorrodingConnection(),

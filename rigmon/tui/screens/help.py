@@ -22,6 +22,7 @@ HELP = """\
 - **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
   of the screen, in the export directory; a notification says where
 - **h**: history of the node (on the cluster screen: of the node under the cursor)
+- **g** / **G** on a node: hold or release its undervolt guard (the node's control token)
 - **t**: next theme
 - **Ctrl+P**: command palette (open a node, pick a theme)
 - **?**: this help; **q**: quit

@@ -21,6 +21,7 @@ from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.widgets.collector_health import CollectorHealth
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
+from rigmon.tui.widgets.guard_line import GuardLine
 from rigmon.tui.widgets.host_group import HostGroup
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_status import NodeStatus
@@ -59,10 +60,20 @@ class NodeScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("h", "history", "History"),
+        Binding("g", "guard('hold')", "Hold guard", show=False),
+        Binding("G", "guard('release')", "Release guard", show=False),
     ]
 
     class Back(Message):
         """The operator wants the cluster screen again."""
+
+    class GuardCommand(Message):
+        """The operator holds or releases the shown node's undervolt guard."""
+
+        def __init__(self, key: str, action: str) -> None:
+            super().__init__()
+            self.key = key
+            self.action = action
 
     def __init__(self) -> None:
         super().__init__()
@@ -73,6 +84,7 @@ class NodeScreen(Screen[None]):
         with VerticalScroll(id="node-body"):
             yield IncidentTimeline()
             yield NodeStatus()
+            yield GuardLine()
             yield GpuGroup()
             yield RailGroup()
             yield StorageGroup()
@@ -106,6 +118,7 @@ class NodeScreen(Screen[None]):
             group.details = view.details
             group.events = events
             group.span_s = view.trend_span_s
+        self.query_one(GuardLine).guard = frame.readings.guard if frame else None
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}
         event_list = self.query_one(EventList)
@@ -134,6 +147,11 @@ class NodeScreen(Screen[None]):
             body.move_child(order[0], after=self.query_one(NodeStatus))
             for before, group in zip(order, order[1:]):
                 body.move_child(group, after=before)
+
+    def action_guard(self, action: str) -> None:
+        """Hold or release the shown node's guard (the app sends it with the node's control token)."""
+        if self._shown_key is not None:
+            self.post_message(self.GuardCommand(self._shown_key, action))
 
     def action_back(self) -> None:
         """Back to the cluster screen."""

@@ -238,6 +238,9 @@ class NodeRow(Widget, can_focus=True):
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:
                 state.append(": ").append(plain(view.reason))
+        if summary is not None and summary.guard_mark:
+            # The undervolt guard capped this node's GPUs (G: enforced, g: dry-run; h: held).
+            state.append(f" {summary.guard_mark}", style=self._style("alarm"))
         alarms = summary.alarms if summary else None
         severity = summary.alarms_severity if summary else None
         # Coloured by the worst alarm it counts: red for a critical one, amber for warnings only.

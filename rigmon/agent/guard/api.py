@@ -1,0 +1,53 @@
+"""``/v1/guard``: the guard's state (GET, read token) and the operator's hold/release (POST, control token)."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from rigmon.agent.api import control_denied, mark_text
+from rigmon.agent.guard.service import GuardCommand, GuardService
+from rigmon.schema import encode
+
+#: Longest operator name kept with a command.
+MAX_BY_CHARS = 64
+PATH = "/v1/guard"
+
+
+def _error(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=status)
+
+
+def guard_routes(service: GuardService | None, control_token: str | None, token: str | None) -> list[Route]:
+    """The routes of ``/v1/guard`` (404 answers when the guard is not enabled on this agent)."""
+
+    async def get(request: Request) -> Response:
+        if service is None:
+            return _error(404, "the guard is not enabled on this agent ([guard] enabled = false)")
+        return Response(encode(service.reading()), media_type="application/json")
+
+    async def post(request: Request) -> Response:
+        if service is None:
+            return _error(404, "the guard is not enabled on this agent ([guard] enabled = false)")
+        denied = control_denied(control_token, token, request, "command the guard")
+        if denied is not None:
+            return denied
+        try:
+            data = json.loads(await request.body() or b"null")
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict) or data.get("action") not in ("hold", "release") \
+                or not isinstance(data.get("by", ""), str):
+            return _error(400, 'body must be {"action": "hold" | "release", "by": "name"}')
+        action: GuardCommand = "hold" if data["action"] == "hold" else "release"
+        # Shown on every dashboard and kept in the journal: text only, as an acknowledgement's by.
+        by = mark_text((data.get("by") or "operator")[:MAX_BY_CHARS], MAX_BY_CHARS, "by")
+        return Response(encode(service.command(action, by)), media_type="application/json")
+
+    async def dispatch(request: Request) -> Response:
+        return await (post(request) if request.method == "POST" else get(request))
+
+    return [Route(PATH, dispatch, methods=["GET", "POST"])]

@@ -1,0 +1,265 @@
+"""The undervolt guard's decisions as pure functions over frames: trigger, steps, restore, rate ceiling.
+
+Nothing here touches the GPUs or the clock: `observe` reduces a frame to what the guard looks
+at, `decide` turns the guard's state and one observation into a new state and the actions to
+take, and `plan_settings` says which clocks a step sets. `rigmon.agent.guard.service` carries
+the actions out through `rigmon.hw.nvml_control` (or only reports them, in dry-run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from rigmon.config import GuardSection
+from rigmon.schema import Frame, GuardGpuSettings, GuardStepName
+
+#: Seconds over which `GuardSection.max_actions_per_hour` counts actions.
+HOUR_S = 3600.0
+#: Throttle reasons that mean the board itself pulled the clocks down: the external power
+#: brake (a sagging supply asserts it on some boards) and the generic HW slowdown.
+HW_REASONS = frozenset({"hw_power_brake_slowdown", "hw_slowdown"})
+
+DecisionKind = Literal["engage", "step", "restore", "limited"]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one frame tells the guard.
+
+    Attributes:
+        at: the frame's time (Unix seconds).
+        rail_min_volts: rail minimum of the frame's ADC reading; ``None`` when there is none
+            (no ADC, stale readings).
+        rail_window: identity of the newest window behind that reading (the device's window
+            ``seq``, else its time): a reading repeated in later frames is not a new sag.
+            ``None`` when the device gives neither; then only frames with new windows count.
+        alarms_fired: names of trigger rules that started firing in this frame.
+        throttled_gpus: GPU indices reporting a hardware slowdown reason.
+        gpus: indices of the GPUs present and not lost.
+    """
+
+    at: float
+    rail_min_volts: float | None = None
+    rail_window: float | None = None
+    alarms_fired: tuple[str, ...] = ()
+    throttled_gpus: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GuardState:
+    """What the guard remembers between frames.
+
+    ``step`` 0 is armed; 1.. counts the steps in force (see `steps_of`). ``sags`` are the
+    times of rail sags still inside the counting window, ``actions`` the times of engage and
+    step actions inside the last hour.
+    """
+
+    step: int = 0
+    held: bool = False
+    trigger: str | None = None
+    engaged_at: float | None = None
+    last_step_at: float | None = None
+    last_trigger_at: float | None = None
+    gpus: tuple[int, ...] = ()
+    sags: tuple[float, ...] = ()
+    actions: tuple[float, ...] = ()
+    limited_reported: bool = False
+    rail_window: float | None = None
+    released_until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One thing to do.
+
+    ``engage`` takes step 1, ``step`` the next step (``step`` is the step number after it,
+    ``step_name`` what it sets), ``restore`` puts the original settings back, ``limited``
+    says the ceiling on actions per hour stopped an engage or step.
+    """
+
+    kind: DecisionKind
+    step: int
+    step_name: GuardStepName | None
+    trigger: str
+    gpus: tuple[int, ...]
+
+
+def steps_of(config: GuardSection) -> tuple[GuardStepName, ...]:
+    """The steps in order, as configured: application clocks always, then locked clocks and a power limit."""
+    steps: list[GuardStepName] = ["app_clocks"]
+    if config.locked_clocks:
+        steps.append("locked_clocks")
+    if config.power_limit_w > 0:
+        steps.append("power_limit")
+    return tuple(steps)
+
+
+def observe(frame: Frame, config: GuardSection) -> Observation:
+    """Reduce a frame to what the guard's triggers look at."""
+    rail = frame.readings.psu_rail
+    rail_min: float | None = None
+    window: float | None = None
+    if rail is not None and not rail.stale and rail.volts is not None:
+        # The window's sequence number tells a new window from a repeated one; ``windows`` alone
+        # does not (a reading pushed at once and the next poll's may split the count).
+        window = float(rail.seq) if rail.seq is not None else rail.last_window_at
+        if window is not None or rail.windows > 0:
+            rail_min = rail.volts.min_volts
+    fired = tuple(
+        str(e.data.get("rule")) for e in frame.events
+        if e.kind == "alarm_firing" and e.data.get("rule") in config.alarm_rules and not e.data.get("restored")
+    )
+    gpus = tuple(g.index for g in frame.readings.gpus if g.state != "lost")
+    throttled = tuple(
+        g.index for g in frame.readings.gpus
+        if g.state != "lost" and g.clock_reasons and HW_REASONS.intersection(g.clock_reasons)
+    )
+    return Observation(at=frame.taken_at, rail_min_volts=rail_min, rail_window=window, alarms_fired=fired,
+                       throttled_gpus=throttled, gpus=gpus)
+
+
+def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple[tuple[float, ...], str | None]:
+    """Sags still in the window (this frame's included) and what triggers now, if anything."""
+    sags = tuple(t for t in state.sags if obs.at - t < config.rail_window_s)
+    fresh = obs.rail_window is None or obs.rail_window != state.rail_window
+    new_sag = fresh and obs.rail_min_volts is not None and obs.rail_min_volts < config.rail_below_volts
+    if new_sag:
+        sags += (obs.at,)
+    reasons: list[str] = []
+    if new_sag and len(sags) >= config.rail_count:
+        assert obs.rail_min_volts is not None
+        reasons.append(f"rail minimum {obs.rail_min_volts:.2f} V below {config.rail_below_volts:g} V "
+                       f"({len(sags)}x in {config.rail_window_s:g} s)")
+    if obs.alarms_fired:
+        reasons.append(f"alarm {', '.join(obs.alarms_fired)} firing")
+    if config.throttle_gpus and len(obs.throttled_gpus) >= config.throttle_gpus:
+        reasons.append(f"hardware slowdown on GPUs {', '.join(map(str, obs.throttled_gpus))}")
+    return sags, ("; ".join(reasons) or None)
+
+
+def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[GuardState, list[Decision]]:
+    """Advance the guard by one observation.
+
+    Engages (step 1) when a trigger fires while armed; takes the next step when a trigger
+    fires again at least ``step_after_s`` after the last step; restores once no trigger
+    fired for ``restore_after_s`` (not while held). Engage and step actions count against
+    ``max_actions_per_hour``; at the ceiling the guard stays where it is and says so once
+    (``limited``). Restoring never counts: going back to the GPU's own settings is safe.
+
+    Args:
+        state: the state after the previous observation.
+        obs: this frame's observation.
+        config: the ``[guard]`` section.
+
+    Returns:
+        The new state and the decisions, in order.
+    """
+    sags, trigger = _trigger(state, obs, config)
+    actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
+    state = replace(state, sags=sags, actions=actions,
+                    rail_window=state.rail_window if obs.rail_window is None else obs.rail_window)
+    steps = steps_of(config)
+    if trigger is not None:
+        state = replace(state, last_trigger_at=obs.at)
+        if state.step == 0 and state.released_until is not None and obs.at < state.released_until:
+            # The operator released the guard: it stays away until the quiet time is over.
+            return state, []
+        wants_step = state.step == 0 or (
+            state.step < len(steps) and state.last_step_at is not None
+            and obs.at - state.last_step_at >= config.step_after_s
+        )
+        if wants_step:
+            gpus = state.gpus if state.step else _targets(obs, config)
+            if len(actions) >= config.max_actions_per_hour:
+                if state.limited_reported:
+                    return state, []
+                return replace(state, limited_reported=True), [
+                    Decision("limited", state.step, steps[state.step - 1] if state.step else None, trigger, gpus)]
+            step = state.step + 1
+            kind: DecisionKind = "engage" if state.step == 0 else "step"
+            state = replace(
+                state, step=step, trigger=trigger if state.step == 0 else state.trigger,
+                engaged_at=obs.at if state.step == 0 else state.engaged_at, last_step_at=obs.at,
+                gpus=gpus, actions=actions + (obs.at,), limited_reported=False,
+            )
+            return state, [Decision(kind, step, steps[step - 1], trigger, gpus)]
+        return state, []
+    if (state.step > 0 and not state.held and state.last_trigger_at is not None
+            and obs.at - state.last_trigger_at >= config.restore_after_s):
+        return release(state, obs.at, "healthy for {:g} s".format(obs.at - state.last_trigger_at))
+    return state, []
+
+
+def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tuple[GuardState, list[Decision]]:
+    """Restore the original settings now (the operator's release, or healthy long enough).
+
+    The sags counted so far are forgotten. With ``quiet_s`` (an operator's release) the guard
+    does not engage again for that long, whatever triggers; then it is armed again.
+    """
+    until = at + quiet_s if quiet_s > 0 else None
+    if state.step == 0:
+        return replace(state, held=False, released_until=until or state.released_until), []
+    decision = Decision("restore", 0, None, why, state.gpus)
+    return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
+                      rail_window=state.rail_window, released_until=until), [decision]
+
+
+def hold(state: GuardState) -> GuardState:
+    """Keep the settings in force: no automatic restore until released."""
+    return replace(state, held=True)
+
+
+def _targets(obs: Observation, config: GuardSection) -> tuple[int, ...]:
+    if config.gpus:
+        return tuple(i for i in config.gpus if i in obs.gpus) or config.gpus
+    return obs.gpus
+
+
+def derive_app_clocks(supported: Mapping[int, Sequence[int]], max_graphics_mhz: int | None,
+                      fraction: float) -> tuple[int, int] | None:
+    """The application-clock pair of step 1 from the GPU's supported clocks.
+
+    The highest memory clock (HBM2 runs at one: 877 MHz on a V100), and the largest graphics
+    clock it supports at that memory clock that is at most ``fraction`` of the maximum
+    graphics clock (0.66 x 1530 -> 1005 MHz on a V100).
+
+    Args:
+        supported: graphics clocks (MHz) by memory clock (MHz).
+        max_graphics_mhz: the GPU's maximum graphics clock; ``None``: the largest supported.
+        fraction: of the maximum.
+
+    Returns:
+        ``(memory_mhz, graphics_mhz)``, or ``None`` when nothing fits.
+    """
+    if not supported:
+        return None
+    mem = max(supported)
+    graphics = sorted(supported[mem])
+    if not graphics:
+        return None
+    top = max_graphics_mhz or graphics[-1]
+    fitting = [g for g in graphics if g <= top * fraction]
+    return (mem, fitting[-1]) if fitting else (mem, graphics[0])
+
+
+def plan_settings(step_name: GuardStepName, current: GuardGpuSettings, app_clocks: tuple[int, int] | None,
+                  power_limit_w: float) -> GuardGpuSettings:
+    """The settings a step puts on one GPU, starting from what is in force.
+
+    Args:
+        step_name: the step.
+        current: the GPU's settings before this step (the previous steps' included).
+        app_clocks: ``(memory, graphics)`` MHz of step 1 (configured or derived).
+        power_limit_w: the power limit of the last step.
+    """
+    if step_name == "app_clocks":
+        if app_clocks is None:
+            return current
+        return replace(current, app_clock_mem_mhz=app_clocks[0], app_clock_graphics_mhz=app_clocks[1])
+    if step_name == "locked_clocks":
+        graphics = app_clocks[1] if app_clocks else current.app_clock_graphics_mhz
+        return replace(current, locked_clock_max_mhz=graphics)
+    return replace(current, power_limit_w=power_limit_w)

@@ -1,0 +1,77 @@
+"""GuardLine: the undervolt guard's state on the node screen (its cluster-row mark is `guard_mark`)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from rigmon.cluster.summary import guard_mark
+from rigmon.schema import GuardReading
+from rigmon.tui.text import plain
+
+__all__ = ["GuardLine", "guard_mark", "guard_text"]
+
+STEP_TEXT = {"app_clocks": "application clocks", "locked_clocks": "locked clocks", "power_limit": "power limit"}
+
+
+def guard_text(guard: GuardReading) -> str:
+    """The line's words (strings from the agent are drawn as text by the caller)."""
+    mode = guard.mode if guard.acting or guard.mode == "dry-run" else f"{guard.mode}, not acting"
+    if guard.step == 0:
+        head = f"guard {guard.state} ({mode})"
+    else:
+        step = STEP_TEXT.get(guard.step_name or "", guard.step_name or "?")
+        head = f"guard {guard.state} ({mode}): step {guard.step}, {step}"
+        if guard.gpus:
+            head += f" on GPUs {','.join(map(str, guard.gpus))}"
+        capped = guard.settings[0] if guard.settings else None
+        if capped is not None and capped.app_clock_graphics_mhz is not None:
+            head += f" at {capped.app_clock_mem_mhz}/{capped.app_clock_graphics_mhz} MHz"
+    parts = [head, f"{guard.actions_last_hour}/{guard.max_actions_per_hour} actions this hour"]
+    if guard.trigger and guard.step:
+        parts.append(f"because {guard.trigger}")
+    if guard.reason and guard.reason != "dry-run":
+        parts.append(guard.reason)
+    if guard.left_behind:
+        parts.append("settings left by a previous agent run")
+    if guard.failures_total:
+        parts.append(f"{guard.failures_total} failed")
+    return " · ".join(parts)
+
+
+class GuardLine(Widget):
+    """One line saying what the guard does to this node's GPUs; nothing when the agent runs no guard."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"guard-line--armed", "guard-line--engaged", "guard-line--failing"}
+    DEFAULT_CSS = """
+    GuardLine {
+        height: auto;
+    }
+    """
+
+    guard: reactive[GuardReading | None] = reactive(None, layout=True)
+    """The guard's state in the node's newest frame."""
+
+    def on_mount(self) -> None:
+        # Hidden until a frame carries a guard: a node without one shows no empty line.
+        self.display = self.guard is not None
+
+    def watch_guard(self, guard: GuardReading | None) -> None:
+        self.display = guard is not None
+
+    def render(self) -> RenderableType:
+        guard = self.guard
+        if guard is None:
+            return ""
+        kind = "failing" if guard.reason and guard.mode == "enforce" and not guard.acting else (
+            "engaged" if guard.step else "armed")
+        style = self.get_component_rich_style(f"guard-line--{kind}", partial=True)
+        line = Text(style=style)
+        line.append_text(plain(guard_text(guard)))
+        if guard.step:
+            line.append("  (g hold, G release)")
+        return line

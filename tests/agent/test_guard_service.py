@@ -1,0 +1,233 @@
+"""The guard in the agent over the fake NVML: acting, dry-run, refusals, hung calls, stop and restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rigmon.agent.guard.service import GuardService, state_file_path
+from rigmon.config import GuardSection
+from rigmon.hw.nvml_control import open_nvml_control
+from rigmon.hw.root import HostRoot
+from rigmon.schema import (
+    CollectorStatus,
+    EventValue,
+    Frame,
+    PsuAdcCounters,
+    PsuRailReading,
+    Readings,
+    Severity,
+    VoltageEnvelope,
+)
+from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
+
+DEADLINE_S = 10.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_700_000_000.0
+
+    def time(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+class Events:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, dict[str, EventValue]]] = []
+
+    def __call__(self, kind: str, severity: Severity, subject: str, message: str,
+                 data: dict[str, EventValue] | None) -> None:
+        self.items.append((kind, message, dict(data or {})))
+
+    def kinds(self) -> list[str]:
+        return [k for k, _, _ in self.items]
+
+
+def frame(at: float, volts: float) -> Frame:
+    rail = PsuRailReading(
+        port="/dev/x", protocol="rm1", connected=True, stale=False, envelope_source="device", windows=1,
+        volts=VoltageEnvelope(11.9, volts, 12.0), amps=None, channels_volts={}, channels_amps={}, samples=None,
+        window_s=1.0, flags=0, under_voltage_latched=False, sag=volts < 11.5, seq=int(at), device_id=None,
+        firmware=None,
+        sensor=None, last_window_at=None, counters=PsuAdcCounters(),
+    )
+    return Frame(schema=1, node="n", run_id="r", seq=1, taken_at=at, agent_start=0.0,
+                 collectors={"psu": CollectorStatus("ok", True)}, readings=Readings(psu_rail=rail), events=())
+
+
+async def settle(service: GuardService) -> None:
+    await asyncio.to_thread(service.wait_idle, DEADLINE_S)
+    await asyncio.sleep(0)  # events hop to the loop with call_soon_threadsafe
+
+
+@pytest.fixture
+def machine() -> FakeNvmlMachine:
+    return FakeNvmlMachine(v100_sxm2_gpus(4))
+
+
+def make(tmp_path: Path, config: GuardSection, events: Events, clock: Clock) -> GuardService:
+    control = open_nvml_control(HostRoot(str(tmp_path / "root")), timeout_s=config.call_timeout_s)
+    return GuardService(config, control, events, clock, state_dir=str(tmp_path / "state"), node="n")
+
+
+ENFORCE = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, gpus=(0, 1, 2, 3))
+
+
+async def test_enforce_caps_every_gpu_then_restores_after_healthy(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4  # derived: 0.66 x 1530
+        assert all(g.persistence_mode == 1 for g in machine.gpus)
+        kind, message, data = events.items[-1]
+        assert kind == "guard_engaged" and data["dry_run"] is False and data["gpus"] == "0,1,2,3"
+        assert "877/1312 MHz" in str(data["before"]) and "877/1005 MHz" in str(data["after"])
+        assert "11.30 V" in str(data["trigger"])
+        assert state_file_path(tmp_path / "state").exists()
+        reading = service.reading()
+        assert (reading.state, reading.step, reading.acting) == ("engaged", 1, True)
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert not any(g.app_clocks_set for g in machine.gpus)
+        assert all(g.persistence_mode == 0 for g in machine.gpus)
+        assert events.kinds()[-1] == "guard_restored" and not state_file_path(tmp_path / "state").exists()
+        assert service.reading().state == "armed"
+        await asyncio.to_thread(service.close)
+
+
+async def test_no_permission_reports_once_and_stays_in_dry_run(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    machine.no_permission = True
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        await settle(service)
+        service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert events.kinds() == ["guard_failed", "guard_engaged"]
+        assert "permission" in events.items[0][1]
+        _, message, data = events.items[1]
+        assert data["dry_run"] is True and "would cap" in message and "877/1005 MHz" in str(data["after"])
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        reading = service.reading()
+        assert not reading.acting and reading.reason and "permission" in reading.reason
+        assert not state_file_path(tmp_path / "state").exists()
+        await asyncio.to_thread(service.close)
+
+
+async def test_a_hung_call_is_reported_and_sampling_is_not_blocked(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, call_timeout_s=0.2, app_clocks_mhz=(877, 1005),
+                          gpus=(0, 1))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        await settle(service)
+        machine.fail("hang")
+        try:
+            # Frames keep coming while the driver hangs: on_frame only decides and queues.
+            service.on_frame(frame(clock.t, 11.3))
+            for _ in range(5):
+                clock.t += 1
+                service.on_frame(frame(clock.t, 11.9))
+            await settle(service)
+            failed = [(m, d) for k, m, d in events.items if k == "guard_failed"]
+            assert failed and ("did not return" in failed[0][0] or "has not returned" in failed[0][0])
+            assert service.reading().failures_total >= 1
+        finally:
+            machine.heal("hang")
+        await asyncio.to_thread(service.close)
+
+
+async def test_stop_restores_what_it_changed(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, power_limit_w=200,
+                          gpus=(0, 1, 2, 3))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        for volts in (11.3, 11.3, 11.3):
+            clock.t += 1
+            service.on_frame(frame(clock.t, volts))
+        await settle(service)
+        assert events.kinds()[-3:] == ["guard_engaged", "guard_step", "guard_step"]
+        assert machine.gpus[0].locked_clock_max_mhz == 1005 and machine.gpus[0].power_limit_mw == 200_000
+        await asyncio.to_thread(service.close)
+        await asyncio.sleep(0)
+        assert events.kinds()[-1] == "guard_restored"
+        gpu = machine.gpus[0]
+        assert (gpu.app_clock_graphics_mhz, gpu.locked_clock_max_mhz, gpu.power_limit_mw) == (1312, None, 300_000)
+        assert not state_file_path(tmp_path / "state").exists()
+
+
+async def test_killed_while_engaged_then_restarted_finds_and_restores(tmp_path: Path,
+                                                                      machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        first = make(tmp_path, ENFORCE, events, clock)
+        first.start()
+        first.on_frame(frame(clock.t, 11.3))
+        await settle(first)
+        # Killed: no close(), nothing restored; only its worker thread goes away.
+        first._executor.shutdown(wait=True)
+        assert machine.gpus[2].app_clock_graphics_mhz == 1005
+        assert state_file_path(tmp_path / "state").exists()
+
+        events2 = Events()
+        clock.t += 100
+        second = make(tmp_path, ENFORCE, events2, clock)
+        second.start()
+        await settle(second)
+        kind, message, data = events2.items[0]
+        assert kind == "guard_engaged" and data["left_behind"] is True and "previous agent run" in message
+        reading = second.reading()
+        assert reading.left_behind and reading.state == "engaged"
+        assert [s.app_clock_graphics_mhz for s in reading.original] == [1312] * 4
+        clock.t += 31
+        second.on_frame(frame(clock.t, 11.9))
+        await settle(second)
+        assert events2.kinds()[-1] == "guard_restored"
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert not state_file_path(tmp_path / "state").exists() and not second.reading().left_behind
+        await asyncio.to_thread(second.close)
+
+
+async def test_operator_hold_and_release(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert service.command("hold", "alice").state == "held"
+        clock.t += 1000
+        service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert machine.gpus[0].app_clock_graphics_mhz == 1005
+        service.command("release", "alice")
+        await settle(service)
+        assert machine.gpus[0].app_clock_graphics_mhz == 1312
+        assert events.kinds()[-1] == "guard_restored" and "alice" in events.items[-1][1]
+        await asyncio.to_thread(service.close)
+
+
+def test_a_disabled_guard_still_reports_settings_left_behind(tmp_path: Path) -> None:
+    from rigmon.agent.guard.service import report_left_behind_when_disabled
+
+    events = Events()
+    assert not report_left_behind_when_disabled(str(tmp_path), events)
+    state_file_path(tmp_path).write_text("{}")
+    assert report_left_behind_when_disabled(str(tmp_path), events)
+    kind, message, data = events.items[0]
+    assert kind == "guard_failed" and data["left_behind"] is True and "nvidia-smi -rac" in message

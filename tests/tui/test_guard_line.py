@@ -1,0 +1,66 @@
+"""The undervolt guard on the dashboard: the node screen's line, the cluster mark, hold and release keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rigmon.cluster.config import NodeTarget
+from rigmon.schema import GuardGpuSettings, GuardReading
+from rigmon.sim.rig import running_rig
+from rigmon.tui.app import RigmonApp
+from rigmon.tui.screens.node import NodeScreen
+from rigmon.tui.widgets.guard_line import GuardLine, guard_mark, guard_text
+from tests.tui.snapshot_apps.dashboard import wait_for
+
+SIZE = (160, 50)
+CONTROL_TOKEN = "control-s3cret"
+
+ENGAGED = GuardReading(mode="enforce", acting=True, state="engaged", step=1, step_name="app_clocks",
+                       trigger="rail minimum 11.26 V below 11.5 V [/]", gpus=(0, 1, 2, 3), actions_last_hour=1,
+                       max_actions_per_hour=6, settings=(GuardGpuSettings(0, 877, 1005, None, 300.0),))
+
+
+def test_mark_and_text() -> None:
+    assert guard_mark(None) == "" and guard_mark(GuardReading("dry-run", False, "armed", 0)) == ""
+    assert guard_mark(ENGAGED) == "G1"
+    assert guard_mark(GuardReading("dry-run", False, "held", 2)) == "g2h"
+    text = guard_text(ENGAGED)
+    assert text.startswith("guard engaged (enforce): step 1, application clocks on GPUs 0,1,2,3 at 877/1005 MHz")
+    assert "because rail minimum 11.26 V below 11.5 V [/]" in text and "1/6 actions this hour" in text
+    denied = GuardReading("enforce", False, "armed", 0, reason="cannot act: no permission; staying in dry-run")
+    assert guard_text(denied).startswith("guard armed (enforce, not acting)") and "no permission" in guard_text(denied)
+
+
+def notices(app: RigmonApp) -> list[str]:
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+async def test_node_screen_shows_the_guard_and_holds_and_releases_it(tmp_path: Path) -> None:
+    token = tmp_path / "control.token"
+    token.write_text(CONTROL_TOKEN + "\n")
+    token.chmod(0o600)
+    extra = {"agent": {"control_token_file": str(token)}}
+    # Speed 2: the guard must act within ~3 simulated seconds of the first sag (a loaded machine).
+    async with running_rig("undervolt-bus-drop-guarded", 1, base_port=0, speed=2, workdir=tmp_path / "rig",
+                           extra_config=extra) as rig:
+        url = rig.urls[0]
+        guard = rig.agents[0].guard
+        assert guard is not None
+        app = RigmonApp([NodeTarget(url, control_token=CONTROL_TOKEN)], refresh_s=0.2, alarm_poll_s=0.5)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: url in app.cluster.nodes and app.cluster.nodes[url].latest is not None)
+            app.open_node(url)
+            await pilot.pause()
+            assert isinstance(app.screen, NodeScreen)
+
+            def line() -> GuardLine:
+                return app.screen.query_one(GuardLine)
+
+            await wait_for(lambda: line().guard is not None and line().guard.state == "engaged", timeout_s=40)
+            assert "guard engaged (enforce): step 1" in str(line().render())
+            await pilot.press("g")
+            await wait_for(lambda: guard.reading().state == "held")
+            await wait_for(lambda: any(n.startswith("Guard hold") for n in notices(app)))
+            await pilot.press("G")
+            await wait_for(lambda: guard.reading().state == "released")
+            await wait_for(lambda: any(n.startswith("Guard release") for n in notices(app)))
