@@ -16,7 +16,7 @@ import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeVar, Union
 
 import httpx
 
@@ -33,6 +33,8 @@ from rigmon.schema import (
     Info,
     SchemaError,
 )
+
+T = TypeVar("T")
 
 #: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
 #: starts with a couple of minutes of history instead of a single point.
@@ -355,19 +357,7 @@ class AgentClient:
                 token, 403 read-only agent or read token, 404 unknown id, 409 already
                 resolved), unreachable, or a bad answer; ``reason`` says which.
         """
-        if not self.control_token:
-            raise AgentError("no control token for this node in the dashboard configuration", 403)
-        try:
-            response = await self._http.post(f"/v1/alarms/{alarm_id}/ack", json={"by": by},
-                                             headers={"Authorization": f"Bearer {self.control_token}"})
-        except httpx.HTTPError as exc:
-            raise AgentError(_reason(exc)) from None
-        if response.status_code != 200:
-            raise _status_error(response, response.content)
-        try:
-            return decode_agent(Alarm, response.content)
-        except SchemaError as exc:
-            raise AgentError(f"bad answer: {exc}") from None
+        return await self._control_post(f"/v1/alarms/{alarm_id}/ack", {"by": by}, Alarm)
 
     async def guard_command(self, action: str, by: str) -> GuardReading:
         """POST /v1/guard (``hold`` or ``release``) with the control token; returns the guard's state.
@@ -376,17 +366,20 @@ class AgentClient:
             AgentError: no control token here (403), the agent refused (401, 403, 404 when it
                 runs no guard), unreachable, or a bad answer; ``reason`` says which.
         """
+        return await self._control_post("/v1/guard", {"action": action, "by": by}, GuardReading)
+
+    async def _control_post(self, path: str, body: dict[str, str], record: type[T]) -> T:
+        """POST ``body`` to ``path`` with the control token; the answer decoded as ``record``."""
         if not self.control_token:
             raise AgentError("no control token for this node in the dashboard configuration", 403)
         try:
-            response = await self._http.post("/v1/guard", json={"action": action, "by": by},
-                                             headers={"Authorization": f"Bearer {self.control_token}"})
+            response = await self._http.post(path, json=body, headers={"Authorization": f"Bearer {self.control_token}"})
         except httpx.HTTPError as exc:
             raise AgentError(_reason(exc)) from None
         if response.status_code != 200:
             raise _status_error(response, response.content)
         try:
-            return decode_agent(GuardReading, response.content)
+            return decode_agent(record, response.content)
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
