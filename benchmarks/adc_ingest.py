@@ -60,7 +60,9 @@ def main() -> int:
     config.write_text(f'[agent]\nnode = "bench"\nlisten = "127.0.0.1:{port}"\nstate_dir = "{work / "state"}"\n\n'
                       f'[psu]\nport = "{link}"\nprotocol = "rm1"\nbaud = 115200\n')
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--config", str(config)], env=env,
+    # --state-dir on the command line wins over a RIGMON_AGENT_STATE_DIR in the environment.
+    agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--config", str(config),
+                              "--state-dir", str(work / "state")], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

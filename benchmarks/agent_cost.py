@@ -162,7 +162,10 @@ def start_rigmon(name: str, work: Path, tree: Path, common_only: bool) -> Tool:
         lines.append('[psu]\nport = "/dev/serial/by-id/usb-rigmon_rm1-if00"\nprotocol = "rm1"\nbaud = 115200\n')
     config = work / f"{name}.toml"
     config.write_text("\n".join(lines))
-    proc = subprocess.Popen(rigmon_cmd("agent", "--config", str(config)), env=rigmon_env(),
+    # --state-dir on the command line: it wins over a RIGMON_AGENT_STATE_DIR in the environment
+    # (the test suite sets one), and two agents never share a state directory (it is locked).
+    proc = subprocess.Popen(rigmon_cmd("agent", "--config", str(config), "--state-dir", str(work / name)),
+                            env=rigmon_env(),
                             stdout=subprocess.DEVNULL, stderr=log_file(work, name))
     url = f"http://127.0.0.1:{port}/v1/latest"
     return Tool(name, proc, lambda: json.loads(http_get(url)), work / f"{name}.log", fresh_key=rigmon_seq)
