@@ -233,8 +233,8 @@ class Plotted:
     Attributes:
         lines: the chart's lines that have points.
         thresholds: its horizontal lines.
-        events: the node's warning and critical events in the window (the newest
-            `MAX_EVENTS`), oldest first.
+        events: the node's warning and critical events and the job's marks in the window
+            (the newest `MAX_EVENTS`), oldest first.
         y_low: bottom of the y axis.
         y_high: top of the y axis.
         lowest: the lowest value drawn (``None`` without points).
@@ -285,7 +285,9 @@ def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
     pad = (high - low) * 0.05 if high > low else 1.0
     # A floor at 0 (power, throughput) stays the axis' bottom; other ends get a margin.
     y_low = low if chart.floor is not None and low >= chart.floor and chart.floor == 0.0 else low - pad
-    events = [e for e in history.events if e.severity != "info" and window.from_at <= e.at <= window.end_at]
+    # Warnings, critical events and the job's own marks ("epoch 3 checkpoint") stand on the chart.
+    events = [e for e in history.events
+              if (e.severity != "info" or e.kind == "mark") and window.from_at <= e.at <= window.end_at]
     return Plotted(tuple(lines), chart.thresholds, tuple(sorted(events, key=lambda e: e.at)[-MAX_EVENTS:]),
                    y_low, high + pad, min(values, default=None), max(values, default=None), history.tier)
 

@@ -79,11 +79,13 @@ def test_points_outside_the_window_and_info_events_are_left_out() -> None:
         Event(id="1", at=1001.0, kind="agent_started", severity="info", subject="node:n", message="started"),
         Event(id="2", at=1005.0, kind="gpu_lost", severity="critical", subject="gpu:3", message="GPU 3 lost"),
         Event(id="3", at=900.0, kind="xid", severity="critical", subject="gpu:3", message="old"),
+        Event(id="4", at=1007.0, kind="mark", severity="info", subject="node:n", message="epoch 3 checkpoint"),
     ))
     chart = charts_for({"psu_rail.volts.min_volts": 12.0})[0]
     plotted = plot_data(chart, history, Window(1004.0, 4.0))
     assert plotted.lowest == 12.0
-    assert [e.id for e in plot_data(chart, history, Window(1009.0, 60.0)).events] == ["2"]
+    # The job's marks are info events too, but they are what the job wants on the chart.
+    assert [e.id for e in plot_data(chart, history, Window(1009.0, 60.0)).events] == ["2", "4"]
 
 
 def test_zoom_steps_and_pan_never_passes_now() -> None:
