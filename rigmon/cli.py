@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="window before each node's latest frame: 90s, 10m, 1h, 2d (default 1h)")
     snap.add_argument("--token-file", metavar="FILE", help="file holding the agents' bearer token")
     snap.add_argument("--ca-file", metavar="FILE",
-                      help="PEM CA certificate(s) to verify https:// agents with (default: the system's)")
+                      help="PEM CA certificate(s) to verify https:// agents with (default: httpx's certifi CA bundle)")
     snap.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write (.tar.gz)")
 
     from rigmon.cli_dash import add_dash_parsers

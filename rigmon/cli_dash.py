@@ -35,7 +35,7 @@ def add_dash_parsers(sub: Any) -> None:
     dash.add_argument("--control-token-file", metavar="FILE",
                       help="control token (acknowledging alarms) for the URLs given here that the config does not list")
     dash.add_argument("--ca-file", metavar="FILE",
-                      help="PEM CA certificate(s) to verify https:// agents given here with (default: the system's)")
+                      help="PEM CA certificate(s) to verify https:// agents given here with (default: httpx's certifi CA bundle)")
     add_log_options(dash, "warning", "append the log to FILE (default $XDG_STATE_HOME/rigmon/dash.log; "
                                      "never the screen)")
 

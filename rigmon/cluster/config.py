@@ -34,7 +34,7 @@ class NodeEntry:
     """File holding the control token, instead of ``control_token``; must not be readable by
     other users."""
     ca_file: str = ""
-    """PEM CA certificate(s) to verify an ``https://`` agent with; empty: the system's."""
+    """PEM CA certificate(s) to verify an ``https://`` agent with; empty: httpx's certifi CA bundle."""
 
     def __post_init__(self) -> None:
         if not self.url:
