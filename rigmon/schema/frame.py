@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, TypeVar, Union
@@ -191,11 +192,11 @@ def decode(cls: type[T], raw: bytes | str) -> T:
             carries another schema version.
     """
     try:
-        record = _decoder(cls).decode(raw)
+        record: T = _decoder(typing.cast(Any, cls)).decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _explain(cls, raw, exc) from None
     if getattr(record, "schema", SCHEMA_VERSION) != SCHEMA_VERSION:
-        raise SchemaError(f"schema version {record.schema!r}, this client speaks {SCHEMA_VERSION}")  # type: ignore[attr-defined]
+        raise SchemaError(f"schema version {getattr(record, 'schema')!r}, this client speaks {SCHEMA_VERSION}")
     return record
 
 
