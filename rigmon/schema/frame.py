@@ -195,6 +195,9 @@ def decode(cls: type[T], raw: bytes | str) -> T:
         record: T = _decoder(typing.cast(Any, cls)).decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _explain(cls, raw, exc) from None
+    except RecursionError:
+        # msgspec, like json, recurses per nesting level: a hostile peer must not crash the reader.
+        raise SchemaError("not JSON: nested too deeply") from None
     if getattr(record, "schema", SCHEMA_VERSION) != SCHEMA_VERSION:
         raise SchemaError(f"schema version {getattr(record, 'schema')!r}, this client speaks {SCHEMA_VERSION}")
     return record
