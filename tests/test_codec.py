@@ -107,3 +107,17 @@ def test_dashboard_errors_quote_no_raw_control_character() -> None:
     with pytest.raises(SchemaError) as caught:
         decode_agent(CollectorStatus, raw)
     assert "\x1b" not in str(caught.value) and "\\x1b" in str(caught.value)
+
+
+def test_parsed_data_with_nan_is_refused_where_a_float_is_declared() -> None:
+    data = json.loads(b'{"state":"ok","ok":true,"duration_s":NaN}')
+    with pytest.raises(SchemaError, match=r"duration_s: expected a finite number"):
+        decode_data(CollectorStatus, data)
+    with pytest.raises(SchemaError, match=r"schema version 2"):
+        decode_data(Frame, {**json.loads(encode(sample_frame())), "schema": 2})
+
+
+def test_dashboard_decode_of_a_valid_record_with_control_characters_cleans_it() -> None:
+    raw = b'{"state":"error","ok":false,"error":"x\\u001b]0;owned\\u0007","sampled_at":1}'
+    assert decode_agent(CollectorStatus, raw) == CollectorStatus(
+        state="error", ok=False, error="x\\x1b]0;owned\\x07", sampled_at=1.0)

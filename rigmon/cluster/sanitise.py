@@ -117,7 +117,14 @@ def decode_agent(cls: type[T], raw: bytes | str) -> T:
     if not may_hold_unsafe(raw):
         # Nearly every answer: straight from the bytes to the record (msgspec, compiled).
         return decode(cls, raw)
-    # Cleaned before validation, so that an error message quotes no raw control character.
+    # Some string may need cleaning: decode, then clean the record's text fields (`clean_record`).
+    try:
+        record = decode(cls, raw)
+    except SchemaError:
+        pass
+    else:
+        return clean_record(record)
+    # Refused: cleaned before validation this time, so that the message quotes no raw control character.
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
