@@ -275,8 +275,10 @@ def build_app(state: ApiState) -> ASGIApp:
         frames = state.buffer.since(after, limit)
         more = bool(frames) and state.buffer.latest is not None and frames[-1].seq < state.buffer.latest.seq
         # The frames' wire JSON is the cached one (`frame_json`), spliced in as it is.
-        body = (b'{"run_id":' + json.dumps(own).encode() + b',"frames":[' + b",".join(frame_json(f) for f in frames)
-                + b'],"gap":' + (encode(gap) if gap else b"null") + b',"more":' + (b"true" if more else b"false") + b"}")
+        body = (b'{"run_id":' + json.dumps(own).encode()
+                + b',"frames":[' + b",".join(frame_json(f) for f in frames)
+                + b'],"gap":' + (encode(gap) if gap else b"null")
+                + b',"more":' + (b"true" if more else b"false") + b"}")
         return Response(body, media_type="application/json")
 
     async def stream(request: Request) -> Response:
