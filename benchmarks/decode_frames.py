@@ -8,7 +8,9 @@ V100 nodes with 4-8 GPUs and the rail, md arrays, Thunderbolt, AMD) with
 Then the whole way from wire bytes, as the dashboard's client does it
 (`rigmon.cluster.sanitise.decode_agent`: the check for terminal control characters, JSON,
 validation) against `rigmon.schema.decode` without the check, and with every frame carrying
-an escaped ESC in one string, which makes the sanitiser walk the frame's strings.
+an escaped ESC in one string, which makes the sanitiser walk the frame's strings. Last, the
+agent's side: `rigmon.schema.encode` of the same frames (what the journal, /v1/latest and SSE
+share through `rigmon.agent.frame_json`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from rigmon.cluster.sanitise import decode_agent  # noqa: E402
-from rigmon.schema import Frame, decode, decode_data  # noqa: E402
+from rigmon.schema import Frame, decode, decode_data, encode  # noqa: E402
 
 
 def main() -> int:
@@ -44,6 +46,8 @@ def main() -> int:
     checked = _best(rounds, lambda: [decode_agent(Frame, line) for line in lines]) / len(lines)
     # One control character in a collector's status, as a hostile agent might send it.
     dirty = [line.replace(b'"state":"ok"', b'"state":"ok","error":"x\\u001b[2J"', 1) for line in lines]
+    frames = [decode(Frame, line) for line in lines]
+    encoded = _best(rounds, lambda: [encode(frame) for frame in frames]) / len(frames)
     walked = _best(rounds, lambda: [decode_agent(Frame, line) for line in dirty]) / len(dirty)
     print(f"frames: {len(datas)} (JSON {sizes[0]}-{sizes[-1]} bytes, median {sizes[len(sizes) // 2]})")
     print("| figure | value |")
@@ -53,6 +57,7 @@ def main() -> int:
     print(f"| wire bytes to frame, schema decode, CPU ms per frame | {plain * 1000:.3f} |")
     print(f"| wire bytes to frame, dashboard decode (text check), CPU ms per frame | {checked * 1000:.3f} |")
     print(f"| same, every frame with an escaped ESC (strings walked), CPU ms per frame | {walked * 1000:.3f} |")
+    print(f"| agent side: frame to wire bytes (`schema.encode`), CPU ms per frame | {encoded * 1000:.3f} |")
     return 0
 
 

@@ -1,7 +1,11 @@
 """Convert frozen dataclasses to and from plain JSON/TOML data, validating every field.
 
-One codec serves the wire schema and the configuration files, so both report a bad value
-the same way: a `TypedDataError` naming the dotted path of the key (`psu.baud: expected int`).
+Used for the configuration files (TOML, ``strict``), the agent's own state files (alarm
+state, guard state) and plain-data views (`to_data`: snapshot bundles, notifications).
+The wire no longer goes through it: `rigmon.schema.encode`/`decode` use msgspec, compiled.
+Only when msgspec refuses wire input is that input checked here again, so that the
+`SchemaError` words it as the configuration does: a `TypedDataError` naming the dotted path
+of the key, dict keys included (`collectors.host.state: expected one of ...`).
 """
 
 from __future__ import annotations

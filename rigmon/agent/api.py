@@ -34,7 +34,6 @@ from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Gap, History, Info, NodeCapture, encode
-from rigmon.typed import to_data
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -274,13 +273,13 @@ def build_app(state: ApiState) -> ASGIApp:
         own = state.info().run_id
         after, gap = resume_plan(state.buffer, since, request.query_params.get("run_id"), own)
         frames = state.buffer.since(after, limit)
-        body = {
-            "run_id": own,
-            "frames": [to_data(f) for f in frames],
-            "gap": to_data(gap) if gap else None,
-            "more": bool(frames) and state.buffer.latest is not None and frames[-1].seq < state.buffer.latest.seq,
-        }
-        return JSONResponse(body)
+        more = bool(frames) and state.buffer.latest is not None and frames[-1].seq < state.buffer.latest.seq
+        # The frames' wire JSON is the cached one (`frame_json`), spliced in as it is.
+        body = (b'{"run_id":' + json.dumps(own).encode()
+                + b',"frames":[' + b",".join(frame_json(f) for f in frames)
+                + b'],"gap":' + (encode(gap) if gap else b"null")
+                + b',"more":' + (b"true" if more else b"false") + b"}")
+        return Response(body, media_type="application/json")
 
     async def stream(request: Request) -> Response:
         last_id = request.headers.get("last-event-id") or request.query_params.get("since")

@@ -25,7 +25,7 @@ import re
 from functools import cache
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from rigmon.schema import SchemaError, decode_data
+from rigmon.schema import SchemaError, decode, decode_data
 from rigmon.typed import field_types
 
 T = TypeVar("T")
@@ -114,6 +114,17 @@ def decode_agent(cls: type[T], raw: bytes | str) -> T:
         SchemaError: the text is not JSON, does not fit ``cls``, or (for frames and info)
             carries another schema version.
     """
+    if not may_hold_unsafe(raw):
+        # Nearly every answer: straight from the bytes to the record (msgspec, compiled).
+        return decode(cls, raw)
+    # Some string may need cleaning: decode, then clean the record's text fields (`clean_record`).
+    try:
+        record = decode(cls, raw)
+    except SchemaError:
+        pass
+    else:
+        return clean_record(record)
+    # Refused: cleaned before validation this time, so that the message quotes no raw control character.
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -121,9 +132,7 @@ def decode_agent(cls: type[T], raw: bytes | str) -> T:
     except RecursionError:
         # json.loads recurses per nesting level: a hostile or broken peer must not crash the reader.
         raise SchemaError("not JSON: nested too deeply") from None
-    if may_hold_unsafe(raw):
-        data = clean_data(data)
-    return decode_data(cls, data)
+    return decode_data(cls, clean_data(data))
 
 
 # Records decoded elsewhere (a replay bundle, read by rigmon.snapshot) are cleaned as records:

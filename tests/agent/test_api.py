@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.frame_json import ENCODED, frame_json
 from rigmon.agent.server import make_server
 from rigmon.collectors.base import PolledCollector
 from rigmon.config import AgentConfig, AgentSection
@@ -74,6 +75,22 @@ async def test_info_latest_and_samples(inproc: tuple[Agent, httpx.AsyncClient]) 
     assert [f["seq"] for f in body["frames"]] == [3, 4]
     assert body["gap"] is None and body["more"] is True
     assert (await client.get("/healthz")).json() == {"ok": True}
+
+
+async def test_samples_splice_each_frames_cached_wire_json(inproc: tuple[Agent, httpx.AsyncClient]) -> None:
+    agent, client = inproc
+    agent.start()
+    await wait_for_seq(agent, 4)
+    assert agent.buffer is not None
+    frames = agent.buffer.since(1, 2)
+    looked_up = ENCODED.hits + ENCODED.misses
+    raw = (await client.get("/v1/samples", params={"since": 1, "limit": 2})).content
+    # Each frame's JSON is the one /v1/latest, SSE and the journal share, not a second encoding.
+    assert ENCODED.hits + ENCODED.misses >= looked_up + 2
+    body = json.loads(raw)
+    assert [f["seq"] for f in body["frames"]] == [2, 3] and body["gap"] is None and body["more"] is True
+    for frame in frames:
+        assert frame_json(frame) in raw
 
 
 @pytest.mark.parametrize("query", ["since=abc", "since=-1", "limit=0", "limit=x", "since=1.5"])

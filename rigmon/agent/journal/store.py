@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 import zlib
@@ -41,8 +40,7 @@ from rigmon.agent.journal.tiers import (
 )
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
-from rigmon.schema import Event, Frame
-from rigmon.typed import to_data
+from rigmon.schema import Event, Frame, encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +192,7 @@ class JournalStore(JournalReader):
     def _insert_event(self, run_id: str, event: Event) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO events(id, at, run_id, kind, severity, body) VALUES (?, ?, ?, ?, ?, ?)",
-            (event.id, event.at, run_id, event.kind, event.severity, json.dumps(to_data(event), separators=(",", ":"))))
+            (event.id, event.at, run_id, event.kind, event.severity, encode(event).decode()))
 
     def maintain(self) -> None:
         """Downsample complete buckets, apply retention by age and by size, then write blocks."""
