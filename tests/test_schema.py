@@ -57,7 +57,7 @@ def sample_frame() -> Frame:
             ),
             infiniband=(
                 InfinibandPortReading(
-                    device="mlx5_0", port=1, link_layer="Ethernet", state="ACTIVE", state_id=4,
+                    name="mlx5_0/1", device="mlx5_0", port=1, link_layer="Ethernet", state="ACTIVE", state_id=4,
                     phys_state="LinkUp", physical_state_id=5, rate_gbps=100.0, rate_text="100 Gb/sec (4X EDR)",
                     expected_gbps=100.0, expected_source="best_seen", link_state="ok",
                     link_downed_total=0, port_data_received_bytes_total=4000, errors_total=0,

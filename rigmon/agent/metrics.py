@@ -89,7 +89,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                             skip=("expected_source",)),
     # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
-                                         skip=("expected_source",)),
+                                         skip=("name", "expected_source")),
     RdmaHwCounterReading: RecordMetrics("infiniband_hw_counter", labels=("name=counter",)),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),

@@ -256,7 +256,7 @@ class InfinibandCollector(PolledCollector):
                    for name, value in sorted(raw.hw_counters.items()))
         hca_type, board_id, fw = info
         return InfinibandPortReading(
-            device=raw.device, port=raw.port, link_layer=raw.link_layer, state=raw.state, state_id=raw.state_id,
+            name=key, device=raw.device, port=raw.port, link_layer=raw.link_layer, state=raw.state, state_id=raw.state_id,
             phys_state=raw.phys_state, physical_state_id=raw.phys_state_id, rate_gbps=rate,
             rate_text=raw.rate_text, expected_gbps=expected, expected_source=source, link_state=link_state,
             degraded_reason=reason, hca_type=hca_type, board_id=board_id, fw_version=fw,

@@ -110,6 +110,8 @@ class InfinibandPortReading:
     present; rates are ``None`` on the first read and after a reset.
     """
 
+    name: str
+    """``<device>/<port>`` (``mlx5_0/1``): the port's identity in alarms and events."""
     device: str
     port: int
     link_layer: str | None = None
