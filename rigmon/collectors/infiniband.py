@@ -136,7 +136,10 @@ def _read(root: HostRoot, rel: str) -> tuple[str | None, bool]:
 def read_port(root: HostRoot, device: str, port: int) -> RawPort | None:
     """Read one port's files; ``None`` when the port is gone."""
     base = f"{CLASS}/{device}/ports/{port}"
-    attr = lambda name: _read(root, f"{base}/{name}")[0]  # noqa: E731
+
+    def attr(name: str) -> str | None:
+        return _read(root, f"{base}/{name}")[0]
+
     state_text = attr("state")
     if state_text is None and not root.exists(base):
         return None
@@ -248,12 +251,12 @@ class InfinibandCollector(PolledCollector):
             field, scale = COUNTERS[name]
             fields[field] = value * scale
         fields["errors_total"] = error_sum(raw.counters)
-        rates = {}
+        rates: dict[str, float | None] = {}
         for rate_field, total_field in RATE_FIELDS.items():
-            value = fields[total_field]
-            rates[rate_field] = None if value is None else self._rate((key, rate_field), value, now)
-        hw = tuple(RdmaHwCounterReading(name, value, self._rate((key, "hw", name), value, now))
-                   for name, value in sorted(raw.hw_counters.items()))
+            total = fields[total_field]
+            rates[rate_field] = None if total is None else self._rate((key, rate_field), total, now)
+        hw = tuple(RdmaHwCounterReading(name, count, self._rate((key, "hw", name), count, now))
+                   for name, count in sorted(raw.hw_counters.items()))
         hca_type, board_id, fw = info
         return InfinibandPortReading(
             name=key, device=raw.device, port=raw.port, link_layer=raw.link_layer, state=raw.state, state_id=raw.state_id,
