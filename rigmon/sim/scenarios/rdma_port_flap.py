@@ -10,14 +10,14 @@ from rigmon.sim.node import SimNode
 from rigmon.sim.rdma import SimRdma, SimRdmaPort
 
 GIB = 1024**3
-#: The node (index) whose RDMA port flaps.
-FLAPPING_NODE = 2
+#: The node (index) whose RDMA port flaps: the first, so that any node count shows it.
+FLAPPING_NODE = 0
 #: Every period the port is down from `DOWN_FROM_S` to `DOWN_UNTIL_S`, then comes back slower
 #: (at 25 Gb/s, one lane) until `SLOW_UNTIL_S`.
 PERIOD_S = 90.0
 DOWN_FROM_S = 30.0
-DOWN_UNTIL_S = 36.0
-SLOW_UNTIL_S = 60.0
+DOWN_UNTIL_S = 45.0
+SLOW_UNTIL_S = 70.0
 
 
 class RdmaPortFlap:
