@@ -171,3 +171,15 @@ def test_metrics_named_after_node_exporter(tmp_path: Path) -> None:
     assert ("rigmon_infiniband_rate_bytes_per_second", labels, 100e9 / 8) in samples
     assert ("rigmon_infiniband_link_state", (*labels[:2], ("link_state", "ok"), *labels[2:]), 1.0) in samples
     assert ("rigmon_infiniband_hw_counter_value_total", (("counter", "np_cnp_sent"), *labels), 9.0) in samples
+
+
+def test_snapshot_capture_holds_the_port_files(tmp_path: Path) -> None:
+    from rigmon.agent.capture import capture_node
+
+    write_port(tmp_path, port_rcv_data=5)
+    (tmp_path / PORT / "hw_counters").mkdir()
+    (tmp_path / PORT / "hw_counters" / "out_of_buffer").write_text("3\n")
+    files = capture_node(HostRoot(tmp_path)).files
+    assert files[f"/{PORT}/state"].strip() == "4: ACTIVE"
+    assert files[f"/{PORT}/counters/port_rcv_data"].strip() == "5"
+    assert files[f"/{PORT}/hw_counters/out_of_buffer"].strip() == "3"
