@@ -62,7 +62,7 @@ def sample_frame() -> Frame:
                     expected_gbps=100.0, expected_source="best_seen", link_state="ok",
                     link_downed_total=0, port_data_received_bytes_total=4000, errors_total=0,
                     port_data_received_bytes_per_s=125.0,
-                    hw_counters=(RdmaHwCounterReading(name="np_cnp_sent", value_total=3, per_s=0.5),),
+                    hw_counters=(RdmaHwCounterReading(name="np_cnp_sent", value_total=3, value_per_s=0.5),),
                 ),
             ),
         ),

@@ -90,7 +90,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
                                          skip=("name", "expected_source")),
-    RdmaHwCounterReading: RecordMetrics("infiniband_hw_counter", labels=("name=counter",)),
+    RdmaHwCounterReading: RecordMetrics("infiniband_hw", labels=("name=counter",)),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",

@@ -87,7 +87,7 @@ class RdmaHwCounterReading:
 
     name: str
     value_total: int
-    per_s: float | None = None
+    value_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

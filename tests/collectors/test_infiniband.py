@@ -170,7 +170,7 @@ def test_metrics_named_after_node_exporter(tmp_path: Path) -> None:
     assert ("rigmon_infiniband_state_id", labels, 4.0) in samples
     assert ("rigmon_infiniband_rate_bytes_per_second", labels, 100e9 / 8) in samples
     assert ("rigmon_infiniband_link_state", (*labels[:2], ("link_state", "ok"), *labels[2:]), 1.0) in samples
-    assert ("rigmon_infiniband_hw_counter_value_total", (("counter", "np_cnp_sent"), *labels), 9.0) in samples
+    assert ("rigmon_infiniband_hw_value_total", (("counter", "np_cnp_sent"), *labels), 9.0) in samples
 
 
 def test_snapshot_capture_holds_the_port_files(tmp_path: Path) -> None:
