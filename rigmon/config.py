@@ -206,6 +206,9 @@ class StorageSection:
     thunderbolt_expected_gbps: dict[str, float] = field(default_factory=dict)
     """Expected bandwidth per direction (Gb/s, speed x lanes) per link, keyed by router name
     (``0-1``) or ``unique_id``; unlisted links expect their generation's nominal rate."""
+    infiniband_expected_gbps: dict[str, float] = field(default_factory=dict)
+    """Expected rate (Gb/s) per RDMA port, keyed ``<device>/<port>`` (``mlx5_0/1``) or by device
+    (every port of it); unlisted ports expect the best rate seen since the agent started."""
     balance_min_bytes_per_s: float = 50e6
     """Below this read+write rate an array or member counts as idle for balance figures."""
     net_stall_after_s: float = 5.0
@@ -223,6 +226,9 @@ class StorageSection:
         for key, gbps in self.thunderbolt_expected_gbps.items():
             if not gbps <= 1000:
                 raise ValueError(f"thunderbolt_expected_gbps.{key} must be at most 1000, got {gbps!r}")
+        for key, gbps in self.infiniband_expected_gbps.items():
+            if not 0 < gbps <= 10_000:
+                raise ValueError(f"infiniband_expected_gbps.{key} must be above 0 and at most 10000, got {gbps!r}")
 
 
 @dataclass(frozen=True, slots=True)

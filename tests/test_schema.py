@@ -13,7 +13,9 @@ from rigmon.schema import (
     Event,
     Frame,
     HostReading,
+    InfinibandPortReading,
     Info,
+    RdmaHwCounterReading,
     NetInterfaceReading,
     Readings,
     SchemaError,
@@ -51,6 +53,16 @@ def sample_frame() -> Frame:
                     rx_errors_total=0, tx_errors_total=0, rx_dropped_total=0, tx_dropped_total=0,
                     carrier_changes_total=1, rx_bytes_per_s=None, tx_bytes_per_s=None,
                     rx_packets_per_s=None, tx_packets_per_s=None,
+                ),
+            ),
+            infiniband=(
+                InfinibandPortReading(
+                    name="mlx5_0/1", device="mlx5_0", port=1, link_layer="Ethernet", state="ACTIVE", state_id=4,
+                    phys_state="LinkUp", physical_state_id=5, rate_gbps=100.0, rate_text="100 Gb/sec (4X EDR)",
+                    expected_gbps=100.0, expected_source="best_seen", link_state="ok",
+                    link_downed_total=0, port_data_received_bytes_total=4000, errors_total=0,
+                    port_data_received_bytes_per_s=125.0,
+                    hw_counters=(RdmaHwCounterReading(name="np_cnp_sent", value_total=3, value_per_s=0.5),),
                 ),
             ),
         ),
@@ -122,3 +134,10 @@ def test_nan_is_refused_on_encode() -> None:
                    "taken_at": float("nan")})
     with pytest.raises(ValueError):
         encode(bad)
+
+
+def test_frame_without_rdma_ports_still_decodes() -> None:
+    """The ``infiniband`` readings are additive: a frame from an older agent has no such key."""
+    data = json.loads(encode(sample_frame()))
+    del data["readings"]["infiniband"]
+    assert decode(Frame, json.dumps(data)).readings.infiniband == ()

@@ -39,6 +39,8 @@ CAPTURE_TREES: tuple[tuple[str, int], ...] = (
     ("/sys/class/nvme", 1),
     ("/sys/class/drm", 1),
     ("/sys/bus/thunderbolt/devices", 1),
+    # RDMA devices: ports/<n>/{state,rate,...} and their counters/ and hw_counters/.
+    ("/sys/class/infiniband", 4),
     ("/sys/block", 3),
 )
 

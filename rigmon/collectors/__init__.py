@@ -9,6 +9,7 @@ from rigmon.collectors.gpu import make_gpu_collector
 from rigmon.collectors.gpu_processes import make_gpu_process_collector
 from rigmon.collectors.host import make_host_collector
 from rigmon.collectors.hwmon_power import make_hwmon_power_collector
+from rigmon.collectors.infiniband import make_infiniband_collector
 from rigmon.collectors.kernel_log import make_kernel_log_collector
 from rigmon.collectors.nvme import make_nvme_collector
 from rigmon.collectors.psu import make_psu_collector
@@ -22,6 +23,7 @@ REGISTRY: dict[str, CollectorFactory] = {
     "raid": make_raid_collector,
     "nvme": make_nvme_collector,
     "thunderbolt": make_thunderbolt_collector,
+    "infiniband": make_infiniband_collector,
     "gpu": make_gpu_collector,
     "gpu_processes": make_gpu_process_collector,
     "amd_gpu": make_amd_gpu_collector,

@@ -59,8 +59,11 @@ from rigmon.schema.host import (
     TemperatureReading,
 )
 from rigmon.schema.links import (
+    InfinibandPortReading,
     LinkState,
     NetInterfaceReading,
+    RdmaHwCounterReading,
+    RdmaLinkState,
     ThunderboltDeviceReading,
     ThunderboltKind,
 )
@@ -115,6 +118,7 @@ __all__ = [
     "HistorySeries",
     "HostReading",
     "HwmonVoltageReading",
+    "InfinibandPortReading",
     "Info",
     "KernelLogLine",
     "KernelLogReading",
@@ -129,6 +133,8 @@ __all__ = [
     "PsuProtocolName",
     "PsuRailReading",
     "RaidArrayReading",
+    "RdmaHwCounterReading",
+    "RdmaLinkState",
     "RaidHealth",
     "RaidMemberReading",
     "RaidMemberRole",

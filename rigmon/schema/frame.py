@@ -18,7 +18,7 @@ import msgspec
 from rigmon.schema.gpu import AmdGpuReading, GpuProcessReading, GpuReading, KernelLogReading
 from rigmon.schema.guard import GuardReading
 from rigmon.schema.host import HostReading, TemperatureReading
-from rigmon.schema.links import NetInterfaceReading, ThunderboltDeviceReading
+from rigmon.schema.links import InfinibandPortReading, NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.schema.power import (
     HwmonVoltageReading,
     PathResistanceReading,
@@ -99,6 +99,7 @@ class Readings:
     pmbus_psus: tuple[PmbusPsuReading, ...] = ()
     gpu_processes: tuple[GpuProcessReading, ...] = ()
     guard: GuardReading | None = None
+    infiniband: tuple[InfinibandPortReading, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,3 +76,76 @@ class ThunderboltDeviceReading:
     link_state: LinkState
     degraded_reason: str | None
     unknown_reason: str | None = None
+
+
+RdmaLinkState = Literal["ok", "degraded", "down", "unused", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaHwCounterReading:
+    """One driver-specific counter of an RDMA port (``hw_counters/<name>``: mlx5, irdma...)."""
+
+    name: str
+    value_total: int
+    value_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InfinibandPortReading:
+    """One RDMA port (InfiniBand, RoCE or iWARP) from ``/sys/class/infiniband/<dev>/ports/<n>``.
+
+    ``state`` and ``phys_state`` are the kernel's names (``ACTIVE``, ``LinkUp``) with their
+    numeric ids; ``rate_gbps`` is the port's rate (``100 Gb/sec (4X EDR)`` -> 100.0).
+    ``expected_gbps`` is configured, else the best rate seen since the agent started.
+    ``link_state``: ``ok``; ``degraded`` when active below the expected rate; ``down`` when
+    not active although it was active before, is configured, or is stuck in INIT/ARMED with
+    a physical link (no subnet manager); ``unused`` for a port never seen up (the free port
+    of a dual-port card); ``unknown`` when ``state`` is unreadable.
+
+    Counters are the kernel's standard port counters (``counters/*``) named after
+    node_exporter's infiniband collector; ``port_data_*_bytes_total`` are already in bytes
+    (the kernel counts 4-byte words). A counter is ``None`` when its file is absent, and its
+    name is in ``unreadable_counters`` when the file is there but the read failed (mlx5
+    RoCE ports refuse some IB-only counters). ``errors_total`` sums the error counters
+    present; rates are ``None`` on the first read and after a reset.
+    """
+
+    name: str
+    """``<device>/<port>`` (``mlx5_0/1``): the port's identity in alarms and events."""
+    device: str
+    port: int
+    link_layer: str | None = None
+    state: str | None = None
+    state_id: int | None = None
+    phys_state: str | None = None
+    physical_state_id: int | None = None
+    rate_gbps: float | None = None
+    rate_text: str | None = None
+    expected_gbps: float | None = None
+    expected_source: Literal["config", "best_seen"] | None = None
+    link_state: RdmaLinkState = "unknown"
+    degraded_reason: str | None = None
+    hca_type: str | None = None
+    board_id: str | None = None
+    fw_version: str | None = None
+    symbol_error_total: int | None = None
+    link_downed_total: int | None = None
+    link_error_recovery_total: int | None = None
+    port_errors_received_total: int | None = None
+    port_discards_transmitted_total: int | None = None
+    port_transmit_wait_total: int | None = None
+    local_link_integrity_errors_total: int | None = None
+    excessive_buffer_overrun_errors_total: int | None = None
+    port_receive_remote_physical_errors_total: int | None = None
+    port_data_received_bytes_total: int | None = None
+    port_data_transmitted_bytes_total: int | None = None
+    port_packets_received_total: int | None = None
+    port_packets_transmitted_total: int | None = None
+    errors_total: int | None = None
+    port_data_received_bytes_per_s: float | None = None
+    port_data_transmitted_bytes_per_s: float | None = None
+    port_packets_received_per_s: float | None = None
+    port_packets_transmitted_per_s: float | None = None
+    errors_per_s: float | None = None
+    unreadable_counters: tuple[str, ...] = ()
+    hw_counters: tuple[RdmaHwCounterReading, ...] = ()

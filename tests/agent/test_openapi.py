@@ -24,8 +24,10 @@ from rigmon.schema import (
     GuardReading,
     History,
     HistorySeries,
+    InfinibandPortReading,
     Info,
     NodeCapture,
+    RdmaHwCounterReading,
 )
 
 SPEC = json.loads(OPENAPI_PATH.read_text())
@@ -52,7 +54,8 @@ def test_record_schemas_require_what_the_dataclasses_require() -> None:
     records = {"CollectorStatus": CollectorStatus, "Event": Event, "Frame": Frame, "Gap": Gap, "Info": Info,
                "Alarm": Alarm, "AlarmList": AlarmList, "HistorySeries": HistorySeries, "History": History,
                "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
-               "GuardGpuSettings": GuardGpuSettings}
+               "GuardGpuSettings": GuardGpuSettings, "InfinibandPortReading": InfinibandPortReading,
+               "RdmaHwCounterReading": RdmaHwCounterReading}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
         fields = {f.name: f for f in dataclasses.fields(cls)}

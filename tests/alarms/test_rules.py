@@ -34,7 +34,9 @@ def test_defaults_cover_the_incidents() -> None:
     assert by_name["thunderbolt_degraded"].severity == "warning"
     assert by_name["md_array_broken"].severity == "critical"
     counters = {r.select for r in by_name.values() if isinstance(r, CounterRule)}
-    assert counters == {"gpus[*].pcie_replay_total", "gpus[*].nvlinks[*].replay_total", "gpus[*].nvlinks[*].crc_flit_total"}
+    assert counters == {"gpus[*].pcie_replay_total", "gpus[*].nvlinks[*].replay_total", "gpus[*].nvlinks[*].crc_flit_total",
+                        "infiniband[*].errors_total"}
+    assert by_name["rdma_port_down"].select == by_name["rdma_port_below_rate"].select == "infiniband[*].link_state"
     trend = by_name["psu_path_resistance_rising"]
     assert isinstance(trend, TrendRule) and trend.select == "path_resistance[*].resistance_mohm"
     assert isinstance(by_name["unclean_shutdown"], EventRule)

@@ -29,6 +29,8 @@ CASES = [
     ("corroding-connection", 20000.0, {"psu_path_resistance_rising"}, 0),
     ("adc-garbage", 10.0, set(), 4),
     ("model-load", 5.0, set(), 4),
+    ("rdma-port-flap", 10.0, {"rdma_port_down", "rdma_port_flapped", "rdma_port_below_rate",
+                                  "rdma_port_errors_rising"}, 0),
     ("strix-cluster", 10.0, set(), 4),
     ("healthy-v100", 5.0, set(), 4),
 ]

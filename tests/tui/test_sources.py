@@ -8,6 +8,7 @@ from dataclasses import replace
 from rich.console import Console, RenderableType
 from textual.widgets import Static
 
+from rigmon.schema import InfinibandPortReading
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
@@ -16,6 +17,7 @@ from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.node_status import NodeStatus
 from rigmon.tui.widgets.rail_group import RailGroup, short_port
+from rigmon.tui.widgets.rdma_group import RdmaGroup
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
 from tests.tui.snapshot_apps.dashboard import wait_for
@@ -259,3 +261,24 @@ async def test_collector_errors_are_shown_as_written_not_as_markup() -> None:
                              "raid": CollectorStatus(state="error", ok=False, error="bad [/bold] line")}
         shown = text(health.render())
     assert "[psu.hwmon] disabled" in shown and "bad [/bold] line" in shown
+
+
+async def test_rdma_ports_box_shows_a_slow_port_and_a_free_one() -> None:
+    slow = InfinibandPortReading(
+        name="mlx5_0/1", device="mlx5_0", port=1, link_layer="Ethernet", state="ACTIVE", state_id=4,
+        phys_state="LinkUp", physical_state_id=5, rate_gbps=25.0, expected_gbps=100.0, expected_source="best_seen",
+        link_state="degraded", degraded_reason="25 Gb/s below expected 100 Gb/s", errors_total=17, errors_per_s=2.0,
+        link_downed_total=1, port_data_received_bytes_per_s=1.1e9, port_data_transmitted_bytes_per_s=1.0e9)
+    free = InfinibandPortReading(name="mlx5_1/1", device="mlx5_1", port=1, link_layer="InfiniBand", state="DOWN",
+                                 state_id=1, phys_state="Polling", physical_state_id=2, link_state="unused")
+    frames = load_frames("strix-usb4-thunderbolt-net")
+    frames = [replace(f, readings=replace(f.readings, infiniband=(slow, free))) for f in frames]
+    app, fleet, _ = build([("strix", frames, len(frames))])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        lines = body_text(app.screen.query_one(RdmaGroup)).splitlines()
+        row = next(line for line in lines if "mlx5_0/1" in line)
+        assert "RoCE" in row and "25 Gb/s" in row and "17" in row
+        assert "degraded: 25 Gb/s below expected" in row
+        assert "DOWN (Polling), unused" in next(line for line in lines if "mlx5_1/1" in line)

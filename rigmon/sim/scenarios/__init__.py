@@ -15,6 +15,7 @@ from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
 from rigmon.sim.scenarios.nvme_link_gen3 import NvmeLinkGen3
+from rigmon.sim.scenarios.rdma_port_flap import RdmaPortFlap
 from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
@@ -51,6 +52,7 @@ SCENARIOS: dict[str, Scenario] = {
     "undervolt-bus-drop-guarded": UndervoltBusDropGuarded(),
     "loose-sxm2": LooseSxm2(),
     "strix-cluster": StrixCluster(),
+    "rdma-port-flap": RdmaPortFlap(),
     "corroding-connection": CorrodingConnection(),
     "adc-unplug": AdcUnplug(),
     "adc-garbage": AdcGarbage(),

@@ -26,6 +26,7 @@ from rigmon.tui.widgets.host_group import HostGroup
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_status import NodeStatus
 from rigmon.tui.widgets.rail_group import RailGroup
+from rigmon.tui.widgets.rdma_group import RdmaGroup
 from rigmon.tui.widgets.replay_bar import ReplayBar
 from rigmon.tui.widgets.source_group import SourceGroup
 from rigmon.tui.widgets.storage_group import StorageGroup
@@ -34,12 +35,12 @@ from rigmon.tui.widgets.timeline import IncidentTimeline
 #: Which source box shows the subject of a problem, by the subject's prefix.
 SUBJECT_GROUPS: dict[str, type[SourceGroup]] = {
     "gpu": GpuGroup, "gpus": GpuGroup, "psu": RailGroup, "md": StorageGroup, "nvme": StorageGroup,
-    "disk": StorageGroup, "link": LinkGroup,
+    "disk": StorageGroup, "link": LinkGroup, "rdma": RdmaGroup,
 }
 
 
 #: The source boxes in their order when none is in trouble.
-SOURCE_ORDER: tuple[type[SourceGroup], ...] = (GpuGroup, RailGroup, StorageGroup, LinkGroup, HostGroup)
+SOURCE_ORDER: tuple[type[SourceGroup], ...] = (GpuGroup, RailGroup, StorageGroup, LinkGroup, RdmaGroup, HostGroup)
 
 
 def troubled_groups(problems: tuple[Problem, ...]) -> set[type[SourceGroup]]:
@@ -89,6 +90,7 @@ class NodeScreen(Screen[None]):
             yield RailGroup()
             yield StorageGroup()
             yield LinkGroup()
+            yield RdmaGroup()
             yield HostGroup()
             yield Static(id="not-present")
             yield CollectorHealth()

@@ -1,0 +1,334 @@
+"""RDMA ports (InfiniBand, RoCE, iWARP) from /sys/class/infiniband: state, rate, counters and their rates.
+
+Layout (drivers/infiniband/core/sysfs.c): ``<dev>/ports/<n>/{state,phys_state,rate,link_layer}``
+(``4: ACTIVE``, ``5: LinkUp``, ``100 Gb/sec (4X EDR)``, ``InfiniBand`` or ``Ethernet``), the
+standard PMA counters in ``counters/`` (absent on iWARP devices such as irdma, and some refuse
+reads on RoCE ports) and driver counters in ``hw_counters/``. Everything here is pure apart
+from the reads; a file that vanishes or refuses a read is "not present", never a crash.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
+from rigmon.hw.root import HostRoot
+from rigmon.rates import CounterRates
+from rigmon.schema import InfinibandPortReading, RdmaHwCounterReading, RdmaLinkState
+
+CLASS = "/sys/class/infiniband"
+
+#: Standard counter file -> (schema field, scale). The data counters count 4-byte words.
+COUNTERS: dict[str, tuple[str, int]] = {
+    "symbol_error": ("symbol_error_total", 1),
+    "link_downed": ("link_downed_total", 1),
+    "link_error_recovery": ("link_error_recovery_total", 1),
+    "port_rcv_errors": ("port_errors_received_total", 1),
+    "port_xmit_discards": ("port_discards_transmitted_total", 1),
+    "port_xmit_wait": ("port_transmit_wait_total", 1),
+    "local_link_integrity_errors": ("local_link_integrity_errors_total", 1),
+    "excessive_buffer_overrun_errors": ("excessive_buffer_overrun_errors_total", 1),
+    "port_rcv_remote_physical_errors": ("port_receive_remote_physical_errors_total", 1),
+    "port_rcv_data": ("port_data_received_bytes_total", 4),
+    "port_xmit_data": ("port_data_transmitted_bytes_total", 4),
+    "port_rcv_packets": ("port_packets_received_total", 1),
+    "port_xmit_packets": ("port_packets_transmitted_total", 1),
+}
+#: Counters whose sum is ``errors_total`` (the "errors rising" alarm watches it).
+ERROR_FILES = ("symbol_error", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
+               "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_rcv_remote_physical_errors")
+#: Counter fields that get a rate, by the rate's field.
+RATE_FIELDS = {
+    "port_data_received_bytes_per_s": "port_data_received_bytes_total",
+    "port_data_transmitted_bytes_per_s": "port_data_transmitted_bytes_total",
+    "port_packets_received_per_s": "port_packets_received_total",
+    "port_packets_transmitted_per_s": "port_packets_transmitted_total",
+    "errors_per_s": "errors_total",
+}
+#: hw_counters entries that are settings, not counters (mlx5 ``lifespan`` is in ms).
+HW_NOT_COUNTERS = frozenset({"lifespan"})
+#: At most this many hw_counters per port (irdma has ~70; keep frames bounded).
+MAX_HW_COUNTERS = 128
+ACTIVE = 4
+#: IB port states with a physical link but no logical one (the subnet manager did not configure it).
+INIT_ARMED = (2, 3)
+
+_STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
+
+ExpectedSource = Literal["config", "best_seen"]
+
+
+def parse_state(text: str | None) -> tuple[int | None, str | None]:
+    """``"4: ACTIVE"`` -> ``(4, "ACTIVE")``; ``(None, None)`` when absent or malformed."""
+    if text is None or (m := _STATE.match(text)) is None:
+        return None, None
+    return int(m[1]), m[2]
+
+
+def parse_rate(text: str | None) -> float | None:
+    """``"100 Gb/sec (4X EDR)"`` -> 100.0, ``"2.5 Gb/sec (1X SDR)"`` -> 2.5; ``None`` otherwise."""
+    if text is None or (m := _RATE.match(text)) is None:
+        return None
+    return float(m[1])
+
+
+def parse_counter(text: str | None) -> int | None:
+    """A counter file's value (decimal, non-negative); ``None`` when absent or not a number."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def judge_port(state_id: int | None, phys_state_id: int | None, rate_gbps: float | None,
+               expected_gbps: float | None, was_active: bool, configured: bool) -> tuple[RdmaLinkState, str | None]:
+    """The port's link state and, for ``degraded`` and ``down``, why."""
+    if state_id is None:
+        return "unknown", None
+    if state_id == ACTIVE:
+        if rate_gbps is not None and expected_gbps is not None and rate_gbps < expected_gbps - 1e-6:
+            return "degraded", f"{rate_gbps:g} Gb/s below expected {expected_gbps:g} Gb/s"
+        return "ok", None
+    if state_id in INIT_ARMED and phys_state_id == 5:
+        return "down", "physical link up but the port is not active (no subnet manager?)"
+    if was_active or configured:
+        return "down", "port not active"
+    return "unused", None
+
+
+@dataclass(frozen=True, slots=True)
+class RawPort:
+    """What one read of a port found, before it is judged and given rates."""
+
+    device: str
+    port: int
+    link_layer: str | None
+    state_id: int | None
+    state: str | None
+    phys_state_id: int | None
+    phys_state: str | None
+    rate_text: str | None
+    counters: dict[str, int]
+    unreadable: tuple[str, ...]
+    hw_counters: dict[str, int]
+
+
+def _read(root: HostRoot, rel: str) -> tuple[str | None, bool]:
+    """Text of an attribute and whether it failed although the file is there."""
+    try:
+        text = root.read_attr(rel)
+    except OSError:
+        text = None
+    if text is None:
+        return None, root.exists(rel)
+    return text, False
+
+
+def read_port(root: HostRoot, device: str, port: int) -> RawPort | None:
+    """Read one port's files; ``None`` when the port is gone."""
+    base = f"{CLASS}/{device}/ports/{port}"
+
+    def attr(name: str) -> str | None:
+        return _read(root, f"{base}/{name}")[0]
+
+    state_text = attr("state")
+    if state_text is None and not root.exists(base):
+        return None
+    state_id, state = parse_state(state_text)
+    phys_id, phys = parse_state(attr("phys_state"))
+    counters: dict[str, int] = {}
+    unreadable: list[str] = []
+    for name in COUNTERS:
+        text, failed = _read(root, f"{base}/counters/{name}")
+        value = parse_counter(text)
+        if value is not None:
+            counters[name] = value
+        elif failed or text is not None:
+            unreadable.append(name)
+    hw: dict[str, int] = {}
+    for name in root.listdir(f"{base}/hw_counters")[:MAX_HW_COUNTERS]:
+        if name in HW_NOT_COUNTERS:
+            continue
+        value = parse_counter(_read(root, f"{base}/hw_counters/{name}")[0])
+        if value is not None:
+            hw[name] = value
+    return RawPort(device=device, port=port, link_layer=attr("link_layer"), state_id=state_id, state=state,
+                   phys_state_id=phys_id, phys_state=phys, rate_text=attr("rate"), counters=counters,
+                   unreadable=tuple(unreadable), hw_counters=hw)
+
+
+def error_sum(counters: Mapping[str, int]) -> int | None:
+    """Sum of the error counters present; ``None`` when none is."""
+    present = [counters[n] for n in ERROR_FILES if n in counters]
+    return sum(present) if present else None
+
+
+class InfinibandCollector(PolledCollector):
+    """Every port of every RDMA device, with rates, expected-rate judgement and change events.
+
+    Args:
+        root: the machine's files.
+        clock: monotonic time for rates, wall time on events.
+        expected_gbps: configured rate per port (``mlx5_0/1``) or device (``mlx5_0``).
+    """
+
+    name = "infiniband"
+
+    def __init__(self, root: HostRoot, clock: Clock, expected_gbps: Mapping[str, float] | None = None) -> None:
+        self.root = root
+        self.clock = clock
+        self.expected_gbps = dict(expected_gbps or {})
+        self._lock = threading.Lock()
+        self._rates = CounterRates()
+        self._best: dict[str, float] = {}
+        self._was_active: set[str] = set()
+        self._info: dict[str, tuple[str | None, str | None, str | None]] = {}
+        self._seen: dict[str, InfinibandPortReading] | None = None
+        self._used: set[Hashable] = set()
+
+    def collect(self) -> Sequence[object]:
+        with self._lock:
+            devices = self.root.listdir(CLASS)
+            if not devices and self._seen is None:
+                raise NoData("no RDMA devices")
+            now = self.clock.monotonic()
+            self._used = set()
+            readings: list[InfinibandPortReading] = []
+            for device in devices:
+                info = self._device_info(device)
+                for port_name in self.root.listdir(f"{CLASS}/{device}/ports"):
+                    if not port_name.isdigit():
+                        continue
+                    raw = read_port(self.root, device, int(port_name))
+                    if raw is not None:
+                        readings.append(self._judge(raw, info, now))
+            self._rates.forget_missing(self._used)
+            for gone in set(self._info) - set(devices):
+                del self._info[gone]
+            records: list[object] = list(self._events(readings))
+            records.extend(readings)
+            return records
+
+    def _device_info(self, device: str) -> tuple[str | None, str | None, str | None]:
+        info = self._info.get(device)
+        if info is None:
+            base = f"{CLASS}/{device}"
+            info = (_read(self.root, f"{base}/hca_type")[0] or None, _read(self.root, f"{base}/board_id")[0] or None,
+                    _read(self.root, f"{base}/fw_ver")[0] or None)
+            self._info[device] = info
+        return info
+
+    def _judge(self, raw: RawPort, info: tuple[str | None, str | None, str | None], now: float
+               ) -> InfinibandPortReading:
+        key = f"{raw.device}/{raw.port}"
+        rate = parse_rate(raw.rate_text)
+        configured = self.expected_gbps.get(key, self.expected_gbps.get(raw.device))
+        if raw.state_id == ACTIVE:
+            self._was_active.add(key)
+            if rate is not None:
+                self._best[key] = max(self._best.get(key, 0.0), rate)
+        expected: float | None
+        source: ExpectedSource | None
+        if configured is not None:
+            expected, source = configured, "config"
+        elif key in self._best:
+            expected, source = self._best[key], "best_seen"
+        else:
+            expected, source = None, None
+        link_state, reason = judge_port(raw.state_id, raw.phys_state_id, rate, expected,
+                                        key in self._was_active, configured is not None)
+        fields: dict[str, int | None] = {field: None for field, _ in COUNTERS.values()}
+        for name, value in raw.counters.items():
+            field, scale = COUNTERS[name]
+            fields[field] = value * scale
+        fields["errors_total"] = error_sum(raw.counters)
+        rates: dict[str, float | None] = {}
+        for rate_field, total_field in RATE_FIELDS.items():
+            total = fields[total_field]
+            rates[rate_field] = None if total is None else self._rate((key, rate_field), total, now)
+        hw = tuple(RdmaHwCounterReading(name, count, self._rate((key, "hw", name), count, now))
+                   for name, count in sorted(raw.hw_counters.items()))
+        hca_type, board_id, fw = info
+        return InfinibandPortReading(
+            name=key, device=raw.device, port=raw.port, link_layer=raw.link_layer, state=raw.state, state_id=raw.state_id,
+            phys_state=raw.phys_state, physical_state_id=raw.phys_state_id, rate_gbps=rate,
+            rate_text=raw.rate_text, expected_gbps=expected, expected_source=source, link_state=link_state,
+            degraded_reason=reason, hca_type=hca_type, board_id=board_id, fw_version=fw,
+            unreadable_counters=raw.unreadable, hw_counters=hw, **fields, **rates,  # type: ignore[arg-type]
+        )
+
+    def _rate(self, key: tuple[str, ...], value: int, now: float) -> float | None:
+        self._used.add(key)
+        return self._rates.rate(key, value, now)
+
+    def _events(self, readings: list[InfinibandPortReading]) -> list[EventDraft]:
+        now = {f"{r.device}/{r.port}": r for r in readings}
+        seen, self._seen = self._seen, now
+        return port_events(seen, now, self.clock.time())
+
+
+def _state_text(r: InfinibandPortReading) -> str:
+    phys = f" ({r.phys_state})" if r.phys_state else ""
+    return f"{r.state or '?'}{phys}"
+
+
+def _data(r: InfinibandPortReading) -> dict[str, str | int | float | bool | None]:
+    return {"device": r.device, "port": r.port, "state": r.state, "phys_state": r.phys_state,
+            "rate_gbps": r.rate_gbps, "expected_gbps": r.expected_gbps, "link_layer": r.link_layer,
+            "link_state": r.link_state, "link_downed_total": r.link_downed_total}
+
+
+def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[str, InfinibandPortReading],
+                at: float) -> list[EventDraft]:
+    """Events between two reads of every port (``seen`` is ``None`` on the first read)."""
+    out: list[EventDraft] = []
+    for key, r in now.items():
+        subject = f"rdma:{key}"
+        before = None if seen is None else seen.get(key)
+        if before is None:
+            if seen is not None:
+                out.append(EventDraft("rdma_port_added", "info", subject,
+                                      f"RDMA port {key} appeared: {_state_text(r)}", _data(r), at))
+            if r.link_state == "degraded":
+                out.append(EventDraft("rdma_port_degraded", "warning", subject,
+                                      f"RDMA port {key} came up degraded: {r.degraded_reason}", _data(r), at))
+            continue
+        if (r.state_id, r.physical_state_id) != (before.state_id, before.physical_state_id):
+            left_active = before.state_id == ACTIVE and r.state_id != ACTIVE
+            out.append(EventDraft("rdma_port_state_changed", "warning" if left_active else "info", subject,
+                                  f"RDMA port {key} {_state_text(before)} -> {_state_text(r)}",
+                                  {**_data(r), "from_state": before.state, "from_phys_state": before.phys_state},
+                                  at))
+        if (r.link_downed_total is not None and before.link_downed_total is not None
+                and r.link_downed_total > before.link_downed_total):
+            n = r.link_downed_total - before.link_downed_total
+            out.append(EventDraft("rdma_link_downed", "warning", subject,
+                                  f"RDMA port {key} link went down {n} time{'s' if n != 1 else ''}",
+                                  {**_data(r), "downs": n}, at))
+        if r.rate_gbps != before.rate_gbps and r.rate_gbps is not None and before.rate_gbps is not None:
+            slower = r.rate_gbps < before.rate_gbps
+            out.append(EventDraft("rdma_port_rate_changed", "warning" if slower else "info", subject,
+                                  f"RDMA port {key} rate {before.rate_gbps:g} -> {r.rate_gbps:g} Gb/s",
+                                  {**_data(r), "from_rate_gbps": before.rate_gbps}, at))
+        if r.link_state != before.link_state and r.link_state == "degraded":
+            out.append(EventDraft("rdma_port_degraded", "warning", subject,
+                                  f"RDMA port {key} degraded: {r.degraded_reason}", _data(r), at))
+    for key, gone in (seen or {}).items():
+        if key not in now:
+            out.append(EventDraft("rdma_port_removed", "warning", f"rdma:{key}", f"RDMA port {key} disappeared",
+                                  _data(gone), at))
+    return out
+
+
+def make_infiniband_collector(ctx: CollectorContext) -> InfinibandCollector:
+    """Registry factory."""
+    return InfinibandCollector(ctx.root, ctx.clock, ctx.config.storage.infiniband_expected_gbps)

@@ -1,0 +1,185 @@
+"""RDMA ports: pure parsers, reads of port trees (absent, unreadable, vanished files), rates, events, metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rigmon.agent.check import readings_from
+from rigmon.agent.metrics import frame_metrics
+from rigmon.collectors.base import EventDraft, NoData
+from rigmon.collectors.infiniband import (
+    InfinibandCollector,
+    judge_port,
+    parse_counter,
+    parse_rate,
+    parse_state,
+)
+from rigmon.hw.root import HostRoot
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, InfinibandPortReading
+from tests.alarms.helpers import FakeClock
+
+PORT = "sys/class/infiniband/mlx5_0/ports/1"
+
+
+def write_port(root: Path, state: str = "4: ACTIVE", rate: str = "100 Gb/sec (4X EDR)", **counters: int) -> None:
+    base = root / PORT
+    (base / "counters").mkdir(parents=True, exist_ok=True)
+    (base / "state").write_text(state + "\n")
+    (base / "phys_state").write_text(("5: LinkUp" if "ACTIVE" in state else "2: Polling") + "\n")
+    (base / "rate").write_text(rate + "\n")
+    (base / "link_layer").write_text("InfiniBand\n")
+    for name, value in counters.items():
+        (base / "counters" / name).write_text(f"{value}\n")
+
+
+def collect(collector: InfinibandCollector) -> tuple[list[InfinibandPortReading], list[EventDraft]]:
+    records = collector.collect()
+    return ([r for r in records if isinstance(r, InfinibandPortReading)],
+            [r for r in records if isinstance(r, EventDraft)])
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("4: ACTIVE", (4, "ACTIVE")), ("5: LinkUp\n", (5, "LinkUp")), ("3: Disabled", (3, "Disabled")),
+    ("ACTIVE", (None, None)), ("", (None, None)), (None, (None, None)),
+])
+def test_parse_state(text: str | None, want: tuple[int | None, str | None]) -> None:
+    assert parse_state(text) == want
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("100 Gb/sec (4X EDR)", 100.0), ("2.5 Gb/sec (1X SDR)", 2.5), ("56 Gb/sec (4X FDR)", 56.0),
+    ("400 Gb/sec (4X NDR)", 400.0), ("Invalid argument", None), ("", None), (None, None),
+])
+def test_parse_rate(text: str | None, want: float | None) -> None:
+    assert parse_rate(text) == want
+
+
+@pytest.mark.parametrize(("text", "want"), [("0", 0), ("18446744073709551615", 2**64 - 1), ("0x10", None),
+                                            ("-1", None), ("N/A", None), (None, None)])
+def test_parse_counter(text: str | None, want: int | None) -> None:
+    assert parse_counter(text) == want
+
+
+def test_judge_port() -> None:
+    assert judge_port(4, 5, 100.0, 100.0, True, False) == ("ok", None)
+    assert judge_port(4, 5, 50.0, 100.0, True, False)[0] == "degraded"
+    assert judge_port(1, 2, 100.0, None, False, False) == ("unused", None)
+    assert judge_port(1, 2, 100.0, None, True, False)[0] == "down"
+    assert judge_port(1, 3, None, 200.0, False, True)[0] == "down"
+    assert judge_port(2, 5, 40.0, None, False, False)[0] == "down"  # INIT with a physical link
+    assert judge_port(None, None, None, None, True, True) == ("unknown", None)
+
+
+def test_no_rdma_devices_is_absent(tmp_path: Path) -> None:
+    with pytest.raises(NoData):
+        InfinibandCollector(HostRoot(tmp_path), FakeClock()).collect()
+
+
+def test_counters_become_bytes_and_rates(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    collector = InfinibandCollector(HostRoot(tmp_path), clock)
+    write_port(tmp_path, port_rcv_data=1000, port_xmit_data=0, symbol_error=1, port_rcv_errors=2)
+    (first,), _ = collect(collector)
+    assert first.port_data_received_bytes_total == 4000  # the kernel counts 4-byte words
+    assert first.errors_total == 3 and first.port_data_received_bytes_per_s is None
+    assert first.port_packets_received_total is None  # absent file: not present, not 0
+    write_port(tmp_path, port_rcv_data=1000 + 250_000, port_xmit_data=500, symbol_error=4, port_rcv_errors=2)
+    clock.t += 2.0
+    (second,), _ = collect(collector)
+    assert second.port_data_received_bytes_per_s == pytest.approx(500_000.0)
+    assert second.port_data_transmitted_bytes_per_s == pytest.approx(1000.0)
+    assert second.errors_per_s == pytest.approx(1.5)
+    write_port(tmp_path, port_rcv_data=10, port_xmit_data=500, symbol_error=0, port_rcv_errors=0)  # counters reset
+    clock.t += 1.0
+    (third,), _ = collect(collector)
+    assert third.port_data_received_bytes_per_s is None and third.errors_per_s is None
+
+
+def test_unreadable_and_vanishing_files_are_not_present(tmp_path: Path) -> None:
+    write_port(tmp_path, port_rcv_data=7, link_downed=0)
+    # A counter the driver refuses to read (EISDIR here; mlx5 RoCE ports answer EINVAL for some).
+    (tmp_path / PORT / "counters" / "symbol_error").mkdir()
+    (tmp_path / PORT / "counters" / "port_xmit_data").write_text("garbage\n")
+    hw = tmp_path / PORT / "hw_counters"
+    hw.mkdir()
+    (hw / "out_of_buffer").write_text("5\n")
+    (hw / "broken").mkdir()
+    (hw / "lifespan").write_text("10\n")
+    (tmp_path / "sys/class/infiniband/mlx5_0/ports/notaport").mkdir()
+    (reading,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
+    assert reading.symbol_error_total is None and reading.port_data_transmitted_bytes_total is None
+    assert set(reading.unreadable_counters) == {"symbol_error", "port_xmit_data"}
+    assert reading.port_data_received_bytes_total == 28
+    assert [(c.name, c.value_total) for c in reading.hw_counters] == [("out_of_buffer", 5)]
+    # The port directory goes away between reads: no reading, a removal event, no crash.
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock())
+    collect(collector)
+    import shutil
+    shutil.rmtree(tmp_path / "sys/class/infiniband/mlx5_0/ports")
+    readings, events = collect(collector)
+    assert readings == [] and [e.kind for e in events] == ["rdma_port_removed"]
+
+
+def test_flap_events_and_states(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    collector = InfinibandCollector(HostRoot(tmp_path), clock)
+    write_port(tmp_path, link_downed=0)
+    (r,), events = collect(collector)
+    assert (r.link_state, r.expected_gbps, r.expected_source, events) == ("ok", 100.0, "best_seen", [])
+    write_port(tmp_path, state="1: DOWN", link_downed=1)
+    (r,), events = collect(collector)
+    assert r.link_state == "down"
+    assert [(e.kind, e.severity, e.subject) for e in events] == [
+        ("rdma_port_state_changed", "warning", "rdma:mlx5_0/1"), ("rdma_link_downed", "warning", "rdma:mlx5_0/1")]
+    write_port(tmp_path, rate="25 Gb/sec (1X EDR)", link_downed=1)
+    (r,), events = collect(collector)
+    assert (r.link_state, r.rate_gbps, r.expected_gbps) == ("degraded", 25.0, 100.0)
+    assert [e.kind for e in events] == ["rdma_port_state_changed", "rdma_port_rate_changed", "rdma_port_degraded"]
+    assert events[0].severity == "info" and events[1].severity == "warning"
+    # A flap between two reads: the state is the same, the link_downed counter tells.
+    write_port(tmp_path, link_downed=3)
+    (r,), events = collect(collector)
+    assert r.link_state == "ok"
+    assert [(e.kind, (e.data or {}).get("downs")) for e in events] == [
+        ("rdma_link_downed", 2), ("rdma_port_rate_changed", None)]
+
+
+def test_configured_rate_and_never_up_port(tmp_path: Path) -> None:
+    write_port(tmp_path, state="1: DOWN")
+    (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
+    assert (r.link_state, r.expected_gbps) == ("unused", None)
+    (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock(), {"mlx5_0": 200.0}))
+    assert (r.link_state, r.expected_gbps, r.expected_source) == ("down", 200.0, "config")
+
+
+def test_metrics_named_after_node_exporter(tmp_path: Path) -> None:
+    (tmp_path / PORT / "hw_counters").mkdir(parents=True)
+    (tmp_path / PORT / "hw_counters" / "np_cnp_sent").write_text("9\n")
+    write_port(tmp_path, port_rcv_data=100, link_downed=2, symbol_error=1)
+    records = InfinibandCollector(HostRoot(tmp_path), FakeClock()).collect()
+    frame = Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=1, taken_at=1.0, agent_start=0.0,
+                  collectors={"infiniband": CollectorStatus(state="ok", ok=True)}, readings=readings_from(records))
+    samples = {(s.name, tuple(sorted(s.labels.items())), s.value)
+               for m in frame_metrics(frame, Counter()) for s in m.samples}
+    labels = (("device", "mlx5_0"), ("link_layer", "InfiniBand"), ("node", "n1"), ("port", "1"))
+    assert ("rigmon_infiniband_port_data_received_bytes_total", labels, 400.0) in samples
+    assert ("rigmon_infiniband_link_downed_total", labels, 2.0) in samples
+    assert ("rigmon_infiniband_state_id", labels, 4.0) in samples
+    assert ("rigmon_infiniband_rate_bytes_per_second", labels, 100e9 / 8) in samples
+    assert ("rigmon_infiniband_link_state", (*labels[:2], ("link_state", "ok"), *labels[2:]), 1.0) in samples
+    assert ("rigmon_infiniband_hw_value_total", (("counter", "np_cnp_sent"), *labels), 9.0) in samples
+
+
+def test_snapshot_capture_holds_the_port_files(tmp_path: Path) -> None:
+    from rigmon.agent.capture import capture_node
+
+    write_port(tmp_path, port_rcv_data=5)
+    (tmp_path / PORT / "hw_counters").mkdir()
+    (tmp_path / PORT / "hw_counters" / "out_of_buffer").write_text("3\n")
+    files = capture_node(HostRoot(tmp_path)).files
+    assert files[f"/{PORT}/state"].strip() == "4: ACTIVE"
+    assert files[f"/{PORT}/counters/port_rcv_data"].strip() == "5"
+    assert files[f"/{PORT}/hw_counters/out_of_buffer"].strip() == "3"

@@ -1,0 +1,59 @@
+"""Scenario rdma-port-flap: the real collector reads the simulated RDMA port trees; default rules judge them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.rules import default_rules
+from rigmon.collectors.base import EventDraft
+from rigmon.collectors.infiniband import InfinibandCollector
+from rigmon.hw.root import HostRoot
+from rigmon.sim.rig import SimRig, get_scenario
+from rigmon.sim.scenarios.rdma_port_flap import DOWN_FROM_S, FLAPPING_NODE, PERIOD_S
+from tests.alarms.helpers import T0, FakeClock, sim_frames
+
+
+def test_counters_move_with_traffic_and_the_flapping_port_alarms(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    nodes = FLAPPING_NODE + 2  # one more node, whose port stays quiet
+    engines: dict[str, AlarmEngine] = {}
+    fired: Counter[tuple[str, str, str]] = Counter()
+    received: dict[str, list[float | None]] = {}
+    for frame in sim_frames("rdma-port-flap", nodes, tmp_path, clock, int(PERIOD_S), 1.0):
+        engine = engines.setdefault(frame.node, AlarmEngine(default_rules(), frame.node, clock))
+        for tr in engine.evaluate(frame):
+            if tr.change == "firing":
+                fired[(frame.node, tr.alarm.rule, tr.alarm.subject)] += 1
+        (port,) = frame.readings.infiniband
+        received.setdefault(frame.node, []).append(port.port_data_received_bytes_per_s)
+    flapping = sorted(engines)[FLAPPING_NODE]
+    # Traffic follows the job: after it starts, every node's port moves gigabytes a second.
+    for node, rates in received.items():
+        assert rates[0] is None
+        moving = [r for r in rates[10:int(DOWN_FROM_S) - 1] if r is not None]
+        assert moving and min(moving) > 1e9, node
+    subject = "rdma:mlx5_0/1"
+    # sim_frames carries no events, so rdma_port_flapped (an event rule) is left to test_scenario_alarms.
+    assert {(rule, subj) for node, rule, subj in fired if node == flapping} == {
+        ("rdma_port_down", subject), ("rdma_port_below_rate", subject), ("rdma_port_errors_rising", subject)}
+    assert not [key for key in fired if key[0] != flapping], fired
+
+
+def test_the_collector_reports_the_flap_as_events(tmp_path: Path) -> None:
+    rig = SimRig(get_scenario("rdma-port-flap"), FLAPPING_NODE + 1, tmp_path)
+    try:
+        node = rig.nodes[FLAPPING_NODE]
+        clock = FakeClock(T0)
+        collector = InfinibandCollector(HostRoot(node.tree.root), clock)
+        kinds: list[str] = []
+        for t in range(1, int(PERIOD_S)):
+            clock.t = T0 + t
+            rig.step(float(t))
+            kinds += [r.kind for r in collector.collect() if isinstance(r, EventDraft)]
+    finally:
+        rig.close()
+    assert kinds.count("rdma_link_downed") == 1
+    assert kinds.count("rdma_port_state_changed") == 2  # ACTIVE -> DOWN, DOWN -> ACTIVE
+    assert "rdma_port_rate_changed" in kinds and "rdma_port_degraded" in kinds
