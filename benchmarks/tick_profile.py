@@ -81,9 +81,12 @@ def main() -> int:
             frame = asyncio.run(real_frame(agent, node, scenario, clock))
             # The agent closed its collectors on stop: time a fresh set on the same tree.
             collectors = build_collectors(config, HostRoot(config.agent.root), clock)
+            # psu and kernel_log are pushed from their own threads; a source the bench node does
+            # not have (amd_gpu, infiniband...) is absent in the frame and has nothing to time.
+            absent = {name for name, status in frame.collectors.items() if status.state == "absent"}
             parts: list[tuple[str, Callable[[], object]]] = [
                 (f"collector {name}: collect()", c.collect) for name, c in collectors.items()
-                if name not in ("psu", "kernel_log", "amd_gpu")  # pushed from their threads, or absent
+                if name not in ("psu", "kernel_log") and name not in absent
             ]
             engine = agent.alarms.engine
             parts += [
