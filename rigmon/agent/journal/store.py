@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 
 import json
 import math
@@ -114,8 +113,10 @@ class JournalStore(JournalReader):
                                f"VALUES ('format', '{int(FORMAT_VERSION)}');\nCOMMIT;")
         except (sqlite3.Error, OSError) as exc:
             if conn is not None and conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
+                try:
                     conn.rollback()
+                except sqlite3.Error:
+                    pass
             kind = JournalDamaged if is_damage(exc) else JournalError
             raise kind(f"cannot open journal {target}: {exc}") from None
         super().__init__(target, conn)
