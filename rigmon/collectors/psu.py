@@ -184,9 +184,13 @@ class PsuCollector:
                 continue
             delay_s = self.config.reopen_min_s
             try:
+                # Discard what was buffered before the open, and only then report the port
+                # open: the device may send as soon as it is reported back (a real ADC at
+                # once, a test the moment it sees `connected`), and a reset after the
+                # report would drop those lines.
+                port.reset_input()
                 self._update(RailState.opened)
                 self._first_attempt.set()
-                port.reset_input()
                 # Ask for the identity once the partial first line is behind us, so the
                 # answer is not dropped with it.
                 query = self.config.query_identity and self.config.protocol == "rm1"
@@ -201,6 +205,7 @@ class PsuCollector:
                         port.write(b"?\n")
             except SerialPortError as exc:
                 self._closed(str(exc))
+                self._first_attempt.set()  # also when the reset failed, before `opened`
             finally:
                 port.close()
             if not self._stop.is_set():

@@ -263,7 +263,11 @@ class RigmonApp(App[None]):
 
     def draw_screen(self, board: AlarmBoardView | None = None) -> None:
         """Draw the current screen from the stores (the alarms screen needs the ``board``)."""
-        screen = self.screen
+        try:
+            screen = self.screen
+        except ScreenStackError:
+            # The refresh timer fired while the app shuts down (its screens are gone).
+            return
         if self.replay is not None:
             # Live, the bars keep their position of None (hidden); a query walks every row.
             for bar in screen.query(ReplayBar):

@@ -103,3 +103,39 @@ async def test_a_snapshot_of_a_node_whose_journal_is_not_written_yet_keeps_the_n
     assert part.error is None
     assert part.history is not None and part.history.series == {}
     assert part.frame_count == 0
+
+
+def half_created(state_dir: Path) -> None:
+    """The file as a reader met it while a writer created the tables one by one: some, no format row."""
+    import sqlite3
+
+    state_dir.mkdir(parents=True)
+    with sqlite3.connect(state_dir / "journal.sqlite3") as conn:
+        conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("CREATE TABLE runs(run_id TEXT PRIMARY KEY)")
+
+
+@pytest.mark.parametrize("frames", ["0", "1"])
+async def test_history_while_the_writer_creates_the_tables_is_an_empty_window(
+        unopened: tuple[Agent, httpx.AsyncClient], tmp_path: Path, frames: str) -> None:
+    # Under load a snapshot right after the start met such a file: 503 "no such table: events".
+    agent, client = unopened
+    half_created(tmp_path / "state")
+    assert agent.journal is not None and agent.journal.status.state == "pending"
+    r = await client.get("/v1/history", params={**WINDOW, "frames": frames})
+    assert r.status_code == 200, r.text
+    assert decode(History, r.content).events == ()
+
+
+def test_the_writer_creates_the_tables_in_one_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from rigmon.agent.journal import store as store_module
+    from rigmon.agent.journal.layout import SCHEMA_SQL, JournalError
+
+    # A statement that fails after every table was created: none of them may stay behind.
+    monkeypatch.setattr(store_module, "SCHEMA_SQL", SCHEMA_SQL + "CREATE TABLE meta(key TEXT);\n")
+    with pytest.raises(JournalError, match="already exists"):
+        JournalStore(tmp_path / "state", FakeClock())
+    with sqlite3.connect(tmp_path / "state" / "journal.sqlite3") as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []

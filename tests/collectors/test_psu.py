@@ -280,6 +280,30 @@ def test_unplug_replug_and_reboot_over_pty(started: tuple[PsuCollector, Pushed, 
     assert events(pushed.records, "psu_adc_rebooted") and events(pushed.records, "psu_adc_reconnected")
 
 
+def test_lines_sent_as_soon_as_the_reader_says_it_is_back_are_read(
+        pty_device: PtyDevice, tmp_path: Path) -> None:
+    # The ADC sends right after the open: here it answers the reconnected event itself, in
+    # the reader's thread, so it cannot be late for it. Whatever the reader discards as
+    # stale must be discarded before it reports the port open, or these lines are lost.
+    class SendsWhenBack(Pushed):
+        def __call__(self, records: object) -> None:
+            super().__call__(records)
+            if events(list(records), "psu_adc_reconnected"):  # type: ignore[call-overload]
+                pty_device.lines("tail", rm1(5))
+
+    collector = make_collector(tmp_path)
+    collector.start(SendsWhenBack())
+    try:
+        wait_for(lambda: collector.state.connected)
+        pty_device.unplug()
+        wait_for(lambda: not collector.state.connected)
+        pty_device.replug()
+        wait_for(lambda: collector.state.counters.windows_total == 1)
+        assert rail(collector).seq == 5
+    finally:
+        collector.close()
+
+
 def test_udev_tty_add_retries_at_once(pty_device: PtyDevice, tmp_path: Path) -> None:
     watch = FakeTtyWatch()
     # The backoff is an hour: only the udev kick can bring the port back within the test.

@@ -64,6 +64,11 @@ class Churn:
             time.sleep(self.rng.choice((0.0, 0.001, 0.05, 0.2)))
             self._restore(rel)
 
+    def remove(self, *rels: str) -> None:
+        """Take ``rels`` away until `stop` (an unplug that lasts, whatever the agent's pace)."""
+        for rel in rels:
+            shutil.rmtree(self.root / rel)
+
     def start(self) -> None:
         self._thread.start()
 
@@ -91,6 +96,13 @@ async def test_devices_vanishing_mid_read(tmp_path: Path) -> None:
                 # The API keeps answering throughout.
                 assert (await h.http.get("/v1/latest")).status_code == 200
                 await asyncio.sleep(0.01)
+            churn.stop()
+            # Blinks of the churn may all fall between two samples of a slow (loaded) agent:
+            # devices that stay away until seen make "the agent saw them go" certain.
+            churn.remove("sys/class/nvme/nvme0", "sys/bus/thunderbolt/devices/0-1")
+            await h.wait_for(lambda f: len(f.readings.nvme) < 4 and f.collectors["nvme"].state == "ok"
+                             and {"nvme_removed", "tb_device_removed"} <= {e.kind for e in h.events()},
+                             "nvme0 and Thunderbolt 0-1 gone")
             churn.stop()
             back = await h.wait_for(lambda f: len(f.readings.nvme) == 4 and len(f.readings.raid) == 2
                                     and len(f.readings.thunderbolt) == links, "every device back")

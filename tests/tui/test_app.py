@@ -210,6 +210,17 @@ async def test_a_new_frame_is_drawn_without_waiting_for_the_refresh_timer() -> N
         assert rows[quiet.url].view is quiet_view
 
 
+async def test_a_refresh_timer_firing_after_the_screens_are_gone_draws_nothing() -> None:
+    # Under load the refresh timer's callback can run while the app shuts down, after the
+    # screen stack is empty: it used to raise ScreenStackError and fail the app's exit.
+    app = RigmonApp([NodeTarget("http://127.0.0.1:9")], refresh_s=3600)
+    async with app.run_test():
+        pass
+    assert not app.screen_stack
+    app.refresh_screen()
+    app.draw_screen()
+
+
 def test_tune_gc_raises_only_the_young_threshold() -> None:
     import gc
 

@@ -62,9 +62,14 @@ class JournalReader:
                 raise JournalError(f"no journal at {self.path}")
             try:
                 conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=5.0)
-                conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                # The writer creates the tables and this row in one transaction: without the
+                # row the file is still being created (or is no journal), not a readable one.
+                created = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() is not None
             except sqlite3.Error as exc:
                 raise JournalError(f"cannot read journal {self.path}: {exc}") from None
+            if not created:
+                conn.close()
+                raise JournalError(f"journal {self.path} is not created yet")
             self._own = True
         else:
             self._own = False

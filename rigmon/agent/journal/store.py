@@ -89,6 +89,7 @@ class JournalStore(JournalReader):
     def __init__(self, path: str | Path, clock: Clock, retention: Retention | None = None,
                  block_frames: int = BLOCK_FRAMES, block_after_s: float = BLOCK_AFTER_S) -> None:
         target = journal_path(path)
+        conn: sqlite3.Connection | None = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(target, timeout=5.0, isolation_level=None)
@@ -102,9 +103,17 @@ class JournalStore(JournalReader):
             # what was not yet committed (at most one commit interval).
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA journal_size_limit = 16777216")
-            conn.executescript(SCHEMA_SQL)
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+            # One transaction: in autocommit each CREATE would commit on its own, and a reader
+            # (an API request just after the start) could find some tables and not others.
+            # With the format row in the same transaction, a journal that has it has them all.
+            conn.executescript(f"BEGIN IMMEDIATE;\n{SCHEMA_SQL}\nINSERT OR REPLACE INTO meta(key, value) "
+                               f"VALUES ('format', '{int(FORMAT_VERSION)}');\nCOMMIT;")
         except (sqlite3.Error, OSError) as exc:
+            if conn is not None and conn.in_transaction:
+                try:
+                    conn.rollback()
+                except sqlite3.Error:
+                    pass
             kind = JournalDamaged if is_damage(exc) else JournalError
             raise kind(f"cannot open journal {target}: {exc}") from None
         super().__init__(target, conn)
