@@ -75,7 +75,7 @@ async def test_undervolt_bus_drop_training_process_exits_after_gpu_3_is_lost() -
             httpx.AsyncClient(base_url=rr.urls[0], timeout=10) as client:
         since = 0
         end = time.monotonic() + DEADLINE_S
-        while exited is None and time.monotonic() < end:
+        while (exited is None or "gpu_lost" not in kinds) and time.monotonic() < end:
             response = await client.get("/v1/samples", params={"since": since})
             response.raise_for_status()
             for raw in response.json()["frames"]:
@@ -86,7 +86,7 @@ async def test_undervolt_bus_drop_training_process_exits_after_gpu_3_is_lost() -
                         workers[proc.gpu_index] = proc
                 for event in frame.events:
                     kinds.append(event.kind)
-                    if event.kind == "gpu_process_exited":
+                    if event.kind == "gpu_process_exited" and exited is None:
                         exited = event
             await asyncio.sleep(0.1)
     assert sorted(workers) == [0, 1, 2, 3], "never saw one DDP worker per GPU"
@@ -101,7 +101,8 @@ async def test_undervolt_bus_drop_training_process_exits_after_gpu_3_is_lost() -
     assert exited.data["after_kind"] in ("gpu_lost", "xid"), exited.message
     assert ("after GPU 3 was lost" in exited.message) or ("after Xid 79 on GPU 3" in exited.message)
     assert exited.data["exit_code"] == 1 and "(exit code 1)" in exited.message
-    assert kinds.index("gpu_lost") < kinds.index("gpu_process_exited")
+    # The kernel's word on the loss comes before the exit; NVML's may come just after it.
+    assert "gpu_lost" in kinds and kinds.index("xid") < kinds.index("gpu_process_exited")
 
 
 def _node(tmp_path: Path, scenario: str) -> SimNode:
