@@ -7,7 +7,6 @@ import gzip
 import hmac
 import json
 import math
-import re
 import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -22,6 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rigmon.agent.alarming import AlarmService
+from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.frame_json import frame_json
 from rigmon.agent.journal import (
@@ -42,16 +42,6 @@ if TYPE_CHECKING:
 KEEPALIVE_S = 15.0
 #: Most frames one /v1/samples answer carries.
 MAX_SAMPLES_PER_REQUEST = 1000
-#: Longest operator name kept with an acknowledgement.
-MAX_ACK_BY_CHARS = 100
-#: Characters refused in an acknowledgement's ``by`` and in a mark: C0 controls (tab and newlines too), DEL,
-#: C1 controls, the line and paragraph separators and the bidi embeddings, overrides and
-#: isolates (U+202A-U+202E, U+2066-U+2069). ``by`` is shown on every operator's terminal: an
-#: ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
-UNSAFE_BY = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
-
-#: Longest text of a mark (POST /v1/marks), in characters.
-MAX_MARK_CHARS = 200
 #: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
 MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
@@ -69,10 +59,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class BadRequest(Exception):
-    """A query parameter or header the API cannot use; answered with 400 and the reason."""
 
 
 class RequestTooLarge(Exception):
@@ -354,11 +340,7 @@ def build_app(state: ApiState) -> ASGIApp:
                 raise BadRequest("body must be JSON, e.g. {\"by\": \"alice\"}") from None
             if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
                 raise BadRequest("body must be a JSON object whose \"by\" is a string")
-            by = (data.get("by") or by)[:MAX_ACK_BY_CHARS]
-            unsafe = UNSAFE_BY.search(by)
-            if unsafe:
-                raise BadRequest(f"\"by\" must not contain control or bidi characters "
-                                 f"(found U+{ord(unsafe.group()):04X} at position {unsafe.start()})")
+            by = checked_text((data.get("by") or by)[:MAX_ACK_BY_CHARS], MAX_ACK_BY_CHARS, "by")
         alarm_id = request.path_params["alarm_id"]
         try:
             alarm = state.alarms.acknowledge(alarm_id, by)
@@ -383,8 +365,8 @@ def build_app(state: ApiState) -> ASGIApp:
         by = data.get("by")
         if by is not None and not isinstance(by, str):
             raise BadRequest('"by" must be a string')
-        text = mark_text(data["text"])
-        event = state.mark(text, None if by is None else mark_text(by, MAX_ACK_BY_CHARS, "by"))
+        text = checked_text(data["text"])
+        event = state.mark(text, None if by is None else checked_text(by, MAX_ACK_BY_CHARS, "by"))
         return Response(encode(event), status_code=201, media_type="application/json")
 
     async def history(request: Request) -> Response:
@@ -486,42 +468,9 @@ def _is_control(scope: Scope) -> bool:
     return (path.startswith("/v1/alarms/") and path.endswith("/ack")) or path in ("/v1/marks", "/v1/guard")
 
 
-def mark_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> str:
-    """A mark's text, checked: stripped, not empty, at most ``limit`` characters, no control characters.
-
-    Raises:
-        BadRequest: naming what is wrong.
-    """
-    text = text.strip()
-    if not text:
-        raise BadRequest(f"{what} is empty")
-    if len(text) > limit:
-        raise BadRequest(f"{what} is {len(text)} characters; at most {limit}")
-    bad = UNSAFE_BY.search(text)
-    if bad is not None:
-        raise BadRequest(f"{what} holds a control or bidi character (U+{ord(bad.group()):04X} at position "
-                         f"{bad.start()}); send plain text")
-    return text
-
-
 def _control_denied(state: ApiState, request: Request, what: str) -> Response | None:
     """The answer refusing a control request, or ``None`` when it carries the control token."""
     return control_denied(state.control_token, state.token, request, what)
-
-
-def control_denied(control_token: str | None, token: str | None, request: Request, what: str) -> Response | None:
-    """The answer refusing a control request (``what``: "acknowledge alarms"), or ``None`` when it
-    carries ``control_token``; 403 when the agent has none or the read token ``token`` was sent."""
-    if control_token is None:
-        return _error(403, "this agent is read-only: no control token is configured")
-    given = request.headers.get("authorization", "").encode()
-    if hmac.compare_digest(given, f"Bearer {control_token}".encode()):
-        return None
-    if token is not None and hmac.compare_digest(given, f"Bearer {token}".encode()):
-        return _error(403, f"the read token cannot {what}: use the control token")
-    response = _error(401, "missing or wrong control token")
-    response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon-control"'
-    return response
 
 
 def _client_key(scope: Scope) -> str:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.api import MAX_MARK_CHARS
+from rigmon.agent.control import MAX_MARK_CHARS
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Event, History, decode
 from tests.agent.test_api import Counter, wait_for_seq

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from rigmon.agent.api import control_denied, mark_text
+from rigmon.agent.control import checked_text, control_denied
 from rigmon.agent.guard.service import GuardCommand, GuardService
 from rigmon.schema import encode
 
@@ -44,7 +44,7 @@ def guard_routes(service: GuardService | None, control_token: str | None, token:
             return _error(400, 'body must be {"action": "hold" | "release", "by": "name"}')
         action: GuardCommand = "hold" if data["action"] == "hold" else "release"
         # Shown on every dashboard and kept in the journal: text only, as an acknowledgement's by.
-        by = mark_text((data.get("by") or "operator")[:MAX_BY_CHARS], MAX_BY_CHARS, "by")
+        by = checked_text((data.get("by") or "operator")[:MAX_BY_CHARS], MAX_BY_CHARS, "by")
         return Response(encode(service.command(action, by)), media_type="application/json")
 
     async def dispatch(request: Request) -> Response:

@@ -1,0 +1,65 @@
+"""Control requests' shared rules: who may send them (the control token) and what text they may carry.
+
+Acknowledgements (``POST /v1/alarms/{id}/ack``), marks (``POST /v1/marks``) and guard commands
+(``POST /v1/guard``) all check the control token the same way and refuse the same characters
+in the text they store and every dashboard shows.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+#: Longest operator name kept with an acknowledgement (and a mark).
+MAX_ACK_BY_CHARS = 100
+#: Longest text of a mark (POST /v1/marks), in characters.
+MAX_MARK_CHARS = 200
+#: Characters refused in a control request's text (``by``, a mark): C0 controls (tab and newlines
+#: too), DEL, C1 controls, the line and paragraph separators and the bidi embeddings, overrides
+#: and isolates (U+202A-U+202E, U+2066-U+2069). The text is shown on every operator's terminal:
+#: an ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
+UNSAFE_BY = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
+
+
+class BadRequest(Exception):
+    """A query parameter, header or body the API cannot use; answered with 400 and the reason."""
+
+
+def _error(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=status)
+
+
+def checked_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> str:
+    """Text of a control request (a mark, a ``by``), checked: stripped, not empty, at most ``limit`` characters, no control characters.
+
+    Raises:
+        BadRequest: naming what is wrong.
+    """
+    text = text.strip()
+    if not text:
+        raise BadRequest(f"{what} is empty")
+    if len(text) > limit:
+        raise BadRequest(f"{what} is {len(text)} characters; at most {limit}")
+    bad = UNSAFE_BY.search(text)
+    if bad is not None:
+        raise BadRequest(f"{what} holds a control or bidi character (U+{ord(bad.group()):04X} at position "
+                         f"{bad.start()}); send plain text")
+    return text
+
+
+def control_denied(control_token: str | None, token: str | None, request: Request, what: str) -> Response | None:
+    """The answer refusing a control request (``what``: "acknowledge alarms"), or ``None`` when it
+    carries ``control_token``; 403 when the agent has none or the read token ``token`` was sent."""
+    if control_token is None:
+        return _error(403, "this agent is read-only: no control token is configured")
+    given = request.headers.get("authorization", "").encode()
+    if hmac.compare_digest(given, f"Bearer {control_token}".encode()):
+        return None
+    if token is not None and hmac.compare_digest(given, f"Bearer {token}".encode()):
+        return _error(403, f"the read token cannot {what}: use the control token")
+    response = _error(401, "missing or wrong control token")
+    response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon-control"'
+    return response
