@@ -7,10 +7,12 @@ from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
 from rigmon.sim.psu import SimPsuRail, psu_rail_of
 
-#: Every cycle the ADC is unplugged from UNPLUG_AT_S to REPLUG_AT_S (simulated seconds).
+#: Every cycle the ADC is unplugged from UNPLUG_AT_S to REPLUG_AT_S (simulated seconds): twice
+#: the default `collector_failing` hold (10 s), so the outage is one the alarm is meant to catch
+#: (an outage as long as the hold fired or not depending on how soon the agent saw the unplug).
 CYCLE_S = 60.0
 UNPLUG_AT_S = 20.0
-REPLUG_AT_S = 30.0
+REPLUG_AT_S = 40.0
 
 
 def plugged_at(t_s: float) -> bool:
@@ -26,7 +28,7 @@ class AdcUnplug:
     """
 
     name = "adc-unplug"
-    description = "the rail ADC is unplugged 20-30 s into every minute and comes back rebooted"
+    description = "the rail ADC is unplugged 20-40 s into every minute and comes back rebooted"
     default_nodes = 1
 
     def build(self, node: SimNode, index: int) -> None:
