@@ -9,6 +9,7 @@ from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
 from rigmon.sim.nvml import v100_sxm2_gpus
 from rigmon.sim.psu import SimPsuRail
+from rigmon.sim.rdma import SimRdma, SimRdmaPort
 from rigmon.sim.scenarios.model_load import LOAD_BYTES_PER_S, find_storage
 from rigmon.sim.storage import strix_enclosure_rig
 
@@ -27,7 +28,7 @@ class BenchNode:
     """
 
     name = "bench-node"
-    description = "benchmark node: 4 V100-SXM2, two RAID0 arrays of two NVMe on USB4, 10 and 100 GbE, RM1 ADC"
+    description = "benchmark node: 4 V100-SXM2, two RAID0 arrays of two NVMe on USB4, 10 and 100 GbE (RoCE), RM1 ADC"
     default_nodes = 1
 
     def __init__(self, gpus: int = 4, adc_window_ms: int = 1000) -> None:
@@ -38,6 +39,8 @@ class BenchNode:
         kernel_log = SimKernelLog()
         node.devices.append(kernel_log)
         node.devices.append(SimHost(interfaces=[SimInterface("eth0", 10000), SimInterface("enp65s0f0", 100000)]))
+        # The 100 GbE NIC is a ConnectX with RoCE: its RDMA port is a source like any other.
+        node.devices.append(SimRdma(ports=[SimRdmaPort("mlx5_0", rate_gbps=100.0)]))
         node.devices.append(SimNvidiaGpus(
             v100_sxm2_gpus(self.gpus, seed=index),
             kernel_log=kernel_log,
