@@ -18,7 +18,7 @@ import msgspec
 from rigmon.schema.gpu import AmdGpuReading, GpuProcessReading, GpuReading, KernelLogReading
 from rigmon.schema.guard import GuardReading
 from rigmon.schema.host import HostReading, TemperatureReading
-from rigmon.schema.links import InfinibandPortReading, NetInterfaceReading, ThunderboltDeviceReading
+from rigmon.schema.links import InfinibandPortReading, NetInterfaceReading, PeerPathReading, ThunderboltDeviceReading
 from rigmon.schema.power import (
     HwmonVoltageReading,
     PathResistanceReading,
@@ -100,6 +100,7 @@ class Readings:
     gpu_processes: tuple[GpuProcessReading, ...] = ()
     guard: GuardReading | None = None
     infiniband: tuple[InfinibandPortReading, ...] = ()
+    peer_paths: tuple[PeerPathReading, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,3 +149,45 @@ class InfinibandPortReading:
     errors_per_s: float | None = None
     unreadable_counters: tuple[str, ...] = ()
     hw_counters: tuple[RdmaHwCounterReading, ...] = ()
+
+
+PeerPathState = Literal["ok", "degraded", "silent", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerPathReading:
+    """Round trips from this node to one peer over one path, over the last probe window.
+
+    The agent sends small authenticated UDP echo probes (TCP connect round trips where a path
+    is configured ``transport = "tcp"``) to each configured peer's address on each path, at
+    the configured rate. Times are microseconds: RDMA-class paths answer in single digits,
+    TCP over Ethernet in hundreds. Statistics cover the replies received in the last
+    ``window_s``; they are ``None`` when no reply arrived in it.
+
+    ``state``: ``ok``; ``degraded`` when the p99 is above the configured limit or probes are
+    being lost; ``silent`` when nothing answered in the window although probes were sent (a
+    thunderbolt-net lockup while the peer's HTTP is up); ``unknown`` before the first window
+    is complete. ``interface`` and ``link_gbps`` are the local interface carrying the path
+    (configured) and its speed in this frame, when known.
+    """
+
+    name: str
+    """``<peer>/<path>`` (``node02/tbnet``): the path's identity in alarms and events."""
+    peer: str
+    path: str
+    address: str
+    transport: Literal["udp", "tcp"] = "udp"
+    state: PeerPathState = "unknown"
+    window_s: float = 0.0
+    sent: int = 0
+    received: int = 0
+    loss_pct: float | None = None
+    rtt_p50_us: float | None = None
+    rtt_p99_us: float | None = None
+    rtt_max_us: float | None = None
+    jitter_us: float | None = None
+    last_reply_age_s: float | None = None
+    interface: str | None = None
+    link_gbps: float | None = None
+    sent_total: int = 0
+    received_total: int = 0

@@ -27,6 +27,7 @@ from rigmon.schema import (
     InfinibandPortReading,
     Info,
     NodeCapture,
+    PeerPathReading,
     RdmaHwCounterReading,
 )
 
@@ -55,7 +56,8 @@ def test_record_schemas_require_what_the_dataclasses_require() -> None:
                "Alarm": Alarm, "AlarmList": AlarmList, "HistorySeries": HistorySeries, "History": History,
                "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
                "GuardGpuSettings": GuardGpuSettings, "InfinibandPortReading": InfinibandPortReading,
-               "RdmaHwCounterReading": RdmaHwCounterReading}
+               "RdmaHwCounterReading": RdmaHwCounterReading,
+               "PeerPathReading": PeerPathReading}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
         fields = {f.name: f for f in dataclasses.fields(cls)}
