@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pymodbus.client import ModbusSerialClient
-from pymodbus.exceptions import ConnectionException, ModbusException
-
 #: PZEM-017: 9600 baud, 8 data bits, no parity, 2 stop bits (manual; Tasmota opens it 8N2).
 PZEM_STOPBITS = 2
 
@@ -47,6 +44,9 @@ class PymodbusDevice:
     """
 
     def __init__(self, path: str, baud: int, slave: int, timeout_s: float = 1.0) -> None:
+        # Imported here: pymodbus costs ~12 ms at start-up and only a PZEM-017 line needs it.
+        from pymodbus.client import ModbusSerialClient
+
         self._client = ModbusSerialClient(
             path, baudrate=baud, bytesize=8, parity="N", stopbits=PZEM_STOPBITS,
             timeout=timeout_s, retries=0, reconnect_delay=0,
@@ -57,6 +57,8 @@ class PymodbusDevice:
             raise ModbusPortError(f"cannot open {path}")
 
     def read_input_registers(self, address: int, count: int) -> list[int]:
+        from pymodbus.exceptions import ConnectionException, ModbusException
+
         try:
             # The unit-id keyword changed across pymodbus versions (unit=, slave=, device_id=);
             # pyproject pins a range that uses device_id.

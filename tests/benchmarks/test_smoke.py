@@ -166,3 +166,10 @@ def test_soak_reports_memory_descriptors_and_threads() -> None:
     out = run("soak.py")
     assert "rss_mb" in out and "fds" in out and "threads" in out and "failures 0, gaps 0" in out, out
     assert "dashboard's process" in out and "live at end 1/1" in out, out
+
+
+def test_startup_times_both_commands_against_the_bare_interpreter() -> None:
+    out = run("startup.py")
+    for name in ("`rigmon dash` to its first screen", "`rigmon agent` to its first frame", "bare interpreter"):
+        cells = row(out, name)
+        assert number(cells[1]) > 0 and cells[5].endswith("x")
