@@ -189,21 +189,25 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         return fail(str(exc))
     scheme = "https" if config.agent.tls_cert_file else "http"
     journal = config.agent.state_dir if config.journal.enabled else "(disabled)"
-    print(f"rigmon agent {__version__}: node {config.node_name} on {scheme}://{config.agent.listen}, "
-          f"journal in {journal}", flush=True)
     a = config.agent
     log = logging.getLogger("rigmon.agent")
-    log.info("config %s; listening on %s://%s (%s, %s); state dir %s; journal %s; root %s%s",
-             args.config or (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else "(defaults)"),
-             scheme, a.listen, "read token required" if token else "no token",
-             "control token set" if control else "read-only", a.state_dir,
-             "enabled" if config.journal.enabled else "disabled", a.root,
-             f"; will run as user {a.user}" if a.user else "")
+
+    def announce(bound: str) -> None:
+        # The address bound, not the one asked for: `--listen 127.0.0.1:0` names its port here.
+        print(f"rigmon agent {__version__}: node {config.node_name} on {scheme}://{bound}, "
+              f"journal in {journal}", flush=True)
+        log.info("config %s; listening on %s://%s (%s, %s); state dir %s; journal %s; root %s%s",
+                 args.config or (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else "(defaults)"),
+                 scheme, bound, "read token required" if token else "no token",
+                 "control token set" if control else "read-only", a.state_dir,
+                 "enabled" if config.journal.enabled else "disabled", a.root,
+                 f"; will run as user {a.user}" if a.user else "")
+
     log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
              ", ".join(n.kind for n in config.notify) or "none")
     agent.sampler.add_listener(FrameLog(config.node_name))
     try:
-        run(agent, config.agent.listen, config.agent.user)
+        run(agent, config.agent.listen, config.agent.user, announce)
     except StartupError as exc:
         return fail(str(exc))
     log.info("stopped cleanly")

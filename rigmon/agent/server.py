@@ -9,8 +9,9 @@ import ipaddress
 import os
 import pwd
 import signal
+import socket
 import stat
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -205,11 +206,14 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
     return server
 
 
-async def serve(agent: Agent, listen: str, user: str = "") -> None:
+async def serve(agent: Agent, listen: str, user: str = "",
+                on_bound: Callable[[str], None] | None = None) -> None:
     """Sample and serve until cancelled.
 
     With ``user``, privileges are dropped to that user once the port is bound, the TLS key
-    read and the collectors started (devices opened).
+    read and the collectors started (devices opened). ``on_bound`` is called with the
+    ``host:port`` actually bound (``--listen 127.0.0.1:0`` picks a free port) before the
+    agent starts.
     """
     host, port = check_listen_policy(listen, agent.token)
     server = make_server(agent, host, port)
@@ -221,6 +225,8 @@ async def serve(agent: Agent, listen: str, user: str = "") -> None:
         # uvicorn logs a bind failure and exits; say which address in our own words.
         detail = f": {exc}" if isinstance(exc, OSError) else " (see the error above)"
         raise StartupError(f"cannot serve on {listen}{detail}") from None
+    if on_bound is not None:
+        on_bound(bound_address(sock))
     try:
         agent.start()
     except StateDirInUse as exc:
@@ -274,6 +280,12 @@ def run_until_signalled(main: Coroutine[Any, Any, None]) -> None:
     asyncio.run(guarded())
 
 
-def run(agent: Agent, listen: str, user: str = "") -> None:
+def bound_address(sock: socket.socket) -> str:
+    """``host:port`` a listening socket is bound to (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def run(agent: Agent, listen: str, user: str = "", on_bound: Callable[[str], None] | None = None) -> None:
     """Blocking entry point for ``rigmon agent``."""
-    run_until_signalled(serve(agent, listen, user))
+    run_until_signalled(serve(agent, listen, user, on_bound))

@@ -4,7 +4,7 @@ and `rigmon snapshot` verify it with a CA file, and refuse it without."""
 from __future__ import annotations
 
 import asyncio
-import socket
+import re
 import ssl
 import subprocess
 import sys
@@ -120,12 +120,6 @@ def test_cli_refuses_a_readable_key_and_half_a_pair(tmp_path: Path, tls: TlsFile
     assert out.returncode == 2 and "tls_cert_file and tls_key_file go together" in out.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -139,14 +133,17 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
 
 
 def test_cli_agent_serves_https(tmp_path: Path, tls: TlsFiles) -> None:
-    port = free_port()
+    # Port 0: the agent binds a free port and names it (no window where another process takes it).
     proc = subprocess.Popen(
         [sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--state-dir", str(tmp_path / "s"),
-         "--listen", f"127.0.0.1:{port}", "--tls-cert", str(tls.cert_file), "--tls-key", str(tls.key_file)],
+         "--listen", "127.0.0.1:0", "--tls-cert", str(tls.cert_file), "--tls-key", str(tls.key_file)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"PYTHONPATH": str(REPO)})
     try:
         assert proc.stdout is not None
-        assert f"on https://127.0.0.1:{port}" in proc.stdout.readline()
+        line = proc.stdout.readline()
+        match = re.search(r" on https://127\.0\.0\.1:(\d+),", line)
+        assert match and match.group(1) != "0", line
+        port = int(match.group(1))
         with httpx.Client(verify=ssl.create_default_context(cafile=str(tls.ca_file))) as http:
             wait_until(lambda: http.get(f"https://127.0.0.1:{port}/healthz").json() == {"ok": True})
     finally:
