@@ -12,10 +12,17 @@ from rigmon.collectors.base import Collector, CollectorContext, NoData
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.hw.root import HostRoot
 from rigmon.hw.serial_ports import SerialDevice, list_serial_devices
-from rigmon.schema import AmdGpuReading, GpuReading, NvmeReading, RaidArrayReading, ThunderboltDeviceReading
+from rigmon.schema import (
+    AmdGpuReading,
+    GpuReading,
+    InfinibandPortReading,
+    NvmeReading,
+    RaidArrayReading,
+    ThunderboltDeviceReading,
+)
 
 #: Collectors whose records describe what the node has (the others are rates and state).
-INVENTORY_COLLECTORS = ("gpu", "amd_gpu", "raid", "nvme", "thunderbolt")
+INVENTORY_COLLECTORS = ("gpu", "amd_gpu", "raid", "nvme", "thunderbolt", "infiniband")
 #: Seconds one collector may take (an NVML call can hang in the driver).
 COLLECT_TIMEOUT_S = 10.0
 
@@ -29,6 +36,7 @@ class Hardware:
     arrays: list[RaidArrayReading] = field(default_factory=list)
     nvme: list[NvmeReading] = field(default_factory=list)
     thunderbolt: list[ThunderboltDeviceReading] = field(default_factory=list)
+    rdma: list[InfinibandPortReading] = field(default_factory=list)
     serial: list[SerialDevice] = field(default_factory=list)
     states: dict[str, str] = field(default_factory=dict)
     """Collector name -> ``ok``, ``absent: why``, ``error: why`` or ``hung``."""
@@ -76,4 +84,6 @@ def detect_hardware(hw_root: str = "/", collectors: Sequence[str] = INVENTORY_CO
                 hardware.nvme.append(record)
             elif isinstance(record, ThunderboltDeviceReading):
                 hardware.thunderbolt.append(record)
+            elif isinstance(record, InfinibandPortReading):
+                hardware.rdma.append(record)
     return hardware

@@ -89,7 +89,25 @@ def _hardware_comments(hw: Hardware) -> list[str]:
                   f"{'%g Gb/s' % t.rx_gbps if t.rx_gbps else 'no link speed'}" for t in routers]
     else:
         lines.append(f"# Thunderbolt/USB4: none ({hw.states.get('thunderbolt', 'not checked')})")
+    if hw.rdma:
+        lines.append(f"# RDMA ports (InfiniBand/RoCE): {len(hw.rdma)}")
+        lines += [f"#   {p.name}  {p.link_layer or '?'}  {p.state or '?'}  {p.rate_text or 'no rate'}" for p in hw.rdma]
+    else:
+        lines.append(f"# RDMA ports: none ({hw.states.get('infiniband', 'not checked')})")
     return lines
+
+
+def _storage_section(hw: Hardware) -> list[str]:
+    """The RDMA ports' rates as seen now, commented: pinned, a port that later trains lower alarms
+    even after the agent restarts (unpinned, a port expects the best rate seen since the start)."""
+    active = [p for p in hw.rdma if p.state == "ACTIVE" and p.rate_gbps]
+    if not active:
+        return []
+    rates = ", ".join(f"{_toml(p.name)} = {p.rate_gbps:g}" for p in active)
+    return ["", "[storage]",
+            "# Expected RDMA port rates (Gb/s), as the ports trained while set-up ran. Check them against",
+            "# the cables and switch ports, then uncomment to alarm on a port that comes up slower:",
+            f"# infiniband_expected_gbps = {{ {rates} }}"]
 
 
 def chosen_adc(hw: Hardware) -> str | None:
@@ -133,7 +151,7 @@ def agent_toml(settings: Settings, hw: Hardware) -> str:
     ]
     if settings.tls:
         lines += [f"tls_cert_file = {_toml(TLS_CERT)}", f"tls_key_file = {_toml(TLS_KEY)}"]
-    lines += ["", *_hardware_comments(hw), *_psu_section(hw), "",
+    lines += ["", *_hardware_comments(hw), *_psu_section(hw), *_storage_section(hw), "",
               "# Notifications (README, \"Alarms and notifications\"); try them first on the simulator:",
               "#   rigmon demo --agent-config this-file-with-only-the-notify-table.toml",
               "# [[notify]]",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.config import load_agent_config
 from rigmon.setup.command import hidden_from_service
 from rigmon.setup.detect import detect_hardware
 from rigmon.setup.render import Settings, agent_toml, systemd_unit
@@ -193,3 +194,25 @@ def test_the_installed_agent_serves_tls_that_the_printed_line_reaches(tmp_path: 
     finally:
         agent.terminate()
         agent.wait(10)
+
+
+def test_rdma_ports_are_listed_and_their_rates_offered_for_pinning(tmp_path: Path) -> None:
+    fixture = REPO / "tests" / "fixtures" / "hosts" / "rdma-mlx5-roce-dual-port"
+    hw = detect_hardware(str(fixture), collectors=("infiniband",))
+    assert hw.states["infiniband"] == "ok" and hw.rdma
+    settings = Settings(node="tp-1", listen="0.0.0.0:9871", user="rigmon", groups=(),
+                        exec_start=("/usr/bin/rigmon",), tls=False)
+    text = agent_toml(settings, hw)
+    assert f"# RDMA ports (InfiniBand/RoCE): {len(hw.rdma)}" in text
+    active = [p for p in hw.rdma if p.state == "ACTIVE"]
+    assert active and f'"{active[0].name}" = {active[0].rate_gbps:g}' in text
+    unused = [p for p in hw.rdma if p.state != "ACTIVE"]
+    assert all(f'"{p.name}" =' not in text for p in unused)  # only trained ports are offered
+    # The file is a valid agent config, and so is it with the offered line uncommented.
+    (tmp_path / "as-written.toml").write_text(text.replace("/etc/rigmon/", str(tmp_path) + "/"))
+    load_agent_config(tmp_path / "as-written.toml", environ={})
+    pinned = text.replace("# infiniband_expected_gbps", "infiniband_expected_gbps")
+    (tmp_path / "pinned.toml").write_text(pinned)
+    config = load_agent_config(tmp_path / "pinned.toml", environ={})
+    assert config.storage.infiniband_expected_gbps[active[0].name] == active[0].rate_gbps
+    assert "# RDMA ports: none" in agent_toml(settings, detect_hardware(str(tmp_path), collectors=("infiniband",)))
