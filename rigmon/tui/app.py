@@ -280,8 +280,8 @@ class RigmonApp(App[None]):
                 screen.show(self.cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
                 store = self.cluster.nodes[self.selected]
-                screen.show(store.view(points=None, buckets=240, details=True), store.info, store.latest,
-                            tuple(store.events))
+                view = store.view(points=None, buckets=240, details=True, peers_up=self.cluster.peers_up(store))
+                screen.show(view, store.info, store.latest, tuple(store.events))
         except NoMatches:
             # The timer fired while the app shuts down and the screen has lost its widgets.
             pass
