@@ -182,10 +182,12 @@ def link_trouble(frame: Frame) -> list[Problem]:
 
 
 def rtt(us: float) -> str:
-    """A round trip in microseconds as the dashboard writes it: ``12 µs``, ``850 µs``, ``1.2 ms``, ``35 ms``."""
-    if us < 1000:
+    """A round trip in microseconds as the dashboard writes it: ``5.8 µs``, ``850 µs``, ``1.2 ms``, ``35 ms``."""
+    if us < 9.95:
+        return f"{us:.1f} µs"
+    if us < 999.5:
         return f"{us:.0f} µs"
-    if us < 10_000:
+    if us < 9950:
         return f"{us / 1000:.1f} ms"
     return f"{us / 1000:.0f} ms"
 

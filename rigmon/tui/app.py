@@ -35,6 +35,7 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
+from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
@@ -96,7 +97,7 @@ class RigmonApp(App[None]):
     CSS_PATH = "rigmon.tcss"
     TITLE = "rigmon"
     MODES: ClassVar[dict[str, str | Callable[[], Screen[None]]]] = {
-        "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen}
+        "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen, "links": LinkScreen}
     DEFAULT_MODE = "cluster"
     COMMANDS = App.COMMANDS | {NodeCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -108,6 +109,7 @@ class RigmonApp(App[None]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("a", "show_mode('alarms')", "Alarms"),
         Binding("c", "show_mode('cluster')", "Cluster", show=False),
+        Binding("l", "show_mode('links')", "Links"),
         Binding("e", "export", "Export"),
         Binding("t", "cycle_theme", "Theme"),
         Binding("shift+left", "seek(-60)", "-1m", show=False, priority=True),
@@ -244,7 +246,7 @@ class RigmonApp(App[None]):
         except ScreenStackError:
             # The timer fired while the app shuts down.
             return
-        if isinstance(screen, ClusterScreen) or (isinstance(screen, NodeScreen) and self.selected in keys):
+        if isinstance(screen, (ClusterScreen, LinkScreen)) or (isinstance(screen, NodeScreen) and self.selected in keys):
             self.draw_screen()
 
     def on_node_gap(self, message: NodeGap) -> None:
@@ -276,7 +278,7 @@ class RigmonApp(App[None]):
             if isinstance(screen, AlarmsScreen):
                 if board is not None:
                     screen.show(board)
-            elif isinstance(screen, ClusterScreen):
+            elif isinstance(screen, (ClusterScreen, LinkScreen)):
                 screen.show(self.cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
                 store = self.cluster.nodes[self.selected]
@@ -305,6 +307,13 @@ class RigmonApp(App[None]):
     def on_node_screen_back(self, message: NodeScreen.Back) -> None:
         self.action_show_mode("cluster")
 
+    def on_link_screen_back(self, message: LinkScreen.Back) -> None:
+        self.action_show_mode("cluster")
+
+    def on_link_screen_open_node(self, message: LinkScreen.OpenNode) -> None:
+        if message.key in self.cluster.nodes:
+            self.open_node(message.key)
+
     def on_alarms_screen_back(self, message: AlarmsScreen.Back) -> None:
         self.action_show_mode("cluster")
 
@@ -320,7 +329,7 @@ class RigmonApp(App[None]):
                         exit_on_error=False)
 
     def action_show_mode(self, mode: str) -> None:
-        """Switch to the cluster or alarms screen."""
+        """Switch to the cluster, alarms or links screen."""
         self._close_history()
         self.switch_mode(mode)
         self._close_history()
@@ -385,6 +394,7 @@ class RigmonApp(App[None]):
         yield SystemCommand("Cycle theme", "Switch to the next rigmon theme", self.action_cycle_theme)
         yield SystemCommand("Cluster", "Show every node", lambda: self.action_show_mode("cluster"))
         yield SystemCommand("Alarms", "Active and resolved alarms of every node", lambda: self.action_show_mode("alarms"))
+        yield SystemCommand("Links", "Round trips of every node to its peers", lambda: self.action_show_mode("links"))
         yield SystemCommand("Export", "Write a snapshot bundle and an SVG of the screen", self.action_export)
         # "Open node NAME" comes from `NodeCommands`: system commands are read as markup.
 
