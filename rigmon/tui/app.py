@@ -149,6 +149,8 @@ class RigmonApp(App[None]):
         self._redraw_pending = False
         self._new_frames: set[str] = set()
         self._alarm_wake: dict[str, asyncio.Event] = {}
+        # Whether any node has reported peer paths: the link matrix's key is offered from then on.
+        self.paths_seen = False
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
@@ -225,6 +227,8 @@ class RigmonApp(App[None]):
         store = self.cluster.nodes[message.key]
         first = store.latest is None
         store.add_frames(message.frames)
+        if not self.paths_seen and store.summary is not None and store.summary.paths is not None:
+            self._paths_found()
         wake = self._alarm_wake.get(message.key)
         if wake is not None and any(e.kind.startswith("alarm_") for f in message.frames for e in f.events):
             wake.set()
@@ -255,8 +259,15 @@ class RigmonApp(App[None]):
     def on_node_failed(self, message: NodeFailed) -> None:
         self.cluster.nodes[message.key].failed(message.reason)
 
+    def _paths_found(self) -> None:
+        self.paths_seen = True
+        self.refresh_bindings()
+
     def refresh_screen(self) -> None:
         """Run the cluster rules, announce new critical alarms, and draw the current screen."""
+        if not self.paths_seen and any(s.summary is not None and s.summary.paths is not None
+                                       for s in self.cluster.nodes.values()):
+            self._paths_found()  # a replay files its frames without `NodeSampled`
         self.cluster.evaluate_alarms()
         board = board_view(self.cluster)
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
@@ -349,6 +360,9 @@ class RigmonApp(App[None]):
         self.run_worker(operations.export(self), group="export", exclusive=True, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "show_mode" and parameters == ("links",):
+            # A rig whose agents probe no peer has no matrix: its footer does not offer one.
+            return self.paths_seen or isinstance(self.screen, LinkScreen)
         return self.replay is not None or action not in REPLAY_ACTIONS
 
     def _replay_tick(self) -> None:

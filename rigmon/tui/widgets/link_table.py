@@ -28,6 +28,8 @@ P99_WIDTH = 7
 LOSS_WIDTH = 4
 #: Marks the cells' states, so the matrix reads without colour too.
 DEGRADED_MARK = "▲"
+#: Index of the first peer's column (after path, node and link).
+FIRST_PEER_COLUMN = 3
 SELF = "·"
 
 
@@ -162,8 +164,11 @@ class LinkTable(DataTable[Text]):
                 self.add_row(*cells, key=key)
             self._layout = layout
             if self.row_count:
+                # The cursor starts on the first peer's cell (the path, node and link columns
+                # are labels), and stays where it was when the table is laid out again.
+                column = cursor.column if cursor.column >= FIRST_PEER_COLUMN else FIRST_PEER_COLUMN
                 self.cursor_coordinate = Coordinate(min(cursor.row, self.row_count - 1),
-                                                    min(cursor.column, len(self.columns) - 1))
+                                                    min(column, len(self.columns) - 1))
             return
         for key, cells in rows:
             for column, value in zip(self.columns, cells):
