@@ -16,6 +16,7 @@ from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.peer_path_group import PeerPathGroup
+from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.peer_paths import SILENT_FROM, cluster_frames, fleet_nodes
 from tests.tui.snapshot_apps.recorded import build, open_node, settle
 from tests.tui.snapshot_apps.record_frames import load_frames
@@ -165,3 +166,25 @@ def test_the_matrix_takes_the_loss_where_it_fits() -> None:
     cell = matrix.rows[0].cells[1]
     assert cell is not None
     assert cell_text(cell, "p99").strip().endswith("µs")
+
+
+async def test_the_matrix_follows_new_frames_in_place() -> None:
+    app, fleet, _ = build([(n, frames, SILENT_FROM - 2) for n, frames, _ in fleet_nodes()])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, fleet, pilot)
+        await pilot.press("l")
+        await pilot.pause()
+        table = app.screen.query_one(LinkTable)
+        before = [line for line in table_lines(table) if "40G" in line]
+        assert "silent" not in before[0] and "µs" in before[0]
+        table.move_cursor(row=2, column=4)
+        for agent in fleet.agents.values():
+            agent.publish(3)
+        await wait_for(lambda: all(s.latest is not None and s.latest.seq == SILENT_FROM + 1
+                                   for s in app.cluster.nodes.values()))
+        app.refresh_screen()
+        await pilot.pause()
+        after = [line for line in table_lines(table) if "40G" in line]
+        assert "silent  100%" in after[0]
+        # Same rows and columns: updated in place, the cursor stays.
+        assert table.cursor_coordinate == (2, 4)

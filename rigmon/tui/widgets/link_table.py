@@ -171,8 +171,8 @@ class LinkTable(DataTable[Text]):
                                                     min(column, len(self.columns) - 1))
             return
         for key, cells in rows:
-            for column, value in zip(self.columns, cells):
-                self.update_cell(key, column, value)
+            for column_key, value in zip(self.columns, cells):
+                self.update_cell(key, column_key, value)
 
     def _cells(self, matrix: LinkMatrix, row: MatrixRow, index: int, detail: Detail) -> list[Text]:
         first = index == 0 or matrix.rows[index - 1].path != row.path
