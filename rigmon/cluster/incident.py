@@ -210,7 +210,8 @@ def path_trouble(summary: NodeSummary | None, peers_up: frozenset[str] = frozens
     """Peer paths silent (red) or degraded (amber) now; with none now, the worst path that was
     within `WORST_WINDOW_S` (amber). A silent path to a peer whose agent the dashboard reaches
     over HTTP (``peers_up``) says so: the link locked up, the node did not (incident 7's
-    thunderbolt-net lockup)."""
+    thunderbolt-net lockup). Subjects are ``peer:<peer>/<path>``, as the agent's peer path
+    alarms name them, so such an alarm is not listed a second time."""
     if summary is None:
         return []
     out = []
@@ -218,15 +219,15 @@ def path_trouble(summary: NodeSummary | None, peers_up: frozenset[str] = frozens
     for cell in cells:
         if cell.state == "silent":
             text = path_text(cell) + (", HTTP up" if cell.peer in peers_up else "")
-            out.append(Problem("bad", text, f"path:{cell.name}"))
+            out.append(Problem("bad", text, f"peer:{cell.name}"))
     for cell in cells:
         if cell.state == "degraded":
-            out.append(Problem("warn", path_text(cell), f"path:{cell.name}"))
+            out.append(Problem("warn", path_text(cell), f"peer:{cell.name}"))
     past = summary.path_worst
     if not out and past is not None and past.state in ("silent", "degraded"):
         what = "silent" if past.state == "silent" else path_text(past).removeprefix(f"{past.path} to {past.peer} ")
         out.append(Problem("warn", f"{past.path} to {past.peer} {what} within {WORST_WINDOW_S:.0f} s",
-                           f"path:{past.name}"))
+                           f"peer:{past.name}"))
     return out
 
 

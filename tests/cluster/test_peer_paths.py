@@ -83,7 +83,7 @@ def test_a_silent_path_stays_the_worst_for_the_window() -> None:
 def test_the_why_line_names_a_silent_path_and_whether_the_peer_answers_http() -> None:
     summary = WorstWindow().add(summarize(cluster_frames("node01", SILENT_FROM + 11)[-1]))
     found = path_trouble(summary)
-    assert [(p.level, p.text, p.subject) for p in found] == [("bad", "tbnet to node02 silent 12 s", "path:node02/tbnet")]
+    assert [(p.level, p.text, p.subject) for p in found] == [("bad", "tbnet to node02 silent 12 s", "peer:node02/tbnet")]
     assert path_trouble(summary, frozenset({"node02"}))[0].text == "tbnet to node02 silent 12 s, HTTP up"
 
 
@@ -101,7 +101,7 @@ def test_problems_put_a_silent_path_with_the_bad_ones() -> None:
     frame = cluster_frames("node01", SILENT_FROM + 3)[-1]
     summary = WorstWindow().add(summarize(frame))
     found = problems(frame, summary)
-    assert found and found[0].level == "bad" and found[0].subject == "path:node02/tbnet"
+    assert found and found[0].level == "bad" and found[0].subject == "peer:node02/tbnet"
 
 
 @pytest.mark.parametrize(("us", "text"), [(5.84, "5.8 µs"), (11.2, "11 µs"), (850.0, "850 µs"), (999.6, "1.0 ms"),
@@ -165,3 +165,15 @@ def test_http_up_needs_the_peer_live_on_the_dashboard() -> None:
     two.failed("connection refused")
     store_with(clock, cluster, "node03", 2)  # keeps the clock's node fresh; node01 and node02 are old now
     assert cluster.peers_up(one) == frozenset()
+
+
+def test_the_agent_s_peer_path_alarm_is_not_listed_twice() -> None:
+    from tests.tui.snapshot_apps.fake_agent import make_alarm
+
+    frame = cluster_frames("node01", SILENT_FROM + 3)[-1]
+    summary = WorstWindow().add(summarize(frame))
+    alarm = make_alarm("node01", 1, "peer_path_silent", "critical", "peer:node02/tbnet",
+                       "path node02/tbnet answers no probe")
+    found = problems(frame, summary, (alarm,))
+    assert [p.subject for p in found].count("peer:node02/tbnet") == 1
+    assert not any("answers no probe" in p.text for p in found)

@@ -37,7 +37,7 @@ from rigmon.tui.widgets.timeline import IncidentTimeline
 SUBJECT_GROUPS: dict[str, type[SourceGroup]] = {
     "gpu": GpuGroup, "gpus": GpuGroup, "psu": RailGroup, "md": StorageGroup, "nvme": StorageGroup,
     "disk": StorageGroup, "link": LinkGroup, "rdma": RdmaGroup,
-    "path": PeerPathGroup,
+    "peer": PeerPathGroup,
 }
 
 

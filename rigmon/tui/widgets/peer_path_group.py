@@ -33,7 +33,7 @@ class PeerPathGroup(SourceGroup):
     """Every peer path the node probes: round trip p50/p99/max, jitter, loss, link speed, state."""
 
     TITLE: ClassVar[str] = "Peer paths"
-    COLLECTORS: ClassVar[tuple[str, ...]] = ("peer_paths", "probes")
+    COLLECTORS: ClassVar[tuple[str, ...]] = ("peer_probes",)
 
     def body(self, frame: Frame) -> RenderableType | None:
         paths = frame.readings.peer_paths

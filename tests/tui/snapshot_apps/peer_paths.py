@@ -68,7 +68,7 @@ def cluster_frames(node: str, count: int = FRAMES) -> list[Frame]:
     for seq in range(1, count + 1):
         frame = make_frame(node, f"run-{node}", seq, rng)
         status = CollectorStatus(state="ok", ok=True, duration_s=0.0002, sampled_at=frame.taken_at)
-        frames.append(replace(frame, collectors={**frame.collectors, "probes": status},
+        frames.append(replace(frame, collectors={**frame.collectors, "peer_probes": status},
                               readings=replace(frame.readings, peer_paths=paths_of(node, seq, rng))))
     return frames
 
