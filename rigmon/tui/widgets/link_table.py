@@ -121,6 +121,8 @@ class LinkTable(DataTable[Text]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
+        # Many peers scroll sideways under the path, node and link columns, which stay.
+        self.fixed_columns = FIRST_PEER_COLUMN
         self._layout: tuple[object, ...] | None = None
         self._rows_by_key: dict[str, MatrixRow] = {}
 
