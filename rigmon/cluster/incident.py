@@ -21,6 +21,7 @@ from rigmon.cluster.summary import (
     RAIL_WARN_VOLTS,
     WORST_WINDOW_S,
     NodeSummary,
+    PathCell,
 )
 from rigmon.schema import Alarm, Event, Frame
 
@@ -180,6 +181,56 @@ def link_trouble(frame: Frame) -> list[Problem]:
     return out
 
 
+def rtt(us: float) -> str:
+    """A round trip in microseconds as the dashboard writes it: ``5.8 µs``, ``850 µs``, ``1.2 ms``, ``35 ms``."""
+    if us < 9.95:
+        return f"{us:.1f} µs"
+    if us < 999.5:
+        return f"{us:.0f} µs"
+    if us < 9950:
+        return f"{us / 1000:.1f} ms"
+    return f"{us / 1000:.0f} ms"
+
+
+def path_text(cell: PathCell) -> str:
+    """``tbnet to node03 silent 12 s``, ``roce to node02 p99 1.2 ms, loss 3%``."""
+    head = f"{cell.path} to {cell.peer}"
+    if cell.state == "silent":
+        age = cell.last_reply_age_s
+        return f"{head} silent" + (f" {age:.0f} s" if age is not None else "")
+    parts = []
+    if cell.rtt_p99_us is not None:
+        parts.append(f"p99 {rtt(cell.rtt_p99_us)}")
+    if cell.loss_pct:
+        parts.append(f"loss {cell.loss_pct:.0f}%")
+    return f"{head} " + (", ".join(parts) if parts else cell.state)
+
+
+def path_trouble(summary: NodeSummary | None, peers_up: frozenset[str] = frozenset()) -> list[Problem]:
+    """Peer paths silent (red) or degraded (amber) now; with none now, the worst path that was
+    within `WORST_WINDOW_S` (amber). A silent path to a peer whose agent the dashboard reaches
+    over HTTP (``peers_up``) says so: the link locked up, the node did not (incident 7's
+    thunderbolt-net lockup). Subjects are ``peer:<peer>/<path>``, as the agent's peer path
+    alarms name them, so such an alarm is not listed a second time."""
+    if summary is None:
+        return []
+    out = []
+    cells = summary.paths.paths if summary.paths is not None else ()
+    for cell in cells:
+        if cell.state == "silent":
+            text = path_text(cell) + (", HTTP up" if cell.peer in peers_up else "")
+            out.append(Problem("bad", text, f"peer:{cell.name}"))
+    for cell in cells:
+        if cell.state == "degraded":
+            out.append(Problem("warn", path_text(cell), f"peer:{cell.name}"))
+    past = summary.path_worst
+    if not out and past is not None and past.state in ("silent", "degraded"):
+        what = "silent" if past.state == "silent" else path_text(past).removeprefix(f"{past.path} to {past.peer} ")
+        out.append(Problem("warn", f"{past.path} to {past.peer} {what} within {WORST_WINDOW_S:.0f} s",
+                           f"peer:{past.name}"))
+    return out
+
+
 def array_trouble(frame: Frame) -> list[Problem]:
     """md arrays broken or degraded, and a busy array lagging the fastest one."""
     out = []
@@ -204,7 +255,7 @@ def array_trouble(frame: Frame) -> list[Problem]:
 
 
 def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[Alarm] = (),
-             rail: RailMemory | None = None) -> tuple[Problem, ...]:
+             rail: RailMemory | None = None, peers_up: frozenset[str] = frozenset()) -> tuple[Problem, ...]:
     """What is wrong with a node now, worst first (``bad`` before ``warn``).
 
     Args:
@@ -212,6 +263,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
         summary: its summary, with the worst figures of the recent window.
         alarms: the node's active alarms; a firing alarm no reading explains is listed by its message.
         rail: the node's rail memory, for the sag before a GPU loss.
+        peers_up: peers of the node's silent paths whose agents answer the dashboard.
     """
     if frame is None:
         return ()
@@ -235,6 +287,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     out += [p for p in arrays if p.level == "bad"]
     out += gpu_link_trouble(frame)
     out += link_trouble(frame)
+    out += path_trouble(summary, peers_up)
     out += [p for p in arrays if p.level != "bad"]  # a lagging array: after the link that may cause it
     if (summary is not None and summary.links_unhealthy_worst
             and not any(p.subject.startswith(("link:", "nvme:")) for p in out)):

@@ -254,13 +254,14 @@ class NodeStore:
         return "stale"
 
     def view(self, points: int | None = 120, buckets: int = 60, cluster_alarms: tuple[Alarm, ...] = (),
-             details: bool = False) -> NodeView:
+             details: bool = False, peers_up: frozenset[str] = frozenset()) -> NodeView:
         """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``;
         with ``details`` also the per-device trends (the node screen's).
 
         ``cluster_alarms`` are the dashboard's active cluster alarms about this node; with the
         node's own they make the summary's alarm count (unknown while the node's own alarms
-        are and no cluster alarm about it fires).
+        are and no cluster alarm about it fires). ``peers_up`` are the peers of the node's silent
+        paths that are live on the dashboard (`ClusterStore.peers_up`).
 
         Asked again with the same arguments, it returns the same `NodeView` object until the
         node's data changes, its state changes, or its age reaches another whole second (the
@@ -269,7 +270,8 @@ class NodeStore:
         """
         state = self.state()
         age = self.age_s()
-        key = (self._changes, state, None if age is None else int(age), points, buckets, details, cluster_alarms)
+        key = (self._changes, state, None if age is None else int(age), points, buckets, details, cluster_alarms,
+               peers_up)
         if self._view_cache is not None and self._view_cache[0] == key:
             return self._view_cache[1]
         summary = self.summary
@@ -289,7 +291,7 @@ class NodeStore:
             summary=summary,
             trends={name: self.history.trend(name, points, buckets) for name in SERIES},
             details=self.history.detail_trends(points, buckets) if details else {},
-            problems=problems(self.latest, summary, own + cluster_alarms, self.rail),
+            problems=problems(self.latest, summary, own + cluster_alarms, self.rail, peers_up),
             sags=self.rail.causes() if details else {},
             restarts=self.restarts,
             frames_lost=self.frames_lost,
@@ -303,7 +305,7 @@ class NodeStore:
 def hardware_trouble(view: NodeView) -> int:
     """How many of these a node has: a GPU missing against its inventory, a rail minimum
     below `RAIL_CRITICAL_VOLTS` in its recent trend (or latest frame), a degraded link, a
-    degraded md array."""
+    degraded md array, a silent peer path."""
     summary = view.summary
     if summary is None:
         return 0
@@ -316,6 +318,7 @@ def hardware_trouble(view: NodeView) -> int:
         summary.links_healthy is not None and summary.links_total is not None
         and summary.links_healthy < summary.links_total,
         bool(summary.arrays_degraded),
+        summary.paths is not None and summary.paths.silent > 0,
     ))
 
 
@@ -375,6 +378,15 @@ class ClusterStore:
             self.nodes[key] = NodeStore(key, url, self.clock, self.stale_after_s)
         return self.nodes[key]
 
+    def peers_up(self, store: NodeStore) -> frozenset[str]:
+        """Peers of ``store``'s silent paths that are live on this dashboard (their agents
+        answer over HTTP while the path does not: a link lockup, not a dead node)."""
+        paths = store.summary.paths if store.summary is not None else None
+        if paths is None or not paths.silent:
+            return frozenset()
+        silent = {c.peer for c in paths.paths if c.state == "silent"}
+        return frozenset(s.name for s in self.nodes.values() if s.name in silent and s.state() == "live")
+
     def views(self, points: int | None = 120, buckets: int = 60) -> list[NodeView]:
         """Every node's view, trouble first."""
         about: dict[str, list[Alarm]] = {}
@@ -382,7 +394,7 @@ class ClusterStore:
             about.setdefault(alarm.node, []).append(alarm)
         keyed = []
         for store in self.nodes.values():
-            view = store.view(points, buckets, tuple(about.get(store.name, ())))
+            view = store.view(points, buckets, tuple(about.get(store.name, ())), peers_up=self.peers_up(store))
             # Most views are the same objects as at the last redraw: so is their place.
             cached = self._order.get(store.key)
             order = cached[1] if cached is not None and cached[0] is view else trouble_order(view)

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rigmon.schema import Alarm, Frame, GuardReading, NetInterfaceReading, Readings
+from rigmon.schema import Alarm, Frame, GuardReading, NetInterfaceReading, PeerPathReading, PeerPathState, Readings
 
 #: Collector states that count as a failing collector.
 FAILING_STATES = frozenset({"error", "hung"})
@@ -64,6 +64,47 @@ class StorageFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class PathCell:
+    """One of a node's peer paths as the dashboard shows it (from a `PeerPathReading`).
+
+    Attributes:
+        name: ``<peer>/<path>`` (``node02/tbnet``).
+        peer: the peer node's name.
+        path: the path's name (``tbnet``, ``roce``, ``mgmt``).
+        state: the agent's judgement against its thresholds: ``ok``, ``degraded`` (p99 above
+            the limit, or probes lost), ``silent`` (nothing answered in the window),
+            ``unknown`` (first window not complete).
+        rtt_p99_us: 99th percentile round trip of the last window, microseconds.
+        loss_pct: probes lost in the last window, 0-100.
+        link_gbps: speed of the local interface carrying the path.
+        last_reply_age_s: seconds since the last reply (how long a silent path has been silent).
+    """
+
+    name: str
+    peer: str
+    path: str
+    state: PeerPathState = "unknown"
+    rtt_p99_us: float | None = None
+    loss_pct: float | None = None
+    link_gbps: float | None = None
+    last_reply_age_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PathFigures:
+    """Peer path part of a summary: every path of the node, and the worst of them (`path_rank`).
+
+    ``paths`` keep the frame's order; the link matrix is built from them, so it needs only
+    the summaries (a node off screen sends no full frame).
+    """
+
+    worst: PathCell | None = None
+    paths: tuple[PathCell, ...] = ()
+    silent: int = 0
+    degraded: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSummary:
     """The figures the cluster screen shows for one node; ``None`` means unknown ("—").
 
@@ -97,6 +138,9 @@ class NodeSummary:
             flapped between two looks shows here).
         alarms_severity: severity of the worst firing alarm counted in ``alarms``.
         guard_mark: the undervolt guard in a few cells (`guard_mark`); empty while armed or absent.
+        paths: the node's peer paths (latency probes), ``None`` when it probes none.
+        path_worst: the worst of ``paths.worst`` over the frames of the last `WORST_WINDOW_S`
+            (by `path_rank`: a path silent within the last minute stays on the row for it).
     """
 
     node: str
@@ -125,6 +169,8 @@ class NodeSummary:
     links_unhealthy_worst: int | None = None
     alarms_severity: str | None = None
     guard_mark: str = ""
+    paths: PathFigures | None = None
+    path_worst: PathCell | None = None
 
 
 def host_figures(readings: Readings) -> HostFigures:
@@ -215,6 +261,42 @@ def link_figures(readings: Readings) -> LinkFigures:
     return LinkFigures(healthy=healthy, total=total)
 
 
+#: Order of path states, worst last: a silent path is worse than any round trip.
+PATH_STATE_RANK: dict[str, int] = {"unknown": 0, "ok": 1, "degraded": 2, "silent": 3}
+
+
+def path_cell(reading: PeerPathReading) -> PathCell:
+    """The dashboard's figures of one peer path."""
+    return PathCell(name=reading.name, peer=reading.peer, path=reading.path, state=reading.state,
+                    rtt_p99_us=reading.rtt_p99_us, loss_pct=reading.loss_pct, link_gbps=reading.link_gbps,
+                    last_reply_age_s=reading.last_reply_age_s)
+
+
+def path_rank(cell: PathCell) -> tuple[int, float, float]:
+    """Sort key of paths, worst last: by state (silent worst of all, then degraded, ok,
+    unknown), then by p99 round trip, then by loss."""
+    return (PATH_STATE_RANK.get(cell.state, 0), -1.0 if cell.rtt_p99_us is None else cell.rtt_p99_us,
+            cell.loss_pct or 0.0)
+
+
+def worst_path(cells: Sequence[PathCell]) -> PathCell | None:
+    """The worst of ``cells`` by `path_rank` (the first of equals); ``None`` when empty."""
+    worst: PathCell | None = None
+    for cell in cells:
+        if worst is None or path_rank(cell) > path_rank(worst):
+            worst = cell
+    return worst
+
+
+def path_figures(readings: Readings) -> PathFigures | None:
+    """The node's peer paths and the worst of them; ``None`` when it probes no peer."""
+    if not readings.peer_paths:
+        return None
+    cells = tuple(path_cell(p) for p in readings.peer_paths)
+    return PathFigures(worst=worst_path(cells), paths=cells, silent=sum(1 for c in cells if c.state == "silent"),
+                       degraded=sum(1 for c in cells if c.state == "degraded"))
+
+
 def peak_figures(readings: Readings) -> tuple[float | None, float | None]:
     """The highest power peak of one working NVIDIA GPU between polls (the reading where the
     driver keeps no peak) in watts, and that GPU's power limit."""
@@ -260,13 +342,15 @@ class WorstWindow:
     """The worst of a node's figures over the frames of the last ``window_s`` seconds (frame time).
 
     A figure that stands for a period shows the worst of it: the lowest rail minimum (the sag
-    the critical alarm named), the highest GPU peak, the slowest link; each frame's own
+    the critical alarm named), the highest GPU peak, the slowest link, the worst peer path
+    (a path silent for a few seconds stays on the row for the window); each frame's own
     figure would show only the newest ADC window.
     """
 
     def __init__(self, window_s: float = WORST_WINDOW_S) -> None:
         self.window_s = window_s
-        self._points: deque[tuple[float, float | None, float | None, float | None, int | None]] = deque()
+        self._points: deque[tuple[float, float | None, float | None, float | None, int | None,
+                                  PathCell | None]] = deque()
 
     def add(self, summary: NodeSummary) -> NodeSummary:
         """File one frame's summary; returns it with the ``*_worst_*`` figures of the window."""
@@ -275,17 +359,21 @@ class WorstWindow:
             self._points.clear()  # the node's clock went back (a restart, a replay seek)
         unhealthy = (summary.links_total - summary.links_healthy
                      if summary.links_total is not None and summary.links_healthy is not None else None)
-        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps, unhealthy))
+        path = summary.paths.worst if summary.paths is not None else None
+        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps, unhealthy, path))
         while self._points[0][0] < at - self.window_s:
             self._points.popleft()
         rails = [p[1] for p in self._points if p[1] is not None]
         peaks = [p[2] for p in self._points if p[2] is not None]
         links = [p[3] for p in self._points if p[3] is not None]
         down = [p[4] for p in self._points if p[4] is not None]
+        # The newest first: of equally bad paths, the row shows the latest figures.
+        paths = [p[5] for p in reversed(self._points) if p[5] is not None]
         return replace(summary, rail_worst_volts=min(rails) if rails else None,
                        gpu_peak_worst_w=max(peaks) if peaks else None,
                        link_worst_gbps=min(links) if links else None,
-                       links_unhealthy_worst=max(down) if down else None)
+                       links_unhealthy_worst=max(down) if down else None,
+                       path_worst=worst_path(paths))
 
 
 def detail_values(readings: Readings) -> dict[str, float | None]:
@@ -375,4 +463,5 @@ def summarize(frame: Frame) -> NodeSummary:
         gpu_peak_limit_w=limit,
         link_gbps=slowest_link_gbps(readings),
         guard_mark=guard_mark(readings.guard),
+        paths=path_figures(readings),
     )

@@ -35,6 +35,7 @@ from rigmon.tui.messages import (
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
+from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
@@ -96,7 +97,7 @@ class RigmonApp(App[None]):
     CSS_PATH = "rigmon.tcss"
     TITLE = "rigmon"
     MODES: ClassVar[dict[str, str | Callable[[], Screen[None]]]] = {
-        "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen}
+        "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen, "links": LinkScreen}
     DEFAULT_MODE = "cluster"
     COMMANDS = App.COMMANDS | {NodeCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -108,6 +109,7 @@ class RigmonApp(App[None]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("a", "show_mode('alarms')", "Alarms"),
         Binding("c", "show_mode('cluster')", "Cluster", show=False),
+        Binding("l", "show_mode('links')", "Links"),
         Binding("e", "export", "Export"),
         Binding("t", "cycle_theme", "Theme"),
         Binding("shift+left", "seek(-60)", "-1m", show=False, priority=True),
@@ -147,6 +149,8 @@ class RigmonApp(App[None]):
         self._redraw_pending = False
         self._new_frames: set[str] = set()
         self._alarm_wake: dict[str, asyncio.Event] = {}
+        # Whether any node has reported peer paths: the link matrix's key is offered from then on.
+        self.paths_seen = False
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
@@ -223,6 +227,8 @@ class RigmonApp(App[None]):
         store = self.cluster.nodes[message.key]
         first = store.latest is None
         store.add_frames(message.frames)
+        if not self.paths_seen and store.summary is not None and store.summary.paths is not None:
+            self._paths_found()
         wake = self._alarm_wake.get(message.key)
         if wake is not None and any(e.kind.startswith("alarm_") for f in message.frames for e in f.events):
             wake.set()
@@ -244,7 +250,7 @@ class RigmonApp(App[None]):
         except ScreenStackError:
             # The timer fired while the app shuts down.
             return
-        if isinstance(screen, ClusterScreen) or (isinstance(screen, NodeScreen) and self.selected in keys):
+        if isinstance(screen, (ClusterScreen, LinkScreen)) or (isinstance(screen, NodeScreen) and self.selected in keys):
             self.draw_screen()
 
     def on_node_gap(self, message: NodeGap) -> None:
@@ -253,8 +259,15 @@ class RigmonApp(App[None]):
     def on_node_failed(self, message: NodeFailed) -> None:
         self.cluster.nodes[message.key].failed(message.reason)
 
+    def _paths_found(self) -> None:
+        self.paths_seen = True
+        self.refresh_bindings()
+
     def refresh_screen(self) -> None:
         """Run the cluster rules, announce new critical alarms, and draw the current screen."""
+        if not self.paths_seen and any(s.summary is not None and s.summary.paths is not None
+                                       for s in self.cluster.nodes.values()):
+            self._paths_found()  # a replay files its frames without `NodeSampled`
         self.cluster.evaluate_alarms()
         board = board_view(self.cluster)
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
@@ -276,12 +289,12 @@ class RigmonApp(App[None]):
             if isinstance(screen, AlarmsScreen):
                 if board is not None:
                     screen.show(board)
-            elif isinstance(screen, ClusterScreen):
+            elif isinstance(screen, (ClusterScreen, LinkScreen)):
                 screen.show(self.cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
             elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
                 store = self.cluster.nodes[self.selected]
-                screen.show(store.view(points=None, buckets=240, details=True), store.info, store.latest,
-                            tuple(store.events))
+                view = store.view(points=None, buckets=240, details=True, peers_up=self.cluster.peers_up(store))
+                screen.show(view, store.info, store.latest, tuple(store.events))
         except NoMatches:
             # The timer fired while the app shuts down and the screen has lost its widgets.
             pass
@@ -305,6 +318,13 @@ class RigmonApp(App[None]):
     def on_node_screen_back(self, message: NodeScreen.Back) -> None:
         self.action_show_mode("cluster")
 
+    def on_link_screen_back(self, message: LinkScreen.Back) -> None:
+        self.action_show_mode("cluster")
+
+    def on_link_screen_open_node(self, message: LinkScreen.OpenNode) -> None:
+        if message.key in self.cluster.nodes:
+            self.open_node(message.key)
+
     def on_alarms_screen_back(self, message: AlarmsScreen.Back) -> None:
         self.action_show_mode("cluster")
 
@@ -320,7 +340,7 @@ class RigmonApp(App[None]):
                         exit_on_error=False)
 
     def action_show_mode(self, mode: str) -> None:
-        """Switch to the cluster or alarms screen."""
+        """Switch to the cluster, alarms or links screen."""
         self._close_history()
         self.switch_mode(mode)
         self._close_history()
@@ -340,6 +360,9 @@ class RigmonApp(App[None]):
         self.run_worker(operations.export(self), group="export", exclusive=True, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "show_mode" and parameters == ("links",):
+            # A rig whose agents probe no peer has no matrix: its footer does not offer one.
+            return self.paths_seen or isinstance(self.screen, LinkScreen)
         return self.replay is not None or action not in REPLAY_ACTIONS
 
     def _replay_tick(self) -> None:
@@ -385,6 +408,7 @@ class RigmonApp(App[None]):
         yield SystemCommand("Cycle theme", "Switch to the next rigmon theme", self.action_cycle_theme)
         yield SystemCommand("Cluster", "Show every node", lambda: self.action_show_mode("cluster"))
         yield SystemCommand("Alarms", "Active and resolved alarms of every node", lambda: self.action_show_mode("alarms"))
+        yield SystemCommand("Links", "Round trips of every node to its peers", lambda: self.action_show_mode("links"))
         yield SystemCommand("Export", "Write a snapshot bundle and an SVG of the screen", self.action_export)
         # "Open node NAME" comes from `NodeCommands`: system commands are read as markup.
 

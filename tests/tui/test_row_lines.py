@@ -17,9 +17,9 @@ from textual.renderables.sparkline import Sparkline
 
 import rigmon.tui
 from rigmon.cluster.store import NodeView
-from rigmon.cluster.summary import NodeSummary
+from rigmon.cluster.summary import NodeSummary, PathCell, PathFigures
 from rigmon.tui import row_lines
-from rigmon.tui.widgets.node_row import NodeRow, column_widths
+from rigmon.tui.widgets.node_row import COLUMNS, NodeRow, column_widths, columns_for
 
 
 class RowApp(App[None]):
@@ -38,6 +38,12 @@ def views() -> list[NodeView]:
     full = NodeSummary(node="node01", seq=5, taken_at=1.0, cpu_pct=43.2, net_bytes_per_s=1.2e9, rail_min_volts=11.6,
                        gpu_power_w=2345.0, gpus_present=7, gpus_expected=8, links_healthy=2, links_total=2,
                        storage_bytes_per_s=3.4e8, arrays_degraded=1, arrays_total=2, alarms=3)
+    silent = PathCell("node03/tbnet", "node03", "tbnet", "silent", None, 100.0, 40.0, 12.0)
+    slow = PathCell("node02/roce", "node02", "roce", "degraded", 1234.0, 0.0, 100.0)
+    probing = NodeSummary(node="node08", seq=3, taken_at=1.0, paths=PathFigures(silent, (slow, silent), 1, 1),
+                          path_worst=silent)
+    degraded = NodeSummary(node="node09", seq=3, taken_at=1.0, paths=PathFigures(slow, (slow,), 0, 1),
+                           path_worst=slow)
     trends = {name: trend(rng, 60) for name in ("rail_min_volts", "gpu_power_w", "cpu_pct", "net_bytes_per_s",
                                                 "storage_bytes_per_s")}
     short = {name: trend(rng, n) for name, n in (("rail_min_volts", 2), ("gpu_power_w", 7), ("cpu_pct", 1))}
@@ -51,6 +57,8 @@ def views() -> list[NodeView]:
         NodeView("e", "node05", "http://e", "unreachable", "connection refused " * 20, 4000.0, full, trends),
         NodeView("f", "10.0.0.6:9400", "http://f", "connecting", None, None, None, {}),
         NodeView("g", "node07", "http://g", "unreachable", None, None, None, {}),
+        NodeView("h", "node08", "http://h", "live", None, 0.2, probing, trends),
+        NodeView("i", "node09-with-a-long-name", "http://i", "live", None, 0.2, degraded, short),
     ]
 
 
@@ -73,12 +81,13 @@ async def test_direct_lines_are_the_table_s(width: int) -> None:
             if focused:
                 row.focus()
                 await pilot.pause()
-            for view in views():
-                widths = column_widths(row.size.width)
-                assert sum(widths) + len(widths) - 1 <= row.size.width
-                fast = lines(app, row, row._render_lines(view, widths))
-                table = lines(app, row, row._render_table(view, widths))
-                assert fast == table, (width, view.key, focused)
+            for columns in (COLUMNS, columns_for(row.size.width, True)):
+                for view in views():
+                    widths = column_widths(row.size.width, columns)
+                    assert sum(widths) + len(widths) - 1 <= row.size.width
+                    fast = lines(app, row, row._render_lines(view, columns, widths))
+                    table = lines(app, row, row._render_table(view, columns, widths))
+                    assert fast == table, (width, view.key, focused, len(columns))
 
 
 def test_sparkline_bars_are_textual_s() -> None:

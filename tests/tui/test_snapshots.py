@@ -15,6 +15,7 @@ from rigmon.tui.screens.history import HistoryScreen
 from tests.tui.snapshot_apps.dashboard import alarms_listed, build, give_alarms, settle, wait_for
 from tests.tui.snapshot_apps.fake_agent import START_AT
 from tests.tui.snapshot_apps.fake_bundle import GPU_LOST_AT, write_fake_bundle
+from tests.tui.snapshot_apps.peer_paths import fleet_nodes
 from tests.tui.snapshot_apps.recorded import build as build_recorded
 from tests.tui.snapshot_apps.recorded import ddp_frames, open_node, v100_frames
 from tests.tui.snapshot_apps.recorded import settle as settle_recorded
@@ -190,4 +191,30 @@ def test_node_screen_gpu_processes(snap_compare: Any, size: tuple[int, int]) -> 
     """The DDP job's workers under their GPUs, VRAM, throttle reasons (HW slowdown, power brake),
     and the worker on lost GPU 3 exiting after the loss."""
     app, run_before = _recorded_node_screen([("v100", ddp_frames(), 22)])
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_cluster_screen_silent_path(snap_compare: Any) -> None:
+    """The TP cluster at 80x24: tbnet between node01 and node02 silent (both rows red, first, with
+    why), node03's slow roce path amber; the path column in place of CPU."""
+    app, fleet, _ = build_recorded(fleet_nodes())
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+def test_link_matrix(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The link matrix of the TP cluster: one block per path, the silent tbnet pair and the slow roce cell."""
+    app, fleet, _ = build_recorded(fleet_nodes())
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle_recorded(app, fleet, pilot)
+        await pilot.press("l")
+        await pilot.pause()
+        app.refresh_screen()
+        await pilot.pause()
+
     assert snap_compare(app, terminal_size=size, run_before=run_before)

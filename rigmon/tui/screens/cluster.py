@@ -70,14 +70,18 @@ class ClusterScreen(Screen[None]):
                 and focused.view is not None):
             # Moved by other means than the cursor keys (Tab, a click): the cursor is there now.
             self._cursor_key = focused.view.key
+        # The worst path's column appears once any node probes peers (a rig of one node has none).
+        with_paths = any(v.summary is not None and v.summary.paths is not None for v in views)
         for row, view in zip(rows, views):
             # Most rows keep their view object between redraws (see `NodeStore.view`).
             if row.view is not view:
                 row.view = view
+            if row.with_paths != with_paths:
+                row.with_paths = with_paths
         container = self.query_one("#nodes", VerticalScroll)
         mounted = len(views) > len(rows)
         if mounted:
-            container.mount_all(NodeRow(view) for view in views[len(rows):])
+            container.mount_all(NodeRow(view, with_paths=with_paths) for view in views[len(rows):])
         for row in rows[len(views):]:
             row.remove()
         counts: dict[str, int] = {}
@@ -85,7 +89,9 @@ class ClusterScreen(Screen[None]):
             counts[view.state] = counts.get(view.state, 0) + 1
         noun = "node" if len(views) == 1 else "nodes"
         spans = [v.trend_span_s for v in views if v.trend_span_s is not None]
-        self.query_one(ClusterHeader).trend_span_s = max(spans) if spans else None
+        header = self.query_one(ClusterHeader)
+        header.trend_span_s = max(spans) if spans else None
+        header.with_paths = with_paths
         self.sub_title = f"{len(views)} {noun}: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         # The rows kept have their new views now: move the cursor to its node at once, so a
         # key read before the next refresh starts from it. Rows just mounted take it later.

@@ -19,6 +19,8 @@ HELP = """\
 - **a**: the alarms of every node; there **x** acknowledges the alarm under the cursor,
   **Enter** opens its node, **Tab** moves to the resolved ones; on a narrow screen the
   panel under the tables shows the alarm under the cursor in full
+- **l**: the link matrix (once a node reports peer paths); there **Enter** opens the
+  node of the row
 - **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
   of the screen, in the export directory; a notification says where
 - **h**: history of the node (on the cluster screen: of the node under the cursor)
@@ -61,11 +63,11 @@ lost) are one row at the worse severity.
 ## Colours
 
 **Red** means something is lost or about to be: a GPU off the bus, an md array without
-redundancy, a node unreachable, the 12 V rail below 11.5 V (where V100-SXM2 GPUs drop off),
+redundancy, a node unreachable, a peer path silent, the 12 V rail below 11.5 V (where V100-SXM2 GPUs drop off),
 a critical alarm. **Amber** means act soon: the rail below 11.7 V, a link trained below its
 speed (USB4, NVMe, a GPU's PCIe), NVLink or PCIe errors rising, an array lagging its twin,
 a GPU drawing well over its power limit (its reading, or peaks far over a lowered limit), a
-collector failing, a warning. A V100's peak just over its limit for a fraction of a second
+peer path degraded (p99 or loss over its limits), a collector failing, a warning. A V100's peak just over its limit for a fraction of a second
 is normal and stays plain.
 
 ## Cluster screen
@@ -76,7 +78,18 @@ alarms of a node (its agent's and the dashboard's cluster rules: unreachable, st
 skew, far from its peers), red when one of them is critical, amber when all are warnings.
 A node in trouble gets a third line saying why, worst first ("GPU 3 lost 5 s after rail
 11.26 V", "GPU 2 NVLink CRC +5/s, PCIe x8 of x16: check seating", "USB4 0-1 at 20 of 40
-Gb/s: re-plug").
+Gb/s: re-plug", "tbnet to node03 silent 12 s, HTTP up").
+
+## Peer paths
+
+Nodes whose agents probe their peers get a *path* column: the worst path of the last 60 s,
+`silent` (red while it is; amber for the rest of the minute once it answers) or its p99
+round trip (amber when degraded), with the path and peer under it. The link matrix (**l**)
+has one block per path name: a row per probing node with its link speed, a column per
+peer, each cell the p99 round trip and loss of the last window (green ok, amber `▲`
+degraded, red silent); `·` is the node itself. A node that is not live keeps its last
+figures, muted, with its state after its name. "HTTP up" after a silent path: the peer's
+agent still answers the dashboard, so the link locked up, not the node.
 
 ## Node screen
 

@@ -25,6 +25,7 @@ from rigmon.tui.widgets.guard_line import GuardLine
 from rigmon.tui.widgets.host_group import HostGroup
 from rigmon.tui.widgets.link_group import LinkGroup
 from rigmon.tui.widgets.node_status import NodeStatus
+from rigmon.tui.widgets.peer_path_group import PeerPathGroup
 from rigmon.tui.widgets.rail_group import RailGroup
 from rigmon.tui.widgets.rdma_group import RdmaGroup
 from rigmon.tui.widgets.replay_bar import ReplayBar
@@ -36,11 +37,13 @@ from rigmon.tui.widgets.timeline import IncidentTimeline
 SUBJECT_GROUPS: dict[str, type[SourceGroup]] = {
     "gpu": GpuGroup, "gpus": GpuGroup, "psu": RailGroup, "md": StorageGroup, "nvme": StorageGroup,
     "disk": StorageGroup, "link": LinkGroup, "rdma": RdmaGroup,
+    "peer": PeerPathGroup,
 }
 
 
 #: The source boxes in their order when none is in trouble.
-SOURCE_ORDER: tuple[type[SourceGroup], ...] = (GpuGroup, RailGroup, StorageGroup, LinkGroup, RdmaGroup, HostGroup)
+SOURCE_ORDER: tuple[type[SourceGroup], ...] = (GpuGroup, RailGroup, StorageGroup, LinkGroup, RdmaGroup, PeerPathGroup,
+                                                HostGroup)
 
 
 def troubled_groups(problems: tuple[Problem, ...]) -> set[type[SourceGroup]]:
@@ -91,6 +94,7 @@ class NodeScreen(Screen[None]):
             yield StorageGroup()
             yield LinkGroup()
             yield RdmaGroup()
+            yield PeerPathGroup()
             yield HostGroup()
             yield Static(id="not-present")
             yield CollectorHealth()
@@ -138,8 +142,13 @@ class NodeScreen(Screen[None]):
         body = self.query_one("#node-body", VerticalScroll)
         groups = list(self.query(SourceGroup))
         absent = [g for g in groups if frame is not None and g.body(frame) is None and not g.has_parts(frame)]
+        # Peer paths are configuration, not hardware: an agent that probes no peer runs no
+        # probe collector, and the node screen does not list them as missing.
+        unconfigured = [g for g in absent if isinstance(g, PeerPathGroup) and frame is not None
+                        and not any(name in frame.collectors for name in g.COLLECTORS)]
         for group in groups:
             group.display = group not in absent
+        absent = [g for g in absent if g not in unconfigured]
         note = self.query_one("#not-present", Static)
         note.display = bool(absent)
         note.update(Text("not present on this node: " + ", ".join(g.TITLE for g in absent)) if absent else "")

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.tui.gauge import span_label
-from rigmon.tui.widgets.node_row import COLUMNS, column_widths, grid
+from rigmon.tui.widgets.node_row import column_widths, columns_for, grid
 
 
 class ClusterHeader(Widget):
@@ -26,17 +26,20 @@ class ClusterHeader(Widget):
 
     trend_span_s: reactive[float | None] = reactive(None)
     """Seconds the rows' trends cover (the longest of any node); ``None``: not known yet."""
+    with_paths: reactive[bool] = reactive(False)
+    """Whether the table has the worst peer path's column (as `NodeRow.with_paths`)."""
 
     def render(self) -> RenderableType:
         style = self.get_component_rich_style("cluster-header--title", partial=True)
-        widths = column_widths(self.size.width)
+        columns = columns_for(self.size.width, self.with_paths)
+        widths = column_widths(self.size.width, columns)
         table = grid(widths)
-        titles = [Text(c.title, style=style, justify="left" if i == 0 else "right") for i, c in enumerate(COLUMNS)]
+        titles = [Text(c.title, style=style, justify="left" if i == 0 else "right") for i, c in enumerate(columns)]
         label = span_label(self.trend_span_s)
         if label:
             span = f"trends {label}"
-            gap = widths[0] - len(COLUMNS[0].title) - len(span)
+            gap = widths[0] - len(columns[0].title) - len(span)
             if gap >= 1:
-                titles[0] = Text(COLUMNS[0].title + " " * gap + span, style=style)
+                titles[0] = Text(columns[0].title + " " * gap + span, style=style)
         table.add_row(*titles)
         return table

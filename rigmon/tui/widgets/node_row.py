@@ -18,9 +18,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.incident import reason
+from rigmon.cluster.incident import reason, rtt
 from rigmon.cluster.store import NodeView
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, power_level
+from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain
@@ -48,6 +48,46 @@ COLUMNS: tuple[Column, ...] = (
     Column("cpu", "CPU", 5, 1),
     Column("net", "net", 9, 1),
 )
+#: The worst peer path's column, shown when any node probes peers (after ``links``).
+PATH_COLUMN = Column("path", "path", 6, 1)
+#: Columns when a node probes peers and the screen is wide enough for all of them.
+COLUMNS_WITH_PATH: tuple[Column, ...] = (*COLUMNS[:6], PATH_COLUMN, *COLUMNS[6:])
+#: Columns with peer paths at 80 columns: the CPU column gives way to the path (for tensor
+#: parallelism the round trip between nodes says more than CPU busy), the name is narrower.
+COLUMNS_WITH_PATH_NARROW: tuple[Column, ...] = (
+    Column("node", "node", 16, 2), *COLUMNS[1:6], PATH_COLUMN, COLUMNS[6], COLUMNS[8])
+
+
+def least_width(columns: Sequence[Column]) -> int:
+    """Cells ``columns`` need at their least widths, with one space between neighbours."""
+    return sum(c.min_width for c in columns) + len(columns) - 1
+
+
+def columns_for(width: int, paths: bool) -> tuple[Column, ...]:
+    """The cluster table's columns in ``width`` cells: `COLUMNS`, with the worst peer path's
+    column when ``paths`` (some node probes peers), dropping CPU when that does not fit."""
+    if not paths:
+        return COLUMNS
+    return COLUMNS_WITH_PATH if least_width(COLUMNS_WITH_PATH) <= width else COLUMNS_WITH_PATH_NARROW
+
+
+def path_figure(cell: PathCell | None) -> str:
+    """The path column's figure: ``silent``, else the p99 round trip (``850 µs``); ``—`` unknown."""
+    if cell is None:
+        return fmt.MISSING
+    if cell.state == "silent":
+        return "silent"
+    return fmt.MISSING if cell.rtt_p99_us is None else rtt(cell.rtt_p99_us)
+
+
+def path_label(cell: PathCell | None, width: int) -> str:
+    """Under the path figure: which path it is (``tbnet→node03``), the peer alone when narrow."""
+    if cell is None:
+        return ""
+    full = f"{cell.path}→{cell.peer}"
+    return full if cell_len(full) <= width else cell.peer
+
+
 #: Frames the cluster rows' trends cover (ten minutes at one frame a second: a sag stays in
 #: sight long after its alarm's toast is gone), and the points they are reduced to first.
 ROW_TREND_POINTS = 600
@@ -101,7 +141,7 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum of the last
     60 s below the alarm thresholds, a GPU missing, a link or an md array degraded, a link
     unhealthy within the last 60 s though healthy now (it flaps), GPU peaks of the last 60 s far over the
-    power limit."""
+    power limit, a peer path silent (red while it still is) or degraded within the last 60 s."""
     if summary is None:
         return None
     rail = rail_figure(summary)
@@ -121,6 +161,13 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
         return "warn" if power_level(None, summary.gpu_peak_worst_w, summary.gpu_peak_limit_w) else None
     if column == "storage" and summary.arrays_degraded:
         return "bad"
+    if column == "path" and summary.path_worst is not None:
+        worst = summary.path_worst
+        now = summary.paths.worst if summary.paths is not None else None
+        if worst.state == "silent":
+            # Silent now: red; silent within the last 60 s but answering again: amber.
+            return "bad" if now is not None and now.state == "silent" else "warn"
+        return "warn" if worst.state == "degraded" else None
     return None
 
 
@@ -162,6 +209,8 @@ class NodeRow(Widget, can_focus=True):
 
     view: reactive[NodeView | None] = reactive(None)
     """The node to draw; a fresh `NodeView` on every refresh."""
+    with_paths: reactive[bool] = reactive(False)
+    """Whether the table has the worst peer path's column (some node of the screen probes peers)."""
 
     def watch_view(self, view: NodeView | None) -> None:
         # A third line says why the node is in trouble; healthy rows stay two lines high.
@@ -180,9 +229,10 @@ class NodeRow(Widget, can_focus=True):
             super().__init__()
             self.key = key
 
-    def __init__(self, view: NodeView | None = None, *, id: str | None = None) -> None:
+    def __init__(self, view: NodeView | None = None, *, with_paths: bool = False, id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(NodeRow.view, view)
+        self.set_reactive(NodeRow.with_paths, with_paths)
         # Component styles by name, for the theme they were read under. Textual drops its own
         # cache of them on every refresh, and a row is refreshed for each of its node's frames.
         self._styles: dict[str, Style] = {}
@@ -222,11 +272,12 @@ class NodeRow(Widget, can_focus=True):
         if view is None:
             return ""
         width = self.size.width
-        widths = column_widths(width)
+        columns = columns_for(width, self.with_paths)
+        widths = column_widths(width, columns)
         if sum(widths) + len(widths) - 1 > width:
             # Too narrow for every column's least width: the table squeezes them.
-            return self._render_table(view, widths)
-        return self._render_lines(view, widths)
+            return self._render_table(view, columns, widths)
+        return self._render_lines(view, columns, widths)
 
     def _figures(self, view: NodeView) -> tuple[Text, Text, Text, dict[str, str]]:
         """Name, state (with what is wrong when the node is in trouble), alarm count, and the
@@ -256,10 +307,11 @@ class NodeRow(Widget, can_focus=True):
             "storage": fmt.rate(summary.storage_bytes_per_s if summary else None),
             "cpu": fmt.pct(summary.cpu_pct if summary else None),
             "net": fmt.rate(summary.net_bytes_per_s if summary else None),
+            "path": path_figure(summary.path_worst if summary else None),
         }
         return name, state, alarm_text, figures
 
-    def _render_lines(self, view: NodeView, widths: list[int]) -> RenderableType:
+    def _render_lines(self, view: NodeView, columns: Sequence[Column], widths: list[int]) -> RenderableType:
         """The row as segments (every column at its full width); see `rigmon.tui.row_lines`."""
         summary = view.summary
         name, state, alarm_text, figures = self._figures(view)
@@ -274,7 +326,7 @@ class NodeRow(Widget, can_focus=True):
         high = self._style("spark-high").color
         warn = self._style("warn").color
         bad = self._style("bad").color
-        for column, width in zip(COLUMNS[2:], widths[2:]):
+        for column, width in zip(columns[2:], widths[2:]):
             text = figures[column.key]
             top.append(row_lines.GAP)
             top.append(row_lines.cell(text, self._figure_style(text, figure_level(column.key, summary)), width,
@@ -282,6 +334,10 @@ class NodeRow(Widget, can_focus=True):
             if trouble:
                 continue
             bottom.append(row_lines.GAP)
+            if column.key == "path":
+                label = path_label(summary.path_worst if summary else None, width)
+                bottom.append(row_lines.cell(label, self._style("missing"), width, "right"))
+                continue
             trend = TRENDS.get(column.key)
             data = view.trends.get(trend[0], ()) if trend else ()
             if trend and len(data) > 1 and low is not None and high is not None:
@@ -316,7 +372,7 @@ class NodeRow(Widget, can_focus=True):
             return self._style("missing")
         return self._style(level) if level else None
 
-    def _render_table(self, view: NodeView, widths: list[int]) -> RenderableType:
+    def _render_table(self, view: NodeView, columns: Sequence[Column], widths: list[int]) -> RenderableType:
         """The row as a Rich table, which squeezes columns that do not fit."""
         summary = view.summary
         name, state, alarm_text, figures = self._figures(view)
@@ -328,8 +384,12 @@ class NodeRow(Widget, can_focus=True):
         high = self._style("spark-high").color
         warn = self._style("warn").color
         bad = self._style("bad").color
-        for column, width in zip(COLUMNS[2:], widths[2:]):
+        for column, width in zip(columns[2:], widths[2:]):
             top.append(self._figure(figures[column.key], figure_level(column.key, summary)))
+            if column.key == "path":
+                label = path_label(summary.path_worst if summary else None, width)
+                bottom.append(Text(label, style=self._style("missing"), justify="right"))
+                continue
             trend = TRENDS.get(column.key)
             data = view.trends.get(trend[0], ()) if trend else ()
             if trend and len(data) > 1 and low is not None and high is not None:

@@ -1,0 +1,67 @@
+"""LinkScreen: the cluster's link matrix, every node's round trips to every peer, one block per path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from rigmon.cluster.link_matrix import link_matrix
+from rigmon.cluster.store import NodeView
+from rigmon.tui.widgets.link_table import LinkTable
+from rigmon.tui.widgets.replay_bar import ReplayBar
+
+#: Above the table: how to read it.
+LEGEND = "p99 round trip and loss, node (row) to peer (column) · ▲ degraded"
+#: Shown instead of the table while no node reports peer paths.
+NO_PATHS = ("no node reports peer paths: the agents probe the peers of their [[peers]] "
+            "(see README, latency probes)")
+
+
+class LinkScreen(Screen[None]):
+    """The link matrix of every node the dashboard follows; Enter on a cell opens the row's node."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+    ]
+
+    class Back(Message):
+        """The operator wants the cluster screen again."""
+
+    class OpenNode(Message):
+        """The operator wants the node screen of ``key``."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(Text(LEGEND), id="link-legend")
+        yield LinkTable(id="link-table")
+        yield ReplayBar()
+        yield Footer()
+
+    def show(self, views: Sequence[NodeView]) -> None:
+        """Draw the matrix of ``views``."""
+        matrix = link_matrix(views)
+        probing = len({r.key for r in matrix.rows})
+        self.sub_title = f"links: {probing} of {len(views)} nodes probe {len(matrix.paths)} paths"
+        legend = self.query_one("#link-legend", Static)
+        legend.update(Text(LEGEND if matrix.rows else NO_PATHS))
+        table = self.query_one(LinkTable)
+        table.display = bool(matrix.rows)
+        table.matrix = matrix
+
+    def on_link_table_node_chosen(self, message: LinkTable.NodeChosen) -> None:
+        self.post_message(self.OpenNode(message.key))
+
+    def action_back(self) -> None:
+        """Back to the cluster screen."""
+        self.post_message(self.Back())

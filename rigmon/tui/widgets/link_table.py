@@ -1,0 +1,195 @@
+"""LinkTable: the link matrix as a table, one block of rows per path name, a column per peer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import DataTable
+
+from rigmon.cluster.incident import rtt
+from rigmon.cluster.link_matrix import LinkMatrix, MatrixRow
+from rigmon.cluster.summary import PathCell
+from rigmon.tui import format as fmt
+from rigmon.tui.text import plain
+
+#: What a cell holds, richest first; the table takes the richest that fits its width.
+Detail = Literal["loss", "p99"]
+DETAILS: tuple[Detail, ...] = ("loss", "p99")
+#: Cells of a cell's figures: the p99 round trip (``850 µs``, ``silent``) with the degraded
+#: mark, and the loss (``100%``).
+P99_WIDTH = 7
+LOSS_WIDTH = 4
+#: Marks the cells' states, so the matrix reads without colour too.
+DEGRADED_MARK = "▲"
+#: Index of the first peer's column (after path, node and link).
+FIRST_PEER_COLUMN = 3
+SELF = "·"
+
+
+def cell_width(detail: Detail) -> int:
+    """Cells one peer's column takes at ``detail``, without its padding."""
+    return P99_WIDTH + 1 + LOSS_WIDTH if detail == "loss" else P99_WIDTH
+
+
+def link_speed(speeds: tuple[float, float] | None) -> str:
+    """A row's link: ``100G``, ``2.5G``; ``10-40G`` over interfaces of different speeds; ``—`` unknown."""
+    if speeds is None:
+        return fmt.MISSING
+    low, high = speeds
+    return f"{low:g}G" if low == high else f"{low:g}-{high:g}G"
+
+
+def cell_text(cell: PathCell, detail: Detail) -> str:
+    """One peer's figures at ``detail``: `` 1.2 ms▲   3%``, `` silent  100%``."""
+    if cell.state == "silent":
+        p99 = "silent"
+    elif cell.rtt_p99_us is None:
+        p99 = fmt.MISSING
+    else:
+        p99 = rtt(cell.rtt_p99_us)
+    p99 = p99.rjust(P99_WIDTH - 1) + (DEGRADED_MARK if cell.state == "degraded" else " ")
+    if detail == "p99":
+        return p99
+    loss = fmt.MISSING if cell.loss_pct is None else f"{cell.loss_pct:.0f}%"
+    return f"{p99} {loss:>{LOSS_WIDTH}}"
+
+
+def fit_detail(matrix: LinkMatrix, width: int) -> Detail:
+    """The richest detail at which ``matrix`` fits ``width`` cells (the least when none does)."""
+    path_w = max([cell_len("path"), *(cell_len(p) for p in matrix.paths)])
+    node_w = max([cell_len("node"), *(cell_len(node_label(r)) for r in matrix.rows)])
+    link_w = max([cell_len("link"), *(cell_len(link_speed(r.link_gbps)) for r in matrix.rows)])
+    peer_w = max([0, *(cell_len(p) for p in matrix.peers)])
+    for detail in DETAILS:
+        # One cell of padding either side of each column, a scrollbar's cell.
+        needed = path_w + node_w + link_w + 6 + len(matrix.peers) * (max(cell_width(detail), peer_w) + 2) + 1
+        if needed <= width:
+            return detail
+    return DETAILS[-1]
+
+
+def node_label(row: MatrixRow) -> str:
+    """The probing node, with its state when it is not live (its figures are its last ones)."""
+    return row.node if row.state == "live" else f"{row.node} {row.state}"
+
+
+def row_key(row: MatrixRow) -> str:
+    """A row's key in the table."""
+    return f"{row.path}\n{row.key}"
+
+
+class LinkTable(DataTable[Text]):
+    """Rows: the probing node on each path (the path named on its first row) and the speed of
+    its interface on the path; columns: peers.
+
+    A cell is the node's latest p99 round trip to the peer (``silent`` when nothing answered),
+    with its loss where the width allows, coloured by the agent's judgement of the
+    path against its thresholds. A node that is not live has its state after its name and its
+    cells muted. Enter on a cell posts `LinkTable.NodeChosen` for the row's node.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
+        "link-table--ok",
+        "link-table--warn",
+        "link-table--bad",
+        "link-table--unknown",
+        "link-table--stale",
+        "link-table--path",
+    }
+    DEFAULT_CSS = """
+    LinkTable {
+        height: auto;
+        max-height: 100%;
+    }
+    """
+
+    matrix: reactive[LinkMatrix] = reactive(LinkMatrix, always_update=True)
+    """The matrix to draw (`rigmon.cluster.link_matrix.link_matrix`)."""
+
+    @dataclass
+    class NodeChosen(Message):
+        """The operator chose the row's node (Enter or a click on a cell)."""
+
+        key: str
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
+        # Many peers scroll sideways under the path, node and link columns, which stay.
+        self.fixed_columns = FIRST_PEER_COLUMN
+        self._layout: tuple[object, ...] | None = None
+        self._rows_by_key: dict[str, MatrixRow] = {}
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"link-table--{name}", partial=True)
+
+    def _cell_style(self, cell: PathCell, row: MatrixRow) -> Style:
+        if row.state != "live":
+            return self._style("stale")
+        return self._style({"ok": "ok", "degraded": "warn", "silent": "bad"}.get(cell.state, "unknown"))
+
+    def watch_matrix(self, matrix: LinkMatrix) -> None:
+        self.redraw()
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Lay the table out again when its rows, columns or detail changed; else update its cells."""
+        if not self.is_mounted:
+            return
+        matrix = self.matrix
+        detail = fit_detail(matrix, self.size.width or 80)
+        layout = (matrix.shape, detail, tuple(sorted(matrix.peer_states.items())),
+                  tuple(node_label(r) for r in matrix.rows))
+        rows = [(row_key(r), self._cells(matrix, r, index, detail)) for index, r in enumerate(matrix.rows)]
+        self._rows_by_key = {row_key(r): r for r in matrix.rows}
+        if layout != self._layout:
+            cursor = self.cursor_coordinate
+            self.clear(columns=True)
+            self.add_column(Text("path", style=self._style("path")), key="path")
+            self.add_column("node", key="node")
+            self.add_column(Text("link", justify="right"), key="link")
+            width = cell_width(detail)
+            for peer in matrix.peers:
+                state = matrix.peer_states.get(peer)
+                label = plain(peer, self._style("bad") if state in ("stale", "unreachable") else "",
+                              justify="right")
+                self.add_column(label, key=f"peer:{peer}", width=max(width, cell_len(peer)))
+            for key, cells in rows:
+                self.add_row(*cells, key=key)
+            self._layout = layout
+            if self.row_count:
+                # The cursor starts on the first peer's cell (the path, node and link columns
+                # are labels), and stays where it was when the table is laid out again.
+                column = cursor.column if cursor.column >= FIRST_PEER_COLUMN else FIRST_PEER_COLUMN
+                self.cursor_coordinate = Coordinate(min(cursor.row, self.row_count - 1),
+                                                    min(column, len(self.columns) - 1))
+            return
+        for key, cells in rows:
+            for column_key, value in zip(self.columns, cells):
+                self.update_cell(key, column_key, value)
+
+    def _cells(self, matrix: LinkMatrix, row: MatrixRow, index: int, detail: Detail) -> list[Text]:
+        first = index == 0 or matrix.rows[index - 1].path != row.path
+        out = [plain(row.path if first else "", self._style("path")),
+               plain(node_label(row), self._style("stale") if row.state != "live" else ""),
+               Text(link_speed(row.link_gbps), style=self._style("unknown"), justify="right")]
+        for peer, cell in zip(matrix.peers, row.cells):
+            if cell is None:
+                out.append(Text(SELF if peer == row.node else "", style=self._style("unknown"), justify="right"))
+            else:
+                out.append(Text(cell_text(cell, detail), style=self._cell_style(cell, row), justify="right"))
+        return out
+
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        event.stop()
+        row = self._rows_by_key.get(str(event.cell_key.row_key.value))
+        if row is not None:
+            self.post_message(self.NodeChosen(row.key))
