@@ -469,7 +469,7 @@ class ProbesSection:
     window_s: float = 10.0
     """Seconds of probes the statistics (p50, p99, max, jitter, loss) cover."""
     port: int = DEFAULT_PROBE_PORT
-    """UDP port the responder listens on and the default port probes are sent to."""
+    """UDP port the responder listens on and the default port probes are sent to (0: any free port)."""
     bind: str = "0.0.0.0"
     """Address the responder binds to (it answers only authenticated requests from configured peers)."""
     p99_limit_us: float = 1000.0
@@ -485,7 +485,7 @@ class ProbesSection:
     """Replies the responder sends to one source address at once before the rate applies."""
 
     def __post_init__(self) -> None:
-        check_ranges(self, {"rate_hz": (0.1, 1000.0), "window_s": (1.0, 3600.0), "port": (1, 65535),
+        check_ranges(self, {"rate_hz": (0.1, 1000.0), "window_s": (1.0, 3600.0), "port": (0, 65535),
                             "p99_limit_us": (1.0, 60e6), "loss_limit_pct": (0.0, 100.0),
                             "reply_rate_per_s": (1.0, 1e6), "reply_burst": (1, 1_000_000)})
         try:

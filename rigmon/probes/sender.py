@@ -17,7 +17,7 @@ from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
 
 log = logging.getLogger(__name__)
 
-#: A probe unanswered this long is lost; later it is not waited for in the statistics.
+#: A probe unanswered this long is lost (or a quarter of the window, when that is shorter).
 REPLY_TIMEOUT_S = 1.0
 #: Replies read per socket per wake-up, so one flooded path cannot starve the others.
 _READ_BATCH = 64
@@ -96,6 +96,7 @@ class ProbeSender:
         self.key = key
         self.period_s = 1.0 / rate_hz
         self.window_s = window_s
+        self.reply_timeout_s = min(REPLY_TIMEOUT_S, window_s / 4)
         self.started_s: float | None = None
         self._paths = [_Path(t) for t in targets]
         self._lock = threading.Lock()
@@ -156,7 +157,7 @@ class ProbeSender:
         out: list[PathWindow] = []
         with self._lock:
             for path in self._paths:
-                due = [s for s in path.window if now - self.window_s <= s.at_s <= now - REPLY_TIMEOUT_S
+                due = [s for s in path.window if now - self.window_s <= s.at_s <= now - self.reply_timeout_s
                        or (s.rtt_us is not None and s.at_s >= now - self.window_s)]
                 rtts = [s.rtt_us for s in due if s.rtt_us is not None]
                 age = None if path.last_reply_s is None else now - path.last_reply_s
@@ -197,7 +198,7 @@ class ProbeSender:
             path.window.append(sent)
             path.by_seq[seq] = sent
             path.sent_total += 1
-            while path.window and path.window[0].at_s < now - self.window_s - REPLY_TIMEOUT_S:
+            while path.window and path.window[0].at_s < now - self.window_s - self.reply_timeout_s:
                 del path.by_seq[path.window.popleft().seq]
         if path.target.transport == "tcp":
             self._connect(path, sent)
@@ -268,7 +269,7 @@ class ProbeSender:
 
     def _expire_connects(self, now: float) -> None:
         for sock, (path, sent) in list(self._connects.items()):
-            if now - sent.at_s > REPLY_TIMEOUT_S:
+            if now - sent.at_s > self.reply_timeout_s:
                 del self._connects[sock]
                 self._selector.unregister(sock)
                 sock.close()
