@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -11,7 +10,7 @@ from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
 from rigmon.config import AgentConfig, PeerPathSection
 from rigmon.hw.root import HostRoot
-from rigmon.probes.responder import ProbeResponder, start_responder
+from rigmon.probes.responder import ProbeResponder
 from rigmon.probes.sender import PathTarget, PathWindow, ProbeSender
 from rigmon.schema import PeerPathReading, PeerPathState
 
@@ -77,8 +76,8 @@ def path_events(before: Mapping[str, PeerPathState], now: Sequence[PeerPathReadi
 class PeerProbeCollector:
     """Probes every configured peer over every path, and answers the peers' probes.
 
-    `start` (on the agent's event loop) starts the sender's thread and binds the UDP
-    responder; `collect` turns each path's window into a reading. No ``[[peers]]``: absent.
+    `start` binds the UDP responder and starts its thread and the sender's; `collect` turns
+    each path's window into a reading. No ``[[peers]]``: absent.
     """
 
     name = "peer_probes"
@@ -102,28 +101,24 @@ class PeerProbeCollector:
         self.responder: ProbeResponder | None = None
         self._responder_error: str | None = None
         self._states: dict[str, PeerPathState] = {}
-        self._bind: asyncio.Task[ProbeResponder] | None = None
 
     def start(self, push: PushFn) -> None:
-        """Start sending, and bind the responder on the running loop."""
+        """Bind the responder and start both threads (the sender's and the responder's)."""
         if self.sender is None or self.key is None:
             return
-        self.sender.start()
         probes = self.config.probes
-        self.responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
-                                        probes.reply_rate_per_s, probes.reply_burst)
-        self._bind = asyncio.get_running_loop().create_task(start_responder(self.responder, probes.bind, probes.port),
-                                                            name="probe-responder")
-        self._bind.add_done_callback(self._bound)
-
-    def _bound(self, task: asyncio.Task[ProbeResponder]) -> None:
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._responder_error = f"probe responder cannot listen on {self.config.probes.bind}:" \
-                                    f"{self.config.probes.port}: {getattr(exc, 'strerror', None) or exc}"
+        responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
+                                   probes.reply_rate_per_s, probes.reply_burst)
+        try:
+            responder.bind(probes.bind, probes.port)
+        except OSError as exc:
+            self._responder_error = f"probe responder cannot listen on {probes.bind}:{probes.port}: " \
+                                    f"{exc.strerror or exc}"
             log.error("%s", self._responder_error)
+        else:
+            responder.start()
+            self.responder = responder
+        self.sender.start()
 
     def collect(self) -> Sequence[object]:
         """Readings of every path over the last window, the responder's counters and state-change events.
@@ -161,7 +156,7 @@ class PeerProbeCollector:
         records.extend(readings)
         if self._responder_error is not None:
             raise CollectorError(self._responder_error)
-        if self.responder is not None and self.responder.transport is not None:
+        if self.responder is not None:
             records.append(self.responder.reading())
         return records
 
@@ -180,8 +175,6 @@ class PeerProbeCollector:
         """Stop the sender's thread and the responder."""
         if self.sender is not None:
             self.sender.close()
-        if self._bind is not None and not self._bind.done():
-            self._bind.cancel()
         if self.responder is not None:
             self.responder.close()
 

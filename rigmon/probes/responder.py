@@ -1,11 +1,11 @@
-"""The probe responder: a UDP echo in the agent's event loop that answers only authenticated peers."""
+"""The probe responder: a UDP echo on a small thread of the agent that answers only authenticated peers."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import socket
+import threading
 import time
-import typing
 from collections.abc import Callable
 
 from rigmon.agent.ratelimit import RateLimiter
@@ -19,14 +19,20 @@ log = logging.getLogger(__name__)
 MAX_CLOCK_SKEW_S = 300.0
 
 _GARBLED = frozenset({"size", "magic", "version", "kind", "name"})
+#: Read buffer: larger than any probe, so an oversized datagram is seen whole and refused.
+_MAX_DATAGRAM = 2048
 
 
-class ProbeResponder(asyncio.DatagramProtocol):
+class ProbeResponder:
     """Answers probe requests: valid MAC, sender among ``peers``, fresh, within the source's rate.
 
     The reply has the request's size (the datagram format is fixed), so the responder never
     amplifies; a stranger (bad MAC, unknown name, any other datagram) gets no answer at all.
     Nothing a datagram holds can raise out of `datagram_received`.
+
+    It runs on a small thread of its own (`start`), not on the agent's event loop: the loop
+    stalls for milliseconds while it encodes frames and evaluates alarms, and every stall
+    would show up in the peers' round trips as latency of the network.
 
     Args:
         node: this node's name, the sender of replies.
@@ -45,23 +51,59 @@ class ProbeResponder(asyncio.DatagramProtocol):
         self.peers = peers
         self.limiter = RateLimiter(rate_per_s, burst, monotonic)
         self.wall_ns = wall_ns
-        self.transport: asyncio.DatagramTransport | None = None
+        self.sock: socket.socket | None = None
         self.address = ""
         self.answered_total = 0
         self.refused: dict[str, int] = {"garbled": 0, "mac": 0, "peer": 0, "stale": 0, "rate": 0}
         self.last_refused_from: str | None = None
         self.last_refused_reason: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = typing.cast(asyncio.DatagramTransport, transport)
-        host, port = transport.get_extra_info("sockname")[:2]
-        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    def bind(self, host: str, port: int) -> None:
+        """Open the UDP socket on ``host:port``.
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            raise
+        # Wakes up to check for shutdown; a datagram wakes it at once.
+        sock.settimeout(0.5)
+        self.sock = sock
+        bound_host, bound_port = sock.getsockname()[:2]
+        self.address = f"[{bound_host}]:{bound_port}" if family == socket.AF_INET6 else f"{bound_host}:{bound_port}"
+
+    def start(self) -> None:
+        """Answer on a thread of its own until `close`."""
+        self._thread = threading.Thread(target=self._run, name=f"rigmon-probe-responder-{self.node}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        sock = self.sock
+        assert sock is not None
+        while not self._stop.is_set():
+            try:
+                data, addr = sock.recvfrom(_MAX_DATAGRAM)
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                continue  # ICMP errors from a prober that went away
+            self.datagram_received(data, addr)
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
+        """Answer or refuse one datagram (never raises)."""
         source = str(addr[0])
         try:
             reason = self._answer(data, addr)
-        except Exception:  # noqa: BLE001 - a datagram must never take the agent's loop down
+        except Exception:  # noqa: BLE001 - a datagram must never take the responder down
             log.exception("probe responder: datagram from %s", source)
             reason = "garbled"
         if reason is not None:
@@ -83,15 +125,14 @@ class ProbeResponder(asyncio.DatagramProtocol):
         if self.limiter.take(str(addr[0])) is not None:
             return "rate"
         reply = pack(Probe("reply", self.node, probe.seq, probe.sent_at_ns), self.key)
-        if len(reply) > len(data) or self.transport is None:  # never: the format is fixed; kept as the rule
+        if len(reply) > len(data) or self.sock is None:  # never: the format is fixed; kept as the rule
             return "garbled"
-        self.transport.sendto(reply, addr)
+        try:
+            self.sock.sendto(reply, addr)
+        except OSError:
+            return None  # the prober went away; not the requester's fault
         self.answered_total += 1
         return None
-
-    def error_received(self, exc: Exception) -> None:
-        # ICMP port unreachable from a prober that went away: nothing to do.
-        log.debug("probe responder: %s", exc)
 
     def reading(self) -> ProbeResponderReading:
         """Counters since start, as a record for the frame."""
@@ -104,17 +145,9 @@ class ProbeResponder(asyncio.DatagramProtocol):
         )
 
     def close(self) -> None:
-        """Stop listening."""
-        if self.transport is not None:
-            self.transport.close()
-
-
-async def start_responder(responder: ProbeResponder, host: str, port: int) -> ProbeResponder:
-    """Bind ``responder`` to ``host:port`` (UDP) on the running loop.
-
-    Raises:
-        OSError: the port cannot be bound.
-    """
-    loop = asyncio.get_running_loop()
-    await loop.create_datagram_endpoint(lambda: responder, local_addr=(host, port))
-    return responder
+        """Stop answering and close the socket."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        if self.sock is not None:
+            self.sock.close()

@@ -6,6 +6,7 @@ import errno
 import logging
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -21,6 +22,9 @@ log = logging.getLogger(__name__)
 REPLY_TIMEOUT_S = 1.0
 #: Replies read per socket per wake-up, so one flooded path cannot starve the others.
 _READ_BATCH = 64
+#: Linux: ask for the kernel's receive time of each datagram (struct timespec, CLOCK_REALTIME).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("@qq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +44,16 @@ class PathTarget:
 
 @dataclass(slots=True)
 class _Sent:
-    """One probe: when it went (monotonic s) and its round trip once answered (us)."""
+    """One probe: when it went (monotonic s) and its round trip once answered (us).
+
+    ``start_ns`` is `time.perf_counter_ns` (TCP connects); ``start_wall_ns`` the wall clock
+    just before the datagram was sent (UDP), to subtract from the kernel's receive time.
+    """
 
     at_s: float
     seq: int
     start_ns: int
+    start_wall_ns: int = 0
     rtt_us: float | None = None
 
 
@@ -74,14 +83,24 @@ class PathWindow:
     error: str | None
 
 
+def _kernel_time_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
+    """The kernel receive time (Unix ns) in a datagram's control messages, if it is there."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            return int(sec) * 1_000_000_000 + int(nsec)
+    return None
+
+
 class ProbeSender:
     """Sends a probe on every path every ``1 / rate_hz`` s from one thread, and times replies.
 
     UDP probes go from one socket per path to the peer's responder; a reply counts when its
     MAC is valid, it comes from the peer the path names, and it answers a probe still waited
-    for. TCP paths time a connect to the peer's port (SYN to SYN-ACK). Round trips are taken
-    with `time.perf_counter_ns` in this thread, so they include this process's wake-up after
-    the reply arrives (tens of microseconds in Python on loopback).
+    for. A UDP round trip ends at the kernel's receive time of the reply (``SO_TIMESTAMPNS``),
+    so it does not include this thread's wait for the GIL; without it (and for TCP paths,
+    which time a connect: SYN to SYN-ACK) it ends when this thread reads the reply
+    (`time.perf_counter_ns`). It starts just before the send, in this thread.
 
     Args:
         node: this node's name, the sender in requests.
@@ -122,6 +141,10 @@ class ProbeSender:
                     family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
                     sock = socket.socket(family, socket.SOCK_DGRAM)
                     sock.setblocking(False)
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                    except OSError:
+                        pass  # no kernel timestamps: the thread's own clock is used
                     sock.connect((path.target.address, path.target.port))
                 except OSError as exc:
                     path.error = f"cannot open a socket to {path.target.address}: {exc.strerror or exc}"
@@ -205,7 +228,8 @@ class ProbeSender:
             return
         if path.sock is None:
             return
-        data = pack(Probe("request", self.node, seq, time.time_ns()), self.key)
+        sent.start_wall_ns = time.time_ns()
+        data = pack(Probe("request", self.node, seq, sent.start_wall_ns), self.key)
         sent.start_ns = time.perf_counter_ns()
         try:
             path.sock.send(data)
@@ -218,27 +242,35 @@ class ProbeSender:
         assert path.sock is not None
         for _ in range(_READ_BATCH):
             try:
-                data = path.sock.recv(256)
+                data, ancdata, _, _ = path.sock.recvmsg(256, socket.CMSG_SPACE(_TIMESPEC.size))
             except BlockingIOError:
                 return
             except OSError as exc:
                 path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
                 return
             end_ns = time.perf_counter_ns()
+            kernel_ns = _kernel_time_ns(ancdata)
             try:
                 reply = parse(data, self.key)
             except ProbeRefused:
                 continue
             if reply.kind != "reply" or reply.sender != path.target.peer:
                 continue
-            self._answered(path, reply.seq, end_ns)
+            self._answered(path, reply.seq, end_ns, kernel_ns)
 
-    def _answered(self, path: _Path, seq: int, end_ns: int) -> None:
+    def _answered(self, path: _Path, seq: int, end_ns: int, kernel_ns: int | None = None) -> None:
         with self._lock:
             sent = path.by_seq.get(seq)
             if sent is None or sent.rtt_us is not None:
                 return
-            sent.rtt_us = (end_ns - sent.start_ns) / 1000.0
+            rtt_ns = end_ns - sent.start_ns
+            if kernel_ns is not None and sent.start_wall_ns:
+                # The kernel's arrival time: this thread may wait for the GIL before it reads
+                # the reply, and that wait is not the network's. A wall clock step makes it absurd.
+                by_kernel = kernel_ns - sent.start_wall_ns
+                if 0 < by_kernel <= rtt_ns:
+                    rtt_ns = by_kernel
+            sent.rtt_us = rtt_ns / 1000.0
             path.received_total += 1
             path.last_reply_s = time.monotonic()
 

@@ -14,7 +14,7 @@ from rigmon.collectors.base import CollectorError, NoData
 from rigmon.collectors.peer_probes import PeerProbeCollector, judge_path, path_events
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
-from rigmon.probes.responder import ProbeResponder, start_responder
+from rigmon.probes.responder import ProbeResponder
 from rigmon.probes.sender import PathTarget, PathWindow
 from rigmon.probes.stats import window_stats
 from rigmon.probes.wire import derive_key
@@ -99,9 +99,10 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     write_tree(tmp_path, {"/sys/class/net/thunderbolt0/speed": "40000\n"})
     key = derive_key("tok")
     peer = ProbeResponder("node02", key, frozenset({"node01"}), 1000.0, 1000)
-    await start_responder(peer, "127.0.0.1", 0)
-    assert peer.transport is not None
-    peer_port = peer.transport.get_extra_info("sockname")[1]
+    peer.bind("127.0.0.1", 0)
+    peer.start()
+    assert peer.sock is not None
+    peer_port = peer.sock.getsockname()[1]
     config = from_data(AgentConfig, {
         "agent": {"node": "node01", "root": str(tmp_path)},
         "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 50, "window_s": 1},
@@ -128,3 +129,19 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     assert peer.reading().answered_total == tbnet.received_total
     (own,) = [r for r in records if isinstance(r, ProbeResponderReading)]
     assert own.address.startswith("127.0.0.1:")
+
+
+def test_a_responder_port_in_use_is_a_collector_error(tmp_path: Path) -> None:
+    blocker = ProbeResponder("other", derive_key("tok"), frozenset(), 1.0, 1)
+    blocker.bind("127.0.0.1", 0)
+    assert blocker.sock is not None
+    port = blocker.sock.getsockname()[1]
+    config = _config(tmp_path, port=port)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"))
+    collector.start(lambda records: None)
+    try:
+        with pytest.raises(CollectorError, match=f"cannot listen on 127.0.0.1:{port}"):
+            collector.collect()
+    finally:
+        collector.close()
+        blocker.close()

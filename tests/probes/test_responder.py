@@ -1,4 +1,5 @@
-"""The probe responder over real UDP on 127.0.0.1: strangers get nothing, peers a reply no bigger than asked."""
+"""The probe responder over real UDP on 127.0.0.1 (its own thread): strangers get nothing, peers a reply no
+bigger than asked."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from rigmon.probes.responder import ProbeResponder, start_responder
+from rigmon.probes.responder import ProbeResponder
 from rigmon.probes.wire import SIZE, Probe, derive_key, pack, parse
 
 KEY = derive_key("cluster-token")
@@ -27,9 +28,12 @@ async def _responder(rate_per_s: float = 1000.0, burst: int = 1000, monotonic: _
                      ) -> tuple[ProbeResponder, tuple[str, int]]:
     responder = ProbeResponder("node02", KEY, frozenset({"node01"}), rate_per_s, burst,
                                monotonic=monotonic or time.monotonic)
-    await start_responder(responder, "127.0.0.1", 0)
-    assert responder.transport is not None
-    return responder, responder.transport.get_extra_info("sockname")[:2]
+    responder.bind("127.0.0.1", 0)
+    responder.start()
+    assert responder.sock is not None
+    host, port = responder.sock.getsockname()[:2]
+    assert responder.address == f"127.0.0.1:{port}"
+    return responder, (host, port)
 
 
 async def _exchange(addr: tuple[str, int], datagrams: list[bytes], wait_s: float = 0.3) -> list[bytes]:
