@@ -162,7 +162,10 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
         port = free_udp_port()
         wire.set_responder(index, port)
         # The responder sees every peer's probes from 127.0.0.1 (the relays): a rate for all of them.
+        # Probes run on real time; the window covers the default 10 s of simulated time, so
+        # alarms' holds (simulated time) and windows keep their proportions at any speed.
         configs.append({"probes": {"bind": "127.0.0.1", "port": port, "key_file": str(key_file),
+                                   "window_s": max(1.0, 10.0 / rig.clock.speed),
                                    "reply_rate_per_s": 2000.0, "reply_burst": 1000},
                         "peers": wire.peers_config(index, names)})
     wire.start()

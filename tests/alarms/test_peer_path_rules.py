@@ -35,10 +35,10 @@ def test_p99_above_the_limit_for_ten_seconds_warns() -> None:
     assert alarm.message.startswith("path node02/tbnet: p99 round trip above its limit")
 
 
-def test_loss_above_the_limit_warns_and_a_healthy_path_never_does() -> None:
+def test_loss_above_the_limit_for_fifteen_seconds_warns_and_a_healthy_path_never_does() -> None:
     lossy = path("degraded", received=95, loss_pct=5.0, loss_over_limit=True)
-    engine, seen = run(default("peer_path_loss"), steps(path(), lossy, lossy, lossy))
-    assert seen == [(5.0, "pending", "peer:node02/tbnet"), (15.0, "firing", "peer:node02/tbnet")]
+    engine, seen = run(default("peer_path_loss"), steps(path(), lossy, lossy, lossy, lossy))
+    assert seen == [(5.0, "pending", "peer:node02/tbnet"), (20.0, "firing", "peer:node02/tbnet")]
     assert engine.active()[0].message.startswith("path node02/tbnet loses more probes than its limit")
     _, quiet = run(default("peer_path_silent", "peer_path_p99_high", "peer_path_loss"), steps(*[path()] * 10))
     assert quiet == []
