@@ -166,3 +166,13 @@ def test_soak_reports_memory_descriptors_and_threads() -> None:
     out = run("soak.py")
     assert "rss_mb" in out and "fds" in out and "threads" in out and "failures 0, gaps 0" in out, out
     assert "dashboard's process" in out and "live at end 1/1" in out, out
+
+
+def test_probe_cost_measures_cpu_and_accuracy() -> None:
+    out = run("probe_cost.py")
+    assert row(out, "probing (difference)")
+    for delay in ("direct (no relay)", "0", "20", "300", "2000"):
+        cells = row(out, delay)
+        received, sent = (int(n) for n in cells[2].split("/"))
+        assert sent > 0 and received == sent, cells  # nothing is lost on loopback
+        assert number(cells[3]) >= number(delay) if delay[0].isdigit() else number(cells[3]) > 0
