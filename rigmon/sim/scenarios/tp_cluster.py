@@ -22,10 +22,11 @@ SLOW_LOSS = 0.10
 #: and stays silent (it needs a re-plug) while both agents' HTTP stays up.
 TBNET_PAIR = (2, 3)
 TBNET_SILENT_FROM_S = 60.0
-#: The node whose RDMA port flaps: down from `FLAP_DOWN_S` for `FLAP_DOWN_FOR_S` every `FLAP_PERIOD_S`.
-FLAPPING_NODE = 3
+#: The node whose RDMA port flaps (the first, so that any node count shows it): down from
+#: `FLAP_DOWN_S` for `FLAP_DOWN_FOR_S` every `FLAP_PERIOD_S`.
+FLAPPING_NODE = 0
 FLAP_PERIOD_S = 120.0
-FLAP_DOWN_S = 90.0
+FLAP_DOWN_S = 40.0
 FLAP_DOWN_FOR_S = 10.0
 #: Round trips the wire adds: RDMA-like (single-digit to tens of microseconds), TCP-like (hundreds).
 ROCE_DELAY_US, ROCE_JITTER_US = 12.0, 4.0
@@ -47,7 +48,7 @@ class TpCluster:
     name = "tp-cluster"
     description = ("4 Strix Halo nodes, TP over 100 GbE RoCE + thunderbolt-net + management network: "
                    "node02<->node03 RoCE slow (2.5 ms) and lossy (10 %), node03<->node04 thunderbolt-net silent after 60 s, "
-                   "node04's RDMA port flaps")
+                   "node01's RDMA port flaps")
     default_nodes = 4
 
     def build(self, node: SimNode, index: int) -> None:
