@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,41 @@ def test_a_responder_port_in_use_is_a_collector_error(tmp_path: Path) -> None:
     finally:
         collector.close()
         blocker.close()
+
+
+async def test_tcp_paths_time_a_connect_and_a_closed_port_is_silent(tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.setblocking(False)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node01", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 50, "window_s": 1},
+        "peers": [{"name": "node02", "paths": [
+            {"name": "http", "address": "127.0.0.1", "port": listener.getsockname()[1], "transport": "tcp"},
+            {"name": "gone", "address": "127.0.0.1", "port": closed.getsockname()[1], "transport": "tcp"}]}],
+    }, strict=True)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, derive_key("tok"))
+    collector.start(lambda records: None)
+    accepted = 0
+    try:
+        for _ in range(23):
+            await asyncio.sleep(0.1)
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except BlockingIOError:
+                    break
+                conn.close()
+                accepted += 1
+        records = await asyncio.to_thread(collector.collect)
+    finally:
+        collector.close()
+        listener.close()
+        closed.close()
+    paths = {r.path: r for r in records if isinstance(r, PeerPathReading)}
+    assert paths["http"].transport == "tcp" and paths["http"].received > 0 and paths["http"].rtt_p50_us is not None
+    assert accepted > 0
+    assert paths["gone"].state == "silent" and paths["gone"].received == 0
