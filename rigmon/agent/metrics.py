@@ -97,7 +97,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     PeerPathReading: RecordMetrics("peer_path", labels=("peer", "path", "transport", "interface"),
                                    # sent/received of the window would clash with the *_total counters'
                                    # family names; loss_ratio carries them.
-                                   skip=("name", "address", "sent", "received")),
+                                   skip=("name", "address", "sent", "received", "error")),
     ProbeResponderReading: RecordMetrics("probe_responder", labels=("address",),
                                          skip=("last_refused_from", "last_refused_reason")),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),

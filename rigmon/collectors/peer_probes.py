@@ -149,7 +149,7 @@ class PeerProbeCollector:
                 last_reply_age_s=window.last_reply_age_s, interface=section.interface or None,
                 link_gbps=self._link_gbps(section.interface), sent_total=window.sent_total,
                 received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
-                p99_over_limit=p99_over, loss_over_limit=loss_over,
+                p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
             ))
         records: list[object] = list(path_events(self._states, readings, self.clock.time()))
         self._states.update({r.name: r.state for r in readings if r.state != "unknown"})

@@ -233,7 +233,6 @@ class ProbeSender:
         sent.start_ns = time.perf_counter_ns()
         try:
             path.sock.send(data)
-            path.error = None
         except OSError as exc:
             # ECONNREFUSED (ICMP from an earlier probe), ENETUNREACH, EHOSTUNREACH: the probe is lost.
             path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
@@ -271,6 +270,7 @@ class ProbeSender:
                 if 0 < by_kernel <= rtt_ns:
                     rtt_ns = by_kernel
             sent.rtt_us = rtt_ns / 1000.0
+            path.error = None
             path.received_total += 1
             path.last_reply_s = time.monotonic()
 
@@ -294,7 +294,6 @@ class ProbeSender:
         code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         sock.close()
         if code == 0:
-            path.error = None
             self._answered(path, sent.seq, end_ns)
         else:
             path.error = f"connect: {errno.errorcode.get(code, code)}"

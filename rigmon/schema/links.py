@@ -200,6 +200,9 @@ class PeerPathReading:
     """``rtt_p99_us`` is above ``p99_limit_us`` in this window."""
     loss_over_limit: bool = False
     """``loss_pct`` is above ``loss_limit_pct`` in this window (a silent path is ``state = silent``, not this)."""
+    error: str | None = None
+    """The last error sending on the path (``ECONNREFUSED: Connection refused``: nothing listens on the
+    peer's port; ``ENETUNREACH``: no route), cleared by the next reply; ``None``: none."""
 
 
 @dataclass(frozen=True, slots=True)

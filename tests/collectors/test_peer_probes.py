@@ -127,6 +127,8 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     assert tbnet.link_gbps == 40.0 and tbnet.interface == "thunderbolt0"
     assert tbnet.received_total <= tbnet.sent_total
     assert dead.state == "silent" and dead.received == 0 and dead.sent > 0 and dead.p99_limit_us == 50
+    assert dead.error is not None and "ECONNREFUSED" in dead.error  # nothing listens there: the ICMP says so
+    assert tbnet.error is None
     assert peer.reading().answered_total == tbnet.received_total
     (own,) = [r for r in records if isinstance(r, ProbeResponderReading)]
     assert own.address.startswith("127.0.0.1:")
@@ -184,3 +186,4 @@ async def test_tcp_paths_time_a_connect_and_a_closed_port_is_silent(tmp_path: Pa
     assert paths["http"].transport == "tcp" and paths["http"].received > 0 and paths["http"].rtt_p50_us is not None
     assert accepted > 0
     assert paths["gone"].state == "silent" and paths["gone"].received == 0
+    assert paths["gone"].error is not None and "ECONNREFUSED" in paths["gone"].error
