@@ -176,4 +176,3 @@ def test_soak_reports_memory_descriptors_and_threads() -> None:
     out = run("soak.py")
     assert "rss_mb" in out and "fds" in out and "threads" in out and "failures 0, gaps 0" in out, out
     assert "dashboard's process" in out and "live at end 1/1" in out, out
-
