@@ -471,7 +471,8 @@ class ProbesSection:
     port: int = DEFAULT_PROBE_PORT
     """UDP port the responder listens on and the default port probes are sent to (0: any free port)."""
     bind: str = "0.0.0.0"
-    """Address the responder binds to (it answers only authenticated requests from configured peers)."""
+    """Address the responder binds to (it answers only authenticated requests from configured peers);
+    ``::`` for IPv6 and IPv4."""
     p99_limit_us: float = 1000.0
     """A path whose p99 round trip is above this (microseconds) is degraded; per path: ``p99_limit_us``."""
     loss_limit_pct: float = 2.0
@@ -572,6 +573,9 @@ class AgentConfig:
         for index, name in enumerate(names):
             if names.index(name) != index:
                 raise ValueError(f"peers[{index}].name: {name!r} appears twice")
+            for number, path in enumerate(self.peers[index].paths):
+                if path.target_port(self.probes) == 0:
+                    raise ValueError(f"peers[{index}].paths[{number}].port: needed when [probes] port = 0")
 
     @property
     def node_name(self) -> str:

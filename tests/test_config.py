@@ -106,6 +106,8 @@ def test_probes_and_peers(tmp_path: Path) -> None:
          " { name = \"a\", address = \"10.0.0.3\" }]\n", "peers[0]"),
         ("[[peers]]\nname = \"node02\"\n[[peers]]\nname = \"node02\"\n", "peers[1].name"),
         ("[[peers]]\nname = \"node02\"\ncolour = 1\n", "peers[0].colour"),
+        ("[probes]\nport = 0\n[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\" }]\n",
+         "peers[0].paths[0].port"),
     ],
 )
 def test_bad_probe_config_names_the_key(tmp_path: Path, text: str, key: str) -> None:
