@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -37,9 +38,24 @@ def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, c
     return "ok", False, False
 
 
+def with_peer_reachable(readings: Sequence[PeerPathReading]) -> list[PeerPathReading]:
+    """Each reading with ``peer_reachable``: whether any path to the same peer answered in the window
+    (``None`` for a peer with one path)."""
+    answering: set[str] = set()
+    paths: dict[str, int] = {}
+    for r in readings:
+        paths[r.peer] = paths.get(r.peer, 0) + 1
+        if r.received > 0:
+            answering.add(r.peer)
+    return [dataclasses.replace(r, peer_reachable=None if paths[r.peer] < 2 else r.peer in answering)
+            for r in readings]
+
+
 def _describe(r: PeerPathReading) -> str:
     if r.state == "silent":
-        return f"no reply to {r.sent} probes in {r.window_s:g} s"
+        also = {True: f", while {r.peer} answers on its other paths", False: f"; {r.peer} answers on no path",
+                None: ""}[r.peer_reachable]
+        return f"no reply to {r.sent} probes in {r.window_s:g} s{also}"
     parts = []
     if r.p99_over_limit and r.rtt_p99_us is not None:
         parts.append(f"p99 {r.rtt_p99_us:.0f} us above {r.p99_limit_us or 0:.0f} us")
@@ -151,6 +167,7 @@ class PeerProbeCollector:
                 received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
                 p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
             ))
+        readings = with_peer_reachable(readings)
         records: list[object] = list(path_events(self._states, readings, self.clock.time()))
         self._states.update({r.name: r.state for r in readings if r.state != "unknown"})
         records.extend(readings)

@@ -200,6 +200,10 @@ class PeerPathReading:
     """``rtt_p99_us`` is above ``p99_limit_us`` in this window."""
     loss_over_limit: bool = False
     """``loss_pct`` is above ``loss_limit_pct`` in this window (a silent path is ``state = silent``, not this)."""
+    peer_reachable: bool | None = None
+    """Some path to the same peer answered in this window. On a ``silent`` path ``true`` means the
+    peer is up on another path, so the failure is this path's (a thunderbolt-net lockup), not the
+    node being down. ``None``: the peer has no other path to tell by."""
     error: str | None = None
     """The last error sending on the path (``ECONNREFUSED: Connection refused``: nothing listens on the
     peer's port; ``ENETUNREACH``: no route), cleared by the next reply; ``None``: none."""

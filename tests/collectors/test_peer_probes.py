@@ -12,7 +12,7 @@ import pytest
 from rigmon.agent.agent import probe_key
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorError, NoData
-from rigmon.collectors.peer_probes import PeerProbeCollector, judge_path, path_events
+from rigmon.collectors.peer_probes import PeerProbeCollector, judge_path, path_events, with_peer_reachable
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
 from rigmon.probes.responder import ProbeResponder
@@ -63,6 +63,21 @@ def test_events_on_state_changes_only() -> None:
     assert back.kind == "peer_path_recovered"
     (never,) = path_events({}, [_reading("silent")], 1.0)  # a path that never answered
     assert never.kind == "peer_path_silent"
+    (lockup,) = path_events({"node02/tbnet": "ok"}, [_reading("silent", sent=100, window_s=10.0,
+                                                              peer_reachable=True)], 1.0)
+    assert lockup.message.endswith("no reply to 100 probes in 10 s, while node02 answers on its other paths")
+
+
+def test_peer_reachable_tells_a_path_lockup_from_a_node_down() -> None:
+    def reading(peer: str, path: str, received: int) -> PeerPathReading:
+        return PeerPathReading(name=f"{peer}/{path}", peer=peer, path=path, address="10.0.0.2", received=received)
+
+    out = {r.name: r.peer_reachable for r in with_peer_reachable([
+        reading("node02", "tbnet", 0), reading("node02", "mgmt", 90),  # tbnet locked up, node02 up
+        reading("node03", "tbnet", 0), reading("node03", "mgmt", 0),  # node03 down
+        reading("node04", "roce", 0)])}  # one path only: cannot tell
+    assert out == {"node02/tbnet": True, "node02/mgmt": True, "node03/tbnet": False, "node03/mgmt": False,
+                   "node04/roce": None}
 
 
 def _config(tmp_path: Path, port: int = 9872, **probes: object) -> AgentConfig:

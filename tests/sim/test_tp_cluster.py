@@ -50,6 +50,7 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
             assert (await client.get(f"{url}/healthz")).status_code == 200
         tbnet = paths(node03.buffer.latest if node03.buffer else None)["node04/tbnet"]
         assert tbnet.state == "silent" and tbnet.received == 0 and tbnet.sent > 0
+        assert tbnet.peer_reachable is True  # node04 still answers on roce and mgmt: the path locked up
         assert tbnet.interface == "thunderbolt0" and tbnet.link_gbps == 40.0
         # The slow path: degraded by its loss, its round trip the wire's 2.5 ms and more.
         assert "peer:node03/roce" in fired.get("node02/peer_path_loss", set()), fired
