@@ -458,6 +458,8 @@ class GuardSection:
 
 #: UDP port of the latency probe responder (issue 21).
 DEFAULT_PROBE_PORT = 9872
+#: Probes one path keeps for its window (each is remembered until the window has passed it).
+MAX_PROBES_PER_WINDOW = 36_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +495,9 @@ class ProbesSection:
             ipaddress.ip_address(self.bind)
         except ValueError:
             raise ValueError(f"bind must be an IP address, got {self.bind!r}") from None
+        if self.rate_hz * self.window_s > MAX_PROBES_PER_WINDOW:
+            raise ValueError(f"rate_hz x window_s must be at most {MAX_PROBES_PER_WINDOW} probes per path and window, "
+                             f"got {self.rate_hz * self.window_s:g}")
 
 
 def _check_name(what: str, name: str) -> None:

@@ -97,6 +97,7 @@ def test_probes_and_peers(tmp_path: Path) -> None:
         ("[probes]\nport = -1\n", "probes"),
         ("[probes]\nbind = \"everywhere\"\n", "probes"),
         ("[probes]\nloss_limit_pct = 101\n", "probes"),
+        ("[probes]\nrate_hz = 1000\nwindow_s = 3600\n", "probes"),
         ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\", address = \"10.0.0.x\" }]\n", "peers[0].paths[0]"),
         ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\", address = \"10.0.0.2\", transport = \"icmp\" }]\n",
          "peers[0].paths[0].transport"),
