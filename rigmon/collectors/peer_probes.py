@@ -122,31 +122,43 @@ class PeerProbeCollector:
         """Bind the responder and start both threads (the sender's and the responder's)."""
         if self.sender is None or self.key is None:
             return
+        self._start_responder()
+        self.sender.start()
+
+    def _start_responder(self) -> None:
+        assert self.key is not None
         probes = self.config.probes
         responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
                                    probes.reply_rate_per_s, probes.reply_burst)
         try:
             responder.bind(probes.bind, probes.port)
         except OSError as exc:
-            self._responder_error = f"probe responder cannot listen on {probes.bind}:{probes.port}: " \
-                                    f"{exc.strerror or exc}"
-            log.error("%s", self._responder_error)
-        else:
-            responder.start()
-            self.responder = responder
-        self.sender.start()
+            error = f"probe responder cannot listen on {probes.bind}:{probes.port}: {exc.strerror or exc}"
+            if error != self._responder_error:
+                log.error("%s", error)
+            self._responder_error = error
+            return
+        self._responder_error = None
+        responder.start()
+        self.responder = responder
 
     def collect(self) -> Sequence[object]:
         """Readings of every path over the last window, the responder's counters and state-change events.
 
         Raises:
             NoData: no ``[[peers]]`` configured.
-            CollectorError: peers are configured but there is no probe key.
+            CollectorError: peers are configured but there is no probe key, or the responder
+                could not bind its port (the peers' probes of this node go unanswered).
         """
         if not self._paths:
             raise NoData("no [[peers]] configured")
         if self.sender is None:
             raise CollectorError("no probe key: set [probes] key_file, or [agent] token_file to derive it")
+        if self._responder_error is not None:
+            self._start_responder()  # again: the port may be free now
+            if self._responder_error is not None:
+                # Before the paths: their state changes are reported once the responder runs.
+                raise CollectorError(self._responder_error)
         started = self.sender.started_s
         # Real seconds, like the probes themselves (the simulator's clock may run faster).
         complete = started is not None and time.monotonic() - started >= self.config.probes.window_s
@@ -171,8 +183,6 @@ class PeerProbeCollector:
         records: list[object] = list(path_events(self._states, readings, self.clock.time()))
         self._states.update({r.name: r.state for r in readings if r.state != "unknown"})
         records.extend(readings)
-        if self._responder_error is not None:
-            raise CollectorError(self._responder_error)
         if self.responder is not None:
             records.append(self.responder.reading())
         return records

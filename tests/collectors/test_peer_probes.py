@@ -149,7 +149,7 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     assert own.address.startswith("127.0.0.1:")
 
 
-def test_a_responder_port_in_use_is_a_collector_error(tmp_path: Path) -> None:
+def test_a_responder_port_in_use_is_a_collector_error_until_it_is_free(tmp_path: Path) -> None:
     blocker = ProbeResponder("other", derive_key("tok"), frozenset(), 1.0, 1)
     blocker.bind("127.0.0.1", 0)
     assert blocker.sock is not None
@@ -160,6 +160,8 @@ def test_a_responder_port_in_use_is_a_collector_error(tmp_path: Path) -> None:
     try:
         with pytest.raises(CollectorError, match=f"cannot listen on 127.0.0.1:{port}"):
             collector.collect()
+        blocker.close()  # the port is free again: the next collect binds it
+        assert any(isinstance(r, ProbeResponderReading) for r in collector.collect())
     finally:
         collector.close()
         blocker.close()
