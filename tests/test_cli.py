@@ -128,6 +128,13 @@ def test_agent_refuses_a_world_readable_token_file(tmp_path: Path) -> None:
     assert out.returncode == 2 and "chmod 600" in out.stderr
 
 
+def test_agent_with_peers_but_no_probe_key_refuses_to_start(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text('[[peers]]\nname = "node02"\npaths = [{ name = "tbnet", address = "10.0.0.2" }]\n')
+    out = rigmon("agent", "--config", str(config), "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"))
+    assert out.returncode == 2 and "set [probes] key_file, or [agent] token_file" in out.stderr
+
+
 def test_bad_config_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "agent.toml"
     config.write_text("[agent]\nintervall_s = 2\n")

@@ -60,3 +60,60 @@ def test_unknown_environment_key() -> None:
 @pytest.mark.parametrize(("listen", "expected"), [("127.0.0.1:1", ("127.0.0.1", 1)), ("[::1]:9871", ("::1", 9871))])
 def test_split_listen(listen: str, expected: tuple[str, int]) -> None:
     assert split_listen(listen) == expected
+
+
+PEERS = """
+[probes]
+rate_hz = 20
+key_file = "/etc/rigmon/probe.key"
+
+[[peers]]
+name = "node02"
+paths = [
+  { name = "tbnet", address = "10.0.0.2", interface = "thunderbolt0" },
+  { name = "mgmt", address = "192.168.1.12", transport = "tcp" },
+]
+"""
+
+
+def test_probes_and_peers(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(PEERS)
+    config = load_agent_config(path, environ={})
+    assert config.probes.rate_hz == 20 and config.probes.window_s == 10.0 and config.probes.port == 9872
+    (peer,) = config.peers
+    tbnet, mgmt = peer.paths
+    assert (tbnet.name, tbnet.address, tbnet.interface, tbnet.transport) == ("tbnet", "10.0.0.2", "thunderbolt0", "udp")
+    assert tbnet.target_port(config.probes) == 9872
+    assert mgmt.target_port(config.probes) == 9871  # the peer agent's HTTP port
+    assert load_agent_config(None, environ={}).peers == ()  # no peers: probes are off
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[probes]\nrate_hz = 0\n", "probes"),
+        ("[probes]\nport = 70000\n", "probes"),
+        ("[probes]\nport = -1\n", "probes"),
+        ("[probes]\nbind = \"everywhere\"\n", "probes"),
+        ("[probes]\nloss_limit_pct = 101\n", "probes"),
+        ("[probes]\nrate_hz = 1000\nwindow_s = 3600\n", "probes"),
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\", address = \"10.0.0.x\" }]\n", "peers[0].paths[0]"),
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\", address = \"10.0.0.2\", transport = \"icmp\" }]\n",
+         "peers[0].paths[0].transport"),
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\" }]\n", "peers[0].paths[0].address"),
+        ("[[peers]]\nname = \"node/02\"\n", "peers[0]"),
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\" },"
+         " { name = \"a\", address = \"10.0.0.3\" }]\n", "peers[0]"),
+        ("[[peers]]\nname = \"node02\"\n[[peers]]\nname = \"node02\"\n", "peers[1].name"),
+        ("[[peers]]\nname = \"node02\"\ncolour = 1\n", "peers[0].colour"),
+        ("[probes]\nport = 0\n[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\" }]\n",
+         "peers[0].paths[0].port"),
+    ],
+)
+def test_bad_probe_config_names_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, environ={})
+    assert key in str(info.value)

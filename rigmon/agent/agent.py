@@ -32,6 +32,7 @@ from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
 from rigmon.path_resistance import PathStateHolder
+from rigmon.probes.wire import derive_key
 from rigmon.redact import redact
 from rigmon.schema import SCHEMA_VERSION, Event, Info, NodeCapture, Severity
 from rigmon.typed import to_data
@@ -39,13 +40,35 @@ from rigmon.typed import to_data
 log = logging.getLogger(__name__)
 
 
-def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock) -> dict[str, Collector]:
+def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
+                     probe_key: bytes | None = None) -> dict[str, Collector]:
     """Instantiate every enabled collector of the registry."""
     unknown = sorted(set(config.collectors) - set(REGISTRY))
     if unknown:
         raise ValueError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
-    ctx = CollectorContext(root=root, clock=clock, config=config)
+    ctx = CollectorContext(root=root, clock=clock, config=config, probe_key=probe_key)
     return {name: factory(ctx) for name, factory in REGISTRY.items() if config.collector(name).enabled}
+
+
+def probe_key(config: AgentConfig, token: str | None) -> bytes | None:
+    """The latency probes' key: from ``[probes] key_file``, else derived from the read token;
+    ``None`` when no ``[[peers]]`` are configured.
+
+    Raises:
+        StartupError: the key file is unreadable, or readable by other users.
+        ValueError: peers are configured but there is neither a key file nor a token.
+    """
+    if not config.peers:
+        return None
+    if config.probes.key_file:
+        # Deferred: rigmon.agent.server imports this module.
+        from rigmon.agent.server import read_token_file
+
+        return derive_key(read_token_file(config.probes.key_file, "probes.key_file"))
+    if token is None:
+        raise ValueError("peers: latency probes need a key shared by the cluster: set [probes] key_file, "
+                         "or [agent] token_file (the key is derived from the read token)")
+    return derive_key(token)
 
 
 class Agent:
@@ -80,7 +103,7 @@ class Agent:
         self.root = HostRoot(config.agent.root)
         self.run_id = uuid.uuid4().hex[:16]
         if collectors is None:
-            collectors = build_collectors(config, self.root, self.clock)
+            collectors = build_collectors(config, self.root, self.clock, probe_key(config, token))
             if "psu" in collectors:
                 # Derived from the frame, not from hardware: the rail against the GPUs' power.
                 collectors["rail_path"] = GpuPowerPathCollector(lambda: self.buffer.latest if self.buffer else None)

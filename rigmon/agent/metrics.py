@@ -35,7 +35,9 @@ from rigmon.schema import (
     NvLinkReading,
     NvmeReading,
     PathResistanceReading,
+    PeerPathReading,
     PmbusPsuReading,
+    ProbeResponderReading,
     PsuRailReading,
     RaidArrayReading,
     RaidMemberReading,
@@ -91,6 +93,13 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
                                          skip=("name", "expected_source")),
     RdmaHwCounterReading: RecordMetrics("infiniband_hw", labels=("name=counter",)),
+    # Latency probes (issue 21): rigmon_peer_path_rtt_p99_seconds{peer="node02",path="tbnet"}.
+    PeerPathReading: RecordMetrics("peer_path", labels=("peer", "path", "transport", "interface"),
+                                   # sent/received of the window would clash with the *_total counters'
+                                   # family names; loss_ratio carries them.
+                                   skip=("name", "address", "sent", "received", "error")),
+    ProbeResponderReading: RecordMetrics("probe_responder", labels=("address",),
+                                         skip=("last_refused_from", "last_refused_reason")),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",
@@ -124,6 +133,7 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_pct", "_ratio", 0.01),
     ("_gts", "_transfers_per_second", 1e9),
     ("_ms", "_seconds", 1e-3),
+    ("_us", "_seconds", 1e-6),
     ("_mj", "_joules", 1e-3),
     ("_j", "_joules", 1.0),
     ("_volts", "_volts", 1.0),

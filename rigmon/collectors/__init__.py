@@ -12,6 +12,7 @@ from rigmon.collectors.hwmon_power import make_hwmon_power_collector
 from rigmon.collectors.infiniband import make_infiniband_collector
 from rigmon.collectors.kernel_log import make_kernel_log_collector
 from rigmon.collectors.nvme import make_nvme_collector
+from rigmon.collectors.peer_probes import make_peer_probe_collector
 from rigmon.collectors.psu import make_psu_collector
 from rigmon.collectors.raid import make_raid_collector
 from rigmon.collectors.thunderbolt import make_thunderbolt_collector
@@ -24,6 +25,7 @@ REGISTRY: dict[str, CollectorFactory] = {
     "nvme": make_nvme_collector,
     "thunderbolt": make_thunderbolt_collector,
     "infiniband": make_infiniband_collector,
+    "peer_probes": make_peer_probe_collector,
     "gpu": make_gpu_collector,
     "gpu_processes": make_gpu_process_collector,
     "amd_gpu": make_amd_gpu_collector,

@@ -61,6 +61,8 @@ class CollectorContext:
     root: HostRoot
     clock: Clock
     config: AgentConfig
+    probe_key: bytes | None = None
+    """The cluster's latency probe key (from ``[probes] key_file`` or the read token), if any."""
 
 
 @dataclass(frozen=True, slots=True)

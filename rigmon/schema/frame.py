@@ -18,7 +18,13 @@ import msgspec
 from rigmon.schema.gpu import AmdGpuReading, GpuProcessReading, GpuReading, KernelLogReading
 from rigmon.schema.guard import GuardReading
 from rigmon.schema.host import HostReading, TemperatureReading
-from rigmon.schema.links import InfinibandPortReading, NetInterfaceReading, PeerPathReading, ThunderboltDeviceReading
+from rigmon.schema.links import (
+    InfinibandPortReading,
+    NetInterfaceReading,
+    PeerPathReading,
+    ProbeResponderReading,
+    ThunderboltDeviceReading,
+)
 from rigmon.schema.power import (
     HwmonVoltageReading,
     PathResistanceReading,
@@ -101,6 +107,7 @@ class Readings:
     guard: GuardReading | None = None
     infiniband: tuple[InfinibandPortReading, ...] = ()
     peer_paths: tuple[PeerPathReading, ...] = ()
+    probe_responder: ProbeResponderReading | None = None
 
 
 @dataclass(frozen=True, slots=True)

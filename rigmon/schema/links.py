@@ -191,3 +191,44 @@ class PeerPathReading:
     link_gbps: float | None = None
     sent_total: int = 0
     received_total: int = 0
+    # Added by the probes' work (issue 21; additive): the limits the state is judged by.
+    p99_limit_us: float | None = None
+    """The p99 above which the path is degraded (``[probes]`` or the path's ``p99_limit_us``)."""
+    loss_limit_pct: float | None = None
+    """The loss (percent of probes) above which the path is degraded."""
+    p99_over_limit: bool = False
+    """``rtt_p99_us`` is above ``p99_limit_us`` in this window."""
+    loss_over_limit: bool = False
+    """``loss_pct`` is above ``loss_limit_pct`` in this window (a silent path is ``state = silent``, not this)."""
+    peer_reachable: bool | None = None
+    """Some path to the same peer answered in this window. On a ``silent`` path ``true`` means the
+    peer is up on another path, so the failure is this path's (a thunderbolt-net lockup), not the
+    node being down. ``None``: the peer has no other path to tell by."""
+    error: str | None = None
+    """The last error sending on the path (``ECONNREFUSED: Connection refused``: nothing listens on the
+    peer's port; ``ENETUNREACH``: no route), cleared by the next reply; ``None``: none."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResponderReading:
+    """The node's latency probe responder (UDP): what it answered and what it refused since the agent started.
+
+    It answers only requests with a valid MAC from a configured peer name, with a reply of the
+    request's size, at most ``reply_rate_per_s`` per source address. ``refused_*`` count datagrams
+    it did not answer, by reason: ``garbled`` (wrong size, magic, version or kind), ``mac`` (bad
+    MAC: a stranger or a different key), ``peer`` (valid MAC but a sender name not configured),
+    ``stale`` (send time too far from this node's clock: a replayed request), ``rate``
+    (over the source's rate limit).
+    """
+
+    address: str
+    """``HOST:PORT`` the responder is bound to."""
+    answered_total: int = 0
+    refused_garbled_total: int = 0
+    refused_mac_total: int = 0
+    refused_peer_total: int = 0
+    refused_stale_total: int = 0
+    refused_rate_total: int = 0
+    last_refused_from: str | None = None
+    """Source address of the last refused datagram."""
+    last_refused_reason: str | None = None

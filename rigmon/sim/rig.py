@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import random
+import secrets
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from rigmon.sim.clock import SimClock
 from rigmon.sim.node import SimNode, merge_config
 from rigmon.sim.scenarios import SCENARIOS, Scenario
 from rigmon.sim.tree import Tree
+from rigmon.sim.wire import SimWire, free_udp_port
 from rigmon.typed import from_data
 
 #: Real seconds between physics steps (tree writes); the simulated step is this times the speed.
@@ -134,6 +138,40 @@ def node_agent_config(node: SimNode, listen: str, interval_s: float, state_dir: 
     return from_data(AgentConfig, data, strict=True)
 
 
+def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
+                ) -> tuple[SimWire | None, list[dict[str, object]]]:
+    """Start the scenario's simulated wire (if it has ``wire_paths``) and give each node its probe settings.
+
+    Every node's responder gets a free UDP port on 127.0.0.1 and every node probes its peers
+    through the wire's relays, with one probe key file shared by the rig (as a real cluster shares one).
+    """
+    wire_paths = getattr(scenario, "wire_paths", None)
+    if wire_paths is None:
+        return None, []
+    # Every agent's prober and responder and the relays are threads of this one process: hand
+    # the GIL over every 0.5 ms instead of 5, or a reply waits milliseconds for it (p99 /2).
+    sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
+    wire = SimWire(wire_paths(len(rig.nodes)), rig.clock.elapsed, seed)
+    key_file = workdir / "probe.key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_hex(16) + "\n")
+    names = [n.name for n in rig.nodes]
+    configs: list[dict[str, object]] = []
+    for index in range(len(rig.nodes)):
+        port = free_udp_port()
+        wire.set_responder(index, port)
+        # The responder sees every peer's probes from 127.0.0.1 (the relays): a rate for all of them.
+        # Probes run on real time; the window covers the default 10 s of simulated time, so
+        # alarms' holds (simulated time) and windows keep their proportions at any speed.
+        configs.append({"probes": {"bind": "127.0.0.1", "port": port, "key_file": str(key_file),
+                                   "window_s": max(1.0, 10.0 / rig.clock.speed),
+                                   "reply_rate_per_s": 2000.0, "reply_burst": 1000},
+                        "peers": wire.peers_config(index, names)})
+    wire.start()
+    return wire, configs
+
+
 @dataclass
 class RunningRig:
     """A rig whose nodes each have a real agent on loopback."""
@@ -141,6 +179,8 @@ class RunningRig:
     rig: SimRig
     agents: list[Agent]
     urls: list[str] = field(default_factory=list)
+    wire: SimWire | None = None
+    """The simulated wire between the nodes, when the scenario has one (``wire_paths``)."""
 
 
 def _bound_port(server: uvicorn.Server) -> int:
@@ -173,13 +213,17 @@ async def running_rig(
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rigmon-sim-")))
         rig = SimRig(scen, nodes, workdir, seed=seed, speed=speed)
         stack.callback(rig.close)
+        wire, wire_config = _start_wire(scen, rig, workdir, seed)
+        if wire is not None:
+            stack.callback(wire.close)
         agents: list[Agent] = []
         servers: list[uvicorn.Server] = []
         tasks: list[asyncio.Task[object]] = [asyncio.create_task(rig.run(), name="sim-physics")]
         try:
             for index, node in enumerate(rig.nodes):
+                node_extra = merge_config(wire_config[index], extra_config or {}) if wire_config else extra_config
                 config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s,
-                                           workdir / "state" / node.name, extra_config)
+                                           workdir / "state" / node.name, node_extra)
                 # A control token file in the configuration (``extra_config``) makes the agent
                 # accept acknowledgements, as `rigmon agent --control-token-file` does.
                 control = (read_token_file(config.agent.control_token_file, "control_token_file")
@@ -197,7 +241,7 @@ async def running_rig(
                         task.result()
                         raise RuntimeError("agent server stopped during start-up")
                     await asyncio.sleep(0.01)
-            running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers])
+            running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers], wire)
             yield running
         finally:
             for server in servers:

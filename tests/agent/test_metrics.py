@@ -11,7 +11,14 @@ import pytest
 from prometheus_client import generate_latest
 
 from rigmon.agent.metrics import FrameCollector, frame_metrics, make_registry, metric_name
-from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading, VoltageEnvelope
+from rigmon.schema import (
+    Frame,
+    PeerPathReading,
+    ProbeResponderReading,
+    PsuAdcCounters,
+    PsuRailReading,
+    VoltageEnvelope,
+)
 from tests.test_schema import sample_frame
 
 
@@ -31,14 +38,15 @@ from tests.test_schema import sample_frame
         ("host", "cpu_count", ("rigmon_host_cpus", 1.0, False)),
         ("host", "uptime_s", ("rigmon_host_uptime_seconds", 1.0, False)),
         ("psu", "min_volts", ("rigmon_psu_min_volts", 1.0, False)),
+        ("peer_path", "rtt_p99_us", ("rigmon_peer_path_rtt_p99_seconds", 1e-6, False)),
     ],
 )
 def test_metric_names(prefix: str, field: str, expected: tuple[str, float, bool]) -> None:
     assert metric_name(prefix, field) == expected
 
 
-def exposition() -> str:
-    frame = sample_frame()
+def exposition(frame: Frame | None = None) -> str:
+    frame = frame or sample_frame()
     collector = FrameCollector(lambda: frame)
     collector.observe(frame)
     return generate_latest(make_registry(collector)).decode()
@@ -72,6 +80,43 @@ def test_promtool_finds_nothing() -> None:
         pytest.skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
     out = subprocess.run([promtool, "check", "metrics"], input=exposition(), capture_output=True, text=True,
                          timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip() == "" and out.stderr.strip() == ""
+
+
+def probe_frame() -> Frame:
+    frame = sample_frame()
+    paths = (
+        PeerPathReading(name="node02/tbnet", peer="node02", path="tbnet", address="10.0.0.2", state="silent",
+                        window_s=10.0, sent=100, received=0, loss_pct=100.0, interface="thunderbolt0", link_gbps=40.0,
+                        sent_total=700, received_total=600, p99_limit_us=1000.0, loss_limit_pct=2.0),
+        PeerPathReading(name="node02/roce", peer="node02", path="roce", address="10.0.1.2", state="ok",
+                        window_s=10.0, sent=100, received=100, loss_pct=0.0, rtt_p50_us=12.5, rtt_p99_us=30.0,
+                        rtt_max_us=41.0, jitter_us=2.0, last_reply_age_s=0.05, sent_total=700, received_total=700),
+    )
+    responder = ProbeResponderReading(address="0.0.0.0:9872", answered_total=1400, refused_mac_total=3)
+    return dataclasses.replace(frame, readings=dataclasses.replace(frame.readings, peer_paths=paths,
+                                                                   probe_responder=responder))
+
+
+def test_peer_paths_are_exported_in_seconds_with_peer_and_path_labels() -> None:
+    text = exposition(probe_frame())
+    line = 'rigmon_peer_path_rtt_p99_seconds{interface="",node="node01",path="roce",peer="node02",transport="udp"} '
+    assert float(text.split(line)[1].split()[0]) == pytest.approx(30e-6)
+    assert ('rigmon_peer_path_state{interface="thunderbolt0",node="node01",path="tbnet",peer="node02",state="silent",'
+            'transport="udp"} 1.0') in text
+    assert 'rigmon_peer_path_loss_ratio{interface="thunderbolt0",node="node01",path="tbnet"' in text
+    assert 'rigmon_peer_path_sent_total{interface="thunderbolt0",node="node01",path="tbnet"' in text
+    assert 'rigmon_probe_responder_refused_mac_total{address="0.0.0.0:9872",node="node01"} 3.0' in text
+    assert 'rigmon_peer_path_rtt_p50_seconds{interface="thunderbolt0"' not in text  # no reply: no sample, never 0
+
+
+def test_promtool_finds_nothing_in_peer_paths() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
+    out = subprocess.run([promtool, "check", "metrics"], input=exposition(probe_frame()), capture_output=True,
+                         text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "" and out.stderr.strip() == ""
 

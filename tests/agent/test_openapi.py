@@ -28,6 +28,7 @@ from rigmon.schema import (
     Info,
     NodeCapture,
     PeerPathReading,
+    ProbeResponderReading,
     RdmaHwCounterReading,
 )
 
@@ -57,7 +58,7 @@ def test_record_schemas_require_what_the_dataclasses_require() -> None:
                "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
                "GuardGpuSettings": GuardGpuSettings, "InfinibandPortReading": InfinibandPortReading,
                "RdmaHwCounterReading": RdmaHwCounterReading,
-               "PeerPathReading": PeerPathReading}
+               "PeerPathReading": PeerPathReading, "ProbeResponderReading": ProbeResponderReading}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
         fields = {f.name: f for f in dataclasses.fields(cls)}

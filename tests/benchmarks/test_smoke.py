@@ -104,6 +104,16 @@ def test_adc_ingest_drops_nothing() -> None:
     assert re.search(r"valid lines received: \d+, dropped: 0,", out), out
 
 
+def test_probe_cost_measures_cpu_and_accuracy() -> None:
+    out = run("probe_cost.py")
+    assert row(out, "probing (difference)")
+    for delay in ("direct (no relay)", "0", "20", "300", "2000"):
+        cells = row(out, delay)
+        received, sent = (int(n) for n in cells[2].split("/"))
+        assert sent > 0 and received == sent, cells  # nothing is lost on loopback
+        assert number(cells[3]) >= number(delay) if delay[0].isdigit() else number(cells[3]) > 0
+
+
 def test_alarm_latency_goes_through_the_pty() -> None:
     out = run("alarm_latency.py")
     fired = row(out, "sag line on the pty -> alarm firing in the agent")

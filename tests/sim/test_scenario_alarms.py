@@ -31,6 +31,8 @@ CASES = [
     ("model-load", 5.0, set(), 4),
     ("rdma-port-flap", 10.0, {"rdma_port_down", "rdma_port_flapped", "rdma_port_below_rate",
                                   "rdma_port_errors_rising"}, 0),
+    # One node: no peers to probe (tests/sim/test_tp_cluster.py runs four); its RDMA port flaps.
+    ("tp-cluster", 10.0, {"rdma_port_down", "rdma_port_flapped"}, 0),
     ("strix-cluster", 10.0, set(), 4),
     ("healthy-v100", 5.0, set(), 4),
 ]

@@ -19,6 +19,7 @@ from rigmon.sim.scenarios.rdma_port_flap import RdmaPortFlap
 from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
+from rigmon.sim.scenarios.tp_cluster import TpCluster
 from rigmon.sim.scenarios.undervolt_bus_drop import UndervoltBusDrop
 from rigmon.sim.scenarios.undervolt_bus_drop_guarded import UndervoltBusDropGuarded
 
@@ -53,6 +54,7 @@ SCENARIOS: dict[str, Scenario] = {
     "loose-sxm2": LooseSxm2(),
     "strix-cluster": StrixCluster(),
     "rdma-port-flap": RdmaPortFlap(),
+    "tp-cluster": TpCluster(),
     "corroding-connection": CorrodingConnection(),
     "adc-unplug": AdcUnplug(),
     "adc-garbage": AdcGarbage(),

@@ -1,0 +1,211 @@
+"""Latency probes to the configured peers: one `PeerPathReading` per peer and path, and the node's responder."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from rigmon.clock import Clock
+from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
+from rigmon.config import AgentConfig, PeerPathSection
+from rigmon.hw.root import HostRoot
+from rigmon.probes.responder import ProbeResponder
+from rigmon.probes.sender import PathTarget, PathWindow, ProbeSender
+from rigmon.schema import PeerPathReading, PeerPathState
+
+log = logging.getLogger(__name__)
+
+
+def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, complete: bool
+               ) -> tuple[PeerPathState, bool, bool]:
+    """A path's state from its window: ``(state, p99_over_limit, loss_over_limit)``.
+
+    ``unknown`` until the first window is ``complete`` or while no probe is due; ``silent``
+    when probes were due and none was answered; ``degraded`` when the p99 or the loss is
+    above its limit; else ``ok``.
+    """
+    stats = window.stats
+    p99_over = stats.p99_us is not None and stats.p99_us > p99_limit_us
+    loss_over = stats.received > 0 and stats.loss_pct is not None and stats.loss_pct > loss_limit_pct
+    if not complete or stats.sent == 0:
+        return "unknown", p99_over, loss_over
+    if stats.received == 0:
+        return "silent", False, False
+    if p99_over or loss_over:
+        return "degraded", p99_over, loss_over
+    return "ok", False, False
+
+
+def with_peer_reachable(readings: Sequence[PeerPathReading]) -> list[PeerPathReading]:
+    """Each reading with ``peer_reachable``: whether any path to the same peer answered in the window
+    (``None`` for a peer with one path)."""
+    answering: set[str] = set()
+    paths: dict[str, int] = {}
+    for r in readings:
+        paths[r.peer] = paths.get(r.peer, 0) + 1
+        if r.received > 0:
+            answering.add(r.peer)
+    return [dataclasses.replace(r, peer_reachable=None if paths[r.peer] < 2 else r.peer in answering)
+            for r in readings]
+
+
+def _describe(r: PeerPathReading) -> str:
+    if r.state == "silent":
+        also = {True: f", while {r.peer} answers on its other paths", False: f"; {r.peer} answers on no path",
+                None: ""}[r.peer_reachable]
+        return f"no reply to {r.sent} probes in {r.window_s:g} s{also}"
+    parts = []
+    if r.p99_over_limit and r.rtt_p99_us is not None:
+        parts.append(f"p99 {r.rtt_p99_us:.0f} us above {r.p99_limit_us or 0:.0f} us")
+    if r.loss_over_limit and r.loss_pct is not None:
+        parts.append(f"{r.loss_pct:.1f} % lost")
+    if r.rtt_p50_us is not None:
+        parts.append(f"p50 {r.rtt_p50_us:.0f} us")
+    return ", ".join(parts)
+
+
+def path_events(before: Mapping[str, PeerPathState], now: Sequence[PeerPathReading], at: float) -> list[EventDraft]:
+    """Events for paths whose state changed since the previous sample (``before``: state by path name)."""
+    out: list[EventDraft] = []
+    for r in now:
+        was = before.get(r.name, "unknown")
+        if r.state == was or r.state == "unknown":
+            continue
+        subject = f"peer:{r.name}"
+        data: dict[str, str | int | float | bool | None] = {
+            "peer": r.peer, "path": r.path, "address": r.address, "transport": r.transport, "from_state": was,
+            "state": r.state, "rtt_p50_us": r.rtt_p50_us, "rtt_p99_us": r.rtt_p99_us, "loss_pct": r.loss_pct}
+        if r.state == "silent":
+            out.append(EventDraft("peer_path_silent", "warning", subject,
+                                  f"path {r.name} ({r.address}) stopped answering: {_describe(r)}", data, at))
+        elif r.state == "degraded":
+            out.append(EventDraft("peer_path_degraded", "warning", subject,
+                                  f"path {r.name} ({r.address}) degraded: {_describe(r)}", data, at))
+        elif was in ("silent", "degraded"):
+            out.append(EventDraft("peer_path_recovered", "info", subject,
+                                  f"path {r.name} ({r.address}) answers normally again: {_describe(r)}", data, at))
+    return out
+
+
+class PeerProbeCollector:
+    """Probes every configured peer over every path, and answers the peers' probes.
+
+    `start` binds the UDP responder and starts its thread and the sender's; `collect` turns
+    each path's window into a reading. No ``[[peers]]``: absent.
+    """
+
+    name = "peer_probes"
+
+    def __init__(self, root: HostRoot, clock: Clock, config: AgentConfig, key: bytes | None) -> None:
+        self.root = root
+        self.clock = clock
+        self.config = config
+        self.key = key
+        self._paths: dict[str, PeerPathSection] = {}
+        targets: list[PathTarget] = []
+        for peer in config.peers:
+            for path in peer.paths:
+                target = PathTarget(peer.name, path.name, path.address, path.target_port(config.probes),
+                                    path.transport)
+                self._paths[target.name] = path
+                targets.append(target)
+        self.sender: ProbeSender | None = None
+        if targets and key is not None:
+            self.sender = ProbeSender(config.node_name, key, targets, config.probes.rate_hz, config.probes.window_s)
+        self.responder: ProbeResponder | None = None
+        self._responder_error: str | None = None
+        self._states: dict[str, PeerPathState] = {}
+
+    def start(self, push: PushFn) -> None:
+        """Bind the responder and start both threads (the sender's and the responder's)."""
+        if self.sender is None or self.key is None:
+            return
+        self._start_responder()
+        self.sender.start()
+
+    def _start_responder(self) -> None:
+        assert self.key is not None
+        probes = self.config.probes
+        responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
+                                   probes.reply_rate_per_s, probes.reply_burst)
+        try:
+            responder.bind(probes.bind, probes.port)
+        except OSError as exc:
+            error = f"probe responder cannot listen on {probes.bind}:{probes.port}: {exc.strerror or exc}"
+            if error != self._responder_error:
+                log.error("%s", error)
+            self._responder_error = error
+            return
+        self._responder_error = None
+        responder.start()
+        self.responder = responder
+
+    def collect(self) -> Sequence[object]:
+        """Readings of every path over the last window, the responder's counters and state-change events.
+
+        Raises:
+            NoData: no ``[[peers]]`` configured.
+            CollectorError: peers are configured but there is no probe key, or the responder
+                could not bind its port (the peers' probes of this node go unanswered).
+        """
+        if not self._paths:
+            raise NoData("no [[peers]] configured")
+        if self.sender is None:
+            raise CollectorError("no probe key: set [probes] key_file, or [agent] token_file to derive it")
+        if self._responder_error is not None:
+            self._start_responder()  # again: the port may be free now
+            if self._responder_error is not None:
+                # Before the paths: their state changes are reported once the responder runs.
+                raise CollectorError(self._responder_error)
+        started = self.sender.started_s
+        # Real seconds, like the probes themselves (the simulator's clock may run faster).
+        complete = started is not None and time.monotonic() - started >= self.config.probes.window_s
+        probes = self.config.probes
+        readings: list[PeerPathReading] = []
+        for window in self.sender.windows():
+            section = self._paths[window.target.name]
+            limit = section.p99_limit_us or probes.p99_limit_us
+            state, p99_over, loss_over = judge_path(window, limit, probes.loss_limit_pct, complete)
+            s = window.stats
+            readings.append(PeerPathReading(
+                name=window.target.name, peer=window.target.peer, path=window.target.path,
+                address=window.target.address, transport=window.target.transport, state=state,
+                window_s=probes.window_s, sent=s.sent, received=s.received, loss_pct=s.loss_pct,
+                rtt_p50_us=s.p50_us, rtt_p99_us=s.p99_us, rtt_max_us=s.max_us, jitter_us=s.jitter_us,
+                last_reply_age_s=window.last_reply_age_s, interface=section.interface or None,
+                link_gbps=self._link_gbps(section.interface), sent_total=window.sent_total,
+                received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
+                p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
+            ))
+        readings = with_peer_reachable(readings)
+        records: list[object] = list(path_events(self._states, readings, self.clock.time()))
+        self._states.update({r.name: r.state for r in readings if r.state != "unknown"})
+        records.extend(readings)
+        if self.responder is not None:
+            records.append(self.responder.reading())
+        return records
+
+    def _link_gbps(self, interface: str) -> float | None:
+        if not interface or "/" in interface:
+            return None
+        text = self.root.read_attr(f"/sys/class/net/{interface}/speed")
+        try:
+            mbps = int(text) if text is not None else -1
+        except ValueError:
+            return None
+        # The kernel reports -1 (or 4294967295) when the link is down or the driver does not know.
+        return mbps / 1000.0 if 0 < mbps < 10_000_000 else None
+
+    def close(self) -> None:
+        """Stop the sender's thread and the responder."""
+        if self.sender is not None:
+            self.sender.close()
+        if self.responder is not None:
+            self.responder.close()
+
+
+def make_peer_probe_collector(ctx: CollectorContext) -> PeerProbeCollector:
+    """Registry factory."""
+    return PeerProbeCollector(ctx.root, ctx.clock, ctx.config, ctx.probe_key)

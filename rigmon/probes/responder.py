@@ -1,0 +1,153 @@
+"""The probe responder: a UDP echo on a small thread of the agent that answers only authenticated peers."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from rigmon.agent.ratelimit import RateLimiter
+from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
+from rigmon.schema import ProbeResponderReading
+
+log = logging.getLogger(__name__)
+
+#: A request whose send time is further than this from the responder's wall clock is refused
+#: (a replayed capture); generous, because the nodes' clocks may be apart.
+MAX_CLOCK_SKEW_S = 300.0
+
+_GARBLED = frozenset({"size", "magic", "version", "kind", "name"})
+#: Read buffer: larger than any probe, so an oversized datagram is seen whole and refused.
+_MAX_DATAGRAM = 2048
+
+
+class ProbeResponder:
+    """Answers probe requests: valid MAC, sender among ``peers``, fresh, within the source's rate.
+
+    The reply has the request's size (the datagram format is fixed), so the responder never
+    amplifies; a stranger (bad MAC, unknown name, any other datagram) gets no answer at all.
+    Nothing a datagram holds can raise out of `datagram_received`.
+
+    It runs on a small thread of its own (`start`), not on the agent's event loop: the loop
+    stalls for milliseconds while it encodes frames and evaluates alarms, and every stall
+    would show up in the peers' round trips as latency of the network.
+
+    Args:
+        node: this node's name, the sender of replies.
+        key: the cluster's probe key.
+        peers: node names whose requests are answered.
+        rate_per_s: replies per second per source address (token bucket).
+        burst: replies per source address at once.
+        wall_ns: wall clock in Unix nanoseconds (tests pass a fake).
+        monotonic: clock of the rate limiter in seconds.
+    """
+
+    def __init__(self, node: str, key: bytes, peers: frozenset[str], rate_per_s: float, burst: int,
+                 wall_ns: Callable[[], int] = time.time_ns, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.node = node
+        self.key = key
+        self.peers = peers
+        self.limiter = RateLimiter(rate_per_s, burst, monotonic)
+        self.wall_ns = wall_ns
+        self.sock: socket.socket | None = None
+        self.address = ""
+        self.answered_total = 0
+        self.refused: dict[str, int] = {"garbled": 0, "mac": 0, "peer": 0, "stale": 0, "rate": 0}
+        self.last_refused_from: str | None = None
+        self.last_refused_reason: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def bind(self, host: str, port: int) -> None:
+        """Open the UDP socket on ``host:port``.
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            raise
+        # Wakes up to check for shutdown; a datagram wakes it at once.
+        sock.settimeout(0.5)
+        self.sock = sock
+        bound_host, bound_port = sock.getsockname()[:2]
+        self.address = f"[{bound_host}]:{bound_port}" if family == socket.AF_INET6 else f"{bound_host}:{bound_port}"
+
+    def start(self) -> None:
+        """Answer on a thread of its own until `close`."""
+        self._thread = threading.Thread(target=self._run, name=f"rigmon-probe-responder-{self.node}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        sock = self.sock
+        assert sock is not None
+        while not self._stop.is_set():
+            try:
+                data, addr = sock.recvfrom(_MAX_DATAGRAM)
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                continue  # ICMP errors from a prober that went away
+            self.datagram_received(data, addr)
+
+    def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
+        """Answer or refuse one datagram (never raises)."""
+        source = str(addr[0])
+        try:
+            reason = self._answer(data, addr)
+        except Exception:  # noqa: BLE001 - a datagram must never take the responder down
+            log.exception("probe responder: datagram from %s", source)
+            reason = "garbled"
+        if reason is not None:
+            self.refused[reason] += 1
+            self.last_refused_from = source
+            self.last_refused_reason = reason
+
+    def _answer(self, data: bytes, addr: tuple[str | object, ...]) -> str | None:
+        try:
+            probe = parse(data, self.key)
+        except ProbeRefused as exc:
+            return "garbled" if exc.reason in _GARBLED else "mac"
+        if probe.kind != "request":
+            return "garbled"
+        if probe.sender not in self.peers:
+            return "peer"
+        if abs(self.wall_ns() - probe.sent_at_ns) > MAX_CLOCK_SKEW_S * 1e9:
+            return "stale"
+        if self.limiter.take(str(addr[0])) is not None:
+            return "rate"
+        reply = pack(Probe("reply", self.node, probe.seq, probe.sent_at_ns), self.key)
+        if len(reply) > len(data) or self.sock is None:  # never: the format is fixed; kept as the rule
+            return "garbled"
+        try:
+            self.sock.sendto(reply, addr)
+        except OSError:
+            return None  # the prober went away; not the requester's fault
+        self.answered_total += 1
+        return None
+
+    def reading(self) -> ProbeResponderReading:
+        """Counters since start, as a record for the frame."""
+        r = self.refused
+        return ProbeResponderReading(
+            address=self.address, answered_total=self.answered_total, refused_garbled_total=r["garbled"],
+            refused_mac_total=r["mac"], refused_peer_total=r["peer"], refused_stale_total=r["stale"],
+            refused_rate_total=r["rate"], last_refused_from=self.last_refused_from,
+            last_refused_reason=self.last_refused_reason,
+        )
+
+    def close(self) -> None:
+        """Stop answering and close the socket."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        if self.sock is not None:
+            self.sock.close()

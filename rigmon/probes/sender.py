@@ -1,0 +1,306 @@
+"""The probe sender: one thread that sends probes on every path, matches replies and keeps each path's window."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rigmon.probes.stats import WindowStats, window_stats
+from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
+
+log = logging.getLogger(__name__)
+
+#: A probe unanswered this long is lost (or a quarter of the window, when that is shorter).
+REPLY_TIMEOUT_S = 1.0
+#: Replies read per socket per wake-up, so one flooded path cannot starve the others.
+_READ_BATCH = 64
+#: Linux: ask for the kernel's receive time of each datagram (struct timespec, CLOCK_REALTIME).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("@qq")
+
+
+@dataclass(frozen=True, slots=True)
+class PathTarget:
+    """One path to probe: ``<peer>/<path>`` at ``address:port`` over ``transport``."""
+
+    peer: str
+    path: str
+    address: str
+    port: int
+    transport: Literal["udp", "tcp"] = "udp"
+
+    @property
+    def name(self) -> str:
+        return f"{self.peer}/{self.path}"
+
+
+@dataclass(slots=True)
+class _Sent:
+    """One probe: when it went (monotonic s) and its round trip once answered (us).
+
+    ``start_ns`` is `time.perf_counter_ns` (TCP connects); ``start_wall_ns`` the wall clock
+    just before the datagram was sent (UDP), to subtract from the kernel's receive time.
+    """
+
+    at_s: float
+    seq: int
+    start_ns: int
+    start_wall_ns: int = 0
+    rtt_us: float | None = None
+
+
+@dataclass(slots=True)
+class _Path:
+    target: PathTarget
+    sock: socket.socket | None = None
+    next_seq: int = 1
+    next_send_s: float = 0.0
+    window: deque[_Sent] = field(default_factory=deque)
+    by_seq: dict[int, _Sent] = field(default_factory=dict)
+    sent_total: int = 0
+    received_total: int = 0
+    last_reply_s: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PathWindow:
+    """What the sender knows of one path now."""
+
+    target: PathTarget
+    stats: WindowStats
+    sent_total: int
+    received_total: int
+    last_reply_age_s: float | None
+    error: str | None
+
+
+def _kernel_time_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
+    """The kernel receive time (Unix ns) in a datagram's control messages, if it is there."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            return int(sec) * 1_000_000_000 + int(nsec)
+    return None
+
+
+class ProbeSender:
+    """Sends a probe on every path every ``1 / rate_hz`` s from one thread, and times replies.
+
+    UDP probes go from one socket per path to the peer's responder; a reply counts when its
+    MAC is valid, it comes from the peer the path names, and it answers a probe still waited
+    for. A UDP round trip ends at the kernel's receive time of the reply (``SO_TIMESTAMPNS``),
+    so it does not include this thread's wait for the GIL; without it (and for TCP paths,
+    which time a connect: SYN to SYN-ACK) it ends when this thread reads the reply
+    (`time.perf_counter_ns`). It starts just before the send, in this thread.
+
+    Args:
+        node: this node's name, the sender in requests.
+        key: the cluster's probe key.
+        targets: the paths.
+        rate_hz: probes per second per path.
+        window_s: seconds the statistics cover.
+    """
+
+    def __init__(self, node: str, key: bytes, targets: list[PathTarget], rate_hz: float, window_s: float) -> None:
+        self.node = node
+        self.key = key
+        self.period_s = 1.0 / rate_hz
+        self.window_s = window_s
+        self.reply_timeout_s = min(REPLY_TIMEOUT_S, window_s / 4)
+        self.started_s: float | None = None
+        self._paths = [_Path(t) for t in targets]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._selector = selectors.DefaultSelector()
+        # Pending TCP connects: socket -> (path, probe).
+        self._connects: dict[socket.socket, tuple[_Path, _Sent]] = {}
+        # Wakes the thread from select() at stop.
+        self._wake_r, self._wake_w = socket.socketpair()
+
+    def start(self) -> None:
+        """Open the sockets and start the thread."""
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        now = time.monotonic()
+        self.started_s = now
+        for index, path in enumerate(self._paths):
+            # Spread the paths over one period, so the thread does not send in bursts.
+            path.next_send_s = now + self.period_s * index / max(1, len(self._paths))
+            if path.target.transport == "udp":
+                try:
+                    family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
+                    sock = socket.socket(family, socket.SOCK_DGRAM)
+                    sock.setblocking(False)
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                    except OSError:
+                        pass  # no kernel timestamps: the thread's own clock is used
+                    sock.connect((path.target.address, path.target.port))
+                except OSError as exc:
+                    path.error = f"cannot open a socket to {path.target.address}: {exc.strerror or exc}"
+                    continue
+                path.sock = sock
+                self._selector.register(sock, selectors.EVENT_READ, path)
+        self._thread = threading.Thread(target=self._run, name=f"rigmon-probes-{self.node}", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread and close every socket."""
+        self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        for path in self._paths:
+            if path.sock is not None:
+                path.sock.close()
+        for sock in self._connects:
+            sock.close()
+        self._connects.clear()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def windows(self) -> list[PathWindow]:
+        """Every path's statistics over the last window (probes younger than the reply timeout
+        are still in flight and do not count yet)."""
+        now = time.monotonic()
+        out: list[PathWindow] = []
+        with self._lock:
+            for path in self._paths:
+                due = [s for s in path.window if now - self.window_s <= s.at_s <= now - self.reply_timeout_s
+                       or (s.rtt_us is not None and s.at_s >= now - self.window_s)]
+                rtts = [s.rtt_us for s in due if s.rtt_us is not None]
+                age = None if path.last_reply_s is None else now - path.last_reply_s
+                out.append(PathWindow(path.target, window_stats(len(due), rtts), path.sent_total,
+                                      path.received_total, age, path.error))
+        return out
+
+    # --- the thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for path in self._paths:
+                if now >= path.next_send_s:
+                    self._send(path, now)
+                    path.next_send_s += self.period_s
+                    if path.next_send_s < now:  # fell behind (suspended): do not burst
+                        path.next_send_s = now + self.period_s
+            self._expire_connects(now)
+            wait = min(p.next_send_s for p in self._paths) - time.monotonic() if self._paths else 1.0
+            try:
+                ready = self._selector.select(max(0.0, wait))
+            except OSError:
+                return
+            for key, _ in ready:
+                if key.data is None:
+                    return  # woken to stop
+                if isinstance(key.data, _Path):
+                    self._read_replies(key.data)
+                else:
+                    self._finish_connect(key.fileobj)  # type: ignore[arg-type]
+
+    def _send(self, path: _Path, now: float) -> None:
+        seq = path.next_seq
+        path.next_seq += 1
+        sent = _Sent(now, seq, time.perf_counter_ns())
+        with self._lock:
+            path.window.append(sent)
+            path.by_seq[seq] = sent
+            path.sent_total += 1
+            while path.window and path.window[0].at_s < now - self.window_s - self.reply_timeout_s:
+                del path.by_seq[path.window.popleft().seq]
+        if path.target.transport == "tcp":
+            self._connect(path, sent)
+            return
+        if path.sock is None:
+            return
+        sent.start_wall_ns = time.time_ns()
+        data = pack(Probe("request", self.node, seq, sent.start_wall_ns), self.key)
+        sent.start_ns = time.perf_counter_ns()
+        try:
+            path.sock.send(data)
+        except OSError as exc:
+            # ECONNREFUSED (ICMP from an earlier probe), ENETUNREACH, EHOSTUNREACH: the probe is lost.
+            path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
+
+    def _read_replies(self, path: _Path) -> None:
+        assert path.sock is not None
+        for _ in range(_READ_BATCH):
+            try:
+                data, ancdata, _, _ = path.sock.recvmsg(256, socket.CMSG_SPACE(_TIMESPEC.size))
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
+                return
+            end_ns = time.perf_counter_ns()
+            kernel_ns = _kernel_time_ns(ancdata)
+            try:
+                reply = parse(data, self.key)
+            except ProbeRefused:
+                continue
+            if reply.kind != "reply" or reply.sender != path.target.peer:
+                continue
+            self._answered(path, reply.seq, end_ns, kernel_ns)
+
+    def _answered(self, path: _Path, seq: int, end_ns: int, kernel_ns: int | None = None) -> None:
+        with self._lock:
+            sent = path.by_seq.get(seq)
+            if sent is None or sent.rtt_us is not None:
+                return
+            rtt_ns = end_ns - sent.start_ns
+            if kernel_ns is not None and sent.start_wall_ns:
+                # The kernel's arrival time: this thread may wait for the GIL before it reads
+                # the reply, and that wait is not the network's. A wall clock step makes it absurd.
+                by_kernel = kernel_ns - sent.start_wall_ns
+                if 0 < by_kernel <= rtt_ns:
+                    rtt_ns = by_kernel
+            sent.rtt_us = rtt_ns / 1000.0
+            path.error = None
+            path.received_total += 1
+            path.last_reply_s = time.monotonic()
+
+    def _connect(self, path: _Path, sent: _Sent) -> None:
+        family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sent.start_ns = time.perf_counter_ns()
+        code = sock.connect_ex((path.target.address, path.target.port))
+        if code not in (0, errno.EINPROGRESS):
+            path.error = f"connect: {errno.errorcode.get(code, code)}"
+            sock.close()
+            return
+        self._connects[sock] = (path, sent)
+        self._selector.register(sock, selectors.EVENT_WRITE, "connect")
+
+    def _finish_connect(self, sock: socket.socket) -> None:
+        end_ns = time.perf_counter_ns()
+        path, sent = self._connects.pop(sock)
+        self._selector.unregister(sock)
+        code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        sock.close()
+        if code == 0:
+            self._answered(path, sent.seq, end_ns)
+        else:
+            path.error = f"connect: {errno.errorcode.get(code, code)}"
+
+    def _expire_connects(self, now: float) -> None:
+        for sock, (path, sent) in list(self._connects.items()):
+            if now - sent.at_s > self.reply_timeout_s:
+                del self._connects[sock]
+                self._selector.unregister(sock)
+                sock.close()

@@ -1,0 +1,247 @@
+"""The simulated wire: UDP relays on 127.0.0.1 that carry real probe datagrams between simulated nodes
+with each path's delay, jitter and loss, and silence a path at a scheduled time.
+
+One relay per directed path (``node02 -> node03`` over ``roce``): the prober of the source
+node sends to the relay's port, the relay forwards to the destination node's responder after
+the path's delay, and sends the reply back to the prober. Nothing here writes a reading: the
+agents measure the datagrams that really travel.
+
+All relays share one thread with its own ``select()``: asyncio's epoll loop sleeps in whole
+milliseconds, which would turn a 12 us RDMA-like delay into a millisecond; ``select()``
+takes microseconds and the thread asks the kernel for 1 us timer slack. The round trip an
+agent measures is the configured delay plus Python's own UDP round trip over loopback
+through the relay (tens of microseconds, more on a loaded machine).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import logging
+import random
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+_PR_SET_TIMERSLACK = 29
+_MAX_DATAGRAM = 2048
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("@qq")
+
+
+@dataclass(frozen=True, slots=True)
+class WirePath:
+    """One path between two nodes (both directions) and how it behaves.
+
+    Attributes:
+        a, b: node indices (from 0).
+        path: path name (``roce``, ``tbnet``, ``mgmt``).
+        delay_us: round-trip time the wire adds, in microseconds.
+        jitter_us: the added time varies uniformly by up to this much either way (never below 0).
+        loss: probability that a request is dropped (0..1).
+        silent_from_s, silent_until_s: simulated seconds between which every datagram is dropped.
+        interface: the nodes' local interface carrying the path (reported with the path).
+        p99_limit_us: the path's p99 limit in the agents' configuration.
+    """
+
+    a: int
+    b: int
+    path: str
+    delay_us: float
+    jitter_us: float = 0.0
+    loss: float = 0.0
+    silent_from_s: float | None = None
+    silent_until_s: float | None = None
+    interface: str = ""
+    p99_limit_us: float | None = None
+
+    def silent_at(self, t_s: float) -> bool:
+        """Whether the path drops everything at simulated time ``t_s``."""
+        if self.silent_from_s is None or t_s < self.silent_from_s:
+            return False
+        return self.silent_until_s is None or t_s < self.silent_until_s
+
+
+class _Relay:
+    """One direction of a path: a front socket the prober talks to, a back socket towards the responder."""
+
+    def __init__(self, wire_path: WirePath, src: int, dst: int) -> None:
+        self.path = wire_path
+        self.src = src
+        self.dst = dst
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front.bind(("127.0.0.1", 0))
+        self.front.setblocking(False)
+        try:
+            self.front.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back.bind(("127.0.0.1", 0))
+        self.back.setblocking(False)
+        self.port: int = self.front.getsockname()[1]
+        self.target: tuple[str, int] | None = None
+        self.client: tuple[str, int] | None = None
+        self.forwarded = 0
+        self.dropped = 0
+
+    def close(self) -> None:
+        self.front.close()
+        self.back.close()
+
+
+class SimWire:
+    """The relays of every path, in both directions, on one thread.
+
+    Args:
+        paths: the paths between nodes.
+        now_s: simulated seconds since the scenario started (silence is scheduled on it).
+        seed: makes the dropped datagrams and the jitter repeatable.
+    """
+
+    def __init__(self, paths: list[WirePath], now_s: Callable[[], float], seed: int = 1) -> None:
+        self.paths = paths
+        self.now_s = now_s
+        self.rng = random.Random(f"wire:{seed}")
+        self.relays: list[_Relay] = []
+        for p in paths:
+            self.relays.append(_Relay(p, p.a, p.b))
+            self.relays.append(_Relay(p, p.b, p.a))
+        self._selector = selectors.SelectSelector()
+        self._heap: list[tuple[int, int, socket.socket, bytes, tuple[str, int]]] = []
+        self._order = 0
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._thread: threading.Thread | None = None
+
+    def relay_port(self, src: int, dst: int, path: str) -> int:
+        """Port on 127.0.0.1 node ``src`` sends its probes of ``path`` to ``dst`` to."""
+        return next(r.port for r in self.relays if (r.src, r.dst, r.path.path) == (src, dst, path))
+
+    def set_responder(self, node: int, port: int) -> None:
+        """Where node ``node``'s responder listens (127.0.0.1)."""
+        for r in self.relays:
+            if r.dst == node:
+                r.target = ("127.0.0.1", port)
+
+    def peers_config(self, node: int, names: list[str]) -> list[dict[str, object]]:
+        """The ``[[peers]]`` of node ``node``: every path to every other node, through the relays."""
+        peers: dict[int, list[dict[str, object]]] = {}
+        for r in self.relays:
+            if r.src != node:
+                continue
+            path: dict[str, object] = {"name": r.path.path, "address": "127.0.0.1", "port": r.port}
+            if r.path.interface:
+                path["interface"] = r.path.interface
+            if r.path.p99_limit_us is not None:
+                path["p99_limit_us"] = r.path.p99_limit_us
+            peers.setdefault(r.dst, []).append(path)
+        return [{"name": names[dst], "paths": paths} for dst, paths in sorted(peers.items())]
+
+    def start(self) -> None:
+        """Start the relays' thread."""
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        for r in self.relays:
+            self._selector.register(r.front, selectors.EVENT_READ, (r, True))
+            self._selector.register(r.back, selectors.EVENT_READ, (r, False))
+        self._thread = threading.Thread(target=self._run, name="rigmon-sim-wire", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread and close every socket."""
+        self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        self._selector.close()
+        for r in self.relays:
+            r.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _run(self) -> None:
+        try:
+            # Wake up within a microsecond of the timeout, not the default 50 us (Linux; best effort).
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        while not self._stop.is_set():
+            timeout = None
+            if self._heap:
+                timeout = max(0.0, (self._heap[0][0] - time.perf_counter_ns()) / 1e9)
+            for key, _ in self._selector.select(timeout):
+                if key.data is None:
+                    return
+                relay, front = key.data
+                self._receive(relay, front)
+            now_ns = time.perf_counter_ns()
+            while self._heap and self._heap[0][0] <= now_ns:
+                _, _, sock, data, addr = heapq.heappop(self._heap)
+                try:
+                    sock.sendto(data, addr)
+                except OSError:
+                    pass
+
+    def _receive(self, relay: _Relay, front: bool) -> None:
+        sock = relay.front if front else relay.back
+        for _ in range(64):
+            try:
+                data, ancdata, _, addr = sock.recvmsg(_MAX_DATAGRAM, socket.CMSG_SPACE(_TIMESPEC.size))
+            except (BlockingIOError, OSError):
+                return
+            if relay.path.silent_at(self.now_s()):
+                relay.dropped += 1
+                continue
+            if front:
+                relay.client = addr
+                if relay.target is None or self.rng.random() < relay.path.loss:
+                    relay.dropped += 1
+                    continue
+                jitter = self.rng.uniform(-relay.path.jitter_us, relay.path.jitter_us)
+                delay_ns = int(max(0.0, relay.path.delay_us + jitter) * 1000)
+                # Count the delay from the datagram's arrival in the kernel: the time this thread
+                # took to read it (waiting for the GIL) is part of the delay, not added to it.
+                late_ns = max(0, time.time_ns() - (_arrival_ns(ancdata) or time.time_ns()))
+                self._push(time.perf_counter_ns() + delay_ns - late_ns, relay.back, data, relay.target)
+                relay.forwarded += 1
+            elif relay.client is not None:
+                # Replies go straight back: the path's whole delay was added to the request.
+                try:
+                    relay.front.sendto(data, relay.client)
+                except OSError:
+                    pass
+
+    def _push(self, due_ns: int, sock: socket.socket, data: bytes, addr: tuple[str, int]) -> None:
+        if due_ns <= time.perf_counter_ns():
+            try:
+                sock.sendto(data, addr)
+            except OSError:
+                pass
+            return
+        self._order += 1
+        heapq.heappush(self._heap, (due_ns, self._order, sock, data, addr))
+
+
+def _arrival_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            return int(sec) * 1_000_000_000 + int(nsec)
+    return None
+
+
+def free_udp_port() -> int:
+    """A UDP port on 127.0.0.1 free right now (for a simulated node's responder)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,44 @@
+"""Default rules on latency probes: a silent path is critical, a slow or lossy path a warning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.alarms.helpers import Step, default, run
+
+
+def path(state: str = "ok", **kw: Any) -> dict[str, Any]:
+    base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "state": state,
+            "window_s": 10.0, "sent": 100, "received": 100, "loss_pct": 0.0, "rtt_p50_us": 40.0,
+            "rtt_p99_us": 90.0, "p99_limit_us": 1000.0, "loss_limit_pct": 2.0, "p99_over_limit": False,
+            "loss_over_limit": False}
+    return {**base, **kw}
+
+
+def steps(*paths: dict[str, Any], every_s: float = 5.0) -> list[Step]:
+    return [Step(i * every_s, {"peer_paths": [p]}) for i, p in enumerate(paths)]
+
+
+def test_a_silent_path_is_critical_at_once() -> None:
+    engine, seen = run(default("peer_path_silent"), steps(path(), path("silent", received=0, loss_pct=100.0)))
+    assert seen == [(5.0, "firing", "peer:node02/tbnet")]
+    (alarm,) = engine.active()
+    assert alarm.severity == "critical"
+    assert alarm.message == "path node02/tbnet stopped answering probes: no reply in a whole window"
+
+
+def test_p99_above_the_limit_for_ten_seconds_warns() -> None:
+    slow = path("degraded", rtt_p99_us=2600.0, rtt_p50_us=2100.0, p99_over_limit=True)
+    engine, seen = run(default("peer_path_p99_high"), steps(path(), slow, slow, slow))
+    assert seen == [(5.0, "pending", "peer:node02/tbnet"), (15.0, "firing", "peer:node02/tbnet")]
+    (alarm,) = engine.active()
+    assert alarm.message.startswith("path node02/tbnet: p99 round trip above its limit")
+
+
+def test_loss_above_the_limit_for_fifteen_seconds_warns_and_a_healthy_path_never_does() -> None:
+    lossy = path("degraded", received=95, loss_pct=5.0, loss_over_limit=True)
+    engine, seen = run(default("peer_path_loss"), steps(path(), lossy, lossy, lossy, lossy))
+    assert seen == [(5.0, "pending", "peer:node02/tbnet"), (20.0, "firing", "peer:node02/tbnet")]
+    assert engine.active()[0].message.startswith("path node02/tbnet loses more probes than its limit")
+    _, quiet = run(default("peer_path_silent", "peer_path_p99_high", "peer_path_loss"), steps(*[path()] * 10))
+    assert quiet == []

@@ -1,0 +1,72 @@
+"""Scenario tp-cluster end to end: real probes through the simulated wire between four real agents.
+
+The slow RoCE path (node02 <-> node03) is reported degraded and alarms, the thunderbolt-net path
+(node03 <-> node04) goes silent after 60 simulated seconds while both agents' HTTP answers and
+alarms critical, and the healthy paths are ok.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from rigmon.schema import Frame, PeerPathReading
+from rigmon.sim.rig import running_rig
+from rigmon.sim.scenarios.tp_cluster import SLOW_DELAY_US, TBNET_SILENT_FROM_S
+from tests.sim.test_scenario_alarms import fired_rules
+
+#: The simulator gives the agents probe windows of 10 simulated seconds: 2.5 s at this speed.
+SPEED = 4.0
+DEADLINE_S = 60.0
+
+
+def paths(frame: Frame | None) -> dict[str, PeerPathReading]:
+    return {} if frame is None else {p.name: p for p in frame.readings.peer_paths}
+
+
+async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> None:
+    async with running_rig("tp-cluster", 4, base_port=0, speed=SPEED) as rig, \
+            httpx.AsyncClient(timeout=10) as client:
+        assert rig.wire is not None
+        node01, node02, node03, node04 = rig.agents
+        slow_seen: list[PeerPathReading] = []
+        deadline = time.monotonic() + DEADLINE_S
+        fired: dict[str, set[str]] = {}
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            slow = paths(node02.buffer.latest if node02.buffer else None).get("node03/roce")
+            if slow is not None and slow.state == "degraded":
+                slow_seen.append(slow)
+            fired = await fired_rules(client, rig.urls, per_node=True)
+            if {"node02/peer_path_loss", "node03/peer_path_silent", "node04/peer_path_silent"} <= set(fired) \
+                    and rig.rig.clock.elapsed() > TBNET_SILENT_FROM_S + 20:
+                break
+        # The silent path: both ends, while both agents still answer HTTP.
+        assert fired.get("node03/peer_path_silent") == {"peer:node04/tbnet"}, fired
+        assert fired.get("node04/peer_path_silent") == {"peer:node03/tbnet"}, fired
+        for url in rig.urls[2:]:
+            assert (await client.get(f"{url}/healthz")).status_code == 200
+        tbnet = paths(node03.buffer.latest if node03.buffer else None)["node04/tbnet"]
+        assert tbnet.state == "silent" and tbnet.received == 0 and tbnet.sent > 0
+        assert tbnet.peer_reachable is True  # node04 still answers on roce and mgmt: the path locked up
+        assert tbnet.interface == "thunderbolt0" and tbnet.link_gbps == 40.0
+        # The slow path: degraded by its loss, its round trip the wire's 2.5 ms and more.
+        assert "peer:node03/roce" in fired.get("node02/peer_path_loss", set()), fired
+        assert slow_seen and any(s.loss_over_limit for s in slow_seen)
+        assert all(s.rtt_p50_us is not None and s.rtt_p50_us >= SLOW_DELAY_US * 0.7 for s in slow_seen)
+        # Healthy paths: ok, and an order of magnitude faster than the slow one.
+        healthy = paths(node01.buffer.latest if node01.buffer else None)
+        assert set(healthy) == {"node02/roce", "node02/mgmt", "node03/roce", "node03/mgmt", "node04/roce",
+                                "node04/mgmt"}
+        for name, p in healthy.items():
+            assert p.state == "ok", p
+            assert p.rtt_p50_us is not None and p.rtt_p50_us < SLOW_DELAY_US / 2, p
+        assert not {key for key in fired if key.startswith("node01/peer_path")}, fired
+        # The lockup is one alarm per end: the window filling with losses before it is silent is not a second one.
+        assert not {key for key in fired if key.endswith("/peer_path_loss") and "tbnet" in str(fired[key])}, fired
+        assert node01.config.probes.window_s == 10.0 / SPEED
+        responder = node01.buffer.latest.readings.probe_responder if node01.buffer and node01.buffer.latest else None
+        assert responder is not None and responder.answered_total > 0
+        assert responder.refused_mac_total == responder.refused_peer_total == 0

@@ -1,0 +1,66 @@
+"""The simulated wire: real datagrams through relays on 127.0.0.1, delayed, dropped, silenced."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from rigmon.sim.wire import SimWire, WirePath
+
+
+def _echo() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.05)
+    return sock
+
+
+def _round_trips(wire: SimWire, echo: socket.socket, port: int, count: int) -> list[float | None]:
+    """Send ``count`` datagrams through a relay to ``echo`` (answered here); round trips in seconds or None."""
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.settimeout(0.3)
+    client.connect(("127.0.0.1", port))
+    out: list[float | None] = []
+    try:
+        for n in range(count):
+            start = time.perf_counter()
+            client.send(b"probe %d" % n)
+            try:
+                data, addr = echo.recvfrom(64)
+                echo.sendto(data, addr)
+                client.recv(64)
+                out.append(time.perf_counter() - start)
+            except TimeoutError:
+                out.append(None)
+    finally:
+        client.close()
+    return out
+
+
+def test_silence_is_scheduled_on_simulated_time() -> None:
+    path = WirePath(0, 1, "tbnet", 50.0, silent_from_s=60.0, silent_until_s=90.0)
+    assert not path.silent_at(59.9) and path.silent_at(60.0) and path.silent_at(89.9) and not path.silent_at(90.0)
+    assert WirePath(0, 1, "tbnet", 50.0, silent_from_s=60.0).silent_at(1e9)
+
+
+def test_relays_delay_drop_and_silence_real_datagrams() -> None:
+    now = {"t": 0.0}
+    paths = [WirePath(0, 1, "slow", delay_us=20_000.0), WirePath(0, 1, "lossy", delay_us=0.0, loss=1.0),
+             WirePath(0, 1, "tbnet", delay_us=0.0, silent_from_s=60.0)]
+    wire = SimWire(paths, lambda: now["t"])
+    echo = _echo()
+    wire.set_responder(1, echo.getsockname()[1])
+    wire.start()
+    try:
+        assert {p["name"] for p in wire.peers_config(0, ["a", "b"])[0]["paths"]} == {  # type: ignore[index]
+            "slow", "lossy", "tbnet"}
+        slow = _round_trips(wire, echo, wire.relay_port(0, 1, "slow"), 3)
+        assert all(rtt is not None and rtt >= 0.020 for rtt in slow), slow
+        assert _round_trips(wire, echo, wire.relay_port(0, 1, "lossy"), 3) == [None, None, None]
+        fast = _round_trips(wire, echo, wire.relay_port(0, 1, "tbnet"), 3)
+        assert all(rtt is not None for rtt in fast)
+        now["t"] = 61.0
+        assert _round_trips(wire, echo, wire.relay_port(0, 1, "tbnet"), 3) == [None, None, None]
+    finally:
+        wire.close()
+        echo.close()
