@@ -51,10 +51,11 @@ class PeerPathGroup(SourceGroup):
                 plain(path.peer),
                 plain(path.path + (" (tcp)" if path.transport == "tcp" else "")),
                 micros(path.rtt_p50_us),
-                self.styled(micros(path.rtt_p99_us), "warn" if path.state == "degraded" else None),
+                # The figure over its limit is the one coloured (a path degraded by loss keeps a plain p99).
+                self.styled(micros(path.rtt_p99_us), "warn" if path.p99_over_limit else None),
                 micros(path.rtt_max_us),
                 micros(path.jitter_us),
-                self.styled(loss, "warn" if path.loss_pct else None),
+                self.styled(loss, "warn" if path.loss_over_limit else None),
                 fmt.gbps(path.link_gbps),
                 plain(path.interface),
                 Text(path_state(path), style=self.style_of(level) if level else ""),

@@ -45,7 +45,7 @@ def _path(node: str, peer: str, path: str, seq: int, rng: random.Random) -> Peer
     loss = 2.0 if slow else 0.0
     received = SENT - (1 if slow else 0)
     return PeerPathReading(**common, state="degraded" if slow else "ok",  # type: ignore[arg-type]
-                           received=received, loss_pct=loss, rtt_p50_us=round(p50, 1), rtt_p99_us=round(p99, 1),
+                           p99_limit_us=1000.0, p99_over_limit=slow, received=received, loss_pct=loss, rtt_p50_us=round(p50, 1), rtt_p99_us=round(p99, 1),
                            rtt_max_us=round(p99 * 1.3, 1), jitter_us=round(p50 * 0.08, 1), last_reply_age_s=0.1,
                            received_total=received * seq)
 
