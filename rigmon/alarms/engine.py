@@ -26,7 +26,7 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import IdentityMemo, Match, frame_data
+from rigmon.alarms.selector import IdentityMemo, Match, field_value, frame_view
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
 
@@ -157,6 +157,12 @@ class AlarmEngine:
         self.book = AlarmBook(node, id_prefix, recent_limit)
         self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
+        #: State rules that keep no memory between frames (``equals``, ``one_of``, ``not_one_of``).
+        self._stateless = {r.name: isinstance(r, StateRule) and (r.equals is not None or bool(r.one_of)
+                                                                 or bool(r.not_one_of)) for r in self.rules}
+        #: Leave out clear observations of rules without alarms (see `evaluate_data`); tests
+        #: switch it off to check that it changes nothing.
+        self.skip_quiet = True
         self._subjects = {r.name: Template(r.subject) for r in self.rules}
         self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
@@ -179,10 +185,12 @@ class AlarmEngine:
         Returns:
             The alarm transitions this frame caused, rule by rule.
         """
-        return self.evaluate_data(frame_data(frame), frame.events, frame.taken_at if now is None else now)
+        # The selectors read the frame's records as they are (`frame_view`): converting the
+        # frame to plain data first (`frame_data`) cost as much as all the rules together.
+        return self.evaluate_data(frame_view(frame), frame.events, frame.taken_at if now is None else now)
 
     def evaluate_data(self, data: Mapping[str, Any], events: Sequence[Event], now: float) -> list[Transition]:
-        """Evaluate every rule against frame data (`frame_data`) and the events since the last call.
+        """Evaluate every rule against frame data (`frame_data` or `frame_view`) and the events since the last call.
 
         The seam for readings whose record types a build does not have yet, and for tests.
         """
@@ -190,23 +198,40 @@ class AlarmEngine:
         memo: IdentityMemo = {}  # list identities, shared by the rules of this frame only
         # Rules that watch the same reading (warning and critical rail limits) share its matches.
         selected: dict[str, list[Match]] = {}
+        values: dict[str, list[EventValue]] = {}
+        # A rule without an active or carried alarm only needs its active observations: the
+        # book does nothing with a clear one for a subject it has no alarm for. Most rules,
+        # most of the time, see only healthy subjects: their subjects and messages are not
+        # rendered and no observation is built. (Evaluating rule R changes only R's alarms,
+        # so the set taken here holds for every rule when its turn comes.)
+        alarmed = self.book.rules_with_alarms() if self.skip_quiet else None
         for rule in self.rules:
             if isinstance(rule, EventRule):
-                obs = list(self._events(rule, events))
-                out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))
+                if events or alarmed is None or rule.name in alarmed:
+                    obs = list(self._events(rule, events))
+                    out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))
                 continue
             if isinstance(rule, StateRule) and rule.collector:
-                status = data.get("collectors", {}).get(rule.collector) or {}
-                if status.get("state") != "ok":
+                status = field_value(field_value(data.get("collectors"), rule.collector), "state")
+                if status != "ok":
                     out.extend(self.book.observe(rule, [], now, complete=False))
                     continue
             selector = self._selectors[rule.name]
             assert selector is not None
+            quiet = alarmed is not None and rule.name not in alarmed
+            if quiet and self._stateless[rule.name]:
+                # A state rule that keeps no memory: its values alone say whether any subject is active.
+                found = values.get(selector.text)
+                if found is None:
+                    found = values[selector.text] = selector.values(data)
+                if not any(self._state_active(rule, v) for v in found):  # type: ignore[arg-type]
+                    continue
             matches = selected.get(selector.text)
             if matches is None:
                 matches = selected[selector.text] = selector.select(data, memo)
-            observations = list(self._observe(rule, matches, now))
-            out.extend(self.book.observe(rule, observations, now))
+            observations = [o for o in self._observe(rule, matches, now, quiet) if o is not None]
+            if observations or not quiet:
+                out.extend(self.book.observe(rule, observations, now))
         return out
 
     def acknowledge(self, alarm_id: str, by: str, now: float | None = None) -> list[Transition]:
@@ -282,21 +307,34 @@ class AlarmEngine:
 
     # --- conditions ----------------------------------------------------------------------
 
-    def _observe(self, rule: Rule, matches: list[Match], now: float) -> Iterable[Observation]:
+    def _observe(self, rule: Rule, matches: list[Match], now: float, quiet: bool = False) -> Iterable[Observation | None]:
+        """The rule's observations of ``matches``; with ``quiet``, ``None`` for each clear one
+        (the rule has no alarm, so the book has no use for them: nothing is rendered)."""
         state = self._state[rule.name]
         if isinstance(rule, ThresholdRule):
-            yield from self._threshold(rule, state, matches, now)
+            yield from self._threshold(rule, state, matches, now, quiet)
         elif isinstance(rule, StateRule):
-            yield from self._state_rule(rule, state, matches)
+            yield from self._state_rule(rule, state, matches, quiet)
         elif isinstance(rule, CounterRule):
-            yield from self._counter(rule, state, matches, now)
+            yield from self._counter(rule, state, matches, now, quiet)
         elif isinstance(rule, StalenessRule):
-            yield from self._staleness(rule, state, matches, now)
+            yield from self._staleness(rule, state, matches, now, quiet)
         elif isinstance(rule, TrendRule):
-            yield from self._trend(rule, state, matches, now)
+            yield from self._trend(rule, state, matches, now, quiet)
+
+    def _state_active(self, rule: StateRule, value: EventValue) -> bool:
+        """Whether a reading is in the bad state of a rule with ``equals``, ``one_of`` or ``not_one_of``."""
+        if rule.equals is not None:
+            return same_value(value, rule.equals)
+        if rule.one_of:
+            return any(same_value(value, x) for x in rule.one_of)
+        return not any(same_value(value, x) for x in rule.not_one_of)
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
-             value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True) -> Observation:
+             value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True,
+             quiet: bool = False) -> Observation | None:
+        if quiet and not active:
+            return None
         subj = self._subjects[rule.name].render(labels, subject)
         if not active:
             # The book reads the message of active observations only; formatting one for every
@@ -310,7 +348,7 @@ class AlarmEngine:
                            message=self._messages[rule.name].render(fields, fallback), worse=_worse(rule))
 
     def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
-                   now: float) -> Iterable[Observation]:
+                   now: float, quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             v = _number(m.value)
             if v is None:
@@ -333,9 +371,10 @@ class AlarmEngine:
                 trip, clear = v > rule.above, v <= rule.above - rule.hysteresis
             active = trip or (was and not clear)
             state.latched[m.subject] = active
-            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v))
+            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v), quiet=quiet)
 
-    def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match]) -> Iterable[Observation]:
+    def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match],
+                    quiet: bool) -> Iterable[Observation | None]:
         present: set[str] = set()
         for m in matches:
             present.add(m.subject)
@@ -363,14 +402,14 @@ class AlarmEngine:
                         continue
                     details["expected"] = _tidy(rule.expected[ident])
                     active = v < rule.expected[ident]
-            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details)
+            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details, quiet=quiet)
         if rule.vanished:
             for subject, labels in state.seen.items():
                 if subject not in present:
                     yield self._obs(rule, None, subject, labels, True, None)
 
     def _counter(self, rule: CounterRule, state: _RuleState, matches: list[Match],
-                 now: float) -> Iterable[Observation]:
+                 now: float, quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             v = _number(m.value)
             if v is None:
@@ -389,10 +428,10 @@ class AlarmEngine:
             # a driver reload, must not resolve on it and fire again moments later.
             known = active or hist[0][0] <= now - rule.window_s
             yield self._obs(rule, m, m.subject, m.labels, active, _tidy(increase),
-                            {"increase": increase, "total": _tidy(v)}, known=known)
+                            {"increase": increase, "total": _tidy(v)}, known=known, quiet=quiet)
 
     def _staleness(self, rule: StalenessRule, state: _RuleState, matches: list[Match],
-                   now: float) -> Iterable[Observation]:
+                   now: float, quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             at = _number(m.value)
             if at is None:
@@ -411,9 +450,10 @@ class AlarmEngine:
                     limit_s = max(limit_s, rule.max_intervals * interval_s)
             silent = age_s > limit_s and frames >= rule.min_frames
             yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
-                            {"age_s": age_s, "limit_s": limit_s})
+                            {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
 
-    def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float) -> Iterable[Observation]:
+    def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float,
+               quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             v = _number(m.value)
             if v is None:
@@ -431,7 +471,7 @@ class AlarmEngine:
                 continue  # not enough history for a trend: no verdict, not a clear
             slope_per_day = _slope([((b[0] + 0.5) * rule.bucket_s, b[1] / b[2]) for b in buckets]) * SECONDS_PER_DAY
             yield self._obs(rule, m, m.subject, m.labels, slope_per_day > rule.max_rise_per_day,
-                            round(slope_per_day, 6))
+                            round(slope_per_day, 6), quiet=quiet)
 
     def _events(self, rule: EventRule, events: Sequence[Event]) -> Iterable[Observation]:
         for ev in events:
