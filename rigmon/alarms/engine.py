@@ -410,23 +410,34 @@ class AlarmEngine:
 
     def _counter(self, rule: CounterRule, state: _RuleState, matches: list[Match],
                  now: float, quiet: bool) -> Iterable[Observation | None]:
+        start = now - rule.window_s
+        histories = state.window
         for m in matches:
             v = _number(m.value)
             if v is None:
                 continue
-            hist = state.window.setdefault(m.subject, deque())
-            if hist and v < hist[-1][1]:
-                hist.clear()  # counter reset: no honest increase across it
-            hist.append((now, v))
-            # Keep one sample at or before the window's start, so the increase spans it.
-            while len(hist) >= 2 and hist[1][0] <= now - rule.window_s:
+            hist = histories.get(m.subject)
+            if hist is None:
+                hist = histories[m.subject] = deque()
+                hist.append((now, v))
+            elif v != hist[-1][1]:
+                if v < hist[-1][1]:
+                    hist.clear()  # counter reset: no honest increase across it
+                hist.append((now, v))
+            # A history holds the samples where the counter changed (the first of each run of
+            # equal values): its value at any time is that of the last change before it, as
+            # with every sample kept, and a quiet counter adds nothing. Keep one change at or
+            # before the window's start, so the increase spans it.
+            while len(hist) >= 2 and hist[1][0] <= start:
                 hist.popleft()
             increase = v - hist[0][1]
             active = increase > rule.max_increase
+            if quiet and not active:
+                continue
             # Less than a window of history (since the agent started or the counter was reset)
             # cannot say the counter is quiet: an alarm carried over a restart, or firing across
             # a driver reload, must not resolve on it and fire again moments later.
-            known = active or hist[0][0] <= now - rule.window_s
+            known = active or hist[0][0] <= start
             yield self._obs(rule, m, m.subject, m.labels, active, _tidy(increase),
                             {"increase": increase, "total": _tidy(v)}, known=known, quiet=quiet)
 

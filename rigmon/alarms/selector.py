@@ -215,6 +215,8 @@ _SCALARS = frozenset({str, int, float, bool})
 #: Field names of record (dataclass) types, and ``None`` for types that are no record, by type.
 _RECORD_FIELDS: dict[type, frozenset[str] | None] = {}
 _RECORD_ORDER: dict[type, tuple[str, ...]] = {}
+#: `IDENTITY_FIELDS` that a record type has, in order of preference, by type.
+_RECORD_IDENTITY: dict[type, tuple[str, ...]] = {}
 
 
 def _record_fields(tp: type) -> frozenset[str] | None:
@@ -226,6 +228,7 @@ def _record_fields(tp: type) -> frozenset[str] | None:
     if dataclasses.is_dataclass(tp):
         order = tuple(f.name for f in dataclasses.fields(tp))
         _RECORD_ORDER[tp] = order
+        _RECORD_IDENTITY[tp] = tuple(key for key in IDENTITY_FIELDS if key in order)
         _RECORD_FIELDS[tp] = frozenset(order)
     else:
         _RECORD_FIELDS[tp] = None
@@ -331,13 +334,11 @@ def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
                 if text is not None:
                     labels[key] = text
         else:
-            fields = _record_fields(type(item))
-            if fields is not None:
-                for key in IDENTITY_FIELDS:
-                    if key in fields:
-                        text = _text(getattr(item, key))
-                        if text is not None:
-                            labels[key] = text
+            if _record_fields(type(item)) is not None:
+                for key in _RECORD_IDENTITY[type(item)]:
+                    text = _text(getattr(item, key))
+                    if text is not None:
+                        labels[key] = text
         per_item.append(labels)
     unique_key = None
     for key in IDENTITY_FIELDS:
