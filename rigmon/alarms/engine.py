@@ -199,6 +199,7 @@ class AlarmEngine:
         # Rules that watch the same reading (warning and critical rail limits) share its matches.
         selected: dict[str, list[Match]] = {}
         values: dict[str, list[EventValue]] = {}
+        subject_values: dict[str, list[tuple[str, EventValue]]] = {}
         # A rule without an active or carried alarm only needs its active observations: the
         # book does nothing with a clear one for a subject it has no alarm for. Most rules,
         # most of the time, see only healthy subjects: their subjects and messages are not
@@ -226,9 +227,24 @@ class AlarmEngine:
                     found = values[selector.text] = selector.values(data)
                 if not any(self._state_active(rule, v) for v in found):  # type: ignore[arg-type]
                     continue
-            matches = selected.get(selector.text)
-            if matches is None:
-                matches = selected[selector.text] = selector.select(data, memo)
+            if quiet and isinstance(rule, CounterRule):
+                # Histories are kept by subject: a quiet counter needs subjects and values, not
+                # matches with labels. Updating a history again with the same value changes
+                # nothing, so the rising ones are then observed from their matches as usual.
+                pairs = subject_values.get(selector.text)
+                if pairs is None:
+                    pairs = subject_values[selector.text] = selector.subject_values(data, memo)
+                rising = self._counter_update(rule, self._state[rule.name], pairs, now)
+                if not rising:
+                    continue
+                matches = selected.get(selector.text)
+                if matches is None:
+                    matches = selected[selector.text] = selector.select(data, memo)
+                matches = [matches[i] for i in rising]
+            else:
+                matches = selected.get(selector.text)
+                if matches is None:
+                    matches = selected[selector.text] = selector.select(data, memo)
             observations = [o for o in self._observe(rule, matches, now, quiet) if o is not None]
             if observations or not quiet:
                 out.extend(self.book.observe(rule, observations, now))
@@ -411,25 +427,11 @@ class AlarmEngine:
     def _counter(self, rule: CounterRule, state: _RuleState, matches: list[Match],
                  now: float, quiet: bool) -> Iterable[Observation | None]:
         start = now - rule.window_s
-        histories = state.window
         for m in matches:
             v = _number(m.value)
             if v is None:
                 continue
-            hist = histories.get(m.subject)
-            if hist is None:
-                hist = histories[m.subject] = deque()
-                hist.append((now, v))
-            elif v != hist[-1][1]:
-                if v < hist[-1][1]:
-                    hist.clear()  # counter reset: no honest increase across it
-                hist.append((now, v))
-            # A history holds the samples where the counter changed (the first of each run of
-            # equal values): its value at any time is that of the last change before it, as
-            # with every sample kept, and a quiet counter adds nothing. Keep one change at or
-            # before the window's start, so the increase spans it.
-            while len(hist) >= 2 and hist[1][0] <= start:
-                hist.popleft()
+            hist = _counter_history(state.window, m.subject, v, now, start)
             increase = v - hist[0][1]
             active = increase > rule.max_increase
             if quiet and not active:
@@ -440,6 +442,22 @@ class AlarmEngine:
             known = active or hist[0][0] <= start
             yield self._obs(rule, m, m.subject, m.labels, active, _tidy(increase),
                             {"increase": increase, "total": _tidy(v)}, known=known, quiet=quiet)
+
+    @staticmethod
+    def _counter_update(rule: CounterRule, state: _RuleState, pairs: list[tuple[str, EventValue]],
+                        now: float) -> list[int]:
+        """Update the histories of a counter rule from ``(subject, value)`` pairs; return the
+        positions of those rising by more than ``max_increase``."""
+        start = now - rule.window_s
+        rising: list[int] = []
+        for i, (subject, value) in enumerate(pairs):
+            v = _number(value)
+            if v is None:
+                continue
+            hist = _counter_history(state.window, subject, v, now, start)
+            if v - hist[0][1] > rule.max_increase:
+                rising.append(i)
+        return rising
 
     def _staleness(self, rule: StalenessRule, state: _RuleState, matches: list[Match],
                    now: float, quiet: bool) -> Iterable[Observation | None]:
@@ -499,6 +517,28 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
+
+
+def _counter_history(histories: dict[str, deque[tuple[float, float]]], subject: str, v: float, now: float,
+                     start: float) -> deque[tuple[float, float]]:
+    """The history of a counter's subject, updated with its value ``v`` at ``now``.
+
+    A history holds the samples where the counter changed (the first of each run of equal
+    values): its value at any time is that of the last change before it, as with every sample
+    kept, and a quiet counter adds nothing (updating twice with one value changes nothing).
+    One change at or before the window's ``start`` is kept, so the increase spans the window.
+    """
+    hist = histories.get(subject)
+    if hist is None:
+        hist = histories[subject] = deque()
+        hist.append((now, v))
+    elif v != hist[-1][1]:
+        if v < hist[-1][1]:
+            hist.clear()  # counter reset: no honest increase across it
+        hist.append((now, v))
+    while len(hist) >= 2 and hist[1][0] <= start:
+        hist.popleft()
+    return hist
 
 
 def _worse(rule: Rule) -> Worse | None:

@@ -107,14 +107,26 @@ class Selector:
                 passes one per frame, so the rules over ``gpus[*]`` work out the GPUs'
                 identities once); must not outlive ``data``: it is keyed by ``id()``.
         """
-        if memo is None:
-            memo = {}
-        # Level by level: every node reached by the steps so far, with its path, subject and
-        # identity labels. All leaves are at the same depth, so this is document order.
-        current: list[tuple[Any, str, str, dict[str, str]]] = [(data, "", "", {})]
+        current = self._reach(data, {} if memo is None else memo, True)
+        return [Match(path=path, subject=subject or path, value=node, labels=labels)  # type: ignore[arg-type]
+                for node, path, subject, labels in current if type(node) in _SCALARS or _scalar(node)]
+
+    def subject_values(self, data: Mapping[str, Any], memo: IdentityMemo | None = None) -> list[tuple[str, EventValue]]:
+        """``(subject, value)`` of every match `select` would give, in the same order, without
+        building the matches and their labels (what a rule that keeps memory per subject needs
+        on a quiet frame)."""
+        current = self._reach(data, {} if memo is None else memo, False)
+        return [(subject or path, node) for node, path, subject, _ in current
+                if type(node) in _SCALARS or _scalar(node)]
+
+    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo,
+               labelled: bool) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+        """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
+        # Level by level: all leaves are at the same depth, so this is document order.
+        current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
         last = len(self.steps) - 1
         for i, step in enumerate(self.steps):
-            nxt: list[tuple[Any, str, str, dict[str, str]]] = []
+            nxt: list[tuple[Any, str, str, dict[str, str] | None]] = []
             for node, path, subject, labels in current:
                 for child, child_path, child_labels in _children(node, step.name, path, labels):
                     if step.filters:
@@ -127,8 +139,7 @@ class Selector:
             if not nxt:
                 return []
             current = nxt
-        return [Match(path=path, subject=subject or path, value=node, labels=labels)
-                for node, path, subject, labels in current if type(node) in _SCALARS or _scalar(node)]
+        return current
 
     def values(self, data: Mapping[str, Any]) -> list[EventValue]:
         """The values `select` would match, in the same order, without their paths and labels
@@ -260,12 +271,16 @@ def _is_list(value: Any) -> bool:
     return isinstance(value, (list, tuple))
 
 
-def _children(node: Any, name: str, path: str, labels: dict[str, str]) -> list[tuple[Any, str, dict[str, str]]]:
-    """The nodes one step (``name`` or ``*``) leads to from ``node``, with their paths and labels."""
+def _children(node: Any, name: str, path: str,
+              labels: dict[str, str] | None) -> list[tuple[Any, str, dict[str, str] | None]]:
+    """The nodes one step (``name`` or ``*``) leads to from ``node``, with their paths and labels
+    (``None`` for none wanted)."""
     if name == "*":
         items = _items(node)
         if items is None:
             return []
+        if labels is None:
+            return [(v, f"{path}.{k}" if path else k, None) for k, v in items]
         return [(v, f"{path}.{k}" if path else k, {**labels, "key": k}) for k, v in items]
     child = field_value(node, name)
     if child is None:
@@ -281,11 +296,11 @@ def _child_values(node: Any, name: str) -> list[Any]:
     return [] if child is None else [child]
 
 
-def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str,
-                   labels: dict[str, str], memo: IdentityMemo) -> list[tuple[Any, str, dict[str, str]]]:
+def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str, labels: dict[str, str] | None,
+                   memo: IdentityMemo) -> list[tuple[Any, str, dict[str, str] | None]]:
     current = [(node, path, labels)]
     for flt in filters:
-        nxt: list[tuple[Any, str, dict[str, str]]] = []
+        nxt: list[tuple[Any, str, dict[str, str] | None]] = []
         for value, p, lab in current:
             if not _is_list(value):
                 continue
@@ -300,7 +315,7 @@ def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str,
                 positions = [pos for pos, item in enumerate(value) if _text(field_value(item, flt.field)) == flt.value]
             for pos in positions:
                 ident_label, ident_path = idents[pos]
-                nxt.append((value[pos], f"{p}[{ident_path}]", {**lab, **ident_label}))
+                nxt.append((value[pos], f"{p}[{ident_path}]", None if lab is None else {**lab, **ident_label}))
         current = nxt
     return [c for c in current if c[0] is not None]
 

@@ -52,6 +52,7 @@ def test_view_and_data_match_the_reference_walker_on_recorded_frames(name: str) 
             assert selector.select(data) == expected, text
             assert selector.select(view, memo) == expected, text
             assert selector.values(view) == [m.value for m in expected], text
+            assert selector.subject_values(view, memo) == [(m.subject, m.value) for m in expected], text
 
 
 def test_the_recorded_frames_exercise_the_selectors() -> None:
@@ -87,3 +88,4 @@ def test_select_matches_the_reference_walker_on_made_up_data(data: dict[str, Any
     expected = reference_select(selector, data)
     assert selector.select(data) == expected
     assert selector.values(data) == [m.value for m in expected]
+    assert selector.subject_values(data) == [(m.subject, m.value) for m in expected]
