@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import string
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,9 +157,11 @@ class AlarmEngine:
         self.book = AlarmBook(node, id_prefix, recent_limit)
         self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
-        #: State rules that keep no memory between frames (``equals``, ``one_of``, ``not_one_of``).
-        self._stateless = {r.name: isinstance(r, StateRule) and (r.equals is not None or bool(r.one_of)
-                                                                 or bool(r.not_one_of)) for r in self.rules}
+        #: For state rules that keep no memory between frames (``equals``, ``one_of``,
+        #: ``not_one_of``), whether a reading is in the rule's bad state.
+        self._stateless: dict[str, Callable[[EventValue], bool]] = {
+            r.name: _state_test(r) for r in self.rules
+            if isinstance(r, StateRule) and (r.equals is not None or r.one_of or r.not_one_of)}
         #: Leave out clear observations of rules without alarms (see `evaluate_data`); tests
         #: switch it off to check that it changes nothing.
         self.skip_quiet = True
@@ -220,12 +222,13 @@ class AlarmEngine:
             selector = self._selectors[rule.name]
             assert selector is not None
             quiet = alarmed is not None and rule.name not in alarmed
-            if quiet and self._stateless[rule.name]:
+            test = self._stateless.get(rule.name)
+            if quiet and test is not None:
                 # A state rule that keeps no memory: its values alone say whether any subject is active.
                 found = values.get(selector.text)
                 if found is None:
                     found = values[selector.text] = selector.values(data)
-                if not any(self._state_active(rule, v) for v in found):  # type: ignore[arg-type]
+                if not any(map(test, found)):
                     continue
             if quiet and isinstance(rule, CounterRule):
                 # Histories are kept by subject: a quiet counter needs subjects and values, not
@@ -337,14 +340,6 @@ class AlarmEngine:
             yield from self._staleness(rule, state, matches, now, quiet)
         elif isinstance(rule, TrendRule):
             yield from self._trend(rule, state, matches, now, quiet)
-
-    def _state_active(self, rule: StateRule, value: EventValue) -> bool:
-        """Whether a reading is in the bad state of a rule with ``equals``, ``one_of`` or ``not_one_of``."""
-        if rule.equals is not None:
-            return same_value(value, rule.equals)
-        if rule.one_of:
-            return any(same_value(value, x) for x in rule.one_of)
-        return not any(same_value(value, x) for x in rule.not_one_of)
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
              value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True,
@@ -517,6 +512,22 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
+
+
+def _state_test(rule: StateRule) -> Callable[[EventValue], bool]:
+    """Whether a reading is in the bad state of a rule with ``equals``, ``one_of`` or ``not_one_of``,
+    as `AlarmEngine._state_rule` decides it (`same_value`)."""
+    wanted = (rule.equals,) if rule.equals is not None else rule.one_of or rule.not_one_of
+    negate = rule.equals is None and not rule.one_of
+    if all(type(x) is str for x in wanted):
+        # Text against text is equality of str (a number or a bool never equals text).
+        texts = frozenset(wanted)
+        if negate:
+            return lambda value: not (type(value) is str and value in texts)
+        return lambda value: type(value) is str and value in texts
+    if negate:
+        return lambda value: not any(same_value(value, x) for x in wanted)
+    return lambda value: any(same_value(value, x) for x in wanted)
 
 
 def _counter_history(histories: dict[str, deque[tuple[float, float]]], subject: str, v: float, now: float,

@@ -25,8 +25,10 @@ an empty list) matches nothing: missing data is not an error.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -338,8 +340,39 @@ def _filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
     return current
 
 
+#: Identities of lists of records already worked out, by the records' type and the raw values
+#: of their identity fields (with the values' types: ``1``, ``1.0`` and ``True`` are equal keys
+#: but different text). A node's GPUs, links and arrays keep their identities from frame to
+#: frame, so a frame's lists are mostly found here. Entries are shared: never change them.
+_IDENTITY_CACHE: dict[tuple[Any, ...], list[tuple[dict[str, str], str]]] = {}
+#: Entries kept before the cache starts afresh (a node has a few dozen lists).
+IDENTITY_CACHE_SIZE = 512
+_IDENTITY_GETTERS: dict[type, Callable[[Any], Any]] = {}
+
+
 def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
     """Identity labels and path part of every item of a list (the labels are shared: copy to change)."""
+    if not items:
+        return []
+    tp = type(items[0])
+    if _record_fields(tp) is not None and len(set(map(type, items))) == 1:
+        getter = _IDENTITY_GETTERS.get(tp)
+        if getter is None:
+            keys = _RECORD_IDENTITY[tp]
+            getter = _IDENTITY_GETTERS[tp] = operator.attrgetter(*keys) if keys else (lambda item: None)
+        raw = tuple(map(getter, items))
+        flat = raw if len(_RECORD_IDENTITY[tp]) <= 1 else tuple(itertools.chain.from_iterable(raw))
+        key = (tp, raw, tuple(map(type, flat)))
+        found = _IDENTITY_CACHE.get(key)
+        if found is None:
+            if len(_IDENTITY_CACHE) >= IDENTITY_CACHE_SIZE:
+                _IDENTITY_CACHE.clear()
+            found = _IDENTITY_CACHE[key] = _work_out_identities(items)
+        return found
+    return _work_out_identities(items)
+
+
+def _work_out_identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
     per_item: list[dict[str, str]] = []
     for item in items:
         labels: dict[str, str] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,24 @@ def test_select_matches_the_reference_walker_on_made_up_data(data: dict[str, Any
     assert selector.select(data) == expected
     assert selector.values(data) == [m.value for m in expected]
     assert selector.subject_values(data) == [(m.subject, m.value) for m in expected]
+
+
+@dataclass(frozen=True)
+class _Port:
+    name: object
+    errors_total: int = 0
+
+
+def test_identities_remembered_across_frames_follow_the_values_and_their_types() -> None:
+    """Lists of records keep their identities from frame to frame (cached by the identity
+    values): equal values of another type (``1``, ``1.0``, ``True``) are other text."""
+    selector = parse_selector("ports[*].errors_total")
+    seen = []
+    for names in ([1, 2], [1.0, 2.0], [True, False], [1, 2], ["b", "a"], [1, 1]):
+        data = {"ports": tuple(_Port(name=n) for n in names)}
+        matches = selector.select(data)
+        assert matches == reference_select(selector, {"ports": [{"name": n, "errors_total": 0} for n in names]})
+        seen.append([m.subject for m in matches])
+    assert seen == [["ports[name=1]", "ports[name=2]"], ["ports[name=1.0]", "ports[name=2.0]"],
+                    ["ports[name=true]", "ports[name=false]"], ["ports[name=1]", "ports[name=2]"],
+                    ["ports[name=b]", "ports[name=a]"], ["ports[#0]", "ports[#1]"]]
