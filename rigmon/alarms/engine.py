@@ -26,7 +26,7 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import IdentityMemo, Match, field_value, frame_view
+from rigmon.alarms.selector import IdentityMemo, LevelMemo, Match, field_value, frame_view
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
 
@@ -202,6 +202,7 @@ class AlarmEngine:
         selected: dict[str, list[Match]] = {}
         values: dict[str, list[EventValue]] = {}
         subject_values: dict[str, list[tuple[str, EventValue]]] = {}
+        levels: LevelMemo = {}  # leading steps walked, shared by the selectors of this frame
         # A rule without an active or carried alarm only needs its active observations: the
         # book does nothing with a clear one for a subject it has no alarm for. Most rules,
         # most of the time, see only healthy subjects: their subjects and messages are not
@@ -230,13 +231,30 @@ class AlarmEngine:
                     found = values[selector.text] = selector.values(data)
                 if not any(map(test, found)):
                     continue
+            if quiet and isinstance(rule, StalenessRule):
+                # As for counters: subjects and values count the frames a timestamp stood
+                # still; only one older than the least limit needs its labels.
+                pairs = subject_values.get(selector.text)
+                if pairs is None:
+                    pairs = subject_values[selector.text] = selector.subject_values(data, memo, levels)
+                candidates = self._staleness_update(rule, self._state[rule.name], pairs, now)
+                if not candidates:
+                    continue
+                matches = selected.get(selector.text)
+                if matches is None:
+                    matches = selected[selector.text] = selector.select(data, memo)
+                observations = [o for i, at, frames in candidates
+                                if (o := self._stale_obs(rule, matches[i], at, frames, now, True)) is not None]
+                if observations:
+                    out.extend(self.book.observe(rule, observations, now))
+                continue
             if quiet and isinstance(rule, CounterRule):
                 # Histories are kept by subject: a quiet counter needs subjects and values, not
                 # matches with labels. Updating a history again with the same value changes
                 # nothing, so the rising ones are then observed from their matches as usual.
                 pairs = subject_values.get(selector.text)
                 if pairs is None:
-                    pairs = subject_values[selector.text] = selector.subject_values(data, memo)
+                    pairs = subject_values[selector.text] = selector.subject_values(data, memo, levels)
                 rising = self._counter_update(rule, self._state[rule.name], pairs, now)
                 if not rising:
                     continue
@@ -382,6 +400,8 @@ class AlarmEngine:
                 trip, clear = v > rule.above, v <= rule.above - rule.hysteresis
             active = trip or (was and not clear)
             state.latched[m.subject] = active
+            if quiet and not active:
+                continue
             yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v), quiet=quiet)
 
     def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match],
@@ -444,13 +464,22 @@ class AlarmEngine:
         """Update the histories of a counter rule from ``(subject, value)`` pairs; return the
         positions of those rising by more than ``max_increase``."""
         start = now - rule.window_s
+        max_increase = rule.max_increase
+        histories = state.window
         rising: list[int] = []
         for i, (subject, value) in enumerate(pairs):
+            hist = histories.get(subject)
+            if hist is not None and value == hist[-1][1] and type(value) is not bool \
+                    and (len(hist) < 2 or hist[1][0] > start):
+                # Unchanged and nothing to trim: `_counter_history` would change nothing.
+                if value - hist[0][1] > max_increase:
+                    rising.append(i)
+                continue
             v = _number(value)
             if v is None:
                 continue
-            hist = _counter_history(state.window, subject, v, now, start)
-            if v - hist[0][1] > rule.max_increase:
+            hist = _counter_history(histories, subject, v, now, start)
+            if v - hist[0][1] > max_increase:
                 rising.append(i)
         return rising
 
@@ -460,21 +489,40 @@ class AlarmEngine:
             at = _number(m.value)
             if at is None:
                 continue
-            # Old alone is not silent: the timestamp must also have stood still for
-            # min_frames evaluations (an accelerated simulator makes every sample "old").
-            last_at, frames = state.unchanged.get(m.subject, (at, 0))
-            frames = frames + 1 if last_at == at else 1
-            state.unchanged[m.subject] = (at, frames)
-            age_s = max(0.0, now - at)
-            limit_s = rule.max_age_s
-            if rule.max_intervals > 0:
-                interval_s = self.intervals.get(m.labels.get("key", ""))
-                if interval_s is not None:
-                    # A collector that runs every 300 s is not silent after 120 s.
-                    limit_s = max(limit_s, rule.max_intervals * interval_s)
-            silent = age_s > limit_s and frames >= rule.min_frames
-            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
-                            {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
+            frames = _stood_still(state, m.subject, at)
+            yield self._stale_obs(rule, m, at, frames, now, quiet)
+
+    def _stale_obs(self, rule: StalenessRule, m: Match, at: float, frames: int, now: float,
+                   quiet: bool) -> Observation | None:
+        age_s = max(0.0, now - at)
+        limit_s = rule.max_age_s
+        if rule.max_intervals > 0:
+            interval_s = self.intervals.get(m.labels.get("key", ""))
+            if interval_s is not None:
+                # A collector that runs every 300 s is not silent after 120 s.
+                limit_s = max(limit_s, rule.max_intervals * interval_s)
+        silent = age_s > limit_s and frames >= rule.min_frames
+        if quiet and not silent:
+            return None
+        return self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
+                         {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
+
+    @staticmethod
+    def _staleness_update(rule: StalenessRule, state: _RuleState, pairs: list[tuple[str, EventValue]],
+                          now: float) -> list[tuple[int, float, int]]:
+        """Count how long each timestamp stood still, from ``(subject, value)`` pairs; return
+        ``(position, time, frames)`` of those that may be silent (older than ``max_age_s``,
+        the least limit, for ``min_frames``): only they need their labels (the collector's
+        own interval may raise the limit)."""
+        candidates: list[tuple[int, float, int]] = []
+        for i, (subject, value) in enumerate(pairs):
+            at = _number(value)
+            if at is None:
+                continue
+            frames = _stood_still(state, subject, at)
+            if now - at > rule.max_age_s and frames >= rule.min_frames:
+                candidates.append((i, at, frames))
+        return candidates
 
     def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float,
                quiet: bool) -> Iterable[Observation | None]:
@@ -528,6 +576,18 @@ def _state_test(rule: StateRule) -> Callable[[EventValue], bool]:
     if negate:
         return lambda value: not any(same_value(value, x) for x in wanted)
     return lambda value: any(same_value(value, x) for x in wanted)
+
+
+def _stood_still(state: _RuleState, subject: str, at: float) -> int:
+    """Evaluations for which a staleness rule's timestamp ``at`` has stood still, this one included.
+
+    Old alone is not silent: the timestamp must also have stood still for ``min_frames``
+    evaluations (an accelerated simulator makes every sample "old").
+    """
+    last_at, frames = state.unchanged.get(subject, (at, 0))
+    frames = frames + 1 if last_at == at else 1
+    state.unchanged[subject] = (at, frames)
+    return frames
 
 
 def _counter_history(histories: dict[str, deque[tuple[float, float]]], subject: str, v: float, now: float,

@@ -46,6 +46,8 @@ _FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
 
 #: Identity labels and path part of every item of a list, by ``id()`` of the list.
 IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
+#: Nodes reached (with path and subject) by leading steps of selectors, by those steps.
+LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str, "dict[str, str] | None"]]]
 
 
 class SelectorError(ValueError):
@@ -113,21 +115,45 @@ class Selector:
         return [Match(path=path, subject=subject or path, value=node, labels=labels)  # type: ignore[arg-type]
                 for node, path, subject, labels in current if type(node) in _SCALARS or _scalar(node)]
 
-    def subject_values(self, data: Mapping[str, Any], memo: IdentityMemo | None = None) -> list[tuple[str, EventValue]]:
+    def subject_values(self, data: Mapping[str, Any], memo: IdentityMemo | None = None,
+                       levels: LevelMemo | None = None) -> list[tuple[str, EventValue]]:
         """``(subject, value)`` of every match `select` would give, in the same order, without
         building the matches and their labels (what a rule that keeps memory per subject needs
-        on a quiet frame)."""
-        current = self._reach(data, {} if memo is None else memo, False)
+        on a quiet frame).
+
+        Args:
+            data: as for `select`.
+            memo: as for `select`.
+            levels: the records reached by the steps before the last, by those steps, for the
+                selectors of this same ``data`` (the engine passes one per frame: its two NVLink
+                rules walk ``gpus[*].nvlinks[*]`` once).
+        """
+        current = self._reach(data, {} if memo is None else memo, False, levels)
         return [(subject or path, node) for node, path, subject, _ in current
                 if type(node) in _SCALARS or _scalar(node)]
 
-    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo,
-               labelled: bool) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo, labelled: bool,
+               levels: LevelMemo | None = None) -> list[tuple[Any, str, str, dict[str, str] | None]]:
         """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
         # Level by level: all leaves are at the same depth, so this is document order.
         current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
         last = len(self.steps) - 1
-        for i, step in enumerate(self.steps):
+        first = 0
+        if levels is not None and not labelled and last > 0:
+            # Unlabelled levels hold no dicts a caller could change: safe to share.
+            prefix = self.steps[:last]
+            shared = levels.get(prefix)
+            if shared is None:
+                shared = levels[prefix] = self._walk_steps(current, 0, last, memo)
+            current, first = shared, last
+        return self._walk_steps(current, first, last + 1, memo)
+
+    def _walk_steps(self, current: list[tuple[Any, str, str, dict[str, str] | None]], begin: int, end: int,
+                    memo: IdentityMemo) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+        """The nodes ``steps[begin:end]`` lead to from ``current``."""
+        last = len(self.steps) - 1
+        for i in range(begin, end):
+            step = self.steps[i]
             nxt: list[tuple[Any, str, str, dict[str, str] | None]] = []
             for node, path, subject, labels in current:
                 for child, child_path, child_labels in _children(node, step.name, path, labels):

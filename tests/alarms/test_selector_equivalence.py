@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rigmon.alarms.rules import default_rules
-from rigmon.alarms.selector import IdentityMemo, frame_data, frame_view, parse_selector
+from rigmon.alarms.selector import IdentityMemo, LevelMemo, frame_data, frame_view, parse_selector
 from rigmon.schema import Frame, decode_data
 from tests.alarms.reference_walker import reference_select
 
@@ -47,6 +47,7 @@ def test_view_and_data_match_the_reference_walker_on_recorded_frames(name: str) 
     for frame in frames(name):
         data, view = frame_data(frame), frame_view(frame)
         memo: IdentityMemo = {}
+        levels: LevelMemo = {}
         for text in SELECTORS:
             selector = parse_selector(text)
             expected = reference_select(selector, data)
@@ -54,6 +55,7 @@ def test_view_and_data_match_the_reference_walker_on_recorded_frames(name: str) 
             assert selector.select(view, memo) == expected, text
             assert selector.values(view) == [m.value for m in expected], text
             assert selector.subject_values(view, memo) == [(m.subject, m.value) for m in expected], text
+            assert selector.subject_values(view, memo, levels) == [(m.subject, m.value) for m in expected], text
 
 
 def test_the_recorded_frames_exercise_the_selectors() -> None:
