@@ -2,7 +2,9 @@
 
 A selector is read against the frame's data as JSON (`frame_data`): every field of the
 frame's ``readings`` at the top level (``host``, ``net``, ``temperatures``...), plus
-``collectors`` (name -> status), ``node`` and ``taken_at``.
+``collectors`` (name -> status), ``node`` and ``taken_at``. The engine reads the same from the
+frame's records as they are (`frame_view`): a record reads as the dict of its fields and a
+tuple as a list, so nothing is converted and the matches are the same.
 
 Grammar::
 
