@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import machine  # noqa: E402
 from rigmon.agent.agent import Agent, build_collectors  # noqa: E402
 from rigmon.agent.frame_json import frame_json  # noqa: E402
-from rigmon.alarms.selector import frame_data  # noqa: E402
+from rigmon.alarms.selector import frame_data, frame_view  # noqa: E402
 from rigmon.collectors.base import Collector  # noqa: E402
 from rigmon.hw.root import HostRoot  # noqa: E402
 from rigmon.schema import Frame, encode  # noqa: E402
@@ -91,7 +91,8 @@ def main() -> int:
             engine = agent.alarms.engine
             parts += [
                 (f"alarm engine: evaluate(frame), {len(engine.rules)} rules", lambda: engine.evaluate(frame)),
-                ("frame_data(frame) (the alarm engine's input)", lambda: frame_data(frame)),
+                ("frame_view(frame) (the alarm engine's input, since round 3)", lambda: frame_view(frame)),
+                ("frame_data(frame) (plain data: the engine's input before round 3)", lambda: frame_data(frame)),
                 ("to_data(frame)", lambda: to_data(frame)),
                 ("encode(frame) (the first reader of a frame)", lambda: encode(frame)),
                 ("frame_json(frame) (every later reader: /v1/latest, SSE, journal)", lambda: frame_json(frame)),

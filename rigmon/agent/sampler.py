@@ -96,6 +96,11 @@ class _Slot:
     status: CollectorStatus = CollectorStatus(state="pending", ok=False)
 
 
+def _settle(future: asyncio.Future[bool | None], value: bool | None) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
 class Sampler:
     """Ticks collectors and publishes frames to listeners.
 
@@ -146,7 +151,8 @@ class Sampler:
         #: The node's last hardware trouble, noted in the GPU process exits that follow it.
         self.trouble = TroubleMemory()
         self._pending_events: list[Event] = []
-        self._wake = asyncio.Event()
+        #: What `_wait_for_tick` waits on: done by a push (``True``), by `stop` or at the tick (``None``).
+        self._waker: asyncio.Future[bool | None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
 
@@ -201,22 +207,36 @@ class Sampler:
 
     async def _wait_for_tick(self, next_tick: float) -> None:
         """Sleep until ``next_tick``, publishing a frame at once for every pushed reading."""
+        # One future and one timer per wait: ``asyncio.wait_for(event.wait(), delay)`` started a
+        # task per wait and cancelled it at every tick, three more turns of the event loop a
+        # second on an otherwise idle agent.
+        loop = asyncio.get_running_loop()
         while not self._stopped:
             delay = next_tick - time.monotonic()
             if delay <= 0:
                 return
-            self._wake.clear()
+            waker: asyncio.Future[bool | None] = loop.create_future()
+            self._waker = waker
+            timer = loop.call_later(delay, _settle, waker, None)
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except TimeoutError:
+                pushed = await waker
+            finally:
+                timer.cancel()
+                self._waker = None
+            if not pushed:
                 return
             if not self._stopped:
                 self._publish()
 
+    def _poke(self, pushed: bool | None) -> None:
+        """End the current wait for the tick (a pushed reading, or `stop`)."""
+        if self._waker is not None:
+            _settle(self._waker, pushed)
+
     def stop(self) -> None:
         """Ask `run` to return after the current tick."""
         self._stopped = True
-        self._wake.set()
+        self._poke(None)
 
     def close(self) -> None:
         """Stop background readers and worker threads (a hung thread is abandoned)."""
@@ -391,7 +411,7 @@ class Sampler:
         if slot is None:
             return
         self._store(slot, records, replace_all=False)
-        self._wake.set()
+        self._poke(True)
 
     def _publish(self) -> Frame:
         self._take_results()

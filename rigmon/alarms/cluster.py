@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
-from rigmon.alarms.selector import frame_data, parse_selector
+from rigmon.alarms.selector import frame_view, parse_selector
 from rigmon.schema import Alarm, Frame, Severity
 
 Direction = Literal["below", "above", "both"]
@@ -170,15 +170,14 @@ def node_figures(frames: Mapping[str, Frame | dict[str, Any]], select: str,
                  aggregate: PeerAggregate) -> dict[str, float]:
     """One figure per node: the selector's numeric matches in its newest frame, aggregated.
 
-    ``frames`` may hold a frame's `frame_data` instead of the frame (converted once for
-    several checks: the conversion is most of the cost).
+    ``frames`` may hold a frame's `frame_view` (or `frame_data`) instead of the frame. The
+    selector reads the frame's records as they are and only their values: nothing is converted.
     """
     selector = parse_selector(select)
     out: dict[str, float] = {}
     for node, frame in frames.items():
-        data = frame if isinstance(frame, dict) else frame_data(frame)
-        values = [float(m.value) for m in selector.select(data)
-                  if isinstance(m.value, (int, float)) and not isinstance(m.value, bool)]
+        data = frame if isinstance(frame, dict) else frame_view(frame)
+        values = [float(v) for v in selector.values(data) if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if not values:
             continue
         if aggregate == "min":
@@ -256,7 +255,7 @@ class ClusterAlarms:
             nodes: every node the dashboard follows.
             frames: the newest frame of each node that has one.
             now: the dashboard's Unix time.
-            peers: run the peer checks too; they cost most (every frame converted) and hold
+            peers: run the peer checks too; they cost most (every node's frame read) and hold
                 for 30 s and more, so a dashboard may run them less often than the rest.
         """
         out = self.book.observe(self._unreachable, unreachable(nodes), now)
@@ -265,7 +264,7 @@ class ClusterAlarms:
         if not peers:
             return out
         connected = {n.node for n in nodes if n.connected}
-        live: dict[str, Frame | dict[str, Any]] = {node: frame_data(f) for node, f in frames.items()
+        live: dict[str, Frame | dict[str, Any]] = {node: frame_view(f) for node, f in frames.items()
                                                    if node in connected}
         for check in self.peer_checks:
             out += self.book.observe(self._peers[check.name], peer_outliers(live, check), now)

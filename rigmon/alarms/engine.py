@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import string
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import IdentityMemo, Match, frame_data
+from rigmon.alarms.selector import IdentityMemo, LevelMemo, Match, field_value, frame_view
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
 
@@ -157,6 +157,14 @@ class AlarmEngine:
         self.book = AlarmBook(node, id_prefix, recent_limit)
         self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
+        #: For state rules that keep no memory between frames (``equals``, ``one_of``,
+        #: ``not_one_of``), whether a reading is in the rule's bad state.
+        self._stateless: dict[str, Callable[[EventValue], bool]] = {
+            r.name: _state_test(r) for r in self.rules
+            if isinstance(r, StateRule) and (r.equals is not None or r.one_of or r.not_one_of)}
+        #: Leave out clear observations of rules without alarms (see `evaluate_data`); tests
+        #: switch it off to check that it changes nothing.
+        self.skip_quiet = True
         self._subjects = {r.name: Template(r.subject) for r in self.rules}
         self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
@@ -179,10 +187,12 @@ class AlarmEngine:
         Returns:
             The alarm transitions this frame caused, rule by rule.
         """
-        return self.evaluate_data(frame_data(frame), frame.events, frame.taken_at if now is None else now)
+        # The selectors read the frame's records as they are (`frame_view`): converting the
+        # frame to plain data first (`frame_data`) cost as much as all the rules together.
+        return self.evaluate_data(frame_view(frame), frame.events, frame.taken_at if now is None else now)
 
     def evaluate_data(self, data: Mapping[str, Any], events: Sequence[Event], now: float) -> list[Transition]:
-        """Evaluate every rule against frame data (`frame_data`) and the events since the last call.
+        """Evaluate every rule against frame data (`frame_data` or `frame_view`) and the events since the last call.
 
         The seam for readings whose record types a build does not have yet, and for tests.
         """
@@ -190,23 +200,75 @@ class AlarmEngine:
         memo: IdentityMemo = {}  # list identities, shared by the rules of this frame only
         # Rules that watch the same reading (warning and critical rail limits) share its matches.
         selected: dict[str, list[Match]] = {}
+        values: dict[str, list[EventValue]] = {}
+        subject_values: dict[str, list[tuple[str, EventValue]]] = {}
+        levels: LevelMemo = {}  # leading steps walked, shared by the selectors of this frame
+        # A rule without an active or carried alarm only needs its active observations: the
+        # book does nothing with a clear one for a subject it has no alarm for. Most rules,
+        # most of the time, see only healthy subjects: their subjects and messages are not
+        # rendered and no observation is built. (Evaluating rule R changes only R's alarms,
+        # so the set taken here holds for every rule when its turn comes.)
+        alarmed = self.book.rules_with_alarms() if self.skip_quiet else None
         for rule in self.rules:
             if isinstance(rule, EventRule):
-                obs = list(self._events(rule, events))
-                out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))
+                if events or alarmed is None or rule.name in alarmed:
+                    obs = list(self._events(rule, events))
+                    out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))
                 continue
             if isinstance(rule, StateRule) and rule.collector:
-                status = data.get("collectors", {}).get(rule.collector) or {}
-                if status.get("state") != "ok":
+                status = field_value(field_value(data.get("collectors"), rule.collector), "state")
+                if status != "ok":
                     out.extend(self.book.observe(rule, [], now, complete=False))
                     continue
             selector = self._selectors[rule.name]
             assert selector is not None
-            matches = selected.get(selector.text)
-            if matches is None:
-                matches = selected[selector.text] = selector.select(data, memo)
-            observations = list(self._observe(rule, matches, now))
-            out.extend(self.book.observe(rule, observations, now))
+            quiet = alarmed is not None and rule.name not in alarmed
+            test = self._stateless.get(rule.name)
+            if quiet and test is not None:
+                # A state rule that keeps no memory: its values alone say whether any subject is active.
+                found = values.get(selector.text)
+                if found is None:
+                    found = values[selector.text] = selector.values(data)
+                if not any(map(test, found)):
+                    continue
+            if quiet and isinstance(rule, StalenessRule):
+                # As for counters: subjects and values count the frames a timestamp stood
+                # still; only one older than the least limit needs its labels.
+                pairs = subject_values.get(selector.text)
+                if pairs is None:
+                    pairs = subject_values[selector.text] = selector.subject_values(data, memo, levels)
+                candidates = self._staleness_update(rule, self._state[rule.name], pairs, now)
+                if not candidates:
+                    continue
+                matches = selected.get(selector.text)
+                if matches is None:
+                    matches = selected[selector.text] = selector.select(data, memo)
+                observations = [o for i, at, frames in candidates
+                                if (o := self._stale_obs(rule, matches[i], at, frames, now, True)) is not None]
+                if observations:
+                    out.extend(self.book.observe(rule, observations, now))
+                continue
+            if quiet and isinstance(rule, CounterRule):
+                # Histories are kept by subject: a quiet counter needs subjects and values, not
+                # matches with labels. Updating a history again with the same value changes
+                # nothing, so the rising ones are then observed from their matches as usual.
+                pairs = subject_values.get(selector.text)
+                if pairs is None:
+                    pairs = subject_values[selector.text] = selector.subject_values(data, memo, levels)
+                rising = self._counter_update(rule, self._state[rule.name], pairs, now)
+                if not rising:
+                    continue
+                matches = selected.get(selector.text)
+                if matches is None:
+                    matches = selected[selector.text] = selector.select(data, memo)
+                matches = [matches[i] for i in rising]
+            else:
+                matches = selected.get(selector.text)
+                if matches is None:
+                    matches = selected[selector.text] = selector.select(data, memo)
+            observations = [o for o in self._observe(rule, matches, now, quiet) if o is not None]
+            if observations or not quiet:
+                out.extend(self.book.observe(rule, observations, now))
         return out
 
     def acknowledge(self, alarm_id: str, by: str, now: float | None = None) -> list[Transition]:
@@ -282,21 +344,26 @@ class AlarmEngine:
 
     # --- conditions ----------------------------------------------------------------------
 
-    def _observe(self, rule: Rule, matches: list[Match], now: float) -> Iterable[Observation]:
+    def _observe(self, rule: Rule, matches: list[Match], now: float, quiet: bool = False) -> Iterable[Observation | None]:
+        """The rule's observations of ``matches``; with ``quiet``, ``None`` for each clear one
+        (the rule has no alarm, so the book has no use for them: nothing is rendered)."""
         state = self._state[rule.name]
         if isinstance(rule, ThresholdRule):
-            yield from self._threshold(rule, state, matches, now)
+            yield from self._threshold(rule, state, matches, now, quiet)
         elif isinstance(rule, StateRule):
-            yield from self._state_rule(rule, state, matches)
+            yield from self._state_rule(rule, state, matches, quiet)
         elif isinstance(rule, CounterRule):
-            yield from self._counter(rule, state, matches, now)
+            yield from self._counter(rule, state, matches, now, quiet)
         elif isinstance(rule, StalenessRule):
-            yield from self._staleness(rule, state, matches, now)
+            yield from self._staleness(rule, state, matches, now, quiet)
         elif isinstance(rule, TrendRule):
-            yield from self._trend(rule, state, matches, now)
+            yield from self._trend(rule, state, matches, now, quiet)
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
-             value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True) -> Observation:
+             value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True,
+             quiet: bool = False) -> Observation | None:
+        if quiet and not active:
+            return None
         subj = self._subjects[rule.name].render(labels, subject)
         if not active:
             # The book reads the message of active observations only; formatting one for every
@@ -310,7 +377,7 @@ class AlarmEngine:
                            message=self._messages[rule.name].render(fields, fallback), worse=_worse(rule))
 
     def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
-                   now: float) -> Iterable[Observation]:
+                   now: float, quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             v = _number(m.value)
             if v is None:
@@ -333,9 +400,12 @@ class AlarmEngine:
                 trip, clear = v > rule.above, v <= rule.above - rule.hysteresis
             active = trip or (was and not clear)
             state.latched[m.subject] = active
-            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v))
+            if quiet and not active:
+                continue
+            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v), quiet=quiet)
 
-    def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match]) -> Iterable[Observation]:
+    def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match],
+                    quiet: bool) -> Iterable[Observation | None]:
         present: set[str] = set()
         for m in matches:
             present.add(m.subject)
@@ -363,57 +433,99 @@ class AlarmEngine:
                         continue
                     details["expected"] = _tidy(rule.expected[ident])
                     active = v < rule.expected[ident]
-            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details)
+            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details, quiet=quiet)
         if rule.vanished:
             for subject, labels in state.seen.items():
                 if subject not in present:
                     yield self._obs(rule, None, subject, labels, True, None)
 
     def _counter(self, rule: CounterRule, state: _RuleState, matches: list[Match],
-                 now: float) -> Iterable[Observation]:
+                 now: float, quiet: bool) -> Iterable[Observation | None]:
+        start = now - rule.window_s
         for m in matches:
             v = _number(m.value)
             if v is None:
                 continue
-            hist = state.window.setdefault(m.subject, deque())
-            if hist and v < hist[-1][1]:
-                hist.clear()  # counter reset: no honest increase across it
-            hist.append((now, v))
-            # Keep one sample at or before the window's start, so the increase spans it.
-            while len(hist) >= 2 and hist[1][0] <= now - rule.window_s:
-                hist.popleft()
+            hist = _counter_history(state.window, m.subject, v, now, start)
             increase = v - hist[0][1]
             active = increase > rule.max_increase
+            if quiet and not active:
+                continue
             # Less than a window of history (since the agent started or the counter was reset)
             # cannot say the counter is quiet: an alarm carried over a restart, or firing across
             # a driver reload, must not resolve on it and fire again moments later.
-            known = active or hist[0][0] <= now - rule.window_s
+            known = active or hist[0][0] <= start
             yield self._obs(rule, m, m.subject, m.labels, active, _tidy(increase),
-                            {"increase": increase, "total": _tidy(v)}, known=known)
+                            {"increase": increase, "total": _tidy(v)}, known=known, quiet=quiet)
+
+    @staticmethod
+    def _counter_update(rule: CounterRule, state: _RuleState, pairs: list[tuple[str, EventValue]],
+                        now: float) -> list[int]:
+        """Update the histories of a counter rule from ``(subject, value)`` pairs; return the
+        positions of those rising by more than ``max_increase``."""
+        start = now - rule.window_s
+        max_increase = rule.max_increase
+        histories = state.window
+        rising: list[int] = []
+        for i, (subject, value) in enumerate(pairs):
+            hist = histories.get(subject)
+            if hist is not None and value == hist[-1][1] and type(value) is not bool \
+                    and (len(hist) < 2 or hist[1][0] > start):
+                # Unchanged and nothing to trim: `_counter_history` would change nothing.
+                if value - hist[0][1] > max_increase:
+                    rising.append(i)
+                continue
+            v = _number(value)
+            if v is None:
+                continue
+            hist = _counter_history(histories, subject, v, now, start)
+            if v - hist[0][1] > max_increase:
+                rising.append(i)
+        return rising
 
     def _staleness(self, rule: StalenessRule, state: _RuleState, matches: list[Match],
-                   now: float) -> Iterable[Observation]:
+                   now: float, quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             at = _number(m.value)
             if at is None:
                 continue
-            # Old alone is not silent: the timestamp must also have stood still for
-            # min_frames evaluations (an accelerated simulator makes every sample "old").
-            last_at, frames = state.unchanged.get(m.subject, (at, 0))
-            frames = frames + 1 if last_at == at else 1
-            state.unchanged[m.subject] = (at, frames)
-            age_s = max(0.0, now - at)
-            limit_s = rule.max_age_s
-            if rule.max_intervals > 0:
-                interval_s = self.intervals.get(m.labels.get("key", ""))
-                if interval_s is not None:
-                    # A collector that runs every 300 s is not silent after 120 s.
-                    limit_s = max(limit_s, rule.max_intervals * interval_s)
-            silent = age_s > limit_s and frames >= rule.min_frames
-            yield self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
-                            {"age_s": age_s, "limit_s": limit_s})
+            frames = _stood_still(state, m.subject, at)
+            yield self._stale_obs(rule, m, at, frames, now, quiet)
 
-    def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float) -> Iterable[Observation]:
+    def _stale_obs(self, rule: StalenessRule, m: Match, at: float, frames: int, now: float,
+                   quiet: bool) -> Observation | None:
+        age_s = max(0.0, now - at)
+        limit_s = rule.max_age_s
+        if rule.max_intervals > 0:
+            interval_s = self.intervals.get(m.labels.get("key", ""))
+            if interval_s is not None:
+                # A collector that runs every 300 s is not silent after 120 s.
+                limit_s = max(limit_s, rule.max_intervals * interval_s)
+        silent = age_s > limit_s and frames >= rule.min_frames
+        if quiet and not silent:
+            return None
+        return self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
+                         {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
+
+    @staticmethod
+    def _staleness_update(rule: StalenessRule, state: _RuleState, pairs: list[tuple[str, EventValue]],
+                          now: float) -> list[tuple[int, float, int]]:
+        """Count how long each timestamp stood still, from ``(subject, value)`` pairs; return
+        ``(position, time, frames)`` of those that may be silent (older than ``max_age_s``,
+        the least limit, for ``min_frames``): only they need their labels (the collector's
+        own interval may raise the limit)."""
+        candidates: list[tuple[int, float, int]] = []
+        for i, (subject, value) in enumerate(pairs):
+            at = _number(value)
+            if at is None:
+                continue
+            frames = _stood_still(state, subject, at)
+            if now - at > rule.max_age_s and frames >= rule.min_frames:
+                candidates.append((i, at, frames))
+        return candidates
+
+    def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float,
+               quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
             v = _number(m.value)
             if v is None:
@@ -431,7 +543,7 @@ class AlarmEngine:
                 continue  # not enough history for a trend: no verdict, not a clear
             slope_per_day = _slope([((b[0] + 0.5) * rule.bucket_s, b[1] / b[2]) for b in buckets]) * SECONDS_PER_DAY
             yield self._obs(rule, m, m.subject, m.labels, slope_per_day > rule.max_rise_per_day,
-                            round(slope_per_day, 6))
+                            round(slope_per_day, 6), quiet=quiet)
 
     def _events(self, rule: EventRule, events: Sequence[Event]) -> Iterable[Observation]:
         for ev in events:
@@ -448,6 +560,56 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
+
+
+def _state_test(rule: StateRule) -> Callable[[EventValue], bool]:
+    """Whether a reading is in the bad state of a rule with ``equals``, ``one_of`` or ``not_one_of``,
+    as `AlarmEngine._state_rule` decides it (`same_value`)."""
+    wanted = (rule.equals,) if rule.equals is not None else rule.one_of or rule.not_one_of
+    negate = rule.equals is None and not rule.one_of
+    if all(type(x) is str for x in wanted):
+        # Text against text is equality of str (a number or a bool never equals text).
+        texts = frozenset(wanted)
+        if negate:
+            return lambda value: not (type(value) is str and value in texts)
+        return lambda value: type(value) is str and value in texts
+    if negate:
+        return lambda value: not any(same_value(value, x) for x in wanted)
+    return lambda value: any(same_value(value, x) for x in wanted)
+
+
+def _stood_still(state: _RuleState, subject: str, at: float) -> int:
+    """Evaluations for which a staleness rule's timestamp ``at`` has stood still, this one included.
+
+    Old alone is not silent: the timestamp must also have stood still for ``min_frames``
+    evaluations (an accelerated simulator makes every sample "old").
+    """
+    last_at, frames = state.unchanged.get(subject, (at, 0))
+    frames = frames + 1 if last_at == at else 1
+    state.unchanged[subject] = (at, frames)
+    return frames
+
+
+def _counter_history(histories: dict[str, deque[tuple[float, float]]], subject: str, v: float, now: float,
+                     start: float) -> deque[tuple[float, float]]:
+    """The history of a counter's subject, updated with its value ``v`` at ``now``.
+
+    A history holds the samples where the counter changed (the first of each run of equal
+    values): its value at any time is that of the last change before it, as with every sample
+    kept, and a quiet counter adds nothing (updating twice with one value changes nothing).
+    One change at or before the window's ``start`` is kept, so the increase spans the window.
+    """
+    hist = histories.get(subject)
+    if hist is None:
+        hist = histories[subject] = deque()
+        hist.append((now, v))
+    elif v != hist[-1][1]:
+        if v < hist[-1][1]:
+            hist.clear()  # counter reset: no honest increase across it
+        hist.append((now, v))
+    while len(hist) >= 2 and hist[1][0] <= start:
+        hist.popleft()
+    return hist
 
 
 def _worse(rule: Rule) -> Worse | None:

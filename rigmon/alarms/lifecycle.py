@@ -205,6 +205,10 @@ class AlarmBook:
         # Alarms restored from before a restart, waiting for fresh readings to decide.
         self._carried: dict[tuple[str, str], _Carry] = {}
 
+    def rules_with_alarms(self) -> set[str]:
+        """Names of the rules that have an active alarm, or one carried over a restart."""
+        return {key[0] for key in self._active} | {key[0] for key in self._carried}
+
     def observe(self, rule: TrackedRule, observations: Iterable[Observation], now: float,
                 complete: bool = True, latch_s: float | None = None) -> list[Transition]:
         """Apply one evaluation of ``rule``.

@@ -2,7 +2,9 @@
 
 A selector is read against the frame's data as JSON (`frame_data`): every field of the
 frame's ``readings`` at the top level (``host``, ``net``, ``temperatures``...), plus
-``collectors`` (name -> status), ``node`` and ``taken_at``.
+``collectors`` (name -> status), ``node`` and ``taken_at``. The engine reads the same from the
+frame's records as they are (`frame_view`): a record reads as the dict of its fields and a
+tuple as a list, so nothing is converted and the matches are the same.
 
 Grammar::
 
@@ -24,12 +26,15 @@ an empty list) matches nothing: missing data is not an error.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rigmon.schema import EventValue, Frame
+from rigmon.schema import EventValue, Frame, Readings
 from rigmon.typed import to_data
 
 #: Fields that name a list item, in order of preference. ``index`` comes before ``name``
@@ -43,6 +48,8 @@ _FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
 
 #: Identity labels and path part of every item of a list, by ``id()`` of the list.
 IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
+#: Nodes reached (with path and subject) by leading steps of selectors, by those steps.
+LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str, "dict[str, str] | None"]]]
 
 
 class SelectorError(ValueError):
@@ -90,7 +97,7 @@ class Match:
 
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """A parsed selector; `select` applies it to frame data."""
+    """A parsed selector; `select` applies it to frame data or a frame's view."""
 
     text: str
     steps: tuple[Step, ...]
@@ -99,14 +106,89 @@ class Selector:
         """Every scalar the selector reaches in ``data``, in document order.
 
         Args:
-            data: frame data (`frame_data`).
+            data: frame data (`frame_data`) or a frame's view (`frame_view`): a record
+                (a frozen dataclass) reads as the dict of its fields and a tuple as a list,
+                as `rigmon.typed.to_data` would convert them, so both give the same matches.
             memo: identities of the lists already walked in this same ``data`` (the engine
                 passes one per frame, so the rules over ``gpus[*]`` work out the GPUs'
                 identities once); must not outlive ``data``: it is keyed by ``id()``.
         """
-        out: list[Match] = []
-        _walk(data, self.steps, 0, "", "", {}, out, {} if memo is None else memo)
-        return out
+        current = self._reach(data, {} if memo is None else memo, True)
+        return [Match(path=path, subject=subject or path, value=node, labels=labels)  # type: ignore[arg-type]
+                for node, path, subject, labels in current if type(node) in _SCALARS or _scalar(node)]
+
+    def subject_values(self, data: Mapping[str, Any], memo: IdentityMemo | None = None,
+                       levels: LevelMemo | None = None) -> list[tuple[str, EventValue]]:
+        """``(subject, value)`` of every match `select` would give, in the same order, without
+        building the matches and their labels (what a rule that keeps memory per subject needs
+        on a quiet frame).
+
+        Args:
+            data: as for `select`.
+            memo: as for `select`.
+            levels: the records reached by the steps before the last, by those steps, for the
+                selectors of this same ``data`` (the engine passes one per frame: its two NVLink
+                rules walk ``gpus[*].nvlinks[*]`` once).
+        """
+        current = self._reach(data, {} if memo is None else memo, False, levels)
+        return [(subject or path, node) for node, path, subject, _ in current
+                if type(node) in _SCALARS or _scalar(node)]
+
+    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo, labelled: bool,
+               levels: LevelMemo | None = None) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+        """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
+        # Level by level: all leaves are at the same depth, so this is document order.
+        current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
+        last = len(self.steps) - 1
+        first = 0
+        if levels is not None and not labelled and last > 0:
+            # Unlabelled levels hold no dicts a caller could change: safe to share.
+            prefix = self.steps[:last]
+            shared = levels.get(prefix)
+            if shared is None:
+                shared = levels[prefix] = self._walk_steps(current, 0, last, memo)
+            current, first = shared, last
+        return self._walk_steps(current, first, last + 1, memo)
+
+    def _walk_steps(self, current: list[tuple[Any, str, str, dict[str, str] | None]], begin: int, end: int,
+                    memo: IdentityMemo) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+        """The nodes ``steps[begin:end]`` lead to from ``current``."""
+        last = len(self.steps) - 1
+        for i in range(begin, end):
+            step = self.steps[i]
+            nxt: list[tuple[Any, str, str, dict[str, str] | None]] = []
+            for node, path, subject, labels in current:
+                for child, child_path, child_labels in _children(node, step.name, path, labels):
+                    if step.filters:
+                        for item, item_path, item_labels in _apply_filters(child, step.filters, child_path,
+                                                                           child_labels, memo):
+                            # The subject is the record a leaf belongs to: the path before the last step.
+                            nxt.append((item, item_path, subject if i == last else item_path, item_labels))
+                    elif child is not None:
+                        nxt.append((child, child_path, subject if i == last else child_path, child_labels))
+            if not nxt:
+                return []
+            current = nxt
+        return current
+
+    def values(self, data: Mapping[str, Any]) -> list[EventValue]:
+        """The values `select` would match, in the same order, without their paths and labels
+        (cheap: no identities are worked out)."""
+        current: list[Any] = [data]
+        for step in self.steps:
+            nxt: list[Any] = []
+            for node in current:
+                for child in _child_values(node, step.name):
+                    if child is None:
+                        continue
+                    if step.filters:
+                        nxt.extend(_filter_values(child, step.filters))
+                    else:
+                        nxt.append(child)
+            if not nxt:
+                return []
+            current = nxt
+        return [v for v in current if type(v) in _SCALARS or _scalar(v)]
 
     @property
     def field(self) -> str:
@@ -169,63 +251,170 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool))
 
 
-def _walk(node: Any, steps: tuple[Step, ...], i: int, path: str, subject: str,
-          labels: dict[str, str], out: list[Match], memo: IdentityMemo) -> None:
-    if node is None:
-        return
-    if i == len(steps):
-        if _scalar(node):
-            out.append(Match(path=path, subject=subject or path, value=node, labels=labels))
-        return
-    step = steps[i]
-    if not isinstance(node, Mapping):
-        return
-    children: list[tuple[Any, str, dict[str, str]]]
-    if step.name == "*":
-        children = [(v, _join(path, str(k)), {**labels, "key": str(k)}) for k, v in node.items()]
-    elif step.name in node:
-        children = [(node[step.name], _join(path, step.name), labels)]
+_SCALARS = frozenset({str, int, float, bool})
+
+#: Field names of record (dataclass) types, and ``None`` for types that are no record, by type.
+_RECORD_FIELDS: dict[type, frozenset[str] | None] = {}
+_RECORD_ORDER: dict[type, tuple[str, ...]] = {}
+#: `IDENTITY_FIELDS` that a record type has, in order of preference, by type.
+_RECORD_IDENTITY: dict[type, tuple[str, ...]] = {}
+
+
+def _record_fields(tp: type) -> frozenset[str] | None:
+    """The field names of a record type (a dataclass), ``None`` for any other type."""
+    try:
+        return _RECORD_FIELDS[tp]
+    except KeyError:
+        pass
+    if dataclasses.is_dataclass(tp):
+        order = tuple(f.name for f in dataclasses.fields(tp))
+        _RECORD_ORDER[tp] = order
+        _RECORD_IDENTITY[tp] = tuple(key for key in IDENTITY_FIELDS if key in order)
+        _RECORD_FIELDS[tp] = frozenset(order)
     else:
-        return
-    last = i == len(steps) - 1
-    for child, child_path, child_labels in children:
-        for item, item_path, item_labels in _apply_filters(child, step.filters, child_path, child_labels, memo):
-            # The subject is the record a leaf belongs to: the path before the last step.
-            _walk(item, steps, i + 1, item_path, subject if last else item_path, item_labels, out, memo)
+        _RECORD_FIELDS[tp] = None
+    return _RECORD_FIELDS[tp]
 
 
-def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str,
-                   labels: dict[str, str], memo: IdentityMemo) -> list[tuple[Any, str, dict[str, str]]]:
+def field_value(node: Any, name: str) -> Any:
+    """Field ``name`` of a mapping or record; ``None`` when it has none or is neither."""
+    if type(node) is dict:
+        return node.get(name)
+    fields = _record_fields(type(node))
+    if fields is not None:
+        return getattr(node, name) if name in fields else None
+    if isinstance(node, Mapping):
+        return node.get(name)
+    return None
+
+
+def _items(node: Any) -> list[tuple[str, Any]] | None:
+    """Keys (as text) and values of a mapping or record; ``None`` when it is neither."""
+    if type(node) is not dict and _record_fields(type(node)) is not None:
+        return [(name, getattr(node, name)) for name in _RECORD_ORDER[type(node)]]
+    if isinstance(node, Mapping):
+        return [(str(k), v) for k, v in node.items()]
+    return None
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _children(node: Any, name: str, path: str,
+              labels: dict[str, str] | None) -> list[tuple[Any, str, dict[str, str] | None]]:
+    """The nodes one step (``name`` or ``*``) leads to from ``node``, with their paths and labels
+    (``None`` for none wanted)."""
+    if name == "*":
+        items = _items(node)
+        if items is None:
+            return []
+        if labels is None:
+            return [(v, f"{path}.{k}" if path else k, None) for k, v in items]
+        return [(v, f"{path}.{k}" if path else k, {**labels, "key": k}) for k, v in items]
+    child = field_value(node, name)
+    if child is None:
+        return []
+    return [(child, f"{path}.{name}" if path else name, labels)]
+
+
+def _child_values(node: Any, name: str) -> list[Any]:
+    if name == "*":
+        items = _items(node)
+        return [] if items is None else [v for _, v in items]
+    child = field_value(node, name)
+    return [] if child is None else [child]
+
+
+def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str, labels: dict[str, str] | None,
+                   memo: IdentityMemo) -> list[tuple[Any, str, dict[str, str] | None]]:
     current = [(node, path, labels)]
     for flt in filters:
-        nxt: list[tuple[Any, str, dict[str, str]]] = []
+        nxt: list[tuple[Any, str, dict[str, str] | None]] = []
         for value, p, lab in current:
-            if not isinstance(value, list):
+            if not _is_list(value):
                 continue
             idents = memo.get(id(value))
             if idents is None:
                 idents = memo[id(value)] = _identities(value)
-            for pos, item in enumerate(value):
-                if flt.kind == "position" and pos != (flt.position % len(value) if value else 0):
-                    continue
-                if flt.kind == "equals" and not (isinstance(item, Mapping) and _text(item.get(flt.field)) == flt.value):
-                    continue
+            if flt.kind == "all":
+                positions: range | list[int] = range(len(value))
+            elif flt.kind == "position":
+                positions = [flt.position % len(value)] if value else []
+            else:
+                positions = [pos for pos, item in enumerate(value) if _text(field_value(item, flt.field)) == flt.value]
+            for pos in positions:
                 ident_label, ident_path = idents[pos]
-                nxt.append((item, f"{p}[{ident_path}]", {**lab, **ident_label}))
+                nxt.append((value[pos], f"{p}[{ident_path}]", None if lab is None else {**lab, **ident_label}))
+        current = nxt
+    return [c for c in current if c[0] is not None]
+
+
+def _filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
+    current = [node]
+    for flt in filters:
+        nxt: list[Any] = []
+        for value in current:
+            if not _is_list(value):
+                continue
+            if flt.kind == "all":
+                nxt.extend(value)
+            elif flt.kind == "position":
+                if value:
+                    nxt.append(value[flt.position % len(value)])
+            else:
+                nxt.extend(item for item in value if _text(field_value(item, flt.field)) == flt.value)
         current = nxt
     return current
 
 
-def _identities(items: list[Any]) -> list[tuple[dict[str, str], str]]:
+#: Identities of lists of records already worked out, by the records' type and the raw values
+#: of their identity fields (with the values' types: ``1``, ``1.0`` and ``True`` are equal keys
+#: but different text). A node's GPUs, links and arrays keep their identities from frame to
+#: frame, so a frame's lists are mostly found here. Entries are shared: never change them.
+_IDENTITY_CACHE: dict[tuple[Any, ...], list[tuple[dict[str, str], str]]] = {}
+#: Entries kept before the cache starts afresh (a node has a few dozen lists).
+IDENTITY_CACHE_SIZE = 512
+_IDENTITY_GETTERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
     """Identity labels and path part of every item of a list (the labels are shared: copy to change)."""
+    if not items:
+        return []
+    tp = type(items[0])
+    if _record_fields(tp) is not None and len(set(map(type, items))) == 1:
+        getter = _IDENTITY_GETTERS.get(tp)
+        if getter is None:
+            keys = _RECORD_IDENTITY[tp]
+            getter = _IDENTITY_GETTERS[tp] = operator.attrgetter(*keys) if keys else (lambda item: None)
+        raw = tuple(map(getter, items))
+        flat = raw if len(_RECORD_IDENTITY[tp]) <= 1 else tuple(itertools.chain.from_iterable(raw))
+        key = (tp, raw, tuple(map(type, flat)))
+        found = _IDENTITY_CACHE.get(key)
+        if found is None:
+            if len(_IDENTITY_CACHE) >= IDENTITY_CACHE_SIZE:
+                _IDENTITY_CACHE.clear()
+            found = _IDENTITY_CACHE[key] = _work_out_identities(items)
+        return found
+    return _work_out_identities(items)
+
+
+def _work_out_identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
     per_item: list[dict[str, str]] = []
     for item in items:
         labels: dict[str, str] = {}
-        if isinstance(item, Mapping):
+        if type(item) is dict or isinstance(item, Mapping):
             for key in IDENTITY_FIELDS:
                 text = _text(item.get(key))
                 if text is not None:
                     labels[key] = text
+        else:
+            if _record_fields(type(item)) is not None:
+                for key in _RECORD_IDENTITY[type(item)]:
+                    text = _text(getattr(item, key))
+                    if text is not None:
+                        labels[key] = text
         per_item.append(labels)
     unique_key = None
     for key in IDENTITY_FIELDS:
@@ -250,12 +439,25 @@ def _text(value: Any) -> str | None:
     return None
 
 
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+def frame_view(frame: Frame) -> dict[str, Any]:
+    """What selectors read, without converting the frame: the frame's readings (records, as
+    they are), its collectors, node and time. Selectors find in it what they find in
+    `frame_data`, at a fraction of the cost (nothing is copied)."""
+    readings = frame.readings
+    data: dict[str, Any] = {name: getattr(readings, name) for name in _readings_fields()}
+    data["collectors"] = frame.collectors
+    data["node"] = frame.node
+    data["taken_at"] = frame.taken_at
+    return data
+
+
+def _readings_fields() -> tuple[str, ...]:
+    _record_fields(Readings)
+    return _RECORD_ORDER[Readings]
 
 
 def frame_data(frame: Frame) -> dict[str, Any]:
-    """The data selectors read: the frame's readings, its collectors, node and time."""
+    """The data selectors read, as plain data: the frame's readings, its collectors, node and time."""
     data: dict[str, Any] = to_data(frame.readings)
     data["collectors"] = to_data(frame.collectors)
     data["node"] = frame.node

@@ -215,3 +215,44 @@ async def test_stream_count_is_limited(served: tuple[Agent, str]) -> None:
             third = await client.get(f"{url}/v1/stream")
             assert third.status_code == 503
             assert "too many" in json.loads(third.content)["error"]
+
+
+async def test_latest_is_answered_without_starlette_as_the_route_answers_it(
+        inproc: tuple[Agent, httpx.AsyncClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    """GET /v1/latest, pulled every second, skips Starlette's middleware and routing; its
+    answer is the route's: same status, headers and bytes."""
+    from starlette.applications import Starlette
+
+    agent, client = inproc
+    agent.start()
+    await wait_for_seq(agent, 2)
+    agent.sampler.stop()
+    await asyncio.sleep(0.1)
+    assert agent.buffer is not None and agent.buffer.latest is not None
+    frame = agent.buffer.latest
+    through_route = await client.head("/v1/latest")  # HEAD still takes the route
+    entered: list[str] = []
+    original = Starlette.__call__
+
+    async def counting(self: Starlette, scope: dict[str, object], receive: object, send: object) -> None:
+        entered.append(str(scope.get("path")))
+        await original(self, scope, receive, send)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Starlette, "__call__", counting)
+    fast = await client.get("/v1/latest")
+    assert entered == []
+    assert fast.status_code == through_route.status_code == 200
+    assert fast.content == frame_json(frame)
+    assert list(fast.headers.items()) == list(through_route.headers.items())
+    assert (await client.get("/v1/info")).status_code == 200 and entered == ["/v1/info"]
+
+
+async def test_latest_still_needs_the_token(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path, token=TOKEN)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.app()), base_url="http://a") as client:
+        agent.start()
+        await wait_for_seq(agent, 1)
+        assert (await client.get("/v1/latest")).status_code == 401
+        ok = await client.get("/v1/latest", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code == 200 and decode(Frame, ok.content).node == "t1"
+    await agent.stop()

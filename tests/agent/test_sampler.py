@@ -244,3 +244,25 @@ async def test_every_tick_calls_the_collectors_due() -> None:
         sampler.stop()
         await task
     assert quick.n >= len(frames) - 1
+
+
+async def test_waiting_for_the_tick_starts_no_task() -> None:
+    """Between ticks the sampler waits on one future and one timer: a task per wait (as
+    ``asyncio.wait_for(event.wait(), delay)`` starts) is one more turn of the event loop each
+    time, on an agent that should wake once a second."""
+    pushing = Pushing()
+    sampler, frames = make({"pushing": pushing}, interval_s=30.0)
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq == 1)
+        await asyncio.sleep(0.05)  # into the wait for the next tick
+        assert asyncio.all_tasks() == {task, asyncio.current_task()}
+        assert pushing.push is not None
+        pushing.push([TemperatureReading("adc", "rail", 11.4)])  # from the loop's own thread: still queued safely
+        await frames_until(frames, lambda f: f.seq == 2, timeout_s=5.0)
+        await asyncio.sleep(0.05)
+        assert asyncio.all_tasks() == {task, asyncio.current_task()}
+    finally:
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+    assert task.done()
