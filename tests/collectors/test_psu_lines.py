@@ -15,6 +15,7 @@ from rigmon.collectors.psu_lines import (
     format_rm1,
     parse_pzem017_registers,
     parse_rm1_line,
+    rm1_checksum,
 )
 from rigmon.collectors.psu_text import TextFields, TextHeader, parse_text_line, text_window
 
@@ -295,3 +296,26 @@ def test_pzem_decoder_raises_only_line_error(registers: list[int]) -> None:
     except LineError:
         return
     assert 0 <= window.volts["v"].min <= 655.35
+
+
+def test_checksum_is_the_xor_of_every_byte_at_any_length() -> None:
+    import random
+
+    rng = random.Random(19)
+    for length in range(0, 260):
+        body = "".join(chr(rng.randint(32, 126)) for _ in range(length))
+        expected = 0
+        for byte in body.encode("ascii"):
+            expected ^= byte
+        assert rm1_checksum(body) == expected
+
+
+def test_splitter_gives_the_same_lines_however_the_bytes_are_cut() -> None:
+    stream = b"partial\r\n$RM1,a\r\nb\n\rc\r\r\nd\n\n\re" + b"x" * 40 + b"\r\nlast"
+    whole = LineSplitter(max_bytes=32)
+    expected = whole.feed(stream)
+    assert expected == ["$RM1,a", "b", "c", "d"]
+    for cut in range(1, len(stream)):
+        split = LineSplitter(max_bytes=32)
+        assert split.feed(stream[:cut]) + split.feed(stream[cut:]) == expected, cut
+        assert (split.partial_total, split.long_total) == (1, 1)
