@@ -57,6 +57,8 @@ from benchmarks.common import (  # noqa: E402
     machine,
     self_peak_rss_mb,
     stop,
+    thread_cpu_delta_ms,
+    thread_cpu_ms,
 )
 from rigmon.agent.agent import Agent  # noqa: E402
 from rigmon.agent.server import make_server  # noqa: E402
@@ -85,6 +87,8 @@ class FakeDriverTimer:
     def __init__(self) -> None:
         self.cpu_s = 0.0
         self.calls = 0
+        #: CPU seconds in the fake library by calling thread (``threading.get_ident()``).
+        self.by_thread: dict[int, float] = {}
         self._lock = threading.Lock()
         self._original: Callable[[str, Callable[..., int]], int] = FAKE_NVML._system
 
@@ -97,9 +101,11 @@ class FakeDriverTimer:
                 return original(name, fn)
             finally:
                 spent = time.thread_time() - t0
+                ident = threading.get_ident()
                 with self._lock:
                     self.cpu_s += spent
                     self.calls += 1
+                    self.by_thread[ident] = self.by_thread.get(ident, 0.0) + spent
 
         FAKE_NVML._system = timed  # type: ignore[method-assign]
 
@@ -110,12 +116,15 @@ class FakeDriverTimer:
     def overhead_s(calls: int = 20000) -> float:
         """CPU seconds one timed call adds on top of the call itself (the clock reads and the lock)."""
         lock = threading.Lock()
+        by_thread: dict[int, float] = {}
         t0 = time.thread_time()
         for _ in range(calls):
             a = time.thread_time()
             b = time.thread_time()
+            ident = threading.get_ident()
             with lock:
                 a += b - a
+                by_thread[ident] = by_thread.get(ident, 0.0) + a
         return (time.thread_time() - t0) / calls
 
 
@@ -191,6 +200,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         pid = os.getpid()
         exporter_cpu0 = cpu_seconds(exporter.pid) if exporter is not None else 0.0
         cpu0, sim0, fake0, calls0 = cpu_seconds(pid), physics.cpu_s, timer.cpu_s, timer.calls
+        threads0, fake_by_thread0 = thread_cpu_ms(), dict(timer.by_thread)
         seq0 = agent.buffer.latest.seq if agent.buffer and agent.buffer.latest else 0
         steps0, windows0 = physics.steps, adc_windows(agent)
         t0 = time.monotonic()
@@ -198,6 +208,12 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         elapsed = time.monotonic() - t0
         cpu, sim, fake, calls = (cpu_seconds(pid) - cpu0, physics.cpu_s - sim0, timer.cpu_s - fake0,
                                  timer.calls - calls0)
+        threads = thread_cpu_delta_ms(threads0, thread_cpu_ms())
+        idents = {t.ident: t.name for t in threading.enumerate()}
+        fake_by_thread: dict[str, float] = {}
+        for ident, spent in timer.by_thread.items():
+            name = idents.get(ident, "(exited)")
+            fake_by_thread[name] = fake_by_thread.get(name, 0.0) + 1000 * (spent - fake_by_thread0.get(ident, 0.0))
         if exporter is not None and exporter.poll() is None:
             exporter_cpu = cpu_seconds(exporter.pid) - exporter_cpu0
             # It answered all along (its poller pulls once a second): one more pull says it still does.
@@ -228,7 +244,26 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
             "timer": timer_overhead,
             "elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
             "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
-            "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s}  # type: ignore[dict-item]
+            "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s,  # type: ignore[dict-item]
+            "threads": threads, "fake_by_thread": fake_by_thread}  # type: ignore[dict-item]
+
+
+def thread_table(r: dict[str, object], elapsed: float) -> list[str]:
+    """Markdown rows: CPU ms per second of each thread of the process in the window, the fake NVML
+    library's share on that thread, and what is left for the agent (the simulator's thread is all
+    simulator)."""
+    threads: dict[str, float] = r["threads"]  # type: ignore[assignment]
+    fake: dict[str, float] = r["fake_by_thread"]  # type: ignore[assignment]
+    rows = ["| thread | CPU ms per second | fake NVML in it | agent's, ms per second |", "|---|---:|---:|---:|"]
+    for name, ms in threads.items():
+        if ms <= 0 and not fake.get(name):
+            continue
+        agent_ms = 0.0 if name == "sim-physics" else ms - fake.get(name, 0.0)
+        rows.append(f"| {name} | {ms / elapsed:.2f} | {fake.get(name, 0.0) / elapsed:.2f} | {agent_ms / elapsed:.2f} |")
+    counted = sum(threads.values()) / 1000
+    rows.append(f"| (threads that exited in the window, and tick rounding) | "
+                f"{1000 * (float(r['cpu']) - counted) / elapsed:.2f} | | |")  # type: ignore[arg-type]
+    return rows
 
 
 def main() -> int:
@@ -264,6 +299,8 @@ def main() -> int:
                         ("timing the fake NVML's calls (subtracted)", r["timer"]),
                         ("agent = whole - simulator - fake NVML - timing", agent_s)):
         print(f"| {name} | {value:.2f} | {1000 * value / elapsed:.1f} | {100 * value / elapsed:.2f} |")
+    print("\nper thread (/proc/self/task/*/stat, 10 ms ticks; the fake NVML's time as timed on each calling thread):")
+    print("\n".join(thread_table(r, elapsed)))
     print(f"\nagent CPU per 1 s sample: {1000 * agent_s / elapsed:.1f} ms; per published frame: "
           f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r['rss']:.1f} MiB")
     exporter_cpu, scrapes = r["exporter_cpu"], r["exporter_scrapes"]

@@ -22,6 +22,36 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def thread_cpu_ms() -> dict[str, float]:
+    """User plus system CPU time of each thread of this process, in ms, by thread name.
+
+    Reads ``/proc/self/task/TID/stat`` (clock ticks, 10 ms on most kernels) and names each task
+    by the Python thread whose ``native_id`` it is; a task that is no Python thread (a C
+    library's own thread) is named ``native:COMM``. Threads sharing a name (a pool's workers)
+    are summed. Threads that have exited are not counted: take the difference of two calls over
+    a window during which the measured threads live, and compare its sum with ``cpu_seconds``.
+    """
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    cpu: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            head, tail = (task / "stat").read_text().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue  # the thread exited between the listing and the read
+        fields = tail.split()
+        tid = int(task.name)
+        name = names.get(tid) or "native:" + head.split("(", 1)[1]
+        cpu[name] = cpu.get(name, 0.0) + 1000 * (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return cpu
+
+
+def thread_cpu_delta_ms(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU ms per thread name between two ``thread_cpu_ms()`` readings (a thread new since
+    ``before`` counts from zero), largest first."""
+    delta = {name: ms - before.get(name, 0.0) for name, ms in after.items()}
+    return dict(sorted(delta.items(), key=lambda item: -item[1]))
+
+
 def peak_rss_mb(pid: int) -> float:
     """Peak resident set size of a process (VmHWM) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
