@@ -261,7 +261,7 @@ def thread_table(r: dict[str, object], elapsed: float) -> list[str]:
         agent_ms = 0.0 if name == "sim-physics" else ms - fake.get(name, 0.0)
         rows.append(f"| {name} | {ms / elapsed:.2f} | {fake.get(name, 0.0) / elapsed:.2f} | {agent_ms / elapsed:.2f} |")
     counted = sum(threads.values()) / 1000
-    rows.append(f"| (threads that exited in the window, and tick rounding) | "
+    rows.append(f"| (threads that exited in the window) | "
                 f"{1000 * (float(r['cpu']) - counted) / elapsed:.2f} | | |")  # type: ignore[arg-type]
     return rows
 
@@ -299,7 +299,8 @@ def main() -> int:
                         ("timing the fake NVML's calls (subtracted)", r["timer"]),
                         ("agent = whole - simulator - fake NVML - timing", agent_s)):
         print(f"| {name} | {value:.2f} | {1000 * value / elapsed:.1f} | {100 * value / elapsed:.2f} |")
-    print("\nper thread (/proc/self/task/*/stat, 10 ms ticks; the fake NVML's time as timed on each calling thread):")
+    print("\nper thread (benchmarks.common.thread_cpu_ms: each thread's CPU clock; the fake NVML's time as timed on "
+          "each calling thread):")
     print("\n".join(thread_table(r, elapsed)))
     print(f"\nagent CPU per 1 s sample: {1000 * agent_s / elapsed:.1f} ms; per published frame: "
           f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r['rss']:.1f} MiB")

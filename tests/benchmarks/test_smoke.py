@@ -78,7 +78,7 @@ def test_agent_full_node_separates_the_simulator() -> None:
     assert whole > 0 and sim > 0
     assert row(out, "agent = whole - simulator - fake NVML")
     assert row(out, "thread") == ["thread", "CPU ms per second", "fake NVML in it", "agent's, ms per second"]
-    assert row(out, "(threads that exited in the window")
+    assert row(out, "(threads that exited in the window)")
 
 
 def test_agent_full_node_health_check_names_what_is_wrong() -> None:
