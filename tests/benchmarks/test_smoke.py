@@ -168,3 +168,18 @@ def test_soak_reports_memory_descriptors_and_threads() -> None:
     out = run("soak.py")
     assert "rss_mb" in out and "fds" in out and "threads" in out and "failures 0, gaps 0" in out, out
     assert "dashboard's process" in out and "live at end 1/1" in out, out
+
+
+def test_journal_cpu_times_every_part_of_the_writer() -> None:
+    out = run("journal_cpu.py")
+    for part in ("write", "downsample", "retain", "compact"):
+        assert number(row(out, part)[1]) >= 0
+    assert number(row(out, "**total**")[1]) > 0
+
+
+def test_psu_reader_counts_every_line() -> None:
+    out = run("psu_reader.py")
+    windows = row(out, "windows the collector counted")[1]
+    got, sent = windows.split("/")
+    assert got == sent and int(sent) > 0
+    assert number(row(out, "reader thread CPU per line")[1]) > 0
