@@ -69,6 +69,7 @@ class KmsgReader:
         self._partial = b""
         self._skipping = False
         self._notify_fd: int | None = None
+        self._notify_tried = False
         self._wake: tuple[int, int] | None = None
 
     def open(self, from_end: bool) -> None:
@@ -88,9 +89,11 @@ class KmsgReader:
         self._is_device = stat.S_ISCHR(os.fstat(fd).st_mode)
         # `wait` blocks until the log or `interrupt` says something changed: /dev/kmsg
         # polls readable when a record is there; a plain file (the simulator's log) is
-        # watched with inotify (polled every FILE_POLL_S where inotify is not available).
+        # watched with inotify from the first `wait` on (a reader that is only read, like
+        # the GPU collector's, takes none: inotify instances are few per user, 128 by
+        # default), polled every FILE_POLL_S where inotify is not available.
         self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._notify_fd = None if self._is_device else _inotify_watch(path)
+        self._notify_fd, self._notify_tried = None, False
         if from_end:
             # SEEK_END on /dev/kmsg positions after the newest record.
             self._offset = os.lseek(fd, 0, os.SEEK_END)
@@ -190,6 +193,11 @@ class KmsgReader:
         """
         if self._fd is None or self._wake is None:
             time.sleep(min(timeout_s, FILE_POLL_S))
+            return
+        if not self._is_device and not self._notify_tried:
+            self._notify_tried = True
+            self._notify_fd = _inotify_watch(self.root.path(self.rel))
+            # What was appended before the watch existed wakes no one: look now.
             return
         poller = select.poll()
         poller.register(self._wake[0], select.POLLIN)

@@ -443,6 +443,11 @@ def test_an_idle_log_does_not_wake_the_thread_and_close_wakes_it(tmp_path: Path)
     reader = CountingReader(root)
     collector._reader = reader
     collector.start(lambda records: None)
+    # The history at open, then one look right after the thread set its watch up.
+    deadline = time.monotonic() + 10
+    while reader.looks < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
     if getattr(reader, "_notify_fd", 0) is None:
         collector.close()
         pytest.skip("no inotify here: the file is polled")
@@ -475,3 +480,15 @@ def test_a_gpu_seen_at_open_keeps_its_index_after_its_sysfs_entry_is_gone(tmp_pa
     finally:
         collector.close()
     assert [(e.kind, e.subject) for e in events] == [("xid", "gpu:2")]
+
+
+def test_a_reader_that_is_only_read_takes_no_inotify_watch(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    reader = KmsgReader(root)
+    reader.open(from_end=True)
+    try:
+        _append(root, "6,3,3000000,-;later\n")
+        assert reader.read_records() == [b"6,3,3000000,-;later\n"]
+        assert reader._notify_fd is None
+    finally:
+        reader.close()
