@@ -80,6 +80,11 @@ NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 #: Matched lines carried in every frame (all kept ones are in `KernelLogCollector.recent_lines`).
 RECENT_IN_FRAME = 16
+#: Longest the thread blocks between looks at the log when nothing wakes it (a missed
+#: notification costs at most this much delay; `close` wakes it at once).
+IDLE_WAIT_S = 5.0
+#: Shortest time between two looks at the log when the last one found nothing.
+MIN_WAKE_S = 0.05
 #: Formats a text log may be in, for error messages.
 ACCEPTED_FORMATS = ("/dev/kmsg records", "dmesg [-T|--time-format iso] with timestamps",
                     "journalctl -k [-o short|short-precise|short-iso]",
@@ -136,6 +141,7 @@ class KernelLogCollector:
         self._seq_lost = 0
         self._lost_seen = 0
         self._gpus: list[str] = []
+        self._batch_records = 0
         self._last_xid79: str | None = None
         self._pending: list[EventDraft] = []
         self._open_error: KmsgUnavailable | None = None
@@ -153,6 +159,7 @@ class KernelLogCollector:
         self._open_error = None
         if self._reader.is_device:
             self._format = "kmsg"
+        self._refresh_gpus()
         # What is already there is history: kept for snapshots, no events.
         self._drain(emit=False)
         return True
@@ -167,13 +174,18 @@ class KernelLogCollector:
 
     def _run(self, push: PushFn) -> None:
         while not self._stop.is_set():
-            self._reader.wait(0.2)
+            self._reader.wait(IDLE_WAIT_S)
             if self._stop.is_set():
                 break
             with self._lock:
                 events = self._drain(emit=True)
+                idle = self._batch_records == 0
             if events:
                 push(events)
+            if idle:
+                # Woken with nothing to read (a device that always polls readable, a file
+                # written without a whole line): do not spin.
+                self._stop.wait(MIN_WAKE_S)
 
     def collect(self) -> Sequence[object]:
         with self._lock:
@@ -221,6 +233,7 @@ class KernelLogCollector:
 
     def _drain(self, emit: bool) -> list[EventDraft]:
         raws = self._reader.read_records()
+        self._batch_records = len(raws)
         events = self._parse(raws, emit) if raws else []
         lost_total = self._lost_total()
         lost, self._lost_seen = lost_total - self._lost_seen, lost_total
@@ -254,8 +267,12 @@ class KernelLogCollector:
         return self._format
 
     def _parse(self, raws: list[bytes], emit: bool) -> list[EventDraft]:
-        boot_at = self._boot_at()
-        self._gpus = sorted(set(self._gpus) | set(nvidia_gpu_bus_ids(self.root)))
+        # The boot time and the GPUs' bus ids are read when a batch holds a match, not for
+        # every batch: most kernel log records are about other things. The GPU list is a
+        # union, so a GPU seen once keeps its index after it falls off the bus; it is read
+        # at open too (`_open`), while every GPU is still there.
+        boot_at: float | None = None
+        looked = False
         events: list[EventDraft] = []
         for raw in raws:
             text = raw.decode("utf-8", "replace")
@@ -279,6 +296,10 @@ class KernelLogCollector:
             if match is None:
                 continue
             self._matched_total += 1
+            if not looked:
+                looked = True
+                boot_at = self._boot_at()
+                self._refresh_gpus()
             at = _record_at(record, boot_at)
             self._recent.append(KernelLogLine(seq=record.seq, at=at, level=record.level, kind=match.kind,
                                               text=record.message))
@@ -287,6 +308,9 @@ class KernelLogCollector:
                 if event is not None:
                     events.append(event)
         return events
+
+    def _refresh_gpus(self) -> None:
+        self._gpus = sorted(set(self._gpus) | set(nvidia_gpu_bus_ids(self.root)))
 
     def _subject(self, ids: PciBusIds) -> tuple[str, int | None]:
         if ids.sysfs in self._gpus:
@@ -329,6 +353,7 @@ class KernelLogCollector:
     def close(self) -> None:
         """Stop the thread and close the log."""
         self._stop.set()
+        self._reader.interrupt()
         if self._thread is not None:
             self._thread.join(timeout=2)
         with self._lock:

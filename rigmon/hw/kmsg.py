@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import select
@@ -15,8 +16,12 @@ from rigmon.hw.root import HostRoot
 RECORD_BUFFER_BYTES = 16384
 #: Most records one `KmsgReader.read_records` call returns (a burst waits for the next call).
 MAX_RECORDS_PER_READ = 4096
-#: How often a plain file is checked for new records (the simulator's kernel log).
+#: How often a plain file is checked for new records when inotify is not available.
 FILE_POLL_S = 0.05
+#: inotify (linux/inotify.h): the file was written to or truncated; flags of inotify_init1.
+IN_MODIFY = 0x00000002
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
 #: Most bytes of a plain file read at once.
 FILE_READ_BYTES = 1 << 20
 #: Longest record kept from a plain file; the kernel's own limit is far lower (about 1 KiB of
@@ -63,6 +68,9 @@ class KmsgReader:
         self._offset = 0
         self._partial = b""
         self._skipping = False
+        self._notify_fd: int | None = None
+        self._notify_tried = False
+        self._wake: tuple[int, int] | None = None
 
     def open(self, from_end: bool) -> None:
         """Open the log; with ``from_end`` only records written from now on are read.
@@ -79,6 +87,13 @@ class KmsgReader:
             raise KmsgUnavailable(f"{self.rel}: permission denied (needs CAP_SYSLOG)", missing=False) from None
         self._fd = fd
         self._is_device = stat.S_ISCHR(os.fstat(fd).st_mode)
+        # `wait` blocks until the log or `interrupt` says something changed: /dev/kmsg
+        # polls readable when a record is there; a plain file (the simulator's log) is
+        # watched with inotify from the first `wait` on (a reader that is only read, like
+        # the GPU collector's, takes none: inotify instances are few per user, 128 by
+        # default), polled every FILE_POLL_S where inotify is not available.
+        self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._notify_fd, self._notify_tried = None, False
         if from_end:
             # SEEK_END on /dev/kmsg positions after the newest record.
             self._offset = os.lseek(fd, 0, os.SEEK_END)
@@ -171,16 +186,72 @@ class KmsgReader:
                 records.append(line)
 
     def wait(self, timeout_s: float) -> None:
-        """Block until a record may be available or ``timeout_s`` passed."""
-        if self._fd is None or not self._is_device:
+        """Block until a record may be available, `interrupt` was called, or ``timeout_s`` passed.
+
+        The log's own descriptor (or the file's inotify watch) wakes it, so an idle log costs
+        no wake-ups; a plain file without inotify is checked every `FILE_POLL_S`.
+        """
+        if self._fd is None or self._wake is None:
             time.sleep(min(timeout_s, FILE_POLL_S))
             return
+        if not self._is_device and not self._notify_tried:
+            self._notify_tried = True
+            self._notify_fd = _inotify_watch(self.root.path(self.rel))
+            # What was appended before the watch existed wakes no one: look now.
+            return
         poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
-        poller.poll(int(timeout_s * 1000))
+        poller.register(self._wake[0], select.POLLIN)
+        watched = self._fd if self._is_device else self._notify_fd
+        if watched is not None:
+            poller.register(watched, select.POLLIN)
+        else:
+            timeout_s = min(timeout_s, FILE_POLL_S)
+        for fd, _mask in poller.poll(int(timeout_s * 1000)):
+            if fd != self._fd:
+                # The wake pipe or the inotify queue: empty it (what changed is read next).
+                _drain(fd)
+
+    def interrupt(self) -> None:
+        """Wake a thread blocked in `wait` (the collector is stopping)."""
+        if self._wake is not None:
+            try:
+                os.write(self._wake[1], b"\0")
+            except BlockingIOError:
+                pass  # the pipe is full: a wake-up is pending already
 
     def close(self) -> None:
         """Close the log."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
+        fds: list[int | None] = [self._fd, self._notify_fd, *(self._wake or ())]
+        self._fd = self._notify_fd = self._wake = None
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
+
+
+def _drain(fd: int) -> None:
+    """Read a non-blocking descriptor empty."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _inotify_watch(path: os.PathLike[str] | str) -> int | None:
+    """An inotify descriptor that turns readable when ``path`` is written to; ``None`` if unavailable.
+
+    Python has no inotify binding: the three libc calls go through ctypes. Any failure
+    (no libc symbol, out of watches: ENOSPC, EMFILE) leaves the caller polling.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        init1, add_watch = libc.inotify_init1, libc.inotify_add_watch
+    except (OSError, AttributeError):
+        return None
+    fd = int(init1(IN_NONBLOCK | IN_CLOEXEC))
+    if fd < 0:
+        return None
+    if int(add_watch(fd, os.fsencode(path), IN_MODIFY)) < 0:
+        os.close(fd)
+        return None
+    return fd

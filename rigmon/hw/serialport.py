@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import select
 from typing import Protocol
 
 import serial
@@ -38,6 +40,12 @@ class SerialPort(Protocol):
 class PySerialPort:
     """A tty opened with pyserial: raw 8N1, exclusive (flock), short read timeout.
 
+    pyserial opens and configures the port; reads go to its descriptor directly (one
+    ``poll`` and one ``read`` per chunk the driver has). pyserial's own ``read`` costs
+    twice that and more: with nothing waiting it reads a single byte, then the rest of
+    the line in a second call, each through its timeout bookkeeping and an extra
+    ``select`` (about 80 us of CPU per 10 lines a second instead of 35 on a pty).
+
     Args:
         path: device path (a ``/dev/serial/by-id/`` link is resolved at each open).
         baud: line speed; USB CDC devices ignore it.
@@ -59,15 +67,28 @@ class PySerialPort:
             raise SerialPortError(f"cannot open {path}: {_reason(exc)}") from None
         self._port = port
         self.path = path
+        self._fd: int = port.fileno()
+        self._timeout_ms = max(0, round(timeout_s * 1000))
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN | select.POLLPRI)
 
     def read(self, max_bytes: int) -> bytes:
         try:
-            waiting = self._port.in_waiting
-            data: bytes = self._port.read(min(max_bytes, waiting) if waiting else 1)
-        except (serial.SerialException, OSError, TypeError) as exc:
-            # An unplugged device reads EOF or EIO; pyserial reports "device reports
-            # readiness to read but returned no data". TypeError: the fd was closed under us.
+            if not self._poller.poll(self._timeout_ms):
+                return b""
+            # pyserial opened the descriptor non-blocking: EAGAIN (a spurious wake) reads as
+            # nothing yet, like a timeout.
+            data = os.read(self._fd, max_bytes)
+        except BlockingIOError:
+            return b""
+        except (OSError, ValueError) as exc:
+            # An unplugged device reads EIO; EBADF/ValueError: the fd was closed under us.
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+        if not data:
+            # Readable and no data is end of file: the device went away (pyserial says
+            # the same in these words).
+            raise SerialPortError(f"{self.path}: device reports readiness to read but returned no data "
+                                  "(device disconnected or multiple access on port?)")
         return data
 
     def write(self, data: bytes) -> None:

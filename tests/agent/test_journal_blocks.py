@@ -276,3 +276,20 @@ def test_kill_9_during_compaction_loses_nothing_committed(tmp_path: Path) -> Non
         assert seqs == list(range(1, len(seqs) + 1))
         committed = len(seqs)
     assert blocks > 10
+
+
+def test_a_frame_row_holds_exactly_what_compress_gives_against_its_dictionary(tmp_path: Path) -> None:
+    import zlib
+
+    from rigmon.agent.frame_json import frame_json
+    from rigmon.agent.journal.blocks import compress
+
+    store = filled(tmp_path, 5)
+    try:
+        rows = store.conn.execute(
+            "SELECT f.body, d.body FROM frames f JOIN dicts d ON d.id = f.dict_id ORDER BY f.id").fetchall()
+    finally:
+        store.close()
+    raws = [frame_json(frame(i + 1, T0 + i, float(i % 37))) for i in range(5)]
+    assert len(rows) == 5
+    assert [body for body, _ in rows] == [compress(raw, zlib.decompress(zdict)) for raw, (_, zdict) in zip(raws, rows)]

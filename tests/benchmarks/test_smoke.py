@@ -185,3 +185,18 @@ def test_startup_times_both_commands_against_the_bare_interpreter() -> None:
     for name in ("`rigmon dash` to its first screen", "`rigmon agent` to its first frame", "bare interpreter"):
         cells = row(out, name)
         assert number(cells[1]) > 0 and cells[5].endswith("x")
+
+
+def test_journal_cpu_times_every_part_of_the_writer() -> None:
+    out = run("journal_cpu.py")
+    for part in ("write", "downsample", "retain", "compact"):
+        assert number(row(out, part)[1]) >= 0
+    assert number(row(out, "**total**")[1]) > 0
+
+
+def test_psu_reader_counts_every_line() -> None:
+    out = run("psu_reader.py")
+    windows = row(out, "windows the collector counted")[1]
+    got, sent = windows.split("/")
+    assert got == sent and int(sent) > 0
+    assert number(row(out, "reader thread CPU per line")[1]) > 0

@@ -423,3 +423,72 @@ def test_dmesg_without_timestamps_is_read_when_configured(tmp_path: Path) -> Non
     reading = KernelLogCollector(HostRoot(tmp_path), FixedClock(), path="/var/log/kern", fmt="dmesg").collect()[0]
     assert isinstance(reading, KernelLogReading)
     assert (reading.records_total, reading.matched_total) == (2, 1)
+
+
+class CountingReader(KmsgReader):
+    """A KmsgReader that counts how often the collector looked at the log."""
+
+    looks = 0
+
+    def read_records(self) -> list[bytes]:
+        self.looks += 1
+        return super().read_records()
+
+
+def test_an_idle_log_does_not_wake_the_thread_and_close_wakes_it(tmp_path: Path) -> None:
+    import time
+
+    root = _tree(tmp_path)
+    collector = KernelLogCollector(root, FixedClock())
+    reader = CountingReader(root)
+    collector._reader = reader
+    collector.start(lambda records: None)
+    # The history at open, then one look right after the thread set its watch up.
+    deadline = time.monotonic() + 10
+    while reader.looks < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    if getattr(reader, "_notify_fd", 0) is None:
+        collector.close()
+        pytest.skip("no inotify here: the file is polled")
+    try:
+        at_start = reader.looks
+        # A poll every 50 ms looked about ten times in this half second; blocked on the
+        # file's inotify watch, the thread does not look until the log changes.
+        time.sleep(0.5)
+        idle_looks = reader.looks - at_start
+    finally:
+        thread = collector._thread
+        collector.close()
+    assert idle_looks == 0
+    # close() interrupts the wait (IDLE_WAIT_S is longer than close's join).
+    assert thread is not None and not thread.is_alive()
+
+
+def test_a_gpu_seen_at_open_keeps_its_index_after_its_sysfs_entry_is_gone(tmp_path: Path) -> None:
+    import shutil
+
+    root = _tree(tmp_path)
+    # Nothing in the log at open matches: the GPUs are read at open all the same.
+    (tmp_path / "dev" / "kmsg").write_text("6,1,1000000,-;Linux version 6.8.0-49-generic\n")
+    collector = KernelLogCollector(root, FixedClock())
+    try:
+        collector.collect()
+        shutil.rmtree(root.path("/sys/bus/pci/devices/0000:1c:00.0"))
+        _append(root, "4,2,50000000,-;NVRM: Xid (PCI:0000:1c:00): 79, GPU has fallen off the bus.\n")
+        events = [r for r in collector.collect() if isinstance(r, EventDraft)]
+    finally:
+        collector.close()
+    assert [(e.kind, e.subject) for e in events] == [("xid", "gpu:2")]
+
+
+def test_a_reader_that_is_only_read_takes_no_inotify_watch(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    reader = KmsgReader(root)
+    reader.open(from_end=True)
+    try:
+        _append(root, "6,3,3000000,-;later\n")
+        assert reader.read_records() == [b"6,3,3000000,-;later\n"]
+        assert reader._notify_fd is None
+    finally:
+        reader.close()

@@ -15,6 +15,7 @@ from rigmon.collectors.psu_lines import (
     format_rm1,
     parse_pzem017_registers,
     parse_rm1_line,
+    rm1_checksum,
 )
 from rigmon.collectors.psu_text import TextFields, TextHeader, parse_text_line, text_window
 
@@ -295,3 +296,71 @@ def test_pzem_decoder_raises_only_line_error(registers: list[int]) -> None:
     except LineError:
         return
     assert 0 <= window.volts["v"].min <= 655.35
+
+
+def test_checksum_is_the_xor_of_every_byte_at_any_length() -> None:
+    import random
+
+    rng = random.Random(19)
+    for length in range(0, 260):
+        body = "".join(chr(rng.randint(32, 126)) for _ in range(length))
+        expected = 0
+        for byte in body.encode("ascii"):
+            expected ^= byte
+        assert rm1_checksum(body) == expected
+
+
+def test_splitter_gives_the_same_lines_however_the_bytes_are_cut() -> None:
+    stream = b"partial\r\n$RM1,a\r\nb\n\rc\r\r\nd\n\n\re" + b"x" * 40 + b"\r\nlast"
+    whole = LineSplitter(max_bytes=32)
+    expected = whole.feed(stream)
+    assert expected == ["$RM1,a", "b", "c", "d"]
+    for cut in range(1, len(stream)):
+        split = LineSplitter(max_bytes=32)
+        assert split.feed(stream[:cut]) + split.feed(stream[cut:]) == expected, cut
+        assert (split.partial_total, split.long_total) == (1, 1)
+
+
+def _outcome(parse: object, line: str) -> object:
+    try:
+        return ("ok", parse(line))  # type: ignore[operator]
+    except LineError as exc:
+        return ("error", exc.reason)
+
+
+_number = st.one_of(st.integers(-20, 20), st.integers(0, 2**33), st.integers(-(10**12) + 1, 10**12 - 1),
+                    st.sampled_from([0, 11950, 12010, 12050, 99999, 100001, 2**32 - 1, 2**32]))
+_triple = st.builds(lambda a, b, c: f"{a}/{b}/{c}", _number, _number, _number) | st.sampled_from(
+    ["12010/11950/12050", "80000/79000/81000", "12100/12050/12150", "11712/11384/11790"])
+
+
+@st.composite
+def _usual_lines(draw: st.DrawFn) -> str:
+    items = [f"seq={draw(_number)}", f"up={draw(_number)}", f"win={draw(_number)}", f"n={draw(_number)}",
+             f"v={draw(_triple)}"]
+    for key in ("i", "vpsu", "flags"):
+        if draw(st.booleans()):
+            items.append(f"{key}={draw(_number) if key == 'flags' else draw(_triple)}")
+    if draw(st.booleans()):
+        items.insert(draw(st.integers(0, len(items))), draw(st.sampled_from(["v=1/1/1", "x=1", "i=1/1/1", "seq=2"])))
+    body = "RM1," + ",".join(items)
+    line = format_rm1(body)
+    how = draw(st.sampled_from(["as is", "as is", "bad checksum", "lower hex", "cut"]))
+    if how == "bad checksum":
+        line = line[:-2] + f"{(int(line[-2:], 16) + 1) % 256:02X}"
+    elif how == "lower hex":
+        line = line[:-2] + line[-2:].lower()
+    elif how == "cut":
+        line = line[: draw(st.integers(0, len(line)))]
+    return line
+
+
+@settings(max_examples=1500)
+@given(_usual_lines())
+def test_usual_line_fast_path_gives_what_every_check_gives(line: str) -> None:
+    from rigmon.collectors.psu_lines import _parse_rm1_checked
+
+    def checked(text: str) -> object:
+        return _parse_rm1_checked(text) if text.startswith("$RM") else None
+
+    assert _outcome(parse_rm1_line, line) == _outcome(checked, line)

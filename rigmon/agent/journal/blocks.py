@@ -6,6 +6,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rigmon.agent.journal.layout import JournalError
 
@@ -34,6 +35,11 @@ EXPORT_LEVEL = 1
 def compress(raw: bytes, zdict: bytes | None) -> bytes:
     comp = zlib.compressobj(6, zdict=zdict) if zdict else zlib.compressobj(6)
     return comp.compress(raw) + comp.flush()
+
+
+def primed_compressor(zdict: bytes) -> Any:
+    """A compressor as `compress` makes it for ``zdict``, to be ``copy()``-ed once per frame."""
+    return zlib.compressobj(6, zdict=zdict)
 
 
 def decompress(body: bytes, zdict: bytes | None) -> bytes:

@@ -19,9 +19,9 @@ from rigmon.agent.journal.blocks import (
     DICT_ROTATE_S,
     MAX_BLOCKS_PER_PASS,
     ZDICT_MAX_BYTES,
-    compress,
     gzip_member,
     pack_times,
+    primed_compressor,
 )
 from rigmon.agent.journal.damage import JournalDamaged, is_damage
 from rigmon.agent.journal.layout import (
@@ -124,6 +124,9 @@ class JournalStore(JournalReader):
         self._dict_id: int | None = None
         self._dict_bytes: bytes | None = None
         self._dict_at = 0.0
+        #: A compressor that has taken in the current dictionary; each frame compresses with a
+        #: copy of it (the same bytes as `compress`, without hashing the 32 KiB dictionary again).
+        self._dict_primed: Any = None
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints and removes the WAL file)."""
@@ -183,9 +186,11 @@ class JournalStore(JournalReader):
                     zdict = raw[-ZDICT_MAX_BYTES:]
                     cur = conn.execute("INSERT INTO dicts(body) VALUES (?)", (zlib.compress(zdict, 9),))
                     self._dict_id, self._dict_bytes, self._dict_at = cur.lastrowid, zdict, frame.taken_at
+                    self._dict_primed = primed_compressor(zdict)
+                comp = self._dict_primed.copy()
                 conn.execute("INSERT INTO frames(taken_at, run_id, seq, dict_id, body) VALUES (?, ?, ?, ?, ?)",
                              (frame.taken_at, frame.run_id, frame.seq, self._dict_id,
-                              compress(raw, self._dict_bytes)))
+                              comp.compress(raw) + comp.flush()))
                 for event in frame.events:
                     self._insert_event(frame.run_id, event)
             for run_id, event in events:
@@ -195,7 +200,7 @@ class JournalStore(JournalReader):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             # The dictionary row may have been rolled back with the frames.
-            self._dict_id = self._dict_bytes = None
+            self._dict_id = self._dict_bytes = self._dict_primed = None
             raise
 
     def _insert_event(self, run_id: str, event: Event) -> None:
