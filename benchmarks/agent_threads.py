@@ -2,12 +2,12 @@
 
 Runs the same node as ``agent_full_node.py`` (``bench-node``, 8 V100-SXM2 behind the fake NVML,
 RM1 ADC at 10 windows/s, every collector, alarms, journal, HTTP pulled once a second) in this
-process, and over the window reads every thread's CPU time from ``/proc/self/task/TID/stat``
-(user + system, 10 ms ticks), named by the Python thread whose ``native_id`` it is (pool
-threads sharing a prefix are summed under it). The fake NVML library runs inside the threads
-that call it (``rigmon-nvml-poll``, ``rigmon-nvml-events``): its calls are timed at their single
-dispatch point with the calling thread's CPU clock, per thread, and shown apart; the ``agent``
-column is the thread's time minus the fake driver's and minus the cost of timing it.
+process, and over the window reads every thread's CPU time from its own CPU clock
+(``pthread_getcpuclockid``, nanoseconds; pool threads sharing a prefix are summed under their
+name). The fake NVML library runs inside the threads that call it (``rigmon-nvml-poll``,
+``rigmon-nvml-events``): its calls are timed at their single dispatch point with the calling
+thread's CPU clock, per thread, and shown apart; the ``agent`` column is the thread's time minus
+the fake driver's and minus the cost of timing it.
 
     python benchmarks/agent_threads.py [--seconds 30] [--gpus 8] [--runs 1] [--smoke]
 """
@@ -51,18 +51,34 @@ def thread_name(name: str) -> str:
     return re.sub(r"_\d+$", "", name)
 
 
-def thread_ticks() -> dict[str, int]:
-    """CPU clock ticks (user + system) of every thread of this process, by thread name."""
-    names = {t.native_id: thread_name(t.name) for t in threading.enumerate() if t.native_id is not None}
-    ticks: dict[str, int] = defaultdict(int)
+def thread_cpu_ms() -> dict[str, float]:
+    """CPU time (user + system, ms) of every Python thread of this process, by thread name.
+
+    Read from each thread's own CPU clock (``pthread_getcpuclockid``, nanoseconds), not from
+    ``/proc/self/task/TID/stat``, whose 10 ms ticks are too coarse for threads that spend about
+    a millisecond a second. Tasks that are no Python thread are taken from ``/proc`` (ticks).
+    """
+    cpu: dict[str, float] = defaultdict(float)
+    python_tids = set()
+    for thread in threading.enumerate():
+        if thread.ident is None or thread.native_id is None:
+            continue
+        try:
+            clock = time.pthread_getcpuclockid(thread.ident)
+            cpu[thread_name(thread.name)] += 1000 * time.clock_gettime(clock)
+        except (OSError, ProcessLookupError):
+            continue  # the thread ended between the listing and the read
+        python_tids.add(thread.native_id)
     for task in Path("/proc/self/task").iterdir():
+        if int(task.name) in python_tids:
+            continue
         try:
             head, tail = (task / "stat").read_text().rsplit(")", 1)
         except (OSError, ValueError):
-            continue  # exited between the listing and the read
+            continue
         fields = tail.split()
-        ticks[names.get(int(task.name)) or "native:" + head.split("(", 1)[1]] += int(fields[11]) + int(fields[12])
-    return ticks
+        cpu["native:" + head.split("(", 1)[1]] += 1000 * (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return cpu
 
 
 class PerThreadDriverTimer:
@@ -122,12 +138,12 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, object]:
         poller = subprocess.Popen([sys.executable, "-c", POLLER, f"http://127.0.0.1:{port}/v1/latest",
                                    str(int(args.warmup + args.seconds + 2))], stdout=subprocess.PIPE)
         await asyncio.sleep(args.warmup)
-        ticks0, (fake0, calls0) = thread_ticks(), timer.snapshot()
+        cpu0, (fake0, calls0) = thread_cpu_ms(), timer.snapshot()
         seq0 = agent.buffer.latest.seq if agent.buffer and agent.buffer.latest else 0
         t0 = time.monotonic()
         await asyncio.sleep(args.seconds)
         elapsed = time.monotonic() - t0
-        ticks1, (fake1, calls1) = thread_ticks(), timer.snapshot()
+        cpu1, (fake1, calls1) = thread_cpu_ms(), timer.snapshot()
         latest = agent.buffer.latest if agent.buffer else None
         assert latest is not None
         frames = latest.seq - seq0
@@ -143,7 +159,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, object]:
         node.close()
         if poller is not None:
             stop(poller)
-    cpu_ms = {name: 1000 * (ticks1[name] - ticks0.get(name, 0)) / CLOCK_TICKS for name in ticks1}
+    cpu_ms = {name: cpu1[name] - cpu0.get(name, 0.0) for name in cpu1}
     fake_ms = {name: 1000 * (fake1[name] - fake0.get(name, 0.0)) for name in fake1}
     calls = {name: calls1[name] - calls0.get(name, 0) for name in calls1}
     return {"elapsed": elapsed, "cpu_ms": cpu_ms, "fake_ms": fake_ms, "calls": calls, "frames": frames,

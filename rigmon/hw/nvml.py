@@ -258,6 +258,18 @@ class NvmlProcesses(Protocol):
         """
         ...
 
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        """Every GPU's processes in one hand-off: the device count, then `read_processes` for each index.
+
+        Args:
+            utils_since_us: per GPU index, the newest utilisation sample already seen (missing: 0).
+
+        Raises:
+            NvmlUnavailable: no driver or library.
+            NvmlHung: the calls did not return in time.
+        """
+        ...
+
     def close(self) -> None:
         """Shut NVML down."""
         ...
@@ -656,6 +668,12 @@ class PynvmlNvml:
 
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
         return self._poll.run(lambda: self._processes(index, utils_since_us), self.timeout_s)
+
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        def call() -> list[NvmlGpuProcesses]:
+            return [self._processes(index, utils_since_us.get(index, 0)) for index in range(self._count())]
+
+        return self._poll.run(call, self.timeout_s * self._count_hint)
 
     def _processes(self, index: int, since_us: int) -> NvmlGpuProcesses:
         self._ensure_init()
