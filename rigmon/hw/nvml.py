@@ -10,8 +10,9 @@ machine. The simulator runs many nodes' agents in one process and installs a sin
 library beneath pynvml that holds every simulated node's GPUs. To know which node a call
 is for, every `PynvmlNvml` is bound to a *target*: the absolute path of the root its
 agent reads (``open_nvml(ctx.root)``). Each call runs in the binding's own watchdog
-thread with the context variable behind `current_target` set to that target; the real
-driver ignores it, and the fake library reads it to pick the node's GPUs. Handles and
+thread (the Xid event wait: in the thread that waits) with the context variable behind
+`current_target` set to that target; the real driver ignores it, and the fake library reads it
+to pick the node's GPUs. Handles and
 event sets therefore never need to encode the node, and pynvml's own wrappers, structures
 and error classes run unchanged.
 """
@@ -229,11 +230,13 @@ class Nvml(Protocol):
         ...
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
-        """Block up to ``timeout_s`` for Xid critical error events; empty on timeout.
+        """Block the calling thread up to ``timeout_s`` for Xid critical error events; empty on timeout.
+
+        A wait stuck in the driver blocks its caller for longer: call it from a thread of its own.
 
         Raises:
             NvmlUnavailable: no driver, or events are not supported.
-            NvmlHung: the wait overran its timeout by the watchdog margin.
+            NvmlHung: (other bindings) the wait overran its timeout.
         """
         ...
 
@@ -535,7 +538,10 @@ class PynvmlNvml:
         self._facts: dict[int, _Facts] = {}
         self._count_hint = 1
         self._poll = Watchdog("poll", target)
-        self._events = Watchdog("events", target)
+        #: Xid waits in progress (see `wait_xid`), and whether `close` has run.
+        self._waiting = 0
+        self._closed = False
+        self._waiting_lock = threading.Lock()
         self._initialized = False
         self._event_set: Any = None
         self._event_handles: dict[int, tuple[int, str | None, str | None]] = {}
@@ -850,8 +856,22 @@ class PynvmlNvml:
         return tuple(links)
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        # The wait runs on the calling thread (the GPU collector's Xid thread, which does nothing
+        # else), not behind a watchdog: a hand-off to another thread and back twice a second was
+        # most of what the event threads cost, and a wait stuck in the driver blocks only that
+        # thread, which nothing waits for (`close` leaves the event set alone while it waits).
         wait_ms = max(1, int(timeout_s * 1000))
-        return self._events.run(lambda: self._wait(wait_ms), timeout_s + self.timeout_s)
+        with self._waiting_lock:
+            if self._closed:
+                return []
+            self._waiting += 1
+        token = _TARGET.set(self.target)
+        try:
+            return self._wait(wait_ms)
+        finally:
+            _TARGET.reset(token)
+            with self._waiting_lock:
+                self._waiting -= 1
 
     def _register(self) -> None:
         self._ensure_init()
@@ -894,28 +914,33 @@ class PynvmlNvml:
         return [NvmlXid(index=index, uuid=uuid, pci_bus_id=bus_id, xid=int(data.eventData))]
 
     def close(self) -> None:
-        for watchdog in (self._events, self._poll):
-            if watchdog.stuck:
-                watchdog.close()
-                continue
+        with self._waiting_lock:
+            self._closed = True
+            waiting = self._waiting
+        if not waiting and self._event_set is not None:
+            # No Xid wait in progress (the collector joined its thread): free the set here. One
+            # still waiting (stuck in the driver) keeps it, as a stuck call keeps its thread.
+            event_set, self._event_set = self._event_set, None
+            token = _TARGET.set(self.target)
             try:
-                watchdog.run(self._shutdown_part(watchdog), self.timeout_s)
-            except (NvmlHung, pynvml.NVMLError):
-                pass
-            watchdog.close()
-
-    def _shutdown_part(self, watchdog: Watchdog) -> Callable[[], None]:
-        def free_events() -> None:
-            if self._event_set is not None:
-                event_set, self._event_set = self._event_set, None
                 pynvml.nvmlEventSetFree(event_set)
+            except pynvml.NVMLError:
+                pass
+            finally:
+                _TARGET.reset(token)
+        if self._poll.stuck:
+            self._poll.close()
+            return
+        try:
+            self._poll.run(self._shutdown, self.timeout_s)
+        except (NvmlHung, pynvml.NVMLError):
+            pass
+        self._poll.close()
 
-        def shutdown() -> None:
-            if self._initialized:
-                self._initialized = False
-                pynvml.nvmlShutdown()
-
-        return free_events if watchdog is self._events else shutdown
+    def _shutdown(self) -> None:
+        if self._initialized:
+            self._initialized = False
+            pynvml.nvmlShutdown()
 
 
 def _handle_key(handle: Any) -> int:

@@ -238,6 +238,43 @@ def test_xid_events_through_the_event_set(machine: FakeNvmlMachine) -> None:
     assert hits[0].uuid == machine.gpus[2].uuid
 
 
+def test_xid_wait_runs_on_the_waiting_thread_and_close_frees_the_set(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        hits: list[object] = []
+        waiter = threading.Thread(target=lambda: hits.extend(nvml.wait_xid(DEADLINE_S)), name="xid-waiter")
+        try:
+            assert nvml.wait_xid(0.01) == []  # registers the GPUs
+            waiter.start()
+            machine.post_xid(1, 79)
+            waiter.join(DEADLINE_S)
+            # No thread of its own: the wait ran on the thread that asked (no hand-off twice a second).
+            assert not [t.name for t in threading.enumerate() if t.name.startswith("rigmon-nvml-events")]
+            assert machine._registered
+        finally:
+            nvml.close()
+        assert not machine._registered  # close freed the event set
+        assert nvml.wait_xid(0.01) == []  # closed: no new registration
+        assert not machine._registered
+    assert [(getattr(h, "index"), getattr(h, "xid")) for h in hits] == [(1, 79)]
+
+
+def test_close_leaves_the_event_set_of_a_wait_stuck_in_the_driver(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=0.5)
+        waiter = threading.Thread(target=lambda: nvml.wait_xid(0.05), daemon=True)
+        try:
+            assert nvml.wait_xid(0.01) == []
+            machine.fail("hang")
+            waiter.start()
+            _eventually(lambda: nvml._waiting == 1)
+            nvml.close()  # returns although the wait and the poll thread's shutdown are stuck
+            assert machine._registered  # not freed under the stuck wait
+        finally:
+            machine.heal("hang")
+            waiter.join(DEADLINE_S)
+
+
 def test_each_root_gets_its_own_machine(tmp_path: Path) -> None:
     node_a, node_b, node_c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     for d in (node_a, node_b, node_c):
