@@ -4,9 +4,9 @@ Runs the same node as ``agent_full_node.py`` (``bench-node``, 8 V100-SXM2 behind
 RM1 ADC at 10 windows/s, every collector, alarms, journal, HTTP pulled once a second) in this
 process, and over the window reads every thread's CPU time from its own CPU clock
 (``pthread_getcpuclockid``, nanoseconds; pool threads sharing a prefix are summed under their
-name). The fake NVML library runs inside the threads that call it (``rigmon-nvml-poll``,
-``rigmon-nvml-events``): its calls are timed at their single dispatch point with the calling
-thread's CPU clock, per thread, and shown apart; the ``agent`` column is the thread's time minus
+name). The fake NVML library runs inside the threads that call it (``rigmon-nvml-poll``, the
+Xid wait's thread): its calls are timed at their single dispatch point (and its event wait,
+which does not pass it, at its symbol) with the calling thread's CPU clock, per thread, and shown apart; the ``agent`` column is the thread's time minus
 the fake driver's and minus the cost of timing it.
 
     python benchmarks/agent_threads.py [--seconds 30] [--gpus 8] [--runs 1] [--smoke]
@@ -27,6 +27,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+
+import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -89,14 +91,15 @@ class PerThreadDriverTimer:
         self.calls: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
         self._original: Callable[[str, Callable[..., int]], int] = FAKE_NVML._system
+        self._wait: Callable[..., int] = FAKE_NVML.symbols.nvmlEventSetWait_v2
 
     def install(self) -> None:
         original = self._original
 
-        def timed(name: str, fn: Callable[..., int]) -> int:
+        def timed(name: str, fn: Callable[..., int], direct: bool = False) -> int:
             t0 = time.thread_time()
             try:
-                return original(name, fn)
+                return fn(None) if direct else original(name, fn)
             finally:
                 spent = time.thread_time() - t0
                 who = thread_name(threading.current_thread().name)
@@ -105,9 +108,20 @@ class PerThreadDriverTimer:
                     self.calls[who] += 1
 
         FAKE_NVML._system = timed  # type: ignore[method-assign]
+        # The fake's event wait does not pass `_system` (it blocks on a condition, not the
+        # machine's lock); its timed wait costs CPU of its own on this machine: time it too.
+        wait = self._wait = FAKE_NVML.symbols.nvmlEventSetWait_v2
+
+        def timed_wait(*args: object) -> int:
+            return timed("nvmlEventSetWait_v2", lambda _machine: int(wait(*args)), direct=True)
+
+        FAKE_NVML.symbols.nvmlEventSetWait_v2 = timed_wait
+        pynvml._nvmlGetFunctionPointer_cache.pop("nvmlEventSetWait_v2", None)
 
     def remove(self) -> None:
         FAKE_NVML.__dict__.pop("_system", None)
+        FAKE_NVML.symbols.nvmlEventSetWait_v2 = self._wait
+        pynvml._nvmlGetFunctionPointer_cache.pop("nvmlEventSetWait_v2", None)
 
     def snapshot(self) -> tuple[dict[str, float], dict[str, int]]:
         with self._lock:
