@@ -24,6 +24,7 @@ import contextvars
 import ctypes
 import dataclasses
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -507,6 +508,31 @@ class _Outputs:
         self.n_fields = ctypes.c_int32(len(field_ids))
 
 
+#: ``c_nvmlFieldValue_t`` as bytes: valueType and nvmlReturn (after fieldId, scopeId, timestamp and
+#: latencyUsec), then the 8-byte value union as an unsigned integer (native byte order).
+_FIELD_LAYOUT = struct.Struct("=24xII Q")
+assert _FIELD_LAYOUT.size == ctypes.sizeof(_FieldValue), "c_nvmlFieldValue_t changed its layout"
+#: Bits of the union's unsigned 64-bit view each integer value type uses, and whether it is signed.
+_UNION_INT = {
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: (0xFFFFFFFF, 0),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: (0xFFFFFFFFFFFFFFFF, 0),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: (0xFFFFFFFFFFFFFFFF, 0),
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: (0xFFFFFFFFFFFFFFFF, 1 << 63),
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: (0xFFFFFFFF, 1 << 31),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: (0xFFFF, 0),
+}
+
+
+def _union_int(value_type: int, raw: int) -> int | None:
+    """The integer in a value union read as unsigned 64 bits; ``None`` for a double or an unknown type."""
+    try:
+        mask, sign = _UNION_INT[value_type]
+    except KeyError:
+        return None
+    value = raw & mask
+    return value - 2 * sign if sign and value & sign else value
+
+
 def _symbol(name: str) -> Callable[..., int] | None:
     """The NVML function ``name`` as pynvml resolved it (its cache), ``None`` when the library lacks it."""
     try:
@@ -797,10 +823,12 @@ class PynvmlNvml:
                 facts.unsupported.update(wanted)
             return {}
         got: dict[int, int] = {}
-        # The call succeeds when any field was filled; each field carries its own status.
-        for field_id, value in zip(wanted, out.fields, strict=True):
-            status = value.nvmlReturn
-            number = _field_value(value) if status == pynvml.NVML_SUCCESS else None
+        # The call succeeds when any field was filled; each field carries its own status. The
+        # array is decoded in one pass over its bytes (an attribute read per member was most of
+        # the decoding), with the integer union member chosen by the value type.
+        for field_id, (value_type, status, raw) in zip(wanted, _FIELD_LAYOUT.iter_unpack(bytes(out.fields)),
+                                                       strict=True):
+            number = _union_int(value_type, raw) if status == pynvml.NVML_SUCCESS else None
             if number is not None:
                 got[field_id] = number
             elif status == pynvml.NVML_ERROR_GPU_IS_LOST:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from rigmon.hw import nvml as nvml_module
 from rigmon.hw.nvml import FACTS_EVERY, NvmlHung, NvmlUnavailable, PynvmlNvml, Watchdog, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
@@ -386,3 +387,22 @@ def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -
             assert machine.calls["nvmlDeviceGetName"] == before + 1
         finally:
             nvml.close()
+
+
+@pytest.mark.parametrize(
+    ("value_type", "member", "value"),
+    [(pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal", 4_000_000_000),
+     (pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal", 1 << 60),
+     (pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG, "sllVal", -(1 << 40)),
+     (pynvml.NVML_VALUE_TYPE_SIGNED_INT, "siVal", -5),
+     (pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT, "usVal", 65_000),
+     (pynvml.NVML_VALUE_TYPE_DOUBLE, "dVal", 1.5)],
+)
+def test_field_values_decoded_from_the_array_bytes_as_by_their_members(value_type: int, member: str,
+                                                                       value: float) -> None:
+    values = (nvml_module._FieldValue * 2)()
+    values[0].fieldId, values[0].valueType = 83, value_type
+    setattr(values[0].value, member, value)
+    (_, status, raw), _ = nvml_module._FIELD_LAYOUT.iter_unpack(bytes(values))
+    expected = None if value_type == pynvml.NVML_VALUE_TYPE_DOUBLE else value
+    assert nvml_module._union_int(value_type, raw) == expected == nvml_module._field_value(values[0])
