@@ -6,8 +6,9 @@ process, and over the window reads every thread's CPU time from its own CPU cloc
 (``pthread_getcpuclockid``, nanoseconds; pool threads sharing a prefix are summed under their
 name). The fake NVML library runs inside the threads that call it (``rigmon-nvml-poll``, the
 Xid wait's thread): its calls are timed at their single dispatch point (and its event wait,
-which does not pass it, at its symbol) with the calling thread's CPU clock, per thread, and shown apart; the ``agent`` column is the thread's time minus
-the fake driver's and minus the cost of timing it.
+which does not pass it, at its symbol) with the calling thread's CPU clock, per thread, and
+shown apart; the ``agent`` column is the thread's time minus the fake driver's and minus the
+cost of timing it.
 
     python benchmarks/agent_threads.py [--seconds 30] [--gpus 8] [--runs 1] [--smoke]
 """
@@ -199,7 +200,8 @@ def main() -> int:
           f"{args.seconds:.0f} s window x {args.runs}; load average {os.getloadavg()[0]:.2f}; {machine()}")
     for r in results:
         bad = {k: v for k, v in r["statuses"].items() if v not in ("ok", "absent")}  # type: ignore[attr-defined]
-        print(f"run: {r['frames']} frames in {r['elapsed']:.1f} s, {r['gpus']} GPUs ok, collectors not ok: {bad or 'none'}")
+        print(f"run: {r['frames']} frames in {r['elapsed']:.1f} s, {r['gpus']} GPUs ok, "
+              f"collectors not ok: {bad or 'none'}")
     names = sorted({n for r in results for n in r["cpu_ms"]},  # type: ignore[attr-defined]
                    key=lambda n: (n not in OURS, OURS.index(n) if n in OURS else 0, n))
 
@@ -228,7 +230,8 @@ def main() -> int:
               for r in results]
     print(f"\ncollectors + nvml-poll (agent's own): {' / '.join(f'{v:.2f}' for v in ours)} ms/s, "
           f"median {median(ours):.2f}")
-    print(f"nvml-events + gpu-xid + tty-udev: {' / '.join(f'{v:.2f}' for v in events)} ms/s, median {median(events):.2f}")
+    print(f"nvml-events + gpu-xid + tty-udev: {' / '.join(f'{v:.2f}' for v in events)} ms/s, "
+          f"median {median(events):.2f}")
     return 0
 
 
