@@ -103,6 +103,8 @@ class HostRoot:
         self._prefix = str(self.root).rstrip("/") + "/"
         self._keep_fds = keep_fds
         self._rereadable: frozenset[int] | None = None
+        #: Top directories whose files may be kept open (see `_find_kept_dirs`), found at the first read.
+        self._kept_dirs: tuple[str, ...] | None = None
         self._local = threading.local()
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         self._max_kept = MAX_KEPT_FDS if soft == resource.RLIM_INFINITY else min(MAX_KEPT_FDS, soft // 8)
@@ -152,7 +154,11 @@ class HostRoot:
         short read is not the end: `read_text` and `read_bytes` read until nothing comes.
         """
         path = self._real(rel)
-        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        kept_dirs = self._kept_dirs
+        if kept_dirs is None:
+            kept_dirs = self._kept_dirs = self._find_kept_dirs()
+        keepable = bool(kept_dirs) and rel.startswith(kept_dirs)
+        kept: _KeptFds | None = getattr(self._local, "fds", None) if keepable else None
         if kept is not None:
             fd = kept.get(path)
             if fd is not None:
@@ -174,7 +180,7 @@ class HostRoot:
         keep = False
         try:
             raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
-            keep = bool(raw) and self._keep_fds and rel.startswith(_REREADABLE_DIRS) and self._rereadable_fd(fd)
+            keep = keepable and bool(raw) and self._rereadable_fd(fd)
             return raw
         except OSError as exc:
             if exc.errno in _ABSENT_ERRNOS:
@@ -203,11 +209,26 @@ class HostRoot:
             offset += len(chunk)
         return b"".join(chunks)
 
+    def _find_kept_dirs(self) -> tuple[str, ...]:
+        """The top directories (``/sys/``, ``/proc/``) below this root that are sysfs or procfs
+        mounts: their files may be kept open. None for a fixture or simulator tree, whose reads
+        then cost nothing more than before."""
+        if not self._keep_fds:
+            return ()
+        self._rereadable = _own_rereadable_devices()
+        dirs = []
+        for top in _REREADABLE_DIRS:
+            try:
+                if os.stat(self._real(top)).st_dev in self._rereadable:
+                    dirs.append(top)
+            except OSError:
+                continue
+        return tuple(dirs)
+
     def _rereadable_fd(self, fd: int) -> bool:
-        """Whether ``fd`` is a file on a sysfs or procfs mount (read afresh at every offset-0 read)."""
-        if self._rereadable is None:
-            self._rereadable = _own_rereadable_devices()
-        return bool(self._rereadable) and os.fstat(fd).st_dev in self._rereadable
+        """Whether ``fd`` is a file on a sysfs or procfs mount (read afresh at every offset-0 read);
+        checked once per file kept, for a mount of another kind below /sys or /proc."""
+        return bool(self._rereadable) and os.fstat(fd).st_dev in (self._rereadable or ())
 
     def _keep(self, path: str, fd: int) -> None:
         kept: _KeptFds | None = getattr(self._local, "fds", None)
