@@ -211,7 +211,7 @@ class HostRoot:
 
     def _find_kept_dirs(self) -> tuple[str, ...]:
         """The top directories (``/sys/``, ``/proc/``) below this root that are sysfs or procfs
-        mounts: their files may be kept open. None for a fixture or simulator tree, whose reads
+        mounts: their files may be kept open. Empty for a fixture or simulator tree, whose reads
         then cost nothing more than before."""
         if not self._keep_fds:
             return ()
