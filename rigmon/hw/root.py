@@ -157,8 +157,27 @@ class HostRoot:
         kept_dirs = self._kept_dirs
         if kept_dirs is None:
             kept_dirs = self._kept_dirs = self._find_kept_dirs()
-        keepable = bool(kept_dirs) and rel.startswith(kept_dirs)
-        kept: _KeptFds | None = getattr(self._local, "fds", None) if keepable else None
+        if kept_dirs and rel.startswith(kept_dirs):
+            return self._read_kept(path, max_bytes, whole_below)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
+                return None
+            raise
+        try:
+            return self._read_fd(fd, max_bytes, whole_below, positional=False)
+        except OSError as exc:
+            if exc.errno in _ABSENT_ERRNOS:
+                return None
+            raise
+        finally:
+            os.close(fd)
+
+    def _read_kept(self, path: str, max_bytes: int, whole_below: int) -> bytes | None:
+        """`_read` of a file below a sysfs or procfs top directory: through this thread's kept
+        descriptor when it has one, else opened (and kept when it read something)."""
+        kept: _KeptFds | None = getattr(self._local, "fds", None)
         if kept is not None:
             fd = kept.get(path)
             if fd is not None:
@@ -180,7 +199,7 @@ class HostRoot:
         keep = False
         try:
             raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
-            keep = keepable and bool(raw) and self._rereadable_fd(fd)
+            keep = bool(raw) and self._rereadable_fd(fd)
             return raw
         except OSError as exc:
             if exc.errno in _ABSENT_ERRNOS:
