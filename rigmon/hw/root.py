@@ -166,7 +166,17 @@ class HostRoot:
                 return None
             raise
         try:
-            return self._read_fd(fd, max_bytes, whole_below, positional=False)
+            chunks: list[bytes] = []
+            remaining = max_bytes
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 65536))
+                if not chunk:
+                    break
+                if not chunks and len(chunk) < whole_below:
+                    return chunk
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            return b"".join(chunks)
         except OSError as exc:
             if exc.errno in _ABSENT_ERRNOS:
                 return None
