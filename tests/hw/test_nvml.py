@@ -365,6 +365,28 @@ def test_a_refused_field_falls_back_to_its_function(machine: FakeNvmlMachine) ->
     assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2 * 2
 
 
+def test_a_function_the_driver_refuses_is_asked_again_only_with_the_facts(machine: FakeNvmlMachine) -> None:
+    # The SXM2 boards have no fan: NOT_SUPPORTED on every poll, remembered until the next refresh.
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            for _ in range(3):
+                datas = nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetFanSpeed"] == 4
+            assert [d.fan_pct for d in datas] == [None] * 4
+            for _ in range(FACTS_EVERY):
+                nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetFanSpeed"] == 2 * 4
+            # A fan that answers after a refresh (another driver) is read from then on.
+            for gpu in machine.gpus:
+                gpu.fan_pct = 40
+            for _ in range(FACTS_EVERY + 1):
+                datas = nvml.read_devices({})
+            assert [d.fan_pct for d in datas] == [40] * 4
+        finally:
+            nvml.close()
+
+
 def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -> None:
     with serving(None, machine):
         nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
