@@ -18,6 +18,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,7 +36,7 @@ from rigmon.collectors.thunderbolt import make_thunderbolt_collector  # noqa: E4
 from rigmon.config import AgentConfig  # noqa: E402
 from rigmon.hw.root import HostRoot  # noqa: E402
 
-FACTORIES = {
+FACTORIES: dict[str, Callable[[CollectorContext], Collector]] = {
     "host": make_host_collector,
     "disks": make_disk_collector,
     "raid": make_raid_collector,

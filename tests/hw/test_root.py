@@ -102,8 +102,12 @@ def test_kept_descriptors_are_per_thread_and_bounded(sleeper: subprocess.Popen[b
         assert root.read_bytes(f"/proc/{sleeper.pid}/{name}")
     assert root.kept_fds() == 2
     other: list[int] = []
-    thread = threading.Thread(target=lambda: (root.read_text(f"/proc/{sleeper.pid}/stat"),
-                                              other.append(root.kept_fds())))
+
+    def read_elsewhere() -> None:
+        root.read_text(f"/proc/{sleeper.pid}/stat")
+        other.append(root.kept_fds())
+
+    thread = threading.Thread(target=read_elsewhere)
     thread.start()
     thread.join()
     assert other == [1] and root.kept_fds() == 2
