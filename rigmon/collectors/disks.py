@@ -99,8 +99,10 @@ def parse_diskstats(text: str) -> Diskstats:
         parts = line.split()
         if not parts:
             continue
-        # Counters are unsigned: int() alone would take "-5", "+5" and "1_0".
-        numeric = len(parts) >= 3 and all(v.isascii() and v.isdigit() for v in (parts[0], parts[1], *parts[3:]))
+        # Counters are unsigned: int() alone would take "-5", "+5" and "1_0". Every column but the
+        # name is ASCII digits when all of them joined are (split() leaves no empty column).
+        joined = "".join((parts[0], parts[1], *parts[3:])) if len(parts) >= 3 else ""
+        numeric = joined.isascii() and joined.isdigit()
         if numeric and len(parts) == OLD_PARTITION_COLUMNS:
             #    3    1   hda1 35486 38030 38030 38030   (2.6.x before 2.6.25, Documentation/iostats)
             partial.append(parts[2])

@@ -15,11 +15,13 @@ from rigmon.collectors.base import (
     NoData,
     PushFn,
 )
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.kernel_log import (
+    DISPLAY_CLASS_PREFIX,
+    NVIDIA_VENDOR,
     XID_INFO,
     KernelLogMatcher,
     PciBusIds,
-    nvidia_gpu_bus_ids,
     parse_kmsg_record,
     parse_pci_bus_id,
 )
@@ -132,6 +134,8 @@ class GpuCollector:
         self._kernel_lost: dict[str, str] = {}
         self._lock = threading.Lock()
         self._nvml_xid_lost: dict[int, str] = {}
+        #: Per PCI address: whether it is an NVIDIA display controller (vendor and class, read once).
+        self._pci_facts: DeviceFacts[str, bool] = DeviceFacts()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -151,7 +155,7 @@ class GpuCollector:
         assert self._gpus is not None
         now_at = self.clock.time()
         now_s = self.clock.monotonic()
-        pci_now = set(nvidia_gpu_bus_ids(self.root))
+        pci_now = set(self._nvidia_bus_ids())
         records: list[object] = []
         seen: set[int] = set()
         readings: dict[int, GpuReading] = {}
@@ -185,7 +189,23 @@ class GpuCollector:
     def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
         self._gpus = [self._new_gpu(d) for d in datas]
         self._count_at_start = len(datas)
-        self._pci_at_start = set(nvidia_gpu_bus_ids(self.root))
+        self._pci_at_start = set(self._nvidia_bus_ids())
+
+    def _nvidia_bus_ids(self) -> list[str]:
+        """Sysfs bus ids of the NVIDIA display controllers, sorted. The bus is listed on every poll
+        (a GPU that fell off it is gone from the list at once); each device's vendor and class are
+        read when it appears, and all again after any device came or went and every 60 polls (a
+        server lists a hundred or more PCI functions: two reads each a poll were most of this
+        collector's file reads)."""
+        devices = self.root.listdir("/sys/bus/pci/devices")
+        self._pci_facts.begin(devices)
+        return [bdf.lower() for bdf in devices if self._pci_facts.get(bdf, self._is_nvidia_gpu)]
+
+    def _is_nvidia_gpu(self, bdf: str) -> bool:
+        base = f"/sys/bus/pci/devices/{bdf}"
+        cls = self.root.read_attr(f"{base}/class")
+        return (self.root.read_attr(f"{base}/vendor") == NVIDIA_VENDOR and cls is not None
+                and cls.startswith(DISPLAY_CLASS_PREFIX))
 
     @staticmethod
     def _new_gpu(data: NvmlDeviceData) -> _Gpu:

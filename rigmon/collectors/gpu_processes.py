@@ -40,6 +40,11 @@ AMD_VENDOR = "0x1002"
 #: node runs hundreds of processes with dozens of descriptors each; the DRM ones of a known
 #: client are re-read on every poll).
 FD_RESCAN_S = 10.0
+#: Polls between two reads of what does not change while a process lives (its user and command
+#: line, read again when its PID is reused: another start time) and of the node's boot time and
+#: user names. A process that rewrites its own argv, or a user added to /etc/passwd, shows
+#: within this many polls.
+FACTS_EVERY = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +247,10 @@ class GpuProcessCollector:
         self._rates = CounterRates()
         self._drm_fds: dict[int, tuple[str, ...]] = {}
         self._scanned_at: dict[int, float] = {}
+        #: PID -> (start ticks, uid, argv, polls left): /proc/PID/status and cmdline, read once per process.
+        self._proc_facts: dict[int, tuple[int | None, int | None, tuple[str, ...], int]] = {}
+        self._host_facts: tuple[float | None, dict[int, str]] | None = None
+        self._host_polls_left = 0
 
     # -- polling ----------------------------------------------------------------------
 
@@ -250,8 +259,7 @@ class GpuProcessCollector:
         amd_cards = self._amd_cards()
         if nvidia is None and not amd_cards:
             raise NoData("no NVIDIA driver and no amdgpu card")
-        boot_at = parse_boot_time(self.root.read_text("/proc/stat") or "")
-        users = parse_passwd(self.root.read_text("/etc/passwd") or "")
+        boot_at, users = self._boot_and_users()
         now: dict[Key, GpuProcessReading] = {}
         unlisted: set[tuple[str, int]] = set()
         for gpu in nvidia or ():
@@ -280,20 +288,31 @@ class GpuProcessCollector:
                 if key not in known:
                     records.append(self._started_event(reading))
         self._known = now
+        held = {key[2] for key in now}
+        for gone in [pid for pid in self._proc_facts if pid not in held]:
+            del self._proc_facts[gone]
         readings: list[GpuProcessReading] = sorted(
             now.values(), key=lambda r: (r.vendor, r.gpu_index or 0, r.pci_bus_id or "", r.pid))
         records.extend(readings)
         return records
 
+    def _boot_and_users(self) -> tuple[float | None, dict[int, str]]:
+        """The node's boot time and user names, read every `FACTS_EVERY` polls (neither changes
+        within a boot but for an added user, and /proc/stat grows with the CPU count)."""
+        self._host_polls_left -= 1
+        if self._host_facts is None or self._host_polls_left <= 0:
+            self._host_facts = (parse_boot_time(self.root.read_text("/proc/stat") or ""),
+                                parse_passwd(self.root.read_text("/etc/passwd") or ""))
+            self._host_polls_left = FACTS_EVERY
+        return self._host_facts
+
     def _nvidia(self) -> list[NvmlGpuProcesses] | None:
         try:
-            count = self.nvml.device_count()
-            out = []
-            for index in range(count):
-                data = self.nvml.read_processes(index, self._util_since.get(index, 0))
+            # One hand-off to NVML's watchdog thread for every GPU, not one per GPU and one for the count.
+            out = self.nvml.read_all_processes(self._util_since)
+            for data in out:
                 if data.utils:
-                    self._util_since[index] = max(u.timestamp_us for u in data.utils)
-                out.append(data)
+                    self._util_since[data.index] = max(u.timestamp_us for u in data.utils)
             return out
         except NvmlUnavailable:
             # Asked again next time, as the GPU collector does: the driver may load after the agent.
@@ -394,15 +413,26 @@ class GpuProcessCollector:
         stat = None if stat_text is None else parse_proc_stat(stat_text)
         if stat is None:
             return _ProcInfo(visible=False)
-        # Any of these may vanish between two reads (the process exits): each is optional.
-        status = self.root.read_text(f"/proc/{pid}/status")
-        raw = self.root.read_bytes(f"/proc/{pid}/cmdline", MAX_CMDLINE_BYTES)
         started = None
         if boot_at is not None and stat.start_ticks is not None:
             started = round(boot_at + stat.start_ticks / USER_HZ, 2)
-        return _ProcInfo(visible=True, state=stat.state, uid=None if status is None else parse_status_uid(status),
-                         argv=parse_cmdline(raw or b""), started_at=started, exit_status=stat.exit_status,
-                         comm=stat.comm)
+        # The stat line (state, exit code) is read on every poll; the user and the command line
+        # once per process (same PID, same start time) and then every FACTS_EVERY polls.
+        facts = self._proc_facts.get(pid)
+        if facts is not None and facts[0] == stat.start_ticks and facts[3] > 0:
+            self._proc_facts[pid] = (facts[0], facts[1], facts[2], facts[3] - 1)
+            uid, argv = facts[1], facts[2]
+        else:
+            # Either may vanish between two reads (the process exits): each is optional, and
+            # only a complete read is kept.
+            status = self.root.read_text(f"/proc/{pid}/status")
+            raw = self.root.read_bytes(f"/proc/{pid}/cmdline", MAX_CMDLINE_BYTES)
+            uid = None if status is None else parse_status_uid(status)
+            argv = parse_cmdline(raw or b"")
+            if status is not None and raw is not None:
+                self._proc_facts[pid] = (stat.start_ticks, uid, argv, FACTS_EVERY)
+        return _ProcInfo(visible=True, state=stat.state, uid=uid, argv=argv, started_at=started,
+                         exit_status=stat.exit_status, comm=stat.comm)
 
     @staticmethod
     def _reading(info: _ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:

@@ -10,8 +10,9 @@ machine. The simulator runs many nodes' agents in one process and installs a sin
 library beneath pynvml that holds every simulated node's GPUs. To know which node a call
 is for, every `PynvmlNvml` is bound to a *target*: the absolute path of the root its
 agent reads (``open_nvml(ctx.root)``). Each call runs in the binding's own watchdog
-thread with the context variable behind `current_target` set to that target; the real
-driver ignores it, and the fake library reads it to pick the node's GPUs. Handles and
+thread (the Xid event wait: in the thread that waits) with the context variable behind
+`current_target` set to that target; the real driver ignores it, and the fake library reads it
+to pick the node's GPUs. Handles and
 event sets therefore never need to encode the node, and pynvml's own wrappers, structures
 and error classes run unchanged.
 """
@@ -23,6 +24,7 @@ import contextvars
 import ctypes
 import dataclasses
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -229,11 +231,13 @@ class Nvml(Protocol):
         ...
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
-        """Block up to ``timeout_s`` for Xid critical error events; empty on timeout.
+        """Block the calling thread up to ``timeout_s`` for Xid critical error events; empty on timeout.
+
+        A wait stuck in the driver blocks its caller for longer: call it from a thread of its own.
 
         Raises:
             NvmlUnavailable: no driver, or events are not supported.
-            NvmlHung: the wait overran its timeout by the watchdog margin.
+            NvmlHung: (other bindings) the wait overran its timeout.
         """
         ...
 
@@ -251,6 +255,18 @@ class NvmlProcesses(Protocol):
 
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
         """Running compute and graphics processes of GPU ``index``, with utilisation samples.
+
+        Raises:
+            NvmlUnavailable: no driver or library.
+            NvmlHung: the calls did not return in time.
+        """
+        ...
+
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        """Every GPU's processes in one hand-off: the device count, then `read_processes` for each index.
+
+        Args:
+            utils_since_us: per GPU index, the newest utilisation sample already seen (missing: 0).
 
         Raises:
             NvmlUnavailable: no driver or library.
@@ -345,6 +361,33 @@ class _Gate:
                 raise NvmlUnavailable(str(exc)) from None
             return None
 
+    def call(self, refused: set[object], key: object, name: str, *args: Any) -> bool:
+        """Call the NVML function ``name`` directly (not through pynvml's wrapper) with ``args``,
+        whose last ones are ``byref`` outputs; whether it answered (the outputs hold its values).
+
+        The same error semantics as `get`, without an exception per refusal: NOT_SUPPORTED and
+        FUNCTION_NOT_FOUND put ``key`` in ``refused``, and a refused key is not asked again.
+
+        Raises:
+            NvmlUnavailable: the library went away (uninitialised, driver not loaded).
+        """
+        if key in refused:
+            return False
+        fn = _symbol(name)
+        if fn is None:
+            refused.add(key)
+            return False
+        ret = fn(*args)
+        if ret == pynvml.NVML_SUCCESS:
+            return True
+        if ret == pynvml.NVML_ERROR_GPU_IS_LOST:
+            self.lost = True
+        elif ret in _GONE_CODES:
+            raise NvmlUnavailable(str(pynvml.NVMLError(ret)))
+        elif ret in _REFUSED_CODES:
+            refused.add(key)
+        return False
+
 
 @dataclass(slots=True)
 class _Facts:
@@ -366,7 +409,10 @@ class _Facts:
     pcie_width_max: int | None
     nvlink_count: int | None
     fields: tuple[int, ...]
+    outputs: _Outputs
     unsupported: set[int] = dataclasses.field(default_factory=set)
+    #: Per-poll functions (by name and argument) the driver refused, not asked until the next refresh.
+    refused: set[object] = dataclasses.field(default_factory=set)
     polls_left: int = FACTS_EVERY
 
 
@@ -397,6 +443,105 @@ def _pct(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and 0 <= value <= 100 else None
 
 
+# The poll's outputs are plain ctypes structures with the layout (and member names) of pynvml's:
+# pynvml's own are `_PrintableStructure`s whose every attribute read and write goes through a
+# Python __getattribute__/__setattr__ (bytes-to-str conversion), a third of a GPU read's cost
+# when 29 field values are decoded per GPU per poll.
+class _FieldValue(ctypes.Structure):
+    _fields_ = pynvml.c_nvmlFieldValue_t._fields_
+
+
+class _Sample(ctypes.Structure):
+    _fields_ = pynvml.c_nvmlSample_t._fields_
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = pynvml.c_nvmlMemory_t._fields_
+
+
+class _Utilization(ctypes.Structure):
+    _fields_ = pynvml.c_nvmlUtilization_t._fields_
+
+
+class _Violation(ctypes.Structure):
+    _fields_ = pynvml.c_nvmlViolationTime_t._fields_
+
+
+#: NVML answers that mean "this function gives nothing on this GPU or driver": remembered, not
+#: asked again until the GPU's facts are read again (a fan on an SXM2 board answers NOT_SUPPORTED
+#: on every poll, and raising and catching pynvml's exception for it cost more than the call).
+_REFUSED_CODES = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND})
+_GONE_CODES = frozenset({pynvml.NVML_ERROR_UNINITIALIZED, pynvml.NVML_ERROR_DRIVER_NOT_LOADED})
+
+
+class _Outputs:
+    """One GPU's output buffers for the per-poll reads, allocated once (with its facts)."""
+
+    __slots__ = ("uint", "uint_ref", "ulonglong", "ulonglong_ref", "memory", "memory_ref", "util", "util_ref",
+                 "violation", "violation_ref", "field_ids", "fields", "fields_ref", "n_fields", "value_type",
+                 "value_type_ref", "count", "count_ref")
+
+    def __init__(self, field_ids: tuple[int, ...]) -> None:
+        self.uint = ctypes.c_uint()
+        self.uint_ref = ctypes.byref(self.uint)
+        self.ulonglong = ctypes.c_ulonglong()
+        self.ulonglong_ref = ctypes.byref(self.ulonglong)
+        self.memory = _Memory()
+        self.memory_ref = ctypes.byref(self.memory)
+        self.util = _Utilization()
+        self.util_ref = ctypes.byref(self.util)
+        self.violation = _Violation()
+        self.violation_ref = ctypes.byref(self.violation)
+        self.value_type = ctypes.c_uint()
+        self.value_type_ref = ctypes.byref(self.value_type)
+        self.count = ctypes.c_uint()
+        self.count_ref = ctypes.byref(self.count)
+        self.set_fields(field_ids)
+
+    def set_fields(self, field_ids: tuple[int, ...]) -> None:
+        """Ask these fields in the field-values call from now on."""
+        self.field_ids = field_ids
+        self.fields = (_FieldValue * max(1, len(field_ids)))()
+        for value, field_id in zip(self.fields, field_ids):
+            value.fieldId = field_id
+        self.fields_ref = ctypes.byref(self.fields)
+        self.n_fields = ctypes.c_int32(len(field_ids))
+
+
+#: ``c_nvmlFieldValue_t`` as bytes: valueType and nvmlReturn (after fieldId, scopeId, timestamp and
+#: latencyUsec), then the 8-byte value union as an unsigned integer (native byte order).
+_FIELD_LAYOUT = struct.Struct("=24xII Q")
+assert _FIELD_LAYOUT.size == ctypes.sizeof(_FieldValue), "c_nvmlFieldValue_t changed its layout"
+#: Bits of the union's unsigned 64-bit view each integer value type uses, and whether it is signed.
+_UNION_INT = {
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: (0xFFFFFFFF, 0),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: (0xFFFFFFFFFFFFFFFF, 0),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: (0xFFFFFFFFFFFFFFFF, 0),
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: (0xFFFFFFFFFFFFFFFF, 1 << 63),
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: (0xFFFFFFFF, 1 << 31),
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: (0xFFFF, 0),
+}
+
+
+def _union_int(value_type: int, raw: int) -> int | None:
+    """The integer in a value union read as unsigned 64 bits; ``None`` for a double or an unknown type."""
+    try:
+        mask, sign = _UNION_INT[value_type]
+    except KeyError:
+        return None
+    value = raw & mask
+    return value - 2 * sign if sign and value & sign else value
+
+
+def _symbol(name: str) -> Callable[..., int] | None:
+    """The NVML function ``name`` as pynvml resolved it (its cache), ``None`` when the library lacks it."""
+    try:
+        fn: Callable[..., int] = pynvml._nvmlGetFunctionPointer(name)
+    except pynvml.NVMLError:
+        return None
+    return fn
+
+
 class PynvmlNvml:
     """`Nvml` over the real ``pynvml`` module, every call behind a watchdog.
 
@@ -419,7 +564,10 @@ class PynvmlNvml:
         self._facts: dict[int, _Facts] = {}
         self._count_hint = 1
         self._poll = Watchdog("poll", target)
-        self._events = Watchdog("events", target)
+        #: Xid waits in progress (see `wait_xid`), and whether `close` has run.
+        self._waiting = 0
+        self._closed = False
+        self._waiting_lock = threading.Lock()
         self._initialized = False
         self._event_set: Any = None
         self._event_handles: dict[int, tuple[int, str | None, str | None]] = {}
@@ -472,51 +620,70 @@ class PynvmlNvml:
         g = gate.get
         facts = self._facts_of(gate, index, handle)
         fields = self._fields(gate, handle, facts)
+        # The per-poll reads call NVML's functions directly into the GPU's buffers (see
+        # `_Gate.call`): pynvml's wrappers allocate an output and resolve the function on every
+        # call, and raise an exception for every refusal. Rare paths keep the wrappers.
+        out, refused, call = facts.outputs, facts.refused, gate.call
+        uint, uint_ref = out.uint, out.uint_ref
+
+        def read_uint(key: object, name: str, *args: Any) -> int | None:
+            return int(uint.value) if call(refused, key, name, handle, *args, uint_ref) else None
 
         def field_or(field_id: int, fn: Callable[..., Any], *args: Any) -> Any:
             return fields[field_id] if field_id in fields else g(fn, handle, *args)
 
-        util = g(pynvml.nvmlDeviceGetUtilizationRates, handle)
-        mem = g(pynvml.nvmlDeviceGetMemoryInfo, handle)
-        reasons = g(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
-        if reasons is None:
-            reasons = g(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
-        viol_power = g(pynvml.nvmlDeviceGetViolationStatus, handle, pynvml.NVML_PERF_POLICY_POWER)
-        viol_thermal = g(pynvml.nvmlDeviceGetViolationStatus, handle, pynvml.NVML_PERF_POLICY_THERMAL)
+        util_gpu = util_mem = None
+        if call(refused, "util", "nvmlDeviceGetUtilizationRates", handle, out.util_ref):
+            util_gpu, util_mem = int(out.util.gpu), int(out.util.memory)
+        mem_total = mem_used = None
+        if call(refused, "mem", "nvmlDeviceGetMemoryInfo", handle, out.memory_ref):
+            mem_total, mem_used = int(out.memory.total), int(out.memory.used)
+        reasons = None
+        if call(refused, "reasons", "nvmlDeviceGetCurrentClocksEventReasons", handle, out.ulonglong_ref) or call(
+                refused, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", handle, out.ulonglong_ref):
+            reasons = int(out.ulonglong.value)
+        viol_power = viol_thermal = None
+        if call(refused, "viol_power", "nvmlDeviceGetViolationStatus", handle, pynvml.NVML_PERF_POLICY_POWER,
+                out.violation_ref):
+            viol_power = int(out.violation.violationTime)
+        if call(refused, "viol_thermal", "nvmlDeviceGetViolationStatus", handle, pynvml.NVML_PERF_POLICY_THERMAL,
+                out.violation_ref):
+            viol_thermal = int(out.violation.violationTime)
         data = NvmlDeviceData(
             index=index,
-            lost=False,  # replaced below, after every call had its chance to say so
+            lost=False,  # set below, after every call had its chance to say so
             uuid=facts.uuid,
             name=facts.name,
             serial=facts.serial,
             pci_bus_id=facts.pci_bus_id,
-            power_mw=g(pynvml.nvmlDeviceGetPowerUsage, handle),
-            power_samples=self._power_samples(gate, handle, since_us),
+            power_mw=read_uint("power", "nvmlDeviceGetPowerUsage"),
+            power_samples=self._power_samples(gate, handle, since_us, out),
             power_instant_mw=fields.get(FI_POWER_INSTANT),
             energy_mj=field_or(FI_ENERGY, pynvml.nvmlDeviceGetTotalEnergyConsumption),
-            power_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementLimit, handle),
-            enforced_limit_mw=g(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle),
+            power_limit_mw=read_uint("limit", "nvmlDeviceGetPowerManagementLimit"),
+            enforced_limit_mw=read_uint("enforced", "nvmlDeviceGetEnforcedPowerLimit"),
             default_limit_mw=facts.default_limit_mw,
-            clock_sm_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)),
-            clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
-            clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
-            app_clock_graphics_mhz=_mhz(g(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_GRAPHICS)),
-            app_clock_mem_mhz=_mhz(g(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_MEM)),
+            clock_sm_mhz=_mhz(read_uint("clock_sm", "nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_SM)),
+            clock_mem_mhz=_mhz(read_uint("clock_mem", "nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_MEM)),
+            clock_graphics_mhz=_mhz(read_uint("clock_gr", "nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_GRAPHICS)),
+            app_clock_graphics_mhz=_mhz(read_uint("app_gr", "nvmlDeviceGetApplicationsClock",
+                                                  pynvml.NVML_CLOCK_GRAPHICS)),
+            app_clock_mem_mhz=_mhz(read_uint("app_mem", "nvmlDeviceGetApplicationsClock", pynvml.NVML_CLOCK_MEM)),
             max_clock_sm_mhz=facts.max_clock_sm_mhz,
             max_clock_mem_mhz=facts.max_clock_mem_mhz,
             max_clock_graphics_mhz=facts.max_clock_graphics_mhz,
             clock_reasons=reasons,
-            violation_power_ns=None if viol_power is None else int(viol_power.violationTime),
-            violation_thermal_ns=None if viol_thermal is None else int(viol_thermal.violationTime),
-            temp_c=g(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
-            fan_pct=g(pynvml.nvmlDeviceGetFanSpeed, handle),
-            util_gpu_pct=None if util is None else int(util.gpu),
-            util_mem_pct=None if util is None else int(util.memory),
-            mem_total_bytes=None if mem is None else int(mem.total),
-            mem_used_bytes=None if mem is None else int(mem.used),
-            pstate=g(pynvml.nvmlDeviceGetPerformanceState, handle),
-            pcie_gen=g(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-            pcie_width=g(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+            violation_power_ns=viol_power,
+            violation_thermal_ns=viol_thermal,
+            temp_c=read_uint("temp", "nvmlDeviceGetTemperature", pynvml.NVML_TEMPERATURE_GPU),
+            fan_pct=read_uint("fan", "nvmlDeviceGetFanSpeed"),
+            util_gpu_pct=util_gpu,
+            util_mem_pct=util_mem,
+            mem_total_bytes=mem_total,
+            mem_used_bytes=mem_used,
+            pstate=read_uint("pstate", "nvmlDeviceGetPerformanceState"),
+            pcie_gen=read_uint("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+            pcie_width=read_uint("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth"),
             pcie_gen_max=facts.pcie_gen_max,
             pcie_width_max=facts.pcie_width_max,
             pcie_replay=field_or(FI_PCIE_REPLAY, pynvml.nvmlDeviceGetPcieReplayCounter),
@@ -528,10 +695,17 @@ class PynvmlNvml:
         )
         if gate.lost:
             self._facts.pop(index, None)
-        return dataclasses.replace(data, lost=gate.lost)
+            return dataclasses.replace(data, lost=True)
+        return data
 
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
         return self._poll.run(lambda: self._processes(index, utils_since_us), self.timeout_s)
+
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        def call() -> list[NvmlGpuProcesses]:
+            return [self._processes(index, utils_since_us.get(index, 0)) for index in range(self._count())]
+
+        return self._poll.run(call, self.timeout_s * self._count_hint)
 
     def _processes(self, index: int, since_us: int) -> NvmlGpuProcesses:
         self._ensure_init()
@@ -568,15 +742,27 @@ class PynvmlNvml:
                                      sm_pct=_pct(s.smUtil), mem_pct=_pct(s.memUtil)) for s in samples)
 
     @staticmethod
-    def _power_samples(gate: _Gate, handle: Any, since_us: int) -> tuple[tuple[int, int], ...]:
-        try:
-            _, samples = pynvml.nvmlDeviceGetSamples(handle, TOTAL_POWER_SAMPLES, since_us)
-        except pynvml.NVMLError as exc:
+    def _power_samples(gate: _Gate, handle: Any, since_us: int, out: _Outputs) -> tuple[tuple[int, int], ...]:
+        """The driver's power samples (mW) newer than ``since_us``: NVML's two calls, count, then samples."""
+        fn = _symbol("nvmlDeviceGetSamples")
+        if fn is None:
+            return ()
+        since = ctypes.c_ulonglong(since_us)
+        out.count.value = 0
+        ret = fn(handle, TOTAL_POWER_SAMPLES, since, out.value_type_ref, out.count_ref, None)
+        count = out.count.value if ret == pynvml.NVML_SUCCESS else 0
+        if count:
+            samples = (_Sample * count)()
+            ret = fn(handle, TOTAL_POWER_SAMPLES, since, out.value_type_ref, out.count_ref, samples)
+            count = min(count, out.count.value)
+        if ret != pynvml.NVML_SUCCESS:
             # NOT_FOUND is the driver's way of saying "no samples newer than that".
-            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+            if ret == pynvml.NVML_ERROR_GPU_IS_LOST:
                 gate.lost = True
             return ()
-        return tuple((int(s.timeStamp), int(s.sampleValue.uiVal)) for s in samples)
+        if not count:
+            return ()
+        return tuple((int(s.timeStamp), int(s.sampleValue.uiVal)) for s in samples[:count])
 
     def _facts_of(self, gate: _Gate, index: int, handle: Any) -> _Facts:
         """The GPU's facts, read again every `FACTS_EVERY` polls (and after it was unreachable)."""
@@ -607,6 +793,7 @@ class PynvmlNvml:
             pcie_width_max=g(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
             nvlink_count=count,
             fields=fields,
+            outputs=_Outputs(fields),
         )
         if not gate.lost:
             self._facts[index] = facts
@@ -619,24 +806,29 @@ class PynvmlNvml:
         A field the driver refuses (the whole call, or that field's own status) joins
         ``facts.unsupported`` and is read through its own function until the facts are read again.
         """
-        wanted = [f for f in facts.fields if f not in facts.unsupported]
+        out = facts.outputs
+        if facts.unsupported and any(f in facts.unsupported for f in out.field_ids):
+            out.set_fields(tuple(f for f in facts.fields if f not in facts.unsupported))
+        wanted = out.field_ids
         if not wanted:
             return {}
-        try:
-            values = pynvml.nvmlDeviceGetFieldValues(handle, wanted)
-        except pynvml.NVMLError as exc:
-            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+        fn = _symbol("nvmlDeviceGetFieldValues")
+        ret = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND if fn is None else fn(handle, out.n_fields, out.fields_ref)
+        if ret != pynvml.NVML_SUCCESS:
+            if ret == pynvml.NVML_ERROR_GPU_IS_LOST:
                 gate.lost = True
-            elif exc.value in (pynvml.NVML_ERROR_UNINITIALIZED, pynvml.NVML_ERROR_DRIVER_NOT_LOADED):
-                raise NvmlUnavailable(str(exc)) from None
+            elif ret in _GONE_CODES:
+                raise NvmlUnavailable(str(pynvml.NVMLError(ret)))
             else:
                 facts.unsupported.update(wanted)
             return {}
         got: dict[int, int] = {}
-        # The call succeeds when any field was filled; each field carries its own status.
-        for field_id, value in zip(wanted, values, strict=True):
-            status = int(value.nvmlReturn)
-            number = _field_value(value) if status == pynvml.NVML_SUCCESS else None
+        # The call succeeds when any field was filled; each field carries its own status. The
+        # array is decoded in one pass over its bytes (an attribute read per member was most of
+        # the decoding), with the integer union member chosen by the value type.
+        for field_id, (value_type, status, raw) in zip(wanted, _FIELD_LAYOUT.iter_unpack(bytes(out.fields)),
+                                                       strict=True):
+            number = _union_int(value_type, raw) if status == pynvml.NVML_SUCCESS else None
             if number is not None:
                 got[field_id] = number
             elif status == pynvml.NVML_ERROR_GPU_IS_LOST:
@@ -660,15 +852,20 @@ class PynvmlNvml:
     def _nvlinks(gate: _Gate, handle: Any, facts: _Facts, fields: dict[int, int]) -> tuple[NvLinkData, ...]:
         count = facts.nvlink_count
         links: list[NvLinkData] = []
-        for link in range(MAX_NVLINKS if count is None else count):
-            try:
-                state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
-            except pynvml.NVMLError as exc:
+        fn = _symbol("nvmlDeviceGetNvLinkState")
+        out = facts.outputs
+        for link in range(0 if fn is None else MAX_NVLINKS if count is None else count):
+            assert fn is not None
+            ret = fn(handle, link, out.uint_ref)
+            if ret != pynvml.NVML_SUCCESS:
                 # A GPU without NVLink answers NOT_SUPPORTED; past the last link the driver
                 # answers INVALID_ARGUMENT (or NOT_SUPPORTED): either way, no more links.
-                if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                if ret == pynvml.NVML_ERROR_GPU_IS_LOST:
                     gate.lost = True
+                elif ret in _GONE_CODES:
+                    raise NvmlUnavailable(str(pynvml.NVMLError(ret)))
                 break
+            state = out.uint.value
 
             def counter(kind: int, table: tuple[int, ...], link: int = link) -> int | None:
                 if link < len(table) and table[link] in fields:
@@ -687,8 +884,22 @@ class PynvmlNvml:
         return tuple(links)
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        # The wait runs on the calling thread (the GPU collector's Xid thread, which does nothing
+        # else), not behind a watchdog: a hand-off to another thread and back twice a second was
+        # most of what the event threads cost, and a wait stuck in the driver blocks only that
+        # thread, which nothing waits for (`close` leaves the event set alone while it waits).
         wait_ms = max(1, int(timeout_s * 1000))
-        return self._events.run(lambda: self._wait(wait_ms), timeout_s + self.timeout_s)
+        with self._waiting_lock:
+            if self._closed:
+                return []
+            self._waiting += 1
+        token = _TARGET.set(self.target)
+        try:
+            return self._wait(wait_ms)
+        finally:
+            _TARGET.reset(token)
+            with self._waiting_lock:
+                self._waiting -= 1
 
     def _register(self) -> None:
         self._ensure_init()
@@ -731,28 +942,33 @@ class PynvmlNvml:
         return [NvmlXid(index=index, uuid=uuid, pci_bus_id=bus_id, xid=int(data.eventData))]
 
     def close(self) -> None:
-        for watchdog in (self._events, self._poll):
-            if watchdog.stuck:
-                watchdog.close()
-                continue
+        with self._waiting_lock:
+            self._closed = True
+            waiting = self._waiting
+        if not waiting and self._event_set is not None:
+            # No Xid wait in progress (the collector joined its thread): free the set here. One
+            # still waiting (stuck in the driver) keeps it, as a stuck call keeps its thread.
+            event_set, self._event_set = self._event_set, None
+            token = _TARGET.set(self.target)
             try:
-                watchdog.run(self._shutdown_part(watchdog), self.timeout_s)
-            except (NvmlHung, pynvml.NVMLError):
-                pass
-            watchdog.close()
-
-    def _shutdown_part(self, watchdog: Watchdog) -> Callable[[], None]:
-        def free_events() -> None:
-            if self._event_set is not None:
-                event_set, self._event_set = self._event_set, None
                 pynvml.nvmlEventSetFree(event_set)
+            except pynvml.NVMLError:
+                pass
+            finally:
+                _TARGET.reset(token)
+        if self._poll.stuck:
+            self._poll.close()
+            return
+        try:
+            self._poll.run(self._shutdown, self.timeout_s)
+        except (NvmlHung, pynvml.NVMLError):
+            pass
+        self._poll.close()
 
-        def shutdown() -> None:
-            if self._initialized:
-                self._initialized = False
-                pynvml.nvmlShutdown()
-
-        return free_events if watchdog is self._events else shutdown
+    def _shutdown(self) -> None:
+        if self._initialized:
+            self._initialized = False
+            pynvml.nvmlShutdown()
 
 
 def _handle_key(handle: Any) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
+import threading
 from pathlib import Path
 
 #: Upper bound for one attribute read; sysfs attributes are at most a page, but /proc
@@ -11,6 +13,14 @@ from pathlib import Path
 MAX_READ_BYTES = 4 * 1024 * 1024
 #: A first read of an attribute shorter than this is all of it (see `HostRoot.read_attr`).
 WHOLE_ATTR_BYTES = 1024
+#: Descriptors of kernel-generated files one thread keeps open (see `HostRoot`); a node reads a
+#: few hundred attributes a tick. Also at most an eighth of the process's descriptor limit.
+MAX_KEPT_FDS = 256
+#: Filesystems whose files the kernel generates again on every read at offset 0 (sysfs
+#: attributes; procfs seq_files such as /proc/stat, /proc/diskstats, /proc/net/dev, /proc/PID/stat).
+REREADABLE_FS = frozenset({"sysfs", "proc"})
+#: Top-level directories below a root whose files may be kept open when they are on such a filesystem.
+_REREADABLE_DIRS = ("/sys/", "/proc/")
 
 # Errors that mean "this attribute is not available right now" rather than a bug:
 # the file vanished (device unplugged), the device is gone (ENODEV/ENXIO), the driver
@@ -26,21 +36,78 @@ _ABSENT_ERRNOS = {
     errno.EIO,
     errno.EOPNOTSUPP,
     errno.ENODATA,
+    # A /proc/PID file of a process that was reaped while its file was open.
+    errno.ESRCH,
 }
+
+
+def rereadable_devices(mountinfo: str) -> frozenset[int]:
+    """Device numbers (``st_dev``) of the sysfs and procfs mounts in a ``/proc/self/mountinfo`` text."""
+    devices = set()
+    # 22 27 0:21 / /proc rw,relatime - proc proc rw
+    for line in mountinfo.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields = head.split()
+        if not sep or len(fields) < 3 or not tail.split() or tail.split()[0] not in REREADABLE_FS:
+            continue
+        major, _, minor = fields[2].partition(":")
+        try:
+            devices.add(os.makedev(int(major), int(minor)))
+        except ValueError:
+            continue
+    return frozenset(devices)
+
+
+def _own_rereadable_devices() -> frozenset[int]:
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            return rereadable_devices(f.read())
+    except OSError:
+        return frozenset()
+
+
+class _KeptFds(dict[str, int]):
+    """One thread's kept-open descriptors by real path, oldest first; closed with the thread."""
+
+    def __del__(self) -> None:
+        for fd in self.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.clear()
 
 
 class HostRoot:
     """Reads the machine's files below ``root`` (``/`` on a real node, a tree in tests).
 
+    Files that the kernel generates on every read (sysfs attributes, procfs files: those below
+    ``/sys`` and ``/proc`` that are on a sysfs or procfs mount) are opened once and then read
+    with ``pread`` at offset 0, which makes the kernel produce them afresh: an open and a close
+    fewer per attribute and tick. Each thread keeps its own descriptors (at most `MAX_KEPT_FDS`,
+    the oldest closed first), so no descriptor is ever closed under another thread's read. A kept
+    file that fails to read (ENODEV: its device was unplugged; ESRCH: its process was reaped) or
+    reads empty is closed and read again by its path, so a vanished file is absent at once and a
+    replugged device's new file is read. Files on other filesystems (fixture trees, the
+    simulator's tree, whose files are replaced by rename) are opened for every read.
+
     Args:
         root: directory that stands for ``/``.
+        keep_fds: keep descriptors of kernel-generated files open (see above).
     """
 
-    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+    def __init__(self, root: str | os.PathLike[str] = "/", keep_fds: bool = True) -> None:
         self.root = Path(root)
         # Reads join strings: building a pathlib.Path per read was a third of a collector's
         # time (hundreds of attribute reads a second).
         self._prefix = str(self.root).rstrip("/") + "/"
+        self._keep_fds = keep_fds
+        self._rereadable: frozenset[int] | None = None
+        #: Top directories whose files may be kept open (see `_find_kept_dirs`), found at the first read.
+        self._kept_dirs: tuple[str, ...] | None = None
+        self._local = threading.local()
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self._max_kept = MAX_KEPT_FDS if soft == resource.RLIM_INFINITY else min(MAX_KEPT_FDS, soft // 8)
 
     @property
     def is_real_root(self) -> bool:
@@ -86,8 +153,14 @@ class HostRoot:
         procfs does. Multi-line /proc files come through seq_file a page at a time, where a
         short read is not the end: `read_text` and `read_bytes` read until nothing comes.
         """
+        path = self._real(rel)
+        kept_dirs = self._kept_dirs
+        if kept_dirs is None:
+            kept_dirs = self._kept_dirs = self._find_kept_dirs()
+        if kept_dirs and rel.startswith(kept_dirs):
+            return self._read_kept(path, max_bytes, whole_below)
         try:
-            fd = os.open(self._real(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
                 return None
@@ -110,6 +183,95 @@ class HostRoot:
             raise
         finally:
             os.close(fd)
+
+    def _read_kept(self, path: str, max_bytes: int, whole_below: int) -> bytes | None:
+        """`_read` of a file below a sysfs or procfs top directory: through this thread's kept
+        descriptor when it has one, else opened (and kept when it read something)."""
+        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        if kept is not None:
+            fd = kept.get(path)
+            if fd is not None:
+                try:
+                    raw = self._read_fd(fd, max_bytes, whole_below, positional=True)
+                except OSError:
+                    raw = b""
+                if raw:
+                    return raw
+                # Gone (unplugged device, reaped process) or empty: read it by its path again.
+                del kept[path]
+                os.close(fd)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
+                return None
+            raise
+        keep = False
+        try:
+            raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
+            keep = bool(raw) and self._rereadable_fd(fd)
+            return raw
+        except OSError as exc:
+            if exc.errno in _ABSENT_ERRNOS:
+                return None
+            raise
+        finally:
+            if keep:
+                self._keep(path, fd)
+            else:
+                os.close(fd)
+
+    @staticmethod
+    def _read_fd(fd: int, max_bytes: int, whole_below: int, positional: bool) -> bytes:
+        """Read ``fd`` from its start: with ``pread`` from offset 0 for a kept descriptor, with
+        ``read`` for a fresh one (which may be a FIFO or a device that cannot seek)."""
+        chunks: list[bytes] = []
+        offset = 0
+        while offset < max_bytes:
+            size = min(max_bytes - offset, 65536)
+            chunk = os.pread(fd, size, offset) if positional else os.read(fd, size)
+            if not chunk:
+                break
+            if not chunks and len(chunk) < whole_below:
+                return chunk
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+
+    def _find_kept_dirs(self) -> tuple[str, ...]:
+        """The top directories (``/sys/``, ``/proc/``) below this root that are sysfs or procfs
+        mounts: their files may be kept open. Empty for a fixture or simulator tree, whose reads
+        then cost nothing more than before."""
+        if not self._keep_fds:
+            return ()
+        self._rereadable = _own_rereadable_devices()
+        dirs = []
+        for top in _REREADABLE_DIRS:
+            try:
+                if os.stat(self._real(top)).st_dev in self._rereadable:
+                    dirs.append(top)
+            except OSError:
+                continue
+        return tuple(dirs)
+
+    def _rereadable_fd(self, fd: int) -> bool:
+        """Whether ``fd`` is a file on a sysfs or procfs mount (read afresh at every offset-0 read);
+        checked once per file kept, for a mount of another kind below /sys or /proc."""
+        return bool(self._rereadable) and os.fstat(fd).st_dev in (self._rereadable or ())
+
+    def _keep(self, path: str, fd: int) -> None:
+        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        if kept is None:
+            kept = self._local.fds = _KeptFds()
+        if len(kept) >= self._max_kept:
+            oldest = next(iter(kept))
+            os.close(kept.pop(oldest))
+        kept[path] = fd
+
+    def kept_fds(self) -> int:
+        """How many descriptors the calling thread keeps open (see the class docstring)."""
+        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        return 0 if kept is None else len(kept)
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist."""

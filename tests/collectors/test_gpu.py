@@ -241,3 +241,41 @@ def test_no_driver_is_absent(tmp_path: Path) -> None:
             collector.collect()
     finally:
         collector.close()
+
+
+class CountingRoot(HostRoot):
+    """Counts attribute reads below /sys/bus/pci (the GPU collector's PCI device list)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.pci_reads = 0
+
+    def read_attr(self, rel: str, max_bytes: int = 4 * 1024 * 1024) -> str | None:
+        if rel.startswith("/sys/bus/pci/"):
+            self.pci_reads += 1
+        return super().read_attr(rel, max_bytes)
+
+
+def test_pci_devices_are_read_once_and_again_when_the_bus_changes(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, _ = node
+    host = CountingRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=DEADLINE_S), host, StepClock(), event_wait_s=0.05)
+    try:
+        collector.collect()
+        first = host.pci_reads
+        collector.collect()
+        steady = host.pci_reads - first
+        # A new PCI function (a NIC) appears: every device's vendor and class are read again.
+        write_tree(root, {"/sys/bus/pci/devices/0000:5e:00.0/vendor": "0x15b3\n",
+                          "/sys/bus/pci/devices/0000:5e:00.0/class": "0x020000\n"})
+        collector.collect()
+        changed = host.pci_reads - first - steady
+        shutil.rmtree(root / "sys/bus/pci/devices/0000:1d:00.0")
+        gpus, _ = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert first == 2 * len(GPU_BUSES)  # vendor and class of each
+    assert steady == 0
+    assert changed == 2 * (len(GPU_BUSES) + 1)
+    assert [g.state for g in gpus] == ["ok", "ok", "ok", "lost"]
+    assert gpus[3].lost_reason == "PCI device 0000:1d:00.0 gone from sysfs"

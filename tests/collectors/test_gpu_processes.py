@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from rigmon.collectors.gpu_processes import (
     parse_status_uid,
     short_command,
 )
-from rigmon.hw.nvml import open_nvml_processes
+from rigmon.hw.nvml import NvmlGpuProcesses, NvmlProcess, NvmlProcessUtil, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuProcessReading
 from rigmon.sim.job import PASSWD, SimProcess, proc_stat_line, proc_status
@@ -322,3 +322,52 @@ def test_hung_driver_is_a_hung_collector(node: tuple[Tree, FakeNvmlMachine]) -> 
     finally:
         machine.heal("hang")
         collector.close()
+
+
+class OneHandOff:
+    """An NVML seam that answers only the batched read: the collector must not ask GPU by GPU."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[int, int]] = []
+
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        self.asked.append(dict(utils_since_us))
+        return [NvmlGpuProcesses(index=0, uuid="GPU-0", lost=False, listed=True,
+                                 processes=(NvmlProcess(pid=4242, used_bytes=1024**3, kind="compute"),),
+                                 utils=(NvmlProcessUtil(pid=4242, timestamp_us=77, sm_pct=50, mem_pct=5),)),
+                NvmlGpuProcesses(index=1, uuid="GPU-1", lost=False, listed=True)]
+
+    def close(self) -> None:
+        pass
+
+
+def test_every_gpu_is_listed_in_one_nvml_hand_off(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    tree, _ = node
+    _proc(tree, 4242)
+    seam = OneHandOff()
+    collector = GpuProcessCollector(seam, HostRoot(tree.root), StepClock())  # type: ignore[arg-type]
+    (reading,), _ = _split(collector.collect())
+    collector.collect()
+    assert (reading.pid, reading.gpu_index, reading.util_pct, reading.command) == (4242, 0, 50.0, "python3 train.py")
+    # The second poll asks only for utilisation samples newer than the first one's.
+    assert seam.asked == [{}, {0: 77}]
+
+
+def test_a_reused_pid_is_read_again_as_the_new_process(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    tree, machine = node
+    _proc(tree, 4242)
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        (first,), _ = _split(collector.collect())
+        # Same PID, another process (a later start time): its user and command line are its own,
+        # although the previous one's were kept from poll to poll.
+        other = SimProcess(pid=4242, ppid=1, uid=0, argv=("/usr/bin/python3", "serve.py"), start_ticks=999_000)
+        tree.write("/proc/4242/stat", proc_stat_line(other))
+        tree.write("/proc/4242/status", proc_status(other, "root"))
+        tree.write("/proc/4242/cmdline", b"/usr/bin/python3\0serve.py\0")
+        (second,), _ = _split(collector.collect())
+    finally:
+        collector.close()
+    assert (first.command, first.user) == ("python3 train.py", "alice")
+    assert (second.command, second.user, second.uid) == ("python3 serve.py", "root", 0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from rigmon.hw import nvml as nvml_module
 from rigmon.hw.nvml import FACTS_EVERY, NvmlHung, NvmlUnavailable, PynvmlNvml, Watchdog, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
@@ -238,6 +239,43 @@ def test_xid_events_through_the_event_set(machine: FakeNvmlMachine) -> None:
     assert hits[0].uuid == machine.gpus[2].uuid
 
 
+def test_xid_wait_runs_on_the_waiting_thread_and_close_frees_the_set(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        hits: list[object] = []
+        waiter = threading.Thread(target=lambda: hits.extend(nvml.wait_xid(DEADLINE_S)), name="xid-waiter")
+        try:
+            assert nvml.wait_xid(0.01) == []  # registers the GPUs
+            waiter.start()
+            machine.post_xid(1, 79)
+            waiter.join(DEADLINE_S)
+            # No thread of its own: the wait ran on the thread that asked (no hand-off twice a second).
+            assert not [t.name for t in threading.enumerate() if t.name.startswith("rigmon-nvml-events")]
+            assert machine._registered
+        finally:
+            nvml.close()
+        assert not machine._registered  # close freed the event set
+        assert nvml.wait_xid(0.01) == []  # closed: no new registration
+        assert not machine._registered
+    assert [(getattr(h, "index"), getattr(h, "xid")) for h in hits] == [(1, 79)]
+
+
+def test_close_leaves_the_event_set_of_a_wait_stuck_in_the_driver(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=0.5)
+        waiter = threading.Thread(target=lambda: nvml.wait_xid(0.05), daemon=True)
+        try:
+            assert nvml.wait_xid(0.01) == []
+            machine.fail("hang")
+            waiter.start()
+            _eventually(lambda: nvml._waiting == 1)
+            nvml.close()  # returns although the wait and the poll thread's shutdown are stuck
+            assert machine._registered  # not freed under the stuck wait
+        finally:
+            machine.heal("hang")
+            waiter.join(DEADLINE_S)
+
+
 def test_each_root_gets_its_own_machine(tmp_path: Path) -> None:
     node_a, node_b, node_c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     for d in (node_a, node_b, node_c):
@@ -327,6 +365,28 @@ def test_a_refused_field_falls_back_to_its_function(machine: FakeNvmlMachine) ->
     assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2 * 2
 
 
+def test_a_function_the_driver_refuses_is_asked_again_only_with_the_facts(machine: FakeNvmlMachine) -> None:
+    # The SXM2 boards have no fan: NOT_SUPPORTED on every poll, remembered until the next refresh.
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            for _ in range(3):
+                datas = nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetFanSpeed"] == 4
+            assert [d.fan_pct for d in datas] == [None] * 4
+            for _ in range(FACTS_EVERY):
+                nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetFanSpeed"] == 2 * 4
+            # A fan that answers after a refresh (another driver) is read from then on.
+            for gpu in machine.gpus:
+                gpu.fan_pct = 40
+            for _ in range(FACTS_EVERY + 1):
+                datas = nvml.read_devices({})
+            assert [d.fan_pct for d in datas] == [40] * 4
+        finally:
+            nvml.close()
+
+
 def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -> None:
     with serving(None, machine):
         nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
@@ -349,3 +409,22 @@ def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -
             assert machine.calls["nvmlDeviceGetName"] == before + 1
         finally:
             nvml.close()
+
+
+@pytest.mark.parametrize(
+    ("value_type", "member", "value"),
+    [(pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal", 4_000_000_000),
+     (pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal", 1 << 60),
+     (pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG, "sllVal", -(1 << 40)),
+     (pynvml.NVML_VALUE_TYPE_SIGNED_INT, "siVal", -5),
+     (pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT, "usVal", 65_000),
+     (pynvml.NVML_VALUE_TYPE_DOUBLE, "dVal", 1.5)],
+)
+def test_field_values_decoded_from_the_array_bytes_as_by_their_members(value_type: int, member: str,
+                                                                       value: float) -> None:
+    values = (nvml_module._FieldValue * 2)()
+    values[0].fieldId, values[0].valueType = 83, value_type
+    setattr(values[0].value, member, value)
+    (_, status, raw), _ = nvml_module._FIELD_LAYOUT.iter_unpack(bytes(values))
+    expected = None if value_type == pynvml.NVML_VALUE_TYPE_DOUBLE else value
+    assert nvml_module._union_int(value_type, raw) == expected == nvml_module._field_value(values[0])
