@@ -10,9 +10,10 @@ What is the simulator's and is taken out:
 - its physics and tree writes run in a thread of their own: that thread's CPU time
   (``time.thread_time`` inside it) is measured and subtracted;
 - the fake NVML library runs on the agent's GPU threads when they call it: every call
-  passes one dispatch point (``FakeNvmlLibrary._system``), which this script times with the
-  calling thread's CPU clock and subtracts. pynvml's own wrappers and ctypes structures stay
-  in the agent's figure, as on a real node; a real driver's own time is not represented;
+  passes one dispatch point (``FakeNvmlLibrary._system``; the event wait, which does not,
+  on its symbol), which this script times with the calling thread's CPU clock and subtracts.
+  pynvml's function lookup and ctypes structures stay in the agent's figure, as on a real
+  node; a real driver's own time is not represented;
 - that timing itself (two reads of the thread's CPU clock and a lock per call) is no part of
   the agent either: its cost per call is measured in the same run and subtracted per call.
 
@@ -46,6 +47,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -91,6 +94,7 @@ class FakeDriverTimer:
         self.by_thread: dict[int, float] = {}
         self._lock = threading.Lock()
         self._original: Callable[[str, Callable[..., int]], int] = FAKE_NVML._system
+        self._wait: Callable[..., int] | None = None
 
     def install(self) -> None:
         original = self._original
@@ -108,9 +112,30 @@ class FakeDriverTimer:
                     self.by_thread[ident] = self.by_thread.get(ident, 0.0) + spent
 
         FAKE_NVML._system = timed  # type: ignore[method-assign]
+        # The fake's event wait does not pass `_system` (it blocks on a condition, not the
+        # machine's lock), and its timed wait costs CPU of its own: time it on its symbol too.
+        wait = self._wait = FAKE_NVML.symbols.nvmlEventSetWait_v2
+
+        def timed_wait(*args: object) -> int:
+            t0 = time.thread_time()
+            try:
+                return int(wait(*args))
+            finally:
+                spent = time.thread_time() - t0
+                ident = threading.get_ident()
+                with self._lock:
+                    self.cpu_s += spent
+                    self.calls += 1
+                    self.by_thread[ident] = self.by_thread.get(ident, 0.0) + spent
+
+        FAKE_NVML.symbols.nvmlEventSetWait_v2 = timed_wait
+        pynvml._nvmlGetFunctionPointer_cache.pop("nvmlEventSetWait_v2", None)
 
     def remove(self) -> None:
         FAKE_NVML.__dict__.pop("_system", None)
+        if self._wait is not None:
+            FAKE_NVML.symbols.nvmlEventSetWait_v2 = self._wait
+            pynvml._nvmlGetFunctionPointer_cache.pop("nvmlEventSetWait_v2", None)
 
     @staticmethod
     def overhead_s(calls: int = 20000) -> float:
