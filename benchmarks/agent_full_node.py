@@ -26,7 +26,7 @@ the ratio says what the full node costs over a plain exporter, not a like-for-li
 Before it reports, the script checks that the node it measured was healthy and fed: one
 frame per second of the window (a sick node pushes extra frames for its sag windows), the ADC
 windows received at the configured rate (10 a second, within 3 %), every collector ``ok``
-(except the ones absent by design on this node: ``amd_gpu``, ``rail_path``), every GPU present
+(except the ones absent by design on this node: ``amd_gpu``, ``rail_path``, ``peer_probes``), every GPU present
 and none lost, no alarm firing. Otherwise it prints why and exits 1 without a figure
 (``--smoke`` prints the same check and goes on).
 
@@ -153,8 +153,9 @@ class FakeDriverTimer:
         return (time.thread_time() - t0) / calls
 
 
-#: Collectors with nothing to read on ``bench-node``: no AMD GPU; the ADC measures the current itself.
-ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path"})
+#: Collectors with nothing to read on ``bench-node``: no AMD GPU; the ADC measures the current itself;
+#: a lone node has no peers to probe (the probes' cost is `probe_cost.py`'s, 15 peers at 10 Hz).
+ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path", "peer_probes"})
 #: ADC windows a second the node is configured for (100 ms windows).
 ADC_WINDOWS_PER_S = 10.0
 

@@ -73,6 +73,13 @@ def test_agent_full_node_separates_the_simulator() -> None:
     if shutil.which("prometheus-node-exporter") or shutil.which("node_exporter"):
         assert row(out, "node_exporter (host, disks, md, nvme, hwmon")  # the peer ran in the same run
     assert "GPUs in the last frame: 2" in out
+    # Every collector is on bench-node or absent by design: a new source must be added to the
+    # node (or named absent), else every full run is refused as unhealthy.
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks.agent_full_node import ABSENT_BY_DESIGN
+
+    states = dict(item.split("=") for item in re.search(r"^collectors: (.*)$", out, re.MULTILINE)[1].split(", "))
+    assert {name for name, state in states.items() if state == "absent"} <= ABSENT_BY_DESIGN, states
     whole = number(row(out, "whole process")[1])
     sim = number(row(out, "simulator physics thread")[1])
     assert whole > 0 and sim > 0
