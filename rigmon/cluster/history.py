@@ -83,7 +83,7 @@ SERIES: dict[str, Extreme] = {
 }
 
 
-#: Per-device series (see `rigmon.cluster.summary.detail_values`) one node keeps at most;
+#: Per-device series (see `rigmon.summary.detail_values`) one node keeps at most;
 #: a node listing more devices gets trends for the first ones only.
 MAX_DETAIL_SERIES = 64
 

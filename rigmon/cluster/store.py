@@ -14,7 +14,7 @@ from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import Problem, RailMemory, Sag, problems
-from rigmon.cluster.summary import (
+from rigmon.summary import (
     RAIL_CRITICAL_VOLTS,
     NodeSummary,
     WorstWindow,
@@ -52,7 +52,7 @@ class NodeView:
         summary: key figures of the latest frame.
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
         details: downsampled per-device series by name (see
-            `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
+            `rigmon.summary.detail_values`); empty unless the view asked for them.
         problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
         sags: the rail sag seen before each lost GPU, by subject (``gpu:3``); only with details.
         restarts: agent restarts seen (a new run id).

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from rigmon.cluster.summary import detail_values, summarize
+from rigmon.summary import detail_values, summarize
 from rigmon.schema import CollectorStatus, Readings
 from tests.tui.snapshot_apps.fake_agent import make_frame
 from tests.tui.snapshot_apps.record_frames import load_frames

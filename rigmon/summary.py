@@ -1,5 +1,8 @@
 """Key figures of one node for the cluster screen: one small function per source, one `NodeSummary`.
 
+Pure code shared by both sides: the dashboard summarizes the full frames of the node it
+shows, the agent the frames it sends on its ``view=summary`` stream (`summary_record`).
+
 Each ``*_figures`` function reads one source's readings of a frame and returns its part of
 the summary, ``None`` where the node does not report it. `detail_values` names the
 per-device series (each GPU's power, each array's throughput...) that the node screen draws
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from rigmon.schema import Alarm, Frame, GuardReading, NetInterfaceReading, Readings
 
@@ -376,3 +379,42 @@ def summarize(frame: Frame) -> NodeSummary:
         link_gbps=slowest_link_gbps(readings),
         guard_mark=guard_mark(readings.guard),
     )
+
+
+#: Readings a summary record's frame leaves out: what neither the cluster screen's row (its
+#: problems, power scale) nor the cluster rules' peer checks read, and the bulk of a frame.
+#: A readings field not named here is kept, so a new source reaches the cluster screen unless
+#: it is listed.
+SLIM_DROPPED: frozenset[str] = frozenset({
+    "temperatures", "disks", "kernel_log", "path_resistance", "hwmon_volts", "pmbus_psus",
+    "gpu_processes", "infiniband",
+})
+_SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings) if f.name in SLIM_DROPPED}
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """One frame as the agent's ``/v1/stream?view=summary`` sends it (SSE event ``summary``).
+
+    Attributes:
+        frame: the frame without the readings of `SLIM_DROPPED` (same node, run id, seq,
+            time, collector states and events).
+        summary: the frame's `NodeSummary` (``summarize``; the dashboard adds the worst
+            figures of its window, the session inventory and the alarm counts).
+        details: the frame's per-device series (`detail_values`), so the node's trends stay
+            whole while the node is followed by summaries.
+    """
+
+    frame: Frame
+    summary: NodeSummary
+    details: dict[str, float | None]
+
+
+def slim_frame(frame: Frame) -> Frame:
+    """``frame`` without the readings of `SLIM_DROPPED`."""
+    return replace(frame, readings=replace(frame.readings, **_SLIM_EMPTY))
+
+
+def summary_record(frame: Frame) -> SummaryRecord:
+    """The summary stream's record of ``frame``."""
+    return SummaryRecord(frame=slim_frame(frame), summary=summarize(frame), details=detail_values(frame.readings))
