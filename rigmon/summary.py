@@ -382,11 +382,12 @@ def summarize(frame: Frame) -> NodeSummary:
 
 
 #: Readings a summary record's frame leaves out: what neither the cluster screen's row (its
-#: problems, power scale) nor the cluster rules' peer checks read, and the bulk of a frame.
+#: problems, power scale), the charts a history view offers, nor the cluster rules' peer
+#: checks read, and the bulk of a frame.
 #: A readings field not named here is kept, so a new source reaches the cluster screen unless
 #: it is listed.
 SLIM_DROPPED: frozenset[str] = frozenset({
-    "temperatures", "disks", "kernel_log", "path_resistance", "hwmon_volts", "pmbus_psus",
+    "temperatures", "disks", "kernel_log", "hwmon_volts", "pmbus_psus",
     "gpu_processes", "infiniband",
 })
 _SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings) if f.name in SLIM_DROPPED}

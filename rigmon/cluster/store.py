@@ -17,6 +17,7 @@ from rigmon.cluster.incident import Problem, RailMemory, Sag, problems
 from rigmon.summary import (
     RAIL_CRITICAL_VOLTS,
     NodeSummary,
+    SummaryRecord,
     WorstWindow,
     alarm_count,
     detail_values,
@@ -111,6 +112,8 @@ class NodeStore:
         self.stale_after_s = stale_after_s
         self.info: Info | None = None
         self.latest: Frame | None = None
+        # Whether ``latest`` is a whole frame, not a summary record's (`rigmon.summary.slim_frame`).
+        self.latest_whole = False
         self.summary: NodeSummary | None = None
         self.history = NodeHistory(capacity)
         self.worst = WorstWindow()
@@ -160,18 +163,41 @@ class NodeStore:
         added = 0
         for frame in frames:
             last = self.latest
-            if last is not None and frame.run_id == last.run_id and frame.seq <= last.seq:
+            if last is not None and frame.run_id == last.run_id and frame.seq == last.seq and not self.latest_whole:
+                # The newest frame again, whole, after its summary record (the node screen opened).
+                self.latest = frame
+                self.latest_whole = True
+                self._changes += 1
                 continue
-            if last is not None and frame.run_id != last.run_id:
-                self.restarts += 1
-            summary = self.worst.add(self._with_session_inventory(summarize(frame)))
-            self.latest = frame
-            self.summary = summary
-            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES},
-                                detail_values(frame.readings))
-            self.events.extend(frame.events)
-            self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
-            added += 1
+            added += self._file(frame, summarize(frame), detail_values(frame.readings), whole=True)
+        return self._arrived(added)
+
+    def add_summaries(self, records: Iterable[SummaryRecord]) -> int:
+        """File summary records (``/v1/stream?view=summary``) like `add_frames` files frames:
+        their summary and per-device values go into the history, their events into the
+        events; ``latest`` becomes the record's slim frame. Returns how many were new."""
+        added = 0
+        for record in records:
+            added += self._file(record.frame, record.summary, record.details, whole=False)
+        return self._arrived(added)
+
+    def _file(self, frame: Frame, summary: NodeSummary, details: dict[str, float | None], whole: bool) -> int:
+        """File one frame (whole or slim) with its summary; 0 for a duplicate."""
+        last = self.latest
+        if last is not None and frame.run_id == last.run_id and frame.seq <= last.seq:
+            return 0
+        if last is not None and frame.run_id != last.run_id:
+            self.restarts += 1
+        summary = self.worst.add(self._with_session_inventory(summary))
+        self.latest = frame
+        self.latest_whole = whole
+        self.summary = summary
+        self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
+        self.events.extend(frame.events)
+        self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
+        return 1
+
+    def _arrived(self, added: int) -> int:
         if added:
             self.received_at = self.clock.monotonic()
             self.received_wall_at = self.clock.time()

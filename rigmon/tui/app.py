@@ -17,7 +17,7 @@ from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
-from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
+from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled, Summarized, View
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
 from rigmon.cluster.sanitise import clean_text
 from rigmon.cluster.store import ClusterStore
@@ -31,6 +31,7 @@ from rigmon.tui.messages import (
     NodeFailed,
     NodeGap,
     NodeSampled,
+    NodeSummarized,
 )
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
@@ -43,6 +44,8 @@ from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 if TYPE_CHECKING:
+    from rigmon.schema import Frame
+
     # Types only: a replay is built by `rigmon dash --replay` before the app (see `rigmon.cli_dash`).
     from rigmon.cluster.replay import Replay
 
@@ -147,6 +150,10 @@ class RigmonApp(App[None]):
         self._redraw_pending = False
         self._new_frames: set[str] = set()
         self._alarm_wake: dict[str, asyncio.Event] = {}
+        # Each followed node's client, and the node whose full frames the screen shows (the
+        # node screen's); every other node is followed by summary records.
+        self._clients: dict[str, AgentClient] = {}
+        self._full_key: str | None = None
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
@@ -179,9 +186,13 @@ class RigmonApp(App[None]):
         key = target.url
         while True:
             client = self.client_factory(target)
+            client.set_view(self._view_of(key))
+            self._clients[key] = client
             try:
                 async for update in client.follow():
-                    if isinstance(update, Sampled):
+                    if isinstance(update, Summarized):
+                        self.post_message(NodeSummarized(key, update.records))
+                    elif isinstance(update, Sampled):
                         self.post_message(NodeSampled(key, update.frames))
                     elif isinstance(update, Connected):
                         self.post_message(NodeConnected(key, update.info))
@@ -194,7 +205,18 @@ class RigmonApp(App[None]):
                 self.post_message(NodeFailed(key, reason, WORKER_RESTART_S))
                 await asyncio.sleep(WORKER_RESTART_S)
             finally:
+                self._clients.pop(key, None)
                 await client.aclose()
+
+    def _view_of(self, key: str) -> View:
+        """Full frames for the node on screen, summary records for the others."""
+        return "full" if key == self._full_key else "summary"
+
+    def _show_whole(self, key: str | None) -> None:
+        """Follow ``key`` (``None``: no node) by full frames from now on, every other node by summaries."""
+        self._full_key = key
+        for node, client in self._clients.items():
+            client.set_view(self._view_of(node))
 
     async def _watch_alarms(self, target: NodeTarget) -> None:
         """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
@@ -223,13 +245,24 @@ class RigmonApp(App[None]):
         store = self.cluster.nodes[message.key]
         first = store.latest is None
         store.add_frames(message.frames)
-        wake = self._alarm_wake.get(message.key)
-        if wake is not None and any(e.kind.startswith("alarm_") for f in message.frames for e in f.events):
+        self._filed(message.key, message.frames, first)
+
+    def on_node_summarized(self, message: NodeSummarized) -> None:
+        store = self.cluster.nodes[message.key]
+        first = store.latest is None
+        store.add_summaries(message.records)
+        self._filed(message.key, tuple(r.frame for r in message.records), first)
+
+    def _filed(self, key: str, frames: tuple[Frame, ...], first: bool) -> None:
+        """Frames (whole or of summary records) of ``key`` are in its store: fetch its alarms at
+        once when they bring alarm events, and redraw soon."""
+        wake = self._alarm_wake.get(key)
+        if wake is not None and any(e.kind.startswith("alarm_") for f in frames for e in f.events):
             wake.set()
         if first:
             self.refresh_screen()
         else:
-            self._new_frames.add(message.key)
+            self._new_frames.add(key)
             if not self._redraw_pending:
                 self._redraw_pending = True
                 self.set_timer(FRAME_REDRAW_S, self._redraw_new_frames)
@@ -289,6 +322,7 @@ class RigmonApp(App[None]):
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
         self.selected = key
+        self._show_whole(key)
         self._close_history()
         self.switch_mode("node")
         self._close_history()
@@ -321,6 +355,7 @@ class RigmonApp(App[None]):
 
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster or alarms screen."""
+        self._show_whole(None)
         self._close_history()
         self.switch_mode(mode)
         self._close_history()
