@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
-from rigmon.summary import detail_values, summarize
-from rigmon.schema import CollectorStatus, Readings
+from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, node_figures
+from rigmon.clock import SystemClock
+from rigmon.cluster.chart import charts_for, frame_values
+from rigmon.cluster.incident import problems
+from rigmon.cluster.store import NodeStore, power_limit_w
+from rigmon.schema import CollectorStatus, Readings, encode
+from rigmon.summary import SLIM_DROPPED, detail_values, slim_frame, summarize, summary_record
 from tests.tui.snapshot_apps.fake_agent import make_frame
+from tests.tui.snapshot_apps.record_frames import FIXTURES as FRAME_FIXTURES
 from tests.tui.snapshot_apps.record_frames import load_frames
+
+#: Sources of the series a history view's charts are made of (`charts_for`), all kept in a slim frame.
+KEPT_CHART_SOURCES = frozenset({"psu_rail", "gpus", "thunderbolt", "raid", "path_resistance", "host", "amd_gpus",
+                                "net", "nvme", "guard", "peer_paths"})
 
 
 def test_host_figures_and_unknown_sources() -> None:
@@ -104,3 +114,36 @@ def test_detail_series_name_devices_by_identity() -> None:
     assert values["path[vpsu-v].resistance_mohm"] == frames[59].readings.path_resistance[0].resistance_mohm
     storage = detail_values(load_frames("enclosure-link-10g-array-lagging")[44].readings)
     assert {"raid[md126].read_bytes_per_s", "raid[md127].write_bytes_per_s", "net[enp191s0].bytes_per_s"} <= set(storage)
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name.removesuffix(".jsonl.gz") for p in FRAME_FIXTURES.glob("*.jsonl.gz")))
+def test_a_summary_records_frame_keeps_what_the_cluster_screen_reads(fixture: str) -> None:
+    """The slim frame of `summary_record` gives the cluster row, the history view's charts and the
+    cluster rules' peer checks what the whole frame gives (so a node followed by summaries shows the same)."""
+    store = NodeStore("k", "http://n", SystemClock())
+    for frame in load_frames(fixture):
+        record = summary_record(frame)
+        slim = record.frame
+        assert record.summary == summarize(frame) and record.details == detail_values(frame.readings)
+        assert encode(slim) and len(encode(record)) < len(encode(frame)) + 2000
+        assert (slim.node, slim.run_id, slim.seq, slim.taken_at, slim.collectors, slim.events) == (
+            frame.node, frame.run_id, frame.seq, frame.taken_at, frame.collectors, frame.events)
+        summary = store.worst.add(record.summary)
+        assert problems(slim, summary, (), store.rail) == problems(frame, summary, (), store.rail)
+        assert power_limit_w(slim) == power_limit_w(frame)
+        assert frame_values(slim) == {k: v for k, v in frame_values(frame).items()
+                                      if k.split("[")[0].split(".")[0] in KEPT_CHART_SOURCES}
+        assert charts_for(frame_values(slim)) == charts_for(frame_values(frame))
+        for check in DEFAULT_PEER_CHECKS:
+            assert node_figures({"n": slim}, check.select, check.aggregate) == \
+                node_figures({"n": frame}, check.select, check.aggregate)
+
+
+def test_slim_frames_drop_only_the_listed_readings() -> None:
+    frame = load_frames("v100-gpu-lost-rail-sag")[-1]
+    slim = slim_frame(frame)
+    for name in (f.name for f in fields(Readings)):
+        if name in SLIM_DROPPED:
+            assert getattr(slim.readings, name) == getattr(Readings(), name)
+        else:
+            assert getattr(slim.readings, name) == getattr(frame.readings, name)
