@@ -12,15 +12,12 @@ from rigmon.clock import SystemClock
 from rigmon.cluster.chart import charts_for, frame_values
 from rigmon.cluster.incident import problems
 from rigmon.cluster.store import NodeStore, power_limit_w
-from rigmon.schema import CollectorStatus, Readings, encode
-from rigmon.summary import SLIM_DROPPED, detail_values, slim_frame, summarize, summary_record
+from rigmon.schema import CollectorStatus, GpuReading, Readings, encode
+from rigmon.summary import SLIM_DROPPED, SLIM_GPU_FIELDS, detail_values, slim_frame, summarize, summary_record
 from tests.tui.snapshot_apps.fake_agent import make_frame
 from tests.tui.snapshot_apps.record_frames import FIXTURES as FRAME_FIXTURES
 from tests.tui.snapshot_apps.record_frames import load_frames
 
-#: Sources of the series a history view's charts are made of (`charts_for`), all kept in a slim frame.
-KEPT_CHART_SOURCES = frozenset({"psu_rail", "gpus", "thunderbolt", "raid", "path_resistance", "host", "amd_gpus",
-                                "net", "nvme", "guard", "peer_paths"})
 
 
 def test_host_figures_and_unknown_sources() -> None:
@@ -125,14 +122,12 @@ def test_a_summary_records_frame_keeps_what_the_cluster_screen_reads(fixture: st
         record = summary_record(frame)
         slim = record.frame
         assert record.summary == summarize(frame) and record.details == detail_values(frame.readings)
-        assert encode(slim) and len(encode(record)) < len(encode(frame)) + 2000
+        assert len(encode(record)) < len(encode(frame)) + 2000
         assert (slim.node, slim.run_id, slim.seq, slim.taken_at, slim.collectors, slim.events) == (
             frame.node, frame.run_id, frame.seq, frame.taken_at, frame.collectors, frame.events)
         summary = store.worst.add(record.summary)
         assert problems(slim, summary, (), store.rail) == problems(frame, summary, (), store.rail)
         assert power_limit_w(slim) == power_limit_w(frame)
-        assert frame_values(slim) == {k: v for k, v in frame_values(frame).items()
-                                      if k.split("[")[0].split(".")[0] in KEPT_CHART_SOURCES}
         assert charts_for(frame_values(slim)) == charts_for(frame_values(frame))
         for check in DEFAULT_PEER_CHECKS:
             assert node_figures({"n": slim}, check.select, check.aggregate) == \
@@ -145,5 +140,13 @@ def test_slim_frames_drop_only_the_listed_readings() -> None:
     for name in (f.name for f in fields(Readings)):
         if name in SLIM_DROPPED:
             assert getattr(slim.readings, name) == getattr(Readings(), name)
-        else:
+        elif name != "gpus":
             assert getattr(slim.readings, name) == getattr(frame.readings, name)
+    assert frame.readings.gpus and len(slim.readings.gpus) == len(frame.readings.gpus)
+    for gpu, whole in zip(slim.readings.gpus, frame.readings.gpus):
+        for name in (f.name for f in fields(GpuReading)):
+            if name in SLIM_GPU_FIELDS and name != "nvlinks":
+                assert getattr(gpu, name) == getattr(whole, name)
+            elif name != "nvlinks":
+                assert getattr(gpu, name) in (None, ())
+        assert all(link in whole.nvlinks for link in gpu.nvlinks)

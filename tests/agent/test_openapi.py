@@ -30,6 +30,7 @@ from rigmon.schema import (
     PeerPathReading,
     RdmaHwCounterReading,
 )
+from rigmon.summary import NodeSummary, SummaryRecord
 
 SPEC = json.loads(OPENAPI_PATH.read_text())
 
@@ -57,7 +58,7 @@ def test_record_schemas_require_what_the_dataclasses_require() -> None:
                "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
                "GuardGpuSettings": GuardGpuSettings, "InfinibandPortReading": InfinibandPortReading,
                "RdmaHwCounterReading": RdmaHwCounterReading,
-               "PeerPathReading": PeerPathReading}
+               "PeerPathReading": PeerPathReading, "SummaryRecord": SummaryRecord, "NodeSummary": NodeSummary}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
         fields = {f.name: f for f in dataclasses.fields(cls)}
