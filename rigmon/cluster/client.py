@@ -645,20 +645,26 @@ class AgentClient:
             after -= 1  # the newest frame once more, whole
         items = self.stream(after, self.run_id, self.view).__aiter__()
         switched = asyncio.ensure_future(self._view_changed.wait())
+        step: asyncio.Future[Frame | SummaryRecord | Gap] | None = None
         try:
             while True:
                 step = asyncio.ensure_future(items.__anext__())
                 await asyncio.wait((step, switched), return_when=asyncio.FIRST_COMPLETED)
                 if not step.done():
-                    step.cancel()
-                    await asyncio.gather(step, return_exceptions=True)
                     return
                 try:
-                    yield step.result()
+                    item = step.result()
                 except StopAsyncIteration:
                     return
+                step = None
+                yield item
         finally:
             switched.cancel()
+            if step is not None and not step.done():
+                # The read in progress ends here (its connection closes), also when this
+                # generator is itself cancelled: nothing may go on reading after it.
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
             await items.aclose()
 
     async def follow(self) -> AsyncIterator[Update]:

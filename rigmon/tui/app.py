@@ -148,6 +148,7 @@ class RigmonApp(App[None]):
         self.critical = CriticalWatch()
         self.critical_toast = CriticalToast()
         self._redraw_pending = False
+        self._refresh_pending = False
         self._new_frames: set[str] = set()
         self._alarm_wake: dict[str, asyncio.Event] = {}
         # Each followed node's client, and the node whose full frames the screen shows (the
@@ -233,7 +234,7 @@ class RigmonApp(App[None]):
     def on_node_alarms(self, message: NodeAlarms) -> None:
         # Most polls bring the same list: redraw (and announce) only on a change.
         if self.cluster.nodes[message.key].set_alarms(message.alarms):
-            self.refresh_screen()
+            self._refresh_soon()
 
     def on_node_alarms_failed(self, message: NodeAlarmsFailed) -> None:
         self.cluster.nodes[message.key].alarms_failed(message.reason)
@@ -260,12 +261,23 @@ class RigmonApp(App[None]):
         if wake is not None and any(e.kind.startswith("alarm_") for f in frames for e in f.events):
             wake.set()
         if first:
-            self.refresh_screen()
+            self._refresh_soon()
         else:
             self._new_frames.add(key)
             if not self._redraw_pending:
                 self._redraw_pending = True
                 self.set_timer(FRAME_REDRAW_S, self._redraw_new_frames)
+
+    def _refresh_soon(self) -> None:
+        """Run `refresh_screen` within `FRAME_REDRAW_S`: the first frames and alarm lists of
+        many nodes arriving together (a dashboard starting on 256 nodes) share one refresh."""
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.set_timer(FRAME_REDRAW_S, self._refresh_now)
+
+    def _refresh_now(self) -> None:
+        self._refresh_pending = False
+        self.refresh_screen()
 
     def _redraw_new_frames(self) -> None:
         """Draw the frames that came since the last redraw, without waiting for the refresh timer
