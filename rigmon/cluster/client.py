@@ -442,8 +442,10 @@ class AgentClient:
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
-    async def watch_alarms(self, wake: asyncio.Event, interval_s: float) -> AsyncIterator[AlarmList | Failed]:
-        """Fetch /v1/alarms now, then every ``interval_s`` or as soon as ``wake`` is set.
+    async def watch_alarms(self, wake: asyncio.Event,
+                           interval_s: float | Callable[[], float]) -> AsyncIterator[AlarmList | Failed]:
+        """Fetch /v1/alarms now, then every ``interval_s`` (or what it returns, asked after each
+        fetch) or as soon as ``wake`` is set.
 
         The caller sets ``wake`` when a frame brings an ``alarm_*`` event, so a transition
         shows at once. Failures are yielded (and retried after the back-off); never raises.
@@ -453,11 +455,12 @@ class AgentClient:
             try:
                 alarms = await self.alarms()
                 self.backoff.reset()
-                delay = interval_s
+                delay = interval_s() if callable(interval_s) else interval_s
                 yield alarms
             except AgentError as exc:
                 # An agent without alarms (404) will not grow them: ask rarely.
-                delay = self.backoff.max_s if exc.status == 404 else max(interval_s, self.backoff.next())
+                poll_s = interval_s() if callable(interval_s) else interval_s
+                delay = self.backoff.max_s if exc.status == 404 else max(poll_s, self.backoff.next())
                 yield Failed(exc.reason, delay)
             try:
                 await asyncio.wait_for(wake.wait(), delay)

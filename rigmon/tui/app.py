@@ -59,6 +59,10 @@ FRAME_REDRAW_S = 0.1
 WORKER_RESTART_S = 5.0
 #: Seconds between /v1/alarms polls of a node (an ``alarm_*`` event in a frame fetches at once).
 ALARM_POLL_S = 10.0
+#: How many times less often a node followed by summary records (not on screen) is polled: its
+#: alarm transitions still come as events in its records and fetch at once (with 256 nodes the
+#: polls were the dashboard's largest cost after drawing).
+SUMMARY_ALARM_POLL_FACTOR = 3.0
 #: Real seconds between steps of a playing replay.
 REPLAY_TICK_S = 0.25
 #: Allocations between runs of the garbage collector's youngest generation in the dashboard's
@@ -209,6 +213,10 @@ class RigmonApp(App[None]):
                 self._clients.pop(key, None)
                 await client.aclose()
 
+    def _alarm_poll_s(self, key: str) -> float:
+        """Seconds to the next poll of ``key``'s alarms (see `SUMMARY_ALARM_POLL_FACTOR`)."""
+        return self.alarm_poll_s if key == self._full_key else self.alarm_poll_s * SUMMARY_ALARM_POLL_FACTOR
+
     def _view_of(self, key: str) -> View:
         """Full frames for the node on screen, summary records for the others."""
         return "full" if key == self._full_key else "summary"
@@ -218,12 +226,15 @@ class RigmonApp(App[None]):
         self._full_key = key
         for node, client in self._clients.items():
             client.set_view(self._view_of(node))
+        wake = self._alarm_wake.get(key) if key is not None else None
+        if wake is not None:
+            wake.set()  # the node screen starts with the node's alarms as they are now
 
     async def _watch_alarms(self, target: NodeTarget) -> None:
         """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
         client = self.client_factory(target)
         try:
-            async for item in client.watch_alarms(self._alarm_wake[target.url], self.alarm_poll_s):
+            async for item in client.watch_alarms(self._alarm_wake[target.url], lambda: self._alarm_poll_s(target.url)):
                 if isinstance(item, Failed):
                     self.post_message(NodeAlarmsFailed(target.url, item.reason))
                 else:
