@@ -39,10 +39,16 @@ class Ring:
 
     def tail(self, count: int | None = None) -> list[float]:
         """The newest ``count`` values (all when ``None``), oldest first."""
-        ordered = self._data[self._start:] + self._data[: self._start]
-        if count is not None and count < len(ordered):
-            ordered = ordered[len(ordered) - count :]
-        return ordered.tolist()
+        size = len(self._data)
+        if count is None or count >= size:
+            return (self._data[self._start:] + self._data[: self._start]).tolist()
+        if count <= 0:
+            return []
+        # Copy only the values asked for (a row's trend wants 120 of an hour's 3600).
+        first = (self._start + size - count) % size
+        if first < self._start or self._start == 0:
+            return self._data[first : first + count].tolist()
+        return (self._data[first:] + self._data[: self._start]).tolist()
 
 
 def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[float]:

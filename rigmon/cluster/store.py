@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from rigmon.alarms import cluster as cluster_rules
@@ -24,7 +25,7 @@ from rigmon.summary import (
     summarize,
     worst_severity,
 )
-from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
+from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info, Readings
 
 NodeState = Literal["connecting", "live", "stale", "unreachable"]
 
@@ -37,6 +38,9 @@ STALE_AFTER_S = 3.0
 PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
+#: Fields of `Readings`, and readings with none of them.
+READINGS_FIELDS = frozenset(f.name for f in fields(Readings))
+EMPTY_READINGS = Readings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +377,8 @@ class ClusterStore:
         self._peers_at: float | None = None
         # Sort key of each node's last view (by node key), reused while the view is the same object.
         self._order: dict[str, tuple[NodeView, tuple[int, int, int, int, str]]] = {}
+        # Each node's newest frame cut to what the peer checks read (`_peer_frames`), by node key.
+        self._peer_cut: dict[str, tuple[Frame, Frame]] = {}
 
     def evaluate_alarms(self) -> list[Transition]:
         """Run the cluster rules over every node now (the dashboard calls this on each refresh);
@@ -381,8 +387,28 @@ class ClusterStore:
         peers = self._peers_at is None or not 0 <= now - self._peers_at < PEER_CHECK_EVERY_S
         if peers:
             self._peers_at = now
-        frames = {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
+        # The frames are read by the peer checks only.
+        frames = self._peer_frames() if peers else {}
         return self.rules.evaluate([s.rule_view() for s in self.nodes.values()], frames, now, peers=peers)
+
+    def _peer_frames(self) -> dict[str, Frame]:
+        """Each node's newest frame with only the readings the peer checks' selectors start
+        from (converting the rest for every node was most of the rules' cost); whole frames
+        when a selector starts from anything else."""
+        roots = {re.match(r"[A-Za-z_]*", check.select).group() for check in self.rules.peer_checks}  # type: ignore[union-attr]
+        if not roots <= READINGS_FIELDS:
+            return {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
+        cut = {name: getattr(EMPTY_READINGS, name) for name in READINGS_FIELDS - roots}
+        out: dict[str, Frame] = {}
+        for store in self.nodes.values():
+            frame = store.latest
+            if frame is not None:
+                cached = self._peer_cut.get(store.key)
+                if cached is None or cached[0] is not frame:
+                    cached = (frame, replace(frame, readings=replace(frame.readings, **cut)))
+                    self._peer_cut[store.key] = cached
+                out[frame.node] = cached[1]
+        return out
 
     def cluster_alarms_of(self, node: str) -> tuple[Alarm, ...]:
         """Active cluster alarms about ``node``."""
