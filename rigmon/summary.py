@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any
 
 from rigmon.schema import Alarm, Frame, GpuReading, GuardReading, NetInterfaceReading, NvLinkReading, Readings
 
@@ -399,7 +400,7 @@ SLIM_GPU_FIELDS: frozenset[str] = frozenset({
     "index", "uuid", "name", "state", "lost_at", "lost_reason", "power_w", "power_peak_w", "power_limit_w",
     "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay_total", "pcie_replay_per_s", "nvlinks",
 })
-_GPU_EMPTY = {f.name: None if f.default is MISSING else f.default
+_GPU_EMPTY: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
               for f in fields(GpuReading) if f.name not in SLIM_GPU_FIELDS}
 
 

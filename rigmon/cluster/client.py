@@ -17,7 +17,7 @@ import os
 import re
 import ssl
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar, Union
 
@@ -489,7 +489,7 @@ class AgentClient:
         return page
 
     async def stream(self, after: int | None, run_id: str | None,
-                     view: View = "full") -> AsyncIterator[Frame | SummaryRecord | Gap]:
+                     view: View = "full") -> AsyncGenerator[Frame | SummaryRecord | Gap, None]:
         """Open /v1/stream and yield frames (or summary records) and gaps until the agent closes it.
 
         Args:
@@ -617,10 +617,9 @@ class AgentClient:
         since = max(0, latest.seq - self.backfill_frames)
         while True:
             page = await self.samples(since, info.run_id, view=self.view)
-            items = self._track(page.summaries or page.frames)
-            for update in _updates(items):
+            listed: Sequence[Item] = page.summaries or page.frames
+            for update in _updates(self._track(listed)):
                 yield update
-            listed = page.summaries or page.frames
             if not page.more or not listed:
                 return
             since = _frame_of(listed[-1]).seq
@@ -632,7 +631,8 @@ class AgentClient:
             if page.gap is not None:
                 async for update in self._fill_gap(page.gap):
                     yield update
-            items = self._track(page.summaries or page.frames)
+            listed: Sequence[Item] = page.summaries or page.frames
+            items = self._track(listed)
             if items:
                 self.backoff.reset()
             for update in _updates(items):
@@ -646,7 +646,7 @@ class AgentClient:
         after = self.last_seq
         if self._again_seq is not None and self._again_seq == self.last_seq and after is not None:
             after -= 1  # the newest frame once more, whole
-        items = self.stream(after, self.run_id, self.view).__aiter__()
+        items = self.stream(after, self.run_id, self.view)
         switched = asyncio.ensure_future(self._view_changed.wait())
         step: asyncio.Future[Frame | SummaryRecord | Gap] | None = None
         try:
