@@ -73,9 +73,16 @@ def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[
         return [v for v in values if not math.isnan(v)]
     out: list[float] = []
     for index in range(buckets):
-        chunk = [v for v in values[index * size // buckets : (index + 1) * size // buckets] if not math.isnan(v)]
-        if chunk:
-            out.append(pick(chunk))
+        chunk = values[index * size // buckets : (index + 1) * size // buckets]
+        # A NaN after the first value never wins a comparison, so min/max skip it; only a
+        # NaN in first place would be returned: then the bucket is filtered (rare).
+        best = pick(chunk)
+        if math.isnan(best):
+            present = [v for v in chunk if not math.isnan(v)]
+            if not present:
+                continue
+            best = pick(present)
+        out.append(best)
     return out
 
 
