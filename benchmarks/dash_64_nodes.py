@@ -1,4 +1,4 @@
-"""Benchmark: the dashboard following 64 nodes, headless; its CPU, peak memory and frame-to-screen latency.
+"""Benchmark: the dashboard following N nodes (64 by default), headless; its CPU, peak memory and frame-to-screen latency.
 
 The agents run in a separate process, so CPU and memory are the dashboard's own. Two sources:
 
@@ -21,6 +21,11 @@ render count (at 200x60 the cluster screen shows about 29 of 64 rows); the other
 as off-screen. With ``--screen node`` the node screen of one node is shown instead. With
 ``--source sim`` the agents' own ``taken_at`` (the start of their sample, before collecting) is
 the start, so the latency includes the agent's collecting.
+
+Nodes not on screen follow ``/v1/stream?view=summary`` where the dashboard does that (a
+dashboard before it follows full frames); the script counts which arrived how. It refuses to
+report (exit 1) unless every node had a fresh frame (whole or summary) filed for at least 90 %
+of the seconds measured.
 
     python benchmarks/dash_64_nodes.py [--nodes 64] [--warmup 20] [--seconds 60] [--source replay|sim]
         [--scenario NAME] [--screen cluster|node] [--smoke]
@@ -56,6 +61,10 @@ from rigmon.tui.messages import NodeSampled  # noqa: E402
 from rigmon.tui.screens.cluster import ClusterScreen  # noqa: E402
 from rigmon.tui.screens.node import NodeScreen  # noqa: E402
 from rigmon.tui.widgets.node_row import NodeRow  # noqa: E402
+
+
+#: Share of the seconds measured for which every node must have had a fresh frame filed.
+FRESH_SHARE = 0.9
 
 
 class GcPauses:
@@ -103,11 +112,23 @@ class TimedApp(RigmonApp):
         self.stages_s: list[tuple[float, float, float]] = []
         self.off_screen = 0
         self.renders = 0
+        # Frames filed while measuring, whole and as summary records.
+        self.whole = 0
+        self.summaries = 0
 
     def on_node_sampled(self, message: NodeSampled) -> None:
         super().on_node_sampled(message)
         now = time.time()
         self.filed.extend((message.key, f.taken_at, now) for f in message.frames if f.taken_at >= self.since)
+        self.whole += sum(1 for f in message.frames if f.taken_at >= self.since)
+
+    def on_node_summarized(self, message: Any) -> None:
+        # Dashboards before the summary stream have no such message (and never call this).
+        super().on_node_summarized(message)  # type: ignore[misc]
+        now = time.time()
+        taken = [r.frame.taken_at for r in message.records if r.frame.taken_at >= self.since]
+        self.filed.extend((message.key, at, now) for at in taken)
+        self.summaries += len(taken)
 
     def _given_to_widgets(self) -> None:
         now = time.time()
@@ -159,14 +180,14 @@ async def measure(urls: list[str], warmup_s: float, seconds: float, screen: str)
         live_before = app.cluster.counts()["live"]
         cpu0, wall0 = cpu_s(), time.monotonic()
         app.since = time.time()
-        frames0 = sum(s.history.seqs()[-1] if len(s.history) else 0 for s in app.cluster.nodes.values())
+        seqs0 = {k: s.history.seqs()[-1] if len(s.history) else 0 for k, s in app.cluster.nodes.items()}
         renders0 = app.renders
         gc_pauses = GcPauses()
         gc.callbacks.append(gc_pauses)
         await asyncio.sleep(seconds)
         cpu1, wall1 = cpu_s(), time.monotonic()
         app.since = float("inf")
-        frames1 = sum(s.history.seqs()[-1] if len(s.history) else 0 for s in app.cluster.nodes.values())
+        seqs1 = {k: s.history.seqs()[-1] if len(s.history) else 0 for k, s in app.cluster.nodes.items()}
         renders1 = app.renders
         gc.callbacks.remove(gc_pauses)
         live_after = app.cluster.counts()["live"]
@@ -175,7 +196,12 @@ async def measure(urls: list[str], warmup_s: float, seconds: float, screen: str)
     return {
         "cpu_per_s": (cpu1 - cpu0) / elapsed,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "frames_per_s": (frames1 - frames0) / elapsed,
+        "frames_per_s": sum(seqs1[k] - seqs0[k] for k in seqs1) / elapsed,
+        # Fewest new frames of one node (each endpoint publishes one a second).
+        "slowest_node": min((seqs1[k] - seqs0[k] for k in seqs1), default=0),
+        "elapsed_s": elapsed,
+        "whole": app.whole,
+        "summaries": app.summaries,
         "renders_per_s": (renders1 - renders0) / elapsed,
         "live_before": live_before,
         "live_after": live_after,
@@ -243,14 +269,20 @@ def main() -> int:
             # 64 simulated agents with their GPUs and ADC threads can take a while to stop.
             stop(source)  # type: ignore[arg-type]
     load_after = os.getloadavg()
+    if result["slowest_node"] < int(FRESH_SHARE * result["elapsed_s"]) or result["live_after"] < args.nodes:
+        print(f"refused: a node had only {result['slowest_node']} fresh frames in {result['elapsed_s']:.0f} s "
+              f"({result['live_after']:.0f} of {args.nodes} live at the end); the load did not reach the "
+              f"dashboard as claimed", file=sys.stderr)
+        return 1
     what = (f"replay of {args.gpus}-GPU bench-node frames" if args.source == "replay"
             else f"rigmon sim {args.scenario}")
     print(f"nodes: {args.nodes} ({what}), {args.screen} screen, measured {args.seconds:.0f} s "
           f"after {args.warmup:.0f} s warm-up")
     print(f"load average (1 min) before/after: {load[0]:.2f} / {load_after[0]:.2f}")
     print(f"live nodes: {result['live_before']:.0f} before, {result['live_after']:.0f} after")
-    print(f"frames filed: {result['frames_per_s']:.1f} per second; screen updates rendered: "
-          f"{result['renders_per_s']:.1f} per second")
+    print(f"frames filed: {result['frames_per_s']:.1f} per second (slowest node {result['slowest_node']} in {result['elapsed_s']:.0f} s); "
+          f"screen updates rendered: {result['renders_per_s']:.1f} per second")
+    print(f"filed while measuring: {result['whole']} whole frames, {result['summaries']} summary records")
     print(f"dashboard CPU: {result['cpu_per_s'] * 100:.1f} % of one core")
     print(f"dashboard peak RSS: {result['peak_rss_mb']:.0f} MB")
     gc_line = ", ".join(f"gen {g}: {len(p)}, longest {1000 * max(p, default=0.0):.0f} ms"

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.frame_json import frame_json
+from rigmon.agent.frame_json import frame_json, summary_json
 from rigmon.agent.journal import (
     JournalError,
     JournalReader,
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 #: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
 KEEPALIVE_S = 15.0
+#: What ``view`` of /v1/stream and /v1/samples selects: each frame whole (the default), or its
+#: `rigmon.summary.SummaryRecord` (what a dashboard needs of a node it does not show).
+VIEWS = ("full", "summary")
 #: Most frames one /v1/samples answer carries.
 MAX_SAMPLES_PER_REQUEST = 1000
 #: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
@@ -229,6 +232,13 @@ def resume_plan(buffer: FrameBuffer, after_seq: int, run_id: str | None, own_run
     return after_seq, None
 
 
+def _view_param(value: str | None) -> str:
+    view = value or "full"
+    if view not in VIEWS:
+        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view!r}")
+    return view
+
+
 def _sse(event: str, data: bytes, event_id: int | None = None) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\n".encode() + b"data: " + data + b"\n\n"
@@ -256,14 +266,19 @@ def build_app(state: ApiState) -> ASGIApp:
         since = _int_param(request.query_params.get("since"), "since") or 0
         limit = _int_param(request.query_params.get("limit"), "limit", minimum=1) or MAX_SAMPLES_PER_REQUEST
         limit = min(limit, MAX_SAMPLES_PER_REQUEST)
+        view = _view_param(request.query_params.get("view"))
         own = state.info().run_id
         after, gap = resume_plan(state.buffer, since, request.query_params.get("run_id"), own)
         frames = state.buffer.since(after, limit)
         more = bool(frames) and state.buffer.latest is not None and frames[-1].seq < state.buffer.latest.seq
         # The frames' wire JSON is the cached one (`frame_json`), spliced in as it is.
+        if view == "summary":
+            listed = b'[],"summaries":[' + b",".join(summary_json(f) for f in frames) + b"]"
+        else:
+            listed = b"[" + b",".join(frame_json(f) for f in frames) + b"]"
         body = (b'{"run_id":' + json.dumps(own).encode()
-                + b',"frames":[' + b",".join(frame_json(f) for f in frames)
-                + b'],"gap":' + (encode(gap) if gap else b"null")
+                + b',"frames":' + listed
+                + b',"gap":' + (encode(gap) if gap else b"null")
                 + b',"more":' + (b"true" if more else b"false") + b"}")
         return Response(body, media_type="application/json")
 
@@ -271,16 +286,21 @@ def build_app(state: ApiState) -> ASGIApp:
         last_id = request.headers.get("last-event-id") or request.query_params.get("since")
         after = _int_param(last_id, "Last-Event-ID")
         run_id = request.query_params.get("run_id")
+        view = _view_param(request.query_params.get("view"))
         if state.open_streams >= state.max_streams:
             return _error(503, f"too many open streams (limit {state.max_streams})")
         state.open_streams += 1
         return StreamingResponse(
-            _stream_body(request, after, run_id),
+            _stream_body(request, after, run_id, view),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream_body(request: Request, after: int | None, run_id: str | None) -> AsyncIterator[bytes]:
+    async def _stream_body(request: Request, after: int | None, run_id: str | None,
+                           view: str) -> AsyncIterator[bytes]:
+        # A summary stream sends each frame's summary record as event "summary", with the
+        # frame's seq as its id, so resuming works the same for both views.
+        event, body = ("summary", summary_json) if view == "summary" else ("frame", frame_json)
         try:
             own = state.info().run_id
             buffer = state.buffer
@@ -299,7 +319,7 @@ def build_app(state: ApiState) -> ASGIApp:
                               reason="reader fell behind the agent's buffer")
                     yield _sse("gap", encode(gap))
                 for frame in frames:
-                    yield _sse("frame", frame_json(frame), frame.seq)
+                    yield _sse(event, body(frame), frame.seq)
                     cursor = frame.seq
                 if frames:
                     continue

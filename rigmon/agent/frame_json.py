@@ -1,11 +1,13 @@
-"""frame_json: each frame's wire JSON encoded once for all its readers (/v1/latest, SSE, the journal)."""
+"""frame_json: each frame's wire JSON (and its summary record's) encoded once for all its readers (/v1/latest, SSE, the journal)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from rigmon.schema import Frame, encode
+from rigmon.summary import summary_record
 
 #: Frames whose encoding is kept: the newest of every agent in the process (the simulator runs
 #: several), and those SSE readers catching up are sending.
@@ -21,17 +23,19 @@ class EncodedFrames:
 
     Args:
         keep: entries kept, least recently used dropped first.
+        encoder: what a frame's bytes are (default: its wire JSON).
     """
 
-    def __init__(self, keep: int = KEEP_FRAMES) -> None:
+    def __init__(self, keep: int = KEEP_FRAMES, encoder: Callable[[Frame], bytes] = encode) -> None:
         self.keep = keep
+        self._encode = encoder
         self._lock = threading.Lock()
         self._items: OrderedDict[int, tuple[Frame, bytes]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
     def get(self, frame: Frame) -> bytes:
-        """The wire JSON of ``frame``, exactly as `schema.encode` gives it."""
+        """The bytes of ``frame`` (its wire JSON, exactly as `schema.encode` gives it, by default)."""
         key = id(frame)
         with self._lock:
             item = self._items.get(key)
@@ -39,7 +43,7 @@ class EncodedFrames:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return item[1]
-        raw = encode(frame)
+        raw = self._encode(frame)
         with self._lock:
             self.misses += 1
             self._items[key] = (frame, raw)
@@ -56,3 +60,12 @@ ENCODED = EncodedFrames()
 def frame_json(frame: Frame) -> bytes:
     """The wire JSON of ``frame``, encoded at most once while it is among the newest."""
     return ENCODED.get(frame)
+
+
+#: The summary records of the newest frames (``/v1/stream?view=summary``), shared like `ENCODED`.
+SUMMARIES = EncodedFrames(encoder=lambda frame: encode(summary_record(frame)))
+
+
+def summary_json(frame: Frame) -> bytes:
+    """The JSON of ``frame``'s `rigmon.summary.SummaryRecord`, built at most once while it is among the newest."""
+    return SUMMARIES.get(frame)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
+from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 from rigmon.schema import SCHEMA_VERSION, Event, Frame, History, HistorySeries
 from rigmon.series import Stats, add_value, frame_series
 from rigmon.typed import to_data

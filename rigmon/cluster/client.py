@@ -1,7 +1,10 @@
 """httpx client for one agent: follows /v1/stream, resumes after disconnects, backs off when unreachable.
 
-No UI here: `AgentClient.follow` yields `Update`s (connected, frames, gap, failed) forever,
-and whoever drives it files them into a `rigmon.cluster.store.NodeStore`. Every answer is
+No UI here: `AgentClient.follow` yields `Update`s (connected, frames or summaries, gap, failed)
+forever, and whoever drives it files them into a `rigmon.cluster.store.NodeStore`. A client
+follows its agent's full frames or, with ``view="summary"`` (`AgentClient.set_view`, switched
+at any time), the summary records of ``/v1/stream?view=summary``; an agent too old for those
+sends full frames, which are yielded as such. Every answer is
 decoded by `rigmon.cluster.sanitise.decode_agent` and every failure reason cleaned, so no
 string from an agent carries terminal control characters past this module.
 """
@@ -14,9 +17,9 @@ import os
 import re
 import ssl
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, Union
+from typing import Literal, TypeVar, Union
 
 import httpx
 
@@ -33,8 +36,10 @@ from rigmon.schema import (
     Info,
     SchemaError,
 )
+from rigmon.summary import SummaryRecord
 
 T = TypeVar("T")
+View = Literal["full", "summary"]
 
 #: Frames fetched from /v1/samples when first connecting to an agent run, so the screen
 #: starts with a couple of minutes of history instead of a single point.
@@ -105,6 +110,13 @@ class Sampled:
 
 
 @dataclass(frozen=True, slots=True)
+class Summarized:
+    """New summary records (``view="summary"``), oldest first."""
+
+    records: tuple[SummaryRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class GapReported:
     """The agent said frames we asked for are gone (it restarted, or its buffer moved on)."""
 
@@ -119,7 +131,7 @@ class Failed:
     retry_in_s: float
 
 
-Update = Union[Connected, Sampled, GapReported, Failed]
+Update = Union[Connected, Sampled, Summarized, GapReported, Failed]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +142,7 @@ class SamplesPage:
     frames: tuple[Frame, ...]
     gap: Gap | None = None
     more: bool = False
+    summaries: tuple[SummaryRecord, ...] = ()
 
 
 class AgentError(Exception):
@@ -242,6 +255,34 @@ def _check_frame(frame: Frame) -> Frame:
     return frame
 
 
+def _check_record(record: SummaryRecord) -> SummaryRecord:
+    _check_frame(record.frame)
+    return record
+
+
+Item = Union[Frame, SummaryRecord]
+
+
+def _frame_of(item: Item) -> Frame:
+    return item.frame if isinstance(item, SummaryRecord) else item
+
+
+def _updates(items: Sequence[Item]) -> list[Update]:
+    """``items`` as updates in their order: runs of frames as `Sampled`, of records as `Summarized`."""
+    out: list[Update] = []
+    for item in items:
+        if isinstance(item, SummaryRecord):
+            if out and isinstance(out[-1], Summarized):
+                out[-1] = Summarized(out[-1].records + (item,))
+            else:
+                out.append(Summarized((item,)))
+        elif out and isinstance(out[-1], Sampled):
+            out[-1] = Sampled(out[-1].frames + (item,))
+        else:
+            out.append(Sampled((item,)))
+    return out
+
+
 class AgentClient:
     """Client of one agent's /v1 API.
 
@@ -259,6 +300,7 @@ class AgentClient:
             CA bundle, certifi's or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
         request_deadline_s: longest time one ordinary request may take in all.
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
+        view: ``full`` frames, or ``summary`` records (see `set_view`).
     """
 
     def __init__(
@@ -276,6 +318,7 @@ class AgentClient:
         ca_file: str | None = None,
         request_deadline_s: float = REQUEST_DEADLINE_S,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
+        view: View = "full",
     ) -> None:
         self.request_deadline_s = request_deadline_s
         self.max_answer_bytes = max_answer_bytes
@@ -296,6 +339,22 @@ class AgentClient:
         self.last_seq: int | None = None
         self.last_taken_at: float | None = None
         self.interval_s = 1.0
+        self.view: View = view
+        self._view_changed = asyncio.Event()
+        # The seq whose frame is fetched again whole after a switch to full frames (the
+        # summary record of it left the node screen without its full readings).
+        self._again_seq: int | None = None
+
+    def set_view(self, view: View) -> None:
+        """Follow full frames or summary records from now on: an open stream is closed and
+        the next one resumes after the last seq received, so no frame is lost or repeated.
+        Switching to full frames fetches the newest frame again whole."""
+        if view == self.view:
+            return
+        self.view = view
+        if view == "full" and self.last_seq is not None:
+            self._again_seq = self.last_seq
+        self._view_changed.set()
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -383,8 +442,10 @@ class AgentClient:
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
-    async def watch_alarms(self, wake: asyncio.Event, interval_s: float) -> AsyncIterator[AlarmList | Failed]:
-        """Fetch /v1/alarms now, then every ``interval_s`` or as soon as ``wake`` is set.
+    async def watch_alarms(self, wake: asyncio.Event,
+                           interval_s: float | Callable[[], float]) -> AsyncIterator[AlarmList | Failed]:
+        """Fetch /v1/alarms now, then every ``interval_s`` (or what it returns, asked after each
+        fetch) or as soon as ``wake`` is set.
 
         The caller sets ``wake`` when a frame brings an ``alarm_*`` event, so a transition
         shows at once. Failures are yielded (and retried after the back-off); never raises.
@@ -394,45 +455,57 @@ class AgentClient:
             try:
                 alarms = await self.alarms()
                 self.backoff.reset()
-                delay = interval_s
+                delay = interval_s() if callable(interval_s) else interval_s
                 yield alarms
             except AgentError as exc:
                 # An agent without alarms (404) will not grow them: ask rarely.
-                delay = self.backoff.max_s if exc.status == 404 else max(interval_s, self.backoff.next())
+                poll_s = interval_s() if callable(interval_s) else interval_s
+                delay = self.backoff.max_s if exc.status == 404 else max(poll_s, self.backoff.next())
                 yield Failed(exc.reason, delay)
             try:
                 await asyncio.wait_for(wake.wait(), delay)
             except TimeoutError:
                 pass
 
-    async def samples(self, since: int, run_id: str | None = None, limit: int | None = None) -> SamplesPage:
-        """GET /v1/samples?since=SEQ: frames after ``since`` of run ``run_id``."""
+    async def samples(self, since: int, run_id: str | None = None, limit: int | None = None,
+                      view: View = "full") -> SamplesPage:
+        """GET /v1/samples?since=SEQ: frames (or with ``view="summary"`` summary records; an
+        agent without them sends frames) after ``since`` of run ``run_id``."""
         params = {"since": str(since)}
         if run_id is not None:
             params["run_id"] = run_id
         if limit is not None:
             params["limit"] = str(limit)
+        if view != "full":
+            params["view"] = view
         try:
             page = decode_agent(SamplesPage, await self._get("/v1/samples", params))
             for frame in page.frames:
                 _check_frame(frame)
+            for record in page.summaries:
+                _check_record(record)
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
         return page
 
-    async def stream(self, after: int | None, run_id: str | None) -> AsyncIterator[Frame | Gap]:
-        """Open /v1/stream and yield frames and gaps until the agent closes it.
+    async def stream(self, after: int | None, run_id: str | None,
+                     view: View = "full") -> AsyncGenerator[Frame | SummaryRecord | Gap, None]:
+        """Open /v1/stream and yield frames (or summary records) and gaps until the agent closes it.
 
         Args:
             after: resume after this seq (sent as ``Last-Event-ID``); ``None`` starts at
                 the newest frame.
             run_id: the agent run ``after`` belongs to.
+            view: ``summary`` asks for summary records; an agent without them ignores it and
+                sends frames, which are yielded as frames.
 
         Raises:
             AgentError: on any failure, including a bad event.
         """
         headers = {"Last-Event-ID": str(after)} if after is not None else {}
         params = {"run_id": run_id} if run_id is not None else {}
+        if view != "full":
+            params["view"] = view
         parser = SseParser()
         try:
             async with self._http.stream("GET", "/v1/stream", headers=headers, params=params,
@@ -443,7 +516,9 @@ class AgentClient:
                     event = parser.feed(line)
                     if event is None:
                         continue
-                    if event.event == "frame":
+                    if event.event == "summary":
+                        yield _check_record(decode_agent(SummaryRecord, event.data))
+                    elif event.event == "frame":
                         yield _check_frame(decode_agent(Frame, event.data))
                     elif event.event == "gap":
                         yield decode_agent(Gap, event.data)
@@ -452,17 +527,24 @@ class AgentClient:
         except SchemaError as exc:
             raise AgentError(f"bad answer: {exc}") from None
 
-    def _track(self, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
-        """Remember where we are; drop frames we already have."""
-        fresh = tuple(
-            f for f in frames
-            if not (f.run_id == self.run_id and self.last_seq is not None and f.seq <= self.last_seq)
-        )
+    def _track(self, items: Sequence[T]) -> tuple[T, ...]:
+        """Remember where we are; drop frames (or summary records) we already have, except the
+        frame asked for again whole after a switch to full frames."""
+        fresh = []
+        for item in items:
+            f = _frame_of(item)  # type: ignore[arg-type]
+            if f.run_id == self.run_id and self.last_seq is not None and f.seq <= self.last_seq:
+                if not (f.seq == self._again_seq and isinstance(item, Frame)):
+                    continue
+                self._again_seq = None
+            fresh.append(item)
         if fresh:
-            self.run_id = fresh[-1].run_id
-            self.last_seq = fresh[-1].seq
-            self.last_taken_at = fresh[-1].taken_at
-        return fresh
+            last = _frame_of(fresh[-1])  # type: ignore[arg-type]
+            if not (last.run_id == self.run_id and self.last_seq is not None and last.seq <= self.last_seq):
+                self.run_id = last.run_id
+                self.last_seq = last.seq
+                self.last_taken_at = last.taken_at
+        return tuple(fresh)
 
     async def history(self, from_at: float, to_at: float, series: Sequence[str] | None = None) -> History:
         """GET /v1/history: min/mean/max of ``series`` (all when ``None``) over a window, from
@@ -534,27 +616,59 @@ class AgentClient:
             return
         since = max(0, latest.seq - self.backfill_frames)
         while True:
-            page = await self.samples(since, info.run_id)
-            frames = self._track(page.frames)
-            if frames:
-                yield Sampled(frames)
-            if not page.more or not page.frames:
+            page = await self.samples(since, info.run_id, view=self.view)
+            listed: Sequence[Item] = page.summaries or page.frames
+            for update in _updates(self._track(listed)):
+                yield update
+            if not page.more or not listed:
                 return
-            since = page.frames[-1].seq
+            since = _frame_of(listed[-1]).seq
 
     async def _poll(self) -> AsyncIterator[Update]:
         """Fallback when the stream is refused: poll /v1/samples for a while."""
         for _ in range(POLL_ROUNDS):
-            page = await self.samples(self.last_seq or 0, self.run_id)
+            page = await self.samples(self.last_seq or 0, self.run_id, view=self.view)
             if page.gap is not None:
                 async for update in self._fill_gap(page.gap):
                     yield update
-            frames = self._track(page.frames)
-            if frames:
+            listed: Sequence[Item] = page.summaries or page.frames
+            items = self._track(listed)
+            if items:
                 self.backoff.reset()
-                yield Sampled(frames)
+            for update in _updates(items):
+                yield update
             if not page.more:
                 await self._sleep(self.interval_s)
+
+    async def _stream_until_switch(self) -> AsyncIterator[Frame | SummaryRecord | Gap]:
+        """`stream` in the current view, ended early (its connection closed) by `set_view`."""
+        self._view_changed.clear()
+        after = self.last_seq
+        if self._again_seq is not None and self._again_seq == self.last_seq and after is not None:
+            after -= 1  # the newest frame once more, whole
+        items = self.stream(after, self.run_id, self.view)
+        switched = asyncio.ensure_future(self._view_changed.wait())
+        step: asyncio.Future[Frame | SummaryRecord | Gap] | None = None
+        try:
+            while True:
+                step = asyncio.ensure_future(items.__anext__())
+                await asyncio.wait((step, switched), return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    return
+                try:
+                    item = step.result()
+                except StopAsyncIteration:
+                    return
+                step = None
+                yield item
+        finally:
+            switched.cancel()
+            if step is not None and not step.done():
+                # The read in progress ends here (its connection closes), also when this
+                # generator is itself cancelled: nothing may go on reading after it.
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
+            await items.aclose()
 
     async def follow(self) -> AsyncIterator[Update]:
         """Follow the agent forever: yields updates, retrying with back-off on failures."""
@@ -571,15 +685,19 @@ class AgentClient:
                     async for update in self._backfill(info):
                         yield update
                 try:
-                    async for item in self.stream(self.last_seq, self.run_id):
-                        if isinstance(item, Gap):
-                            async for update in self._fill_gap(item):
-                                yield update
-                            continue
-                        frames = self._track((item,))
-                        if frames:
-                            self.backoff.reset()
-                            yield Sampled(frames)
+                    switching = True
+                    while switching:
+                        async for item in self._stream_until_switch():
+                            if isinstance(item, Gap):
+                                async for update in self._fill_gap(item):
+                                    yield update
+                                continue
+                            items = self._track((item,))
+                            if items:
+                                self.backoff.reset()
+                                yield _updates(items)[0]
+                        # Ended by `set_view`: the same agent run, resumed in the other view.
+                        switching = self._view_changed.is_set()
                 except AgentError as exc:
                     if exc.status not in (404, 503):
                         raise

@@ -39,10 +39,16 @@ class Ring:
 
     def tail(self, count: int | None = None) -> list[float]:
         """The newest ``count`` values (all when ``None``), oldest first."""
-        ordered = self._data[self._start:] + self._data[: self._start]
-        if count is not None and count < len(ordered):
-            ordered = ordered[len(ordered) - count :]
-        return ordered.tolist()
+        size = len(self._data)
+        if count is None or count >= size:
+            return (self._data[self._start:] + self._data[: self._start]).tolist()
+        if count <= 0:
+            return []
+        # Copy only the values asked for (a row's trend wants 120 of an hour's 3600).
+        first = (self._start + size - count) % size
+        if first < self._start or self._start == 0:
+            return self._data[first : first + count].tolist()
+        return (self._data[first:] + self._data[: self._start]).tolist()
 
 
 def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[float]:
@@ -67,9 +73,16 @@ def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[
         return [v for v in values if not math.isnan(v)]
     out: list[float] = []
     for index in range(buckets):
-        chunk = [v for v in values[index * size // buckets : (index + 1) * size // buckets] if not math.isnan(v)]
-        if chunk:
-            out.append(pick(chunk))
+        chunk = values[index * size // buckets : (index + 1) * size // buckets]
+        # A NaN after the first value never wins a comparison, so min/max skip it; only a
+        # NaN in first place would be returned: then the bucket is filtered (rare).
+        best = pick(chunk)
+        if math.isnan(best):
+            present = [v for v in chunk if not math.isnan(v)]
+            if not present:
+                continue
+            best = pick(present)
+        out.append(best)
     return out
 
 
@@ -83,7 +96,7 @@ SERIES: dict[str, Extreme] = {
 }
 
 
-#: Per-device series (see `rigmon.cluster.summary.detail_values`) one node keeps at most;
+#: Per-device series (see `rigmon.summary.detail_values`) one node keeps at most;
 #: a node listing more devices gets trends for the first ones only.
 MAX_DETAIL_SERIES = 64
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from rigmon.cluster.summary import (
+from rigmon.summary import (
     PEAK_OVER_LIMIT_FACTOR,
     RAIL_CRITICAL_VOLTS,
     RAIL_WARN_VOLTS,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rigmon.cluster.store import NodeState, NodeView
-from rigmon.cluster.summary import PathCell
+from rigmon.summary import PathCell
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from rigmon.alarms import cluster as cluster_rules
@@ -14,16 +15,17 @@ from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import Problem, RailMemory, Sag, problems
-from rigmon.cluster.summary import (
+from rigmon.summary import (
     RAIL_CRITICAL_VOLTS,
     NodeSummary,
+    SummaryRecord,
     WorstWindow,
     alarm_count,
     detail_values,
     summarize,
     worst_severity,
 )
-from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
+from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info, Readings
 
 NodeState = Literal["connecting", "live", "stale", "unreachable"]
 
@@ -36,6 +38,9 @@ STALE_AFTER_S = 3.0
 PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
+#: Fields of `Readings`, and readings with none of them.
+READINGS_FIELDS = frozenset(f.name for f in fields(Readings))
+EMPTY_READINGS = Readings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +57,7 @@ class NodeView:
         summary: key figures of the latest frame.
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
         details: downsampled per-device series by name (see
-            `rigmon.cluster.summary.detail_values`); empty unless the view asked for them.
+            `rigmon.summary.detail_values`); empty unless the view asked for them.
         problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
         sags: the rail sag seen before each lost GPU, by subject (``gpu:3``); only with details.
         restarts: agent restarts seen (a new run id).
@@ -111,6 +116,8 @@ class NodeStore:
         self.stale_after_s = stale_after_s
         self.info: Info | None = None
         self.latest: Frame | None = None
+        # Whether ``latest`` is a whole frame, not a summary record's (`rigmon.summary.slim_frame`).
+        self.latest_whole = False
         self.summary: NodeSummary | None = None
         self.history = NodeHistory(capacity)
         self.worst = WorstWindow()
@@ -160,18 +167,41 @@ class NodeStore:
         added = 0
         for frame in frames:
             last = self.latest
-            if last is not None and frame.run_id == last.run_id and frame.seq <= last.seq:
+            if last is not None and frame.run_id == last.run_id and frame.seq == last.seq and not self.latest_whole:
+                # The newest frame again, whole, after its summary record (the node screen opened).
+                self.latest = frame
+                self.latest_whole = True
+                self._changes += 1
                 continue
-            if last is not None and frame.run_id != last.run_id:
-                self.restarts += 1
-            summary = self.worst.add(self._with_session_inventory(summarize(frame)))
-            self.latest = frame
-            self.summary = summary
-            self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES},
-                                detail_values(frame.readings))
-            self.events.extend(frame.events)
-            self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
-            added += 1
+            added += self._file(frame, summarize(frame), detail_values(frame.readings), whole=True)
+        return self._arrived(added)
+
+    def add_summaries(self, records: Iterable[SummaryRecord]) -> int:
+        """File summary records (``/v1/stream?view=summary``) like `add_frames` files frames:
+        their summary and per-device values go into the history, their events into the
+        events; ``latest`` becomes the record's slim frame. Returns how many were new."""
+        added = 0
+        for record in records:
+            added += self._file(record.frame, record.summary, record.details, whole=False)
+        return self._arrived(added)
+
+    def _file(self, frame: Frame, summary: NodeSummary, details: dict[str, float | None], whole: bool) -> int:
+        """File one frame (whole or slim) with its summary; 0 for a duplicate."""
+        last = self.latest
+        if last is not None and frame.run_id == last.run_id and frame.seq <= last.seq:
+            return 0
+        if last is not None and frame.run_id != last.run_id:
+            self.restarts += 1
+        summary = self.worst.add(self._with_session_inventory(summary))
+        self.latest = frame
+        self.latest_whole = whole
+        self.summary = summary
+        self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
+        self.events.extend(frame.events)
+        self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
+        return 1
+
+    def _arrived(self, added: int) -> int:
         if added:
             self.received_at = self.clock.monotonic()
             self.received_wall_at = self.clock.time()
@@ -350,6 +380,8 @@ class ClusterStore:
         self._peers_at: float | None = None
         # Sort key of each node's last view (by node key), reused while the view is the same object.
         self._order: dict[str, tuple[NodeView, tuple[int, int, int, int, str]]] = {}
+        # Each node's newest frame cut to what the peer checks read (`_peer_frames`), by node key.
+        self._peer_cut: dict[str, tuple[Frame, Frame]] = {}
 
     def evaluate_alarms(self) -> list[Transition]:
         """Run the cluster rules over every node now (the dashboard calls this on each refresh);
@@ -358,8 +390,28 @@ class ClusterStore:
         peers = self._peers_at is None or not 0 <= now - self._peers_at < PEER_CHECK_EVERY_S
         if peers:
             self._peers_at = now
-        frames = {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
+        # The frames are read by the peer checks only.
+        frames = self._peer_frames() if peers else {}
         return self.rules.evaluate([s.rule_view() for s in self.nodes.values()], frames, now, peers=peers)
+
+    def _peer_frames(self) -> dict[str, Frame]:
+        """Each node's newest frame with only the readings the peer checks' selectors start
+        from (converting the rest for every node was most of the rules' cost); whole frames
+        when a selector starts from anything else."""
+        roots = {re.match(r"[A-Za-z_]*", check.select).group() for check in self.rules.peer_checks}  # type: ignore[union-attr]
+        if not roots <= READINGS_FIELDS:
+            return {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
+        cut = {name: getattr(EMPTY_READINGS, name) for name in READINGS_FIELDS - roots}
+        out: dict[str, Frame] = {}
+        for store in self.nodes.values():
+            frame = store.latest
+            if frame is not None:
+                cached = self._peer_cut.get(store.key)
+                if cached is None or cached[0] is not frame:
+                    cached = (frame, replace(frame, readings=replace(frame.readings, **cut)))
+                    self._peer_cut[store.key] = cached
+                out[frame.node] = cached[1]
+        return out
 
     def cluster_alarms_of(self, node: str) -> tuple[Alarm, ...]:
         """Active cluster alarms about ``node``."""

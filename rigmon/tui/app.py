@@ -17,7 +17,7 @@ from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
-from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled
+from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled, Summarized, View
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
 from rigmon.cluster.sanitise import clean_text
 from rigmon.cluster.store import ClusterStore
@@ -31,6 +31,7 @@ from rigmon.tui.messages import (
     NodeFailed,
     NodeGap,
     NodeSampled,
+    NodeSummarized,
 )
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
@@ -44,6 +45,8 @@ from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 if TYPE_CHECKING:
+    from rigmon.schema import Frame
+
     # Types only: a replay is built by `rigmon dash --replay` before the app (see `rigmon.cli_dash`).
     from rigmon.cluster.replay import Replay
 
@@ -57,6 +60,10 @@ FRAME_REDRAW_S = 0.1
 WORKER_RESTART_S = 5.0
 #: Seconds between /v1/alarms polls of a node (an ``alarm_*`` event in a frame fetches at once).
 ALARM_POLL_S = 10.0
+#: How many times less often a node followed by summary records (not on screen) is polled: its
+#: alarm transitions still come as events in its records and fetch at once (with 256 nodes the
+#: polls were the dashboard's largest cost after drawing).
+SUMMARY_ALARM_POLL_FACTOR = 3.0
 #: Real seconds between steps of a playing replay.
 REPLAY_TICK_S = 0.25
 #: Allocations between runs of the garbage collector's youngest generation in the dashboard's
@@ -147,10 +154,15 @@ class RigmonApp(App[None]):
         self.critical = CriticalWatch()
         self.critical_toast = CriticalToast()
         self._redraw_pending = False
+        self._refresh_pending = False
         self._new_frames: set[str] = set()
         self._alarm_wake: dict[str, asyncio.Event] = {}
         # Whether any node has reported peer paths: the link matrix's key is offered from then on.
         self.paths_seen = False
+        # Each followed node's client, and the node whose full frames the screen shows (the
+        # node screen's); every other node is followed by summary records.
+        self._clients: dict[str, AgentClient] = {}
+        self._full_key: str | None = None
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
@@ -183,9 +195,13 @@ class RigmonApp(App[None]):
         key = target.url
         while True:
             client = self.client_factory(target)
+            client.set_view(self._view_of(key))
+            self._clients[key] = client
             try:
                 async for update in client.follow():
-                    if isinstance(update, Sampled):
+                    if isinstance(update, Summarized):
+                        self.post_message(NodeSummarized(key, update.records))
+                    elif isinstance(update, Sampled):
                         self.post_message(NodeSampled(key, update.frames))
                     elif isinstance(update, Connected):
                         self.post_message(NodeConnected(key, update.info))
@@ -198,13 +214,31 @@ class RigmonApp(App[None]):
                 self.post_message(NodeFailed(key, reason, WORKER_RESTART_S))
                 await asyncio.sleep(WORKER_RESTART_S)
             finally:
+                self._clients.pop(key, None)
                 await client.aclose()
+
+    def _alarm_poll_s(self, key: str) -> float:
+        """Seconds to the next poll of ``key``'s alarms (see `SUMMARY_ALARM_POLL_FACTOR`)."""
+        return self.alarm_poll_s if key == self._full_key else self.alarm_poll_s * SUMMARY_ALARM_POLL_FACTOR
+
+    def _view_of(self, key: str) -> View:
+        """Full frames for the node on screen, summary records for the others."""
+        return "full" if key == self._full_key else "summary"
+
+    def _show_whole(self, key: str | None) -> None:
+        """Follow ``key`` (``None``: no node) by full frames from now on, every other node by summaries."""
+        self._full_key = key
+        for node, client in self._clients.items():
+            client.set_view(self._view_of(node))
+        wake = self._alarm_wake.get(key) if key is not None else None
+        if wake is not None:
+            wake.set()  # the node screen starts with the node's alarms as they are now
 
     async def _watch_alarms(self, target: NodeTarget) -> None:
         """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
         client = self.client_factory(target)
         try:
-            async for item in client.watch_alarms(self._alarm_wake[target.url], self.alarm_poll_s):
+            async for item in client.watch_alarms(self._alarm_wake[target.url], lambda: self._alarm_poll_s(target.url)):
                 if isinstance(item, Failed):
                     self.post_message(NodeAlarmsFailed(target.url, item.reason))
                 else:
@@ -215,7 +249,7 @@ class RigmonApp(App[None]):
     def on_node_alarms(self, message: NodeAlarms) -> None:
         # Most polls bring the same list: redraw (and announce) only on a change.
         if self.cluster.nodes[message.key].set_alarms(message.alarms):
-            self.refresh_screen()
+            self._refresh_soon()
 
     def on_node_alarms_failed(self, message: NodeAlarmsFailed) -> None:
         self.cluster.nodes[message.key].alarms_failed(message.reason)
@@ -227,18 +261,42 @@ class RigmonApp(App[None]):
         store = self.cluster.nodes[message.key]
         first = store.latest is None
         store.add_frames(message.frames)
+        self._filed(message.key, message.frames, first)
+
+    def on_node_summarized(self, message: NodeSummarized) -> None:
+        store = self.cluster.nodes[message.key]
+        first = store.latest is None
+        store.add_summaries(message.records)
+        self._filed(message.key, tuple(r.frame for r in message.records), first)
+
+    def _filed(self, key: str, frames: tuple[Frame, ...], first: bool) -> None:
+        """Frames (whole or of summary records) of ``key`` are in its store: offer the link
+        matrix once a node reports peer paths, fetch its alarms at once when they bring alarm
+        events, and redraw soon."""
+        store = self.cluster.nodes[key]
         if not self.paths_seen and store.summary is not None and store.summary.paths is not None:
             self._paths_found()
-        wake = self._alarm_wake.get(message.key)
-        if wake is not None and any(e.kind.startswith("alarm_") for f in message.frames for e in f.events):
+        wake = self._alarm_wake.get(key)
+        if wake is not None and any(e.kind.startswith("alarm_") for f in frames for e in f.events):
             wake.set()
         if first:
-            self.refresh_screen()
+            self._refresh_soon()
         else:
-            self._new_frames.add(message.key)
+            self._new_frames.add(key)
             if not self._redraw_pending:
                 self._redraw_pending = True
                 self.set_timer(FRAME_REDRAW_S, self._redraw_new_frames)
+
+    def _refresh_soon(self) -> None:
+        """Run `refresh_screen` within `FRAME_REDRAW_S`: the first frames and alarm lists of
+        many nodes arriving together (a dashboard starting on 256 nodes) share one refresh."""
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.set_timer(FRAME_REDRAW_S, self._refresh_now)
+
+    def _refresh_now(self) -> None:
+        self._refresh_pending = False
+        self.refresh_screen()
 
     def _redraw_new_frames(self) -> None:
         """Draw the frames that came since the last redraw, without waiting for the refresh timer
@@ -302,6 +360,7 @@ class RigmonApp(App[None]):
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
         self.selected = key
+        self._show_whole(key)
         self._close_history()
         self.switch_mode("node")
         self._close_history()
@@ -341,6 +400,7 @@ class RigmonApp(App[None]):
 
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster, alarms or links screen."""
+        self._show_whole(None)
         self._close_history()
         self.switch_mode(mode)
         self._close_history()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
+from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 
 #: Heights of a one-line bar: `rigmon.tui.row_lines.BARS` has this many characters.
 BAR_LEVELS = 8

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from rigmon.schema import AlarmList, Frame, Gap, Info
+from rigmon.summary import SummaryRecord
 
 
 @dataclass
@@ -23,6 +24,15 @@ class NodeSampled(Message):
 
     key: str
     frames: tuple[Frame, ...]
+
+
+@dataclass
+class NodeSummarized(Message):
+    """New summary records (a node followed by ``view=summary``) from the agent at ``key``,
+    oldest first. Never replaced: every record counts."""
+
+    key: str
+    records: tuple[SummaryRecord, ...]
 
 
 @dataclass

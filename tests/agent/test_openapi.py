@@ -31,6 +31,7 @@ from rigmon.schema import (
     ProbeResponderReading,
     RdmaHwCounterReading,
 )
+from rigmon.summary import NodeSummary, PathCell, PathFigures, SummaryRecord
 
 SPEC = json.loads(OPENAPI_PATH.read_text())
 
@@ -58,7 +59,9 @@ def test_record_schemas_require_what_the_dataclasses_require() -> None:
                "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
                "GuardGpuSettings": GuardGpuSettings, "InfinibandPortReading": InfinibandPortReading,
                "RdmaHwCounterReading": RdmaHwCounterReading,
-               "PeerPathReading": PeerPathReading, "ProbeResponderReading": ProbeResponderReading}
+               "PeerPathReading": PeerPathReading, "ProbeResponderReading": ProbeResponderReading,
+               "SummaryRecord": SummaryRecord, "NodeSummary": NodeSummary, "PathFigures": PathFigures,
+               "PathCell": PathCell}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
         fields = {f.name: f for f in dataclasses.fields(cls)}

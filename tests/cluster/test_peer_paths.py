@@ -9,7 +9,7 @@ import pytest
 from rigmon.cluster.incident import path_trouble, problems, rtt
 from rigmon.cluster.link_matrix import link_matrix
 from rigmon.cluster.store import ClusterStore, NodeStore
-from rigmon.cluster.summary import (
+from rigmon.summary import (
     PathCell,
     WorstWindow,
     path_figures,

@@ -233,3 +233,32 @@ def test_tune_gc_raises_only_the_young_threshold() -> None:
         assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 7, 9)
     finally:
         gc.set_threshold(*before)
+
+
+async def test_rows_off_screen_are_painted_when_scrolled_to() -> None:
+    agents = [FakeAgent(f"node{i:02d}", frames=3) for i in range(1, 13)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(100, 14)) as pilot:
+        stores = [app.cluster.nodes[a.url] for a in agents]
+        await wait_for(lambda: all(s.latest is not None and s.latest.seq == 3 for s in stores))
+        app.refresh_screen()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ClusterScreen)
+        rows = {r.view.key: r for r in screen.query(NodeRow) if r.view is not None}
+        top, bottom = rows[agents[0].url], rows[agents[-1].url]
+        for agent in (agents[0], agents[-1]):
+            agent.publish()
+        await wait_for(lambda: stores[0].latest.seq == 4 and stores[-1].latest.seq == 4)  # type: ignore[union-attr]
+        app.refresh_screen()
+        await pilot.pause()
+        # Both rows hold their node's newest view; only the one on screen was painted with it.
+        assert top.view is not None and top.view.summary is stores[0].summary
+        assert bottom.view is not None and bottom.view.summary is stores[-1].summary
+        assert bottom in screen._unpainted and top not in screen._unpainted
+        screen.query_one("#nodes", VerticalScroll).scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        await pilot.pause()
+        assert bottom not in screen._unpainted
+        # What the screen shows of it is its newest view.
+        assert "node12" in "".join(s.text for s in app.screen._compositor.render_strips())

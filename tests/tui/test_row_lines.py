@@ -17,7 +17,7 @@ from textual.renderables.sparkline import Sparkline
 
 import rigmon.tui
 from rigmon.cluster.store import NodeView
-from rigmon.cluster.summary import NodeSummary, PathCell, PathFigures
+from rigmon.summary import NodeSummary, PathCell, PathFigures
 from rigmon.tui import row_lines
 from rigmon.tui.widgets.node_row import COLUMNS, NodeRow, column_widths, columns_for
 
@@ -131,7 +131,7 @@ async def test_row_styles_follow_the_theme() -> None:
 async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
     from rigmon.cluster.incident import Problem
     from rigmon.cluster.store import NodeView
-    from rigmon.cluster.summary import NodeSummary
+    from rigmon.summary import NodeSummary
     from rigmon.tui.widgets.node_row import NodeRow
 
     problems = (Problem("warn", "USB4 0-1 at 20 of 40 Gb/s", "link:0-1"),

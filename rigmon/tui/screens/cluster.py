@@ -18,6 +18,17 @@ from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
+#: Rows above and below the scrolled-to part of the list that are drawn as if on screen (the
+#: rows' heights are counted, not measured, so a few more are taken).
+VISIBLE_SLACK_ROWS = 3
+
+
+def _height_changes(row: NodeRow, view: NodeView) -> bool:
+    """Whether ``view`` gives ``row`` another height (a line for its problems or not): then the
+    list's layout changes and the row is updated at once, on screen or not."""
+    height = 3 if NodeRow._reason_shown(view) else 2
+    return row.styles.height is None or row.styles.height.value != height
+
 
 class ClusterScreen(Screen[None]):
     """One `NodeRow` per node, sorted so unreachable and stale nodes come first.
@@ -46,6 +57,38 @@ class ClusterScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self._cursor_key: str | None = None
+        # Rows off screen given a new view without a repaint: repainted when scrolled to.
+        self._unpainted: set[NodeRow] = set()
+
+    def on_mount(self) -> None:
+        self.watch(self.query_one("#nodes", VerticalScroll), "scroll_y", self._paint_scrolled_to, init=False)
+
+    def on_resize(self) -> None:
+        self._paint_scrolled_to()
+
+    def _on_screen(self, rows: list[NodeRow]) -> range:
+        """Indexes of the rows in (or next to) the scrolled-to part of the list."""
+        container = self.query_one("#nodes", VerticalScroll)
+        top, bottom = container.scroll_y, container.scroll_y + container.size.height
+        first, last, y = None, -1, 0
+        for index, row in enumerate(rows):
+            height = int(row.styles.height.value) if row.styles.height is not None else 2
+            if y + height > top and y < bottom:
+                first = index if first is None else first
+                last = index
+            y += height
+        if first is None:
+            return range(0)
+        return range(max(0, first - VISIBLE_SLACK_ROWS), last + 1 + VISIBLE_SLACK_ROWS)
+
+    def _paint_scrolled_to(self, *_: object) -> None:
+        if not self._unpainted:
+            return
+        rows = self._rows()
+        for index in self._on_screen(rows):
+            if index < len(rows) and rows[index] in self._unpainted:
+                self._unpainted.discard(rows[index])
+                rows[index].refresh()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -72,17 +115,27 @@ class ClusterScreen(Screen[None]):
             self._cursor_key = focused.view.key
         # The worst path's column appears once any node probes peers (a rig of one node has none).
         with_paths = any(v.summary is not None and v.summary.paths is not None for v in views)
-        for row, view in zip(rows, views):
-            # Most rows keep their view object between redraws (see `NodeStore.view`).
-            if row.view is not view:
-                row.view = view
+        shown = self._on_screen(rows)
+        for index, (row, view) in enumerate(zip(rows, views)):
             if row.with_paths != with_paths:
                 row.with_paths = with_paths
+            # Most rows keep their view object between redraws (see `NodeStore.view`).
+            if row.view is view:
+                continue
+            if index in shown or _height_changes(row, view):
+                row.view = view
+                self._unpainted.discard(row)
+            else:
+                # Off screen: no repaint now (a repaint of a widget off screen makes Textual lay
+                # out every row again, which with 256 nodes cost more than drawing the screen).
+                row.set_reactive(NodeRow.view, view)
+                self._unpainted.add(row)
         container = self.query_one("#nodes", VerticalScroll)
         mounted = len(views) > len(rows)
         if mounted:
             container.mount_all(NodeRow(view, with_paths=with_paths) for view in views[len(rows):])
         for row in rows[len(views):]:
+            self._unpainted.discard(row)
             row.remove()
         counts: dict[str, int] = {}
         for view in views:

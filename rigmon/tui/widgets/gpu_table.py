@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from rigmon.cluster.summary import gpu_key, power_level
+from rigmon.summary import gpu_key, power_level
 from rigmon.schema import AmdGpuReading, ClockReason, GpuReading
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines

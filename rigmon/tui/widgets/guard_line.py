@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.summary import guard_mark
+from rigmon.summary import guard_mark
 from rigmon.schema import GuardReading
 from rigmon.tui.text import plain
 

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from rigmon.cluster.summary import nic_is_healthy, nic_is_link
+from rigmon.summary import nic_is_healthy, nic_is_link
 from rigmon.schema import Frame, NetInterfaceReading, ThunderboltDeviceReading
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge

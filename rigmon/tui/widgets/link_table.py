@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 
 from rigmon.cluster.incident import rtt
 from rigmon.cluster.link_matrix import LinkMatrix, MatrixRow
-from rigmon.cluster.summary import PathCell
+from rigmon.summary import PathCell
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
 

@@ -20,7 +20,7 @@ from textual.widget import Widget
 
 from rigmon.cluster.incident import reason, rtt
 from rigmon.cluster.store import NodeView
-from rigmon.cluster.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
+from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
 from rigmon.tui.text import plain

@@ -113,7 +113,7 @@ class SourceGroup(Widget):
     trends: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
     """Downsampled history of the node by series name (see rigmon.cluster.history.SERIES)."""
     details: reactive[dict[str, tuple[float, ...]]] = reactive(dict)
-    """Downsampled per-device history by series name (see rigmon.cluster.summary.detail_values)."""
+    """Downsampled per-device history by series name (see rigmon.summary.detail_values)."""
     events: reactive[tuple[Event, ...]] = reactive(tuple)
     """The node's recent events, oldest first."""
     span_s: reactive[float | None] = reactive(None)

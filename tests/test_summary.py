@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
-from rigmon.cluster.summary import detail_values, summarize
-from rigmon.schema import CollectorStatus, Readings
+from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, node_figures
+from rigmon.clock import SystemClock
+from rigmon.cluster.chart import charts_for, frame_values
+from rigmon.cluster.incident import problems
+from rigmon.cluster.store import NodeStore, power_limit_w
+from rigmon.schema import CollectorStatus, GpuReading, Readings, encode
+from rigmon.summary import SLIM_DROPPED, SLIM_GPU_FIELDS, detail_values, slim_frame, summarize, summary_record
 from tests.tui.snapshot_apps.fake_agent import make_frame
+from tests.tui.snapshot_apps.record_frames import FIXTURES as FRAME_FIXTURES
 from tests.tui.snapshot_apps.record_frames import load_frames
+
 
 
 def test_host_figures_and_unknown_sources() -> None:
@@ -104,3 +111,42 @@ def test_detail_series_name_devices_by_identity() -> None:
     assert values["path[vpsu-v].resistance_mohm"] == frames[59].readings.path_resistance[0].resistance_mohm
     storage = detail_values(load_frames("enclosure-link-10g-array-lagging")[44].readings)
     assert {"raid[md126].read_bytes_per_s", "raid[md127].write_bytes_per_s", "net[enp191s0].bytes_per_s"} <= set(storage)
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name.removesuffix(".jsonl.gz") for p in FRAME_FIXTURES.glob("*.jsonl.gz")))
+def test_a_summary_records_frame_keeps_what_the_cluster_screen_reads(fixture: str) -> None:
+    """The slim frame of `summary_record` gives the cluster row, the history view's charts and the
+    cluster rules' peer checks what the whole frame gives (so a node followed by summaries shows the same)."""
+    store = NodeStore("k", "http://n", SystemClock())
+    for frame in load_frames(fixture):
+        record = summary_record(frame)
+        slim = record.frame
+        assert record.summary == summarize(frame) and record.details == detail_values(frame.readings)
+        assert len(encode(record)) < len(encode(frame)) + 2000
+        assert (slim.node, slim.run_id, slim.seq, slim.taken_at, slim.collectors, slim.events) == (
+            frame.node, frame.run_id, frame.seq, frame.taken_at, frame.collectors, frame.events)
+        summary = store.worst.add(record.summary)
+        assert problems(slim, summary, (), store.rail) == problems(frame, summary, (), store.rail)
+        assert power_limit_w(slim) == power_limit_w(frame)
+        assert charts_for(frame_values(slim)) == charts_for(frame_values(frame))
+        for check in DEFAULT_PEER_CHECKS:
+            assert node_figures({"n": slim}, check.select, check.aggregate) == \
+                node_figures({"n": frame}, check.select, check.aggregate)
+
+
+def test_slim_frames_drop_only_the_listed_readings() -> None:
+    frame = load_frames("v100-gpu-lost-rail-sag")[-1]
+    slim = slim_frame(frame)
+    for name in (f.name for f in fields(Readings)):
+        if name in SLIM_DROPPED:
+            assert getattr(slim.readings, name) == getattr(Readings(), name)
+        elif name != "gpus":
+            assert getattr(slim.readings, name) == getattr(frame.readings, name)
+    assert frame.readings.gpus and len(slim.readings.gpus) == len(frame.readings.gpus)
+    for gpu, whole in zip(slim.readings.gpus, frame.readings.gpus):
+        for name in (f.name for f in fields(GpuReading)):
+            if name in SLIM_GPU_FIELDS and name != "nvlinks":
+                assert getattr(gpu, name) == getattr(whole, name)
+            elif name != "nvlinks":
+                assert getattr(gpu, name) in (None, ())
+        assert all(link in whole.nvlinks for link in gpu.nvlinks)
