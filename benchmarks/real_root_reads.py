@@ -25,25 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine  # noqa: E402
 from rigmon.clock import SystemClock  # noqa: E402
+from rigmon.collectors import REGISTRY  # noqa: E402
 from rigmon.collectors.base import Collector, CollectorContext, NoData  # noqa: E402
-from rigmon.collectors.disks import make_disk_collector  # noqa: E402
-from rigmon.collectors.host import make_host_collector  # noqa: E402
-from rigmon.collectors.hwmon_power import make_hwmon_power_collector  # noqa: E402
-from rigmon.collectors.infiniband import make_infiniband_collector  # noqa: E402
-from rigmon.collectors.nvme import make_nvme_collector  # noqa: E402
-from rigmon.collectors.raid import make_raid_collector  # noqa: E402
-from rigmon.collectors.thunderbolt import make_thunderbolt_collector  # noqa: E402
 from rigmon.config import AgentConfig  # noqa: E402
 from rigmon.hw.root import HostRoot  # noqa: E402
 
+#: The collectors that read sysfs and procfs (the GPU ones read NVML; the PSU a serial line).
 FACTORIES: dict[str, Callable[[CollectorContext], Collector]] = {
-    "host": make_host_collector,
-    "disks": make_disk_collector,
-    "raid": make_raid_collector,
-    "nvme": make_nvme_collector,
-    "thunderbolt": make_thunderbolt_collector,
-    "infiniband": make_infiniband_collector,
-    "psu_hwmon": make_hwmon_power_collector,
+    name: REGISTRY[name] for name in ("host", "disks", "raid", "nvme", "thunderbolt", "infiniband", "psu_hwmon")
 }
 
 

@@ -159,12 +159,9 @@ class HostRoot:
             kept_dirs = self._kept_dirs = self._find_kept_dirs()
         if kept_dirs and rel.startswith(kept_dirs):
             return self._read_kept(path, max_bytes, whole_below)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
-                return None
-            raise
+        fd = _open_or_none(path)
+        if fd is None:
+            return None
         try:
             chunks: list[bytes] = []
             remaining = max_bytes
@@ -200,12 +197,9 @@ class HostRoot:
                 # Gone (unplugged device, reaped process) or empty: read it by its path again.
                 del kept[path]
                 os.close(fd)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
-                return None
-            raise
+        fd = _open_or_none(path)
+        if fd is None:
+            return None
         keep = False
         try:
             raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
@@ -307,3 +301,13 @@ class HostRoot:
             return os.readlink(self._real(rel))
         except OSError:
             return None
+
+
+def _open_or_none(path: str) -> int | None:
+    """A read-only descriptor of ``path``; ``None`` when it is absent or not readable."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
+            return None
+        raise
