@@ -95,7 +95,7 @@ def counting_app(urls: list[str], counts: dict[str, int]) -> Any:
     """The real dashboard following ``urls``, counting what it files (its own handlers run too)."""
     from rigmon.cluster.config import NodeTarget
     from rigmon.tui.app import RigmonApp
-    from rigmon.tui.messages import NodeFailed, NodeGap, NodeSampled
+    from rigmon.tui.messages import NodeFailed, NodeGap, NodeSampled, NodeSummarized
 
     class CountingApp(RigmonApp):
         # Textual finds a relative CSS_PATH next to the subclass's module: point at the real one.
@@ -104,6 +104,10 @@ def counting_app(urls: list[str], counts: dict[str, int]) -> Any:
         # Textual calls the handler of every class in the MRO: these count, RigmonApp's file.
         def on_node_sampled(self, message: NodeSampled) -> None:
             counts["frames"] += len(message.frames)
+
+        # Nodes off screen are followed by summary records (one per frame), the open node by frames.
+        def on_node_summarized(self, message: NodeSummarized) -> None:
+            counts["frames"] += len(message.records)
 
         def on_node_gap(self, message: NodeGap) -> None:
             counts["gaps"] += 1
