@@ -12,6 +12,10 @@ import time
 
 import httpx
 
+from rigmon.clock import SystemClock
+from rigmon.cluster.client import AgentClient
+from rigmon.cluster.link_matrix import LinkMatrix, link_matrix
+from rigmon.cluster.store import ClusterStore, NodeView
 from rigmon.schema import Frame, PeerPathReading
 from rigmon.sim.rig import running_rig
 from rigmon.sim.scenarios.tp_cluster import SLOW_DELAY_US, TBNET_SILENT_FROM_S
@@ -70,3 +74,37 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         responder = node01.buffer.latest.readings.probe_responder if node01.buffer and node01.buffer.latest else None
         assert responder is not None and responder.answered_total > 0
         assert responder.refused_mac_total == responder.refused_peer_total == 0
+        # The dashboard's side: the summary records the agents serve put the weak paths in the
+        # link matrix and on the node's row.
+        matrix, views = await dashboard_view(rig.urls)
+        assert not [v for v in views if v.state != "live"], views
+        row = {(r.path, r.node): r for r in matrix.rows}
+        column = {peer: i for i, peer in enumerate(matrix.peers)}
+        slow_cell = row[("roce", "node02")].cells[column["node03"]]
+        assert slow_cell is not None and slow_cell.state == "degraded", slow_cell
+        silent_cell = row[("tbnet", "node03")].cells[column["node04"]]
+        assert silent_cell is not None and silent_cell.state == "silent", silent_cell
+        assert all(c is None or c.state == "ok" for c in row[("roce", "node01")].cells)
+        by_name = {v.name: v for v in views}
+        worst = by_name["node03"].summary.path_worst if by_name["node03"].summary else None
+        assert worst is not None and (worst.path, worst.peer, worst.state) == ("tbnet", "node04", "silent")
+
+
+async def dashboard_view(urls: list[str]) -> tuple[LinkMatrix, list[NodeView]]:
+    """What the dashboard builds from each agent's last summary records (GET /v1/samples?view=summary)."""
+    cluster = ClusterStore(SystemClock())
+    for url in urls:
+        client = AgentClient(url)
+        try:
+            info = await client.info()
+            latest = await client.latest()
+            assert latest is not None
+            page = await client.samples(since=max(0, latest.seq - 5), view="summary")
+        finally:
+            await client.aclose()
+        assert page.summaries, url
+        store = cluster.add(url, url)
+        store.connected(info)
+        store.add_summaries(page.summaries)
+    views = cluster.views()
+    return link_matrix(views), views
