@@ -569,6 +569,8 @@ class PynvmlNvml:
         self._closed = False
         self._waiting_lock = threading.Lock()
         self._initialized = False
+        # The poll watchdog's thread and the Xid thread both init on first use: one nvmlInit.
+        self._init_lock = threading.Lock()
         self._event_set: Any = None
         self._event_handles: dict[int, tuple[int, str | None, str | None]] = {}
 
@@ -576,13 +578,16 @@ class PynvmlNvml:
         """Lazy init, in the watchdog thread. A missing driver stays a quiet absence."""
         if self._initialized:
             return
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            if exc.value in _ABSENT_CODES:
-                raise NvmlUnavailable(f"NVML: {exc}") from None
-            raise
-        self._initialized = True
+        with self._init_lock:
+            if self._initialized:
+                return
+            try:
+                pynvml.nvmlInit()
+            except pynvml.NVMLError as exc:
+                if exc.value in _ABSENT_CODES:
+                    raise NvmlUnavailable(f"NVML: {exc}") from None
+                raise
+            self._initialized = True
 
     def device_count(self) -> int:
         return self._poll.run(self._count, self.timeout_s)
@@ -966,9 +971,10 @@ class PynvmlNvml:
         self._poll.close()
 
     def _shutdown(self) -> None:
-        if self._initialized:
-            self._initialized = False
-            pynvml.nvmlShutdown()
+        with self._init_lock:
+            if self._initialized:
+                self._initialized = False
+                pynvml.nvmlShutdown()
 
 
 def _handle_key(handle: Any) -> int:

@@ -239,6 +239,29 @@ def test_xid_events_through_the_event_set(machine: FakeNvmlMachine) -> None:
     assert hits[0].uuid == machine.gpus[2].uuid
 
 
+def test_the_poll_and_the_xid_thread_init_nvml_once(machine: FakeNvmlMachine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both threads' first use inits NVML; a slow nvmlInit makes them overlap every time.
+    inits: list[str] = []
+    real_init = pynvml.nvmlInit
+
+    def slow_init() -> None:
+        inits.append(threading.current_thread().name)
+        time.sleep(0.2)
+        real_init()
+
+    monkeypatch.setattr(pynvml, "nvmlInit", slow_init)
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            waiter = threading.Thread(target=lambda: nvml.wait_xid(0.01), name="xid-waiter")
+            waiter.start()
+            assert nvml.device_count() == 4
+            waiter.join(DEADLINE_S)
+        finally:
+            nvml.close()
+    assert len(inits) == 1, inits  # one nvmlInit for the one nvmlShutdown at close
+
+
 def test_xid_wait_runs_on_the_waiting_thread_and_close_frees_the_set(machine: FakeNvmlMachine) -> None:
     with serving(None, machine):
         nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
