@@ -7,7 +7,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from rigmon.schema import Frame, encode
-from rigmon.summary import summary_record
 
 #: Frames whose encoding is kept: the newest of every agent in the process (the simulator runs
 #: several), and those SSE readers catching up are sending.
@@ -62,8 +61,16 @@ def frame_json(frame: Frame) -> bytes:
     return ENCODED.get(frame)
 
 
+def _encode_summary(frame: Frame) -> bytes:
+    # Imported on the first summary asked for: an agent no dashboard follows by summaries never
+    # loads the cluster screen's figures (a few ms of its start).
+    from rigmon.summary import summary_record
+
+    return encode(summary_record(frame))
+
+
 #: The summary records of the newest frames (``/v1/stream?view=summary``), shared like `ENCODED`.
-SUMMARIES = EncodedFrames(encoder=lambda frame: encode(summary_record(frame)))
+SUMMARIES = EncodedFrames(encoder=_encode_summary)
 
 
 def summary_json(frame: Frame) -> bytes:
