@@ -104,12 +104,7 @@ class FakeDriverTimer:
             try:
                 return original(name, fn)
             finally:
-                spent = time.thread_time() - t0
-                ident = threading.get_ident()
-                with self._lock:
-                    self.cpu_s += spent
-                    self.calls += 1
-                    self.by_thread[ident] = self.by_thread.get(ident, 0.0) + spent
+                self._count(time.thread_time() - t0)
 
         FAKE_NVML._system = timed  # type: ignore[method-assign]
         # The fake's event wait does not pass `_system` (it blocks on a condition, not the
@@ -121,15 +116,18 @@ class FakeDriverTimer:
             try:
                 return int(wait(*args))
             finally:
-                spent = time.thread_time() - t0
-                ident = threading.get_ident()
-                with self._lock:
-                    self.cpu_s += spent
-                    self.calls += 1
-                    self.by_thread[ident] = self.by_thread.get(ident, 0.0) + spent
+                self._count(time.thread_time() - t0)
 
         FAKE_NVML.symbols.nvmlEventSetWait_v2 = timed_wait
         pynvml._nvmlGetFunctionPointer_cache.pop("nvmlEventSetWait_v2", None)
+
+    def _count(self, spent: float) -> None:
+        """One timed call of ``spent`` CPU seconds on the calling thread."""
+        ident = threading.get_ident()
+        with self._lock:
+            self.cpu_s += spent
+            self.calls += 1
+            self.by_thread[ident] = self.by_thread.get(ident, 0.0) + spent
 
     def remove(self) -> None:
         FAKE_NVML.__dict__.pop("_system", None)

@@ -25,6 +25,8 @@ _READ_BATCH = 64
 #: Linux: ask for the kernel's receive time of each datagram (struct timespec, CLOCK_REALTIME).
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _TIMESPEC = struct.Struct("@qq")
+#: Control-message room for that receive time, for `recvmsg`.
+TIMESTAMP_CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ class PathWindow:
     error: str | None
 
 
-def _kernel_time_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
+def kernel_time_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
     """The kernel receive time (Unix ns) in a datagram's control messages, if it is there."""
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
@@ -241,14 +243,14 @@ class ProbeSender:
         assert path.sock is not None
         for _ in range(_READ_BATCH):
             try:
-                data, ancdata, _, _ = path.sock.recvmsg(256, socket.CMSG_SPACE(_TIMESPEC.size))
+                data, ancdata, _, _ = path.sock.recvmsg(256, TIMESTAMP_CMSG_BYTES)
             except BlockingIOError:
                 return
             except OSError as exc:
                 path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
                 return
             end_ns = time.perf_counter_ns()
-            kernel_ns = _kernel_time_ns(ancdata)
+            kernel_ns = kernel_time_ns(ancdata)
             try:
                 reply = parse(data, self.key)
             except ProbeRefused:

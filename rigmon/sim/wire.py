@@ -21,18 +21,17 @@ import logging
 import random
 import selectors
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rigmon.probes.sender import SO_TIMESTAMPNS, TIMESTAMP_CMSG_BYTES, kernel_time_ns
+
 log = logging.getLogger(__name__)
 
 _PR_SET_TIMERSLACK = 29
 _MAX_DATAGRAM = 2048
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_TIMESPEC = struct.Struct("@qq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +78,7 @@ class _Relay:
         self.front.bind(("127.0.0.1", 0))
         self.front.setblocking(False)
         try:
-            self.front.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            self.front.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError:
             pass
         self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -196,7 +195,7 @@ class SimWire:
         sock = relay.front if front else relay.back
         for _ in range(64):
             try:
-                data, ancdata, _, addr = sock.recvmsg(_MAX_DATAGRAM, socket.CMSG_SPACE(_TIMESPEC.size))
+                data, ancdata, _, addr = sock.recvmsg(_MAX_DATAGRAM, TIMESTAMP_CMSG_BYTES)
             except (BlockingIOError, OSError):
                 return
             if relay.path.silent_at(self.now_s()):
@@ -211,7 +210,7 @@ class SimWire:
                 delay_ns = int(max(0.0, relay.path.delay_us + jitter) * 1000)
                 # Count the delay from the datagram's arrival in the kernel: the time this thread
                 # took to read it (waiting for the GIL) is part of the delay, not added to it.
-                late_ns = max(0, time.time_ns() - (_arrival_ns(ancdata) or time.time_ns()))
+                late_ns = max(0, time.time_ns() - (kernel_time_ns(ancdata) or time.time_ns()))
                 self._push(time.perf_counter_ns() + delay_ns - late_ns, relay.back, data, relay.target)
                 relay.forwarded += 1
             elif relay.client is not None:
@@ -230,14 +229,6 @@ class SimWire:
             return
         self._order += 1
         heapq.heappush(self._heap, (due_ns, self._order, sock, data, addr))
-
-
-def _arrival_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(data)
-            return int(sec) * 1_000_000_000 + int(nsec)
-    return None
 
 
 def free_udp_port() -> int:

@@ -32,12 +32,7 @@ class RdmaPortFlap:
     default_nodes = 4
 
     def build(self, node: SimNode, index: int) -> None:
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
-                                    interfaces=[SimInterface("enp1s0f0np0", 100000), SimInterface("eth0", 2500)]))
-        node.devices.append(SimRdma(ports=[SimRdmaPort("mlx5_0", rate_gbps=100.0)]))
-        gpu = SimAmdGpu()
-        node.devices.append(gpu)
-        node.devices.append(SimAmdJob(gpu, start_s=5.0 - 0.2 * index))
+        build_strix_roce_node(node, index)
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.2 * index, start_s=5.0)
@@ -49,3 +44,14 @@ class RdmaPortFlap:
         slow = DOWN_UNTIL_S <= phase < SLOW_UNTIL_S
         port.rate_gbps = 25.0 if slow else 100.0
         port.error_rate_per_s = 2.0 if slow else 0.0
+
+
+def build_strix_roce_node(node: SimNode, index: int, *extra: SimInterface) -> None:
+    """A Strix Halo node training on its iGPU, with a 100 GbE RoCE port (``mlx5_0`` on
+    ``enp1s0f0np0``), a 2.5 GbE management NIC and ``extra`` interfaces."""
+    node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
+                                interfaces=[SimInterface("enp1s0f0np0", 100000), *extra, SimInterface("eth0", 2500)]))
+    node.devices.append(SimRdma(ports=[SimRdmaPort("mlx5_0", rate_gbps=100.0)]))
+    gpu = SimAmdGpu()
+    node.devices.append(gpu)
+    node.devices.append(SimAmdJob(gpu, start_s=5.0 - 0.2 * index))

@@ -3,15 +3,13 @@ pair and a management network; one slow path, one path that goes silent, one RDM
 
 from __future__ import annotations
 
-from rigmon.sim.gpu import SimAmdGpu
-from rigmon.sim.host import SimHost, SimInterface
-from rigmon.sim.job import SimAmdJob
+from rigmon.sim.host import SimInterface
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
-from rigmon.sim.rdma import SimRdma, SimRdmaPort
+from rigmon.sim.rdma import SimRdma
+from rigmon.sim.scenarios.rdma_port_flap import build_strix_roce_node
 from rigmon.sim.wire import WirePath
 
-GIB = 1024**3
 #: The pair on the slow RoCE path (node02 <-> node03): 2-3 ms round trips and 10 % loss (a
 #: flaky transceiver: PFC pauses and retransmissions).
 SLOW_PAIR = (1, 2)
@@ -52,13 +50,7 @@ class TpCluster:
     default_nodes = 4
 
     def build(self, node: SimNode, index: int) -> None:
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
-                                    interfaces=[SimInterface("enp1s0f0np0", 100000), SimInterface("thunderbolt0", 40000),
-                                                SimInterface("eth0", 2500)]))
-        node.devices.append(SimRdma(ports=[SimRdmaPort("mlx5_0", rate_gbps=100.0)]))
-        gpu = SimAmdGpu()
-        node.devices.append(gpu)
-        node.devices.append(SimAmdJob(gpu, start_s=5.0 - 0.2 * index))
+        build_strix_roce_node(node, index, SimInterface("thunderbolt0", 40000))
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.2 * index, start_s=5.0)
