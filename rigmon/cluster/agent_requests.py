@@ -1,4 +1,4 @@
-"""Requests to one agent's /v1 API: building the httpx client (TLS, token, timeouts), info, samples, history, the stream.
+"""Requests to one agent's /v1 API: the httpx client (TLS, token, timeouts), info, samples, history, the stream.
 
 Every answer is decoded by `rigmon.cluster.sanitise.decode_agent` and checked for this client's
 schema version; every failure becomes an `AgentError` (see `rigmon.cluster.agent_answers`).

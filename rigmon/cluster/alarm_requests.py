@@ -1,4 +1,4 @@
-"""Alarm and guard requests to one agent: the alarm list (fetched on demand and watched), acknowledging, guard commands."""
+"""Alarm and guard requests to one agent: the alarm list (fetched or watched), acknowledging, guard commands."""
 
 from __future__ import annotations
 

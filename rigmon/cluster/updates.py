@@ -1,4 +1,4 @@
-"""What following an agent yields: `Update`s (connected, frames or summaries, gap, failed), and how items become them."""
+"""What following an agent yields: `Update`s (connected, frames or summaries, gap, failed), built from items."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The guard's hands: what it needs of NVML (`GuardActuator`), one step written to one GPU and put back, settings described.
+"""The guard's NVML writes: what it needs of NVML (`GuardActuator`), one step written to a GPU and put back.
 
-Every function here talks to the GPUs and runs on the guard's worker thread, never on the event
-loop (`rigmon.agent.guard.service`).
+`apply_step` and `put_back` talk to the GPUs: the service calls them on its worker thread, never
+on the event loop (`rigmon.agent.guard.service`). `describe` puts settings into one line.
 """
 
 from __future__ import annotations
