@@ -6,18 +6,17 @@ same engine runs in the agent on every frame, in ``rigmon check`` and in table-d
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from rigmon.alarms.conditions import counter, state_condition, threshold, trend, worse
 from rigmon.alarms.frame_reads import FrameReads
-from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition, Worse
+from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
 from rigmon.alarms.quiet import counter_update, staleness_update, state_test
-from rigmon.alarms.rule_state import RuleState, counter_history, stood_still
+from rigmon.alarms.rule_state import RuleState, stood_still
 from rigmon.alarms.rules import (
-    SECONDS_PER_DAY,
     CounterRule,
     EventRule,
     Rule,
@@ -29,7 +28,7 @@ from rigmon.alarms.rules import (
 )
 from rigmon.alarms.selector import Match, field_value, frame_view
 from rigmon.alarms.templates import Template
-from rigmon.alarms.values import identity, number, same_value, slope, tidy
+from rigmon.alarms.values import number, same_value
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
 
@@ -229,15 +228,15 @@ class AlarmEngine:
         (the rule has no alarm, so the book has no use for them: nothing is rendered)."""
         state = self._state[rule.name]
         if isinstance(rule, ThresholdRule):
-            yield from self._threshold(rule, state, matches, now, quiet)
+            yield from threshold(rule, state, matches, now, quiet, self._obs)
         elif isinstance(rule, StateRule):
-            yield from self._state_rule(rule, state, matches, quiet)
+            yield from state_condition(rule, state, matches, quiet, self._obs)
         elif isinstance(rule, CounterRule):
-            yield from self._counter(rule, state, matches, now, quiet)
+            yield from counter(rule, state, matches, now, quiet, self._obs)
         elif isinstance(rule, StalenessRule):
             yield from self._staleness(rule, state, matches, now, quiet)
         elif isinstance(rule, TrendRule):
-            yield from self._trend(rule, state, matches, now, quiet)
+            yield from trend(rule, state, matches, now, quiet, self._obs)
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
              value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True,
@@ -249,94 +248,12 @@ class AlarmEngine:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
             return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known,
-                               worse=_worse(rule))
+                               worse=worse(rule))
         fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=self._messages[rule.name].render(fields, fallback), worse=_worse(rule))
-
-    def _threshold(self, rule: ThresholdRule, state: RuleState, matches: list[Match],
-                   now: float, quiet: bool) -> Iterable[Observation | None]:
-        for m in matches:
-            v = number(m.value)
-            if v is None:
-                continue
-            if rule.aggregate != "last":
-                win = state.window.setdefault(m.subject, deque())
-                win.append((now, v))
-                while win and win[0][0] < now - rule.window_s:
-                    win.popleft()
-                if now - state.first_seen.setdefault(m.subject, now) < rule.window_s:
-                    continue  # less than one window of history: no verdict yet
-                values = [x for _, x in win]
-                v = min(values) if rule.aggregate == "min" else max(values) if rule.aggregate == "max" \
-                    else sum(values) / len(values)
-            was = state.latched.get(m.subject, False)
-            if rule.below is not None:
-                trip, clear = v < rule.below, v >= rule.below + rule.hysteresis
-            else:
-                assert rule.above is not None
-                trip, clear = v > rule.above, v <= rule.above - rule.hysteresis
-            active = trip or (was and not clear)
-            state.latched[m.subject] = active
-            if quiet and not active:
-                continue
-            yield self._obs(rule, m, m.subject, m.labels, active, tidy(v), quiet=quiet)
-
-    def _state_rule(self, rule: StateRule, state: RuleState, matches: list[Match],
-                    quiet: bool) -> Iterable[Observation | None]:
-        present: set[str] = set()
-        for m in matches:
-            present.add(m.subject)
-            details: dict[str, Any] = {}
-            if rule.equals is not None:
-                active = same_value(m.value, rule.equals)
-            elif rule.one_of:
-                active = any(same_value(m.value, x) for x in rule.one_of)
-            elif rule.not_one_of:
-                active = not any(same_value(m.value, x) for x in rule.not_one_of)
-            elif rule.vanished:
-                state.seen[m.subject] = dict(m.labels)
-                active = False
-            else:
-                v = number(m.value)
-                if v is None:
-                    continue
-                if rule.below_first_seen:
-                    first = state.first_seen.setdefault(m.subject, v)
-                    details["first_seen"] = tidy(first)
-                    active = v < first
-                else:
-                    ident = identity(m.labels)
-                    if ident is None or ident not in rule.expected:
-                        continue
-                    details["expected"] = tidy(rule.expected[ident])
-                    active = v < rule.expected[ident]
-            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details, quiet=quiet)
-        if rule.vanished:
-            for subject, labels in state.seen.items():
-                if subject not in present:
-                    yield self._obs(rule, None, subject, labels, True, None)
-
-    def _counter(self, rule: CounterRule, state: RuleState, matches: list[Match],
-                 now: float, quiet: bool) -> Iterable[Observation | None]:
-        start = now - rule.window_s
-        for m in matches:
-            v = number(m.value)
-            if v is None:
-                continue
-            hist = counter_history(state.window, m.subject, v, now, start)
-            increase = v - hist[0][1]
-            active = increase > rule.max_increase
-            if quiet and not active:
-                continue
-            # Less than a window of history (since the agent started or the counter was reset)
-            # cannot say the counter is quiet: an alarm carried over a restart, or firing across
-            # a driver reload, must not resolve on it and fire again moments later.
-            known = active or hist[0][0] <= start
-            yield self._obs(rule, m, m.subject, m.labels, active, tidy(increase),
-                            {"increase": increase, "total": tidy(v)}, known=known, quiet=quiet)
+                           message=self._messages[rule.name].render(fields, fallback), worse=worse(rule))
 
     def _staleness(self, rule: StalenessRule, state: RuleState, matches: list[Match],
                    now: float, quiet: bool) -> Iterable[Observation | None]:
@@ -362,28 +279,6 @@ class AlarmEngine:
         return self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
                          {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
 
-
-    def _trend(self, rule: TrendRule, state: RuleState, matches: list[Match], now: float,
-               quiet: bool) -> Iterable[Observation | None]:
-        for m in matches:
-            v = number(m.value)
-            if v is None:
-                continue
-            buckets = state.buckets.setdefault(m.subject, deque())
-            index = math.floor(now / rule.bucket_s)
-            if buckets and buckets[-1][0] == index:
-                buckets[-1][1] += v
-                buckets[-1][2] += 1
-            else:
-                buckets.append([float(index), v, 1.0])
-            while buckets and (buckets[0][0] + 1) * rule.bucket_s <= now - rule.window_s:
-                buckets.popleft()
-            if (buckets[-1][0] - buckets[0][0]) * rule.bucket_s < rule.min_span_s:
-                continue  # not enough history for a trend: no verdict, not a clear
-            slope_per_day = slope([((b[0] + 0.5) * rule.bucket_s, b[1] / b[2]) for b in buckets]) * SECONDS_PER_DAY
-            yield self._obs(rule, m, m.subject, m.labels, slope_per_day > rule.max_rise_per_day,
-                            round(slope_per_day, 6), quiet=quiet)
-
     def _events(self, rule: EventRule, events: Sequence[Event]) -> Iterable[Observation]:
         for ev in events:
             if ev.kind != rule.event:
@@ -399,17 +294,3 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
-
-
-def _worse(rule: Rule) -> Worse | None:
-    """Which way a rule's readings get worse: a value below a limit (or below the speed
-    first seen or expected) is worse the lower it is; an increase, an age or a slope the
-    higher; a state has no order."""
-    if isinstance(rule, ThresholdRule):
-        return "lower" if rule.below is not None else "higher"
-    if isinstance(rule, StateRule):
-        return "lower" if rule.below_first_seen or rule.expected else None
-    if isinstance(rule, (CounterRule, StalenessRule, TrendRule)):
-        return "higher"
-    return None
-

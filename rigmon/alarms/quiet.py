@@ -59,7 +59,7 @@ def staleness_update(rule: StalenessRule, state: RuleState, pairs: list[tuple[st
 
 def state_test(rule: StateRule) -> Callable[[EventValue], bool]:
     """Whether a reading is in the bad state of a rule with ``equals``, ``one_of`` or ``not_one_of``,
-    as `AlarmEngine._state_rule` decides it (`same_value`)."""
+    as `rigmon.alarms.conditions.state_condition` decides it (`same_value`)."""
     wanted = (rule.equals,) if rule.equals is not None else rule.one_of or rule.not_one_of
     negate = rule.equals is None and not rule.one_of
     if all(type(x) is str for x in wanted):
