@@ -15,7 +15,9 @@ from rigmon.agent.api import ApiState, ASGIApp, build_app
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.capture import capture_node
 from rigmon.agent.guard.api import guard_routes
-from rigmon.agent.guard.service import GuardCollector, GuardService, report_left_behind_when_disabled
+from rigmon.agent.guard.collector import GuardCollector
+from rigmon.agent.guard.service import GuardService
+from rigmon.agent.guard.state_file import report_left_behind_when_disabled
 from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector
 from rigmon.agent.rail_path import GpuPowerPathCollector

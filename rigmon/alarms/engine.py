@@ -6,17 +6,17 @@ same engine runs in the agent on every frame, in ``rigmon check`` and in table-d
 
 from __future__ import annotations
 
-import math
-import string
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition, Worse
+from rigmon.alarms.conditions import counter, state_condition, threshold, trend, worse
+from rigmon.alarms.frame_reads import FrameReads
+from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
+from rigmon.alarms.quiet import counter_update, staleness_update, state_test
+from rigmon.alarms.rule_state import RuleState, stood_still
 from rigmon.alarms.rules import (
-    SECONDS_PER_DAY,
     CounterRule,
     EventRule,
     Rule,
@@ -26,112 +26,11 @@ from rigmon.alarms.rules import (
     TrendRule,
     to_table,
 )
-from rigmon.alarms.selector import IdentityMemo, LevelMemo, Match, field_value, frame_view
+from rigmon.alarms.selector import Match, field_value, frame_view
+from rigmon.alarms.templates import Template
+from rigmon.alarms.values import number, same_value
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
-
-
-def _number(value: EventValue) -> float | None:
-    """A reading as a number; ``None`` for text, booleans and non-finite values."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def same_value(a: EventValue, b: EventValue) -> bool:
-    """Equality of readings across int/float (``0 == 0.0``) but not bool/number."""
-    na, nb = _number(a), _number(b)
-    if na is not None and nb is not None:
-        return na == nb
-    return type(a) is type(b) and a == b
-
-
-class _Formatter(string.Formatter):
-    def get_value(self, key: int | str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        if isinstance(key, str) and key in kwargs:
-            return kwargs[key]
-        raise KeyError(key)
-
-
-_FORMATTER = _Formatter()
-
-
-_FORMAT_ERRORS = (KeyError, IndexError, ValueError, TypeError, AttributeError)
-
-
-def render(template: str, fields: Mapping[str, Any], fallback: str) -> str:
-    """``template`` formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
-    if not template:
-        return fallback
-    try:
-        return _FORMATTER.vformat(template, (), fields)
-    except _FORMAT_ERRORS:
-        return fallback
-
-
-class Template:
-    """A rule's ``subject`` or ``message`` template, parsed once; renders exactly as `render`.
-
-    Every subject of every rule is rendered on every frame: ``string.Formatter`` re-parses
-    the template and dispatches through several methods per field each time. A template
-    whose fields are plain names (``gpu:{index}``, ``{value:.2f} V``) is split once into
-    literal text and (name, format spec) pairs and joined with ``format()``; any other
-    (attribute or index access, ``!r`` conversions, nested specs, positional fields, bad
-    syntax) goes through `render`.
-    """
-
-    __slots__ = ("text", "_parts")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._parts = _compile(text)
-
-    @property
-    def compiled(self) -> bool:
-        """Whether the template renders without ``string.Formatter``."""
-        return self._parts is not None
-
-    def render(self, fields: Mapping[str, Any], fallback: str) -> str:
-        """The template formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
-        parts = self._parts
-        if parts is None:
-            return render(self.text, fields, fallback)
-        if not parts:
-            return fallback  # an empty template
-        try:
-            return "".join([literal + format(fields[name], spec) if name is not None else literal
-                            for literal, name, spec in parts])
-        except _FORMAT_ERRORS:
-            return fallback
-
-
-def _compile(text: str) -> tuple[tuple[str, str | None, str], ...] | None:
-    """Literal text and named fields of a template; ``None`` when it needs the general formatter."""
-    try:
-        parsed = list(_FORMATTER.parse(text))
-    except ValueError:
-        return None
-    parts: list[tuple[str, str | None, str]] = []
-    for literal, name, spec, conversion in parsed:
-        if name is None:
-            parts.append((literal, None, ""))
-            continue
-        if conversion is not None or not name.isidentifier() or (spec and ("{" in spec or "}" in spec)):
-            return None
-        parts.append((literal, name, spec or ""))
-    return tuple(parts)
-
-
-@dataclass(slots=True)
-class _RuleState:
-    """Per-rule memory between frames."""
-
-    latched: dict[str, bool] = field(default_factory=dict)
-    window: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
-    first_seen: dict[str, float] = field(default_factory=dict)
-    seen: dict[str, dict[str, str]] = field(default_factory=dict)
-    buckets: dict[str, deque[list[float]]] = field(default_factory=dict)
-    unchanged: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 class AlarmEngine:
@@ -155,12 +54,12 @@ class AlarmEngine:
         self.clock = clock
         self.intervals: dict[str, float] = dict(intervals or {})
         self.book = AlarmBook(node, id_prefix, recent_limit)
-        self._state: dict[str, _RuleState] = {r.name: _RuleState() for r in self.rules}
+        self._state: dict[str, RuleState] = {r.name: RuleState() for r in self.rules}
         self._selectors = {r.name: r.selector for r in self.rules}
         #: For state rules that keep no memory between frames (``equals``, ``one_of``,
         #: ``not_one_of``), whether a reading is in the rule's bad state.
         self._stateless: dict[str, Callable[[EventValue], bool]] = {
-            r.name: _state_test(r) for r in self.rules
+            r.name: state_test(r) for r in self.rules
             if isinstance(r, StateRule) and (r.equals is not None or r.one_of or r.not_one_of)}
         #: Leave out clear observations of rules without alarms (see `evaluate_data`); tests
         #: switch it off to check that it changes nothing.
@@ -197,12 +96,7 @@ class AlarmEngine:
         The seam for readings whose record types a build does not have yet, and for tests.
         """
         out: list[Transition] = []
-        memo: IdentityMemo = {}  # list identities, shared by the rules of this frame only
-        # Rules that watch the same reading (warning and critical rail limits) share its matches.
-        selected: dict[str, list[Match]] = {}
-        values: dict[str, list[EventValue]] = {}
-        subject_values: dict[str, list[tuple[str, EventValue]]] = {}
-        levels: LevelMemo = {}  # leading steps walked, shared by the selectors of this frame
+        reads = FrameReads(data)  # rules that watch the same reading share what is read of it
         # A rule without an active or carried alarm only needs its active observations: the
         # book does nothing with a clear one for a subject it has no alarm for. Most rules,
         # most of the time, see only healthy subjects: their subjects and messages are not
@@ -226,23 +120,15 @@ class AlarmEngine:
             test = self._stateless.get(rule.name)
             if quiet and test is not None:
                 # A state rule that keeps no memory: its values alone say whether any subject is active.
-                found = values.get(selector.text)
-                if found is None:
-                    found = values[selector.text] = selector.values(data)
-                if not any(map(test, found)):
+                if not any(map(test, reads.values(selector))):
                     continue
             if quiet and isinstance(rule, StalenessRule):
                 # As for counters: subjects and values count the frames a timestamp stood
                 # still; only one older than the least limit needs its labels.
-                pairs = subject_values.get(selector.text)
-                if pairs is None:
-                    pairs = subject_values[selector.text] = selector.subject_values(data, memo, levels)
-                candidates = self._staleness_update(rule, self._state[rule.name], pairs, now)
+                candidates = staleness_update(rule, self._state[rule.name], reads.subject_values(selector), now)
                 if not candidates:
                     continue
-                matches = selected.get(selector.text)
-                if matches is None:
-                    matches = selected[selector.text] = selector.select(data, memo)
+                matches = reads.matches(selector)
                 observations = [o for i, at, frames in candidates
                                 if (o := self._stale_obs(rule, matches[i], at, frames, now, True)) is not None]
                 if observations:
@@ -252,20 +138,13 @@ class AlarmEngine:
                 # Histories are kept by subject: a quiet counter needs subjects and values, not
                 # matches with labels. Updating a history again with the same value changes
                 # nothing, so the rising ones are then observed from their matches as usual.
-                pairs = subject_values.get(selector.text)
-                if pairs is None:
-                    pairs = subject_values[selector.text] = selector.subject_values(data, memo, levels)
-                rising = self._counter_update(rule, self._state[rule.name], pairs, now)
+                rising = counter_update(rule, self._state[rule.name], reads.subject_values(selector), now)
                 if not rising:
                     continue
-                matches = selected.get(selector.text)
-                if matches is None:
-                    matches = selected[selector.text] = selector.select(data, memo)
+                matches = reads.matches(selector)
                 matches = [matches[i] for i in rising]
             else:
-                matches = selected.get(selector.text)
-                if matches is None:
-                    matches = selected[selector.text] = selector.select(data, memo)
+                matches = reads.matches(selector)
             observations = [o for o in self._observe(rule, matches, now, quiet) if o is not None]
             if observations or not quiet:
                 out.extend(self.book.observe(rule, observations, now))
@@ -349,15 +228,15 @@ class AlarmEngine:
         (the rule has no alarm, so the book has no use for them: nothing is rendered)."""
         state = self._state[rule.name]
         if isinstance(rule, ThresholdRule):
-            yield from self._threshold(rule, state, matches, now, quiet)
+            yield from threshold(rule, state, matches, now, quiet, self._obs)
         elif isinstance(rule, StateRule):
-            yield from self._state_rule(rule, state, matches, quiet)
+            yield from state_condition(rule, state, matches, quiet, self._obs)
         elif isinstance(rule, CounterRule):
-            yield from self._counter(rule, state, matches, now, quiet)
+            yield from counter(rule, state, matches, now, quiet, self._obs)
         elif isinstance(rule, StalenessRule):
             yield from self._staleness(rule, state, matches, now, quiet)
         elif isinstance(rule, TrendRule):
-            yield from self._trend(rule, state, matches, now, quiet)
+            yield from trend(rule, state, matches, now, quiet, self._obs)
 
     def _obs(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], active: bool,
              value: EventValue, details: Mapping[str, Any] | None = None, known: bool = True,
@@ -369,127 +248,20 @@ class AlarmEngine:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
             return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known,
-                               worse=_worse(rule))
+                               worse=worse(rule))
         fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=self._messages[rule.name].render(fields, fallback), worse=_worse(rule))
+                           message=self._messages[rule.name].render(fields, fallback), worse=worse(rule))
 
-    def _threshold(self, rule: ThresholdRule, state: _RuleState, matches: list[Match],
+    def _staleness(self, rule: StalenessRule, state: RuleState, matches: list[Match],
                    now: float, quiet: bool) -> Iterable[Observation | None]:
         for m in matches:
-            v = _number(m.value)
-            if v is None:
-                continue
-            if rule.aggregate != "last":
-                win = state.window.setdefault(m.subject, deque())
-                win.append((now, v))
-                while win and win[0][0] < now - rule.window_s:
-                    win.popleft()
-                if now - state.first_seen.setdefault(m.subject, now) < rule.window_s:
-                    continue  # less than one window of history: no verdict yet
-                values = [x for _, x in win]
-                v = min(values) if rule.aggregate == "min" else max(values) if rule.aggregate == "max" \
-                    else sum(values) / len(values)
-            was = state.latched.get(m.subject, False)
-            if rule.below is not None:
-                trip, clear = v < rule.below, v >= rule.below + rule.hysteresis
-            else:
-                assert rule.above is not None
-                trip, clear = v > rule.above, v <= rule.above - rule.hysteresis
-            active = trip or (was and not clear)
-            state.latched[m.subject] = active
-            if quiet and not active:
-                continue
-            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(v), quiet=quiet)
-
-    def _state_rule(self, rule: StateRule, state: _RuleState, matches: list[Match],
-                    quiet: bool) -> Iterable[Observation | None]:
-        present: set[str] = set()
-        for m in matches:
-            present.add(m.subject)
-            details: dict[str, Any] = {}
-            if rule.equals is not None:
-                active = same_value(m.value, rule.equals)
-            elif rule.one_of:
-                active = any(same_value(m.value, x) for x in rule.one_of)
-            elif rule.not_one_of:
-                active = not any(same_value(m.value, x) for x in rule.not_one_of)
-            elif rule.vanished:
-                state.seen[m.subject] = dict(m.labels)
-                active = False
-            else:
-                v = _number(m.value)
-                if v is None:
-                    continue
-                if rule.below_first_seen:
-                    first = state.first_seen.setdefault(m.subject, v)
-                    details["first_seen"] = _tidy(first)
-                    active = v < first
-                else:
-                    ident = _identity(m.labels)
-                    if ident is None or ident not in rule.expected:
-                        continue
-                    details["expected"] = _tidy(rule.expected[ident])
-                    active = v < rule.expected[ident]
-            yield self._obs(rule, m, m.subject, m.labels, active, m.value, details, quiet=quiet)
-        if rule.vanished:
-            for subject, labels in state.seen.items():
-                if subject not in present:
-                    yield self._obs(rule, None, subject, labels, True, None)
-
-    def _counter(self, rule: CounterRule, state: _RuleState, matches: list[Match],
-                 now: float, quiet: bool) -> Iterable[Observation | None]:
-        start = now - rule.window_s
-        for m in matches:
-            v = _number(m.value)
-            if v is None:
-                continue
-            hist = _counter_history(state.window, m.subject, v, now, start)
-            increase = v - hist[0][1]
-            active = increase > rule.max_increase
-            if quiet and not active:
-                continue
-            # Less than a window of history (since the agent started or the counter was reset)
-            # cannot say the counter is quiet: an alarm carried over a restart, or firing across
-            # a driver reload, must not resolve on it and fire again moments later.
-            known = active or hist[0][0] <= start
-            yield self._obs(rule, m, m.subject, m.labels, active, _tidy(increase),
-                            {"increase": increase, "total": _tidy(v)}, known=known, quiet=quiet)
-
-    @staticmethod
-    def _counter_update(rule: CounterRule, state: _RuleState, pairs: list[tuple[str, EventValue]],
-                        now: float) -> list[int]:
-        """Update the histories of a counter rule from ``(subject, value)`` pairs; return the
-        positions of those rising by more than ``max_increase``."""
-        start = now - rule.window_s
-        max_increase = rule.max_increase
-        histories = state.window
-        rising: list[int] = []
-        for i, (subject, value) in enumerate(pairs):
-            hist = histories.get(subject)
-            if hist is not None and value == hist[-1][1] and type(value) is not bool \
-                    and (len(hist) < 2 or hist[1][0] > start):
-                # Unchanged and nothing to trim: `_counter_history` would change nothing.
-                if value - hist[0][1] > max_increase:
-                    rising.append(i)
-                continue
-            v = _number(value)
-            if v is None:
-                continue
-            hist = _counter_history(histories, subject, v, now, start)
-            if v - hist[0][1] > max_increase:
-                rising.append(i)
-        return rising
-
-    def _staleness(self, rule: StalenessRule, state: _RuleState, matches: list[Match],
-                   now: float, quiet: bool) -> Iterable[Observation | None]:
-        for m in matches:
-            at = _number(m.value)
+            at = number(m.value)
             if at is None:
                 continue
-            frames = _stood_still(state, m.subject, at)
+            frames = stood_still(state, m.subject, at)
             yield self._stale_obs(rule, m, at, frames, now, quiet)
 
     def _stale_obs(self, rule: StalenessRule, m: Match, at: float, frames: int, now: float,
@@ -507,44 +279,6 @@ class AlarmEngine:
         return self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
                          {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
 
-    @staticmethod
-    def _staleness_update(rule: StalenessRule, state: _RuleState, pairs: list[tuple[str, EventValue]],
-                          now: float) -> list[tuple[int, float, int]]:
-        """Count how long each timestamp stood still, from ``(subject, value)`` pairs; return
-        ``(position, time, frames)`` of those that may be silent (older than ``max_age_s``,
-        the least limit, for ``min_frames``): only they need their labels (the collector's
-        own interval may raise the limit)."""
-        candidates: list[tuple[int, float, int]] = []
-        for i, (subject, value) in enumerate(pairs):
-            at = _number(value)
-            if at is None:
-                continue
-            frames = _stood_still(state, subject, at)
-            if now - at > rule.max_age_s and frames >= rule.min_frames:
-                candidates.append((i, at, frames))
-        return candidates
-
-    def _trend(self, rule: TrendRule, state: _RuleState, matches: list[Match], now: float,
-               quiet: bool) -> Iterable[Observation | None]:
-        for m in matches:
-            v = _number(m.value)
-            if v is None:
-                continue
-            buckets = state.buckets.setdefault(m.subject, deque())
-            index = math.floor(now / rule.bucket_s)
-            if buckets and buckets[-1][0] == index:
-                buckets[-1][1] += v
-                buckets[-1][2] += 1
-            else:
-                buckets.append([float(index), v, 1.0])
-            while buckets and (buckets[0][0] + 1) * rule.bucket_s <= now - rule.window_s:
-                buckets.popleft()
-            if (buckets[-1][0] - buckets[0][0]) * rule.bucket_s < rule.min_span_s:
-                continue  # not enough history for a trend: no verdict, not a clear
-            slope_per_day = _slope([((b[0] + 0.5) * rule.bucket_s, b[1] / b[2]) for b in buckets]) * SECONDS_PER_DAY
-            yield self._obs(rule, m, m.subject, m.labels, slope_per_day > rule.max_rise_per_day,
-                            round(slope_per_day, 6), quiet=quiet)
-
     def _events(self, rule: EventRule, events: Sequence[Event]) -> Iterable[Observation]:
         for ev in events:
             if ev.kind != rule.event:
@@ -560,89 +294,3 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
-
-
-def _state_test(rule: StateRule) -> Callable[[EventValue], bool]:
-    """Whether a reading is in the bad state of a rule with ``equals``, ``one_of`` or ``not_one_of``,
-    as `AlarmEngine._state_rule` decides it (`same_value`)."""
-    wanted = (rule.equals,) if rule.equals is not None else rule.one_of or rule.not_one_of
-    negate = rule.equals is None and not rule.one_of
-    if all(type(x) is str for x in wanted):
-        # Text against text is equality of str (a number or a bool never equals text).
-        texts = frozenset(wanted)
-        if negate:
-            return lambda value: not (type(value) is str and value in texts)
-        return lambda value: type(value) is str and value in texts
-    if negate:
-        return lambda value: not any(same_value(value, x) for x in wanted)
-    return lambda value: any(same_value(value, x) for x in wanted)
-
-
-def _stood_still(state: _RuleState, subject: str, at: float) -> int:
-    """Evaluations for which a staleness rule's timestamp ``at`` has stood still, this one included.
-
-    Old alone is not silent: the timestamp must also have stood still for ``min_frames``
-    evaluations (an accelerated simulator makes every sample "old").
-    """
-    last_at, frames = state.unchanged.get(subject, (at, 0))
-    frames = frames + 1 if last_at == at else 1
-    state.unchanged[subject] = (at, frames)
-    return frames
-
-
-def _counter_history(histories: dict[str, deque[tuple[float, float]]], subject: str, v: float, now: float,
-                     start: float) -> deque[tuple[float, float]]:
-    """The history of a counter's subject, updated with its value ``v`` at ``now``.
-
-    A history holds the samples where the counter changed (the first of each run of equal
-    values): its value at any time is that of the last change before it, as with every sample
-    kept, and a quiet counter adds nothing (updating twice with one value changes nothing).
-    One change at or before the window's ``start`` is kept, so the increase spans the window.
-    """
-    hist = histories.get(subject)
-    if hist is None:
-        hist = histories[subject] = deque()
-        hist.append((now, v))
-    elif v != hist[-1][1]:
-        if v < hist[-1][1]:
-            hist.clear()  # counter reset: no honest increase across it
-        hist.append((now, v))
-    while len(hist) >= 2 and hist[1][0] <= start:
-        hist.popleft()
-    return hist
-
-
-def _worse(rule: Rule) -> Worse | None:
-    """Which way a rule's readings get worse: a value below a limit (or below the speed
-    first seen or expected) is worse the lower it is; an increase, an age or a slope the
-    higher; a state has no order."""
-    if isinstance(rule, ThresholdRule):
-        return "lower" if rule.below is not None else "higher"
-    if isinstance(rule, StateRule):
-        return "lower" if rule.below_first_seen or rule.expected else None
-    if isinstance(rule, (CounterRule, StalenessRule, TrendRule)):
-        return "higher"
-    return None
-
-
-def _identity(labels: Mapping[str, str]) -> str | None:
-    for key in ("key", "index", "uuid", "name", "id", "sensor", "device", "path", "bus_id"):
-        if key in labels:
-            return labels[key]
-    return None
-
-
-def _tidy(v: float) -> EventValue:
-    """A number for the wire: integral floats become ints (``3`` replays, not ``3.0``)."""
-    return int(v) if float(v).is_integer() and abs(v) < 2**53 else round(v, 6)
-
-
-def _slope(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of (t, y) points, per unit of t."""
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if var == 0:
-        return 0.0
-    return sum((t - mean_t) * (y - mean_y) for t, y in points) / var

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -12,17 +11,16 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.actions import SkipAction
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
-from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled, Summarized, View
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
-from rigmon.cluster.sanitise import clean_text
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
 from rigmon.tui.critical_toast import CriticalToast
+from rigmon.tui.following import ClientFactory, Followers, default_client
+from rigmon.tui.gc_tuning import tune_gc as tune_gc  # re-exported: `rigmon dash` and benchmarks call it from here
 from rigmon.tui.messages import (
     HistoryWanted,
     NodeAlarms,
@@ -33,16 +31,16 @@ from rigmon.tui.messages import (
     NodeSampled,
     NodeSummarized,
 )
+from rigmon.tui.redraws import Redraws
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.node_commands import NodeCommands
+from rigmon.tui.screen_drawing import draw, shows_frames_of
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.text import notify
 from rigmon.tui.themes import builtin_theme_dir, load_themes
-from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
-from rigmon.tui.widgets.replay_bar import ReplayBar
 
 if TYPE_CHECKING:
     from rigmon.schema import Frame
@@ -50,40 +48,14 @@ if TYPE_CHECKING:
     # Types only: a replay is built by `rigmon dash --replay` before the app (see `rigmon.cli_dash`).
     from rigmon.cluster.replay import Replay
 
-ClientFactory = Callable[[NodeTarget], AgentClient]
 #: Seconds between redraws of the current screen (states age even without new data).
 REFRESH_S = 1.0
-#: Longest wait between a node's new frame and the redraw showing it: frames of many nodes
-#: arriving together share one redraw, and only the rows whose node changed are drawn again.
-FRAME_REDRAW_S = 0.1
-#: Seconds before a follow worker that crashed on a bug starts again.
-WORKER_RESTART_S = 5.0
 #: Seconds between /v1/alarms polls of a node (an ``alarm_*`` event in a frame fetches at once).
 ALARM_POLL_S = 10.0
-#: How many times less often a node followed by summary records (not on screen) is polled: its
-#: alarm transitions still come as events in its records and fetch at once (with 256 nodes the
-#: polls were the dashboard's largest cost after drawing).
-SUMMARY_ALARM_POLL_FACTOR = 3.0
 #: Real seconds between steps of a playing replay.
 REPLAY_TICK_S = 0.25
-#: Allocations between runs of the garbage collector's youngest generation in the dashboard's
-#: process (Python's default is 700). Each decoded frame is thousands of objects that live
-#: about a second; with the default, many are promoted and full collections of the whole heap
-#: (100-600 ms each with 64 nodes of 8 GPUs) come every few seconds, stopping the event loop.
-GC_YOUNG_THRESHOLD = 20_000
 #: Actions that only mean something while replaying (hidden from the footer otherwise).
 REPLAY_ACTIONS = frozenset({"play_pause", "seek", "speed"})
-
-
-def tune_gc() -> None:
-    """Set the garbage collector for a dashboard process (call once, before the app runs)."""
-    _, middle, oldest = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, oldest)
-
-
-def default_client(target: NodeTarget) -> AgentClient:
-    """A real HTTP client for ``target``."""
-    return AgentClient(target.url, target.token, control_token=target.control_token, ca_file=target.ca_file)
 
 
 class RigmonApp(App[None]):
@@ -153,16 +125,10 @@ class RigmonApp(App[None]):
         self.alarm_poll_s = alarm_poll_s
         self.critical = CriticalWatch()
         self.critical_toast = CriticalToast()
-        self._redraw_pending = False
-        self._refresh_pending = False
-        self._new_frames: set[str] = set()
-        self._alarm_wake: dict[str, asyncio.Event] = {}
+        self.followers = Followers(client_factory, alarm_poll_s, self.post_message)
+        self.redraws = Redraws(self.set_timer, self.refresh_screen, self._redraw_frames_of)
         # Whether any node has reported peer paths: the link matrix's key is offered from then on.
         self.paths_seen = False
-        # Each followed node's client, and the node whose full frames the screen shows (the
-        # node screen's); every other node is followed by summary records.
-        self._clients: dict[str, AgentClient] = {}
-        self._full_key: str | None = None
         self.ack_by = operations.login_name()
         loaded = load_themes(theme_dir or builtin_theme_dir())
         self.theme_failures = loaded.failed
@@ -181,75 +147,20 @@ class RigmonApp(App[None]):
         if self._unknown_theme:
             notify(self, f"no theme named {self._unknown_theme!r}; using {self.theme}", severity="warning")
         for target in self.targets:
-            self.run_worker(self._follow(target), name=f"follow {target.url}", group="follow", exit_on_error=False)
-            self._alarm_wake[target.url] = asyncio.Event()
-            self.run_worker(self._watch_alarms(target), name=f"alarms {target.url}", group="alarms",
+            self.run_worker(self.followers.follow(target), name=f"follow {target.url}", group="follow",
+                            exit_on_error=False)
+            self.followers.alarm_wake[target.url] = asyncio.Event()
+            self.run_worker(self.followers.watch_alarms(target), name=f"alarms {target.url}", group="alarms",
                             exit_on_error=False)
         self.set_interval(self.refresh_s, self.refresh_screen)
         if self.replay is not None:
             self.set_interval(REPLAY_TICK_S, self._replay_tick)
         self.refresh_screen()
 
-    async def _follow(self, target: NodeTarget) -> None:
-        """Follow one agent and post what happens; never touches widgets."""
-        key = target.url
-        while True:
-            client = self.client_factory(target)
-            client.set_view(self._view_of(key))
-            self._clients[key] = client
-            try:
-                async for update in client.follow():
-                    if isinstance(update, Summarized):
-                        self.post_message(NodeSummarized(key, update.records))
-                    elif isinstance(update, Sampled):
-                        self.post_message(NodeSampled(key, update.frames))
-                    elif isinstance(update, Connected):
-                        self.post_message(NodeConnected(key, update.info))
-                    elif isinstance(update, GapReported):
-                        self.post_message(NodeGap(key, update.gap))
-                    elif isinstance(update, Failed):
-                        self.post_message(NodeFailed(key, update.reason, update.retry_in_s))
-            except Exception as exc:  # noqa: BLE001 - a bug in one node's client must not end the dashboard
-                reason = clean_text(f"internal error: {type(exc).__name__}: {exc}")
-                self.post_message(NodeFailed(key, reason, WORKER_RESTART_S))
-                await asyncio.sleep(WORKER_RESTART_S)
-            finally:
-                self._clients.pop(key, None)
-                await client.aclose()
-
-    def _alarm_poll_s(self, key: str) -> float:
-        """Seconds to the next poll of ``key``'s alarms (see `SUMMARY_ALARM_POLL_FACTOR`)."""
-        return self.alarm_poll_s if key == self._full_key else self.alarm_poll_s * SUMMARY_ALARM_POLL_FACTOR
-
-    def _view_of(self, key: str) -> View:
-        """Full frames for the node on screen, summary records for the others."""
-        return "full" if key == self._full_key else "summary"
-
-    def _show_whole(self, key: str | None) -> None:
-        """Follow ``key`` (``None``: no node) by full frames from now on, every other node by summaries."""
-        self._full_key = key
-        for node, client in self._clients.items():
-            client.set_view(self._view_of(node))
-        wake = self._alarm_wake.get(key) if key is not None else None
-        if wake is not None:
-            wake.set()  # the node screen starts with the node's alarms as they are now
-
-    async def _watch_alarms(self, target: NodeTarget) -> None:
-        """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
-        client = self.client_factory(target)
-        try:
-            async for item in client.watch_alarms(self._alarm_wake[target.url], lambda: self._alarm_poll_s(target.url)):
-                if isinstance(item, Failed):
-                    self.post_message(NodeAlarmsFailed(target.url, item.reason))
-                else:
-                    self.post_message(NodeAlarms(target.url, item))
-        finally:
-            await client.aclose()
-
     def on_node_alarms(self, message: NodeAlarms) -> None:
         # Most polls bring the same list: redraw (and announce) only on a change.
         if self.cluster.nodes[message.key].set_alarms(message.alarms):
-            self._refresh_soon()
+            self.redraws.refresh_soon()
 
     def on_node_alarms_failed(self, message: NodeAlarmsFailed) -> None:
         self.cluster.nodes[message.key].alarms_failed(message.reason)
@@ -276,39 +187,19 @@ class RigmonApp(App[None]):
         store = self.cluster.nodes[key]
         if not self.paths_seen and store.summary is not None and store.summary.paths is not None:
             self._paths_found()
-        wake = self._alarm_wake.get(key)
+        wake = self.followers.alarm_wake.get(key)
         if wake is not None and any(e.kind.startswith("alarm_") for f in frames for e in f.events):
             wake.set()
-        if first:
-            self._refresh_soon()
-        else:
-            self._new_frames.add(key)
-            if not self._redraw_pending:
-                self._redraw_pending = True
-                self.set_timer(FRAME_REDRAW_S, self._redraw_new_frames)
+        self.redraws.frames_filed(key, first)
 
-    def _refresh_soon(self) -> None:
-        """Run `refresh_screen` within `FRAME_REDRAW_S`: the first frames and alarm lists of
-        many nodes arriving together (a dashboard starting on 256 nodes) share one refresh."""
-        if not self._refresh_pending:
-            self._refresh_pending = True
-            self.set_timer(FRAME_REDRAW_S, self._refresh_now)
-
-    def _refresh_now(self) -> None:
-        self._refresh_pending = False
-        self.refresh_screen()
-
-    def _redraw_new_frames(self) -> None:
-        """Draw the frames that came since the last redraw, without waiting for the refresh timer
-        (the cluster rules stay on the timer)."""
-        self._redraw_pending = False
-        keys, self._new_frames = self._new_frames, set()
+    def _redraw_frames_of(self, keys: set[str]) -> None:
+        """Draw the current screen if new frames of ``keys`` change it (see `Redraws`)."""
         try:
             screen = self.screen
         except ScreenStackError:
             # The timer fired while the app shuts down.
             return
-        if isinstance(screen, (ClusterScreen, LinkScreen)) or (isinstance(screen, NodeScreen) and self.selected in keys):
+        if shows_frames_of(screen, keys, self.selected):
             self.draw_screen()
 
     def on_node_gap(self, message: NodeGap) -> None:
@@ -339,28 +230,12 @@ class RigmonApp(App[None]):
         except ScreenStackError:
             # The refresh timer fired while the app shuts down (its screens are gone).
             return
-        if self.replay is not None:
-            # Live, the bars keep their position of None (hidden); a query walks every row.
-            for bar in screen.query(ReplayBar):
-                bar.position = self.replay.position()
-        try:
-            if isinstance(screen, AlarmsScreen):
-                if board is not None:
-                    screen.show(board)
-            elif isinstance(screen, (ClusterScreen, LinkScreen)):
-                screen.show(self.cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
-            elif isinstance(screen, NodeScreen) and self.selected in self.cluster.nodes:
-                store = self.cluster.nodes[self.selected]
-                view = store.view(points=None, buckets=240, details=True, peers_up=self.cluster.peers_up(store))
-                screen.show(view, store.info, store.latest, tuple(store.events))
-        except NoMatches:
-            # The timer fired while the app shuts down and the screen has lost its widgets.
-            pass
+        draw(screen, self.cluster, self.selected, self.replay, board)
 
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
         self.selected = key
-        self._show_whole(key)
+        self.followers.show_whole(key)
         self._close_history()
         self.switch_mode("node")
         self._close_history()
@@ -400,7 +275,7 @@ class RigmonApp(App[None]):
 
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster, alarms or links screen."""
-        self._show_whole(None)
+        self.followers.show_whole(None)
         self._close_history()
         self.switch_mode(mode)
         self._close_history()

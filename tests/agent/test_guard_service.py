@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.guard.service import GuardService, state_file_path
+from rigmon.agent.guard.service import GuardService
+from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
@@ -223,7 +224,7 @@ async def test_operator_hold_and_release(tmp_path: Path, machine: FakeNvmlMachin
 
 
 def test_a_disabled_guard_still_reports_settings_left_behind(tmp_path: Path) -> None:
-    from rigmon.agent.guard.service import report_left_behind_when_disabled
+    from rigmon.agent.guard.state_file import report_left_behind_when_disabled
 
     events = Events()
     assert not report_left_behind_when_disabled(str(tmp_path), events)

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from rigmon.alarms.engine import AlarmEngine, Template, render
+from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
+from rigmon.alarms.templates import Template, render
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, NetInterfaceReading, Readings
 from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
 

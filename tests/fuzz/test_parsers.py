@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from rigmon.agent.api import _sse
 from rigmon.alarms.selector import SelectorError, parse_selector
-from rigmon.cluster.client import SamplesPage, _bounded_lines
+from rigmon.cluster.agent_answers import bounded_lines
+from rigmon.cluster.client import SamplesPage
 from rigmon.cluster.sse import SseEvent, SseParser
 from rigmon.collectors.disks import parse_diskstats
 from rigmon.collectors.host import parse_loadavg, parse_meminfo, parse_net_dev, parse_proc_stat, parse_uptime
@@ -245,5 +246,5 @@ async def test_client_line_splitting_matches_the_event_stream_rules(text: str, c
     expected = re.split(r"\r\n|\r|\n", text)
     if expected and expected[-1] == "":
         expected.pop()
-    got = [line async for line in _bounded_lines(httpx.Response(200, content=body()), 1000)]
+    got = [line async for line in bounded_lines(httpx.Response(200, content=body()), 1000)]
     assert got == expected

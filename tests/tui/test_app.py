@@ -224,7 +224,7 @@ async def test_a_refresh_timer_firing_after_the_screens_are_gone_draws_nothing()
 def test_tune_gc_raises_only_the_young_threshold() -> None:
     import gc
 
-    from rigmon.tui.app import GC_YOUNG_THRESHOLD, tune_gc
+    from rigmon.tui.gc_tuning import GC_YOUNG_THRESHOLD, tune_gc
 
     before = gc.get_threshold()
     try:

@@ -134,7 +134,7 @@ async def test_hostile_strings_on_every_screen(monkeypatch: pytest.MonkeyPatch, 
         news = hostile_alarm(9, "gpu_lost" + PAYLOAD, "critical", "gpu:[/]3" + PAYLOAD, "GPU lost " + PAYLOAD)
         alarms = hostile_alarms()
         agent.alarms = replace(alarms, active=(news, *alarms.active))
-        app._alarm_wake[agent.url].set()
+        app.followers.alarm_wake[agent.url].set()
         await wait_for(lambda: any(n.startswith("CRITICAL") for n in notices(app)))
         assert bells
         await pilot.resize_terminal(*WIDE)

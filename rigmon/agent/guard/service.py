@@ -6,28 +6,35 @@ acting goes to one worker thread that talks to the GPUs through `rigmon.hw.nvml_
 every call behind its own watchdog, so a hung driver call never stalls sampling. Every action
 is an event (``guard_engaged``, ``guard_step``, ``guard_restored``, ``guard_failed``) with the
 trigger, the GPUs and the settings before and after; in dry-run the same events say what it
-would have done. The current state is in every frame (`GuardCollector`, ``readings.guard``).
+would have done. The current state is in every frame (`rigmon.agent.guard.collector`,
+``readings.guard``); the NVML writes themselves are in `rigmon.agent.guard.actuation`.
 
-Reversible: the GPUs' original settings go to ``<state_dir>/guard-state.json`` before the
-first write and the file is removed once they are restored. A stopped agent restores them;
-an agent that was killed finds the file on its next start, reports the settings left behind
-and restores them after the rail has been healthy for ``restore_after_s``.
+Reversible: the GPUs' original settings go to ``<state_dir>/guard-state.json``
+(`rigmon.agent.guard.state_file`) before the first write and the file is removed once they
+are restored. A stopped agent restores them; an agent that was killed finds the file on its
+next start, reports the settings left behind and restores them after the rail has been
+healthy for ``restore_after_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
-from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
+from rigmon.agent.guard.actuation import (
+    CALL_ERRORS,
+    GuardActuator,
+    apply_step,
+    describe,
+    from_control,
+    from_frame,
+    put_back,
+)
 from rigmon.agent.guard.policy import (
     HOUR_S,
     Decision,
@@ -40,82 +47,22 @@ from rigmon.agent.guard.policy import (
     release,
     steps_of,
 )
-from rigmon.clock import Clock
-from rigmon.collectors.base import NoData, PolledCollector
-from rigmon.config import GuardSection
-from rigmon.hw.nvml_control import (
-    ControlDenied,
-    ControlFailed,
-    ControlUnsupported,
-    GpuControlSettings,
-    NvmlHung,
-    NvmlUnavailable,
+from rigmon.agent.guard.state_file import (
+    STATE_FILE_ERRORS,
+    EmitFn,
+    SavedSettings,
+    read_state,
+    state_file_path,
+    write_state,
 )
-from rigmon.schema import EventValue, Frame, GuardGpuSettings, GuardReading, GuardStepName, Severity
-from rigmon.typed import TypedDataError, from_data, to_data
+from rigmon.clock import Clock
+from rigmon.config import GuardSection
+from rigmon.hw.nvml_control import ControlDenied, NvmlHung
+from rigmon.schema import EventValue, Frame, GuardGpuSettings, GuardReading, Severity
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "guard-state.json"
-#: Lowest clock of a locked range: the GPU may still idle down.
-LOCKED_MIN_MHZ = 135
-#: Errors of one NVML write that leave the guard working (the next trigger tries again).
-_CALL_ERRORS = (ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable)
-
-EmitFn = Callable[[str, Severity, str, str, dict[str, EventValue] | None], object]
 GuardCommand = Literal["hold", "release"]
-
-
-class GuardActuator(Protocol):
-    """What the guard needs from `rigmon.hw.nvml_control.NvmlControl`."""
-
-    def device_count(self) -> int: ...
-    def read(self, index: int) -> GpuControlSettings: ...
-    def supported_clocks(self, index: int) -> dict[int, tuple[int, ...]]: ...
-    def set_app_clocks(self, index: int, mem_mhz: int, graphics_mhz: int) -> GpuControlSettings: ...
-    def reset_app_clocks(self, index: int) -> GpuControlSettings: ...
-    def set_locked_clocks(self, index: int, min_mhz: int, max_mhz: int) -> None: ...
-    def reset_locked_clocks(self, index: int) -> None: ...
-    def set_power_limit(self, index: int, limit_mw: int) -> GpuControlSettings: ...
-    def set_persistence(self, index: int, enabled: bool) -> None: ...
-    def probe(self) -> str | None: ...
-    def close(self) -> None: ...
-
-
-def state_file_path(state_dir: str | os.PathLike[str]) -> Path:
-    """Where the guard keeps the settings it changed (and the originals to restore)."""
-    return Path(state_dir) / STATE_FILE
-
-
-def describe(settings: Sequence[GuardGpuSettings]) -> str:
-    """One line for events and logs: ``gpu0 877/1005 MHz lock<=1005 200 W; gpu1 ...``."""
-    parts = []
-    for s in settings:
-        bits = [f"gpu{s.index}"]
-        if s.app_clock_mem_mhz is not None or s.app_clock_graphics_mhz is not None:
-            bits.append(f"{s.app_clock_mem_mhz}/{s.app_clock_graphics_mhz} MHz")
-        if s.locked_clock_max_mhz is not None:
-            bits.append(f"lock<={s.locked_clock_max_mhz}")
-        if s.power_limit_w is not None:
-            bits.append(f"{s.power_limit_w:g} W")
-        parts.append(" ".join(bits))
-    return "; ".join(parts)
-
-
-def _from_control(s: GpuControlSettings, locked: int | None = None) -> GuardGpuSettings:
-    return GuardGpuSettings(
-        index=s.index, app_clock_mem_mhz=s.app_clock_mem_mhz, app_clock_graphics_mhz=s.app_clock_graphics_mhz,
-        locked_clock_max_mhz=locked,
-        power_limit_w=None if s.power_limit_mw is None else s.power_limit_mw / 1000.0,
-    )
-
-
-def _from_frame(frame: Frame, index: int) -> GuardGpuSettings:
-    for g in frame.readings.gpus:
-        if g.index == index:
-            return GuardGpuSettings(index=index, app_clock_mem_mhz=g.clock_app_mem_mhz,
-                                    app_clock_graphics_mhz=g.clock_app_graphics_mhz, power_limit_w=g.power_limit_w)
-    return GuardGpuSettings(index=index)
 
 
 class GuardService:
@@ -178,7 +125,7 @@ class GuardService:
             # prevents comes a few seconds after the first sag.
             try:
                 count = self.control.device_count()
-            except (ControlDenied, *_CALL_ERRORS):
+            except (ControlDenied, *CALL_ERRORS):
                 count = 0
             for index in self.config.gpus or range(count):
                 self._pair(index)
@@ -310,12 +257,13 @@ class GuardService:
             try:
                 before = self._current(index)
                 planned = plan_settings(d.step_name, before, self._pair(index), self.config.power_limit_w)
-                after = self._apply(index, d.step_name, planned) if self.acting else planned
+                after = apply_step(self._writer(), index, d.step_name, planned, self._original_persistence) \
+                    if self.acting else planned
             except ControlDenied as exc:
                 self._cannot_act(str(exc))
                 before = self._current(index)
                 after = plan_settings(d.step_name, before, self._pair(index), self.config.power_limit_w)
-            except _CALL_ERRORS as exc:
+            except CALL_ERRORS as exc:
                 errors.append(f"GPU {index}: {exc}")
                 if isinstance(exc, NvmlHung):
                     # The write may still land when the driver returns: remember what to restore.
@@ -353,12 +301,12 @@ class GuardService:
         if self.control is not None:
             try:
                 now = self.control.read(index)
-            except (ControlDenied, *_CALL_ERRORS):
+            except (ControlDenied, *CALL_ERRORS):
                 pass
             else:
                 self._original_persistence.setdefault(index, now.persistence)
-                return _from_control(now)
-        return _from_frame(frame, index) if frame is not None else GuardGpuSettings(index=index)
+                return from_control(now)
+        return from_frame(frame, index) if frame is not None else GuardGpuSettings(index=index)
 
     def _pair(self, index: int) -> tuple[int, int] | None:
         if len(self.config.app_clocks_mhz) == 2:
@@ -370,36 +318,16 @@ class GuardService:
                     pair = derive_app_clocks(self.control.supported_clocks(index),
                                              self.control.read(index).max_clock_graphics_mhz,
                                              self.config.derive_fraction)
-                except (ControlDenied, *_CALL_ERRORS):
+                except (ControlDenied, *CALL_ERRORS):
                     pair = None
             self._app_clocks[index] = pair
         return self._app_clocks[index]
 
-    def _apply(self, index: int, step: GuardStepName, planned: GuardGpuSettings) -> GuardGpuSettings:
+    def _writer(self) -> GuardActuator:
+        """NVML, when acting (the probe found it)."""
         control = self.control
         assert control is not None
-        if step == "app_clocks":
-            if planned.app_clock_mem_mhz is None or planned.app_clock_graphics_mhz is None:
-                raise ControlFailed(f"GPU {index}: no application-clock pair (configure app_clocks_mhz)")
-            if index not in self._original_persistence:
-                self._original_persistence[index] = control.read(index).persistence
-            if self._original_persistence[index] is False:
-                # Without persistence mode the driver may unload between jobs and drop the clocks.
-                try:
-                    control.set_persistence(index, True)
-                except (ControlUnsupported, ControlFailed):
-                    pass
-            got = control.set_app_clocks(index, planned.app_clock_mem_mhz, planned.app_clock_graphics_mhz)
-            return replace(planned, app_clock_mem_mhz=got.app_clock_mem_mhz,
-                           app_clock_graphics_mhz=got.app_clock_graphics_mhz)
-        if step == "locked_clocks":
-            if planned.locked_clock_max_mhz is None:
-                raise ControlFailed(f"GPU {index}: no clock to lock to")
-            control.set_locked_clocks(index, LOCKED_MIN_MHZ, planned.locked_clock_max_mhz)
-            return planned
-        assert planned.power_limit_w is not None
-        got = control.set_power_limit(index, int(planned.power_limit_w * 1000))
-        return replace(planned, power_limit_w=None if got.power_limit_mw is None else got.power_limit_mw / 1000.0)
+        return control
 
     def _restore(self, d: Decision) -> None:
         with self._lock:
@@ -410,11 +338,12 @@ class GuardService:
         for index in sorted(original):
             before, target = in_force.get(index, original[index]), original[index]
             try:
-                after = self._put_back(index, target, before) if self.acting else target
+                after = put_back(self._writer(), index, target, before, self._original_persistence) \
+                    if self.acting else target
             except ControlDenied as exc:
                 self._cannot_act(str(exc))
                 after = target
-            except _CALL_ERRORS as exc:
+            except CALL_ERRORS as exc:
                 errors.append(f"GPU {index}: {exc}")
                 continue
             changes.append((before, after))
@@ -435,27 +364,6 @@ class GuardService:
         if changes:
             message += f": {describe([a for _, a in changes])}"
         self._event("guard_restored", "info", message, self._data(d, changes))
-
-    def _put_back(self, index: int, target: GuardGpuSettings, before: GuardGpuSettings) -> GuardGpuSettings:
-        control = self.control
-        assert control is not None
-        if before.locked_clock_max_mhz is not None:
-            try:
-                control.reset_locked_clocks(index)
-            except ControlUnsupported:
-                pass
-        if target.app_clock_mem_mhz is not None and target.app_clock_graphics_mhz is not None:
-            got = control.set_app_clocks(index, target.app_clock_mem_mhz, target.app_clock_graphics_mhz)
-        else:
-            got = control.reset_app_clocks(index)
-        if target.power_limit_w is not None and before.power_limit_w != target.power_limit_w:
-            got = control.set_power_limit(index, int(target.power_limit_w * 1000))
-        if self._original_persistence.get(index) is False:
-            try:
-                control.set_persistence(index, False)
-            except (ControlUnsupported, ControlFailed):
-                pass
-        return _from_control(got)
 
     def _failed(self, d: Decision, why: str, changes: list[tuple[GuardGpuSettings, GuardGpuSettings]] | None) -> None:
         with self._lock:
@@ -490,18 +398,14 @@ class GuardService:
             if not self.acting or not self.original:
                 return
             s = self.state
-            data = {
-                "node": self.node, "saved_at": self.clock.time(), "step": s.step, "trigger": s.trigger,
-                "engaged_at": s.engaged_at, "gpus": list(s.gpus),
-                "original": [to_data(self.original[i]) for i in sorted(self.original)],
-                "in_force": [to_data(self.in_force[i]) for i in sorted(self.in_force)],
-                "original_persistence": {str(k): v for k, v in self._original_persistence.items()},
-            }
-        tmp = self.path.with_suffix(".tmp")
+            saved = SavedSettings(
+                node=self.node, saved_at=self.clock.time(), step=s.step, trigger=s.trigger, engaged_at=s.engaged_at,
+                gpus=tuple(s.gpus), original=tuple(self.original[i] for i in sorted(self.original)),
+                in_force=tuple(self.in_force[i] for i in sorted(self.in_force)),
+                original_persistence=dict(self._original_persistence),
+            )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data, indent=1))
-            os.replace(tmp, self.path)
+            write_state(self.path, saved)
         except OSError as exc:
             log.warning("guard: cannot write %s: %s", self.path, exc)
 
@@ -518,24 +422,20 @@ class GuardService:
         if self.path is None or not self.path.exists():
             return
         try:
-            data = json.loads(self.path.read_text())
-            original = [from_data(GuardGpuSettings, o) for o in data["original"]]
-            in_force = [from_data(GuardGpuSettings, o) for o in data["in_force"]]
-            step = int(data["step"])
-            gpus = tuple(int(i) for i in data["gpus"])
-            persistence = {int(k): v for k, v in dict(data.get("original_persistence", {})).items()}
-        except (OSError, ValueError, KeyError, TypeError, TypedDataError) as exc:
+            saved = read_state(self.path)
+        except STATE_FILE_ERRORS as exc:
             log.warning("guard: unreadable %s (%s): settings a previous run changed are unknown", self.path, exc)
             self._event("guard_failed", "warning", f"guard: unreadable {self.path.name}: {exc}", {})
             return
+        original, in_force, step, gpus = saved.original, saved.in_force, saved.step, saved.gpus
         now = self.clock.time()
         with self._lock:
             self.original = {o.index: o for o in original}
             self.in_force = {o.index: o for o in in_force}
-            self._original_persistence = persistence
+            self._original_persistence = dict(saved.original_persistence)
             self.left_behind = True
-            self.state = GuardState(step=max(1, step), trigger=f"left behind by a previous run: {data.get('trigger')}",
-                                    engaged_at=data.get("engaged_at"), last_step_at=now, last_trigger_at=now,
+            self.state = GuardState(step=max(1, step), trigger=f"left behind by a previous run: {saved.trigger}",
+                                    engaged_at=saved.engaged_at, last_step_at=now, last_trigger_at=now,
                                     gpus=gpus)
         message = (f"guard found settings a previous agent run left in place on GPUs "
                    f"{','.join(map(str, gpus))}: {describe(in_force)} (originals {describe(original)}); "
@@ -544,38 +444,5 @@ class GuardService:
         self._event("guard_engaged", "warning", message, {
             "left_behind": True, "step": step, "gpus": ",".join(map(str, gpus)),
             "before": describe(original), "after": describe(in_force), "mode": self.config.mode,
-            "trigger": str(data.get("trigger")),
+            "trigger": str(saved.trigger),
         })
-
-
-def report_left_behind_when_disabled(state_dir: str, emit: EmitFn) -> bool:
-    """With the guard switched off: say so if a previous run left GPU settings in place.
-
-    Nothing restores them then (the guard that knows the originals is off); the event says
-    how to put them back. Returns whether the state file was there.
-    """
-    if not state_dir:
-        return False
-    path = state_file_path(state_dir)
-    if not path.exists():
-        return False
-    message = (f"a previous agent run's undervolt guard left GPU settings in place ({path}), and the guard "
-               "is now off: enable [guard] to restore them, or reset them by hand (nvidia-smi -rac; -rgc; "
-               "-pl with the default limit) and remove the file")
-    log.warning("guard: %s", message)
-    emit("guard_failed", "warning", "guard", message, {"left_behind": True, "state_file": str(path)})
-    return True
-
-
-class GuardCollector(PolledCollector):
-    """Puts the guard's state into every frame (``readings.guard``)."""
-
-    name = "guard"
-
-    def __init__(self, service: GuardService) -> None:
-        self._service = service
-
-    def collect(self) -> Sequence[object]:
-        if not self._service.config.enabled:
-            raise NoData("guard disabled")
-        return [self._service.reading()]

@@ -26,7 +26,7 @@ VISIBLE_SLACK_ROWS = 3
 def _height_changes(row: NodeRow, view: NodeView) -> bool:
     """Whether ``view`` gives ``row`` another height (a line for its problems or not): then the
     list's layout changes and the row is updated at once, on screen or not."""
-    height = 3 if NodeRow._reason_shown(view) else 2
+    height = NodeRow.height_for(view)
     return row.styles.height is None or row.styles.height.value != height
 
 

@@ -213,13 +213,18 @@ class NodeRow(Widget, can_focus=True):
     """Whether the table has the worst peer path's column (some node of the screen probes peers)."""
 
     def watch_view(self, view: NodeView | None) -> None:
-        # A third line says why the node is in trouble; healthy rows stay two lines high.
-        height = 3 if self._reason_shown(view) else 2
+        height = self.height_for(view)
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
     @staticmethod
-    def _reason_shown(view: NodeView | None) -> bool:
+    def height_for(view: NodeView | None) -> int:
+        """Lines a row takes for ``view``: a third says why the node is in trouble; healthy rows take two."""
+        return 3 if NodeRow.shows_reason(view) else 2
+
+    @staticmethod
+    def shows_reason(view: NodeView | None) -> bool:
+        """Whether a row for ``view`` has the third line, saying what is wrong (not for a stale or unreachable node)."""
         return view is not None and bool(view.problems) and view.state not in ("stale", "unreachable")
 
     class Selected(Message):
@@ -355,7 +360,7 @@ class NodeRow(Widget, can_focus=True):
 
     def _reason(self, view: NodeView) -> Text | None:
         """The third line: what is wrong, worst first, in the colour of the worst problem."""
-        if not self._reason_shown(view):
+        if not self.shows_reason(view):
             return None
         worst = view.problems[0]
         text = Text("  ↳ ", style=self._style("missing"))

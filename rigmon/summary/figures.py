@@ -1,43 +1,21 @@
-"""Key figures of one node for the cluster screen: one small function per source, one `NodeSummary`.
+"""Key figures of one node by source: one small function per source, each reading one frame's readings.
 
-Pure code shared by both sides: the dashboard summarizes the full frames of the node it
-shows, the agent the frames it sends on its ``view=summary`` stream (`summary_record`).
-
-Each ``*_figures`` function reads one source's readings of a frame and returns its part of
-the summary, ``None`` where the node does not report it. `detail_values` names the
-per-device series (each GPU's power, each array's throughput...) that the node screen draws
-as trends.
+Each ``*_figures`` function returns its source's part of a `rigmon.summary.node_summary.NodeSummary`,
+``None`` where the node does not report it. `detail_values` names the per-device series (each
+GPU's power, each array's throughput...) that the node screen draws as trends.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import MISSING, dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass
 
-from rigmon.schema import (
-    Alarm,
-    Frame,
-    GpuReading,
-    GuardReading,
-    NetInterfaceReading,
-    NvLinkReading,
-    PeerPathReading,
-    PeerPathState,
-    Readings,
-)
+from rigmon.schema import GuardReading, NetInterfaceReading, PeerPathReading, PeerPathState, Readings
 
-#: Collector states that count as a failing collector.
-FAILING_STATES = frozenset({"error", "hung"})
 #: Rail minimum below which the rail is low (the default ``psu_rail_low_warning`` rule).
 RAIL_WARN_VOLTS = 11.7
 #: Rail minimum below which GPUs fall off the bus (the default ``psu_rail_low_critical`` rule).
 RAIL_CRITICAL_VOLTS = 11.5
-#: Seconds over which the cluster screen's "worst" figures (lowest rail minimum, highest GPU
-#: peak, slowest link) are taken: long enough that a sag of one training step is still on
-#: screen when the operator looks, short enough to be "now".
-WORST_WINDOW_S = 60.0
 #: Network interface kinds that are links between machines (counted in `link_figures`).
 LINK_NIC_KINDS = frozenset({"thunderbolt-net", "ethernet", "infiniband"})
 
@@ -117,74 +95,6 @@ class PathFigures:
     silent: int = 0
     degraded: int = 0
 
-
-@dataclass(frozen=True, slots=True)
-class NodeSummary:
-    """The figures the cluster screen shows for one node; ``None`` means unknown ("—").
-
-    Attributes:
-        node: node name from the frame.
-        seq: the frame's seq.
-        taken_at: the frame's Unix time.
-        cpu_pct: CPU busy, 0-100.
-        net_bytes_per_s: received plus sent over every interface but loopback.
-        rail_min_volts: lowest 12 V rail voltage in the frame's window.
-        gpu_power_w: board power of all GPUs together.
-        gpus_present: GPUs working now (NVIDIA not lost, and AMD).
-        gpus_expected: GPUs in the node's inventory: listed in the frame (a lost GPU stays
-            listed); the node store raises it to the most this node has shown.
-        gpus_lost: NVIDIA GPUs the frame lists as lost.
-        links_healthy: links up at their expected speed.
-        links_total: links the node watches; the node store raises it to the most seen.
-        storage_bytes_per_s: read plus write over the node's arrays (its disks without arrays).
-        arrays_degraded: md arrays whose health is not ``ok``.
-        arrays_total: md arrays of the node.
-        alarms: alarms firing on the node.
-        collectors_failing: collectors in state error or hung.
-        gpu_peak_w: highest power peak of one NVIDIA GPU between the last two polls.
-        gpu_peak_limit_w: that GPU's power limit.
-        link_gbps: slowest Thunderbolt/USB4 link's speed (the lower of rx and tx, Gb/s).
-        rail_worst_volts: lowest ``rail_min_volts`` of the frames of the last
-            `WORST_WINDOW_S` (the node store's `WorstWindow` fills it; ``None`` until then).
-        gpu_peak_worst_w: highest ``gpu_peak_w`` of that window.
-        link_worst_gbps: lowest ``link_gbps`` of that window.
-        links_unhealthy_worst: most links not healthy at once in that window (a link that
-            flapped between two looks shows here).
-        alarms_severity: severity of the worst firing alarm counted in ``alarms``.
-        guard_mark: the undervolt guard in a few cells (`guard_mark`); empty while armed or absent.
-        paths: the node's peer paths (latency probes), ``None`` when it probes none.
-        path_worst: the worst of ``paths.worst`` over the frames of the last `WORST_WINDOW_S`
-            (by `path_rank`: a path silent within the last minute stays on the row for it).
-    """
-
-    node: str
-    seq: int
-    taken_at: float
-    cpu_pct: float | None = None
-    net_bytes_per_s: float | None = None
-    rail_min_volts: float | None = None
-    gpu_power_w: float | None = None
-    gpus_present: int | None = None
-    gpus_expected: int | None = None
-    gpus_lost: int | None = None
-    links_healthy: int | None = None
-    links_total: int | None = None
-    storage_bytes_per_s: float | None = None
-    arrays_degraded: int | None = None
-    arrays_total: int | None = None
-    alarms: int | None = None
-    collectors_failing: int = 0
-    gpu_peak_w: float | None = None
-    gpu_peak_limit_w: float | None = None
-    link_gbps: float | None = None
-    rail_worst_volts: float | None = None
-    gpu_peak_worst_w: float | None = None
-    link_worst_gbps: float | None = None
-    links_unhealthy_worst: int | None = None
-    alarms_severity: str | None = None
-    guard_mark: str = ""
-    paths: PathFigures | None = None
-    path_worst: PathCell | None = None
 
 
 def host_figures(readings: Readings) -> HostFigures:
@@ -352,44 +262,6 @@ def slowest_link_gbps(readings: Readings) -> float | None:
     return min(speeds) if speeds else None
 
 
-class WorstWindow:
-    """The worst of a node's figures over the frames of the last ``window_s`` seconds (frame time).
-
-    A figure that stands for a period shows the worst of it: the lowest rail minimum (the sag
-    the critical alarm named), the highest GPU peak, the slowest link, the worst peer path
-    (a path silent for a few seconds stays on the row for the window); each frame's own
-    figure would show only the newest ADC window.
-    """
-
-    def __init__(self, window_s: float = WORST_WINDOW_S) -> None:
-        self.window_s = window_s
-        self._points: deque[tuple[float, float | None, float | None, float | None, int | None,
-                                  PathCell | None]] = deque()
-
-    def add(self, summary: NodeSummary) -> NodeSummary:
-        """File one frame's summary; returns it with the ``*_worst_*`` figures of the window."""
-        at = summary.taken_at
-        if self._points and at < self._points[-1][0]:
-            self._points.clear()  # the node's clock went back (a restart, a replay seek)
-        unhealthy = (summary.links_total - summary.links_healthy
-                     if summary.links_total is not None and summary.links_healthy is not None else None)
-        path = summary.paths.worst if summary.paths is not None else None
-        self._points.append((at, summary.rail_min_volts, summary.gpu_peak_w, summary.link_gbps, unhealthy, path))
-        while self._points[0][0] < at - self.window_s:
-            self._points.popleft()
-        rails = [p[1] for p in self._points if p[1] is not None]
-        peaks = [p[2] for p in self._points if p[2] is not None]
-        links = [p[3] for p in self._points if p[3] is not None]
-        down = [p[4] for p in self._points if p[4] is not None]
-        # The newest first: of equally bad paths, the row shows the latest figures.
-        paths = [p[5] for p in reversed(self._points) if p[5] is not None]
-        return replace(summary, rail_worst_volts=min(rails) if rails else None,
-                       gpu_peak_worst_w=max(peaks) if peaks else None,
-                       link_worst_gbps=min(links) if links else None,
-                       links_unhealthy_worst=max(down) if down else None,
-                       path_worst=worst_path(paths))
-
-
 def detail_values(readings: Readings) -> dict[str, float | None]:
     """Per-device figures the node screen draws as trends, by series name.
 
@@ -423,120 +295,3 @@ def detail_values(readings: Readings) -> dict[str, float | None]:
 def gpu_key(uuid: str | None, index: int) -> str:
     """Identity of an NVIDIA GPU on the dashboard: its UUID, else ``index:N``."""
     return uuid if uuid is not None else f"index:{index}"
-
-
-def alarm_count(frame: Frame, active: Sequence[Alarm] | None = None) -> int | None:
-    """Alarms firing on the node of ``frame``; ``None`` while they are unknown.
-
-    Frames carry alarm transitions as events, not the alarms' state, so the count comes from
-    ``active``: the node's active alarms (its agent's /v1/alarms, plus the dashboard's cluster
-    rules about it), which the node's store passes. Pending alarms do not count.
-    """
-    if active is None:
-        return None
-    return sum(1 for alarm in active if alarm.state == "firing")
-
-
-#: Severities, worst first.
-SEVERITY_ORDER: tuple[str, ...] = ("critical", "warning", "info")
-
-
-def worst_severity(active: Sequence[Alarm]) -> str | None:
-    """Severity of the worst firing alarm of ``active``; ``None`` when none fires."""
-    firing = {alarm.severity for alarm in active if alarm.state == "firing"}
-    return next((s for s in SEVERITY_ORDER if s in firing), None)
-
-
-def summarize(frame: Frame) -> NodeSummary:
-    """Build the cluster screen's figures for one frame."""
-    readings = frame.readings
-    host = host_figures(readings)
-    gpus = gpu_figures(readings)
-    links = link_figures(readings)
-    storage = storage_figures(readings)
-    peak, limit = peak_figures(readings)
-    return NodeSummary(
-        node=frame.node,
-        seq=frame.seq,
-        taken_at=frame.taken_at,
-        cpu_pct=host.cpu_pct,
-        net_bytes_per_s=host.net_bytes_per_s,
-        rail_min_volts=rail_figures(readings),
-        gpu_power_w=gpus.power_w,
-        gpus_present=gpus.present,
-        gpus_expected=gpus.expected,
-        gpus_lost=gpus.lost,
-        links_healthy=links.healthy,
-        links_total=links.total,
-        storage_bytes_per_s=storage.bytes_per_s,
-        arrays_degraded=storage.arrays_degraded,
-        arrays_total=storage.arrays_total,
-        alarms=alarm_count(frame),
-        collectors_failing=sum(1 for s in frame.collectors.values() if s.state in FAILING_STATES),
-        gpu_peak_w=peak,
-        gpu_peak_limit_w=limit,
-        link_gbps=slowest_link_gbps(readings),
-        guard_mark=guard_mark(readings.guard),
-        paths=path_figures(readings),
-    )
-
-
-#: Readings a summary record's frame leaves out: what neither the cluster screen's row (its
-#: problems, power scale), the charts a history view offers, nor the cluster rules' peer
-#: checks read, and the bulk of a frame.
-#: A readings field not named here is kept, so a new source reaches the cluster screen unless
-#: it is listed.
-SLIM_DROPPED: frozenset[str] = frozenset({
-    "temperatures", "disks", "kernel_log", "hwmon_volts", "pmbus_psus",
-    "gpu_processes", "infiniband",
-})
-_SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings) if f.name in SLIM_DROPPED}
-#: Fields of a GPU a summary record's frame keeps (the others are null or empty there): its
-#: identity and state, power and limit, and its bus (PCIe training, replays, the NVLinks whose
-#: error counters have counted), which is what the cluster screen and a history view's choice
-#: of charts read of a GPU. A GPU is most of a frame's bytes.
-SLIM_GPU_FIELDS: frozenset[str] = frozenset({
-    "index", "uuid", "name", "state", "lost_at", "lost_reason", "power_w", "power_peak_w", "power_limit_w",
-    "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay_total", "pcie_replay_per_s", "nvlinks",
-})
-_GPU_EMPTY: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
-              for f in fields(GpuReading) if f.name not in SLIM_GPU_FIELDS}
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryRecord:
-    """One frame as the agent's ``/v1/stream?view=summary`` sends it (SSE event ``summary``).
-
-    Attributes:
-        frame: `slim_frame` of the frame: without the readings of `SLIM_DROPPED`, its GPUs
-            with only `SLIM_GPU_FIELDS` (same node, run id, seq, time, collector states,
-            events and other readings).
-        summary: the frame's `NodeSummary` (``summarize``; the dashboard adds the worst
-            figures of its window, the session inventory and the alarm counts).
-        details: the frame's per-device series (`detail_values`), so the node's trends stay
-            whole while the node is followed by summaries.
-    """
-
-    frame: Frame
-    summary: NodeSummary
-    details: dict[str, float | None]
-
-
-def _counted(link: NvLinkReading) -> bool:
-    return any(v for v in (link.replay_total, link.crc_flit_total, link.replay_per_s, link.crc_flit_per_s))
-
-
-def slim_gpu(gpu: GpuReading) -> GpuReading:
-    """``gpu`` with only the fields of `SLIM_GPU_FIELDS`, and only the NVLinks whose error counters counted."""
-    return replace(gpu, **_GPU_EMPTY, nvlinks=tuple(link for link in gpu.nvlinks if _counted(link)))
-
-
-def slim_frame(frame: Frame) -> Frame:
-    """``frame`` without the readings of `SLIM_DROPPED`, its GPUs `slim_gpu`."""
-    return replace(frame, readings=replace(frame.readings, **_SLIM_EMPTY,
-                                           gpus=tuple(slim_gpu(g) for g in frame.readings.gpus)))
-
-
-def summary_record(frame: Frame) -> SummaryRecord:
-    """The summary stream's record of ``frame``."""
-    return SummaryRecord(frame=slim_frame(frame), summary=summarize(frame), details=detail_values(frame.readings))

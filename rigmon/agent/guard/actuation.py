@@ -1,0 +1,134 @@
+"""The guard's NVML writes: what it needs of NVML (`GuardActuator`), one step written to a GPU and put back.
+
+`apply_step` and `put_back` talk to the GPUs: the service calls them on its worker thread, never
+on the event loop (`rigmon.agent.guard.service`). `describe` puts settings into one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from rigmon.hw.nvml_control import (
+    ControlFailed,
+    ControlUnsupported,
+    GpuControlSettings,
+    NvmlHung,
+    NvmlUnavailable,
+)
+from rigmon.schema import Frame, GuardGpuSettings, GuardStepName
+
+#: Lowest clock of a locked range: the GPU may still idle down.
+LOCKED_MIN_MHZ = 135
+#: Errors of one NVML write that leave the guard working (the next trigger tries again).
+CALL_ERRORS = (ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable)
+
+
+class GuardActuator(Protocol):
+    """What the guard needs from `rigmon.hw.nvml_control.NvmlControl`."""
+
+    def device_count(self) -> int: ...
+    def read(self, index: int) -> GpuControlSettings: ...
+    def supported_clocks(self, index: int) -> dict[int, tuple[int, ...]]: ...
+    def set_app_clocks(self, index: int, mem_mhz: int, graphics_mhz: int) -> GpuControlSettings: ...
+    def reset_app_clocks(self, index: int) -> GpuControlSettings: ...
+    def set_locked_clocks(self, index: int, min_mhz: int, max_mhz: int) -> None: ...
+    def reset_locked_clocks(self, index: int) -> None: ...
+    def set_power_limit(self, index: int, limit_mw: int) -> GpuControlSettings: ...
+    def set_persistence(self, index: int, enabled: bool) -> None: ...
+    def probe(self) -> str | None: ...
+    def close(self) -> None: ...
+
+
+def describe(settings: Sequence[GuardGpuSettings]) -> str:
+    """One line for events and logs: ``gpu0 877/1005 MHz lock<=1005 200 W; gpu1 ...``."""
+    parts = []
+    for s in settings:
+        bits = [f"gpu{s.index}"]
+        if s.app_clock_mem_mhz is not None or s.app_clock_graphics_mhz is not None:
+            bits.append(f"{s.app_clock_mem_mhz}/{s.app_clock_graphics_mhz} MHz")
+        if s.locked_clock_max_mhz is not None:
+            bits.append(f"lock<={s.locked_clock_max_mhz}")
+        if s.power_limit_w is not None:
+            bits.append(f"{s.power_limit_w:g} W")
+        parts.append(" ".join(bits))
+    return "; ".join(parts)
+
+
+def from_control(s: GpuControlSettings, locked: int | None = None) -> GuardGpuSettings:
+    """NVML's settings of a GPU as the guard records them (power limit in watts)."""
+    return GuardGpuSettings(
+        index=s.index, app_clock_mem_mhz=s.app_clock_mem_mhz, app_clock_graphics_mhz=s.app_clock_graphics_mhz,
+        locked_clock_max_mhz=locked,
+        power_limit_w=None if s.power_limit_mw is None else s.power_limit_mw / 1000.0,
+    )
+
+
+def from_frame(frame: Frame, index: int) -> GuardGpuSettings:
+    """GPU ``index``'s settings as a frame reported them (when NVML cannot be read)."""
+    for g in frame.readings.gpus:
+        if g.index == index:
+            return GuardGpuSettings(index=index, app_clock_mem_mhz=g.clock_app_mem_mhz,
+                                    app_clock_graphics_mhz=g.clock_app_graphics_mhz, power_limit_w=g.power_limit_w)
+    return GuardGpuSettings(index=index)
+
+
+def apply_step(control: GuardActuator, index: int, step: GuardStepName, planned: GuardGpuSettings,
+               original_persistence: dict[int, bool | None]) -> GuardGpuSettings:
+    """Write ``planned``, the settings of ``step``, to GPU ``index``; returns them as the driver took them.
+
+    Application clocks also switch persistence mode on, its original state recorded in
+    ``original_persistence`` for `put_back`.
+
+    Raises:
+        ControlDenied, ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable: the write failed.
+    """
+    if step == "app_clocks":
+        if planned.app_clock_mem_mhz is None or planned.app_clock_graphics_mhz is None:
+            raise ControlFailed(f"GPU {index}: no application-clock pair (configure app_clocks_mhz)")
+        if index not in original_persistence:
+            original_persistence[index] = control.read(index).persistence
+        if original_persistence[index] is False:
+            # Without persistence mode the driver may unload between jobs and drop the clocks.
+            try:
+                control.set_persistence(index, True)
+            except (ControlUnsupported, ControlFailed):
+                pass
+        got = control.set_app_clocks(index, planned.app_clock_mem_mhz, planned.app_clock_graphics_mhz)
+        return replace(planned, app_clock_mem_mhz=got.app_clock_mem_mhz,
+                       app_clock_graphics_mhz=got.app_clock_graphics_mhz)
+    if step == "locked_clocks":
+        if planned.locked_clock_max_mhz is None:
+            raise ControlFailed(f"GPU {index}: no clock to lock to")
+        control.set_locked_clocks(index, LOCKED_MIN_MHZ, planned.locked_clock_max_mhz)
+        return planned
+    assert planned.power_limit_w is not None
+    got = control.set_power_limit(index, int(planned.power_limit_w * 1000))
+    return replace(planned, power_limit_w=None if got.power_limit_mw is None else got.power_limit_mw / 1000.0)
+
+
+def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, before: GuardGpuSettings,
+             original_persistence: dict[int, bool | None]) -> GuardGpuSettings:
+    """Restore GPU ``index`` from ``before`` to ``target``, its original settings; returns them as NVML reads them.
+
+    Raises:
+        ControlDenied, ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable: a write failed.
+    """
+    if before.locked_clock_max_mhz is not None:
+        try:
+            control.reset_locked_clocks(index)
+        except ControlUnsupported:
+            pass
+    if target.app_clock_mem_mhz is not None and target.app_clock_graphics_mhz is not None:
+        got = control.set_app_clocks(index, target.app_clock_mem_mhz, target.app_clock_graphics_mhz)
+    else:
+        got = control.reset_app_clocks(index)
+    if target.power_limit_w is not None and before.power_limit_w != target.power_limit_w:
+        got = control.set_power_limit(index, int(target.power_limit_w * 1000))
+    if original_persistence.get(index) is False:
+        try:
+            control.set_persistence(index, False)
+        except (ControlUnsupported, ControlFailed):
+            pass
+    return from_control(got)

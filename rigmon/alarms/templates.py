@@ -1,0 +1,83 @@
+"""Rule ``subject`` and ``message`` templates: `str.format` syntax, rendered with a fallback when a field is missing."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class _Formatter(string.Formatter):
+    def get_value(self, key: int | str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if isinstance(key, str) and key in kwargs:
+            return kwargs[key]
+        raise KeyError(key)
+
+
+_FORMATTER = _Formatter()
+
+
+_FORMAT_ERRORS = (KeyError, IndexError, ValueError, TypeError, AttributeError)
+
+
+def render(template: str, fields: Mapping[str, Any], fallback: str) -> str:
+    """``template`` formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
+    if not template:
+        return fallback
+    try:
+        return _FORMATTER.vformat(template, (), fields)
+    except _FORMAT_ERRORS:
+        return fallback
+
+
+class Template:
+    """A rule's ``subject`` or ``message`` template, parsed once; renders exactly as `render`.
+
+    Every subject of every rule is rendered on every frame: ``string.Formatter`` re-parses
+    the template and dispatches through several methods per field each time. A template
+    whose fields are plain names (``gpu:{index}``, ``{value:.2f} V``) is split once into
+    literal text and (name, format spec) pairs and joined with ``format()``; any other
+    (attribute or index access, ``!r`` conversions, nested specs, positional fields, bad
+    syntax) goes through `render`.
+    """
+
+    __slots__ = ("text", "_parts")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._parts = _compile(text)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the template renders without ``string.Formatter``."""
+        return self._parts is not None
+
+    def render(self, fields: Mapping[str, Any], fallback: str) -> str:
+        """The template formatted with ``fields``; ``fallback`` when a field is missing or does not fit."""
+        parts = self._parts
+        if parts is None:
+            return render(self.text, fields, fallback)
+        if not parts:
+            return fallback  # an empty template
+        try:
+            return "".join([literal + format(fields[name], spec) if name is not None else literal
+                            for literal, name, spec in parts])
+        except _FORMAT_ERRORS:
+            return fallback
+
+
+def _compile(text: str) -> tuple[tuple[str, str | None, str], ...] | None:
+    """Literal text and named fields of a template; ``None`` when it needs the general formatter."""
+    try:
+        parsed = list(_FORMATTER.parse(text))
+    except ValueError:
+        return None
+    parts: list[tuple[str, str | None, str]] = []
+    for literal, name, spec, conversion in parsed:
+        if name is None:
+            parts.append((literal, None, ""))
+            continue
+        if conversion is not None or not name.isidentifier() or (spec and ("{" in spec or "}" in spec)):
+            return None
+        parts.append((literal, name, spec or ""))
+    return tuple(parts)

@@ -1,0 +1,74 @@
+"""The summary stream's record of a frame (`SummaryRecord`): the slim frame, its summary and its per-device series.
+
+What an agent sends on ``/v1/stream?view=summary`` for a node the dashboard does not show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any
+
+from rigmon.schema import Frame, GpuReading, NvLinkReading, Readings
+from rigmon.summary.figures import detail_values
+from rigmon.summary.node_summary import NodeSummary, summarize
+
+
+#: Readings a summary record's frame leaves out: what neither the cluster screen's row (its
+#: problems, power scale), the charts a history view offers, nor the cluster rules' peer
+#: checks read, and the bulk of a frame.
+#: A readings field not named here is kept, so a new source reaches the cluster screen unless
+#: it is listed.
+SLIM_DROPPED: frozenset[str] = frozenset({
+    "temperatures", "disks", "kernel_log", "hwmon_volts", "pmbus_psus",
+    "gpu_processes", "infiniband",
+})
+_SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings) if f.name in SLIM_DROPPED}
+#: Fields of a GPU a summary record's frame keeps (the others are null or empty there): its
+#: identity and state, power and limit, and its bus (PCIe training, replays, the NVLinks whose
+#: error counters have counted), which is what the cluster screen and a history view's choice
+#: of charts read of a GPU. A GPU is most of a frame's bytes.
+SLIM_GPU_FIELDS: frozenset[str] = frozenset({
+    "index", "uuid", "name", "state", "lost_at", "lost_reason", "power_w", "power_peak_w", "power_limit_w",
+    "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay_total", "pcie_replay_per_s", "nvlinks",
+})
+_GPU_EMPTY: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
+              for f in fields(GpuReading) if f.name not in SLIM_GPU_FIELDS}
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """One frame as the agent's ``/v1/stream?view=summary`` sends it (SSE event ``summary``).
+
+    Attributes:
+        frame: `slim_frame` of the frame: without the readings of `SLIM_DROPPED`, its GPUs
+            with only `SLIM_GPU_FIELDS` (same node, run id, seq, time, collector states,
+            events and other readings).
+        summary: the frame's `NodeSummary` (``summarize``; the dashboard adds the worst
+            figures of its window, the session inventory and the alarm counts).
+        details: the frame's per-device series (`detail_values`), so the node's trends stay
+            whole while the node is followed by summaries.
+    """
+
+    frame: Frame
+    summary: NodeSummary
+    details: dict[str, float | None]
+
+
+def _counted(link: NvLinkReading) -> bool:
+    return any(v for v in (link.replay_total, link.crc_flit_total, link.replay_per_s, link.crc_flit_per_s))
+
+
+def slim_gpu(gpu: GpuReading) -> GpuReading:
+    """``gpu`` with only the fields of `SLIM_GPU_FIELDS`, and only the NVLinks whose error counters counted."""
+    return replace(gpu, **_GPU_EMPTY, nvlinks=tuple(link for link in gpu.nvlinks if _counted(link)))
+
+
+def slim_frame(frame: Frame) -> Frame:
+    """``frame`` without the readings of `SLIM_DROPPED`, its GPUs `slim_gpu`."""
+    return replace(frame, readings=replace(frame.readings, **_SLIM_EMPTY,
+                                           gpus=tuple(slim_gpu(g) for g in frame.readings.gpus)))
+
+
+def summary_record(frame: Frame) -> SummaryRecord:
+    """The summary stream's record of ``frame``."""
+    return SummaryRecord(frame=slim_frame(frame), summary=summarize(frame), details=detail_values(frame.readings))

@@ -1,0 +1,116 @@
+"""Following the dashboard's agents: one client per node, its updates posted as messages, its alarms polled.
+
+The node on screen (the node screen's) is followed by full frames, every other node by summary
+records; its alarms are polled more often. The coroutines here run as the app's workers: they
+do I/O and post messages, and never touch widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from textual.message import Message
+
+from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled, Summarized, View
+from rigmon.cluster.config import NodeTarget
+from rigmon.cluster.sanitise import clean_text
+from rigmon.tui.messages import (
+    NodeAlarms,
+    NodeAlarmsFailed,
+    NodeConnected,
+    NodeFailed,
+    NodeGap,
+    NodeSampled,
+    NodeSummarized,
+)
+
+ClientFactory = Callable[[NodeTarget], AgentClient]
+#: Seconds before a follow worker that crashed on a bug starts again.
+WORKER_RESTART_S = 5.0
+#: How many times less often a node followed by summary records (not on screen) is polled: its
+#: alarm transitions still come as events in its records and fetch at once (with 256 nodes the
+#: polls were the dashboard's largest cost after drawing).
+SUMMARY_ALARM_POLL_FACTOR = 3.0
+
+
+def default_client(target: NodeTarget) -> AgentClient:
+    """A real HTTP client for ``target``."""
+    return AgentClient(target.url, target.token, control_token=target.control_token, ca_file=target.ca_file)
+
+
+class Followers:
+    """The follow and alarm workers of every node, and which node is followed by full frames.
+
+    Args:
+        client_factory: builds each node's client.
+        alarm_poll_s: seconds between /v1/alarms polls of the node on screen.
+        post: the app's ``post_message``.
+    """
+
+    def __init__(self, client_factory: ClientFactory, alarm_poll_s: float, post: Callable[[Message], object]) -> None:
+        self.client_factory = client_factory
+        self.alarm_poll_s = alarm_poll_s
+        self._post = post
+        #: Set to fetch a node's alarms at once (its frames brought an ``alarm_*`` event).
+        self.alarm_wake: dict[str, asyncio.Event] = {}
+        # Each followed node's client, and the node whose full frames the screen shows (the
+        # node screen's); every other node is followed by summary records.
+        self._clients: dict[str, AgentClient] = {}
+        self._full_key: str | None = None
+
+    async def follow(self, target: NodeTarget) -> None:
+        """Follow one agent and post what happens; never touches widgets."""
+        key = target.url
+        while True:
+            client = self.client_factory(target)
+            client.set_view(self._view_of(key))
+            self._clients[key] = client
+            try:
+                async for update in client.follow():
+                    if isinstance(update, Summarized):
+                        self._post(NodeSummarized(key, update.records))
+                    elif isinstance(update, Sampled):
+                        self._post(NodeSampled(key, update.frames))
+                    elif isinstance(update, Connected):
+                        self._post(NodeConnected(key, update.info))
+                    elif isinstance(update, GapReported):
+                        self._post(NodeGap(key, update.gap))
+                    elif isinstance(update, Failed):
+                        self._post(NodeFailed(key, update.reason, update.retry_in_s))
+            except Exception as exc:  # noqa: BLE001 - a bug in one node's client must not end the dashboard
+                reason = clean_text(f"internal error: {type(exc).__name__}: {exc}")
+                self._post(NodeFailed(key, reason, WORKER_RESTART_S))
+                await asyncio.sleep(WORKER_RESTART_S)
+            finally:
+                self._clients.pop(key, None)
+                await client.aclose()
+
+    def _alarm_poll_s(self, key: str) -> float:
+        """Seconds to the next poll of ``key``'s alarms (see `SUMMARY_ALARM_POLL_FACTOR`)."""
+        return self.alarm_poll_s if key == self._full_key else self.alarm_poll_s * SUMMARY_ALARM_POLL_FACTOR
+
+    def _view_of(self, key: str) -> View:
+        """Full frames for the node on screen, summary records for the others."""
+        return "full" if key == self._full_key else "summary"
+
+    def show_whole(self, key: str | None) -> None:
+        """Follow ``key`` (``None``: no node) by full frames from now on, every other node by summaries."""
+        self._full_key = key
+        for node, client in self._clients.items():
+            client.set_view(self._view_of(node))
+        wake = self.alarm_wake.get(key) if key is not None else None
+        if wake is not None:
+            wake.set()  # the node screen starts with the node's alarms as they are now
+
+    async def watch_alarms(self, target: NodeTarget) -> None:
+        """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
+        client = self.client_factory(target)
+        try:
+            async for item in client.watch_alarms(self.alarm_wake[target.url], lambda: self._alarm_poll_s(target.url)):
+                if isinstance(item, Failed):
+                    self._post(NodeAlarmsFailed(target.url, item.reason))
+                else:
+                    self._post(NodeAlarms(target.url, item))
+        finally:
+            await client.aclose()

@@ -1,0 +1,49 @@
+"""What each of the dashboard's screens is given to draw, from the node stores."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from typing import TYPE_CHECKING
+
+from textual.css.query import NoMatches
+from textual.screen import Screen
+
+from rigmon.cluster.alarm_board import AlarmBoardView
+from rigmon.cluster.store import ClusterStore
+from rigmon.tui.screens.alarms import AlarmsScreen
+from rigmon.tui.screens.cluster import ClusterScreen
+from rigmon.tui.screens.links import LinkScreen
+from rigmon.tui.screens.node import NodeScreen
+from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
+from rigmon.tui.widgets.replay_bar import ReplayBar
+
+if TYPE_CHECKING:
+    # Types only: a replay is built by `rigmon dash --replay` before the app (see `rigmon.cli_dash`).
+    from rigmon.cluster.replay import Replay
+
+
+def shows_frames_of(screen: Screen[object], keys: Set[str], selected: str | None) -> bool:
+    """Whether new frames of the nodes ``keys`` change what ``screen`` shows (``selected``: the node screen's node)."""
+    return isinstance(screen, (ClusterScreen, LinkScreen)) or (isinstance(screen, NodeScreen) and selected in keys)
+
+
+def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, replay: Replay | None,
+         board: AlarmBoardView | None) -> None:
+    """Draw ``screen`` from the stores (the alarms screen needs ``board``; ``selected``: the node screen's node)."""
+    if replay is not None:
+        # Live, the bars keep their position of None (hidden); a query walks every row.
+        for bar in screen.query(ReplayBar):
+            bar.position = replay.position()
+    try:
+        if isinstance(screen, AlarmsScreen):
+            if board is not None:
+                screen.show(board)
+        elif isinstance(screen, (ClusterScreen, LinkScreen)):
+            screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
+        elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
+            store = cluster.nodes[selected]
+            view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store))
+            screen.show(view, store.info, store.latest, tuple(store.events))
+    except NoMatches:
+        # The timer fired while the app shuts down and the screen has lost its widgets.
+        pass
