@@ -10,7 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from rigmon.hw import nvml as nvml_module
+from rigmon.hw.nvml import calls as nvml_calls
 from rigmon.hw.nvml import FACTS_EVERY, NvmlHung, NvmlUnavailable, PynvmlNvml, Watchdog, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
@@ -291,7 +291,7 @@ def test_close_leaves_the_event_set_of_a_wait_stuck_in_the_driver(machine: FakeN
             assert nvml.wait_xid(0.01) == []
             machine.fail("hang")
             waiter.start()
-            _eventually(lambda: nvml._waiting == 1)
+            _eventually(lambda: nvml._xid.waiting == 1)
             nvml.close()  # returns although the wait and the poll thread's shutdown are stuck
             assert machine._registered  # not freed under the stuck wait
         finally:
@@ -384,8 +384,9 @@ def test_a_refused_field_falls_back_to_its_function(machine: FakeNvmlMachine) ->
     assert first[0].ecc_corrected is None and first[0].ecc_uncorrected is None
     assert second[0].ecc_corrected is None and first[1].ecc_corrected == 0
     assert second[2].nvlinks[1].replay == 9
-    # GPU 0's ECC is asked as a field once, then through its own function (refused too).
-    assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2 * 2
+    # GPU 0's ECC is asked as a field once, then through its own function once (refused too:
+    # remembered, like any refused function, until the facts are read again).
+    assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2
 
 
 def test_a_function_the_driver_refuses_is_asked_again_only_with_the_facts(machine: FakeNvmlMachine) -> None:
@@ -445,9 +446,9 @@ def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -
 )
 def test_field_values_decoded_from_the_array_bytes_as_by_their_members(value_type: int, member: str,
                                                                        value: float) -> None:
-    values = (nvml_module._FieldValue * 2)()
+    values = (nvml_calls.FieldValue * 2)()
     values[0].fieldId, values[0].valueType = 83, value_type
     setattr(values[0].value, member, value)
-    (_, status, raw), _ = nvml_module._FIELD_LAYOUT.iter_unpack(bytes(values))
+    (_, status, raw), _ = nvml_calls.FIELD_LAYOUT.iter_unpack(bytes(values))
     expected = None if value_type == pynvml.NVML_VALUE_TYPE_DOUBLE else value
-    assert nvml_module._union_int(value_type, raw) == expected == nvml_module._field_value(values[0])
+    assert nvml_calls.union_int(value_type, raw) == expected == nvml_calls.field_value(values[0])
