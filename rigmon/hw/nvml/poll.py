@@ -13,6 +13,8 @@ bus answers GPU_IS_LOST to every call on it, and a changed device count drops ev
 from __future__ import annotations
 
 import ctypes
+import operator
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +23,6 @@ import pynvml
 
 from rigmon.hw.nvml.calls import (
     ABSENT_CODES,
-    FIELD_LAYOUT,
     GPU_IS_LOST,
     GONE_CODES,
     REFUSED_CODES,
@@ -65,6 +66,16 @@ FI_NVLINK_CRC_DATA = (39, 40, 41, 42, 43, 44, 102, 103, 104, 105, 106, 107)
 
 _U = ctypes.c_uint
 _ULL = ctypes.c_ulonglong
+_VT_UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+_VT_ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+#: A power sample whose value is an unsigned int (what drivers give): the timestamp and the union's
+#: low 4 bytes as they lie in memory ("=" is native byte order: the union's members start at its start).
+_SAMPLE_UINT = struct.Struct("=QI4x")
+#: Bits of the union each unsigned value type uses (a field array whose every value has one of
+#: these types is decoded without Python per field).
+_UNSIGNED_MASK = {_VT_UINT: 0xFFFFFFFF, _VT_ULL: 0xFFFFFFFFFFFFFFFF,
+                  pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: 0xFFFFFFFFFFFFFFFF,
+                  pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: 0xFFFF}
 #: A function giving a value: its symbol, the arguments between the handle and the output, the output type.
 _Call = tuple[str, tuple[int, ...], type]
 
@@ -143,7 +154,8 @@ class _Plan:
     """
 
     __slots__ = ("handle", "facts", "sources", "unsupported", "refused", "polls_left", "field_keys", "field_names",
-                 "fields", "fields_ref", "n_fields", "calls", "samples", "value_type",
+                 "fields", "fields_ref", "n_fields", "fields_layout", "field_types", "field_masks", "calls",
+                 "samples", "value_type", "links", "link_names", "link_values",
                  "value_type_ref", "count", "count_ref")
 
     def __init__(self, handle: Any, facts: GpuFacts) -> None:
@@ -189,7 +201,18 @@ class _Plan:
             value.scopeId = scope_id
         self.fields_ref = ctypes.byref(self.fields)
         self.n_fields = ctypes.c_int32(len(keys))
+        #: The whole array as one struct (value type, status, value union per field), and the value
+        #: types of the last poll whose every field answered with an unsigned integer (with their masks).
+        self.fields_layout = struct.Struct("=" + "24xIIQ" * len(keys))
+        self.field_types: tuple[int, ...] | None = None
+        self.field_masks: tuple[int, ...] = ()
         self.calls = tuple(calls)
+        count = self.facts.nvlink_count or 0
+        self.link_names = tuple(("nvl", link, kind) for link in range(count)
+                                for kind in ("state", "replay", "recovery", "crc_flit", "crc_data"))
+        #: The last poll's NVLink values and records (kept while the values stay the same).
+        self.link_values: tuple[Any, ...] | None = None
+        self.links: tuple[NvLinkData, ...] = ()
 
 
 class DeviceReader:
@@ -325,16 +348,28 @@ class DeviceReader:
             plan.unsupported.update(plan.field_keys)
             plan.build()
             return False
+        # The call succeeds when any field was filled; each field carries its own status. The
+        # array is decoded in one unpack of its bytes (an attribute read per member was most of
+        # the decoding). When every field answered with the same unsigned types as last time (every
+        # poll but the first), the values are masked and stored without Python per field.
+        flat = plan.fields_layout.unpack(bytes(plan.fields))
+        types, statuses, raws = flat[0::3], flat[1::3], flat[2::3]
+        if types == plan.field_types and statuses.count(SUCCESS) == len(statuses):
+            got.update(zip(plan.field_names, map(operator.and_, raws, plan.field_masks)))
+            return False
         refused = False
         lost = False
-        # The call succeeds when any field was filled; each field carries its own status. The
-        # array is decoded in one pass over its bytes (an attribute read per member was most of
-        # the decoding), with the integer union member chosen by the value type.
-        for key, name, (value_type, status, raw) in zip(plan.field_keys, plan.field_names,
-                                                        FIELD_LAYOUT.iter_unpack(bytes(plan.fields)), strict=True):
-            number = union_int(value_type, raw) if status == SUCCESS else None
-            if number is not None:
-                got[name] = number
+        for key, name, value_type, status, raw in zip(plan.field_keys, plan.field_names, types, statuses, raws,
+                                                      strict=True):
+            if status == SUCCESS:
+                # The counters are unsigned long long and unsigned int: no table look-up for those.
+                number = (raw if value_type == _VT_ULL else raw & 0xFFFFFFFF if value_type == _VT_UINT
+                          else union_int(value_type, raw))
+                if number is not None:
+                    got[name] = number
+                    continue
+                plan.unsupported.add(key)
+                refused = True
             elif status == GPU_IS_LOST:
                 lost = True
             else:
@@ -342,6 +377,9 @@ class DeviceReader:
                 refused = True
         if refused:
             plan.build()
+        elif not lost and all(t in _UNSIGNED_MASK for t in types):
+            plan.field_types = types
+            plan.field_masks = tuple(_UNSIGNED_MASK[t] for t in types)
         return lost
 
     @staticmethod
@@ -390,10 +428,13 @@ class DeviceReader:
             count = min(plan.count.value, POWER_SAMPLES_PER_CALL)
             value_type = plan.value_type.value
             raw = ctypes.string_at(ctypes.addressof(plan.samples), count * SAMPLE_LAYOUT.size) if count else b""
-            for ts_us, value in SAMPLE_LAYOUT.iter_unpack(raw):
-                number = union_int(value_type, value)
-                if number is not None:
-                    out.append((ts_us, number))
+            if value_type == _VT_UINT:
+                out.extend(_SAMPLE_UINT.iter_unpack(raw))
+            else:
+                for ts_us, value in SAMPLE_LAYOUT.iter_unpack(raw):
+                    number = union_int(value_type, value)
+                    if number is not None:
+                        out.append((ts_us, number))
             if count < POWER_SAMPLES_PER_CALL or not out:
                 break
             since_us = out[-1][0]
@@ -404,6 +445,10 @@ class DeviceReader:
         count = plan.facts.nvlink_count
         if count is None:
             return DeviceReader._probe_nvlinks(gate, plan)
+        values = tuple(map(got.get, plan.link_names))
+        if values == plan.link_values:
+            # No link changed state and no counter moved (the usual poll): the same records.
+            return plan.links
         links: list[NvLinkData] = []
         get = got.get
         for link in range(count):
@@ -414,7 +459,8 @@ class DeviceReader:
             links.append(NvLinkData(link=link, active=bool(state), replay=get(("nvl", link, "replay")),
                                     recovery=get(("nvl", link, "recovery")), crc_flit=get(("nvl", link, "crc_flit")),
                                     crc_data=get(("nvl", link, "crc_data"))))
-        return tuple(links)
+        plan.link_values, plan.links = values, tuple(links)
+        return plan.links
 
     @staticmethod
     def _probe_nvlinks(gate: Gate, plan: _Plan) -> tuple[NvLinkData, ...]:
