@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 import pynvml
 
@@ -36,6 +37,7 @@ class PynvmlNvml:
         self._poll = Watchdog("poll", target)
         # Only the poll watchdog's thread touches the reader.
         self._devices = DeviceReader()
+        self._process_lists: dict[int, Any] = {}
         self._initialized = False
         # The poll watchdog's thread and the Xid thread both init on first use: one nvmlInit.
         self._init_lock = threading.Lock()
@@ -80,13 +82,13 @@ class PynvmlNvml:
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
         def call() -> NvmlGpuProcesses:
             self._ensure_init()
-            return read_processes(self._devices, index, utils_since_us)
+            return read_processes(self._devices, self._process_lists, index, utils_since_us)
 
         return self._poll.run(call, self.timeout_s)
 
     def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
         def call() -> list[NvmlGpuProcesses]:
-            return [read_processes(self._devices, index, utils_since_us.get(index, 0))
+            return [read_processes(self._devices, self._process_lists, index, utils_since_us.get(index, 0))
                     for index in range(self._count())]
 
         return self._poll.run(call, self.timeout_s * self._devices.count_hint)

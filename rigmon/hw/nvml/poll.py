@@ -392,7 +392,7 @@ class DeviceReader:
             if only_missing and name in got:
                 continue
             ret = fn(*args)
-            if ret == SUCCESS:
+            if not ret:  # NVML_SUCCESS
                 got[name] = out.value if scalar else out
             elif ret == GPU_IS_LOST:
                 return True
