@@ -19,7 +19,7 @@ pynvml directly (no target) use the machine served under ``None``.
 Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SUPPORTED
 for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
 GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
-``hang`` (every call blocks until the failure is healed).
+``hang`` (every call, or only the named symbols, blocks until the failure is healed).
 
 The machine side (GPU state, failures, Xid queues, ``nvml.toml`` loading) is
 `rigmon.sim.nvml_machine`; its names are importable from here too.
@@ -211,7 +211,7 @@ class FakeNvmlLibrary:
         machine = self.machine()
         if machine is None:
             return ERROR_DRIVER_NOT_LOADED
-        machine.wait_running()
+        machine.wait_running(name)
         with machine.lock:
             machine.calls[name] += 1
             if machine.driver_missing:
@@ -562,7 +562,7 @@ class FakeNvmlLibrary:
             machine = self.machine()
             if machine is None:
                 return ERROR_DRIVER_NOT_LOADED
-            machine.wait_running()
+            machine.wait_running("nvmlEventSetWait_v2")
             hit = machine._wait_event(_handle_value(event_set), _int(timeout_ms) / 1000.0)
             if hit is None:
                 return ERROR_TIMEOUT
