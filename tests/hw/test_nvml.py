@@ -606,3 +606,28 @@ def test_process_lists_are_read_into_kept_arrays_that_grow(machine: FakeNvmlMach
     assert procs[1000].kind == "compute" and procs[1000].used_bytes == 1 << 20  # in both lists: compute
     assert procs[1000 + FIRST_ROOM + 3].used_bytes == (FIRST_ROOM + 4) << 20
     assert first[1].listed and first[1].processes == ()
+
+
+def test_watchdog_thread_ends_on_close_and_a_closed_watchdog_runs_nothing() -> None:
+    watchdog = Watchdog("closing", None)
+    assert watchdog.run(lambda: threading.current_thread().name, DEADLINE_S) == "rigmon-nvml-closing_0"
+    assert watchdog.run(lambda: threading.current_thread().daemon, DEADLINE_S)
+    with pytest.raises(ZeroDivisionError):
+        watchdog.run(lambda: 1 // 0, DEADLINE_S)  # the call's own error reaches the caller
+    watchdog.close()
+    _eventually(lambda: not [t for t in threading.enumerate() if t.name == "rigmon-nvml-closing_0"])
+    with pytest.raises(RuntimeError):
+        watchdog.run(lambda: 1, DEADLINE_S)
+
+
+def test_a_stuck_watchdog_thread_ends_when_its_call_returns_after_close() -> None:
+    release = threading.Event()
+    watchdog = Watchdog("stuck-close", None)
+    try:
+        with pytest.raises(NvmlHung):
+            watchdog.run(release.wait, 0.05)
+        watchdog.close()  # returns at once
+        assert [t for t in threading.enumerate() if t.name == "rigmon-nvml-stuck-close_0"]
+    finally:
+        release.set()
+    _eventually(lambda: not [t for t in threading.enumerate() if t.name == "rigmon-nvml-stuck-close_0"])

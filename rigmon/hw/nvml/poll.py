@@ -34,7 +34,6 @@ from rigmon.hw.nvml.calls import (
     Sample,
     Utilization,
     Violation,
-    mhz,
     symbol,
     union_int,
 )
@@ -264,9 +263,11 @@ class DeviceReader:
         Raises:
             NvmlUnavailable: the library went away.
         """
-        plan, lost = self.plan(index)
-        if plan is None:
-            return NvmlDeviceData(index=index, lost=lost)
+        plan = self._plans.get(index)
+        if plan is None or plan.polls_left <= 0:
+            plan, lost = self.plan(index)
+            if plan is None:
+                return NvmlDeviceData(index=index, lost=lost)
         plan.polls_left -= 1
         got: dict[object, Any] = {}
         lost = self._read_fields(plan, got)
@@ -285,6 +286,7 @@ class DeviceReader:
             return NvmlDeviceData(index=index, lost=True, uuid=facts.uuid, name=facts.name, serial=facts.serial,
                                   pci_bus_id=facts.pci_bus_id)
         get = got.get
+        # Clocks: some drivers answer 0 for a domain they do not report; 0 MHz is never real (`or None`).
         util, memory = get("util"), get("memory")
         viol_power, viol_thermal = get("violation_power"), get("violation_thermal")
         return NvmlDeviceData(
@@ -301,11 +303,11 @@ class DeviceReader:
             power_limit_mw=get("power_limit_mw"),
             enforced_limit_mw=get("enforced_limit_mw"),
             default_limit_mw=facts.default_limit_mw,
-            clock_sm_mhz=mhz(get("clock_sm_mhz")),
-            clock_mem_mhz=mhz(get("clock_mem_mhz")),
-            clock_graphics_mhz=mhz(get("clock_graphics_mhz")),
-            app_clock_graphics_mhz=mhz(get("app_clock_graphics_mhz")),
-            app_clock_mem_mhz=mhz(get("app_clock_mem_mhz")),
+            clock_sm_mhz=get("clock_sm_mhz") or None,
+            clock_mem_mhz=get("clock_mem_mhz") or None,
+            clock_graphics_mhz=get("clock_graphics_mhz") or None,
+            app_clock_graphics_mhz=get("app_clock_graphics_mhz") or None,
+            app_clock_mem_mhz=get("app_clock_mem_mhz") or None,
             max_clock_sm_mhz=facts.max_clock_sm_mhz,
             max_clock_mem_mhz=facts.max_clock_mem_mhz,
             max_clock_graphics_mhz=facts.max_clock_graphics_mhz,
