@@ -154,6 +154,7 @@ class _Plan:
 
     __slots__ = ("handle", "facts", "sources", "unsupported", "refused", "polls_left", "field_keys", "field_names",
                  "fields", "fields_ref", "n_fields", "fields_layout", "field_types", "field_masks", "calls",
+                 "fields_fn", "samples_fn",
                  "samples", "value_type", "links", "link_names", "link_values",
                  "value_type_ref", "count", "count_ref")
 
@@ -200,6 +201,8 @@ class _Plan:
             value.scopeId = scope_id
         self.fields_ref = ctypes.byref(self.fields)
         self.n_fields = ctypes.c_int32(len(keys))
+        self.fields_fn = None if ("nvmlDeviceGetFieldValues", ()) in self.refused else symbol("nvmlDeviceGetFieldValues")
+        self.samples_fn = None if ("nvmlDeviceGetSamples", ()) in self.refused else symbol("nvmlDeviceGetSamples")
         #: The whole array as one struct (value type, status, value union per field), and the value
         #: types of the last poll whose every field answered with an unsigned integer (with their masks).
         self.fields_layout = struct.Struct("=" + "24xIIQ" * len(keys))
@@ -220,6 +223,8 @@ class DeviceReader:
     def __init__(self) -> None:
         self._plans: dict[int, _Plan] = {}
         self.count_hint = 1
+        self._count = ctypes.c_uint()
+        self._count_ref = ctypes.byref(self._count)
 
     def count(self) -> int:
         """The device count; a changed count drops every GPU's plan (an index may be another GPU now).
@@ -227,12 +232,13 @@ class DeviceReader:
         Raises:
             NvmlUnavailable: no driver or library.
         """
-        try:
-            count = int(pynvml.nvmlDeviceGetCount())
-        except pynvml.NVMLError as exc:
-            if exc.value in ABSENT_CODES or exc.value == pynvml.NVML_ERROR_UNINITIALIZED:
-                raise NvmlUnavailable(f"NVML: {exc}") from None
-            raise
+        fn = symbol("nvmlDeviceGetCount_v2")
+        ret = pynvml.NVML_ERROR_UNINITIALIZED if fn is None else fn(self._count_ref)
+        if ret != SUCCESS:
+            if ret in ABSENT_CODES or ret == pynvml.NVML_ERROR_UNINITIALIZED:
+                raise NvmlUnavailable(f"NVML: {pynvml.NVMLError(ret)}")
+            raise pynvml.NVMLError(ret)
+        count = int(self._count.value)
         if max(1, count) != self.count_hint:
             self._plans.clear()
             self.count_hint = max(1, count)
@@ -338,7 +344,7 @@ class DeviceReader:
         on (this poll included) until the plan is built again."""
         if not plan.field_keys:
             return False
-        fn = None if ("nvmlDeviceGetFieldValues", ()) in plan.refused else symbol("nvmlDeviceGetFieldValues")
+        fn = plan.fields_fn
         ret = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND if fn is None else fn(plan.handle, plan.n_fields, plan.fields_ref)
         if ret != SUCCESS:
             if ret == GPU_IS_LOST:
@@ -414,7 +420,7 @@ class DeviceReader:
         """The driver's power samples (mW) newer than ``since_us``, oldest first, in one call per
         `POWER_SAMPLES_PER_CALL` (no count query first: the buffer says how many it can hold)."""
         key = ("nvmlDeviceGetSamples", ())
-        fn = None if key in plan.refused else symbol("nvmlDeviceGetSamples")
+        fn = plan.samples_fn
         if fn is None:
             return ()
         out: list[tuple[int, int]] = []
@@ -426,6 +432,7 @@ class DeviceReader:
                 # NOT_FOUND is the driver's way of saying "no samples newer than that".
                 if ret in REFUSED_CODES:
                     plan.refused.add(key)
+                    plan.samples_fn = None
                 break
             count = min(plan.count.value, POWER_SAMPLES_PER_CALL)
             value_type = plan.value_type.value

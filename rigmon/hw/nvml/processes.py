@@ -35,15 +35,17 @@ assert _INFO_LAYOUT.size == ctypes.sizeof(_ProcessInfo), "nvmlProcessInfo_t chan
 
 
 class _Lists:
-    """One GPU's list arrays and count, allocated once (grown when a GPU runs more processes)."""
+    """One GPU's list arrays and count, allocated once (grown when a GPU runs more processes), and
+    its last answer while no process ran (the same record again while none runs)."""
 
-    __slots__ = ("room", "infos", "count", "count_ref")
+    __slots__ = ("room", "infos", "count", "count_ref", "idle")
 
     def __init__(self) -> None:
         self.room = FIRST_ROOM
         self.infos = (_ProcessInfo * FIRST_ROOM)()
         self.count = ctypes.c_uint()
         self.count_ref = ctypes.byref(self.count)
+        self.idle: NvmlGpuProcesses | None = None
 
 
 #: Per device handle (its pointer value), the list arrays; dropped with the binding.
@@ -77,6 +79,11 @@ def read_processes(devices: DeviceReader, lists: _ListsBy, index: int, since_us:
             procs[pid] = NvmlProcess(pid=pid, used_bytes=None if used == _NOT_AVAILABLE else used, kind=kind)
         if gate.lost:
             break
+    if not procs and not gate.lost:
+        idle = buffers.idle
+        if idle is None or idle.listed != listed or idle.uuid != plan.facts.uuid:
+            idle = buffers.idle = NvmlGpuProcesses(index=index, uuid=plan.facts.uuid, lost=False, listed=listed)
+        return idle
     utils: tuple[NvmlProcessUtil, ...] = ()
     if procs and not gate.lost:
         utils = _process_utils(gate, handle, since_us)
