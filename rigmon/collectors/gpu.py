@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
@@ -73,12 +73,11 @@ def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
     return tuple(names)
 
 
-def power_extremes(samples: Iterable[tuple[int, int]]) -> tuple[float | None, float | None, int]:
-    """Peak and minimum watts of ``(timestamp_us, milliwatts)`` power samples, and their count."""
-    values = [mw for _, mw in samples]
-    if not values:
+def power_extremes(samples_mw: Sequence[int]) -> tuple[float | None, float | None, int]:
+    """Peak and minimum watts of power samples in milliwatts, and their count."""
+    if not samples_mw:
         return None, None, 0
-    return max(values) / MILLI, min(values) / MILLI, len(values)
+    return max(samples_mw) / MILLI, min(samples_mw) / MILLI, len(samples_mw)
 
 
 def _watts(mw: int | None) -> float | None:
@@ -240,9 +239,9 @@ class GpuCollector:
         return gpu
 
     def _reading(self, gpu: _Gpu, d: NvmlDeviceData, now_s: float) -> GpuReading:
-        if d.power_samples:
-            gpu.last_sample_us = max(ts for ts, _ in d.power_samples)
-        peak_w, min_w, n_samples = power_extremes(d.power_samples)
+        if d.power_samples_us:
+            gpu.last_sample_us = max(d.power_samples_us)
+        peak_w, min_w, n_samples = power_extremes(d.power_samples_mw)
         key = gpu.uuid or gpu.index
         links = tuple(
             NvLinkReading(

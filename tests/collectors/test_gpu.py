@@ -67,7 +67,7 @@ def test_decode_clock_reasons(mask: int, names: tuple[str, ...]) -> None:
 
 def test_power_extremes() -> None:
     assert power_extremes([]) == (None, None, 0)
-    assert power_extremes([(1, 250_000), (2, 331_500), (3, 41_000)]) == (331.5, 41.0, 3)
+    assert power_extremes([250_000, 331_500, 41_000]) == (331.5, 41.0, 3)
 
 
 # -- lost GPU -----------------------------------------------------------------------------

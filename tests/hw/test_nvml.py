@@ -508,9 +508,9 @@ def test_power_samples_come_in_one_call_and_a_full_buffer_is_asked_again(machine
             datas = nvml.read_devices({1: 10})
         finally:
             nvml.close()
-    assert datas[0].power_samples == tuple(many)
-    assert datas[1].power_samples == ((20, 320_000),)
-    assert datas[2].power_samples == ()
+    assert list(zip(datas[0].power_samples_us, datas[0].power_samples_mw, strict=True)) == many
+    assert (datas[1].power_samples_us, datas[1].power_samples_mw) == ((20,), (320_000,))
+    assert (datas[2].power_samples_us, datas[2].power_samples_mw) == ((), ())
     # GPU 0: two calls (the first filled the buffer); GPUs 1-3: one each.
     assert machine.calls["nvmlDeviceGetSamples"] == 2 + 3
 

@@ -13,6 +13,7 @@ bus answers GPU_IS_LOST to every call on it, and a changed device count drops ev
 from __future__ import annotations
 
 import ctypes
+import functools
 import operator
 import struct
 from collections.abc import Callable
@@ -26,7 +27,6 @@ from rigmon.hw.nvml.calls import (
     GPU_IS_LOST,
     GONE_CODES,
     REFUSED_CODES,
-    SAMPLE_LAYOUT,
     SUCCESS,
     FieldValue,
     Gate,
@@ -67,9 +67,16 @@ _U = ctypes.c_uint
 _ULL = ctypes.c_ulonglong
 _VT_UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
 _VT_ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-#: A power sample whose value is an unsigned int (what drivers give): the timestamp and the union's
-#: low 4 bytes as they lie in memory ("=" is native byte order: the union's members start at its start).
-_SAMPLE_UINT = struct.Struct("=QI4x")
+
+
+@functools.lru_cache(maxsize=2 * POWER_SAMPLES_PER_CALL)
+def _sample_layout(count: int, uint: bool) -> struct.Struct:
+    """``count`` ``nvmlSample_t`` as one struct: the timestamp, then the value union's low 4 bytes as
+    they lie in memory (an unsigned int, what drivers give; "=" is native byte order and the union's
+    members start at its start) or all 8 bytes (another value type, decoded by `union_int`)."""
+    return struct.Struct("=" + ("QI4x" if uint else "QQ") * count)
+
+
 #: Bits of the union each unsigned value type uses (a field array whose every value has one of
 #: these types is decoded without Python per field).
 _UNSIGNED_MASK = {_VT_UINT: 0xFFFFFFFF, _VT_ULL: 0xFFFFFFFFFFFFFFFF,
@@ -152,11 +159,10 @@ class _Plan:
     Only the poll watchdog's thread touches it.
     """
 
-    __slots__ = ("handle", "facts", "sources", "unsupported", "refused", "polls_left", "field_keys", "field_names",
-                 "fields", "fields_ref", "n_fields", "fields_layout", "field_types", "field_masks", "calls",
-                 "fields_fn", "samples_fn",
-                 "samples", "value_type", "links", "link_names", "link_values",
-                 "value_type_ref", "count", "count_ref")
+    __slots__ = ("handle", "facts", "sources", "unsupported", "refused", "polls_left",
+                 "field_keys", "field_names", "fields", "fields_ref", "n_fields", "fields_fn", "fields_layout",
+                 "field_types", "field_masks", "calls", "samples_fn", "samples", "value_type", "value_type_ref",
+                 "count", "count_ref", "link_names", "link_values", "links")
 
     def __init__(self, handle: Any, facts: GpuFacts) -> None:
         self.handle = handle
@@ -285,7 +291,7 @@ class DeviceReader:
             return NvmlDeviceData(index=index, lost=True, uuid=facts.uuid, name=facts.name, serial=facts.serial,
                                   pci_bus_id=facts.pci_bus_id)
         gate = Gate()
-        samples = self._power_samples(gate, plan, since_us)
+        samples_us, samples_mw = self._power_samples(gate, plan, since_us)
         nvlinks = self._nvlinks(gate, plan, got)
         if gate.lost:
             self._plans.pop(index, None)
@@ -303,7 +309,8 @@ class DeviceReader:
             serial=facts.serial,
             pci_bus_id=facts.pci_bus_id,
             power_mw=get("power_mw"),
-            power_samples=samples,
+            power_samples_us=samples_us,
+            power_samples_mw=samples_mw,
             power_instant_mw=get("power_instant_mw"),
             energy_mj=get("energy_mj"),
             power_limit_mw=get("power_limit_mw"),
@@ -416,14 +423,15 @@ class DeviceReader:
         return False
 
     @staticmethod
-    def _power_samples(gate: Gate, plan: _Plan, since_us: int) -> tuple[tuple[int, int], ...]:
-        """The driver's power samples (mW) newer than ``since_us``, oldest first, in one call per
-        `POWER_SAMPLES_PER_CALL` (no count query first: the buffer says how many it can hold)."""
-        key = ("nvmlDeviceGetSamples", ())
+    def _power_samples(gate: Gate, plan: _Plan, since_us: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The driver's power samples newer than ``since_us``, oldest first, as their timestamps (us)
+        and values (mW), in one call per `POWER_SAMPLES_PER_CALL` (no count query first: the
+        buffer says how many it can hold)."""
         fn = plan.samples_fn
         if fn is None:
-            return ()
-        out: list[tuple[int, int]] = []
+            return (), ()
+        stamps: tuple[int, ...] = ()
+        values: tuple[int, ...] = ()
         while True:
             plan.count.value = POWER_SAMPLES_PER_CALL
             ret = fn(plan.handle, TOTAL_POWER_SAMPLES, ctypes.c_ulonglong(since_us), plan.value_type_ref,
@@ -431,23 +439,26 @@ class DeviceReader:
             if not gate.answered(ret):
                 # NOT_FOUND is the driver's way of saying "no samples newer than that".
                 if ret in REFUSED_CODES:
-                    plan.refused.add(key)
+                    plan.refused.add(("nvmlDeviceGetSamples", ()))
                     plan.samples_fn = None
                 break
             count = min(plan.count.value, POWER_SAMPLES_PER_CALL)
-            value_type = plan.value_type.value
-            raw = ctypes.string_at(ctypes.addressof(plan.samples), count * SAMPLE_LAYOUT.size) if count else b""
-            if value_type == _VT_UINT:
-                out.extend(_SAMPLE_UINT.iter_unpack(raw))
-            else:
-                for ts_us, value in SAMPLE_LAYOUT.iter_unpack(raw):
-                    number = union_int(value_type, value)
-                    if number is not None:
-                        out.append((ts_us, number))
-            if count < POWER_SAMPLES_PER_CALL or not out:
+            if not count:
                 break
-            since_us = out[-1][0]
-        return tuple(out)
+            value_type = plan.value_type.value
+            # One unpack of the whole array into a flat (timestamp, value, ...) tuple.
+            flat = _sample_layout(count, value_type == _VT_UINT).unpack_from(plan.samples)
+            if value_type == _VT_UINT:
+                stamps, values = stamps + flat[0::2], values + flat[1::2]
+            else:
+                # Another value type (none is documented for power): integers kept, doubles dropped.
+                pairs = [(ts, union_int(value_type, raw)) for ts, raw in zip(flat[0::2], flat[1::2], strict=True)]
+                stamps += tuple(ts for ts, number in pairs if number is not None)
+                values += tuple(number for _, number in pairs if number is not None)
+            if count < POWER_SAMPLES_PER_CALL:
+                break
+            since_us = stamps[-1]
+        return stamps, values
 
     @staticmethod
     def _nvlinks(gate: Gate, plan: _Plan, got: dict[object, Any]) -> tuple[NvLinkData, ...]:

@@ -23,8 +23,10 @@ class NvLinkData:
 class NvmlDeviceData:
     """Raw values of one GPU, NVML units (mW, mJ, MHz, ns, bytes); ``None`` when not given.
 
-    ``lost`` is true when any call answered GPU_IS_LOST. ``power_samples`` are
-    ``(timestamp_us, milliwatts)`` pairs newer than the timestamp asked for.
+    ``lost`` is true when any call answered GPU_IS_LOST. ``power_samples_us`` and
+    ``power_samples_mw`` are the driver's power samples newer than the timestamp asked for,
+    oldest first: their timestamps (us) and values (mW), side by side (two tuples of integers
+    rather than a pair per sample: a poll of 8 GPUs made some 160 short-lived tuples a second).
     """
 
     index: int
@@ -34,7 +36,8 @@ class NvmlDeviceData:
     serial: str | None = None
     pci_bus_id: str | None = None
     power_mw: int | None = None
-    power_samples: tuple[tuple[int, int], ...] = ()
+    power_samples_us: tuple[int, ...] = ()
+    power_samples_mw: tuple[int, ...] = ()
     power_instant_mw: int | None = None
     energy_mj: int | None = None
     power_limit_mw: int | None = None
