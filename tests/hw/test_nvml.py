@@ -631,3 +631,23 @@ def test_a_stuck_watchdog_thread_ends_when_its_call_returns_after_close() -> Non
     finally:
         release.set()
     _eventually(lambda: not [t for t in threading.enumerate() if t.name == "rigmon-nvml-stuck-close_0"])
+
+
+def test_a_gpu_that_answers_nothing_gets_its_handle_read_again_on_the_next_poll(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            nvml.read_devices({})
+            handles = machine.calls["nvmlDeviceGetHandleByIndex_v2"]
+            # Every per-poll function refused on GPU 2: nothing answered.
+            from rigmon.hw.nvml.poll import _SOURCES
+
+            machine.fail("not_supported", 2, [call[0] for source in _SOURCES for call in source.calls]
+                         + ["nvmlDeviceGetFieldValues", "nvmlDeviceGetSamples", "nvmlDeviceGetNvLinkState",
+                            "nvmlDeviceGetNvLinkErrorCounter"])
+            empty = nvml.read_devices({})[2]
+            nvml.read_devices({})
+        finally:
+            nvml.close()
+    assert empty.power_mw is None and not empty.lost
+    assert machine.calls["nvmlDeviceGetHandleByIndex_v2"] == handles + 1  # GPU 2's, on the next poll

@@ -286,6 +286,10 @@ class DeviceReader:
         if not lost:
             lost = self._call(plan, got)
         facts = plan.facts
+        if not got:
+            # Nothing answered (a handle the driver no longer knows after a reset?): the handle
+            # and facts are read again on the next poll rather than after `FACTS_EVERY`.
+            self._plans.pop(index, None)
         if lost:
             self._plans.pop(index, None)
             return NvmlDeviceData(index=index, lost=True, uuid=facts.uuid, name=facts.name, serial=facts.serial,
@@ -298,7 +302,6 @@ class DeviceReader:
             return NvmlDeviceData(index=index, lost=True, uuid=facts.uuid, name=facts.name, serial=facts.serial,
                                   pci_bus_id=facts.pci_bus_id)
         get = got.get
-        # Clocks: some drivers answer 0 for a domain they do not report; 0 MHz is never real (`or None`).
         util, memory = get("util"), get("memory")
         viol_power, viol_thermal = get("violation_power"), get("violation_thermal")
         return NvmlDeviceData(
@@ -316,6 +319,7 @@ class DeviceReader:
             power_limit_mw=get("power_limit_mw"),
             enforced_limit_mw=get("enforced_limit_mw"),
             default_limit_mw=facts.default_limit_mw,
+            # Clocks: some drivers answer 0 for a domain they do not report; 0 MHz is never real.
             clock_sm_mhz=get("clock_sm_mhz") or None,
             clock_mem_mhz=get("clock_mem_mhz") or None,
             clock_graphics_mhz=get("clock_graphics_mhz") or None,
