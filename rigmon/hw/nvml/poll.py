@@ -371,7 +371,7 @@ class DeviceReader:
         # array is decoded in one unpack of its bytes (an attribute read per member was most of
         # the decoding). When every field answered with the same unsigned types as last time (every
         # poll but the first), the values are masked and stored without Python per field.
-        flat = plan.fields_layout.unpack(bytes(plan.fields))
+        flat = plan.fields_layout.unpack_from(plan.fields)
         types, statuses, raws = flat[0::3], flat[1::3], flat[2::3]
         if types == plan.field_types and statuses.count(SUCCESS) == len(statuses):
             got.update(zip(plan.field_names, map(operator.and_, raws, plan.field_masks)))
