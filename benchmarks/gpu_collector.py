@@ -5,10 +5,10 @@ Run from the repository root:
     python benchmarks/gpu_collector.py [--cycles 300] [--gpus 8] [--smoke]
 
 Each cycle is one `GpuCollector.collect()`: device count and every GPU's readings (power,
-the power sample buffer, clocks, reasons, violation counters, PCIe, NVLink state; energy,
-PCIe replays, ECC and the NVLink error counters in one field-values call; identity and
-limits every 60 cycles) through the real pynvml wrappers into the fake library, in one
-watchdog hand-off, plus the sysfs PCI list and the kernel log. The simulated GPUs advance
+the power sample buffer in one call, limits, clocks, reasons, violation counters, PCIe link;
+energy, PCIe replays, ECC, NVLink states and error counters in one field-values call; identity,
+handle and maximum figures every 60 cycles) through pynvml's function table into the fake
+library, in one watchdog hand-off, plus the sysfs PCI list and the kernel log. The simulated GPUs advance
 1 s between cycles, so every cycle reads ~20 fresh power samples per GPU. Wall time per
 cycle moves with the machine's load; CPU per cycle (this process, the watchdog thread
 included) is the figure to compare; the NVML calls per GPU are counted by the fake driver.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rigmon.clock import Clock
@@ -72,12 +73,11 @@ def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
     return tuple(names)
 
 
-def power_extremes(samples: Iterable[tuple[int, int]]) -> tuple[float | None, float | None, int]:
-    """Peak and minimum watts of ``(timestamp_us, milliwatts)`` power samples, and their count."""
-    values = [mw for _, mw in samples]
-    if not values:
+def power_extremes(samples_mw: Sequence[int]) -> tuple[float | None, float | None, int]:
+    """Peak and minimum watts of power samples in milliwatts, and their count."""
+    if not samples_mw:
         return None, None, 0
-    return max(values) / MILLI, min(values) / MILLI, len(values)
+    return max(samples_mw) / MILLI, min(samples_mw) / MILLI, len(samples_mw)
 
 
 def _watts(mw: int | None) -> float | None:
@@ -114,16 +114,24 @@ class GpuCollector:
         clock: wall time for ``lost_at``, monotonic time for rates.
         kmsg_path: kernel log below the root.
         event_wait_s: one NVML event wait, in seconds.
+        hung_after_s: seconds an event wait may overrun ``event_wait_s`` before it counts as stuck
+            in the driver (the NVML watchdog timeout).
     """
 
     name = "gpu"
 
     def __init__(self, nvml: Nvml, root: HostRoot, clock: Clock, kmsg_path: str = "/dev/kmsg",
-                 event_wait_s: float = 0.5) -> None:
+                 event_wait_s: float = 0.5, hung_after_s: float = 2.0) -> None:
         self.nvml = nvml
         self.root = root
         self.clock = clock
         self.event_wait_s = event_wait_s
+        self.hung_after_s = hung_after_s
+        #: When the Xid thread's wait in progress began (``time.monotonic``), ``None`` between waits;
+        #: and when the wait reported stuck began (``None``: none is). The watchdog of the Xid wait
+        #: is a deadline the poll checks, not a hand-off to another thread (see `_xid_wait_watch`).
+        self._wait_began: float | None = None
+        self._wait_stuck: float | None = None
         self._gpus: list[_Gpu] | None = None
         self._pci_at_start: set[str] = set()
         self._count_at_start = 0
@@ -156,7 +164,7 @@ class GpuCollector:
         now_at = self.clock.time()
         now_s = self.clock.monotonic()
         pci_now = set(self._nvidia_bus_ids())
-        records: list[object] = []
+        records: list[object] = self._xid_wait_watch()
         seen: set[int] = set()
         readings: dict[int, GpuReading] = {}
         for data in datas:
@@ -231,9 +239,9 @@ class GpuCollector:
         return gpu
 
     def _reading(self, gpu: _Gpu, d: NvmlDeviceData, now_s: float) -> GpuReading:
-        if d.power_samples:
-            gpu.last_sample_us = max(ts for ts, _ in d.power_samples)
-        peak_w, min_w, n_samples = power_extremes(d.power_samples)
+        if d.power_samples_us:
+            gpu.last_sample_us = max(d.power_samples_us)
+        peak_w, min_w, n_samples = power_extremes(d.power_samples_mw)
         key = gpu.uuid or gpu.index
         links = tuple(
             NvLinkReading(
@@ -355,10 +363,41 @@ class GpuCollector:
         self._thread = threading.Thread(target=self._run_events, args=(push,), name="rigmon-gpu-xid", daemon=True)
         self._thread.start()
 
+    def _xid_wait_watch(self) -> list[object]:
+        """The Xid wait's watchdog, checked on every poll: one warning event when a wait has overrun
+        its timeout by `hung_after_s` (stuck in the driver: Xid errors then come only from the kernel
+        log), one info event when it returns.
+
+        The wait itself runs on the Xid thread, not behind the poll's watchdog: a hand-off to
+        another thread and back twice a second was most of what that thread cost, and a wait
+        stuck in the driver holds only its own thread (`close` joins it with a timeout and
+        leaves its event set alone). A hang in the driver that the reads share is seen by the
+        poll's watchdog first (the collector shows `hung`).
+        """
+        began = self._wait_began
+        overrun_s = 0.0 if began is None else time.monotonic() - began - self.event_wait_s
+        if overrun_s > self.hung_after_s and self._wait_stuck is None:
+            self._wait_stuck = began
+            return [EventDraft(kind="nvml_events_hung", severity="warning", subject="gpu:events",
+                               message=f"NVML Xid event wait has not returned for {overrun_s + self.event_wait_s:.1f} s "
+                                       "(stuck in the driver): Xid errors come from the kernel log only",
+                               data={"source": "nvml", "waited_s": round(overrun_s + self.event_wait_s, 3)})]
+        if self._wait_stuck is not None and began != self._wait_stuck:
+            # The stuck wait returned (the thread is between waits, or in a new one).
+            self._wait_stuck = None
+            return [EventDraft(kind="nvml_events_resumed", severity="info", subject="gpu:events",
+                               message="NVML Xid event wait returned: Xid events from NVML again",
+                               data={"source": "nvml"})]
+        return []
+
     def _run_events(self, push: PushFn) -> None:
         while not self._stop.is_set():
             try:
-                hits = self.nvml.wait_xid(self.event_wait_s)
+                self._wait_began = time.monotonic()
+                try:
+                    hits = self.nvml.wait_xid(self.event_wait_s)
+                finally:
+                    self._wait_began = None
             except (NvmlUnavailable, NvmlHung):
                 self._stop.wait(EVENT_RETRY_S)
                 continue
@@ -403,4 +442,4 @@ def make_gpu_collector(ctx: CollectorContext) -> GpuCollector:
     """Registry factory: binds NVML to this agent's root (see `rigmon.hw.nvml`)."""
     gpu = ctx.config.gpu
     return GpuCollector(open_nvml(ctx.root, gpu.nvml_timeout_s), ctx.root, ctx.clock, kmsg_path=gpu.kmsg_path,
-                        event_wait_s=gpu.event_wait_s)
+                        event_wait_s=gpu.event_wait_s, hung_after_s=gpu.nvml_timeout_s)

@@ -19,7 +19,7 @@ pynvml directly (no target) use the machine served under ``None``.
 Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SUPPORTED
 for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
 GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
-``hang`` (every call blocks until the failure is healed).
+``hang`` (every call, or only the named symbols, blocks until the failure is healed).
 
 The machine side (GPU state, failures, Xid queues, ``nvml.toml`` loading) is
 `rigmon.sim.nvml_machine`; its names are importable from here too.
@@ -63,6 +63,7 @@ __all__ = [
     "ERROR_TIMEOUT",
     "ERROR_UNINITIALIZED",
     "FAKE_NVML",
+    "FI_DEV_NVLINK_GET_STATE",
     "FI_DEV_NVLINK_LINK_COUNT",
     "FI_DEV_POWER_INSTANT",
     "MEMORY_ERROR_TYPE_CORRECTED",
@@ -109,6 +110,8 @@ TEMPERATURE_GPU = 0
 MEMORY_ERROR_TYPE_CORRECTED = 0
 FI_DEV_POWER_INSTANT = 186
 FI_DEV_NVLINK_LINK_COUNT = 91
+#: NVML_FI_DEV_NVLINK_GET_STATE: one link's state (1 up, 0 down), the link in scopeId.
+FI_DEV_NVLINK_GET_STATE = 165
 VALUE_TYPE_UNSIGNED_LONG_LONG = 3
 #: Field ids answered from the same GPU state as the function each mirrors (nvml.h NVML_FI_DEV_*):
 #: field id -> (that function's symbol, value type, value).
@@ -208,7 +211,7 @@ class FakeNvmlLibrary:
         machine = self.machine()
         if machine is None:
             return ERROR_DRIVER_NOT_LOADED
-        machine.wait_running()
+        machine.wait_running(name)
         with machine.lock:
             machine.calls[name] += 1
             if machine.driver_missing:
@@ -368,6 +371,18 @@ class FakeNvmlLibrary:
                         answer = (VALUE_TYPE_UNSIGNED_INT, gpu.power_mw)
                     elif fid == FI_DEV_NVLINK_LINK_COUNT and gpu.nvlink_count_field:
                         answer = (VALUE_TYPE_UNSIGNED_INT, len(gpu.nvlink_active))
+                    elif fid == FI_DEV_NVLINK_GET_STATE:
+                        # As nvmlDeviceGetNvLinkState answers for that link (scopeId), on drivers
+                        # that know the field (those that know the link count).
+                        link = int(value.scopeId)
+                        symbol = "nvmlDeviceGetNvLinkState"
+                        if not gpu.nvlink_count_field or symbol in gpu.not_supported or symbol in missing:
+                            pass
+                        elif link < len(gpu.nvlink_active):
+                            answer = (VALUE_TYPE_UNSIGNED_INT, 1 if gpu.nvlink_active[link] else 0)
+                        else:
+                            value.nvmlReturn = ERROR_INVALID_ARGUMENT
+                            continue
                     elif fid in _FIELDS:
                         symbol, kind, getter = _FIELDS[fid]
                         if symbol not in gpu.not_supported and symbol not in missing:
@@ -547,7 +562,7 @@ class FakeNvmlLibrary:
             machine = self.machine()
             if machine is None:
                 return ERROR_DRIVER_NOT_LOADED
-            machine.wait_running()
+            machine.wait_running("nvmlEventSetWait_v2")
             hit = machine._wait_event(_handle_value(event_set), _int(timeout_ms) / 1000.0)
             if hit is None:
                 return ERROR_TIMEOUT

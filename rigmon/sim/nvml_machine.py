@@ -157,6 +157,10 @@ class FakeNvmlMachine:
         self.init_count = 0
         self._running = threading.Event()
         self._running.set()
+        #: Symbols a ``hang`` named only these blocks (the others answer), and the gate they wait on.
+        self._hung_symbols: frozenset[str] = frozenset()
+        self._symbols_running = threading.Event()
+        self._symbols_running.set()
         self._events = threading.Condition(self.lock)
         self._queues: dict[int, deque[tuple[int, int]]] = {}
         self._registered: dict[int, set[int]] = {}
@@ -171,11 +175,17 @@ class FakeNvmlMachine:
 
     def _switch(self, failure: FailureName, gpu: int | None, symbols: set[str], on: bool) -> None:
         if failure == "hang":
-            # Not under the lock: hung calls hold no lock while they wait.
-            if on:
+            # Not under the lock: hung calls hold no lock while they wait. With symbols, only
+            # those block (an event wait stuck in the driver while the reads still answer).
+            if on and symbols:
+                self._hung_symbols = frozenset(symbols)
+                self._symbols_running.clear()
+            elif on:
                 self._running.clear()
             else:
                 self._running.set()
+                self._symbols_running.set()
+                self._hung_symbols = frozenset()
             return
         with self.lock:
             if failure == "driver_missing":
@@ -197,9 +207,11 @@ class FakeNvmlMachine:
                     self._queues[set_id].append((index, xid))
             self._events.notify_all()
 
-    def wait_running(self) -> None:
-        """Block while the ``hang`` failure is on (called by every symbol)."""
+    def wait_running(self, symbol: str | None = None) -> None:
+        """Block while the ``hang`` failure is on for ``symbol`` (called by every symbol)."""
         self._running.wait()
+        if symbol is not None and symbol in self._hung_symbols:
+            self._symbols_running.wait()
 
     def _register(self, set_id: int, index: int) -> None:
         self._registered.setdefault(set_id, set()).add(index)

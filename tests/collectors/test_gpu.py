@@ -67,7 +67,7 @@ def test_decode_clock_reasons(mask: int, names: tuple[str, ...]) -> None:
 
 def test_power_extremes() -> None:
     assert power_extremes([]) == (None, None, 0)
-    assert power_extremes([(1, 250_000), (2, 331_500), (3, 41_000)]) == (331.5, 41.0, 3)
+    assert power_extremes([250_000, 331_500, 41_000]) == (331.5, 41.0, 3)
 
 
 # -- lost GPU -----------------------------------------------------------------------------
@@ -232,6 +232,38 @@ def test_nvml_xid_events_are_pushed(node: tuple[Path, FakeNvmlMachine]) -> None:
     # An Xid 79 event is a lost-GPU signal by itself.
     assert gpus[3].state == "lost" and gpus[3].lost_reason == "NVML: Xid 79 event"
     assert [e.kind for e in events] == ["gpu_lost"]
+
+
+def test_an_xid_wait_stuck_in_the_driver_is_reported_once_and_so_is_its_return(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=DEADLINE_S), host, StepClock(), event_wait_s=0.05,
+                             hung_after_s=0.2)
+    collector.start(lambda records: None)
+    seen: list[EventDraft] = []
+
+    def poll_until(kind: str) -> None:
+        end = time.monotonic() + DEADLINE_S
+        while not any(e.kind == kind for e in seen):
+            assert time.monotonic() < end, f"no {kind} event"
+            time.sleep(0.05)
+            gpus, events = _split(list(collector.collect()))  # the reads still answer
+            assert [g.state for g in gpus] == ["ok"] * 4
+            seen.extend(events)
+
+    try:
+        collector.collect()
+        machine.fail("hang", symbols=["nvmlEventSetWait_v2"])
+        poll_until("nvml_events_hung")
+        for _ in range(3):
+            seen.extend(_split(list(collector.collect()))[1])
+        machine.heal("hang")
+        poll_until("nvml_events_resumed")
+    finally:
+        collector.close()
+    assert [(e.kind, e.severity, e.subject) for e in seen] == [
+        ("nvml_events_hung", "warning", "gpu:events"), ("nvml_events_resumed", "info", "gpu:events")]
 
 
 def test_no_driver_is_absent(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from rigmon.hw import nvml as nvml_module
+from rigmon.hw.nvml import calls as nvml_calls
 from rigmon.hw.nvml import FACTS_EVERY, NvmlHung, NvmlUnavailable, PynvmlNvml, Watchdog, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
@@ -291,7 +291,7 @@ def test_close_leaves_the_event_set_of_a_wait_stuck_in_the_driver(machine: FakeN
             assert nvml.wait_xid(0.01) == []
             machine.fail("hang")
             waiter.start()
-            _eventually(lambda: nvml._waiting == 1)
+            _eventually(lambda: nvml._xid.waiting == 1)
             nvml.close()  # returns although the wait and the poll thread's shutdown are stuck
             assert machine._registered  # not freed under the stuck wait
         finally:
@@ -384,8 +384,9 @@ def test_a_refused_field_falls_back_to_its_function(machine: FakeNvmlMachine) ->
     assert first[0].ecc_corrected is None and first[0].ecc_uncorrected is None
     assert second[0].ecc_corrected is None and first[1].ecc_corrected == 0
     assert second[2].nvlinks[1].replay == 9
-    # GPU 0's ECC is asked as a field once, then through its own function (refused too).
-    assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2 * 2
+    # GPU 0's ECC is asked as a field once, then through its own function once (refused too:
+    # remembered, like any refused function, until the facts are read again).
+    assert machine.calls["nvmlDeviceGetTotalEccErrors"] == 2
 
 
 def test_a_function_the_driver_refuses_is_asked_again_only_with_the_facts(machine: FakeNvmlMachine) -> None:
@@ -445,9 +446,208 @@ def test_facts_are_read_once_every_facts_every_polls(machine: FakeNvmlMachine) -
 )
 def test_field_values_decoded_from_the_array_bytes_as_by_their_members(value_type: int, member: str,
                                                                        value: float) -> None:
-    values = (nvml_module._FieldValue * 2)()
+    values = (nvml_calls.FieldValue * 2)()
     values[0].fieldId, values[0].valueType = 83, value_type
     setattr(values[0].value, member, value)
-    (_, status, raw), _ = nvml_module._FIELD_LAYOUT.iter_unpack(bytes(values))
+    (_, status, raw), _ = nvml_calls.FIELD_LAYOUT.iter_unpack(bytes(values))
     expected = None if value_type == pynvml.NVML_VALUE_TYPE_DOUBLE else value
-    assert nvml_module._union_int(value_type, raw) == expected == nvml_module._field_value(values[0])
+    assert nvml_calls.union_int(value_type, raw) == expected == nvml_calls.field_value(values[0])
+
+
+# -- the poll plan: handles kept, NVLink state as a field, samples in one call ---------------
+
+
+def test_a_poll_asks_no_handle_and_the_nvlink_states_in_the_field_call(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            nvml.read_devices({})
+            handles = machine.calls["nvmlDeviceGetHandleByIndex_v2"]
+            for _ in range(3):
+                datas = nvml.read_devices({})
+            assert machine.calls["nvmlDeviceGetHandleByIndex_v2"] == handles  # kept with the plan
+            assert machine.calls["nvmlDeviceGetNvLinkState"] == 0
+            assert [link.active for link in datas[2].nvlinks] == [True] * 6
+            # A link that goes down (and a counter that moves) shows on the next poll.
+            machine.gpus[2].nvlink_active[4] = False
+            machine.gpus[2].nvlink_counters[(4, 2)] = 5
+            after = nvml.read_devices({})[2]
+        finally:
+            nvml.close()
+    assert [link.active for link in after.nvlinks] == [True] * 4 + [False, True]
+    assert after.nvlinks[4].crc_flit == 5 and datas[2].nvlinks[4].crc_flit == 0
+
+
+def test_nvlink_states_of_a_driver_without_the_field_come_from_their_function() -> None:
+    gpus = v100_sxm2_gpus(2)
+    for gpu in gpus:
+        gpu.nvlink_count_field = False  # an old driver: neither the link count nor the state field
+    gpus[1].nvlink_active[1] = False
+    machine = FakeNvmlMachine(gpus)
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            datas = nvml.read_devices({})
+        finally:
+            nvml.close()
+    assert [link.active for link in datas[1].nvlinks] == [True, False, True, True, True, True]
+    assert machine.calls["nvmlDeviceGetNvLinkState"] == 2 * 7  # probed until refused
+
+
+def test_power_samples_come_in_one_call_and_a_full_buffer_is_asked_again(machine: FakeNvmlMachine) -> None:
+    from collections import deque
+
+    from rigmon.hw.nvml import POWER_SAMPLES_PER_CALL
+
+    many = [(1_000 + i, 200_000 + i) for i in range(POWER_SAMPLES_PER_CALL + 40)]
+    machine.gpus[0].power_samples = deque(many, maxlen=len(many))
+    machine.gpus[1].power_samples.extend([(10, 250_000), (20, 320_000)])
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            datas = nvml.read_devices({1: 10})
+        finally:
+            nvml.close()
+    assert list(zip(datas[0].power_samples_us, datas[0].power_samples_mw, strict=True)) == many
+    assert (datas[1].power_samples_us, datas[1].power_samples_mw) == ((20,), (320_000,))
+    assert (datas[2].power_samples_us, datas[2].power_samples_mw) == ((), ())
+    # GPU 0: two calls (the first filled the buffer); GPUs 1-3: one each.
+    assert machine.calls["nvmlDeviceGetSamples"] == 2 + 3
+
+
+def test_a_counter_that_moves_is_read_on_every_poll(machine: FakeNvmlMachine) -> None:
+    # Every field answers with the same types from the second poll on: the fast decoding path.
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            seen = []
+            for replay in (0, 3, 3, 9):
+                machine.gpus[3].pcie_replay = replay
+                machine.gpus[3].ecc_corrected = replay * 2
+                data = nvml.read_devices({})[3]
+                seen.append((data.pcie_replay, data.ecc_corrected))
+        finally:
+            nvml.close()
+    assert seen == [(0, 0), (3, 6), (3, 6), (9, 18)]
+
+
+def test_a_gpu_lost_after_its_plan_was_made_is_reported_lost(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            nvml.read_devices({})
+            machine.fail("gpu_lost", 1)
+            lost = nvml.read_devices({})[1]
+            machine.heal("gpu_lost", 1)
+            back = nvml.read_devices({})[1]
+        finally:
+            nvml.close()
+    assert lost.lost and lost.power_mw is None and lost.uuid == machine.gpus[1].uuid
+    assert not back.lost and back.power_mw is not None
+
+
+# -- one binding per machine -----------------------------------------------------------------
+
+
+def test_the_gpu_and_process_seams_of_one_root_share_one_binding(tmp_path: Path, machine: FakeNvmlMachine,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from rigmon.hw.nvml import open_nvml_processes
+
+    inits: list[str] = []
+    real_init = pynvml.nvmlInit
+
+    def counted_init() -> None:
+        inits.append(threading.current_thread().name)
+        real_init()
+
+    monkeypatch.setattr(pynvml, "nvmlInit", counted_init)
+    with serving(tmp_path, machine):
+        gpu = open_nvml(HostRoot(tmp_path), timeout_s=DEADLINE_S)
+        procs = open_nvml_processes(HostRoot(tmp_path), timeout_s=DEADLINE_S)
+        try:
+            assert len(gpu.read_devices({})) == 4
+            uuids = machine.calls["nvmlDeviceGetUUID"]
+            assert [p.uuid for p in procs.read_all_processes({})] == [g.uuid for g in machine.gpus]
+            # The process poll takes handle and UUID from the GPU poll's plans.
+            assert machine.calls["nvmlDeviceGetUUID"] == uuids
+            pollers = [t for t in threading.enumerate() if t.name.startswith("rigmon-nvml-poll")]
+            assert len(pollers) == 1 and len(inits) == 1
+            gpu.close()
+            gpu.close()  # a second close of one user changes nothing
+            assert len(procs.read_all_processes({})) == 4  # the other user still reads
+            assert machine.init_count == 1
+        finally:
+            procs.close()
+        assert machine.init_count == 0  # the last user's close shut NVML down
+
+
+def test_process_lists_are_read_into_kept_arrays_that_grow(machine: FakeNvmlMachine) -> None:
+    from rigmon.hw.nvml.processes import FIRST_ROOM
+    from rigmon.sim.nvml import FakeGpuProcess
+
+    many = [FakeGpuProcess(pid=1000 + i, used_bytes=(i + 1) << 20) for i in range(FIRST_ROOM + 4)]
+    machine.gpus[0].processes = [*many, FakeGpuProcess(pid=77, used_bytes=None, kind="graphics"),
+                                 FakeGpuProcess(pid=1000, used_bytes=5 << 20, kind="graphics")]
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            first = nvml.read_all_processes({})
+            calls = machine.calls["nvmlDeviceGetComputeRunningProcesses_v3"]
+            second = nvml.read_all_processes({})
+        finally:
+            nvml.close()
+    # GPU 0: the first array was too small (asked again, grown); GPUs 1-3 answer an empty list at once.
+    assert calls == 2 + 3
+    assert machine.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == calls + 4  # grown array kept
+    assert first == second
+    procs = {p.pid: p for p in first[0].processes}
+    assert len(procs) == FIRST_ROOM + 5 and first[0].listed and not first[0].lost
+    assert procs[77].used_bytes is None and procs[77].kind == "graphics"
+    assert procs[1000].kind == "compute" and procs[1000].used_bytes == 1 << 20  # in both lists: compute
+    assert procs[1000 + FIRST_ROOM + 3].used_bytes == (FIRST_ROOM + 4) << 20
+    assert first[1].listed and first[1].processes == ()
+
+
+def test_watchdog_thread_ends_on_close_and_a_closed_watchdog_runs_nothing() -> None:
+    watchdog = Watchdog("closing", None)
+    assert watchdog.run(lambda: threading.current_thread().name, DEADLINE_S) == "rigmon-nvml-closing_0"
+    assert watchdog.run(lambda: threading.current_thread().daemon, DEADLINE_S)
+    with pytest.raises(ZeroDivisionError):
+        watchdog.run(lambda: 1 // 0, DEADLINE_S)  # the call's own error reaches the caller
+    watchdog.close()
+    _eventually(lambda: not [t for t in threading.enumerate() if t.name == "rigmon-nvml-closing_0"])
+    with pytest.raises(RuntimeError):
+        watchdog.run(lambda: 1, DEADLINE_S)
+
+
+def test_a_stuck_watchdog_thread_ends_when_its_call_returns_after_close() -> None:
+    release = threading.Event()
+    watchdog = Watchdog("stuck-close", None)
+    try:
+        with pytest.raises(NvmlHung):
+            watchdog.run(release.wait, 0.05)
+        watchdog.close()  # returns at once
+        assert [t for t in threading.enumerate() if t.name == "rigmon-nvml-stuck-close_0"]
+    finally:
+        release.set()
+    _eventually(lambda: not [t for t in threading.enumerate() if t.name == "rigmon-nvml-stuck-close_0"])
+
+
+def test_a_gpu_that_answers_nothing_gets_its_handle_read_again_on_the_next_poll(machine: FakeNvmlMachine) -> None:
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            nvml.read_devices({})
+            handles = machine.calls["nvmlDeviceGetHandleByIndex_v2"]
+            # Every per-poll function refused on GPU 2: nothing answered.
+            from rigmon.hw.nvml.poll import _SOURCES
+
+            machine.fail("not_supported", 2, [call[0] for source in _SOURCES for call in source.calls]
+                         + ["nvmlDeviceGetFieldValues", "nvmlDeviceGetSamples", "nvmlDeviceGetNvLinkState",
+                            "nvmlDeviceGetNvLinkErrorCounter"])
+            empty = nvml.read_devices({})[2]
+            nvml.read_devices({})
+        finally:
+            nvml.close()
+    assert empty.power_mw is None and not empty.lost
+    assert machine.calls["nvmlDeviceGetHandleByIndex_v2"] == handles + 1  # GPU 2's, on the next poll

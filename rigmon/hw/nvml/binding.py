@@ -1,0 +1,190 @@
+"""`PynvmlNvml`: one NVML binding per machine (lazy init, the poll watchdog, the Xid event set), shared
+by the collectors of that machine through `open_nvml` and `open_nvml_processes`."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pynvml
+
+from rigmon.hw.nvml.calls import ABSENT_CODES
+from rigmon.hw.nvml.poll import DeviceReader
+from rigmon.hw.nvml.processes import read_processes
+from rigmon.hw.nvml.records import NvmlDeviceData, NvmlGpuProcesses, NvmlXid
+from rigmon.hw.nvml.watchdog import NvmlHung, NvmlUnavailable, Watchdog
+from rigmon.hw.nvml.xid import XidEvents
+from rigmon.hw.root import HostRoot
+
+
+class PynvmlNvml:
+    """`Nvml` and `NvmlProcesses` over the real ``pynvml`` module, every poll behind a watchdog.
+
+    A poll (`read_devices`, `read_all_processes`) is one hand-off to the watchdog thread for
+    every GPU; `rigmon.hw.nvml.poll` says what each GPU's read asks. The Xid wait runs on the
+    caller's thread (`rigmon.hw.nvml.xid`).
+
+    Args:
+        target: the binding (absolute root path); see `rigmon.hw.nvml`.
+        timeout_s: watchdog timeout for one call, or per GPU for a poll of every GPU.
+    """
+
+    def __init__(self, target: str | None, timeout_s: float = 2.0) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self._poll = Watchdog("poll", target)
+        # Only the poll watchdog's thread touches the reader.
+        self._devices = DeviceReader()
+        self._process_lists: dict[int, Any] = {}
+        self._initialized = False
+        # The poll watchdog's thread and the Xid thread both init on first use: one nvmlInit.
+        self._init_lock = threading.Lock()
+        self._xid = XidEvents(target, self._ensure_init)
+
+    def _ensure_init(self) -> None:
+        """Lazy init (in the watchdog thread, or the Xid thread). A missing driver stays a quiet absence."""
+        if self._initialized:
+            return
+        with self._init_lock:
+            if self._initialized:
+                return
+            try:
+                pynvml.nvmlInit()
+            except pynvml.NVMLError as exc:
+                if exc.value in ABSENT_CODES:
+                    raise NvmlUnavailable(f"NVML: {exc}") from None
+                raise
+            self._initialized = True
+
+    def _count(self) -> int:
+        self._ensure_init()
+        return self._devices.count()
+
+    def device_count(self) -> int:
+        return self._poll.run(self._count, self.timeout_s)
+
+    def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
+        def call() -> NvmlDeviceData:
+            self._ensure_init()
+            return self._devices.read(index, samples_since_us)
+
+        return self._poll.run(call, self.timeout_s)
+
+    def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
+        def call() -> list[NvmlDeviceData]:
+            read = self._devices.read
+            return [read(index, samples_since_us.get(index, 0)) for index in range(self._count())]
+
+        return self._poll.run(call, self.timeout_s * self._devices.count_hint)
+
+    def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
+        def call() -> NvmlGpuProcesses:
+            self._ensure_init()
+            return read_processes(self._devices, self._process_lists, index, utils_since_us)
+
+        return self._poll.run(call, self.timeout_s)
+
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        def call() -> list[NvmlGpuProcesses]:
+            return [read_processes(self._devices, self._process_lists, index, utils_since_us.get(index, 0))
+                    for index in range(self._count())]
+
+        return self._poll.run(call, self.timeout_s * self._devices.count_hint)
+
+    def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        return self._xid.wait(timeout_s)
+
+    def close(self) -> None:
+        self._xid.close()
+        if self._poll.stuck:
+            self._poll.close()
+            return
+        try:
+            self._poll.run(self._shutdown, self.timeout_s)
+        except (NvmlHung, pynvml.NVMLError):
+            pass
+        self._poll.close()
+
+    def _shutdown(self) -> None:
+        with self._init_lock:
+            if self._initialized:
+                self._initialized = False
+                pynvml.nvmlShutdown()
+
+
+class SharedNvml:
+    """One collector's use of its machine's shared `PynvmlNvml` (see `open_nvml`): the binding's
+    calls, and a `close` that shuts the binding down when its last user closes."""
+
+    def __init__(self, binding: PynvmlNvml) -> None:
+        self.binding = binding
+        self._closed = False
+
+    def device_count(self) -> int:
+        return self.binding.device_count()
+
+    def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
+        return self.binding.read_device(index, samples_since_us)
+
+    def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
+        return self.binding.read_devices(samples_since_us)
+
+    def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
+        return self.binding.read_processes(index, utils_since_us)
+
+    def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
+        return self.binding.read_all_processes(utils_since_us)
+
+    def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        return self.binding.wait_xid(timeout_s)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _release(self.binding)
+
+
+#: The open bindings by target, with their users (`SharedNvml` not yet closed).
+_SHARED: dict[str, tuple[PynvmlNvml, int]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _share(target: str, timeout_s: float) -> SharedNvml:
+    with _SHARED_LOCK:
+        binding, users = _SHARED.get(target, (None, 0))
+        if binding is None:
+            binding = PynvmlNvml(target=target, timeout_s=timeout_s)
+        _SHARED[target] = (binding, users + 1)
+    return SharedNvml(binding)
+
+
+def _release(binding: PynvmlNvml) -> None:
+    assert binding.target is not None
+    with _SHARED_LOCK:
+        shared, users = _SHARED.get(binding.target, (None, 0))
+        if shared is not binding:
+            return
+        if users > 1:
+            _SHARED[binding.target] = (binding, users - 1)
+            return
+        del _SHARED[binding.target]
+    binding.close()
+
+
+def open_nvml(root: HostRoot, timeout_s: float = 2.0) -> SharedNvml:
+    """The `Nvml` of the machine whose files are under ``root``.
+
+    Every collector of one machine shares one binding (one nvmlInit, one poll watchdog thread, one
+    set of GPU plans): the first `open_nvml` or `open_nvml_processes` for a root makes it, with that
+    caller's ``timeout_s``, and the last `close` shuts it down. The binding's target is the root's
+    absolute path; see `rigmon.hw.nvml` for how a library serving several simulated machines uses it.
+    """
+    return _share(os.path.abspath(root.root), timeout_s)
+
+
+def open_nvml_processes(root: HostRoot, timeout_s: float = 2.0) -> SharedNvml:
+    """The process-listing `NvmlProcesses` of the machine under ``root``: the same shared binding as `open_nvml`."""
+    return _share(os.path.abspath(root.root), timeout_s)

@@ -1,0 +1,190 @@
+"""The NVML watchdog, the binding target of the call in progress, and the errors every NVML read raises.
+
+See `rigmon.hw.nvml` for how a binding's *target* selects a simulated machine.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pynvml
+
+T = TypeVar("T")
+
+_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("rigmon_nvml_target", default=None)
+
+
+def current_target() -> str | None:
+    """The root whose GPUs the NVML call in progress is for (see `rigmon.hw.nvml`).
+
+    ``None`` outside a `PynvmlNvml` call (a test calling pynvml directly).
+    """
+    return _TARGET.get()
+
+
+def set_target(target: str | None) -> contextvars.Token[str | None]:
+    """Make ``target`` the `current_target` of this thread's calls; returns the token for `reset_target`."""
+    return _TARGET.set(target)
+
+
+def reset_target(token: contextvars.Token[str | None]) -> None:
+    """Undo a `set_target`."""
+    _TARGET.reset(token)
+
+
+class NvmlUnavailable(Exception):
+    """No NVIDIA driver, library or GPU: the quiet "not present" state."""
+
+
+class NvmlHung(Exception):
+    """An NVML call did not return within the watchdog timeout (or one is still stuck)."""
+
+
+class _Job:
+    """One call handed to the watchdog thread: its function, outcome, and a lock released when done."""
+
+    __slots__ = ("fn", "result", "error", "finished", "done")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.finished = False
+        self.done = threading.Lock()
+        self.done.acquire()
+
+
+class Watchdog:
+    """Runs calls in one dedicated thread and gives up waiting after a timeout.
+
+    A call that overruns is left running (a thread stuck in the driver cannot be killed);
+    until it returns, every further call fails at once with `NvmlHung` instead of
+    queueing behind it. When it returns, the next call runs normally: the hang is over.
+
+    The hand-off is two plain locks (one wakes the thread, one tells the caller the call is
+    done), not an executor's future, queue and conditions: the thread runs one call a poll, and
+    the executor's bookkeeping around it cost more than many of the calls. The thread
+    (``rigmon-nvml-NAME_0``) starts with the first call, runs with `current_target` set for
+    good, and is a daemon: a call stuck in the driver never holds up the interpreter's exit.
+
+    Args:
+        name: thread name suffix.
+        target: value of `current_target` while the calls run.
+    """
+
+    def __init__(self, name: str, target: str | None) -> None:
+        self._name = f"rigmon-nvml-{name}_0"
+        self._target = target
+        self._lock = threading.Lock()
+        #: Serialises callers: one call at a time is handed over (a second caller waits its turn
+        #: within its own timeout, as behind an executor's queue).
+        self._turn = threading.Lock()
+        #: Released to wake the thread for `_job` (``None``: exit).
+        self._wake = threading.Lock()
+        self._wake.acquire()
+        self._job: _Job | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._stuck: _Job | None = None
+        self._stuck_since = 0.0
+
+    @property
+    def stuck(self) -> bool:
+        """Whether a call that overran is still running."""
+        with self._lock:
+            return self._stuck is not None and not self._stuck.finished
+
+    def run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        """Run ``fn`` in the watchdog thread and return its result.
+
+        Raises:
+            NvmlHung: ``fn`` did not return within ``timeout_s``, or an earlier call is
+                still stuck.
+            Exception: whatever ``fn`` raised.
+        """
+        deadline = time.monotonic() + timeout_s
+        if not self._turn.acquire(timeout=max(0.0, timeout_s)):
+            raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s")
+        try:
+            with self._lock:
+                if self._stuck is not None:
+                    if not self._stuck.finished:
+                        waited_s = time.monotonic() - self._stuck_since
+                        raise NvmlHung(f"an NVML call has not returned for {waited_s:.1f} s")
+                    self._stuck = None
+                if self._closed:
+                    raise RuntimeError("the NVML watchdog is closed")
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                    self._thread.start()
+                job = self._job = _Job(fn)
+            self._wake.release()
+            if not job.done.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                with self._lock:
+                    if not job.finished:
+                        self._stuck = job
+                        self._stuck_since = deadline - timeout_s
+                        raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s")
+            if job.error is not None:
+                raise job.error
+            result: T = job.result
+            return result
+        finally:
+            self._turn.release()
+
+    def _serve(self) -> None:
+        _TARGET.set(self._target)
+        while True:
+            self._wake.acquire()
+            job = self._job
+            if job is None:
+                return
+            self._job = None
+            try:
+                job.result = job.fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                job.error = exc
+            with self._lock:
+                job.finished = True
+            job.done.release()
+            if self._closed:
+                return
+
+    def close(self) -> None:
+        """Stop the thread (abandoned if stuck: it ends when the stuck call returns)."""
+        # No hand-off in progress (its caller holds the turn): the thread is idle, or still in a
+        # call that overran. A call in progress ends the thread itself when it returns.
+        free = self._turn.acquire(timeout=0)
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                idle = (free and self._thread is not None
+                        and (self._stuck is None or self._stuck.finished))
+            if idle:
+                self._job = None
+                self._wake.release()
+        finally:
+            if free:
+                self._turn.release()
+
+
+def bind_library(library: object | None) -> object | None:
+    """Put ``library`` beneath pynvml as its loaded NVML library; return the one it replaces.
+
+    For a library serving simulated machines (``rigmon.sim.nvml``): pynvml then calls its
+    symbols instead of loading ``libnvidia-ml.so.1``. The function-pointer cache is
+    cleared so no symbol of the previous library survives. ``None`` unloads, so the next
+    init loads the real library again.
+    """
+    with pynvml.libLoadLock:
+        previous: object | None = pynvml.nvmlLib
+        pynvml.nvmlLib = library
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlLib_refcount = 0
+    return previous
