@@ -115,11 +115,85 @@ def test_kept_descriptors_are_per_thread_and_bounded(sleeper: subprocess.Popen[b
     assert HostRoot("/", keep_fds=False).read_text(f"/proc/{sleeper.pid}/stat") is not None
 
 
-def test_files_of_a_tree_are_not_kept_and_a_replaced_file_is_read_new(tmp_path: Path) -> None:
-    # Fixture and simulator trees replace files by rename: a kept descriptor would read the old one.
-    tree = write_tree(tmp_path, {"/sys/class/net/eth0/speed": "10000\n"})
+def test_files_of_a_tree_are_kept_and_a_replaced_file_is_read_new(tmp_path: Path) -> None:
+    # Fixture and simulator trees replace files by rename: the kept descriptor of the old file
+    # is seen to have lost its name, and the file is read again by its path.
+    tree = write_tree(tmp_path, {"/sys/class/net/eth0/speed": "10000\n", "/proc/loadavg": "1 2 3 4/5 6\n"})
     root = HostRoot(tmp_path)
     assert root.read_attr("/sys/class/net/eth0/speed") == "10000"
+    assert root.read_text("/proc/loadavg") == "1 2 3 4/5 6\n"
+    assert root.kept_fds() == 2
     tree.write("/sys/class/net/eth0/speed", "40000\n")
     assert root.read_attr("/sys/class/net/eth0/speed") == "40000"
+    tree.write("/sys/class/net/eth0/speed", "1000\n")  # shorter
+    assert root.read_attr("/sys/class/net/eth0/speed") == "1000"
+    assert root.kept_fds() == 2
+    # Written in place (a test's write_text): the same file, read afresh from its start.
+    (tmp_path / "proc/loadavg").write_text("7 8 9 1/2 3\n")
+    assert root.read_text("/proc/loadavg") == "7 8 9 1/2 3\n"
+    # Outside /sys and /proc nothing is kept.
+    tree.write("/etc/hostname", "n1\n")
+    assert root.read_attr("/etc/hostname") == "n1"
+    assert root.kept_fds() == 2
+    assert HostRoot(tmp_path, keep_fds=False).read_attr("/sys/class/net/eth0/speed") == "1000"
+
+
+def test_a_vanished_tree_file_is_absent_and_a_new_one_is_read(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, {"/sys/class/nvme/nvme0/state": "live\n", "/sys/class/nvme/nvme1/state": "live\n"})
+    root = HostRoot(tmp_path)
+    assert root.read_attr("/sys/class/nvme/nvme0/state") == "live"
+    assert root.read_attr("/sys/class/nvme/nvme1/state") == "live"
+    assert root.kept_fds() == 2
+    tree.remove("/sys/class/nvme/nvme0")  # the device dropped off: its whole directory goes
+    (tmp_path / "sys/class/nvme/nvme1/state").unlink()  # one file removed behind the tree's back
+    assert root.read_attr("/sys/class/nvme/nvme0/state") is None
+    assert root.read_attr("/sys/class/nvme/nvme1/state") is None
     assert root.kept_fds() == 0
+    tree.write("/sys/class/nvme/nvme0/state", "resetting\n")  # back again
+    assert root.read_attr("/sys/class/nvme/nvme0/state") == "resetting"
+
+
+def test_fifos_and_other_filesystems_in_a_tree_are_not_kept(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/sys/class/hwmon/hwmon0/name": "x\n"})
+    fifo = tmp_path / "sys/class/hwmon/hwmon0/temp1_input"
+    os.mkfifo(fifo)
+    root = HostRoot(tmp_path)
+    assert not root.read_attr("/sys/class/hwmon/hwmon0/temp1_input")  # no writer: nothing, at once
+    assert root.read_attr("/sys/class/hwmon/hwmon0/name") == "x"
+    assert root.kept_fds() == 1
+
+
+def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> None:
+    """A writer replaces one file as the simulator does (lengths changing and not) while a reader
+    on another thread reads it through its kept descriptor: every read is one whole version, and
+    never one older than the newest the writer had finished before the read began."""
+    tree = write_tree(tmp_path, {"/proc/diskstats": "0 0 0\n"})
+    root = HostRoot(tmp_path)
+    finished = [0]
+    stop = threading.Event()
+    rounds = 3000
+
+    def write() -> None:
+        for i in range(1, rounds + 1):
+            # Versions whose length changes now and then: "7 7 7", "10 10 10", ...
+            tree.write("/proc/diskstats", f"{i} {i} {i}\n")
+            finished[0] = i
+        stop.set()
+
+    writer = threading.Thread(target=write)
+    seen = []
+    writer.start()
+    try:
+        while not stop.is_set():
+            floor = finished[0]
+            text = root.read_text("/proc/diskstats")
+            assert text is not None and text.endswith("\n"), text
+            parts = text.split()
+            assert len(parts) == 3 and len(set(parts)) == 1, text  # whole, not torn
+            assert int(parts[0]) >= floor, (text, floor)  # not stale
+            seen.append(int(parts[0]))
+    finally:
+        writer.join()
+    assert root.read_text("/proc/diskstats") == f"{rounds} {rounds} {rounds}\n"
+    assert root.kept_fds() == 1
+    assert len(set(seen)) > 1  # the reads did overlap the writes
