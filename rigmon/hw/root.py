@@ -67,14 +67,21 @@ def _own_rereadable_devices() -> frozenset[int]:
         return frozenset()
 
 
+#: Stands for the descriptor of a tree file that was replaced while kept: opened for every read.
+_CHURNS = -1
+
+
 class _KeptFds(dict[str, tuple[int, bool]]):
     """One thread's kept-open descriptors by real path, oldest first; closed with the thread.
 
-    Each value is the descriptor and whether its file must be checked for replacement after
-    each read (a regular file of a tree, see `HostRoot`); a kernel-generated file need not be."""
+    Each value is the descriptor (or `_CHURNS`) and whether its file must be checked for
+    replacement after each read (a regular file of a tree, see `HostRoot`); a kernel-generated
+    file need not be."""
 
     def __del__(self) -> None:
         for fd, _ in self.values():
+            if fd == _CHURNS:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -103,7 +110,10 @@ class HostRoot:
     removed, possibly before the read, so it is closed and read again by its path. A file with
     a name after the read had it during the read, so what was read is what an open at that
     moment would have read: never a torn or a stale file. (Directories of a tree are removed,
-    not moved away with their files: a file under a renamed directory keeps its name.)
+    not moved away with their files: a file under a renamed directory keeps its name.) A file
+    found replaced is opened for every read from then on (while the thread remembers it): the
+    kept descriptor was the old file's last reference, and the close that frees it costs the
+    reader what the writer's rename would have (on ext4, hundreds of microseconds).
 
     Args:
         root: directory that stands for ``/``.
@@ -201,30 +211,39 @@ class HostRoot:
         """`_read` of a file below a sysfs or procfs top directory: through this thread's kept
         descriptor when it has one, else opened (and kept when it read something)."""
         kept: _KeptFds | None = getattr(self._local, "fds", None)
+        churns = False
         if kept is not None:
             entry = kept.get(path)
             if entry is not None:
                 fd, checked = entry
-                try:
-                    raw = self._read_fd(fd, max_bytes, whole_below, positional=True)
-                    # A tree's file: still named after the read, so not replaced before it.
-                    if raw and checked and not os.fstat(fd).st_nlink:
+                if fd == _CHURNS:
+                    churns = True
+                else:
+                    replaced = False
+                    try:
+                        raw = self._read_fd(fd, max_bytes, whole_below, positional=True)
+                        # A tree's file: still named after the read, so not replaced before it.
+                        replaced = bool(raw) and checked and not os.fstat(fd).st_nlink
+                    except OSError:
                         raw = b""
-                except OSError:
-                    raw = b""
-                if raw:
-                    return raw
-                # Gone (unplugged device, reaped process, replaced or removed tree file) or
-                # empty: read it by its path again.
-                del kept[path]
-                os.close(fd)
+                    if raw and not replaced:
+                        return raw
+                    # Gone (unplugged device, reaped process, removed tree file) or empty: read
+                    # it by its path again. A replaced tree file is opened for every read from
+                    # now on: this descriptor was its last reference, and closing it frees the
+                    # file (on ext4 hundreds of microseconds, the writer's cost, not a reader's).
+                    del kept[path]
+                    os.close(fd)
+                    if replaced:
+                        churns = True
+                        self._keep(path, _CHURNS, True)
         fd = _open_or_none(path)
         if fd is None:
             return None
         keep: bool | None = None
         try:
             raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
-            if raw:
+            if raw and not churns:
                 keep = self._keep_kind(fd)
             return raw
         except OSError as exc:
@@ -300,14 +319,15 @@ class HostRoot:
         if kept is None:
             kept = self._local.fds = _KeptFds()
         if len(kept) >= self._max_kept:
-            oldest = next(iter(kept))
-            os.close(kept.pop(oldest)[0])
+            oldest_fd = kept.pop(next(iter(kept)))[0]
+            if oldest_fd != _CHURNS:
+                os.close(oldest_fd)
         kept[path] = (fd, checked)
 
     def kept_fds(self) -> int:
         """How many descriptors the calling thread keeps open (see the class docstring)."""
         kept: _KeptFds | None = getattr(self._local, "fds", None)
-        return 0 if kept is None else len(kept)
+        return 0 if kept is None else sum(1 for fd, _ in kept.values() if fd != _CHURNS)
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist."""

@@ -123,18 +123,21 @@ def test_files_of_a_tree_are_kept_and_a_replaced_file_is_read_new(tmp_path: Path
     assert root.read_attr("/sys/class/net/eth0/speed") == "10000"
     assert root.read_text("/proc/loadavg") == "1 2 3 4/5 6\n"
     assert root.kept_fds() == 2
-    tree.write("/sys/class/net/eth0/speed", "40000\n")
-    assert root.read_attr("/sys/class/net/eth0/speed") == "40000"
-    tree.write("/sys/class/net/eth0/speed", "1000\n")  # shorter
-    assert root.read_attr("/sys/class/net/eth0/speed") == "1000"
-    assert root.kept_fds() == 2
     # Written in place (a test's write_text): the same file, read afresh from its start.
     (tmp_path / "proc/loadavg").write_text("7 8 9 1/2 3\n")
     assert root.read_text("/proc/loadavg") == "7 8 9 1/2 3\n"
+    assert root.kept_fds() == 2
+    tree.write("/sys/class/net/eth0/speed", "40000\n")
+    assert root.read_attr("/sys/class/net/eth0/speed") == "40000"
+    # A file that was replaced is opened for every read from then on (not kept).
+    assert root.kept_fds() == 1
+    tree.write("/sys/class/net/eth0/speed", "1000\n")  # shorter
+    assert root.read_attr("/sys/class/net/eth0/speed") == "1000"
+    assert root.kept_fds() == 1
     # Outside /sys and /proc nothing is kept.
     tree.write("/etc/hostname", "n1\n")
     assert root.read_attr("/etc/hostname") == "n1"
-    assert root.kept_fds() == 2
+    assert root.kept_fds() == 1
     assert HostRoot(tmp_path, keep_fds=False).read_attr("/sys/class/net/eth0/speed") == "1000"
 
 
@@ -165,10 +168,9 @@ def test_fifos_and_other_filesystems_in_a_tree_are_not_kept(tmp_path: Path) -> N
 
 def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> None:
     """A writer replaces one file as the simulator does (lengths changing and not) while a reader
-    on another thread reads it through its kept descriptor: every read is one whole version, and
+    on another thread reads it through a kept descriptor: every read is one whole version, and
     never one older than the newest the writer had finished before the read began."""
     tree = write_tree(tmp_path, {"/proc/diskstats": "0 0 0\n"})
-    root = HostRoot(tmp_path)
     finished = [0]
     stop = threading.Event()
     rounds = 3000
@@ -180,20 +182,30 @@ def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> 
             finished[0] = i
         stop.set()
 
+    def check(text: str | None, floor: int) -> int:
+        assert text is not None and text.endswith("\n"), text
+        parts = text.split()
+        assert len(parts) == 3 and len(set(parts)) == 1, text  # whole, not torn
+        assert int(parts[0]) >= floor, (text, floor)  # not stale
+        return int(parts[0])
+
     writer = threading.Thread(target=write)
     seen = []
+    kept_reads = 0
     writer.start()
     try:
         while not stop.is_set():
+            # A new root per round: its first read opens and keeps the file, its second goes
+            # through the kept descriptor (a replaced file is not kept again by the same root).
+            root = HostRoot(tmp_path)
+            check(root.read_text("/proc/diskstats"), 0)
+            kept_reads += root.kept_fds()
             floor = finished[0]
-            text = root.read_text("/proc/diskstats")
-            assert text is not None and text.endswith("\n"), text
-            parts = text.split()
-            assert len(parts) == 3 and len(set(parts)) == 1, text  # whole, not torn
-            assert int(parts[0]) >= floor, (text, floor)  # not stale
-            seen.append(int(parts[0]))
+            seen.append(check(root.read_text("/proc/diskstats"), floor))
     finally:
         writer.join()
+    root = HostRoot(tmp_path)
+    assert root.read_text("/proc/diskstats") == f"{rounds} {rounds} {rounds}\n"
     assert root.read_text("/proc/diskstats") == f"{rounds} {rounds} {rounds}\n"
     assert root.kept_fds() == 1
-    assert len(set(seen)) > 1  # the reads did overlap the writes
+    assert kept_reads > 10 and len(set(seen)) > 1  # the kept reads did overlap the writes
