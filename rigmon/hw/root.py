@@ -14,6 +14,8 @@ from pathlib import Path
 MAX_READ_BYTES = 4 * 1024 * 1024
 #: A first read of an attribute shorter than this is all of it (see `HostRoot.read_attr`).
 WHOLE_ATTR_BYTES = 1024
+#: Bytes asked for by one read system call.
+_CHUNK_BYTES = 65536
 #: Descriptors of kernel-generated files one thread keeps open (see `HostRoot`); a node reads a
 #: few hundred attributes a tick. Also at most an eighth of the process's descriptor limit.
 MAX_KEPT_FDS = 256
@@ -179,71 +181,48 @@ class HostRoot:
         procfs does. Multi-line /proc files come through seq_file a page at a time, where a
         short read is not the end: `read_text` and `read_bytes` read until nothing comes.
         """
-        path = self._real(rel)
+        path = self._prefix + rel.lstrip("/")
+        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        churns = False
+        # The kept descriptor first, inline: this is most of a tick's reads on a real node.
+        if kept is not None and (entry := kept.get(path)) is not None:
+            fd, checked = entry
+            if fd == _CHURNS:
+                churns = True
+            else:
+                replaced = False
+                try:
+                    raw = os.pread(fd, min(max_bytes, _CHUNK_BYTES), 0)
+                    if raw and len(raw) >= whole_below:
+                        raw = self._read_rest(fd, raw, max_bytes, positional=True)
+                    # A tree's file: still named after the read, so not replaced before it.
+                    replaced = bool(raw) and checked and not os.fstat(fd).st_nlink
+                except OSError:
+                    raw = b""
+                if raw and not replaced:
+                    return raw
+                # Gone (unplugged device, reaped process, removed tree file) or empty: read
+                # it by its path again. A replaced tree file is opened for every read from
+                # now on: this descriptor was its last reference, and closing it frees the
+                # file (on ext4 hundreds of microseconds, the writer's cost, not a reader's).
+                del kept[path]
+                os.close(fd)
+                if replaced:
+                    churns = True
+                    self._keep(path, _CHURNS, True)
         kept_dirs = self._kept_dirs
         if kept_dirs is None:
             kept_dirs = self._kept_dirs = self._find_kept_dirs()
-        if kept_dirs and rel.startswith(kept_dirs):
-            return self._read_kept(path, max_bytes, whole_below)
-        fd = _open_or_none(path)
-        if fd is None:
+        opened = _open_or_none(path)
+        if opened is None:
             return None
-        try:
-            chunks: list[bytes] = []
-            remaining = max_bytes
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 65536))
-                if not chunk:
-                    break
-                if not chunks and len(chunk) < whole_below:
-                    return chunk
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            return b"".join(chunks)
-        except OSError as exc:
-            if exc.errno in _ABSENT_ERRNOS:
-                return None
-            raise
-        finally:
-            os.close(fd)
-
-    def _read_kept(self, path: str, max_bytes: int, whole_below: int) -> bytes | None:
-        """`_read` of a file below a sysfs or procfs top directory: through this thread's kept
-        descriptor when it has one, else opened (and kept when it read something)."""
-        kept: _KeptFds | None = getattr(self._local, "fds", None)
-        churns = False
-        if kept is not None:
-            entry = kept.get(path)
-            if entry is not None:
-                fd, checked = entry
-                if fd == _CHURNS:
-                    churns = True
-                else:
-                    replaced = False
-                    try:
-                        raw = self._read_fd(fd, max_bytes, whole_below, positional=True)
-                        # A tree's file: still named after the read, so not replaced before it.
-                        replaced = bool(raw) and checked and not os.fstat(fd).st_nlink
-                    except OSError:
-                        raw = b""
-                    if raw and not replaced:
-                        return raw
-                    # Gone (unplugged device, reaped process, removed tree file) or empty: read
-                    # it by its path again. A replaced tree file is opened for every read from
-                    # now on: this descriptor was its last reference, and closing it frees the
-                    # file (on ext4 hundreds of microseconds, the writer's cost, not a reader's).
-                    del kept[path]
-                    os.close(fd)
-                    if replaced:
-                        churns = True
-                        self._keep(path, _CHURNS, True)
-        fd = _open_or_none(path)
-        if fd is None:
-            return None
+        fd = opened
         keep: bool | None = None
         try:
-            raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
-            if raw and not churns:
+            raw = os.read(fd, min(max_bytes, _CHUNK_BYTES))
+            if raw and len(raw) >= whole_below:
+                raw = self._read_rest(fd, raw, max_bytes, positional=False)
+            if raw and not churns and kept_dirs and rel.startswith(kept_dirs):
                 keep = self._keep_kind(fd)
             return raw
         except OSError as exc:
@@ -257,18 +236,17 @@ class HostRoot:
                 self._keep(path, fd, keep)
 
     @staticmethod
-    def _read_fd(fd: int, max_bytes: int, whole_below: int, positional: bool) -> bytes:
-        """Read ``fd`` from its start: with ``pread`` from offset 0 for a kept descriptor, with
-        ``read`` for a fresh one (which may be a FIFO or a device that cannot seek)."""
-        chunks: list[bytes] = []
-        offset = 0
+    def _read_rest(fd: int, first: bytes, max_bytes: int, positional: bool) -> bytes:
+        """``first`` (the read at offset 0) and what follows it up to ``max_bytes`` or the end:
+        with ``pread`` for a kept descriptor, with ``read`` for a fresh one (which may be a FIFO
+        or a device that cannot seek)."""
+        chunks = [first]
+        offset = len(first)
         while offset < max_bytes:
-            size = min(max_bytes - offset, 65536)
+            size = min(max_bytes - offset, _CHUNK_BYTES)
             chunk = os.pread(fd, size, offset) if positional else os.read(fd, size)
             if not chunk:
                 break
-            if not chunks and len(chunk) < whole_below:
-                return chunk
             chunks.append(chunk)
             offset += len(chunk)
         return b"".join(chunks)
