@@ -202,8 +202,13 @@ def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> 
             # A new root per round: its first read opens and keeps the file, its second goes
             # through the kept descriptor (a replaced file is not kept again by the same root).
             root = HostRoot(tmp_path)
-            check(root.read_text("/proc/diskstats"), 0)
+            first = check(root.read_text("/proc/diskstats"), 0)
             kept_reads += root.kept_fds()
+            # A newer version is out before the second read: the kept file is an old one.
+            deadline = time.monotonic() + 10
+            while finished[0] <= first:
+                assert time.monotonic() < deadline
+                time.sleep(0)
             floor = finished[0]
             seen.append(check(root.read_text("/proc/diskstats"), floor))
     finally:
