@@ -1,8 +1,9 @@
 """Benchmark: the polled collectors on this machine's own /proc and /sys, with and without kept-open descriptors.
 
-The simulator's tree is made of regular files that it replaces by rename, so `HostRoot` opens
-them for every read there (a kept descriptor would read the replaced file): the full-node
-benchmarks cannot show what keeping sysfs and procfs files open saves. This script runs the
+The simulator's tree is made of regular files that it replaces by rename: `HostRoot` keeps
+them open too, but checks each kept one for replacement (an ``fstat`` after each ``pread``) and
+opens a replaced one for every read, so the full-node benchmarks cannot show what keeping
+sysfs and procfs files open saves on a real node (no check, nothing replaced). This script runs the
 collectors that read only files (host, disks, raid, nvme, thunderbolt, infiniband, amd_gpu,
 psu_hwmon, gpu_processes' /proc part) against ``/`` of the machine it runs on, read-only, and
 times ``collect()`` on this thread (``time.thread_time``) with ``HostRoot("/", keep_fds=...)``

@@ -14,6 +14,9 @@ from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 
+#: The one "device" whose fact is the boot id.
+_BOOT = ("boot",)
+
 KIB = 1024
 MILLI = 1000.0
 
@@ -209,6 +212,8 @@ class HostCollector(PolledCollector):
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
         self._zones: DeviceFacts[str, str] = DeviceFacts()
+        # The boot id changes only with a reboot, which no agent outlives: read like a fact.
+        self._boot_id: DeviceFacts[str, str | None] = DeviceFacts()
         self._chips: DeviceFacts[str, HwmonTempFacts] = DeviceFacts()
         self._kinds: DeviceFacts[str, str | None] = DeviceFacts()
 
@@ -251,8 +256,15 @@ class HostCollector(PolledCollector):
             swap_total_bytes=mem.get("SwapTotal"),
             swap_free_bytes=mem.get("SwapFree"),
             uptime_s=parse_uptime(uptime_text or ""),
-            boot_id=self.root.read_attr("/proc/sys/kernel/random/boot_id"),
+            boot_id=self._read_boot_id(),
         )
+
+    def _read_boot_id(self) -> str | None:
+        self._boot_id.begin(_BOOT)
+        boot_id = self._boot_id.get(_BOOT[0], lambda _: self.root.read_attr("/proc/sys/kernel/random/boot_id"))
+        if boot_id is None:
+            self._boot_id.forget(_BOOT[0])
+        return boot_id
 
     def _temperatures(self) -> list[TemperatureReading]:
         out: list[TemperatureReading] = []

@@ -20,18 +20,9 @@ PMBUS_DRIVERS = frozenset({"pmbus", "ibm-cffps", "inspur-ipsps1", "dps920ab", "f
                            "delta-ahe50dc-fan", "q54sj108a2", "pim4328", "lm25066", "mp2975"})
 #: Below this total output current the share between PSUs is noise.
 MIN_SHARE_AMPS = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class HwmonChannel:
-    """One ``<kind><n>_input`` of an hwmon chip with its label and limits (raw units)."""
-
-    name: str
-    label: str | None
-    value: int
-    min_value: int | None
-    max_value: int | None
-    alarm: bool | None
+#: PMBus drivers label their inputs: vin, vout1, iin, iout1, pin, pout1. Each figure of a PSU is
+#: the first readable channel whose label starts with its prefix, in its unit's scale.
+PMBUS_FIGURES = (("vin", MILLI), ("vout", MILLI), ("iin", MILLI), ("iout", MILLI), ("pin", MICRO), ("pout", MICRO))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +47,8 @@ class ChipFacts:
     alarm_files: tuple[str, ...]
     has_temp1: bool
     has_fan1: bool
+    #: For each of `PMBUS_FIGURES`, the indexes in ``channels`` of the channels labelled for it.
+    pmbus_figures: tuple[tuple[int, ...], ...] = ()
 
 
 def parse_hwmon_int(text: str | None) -> int | None:
@@ -146,46 +139,47 @@ class HwmonPowerCollector(PolledCollector):
             alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
             has_temp1="temp1_input" in present,
             has_fan1="fan1_input" in present,
+            pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
+                                for prefix, _ in PMBUS_FIGURES),
         )
 
     def collect(self) -> Sequence[object]:
         if not self.config.enabled:
             raise NoData("[psu.hwmon] disabled")
         volts: list[HwmonVoltageReading] = []
-        psus: list[tuple[str, str, dict[str, HwmonChannel], list[str], float | None, float | None]] = []
+        psus: list[tuple[str, str, list[float | None], list[str], float | None, float | None]] = []
         chips = self.root.listdir(HWMON)
         self._facts.begin(chips)
+        read = self.root.read_attr
         for hwmon in chips:
             base = f"{HWMON}/{hwmon}"
             facts = self._facts.get(hwmon, self._chip_facts)
             chip = facts.chip
             # Each alarm file once a read: the channels' own alarms are among them.
-            alarm_values = {e: parse_hwmon_int(self.root.read_attr(f"{base}/{e}")) for e in facts.alarm_files}
-            channels: dict[str, HwmonChannel] = {}
-            for cf in facts.channels:
-                value = parse_hwmon_int(self.root.read_attr(f"{base}/{cf.name}_input"))
-                if value is None:
-                    continue
-                alarm = alarm_values.get(f"{cf.name}_alarm") if cf.has_alarm else None
-                channels[cf.name] = HwmonChannel(name=cf.name, label=cf.label, value=value, min_value=cf.min_value,
-                                                 max_value=cf.max_value, alarm=None if alarm is None else alarm != 0)
+            alarm_values = {e: parse_hwmon_int(read(f"{base}/{e}")) for e in facts.alarm_files}
+            values = [parse_hwmon_int(read(f"{base}/{cf.name}_input")) for cf in facts.channels]
             if chip in PMBUS_DRIVERS:
                 alarms = sorted(e[: -len("_alarm")] for e in facts.alarm_files if alarm_values.get(e))
-                temp = parse_hwmon_int(self.root.read_attr(f"{base}/temp1_input")) if facts.has_temp1 else None
-                fan = parse_hwmon_int(self.root.read_attr(f"{base}/fan1_input")) if facts.has_fan1 else None
-                psus.append((hwmon, chip, channels, alarms,
+                temp = parse_hwmon_int(read(f"{base}/temp1_input")) if facts.has_temp1 else None
+                fan = parse_hwmon_int(read(f"{base}/fan1_input")) if facts.has_fan1 else None
+                figures: list[float | None] = []
+                for (_, unit), indexes in zip(PMBUS_FIGURES, facts.pmbus_figures, strict=True):
+                    value = next((v for i in indexes if (v := values[i]) is not None), None)
+                    figures.append(None if value is None else round(value / unit, 4))
+                psus.append((hwmon, chip, figures, alarms,
                              None if temp is None else temp / MILLI, None if fan is None else float(fan)))
                 continue
-            for ch in channels.values():
-                if not ch.name.startswith("in"):
+            for cf, value in zip(facts.channels, values, strict=True):
+                if value is None or not cf.name.startswith("in"):
                     continue
-                scale = self.config.scale.get(f"{chip}/{ch.name}", 1.0)
+                alarm = alarm_values.get(f"{cf.name}_alarm") if cf.has_alarm else None
+                scale = self.config.scale.get(f"{chip}/{cf.name}", 1.0)
                 volts.append(HwmonVoltageReading(
-                    sensor=f"{hwmon}/{ch.name}", chip=chip, label=ch.label or ch.name,
-                    volts=round(ch.value / MILLI * scale, 4),
-                    min_volts=None if ch.min_value is None else round(ch.min_value / MILLI * scale, 4),
-                    max_volts=None if ch.max_value is None else round(ch.max_value / MILLI * scale, 4),
-                    alarm=ch.alarm, scale=scale,
+                    sensor=f"{hwmon}/{cf.name}", chip=chip, label=cf.label or cf.name,
+                    volts=round(value / MILLI * scale, 4),
+                    min_volts=None if cf.min_value is None else round(cf.min_value / MILLI * scale, 4),
+                    max_volts=None if cf.max_value is None else round(cf.max_value / MILLI * scale, 4),
+                    alarm=None if alarm is None else alarm != 0, scale=scale,
                 ))
         if not volts and not psus:
             raise NoData("no hwmon voltage inputs or PMBus supplies")
@@ -193,26 +187,18 @@ class HwmonPowerCollector(PolledCollector):
         return records
 
     def _psus(
-        self, psus: list[tuple[str, str, dict[str, HwmonChannel], list[str], float | None, float | None]]
+        self, psus: list[tuple[str, str, list[float | None], list[str], float | None, float | None]]
     ) -> list[object]:
-        def by_label(channels: dict[str, HwmonChannel], prefix: str, unit: float) -> float | None:
-            # PMBus drivers label their inputs: vin, vout1, iin, iout1, pin, pout1.
-            for ch in channels.values():
-                if (ch.label or "").startswith(prefix):
-                    return round(ch.value / unit, 4)
-            return None
-
-        iouts = [by_label(channels, "iout", MILLI) for _, _, channels, _, _, _ in psus]
+        iouts = [figures[3] for _, _, figures, _, _, _ in psus]
         shares = current_shares(iouts, self.config.share_imbalance_pct)
         out: list[object] = []
-        for (hwmon, chip, channels, alarms, temp_c, fan_rpm), iout, (share, deviation, imbalanced) in zip(
-            psus, iouts, shares
+        for (hwmon, chip, figures, alarms, temp_c, fan_rpm), (share, deviation, imbalanced) in zip(
+            psus, shares, strict=True
         ):
+            vin, vout, iin, iout, pin, pout = figures
             out.append(PmbusPsuReading(
                 sensor=hwmon, chip=chip,
-                vin_volts=by_label(channels, "vin", MILLI), vout_volts=by_label(channels, "vout", MILLI),
-                iin_amps=by_label(channels, "iin", MILLI), iout_amps=iout,
-                pin_w=by_label(channels, "pin", MICRO), pout_w=by_label(channels, "pout", MICRO),
+                vin_volts=vin, vout_volts=vout, iin_amps=iin, iout_amps=iout, pin_w=pin, pout_w=pout,
                 temp_c=temp_c, fan_rpm=fan_rpm, alarms=tuple(alarms),
                 share_pct=share, share_deviation_pct=deviation, imbalanced=imbalanced,
             ))

@@ -17,6 +17,7 @@ from typing import Literal
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
+from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import InfinibandPortReading, RdmaHwCounterReading, RdmaLinkState
@@ -122,6 +123,28 @@ class RawPort:
     hw_counters: dict[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class PortFiles:
+    """What a port's driver defines: which standard counters and hw_counters it has, and its
+    link layer. Read with the port's facts (see `DeviceFacts`), not on every read."""
+
+    counters: tuple[str, ...]
+    hw_counters: tuple[str, ...]
+    link_layer: str | None
+
+
+def read_port_files(root: HostRoot, device: str, port: int) -> PortFiles:
+    """The files a port has (see `PortFiles`)."""
+    base = f"{CLASS}/{device}/ports/{port}"
+    present = set(root.listdir(f"{base}/counters"))
+    return PortFiles(
+        counters=tuple(n for n in COUNTERS if n in present),
+        hw_counters=tuple(n for n in root.listdir(f"{base}/hw_counters")[:MAX_HW_COUNTERS]
+                          if n not in HW_NOT_COUNTERS),
+        link_layer=_read(root, f"{base}/link_layer")[0],
+    )
+
+
 def _read(root: HostRoot, rel: str) -> tuple[str | None, bool]:
     """Text of an attribute and whether it failed although the file is there."""
     try:
@@ -133,8 +156,12 @@ def _read(root: HostRoot, rel: str) -> tuple[str | None, bool]:
     return text, False
 
 
-def read_port(root: HostRoot, device: str, port: int) -> RawPort | None:
-    """Read one port's files; ``None`` when the port is gone."""
+def read_port(root: HostRoot, device: str, port: int, files: PortFiles | None = None) -> RawPort | None:
+    """Read one port's files; ``None`` when the port is gone.
+
+    Args:
+        files: the port's files when known (its facts); else found by this read.
+    """
     base = f"{CLASS}/{device}/ports/{port}"
 
     def attr(name: str) -> str | None:
@@ -145,9 +172,11 @@ def read_port(root: HostRoot, device: str, port: int) -> RawPort | None:
         return None
     state_id, state = parse_state(state_text)
     phys_id, phys = parse_state(attr("phys_state"))
+    if files is None:
+        files = read_port_files(root, device, port)
     counters: dict[str, int] = {}
     unreadable: list[str] = []
-    for name in COUNTERS:
+    for name in files.counters:
         text, failed = _read(root, f"{base}/counters/{name}")
         value = parse_counter(text)
         if value is not None:
@@ -155,13 +184,11 @@ def read_port(root: HostRoot, device: str, port: int) -> RawPort | None:
         elif failed or text is not None:
             unreadable.append(name)
     hw: dict[str, int] = {}
-    for name in root.listdir(f"{base}/hw_counters")[:MAX_HW_COUNTERS]:
-        if name in HW_NOT_COUNTERS:
-            continue
+    for name in files.hw_counters:
         value = parse_counter(_read(root, f"{base}/hw_counters/{name}")[0])
         if value is not None:
             hw[name] = value
-    return RawPort(device=device, port=port, link_layer=attr("link_layer"), state_id=state_id, state=state,
+    return RawPort(device=device, port=port, link_layer=files.link_layer, state_id=state_id, state=state,
                    phys_state_id=phys_id, phys_state=phys, rate_text=attr("rate"), counters=counters,
                    unreadable=tuple(unreadable), hw_counters=hw)
 
@@ -194,6 +221,7 @@ class InfinibandCollector(PolledCollector):
         self._info: dict[str, tuple[str | None, str | None, str | None]] = {}
         self._seen: dict[str, InfinibandPortReading] | None = None
         self._used: set[Hashable] = set()
+        self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
 
     def collect(self) -> Sequence[object]:
         with self._lock:
@@ -203,20 +231,28 @@ class InfinibandCollector(PolledCollector):
             now = self.clock.monotonic()
             self._used = set()
             readings: list[InfinibandPortReading] = []
-            for device in devices:
-                info = self._device_info(device)
-                for port_name in self.root.listdir(f"{CLASS}/{device}/ports"):
-                    if not port_name.isdigit():
-                        continue
-                    raw = read_port(self.root, device, int(port_name))
-                    if raw is not None:
-                        readings.append(self._judge(raw, info, now))
+            ports = [(device, int(name)) for device in devices
+                     for name in self.root.listdir(f"{CLASS}/{device}/ports") if name.isdigit()]
+            self._files.begin(ports)
+            for device, port in ports:
+                files = self._files.get((device, port), self._port_files)
+                raw = read_port(self.root, device, port, files)
+                if raw is None:
+                    self._files.forget((device, port))
+                    continue
+                if raw.state is None:
+                    # Unreadable state (a driver reset under way): its files are looked up again.
+                    self._files.forget((device, port))
+                readings.append(self._judge(raw, self._device_info(device), now))
             self._rates.forget_missing(self._used)
             for gone in set(self._info) - set(devices):
                 del self._info[gone]
             records: list[object] = list(self._events(readings))
             records.extend(readings)
             return records
+
+    def _port_files(self, key: tuple[str, int]) -> PortFiles:
+        return read_port_files(self.root, *key)
 
     def _device_info(self, device: str) -> tuple[str | None, str | None, str | None]:
         info = self._info.get(device)

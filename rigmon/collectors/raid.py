@@ -324,8 +324,11 @@ class RaidCollector(PolledCollector):
         """Whether a member's block device is there; ``True`` when nothing says it is gone."""
         # A member whose block device went away (enclosure unplugged) stays listed by md:
         # its ``block`` link dangles, and its block device is gone from /sys/block.
-        if has_sysfs and self.root.readlink(f"{dev}/block") is not None:
-            return self.root.exists(f"{dev}/block")
+        if has_sysfs:
+            if self.root.exists(f"{dev}/block"):
+                return True
+            if self.root.readlink(f"{dev}/block") is not None:
+                return False  # the link dangles
         if self._sysfs:
             return self.root.exists(f"/sys/class/block/{name}") or self.root.exists(f"/sys/block/{name}") \
                 or name in rates
@@ -339,13 +342,13 @@ class RaidCollector(PolledCollector):
         # one dev-<name> directory for them, so their roles come from mdstat alone.
         twice = {n for n, count in listed.items() if count > 1}
         entries: list[tuple[str, MdstatMember | None]] = [(m.name, m) for m in ms.members]
-        for entry in self.root.listdir(base):
-            if entry.startswith("dev-") and entry[4:] not in listed:
-                entries.append((entry[4:], None))
+        # Member directories (dev-<name>) as listed: whether a member has one, without a stat each.
+        in_sysfs = {entry[4:] for entry in self.root.listdir(base) if entry.startswith("dev-")}
+        entries.extend((name, None) for name in sorted(in_sysfs) if name not in listed)
         out = []
         for name, mstat in entries:
             dev = f"{base}/dev-{name}"
-            has_sysfs = name not in twice and self.root.exists(dev)
+            has_sysfs = name not in twice and name in in_sysfs
             slot = _int_or_none(self.root.read_attr(f"{dev}/slot")) if has_sysfs else None
             if slot is None and mstat is not None and not has_sysfs and not mstat.spare:
                 slot = mstat.desc_nr

@@ -214,6 +214,10 @@ class ThunderboltCollector(PolledCollector):
         self._best: dict[str, float] = {}
         self._seen: dict[str, ThunderboltDeviceReading] | None = None
         self._facts: DeviceFacts[str, EntryFacts | None] = DeviceFacts()
+        # A router's NVM version changes only with a firmware upgrade, after which the router
+        # restarts and comes back as a new device: read like the facts, but kept apart since it
+        # is unreadable for a while (safe mode, NVM not read yet) and then read again each time.
+        self._nvm: DeviceFacts[str, str | None] = DeviceFacts()
         self._rescan = UdevRescan(events, ("thunderbolt",), self._on_udev, "rigmon-thunderbolt-udev")
 
     def start(self, push: PushFn) -> None:
@@ -225,6 +229,7 @@ class ThunderboltCollector(PolledCollector):
     def _on_udev(self) -> Sequence[object]:
         with self._lock:
             self._facts.invalidate()
+            self._nvm.invalidate()
         return self.collect()
 
     def collect(self) -> Sequence[object]:
@@ -233,6 +238,7 @@ class ThunderboltCollector(PolledCollector):
             if not entries and self._seen is None:
                 raise NoData("no Thunderbolt/USB4 bus")
             self._facts.begin(entries)
+            self._nvm.begin(entries)
             raws = [r for r in (self._read(e) for e in entries) if r is not None]
             host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
             readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
@@ -282,13 +288,15 @@ class ThunderboltCollector(PolledCollector):
         attr = self.root.read_attr
         authorized = attr(f"{base}/authorized")
         # nvm_version fails with ENODATA in safe mode and EAGAIN before the NVM is read.
-        nvm_version = attr(f"{base}/nvm_version")
+        nvm_version = self._nvm.get(name, lambda _: attr(f"{base}/nvm_version"))
+        if nvm_version is None:
+            self._nvm.forget(name)
         rx_speed, tx_speed = attr(f"{base}/rx_speed"), attr(f"{base}/tx_speed")
         rx_lanes, tx_lanes = attr(f"{base}/rx_lanes"), attr(f"{base}/tx_lanes")
-        if (authorized is None and nvm_version is None and rx_speed is None and tx_speed is None
-                and not self.root.exists(base)):
+        if authorized is None and rx_speed is None and tx_speed is None and not self.root.exists(base):
             # Unplugged since its facts were read.
             self._facts.forget(name)
+            self._nvm.forget(name)
             return None
         return _Raw(
             name=name,

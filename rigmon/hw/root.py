@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import stat
 import threading
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from pathlib import Path
 MAX_READ_BYTES = 4 * 1024 * 1024
 #: A first read of an attribute shorter than this is all of it (see `HostRoot.read_attr`).
 WHOLE_ATTR_BYTES = 1024
+#: Bytes asked for by one read system call.
+_CHUNK_BYTES = 65536
 #: Descriptors of kernel-generated files one thread keeps open (see `HostRoot`); a node reads a
 #: few hundred attributes a tick. Also at most an eighth of the process's descriptor limit.
 MAX_KEPT_FDS = 256
@@ -66,11 +69,21 @@ def _own_rereadable_devices() -> frozenset[int]:
         return frozenset()
 
 
-class _KeptFds(dict[str, int]):
-    """One thread's kept-open descriptors by real path, oldest first; closed with the thread."""
+#: Stands for the descriptor of a tree file that was replaced while kept: opened for every read.
+_CHURNS = -1
+
+
+class _KeptFds(dict[str, tuple[int, bool]]):
+    """One thread's kept-open descriptors by real path, oldest first; closed with the thread.
+
+    Each value is the descriptor (or `_CHURNS`) and whether its file must be checked for
+    replacement after each read (a regular file of a tree, see `HostRoot`); a kernel-generated
+    file need not be."""
 
     def __del__(self) -> None:
-        for fd in self.values():
+        for fd, _ in self.values():
+            if fd == _CHURNS:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -88,8 +101,21 @@ class HostRoot:
     the oldest closed first), so no descriptor is ever closed under another thread's read. A kept
     file that fails to read (ENODEV: its device was unplugged; ESRCH: its process was reaped) or
     reads empty is closed and read again by its path, so a vanished file is absent at once and a
-    replugged device's new file is read. Files on other filesystems (fixture trees, the
-    simulator's tree, whose files are replaced by rename) are opened for every read.
+    replugged device's new file is read.
+
+    A root whose ``/sys`` or ``/proc`` is a plain directory (a fixture tree, the simulator's tree)
+    takes the same path for the regular files on that directory's filesystem, with one check
+    more: such a tree replaces a file by rename (`rigmon.sim.tree.Tree`) or removes it, never
+    rewrites it in place (a ``pwrite`` is not atomic against a concurrent ``pread`` on ext4 or
+    tmpfs, whose reads take no inode lock). After each ``pread`` of a kept tree file, ``fstat``
+    says whether the file still has a name (``st_nlink``): if it has none, it was replaced or
+    removed, possibly before the read, so it is closed and read again by its path. A file with
+    a name after the read had it during the read, so what was read is what an open at that
+    moment would have read: never a torn or a stale file. (Directories of a tree are removed,
+    not moved away with their files: a file under a renamed directory keeps its name.) A file
+    found replaced is opened for every read from then on (while the thread remembers it): the
+    kept descriptor was the old file's last reference, and the close that frees it costs the
+    reader what the writer's rename would have (on ext4, hundreds of microseconds).
 
     Args:
         root: directory that stands for ``/``.
@@ -105,6 +131,8 @@ class HostRoot:
         self._rereadable: frozenset[int] | None = None
         #: Top directories whose files may be kept open (see `_find_kept_dirs`), found at the first read.
         self._kept_dirs: tuple[str, ...] | None = None
+        #: Devices of the top directories that are plain directories of a tree (see the class docstring).
+        self._tree_devices: frozenset[int] = frozenset()
         self._local = threading.local()
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         self._max_kept = MAX_KEPT_FDS if soft == resource.RLIM_INFINITY else min(MAX_KEPT_FDS, soft // 8)
@@ -153,119 +181,131 @@ class HostRoot:
         procfs does. Multi-line /proc files come through seq_file a page at a time, where a
         short read is not the end: `read_text` and `read_bytes` read until nothing comes.
         """
-        path = self._real(rel)
+        path = self._prefix + rel.lstrip("/")
+        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        churns = False
+        # The kept descriptor first, inline: this is most of a tick's reads on a real node.
+        if kept is not None and (entry := kept.get(path)) is not None:
+            fd, checked = entry
+            if fd == _CHURNS:
+                churns = True
+            else:
+                replaced = False
+                try:
+                    raw = os.pread(fd, min(max_bytes, _CHUNK_BYTES), 0)
+                    if raw and len(raw) >= whole_below:
+                        raw = self._read_rest(fd, raw, max_bytes, positional=True)
+                    # A tree's file: still named after the read, so not replaced before it.
+                    replaced = bool(raw) and checked and not os.fstat(fd).st_nlink
+                except OSError:
+                    raw = b""
+                if raw and not replaced:
+                    return raw
+                # Gone (unplugged device, reaped process, removed tree file) or empty: read
+                # it by its path again. A replaced tree file is opened for every read from
+                # now on: this descriptor was its last reference, and closing it frees the
+                # file (on ext4 hundreds of microseconds, the writer's cost, not a reader's).
+                del kept[path]
+                os.close(fd)
+                if replaced:
+                    churns = True
+                    self._keep(path, _CHURNS, True)
         kept_dirs = self._kept_dirs
         if kept_dirs is None:
             kept_dirs = self._kept_dirs = self._find_kept_dirs()
-        if kept_dirs and rel.startswith(kept_dirs):
-            return self._read_kept(path, max_bytes, whole_below)
-        fd = _open_or_none(path)
-        if fd is None:
+        opened = _open_or_none(path)
+        if opened is None:
             return None
+        fd = opened
+        keep: bool | None = None
         try:
-            chunks: list[bytes] = []
-            remaining = max_bytes
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 65536))
-                if not chunk:
-                    break
-                if not chunks and len(chunk) < whole_below:
-                    return chunk
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            return b"".join(chunks)
-        except OSError as exc:
-            if exc.errno in _ABSENT_ERRNOS:
-                return None
-            raise
-        finally:
-            os.close(fd)
-
-    def _read_kept(self, path: str, max_bytes: int, whole_below: int) -> bytes | None:
-        """`_read` of a file below a sysfs or procfs top directory: through this thread's kept
-        descriptor when it has one, else opened (and kept when it read something)."""
-        kept: _KeptFds | None = getattr(self._local, "fds", None)
-        if kept is not None:
-            fd = kept.get(path)
-            if fd is not None:
-                try:
-                    raw = self._read_fd(fd, max_bytes, whole_below, positional=True)
-                except OSError:
-                    raw = b""
-                if raw:
-                    return raw
-                # Gone (unplugged device, reaped process) or empty: read it by its path again.
-                del kept[path]
-                os.close(fd)
-        fd = _open_or_none(path)
-        if fd is None:
-            return None
-        keep = False
-        try:
-            raw = self._read_fd(fd, max_bytes, whole_below, positional=False)
-            keep = bool(raw) and self._rereadable_fd(fd)
+            raw = os.read(fd, min(max_bytes, _CHUNK_BYTES))
+            if raw and len(raw) >= whole_below:
+                raw = self._read_rest(fd, raw, max_bytes, positional=False)
+            if raw and not churns and kept_dirs and rel.startswith(kept_dirs):
+                keep = self._keep_kind(fd)
             return raw
         except OSError as exc:
             if exc.errno in _ABSENT_ERRNOS:
                 return None
             raise
         finally:
-            if keep:
-                self._keep(path, fd)
-            else:
+            if keep is None:
                 os.close(fd)
+            else:
+                self._keep(path, fd, keep)
 
     @staticmethod
-    def _read_fd(fd: int, max_bytes: int, whole_below: int, positional: bool) -> bytes:
-        """Read ``fd`` from its start: with ``pread`` from offset 0 for a kept descriptor, with
-        ``read`` for a fresh one (which may be a FIFO or a device that cannot seek)."""
-        chunks: list[bytes] = []
-        offset = 0
+    def _read_rest(fd: int, first: bytes, max_bytes: int, positional: bool) -> bytes:
+        """``first`` (the read at offset 0) and what follows it up to ``max_bytes`` or the end:
+        with ``pread`` for a kept descriptor, with ``read`` for a fresh one (which may be a FIFO
+        or a device that cannot seek)."""
+        chunks = [first]
+        offset = len(first)
         while offset < max_bytes:
-            size = min(max_bytes - offset, 65536)
+            size = min(max_bytes - offset, _CHUNK_BYTES)
             chunk = os.pread(fd, size, offset) if positional else os.read(fd, size)
             if not chunk:
                 break
-            if not chunks and len(chunk) < whole_below:
-                return chunk
             chunks.append(chunk)
             offset += len(chunk)
         return b"".join(chunks)
 
     def _find_kept_dirs(self) -> tuple[str, ...]:
-        """The top directories (``/sys/``, ``/proc/``) below this root that are sysfs or procfs
-        mounts: their files may be kept open. Empty for a fixture or simulator tree, whose reads
-        then cost nothing more than before."""
+        """The top directories (``/sys/``, ``/proc/``) below this root whose files may be kept
+        open: sysfs or procfs mounts, and plain directories of a tree (their devices noted in
+        ``_tree_devices``). A top directory that is a mount of another kind (none on a real node)
+        is opened for every read."""
         if not self._keep_fds:
             return ()
         self._rereadable = _own_rereadable_devices()
         dirs = []
+        tree_devices = set()
+        root_device: int | None = None
         for top in _REREADABLE_DIRS:
             try:
-                if os.stat(self._real(top)).st_dev in self._rereadable:
+                device = os.stat(self._real(top)).st_dev
+                if device in self._rereadable:
                     dirs.append(top)
+                    continue
+                if root_device is None:
+                    root_device = os.stat(self._prefix).st_dev
             except OSError:
                 continue
+            # A tree: the top directory is on the same filesystem as the root itself (on a real
+            # node ``/sys`` and ``/proc`` are mounts, never plain directories of ``/``).
+            if device == root_device:
+                dirs.append(top)
+                tree_devices.add(device)
+        self._tree_devices = frozenset(tree_devices)
         return tuple(dirs)
 
-    def _rereadable_fd(self, fd: int) -> bool:
-        """Whether ``fd`` is a file on a sysfs or procfs mount (read afresh at every offset-0 read);
-        checked once per file kept, for a mount of another kind below /sys or /proc."""
-        return bool(self._rereadable) and os.fstat(fd).st_dev in (self._rereadable or ())
+    def _keep_kind(self, fd: int) -> bool | None:
+        """How a just-read ``fd`` is kept: ``False`` for a file on a sysfs or procfs mount (read
+        afresh at every offset-0 read), ``True`` for a regular file of a tree (checked for
+        replacement after each read), ``None`` for anything else (a FIFO, a device, a file of
+        another mount below /sys or /proc): not kept. One ``fstat`` per file kept."""
+        info = os.fstat(fd)
+        if info.st_dev in (self._rereadable or ()):
+            return False
+        if info.st_dev in self._tree_devices and stat.S_ISREG(info.st_mode) and info.st_nlink:
+            return True
+        return None
 
-    def _keep(self, path: str, fd: int) -> None:
+    def _keep(self, path: str, fd: int, checked: bool) -> None:
         kept: _KeptFds | None = getattr(self._local, "fds", None)
         if kept is None:
             kept = self._local.fds = _KeptFds()
         if len(kept) >= self._max_kept:
-            oldest = next(iter(kept))
-            os.close(kept.pop(oldest))
-        kept[path] = fd
+            oldest_fd = kept.pop(next(iter(kept)))[0]
+            if oldest_fd != _CHURNS:
+                os.close(oldest_fd)
+        kept[path] = (fd, checked)
 
     def kept_fds(self) -> int:
         """How many descriptors the calling thread keeps open (see the class docstring)."""
         kept: _KeptFds | None = getattr(self._local, "fds", None)
-        return 0 if kept is None else len(kept)
+        return 0 if kept is None else sum(1 for fd, _ in kept.values() if fd != _CHURNS)
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist."""

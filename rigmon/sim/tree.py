@@ -12,7 +12,12 @@ class Tree:
     """A directory standing for ``/`` of a simulated machine.
 
     Files are replaced atomically (write a temporary file, then rename), so a collector
-    reading concurrently sees the old or the new content, never half of it. A file whose
+    reading concurrently sees the old or the new content, never half of it. Never in place,
+    not even with content of the same length: `rigmon.hw.root.HostRoot` keeps descriptors of
+    these files open and reads them with ``pread``, as it does sysfs attributes on a real node,
+    and tells a replaced file by its lost name (``st_nlink == 0``); a ``pwrite`` into the file
+    it reads would not be atomic against that ``pread`` (ext4 and tmpfs reads take no inode
+    lock). Removed files are unlinked (a directory with everything below it). A file whose
     content is what this tree last wrote there, and which still exists, is left alone: a
     simulated node rewrites a few hundred files ten times a second and most of them (model
     names, limits, link speeds) do not change, and the rename is most of a step's cost.

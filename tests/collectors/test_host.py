@@ -113,3 +113,22 @@ def test_counter_reset_gives_no_rate(tmp_path: Path) -> None:
 def test_missing_proc_stat_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(CollectorError):
         HostCollector(HostRoot(tmp_path), FakeClock()).collect()
+
+
+def test_boot_id_is_read_as_a_fact(tmp_path: Path) -> None:
+    """The boot id changes only with a reboot: read until readable, then kept and read again
+    every `REFRESH_EVERY` samples, as the collectors' other facts."""
+    from rigmon.collectors.device_facts import REFRESH_EVERY
+
+    _tree(tmp_path, busy=100, idle=900, rx=1000)
+    collector = HostCollector(HostRoot(tmp_path), FakeClock())
+
+    def boot_id() -> str | None:
+        return next(r for r in collector.collect() if isinstance(r, HostReading)).boot_id
+
+    assert boot_id() is None
+    tree = write_tree(tmp_path, {"/proc/sys/kernel/random/boot_id": "b1\n"})
+    assert boot_id() == "b1"
+    tree.write("/proc/sys/kernel/random/boot_id", "b2\n")
+    assert boot_id() == "b1"  # kept: not read every sample
+    assert [boot_id() for _ in range(REFRESH_EVERY)][-1] == "b2"

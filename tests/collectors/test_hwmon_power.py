@@ -70,6 +70,22 @@ def test_pmbus_psus_and_current_imbalance(tmp_path: Path) -> None:
     assert not [r for r in collector.collect() if isinstance(r, EventDraft)], "an imbalance is reported once"
 
 
+def test_pmbus_figure_from_the_first_readable_labelled_channel(tmp_path: Path) -> None:
+    # Two outputs (vout1 unreadable right now, vout2 fine), a channel without a label, and an
+    # input that fails later: each figure from the first readable channel labelled for it.
+    files = {**psu_files(3, 52000), "/sys/class/hwmon/hwmon3/in2_input": "x\n",
+             "/sys/class/hwmon/hwmon3/in3_label": "vout2\n", "/sys/class/hwmon/hwmon3/in3_input": "5012\n",
+             "/sys/class/hwmon/hwmon3/in0_input": "900\n"}
+    tree = write_tree(tmp_path, files)
+    collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection())
+    (psu,) = [r for r in collector.collect() if isinstance(r, PmbusPsuReading)]
+    assert (psu.vin_volts, psu.vout_volts, psu.iout_amps) == (231.5, 5.012, 52.0)
+    tree.write("/sys/class/hwmon/hwmon3/in2_input", "12010\n")
+    tree.write("/sys/class/hwmon/hwmon3/curr2_input", "n/a\n")
+    (psu,) = [r for r in collector.collect() if isinstance(r, PmbusPsuReading)]
+    assert (psu.vout_volts, psu.iout_amps, psu.pout_w) == (12.01, None, 640.0)
+
+
 def test_no_voltage_sensors_is_absent(tmp_path: Path) -> None:
     write_tree(tmp_path, {"/sys/class/hwmon/hwmon0/name": "k10temp\n", "/sys/class/hwmon/hwmon0/temp1_input": "1\n"})
     with pytest.raises(NoData):

@@ -183,3 +183,31 @@ def test_snapshot_capture_holds_the_port_files(tmp_path: Path) -> None:
     assert files[f"/{PORT}/state"].strip() == "4: ACTIVE"
     assert files[f"/{PORT}/counters/port_rcv_data"].strip() == "5"
     assert files[f"/{PORT}/hw_counters/out_of_buffer"].strip() == "3"
+
+
+def test_a_ports_files_are_facts_read_again_when_the_port_returns(tmp_path: Path) -> None:
+    """Which counters a port has is the driver's: found with the port's facts, not every read,
+    and again when the port goes and comes back (a driver reload) or its state is unreadable."""
+    import shutil
+
+    write_port(tmp_path, port_rcv_data=7)
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock())
+    (reading,), _ = collect(collector)
+    assert reading.hw_counters == () and reading.link_downed_total is None
+    write_port(tmp_path, port_rcv_data=9, link_downed=1)  # files the port did not have
+    (reading,), _ = collect(collector)
+    assert reading.port_data_received_bytes_total == 36 and reading.link_downed_total is None
+    shutil.rmtree(tmp_path / PORT)
+    assert collect(collector)[0] == []
+    write_port(tmp_path, port_rcv_data=9, link_downed=1)
+    (tmp_path / PORT / "hw_counters").mkdir()
+    (tmp_path / PORT / "hw_counters" / "out_of_sequence").write_text("3\n")
+    (reading,), _ = collect(collector)
+    assert reading.link_downed_total == 1 and [c.name for c in reading.hw_counters] == ["out_of_sequence"]
+    # A driver reset: the state unreadable for a read, the counters changed under it.
+    (tmp_path / PORT / "state").unlink()
+    (tmp_path / PORT / "counters" / "symbol_error").write_text("0\n")
+    collect(collector)
+    write_port(tmp_path, port_rcv_data=9, link_downed=1)
+    (reading,), _ = collect(collector)
+    assert reading.symbol_error_total == 0

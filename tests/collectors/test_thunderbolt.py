@@ -235,3 +235,26 @@ def test_xdomain_without_uevent_is_known_by_its_attributes(tmp_path: Path) -> No
            if isinstance(r, ThunderboltDeviceReading)}
     assert (got["0-1"].kind, got["0-1"].expected_gbps, got["0-1"].link_state) == ("xdomain", 40.0, "degraded")
     assert (got["0-3"].kind, got["0-3"].link_state) == ("device", "ok")
+
+
+def test_nvm_version_is_read_as_a_fact_once_readable(tmp_path: Path) -> None:
+    """A router's NVM version is read until it is readable (safe mode, NVM not read yet), then
+    kept like the other facts until the device set changes or a udev event says so."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    readings, _ = _split(collector.collect())
+    assert readings["0-1"].nvm_version is None  # not readable yet
+    tree = write_tree(tmp_path, {f"{DEV}/0-1/nvm_version": "55.0\n"})
+    readings, _ = _split(collector.collect())
+    assert readings["0-1"].nvm_version == "55.0"
+    tree.write(f"{DEV}/0-1/nvm_version", "56.0\n")  # not without a restart: not read every tick
+    readings, _ = _split(collector.collect())
+    assert readings["0-1"].nvm_version == "55.0" and readings["0-1"].link_state == "ok"
+    # The upgraded router restarts: it goes (the device set changes) and comes back.
+    shutil.rmtree(tmp_path / DEV.lstrip("/") / "0-1")
+    readings, _ = _split(collector.collect())
+    assert "0-1" not in readings
+    _tree(tmp_path)
+    write_tree(tmp_path, {f"{DEV}/0-1/nvm_version": "56.0\n"})
+    readings, _ = _split(collector.collect())
+    assert readings["0-1"].nvm_version == "56.0"

@@ -115,11 +115,109 @@ def test_kept_descriptors_are_per_thread_and_bounded(sleeper: subprocess.Popen[b
     assert HostRoot("/", keep_fds=False).read_text(f"/proc/{sleeper.pid}/stat") is not None
 
 
-def test_files_of_a_tree_are_not_kept_and_a_replaced_file_is_read_new(tmp_path: Path) -> None:
-    # Fixture and simulator trees replace files by rename: a kept descriptor would read the old one.
-    tree = write_tree(tmp_path, {"/sys/class/net/eth0/speed": "10000\n"})
+def test_files_of_a_tree_are_kept_and_a_replaced_file_is_read_new(tmp_path: Path) -> None:
+    # Fixture and simulator trees replace files by rename: the kept descriptor of the old file
+    # is seen to have lost its name, and the file is read again by its path.
+    tree = write_tree(tmp_path, {"/sys/class/net/eth0/speed": "10000\n", "/proc/loadavg": "1 2 3 4/5 6\n"})
     root = HostRoot(tmp_path)
     assert root.read_attr("/sys/class/net/eth0/speed") == "10000"
+    assert root.read_text("/proc/loadavg") == "1 2 3 4/5 6\n"
+    assert root.kept_fds() == 2
+    # Written in place (a test's write_text): the same file, read afresh from its start.
+    (tmp_path / "proc/loadavg").write_text("7 8 9 1/2 3\n")
+    assert root.read_text("/proc/loadavg") == "7 8 9 1/2 3\n"
+    assert root.kept_fds() == 2
     tree.write("/sys/class/net/eth0/speed", "40000\n")
     assert root.read_attr("/sys/class/net/eth0/speed") == "40000"
+    # A file that was replaced is opened for every read from then on (not kept).
+    assert root.kept_fds() == 1
+    tree.write("/sys/class/net/eth0/speed", "1000\n")  # shorter
+    assert root.read_attr("/sys/class/net/eth0/speed") == "1000"
+    assert root.kept_fds() == 1
+    # Outside /sys and /proc nothing is kept.
+    tree.write("/etc/hostname", "n1\n")
+    assert root.read_attr("/etc/hostname") == "n1"
+    assert root.kept_fds() == 1
+    assert HostRoot(tmp_path, keep_fds=False).read_attr("/sys/class/net/eth0/speed") == "1000"
+
+
+def test_a_vanished_tree_file_is_absent_and_a_new_one_is_read(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, {"/sys/class/nvme/nvme0/state": "live\n", "/sys/class/nvme/nvme1/state": "live\n"})
+    root = HostRoot(tmp_path)
+    assert root.read_attr("/sys/class/nvme/nvme0/state") == "live"
+    assert root.read_attr("/sys/class/nvme/nvme1/state") == "live"
+    assert root.kept_fds() == 2
+    tree.remove("/sys/class/nvme/nvme0")  # the device dropped off: its whole directory goes
+    (tmp_path / "sys/class/nvme/nvme1/state").unlink()  # one file removed behind the tree's back
+    assert root.read_attr("/sys/class/nvme/nvme0/state") is None
+    assert root.read_attr("/sys/class/nvme/nvme1/state") is None
     assert root.kept_fds() == 0
+    tree.write("/sys/class/nvme/nvme0/state", "resetting\n")  # back again
+    assert root.read_attr("/sys/class/nvme/nvme0/state") == "resetting"
+
+
+def test_fifos_and_other_filesystems_in_a_tree_are_not_kept(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/sys/class/hwmon/hwmon0/name": "x\n"})
+    fifo = tmp_path / "sys/class/hwmon/hwmon0/temp1_input"
+    os.mkfifo(fifo)
+    root = HostRoot(tmp_path)
+    assert not root.read_attr("/sys/class/hwmon/hwmon0/temp1_input")  # no writer: nothing, at once
+    assert root.read_attr("/sys/class/hwmon/hwmon0/name") == "x"
+    assert root.kept_fds() == 1
+
+
+def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> None:
+    """A writer replaces one file as the simulator does (lengths changing and not) while a reader
+    on another thread reads it through a kept descriptor: every read is one whole version, and
+    never one older than the newest the writer had finished before the read began."""
+    tree = write_tree(tmp_path, {"/proc/diskstats": "0 0 0\n"})
+    finished = [0]
+    reading = threading.Event()
+    done = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not done.is_set() or i < 100:
+            i += 1
+            # Versions whose length changes now and then: "7 7 7", "10 10 10", ...
+            tree.write("/proc/diskstats", f"{i} {i} {i}\n")
+            finished[0] = i
+            if i == 10:
+                reading.set()
+
+    def check(text: str | None, floor: int) -> int:
+        assert text is not None and text.endswith("\n"), text
+        parts = text.split()
+        assert len(parts) == 3 and len(set(parts)) == 1, text  # whole, not torn
+        assert int(parts[0]) >= floor, (text, floor)  # not stale
+        return int(parts[0])
+
+    writer = threading.Thread(target=write)
+    seen = []
+    kept_reads = 0
+    writer.start()
+    try:
+        reading.wait(10)
+        for _ in range(300):
+            # A new root per round: its first read opens and keeps the file, its second goes
+            # through the kept descriptor (a replaced file is not kept again by the same root).
+            root = HostRoot(tmp_path)
+            first = check(root.read_text("/proc/diskstats"), 0)
+            kept_reads += root.kept_fds()
+            # A newer version is out before the second read: the kept file is an old one.
+            deadline = time.monotonic() + 10
+            while finished[0] <= first:
+                assert time.monotonic() < deadline
+                time.sleep(0)
+            floor = finished[0]
+            seen.append(check(root.read_text("/proc/diskstats"), floor))
+    finally:
+        done.set()
+        writer.join()
+    last = finished[0]
+    root = HostRoot(tmp_path)
+    assert root.read_text("/proc/diskstats") == f"{last} {last} {last}\n"
+    assert root.read_text("/proc/diskstats") == f"{last} {last} {last}\n"
+    assert root.kept_fds() == 1
+    # (A first read whose file was replaced between its open and its fstat is not kept.)
+    assert kept_reads > 100 and len(set(seen)) > 1  # the kept reads did overlap the writes
