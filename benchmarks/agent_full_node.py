@@ -161,10 +161,12 @@ ADC_WINDOWS_PER_S = 10.0
 def health_problems(r: dict[str, object], args: argparse.Namespace) -> list[str]:
     """Why the measured node was not healthy and fed (empty when it was)."""
     problems: list[str] = []
-    elapsed, frames = float(r["elapsed"]), float(r["frames"])  # type: ignore[arg-type]
-    if abs(frames - elapsed) > max(1.0, 0.02 * elapsed):
-        problems.append(f"{frames:.0f} frames in {elapsed:.0f} s (one a second expected)")
-    rate = float(r["windows"]) / elapsed  # type: ignore[arg-type]
+    # Counted between the first and the last frame of the window, on the frames' own sample times:
+    # counting against the window's wall clock lets a frame on either boundary read as one too many.
+    spanned, frames = float(r["frames_span_s"]), float(r["frames"])  # type: ignore[arg-type]
+    if spanned <= 0 or abs(frames - spanned) > max(1.0, 0.02 * spanned):
+        problems.append(f"{frames:.0f} frames in {spanned:.1f} s of sample time (one a second expected)")
+    rate = float(r["windows"]) / spanned if spanned > 0 else 0.0  # type: ignore[arg-type]
     if abs(rate - ADC_WINDOWS_PER_S) > 0.03 * ADC_WINDOWS_PER_S:
         problems.append(f"{rate:.1f} ADC windows/s received, {ADC_WINDOWS_PER_S:.0f} configured")
     statuses: dict[str, str] = r["statuses"]  # type: ignore[assignment]
@@ -225,7 +227,8 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         exporter_cpu0 = cpu_seconds(exporter.pid) if exporter is not None else 0.0
         cpu0, sim0, fake0, calls0 = cpu_seconds(pid), physics.cpu_s, timer.cpu_s, timer.calls
         threads0, fake_by_thread0 = thread_cpu_ms(), dict(timer.by_thread)
-        seq0 = agent.buffer.latest.seq if agent.buffer and agent.buffer.latest else 0
+        first = agent.buffer.latest if agent.buffer else None
+        seq0, taken0 = (first.seq, first.taken_at) if first is not None else (0, 0.0)
         steps0, windows0 = physics.steps, adc_windows(agent)
         t0 = time.monotonic()
         await asyncio.sleep(args.seconds)
@@ -245,7 +248,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
                 exporter_scrapes = int(b"node_md_disks" in answer.read())
         latest = agent.buffer.latest if agent.buffer else None
         assert latest is not None
-        frames = latest.seq - seq0
+        frames, frames_span_s = latest.seq - seq0, latest.taken_at - taken0
         steps, windows = physics.steps - steps0, adc_windows(agent) - windows0
         gpus_seen = len(latest.readings.gpus)
         lost = sum(1 for gpu in latest.readings.gpus if gpu.state != "ok")
@@ -267,6 +270,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     return {"exporter_cpu": exporter_cpu, "exporter_scrapes": exporter_scrapes,  # type: ignore[dict-item]
             "timer": timer_overhead,
             "elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
+            "frames_span_s": frames_span_s,
             "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
             "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s,  # type: ignore[dict-item]
             "threads": threads, "fake_by_thread": fake_by_thread}  # type: ignore[dict-item]

@@ -94,12 +94,15 @@ def test_agent_full_node_health_check_names_what_is_wrong() -> None:
     sys.path.insert(0, str(BENCHMARKS.parent))
     from benchmarks.agent_full_node import health_problems
 
-    healthy = {"elapsed": 60.0, "frames": 60, "windows": 600, "gpus": 8, "lost": 0, "firing": "",
+    healthy = {"elapsed": 60.0, "frames": 60, "frames_span_s": 60.0, "windows": 600, "gpus": 8, "lost": 0, "firing": "",
                "statuses": {"gpu": "ok", "psu": "ok", "rail_path": "absent", "amd_gpu": "absent"}}
     args = argparse.Namespace(gpus=8)
     assert health_problems(healthy, args) == []
     # The recorded 15.0 ms figure: 6.9 windows a second instead of 10.
     assert health_problems({**healthy, "windows": 414}, args) == ["6.9 ADC windows/s received, 10 configured"]
+    # Counted between the window's first and last frames: a 30 s window holding 31 frames spans 31 s of
+    # sample time and is healthy (its wall-clock window would have read 10.3 windows/s).
+    assert health_problems({**healthy, "elapsed": 30.0, "frames": 31, "frames_span_s": 31.0, "windows": 310}, args) == []
     # A sagging node pushes a frame per sag window and fires alarms.
     sick = {**healthy, "frames": 96, "firing": "psu_rail_low_critical", "lost": 1,
             "statuses": {**healthy["statuses"], "gpu": "error"}}  # type: ignore[dict-item]
