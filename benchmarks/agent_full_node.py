@@ -64,6 +64,7 @@ from benchmarks.common import (  # noqa: E402
     thread_cpu_ms,
 )
 from rigmon.agent.agent import Agent  # noqa: E402
+from rigmon.agent.gc_tuning import tune_agent_gc  # noqa: E402
 from rigmon.agent.server import make_server  # noqa: E402
 from rigmon.sim.clock import SimClock  # noqa: E402
 from rigmon.sim.node import SimNode  # noqa: E402
@@ -201,6 +202,8 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     port = free_port()
     config = node_agent_config(node, f"127.0.0.1:{port}", 1.0, work / "state")
     agent = Agent(config, clock=clock)
+    if not args.default_gc:
+        tune_agent_gc()  # as `rigmon agent` does once its agent is built
     server = make_server(agent, "127.0.0.1", port)
     agent.start()
     serve = asyncio.create_task(server.serve())
@@ -301,6 +304,8 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--smoke", action="store_true", help="a couple of seconds (CI)")
     parser.add_argument("--no-peer", action="store_true", help="do not run node_exporter beside the agent")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="keep Python's default collector settings (before/after of `tune_agent_gc`)")
     args = parser.parse_args()
     if args.smoke:
         args.seconds, args.warmup = 2.0, 1.5

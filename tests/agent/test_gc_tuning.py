@@ -1,0 +1,28 @@
+"""The agent's garbage-collector settings."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from rigmon.agent.gc_tuning import AGENT_YOUNG_THRESHOLD, tune_agent_gc
+
+
+@pytest.fixture
+def restored_gc() -> Iterator[None]:
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+def test_start_up_objects_are_frozen_and_young_collections_are_rarer(restored_gc: None) -> None:
+    built_at_start = [object() for _ in range(3)], {"kept": []}
+    gc.unfreeze()
+    tune_agent_gc()
+    assert gc.get_freeze_count() > 0
+    assert gc.get_threshold()[0] == AGENT_YOUNG_THRESHOLD > 700
+    # What existed when the agent was tuned is no longer among the objects collections walk.
+    assert not any(obj is built_at_start[1] for obj in gc.get_objects())
