@@ -49,9 +49,17 @@ TIMEOUT_S = 30.0
 
 
 def _env(home: Path) -> dict[str, str]:
-    """This checkout's rigmon with a throwaway home: no user config, no real state."""
-    return {**rigmon_env(), "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_STATE_HOME": str(home / "state"), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
+    """This checkout's rigmon with a throwaway home: no user config, no real state.
+
+    Byte code is written (under the throwaway home) even where the caller's environment sets
+    ``PYTHONDONTWRITEBYTECODE``: without it every run compiled rigmon from source (~0.1 s more),
+    and "warm" did not mean what it says. An installed rigmon has its byte code.
+    """
+    env = {**rigmon_env(), "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"),
+           "XDG_STATE_HOME": str(home / "state"), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24",
+           "PYTHONPYCACHEPREFIX": str(home / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def dash_first_screen_s(home: Path) -> float:
@@ -113,10 +121,10 @@ def agent_first_frame_s(home: Path) -> float:
             stop(proc)  # type: ignore[arg-type]
 
 
-def interpreter_s() -> float:
+def interpreter_s(home: Path) -> float:
     """Seconds for a bare interpreter to start and exit (the floor under both)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env=_env(home))
     return time.perf_counter() - t0
 
 
@@ -136,11 +144,11 @@ def main() -> int:
         home = Path(tmp)
         dash_first_screen_s(home)  # warm-up: byte code, page cache
         agent_first_frame_s(home)
-        interpreter_s()
+        interpreter_s(home)
         for _ in range(runs):
             figures["dash"].append(dash_first_screen_s(home))
             figures["agent"].append(agent_first_frame_s(home))
-            figures["python"].append(interpreter_s())
+            figures["python"].append(interpreter_s(home))
     print(f"start-up, warm, {runs} counted runs each after one warm-up, alternating; {machine()}; "
           f"load average {load_start} at the start, {loadavg()} at the end")
     print()

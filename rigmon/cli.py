@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rigmon import __version__
-from rigmon.config import (
-    DEFAULT_CONFIG_PATH,
-    DEFAULT_PORT,
-    ConfigError,
-    default_state_dir,
-    load_agent_config,
-)
+from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
 from rigmon.logs import LEVELS, configure_logging, level_for
 
 AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT); 2 cannot start (configuration, token, address)"
@@ -103,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sim_parsers(sub)
     add_dash_parsers(sub)
     add_mark_parser(sub)
-    from rigmon.setup.command import add_setup_parser
+    # The parser only: the command's module (and what it needs) is imported when `setup` runs.
+    from rigmon.setup.parser import add_setup_parser
 
     add_setup_parser(sub, SETUP_EXIT)
     return parser
@@ -120,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "agent":
-        return _cmd_agent(args)
+        from rigmon.cli_agent import cmd_agent
+
+        return cmd_agent(args)
     if args.command == "check":
         return _cmd_check(args)
     if args.command == "snapshot":
@@ -149,69 +144,6 @@ def fail(message: str, code: int = 2) -> int:
     """Say why a command cannot go on (stderr, one line) and return its exit code."""
     print(f"rigmon: {message}", file=sys.stderr)
     return code
-
-
-def _cmd_agent(args: argparse.Namespace) -> int:
-    from rigmon.agent.agent import Agent
-    from rigmon.agent.server import (
-        StartupError,
-        check_distinct_tokens,
-        check_listen_policy,
-        check_tls_files,
-        read_token_file,
-        run,
-    )
-    from rigmon.agent.state_lock import StateDirInUse
-    from rigmon.logs import FrameLog
-
-    setup_logging(args)
-    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
-                 "control_token_file": args.control_token_file, "state_dir": args.state_dir,
-                 "tls_cert_file": args.tls_cert, "tls_key_file": args.tls_key, "user": args.user}
-    try:
-        config = load_agent_config(args.config, overrides)
-        if not config.agent.state_dir:
-            config = dataclasses.replace(
-                config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
-        token = read_token_file(config.agent.token_file) if config.agent.token_file else None
-        control = (read_token_file(config.agent.control_token_file, "control_token_file")
-                   if config.agent.control_token_file else None)
-        check_distinct_tokens(token, control)
-        check_listen_policy(config.agent.listen, token)
-        if config.agent.tls_cert_file:
-            check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file)
-        if not Path(config.agent.root).is_dir():
-            raise StartupError(f"root {config.agent.root} is not a directory")
-        agent = Agent(config, token=token, control_token=control)
-        # Before saying what it serves: a second agent on this state directory stops here.
-        agent.lock_state_dir()
-    except (ConfigError, StartupError, StateDirInUse, ValueError) as exc:
-        return fail(str(exc))
-    scheme = "https" if config.agent.tls_cert_file else "http"
-    journal = config.agent.state_dir if config.journal.enabled else "(disabled)"
-    a = config.agent
-    log = logging.getLogger("rigmon.agent")
-
-    def announce(bound: str) -> None:
-        # The address bound, not the one asked for: `--listen 127.0.0.1:0` names its port here.
-        print(f"rigmon agent {__version__}: node {config.node_name} on {scheme}://{bound}, "
-              f"journal in {journal}", flush=True)
-        log.info("config %s; listening on %s://%s (%s, %s); state dir %s; journal %s; root %s%s",
-                 args.config or (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else "(defaults)"),
-                 scheme, bound, "read token required" if token else "no token",
-                 "control token set" if control else "read-only", a.state_dir,
-                 "enabled" if config.journal.enabled else "disabled", a.root,
-                 f"; will run as user {a.user}" if a.user else "")
-
-    log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
-             ", ".join(n.kind for n in config.notify) or "none")
-    agent.sampler.add_listener(FrameLog(config.node_name))
-    try:
-        run(agent, config.agent.listen, config.agent.user, announce)
-    except StartupError as exc:
-        return fail(str(exc))
-    log.info("stopped cleanly")
-    return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

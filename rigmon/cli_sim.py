@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import subprocess
 import sys
-import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: Real seconds `rigmon demo` waits for the simulated agents to print their URLs.
 DEMO_START_TIMEOUT_S = 60.0
@@ -70,6 +70,8 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
         ConfigError: unreadable, not TOML, an unknown key or bad value (naming the key), or an
             ``[agent]`` key the simulator sets per node.
     """
+    import tomllib
+
     # The whole file is checked as an agent configuration first, so errors name the key.
     load_agent_config(path, environ={})
     with open(path, "rb") as fh:
@@ -105,6 +107,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 async def _tree_only(args: argparse.Namespace, nodes: int) -> None:
+    import asyncio
+
     from rigmon.sim.rig import SimRig, get_scenario
 
     rig = SimRig(get_scenario(args.scenario), nodes, Path(args.tree_only), seed=args.seed, speed=args.speed)
@@ -119,6 +123,8 @@ async def _tree_only(args: argparse.Namespace, nodes: int) -> None:
 
 
 async def _serve_sim(args: argparse.Namespace, nodes: int, extra: dict[str, object]) -> None:
+    import asyncio
+
     from rigmon.logs import FrameLog
     from rigmon.sim.node import merge_config
     from rigmon.sim.rig import running_rig
@@ -139,6 +145,7 @@ async def _serve_sim(args: argparse.Namespace, nodes: int, extra: dict[str, obje
 def cmd_demo(args: argparse.Namespace) -> int:
     """``rigmon demo``: ``rigmon sim`` in a child process and the dashboard over its agents."""
     import secrets
+    import subprocess
     import tempfile
 
     from rigmon.cli import fail, setup_logging

@@ -29,11 +29,12 @@ def offenders(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["dash", "--help"], ["agent", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["dash", "--help"], ["agent", "--help"], ["mark", "--help"]])
 def test_help_imports_no_export_collectors_or_dashboard(argv: list[str]) -> None:
     modules = loaded_after(f"from rigmon.cli import main; main({argv!r})")
+    # asyncio: the sim and demo commands' (and the agent's), not the parser's; rigmon.setup.command: `setup`'s.
     assert offenders(modules, (*EXPORT_AND_REPORT, "rigmon.collectors", "rigmon.setup.detect", "textual", "pynvml",
-                               "rigmon.tui")) == []
+                               "rigmon.tui", "asyncio", "rigmon.setup.command", "uvicorn", "starlette")) == []
 
 
 def test_dashboard_first_screen_code_imports_no_export_or_report() -> None:
@@ -47,3 +48,28 @@ def test_agent_imports_no_prometheus_client_until_scraped() -> None:
     # pymodbus: only a PZEM-017 (Modbus) PSU line opens it; rigmon.summary: the first summary asked for.
     assert offenders(modules, ("prometheus_client", "textual", "plotext", "rigmon.cluster", "rigmon.tui",
                                "rigmon.setup", "rigmon.snapshot", "pymodbus", "rigmon.summary")) == []
+
+
+def test_agent_command_imports_no_uvicorn_cli_and_no_setup(tmp_path: Path) -> None:
+    # Up to the root check, after every import the agent needs: exit 2, nothing served.
+    argv = ["agent", "--root", str(tmp_path / "absent"), "--config", "/dev/null", "--state-dir", str(tmp_path / "s")]
+    modules = loaded_after(f"from rigmon.cli import main; main({argv!r})")
+    assert "rigmon.agent.server" in modules and "uvicorn.server" in modules
+    # uvicorn's __init__ imports its command line (click, reloaders); the agent never runs it.
+    assert offenders(modules, ("click", "uvicorn.main", "uvicorn.supervisors", "multiprocessing", "rigmon.sim",
+                               "textual", "rigmon.tui", "rigmon.cluster")) == []
+    # The `setup` command's parser only, not the command.
+    assert offenders(modules, ("rigmon.setup",)) == ["rigmon.setup", "rigmon.setup.parser"]
+
+
+def test_uvicorn_without_its_cli_is_still_the_whole_package_on_first_other_use() -> None:
+    code = ("from rigmon.cli_agent import uvicorn_without_its_cli\n"
+            "    u = uvicorn_without_its_cli()\n"
+            "    import uvicorn, uvicorn.config, uvicorn.server\n"
+            "    assert u is uvicorn and uvicorn.Config is uvicorn.config.Config and uvicorn.Server is uvicorn.server.Server\n"
+            "    assert 'uvicorn.main' not in sys.modules\n"
+            "    from uvicorn import run\n"
+            "    assert run is sys.modules['uvicorn.main'].run and uvicorn.__version__\n"
+            "    assert uvicorn_without_its_cli() is uvicorn")
+    modules = loaded_after(code)
+    assert "uvicorn.main" in modules and "click" in modules

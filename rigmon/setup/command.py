@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rigmon.config import DEFAULT_PORT, split_listen
+from rigmon.config import split_listen
 from rigmon.setup import render
 from rigmon.setup.plan import Installer
 
@@ -20,32 +20,6 @@ from rigmon.setup.plan import Installer
 WANTED_GROUPS = ("dialout", "video", "render")
 #: Where systemd's ProtectHome=yes hides files from the service (and the rigmon user cannot read).
 HIDDEN_PREFIXES = ("/root/", "/home/", "/run/user/")
-
-
-def add_setup_parser(sub: Any, epilog: str) -> None:
-    """The ``setup`` subcommand and its ``agent`` target."""
-    setup = sub.add_parser("setup", help="install rigmon on this machine (root)")
-    targets = setup.add_subparsers(dest="setup_target", metavar="TARGET", required=True)
-    agent = targets.add_parser(
-        "agent", epilog=epilog,
-        help="the agent as a systemd service: user, /etc/rigmon/agent.toml, tokens, TLS, unit, udev rule")
-    agent.add_argument("--listen", default=f"0.0.0.0:{DEFAULT_PORT}", metavar="HOST:PORT",
-                       help=f"address the agent serves on (default 0.0.0.0:{DEFAULT_PORT}, with a token)")
-    agent.add_argument("--node", metavar="NAME", help="node name on dashboards (default: the host name)")
-    agent.add_argument("--user", default="rigmon", metavar="NAME", help="system user the agent runs as (default rigmon)")
-    agent.add_argument("--no-tls", action="store_true",
-                       help="serve plain HTTP (the token then crosses the network in clear text)")
-    agent.add_argument("--tls-name", action="append", default=[], metavar="NAME",
-                       help="another host name or address the certificate is valid for; repeatable")
-    agent.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
-    agent.add_argument("--uninstall", action="store_true",
-                       help="stop and remove the service, unit, udev rule, configuration and tokens "
-                            "(the journal and the user stay unless --purge)")
-    agent.add_argument("--purge", action="store_true", help="with --uninstall: also the state directory and the user")
-    agent.add_argument("--root", default="/", metavar="DIR",
-                       help="install below DIR instead of / (packaging, tests): no user is created, nothing is started")
-    agent.add_argument("--hw-root", default="/", metavar="DIR",
-                       help="read the hardware below DIR (a simulated node's tree) instead of /")
 
 
 def this_rigmon() -> tuple[str, ...]:

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.common import PhysicsThread, thread_cpu_delta_ms, thread_cpu_ms  # noqa: E402
@@ -73,3 +75,13 @@ def test_thread_cpu_is_counted_under_the_threads_name() -> None:
     assert threading.current_thread().name in after
     # Largest first.
     assert list(delta.values()) == sorted(delta.values(), reverse=True)
+
+
+def test_startup_runs_write_byte_code_even_when_the_caller_says_not_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Warm" start-up means byte code from the warm-up run: without it every run compiled from source.
+    from benchmarks.startup import _env
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = _env(tmp_path)
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPYCACHEPREFIX"].startswith(str(tmp_path))

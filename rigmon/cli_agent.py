@@ -1,0 +1,119 @@
+"""``rigmon agent``: sample this node and serve the HTTP API until signalled."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from rigmon import __version__
+from rigmon.cli import fail, setup_logging
+from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, default_state_dir, load_agent_config
+
+
+def uvicorn_without_its_cli() -> ModuleType:
+    """The ``uvicorn`` package with `uvicorn.Config` and `uvicorn.Server`, its command line not imported.
+
+    uvicorn's ``__init__`` imports ``uvicorn.main`` (click, the reloaders, multiprocessing) for
+    ``uvicorn.run`` and its command line, which the agent never uses: about 9 ms of the agent's
+    ~0.2 s start (measured, benchmarks/results-startup.md), and any ``import uvicorn.config``
+    runs that ``__init__`` first. So, before anything imports uvicorn, the package module is made
+    from its spec without running ``__init__`` and given ``Config`` and ``Server`` (the same
+    classes ``__init__`` exports). Any other attribute (``uvicorn.run``, ``__version__``) runs the
+    real ``__init__`` on first use, so other code sees the whole package. Where uvicorn is already
+    imported (tests, the simulator), that module is returned as it is.
+    """
+    loaded = sys.modules.get("uvicorn")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.find_spec("uvicorn")
+    assert spec is not None and spec.loader is not None, "uvicorn is not installed"
+    loader = spec.loader
+    package = importlib.util.module_from_spec(spec)
+
+    def complete(name: str) -> object:
+        # First use of anything else: run uvicorn's own __init__ on this module, once.
+        package.__dict__.pop("__getattr__", None)
+        loader.exec_module(package)
+        return getattr(package, name)
+
+    vars(package)["__getattr__"] = complete
+    sys.modules["uvicorn"] = package
+    try:
+        from uvicorn.config import Config
+        from uvicorn.server import Server
+    except BaseException:
+        sys.modules.pop("uvicorn", None)
+        raise
+    package.Config = Config  # type: ignore[attr-defined]
+    package.Server = Server  # type: ignore[attr-defined]
+    return package
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    """``rigmon agent``: load the configuration, check tokens and address, serve until signalled."""
+    uvicorn_without_its_cli()
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.server import (
+        StartupError,
+        check_distinct_tokens,
+        check_listen_policy,
+        check_tls_files,
+        read_token_file,
+        run,
+    )
+    from rigmon.agent.state_lock import StateDirInUse
+    from rigmon.logs import FrameLog
+
+    setup_logging(args)
+    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
+                 "control_token_file": args.control_token_file, "state_dir": args.state_dir,
+                 "tls_cert_file": args.tls_cert, "tls_key_file": args.tls_key, "user": args.user}
+    try:
+        config = load_agent_config(args.config, overrides)
+        if not config.agent.state_dir:
+            config = dataclasses.replace(
+                config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
+        token = read_token_file(config.agent.token_file) if config.agent.token_file else None
+        control = (read_token_file(config.agent.control_token_file, "control_token_file")
+                   if config.agent.control_token_file else None)
+        check_distinct_tokens(token, control)
+        check_listen_policy(config.agent.listen, token)
+        if config.agent.tls_cert_file:
+            check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file)
+        if not Path(config.agent.root).is_dir():
+            raise StartupError(f"root {config.agent.root} is not a directory")
+        agent = Agent(config, token=token, control_token=control)
+        # Before saying what it serves: a second agent on this state directory stops here.
+        agent.lock_state_dir()
+    except (ConfigError, StartupError, StateDirInUse, ValueError) as exc:
+        return fail(str(exc))
+    scheme = "https" if config.agent.tls_cert_file else "http"
+    journal = config.agent.state_dir if config.journal.enabled else "(disabled)"
+    a = config.agent
+    log = logging.getLogger("rigmon.agent")
+
+    def announce(bound: str) -> None:
+        # The address bound, not the one asked for: `--listen 127.0.0.1:0` names its port here.
+        print(f"rigmon agent {__version__}: node {config.node_name} on {scheme}://{bound}, "
+              f"journal in {journal}", flush=True)
+        log.info("config %s; listening on %s://%s (%s, %s); state dir %s; journal %s; root %s%s",
+                 args.config or (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else "(defaults)"),
+                 scheme, bound, "read token required" if token else "no token",
+                 "control token set" if control else "read-only", a.state_dir,
+                 "enabled" if config.journal.enabled else "disabled", a.root,
+                 f"; will run as user {a.user}" if a.user else "")
+
+    log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
+             ", ".join(n.kind for n in config.notify) or "none")
+    agent.sampler.add_listener(FrameLog(config.node_name))
+    try:
+        run(agent, config.agent.listen, config.agent.user, announce)
+    except StartupError as exc:
+        return fail(str(exc))
+    log.info("stopped cleanly")
+    return 0

@@ -1,0 +1,120 @@
+"""The whole agent configuration (`AgentConfig`), loaded from TOML with RIGMON_AGENT_* environment overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rigmon.config.agent import AgentSection, CollectorSection
+from rigmon.config.alarms import AlarmsSection
+from rigmon.config.common import DEFAULT_CONFIG_PATH, ConfigError
+from rigmon.config.gpu import GpuSection, KernelLogSection
+from rigmon.config.guard import GuardSection
+from rigmon.config.journal import JournalSection
+from rigmon.config.notify import NotifySection
+from rigmon.config.probes import PeerSection, ProbesSection
+from rigmon.config.psu import PsuSection
+from rigmon.config.storage import StorageSection
+from rigmon.typed import TypedDataError, from_data
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """The whole agent configuration file."""
+
+    agent: AgentSection = field(default_factory=AgentSection)
+    collectors: dict[str, CollectorSection] = field(default_factory=dict)
+    storage: StorageSection = field(default_factory=StorageSection)
+    gpu: GpuSection = field(default_factory=GpuSection)
+    kernel_log: KernelLogSection = field(default_factory=KernelLogSection)
+    alarms: AlarmsSection = field(default_factory=AlarmsSection)
+    notify: tuple[NotifySection, ...] = ()
+    psu: PsuSection = field(default_factory=PsuSection)
+    journal: JournalSection = field(default_factory=JournalSection)
+    guard: GuardSection = field(default_factory=GuardSection)
+    probes: ProbesSection = field(default_factory=ProbesSection)
+    peers: tuple[PeerSection, ...] = ()
+    """``[[peers]]``: nodes to probe (and to answer); none: probes are off."""
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.peers]
+        for index, name in enumerate(names):
+            if names.index(name) != index:
+                raise ValueError(f"peers[{index}].name: {name!r} appears twice")
+            for number, path in enumerate(self.peers[index].paths):
+                if path.target_port(self.probes) == 0:
+                    raise ValueError(f"peers[{index}].paths[{number}].port: needed when [probes] port = 0")
+
+    @property
+    def node_name(self) -> str:
+        """The node's name: configured, else the host name."""
+        return self.agent.node or socket.gethostname()
+
+    def collector(self, name: str) -> CollectorSection:
+        """Settings of one collector (defaults when not configured)."""
+        return self.collectors.get(name, CollectorSection())
+
+
+# Environment overrides: RIGMON_<SECTION>_<KEY>, for the scalar keys of [agent].
+_ENV_PREFIX = "RIGMON_AGENT_"
+
+
+def load_agent_config(
+    path: str | os.PathLike[str] | None,
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AgentConfig:
+    """Load the agent configuration.
+
+    Args:
+        path: TOML file; ``None`` uses /etc/rigmon/agent.toml when it exists, else defaults.
+        overrides: ``[agent]`` keys set on the command line (win over file and environment).
+        environ: environment for ``RIGMON_AGENT_<KEY>`` overrides (e.g. RIGMON_AGENT_LISTEN).
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, unknown key or bad value, naming the key.
+    """
+    data: dict[str, object] = {}
+    source = "defaults"
+    if path is None and DEFAULT_CONFIG_PATH.exists():
+        path = DEFAULT_CONFIG_PATH
+    if path is not None:
+        source = str(path)
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    agent = data.get("agent", {})
+    if not isinstance(agent, dict):
+        raise ConfigError(f"{source}: agent: expected a table")
+    agent = {**agent, **_env_overrides(environ if environ is not None else os.environ)}
+    agent.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    data = {**data, "agent": agent}
+    try:
+        return from_data(AgentConfig, data, strict=True)
+    except TypedDataError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
+    fields = {f.name: f.type for f in dataclasses.fields(AgentSection)}
+    out: dict[str, object] = {}
+    for key, text in environ.items():
+        if not key.startswith(_ENV_PREFIX):
+            continue
+        name = key[len(_ENV_PREFIX) :].lower()
+        if name not in fields:
+            raise ConfigError(f"environment {key}: unknown key agent.{name}")
+        kind = str(fields[name])
+        try:
+            out[name] = float(text) if "float" in kind else int(text) if "int" in kind else text
+        except ValueError:
+            raise ConfigError(f"environment {key}: expected a number, got {text!r}") from None
+    return out

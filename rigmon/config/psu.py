@@ -1,0 +1,87 @@
+"""``[psu]`` and ``[psu.hwmon]``: the 12 V rail from a serial ADC or meter, or from hwmon."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rigmon.config.common import check_ranges
+
+
+PsuProtocol = Literal["rm1", "text", "pzem017"]
+
+
+@dataclass(frozen=True, slots=True)
+class PsuHwmonSection:
+    """``[psu.hwmon]``: 12 V from hwmon (Super I/O, BMC, PMBus PSUs) without a serial ADC."""
+
+    enabled: bool = True
+    """Read hwmon voltage and PMBus files (absent hardware is a quiet state)."""
+    scale: dict[str, float] = field(default_factory=dict)
+    """Multiplier per input, keyed ``CHIP/inN`` (``nct6779/in4 = 6.6``): Super I/O chips report
+    the pin voltage behind a board-specific divider, as sensors.conf ``compute`` lines do."""
+    share_imbalance_pct: float = 20.0
+    """Paralleled PSUs whose current share deviates from an equal share by more than this
+    many percentage points are reported as imbalanced (a corroding connection)."""
+
+    def __post_init__(self) -> None:
+        if self.share_imbalance_pct <= 0:
+            raise ValueError("share_imbalance_pct must be positive")
+        check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
+
+
+@dataclass(frozen=True, slots=True)
+class PsuSection:
+    """``[psu]``: the 12 V rail from a serial ADC or meter (see README "PSU rail")."""
+
+    port: str = ""
+    """Serial device (``/dev/serial/by-id/...``, read below the agent root); empty: no ADC."""
+    protocol: PsuProtocol = "rm1"
+    """``rm1`` (rigmon firmware), ``text`` (numbers, CSV, key=value) or ``pzem017`` (Modbus RTU)."""
+    baud: int = 115200
+    """Line speed; ignored by USB CDC devices. A PZEM-017 uses 9600."""
+    primary: str = "v"
+    """Load-side voltage channel: the one alarms and sag pushes look at."""
+    psu_side: str = "vpsu"
+    """PSU-side voltage channel for the path resistance (empty: none)."""
+    current: str = "i"
+    """Load current channel for the path resistance (empty: none)."""
+    sag_volts: float = 11.5
+    """A window whose minimum of ``primary`` is below this is published at once."""
+    stale_after_s: float = 3.0
+    """No valid window for this long (at least 3 windows) marks the readings stale."""
+    reopen_min_s: float = 1.0
+    """First delay before reopening a lost port; doubles up to ``reopen_max_s``."""
+    reopen_max_s: float = 5.0
+    """Longest delay between reopen attempts (a udev tty add retries at once)."""
+    query_identity: bool = True
+    """Send ``?`` after opening so an RM1 device repeats its identity line."""
+    pzem_address: int = 1
+    """Modbus slave address of a PZEM-017 (1..247)."""
+    poll_interval_s: float = 1.0
+    """Seconds between PZEM-017 polls (the meter refreshes about once a second)."""
+    channels: dict[str, str] = field(default_factory=lambda: {"v": "0"})
+    """``text`` protocol: rigmon channel -> field of the line (a key, a CSV header name, or a
+    0-based column number). Channels starting with ``v`` are volts, with ``i`` amps."""
+    scale: dict[str, float] = field(default_factory=dict)
+    """``text`` protocol: multiplier per channel to volts or amps (``v = 0.001`` for mV)."""
+    hwmon: PsuHwmonSection = field(default_factory=PsuHwmonSection)
+
+    def __post_init__(self) -> None:
+        if self.baud <= 0:
+            raise ValueError("baud must be positive")
+        if not 0 < self.sag_volts < 1000:
+            raise ValueError("sag_volts must be between 0 and 1000")
+        if self.stale_after_s <= 0 or self.poll_interval_s <= 0:
+            raise ValueError("stale_after_s and poll_interval_s must be positive")
+        if not 0 < self.reopen_min_s <= self.reopen_max_s:
+            raise ValueError("reopen_min_s must be positive and at most reopen_max_s")
+        if not 1 <= self.pzem_address <= 247:
+            raise ValueError("pzem_address must be 1..247")
+        check_ranges(self, {"baud": (50, 4_000_000), "stale_after_s": (0.01, 3600.0), "poll_interval_s": (0.01, 3600.0),
+                            "reopen_min_s": (0.001, 3600.0), "reopen_max_s": (0.001, 3600.0)})
+        if not self.primary:
+            raise ValueError("primary must name a channel")
+        for name in self.channels:
+            if not name[:1] in ("v", "i"):
+                raise ValueError(f"channels.{name}: channel names start with v (volts) or i (amps)")
