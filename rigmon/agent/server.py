@@ -190,6 +190,10 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         log_config=None,
         access_log=False,
         lifespan="off",
+        # Clients are who their connection says (the rate limit's key): uvicorn's default trusts
+        # X-Forwarded-For from 127.0.0.1, so any local client could pick a new bucket per request.
+        # It also spares each request a pass through that middleware.
+        proxy_headers=False,
         # Connections are bounded by `limits` as they are accepted (rigmon/agent/connections.py):
         # uvicorn's own limit let idle sockets turn every new request away.
         # httptools (C parser) when installed, else h11; both guarded alike.
