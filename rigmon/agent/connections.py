@@ -128,7 +128,10 @@ class LingeringTransport(asyncio.Transport):
     is followed by a close while the client is still sending; the kernel then resets the
     connection, and a reset can make the client lose the answer it was about to read. So the
     close is lingering, as web servers do: half-close, read and drop what still comes, close
-    when the client has closed its side or after `LINGER_S`.
+    when the client has closed its side or after `LINGER_S`. A connection whose request was
+    read whole (an ordinary answer with ``Connection: close``, an idle keep-alive connection)
+    has nothing in flight to reset and closes at once: lingering there cost every such request
+    a half-close, another read of the client's end and a timer that woke the loop a second later.
     """
 
     def __init__(self, transport: asyncio.Transport, protocol: GuardedConnection) -> None:
@@ -136,6 +139,7 @@ class LingeringTransport(asyncio.Transport):
         self._transport = transport
         self._protocol = protocol
         self._closing = False
+        self._linger: asyncio.TimerHandle | None = None
 
     def close(self) -> None:
         if self._closing:
@@ -144,13 +148,19 @@ class LingeringTransport(asyncio.Transport):
         real = self._transport
         if real.is_closing():
             return
-        if not real.can_write_eof():
+        if not real.can_write_eof() or not self._protocol.input_pending():
             real.close()
             return
         self._protocol.discard_input()
         real.write_eof()
         real.resume_reading()
-        self._protocol.loop.call_later(LINGER_S, real.close)
+        self._linger = self._protocol.loop.call_later(LINGER_S, real.close)
+
+    def lost(self) -> None:
+        """The connection is closed (the client closed its side): no lingering left to end."""
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
 
     def close_now(self) -> None:
         """Close without lingering (a connection that has no request to answer)."""
@@ -312,7 +322,19 @@ class GuardedConnection(_UvicornProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         self.limits.forget(self)
+        self.lingering.lost()
         super().connection_lost(exc)
+
+    def input_pending(self) -> bool:
+        """Whether the client may still be sending bytes this connection has not read.
+
+        True for a connection refused before reading anything, a request head begun but not
+        complete, and a request whose body has not arrived whole; False once the last request
+        was read to its end and nothing of a next one has come.
+        """
+        if self.awaiting_head:
+            return self.cycle is None or self._head_bytes > 0
+        return self.cycle is None or self.cycle.more_body
 
     def on_response_complete(self) -> None:
         if not self.transport.is_closing() and not self._next_head_parsed():

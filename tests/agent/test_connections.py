@@ -44,3 +44,63 @@ def test_each_server_gets_its_own_limits() -> None:
 def test_an_unknown_parser_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown HTTP parser"):
         guarded_protocol(limits(), "picohttp")
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.calls.append("close")
+        self.closed = True
+
+    def write_eof(self) -> None:
+        self.calls.append("write_eof")
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume_reading")
+
+
+class FakeProtocol:
+    def __init__(self, pending: bool, loop: object) -> None:
+        self.pending = pending
+        self.loop = loop
+        self.discarding = False
+
+    def input_pending(self) -> bool:
+        return self.pending
+
+    def discard_input(self) -> None:
+        self.discarding = True
+
+
+async def test_a_connection_whose_request_was_read_whole_closes_without_lingering(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from rigmon.agent.connections import LingeringTransport
+
+    monkeypatch.setattr(connections, "LINGER_S", 0.01)
+    loop = asyncio.get_running_loop()
+    done = FakeTransport()
+    LingeringTransport(done, FakeProtocol(False, loop)).close()  # type: ignore[arg-type]
+    assert done.calls == ["close"]
+    # An answer sent before the request was read whole (413, 431, 503) lingers: half-close, read, close later.
+    sending = FakeTransport()
+    lingering = LingeringTransport(sending, FakeProtocol(True, loop))  # type: ignore[arg-type]
+    lingering.close()
+    assert sending.calls == ["write_eof", "resume_reading"]
+    lingering.lost()  # the client closed its side: the timer is gone with the connection
+    await asyncio.sleep(0.05)
+    assert sending.calls == ["write_eof", "resume_reading"]
+    unanswered = FakeTransport()
+    LingeringTransport(unanswered, FakeProtocol(True, loop)).close()  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    assert unanswered.calls == ["write_eof", "resume_reading", "close"]
