@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 
 from rigmon.schema import Frame
@@ -16,15 +17,18 @@ class FrameBuffer:
 
     def __init__(self, capacity: int) -> None:
         self._frames: deque[Frame] = deque(maxlen=capacity)
-        self._changed = asyncio.Event()
+        #: Readers waiting for the next frame (`wait_after`); empty when nobody follows the stream.
+        self._waiters: list[asyncio.Future[bool]] = []
 
     def append(self, frame: Frame) -> None:
         """Add the newest frame and wake every waiting reader."""
         if self._frames and frame.seq <= self._frames[-1].seq:
             raise ValueError(f"seq {frame.seq} is not after {self._frames[-1].seq}")
         self._frames.append(frame)
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                _settle(waiter, True)
 
     @property
     def latest(self) -> Frame | None:
@@ -51,9 +55,21 @@ class FrameBuffer:
         """Wait until a frame newer than ``seq`` exists; False on timeout."""
         if self._frames and self._frames[-1].seq > seq:
             return True
-        changed = self._changed
+        # One future and one timer per wait: ``asyncio.wait_for(event.wait(), timeout)`` started
+        # a task per subscriber per frame.
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(timeout_s, _settle, waiter, False)
         try:
-            await asyncio.wait_for(changed.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            timer.cancel()
+            # Timed out or cancelled (the reader went away): no frame took it off the list.
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+
+
+def _settle(waiter: asyncio.Future[bool], value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)

@@ -8,19 +8,20 @@ included. Here every connection must deliver a complete request head within
 would exceed the caps makes room by closing the longest-waiting connection that has not
 sent a request head: idle sockets cannot lock out a dashboard that reconnects, and a
 connection that is being served (an event stream, an answer) is never the one closed.
+
+The guard (`GuardedConnection`) sits on uvicorn's httptools protocol (the C parser, a
+dependency) and, when httptools is missing, on its h11 protocol; the limits are the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from typing import TYPE_CHECKING, Any
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class ConnectionLimits:
     max_head_bytes: int = 65536
     tokens: tuple[str, ...] = ()
     #: Open connections in the order they were accepted.
-    open: list[GuardedH11Protocol] = field(default_factory=list)
+    open: list[GuardedConnection] = field(default_factory=list)
     #: Connections closed to make room, and connections refused, since the start (for tests and logs).
     evicted: int = 0
     refused: int = 0
@@ -84,7 +85,7 @@ class ConnectionLimits:
             return False
         return any(hmac.compare_digest(given[0], f"Bearer {token}".encode()) for token in self.tokens)
 
-    def admit(self, new: GuardedH11Protocol) -> bool:
+    def admit(self, new: GuardedConnection) -> bool:
         """Make room for ``new`` (already accepted); ``False`` when it must be refused."""
         same = [c for c in self.open if c.client_host == new.client_host]
         if len(same) >= self.max_per_client and not self._evict(same):
@@ -102,12 +103,12 @@ class ConnectionLimits:
                         "(%d refused since the start)", host or "?", self.refused)
             self._last_refusal_log = now
 
-    def forget(self, conn: GuardedH11Protocol) -> None:
+    def forget(self, conn: GuardedConnection) -> None:
         """``conn`` is closed."""
         if conn in self.open:
             self.open.remove(conn)
 
-    def _evict(self, candidates: list[GuardedH11Protocol]) -> bool:
+    def _evict(self, candidates: list[GuardedConnection]) -> bool:
         # Waiting for a head, oldest first; connections that never made an authorised
         # request go before those of clients that did (a dashboard between two polls).
         waiting = [c for c in candidates if c.awaiting_head and not c.transport.is_closing()]
@@ -127,14 +128,18 @@ class LingeringTransport(asyncio.Transport):
     is followed by a close while the client is still sending; the kernel then resets the
     connection, and a reset can make the client lose the answer it was about to read. So the
     close is lingering, as web servers do: half-close, read and drop what still comes, close
-    when the client has closed its side or after `LINGER_S`.
+    when the client has closed its side or after `LINGER_S`. A connection whose request was
+    read whole (an ordinary answer with ``Connection: close``, an idle keep-alive connection)
+    has nothing in flight to reset and closes at once: lingering there cost every such request
+    a half-close, another read of the client's end and a timer that woke the loop a second later.
     """
 
-    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedConnection) -> None:
         super().__init__()
         self._transport = transport
         self._protocol = protocol
         self._closing = False
+        self._linger: asyncio.TimerHandle | None = None
 
     def close(self) -> None:
         if self._closing:
@@ -143,13 +148,19 @@ class LingeringTransport(asyncio.Transport):
         real = self._transport
         if real.is_closing():
             return
-        if not real.can_write_eof():
+        if not real.can_write_eof() or not self._protocol.input_pending():
             real.close()
             return
         self._protocol.discard_input()
         real.write_eof()
         real.resume_reading()
-        self._protocol.loop.call_later(LINGER_S, real.close)
+        self._linger = self._protocol.loop.call_later(LINGER_S, real.close)
+
+    def lost(self) -> None:
+        """The connection is closed (the client closed its side): no lingering left to end."""
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
 
     def close_now(self) -> None:
         """Close without lingering (a connection that has no request to answer)."""
@@ -204,18 +215,58 @@ class LingeringTransport(asyncio.Transport):
         return self._transport.get_protocol()
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
-    """An `H11Protocol` class bound to ``limits``, for ``uvicorn.Config(http=...)``."""
+def httptools_available() -> bool:
+    """Whether uvicorn can use the C parser (``httptools``, a dependency of the agent)."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
-    class Bound(GuardedH11Protocol):
+
+def guarded_protocol(limits: ConnectionLimits, parser: str = "auto") -> type[GuardedConnection]:
+    """An HTTP protocol class bound to ``limits``, for ``uvicorn.Config(http=...)``.
+
+    Args:
+        limits: the limits every connection of the server shares.
+        parser: ``"httptools"`` (uvicorn's protocol on the C parser), ``"h11"`` (the pure-Python
+            one), or ``"auto"``: httptools when it is installed, else h11. Both get the same guards.
+
+    Raises:
+        ValueError: an unknown ``parser``, or ``"httptools"`` when it is not installed.
+    """
+    if parser == "auto":
+        parser = "httptools" if httptools_available() else "h11"
+    if parser == "httptools":
+        if not httptools_available():
+            raise ValueError("the httptools HTTP parser is not installed")
+        base = _httptools_protocol()
+    elif parser == "h11":
+        base = _h11_protocol()
+    else:
+        raise ValueError(f"unknown HTTP parser {parser!r} (httptools, h11 or auto)")
+
+    class Bound(base):  # type: ignore[valid-type,misc]
         pass
 
     Bound.limits = limits
     return Bound
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request head and admission by `ConnectionLimits`."""
+if TYPE_CHECKING:
+    # What the guard is written against: both of uvicorn's HTTP/1.1 protocols have this shape
+    # (transport, loop, client, cycle, on_response_complete, shutdown).
+    from uvicorn.protocols.http.h11_impl import H11Protocol as _UvicornProtocol
+else:
+    _UvicornProtocol = object
+
+
+class GuardedConnection(_UvicornProtocol):
+    """The guard of one connection: a deadline for each request head and admission by `ConnectionLimits`.
+
+    Mixed in before one of uvicorn's HTTP protocols (`guarded_protocol`); the parser-specific
+    part is telling it when a request head is complete (`_head_received`).
+    """
 
     limits: ConnectionLimits
 
@@ -229,16 +280,6 @@ class GuardedH11Protocol(H11Protocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._discarding = False
         self.lingering: LingeringTransport
-        # Every event h11 parses passes here: a request head stops the clock.
-        next_event = self.conn.next_event
-
-        def watched() -> Any:
-            event = next_event()
-            if isinstance(event, h11.Request):
-                self._head_received(event)
-            return event
-
-        self.conn.next_event = watched  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.lingering = LingeringTransport(transport, self)
@@ -281,15 +322,31 @@ class GuardedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         self.limits.forget(self)
+        self.lingering.lost()
         super().connection_lost(exc)
 
+    def input_pending(self) -> bool:
+        """Whether the client may still be sending bytes this connection has not read.
+
+        True for a connection refused before reading anything, a request head begun but not
+        complete, and a request whose body has not arrived whole; False once the last request
+        was read to its end and nothing of a next one has come.
+        """
+        if self.awaiting_head:
+            return self.cycle is None or self._head_bytes > 0
+        return self.cycle is None or self.cycle.more_body
+
     def on_response_complete(self) -> None:
-        if not self.transport.is_closing():
+        if not self.transport.is_closing() and not self._next_head_parsed():
             # A keep-alive connection must send its next head in time too (uvicorn's own
             # keep-alive timeout ends once a first byte arrives). Before uvicorn's handling,
-            # which parses a pipelined request at once: its head stops this clock again.
+            # which may parse a pipelined request at once: its head stops this clock again.
             self._await_head()
         super().on_response_complete()
+
+    def _next_head_parsed(self) -> bool:
+        """Whether the next request's head was parsed already (pipelined, waiting for this answer)."""
+        return False
 
     def close_idle(self, why: str) -> None:
         """Close this connection, which has not sent a request head; ``why`` goes to the debug log."""
@@ -307,10 +364,11 @@ class GuardedH11Protocol(H11Protocol):
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timed_out)
 
-    def _head_received(self, event: h11.Request) -> None:
+    def _head_received(self, headers: Iterable[tuple[bytes, bytes]]) -> None:
+        """A complete request head arrived (the parser calls this): stop the clock."""
         self.awaiting_head = False
         self._cancel_head_timer()
-        if self.limits.authorised(event.headers):
+        if self.limits.authorised(headers):
             self.trusted = True
 
     def _head_timed_out(self) -> None:
@@ -323,3 +381,78 @@ class GuardedH11Protocol(H11Protocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+
+@functools.cache
+def _h11_protocol() -> type[GuardedConnection]:
+    """uvicorn's h11 protocol (pure Python) with the guard."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(GuardedConnection, H11Protocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Every event h11 parses passes here: a request head stops the clock.
+            next_event = self.conn.next_event
+
+            def watched() -> Any:
+                event = next_event()
+                if isinstance(event, h11.Request):
+                    self._head_received(event.headers)
+                return event
+
+            self.conn.next_event = watched  # type: ignore[method-assign]
+
+    return GuardedH11Protocol
+
+
+@functools.cache
+def _httptools_protocol() -> type[GuardedConnection]:
+    """uvicorn's httptools protocol (the C parser, llhttp) with the guard.
+
+    h11 keeps a pipelined request unparsed until the answer before it is complete (and pauses
+    reading); httptools parses it as it arrives. So here a head is also counted when it begins
+    while an answer is being sent, and a pipelined head that passes the limit closes the
+    connection (no answer can be put in the middle of the one being sent).
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(GuardedConnection, HttpToolsProtocol):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            #: Between a request's first byte and the end of its head, as the parser saw them.
+            self._in_head = False
+
+        def data_received(self, data: bytes) -> None:
+            if self._discarding:
+                return
+            if self.awaiting_head:
+                super().data_received(data)
+                return
+            # An answer is being sent: what arrives is the request's body or a pipelined request.
+            pipelined = self._in_head
+            HttpToolsProtocol.data_received(self, data)
+            if pipelined or self._in_head:
+                self._head_bytes += len(data)
+                if self._in_head and self._head_bytes > self.limits.max_head_bytes \
+                        and not self.transport.is_closing():
+                    log.debug("closing connection from %s: pipelined request head over %d bytes",
+                              self.client_host or "?", self.limits.max_head_bytes)
+                    self.lingering.close_now()
+
+        def on_message_begin(self) -> None:
+            self._in_head = True
+            if not self.awaiting_head:
+                # Pipelined behind an answer being sent: its head is counted from here.
+                self._head_bytes = 0
+            super().on_message_begin()
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            self._head_received(self.headers)
+            super().on_headers_complete()
+
+        def _next_head_parsed(self) -> bool:
+            return bool(self.pipeline)
+
+    return GuardedHttpToolsProtocol

@@ -1,42 +1,93 @@
-"""QuietServer: a uvicorn server whose housekeeping wakes once a second instead of ten times."""
+"""QuietServer: a uvicorn server that does not wake while idle (uvicorn's own wakes ten times a second)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
+from collections.abc import Callable
+from email.utils import formatdate
 from typing import Any
 
 import uvicorn
+from uvicorn.server import ServerState
 
-#: Seconds between housekeeping ticks (uvicorn's own is 0.1 s). The Date header has a
-#: resolution of one second, so ticking once a second keeps it exact.
-TICK_S = 1.0
-#: uvicorn counts its 0.1 s ticks and does its once-a-second work when the count is a multiple of 10.
-_UVICORN_TICKS_PER_S = 10
+
+class DatedServerState(ServerState):
+    """uvicorn's shared server state whose ``default_headers`` carry a Date made when a response asks.
+
+    uvicorn refreshes the Date header from its main loop's once-a-second tick; here it is
+    formatted when a response reads the headers and the second has changed since the last
+    one, so the header is exact and nothing has to wake to keep it so.
+
+    Args:
+        date_header: whether responses carry a Date header (uvicorn's ``date_header``).
+        extra: the configured headers that follow it (uvicorn's ``encoded_headers``).
+        clock: Unix seconds now (tests pass their own).
+    """
+
+    def __init__(self, date_header: bool, extra: list[tuple[bytes, bytes]],
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self._date_header = date_header
+        self._clock = clock
+        #: The configured headers that follow the Date.
+        self.extra = list(extra)
+        self._second = -1
+        self._headers: list[tuple[bytes, bytes]] = list(extra)
+
+    @property
+    def default_headers(self) -> list[tuple[bytes, bytes]]:
+        if not self._date_header:
+            return self.extra
+        now = self._clock()
+        second = int(now)
+        if second != self._second:
+            self._headers = [(b"date", formatdate(now, usegmt=True).encode()), *self.extra]
+            self._second = second
+        return self._headers
+
+    @default_headers.setter
+    def default_headers(self, value: list[tuple[bytes, bytes]]) -> None:
+        # uvicorn's ServerState.__init__ and on_tick assign it: the Date is made on reading, and
+        # an assignment only makes the next reading build the list anew (``extra`` may have changed).
+        self._second = -1
 
 
 class QuietServer(uvicorn.Server):
-    """A `uvicorn.Server` that wakes once a second while idle, and at once when told to exit.
+    """A `uvicorn.Server` that sleeps until told to exit, and exits at once when told.
 
-    uvicorn's main loop sleeps 0.1 s between checks of ``should_exit``: ten wake-ups a
-    second on a node where the agent otherwise wakes once a second to sample. Each
-    wake-up costs a context switch and a turn of the event loop, which on a busy node is
-    over a tenth of a millisecond; together they were a quarter of the agent's CPU time.
-    Here the loop waits on an event that setting ``should_exit`` sets, with a one-second
-    timeout for the Date header and uvicorn's other once-a-second work (`on_tick`).
-
-    ``should_exit`` is set from the server's own event loop (the CLI's signal handler,
-    `BackgroundAgent`, the simulator); a set from another thread is still seen within
-    `TICK_S`.
+    uvicorn's main loop sleeps 0.1 s between checks of ``should_exit`` and refreshes the
+    Date header on every tenth: ten wake-ups a second on a node where the agent otherwise
+    wakes once a second to sample. Waiting for each second instead (``wait_for`` on an
+    event) still started and cancelled a task every second, several turns of the event
+    loop on cold caches. Here the main loop awaits one future that setting ``should_exit``
+    settles (from any thread), and the Date header is made when a response reads it
+    (`DatedServerState`). uvicorn's other periodic work (``callback_notify``,
+    ``limit_max_requests``) is not used by the agent; a server configured with either runs
+    uvicorn's own loop.
     """
 
-    _exit_event: asyncio.Event | None = None
+    #: Settled when ``should_exit`` is set; created by `main_loop`.
+    _exit_future: asyncio.Future[None] | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_thread: int | None = None
     #: Seconds a TLS client has to complete its handshake (asyncio's default is 60 s); the
     #: agent sets its ``head_timeout_s``. A connection reaches the HTTP protocol, and with it
     #: the agent's connection limits, only after the handshake.
     ssl_handshake_timeout_s: float | None = None
 
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        # The configured headers are known once the config is loaded; until then none.
+        self.server_state: DatedServerState = DatedServerState(config.date_header, [])
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # Loaded by now (serve() loads it): the configured headers follow the Date.
+        state = self.server_state
+        state.extra = list(self.config.encoded_headers)
+        state.default_headers = []  # rebuilt with them at the next read
         timeout_s = self.ssl_handshake_timeout_s
         if timeout_s is None or self.config.ssl is None:
             await super().startup(sockets)
@@ -63,19 +114,25 @@ class QuietServer(uvicorn.Server):
     @should_exit.setter
     def should_exit(self, value: bool) -> None:
         self.__dict__["_should_exit"] = value
-        if value and self._exit_event is not None:
-            self._exit_event.set()
+        future, loop = self._exit_future, self._loop
+        if not value or future is None or loop is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            _settle(future)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(_settle, future)
 
     async def main_loop(self) -> None:
-        self._exit_event = asyncio.Event()
-        counter = 0
-        should_exit = await self.on_tick(counter)
-        while not should_exit:
-            # Counted in uvicorn's 0.1 s units, so on_tick's once-a-second work runs each time.
-            counter = (counter + _UVICORN_TICKS_PER_S) % 864000
-            if not self.should_exit:
-                try:
-                    await asyncio.wait_for(self._exit_event.wait(), TICK_S)
-                except TimeoutError:
-                    pass
-            should_exit = await self.on_tick(counter)
+        if self.config.callback_notify is not None or self.config.limit_max_requests is not None:
+            await super().main_loop()
+            return
+        loop = asyncio.get_running_loop()
+        self._loop, self._loop_thread = loop, threading.get_ident()
+        self._exit_future = loop.create_future()
+        if not self.should_exit:
+            await self._exit_future
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 import time
@@ -11,7 +10,7 @@ import types
 import typing
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rigmon.agent.trouble import TroubleMemory
@@ -75,7 +74,8 @@ class _Runner:
     current: str | None = None
     #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
     done: deque[tuple[str, _Outcome, float]] = field(default_factory=deque)
-    future: asyncio.Future[None] | None = None
+    #: The batch running on the executor (done once `Sampler._run_batch` returned).
+    future: Future[None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -94,11 +94,6 @@ class _Slot:
     running_since: float | None = None
     records: dict[type, list[object]] = field(default_factory=dict)
     status: CollectorStatus = CollectorStatus(state="pending", ok=False)
-
-
-def _settle(future: asyncio.Future[bool | None], value: bool | None) -> None:
-    if not future.done():
-        future.set_result(value)
 
 
 class Sampler:
@@ -151,10 +146,18 @@ class Sampler:
         #: The node's last hardware trouble, noted in the GPU process exits that follow it.
         self.trouble = TroubleMemory()
         self._pending_events: list[Event] = []
-        #: What `_wait_for_tick` waits on: done by a push (``True``), by `stop` or at the tick (``None``).
-        self._waker: asyncio.Future[bool | None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
+        #: What `run` awaits: done when sampling has stopped (with the exception that stopped it).
+        self._finished: asyncio.Future[None] | None = None
+        #: Monotonic time the next tick is due.
+        self._next_tick = 0.0
+        #: The one timer armed: the next tick, or the end of a tick's wait for its collectors.
+        self._timer: asyncio.TimerHandle | None = None
+        #: A tick has started collectors and waits for them (pushed readings go into its frame).
+        self._ticking = False
+        #: Runners started by the current tick that have not finished their batch.
+        self._awaited: set[_Runner] = set()
 
     @property
     def collector_names(self) -> tuple[str, ...]:
@@ -188,55 +191,59 @@ class Sampler:
         return event
 
     async def run(self) -> None:
-        """Sample until cancelled or `stop` is called."""
-        self._loop = asyncio.get_running_loop()
+        """Sample until cancelled or `stop` is called.
+
+        The ticks are driven by callbacks on the event loop, not by this coroutine: a timer
+        starts each tick, and the collectors' thread reports the end of its batch with one
+        ``call_soon_threadsafe``, whose callback publishes the frame and arms the next
+        timer. A tick thus costs two turns of the loop; awaiting ``run_in_executor`` futures
+        through ``asyncio.wait`` and a wait for the next tick cost five, each on cold caches
+        on an agent that wakes once a second. This coroutine waits until sampling stops, and
+        raises what stopped it if a tick failed.
+        """
+        loop = asyncio.get_running_loop()
+        self._loop = loop
         for name, slot in self._slots.items():
             slot.collector.start(self._make_push(name))
         self.emit_event("agent_started", "info", f"node:{self.node}", f"agent started on {self.node}")
-        next_tick = time.monotonic()
+        self._finished = loop.create_future()
+        self._next_tick = time.monotonic()
         try:
-            while not self._stopped:
-                await self._tick(next_tick)
-                next_tick += self.interval_s
-                if next_tick < time.monotonic():
-                    # Fell behind (suspended process, overloaded host): skip, don't burst.
-                    next_tick = time.monotonic()
-                await self._wait_for_tick(next_tick)
-        finally:
-            self.close()
-
-    async def _wait_for_tick(self, next_tick: float) -> None:
-        """Sleep until ``next_tick``, publishing a frame at once for every pushed reading."""
-        # One future and one timer per wait: ``asyncio.wait_for(event.wait(), delay)`` started a
-        # task per wait and cancelled it at every tick, three more turns of the event loop a
-        # second on an otherwise idle agent.
-        loop = asyncio.get_running_loop()
-        while not self._stopped:
-            delay = next_tick - time.monotonic()
-            if delay <= 0:
-                return
-            waker: asyncio.Future[bool | None] = loop.create_future()
-            self._waker = waker
-            timer = loop.call_later(delay, _settle, waker, None)
-            try:
-                pushed = await waker
-            finally:
-                timer.cancel()
-                self._waker = None
-            if not pushed:
-                return
             if not self._stopped:
-                self._publish()
-
-    def _poke(self, pushed: bool | None) -> None:
-        """End the current wait for the tick (a pushed reading, or `stop`)."""
-        if self._waker is not None:
-            _settle(self._waker, pushed)
+                self._begin_tick()
+            await self._finished
+        finally:
+            self._stopped = True
+            self._ticking = False
+            self._cancel_timer()
+            self.close()
 
     def stop(self) -> None:
         """Ask `run` to return after the current tick."""
         self._stopped = True
-        self._poke(None)
+        if not self._ticking:
+            self._cancel_timer()
+            self._end_run(None)
+
+    def _end_run(self, error: Exception | None) -> None:
+        finished = self._finished
+        if finished is not None and not finished.done():
+            if error is None:
+                finished.set_result(None)
+            else:
+                finished.set_exception(error)
+
+    def _fail(self, error: Exception) -> None:
+        """A tick failed (a bug, not a collector's failure): sampling stops and `run` raises it."""
+        self._stopped = True
+        self._ticking = False
+        self._cancel_timer()
+        self._end_run(error)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def close(self) -> None:
         """Stop background readers and worker threads (a hung thread is abandoned)."""
@@ -252,10 +259,56 @@ class Sampler:
     def _new_runner(thread_name: str) -> _Runner:
         return _Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
 
-    async def _tick(self, tick_at: float) -> None:
-        """Start the collectors due at ``tick_at`` (the scheduled monotonic time), wait a
-        part of the interval for them, and publish a frame."""
-        loop = asyncio.get_running_loop()
+    def _begin_tick(self) -> None:
+        """Timer callback: start the collectors due now, then wait a part of the interval for them."""
+        self._timer = None
+        if self._stopped:
+            return
+        try:
+            started = self._start_due(self._next_tick)
+        except Exception as exc:  # noqa: BLE001 - ends `run` with it, as a failing await in it would
+            self._fail(exc)
+            return
+        if not started:
+            self._end_tick()
+            return
+        self._ticking = True
+        self._awaited = set(started)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(min(self.timeout_s, self.interval_s * _WAIT_FRACTION), self._end_tick)
+
+    def _batch_done(self, runner: _Runner) -> None:
+        """Loop callback, from a runner's thread: its batch is over (a late one's is ignored)."""
+        if not self._ticking:
+            return
+        self._awaited.discard(runner)
+        if not self._awaited:
+            self._end_tick()
+
+    def _end_tick(self) -> None:
+        """Every collector of the tick answered, or its wait ran out: publish, arm the next tick."""
+        self._ticking = False
+        self._awaited = set()
+        self._cancel_timer()
+        try:
+            self._publish()
+        except Exception as exc:  # noqa: BLE001 - ends `run` with it
+            self._fail(exc)
+            return
+        if self._stopped:
+            self._end_run(None)
+            return
+        self._next_tick += self.interval_s
+        delay = self._next_tick - time.monotonic()
+        if delay < 0:
+            # Fell behind (suspended process, overloaded host): skip, don't burst.
+            self._next_tick -= delay
+            delay = 0.0
+        assert self._loop is not None
+        self._timer = self._loop.call_later(delay, self._begin_tick)
+
+    def _start_due(self, tick_at: float) -> list[_Runner]:
+        """Start the collectors due at ``tick_at`` (the scheduled monotonic time); return the runners started."""
         self._take_results()
         if self._shared.busy:
             self._pin(self._shared)
@@ -278,16 +331,13 @@ class Sampler:
             slot.running_since = now
             runner = slot.runner or self._shared
             batches.setdefault(id(runner), (runner, []))[1].append(name)
-        started: list[asyncio.Future[None]] = []
+        started: list[_Runner] = []
         for runner, names in batches.values():
             with runner.lock:
                 runner.queued.extend(names)
-            runner.future = loop.run_in_executor(runner.executor, self._run_batch, runner)
-            started.append(runner.future)
-        if started:
-            budget = min(self.timeout_s, self.interval_s * _WAIT_FRACTION)
-            await asyncio.wait(started, timeout=budget)
-        self._publish()
+            runner.future = runner.executor.submit(self._run_batch, runner)
+            started.append(runner)
+        return started
 
     def _pin(self, runner: _Runner) -> None:
         """Give a runner whose batch overran the tick to the collector it is running, and
@@ -307,17 +357,23 @@ class Sampler:
         self._runners.append(self._shared)
 
     def _run_batch(self, runner: _Runner) -> None:
-        """Worker thread: call the queued collectors in turn until the batch is empty."""
+        """Worker thread: call the queued collectors in turn until the batch is empty, then tell the loop."""
         while True:
             with runner.lock:
                 if not runner.queued:
                     runner.current = None
-                    return
+                    break
                 name = runner.queued.pop(0)
                 runner.current = name
             t0 = time.monotonic()
             outcome = self._call(self._slots[name].collector)
             runner.done.append((name, outcome, time.monotonic() - t0))
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._batch_done, runner)
+            except RuntimeError:
+                pass  # the loop is closed: the agent has stopped
 
     @staticmethod
     def _call(collector: Collector) -> _Outcome:
@@ -411,7 +467,14 @@ class Sampler:
         if slot is None:
             return
         self._store(slot, records, replace_all=False)
-        self._poke(True)
+        finished = self._finished
+        if self._ticking or self._stopped or finished is None or finished.done():
+            # A tick in progress publishes it with the collectors' readings.
+            return
+        try:
+            self._publish()
+        except Exception as exc:  # noqa: BLE001 - ends `run` with it
+            self._fail(exc)
 
     def _publish(self) -> Frame:
         self._take_results()
@@ -433,7 +496,7 @@ class Sampler:
             agent_start=self.agent_start,
             collectors={**{name: slot.status for name, slot in self._slots.items()},
                         **{name: status() for name, status in self._statuses.items()}},
-            readings=dataclasses.replace(Readings(), **fields),  # type: ignore[arg-type]
+            readings=Readings(**fields),  # type: ignore[arg-type]
             events=tuple(self._pending_events),
         )
         self._pending_events = []

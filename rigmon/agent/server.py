@@ -190,10 +190,16 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
         log_config=None,
         access_log=False,
         lifespan="off",
+        # Clients are who their connection says (the rate limit's key): uvicorn's default trusts
+        # X-Forwarded-For from 127.0.0.1, so any local client could pick a new bucket per request.
+        # It also spares each request a pass through that middleware.
+        proxy_headers=False,
         # Connections are bounded by `limits` as they are accepted (rigmon/agent/connections.py):
         # uvicorn's own limit let idle sockets turn every new request away.
+        # httptools (C parser) when installed, else h11; both guarded alike.
         http=guarded_protocol(limits),
         ws="none",
+        # Only h11 reads it (the fallback): its own bound, above the guard's count of head bytes.
         h11_max_incomplete_event_size=h11_buffer_limit(section.max_request_bytes),
         timeout_graceful_shutdown=1,
         ssl_certfile=agent.config.agent.tls_cert_file or None,

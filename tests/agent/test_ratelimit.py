@@ -77,3 +77,28 @@ def test_rate_limit_config_keys(tmp_path: Path) -> None:
     path.write_text("[agent]\nrate_limit_burst = 0\n")
     with pytest.raises(ConfigError, match="rate_limit"):
         load_agent_config(path, environ={})
+
+
+async def test_a_forwarded_for_header_does_not_buy_a_fresh_bucket(tmp_path: Path) -> None:
+    """The limit keys on the connection's address (SECURITY.md: a client behind a proxy shares the
+    proxy's bucket). uvicorn's proxy-headers middleware, on by default, trusted X-Forwarded-For from
+    127.0.0.1: a local client sending a new address each time was never limited."""
+    import asyncio
+
+    from rigmon.agent.server import make_server
+
+    config = AgentConfig(agent=AgentSection(node="t", root=str(tmp_path), rate_limit_per_s=1.0, rate_limit_burst=3))
+    agent = Agent(config, collectors={})
+    server = make_server(agent, "127.0.0.1", 0)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            codes = [(await client.get("/v1/info", headers={"X-Forwarded-For": f"198.51.100.{i}"})).status_code
+                     for i in range(5)]
+        assert codes == [200, 200, 200, 429, 429]
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)

@@ -266,3 +266,61 @@ async def test_waiting_for_the_tick_starts_no_task() -> None:
         sampler.stop()
         await asyncio.wait_for(task, 5)
     assert task.done()
+
+
+async def test_ticks_run_as_loop_callbacks_while_run_waits_on_one_future() -> None:
+    """A tick is a timer callback and one call back from the collectors' thread: the `run`
+    coroutine is not woken for it (awaiting ``run_in_executor`` futures through ``asyncio.wait``
+    and a future per wait took five turns of the event loop a tick)."""
+    quick = Quick()
+    sampler, frames = make({"quick": quick}, interval_s=0.02)
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq >= 2)
+        awaited = task.get_coro().cr_await  # type: ignore[union-attr]
+        seq = frames[-1].seq
+        await frames_until(frames, lambda f: f.seq >= seq + 10)
+        assert task.get_coro().cr_await is awaited  # type: ignore[union-attr]
+        assert asyncio.all_tasks() == {task, asyncio.current_task()}
+    finally:
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+    assert quick.n >= 12
+
+
+async def test_a_failing_tick_ends_run_with_its_error() -> None:
+    sampler, frames = make({"quick": Quick()}, interval_s=0.02)
+    task = asyncio.create_task(sampler.run())
+    await frames_until(frames, lambda f: f.seq >= 2)
+
+    def broken() -> Frame:
+        raise RuntimeError("frame assembly bug")
+
+    sampler._publish = broken  # type: ignore[method-assign]
+    try:
+        await asyncio.wait_for(task, 5)
+    except RuntimeError as exc:
+        assert str(exc) == "frame assembly bug"
+    else:
+        raise AssertionError("run() returned normally")
+
+
+async def test_stop_during_a_tick_publishes_that_tick_then_returns() -> None:
+    gate = threading.Event()
+
+    class Gated(PolledCollector):
+        name = "gated"
+
+        def collect(self) -> Sequence[object]:
+            gate.wait(5)
+            return [TemperatureReading(sensor="g", label="gated", temp_c=1.0)]
+
+    sampler, frames = make({"gated": Gated()}, interval_s=10.0, timeout_s=5.0)
+    task = asyncio.create_task(sampler.run())
+    await asyncio.sleep(0.05)  # the first tick waits for the gated collector
+    sampler.stop()
+    assert not task.done()
+    gate.set()
+    await asyncio.wait_for(task, 5)
+    assert [f.seq for f in frames] == [1]
+    assert frames[0].readings.temperatures[0].sensor == "g"

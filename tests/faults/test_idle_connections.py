@@ -1,7 +1,9 @@
 """Idle and half-open connections against a live agent on 127.0.0.1: they cannot take it off the air.
 
 Issue 15, item 1: 64 sockets that never sent a byte made every new request answer 503,
-``/healthz`` included, for as long as they were held.
+``/healthz`` included, for as long as they were held. Every test runs with each of uvicorn's
+HTTP parsers the agent can use (httptools, h11 when httptools is missing): the guards must
+hold with both.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.agent import connections
 from rigmon.agent.agent import Agent
 from rigmon.agent.background import BackgroundAgent
 from rigmon.config import AgentConfig, AgentSection
@@ -24,6 +27,17 @@ CONTROL = "control-token-for-idle-tests"
 IDLE = 80
 #: Longest real time the test waits for something the agent must do.
 WAIT_S = 20.0
+
+
+@pytest.fixture(autouse=True, params=["httptools", "h11"])
+def http_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The parser the agents of the test use: httptools (a dependency), or h11 as when it is missing."""
+    parser: str = request.param
+    if parser == "httptools":
+        assert connections.httptools_available(), "httptools is a dependency of the agent: pip install -e ."
+    else:
+        monkeypatch.setattr(connections, "httptools_available", lambda: False)
+    return parser
 
 
 @contextlib.contextmanager

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import select
 import socket
+import time
 from pathlib import Path
 
-from tests.faults.test_idle_connections import CONTROL, TOKEN, WAIT_S, connect, live_agent
+import pytest
+
+from tests.faults.test_idle_connections import (  # noqa: F401 - http_parser: every test with each parser
+    CONTROL,
+    TOKEN,
+    WAIT_S,
+    connect,
+    http_parser,
+    live_agent,
+)
 
 #: The agent's default max_request_bytes.
 LIMIT = 65536
@@ -117,3 +127,31 @@ def test_an_ordinary_client_posting_too_much_reads_the_413(tmp_path: Path) -> No
             r = http.post("/v1/alarms/some-alarm/ack", headers={"Authorization": f"Bearer {CONTROL}"},
                           content=b"{" + b" " * (128 * LIMIT) + b"}")
             assert r.status_code == 413 and "over 65536 bytes" in r.json()["error"]
+
+
+@pytest.mark.parametrize("http_parser", ["httptools"], indirect=True)
+def test_a_pipelined_head_behind_a_stream_cannot_grow_past_the_limit(tmp_path: Path, http_parser: str) -> None:
+    # httptools parses a pipelined request as it arrives (h11 leaves it unparsed and stops reading
+    # until the answer before it is complete): a head trickling in behind an event stream must
+    # not grow without bound while the stream is served. The agent closes that connection.
+    with live_agent(tmp_path) as (_, port), connect(port) as sock:
+        sock.settimeout(WAIT_S)
+        sock.sendall(f"GET /v1/stream HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: agent\r\n")
+        line = b"X-Pad: " + b"p" * 4000 + b"\r\n"
+        closed = False
+        for _ in range(8 * LIMIT // len(line)):
+            try:
+                sock.sendall(line)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+        deadline = time.monotonic() + WAIT_S
+        while not closed and time.monotonic() < deadline:
+            # The stream's frames until the agent closes the connection.
+            try:
+                closed = sock.recv(65536) == b""
+            except ConnectionResetError:
+                closed = True
+        assert closed

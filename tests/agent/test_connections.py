@@ -1,0 +1,106 @@
+"""The agent's HTTP protocol: httptools (C parser) when installed, h11 otherwise, each with the connection guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from rigmon.agent import connections
+from rigmon.agent.agent import Agent
+from rigmon.agent.connections import ConnectionLimits, GuardedConnection, guarded_protocol
+from rigmon.agent.server import make_server
+from rigmon.config import AgentConfig, AgentSection
+
+
+def limits() -> ConnectionLimits:
+    return ConnectionLimits(head_timeout_s=5.0, max_per_client=4, max_total=8)
+
+
+def test_the_agent_serves_with_httptools_when_it_is_installed(tmp_path: Path) -> None:
+    agent = Agent(AgentConfig(agent=AgentSection(node="p", root=str(tmp_path))), collectors={})
+    protocol = make_server(agent, "127.0.0.1", 0).config.http
+    assert isinstance(protocol, type)
+    assert issubclass(protocol, GuardedConnection) and issubclass(protocol, HttpToolsProtocol)
+
+
+def test_h11_is_the_fallback_without_httptools(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connections, "httptools_available", lambda: False)
+    protocol = guarded_protocol(limits())
+    assert issubclass(protocol, GuardedConnection) and issubclass(protocol, H11Protocol)
+    with pytest.raises(ValueError, match="not installed"):
+        guarded_protocol(limits(), "httptools")
+
+
+def test_each_server_gets_its_own_limits() -> None:
+    first, second = limits(), limits()
+    assert guarded_protocol(first).limits is first
+    assert guarded_protocol(second).limits is second
+    assert guarded_protocol(first, "h11").limits is first
+
+
+def test_an_unknown_parser_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown HTTP parser"):
+        guarded_protocol(limits(), "picohttp")
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.calls.append("close")
+        self.closed = True
+
+    def write_eof(self) -> None:
+        self.calls.append("write_eof")
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume_reading")
+
+
+class FakeProtocol:
+    def __init__(self, pending: bool, loop: object) -> None:
+        self.pending = pending
+        self.loop = loop
+        self.discarding = False
+
+    def input_pending(self) -> bool:
+        return self.pending
+
+    def discard_input(self) -> None:
+        self.discarding = True
+
+
+async def test_a_connection_whose_request_was_read_whole_closes_without_lingering(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from rigmon.agent.connections import LingeringTransport
+
+    monkeypatch.setattr(connections, "LINGER_S", 0.01)
+    loop = asyncio.get_running_loop()
+    done = FakeTransport()
+    LingeringTransport(done, FakeProtocol(False, loop)).close()  # type: ignore[arg-type]
+    assert done.calls == ["close"]
+    # An answer sent before the request was read whole (413, 431, 503) lingers: half-close, read, close later.
+    sending = FakeTransport()
+    lingering = LingeringTransport(sending, FakeProtocol(True, loop))  # type: ignore[arg-type]
+    lingering.close()
+    assert sending.calls == ["write_eof", "resume_reading"]
+    lingering.lost()  # the client closed its side: the timer is gone with the connection
+    await asyncio.sleep(0.05)
+    assert sending.calls == ["write_eof", "resume_reading"]
+    unanswered = FakeTransport()
+    LingeringTransport(unanswered, FakeProtocol(True, loop)).close()  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    assert unanswered.calls == ["write_eof", "resume_reading", "close"]
