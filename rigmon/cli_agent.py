@@ -58,6 +58,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     """``rigmon agent``: load the configuration, check tokens and address, serve until signalled."""
     uvicorn_without_its_cli()
     from rigmon.agent.agent import Agent
+    from rigmon.agent.gc_tuning import tune_agent_gc
     from rigmon.agent.server import (
         StartupError,
         check_distinct_tokens,
@@ -111,6 +112,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
              ", ".join(n.kind for n in config.notify) or "none")
     agent.sampler.add_listener(FrameLog(config.node_name))
+    tune_agent_gc()
     try:
         run(agent, config.agent.listen, config.agent.user, announce)
     except StartupError as exc:

@@ -19,6 +19,7 @@ import asyncio
 import functools
 import hmac
 import logging
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -261,6 +262,21 @@ else:
     _UvicornProtocol = object
 
 
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    """Send what a connection writes at once (``TCP_NODELAY``).
+
+    asyncio sets it only on sockets whose protocol number says TCP; ``rigmon agent`` binds its
+    listening socket itself (uvicorn's ``bind_socket``, protocol 0), and without it every answer
+    after the first on a kept-open connection waited ~40 ms for the client's delayed ACK.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # the peer already went away: nothing to send faster
+
+
 class GuardedConnection(_UvicornProtocol):
     """The guard of one connection: a deadline for each request head and admission by `ConnectionLimits`.
 
@@ -282,6 +298,7 @@ class GuardedConnection(_UvicornProtocol):
         self.lingering: LingeringTransport
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        no_delay(transport)
         self.lingering = LingeringTransport(transport, self)
         super().connection_made(self.lingering)
         self.client_host = self.client[0] if self.client else ""

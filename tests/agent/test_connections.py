@@ -104,3 +104,31 @@ async def test_a_connection_whose_request_was_read_whole_closes_without_lingerin
     LingeringTransport(unanswered, FakeProtocol(True, loop)).close()  # type: ignore[arg-type]
     await asyncio.sleep(0.05)
     assert unanswered.calls == ["write_eof", "resume_reading", "close"]
+
+
+async def test_answers_go_out_at_once_on_the_socket_rigmon_agent_binds(tmp_path: Path) -> None:
+    """`rigmon agent` binds its own listening socket (protocol 0), which asyncio does not mark as TCP:
+    without TCP_NODELAY, each answer after the first on a kept-open connection waited for a delayed ACK."""
+    import asyncio
+    import socket
+
+    agent = Agent(AgentConfig(agent=AgentSection(node="p", root=str(tmp_path))), collectors={})
+    server = make_server(agent, "127.0.0.1", 0)
+    listener = server.config.bind_socket()
+    assert listener.proto == 0  # what asyncio's own nodelay rule skips
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n")
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        opened = server.config.http.limits.open  # type: ignore[attr-defined]
+        assert len(opened) == 1
+        accepted = opened[0].transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        writer.close()
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
