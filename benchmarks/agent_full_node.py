@@ -3,7 +3,9 @@
 The fake NVML lives in the process that calls it, so the agent runs in this process next
 to the simulated node (scenario ``bench-node`` with 8 V100-SXM2 and an RM1 ADC whose window
 is 100 ms), with every collector, the alarms, the journal and the HTTP server, as deployed.
-A client in a separate process pulls ``/v1/latest`` once a second.
+A client in a separate process pulls ``/v1/latest`` once a second over one kept connection, as
+Prometheus scrapes (``--new-connections``: a new connection per pull, as the script did before
+round 4; node_exporter is pulled the same way in both).
 
 What is the simulator's and is taken out:
 
@@ -73,16 +75,23 @@ from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
 from rigmon.sim.scenarios.bench_node import BenchNode  # noqa: E402
 from rigmon.sim.tree import Tree  # noqa: E402
 
-POLLER = ("import sys, time, urllib.request\n"
-          "url, n = sys.argv[1], int(sys.argv[2])\n"
-          "ok = 0\n"
+#: Pulls a URL once a second for N seconds and prints each answer's status. With ``keep``, one
+#: connection is kept across pulls, as Prometheus keeps its scrape connections (and the dashboard its
+#: stream); with ``new``, each pull opens its own connection and asks to close it.
+POLLER = ("import http.client, sys, time, urllib.parse\n"
+          "url, n, keep = sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'keep'\n"
+          "parts = urllib.parse.urlsplit(url)\n"
+          "conn = None\n"
           "for _ in range(n):\n"
           "    try:\n"
-          "        urllib.request.urlopen(url, timeout=5).read(); ok += 1\n"
-          "    except OSError:\n"
-          "        pass\n"
-          "    time.sleep(1.0)\n"
-          "print(ok)\n")
+          "        conn = conn or http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)\n"
+          "        conn.request('GET', parts.path, headers={} if keep else {'Connection': 'close'})\n"
+          "        answer = conn.getresponse(); answer.read(); print(answer.status, flush=True)\n"
+          "        if not keep:\n"
+          "            conn.close(); conn = None\n"
+          "    except (OSError, http.client.HTTPException):\n"
+          "        conn = conn and conn.close()\n"
+          "    time.sleep(1.0)\n")
 
 
 class FakeDriverTimer:
@@ -170,6 +179,8 @@ def health_problems(r: dict[str, object], args: argparse.Namespace) -> list[str]
     rate = float(r["windows"]) / spanned if spanned > 0 else 0.0  # type: ignore[arg-type]
     if abs(rate - ADC_WINDOWS_PER_S) > 0.03 * ADC_WINDOWS_PER_S:
         problems.append(f"{rate:.1f} ADC windows/s received, {ADC_WINDOWS_PER_S:.0f} configured")
+    if "pulls" in r and float(r["pulls"]) < float(r["elapsed"]) - 1:  # type: ignore[arg-type]
+        problems.append(f"{r['pulls']} pulls answered 200 for a {float(r['elapsed']):.0f} s window (one a second expected)")  # type: ignore[arg-type]
     statuses: dict[str, str] = r["statuses"]  # type: ignore[assignment]
     for name, state in sorted(statuses.items()):
         if state != ("absent" if name in ABSENT_BY_DESIGN else "ok"):
@@ -215,15 +226,17 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         while not server.started:
             await asyncio.sleep(0.05)
         total_s = args.warmup + args.seconds + 2
+        connections = "new" if args.new_connections else "keep"
         poller = subprocess.Popen([sys.executable, "-c", POLLER, f"http://127.0.0.1:{port}/v1/latest",
-                                   str(int(total_s))], stdout=subprocess.PIPE)
+                                   str(int(total_s)), connections], stdout=subprocess.PIPE)
         binary = node_exporter_binary()
         if binary and not args.no_peer:
             exporter_port = free_port()
             exporter = subprocess.Popen(node_exporter_args(binary, node.tree.root, exporter_port),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             exporter_poller = subprocess.Popen([sys.executable, "-c", POLLER,
-                                                f"http://127.0.0.1:{exporter_port}/metrics", str(int(total_s))],
+                                                f"http://127.0.0.1:{exporter_port}/metrics", str(int(total_s)),
+                                                connections],
                                                stdout=subprocess.PIPE)
         await asyncio.sleep(args.warmup)
         pid = os.getpid()
@@ -269,11 +282,13 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
         for proc in (poller, exporter_poller, exporter):
             if proc is not None:
                 stop(proc)
+    # Warm-up and window together: at least one answered pull a second of the window.
+    pulls = poller.stdout.read().split().count(b"200") if poller is not None and poller.stdout else 0
     timer_overhead = calls * FakeDriverTimer.overhead_s()
     return {"exporter_cpu": exporter_cpu, "exporter_scrapes": exporter_scrapes,  # type: ignore[dict-item]
             "timer": timer_overhead,
             "elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
-            "frames_span_s": frames_span_s,
+            "frames_span_s": frames_span_s, "pulls": pulls,
             "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
             "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s,  # type: ignore[dict-item]
             "threads": threads, "fake_by_thread": fake_by_thread}  # type: ignore[dict-item]
@@ -304,6 +319,8 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--smoke", action="store_true", help="a couple of seconds (CI)")
     parser.add_argument("--no-peer", action="store_true", help="do not run node_exporter beside the agent")
+    parser.add_argument("--new-connections", action="store_true",
+                        help="each pull on a new connection (default: one kept connection, as Prometheus scrapes)")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep Python's default collector settings (before/after of `tune_agent_gc`)")
     args = parser.parse_args()
@@ -314,12 +331,14 @@ def main() -> int:
     elapsed, frames = r["elapsed"], max(1.0, r["frames"])
     agent_s = r["cpu"] - r["sim"] - r["fake"] - r["timer"]
     print(f"full simulated node: {args.gpus} V100-SXM2 (fake NVML), RM1 ADC at 10 windows/s, 2 md arrays, "
-          f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second; "
+          f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second "
+          f"({'a new connection per pull' if args.new_connections else 'one kept connection'}); "
           f"{elapsed:.0f} s window; {machine()}")
     print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r['statuses'].items()))}")  # type: ignore[attr-defined]
     print(f"in the window: {r['frames']:.0f} frames published (ticks, plus one per pushed sag window), "
-          f"{r['windows'] / elapsed:.1f} ADC windows/s received, {r['steps'] / elapsed:.1f} simulator steps/s; "
-          f"GPUs in the last frame: {r['gpus']:.0f}; simulator behind its schedule by {r['lag_s']:.2f} s at the end")
+          f"{r['windows'] / max(r['frames_span_s'], 1e-9):.1f} ADC windows/s received, {r['steps'] / elapsed:.1f} simulator steps/s; "
+          f"GPUs in the last frame: {r['gpus']:.0f}; simulator behind its schedule by {r['lag_s']:.2f} s at the end; "
+          f"pulls answered 200 (warm-up and window): {r['pulls']:.0f}")
     problems = health_problems(r, args)  # type: ignore[arg-type]
     print(f"health: {'ok (one frame a second, ADC at its rate, every source present)' if not problems else 'NOT OK: ' + '; '.join(problems)}\n")
     if problems and not args.smoke:

@@ -104,6 +104,8 @@ def test_agent_full_node_health_check_names_what_is_wrong() -> None:
     # sample time and is healthy (its wall-clock window would have read 10.3 windows/s).
     assert health_problems({**healthy, "elapsed": 30.0, "frames": 31, "frames_span_s": 31.0, "windows": 310}, args) == []
     # A sagging node pushes a frame per sag window and fires alarms.
+    assert health_problems({**healthy, "pulls": 30}, args) == [
+        "30 pulls answered 200 for a 60 s window (one a second expected)"]
     sick = {**healthy, "frames": 96, "firing": "psu_rail_low_critical", "lost": 1,
             "statuses": {**healthy["statuses"], "gpu": "error"}}  # type: ignore[dict-item]
     problems = " ".join(health_problems(sick, args))
