@@ -9,8 +9,9 @@ once (600 of them, reused in a loop with their times moved on) or read from
 ``--frames-cache``. They go through `JournalStore` as the writer thread sends them: one
 ``write_encoded`` per frame (the writer commits every ``commit_interval_s``, at 1 Hz one frame
 per commit), and maintenance every 15 frames (the writer's `MAINTAIN_EVERY_S`), timed part by
-part: downsampling into the 60 s and 900 s tiers, retention, and the recompression of frames
-older than a minute into blocks. CPU is the thread's own (``time.thread_time``); the frames'
+part: the tiers' catch-up (`JournalStore.catch_up_tiers`: once the stored 60 s and 900 s
+tiers are caught up, writes keep them, so "write" includes the tiers' open buckets), retention,
+and moving frames older than a minute into blocks. CPU is the thread's own (``time.thread_time``); the frames'
 wire JSON is encoded before timing starts (in the agent it is encoded once for all readers).
 """
 
@@ -66,7 +67,7 @@ def measure(distinct: list[dict[str, object]], minutes: int, workdir: Path, t0: 
         b = time.thread_time()
         spent["write"] += b - a
         if seq % MAINTAIN_EVERY_FRAMES == 0:
-            store.downsample()
+            store.catch_up_tiers()
             c = time.thread_time()
             store.retain()
             d = time.thread_time()

@@ -30,6 +30,17 @@ class _Miss(Exception):
 SHAPE_ERRORS = (_Miss, KeyError, IndexError, TypeError, ValueError)
 
 
+def _words(items: list[Any]) -> bool:
+    return all(item.__class__ is str for item in items)
+
+
+#: Shapes a `Rollup` keeps compiled: frames alternate between a few (a GPU's clock reasons
+#: listed or not, a reading missing for a sample).
+MAX_SHAPES = 4
+#: New shapes compiled per minute at most (~7 ms each for a large rig); beyond, frames are walked.
+MAX_COMPILES_PER_MINUTE = 3
+
+
 class SeriesShape:
     """Reads the series of frames whose readings have one shape, by code compiled for it.
 
@@ -50,7 +61,7 @@ class SeriesShape:
         self.names: list[str] = []
         #: Per series: whether it was a number when compiled (else ``None``: may be any type later).
         self.numeric: list[bool] = []
-        self._env: dict[str, Any] = {"_Miss": _Miss, "_ek": _element_key, "_containers": (dict, list)}
+        self._env: dict[str, Any] = {"_Miss": _Miss, "_containers": (dict, list), "_words": _words}
         self._lines = ["def values(r):"]
         self._count = 0
         self._values: list[str] = []
@@ -66,7 +77,7 @@ class SeriesShape:
         self._count += 1
         return f"v{self._count}"
 
-    def _dict(self, var: str, data: Mapping[str, Any], prefix: str) -> None:
+    def _dict(self, var: str, data: Mapping[str, Any], prefix: str, element: bool = False) -> None:
         keys = list(data)
         self._lines.append(f"    if {var}.__class__ is not dict or len({var}) != {len(keys)}: raise _Miss")
         if not keys:
@@ -78,12 +89,26 @@ class SeriesShape:
             self._lines.append(f"    {names[0]} = g_{getter}({var})")
         else:
             self._lines.append(f"    {', '.join(names)}, = g_{getter}({var})")
+        if element:
+            # A list element is named by its first field (`rigmon.series._element_key`) when that
+            # is a string or an integer: the same first key, and the same value of the same type.
+            first, kind = names[0], type(data[keys[0]])
+            self._lines.append(f"    if next(iter({var})) != {keys[0]!r}: raise _Miss")
+            if kind is str or kind is int:
+                self._lines.append(f"    if {first}.__class__ is not {kind.__name__} or {first} != "
+                                   f"{data[keys[0]]!r}: raise _Miss")
+            else:
+                self._lines.append(f"    if {first}.__class__ is str or {first}.__class__ is int: raise _Miss")
         for key, name, value in zip(keys, names, data.values()):
             if key.endswith("_at"):
                 continue
             self._leaf(name, value, f"{prefix}.{key}" if prefix else str(key))
 
     def _list(self, var: str, data: Sequence[Any], prefix: str) -> None:
+        if data and all(type(item) is str for item in data):
+            # Words (a GPU's clock reasons): never a series, however many.
+            self._lines.append(f"    if {var}.__class__ is not list or not _words({var}): raise _Miss")
+            return
         self._lines.append(f"    if {var}.__class__ is not list or len({var}) != {len(data)}: raise _Miss")
         if not data:
             return
@@ -91,9 +116,10 @@ class SeriesShape:
         self._lines.append(f"    {', '.join(names)}, = {var}")
         for position, (name, item) in enumerate(zip(names, data)):
             key = _element_key(item, position)
-            if isinstance(item, Mapping):
-                self._lines.append(f"    if _ek({name}, {position}) != {key!r}: raise _Miss")
-            self._leaf(name, item, f"{prefix}[{key}]")
+            if type(item) is dict:
+                self._dict(name, item, f"{prefix}[{key}]", element=True)
+            else:
+                self._leaf(name, item, f"{prefix}[{key}]")
 
     def _leaf(self, var: str, value: Any, name: str) -> None:
         kind = type(value)
@@ -177,7 +203,8 @@ class Rollup:
         self._minute = None if minute is None else _OpenBucket(minute, minute_stats[0], count=minute_stats[1])
         self._quarter = None if minute is None else _OpenBucket(floor_to(minute, step1), quarter_stats[0],
                                                                 count=quarter_stats[1])
-        self._shape: SeriesShape | None = None
+        self._shapes: list[SeriesShape] = []
+        self._compiles = 0
         self._step0 = step0
         self._step1 = step1
 
@@ -203,25 +230,35 @@ class Rollup:
         elif start > minute.start:
             done = self._finish(minute, start)
             minute = self._minute = _OpenBucket(start)
+            self._compiles = 0
         minute.count += 1
         self._fold(minute, readings)
         return done
 
     def _fold(self, minute: _OpenBucket, readings: Mapping[str, Any]) -> None:
-        shape = self._shape
-        if shape is not None:
+        shapes = self._shapes
+        shape: SeriesShape | None = None
+        for n, known in enumerate(shapes):
             try:
-                row = shape.values(readings)
+                row = known.values(readings)
             except SHAPE_ERRORS:
-                shape = None
+                continue
+            shape = known
+            if n:
+                shapes.insert(0, shapes.pop(n))
+            break
         if shape is None:
             try:
-                shape = self._shape = SeriesShape(readings)
+                if self._compiles >= MAX_COMPILES_PER_MINUTE:
+                    raise ValueError("shapes change too often")
+                self._compiles += 1
+                shape = SeriesShape(readings)
             except (ValueError, RecursionError):
-                self._shape = None
                 for name, value in frame_series({"readings": readings}).items():
                     add_value(minute.stats, name, value)
                 return
+            shapes.insert(0, shape)
+            del shapes[MAX_SHAPES:]
             row = shape.values(readings)
         if not minute.rows or minute.rows[-1][0] is not shape:
             minute.rows.append((shape, []))

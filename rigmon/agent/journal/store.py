@@ -262,10 +262,18 @@ class JournalStore(JournalReader):
 
     def maintain(self) -> None:
         """Catch the tiers up (until writes keep them), apply retention by age and by size, then write blocks."""
-        if self._rollup is None and not self.downsample():
-            self._start_rollup()
+        self.catch_up_tiers()
         self.retain()
         self.compact()
+
+    def catch_up_tiers(self) -> None:
+        """Until the tiers are kept as frames are written: store what they lack from the journal.
+
+        Once `downsample` finds nothing left to store, `write` keeps them (`Rollup`) and this
+        does nothing more; after a failed write it catches up again.
+        """
+        if self._rollup is None and not self.downsample():
+            self._start_rollup()
 
     def _start_rollup(self) -> None:
         """Keep the tiers from here on as frames are written: open buckets seeded from the journal.
