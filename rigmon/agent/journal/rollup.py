@@ -105,8 +105,9 @@ class SeriesShape:
             self._leaf(name, value, f"{prefix}.{key}" if prefix else str(key))
 
     def _list(self, var: str, data: Sequence[Any], prefix: str) -> None:
-        if data and all(type(item) is str for item in data):
-            # Words (a GPU's clock reasons): never a series, however many.
+        if all(type(item) is str for item in data):
+            # Words (a GPU's clock reasons), or none: no series, however many. An empty list
+            # that later holds records or numbers is another shape.
             self._lines.append(f"    if {var}.__class__ is not list or not _words({var}): raise _Miss")
             return
         self._lines.append(f"    if {var}.__class__ is not list or len({var}) != {len(data)}: raise _Miss")
