@@ -100,8 +100,12 @@ def test_a_writer_of_format_3_takes_a_format_2_journal_over(journal: Path) -> No
             frame_json(f) for f in new]]
         clock.t = T0 + 2000
         store.maintain()
-        # Every frame in blocks now: the old rows recompressed as format 2 did, the new streams as written.
-        assert store.conn.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == 0
+        # Every frame in blocks now, the old rows recompressed as format 2 did, the new streams as
+        # written; only the stream the writer still has open (30 frames) waits for its block.
+        assert store.conn.execute("SELECT run_id, COUNT(*), MIN(seq) FROM frames GROUP BY run_id").fetchall() == [
+            ("new", 30, 101)]
+        assert store.conn.execute("SELECT run_id, frames FROM blocks WHERE min_at > ?", (T0 + 200,)).fetchall() == [
+            ("dead", 50), ("dead", 50), ("dead", 20), ("new", 50), ("new", 50)]
         assert store.conn.execute("SELECT COUNT(*) FROM dicts").fetchone()[0] == 0
         assert store.frames_json(T0, T0 + 1000) == before
         assert store.buckets(0, T0 + 600, T0 + 630)[0][1]["host.cpu_pct"][3] == 30
