@@ -209,6 +209,14 @@ class Rollup:
         self._step0 = step0
         self._step1 = step1
 
+    def prepare(self, readings: Mapping[str, Any]) -> None:
+        """Compile the shape of ``readings`` (the newest frame's) now, before frames of it are added."""
+        try:
+            self._shapes.insert(0, SeriesShape(readings))
+        except (ValueError, RecursionError):
+            return
+        del self._shapes[MAX_SHAPES:]
+
     @property
     def minute_start(self) -> float | None:
         """Start of the open 60 s bucket (the 60 s tier's watermark)."""

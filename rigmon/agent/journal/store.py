@@ -333,8 +333,14 @@ class JournalStore(JournalReader):
                 for _, stats in self.buckets(0, quarter_start, minute):
                     merge_stats(quarter, stats)
                     minutes += 1
+            newest = next(iter(self._frames_in(span[1], span[1])), None) if span is not None else None
         self._rollup = Rollup(minute, (minute_stats, frames), (quarter, minutes))
         self._pending = []
+        if newest is not None:
+            # The next frames most likely have its shape: compile it at the start, not with them.
+            readings = _readings_decoder.decode(newest[1]).readings
+            if isinstance(readings, dict):
+                self._rollup.prepare(readings)
 
     def compact(self, max_blocks: int = MAX_BLOCKS_PER_PASS) -> int:
         """Move frames older than `BLOCK_AFTER_S` into blocks; returns how many blocks were written.
