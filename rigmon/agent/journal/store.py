@@ -50,8 +50,15 @@ from rigmon.series import Stats, merge_stats
 
 #: Committed frames that wait for the tiers' open buckets at most (maintenance takes them sooner).
 MAX_PENDING_FRAMES = 60
-#: Frames' JSON to the readings the tiers need; other keys are skipped without building objects.
-_readings_decoder = msgspec.json.Decoder(msgspec.defstruct("_FrameReadings", [("readings", Any, None)]))
+
+
+class _FrameReadings(msgspec.Struct):
+    """A frame's JSON as the tiers need it: its readings; other keys are skipped without building objects."""
+
+    readings: Any = None
+
+
+_readings_decoder = msgspec.json.Decoder(_FrameReadings)
 
 
 @dataclass(frozen=True, slots=True)
