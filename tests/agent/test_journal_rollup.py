@@ -174,12 +174,15 @@ def test_a_new_writer_seeds_the_open_minute_from_the_journal(tmp_path: Path) -> 
     store = JournalStore(tmp_path, clock)
     store.catch_up_tiers()
     store.write([frame(i + 1, T0 + i, float(i)) for i in range(90)])  # a minute and a half
-    store.close()  # killed: the open minute's 30 frames are only in the frames
+    store.close()  # killed before maintenance: the tiers are only in the frames
     store = JournalStore(tmp_path, clock)
     try:
-        store.catch_up_tiers()
+        store.catch_up_tiers()  # minute 0 from the frames
+        assert store._rollup is None and store.watermark(60) == T0 + 60
+        store.catch_up_tiers()  # nothing left: the open minute's 30 frames read back
         assert store._rollup is not None and store._rollup.minute_start == T0 + 60
         store.write([frame(i + 1, T0 + i, float(i)) for i in range(90, 130)])
+        store.catch_up_tiers()
         minute = dict(store.buckets(0, T0, T0 + 120))[T0 + 60]["host.cpu_pct"]
         assert minute == [60.0, float(sum(range(60, 120))), 119.0, 60.0]
     finally:

@@ -48,8 +48,9 @@ from rigmon.config import JournalSection
 from rigmon.schema import Event, Frame, encode
 from rigmon.series import Stats, merge_stats
 
-#: Committed frames that wait for the tiers' open buckets at most (maintenance takes them sooner).
-MAX_PENDING_FRAMES = 60
+#: Committed frames that wait for the tiers' open buckets at most (maintenance takes them once
+#: their minute has ended: 60 at 1 Hz).
+MAX_PENDING_FRAMES = 120
 
 
 class _FrameReadings(msgspec.Struct):
@@ -205,9 +206,9 @@ class JournalStore(JournalReader):
         Each frame's line goes into the open block stream and is sync-flushed, so the row holds
         whole compressed lines (see `blocks.stream_compressor`); the frame that fills a block
         finishes its gzip member, and the next frame (or another run's) opens a new stream.
-        Committed frames wait for the tiers' open buckets until maintenance (`catch_up_tiers`)
-        or `MAX_PENDING_FRAMES`: folded in one go, a frame costs a third of what it costs
-        alone, a second after the last one, with cold caches.
+        Committed frames wait for the tiers' open buckets until maintenance after their minute
+        (`catch_up_tiers`) or `MAX_PENDING_FRAMES`: folded in one go, a frame costs a third of
+        what it costs alone, a second after the last one, with cold caches.
         """
         conn = self.conn
         written: list[tuple[float, bytes]] = []
@@ -305,8 +306,12 @@ class JournalStore(JournalReader):
         Once `downsample` finds nothing left to store, `write` keeps them (`Rollup`) and this
         does nothing more; after a failed write it catches up again.
         """
-        if self._rollup is not None:
-            self._fold_pending()
+        rollup = self._rollup
+        if rollup is not None:
+            # Once a minute has ended: its frames in one go (a batch folds warm).
+            if self._pending and (rollup.minute_start is None
+                                  or floor_to(self._pending[-1][0], TIERS_S[0]) > rollup.minute_start):
+                self._fold_pending()
         elif not self.downsample():
             self._start_rollup()
 
