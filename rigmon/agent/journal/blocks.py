@@ -10,7 +10,7 @@ from typing import Any
 
 from rigmon.agent.journal.layout import JournalError
 
-#: A new compression dictionary (the current frame) after this many seconds of frames.
+#: Format 2's writers made a new compression dictionary (the current frame) after this many seconds of frames.
 DICT_ROTATE_S = 600.0
 #: Decompressed dictionaries a reader keeps (32 KiB each).
 DICT_CACHE_ENTRIES = 16
@@ -41,13 +41,9 @@ EXPORT_LEVEL = 1
 
 
 def compress(raw: bytes, zdict: bytes | None) -> bytes:
+    """A frame as format 2 stored it: zlib-6 against a preset dictionary (kept to make such rows in tests)."""
     comp = zlib.compressobj(6, zdict=zdict) if zdict else zlib.compressobj(6)
     return comp.compress(raw) + comp.flush()
-
-
-def primed_compressor(zdict: bytes) -> Any:
-    """A compressor as `compress` makes it for ``zdict``, to be ``copy()``-ed once per frame."""
-    return zlib.compressobj(6, zdict=zdict)
 
 
 def decompress(body: bytes, zdict: bytes | None) -> bytes:
