@@ -46,8 +46,9 @@ def strip_events(raw: bytes) -> bytes:
     return json.dumps(data, separators=(",", ":")).encode()
 
 
-def test_the_fixture_is_format_2_with_frames_in_both_kinds_of_storage() -> None:
-    conn = sqlite3.connect(f"file:{FIXTURE}?mode=ro", uri=True)
+def test_the_fixture_is_format_2_with_frames_in_both_kinds_of_storage(journal: Path) -> None:
+    # A copy: SQLite creates the WAL's index beside a journal it reads, and the fixture stays as committed.
+    conn = sqlite3.connect(f"file:{journal / 'journal.sqlite3'}?mode=ro", uri=True)
     try:
         assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("2",)
         assert "stream" not in {row[1] for row in conn.execute("PRAGMA table_info(frames)")}
