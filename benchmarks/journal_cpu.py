@@ -9,8 +9,9 @@ once (600 of them, reused in a loop with their times moved on) or read from
 ``--frames-cache``. They go through `JournalStore` as the writer thread sends them: one
 ``write_encoded`` per frame (the writer commits every ``commit_interval_s``, at 1 Hz one frame
 per commit), and maintenance every 15 frames (the writer's `MAINTAIN_EVERY_S`), timed part by
-part: downsampling into the 60 s and 900 s tiers, retention, and the recompression of frames
-older than a minute into blocks. CPU is the thread's own (``time.thread_time``); the frames'
+part: the tiers' catch-up (`JournalStore.catch_up_tiers`: once the stored 60 s and 900 s
+tiers are caught up, writes keep them, so "write" includes the tiers' open buckets), retention,
+and moving frames older than a minute into blocks. CPU is the thread's own (``time.thread_time``); the frames'
 wire JSON is encoded before timing starts (in the agent it is encoded once for all readers).
 """
 
@@ -66,7 +67,8 @@ def measure(distinct: list[dict[str, object]], minutes: int, workdir: Path, t0: 
         b = time.thread_time()
         spent["write"] += b - a
         if seq % MAINTAIN_EVERY_FRAMES == 0:
-            store.downsample()
+            # `downsample` on a checkout before format 3 (run this script there for "before").
+            getattr(store, "catch_up_tiers", store.downsample)()
             c = time.thread_time()
             store.retain()
             d = time.thread_time()
@@ -75,9 +77,12 @@ def measure(distinct: list[dict[str, object]], minutes: int, workdir: Path, t0: 
             spent["downsample"] += c - b
             spent["retain"] += d - c
             spent["compact"] += e - d
+    in_blocks, block_bytes = store.conn.execute("SELECT COALESCE(SUM(frames), 0), COALESCE(SUM(LENGTH(body)), 0) "
+                                                "FROM blocks").fetchone()
     store.close()
-    return {name: 1000.0 * s / total for name, s in spent.items()} | {"frames": float(total),
-                                                                     "frame_bytes": float(len(raws[-1]))}
+    return {name: 1000.0 * s / total for name, s in spent.items()} | {
+        "frames": float(total), "frame_bytes": float(len(raws[-1])),
+        "block_bytes_per_frame": float(block_bytes) / in_blocks if in_blocks else 0.0}
 
 
 def main() -> int:
@@ -101,6 +106,8 @@ def main() -> int:
     for name in ("write", "downsample", "retain", "compact"):
         print(f"| {name} | {r[name]:.3f} |")
     print(f"| **total** | **{sum(r[n] for n in ('write', 'downsample', 'retain', 'compact')):.3f}** |")
+    print()
+    print(f"stored in blocks: {r['block_bytes_per_frame']:.0f} bytes per frame")
     return 0
 
 

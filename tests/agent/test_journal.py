@@ -76,11 +76,22 @@ def test_frames_and_events_round_trip(tmp_path: Path) -> None:
     store.close()
 
 
-def test_frames_compress_against_a_rotating_dictionary(tmp_path: Path) -> None:
-    store = JournalStore(tmp_path, FakeClock())
-    store.write([frame(i + 1, T0 + i, float(i % 97)) for i in range(1300)])
-    dicts = store.conn.execute("SELECT COUNT(*) FROM dicts").fetchone()[0]
-    assert dicts == 3  # one per ten minutes of frames
+def test_frames_are_compressed_once_into_one_stream_per_block(tmp_path: Path) -> None:
+    import gzip
+
+    from rigmon.agent.frame_json import frame_json
+
+    frames = [frame(i + 1, T0 + i, float(i % 97)) for i in range(700)]
+    store = JournalStore(tmp_path, FakeClock(), block_frames=300)
+    store.write(frames)
+    assert store.conn.execute("SELECT COUNT(*) FROM dicts").fetchone()[0] == 0
+    # Streams of 300 frames, each named by its first row; a full one is a finished gzip member
+    # of the frames' wire JSON lines, made of the rows as they were written.
+    streams = store.conn.execute("SELECT stream, COUNT(*), MIN(id) FROM frames GROUP BY stream ORDER BY stream").fetchall()
+    assert [(n, stream == first) for stream, n, first in streams] == [(300, True), (300, True), (100, True)]
+    body = b"".join(b for (b,) in store.conn.execute("SELECT body FROM frames WHERE stream = ? ORDER BY id",
+                                                      (streams[0][0],)))
+    assert gzip.decompress(body) == b"".join(frame_json(f) + b"\n" for f in frames[:300])
     raw = len(store.frames_json(T0, T0 + 1)[0])
     stored = store.conn.execute("SELECT AVG(LENGTH(body)) FROM frames").fetchone()[0]
     assert stored < raw / 4

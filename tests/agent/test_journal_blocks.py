@@ -278,18 +278,25 @@ def test_kill_9_during_compaction_loses_nothing_committed(tmp_path: Path) -> Non
     assert blocks > 10
 
 
-def test_a_frame_row_holds_exactly_what_compress_gives_against_its_dictionary(tmp_path: Path) -> None:
-    import zlib
-
+def test_a_block_is_its_streams_rows_as_written_and_a_stream_left_open_is_finished(tmp_path: Path) -> None:
     from rigmon.agent.frame_json import frame_json
-    from rigmon.agent.journal.blocks import compress
 
-    store = filled(tmp_path, 5)
+    store = filled(tmp_path, 650)
+    rows = store.conn.execute("SELECT stream, body FROM frames ORDER BY id").fetchall()
+    store.close()
+    # A new writer (as after a kill -9): the third stream was left open, 50 frames long.
+    clock = FakeClock(T0 + 650 + BLOCK_FLUSH_S)
+    store = JournalStore(tmp_path, clock)
     try:
-        rows = store.conn.execute(
-            "SELECT f.body, d.body FROM frames f JOIN dicts d ON d.id = f.dict_id ORDER BY f.id").fetchall()
+        assert store.compact() == 3
+        blocks = [body for (body,) in store.conn.execute("SELECT body FROM blocks ORDER BY id")]
     finally:
         store.close()
-    raws = [frame_json(frame(i + 1, T0 + i, float(i % 37))) for i in range(5)]
-    assert len(rows) == 5
-    assert [body for body, _ in rows] == [compress(raw, zlib.decompress(zdict)) for raw, (_, zdict) in zip(raws, rows)]
+    streams = sorted({stream for stream, _ in rows})
+    written = [b"".join(body for stream, body in rows if stream == s) for s in streams]
+    # Compressed once: the full blocks are the rows' bytes, not a second compression of them.
+    assert blocks[:2] == written[:2]
+    assert blocks[2].startswith(written[2]) and len(blocks[2]) == len(written[2]) + 10
+    raws = [frame_json(frame(i + 1, T0 + i, float(i % 37))) for i in range(650)]
+    assert [gzip.decompress(b) for b in blocks] == [b"".join(r + b"\n" for r in raws[i:i + 300])
+                                                     for i in (0, 300, 600)]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.agent.journal import JournalReader
 from rigmon.sim.host import SimHost
 from rigmon.sim.node import SimNode
 from rigmon.sim.tree import Tree
@@ -85,6 +86,11 @@ def frames_of(db: Path, run_id: str) -> int:
     return int(query(db, "SELECT COUNT(*) FROM frames WHERE run_id = ?", (run_id,))[0][0])  # type: ignore[call-overload]
 
 
+def reader_last(db: Path, run_id: str) -> float:
+    with JournalReader(db) as reader:
+        return max(f.taken_at for f in reader.frames(0.0, 1e12) if f.run_id == run_id)
+
+
 def test_kill_9_at_random_moments_loses_at_most_a_second(tmp_path: Path) -> None:
     root = make_root(tmp_path / "root")
     state = tmp_path / "state"
@@ -115,6 +121,12 @@ def test_kill_9_at_random_moments_loses_at_most_a_second(tmp_path: Path) -> None
         (last,) = query(db, "SELECT MAX(taken_at) FROM frames WHERE run_id = ?", (run_id,))[0]
         assert isinstance(last, float)
         assert killed_at - last < MAX_LOSS_S, f"round {round_}: last frame {killed_at - last:.2f} s before the kill"
+        # Every committed frame reads back, the last one too: the block stream the kill left
+        # open decompresses up to its last sync flush.
+        with JournalReader(db) as reader:
+            seqs = [f.seq for f in reader.frames(0.0, last + 1) if f.run_id == run_id]
+        assert seqs == list(range(seqs[0], seqs[0] + frames_of(db, run_id))), f"round {round_}"
+        assert reader_last(db, run_id) == last
         previous = run_id
 
     # A SIGTERM stop is clean: the next start reports nothing.

@@ -103,15 +103,36 @@ def test_full_disk_is_reported_survived_and_recovered(tmp_path: Path) -> None:
 
 
 def test_reader_keeps_a_bounded_number_of_dictionaries(tmp_path: Path) -> None:
-    """Found by benchmarks/soak.py: every rotated compression dictionary stayed cached."""
+    """Found by benchmarks/soak.py: every rotated compression dictionary stayed cached.
+
+    Format 3 writes no dictionaries; rows of format 2 (each frame compressed against a preset
+    dictionary, a new one every `DICT_ROTATE_S`) are put in as an agent of that format wrote them.
+    """
+    import zlib
+
+    from rigmon.agent.frame_json import frame_json
+    from rigmon.agent.journal.blocks import compress
+
     clock = FakeClock()
     store = JournalStore(tmp_path / "journal.sqlite3", clock)
     try:
         frames = [frame(i + 1, T0 + i * DICT_ROTATE_S / 2, float(i)) for i in range(4 * DICT_CACHE_ENTRIES)]
-        store.write(frames)
+        with store.conn:
+            store.conn.execute("BEGIN IMMEDIATE")
+            for n, f in enumerate(frames):
+                raw = frame_json(f)
+                if n % 2 == 0:
+                    zdict = raw[-32 * 1024:]
+                    dict_id = store.conn.execute("INSERT INTO dicts(body) VALUES (?)",
+                                                 (zlib.compress(zdict, 9),)).lastrowid
+                store.conn.execute("INSERT INTO frames(taken_at, run_id, seq, dict_id, body) VALUES (?, ?, ?, ?, ?)",
+                                   (f.taken_at, f.run_id, f.seq, dict_id, compress(raw, zdict)))
+        assert store.frames(T0, frames[-1].taken_at) == frames
+        assert 0 < len(store._dicts) <= DICT_CACHE_ENTRIES
         clock.t = frames[-1].taken_at + 3600
         store.maintain()
         assert len(store.frames(T0, frames[-1].taken_at)) == len(frames)
-        assert len(store._dicts) <= DICT_CACHE_ENTRIES
+        assert store.conn.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == 0
+        assert store.conn.execute("SELECT COUNT(*) FROM dicts").fetchone()[0] == 0
     finally:
         store.close()

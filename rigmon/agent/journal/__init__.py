@@ -2,19 +2,23 @@
 
 Layout of ``<state_dir>/journal.sqlite3``:
 
-- ``frames``: each recent frame as its wire JSON, zlib-compressed against a preset dictionary
-  (a recent frame, rotated every ten minutes, in ``dicts``), indexed by ``taken_at``. This is
-  what every commit appends to, so a crash loses at most the last commit interval.
-- ``blocks``: older frames, recompressed by maintenance in blocks of up to `BLOCK_FRAMES`
-  frames of one run: one gzip member of JSON lines each (zlib's window sees the frame before,
-  which a per-frame dictionary cannot), with the frames' ``taken_at`` alongside. Moving frames
-  from ``frames`` to ``blocks`` is one transaction, and readers query both in one statement, so
-  they see every frame exactly once. An export sends whole blocks as they are (gzip members
-  concatenate into one gzip stream).
+- ``frames``: each recent frame, one row per frame, indexed by ``taken_at``. Format 3: the rows
+  of one ``stream`` (named by its first row's id) are one gzip member being written, each row what
+  its frame's JSON line added up to a sync flush, so they decompress together from the first; the
+  block's last frame finishes the member. Format 2's rows (``stream`` NULL) are each zlib-compressed
+  against a preset dictionary (a recent frame, in ``dicts``). Every commit appends here, so a crash
+  loses at most the last commit interval.
+- ``blocks``: older frames in blocks of up to `BLOCK_FRAMES` frames of one run: one gzip member
+  of JSON lines each, with the frames' ``taken_at`` alongside. A stream becomes a block as it was
+  written (finished by `blocks.seal_stream` when its writer could not); format 2's rows are
+  recompressed. Moving frames from ``frames`` to ``blocks`` is one transaction, and readers query
+  both in one statement, so they see every frame exactly once. An export sends whole blocks as
+  they are (gzip members concatenate into one gzip stream).
 - ``events``: every event of every frame, as wire JSON.
 - ``buckets``: per-series ``[min, mean, max, count]`` over 60 s and 900 s buckets; the
   60 s tier is computed from frames, the 900 s tier from the 60 s one, so nothing averages a
-  sag away. Series are found generically (`rigmon.series`).
+  sag away. Series are found generically (`rigmon.series`). The writer keeps them as it writes
+  (`rollup.Rollup`); maintenance computes from the frames what they lack after a restart.
 - ``runs``: one row per agent run; ``stopped_at`` is written at a clean stop, so a run
   without it was killed or lost power.
 - ``meta``: format version, the tiers' watermarks and ``frames:expired_before`` (frames before

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 JOURNAL_FILE = "journal.sqlite3"
-FORMAT_VERSION = 2
+#: 3: frames are written into one gzip stream per block (``frames.stream``) and compressed once;
+#: 2: each frame zlib-compressed against a preset dictionary (``frames.dict_id``), recompressed
+#: into a block later. Format 2 rows still read, and are moved into blocks as before.
+FORMAT_VERSION = 3
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -15,7 +18,7 @@ CREATE TABLE IF NOT EXISTS runs(
 CREATE TABLE IF NOT EXISTS dicts(id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS frames(
     id INTEGER PRIMARY KEY, taken_at REAL NOT NULL, run_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    dict_id INTEGER, body BLOB NOT NULL);
+    dict_id INTEGER, body BLOB NOT NULL, stream INTEGER);
 CREATE INDEX IF NOT EXISTS frames_taken_at ON frames(taken_at);
 CREATE TABLE IF NOT EXISTS blocks(
     id INTEGER PRIMARY KEY, min_at REAL NOT NULL, max_at REAL NOT NULL, run_id TEXT NOT NULL,
@@ -32,10 +35,12 @@ CREATE TABLE IF NOT EXISTS buckets(
 """
 
 
+#: Format 2's ``frames`` table has no ``stream`` column; the writer adds it (the rows it had keep NULL).
+UPGRADE_SQL = "ALTER TABLE frames ADD COLUMN stream INTEGER;"
+
+
 class JournalError(Exception):
     """The journal cannot be opened or read; the message says why."""
-
-
 
 
 def journal_path(state_dir: str | Path) -> Path:

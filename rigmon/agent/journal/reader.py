@@ -17,6 +17,7 @@ from rigmon.agent.journal.blocks import (
     FramesGzip,
     decompress,
     gunzip_member,
+    gunzip_prefix,
     gzip_member,
     unpack_times,
 )
@@ -75,6 +76,13 @@ class JournalReader:
             self._own = False
         self.conn = conn
         self._dicts: dict[int, bytes] = {}
+        #: Whether ``frames`` has format 3's stream column (a format 2 journal read as it is has not).
+        try:
+            self._streams = any(row[1] == "stream" for row in conn.execute("PRAGMA table_info(frames)"))
+        except sqlite3.Error as exc:
+            if self._own:
+                conn.close()
+            raise JournalError(f"cannot read journal {self.path}: {exc}") from None
 
     def close(self) -> None:
         """Close the connection if this reader opened it."""
@@ -129,14 +137,51 @@ class JournalReader:
         One statement, so a block written meanwhile (frames moved from one table to the
         other in one transaction) is seen either before or after the move, never both.
         Rows: ``(0, min_at, id, max_at, taken_at blob, gzip body)`` for a block,
-        ``(1, taken_at, id, dict_id, None, zlib body)`` for a frame.
+        ``(1, taken_at, id, dict_id, None, zlib body)`` for a frame of format 2,
+        ``(2, first taken_at, stream, None, taken_at tuple, gzip member so far)`` for a stream
+        (all its rows: they decompress only together, from the first).
         """
         run = " AND run_id = :run" if run_id is not None else ""
-        sql = ("SELECT 0, min_at, id, max_at, taken_at, body FROM blocks "
+        params = {"lo": lo, "hi": hi, "run": run_id}
+        if not self._streams:
+            sql = ("SELECT 0, min_at, id, max_at, taken_at, body FROM blocks "
+                   f"WHERE max_at >= :lo AND min_at <= :hi{run} "
+                   "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body FROM frames "
+                   f"WHERE taken_at >= :lo AND taken_at <= :hi{run} ORDER BY 1, 2, 3")
+            return self.conn.execute(sql, params).fetchall()
+        sql = ("SELECT 0, min_at, id, max_at, taken_at, body, NULL FROM blocks "
                f"WHERE max_at >= :lo AND min_at <= :hi{run} "
-               "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body FROM frames "
-               f"WHERE taken_at >= :lo AND taken_at <= :hi{run} ORDER BY 1, 2, 3")
-        return self.conn.execute(sql, {"lo": lo, "hi": hi, "run": run_id}).fetchall()
+               "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body, stream FROM frames "
+               f"WHERE stream IS NULL AND taken_at >= :lo AND taken_at <= :hi{run} "
+               "UNION ALL SELECT 2, taken_at, id, NULL, NULL, body, stream FROM frames WHERE stream IN "
+               f"(SELECT stream FROM frames WHERE stream IS NOT NULL AND taken_at >= :lo AND taken_at <= :hi{run}) "
+               "ORDER BY 1, 7, 3")
+        out: list[tuple[Any, ...]] = []
+        streams: dict[int, tuple[list[float], list[bytes]]] = {}
+        firsts: dict[int, tuple[float, int]] = {}
+        for kind, at, row_id, extra, times, body, stream in self.conn.execute(sql, params):
+            if kind != 2:
+                out.append((kind, at, row_id, extra, times, body))
+                continue
+            parts = streams.get(stream)
+            if parts is None:
+                parts = streams[stream] = ([], [])
+                firsts[stream] = (float(at), row_id)
+            parts[0].append(float(at))
+            parts[1].append(body)
+        for stream, (stamps, bodies) in streams.items():
+            out.append((2, firsts[stream][0], stream, None, tuple(stamps), b"".join(bodies)))
+        out.sort(key=lambda r: (r[0] != 0, r[1], r[2]))
+        return out
+
+    @staticmethod
+    def _stream_lines(body: bytes) -> list[bytes]:
+        """A stream's frames (JSON lines of a possibly unfinished gzip member)."""
+        try:
+            raw, _ = gunzip_prefix(body)
+        except zlib.error as exc:
+            raise JournalError(f"a frame stream does not decompress: {exc}") from None
+        return raw.split(b"\n")
 
     def _visible_from(self, from_at: float) -> float:
         since = self.expired_before()
@@ -158,6 +203,10 @@ class JournalReader:
                 if not any(inside(t) for t in stamps):
                     continue
                 items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
+            elif kind == 2:
+                if not any(inside(t) for t in times):
+                    continue
+                items = zip(times, self._stream_lines(body))
             else:
                 items = ((float(at), self._frame_json(extra, body)),)
             for t, raw in items:
@@ -210,6 +259,11 @@ class JournalReader:
                     more = True
                     break
                 items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
+            elif kind == 2:
+                if limit is not None and count >= limit and any(lo <= t <= to_at for t in times):
+                    more = True
+                    break
+                items = zip(times, self._stream_lines(body))
             else:
                 items = ((float(at), self._frame_json(extra, body)),)
             for t, raw in items:
@@ -230,7 +284,7 @@ class JournalReader:
         lo = self._visible_from(from_at)
         n = 0
         for kind, at, _, _, times, _ in self._sources(lo, to_at):
-            stamps = unpack_times(times) if kind == 0 else (float(at),)
+            stamps = unpack_times(times) if kind == 0 else times if kind == 2 else (float(at),)
             n += sum(1 for t in stamps if lo <= t <= to_at)
         return n
 

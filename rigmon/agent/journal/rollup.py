@@ -1,0 +1,294 @@
+"""The downsampled tiers kept up to date as frames are written: open buckets in memory, no re-reading.
+
+Until round 4 the writer's maintenance read every frame of a finished minute back from the
+journal, decompressed and decoded it, and walked it for its series (`rigmon.series.frame_series`):
+~0.6 ms of a large rig's frame, most of the journal thread. Now `Rollup` takes each frame as it
+is written: its readings go through a `SeriesShape` (the series of frames of one shape, read by
+straight-line code compiled for that shape) into the open minute's rows, and a minute's
+min/sum/max/count are computed column by column once the minute is over. The same for the
+900 s tier from the minutes. `rigmon.series.frame_series` stays the definition: a frame whose
+shape differs from the compiled one (another key, list length or list element) gets a new shape,
+and a frame a shape cannot read exactly (two series of one name) is walked by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from rigmon.agent.journal.tiers import TIERS_S, floor_to
+from rigmon.series import Stats, _element_key, add_value, frame_series, merge_stats
+
+
+class _Miss(Exception):
+    """A frame does not have the shape a `SeriesShape` was compiled for."""
+
+
+#: What reading a frame of another shape raises somewhere in the compiled code.
+SHAPE_ERRORS = (_Miss, KeyError, IndexError, TypeError, ValueError)
+
+
+def _words(items: list[Any]) -> bool:
+    return all(item.__class__ is str for item in items)
+
+
+#: Shapes a `Rollup` keeps compiled: frames alternate between a few (a GPU's clock reasons
+#: listed or not, a reading missing for a sample).
+MAX_SHAPES = 4
+#: New shapes compiled per minute at most (~7 ms each for a large rig); beyond, frames are walked.
+MAX_COMPILES_PER_MINUTE = 3
+
+
+class SeriesShape:
+    """Reads the series of frames whose readings have one shape, by code compiled for it.
+
+    The shape is every dict's exact key set (in any order), every list's length and, for a list
+    of records, each element's name (`rigmon.series` names elements by their first field). Of the
+    leaves, numbers and ``None`` (a reading that may come back) are read; strings, booleans and
+    ``*_at`` keys are not series. `values` raises `_Miss` (or a lookup error) for a frame of
+    another shape, so nothing is ever read under a wrong name.
+
+    Args:
+        readings: a frame's ``readings`` (JSON data) to compile the shape from.
+
+    Raises:
+        ValueError: two series of that frame have the same name (the walk decides which wins).
+    """
+
+    def __init__(self, readings: Mapping[str, Any]) -> None:
+        self.names: list[str] = []
+        #: Per series: whether it was a number when compiled (else ``None``: may be any type later).
+        self.numeric: list[bool] = []
+        self._env: dict[str, Any] = {"_Miss": _Miss, "_containers": (dict, list), "_words": _words}
+        self._lines = ["def values(r):"]
+        self._count = 0
+        self._values: list[str] = []
+        self._dict("r", readings, "")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("two series of one name")
+        self._lines.append(f"    return ({', '.join(self._values)}{',' if len(self._values) == 1 else ''})")
+        code = compile("\n".join(self._lines), "<rigmon.series shape>", "exec")
+        exec(code, self._env)  # noqa: S102 - generated from key counts and variable names only
+        self.values = self._env["values"]
+
+    def _var(self) -> str:
+        self._count += 1
+        return f"v{self._count}"
+
+    def _dict(self, var: str, data: Mapping[str, Any], prefix: str, element: bool = False) -> None:
+        keys = list(data)
+        self._lines.append(f"    if {var}.__class__ is not dict or len({var}) != {len(keys)}: raise _Miss")
+        if not keys:
+            return
+        names = [self._var() for _ in keys]
+        getter = self._var()
+        self._env[f"g_{getter}"] = itemgetter(*keys)
+        if len(keys) == 1:
+            self._lines.append(f"    {names[0]} = g_{getter}({var})")
+        else:
+            self._lines.append(f"    {', '.join(names)}, = g_{getter}({var})")
+        if element:
+            # A list element is named by its first field (`rigmon.series._element_key`) when that
+            # is a string or an integer: the same first key, and the same value of the same type.
+            first, kind = names[0], type(data[keys[0]])
+            self._lines.append(f"    if next(iter({var})) != {keys[0]!r}: raise _Miss")
+            if kind is str or kind is int:
+                self._lines.append(f"    if {first}.__class__ is not {kind.__name__} or {first} != "
+                                   f"{data[keys[0]]!r}: raise _Miss")
+            else:
+                self._lines.append(f"    if {first}.__class__ is str or {first}.__class__ is int: raise _Miss")
+        for key, name, value in zip(keys, names, data.values()):
+            if key.endswith("_at"):
+                continue
+            self._leaf(name, value, f"{prefix}.{key}" if prefix else str(key))
+
+    def _list(self, var: str, data: Sequence[Any], prefix: str) -> None:
+        if all(type(item) is str for item in data):
+            # Words (a GPU's clock reasons), or none: no series, however many. An empty list
+            # that later holds records or numbers is another shape.
+            self._lines.append(f"    if {var}.__class__ is not list or not _words({var}): raise _Miss")
+            return
+        self._lines.append(f"    if {var}.__class__ is not list or len({var}) != {len(data)}: raise _Miss")
+        if not data:
+            return
+        names = [self._var() for _ in data]
+        self._lines.append(f"    {', '.join(names)}, = {var}")
+        for position, (name, item) in enumerate(zip(names, data)):
+            key = _element_key(item, position)
+            if type(item) is dict:
+                self._dict(name, item, f"{prefix}[{key}]", element=True)
+            else:
+                self._leaf(name, item, f"{prefix}[{key}]")
+
+    def _leaf(self, var: str, value: Any, name: str) -> None:
+        kind = type(value)
+        if kind is str or kind is bool:
+            return
+        if kind is dict:
+            self._dict(var, value, name)
+        elif kind is list:
+            self._list(var, value, name)
+        elif kind is int or kind is float:
+            self.names.append(name)
+            self.numeric.append(True)
+            self._values.append(var)
+        elif value is None:
+            # Missing now; a number later is a series, a record later is another shape.
+            self._lines.append(f"    if {var}.__class__ in _containers: raise _Miss")
+            self.names.append(name)
+            self.numeric.append(False)
+            self._values.append(var)
+
+
+def column_stats(shape: SeriesShape, rows: Sequence[tuple[Any, ...]], into: dict[str, Stats]) -> None:
+    """Fold ``rows`` (``shape.values`` of frames, oldest first) into ``into`` as `add_value` would."""
+    if not rows:
+        return
+    for name, numeric, column in zip(shape.names, shape.numeric, zip(*rows)):
+        if numeric:
+            try:
+                total = sum(column)
+                if total - total == 0:  # every value finite
+                    stats = [float(min(column)), float(total), float(max(column)), float(len(column))]
+                    mine = into.get(name)
+                    if mine is None:
+                        into[name] = stats
+                    else:
+                        merge_stats(into, {name: stats})
+                    continue
+            except TypeError:
+                pass  # a None among them
+        elif column.count(None) == len(column):
+            continue
+        for value in column:
+            kind = value.__class__
+            if (kind is float or kind is int) and value - value == 0:
+                add_value(into, name, float(value))
+
+
+@dataclass(slots=True)
+class _OpenBucket:
+    """A bucket being filled: statistics so far, and rows of compiled shapes not yet folded in."""
+
+    start: float
+    stats: dict[str, Stats] = field(default_factory=dict)
+    rows: list[tuple[SeriesShape, list[tuple[Any, ...]]]] = field(default_factory=list)
+    #: Frames (60 s tier) or finer buckets (900 s tier) in it.
+    count: int = 0
+
+    def close(self) -> dict[str, Stats]:
+        for shape, rows in self.rows:
+            column_stats(shape, rows, self.stats)
+        self.rows.clear()
+        return self.stats
+
+
+class Rollup:
+    """The tiers' open buckets, fed frame by frame; finished buckets are handed back to be stored.
+
+    Start it where the stored tiers end (`JournalStore` seeds it once its catch-up from the
+    journal has nothing left to do): the 60 s bucket of the newest frame with what the journal
+    already holds of it, and the 900 s bucket around it with the stored minutes before it.
+
+    Args:
+        minute: start of the open 60 s bucket, ``None`` before the first frame.
+        minute_stats: what the journal holds of that bucket, and how many frames.
+        quarter_stats: the stored minutes of the open 900 s bucket, and how many.
+    """
+
+    def __init__(self, minute: float | None, minute_stats: tuple[dict[str, Stats], int] = ({}, 0),
+                 quarter_stats: tuple[dict[str, Stats], int] = ({}, 0)) -> None:
+        step0, step1 = TIERS_S
+        self._minute = None if minute is None else _OpenBucket(minute, minute_stats[0], count=minute_stats[1])
+        self._quarter = None if minute is None else _OpenBucket(floor_to(minute, step1), quarter_stats[0],
+                                                                count=quarter_stats[1])
+        self._shapes: list[SeriesShape] = []
+        self._compiles = 0
+        self._step0 = step0
+        self._step1 = step1
+
+    def prepare(self, readings: Mapping[str, Any]) -> None:
+        """Compile the shape of ``readings`` (the newest frame's) now, before frames of it are added."""
+        try:
+            self._shapes.insert(0, SeriesShape(readings))
+        except (ValueError, RecursionError):
+            return
+        del self._shapes[MAX_SHAPES:]
+
+    @property
+    def minute_start(self) -> float | None:
+        """Start of the open 60 s bucket (the 60 s tier's watermark)."""
+        return None if self._minute is None else self._minute.start
+
+    def add(self, taken_at: float, readings: Mapping[str, Any]) -> list[tuple[int, float, dict[str, Stats]]]:
+        """Take one frame (``readings`` as JSON data); return the buckets it finished: ``(step_s, start, stats)``.
+
+        A frame older than the open minute (the clock was set back) is not added: its minute is
+        stored already, as it was when maintenance computed the tiers.
+        """
+        start = floor_to(taken_at, self._step0)
+        done: list[tuple[int, float, dict[str, Stats]]] = []
+        minute = self._minute
+        if minute is None:
+            minute = self._minute = _OpenBucket(start)
+            self._quarter = _OpenBucket(floor_to(start, self._step1))
+        elif start < minute.start:
+            return done
+        elif start > minute.start:
+            done = self._finish(minute, start)
+            minute = self._minute = _OpenBucket(start)
+            self._compiles = 0
+        minute.count += 1
+        self._fold(minute, readings)
+        return done
+
+    def _fold(self, minute: _OpenBucket, readings: Mapping[str, Any]) -> None:
+        shapes = self._shapes
+        shape: SeriesShape | None = None
+        for n, known in enumerate(shapes):
+            try:
+                row = known.values(readings)
+            except SHAPE_ERRORS:
+                continue
+            shape = known
+            if n:
+                shapes.insert(0, shapes.pop(n))
+            break
+        if shape is None:
+            try:
+                if self._compiles >= MAX_COMPILES_PER_MINUTE:
+                    raise ValueError("shapes change too often")
+                self._compiles += 1
+                shape = SeriesShape(readings)
+            except (ValueError, RecursionError):
+                for name, value in frame_series({"readings": readings}).items():
+                    add_value(minute.stats, name, value)
+                return
+            shapes.insert(0, shape)
+            del shapes[MAX_SHAPES:]
+            row = shape.values(readings)
+        if not minute.rows or minute.rows[-1][0] is not shape:
+            minute.rows.append((shape, []))
+        minute.rows[-1][1].append(row)
+
+    def _finish(self, minute: _OpenBucket, next_start: float) -> list[tuple[int, float, dict[str, Stats]]]:
+        """Store ``minute``; finish the 900 s bucket when ``next_start`` is past it."""
+        done: list[tuple[int, float, dict[str, Stats]]] = []
+        stats = minute.close()
+        if minute.count:
+            done.append((self._step0, minute.start, stats))
+        quarter = self._quarter
+        if quarter is None or floor_to(minute.start, self._step1) != quarter.start:
+            quarter = self._quarter = _OpenBucket(floor_to(minute.start, self._step1))
+        if minute.count:
+            merge_stats(quarter.stats, stats)
+            quarter.count += 1
+        next_quarter = floor_to(next_start, self._step1)
+        if next_quarter > quarter.start:
+            if quarter.count:
+                done.append((self._step1, quarter.start, quarter.stats))
+            self._quarter = _OpenBucket(next_quarter)
+        return done
+

@@ -1,0 +1,212 @@
+"""The tiers kept as frames are written: compiled shapes read exactly what `frame_series` reads, a
+frame of another shape is never read under a wrong name, and the buckets a writer stores match
+the ones computed from the frames afterwards, across shape changes, restarts and failed writes."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from rigmon.agent.journal import JournalStore
+from rigmon.agent.journal.rollup import SHAPE_ERRORS, Rollup, SeriesShape, column_stats
+from rigmon.series import Stats, add_value, frame_series
+from tests.agent.test_journal import T0, FakeClock, frame
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "snapshot-v1.json"
+
+
+def golden_readings() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(GOLDEN.read_text())["readings"]
+    return data
+
+
+def read(shape: SeriesShape, readings: dict[str, Any]) -> dict[str, float]:
+    """What a shape reads, as `frame_series` gives it (missing and non-finite left out)."""
+    out: dict[str, float] = {}
+    for name, value in zip(shape.names, shape.values(readings)):
+        if type(value) in (int, float) and math.isfinite(value):
+            out[name] = float(value)
+    return out
+
+
+def test_a_shape_reads_what_the_walk_reads() -> None:
+    readings = golden_readings()
+    shape = SeriesShape(readings)
+    assert read(shape, readings) == frame_series({"readings": readings})
+    assert len(shape.names) > 50
+
+
+def test_a_shape_reads_a_missing_reading_that_comes_back() -> None:
+    readings = {"host": {"cpu_pct": None, "boot_id": "b", "uptime_at": 5.0}, "gpus": [{"index": 0, "power_w": 1}]}
+    shape = SeriesShape(readings)
+    later = copy.deepcopy(readings)
+    later["host"]["cpu_pct"] = 12.5
+    later["host"]["boot_id"] = "c"
+    assert read(shape, later) == frame_series({"readings": later}) == {"host.cpu_pct": 12.5, "gpus[0].index": 0.0,
+                                                                       "gpus[0].power_w": 1.0}
+    later["host"]["cpu_pct"] = math.nan
+    assert read(shape, later) == frame_series({"readings": later})
+
+
+@pytest.mark.parametrize("change", ["gpu_renumbered", "key_added", "key_renamed", "record_appears", "list_grows",
+                                    "records_in_an_empty_list", "first_field_type", "first_key_moves"])
+def test_a_frame_of_another_shape_is_never_read_by_the_old_one(change: str) -> None:
+    readings: dict[str, Any] = {
+        "gpus": [{"index": 0, "power_w": 100.0}, {"index": 1, "power_w": 110.0}],
+        "psu": None,
+        "host": {"cpu_pct": 1.0, "mem_pct": 2.0},
+        "paths": [],
+        "clock_reasons": ["sw_power_cap"],
+    }
+    shape = SeriesShape(readings)
+    other = copy.deepcopy(readings)
+    if change == "gpu_renumbered":
+        other["gpus"][1]["index"] = 2  # GPU 1 lost, GPU 2 in its place: gpus[2], not gpus[1]
+    elif change == "key_added":
+        other["host"]["swap_pct"] = 3.0
+    elif change == "key_renamed":
+        other["host"] = {"cpu_pct": 1.0, "swap_pct": 2.0}
+    elif change == "record_appears":
+        other["psu"] = {"volts": 11.9}
+    elif change == "list_grows":
+        other["gpus"].append({"index": 2, "power_w": 1.0})
+    elif change == "records_in_an_empty_list":
+        other["paths"] = [{"name": "a", "ohms": 0.001}]
+    elif change == "first_field_type":
+        other["gpus"][0]["index"] = "0"
+    elif change == "first_key_moves":
+        other["gpus"][0] = {"power_w": 100.0, "index": 0}
+    with pytest.raises(SHAPE_ERRORS):
+        shape.values(other)
+    assert read(SeriesShape(other), other) == frame_series({"readings": other})
+
+
+def test_words_listed_or_not_are_one_shape() -> None:
+    readings = {"gpus": [{"index": 0, "clock_reasons": [], "power_w": 1.0}]}
+    shape = SeriesShape(readings)
+    readings["gpus"][0]["clock_reasons"] = ["sw_power_cap", "hw_slowdown"]
+    assert read(shape, readings) == {"gpus[0].index": 0.0, "gpus[0].power_w": 1.0}
+
+
+def test_two_series_of_one_name_are_left_to_the_walk() -> None:
+    readings = {"net": [{"name": "eth0", "rx": 1.0}, {"name": "eth0", "rx": None}]}
+    with pytest.raises(ValueError):
+        SeriesShape(readings)
+    rollup = Rollup(None)
+    rollup.add(T0, readings)
+    ((_, _, stats),) = [d for d in rollup.add(T0 + 60, {}) if d[0] == 60]
+    assert stats == {"net[eth0].rx": [1.0, 1.0, 1.0, 1.0]} == {
+        name: [v, v, v, 1.0] for name, v in frame_series({"readings": readings}).items()}
+
+
+def test_column_stats_fold_as_add_value_does() -> None:
+    shape = SeriesShape({"a": 1.0, "b": None, "c": 2, "d": None})
+    rows = [(1.0, None, 2, None), (math.inf, 5.0, 3, "text"), (-2.5, True, 4, None), (0.5, 7, 5, False)]
+    got: dict[str, Stats] = {}
+    column_stats(shape, rows, got)
+    want: dict[str, Stats] = {}
+    for row in rows:
+        for name, value in zip(shape.names, row):
+            if type(value) in (int, float) and math.isfinite(value):
+                add_value(want, name, float(value))
+    assert got == want
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    return dataclasses.replace(obj, **changes)
+
+
+def test_buckets_kept_while_writing_match_those_computed_from_the_frames(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock)
+    store.catch_up_tiers()  # nothing stored yet: from here on writes keep the tiers
+    assert store._rollup is not None
+    frames = [frame_with_changes(i) for i in range(2000)]
+    for start in range(0, 2000, 7):  # commits of a few frames, as the writer makes them
+        store.write(frames[start:start + 7])
+        if start % 15 == 0:
+            store.catch_up_tiers()  # maintenance folds the frames committed since
+    store.catch_up_tiers()
+    assert store.watermark(60) == T0 + 1980 and store.watermark(900) == T0 + 1800
+    stored = store.buckets(0, T0, T0 + 1980)
+    fresh = JournalStore(tmp_path / "other", FakeClock())
+    try:
+        fresh.write(frames)
+        computed = fresh.compute_buckets(0, T0, T0 + 1980)
+        assert [at for at, _ in stored] == [at for at, _ in computed] == [T0 + 60 * i for i in range(33)]
+        for (at, mine), (_, theirs) in zip(stored, computed):
+            assert mine.keys() == theirs.keys(), at
+            for name in mine:
+                lo, total, hi, n = theirs[name]
+                assert (mine[name][0], mine[name][2], mine[name][3]) == (lo, hi, n), (at, name)
+                assert mine[name][1] / n == pytest.approx(total / n, rel=1e-6), (at, name)
+        quarters = dict(store.buckets(1, T0, T0 + 1800))
+        assert sorted(quarters) == [T0, T0 + 900]
+        cpu = quarters[T0]["host.cpu_pct"]
+        values = [float((i * 7) % 53) for i in range(900) if i % 17]
+        assert (cpu[0], cpu[2], cpu[3]) == (min(values), max(values), len(values))
+        assert quarters[T0]["net[eth1].rx_bytes_per_s"] == [200.0, float(sum(range(200, 400))), 399.0, 200.0]
+        assert "net[eth1].rx_bytes_per_s" not in quarters[T0 + 900]
+    finally:
+        fresh.close()
+        store.close()
+
+
+def frame_with_changes(i: int) -> Any:
+    f = frame(i + 1, T0 + i, float((i * 7) % 53))
+    readings = f.readings
+    if 200 <= i < 400:
+        readings = replace(readings, net=(*readings.net, replace(readings.net[0], name="eth1", rx_bytes_per_s=float(i))))
+    if i % 17 == 0:
+        readings = replace(readings, host=replace(readings.host, cpu_pct=None))
+    return replace(f, readings=readings)
+
+
+def test_a_new_writer_seeds_the_open_minute_from_the_journal(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock)
+    store.catch_up_tiers()
+    store.write([frame(i + 1, T0 + i, float(i)) for i in range(90)])  # a minute and a half
+    store.close()  # killed before maintenance: the tiers are only in the frames
+    store = JournalStore(tmp_path, clock)
+    try:
+        store.catch_up_tiers()  # minute 0 from the frames
+        assert store._rollup is None and store.watermark(60) == T0 + 60
+        store.catch_up_tiers()  # nothing left: the open minute's 30 frames read back
+        assert store._rollup is not None and store._rollup.minute_start == T0 + 60
+        store.write([frame(i + 1, T0 + i, float(i)) for i in range(90, 130)])
+        store.catch_up_tiers()
+        minute = dict(store.buckets(0, T0, T0 + 120))[T0 + 60]["host.cpu_pct"]
+        assert minute == [60.0, float(sum(range(60, 120))), 119.0, 60.0]
+    finally:
+        store.close()
+
+
+def test_a_failed_write_leaves_the_tiers_right(tmp_path: Path) -> None:
+    from rigmon.agent.frame_json import frame_json
+
+    clock = FakeClock()
+    store = JournalStore(tmp_path, clock)
+    try:
+        store.catch_up_tiers()
+        store.write([frame(i + 1, T0 + i, float(i)) for i in range(50)])
+        bad = frame(51, T0 + 50, 999.0)
+        with pytest.raises(AttributeError):
+            # A write that fails after the frame's row is in: the transaction rolls back.
+            store.write_encoded([(bad, frame_json(bad))], events=[("run1", None)])  # type: ignore[list-item]
+        store.write([frame(i + 1, T0 + i, float(i)) for i in range(50, 190)])
+        store.catch_up_tiers()
+        stored = dict(store.buckets(0, T0, T0 + 180))
+        assert [stored[T0 + 60 * m]["host.cpu_pct"] for m in range(3)] == [
+            [60.0 * m, float(sum(range(60 * m, 60 * m + 60))), 60.0 * m + 59, 60.0] for m in range(3)]
+        assert store.frames_json(T0, T0 + 200)[-1] == frame_json(frame(190, T0 + 189, 189.0))
+        assert len(store.frames_json(T0, T0 + 200)) == 190
+    finally:
+        store.close()
