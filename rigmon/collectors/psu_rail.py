@@ -15,15 +15,20 @@ from rigmon.collectors.psu_lines import (
     FLAG_UNDER_VOLTAGE,
     U32,
     LineError,
+    USUAL_AMPS_AT,
+    USUAL_VOLTS_AT,
     LineSplitter,
     RailWindow,
     Rm1Identity,
     Triple,
+    UsualRm1,
     parse_rm1_line,
+    parse_rm1_usual,
+    usual_window,
 )
 from rigmon.collectors.psu_text import TextHeader, parse_text_line, text_window
 from rigmon.config import PsuSection
-from rigmon.path_resistance import EstimatorSet
+from rigmon.path_resistance import EstimatorSet, PathResistanceEstimator
 from rigmon.schema import (
     CurrentEnvelope,
     PathResistanceReading,
@@ -50,10 +55,15 @@ class _Channel:
     high: float = -math.inf
 
     def add(self, triple: Triple, weight: float) -> None:
-        self.weighted_sum += triple.mean * weight
+        self.add_values(triple.mean, triple.min, triple.max, weight)
+
+    def add_values(self, mean: float, low: float, high: float, weight: float) -> None:
+        self.weighted_sum += mean * weight
         self.weight += weight
-        self.low = min(self.low, triple.min)
-        self.high = max(self.high, triple.max)
+        if low < self.low:
+            self.low = low
+        if high > self.high:
+            self.high = high
 
     def triple(self) -> Triple:
         mean = self.weighted_sum / self.weight if self.weight else (self.low + self.high) / 2
@@ -82,6 +92,29 @@ class _Aggregate:
             self.volts.setdefault(key, _Channel()).add(triple, weight)
         for key, triple in window.amps.items():
             self.amps.setdefault(key, _Channel()).add(triple, weight)
+
+    def add_usual(self, values: UsualRm1) -> None:
+        """`add` for a usual RM1 line's values, without its `RailWindow`."""
+        self.windows += 1
+        self.flags |= values[4]
+        samples = values[3]
+        if self.samples is not None:
+            self.samples += samples
+        weight = float(samples)
+        channel = self.volts.get("v")
+        if channel is None:
+            channel = self.volts["v"] = _Channel()
+        channel.add_values(values[5], values[6], values[7], weight)
+        if values[8] is not None:
+            channel = self.amps.get("i")
+            if channel is None:
+                channel = self.amps["i"] = _Channel()
+            channel.add_values(values[8], values[9], values[10], weight)  # type: ignore[arg-type]
+        if values[11] is not None:
+            channel = self.volts.get("vpsu")
+            if channel is None:
+                channel = self.volts["vpsu"] = _Channel()
+            channel.add_values(values[11], values[12], values[13], weight)  # type: ignore[arg-type]
 
 
 def _volts(t: Triple) -> VoltageEnvelope:
@@ -116,7 +149,10 @@ class RailState:
         self.identity: Rm1Identity | None = None
         self.splitter = LineSplitter()
         self._agg = _Aggregate()
+        # The last window, or (usual lines) its values; its `RailWindow` is built when a frame
+        # needs it (`_last`), not for each of ten lines a second.
         self._last_window: RailWindow | None = None
+        self._last_usual: UsualRm1 | None = None
         self._last_window_mono: float | None = None
         self._last_window_at: float | None = None
         self._last_seq: int | None = None
@@ -133,6 +169,12 @@ class RailState:
         self._power_w: float | None = None
         self._energy_wh: float | None = None
         self._estimators = EstimatorSet()
+        self._estimator_of: dict[str, PathResistanceEstimator] = {}
+        # Where the configured channels sit in a usual RM1 line's values (`UsualRm1`).
+        self._usual_primary = USUAL_VOLTS_AT.get(config.primary)
+        self._usual_current = USUAL_AMPS_AT.get(config.current) if config.current else None
+        self._usual_psu = USUAL_VOLTS_AT.get(config.psu_side) if config.psu_side else None
+        self._rm1 = config.protocol == "rm1"
 
     # -- connection -------------------------------------------------------------------
 
@@ -164,13 +206,21 @@ class RailState:
 
     def feed(self, data: bytes, mono: float, wall: float) -> bool:
         """Feed received bytes; return whether a sag reading should be pushed at once."""
-        before = (self.splitter.partial_total, self.splitter.long_total)
+        splitter = self.splitter
+        partial, long = splitter.partial_total, splitter.long_total
         push = False
-        for line in self.splitter.feed(data):
-            push = self.line(line, mono, wall) or push
-        if (self.splitter.partial_total, self.splitter.long_total) != before:
-            self._counts["partial_lines_total"] = self.splitter.partial_total
-            self._counts["long_lines_total"] = self.splitter.long_total
+        for raw in splitter.feed_bytes(data):
+            if self._rm1:
+                values = parse_rm1_usual(raw)
+                if values is not None:
+                    if self._usual(values, mono, wall):
+                        push = True
+                    continue
+            if self.line(raw.decode("ascii", "replace"), mono, wall):
+                push = True
+        if splitter.partial_total != partial or splitter.long_total != long:
+            self._counts["partial_lines_total"] = splitter.partial_total
+            self._counts["long_lines_total"] = splitter.long_total
             self._version += 1
         return push
 
@@ -232,7 +282,7 @@ class RailState:
     def window(self, window: RailWindow, mono: float, wall: float) -> bool:
         """Account one valid window; return whether to push a sag reading now."""
         if window.seq is not None:
-            if not self._sequence(window):
+            if not self._sequence(window.seq, window.up_ms):
                 return False
         self._count(windows_total=1)
         if window.flags & FLAG_OVERRUN:
@@ -240,60 +290,109 @@ class RailState:
         self._seen_window = True
         self._agg.add(window)
         self._last_window = window
+        self._last_usual = None
         self._last_window_mono = mono
         self._last_window_at = wall
         if window.power_w is not None:
             self._power_w = window.power_w
         if window.energy_wh is not None:
             self._energy_wh = window.energy_wh
-        self._feed_resistance(window, wall)
         primary = window.volts.get(self.config.primary)
-        sag = primary is not None and primary.min < self.config.sag_volts
-        latched = bool(window.flags & FLAG_UNDER_VOLTAGE)
+        amps = window.amps.get(self.config.current) if self.config.current else None
+        if primary is not None and amps is not None:
+            psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
+            self._feed_resistance(primary.mean, amps.mean, None if psu is None else psu.mean, wall)
+        return self._sag(None if primary is None else primary.min, window.flags)
+
+    def _usual(self, values: UsualRm1, mono: float, wall: float) -> bool:
+        """`line` and `window` for a usual RM1 line's values, without building its `RailWindow`.
+
+        The reader's fast path (ten lines a second): the same bookkeeping as a `RailWindow`
+        from `parse_rm1_line` gets, inline.
+        """
+        counts = self._counts
+        counts["lines_total"] += 1
+        if not self._sequence(values[0], values[1]):
+            self._version += 1
+            return False
+        counts["windows_total"] += 1
+        flags = values[4]
+        if flags & FLAG_OVERRUN:
+            counts["overrun_windows_total"] += 1
+        # After the last count changed: a reader in another thread caches the record by version.
+        self._version += 1
+        self._seen_window = True
+        self._agg.add_usual(values)
+        self._last_usual = values
+        self._last_window_mono = mono
+        self._last_window_at = wall
+        at = self._usual_primary
+        primary_mean = None if at is None else values[at]
+        current = self._usual_current
+        amps_mean = None if current is None else values[current]
+        if primary_mean is not None and amps_mean is not None:
+            psu = self._usual_psu
+            self._feed_resistance(primary_mean, amps_mean, None if psu is None else values[psu], wall)
+        return self._sag(None if at is None else values[at + 1], flags)
+
+    def _sag(self, primary_min: float | None, flags: int) -> bool:
+        """Note a sag or a latched under-voltage alert; return whether to push a reading now."""
+        sag = primary_min is not None and primary_min < self.config.sag_volts
+        latched = bool(flags & FLAG_UNDER_VOLTAGE)
         if not (sag or latched):
             return False
         self._agg.sag = self._agg.sag or sag
         # Push the first sag since the previous frame, and any deeper one; not every window
         # (a device may send hundreds per second during a long brown-out).
-        deeper = primary is not None and sag and (self._pushed_min is None or primary.min < self._pushed_min)
+        deeper = primary_min is not None and sag and (self._pushed_min is None or primary_min < self._pushed_min)
         first_latch = latched and not self._pushed_uv
-        if deeper and primary is not None:
-            self._pushed_min = primary.min
+        if deeper and primary_min is not None:
+            self._pushed_min = primary_min
         self._pushed_uv = self._pushed_uv or latched
         return deeper or first_latch
 
-    def _sequence(self, window: RailWindow) -> bool:
+    def _sequence(self, seq: int, up_ms: int | None) -> bool:
         """Track seq and uptime; return False for a duplicate window (dropped)."""
-        assert window.seq is not None
-        if self._last_seq is not None:
-            delta = (window.seq - self._last_seq) % U32
+        last_seq = self._last_seq
+        if last_seq is not None:
+            delta = (seq - last_seq) % U32
             up_back = (
-                window.up_ms is not None and self._last_up_ms is not None
-                and (window.up_ms - self._last_up_ms) % U32 > U32 // 2
+                up_ms is not None and self._last_up_ms is not None
+                and (up_ms - self._last_up_ms) % U32 > U32 // 2
             )
             if delta == 0 and not up_back:
                 self._count(nonsense_lines_total=1)
                 return False
             if delta > U32 // 2 or up_back:
-                self._reboot(f"seq {self._last_seq} -> {window.seq}")
+                self._reboot(f"seq {last_seq} -> {seq}")
             elif delta > 1:
                 self._count(lost_windows_total=delta - 1)
-        self._last_seq = window.seq
-        self._last_up_ms = window.up_ms
+        self._last_seq = seq
+        self._last_up_ms = up_ms
         return True
 
-    def _feed_resistance(self, window: RailWindow, wall: float) -> None:
-        load = window.volts.get(self.config.primary)
-        amps = window.amps.get(self.config.current) if self.config.current else None
-        if load is None or amps is None:
-            return
-        psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
-        if psu is not None:
-            path = f"{self.config.psu_side}-{self.config.primary}"
-            self._estimators.get(path, "two_point").add_drop(psu.mean - load.mean, amps.mean, wall)
+    def _feed_resistance(self, load_mean: float, amps_mean: float, psu_mean: float | None, wall: float) -> None:
+        """One point for the path resistance: the drop across the path if the PSU side is known."""
+        if psu_mean is not None:
+            path = self.config.psu_side
+            estimator = self._estimator_of.get(path)
+            if estimator is None:
+                estimator = self._estimator_of[path] = self._estimators.get(
+                    f"{self.config.psu_side}-{self.config.primary}", "two_point")
+            estimator.add_drop(psu_mean - load_mean, amps_mean, wall)
         else:
-            path = f"rail-{self.config.primary}"
-            self._estimators.get(path, "load_steps").add_load_point(load.mean, amps.mean, wall)
+            path = ""
+            estimator = self._estimator_of.get(path)
+            if estimator is None:
+                estimator = self._estimator_of[path] = self._estimators.get(f"rail-{self.config.primary}", "load_steps")
+            estimator.add_load_point(load_mean, amps_mean, wall)
+
+    def _last(self) -> RailWindow | None:
+        """The last valid window (built from a usual line's values when first asked)."""
+        if self._last_usual is not None:
+            self._last_window = usual_window(self._last_usual)
+            self._last_usual = None
+        return self._last_window
 
     # -- output -----------------------------------------------------------------------
 
@@ -307,15 +406,15 @@ class RailState:
         agg = self._agg
         windows = agg.windows
         stale = self._stale(mono)
-        if windows == 0 and self._last_window is not None and not stale:
+        last = self._last()
+        if windows == 0 and last is not None and not stale:
             # The device reports slower than the agent samples: repeat the last window.
             repeat = _Aggregate()
-            repeat.add(self._last_window)
+            repeat.add(last)
             repeat.windows = 0
             agg = repeat
         volts = {k: c.triple() for k, c in agg.volts.items()} if not stale or windows else {}
         amps = {k: c.triple() for k, c in agg.amps.items()} if not stale or windows else {}
-        last = self._last_window
         identity = self.identity
         reading = PsuRailReading(
             port=self.config.port,
@@ -367,7 +466,7 @@ class RailState:
         if self._last_window_mono is None:
             return True
         limit = self.config.stale_after_s
-        last = self._last_window
+        last = self._last()
         if last is not None and last.win_ms:
             limit = max(limit, STALE_WINDOWS * last.win_ms / 1000.0)
         if self.config.protocol == "pzem017":
