@@ -108,6 +108,11 @@ class PsuCollector:
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
         self._push: PushFn | None = None
+        self._monotonic = clock.monotonic
+        # Wall time of a line is its monotonic time plus this offset, refreshed with every
+        # frame and every open (one clock read per line, not two): a step of the wall clock
+        # reaches the lines' times within a second.
+        self._wall_offset_s = clock.time() - clock.monotonic()
 
     @property
     def state(self) -> RailState:
@@ -146,6 +151,7 @@ class PsuCollector:
             raise CollectorError("reader not started")
         self._first_attempt.wait(FIRST_OPEN_WAIT_S)
         with self._lock:
+            self._wall_offset_s = self.clock.time() - self.clock.monotonic()
             if not self._state.connected:
                 raise CollectorError(f"{self.config.port}: {self._state.last_error or 'not open yet'}; retrying")
             records: list[object] = [self._state.reading(self.clock.monotonic(), reset=True)]
@@ -189,6 +195,7 @@ class PsuCollector:
                 # once, a test the moment it sees `connected`), and a reset after the
                 # report would drop those lines.
                 port.reset_input()
+                self._wall_offset_s = self.clock.time() - self.clock.monotonic()
                 self._update(RailState.opened)
                 self._first_attempt.set()
                 # Ask for the identity once the partial first line is behind us, so the
@@ -252,10 +259,16 @@ class PsuCollector:
         self._closed("agent stopping", publish=False)
 
     def _feed(self, data: bytes) -> None:
+        mono = self._monotonic()
         with self._lock:
-            push = self._state.feed(data, self.clock.monotonic(), self.clock.time())
-            sag = self._state.reading(self.clock.monotonic(), reset=True, pushed=True) if push else None
-            events = self._state.take_events()
+            state = self._state
+            if state.feed(data, mono, mono + self._wall_offset_s):
+                sag = state.reading(mono, reset=True, pushed=True)
+            elif state.events:
+                sag = None
+            else:
+                return
+            events = state.take_events()
         self._publish(sag, events)
 
     def _window(self, window: RailWindow) -> None:

@@ -111,6 +111,9 @@ class LineSplitter:
         self._skipping_long = False
         self.partial_total = 0
         self.long_total = 0
+        #: Nothing pending: no partial line buffered or being skipped, so a read that is one
+        #: whole line is that line (the reader's fast path).
+        self.idle = False
 
     @property
     def synced(self) -> bool:
@@ -122,6 +125,7 @@ class LineSplitter:
         self._buf.clear()
         self._skipping_partial = True
         self._skipping_long = False
+        self.idle = False
 
     def feed(self, data: bytes) -> list[str]:
         """Add received bytes; return the complete lines, stripped, without empty ones."""
@@ -148,6 +152,7 @@ class LineSplitter:
                 self._take(piece.rstrip(b"\r\n"), ended=True, out=out)
             else:
                 self._take(piece, ended=False, out=out)
+        self.idle = not (self._buf or self._skipping_partial or self._skipping_long)
         return out
 
     def _take(self, piece: bytes, ended: bool, out: list[bytes]) -> None:
@@ -267,7 +272,7 @@ _T = rb"(-?[0-9]{1,12})/(-?[0-9]{1,12})/(-?[0-9]{1,12})"
 #: voltage optional, flags last. One match instead of a dozen, on the bytes as read (the
 #: reader parses ten a second).
 _RM1_USUAL = re.compile(rb"\$(RM1,seq=" + _U + rb",up=" + _U + rb",win=" + _U + rb",n=" + _U + rb",v=" + _T
-                        + rb"(?:,i=" + _T + rb")?(?:,vpsu=" + _T + rb")?(?:,flags=" + _U + rb")?)\*([0-9A-F]{2})")
+                        + rb"(?:,i=" + _T + rb")?(?:,vpsu=" + _T + rb")?(?:,flags=" + _U + rb")?)\*([0-9A-F]{2})(?:\r?\n)?")
 
 #: One usual RM1 window as plain values, what `parse_rm1_usual` returns (no object per line):
 #: ``(seq, up_ms, win_ms, samples, flags, v mean, v min, v max, i mean, i min, i max,
@@ -281,11 +286,15 @@ USUAL_AMPS_AT = {"i": 8}
 
 
 def parse_rm1_usual(line: bytes) -> UsualRm1 | None:
-    """The values of a usual, valid RM1 window line (as received, stripped); ``None`` otherwise.
+    """The values of a usual, valid RM1 window line; ``None`` otherwise.
 
     The reader's fast path: it accepts exactly the lines `parse_rm1_line` turns into the
     same window (`usual_window`); a line it does not accept (another shape, any check
     failing) goes through `parse_rm1_line`, which says why.
+
+    Args:
+        line: the line as received, stripped, or with its ``\\n`` or ``\\r\\n`` (then it must
+            be the whole line: the reader passes a read that is exactly one line).
     """
     # $RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,vpsu=11902/11655/11960,flags=4*09
     if len(line) > MAX_LINE_BYTES:
@@ -336,8 +345,8 @@ def usual_window(values: UsualRm1) -> RailWindow:
 
 
 def _rm1_usual_window(line: str) -> RailWindow | None:
-    """`parse_rm1_usual` for a decoded line."""
-    if not line.isascii():
+    """`parse_rm1_usual` for a decoded line (without its terminator)."""
+    if not line.isascii() or line[-1:] in ("\r", "\n"):
         return None
     values = parse_rm1_usual(line.encode("ascii"))
     return None if values is None else usual_window(values)

@@ -43,6 +43,7 @@ FLAG_OVERRUN = 8
 IDENTITY_ANSWER_S = 2.0
 #: A stale reading needs at least this many missing windows.
 STALE_WINDOWS = 3
+HALF_U32 = U32 // 2
 
 
 @dataclass(slots=True)
@@ -93,28 +94,35 @@ class _Aggregate:
         for key, triple in window.amps.items():
             self.amps.setdefault(key, _Channel()).add(triple, weight)
 
-    def add_usual(self, values: UsualRm1) -> None:
-        """`add` for a usual RM1 line's values, without its `RailWindow`."""
-        self.windows += 1
-        self.flags |= values[4]
-        samples = values[3]
+    def fold(self, fast: list[float]) -> None:
+        """Take in the usual lines' windows accumulated in ``fast`` (see `_fresh_fast`)."""
+        windows = int(fast[0])
+        if not windows:
+            return
+        self.windows += windows
+        self.flags |= int(fast[2])
         if self.samples is not None:
-            self.samples += samples
-        weight = float(samples)
-        channel = self.volts.get("v")
-        if channel is None:
-            channel = self.volts["v"] = _Channel()
-        channel.add_values(values[5], values[6], values[7], weight)
-        if values[8] is not None:
-            channel = self.amps.get("i")
-            if channel is None:
-                channel = self.amps["i"] = _Channel()
-            channel.add_values(values[8], values[9], values[10], weight)  # type: ignore[arg-type]
-        if values[11] is not None:
-            channel = self.volts.get("vpsu")
-            if channel is None:
-                channel = self.volts["vpsu"] = _Channel()
-            channel.add_values(values[11], values[12], values[13], weight)  # type: ignore[arg-type]
+            self.samples += int(fast[1])
+        for at, key, into in ((3, "v", self.volts), (7, "i", self.amps), (11, "vpsu", self.volts)):
+            if fast[at + 2] != math.inf:
+                channel = into.get(key)
+                if channel is None:
+                    channel = into[key] = _Channel()
+                channel.weighted_sum += fast[at]
+                channel.weight += fast[at + 1]
+                channel.low = min(channel.low, fast[at + 2])
+                channel.high = max(channel.high, fast[at + 3])
+
+
+def _fresh_fast() -> list[float]:
+    """The accumulator of usual RM1 lines' windows, one flat list updated in place per line.
+
+    ``[windows, samples, flags]`` then, for ``v``, ``i`` and ``vpsu`` in turn, the
+    sample-weighted sum of the means, the weight, the lowest minimum and the highest maximum
+    (``inf``/``-inf`` while no line had the channel).
+    """
+    inf = math.inf
+    return [0, 0, 0, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf]
 
 
 def _volts(t: Triple) -> VoltageEnvelope:
@@ -149,6 +157,8 @@ class RailState:
         self.identity: Rm1Identity | None = None
         self.splitter = LineSplitter()
         self._agg = _Aggregate()
+        # Usual RM1 lines' windows since the previous reading, folded into `_agg` when one is read.
+        self._fast = _fresh_fast()
         # The last window, or (usual lines) its values; its `RailWindow` is built when a frame
         # needs it (`_last`), not for each of ten lines a second.
         self._last_window: RailWindow | None = None
@@ -175,6 +185,7 @@ class RailState:
         self._usual_current = USUAL_AMPS_AT.get(config.current) if config.current else None
         self._usual_psu = USUAL_VOLTS_AT.get(config.psu_side) if config.psu_side else None
         self._rm1 = config.protocol == "rm1"
+        self._sag_volts = config.sag_volts
 
     # -- connection -------------------------------------------------------------------
 
@@ -207,6 +218,11 @@ class RailState:
     def feed(self, data: bytes, mono: float, wall: float) -> bool:
         """Feed received bytes; return whether a sag reading should be pushed at once."""
         splitter = self.splitter
+        if self._rm1 and splitter.idle and data[-1:] == b"\n":
+            # The usual read: one whole line as the firmware prints it, nothing pending before it.
+            values = parse_rm1_usual(data)
+            if values is not None:
+                return self._usual(values, mono, wall)
         partial, long = splitter.partial_total, splitter.long_total
         push = False
         for raw in splitter.feed_bytes(data):
@@ -307,12 +323,18 @@ class RailState:
     def _usual(self, values: UsualRm1, mono: float, wall: float) -> bool:
         """`line` and `window` for a usual RM1 line's values, without building its `RailWindow`.
 
-        The reader's fast path (ten lines a second): the same bookkeeping as a `RailWindow`
-        from `parse_rm1_line` gets, inline.
+        The reader's fast path (ten lines a second, each after a wake-up, when the caches are
+        cold): the same bookkeeping as a `RailWindow` from `parse_rm1_line` gets, inline, into
+        the flat accumulator `_fast`.
         """
         counts = self._counts
         counts["lines_total"] += 1
-        if not self._sequence(values[0], values[1]):
+        seq, up_ms = values[0], values[1]
+        last_seq, last_up = self._last_seq, self._last_up_ms
+        if last_seq is not None and seq - last_seq == 1 and last_up is not None and 0 <= up_ms - last_up <= HALF_U32:
+            # The next window, uptime forward: what `_sequence` finds nothing to say about.
+            self._last_seq, self._last_up_ms = seq, up_ms
+        elif not self._sequence(seq, up_ms):
             self._version += 1
             return False
         counts["windows_total"] += 1
@@ -322,18 +344,38 @@ class RailState:
         # After the last count changed: a reader in another thread caches the record by version.
         self._version += 1
         self._seen_window = True
-        self._agg.add_usual(values)
         self._last_usual = values
         self._last_window_mono = mono
         self._last_window_at = wall
+        fast = self._fast
+        samples = values[3]
+        fast[0] += 1
+        fast[1] += samples
+        fast[2] |= flags  # type: ignore[call-overload]
+        weight = float(samples)
+        # v, i and vpsu: where each starts in the values and in the accumulator.
+        for at, into in ((5, 3), (8, 7), (11, 11)):
+            mean = values[at]
+            if mean is not None:
+                low, high = values[at + 1], values[at + 2]
+                fast[into] += mean * weight
+                fast[into + 1] += weight
+                if low < fast[into + 2]:  # type: ignore[operator]
+                    fast[into + 2] = low  # type: ignore[assignment]
+                if high > fast[into + 3]:  # type: ignore[operator]
+                    fast[into + 3] = high  # type: ignore[assignment]
         at = self._usual_primary
-        primary_mean = None if at is None else values[at]
-        current = self._usual_current
-        amps_mean = None if current is None else values[current]
-        if primary_mean is not None and amps_mean is not None:
-            psu = self._usual_psu
-            self._feed_resistance(primary_mean, amps_mean, None if psu is None else values[psu], wall)
-        return self._sag(None if at is None else values[at + 1], flags)
+        primary_min = None
+        if at is not None:
+            primary_mean, primary_min = values[at], values[at + 1]
+            current = self._usual_current
+            amps_mean = None if current is None else values[current]
+            if primary_mean is not None and amps_mean is not None:
+                psu = self._usual_psu
+                self._feed_resistance(primary_mean, amps_mean, None if psu is None else values[psu], wall)
+        if (primary_min is not None and primary_min < self._sag_volts) or flags & FLAG_UNDER_VOLTAGE:
+            return self._sag(primary_min, flags)
+        return False
 
     def _sag(self, primary_min: float | None, flags: int) -> bool:
         """Note a sag or a latched under-voltage alert; return whether to push a reading now."""
@@ -404,6 +446,9 @@ class RailState:
         the next regular frame, so a long brown-out pushes its first and deeper windows only.
         """
         agg = self._agg
+        if self._fast[0]:
+            agg.fold(self._fast)
+            self._fast = _fresh_fast()
         windows = agg.windows
         stale = self._stale(mono)
         last = self._last()
