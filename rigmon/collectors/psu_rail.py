@@ -44,6 +44,9 @@ IDENTITY_ANSWER_S = 2.0
 #: A stale reading needs at least this many missing windows.
 STALE_WINDOWS = 3
 HALF_U32 = U32 // 2
+#: Path-resistance points kept before the estimators take them in unasked (they are read
+#: with every frame, so this bounds memory only when nobody takes frames).
+POINTS_HELD = 64
 
 
 @dataclass(slots=True)
@@ -180,6 +183,9 @@ class RailState:
         self._energy_wh: float | None = None
         self._estimators = EstimatorSet()
         self._estimator_of: dict[str, PathResistanceEstimator] = {}
+        # Path-resistance points (load mean, current mean, PSU-side mean, wall time) not yet in
+        # the estimators: they take them in when read, ten at a time instead of one per wake-up.
+        self._points: list[tuple[float, float, float | None, float]] = []
         # Where the configured channels sit in a usual RM1 line's values (`UsualRm1`).
         self._usual_primary = USUAL_VOLTS_AT.get(config.primary)
         self._usual_current = USUAL_AMPS_AT.get(config.current) if config.current else None
@@ -317,7 +323,7 @@ class RailState:
         amps = window.amps.get(self.config.current) if self.config.current else None
         if primary is not None and amps is not None:
             psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
-            self._feed_resistance(primary.mean, amps.mean, None if psu is None else psu.mean, wall)
+            self._point(primary.mean, amps.mean, None if psu is None else psu.mean, wall)
         return self._sag(None if primary is None else primary.min, window.flags)
 
     def _usual(self, values: UsualRm1, mono: float, wall: float) -> bool:
@@ -372,7 +378,7 @@ class RailState:
             amps_mean = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
                 psu = self._usual_psu
-                self._feed_resistance(primary_mean, amps_mean, None if psu is None else values[psu], wall)
+                self._point(primary_mean, amps_mean, None if psu is None else values[psu], wall)
         if (primary_min is not None and primary_min < self._sag_volts) or flags & FLAG_UNDER_VOLTAGE:
             return self._sag(primary_min, flags)
         return False
@@ -412,6 +418,19 @@ class RailState:
         self._last_seq = seq
         self._last_up_ms = up_ms
         return True
+
+    def _point(self, load_mean: float, amps_mean: float, psu_mean: float | None, wall: float) -> None:
+        """Keep a point for the path resistance until the estimators are read."""
+        points = self._points
+        points.append((load_mean, amps_mean, psu_mean, wall))
+        if len(points) >= POINTS_HELD:
+            self._take_points()
+
+    def _take_points(self) -> None:
+        """Feed the points kept since the estimators were last read into them, in order."""
+        points, self._points = self._points, []
+        for load_mean, amps_mean, psu_mean, wall in points:
+            self._feed_resistance(load_mean, amps_mean, psu_mean, wall)
 
     def _feed_resistance(self, load_mean: float, amps_mean: float, psu_mean: float | None, wall: float) -> None:
         """One point for the path resistance: the drop across the path if the PSU side is known."""
@@ -495,11 +514,13 @@ class RailState:
 
     def resistance(self) -> list[PathResistanceReading]:
         """Path resistance estimates (one per path the device measures)."""
+        self._take_points()
         return self._estimators.readings()
 
     @property
     def estimators(self) -> EstimatorSet:
         """The path-resistance estimators (their daily fits are saved across agent restarts)."""
+        self._take_points()
         return self._estimators
 
     def take_events(self) -> list[EventDraft]:
