@@ -40,7 +40,7 @@ from rigmon.hw.modbus import (
     open_modbus,
 )
 from rigmon.hw.root import HostRoot
-from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial
+from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial, pump_serial
 from rigmon.hw.tty_udev import TtyWatch, UdevTtyWatch
 from rigmon.path_resistance import EstimatorState
 from rigmon.schema import PsuRailReading
@@ -104,6 +104,8 @@ class PsuCollector:
         self._state = RailState(config)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # `_stop` as a plain attribute, for the reader's check after every chunk.
+        self._stopping = False
         self._kick = threading.Event()
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
@@ -160,6 +162,7 @@ class PsuCollector:
 
     def close(self) -> None:
         """Stop the reader and release the port."""
+        self._stopping = True
         self._stop.set()
         self._kick.set()
         if self._tty_watch is not None:
@@ -201,15 +204,15 @@ class PsuCollector:
                 # Ask for the identity once the partial first line is behind us, so the
                 # answer is not dropped with it.
                 query = self.config.query_identity and self.config.protocol == "rm1"
-                while not self._stop.is_set():
-                    data = port.read(READ_CHUNK_BYTES)
-                    if data:
-                        self._feed(data)
-                    if query and self._state.splitter.synced:
+                while query and not self._stop.is_set():
+                    self._take(port.read(READ_CHUNK_BYTES))
+                    if self._state.splitter.synced:
                         query = False
                         with self._lock:
                             self._state.query_sent(self.clock.monotonic())
                         port.write(b"?\n")
+                if not self._stop.is_set():
+                    pump_serial(port, self._take, READ_CHUNK_BYTES)
             except SerialPortError as exc:
                 self._closed(str(exc))
                 self._first_attempt.set()  # also when the reset failed, before `opened`
@@ -258,18 +261,22 @@ class PsuCollector:
                 delay_s = self._backoff(delay_s)
         self._closed("agent stopping", publish=False)
 
-    def _feed(self, data: bytes) -> None:
-        mono = self._monotonic()
-        with self._lock:
-            state = self._state
-            if state.feed(data, mono, mono + self._wall_offset_s):
-                sag = state.reading(mono, reset=True, pushed=True)
-            elif state.events:
-                sag = None
-            else:
-                return
-            events = state.take_events()
-        self._publish(sag, events)
+    def _take(self, data: bytes) -> bool:
+        """Feed a chunk read from the port (``b""``: the read timed out); return whether to read on."""
+        if data:
+            mono = self._monotonic()
+            with self._lock:
+                state = self._state
+                if state.feed(data, mono, mono + self._wall_offset_s):
+                    sag: PsuRailReading | None = state.reading(mono, reset=True, pushed=True)
+                    events = state.take_events()
+                elif state.events:
+                    sag = None
+                    events = state.take_events()
+                else:
+                    return not self._stopping
+            self._publish(sag, events)
+        return not self._stopping
 
     def _window(self, window: RailWindow) -> None:
         with self._lock:

@@ -6,6 +6,7 @@ import math
 import os
 import select
 import termios
+from collections.abc import Callable
 from typing import Protocol
 
 import serial
@@ -106,6 +107,24 @@ class PySerialPort:
             return data
         return self._nothing_read()
 
+    def pump(self, take: Callable[[bytes], bool], max_bytes: int) -> None:
+        """`pump_serial` for this port: the same reads, without a method call per wake-up."""
+        fd = self._fd
+        read = os.read
+        while True:
+            try:
+                data = read(fd, max_bytes)
+            except BlockingIOError:
+                data = b""
+            except (OSError, ValueError) as exc:
+                raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+            if data:
+                self._empty_while_readable = False
+            else:
+                data = self._nothing_read()
+            if not take(data):
+                return
+
     def _nothing_read(self) -> bytes:
         """After an empty read: the timeout ran out (``b""``), or the device is gone (raises).
 
@@ -142,6 +161,22 @@ class PySerialPort:
             self._port.close()
         except (serial.SerialException, OSError):
             pass
+
+
+def pump_serial(port: SerialPort, take: Callable[[bytes], bool], max_bytes: int) -> None:
+    """Read ``port`` until ``take`` returns False.
+
+    ``take`` gets every chunk received (at most ``max_bytes``), and ``b""`` when a read
+    timed out, so that it can stop the pump while nothing arrives.
+
+    Raises:
+        SerialPortError: the device is gone.
+    """
+    if isinstance(port, PySerialPort):
+        port.pump(take, max_bytes)
+        return
+    while take(port.read(max_bytes)):
+        pass
 
 
 def open_serial(path: str, baud: int) -> SerialPort:

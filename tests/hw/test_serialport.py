@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import select
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -9,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.hw.serialport import PySerialPort, SerialPortError
+from rigmon.hw.serialport import PySerialPort, SerialPortError, pump_serial
 from tests.collectors.psu_helpers import PtyDevice
 
 LINE = b"$RM1,seq=1,up=100,win=100,n=9,v=12010/11950/12050,i=80000/79000/81000*00\r\n"
@@ -53,5 +56,66 @@ def test_unplugged_device_raises(device: PtyDevice) -> None:
         with pytest.raises(SerialPortError):
             for _ in range(3):
                 port.read(4096)
+    finally:
+        port.close()
+
+
+def test_the_driver_waits_for_the_read_not_a_poll(device: PtyDevice) -> None:
+    """One blocking read per chunk: the tty returns what arrived, or nothing after VTIME."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.2)
+    try:
+        attrs = termios.tcgetattr(port._fd)
+        assert (attrs[6][termios.VMIN], attrs[6][termios.VTIME]) == (0, 2)
+        assert os.get_blocking(port._fd)
+        device.write(LINE)
+        assert port.read(4096) == LINE
+        assert port.read(4096) == b""
+    finally:
+        port.close()
+
+
+def test_end_of_file_while_readable_twice_is_a_gone_device(device: PtyDevice, tmp_path: Path) -> None:
+    """A descriptor at end of file (what a hung-up tty reads) is a gone device, not a timeout
+    to retry in a busy loop; pyserial's rule, readable but nothing read, once more to be sure."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.2)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.close(os.open(fifo, os.O_WRONLY))  # the writer came and went: end of file, POLLHUP
+    try:
+        real_fd = port._fd
+        port._fd = reader
+        port._poller = select.poll()
+        port._poller.register(reader, select.POLLIN | select.POLLPRI)
+        with pytest.raises(SerialPortError):
+            port.read(4096)
+        port._fd = real_fd
+    finally:
+        os.close(reader)
+        port.close()
+
+
+def test_pump_hands_over_chunks_and_timeouts_until_told_to_stop(device: PtyDevice) -> None:
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    got: list[bytes] = []
+
+    def take(data: bytes) -> bool:
+        got.append(data)
+        return len(got) < 3
+
+    try:
+        device.write(LINE)
+        pump_serial(port, take, 4096)
+        assert got[0] == LINE and got[1:] == [b"", b""]
+    finally:
+        port.close()
+
+
+def test_pump_raises_when_the_device_goes(device: PtyDevice) -> None:
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    try:
+        device.unplug()
+        with pytest.raises(SerialPortError):
+            pump_serial(port, lambda data: True, 4096)
     finally:
         port.close()
