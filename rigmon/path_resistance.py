@@ -183,7 +183,11 @@ class PathResistanceEstimator:
         day = int(at // DAY_S)
         if self._first_day is None:
             self._first_day = day
-        self._days.setdefault(day, _Fit()).add(amps, y)
+        fit = self._days.get(day)
+        if fit is None:
+            # Not setdefault: that builds a _Fit for every point (ten a second from a rail ADC).
+            fit = self._days[day] = _Fit()
+        fit.add(amps, y)
         if len(self._days) > TREND_DAYS_KEPT:
             del self._days[min(self._days)]
 

@@ -34,6 +34,7 @@ from rigmon.schema import (
     PathResistanceReading,
     PsuAdcCounters,
     PsuRailReading,
+    ResistanceMethod,
     VoltageEnvelope,
 )
 
@@ -47,6 +48,8 @@ HALF_U32 = U32 // 2
 #: Path-resistance points kept before the estimators take them in unasked (they are read
 #: with every frame, so this bounds memory only when nobody takes frames).
 POINTS_HELD = 64
+#: `RailState._last_seq_win` before any window: no window length (distinct from a window without one).
+_NO_WINDOW = -1
 
 
 @dataclass(slots=True)
@@ -98,15 +101,8 @@ class _Aggregate:
             self.amps.setdefault(key, _Channel()).add(triple, weight)
 
     def fold(self, fast: list[float]) -> None:
-        """Take in the usual lines' windows accumulated in ``fast`` (see `_fresh_fast`)."""
-        windows = int(fast[0])
-        if not windows:
-            return
-        self.windows += windows
-        self.flags |= int(fast[2])
-        if self.samples is not None:
-            self.samples += int(fast[1])
-        for at, key, into in ((3, "v", self.volts), (7, "i", self.amps), (11, "vpsu", self.volts)):
+        """Take in the channels of usual lines' windows accumulated in ``fast`` (see `_fresh_fast`)."""
+        for at, key, into in ((0, "v", self.volts), (4, "i", self.amps), (8, "vpsu", self.volts)):
             if fast[at + 2] != math.inf:
                 channel = into.get(key)
                 if channel is None:
@@ -118,14 +114,14 @@ class _Aggregate:
 
 
 def _fresh_fast() -> list[float]:
-    """The accumulator of usual RM1 lines' windows, one flat list updated in place per line.
+    """The channels of usual RM1 lines' windows, one flat list updated in place per line.
 
-    ``[windows, samples, flags]`` then, for ``v``, ``i`` and ``vpsu`` in turn, the
-    sample-weighted sum of the means, the weight, the lowest minimum and the highest maximum
-    (``inf``/``-inf`` while no line had the channel).
+    For ``v``, ``i`` and ``vpsu`` in turn: the sample-weighted sum of the means, the weight,
+    the lowest minimum and the highest maximum (``inf``/``-inf`` while no line had the
+    channel). Their window, sample and flag counts go to the `_Aggregate` directly.
     """
     inf = math.inf
-    return [0, 0, 0, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf]
+    return [0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf]
 
 
 def _volts(t: Triple) -> VoltageEnvelope:
@@ -353,29 +349,33 @@ class RailState:
         self._last_usual = values
         self._last_window_mono = mono
         self._last_window_at = wall
-        fast = self._fast
+        agg = self._agg
         samples = values[3]
-        fast[0] += 1
-        fast[1] += samples
-        fast[2] |= flags  # type: ignore[call-overload]
+        agg.windows += 1
+        agg.flags |= flags
+        if agg.samples is not None:
+            agg.samples += samples
         weight = float(samples)
+        fast = self._fast
         # v, i and vpsu: where each starts in the values and in the accumulator.
-        for at, into in ((5, 3), (8, 7), (11, 11)):
-            mean = values[at]
+        for at, into in ((5, 0), (8, 4), (11, 8)):
+            mean: float | None = values[at]
             if mean is not None:
-                low, high = values[at + 1], values[at + 2]
+                low: float = values[at + 1]  # type: ignore[assignment]
+                high: float = values[at + 2]  # type: ignore[assignment]
                 fast[into] += mean * weight
                 fast[into + 1] += weight
-                if low < fast[into + 2]:  # type: ignore[operator]
-                    fast[into + 2] = low  # type: ignore[assignment]
-                if high > fast[into + 3]:  # type: ignore[operator]
-                    fast[into + 3] = high  # type: ignore[assignment]
-        at = self._usual_primary
-        primary_min = None
-        if at is not None:
-            primary_mean, primary_min = values[at], values[at + 1]
+                if low < fast[into + 2]:
+                    fast[into + 2] = low
+                if high > fast[into + 3]:
+                    fast[into + 3] = high
+        primary_at = self._usual_primary
+        primary_min: float | None = None
+        if primary_at is not None:
+            primary_mean: float | None = values[primary_at]
+            primary_min = values[primary_at + 1]
             current = self._usual_current
-            amps_mean = None if current is None else values[current]
+            amps_mean: float | None = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
                 psu = self._usual_psu
                 self._point(primary_mean, amps_mean, None if psu is None else values[psu], wall)
@@ -427,26 +427,40 @@ class RailState:
             self._take_points()
 
     def _take_points(self) -> None:
-        """Feed the points kept since the estimators were last read into them, in order."""
-        points, self._points = self._points, []
-        for load_mean, amps_mean, psu_mean, wall in points:
-            self._feed_resistance(load_mean, amps_mean, psu_mean, wall)
+        """Feed the points kept since the estimators were last read into them, in order.
 
-    def _feed_resistance(self, load_mean: float, amps_mean: float, psu_mean: float | None, wall: float) -> None:
-        """One point for the path resistance: the drop across the path if the PSU side is known."""
-        if psu_mean is not None:
-            path = self.config.psu_side
-            estimator = self._estimator_of.get(path)
-            if estimator is None:
-                estimator = self._estimator_of[path] = self._estimators.get(
-                    f"{self.config.psu_side}-{self.config.primary}", "two_point")
-            estimator.add_drop(psu_mean - load_mean, amps_mean, wall)
-        else:
-            path = ""
-            estimator = self._estimator_of.get(path)
-            if estimator is None:
-                estimator = self._estimator_of[path] = self._estimators.get(f"rail-{self.config.primary}", "load_steps")
-            estimator.add_load_point(load_mean, amps_mean, wall)
+        A point with a PSU-side voltage is the drop across the path at a current; without
+        one, the load-side voltage at a current (the fit across load steps).
+        """
+        points, self._points = self._points, []
+        if not points:
+            return
+        primary = self.config.primary
+        drop: PathResistanceEstimator | None = None
+        steps: PathResistanceEstimator | None = None
+        for load_mean, amps_mean, psu_mean, wall in points:
+            if psu_mean is not None:
+                if drop is None:
+                    drop = self._estimator(f"{self.config.psu_side}-{primary}", "two_point")
+                drop.add_drop(psu_mean - load_mean, amps_mean, wall)
+            else:
+                if steps is None:
+                    steps = self._estimator(f"rail-{primary}", "load_steps")
+                steps.add_load_point(load_mean, amps_mean, wall)
+
+    def _estimator(self, path: str, method: ResistanceMethod) -> PathResistanceEstimator:
+        estimator = self._estimator_of.get(path)
+        if estimator is None:
+            estimator = self._estimator_of[path] = self._estimators.get(path, method)
+        return estimator
+
+    def _last_seq_win(self) -> tuple[int | None, int | None]:
+        """``seq`` and ``win_ms`` of the last valid window (``None, _NO_WINDOW`` before the first)."""
+        usual = self._last_usual
+        if usual is not None:
+            return usual[0], usual[2]
+        last = self._last_window
+        return (None, _NO_WINDOW) if last is None else (last.seq, last.win_ms)
 
     def _last(self) -> RailWindow | None:
         """The last valid window (built from a usual line's values when first asked)."""
@@ -465,14 +479,16 @@ class RailState:
         the next regular frame, so a long brown-out pushes its first and deeper windows only.
         """
         agg = self._agg
-        if self._fast[0]:
+        if self._fast[2] != math.inf:
             agg.fold(self._fast)
             self._fast = _fresh_fast()
         windows = agg.windows
         stale = self._stale(mono)
-        last = self._last()
-        if windows == 0 and last is not None and not stale:
+        last_seq, last_win_ms = self._last_seq_win()
+        if windows == 0 and last_win_ms is not _NO_WINDOW and not stale:
             # The device reports slower than the agent samples: repeat the last window.
+            last = self._last()
+            assert last is not None
             repeat = _Aggregate()
             repeat.add(last)
             repeat.windows = 0
@@ -492,11 +508,11 @@ class RailState:
             channels_volts={k: _volts(t) for k, t in sorted(volts.items())},
             channels_amps={k: _amps(t) for k, t in sorted(amps.items())},
             samples=agg.samples if volts or amps else None,
-            window_s=None if last is None or last.win_ms is None else last.win_ms / 1000.0,
+            window_s=None if last_win_ms is None or last_win_ms is _NO_WINDOW else last_win_ms / 1000.0,
             flags=agg.flags,
             under_voltage_latched=bool(agg.flags & FLAG_UNDER_VOLTAGE),
             sag=agg.sag,
-            seq=None if last is None else last.seq,
+            seq=last_seq,
             device_id=None if identity is None else identity.device_id,
             firmware=None if identity is None else identity.firmware,
             sensor=None if identity is None else identity.sensor,
@@ -532,9 +548,9 @@ class RailState:
         if self._last_window_mono is None:
             return True
         limit = self.config.stale_after_s
-        last = self._last()
-        if last is not None and last.win_ms:
-            limit = max(limit, STALE_WINDOWS * last.win_ms / 1000.0)
+        win_ms = self._last_seq_win()[1]
+        if win_ms:
+            limit = max(limit, STALE_WINDOWS * win_ms / 1000.0)
         if self.config.protocol == "pzem017":
             limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
         return mono - self._last_window_mono > limit
