@@ -378,7 +378,11 @@ class RailState:
             amps_mean: float | None = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
                 psu = self._usual_psu
-                self._point(primary_mean, amps_mean, None if psu is None else values[psu], wall)
+                # `_point`, inline.
+                points = self._points
+                points.append((primary_mean, amps_mean, None if psu is None else values[psu], wall))
+                if len(points) >= POINTS_HELD:
+                    self._take_points()
         if (primary_min is not None and primary_min < self._sag_volts) or flags & FLAG_UNDER_VOLTAGE:
             return self._sag(primary_min, flags)
         return False
