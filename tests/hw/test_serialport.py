@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import termios
@@ -117,5 +118,42 @@ def test_pump_raises_when_the_device_goes(device: PtyDevice) -> None:
         device.unplug()
         with pytest.raises(SerialPortError):
             pump_serial(port, lambda data: True, 4096)
+    finally:
+        port.close()
+
+
+def test_a_write_the_device_never_drains_times_out_instead_of_blocking(device: PtyDevice) -> None:
+    """The output buffer already full (nobody reads the master): pyserial's write would spin
+    on EAGAIN forever, a blocking write would wait forever; ours gives up after its timeout."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    other = os.open(os.readlink(device.link), os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(other, b"x" * 1024)
+        done: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                port.write(b"?\n")
+                done.append(None)
+            except SerialPortError as exc:
+                done.append(exc)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(5.0)
+        assert done and isinstance(done[0], SerialPortError)
+        assert os.get_blocking(port._fd)
+    finally:
+        os.close(other)
+        port.close()
+
+
+def test_a_write_reaches_the_device(device: PtyDevice) -> None:
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    try:
+        port.write(b"?\n")
+        assert device.read_host() == b"?\n"
     finally:
         port.close()
