@@ -6,6 +6,7 @@ import math
 import os
 import select
 import termios
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -40,6 +41,8 @@ class SerialPort(Protocol):
         ...
 
 
+#: Longest a `PySerialPort.write` waits for the device to take the bytes.
+WRITE_TIMEOUT_S = 0.5
 #: Events that say the device is gone (a hung-up tty reports them with end of file).
 _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
@@ -67,7 +70,7 @@ class PySerialPort:
         port.port = path
         port.baudrate = baud
         port.timeout = timeout_s
-        port.write_timeout = 0.5
+        port.write_timeout = WRITE_TIMEOUT_S
         # exclusive takes a POSIX flock, so a second rigmon or a terminal program cannot
         # interleave reads with ours.
         port.exclusive = True
@@ -145,9 +148,30 @@ class PySerialPort:
         return b""
 
     def write(self, data: bytes) -> None:
+        """Send ``data`` within `WRITE_TIMEOUT_S`, or raise `SerialPortError`.
+
+        Not through pyserial's write: on a non-blocking descriptor whose output buffer is full
+        it retries EAGAIN in a busy loop with no timeout, and on the blocking one reads use it
+        would wait as long as a device does not take its input.
+        """
+        started = time.monotonic()
+        view = memoryview(data)
+        poller = select.poll()
+        poller.register(self._fd, select.POLLOUT)
         try:
-            self._port.write(data)
-        except (serial.SerialException, OSError) as exc:
+            os.set_blocking(self._fd, False)
+            try:
+                while view:
+                    left_ms = (WRITE_TIMEOUT_S - (time.monotonic() - started)) * 1000.0
+                    if left_ms <= 0 or not poller.poll(left_ms):
+                        raise SerialPortError(f"{self.path}: write timed out (the device does not take input)")
+                    try:
+                        view = view[os.write(self._fd, view):]
+                    except BlockingIOError:
+                        pass
+            finally:
+                os.set_blocking(self._fd, True)
+        except (OSError, ValueError) as exc:
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
 
     def reset_input(self) -> None:
