@@ -61,6 +61,15 @@ class _Fit:
         self.x_min = min(self.x_min, x)
         self.x_max = max(self.x_max, x)
 
+    def remove(self, x: float, y: float) -> None:
+        """Take a point out of the sums (``x_min``/``x_max`` are left as they are)."""
+        self.n -= 1
+        self.sx -= x
+        self.sy -= y
+        self.sxx -= x * x
+        self.sxy -= x * y
+        self.syy -= y * y
+
     def through_origin(self) -> tuple[float, float] | None:
         """Slope of y = k x and its standard error, or None with too few points."""
         if self.n < 2 or self.sxx <= 0:
@@ -150,7 +159,18 @@ class PathResistanceEstimator:
         self.path = path
         self.method: ResistanceMethod = method
         self.recent_s = recent_s
-        self._recent: deque[tuple[float, float, float]] = deque(maxlen=recent_points)
+        self.recent_points = recent_points
+        # The recent points (at, amps, y) and their fit kept up to date as points come and go,
+        # so that a reading does not refit thousands of points (a rail ADC adds ten a second):
+        # the sums in `_sums`, the lowest and highest current in monotonic queues of
+        # (point number, amps). Subtracting leaves rounding behind: the sums are made afresh
+        # once as many points have left as remain.
+        self._recent: deque[tuple[float, float, float]] = deque()
+        self._sums = _Fit()
+        self._lows: deque[tuple[int, float]] = deque()
+        self._highs: deque[tuple[int, float]] = deque()
+        self._added = 0
+        self._removed = 0
         self._days: dict[int, _Fit] = {}
         self._first_day: int | None = None
 
@@ -175,15 +195,48 @@ class PathResistanceEstimator:
             self.add_load_point(load_volts, power_w / load_volts, at)
 
     def _add(self, amps: float, y: float, at: float) -> None:
-        self._recent.append((at, amps, y))
+        recent = self._recent
+        recent.append((at, amps, y))
+        sums = self._sums
+        sums.n += 1
+        sums.sx += amps
+        sums.sy += y
+        sums.sxx += amps * amps
+        sums.sxy += amps * y
+        sums.syy += y * y
+        number = self._added
+        self._added += 1
+        lows, highs = self._lows, self._highs
+        while lows and lows[-1][1] >= amps:
+            lows.pop()
+        lows.append((number, amps))
+        while highs and highs[-1][1] <= amps:
+            highs.pop()
+        highs.append((number, amps))
         # Old points leave the estimate, but a few always stay so that a slowly reporting
         # source (or an accelerated simulation) still gets one.
-        while len(self._recent) > MIN_RECENT_POINTS and self._recent[0][0] < at - self.recent_s:
-            self._recent.popleft()
+        while len(recent) > self.recent_points or (len(recent) > MIN_RECENT_POINTS and recent[0][0] < at - self.recent_s):
+            _, old_amps, old_y = recent.popleft()
+            sums.remove(old_amps, old_y)
+            self._removed += 1
+        first = self._added - len(recent)
+        while lows[0][0] < first:
+            lows.popleft()
+        while highs[0][0] < first:
+            highs.popleft()
+        if self._removed >= len(recent):
+            self._sums = _Fit()
+            for _, old_amps, old_y in recent:
+                self._sums.add(old_amps, old_y)
+            self._removed = 0
         day = int(at // DAY_S)
         if self._first_day is None:
             self._first_day = day
-        self._days.setdefault(day, _Fit()).add(amps, y)
+        fit = self._days.get(day)
+        if fit is None:
+            # Not setdefault: that builds a _Fit for every point (ten a second from a rail ADC).
+            fit = self._days[day] = _Fit()
+        fit.add(amps, y)
         if len(self._days) > TREND_DAYS_KEPT:
             del self._days[min(self._days)]
 
@@ -233,9 +286,10 @@ class PathResistanceEstimator:
 
     def reading(self) -> PathResistanceReading:
         """The current estimate, its standard error, and the trend of daily estimates."""
-        recent = _Fit()
-        for _, amps, y in self._recent:
-            recent.add(amps, y)
+        sums = self._sums
+        recent = _Fit(n=sums.n, sx=sums.sx, sy=sums.sy, sxx=sums.sxx, sxy=sums.sxy, syy=sums.syy,
+                      x_min=self._lows[0][1] if self._lows else math.inf,
+                      x_max=self._highs[0][1] if self._highs else -math.inf)
         estimate = self._estimate(recent)
         daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit))]
         trend: float | None = None

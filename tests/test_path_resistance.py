@@ -97,3 +97,40 @@ def test_an_estimator_set_applies_a_saved_state_when_its_path_first_appears() ->
     feed_days(after.get("vpsu-v", "two_point"), range(5, 8))
     (reading,) = after.readings()
     assert reading.trend_days == 7.0 and reading.trend_mohm_per_day == pytest.approx(0.05, abs=1e-4)
+
+
+def _refit(est: PathResistanceEstimator, recent: list[tuple[float, float, float]]) -> PathResistanceEstimator:
+    """An estimator fed only ``recent`` (at, amps, y), with nothing to drop: what a refit gives."""
+    fresh = PathResistanceEstimator(est.path, est.method, recent_s=1e12, recent_points=10**9)
+    for at, amps, y in recent:
+        fresh._add(amps, y, at)
+    return fresh
+
+
+@pytest.mark.parametrize("method", ["two_point", "load_steps"])
+def test_recent_fit_kept_up_to_date_is_the_fit_of_the_recent_points(method: str) -> None:
+    """The recent estimate is kept as points come and go (by count and by age, and after a
+    silence that leaves only the few kept points) and equals a fit of those points afresh."""
+    rng = random.Random(7)
+    est = PathResistanceEstimator("p", method, recent_s=60.0, recent_points=500)  # type: ignore[arg-type]
+    kept: list[tuple[float, float, float]] = []
+    at = 1000.0
+    for k in range(3000):
+        at += 0.1 if k % 1000 else 300.0
+        amps = rng.uniform(20, 130) if k % 400 < 350 else 60.0 + k % 3
+        y = amps * 1.75e-3 + rng.gauss(0, 0.002) if method == "two_point" else -(12.0 - amps * 2e-3)
+        kept.append((at, amps, y))
+        if method == "two_point":
+            est.add_drop(y, amps, at)
+        else:
+            est.add_load_point(-y, amps, at)
+        kept = kept[-500:]
+        while len(kept) > 10 and kept[0][0] < at - 60.0:
+            kept.pop(0)
+        if k % 97 == 0 or k % 1000 < 3:
+            got, want = est.reading(), _refit(est, kept).reading()
+            assert got.points == want.points == len(kept)
+            assert got.current_span_amps == want.current_span_amps
+            for name in ("resistance_mohm", "uncertainty_mohm"):
+                a, b = getattr(got, name), getattr(want, name)
+                assert (a is None) == (b is None) and (a is None or a == pytest.approx(b, abs=2e-4)), (k, name)

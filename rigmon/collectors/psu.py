@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 
-from rigmon.clock import Clock
+from rigmon.clock import Clock, SystemClock
 from rigmon.collectors.base import (
     CollectorContext,
     CollectorError,
@@ -40,7 +41,7 @@ from rigmon.hw.modbus import (
     open_modbus,
 )
 from rigmon.hw.root import HostRoot
-from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial
+from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial, pump_serial
 from rigmon.hw.tty_udev import TtyWatch, UdevTtyWatch
 from rigmon.path_resistance import EstimatorState
 from rigmon.schema import PsuRailReading
@@ -104,10 +105,18 @@ class PsuCollector:
         self._state = RailState(config)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # `_stop` as a plain attribute, for the reader's check after every chunk.
+        self._stopping = False
         self._kick = threading.Event()
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
         self._push: PushFn | None = None
+        # The system clock's monotonic is `time.monotonic` itself: no Python call per line.
+        self._monotonic = time.monotonic if type(clock) is SystemClock else clock.monotonic
+        # Wall time of a line is its monotonic time plus this offset, refreshed with every
+        # frame and every open (one clock read per line, not two): a step of the wall clock
+        # reaches the lines' times within a second.
+        self._wall_offset_s = clock.time() - clock.monotonic()
 
     @property
     def state(self) -> RailState:
@@ -146,6 +155,7 @@ class PsuCollector:
             raise CollectorError("reader not started")
         self._first_attempt.wait(FIRST_OPEN_WAIT_S)
         with self._lock:
+            self._wall_offset_s = self.clock.time() - self.clock.monotonic()
             if not self._state.connected:
                 raise CollectorError(f"{self.config.port}: {self._state.last_error or 'not open yet'}; retrying")
             records: list[object] = [self._state.reading(self.clock.monotonic(), reset=True)]
@@ -154,6 +164,7 @@ class PsuCollector:
 
     def close(self) -> None:
         """Stop the reader and release the port."""
+        self._stopping = True
         self._stop.set()
         self._kick.set()
         if self._tty_watch is not None:
@@ -189,20 +200,21 @@ class PsuCollector:
                 # once, a test the moment it sees `connected`), and a reset after the
                 # report would drop those lines.
                 port.reset_input()
+                self._wall_offset_s = self.clock.time() - self.clock.monotonic()
                 self._update(RailState.opened)
                 self._first_attempt.set()
                 # Ask for the identity once the partial first line is behind us, so the
                 # answer is not dropped with it.
                 query = self.config.query_identity and self.config.protocol == "rm1"
-                while not self._stop.is_set():
-                    data = port.read(READ_CHUNK_BYTES)
-                    if data:
-                        self._feed(data)
-                    if query and self._state.splitter.synced:
+                while query and not self._stop.is_set():
+                    self._take(port.read(READ_CHUNK_BYTES))
+                    if self._state.splitter.synced:
                         query = False
                         with self._lock:
                             self._state.query_sent(self.clock.monotonic())
                         port.write(b"?\n")
+                if not self._stop.is_set():
+                    pump_serial(port, self._take, READ_CHUNK_BYTES)
             except SerialPortError as exc:
                 self._closed(str(exc))
                 self._first_attempt.set()  # also when the reset failed, before `opened`
@@ -251,12 +263,22 @@ class PsuCollector:
                 delay_s = self._backoff(delay_s)
         self._closed("agent stopping", publish=False)
 
-    def _feed(self, data: bytes) -> None:
-        with self._lock:
-            push = self._state.feed(data, self.clock.monotonic(), self.clock.time())
-            sag = self._state.reading(self.clock.monotonic(), reset=True, pushed=True) if push else None
-            events = self._state.take_events()
-        self._publish(sag, events)
+    def _take(self, data: bytes) -> bool:
+        """Feed a chunk read from the port (``b""``: the read timed out); return whether to read on."""
+        if data:
+            mono = self._monotonic()
+            with self._lock:
+                state = self._state
+                if state.feed(data, mono, mono + self._wall_offset_s):
+                    sag: PsuRailReading | None = state.reading(mono, reset=True, pushed=True)
+                    events = state.take_events()
+                elif state.events:
+                    sag = None
+                    events = state.take_events()
+                else:
+                    return not self._stopping
+            self._publish(sag, events)
+        return not self._stopping
 
     def _window(self, window: RailWindow) -> None:
         with self._lock:

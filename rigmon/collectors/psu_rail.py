@@ -15,20 +15,26 @@ from rigmon.collectors.psu_lines import (
     FLAG_UNDER_VOLTAGE,
     U32,
     LineError,
+    USUAL_AMPS_AT,
+    USUAL_VOLTS_AT,
     LineSplitter,
     RailWindow,
     Rm1Identity,
     Triple,
+    UsualRm1,
     parse_rm1_line,
+    parse_rm1_usual,
+    usual_window,
 )
 from rigmon.collectors.psu_text import TextHeader, parse_text_line, text_window
 from rigmon.config import PsuSection
-from rigmon.path_resistance import EstimatorSet
+from rigmon.path_resistance import EstimatorSet, PathResistanceEstimator
 from rigmon.schema import (
     CurrentEnvelope,
     PathResistanceReading,
     PsuAdcCounters,
     PsuRailReading,
+    ResistanceMethod,
     VoltageEnvelope,
 )
 
@@ -38,6 +44,12 @@ FLAG_OVERRUN = 8
 IDENTITY_ANSWER_S = 2.0
 #: A stale reading needs at least this many missing windows.
 STALE_WINDOWS = 3
+HALF_U32 = U32 // 2
+#: Path-resistance points kept before the estimators take them in unasked (they are read
+#: with every frame, so this bounds memory only when nobody takes frames).
+POINTS_HELD = 64
+#: `RailState._last_seq_win` before any window: no window length (distinct from a window without one).
+_NO_WINDOW = -1
 
 
 @dataclass(slots=True)
@@ -50,10 +62,15 @@ class _Channel:
     high: float = -math.inf
 
     def add(self, triple: Triple, weight: float) -> None:
-        self.weighted_sum += triple.mean * weight
+        self.add_values(triple.mean, triple.min, triple.max, weight)
+
+    def add_values(self, mean: float, low: float, high: float, weight: float) -> None:
+        self.weighted_sum += mean * weight
         self.weight += weight
-        self.low = min(self.low, triple.min)
-        self.high = max(self.high, triple.max)
+        if low < self.low:
+            self.low = low
+        if high > self.high:
+            self.high = high
 
     def triple(self) -> Triple:
         mean = self.weighted_sum / self.weight if self.weight else (self.low + self.high) / 2
@@ -82,6 +99,29 @@ class _Aggregate:
             self.volts.setdefault(key, _Channel()).add(triple, weight)
         for key, triple in window.amps.items():
             self.amps.setdefault(key, _Channel()).add(triple, weight)
+
+    def fold(self, fast: list[float]) -> None:
+        """Take in the channels of usual lines' windows accumulated in ``fast`` (see `_fresh_fast`)."""
+        for at, key, into in ((0, "v", self.volts), (4, "i", self.amps), (8, "vpsu", self.volts)):
+            if fast[at + 2] != math.inf:
+                channel = into.get(key)
+                if channel is None:
+                    channel = into[key] = _Channel()
+                channel.weighted_sum += fast[at]
+                channel.weight += fast[at + 1]
+                channel.low = min(channel.low, fast[at + 2])
+                channel.high = max(channel.high, fast[at + 3])
+
+
+def _fresh_fast() -> list[float]:
+    """The channels of usual RM1 lines' windows, one flat list updated in place per line.
+
+    For ``v``, ``i`` and ``vpsu`` in turn: the sample-weighted sum of the means, the weight,
+    the lowest minimum and the highest maximum (``inf``/``-inf`` while no line had the
+    channel). Their window, sample and flag counts go to the `_Aggregate` directly.
+    """
+    inf = math.inf
+    return [0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf]
 
 
 def _volts(t: Triple) -> VoltageEnvelope:
@@ -116,7 +156,12 @@ class RailState:
         self.identity: Rm1Identity | None = None
         self.splitter = LineSplitter()
         self._agg = _Aggregate()
+        # Usual RM1 lines' windows since the previous reading, folded into `_agg` when one is read.
+        self._fast = _fresh_fast()
+        # The last window, or (usual lines) its values; its `RailWindow` is built when a frame
+        # needs it (`_last`), not for each of ten lines a second.
         self._last_window: RailWindow | None = None
+        self._last_usual: UsualRm1 | None = None
         self._last_window_mono: float | None = None
         self._last_window_at: float | None = None
         self._last_seq: int | None = None
@@ -133,6 +178,16 @@ class RailState:
         self._power_w: float | None = None
         self._energy_wh: float | None = None
         self._estimators = EstimatorSet()
+        self._estimator_of: dict[str, PathResistanceEstimator] = {}
+        # Path-resistance points (load mean, current mean, PSU-side mean, wall time) not yet in
+        # the estimators: they take them in when read, ten at a time instead of one per wake-up.
+        self._points: list[tuple[float, float, float | None, float]] = []
+        # Where the configured channels sit in a usual RM1 line's values (`UsualRm1`).
+        self._usual_primary = USUAL_VOLTS_AT.get(config.primary)
+        self._usual_current = USUAL_AMPS_AT.get(config.current) if config.current else None
+        self._usual_psu = USUAL_VOLTS_AT.get(config.psu_side) if config.psu_side else None
+        self._rm1 = config.protocol == "rm1"
+        self._sag_volts = config.sag_volts
 
     # -- connection -------------------------------------------------------------------
 
@@ -164,13 +219,26 @@ class RailState:
 
     def feed(self, data: bytes, mono: float, wall: float) -> bool:
         """Feed received bytes; return whether a sag reading should be pushed at once."""
-        before = (self.splitter.partial_total, self.splitter.long_total)
+        splitter = self.splitter
+        if self._rm1 and splitter.idle and data[-1:] == b"\n":
+            # The usual read: one whole line as the firmware prints it, nothing pending before it.
+            values = parse_rm1_usual(data)
+            if values is not None:
+                return self._usual(values, mono, wall)
+        partial, long = splitter.partial_total, splitter.long_total
         push = False
-        for line in self.splitter.feed(data):
-            push = self.line(line, mono, wall) or push
-        if (self.splitter.partial_total, self.splitter.long_total) != before:
-            self._counts["partial_lines_total"] = self.splitter.partial_total
-            self._counts["long_lines_total"] = self.splitter.long_total
+        for raw in splitter.feed_bytes(data):
+            if self._rm1:
+                values = parse_rm1_usual(raw)
+                if values is not None:
+                    if self._usual(values, mono, wall):
+                        push = True
+                    continue
+            if self.line(raw.decode("ascii", "replace"), mono, wall):
+                push = True
+        if splitter.partial_total != partial or splitter.long_total != long:
+            self._counts["partial_lines_total"] = splitter.partial_total
+            self._counts["long_lines_total"] = splitter.long_total
             self._version += 1
         return push
 
@@ -232,7 +300,7 @@ class RailState:
     def window(self, window: RailWindow, mono: float, wall: float) -> bool:
         """Account one valid window; return whether to push a sag reading now."""
         if window.seq is not None:
-            if not self._sequence(window):
+            if not self._sequence(window.seq, window.up_ms):
                 return False
         self._count(windows_total=1)
         if window.flags & FLAG_OVERRUN:
@@ -240,60 +308,170 @@ class RailState:
         self._seen_window = True
         self._agg.add(window)
         self._last_window = window
+        self._last_usual = None
         self._last_window_mono = mono
         self._last_window_at = wall
         if window.power_w is not None:
             self._power_w = window.power_w
         if window.energy_wh is not None:
             self._energy_wh = window.energy_wh
-        self._feed_resistance(window, wall)
         primary = window.volts.get(self.config.primary)
-        sag = primary is not None and primary.min < self.config.sag_volts
-        latched = bool(window.flags & FLAG_UNDER_VOLTAGE)
+        amps = window.amps.get(self.config.current) if self.config.current else None
+        if primary is not None and amps is not None:
+            psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
+            self._point(primary.mean, amps.mean, None if psu is None else psu.mean, wall)
+        return self._sag(None if primary is None else primary.min, window.flags)
+
+    def _usual(self, values: UsualRm1, mono: float, wall: float) -> bool:
+        """`line` and `window` for a usual RM1 line's values, without building its `RailWindow`.
+
+        The reader's fast path (ten lines a second, each after a wake-up, when the caches are
+        cold): the same bookkeeping as a `RailWindow` from `parse_rm1_line` gets, inline, into
+        the flat accumulator `_fast`.
+        """
+        counts = self._counts
+        counts["lines_total"] += 1
+        seq, up_ms = values[0], values[1]
+        last_seq, last_up = self._last_seq, self._last_up_ms
+        if last_seq is not None and seq - last_seq == 1 and last_up is not None and 0 <= up_ms - last_up <= HALF_U32:
+            # The next window, uptime forward: what `_sequence` finds nothing to say about.
+            self._last_seq, self._last_up_ms = seq, up_ms
+        elif not self._sequence(seq, up_ms):
+            self._version += 1
+            return False
+        counts["windows_total"] += 1
+        flags = values[4]
+        if flags & FLAG_OVERRUN:
+            counts["overrun_windows_total"] += 1
+        # After the last count changed: a reader in another thread caches the record by version.
+        self._version += 1
+        self._seen_window = True
+        self._last_usual = values
+        self._last_window_mono = mono
+        self._last_window_at = wall
+        agg = self._agg
+        samples = values[3]
+        agg.windows += 1
+        agg.flags |= flags
+        if agg.samples is not None:
+            agg.samples += samples
+        weight = float(samples)
+        fast = self._fast
+        # v, i and vpsu: where each starts in the values and in the accumulator.
+        for at, into in ((5, 0), (8, 4), (11, 8)):
+            mean: float | None = values[at]
+            if mean is not None:
+                low: float = values[at + 1]  # type: ignore[assignment]
+                high: float = values[at + 2]  # type: ignore[assignment]
+                fast[into] += mean * weight
+                fast[into + 1] += weight
+                if low < fast[into + 2]:
+                    fast[into + 2] = low
+                if high > fast[into + 3]:
+                    fast[into + 3] = high
+        primary_at = self._usual_primary
+        primary_min: float | None = None
+        if primary_at is not None:
+            primary_mean: float | None = values[primary_at]
+            primary_min = values[primary_at + 1]
+            current = self._usual_current
+            amps_mean: float | None = None if current is None else values[current]
+            if primary_mean is not None and amps_mean is not None:
+                psu = self._usual_psu
+                # `_point`, inline.
+                points = self._points
+                points.append((primary_mean, amps_mean, None if psu is None else values[psu], wall))
+                if len(points) >= POINTS_HELD:
+                    self._take_points()
+        if (primary_min is not None and primary_min < self._sag_volts) or flags & FLAG_UNDER_VOLTAGE:
+            return self._sag(primary_min, flags)
+        return False
+
+    def _sag(self, primary_min: float | None, flags: int) -> bool:
+        """Note a sag or a latched under-voltage alert; return whether to push a reading now."""
+        sag = primary_min is not None and primary_min < self.config.sag_volts
+        latched = bool(flags & FLAG_UNDER_VOLTAGE)
         if not (sag or latched):
             return False
         self._agg.sag = self._agg.sag or sag
         # Push the first sag since the previous frame, and any deeper one; not every window
         # (a device may send hundreds per second during a long brown-out).
-        deeper = primary is not None and sag and (self._pushed_min is None or primary.min < self._pushed_min)
+        deeper = primary_min is not None and sag and (self._pushed_min is None or primary_min < self._pushed_min)
         first_latch = latched and not self._pushed_uv
-        if deeper and primary is not None:
-            self._pushed_min = primary.min
+        if deeper and primary_min is not None:
+            self._pushed_min = primary_min
         self._pushed_uv = self._pushed_uv or latched
         return deeper or first_latch
 
-    def _sequence(self, window: RailWindow) -> bool:
+    def _sequence(self, seq: int, up_ms: int | None) -> bool:
         """Track seq and uptime; return False for a duplicate window (dropped)."""
-        assert window.seq is not None
-        if self._last_seq is not None:
-            delta = (window.seq - self._last_seq) % U32
+        last_seq = self._last_seq
+        if last_seq is not None:
+            delta = (seq - last_seq) % U32
             up_back = (
-                window.up_ms is not None and self._last_up_ms is not None
-                and (window.up_ms - self._last_up_ms) % U32 > U32 // 2
+                up_ms is not None and self._last_up_ms is not None
+                and (up_ms - self._last_up_ms) % U32 > U32 // 2
             )
             if delta == 0 and not up_back:
                 self._count(nonsense_lines_total=1)
                 return False
             if delta > U32 // 2 or up_back:
-                self._reboot(f"seq {self._last_seq} -> {window.seq}")
+                self._reboot(f"seq {last_seq} -> {seq}")
             elif delta > 1:
                 self._count(lost_windows_total=delta - 1)
-        self._last_seq = window.seq
-        self._last_up_ms = window.up_ms
+        self._last_seq = seq
+        self._last_up_ms = up_ms
         return True
 
-    def _feed_resistance(self, window: RailWindow, wall: float) -> None:
-        load = window.volts.get(self.config.primary)
-        amps = window.amps.get(self.config.current) if self.config.current else None
-        if load is None or amps is None:
+    def _point(self, load_mean: float, amps_mean: float, psu_mean: float | None, wall: float) -> None:
+        """Keep a point for the path resistance until the estimators are read."""
+        points = self._points
+        points.append((load_mean, amps_mean, psu_mean, wall))
+        if len(points) >= POINTS_HELD:
+            self._take_points()
+
+    def _take_points(self) -> None:
+        """Feed the points kept since the estimators were last read into them, in order.
+
+        A point with a PSU-side voltage is the drop across the path at a current; without
+        one, the load-side voltage at a current (the fit across load steps).
+        """
+        points, self._points = self._points, []
+        if not points:
             return
-        psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
-        if psu is not None:
-            path = f"{self.config.psu_side}-{self.config.primary}"
-            self._estimators.get(path, "two_point").add_drop(psu.mean - load.mean, amps.mean, wall)
-        else:
-            path = f"rail-{self.config.primary}"
-            self._estimators.get(path, "load_steps").add_load_point(load.mean, amps.mean, wall)
+        primary = self.config.primary
+        drop: PathResistanceEstimator | None = None
+        steps: PathResistanceEstimator | None = None
+        for load_mean, amps_mean, psu_mean, wall in points:
+            if psu_mean is not None:
+                if drop is None:
+                    drop = self._estimator(f"{self.config.psu_side}-{primary}", "two_point")
+                drop.add_drop(psu_mean - load_mean, amps_mean, wall)
+            else:
+                if steps is None:
+                    steps = self._estimator(f"rail-{primary}", "load_steps")
+                steps.add_load_point(load_mean, amps_mean, wall)
+
+    def _estimator(self, path: str, method: ResistanceMethod) -> PathResistanceEstimator:
+        estimator = self._estimator_of.get(path)
+        if estimator is None:
+            estimator = self._estimator_of[path] = self._estimators.get(path, method)
+        return estimator
+
+    def _last_seq_win(self) -> tuple[int | None, int | None]:
+        """``seq`` and ``win_ms`` of the last valid window (``None, _NO_WINDOW`` before the first)."""
+        usual = self._last_usual
+        if usual is not None:
+            return usual[0], usual[2]
+        last = self._last_window
+        return (None, _NO_WINDOW) if last is None else (last.seq, last.win_ms)
+
+    def _last(self) -> RailWindow | None:
+        """The last valid window (built from a usual line's values when first asked)."""
+        if self._last_usual is not None:
+            self._last_window = usual_window(self._last_usual)
+            self._last_usual = None
+        return self._last_window
 
     # -- output -----------------------------------------------------------------------
 
@@ -305,17 +483,22 @@ class RailState:
         the next regular frame, so a long brown-out pushes its first and deeper windows only.
         """
         agg = self._agg
+        if self._fast[2] != math.inf:
+            agg.fold(self._fast)
+            self._fast = _fresh_fast()
         windows = agg.windows
         stale = self._stale(mono)
-        if windows == 0 and self._last_window is not None and not stale:
+        last_seq, last_win_ms = self._last_seq_win()
+        if windows == 0 and last_win_ms is not _NO_WINDOW and not stale:
             # The device reports slower than the agent samples: repeat the last window.
+            last = self._last()
+            assert last is not None
             repeat = _Aggregate()
-            repeat.add(self._last_window)
+            repeat.add(last)
             repeat.windows = 0
             agg = repeat
         volts = {k: c.triple() for k, c in agg.volts.items()} if not stale or windows else {}
         amps = {k: c.triple() for k, c in agg.amps.items()} if not stale or windows else {}
-        last = self._last_window
         identity = self.identity
         reading = PsuRailReading(
             port=self.config.port,
@@ -329,11 +512,11 @@ class RailState:
             channels_volts={k: _volts(t) for k, t in sorted(volts.items())},
             channels_amps={k: _amps(t) for k, t in sorted(amps.items())},
             samples=agg.samples if volts or amps else None,
-            window_s=None if last is None or last.win_ms is None else last.win_ms / 1000.0,
+            window_s=None if last_win_ms is None or last_win_ms is _NO_WINDOW else last_win_ms / 1000.0,
             flags=agg.flags,
             under_voltage_latched=bool(agg.flags & FLAG_UNDER_VOLTAGE),
             sag=agg.sag,
-            seq=None if last is None else last.seq,
+            seq=last_seq,
             device_id=None if identity is None else identity.device_id,
             firmware=None if identity is None else identity.firmware,
             sensor=None if identity is None else identity.sensor,
@@ -351,11 +534,13 @@ class RailState:
 
     def resistance(self) -> list[PathResistanceReading]:
         """Path resistance estimates (one per path the device measures)."""
+        self._take_points()
         return self._estimators.readings()
 
     @property
     def estimators(self) -> EstimatorSet:
         """The path-resistance estimators (their daily fits are saved across agent restarts)."""
+        self._take_points()
         return self._estimators
 
     def take_events(self) -> list[EventDraft]:
@@ -367,9 +552,9 @@ class RailState:
         if self._last_window_mono is None:
             return True
         limit = self.config.stale_after_s
-        last = self._last_window
-        if last is not None and last.win_ms:
-            limit = max(limit, STALE_WINDOWS * last.win_ms / 1000.0)
+        win_ms = self._last_seq_win()[1]
+        if win_ms:
+            limit = max(limit, STALE_WINDOWS * win_ms / 1000.0)
         if self.config.protocol == "pzem017":
             limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
         return mono - self._last_window_mono > limit

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import select
+import termios
+import time
+from collections.abc import Callable
 from typing import Protocol
 
 import serial
@@ -37,19 +41,28 @@ class SerialPort(Protocol):
         ...
 
 
+#: Longest a `PySerialPort.write` waits for the device to take the bytes.
+WRITE_TIMEOUT_S = 0.5
+#: Events that say the device is gone (a hung-up tty reports them with end of file).
+_GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
 class PySerialPort:
     """A tty opened with pyserial: raw 8N1, exclusive (flock), short read timeout.
 
-    pyserial opens and configures the port; reads go to its descriptor directly (one
-    ``poll`` and one ``read`` per chunk the driver has). pyserial's own ``read`` costs
-    twice that and more: with nothing waiting it reads a single byte, then the rest of
-    the line in a second call, each through its timeout bookkeeping and an extra
-    ``select`` (about 80 us of CPU per 10 lines a second instead of 35 on a pty).
+    pyserial opens and configures the port; reads go to its descriptor directly, one
+    blocking ``read`` per chunk the driver has: the tty driver itself waits for the first
+    byte or the timeout (``VMIN`` 0, ``VTIME``), so a line costs one system call and one
+    hand-over of the GIL. pyserial's own ``read`` costs several times that: with nothing
+    waiting it reads a single byte, then the rest of the line in a second call, each
+    through its timeout bookkeeping and an extra ``select``; a ``poll`` before each
+    ``read`` costs a second call and a second GIL hand-over (on a pty, about 8 us a line).
 
     Args:
         path: device path (a ``/dev/serial/by-id/`` link is resolved at each open).
         baud: line speed; USB CDC devices ignore it.
-        timeout_s: longest a `read` waits, so the reader can notice it was asked to stop.
+        timeout_s: longest a `read` waits, so the reader can notice it was asked to stop
+            (rounded up to the tty's tenths of a second, at most 25.5 s).
     """
 
     def __init__(self, path: str, baud: int, timeout_s: float = 0.2) -> None:
@@ -57,7 +70,7 @@ class PySerialPort:
         port.port = path
         port.baudrate = baud
         port.timeout = timeout_s
-        port.write_timeout = 0.5
+        port.write_timeout = WRITE_TIMEOUT_S
         # exclusive takes a POSIX flock, so a second rigmon or a terminal program cannot
         # interleave reads with ours.
         port.exclusive = True
@@ -68,33 +81,97 @@ class PySerialPort:
         self._port = port
         self.path = path
         self._fd: int = port.fileno()
-        self._timeout_ms = max(0, round(timeout_s * 1000))
+        try:
+            # pyserial opened the descriptor non-blocking with VMIN = VTIME = 0 (it waits in
+            # select); make the driver wait instead: a read returns as soon as bytes arrived,
+            # or empty after VTIME tenths of a second.
+            attrs = termios.tcgetattr(self._fd)
+            attrs[6][termios.VMIN] = 0
+            attrs[6][termios.VTIME] = min(255, max(1, math.ceil(timeout_s * 10)))
+            termios.tcsetattr(self._fd, termios.TCSANOW, attrs)
+            os.set_blocking(self._fd, True)
+        except (termios.error, OSError) as exc:
+            port.close()
+            raise SerialPortError(f"cannot set up {path}: {_reason(exc)}") from None
         self._poller = select.poll()
         self._poller.register(self._fd, select.POLLIN | select.POLLPRI)
+        self._empty_while_readable = False
 
     def read(self, max_bytes: int) -> bytes:
         try:
-            if not self._poller.poll(self._timeout_ms):
-                return b""
-            # pyserial opened the descriptor non-blocking: EAGAIN (a spurious wake) reads as
-            # nothing yet, like a timeout.
             data = os.read(self._fd, max_bytes)
         except BlockingIOError:
             return b""
         except (OSError, ValueError) as exc:
             # An unplugged device reads EIO; EBADF/ValueError: the fd was closed under us.
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
-        if not data:
-            # Readable and no data is end of file: the device went away (pyserial says
-            # the same in these words).
+        if data:
+            self._empty_while_readable = False
+            return data
+        return self._nothing_read()
+
+    def pump(self, take: Callable[[bytes], bool], max_bytes: int) -> None:
+        """`pump_serial` for this port: the same reads, without a method call per wake-up."""
+        fd = self._fd
+        read = os.read
+        while True:
+            try:
+                data = read(fd, max_bytes)
+            except BlockingIOError:
+                data = b""
+            except (OSError, ValueError) as exc:
+                raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+            if data:
+                self._empty_while_readable = False
+            else:
+                data = self._nothing_read()
+            if not take(data):
+                return
+
+    def _nothing_read(self) -> bytes:
+        """After an empty read: the timeout ran out (``b""``), or the device is gone (raises).
+
+        A hung-up tty (a USB device unplugged) reads end of file at once and polls as hung
+        up. A descriptor that polls readable but reads nothing twice in a row is gone too
+        (pyserial's rule); once is not enough, bytes may have arrived just after the read.
+        """
+        try:
+            events = self._poller.poll(0)
+        except (OSError, ValueError) as exc:
+            raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+        mask = events[0][1] if events else 0
+        if mask & _GONE or (mask and self._empty_while_readable):
+            # pyserial says the same in these words.
             raise SerialPortError(f"{self.path}: device reports readiness to read but returned no data "
                                   "(device disconnected or multiple access on port?)")
-        return data
+        self._empty_while_readable = bool(mask)
+        return b""
 
     def write(self, data: bytes) -> None:
+        """Send ``data`` within `WRITE_TIMEOUT_S`, or raise `SerialPortError`.
+
+        Not through pyserial's write: on a non-blocking descriptor whose output buffer is full
+        it retries EAGAIN in a busy loop with no timeout, and on the blocking one reads use it
+        would wait as long as a device does not take its input.
+        """
+        started = time.monotonic()
+        view = memoryview(data)
+        poller = select.poll()
+        poller.register(self._fd, select.POLLOUT)
         try:
-            self._port.write(data)
-        except (serial.SerialException, OSError) as exc:
+            os.set_blocking(self._fd, False)
+            try:
+                while view:
+                    left_ms = (WRITE_TIMEOUT_S - (time.monotonic() - started)) * 1000.0
+                    if left_ms <= 0 or not poller.poll(left_ms):
+                        raise SerialPortError(f"{self.path}: write timed out (the device does not take input)")
+                    try:
+                        view = view[os.write(self._fd, view):]
+                    except BlockingIOError:
+                        pass
+            finally:
+                os.set_blocking(self._fd, True)
+        except (OSError, ValueError) as exc:
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
 
     def reset_input(self) -> None:
@@ -108,6 +185,22 @@ class PySerialPort:
             self._port.close()
         except (serial.SerialException, OSError):
             pass
+
+
+def pump_serial(port: SerialPort, take: Callable[[bytes], bool], max_bytes: int) -> None:
+    """Read ``port`` until ``take`` returns False.
+
+    ``take`` gets every chunk received (at most ``max_bytes``), and ``b""`` when a read
+    timed out, so that it can stop the pump while nothing arrives.
+
+    Raises:
+        SerialPortError: the device is gone.
+    """
+    if isinstance(port, PySerialPort):
+        port.pump(take, max_bytes)
+        return
+    while take(port.read(max_bytes)):
+        pass
 
 
 def open_serial(path: str, baud: int) -> SerialPort:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import serial
 
 from rigmon.clock import SystemClock
@@ -358,3 +360,90 @@ def test_after_a_push_a_long_brownout_pushes_only_deeper_windows_until_the_next_
     assert feed(state, rm1(1, "11700/11420/11800"), rm1(2, "11700/11350/11800")) == [False, True]
     state.reading(mono=0.0, reset=True)
     assert feed(state, rm1(3, "11700/11420/11800")) == [True]
+
+
+# ---------------------------------------------------------------------------------------
+# The reader's fast path: a read that is one usual RM1 line
+
+
+def _window_lines(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """RM1 lines of a device (seq moving on, gaps, repeats, reboots, sags, flags, no current), each with
+    what happens after it: nothing, a frame, or a push."""
+    out: list[tuple[str, str]] = []
+    seq, up = draw(st.sampled_from([0, 2**32 - 3, 1840])), draw(st.sampled_from([1000, 2**32 - 2500]))
+    for _ in range(draw(st.integers(1, 25))):
+        step = draw(st.sampled_from([1, 1, 1, 1, 0, 2, 5, -3]))
+        # Uptime moves on with seq, or (one time in six) goes back although seq moves on.
+        up_step = -5000 if step == 1 and draw(st.integers(0, 5)) == 0 else max(step, 0) * 1000
+        seq, up = (seq + step) % 2**32, (up + up_step) % 2**32
+        low = draw(st.sampled_from([11950, 11384, 11300, 11499, 11500, 11760]))
+        v = f"{low + 60}/{low}/{low + 90}"
+        amps = draw(st.integers(0, 130_000))
+        items = [f"seq={seq}", f"up={up}", "win=1000", f"n={draw(st.integers(1, 1000))}", f"v={v}"]
+        if draw(st.integers(0, 4)):
+            items.append(f"i={amps}/{max(amps - 500, 0)}/{amps + 500}")
+        if draw(st.integers(0, 4)):
+            items.append(f"vpsu={low + 200}/{low + 150}/{low + 260}")
+        flags = draw(st.sampled_from([0, 0, 0, 4, 8, 1]))
+        if flags:
+            items.append(f"flags={flags}")
+        out.append((format_rm1("RM1," + ",".join(items)), draw(st.sampled_from(["", "", "frame", "push"]))))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.composite(_window_lines)(), config=st.sampled_from([
+    PsuSection(port="/dev/x"), PsuSection(port="/dev/x", primary="vpsu", psu_side="v"),
+    PsuSection(port="/dev/x", psu_side="", current="i"), PsuSection(port="/dev/x", current="", sag_volts=11.45),
+]))
+def test_a_read_of_one_usual_line_is_accounted_as_the_checked_line(lines: list[tuple[str, str]],
+                                                                   config: PsuSection) -> None:
+    """The fast path (a read that is one whole line) gives every reading, counter, event and
+    resistance estimate that the line parsed through every check gives."""
+    fast, checked = RailState(config), RailState(config)
+    for state in (fast, checked):
+        state.opened()
+        state.feed(b"\n", 0.0, 1_700_000_000.0)
+    published: dict[int, list[object]] = {id(fast): [], id(checked): []}
+    for k, (line, then) in enumerate(lines):
+        mono = 0.1 * k
+        pushes = [fast.feed(line.encode() + b"\r\n", mono, 1_700_000_000.0 + mono),
+                  checked.line(line, mono, 1_700_000_000.0 + mono)]
+        assert pushes[0] == pushes[1]
+        for state, push in zip((fast, checked), pushes):
+            out = published[id(state)]
+            out.extend(state.take_events())
+            if then == "frame" or (then == "push" and push):
+                out.append(state.reading(mono, reset=True, pushed=then == "push"))
+    for state in (fast, checked):
+        published[id(state)] += [state.reading(99.0, reset=True), state.counters, *state.resistance()]
+    assert published[id(fast)] == published[id(checked)]
+    assert fast.counters.windows_total + fast.counters.nonsense_lines_total == len(lines)
+
+
+def test_a_read_of_one_usual_line_takes_the_fast_path() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    state.opened()
+    state.feed(b"partial tail\r\n", 0.0, 0.0)
+    calls: list[str] = []
+    state.line = lambda line, mono, wall: calls.append(line) or False  # type: ignore[method-assign]
+    assert state.feed((SAG + "\r\n").encode(), 0.1, 0.1)
+    assert calls == [] and state.counters.windows_total == 1
+    # Several lines in one read, or a line cut in two, go through the splitter; usual lines are
+    # still parsed fast, any other through every check.
+    other = format_rm1("RM1,up=1844000,seq=1843,win=1000,n=9,v=12010/12001/12020")
+    data = (rm1(1842) + "\r\n" + other + "\r\n" + rm1(1844)).encode()
+    state.feed(data[:-30], 0.2, 0.2)
+    state.feed(data[-30:] + b"\r\n", 0.3, 0.3)
+    assert calls == [other] and state.counters.windows_total == 3
+
+
+def test_path_resistance_points_are_taken_in_when_read_and_never_pile_up() -> None:
+    state = RailState(PsuSection(port="/dev/x"))
+    state.opened()
+    state.feed(b"\n", 0.0, 0.0)
+    for k in range(200):
+        state.feed((rm1(k) + "\r\n").encode(), k, 1_700_000_000.0 + k)
+        assert len(state._points) < 64
+    (estimate,) = state.resistance()
+    assert estimate.points == 200 and not state._points

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -9,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.hw.serialport import PySerialPort, SerialPortError
+from rigmon.hw.serialport import PySerialPort, SerialPortError, pump_serial
 from tests.collectors.psu_helpers import PtyDevice
 
 LINE = b"$RM1,seq=1,up=100,win=100,n=9,v=12010/11950/12050,i=80000/79000/81000*00\r\n"
@@ -53,5 +57,103 @@ def test_unplugged_device_raises(device: PtyDevice) -> None:
         with pytest.raises(SerialPortError):
             for _ in range(3):
                 port.read(4096)
+    finally:
+        port.close()
+
+
+def test_the_driver_waits_for_the_read_not_a_poll(device: PtyDevice) -> None:
+    """One blocking read per chunk: the tty returns what arrived, or nothing after VTIME."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.2)
+    try:
+        attrs = termios.tcgetattr(port._fd)
+        assert (attrs[6][termios.VMIN], attrs[6][termios.VTIME]) == (0, 2)
+        assert os.get_blocking(port._fd)
+        device.write(LINE)
+        assert port.read(4096) == LINE
+        assert port.read(4096) == b""
+    finally:
+        port.close()
+
+
+def test_end_of_file_while_readable_twice_is_a_gone_device(device: PtyDevice, tmp_path: Path) -> None:
+    """A descriptor at end of file (what a hung-up tty reads) is a gone device, not a timeout
+    to retry in a busy loop; pyserial's rule, readable but nothing read, once more to be sure."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.2)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.close(os.open(fifo, os.O_WRONLY))  # the writer came and went: end of file, POLLHUP
+    try:
+        real_fd = port._fd
+        port._fd = reader
+        port._poller = select.poll()
+        port._poller.register(reader, select.POLLIN | select.POLLPRI)
+        with pytest.raises(SerialPortError):
+            port.read(4096)
+        port._fd = real_fd
+    finally:
+        os.close(reader)
+        port.close()
+
+
+def test_pump_hands_over_chunks_and_timeouts_until_told_to_stop(device: PtyDevice) -> None:
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    got: list[bytes] = []
+
+    def take(data: bytes) -> bool:
+        got.append(data)
+        return len(got) < 3
+
+    try:
+        device.write(LINE)
+        pump_serial(port, take, 4096)
+        assert got[0] == LINE and got[1:] == [b"", b""]
+    finally:
+        port.close()
+
+
+def test_pump_raises_when_the_device_goes(device: PtyDevice) -> None:
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    try:
+        device.unplug()
+        with pytest.raises(SerialPortError):
+            pump_serial(port, lambda data: True, 4096)
+    finally:
+        port.close()
+
+
+def test_a_write_the_device_never_drains_times_out_instead_of_blocking(device: PtyDevice) -> None:
+    """The output buffer already full (nobody reads the master): pyserial's write would spin
+    on EAGAIN forever, a blocking write would wait forever; ours gives up after its timeout."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    other = os.open(os.readlink(device.link), os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(other, b"x" * 1024)
+        done: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                port.write(b"?\n")
+                done.append(None)
+            except SerialPortError as exc:
+                done.append(exc)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(5.0)
+        assert done and isinstance(done[0], SerialPortError)
+        assert os.get_blocking(port._fd)
+    finally:
+        os.close(other)
+        port.close()
+
+
+def test_a_write_reaches_the_device(device: PtyDevice) -> None:
+    port = PySerialPort(str(device.link), 115200, timeout_s=0.1)
+    try:
+        port.write(b"?\n")
+        assert device.read_host() == b"?\n"
     finally:
         port.close()
