@@ -36,6 +36,9 @@ MIN_SPAN_AMPS = 5.0
 MIN_RECENT_POINTS = 10
 #: Days of daily estimates kept for the trend.
 TREND_DAYS_KEPT = 120
+#: Points behind the current estimate at most: the 15 minutes of `recent_s` at up to 18 ADC windows
+#: a second (a 10/s rail ADC adds 9000); a faster device's estimate covers fewer minutes.
+RECENT_POINTS = 16_384
 
 
 @dataclass(slots=True)
@@ -155,7 +158,7 @@ class PathResistanceEstimator:
     """
 
     def __init__(self, path: str, method: ResistanceMethod, recent_s: float = 900.0,
-                 recent_points: int = 4096) -> None:
+                 recent_points: int = RECENT_POINTS) -> None:
         self.path = path
         self.method: ResistanceMethod = method
         self.recent_s = recent_s

@@ -134,3 +134,11 @@ def test_recent_fit_kept_up_to_date_is_the_fit_of_the_recent_points(method: str)
             for name in ("resistance_mohm", "uncertainty_mohm"):
                 a, b = getattr(got, name), getattr(want, name)
                 assert (a is None) == (b is None) and (a is None or a == pytest.approx(b, abs=2e-4)), (k, name)
+
+
+def test_the_recent_fit_covers_fifteen_minutes_of_a_ten_per_second_adc() -> None:
+    # README: "fitted ... over the last 15 minutes"; a cap of 4096 points held 6.8 minutes of it.
+    est = PathResistanceEstimator("vpsu-v", "two_point")
+    for k in range(10 * 1200):  # 20 minutes of windows, 10 a second
+        est.add_drop(0.175, 100.0, 1000.0 + k / 10)
+    assert est.reading().points == pytest.approx(10 * 900, abs=10)
