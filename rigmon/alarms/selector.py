@@ -49,7 +49,7 @@ _FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
 #: Identity labels and path part of every item of a list, by ``id()`` of the list.
 IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
 #: Nodes reached (with path and subject) by leading steps of selectors, by those steps.
-LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str, "dict[str, str] | None"]]]
+LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str]]]
 
 
 class SelectorError(ValueError):
@@ -130,8 +130,19 @@ class Selector:
                 selectors of this same ``data`` (the engine passes one per frame: its two NVLink
                 rules walk ``gpus[*].nvlinks[*]`` once).
         """
-        current = self._reach(data, {} if memo is None else memo, False, levels)
-        return [(subject or path, node) for node, path, subject, _ in current
+        if memo is None:
+            memo = {}
+        current: list[tuple[Any, str, str]] = [(data, "", "")]
+        last = len(self.steps) - 1
+        first = 0
+        if levels is not None and last > 0:
+            prefix = self.steps[:last]
+            shared = levels.get(prefix)
+            if shared is None:
+                shared = levels[prefix] = self._walk_plain(current, 0, last, memo)
+            current, first = shared, last
+        current = self._walk_plain(current, first, last + 1, memo)
+        return [(subject or path, node) for node, path, subject in current
                 if type(node) in _SCALARS or _scalar(node)]
 
     def _reach(self, data: Mapping[str, Any], memo: IdentityMemo, labelled: bool,
@@ -139,16 +150,49 @@ class Selector:
         """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
         # Level by level: all leaves are at the same depth, so this is document order.
         current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
+        return self._walk_steps(current, 0, len(self.steps), memo)
+
+    def _walk_plain(self, current: list[tuple[Any, str, str]], begin: int, end: int,
+                    memo: IdentityMemo) -> list[tuple[Any, str, str]]:
+        """As `_walk_steps` without labels: ``(node, path, subject)`` of the nodes ``steps[begin:end]``
+        lead to. Fields are read by getters resolved once per record type (`_getters`), and the
+        paths of a list's items are made once per list shape (`_item_paths`)."""
         last = len(self.steps) - 1
-        first = 0
-        if levels is not None and not labelled and last > 0:
-            # Unlabelled levels hold no dicts a caller could change: safe to share.
-            prefix = self.steps[:last]
-            shared = levels.get(prefix)
-            if shared is None:
-                shared = levels[prefix] = self._walk_steps(current, 0, last, memo)
-            current, first = shared, last
-        return self._walk_steps(current, first, last + 1, memo)
+        for i in range(begin, end):
+            step = self.steps[i]
+            name = step.name
+            filters = step.filters
+            leaf = i == last
+            nxt: list[tuple[Any, str, str]] = []
+            append = nxt.append
+            if name == "*":
+                for node, path, subject in current:
+                    for child, child_path, _ in _children(node, name, path, None):
+                        if filters:
+                            for item, item_path in _plain_filters(child, filters, child_path, memo):
+                                append((item, item_path, subject if leaf else item_path))
+                        elif child is not None:
+                            append((child, child_path, subject if leaf else child_path))
+            else:
+                getters = _getters(name)
+                for node, path, subject in current:
+                    tp = type(node)
+                    get = getters.get(tp)
+                    if get is None:
+                        get = _make_getter(tp, name, getters)
+                    child = get(node)
+                    if child is None:
+                        continue
+                    child_path = f"{path}.{name}" if path else name
+                    if filters:
+                        for item, item_path in _plain_filters(child, filters, child_path, memo):
+                            append((item, item_path, subject if leaf else item_path))
+                    else:
+                        append((child, child_path, subject if leaf else child_path))
+            if not nxt:
+                return []
+            current = nxt
+        return current
 
     def _walk_steps(self, current: list[tuple[Any, str, str, dict[str, str] | None]], begin: int, end: int,
                     memo: IdentityMemo) -> list[tuple[Any, str, str, dict[str, str] | None]]:
@@ -368,6 +412,69 @@ def _filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
     return current
 
 
+#: Field getters by field name, then by the type of the node read (see `_make_getter`).
+_GETTERS: dict[str, dict[type, Callable[[Any], Any]]] = {}
+
+
+def _none(node: Any) -> None:
+    return None
+
+
+def _getters(name: str) -> dict[type, Callable[[Any], Any]]:
+    found = _GETTERS.get(name)
+    if found is None:
+        found = _GETTERS[name] = {}
+    return found
+
+
+def _make_getter(tp: type, name: str, getters: dict[type, Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """What `field_value` does for a node of type ``tp``, resolved once for the type."""
+    if tp is dict:
+        get: Callable[[Any], Any] = operator.methodcaller("get", name)
+    else:
+        fields = _record_fields(tp)
+        if fields is not None:
+            get = operator.attrgetter(name) if name in fields else _none
+        elif issubclass(tp, Mapping):
+            get = operator.methodcaller("get", name)
+        else:
+            get = _none
+    getters[tp] = get
+    return get
+
+
+def _plain_filters(node: Any, filters: tuple[Filter, ...], path: str,
+                   memo: IdentityMemo) -> Sequence[tuple[Any, str]]:
+    """`_apply_filters` without labels: ``(item, path)`` of the items the filters keep."""
+    if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
+        if not node:
+            return ()
+        idents = memo.get(id(node))
+        if idents is None:
+            idents = memo[id(node)] = _identities(node)
+        return [(item, p) for item, p in zip(node, _item_paths(path, idents)) if item is not None]
+    return [(item, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
+
+
+_LISTS = frozenset({list, tuple})
+#: Paths of a list's items (``gpus[index=0]``...) by the list's path and its identities (which
+#: the entry keeps alive, so the ``id()`` cannot be another's). Cleared with `_IDENTITY_CACHE`.
+_ITEM_PATHS: dict[tuple[str, int], tuple[list[tuple[dict[str, str], str]], list[str]]] = {}
+
+
+def _item_paths(path: str, idents: list[tuple[dict[str, str], str]]) -> list[str]:
+    key = (path, id(idents))
+    found = _ITEM_PATHS.get(key)
+    if found is not None and found[0] is idents:
+        return found[1]
+    paths = [f"{path}[{ident_path}]" for _, ident_path in idents]
+    if _cached_identities(idents):
+        if len(_ITEM_PATHS) >= 4 * IDENTITY_CACHE_SIZE:
+            _ITEM_PATHS.clear()
+        _ITEM_PATHS[key] = (idents, paths)
+    return paths
+
+
 #: Identities of lists of records already worked out, by the records' type and the raw values
 #: of their identity fields (with the values' types: ``1``, ``1.0`` and ``True`` are equal keys
 #: but different text). A node's GPUs, links and arrays keep their identities from frame to
@@ -376,6 +483,12 @@ _IDENTITY_CACHE: dict[tuple[Any, ...], list[tuple[dict[str, str], str]]] = {}
 #: Entries kept before the cache starts afresh (a node has a few dozen lists).
 IDENTITY_CACHE_SIZE = 512
 _IDENTITY_GETTERS: dict[type, Callable[[Any], Any]] = {}
+#: ``id()`` of the lists held in `_IDENTITY_CACHE` (only their items' paths are kept).
+_CACHED_IDENTITIES: set[int] = set()
+
+
+def _cached_identities(idents: list[tuple[dict[str, str], str]]) -> bool:
+    return id(idents) in _CACHED_IDENTITIES
 
 
 def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
@@ -395,7 +508,10 @@ def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
         if found is None:
             if len(_IDENTITY_CACHE) >= IDENTITY_CACHE_SIZE:
                 _IDENTITY_CACHE.clear()
+                _CACHED_IDENTITIES.clear()
+                _ITEM_PATHS.clear()
             found = _IDENTITY_CACHE[key] = _work_out_identities(items)
+            _CACHED_IDENTITIES.add(id(found))
         return found
     return _work_out_identities(items)
 
