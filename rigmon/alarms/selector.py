@@ -155,7 +155,8 @@ class Selector:
     def _walk_plain(self, current: list[tuple[Any, str, str]], begin: int, end: int,
                     memo: IdentityMemo) -> list[tuple[Any, str, str]]:
         """As `_walk_steps` without labels: ``(node, path, subject)`` of the nodes ``steps[begin:end]``
-        lead to. Fields are read by getters resolved once per record type (`_getters`), and the
+        lead to (a leaf with a subject has it for its path: `subject_values` reads the path only
+        of a leaf without one). Fields are read by getters resolved once per record type (`_getters`), and the
         paths of a list's items are made once per list shape (`_item_paths`)."""
         last = len(self.steps) - 1
         for i in range(begin, end):
@@ -182,6 +183,10 @@ class Selector:
                         get = _make_getter(tp, name, getters)
                     child = get(node)
                     if child is None:
+                        continue
+                    if leaf and subject and not filters:
+                        # A leaf's path is read only when it has no subject: not made.
+                        append((child, subject, subject))
                         continue
                     child_path = f"{path}.{name}" if path else name
                     if filters:
@@ -221,14 +226,32 @@ class Selector:
         current: list[Any] = [data]
         for step in self.steps:
             nxt: list[Any] = []
-            for node in current:
-                for child in _child_values(node, step.name):
-                    if child is None:
-                        continue
-                    if step.filters:
-                        nxt.extend(_filter_values(child, step.filters))
-                    else:
-                        nxt.append(child)
+            name, filters = step.name, step.filters
+            if name == "*":
+                children: list[Any] = [child for node in current for child in _child_values(node, name)
+                                       if child is not None]
+            else:
+                getters = _getters(name)
+                children = []
+                for node in current:
+                    tp = type(node)
+                    get = getters.get(tp)
+                    if get is None:
+                        get = _make_getter(tp, name, getters)
+                    child = get(node)
+                    if child is not None:
+                        children.append(child)
+            if not filters:
+                nxt = children
+            elif len(filters) == 1 and filters[0].kind == "all":
+                for child in children:
+                    if type(child) in _LISTS:
+                        nxt.extend(child)
+                    elif _is_list(child):
+                        nxt.extend(_filter_values(child, filters))
+            else:
+                for child in children:
+                    nxt.extend(_filter_values(child, filters))
             if not nxt:
                 return []
             current = nxt
