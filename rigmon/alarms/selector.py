@@ -141,6 +141,11 @@ class Selector:
             if shared is None:
                 shared = levels[prefix] = self._walk_plain(current, 0, last, memo)
             current, first = shared, last
+        elif last > 0:
+            current, first = self._walk_plain(current, 0, last, memo), last
+        leaf = self.steps[last]
+        if leaf.name != "*" and not leaf.filters and first == last:
+            return _leaf_pairs(current, leaf.name)
         current = self._walk_plain(current, first, last + 1, memo)
         return [(subject or path, node) for node, path, subject in current
                 if type(node) in _SCALARS or _scalar(node)]
@@ -155,8 +160,7 @@ class Selector:
     def _walk_plain(self, current: list[tuple[Any, str, str]], begin: int, end: int,
                     memo: IdentityMemo) -> list[tuple[Any, str, str]]:
         """As `_walk_steps` without labels: ``(node, path, subject)`` of the nodes ``steps[begin:end]``
-        lead to (a leaf with a subject has it for its path: `subject_values` reads the path only
-        of a leaf without one). Fields are read by getters resolved once per record type (`_getters`), and the
+        lead to. Fields are read by getters resolved once per record type (`_getters`), and the
         paths of a list's items are made once per list shape (`_item_paths`)."""
         last = len(self.steps) - 1
         for i in range(begin, end):
@@ -184,14 +188,14 @@ class Selector:
                     child = get(node)
                     if child is None:
                         continue
-                    if leaf and subject and not filters:
-                        # A leaf's path is read only when it has no subject: not made.
-                        append((child, subject, subject))
-                        continue
                     child_path = f"{path}.{name}" if path else name
                     if filters:
-                        for item, item_path in _plain_filters(child, filters, child_path, memo):
-                            append((item, item_path, subject if leaf else item_path))
+                        if leaf:
+                            for item, item_path in _plain_filters(child, filters, child_path, memo):
+                                append((item, item_path, subject))
+                        else:
+                            nxt.extend([(item, item_path, item_path)
+                                        for item, item_path in _plain_filters(child, filters, child_path, memo)])
                     else:
                         append((child, child_path, subject if leaf else child_path))
             if not nxt:
@@ -464,6 +468,27 @@ def _make_getter(tp: type, name: str, getters: dict[type, Callable[[Any], Any]])
             get = _none
     getters[tp] = get
     return get
+
+
+def _leaf_pairs(current: list[tuple[Any, str, str]], name: str) -> list[tuple[str, EventValue]]:
+    """``(subject, value)`` of the scalar field ``name`` of every node of ``current``: the last step
+    of `Selector.subject_values` when it is a plain field (a leaf's path is made only when it has
+    no subject)."""
+    getters = _getters(name)
+    out: list[tuple[str, EventValue]] = []
+    append = out.append
+    last_tp: type | None = None
+    get: Callable[[Any], Any] = _none
+    for node, path, subject in current:
+        tp = type(node)
+        if tp is not last_tp:
+            found = getters.get(tp)
+            get = found if found is not None else _make_getter(tp, name, getters)
+            last_tp = tp
+        value = get(node)
+        if type(value) in _SCALARS or (value is not None and _scalar(value)):
+            append((subject or (f"{path}.{name}" if path else name), value))
+    return out
 
 
 def _plain_filters(node: Any, filters: tuple[Filter, ...], path: str,
