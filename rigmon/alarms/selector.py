@@ -30,7 +30,7 @@ import dataclasses
 import itertools
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,8 +194,7 @@ class Selector:
                             for item, item_path in _plain_filters(child, filters, child_path, memo):
                                 append((item, item_path, subject))
                         else:
-                            nxt.extend([(item, item_path, item_path)
-                                        for item, item_path in _plain_filters(child, filters, child_path, memo)])
+                            nxt.extend(_item_triples(child, filters, child_path, memo))
                     else:
                         append((child, child_path, subject if leaf else child_path))
             if not nxt:
@@ -504,6 +503,24 @@ def _plain_filters(node: Any, filters: tuple[Filter, ...], path: str,
     return [(item, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
 
 
+def _item_triples(node: Any, filters: tuple[Filter, ...], path: str,
+                  memo: IdentityMemo) -> Iterable[tuple[Any, str, str]]:
+    """``(item, path, path)`` of the items the filters keep: the nodes of a step before the last,
+    each its own subject."""
+    if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
+        if not node:
+            return ()
+        idents = memo.get(id(node))
+        if idents is None:
+            idents = memo[id(node)] = _identities(node)
+        paths = _item_paths(path, idents)
+        if _cached_identities(idents):
+            # Only lists of records of one type have their identities cached: no item is None.
+            return zip(node, paths, paths)
+        return [(item, p, p) for item, p in zip(node, paths) if item is not None]
+    return [(item, p, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
+
+
 _LISTS = frozenset({list, tuple})
 #: Paths of a list's items (``gpus[index=0]``...) by the list's path and its identities (which
 #: the entry keeps alive, so the ``id()`` cannot be another's). Cleared with `_IDENTITY_CACHE`.
@@ -530,7 +547,19 @@ def _item_paths(path: str, idents: list[tuple[dict[str, str], str]]) -> list[str
 _IDENTITY_CACHE: dict[tuple[Any, ...], list[tuple[dict[str, str], str]]] = {}
 #: Entries kept before the cache starts afresh (a node has a few dozen lists).
 IDENTITY_CACHE_SIZE = 512
-_IDENTITY_GETTERS: dict[type, Callable[[Any], Any]] = {}
+#: How to read the identity fields of a record type: a getter and whether it reads several
+#: fields (a tuple each); ``None`` for a type that is no record.
+_IDENTITY_GETTERS: dict[type, tuple[Callable[[Any], Any], bool] | None] = {}
+_NO_PLAN: Any = object()
+
+
+def _identity_plan(tp: type) -> tuple[Callable[[Any], Any], bool] | None:
+    plan: tuple[Callable[[Any], Any], bool] | None = None
+    if _record_fields(tp) is not None:
+        keys = _RECORD_IDENTITY[tp]
+        plan = (operator.attrgetter(*keys) if keys else _none, len(keys) > 1)
+    _IDENTITY_GETTERS[tp] = plan
+    return plan
 #: ``id()`` of the lists held in `_IDENTITY_CACHE` (only their items' paths are kept).
 _CACHED_IDENTITIES: set[int] = set()
 
@@ -544,14 +573,13 @@ def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
     if not items:
         return []
     tp = type(items[0])
-    if _record_fields(tp) is not None and len(set(map(type, items))) == 1:
-        getter = _IDENTITY_GETTERS.get(tp)
-        if getter is None:
-            keys = _RECORD_IDENTITY[tp]
-            getter = _IDENTITY_GETTERS[tp] = operator.attrgetter(*keys) if keys else (lambda item: None)
+    plan = _IDENTITY_GETTERS.get(tp, _NO_PLAN)
+    if plan is _NO_PLAN:
+        plan = _identity_plan(tp)
+    if plan is not None and len(set(map(type, items))) == 1:
+        getter, several = plan
         raw = tuple(map(getter, items))
-        flat = raw if len(_RECORD_IDENTITY[tp]) <= 1 else tuple(itertools.chain.from_iterable(raw))
-        key = (tp, raw, tuple(map(type, flat)))
+        key = (tp, raw, tuple(map(type, itertools.chain.from_iterable(raw) if several else raw)))
         found = _IDENTITY_CACHE.get(key)
         if found is None:
             if len(_IDENTITY_CACHE) >= IDENTITY_CACHE_SIZE:
