@@ -25,12 +25,15 @@ def counter_update(rule: CounterRule, state: RuleState, pairs: list[tuple[str, E
     rising: list[int] = []
     for i, (subject, value) in enumerate(pairs):
         hist = histories.get(subject)
-        if hist is not None and value == hist[-1][1] and type(value) is not bool \
-                and (len(hist) < 2 or hist[1][0] > start):
-            # Unchanged and nothing to trim: `counter_history` would change nothing.
-            if value - hist[0][1] > max_increase:
-                rising.append(i)
-            continue
+        if hist is not None and value == hist[-1][1] and type(value) is not bool:
+            if len(hist) < 2:
+                # Unchanged since its one sample: no increase (``max_increase`` is never negative).
+                continue
+            if hist[1][0] > start:
+                # Unchanged and nothing to trim: `counter_history` would change nothing.
+                if value - hist[0][1] > max_increase:
+                    rising.append(i)
+                continue
         v = number(value)
         if v is None:
             continue
