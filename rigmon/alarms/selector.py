@@ -172,6 +172,11 @@ class Selector:
             append = nxt.append
             if name == "*":
                 for node, path, subject in current:
+                    if type(node) is dict and not filters and not leaf:
+                        # A table's entries (``collectors.*``), each its own subject.
+                        nxt.extend([(child, p, p) for p, child in zip(_key_paths(path, node), node.values())
+                                    if child is not None])
+                        continue
                     for child, child_path, _ in _children(node, name, path, None):
                         if filters:
                             for item, item_path in _plain_filters(child, filters, child_path, memo):
@@ -231,7 +236,8 @@ class Selector:
             nxt: list[Any] = []
             name, filters = step.name, step.filters
             if name == "*":
-                children: list[Any] = [child for node in current for child in _child_values(node, name)
+                children: list[Any] = [child for node in current
+                                       for child in (node.values() if type(node) is dict else _child_values(node, name))
                                        if child is not None]
             else:
                 getters = _getters(name)
@@ -467,6 +473,21 @@ def _make_getter(tp: type, name: str, getters: dict[type, Callable[[Any], Any]])
             get = _none
     getters[tp] = get
     return get
+
+
+#: Paths of a table's entries (``collectors.gpu``...) by the table's path and its keys.
+_KEY_PATHS: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], list[str]] = {}
+
+
+def _key_paths(path: str, table: dict[Any, Any]) -> list[str]:
+    keys = tuple(table)
+    key = (path, keys, tuple(map(type, keys)))  # ``1``, ``1.0`` and ``True`` are equal keys but other text
+    found = _KEY_PATHS.get(key)
+    if found is None:
+        if len(_KEY_PATHS) >= IDENTITY_CACHE_SIZE:
+            _KEY_PATHS.clear()
+        found = _KEY_PATHS[key] = [f"{path}.{k!s}" if path else str(k) for k in keys]
+    return found
 
 
 def _leaf_pairs(current: list[tuple[Any, str, str]], name: str) -> list[tuple[str, EventValue]]:

@@ -174,3 +174,14 @@ def test_reads_remembered_across_frames_see_every_new_value_and_identity(text: s
         assert selector.subject_values(data, memo, levels) == [(m.subject, m.value) for m in expected], cards
         assert selector.subject_values(data, memo, levels) == [(m.subject, m.value) for m in expected], cards
         assert selector.select(data, memo) == expected, cards
+
+
+def test_table_entries_remembered_across_frames_follow_their_keys_and_types() -> None:
+    """A table's entry paths are kept by its keys: new keys, and equal keys of another type, are seen."""
+    selector = parse_selector("t.*.x")
+    for table in ({"a": {"x": 1}, "b": {"x": 2}}, {"a": {"x": 3}, "c": {"x": 2}}, {1: {"x": 1}},
+                  {1.0: {"x": 1}}, {True: {"x": 1}}, {"b": {"x": 5}, "a": None}):
+        data = {"t": table}
+        expected = reference_select(selector, data)
+        assert selector.subject_values(data, {}, {}) == [(m.subject, m.value) for m in expected], table
+        assert selector.values(data) == [m.value for m in expected], table
