@@ -110,11 +110,13 @@ class AlarmEngine:
         for rule, kind, selector, test in self._plan:
             if kind is _EVENT:
                 if events or alarmed is None or rule.name in alarmed:
-                    obs = list(self._events(rule, events))  # type: ignore[arg-type]
-                    out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))  # type: ignore[union-attr]
+                    event_rule = cast(EventRule, rule)
+                    obs = list(self._events(event_rule, events))
+                    out.extend(self.book.observe(rule, obs, now, latch_s=event_rule.resolve_after_s))
                 continue
             if kind is _COLLECTOR_STATE:
-                status = field_value(field_value(data.get("collectors"), rule.collector), "state")  # type: ignore[union-attr]
+                collector = cast(StateRule, rule).collector
+                status = field_value(field_value(data.get("collectors"), collector), "state")
                 if status != "ok":
                     out.extend(self.book.observe(rule, [], now, complete=False))
                     continue
