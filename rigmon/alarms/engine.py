@@ -14,7 +14,7 @@ from rigmon.alarms.conditions import counter, state_condition, threshold, trend,
 from rigmon.alarms.frame_reads import FrameReads
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
-from rigmon.alarms.quiet import counter_update, staleness_update, state_test
+from rigmon.alarms.quiet import counter_update, first_seen_update, staleness_update, state_test
 from rigmon.alarms.rule_state import RuleState, stood_still
 from rigmon.alarms.rules import (
     CounterRule,
@@ -149,6 +149,13 @@ class AlarmEngine:
                     continue
                 matches = reads.matches(selector)
                 matches = [matches[i] for i in rising]
+            elif quiet and kind is _FIRST_SEEN:
+                # As for counters: only a reading below its first value needs its match.
+                below = first_seen_update(self._state[rule.name], reads.subject_values(selector))
+                if not below:
+                    continue
+                matches = reads.matches(selector)
+                matches = [matches[i] for i in below]
             else:
                 matches = reads.matches(selector)
             observations = [o for o in self._observe(rule, matches, now, quiet) if o is not None]
@@ -306,6 +313,7 @@ _EVENT = "event"
 _COLLECTOR_STATE = "collector-state"
 _STALENESS = "staleness"
 _COUNTER = "counter"
+_FIRST_SEEN = "first-seen"
 _OTHER = "other"
 
 
@@ -317,6 +325,9 @@ def _kind(rule: Rule) -> str:
         return _COLLECTOR_STATE
     if isinstance(rule, StalenessRule):
         return _STALENESS
+    if isinstance(rule, StateRule) and rule.below_first_seen and rule.equals is None and not rule.one_of \
+            and not rule.not_one_of and not rule.vanished:
+        return _FIRST_SEEN
     if isinstance(rule, CounterRule):
         return _COUNTER
     return _OTHER

@@ -43,6 +43,22 @@ def counter_update(rule: CounterRule, state: RuleState, pairs: list[tuple[str, E
     return rising
 
 
+def first_seen_update(state: RuleState, pairs: list[tuple[str, EventValue]]) -> list[int]:
+    """Remember the first value of every subject of a ``below_first_seen`` state rule, from
+    ``(subject, value)`` pairs; return the positions of those now below it (the only ones a
+    quiet rule needs matches for: `rigmon.alarms.conditions.state_condition` decides the same,
+    and remembering a first value again changes nothing)."""
+    first_seen = state.first_seen
+    below: list[int] = []
+    for i, (subject, value) in enumerate(pairs):
+        v = number(value)
+        if v is None:
+            continue
+        if v < first_seen.setdefault(subject, v):
+            below.append(i)
+    return below
+
+
 def staleness_update(rule: StalenessRule, state: RuleState, pairs: list[tuple[str, EventValue]],
                      now: float) -> list[tuple[int, float, int]]:
     """Count how long each timestamp stood still, from ``(subject, value)`` pairs; return
