@@ -150,8 +150,8 @@ class Selector:
         return [(subject or path, node) for node, path, subject in current
                 if type(node) in _SCALARS or _scalar(node)]
 
-    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo, labelled: bool,
-               levels: LevelMemo | None = None) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo,
+               labelled: bool) -> list[tuple[Any, str, str, dict[str, str] | None]]:
         """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
         # Level by level: all leaves are at the same depth, so this is document order.
         current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
