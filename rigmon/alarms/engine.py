@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from rigmon.alarms.conditions import counter, state_condition, threshold, trend, worse
 from rigmon.alarms.frame_reads import FrameReads
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
-from rigmon.alarms.quiet import counter_update, staleness_update, state_test
+from rigmon.alarms.quiet import counter_update, first_seen_update, staleness_update, state_test
 from rigmon.alarms.rule_state import RuleState, stood_still
 from rigmon.alarms.rules import (
     CounterRule,
@@ -64,6 +64,10 @@ class AlarmEngine:
         #: Leave out clear observations of rules without alarms (see `evaluate_data`); tests
         #: switch it off to check that it changes nothing.
         self.skip_quiet = True
+        #: What `evaluate_data` needs of each rule, in order, worked out once: its kind (as far as
+        #: the fast paths tell them apart), selector and stateless test.
+        self._plan: tuple[tuple[Rule, str, Any, Callable[[EventValue], bool] | None], ...] = tuple(
+            (r, _kind(r), self._selectors[r.name], self._stateless.get(r.name)) for r in self.rules)
         self._subjects = {r.name: Template(r.subject) for r in self.rules}
         self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
@@ -103,46 +107,55 @@ class AlarmEngine:
         # rendered and no observation is built. (Evaluating rule R changes only R's alarms,
         # so the set taken here holds for every rule when its turn comes.)
         alarmed = self.book.rules_with_alarms() if self.skip_quiet else None
-        for rule in self.rules:
-            if isinstance(rule, EventRule):
+        for rule, kind, selector, test in self._plan:
+            if kind is _EVENT:
                 if events or alarmed is None or rule.name in alarmed:
-                    obs = list(self._events(rule, events))
-                    out.extend(self.book.observe(rule, obs, now, latch_s=rule.resolve_after_s))
+                    event_rule = cast(EventRule, rule)
+                    obs = list(self._events(event_rule, events))
+                    out.extend(self.book.observe(rule, obs, now, latch_s=event_rule.resolve_after_s))
                 continue
-            if isinstance(rule, StateRule) and rule.collector:
-                status = field_value(field_value(data.get("collectors"), rule.collector), "state")
+            if kind is _COLLECTOR_STATE:
+                collector = cast(StateRule, rule).collector
+                status = field_value(field_value(data.get("collectors"), collector), "state")
                 if status != "ok":
                     out.extend(self.book.observe(rule, [], now, complete=False))
                     continue
-            selector = self._selectors[rule.name]
             assert selector is not None
             quiet = alarmed is not None and rule.name not in alarmed
-            test = self._stateless.get(rule.name)
             if quiet and test is not None:
                 # A state rule that keeps no memory: its values alone say whether any subject is active.
                 if not any(map(test, reads.values(selector))):
                     continue
-            if quiet and isinstance(rule, StalenessRule):
+            if quiet and kind is _STALENESS:
                 # As for counters: subjects and values count the frames a timestamp stood
                 # still; only one older than the least limit needs its labels.
-                candidates = staleness_update(rule, self._state[rule.name], reads.subject_values(selector), now)
+                stale = cast(StalenessRule, rule)
+                candidates = staleness_update(stale, self._state[rule.name], reads.subject_values(selector), now)
                 if not candidates:
                     continue
                 matches = reads.matches(selector)
                 observations = [o for i, at, frames in candidates
-                                if (o := self._stale_obs(rule, matches[i], at, frames, now, True)) is not None]
+                                if (o := self._stale_obs(stale, matches[i], at, frames, now, True)) is not None]
                 if observations:
                     out.extend(self.book.observe(rule, observations, now))
                 continue
-            if quiet and isinstance(rule, CounterRule):
+            if quiet and kind is _COUNTER:
                 # Histories are kept by subject: a quiet counter needs subjects and values, not
                 # matches with labels. Updating a history again with the same value changes
                 # nothing, so the rising ones are then observed from their matches as usual.
-                rising = counter_update(rule, self._state[rule.name], reads.subject_values(selector), now)
+                rising = counter_update(cast(CounterRule, rule), self._state[rule.name], reads.subject_values(selector),
+                                        now)
                 if not rising:
                     continue
                 matches = reads.matches(selector)
                 matches = [matches[i] for i in rising]
+            elif quiet and kind is _FIRST_SEEN:
+                # As for counters: only a reading below its first value needs its match.
+                below = first_seen_update(self._state[rule.name], reads.subject_values(selector))
+                if not below:
+                    continue
+                matches = reads.matches(selector)
+                matches = [matches[i] for i in below]
             else:
                 matches = reads.matches(selector)
             observations = [o for o in self._observe(rule, matches, now, quiet) if o is not None]
@@ -294,3 +307,27 @@ class AlarmEngine:
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
                               message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
+
+
+_EVENT = "event"
+_COLLECTOR_STATE = "collector-state"
+_STALENESS = "staleness"
+_COUNTER = "counter"
+_FIRST_SEEN = "first-seen"
+_OTHER = "other"
+
+
+def _kind(rule: Rule) -> str:
+    """How `AlarmEngine.evaluate_data` goes about a rule (one of the constants above)."""
+    if isinstance(rule, EventRule):
+        return _EVENT
+    if isinstance(rule, StateRule) and rule.collector:
+        return _COLLECTOR_STATE
+    if isinstance(rule, StalenessRule):
+        return _STALENESS
+    if isinstance(rule, StateRule) and rule.below_first_seen and rule.equals is None and not rule.one_of \
+            and not rule.not_one_of and not rule.vanished:
+        return _FIRST_SEEN
+    if isinstance(rule, CounterRule):
+        return _COUNTER
+    return _OTHER

@@ -25,12 +25,15 @@ def counter_update(rule: CounterRule, state: RuleState, pairs: list[tuple[str, E
     rising: list[int] = []
     for i, (subject, value) in enumerate(pairs):
         hist = histories.get(subject)
-        if hist is not None and value == hist[-1][1] and type(value) is not bool \
-                and (len(hist) < 2 or hist[1][0] > start):
-            # Unchanged and nothing to trim: `counter_history` would change nothing.
-            if value - hist[0][1] > max_increase:
-                rising.append(i)
-            continue
+        if hist is not None and value == hist[-1][1] and type(value) is not bool:
+            if len(hist) < 2:
+                # Unchanged since its one sample: no increase (``max_increase`` is never negative).
+                continue
+            if hist[1][0] > start:
+                # Unchanged and nothing to trim: `counter_history` would change nothing.
+                if value - hist[0][1] > max_increase:
+                    rising.append(i)
+                continue
         v = number(value)
         if v is None:
             continue
@@ -38,6 +41,22 @@ def counter_update(rule: CounterRule, state: RuleState, pairs: list[tuple[str, E
         if v - hist[0][1] > max_increase:
             rising.append(i)
     return rising
+
+
+def first_seen_update(state: RuleState, pairs: list[tuple[str, EventValue]]) -> list[int]:
+    """Remember the first value of every subject of a ``below_first_seen`` state rule, from
+    ``(subject, value)`` pairs; return the positions of those now below it (the only ones a
+    quiet rule needs matches for: `rigmon.alarms.conditions.state_condition` decides the same,
+    and remembering a first value again changes nothing)."""
+    first_seen = state.first_seen
+    below: list[int] = []
+    for i, (subject, value) in enumerate(pairs):
+        v = number(value)
+        if v is None:
+            continue
+        if v < first_seen.setdefault(subject, v):
+            below.append(i)
+    return below
 
 
 def staleness_update(rule: StalenessRule, state: RuleState, pairs: list[tuple[str, EventValue]],

@@ -30,7 +30,7 @@ import dataclasses
 import itertools
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ _FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
 #: Identity labels and path part of every item of a list, by ``id()`` of the list.
 IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
 #: Nodes reached (with path and subject) by leading steps of selectors, by those steps.
-LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str, "dict[str, str] | None"]]]
+LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str]]]
 
 
 class SelectorError(ValueError):
@@ -130,25 +130,82 @@ class Selector:
                 selectors of this same ``data`` (the engine passes one per frame: its two NVLink
                 rules walk ``gpus[*].nvlinks[*]`` once).
         """
-        current = self._reach(data, {} if memo is None else memo, False, levels)
-        return [(subject or path, node) for node, path, subject, _ in current
-                if type(node) in _SCALARS or _scalar(node)]
-
-    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo, labelled: bool,
-               levels: LevelMemo | None = None) -> list[tuple[Any, str, str, dict[str, str] | None]]:
-        """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
-        # Level by level: all leaves are at the same depth, so this is document order.
-        current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
+        if memo is None:
+            memo = {}
+        current: list[tuple[Any, str, str]] = [(data, "", "")]
         last = len(self.steps) - 1
         first = 0
-        if levels is not None and not labelled and last > 0:
-            # Unlabelled levels hold no dicts a caller could change: safe to share.
+        if levels is not None and last > 0:
             prefix = self.steps[:last]
             shared = levels.get(prefix)
             if shared is None:
-                shared = levels[prefix] = self._walk_steps(current, 0, last, memo)
+                shared = levels[prefix] = self._walk_plain(current, 0, last, memo)
             current, first = shared, last
-        return self._walk_steps(current, first, last + 1, memo)
+        elif last > 0:
+            current, first = self._walk_plain(current, 0, last, memo), last
+        leaf = self.steps[last]
+        if leaf.name != "*" and not leaf.filters and first == last:
+            return _leaf_pairs(current, leaf.name)
+        current = self._walk_plain(current, first, last + 1, memo)
+        return [(subject or path, node) for node, path, subject in current
+                if type(node) in _SCALARS or _scalar(node)]
+
+    def _reach(self, data: Mapping[str, Any], memo: IdentityMemo,
+               labelled: bool) -> list[tuple[Any, str, str, dict[str, str] | None]]:
+        """Every node the steps lead to, with its path, subject and (when ``labelled``) identity labels."""
+        # Level by level: all leaves are at the same depth, so this is document order.
+        current: list[tuple[Any, str, str, dict[str, str] | None]] = [(data, "", "", {} if labelled else None)]
+        return self._walk_steps(current, 0, len(self.steps), memo)
+
+    def _walk_plain(self, current: list[tuple[Any, str, str]], begin: int, end: int,
+                    memo: IdentityMemo) -> list[tuple[Any, str, str]]:
+        """As `_walk_steps` without labels: ``(node, path, subject)`` of the nodes ``steps[begin:end]``
+        lead to. Fields are read by getters resolved once per record type (`_getters`), and the
+        paths of a list's items are made once per list shape (`_item_paths`)."""
+        last = len(self.steps) - 1
+        for i in range(begin, end):
+            step = self.steps[i]
+            name = step.name
+            filters = step.filters
+            leaf = i == last
+            nxt: list[tuple[Any, str, str]] = []
+            append = nxt.append
+            if name == "*":
+                for node, path, subject in current:
+                    if type(node) is dict and not filters and not leaf:
+                        # A table's entries (``collectors.*``), each its own subject.
+                        nxt.extend([(child, p, p) for p, child in zip(_key_paths(path, node), node.values())
+                                    if child is not None])
+                        continue
+                    for child, child_path, _ in _children(node, name, path, None):
+                        if filters:
+                            for item, item_path in _plain_filters(child, filters, child_path, memo):
+                                append((item, item_path, subject if leaf else item_path))
+                        elif child is not None:
+                            append((child, child_path, subject if leaf else child_path))
+            else:
+                getters = _getters(name)
+                for node, path, subject in current:
+                    tp = type(node)
+                    get = getters.get(tp)
+                    if get is None:
+                        get = _make_getter(tp, name, getters)
+                    child = get(node)
+                    if child is None:
+                        continue
+                    child_path = f"{path}.{name}" if path else name
+                    if filters:
+                        if leaf:
+                            for item, item_path in _plain_filters(child, filters, child_path, memo):
+                                append((item, item_path, subject))
+                        else:
+                            nxt.extend(_item_triples(child, filters, child_path, memo))
+                    else:
+                        append((child, child_path, subject if leaf else child_path))
+            if not nxt:
+                return []
+            current = nxt
+        return current
 
     def _walk_steps(self, current: list[tuple[Any, str, str, dict[str, str] | None]], begin: int, end: int,
                     memo: IdentityMemo) -> list[tuple[Any, str, str, dict[str, str] | None]]:
@@ -177,14 +234,33 @@ class Selector:
         current: list[Any] = [data]
         for step in self.steps:
             nxt: list[Any] = []
-            for node in current:
-                for child in _child_values(node, step.name):
-                    if child is None:
-                        continue
-                    if step.filters:
-                        nxt.extend(_filter_values(child, step.filters))
-                    else:
-                        nxt.append(child)
+            name, filters = step.name, step.filters
+            if name == "*":
+                children: list[Any] = [child for node in current
+                                       for child in (node.values() if type(node) is dict else _child_values(node, name))
+                                       if child is not None]
+            else:
+                getters = _getters(name)
+                children = []
+                for node in current:
+                    tp = type(node)
+                    get = getters.get(tp)
+                    if get is None:
+                        get = _make_getter(tp, name, getters)
+                    child = get(node)
+                    if child is not None:
+                        children.append(child)
+            if not filters:
+                nxt = children
+            elif len(filters) == 1 and filters[0].kind == "all":
+                for child in children:
+                    if type(child) in _LISTS:
+                        nxt.extend(child)
+                    elif _is_list(child):
+                        nxt.extend(_filter_values(child, filters))
+            else:
+                for child in children:
+                    nxt.extend(_filter_values(child, filters))
             if not nxt:
                 return []
             current = nxt
@@ -368,6 +444,123 @@ def _filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
     return current
 
 
+#: Field getters by field name, then by the type of the node read (see `_make_getter`).
+_GETTERS: dict[str, dict[type, Callable[[Any], Any]]] = {}
+
+
+def _none(node: Any) -> None:
+    return None
+
+
+def _getters(name: str) -> dict[type, Callable[[Any], Any]]:
+    found = _GETTERS.get(name)
+    if found is None:
+        found = _GETTERS[name] = {}
+    return found
+
+
+def _make_getter(tp: type, name: str, getters: dict[type, Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """What `field_value` does for a node of type ``tp``, resolved once for the type."""
+    if tp is dict:
+        get: Callable[[Any], Any] = operator.methodcaller("get", name)
+    else:
+        fields = _record_fields(tp)
+        if fields is not None:
+            get = operator.attrgetter(name) if name in fields else _none
+        elif issubclass(tp, Mapping):
+            get = operator.methodcaller("get", name)
+        else:
+            get = _none
+    getters[tp] = get
+    return get
+
+
+#: Paths of a table's entries (``collectors.gpu``...) by the table's path and its keys.
+_KEY_PATHS: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], list[str]] = {}
+
+
+def _key_paths(path: str, table: dict[Any, Any]) -> list[str]:
+    keys = tuple(table)
+    key = (path, keys, tuple(map(type, keys)))  # ``1``, ``1.0`` and ``True`` are equal keys but other text
+    found = _KEY_PATHS.get(key)
+    if found is None:
+        if len(_KEY_PATHS) >= IDENTITY_CACHE_SIZE:
+            _KEY_PATHS.clear()
+        found = _KEY_PATHS[key] = [f"{path}.{k!s}" if path else str(k) for k in keys]
+    return found
+
+
+def _leaf_pairs(current: list[tuple[Any, str, str]], name: str) -> list[tuple[str, EventValue]]:
+    """``(subject, value)`` of the scalar field ``name`` of every node of ``current``: the last step
+    of `Selector.subject_values` when it is a plain field (a leaf's path is made only when it has
+    no subject)."""
+    getters = _getters(name)
+    out: list[tuple[str, EventValue]] = []
+    append = out.append
+    last_tp: type | None = None
+    get: Callable[[Any], Any] = _none
+    for node, path, subject in current:
+        tp = type(node)
+        if tp is not last_tp:
+            found = getters.get(tp)
+            get = found if found is not None else _make_getter(tp, name, getters)
+            last_tp = tp
+        value = get(node)
+        if type(value) in _SCALARS or (value is not None and _scalar(value)):
+            append((subject or (f"{path}.{name}" if path else name), value))
+    return out
+
+
+def _plain_filters(node: Any, filters: tuple[Filter, ...], path: str,
+                   memo: IdentityMemo) -> Sequence[tuple[Any, str]]:
+    """`_apply_filters` without labels: ``(item, path)`` of the items the filters keep."""
+    if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
+        if not node:
+            return ()
+        idents = memo.get(id(node))
+        if idents is None:
+            idents = memo[id(node)] = _identities(node)
+        return [(item, p) for item, p in zip(node, _item_paths(path, idents)) if item is not None]
+    return [(item, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
+
+
+def _item_triples(node: Any, filters: tuple[Filter, ...], path: str,
+                  memo: IdentityMemo) -> Iterable[tuple[Any, str, str]]:
+    """``(item, path, path)`` of the items the filters keep: the nodes of a step before the last,
+    each its own subject."""
+    if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
+        if not node:
+            return ()
+        idents = memo.get(id(node))
+        if idents is None:
+            idents = memo[id(node)] = _identities(node)
+        paths = _item_paths(path, idents)
+        if _cached_identities(idents):
+            # Only lists of records of one type have their identities cached: no item is None.
+            return zip(node, paths, paths)
+        return [(item, p, p) for item, p in zip(node, paths) if item is not None]
+    return [(item, p, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
+
+
+_LISTS = frozenset({list, tuple})
+#: Paths of a list's items (``gpus[index=0]``...) by the list's path and its identities (which
+#: the entry keeps alive, so the ``id()`` cannot be another's). Cleared with `_IDENTITY_CACHE`.
+_ITEM_PATHS: dict[tuple[str, int], tuple[list[tuple[dict[str, str], str]], list[str]]] = {}
+
+
+def _item_paths(path: str, idents: list[tuple[dict[str, str], str]]) -> list[str]:
+    key = (path, id(idents))
+    found = _ITEM_PATHS.get(key)
+    if found is not None and found[0] is idents:
+        return found[1]
+    paths = [f"{path}[{ident_path}]" for _, ident_path in idents]
+    if _cached_identities(idents):
+        if len(_ITEM_PATHS) >= 4 * IDENTITY_CACHE_SIZE:
+            _ITEM_PATHS.clear()
+        _ITEM_PATHS[key] = (idents, paths)
+    return paths
+
+
 #: Identities of lists of records already worked out, by the records' type and the raw values
 #: of their identity fields (with the values' types: ``1``, ``1.0`` and ``True`` are equal keys
 #: but different text). A node's GPUs, links and arrays keep their identities from frame to
@@ -375,7 +568,25 @@ def _filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
 _IDENTITY_CACHE: dict[tuple[Any, ...], list[tuple[dict[str, str], str]]] = {}
 #: Entries kept before the cache starts afresh (a node has a few dozen lists).
 IDENTITY_CACHE_SIZE = 512
-_IDENTITY_GETTERS: dict[type, Callable[[Any], Any]] = {}
+#: How to read the identity fields of a record type: a getter and whether it reads several
+#: fields (a tuple each); ``None`` for a type that is no record.
+_IDENTITY_GETTERS: dict[type, tuple[Callable[[Any], Any], bool] | None] = {}
+_NO_PLAN: Any = object()
+
+
+def _identity_plan(tp: type) -> tuple[Callable[[Any], Any], bool] | None:
+    plan: tuple[Callable[[Any], Any], bool] | None = None
+    if _record_fields(tp) is not None:
+        keys = _RECORD_IDENTITY[tp]
+        plan = (operator.attrgetter(*keys) if keys else _none, len(keys) > 1)
+    _IDENTITY_GETTERS[tp] = plan
+    return plan
+#: ``id()`` of the lists held in `_IDENTITY_CACHE` (only their items' paths are kept).
+_CACHED_IDENTITIES: set[int] = set()
+
+
+def _cached_identities(idents: list[tuple[dict[str, str], str]]) -> bool:
+    return id(idents) in _CACHED_IDENTITIES
 
 
 def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
@@ -383,19 +594,21 @@ def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
     if not items:
         return []
     tp = type(items[0])
-    if _record_fields(tp) is not None and len(set(map(type, items))) == 1:
-        getter = _IDENTITY_GETTERS.get(tp)
-        if getter is None:
-            keys = _RECORD_IDENTITY[tp]
-            getter = _IDENTITY_GETTERS[tp] = operator.attrgetter(*keys) if keys else (lambda item: None)
+    plan = _IDENTITY_GETTERS.get(tp, _NO_PLAN)
+    if plan is _NO_PLAN:
+        plan = _identity_plan(tp)
+    if plan is not None and len(set(map(type, items))) == 1:
+        getter, several = plan
         raw = tuple(map(getter, items))
-        flat = raw if len(_RECORD_IDENTITY[tp]) <= 1 else tuple(itertools.chain.from_iterable(raw))
-        key = (tp, raw, tuple(map(type, flat)))
+        key = (tp, raw, tuple(map(type, itertools.chain.from_iterable(raw) if several else raw)))
         found = _IDENTITY_CACHE.get(key)
         if found is None:
             if len(_IDENTITY_CACHE) >= IDENTITY_CACHE_SIZE:
                 _IDENTITY_CACHE.clear()
+                _CACHED_IDENTITIES.clear()
+                _ITEM_PATHS.clear()
             found = _IDENTITY_CACHE[key] = _work_out_identities(items)
+            _CACHED_IDENTITIES.add(id(found))
         return found
     return _work_out_identities(items)
 

@@ -81,3 +81,36 @@ def test_a_counter_keeps_its_changes_only_and_fires_and_resolves_as_before(skip_
     # One change each, at or before the window's start: the value the increase is counted from
     # (every sample of the last 600 s was kept before: 601 each).
     assert {subject: len(h) for subject, h in histories.items()} == {"gpus[index=0]": 1, "gpus[index=1]": 1}
+
+
+SLOWER = """
+[[rule]]
+name = "slower"
+kind = "state"
+select = "net[*].speed_mbps"
+below_first_seen = true
+hold_s = 2
+clear_hold_s = 3
+subject = "link:{name}"
+message = "link {name} at {value} Mb/s, first seen at {first_seen} Mb/s"
+"""
+
+
+@pytest.mark.parametrize("skip_quiet", [True, False])
+def test_a_link_below_its_first_speed_fires_and_resolves_as_before(skip_quiet: bool) -> None:
+    """A quiet ``below_first_seen`` rule reads subjects and values only; a link that drops below its
+    first speed is observed from its match as before (message with the first speed)."""
+    engine = AlarmEngine(rules(SLOWER), "n1", FakeClock(), id_prefix="x")
+    engine.skip_quiet = skip_quiet
+    seen = []
+    speeds = [1000] * 5 + [100] * 6 + [1000] * 6 + [None] * 2 + [10000] * 2
+    for t, speed in enumerate(speeds):
+        data = {"net": [{"name": "eth0", "speed_mbps": speed}, {"name": "eth1", "speed_mbps": 1000 if t else 10}]}
+        seen += [(t, tr.change, tr.alarm.subject, tr.alarm.value, tr.alarm.message) for tr in
+                 engine.evaluate_data(data, [], T0 + t)]
+    # As main before the shortcut: pending at the drop, firing after the 2 s hold, resolved 3 s
+    # after the speed came back; a missing reading forgets nothing, a faster one raises nothing.
+    message = "link eth0 at 100 Mb/s, first seen at 1000 Mb/s"
+    assert seen == [(5, "pending", "link:eth0", 100, message), (7, "firing", "link:eth0", 100, message),
+                    (14, "resolved", "link:eth0", 100, message)]
+    assert engine._state["slower"].first_seen == {"net[name=eth0]": 1000, "net[name=eth1]": 10}

@@ -113,3 +113,75 @@ def test_identities_remembered_across_frames_follow_the_values_and_their_types()
     assert seen == [["ports[name=1]", "ports[name=2]"], ["ports[name=1.0]", "ports[name=2.0]"],
                     ["ports[name=true]", "ports[name=false]"], ["ports[name=1]", "ports[name=2]"],
                     ["ports[name=b]", "ports[name=a]"], ["ports[#0]", "ports[#1]"]]
+
+
+@dataclass(frozen=True)
+class _Lane:
+    link: object
+    replay_total: object = 0
+
+
+@dataclass(frozen=True)
+class _Card:
+    index: object
+    lanes: tuple[Any, ...] = ()
+    state: object = "ok"
+
+
+@dataclass(frozen=True)
+class _Other:
+    """A record without the fields the selectors read."""
+
+    name: str = "x"
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, (_Lane, _Card, _Other)):
+        return {k: _plain(v) for k, v in vars(node).items()}
+    if isinstance(node, (list, tuple)):
+        return [_plain(v) for v in node]
+    return node
+
+
+@pytest.mark.parametrize("text", ["cards[*].lanes[*].replay_total", "cards[*].state", "cards[*].lanes[0].link",
+                                  "cards[*].lanes[*]", "cards[*].lanes"])
+def test_reads_remembered_across_frames_see_every_new_value_and_identity(text: str) -> None:
+    """What the walks keep from frame to frame (field getters by record type, item paths by list
+    shape) never stands in for a reading: each frame's records are new objects with the same
+    identities (a reused-looking record) and changed values, or changed identities, a record of
+    another type, a ``None`` item; the one list object changed in place between two reads."""
+    selector = parse_selector(text)
+    lanes = [_Lane(link=0), _Lane(link=1)]
+    mutable = [_Card(index=0, lanes=tuple(lanes))]
+    frames_seen = [
+        (_Card(index=0, lanes=(_Lane(0, 5), _Lane(1, 0))), _Card(index=1, lanes=(_Lane(0, 0),))),
+        (_Card(index=0, lanes=(_Lane(0, 6), _Lane(1, 0))), _Card(index=1, lanes=(_Lane(0, 1),))),
+        (_Card(index=0, lanes=(_Lane(1, 6), _Lane(0, 0))), _Card(index=1, lanes=(_Lane(0, 1.0),))),
+        (_Card(index=0, lanes=(_Lane(0, 6), _Lane(0, 7))), _Card(index=1, lanes=(_Lane("0", 1),))),
+        (_Card(index=0, lanes=(_Lane(0, 6), None, _Other())), _Other(), _Card(index=1, state=None)),
+        (_Card(index=0, lanes=(_Lane(0, 8), _Lane(1, 9))), _Card(index=1, lanes=(_Lane(0, 2),))),
+        mutable,
+        mutable,
+    ]
+    for n, cards in enumerate(frames_seen):
+        if n == len(frames_seen) - 1:
+            mutable[0] = _Card(index=0, lanes=(_Lane(0, 3), _Lane(2, 4)))  # same list, changed in place
+        data = {"cards": cards}
+        expected = reference_select(selector, {"cards": _plain(cards)})
+        memo: IdentityMemo = {}
+        levels: LevelMemo = {}
+        assert selector.values(data) == [m.value for m in expected], cards
+        assert selector.subject_values(data, memo, levels) == [(m.subject, m.value) for m in expected], cards
+        assert selector.subject_values(data, memo, levels) == [(m.subject, m.value) for m in expected], cards
+        assert selector.select(data, memo) == expected, cards
+
+
+def test_table_entries_remembered_across_frames_follow_their_keys_and_types() -> None:
+    """A table's entry paths are kept by its keys: new keys, and equal keys of another type, are seen."""
+    selector = parse_selector("t.*.x")
+    for table in ({"a": {"x": 1}, "b": {"x": 2}}, {"a": {"x": 3}, "c": {"x": 2}}, {1: {"x": 1}},
+                  {1.0: {"x": 1}}, {True: {"x": 1}}, {"b": {"x": 5}, "a": None}):
+        data = {"t": table}
+        expected = reference_select(selector, data)
+        assert selector.subject_values(data, {}, {}) == [(m.subject, m.value) for m in expected], table
+        assert selector.values(data) == [m.value for m in expected], table
