@@ -511,16 +511,22 @@ def _leaf_pairs(current: list[tuple[Any, str, str]], name: str) -> list[tuple[st
     return out
 
 
+def _list_identities(node: Any, memo: IdentityMemo) -> list[tuple[dict[str, str], str]]:
+    """The identities of a list's items, read once per list and evaluation (`memo`)."""
+    idents = memo.get(id(node))
+    if idents is None:
+        idents = memo[id(node)] = _identities(node)
+    return idents
+
+
 def _plain_filters(node: Any, filters: tuple[Filter, ...], path: str,
                    memo: IdentityMemo) -> Sequence[tuple[Any, str]]:
     """`_apply_filters` without labels: ``(item, path)`` of the items the filters keep."""
     if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
         if not node:
             return ()
-        idents = memo.get(id(node))
-        if idents is None:
-            idents = memo[id(node)] = _identities(node)
-        return [(item, p) for item, p in zip(node, _item_paths(path, idents)) if item is not None]
+        return [(item, p) for item, p in zip(node, _item_paths(path, _list_identities(node, memo)))
+                if item is not None]
     return [(item, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
 
 
@@ -531,9 +537,7 @@ def _item_triples(node: Any, filters: tuple[Filter, ...], path: str,
     if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
         if not node:
             return ()
-        idents = memo.get(id(node))
-        if idents is None:
-            idents = memo[id(node)] = _identities(node)
+        idents = _list_identities(node, memo)
         paths = _item_paths(path, idents)
         if _cached_identities(idents):
             # Only lists of records of one type have their identities cached: no item is None.
