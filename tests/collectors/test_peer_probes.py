@@ -144,7 +144,9 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     assert dead.state == "silent" and dead.received == 0 and dead.sent > 0 and dead.p99_limit_us == 50
     assert dead.error is not None and "ECONNREFUSED" in dead.error  # nothing listens there: the ICMP says so
     assert tbnet.error is None
-    assert peer.reading().answered_total == tbnet.received_total
+    # Every reply the prober counted was answered by the responder; the sender keeps probing at
+    # 50 Hz until it is closed, so a probe or two answered after the reading was taken may be missing.
+    assert 0 <= peer.reading().answered_total - tbnet.received_total <= 3
     (own,) = [r for r in records if isinstance(r, ProbeResponderReading)]
     assert own.address.startswith("127.0.0.1:")
 
