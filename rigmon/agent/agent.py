@@ -11,7 +11,8 @@ import uuid
 from rigmon import __version__
 from rigmon.agent.alarm_state import AlarmStateKeeper, state_file_path
 from rigmon.agent.alarming import AlarmService
-from rigmon.agent.api import ApiState, ASGIApp, build_app
+from rigmon.agent.api import ApiState, build_app
+from rigmon.agent.request_guard import ASGIApp
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.capture import capture_node
 from rigmon.agent.guard.api import guard_routes

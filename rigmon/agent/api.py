@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import hmac
 import json
 import math
 import sqlite3
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,17 @@ from rigmon.agent.journal import (
     gzip_member,
 )
 from rigmon.agent.metrics import FrameCollector, make_registry
-from rigmon.agent.ratelimit import RateLimiter, retry_after_header
+from rigmon.agent.ratelimit import RateLimiter
+from rigmon.agent.request_guard import (
+    ASGIApp,
+    Receive,
+    RequestTooLarge,
+    Scope,
+    Send,
+    closing_error_response,
+    error_response,
+    guard_requests,
+)
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Gap, History, Info, NodeCapture, encode
 
@@ -58,16 +67,6 @@ LAST_FRAME_HEADER = "rigmon-last-frame-at"
 #: to the routes by tests/agent/test_openapi.py).
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class RequestTooLarge(Exception):
-    """The request's headers and body, counted as they arrive, passed ``max_request_bytes``."""
-
-
 @dataclass
 class ApiState:
     """What the handlers read: the buffer, identity and limits."""
@@ -93,15 +92,6 @@ class ApiState:
     mark: Callable[[str, str | None], Event] | None = None
     extra_routes: list[Route] = field(default_factory=list)
     """Routes of optional parts (``/v1/guard``), added after the built-in ones."""
-
-
-def _error(status: int, reason: str) -> JSONResponse:
-    return JSONResponse({"error": reason}, status_code=status)
-
-
-def _closing_error(status: int, reason: str) -> JSONResponse:
-    """An error after which the connection closes: the rest of the request is not read."""
-    return JSONResponse({"error": reason}, status_code=status, headers={"connection": "close"})
 
 
 def _json(record: Any) -> Response:
@@ -259,7 +249,7 @@ def build_app(state: ApiState) -> ASGIApp:
     async def latest(request: Request) -> Response:
         frame = state.buffer.latest
         if frame is None:
-            return _error(503, "no frame sampled yet")
+            return error_response(503, "no frame sampled yet")
         return Response(frame_json(frame), media_type="application/json")
 
     async def samples(request: Request) -> Response:
@@ -288,7 +278,7 @@ def build_app(state: ApiState) -> ASGIApp:
         run_id = request.query_params.get("run_id")
         view = _view_param(request.query_params.get("view"))
         if state.open_streams >= state.max_streams:
-            return _error(503, f"too many open streams (limit {state.max_streams})")
+            return error_response(503, f"too many open streams (limit {state.max_streams})")
         state.open_streams += 1
         return StreamingResponse(
             _stream_body(request, after, run_id, view),
@@ -332,7 +322,7 @@ def build_app(state: ApiState) -> ASGIApp:
 
     async def metrics(request: Request) -> Response:
         if state.metrics is None:
-            return _error(404, "metrics are not enabled")
+            return error_response(404, "metrics are not enabled")
         # Deferred: see `rigmon.agent.metrics` (prometheus_client loads on the first scrape).
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -342,12 +332,12 @@ def build_app(state: ApiState) -> ASGIApp:
 
     async def alarms(request: Request) -> Response:
         if state.alarms is None:
-            return _error(404, "alarms are not enabled on this agent")
+            return error_response(404, "alarms are not enabled on this agent")
         return _json(state.alarms.alarm_list())
 
     async def ack(request: Request) -> Response:
         if state.alarms is None:
-            return _error(404, "alarms are not enabled on this agent")
+            return error_response(404, "alarms are not enabled on this agent")
         denied = _control_denied(state, request, "acknowledge alarms")
         if denied is not None:
             return denied
@@ -365,14 +355,14 @@ def build_app(state: ApiState) -> ASGIApp:
         try:
             alarm = state.alarms.acknowledge(alarm_id, by)
         except UnknownAlarm:
-            return _error(404, f"no alarm {alarm_id}")
+            return error_response(404, f"no alarm {alarm_id}")
         except AlreadyResolved:
-            return _error(409, f"alarm {alarm_id} is already resolved")
+            return error_response(409, f"alarm {alarm_id} is already resolved")
         return _json(alarm)
 
     async def marks(request: Request) -> Response:
         if state.mark is None:
-            return _error(404, "marks are not enabled on this agent")
+            return error_response(404, "marks are not enabled on this agent")
         denied = _control_denied(state, request, "add marks")
         if denied is not None:
             return denied
@@ -391,7 +381,7 @@ def build_app(state: ApiState) -> ASGIApp:
 
     async def history(request: Request) -> Response:
         if state.journal_path is None:
-            return _error(404, "this agent keeps no journal (no state directory, or [journal] enabled = false)")
+            return error_response(404, "this agent keeps no journal (no state directory, or [journal] enabled = false)")
         q = request.query_params
         unknown = sorted(set(q) - {"from", "to", "series", "frames"})
         if unknown:
@@ -429,10 +419,10 @@ def build_app(state: ApiState) -> ASGIApp:
         except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
             # A journal damaged under the reader (bad pages, a body that does not decode): the
             # writer sets it aside; until then the answer is the documented 503, never a 500.
-            return _error(503, f"journal cannot be read: {exc}")
+            return error_response(503, f"journal cannot be read: {exc}")
         except JournalError as exc:
             if not unopened:
-                return _error(503, str(exc))
+                return error_response(503, str(exc))
             # Just after the start the writer has not created the file (or its tables) yet:
             # nothing is recorded, which is an empty window, not an outage (a snapshot taken
             # then would otherwise lose the node). A journal that failed to open still says 503.
@@ -442,7 +432,7 @@ def build_app(state: ApiState) -> ASGIApp:
 
     async def snapshot(request: Request) -> Response:
         if state.capture is None:
-            return _error(404, "this agent cannot capture a snapshot")
+            return error_response(404, "this agent cannot capture a snapshot")
         return _json(await asyncio.to_thread(state.capture))
 
     async def openapi(request: Request) -> Response:
@@ -465,10 +455,10 @@ def build_app(state: ApiState) -> ASGIApp:
     ]
 
     async def on_bad_request(request: Request, exc: Exception) -> Response:
-        return _error(400, str(exc))
+        return error_response(400, str(exc))
 
     async def on_too_large(request: Request, exc: Exception) -> Response:
-        return _closing_error(413, str(exc))
+        return closing_error_response(413, str(exc))
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         # Starlette's own 404/405 are plain text; every answer of the API is JSON.
@@ -477,108 +467,9 @@ def build_app(state: ApiState) -> ASGIApp:
 
     app = Starlette(routes=routes, exception_handlers={
         BadRequest: on_bad_request, RequestTooLarge: on_too_large, HTTPException: on_http_error})
-    return _guard(app, state)
-
-
-def _is_control(scope: Scope) -> bool:
-    path = str(scope.get("path", ""))
-    if scope.get("method") != "POST":
-        return False
-    # The guard's hold/release checks the control token in its handler, as acknowledgements and marks do.
-    return (path.startswith("/v1/alarms/") and path.endswith("/ack")) or path in ("/v1/marks", "/v1/guard")
+    return guard_requests(app, state)
 
 
 def _control_denied(state: ApiState, request: Request, what: str) -> Response | None:
     """The answer refusing a control request, or ``None`` when it carries the control token."""
     return control_denied(state.control_token, state.token, request, what)
-
-
-def _client_key(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"
-
-
-def head_bytes(scope: Scope) -> int:
-    """About how many bytes the request line and headers of ``scope`` took on the wire."""
-    line = len(str(scope.get("method", ""))) + len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-    return line + 12 + sum(len(name) + len(value) + 4 for name, value in scope.get("headers") or [])
-
-
-def counting_receive(receive: Receive, budget: int, limit: int) -> Receive:
-    """``receive`` that raises `RequestTooLarge` once the body passes ``budget`` bytes.
-
-    A chunked body has no length up front: it is counted as it arrives, so a client
-    streaming 200 MB is stopped after ``budget`` bytes instead of being buffered whole.
-    """
-    seen = 0
-
-    async def counted() -> MutableMapping[str, Any]:
-        nonlocal seen
-        message = await receive()
-        if message.get("type") == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > budget:
-                raise RequestTooLarge(f"request over {limit} bytes (headers plus body)")
-        return message
-
-    return counted
-
-
-def _guard(app: ASGIApp, state: ApiState) -> ASGIApp:
-    """Wrap the app with a per-client rate limit, bearer-token auth and a request size limit."""
-    expected = f"Bearer {state.token}".encode() if state.token else None
-    limiter = state.rate_limiter
-    limit = state.max_request_bytes
-
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        # Before auth, so guessing tokens is as slow as anything else; /healthz stays free for probes.
-        if limiter is not None and scope.get("path") != "/healthz":
-            wait_s = limiter.take(_client_key(scope))
-            if wait_s is not None:
-                response = _error(429, f"too many requests (limit {limiter.rate_per_s:g}/s, "
-                                       f"burst {limiter.burst}); retry later")
-                response.headers["Retry-After"] = retry_after_header(wait_s)
-                await response(scope, receive, send)
-                return
-        head = head_bytes(scope)
-        if head > limit:
-            # A head can arrive whole in one packet, which the HTTP parser's own limit never sees.
-            await _closing_error(431, f"request headers over {limit} bytes")(scope, receive, send)
-            return
-        raw_headers = list(scope.get("headers") or [])
-        if sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
-            await _closing_error(400, "more than one Authorization header")(scope, receive, send)
-            return
-        headers = dict(raw_headers)
-        length = headers.get(b"content-length", b"0")
-        if not length.isdigit() or head + int(length) > limit:
-            await _closing_error(413, f"request over {limit} bytes (headers plus body)")(scope, receive, send)
-            return
-        receive = counting_receive(receive, limit - head, limit)
-        # Acknowledgements carry the control token, checked by their handler.
-        if expected is not None and scope.get("path") != "/healthz" and not _is_control(scope):
-            given = headers.get(b"authorization", b"")
-            # Constant-time comparison: the token must not leak through response timing.
-            if not hmac.compare_digest(given, expected):
-                response = _error(401, "missing or wrong bearer token")
-                response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon"'
-                await response(scope, receive, send)
-                return
-        if scope.get("path") == "/v1/latest" and scope.get("method") == "GET" and not scope.get("root_path"):
-            # The pull that dashboards and scrapers make every second, answered here as the
-            # route below answers it (same status, headers and bytes) without Starlette's
-            # middleware, routing and request objects: most of the app's share of a request.
-            frame = state.buffer.latest
-            if frame is not None:
-                body = frame_json(frame)
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": [(b"content-length", str(len(body)).encode()),
-                                        (b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await app(scope, receive, send)
-
-    return guarded
