@@ -60,7 +60,8 @@ class ConnectionLimits:
         max_per_client: connections one client address may hold at once.
         max_total: connections the server holds at once.
         max_head_bytes: largest request head; a connection that sent more without completing one
-            is answered 431 and closed (a complete head is measured by the app, rigmon/agent/api.py).
+            is answered 431 and closed (a complete head is measured by the app's request guard,
+            rigmon/agent/request_guard.py).
         tokens: bearer tokens (read and control) whose holders' connections are closed last.
     """
 
