@@ -26,28 +26,33 @@ an empty list) matches nothing: missing data is not an error.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rigmon.alarms.identities import (
+    IDENTITY_CACHE_SIZE,
+    IDENTITY_FIELDS as IDENTITY_FIELDS,
+    RECORD_ORDER,
+    IdentityMemo as IdentityMemo,
+    as_text,
+    cached_identities,
+    identities,
+    item_paths,
+    list_identities,
+    none_getter,
+    record_fields,
+)
 from rigmon.schema import EventValue, Frame, Readings
 from rigmon.typed import to_data
-
-#: Fields that name a list item, in order of preference. ``index`` comes before ``name``
-#: because a GPU's ``name`` is its product name, shared by every GPU of a node.
-IDENTITY_FIELDS = ("index", "uuid", "name", "id", "sensor", "device", "path", "bus_id", "link")
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _STEP_RE = re.compile(rf"(?P<name>{_NAME}|\*)(?P<filters>(\[[^\[\]]*\])*)")
 _FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
 
 
-#: Identity labels and path part of every item of a list, by ``id()`` of the list.
-IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
 #: Nodes reached (with path and subject) by leading steps of selectors, by those steps.
 LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str]]]
 
@@ -161,7 +166,7 @@ class Selector:
                     memo: IdentityMemo) -> list[tuple[Any, str, str]]:
         """As `_walk_steps` without labels: ``(node, path, subject)`` of the nodes ``steps[begin:end]``
         lead to. Fields are read by getters resolved once per record type (`_getters`), and the
-        paths of a list's items are made once per list shape (`_item_paths`)."""
+        paths of a list's items are made once per list shape (`item_paths`)."""
         last = len(self.steps) - 1
         for i in range(begin, end):
             step = self.steps[i]
@@ -329,34 +334,11 @@ def _scalar(value: Any) -> bool:
 
 _SCALARS = frozenset({str, int, float, bool})
 
-#: Field names of record (dataclass) types, and ``None`` for types that are no record, by type.
-_RECORD_FIELDS: dict[type, frozenset[str] | None] = {}
-_RECORD_ORDER: dict[type, tuple[str, ...]] = {}
-#: `IDENTITY_FIELDS` that a record type has, in order of preference, by type.
-_RECORD_IDENTITY: dict[type, tuple[str, ...]] = {}
-
-
-def _record_fields(tp: type) -> frozenset[str] | None:
-    """The field names of a record type (a dataclass), ``None`` for any other type."""
-    try:
-        return _RECORD_FIELDS[tp]
-    except KeyError:
-        pass
-    if dataclasses.is_dataclass(tp):
-        order = tuple(f.name for f in dataclasses.fields(tp))
-        _RECORD_ORDER[tp] = order
-        _RECORD_IDENTITY[tp] = tuple(key for key in IDENTITY_FIELDS if key in order)
-        _RECORD_FIELDS[tp] = frozenset(order)
-    else:
-        _RECORD_FIELDS[tp] = None
-    return _RECORD_FIELDS[tp]
-
-
 def field_value(node: Any, name: str) -> Any:
     """Field ``name`` of a mapping or record; ``None`` when it has none or is neither."""
     if type(node) is dict:
         return node.get(name)
-    fields = _record_fields(type(node))
+    fields = record_fields(type(node))
     if fields is not None:
         return getattr(node, name) if name in fields else None
     if isinstance(node, Mapping):
@@ -366,8 +348,8 @@ def field_value(node: Any, name: str) -> Any:
 
 def _items(node: Any) -> list[tuple[str, Any]] | None:
     """Keys (as text) and values of a mapping or record; ``None`` when it is neither."""
-    if type(node) is not dict and _record_fields(type(node)) is not None:
-        return [(name, getattr(node, name)) for name in _RECORD_ORDER[type(node)]]
+    if type(node) is not dict and record_fields(type(node)) is not None:
+        return [(name, getattr(node, name)) for name in RECORD_ORDER[type(node)]]
     if isinstance(node, Mapping):
         return [(str(k), v) for k, v in node.items()]
     return None
@@ -412,13 +394,13 @@ def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str, labels: di
                 continue
             idents = memo.get(id(value))
             if idents is None:
-                idents = memo[id(value)] = _identities(value)
+                idents = memo[id(value)] = identities(value)
             if flt.kind == "all":
                 positions: range | list[int] = range(len(value))
             elif flt.kind == "position":
                 positions = [flt.position % len(value)] if value else []
             else:
-                positions = [pos for pos, item in enumerate(value) if _text(field_value(item, flt.field)) == flt.value]
+                positions = [pos for pos, item in enumerate(value) if as_text(field_value(item, flt.field)) == flt.value]
             for pos in positions:
                 ident_label, ident_path = idents[pos]
                 nxt.append((value[pos], f"{p}[{ident_path}]", None if lab is None else {**lab, **ident_label}))
@@ -439,17 +421,13 @@ def _filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
                 if value:
                     nxt.append(value[flt.position % len(value)])
             else:
-                nxt.extend(item for item in value if _text(field_value(item, flt.field)) == flt.value)
+                nxt.extend(item for item in value if as_text(field_value(item, flt.field)) == flt.value)
         current = nxt
     return current
 
 
 #: Field getters by field name, then by the type of the node read (see `_make_getter`).
 _GETTERS: dict[str, dict[type, Callable[[Any], Any]]] = {}
-
-
-def _none(node: Any) -> None:
-    return None
 
 
 def _getters(name: str) -> dict[type, Callable[[Any], Any]]:
@@ -464,13 +442,13 @@ def _make_getter(tp: type, name: str, getters: dict[type, Callable[[Any], Any]])
     if tp is dict:
         get: Callable[[Any], Any] = operator.methodcaller("get", name)
     else:
-        fields = _record_fields(tp)
+        fields = record_fields(tp)
         if fields is not None:
-            get = operator.attrgetter(name) if name in fields else _none
+            get = operator.attrgetter(name) if name in fields else none_getter
         elif issubclass(tp, Mapping):
             get = operator.methodcaller("get", name)
         else:
-            get = _none
+            get = none_getter
     getters[tp] = get
     return get
 
@@ -498,7 +476,7 @@ def _leaf_pairs(current: list[tuple[Any, str, str]], name: str) -> list[tuple[st
     out: list[tuple[str, EventValue]] = []
     append = out.append
     last_tp: type | None = None
-    get: Callable[[Any], Any] = _none
+    get: Callable[[Any], Any] = none_getter
     for node, path, subject in current:
         tp = type(node)
         if tp is not last_tp:
@@ -511,21 +489,13 @@ def _leaf_pairs(current: list[tuple[Any, str, str]], name: str) -> list[tuple[st
     return out
 
 
-def _list_identities(node: Any, memo: IdentityMemo) -> list[tuple[dict[str, str], str]]:
-    """The identities of a list's items, read once per list and evaluation (`memo`)."""
-    idents = memo.get(id(node))
-    if idents is None:
-        idents = memo[id(node)] = _identities(node)
-    return idents
-
-
 def _plain_filters(node: Any, filters: tuple[Filter, ...], path: str,
                    memo: IdentityMemo) -> Sequence[tuple[Any, str]]:
     """`_apply_filters` without labels: ``(item, path)`` of the items the filters keep."""
     if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
         if not node:
             return ()
-        return [(item, p) for item, p in zip(node, _item_paths(path, _list_identities(node, memo)))
+        return [(item, p) for item, p in zip(node, item_paths(path, list_identities(node, memo)))
                 if item is not None]
     return [(item, p) for item, p, _ in _apply_filters(node, filters, path, None, memo)]
 
@@ -537,9 +507,9 @@ def _item_triples(node: Any, filters: tuple[Filter, ...], path: str,
     if len(filters) == 1 and filters[0].kind == "all" and type(node) in _LISTS:
         if not node:
             return ()
-        idents = _list_identities(node, memo)
-        paths = _item_paths(path, idents)
-        if _cached_identities(idents):
+        idents = list_identities(node, memo)
+        paths = item_paths(path, idents)
+        if cached_identities(idents):
             # Only lists of records of one type have their identities cached: no item is None.
             return zip(node, paths, paths)
         return [(item, p, p) for item, p in zip(node, paths) if item is not None]
@@ -547,115 +517,6 @@ def _item_triples(node: Any, filters: tuple[Filter, ...], path: str,
 
 
 _LISTS = frozenset({list, tuple})
-#: Paths of a list's items (``gpus[index=0]``...) by the list's path and its identities (which
-#: the entry keeps alive, so the ``id()`` cannot be another's). Cleared with `_IDENTITY_CACHE`.
-_ITEM_PATHS: dict[tuple[str, int], tuple[list[tuple[dict[str, str], str]], list[str]]] = {}
-
-
-def _item_paths(path: str, idents: list[tuple[dict[str, str], str]]) -> list[str]:
-    key = (path, id(idents))
-    found = _ITEM_PATHS.get(key)
-    if found is not None and found[0] is idents:
-        return found[1]
-    paths = [f"{path}[{ident_path}]" for _, ident_path in idents]
-    if _cached_identities(idents):
-        if len(_ITEM_PATHS) >= 4 * IDENTITY_CACHE_SIZE:
-            _ITEM_PATHS.clear()
-        _ITEM_PATHS[key] = (idents, paths)
-    return paths
-
-
-#: Identities of lists of records already worked out, by the records' type and the raw values
-#: of their identity fields (with the values' types: ``1``, ``1.0`` and ``True`` are equal keys
-#: but different text). A node's GPUs, links and arrays keep their identities from frame to
-#: frame, so a frame's lists are mostly found here. Entries are shared: never change them.
-_IDENTITY_CACHE: dict[tuple[Any, ...], list[tuple[dict[str, str], str]]] = {}
-#: Entries kept before the cache starts afresh (a node has a few dozen lists).
-IDENTITY_CACHE_SIZE = 512
-#: How to read the identity fields of a record type: a getter and whether it reads several
-#: fields (a tuple each); ``None`` for a type that is no record.
-_IDENTITY_GETTERS: dict[type, tuple[Callable[[Any], Any], bool] | None] = {}
-_NO_PLAN: Any = object()
-
-
-def _identity_plan(tp: type) -> tuple[Callable[[Any], Any], bool] | None:
-    plan: tuple[Callable[[Any], Any], bool] | None = None
-    if _record_fields(tp) is not None:
-        keys = _RECORD_IDENTITY[tp]
-        plan = (operator.attrgetter(*keys) if keys else _none, len(keys) > 1)
-    _IDENTITY_GETTERS[tp] = plan
-    return plan
-#: ``id()`` of the lists held in `_IDENTITY_CACHE` (only their items' paths are kept).
-_CACHED_IDENTITIES: set[int] = set()
-
-
-def _cached_identities(idents: list[tuple[dict[str, str], str]]) -> bool:
-    return id(idents) in _CACHED_IDENTITIES
-
-
-def _identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
-    """Identity labels and path part of every item of a list (the labels are shared: copy to change)."""
-    if not items:
-        return []
-    tp = type(items[0])
-    plan = _IDENTITY_GETTERS.get(tp, _NO_PLAN)
-    if plan is _NO_PLAN:
-        plan = _identity_plan(tp)
-    if plan is not None and len(set(map(type, items))) == 1:
-        getter, several = plan
-        raw = tuple(map(getter, items))
-        key = (tp, raw, tuple(map(type, itertools.chain.from_iterable(raw) if several else raw)))
-        found = _IDENTITY_CACHE.get(key)
-        if found is None:
-            if len(_IDENTITY_CACHE) >= IDENTITY_CACHE_SIZE:
-                _IDENTITY_CACHE.clear()
-                _CACHED_IDENTITIES.clear()
-                _ITEM_PATHS.clear()
-            found = _IDENTITY_CACHE[key] = _work_out_identities(items)
-            _CACHED_IDENTITIES.add(id(found))
-        return found
-    return _work_out_identities(items)
-
-
-def _work_out_identities(items: Sequence[Any]) -> list[tuple[dict[str, str], str]]:
-    per_item: list[dict[str, str]] = []
-    for item in items:
-        labels: dict[str, str] = {}
-        if type(item) is dict or isinstance(item, Mapping):
-            for key in IDENTITY_FIELDS:
-                text = _text(item.get(key))
-                if text is not None:
-                    labels[key] = text
-        else:
-            if _record_fields(type(item)) is not None:
-                for key in _RECORD_IDENTITY[type(item)]:
-                    text = _text(getattr(item, key))
-                    if text is not None:
-                        labels[key] = text
-        per_item.append(labels)
-    unique_key = None
-    for key in IDENTITY_FIELDS:
-        values = [labels.get(key) for labels in per_item]
-        if all(v is not None for v in values) and len(set(values)) == len(values):
-            unique_key = key
-            break
-    out: list[tuple[dict[str, str], str]] = []
-    for pos, labels in enumerate(per_item):
-        if unique_key is not None:
-            out.append((labels, f"{unique_key}={labels[unique_key]}"))
-        else:
-            out.append(({**labels, "position": str(pos)}, f"#{pos}"))
-    return out
-
-
-def _text(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    return None
-
-
 def frame_view(frame: Frame) -> dict[str, Any]:
     """What selectors read, without converting the frame: the frame's readings (records, as
     they are), its collectors, node and time. Selectors find in it what they find in
@@ -669,8 +530,8 @@ def frame_view(frame: Frame) -> dict[str, Any]:
 
 
 def _readings_fields() -> tuple[str, ...]:
-    _record_fields(Readings)
-    return _RECORD_ORDER[Readings]
+    record_fields(Readings)
+    return RECORD_ORDER[Readings]
 
 
 def frame_data(frame: Frame) -> dict[str, Any]:
