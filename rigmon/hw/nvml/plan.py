@@ -45,13 +45,11 @@ _ULL = ctypes.c_ulonglong
 #: The value types of nearly every field and sample: unsigned int and unsigned long long.
 VT_UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
 VT_ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-
-
 #: Bits of the union each unsigned value type uses (a field array whose every value has one of
 #: these types is decoded without Python per field).
 UNSIGNED_MASK = {VT_UINT: 0xFFFFFFFF, VT_ULL: 0xFFFFFFFFFFFFFFFF,
-                  pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: 0xFFFFFFFFFFFFFFFF,
-                  pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: 0xFFFF}
+                 pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: 0xFFFFFFFFFFFFFFFF,
+                 pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: 0xFFFF}
 #: A function giving a value: its symbol, the arguments between the handle and the output, the output type.
 _Call = tuple[str, tuple[int, ...], type]
 
