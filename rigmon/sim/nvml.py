@@ -63,7 +63,12 @@ from rigmon.sim.nvml_abi import (
 from rigmon.sim.nvml_control import control_symbols
 from rigmon.sim.nvml_devices import device_symbols
 from rigmon.sim.nvml_events import event_symbols
-from rigmon.sim.nvml_fields import FI_DEV_NVLINK_GET_STATE, FI_DEV_NVLINK_LINK_COUNT, FI_DEV_POWER_INSTANT, field_symbols
+from rigmon.sim.nvml_fields import (
+    FI_DEV_NVLINK_GET_STATE,
+    FI_DEV_NVLINK_LINK_COUNT,
+    FI_DEV_POWER_INSTANT,
+    field_symbols,
+)
 from rigmon.sim.nvml_machine import (
     NVLINK_COUNTERS,
     OPTIONAL_SYMBOLS,

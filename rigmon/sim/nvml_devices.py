@@ -1,4 +1,4 @@
-"""Fake NVML symbols for the system and device queries: init, driver, handles, PCI, power, clocks, sensors, NVLink, ECC."""
+"""Fake NVML system and device-query symbols: init, driver, handles, PCI, power, clocks, sensors, NVLink, ECC."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 
 def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
-    """The system and device-query symbols (init, driver, handles, PCI, power, clocks, sensors, NVLink, ECC) for ``lib``'s symbol table."""
+    """The system and device-query symbols for ``lib``'s symbol table: init, driver, handles, PCI,
+    power, clocks, sensors, NVLink, ECC."""
     s: dict[str, Callable[..., Any]] = {}
 
     def init(flags: Any) -> int:

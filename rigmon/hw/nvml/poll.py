@@ -4,8 +4,9 @@ called directly into buffers allocated once per GPU.
 What each GPU is asked is its `rigmon.hw.nvml.plan.Plan`, built from the per-poll values'
 sources when its facts are read (every `FACTS_EVERY` polls). A refused field is read through its
 function from then on; a refused function (NOT_SUPPORTED, FUNCTION_NOT_FOUND) is dropped from the
-plan, its next alternative taken, until the plan is built again. The device handle is kept with the plan: a GPU that falls off the
-bus answers GPU_IS_LOST to every call on it, and a changed device count drops every plan.
+plan, its next alternative taken, until the plan is built again. The device handle is kept with
+the plan: a GPU that falls off the bus answers GPU_IS_LOST to every call on it, and a changed
+device count drops every plan.
 """
 
 from __future__ import annotations
