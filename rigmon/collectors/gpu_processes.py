@@ -5,7 +5,8 @@ used GPU memory and, where the driver samples them, per-process utilisation; AMD
 from the DRM fdinfo files of ``/proc/PID/fdinfo`` (``drm-driver: amdgpu``, as nvtop reads
 them). Each process is joined with ``/proc/PID/{stat,status,cmdline}`` below the agent's root.
 A PID that NVML lists but the agent's ``/proc`` does not show (another PID namespace, such as
-a container, or a process that just exited) is reported with what NVML gives.
+a container, or a process that just exited) is reported with what NVML gives. The parsers of
+those files are `rigmon.collectors.process_files`.
 """
 
 from __future__ import annotations
@@ -16,21 +17,23 @@ from dataclasses import dataclass, replace
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.collectors.process_files import (
+    USER_HZ,
+    DrmClient,
+    exit_text,
+    parse_boot_time,
+    parse_cmdline as parse_cmdline,
+    parse_drm_fdinfo as parse_drm_fdinfo,
+    parse_passwd as parse_passwd,
+    parse_proc_stat as parse_proc_stat,
+    parse_status_uid as parse_status_uid,
+    short_command as short_command,
+)
 from rigmon.hw.nvml import NvmlGpuProcesses, NvmlHung, NvmlProcesses, NvmlUnavailable, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import GpuProcessReading
 
-#: Kernel clock ticks per second of /proc/PID/stat times (USER_HZ, 100 on every Linux ABI).
-USER_HZ = 100
-#: Field numbers (1-based, as proc(5) counts them) of /proc/PID/stat.
-STAT_STARTTIME = 22
-STAT_EXIT_CODE = 52
-#: KiB in the fdinfo memory keys.
-KIB = 1024
-NANO = 1e9
-#: Longest short command line kept (the full one is kept whole, up to the read limit).
-MAX_COMMAND_CHARS = 200
 #: Longest /proc/PID/cmdline read.
 MAX_CMDLINE_BYTES = 16384
 #: PCI vendor id of AMD GPUs.
@@ -45,161 +48,8 @@ FD_RESCAN_S = 10.0
 #: user names. A process that rewrites its own argv, or a user added to /etc/passwd, shows
 #: within this many polls.
 FACTS_EVERY = 60
-
-
-@dataclass(frozen=True, slots=True)
-class ProcStat:
-    """What /proc/PID/stat says: state letter, start time in ticks since boot, and the
-    wait status of a zombie (``exit_code``, Linux 3.5+; ``None`` while running)."""
-
-    comm: str
-    state: str
-    start_ticks: int | None
-    exit_status: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class DrmClient:
-    """One DRM file descriptor's fdinfo: driver, device, client id, busy nanoseconds, VRAM bytes."""
-
-    driver: str
-    pdev: str | None
-    client_id: str | None
-    engine_ns: dict[str, int]
-    vram_bytes: int | None
-
-
-def parse_proc_stat(text: str) -> ProcStat | None:
-    """Parse ``/proc/PID/stat``; ``None`` when it is not one."""
-    # 4242 (python train.py) S 1 4242 ... (comm may hold spaces and parentheses: split at the last ')')
-    head, sep, tail = text.rpartition(")")
-    if not sep or "(" not in head:
-        return None
-    comm = head.split("(", 1)[1]
-    fields = tail.split()
-    if not fields:
-        return None
-    offset = 3  # fields[0] is field 3 (state)
-
-    def number(n: int) -> int | None:
-        i = n - offset
-        if i >= len(fields):
-            return None
-        try:
-            return int(fields[i])
-        except ValueError:
-            return None
-
-    state = fields[0]
-    return ProcStat(comm=comm, state=state, start_ticks=number(STAT_STARTTIME),
-                    exit_status=number(STAT_EXIT_CODE) if state in ("Z", "X") else None)
-
-
-def parse_status_uid(text: str) -> int | None:
-    """The real UID from ``/proc/PID/status``."""
-    for line in text.splitlines():
-        # Uid:	1000	1000	1000	1000   (real, effective, saved, filesystem)
-        if line.startswith("Uid:"):
-            parts = line.split()
-            if len(parts) > 1 and parts[1].isdigit():
-                return int(parts[1])
-    return None
-
-
-def parse_cmdline(raw: bytes) -> tuple[str, ...]:
-    """Arguments of ``/proc/PID/cmdline`` (NUL-separated; empty for a kernel thread or zombie)."""
-    text = raw.decode("utf-8", "replace")
-    return tuple(arg for arg in text.split("\0") if arg) if text else ()
-
-
-def short_command(argv: Sequence[str]) -> str | None:
-    """The program without its directory and what it runs: ``python3 train.py``, ``python3 -m vllm.entrypoints``.
-
-    Interpreters' options are left out (the full command line is kept beside it); the first
-    non-option argument (a script, shown without its directory) or ``-m module`` ends it.
-    """
-    if not argv:
-        return None
-    words = [os.path.basename(argv[0]) or argv[0]]
-    args = list(argv[1:])
-    while args:
-        arg = args.pop(0)
-        if arg == "-m" and args:
-            words += ["-m", args[0]]
-            break
-        if not arg.startswith("-"):
-            words.append(os.path.basename(arg.rstrip("/")) or arg)
-            break
-    text = " ".join(words)
-    return text if len(text) <= MAX_COMMAND_CHARS else text[: MAX_COMMAND_CHARS - 1] + "…"
-
-
-def parse_passwd(text: str) -> dict[int, str]:
-    """UID -> user name from ``/etc/passwd``."""
-    users: dict[int, str] = {}
-    for line in text.splitlines():
-        # alice:x:1000:1000:Alice,,,:/home/alice:/bin/bash
-        parts = line.split(":")
-        if len(parts) >= 3 and parts[2].isdigit():
-            users.setdefault(int(parts[2]), parts[0])
-    return users
-
-
-def parse_boot_time(text: str) -> float | None:
-    """Boot time (Unix seconds) from the ``btime`` line of ``/proc/stat``."""
-    for line in text.splitlines():
-        # btime 1700000000
-        if line.startswith("btime "):
-            value = line.split()[1]
-            return float(value) if value.isdigit() else None
-    return None
-
-
-def parse_drm_fdinfo(text: str) -> DrmClient | None:
-    """The DRM keys of one ``/proc/PID/fdinfo/FD``; ``None`` for a file that is not a DRM client."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        # drm-engine-gfx:	1234567 ns
-        key, sep, value = line.partition(":")
-        if sep and key.startswith("drm-"):
-            values[key] = value.strip()
-    driver = values.get("drm-driver")
-    if driver is None:
-        return None
-    engines: dict[str, int] = {}
-    for key, value in values.items():
-        if key.startswith("drm-engine-") and not key.startswith("drm-engine-capacity-"):
-            number = value.split()[0] if value else ""
-            if number.isdigit():
-                engines[key.removeprefix("drm-engine-")] = int(number)
-    vram = None
-    # Older amdgpu: drm-memory-vram; since Linux 6.? the common keys drm-resident-/drm-total-vram.
-    for key in ("drm-memory-vram", "drm-resident-vram", "drm-total-vram"):
-        if key in values:
-            vram = _size_bytes(values[key])
-            break
-    return DrmClient(driver=driver, pdev=values.get("drm-pdev"), client_id=values.get("drm-client-id"),
-                     engine_ns=engines, vram_bytes=vram)
-
-
-def _size_bytes(value: str) -> int | None:
-    # "1048576 KiB" (or MiB / bare bytes)
-    parts = value.split()
-    if not parts or not parts[0].isdigit():
-        return None
-    unit = parts[1] if len(parts) > 1 else ""
-    scale = {"": 1, "KiB": KIB, "MiB": KIB**2, "GiB": KIB**3}.get(unit)
-    return None if scale is None else int(parts[0]) * scale
-
-
-def exit_text(status: int | None) -> str:
-    """Words for a zombie's wait status: ``with code 1``, ``killed by signal 9``, or nothing known."""
-    if status is None:
-        return ""
-    signal = status & 0x7F
-    if signal:
-        return f" (killed by signal {signal})"
-    return f" (exit code {(status >> 8) & 0xFF})"
+#: Nanoseconds in a second (DRM fdinfo engine times are in ns).
+NANO = 1e9
 
 
 @dataclass(frozen=True, slots=True)

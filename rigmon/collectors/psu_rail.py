@@ -2,13 +2,14 @@
 
 `RailState` is pure: fed lines or windows with the times passed in, no I/O. The reader
 thread that feeds it (exclusive open, reopen with backoff, udev kick, pushes) is
-`rigmon.collectors.psu.PsuCollector`; the line parsers are `rigmon.collectors.psu_lines`.
+`rigmon.collectors.psu.PsuCollector`; the line parsers are `rigmon.collectors.psu_lines`;
+the window arithmetic (envelopes, path-resistance points) is `rigmon.collectors.psu_window`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.psu_lines import (
@@ -20,23 +21,23 @@ from rigmon.collectors.psu_lines import (
     LineSplitter,
     RailWindow,
     Rm1Identity,
-    Triple,
     UsualRm1,
     parse_rm1_line,
     parse_rm1_usual,
     usual_window,
 )
 from rigmon.collectors.psu_text import TextHeader, parse_text_line, text_window
-from rigmon.config import PsuSection
-from rigmon.path_resistance import EstimatorSet, PathResistanceEstimator
-from rigmon.schema import (
-    CurrentEnvelope,
-    PathResistanceReading,
-    PsuAdcCounters,
-    PsuRailReading,
-    ResistanceMethod,
-    VoltageEnvelope,
+from rigmon.collectors.psu_window import (
+    POINTS_HELD,
+    PathPoints,
+    WindowAggregate,
+    amps_envelope,
+    fresh_fast,
+    volts_envelope,
 )
+from rigmon.config import PsuSection
+from rigmon.path_resistance import EstimatorSet
+from rigmon.schema import PathResistanceReading, PsuAdcCounters, PsuRailReading
 
 #: RM1 flag bit: the device lost samples or records.
 FLAG_OVERRUN = 8
@@ -45,91 +46,8 @@ IDENTITY_ANSWER_S = 2.0
 #: A stale reading needs at least this many missing windows.
 STALE_WINDOWS = 3
 HALF_U32 = U32 // 2
-#: Path-resistance points kept before the estimators take them in unasked (they are read
-#: with every frame, so this bounds memory only when nobody takes frames).
-POINTS_HELD = 64
 #: `RailState._last_seq_win` before any window: no window length (distinct from a window without one).
 _NO_WINDOW = -1
-
-
-@dataclass(slots=True)
-class _Channel:
-    """Running envelope of one channel: sample-weighted mean, min of mins, max of maxes."""
-
-    weighted_sum: float = 0.0
-    weight: float = 0.0
-    low: float = math.inf
-    high: float = -math.inf
-
-    def add(self, triple: Triple, weight: float) -> None:
-        self.add_values(triple.mean, triple.min, triple.max, weight)
-
-    def add_values(self, mean: float, low: float, high: float, weight: float) -> None:
-        self.weighted_sum += mean * weight
-        self.weight += weight
-        if low < self.low:
-            self.low = low
-        if high > self.high:
-            self.high = high
-
-    def triple(self) -> Triple:
-        mean = self.weighted_sum / self.weight if self.weight else (self.low + self.high) / 2
-        # The mean of rounded means can fall a hair outside [min, max]; clamp it back.
-        return Triple(mean=min(max(round(mean, 6), self.low), self.high), min=self.low, max=self.high)
-
-
-@dataclass(slots=True)
-class _Aggregate:
-    """Windows since the previous frame."""
-
-    windows: int = 0
-    samples: int | None = 0
-    flags: int = 0
-    sag: bool = False
-    volts: dict[str, _Channel] = field(default_factory=dict)
-    amps: dict[str, _Channel] = field(default_factory=dict)
-
-    def add(self, window: RailWindow) -> None:
-        self.windows += 1
-        self.flags |= window.flags
-        if self.samples is not None:
-            self.samples = None if window.samples is None else self.samples + window.samples
-        weight = float(window.samples or 1)
-        for key, triple in window.volts.items():
-            self.volts.setdefault(key, _Channel()).add(triple, weight)
-        for key, triple in window.amps.items():
-            self.amps.setdefault(key, _Channel()).add(triple, weight)
-
-    def fold(self, fast: list[float]) -> None:
-        """Take in the channels of usual lines' windows accumulated in ``fast`` (see `_fresh_fast`)."""
-        for at, key, into in ((0, "v", self.volts), (4, "i", self.amps), (8, "vpsu", self.volts)):
-            if fast[at + 2] != math.inf:
-                channel = into.get(key)
-                if channel is None:
-                    channel = into[key] = _Channel()
-                channel.weighted_sum += fast[at]
-                channel.weight += fast[at + 1]
-                channel.low = min(channel.low, fast[at + 2])
-                channel.high = max(channel.high, fast[at + 3])
-
-
-def _fresh_fast() -> list[float]:
-    """The channels of usual RM1 lines' windows, one flat list updated in place per line.
-
-    For ``v``, ``i`` and ``vpsu`` in turn: the sample-weighted sum of the means, the weight,
-    the lowest minimum and the highest maximum (``inf``/``-inf`` while no line had the
-    channel). Their window, sample and flag counts go to the `_Aggregate` directly.
-    """
-    inf = math.inf
-    return [0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf]
-
-
-def _volts(t: Triple) -> VoltageEnvelope:
-    return VoltageEnvelope(mean_volts=t.mean, min_volts=t.min, max_volts=t.max)
-
-
-def _amps(t: Triple) -> CurrentEnvelope:
-    return CurrentEnvelope(mean_amps=t.mean, min_amps=t.min, max_amps=t.max)
 
 
 class RailState:
@@ -155,9 +73,9 @@ class RailState:
         self.last_error: str | None = None
         self.identity: Rm1Identity | None = None
         self.splitter = LineSplitter()
-        self._agg = _Aggregate()
+        self._agg = WindowAggregate()
         # Usual RM1 lines' windows since the previous reading, folded into `_agg` when one is read.
-        self._fast = _fresh_fast()
+        self._fast = fresh_fast()
         # The last window, or (usual lines) its values; its `RailWindow` is built when a frame
         # needs it (`_last`), not for each of ten lines a second.
         self._last_window: RailWindow | None = None
@@ -177,11 +95,7 @@ class RailState:
         self._ever_opened = False
         self._power_w: float | None = None
         self._energy_wh: float | None = None
-        self._estimators = EstimatorSet()
-        self._estimator_of: dict[str, PathResistanceEstimator] = {}
-        # Path-resistance points (load mean, current mean, PSU-side mean, wall time) not yet in
-        # the estimators: they take them in when read, ten at a time instead of one per wake-up.
-        self._points: list[tuple[float, float, float | None, float]] = []
+        self._paths = PathPoints(config)
         # Where the configured channels sit in a usual RM1 line's values (`UsualRm1`).
         self._usual_primary = USUAL_VOLTS_AT.get(config.primary)
         self._usual_current = USUAL_AMPS_AT.get(config.current) if config.current else None
@@ -319,7 +233,7 @@ class RailState:
         amps = window.amps.get(self.config.current) if self.config.current else None
         if primary is not None and amps is not None:
             psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
-            self._point(primary.mean, amps.mean, None if psu is None else psu.mean, wall)
+            self._paths.add(primary.mean, amps.mean, None if psu is None else psu.mean, wall)
         return self._sag(None if primary is None else primary.min, window.flags)
 
     def _usual(self, values: UsualRm1, mono: float, wall: float) -> bool:
@@ -378,11 +292,12 @@ class RailState:
             amps_mean: float | None = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
                 psu = self._usual_psu
-                # `_point`, inline.
-                points = self._points
+                # `PathPoints.add`, inline.
+                paths = self._paths
+                points = paths.points
                 points.append((primary_mean, amps_mean, None if psu is None else values[psu], wall))
                 if len(points) >= POINTS_HELD:
-                    self._take_points()
+                    paths.take()
         if (primary_min is not None and primary_min < self._sag_volts) or flags & FLAG_UNDER_VOLTAGE:
             return self._sag(primary_min, flags)
         return False
@@ -423,41 +338,6 @@ class RailState:
         self._last_up_ms = up_ms
         return True
 
-    def _point(self, load_mean: float, amps_mean: float, psu_mean: float | None, wall: float) -> None:
-        """Keep a point for the path resistance until the estimators are read."""
-        points = self._points
-        points.append((load_mean, amps_mean, psu_mean, wall))
-        if len(points) >= POINTS_HELD:
-            self._take_points()
-
-    def _take_points(self) -> None:
-        """Feed the points kept since the estimators were last read into them, in order.
-
-        A point with a PSU-side voltage is the drop across the path at a current; without
-        one, the load-side voltage at a current (the fit across load steps).
-        """
-        points, self._points = self._points, []
-        if not points:
-            return
-        primary = self.config.primary
-        drop: PathResistanceEstimator | None = None
-        steps: PathResistanceEstimator | None = None
-        for load_mean, amps_mean, psu_mean, wall in points:
-            if psu_mean is not None:
-                if drop is None:
-                    drop = self._estimator(f"{self.config.psu_side}-{primary}", "two_point")
-                drop.add_drop(psu_mean - load_mean, amps_mean, wall)
-            else:
-                if steps is None:
-                    steps = self._estimator(f"rail-{primary}", "load_steps")
-                steps.add_load_point(load_mean, amps_mean, wall)
-
-    def _estimator(self, path: str, method: ResistanceMethod) -> PathResistanceEstimator:
-        estimator = self._estimator_of.get(path)
-        if estimator is None:
-            estimator = self._estimator_of[path] = self._estimators.get(path, method)
-        return estimator
-
     def _last_seq_win(self) -> tuple[int | None, int | None]:
         """``seq`` and ``win_ms`` of the last valid window (``None, _NO_WINDOW`` before the first)."""
         usual = self._last_usual
@@ -485,7 +365,7 @@ class RailState:
         agg = self._agg
         if self._fast[2] != math.inf:
             agg.fold(self._fast)
-            self._fast = _fresh_fast()
+            self._fast = fresh_fast()
         windows = agg.windows
         stale = self._stale(mono)
         last_seq, last_win_ms = self._last_seq_win()
@@ -493,7 +373,7 @@ class RailState:
             # The device reports slower than the agent samples: repeat the last window.
             last = self._last()
             assert last is not None
-            repeat = _Aggregate()
+            repeat = WindowAggregate()
             repeat.add(last)
             repeat.windows = 0
             agg = repeat
@@ -507,10 +387,10 @@ class RailState:
             stale=stale and windows == 0,
             envelope_source="device" if self.config.protocol == "rm1" else "host",
             windows=windows,
-            volts=_volts(volts[self.config.primary]) if self.config.primary in volts else None,
-            amps=_amps(amps[self.config.current]) if self.config.current in amps else None,
-            channels_volts={k: _volts(t) for k, t in sorted(volts.items())},
-            channels_amps={k: _amps(t) for k, t in sorted(amps.items())},
+            volts=volts_envelope(volts[self.config.primary]) if self.config.primary in volts else None,
+            amps=amps_envelope(amps[self.config.current]) if self.config.current in amps else None,
+            channels_volts={k: volts_envelope(t) for k, t in sorted(volts.items())},
+            channels_amps={k: amps_envelope(t) for k, t in sorted(amps.items())},
             samples=agg.samples if volts or amps else None,
             window_s=None if last_win_ms is None or last_win_ms is _NO_WINDOW else last_win_ms / 1000.0,
             flags=agg.flags,
@@ -526,7 +406,7 @@ class RailState:
             energy_wh_total=self._energy_wh,
         )
         if reset or pushed:
-            self._agg = _Aggregate()
+            self._agg = WindowAggregate()
         if reset and not pushed:
             self._pushed_min = None
             self._pushed_uv = False
@@ -534,14 +414,14 @@ class RailState:
 
     def resistance(self) -> list[PathResistanceReading]:
         """Path resistance estimates (one per path the device measures)."""
-        self._take_points()
-        return self._estimators.readings()
+        self._paths.take()
+        return self._paths.estimators.readings()
 
     @property
     def estimators(self) -> EstimatorSet:
         """The path-resistance estimators (their daily fits are saved across agent restarts)."""
-        self._take_points()
-        return self._estimators
+        self._paths.take()
+        return self._paths.estimators
 
     def take_events(self) -> list[EventDraft]:
         """Events since the last call."""

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rigmon.probes.select_loop import SelectThread
 from rigmon.probes.stats import WindowStats, window_stats
 from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
 
@@ -121,18 +122,13 @@ class ProbeSender:
         self.started_s: float | None = None
         self._paths = [_Path(t) for t in targets]
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._selector = selectors.DefaultSelector()
+        self._loop = SelectThread(selectors.DefaultSelector())
+        self._selector = self._loop.selector
         # Pending TCP connects: socket -> (path, probe).
         self._connects: dict[socket.socket, tuple[_Path, _Sent]] = {}
-        # Wakes the thread from select() at stop.
-        self._wake_r, self._wake_w = socket.socketpair()
 
     def start(self) -> None:
         """Open the sockets and start the thread."""
-        self._wake_r.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         now = time.monotonic()
         self.started_s = now
         for index, path in enumerate(self._paths):
@@ -153,27 +149,18 @@ class ProbeSender:
                     continue
                 path.sock = sock
                 self._selector.register(sock, selectors.EVENT_READ, path)
-        self._thread = threading.Thread(target=self._run, name=f"rigmon-probes-{self.node}", daemon=True)
-        self._thread.start()
+        self._loop.start(self._run, f"rigmon-probes-{self.node}")
 
     def close(self) -> None:
         """Stop the thread and close every socket."""
-        self._stop.set()
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
+        self._loop.join()
         for path in self._paths:
             if path.sock is not None:
                 path.sock.close()
         for sock in self._connects:
             sock.close()
         self._connects.clear()
-        self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._loop.close()
 
     def windows(self) -> list[PathWindow]:
         """Every path's statistics over the last window (probes younger than the reply timeout
@@ -193,7 +180,7 @@ class ProbeSender:
     # --- the thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._loop.stop.is_set():
             now = time.monotonic()
             for path in self._paths:
                 if now >= path.next_send_s:

@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rigmon.sim.nvml_abi import ERROR_INSUFFICIENT_SIZE, ERROR_INVALID_ARGUMENT, ERROR_NO_PERMISSION, SUCCESS, int_arg
 from rigmon.sim.nvml_machine import FakeGpu
 
 if TYPE_CHECKING:
     from rigmon.sim.nvml import FakeNvmlLibrary
 
-SUCCESS = 0
-ERROR_INVALID_ARGUMENT = 2
-ERROR_NO_PERMISSION = 4
-ERROR_INSUFFICIENT_SIZE = 7
 #: nvmlDeviceGetPowerManagementLimitConstraints' minimum on a V100-SXM2 (mW).
 MIN_LIMIT_MW = 150_000
 DEFAULT_APP_CLOCKS = (877, 1312)
@@ -60,12 +57,9 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
         return lib._device(name, handle, fill)
 
-    def val(arg: Any) -> int:
-        return int(arg.value) if hasattr(arg, "value") else int(arg)
-
     def set_app_clocks(handle: Any, mem: Any, graphics: Any) -> int:
         def change(gpu: FakeGpu) -> int:
-            m, g = val(mem), val(graphics)
+            m, g = int_arg(mem), int_arg(graphics)
             if m != gpu.max_clock_mem_mhz or g not in supported_graphics_mhz(gpu):
                 return ERROR_INVALID_ARGUMENT
             gpu.app_clock_mem_mhz, gpu.app_clock_graphics_mhz = m, g
@@ -84,7 +78,7 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def set_locked(handle: Any, low: Any, high: Any) -> int:
         def change(gpu: FakeGpu) -> int:
-            lo, hi = val(low), val(high)
+            lo, hi = int_arg(low), int_arg(high)
             if not 0 < lo <= hi:
                 return ERROR_INVALID_ARGUMENT
             gpu.locked_clock_min_mhz, gpu.locked_clock_max_mhz = lo, hi
@@ -101,7 +95,7 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def set_limit(handle: Any, limit: Any) -> int:
         def change(gpu: FakeGpu) -> int:
-            mw = val(limit)
+            mw = int_arg(limit)
             if not MIN_LIMIT_MW <= mw <= gpu.default_limit_mw:
                 return ERROR_INVALID_ARGUMENT
             gpu.power_limit_mw = gpu.enforced_limit_mw = mw
@@ -111,7 +105,7 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def set_persistence(handle: Any, mode: Any) -> int:
         def change(gpu: FakeGpu) -> int:
-            gpu.persistence_mode = 1 if val(mode) else 0
+            gpu.persistence_mode = 1 if int_arg(mode) else 0
             return SUCCESS
 
         return writable("nvmlDeviceSetPersistenceMode", handle, change)
@@ -129,7 +123,7 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def supported_graphics(handle: Any, mem: Any, count: Any, arr: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
-            if val(mem) != gpu.max_clock_mem_mhz:
+            if int_arg(mem) != gpu.max_clock_mem_mhz:
                 return 6  # NOT_FOUND: an unknown memory clock
             return _fill_list(supported_graphics_mhz(gpu), count, arr)
 

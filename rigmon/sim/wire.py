@@ -21,11 +21,11 @@ import logging
 import random
 import selectors
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rigmon.probes.select_loop import SelectThread
 from rigmon.probes.sender import SO_TIMESTAMPNS, TIMESTAMP_CMSG_BYTES, kernel_time_ns
 
 log = logging.getLogger(__name__)
@@ -112,12 +112,10 @@ class SimWire:
         for p in paths:
             self.relays.append(_Relay(p, p.a, p.b))
             self.relays.append(_Relay(p, p.b, p.a))
-        self._selector = selectors.SelectSelector()
+        self._loop = SelectThread(selectors.SelectSelector())
+        self._selector = self._loop.selector
         self._heap: list[tuple[int, int, socket.socket, bytes, tuple[str, int]]] = []
         self._order = 0
-        self._stop = threading.Event()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._thread: threading.Thread | None = None
 
     def relay_port(self, src: int, dst: int, path: str) -> int:
         """Port on 127.0.0.1 node ``src`` sends its probes of ``path`` to ``dst`` to."""
@@ -145,28 +143,17 @@ class SimWire:
 
     def start(self) -> None:
         """Start the relays' thread."""
-        self._wake_r.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         for r in self.relays:
             self._selector.register(r.front, selectors.EVENT_READ, (r, True))
             self._selector.register(r.back, selectors.EVENT_READ, (r, False))
-        self._thread = threading.Thread(target=self._run, name="rigmon-sim-wire", daemon=True)
-        self._thread.start()
+        self._loop.start(self._run, "rigmon-sim-wire")
 
     def close(self) -> None:
         """Stop the thread and close every socket."""
-        self._stop.set()
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        self._selector.close()
+        self._loop.join()
         for r in self.relays:
             r.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._loop.close()
 
     def _run(self) -> None:
         try:
@@ -174,7 +161,7 @@ class SimWire:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-        while not self._stop.is_set():
+        while not self._loop.stop.is_set():
             timeout = None
             if self._heap:
                 timeout = max(0.0, (self._heap[0][0] - time.perf_counter_ns()) / 1e9)

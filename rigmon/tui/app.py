@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.actions import SkipAction
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -32,6 +31,7 @@ from rigmon.tui.messages import (
     NodeSummarized,
 )
 from rigmon.tui.redraws import Redraws
+from rigmon.tui.replay_keys import REPLAY_TICK_S, ReplayKeys
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.help import HelpScreen
@@ -52,13 +52,9 @@ if TYPE_CHECKING:
 REFRESH_S = 1.0
 #: Seconds between /v1/alarms polls of a node (an ``alarm_*`` event in a frame fetches at once).
 ALARM_POLL_S = 10.0
-#: Real seconds between steps of a playing replay.
-REPLAY_TICK_S = 0.25
-#: Actions that only mean something while replaying (hidden from the footer otherwise).
-REPLAY_ACTIONS = frozenset({"play_pause", "seek", "speed"})
 
 
-class RigmonApp(App[None]):
+class RigmonApp(ReplayKeys):
     """The dashboard over a set of agents.
 
     Args:
@@ -79,11 +75,8 @@ class RigmonApp(App[None]):
         "cluster": ClusterScreen, "node": NodeScreen, "alarms": AlarmsScreen, "links": LinkScreen}
     DEFAULT_MODE = "cluster"
     COMMANDS = App.COMMANDS | {NodeCommands}
+    # The replay keys (`ReplayKeys`) come first, so the footer shows them ahead of these.
     BINDINGS: ClassVar[list[BindingType]] = [
-        # Replay keys first, so the footer shows them ahead of the rest.
-        Binding("space", "play_pause", "Play/pause", priority=True),
-        Binding("left", "seek(-10)", "-10s", priority=True),
-        Binding("right", "seek(10)", "+10s", priority=True),
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("a", "show_mode('alarms')", "Alarms"),
@@ -91,10 +84,6 @@ class RigmonApp(App[None]):
         Binding("l", "show_mode('links')", "Links"),
         Binding("e", "export", "Export"),
         Binding("t", "cycle_theme", "Theme"),
-        Binding("shift+left", "seek(-60)", "-1m", show=False, priority=True),
-        Binding("shift+right", "seek(60)", "+1m", show=False, priority=True),
-        Binding("left_square_bracket", "speed(-1)", "Slower", show=False, priority=True),
-        Binding("right_square_bracket", "speed(1)", "Faster", show=False, priority=True),
     ]
 
     def __init__(
@@ -298,33 +287,7 @@ class RigmonApp(App[None]):
         if action == "show_mode" and parameters == ("links",):
             # A rig whose agents probe no peer has no matrix: its footer does not offer one.
             return self.paths_seen or isinstance(self.screen, LinkScreen)
-        return self.replay is not None or action not in REPLAY_ACTIONS
-
-    def _replay_tick(self) -> None:
-        if self.replay is not None and self.replay.playing:
-            self.replay.tick(self.cluster, REPLAY_TICK_S)
-            self.refresh_screen()
-
-    def _replay(self) -> Replay:
-        if self.replay is None:
-            raise SkipAction()
-        return self.replay
-
-    def action_play_pause(self) -> None:
-        """Play or pause the replay."""
-        self._replay().toggle(self.cluster)
-        self.refresh_screen()
-
-    def action_seek(self, seconds: float) -> None:
-        """Move the replay cursor by ``seconds``."""
-        replay = self._replay()
-        replay.seek(self.cluster, replay.at + seconds)
-        self.refresh_screen()
-
-    def action_speed(self, step: int) -> None:
-        """Replay faster (1) or slower (-1)."""
-        self._replay().change_speed(step)
-        self.refresh_screen()
+        return super().check_action(action, parameters)
 
     def action_help(self) -> None:
         """Show keys and states."""

@@ -82,12 +82,12 @@ def test_cluster_alarms_lifecycle() -> None:
 def test_peer_checks_read_the_records_without_converting_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     """The dashboard runs the peer checks over every node's newest frame: they read the
     records' values directly, without converting each frame to plain data."""
-    import rigmon.alarms.selector as selector
+    import rigmon.alarms.walk as walk  # where frame_data converts frames
 
     def refuse(obj: object) -> object:
         raise AssertionError("a frame was converted to plain data")
 
-    monkeypatch.setattr(selector, "to_data", refuse)
+    monkeypatch.setattr(walk, "to_data", refuse)
     alarms = ClusterAlarms(peer_checks=[CPU])
     frames = {n: frame(n, v) for n, v in {"a": 90.0, "b": 92.0, "c": 91.0, "d": 30.0}.items()}
     changes = alarms.evaluate([view(n) for n in frames], frames, T0)

@@ -444,6 +444,6 @@ def test_path_resistance_points_are_taken_in_when_read_and_never_pile_up() -> No
     state.feed(b"\n", 0.0, 0.0)
     for k in range(200):
         state.feed((rm1(k) + "\r\n").encode(), k, 1_700_000_000.0 + k)
-        assert len(state._points) < 64
+        assert len(state._paths.points) < 64
     (estimate,) = state.resistance()
-    assert estimate.points == 200 and not state._points
+    assert estimate.points == 200 and not state._paths.points

@@ -640,9 +640,9 @@ def test_a_gpu_that_answers_nothing_gets_its_handle_read_again_on_the_next_poll(
             nvml.read_devices({})
             handles = machine.calls["nvmlDeviceGetHandleByIndex_v2"]
             # Every per-poll function refused on GPU 2: nothing answered.
-            from rigmon.hw.nvml.poll import _SOURCES
+            from rigmon.hw.nvml.plan import SOURCES
 
-            machine.fail("not_supported", 2, [call[0] for source in _SOURCES for call in source.calls]
+            machine.fail("not_supported", 2, [call[0] for source in SOURCES for call in source.calls]
                          + ["nvmlDeviceGetFieldValues", "nvmlDeviceGetSamples", "nvmlDeviceGetNvLinkState",
                             "nvmlDeviceGetNvLinkErrorCounter"])
             empty = nvml.read_devices({})[2]

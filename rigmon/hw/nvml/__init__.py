@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from rigmon.hw.nvml.binding import PynvmlNvml, SharedNvml, open_nvml, open_nvml_processes
 from rigmon.hw.nvml.facts import FACTS_EVERY, FI_NVLINK_LINK_COUNT
-from rigmon.hw.nvml.poll import (
+from rigmon.hw.nvml.plan import (
     FI_ECC_DBE_VOLATILE,
     FI_ECC_SBE_VOLATILE,
     FI_ENERGY,
@@ -37,10 +37,9 @@ from rigmon.hw.nvml.poll import (
     FI_NVLINK_STATE,
     FI_PCIE_REPLAY,
     FI_POWER_INSTANT,
-    MAX_NVLINKS,
     POWER_SAMPLES_PER_CALL,
-    TOTAL_POWER_SAMPLES,
 )
+from rigmon.hw.nvml.poll import MAX_NVLINKS, TOTAL_POWER_SAMPLES
 from rigmon.hw.nvml.records import (
     NvLinkData,
     Nvml,

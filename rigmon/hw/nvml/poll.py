@@ -1,13 +1,12 @@
 """The per-poll reads of every GPU: one field-values call and the functions NVML has no field for,
 called directly into buffers allocated once per GPU.
 
-Each per-poll value has a `_Source`: the field that carries it (``nvmlDeviceGetFieldValues``, one
-call per GPU for all of them) and the functions that give it, in order of preference. A GPU's
-`_Plan` is built from the sources when its facts are read (every `FACTS_EVERY` polls): the fields
-to ask, and a call for every value without a field, or whose field the driver refused. A refused
-function (NOT_SUPPORTED, FUNCTION_NOT_FOUND) is dropped from the plan, its next alternative taken,
-until the plan is built again. The device handle is kept with the plan: a GPU that falls off the
-bus answers GPU_IS_LOST to every call on it, and a changed device count drops every plan.
+What each GPU is asked is its `rigmon.hw.nvml.plan.Plan`, built from the per-poll values'
+sources when its facts are read (every `FACTS_EVERY` polls). A refused field is read through its
+function from then on; a refused function (NOT_SUPPORTED, FUNCTION_NOT_FOUND) is dropped from the
+plan, its next alternative taken, until the plan is built again. The device handle is kept with
+the plan: a GPU that falls off the bus answers GPU_IS_LOST to every call on it, and a changed
+device count drops every plan.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import ctypes
 import functools
 import operator
 import struct
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pynvml
@@ -28,45 +25,27 @@ from rigmon.hw.nvml.calls import (
     GONE_CODES,
     REFUSED_CODES,
     SUCCESS,
-    FieldValue,
     Gate,
-    Memory,
-    Sample,
-    Utilization,
-    Violation,
     symbol,
     union_int,
 )
-from rigmon.hw.nvml.facts import FACTS_EVERY, GpuFacts, read_facts
+from rigmon.hw.nvml.facts import read_facts
+from rigmon.hw.nvml.plan import (
+    NVLINK_COUNTERS,
+    POWER_SAMPLES_PER_CALL,
+    UNSIGNED_MASK,
+    VT_UINT,
+    VT_ULL,
+    Plan,
+)
 from rigmon.hw.nvml.records import NvLinkData, NvmlDeviceData
 from rigmon.hw.nvml.watchdog import NvmlUnavailable
 
 #: Sampling type of the driver's power sample buffer (values in mW).
 TOTAL_POWER_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES
-#: Power samples asked in one call. NVML fills at most this many (the oldest first) and says how
-#: many; a full buffer is asked again for the samples after its newest.
-POWER_SAMPLES_PER_CALL = 128
+
 #: Highest NVLink index probed when the driver does not say how many links a GPU has.
 MAX_NVLINKS = 18
-#: Field ids (nvml.h NVML_FI_DEV_*): instantaneous power (mW; newer drivers only), total energy (mJ),
-#: PCIe replay counter, volatile ECC single/double-bit totals, and one NVLink's state (scopeId = link).
-FI_POWER_INSTANT = 186
-FI_ENERGY = 83
-FI_PCIE_REPLAY = 94
-FI_ECC_SBE_VOLATILE = 3
-FI_ECC_DBE_VOLATILE = 4
-FI_NVLINK_STATE = 165
-#: Per-link NVLink error counter fields, links 0-5 then 6-11, by counter (nvml.h
-#: NVML_FI_DEV_NVLINK_{REPLAY,RECOVERY,CRC_FLIT,CRC_DATA}_ERROR_COUNT_L*). Links past 11 have none.
-FI_NVLINK_REPLAY = (46, 47, 48, 49, 50, 51, 108, 109, 110, 111, 112, 113)
-FI_NVLINK_RECOVERY = (53, 54, 55, 56, 57, 58, 114, 115, 116, 117, 118, 119)
-FI_NVLINK_CRC_FLIT = (32, 33, 34, 35, 36, 37, 96, 97, 98, 99, 100, 101)
-FI_NVLINK_CRC_DATA = (39, 40, 41, 42, 43, 44, 102, 103, 104, 105, 106, 107)
-
-_U = ctypes.c_uint
-_ULL = ctypes.c_ulonglong
-_VT_UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-_VT_ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 
 
 @functools.lru_cache(maxsize=2 * POWER_SAMPLES_PER_CALL)
@@ -77,157 +56,11 @@ def _sample_layout(count: int, uint: bool) -> struct.Struct:
     return struct.Struct("=" + ("QI4x" if uint else "QQ") * count)
 
 
-#: Bits of the union each unsigned value type uses (a field array whose every value has one of
-#: these types is decoded without Python per field).
-_UNSIGNED_MASK = {_VT_UINT: 0xFFFFFFFF, _VT_ULL: 0xFFFFFFFFFFFFFFFF,
-                  pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: 0xFFFFFFFFFFFFFFFF,
-                  pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: 0xFFFF}
-#: A function giving a value: its symbol, the arguments between the handle and the output, the output type.
-_Call = tuple[str, tuple[int, ...], type]
-
-
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """Where one per-poll value comes from: a field ``(field id, scope id)`` and/or functions."""
-
-    name: object
-    field: tuple[int, int] | None
-    calls: tuple[_Call, ...]
-
-
-def _fn(symbol_name: str, *args: int, out: type = _U) -> _Call:
-    return (symbol_name, args, out)
-
-
-_SOURCES: tuple[_Source, ...] = (
-    _Source("power_mw", None, (_fn("nvmlDeviceGetPowerUsage"),)),
-    _Source("power_instant_mw", (FI_POWER_INSTANT, 0), ()),
-    _Source("energy_mj", (FI_ENERGY, 0), (_fn("nvmlDeviceGetTotalEnergyConsumption", out=_ULL),)),
-    _Source("power_limit_mw", None, (_fn("nvmlDeviceGetPowerManagementLimit"),)),
-    _Source("enforced_limit_mw", None, (_fn("nvmlDeviceGetEnforcedPowerLimit"),)),
-    _Source("clock_sm_mhz", None, (_fn("nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_SM),)),
-    _Source("clock_mem_mhz", None, (_fn("nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_MEM),)),
-    _Source("clock_graphics_mhz", None, (_fn("nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_GRAPHICS),)),
-    _Source("app_clock_graphics_mhz", None, (_fn("nvmlDeviceGetApplicationsClock", pynvml.NVML_CLOCK_GRAPHICS),)),
-    _Source("app_clock_mem_mhz", None, (_fn("nvmlDeviceGetApplicationsClock", pynvml.NVML_CLOCK_MEM),)),
-    # The event reasons are the throttle reasons renamed (R535); older drivers have only the latter.
-    _Source("clock_reasons", None, (_fn("nvmlDeviceGetCurrentClocksEventReasons", out=_ULL),
-                                    _fn("nvmlDeviceGetCurrentClocksThrottleReasons", out=_ULL))),
-    _Source("violation_power", None, (_fn("nvmlDeviceGetViolationStatus", pynvml.NVML_PERF_POLICY_POWER,
-                                          out=Violation),)),
-    _Source("violation_thermal", None, (_fn("nvmlDeviceGetViolationStatus", pynvml.NVML_PERF_POLICY_THERMAL,
-                                            out=Violation),)),
-    _Source("temp_c", None, (_fn("nvmlDeviceGetTemperature", pynvml.NVML_TEMPERATURE_GPU),)),
-    _Source("fan_pct", None, (_fn("nvmlDeviceGetFanSpeed"),)),
-    _Source("util", None, (_fn("nvmlDeviceGetUtilizationRates", out=Utilization),)),
-    _Source("memory", None, (_fn("nvmlDeviceGetMemoryInfo", out=Memory),)),
-    _Source("pstate", None, (_fn("nvmlDeviceGetPerformanceState"),)),
-    _Source("pcie_gen", None, (_fn("nvmlDeviceGetCurrPcieLinkGeneration"),)),
-    _Source("pcie_width", None, (_fn("nvmlDeviceGetCurrPcieLinkWidth"),)),
-    _Source("pcie_replay", (FI_PCIE_REPLAY, 0), (_fn("nvmlDeviceGetPcieReplayCounter"),)),
-    _Source("ecc_corrected", (FI_ECC_SBE_VOLATILE, 0),
-            (_fn("nvmlDeviceGetTotalEccErrors", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC,
-                 out=_ULL),)),
-    _Source("ecc_uncorrected", (FI_ECC_DBE_VOLATILE, 0),
-            (_fn("nvmlDeviceGetTotalEccErrors", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC,
-                 out=_ULL),)),
-)
-#: NVLink error counters: (kind in NvLinkData order, counter enum, field table).
-_NVLINK_COUNTERS = (
-    ("replay", pynvml.NVML_NVLINK_ERROR_DL_REPLAY, FI_NVLINK_REPLAY),
-    ("recovery", pynvml.NVML_NVLINK_ERROR_DL_RECOVERY, FI_NVLINK_RECOVERY),
-    ("crc_flit", pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, FI_NVLINK_CRC_FLIT),
-    ("crc_data", pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA, FI_NVLINK_CRC_DATA),
-)
-
-
-def _link_sources(count: int) -> tuple[_Source, ...]:
-    sources: list[_Source] = []
-    for link in range(count):
-        sources.append(_Source(("nvl", link, "state"), (FI_NVLINK_STATE, link),
-                               (_fn("nvmlDeviceGetNvLinkState", link),)))
-        for kind, counter, table in _NVLINK_COUNTERS:
-            field = (table[link], 0) if link < len(table) else None
-            sources.append(_Source(("nvl", link, kind), field,
-                                   (_fn("nvmlDeviceGetNvLinkErrorCounter", link, counter, out=_ULL),)))
-    return tuple(sources)
-
-
-class _Plan:
-    """One GPU's per-poll reads: handle, facts, the field-values array and the direct calls.
-
-    Only the poll watchdog's thread touches it.
-    """
-
-    __slots__ = ("handle", "facts", "sources", "unsupported", "refused", "polls_left",
-                 "field_keys", "field_names", "fields", "fields_ref", "n_fields", "fields_fn", "fields_layout",
-                 "field_types", "field_masks", "calls", "samples_fn", "samples", "value_type", "value_type_ref",
-                 "count", "count_ref", "link_names", "link_values", "links")
-
-    def __init__(self, handle: Any, facts: GpuFacts) -> None:
-        self.handle = handle
-        self.facts = facts
-        self.sources = _SOURCES + _link_sources(facts.nvlink_count or 0)
-        #: Fields the driver refused, and functions (symbol, arguments) it refused.
-        self.unsupported: set[tuple[int, int]] = set()
-        self.refused: set[tuple[str, tuple[int, ...]]] = set()
-        self.polls_left = FACTS_EVERY
-        self.samples = (Sample * POWER_SAMPLES_PER_CALL)()
-        self.value_type = ctypes.c_uint()
-        self.value_type_ref = ctypes.byref(self.value_type)
-        self.count = ctypes.c_uint()
-        self.count_ref = ctypes.byref(self.count)
-        self.build()
-
-    def build(self) -> None:
-        """(Re)build the field array and the calls from the sources, leaving out what was refused."""
-        keys: list[tuple[int, int]] = []
-        names: list[object] = []
-        calls: list[tuple[object, Callable[..., int], tuple[Any, ...], Any, bool, tuple[str, tuple[int, ...]]]] = []
-        for source in self.sources:
-            if source.field is not None and source.field not in self.unsupported:
-                keys.append(source.field)
-                names.append(source.name)
-                continue
-            for symbol_name, args, out_type in source.calls:
-                key = (symbol_name, args)
-                fn = None if key in self.refused else symbol(symbol_name)
-                if fn is None:
-                    self.refused.add(key)
-                    continue
-                out = out_type()
-                calls.append((source.name, fn, (self.handle, *args, ctypes.byref(out)), out,
-                              out_type in (_U, _ULL), key))
-                break
-        self.field_keys = tuple(keys)
-        self.field_names = tuple(names)
-        self.fields = (FieldValue * max(1, len(keys)))()
-        for value, (field_id, scope_id) in zip(self.fields, keys):
-            value.fieldId = field_id
-            value.scopeId = scope_id
-        self.fields_ref = ctypes.byref(self.fields)
-        self.n_fields = ctypes.c_int32(len(keys))
-        self.fields_fn = None if ("nvmlDeviceGetFieldValues", ()) in self.refused else symbol("nvmlDeviceGetFieldValues")
-        self.samples_fn = None if ("nvmlDeviceGetSamples", ()) in self.refused else symbol("nvmlDeviceGetSamples")
-        #: The whole array as one struct (value type, status, value union per field), and the value
-        #: types of the last poll whose every field answered with an unsigned integer (with their masks).
-        self.fields_layout = struct.Struct("=" + "24xIIQ" * len(keys))
-        self.field_types: tuple[int, ...] | None = None
-        self.field_masks: tuple[int, ...] = ()
-        self.calls = tuple(calls)
-        count = self.facts.nvlink_count or 0
-        self.link_names = tuple(("nvl", link, kind) for link in range(count)
-                                for kind in ("state", "replay", "recovery", "crc_flit", "crc_data"))
-        #: The last poll's NVLink values and records (kept while the values stay the same).
-        self.link_values: tuple[Any, ...] | None = None
-        self.links: tuple[NvLinkData, ...] = ()
-
-
 class DeviceReader:
     """Reads every GPU of one binding; lives in (and is only called from) the poll watchdog's thread."""
 
     def __init__(self) -> None:
-        self._plans: dict[int, _Plan] = {}
+        self._plans: dict[int, Plan] = {}
         self.count_hint = 1
         self._count = ctypes.c_uint()
         self._count_ref = ctypes.byref(self._count)
@@ -250,7 +83,7 @@ class DeviceReader:
             self.count_hint = max(1, count)
         return count
 
-    def plan(self, index: int, refresh: bool = True) -> tuple[_Plan | None, bool]:
+    def plan(self, index: int, refresh: bool = True) -> tuple[Plan | None, bool]:
         """GPU ``index``'s plan, made again (handle and facts) when due and ``refresh``; ``None`` when
         the GPU cannot be reached, with whether it answered GPU_IS_LOST."""
         plan = self._plans.get(index)
@@ -262,7 +95,7 @@ class DeviceReader:
         if facts is None or gate.lost:
             self._plans.pop(index, None)
             return None, gate.lost
-        plan = self._plans[index] = _Plan(handle, facts)
+        plan = self._plans[index] = Plan(handle, facts)
         return plan, False
 
     def drop(self, index: int) -> None:
@@ -349,7 +182,7 @@ class DeviceReader:
         )
 
     @staticmethod
-    def _read_fields(plan: _Plan, got: dict[object, Any]) -> bool:
+    def _read_fields(plan: Plan, got: dict[object, Any]) -> bool:
         """The plan's fields in one call into ``got``; whether the GPU is lost. A field the driver
         refuses (the whole call, or that field's own status) is read through its function from now
         on (this poll included) until the plan is built again."""
@@ -382,7 +215,7 @@ class DeviceReader:
                                                       strict=True):
             if status == SUCCESS:
                 # The counters are unsigned long long and unsigned int: no table look-up for those.
-                number = (raw if value_type == _VT_ULL else raw & 0xFFFFFFFF if value_type == _VT_UINT
+                number = (raw if value_type == VT_ULL else raw & 0xFFFFFFFF if value_type == VT_UINT
                           else union_int(value_type, raw))
                 if number is not None:
                     got[name] = number
@@ -396,13 +229,13 @@ class DeviceReader:
                 refused = True
         if refused:
             plan.build()
-        elif not lost and all(t in _UNSIGNED_MASK for t in types):
+        elif not lost and all(t in UNSIGNED_MASK for t in types):
             plan.field_types = types
-            plan.field_masks = tuple(_UNSIGNED_MASK[t] for t in types)
+            plan.field_masks = tuple(UNSIGNED_MASK[t] for t in types)
         return lost
 
     @staticmethod
-    def _call(plan: _Plan, got: dict[object, Any], only_missing: bool = False) -> bool:
+    def _call(plan: Plan, got: dict[object, Any], only_missing: bool = False) -> bool:
         """The plan's direct calls into ``got``; whether the GPU is lost (the calls stop there: every
         further call on a lost GPU answers the same). The next alternative of a refused function (the
         throttle reasons for the event reasons) is asked in the same poll."""
@@ -427,7 +260,7 @@ class DeviceReader:
         return False
 
     @staticmethod
-    def _power_samples(gate: Gate, plan: _Plan, since_us: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def _power_samples(gate: Gate, plan: Plan, since_us: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The driver's power samples newer than ``since_us``, oldest first, as their timestamps (us)
         and values (mW), in one call per `POWER_SAMPLES_PER_CALL` (no count query first: the
         buffer says how many it can hold)."""
@@ -451,8 +284,8 @@ class DeviceReader:
                 break
             value_type = plan.value_type.value
             # One unpack of the whole array into a flat (timestamp, value, ...) tuple.
-            flat = _sample_layout(count, value_type == _VT_UINT).unpack_from(plan.samples)
-            if value_type == _VT_UINT:
+            flat = _sample_layout(count, value_type == VT_UINT).unpack_from(plan.samples)
+            if value_type == VT_UINT:
                 stamps, values = stamps + flat[0::2], values + flat[1::2]
             else:
                 # Another value type (none is documented for power): integers kept, doubles dropped.
@@ -465,7 +298,7 @@ class DeviceReader:
         return stamps, values
 
     @staticmethod
-    def _nvlinks(gate: Gate, plan: _Plan, got: dict[object, Any]) -> tuple[NvLinkData, ...]:
+    def _nvlinks(gate: Gate, plan: Plan, got: dict[object, Any]) -> tuple[NvLinkData, ...]:
         count = plan.facts.nvlink_count
         if count is None:
             return DeviceReader._probe_nvlinks(gate, plan)
@@ -487,7 +320,7 @@ class DeviceReader:
         return plan.links
 
     @staticmethod
-    def _probe_nvlinks(gate: Gate, plan: _Plan) -> tuple[NvLinkData, ...]:
+    def _probe_nvlinks(gate: Gate, plan: Plan) -> tuple[NvLinkData, ...]:
         """Links of a GPU whose driver does not say how many (old drivers): each link's state until
         one is refused, and its counters through their functions."""
         links: list[NvLinkData] = []
@@ -499,7 +332,7 @@ class DeviceReader:
                 # answers INVALID_ARGUMENT (or NOT_SUPPORTED): either way, no more links.
                 break
             counters = [gate.get(pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, counter)
-                        for _, counter, _ in _NVLINK_COUNTERS]
+                        for _, counter, _ in NVLINK_COUNTERS]
             links.append(NvLinkData(link, bool(state), *(None if c is None else int(c) for c in counters)))
         return tuple(links)
 
