@@ -320,3 +320,30 @@ def test_writer_reports_a_journal_it_cannot_open(tmp_path: Path) -> None:
 
 def test_tier_widths_nest() -> None:
     assert all(b % a == 0 for a, b in zip(TIERS_S, TIERS_S[1:]))
+
+
+def test_writer_waits_for_frames_until_its_next_own_work(tmp_path: Path) -> None:
+    """Between frames the writer sleeps until its next maintenance, not a fixed second that
+    races the 1 Hz frames (a second wake-up about every other frame)."""
+    import queue
+
+    waits: list[float | None] = []
+    long_wait = threading.Event()
+
+    class Recording(queue.Queue[object]):
+        def get(self, block: bool = True, timeout: float | None = None) -> object:
+            waits.append(timeout)
+            if timeout is not None and timeout > 1.0:
+                long_wait.set()
+            return super().get(block, timeout)
+
+    writer = JournalWriter(tmp_path, FakeClock(), JournalSection(), "run1", "n1", T0)
+    writer._queue = Recording(maxsize=4)
+    writer.start()
+    writer.submit(frame(1, T0, 1.0))
+    try:
+        assert long_wait.wait(10), f"waits for a frame: {waits}"
+    finally:
+        writer.close()
+    assert writer.frames_written == 1
+    assert all(w is None or 0.0 <= w <= 15.0 for w in waits)
