@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine  # noqa: E402
 from benchmarks.journal import FakeClock, real_frames, shifted  # noqa: E402
-from rigmon.agent.journal.store import JournalStore, Retention  # noqa: E402
+from rigmon.agent.journal.store import JournalStore  # noqa: E402
+from rigmon.agent.journal.upkeep import Retention  # noqa: E402
 from rigmon.schema import SCHEMA_VERSION, Frame, Readings  # noqa: E402
 
 #: Distinct frames generated (then reused with their times moved on).

@@ -39,7 +39,8 @@ from rigmon.agent.journal.blocks import (
 from rigmon.agent.journal.layout import JournalError, journal_path
 from rigmon.agent.journal.reader import JournalReader, encode_history
 from rigmon.agent.journal.runs import UncleanRun, unclean_message
-from rigmon.agent.journal.store import JournalStore, Retention
+from rigmon.agent.journal.store import JournalStore
+from rigmon.agent.journal.upkeep import Retention
 from rigmon.agent.journal.tiers import TIERS_S
 from rigmon.agent.journal.writer import JournalWriter
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from rigmon.agent.journal.damage import JournalDamaged, check_usable, is_damage, quick_check, set_aside
 from rigmon.agent.journal.layout import JournalError, journal_path
 from rigmon.agent.journal.runs import UncleanRun, unclean_message
-from rigmon.agent.journal.store import JournalStore, Retention
+from rigmon.agent.journal.store import JournalStore
+from rigmon.agent.journal.upkeep import Retention
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
 from rigmon.schema import CollectorStatus, Event, Frame, Severity
