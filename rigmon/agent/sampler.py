@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import types
 import typing
-from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch
 from rigmon.agent.trouble import TroubleMemory
 from rigmon.clock import Clock
-from rigmon.collectors.base import Collector, CollectorHung, EventDraft, NoData
+from rigmon.collectors.base import Collector, EventDraft
 from rigmon.schema import (
     SCHEMA_VERSION,
     CollectorStatus,
@@ -51,37 +49,6 @@ def _readings_routes() -> dict[type, tuple[str, bool]]:
 ROUTES = _readings_routes()
 
 
-#: What one collector call gave: state (ok, absent, hung, error) and records or an error text.
-_Outcome = tuple[str, object]
-
-
-@dataclass(slots=True, eq=False)
-class _Runner:
-    """A worker thread that runs the collector calls of a batch one after another.
-
-    All collectors share one runner, so a tick costs one hand-off to a thread and one back
-    instead of one pair per collector. A call still running when the next tick comes
-    (hung in a driver, or slower than the interval) keeps the runner: it becomes that
-    collector's own, and the others move to a new shared runner (see `Sampler._pin`).
-    """
-
-    executor: ThreadPoolExecutor
-    #: Guards ``queued`` and ``current`` between the worker and the event loop.
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Names of the batch not started yet.
-    queued: list[str] = field(default_factory=list)
-    #: Name of the collector whose call is running now.
-    current: str | None = None
-    #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
-    done: deque[tuple[str, _Outcome, float]] = field(default_factory=deque)
-    #: The batch running on the executor (done once `Sampler._run_batch` returned).
-    future: Future[None] | None = None
-
-    @property
-    def busy(self) -> bool:
-        return self.future is not None and not self.future.done()
-
-
 @dataclass(slots=True)
 class _Slot:
     """Sampler-side state of one collector."""
@@ -89,7 +56,7 @@ class _Slot:
     collector: Collector
     interval_s: float
     #: The collector's own runner once one of its calls overran a tick; ``None``: the shared one.
-    runner: _Runner | None = None
+    runner: Runner | None = None
     next_due: float = 0.0
     running_since: float | None = None
     records: dict[type, list[object]] = field(default_factory=dict)
@@ -136,9 +103,9 @@ class Sampler:
             name: _Slot(collector=c, interval_s=(intervals or {}).get(name, interval_s))
             for name, c in collectors.items()
         }
-        self._shared = self._new_runner("rigmon-collectors")
+        self._shared = new_runner("rigmon-collectors")
         # Every runner that may still hold results: the shared one and the collectors' own.
-        self._runners: list[_Runner] = [self._shared]
+        self._runners: list[Runner] = [self._shared]
         self._listeners: list[FrameListener] = []
         self._statuses: dict[str, Callable[[], CollectorStatus]] = {}
         self._seq = 0
@@ -157,7 +124,7 @@ class Sampler:
         #: A tick has started collectors and waits for them (pushed readings go into its frame).
         self._ticking = False
         #: Runners started by the current tick that have not finished their batch.
-        self._awaited: set[_Runner] = set()
+        self._awaited: set[Runner] = set()
 
     @property
     def collector_names(self) -> tuple[str, ...]:
@@ -255,10 +222,6 @@ class Sampler:
         for runner in self._runners:
             runner.executor.shutdown(wait=False, cancel_futures=True)
 
-    @staticmethod
-    def _new_runner(thread_name: str) -> _Runner:
-        return _Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
-
     def _begin_tick(self) -> None:
         """Timer callback: start the collectors due now, then wait a part of the interval for them."""
         self._timer = None
@@ -277,7 +240,19 @@ class Sampler:
         assert self._loop is not None
         self._timer = self._loop.call_later(min(self.timeout_s, self.interval_s * _WAIT_FRACTION), self._end_tick)
 
-    def _batch_done(self, runner: _Runner) -> None:
+    def _collector_of(self, name: str) -> Collector:
+        return self._slots[name].collector
+
+    def _batch_finished(self, runner: Runner) -> None:
+        """A runner's thread: its batch is over; tell the loop (`_batch_done`)."""
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._batch_done, runner)
+            except RuntimeError:
+                pass  # the loop is closed: the agent has stopped
+
+    def _batch_done(self, runner: Runner) -> None:
         """Loop callback, from a runner's thread: its batch is over (a late one's is ignored)."""
         if not self._ticking:
             return
@@ -307,13 +282,13 @@ class Sampler:
         assert self._loop is not None
         self._timer = self._loop.call_later(delay, self._begin_tick)
 
-    def _start_due(self, tick_at: float) -> list[_Runner]:
+    def _start_due(self, tick_at: float) -> list[Runner]:
         """Start the collectors due at ``tick_at`` (the scheduled monotonic time); return the runners started."""
         self._take_results()
         if self._shared.busy:
             self._pin(self._shared)
         now = time.monotonic()
-        batches: dict[int, tuple[_Runner, list[str]]] = {}
+        batches: dict[int, tuple[Runner, list[str]]] = {}
         for name, slot in self._slots.items():
             if slot.running_since is not None:
                 if now - slot.running_since > self.timeout_s and slot.status.state != "hung":
@@ -331,15 +306,15 @@ class Sampler:
             slot.running_since = now
             runner = slot.runner or self._shared
             batches.setdefault(id(runner), (runner, []))[1].append(name)
-        started: list[_Runner] = []
+        started: list[Runner] = []
         for runner, names in batches.values():
             with runner.lock:
                 runner.queued.extend(names)
-            runner.future = runner.executor.submit(self._run_batch, runner)
+            runner.future = runner.executor.submit(run_batch, runner, self._collector_of, self._batch_finished)
             started.append(runner)
         return started
 
-    def _pin(self, runner: _Runner) -> None:
+    def _pin(self, runner: Runner) -> None:
         """Give a runner whose batch overran the tick to the collector it is running, and
         start a new shared runner for the others (those not started yet are due again)."""
         with runner.lock:
@@ -353,39 +328,8 @@ class Sampler:
             self._slots[name].running_since = None
             self._slots[name].next_due = 0.0
         self._slots[stuck].runner = runner
-        self._shared = self._new_runner("rigmon-collectors")
+        self._shared = new_runner("rigmon-collectors")
         self._runners.append(self._shared)
-
-    def _run_batch(self, runner: _Runner) -> None:
-        """Worker thread: call the queued collectors in turn until the batch is empty, then tell the loop."""
-        while True:
-            with runner.lock:
-                if not runner.queued:
-                    runner.current = None
-                    break
-                name = runner.queued.pop(0)
-                runner.current = name
-            t0 = time.monotonic()
-            outcome = self._call(self._slots[name].collector)
-            runner.done.append((name, outcome, time.monotonic() - t0))
-        loop = self._loop
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(self._batch_done, runner)
-            except RuntimeError:
-                pass  # the loop is closed: the agent has stopped
-
-    @staticmethod
-    def _call(collector: Collector) -> _Outcome:
-        """Run one collection (in a runner's thread)."""
-        try:
-            return ("ok", list(collector.collect()))
-        except NoData as exc:
-            return ("absent", str(exc) or "not present")
-        except CollectorHung as exc:
-            return ("hung", str(exc) or "no answer")
-        except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
-            return ("error", f"{type(exc).__name__}: {exc}")
 
     def _take_results(self) -> None:
         """File the results the runners have finished since the last look."""
@@ -406,7 +350,7 @@ class Sampler:
                 self._runners.remove(runner)
                 runner.executor.shutdown(wait=False)
 
-    def _finish(self, name: str, slot: _Slot, outcome: _Outcome, duration_s: float) -> None:
+    def _finish(self, name: str, slot: _Slot, outcome: Outcome, duration_s: float) -> None:
         slot.running_since = None
         state, payload = outcome
         sampled_at = self.clock.time()

@@ -1,0 +1,78 @@
+"""The collectors' worker threads: a runner calls the collectors of a batch one after another.
+
+The sampler (`rigmon.agent.sampler`) decides which collectors are due and on which runner;
+a runner's thread calls them, files each outcome in ``done`` and says when its batch is over.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from rigmon.collectors.base import Collector, CollectorHung, NoData
+
+#: What one collector call gave: state (ok, absent, hung, error) and records or an error text.
+Outcome = tuple[str, object]
+
+
+@dataclass(slots=True, eq=False)
+class Runner:
+    """A worker thread that runs the collector calls of a batch one after another.
+
+    All collectors share one runner, so a tick costs one hand-off to a thread and one back
+    instead of one pair per collector. A call still running when the next tick comes
+    (hung in a driver, or slower than the interval) keeps the runner: it becomes that
+    collector's own, and the others move to a new shared runner (see `rigmon.agent.sampler.Sampler`).
+    """
+
+    executor: ThreadPoolExecutor
+    #: Guards ``queued`` and ``current`` between the worker and the event loop.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Names of the batch not started yet.
+    queued: list[str] = field(default_factory=list)
+    #: Name of the collector whose call is running now.
+    current: str | None = None
+    #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
+    done: deque[tuple[str, Outcome, float]] = field(default_factory=deque)
+    #: The batch running on the executor (done once `Sampler._run_batch` returned).
+    future: Future[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.future is not None and not self.future.done()
+
+
+def new_runner(thread_name: str) -> Runner:
+    """A runner with its own worker thread (threads named ``thread_name``)."""
+    return Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
+
+
+def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None]) -> None:
+    """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``."""
+    while True:
+        with runner.lock:
+            if not runner.queued:
+                runner.current = None
+                break
+            name = runner.queued.pop(0)
+            runner.current = name
+        t0 = time.monotonic()
+        outcome = call_collector(collector_of(name))
+        runner.done.append((name, outcome, time.monotonic() - t0))
+    batch_done(runner)
+
+
+def call_collector(collector: Collector) -> Outcome:
+    """Run one collection (in a runner's thread): its state and records, or its error text; nothing escapes."""
+    try:
+        return ("ok", list(collector.collect()))
+    except NoData as exc:
+        return ("absent", str(exc) or "not present")
+    except CollectorHung as exc:
+        return ("hung", str(exc) or "no answer")
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
+        return ("error", f"{type(exc).__name__}: {exc}")
