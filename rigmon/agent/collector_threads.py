@@ -38,7 +38,7 @@ class Runner:
     current: str | None = None
     #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
     done: deque[tuple[str, Outcome, float]] = field(default_factory=deque)
-    #: The batch running on the executor (done once `Sampler._run_batch` returned).
+    #: The batch running on the executor (done once `run_batch` returned).
     future: Future[None] | None = None
 
     @property
