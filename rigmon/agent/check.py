@@ -6,8 +6,10 @@ import threading
 import time
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
+
+from msgspec.structs import replace
 
 from rigmon.agent.agent import build_collectors
 from rigmon.agent.sampler import ROUTES

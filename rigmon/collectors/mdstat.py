@@ -9,9 +9,10 @@ array with made-up readings.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
+
+import msgspec
 
 #: Levels without redundancy: no sync files, no degraded count; a lost member breaks the array.
 STRIPED_LEVELS = frozenset({"raid0", "linear"})
@@ -190,7 +191,7 @@ def _parse_header(line: str, personalities: frozenset[str]) -> MdstatArray:
         updates = _status_updates(tail, line)
         if not updates:
             raise _error(line, f"unexpected {tail[:40]!r} after the members")
-        array = dataclasses.replace(array, **updates)  # type: ignore[arg-type]
+        array = msgspec.structs.replace(array, **updates)  # type: ignore[arg-type]
     return array
 
 
@@ -217,7 +218,7 @@ def _with_detail(array: MdstatArray, line: str) -> MdstatArray:
         return array
     else:
         raise _error(line, "not a status, progress or bitmap line")
-    return dataclasses.replace(array, **updates)  # type: ignore[arg-type]
+    return msgspec.structs.replace(array, **updates)  # type: ignore[arg-type]
 
 
 def _is_detail(text: str) -> bool:
