@@ -9,10 +9,9 @@ array with made-up readings.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
-
-import msgspec
 
 #: Levels without redundancy: no sync files, no degraded count; a lost member breaks the array.
 STRIPED_LEVELS = frozenset({"raid0", "linear"})
@@ -191,7 +190,7 @@ def _parse_header(line: str, personalities: frozenset[str]) -> MdstatArray:
         updates = _status_updates(tail, line)
         if not updates:
             raise _error(line, f"unexpected {tail[:40]!r} after the members")
-        array = msgspec.structs.replace(array, **updates)  # type: ignore[arg-type]
+        array = dataclasses.replace(array, **updates)  # type: ignore[arg-type]
     return array
 
 
@@ -218,7 +217,7 @@ def _with_detail(array: MdstatArray, line: str) -> MdstatArray:
         return array
     else:
         raise _error(line, "not a status, progress or bitmap line")
-    return msgspec.structs.replace(array, **updates)  # type: ignore[arg-type]
+    return dataclasses.replace(array, **updates)  # type: ignore[arg-type]
 
 
 def _is_detail(text: str) -> bool:
