@@ -152,8 +152,9 @@ class Info(Record, frozen=True):
     alarm_rules: tuple[str, ...] = ()
 
 
-# The codec is msgspec's: compiled, validating, and driven by the dataclasses' own annotations
-# (field order is key order; a new record type or field needs nothing here). It replaced
+# The codec is msgspec's: compiled, validating, and driven by the records' own annotations
+# (the records are msgspec Structs, `Record`; field order is key order, every field is written,
+# defaults included; a new record type or field needs nothing here). It replaced
 # rigmon.typed's reflection converter on the wire, which cost 5-10 times as much per frame.
 #
 # Non-finite floats: JSON has none. Encoding a record holding NaN or +-inf raises ValueError
@@ -168,7 +169,7 @@ _NONFINITE_MSGPACK = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
 
 
 def encode(record: Any) -> bytes:
-    """Encode a record (any dataclass of this package) as compact UTF-8 JSON.
+    """Encode a record (any `Record` of this package, or a tree holding them) as compact UTF-8 JSON.
 
     Raises:
         ValueError: the record holds a NaN or infinite float.
