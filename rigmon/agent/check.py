@@ -105,7 +105,7 @@ def readings_from(records: Sequence[object]) -> Readings:
             fields[name] = typing.cast(tuple[object, ...], fields.get(name, ())) + (record,)
         else:
             fields[name] = record
-    return replace(Readings(), **fields)  # type: ignore[arg-type]
+    return replace(Readings(), **fields)
 
 
 def run_check(

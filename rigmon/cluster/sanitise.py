@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 import msgspec
 
 from rigmon.schema import SchemaError, decode, decode_data
-from rigmon.typed import field_types, record_fields
+from rigmon.typed import field_types, record_field_names, record_fields
 
 T = TypeVar("T")
 
@@ -180,9 +180,10 @@ def _clean_value(value: Any) -> Any:
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items())):
             return value
         return dict(pairs)
-    if record_fields(type(value)) is not None:
+    cls: type = type(value)
+    if record_field_names(cls) is not None:
         changes = {}
-        for name in _text_fields(type(value)):
+        for name in _text_fields(cls):
             old = getattr(value, name)
             new = _clean_value(old)
             if new is not old:
