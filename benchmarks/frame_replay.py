@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import gzip
 import random
 import signal
@@ -42,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import msgspec  # noqa: E402
 import uvicorn  # noqa: E402
 
 from benchmarks.common import PhysicsThread  # noqa: E402
@@ -167,8 +167,8 @@ class ReplayEndpoint:
         events = []
         for event in recorded.events:
             self.events += 1
-            events.append(dataclasses.replace(event, id=f"{self.run_id}-{self.events}", at=now))
-        frame = dataclasses.replace(recorded, node=self.name, run_id=self.run_id, seq=self.seq, taken_at=now,
+            events.append(msgspec.structs.replace(event, id=f"{self.run_id}-{self.events}", at=now))
+        frame = msgspec.structs.replace(recorded, node=self.name, run_id=self.run_id, seq=self.seq, taken_at=now,
                                     agent_start=self.agent_start, events=tuple(events))
         self.buffer.append(frame)
         return frame

@@ -35,7 +35,6 @@ three times in a row, and the median is reported with every run.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import json
 import os
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -212,7 +212,7 @@ def real_frames(n: int, workdir: Path, t0: float) -> list[dict[str, Any]]:
                                     subject=d.subject, message=d.message, data=dict(d.data)))
             drafts.clear()
             frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id=RUN_ID, seq=i + 1, taken_at=t, agent_start=t0,
-                          collectors=status, readings=dataclasses.replace(Readings(), **fields), events=tuple(events))
+                          collectors=status, readings=msgspec.structs.replace(Readings(), **fields), events=tuple(events))
             out.append(to_data(frame))
     finally:
         for c in collectors.values():

@@ -1,4 +1,4 @@
-"""Convert frozen dataclasses to and from plain JSON/TOML data, validating every field.
+"""Convert records (frozen dataclasses, msgspec Structs) to and from plain JSON/TOML data, validating every field.
 
 Used for the configuration files (TOML, ``strict``), the agent's own state files (alarm
 state, guard state) and plain-data views (`to_data`: snapshot bundles, notifications).
@@ -37,37 +37,68 @@ class TypedDataError(ValueError):
         super().__init__(f"{self.path}: {reason}")
 
 
+class RecordField:
+    """One field of a record type: its name, resolved type, and whether it has no default."""
+
+    # A plain class: a NamedTuple costs a third of a millisecond to create at import.
+    __slots__ = ("name", "type", "required")
+
+    def __init__(self, name: str, type_: Any, required: bool) -> None:
+        self.name = name
+        self.type = type_
+        self.required = required
+
+
 @cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
+def record_field_names(cls: Any) -> tuple[str, ...] | None:
+    """The field names of a record type in order, ``None`` for any other type (cached per type).
+
+    Wire records (`rigmon.schema`) are `msgspec.Struct` classes; configuration, state files
+    and the rest are frozen dataclasses. Both are records here, and nothing else should ask
+    ``dataclasses`` or ``msgspec`` about a type's fields. Annotations are not resolved.
+    """
+    if not isinstance(cls, type):
+        return None
+    names = getattr(cls, "__struct_fields__", None)
+    if names is not None:
+        return typing.cast(tuple[str, ...], names)
+    if dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+    return None
+
+
+@cache
+def record_fields(cls: Any) -> tuple[RecordField, ...] | None:
+    """The fields of a record type (see `record_field_names`) with their resolved types."""
+    if record_field_names(cls) is None:
+        return None
+    hints = get_type_hints(cls)
+    if hasattr(cls, "__struct_fields__"):
+        # Deferred: the configuration is read through this module before anything needs msgspec.
+        import msgspec
+
+        return tuple(RecordField(f.name, hints[f.name], f.required) for f in msgspec.structs.fields(cls))
+    return tuple(
+        RecordField(f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(cls)
+    )
 
 
 def field_types(cls: type) -> dict[str, Any]:
-    """Return the resolved type of every dataclass field of ``cls``."""
-    hints = _hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    """Return the resolved type of every field of the record type ``cls``."""
+    return {f.name: f.type for f in record_fields(cls) or ()}
 
 
 #: Leaf types returned as they are (checked first: most values of a frame are leaves).
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-@cache
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """Field names of a dataclass type, ``None`` for any other type (cached per type)."""
-    # dataclasses.fields() builds a new tuple on every call, and is_dataclass() is not free:
-    # a frame holds thousands of values and is converted for alarms, journal and API alike.
-    if not dataclasses.is_dataclass(cls):
-        return None
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
 def to_data(obj: Any) -> Any:
-    """Turn a dataclass tree into JSON-ready data (dicts, lists, scalars)."""
+    """Turn a tree of records into JSON-ready data (dicts, lists, scalars)."""
     tp: type = type(obj)
     if tp in _SCALARS:
         return obj
-    names = _field_names(tp)
+    names = record_field_names(tp)
     if names is not None:
         return {name: to_data(getattr(obj, name)) for name in names}
     if isinstance(obj, enum.Enum):
@@ -83,12 +114,12 @@ def from_data(cls: type[T], data: Any, path: str = "", *, strict: bool = False) 
     """Build a ``cls`` instance from plain data, checking every field's type.
 
     Args:
-        cls: a dataclass type whose fields are annotated with supported types (scalars,
-            ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``, ``Literal``, enums and
-            nested dataclasses).
+        cls: a record type (dataclass or wire record) whose fields are annotated with
+            supported types (scalars, ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``,
+            ``Literal``, enums and nested records).
         data: the decoded JSON or TOML value.
         path: prefix for error paths.
-        strict: reject keys the dataclass does not know (configuration files); when
+        strict: reject keys the record type does not know (configuration files); when
             false, unknown keys are ignored (the wire protocol is additive).
 
     Returns:
@@ -143,8 +174,8 @@ def _converter(tp: Any) -> Converter:
         return _tuple_converter(get_args(tp))
     if origin is dict:
         return _dict_converter(_converter(get_args(tp)[1]))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _dataclass_converter(tp)
+    if record_fields(tp) is not None:
+        return _record_converter(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_converter(tp)
     scalar = _SCALAR_CONVERTERS.get(tp)
@@ -237,15 +268,12 @@ def _dict_converter(item: Converter) -> Converter:
     return convert
 
 
-def _dataclass_converter(cls: type) -> Converter:
+def _record_converter(cls: type) -> Converter:
     types_ = field_types(cls)
     known = frozenset(types_)
     known_text = ", ".join(sorted(types_))
-    fields = [
-        (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-        for f in dataclasses.fields(cls)
-    ]
-    # Converters of the fields are looked up on first use: a dataclass may refer to itself.
+    fields = [(f.name, f.required) for f in record_fields(cls) or ()]
+    # Converters of the fields are looked up on first use: a record type may refer to itself.
     convs: dict[str, Converter] = {}
 
     def convert(value: Any, strict: bool) -> Any:

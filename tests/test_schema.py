@@ -130,7 +130,7 @@ def test_info_round_trip() -> None:
 
 def test_nan_is_refused_on_encode() -> None:
     frame = sample_frame()
-    bad = Frame(**{**{f: getattr(frame, f) for f in frame.__dataclass_fields__},
+    bad = Frame(**{**{f: getattr(frame, f) for f in frame.__struct_fields__},
                    "taken_at": float("nan")})
     with pytest.raises(ValueError):
         encode(bad)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import random
-from dataclasses import fields, replace
 
 import pytest
+from msgspec.structs import fields, replace
 
 from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, node_figures
 from rigmon.clock import SystemClock
@@ -17,7 +17,6 @@ from rigmon.summary import SLIM_DROPPED, SLIM_GPU_FIELDS, detail_values, slim_fr
 from tests.tui.snapshot_apps.fake_agent import make_frame
 from tests.tui.snapshot_apps.record_frames import FIXTURES as FRAME_FIXTURES
 from tests.tui.snapshot_apps.record_frames import load_frames
-
 
 
 def test_host_figures_and_unknown_sources() -> None:

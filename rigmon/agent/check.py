@@ -6,8 +6,10 @@ import threading
 import time
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
+
+from msgspec.structs import replace
 
 from rigmon.agent.agent import build_collectors
 from rigmon.agent.sampler import ROUTES
@@ -103,7 +105,7 @@ def readings_from(records: Sequence[object]) -> Readings:
             fields[name] = typing.cast(tuple[object, ...], fields.get(name, ())) + (record,)
         else:
             fields[name] = record
-    return replace(Readings(), **fields)  # type: ignore[arg-type]
+    return replace(Readings(), **fields)
 
 
 def run_check(

@@ -9,7 +9,6 @@ A source added to the schema later only needs its entry in `RECORD_METRICS`.
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from typing import TYPE_CHECKING
 from collections import Counter, deque
@@ -43,6 +42,7 @@ from rigmon.schema import (
     RaidMemberReading,
     RdmaHwCounterReading,
     Readings,
+    Record,
     TemperatureReading,
     ThunderboltDeviceReading,
     VoltageEnvelope,
@@ -214,8 +214,8 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
     fam.add(f"{PREFIX}_agent_start_timestamp_seconds", "when this agent run started", False, node, frame.agent_start)
     fam.add(f"{PREFIX}_frame_seq", "sequence number of the newest frame in this agent run", False, node,
             float(frame.seq))
-    for field in dataclasses.fields(Readings):
-        value = getattr(frame.readings, field.name)
+    for name in Readings.__struct_fields__:
+        value = getattr(frame.readings, name)
         records = value if isinstance(value, tuple) else (value,) if value is not None else ()
         for record in records:
             _record_metrics(fam, record, node)
@@ -252,16 +252,16 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
         if name in label_fields or name in spec.skip:
             continue
         value = getattr(record, name)
-        if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+        if isinstance(value, tuple) and value and isinstance(value[0], Record):
             for child in value:
                 _record_metrics(fam, child, labels)
             continue
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if isinstance(value, Record):
             _record_metrics(fam, value, labels, RecordMetrics(spec.prefix))
             continue
         if isinstance(value, dict):
             for child_key, child in sorted(value.items()):
-                if dataclasses.is_dataclass(child) and type(child) in RECORD_METRICS:
+                if isinstance(child, Record) and type(child) in RECORD_METRICS:
                     _record_metrics(fam, child, labels, key=child_key)
             continue
         if name.endswith("_per_s") and f"{name[: -len('_per_s')]}_total" in types_:

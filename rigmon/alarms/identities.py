@@ -3,11 +3,12 @@ they need to know about record types; worked out once per list shape and kept (s
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from rigmon.typed import record_field_names
 
 #: Fields that name a list item, in order of preference. ``index`` comes before ``name``
 #: because a GPU's ``name`` is its product name, shared by every GPU of a node.
@@ -16,7 +17,7 @@ IDENTITY_FIELDS = ("index", "uuid", "name", "id", "sensor", "device", "path", "b
 #: Identity labels and path part of every item of a list, by ``id()`` of the list.
 IdentityMemo = dict[int, list[tuple[dict[str, str], str]]]
 
-#: Field names of record (dataclass) types, and ``None`` for types that are no record, by type.
+#: Field names of record types (wire records, dataclasses), and ``None`` for types that are no record, by type.
 _RECORD_FIELDS: dict[type, frozenset[str] | None] = {}
 RECORD_ORDER: dict[type, tuple[str, ...]] = {}
 #: `IDENTITY_FIELDS` that a record type has, in order of preference, by type.
@@ -24,13 +25,13 @@ RECORD_IDENTITY: dict[type, tuple[str, ...]] = {}
 
 
 def record_fields(tp: type) -> frozenset[str] | None:
-    """The field names of a record type (a dataclass), ``None`` for any other type."""
+    """The field names of a record type (`rigmon.typed.record_field_names`), ``None`` for any other type."""
     try:
         return _RECORD_FIELDS[tp]
     except KeyError:
         pass
-    if dataclasses.is_dataclass(tp):
-        order = tuple(f.name for f in dataclasses.fields(tp))
+    order = record_field_names(tp)
+    if order is not None:
         RECORD_ORDER[tp] = order
         RECORD_IDENTITY[tp] = tuple(key for key in IDENTITY_FIELDS if key in order)
         _RECORD_FIELDS[tp] = frozenset(order)

@@ -8,11 +8,12 @@ cluster rules (the dashboard) share it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+import msgspec
 
 from rigmon.alarms.memory import CarriedAlarm
 from rigmon.schema import Alarm, AlarmState, EventValue, Severity
@@ -157,9 +158,9 @@ def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
     """``alarm`` after an active observation: value and message move only to a worse one
     (or, for readings without an order, stay those that fired it); ``value_now`` follows."""
     if is_worse(obs.value, alarm.value, obs.worse):
-        alarm = dataclasses.replace(alarm, value=obs.value, message=obs.message, worst_at=now)
+        alarm = msgspec.structs.replace(alarm, value=obs.value, message=obs.message, worst_at=now)
     if not same_reading(alarm.value_now, obs.value):
-        alarm = dataclasses.replace(alarm, value_now=obs.value)
+        alarm = msgspec.structs.replace(alarm, value_now=obs.value)
     return alarm
 
 
@@ -270,7 +271,7 @@ class AlarmBook:
                 return []
             if track.alarm.state != "pending" and not same_reading(track.alarm.value_now, obs.value):
                 # Held: the condition is clear, the alarm keeps its worst value; "now" follows.
-                track.alarm = dataclasses.replace(track.alarm, value_now=obs.value, updated_at=now)
+                track.alarm = msgspec.structs.replace(track.alarm, value_now=obs.value, updated_at=now)
             if track.alarm.state == "pending":
                 return [self._resolve(key, now, track.alarm.message)]
             if track.clear_since is None:
@@ -300,7 +301,7 @@ class AlarmBook:
         previous = track.alarm
         if obs.latch:
             track.latch_until = now + (latch_s or 0.0)
-            track.alarm = dataclasses.replace(previous, value=obs.value, message=obs.message, updated_at=now,
+            track.alarm = msgspec.structs.replace(previous, value=obs.value, message=obs.message, updated_at=now,
                                               count=previous.count + 1, worst_at=now)
             return []
         # The alarm keeps its worst observation (value and message) for the whole episode:
@@ -310,13 +311,13 @@ class AlarmBook:
             track.alarm = alarm
             return [self._fire(track, now, "pending")]
         if alarm != previous:
-            track.alarm = dataclasses.replace(alarm, updated_at=now)
+            track.alarm = msgspec.structs.replace(alarm, updated_at=now)
         return []
 
     def _continue(self, key: tuple[str, str], obs: Observation, now: float) -> Transition:
         """A restored alarm's condition still holds: its episode goes on (same id, start, ack)."""
         carry = self._carried.pop(key)
-        alarm = dataclasses.replace(_observed(carry.alarm, obs, now), state="firing", updated_at=now)
+        alarm = msgspec.structs.replace(_observed(carry.alarm, obs, now), state="firing", updated_at=now)
         self._active[key] = _Track(alarm=alarm, hold_s=0.0)
         return Transition("firing", alarm, "firing", restored=True)
 
@@ -332,26 +333,26 @@ class AlarmBook:
         if now - clear_since >= rule.clear_hold_s:
             return self._settle(key, now, "clear after the agent restarted")
         del self._carried[key]
-        alarm = dataclasses.replace(carry.alarm, state="firing", updated_at=now)
+        alarm = msgspec.structs.replace(carry.alarm, state="firing", updated_at=now)
         self._active[key] = _Track(alarm=alarm, hold_s=0.0, clear_since=clear_since)
         return Transition("firing", alarm, "firing", restored=True)
 
     def _settle(self, key: tuple[str, str], now: float, why: str) -> Transition:
         """A restored alarm is not confirmed by fresh readings: it is resolved."""
         carry = self._carried.pop(key)
-        alarm = dataclasses.replace(carry.alarm, state="resolved", resolved_at=now, updated_at=now,
+        alarm = msgspec.structs.replace(carry.alarm, state="resolved", resolved_at=now, updated_at=now,
                                     message=f"{carry.alarm.message} ({why})")
         self._recent.appendleft(alarm)
         return Transition("resolved", alarm, "firing", restored=True)
 
     def _fire(self, track: _Track, now: float, previous: AlarmState | None) -> Transition:
-        track.alarm = dataclasses.replace(track.alarm, state="firing", fired_at=now, updated_at=now)
+        track.alarm = msgspec.structs.replace(track.alarm, state="firing", fired_at=now, updated_at=now)
         return Transition("firing", track.alarm, previous)
 
     def _resolve(self, key: tuple[str, str], now: float, message: str) -> Transition:
         track = self._active.pop(key)
         previous = track.alarm.state
-        alarm = dataclasses.replace(track.alarm, state="resolved", resolved_at=now, updated_at=now, message=message)
+        alarm = msgspec.structs.replace(track.alarm, state="resolved", resolved_at=now, updated_at=now, message=message)
         if alarm.fired_at is not None:
             # A pending alarm that never fired is not worth keeping: it only says a
             # condition flickered for less than its hold time.
@@ -374,7 +375,7 @@ class AlarmBook:
             if track.alarm.acknowledged_at is not None:
                 return []
             previous = track.alarm.state
-            track.alarm = dataclasses.replace(track.alarm, acknowledged_at=now, acknowledged_by=by, updated_at=now)
+            track.alarm = msgspec.structs.replace(track.alarm, acknowledged_at=now, acknowledged_by=by, updated_at=now)
             out = [Transition("acknowledged", track.alarm, previous)]
             if track.latch_until is not None:
                 out.append(self._resolve(key, now, track.alarm.message))
@@ -382,7 +383,7 @@ class AlarmBook:
         for carry in self._carried.values():
             if carry.alarm.id == alarm_id:
                 if carry.alarm.acknowledged_at is None:
-                    carry.alarm = dataclasses.replace(carry.alarm, acknowledged_at=now, acknowledged_by=by,
+                    carry.alarm = msgspec.structs.replace(carry.alarm, acknowledged_at=now, acknowledged_by=by,
                                                       updated_at=now)
                     return [Transition("acknowledged", carry.alarm, carry.alarm.state, restored=True)]
                 return []
@@ -461,7 +462,7 @@ class AlarmBook:
                 continue
             if carried.latch_until is not None:
                 if carried.latch_until <= now:
-                    self._recent.appendleft(dataclasses.replace(
+                    self._recent.appendleft(msgspec.structs.replace(
                         alarm, state="resolved", resolved_at=carried.latch_until, updated_at=carried.latch_until))
                     dropped.append(f"alarm {alarm.id}: expired while the agent was down")
                     continue

@@ -121,7 +121,7 @@ class Selector:
 
         Args:
             data: frame data (`frame_data`) or a frame's view (`frame_view`): a record
-                (a frozen dataclass) reads as the dict of its fields and a tuple as a list,
+                reads as the dict of its fields and a tuple as a list,
                 as `rigmon.typed.to_data` would convert them, so both give the same matches.
             memo: identities of the lists already walked in this same ``data`` (the engine
                 passes one per frame, so the rules over ``gpus[*]`` work out the GPUs'

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+import msgspec
+
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Alarm, AlarmList, AlarmState, Event, Severity
 
@@ -251,11 +253,11 @@ class AlarmTracker:
                         updated_at=event.at)
         value = event.data.get("value", old.value)
         if change == "acknowledged":
-            new = replace(old, acknowledged_at=event.at, updated_at=event.at)
+            new = msgspec.structs.replace(old, acknowledged_at=event.at, updated_at=event.at)
         elif change == "resolved":
-            new = replace(old, state="resolved", resolved_at=event.at, updated_at=event.at)
+            new = msgspec.structs.replace(old, state="resolved", resolved_at=event.at, updated_at=event.at)
         else:
-            new = replace(old, state=change, message=text, value=value, updated_at=event.at,
+            new = msgspec.structs.replace(old, state=change, message=text, value=value, updated_at=event.at,
                           fired_at=event.at if change == "firing" and old.fired_at is None else old.fired_at)
         if new.state == "resolved":
             self._active.pop(alarm_id, None)

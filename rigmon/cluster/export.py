@@ -11,10 +11,11 @@ import asyncio
 import ssl
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from msgspec.structs import replace
 
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay, store_key

@@ -25,8 +25,10 @@ import re
 from functools import cache
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
+import msgspec
+
 from rigmon.schema import SchemaError, decode, decode_data
-from rigmon.typed import field_types
+from rigmon.typed import field_types, record_field_names, record_fields
 
 T = TypeVar("T")
 
@@ -136,20 +138,20 @@ def decode_agent(cls: type[T], raw: bytes | str) -> T:
 
 
 # Records decoded elsewhere (a replay bundle, read by rigmon.snapshot) are cleaned as records:
-# per dataclass type, only the fields that can hold text are visited, and a record whose
+# per record type, only the fields that can hold text are visited, and a record whose
 # strings are all clean is returned as it is (no copy).
 
 
 @cache
 def _text_fields(cls: type) -> tuple[str, ...]:
-    """Fields of dataclass ``cls`` whose type can hold a string (directly or nested)."""
+    """Fields of record type ``cls`` whose type can hold a string (directly or nested)."""
     return tuple(name for name, tp in field_types(cls).items() if _holds_text(tp, frozenset({cls})))
 
 
 def _holds_text(tp: Any, seen: frozenset[type]) -> bool:
     if tp is str or tp is Any:
         return True
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if record_fields(tp) is not None:
         if tp in seen:
             return False
         return any(_holds_text(t, seen | {tp}) for t in field_types(tp).values())
@@ -160,7 +162,7 @@ def _holds_text(tp: Any, seen: frozenset[type]) -> bool:
 
 
 def clean_record(value: T) -> T:
-    """A decoded record (dataclass, tuple, list, dict or scalar) with every string passed
+    """A decoded record (wire record or dataclass, tuple, list, dict or scalar) with every string passed
     through `clean_text`; ``value`` itself when nothing needed cleaning."""
     return _clean_value(value)  # type: ignore[no-any-return]
 
@@ -178,12 +180,17 @@ def _clean_value(value: Any) -> Any:
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items())):
             return value
         return dict(pairs)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    cls: type = type(value)
+    if record_field_names(cls) is not None:
         changes = {}
-        for name in _text_fields(type(value)):
+        for name in _text_fields(cls):
             old = getattr(value, name)
             new = _clean_value(old)
             if new is not old:
                 changes[name] = new
-        return dataclasses.replace(value, **changes) if changes else value
+        if not changes:
+            return value
+        if isinstance(value, msgspec.Struct):
+            return msgspec.structs.replace(value, **changes)
+        return dataclasses.replace(value, **changes)
     return value

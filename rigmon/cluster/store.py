@@ -6,8 +6,10 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
+
+import msgspec
 
 from rigmon.alarms import cluster as cluster_rules
 from rigmon.alarms.cluster import ClusterAlarms
@@ -39,7 +41,7 @@ PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
 #: Fields of `Readings`, and readings with none of them.
-READINGS_FIELDS = frozenset(f.name for f in fields(Readings))
+READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
 
 
@@ -227,7 +229,7 @@ class NodeStore:
         """An alarm changed here (acknowledged from the dashboard) before the next fetch."""
         if self.alarm_list is not None:
             active = tuple(alarm if a.id == alarm.id else a for a in self.alarm_list.active)
-            self.alarm_list = replace(self.alarm_list, active=active)
+            self.alarm_list = msgspec.structs.replace(self.alarm_list, active=active)
             self._changes += 1
 
     def connected_now(self) -> bool:
@@ -408,7 +410,7 @@ class ClusterStore:
             if frame is not None:
                 cached = self._peer_cut.get(store.key)
                 if cached is None or cached[0] is not frame:
-                    cached = (frame, replace(frame, readings=replace(frame.readings, **cut)))
+                    cached = (frame, msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, **cut)))
                     self._peer_cut[store.key] = cached
                 out[frame.node] = cached[1]
         return out

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from msgspec.structs import replace
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn

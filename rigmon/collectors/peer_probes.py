@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
+
+import msgspec
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
@@ -47,7 +48,7 @@ def with_peer_reachable(readings: Sequence[PeerPathReading]) -> list[PeerPathRea
         paths[r.peer] = paths.get(r.peer, 0) + 1
         if r.received > 0:
             answering.add(r.peer)
-    return [dataclasses.replace(r, peer_reachable=None if paths[r.peer] < 2 else r.peer in answering)
+    return [msgspec.structs.replace(r, peer_reachable=None if paths[r.peer] < 2 else r.peer in answering)
             for r in readings]
 
 

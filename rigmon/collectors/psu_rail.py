@@ -9,7 +9,6 @@ the window arithmetic (envelopes, path-resistance points) is `rigmon.collectors.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.psu_lines import (
@@ -65,7 +64,7 @@ class RailState:
         # each time was a fifth of a line's cost) and turned into the record when one is read.
         # Readers in other threads (tests, snapshots) read `counters` without the collector's lock:
         # the record is cached with the version of the counts it was built from, never stale.
-        self._counts = {f.name: 0 for f in fields(PsuAdcCounters)}
+        self._counts = {name: 0 for name in PsuAdcCounters.__struct_fields__}
         self._version = 0
         self._counters: tuple[int, PsuAdcCounters] | None = None
         self.events: list[EventDraft] = []

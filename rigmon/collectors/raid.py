@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import msgspec
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
@@ -382,7 +383,7 @@ class RaidCollector(PolledCollector):
         out = []
         for a in arrays:
             share = round(busy[a.name] / fastest * 100.0, 1) if a.name in busy else None
-            out.append(dataclasses.replace(a, vs_fastest_array_pct=share))
+            out.append(msgspec.structs.replace(a, vs_fastest_array_pct=share))
         return out
 
     def _events(self, arrays: list[RaidArrayReading]) -> list[EventDraft]:

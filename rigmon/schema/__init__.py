@@ -82,6 +82,7 @@ from rigmon.schema.power import (
     ResistanceMethod,
     VoltageEnvelope,
 )
+from rigmon.schema.record import Record
 from rigmon.schema.storage import (
     DiskReading,
     NvmeLinkState,
@@ -146,6 +147,7 @@ __all__ = [
     "RaidMemberRole",
     "NvmeLinkState",
     "Readings",
+    "Record",
     "ResistanceMethod",
     "SchemaError",
     "Severity",

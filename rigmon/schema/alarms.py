@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
+
 from rigmon.schema.frame import EventValue, Severity
+from rigmon.schema.record import Record
 
 AlarmState = Literal["pending", "firing", "resolved"]
 
 
-@dataclass(frozen=True, slots=True)
-class Alarm:
+class Alarm(Record, frozen=True):
     """One alarm episode of a rule on one subject, from pending to resolved.
 
     ``id`` is unique per agent run and stays the same through the episode's transitions;
@@ -45,13 +46,12 @@ class Alarm:
     acknowledged_at: float | None = None
     acknowledged_by: str | None = None
     count: int = 1
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
     value_now: EventValue = None
     worst_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AlarmList:
+class AlarmList(Record, frozen=True):
     """``/v1/alarms``: active alarms (pending or firing) and recently resolved ones, newest first."""
 
     node: str

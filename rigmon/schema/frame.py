@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import typing
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, TypeVar, Union
 
@@ -31,6 +30,7 @@ from rigmon.schema.power import (
     PmbusPsuReading,
     PsuRailReading,
 )
+from rigmon.schema.record import Record
 from rigmon.schema.storage import DiskReading, NvmeReading, RaidArrayReading
 from rigmon.typed import TypedDataError, from_data
 
@@ -47,8 +47,7 @@ class SchemaError(ValueError):
     """Raised when bytes from the wire are not a valid record of this schema version."""
 
 
-@dataclass(frozen=True, slots=True)
-class CollectorStatus:
+class CollectorStatus(Record, frozen=True):
     """Health of one collector in one frame.
 
     ``state`` is ``absent`` when the hardware is not there (a quiet, normal state), ``hung``
@@ -63,8 +62,7 @@ class CollectorStatus:
     sampled_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(Record, frozen=True):
     """Something that happened: agent start, collector failing, GPU lost, link retrained...
 
     ``id`` is unique per agent run (``<run_id>-<n>``); ``at`` is Unix seconds; ``subject``
@@ -77,11 +75,10 @@ class Event:
     severity: Severity
     subject: str
     message: str
-    data: dict[str, EventValue] = field(default_factory=dict)
+    data: dict[str, EventValue] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Readings:
+class Readings(Record, frozen=True):
     """Everything a node reports, grouped by record type.
 
     Each field holds one record type: ``X | None`` for a single record, ``tuple[X, ...]``
@@ -110,8 +107,7 @@ class Readings:
     probe_responder: ProbeResponderReading | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(Record, frozen=True):
     """One sample of a node: every collector's latest readings and health.
 
     ``seq`` is monotonic per agent run (``run_id``); ``taken_at`` and ``agent_start`` are
@@ -129,8 +125,7 @@ class Frame:
     events: tuple[Event, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Gap:
+class Gap(Record, frozen=True):
     """Sent on the stream when frames a resuming client asked for are gone from the buffer.
 
     Frames ``from_seq`` to ``to_seq`` (inclusive) of ``run_id`` cannot be sent.
@@ -142,8 +137,7 @@ class Gap:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Info:
+class Info(Record, frozen=True):
     """Identity of an agent: ``/v1/info``."""
 
     schema: int
@@ -158,8 +152,9 @@ class Info:
     alarm_rules: tuple[str, ...] = ()
 
 
-# The codec is msgspec's: compiled, validating, and driven by the dataclasses' own annotations
-# (field order is key order; a new record type or field needs nothing here). It replaced
+# The codec is msgspec's: compiled, validating, and driven by the records' own annotations
+# (the records are msgspec Structs, `Record`; field order is key order, every field is written,
+# defaults included; a new record type or field needs nothing here). It replaced
 # rigmon.typed's reflection converter on the wire, which cost 5-10 times as much per frame.
 #
 # Non-finite floats: JSON has none. Encoding a record holding NaN or +-inf raises ValueError
@@ -174,7 +169,7 @@ _NONFINITE_MSGPACK = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
 
 
 def encode(record: Any) -> bytes:
-    """Encode a record (any dataclass of this package) as compact UTF-8 JSON.
+    """Encode a record (any `Record` of this package, or a tree holding them) as compact UTF-8 JSON.
 
     Raises:
         ValueError: the record holds a NaN or infinite float.

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from rigmon.schema.record import Record
 
 GpuState = Literal["ok", "lost"]
 ClockReason = Literal[
@@ -14,8 +15,7 @@ ClockReason = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class NvLinkReading:
+class NvLinkReading(Record, frozen=True):
     """One NVLink of a GPU: state and the driver's error counters since driver load.
 
     ``*_per_s`` are rates of the matching counters between two polls (``None`` on the
@@ -32,8 +32,7 @@ class NvLinkReading:
     crc_flit_per_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GpuReading:
+class GpuReading(Record, frozen=True):
     """One NVIDIA GPU as NVML (and sysfs, and the kernel log) see it.
 
     ``pci_bus_id`` is the sysfs spelling (``0000:1a:00.0``), ``pci_bus_id_nvml`` NVML's
@@ -99,8 +98,7 @@ class GpuReading:
     ecc_uncorrected_total: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AmdGpuReading:
+class AmdGpuReading(Record, frozen=True):
     """One AMD GPU (amdgpu driver) from sysfs: ``card`` is the DRM card (``card0``).
 
     ``power_w`` is hwmon ``power1_average`` (or ``power1_input``); clocks are the
@@ -122,8 +120,7 @@ class AmdGpuReading:
 GpuVendor = Literal["nvidia", "amd"]
 
 
-@dataclass(frozen=True, slots=True)
-class GpuProcessReading:
+class GpuProcessReading(Record, frozen=True):
     """A process holding a GPU: from NVML's running-process lists (NVIDIA) or the DRM
     fdinfo files of ``/proc/PID/fdinfo`` (AMD), joined with ``/proc/PID`` under the agent's root.
 
@@ -156,8 +153,7 @@ class GpuProcessReading:
     state: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class KernelLogLine:
+class KernelLogLine(Record, frozen=True):
     """A kernel log record that a rule matched (Xid, fallen off the bus, PCIe AER).
 
     ``kind`` is ``xid``, ``gpu_off_bus`` or ``pcie_aer``; ``at`` is Unix seconds derived
@@ -171,8 +167,7 @@ class KernelLogLine:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class KernelLogReading:
+class KernelLogReading(Record, frozen=True):
     """State of the kernel log reader: counts since the agent started and recent matches.
 
     ``lost_total`` counts records overwritten before they were read (EPIPE and sequence

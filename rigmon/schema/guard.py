@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from rigmon.schema.record import Record
 
 GuardModeName = Literal["dry-run", "enforce"]
 GuardStateName = Literal["armed", "engaged", "held", "released"]
 GuardStepName = Literal["app_clocks", "locked_clocks", "power_limit"]
 
 
-@dataclass(frozen=True, slots=True)
-class GuardGpuSettings:
+class GuardGpuSettings(Record, frozen=True):
     """One GPU's clock and power settings as the guard found, planned or set them.
 
     ``None`` means unknown or not set: an application-clock pair the driver did not report,
@@ -25,8 +25,7 @@ class GuardGpuSettings:
     power_limit_w: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GuardReading:
+class GuardReading(Record, frozen=True):
     """The guard's state in one frame.
 
     ``mode`` is what is configured; ``acting`` whether it really changes the GPUs (false in

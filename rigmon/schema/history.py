@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rigmon.schema.frame import Event, Frame, Info
+from rigmon.schema.record import Record
 
 
-@dataclass(frozen=True, slots=True)
-class HistorySeries:
+class HistorySeries(Record, frozen=True):
     """One numeric series over a window: parallel lists, one entry per point.
 
     ``at`` is the point's time (a frame's ``taken_at`` or a bucket's start, Unix seconds);
@@ -22,8 +21,7 @@ class HistorySeries:
     max: tuple[float, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class History:
+class History(Record, frozen=True):
     """Answer of ``/v1/history``: a window of the journal.
 
     ``tier`` is ``frames`` (every frame, ``step_s`` the agent's interval) or a bucket width
@@ -44,8 +42,7 @@ class History:
     frames: tuple[Frame, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeCapture:
+class NodeCapture(Record, frozen=True):
     """Answer of ``/v1/snapshot``: what a bug report needs from one node right now.
 
     ``config`` is the agent configuration as TOML keys with secrets redacted; ``files`` are

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rigmon.schema.record import Record
 
 
-@dataclass(frozen=True, slots=True)
-class HostReading:
+class HostReading(Record, frozen=True):
     """CPU, load and memory of the node."""
 
     cpu_pct: float | None
@@ -22,8 +21,7 @@ class HostReading:
     boot_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class TemperatureReading:
+class TemperatureReading(Record, frozen=True):
     """One temperature sensor: a thermal zone or an hwmon ``temp*_input``."""
 
     sensor: str

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from rigmon.schema.record import Record
 
 LinkState = Literal["ok", "degraded", "unknown"]
 ThunderboltKind = Literal["host", "device", "xdomain", "retimer"]
 
 
-@dataclass(frozen=True, slots=True)
-class NetInterfaceReading:
+class NetInterfaceReading(Record, frozen=True):
     """One network interface: link state from sysfs, counters and rates from /proc/net/dev.
 
     Rates are ``None`` on the first sample and after a counter reset; ``*_total`` are the
@@ -42,8 +42,7 @@ class NetInterfaceReading:
     """Up with carrier, but no packet moved for a while although it used to carry traffic."""
 
 
-@dataclass(frozen=True, slots=True)
-class ThunderboltDeviceReading:
+class ThunderboltDeviceReading(Record, frozen=True):
     """One router, XDomain host or retimer on the Thunderbolt/USB4 bus.
 
     ``*_speed_gbps`` are per lane (``20.0`` for a Gen 3 / USB4 lane); ``rx_gbps`` and
@@ -81,8 +80,7 @@ class ThunderboltDeviceReading:
 RdmaLinkState = Literal["ok", "degraded", "down", "unused", "unknown"]
 
 
-@dataclass(frozen=True, slots=True)
-class RdmaHwCounterReading:
+class RdmaHwCounterReading(Record, frozen=True):
     """One driver-specific counter of an RDMA port (``hw_counters/<name>``: mlx5, irdma...)."""
 
     name: str
@@ -90,8 +88,7 @@ class RdmaHwCounterReading:
     value_per_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class InfinibandPortReading:
+class InfinibandPortReading(Record, frozen=True):
     """One RDMA port (InfiniBand, RoCE or iWARP) from ``/sys/class/infiniband/<dev>/ports/<n>``.
 
     ``state`` and ``phys_state`` are the kernel's names (``ACTIVE``, ``LinkUp``) with their
@@ -154,8 +151,7 @@ class InfinibandPortReading:
 PeerPathState = Literal["ok", "degraded", "silent", "unknown"]
 
 
-@dataclass(frozen=True, slots=True)
-class PeerPathReading:
+class PeerPathReading(Record, frozen=True):
     """Round trips from this node to one peer over one path, over the last probe window.
 
     The agent sends small authenticated UDP echo probes (TCP connect round trips where a path
@@ -209,8 +205,7 @@ class PeerPathReading:
     peer's port; ``ENETUNREACH``: no route), cleared by the next reply; ``None``: none."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeResponderReading:
+class ProbeResponderReading(Record, frozen=True):
     """The node's latency probe responder (UDP): what it answered and what it refused since the agent started.
 
     It answers only requests with a valid MAC from a configured peer name, with a reply of the

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from rigmon.schema.record import Record
 
 EnvelopeSource = Literal["device", "host"]
 PsuProtocolName = Literal["rm1", "text", "pzem017"]
 ResistanceMethod = Literal["two_point", "load_steps"]
 
 
-@dataclass(frozen=True, slots=True)
-class VoltageEnvelope:
+class VoltageEnvelope(Record, frozen=True):
     """Mean, minimum and maximum of a voltage channel over one or more windows, in volts.
 
     The minimum is over every sample the device took: a sag of a few milliseconds is in it.
@@ -23,8 +23,7 @@ class VoltageEnvelope:
     max_volts: float
 
 
-@dataclass(frozen=True, slots=True)
-class CurrentEnvelope:
+class CurrentEnvelope(Record, frozen=True):
     """Mean, minimum and maximum of a current channel, in amperes (signed)."""
 
     mean_amps: float
@@ -32,8 +31,7 @@ class CurrentEnvelope:
     max_amps: float
 
 
-@dataclass(frozen=True, slots=True)
-class PsuAdcCounters:
+class PsuAdcCounters(Record, frozen=True):
     """Lines and windows the reader saw since the agent started (raw counters).
 
     Every dropped line is counted by reason; none of them produced a reading.
@@ -61,8 +59,7 @@ class PsuAdcCounters:
     """Failed polls (PZEM-017: no answer or a bad CRC)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PsuRailReading:
+class PsuRailReading(Record, frozen=True):
     """The 12 V rail from the serial ADC: envelopes since the previous frame.
 
     ``volts`` is the load-side primary channel; its ``min_volts`` is what alarms look at.
@@ -106,8 +103,7 @@ class PsuRailReading:
     energy_wh_total: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PathResistanceReading:
+class PathResistanceReading(Record, frozen=True):
     """Resistance of the supply path between PSU and load, from volts per ampere.
 
     ``two_point``: (PSU-side minus load-side voltage) / current, averaged over windows.
@@ -129,8 +125,7 @@ class PathResistanceReading:
     """First day's estimate this agent run, for comparison."""
 
 
-@dataclass(frozen=True, slots=True)
-class HwmonVoltageReading:
+class HwmonVoltageReading(Record, frozen=True):
     """One hwmon voltage input (Super I/O or BMC ``inN_input``), scaled to the real voltage."""
 
     sensor: str
@@ -144,8 +139,7 @@ class HwmonVoltageReading:
     scale: float
 
 
-@dataclass(frozen=True, slots=True)
-class PmbusPsuReading:
+class PmbusPsuReading(Record, frozen=True):
     """One PMBus power supply exposed through hwmon (``pmbus`` and PSU-specific drivers).
 
     ``share_pct`` is this PSU's part of the summed output current of all PMBus PSUs;

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from rigmon.schema.record import Record
 
 RaidHealth = Literal["ok", "degraded", "recovering", "broken", "inactive"]
 RaidMemberRole = Literal["in_sync", "rebuilding", "faulty", "spare", "journal", "missing", "unknown"]
 NvmeLinkState = Literal["ok", "degraded", "lost", "unknown"]
 
 
-@dataclass(frozen=True, slots=True)
-class DiskReading:
+class DiskReading(Record, frozen=True):
     """One whole block device (NVMe namespace, md array, SATA disk) from /proc/diskstats.
 
     Rates are ``None`` on the first sample and after a counter reset (device re-created);
@@ -40,8 +40,7 @@ class DiskReading:
     write_await_ms: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class RaidMemberReading:
+class RaidMemberReading(Record, frozen=True):
     """One member of an md array.
 
     ``slot`` is the role index (``nvme0n1[0]`` in /proc/mdstat, ``dev-*/slot`` in sysfs);
@@ -62,8 +61,7 @@ class RaidMemberReading:
     write_bytes_per_s: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class RaidArrayReading:
+class RaidArrayReading(Record, frozen=True):
     """One md array from /proc/mdstat and /sys/block/mdX/md.
 
     ``md_name`` is the /dev/md/NAME handle behind the kernel name (``raid0n0`` for md127).
@@ -101,8 +99,7 @@ class RaidArrayReading:
     vs_fastest_array_pct: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class NvmeReading:
+class NvmeReading(Record, frozen=True):
     """One NVMe controller from /sys/class/nvme/nvmeX, its PCIe link and its hwmon sensor.
 
     ``model``, ``serial`` and ``firmware`` are stripped of the kernel's space padding.

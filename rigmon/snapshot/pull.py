@@ -10,11 +10,11 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from msgspec.structs import replace
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member

@@ -5,8 +5,11 @@ What an agent sends on ``/v1/stream?view=summary`` for a node the dashboard does
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
+from msgspec.structs import fields, replace
 
 from rigmon.schema import Frame, GpuReading, NvLinkReading, Readings
 from rigmon.summary.figures import detail_values
@@ -31,7 +34,7 @@ SLIM_GPU_FIELDS: frozenset[str] = frozenset({
     "index", "uuid", "name", "state", "lost_at", "lost_reason", "power_w", "power_peak_w", "power_limit_w",
     "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay_total", "pcie_replay_per_s", "nvlinks",
 })
-_GPU_EMPTY: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
+_GPU_EMPTY: dict[str, Any] = {f.name: None if f.default is msgspec.NODEFAULT else f.default
               for f in fields(GpuReading) if f.name not in SLIM_GPU_FIELDS}
 
 

@@ -9,7 +9,8 @@ functions, no Textual.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from rigmon.schema import Event
 

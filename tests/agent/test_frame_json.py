@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+import msgspec
 
 from rigmon.agent.agent import Agent
 from rigmon.agent.frame_json import ENCODED, EncodedFrames
@@ -44,7 +44,7 @@ def test_equal_looking_frames_are_not_confused_and_old_ones_are_dropped() -> Non
     assert cache.get(a) == encode(a)
     assert cache.misses == misses + 1
     # A frame rebuilt field by field is a new object: encoded afresh, never served stale bytes.
-    d = dataclasses.replace(c, seq=3)
+    d = msgspec.structs.replace(c, seq=3)
     assert cache.get(d) == encode(d)
 
 

@@ -5,7 +5,6 @@ the ones computed from the frames afterwards, across shape changes, restarts and
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -120,7 +119,7 @@ def test_column_stats_fold_as_add_value_does() -> None:
 
 
 def replace(obj: Any, **changes: Any) -> Any:
-    return dataclasses.replace(obj, **changes)
+    return msgspec.structs.replace(obj, **changes)
 
 
 def test_buckets_kept_while_writing_match_those_computed_from_the_frames(tmp_path: Path) -> None:

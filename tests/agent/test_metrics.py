@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import subprocess
 from collections import Counter
 
+import msgspec
 import pytest
 from prometheus_client import generate_latest
 
@@ -67,8 +67,8 @@ def test_exposition_has_values_in_base_units() -> None:
 def test_missing_readings_are_absent_not_zero() -> None:
     frame = sample_frame()
     assert frame.readings.host is not None
-    host = dataclasses.replace(frame.readings.host, cpu_pct=None)
-    frame = dataclasses.replace(frame, readings=dataclasses.replace(frame.readings, host=host))
+    host = msgspec.structs.replace(frame.readings.host, cpu_pct=None)
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, host=host))
     families = {f.name for f in frame_metrics(frame, Counter())}
     assert "rigmon_host_cpu_ratio" not in families  # null on the wire -> no sample, never 0
     assert "rigmon_host_load_1" in families
@@ -95,7 +95,7 @@ def probe_frame() -> Frame:
                         rtt_max_us=41.0, jitter_us=2.0, last_reply_age_s=0.05, sent_total=700, received_total=700),
     )
     responder = ProbeResponderReading(address="0.0.0.0:9872", answered_total=1400, refused_mac_total=3)
-    return dataclasses.replace(frame, readings=dataclasses.replace(frame.readings, peer_paths=paths,
+    return msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, peer_paths=paths,
                                                                    probe_responder=responder))
 
 
@@ -131,7 +131,7 @@ def rail_frame(taken_at: float, min_volts: float) -> Frame:
         last_window_at=taken_at, counters=PsuAdcCounters(),
     )
     frame = sample_frame()
-    return dataclasses.replace(frame, taken_at=taken_at, readings=dataclasses.replace(frame.readings, psu_rail=rail))
+    return msgspec.structs.replace(frame, taken_at=taken_at, readings=msgspec.structs.replace(frame.readings, psu_rail=rail))
 
 
 def test_a_sag_between_two_scrapes_is_not_lost() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from rigmon.schema import (
     RdmaHwCounterReading,
 )
 from rigmon.summary import NodeSummary, PathCell, PathFigures, SummaryRecord
+from rigmon.typed import record_fields
 
 SPEC = json.loads(OPENAPI_PATH.read_text())
 
@@ -53,7 +53,7 @@ def test_paths_and_methods_match_the_routes(tmp_path: Path) -> None:
     assert described == routes
 
 
-def test_record_schemas_require_what_the_dataclasses_require() -> None:
+def test_record_schemas_require_what_the_records_require() -> None:
     records = {"CollectorStatus": CollectorStatus, "Event": Event, "Frame": Frame, "Gap": Gap, "Info": Info,
                "Alarm": Alarm, "AlarmList": AlarmList, "HistorySeries": HistorySeries, "History": History,
                "NodeCapture": NodeCapture, "SamplesPage": SamplesPage, "GuardReading": GuardReading,
@@ -64,9 +64,8 @@ def test_record_schemas_require_what_the_dataclasses_require() -> None:
                "PathCell": PathCell}
     for name, cls in records.items():
         schema = SPEC["components"]["schemas"][name]
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        required = {n for n, f in fields.items()
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        fields = {f.name: f for f in record_fields(cls) or ()}
+        required = {n for n, f in fields.items() if f.required}
         assert set(schema["properties"]) == set(fields), name
         if name == "SamplesPage":
             # The agent always sends every key of a page; the client's dataclass has defaults.

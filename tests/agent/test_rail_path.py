@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 from rigmon.agent.rail_path import PATH, GpuPowerPathCollector
@@ -21,11 +20,11 @@ def frame(seq: int, gpu_w: float) -> Frame:
     volts = (SOURCE_VOLTS + (SOURCE_VOLTS**2 - 4 * PATH_OHMS * gpu_w) ** 0.5) / 2
     base = rail_frame(1000.0 + seq, volts - 0.01)
     assert base.readings.psu_rail is not None and base.readings.psu_rail.volts is not None
-    rail = dataclasses.replace(base.readings.psu_rail,
-                               volts=dataclasses.replace(base.readings.psu_rail.volts, mean_volts=volts))
+    rail = msgspec.structs.replace(base.readings.psu_rail,
+                               volts=msgspec.structs.replace(base.readings.psu_rail.volts, mean_volts=volts))
     gpus = tuple(GpuReading(index=i, uuid=f"GPU-{i}", name="V100", serial=None, pci_bus_id=None,
                             pci_bus_id_nvml=None, pci_bus_id_xid=None, power_w=gpu_w / 4) for i in range(4))
-    return dataclasses.replace(base, seq=seq, readings=dataclasses.replace(base.readings, psu_rail=rail, gpus=gpus))
+    return msgspec.structs.replace(base, seq=seq, readings=msgspec.structs.replace(base.readings, psu_rail=rail, gpus=gpus))
 
 
 def test_resistance_from_load_steps() -> None:
@@ -49,14 +48,14 @@ def test_quiet_when_the_adc_measures_the_path_itself() -> None:
     measured = PathResistanceReading(path="vpsu-v", method="two_point", resistance_mohm=0.8, uncertainty_mohm=0.01,
                                      points=10, current_span_amps=50.0, trend_mohm_per_day=None, trend_days=0.0,
                                      baseline_mohm=None)
-    f = dataclasses.replace(f, readings=dataclasses.replace(f.readings, path_resistance=(measured,)))
+    f = msgspec.structs.replace(f, readings=msgspec.structs.replace(f.readings, path_resistance=(measured,)))
     with pytest.raises(NoData, match="measures the path itself"):
         GpuPowerPathCollector(lambda: f).collect()
 
 
 def test_quiet_without_gpus() -> None:
     f = frame(1, 900.0)
-    f = dataclasses.replace(f, readings=dataclasses.replace(f.readings, gpus=()))
+    f = msgspec.structs.replace(f, readings=msgspec.structs.replace(f.readings, gpus=()))
     with pytest.raises(NoData, match="no GPU power"):
         GpuPowerPathCollector(lambda: f).collect()
 
@@ -74,7 +73,7 @@ def test_daily_fits_survive_a_restart() -> None:
     after = GpuPowerPathCollector(lambda: current[-1])
     assert after.restore_path_state(saved) == 1
     for seq, w in enumerate(loads, 1):  # the next day, a new agent run
-        current.append(dataclasses.replace(frame(seq, w), run_id="run2", taken_at=1000.0 + seq + DAY_S))
+        current.append(msgspec.structs.replace(frame(seq, w), run_id="run2", taken_at=1000.0 + seq + DAY_S))
         (reading,) = after.collect()
     assert isinstance(reading, PathResistanceReading)
     assert reading.trend_days == 1.0 and reading.baseline_mohm == pytest.approx(PATH_OHMS * 1000, rel=0.02)

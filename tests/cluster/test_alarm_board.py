@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pytest
+from msgspec.structs import replace
 
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view, group_rows
 from rigmon.cluster.store import ClusterStore

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import httpx
 import pytest
+from msgspec.structs import replace
 
 from rigmon.cluster.chart import (
     DEFAULT_SPAN_S,

@@ -8,7 +8,6 @@ or upper case). Whatever the client hands on has them made visible, and nothing 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from rigmon.cluster.client import AgentClient, Backoff, Failed, GapReported, Sampled
@@ -24,7 +24,7 @@ from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, History, HistorySeries, Info
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
-from rigmon.typed import to_data
+from rigmon.typed import record_field_names, to_data
 from tests.tui.snapshot_apps.fake_agent import START_AT, FakeClock, make_alarm, make_frame
 
 ESC, BEL = "\x1b", "\x07"
@@ -56,9 +56,9 @@ def strings(value: Any) -> Iterator[str]:
         for key, item in value.items():
             yield from strings(key)
             yield from strings(item)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            yield from strings(getattr(value, field.name))
+    elif record_field_names(type(value)) is not None:
+        for name in record_field_names(type(value)) or ():
+            yield from strings(getattr(value, name))
 
 
 def assert_clean(record: Any) -> None:
@@ -70,14 +70,14 @@ def hostile_frame(seq: int) -> Frame:
     frame = make_frame(NODE, RUN, seq, random.Random(seq))
     event = Event(id=f"{RUN}-e{seq}", at=START_AT + seq, kind="xid", severity="critical", subject=SUBJECT,
                   message=MESSAGE, data={"source" + ESC: "kmsg" + ESC})
-    collectors = {**frame.collectors, "psu" + ESC: dataclasses.replace(frame.collectors["host"], error=MESSAGE)}
-    return dataclasses.replace(frame, events=(event,), collectors=collectors)
+    collectors = {**frame.collectors, "psu" + ESC: msgspec.structs.replace(frame.collectors["host"], error=MESSAGE)}
+    return msgspec.structs.replace(frame, events=(event,), collectors=collectors)
 
 
 def hostile_alarm(n: int = 1, by: str | None = BY) -> Alarm:
-    alarm = dataclasses.replace(make_alarm("node", n, "rule" + ESC, "critical", SUBJECT, MESSAGE), node=NODE,
+    alarm = msgspec.structs.replace(make_alarm("node", n, "rule" + ESC, "critical", SUBJECT, MESSAGE), node=NODE,
                                 labels={"rack" + ESC: "r1\x9b"})
-    return dataclasses.replace(alarm, acknowledged_at=START_AT + 200, acknowledged_by=by) if by else alarm
+    return msgspec.structs.replace(alarm, acknowledged_at=START_AT + 200, acknowledged_by=by) if by else alarm
 
 
 def info() -> Info:
@@ -117,7 +117,7 @@ class HostileAgent:
             return httpx.Response(200, content=as_json(page, self.style))
         if path == "/v1/stream":
             gap = Gap(run_id=RUN, from_seq=6, to_seq=9, reason=MESSAGE)
-            frame = dataclasses.replace(hostile_frame(10), seq=10)
+            frame = msgspec.structs.replace(hostile_frame(10), seq=10)
             sse = (b"event: gap\ndata: " + self.body(gap) + b"\n\n"
                    + b"id: 10\nevent: frame\ndata: " + self.body(frame) + b"\n\n")
             return httpx.Response(200, content=sse, headers={"content-type": "text/event-stream"})

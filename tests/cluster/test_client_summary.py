@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server

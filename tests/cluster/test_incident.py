@@ -3,7 +3,7 @@ from recorded frames of the simulated incidents read by the real collectors."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from rigmon.cluster.incident import RailMemory, Sag, after_sag, problems, reason, sag_before, timeline
 from rigmon.cluster.store import NodeStore

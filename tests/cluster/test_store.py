@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 
 from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
 from rigmon.schema import Alarm, AlarmList, Gap

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path
 
+import msgspec
 import pynvml
 import pytest
 
@@ -365,7 +365,7 @@ def test_counters_come_in_one_field_call_with_the_values_of_their_own_functions(
             nvml.close()
     assert machine.calls["nvmlDeviceGetNvLinkErrorCounter"] == 6 * 4
     assert single.power_instant_mw is None and batched.power_instant_mw == gpu.power_mw
-    assert batched == dataclasses.replace(single, power_instant_mw=gpu.power_mw)
+    assert batched == msgspec.structs.replace(single, power_instant_mw=gpu.power_mw)
     assert batched.nvlinks[5].crc_flit == 11 and batched.nvlinks[2].recovery == 3
     assert (batched.ecc_corrected, batched.ecc_uncorrected, batched.pcie_replay) == (12, 1, 40)
     assert batched.energy_mj == int(gpu.energy_mj)

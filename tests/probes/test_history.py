@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
+
+import msgspec
 
 from rigmon.schema import PeerPathReading, encode
 from rigmon.series import frame_series
@@ -14,7 +15,7 @@ def test_peer_paths_become_journal_series_named_by_path() -> None:
     frame = sample_frame()
     path = PeerPathReading(name="node02/roce", peer="node02", path="roce", address="10.0.1.2", state="ok",
                            window_s=10.0, sent=100, received=99, loss_pct=1.0, rtt_p50_us=14.0, rtt_p99_us=31.0)
-    frame = dataclasses.replace(frame, readings=dataclasses.replace(frame.readings, peer_paths=(path,)))
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, peer_paths=(path,)))
     series = frame_series(json.loads(encode(frame)))
     assert series["peer_paths[node02/roce].rtt_p99_us"] == 31.0
     assert series["peer_paths[node02/roce].loss_pct"] == 1.0

@@ -67,7 +67,7 @@ async def test_mark_is_listed_as_a_mark_in_the_node_events() -> None:
 
 
 async def test_a_brief_peak_over_the_limit_is_plain_and_a_far_one_amber() -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     frames = ddp_frames()
     app, fleet, _ = build([("v100", frames, 22)])

@@ -11,10 +11,10 @@ escapes, and nothing but Textual's own colours and cursor moves is written to th
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 from textual.pilot import Pilot
 
 from rigmon.cluster import export

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 
+from msgspec.structs import replace
 from rich.console import Console, RenderableType
 from textual.widgets import Static
 

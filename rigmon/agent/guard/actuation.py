@@ -7,8 +7,9 @@ on the event loop (`rigmon.agent.guard.service`). `describe` puts settings into 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol
+
+from msgspec.structs import replace
 
 from rigmon.hw.nvml_control import (
     ControlFailed,

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import msgspec
+
 from rigmon.config import GuardSection
 from rigmon.schema import Frame, GuardGpuSettings, GuardStepName
 
@@ -258,8 +260,8 @@ def plan_settings(step_name: GuardStepName, current: GuardGpuSettings, app_clock
     if step_name == "app_clocks":
         if app_clocks is None:
             return current
-        return replace(current, app_clock_mem_mhz=app_clocks[0], app_clock_graphics_mhz=app_clocks[1])
+        return msgspec.structs.replace(current, app_clock_mem_mhz=app_clocks[0], app_clock_graphics_mhz=app_clocks[1])
     if step_name == "locked_clocks":
         graphics = app_clocks[1] if app_clocks else current.app_clock_graphics_mhz
-        return replace(current, locked_clock_max_mhz=graphics)
-    return replace(current, power_limit_w=power_limit_w)
+        return msgspec.structs.replace(current, locked_clock_max_mhz=graphics)
+    return msgspec.structs.replace(current, power_limit_w=power_limit_w)

@@ -1,14 +1,20 @@
-"""What NVML reads return (frozen records of raw NVML values) and the seams collectors depend on."""
+"""What NVML reads return (frozen records of raw NVML values) and the seams collectors depend on.
+
+The records are frozen msgspec Structs, as the wire records are (`rigmon.schema.Record`): an
+8-GPU poll builds one `NvmlDeviceData` per GPU every second, and a Struct is built without an
+``object.__setattr__`` per field. ``gc=False`` is safe for the same reason: they hold numbers,
+strings and tuples of other records, never anything that could lead back to them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 
-@dataclass(frozen=True, slots=True)
-class NvLinkData:
+
+class NvLinkData(msgspec.Struct, frozen=True, gc=False):
     """Raw NVLink values of one link (counters since driver load)."""
 
     link: int
@@ -19,8 +25,7 @@ class NvLinkData:
     crc_data: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlDeviceData:
+class NvmlDeviceData(msgspec.Struct, frozen=True, gc=False):
     """Raw values of one GPU, NVML units (mW, mJ, MHz, ns, bytes); ``None`` when not given.
 
     ``lost`` is true when any call answered GPU_IS_LOST. ``power_samples_us`` and
@@ -71,8 +76,7 @@ class NvmlDeviceData:
     ecc_uncorrected: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlXid:
+class NvmlXid(msgspec.Struct, frozen=True, gc=False):
     """An Xid critical error event: the GPU's index and identity, and the Xid number."""
 
     index: int | None
@@ -81,8 +85,7 @@ class NvmlXid:
     xid: int
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlProcess:
+class NvmlProcess(msgspec.Struct, frozen=True, gc=False):
     """A process NVML lists on a GPU: host PID, used GPU memory (``None`` when the driver
     does not say) and the list it came from (``compute`` or ``graphics``)."""
 
@@ -91,8 +94,7 @@ class NvmlProcess:
     kind: str
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlProcessUtil:
+class NvmlProcessUtil(msgspec.Struct, frozen=True, gc=False):
     """One per-process utilisation sample: ``timestamp_us`` and SM / memory percent."""
 
     pid: int
@@ -101,8 +103,7 @@ class NvmlProcessUtil:
     mem_pct: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlGpuProcesses:
+class NvmlGpuProcesses(msgspec.Struct, frozen=True, gc=False):
     """The processes of one GPU. ``lost`` when the GPU answered GPU_IS_LOST; ``listed`` is
     false when neither process list could be read (the processes are then unknown, not none);
     ``utils`` are the driver's per-process samples newer than the timestamp asked for."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import fields
 from typing import ClassVar
 
+import msgspec
 from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -90,7 +90,7 @@ def rail_level(volts: float | None) -> Level | None:
 
 def dropped_counts(counters: PsuAdcCounters) -> list[str]:
     """``checksum 3`` for every drop counter above zero, in `DROPPED` order."""
-    values = {f.name: getattr(counters, f.name) for f in fields(counters)}
+    values = msgspec.structs.asdict(counters)
     return [f"{name} {values[key]}" for key, name in DROPPED.items() if values.get(key)]
 
 

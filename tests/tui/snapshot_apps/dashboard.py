@@ -8,8 +8,8 @@ simulator trees (GPUs with one lost, rail sags, md arrays, Thunderbolt links), i
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
+from msgspec.structs import replace
 from textual.pilot import Pilot
 
 from rigmon.cluster.client import AgentClient, Backoff

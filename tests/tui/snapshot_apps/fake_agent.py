@@ -6,9 +6,9 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 
 import httpx
+from msgspec.structs import replace
 
 from rigmon.cluster.chart import history_from_frames
 from rigmon.schema import (

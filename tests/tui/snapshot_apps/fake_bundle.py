@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from rigmon.schema import Event, Frame
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from typing import Any
 
 import httpx
+from msgspec.structs import replace
 from textual.app import App
 
 from rigmon.schema import (

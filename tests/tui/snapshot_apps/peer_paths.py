@@ -11,7 +11,8 @@ frames otherwise (`make_frame`).
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from rigmon.schema import CollectorStatus, Frame, PeerPathReading
 from tests.tui.snapshot_apps.fake_agent import make_frame

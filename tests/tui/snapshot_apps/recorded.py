@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
+from msgspec.structs import replace
 from textual.pilot import Pilot
 
 from rigmon.cluster.client import AgentClient, Backoff
