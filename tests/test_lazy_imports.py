@@ -73,3 +73,34 @@ def test_uvicorn_without_its_cli_is_still_the_whole_package_on_first_other_use()
             "    assert uvicorn_without_its_cli() is uvicorn")
     modules = loaded_after(code)
     assert "uvicorn.main" in modules and "click" in modules
+
+
+def agent_built(tmp_path: Path, toml: str, token: str | None = None) -> set[str]:
+    """Modules loaded after building an `Agent` (and its app) from ``toml`` on an empty root."""
+    config = tmp_path / "agent.toml"
+    config.write_text(toml)
+    (tmp_path / "root").mkdir()
+    code = ("from rigmon.config import load_agent_config\n"
+            "    from rigmon.agent.agent import Agent\n"
+            f"    config = load_agent_config({str(config)!r}, {{'root': {str(tmp_path / 'root')!r}, "
+            f"'state_dir': {str(tmp_path / 'state')!r}}})\n"
+            f"    Agent(config, token={token!r}).app()")
+    return loaded_after(code)
+
+
+#: Only an agent whose [guard] is enabled uses these (NVML control: pynvml's setters; the guard's policy).
+GUARD_MODULES = ("rigmon.agent.guard.service", "rigmon.agent.guard.policy", "rigmon.agent.guard.actuation",
+                 "rigmon.agent.guard.collector", "rigmon.hw.nvml_control")
+
+
+def test_agent_without_guard_or_peers_imports_neither(tmp_path: Path) -> None:
+    modules = agent_built(tmp_path, "")
+    assert "rigmon.agent.guard.api" in modules  # /v1/guard answers 404 on such an agent
+    assert offenders(modules, (*GUARD_MODULES, "rigmon.probes")) == []
+
+
+def test_agent_with_guard_and_peers_imports_them(tmp_path: Path) -> None:
+    toml = '[guard]\nenabled = true\n[[peers]]\nname = "node02"\npaths = [{ name = "tbnet", address = "10.0.0.2" }]\n'
+    modules = agent_built(tmp_path, toml, token="t" * 32)
+    assert set(GUARD_MODULES) <= modules
+    assert {"rigmon.probes.sender", "rigmon.probes.wire"} <= modules
