@@ -104,3 +104,14 @@ def test_agent_with_guard_and_peers_imports_them(tmp_path: Path) -> None:
     modules = agent_built(tmp_path, toml, token="t" * 32)
     assert set(GUARD_MODULES) <= modules
     assert {"rigmon.probes.sender", "rigmon.probes.wire"} <= modules
+
+
+def test_agent_imports_only_the_collectors_it_builds(tmp_path: Path) -> None:
+    toml = "".join(f"[collectors.{name}]\nenabled = false\n" for name in ("raid", "psu", "infiniband"))
+    modules = agent_built(tmp_path, toml)
+    assert {"rigmon.collectors.host", "rigmon.collectors.gpu", "rigmon.collectors.disks"} <= modules
+    assert offenders(modules, ("rigmon.collectors.raid", "rigmon.collectors.mdstat", "rigmon.collectors.psu",
+                               "rigmon.collectors.psu_lines", "rigmon.collectors.infiniband", "serial")) == []
+    (tmp_path / "root").rmdir()
+    every = agent_built(tmp_path, "")
+    assert {"rigmon.collectors.raid", "rigmon.collectors.psu", "rigmon.collectors.infiniband"} <= every

@@ -15,7 +15,6 @@ from rigmon.agent.alarming import AlarmService
 from rigmon.agent.api import ApiState, build_app
 from rigmon.agent.request_guard import ASGIApp
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.capture import capture_node
 from rigmon.agent.guard.api import guard_routes
 from rigmon.agent.guard.state_file import report_left_behind_when_disabled
 from rigmon.agent.journal import JournalWriter, journal_path
@@ -188,6 +187,9 @@ class Agent:
 
     def capture(self) -> NodeCapture:
         """The node's part of a bug-report snapshot (blocking reads: call from a thread)."""
+        # Here, not at the top: only a snapshot needs it.
+        from rigmon.agent.capture import capture_node
+
         cap = capture_node(self.root, self._collectors)
         return NodeCapture(
             schema=SCHEMA_VERSION,
