@@ -115,3 +115,20 @@ def test_agent_imports_only_the_collectors_it_builds(tmp_path: Path) -> None:
     (tmp_path / "root").rmdir()
     every = agent_built(tmp_path, "")
     assert {"rigmon.collectors.raid", "rigmon.collectors.psu", "rigmon.collectors.infiniband"} <= every
+
+
+def test_agent_start_imports_no_importlib_resources(tmp_path: Path) -> None:
+    # Without `site` (whose .pth files may import it on a given machine): what rigmon's own start needs.
+    import site
+
+    (tmp_path / "root").mkdir()
+    code = (f"import sys, json\nsys.path[:0] = [{str(REPO)!r}, *{site.getsitepackages()!r}]\n"
+            "from rigmon.config import load_agent_config\nfrom rigmon.agent.agent import Agent\n"
+            f"Agent(load_agent_config('/dev/null', {{'root': {str(tmp_path / 'root')!r}}})).app()\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "rigmon.alarms.rules" in modules
+    assert offenders(modules, ("importlib.resources", "importlib.readers", "zipfile")) == []
