@@ -52,3 +52,24 @@ def test_agent_command_builds_without_collections_then_restores_them(monkeypatch
     else:
         assert rigmon.cli_agent.cmd_agent(argparse.Namespace()) == 0
     assert seen == [False] and gc.isenabled()
+
+
+def test_rigmon_agent_parses_without_collections_and_restores_them(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    import rigmon.cli_agent
+    from rigmon.cli import main
+
+    seen: list[bool] = []
+
+    def agent(args: argparse.Namespace) -> int:
+        seen.append(gc.isenabled())
+        return 0
+
+    monkeypatch.setattr(rigmon.cli_agent, "_agent", agent)
+    assert main(["agent", "--root", "/nonexistent"]) == 0 and seen == [False] and gc.isenabled()
+    with pytest.raises(SystemExit):
+        main(["agent", "--no-such-option"])
+    assert gc.isenabled()
+    capsys.readouterr()
