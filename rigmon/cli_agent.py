@@ -58,11 +58,11 @@ def uvicorn_without_its_cli() -> ModuleType:
 def cmd_agent(args: argparse.Namespace) -> int:
     """``rigmon agent``: load the configuration, check tokens and address, serve until signalled.
 
-    No garbage collection while the agent's modules are imported and the agent is built: about 80
-    young collections (7-12 ms before the first frame, measured in benchmarks/results-startup2.md)
-    that free ~1000 objects of the imports' temporary cycles, next to everything start-up keeps
-    for the process's life. `tune_agent_gc` then freezes what start-up made and collection resumes,
-    before the agent serves; on any early return too.
+    No garbage collection while the agent's modules are imported and the agent is built (`main`
+    turns it off before parsing already): 84 collections after `site` otherwise, 8-11 ms before the
+    first frame (benchmarks/results-startup2.md), that free ~1000 objects of the imports' temporary
+    cycles next to everything start-up keeps for the process's life. `tune_agent_gc` then freezes
+    what start-up made and collection resumes, before the agent serves; on any early return too.
     """
     enabled = gc.isenabled()
     gc.disable()
