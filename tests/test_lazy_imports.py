@@ -97,6 +97,8 @@ def test_agent_without_guard_or_peers_imports_neither(tmp_path: Path) -> None:
     modules = agent_built(tmp_path, "")
     assert "rigmon.agent.guard.api" in modules  # /v1/guard answers 404 on such an agent
     assert offenders(modules, (*GUARD_MODULES, "rigmon.probes")) == []
+    # pyserial: only when a [psu] port is opened.
+    assert "rigmon.collectors.psu" in modules and offenders(modules, ("serial",)) == []
 
 
 def test_agent_with_guard_and_peers_imports_them(tmp_path: Path) -> None:
