@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rigmon import __version__
-from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
-from rigmon.logs import LEVELS, configure_logging, level_for
+
+# rigmon.config and rigmon.logs are imported where they are used, after `main` has decided whether
+# to collect garbage while they load (not for `rigmon agent`: see rigmon/cli_agent.py, cmd_agent).
 
 AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT); 2 cannot start (configuration, token, address)"
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
@@ -36,6 +38,8 @@ def _positive_int(text: str) -> int:
 
 def add_log_options(parser: argparse.ArgumentParser, default: str, log_file_help: str | None = None) -> None:
     """``-v/--verbose``, ``--log-level`` and ``--log-file`` of a long-running command."""
+    from rigmon.logs import LEVELS
+
     parser.set_defaults(log_default=default)
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help=f"log more (default level {default}; -v one level more, -vv two)")
@@ -45,8 +49,14 @@ def add_log_options(parser: argparse.ArgumentParser, default: str, log_file_help
                         help=log_file_help or "append the log to FILE (default: stderr; journald-friendly under systemd)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rigmon`` argument parser with every subcommand."""
+def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
+    """The ``rigmon`` argument parser with every subcommand, or with ``agent_only`` that of ``agent`` alone.
+
+    ``rigmon agent ARGS`` parses, helps and fails alike with either; the agent-only parser spares a
+    node's service start the other commands' parsers and modules (dash, sim, mark, setup: ~4 ms).
+    """
+    from rigmon.config import DEFAULT_PORT
+
     parser = argparse.ArgumentParser(prog="rigmon", description="Cluster and power monitor for deep-learning rigs.")
     parser.add_argument("--version", action="version", version=f"rigmon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -66,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--state-dir", metavar="DIR",
                        help="journal directory (default /var/lib/rigmon if writable, else ~/.local/state/rigmon)")
     add_log_options(agent, "info")
+    if agent_only:
+        return parser
 
     check = sub.add_parser("check", help="one-shot health gate before a job: exit 0 healthy, 1 warnings, 2 critical",
                            epilog=CHECK_EXIT)
@@ -104,18 +116,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setup_logging(args: argparse.Namespace, log_file: str | None = None) -> None:
     """Configure logging from a command's ``-v``/``--log-level``/``--log-file``."""
+    from rigmon.logs import configure_logging, level_for
+
     level = level_for(args.log_default, args.verbose, args.log_level)
     configure_logging(level, args.log_file or log_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rigmon`` console script; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["agent"]:
+        # No garbage collection while the agent loads (rigmon/cli_agent.py, cmd_agent): from here,
+        # before the configuration's modules, which this module leaves to the commands.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            args = build_parser(agent_only=True).parse_args(argv)
+            from rigmon.cli_agent import cmd_agent
+
+            return cmd_agent(args)
+        finally:
+            if enabled:
+                gc.enable()
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "agent":
-        from rigmon.cli_agent import cmd_agent
-
-        return cmd_agent(args)
     if args.command == "check":
         return _cmd_check(args)
     if args.command == "snapshot":
@@ -151,6 +175,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from rigmon.agent.check import format_report, run_check
     from rigmon.clock import SystemClock
+    from rigmon.config import ConfigError, load_agent_config
     from rigmon.typed import to_data
 
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import importlib.util
 import logging
 import sys
@@ -55,7 +56,24 @@ def uvicorn_without_its_cli() -> ModuleType:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    """``rigmon agent``: load the configuration, check tokens and address, serve until signalled."""
+    """``rigmon agent``: load the configuration, check tokens and address, serve until signalled.
+
+    No garbage collection while the agent's modules are imported and the agent is built (`main`
+    turns it off before parsing already): 84 collections after `site` otherwise, 8-11 ms before the
+    first frame (benchmarks/results-startup2.md), that free ~1000 objects of the imports' temporary
+    cycles next to everything start-up keeps for the process's life. `tune_agent_gc` then freezes
+    what start-up made and collection resumes, before the agent serves; on any early return too.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _agent(args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _agent(args: argparse.Namespace) -> int:
     uvicorn_without_its_cli()
     from rigmon.agent.agent import Agent
     from rigmon.agent.gc_tuning import tune_agent_gc
@@ -113,6 +131,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
              ", ".join(n.kind for n in config.notify) or "none")
     agent.sampler.add_listener(FrameLog(config.node_name))
     tune_agent_gc()
+    gc.enable()
     try:
         run(agent, config.agent.listen, config.agent.user, announce)
     except StartupError as exc:

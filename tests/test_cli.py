@@ -242,3 +242,21 @@ def test_long_running_commands_take_verbose_and_log_level() -> None:
         assert args.verbose == 2 and args.log_level == "debug" and args.log_file == "/dev/null", command
     help_text = rigmon("snapshot", "--help").stdout
     assert "exit codes: 0 every node pulled" in help_text and "HOST:PORT" in help_text
+
+
+def test_agent_only_parser_parses_helps_and_fails_like_the_whole_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from rigmon.cli import build_parser
+
+    argvs = [["agent"], ["agent", "--listen", "0.0.0.0:9000", "--token-file", "/t", "--root", "/r", "-vv"],
+             ["agent", "--state-dir", "/s", "--user", "rigmon", "--log-level", "debug", "--tls-cert", "c"]]
+    for argv in argvs:
+        assert vars(build_parser(agent_only=True).parse_args(argv)) == vars(build_parser().parse_args(argv))
+    outputs = []
+    for agent_only in (True, False):
+        for argv in (["agent", "--help"], ["agent", "--bogus"], ["agent", "--listen"]):
+            with pytest.raises(SystemExit) as exit_:
+                build_parser(agent_only=agent_only).parse_args(argv)
+            captured = capsys.readouterr()
+            outputs.append((exit_.value.code, captured.out, captured.err))
+    assert outputs[:3] == outputs[3:]
+    assert "exit codes: 0 stopped cleanly" in outputs[0][1]

@@ -58,8 +58,8 @@ def test_agent_command_imports_no_uvicorn_cli_and_no_setup(tmp_path: Path) -> No
     # uvicorn's __init__ imports its command line (click, reloaders); the agent never runs it.
     assert offenders(modules, ("click", "uvicorn.main", "uvicorn.supervisors", "multiprocessing", "rigmon.sim",
                                "textual", "rigmon.tui", "rigmon.cluster")) == []
-    # The `setup` command's parser only, not the command.
-    assert offenders(modules, ("rigmon.setup",)) == ["rigmon.setup", "rigmon.setup.parser"]
+    # Only the agent's own parser: not the other commands' (dash, sim, mark, setup) nor their modules.
+    assert offenders(modules, ("rigmon.setup", "rigmon.cli_dash", "rigmon.cli_sim", "rigmon.cli_mark")) == []
 
 
 def test_uvicorn_without_its_cli_is_still_the_whole_package_on_first_other_use() -> None:
@@ -73,3 +73,64 @@ def test_uvicorn_without_its_cli_is_still_the_whole_package_on_first_other_use()
             "    assert uvicorn_without_its_cli() is uvicorn")
     modules = loaded_after(code)
     assert "uvicorn.main" in modules and "click" in modules
+
+
+def agent_built(tmp_path: Path, toml: str, token: str | None = None) -> set[str]:
+    """Modules loaded after building an `Agent` (and its app) from ``toml`` on an empty root."""
+    config = tmp_path / "agent.toml"
+    config.write_text(toml)
+    (tmp_path / "root").mkdir()
+    code = ("from rigmon.config import load_agent_config\n"
+            "    from rigmon.agent.agent import Agent\n"
+            f"    config = load_agent_config({str(config)!r}, {{'root': {str(tmp_path / 'root')!r}, "
+            f"'state_dir': {str(tmp_path / 'state')!r}}})\n"
+            f"    Agent(config, token={token!r}).app()")
+    return loaded_after(code)
+
+
+#: Only an agent whose [guard] is enabled uses these (NVML control: pynvml's setters; the guard's policy).
+GUARD_MODULES = ("rigmon.agent.guard.service", "rigmon.agent.guard.policy", "rigmon.agent.guard.actuation",
+                 "rigmon.agent.guard.collector", "rigmon.hw.nvml_control")
+
+
+def test_agent_without_guard_or_peers_imports_neither(tmp_path: Path) -> None:
+    modules = agent_built(tmp_path, "")
+    assert "rigmon.agent.guard.api" in modules  # /v1/guard answers 404 on such an agent
+    assert offenders(modules, (*GUARD_MODULES, "rigmon.probes")) == []
+    # pyserial: only when a [psu] port is opened.
+    assert "rigmon.collectors.psu" in modules and offenders(modules, ("serial",)) == []
+
+
+def test_agent_with_guard_and_peers_imports_them(tmp_path: Path) -> None:
+    toml = '[guard]\nenabled = true\n[[peers]]\nname = "node02"\npaths = [{ name = "tbnet", address = "10.0.0.2" }]\n'
+    modules = agent_built(tmp_path, toml, token="t" * 32)
+    assert set(GUARD_MODULES) <= modules
+    assert {"rigmon.probes.sender", "rigmon.probes.wire"} <= modules
+
+
+def test_agent_imports_only_the_collectors_it_builds(tmp_path: Path) -> None:
+    toml = "".join(f"[collectors.{name}]\nenabled = false\n" for name in ("raid", "psu", "infiniband"))
+    modules = agent_built(tmp_path, toml)
+    assert {"rigmon.collectors.host", "rigmon.collectors.gpu", "rigmon.collectors.disks"} <= modules
+    assert offenders(modules, ("rigmon.collectors.raid", "rigmon.collectors.mdstat", "rigmon.collectors.psu",
+                               "rigmon.collectors.psu_lines", "rigmon.collectors.infiniband", "serial")) == []
+    (tmp_path / "root").rmdir()
+    every = agent_built(tmp_path, "")
+    assert {"rigmon.collectors.raid", "rigmon.collectors.psu", "rigmon.collectors.infiniband"} <= every
+
+
+def test_agent_start_imports_no_importlib_resources(tmp_path: Path) -> None:
+    # Without `site` (whose .pth files may import it on a given machine): what rigmon's own start needs.
+    import site
+
+    (tmp_path / "root").mkdir()
+    code = (f"import sys, json\nsys.path[:0] = [{str(REPO)!r}, *{site.getsitepackages()!r}]\n"
+            "from rigmon.config import load_agent_config\nfrom rigmon.agent.agent import Agent\n"
+            f"Agent(load_agent_config('/dev/null', {{'root': {str(tmp_path / 'root')!r}}})).app()\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "rigmon.alarms.rules" in modules
+    assert offenders(modules, ("importlib.resources", "importlib.readers", "zipfile")) == []

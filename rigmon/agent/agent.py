@@ -7,6 +7,7 @@ import json
 import logging
 import platform
 import uuid
+from typing import TYPE_CHECKING
 
 from rigmon import __version__
 from rigmon.agent.alarm_state import AlarmStateKeeper, state_file_path
@@ -14,10 +15,7 @@ from rigmon.agent.alarming import AlarmService
 from rigmon.agent.api import ApiState, build_app
 from rigmon.agent.request_guard import ASGIApp
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.capture import capture_node
 from rigmon.agent.guard.api import guard_routes
-from rigmon.agent.guard.collector import GuardCollector
-from rigmon.agent.guard.service import GuardService
 from rigmon.agent.guard.state_file import report_left_behind_when_disabled
 from rigmon.agent.journal import JournalWriter, journal_path
 from rigmon.agent.metrics import FrameCollector
@@ -31,14 +29,15 @@ from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig
-from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
 from rigmon.path_resistance import PathStateHolder
-from rigmon.probes.wire import derive_key
 from rigmon.redact import redact
 from rigmon.schema import SCHEMA_VERSION, Event, Info, NodeCapture, Severity
 from rigmon.typed import to_data
+
+if TYPE_CHECKING:
+    from rigmon.agent.guard.service import GuardService
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +62,9 @@ def probe_key(config: AgentConfig, token: str | None) -> bytes | None:
     """
     if not config.peers:
         return None
+    # Here, not at the top: without peers (the default) the agent needs none of the probes' code.
+    from rigmon.probes.wire import derive_key
+
     if config.probes.key_file:
         # Deferred: rigmon.agent.server imports this module.
         from rigmon.agent.server import read_token_file
@@ -113,6 +115,11 @@ class Agent:
         # The undervolt guard (off by default): its state rides in every frame as a collector's.
         self.guard: GuardService | None = None
         if config.guard.enabled:
+            # Here, not at the top: the guard (off by default) and NVML control (pynvml) only where it is on.
+            from rigmon.agent.guard.collector import GuardCollector
+            from rigmon.agent.guard.service import GuardService
+            from rigmon.hw.nvml_control import open_nvml_control
+
             self.guard = GuardService(
                 config.guard, open_nvml_control(self.root, config.guard.call_timeout_s),
                 lambda *event: self.sampler.emit_event(*event), self.clock, config.agent.state_dir, config.node_name,
@@ -180,6 +187,9 @@ class Agent:
 
     def capture(self) -> NodeCapture:
         """The node's part of a bug-report snapshot (blocking reads: call from a thread)."""
+        # Here, not at the top: only a snapshot needs it.
+        from rigmon.agent.capture import capture_node
+
         cap = capture_node(self.root, self._collectors)
         return NodeCapture(
             schema=SCHEMA_VERSION,

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from rigmon.collectors.base import CollectorContext, NoData, PolledCollector
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import AmdGpuReading
 
 AMD_VENDOR = "0x1002"
 MICRO = 1_000_000.0
 MILLI = 1000.0
 
-_CARD = re.compile(r"^card\d+$")
-_DPM_LINE = re.compile(r"^\s*\d+:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$")
+_CARD = lazy_compile(r"^card\d+$")
+_DPM_LINE = lazy_compile(r"^\s*\d+:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$")
 
 
 def parse_dpm_current(text: str | None) -> int | None:

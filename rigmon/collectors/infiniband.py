@@ -9,7 +9,6 @@ from the reads; a file that vanishes or refuses a read is "not present", never a
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.hw.root import HostRoot
+from rigmon.lazy_re import lazy_compile
 from rigmon.rates import CounterRates
 from rigmon.schema import InfinibandPortReading, RdmaHwCounterReading, RdmaLinkState
 
@@ -59,8 +59,8 @@ ACTIVE = 4
 #: IB port states with a physical link but no logical one (the subnet manager did not configure it).
 INIT_ARMED = (2, 3)
 
-_STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
+_STATE = lazy_compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
+_RATE = lazy_compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
 
 ExpectedSource = Literal["config", "best_seen"]
 

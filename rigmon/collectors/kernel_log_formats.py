@@ -7,10 +7,11 @@ no clock: a wall-clock time is taken only from a timestamp that says its own zon
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
+
+from rigmon.lazy_re import lazy_compile
 
 #: ``auto`` recognises a character device as /dev/kmsg and a text file by its first line.
 LogFormat = Literal["auto", "kmsg", "dmesg", "journal"]
@@ -43,7 +44,7 @@ class LogRecord:
 #: The name this record had when /dev/kmsg was the only source.
 KmsgRecord = LogRecord
 
-_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_ESCAPE = lazy_compile(r"\\x([0-9a-fA-F]{2})")
 
 
 def unescape_kmsg(text: str) -> str:
@@ -83,21 +84,21 @@ def parse_kmsg_record(raw: str) -> LogRecord | None:
 
 
 # dmesg -x:  "kern  :warn  : "; dmesg -r: "<4>"
-_DMESG_DECODE = re.compile(r"^(?P<facility>[a-z]+)\s*:(?P<level>[a-z]+)\s*: ")
-_DMESG_RAW = re.compile(r"^<(?P<prefix>\d{1,3})>")
+_DMESG_DECODE = lazy_compile(r"^(?P<facility>[a-z]+)\s*:(?P<level>[a-z]+)\s*: ")
+_DMESG_RAW = lazy_compile(r"^<(?P<prefix>\d{1,3})>")
 # [    5.140900] text                              (dmesg)
-_DMESG_MONO = re.compile(r"^\[\s*(?P<s>\d+)\.(?P<frac>\d{1,9})\] ?")
+_DMESG_MONO = lazy_compile(r"^\[\s*(?P<s>\d+)\.(?P<frac>\d{1,9})\] ?")
 # [Sun Feb 23 16:24:18 2025] text                  (dmesg -T: local time, no zone)
-_DMESG_CTIME = re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?")
+_DMESG_CTIME = lazy_compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?")
 # 2025-05-27T04:18:56,089671+00:00 text            (dmesg --time-format iso)
-_DMESG_ISO = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d) ")
+_DMESG_ISO = lazy_compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d) ")
 # Feb 14 05:03:41 host kernel: text                (journalctl -k, syslog files: local time, no year)
-_JOURNAL_SHORT = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? (?P<host>\S+) (?P<tag>[^:\s]+): ?")
+_JOURNAL_SHORT = lazy_compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? (?P<host>\S+) (?P<tag>[^:\s]+): ?")
 # 2025-01-17T17:10:43+0000 host kernel: text       (journalctl -o short-iso[-precise])
-_JOURNAL_ISO = re.compile(
+_JOURNAL_ISO = lazy_compile(
     r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)) (?P<host>\S+) (?P<tag>[^:\s]+): ?")
 # "-- Boot 1a2b... --", "-- Logs begin at ... --", "-- No entries --"
-_JOURNAL_MARK = re.compile(r"^-- .* --$")
+_JOURNAL_MARK = lazy_compile(r"^-- .* --$")
 
 
 def _iso_at(text: str) -> float | None:

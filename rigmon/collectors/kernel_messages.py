@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from rigmon.collectors.kernel_log_formats import LogRecord
+from rigmon.lazy_re import lazy_compile
 
 #: Records after "The NVIDIA GPU <bdf>" within which "fallen off the bus" completes the message.
 OFF_BUS_WINDOW = 4
@@ -86,7 +87,7 @@ class KernelMatch:
     aer: AerLine | None = None
 
 
-_BUS_NVML = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?$")
+_BUS_NVML = lazy_compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?$")
 
 
 def parse_pci_bus_id(text: str) -> PciBusIds | None:
@@ -115,11 +116,11 @@ def parse_pci_bus_id(text: str) -> PciBusIds | None:
 
 
 # The parenthesis: "PCI:0000:1a:00" (R4xx+), "0000:03:00" (R3xx and earlier), MIG " GPU-I:01 GPU-CI:00".
-_XID = re.compile(
+_XID = lazy_compile(
     r"NVRM: Xid \((?:PCI:)?(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?[^)]*\): "
     r"(\d+),\s*(.*)", re.DOTALL)
-_XID_PID = re.compile(r"^pid=('?)([^,']*)\1,\s*(.*)$", re.DOTALL)
-_XID_NAME = re.compile(r"^name=([^,]*),\s*(.*)$", re.DOTALL)
+_XID_PID = lazy_compile(r"^pid=('?)([^,']*)\1,\s*(.*)$", re.DOTALL)
+_XID_NAME = lazy_compile(r"^name=([^,]*),\s*(.*)$", re.DOTALL)
 
 
 def parse_xid(message: str) -> XidLine | None:
@@ -151,9 +152,9 @@ _BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 # NVRM: GPU 0000:1a:00.0: GPU has fallen off the bus.     (current drivers)
 # NVRM: GPU 18:00.0: GPU has fallen off the bus.          (no PCI domain)
 # NVRM: GPU at 0000:01:00.0 has fallen off the bus.       (R3xx)
-_OFF_BUS_SHORT = re.compile(rf"NVRM: GPU (?:at )?(?:PCI:)?({_BDF}):? (?:GPU )?has fallen off the bus")
-_GPU_HEADER = re.compile(rf"NVRM: The NVIDIA GPU ({_BDF})")
-_OFF_BUS_TAIL = re.compile(r"fallen off the bus")
+_OFF_BUS_SHORT = lazy_compile(rf"NVRM: GPU (?:at )?(?:PCI:)?({_BDF}):? (?:GPU )?has fallen off the bus")
+_GPU_HEADER = lazy_compile(rf"NVRM: The NVIDIA GPU ({_BDF})")
+_OFF_BUS_TAIL = lazy_compile(r"fallen off the bus")
 
 
 def _sysfs_id(text: str) -> str | None:
@@ -190,7 +191,7 @@ def parse_off_bus_header(message: str) -> str | None:
 # nvidia 0000:1a:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)
 # pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, id=00e0(Transmitter ID)
 #   (before 4.x: the reporting device's requester id, bus << 8 | devfn, ahead of the agent)
-_AER_DETAIL = re.compile(
+_AER_DETAIL = lazy_compile(
     r"^(?:\S+ )?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): PCIe Bus Error: "
     r"severity=([^,]+), type=([^,]+)(?:, (?:id=([0-9a-fA-F]{4}))?\(([^)]*)\))?"
 )

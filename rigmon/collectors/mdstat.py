@@ -13,6 +13,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from rigmon.lazy_re import lazy_compile
+
 #: Levels without redundancy: no sync files, no degraded count; a lost member breaks the array.
 STRIPED_LEVELS = frozenset({"raid0", "linear"})
 #: Personalities the kernel registers (drivers/md: linear, raid0, raid1, raid10, raid456,
@@ -79,32 +81,32 @@ class MdstatArray:
 
 
 # md127 : active (auto-read-only) raid1 nvme1n1[1](W) nvme0n1[0](F)
-_HEADER = re.compile(r"^(?P<name>md[\w.!-]*) : ?(?P<rest>.*)$")
+_HEADER = lazy_compile(r"^(?P<name>md[\w.!-]*) : ?(?P<rest>.*)$")
 # nvme0n1[0](W)(F)
-_MEMBER = re.compile(r"^(?P<name>[^\[\]\s()]+)\[(?P<nr>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
-_MEMBER_LIKE = re.compile(r"^[^\[\s]+\[")
-_FLAG = re.compile(r"\(([A-Z])\)")
+_MEMBER = lazy_compile(r"^(?P<name>[^\[\]\s()]+)\[(?P<nr>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
+_MEMBER_LIKE = lazy_compile(r"^[^\[\s]+\[")
+_FLAG = lazy_compile(r"\(([A-Z])\)")
 #       3906764800 blocks super 1.2 512k chunks
-_BLOCKS = re.compile(r"^(?P<blocks>\d+) blocks\b(?P<rest>.*)$")
-_SUPER = re.compile(r"\bsuper (?P<super>\S+)")
-_CHUNK = re.compile(r"\b(?P<kib>\d+)[kK] chunks?\b")
-_DISKS = re.compile(r"\[(?P<raid>\d+)/(?P<working>\d+)\] \[(?P<status>[U_]*)\]")
-_DISKS_LIKE = re.compile(r"\[\d*/")
-_NEAR = re.compile(r"\b(?P<n>\d+) near-copies\b")
-_FAR = re.compile(r"\b(?P<n>\d+) (?:far|offset)-copies\b")
+_BLOCKS = lazy_compile(r"^(?P<blocks>\d+) blocks\b(?P<rest>.*)$")
+_SUPER = lazy_compile(r"\bsuper (?P<super>\S+)")
+_CHUNK = lazy_compile(r"\b(?P<kib>\d+)[kK] chunks?\b")
+_DISKS = lazy_compile(r"\[(?P<raid>\d+)/(?P<working>\d+)\] \[(?P<status>[U_]*)\]")
+_DISKS_LIKE = lazy_compile(r"\[\d*/")
+_NEAR = lazy_compile(r"\b(?P<n>\d+) near-copies\b")
+_FAR = lazy_compile(r"\b(?P<n>\d+) (?:far|offset)-copies\b")
 #       [==>..................]  recovery = 12.6% (246300416/1953382400) finish=137.1min speed=207456K/sec
-_PROGRESS = re.compile(
+_PROGRESS = lazy_compile(
     r"^(?:\[[=>.]*\]\s+)?(?P<action>[a-z]+)\s*=\s*(?P<pct>\d+(?:\.\d+)?)% \((?P<done>\d+)/(?P<total>\d+)\)"
     r"(?: finish=(?P<finish>\d+(?:\.\d+)?)min)?(?: speed=(?P<speed>\d+)K/sec)?"
 )
 #       resync=DELAYED
-_PENDING = re.compile(r"^(?P<action>resync|recovery|reshape|check|repair)=(?P<why>DELAYED|PENDING|REMOTE)$")
+_PENDING = lazy_compile(r"^(?P<action>resync|recovery|reshape|check|repair)=(?P<why>DELAYED|PENDING|REMOTE)$")
 #       bitmap: 3/15 pages [12KB], 65536KB chunk[, file: /path]
-_BITMAP = re.compile(r"^bitmap: \d+/\d+ pages \[\d+KB\], \d+KB chunk")
+_BITMAP = lazy_compile(r"^bitmap: \d+/\d+ pages \[\d+KB\], \d+KB chunk")
 # Personalities : [raid0] [raid1]
-_PERSONALITIES = re.compile(r"^Personalities :(?P<names>(?: \[[\w-]+\])*) ?$")
+_PERSONALITIES = lazy_compile(r"^Personalities :(?P<names>(?: \[[\w-]+\])*) ?$")
 # read_ahead 1024 sectors   (2.4 kernels, after the personalities)
-_READ_AHEAD = re.compile(r"^read_ahead (?:\d+ sectors|not set)$")
+_READ_AHEAD = lazy_compile(r"^read_ahead (?:\d+ sectors|not set)$")
 
 
 def _error(line: str, why: str) -> MdstatError:

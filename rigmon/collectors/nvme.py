@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from rigmon.collectors.sysfs_values import parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import NvmeLinkState, NvmeReading
 
 MILLI = 1000.0
@@ -28,10 +28,10 @@ PCIE_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 LOST_LINK_WIDTH = 63
 
 # "16.0 GT/s PCIe" (5.7+), "8 GT/s" (older), "Unknown" / "Unknown speed" (link lost)
-_GTS = re.compile(r"^(\d+(?:\.\d+)?) GT/s")
-_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
+_GTS = lazy_compile(r"^(\d+(?:\.\d+)?) GT/s")
+_NAMESPACE = lazy_compile(r"^nvme\d+n\d+$")
 # Hidden per-path disk under the controller with native multipath: nvme<subsys>c<ctrl>n<nsid>.
-_PATH_NAMESPACE = re.compile(r"^nvme(?P<subsys>\d+)c\d+n(?P<nsid>\d+)$")
+_PATH_NAMESPACE = lazy_compile(r"^nvme(?P<subsys>\d+)c\d+n(?P<nsid>\d+)$")
 
 
 def parse_link_speed(text: str | None) -> float | None:
@@ -77,7 +77,7 @@ def namespace_of(entry: str) -> str | None:
 
 
 
-_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_BDF = lazy_compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 def upstream_port(function_path: str | None) -> str | None:

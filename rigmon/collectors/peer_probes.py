@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -12,9 +13,12 @@ from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PushFn
 from rigmon.config import AgentConfig, PeerPathSection
 from rigmon.hw.root import HostRoot
-from rigmon.probes.responder import ProbeResponder
-from rigmon.probes.sender import PathTarget, PathWindow, ProbeSender
 from rigmon.schema import PeerPathReading, PeerPathState
+
+if TYPE_CHECKING:
+    # The probes' code is imported where [[peers]] are configured (`PeerProbeCollector`), not by every agent.
+    from rigmon.probes.responder import ProbeResponder
+    from rigmon.probes.sender import PathWindow, ProbeSender
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +109,8 @@ class PeerProbeCollector:
         self.config = config
         self.key = key
         self._paths: dict[str, PeerPathSection] = {}
+        if config.peers:
+            from rigmon.probes.sender import PathTarget, ProbeSender
         targets: list[PathTarget] = []
         for peer in config.peers:
             for path in peer.paths:
@@ -128,6 +134,8 @@ class PeerProbeCollector:
 
     def _start_responder(self) -> None:
         assert self.key is not None
+        from rigmon.probes.responder import ProbeResponder
+
         probes = self.config.probes
         responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
                                    probes.reply_rate_per_s, probes.reply_burst)

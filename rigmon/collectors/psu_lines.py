@@ -10,10 +10,11 @@ line that fails any check never becomes a reading.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from rigmon.lazy_re import lazy_compile
 
 #: RM1: at most 200 bytes per line including the terminator.
 MAX_LINE_BYTES = 200
@@ -186,7 +187,7 @@ _LINE_END_BYTES = frozenset(b"\r\n")
 
 
 #: Printable ASCII, without and with tabs (one regex match instead of a test per character).
-_PRINTABLE = (re.compile(r"[ -~]*"), re.compile(r"[\t -~]*"))
+_PRINTABLE = (lazy_compile(r"[ -~]*"), lazy_compile(r"[\t -~]*"))
 
 
 def check_printable(line: str, tabs: bool = False) -> None:
@@ -200,11 +201,11 @@ def check_printable(line: str, tabs: bool = False) -> None:
 # ---------------------------------------------------------------------------------------
 # RM1
 
-_RM1_FRAME = re.compile(r"\$(RM[A-Z0-9]),([^*]*)\*([0-9A-F]{2})")
-_KEY = re.compile(r"[a-z][a-z0-9_]*")
-_INT = re.compile(r"-?[0-9]{1,12}")
-_TRIPLE = re.compile(r"(-?[0-9]{1,12})/(-?[0-9]{1,12})/(-?[0-9]{1,12})")
-_TEXT_VALUE = re.compile(r"[A-Za-z0-9._:;-]+")
+_RM1_FRAME = lazy_compile(r"\$(RM[A-Z0-9]),([^*]*)\*([0-9A-F]{2})")
+_KEY = lazy_compile(r"[a-z][a-z0-9_]*")
+_INT = lazy_compile(r"-?[0-9]{1,12}")
+_TRIPLE = lazy_compile(r"(-?[0-9]{1,12})/(-?[0-9]{1,12})/(-?[0-9]{1,12})")
+_TEXT_VALUE = lazy_compile(r"[A-Za-z0-9._:;-]+")
 
 
 def rm1_checksum(body: str) -> int:
@@ -271,8 +272,8 @@ _T = rb"(-?[0-9]{1,12})/(-?[0-9]{1,12})/(-?[0-9]{1,12})"
 #: A window line as the firmware prints it: these keys in this order, current and PSU-side
 #: voltage optional, flags last. One match instead of a dozen, on the bytes as read (the
 #: reader parses ten a second).
-_RM1_USUAL = re.compile(rb"\$(RM1,seq=" + _U + rb",up=" + _U + rb",win=" + _U + rb",n=" + _U + rb",v=" + _T
-                        + rb"(?:,i=" + _T + rb")?(?:,vpsu=" + _T + rb")?(?:,flags=" + _U + rb")?)\*([0-9A-F]{2})(?:\r?\n)?")
+_RM1_USUAL = lazy_compile(rb"\$(RM1,seq=" + _U + rb",up=" + _U + rb",win=" + _U + rb",n=" + _U + rb",v=" + _T
+                          + rb"(?:,i=" + _T + rb")?(?:,vpsu=" + _T + rb")?(?:,flags=" + _U + rb")?)\*([0-9A-F]{2})(?:\r?\n)?")
 
 #: One usual RM1 window as plain values, what `parse_rm1_usual` returns (no object per line):
 #: ``(seq, up_ms, win_ms, samples, flags, v mean, v min, v max, i mean, i min, i max,

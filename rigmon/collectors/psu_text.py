@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from rigmon.collectors.psu_lines import (
     Triple,
     check_printable,
 )
+from rigmon.lazy_re import lazy_compile
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +43,16 @@ class TextFields:
 
 
 # A number with an optional unit glued on or after a space: 12.061, 12034mV, 1.2 A, -3e-2V.
-_NUMBER = re.compile(r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?)\s*([A-Za-z]{0,3})")
+_NUMBER = lazy_compile(r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?)\s*([A-Za-z]{0,3})")
 # The numbers in a longer value ("3099  0.58V", "3099    -->   580.94 mV"), each with its unit.
-_NUMBERS = re.compile(r"(?<![\w.])([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?)\s*([A-Za-z]{1,3})?(?![\w.])")
+_NUMBERS = lazy_compile(r"(?<![\w.])([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?)\s*([A-Za-z]{1,3})?(?![\w.])")
 _UNIT_SCALE: dict[str, tuple[str, float]] = {
     "v": ("V", 1.0), "mv": ("V", 1e-3), "uv": ("V", 1e-6), "kv": ("V", 1e3),
     "a": ("A", 1.0), "ma": ("A", 1e-3), "ua": ("A", 1e-6),
     "w": ("W", 1.0), "mw": ("W", 1e-3), "kw": ("W", 1e3),
 }
-_HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\[\]().%/ -]{0,40}")
-_LABEL = re.compile(r"\s*\"?([A-Za-z_][A-Za-z0-9_ .\[\]-]{0,40}?)\"?\s*")
+_HEADER_NAME = lazy_compile(r"[A-Za-z_][A-Za-z0-9_\[\]().%/ -]{0,40}")
+_LABEL = lazy_compile(r"\s*\"?([A-Za-z_][A-Za-z0-9_ .\[\]-]{0,40}?)\"?\s*")
 
 
 def _scaled(value: float, unit: str) -> tuple[float, str | None] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import LinkState, ThunderboltDeviceReading, ThunderboltKind
 
 DEVICES = "/sys/bus/thunderbolt/devices"
@@ -36,9 +36,9 @@ ROUTER_ONLY_ATTRS = ("authorized", "generation", "boot", "nvm_version", "nvm_aut
 LINK_FILES = ("rx_speed", "tx_speed", "rx_lanes", "tx_lanes")
 
 # 0-1, 0-301 (daisy chain), 1-0 (host router of domain 1)
-_ROUTER = re.compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+)$")
+_ROUTER = lazy_compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+)$")
 # 0-0:1.1 (retimer on port 1 of router 0-0), 0-1:3.1
-_RETIMER = re.compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+):\d+\.\d+$")
+_RETIMER = lazy_compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+):\d+\.\d+$")
 
 ExpectedSource = Literal["config", "generation", "best_seen"]
 

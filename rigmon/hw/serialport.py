@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-import serial
+# pyserial (`serial`) is imported where a port is opened: an agent without a serial ADC never does.
 
 
 class SerialPortError(Exception):
@@ -66,6 +66,8 @@ class PySerialPort:
     """
 
     def __init__(self, path: str, baud: int, timeout_s: float = 0.2) -> None:
+        import serial
+
         port = serial.Serial()
         port.port = path
         port.baudrate = baud
@@ -175,12 +177,16 @@ class PySerialPort:
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
 
     def reset_input(self) -> None:
+        import serial
+
         try:
             self._port.reset_input_buffer()
         except (serial.SerialException, OSError) as exc:
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
 
     def close(self) -> None:
+        import serial
+
         try:
             self._port.close()
         except (serial.SerialException, OSError):

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from rigmon.agent.control import checked_text, control_denied
-from rigmon.agent.guard.service import GuardCommand, GuardService
 from rigmon.schema import encode
+
+if TYPE_CHECKING:
+    # Types only: the service (and NVML control beneath it) is imported where the guard is enabled.
+    from rigmon.agent.guard.service import GuardCommand, GuardService
 
 #: Longest operator name kept with a command.
 MAX_BY_CHARS = 64

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from rigmon.agent.guard.service import GuardService
 from rigmon.collectors.base import NoData, PolledCollector
+
+if TYPE_CHECKING:
+    from rigmon.agent.guard.service import GuardService
 
 
 class GuardCollector(PolledCollector):
