@@ -50,8 +50,10 @@ from rigmon.agent.agent import Agent  # noqa: E402
 from rigmon.agent.alarming import AlarmService  # noqa: E402
 from rigmon.agent.api import ApiState, build_app  # noqa: E402
 from rigmon.agent.buffer import FrameBuffer  # noqa: E402
+from rigmon.agent.connections import ConnectionLimits, guarded_protocol, h11_buffer_limit  # noqa: E402
 from rigmon.agent.frame_json import frame_json  # noqa: E402
 from rigmon.agent.quiet_server import QuietServer  # noqa: E402
+from rigmon.agent.server import max_connections  # noqa: E402
 from rigmon.agent.ratelimit import RateLimiter  # noqa: E402
 from rigmon.alarms.engine import AlarmEngine  # noqa: E402
 from rigmon.clock import SystemClock  # noqa: E402
@@ -148,13 +150,23 @@ class ReplayEndpoint:
                     kernel="replay", buffer_frames=self.section.buffer_frames, alarm_rules=())
 
     def server(self) -> uvicorn.Server:
-        """A uvicorn server for this endpoint on a free loopback port, configured as `make_server` does."""
+        """A uvicorn server for this endpoint on a free loopback port, configured as `make_server` does.
+
+        Same connection guard and parser choice (httptools when installed, else h11), no proxy
+        headers, no websockets: a replayed endpoint answers as an agent's server does.
+        """
+        section = self.section
+        limits = ConnectionLimits(
+            head_timeout_s=section.head_timeout_s, max_per_client=section.max_connections_per_client,
+            max_total=max_connections(section.max_streams), max_head_bytes=section.max_request_bytes, tokens=(),
+        )
         config = uvicorn.Config(
-            build_app(self.state), host="127.0.0.1", port=0, log_level="warning", access_log=False,
-            lifespan="off", limit_concurrency=self.section.max_streams + 32,
-            h11_max_incomplete_event_size=self.section.max_request_bytes, timeout_graceful_shutdown=1,
+            build_app(self.state), host="127.0.0.1", port=0, log_level="warning", log_config=None,
+            access_log=False, lifespan="off", proxy_headers=False, http=guarded_protocol(limits), ws="none",
+            h11_max_incomplete_event_size=h11_buffer_limit(section.max_request_bytes), timeout_graceful_shutdown=1,
         )
         server = QuietServer(config)
+        server.ssl_handshake_timeout_s = section.head_timeout_s
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         return server
 
