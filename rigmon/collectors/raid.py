@@ -187,23 +187,24 @@ class RaidCollector(PolledCollector):
             return self._collect()
 
     def _collect(self) -> list[object]:
-        text = self.root.read_text("/proc/mdstat")
-        if text is None:
-            raise NoData("no /proc/mdstat (md driver not loaded)")
+        # mdstat reads the same from one tick to the next unless an array changes: its parse is
+        # reused then, as the disk collector's parse of /proc/diskstats is in the same tick.
         try:
-            parsed = parse_mdstat(text)
+            parsed = self.root.read_parsed("/proc/mdstat", parse_mdstat)
         except MdstatError as exc:
             raise CollectorError(f"/proc/mdstat: {exc}") from None
+        if parsed is None:
+            raise NoData("no /proc/mdstat (md driver not loaded)")
         if not parsed and self._seen is None:
             raise NoData("no md arrays")
         now_s = self.clock.monotonic()
-        diskstats_text = self.root.read_text("/proc/diskstats")
-        diskstats = parse_diskstats(diskstats_text or "")
-        stats = {s.name: s for s in diskstats.disks}
+        diskstats = self.root.read_parsed("/proc/diskstats", parse_diskstats)
+        stats = {s.name: s for s in diskstats.disks} if diskstats is not None else {}
         # Without /sys (a container that does not mount it) nothing says a member's block
         # device is gone; /proc/diskstats still lists every device the kernel has.
         self._sysfs = self.root.exists("/sys/block") or self.root.exists("/sys/class/block")
-        self._known_devices = set(stats) | set(diskstats.partial) if diskstats_text else None
+        self._known_devices = set(stats) | set(diskstats.partial) if diskstats is not None and (
+            diskstats.disks or diskstats.partial or diskstats.skipped) else None
         # The arrays as mdstat shows their geometry and members: a new, stopped, re-assembled or
         # reshaped array reads every fact again.
         self._facts.begin((a.name, a.level, a.raid_disks, a.chunk_kib, a.blocks_kib, tuple(m.name for m in a.members))
