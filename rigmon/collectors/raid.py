@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -216,8 +215,8 @@ class RaidCollector(PolledCollector):
         for name, st in stats.items():
             rates[name] = self._tracker.update((name, st.major, st.minor), st, now_s)
         self._tracker.forget_missing((s.name, s.major, s.minor) for s in stats.values())
-        arrays = [self._array(a, rates) for a in parsed]
-        arrays = self._with_array_balance(arrays)
+        shares = self._array_shares([a.name for a in parsed], rates)
+        arrays = [self._array(a, rates, shares.get(a.name)) for a in parsed]
         records: list[object] = list(self._events(arrays))
         records.extend(arrays)
         return records
@@ -229,7 +228,8 @@ class RaidCollector(PolledCollector):
                           raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
                           chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
 
-    def _array(self, ms: MdstatArray, rates: dict[str, DiskRates]) -> RaidArrayReading:
+    def _array(self, ms: MdstatArray, rates: dict[str, DiskRates], vs_fastest_pct: float | None
+               ) -> RaidArrayReading:
         base = f"/sys/block/{ms.name}/md"
         attr = self.root.read_attr
         if ms.sync_action == "reshape":
@@ -285,7 +285,7 @@ class RaidCollector(PolledCollector):
             read_bytes_per_s=md_rates.read_bytes_per_s,
             write_bytes_per_s=md_rates.write_bytes_per_s,
             member_imbalance_pct=imbalance_pct(busy, self.balance_min_bytes_per_s),
-            vs_fastest_array_pct=None,
+            vs_fastest_array_pct=vs_fastest_pct,
         )
 
     def _sync(self, base: str, ms: MdstatArray, no_sync: bool
@@ -372,19 +372,19 @@ class RaidCollector(PolledCollector):
         return tuple(sorted(out, key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name,
                                                 m.role)))
 
-    def _with_array_balance(self, arrays: list[RaidArrayReading]) -> list[RaidArrayReading]:
-        """Compare arrays loaded at the same time: each busy one as a share of the fastest."""
-        totals = {a.name: (a.read_bytes_per_s or 0.0) + (a.write_bytes_per_s or 0.0) for a in arrays
-                  if a.read_bytes_per_s is not None}
+    def _array_shares(self, names: list[str], rates: dict[str, DiskRates]) -> dict[str, float]:
+        """Compare arrays loaded at the same time: each busy one's throughput as a share of the
+        fastest, in percent (found before the readings are made, so none is copied to add it)."""
+        totals = {}
+        for name in names:
+            r = rates.get(name)
+            if r is not None and r.read_bytes_per_s is not None:
+                totals[name] = r.read_bytes_per_s + (r.write_bytes_per_s or 0.0)
         busy = {n: t for n, t in totals.items() if t >= max(self.balance_min_bytes_per_s, 1e-9)}
         if len(busy) < 2:
-            return arrays
+            return {}
         fastest = max(busy.values())
-        out = []
-        for a in arrays:
-            share = round(busy[a.name] / fastest * 100.0, 1) if a.name in busy else None
-            out.append(dataclasses.replace(a, vs_fastest_array_pct=share))
-        return out
+        return {n: round(t / fastest * 100.0, 1) for n, t in busy.items()}
 
     def _events(self, arrays: list[RaidArrayReading]) -> list[EventDraft]:
         now = {a.name: a for a in arrays}
