@@ -338,10 +338,11 @@ class RaidCollector(PolledCollector):
         return self._known_devices is None or name in self._known_devices
 
     def _members(self, ms: MdstatArray, base: str, rates: dict[str, DiskRates]) -> tuple[RaidMemberReading, ...]:
-        listed = Counter(m.name for m in ms.members)
+        names = [m.name for m in ms.members]
+        listed = set(names)
         # The same name twice (a faulty member and its re-added spare) keeps both: sysfs has
         # one dev-<name> directory for them, so their roles come from mdstat alone.
-        twice = {n for n, count in listed.items() if count > 1}
+        twice = set() if len(listed) == len(names) else {n for n, count in Counter(names).items() if count > 1}
         entries: list[tuple[str, MdstatMember | None]] = [(m.name, m) for m in ms.members]
         # Member directories (dev-<name>) as listed: whether a member has one, without a stat each.
         in_sysfs = {entry[4:] for entry in self.root.listdir(base) if entry.startswith("dev-")}
@@ -428,6 +429,9 @@ class RaidCollector(PolledCollector):
 
 def _members_by_key(members: Sequence[RaidMemberReading]) -> dict[object, RaidMemberReading]:
     """Members by name; a name listed twice by its slot as well, so both are followed."""
+    by_name = {m.name: m for m in members}
+    if len(by_name) == len(members):
+        return by_name  # no name twice (the usual case)
     names = Counter(m.name for m in members)
     return {(m.name if names[m.name] == 1 else (m.name, m.slot, m.role)): m for m in members}
 
