@@ -304,7 +304,7 @@ class NvmeCollector(PolledCollector):
             link_degraded_reason=reason,
         )
 
-    def _find_hwmon(self, base: str, entries: list[str], pci: str) -> HwmonFacts | None:
+    def _find_hwmon(self, base: str, entries: Sequence[str], pci: str) -> HwmonFacts | None:
         """The controller's hwmon directory with its warning and critical limits.
 
         Current kernels register hwmon under the controller (``nvme0/hwmonN``); the first

@@ -429,7 +429,7 @@ class RaidCollector(PolledCollector):
 
 def _members_by_key(members: Sequence[RaidMemberReading]) -> dict[object, RaidMemberReading]:
     """Members by name; a name listed twice by its slot as well, so both are followed."""
-    by_name = {m.name: m for m in members}
+    by_name: dict[object, RaidMemberReading] = {m.name: m for m in members}
     if len(by_name) == len(members):
         return by_name  # no name twice (the usual case)
     names = Counter(m.name for m in members)
