@@ -194,7 +194,8 @@ class ThunderboltCollector(PolledCollector):
     Kind, vendor and device names, generation and unique id are read once per entry (see
     `DeviceFacts`): again when the entries change, on a udev event and every
     `device_facts.REFRESH_EVERY` reads; link speed, lanes, authorization and NVM version
-    every time.
+    every time (a host router has no link files: the kernel shows them only for routers with
+    an upstream link, so they are not looked for).
 
     Args:
         root: the machine's files.
