@@ -97,6 +97,10 @@ class _Gpu:
     lost_at: float | None = None
     lost_reason: str | None = None
     signals: list[str] = field(default_factory=list)
+    #: Rates of its NVLink replay and CRC counters, by link number (six to eighteen links a GPU,
+    #: every poll: kept per GPU rather than under a (GPU, counter, link) key each).
+    nvl_replay: CounterRates = field(default_factory=CounterRates)
+    nvl_crc: CounterRates = field(default_factory=CounterRates)
 
 
 class GpuCollector:
@@ -243,6 +247,7 @@ class GpuCollector:
             gpu.last_sample_us = max(d.power_samples_us)
         peak_w, min_w, n_samples = power_extremes(d.power_samples_mw)
         key = gpu.uuid or gpu.index
+        replay_rate, crc_rate = gpu.nvl_replay.rate, gpu.nvl_crc.rate
         links = tuple(
             NvLinkReading(
                 link=link.link,
@@ -251,10 +256,8 @@ class GpuCollector:
                 recovery_total=link.recovery,
                 crc_flit_total=link.crc_flit,
                 crc_data_total=link.crc_data,
-                replay_per_s=None if link.replay is None else self._rates.rate((key, "nvl_replay", link.link),
-                                                                                link.replay, now_s),
-                crc_flit_per_s=None if link.crc_flit is None else self._rates.rate((key, "nvl_crc", link.link),
-                                                                                    link.crc_flit, now_s),
+                replay_per_s=None if link.replay is None else replay_rate(link.link, link.replay, now_s),
+                crc_flit_per_s=None if link.crc_flit is None else crc_rate(link.link, link.crc_flit, now_s),
             )
             for link in d.nvlinks
         )

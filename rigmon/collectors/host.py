@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from rigmon.clock import Clock
@@ -84,9 +84,15 @@ def parse_loadavg(text: str) -> tuple[float, float, float]:
     return float(parts[0]), float(parts[1]), float(parts[2])
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    """Parse /proc/meminfo into bytes per key (values given in kB become bytes)."""
+def parse_meminfo(text: str, keys: Collection[str] | None = None) -> dict[str, int]:
+    """Parse /proc/meminfo into bytes per key (values given in kB become bytes).
+
+    Args:
+        keys: stop once every one of these is read (``None``: read every key). A node's meminfo
+            has 50-60 lines; the host collector's four keys are among the first sixteen.
+    """
     out: dict[str, int] = {}
+    wanted = None if keys is None else set(keys)
     for line in text.splitlines():
         # MemAvailable:   12345678 kB
         key, sep, rest = line.partition(":")
@@ -95,7 +101,12 @@ def parse_meminfo(text: str) -> dict[str, int]:
         if not sep or not parts or not (parts[0].isascii() and parts[0].isdigit()):
             continue
         value = int(parts[0])
-        out[key.strip()] = value * KIB if parts[1:2] == ["kB"] else value
+        name = key.strip()
+        out[name] = value * KIB if parts[1:2] == ["kB"] else value
+        if wanted is not None:
+            wanted.discard(name)
+            if not wanted:
+                break
     return out
 
 
@@ -202,6 +213,8 @@ class HostCollector(PolledCollector):
     """
 
     name = "host"
+    #: The /proc/meminfo keys reported.
+    MEMINFO_KEYS = ("MemTotal", "MemAvailable", "SwapTotal", "SwapFree")
 
     def __init__(self, root: HostRoot, clock: Clock, net_stall_after_s: float = 5.0) -> None:
         self.root = root
@@ -243,7 +256,7 @@ class HostCollector(PolledCollector):
         except ValueError:
             # A garbled loadavg costs the load figures only, not CPU and memory.
             pass
-        mem = parse_meminfo(self.root.read_text("/proc/meminfo") or "")
+        mem = parse_meminfo(self.root.read_text("/proc/meminfo") or "", self.MEMINFO_KEYS)
         uptime_text = self.root.read_text("/proc/uptime")
         return HostReading(
             cpu_pct=cpu_pct,

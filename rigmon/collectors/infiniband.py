@@ -222,6 +222,9 @@ class InfinibandCollector(PolledCollector):
         self._seen: dict[str, InfinibandPortReading] | None = None
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
+        # A device's ports are made with it and go with it: listed when it appears, when one of
+        # its ports is gone (a driver reload), and every `device_facts.REFRESH_EVERY` reads.
+        self._ports: DeviceFacts[str, tuple[int, ...]] = DeviceFacts()
 
     def collect(self) -> Sequence[object]:
         with self._lock:
@@ -231,14 +234,21 @@ class InfinibandCollector(PolledCollector):
             now = self.clock.monotonic()
             self._used = set()
             readings: list[InfinibandPortReading] = []
-            ports = [(device, int(name)) for device in devices
-                     for name in self.root.listdir(f"{CLASS}/{device}/ports") if name.isdigit()]
+            self._ports.begin(devices)
+            ports: list[tuple[str, int]] = []
+            for device in devices:
+                numbers = self._ports.get(device, self._port_numbers)
+                if not numbers:
+                    # Not registered yet, or going: listed again at the next read.
+                    self._ports.forget(device)
+                ports.extend((device, port) for port in numbers)
             self._files.begin(ports)
             for device, port in ports:
                 files = self._files.get((device, port), self._port_files)
                 raw = read_port(self.root, device, port, files)
                 if raw is None:
                     self._files.forget((device, port))
+                    self._ports.forget(device)
                     continue
                 if raw.state is None:
                     # Unreadable state (a driver reset under way): its files are looked up again.
@@ -250,6 +260,9 @@ class InfinibandCollector(PolledCollector):
             records: list[object] = list(self._events(readings))
             records.extend(readings)
             return records
+
+    def _port_numbers(self, device: str) -> tuple[int, ...]:
+        return tuple(int(name) for name in self.root.listdir(f"{CLASS}/{device}/ports") if name.isdigit())
 
     def _port_files(self, key: tuple[str, int]) -> PortFiles:
         return read_port_files(self.root, *key)

@@ -171,10 +171,13 @@ class HwmonFacts:
 class NvmeCollector(PolledCollector):
     """NVMe controllers: identity, state, namespaces, PCIe link and temperature.
 
-    Identity, maximum link and the hwmon directory are read once per controller (see
-    `DeviceFacts`): again when the controller set changes, on a udev event, when the
-    controller's state changes (a reset can bring new firmware), and every
-    `device_facts.REFRESH_EVERY` reads.
+    Identity, maximum link, the hwmon directory and the namespaces (the controller's directory
+    listing) are read once per controller (see `DeviceFacts`): again when the controller set
+    changes, on a udev event (a namespace attached or detached sends the controller a ``change``
+    with ``NVME_AEN``), when the controller's state changes (a reset can bring new firmware),
+    and every `device_facts.REFRESH_EVERY` reads. A controller listed without namespaces or
+    without its hwmon directory (both come a moment after the controller) is listed again at
+    every read until they are there.
 
     Args:
         root: the machine's files.
@@ -189,6 +192,7 @@ class NvmeCollector(PolledCollector):
         self._seen: dict[str, NvmeReading] | None = None
         self._facts: DeviceFacts[str, ControllerFacts] = DeviceFacts()
         self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
+        self._entries: DeviceFacts[str, tuple[str, ...]] = DeviceFacts()
         self._rescan = UdevRescan(events, ("nvme",), self._on_udev, "rigmon-nvme-udev")
 
     def start(self, push: PushFn) -> None:
@@ -201,6 +205,7 @@ class NvmeCollector(PolledCollector):
         with self._lock:
             self._facts.invalidate()
             self._hwmon.invalidate()
+            self._entries.invalidate()
         return self.collect()
 
     def collect(self) -> Sequence[object]:
@@ -210,6 +215,7 @@ class NvmeCollector(PolledCollector):
                 raise NoData("no NVMe controllers")
             self._facts.begin(names)
             self._hwmon.begin(names)
+            self._entries.begin(names)
             readings = [r for r in (self._controller(n) for n in names) if r is not None]
             records: list[object] = list(self._events(readings))
             records.extend(readings)
@@ -246,6 +252,7 @@ class NvmeCollector(PolledCollector):
         if state is None or (before is not None and before.state != state):
             self._facts.forget(name)
             self._hwmon.forget(name)
+            self._entries.forget(name)
         facts = self._facts.get(name, self._read_facts)
         if state is None and facts.model is None:
             # The directory vanished between listdir and the reads: the device is gone.
@@ -256,15 +263,19 @@ class NvmeCollector(PolledCollector):
         width = parse_link_width(attr(f"{pci}/current_link_width"))
         speed = parse_link_speed(speed_text)
         lost = is_link_lost(speed_text, width)
-        entries = self.root.listdir(base)
+        entries = self._entries.get(name, lambda _: tuple(self.root.listdir(base)))
         hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(base, entries, pci))
         if hwmon is None:
             # Not registered yet (or an old kernel without one): look again next time.
             self._hwmon.forget(name)
+            self._entries.forget(name)
             temp = None
         else:
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
         namespaces = sorted({ns for e in entries if (ns := namespace_of(e)) is not None})
+        if not namespaces:
+            # None yet (the scan after a controller appears takes a moment): list it again next time.
+            self._entries.forget(name)
         link_state, reason = judge_nvme_link(speed, None if lost else width, facts.max_link_speed_gts,
                                              facts.max_link_width, facts.port_max_link_speed_gts,
                                              facts.port_max_link_width, lost)
@@ -293,7 +304,7 @@ class NvmeCollector(PolledCollector):
             link_degraded_reason=reason,
         )
 
-    def _find_hwmon(self, base: str, entries: list[str], pci: str) -> HwmonFacts | None:
+    def _find_hwmon(self, base: str, entries: Sequence[str], pci: str) -> HwmonFacts | None:
         """The controller's hwmon directory with its warning and critical limits.
 
         Current kernels register hwmon under the controller (``nvme0/hwmonN``); the first

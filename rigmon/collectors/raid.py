@@ -7,8 +7,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import msgspec
-
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
@@ -188,23 +186,24 @@ class RaidCollector(PolledCollector):
             return self._collect()
 
     def _collect(self) -> list[object]:
-        text = self.root.read_text("/proc/mdstat")
-        if text is None:
-            raise NoData("no /proc/mdstat (md driver not loaded)")
+        # mdstat reads the same from one tick to the next unless an array changes: its parse is
+        # reused then, as the disk collector's parse of /proc/diskstats is in the same tick.
         try:
-            parsed = parse_mdstat(text)
+            parsed = self.root.read_parsed("/proc/mdstat", parse_mdstat)
         except MdstatError as exc:
             raise CollectorError(f"/proc/mdstat: {exc}") from None
+        if parsed is None:
+            raise NoData("no /proc/mdstat (md driver not loaded)")
         if not parsed and self._seen is None:
             raise NoData("no md arrays")
         now_s = self.clock.monotonic()
-        diskstats_text = self.root.read_text("/proc/diskstats")
-        diskstats = parse_diskstats(diskstats_text or "")
-        stats = {s.name: s for s in diskstats.disks}
+        diskstats = self.root.read_parsed("/proc/diskstats", parse_diskstats)
+        stats = {s.name: s for s in diskstats.disks} if diskstats is not None else {}
         # Without /sys (a container that does not mount it) nothing says a member's block
         # device is gone; /proc/diskstats still lists every device the kernel has.
         self._sysfs = self.root.exists("/sys/block") or self.root.exists("/sys/class/block")
-        self._known_devices = set(stats) | set(diskstats.partial) if diskstats_text else None
+        self._known_devices = set(stats) | set(diskstats.partial) if diskstats is not None and (
+            diskstats.disks or diskstats.partial or diskstats.skipped) else None
         # The arrays as mdstat shows their geometry and members: a new, stopped, re-assembled or
         # reshaped array reads every fact again.
         self._facts.begin((a.name, a.level, a.raid_disks, a.chunk_kib, a.blocks_kib, tuple(m.name for m in a.members))
@@ -216,8 +215,8 @@ class RaidCollector(PolledCollector):
         for name, st in stats.items():
             rates[name] = self._tracker.update((name, st.major, st.minor), st, now_s)
         self._tracker.forget_missing((s.name, s.major, s.minor) for s in stats.values())
-        arrays = [self._array(a, rates) for a in parsed]
-        arrays = self._with_array_balance(arrays)
+        shares = self._array_shares([a.name for a in parsed], rates)
+        arrays = [self._array(a, rates, shares.get(a.name)) for a in parsed]
         records: list[object] = list(self._events(arrays))
         records.extend(arrays)
         return records
@@ -229,7 +228,8 @@ class RaidCollector(PolledCollector):
                           raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
                           chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
 
-    def _array(self, ms: MdstatArray, rates: dict[str, DiskRates]) -> RaidArrayReading:
+    def _array(self, ms: MdstatArray, rates: dict[str, DiskRates], vs_fastest_pct: float | None
+               ) -> RaidArrayReading:
         base = f"/sys/block/{ms.name}/md"
         attr = self.root.read_attr
         if ms.sync_action == "reshape":
@@ -285,7 +285,7 @@ class RaidCollector(PolledCollector):
             read_bytes_per_s=md_rates.read_bytes_per_s,
             write_bytes_per_s=md_rates.write_bytes_per_s,
             member_imbalance_pct=imbalance_pct(busy, self.balance_min_bytes_per_s),
-            vs_fastest_array_pct=None,
+            vs_fastest_array_pct=vs_fastest_pct,
         )
 
     def _sync(self, base: str, ms: MdstatArray, no_sync: bool
@@ -338,10 +338,11 @@ class RaidCollector(PolledCollector):
         return self._known_devices is None or name in self._known_devices
 
     def _members(self, ms: MdstatArray, base: str, rates: dict[str, DiskRates]) -> tuple[RaidMemberReading, ...]:
-        listed = Counter(m.name for m in ms.members)
+        names = [m.name for m in ms.members]
+        listed = set(names)
         # The same name twice (a faulty member and its re-added spare) keeps both: sysfs has
         # one dev-<name> directory for them, so their roles come from mdstat alone.
-        twice = {n for n, count in listed.items() if count > 1}
+        twice = set() if len(listed) == len(names) else {n for n, count in Counter(names).items() if count > 1}
         entries: list[tuple[str, MdstatMember | None]] = [(m.name, m) for m in ms.members]
         # Member directories (dev-<name>) as listed: whether a member has one, without a stat each.
         in_sysfs = {entry[4:] for entry in self.root.listdir(base) if entry.startswith("dev-")}
@@ -372,19 +373,19 @@ class RaidCollector(PolledCollector):
         return tuple(sorted(out, key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name,
                                                 m.role)))
 
-    def _with_array_balance(self, arrays: list[RaidArrayReading]) -> list[RaidArrayReading]:
-        """Compare arrays loaded at the same time: each busy one as a share of the fastest."""
-        totals = {a.name: (a.read_bytes_per_s or 0.0) + (a.write_bytes_per_s or 0.0) for a in arrays
-                  if a.read_bytes_per_s is not None}
+    def _array_shares(self, names: list[str], rates: dict[str, DiskRates]) -> dict[str, float]:
+        """Compare arrays loaded at the same time: each busy one's throughput as a share of the
+        fastest, in percent (found before the readings are made, so none is copied to add it)."""
+        totals = {}
+        for name in names:
+            r = rates.get(name)
+            if r is not None and r.read_bytes_per_s is not None:
+                totals[name] = r.read_bytes_per_s + (r.write_bytes_per_s or 0.0)
         busy = {n: t for n, t in totals.items() if t >= max(self.balance_min_bytes_per_s, 1e-9)}
         if len(busy) < 2:
-            return arrays
+            return {}
         fastest = max(busy.values())
-        out = []
-        for a in arrays:
-            share = round(busy[a.name] / fastest * 100.0, 1) if a.name in busy else None
-            out.append(msgspec.structs.replace(a, vs_fastest_array_pct=share))
-        return out
+        return {n: round(t / fastest * 100.0, 1) for n, t in busy.items()}
 
     def _events(self, arrays: list[RaidArrayReading]) -> list[EventDraft]:
         now = {a.name: a for a in arrays}
@@ -428,6 +429,9 @@ class RaidCollector(PolledCollector):
 
 def _members_by_key(members: Sequence[RaidMemberReading]) -> dict[object, RaidMemberReading]:
     """Members by name; a name listed twice by its slot as well, so both are followed."""
+    by_name: dict[object, RaidMemberReading] = {m.name: m for m in members}
+    if len(by_name) == len(members):
+        return by_name  # no name twice (the usual case)
     names = Counter(m.name for m in members)
     return {(m.name if names[m.name] == 1 else (m.name, m.slot, m.role)): m for m in members}
 

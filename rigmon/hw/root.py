@@ -7,7 +7,11 @@ import os
 import resource
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Upper bound for one attribute read; sysfs attributes are at most a page, but /proc
 #: files such as stat, diskstats or mdstat grow with the machine.
@@ -134,6 +138,8 @@ class HostRoot:
         #: Devices of the top directories that are plain directories of a tree (see the class docstring).
         self._tree_devices: frozenset[int] = frozenset()
         self._local = threading.local()
+        #: Last bytes read and what they parsed to, by path and parser (see `read_parsed`).
+        self._parsed: dict[tuple[str, Callable[[str], object]], tuple[bytes, object]] = {}
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         self._max_kept = MAX_KEPT_FDS if soft == resource.RLIM_INFINITY else min(MAX_KEPT_FDS, soft // 8)
 
@@ -172,6 +178,32 @@ class HostRoot:
     def read_bytes(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
         """Read raw bytes (see `read_attr`); ``None`` when absent."""
         return self._read(rel, max_bytes, 0)
+
+    def read_parsed(self, rel: str, parse: Callable[[str], T], max_bytes: int = MAX_READ_BYTES) -> T | None:
+        """Read a file as `read_text` does and return ``parse(text)``, reusing the last result of
+        ``parse`` on this file when the file reads the same bytes as then.
+
+        The file is read every time (never an old reading); only the parse is skipped. Several
+        collectors parse the same /proc file in one tick (/proc/diskstats for disks and md
+        arrays), and some files rarely change (/proc/mdstat). The result is shared by every
+        caller that read the same bytes: treat it as read-only. An exception of ``parse``
+        propagates and nothing is remembered.
+
+        Returns:
+            The parse, or ``None`` when the file is absent or unreadable right now.
+        """
+        raw = self._read(rel, max_bytes, 0)
+        if raw is None:
+            return None
+        key = (rel, parse)
+        last = self._parsed.get(key)
+        if last is not None and last[0] == raw:
+            return last[1]  # type: ignore[return-value]
+        parsed = parse(raw.decode("utf-8", "replace"))
+        # One entry per file and parser, replaced whole: a reader on another thread sees the
+        # old pair or the new one.
+        self._parsed[key] = (raw, parsed)
+        return parsed
 
     def _read(self, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
         """Read up to ``max_bytes``; a first read shorter than ``whole_below`` ends it.

@@ -139,6 +139,59 @@ def test_nvme_udev_event_reads_the_identity_again(tmp_path: Path) -> None:
     assert nvme_readings(collector.collect())["nvme0"].model == "Crucial T705 2TB"
 
 
+class ListLog(HostRoot):
+    """A root that notes every directory listed through it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.listed: list[str] = []
+
+    def listdir(self, rel: str) -> list[str]:
+        self.listed.append(rel)
+        return super().listdir(rel)
+
+
+def test_nvme_namespaces_are_listed_once_until_a_change_is_signalled(tmp_path: Path) -> None:
+    files = nvme_files("nvme0", "Samsung SSD 990 PRO 2TB")
+    tree = write_tree(tmp_path, files)
+    root = ListLog(tmp_path)
+    source = FakeUdevSource()
+    collector = NvmeCollector(root, source)
+    # Hot-plugged: the namespace comes a moment after the controller, and is looked for each read until then.
+    assert nvme_readings(collector.collect())["nvme0"].namespaces == ()
+    tree.write("/sys/class/nvme/nvme0/nvme0n1/size", "100\n")
+    assert nvme_readings(collector.collect())["nvme0"].namespaces == ("nvme0n1",)
+    root.listed.clear()
+    for _ in range(3):
+        reading = nvme_readings(collector.collect())["nvme0"]
+        assert (reading.namespaces, reading.temp_c) == (("nvme0n1",), 38.85)
+    assert root.listed == ["/sys/class/nvme"] * 3
+    # A namespace attached: the controller gets a change event (NVME_AEN), which lists it again.
+    tree.write("/sys/class/nvme/nvme0/nvme0n2/size", "100\n")
+    pushed: list[Sequence[object]] = []
+    got = threading.Event()
+
+    def push(records: Sequence[object]) -> None:
+        pushed.append(records)
+        got.set()
+
+    collector.start(push)
+    try:
+        source.inject("change", "/devices/pci0000:00/0000:00:01.1/0000:64:00.0/nvme/nvme0", "nvme")
+        assert got.wait(10)
+    finally:
+        collector.close()
+    assert nvme_readings(pushed[-1])["nvme0"].namespaces == ("nvme0n1", "nvme0n2")
+    # A reset (state change) lists it again too; so does the periodic re-read (see DeviceFacts).
+    tree.write("/sys/class/nvme/nvme0/state", "resetting\n")
+    tree.remove("/sys/class/nvme/nvme0/nvme0n2")
+    assert nvme_readings(collector.collect())["nvme0"].namespaces == ("nvme0n1",)
+    root.listed.clear()
+    for _ in range(61):
+        collector.collect()
+    assert root.listed.count("/sys/class/nvme/nvme0") == 1
+
+
 def psu_chip(index: int, label: str) -> dict[str, str]:
     base = f"/sys/class/hwmon/hwmon{index}"
     return {f"{base}/name": "nct6779\n", f"{base}/in4_input": "1832\n", f"{base}/in4_label": f"{label}\n",

@@ -59,6 +59,17 @@ def test_parse_small_files() -> None:
     assert mem == {"MemTotal": 1024000, "HugePages_Total": 4}
 
 
+def test_parse_meminfo_stops_once_the_wanted_keys_are_read() -> None:
+    text = ("MemTotal:  1000 kB\nMemFree:  5 kB\nMemAvailable:  700 kB\nSwapTotal:  0 kB\nSwapFree:  0 kB\n"
+            "HugePages_Total:   4\n")
+    keys = ("MemTotal", "MemAvailable", "SwapTotal", "SwapFree")
+    assert parse_meminfo(text, keys) == {"MemTotal": 1024000, "MemFree": 5120, "MemAvailable": 716800,
+                                         "SwapTotal": 0, "SwapFree": 0}
+    # A kernel without MemAvailable (before 3.14): every line is read, the key is absent.
+    old = parse_meminfo(text.replace("MemAvailable", "Cached"), keys)
+    assert "MemAvailable" not in old and old["HugePages_Total"] == 4
+
+
 def test_parse_net_dev_long_names_and_missing_space() -> None:
     text = NET_DEV_HEAD + "enp65s0f0np0:1 2 3 4 0 0 0 0 5 6 7 8 0 0 0 0\n  eth0: 9 9 0 0 0 0 0 0 9 9 0 0 0 0 0 0\n"
     nets = parse_net_dev(text)

@@ -211,3 +211,42 @@ def test_a_ports_files_are_facts_read_again_when_the_port_returns(tmp_path: Path
     write_port(tmp_path, port_rcv_data=9, link_downed=1)
     (reading,), _ = collect(collector)
     assert reading.symbol_error_total == 0
+
+
+class ListLog(HostRoot):
+    """A root that notes every directory listed through it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.listed: list[str] = []
+
+    def listdir(self, rel: str) -> list[str]:
+        self.listed.append(rel)
+        return super().listdir(rel)
+
+
+def test_a_devices_ports_are_listed_when_it_appears_and_when_a_port_goes(tmp_path: Path) -> None:
+    import shutil
+
+    ports = "/sys/class/infiniband/mlx5_0/ports"
+    write_port(tmp_path, port_rcv_data=7)
+    root = ListLog(tmp_path)
+    collector = InfinibandCollector(root, FakeClock())
+    collect(collector)
+    root.listed.clear()
+    for _ in range(3):
+        (reading,), _ = collect(collector)
+        assert reading.name == "mlx5_0/1"
+    assert ports not in root.listed
+    # A driver reload: the ports go, then come back (here with a second one).
+    shutil.rmtree(tmp_path / "sys/class/infiniband/mlx5_0/ports")
+    assert collect(collector)[0] == []
+    write_port(tmp_path, port_rcv_data=7)
+    (tmp_path / "sys/class/infiniband/mlx5_0/ports/2").mkdir()
+    (tmp_path / "sys/class/infiniband/mlx5_0/ports/2/state").write_text("1: DOWN\n")
+    assert [r.name for r in collect(collector)[0]] == ["mlx5_0/1", "mlx5_0/2"]
+    # The periodic re-read lists them again (ground truth for a change nothing announced).
+    root.listed.clear()
+    for _ in range(61):
+        collect(collector)
+    assert root.listed.count(ports) == 1

@@ -19,7 +19,7 @@ from rigmon.collectors.thunderbolt import (
     parse_lanes,
     parse_tb_speed,
 )
-from rigmon.hw.root import HostRoot
+from rigmon.hw.root import MAX_READ_BYTES, HostRoot
 from rigmon.schema import ThunderboltDeviceReading
 from rigmon.sim import write_tree
 from rigmon.sim.udev import FakeUdevSource, SilentUdevSource
@@ -106,6 +106,35 @@ def test_host_router_without_speed_files_is_not_an_error(tmp_path: Path) -> None
     assert readings["0-0"].kind == "host" and readings["0-0"].link_state == "unknown"
     assert readings["0-1"].link_state == "ok" and readings["0-1"].rx_gbps == 40.0
     assert events == []
+
+
+class ReadLog(HostRoot):
+    """A root that notes every attribute path read through it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.paths: list[str] = []
+
+    def read_attr(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> str | None:
+        self.paths.append(rel)
+        return super().read_attr(rel, max_bytes)
+
+
+def test_a_host_routers_hidden_link_files_are_not_read(tmp_path: Path) -> None:
+    # The kernel never shows rx/tx speed and lanes for a host router (route 0): no reads of
+    # files that cannot exist, every tick; a device router's are read every tick.
+    _tree(tmp_path)
+    root = ReadLog(tmp_path)
+    collector = ThunderboltCollector(root, Clock())
+    collector.collect()
+    root.paths.clear()
+    readings, _ = _split(collector.collect())
+    assert not [p for p in root.paths if "/0-0/" in p and p.rsplit("/", 1)[1] in ("rx_speed", "tx_speed",
+                                                                                   "rx_lanes", "tx_lanes")]
+    assert {p.rsplit("/", 1)[1] for p in root.paths if "/0-1/" in p} >= {"rx_speed", "tx_speed", "rx_lanes",
+                                                                          "tx_lanes"}
+    assert readings["0-0"].rx_speed_gbps is None and readings["0-0"].link_state == "unknown"
+    assert readings["0-1"].rx_gbps == 40.0
 
 
 def test_link_dropping_to_10g_is_an_event_and_degraded(tmp_path: Path) -> None:

@@ -221,3 +221,45 @@ def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> 
     assert root.kept_fds() == 1
     # (A first read whose file was replaced between its open and its fstat is not kept.)
     assert kept_reads > 100 and len(set(seen)) > 1  # the kept reads did overlap the writes
+
+
+def test_read_parsed_reuses_the_parse_of_the_same_bytes_only(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, {"/proc/mdstat": "one\n"})
+    root = HostRoot(tmp_path)
+    calls: list[str] = []
+
+    def parse(text: str) -> list[str]:
+        calls.append(text)
+        return text.split()
+
+    first = root.read_parsed("/proc/mdstat", parse)
+    assert first == ["one"]
+    assert root.read_parsed("/proc/mdstat", parse) is first
+    assert calls == ["one\n"]
+    # Another parser of the same file parses for itself.
+    assert root.read_parsed("/proc/mdstat", str.upper) == "ONE\n"
+    # New bytes (same length) are parsed again: the file is read every time.
+    tree.write("/proc/mdstat", "two\n")
+    assert root.read_parsed("/proc/mdstat", parse) == ["two"]
+    assert calls == ["one\n", "two\n"]
+    # A vanished file is absent at once, whatever was parsed before; back, it is read afresh.
+    tree.remove("/proc/mdstat")
+    assert root.read_parsed("/proc/mdstat", parse) is None
+    tree.write("/proc/mdstat", "two\n")
+    assert root.read_parsed("/proc/mdstat", parse) == ["two"]
+
+
+def test_read_parsed_remembers_no_failed_parse(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"/proc/diskstats": "garbled\n"})
+    root = HostRoot(tmp_path)
+    calls = 0
+
+    def parse(text: str) -> str:
+        nonlocal calls
+        calls += 1
+        raise ValueError(text)
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            root.read_parsed("/proc/diskstats", parse)
+    assert calls == 2
