@@ -74,8 +74,7 @@ def record_fields(cls: Any) -> tuple[RecordField, ...] | None:
         return None
     hints = get_type_hints(cls)
     if hasattr(cls, "__struct_fields__"):
-        # Deferred: the configuration is read through this module before anything needs msgspec.
-        import msgspec
+        import msgspec  # loaded already: a Struct class exists
 
         return tuple(RecordField(f.name, hints[f.name], f.required) for f in msgspec.structs.fields(cls))
     return tuple(
