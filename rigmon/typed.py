@@ -53,8 +53,9 @@ class RecordField:
 def record_field_names(cls: Any) -> tuple[str, ...] | None:
     """The field names of a record type in order, ``None`` for any other type (cached per type).
 
-    Wire records (`rigmon.schema`) are `msgspec.Struct` classes; configuration, state files
-    and the rest are frozen dataclasses. Both are records here, and nothing else should ask
+    Wire records (`rigmon.schema`), the configuration and the agent's state files are
+    `msgspec.Struct` classes; other records (the dashboard's, the TUI's) are frozen dataclasses.
+    Both are records here, and nothing else should ask
     ``dataclasses`` or ``msgspec`` about a type's fields. Annotations are not resolved.
     """
     if not isinstance(cls, type):
