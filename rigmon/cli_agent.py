@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import importlib.util
 import logging
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import msgspec
 
 from rigmon import __version__
 from rigmon.cli import fail, setup_logging
@@ -95,8 +96,8 @@ def _agent(args: argparse.Namespace) -> int:
     try:
         config = load_agent_config(args.config, overrides)
         if not config.agent.state_dir:
-            config = dataclasses.replace(
-                config, agent=dataclasses.replace(config.agent, state_dir=str(default_state_dir())))
+            config = msgspec.structs.replace(
+                config, agent=msgspec.structs.replace(config.agent, state_dir=str(default_state_dir())))
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
         control = (read_token_file(config.agent.control_token_file, "control_token_file")
                    if config.agent.control_token_file else None)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import msgspec
 
 from rigmon.schema import PathResistanceReading, ResistanceMethod
 
@@ -41,8 +42,7 @@ TREND_DAYS_KEPT = 120
 RECENT_POINTS = 16_384
 
 
-@dataclass(slots=True)
-class _Fit:
+class _Fit(msgspec.Struct):
     """Running sums for a least-squares line (or a line through the origin)."""
 
     n: int = 0
@@ -99,8 +99,9 @@ class _Fit:
         return self.x_max - self.x_min if self.n else 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class DayFitState:
+# A frozen msgspec Struct, not a dataclass (cheaper to define at the agent's start); gc=False:
+# frozen, holding only plain values and frozen records, it cannot be part of a reference cycle.
+class DayFitState(msgspec.Struct, frozen=True, gc=False):
     """The running sums of one day's points (x: amps, y: volts as fitted), for a restart."""
 
     day: int
@@ -115,8 +116,7 @@ class DayFitState:
     x_max: float
 
 
-@dataclass(frozen=True, slots=True)
-class EstimatorState:
+class EstimatorState(msgspec.Struct, frozen=True, gc=False):
     """What a `PathResistanceEstimator` keeps across an agent restart: its daily fits.
 
     The recent points behind the current estimate (minutes) are not kept: fresh ones

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 #: Series kept per bucket: [min, sum, max, count]; the mean is sum / count.
 Stats = list[float]
@@ -106,8 +107,7 @@ def merge_stats(into: dict[str, Stats], other: Mapping[str, Stats]) -> None:
             mine[3] += s[3]
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
+class Point(msgspec.Struct, frozen=True, gc=False):
     """One point of a series: a bucket (or a single frame) starting at ``at``."""
 
     at: float

@@ -53,8 +53,9 @@ class RecordField:
 def record_field_names(cls: Any) -> tuple[str, ...] | None:
     """The field names of a record type in order, ``None`` for any other type (cached per type).
 
-    Wire records (`rigmon.schema`) are `msgspec.Struct` classes; configuration, state files
-    and the rest are frozen dataclasses. Both are records here, and nothing else should ask
+    Wire records (`rigmon.schema`), the configuration and the agent's state files are
+    `msgspec.Struct` classes; other records (the dashboard's, the TUI's) are frozen dataclasses.
+    Both are records here, and nothing else should ask
     ``dataclasses`` or ``msgspec`` about a type's fields. Annotations are not resolved.
     """
     if not isinstance(cls, type):
@@ -74,8 +75,7 @@ def record_fields(cls: Any) -> tuple[RecordField, ...] | None:
         return None
     hints = get_type_hints(cls)
     if hasattr(cls, "__struct_fields__"):
-        # Deferred: the configuration is read through this module before anything needs msgspec.
-        import msgspec
+        import msgspec  # loaded already: a Struct class exists
 
         return tuple(RecordField(f.name, hints[f.name], f.required) for f in msgspec.structs.fields(cls))
     return tuple(

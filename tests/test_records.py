@@ -1,4 +1,4 @@
-"""Wire records are frozen msgspec Structs (`rigmon.schema.Record`): what the rest of rigmon relies on."""
+"""Wire records are frozen msgspec Structs (`rigmon.schema.Record`), and so are the agent's other records: what the rest of rigmon relies on."""
 
 from __future__ import annotations
 
@@ -81,3 +81,43 @@ def test_typed_converts_structs_both_ways() -> None:
     data = to_data(frame)
     assert data == msgspec.json.decode(encode(frame))
     assert from_data(Frame, data) == frame
+
+
+#: Modules the agent imports at its start whose records became Structs (branch structs2): the code
+#: ``@dataclass`` generates was built, compiled and run at every start.
+AGENT_START_MODULES = (
+    "rigmon.alarms.rules", "rigmon.alarms.memory", "rigmon.alarms.lifecycle", "rigmon.alarms.selector",
+    "rigmon.alarms.rule_state", "rigmon.config.agent", "rigmon.config.alarms", "rigmon.config.gpu",
+    "rigmon.config.guard", "rigmon.config.journal", "rigmon.config.loader", "rigmon.config.notify",
+    "rigmon.config.probes", "rigmon.config.psu", "rigmon.config.storage", "rigmon.agent.api",
+    "rigmon.agent.sampler", "rigmon.agent.journal.runs", "rigmon.agent.alarm_state",
+    "rigmon.agent.guard.state_file", "rigmon.path_resistance", "rigmon.agent.metrics",
+    "rigmon.agent.connections", "rigmon.agent.collector_threads", "rigmon.agent.journal.blocks",
+    "rigmon.agent.journal.rollup", "rigmon.agent.journal.upkeep", "rigmon.notify.payload", "rigmon.series",
+)
+
+
+@pytest.mark.parametrize("name", AGENT_START_MODULES)
+def test_agent_start_modules_define_structs_not_dataclasses(name: str) -> None:
+    import importlib
+
+    module = importlib.import_module(name)
+    own = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == name]
+    assert not [t.__name__ for t in own if dataclasses.is_dataclass(t)]
+    structs = [t for t in own if issubclass(t, msgspec.Struct)]
+    assert structs
+    # Untracked by the cycle collector only where frozen (a frozen record cannot close a cycle).
+    assert not [t.__name__ for t in structs if not t.__struct_config__.gc and not t.__struct_config__.frozen]
+
+
+def test_config_and_rules_stay_frozen_and_untracked() -> None:
+    from rigmon.alarms.rules import default_rules
+    from rigmon.config import AgentConfig, load_agent_config
+
+    config = load_agent_config("/dev/null", environ={})
+    assert config == AgentConfig() and not gc.is_tracked(config)
+    with pytest.raises(AttributeError):
+        config.agent.interval_s = 2.0  # type: ignore[misc]
+    rule = default_rules()[0]
+    assert not gc.is_tracked(rule)
+    assert msgspec.structs.replace(config, agent=msgspec.structs.replace(config.agent, node="n1")).agent.node == "n1"

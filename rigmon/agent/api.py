@@ -9,7 +9,6 @@ import math
 import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+import msgspec
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied
@@ -68,8 +69,7 @@ LAST_FRAME_HEADER = "rigmon-last-frame-at"
 #: to the routes by tests/agent/test_openapi.py).
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
-@dataclass
-class ApiState:
+class ApiState(msgspec.Struct):
     """What the handlers read: the buffer, identity and limits."""
 
     buffer: FrameBuffer
@@ -91,7 +91,7 @@ class ApiState:
     capture: Callable[[], NodeCapture] | None = None
     rate_limiter: RateLimiter | None = None
     mark: Callable[[str, str | None], Event] | None = None
-    extra_routes: list[Route] = field(default_factory=list)
+    extra_routes: list[Route] = msgspec.field(default_factory=list)
     """Routes of optional parts (``/v1/guard``), added after the built-in ones."""
 
 
@@ -123,8 +123,9 @@ def _float_param(value: str | None, name: str) -> float | None:
     return number
 
 
-@dataclass(frozen=True, slots=True)
-class FrameLines:
+# A frozen msgspec Struct, not a dataclass (cheaper to define at the agent's start); gc=False:
+# frozen, holding only plain values and frozen records, it cannot be part of a reference cycle.
+class FrameLines(msgspec.Struct, frozen=True, gc=False):
     """A JSON-lines /v1/history answer: the body and its headers."""
 
     body: bytes

@@ -11,7 +11,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+
+import msgspec
 
 from rigmon.collectors.base import Collector, CollectorHung, NoData
 
@@ -19,8 +20,7 @@ from rigmon.collectors.base import Collector, CollectorHung, NoData
 Outcome = tuple[str, object]
 
 
-@dataclass(slots=True, eq=False)
-class Runner:
+class Runner(msgspec.Struct, eq=False):
     """A worker thread that runs the collector calls of a batch one after another.
 
     All collectors share one runner, so a tick costs one hand-off to a thread and one back
@@ -31,13 +31,13 @@ class Runner:
 
     executor: ThreadPoolExecutor
     #: Guards ``queued`` and ``current`` between the worker and the event loop.
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = msgspec.field(default_factory=threading.Lock)
     #: Names of the batch not started yet.
-    queued: list[str] = field(default_factory=list)
+    queued: list[str] = msgspec.field(default_factory=list)
     #: Name of the collector whose call is running now.
     current: str | None = None
     #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
-    done: deque[tuple[str, Outcome, float]] = field(default_factory=deque)
+    done: deque[tuple[str, Outcome, float]] = msgspec.field(default_factory=deque)
     #: The batch running on the executor (done once `run_batch` returned).
     future: Future[None] | None = None
 

@@ -21,8 +21,9 @@ import hmac
 import logging
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,7 @@ def _too_large(limit: int) -> bytes:
             b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-@dataclass
-class ConnectionLimits:
+class ConnectionLimits(msgspec.Struct):
     """Limits shared by every connection of one server.
 
     Args:
@@ -71,7 +71,7 @@ class ConnectionLimits:
     max_head_bytes: int = 65536
     tokens: tuple[str, ...] = ()
     #: Open connections in the order they were accepted.
-    open: list[GuardedConnection] = field(default_factory=list)
+    open: list[GuardedConnection] = msgspec.field(default_factory=list)
     #: Connections closed to make room, and connections refused, since the start (for tests and logs).
     evicted: int = 0
     refused: int = 0

@@ -13,8 +13,8 @@ import typing
 from typing import TYPE_CHECKING
 from collections import Counter, deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+import msgspec
 
 from rigmon.schema import (
     AmdGpuReading,
@@ -58,8 +58,7 @@ if TYPE_CHECKING:
 PREFIX = "rigmon"
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetrics:
+class RecordMetrics(msgspec.Struct, frozen=True, gc=False):
     """How one record type becomes metrics.
 
     Attributes:

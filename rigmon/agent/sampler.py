@@ -8,7 +8,8 @@ import time
 import types
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch
 from rigmon.agent.trouble import TroubleMemory
@@ -49,8 +50,7 @@ def _readings_routes() -> dict[type, tuple[str, bool]]:
 ROUTES = _readings_routes()
 
 
-@dataclass(slots=True)
-class _Slot:
+class _Slot(msgspec.Struct):
     """Sampler-side state of one collector."""
 
     collector: Collector
@@ -59,7 +59,7 @@ class _Slot:
     runner: Runner | None = None
     next_due: float = 0.0
     running_since: float | None = None
-    records: dict[type, list[object]] = field(default_factory=dict)
+    records: dict[type, list[object]] = msgspec.field(default_factory=dict)
     status: CollectorStatus = CollectorStatus(state="pending", ok=False)
 
 

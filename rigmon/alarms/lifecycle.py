@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import msgspec
@@ -45,9 +44,12 @@ class TrackedRule(Protocol):
     def absent_resolve_s(self) -> float: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(msgspec.Struct, frozen=True, gc=False):
     """A rule's condition for one subject in one evaluation.
+
+    This module's records are `msgspec.Struct`s, not dataclasses (cheaper to define at import
+    and to build). The frozen ones are not tracked by the cycle collector (``gc=False``): they
+    hold strings, numbers, dicts of strings and `Alarm` records, and cannot be in a cycle.
 
     Attributes:
         subject: what the alarm is about (``gpu:0``, ``collector:host``).
@@ -70,7 +72,7 @@ class Observation:
     active: bool
     value: EventValue = None
     message: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
     latch: bool = False
     node: str = ""
     known: bool = True
@@ -132,8 +134,7 @@ def _rank(obs: Observation) -> tuple[int, float]:
     return (2, number)
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
+class Transition(msgspec.Struct, frozen=True, gc=False):
     """An alarm changed: ``change`` is what happened, ``alarm`` the record after it.
 
     ``restored`` marks the decision about an alarm carried over from before an agent
@@ -172,8 +173,7 @@ class AlreadyResolved(ValueError):
     """The alarm is resolved; there is nothing left to acknowledge."""
 
 
-@dataclass(slots=True)
-class _Track:
+class _Track(msgspec.Struct):
     alarm: Alarm
     hold_s: float
     clear_since: float | None = None
@@ -181,8 +181,7 @@ class _Track:
     latch_until: float | None = None
 
 
-@dataclass(slots=True)
-class _Carry:
+class _Carry(msgspec.Struct):
     alarm: Alarm
     expires_at: float
     clear_since: float | None = None

@@ -1,4 +1,4 @@
-"""What the rule engine remembers across an agent restart, as plain frozen dataclasses.
+"""What the rule engine remembers across an agent restart, as plain frozen records.
 
 The engine exports this (`AlarmEngine.export_memory`) and restores it
 (`AlarmEngine.restore_memory`); the agent writes it to ``alarm-state.json`` in its state
@@ -20,17 +20,21 @@ Not kept: whether a reading-derived alarm is firing (re-derived from the first f
 readings), pending alarms (their hold time starts again), threshold and counter windows
 (minutes long: refilled by fresh readings), staleness counts, and the inventory of
 ``vanished`` rules (re-read at start, so restarting the agent accepts a changed set of GPUs).
+
+The records are frozen `msgspec.Struct`s (cheaper to define at import than dataclasses), not
+tracked by the cycle collector (``gc=False``): frozen, holding numbers, strings, tuples and
+`Alarm` records, none can be in a cycle. The state file reads and writes them through
+`rigmon.typed`, which reads their fields as it reads a dataclass's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from rigmon.schema import Alarm
 
 
-@dataclass(frozen=True, slots=True)
-class TrendBucket:
+class TrendBucket(msgspec.Struct, frozen=True, gc=False):
     """Values of one trend subject averaged over one bucket of time.
 
     Attributes:
@@ -44,8 +48,7 @@ class TrendBucket:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
-class TrendSeries:
+class TrendSeries(msgspec.Struct, frozen=True, gc=False):
     """The buckets of one trend rule for one subject, oldest first."""
 
     rule: str
@@ -55,8 +58,7 @@ class TrendSeries:
     buckets: tuple[TrendBucket, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class FirstSeen:
+class FirstSeen(msgspec.Struct, frozen=True, gc=False):
     """The first value a ``below_first_seen`` rule saw for a subject (a link's first speed)."""
 
     rule: str
@@ -64,8 +66,7 @@ class FirstSeen:
     value: float
 
 
-@dataclass(frozen=True, slots=True)
-class CarriedAlarm:
+class CarriedAlarm(msgspec.Struct, frozen=True, gc=False):
     """An alarm that had fired when the state was saved.
 
     Attributes:
@@ -81,8 +82,7 @@ class CarriedAlarm:
     clear_since: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class EngineMemory:
+class EngineMemory(msgspec.Struct, frozen=True, gc=False):
     """Everything the engine keeps across a restart (see the module docstring)."""
 
     trends: tuple[TrendSeries, ...] = ()
@@ -91,8 +91,7 @@ class EngineMemory:
     recent: tuple[Alarm, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RestoreSummary:
+class RestoreSummary(msgspec.Struct, frozen=True, gc=False):
     """What `AlarmEngine.restore_memory` took over and what it dropped (and why)."""
 
     trend_series: int = 0

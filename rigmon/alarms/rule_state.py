@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+
+import msgspec
 
 
-@dataclass(slots=True)
-class RuleState:
-    """Per-rule memory between frames."""
+class RuleState(msgspec.Struct):
+    """Per-rule memory between frames (a mutable `msgspec.Struct`, tracked by the cycle collector)."""
 
-    latched: dict[str, bool] = field(default_factory=dict)
-    window: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
-    first_seen: dict[str, float] = field(default_factory=dict)
-    seen: dict[str, dict[str, str]] = field(default_factory=dict)
-    buckets: dict[str, deque[list[float]]] = field(default_factory=dict)
-    unchanged: dict[str, tuple[float, int]] = field(default_factory=dict)
+    latched: dict[str, bool] = msgspec.field(default_factory=dict)
+    window: dict[str, deque[tuple[float, float]]] = msgspec.field(default_factory=dict)
+    first_seen: dict[str, float] = msgspec.field(default_factory=dict)
+    seen: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
+    buckets: dict[str, deque[list[float]]] = msgspec.field(default_factory=dict)
+    unchanged: dict[str, tuple[float, int]] = msgspec.field(default_factory=dict)
 
 
 def stood_still(state: RuleState, subject: str, at: float) -> int:

@@ -1,6 +1,6 @@
-"""Alarm rules: one frozen dataclass per rule kind, read from TOML, with errors naming the rule.
+"""Alarm rules: one frozen record (a `msgspec.Struct`) per rule kind, read from TOML, with errors naming the rule.
 
-A rules file is a list of ``[[rule]]`` tables; ``kind`` picks the dataclass, and every other
+A rules file is a list of ``[[rule]]`` tables; ``kind`` picks the rule class, and every other
 key must be a field of it (an unknown key is an error, so a typo never silently disables a
 rule). The package ships `default_rules.toml`; an agent's ``[alarms]`` section may add a file
 of its own, drop rules by name and override single keys of a rule.
@@ -8,12 +8,12 @@ of its own, drop rules by name and override single keys of a rule.
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
 from rigmon.config import AlarmsSection
@@ -32,13 +32,18 @@ class RuleError(ValueError):
     """A rules file or override is invalid; the message names the file and the rule."""
 
 
-@dataclass(frozen=True, slots=True)
-class RuleBase:
+class RuleBase(msgspec.Struct, frozen=True, gc=False):
     """Keys every rule has.
+
+    A frozen `msgspec.Struct`, not a dataclass: the agent builds its rule classes at import,
+    and the code ``@dataclass`` generates for them was most of these modules' import time.
+    ``gc=False`` (not tracked by the cycle collector): a rule is frozen and holds only
+    strings, numbers, tuples and dicts of plain data, so it cannot be part of a cycle.
+    ``__post_init__`` checks what it did as a dataclass (msgspec calls it after ``__init__``).
 
     Attributes:
         name: unique name (``psu_rail_low_warning``); alarms and overrides refer to it.
-        kind: which dataclass the rule is.
+        kind: which rule class the rule is.
         severity: of the alarm when it fires.
         description: why the rule exists (shown in /v1/info and the README).
         message: ``str.format`` template for the alarm's text; fields ``value``,
@@ -87,8 +92,7 @@ def _check_selector(text: str) -> None:
         raise ValueError(f"select: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class ThresholdRule(RuleBase):
+class ThresholdRule(RuleBase, frozen=True, gc=False):
     """Fires while a number is above or below a limit.
 
     Attributes:
@@ -120,8 +124,7 @@ class ThresholdRule(RuleBase):
             raise ValueError(f"aggregate {self.aggregate!r} needs a positive window_s")
 
 
-@dataclass(frozen=True, slots=True)
-class StateRule(RuleBase):
+class StateRule(RuleBase, frozen=True, gc=False):
     """Fires while a reading is in a bad state; exactly one condition is given.
 
     Attributes:
@@ -144,7 +147,7 @@ class StateRule(RuleBase):
     one_of: tuple[Scalar, ...] = ()
     not_one_of: tuple[Scalar, ...] = ()
     below_first_seen: bool = False
-    expected: dict[str, float] = field(default_factory=dict)
+    expected: dict[str, float] = msgspec.field(default_factory=dict)
     vanished: bool = False
     collector: str = ""
 
@@ -157,8 +160,7 @@ class StateRule(RuleBase):
             raise ValueError("give exactly one of equals, one_of, not_one_of, below_first_seen, expected, vanished")
 
 
-@dataclass(frozen=True, slots=True)
-class CounterRule(RuleBase):
+class CounterRule(RuleBase, frozen=True, gc=False):
     """Fires while a raw counter (``*_total``) rises by more than ``max_increase`` within ``window_s``.
 
     A counter that goes down was reset (driver reload, device re-created): its history
@@ -178,8 +180,7 @@ class CounterRule(RuleBase):
             raise ValueError("max_increase must not be negative")
 
 
-@dataclass(frozen=True, slots=True)
-class EventRule(RuleBase):
+class EventRule(RuleBase, frozen=True, gc=False):
     """Fires when an event of kind ``event`` arrives (one alarm per event subject).
 
     An event is a moment, so its alarm is a latch: it stays firing until acknowledged, or
@@ -193,7 +194,7 @@ class EventRule(RuleBase):
     """
 
     event: str = ""
-    data: dict[str, tuple[Scalar, ...]] = field(default_factory=dict)
+    data: dict[str, tuple[Scalar, ...]] = msgspec.field(default_factory=dict)
     resolve_after_s: float = 3600.0
 
     def __post_init__(self) -> None:
@@ -204,8 +205,7 @@ class EventRule(RuleBase):
             raise ValueError("resolve_after_s must be positive")
 
 
-@dataclass(frozen=True, slots=True)
-class StalenessRule(RuleBase):
+class StalenessRule(RuleBase, frozen=True, gc=False):
     """Fires while a timestamp (a ``*_at`` field, Unix seconds) is older than its limit
     and has not changed for ``min_frames`` evaluations.
 
@@ -234,8 +234,7 @@ class StalenessRule(RuleBase):
             raise ValueError("max_intervals must not be negative")
 
 
-@dataclass(frozen=True, slots=True)
-class TrendRule(RuleBase):
+class TrendRule(RuleBase, frozen=True, gc=False):
     """Fires while a reading rises faster than ``max_rise_per_day`` (least-squares slope).
 
     Values are averaged into buckets of ``bucket_s`` (so days of history stay small) and
@@ -341,7 +340,7 @@ def load_rules_file(path: str) -> tuple[Rule, ...]:
 
 def to_table(rule: Rule) -> dict[str, Any]:
     """The rule as a TOML-shaped table (the inverse of `parse_rule`)."""
-    return {f.name: _plain(getattr(rule, f.name)) for f in dataclasses.fields(rule)}
+    return {name: _plain(getattr(rule, name)) for name in rule.__struct_fields__}
 
 
 def _plain(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Agent configuration: frozen dataclasses loaded from TOML, with RIGMON_* environment overrides.
+"""Agent configuration: frozen records (`msgspec.Struct`) loaded from TOML, with RIGMON_* environment overrides.
 
 One module per section of ``agent.toml`` (``[agent]`` in `rigmon.config.agent`, ``[psu]`` in
 `rigmon.config.psu`, ...) and the whole file with its loader in `rigmon.config.loader`; every

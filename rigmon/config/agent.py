@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from rigmon.config.common import DEFAULT_PORT, check_ranges, split_listen
 
@@ -24,8 +25,7 @@ AGENT_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class AgentSection:
+class AgentSection(msgspec.Struct, frozen=True, gc=False):
     """``[agent]``: identity, listening address, sampling and limits."""
 
     node: str = ""
@@ -76,8 +76,7 @@ class AgentSection:
         split_listen(self.listen)
 
 
-@dataclass(frozen=True, slots=True)
-class CollectorSection:
+class CollectorSection(msgspec.Struct, frozen=True, gc=False):
     """``[collectors.NAME]``: per-collector switches."""
 
     enabled: bool = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from rigmon.config.common import check_ranges
 
@@ -10,8 +10,7 @@ from rigmon.config.common import check_ranges
 RuleOverrideValue = str | int | float | bool | tuple[str | int | float | bool, ...] | dict[str, float]
 
 
-@dataclass(frozen=True, slots=True)
-class AlarmsSection:
+class AlarmsSection(msgspec.Struct, frozen=True, gc=False):
     """``[alarms]``: which rules are in force."""
 
     enabled: bool = True
@@ -22,7 +21,7 @@ class AlarmsSection:
     """TOML file of extra ``[[rule]]`` tables; a rule named like a default replaces it."""
     disable: tuple[str, ...] = ()
     """Names of rules to switch off."""
-    overrides: dict[str, dict[str, RuleOverrideValue]] = field(default_factory=dict)
+    overrides: dict[str, dict[str, RuleOverrideValue]] = msgspec.field(default_factory=dict)
     """Single keys of rules by name: ``[alarms.overrides.psu_rail_low_warning] below = 11.6``."""
     recent: int = 200
     """Resolved alarms kept for /v1/alarms."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from rigmon.config.common import check_ranges
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSection:
+class GpuSection(msgspec.Struct, frozen=True, gc=False):
     """``[gpu]``: NVML, GPU events and the kernel log reader."""
 
     nvml_timeout_s: float = 2.0
@@ -33,8 +33,7 @@ class GpuSection:
         check_ranges(self, {"nvml_timeout_s": (0.01, 600.0), "kernel_log_lines": (1, 100_000)})
 
 
-@dataclass(frozen=True, slots=True)
-class KernelLogSection:
+class KernelLogSection(msgspec.Struct, frozen=True, gc=False):
     """``[kernel_log]``: how the kernel log at ``gpu.kmsg_path`` is written."""
 
     format: Literal["auto", "kmsg", "dmesg", "journal"] = "auto"

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 
 GuardMode = Literal["dry-run", "enforce"]
 
 
-@dataclass(frozen=True, slots=True)
-class GuardSection:
+class GuardSection(msgspec.Struct, frozen=True, gc=False):
     """``[guard]``: the opt-in undervolt guard (issue 20; README "Undervolt guard").
 
     When the 12 V rail sags it caps the GPUs' clocks in steps (application clocks, then

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from rigmon.config.common import check_ranges
 
 
-@dataclass(frozen=True, slots=True)
-class JournalSection:
+class JournalSection(msgspec.Struct, frozen=True, gc=False):
     """``[journal]``: the flight recorder's retention (SQLite in the agent's state directory).
 
     Whole frames are kept for ``frames_keep_h``; per-series min/mean/max in 1-minute

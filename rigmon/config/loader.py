@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from rigmon.config.agent import AgentSection, CollectorSection
 from rigmon.config.alarms import AlarmsSection
@@ -19,24 +19,29 @@ from rigmon.config.notify import NotifySection
 from rigmon.config.probes import PeerSection, ProbesSection
 from rigmon.config.psu import PsuSection
 from rigmon.config.storage import StorageSection
-from rigmon.typed import TypedDataError, from_data
+from rigmon.typed import TypedDataError, from_data, record_fields
 
 
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
-    """The whole agent configuration file."""
+class AgentConfig(msgspec.Struct, frozen=True, gc=False):
+    """The whole agent configuration file.
 
-    agent: AgentSection = field(default_factory=AgentSection)
-    collectors: dict[str, CollectorSection] = field(default_factory=dict)
-    storage: StorageSection = field(default_factory=StorageSection)
-    gpu: GpuSection = field(default_factory=GpuSection)
-    kernel_log: KernelLogSection = field(default_factory=KernelLogSection)
-    alarms: AlarmsSection = field(default_factory=AlarmsSection)
+    Every section is a frozen `msgspec.Struct` (cheaper to define at the agent's start than a
+    dataclass), built and checked by `rigmon.typed.from_data`; change a copy with
+    `msgspec.structs.replace`. ``gc=False``: frozen, holding only plain values and other
+    sections, a section cannot be part of a reference cycle.
+    """
+
+    agent: AgentSection = msgspec.field(default_factory=AgentSection)
+    collectors: dict[str, CollectorSection] = msgspec.field(default_factory=dict)
+    storage: StorageSection = msgspec.field(default_factory=StorageSection)
+    gpu: GpuSection = msgspec.field(default_factory=GpuSection)
+    kernel_log: KernelLogSection = msgspec.field(default_factory=KernelLogSection)
+    alarms: AlarmsSection = msgspec.field(default_factory=AlarmsSection)
     notify: tuple[NotifySection, ...] = ()
-    psu: PsuSection = field(default_factory=PsuSection)
-    journal: JournalSection = field(default_factory=JournalSection)
-    guard: GuardSection = field(default_factory=GuardSection)
-    probes: ProbesSection = field(default_factory=ProbesSection)
+    psu: PsuSection = msgspec.field(default_factory=PsuSection)
+    journal: JournalSection = msgspec.field(default_factory=JournalSection)
+    guard: GuardSection = msgspec.field(default_factory=GuardSection)
+    probes: ProbesSection = msgspec.field(default_factory=ProbesSection)
     peers: tuple[PeerSection, ...] = ()
     """``[[peers]]``: nodes to probe (and to answer); none: probes are off."""
 
@@ -104,7 +109,7 @@ def load_agent_config(
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
-    fields = {f.name: f.type for f in dataclasses.fields(AgentSection)}
+    fields = {f.name: f.type for f in record_fields(AgentSection) or ()}
     out: dict[str, object] = {}
     for key, text in environ.items():
         if not key.startswith(_ENV_PREFIX):
@@ -112,9 +117,9 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
         name = key[len(_ENV_PREFIX) :].lower()
         if name not in fields:
             raise ConfigError(f"environment {key}: unknown key agent.{name}")
-        kind = str(fields[name])
+        kind = fields[name]
         try:
-            out[name] = float(text) if "float" in kind else int(text) if "int" in kind else text
+            out[name] = float(text) if kind is float else int(text) if kind is int else text
         except ValueError:
             raise ConfigError(f"environment {key}: expected a number, got {text!r}") from None
     return out

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
 
 from rigmon.config.common import check_ranges
 
@@ -11,8 +12,7 @@ from rigmon.config.common import check_ranges
 NotifyKind = Literal["webhook", "ntfy", "slack", "discord", "command"]
 
 
-@dataclass(frozen=True, slots=True)
-class NotifySection:
+class NotifySection(msgspec.Struct, frozen=True, gc=False):
     """``[[notify]]``: one place alarms are sent to."""
 
     kind: NotifyKind
@@ -27,7 +27,7 @@ class NotifySection:
     """Alarms below this severity are not sent."""
     send_resolved: bool = True
     """Also send a notification when an alarm resolves."""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
     """Extra HTTP headers (an ``Authorization`` for ntfy, say)."""
     timeout_s: float = 10.0
     """Per request or command run."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from rigmon.config.common import DEFAULT_PORT, check_ranges
 
@@ -15,8 +16,7 @@ DEFAULT_PROBE_PORT = 9872
 MAX_PROBES_PER_WINDOW = 36_000
 
 
-@dataclass(frozen=True, slots=True)
-class ProbesSection:
+class ProbesSection(msgspec.Struct, frozen=True, gc=False):
     """``[probes]``: latency probes between agents (README "Latency probes"); on when ``[[peers]]`` exist."""
 
     rate_hz: float = 10.0
@@ -58,8 +58,7 @@ def _check_name(what: str, name: str) -> None:
         raise ValueError(f"{what} must be 1-64 printable characters without '/' or surrounding spaces, got {name!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class PeerPathSection:
+class PeerPathSection(msgspec.Struct, frozen=True, gc=False):
     """``[[peers]] paths = [{...}]``: one way to reach a peer (thunderbolt-net, 100 GbE, management)."""
 
     name: str
@@ -91,8 +90,7 @@ class PeerPathSection:
         return probes.port if self.transport == "udp" else DEFAULT_PORT
 
 
-@dataclass(frozen=True, slots=True)
-class PeerSection:
+class PeerSection(msgspec.Struct, frozen=True, gc=False):
     """``[[peers]]``: another node's agent this agent probes and answers."""
 
     name: str

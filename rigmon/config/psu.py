@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
 
 from rigmon.config.common import check_ranges
 
@@ -11,13 +12,12 @@ from rigmon.config.common import check_ranges
 PsuProtocol = Literal["rm1", "text", "pzem017"]
 
 
-@dataclass(frozen=True, slots=True)
-class PsuHwmonSection:
+class PsuHwmonSection(msgspec.Struct, frozen=True, gc=False):
     """``[psu.hwmon]``: 12 V from hwmon (Super I/O, BMC, PMBus PSUs) without a serial ADC."""
 
     enabled: bool = True
     """Read hwmon voltage and PMBus files (absent hardware is a quiet state)."""
-    scale: dict[str, float] = field(default_factory=dict)
+    scale: dict[str, float] = msgspec.field(default_factory=dict)
     """Multiplier per input, keyed ``CHIP/inN`` (``nct6779/in4 = 6.6``): Super I/O chips report
     the pin voltage behind a board-specific divider, as sensors.conf ``compute`` lines do."""
     share_imbalance_pct: float = 20.0
@@ -30,8 +30,7 @@ class PsuHwmonSection:
         check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
 
 
-@dataclass(frozen=True, slots=True)
-class PsuSection:
+class PsuSection(msgspec.Struct, frozen=True, gc=False):
     """``[psu]``: the 12 V rail from a serial ADC or meter (see README "PSU rail")."""
 
     port: str = ""
@@ -60,12 +59,12 @@ class PsuSection:
     """Modbus slave address of a PZEM-017 (1..247)."""
     poll_interval_s: float = 1.0
     """Seconds between PZEM-017 polls (the meter refreshes about once a second)."""
-    channels: dict[str, str] = field(default_factory=lambda: {"v": "0"})
+    channels: dict[str, str] = msgspec.field(default_factory=lambda: {"v": "0"})
     """``text`` protocol: rigmon channel -> field of the line (a key, a CSV header name, or a
     0-based column number). Channels starting with ``v`` are volts, with ``i`` amps."""
-    scale: dict[str, float] = field(default_factory=dict)
+    scale: dict[str, float] = msgspec.field(default_factory=dict)
     """``text`` protocol: multiplier per channel to volts or amps (``v = 0.001`` for mV)."""
-    hwmon: PsuHwmonSection = field(default_factory=PsuHwmonSection)
+    hwmon: PsuHwmonSection = msgspec.field(default_factory=PsuHwmonSection)
 
     def __post_init__(self) -> None:
         if self.baud <= 0:

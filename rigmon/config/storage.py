@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from rigmon.config.common import check_ranges
 
 
-@dataclass(frozen=True, slots=True)
-class StorageSection:
+class StorageSection(msgspec.Struct, frozen=True, gc=False):
     """``[storage]``: disks, md arrays, NVMe, Thunderbolt/USB4 and network links."""
 
     udev: bool = True
     """Re-read at once on udev events (polling stays the ground truth; no udev is quiet)."""
-    thunderbolt_expected_gbps: dict[str, float] = field(default_factory=dict)
+    thunderbolt_expected_gbps: dict[str, float] = msgspec.field(default_factory=dict)
     """Expected bandwidth per direction (Gb/s, speed x lanes) per link, keyed by router name
     (``0-1``) or ``unique_id``; unlisted links expect their generation's nominal rate."""
-    infiniband_expected_gbps: dict[str, float] = field(default_factory=dict)
+    infiniband_expected_gbps: dict[str, float] = msgspec.field(default_factory=dict)
     """Expected rate (Gb/s) per RDMA port, keyed ``<device>/<port>`` (``mlx5_0/1``) or by device
     (every port of it); unlisted ports expect the best rate seen since the agent started."""
     balance_min_bytes_per_s: float = 50e6

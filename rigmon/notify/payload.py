@@ -7,8 +7,9 @@ Pure functions of a `Notification`; the wire format of the generic webhook is ve
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from rigmon.schema import Alarm
 from rigmon.typed import to_data
@@ -23,8 +24,7 @@ _NTFY_TAGS = {"critical": "rotating_light", "warning": "warning", "info": "infor
 _EMOJI = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":information_source:"}
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(msgspec.Struct, frozen=True, gc=False):
     """An alarm that fired or resolved, on its way to a notifier.
 
     Attributes:

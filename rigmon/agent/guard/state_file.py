@@ -11,8 +11,9 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from rigmon.schema import EventValue, GuardGpuSettings, Severity
 from rigmon.typed import TypedDataError, from_data, to_data
@@ -31,8 +32,9 @@ def state_file_path(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / STATE_FILE
 
 
-@dataclass(frozen=True, slots=True)
-class SavedSettings:
+# A frozen msgspec Struct, not a dataclass (cheaper to define at the agent's start); gc=False:
+# frozen, holding only plain values and frozen records, it cannot be part of a reference cycle.
+class SavedSettings(msgspec.Struct, frozen=True, gc=False):
     """What the state file holds.
 
     ``trigger``, ``engaged_at``, ``node`` and ``saved_at`` are read as the file has them,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from rigmon.agent.journal.layout import JournalError
 
@@ -116,8 +117,7 @@ def unpack_times(blob: bytes) -> tuple[float, ...]:
     return struct.unpack(f"<{len(raw) // 8}d", raw)
 
 
-@dataclass(frozen=True, slots=True)
-class FramesGzip:
+class FramesGzip(msgspec.Struct, frozen=True, gc=False):
     """Frames of a window as concatenated gzip members of JSON lines (see `JournalReader.frames_gzip`).
 
     Attributes:

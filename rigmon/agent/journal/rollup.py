@@ -14,9 +14,10 @@ and a frame a shape cannot read exactly (two series of one name) is walked by it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
+
+import msgspec
 
 from rigmon.agent.journal.tiers import TIERS_S, floor_to
 from rigmon.series import Stats, _element_key, add_value, frame_series, merge_stats
@@ -168,13 +169,12 @@ def column_stats(shape: SeriesShape, rows: Sequence[tuple[Any, ...]], into: dict
                 add_value(into, name, float(value))
 
 
-@dataclass(slots=True)
-class _OpenBucket:
+class _OpenBucket(msgspec.Struct):
     """A bucket being filled: statistics so far, and rows of compiled shapes not yet folded in."""
 
     start: float
-    stats: dict[str, Stats] = field(default_factory=dict)
-    rows: list[tuple[SeriesShape, list[tuple[Any, ...]]]] = field(default_factory=list)
+    stats: dict[str, Stats] = msgspec.field(default_factory=dict)
+    rows: list[tuple[SeriesShape, list[tuple[Any, ...]]]] = msgspec.field(default_factory=list)
     #: Frames (60 s tier) or finer buckets (900 s tier) in it.
     count: int = 0
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+
+import msgspec
 
 #: Seconds before the last frame of a crashed run that its summary covers.
 FINAL_WINDOW_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
+# A frozen msgspec Struct, not a dataclass (cheaper to define at the agent's start); gc=False:
+# frozen, holding only plain values and frozen records, it cannot be part of a reference cycle.
+class RunRecord(msgspec.Struct, frozen=True, gc=False):
     """One agent run as the journal knows it.
 
     ``info`` and ``config`` are the JSON texts of /v1/info and the redacted configuration
@@ -26,8 +28,7 @@ class RunRecord:
     config: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class UncleanRun:
+class UncleanRun(msgspec.Struct, frozen=True, gc=False):
     """A previous run that never recorded a clean stop, and its last readings.
 
     Attributes:

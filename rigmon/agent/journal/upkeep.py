@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from rigmon.agent.journal.blocks import (
     BLOCK_FLUSH_S,
@@ -21,8 +22,7 @@ from rigmon.clock import Clock
 from rigmon.config import JournalSection
 
 
-@dataclass(frozen=True, slots=True)
-class Retention:
+class Retention(msgspec.Struct, frozen=True, gc=False):
     """How long each kind of data is kept, and the size cap of the file.
 
     Attributes:
@@ -32,7 +32,7 @@ class Retention:
     """
 
     frames_keep_s: float = 48 * 3600.0
-    tier_keep_s: dict[int, float] = field(default_factory=lambda: {60: 30 * 86400.0, 900: 400 * 86400.0})
+    tier_keep_s: dict[int, float] = msgspec.field(default_factory=lambda: {60: 30 * 86400.0, 900: 400 * 86400.0})
     max_bytes: int = 2048 * 1024 * 1024
 
     @classmethod
