@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import sys
 import tempfile
@@ -40,7 +41,13 @@ from rigmon.typed import to_data  # noqa: E402
 
 
 def per_call_ms(fn: Callable[[], object], calls: int) -> float:
+    """CPU ms per call of ``fn`` on this thread, after one warm-up call.
+
+    A full collection first: a pass of the cycle collector owed by earlier parts (~10 ms with a
+    frame's records alive) must not land in this part's window and make it look slower.
+    """
     fn()
+    gc.collect()
     t0 = time.thread_time()
     for _ in range(calls):
         fn()
