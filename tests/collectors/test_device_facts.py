@@ -25,6 +25,7 @@ from rigmon.schema import (
 from rigmon.sim import write_tree
 from rigmon.sim.tree import Tree
 from rigmon.sim.udev import FakeUdevSource
+from tests.collectors.root_helpers import ListLog
 
 
 def test_facts_are_read_once_until_the_device_set_changes() -> None:
@@ -137,18 +138,6 @@ def test_nvme_udev_event_reads_the_identity_again(tmp_path: Path) -> None:
         collector.close()
     assert nvme_readings(pushed[-1])["nvme0"].model == "Crucial T705 2TB"
     assert nvme_readings(collector.collect())["nvme0"].model == "Crucial T705 2TB"
-
-
-class ListLog(HostRoot):
-    """A root that notes every directory listed through it."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.listed: list[str] = []
-
-    def listdir(self, rel: str) -> list[str]:
-        self.listed.append(rel)
-        return super().listdir(rel)
 
 
 def test_nvme_namespaces_are_listed_once_until_a_change_is_signalled(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from rigmon.collectors.infiniband import (
 from rigmon.hw.root import HostRoot
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, InfinibandPortReading
 from tests.alarms.helpers import FakeClock
+from tests.collectors.root_helpers import ListLog
 
 PORT = "sys/class/infiniband/mlx5_0/ports/1"
 
@@ -211,18 +212,6 @@ def test_a_ports_files_are_facts_read_again_when_the_port_returns(tmp_path: Path
     write_port(tmp_path, port_rcv_data=9, link_downed=1)
     (reading,), _ = collect(collector)
     assert reading.symbol_error_total == 0
-
-
-class ListLog(HostRoot):
-    """A root that notes every directory listed through it."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.listed: list[str] = []
-
-    def listdir(self, rel: str) -> list[str]:
-        self.listed.append(rel)
-        return super().listdir(rel)
 
 
 def test_a_devices_ports_are_listed_when_it_appears_and_when_a_port_goes(tmp_path: Path) -> None:
