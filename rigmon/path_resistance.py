@@ -55,14 +55,18 @@ class _Fit(msgspec.Struct):
     x_max: float = -math.inf
 
     def add(self, x: float, y: float) -> None:
+        self.add_moments(x, y)
+        self.x_min = min(self.x_min, x)
+        self.x_max = max(self.x_max, x)
+
+    def add_moments(self, x: float, y: float) -> None:
+        """Add a point to the sums only (``x_min``/``x_max`` are left as they are, as `remove` does)."""
         self.n += 1
         self.sx += x
         self.sy += y
         self.sxx += x * x
         self.sxy += x * y
         self.syy += y * y
-        self.x_min = min(self.x_min, x)
-        self.x_max = max(self.x_max, x)
 
     def remove(self, x: float, y: float) -> None:
         """Take a point out of the sums (``x_min``/``x_max`` are left as they are)."""
@@ -201,12 +205,7 @@ class PathResistanceEstimator:
         recent = self._recent
         recent.append((at, amps, y))
         sums = self._sums
-        sums.n += 1
-        sums.sx += amps
-        sums.sy += y
-        sums.sxx += amps * amps
-        sums.sxy += amps * y
-        sums.syy += y * y
+        sums.add_moments(amps, y)
         number = self._added
         self._added += 1
         lows, highs = self._lows, self._highs
