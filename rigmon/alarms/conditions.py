@@ -121,8 +121,11 @@ def counter(rule: CounterRule, state: RuleState, matches: list[Match], now: floa
         # cannot say the counter is quiet: an alarm carried over a restart, or firing across
         # a driver reload, must not resolve on it and fire again moments later.
         known = active or hist[0][0] <= start
+        # The time the increase was counted over: the whole window once the history reaches
+        # back to its start, less since the agent started or the counter was reset.
+        span_s = min(rule.window_s, now - hist[0][0])
         yield obs(rule, m, m.subject, m.labels, active, tidy(increase),
-                        {"increase": increase, "total": tidy(v)}, known=known, quiet=quiet)
+                  {"increase": increase, "total": tidy(v), "span_s": span_s}, known=known, quiet=quiet)
 
 
 def trend(rule: TrendRule, state: RuleState, matches: list[Match], now: float, quiet: bool,

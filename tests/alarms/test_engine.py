@@ -218,6 +218,22 @@ def test_counter_increase(values: tuple[int, ...], expected: list[tuple[float, s
     assert run(rules(COUNTER), replays(*values))[1] == expected
 
 
+def test_a_counter_message_gives_the_time_its_increase_was_counted_over() -> None:
+    """Half a minute after the agent started, "rose by 11 in 600 s" would claim ten minutes of
+    watching: the default rules' messages give the time covered, the window once it is full."""
+    def crc(value: int) -> dict[str, Any]:
+        return {"gpus": [{"index": 2, "nvlinks": [{"link": 1, "crc_flit_total": value}]}]}
+
+    engine, seen = run(default("gpu_nvlink_crc_rising"), [Step(0, crc(0)), Step(29, crc(0)), Step(30, crc(11))])
+    assert seen == [(30, "firing", "gpu:2")]
+    (alarm,) = engine.alarm_list().active
+    assert alarm.message == "GPU 2 NVLink 1 CRC errors rose by 11 in 30 s"
+
+    engine, seen = run(default("gpu_nvlink_crc_rising"), [Step(0, crc(0)), Step(700, crc(0)), Step(701, crc(11))])
+    (alarm,) = engine.alarm_list().active
+    assert alarm.message == "GPU 2 NVLink 1 CRC errors rose by 11 in 600 s"
+
+
 def test_staleness() -> None:
     def col(sampled_at: float | None) -> dict[str, Any]:
         return {"collectors": {"host": {"state": "ok", "sampled_at": sampled_at}}}
