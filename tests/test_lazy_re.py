@@ -1,4 +1,4 @@
-"""`rigmon.lazy_re`: a module-level pattern compiled on first use, answering like the compiled one."""
+"""`rigmon.lazy_re`, a pattern compiled on first use; and no module of rigmon compiling one at import unless listed."""
 
 from __future__ import annotations
 
