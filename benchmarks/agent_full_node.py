@@ -12,7 +12,7 @@ What is the simulator's and is taken out:
 - its physics and tree writes run in a thread of their own: that thread's CPU time
   (``time.thread_time`` inside it) is measured and subtracted;
 - the fake NVML library runs on the agent's GPU threads when they call it: every call
-  passes one dispatch point (``FakeNvmlLibrary._system``; the event wait, which does not,
+  passes one dispatch point (``FakeNvmlLibrary.system_call``; the event wait, which does not,
   on its symbol), which this script times with the calling thread's CPU clock and subtracts.
   pynvml's function lookup and ctypes structures stay in the agent's figure, as on a real
   node; a real driver's own time is not represented;
@@ -105,7 +105,7 @@ class FakeDriverTimer:
         #: Timed calls by calling thread (each also costs the timing itself: `overhead_s`).
         self.calls_by_thread: dict[int, int] = {}
         self._lock = threading.Lock()
-        self._original: Callable[[str, Callable[..., int]], int] = FAKE_NVML._system
+        self._original: Callable[[str, Callable[..., int]], int] = FAKE_NVML.system_call
         self._wait: Callable[..., int] | None = None
 
     def install(self) -> None:
@@ -118,8 +118,8 @@ class FakeDriverTimer:
             finally:
                 self._count(time.thread_time() - t0)
 
-        FAKE_NVML._system = timed  # type: ignore[method-assign]
-        # The fake's event wait does not pass `_system` (it blocks on a condition, not the
+        FAKE_NVML.system_call = timed  # type: ignore[method-assign]
+        # The fake's event wait does not pass `system_call` (it blocks on a condition, not the
         # machine's lock), and its timed wait costs CPU of its own: time it on its symbol too.
         wait = self._wait = FAKE_NVML.symbols.nvmlEventSetWait_v2
 
@@ -143,7 +143,7 @@ class FakeDriverTimer:
             self.calls_by_thread[ident] = self.calls_by_thread.get(ident, 0) + 1
 
     def remove(self) -> None:
-        FAKE_NVML.__dict__.pop("_system", None)
+        FAKE_NVML.__dict__.pop("system_call", None)
         if self._wait is not None:
             FAKE_NVML.symbols.nvmlEventSetWait_v2 = self._wait
             pynvml._nvmlGetFunctionPointer_cache.pop("nvmlEventSetWait_v2", None)

@@ -167,9 +167,24 @@ class FakeNvmlLibrary:
         with self._lock:
             return self._machines.get(target)
 
-    # -- symbol plumbing --------------------------------------------------------------
+    # -- the symbol tables' interface ------------------------------------------------------
+    #
+    # What the NVML area modules (`rigmon.sim.nvml_devices`, `nvml_fields`, `nvml_processes`,
+    # `nvml_events`, `nvml_control`) build their symbols from. Internal to the simulator: every
+    # symbol but shutdown, the error text, the event wait and freeing an event set answers
+    # through `system_call`, the one dispatch point (`benchmarks/agent_full_node.py` times
+    # the fake library there).
 
-    def _system(self, name: str, fn: Callable[[FakeNvmlMachine], int]) -> int:
+    def system_call(self, name: str, fn: Callable[[FakeNvmlMachine], int]) -> int:
+        """Answer symbol ``name`` from the current call's machine: ``fn(machine)`` under its lock.
+
+        Counts the call, blocks while a ``hang`` holds ``name``, and answers for the driver
+        first: DRIVER_NOT_LOADED (no machine for this target, or ``driver_missing``),
+        FUNCTION_NOT_FOUND (a symbol this driver lacks), UNINITIALIZED (before ``nvmlInit``).
+
+        Returns:
+            the NVML return code.
+        """
         machine = self.machine()
         if machine is None:
             return ERROR_DRIVER_NOT_LOADED
@@ -184,7 +199,15 @@ class FakeNvmlLibrary:
                 return ERROR_UNINITIALIZED
             return fn(machine)
 
-    def _device(self, name: str, handle: Any, fn: GpuFn) -> int:
+    def device_call(self, name: str, handle: Any, fn: GpuFn) -> int:
+        """`system_call` for a device symbol: ``fn(gpu)`` for the GPU ``handle`` names.
+
+        Answers INVALID_ARGUMENT for a handle of no GPU, GPU_IS_LOST for a lost GPU and
+        NOT_SUPPORTED when the GPU's ``not_supported`` failure names ``name``.
+
+        Returns:
+            the NVML return code.
+        """
         def on_machine(machine: FakeNvmlMachine) -> int:
             index = handle_value(handle) - HANDLE_BASE
             if not 0 <= index < len(machine.gpus):
@@ -196,9 +219,10 @@ class FakeNvmlLibrary:
                 return ERROR_NOT_SUPPORTED
             return fn(gpu)
 
-        return self._system(name, on_machine)
+        return self.system_call(name, on_machine)
 
-    def _scalar(self, name: str, getter: Callable[[FakeGpu], int | None]) -> Callable[[Any, Any], int]:
+    def scalar_symbol(self, name: str, getter: Callable[[FakeGpu], int | None]) -> Callable[[Any, Any], int]:
+        """A ``(device, *out)`` symbol writing ``getter(gpu)`` to ``out`` (``None``: NOT_SUPPORTED)."""
         def symbol(handle: Any, out: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
                 value = getter(gpu)
@@ -207,21 +231,23 @@ class FakeNvmlLibrary:
                 set_out(out, value)
                 return SUCCESS
 
-            return self._device(name, handle, fill)
+            return self.device_call(name, handle, fill)
 
         return symbol
 
-    def _string(self, name: str, getter: Callable[[FakeGpu], str]) -> Callable[[Any, Any, Any], int]:
+    def string_symbol(self, name: str, getter: Callable[[FakeGpu], str]) -> Callable[[Any, Any, Any], int]:
+        """A ``(device, char *buf, length)`` symbol writing ``getter(gpu)``, cut to the buffer as the driver does."""
         def symbol(handle: Any, buf: Any, length: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
                 buf.value = getter(gpu).encode()[: int_arg(length) - 1]
                 return SUCCESS
 
-            return self._device(name, handle, fill)
+            return self.device_call(name, handle, fill)
 
         return symbol
 
-    def _clock(self, name: str, table: Callable[[FakeGpu], dict[int, int]]) -> Callable[[Any, Any, Any], int]:
+    def clock_symbol(self, name: str, table: Callable[[FakeGpu], dict[int, int]]) -> Callable[[Any, Any, Any], int]:
+        """A ``(device, clock type, *out)`` symbol answering from ``table(gpu)`` (a type not in it: NOT_SUPPORTED)."""
         def symbol(handle: Any, clock_type: Any, out: Any) -> int:
             def fill(gpu: FakeGpu) -> int:
                 value = table(gpu).get(int_arg(clock_type))
@@ -230,11 +256,15 @@ class FakeNvmlLibrary:
                 set_out(out, value)
                 return SUCCESS
 
-            return self._device(name, handle, fill)
+            return self.device_call(name, handle, fill)
 
         return symbol
 
-    # -- the symbols ------------------------------------------------------------------
+    def next_event_set_id(self) -> int:
+        """A new event set's number, unique in this process (every machine's sets share one count)."""
+        with self._lock:
+            self._next_set += 1
+            return self._next_set
 
 #: The one fake library of this process (pynvml has one library slot).
 FAKE_NVML = FakeNvmlLibrary()

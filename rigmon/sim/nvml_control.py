@@ -55,7 +55,7 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                 return ERROR_NO_PERMISSION
             return change(gpu)
 
-        return lib._device(name, handle, fill)
+        return lib.device_call(name, handle, fill)
 
     def set_app_clocks(handle: Any, mem: Any, graphics: Any) -> int:
         def change(gpu: FakeGpu) -> int:
@@ -115,10 +115,10 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             out._obj.value = gpu.persistence_mode
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetPersistenceMode", handle, fill)
+        return lib.device_call("nvmlDeviceGetPersistenceMode", handle, fill)
 
     def supported_mem(handle: Any, count: Any, arr: Any) -> int:
-        return lib._device("nvmlDeviceGetSupportedMemoryClocks", handle,
+        return lib.device_call("nvmlDeviceGetSupportedMemoryClocks", handle,
                            lambda gpu: _fill_list((gpu.max_clock_mem_mhz,), count, arr))
 
     def supported_graphics(handle: Any, mem: Any, count: Any, arr: Any) -> int:
@@ -127,7 +127,7 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                 return 6  # NOT_FOUND: an unknown memory clock
             return _fill_list(supported_graphics_mhz(gpu), count, arr)
 
-        return lib._device("nvmlDeviceGetSupportedGraphicsClocks", handle, fill)
+        return lib.device_call("nvmlDeviceGetSupportedGraphicsClocks", handle, fill)
 
     return {
         "nvmlDeviceSetApplicationsClocks": set_app_clocks,

@@ -39,7 +39,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             machine.init_count += 1
             return SUCCESS
 
-        return lib._system("nvmlInitWithFlags", on)
+        return lib.system_call("nvmlInitWithFlags", on)
 
     def shutdown() -> int:
         machine = lib.machine()
@@ -56,14 +56,14 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             buf.value = machine.driver_version.encode()
             return SUCCESS
 
-        return lib._system("nvmlSystemGetDriverVersion", on)
+        return lib.system_call("nvmlSystemGetDriverVersion", on)
 
     def count(out: Any) -> int:
         def on(machine: FakeNvmlMachine) -> int:
             set_out(out, len(machine.gpus))
             return SUCCESS
 
-        return lib._system("nvmlDeviceGetCount_v2", on)
+        return lib.system_call("nvmlDeviceGetCount_v2", on)
 
     def handle_by_index(index: Any, out: Any) -> int:
         def on(machine: FakeNvmlMachine) -> int:
@@ -75,7 +75,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             write_handle(out, HANDLE_BASE + i)
             return SUCCESS
 
-        return lib._system("nvmlDeviceGetHandleByIndex_v2", on)
+        return lib.system_call("nvmlDeviceGetHandleByIndex_v2", on)
 
     def pci_info(handle: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -89,7 +89,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             info.busId = gpu.bus_id.encode()
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetPciInfo_v3", handle, fill)
+        return lib.device_call("nvmlDeviceGetPciInfo_v3", handle, fill)
 
     def samples(handle: Any, kind: Any, since: Any, value_type: Any, count_out: Any, buf: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -110,7 +110,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(count_out, min(room, len(newer)))
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetSamples", handle, fill)
+        return lib.device_call("nvmlDeviceGetSamples", handle, fill)
 
     def limit_constraints(handle: Any, low: Any, high: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -118,7 +118,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(high, gpu.default_limit_mw)
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetPowerManagementLimitConstraints", handle, fill)
+        return lib.device_call("nvmlDeviceGetPowerManagementLimitConstraints", handle, fill)
 
     def violation(handle: Any, policy: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -129,7 +129,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             out._obj.violationTime = gpu.violation_power_ns if p == 0 else gpu.violation_thermal_ns
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetViolationStatus", handle, fill)
+        return lib.device_call("nvmlDeviceGetViolationStatus", handle, fill)
 
     def temperature(handle: Any, sensor: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -138,7 +138,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(out, gpu.temp_c)
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetTemperature", handle, fill)
+        return lib.device_call("nvmlDeviceGetTemperature", handle, fill)
 
     def utilization(handle: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -146,7 +146,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             out._obj.memory = gpu.util_mem_pct
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetUtilizationRates", handle, fill)
+        return lib.device_call("nvmlDeviceGetUtilizationRates", handle, fill)
 
     def memory(handle: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -155,7 +155,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             out._obj.free = gpu.mem_total_bytes - gpu.mem_used_bytes
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetMemoryInfo", handle, fill)
+        return lib.device_call("nvmlDeviceGetMemoryInfo", handle, fill)
 
     def nvlink_state(handle: Any, link: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -168,7 +168,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(out, 1 if gpu.nvlink_active[i] else 0)
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetNvLinkState", handle, fill)
+        return lib.device_call("nvmlDeviceGetNvLinkState", handle, fill)
 
     def nvlink_version(handle: Any, link: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -177,7 +177,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(out, 2)
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetNvLinkVersion", handle, fill)
+        return lib.device_call("nvmlDeviceGetNvLinkVersion", handle, fill)
 
     def nvlink_counter(handle: Any, link: Any, counter: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -189,7 +189,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(out, gpu.nvlink_counters.get((i, c), 0))
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetNvLinkErrorCounter", handle, fill)
+        return lib.device_call("nvmlDeviceGetNvLinkErrorCounter", handle, fill)
 
     def ecc(handle: Any, error_type: Any, counter_type: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
@@ -197,7 +197,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(out, gpu.ecc_corrected if kind == MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected)
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetTotalEccErrors", handle, fill)
+        return lib.device_call("nvmlDeviceGetTotalEccErrors", handle, fill)
 
     s["nvmlInitWithFlags"] = init
     s["nvmlShutdown"] = shutdown
@@ -206,53 +206,53 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
     s["nvmlDeviceGetCount_v2"] = count
     s["nvmlDeviceGetHandleByIndex_v2"] = handle_by_index
     s["nvmlDeviceGetPciInfo_v3"] = pci_info
-    s["nvmlDeviceGetName"] = lib._string("nvmlDeviceGetName", lambda g: g.name)
-    s["nvmlDeviceGetUUID"] = lib._string("nvmlDeviceGetUUID", lambda g: g.uuid)
-    s["nvmlDeviceGetSerial"] = lib._string("nvmlDeviceGetSerial", lambda g: g.serial)
-    s["nvmlDeviceGetIndex"] = lib._scalar("nvmlDeviceGetIndex", lambda g: g.index)
-    s["nvmlDeviceGetPowerUsage"] = lib._scalar("nvmlDeviceGetPowerUsage", lambda g: g.power_mw)
+    s["nvmlDeviceGetName"] = lib.string_symbol("nvmlDeviceGetName", lambda g: g.name)
+    s["nvmlDeviceGetUUID"] = lib.string_symbol("nvmlDeviceGetUUID", lambda g: g.uuid)
+    s["nvmlDeviceGetSerial"] = lib.string_symbol("nvmlDeviceGetSerial", lambda g: g.serial)
+    s["nvmlDeviceGetIndex"] = lib.scalar_symbol("nvmlDeviceGetIndex", lambda g: g.index)
+    s["nvmlDeviceGetPowerUsage"] = lib.scalar_symbol("nvmlDeviceGetPowerUsage", lambda g: g.power_mw)
     s["nvmlDeviceGetSamples"] = samples
-    s["nvmlDeviceGetTotalEnergyConsumption"] = lib._scalar(
+    s["nvmlDeviceGetTotalEnergyConsumption"] = lib.scalar_symbol(
         "nvmlDeviceGetTotalEnergyConsumption", lambda g: int(g.energy_mj))
-    s["nvmlDeviceGetPowerManagementLimit"] = lib._scalar(
+    s["nvmlDeviceGetPowerManagementLimit"] = lib.scalar_symbol(
         "nvmlDeviceGetPowerManagementLimit", lambda g: g.power_limit_mw)
-    s["nvmlDeviceGetEnforcedPowerLimit"] = lib._scalar(
+    s["nvmlDeviceGetEnforcedPowerLimit"] = lib.scalar_symbol(
         "nvmlDeviceGetEnforcedPowerLimit", lambda g: g.enforced_limit_mw)
-    s["nvmlDeviceGetPowerManagementDefaultLimit"] = lib._scalar(
+    s["nvmlDeviceGetPowerManagementDefaultLimit"] = lib.scalar_symbol(
         "nvmlDeviceGetPowerManagementDefaultLimit", lambda g: g.default_limit_mw)
     s["nvmlDeviceGetPowerManagementLimitConstraints"] = limit_constraints
-    s["nvmlDeviceGetClockInfo"] = lib._clock("nvmlDeviceGetClockInfo", lambda g: {
+    s["nvmlDeviceGetClockInfo"] = lib.clock_symbol("nvmlDeviceGetClockInfo", lambda g: {
         0: g.clock_graphics_mhz, 1: g.clock_sm_mhz, 2: g.clock_mem_mhz})
-    s["nvmlDeviceGetMaxClockInfo"] = lib._clock("nvmlDeviceGetMaxClockInfo", lambda g: {
+    s["nvmlDeviceGetMaxClockInfo"] = lib.clock_symbol("nvmlDeviceGetMaxClockInfo", lambda g: {
         0: g.max_clock_graphics_mhz, 1: g.max_clock_sm_mhz, 2: g.max_clock_mem_mhz, 3: 1372})
-    s["nvmlDeviceGetApplicationsClock"] = lib._clock("nvmlDeviceGetApplicationsClock", lambda g: {
+    s["nvmlDeviceGetApplicationsClock"] = lib.clock_symbol("nvmlDeviceGetApplicationsClock", lambda g: {
         0: g.app_clock_graphics_mhz, 1: g.app_clock_graphics_mhz, 2: g.app_clock_mem_mhz})
-    s["nvmlDeviceGetDefaultApplicationsClock"] = lib._clock("nvmlDeviceGetDefaultApplicationsClock", lambda g: {
+    s["nvmlDeviceGetDefaultApplicationsClock"] = lib.clock_symbol("nvmlDeviceGetDefaultApplicationsClock", lambda g: {
         0: 1312, 1: 1312, 2: 877})
-    s["nvmlDeviceGetCurrentClocksEventReasons"] = lib._scalar(
+    s["nvmlDeviceGetCurrentClocksEventReasons"] = lib.scalar_symbol(
         "nvmlDeviceGetCurrentClocksEventReasons", lambda g: g.clock_reasons)
-    s["nvmlDeviceGetCurrentClocksThrottleReasons"] = lib._scalar(
+    s["nvmlDeviceGetCurrentClocksThrottleReasons"] = lib.scalar_symbol(
         "nvmlDeviceGetCurrentClocksThrottleReasons", lambda g: g.clock_reasons)
-    s["nvmlDeviceGetSupportedClocksThrottleReasons"] = lib._scalar(
+    s["nvmlDeviceGetSupportedClocksThrottleReasons"] = lib.scalar_symbol(
         "nvmlDeviceGetSupportedClocksThrottleReasons", lambda g: 0x1FF)
     s["nvmlDeviceGetViolationStatus"] = violation
     s["nvmlDeviceGetTemperature"] = temperature
-    s["nvmlDeviceGetFanSpeed"] = lib._scalar("nvmlDeviceGetFanSpeed", lambda g: g.fan_pct)
+    s["nvmlDeviceGetFanSpeed"] = lib.scalar_symbol("nvmlDeviceGetFanSpeed", lambda g: g.fan_pct)
     s["nvmlDeviceGetUtilizationRates"] = utilization
     s["nvmlDeviceGetMemoryInfo"] = memory
-    s["nvmlDeviceGetPerformanceState"] = lib._scalar("nvmlDeviceGetPerformanceState", lambda g: g.pstate)
-    s["nvmlDeviceGetCurrPcieLinkGeneration"] = lib._scalar(
+    s["nvmlDeviceGetPerformanceState"] = lib.scalar_symbol("nvmlDeviceGetPerformanceState", lambda g: g.pstate)
+    s["nvmlDeviceGetCurrPcieLinkGeneration"] = lib.scalar_symbol(
         "nvmlDeviceGetCurrPcieLinkGeneration", lambda g: g.pcie_gen)
-    s["nvmlDeviceGetCurrPcieLinkWidth"] = lib._scalar("nvmlDeviceGetCurrPcieLinkWidth", lambda g: g.pcie_width)
-    s["nvmlDeviceGetMaxPcieLinkGeneration"] = lib._scalar(
+    s["nvmlDeviceGetCurrPcieLinkWidth"] = lib.scalar_symbol("nvmlDeviceGetCurrPcieLinkWidth", lambda g: g.pcie_width)
+    s["nvmlDeviceGetMaxPcieLinkGeneration"] = lib.scalar_symbol(
         "nvmlDeviceGetMaxPcieLinkGeneration", lambda g: g.pcie_gen_max)
-    s["nvmlDeviceGetMaxPcieLinkWidth"] = lib._scalar(
+    s["nvmlDeviceGetMaxPcieLinkWidth"] = lib.scalar_symbol(
         "nvmlDeviceGetMaxPcieLinkWidth", lambda g: g.pcie_width_max)
-    s["nvmlDeviceGetPcieReplayCounter"] = lib._scalar("nvmlDeviceGetPcieReplayCounter", lambda g: g.pcie_replay)
+    s["nvmlDeviceGetPcieReplayCounter"] = lib.scalar_symbol("nvmlDeviceGetPcieReplayCounter", lambda g: g.pcie_replay)
     s["nvmlDeviceGetNvLinkState"] = nvlink_state
     s["nvmlDeviceGetNvLinkVersion"] = nvlink_version
     s["nvmlDeviceGetNvLinkErrorCounter"] = nvlink_counter
     s["nvmlDeviceGetTotalEccErrors"] = ecc
-    s["nvmlDeviceGetSupportedEventTypes"] = lib._scalar(
+    s["nvmlDeviceGetSupportedEventTypes"] = lib.scalar_symbol(
         "nvmlDeviceGetSupportedEventTypes", lambda g: 0x1 | 0x2 | 0x4 | 0x8 | 0x10)
     return s

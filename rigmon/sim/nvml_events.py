@@ -29,12 +29,10 @@ def event_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def event_set_create(out: Any) -> int:
         def on(machine: FakeNvmlMachine) -> int:
-            with lib._lock:
-                lib._next_set += 1
-                write_handle(out, EVENT_SET_BASE + lib._next_set)
+            write_handle(out, EVENT_SET_BASE + lib.next_event_set_id())
             return SUCCESS
 
-        return lib._system("nvmlEventSetCreate", on)
+        return lib.system_call("nvmlEventSetCreate", on)
 
     def register_events(handle: Any, event_types: Any, event_set: Any) -> int:
         set_id = handle_value(event_set)
@@ -43,17 +41,17 @@ def event_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             machine = lib.machine()
             assert machine is not None
             if int_arg(event_types) & 0x8:
-                machine._register(set_id, gpu.index)
+                machine.register_xid_events(set_id, gpu.index)
             return SUCCESS
 
-        return lib._device("nvmlDeviceRegisterEvents", handle, fill)
+        return lib.device_call("nvmlDeviceRegisterEvents", handle, fill)
 
     def event_wait(event_set: Any, data: Any, timeout_ms: Any) -> int:
         machine = lib.machine()
         if machine is None:
             return ERROR_DRIVER_NOT_LOADED
         machine.wait_running("nvmlEventSetWait_v2")
-        hit = machine._wait_event(handle_value(event_set), int_arg(timeout_ms) / 1000.0)
+        hit = machine.wait_xid_event(handle_value(event_set), int_arg(timeout_ms) / 1000.0)
         if hit is None:
             return ERROR_TIMEOUT
         index, xid = hit
@@ -69,7 +67,7 @@ def event_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
         machine = lib.machine()
         if machine is not None:
             with machine.lock:
-                machine._free(handle_value(event_set))
+                machine.free_event_set(handle_value(event_set))
         return SUCCESS
 
     s["nvmlEventSetCreate"] = event_set_create

@@ -94,7 +94,7 @@ def field_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                 filled = True
             return SUCCESS if filled else ERROR_NOT_SUPPORTED
 
-        return lib._device("nvmlDeviceGetFieldValues", handle, fill)
+        return lib.device_call("nvmlDeviceGetFieldValues", handle, fill)
 
     s["nvmlDeviceGetFieldValues"] = field_values
     return s

@@ -213,11 +213,20 @@ class FakeNvmlMachine:
         if symbol is not None and symbol in self._hung_symbols:
             self._symbols_running.wait()
 
-    def _register(self, set_id: int, index: int) -> None:
+    def register_xid_events(self, set_id: int, index: int) -> None:
+        """Deliver GPU ``index``'s Xid events to event set ``set_id`` from now on.
+
+        For ``nvmlDeviceRegisterEvents``; call under ``lock``.
+        """
         self._registered.setdefault(set_id, set()).add(index)
         self._queues.setdefault(set_id, deque())
 
-    def _wait_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
+    def wait_xid_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
+        """The next ``(gpu index, xid)`` queued for event set ``set_id``, waiting up to ``timeout_s``.
+
+        Returns:
+            ``None`` when none came in time, or the set has no GPU registered.
+        """
         with self._events:
             queue = self._queues.get(set_id)
             if queue is None:
@@ -226,7 +235,8 @@ class FakeNvmlMachine:
                 self._events.wait(timeout_s)
             return queue.popleft() if queue else None
 
-    def _free(self, set_id: int) -> None:
+    def free_event_set(self, set_id: int) -> None:
+        """Forget event set ``set_id`` and what was queued for it (``nvmlEventSetFree``; call under ``lock``)."""
         self._registered.pop(set_id, None)
         self._queues.pop(set_id, None)
 

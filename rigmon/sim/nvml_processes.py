@@ -43,7 +43,7 @@ def process_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                     infos[i].computeInstanceId = NO_INSTANCE
                 return SUCCESS
 
-            return lib._device(name, handle, fill)
+            return lib.device_call(name, handle, fill)
 
         return symbol
 
@@ -65,7 +65,7 @@ def process_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             set_out(count_out, min(room, len(gpu.processes)))
             return SUCCESS
 
-        return lib._device("nvmlDeviceGetProcessUtilization", handle, fill)
+        return lib.device_call("nvmlDeviceGetProcessUtilization", handle, fill)
 
     s["nvmlDeviceGetComputeRunningProcesses_v3"] = running("nvmlDeviceGetComputeRunningProcesses_v3", "compute")
     s["nvmlDeviceGetGraphicsRunningProcesses_v3"] = running("nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.actions import SkipAction
@@ -23,7 +24,9 @@ class ReplayKeys(App[None]):
 
     Its bindings come before the app's own, so the footer shows them first; `check_action`
     offers them only while replaying. The app sets `replay` and `cluster`, and draws in
-    `refresh_screen`.
+    `refresh_screen`: the one hook the keys need of it, abstract, so a type checker refuses an
+    app on these keys that does not say how it draws. (Textual's metaclass is not ``ABCMeta``:
+    at run time nothing is refused, and the hook raises if it was not overridden.)
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -41,8 +44,9 @@ class ReplayKeys(App[None]):
     cluster: ClusterStore
     """The node stores the replay files its frames into."""
 
+    @abstractmethod
     def refresh_screen(self) -> None:
-        """Draw the current screen (the app's own)."""
+        """Draw the current screen (the app's own): after every replay step, play/pause, seek and speed change."""
         raise NotImplementedError
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -181,7 +181,7 @@ async def test_killed_while_engaged_then_restarted_finds_and_restores(tmp_path: 
         first.on_frame(frame(clock.t, 11.3))
         await settle(first)
         # Killed: no close(), nothing restored; only its worker thread goes away.
-        first._executor.shutdown(wait=True)
+        first.worker._executor.shutdown(wait=True)
         assert machine.gpus[2].app_clock_graphics_mhz == 1005
         assert state_file_path(tmp_path / "state").exists()
 

@@ -1,7 +1,7 @@
 """The guard's NVML writes: what it needs of NVML (`GuardActuator`), one step written to a GPU and put back.
 
-`apply_step` and `put_back` talk to the GPUs: the service calls them on its worker thread, never
-on the event loop (`rigmon.agent.guard.service`). `describe` puts settings into one line.
+`apply_step` and `put_back` talk to the GPUs: the guard calls them on its worker thread, never
+on the event loop (`rigmon.agent.guard.worker`). `describe` puts settings into one line.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Nothing here touches the GPUs or the clock: `observe` reduces a frame to what the guard looks
 at, `decide` turns the guard's state and one observation into a new state and the actions to
-take, and `plan_settings` says which clocks a step sets. `rigmon.agent.guard.service` carries
+take, and `plan_settings` says which clocks a step sets. `rigmon.agent.guard.worker` carries
 the actions out through `rigmon.hw.nvml_control` (or only reports them, in dry-run).
 """
 

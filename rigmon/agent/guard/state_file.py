@@ -1,7 +1,7 @@
 """The guard's state file, ``<state_dir>/guard-state.json``: the GPU settings it changed and their originals.
 
 Written before the first change and removed once the originals are back, so an agent that was
-killed finds what it left behind on its next start (`rigmon.agent.guard.service`), and one whose
+killed finds what it left behind on its next start (`rigmon.agent.guard.state_store`), and one whose
 guard is now off can at least say so (`report_left_behind_when_disabled`).
 """
 

@@ -1,0 +1,94 @@
+"""The guard's changes kept on disk: save them, remove them once restored, take up what a previous run left.
+
+`GuardStateStore` writes `rigmon.agent.guard.shared.GuardShared`'s originals and settings in force
+to ``<state_dir>/guard-state.json`` (format: `rigmon.agent.guard.state_file`) before and after
+every change, removes the file once the originals are back, and on start loads a file a killed
+run left behind into the shared state, so the worker restores those settings in time.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rigmon.agent.guard.actuation import describe
+from rigmon.agent.guard.policy import GuardState
+from rigmon.agent.guard.shared import GuardShared
+from rigmon.agent.guard.state_file import STATE_FILE_ERRORS, SavedSettings, read_state, write_state
+
+log = logging.getLogger(__name__)
+
+
+class GuardStateStore:
+    """The state file of one agent's guard (no-ops when ``shared.path`` is ``None``).
+
+    Args:
+        shared: the guard's state, read and changed under its lock.
+    """
+
+    def __init__(self, shared: GuardShared) -> None:
+        self.shared = shared
+
+    def save(self) -> None:
+        """Write the originals and the settings in force (only while acting and something was changed).
+
+        A file that cannot be written is logged; the guard goes on without it.
+        """
+        sh = self.shared
+        if sh.path is None:
+            return
+        with sh.lock:
+            if not sh.acting or not sh.original:
+                return
+            s = sh.state
+            saved = SavedSettings(
+                node=sh.node, saved_at=sh.clock.time(), step=s.step, trigger=s.trigger, engaged_at=s.engaged_at,
+                gpus=tuple(s.gpus), original=tuple(sh.original[i] for i in sorted(sh.original)),
+                in_force=tuple(sh.in_force[i] for i in sorted(sh.in_force)),
+                original_persistence=dict(sh.original_persistence),
+            )
+        try:
+            write_state(sh.path, saved)
+        except OSError as exc:
+            log.warning("guard: cannot write %s: %s", sh.path, exc)
+
+    def remove(self) -> None:
+        """Remove the file (the originals are back)."""
+        path = self.shared.path
+        if path is not None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("guard: cannot remove %s: %s", path, exc)
+
+    def load_left_behind(self) -> None:
+        """Take up the settings a previous run left in place (engaged, marked ``left_behind``), with an event."""
+        sh = self.shared
+        if sh.path is None or not sh.path.exists():
+            return
+        try:
+            saved = read_state(sh.path)
+        except STATE_FILE_ERRORS as exc:
+            log.warning("guard: unreadable %s (%s): settings a previous run changed are unknown", sh.path, exc)
+            sh.event("guard_failed", "warning", f"guard: unreadable {sh.path.name}: {exc}", {})
+            return
+        original, in_force, step, gpus = saved.original, saved.in_force, saved.step, saved.gpus
+        now = sh.clock.time()
+        with sh.lock:
+            sh.original = {o.index: o for o in original}
+            sh.in_force = {o.index: o for o in in_force}
+            sh.original_persistence = dict(saved.original_persistence)
+            sh.left_behind = True
+            sh.state = GuardState(step=max(1, step), trigger=f"left behind by a previous run: {saved.trigger}",
+                                  engaged_at=saved.engaged_at, last_step_at=now, last_trigger_at=now,
+                                  gpus=gpus)
+        message = (f"guard found settings a previous agent run left in place on GPUs "
+                   f"{','.join(map(str, gpus))}: {describe(in_force)} (originals {describe(original)}); "
+                   f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s")
+        log.warning("guard: %s", message)
+        sh.event("guard_engaged", "warning", message, {
+            "left_behind": True, "step": step, "gpus": ",".join(map(str, gpus)),
+            "before": describe(original), "after": describe(in_force), "mode": sh.config.mode,
+            "trigger": str(saved.trigger),
+        })

@@ -1,0 +1,263 @@
+"""The guard's worker thread: carries the policy's decisions out on the GPUs and reports each as an event.
+
+`GuardWorker` runs every NVML call on one thread (each behind `rigmon.hw.nvml_control`'s own
+watchdog), so a hung driver call never stalls sampling. It engages a step (`apply_step`), restores
+the originals (`put_back`), or, in dry-run, says what it would have done; it records what it
+changed in `rigmon.agent.guard.shared.GuardShared` and saves it through
+`rigmon.agent.guard.state_store.GuardStateStore` before the next decision.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from rigmon.agent.guard.actuation import (
+    CALL_ERRORS,
+    GuardActuator,
+    apply_step,
+    describe,
+    from_control,
+    from_frame,
+    put_back,
+)
+from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings
+from rigmon.agent.guard.shared import GuardShared
+from rigmon.agent.guard.state_store import GuardStateStore
+from rigmon.hw.nvml_control import ControlDenied, NvmlHung
+from rigmon.schema import EventValue, GuardGpuSettings
+
+log = logging.getLogger(__name__)
+
+Changes = list[tuple[GuardGpuSettings, GuardGpuSettings]]
+
+
+class GuardWorker:
+    """The one thread that talks to the GPUs for the guard.
+
+    Args:
+        shared: the guard's state, read and changed under its lock.
+        store: where what was changed is kept.
+    """
+
+    def __init__(self, shared: GuardShared, store: GuardStateStore) -> None:
+        self.shared = shared
+        self.store = store
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rigmon-guard")
+        self._pending: list[Future[None]] = []
+
+    # -- the queue (called on the event loop) --------------------------------------------------
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        """Queue ``fn`` on the worker thread; an exception it raises is logged, never raised."""
+        self._pending = [f for f in self._pending if not f.done()]
+        self._pending.append(self._executor.submit(self._safely, fn))
+
+    def submit_decisions(self, decisions: list[Decision]) -> None:
+        """Queue each decision, one after the other."""
+        for d in decisions:
+            self.submit(functools.partial(self.carry_out, d))
+
+    def run_now(self, decisions: list[Decision], timeout_s: float) -> None:
+        """Carry ``decisions`` out after what is queued and wait for them (blocking: call from a thread).
+
+        Raises:
+            Exception: whatever carrying them out raised, or `TimeoutError`.
+        """
+        self._executor.submit(self._carry_out_all, decisions).result(timeout=timeout_s)
+
+    def wait_idle(self, timeout_s: float) -> None:
+        """Wait for the actions queued so far."""
+        for future in list(self._pending):
+            future.result(timeout=timeout_s)
+
+    def shutdown(self) -> None:
+        """Stop the thread, dropping what is still queued."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @staticmethod
+    def _safely(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the worker must survive anything
+            log.exception("guard: action failed")
+
+    def _carry_out_all(self, decisions: list[Decision]) -> None:
+        for d in decisions:
+            self.carry_out(d)
+
+    # -- on the worker thread ------------------------------------------------------------------
+
+    def probe(self) -> None:
+        """In enforce mode: find whether the guard may write, and work out the clock pairs now."""
+        sh = self.shared
+        if sh.config.mode != "enforce":
+            return
+        if sh.control is None:
+            sh.cannot_act("no NVIDIA driver or GPU (NVML is not available)")
+            return
+        reason = sh.control.probe()
+        if reason is None:
+            with sh.lock:
+                sh.acting, sh.reason = True, None
+            log.info("guard: enforcing; it may cap GPU clocks when the rail sags")
+            # Work out the clocks now, so engaging costs only the writes: the drop it
+            # prevents comes a few seconds after the first sag.
+            try:
+                count = sh.control.device_count()
+            except (ControlDenied, *CALL_ERRORS):
+                count = 0
+            for index in sh.config.gpus or range(count):
+                self._pair(index)
+        else:
+            sh.cannot_act(reason)
+
+    def carry_out(self, d: Decision) -> None:
+        """Engage, step, restore or report the rate limit, as ``d`` says, with its event."""
+        sh = self.shared
+        if d.kind == "limited":
+            self._failed(d, f"ceiling of {sh.config.max_actions_per_hour} actions per hour reached: "
+                            f"staying at step {d.step} although {d.trigger}", None)
+            return
+        if d.kind == "restore":
+            self._restore(d)
+            return
+        assert d.step_name is not None
+        changes: Changes = []
+        errors: list[str] = []
+        for index in d.gpus:
+            before = planned = GuardGpuSettings(index=index)
+            try:
+                before = self._current(index)
+                planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
+                after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence) \
+                    if sh.acting else planned
+            except ControlDenied as exc:
+                sh.cannot_act(str(exc))
+                before = self._current(index)
+                after = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
+            except CALL_ERRORS as exc:
+                errors.append(f"GPU {index}: {exc}")
+                if isinstance(exc, NvmlHung):
+                    # The write may still land when the driver returns: remember what to restore.
+                    with sh.lock:
+                        sh.original.setdefault(index, before)
+                        sh.in_force.setdefault(index, planned)
+                continue
+            with sh.lock:
+                sh.original.setdefault(index, before)
+                sh.in_force[index] = after
+            changes.append((before, after))
+        sh.last_action_at = sh.clock.time()
+        self.store.save()
+        if changes:
+            kind = "guard_engaged" if d.kind == "engage" else "guard_step"
+            verb = "capped" if sh.acting else "would cap"
+            what = {"app_clocks": "application clocks", "locked_clocks": "locked clocks",
+                    "power_limit": "power limit"}[d.step_name]
+            message = (f"guard {verb} GPUs {','.join(str(b.index) for b, _ in changes)} (step {d.step}, {what}) "
+                       f"because {d.trigger}: {describe([a for _, a in changes])}")
+            if not sh.acting:
+                message += " [dry-run: nothing was changed]"
+            sh.event(kind, "warning", message, self._data(d, changes))
+        if errors:
+            self._failed(d, "; ".join(errors), changes)
+        elif not changes:
+            self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def _current(self, index: int) -> GuardGpuSettings:
+        sh = self.shared
+        with sh.lock:
+            known = sh.in_force.get(index)
+            frame = sh.last_frame
+        if known is not None:
+            return known
+        if sh.control is not None:
+            try:
+                now = sh.control.read(index)
+            except (ControlDenied, *CALL_ERRORS):
+                pass
+            else:
+                sh.original_persistence.setdefault(index, now.persistence)
+                return from_control(now)
+        return from_frame(frame, index) if frame is not None else GuardGpuSettings(index=index)
+
+    def _pair(self, index: int) -> tuple[int, int] | None:
+        sh = self.shared
+        if len(sh.config.app_clocks_mhz) == 2:
+            return sh.config.app_clocks_mhz[0], sh.config.app_clocks_mhz[1]
+        if index not in sh.app_clocks:
+            pair = None
+            if sh.control is not None:
+                try:
+                    pair = derive_app_clocks(sh.control.supported_clocks(index),
+                                             sh.control.read(index).max_clock_graphics_mhz,
+                                             sh.config.derive_fraction)
+                except (ControlDenied, *CALL_ERRORS):
+                    pair = None
+            sh.app_clocks[index] = pair
+        return sh.app_clocks[index]
+
+    def _writer(self) -> GuardActuator:
+        """NVML, when acting (the probe found it)."""
+        control = self.shared.control
+        assert control is not None
+        return control
+
+    def _restore(self, d: Decision) -> None:
+        sh = self.shared
+        with sh.lock:
+            original = dict(sh.original)
+            in_force = dict(sh.in_force)
+        changes: Changes = []
+        errors: list[str] = []
+        for index in sorted(original):
+            before, target = in_force.get(index, original[index]), original[index]
+            try:
+                after = put_back(self._writer(), index, target, before, sh.original_persistence) \
+                    if sh.acting else target
+            except ControlDenied as exc:
+                sh.cannot_act(str(exc))
+                after = target
+            except CALL_ERRORS as exc:
+                errors.append(f"GPU {index}: {exc}")
+                continue
+            changes.append((before, after))
+            with sh.lock:
+                sh.in_force.pop(index, None)
+                sh.original.pop(index, None)
+        sh.last_action_at = sh.clock.time()
+        if errors:
+            self.store.save()
+            self._failed(d, "restoring: " + "; ".join(errors), changes)
+            return
+        if sh.acting:
+            with sh.lock:
+                sh.left_behind = False
+            self.store.remove()
+        verb = "restored" if sh.acting else "would restore"
+        message = f"guard {verb} GPUs {','.join(str(i) for i in sorted(original)) or '-'} ({d.trigger})"
+        if changes:
+            message += f": {describe([a for _, a in changes])}"
+        sh.event("guard_restored", "info", message, self._data(d, changes))
+
+    def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:
+        sh = self.shared
+        with sh.lock:
+            sh.failures_total += 1
+        log.warning("guard: %s", why)
+        sh.event("guard_failed", "warning", f"guard: {why}", self._data(d, changes or []))
+
+    def _data(self, d: Decision, changes: Changes) -> dict[str, EventValue]:
+        return {
+            "mode": self.shared.config.mode,
+            "dry_run": not self.shared.acting,
+            "trigger": d.trigger,
+            "step": d.step,
+            "step_name": d.step_name,
+            "gpus": ",".join(str(i) for i in d.gpus),
+            "before": describe([b for b, _ in changes]),
+            "after": describe([a for _, a in changes]),
+        }

@@ -1,0 +1,50 @@
+"""The fake NVML's area modules build their symbols through the library's named interface, not its privates."""
+
+from __future__ import annotations
+
+import ast
+import threading
+from pathlib import Path
+
+from rigmon.sim.nvml import FAKE_NVML, FakeNvmlLibrary
+
+SIM = Path(__file__).resolve().parents[2] / "rigmon" / "sim"
+#: The modules that build `FakeNvmlLibrary`'s symbol table, per NVML area.
+AREA_MODULES = ("nvml_control.py", "nvml_devices.py", "nvml_events.py", "nvml_fields.py", "nvml_processes.py")
+
+
+def private_uses(path: Path) -> list[str]:
+    """``lib._x`` and ``machine._x`` in a module: the library's or a machine's privates."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in ("lib", "machine") and node.attr.startswith("_"):
+            found.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_area_modules_use_no_privates_of_the_library_or_machine() -> None:
+    assert [p.name for p in sorted(SIM.glob("nvml_*.py")) if "_symbols(lib" in p.read_text()] == list(AREA_MODULES)
+    assert [use for name in AREA_MODULES for use in private_uses(SIM / name)] == []
+
+
+def test_the_interface_is_public_and_documented() -> None:
+    for name in ("system_call", "device_call", "scalar_symbol", "string_symbol", "clock_symbol", "next_event_set_id"):
+        assert getattr(FakeNvmlLibrary, name).__doc__, name
+
+
+def test_event_set_ids_are_unique_across_threads() -> None:
+    ids: list[int] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        mine = [FAKE_NVML.next_event_set_id() for _ in range(200)]
+        with lock:
+            ids.extend(mine)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == len(ids) == 800
