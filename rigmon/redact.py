@@ -7,18 +7,19 @@ their secret in the user part, the query or the path (Slack, Discord, ntfy topic
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from rigmon.lazy_re import lazy_compile
+
 REDACTED = "<redacted>"
 
-_SECRET_KEY = re.compile(r"(token|secret|passw|api[_-]?key|private[_-]?key|auth|credential|cookie)", re.IGNORECASE)
+_SECRET_KEY = lazy_compile(r"(?i)(token|secret|passw|api[_-]?key|private[_-]?key|auth|credential|cookie)")
 #: A command-line option without a value (``-u``, ``--silent``): safe to show.
-_FLAG = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9-]*")
+_FLAG = lazy_compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9-]*")
 # Paths of files holding secrets are not secrets themselves; their content never enters the data.
-_PATH_KEY = re.compile(r"_(file|path|dir)$")
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+_PATH_KEY = lazy_compile(r"_(file|path|dir)$")
+_URL = lazy_compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 
 
 def redact(data: Any, key: str = "") -> Any:

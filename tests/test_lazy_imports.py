@@ -89,7 +89,8 @@ def agent_built(tmp_path: Path, toml: str, token: str | None = None) -> set[str]
 
 
 #: Only an agent whose [guard] is enabled uses these (NVML control: pynvml's setters; the guard's policy).
-GUARD_MODULES = ("rigmon.agent.guard.service", "rigmon.agent.guard.policy", "rigmon.agent.guard.actuation",
+GUARD_MODULES = ("rigmon.agent.guard.service", "rigmon.agent.guard.shared", "rigmon.agent.guard.worker",
+                 "rigmon.agent.guard.state_store", "rigmon.agent.guard.policy", "rigmon.agent.guard.actuation",
                  "rigmon.agent.guard.collector", "rigmon.hw.nvml_control")
 
 

@@ -47,7 +47,6 @@ COMPILED_AT_IMPORT = {
     "rigmon.schema.frame": "one pattern, searched on every frame an agent encodes (the first comes at once)",
     "rigmon.alarms.selector": "two patterns, used by every rule's selector when the rules load",
     "rigmon.agent.control": "one pattern, used only by control requests (a candidate for lazy_compile)",
-    "rigmon.redact": "four patterns, used only when a snapshot takes the configuration (a candidate for lazy_compile)",
     # The dashboard's:
     "rigmon.cluster.sanitise": "one pattern, over every string an agent sends the dashboard",
     "rigmon.cluster.agent_answers": "one pattern, splitting every stream an agent sends",
