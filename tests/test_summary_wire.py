@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gc
+
+import msgspec
 import pytest
 from msgspec.structs import replace
 
@@ -78,6 +81,19 @@ def test_dashboards_read_the_golden_bytes_back(frames: list[Frame]) -> None:
         for decoded in (decode(SummaryRecord, line), decode_agent(SummaryRecord, line)):
             assert decoded == expected
             assert encode(decoded) == line
+
+
+def test_summary_records_decode_into_untracked_structs() -> None:
+    """The dashboard decodes a summary record straight into frozen Structs that the cycle collector
+    does not track (`rigmon.schema.Record`): no converter, and nothing for a full collection to walk."""
+    record = decode(SummaryRecord, golden_lines()[-1])
+    summary, paths = record.summary, record.summary.paths
+    assert paths is not None and paths.worst is not None
+    for value in (record, summary, paths, paths.worst, paths.paths[0]):
+        assert isinstance(value, msgspec.Struct) and type(value).__struct_config__.frozen, type(value)
+        assert not gc.is_tracked(value), type(value)
+    with pytest.raises(AttributeError):
+        summary.seq = 2  # type: ignore[misc]
 
 
 def test_the_golden_records_cover_every_part_of_a_summary(frames: list[Frame]) -> None:

@@ -6,7 +6,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
@@ -248,9 +248,9 @@ class NodeStore:
         self.gpus_seen = max(self.gpus_seen, summary.gpus_expected or 0)
         self.links_seen = max(self.links_seen, summary.links_total or 0)
         if self.gpus_seen > (summary.gpus_expected or 0):
-            summary = replace(summary, gpus_expected=self.gpus_seen, gpus_present=summary.gpus_present or 0)
+            summary = msgspec.structs.replace(summary, gpus_expected=self.gpus_seen, gpus_present=summary.gpus_present or 0)
         if self.links_seen > (summary.links_total or 0):
-            summary = replace(summary, links_total=self.links_seen, links_healthy=summary.links_healthy or 0)
+            summary = msgspec.structs.replace(summary, links_total=self.links_seen, links_healthy=summary.links_healthy or 0)
         return summary
 
     def add_gap(self, gap: Gap) -> None:
@@ -310,7 +310,7 @@ class NodeStore:
         firing_here = any(a.state == "firing" for a in cluster_alarms)
         own = self.alarm_list.active if self.alarm_list is not None else ()
         if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
-            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
+            summary = msgspec.structs.replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
                               alarms_severity=worst_severity(own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
         view = NodeView(
