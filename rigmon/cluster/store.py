@@ -6,7 +6,6 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
@@ -45,9 +44,13 @@ READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeView:
+class NodeView(msgspec.Struct, frozen=True, gc=False):
     """What the screens draw for one node at one moment; built by `NodeStore.view`.
+
+    A frozen msgspec Struct untracked by the cycle collector: built for every node whose figures
+    changed at each screen refresh (every node, every second). It cannot be part of a reference
+    cycle: frozen, it holds strings, numbers, frozen records (`NodeSummary`, `Problem`, `Sag`) and
+    dicts built for it of tuples of floats and of `Sag`s, into which nothing puts a view.
 
     Attributes:
         key: identity of the node on the dashboard (its URL).
@@ -77,10 +80,10 @@ class NodeView:
     reason: str | None
     age_s: float | None
     summary: NodeSummary | None
-    trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    details: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    trends: dict[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
+    details: dict[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
-    sags: dict[str, Sag] = field(default_factory=dict)
+    sags: dict[str, Sag] = msgspec.field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
     trend_span_s: float | None = None
