@@ -12,8 +12,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from rigmon.summary import (
     PEAK_OVER_LIMIT_FACTOR,
@@ -40,9 +42,12 @@ ARRAY_BUSY_BYTES_PER_S = 50e6
 MERGE_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True, gc=False):
     """One thing wrong with a node now, in a few words.
+
+    A frozen msgspec Struct untracked by the cycle collector: the node store builds a node's
+    problems whenever its view changes (every second for a node sending frames). It holds three
+    strings, so it cannot be part of a reference cycle.
 
     Attributes:
         level: ``bad`` (red: data or hardware lost, rail below the critical limit) or ``warn``.
@@ -55,10 +60,11 @@ class Problem:
     subject: str
 
 
-@dataclass(frozen=True, slots=True)
-class Sag:
+class Sag(msgspec.Struct, frozen=True, gc=False):
     """The lowest rail minimum seen shortly before a moment (volts at Unix seconds ``at``);
-    ``before`` is that moment (the GPU loss), when known."""
+    ``before`` is that moment (the GPU loss), when known.
+
+    A frozen msgspec Struct of three numbers (no cycle possible: untracked by the cycle collector)."""
 
     at: float
     volts: float
@@ -89,7 +95,7 @@ class RailMemory:
             if event.kind == "gpu_lost" and event.subject not in self._causes:
                 sag = sag_before(self._points, event.at)
                 if sag is not None:
-                    self._causes[event.subject] = replace(sag, before=event.at)
+                    self._causes[event.subject] = msgspec.structs.replace(sag, before=event.at)
 
     def cause_of(self, subject: str) -> Sag | None:
         """The sag before the loss of ``subject`` (``gpu:3``), if one was seen."""

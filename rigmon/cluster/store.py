@@ -6,7 +6,6 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import msgspec
@@ -45,9 +44,13 @@ READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeView:
+class NodeView(msgspec.Struct, frozen=True, gc=False):
     """What the screens draw for one node at one moment; built by `NodeStore.view`.
+
+    A frozen msgspec Struct untracked by the cycle collector: built for every node whose figures
+    changed at each screen refresh (every node, every second). It cannot be part of a reference
+    cycle: frozen, it holds strings, numbers, frozen records (`NodeSummary`, `Problem`, `Sag`) and
+    dicts built for it of tuples of floats and of `Sag`s, into which nothing puts a view.
 
     Attributes:
         key: identity of the node on the dashboard (its URL).
@@ -77,10 +80,10 @@ class NodeView:
     reason: str | None
     age_s: float | None
     summary: NodeSummary | None
-    trends: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    details: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    trends: dict[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
+    details: dict[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
-    sags: dict[str, Sag] = field(default_factory=dict)
+    sags: dict[str, Sag] = msgspec.field(default_factory=dict)
     restarts: int = 0
     frames_lost: int = 0
     trend_span_s: float | None = None
@@ -248,9 +251,9 @@ class NodeStore:
         self.gpus_seen = max(self.gpus_seen, summary.gpus_expected or 0)
         self.links_seen = max(self.links_seen, summary.links_total or 0)
         if self.gpus_seen > (summary.gpus_expected or 0):
-            summary = replace(summary, gpus_expected=self.gpus_seen, gpus_present=summary.gpus_present or 0)
+            summary = msgspec.structs.replace(summary, gpus_expected=self.gpus_seen, gpus_present=summary.gpus_present or 0)
         if self.links_seen > (summary.links_total or 0):
-            summary = replace(summary, links_total=self.links_seen, links_healthy=summary.links_healthy or 0)
+            summary = msgspec.structs.replace(summary, links_total=self.links_seen, links_healthy=summary.links_healthy or 0)
         return summary
 
     def add_gap(self, gap: Gap) -> None:
@@ -310,7 +313,7 @@ class NodeStore:
         firing_here = any(a.state == "firing" for a in cluster_alarms)
         own = self.alarm_list.active if self.alarm_list is not None else ()
         if summary is not None and self.latest is not None and (self.alarm_list is not None or firing_here):
-            summary = replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
+            summary = msgspec.structs.replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
                               alarms_severity=worst_severity(own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
         view = NodeView(

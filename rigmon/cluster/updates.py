@@ -1,45 +1,47 @@
-"""What following an agent yields: `Update`s (connected, frames or summaries, gap, failed), built from items."""
+"""What following an agent yields: `Update`s (connected, frames or summaries, gap, failed), built from items.
+
+The updates are frozen msgspec Structs untracked by the cycle collector (``gc=False``): one is
+built for every frame or summary record of every node followed, every second. They cannot be part
+of a reference cycle: frozen, they hold only strings, numbers, tuples and frozen wire records
+(`rigmon.schema.Record`), all of which existed before them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Union
+
+import msgspec
 
 from rigmon.schema import Frame, Gap, Info
 from rigmon.summary import SummaryRecord
 
 
-@dataclass(frozen=True, slots=True)
-class Connected:
+class Connected(msgspec.Struct, frozen=True, gc=False):
     """The agent answered /v1/info."""
 
     info: Info
 
 
-@dataclass(frozen=True, slots=True)
-class Sampled:
+class Sampled(msgspec.Struct, frozen=True, gc=False):
     """New frames, oldest first (one from the stream, several from a backfill)."""
 
     frames: tuple[Frame, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Summarized:
+class Summarized(msgspec.Struct, frozen=True, gc=False):
     """New summary records (``view="summary"``), oldest first."""
 
     records: tuple[SummaryRecord, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class GapReported:
+class GapReported(msgspec.Struct, frozen=True, gc=False):
     """The agent said frames we asked for are gone (it restarted, or its buffer moved on)."""
 
     gap: Gap
 
 
-@dataclass(frozen=True, slots=True)
-class Failed:
+class Failed(msgspec.Struct, frozen=True, gc=False):
     """Getting data failed; the client retries after ``retry_in_s`` seconds."""
 
     reason: str

@@ -3,14 +3,19 @@
 Each ``*_figures`` function returns its source's part of a `rigmon.summary.node_summary.NodeSummary`,
 ``None`` where the node does not report it. `detail_values` names the per-device series (each
 GPU's power, each array's throughput...) that the node screen draws as trends.
+
+The figures are frozen msgspec Structs (`rigmon.schema.Record`, ``gc=False``): the agent builds
+them for every frame it sends on the summary stream, the dashboard decodes them for every node
+it follows by summaries, every second. Untracked by the cycle collector because they cannot be
+part of a cycle: frozen, they hold only numbers, strings and other frozen figures (a
+`PathFigures` its `PathCell` tuple), all of which existed before them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from rigmon.schema import GuardReading, NetInterfaceReading, PeerPathReading, PeerPathState, Readings
+from rigmon.schema import GuardReading, NetInterfaceReading, PeerPathReading, PeerPathState, Readings, Record
 
 #: Rail minimum below which the rail is low (the default ``psu_rail_low_warning`` rule).
 RAIL_WARN_VOLTS = 11.7
@@ -20,16 +25,14 @@ RAIL_CRITICAL_VOLTS = 11.5
 LINK_NIC_KINDS = frozenset({"thunderbolt-net", "ethernet", "infiniband"})
 
 
-@dataclass(frozen=True, slots=True)
-class HostFigures:
+class HostFigures(Record, frozen=True):
     """Host part of a summary."""
 
     cpu_pct: float | None = None
     net_bytes_per_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GpuFigures:
+class GpuFigures(Record, frozen=True):
     """GPU part of a summary."""
 
     power_w: float | None = None
@@ -38,16 +41,14 @@ class GpuFigures:
     lost: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class LinkFigures:
+class LinkFigures(Record, frozen=True):
     """Thunderbolt/USB4 and network link part of a summary."""
 
     healthy: int | None = None
     total: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StorageFigures:
+class StorageFigures(Record, frozen=True):
     """Storage part of a summary."""
 
     bytes_per_s: float | None = None
@@ -55,8 +56,7 @@ class StorageFigures:
     arrays_total: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PathCell:
+class PathCell(Record, frozen=True):
     """One of a node's peer paths as the dashboard shows it (from a `PeerPathReading`).
 
     Attributes:
@@ -82,8 +82,7 @@ class PathCell:
     last_reply_age_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PathFigures:
+class PathFigures(Record, frozen=True):
     """Peer path part of a summary: every path of the node, and the worst of them (`path_rank`).
 
     ``paths`` keep the frame's order; the link matrix is built from them, so it needs only

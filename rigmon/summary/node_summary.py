@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from msgspec.structs import replace
 
-from rigmon.schema import Alarm, Frame
+from rigmon.schema import Alarm, Frame, Record
 from rigmon.summary.figures import (
     PathCell,
     PathFigures,
@@ -30,9 +30,13 @@ FAILING_STATES = frozenset({"error", "hung"})
 WORST_WINDOW_S = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSummary:
+class NodeSummary(Record, frozen=True):
     """The figures the cluster screen shows for one node; ``None`` means unknown ("—").
+
+    A frozen msgspec Struct untracked by the cycle collector (`rigmon.schema.Record`): built or
+    decoded for every node every second, and then copied (`msgspec.structs.replace`) by the node
+    store's `WorstWindow` and session inventory. It holds numbers, strings and the frozen
+    `PathFigures`/`PathCell`, never a mutable value, so it cannot be part of a reference cycle.
 
     Attributes:
         node: node name from the frame.

@@ -5,13 +5,12 @@ What an agent sends on ``/v1/stream?view=summary`` for a node the dashboard does
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from msgspec.structs import fields, replace
 
-from rigmon.schema import Frame, GpuReading, NvLinkReading, Readings
+from rigmon.schema import Frame, GpuReading, NvLinkReading, Readings, Record
 from rigmon.summary.figures import detail_values
 from rigmon.summary.node_summary import NodeSummary, summarize
 
@@ -38,9 +37,13 @@ _GPU_EMPTY: dict[str, Any] = {f.name: None if f.default is msgspec.NODEFAULT els
               for f in fields(GpuReading) if f.name not in SLIM_GPU_FIELDS}
 
 
-@dataclass(frozen=True, slots=True)
-class SummaryRecord:
+class SummaryRecord(Record, frozen=True):
     """One frame as the agent's ``/v1/stream?view=summary`` sends it (SSE event ``summary``).
+
+    A wire record like the frame it holds (`rigmon.schema.Record`: frozen, ``gc=False``), so the
+    dashboard decodes it with msgspec's typed decoder straight into Structs. It cannot be part of
+    a cycle: its frame and summary are frozen records, and ``details`` is a dict of floats that
+    nothing writes a record into.
 
     Attributes:
         frame: `slim_frame` of the frame: without the readings of `SLIM_DROPPED`, its GPUs

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
 
+import msgspec
 from msgspec.structs import replace
 
 from rigmon.agent.agent import Agent
@@ -15,11 +17,13 @@ from rigmon.agent.server import make_server
 from rigmon.clock import SystemClock
 from rigmon.cluster.client import AgentClient, Backoff, Connected, Sampled, Summarized, Update
 from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
+from rigmon.cluster.updates import Failed, GapReported, as_updates
 from rigmon.collectors.base import PolledCollector
 from rigmon.config import AgentConfig, AgentSection
-from rigmon.schema import Event, TemperatureReading
-from rigmon.summary import summary_record
+from rigmon.schema import Event, Gap, Info, TemperatureReading, decode, encode
+from rigmon.summary import SummaryRecord, summary_record
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_frame
+from tests.tui.snapshot_apps.record_frames import load_frames
 
 WAIT_S = 30.0
 
@@ -172,3 +176,24 @@ def test_cluster_rules_evaluate_on_nodes_followed_by_summaries() -> None:
     # The rules read each node's frame cut to the readings their selectors start from.
     cut = cluster._peer_frames()["n0"]
     assert cut.readings.host is not None and cut.readings.net == () and cut.readings.temperatures == ()
+
+
+def test_what_the_dashboard_builds_per_node_per_second_is_untracked_structs() -> None:
+    """The records built for every node every second (updates, the node's summary after the
+    store's copies, its view and problems) are frozen Structs the cycle collector does not track:
+    a full collection of a dashboard following 256 nodes does not walk them."""
+    frames = load_frames("v100-gpu-lost-rail-sag")[:60]
+    records = [decode(SummaryRecord, encode(summary_record(f))) for f in frames]
+    updates = as_updates([*records, frames[-1]])
+    assert [type(u) for u in updates] == [Summarized, Sampled]
+    store = NodeStore("k", "http://n", SystemClock())
+    store.add_summaries(records)
+    view = store.view(details=True)
+    assert view.problems and view.sags and view.summary is not None
+    built = [*updates, view, view.summary, *view.problems, *view.sags.values(),
+             Connected(Info(schema=1, node="n", run_id="r", agent_version="1", agent_start=1.0, interval_s=1.0,
+                            collectors=())),
+             GapReported(Gap(run_id="r", from_seq=1, to_seq=4, reason="buffer")), Failed("timed out", 2.0)]
+    for value in built:
+        assert isinstance(value, msgspec.Struct) and type(value).__struct_config__.frozen, type(value)
+        assert not gc.is_tracked(value), type(value)
