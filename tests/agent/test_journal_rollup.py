@@ -111,16 +111,18 @@ def test_two_series_of_one_name_are_left_to_the_walk() -> None:
 
 
 def test_column_stats_fold_as_add_value_does() -> None:
-    shape = SeriesShape({"a": 1.0, "b": None, "c": 2, "d": None})
-    rows = [(1.0, None, 2, None), (math.inf, 5.0, 3, "text"), (-2.5, True, 4, None), (0.5, 7, 5, False)]
-    got: dict[str, Stats] = {}
-    column_stats(shape, rows, got)
-    want: dict[str, Stats] = {}
-    for row in rows:
-        for name, value in zip(shape.names, row):
-            if type(value) in (int, float) and math.isfinite(value):
-                add_value(want, name, float(value))
-    assert got == want
+    shape = SeriesShape({"a": 1.0, "b": None, "c": 2, "d": None, "e": 1.5, "f": 3, "g": 0})
+    rows = [(1.0, None, 2, None, None, None, 1), (math.inf, 5.0, 3, "text", 2.5, None, 2),
+            (-2.5, True, 4, None, None, None, None), (0.5, 7, 5, False, -1.0, None, "x")]
+    for seeded in (False, True):
+        got: dict[str, Stats] = {"c": [0.0, 10.0, 9.0, 4.0]} if seeded else {}
+        column_stats(shape, rows, got)
+        want: dict[str, Stats] = {"c": [0.0, 10.0, 9.0, 4.0]} if seeded else {}
+        for row in rows:
+            for name, value in zip(shape.names, row):
+                if type(value) in (int, float) and math.isfinite(value):
+                    add_value(want, name, float(value))
+        assert got == want
 
 
 def replace(obj: Any, **changes: Any) -> Any:

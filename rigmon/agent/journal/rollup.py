@@ -208,16 +208,36 @@ class SeriesShape:
         self._lines.append(f"    if {var}.__class__ is not {kind_var}: raise _Miss")
         values = [getattr(data, field) for field in fields]
         kinds = _field_kinds(cls)
-        # Only fields that can hold series (and the first of an element: its name) are read: not
-        # text by annotation (words, flags, ``*_at`` times), nor text by value.
-        wanted = [n for n, (field, value) in enumerate(zip(fields, values))
-                  if (element and n == 0) or not (kinds[n] == "text" or type(value) is str or type(value) is bool)]
-        if not wanted:
+        # Fields that can hold series only; not text by annotation (words, flags, ``*_at``
+        # times) nor by value. Numbers by annotation are read in one go, their tuple spliced into
+        # the row as it is; the others (records, lists, anything untyped, and the first field of
+        # an element: its name) one by one.
+        numbers: list[int] = []
+        others: list[int] = []
+        for n, (field, value) in enumerate(zip(fields, values)):
+            if element and n == 0:
+                others.append(n)
+            elif kinds[n] == "text" or type(value) is str or type(value) is bool:
+                continue
+            elif kinds[n] == "number" and (value is None or type(value) is int or type(value) is float):
+                numbers.append(n)
+            else:
+                others.append(n)
+        if numbers:
+            row = self._var()
+            self._env[f"g_{row}"] = attrgetter(*(fields[n] for n in numbers))
+            self._lines.append(f"    {row} = g_{row}({var})")
+            self._values.append(row if len(numbers) == 1 else f"*{row}")
+            for n in numbers:
+                self.names.append(f"{prefix}.{fields[n]}" if prefix else fields[n])
+                # A number or missing, by annotation: `column_stats` takes the numbers among them.
+                self.numeric.append(True)
+        if not others:
             return
-        names = [self._var() for _ in wanted]
+        names = [self._var() for _ in others]
         getter = self._var()
-        self._env[f"g_{getter}"] = attrgetter(*(fields[n] for n in wanted))
-        if len(wanted) == 1:
+        self._env[f"g_{getter}"] = attrgetter(*(fields[n] for n in others))
+        if len(others) == 1:
             self._lines.append(f"    {names[0]} = g_{getter}({var})")
         else:
             self._lines.append(f"    {', '.join(names)}, = g_{getter}({var})")
@@ -228,15 +248,14 @@ class SeriesShape:
                 self._lines.append(f"    if {first}.__class__ is not {kind.__name__} or {first} != {value!r}: raise _Miss")
             else:
                 self._lines.append(f"    if {first}.__class__ is str or {first}.__class__ is int: raise _Miss")
-        for n, name in zip(wanted, names):
+        for n, name in zip(others, names):
             field, value = fields[n], values[n]
             if kinds[n] == "text" or type(value) is str or type(value) is bool:
                 continue
             full = f"{prefix}.{field}" if prefix else field
             if kinds[n] == "number" and (value is None or type(value) is int or type(value) is float):
-                # A number or missing by annotation: read without a guard.
                 self.names.append(full)
-                self.numeric.append(value is not None)
+                self.numeric.append(True)
                 self._values.append(name)
             else:
                 self._leaf(name, value, full)
@@ -267,23 +286,41 @@ class SeriesShape:
 
 
 def column_stats(shape: SeriesShape, rows: Sequence[tuple[Any, ...]], into: dict[str, Stats]) -> None:
-    """Fold ``rows`` (``shape.values`` of frames, oldest first) into ``into`` as `add_value` would."""
+    """Fold ``rows`` (``shape.values`` of frames, oldest first) into ``into`` as `add_value` would.
+
+    A column of numbers (``None`` left out) is folded by ``min``/``sum``/``max`` at C speed; one
+    holding anything else (or a non-finite number) value by value, as `add_value` takes them.
+    """
     if not rows:
         return
+    get = into.get
     for name, numeric, column in zip(shape.names, shape.numeric, zip(*rows)):
         if numeric:
+            total: Any
             try:
                 total = sum(column)
-                if total - total == 0:  # every value finite
-                    stats = [float(min(column)), float(total), float(max(column)), float(len(column))]
-                    mine = into.get(name)
-                    if mine is None:
-                        into[name] = stats
-                    else:
-                        merge_stats(into, {name: stats})
-                    continue
             except TypeError:
-                pass  # a None among them
+                # Missing in some frames (or not all numbers): the numbers among them.
+                column = tuple([value for value in column if value is not None])
+                if not column:
+                    continue
+                try:
+                    total = sum(column)
+                except TypeError:
+                    total = None
+            if total is not None and total - total == 0:  # every value finite
+                lo, hi = float(min(column)), float(max(column))
+                mine = get(name)
+                if mine is None:
+                    into[name] = [lo, float(total), hi, float(len(column))]
+                else:
+                    if lo < mine[0]:
+                        mine[0] = lo
+                    if hi > mine[2]:
+                        mine[2] = hi
+                    mine[1] += float(total)
+                    mine[3] += len(column)
+                continue
         elif column.count(None) == len(column):
             continue
         for value in column:
