@@ -9,6 +9,15 @@ min/sum/max/count are computed column by column once the minute is over. The sam
 900 s tier from the minutes. `rigmon.series.frame_series` stays the definition: a frame whose
 shape differs from the compiled one (another key, list length or list element) gets a new shape,
 and a frame a shape cannot read exactly (two series of one name) is walked by it.
+
+Since round 6 the writer folds the frames it holds, not their JSON decoded back: a shape
+compiled from a `rigmon.schema.Readings` reads the records by their attributes, with the names
+and values the wire JSON would give (`frame_series` of that JSON: tested on the full rig's
+frames and on generated records), and takes the fields annotated as numbers in one
+``attrgetter`` each. A frame whose readings are not records, and the catch-up from the journal,
+still read JSON data, by the same fold. The frames are still read in one go once their minute
+has ended: reading each as it is written, while its records are warm, cost more in the agent
+(0.14 against 0.06 ms a frame: the compiled reader runs cold once a second).
 """
 
 from __future__ import annotations
