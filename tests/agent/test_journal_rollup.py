@@ -31,7 +31,7 @@ def golden_readings() -> dict[str, Any]:
     return data
 
 
-def read(shape: SeriesShape, readings: dict[str, Any]) -> dict[str, float]:
+def read(shape: SeriesShape, readings: Any) -> dict[str, float]:
     """What a shape reads, as `frame_series` gives it (missing and non-finite left out)."""
     out: dict[str, float] = {}
     for name, value in zip(shape.names, shape.values(readings)):
@@ -112,7 +112,7 @@ def test_two_series_of_one_name_are_left_to_the_walk() -> None:
 
 def test_column_stats_fold_as_add_value_does() -> None:
     shape = SeriesShape({"a": 1.0, "b": None, "c": 2, "d": None, "e": 1.5, "f": 3, "g": 0})
-    rows = [(1.0, None, 2, None, None, None, 1), (math.inf, 5.0, 3, "text", 2.5, None, 2),
+    rows: list[tuple[Any, ...]] = [(1.0, None, 2, None, None, None, 1), (math.inf, 5.0, 3, "text", 2.5, None, 2),
             (-2.5, True, 4, None, None, None, None), (0.5, 7, 5, False, -1.0, None, "x")]
     for seeded in (False, True):
         got: dict[str, Stats] = {"c": [0.0, 10.0, 9.0, 4.0]} if seeded else {}
