@@ -254,7 +254,8 @@ class SeriesShape:
             first, value = names[0], values[0]
             kind = type(value)
             if kind is str or kind is int:
-                self._lines.append(f"    if {first}.__class__ is not {kind.__name__} or {first} != {value!r}: raise _Miss")
+                self._lines.append(f"    if {first}.__class__ is not {kind.__name__} or {first} != {value!r}: "
+                                   "raise _Miss")
             else:
                 self._lines.append(f"    if {first}.__class__ is str or {first}.__class__ is int: raise _Miss")
         for n, name in zip(others, names):
@@ -379,7 +380,8 @@ class Rollup:
         self._step1 = step1
 
     def prepare(self, readings: Any) -> None:
-        """Compile the shape of ``readings`` (the newest frame's, a `Readings` or JSON data) now, before frames of it are added."""
+        """Compile the shape of ``readings`` (the newest frame's: a `Readings`, or JSON data) now, before frames of it
+        are added."""
         try:
             self._shapes.insert(0, SeriesShape(readings))
         except (ValueError, RecursionError):
