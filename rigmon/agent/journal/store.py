@@ -161,6 +161,9 @@ class JournalStore(JournalUpkeep):
     def write_encoded(self, frames: Iterable[tuple[Frame, bytes]], events: Sequence[tuple[str, Event]] = ()) -> None:
         """Like `write` for frames already encoded as wire JSON.
 
+        Each ``(frame, raw)`` must be a frame and its own wire JSON (`frame_json`): the journal
+        stores ``raw``, and the tiers read the frame's records, whose series are the JSON's.
+
         Each frame's line goes into the open block stream and is sync-flushed, so the row holds
         whole compressed lines (see `blocks.stream_compressor`); the frame that fills a block
         finishes its gzip member, and the next frame (or another run's) opens a new stream.
