@@ -12,7 +12,8 @@ per commit), and maintenance every 15 frames (the writer's `MAINTAIN_EVERY_S`), 
 part: the tiers' catch-up (`JournalStore.catch_up_tiers`: once the stored 60 s and 900 s
 tiers are caught up, writes keep them, so "write" includes the tiers' open buckets), retention,
 and moving frames older than a minute into blocks. CPU is the thread's own (``time.thread_time``); the frames'
-wire JSON is encoded before timing starts (in the agent it is encoded once for all readers).
+wire JSON is encoded, and the `Frame` records the writer holds with it are decoded from it, before timing
+starts (in the agent it is encoded once for all readers).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from benchmarks.common import machine  # noqa: E402
 from benchmarks.journal import FakeClock, real_frames, shifted  # noqa: E402
 from rigmon.agent.journal.store import JournalStore  # noqa: E402
 from rigmon.agent.journal.upkeep import Retention  # noqa: E402
-from rigmon.schema import SCHEMA_VERSION, Frame, Readings  # noqa: E402
+from rigmon.schema import Frame, decode  # noqa: E402
 
 #: Distinct frames generated (then reused with their times moved on).
 DISTINCT_FRAMES = 600
@@ -58,10 +59,10 @@ def measure(distinct: list[dict[str, object]], minutes: int, workdir: Path, t0: 
     raws = [shifted(distinct[i % len(distinct)], shift0 + (i // len(distinct)) * len(distinct), i + 1, "bench")
             for i in range(total)]
     spent = {"write": 0.0, "downsample": 0.0, "retain": 0.0, "compact": 0.0}
-    for seq, raw in enumerate(raws, start=1):
-        taken_at = float(json.loads(raw)["taken_at"])
-        frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id="bench", seq=seq, taken_at=taken_at,
-                      agent_start=t0, collectors={}, readings=Readings(), events=())
+    # The writer holds each frame (its records) with its wire JSON: decoded here, before timing.
+    frames = [decode(Frame, raw) for raw in raws]
+    for seq, (raw, frame) in enumerate(zip(raws, frames), start=1):
+        taken_at = frame.taken_at
         clock.t = taken_at
         a = time.thread_time()
         store.write_encoded([(frame, raw)])

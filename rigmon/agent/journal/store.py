@@ -32,7 +32,7 @@ from rigmon.agent.journal.tiers import (
 )
 from rigmon.agent.journal.upkeep import JournalUpkeep, Retention
 from rigmon.clock import Clock
-from rigmon.schema import Event, Frame, encode
+from rigmon.schema import Event, Frame, Readings, SchemaError, decode, encode
 from rigmon.series import Stats, merge_stats
 
 #: Committed frames that wait for the tiers' open buckets at most (maintenance takes them once
@@ -108,8 +108,8 @@ class JournalStore(JournalUpkeep):
         self._stream_frames = 0
         #: The tiers' open buckets, once maintenance has caught the stored tiers up (`downsample`).
         self._rollup: Rollup | None = None
-        #: Frames committed since the rollup last took frames: ``(taken_at, wire JSON)``.
-        self._pending: list[tuple[float, bytes]] = []
+        #: Frames committed since the rollup last took frames: ``(taken_at, frame, wire JSON)``.
+        self._pending: list[tuple[float, Frame, bytes]] = []
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints and removes the WAL file)."""
@@ -161,6 +161,9 @@ class JournalStore(JournalUpkeep):
     def write_encoded(self, frames: Iterable[tuple[Frame, bytes]], events: Sequence[tuple[str, Event]] = ()) -> None:
         """Like `write` for frames already encoded as wire JSON.
 
+        Each ``(frame, raw)`` must be a frame and its own wire JSON (`frame_json`): the journal
+        stores ``raw``, and the tiers read the frame's records, whose series are the JSON's.
+
         Each frame's line goes into the open block stream and is sync-flushed, so the row holds
         whole compressed lines (see `blocks.stream_compressor`); the frame that fills a block
         finishes its gzip member, and the next frame (or another run's) opens a new stream.
@@ -169,7 +172,7 @@ class JournalStore(JournalUpkeep):
         what it costs alone, a second after the last one, with cold caches.
         """
         conn = self.conn
-        written: list[tuple[float, bytes]] = []
+        written: list[tuple[float, Frame, bytes]] = []
         conn.execute("BEGIN IMMEDIATE")
         try:
             for frame, raw in frames:
@@ -198,7 +201,7 @@ class JournalStore(JournalUpkeep):
                     self._stream = None
                 for event in frame.events:
                     self._insert_event(frame.run_id, event)
-                written.append((frame.taken_at, raw))
+                written.append((frame.taken_at, frame, raw))
             for run_id, event in events:
                 self._insert_event(run_id, event)
             conn.execute("COMMIT")
@@ -225,9 +228,14 @@ class JournalStore(JournalUpkeep):
             return
         finished: list[tuple[int, float, dict[str, Stats]]] = []
         try:
-            for taken_at, raw in pending:
-                readings = _readings_decoder.decode(raw).readings
-                finished += rollup.add(taken_at, readings if isinstance(readings, dict) else {})
+            for taken_at, frame, raw in pending:
+                readings: Any = frame.readings
+                if readings.__class__ is not Readings:
+                    # Not a record (a frame built by hand): its JSON is what is stored.
+                    readings = _readings_decoder.decode(raw).readings
+                    if not isinstance(readings, dict):
+                        readings = {}
+                finished += rollup.add(taken_at, readings)
             if finished:
                 with self.conn:
                     self.conn.execute("BEGIN IMMEDIATE")
@@ -307,10 +315,12 @@ class JournalStore(JournalUpkeep):
         self._rollup = Rollup(minute, (minute_stats, frames), (quarter, minutes))
         self._pending = []
         if newest is not None:
-            # The next frames most likely have its shape: compile it at the start, not with them.
-            readings = _readings_decoder.decode(newest[1]).readings
-            if isinstance(readings, dict):
-                self._rollup.prepare(readings)
+            # The next frames most likely have its shape: compile it at the start, not with them
+            # (as the writer will hold them: records).
+            try:
+                self._rollup.prepare(decode(Frame, newest[1]).readings)
+            except SchemaError:
+                pass
 
     def downsample(self) -> bool:
         """Store the tiers' complete buckets past their watermarks (bounded work per call).
