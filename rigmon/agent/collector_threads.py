@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import msgspec
 
 from rigmon.collectors.base import Collector, CollectorHung, NoData
+from rigmon.hw.root import read_scope
 
 #: What one collector call gave: state (ok, absent, hung, error) and records or an error text.
 Outcome = tuple[str, object]
@@ -52,17 +53,23 @@ def new_runner(thread_name: str) -> Runner:
 
 
 def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None]) -> None:
-    """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``."""
-    while True:
-        with runner.lock:
-            if not runner.queued:
-                runner.current = None
-                break
-            name = runner.queued.pop(0)
-            runner.current = name
-        t0 = time.monotonic()
-        outcome = call_collector(collector_of(name))
-        runner.done.append((name, outcome, time.monotonic() - t0))
+    """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``.
+
+    The batch is one read scope (`rigmon.hw.root.read_scope`): a directory or file that one
+    collector of the batch already read is not read again by the next (host and psu_hwmon both
+    list the hwmon chips); the next batch reads everything afresh.
+    """
+    with read_scope():
+        while True:
+            with runner.lock:
+                if not runner.queued:
+                    runner.current = None
+                    break
+                name = runner.queued.pop(0)
+                runner.current = name
+            t0 = time.monotonic()
+            outcome = call_collector(collector_of(name))
+            runner.done.append((name, outcome, time.monotonic() - t0))
     batch_done(runner)
 
 

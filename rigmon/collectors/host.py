@@ -198,6 +198,22 @@ class HwmonTempFacts:
 
     chip: str
     channels: tuple[tuple[str, str], ...]
+    #: Per channel: its ``_input`` path, its sensor name (``hwmon3/temp1``) and label (chip and label).
+    reads: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NetFacts:
+    """What a tick needs about one interface besides its counters: its kind, paths and rate keys."""
+
+    kind: str | None
+    carrier_path: str
+    speed_path: str
+    operstate_path: str
+    mtu_path: str
+    carrier_changes_path: str
+    #: Keys of its rates: received and sent bytes, received and sent packets.
+    rate_keys: tuple[tuple[str, str], tuple[str, str], tuple[str, str], tuple[str, str]]
 
 
 class HostCollector(PolledCollector):
@@ -224,11 +240,14 @@ class HostCollector(PolledCollector):
         self._rates = CounterRates()
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
-        self._zones: DeviceFacts[str, str] = DeviceFacts()
+        #: Per thermal zone: its label and its ``temp`` path.
+        self._zones: DeviceFacts[str, tuple[str, str]] = DeviceFacts()
         # The boot id changes only with a reboot, which no agent outlives: read like a fact.
         self._boot_id: DeviceFacts[str, str | None] = DeviceFacts()
         self._chips: DeviceFacts[str, HwmonTempFacts] = DeviceFacts()
-        self._kinds: DeviceFacts[str, str | None] = DeviceFacts()
+        self._kinds: DeviceFacts[str, NetFacts] = DeviceFacts()
+        #: The interfaces of the last /proc/net/dev, whose rates and activity are kept.
+        self._net_names: frozenset[str] = frozenset()
 
     def collect(self) -> Sequence[object]:
         stat_text = self.root.read_text("/proc/stat")
@@ -281,28 +300,26 @@ class HostCollector(PolledCollector):
 
     def _temperatures(self) -> list[TemperatureReading]:
         out: list[TemperatureReading] = []
+        read = self.root.read_attr
         zones = [z for z in self.root.listdir("/sys/class/thermal") if z.startswith("thermal_zone")]
         self._zones.begin(zones)
         for zone in zones:
-            base = f"/sys/class/thermal/{zone}"
-            temp_c = parse_millidegrees(self.root.read_attr(f"{base}/temp"))
+            label, temp_path = self._zones.get(zone, self._zone_facts)
+            temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
-                label = self._zones.get(zone, self._zone_label)
                 out.append(TemperatureReading(sensor=zone, label=label, temp_c=temp_c))
         chips = self.root.listdir("/sys/class/hwmon")
         self._chips.begin(chips)
         for hwmon in chips:
-            base = f"/sys/class/hwmon/{hwmon}"
-            facts = self._chips.get(hwmon, self._hwmon_facts)
-            for channel, label in facts.channels:
-                temp_c = parse_millidegrees(self.root.read_attr(f"{base}/{channel}_input"))
+            for input_path, sensor, label in self._chips.get(hwmon, self._hwmon_facts).reads:
+                temp_c = parse_millidegrees(read(input_path))
                 if temp_c is not None:
-                    out.append(TemperatureReading(sensor=f"{hwmon}/{channel}", label=f"{facts.chip} {label}",
-                                                  temp_c=temp_c))
+                    out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
         return out
 
-    def _zone_label(self, zone: str) -> str:
-        return self.root.read_attr(f"/sys/class/thermal/{zone}/type") or zone
+    def _zone_facts(self, zone: str) -> tuple[str, str]:
+        base = f"/sys/class/thermal/{zone}"
+        return self.root.read_attr(f"{base}/type") or zone, f"{base}/temp"
 
     def _hwmon_facts(self, hwmon: str) -> HwmonTempFacts:
         base = f"/sys/class/hwmon/{hwmon}"
@@ -315,7 +332,9 @@ class HostCollector(PolledCollector):
             channel = entry[: -len("_input")]
             label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
             channels.append((channel, label or channel))
-        return HwmonTempFacts(chip=self.root.read_attr(f"{base}/name") or hwmon, channels=tuple(channels))
+        chip = self.root.read_attr(f"{base}/name") or hwmon
+        return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
+            (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels))
 
     def _net(self) -> list[NetInterfaceReading]:
         text = self.root.read_text("/proc/net/dev")
@@ -324,16 +343,19 @@ class HostCollector(PolledCollector):
         now_s = self.clock.monotonic()
         counters = parse_net_dev(text)
         self._kinds.begin(counters)
+        read = self.root.read_attr
+        rate = self._rates.rate
         out = []
         for name, c in sorted(counters.items()):
             if name in _SKIPPED_INTERFACES:
                 continue
-            base = f"/sys/class/net/{name}"
-            carrier = parse_int(self.root.read_attr(f"{base}/carrier"))
-            speed = parse_int(self.root.read_attr(f"{base}/speed"))
-            operstate = self.root.read_attr(f"{base}/operstate")
-            rx_pps = self._rates.rate((name, "rxp"), c.rx_packets, now_s)
-            tx_pps = self._rates.rate((name, "txp"), c.tx_packets, now_s)
+            facts = self._kinds.get(name, self._net_facts)
+            carrier = parse_int(read(facts.carrier_path))
+            speed = parse_int(read(facts.speed_path))
+            operstate = read(facts.operstate_path)
+            rxb, txb, rxp, txp = facts.rate_keys
+            rx_pps = rate(rxp, c.rx_packets, now_s)
+            tx_pps = rate(txp, c.tx_packets, now_s)
             out.append(
                 NetInterfaceReading(
                     name=name,
@@ -341,7 +363,7 @@ class HostCollector(PolledCollector):
                     carrier=None if carrier is None else carrier == 1,
                     # The kernel reports -1 (or EINVAL) when the speed is unknown.
                     speed_mbps=speed if speed is not None and speed > 0 else None,
-                    mtu=parse_int(self.root.read_attr(f"{base}/mtu")),
+                    mtu=parse_int(read(facts.mtu_path)),
                     rx_bytes_total=c.rx_bytes,
                     tx_bytes_total=c.tx_bytes,
                     rx_packets_total=c.rx_packets,
@@ -350,19 +372,30 @@ class HostCollector(PolledCollector):
                     tx_errors_total=c.tx_errors,
                     rx_dropped_total=c.rx_dropped,
                     tx_dropped_total=c.tx_dropped,
-                    carrier_changes_total=parse_int(self.root.read_attr(f"{base}/carrier_changes")),
-                    rx_bytes_per_s=self._rates.rate((name, "rxb"), c.rx_bytes, now_s),
-                    tx_bytes_per_s=self._rates.rate((name, "txb"), c.tx_bytes, now_s),
+                    carrier_changes_total=parse_int(read(facts.carrier_changes_path)),
+                    rx_bytes_per_s=rate(rxb, c.rx_bytes, now_s),
+                    tx_bytes_per_s=rate(txb, c.tx_bytes, now_s),
                     rx_packets_per_s=rx_pps,
                     tx_packets_per_s=tx_pps,
-                    kind=self._kinds.get(name, self._kind),
+                    kind=facts.kind,
                     stalled=self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
                 )
             )
-        self._rates.forget_missing({(n, k) for n in counters for k in ("rxb", "txb", "rxp", "txp")})
-        for gone in set(self._last_active_s) - set(counters):
-            del self._last_active_s[gone]
+        # What is kept about interfaces that went away goes with them.
+        if counters.keys() != self._net_names:
+            self._net_names = frozenset(counters)
+            self._rates.forget_missing({(n, k) for n in counters for k in ("rxb", "txb", "rxp", "txp")})
+            for gone in set(self._last_active_s) - self._net_names:
+                del self._last_active_s[gone]
         return out
+
+    def _net_facts(self, name: str) -> NetFacts:
+        base = f"/sys/class/net/{name}"
+        return NetFacts(
+            kind=self._kind(name), carrier_path=f"{base}/carrier", speed_path=f"{base}/speed",
+            operstate_path=f"{base}/operstate", mtu_path=f"{base}/mtu", carrier_changes_path=f"{base}/carrier_changes",
+            rate_keys=((name, "rxb"), (name, "txb"), (name, "rxp"), (name, "txp")),
+        )
 
     def _kind(self, name: str) -> str | None:
         base = f"/sys/class/net/{name}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,38 @@ class ChipFacts:
     has_fan1: bool
     #: For each of `PMBUS_FIGURES`, the indexes in ``channels`` of the channels labelled for it.
     pmbus_figures: tuple[tuple[int, ...], ...] = ()
+    #: How a tick reads the chip (paths and what is fixed about its readings), see `ChipPlan`.
+    plan: ChipPlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VoltageInput:
+    """One voltage input of a non-PMBus chip as a tick reads it: its paths and fixed figures."""
+
+    input_path: str
+    #: ``<name>_alarm``'s path, ``None`` when the chip has none for this input.
+    alarm_path: str | None
+    sensor: str
+    label: str
+    scale: float
+    min_volts: float | None
+    max_volts: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChipPlan:
+    """The reads of one chip a tick: a PMBus supply's figures, alarms, temperature and fan, or
+    another chip's voltage inputs (nothing else of such a chip is reported)."""
+
+    pmbus: bool
+    #: PMBus: for each of `PMBUS_FIGURES`, the input paths of its labelled channels, in order.
+    figure_paths: tuple[tuple[str, ...], ...] = ()
+    #: PMBus: (channel, path) of every ``*_alarm`` file, sorted by channel.
+    alarm_paths: tuple[tuple[str, str], ...] = ()
+    temp1_path: str | None = None
+    fan1_path: str | None = None
+    #: Other chips: the ``in*`` channels.
+    voltages: tuple[VoltageInput, ...] = ()
 
 
 def parse_hwmon_int(text: str | None) -> int | None:
@@ -133,7 +166,7 @@ class HwmonPowerCollector(PolledCollector):
                     max_value=parse_hwmon_int(attr(f"{base}/{name}_max")) if f"{name}_max" in present else None,
                     has_alarm=f"{name}_alarm" in present,
                 ))
-        return ChipFacts(
+        facts = ChipFacts(
             chip=attr(f"{base}/name") or hwmon,
             channels=tuple(channels),
             alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
@@ -142,6 +175,33 @@ class HwmonPowerCollector(PolledCollector):
             pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
                                 for prefix, _ in PMBUS_FIGURES),
         )
+        return dataclasses.replace(facts, plan=self._plan(hwmon, facts))
+
+    def _plan(self, hwmon: str, facts: ChipFacts) -> ChipPlan:
+        """The paths a tick reads for ``facts``, and the figures of its readings that do not change."""
+        base = f"{HWMON}/{hwmon}"
+        if facts.chip in PMBUS_DRIVERS:
+            return ChipPlan(
+                pmbus=True,
+                figure_paths=tuple(tuple(f"{base}/{facts.channels[i].name}_input" for i in indexes)
+                                   for indexes in facts.pmbus_figures),
+                alarm_paths=tuple(sorted((e[: -len("_alarm")], f"{base}/{e}") for e in facts.alarm_files)),
+                temp1_path=f"{base}/temp1_input" if facts.has_temp1 else None,
+                fan1_path=f"{base}/fan1_input" if facts.has_fan1 else None,
+            )
+        voltages = []
+        for cf in facts.channels:
+            if not cf.name.startswith("in"):
+                continue
+            scale = self.config.scale.get(f"{facts.chip}/{cf.name}", 1.0)
+            voltages.append(VoltageInput(
+                input_path=f"{base}/{cf.name}_input",
+                alarm_path=f"{base}/{cf.name}_alarm" if cf.has_alarm else None,
+                sensor=f"{hwmon}/{cf.name}", label=cf.label or cf.name, scale=scale,
+                min_volts=None if cf.min_value is None else round(cf.min_value / MILLI * scale, 4),
+                max_volts=None if cf.max_value is None else round(cf.max_value / MILLI * scale, 4),
+            ))
+        return ChipPlan(pmbus=False, voltages=tuple(voltages))
 
     def collect(self) -> Sequence[object]:
         if not self.config.enabled:
@@ -152,34 +212,34 @@ class HwmonPowerCollector(PolledCollector):
         self._facts.begin(chips)
         read = self.root.read_attr
         for hwmon in chips:
-            base = f"{HWMON}/{hwmon}"
             facts = self._facts.get(hwmon, self._chip_facts)
+            plan = facts.plan
+            assert plan is not None  # set by _chip_facts
             chip = facts.chip
-            # Each alarm file once a read: the channels' own alarms are among them.
-            alarm_values = {e: parse_hwmon_int(read(f"{base}/{e}")) for e in facts.alarm_files}
-            values = [parse_hwmon_int(read(f"{base}/{cf.name}_input")) for cf in facts.channels]
-            if chip in PMBUS_DRIVERS:
-                alarms = sorted(e[: -len("_alarm")] for e in facts.alarm_files if alarm_values.get(e))
-                temp = parse_hwmon_int(read(f"{base}/temp1_input")) if facts.has_temp1 else None
-                fan = parse_hwmon_int(read(f"{base}/fan1_input")) if facts.has_fan1 else None
+            if plan.pmbus:
+                alarms = [name for name, path in plan.alarm_paths if parse_hwmon_int(read(path))]
                 figures: list[float | None] = []
-                for (_, unit), indexes in zip(PMBUS_FIGURES, facts.pmbus_figures, strict=True):
-                    value = next((v for i in indexes if (v := values[i]) is not None), None)
+                for paths, (_, unit) in zip(plan.figure_paths, PMBUS_FIGURES, strict=True):
+                    # The first readable of the channels labelled for this figure.
+                    value = None
+                    for path in paths:
+                        if (value := parse_hwmon_int(read(path))) is not None:
+                            break
                     figures.append(None if value is None else round(value / unit, 4))
+                temp = None if plan.temp1_path is None else parse_hwmon_int(read(plan.temp1_path))
+                fan = None if plan.fan1_path is None else parse_hwmon_int(read(plan.fan1_path))
                 psus.append((hwmon, chip, figures, alarms,
                              None if temp is None else temp / MILLI, None if fan is None else float(fan)))
                 continue
-            for cf, value in zip(facts.channels, values, strict=True):
-                if value is None or not cf.name.startswith("in"):
+            for vin in plan.voltages:
+                value = parse_hwmon_int(read(vin.input_path))
+                if value is None:
                     continue
-                alarm = alarm_values.get(f"{cf.name}_alarm") if cf.has_alarm else None
-                scale = self.config.scale.get(f"{chip}/{cf.name}", 1.0)
+                alarm = None if vin.alarm_path is None else parse_hwmon_int(read(vin.alarm_path))
                 volts.append(HwmonVoltageReading(
-                    sensor=f"{hwmon}/{cf.name}", chip=chip, label=cf.label or cf.name,
-                    volts=round(value / MILLI * scale, 4),
-                    min_volts=None if cf.min_value is None else round(cf.min_value / MILLI * scale, 4),
-                    max_volts=None if cf.max_value is None else round(cf.max_value / MILLI * scale, 4),
-                    alarm=None if alarm is None else alarm != 0, scale=scale,
+                    sensor=vin.sensor, chip=chip, label=vin.label,
+                    volts=round(value / MILLI * vin.scale, 4), min_volts=vin.min_volts, max_volts=vin.max_volts,
+                    alarm=None if alarm is None else alarm != 0, scale=vin.scale,
                 ))
         if not volts and not psus:
             raise NoData("no hwmon voltage inputs or PMBus supplies")

@@ -30,9 +30,7 @@ from rigmon.collectors.psu_window import (
     POINTS_HELD,
     PathPoints,
     WindowAggregate,
-    amps_envelope,
     fresh_fast,
-    volts_envelope,
 )
 from rigmon.config import PsuSection
 from rigmon.path_resistance import EstimatorSet
@@ -376,8 +374,9 @@ class RailState:
             repeat.add(last)
             repeat.windows = 0
             agg = repeat
-        volts = {k: c.triple() for k, c in agg.volts.items()} if not stale or windows else {}
-        amps = {k: c.triple() for k, c in agg.amps.items()} if not stale or windows else {}
+        # One envelope per channel, by name; the primary and current channels' are the same records.
+        volts = {k: c.volts_envelope() for k, c in sorted(agg.volts.items())} if not stale or windows else {}
+        amps = {k: c.amps_envelope() for k, c in sorted(agg.amps.items())} if not stale or windows else {}
         identity = self.identity
         reading = PsuRailReading(
             port=self.config.port,
@@ -386,10 +385,10 @@ class RailState:
             stale=stale and windows == 0,
             envelope_source="device" if self.config.protocol == "rm1" else "host",
             windows=windows,
-            volts=volts_envelope(volts[self.config.primary]) if self.config.primary in volts else None,
-            amps=amps_envelope(amps[self.config.current]) if self.config.current in amps else None,
-            channels_volts={k: volts_envelope(t) for k, t in sorted(volts.items())},
-            channels_amps={k: amps_envelope(t) for k, t in sorted(amps.items())},
+            volts=volts.get(self.config.primary),
+            amps=amps.get(self.config.current),
+            channels_volts=volts,
+            channels_amps=amps,
             samples=agg.samples if volts or amps else None,
             window_s=None if last_win_ms is None or last_win_ms is _NO_WINDOW else last_win_ms / 1000.0,
             flags=agg.flags,

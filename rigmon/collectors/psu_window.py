@@ -40,10 +40,19 @@ class Channel:
         if high > self.high:
             self.high = high
 
-    def triple(self) -> Triple:
+    def mean(self) -> float:
+        """The sample-weighted mean, within [low, high]."""
         mean = self.weighted_sum / self.weight if self.weight else (self.low + self.high) / 2
         # The mean of rounded means can fall a hair outside [min, max]; clamp it back.
-        return Triple(mean=min(max(round(mean, 6), self.low), self.high), min=self.low, max=self.high)
+        return min(max(round(mean, 6), self.low), self.high)
+
+    def volts_envelope(self) -> VoltageEnvelope:
+        """The channel as a voltage envelope."""
+        return VoltageEnvelope(mean_volts=self.mean(), min_volts=self.low, max_volts=self.high)
+
+    def amps_envelope(self) -> CurrentEnvelope:
+        """The channel as a current envelope."""
+        return CurrentEnvelope(mean_amps=self.mean(), min_amps=self.low, max_amps=self.high)
 
 
 @dataclass(slots=True)
@@ -90,16 +99,6 @@ def fresh_fast() -> list[float]:
     """
     inf = math.inf
     return [0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf, 0.0, 0.0, inf, -inf]
-
-
-def volts_envelope(t: Triple) -> VoltageEnvelope:
-    """A channel's triple as a voltage envelope."""
-    return VoltageEnvelope(mean_volts=t.mean, min_volts=t.min, max_volts=t.max)
-
-
-def amps_envelope(t: Triple) -> CurrentEnvelope:
-    """A channel's triple as a current envelope."""
-    return CurrentEnvelope(mean_amps=t.mean, min_amps=t.min, max_amps=t.max)
 
 
 class PathPoints:

@@ -9,6 +9,7 @@ import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -93,6 +94,53 @@ class _KeptFds(dict[str, tuple[int, bool]]):
             except OSError:
                 pass
         self.clear()
+
+
+class _ThreadScope(threading.local):
+    """The calling thread's open read scope (see `read_scope`): ``None`` outside one."""
+
+    #: Bytes read in the scope (``None``: absent) and the read's limits, by real path.
+    reads: dict[str, tuple[int, int, bytes | None]] | None = None
+    #: Directory listings done in the scope, by real path.
+    listings: dict[str, list[str]] | None = None
+
+
+_SCOPE = _ThreadScope()
+
+
+class ReadScope:
+    """A read scope on the calling thread, for every `HostRoot` (see `read_scope`).
+
+    Inside it, a file read or a directory listing that was already done in the scope (by
+    another collector of the same batch) is not done again: the first reading is returned
+    (files by the same limits; an absent file stays absent until the scope ends). Outside a
+    scope (udev re-reads, tests, other threads) every call reads afresh. Host and psu_hwmon both
+    list ``/sys/class/hwmon`` and read the PSUs' ``temp1_input``; disks and raid both read
+    ``/proc/diskstats``. The scope lives as long as the ``with`` block, never by age: a vanished
+    file is absent at the next scope's first read. A scope opened inside another one is part of it.
+    """
+
+    __slots__ = ("_outer",)
+
+    def __init__(self) -> None:
+        self._outer = True
+
+    def __enter__(self) -> None:
+        self._outer = _SCOPE.reads is None
+        if self._outer:
+            _SCOPE.reads = {}
+            _SCOPE.listings = {}
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._outer:
+            _SCOPE.reads = None
+            _SCOPE.listings = None
+
+
+def read_scope() -> ReadScope:
+    """A read scope for ``with``: one sampler tick's collectors (see `ReadScope`)."""
+    return ReadScope()
 
 
 class HostRoot:
@@ -214,6 +262,18 @@ class HostRoot:
         short read is not the end: `read_text` and `read_bytes` read until nothing comes.
         """
         path = self._prefix + rel.lstrip("/")
+        scoped = _SCOPE.reads
+        if scoped is not None:
+            done = scoped.get(path)
+            if done is not None and done[0] == max_bytes and done[1] == whole_below:
+                return done[2]
+            raw = self._read_now(path, rel, max_bytes, whole_below)
+            scoped[path] = (max_bytes, whole_below, raw)
+            return raw
+        return self._read_now(path, rel, max_bytes, whole_below)
+
+    def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
+        """`_read` without the scope: ``path`` is ``rel``'s real path."""
         kept: _KeptFds | None = getattr(self._local, "fds", None)
         churns = False
         # The kept descriptor first, inline: this is most of a tick's reads on a real node.
@@ -340,11 +400,19 @@ class HostRoot:
         return 0 if kept is None else sum(1 for fd, _ in kept.values() if fd != _CHURNS)
 
     def listdir(self, rel: str) -> list[str]:
-        """Sorted entries of a directory; empty when it does not exist."""
+        """Sorted entries of a directory; empty when it does not exist (once per `read_scope`)."""
+        path = self._prefix + rel.lstrip("/")
+        scoped = _SCOPE.listings
+        if scoped is not None and (done := scoped.get(path)) is not None:
+            return list(done)
         try:
-            return sorted(os.listdir(self._real(rel)))
+            entries = sorted(os.listdir(path))
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            entries = []
+        if scoped is not None:
+            scoped[path] = entries
+            return list(entries)
+        return entries
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists below the root."""

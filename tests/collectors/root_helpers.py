@@ -17,3 +17,15 @@ class ListLog(HostRoot):
     def listdir(self, rel: str) -> list[str]:
         self.listed.append(rel)
         return super().listdir(rel)
+
+
+class ReadLog(ListLog):
+    """A root that notes every directory listed and every file read through it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.read: list[str] = []
+
+    def _read(self, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
+        self.read.append(rel)
+        return super()._read(rel, max_bytes, whole_below)

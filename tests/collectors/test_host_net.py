@@ -67,3 +67,28 @@ def test_an_interface_that_stops_moving_packets_is_stalled(tmp_path: Path) -> No
     clock.now = 9.0
     _write(tmp_path, 2100)
     assert not _net(collector).stalled
+
+
+def test_an_interface_that_goes_away_comes_back_with_nothing_kept(tmp_path: Path) -> None:
+    """Rates and past activity go with the interface (a Thunderbolt cable pulled and plugged back):
+    the first reading after its return has no rate, and it is not stalled by its old packets."""
+    clock = Clock()
+    tree = write_tree(tmp_path, {})
+    collector = HostCollector(HostRoot(tmp_path), clock, net_stall_after_s=5.0)
+    for step, packets in ((0.0, 0), (1.0, 1000), (2.0, 2000)):
+        clock.now = step
+        _write(tmp_path, packets)
+        nic = _net(collector)
+    assert nic.rx_packets_per_s == 1000.0
+    tree.write("/proc/net/dev", HEAD)
+    for step in (3.0, 4.0):
+        clock.now = step
+        assert not [r for r in collector.collect() if isinstance(r, NetInterfaceReading)]
+    clock.now = 10.0
+    _write(tmp_path, 2000)
+    nic = _net(collector)
+    assert nic.rx_packets_per_s is None and not nic.stalled
+    clock.now = 11.0
+    assert _net(collector).rx_packets_per_s == 0.0
+    clock.now = 20.0
+    assert not _net(collector).stalled  # never moved a packet since it came back

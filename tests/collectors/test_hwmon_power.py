@@ -16,6 +16,7 @@ from rigmon.sim import write_tree
 from rigmon.sim.node import SimNode
 from rigmon.sim.psu import SimPsuRail
 from rigmon.sim.tree import Tree
+from tests.collectors.root_helpers import ReadLog
 
 NCT6779 = {
     "/sys/class/hwmon/hwmon1/name": "nct6779\n",
@@ -84,6 +85,33 @@ def test_pmbus_figure_from_the_first_readable_labelled_channel(tmp_path: Path) -
     tree.write("/sys/class/hwmon/hwmon3/curr2_input", "n/a\n")
     (psu,) = [r for r in collector.collect() if isinstance(r, PmbusPsuReading)]
     assert (psu.vout_volts, psu.iout_amps, psu.pout_w) == (12.01, None, 640.0)
+
+
+def test_a_tick_reads_only_the_files_it_reports(tmp_path: Path) -> None:
+    # A Super I/O chip also has current and power inputs and fan, temperature and intrusion
+    # alarms, none of them reported here; a PSU with a second output reads it only while the
+    # first is unreadable.
+    files = {**NCT6779, "/sys/class/hwmon/hwmon1/curr1_input": "700\n", "/sys/class/hwmon/hwmon1/power1_input": "9\n",
+             "/sys/class/hwmon/hwmon1/fan1_alarm": "1\n", "/sys/class/hwmon/hwmon1/temp1_alarm": "0\n",
+             "/sys/class/hwmon/hwmon1/intrusion0_alarm": "1\n",
+             **psu_files(3, 52000), "/sys/class/hwmon/hwmon3/in3_label": "vout2\n",
+             "/sys/class/hwmon/hwmon3/in3_input": "5012\n"}
+    tree = write_tree(tmp_path, files)
+    root = ReadLog(tmp_path)
+    collector = HwmonPowerCollector(root, PsuHwmonSection(scale={"nct6779/in4": 6.6}))
+    first = collector.collect()
+    root.read.clear()
+    assert collector.collect() == first
+    assert sorted(root.read) == sorted(f"/sys/class/hwmon/{f}" for f in [
+        "hwmon1/in0_input", "hwmon1/in4_input", "hwmon1/in4_alarm",
+        "hwmon3/in1_input", "hwmon3/in2_input", "hwmon3/curr1_input", "hwmon3/curr2_input",
+        "hwmon3/power1_input", "hwmon3/power2_input", "hwmon3/temp1_input", "hwmon3/fan1_input",
+        "hwmon3/in2_lcrit_alarm"])
+    tree.write("/sys/class/hwmon/hwmon3/in2_input", "x\n")
+    root.read.clear()
+    (psu,) = [r for r in collector.collect() if isinstance(r, PmbusPsuReading)]
+    assert psu.vout_volts == 5.012
+    assert "/sys/class/hwmon/hwmon3/in3_input" in root.read
 
 
 def test_no_voltage_sensors_is_absent(tmp_path: Path) -> None:

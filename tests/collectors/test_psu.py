@@ -56,6 +56,9 @@ def test_aggregate_keeps_min_of_mins_and_max_of_maxes() -> None:
     assert reading.volts.mean_volts == pytest.approx((12.0 * 100 + 11.8 * 300 + 12.01 * 100) / 500, abs=1e-6)
     assert reading.channels_volts["vpsu"].min_volts == 12.03
     assert reading.amps is not None and reading.amps.max_amps == 31.0
+    # The primary and current channels' envelopes are the channels' own records, built once.
+    assert reading.volts is reading.channels_volts["v"] and reading.amps is reading.channels_amps["i"]
+    assert list(reading.channels_volts) == ["v", "vpsu"]
 
 
 def test_no_new_window_repeats_the_last_until_stale() -> None:

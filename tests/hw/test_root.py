@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.hw.root import HostRoot, rereadable_devices
+from rigmon.hw.root import HostRoot, read_scope, rereadable_devices
 from rigmon.sim import write_tree
 
 
@@ -263,3 +263,42 @@ def test_read_parsed_remembers_no_failed_parse(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             root.read_parsed("/proc/diskstats", parse)
     assert calls == 2
+
+
+def test_a_read_scope_reads_each_file_and_directory_once(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, {"/sys/class/hwmon/hwmon0/temp1_input": "40000\n", "/proc/diskstats": "a\n"})
+    root = HostRoot(tmp_path)
+    other = HostRoot(tmp_path)  # another collector's root, same machine
+    with read_scope():
+        assert root.listdir("/sys/class/hwmon") == ["hwmon0"]
+        assert root.read_attr("/sys/class/hwmon/hwmon0/temp1_input") == "40000"
+        assert root.read_text("/proc/diskstats") == "a\n"
+        assert root.read_attr("/sys/class/hwmon/hwmon9/temp1_input") is None
+        tree.write("/sys/class/hwmon/hwmon0/temp1_input", "41000\n")
+        tree.write("/proc/diskstats", "b\n")
+        tree.write("/sys/class/hwmon/hwmon1/temp1_input", "42000\n")
+        tree.write("/sys/class/hwmon/hwmon9/temp1_input", "43000\n")
+        with read_scope():  # a scope within a scope is part of it
+            listing = other.listdir("/sys/class/hwmon")
+        assert listing == ["hwmon0"]
+        listing.append("mine")  # a caller's list is its own
+        assert root.listdir("/sys/class/hwmon") == ["hwmon0"]
+        assert other.read_attr("/sys/class/hwmon/hwmon0/temp1_input") == "40000"
+        assert other.read_parsed("/proc/diskstats", str.upper) == "A\n"
+        assert other.read_attr("/sys/class/hwmon/hwmon9/temp1_input") is None
+        # Another thread (the PSU reader, a udev re-read) reads afresh.
+        seen: list[object] = []
+        thread = threading.Thread(target=lambda: seen.extend([
+            root.listdir("/sys/class/hwmon"), root.read_attr("/sys/class/hwmon/hwmon0/temp1_input")]))
+        thread.start()
+        thread.join()
+        assert seen == [["hwmon0", "hwmon1", "hwmon9"], "41000"]
+        # A read with other limits is its own read.
+        assert root.read_text("/proc/diskstats", max_bytes=1) == "b"
+    # After the scope, everything is read afresh: a vanished file is absent at once.
+    assert root.listdir("/sys/class/hwmon") == ["hwmon0", "hwmon1", "hwmon9"]
+    assert root.read_text("/proc/diskstats") == "b\n"
+    tree.remove("/sys/class/hwmon/hwmon0")
+    with read_scope():
+        assert root.read_attr("/sys/class/hwmon/hwmon0/temp1_input") is None
+        assert root.listdir("/sys/class/hwmon") == ["hwmon1", "hwmon9"]
