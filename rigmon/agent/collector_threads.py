@@ -40,6 +40,9 @@ class Runner(msgspec.Struct, eq=False):
     done: deque[tuple[str, Outcome, float]] = msgspec.field(default_factory=deque)
     #: The batch running on the executor (done once `run_batch` returned).
     future: Future[None] | None = None
+    #: Set to end a batch's wait for its start time at once (its queue is emptied first: the
+    #: sampler stopped before the batch began).
+    wake: threading.Event = msgspec.field(default_factory=threading.Event)
 
     @property
     def busy(self) -> bool:
@@ -51,8 +54,19 @@ def new_runner(thread_name: str) -> Runner:
     return Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
 
 
-def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None]) -> None:
-    """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``."""
+def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None],
+              start_at: float | None = None) -> None:
+    """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``.
+
+    With ``start_at`` (``time.monotonic()`` seconds), wait until then first: the sampler hands
+    the next tick's batch over when the last one ends, so the event loop need not wake to start it.
+    """
+    if start_at is not None:
+        while not runner.wake.is_set():
+            left = start_at - time.monotonic()
+            if left <= 0:
+                break
+            runner.wake.wait(left)
     while True:
         with runner.lock:
             if not runner.queued:
