@@ -40,13 +40,29 @@ class Runner(msgspec.Struct, eq=False):
     done: deque[tuple[str, Outcome, float]] = msgspec.field(default_factory=deque)
     #: The batch running on the executor (done once `run_batch` returned).
     future: Future[None] | None = None
-    #: Set to end a batch's wait for its start time at once (its queue is emptied first: the
-    #: sampler stopped before the batch began).
-    wake: threading.Event = msgspec.field(default_factory=threading.Event)
+    #: Held while a batch may wait for its start time; `wake` releases it to end the wait at
+    #: once (its queue is emptied first: the sampler stopped before the batch began). A lock
+    #: with a timeout is one wait in C; an `threading.Event`'s timed wait runs a Condition in
+    #: Python on the collectors' thread every tick.
+    gate: threading.Lock = msgspec.field(default_factory=lambda: _held_lock())
 
     @property
     def busy(self) -> bool:
         return self.future is not None and not self.future.done()
+
+
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+def wake(runner: Runner) -> None:
+    """End the runner's wait for its batch's start time now (see `run_batch`)."""
+    try:
+        runner.gate.release()
+    except RuntimeError:
+        pass  # released already, and not taken back yet: the wait ends anyway
 
 
 def new_runner(thread_name: str) -> Runner:
@@ -62,11 +78,10 @@ def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_do
     the next tick's batch over when the last one ends, so the event loop need not wake to start it.
     """
     if start_at is not None:
-        while not runner.wake.is_set():
+        while True:
             left = start_at - time.monotonic()
-            if left <= 0:
+            if left <= 0 or runner.gate.acquire(timeout=left):
                 break
-            runner.wake.wait(left)
     while True:
         with runner.lock:
             if not runner.queued:

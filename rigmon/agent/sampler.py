@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch
+from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch, wake
 from rigmon.agent.trouble import TroubleMemory
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, EventDraft
@@ -217,7 +217,7 @@ class Sampler:
         for runner in self._awaited:
             with runner.lock:
                 names, runner.queued = runner.queued, []
-            runner.wake.set()
+            wake(runner)
             for name in names:
                 self._slots[name].running_since = None
         self._prestarted = False
@@ -256,7 +256,7 @@ class Sampler:
             # A batch waiting for its start time must not call collectors that are closed now.
             with runner.lock:
                 runner.queued = []
-            runner.wake.set()
+            wake(runner)
             runner.executor.shutdown(wait=False, cancel_futures=True)
 
     def _begin_tick(self) -> None:

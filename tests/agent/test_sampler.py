@@ -410,3 +410,34 @@ async def test_a_reading_pushed_during_a_handed_over_tick_goes_into_its_frame() 
         gate.set()
         sampler.stop()
         await asyncio.wait_for(task, 5)
+
+
+def test_a_handed_over_batch_starts_at_its_time_and_a_wake_ends_its_wait() -> None:
+    from rigmon.agent.collector_threads import new_runner, run_batch, wake
+
+    started_at: list[float] = []
+
+    class Timed(PolledCollector):
+        name = "timed"
+
+        def collect(self) -> Sequence[object]:
+            started_at.append(time.monotonic())
+            return []
+
+    timed = Timed()
+    runner = new_runner("test-runner")
+    done: list[object] = []
+    runner.queued = ["timed"]
+    start_at = time.monotonic() + 0.2
+    runner.executor.submit(run_batch, runner, lambda name: timed, done.append, start_at).result(5)
+    assert started_at and started_at[0] >= start_at and done == [runner]
+    # Taken back before its time: the queue is emptied and the wait ends at once.
+    runner.queued = ["timed"]
+    future = runner.executor.submit(run_batch, runner, lambda name: timed, done.append, time.monotonic() + 3600)
+    with runner.lock:
+        runner.queued = []
+    wake(runner)
+    wake(runner)  # a second wake (stop, then close) is harmless
+    future.result(5)
+    assert len(started_at) == 1 and done == [runner, runner]
+    runner.executor.shutdown()
