@@ -41,10 +41,29 @@ class Runner(msgspec.Struct, eq=False):
     done: deque[tuple[str, Outcome, float]] = msgspec.field(default_factory=deque)
     #: The batch running on the executor (done once `run_batch` returned).
     future: Future[None] | None = None
+    #: Held while a batch may wait for its start time; `wake` releases it to end the wait at
+    #: once (its queue is emptied first: the sampler stopped before the batch began). A lock
+    #: with a timeout is one wait in C; an `threading.Event`'s timed wait runs a Condition in
+    #: Python on the collectors' thread every tick.
+    gate: threading.Lock = msgspec.field(default_factory=lambda: _held_lock())
 
     @property
     def busy(self) -> bool:
         return self.future is not None and not self.future.done()
+
+
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+def wake(runner: Runner) -> None:
+    """End the runner's wait for its batch's start time now (see `run_batch`)."""
+    try:
+        runner.gate.release()
+    except RuntimeError:
+        pass  # released already, and not taken back yet: the wait ends anyway
 
 
 def new_runner(thread_name: str) -> Runner:
@@ -52,13 +71,22 @@ def new_runner(thread_name: str) -> Runner:
     return Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
 
 
-def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None]) -> None:
+def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None],
+              start_at: float | None = None) -> None:
     """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``.
+
+    With ``start_at`` (``time.monotonic()`` seconds), wait until then first: the sampler hands
+    the next tick's batch over when the last one ends, so the event loop need not wake to start it.
 
     The batch is one read scope (`rigmon.hw.root.read_scope`): a directory or file that one
     collector of the batch already read is not read again by the next (host and psu_hwmon both
     list the hwmon chips); the next batch reads everything afresh.
     """
+    if start_at is not None:
+        while True:
+            left = start_at - time.monotonic()
+            if left <= 0 or runner.gate.acquire(timeout=left):
+                break
     with read_scope():
         while True:
             with runner.lock:

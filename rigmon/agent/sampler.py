@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch
+from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch, wake
 from rigmon.agent.trouble import TroubleMemory
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, EventDraft
@@ -123,6 +123,9 @@ class Sampler:
         self._timer: asyncio.TimerHandle | None = None
         #: A tick has started collectors and waits for them (pushed readings go into its frame).
         self._ticking = False
+        #: The next tick's batch is handed to the collectors' thread, which starts it at
+        #: ``_next_tick`` by itself (`_prestart`); from then on the tick is in progress.
+        self._prestarted = False
         #: Runners started by the current tick that have not finished their batch.
         self._awaited: set[Runner] = set()
 
@@ -160,13 +163,15 @@ class Sampler:
     async def run(self) -> None:
         """Sample until cancelled or `stop` is called.
 
-        The ticks are driven by callbacks on the event loop, not by this coroutine: a timer
-        starts each tick, and the collectors' thread reports the end of its batch with one
-        ``call_soon_threadsafe``, whose callback publishes the frame and arms the next
-        timer. A tick thus costs two turns of the loop; awaiting ``run_in_executor`` futures
-        through ``asyncio.wait`` and a wait for the next tick cost five, each on cold caches
-        on an agent that wakes once a second. This coroutine waits until sampling stops, and
-        raises what stopped it if a tick failed.
+        The ticks are driven by callbacks on the event loop, not by this coroutine: the
+        collectors' thread reports the end of its batch with one ``call_soon_threadsafe``,
+        whose callback publishes the frame and hands the next tick's batch to that thread,
+        which starts it on time by itself (`_prestart`). A tick thus costs one turn of the
+        loop; a timer starting each tick cost two, and awaiting ``run_in_executor`` futures
+        through ``asyncio.wait`` and a wait for the next tick five, each on cold caches on an
+        agent that wakes once a second. While a collector still runs (hung, or slower than
+        the tick's wait), the next tick is started by a timer on the loop as before. This
+        coroutine waits until sampling stops, and raises what stopped it if a tick failed.
         """
         loop = asyncio.get_running_loop()
         self._loop = loop
@@ -181,16 +186,43 @@ class Sampler:
             await self._finished
         finally:
             self._stopped = True
-            self._ticking = False
+            self._ticking = self._prestarted = False
             self._cancel_timer()
             self.close()
 
     def stop(self) -> None:
         """Ask `run` to return after the current tick."""
         self._stopped = True
+        if self._prestarted and not self._cancel_prestarted():
+            # The handed-over batch has begun: the tick is in progress and ends as any other.
+            self._enter_tick()
         if not self._ticking:
             self._cancel_timer()
             self._end_run(None)
+
+    def _enter_tick(self) -> None:
+        """The handed-over batch has begun (its start time has come): the tick is in progress."""
+        self._prestarted = False
+        self._ticking = True
+
+    def _cancel_prestarted(self) -> bool:
+        """Take back the batch handed over for the next tick unless it has begun; whether it was."""
+        now = time.monotonic()
+        if now >= self._next_tick:
+            return False
+        for runner in self._awaited:
+            with runner.lock:
+                if runner.current is not None or runner.done:
+                    return False
+        for runner in self._awaited:
+            with runner.lock:
+                names, runner.queued = runner.queued, []
+            wake(runner)
+            for name in names:
+                self._slots[name].running_since = None
+        self._prestarted = False
+        self._awaited = set()
+        return True
 
     def _end_run(self, error: Exception | None) -> None:
         finished = self._finished
@@ -204,6 +236,7 @@ class Sampler:
         """A tick failed (a bug, not a collector's failure): sampling stops and `run` raises it."""
         self._stopped = True
         self._ticking = False
+        self._prestarted = False
         self._cancel_timer()
         self._end_run(error)
 
@@ -220,6 +253,10 @@ class Sampler:
             except Exception:  # noqa: BLE001 - closing must reach every collector
                 log.exception("closing collector %s", slot.collector.name)
         for runner in self._runners:
+            # A batch waiting for its start time must not call collectors that are closed now.
+            with runner.lock:
+                runner.queued = []
+            wake(runner)
             runner.executor.shutdown(wait=False, cancel_futures=True)
 
     def _begin_tick(self) -> None:
@@ -254,6 +291,8 @@ class Sampler:
 
     def _batch_done(self, runner: Runner) -> None:
         """Loop callback, from a runner's thread: its batch is over (a late one's is ignored)."""
+        if self._prestarted:
+            self._enter_tick()
         if not self._ticking:
             return
         self._awaited.discard(runner)
@@ -261,8 +300,9 @@ class Sampler:
             self._end_tick()
 
     def _end_tick(self) -> None:
-        """Every collector of the tick answered, or its wait ran out: publish, arm the next tick."""
+        """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
         self._ticking = False
+        self._prestarted = False
         self._awaited = set()
         self._cancel_timer()
         try:
@@ -280,14 +320,36 @@ class Sampler:
             self._next_tick -= delay
             delay = 0.0
         assert self._loop is not None
-        self._timer = self._loop.call_later(delay, self._begin_tick)
+        if not self._prestart(delay):
+            self._timer = self._loop.call_later(delay, self._begin_tick)
 
-    def _start_due(self, tick_at: float) -> list[Runner]:
-        """Start the collectors due at ``tick_at`` (the scheduled monotonic time); return the runners started."""
+    def _prestart(self, delay: float) -> bool:
+        """Hand the next tick's batch to the collectors' thread, to start at ``_next_tick`` (in
+        ``delay`` seconds) without the loop waking for it, and arm the end of its wait; whether
+        it was handed over. Only when no collector call is running (none hung or overrunning:
+        those ticks start from the loop, which files hung collectors and moves the others to
+        a fresh thread first)."""
+        if any(slot.running_since is not None for slot in self._slots.values()):
+            return False
+        started = self._start_due(self._next_tick, start_at=self._next_tick)
+        if not started:
+            return False
+        self._prestarted = True
+        self._awaited = set(started)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(delay + min(self.timeout_s, self.interval_s * _WAIT_FRACTION),
+                                            self._end_tick)
+        return True
+
+    def _start_due(self, tick_at: float, start_at: float | None = None) -> list[Runner]:
+        """Start the collectors due at ``tick_at`` (the scheduled monotonic time); return the runners started.
+
+        With ``start_at``, their runners wait until then (`_prestart`) and the calls count as running from then.
+        """
         self._take_results()
         if self._shared.busy:
             self._pin(self._shared)
-        now = time.monotonic()
+        now = time.monotonic() if start_at is None else start_at
         batches: dict[int, tuple[Runner, list[str]]] = {}
         for name, slot in self._slots.items():
             if slot.running_since is not None:
@@ -310,7 +372,8 @@ class Sampler:
         for runner, names in batches.values():
             with runner.lock:
                 runner.queued.extend(names)
-            runner.future = runner.executor.submit(run_batch, runner, self._collector_of, self._batch_finished)
+            runner.future = runner.executor.submit(run_batch, runner, self._collector_of, self._batch_finished,
+                                                   start_at)
             started.append(runner)
         return started
 
@@ -412,6 +475,8 @@ class Sampler:
             return
         self._store(slot, records, replace_all=False)
         finished = self._finished
+        if self._prestarted and time.monotonic() >= self._next_tick:
+            self._enter_tick()
         if self._ticking or self._stopped or finished is None or finished.done():
             # A tick in progress publishes it with the collectors' readings.
             return

@@ -132,3 +132,140 @@ async def test_answers_go_out_at_once_on_the_socket_rigmon_agent_binds(tmp_path:
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 10)
+
+
+def _normalised(answer: bytes) -> bytes:
+    """An answer with its Date header's value blanked (the two answers compared may straddle a second)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = [b"date: -" if line.lower().startswith(b"date:") else line for line in head.split(b"\r\n")]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+async def _read_answer(reader: object) -> bytes:
+    import asyncio
+
+    assert isinstance(reader, asyncio.StreamReader)
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    return head + await reader.readexactly(length)
+
+
+async def test_a_latest_pull_is_answered_without_a_task_and_with_the_same_bytes(tmp_path: Path) -> None:
+    """The once-a-second pull is answered as its request is read (no task, no later turn of the
+    loop); its bytes are those of the answer a task gives, pipelined pulls included."""
+    import asyncio
+
+    from tests.agent.test_api import make_agent, wait_for_seq
+
+    agent = make_agent(tmp_path, token="t0ken")
+    server = make_server(agent, "127.0.0.1", 0)
+    listener = server.config.bind_socket()
+    loop = asyncio.get_running_loop()
+    started: list[str] = []
+    factory = loop.get_task_factory()
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: object, **kwargs: object) -> asyncio.Task[object]:
+        started.append(getattr(coro, "__qualname__", "?"))
+        return asyncio.Task(coro, loop=loop, **kwargs)  # type: ignore[arg-type]
+
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        agent.start()
+        await wait_for_seq(agent, 1)
+        agent.sampler.stop()
+        while not server.started:
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+        pull = b"GET /v1/latest HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer t0ken\r\n\r\n"
+        refused = b"GET /v1/latest HTTP/1.1\r\nHost: agent\r\n\r\n"
+        loop.set_task_factory(counting)
+        answers = []
+        for request in (pull, refused, pull + pull):
+            writer.write(request)
+            await writer.drain()
+            answers.append(await _read_answer(reader))
+        answers.append(await _read_answer(reader))
+        loop.set_task_factory(factory)
+        assert not [name for name in started if "run_asgi" in name]
+        # The same requests with the app's permission taken back: each answer from a task, as before.
+        app = server.config.loaded_app
+        app.starts_eagerly = lambda scope: False
+        loop.set_task_factory(counting)
+        through_task = []
+        for request in (pull, refused, pull + pull):
+            writer.write(request)
+            await writer.drain()
+            through_task.append(await _read_answer(reader))
+        through_task.append(await _read_answer(reader))
+        loop.set_task_factory(factory)
+        assert len([name for name in started if "run_asgi" in name]) == 4
+        assert [a.split(b"\r\n")[0] for a in answers] == [b"HTTP/1.1 200 OK", b"HTTP/1.1 401 Unauthorized",
+                                                         b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK"]
+        assert list(map(_normalised, answers)) == list(map(_normalised, through_task))
+        writer.close()
+    finally:
+        loop.set_task_factory(factory)
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
+        await agent.stop()
+
+
+async def test_a_request_run_at_once_that_must_wait_goes_on_as_a_task() -> None:
+    """`resume`: what the first step outside a task awaited, then the rest of the coroutine, in a task
+    (results, exceptions and cancellation as for the coroutine itself)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    async def waits(future: asyncio.Future[int]) -> int:
+        return await future + 1
+
+    future: asyncio.Future[int] = loop.create_future()
+    run = waits(future)
+    waiting = run.send(None)
+    assert waiting is future
+    task = loop.create_task(connections.resume(run, waiting))
+    await asyncio.sleep(0)
+    assert not task.done()
+    future.set_result(41)
+    assert await task == 42
+
+    future = loop.create_future()
+    run = waits(future)
+    task = loop.create_task(connections.resume(run, run.send(None)))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert future.cancelled()
+
+
+def test_an_answer_held_back_goes_out_in_one_write_before_a_close() -> None:
+    """A request answered at once is written head and body in one send (`LingeringTransport.hold`)."""
+    from rigmon.agent.connections import LingeringTransport
+
+    class Recording(FakeTransport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.written: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.calls.append("write")
+            self.written.append(bytes(data))
+
+        def get_write_buffer_size(self) -> int:
+            return sum(map(len, self.written))
+
+    real = Recording()
+    lingering = LingeringTransport(real, FakeProtocol(False, None))  # type: ignore[arg-type]
+    lingering.hold()
+    lingering.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    lingering.write(b"{}")
+    assert real.written == [] and lingering.get_write_buffer_size() == 21
+    lingering.flush()
+    assert real.written == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+    lingering.write(b"x")  # not held any more
+    lingering.hold()
+    lingering.write(b"bye")
+    lingering.close()  # what was held goes out before the close
+    assert real.written[1:] == [b"x", b"bye"] and real.calls[-2:] == ["write", "close"]

@@ -269,7 +269,7 @@ async def test_waiting_for_the_tick_starts_no_task() -> None:
 
 
 async def test_ticks_run_as_loop_callbacks_while_run_waits_on_one_future() -> None:
-    """A tick is a timer callback and one call back from the collectors' thread: the `run`
+    """A tick is one call back from the collectors' thread (a timer too when a collector overran): the `run`
     coroutine is not woken for it (awaiting ``run_in_executor`` futures through ``asyncio.wait``
     and a future per wait took five turns of the event loop a tick)."""
     quick = Quick()
@@ -324,3 +324,120 @@ async def test_stop_during_a_tick_publishes_that_tick_then_returns() -> None:
     await asyncio.wait_for(task, 5)
     assert [f.seq for f in frames] == [1]
     assert frames[0].readings.temperatures[0].sensor == "g"
+
+
+async def test_a_tick_wakes_the_event_loop_once() -> None:
+    """The collectors' thread starts each tick's batch on time by itself (handed over when the
+    last tick ended): the loop wakes once a tick, for the batch's end, not also for its start."""
+    quick = Quick()
+    sampler, frames = make({"quick": quick}, interval_s=0.05)
+    loop = asyncio.get_running_loop()
+    turns = 0
+    run_once = loop._run_once  # type: ignore[attr-defined]
+
+    def counted() -> None:
+        nonlocal turns
+        turns += 1
+        run_once()
+
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq >= 2)
+        loop._run_once = counted  # type: ignore[attr-defined]
+        first = frames[-1].seq
+        await asyncio.sleep(1.0)  # ~20 ticks; this sleep itself costs a turn or two
+        loop._run_once = run_once  # type: ignore[attr-defined]
+        ticks = frames[-1].seq - first
+    finally:
+        loop._run_once = run_once  # type: ignore[attr-defined]
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+    assert ticks >= 10
+    assert turns <= ticks + 3  # a timer starting each tick made it two turns a tick
+    assert quick.n >= frames[-1].seq - 1  # every tick still collected
+
+
+async def test_stop_before_a_handed_over_batch_begins_calls_no_collector() -> None:
+    quick = Quick()
+    sampler, frames = make({"quick": quick}, interval_s=0.3)
+    task = asyncio.create_task(sampler.run())
+    await frames_until(frames, lambda f: f.seq >= 1)
+    await asyncio.sleep(0.05)  # the next batch waits in the collectors' thread for its time
+    calls = quick.n
+    sampler.stop()
+    await asyncio.wait_for(task, 5)
+    await asyncio.sleep(0.5)  # past the time it would have begun
+    assert [f.seq for f in frames] == [1]
+    assert quick.n == calls
+
+
+async def test_a_reading_pushed_during_a_handed_over_tick_goes_into_its_frame() -> None:
+    gate = threading.Event()
+    pushing = Pushing()
+
+    class Gated(PolledCollector):
+        name = "gated"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def collect(self) -> Sequence[object]:
+            self.calls += 1
+            if self.calls == 2:
+                gate.wait(5)  # the second tick waits here while a reading is pushed
+            return [TemperatureReading(sensor="g", label="gated", temp_c=float(self.calls))]
+
+    gated = Gated()
+    # Polled once only: a later call's empty result would replace what it pushed.
+    collectors: dict[str, object] = {"gated": gated, "pushing": pushing}
+    sampler = Sampler("n1", "run1", collectors, 0.2, 5.0, SystemClock(),  # type: ignore[arg-type]
+                      intervals={"pushing": 3600.0})
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq >= 1)
+        while gated.calls < 2:
+            await asyncio.sleep(0.01)
+        assert pushing.push is not None
+        pushing.push([TemperatureReading("adc", "rail", 11.4)])
+        await asyncio.sleep(0.05)
+        assert [f.seq for f in frames] == [1]  # held for the tick in progress
+        gate.set()
+        second = await frames_until(frames, lambda f: f.seq >= 2)
+        assert {t.sensor for t in second.readings.temperatures} == {"g", "adc"}
+    finally:
+        gate.set()
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+
+
+def test_a_handed_over_batch_starts_at_its_time_and_a_wake_ends_its_wait() -> None:
+    from rigmon.agent.collector_threads import new_runner, run_batch, wake
+
+    started_at: list[float] = []
+
+    class Timed(PolledCollector):
+        name = "timed"
+
+        def collect(self) -> Sequence[object]:
+            started_at.append(time.monotonic())
+            return []
+
+    timed = Timed()
+    runner = new_runner("test-runner")
+    done: list[object] = []
+    runner.queued = ["timed"]
+    start_at = time.monotonic() + 0.2
+    runner.executor.submit(run_batch, runner, lambda name: timed, done.append, start_at).result(5)
+    assert started_at and started_at[0] >= start_at and done == [runner]
+    # Taken back before its time: the queue is emptied and the wait ends at once.
+    runner.queued = ["timed"]
+    future = runner.executor.submit(run_batch, runner, lambda name: timed, done.append, time.monotonic() + 3600)
+    with runner.lock:
+        runner.queued = []
+    wake(runner)
+    wake(runner)  # a second wake (stop, then close) is harmless
+    future.result(5)
+    assert len(started_at) == 1 and done == [runner, runner]
+    runner.executor.shutdown()
