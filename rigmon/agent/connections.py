@@ -144,22 +144,8 @@ class LingeringTransport(asyncio.Transport):
         self._protocol = protocol
         self._closing = False
         self._linger: asyncio.TimerHandle | None = None
-        #: Writes held back by `hold` until `flush`; ``None``: writes go out at once.
-        self._held: list[bytes | bytearray | memoryview] | None = None
-
-    def hold(self) -> None:
-        """Keep what is written until `flush`: an answer written as head and body goes out in
-        one send (one system call and one TCP segment instead of two; the same bytes)."""
-        self._held = []
-
-    def flush(self) -> None:
-        """Write what `hold` kept, at once, and stop holding."""
-        held, self._held = self._held, None
-        if held:
-            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
     def close(self) -> None:
-        self.flush()
         if self._closing:
             return
         self._closing = True
@@ -182,7 +168,6 @@ class LingeringTransport(asyncio.Transport):
 
     def close_now(self) -> None:
         """Close without lingering (a connection that has no request to answer)."""
-        self.flush()
         self._closing = True
         self._transport.close()
 
@@ -190,26 +175,18 @@ class LingeringTransport(asyncio.Transport):
         return self._closing or self._transport.is_closing()
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._held is not None:
-            self._held.append(data)
-            return
         self._transport.write(data)
 
     def writelines(self, list_of_data: Any) -> None:
-        if self._held is not None:
-            self._held.extend(list_of_data)
-            return
         self._transport.writelines(list_of_data)
 
     def write_eof(self) -> None:
-        self.flush()
         self._transport.write_eof()
 
     def can_write_eof(self) -> bool:
         return self._transport.can_write_eof()
 
     def abort(self) -> None:
-        self._held = None
         self._closing = True
         self._transport.abort()
 
@@ -227,7 +204,7 @@ class LingeringTransport(asyncio.Transport):
         return self._transport.get_extra_info(name, default)
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(len(d) for d in self._held or ())
+        return self._transport.get_write_buffer_size()
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._transport.get_write_buffer_limits()
@@ -530,13 +507,10 @@ def _httptools_protocol() -> type[GuardedConnection]:
                         continue
                     context = contextvars.Context() if self.config.reset_contextvars else contextvars.copy_context()
                     run = cycle.run_asgi(app)
-                    self.lingering.hold()
                     try:
                         waiting = context.run(run.send, None)
                     except StopIteration:
                         continue
-                    finally:
-                        self.lingering.flush()
                     # It awaits something after all (a send waiting for the client to read):
                     # the rest runs as the task would have.
                     task = self.loop.create_task(resume(run, waiting), context=context)

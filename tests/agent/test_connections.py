@@ -238,34 +238,3 @@ async def test_a_request_run_at_once_that_must_wait_goes_on_as_a_task() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert future.cancelled()
-
-
-def test_an_answer_held_back_goes_out_in_one_write_before_a_close() -> None:
-    """A request answered at once is written head and body in one send (`LingeringTransport.hold`)."""
-    from rigmon.agent.connections import LingeringTransport
-
-    class Recording(FakeTransport):
-        def __init__(self) -> None:
-            super().__init__()
-            self.written: list[bytes] = []
-
-        def write(self, data: bytes) -> None:
-            self.calls.append("write")
-            self.written.append(bytes(data))
-
-        def get_write_buffer_size(self) -> int:
-            return sum(map(len, self.written))
-
-    real = Recording()
-    lingering = LingeringTransport(real, FakeProtocol(False, None))  # type: ignore[arg-type]
-    lingering.hold()
-    lingering.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    lingering.write(b"{}")
-    assert real.written == [] and lingering.get_write_buffer_size() == 21
-    lingering.flush()
-    assert real.written == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
-    lingering.write(b"x")  # not held any more
-    lingering.hold()
-    lingering.write(b"bye")
-    lingering.close()  # what was held goes out before the close
-    assert real.written[1:] == [b"x", b"bye"] and real.calls[-2:] == ["write", "close"]
