@@ -16,13 +16,11 @@ dependency) and, when httptools is missing, on its h11 protocol; the limits are 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import hmac
 import logging
 import socket
-import types
-from collections.abc import Coroutine, Generator, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -403,25 +401,6 @@ class GuardedConnection(_UvicornProtocol):
             self._head_timer = None
 
 
-@types.coroutine
-def resume(run: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
-    """The rest of a coroutine whose first step ran outside a task and yielded ``waiting``
-    (what it awaits), for `asyncio.Task`: what the task sends or throws goes to ``run``."""
-    while True:
-        try:
-            sent = yield waiting
-        except BaseException as exc:  # noqa: BLE001 - cancellation included: it is ``run``'s to handle
-            try:
-                waiting = run.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                waiting = run.send(sent)
-            except StopIteration as stop:
-                return stop.value
-
-
 @functools.cache
 def _h11_protocol() -> type[GuardedConnection]:
     """uvicorn's h11 protocol (pure Python) with the guard."""
@@ -461,65 +440,8 @@ def _httptools_protocol() -> type[GuardedConnection]:
             super().__init__(*args, **kwargs)
             #: Between a request's first byte and the end of its head, as the parser saw them.
             self._in_head = False
-            #: Requests to run at once (`_start_asgi_task`), once the parser has returned.
-            self._eager: list[tuple[Any, Any]] = []
-            #: The parser is running, or a request is being run at once: queue, do not nest.
-            self._busy = False
 
         def data_received(self, data: bytes) -> None:
-            if self._busy:
-                # Cannot happen from a socket; run nothing inside another request's run.
-                self._parse(data)
-                return
-            self._busy = True
-            try:
-                self._parse(data)
-            finally:
-                self._busy = False
-            if self._eager:
-                self._run_eager()
-
-        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
-            """Start a request's app: as a task, as uvicorn does, or at once when the app says the
-            request is answered without awaiting anything but its sends (`starts_eagerly`:
-            the once-a-second ``/v1/latest`` pull). At once spares the task, its step in a
-            later turn of the loop and its done callback in another: two of the three turns a
-            pull on a kept connection cost. It runs after the parser has returned (the request
-            read to its end, as the task would see it), and in a context of its own, as a task."""
-            starts = getattr(app, "starts_eagerly", None)
-            if starts is None or self.transport.is_closing() or not starts(cycle.scope):
-                super()._start_asgi_task(cycle, app)
-                return
-            self._eager.append((cycle, app))
-            if not self._busy:
-                # The answer before it completed (`on_response_complete` starts a pipelined one).
-                self._run_eager()
-
-        def _run_eager(self) -> None:
-            """Run the queued requests one after another (a pipelined one starts when the one
-            before has been answered: queued, not nested, however many one read brought)."""
-            self._busy = True
-            try:
-                while self._eager:
-                    cycle, app = self._eager.pop(0)
-                    if self.transport.is_closing():
-                        super()._start_asgi_task(cycle, app)
-                        continue
-                    context = contextvars.Context() if self.config.reset_contextvars else contextvars.copy_context()
-                    run = cycle.run_asgi(app)
-                    try:
-                        waiting = context.run(run.send, None)
-                    except StopIteration:
-                        continue
-                    # It awaits something after all (a send waiting for the client to read):
-                    # the rest runs as the task would have.
-                    task = self.loop.create_task(resume(run, waiting), context=context)
-                    task.add_done_callback(self.tasks.discard)
-                    self.tasks.add(task)
-            finally:
-                self._busy = False
-
-        def _parse(self, data: bytes) -> None:
             if self._discarding:
                 return
             if self.awaiting_head:

@@ -133,12 +133,4 @@ def guard_requests(app: ASGIApp, state: ApiState) -> ASGIApp:
                 return
         await app(scope, receive, send)
 
-    def starts_eagerly(scope: Scope) -> bool:
-        # Every answer `guarded` gives such a request (the frame, or a 429/431/400/413/401
-        # error) only awaits ``send``: nothing in it needs a task of its own (no anyio, no
-        # receive), so the connection may run it at once (`rigmon.agent.connections`).
-        return (scope.get("method") == "GET" and scope.get("path") == "/v1/latest"
-                and not scope.get("root_path") and state.buffer.latest is not None)
-
-    guarded.starts_eagerly = starts_eagerly  # type: ignore[attr-defined]
     return guarded
