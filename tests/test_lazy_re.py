@@ -46,7 +46,6 @@ COMPILED_AT_IMPORT = {
     # The agent's import path:
     "rigmon.schema.frame": "one pattern, searched on every frame an agent encodes (the first comes at once)",
     "rigmon.alarms.selector": "two patterns, used by every rule's selector when the rules load",
-    "rigmon.agent.control": "one pattern, used only by control requests (a candidate for lazy_compile)",
     # The dashboard's:
     "rigmon.cluster.sanitise": "one pattern, over every string an agent sends the dashboard",
     "rigmon.cluster.agent_answers": "one pattern, splitting every stream an agent sends",

@@ -8,10 +8,11 @@ in the text they store and every dashboard shows.
 from __future__ import annotations
 
 import hmac
-import re
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+from rigmon.lazy_re import lazy_compile
 
 #: Longest operator name kept with an acknowledgement (and a mark).
 MAX_ACK_BY_CHARS = 100
@@ -21,7 +22,7 @@ MAX_MARK_CHARS = 200
 #: too), DEL, C1 controls, the line and paragraph separators and the bidi embeddings, overrides
 #: and isolates (U+202A-U+202E, U+2066-U+2069). The text is shown on every operator's terminal:
 #: an ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
-UNSAFE_BY = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
+UNSAFE_BY = lazy_compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
 
 
 class BadRequest(Exception):
