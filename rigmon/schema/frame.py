@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import typing
-from functools import cache
 from typing import Any, Literal, TypeVar, Union
 
 import msgspec
@@ -181,9 +181,23 @@ def encode(record: Any) -> bytes:
     return raw
 
 
-@cache
+#: msgspec works out how to decode a Struct class on the class's first use and keeps it on the
+#: class. Two threads doing that for the same class at once can crash the process (a segfault:
+#: two agents' journal threads in one process decoding their first frame). Typed decoders are
+#: built under this lock, once per type, before any decode of that type (see `_decoder`).
+_BUILD_LOCK = threading.Lock()
+_DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
 def _decoder(cls: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(cls)
+    """The JSON decoder of ``cls``, built once (under `_BUILD_LOCK`) and shared by every thread."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        with _BUILD_LOCK:
+            decoder = _DECODERS.get(cls)
+            if decoder is None:
+                decoder = _DECODERS[cls] = msgspec.json.Decoder(cls)
+    return decoder
 
 
 def decode(cls: type[T], raw: bytes | str) -> T:
@@ -241,6 +255,8 @@ def _check_data(cls: type, data: Any) -> None:
 
 def decode_data(cls: type[T], data: Any) -> T:
     """Like `decode` for already parsed JSON data (`json.loads` gives NaN for ``NaN``: refused)."""
+    # The decoder itself is not used: building it works out the classes' decoding under the lock.
+    _decoder(typing.cast(Any, cls))
     try:
         record: T = msgspec.convert(data, typing.cast(Any, cls))
     except (msgspec.ValidationError, RecursionError) as exc:

@@ -1,0 +1,51 @@
+"""Threads decoding their first frames at once must not crash the process.
+
+msgspec works out how to decode a Struct class on the class's first use; two threads doing it
+at once for the same class crashed the interpreter (a segfault, seen with two agents' journal
+threads in one process). Each run is a fresh interpreter, where no class has been used yet,
+with a tiny switch interval so the threads interleave inside msgspec's work. Before the fix
+(`rigmon.schema.frame._decoder` built under a lock) about half of such runs crashed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import gzip, json, sys, threading
+from pathlib import Path
+from rigmon.schema import Frame, decode, decode_data
+
+lines = []
+for path in sorted(Path(sys.argv[1]).glob("*.jsonl.gz")):
+    lines += gzip.decompress(path.read_bytes()).splitlines()
+raw = lines[-1]
+data = json.loads(raw)
+sys.setswitchinterval(1e-6)
+barrier = threading.Barrier(4)
+
+def work(n):
+    barrier.wait()
+    for _ in range(20):
+        decode(Frame, raw) if n % 2 else decode_data(Frame, data)
+
+threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("run", range(6))
+def test_four_threads_decode_their_first_frames_at_once(run: int) -> None:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(REPO / "tests" / "fixtures" / "frames")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
