@@ -36,6 +36,8 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         assert rig.wire is not None
         node01, node02, node03, node04 = rig.agents
         slow_seen: list[PeerPathReading] = []
+        #: Each healthy path's median round trip, window after window (node01 sees only healthy paths).
+        healthy_p50: dict[str, list[float]] = {}
         deadline = time.monotonic() + DEADLINE_S
         fired: dict[str, set[str]] = {}
         while time.monotonic() < deadline:
@@ -43,6 +45,9 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
             slow = paths(node02.buffer.latest if node02.buffer else None).get("node03/roce")
             if slow is not None and slow.state == "degraded":
                 slow_seen.append(slow)
+            for name, p in paths(node01.buffer.latest if node01.buffer else None).items():
+                if p.rtt_p50_us is not None:
+                    healthy_p50.setdefault(name, []).append(p.rtt_p50_us)
             fired = await fired_rules(client, rig.urls, per_node=True)
             if {"node02/peer_path_loss", "node03/peer_path_silent", "node04/peer_path_silent"} <= set(fired) \
                     and rig.rig.clock.elapsed() > TBNET_SILENT_FROM_S + 20:
@@ -66,7 +71,11 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
                                 "node04/mgmt"}
         for name, p in healthy.items():
             assert p.state == "ok", p
-            assert p.rtt_p50_us is not None and p.rtt_p50_us < SLOW_DELAY_US / 2, p
+            # The round trips are real time in one busy process: a window in which the process
+            # stalls (all four agents and the wire share its interpreter) can read slow by itself,
+            # so the run's typical window is what is compared (seen: one window of 1.35 ms).
+            p50s = sorted(healthy_p50[name])
+            assert p50s[len(p50s) // 2] < SLOW_DELAY_US / 2, (name, p50s)
         assert not {key for key in fired if key.startswith("node01/peer_path")}, fired
         # The lockup is one alarm per end: the window filling with losses before it is silent is not a second one.
         assert not {key for key in fired if key.endswith("/peer_path_loss") and "tbnet" in str(fired[key])}, fired
@@ -76,11 +85,17 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         assert responder.refused_mac_total == responder.refused_peer_total == 0
         # The dashboard's side: the summary records the agents serve put the weak paths in the
         # link matrix and on the node's row.
-        matrix, views = await dashboard_view(rig.urls)
+        # The slow path loses 10 % of its probes at random: a window of ~25 probes loses none about
+        # once in 14, and reads ok. Its cell is degraded in the views of most windows, not all.
+        for _ in range(8):
+            matrix, views = await dashboard_view(rig.urls)
+            row = {(r.path, r.node): r for r in matrix.rows}
+            column = {peer: i for i, peer in enumerate(matrix.peers)}
+            slow_cell = row[("roce", "node02")].cells[column["node03"]]
+            if slow_cell is not None and slow_cell.state == "degraded":
+                break
+            await asyncio.sleep(10.0 / SPEED)  # the next probe window
         assert not [v for v in views if v.state != "live"], views
-        row = {(r.path, r.node): r for r in matrix.rows}
-        column = {peer: i for i, peer in enumerate(matrix.peers)}
-        slow_cell = row[("roce", "node02")].cells[column["node03"]]
         assert slow_cell is not None and slow_cell.state == "degraded", slow_cell
         silent_cell = row[("tbnet", "node03")].cells[column["node04"]]
         assert silent_cell is not None and silent_cell.state == "silent", silent_cell
