@@ -9,6 +9,7 @@ with a tiny switch interval so the threads interleave inside msgspec's work. Bef
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,25 @@ def test_four_threads_decode_their_first_frames_at_once(run: int) -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(REPO / "tests" / "fixtures" / "frames")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
+#: Where rigmon may build a typed msgspec decoder (a ``Decoder``, ``convert``, or ``decode(type=)``):
+#: `rigmon.schema.frame`, under its lock; and the journal store's decoder of its own private
+#: class, built once at import, which no other decoder shares.
+ALLOWED_TYPED_DECODERS = {"rigmon/schema/frame.py", "rigmon/agent/journal/store.py"}
+
+
+def test_typed_msgspec_decoders_are_built_only_where_the_lock_covers_them() -> None:
+    found = set()
+    for path in sorted((REPO / "rigmon").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            name = node.func.attr
+            base = ast.unparse(node.func.value)
+            if not base.startswith("msgspec"):
+                continue
+            if name in ("Decoder", "convert") or (name == "decode" and any(k.arg == "type" for k in node.keywords)):
+                found.add(str(path.relative_to(REPO)))
+    assert found <= ALLOWED_TYPED_DECODERS, sorted(found - ALLOWED_TYPED_DECODERS)
+    assert "rigmon/schema/frame.py" in found  # the scan sees them
