@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from statistics import median
 
 import httpx
 
@@ -38,6 +39,7 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         slow_seen: list[PeerPathReading] = []
         #: Each healthy path's median round trip, window after window (node01 sees only healthy paths).
         healthy_p50: dict[str, list[float]] = {}
+        slow_p50: list[float] = []
         deadline = time.monotonic() + DEADLINE_S
         fired: dict[str, set[str]] = {}
         while time.monotonic() < deadline:
@@ -45,6 +47,8 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
             slow = paths(node02.buffer.latest if node02.buffer else None).get("node03/roce")
             if slow is not None and slow.state == "degraded":
                 slow_seen.append(slow)
+            if slow is not None and slow.rtt_p50_us is not None:
+                slow_p50.append(slow.rtt_p50_us)
             for name, p in paths(node01.buffer.latest if node01.buffer else None).items():
                 if p.rtt_p50_us is not None:
                     healthy_p50.setdefault(name, []).append(p.rtt_p50_us)
@@ -71,11 +75,10 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
                                 "node04/mgmt"}
         for name, p in healthy.items():
             assert p.state == "ok", p
-            # The round trips are real time in one busy process: a window in which the process
-            # stalls (all four agents and the wire share its interpreter) can read slow by itself,
-            # so the run's typical window is what is compared (seen: one window of 1.35 ms).
-            p50s = sorted(healthy_p50[name])
-            assert p50s[len(p50s) // 2] < SLOW_DELAY_US / 2, (name, p50s)
+            # Round trips are real time in one process that runs four agents and the wire: on a busy
+            # machine every path reads slower (a whole run's median of 2.2 ms was seen), so a healthy
+            # path is compared with the slow one in the same run, which has the wire's 2.5 ms on top.
+            assert median(healthy_p50[name]) < median(slow_p50), (name, healthy_p50[name], slow_p50)
         assert not {key for key in fired if key.startswith("node01/peer_path")}, fired
         # The lockup is one alarm per end: the window filling with losses before it is silent is not a second one.
         assert not {key for key in fired if key.endswith("/peer_path_loss") and "tbnet" in str(fired[key])}, fired
