@@ -348,6 +348,9 @@ class RaidCollector(PolledCollector):
         in_sysfs = {entry[4:] for entry in self.root.listdir(base) if entry.startswith("dev-")}
         entries.extend((name, None) for name in sorted(in_sysfs) if name not in listed)
         out = []
+        # Presence once per name: a garbled line can list one name thousands of times, and two
+        # stats per entry made such a tick cost tens of milliseconds.
+        presence: dict[tuple[str, bool], bool] = {}
         for name, mstat in entries:
             dev = f"{base}/dev-{name}"
             has_sysfs = name not in twice and name in in_sysfs
@@ -355,7 +358,9 @@ class RaidCollector(PolledCollector):
             if slot is None and mstat is not None and not has_sysfs and not mstat.spare:
                 slot = mstat.desc_nr
             flags = parse_member_state(self.root.read_attr(f"{dev}/state")) if has_sysfs else ()
-            present = self._present(name, dev, has_sysfs, rates)
+            present = presence.get((name, has_sysfs))
+            if present is None:
+                present = presence[name, has_sysfs] = self._present(name, dev, has_sysfs, rates)
             facts = MemberFacts(name=name, mdstat=mstat, flags=flags, slot=slot, present=present)
             r = rates.get(name, DiskRates()) if present else DiskRates()
             out.append(RaidMemberReading(

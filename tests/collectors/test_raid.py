@@ -211,6 +211,25 @@ def test_a_member_listed_twice_keeps_both_entries() -> None:
         ("sdb3", 3, True, False), ("sdb3", 2, False, True), ("sda3", 0, False, False)]
 
 
+def test_a_name_listed_many_times_is_looked_up_once(tmp_path: Path) -> None:
+    # A garbled line listing one member thousands of times cost two stats an entry, tens of
+    # milliseconds a tick (an overrun at a short interval); presence is now found once a name.
+    write_tree(tmp_path, {"/proc/mdstat": "md1 : active raid5 " + "sda[0] " * 500 + "\n",
+                          "/sys/block/sda/size": "1\n", "/sys/block/md1/md/level": "raid5\n"})
+    root = HostRoot(tmp_path)
+    looked_up: list[str] = []
+    exists = root.exists
+
+    def counting_exists(path: str) -> bool:
+        looked_up.append(path)
+        return exists(path)
+
+    root.exists = counting_exists  # type: ignore[method-assign]
+    arrays = [r for r in RaidCollector(root, Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert len(arrays[0].members) == 500 and all(m.present for m in arrays[0].members)
+    assert len(looked_up) <= 4
+
+
 @pytest.mark.parametrize(("text", "why"), [
     ("md3 : invalid\n      314159265 blocks 64k chunks\n", "state 'invalid'"),
     ("md0 : active raid9 sda1[0] sdb1[1]\n", "personality 'raid9'"),
