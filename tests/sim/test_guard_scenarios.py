@@ -79,9 +79,12 @@ async def test_enforce_loses_no_gpu_and_keeps_the_rail_above_critical() -> None:
     engaged = result.first("guard_engaged")
     assert engaged is not None, [e.kind for e in result.events]
     assert engaged.data["dry_run"] is False and engaged.data["gpus"] == "0,1,2,3"
-    # The sag's window or the critical rail alarm it raises, whichever frame the guard sees first.
+    # The sag's window, the critical rail alarm it raises, or the boards' HW slowdown it asserts
+    # (below the brake voltage): whichever frame the guard sees first. On a busy machine the
+    # NVML poll's frame can come before the ADC window's.
     trigger = str(engaged.data["trigger"])
-    assert "rail minimum" in trigger or "psu_rail_low_critical" in trigger, trigger
+    assert any(cause in trigger for cause in ("rail minimum", "psu_rail_low_critical", "hardware slowdown on GPUs")), \
+        trigger
     assert "877/1005 MHz" in str(engaged.data["after"])
     assert "877/1312 MHz" in str(engaged.data["before"])
     # Windows that started after the clocks were capped (one window of slack) stay above critical.
