@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import re
 import shutil
@@ -177,6 +178,26 @@ def test_journal_writes_blocks_and_exports_every_node() -> None:
 def test_decode_frames_reports_a_cost() -> None:
     out = run("decode_frames.py")
     assert number(row(out, "decode CPU ms per frame")[1]) > 0
+    assert number(row(out, "summary record (`view=summary` SSE data) to record, dashboard decode")[1]) > 0
+    assert re.search(r"their summary records: JSON \d+-\d+ bytes", out), out
+
+
+def test_decode_frames_self_check_catches_a_record_of_another_frame() -> None:
+    spec = importlib.util.spec_from_file_location("decode_frames", BENCHMARKS / "decode_frames.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    from rigmon.schema import Frame, decode, encode
+    from rigmon.summary import summary_record
+
+    recorded = sorted(BENCHMARKS.parent.joinpath("tests", "fixtures", "frames").glob("*.jsonl.gz"))
+    raw = gzip.decompress(recorded[0].read_bytes()).splitlines()[:2]
+    frames = [decode(Frame, line) for line in raw]
+    records = [summary_record(frame) for frame in frames]
+    events = [encode(record).decode() for record in records]
+    assert script._self_check(raw, frames, records, events) == []
+    swapped = script._self_check(raw, frames, records, events[::-1])
+    assert len(swapped) == 2 and "does not decode to what the agent built" in swapped[0]
 
 
 def test_dash_64_nodes_follows_live_nodes() -> None:
