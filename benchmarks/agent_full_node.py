@@ -48,6 +48,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pynvml
@@ -68,6 +69,7 @@ from benchmarks.common import (  # noqa: E402
 from rigmon.agent.agent import Agent  # noqa: E402
 from rigmon.agent.gc_tuning import tune_agent_gc  # noqa: E402
 from rigmon.agent.server import make_server  # noqa: E402
+from rigmon.schema import CollectorState  # noqa: E402
 from rigmon.sim.clock import SimClock  # noqa: E402
 from rigmon.sim.node import SimNode  # noqa: E402
 from rigmon.sim.nvml import FAKE_NVML  # noqa: E402
@@ -171,27 +173,77 @@ ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path", "peer_probes"})
 ADC_WINDOWS_PER_S = 10.0
 
 
-def health_problems(r: dict[str, object], args: argparse.Namespace) -> list[str]:
+@dataclass(frozen=True)
+class Measured:
+    """What one measured window gave. CPU figures are seconds of the window unless named ``_ms``.
+
+    Attributes:
+        elapsed: the window's length, wall-clock seconds.
+        frames: frames the agent published in it (seq of the last minus seq of the first).
+        frames_span_s: sample time between the window's first and last frames.
+        windows: ADC windows the rail collector counted in it.
+        gpus: GPUs in the last frame.
+        lost: of those, GPUs not ``ok``.
+        statuses: each collector's state in the last frame.
+        firing: the rules of the alarms firing at the end, comma-separated ("" when none).
+        pulls: ``/v1/latest`` pulls answered 200 over warm-up and window; ``None``: not counted.
+        cpu: the whole process's CPU.
+        sim: the simulator's physics thread's CPU.
+        fake: the fake NVML library's CPU, as timed on its calling threads.
+        calls: fake NVML calls timed.
+        timer: what timing those calls cost.
+        rss: the process's peak RSS, MiB.
+        steps: simulator steps.
+        lag_s: how far the simulator was behind its schedule at the end.
+        threads: CPU ms of each thread of the process (by name).
+        fake_by_thread: of that, the fake NVML's and its timing's, ms (by thread name).
+        exporter_cpu: node_exporter's CPU beside the agent; ``None`` when it did not run.
+        exporter_scrapes: 1 when node_exporter still answered at the end; ``None`` when it did not run.
+    """
+
+    elapsed: float
+    frames: int
+    frames_span_s: float
+    windows: int
+    gpus: int
+    lost: int
+    statuses: dict[str, CollectorState]
+    firing: str = ""
+    pulls: int | None = None
+    cpu: float = 0.0
+    sim: float = 0.0
+    fake: float = 0.0
+    calls: int = 0
+    timer: float = 0.0
+    rss: float = 0.0
+    steps: int = 0
+    lag_s: float = 0.0
+    threads: dict[str, float] = field(default_factory=dict)
+    fake_by_thread: dict[str, float] = field(default_factory=dict)
+    exporter_cpu: float | None = None
+    exporter_scrapes: int | None = None
+
+
+def health_problems(r: Measured, args: argparse.Namespace) -> list[str]:
     """Why the measured node was not healthy and fed (empty when it was)."""
     problems: list[str] = []
     # Counted between the first and the last frame of the window, on the frames' own sample times:
     # counting against the window's wall clock lets a frame on either boundary read as one too many.
-    spanned, frames = float(r["frames_span_s"]), float(r["frames"])  # type: ignore[arg-type]
+    spanned, frames = r.frames_span_s, r.frames
     if spanned <= 0 or abs(frames - spanned) > max(1.0, 0.02 * spanned):
         problems.append(f"{frames:.0f} frames in {spanned:.1f} s of sample time (one a second expected)")
-    rate = float(r["windows"]) / spanned if spanned > 0 else 0.0  # type: ignore[arg-type]
+    rate = r.windows / spanned if spanned > 0 else 0.0
     if abs(rate - ADC_WINDOWS_PER_S) > 0.03 * ADC_WINDOWS_PER_S:
         problems.append(f"{rate:.1f} ADC windows/s received, {ADC_WINDOWS_PER_S:.0f} configured")
-    if "pulls" in r and float(r["pulls"]) < float(r["elapsed"]) - 1:  # type: ignore[arg-type]
-        problems.append(f"{r['pulls']} pulls answered 200 for a {float(r['elapsed']):.0f} s window (one a second expected)")  # type: ignore[arg-type]
-    statuses: dict[str, str] = r["statuses"]  # type: ignore[assignment]
-    for name, state in sorted(statuses.items()):
+    if r.pulls is not None and r.pulls < r.elapsed - 1:
+        problems.append(f"{r.pulls} pulls answered 200 for a {r.elapsed:.0f} s window (one a second expected)")
+    for name, state in sorted(r.statuses.items()):
         if state != ("absent" if name in ABSENT_BY_DESIGN else "ok"):
             problems.append(f"collector {name} is {state}")
-    if r["gpus"] != args.gpus or r["lost"]:
-        problems.append(f"{r['gpus']} GPUs in the last frame ({r['lost']} lost), {args.gpus} simulated")
-    if r["firing"]:
-        problems.append(f"alarms firing: {r['firing']}")
+    if r.gpus != args.gpus or r.lost:
+        problems.append(f"{r.gpus} GPUs in the last frame ({r.lost} lost), {args.gpus} simulated")
+    if r.firing:
+        problems.append(f"alarms firing: {r.firing}")
     return problems
 
 
@@ -202,7 +254,7 @@ def adc_windows(agent: Agent) -> int:
     return rail.counters.windows_total if rail is not None else 0
 
 
-async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
+async def measure(args: argparse.Namespace, work: Path) -> Measured:
     scenario = BenchNode(gpus=args.gpus, adc_window_ms=100)
     clock = SimClock(1.0)
     node = SimNode(name="node01", tree=Tree(work / "node01"), rng=random.Random("1:0"))
@@ -224,7 +276,8 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     poller: subprocess.Popen[bytes] | None = None
     exporter: subprocess.Popen[bytes] | None = None
     exporter_poller: subprocess.Popen[bytes] | None = None
-    exporter_cpu = exporter_scrapes = None
+    exporter_cpu: float | None = None
+    exporter_scrapes: int | None = None
     try:
         while not server.started:
             await asyncio.sleep(0.05)
@@ -292,21 +345,18 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, float]:
     # Warm-up and window together: at least one answered pull a second of the window.
     pulls = poller.stdout.read().split().count(b"200") if poller is not None and poller.stdout else 0
     timer_overhead = calls * per_call_s
-    return {"exporter_cpu": exporter_cpu, "exporter_scrapes": exporter_scrapes,  # type: ignore[dict-item]
-            "timer": timer_overhead,
-            "elapsed": elapsed, "cpu": cpu, "sim": sim, "fake": fake, "calls": calls, "frames": frames,
-            "frames_span_s": frames_span_s, "pulls": pulls,
-            "windows": windows, "gpus": gpus_seen, "rss": self_peak_rss_mb(), "steps": steps,
-            "statuses": statuses, "lost": lost, "firing": ", ".join(firing), "lag_s": lag_s,  # type: ignore[dict-item]
-            "threads": threads, "fake_by_thread": fake_by_thread}  # type: ignore[dict-item]
+    return Measured(elapsed=elapsed, frames=frames, frames_span_s=frames_span_s, windows=windows, gpus=gpus_seen,
+                    lost=lost, statuses=statuses, firing=", ".join(firing), pulls=pulls, cpu=cpu, sim=sim,
+                    fake=fake, calls=calls, timer=timer_overhead, rss=self_peak_rss_mb(), steps=steps, lag_s=lag_s,
+                    threads=threads, fake_by_thread=fake_by_thread, exporter_cpu=exporter_cpu,
+                    exporter_scrapes=exporter_scrapes)
 
 
-def thread_table(r: dict[str, object], elapsed: float) -> list[str]:
+def thread_table(r: Measured, elapsed: float) -> list[str]:
     """Markdown rows: CPU ms per second of each thread of the process in the window, the fake NVML
     library's share on that thread, and what is left for the agent (the simulator's thread is all
     simulator)."""
-    threads: dict[str, float] = r["threads"]  # type: ignore[assignment]
-    fake: dict[str, float] = r["fake_by_thread"]  # type: ignore[assignment]
+    threads, fake = r.threads, r.fake_by_thread
     rows = ["| thread | CPU ms per second | fake NVML and its timing in it | agent's, ms per second |", "|---|---:|---:|---:|"]
     for name, ms in threads.items():
         if ms <= 0 and not fake.get(name):
@@ -315,7 +365,7 @@ def thread_table(r: dict[str, object], elapsed: float) -> list[str]:
         rows.append(f"| {name} | {ms / elapsed:.2f} | {fake.get(name, 0.0) / elapsed:.2f} | {agent_ms / elapsed:.2f} |")
     counted = sum(threads.values()) / 1000
     rows.append(f"| (threads that exited in the window) | "
-                f"{1000 * (float(r['cpu']) - counted) / elapsed:.2f} | | |")  # type: ignore[arg-type]
+                f"{1000 * (r.cpu - counted) / elapsed:.2f} | | |")
     return rows
 
 
@@ -335,35 +385,35 @@ def main() -> int:
         args.seconds, args.warmup = 2.0, 1.5
     with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
         r = asyncio.run(measure(args, Path(tmp)))
-    elapsed, frames = r["elapsed"], max(1.0, r["frames"])
-    agent_s = r["cpu"] - r["sim"] - r["fake"] - r["timer"]
+    elapsed, frames = r.elapsed, max(1.0, r.frames)
+    agent_s = r.cpu - r.sim - r.fake - r.timer
     print(f"full simulated node: {args.gpus} V100-SXM2 (fake NVML), RM1 ADC at 10 windows/s, 2 md arrays, "
           f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second "
           f"({'a new connection per pull' if args.new_connections else 'one kept connection'}); "
           f"{elapsed:.0f} s window; {machine()}")
-    print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r['statuses'].items()))}")  # type: ignore[attr-defined]
-    print(f"in the window: {r['frames']:.0f} frames published (ticks, plus one per pushed sag window), "
-          f"{r['windows'] / max(r['frames_span_s'], 1e-9):.1f} ADC windows/s received, {r['steps'] / elapsed:.1f} simulator steps/s; "
-          f"GPUs in the last frame: {r['gpus']:.0f}; simulator behind its schedule by {r['lag_s']:.2f} s at the end; "
-          f"pulls answered 200 (warm-up and window): {r['pulls']:.0f}")
-    problems = health_problems(r, args)  # type: ignore[arg-type]
+    print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r.statuses.items()))}")
+    print(f"in the window: {r.frames:.0f} frames published (ticks, plus one per pushed sag window), "
+          f"{r.windows / max(r.frames_span_s, 1e-9):.1f} ADC windows/s received, {r.steps / elapsed:.1f} simulator steps/s; "
+          f"GPUs in the last frame: {r.gpus:.0f}; simulator behind its schedule by {r.lag_s:.2f} s at the end; "
+          f"pulls answered 200 (warm-up and window): {r.pulls:.0f}")
+    problems = health_problems(r, args)
     print(f"health: {'ok (one frame a second, ADC at its rate, every source present)' if not problems else 'NOT OK: ' + '; '.join(problems)}\n")
     if problems and not args.smoke:
         print("REFUSED: the node was not healthy and fed; no figure reported", file=sys.stderr)
         return 1
     print("| part of the process | CPU s | ms per second | % of one core |")
     print("|---|---:|---:|---:|")
-    for name, value in (("whole process", r["cpu"]), ("simulator physics thread (subtracted)", r["sim"]),
-                        (f"fake NVML library ({r['calls'] / elapsed:.0f} calls/s, subtracted)", r["fake"]),
-                        ("timing the fake NVML's calls (subtracted)", r["timer"]),
+    for name, value in (("whole process", r.cpu), ("simulator physics thread (subtracted)", r.sim),
+                        (f"fake NVML library ({r.calls / elapsed:.0f} calls/s, subtracted)", r.fake),
+                        ("timing the fake NVML's calls (subtracted)", r.timer),
                         ("agent = whole - simulator - fake NVML - timing", agent_s)):
         print(f"| {name} | {value:.2f} | {1000 * value / elapsed:.1f} | {100 * value / elapsed:.2f} |")
     print("\nper thread (benchmarks.common.thread_cpu_ms: each thread's CPU clock; the fake NVML's time as timed on "
           "each calling thread):")
     print("\n".join(thread_table(r, elapsed)))
     print(f"\nagent CPU per 1 s sample: {1000 * agent_s / elapsed:.1f} ms; per published frame: "
-          f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r['rss']:.1f} MiB")
-    exporter_cpu, scrapes = r["exporter_cpu"], r["exporter_scrapes"]
+          f"{1000 * agent_s / frames:.2f} ms; peak RSS of the process (agent and simulator): {r.rss:.1f} MiB")
+    exporter_cpu, scrapes = r.exporter_cpu, r.exporter_scrapes
     if exporter_cpu is not None and scrapes:
         # Its poller pulls once a second; node_exporter reads its files on every pull.
         per_scrape = exporter_cpu / elapsed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -44,35 +45,45 @@ class NetCounters:
     tx_dropped: int
 
 
+#: The aggregate line of /proc/stat and the per-CPU lines right after it (the kernel's
+#: ``show_stat``: ``cpu``, then one ``cpuN`` line per online CPU, then ``intr`` and the rest).
+_CPU_LINES = re.compile(r"^cpu (?P<fields>[^\n]*)\n?(?P<cpus>(?:cpu\d[^\n]*(?:\n|\Z))*)", re.MULTILINE)
+
+
 def parse_proc_stat(text: str) -> CpuTimes:
-    """Parse the aggregate ``cpu`` line of /proc/stat.
+    """Parse the aggregate ``cpu`` line of /proc/stat, and count the CPUs online.
+
+    ``cpu_count`` is the number of ``cpuN`` lines that follow the aggregate line: the kernel
+    writes one per online CPU (with cpu1 offline, cpu0, cpu2, cpu3: 3). The lines after them
+    (``intr``, one count per interrupt number, is most of the file on a large machine) are not
+    looked at.
 
     Raises:
-        ValueError: no aggregate cpu line.
+        ValueError: no aggregate cpu line, or a malformed one.
     """
-    busy = total = None
-    cpus = 0
-    for line in text.splitlines():
-        # cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
-        # (user nice system idle iowait irq softirq steal guest guest_nice)
-        if line.startswith("cpu "):
-            fields = line.split()[1:]
-            # Counters are unsigned: int() alone would take "-5", "+5" and "1_0".
-            if not all(v.isascii() and v.isdigit() for v in fields):
-                raise ValueError(f"bad cpu line: {line!r}")
-            values = [int(v) for v in fields]
-            if len(values) < 4:
-                raise ValueError(f"short cpu line: {line!r}")
-            # guest and guest_nice are already counted in user and nice.
-            counted = values[:8]
-            idle = values[3] + (values[4] if len(values) > 4 else 0)
-            total = sum(counted)
-            busy = total - idle
-        elif line.startswith("cpu") and line[3:4].isdigit():
-            cpus += 1
-    if busy is None or total is None:
+    # cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
+    # (user nice system idle iowait irq softirq steal guest guest_nice)
+    # cpu0 5066076 145348 1542359 23414241 8341 0 12597 0 87814 0
+    match = _CPU_LINES.search(text)
+    if match is None:
         raise ValueError("no aggregate cpu line in /proc/stat")
-    return CpuTimes(busy=busy, total=total, cpu_count=cpus)
+    fields = match["fields"].split()
+    # Counters are unsigned: int() alone would take "-5", "+5" and "1_0" (checked on the fields
+    # joined: each is non-empty, so all are digits exactly when their join is).
+    joined = "".join(fields)
+    if fields and not (joined.isascii() and joined.isdigit()):
+        raise ValueError(f"bad cpu line: {'cpu ' + match['fields']!r}")
+    values = list(map(int, fields))
+    if len(values) < 4:
+        raise ValueError(f"short cpu line: {'cpu ' + match['fields']!r}")
+    # guest and guest_nice are already counted in user and nice.
+    counted = values[:8]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    total = sum(counted)
+    # One newline per cpuN line (counted in place, not copied); the last may end the text without one.
+    start, end = match.span("cpus")
+    count = text.count("\n", start, end) + (1 if end > start and text[end - 1] != "\n" else 0)
+    return CpuTimes(busy=total - idle, total=total, cpu_count=count)
 
 
 def parse_loadavg(text: str) -> tuple[float, float, float]:

@@ -1,23 +1,25 @@
-"""Bookkeeping of the PSU rail device: sequence tracking, counters, envelopes, sag detection, events.
+"""Bookkeeping of the PSU rail's windows: lines into windows, envelopes, sag detection, the reading.
 
-`RailState` is pure: fed lines or windows with the times passed in, no I/O. The reader
-thread that feeds it (exclusive open, reopen with backoff, udev kick, pushes) is
-`rigmon.collectors.psu.PsuCollector`; the line parsers are `rigmon.collectors.psu_lines`;
-the window arithmetic (envelopes, path-resistance points) is `rigmon.collectors.psu_window`.
+`RailState` is pure: fed lines or windows with the times passed in, no I/O. Its base
+`rigmon.collectors.psu_device.RailDevice` keeps the device's life (connection, identity,
+reboots, window sequence, counters, events). The reader thread that feeds it (exclusive open,
+reopen with backoff, udev kick, pushes) is `rigmon.collectors.psu.PsuCollector`; the line
+parsers are `rigmon.collectors.psu_lines`; the window arithmetic (envelopes, path-resistance
+points) is `rigmon.collectors.psu_window`.
 """
 
 from __future__ import annotations
 
 import math
 
-from rigmon.collectors.base import EventDraft
+from rigmon.collectors.psu_device import HALF_U32, RailDevice
+# Where `PsuCollector` imports it from, with the constants of the windows.
+from rigmon.collectors.psu_device import IDENTITY_ANSWER_S as IDENTITY_ANSWER_S
 from rigmon.collectors.psu_lines import (
     FLAG_UNDER_VOLTAGE,
-    U32,
     LineError,
     USUAL_AMPS_AT,
     USUAL_VOLTS_AT,
-    LineSplitter,
     RailWindow,
     Rm1Identity,
     UsualRm1,
@@ -34,21 +36,18 @@ from rigmon.collectors.psu_window import (
 )
 from rigmon.config import PsuSection
 from rigmon.path_resistance import EstimatorSet
-from rigmon.schema import PathResistanceReading, PsuAdcCounters, PsuRailReading
+from rigmon.schema import PathResistanceReading, PsuRailReading
 
 #: RM1 flag bit: the device lost samples or records.
 FLAG_OVERRUN = 8
-#: An ``RMI`` line this soon after we sent ``?`` is the answer, not a reboot.
-IDENTITY_ANSWER_S = 2.0
 #: A stale reading needs at least this many missing windows.
 STALE_WINDOWS = 3
-HALF_U32 = U32 // 2
 #: `RailState._last_seq_win` before any window: no window length (distinct from a window without one).
 _NO_WINDOW = -1
 
 
-class RailState:
-    """Bookkeeping of one rail device, fed lines or windows; no I/O, times passed in.
+class RailState(RailDevice):
+    """Bookkeeping of one rail device's windows, fed lines or windows; no I/O, times passed in.
 
     Thread-safety is the caller's: `PsuCollector` holds a lock around every call.
 
@@ -57,19 +56,7 @@ class RailState:
     """
 
     def __init__(self, config: PsuSection) -> None:
-        self.config = config
-        # Counted in a plain dict (a line is counted two or three times; building a frozen record
-        # each time was a fifth of a line's cost) and turned into the record when one is read.
-        # Readers in other threads (tests, snapshots) read `counters` without the collector's lock:
-        # the record is cached with the version of the counts it was built from, never stale.
-        self._counts = {name: 0 for name in PsuAdcCounters.__struct_fields__}
-        self._version = 0
-        self._counters: tuple[int, PsuAdcCounters] | None = None
-        self.events: list[EventDraft] = []
-        self.connected = False
-        self.last_error: str | None = None
-        self.identity: Rm1Identity | None = None
-        self.splitter = LineSplitter()
+        super().__init__(config)
         self._agg = WindowAggregate()
         # Usual RM1 lines' windows since the previous reading, folded into `_agg` when one is read.
         self._fast = fresh_fast()
@@ -79,17 +66,12 @@ class RailState:
         self._last_usual: UsualRm1 | None = None
         self._last_window_mono: float | None = None
         self._last_window_at: float | None = None
-        self._last_seq: int | None = None
-        self._last_up_ms: int | None = None
-        self._seen_window = False
-        self._query_mono: float | None = None
         self._header: TextHeader | None = None
         # Column names the configuration reads by: a whitespace row of words is a header
         # only when it names one of them.
         self._header_names = frozenset(src for src in config.channels.values() if not src.isdigit())
         self._pushed_min: float | None = None
         self._pushed_uv = False
-        self._ever_opened = False
         self._power_w: float | None = None
         self._energy_wh: float | None = None
         self._paths = PathPoints(config)
@@ -103,28 +85,9 @@ class RailState:
     # -- connection -------------------------------------------------------------------
 
     def opened(self) -> None:
-        """The port was opened: the next line is partial."""
-        self.connected = True
-        self.last_error = None
-        self.splitter.restart()
+        """The port was opened: the next line is partial, and a text header must come again."""
+        super().opened()
         self._header = None
-        self._count(opens_total=1)
-        if self._ever_opened:
-            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} is back")
-        self._ever_opened = True
-
-    def closed(self, reason: str) -> None:
-        """The port went away (unplugged, reset) or could not be opened."""
-        if self.connected:
-            self._count(disconnects_total=1)
-            self._event("psu_adc_disconnected", "warning",
-                        f"rail ADC on {self.config.port} went away: {reason}", {"reason": reason})
-        self.connected = False
-        self.last_error = reason
-
-    def query_sent(self, mono: float) -> None:
-        """We asked an RM1 device for its identity (``?``)."""
-        self._query_mono = mono
 
     # -- input ------------------------------------------------------------------------
 
@@ -178,35 +141,6 @@ class RailState:
             self._count(ignored_lines_total=1)
             return False
         return self.window(window, mono, wall)
-
-    def line_error(self, exc: LineError) -> None:
-        """Count a dropped line (or a bad PZEM-017 answer) by its reason."""
-        key = {
-            "long": "long_lines_total", "control": "malformed_lines_total", "checksum": "checksum_errors_total",
-            "malformed": "malformed_lines_total", "nonsense": "nonsense_lines_total",
-        }[exc.reason]
-        self._count(**{key: 1})
-
-    def read_error(self) -> None:
-        """A poll got no valid answer."""
-        self._count(read_errors_total=1)
-
-    def _identity(self, identity: Rm1Identity, mono: float) -> None:
-        answered = self._query_mono is not None and mono - self._query_mono <= IDENTITY_ANSWER_S
-        if not answered and self._seen_window:
-            self._reboot(f"identity line from {identity.device_id or 'the device'}")
-        elif self.identity is not None and identity.device_id != self.identity.device_id:
-            self._event("psu_adc_replaced", "info",
-                        f"rail ADC is now {identity.device_id} (was {self.identity.device_id})",
-                        {"device_id": identity.device_id, "previous": self.identity.device_id})
-        self.identity = identity
-        self._query_mono = None
-
-    def _reboot(self, why: str) -> None:
-        self._count(reboots_total=1)
-        self._event("psu_adc_rebooted", "warning", f"rail ADC rebooted ({why})", {"why": why})
-        self._last_seq = None
-        self._last_up_ms = None
 
     def window(self, window: RailWindow, mono: float, wall: float) -> bool:
         """Account one valid window; return whether to push a sag reading now."""
@@ -315,26 +249,6 @@ class RailState:
         self._pushed_uv = self._pushed_uv or latched
         return deeper or first_latch
 
-    def _sequence(self, seq: int, up_ms: int | None) -> bool:
-        """Track seq and uptime; return False for a duplicate window (dropped)."""
-        last_seq = self._last_seq
-        if last_seq is not None:
-            delta = (seq - last_seq) % U32
-            up_back = (
-                up_ms is not None and self._last_up_ms is not None
-                and (up_ms - self._last_up_ms) % U32 > U32 // 2
-            )
-            if delta == 0 and not up_back:
-                self._count(nonsense_lines_total=1)
-                return False
-            if delta > U32 // 2 or up_back:
-                self._reboot(f"seq {last_seq} -> {seq}")
-            elif delta > 1:
-                self._count(lost_windows_total=delta - 1)
-        self._last_seq = seq
-        self._last_up_ms = up_ms
-        return True
-
     def _last_seq_win(self) -> tuple[int | None, int | None]:
         """``seq`` and ``win_ms`` of the last valid window (``None, _NO_WINDOW`` before the first)."""
         usual = self._last_usual
@@ -421,11 +335,6 @@ class RailState:
         self._paths.take()
         return self._paths.estimators
 
-    def take_events(self) -> list[EventDraft]:
-        """Events since the last call."""
-        events, self.events = self.events, []
-        return events
-
     def _stale(self, mono: float) -> bool:
         if self._last_window_mono is None:
             return True
@@ -436,22 +345,3 @@ class RailState:
         if self.config.protocol == "pzem017":
             limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
         return mono - self._last_window_mono > limit
-
-    @property
-    def counters(self) -> PsuAdcCounters:
-        """The counters so far."""
-        version, cached = self._version, self._counters
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        record = PsuAdcCounters(**self._counts)
-        self._counters = (version, record)
-        return record
-
-    def _count(self, **increments: int) -> None:
-        for key, step in increments.items():
-            self._counts[key] += step
-        self._version += 1
-
-    def _event(self, kind: str, severity: str, message: str,
-               data: dict[str, str | int | float | bool | None] | None = None) -> None:
-        self.events.append(EventDraft(kind=kind, severity=severity, subject="psu:adc", message=message, data=data))

@@ -235,6 +235,19 @@ class FakeNvmlMachine:
                 self._events.wait(timeout_s)
             return queue.popleft() if queue else None
 
+    def event_sets(self) -> dict[int, frozenset[int]]:
+        """The event sets a client holds now, each with the GPU indices registered to it.
+
+        What the driver's open event handles would show: a set appears when a client registers
+        a GPU for Xid events (``nvmlDeviceRegisterEvents``) and goes when it frees the set
+        (``nvmlEventSetFree``); so a test sees whether a client let go of its handles.
+
+        Returns:
+            a copy, by event set id; empty when no set is held.
+        """
+        with self.lock:
+            return {set_id: frozenset(devices) for set_id, devices in self._registered.items()}
+
     def free_event_set(self, set_id: int) -> None:
         """Forget event set ``set_id`` and what was queued for it (``nvmlEventSetFree``; call under ``lock``)."""
         self._registered.pop(set_id, None)

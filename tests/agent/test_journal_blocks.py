@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.agent.journal import upkeep
 from rigmon.agent.journal import (
     BLOCK_AFTER_S,
     BLOCK_FLUSH_S,
@@ -162,6 +163,76 @@ def test_retention_hides_expired_frames_at_once_and_drops_whole_blocks(tmp_path:
     # The block of frames 0-299 went; the one holding 300-599 stays until its last frame expires.
     assert store.conn.execute("SELECT COUNT(*) FROM blocks").fetchone()[0] == blocks_before - 1
     assert store.conn.execute("SELECT MIN(min_at) FROM blocks").fetchone()[0] == T0 + 300
+    store.close()
+
+
+def commits_seen(reader: sqlite3.Connection) -> int:
+    """Changes to ``PRAGMA data_version`` as another connection sees it: one per commit that wrote pages."""
+    return int(reader.execute("PRAGMA data_version").fetchone()[0])
+
+
+def test_retention_commits_only_when_something_expired(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = filled(tmp_path, 1500, clock, retention=Retention(frames_keep_s=2000))
+    store.compact()
+    watcher = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+    # Nothing is older than its retention: a pass writes nothing (no WAL frames, no fsync).
+    version = commits_seen(watcher)
+    for _ in range(3):
+        store.retain()
+        clock.t += 15
+    assert commits_seen(watcher) == version
+    assert store.expired_before() is None
+    # Frames expire inside a block that stays (its last frame is not expired): nothing is
+    # deleted, but they are hidden at once, so that pass commits the watermark.
+    clock.t = T0 + 2100
+    store.retain()
+    assert commits_seen(watcher) != version
+    assert store.expired_before() == T0 + 100
+    with JournalReader(tmp_path) as reader:
+        assert reader.time_range() == (T0 + 100, T0 + 1499)
+    # The frame at T0 + 100 expires: hidden at once.
+    clock.t = T0 + 2100.5
+    store.retain()
+    assert store.expired_before() == T0 + 100.5
+    # The watermark does not move over a stretch holding no frame (frames are 1 s apart).
+    version = commits_seen(watcher)
+    clock.t = T0 + 2100.9
+    store.retain()
+    assert commits_seen(watcher) == version and store.expired_before() == T0 + 100.5
+    with JournalReader(tmp_path) as reader:
+        assert reader.time_range() == (T0 + 101, T0 + 1499)
+    watcher.close()
+    store.close()
+
+
+def test_retention_gives_free_pages_back_beyond_a_slack_a_bounded_number_per_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    store = filled(tmp_path, 6000, clock, retention=Retention(frames_keep_s=500))
+    store.compact(max_blocks=100)
+    page = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
+    monkeypatch.setattr(upkeep, "VACUUM_SLACK_BYTES", 2 * page)
+    monkeypatch.setattr(upkeep, "VACUUM_MAX_BYTES", 5 * page)
+
+    def pages() -> tuple[int, int]:
+        return (int(store.conn.execute("PRAGMA page_count").fetchone()[0]),
+                int(store.conn.execute("PRAGMA freelist_count").fetchone()[0]))
+
+    store.conn.executescript("PRAGMA incremental_vacuum;")  # what compaction freed
+    total, free = pages()
+    assert free == 0
+    store.retain()  # all but the last 500 frames expire: their blocks go
+    after, free = pages()
+    assert free > 2 and after == total - 5
+    while free > 2:
+        before = pages()
+        store.retain()
+        after, free = pages()
+        assert free == max(2, before[1] - 5) and after == before[0] - (before[1] - free)
+    # Within the slack: nothing more to give back, and nothing is committed.
+    store.retain()
+    assert pages() == (after, 2)
     store.close()
 
 

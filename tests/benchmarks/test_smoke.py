@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import re
 import shutil
@@ -90,26 +91,36 @@ def test_agent_full_node_separates_the_simulator() -> None:
     assert row(out, "(threads that exited in the window)")
 
 
+def test_agent_full_node_passes_mypy_strict(tmp_path: Path) -> None:
+    # Its measurement is a typed record (`Measured`), not a dict of mixed values read through casts.
+    out = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
+                          "benchmarks/agent_full_node.py"], capture_output=True, text=True, cwd=BENCHMARKS.parent,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
 def test_agent_full_node_health_check_names_what_is_wrong() -> None:
     import argparse
 
-    sys.path.insert(0, str(BENCHMARKS.parent))
-    from benchmarks.agent_full_node import health_problems
+    from dataclasses import replace
 
-    healthy = {"elapsed": 60.0, "frames": 60, "frames_span_s": 60.0, "windows": 600, "gpus": 8, "lost": 0, "firing": "",
-               "statuses": {"gpu": "ok", "psu": "ok", "rail_path": "absent", "amd_gpu": "absent"}}
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks.agent_full_node import Measured, health_problems
+
+    healthy = Measured(elapsed=60.0, frames=60, frames_span_s=60.0, windows=600, gpus=8, lost=0,
+                       statuses={"gpu": "ok", "psu": "ok", "rail_path": "absent", "amd_gpu": "absent"})
     args = argparse.Namespace(gpus=8)
     assert health_problems(healthy, args) == []
     # The recorded 15.0 ms figure: 6.9 windows a second instead of 10.
-    assert health_problems({**healthy, "windows": 414}, args) == ["6.9 ADC windows/s received, 10 configured"]
+    assert health_problems(replace(healthy, windows=414), args) == ["6.9 ADC windows/s received, 10 configured"]
     # Counted between the window's first and last frames: a 30 s window holding 31 frames spans 31 s of
     # sample time and is healthy (its wall-clock window would have read 10.3 windows/s).
-    assert health_problems({**healthy, "elapsed": 30.0, "frames": 31, "frames_span_s": 31.0, "windows": 310}, args) == []
+    assert health_problems(replace(healthy, elapsed=30.0, frames=31, frames_span_s=31.0, windows=310), args) == []
     # A sagging node pushes a frame per sag window and fires alarms.
-    assert health_problems({**healthy, "pulls": 30}, args) == [
+    assert health_problems(replace(healthy, pulls=30), args) == [
         "30 pulls answered 200 for a 60 s window (one a second expected)"]
-    sick = {**healthy, "frames": 96, "firing": "psu_rail_low_critical", "lost": 1,
-            "statuses": {**healthy["statuses"], "gpu": "error"}}  # type: ignore[dict-item]
+    sick = replace(healthy, frames=96, firing="psu_rail_low_critical", lost=1,
+                   statuses={**healthy.statuses, "gpu": "error"})
     problems = " ".join(health_problems(sick, args))
     for part in ("96 frames", "collector gpu is error", "1 lost", "psu_rail_low_critical"):
         assert part in problems
@@ -177,6 +188,26 @@ def test_journal_writes_blocks_and_exports_every_node() -> None:
 def test_decode_frames_reports_a_cost() -> None:
     out = run("decode_frames.py")
     assert number(row(out, "decode CPU ms per frame")[1]) > 0
+    assert number(row(out, "summary record (`view=summary` SSE data) to record, dashboard decode")[1]) > 0
+    assert re.search(r"their summary records: JSON \d+-\d+ bytes", out), out
+
+
+def test_decode_frames_self_check_catches_a_record_of_another_frame() -> None:
+    spec = importlib.util.spec_from_file_location("decode_frames", BENCHMARKS / "decode_frames.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    from rigmon.schema import Frame, decode, encode
+    from rigmon.summary import summary_record
+
+    recorded = sorted(BENCHMARKS.parent.joinpath("tests", "fixtures", "frames").glob("*.jsonl.gz"))
+    raw = gzip.decompress(recorded[0].read_bytes()).splitlines()[:2]
+    frames = [decode(Frame, line) for line in raw]
+    records = [summary_record(frame) for frame in frames]
+    events = [encode(record).decode() for record in records]
+    assert script._self_check(raw, frames, records, events) == []
+    swapped = script._self_check(raw, frames, records, events[::-1])
+    assert len(swapped) == 2 and "does not decode to what the agent built" in swapped[0]
 
 
 def test_dash_64_nodes_follows_live_nodes() -> None:

@@ -42,6 +42,46 @@ def test_parse_proc_stat_counts_iowait_as_idle_and_cpus() -> None:
     assert (cpu.busy, cpu.total, cpu.cpu_count) == (150, 1000, 2)
 
 
+def _proc_stat(online: list[int], interrupts: int = 3) -> str:
+    """/proc/stat as the kernel writes it: the aggregate line, one line per online CPU, then the rest."""
+    lines = ["cpu  4705 356 584 3699 23 23 0 0 0 0"]
+    lines += [f"cpu{i} 1393280 32966 572056 13343292 6130 0 17875 0 23933 0" for i in online]
+    lines += ["intr 114930548 " + " ".join(["113199788"] + ["0"] * (interrupts - 1)),
+              "ctxt 1990473", "btime 1062191376", "processes 2915", "procs_running 1", "procs_blocked 0",
+              "softirq 183433 0 21755 12 39 0 0 0 0 0 0"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("online", "count"), [
+    ([0], 1), ([0, 1, 2, 3], 4),
+    ([0, 2, 3], 3),  # cpu1 offline: no line, so not max index + 1
+    ([0, 1, 2, 5, 6, 7], 6),  # several offline, the last one online
+    (list(range(256)), 256),
+])
+def test_parse_proc_stat_counts_the_online_cpus(online: list[int], count: int) -> None:
+    cpu = parse_proc_stat(_proc_stat(online))
+    assert (cpu.busy, cpu.total, cpu.cpu_count) == (5668, 9390, count)
+
+
+def test_parse_proc_stat_does_not_depend_on_the_interrupt_counts() -> None:
+    # intr has one count per interrupt number: thousands on a large machine, most of the file.
+    assert parse_proc_stat(_proc_stat([0, 1], interrupts=5000)) == parse_proc_stat(_proc_stat([0, 1]))
+    # The last line of a text cut short still counts.
+    assert parse_proc_stat("cpu  1 2 3 4\ncpu0 1 2 3 4\ncpu1 1 2 3 4").cpu_count == 2
+
+
+def test_cpus_going_offline_and_back_change_the_count(tmp_path: Path) -> None:
+    clock = FakeClock()
+    collector = HostCollector(HostRoot(tmp_path), clock)
+    counts = []
+    for online in ([0, 1, 2, 3], [0, 2, 3], [0], [0, 1, 2, 3]):
+        write_tree(tmp_path, {"/proc/stat": _proc_stat(online)})
+        host = next(r for r in collector.collect() if isinstance(r, HostReading))
+        counts.append(host.cpu_count)
+        clock.now += 1.0
+    assert counts == [4, 3, 1, 4]
+
+
 def test_parse_proc_stat_old_kernel_four_fields() -> None:
     assert parse_proc_stat("cpu 1 2 3 4\ncpu0 1 2 3 4\n").total == 10
 

@@ -14,7 +14,8 @@ import serial
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorError, EventDraft, NoData
 from rigmon.collectors.psu import PsuCollector, RailState
-from rigmon.collectors.psu_lines import format_rm1
+from rigmon.collectors.psu_device import RailDevice
+from rigmon.collectors.psu_lines import LineError, format_rm1
 from rigmon.config import PsuSection
 from rigmon.hw.root import HostRoot
 from rigmon.hw.tty_udev import TtyAddedFn
@@ -85,6 +86,33 @@ def test_latched_under_voltage_flag_pushes_once_per_frame() -> None:
     state = RailState(PsuSection(port="/dev/x", sag_volts=11.0))
     assert feed(state, rm1(0, extra=",flags=4"), rm1(1, extra=",flags=4")) == [True, False]
     assert state.reading(mono=0.0, reset=True).under_voltage_latched
+
+
+def test_rail_device_keeps_the_device_life_without_windows() -> None:
+    # RailState's base: connection, errors, counters and events, with no window accounted.
+    device = RailDevice(PsuSection(port="/dev/x"))
+    device.opened()
+    device.closed("unplugged")
+    device.opened()
+    device.line_error(LineError("checksum", "*00"))
+    device.read_error()
+    assert [e.kind for e in device.take_events()] == ["psu_adc_disconnected", "psu_adc_reconnected"]
+    counters = device.counters
+    assert (counters.opens_total, counters.disconnects_total, counters.checksum_errors_total,
+            counters.read_errors_total, counters.windows_total) == (2, 1, 1, 1, 0)
+    assert device.connected and device.last_error is None
+
+
+def test_a_reopened_text_device_needs_its_header_again() -> None:
+    state = RailState(PsuSection(port="/dev/x", protocol="text", channels={"v": "volts"}))
+    state.opened()
+    assert state.line("volts amps", 0.0, 0.0) is False  # the header
+    state.line("12.01 3.0", 1.0, 1.0)
+    assert state.counters.windows_total == 1
+    state.closed("unplugged")
+    state.opened()
+    state.line("12.02 3.0", 2.0, 2.0)  # no header since the port opened: not a window
+    assert state.counters.windows_total == 1
 
 
 def test_seq_gap_counts_lost_windows_and_wrap_is_not_a_reboot() -> None:

@@ -274,12 +274,12 @@ def test_xid_wait_runs_on_the_waiting_thread_and_close_frees_the_set(machine: Fa
             waiter.join(DEADLINE_S)
             # No thread of its own: the wait ran on the thread that asked (no hand-off twice a second).
             assert not [t.name for t in threading.enumerate() if t.name.startswith("rigmon-nvml-events")]
-            assert machine._registered
+            assert list(machine.event_sets().values()) == [frozenset(range(4))]  # one set, every GPU
         finally:
             nvml.close()
-        assert not machine._registered  # close freed the event set
+        assert machine.event_sets() == {}  # close freed the event set
         assert nvml.wait_xid(0.01) == []  # closed: no new registration
-        assert not machine._registered
+        assert machine.event_sets() == {}
     assert [(getattr(h, "index"), getattr(h, "xid")) for h in hits] == [(1, 79)]
 
 
@@ -293,7 +293,7 @@ def test_close_leaves_the_event_set_of_a_wait_stuck_in_the_driver(machine: FakeN
             waiter.start()
             _eventually(lambda: nvml._xid.waiting == 1)
             nvml.close()  # returns although the wait and the poll thread's shutdown are stuck
-            assert machine._registered  # not freed under the stuck wait
+            assert machine.event_sets() != {}  # not freed under the stuck wait
         finally:
             machine.heal("hang")
             waiter.join(DEADLINE_S)

@@ -7,8 +7,10 @@ import threading
 from pathlib import Path
 
 from rigmon.sim.nvml import FAKE_NVML, FakeNvmlLibrary
+from rigmon.sim.nvml_machine import FakeNvmlMachine, v100_sxm2_gpus
 
-SIM = Path(__file__).resolve().parents[2] / "rigmon" / "sim"
+REPO = Path(__file__).resolve().parents[2]
+SIM = REPO / "rigmon" / "sim"
 #: The modules that build `FakeNvmlLibrary`'s symbol table, per NVML area.
 AREA_MODULES = ("nvml_control.py", "nvml_devices.py", "nvml_events.py", "nvml_fields.py", "nvml_processes.py")
 
@@ -31,6 +33,27 @@ def test_area_modules_use_no_privates_of_the_library_or_machine() -> None:
 def test_the_interface_is_public_and_documented() -> None:
     for name in ("system_call", "device_call", "scalar_symbol", "string_symbol", "clock_symbol", "next_event_set_id"):
         assert getattr(FakeNvmlLibrary, name).__doc__, name
+    assert FakeNvmlMachine.event_sets.__doc__
+
+
+def test_the_nvml_tests_use_no_privates_of_a_machine() -> None:
+    assert private_uses(REPO / "tests" / "hw" / "test_nvml.py") == []
+
+
+def test_event_sets_show_what_a_client_registered_until_it_frees_the_set() -> None:
+    machine = FakeNvmlMachine(v100_sxm2_gpus(4))
+    assert machine.event_sets() == {}
+    with machine.lock:
+        machine.register_xid_events(7, 0)
+        machine.register_xid_events(7, 2)
+        machine.register_xid_events(8, 1)
+    held = machine.event_sets()
+    assert held == {7: frozenset({0, 2}), 8: frozenset({1})}
+    with machine.lock:
+        machine.register_xid_events(7, 3)
+        machine.free_event_set(8)
+    assert held == {7: frozenset({0, 2}), 8: frozenset({1})}  # a copy
+    assert machine.event_sets() == {7: frozenset({0, 2, 3})}
 
 
 def test_event_set_ids_are_unique_across_threads() -> None:

@@ -15,11 +15,19 @@ from rigmon.agent.journal.blocks import (
     gzip_member,
     pack_times,
     seal_stream,
+    unpack_times,
 )
 from rigmon.agent.journal.reader import JournalReader
 from rigmon.agent.journal.tiers import TIERS_S
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
+
+#: Free pages the file keeps for the writer to reuse (compaction frees about a block's rows at a
+#: time, and the next frames fill them again): giving them back would only grow the file again.
+VACUUM_SLACK_BYTES = 8 * 1024 * 1024
+#: Free pages given back to the file system per retention pass at most: giving a page back may
+#: move another (a whole cap's worth after a size-cap purge), all on the writer's thread.
+VACUUM_MAX_BYTES = 4 * 1024 * 1024
 
 
 class Retention(msgspec.Struct, frozen=True, gc=False):
@@ -160,32 +168,72 @@ class JournalUpkeep(JournalReader):
         return int((pages - free) * page_size)
 
     def retain(self) -> None:
-        """Delete what is older than its retention, then the oldest data while over the size cap."""
+        """Delete what is older than its retention, then the oldest data while over the size cap.
+
+        Commits only when it changed something: rows deleted, or ``frames:expired_before`` moved
+        past a frame still stored (in a block or a stream that is not deleted yet), which hides it
+        from readers at once. A pass that finds nothing to do (a journal younger than its
+        retention) rolls back and writes nothing: with ``synchronous = FULL`` every commit costs a
+        WAL write and an fsync, and nothing here needs one. Moving the watermark over a stretch
+        holding no frame changes nothing a reader sees, so it is not written. Free pages go back to
+        the file system beyond a slack the writer reuses (`_give_back_pages`).
+        """
         now = self.clock.time()
         r = self.retention
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            changes = conn.total_changes
             expired = now - r.frames_keep_s
             # A stream goes whole, with its last frame: its rows decompress only from its first.
-            self.conn.execute(
+            conn.execute(
                 "DELETE FROM frames WHERE taken_at < :e AND (stream IS NULL OR stream IN "
                 "(SELECT stream FROM frames WHERE stream IS NOT NULL GROUP BY stream HAVING MAX(taken_at) < :e))",
                 {"e": expired})
             # A block goes with its last frame; until then readers skip its expired frames.
-            self.conn.execute("DELETE FROM blocks WHERE max_at < ?", (expired,))
-            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('frames:expired_before', ?)",
-                              (repr(max(expired, self.expired_before() or -math.inf)),))
-            self.conn.execute("DELETE FROM events WHERE at < ?", (now - r.events_keep_s,))
+            conn.execute("DELETE FROM blocks WHERE max_at < ?", (expired,))
+            since = self.expired_before()
+            if since is None or expired > since:
+                if self._holds_frames(-math.inf if since is None else since, expired):
+                    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('frames:expired_before', ?)",
+                                 (repr(expired),))
+            conn.execute("DELETE FROM events WHERE at < ?", (now - r.events_keep_s,))
             for step in TIERS_S:
                 keep = r.tier_keep_s.get(step, r.events_keep_s)
-                self.conn.execute("DELETE FROM buckets WHERE step_s = ? AND start_at < ?", (step, now - keep))
+                conn.execute("DELETE FROM buckets WHERE step_s = ? AND start_at < ?", (step, now - keep))
             self._drop_unused_dicts()
+            conn.execute("COMMIT" if conn.total_changes != changes else "ROLLBACK")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
         self._enforce_size()
-        self.conn.execute("PRAGMA incremental_vacuum")
+        self._give_back_pages()
         if self._stream_id is not None and self.conn.execute(
                 "SELECT 1 FROM frames WHERE id = ?", (self._stream_id,)).fetchone() is None:
             # Its first rows are gone: the next frame opens a new stream.
             self._stream = None
+
+    def _holds_frames(self, lo: float, hi: float) -> bool:
+        """Whether a frame taken in ``[lo, hi)`` is stored (in the frames table or a block)."""
+        if self.conn.execute("SELECT 1 FROM frames WHERE taken_at >= ? AND taken_at < ? LIMIT 1",
+                             (lo, hi)).fetchone() is not None:
+            return True
+        # Blocks that overlap the stretch: their frames' own times (a block may span a gap).
+        for (blob,) in self.conn.execute("SELECT taken_at FROM blocks WHERE max_at >= ? AND min_at < ?", (lo, hi)):
+            if any(lo <= t < hi for t in unpack_times(blob)):
+                return True
+        return False
+
+    def _give_back_pages(self) -> None:
+        """Truncate the file by its free pages beyond `VACUUM_SLACK_BYTES`, `VACUUM_MAX_BYTES` at most."""
+        page_size = int(self.conn.execute("PRAGMA page_size").fetchone()[0])
+        free = int(self.conn.execute("PRAGMA freelist_count").fetchone()[0])
+        pages = min(free - VACUUM_SLACK_BYTES // page_size, VACUUM_MAX_BYTES // page_size)
+        if pages > 0:
+            # ``execute`` steps this pragma once, which gives back one page (whatever its
+            # argument); ``executescript`` runs it to the end, in one transaction.
+            self.conn.executescript(f"PRAGMA incremental_vacuum({pages});")
 
     def _drop_unused_dicts(self) -> None:
         # Only rows of format 2 use dictionaries; this writer makes none.

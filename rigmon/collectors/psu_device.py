@@ -1,0 +1,149 @@
+"""The rail device's life as its lines tell it: connection, identity, reboots, window sequence, counters, events.
+
+`RailDevice` is pure (times passed in, no I/O) and the base of `rigmon.collectors.psu_rail.RailState`,
+which accounts the windows themselves (envelopes, sags, path-resistance points, the reading).
+"""
+
+from __future__ import annotations
+
+from rigmon.collectors.base import EventDraft
+from rigmon.collectors.psu_lines import U32, LineError, LineSplitter, Rm1Identity
+from rigmon.config import PsuSection
+from rigmon.schema import PsuAdcCounters
+
+#: An ``RMI`` line this soon after we sent ``?`` is the answer, not a reboot.
+IDENTITY_ANSWER_S = 2.0
+HALF_U32 = U32 // 2
+
+
+class RailDevice:
+    """What one rail device did: opened and lost, who it is, when it rebooted, which windows came
+    in order, twice or not at all, and the counters and events that say so.
+
+    Thread-safety is the caller's: `PsuCollector` holds a lock around every call.
+
+    Args:
+        config: the ``[psu]`` section.
+    """
+
+    def __init__(self, config: PsuSection) -> None:
+        self.config = config
+        # Counted in a plain dict (a line is counted two or three times; building a frozen record
+        # each time was a fifth of a line's cost) and turned into the record when one is read.
+        # Readers in other threads (tests, snapshots) read `counters` without the collector's lock:
+        # the record is cached with the version of the counts it was built from, never stale.
+        self._counts = {name: 0 for name in PsuAdcCounters.__struct_fields__}
+        self._version = 0
+        self._counters: tuple[int, PsuAdcCounters] | None = None
+        self.events: list[EventDraft] = []
+        self.connected = False
+        self.last_error: str | None = None
+        self.identity: Rm1Identity | None = None
+        self.splitter = LineSplitter()
+        self._last_seq: int | None = None
+        self._last_up_ms: int | None = None
+        self._seen_window = False
+        self._query_mono: float | None = None
+        self._ever_opened = False
+
+    # -- connection -------------------------------------------------------------------
+
+    def opened(self) -> None:
+        """The port was opened: the next line is partial."""
+        self.connected = True
+        self.last_error = None
+        self.splitter.restart()
+        self._count(opens_total=1)
+        if self._ever_opened:
+            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} is back")
+        self._ever_opened = True
+
+    def closed(self, reason: str) -> None:
+        """The port went away (unplugged, reset) or could not be opened."""
+        if self.connected:
+            self._count(disconnects_total=1)
+            self._event("psu_adc_disconnected", "warning",
+                        f"rail ADC on {self.config.port} went away: {reason}", {"reason": reason})
+        self.connected = False
+        self.last_error = reason
+
+    def query_sent(self, mono: float) -> None:
+        """We asked an RM1 device for its identity (``?``)."""
+        self._query_mono = mono
+
+    # -- what lines say about the device ---------------------------------------------
+
+    def line_error(self, exc: LineError) -> None:
+        """Count a dropped line (or a bad PZEM-017 answer) by its reason."""
+        key = {
+            "long": "long_lines_total", "control": "malformed_lines_total", "checksum": "checksum_errors_total",
+            "malformed": "malformed_lines_total", "nonsense": "nonsense_lines_total",
+        }[exc.reason]
+        self._count(**{key: 1})
+
+    def read_error(self) -> None:
+        """A poll got no valid answer."""
+        self._count(read_errors_total=1)
+
+    def _identity(self, identity: Rm1Identity, mono: float) -> None:
+        answered = self._query_mono is not None and mono - self._query_mono <= IDENTITY_ANSWER_S
+        if not answered and self._seen_window:
+            self._reboot(f"identity line from {identity.device_id or 'the device'}")
+        elif self.identity is not None and identity.device_id != self.identity.device_id:
+            self._event("psu_adc_replaced", "info",
+                        f"rail ADC is now {identity.device_id} (was {self.identity.device_id})",
+                        {"device_id": identity.device_id, "previous": self.identity.device_id})
+        self.identity = identity
+        self._query_mono = None
+
+    def _reboot(self, why: str) -> None:
+        self._count(reboots_total=1)
+        self._event("psu_adc_rebooted", "warning", f"rail ADC rebooted ({why})", {"why": why})
+        self._last_seq = None
+        self._last_up_ms = None
+
+    def _sequence(self, seq: int, up_ms: int | None) -> bool:
+        """Track seq and uptime; return False for a duplicate window (dropped)."""
+        last_seq = self._last_seq
+        if last_seq is not None:
+            delta = (seq - last_seq) % U32
+            up_back = (
+                up_ms is not None and self._last_up_ms is not None
+                and (up_ms - self._last_up_ms) % U32 > U32 // 2
+            )
+            if delta == 0 and not up_back:
+                self._count(nonsense_lines_total=1)
+                return False
+            if delta > U32 // 2 or up_back:
+                self._reboot(f"seq {last_seq} -> {seq}")
+            elif delta > 1:
+                self._count(lost_windows_total=delta - 1)
+        self._last_seq = seq
+        self._last_up_ms = up_ms
+        return True
+
+    # -- counters and events ----------------------------------------------------------
+
+    def take_events(self) -> list[EventDraft]:
+        """Events since the last call."""
+        events, self.events = self.events, []
+        return events
+
+    @property
+    def counters(self) -> PsuAdcCounters:
+        """The counters so far."""
+        version, cached = self._version, self._counters
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        record = PsuAdcCounters(**self._counts)
+        self._counters = (version, record)
+        return record
+
+    def _count(self, **increments: int) -> None:
+        for key, step in increments.items():
+            self._counts[key] += step
+        self._version += 1
+
+    def _event(self, kind: str, severity: str, message: str,
+               data: dict[str, str | int | float | bool | None] | None = None) -> None:
+        self.events.append(EventDraft(kind=kind, severity=severity, subject="psu:adc", message=message, data=data))
