@@ -1,6 +1,6 @@
 """The collectors' worker threads: a runner calls the collectors of a batch one after another.
 
-The sampler (`rigmon.agent.sampler`) decides which collectors are due and on which runner;
+The tick scheduler (`rigmon.agent.ticks`) decides which collectors are due and on which runner;
 a runner's thread calls them, files each outcome in ``done`` and says when its batch is over.
 """
 
@@ -27,7 +27,7 @@ class Runner(msgspec.Struct, eq=False):
     All collectors share one runner, so a tick costs one hand-off to a thread and one back
     instead of one pair per collector. A call still running when the next tick comes
     (hung in a driver, or slower than the interval) keeps the runner: it becomes that
-    collector's own, and the others move to a new shared runner (see `rigmon.agent.sampler.Sampler`).
+    collector's own, and the others move to a new shared runner (see `rigmon.agent.ticks.TickScheduler`).
     """
 
     executor: ThreadPoolExecutor

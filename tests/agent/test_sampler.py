@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from rigmon.agent.sampler import Sampler
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import EventDraft, NoData, PolledCollector, PushFn
-from rigmon.schema import Frame, TemperatureReading
+from rigmon.schema import CollectorStatus, Frame, TemperatureReading
 
 
 class Quick(PolledCollector):
@@ -293,10 +293,11 @@ async def test_a_failing_tick_ends_run_with_its_error() -> None:
     task = asyncio.create_task(sampler.run())
     await frames_until(frames, lambda f: f.seq >= 2)
 
-    def broken() -> Frame:
+    def broken() -> CollectorStatus:
         raise RuntimeError("frame assembly bug")
 
-    sampler._publish = broken  # type: ignore[method-assign]
+    # A status source that raises breaks the next frame's assembly (a bug, not a collector's failure).
+    sampler.add_status("journal", broken)
     try:
         await asyncio.wait_for(task, 5)
     except RuntimeError as exc:
@@ -441,3 +442,4 @@ def test_a_handed_over_batch_starts_at_its_time_and_a_wake_ends_its_wait() -> No
     future.result(5)
     assert len(started_at) == 1 and done == [runner, runner]
     runner.executor.shutdown()
+
