@@ -71,6 +71,53 @@ def new_runner(thread_name: str) -> Runner:
     return Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
 
 
+class Runners:
+    """The shared runner and the ones collectors kept while a call overran: every runner that may hold results.
+
+    Args:
+        thread_name: name of the runners' threads.
+    """
+
+    def __init__(self, thread_name: str) -> None:
+        self.thread_name = thread_name
+        #: The runner the collectors without one of their own share.
+        self.shared = new_runner(thread_name)
+        self.all: list[Runner] = [self.shared]
+
+    def pin_shared(self) -> tuple[str, list[str]] | None:
+        """Give the shared runner, whose batch overran the tick, to the call it is running, and start a new shared one.
+
+        Returns:
+            The running collector's name and the names of the batch not started yet (taken off
+            the runner), or ``None`` if the batch is ending (the worker saw its queue empty): the
+            thread is free and stays shared.
+        """
+        runner = self.shared
+        with runner.lock:
+            stuck = runner.current
+            if stuck is None:
+                return None
+            runner.current = None
+            skipped, runner.queued = runner.queued, []
+        self.shared = new_runner(self.thread_name)
+        self.all.append(self.shared)
+        return stuck, skipped
+
+    def release(self, runner: Runner) -> None:
+        """End a collector's own runner (idle, its results taken)."""
+        self.all.remove(runner)
+        runner.executor.shutdown(wait=False)
+
+    def close(self) -> None:
+        """End every runner's thread (a hung one is abandoned)."""
+        for runner in self.all:
+            # A batch waiting for its start time must not call collectors that are closed now.
+            with runner.lock:
+                runner.queued = []
+            wake(runner)
+            runner.executor.shutdown(wait=False, cancel_futures=True)
+
+
 def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None],
               start_at: float | None = None) -> None:
     """Worker thread: call the queued collectors in turn until the batch is empty, then ``batch_done(runner)``.

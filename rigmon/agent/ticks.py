@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 import msgspec
 
-from rigmon.agent.collector_threads import Outcome, Runner, new_runner, run_batch, wake
+from rigmon.agent.collector_threads import Outcome, Runner, Runners, run_batch, wake
 from rigmon.collectors.base import Collector
 
 #: Files one finished call: the collector's name, its outcome, the call's duration in seconds.
 FileOutcome = Callable[[str, Outcome, float], None]
-#: Reports a call still running: the collector's name, seconds it has run (past the timeout).
+#: Reports a call running past the timeout: the collector's name, seconds it has run.
 FileHung = Callable[[str, float], None]
 
 # Part of each interval the sampler waits for collectors before it sends the frame
@@ -40,12 +40,10 @@ class _Slot(msgspec.Struct):
 class TickScheduler:
     """Calls the collectors due at each tick off the event loop, and says when the tick's frame is due.
 
-    Collectors are called one after another on a shared worker thread. A call that is still
-    running when the next tick comes (hung in a driver) keeps that thread for itself and the
-    other collectors move to a fresh one, so a hung call blocks only its own collector (the
-    others for at most the part of one interval the tick waits): it is reported hung after
-    ``timeout_s`` and is not called again until it returns. Once it has returned, the
-    collector rejoins the shared thread and its own one ends.
+    Collectors are called one after another on a shared worker thread. A call still running
+    when the next tick comes (hung in a driver) keeps that thread and the others move to a fresh
+    one: it blocks only its own collector, is reported hung after ``timeout_s`` and is not called
+    again until it returns; then the collector rejoins the shared thread and its own one ends.
 
     Args:
         collectors: collectors by name (the order they are called in).
@@ -58,16 +56,9 @@ class TickScheduler:
             reading arrives between ticks. It calls `take_results` first.
     """
 
-    def __init__(
-        self,
-        collectors: dict[str, Collector],
-        intervals: dict[str, float],
-        interval_s: float,
-        timeout_s: float,
-        file_outcome: FileOutcome,
-        file_hung: FileHung,
-        publish: Callable[[], object],
-    ) -> None:
+    def __init__(self, collectors: dict[str, Collector], intervals: dict[str, float], interval_s: float,
+                 timeout_s: float, file_outcome: FileOutcome, file_hung: FileHung,
+                 publish: Callable[[], object]) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._slots = {name: _Slot(interval_s=intervals[name]) for name in collectors}
@@ -76,9 +67,7 @@ class TickScheduler:
         self._file_outcome = file_outcome
         self._file_hung = file_hung
         self._publish = publish
-        self._shared = new_runner("rigmon-collectors")
-        # Every runner that may still hold results: the shared one and the collectors' own.
-        self._runners: list[Runner] = [self._shared]
+        self._runners = Runners("rigmon-collectors")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
         #: What `run` awaits: done when sampling has stopped (with the exception that stopped it).
@@ -98,13 +87,10 @@ class TickScheduler:
     async def run(self) -> None:
         """Tick until cancelled or `stop` is called; raise what stopped it if a tick failed.
 
-        The ticks are driven by callbacks on the event loop, not by this coroutine: the
-        collectors' thread reports the end of its batch with one ``call_soon_threadsafe``,
-        whose callback publishes the frame and hands the next tick's batch to that thread,
-        which starts it on time by itself (`_prestart`). A tick thus costs one turn of the
-        loop (a timer starting each tick cost two; awaiting executor futures five). While a
-        collector still runs (hung, or slower than the tick's wait), a timer on the loop
-        starts the next tick.
+        Ticks are loop callbacks, not this coroutine: the collectors' thread reports its batch's
+        end with one ``call_soon_threadsafe``, whose callback publishes the frame and hands the
+        next batch to that thread, which starts it on time by itself (`_prestart`): one turn of
+        the loop a tick. While a call still runs (hung or overrunning), a timer starts the next.
         """
         loop = asyncio.get_running_loop()
         self._loop = loop
@@ -131,12 +117,7 @@ class TickScheduler:
 
     def close(self) -> None:
         """End the runners' threads (a hung one is abandoned); call after the collectors are closed."""
-        for runner in self._runners:
-            # A batch waiting for its start time must not call collectors that are closed now.
-            with runner.lock:
-                runner.queued = []
-            wake(runner)
-            runner.executor.shutdown(wait=False, cancel_futures=True)
+        self._runners.close()
 
     def pushed(self) -> None:
         """A pushed reading was filed: publish it now, unless a tick in progress will."""
@@ -155,7 +136,7 @@ class TickScheduler:
         """File the results the runners have finished since the last look."""
         slots = self._slots
         file_outcome = self._file_outcome
-        for runner in self._runners:
+        for runner in self._runners.all:
             while runner.done:
                 name, outcome, duration_s = runner.done.popleft()
                 slots[name].running_since = None
@@ -197,8 +178,7 @@ class TickScheduler:
     def _fail(self, error: Exception) -> None:
         """A tick failed (a bug, not a collector's failure): sampling stops and `run` raises it."""
         self._stopped = True
-        self._ticking = False
-        self._prestarted = False
+        self._ticking = self._prestarted = False
         self._cancel_timer()
         self._end_run(error)
 
@@ -246,8 +226,7 @@ class TickScheduler:
 
     def _end_tick(self) -> None:
         """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
-        self._ticking = False
-        self._prestarted = False
+        self._ticking = self._prestarted = False
         self._awaited = set()
         self._cancel_timer()
         try:
@@ -269,11 +248,10 @@ class TickScheduler:
             self._timer = self._loop.call_later(delay, self._begin_tick)
 
     def _prestart(self, delay: float) -> bool:
-        """Hand the next tick's batch to the collectors' thread, to start at ``_next_tick`` (in
-        ``delay`` seconds) without the loop waking for it, and arm the end of its wait; whether
-        it was handed over. Only when no collector call is running (none hung or overrunning:
-        those ticks start from the loop, which files hung collectors and moves the others to
-        a fresh thread first)."""
+        """Hand the next tick's batch to the collectors' thread, to start at ``_next_tick`` (in ``delay``
+        s) without the loop waking for it, and arm the end of its wait; whether it was handed over.
+        Only when no call is running (else the loop starts the tick: it files hung collectors and
+        moves the others to a fresh thread first)."""
         if any(slot.running_since is not None for slot in self._slots.values()):
             return False
         started = self._start_due(self._next_tick, start_at=self._next_tick)
@@ -292,8 +270,8 @@ class TickScheduler:
         With ``start_at``, their runners wait until then (`_prestart`) and the calls count as running from then.
         """
         self.take_results()
-        if self._shared.busy:
-            self._pin(self._shared)
+        if self._runners.shared.busy:
+            self._pin()
         now = time.monotonic() if start_at is None else start_at
         batches: dict[int, tuple[Runner, list[str]]] = {}
         for name, slot in self._slots.items():
@@ -307,7 +285,7 @@ class TickScheduler:
                 continue
             slot.next_due = tick_at + slot.interval_s
             slot.running_since = now
-            runner = slot.runner or self._shared
+            runner = slot.runner or self._runners.shared
             batches.setdefault(id(runner), (runner, []))[1].append(name)
         started: list[Runner] = []
         for runner, names in batches.values():
@@ -318,22 +296,18 @@ class TickScheduler:
             started.append(runner)
         return started
 
-    def _pin(self, runner: Runner) -> None:
-        """Give a runner whose batch overran the tick to the collector it is running, and
-        start a new shared runner for the others (those not started yet are due again)."""
-        with runner.lock:
-            stuck = runner.current
-            if stuck is None:
-                # The batch is ending (the worker saw its queue empty): the thread is free.
-                return
-            runner.current = None
-            skipped, runner.queued = runner.queued, []
+    def _pin(self) -> None:
+        """Give the shared runner, whose batch overran the tick, to the collector it is running;
+        the others move to a new shared runner (those not started yet are due again)."""
+        runner = self._runners.shared
+        pinned = self._runners.pin_shared()
+        if pinned is None:
+            return  # the batch is ending: the thread is free
+        stuck, skipped = pinned
         for name in skipped:
             self._slots[name].running_since = None
             self._slots[name].next_due = 0.0
         self._slots[stuck].runner = runner
-        self._shared = new_runner("rigmon-collectors")
-        self._runners.append(self._shared)
 
     def _release_runners(self) -> None:
         """A collector whose overrunning call has returned goes back to the shared runner and
@@ -343,5 +317,4 @@ class TickScheduler:
             runner = slot.runner
             if runner is not None and not runner.busy and not runner.done and slot.running_since is None:
                 slot.runner = None
-                self._runners.remove(runner)
-                runner.executor.shutdown(wait=False)
+                self._runners.release(runner)
