@@ -215,11 +215,20 @@ class TickScheduler:
                 pass  # the loop is closed: the agent has stopped
 
     def _batch_done(self, runner: Runner) -> None:
-        """Loop callback, from a runner's thread: its batch is over (a late one's is ignored)."""
+        """Loop callback, from a runner's thread: its batch is over (a late one's is ignored).
+
+        Late: of a tick already over, such as an overrunning collector's own thread, whose report
+        can come after the tick that filed its result handed the next batch over. It must not put
+        that tick in progress before its batch begins (`stop` then waited for it instead of taking
+        it back), nor count as the end of a newer batch handed to the same runner.
+        """
+        if not (self._ticking or self._prestarted) or runner not in self._awaited:
+            return
+        with runner.lock:
+            if runner.queued or runner.current is not None:
+                return  # an earlier batch of this runner ended; the awaited one has not
         if self._prestarted:
             self._enter_tick()
-        if not self._ticking:
-            return
         self._awaited.discard(runner)
         if not self._awaited:
             self._end_tick()
