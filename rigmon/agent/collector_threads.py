@@ -72,7 +72,7 @@ def new_runner(thread_name: str) -> Runner:
 
 
 class Runners:
-    """The shared runner and the ones collectors kept while a call overran: every runner that may hold results.
+    """Every runner that may hold results: the shared one and those collectors kept while a call overran.
 
     Args:
         thread_name: name of the runners' threads.
@@ -85,7 +85,7 @@ class Runners:
         self.all: list[Runner] = [self.shared]
 
     def pin_shared(self) -> tuple[str, list[str]] | None:
-        """Give the shared runner, whose batch overran the tick, to the call it is running, and start a new shared one.
+        """Give the shared runner, whose batch overran the tick, to its running call; start a new shared one.
 
         Returns:
             The running collector's name and the names of the batch not started yet (taken off
