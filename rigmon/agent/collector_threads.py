@@ -1,6 +1,6 @@
 """The collectors' worker threads: a runner calls the collectors of a batch one after another.
 
-The sampler (`rigmon.agent.sampler`) decides which collectors are due and on which runner;
+The tick scheduler (`rigmon.agent.ticks`) decides which collectors are due and on which runner;
 a runner's thread calls them, files each outcome in ``done`` and says when its batch is over.
 """
 
@@ -27,7 +27,7 @@ class Runner(msgspec.Struct, eq=False):
     All collectors share one runner, so a tick costs one hand-off to a thread and one back
     instead of one pair per collector. A call still running when the next tick comes
     (hung in a driver, or slower than the interval) keeps the runner: it becomes that
-    collector's own, and the others move to a new shared runner (see `rigmon.agent.sampler.Sampler`).
+    collector's own, and the others move to a new shared runner (see `rigmon.agent.ticks.TickScheduler`).
     """
 
     executor: ThreadPoolExecutor
@@ -69,6 +69,53 @@ def wake(runner: Runner) -> None:
 def new_runner(thread_name: str) -> Runner:
     """A runner with its own worker thread (threads named ``thread_name``)."""
     return Runner(executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name))
+
+
+class Runners:
+    """Every runner that may hold results: the shared one and those collectors kept while a call overran.
+
+    Args:
+        thread_name: name of the runners' threads.
+    """
+
+    def __init__(self, thread_name: str) -> None:
+        self.thread_name = thread_name
+        #: The runner the collectors without one of their own share.
+        self.shared = new_runner(thread_name)
+        self.all: list[Runner] = [self.shared]
+
+    def pin_shared(self) -> tuple[str, list[str]] | None:
+        """Give the shared runner, whose batch overran the tick, to its running call; start a new shared one.
+
+        Returns:
+            The running collector's name and the names of the batch not started yet (taken off
+            the runner), or ``None`` if the batch is ending (the worker saw its queue empty): the
+            thread is free and stays shared.
+        """
+        runner = self.shared
+        with runner.lock:
+            stuck = runner.current
+            if stuck is None:
+                return None
+            runner.current = None
+            skipped, runner.queued = runner.queued, []
+        self.shared = new_runner(self.thread_name)
+        self.all.append(self.shared)
+        return stuck, skipped
+
+    def release(self, runner: Runner) -> None:
+        """End a collector's own runner (idle, its results taken)."""
+        self.all.remove(runner)
+        runner.executor.shutdown(wait=False)
+
+    def close(self) -> None:
+        """End every runner's thread (a hung one is abandoned)."""
+        for runner in self.all:
+            # A batch waiting for its start time must not call collectors that are closed now.
+            with runner.lock:
+                runner.queued = []
+            wake(runner)
+            runner.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_done: Callable[[Runner], None],

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from rigmon.agent.sampler import Sampler
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import EventDraft, NoData, PolledCollector, PushFn
-from rigmon.schema import Frame, TemperatureReading
+from rigmon.schema import CollectorStatus, Frame, TemperatureReading
 
 
 class Quick(PolledCollector):
@@ -293,10 +293,11 @@ async def test_a_failing_tick_ends_run_with_its_error() -> None:
     task = asyncio.create_task(sampler.run())
     await frames_until(frames, lambda f: f.seq >= 2)
 
-    def broken() -> Frame:
+    def broken() -> CollectorStatus:
         raise RuntimeError("frame assembly bug")
 
-    sampler._publish = broken  # type: ignore[method-assign]
+    # A status source that raises breaks the next frame's assembly (a bug, not a collector's failure).
+    sampler.add_status("journal", broken)
     try:
         await asyncio.wait_for(task, 5)
     except RuntimeError as exc:
@@ -441,3 +442,75 @@ def test_a_handed_over_batch_starts_at_its_time_and_a_wake_ends_its_wait() -> No
     future.result(5)
     assert len(started_at) == 1 and done == [runner, runner]
     runner.executor.shutdown()
+
+
+async def test_a_pinned_runners_late_batch_end_does_not_begin_a_handed_over_tick() -> None:
+    """The thread an overrunning collector kept reports the end of its batch after the tick that
+    filed its result handed the next tick's batch over: that report must not mark the handed-over
+    tick in progress (its batch has not begun), so `stop` still takes the batch back."""
+    slow_gate, quick_gate = threading.Event(), threading.Event()
+    slow_returned, held_returned = threading.Event(), threading.Event()
+
+    class Slow(PolledCollector):
+        """Overruns its first tick until released; quick afterwards."""
+
+        name = "slow"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def collect(self) -> Sequence[object]:
+            self.calls += 1
+            if self.calls == 1:
+                slow_gate.wait(5)
+                slow_returned.set()
+            return [TemperatureReading(sensor="s", label="slow", temp_c=float(self.calls))]
+
+    class Held(PolledCollector):
+        """Holds its second call (the tick that pins the slow collector's thread) until released."""
+
+        name = "held"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def collect(self) -> Sequence[object]:
+            self.calls += 1
+            if self.calls == 2:
+                quick_gate.wait(5)
+                held_returned.set()
+            return [TemperatureReading(sensor="h", label="held", temp_c=float(self.calls))]
+
+    slow, held = Slow(), Held()
+    # 1 s ticks, a 0.6 s wait: the first tick ends without the slow collector (the held one
+    # queued behind it), the next ones pin the slow one's thread and run the held one on a fresh
+    # one: its first call at once, its second held.
+    sampler, frames = make({"slow": slow, "held": held}, interval_s=1.0, timeout_s=5.0)
+    task = asyncio.create_task(sampler.run())
+    try:
+        while held.calls < 2:
+            await asyncio.sleep(0.01)
+        published = len(frames)
+        # With the loop held, the held collector's batch ends first, then the slow one's (on the
+        # thread it kept): the loop sees the tick's end, files both and hands the next tick's
+        # batch over, and only then gets the slow thread's report.
+        quick_gate.set()
+        assert held_returned.wait(5)
+        time.sleep(0.05)  # its thread reports the batch's end
+        slow_gate.set()
+        assert slow_returned.wait(5)
+        time.sleep(0.05)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(frames) == published + 1 and frames[-1].collectors["slow"].state == "ok"
+        calls = slow.calls, held.calls
+        sampler.stop()  # before the handed-over batch's time (~0.8 s from now)
+        await asyncio.wait_for(task, 5)
+        await asyncio.sleep(1.0)  # past the time it would have begun
+        assert (slow.calls, held.calls) == calls
+        assert len(frames) == published + 1
+    finally:
+        slow_gate.set()
+        quick_gate.set()
+        sampler.stop()
+        await asyncio.wait_for(task, 5)

@@ -1,0 +1,329 @@
+"""Tick scheduling: when each collector is called, on which worker thread, and when a tick ends.
+
+`TickScheduler` owns the loop's timers, the collectors' due times, the runners that call them
+(`rigmon.agent.collector_threads`) and hung detection. What a tick makes is the sampler's
+(`rigmon.agent.sampler.Sampler`): the scheduler calls it back to file each outcome, to report a
+collector hung, and to publish the frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from rigmon.agent.collector_threads import Outcome, Runner, Runners, run_batch, wake
+from rigmon.collectors.base import Collector
+
+#: Files one finished call: the collector's name, its outcome, the call's duration in seconds.
+FileOutcome = Callable[[str, Outcome, float], None]
+#: Reports a call running past the timeout: the collector's name, seconds it has run.
+FileHung = Callable[[str, float], None]
+
+# Part of each interval the sampler waits for collectors before it sends the frame
+# anyway; a slower collector's result lands in a later frame.
+_WAIT_FRACTION = 0.6
+
+
+class _Slot(msgspec.Struct):
+    """Scheduling state of one collector."""
+
+    interval_s: float
+    #: The collector's own runner once one of its calls overran a tick; ``None``: the shared one.
+    runner: Runner | None = None
+    next_due: float = 0.0
+    running_since: float | None = None
+
+
+class TickScheduler:
+    """Calls the collectors due at each tick off the event loop, and says when the tick's frame is due.
+
+    Collectors are called one after another on a shared worker thread. A call still running
+    when the next tick comes (hung in a driver) keeps that thread and the others move to a fresh
+    one: it blocks only its own collector, is reported hung after ``timeout_s`` and is not called
+    again until it returns; then the collector rejoins the shared thread and its own one ends.
+
+    Args:
+        collectors: collectors by name (the order they are called in).
+        intervals: seconds between calls, per collector (every name of ``collectors``).
+        interval_s: seconds between ticks (frames).
+        timeout_s: a call running longer than this is reported hung.
+        file_outcome: files a finished call (on the loop, from `take_results`).
+        file_hung: reports a call running longer than ``timeout_s`` (on the loop, each tick it still runs).
+        publish: makes and publishes the frame; called on the loop when a tick ends or a pushed
+            reading arrives between ticks. It calls `take_results` first.
+    """
+
+    def __init__(self, collectors: dict[str, Collector], intervals: dict[str, float], interval_s: float,
+                 timeout_s: float, file_outcome: FileOutcome, file_hung: FileHung,
+                 publish: Callable[[], object]) -> None:
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self._slots = {name: _Slot(interval_s=intervals[name]) for name in collectors}
+        #: Called by the runners' threads for each name of a batch (a C call, not a method of ours).
+        self._collector_of = collectors.__getitem__
+        self._file_outcome = file_outcome
+        self._file_hung = file_hung
+        self._publish = publish
+        self._runners = Runners("rigmon-collectors")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
+        #: What `run` awaits: done when sampling has stopped (with the exception that stopped it).
+        self._finished: asyncio.Future[None] | None = None
+        #: Monotonic time the next tick is due.
+        self._next_tick = 0.0
+        #: The one timer armed: the next tick, or the end of a tick's wait for its collectors.
+        self._timer: asyncio.TimerHandle | None = None
+        #: A tick has started collectors and waits for them (pushed readings go into its frame).
+        self._ticking = False
+        #: The next tick's batch is handed to the collectors' thread, which starts it at
+        #: ``_next_tick`` by itself (`_prestart`); from then on the tick is in progress.
+        self._prestarted = False
+        #: Runners started by the current tick that have not finished their batch.
+        self._awaited: set[Runner] = set()
+
+    async def run(self) -> None:
+        """Tick until cancelled or `stop` is called; raise what stopped it if a tick failed.
+
+        Ticks are loop callbacks, not this coroutine: the collectors' thread reports its batch's
+        end with one ``call_soon_threadsafe``, whose callback publishes the frame and hands the
+        next batch to that thread, which starts it on time by itself (`_prestart`): one turn of
+        the loop a tick. While a call still runs (hung or overrunning), a timer starts the next.
+        """
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._finished = loop.create_future()
+        self._next_tick = time.monotonic()
+        try:
+            if not self._stopped:
+                self._begin_tick()
+            await self._finished
+        finally:
+            self._stopped = True
+            self._ticking = self._prestarted = False
+            self._cancel_timer()
+
+    def stop(self) -> None:
+        """Ask `run` to return after the current tick (at once between ticks)."""
+        self._stopped = True
+        if self._prestarted and not self._cancel_prestarted():
+            # The handed-over batch has begun: the tick is in progress and ends as any other.
+            self._enter_tick()
+        if not self._ticking:
+            self._cancel_timer()
+            self._end_run(None)
+
+    def close(self) -> None:
+        """End the runners' threads (a hung one is abandoned); call after the collectors are closed."""
+        self._runners.close()
+
+    def pushed(self) -> None:
+        """A pushed reading was filed: publish it now, unless a tick in progress will."""
+        finished = self._finished
+        if self._prestarted and time.monotonic() >= self._next_tick:
+            self._enter_tick()
+        if self._ticking or self._stopped or finished is None or finished.done():
+            # A tick in progress publishes it with the collectors' readings.
+            return
+        try:
+            self._publish()
+        except Exception as exc:  # noqa: BLE001 - ends `run` with it
+            self._fail(exc)
+
+    def take_results(self) -> None:
+        """File the results the runners have finished since the last look."""
+        slots = self._slots
+        file_outcome = self._file_outcome
+        for runner in self._runners.all:
+            while runner.done:
+                name, outcome, duration_s = runner.done.popleft()
+                slots[name].running_since = None
+                file_outcome(name, outcome, duration_s)
+        self._release_runners()
+
+    def _enter_tick(self) -> None:
+        """The handed-over batch has begun (its start time has come): the tick is in progress."""
+        self._prestarted = False
+        self._ticking = True
+
+    def _cancel_prestarted(self) -> bool:
+        """Take back the batch handed over for the next tick unless it has begun; whether it was."""
+        now = time.monotonic()
+        if now >= self._next_tick:
+            return False
+        for runner in self._awaited:
+            with runner.lock:
+                if runner.current is not None or runner.done:
+                    return False
+        for runner in self._awaited:
+            with runner.lock:
+                names, runner.queued = runner.queued, []
+            wake(runner)
+            for name in names:
+                self._slots[name].running_since = None
+        self._prestarted = False
+        self._awaited = set()
+        return True
+
+    def _end_run(self, error: Exception | None) -> None:
+        finished = self._finished
+        if finished is not None and not finished.done():
+            if error is None:
+                finished.set_result(None)
+            else:
+                finished.set_exception(error)
+
+    def _fail(self, error: Exception) -> None:
+        """A tick failed (a bug, not a collector's failure): sampling stops and `run` raises it."""
+        self._stopped = True
+        self._ticking = self._prestarted = False
+        self._cancel_timer()
+        self._end_run(error)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _begin_tick(self) -> None:
+        """Timer callback: start the collectors due now, then wait a part of the interval for them."""
+        self._timer = None
+        if self._stopped:
+            return
+        try:
+            started = self._start_due(self._next_tick)
+        except Exception as exc:  # noqa: BLE001 - ends `run` with it, as a failing await in it would
+            self._fail(exc)
+            return
+        if not started:
+            self._end_tick()
+            return
+        self._ticking = True
+        self._awaited = set(started)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(min(self.timeout_s, self.interval_s * _WAIT_FRACTION), self._end_tick)
+
+    def _batch_finished(self, runner: Runner) -> None:
+        """A runner's thread: its batch is over; tell the loop (`_batch_done`)."""
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._batch_done, runner)
+            except RuntimeError:
+                pass  # the loop is closed: the agent has stopped
+
+    def _batch_done(self, runner: Runner) -> None:
+        """Loop callback, from a runner's thread: its batch is over (a late one's is ignored).
+
+        Late: of a tick already over, such as an overrunning collector's own thread, whose report
+        can come after the tick that filed its result handed the next batch over. It must not put
+        that tick in progress before its batch begins (`stop` then waited for it instead of taking
+        it back), nor count as the end of a newer batch handed to the same runner.
+        """
+        if not (self._ticking or self._prestarted) or runner not in self._awaited:
+            return
+        with runner.lock:
+            if runner.queued or runner.current is not None:
+                return  # an earlier batch of this runner ended; the awaited one has not
+        if self._prestarted:
+            self._enter_tick()
+        self._awaited.discard(runner)
+        if not self._awaited:
+            self._end_tick()
+
+    def _end_tick(self) -> None:
+        """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
+        self._ticking = self._prestarted = False
+        self._awaited = set()
+        self._cancel_timer()
+        try:
+            self._publish()
+        except Exception as exc:  # noqa: BLE001 - ends `run` with it
+            self._fail(exc)
+            return
+        if self._stopped:
+            self._end_run(None)
+            return
+        self._next_tick += self.interval_s
+        delay = self._next_tick - time.monotonic()
+        if delay < 0:
+            # Fell behind (suspended process, overloaded host): skip, don't burst.
+            self._next_tick -= delay
+            delay = 0.0
+        assert self._loop is not None
+        if not self._prestart(delay):
+            self._timer = self._loop.call_later(delay, self._begin_tick)
+
+    def _prestart(self, delay: float) -> bool:
+        """Hand the next tick's batch to the collectors' thread, to start at ``_next_tick`` (in ``delay``
+        s) without the loop waking for it, and arm the end of its wait; whether it was handed over.
+        Only when no call is running (else the loop starts the tick: it files hung collectors and
+        moves the others to a fresh thread first)."""
+        if any(slot.running_since is not None for slot in self._slots.values()):
+            return False
+        started = self._start_due(self._next_tick, start_at=self._next_tick)
+        if not started:
+            return False
+        self._prestarted = True
+        self._awaited = set(started)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(delay + min(self.timeout_s, self.interval_s * _WAIT_FRACTION),
+                                            self._end_tick)
+        return True
+
+    def _start_due(self, tick_at: float, start_at: float | None = None) -> list[Runner]:
+        """Start the collectors due at ``tick_at`` (the scheduled monotonic time); return the runners started.
+
+        With ``start_at``, their runners wait until then (`_prestart`) and the calls count as running from then.
+        """
+        self.take_results()
+        if self._runners.shared.busy:
+            self._pin()
+        now = time.monotonic() if start_at is None else start_at
+        batches: dict[int, tuple[Runner, list[str]]] = {}
+        for name, slot in self._slots.items():
+            if slot.running_since is not None:
+                if now - slot.running_since > self.timeout_s:
+                    self._file_hung(name, now - slot.running_since)
+                continue
+            # Due by the tick's schedule, not by the time it started: a tick woken a little
+            # late must not make the next one find the collectors not yet due.
+            if tick_at < slot.next_due:
+                continue
+            slot.next_due = tick_at + slot.interval_s
+            slot.running_since = now
+            runner = slot.runner or self._runners.shared
+            batches.setdefault(id(runner), (runner, []))[1].append(name)
+        started: list[Runner] = []
+        for runner, names in batches.values():
+            with runner.lock:
+                runner.queued.extend(names)
+            runner.future = runner.executor.submit(run_batch, runner, self._collector_of, self._batch_finished,
+                                                   start_at)
+            started.append(runner)
+        return started
+
+    def _pin(self) -> None:
+        """Give the shared runner, whose batch overran the tick, to the collector it is running;
+        the others move to a new shared runner (those not started yet are due again)."""
+        runner = self._runners.shared
+        pinned = self._runners.pin_shared()
+        if pinned is None:
+            return  # the batch is ending: the thread is free
+        stuck, skipped = pinned
+        for name in skipped:
+            self._slots[name].running_since = None
+            self._slots[name].next_due = 0.0
+        self._slots[stuck].runner = runner
+
+    def _release_runners(self) -> None:
+        """A collector whose overrunning call has returned goes back to the shared runner and
+        its own thread ends: a loaded machine that makes calls overrun now and then must not
+        gather one idle thread per collector that ever overran."""
+        for slot in self._slots.values():
+            runner = slot.runner
+            if runner is not None and not runner.busy and not runner.done and slot.running_since is None:
+                slot.runner = None
+                self._runners.release(runner)

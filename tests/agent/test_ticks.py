@@ -1,0 +1,59 @@
+"""Tick scheduling on its own: a runner's report of a batch's end counts only for the batch awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from rigmon.agent.collector_threads import Outcome
+from rigmon.agent.ticks import TickScheduler
+from rigmon.collectors.base import PolledCollector
+
+
+class Counted(PolledCollector):
+    name = "counted"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self) -> Sequence[object]:
+        self.calls += 1
+        return []
+
+
+async def test_an_earlier_batchs_end_does_not_end_the_batch_handed_to_the_same_runner() -> None:
+    # The thread an overrunning collector kept can report its batch's end after the tick that
+    # filed the result handed that collector's next batch to the same thread (it had not
+    # finished returning, so it was not released): that report is not the new batch's end.
+    counted = Counted()
+    outcomes: list[tuple[str, Outcome, float]] = []
+    published: list[int] = []
+
+    def file_outcome(name: str, outcome: Outcome, duration_s: float) -> None:
+        outcomes.append((name, outcome, duration_s))
+
+    def publish() -> None:
+        ticks.take_results()
+        published.append(len(outcomes))
+
+    ticks = TickScheduler({"counted": counted}, {"counted": 1.0}, 1.0, 5.0, file_outcome,
+                          lambda name, running_s: None, publish)
+    task = asyncio.create_task(ticks.run())
+    try:
+        while not published:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the next batch waits on the collectors' thread for its time
+        assert published == [1] and counted.calls == 1
+        runner = ticks._runners.shared
+        with runner.lock:
+            assert runner.queued == ["counted"]
+        ticks._batch_done(runner)  # the late report of the batch before
+        assert published == [1]  # no frame for a batch that has not begun
+        ticks.stop()  # and the handed-over batch is taken back
+        await asyncio.wait_for(task, 5)
+        await asyncio.sleep(1.2)  # past the time it would have begun
+        assert counted.calls == 1 and published == [1]
+    finally:
+        ticks.stop()
+        await asyncio.wait_for(task, 5)
+        ticks.close()
