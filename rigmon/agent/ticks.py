@@ -97,8 +97,9 @@ class TickScheduler:
         self._finished = loop.create_future()
         self._next_tick = time.monotonic()
         try:
-            if not self._stopped:
-                self._begin_tick()
+            if self._stopped:
+                return  # `stop` came before this coroutine's first step: nothing to wait for
+            self._begin_tick()
             await self._finished
         finally:
             self._stopped = True

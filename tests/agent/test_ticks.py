@@ -57,3 +57,15 @@ async def test_an_earlier_batchs_end_does_not_end_the_batch_handed_to_the_same_r
         ticks.stop()
         await asyncio.wait_for(task, 5)
         ticks.close()
+
+
+async def test_stop_before_run_begins_returns_at_once() -> None:
+    # An agent stopped before the sampler's task took its first step (no guard to wait for):
+    # `run` must not wait on an end no tick will ever report.
+    counted = Counted()
+    ticks = TickScheduler({"counted": counted}, {"counted": 1.0}, 1.0, 5.0, lambda *a: None,
+                          lambda name, running_s: None, lambda: None)
+    ticks.stop()
+    await asyncio.wait_for(ticks.run(), 2.0)
+    ticks.close()
+    assert counted.calls == 0
