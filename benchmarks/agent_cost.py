@@ -264,21 +264,21 @@ def what_was_read(tool: Tool) -> dict[str, str]:
                 "disks": str(len(r["disks"])), "md": str(len(r["raid"])), "gpus": str(len(r["gpus"])),
                 "adc": "yes" if r.get("psu_rail") else "no"}
     if tool.name == "node_exporter" and isinstance(data, str):
+        lines = data.splitlines()
+
         def count(prefix: str) -> str:
-            return str(sum(1 for line in data.splitlines() if line.startswith(prefix)))
-        mem = next((line.split()[-1] for line in data.splitlines() if line.startswith("node_memory_MemTotal_bytes")),
-                   "None")
+            return str(sum(1 for line in lines if line.startswith(prefix)))
+        mem = next((line.split()[-1] for line in lines if line.startswith("node_memory_MemTotal_bytes")), "None")
         return {"mem_total": str(int(float(mem))) if mem != "None" else mem,
                 "nics": count("node_network_receive_bytes_total{"),
                 "disks": count("node_disk_read_bytes_total{"), "md": count("node_md_disks_required{"),
                 "gpus": "-", "adc": "no"}
-    if isinstance(data, str):  # glances' raw XML-RPC answer
-        data = json.loads(data)
-    if isinstance(data, dict):  # glances
-        mem = data.get("mem") or {}
-        return {"mem_total": str(mem.get("total")), "nics": str(len(data.get("network") or [])),
-                "disks": str(len(data.get("diskio") or [])), "md": str(len(data.get("raid") or [])),
-                "gpus": str(len(data.get("gpu") or [])), "adc": "no"}
+    glances = json.loads(data) if isinstance(data, str) else data  # glances' raw XML-RPC answer, or decoded
+    if isinstance(glances, dict):  # glances
+        memory = glances.get("mem") or {}
+        return {"mem_total": str(memory.get("total")), "nics": str(len(glances.get("network") or [])),
+                "disks": str(len(glances.get("diskio") or [])), "md": str(len(glances.get("raid") or [])),
+                "gpus": str(len(glances.get("gpu") or [])), "adc": "no"}
     return {}
 
 

@@ -12,6 +12,7 @@ from rigmon.collectors.base import CollectorContext, CollectorError, PolledColle
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
+from rigmon.lazy_re import lazy_compile
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 
@@ -47,7 +48,7 @@ class NetCounters:
 
 #: The aggregate line of /proc/stat and the per-CPU lines right after it (the kernel's
 #: ``show_stat``: ``cpu``, then one ``cpuN`` line per online CPU, then ``intr`` and the rest).
-_CPU_LINES = re.compile(r"^cpu (?P<fields>[^\n]*)\n?(?P<cpus>(?:cpu\d[^\n]*(?:\n|\Z))*)", re.MULTILINE)
+_CPU_LINES = lazy_compile(r"^cpu (?P<fields>[^\n]*)\n?(?P<cpus>(?:cpu\d[^\n]*(?:\n|\Z))*)", re.MULTILINE)
 
 
 def parse_proc_stat(text: str) -> CpuTimes:
