@@ -162,7 +162,7 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
             shared = levels.get(prefix)
             if shared is None:
                 shared = levels[prefix] = (self._walk_plain(current, 0, last, memo) if carry is None
-                                           else self._walk_carried(current, last, memo, carry))
+                                           else self._walk_carried(current, last, memo, levels, carry))
             current, first = shared, last
         elif last > 0:
             current, first = self._walk_plain(current, 0, last, memo), last
@@ -238,14 +238,22 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
         return current
 
     def _walk_carried(self, current: list[tuple[Any, str, str]], last: int, memo: IdentityMemo,
-                      carry: WalkCarry) -> list[tuple[Any, str, str]]:
+                      levels: LevelMemo, carry: WalkCarry) -> list[tuple[Any, str, str]]:
         """`_walk_plain` of ``steps[:last]`` whose last step, when it reads a field through filters
         (``nvlinks[*]``), gives the nodes of the previous frame again when it reaches the same
-        tuples of frozen records under the same paths (see `WalkCarry`)."""
+        tuples of frozen records under the same paths (see `WalkCarry`). The steps before it are
+        shared with other selectors of the frame through ``levels`` (``gpus[*]``)."""
         step = self.steps[last - 1]
         if step.name == "*" or not step.filters:
             return self._walk_plain(current, 0, last, memo)
-        current = self._walk_plain(current, 0, last - 1, memo) if last > 1 else current
+        if last > 1:
+            # Nodes of leading steps do not depend on the selector they lead: every step of a
+            # prefix is a step before some selector's leaf.
+            before = self.steps[:last - 1]
+            shared = levels.get(before)
+            if shared is None:
+                shared = levels[before] = self._walk_plain(current, 0, last - 1, memo)
+            current = shared
         if not current:
             return []
         name = step.name
