@@ -313,7 +313,7 @@ class GpuCollector:
         but they rarely move: while a poll's values are those of the last one and every rate was
         0.0, the last poll's records are what this poll would build (each rate again 0 over the
         time since), so they are given again, the same objects. The alarm engine's NVLink rules
-        then find the same records from frame to frame (`rigmon.alarms.frame_reads`). The rates'
+        then find the same records from frame to frame (`rigmon.alarms.walk.WalkCarry`). The rates'
         own times are not moved on such a poll: before the next rates are taken, each counter is
         recorded again at the last poll that read its unchanged value, so a counter that rises
         after quiet polls gets its rate over one poll's interval, as before.
