@@ -107,6 +107,9 @@ def state_condition(rule: StateRule, state: RuleState, matches: list[Match], qui
 def counter(rule: CounterRule, state: RuleState, matches: list[Match], now: float, quiet: bool,
             obs: Observe) -> Iterable[Observation | None]:
     """A counter rising by more than ``max_increase`` within ``window_s``."""
+    # The histories are updated here, not by `rigmon.alarms.quiet.counter_update`: what it
+    # remembered of its last update no longer holds.
+    state.quiet_pairs = None
     start = now - rule.window_s
     for m in matches:
         v = number(m.value)

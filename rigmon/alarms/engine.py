@@ -28,6 +28,7 @@ from rigmon.alarms.rules import (
 )
 from rigmon.alarms.selector import Match, field_value, frame_view
 from rigmon.alarms.templates import Template
+from rigmon.alarms.walk import WalkCarry
 from rigmon.alarms.values import number, same_value
 from rigmon.clock import Clock
 from rigmon.schema import Alarm, AlarmList, Event, EventValue, Frame
@@ -68,6 +69,8 @@ class AlarmEngine:
         #: the fast paths tell them apart), selector and stateless test.
         self._plan: tuple[tuple[Rule, str, Any, Callable[[EventValue], bool] | None], ...] = tuple(
             (r, _kind(r), self._selectors[r.name], self._stateless.get(r.name)) for r in self.rules)
+        #: What the selectors' walks found in the previous frame (see `WalkCarry`).
+        self._carry = WalkCarry()
         self._subjects = {r.name: Template(r.subject) for r in self.rules}
         self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
@@ -100,7 +103,7 @@ class AlarmEngine:
         The seam for readings whose record types a build does not have yet, and for tests.
         """
         out: list[Transition] = []
-        reads = FrameReads(data)  # rules that watch the same reading share what is read of it
+        reads = FrameReads(data, self._carry)  # rules that watch the same reading share what is read of it
         # A rule without an active or carried alarm only needs its active observations: the
         # book does nothing with a clear one for a subject it has no alarm for. Most rules,
         # most of the time, see only healthy subjects: their subjects and messages are not

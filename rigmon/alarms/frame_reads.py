@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rigmon.alarms.selector import IdentityMemo, LevelMemo, Match, Selector
+from rigmon.alarms.walk import WalkCarry
 from rigmon.schema import EventValue
 
 
@@ -18,12 +19,16 @@ class FrameReads:
 
     Args:
         data: frame data (`frame_data` or `frame_view`).
+        carry: what the previous frame's reads found (`WalkCarry`, kept by the engine): the
+            ``(subject, value)`` pairs read below the same tuples of frozen records as in the
+            previous frame are the previous frame's list, the same object.
     """
 
-    __slots__ = ("data", "memo", "levels", "_matches", "_values", "_pairs")
+    __slots__ = ("data", "memo", "levels", "carry", "_matches", "_values", "_pairs")
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    def __init__(self, data: Mapping[str, Any], carry: WalkCarry | None = None) -> None:
         self.data = data
+        self.carry = carry
         self.memo: IdentityMemo = {}
         self.levels: LevelMemo = {}
         self._matches: dict[str, list[Match]] = {}
@@ -48,5 +53,6 @@ class FrameReads:
         """``selector.subject_values`` of the frame: ``(subject, value)`` pairs, without labels."""
         found = self._pairs.get(selector.text)
         if found is None:
-            found = self._pairs[selector.text] = selector.subject_values(self.data, self.memo, self.levels)
+            found = self._pairs[selector.text] = selector.subject_values(self.data, self.memo, self.levels,
+                                                                                   self.carry)
         return found

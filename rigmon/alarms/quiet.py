@@ -7,6 +7,7 @@ be rendered nor observations built. The paths here decide that from plain values
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from rigmon.alarms.rule_state import RuleState, counter_history, stood_still
@@ -18,28 +19,47 @@ from rigmon.schema import EventValue
 def counter_update(rule: CounterRule, state: RuleState, pairs: list[tuple[str, EventValue]],
                    now: float) -> list[int]:
     """Update the histories of a counter rule from ``(subject, value)`` pairs; return the
-    positions of those rising by more than ``max_increase``."""
+    positions of those rising by more than ``max_increase``.
+
+    An update that changed no history (every value as the history's last, no window start past
+    a history's second sample) is remembered with its pairs: called again with the very same
+    list (`rigmon.alarms.walk.WalkCarry` gives it again when nothing under it changed) before
+    the first window start passes a second sample, it would change nothing again and find the
+    same positions, so it is not gone through.
+    """
+    if pairs is state.quiet_pairs and now < state.quiet_until:
+        return list(state.quiet_rising)
     start = now - rule.window_s
     max_increase = rule.max_increase
     histories = state.window
     rising: list[int] = []
+    still = True
+    until = math.inf
     for i, (subject, value) in enumerate(pairs):
         hist = histories.get(subject)
         if hist is not None and value == hist[-1][1] and type(value) is not bool:
             if len(hist) < 2:
                 # Unchanged since its one sample: no increase (``max_increase`` is never negative).
                 continue
-            if hist[1][0] > start:
+            second_at = hist[1][0]
+            if second_at > start:
                 # Unchanged and nothing to trim: `counter_history` would change nothing.
+                if second_at < until:
+                    until = second_at
                 if value - hist[0][1] > max_increase:
                     rising.append(i)
                 continue
         v = number(value)
         if v is None:
             continue
+        still = False
         hist = counter_history(histories, subject, v, now, start)
         if v - hist[0][1] > max_increase:
             rising.append(i)
+    if still:
+        state.quiet_pairs, state.quiet_until, state.quiet_rising = pairs, until + rule.window_s, tuple(rising)
+    else:
+        state.quiet_pairs = None
     return rising
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import msgspec
 
@@ -16,6 +17,13 @@ class RuleState(msgspec.Struct):
     seen: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
     buckets: dict[str, deque[list[float]]] = msgspec.field(default_factory=dict)
     unchanged: dict[str, tuple[float, int]] = msgspec.field(default_factory=dict)
+    #: A quiet counter rule's last update that changed no history (`rigmon.alarms.quiet.counter_update`):
+    #: the ``(subject, value)`` list it read (the same object again when nothing under it changed),
+    #: the time until which the same list changes nothing again (the first time a history's
+    #: window start passes its second sample), and the positions found rising. ``None``: none.
+    quiet_pairs: list[tuple[str, Any]] | None = None
+    quiet_until: float = 0.0
+    quiet_rising: tuple[int, ...] = ()
 
 
 def stood_still(state: RuleState, subject: str, at: float) -> int:

@@ -40,6 +40,7 @@ from rigmon.alarms.identities import IDENTITY_FIELDS as IDENTITY_FIELDS, Identit
 from rigmon.alarms.walk import (
     LISTS,
     SCALARS,
+    WalkCarry,
     apply_filters,
     child_values,
     field_getters,
@@ -54,7 +55,9 @@ from rigmon.alarms.walk import (
     leaf_pairs,
     make_getter,
     plain_filters,
+    same_children,
     step_children,
+    unchanging,
 )
 from rigmon.schema import EventValue
 
@@ -134,7 +137,8 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
                 for node, path, subject, labels in current if type(node) in SCALARS or is_scalar(node)]
 
     def subject_values(self, data: Mapping[str, Any], memo: IdentityMemo | None = None,
-                       levels: LevelMemo | None = None) -> list[tuple[str, EventValue]]:
+                       levels: LevelMemo | None = None,
+                       carry: WalkCarry | None = None) -> list[tuple[str, EventValue]]:
         """``(subject, value)`` of every match `select` would give, in the same order, without
         building the matches and their labels (what a rule that keeps memory per subject needs
         on a quiet frame).
@@ -145,6 +149,8 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
             levels: the records reached by the steps before the last, by those steps, for the
                 selectors of this same ``data`` (the engine passes one per frame: its two NVLink
                 rules walk ``gpus[*].nvlinks[*]`` once).
+            carry: what the walk found in the previous frame (`WalkCarry`; the engine keeps one):
+                pairs read below the same tuples of frozen records as then are the same list.
         """
         if memo is None:
             memo = {}
@@ -155,13 +161,21 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
             prefix = self.steps[:last]
             shared = levels.get(prefix)
             if shared is None:
-                shared = levels[prefix] = self._walk_plain(current, 0, last, memo)
+                shared = levels[prefix] = (self._walk_plain(current, 0, last, memo) if carry is None
+                                           else self._walk_carried(current, last, memo, levels, carry))
             current, first = shared, last
         elif last > 0:
             current, first = self._walk_plain(current, 0, last, memo), last
         leaf = self.steps[last]
         if leaf.name != "*" and not leaf.filters and first == last:
-            return leaf_pairs(current, leaf.name)
+            if carry is None:
+                return leaf_pairs(current, leaf.name)
+            held = carry.pairs.get(self.text)
+            if held is not None and held[0] is current:
+                return held[1]
+            pairs = leaf_pairs(current, leaf.name)
+            carry.pairs[self.text] = (current, pairs)
+            return pairs
         current = self._walk_plain(current, first, last + 1, memo)
         return [(subject or path, node) for node, path, subject in current
                 if type(node) in SCALARS or is_scalar(node)]
@@ -222,6 +236,49 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
                 return []
             current = nxt
         return current
+
+    def _walk_carried(self, current: list[tuple[Any, str, str]], last: int, memo: IdentityMemo,
+                      levels: LevelMemo, carry: WalkCarry) -> list[tuple[Any, str, str]]:
+        """`_walk_plain` of ``steps[:last]`` whose last step, when it reads a field through filters
+        (``nvlinks[*]``), gives the nodes of the previous frame again when it reaches the same
+        tuples of frozen records under the same paths (see `WalkCarry`). The steps before it are
+        shared with other selectors of the frame through ``levels`` (``gpus[*]``)."""
+        step = self.steps[last - 1]
+        if step.name == "*" or not step.filters:
+            return self._walk_plain(current, 0, last, memo)
+        if last > 1:
+            # Nodes of leading steps do not depend on the selector they lead: every step of a
+            # prefix is a step before some selector's leaf.
+            before = self.steps[:last - 1]
+            shared = levels.get(before)
+            if shared is None:
+                shared = levels[before] = self._walk_plain(current, 0, last - 1, memo)
+            current = shared
+        if not current:
+            return []
+        name = step.name
+        getters = field_getters(name)
+        children: list[tuple[Any, str]] = []
+        for node, path, _ in current:
+            tp = type(node)
+            get = getters.get(tp)
+            if get is None:
+                get = make_getter(tp, name, getters)
+            child = get(node)
+            if child is not None:
+                children.append((child, f"{path}.{name}" if path else name))
+        prefix = self.steps[:last]
+        held = carry.levels.get(prefix)
+        if held is not None and same_children(held[0], children):
+            return held[1]
+        nxt: list[tuple[Any, str, str]] = []
+        for child, child_path in children:
+            nxt.extend(item_triples(child, step.filters, child_path, memo))
+        if unchanging(children):
+            carry.levels[prefix] = (children, nxt)
+        else:
+            carry.levels.pop(prefix, None)
+        return nxt
 
     def _walk_steps(self, current: list[tuple[Any, str, str, dict[str, str] | None]], begin: int, end: int,
                     memo: IdentityMemo) -> list[tuple[Any, str, str, dict[str, str] | None]]:

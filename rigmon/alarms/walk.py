@@ -226,6 +226,72 @@ def item_triples(node: Any, filters: tuple[Filter, ...], path: str,
     return [(item, p, p) for item, p, _ in apply_filters(node, filters, path, None, memo)]
 
 
+#: Whether a type's instances are frozen records (fields never rebound), by type.
+_FROZEN: dict[type, bool] = {}
+
+
+def frozen_record(tp: type) -> bool:
+    """Whether ``tp`` is a frozen record type: a frozen `msgspec.Struct` or a frozen dataclass."""
+    found = _FROZEN.get(tp)
+    if found is None:
+        config = getattr(tp, "__struct_config__", None)
+        if config is not None:
+            found = bool(config.frozen)
+        else:
+            params = getattr(tp, "__dataclass_params__", None)
+            found = params is not None and bool(params.frozen)
+        _FROZEN[tp] = found
+    return found
+
+
+def unchanging(children: list[tuple[Any, str]]) -> bool:
+    """Whether every child is a tuple of frozen records: what is read below it cannot change while
+    the tuple is the same object."""
+    for child, _ in children:
+        if type(child) is not tuple:
+            return False
+        for item in child:
+            if not frozen_record(type(item)):
+                return False
+    return True
+
+
+class WalkCarry:
+    """What a selector's walk found in the previous frame, kept for the next (one per engine).
+
+    Collectors give records whose values did not change again, the same objects (a GPU's NVLink
+    records: `rigmon.collectors.gpu`), while the records above them are new each frame. When the
+    last list step before a selector's leaf reaches the very same tuples of frozen records, under
+    the same paths, as in the previous frame, the nodes it leads to and the leaf's
+    ``(subject, value)`` pairs are those of the previous frame: they are given again, the same
+    list objects, so a counter rule can see that nothing it reads changed
+    (`rigmon.alarms.quiet.counter_update`). Only tuples of frozen records are carried: nothing
+    below them can change while they are the same objects (the carry keeps them alive, so an
+    ``id()`` cannot be another's). Plain data (`frame_data`: lists and dicts) is never carried.
+
+    Attributes:
+        levels: by a selector's leading steps, the children that their last step read (the
+            tuples, with their paths) and the nodes they led to.
+        pairs: by selector text, the nodes of its leading steps and the leaf's pairs read from them.
+    """
+
+    __slots__ = ("levels", "pairs")
+
+    def __init__(self) -> None:
+        self.levels: dict[tuple[Any, ...], tuple[list[tuple[Any, str]], list[tuple[Any, str, str]]]] = {}
+        self.pairs: dict[str, tuple[list[tuple[Any, str, str]], list[tuple[str, EventValue]]]] = {}
+
+
+def same_children(a: list[tuple[Any, str]], b: list[tuple[Any, str]]) -> bool:
+    """Whether two lists of ``(child, path)`` hold the same objects under equal paths."""
+    if len(a) != len(b):
+        return False
+    for (x, p), (y, q) in zip(a, b):
+        if x is not y or p != q:
+            return False
+    return True
+
+
 def frame_view(frame: Frame) -> dict[str, Any]:
     """What selectors read, without converting the frame: the frame's readings (records, as
     they are), its collectors, node and time. Selectors find in it what they find in

@@ -28,6 +28,7 @@ from rigmon.collectors.kernel_log import (
 )
 from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
 from rigmon.hw.nvml import (
+    NvLinkData,
     Nvml,
     NvmlDeviceData,
     NvmlHung,
@@ -101,6 +102,15 @@ class _Gpu:
     #: every poll: kept per GPU rather than under a (GPU, counter, link) key each).
     nvl_replay: CounterRates = field(default_factory=CounterRates)
     nvl_crc: CounterRates = field(default_factory=CounterRates)
+    #: The NVLink records of the last poll (`_links`), the raw values they were made from, and the
+    #: monotonic time of the last poll that read those values (a reused poll moves it on, not the
+    #: rates' own times); ``links_steady`` when every rate in them was 0.0 (a poll with the same
+    #: values would make the same records).
+    links_raw: tuple[NvLinkData, ...] | None = None
+    links: tuple[NvLinkReading, ...] = ()
+    links_at: float = 0.0
+    links_rated_at: float = 0.0
+    links_steady: bool = False
 
 
 class GpuCollector:
@@ -247,20 +257,7 @@ class GpuCollector:
             gpu.last_sample_us = max(d.power_samples_us)
         peak_w, min_w, n_samples = power_extremes(d.power_samples_mw)
         key = gpu.uuid or gpu.index
-        replay_rate, crc_rate = gpu.nvl_replay.rate, gpu.nvl_crc.rate
-        links = tuple(
-            NvLinkReading(
-                link=link.link,
-                active=link.active,
-                replay_total=link.replay,
-                recovery_total=link.recovery,
-                crc_flit_total=link.crc_flit,
-                crc_data_total=link.crc_data,
-                replay_per_s=None if link.replay is None else replay_rate(link.link, link.replay, now_s),
-                crc_flit_per_s=None if link.crc_flit is None else crc_rate(link.link, link.crc_flit, now_s),
-            )
-            for link in d.nvlinks
-        )
+        links = self._links(gpu, d.nvlinks, now_s)
         return GpuReading(
             index=gpu.index,
             uuid=gpu.uuid,
@@ -307,6 +304,50 @@ class GpuCollector:
             ecc_corrected_total=d.ecc_corrected,
             ecc_uncorrected_total=d.ecc_uncorrected,
         )
+
+    @staticmethod
+    def _links(gpu: _Gpu, raw: tuple[NvLinkData, ...], now_s: float) -> tuple[NvLinkReading, ...]:
+        """The GPU's NVLink records, with the rates of their replay and CRC counters.
+
+        NVLink counters and states are read on every poll (in the poll's one field-values call),
+        but they rarely move: while a poll's values are those of the last one and every rate was
+        0.0, the last poll's records are what this poll would build (each rate again 0 over the
+        time since), so they are given again, the same objects. The alarm engine's NVLink rules
+        then find the same records from frame to frame (`rigmon.alarms.walk.WalkCarry`). The rates'
+        own times are not moved on such a poll: before the next rates are taken, each counter is
+        recorded again at the last poll that read its unchanged value, so a counter that rises
+        after quiet polls gets its rate over one poll's interval, as before.
+        """
+        if raw is gpu.links_raw or raw == gpu.links_raw:
+            if gpu.links_steady and now_s > gpu.links_at:
+                gpu.links_at = now_s
+                return gpu.links
+        replay, crc = gpu.nvl_replay, gpu.nvl_crc
+        if gpu.links_raw is not None and gpu.links_at > gpu.links_rated_at:
+            # Polls that reused the records left the rates' times at the poll before them.
+            for link in gpu.links_raw:
+                if link.replay is not None:
+                    replay.rate(link.link, link.replay, gpu.links_at)
+                if link.crc_flit is not None:
+                    crc.rate(link.link, link.crc_flit, gpu.links_at)
+        replay_rate, crc_rate = replay.rate, crc.rate
+        links = tuple(
+            NvLinkReading(
+                link=link.link,
+                active=link.active,
+                replay_total=link.replay,
+                recovery_total=link.recovery,
+                crc_flit_total=link.crc_flit,
+                crc_data_total=link.crc_data,
+                replay_per_s=None if link.replay is None else replay_rate(link.link, link.replay, now_s),
+                crc_flit_per_s=None if link.crc_flit is None else crc_rate(link.link, link.crc_flit, now_s),
+            )
+            for link in raw
+        )
+        gpu.links_raw, gpu.links, gpu.links_at, gpu.links_rated_at = raw, links, now_s, now_s
+        gpu.links_steady = all((r.replay_total is None or r.replay_per_s == 0.0)
+                               and (r.crc_flit_total is None or r.crc_flit_per_s == 0.0) for r in links)
+        return links
 
     @staticmethod
     def _lost_reading(gpu: _Gpu) -> GpuReading:

@@ -180,6 +180,66 @@ def test_counter_rates(node: tuple[Path, FakeNvmlMachine]) -> None:
     assert gpus[2].nvlinks[2].crc_flit_per_s == 10.0
 
 
+def test_unchanged_nvlinks_give_the_same_records_and_a_rise_its_rate_over_one_poll(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """Links whose values did not move are the last poll's records (the alarm engine's NVLink rules
+    find them unchanged); a counter that rises after several quiet polls gets its rate over the last
+    poll's interval, not over the time since the records were built."""
+    root, machine = node
+    clock = StepClock()
+    collector = _collector(root, clock)
+    try:
+        polls = []
+        for t_s in (0.0, 1.0, 2.0, 3.0, 4.0):
+            clock.t_s = t_s
+            gpus, _ = _split(list(collector.collect()))
+            polls.append(gpus)
+        with machine.lock:
+            machine.gpus[1].nvlink_counters[(3, 0)] = 30  # replay
+            machine.gpus[1].nvlink_counters[(3, 2)] = 7  # CRC flit
+        clock.t_s = 6.0
+        risen, _ = _split(list(collector.collect()))
+        clock.t_s = 7.0
+        after, _ = _split(list(collector.collect()))
+        clock.t_s = 8.0
+        quiet, _ = _split(list(collector.collect()))
+        clock.t_s = 9.0
+        quiet2, _ = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    # The first poll has no rates yet, the second the first 0.0 rates: both new records.
+    assert polls[0][0].nvlinks[0].replay_per_s is None and polls[1][0].nvlinks[0].replay_per_s == 0.0
+    assert polls[1][0].nvlinks is not polls[0][0].nvlinks
+    for before, now in zip(polls[1:], polls[2:]):
+        assert all(a.nvlinks is b.nvlinks for a, b in zip(before, now))
+    assert len(polls[4][1].nvlinks) == 6
+    link = risen[1].nvlinks[3]
+    assert (link.replay_total, link.crc_flit_total) == (30, 7)
+    assert (link.replay_per_s, link.crc_flit_per_s) == (15.0, 3.5)  # over 2 s (4 -> 6), not 4 (2 -> 6)
+    assert risen[1].nvlinks is not polls[4][1].nvlinks and risen[0].nvlinks is polls[4][0].nvlinks
+    # The poll after the rise: rates back to 0.0, new records; then the same again.
+    assert (after[1].nvlinks[3].replay_per_s, after[1].nvlinks[3].crc_flit_per_s) == (0.0, 0.0)
+    assert after[1].nvlinks is not risen[1].nvlinks
+    assert quiet[1].nvlinks is after[1].nvlinks and quiet2[1].nvlinks is after[1].nvlinks
+    assert quiet2[1].nvlinks == polls[1][1].nvlinks[:3] + (after[1].nvlinks[3],) + polls[1][1].nvlinks[4:]
+
+
+def test_nvlink_records_not_reused_when_no_time_passed(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """Two polls at the same monotonic time: the rates are unknown (``None``), as they always were."""
+    root, _ = node
+    clock = StepClock()
+    collector = _collector(root, clock)
+    try:
+        collector.collect()
+        clock.t_s = 1.0
+        first, _ = _split(list(collector.collect()))
+        second, _ = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert first[0].nvlinks[0].replay_per_s == 0.0
+    assert second[0].nvlinks[0].replay_per_s is None and second[0].nvlinks is not first[0].nvlinks
+
+
 def test_hang_reports_hung_and_recovers(node: tuple[Path, FakeNvmlMachine]) -> None:
     root, machine = node
     collector = _collector(root, timeout_s=0.2)
