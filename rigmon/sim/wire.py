@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rigmon.probes.select_loop import SelectThread
-from rigmon.probes.sender import SO_TIMESTAMPNS, TIMESTAMP_CMSG_BYTES, kernel_time_ns
+from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,11 @@ class _Relay:
         self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.front.bind(("127.0.0.1", 0))
         self.front.setblocking(False)
-        try:
-            self.front.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass
+        ask_kernel_time(self.front)
         self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.back.bind(("127.0.0.1", 0))
         self.back.setblocking(False)
+        ask_kernel_time(self.back)
         self.port: int = self.front.getsockname()[1]
         self.target: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
@@ -185,27 +183,31 @@ class SimWire:
                 data, ancdata, _, addr = sock.recvmsg(_MAX_DATAGRAM, TIMESTAMP_CMSG_BYTES)
             except (BlockingIOError, OSError):
                 return
-            if relay.path.silent_at(self.now_s()):
+            self._relay(relay, front, data, addr, kernel_time_ns(ancdata))
+
+    def _relay(self, relay: _Relay, front: bool, data: bytes, addr: tuple[str, int], arrived_ns: int | None) -> None:
+        """Forward, delay or drop one datagram that arrived in the kernel at ``arrived_ns`` (Unix ns)."""
+        if relay.path.silent_at(self.now_s()):
+            relay.dropped += 1
+            return
+        if front:
+            relay.client = addr
+            if relay.target is None or self.rng.random() < relay.path.loss:
                 relay.dropped += 1
-                continue
-            if front:
-                relay.client = addr
-                if relay.target is None or self.rng.random() < relay.path.loss:
-                    relay.dropped += 1
-                    continue
-                jitter = self.rng.uniform(-relay.path.jitter_us, relay.path.jitter_us)
-                delay_ns = int(max(0.0, relay.path.delay_us + jitter) * 1000)
-                # Count the delay from the datagram's arrival in the kernel: the time this thread
-                # took to read it (waiting for the GIL) is part of the delay, not added to it.
-                late_ns = max(0, time.time_ns() - (kernel_time_ns(ancdata) or time.time_ns()))
-                self._push(time.perf_counter_ns() + delay_ns - late_ns, relay.back, data, relay.target)
-                relay.forwarded += 1
-            elif relay.client is not None:
-                # Replies go straight back: the path's whole delay was added to the request.
-                try:
-                    relay.front.sendto(data, relay.client)
-                except OSError:
-                    pass
+                return
+            jitter = self.rng.uniform(-relay.path.jitter_us, relay.path.jitter_us)
+            delay_ns = int(max(0.0, relay.path.delay_us + jitter) * 1000)
+            # Count the delay from the datagram's arrival in the kernel: the time this thread
+            # took to read it (waiting for the GIL) is part of the delay, not added to it.
+            late_ns = max(0, time.time_ns() - (arrived_ns or time.time_ns()))
+            self._push(time.perf_counter_ns() + delay_ns - late_ns, relay.back, data, relay.target)
+            relay.forwarded += 1
+        elif relay.client is not None:
+            # Replies go straight back: the path's whole delay was added to the request.
+            try:
+                relay.front.sendto(data, relay.client)
+            except OSError:
+                pass
 
     def _push(self, due_ns: int, sock: socket.socket, data: bytes, addr: tuple[str, int]) -> None:
         if due_ns <= time.perf_counter_ns():
