@@ -112,6 +112,7 @@ class ProbeSender:
         self._lock = threading.Lock()
         self._loop = SelectThread(selectors.DefaultSelector())
         self._selector = self._loop.selector
+        self._closed = False
         # Pending TCP connects: socket -> (path, probe).
         self._connects: dict[socket.socket, tuple[_Path, _Sent]] = {}
 
@@ -138,6 +139,7 @@ class ProbeSender:
 
     def close(self) -> None:
         """Stop the thread and close every socket."""
+        self._closed = True
         self._loop.join()
         for path in self._paths:
             if path.sock is not None:
@@ -149,7 +151,16 @@ class ProbeSender:
 
     def windows(self) -> list[PathWindow]:
         """Every path's statistics over the last window (probes younger than the reply timeout
-        are still in flight and do not count yet)."""
+        are still in flight and do not count yet).
+
+        Replies already in the sockets are read first, with the kernel's receive time: one that
+        came back in time is not lost because this sender's thread has not had a CPU or the GIL
+        to read it yet (the caller's thread has them now).
+        """
+        if not self._closed:
+            for path in self._paths:
+                if path.sock is not None:
+                    self._read_replies(path)
         now = time.monotonic()
         out: list[PathWindow] = []
         with self._lock:
