@@ -9,8 +9,12 @@ agents measure the datagrams that really travel.
 All relays share one thread with its own ``select()``: asyncio's epoll loop sleeps in whole
 milliseconds, which would turn a 12 us RDMA-like delay into a millisecond; ``select()``
 takes microseconds and the thread asks the kernel for 1 us timer slack. The round trip an
-agent measures is the configured delay plus Python's own UDP round trip over loopback
-through the relay (tens of microseconds, more on a loaded machine).
+agent measures is the configured delay plus the kernels' loopback and this thread's wake-ups
+on both legs: it shares the process, and its GIL, with every agent (tens of microseconds at
+the p50, milliseconds at the p99 on a busy machine; `benchmarks/tp_rtt_breakdown.py`). The
+wake-up on the request leg is taken out of the path's delay where the delay is longer; the
+responders' own waits are taken off by the probers, as between real nodes (a reply says how
+long its responder held the request).
 """
 
 from __future__ import annotations
@@ -186,7 +190,8 @@ class SimWire:
             self._relay(relay, front, data, addr, kernel_time_ns(ancdata))
 
     def _relay(self, relay: _Relay, front: bool, data: bytes, addr: tuple[str, int], arrived_ns: int | None) -> None:
-        """Forward, delay or drop one datagram that arrived in the kernel at ``arrived_ns`` (Unix ns)."""
+        """Forward, delay or drop one datagram that arrived in the kernel at ``arrived_ns`` (Unix ns; a
+        reply's is not needed to forward it, and stamped to measure the wire's own wait)."""
         if relay.path.silent_at(self.now_s()):
             relay.dropped += 1
             return
