@@ -11,12 +11,14 @@ the threads:
   receive time to its reply), and ``measured``: the round trip the agent reports (kernel rtt
   minus the hold);
 - ``relay wake``: per datagram, how long the wire's thread took from the kernel's receive
-  time to handling it (request and reply legs): the simulator's own GIL and CPU waits.
+  time to handling it (request and reply legs): the simulator's own GIL and CPU waits. Only
+  with ``--wire-thread``: the relays on a thread of this process, as the rig ran them before
+  it gave them a process of their own (``SimWire.start(own_process=True)``).
 
 Prints percentiles of each (microseconds), the switch interval, and the medians of the agents'
 own readings (node01's view, as the test reads them).
 
-    python benchmarks/tp_rtt_breakdown.py [--seconds 20] [--smoke]
+    python benchmarks/tp_rtt_breakdown.py [--seconds 20] [--wire-thread] [--smoke]
 """
 
 from __future__ import annotations
@@ -46,8 +48,15 @@ measured_us: dict[str, list[float]] = {"roce": [], "mgmt": []}
 wake_us: dict[bool, list[float]] = {True: [], False: []}
 
 
+#: ``--wire-thread``: the relays on a thread of this process (timed), not in a child process.
+wire_thread = False
+
+
 class _TimedWire(SimWire):
     """The simulator's wire, noting each datagram's wait between the kernel and the relay's thread."""
+
+    def start(self, own_process: bool = False) -> None:
+        super().start(own_process=own_process and not wire_thread)
 
     def _relay(self, relay: _Relay, front: bool, data: bytes, addr: tuple[str, int], arrived_ns: int | None) -> None:
         if arrived_ns is not None and (relay.path.path != "roce" or {relay.src, relay.dst} != {1, 2}):
@@ -96,7 +105,9 @@ async def main(seconds: float) -> None:
             for p in latest.readings.peer_paths if latest else []:
                 if p.rtt_p50_us is not None:
                     p50.setdefault(p.name, []).append(p.rtt_p50_us)
-    print(f"switch interval {sys.getswitchinterval() * 1e3:g} ms, {seconds:g} s, healthy paths of every node")
+    where = "a thread of this process" if wire_thread else "a process of their own (not timed)"
+    print(f"switch interval {sys.getswitchinterval() * 1e3:g} ms, {seconds:g} s, healthy paths of every node, "
+          f"relays on {where}")
     print()
     print("| us | n | p50 | p90 | p99 | max |")
     print("|---|---|---|---|---|---|")
@@ -114,6 +125,8 @@ async def main(seconds: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--wire-thread", action="store_true", help="relays on a thread of this process, timed")
     parser.add_argument("--smoke", action="store_true", help="2 s (tests/benchmarks/test_smoke.py)")
     args = parser.parse_args()
+    wire_thread = args.wire_thread
     asyncio.run(main(2.0 if args.smoke else args.seconds))

@@ -224,7 +224,7 @@ def test_psu_reader_counts_every_line() -> None:
 
 
 def test_tp_rtt_breakdown_times_each_leg_of_a_round_trip() -> None:
-    out = run("tp_rtt_breakdown.py")
+    out = run("tp_rtt_breakdown.py", "--wire-thread")
     for name in ("roce (12 us): kernel rtt", "roce: responder hold", "roce: measured", "mgmt: measured",
                  "relay wake, request leg", "relay wake, reply leg"):
         cells = row(out, name)
