@@ -8,13 +8,14 @@ agents measure the datagrams that really travel.
 
 All relays share one thread with its own ``select()``: asyncio's epoll loop sleeps in whole
 milliseconds, which would turn a 12 us RDMA-like delay into a millisecond; ``select()``
-takes microseconds and the thread asks the kernel for 1 us timer slack. The round trip an
-agent measures is the configured delay plus the kernels' loopback and this thread's wake-ups
-on both legs: it shares the process, and its GIL, with every agent (tens of microseconds at
-the p50, milliseconds at the p99 on a busy machine; `benchmarks/tp_rtt_breakdown.py`). The
-wake-up on the request leg is taken out of the path's delay where the delay is longer; the
-responders' own waits are taken off by the probers, as between real nodes (a reply says how
-long its responder held the request).
+takes microseconds and the thread asks the kernel for 1 us timer slack. The rig runs that
+thread in a child process (``start(own_process=True)``): on a thread of the rig's process it
+waited for the GIL behind four agents' threads on both legs of every round trip. The round
+trip an agent measures is the configured delay plus the kernels' loopback and the relay's
+wake-ups (tens of microseconds at the p50; milliseconds at the p99 on a busy machine, waiting
+for a CPU; `benchmarks/tp_rtt_breakdown.py`). The wake-up on the request leg is taken out of
+the path's delay where the delay is longer; the responders' own waits are taken off by the
+probers, as between real nodes (a reply says how long its responder held the request).
 """
 
 from __future__ import annotations
