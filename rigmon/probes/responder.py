@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from rigmon.agent.ratelimit import RateLimiter
+from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
 from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
 from rigmon.schema import ProbeResponderReading
 
@@ -31,8 +32,11 @@ class ProbeResponder:
     Nothing a datagram holds can raise out of `datagram_received`.
 
     It runs on a small thread of its own (`start`), not on the agent's event loop: the loop
-    stalls for milliseconds while it encodes frames and evaluates alarms, and every stall
-    would show up in the peers' round trips as latency of the network.
+    stalls for milliseconds while it encodes frames and evaluates alarms. The thread still
+    waits for a CPU and for Python's GIL before it reads a request (milliseconds when the
+    agent is busy), so each reply says how long the request was held here, from the kernel's
+    receive time (``SO_TIMESTAMPNS``) to the reply's send, and the prober takes that off its
+    round trip: the peers measure the network, not this node's scheduling.
 
     Args:
         node: this node's name, the sender of replies.
@@ -75,6 +79,7 @@ class ProbeResponder:
             raise
         # Wakes up to check for shutdown; a datagram wakes it at once.
         sock.settimeout(0.5)
+        ask_kernel_time(sock)  # without: the hold counts from when this thread reads the request
         self.sock = sock
         bound_host, bound_port = sock.getsockname()[:2]
         self.address = f"[{bound_host}]:{bound_port}" if family == socket.AF_INET6 else f"{bound_host}:{bound_port}"
@@ -89,20 +94,28 @@ class ProbeResponder:
         assert sock is not None
         while not self._stop.is_set():
             try:
-                data, addr = sock.recvfrom(_MAX_DATAGRAM)
+                data, ancdata, _, addr = sock.recvmsg(_MAX_DATAGRAM, TIMESTAMP_CMSG_BYTES)
             except TimeoutError:
                 continue
             except OSError:
                 if self._stop.is_set():
                     return
                 continue  # ICMP errors from a prober that went away
-            self.datagram_received(data, addr)
+            self.datagram_received(data, addr, kernel_time_ns(ancdata))
 
-    def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
-        """Answer or refuse one datagram (never raises)."""
+    def datagram_received(self, data: bytes, addr: tuple[str | object, ...], arrived_ns: int | None = None) -> None:
+        """Answer or refuse one datagram (never raises).
+
+        Args:
+            data: the datagram.
+            addr: its source address.
+            arrived_ns: when the kernel received it, Unix ns (``None``: now).
+        """
         source = str(addr[0])
+        if arrived_ns is None:
+            arrived_ns = time.time_ns()
         try:
-            reason = self._answer(data, addr)
+            reason = self._answer(data, addr, arrived_ns)
         except Exception:  # noqa: BLE001 - a datagram must never take the responder down
             log.exception("probe responder: datagram from %s", source)
             reason = "garbled"
@@ -111,7 +124,7 @@ class ProbeResponder:
             self.last_refused_from = source
             self.last_refused_reason = reason
 
-    def _answer(self, data: bytes, addr: tuple[str | object, ...]) -> str | None:
+    def _answer(self, data: bytes, addr: tuple[str | object, ...], arrived_ns: int) -> str | None:
         try:
             probe = parse(data, self.key)
         except ProbeRefused as exc:
@@ -124,7 +137,9 @@ class ProbeResponder:
             return "stale"
         if self.limiter.take(str(addr[0])) is not None:
             return "rate"
-        reply = pack(Probe("reply", self.node, probe.seq, probe.sent_at_ns), self.key)
+        # Real time, like the kernel's stamp (``wall_ns`` may be a test's fake clock).
+        held_ns = max(0, time.time_ns() - arrived_ns)
+        reply = pack(Probe("reply", self.node, probe.seq, 0, held_ns), self.key)
         if len(reply) > len(data) or self.sock is None:  # never: the format is fixed; kept as the rule
             return "garbled"
         try:

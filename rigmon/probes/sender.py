@@ -6,7 +6,6 @@ import errno
 import logging
 import selectors
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -15,6 +14,7 @@ from typing import Literal
 
 from rigmon.probes.select_loop import SelectThread
 from rigmon.probes.stats import WindowStats, window_stats
+from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
 from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
 
 log = logging.getLogger(__name__)
@@ -23,11 +23,6 @@ log = logging.getLogger(__name__)
 REPLY_TIMEOUT_S = 1.0
 #: Replies read per socket per wake-up, so one flooded path cannot starve the others.
 _READ_BATCH = 64
-#: Linux: ask for the kernel's receive time of each datagram (struct timespec, CLOCK_REALTIME).
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_TIMESPEC = struct.Struct("@qq")
-#: Control-message room for that receive time, for `recvmsg`.
-TIMESTAMP_CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +81,6 @@ class PathWindow:
     error: str | None
 
 
-def kernel_time_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
-    """The kernel receive time (Unix ns) in a datagram's control messages, if it is there."""
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(data)
-            return int(sec) * 1_000_000_000 + int(nsec)
-    return None
-
-
 class ProbeSender:
     """Sends a probe on every path every ``1 / rate_hz`` s from one thread, and times replies.
 
@@ -103,7 +89,9 @@ class ProbeSender:
     for. A UDP round trip ends at the kernel's receive time of the reply (``SO_TIMESTAMPNS``),
     so it does not include this thread's wait for the GIL; without it (and for TCP paths,
     which time a connect: SYN to SYN-ACK) it ends when this thread reads the reply
-    (`time.perf_counter_ns`). It starts just before the send, in this thread.
+    (`time.perf_counter_ns`). It starts just before the send, in this thread, after the
+    packing. The time the responder says it held the request (``held_ns``, from its kernel's
+    receive time to its reply) is taken off: what is left is the two kernels and the network.
 
     Args:
         node: this node's name, the sender in requests.
@@ -124,6 +112,7 @@ class ProbeSender:
         self._lock = threading.Lock()
         self._loop = SelectThread(selectors.DefaultSelector())
         self._selector = self._loop.selector
+        self._closed = False
         # Pending TCP connects: socket -> (path, probe).
         self._connects: dict[socket.socket, tuple[_Path, _Sent]] = {}
 
@@ -139,10 +128,7 @@ class ProbeSender:
                     family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
                     sock = socket.socket(family, socket.SOCK_DGRAM)
                     sock.setblocking(False)
-                    try:
-                        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                    except OSError:
-                        pass  # no kernel timestamps: the thread's own clock is used
+                    ask_kernel_time(sock)  # without: the thread's own clock ends the round trip
                     sock.connect((path.target.address, path.target.port))
                 except OSError as exc:
                     path.error = f"cannot open a socket to {path.target.address}: {exc.strerror or exc}"
@@ -153,6 +139,7 @@ class ProbeSender:
 
     def close(self) -> None:
         """Stop the thread and close every socket."""
+        self._closed = True
         self._loop.join()
         for path in self._paths:
             if path.sock is not None:
@@ -164,7 +151,16 @@ class ProbeSender:
 
     def windows(self) -> list[PathWindow]:
         """Every path's statistics over the last window (probes younger than the reply timeout
-        are still in flight and do not count yet)."""
+        are still in flight and do not count yet).
+
+        Replies already in the sockets are read first, with the kernel's receive time: one that
+        came back in time is not lost because this sender's thread has not had a CPU or the GIL
+        to read it yet (the caller's thread has them now).
+        """
+        if not self._closed:
+            for path in self._paths:
+                if path.sock is not None:
+                    self._read_replies(path)
         now = time.monotonic()
         out: list[PathWindow] = []
         with self._lock:
@@ -217,8 +213,9 @@ class ProbeSender:
             return
         if path.sock is None:
             return
+        data = pack(Probe("request", self.node, seq, time.time_ns()), self.key)
+        # The round trip starts here, after the packing: nothing but the send between the clock and the wire.
         sent.start_wall_ns = time.time_ns()
-        data = pack(Probe("request", self.node, seq, sent.start_wall_ns), self.key)
         sent.start_ns = time.perf_counter_ns()
         try:
             path.sock.send(data)
@@ -244,9 +241,10 @@ class ProbeSender:
                 continue
             if reply.kind != "reply" or reply.sender != path.target.peer:
                 continue
-            self._answered(path, reply.seq, end_ns, kernel_ns)
+            self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns)
 
-    def _answered(self, path: _Path, seq: int, end_ns: int, kernel_ns: int | None = None) -> None:
+    def _answered(self, path: _Path, seq: int, end_ns: int, kernel_ns: int | None = None,
+                  held_ns: int | None = None) -> None:
         with self._lock:
             sent = path.by_seq.get(seq)
             if sent is None or sent.rtt_us is not None:
@@ -258,6 +256,10 @@ class ProbeSender:
                 by_kernel = kernel_ns - sent.start_wall_ns
                 if 0 < by_kernel <= rtt_ns:
                     rtt_ns = by_kernel
+            if held_ns is not None and 0 <= held_ns < rtt_ns:
+                # The responder's own wait (for a CPU, for its GIL) and work between its kernel
+                # receiving the request and its reply's send is not the network's either.
+                rtt_ns -= held_ns
             sent.rtt_us = rtt_ns / 1000.0
             path.error = None
             path.received_total += 1

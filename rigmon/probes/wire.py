@@ -6,13 +6,20 @@ Layout (big-endian, always `SIZE` bytes)::
     4   1  version (1)
     5   1  kind (1 request, 2 reply)
     6   1  length of the sender's node name in bytes (1..64)
-    7   1  reserved, 0
+    7   1  flags: bit 0 `FLAG_HELD` (replies only), other bits 0 and ignored
     8  64  sender's node name, UTF-8, zero padded
    72   8  sequence number (per sending path)
-   80   8  send time, Unix nanoseconds of the prober's wall clock (echoed in the reply)
+   80   8  request: send time, Unix nanoseconds of the prober's wall clock; reply: that time
+           echoed or, with `FLAG_HELD`, the nanoseconds the responder held the request (from
+           its kernel's receive time to the reply's send)
    88  16  HMAC-SHA256 of bytes 0..87 under the probe key, truncated to 128 bits
 
-A reply is the request with kind, name and MAC replaced: the same size, never larger.
+A reply is the request with kind, flags, name, time field and MAC replaced: the same size,
+never larger. The prober subtracts a reply's hold time from the round trip (as TWAMP does with
+its reflector's timestamps): the responder's wait for a CPU and for Python's GIL before it
+reads a request is the peer's scheduling, not the network's. Byte 7 was reserved (0) before
+`FLAG_HELD`: an older prober ignores it and never reads a reply's time field, and an older
+responder's reply has no flag, so its round trip counts whole. The version stays 1.
 """
 
 from __future__ import annotations
@@ -27,11 +34,13 @@ MAGIC = b"RGMP"
 VERSION = 1
 NAME_BYTES = 64
 MAC_BYTES = 16
-_HEAD = struct.Struct(f">4sBBBx{NAME_BYTES}sQQ")
+_HEAD = struct.Struct(f">4sBBBB{NAME_BYTES}sQQ")
 #: Size of every probe datagram, request or reply.
 SIZE = _HEAD.size + MAC_BYTES
 KIND_REQUEST = 1
 KIND_REPLY = 2
+#: Flag of a reply whose time field is the responder's hold time (ns), not the echoed send time.
+FLAG_HELD = 0x01
 #: Label the probe key is derived under, so the key is never the token itself.
 KEY_LABEL = b"rigmon latency probe key v1"
 
@@ -51,12 +60,23 @@ class ProbeRefused(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    """One probe datagram's content."""
+    """One probe datagram's content.
+
+    Attributes:
+        kind: request or reply.
+        sender: the node that sent this datagram.
+        seq: sequence number of the prober's path, echoed in the reply.
+        sent_at_ns: the prober's send time, Unix ns (0 in a reply that carries ``held_ns``).
+        held_ns: replies only: nanoseconds the responder held the request, from its kernel's
+            receive time to the reply's send; ``None`` when the reply does not say (an older
+            responder, or a request).
+    """
 
     kind: ProbeKind
     sender: str
     seq: int
     sent_at_ns: int
+    held_ns: int | None = None
 
 
 def derive_key(secret: str | bytes) -> bytes:
@@ -80,13 +100,19 @@ def pack(probe: Probe, key: bytes) -> bytes:
     """The datagram of ``probe``, `SIZE` bytes.
 
     Raises:
-        ValueError: the sender's name is empty or longer than `NAME_BYTES` in UTF-8.
+        ValueError: the sender's name is empty or longer than `NAME_BYTES` in UTF-8, or a
+            request carries ``held_ns``.
     """
     name = probe.sender.encode()
     if not 0 < len(name) <= NAME_BYTES:
         raise ValueError(f"node name must be 1..{NAME_BYTES} bytes for probes, got {len(name)}")
-    head = _HEAD.pack(MAGIC, VERSION, _CODES[probe.kind], len(name), name, probe.seq & 0xFFFF_FFFF_FFFF_FFFF,
-                      probe.sent_at_ns & 0xFFFF_FFFF_FFFF_FFFF)
+    flags, time_field = 0, probe.sent_at_ns
+    if probe.held_ns is not None:
+        if probe.kind != "reply":
+            raise ValueError("only a reply carries the responder's hold time")
+        flags, time_field = FLAG_HELD, max(0, probe.held_ns)
+    head = _HEAD.pack(MAGIC, VERSION, _CODES[probe.kind], len(name), flags, name,
+                      probe.seq & 0xFFFF_FFFF_FFFF_FFFF, time_field & 0xFFFF_FFFF_FFFF_FFFF)
     return head + _mac(key, head)
 
 
@@ -99,7 +125,7 @@ def parse(data: bytes, key: bytes) -> Probe:
     if len(data) != SIZE:
         raise ProbeRefused("size")
     head, mac = data[: _HEAD.size], data[_HEAD.size :]
-    magic, version, kind, name_len, name_raw, seq, sent_at_ns = _HEAD.unpack(head)
+    magic, version, kind, name_len, flags, name_raw, seq, time_field = _HEAD.unpack(head)
     if magic != MAGIC:
         raise ProbeRefused("magic")
     if version != VERSION:
@@ -115,4 +141,6 @@ def parse(data: bytes, key: bytes) -> Probe:
         sender = name_raw[:name_len].decode()
     except UnicodeDecodeError:
         raise ProbeRefused("name") from None
-    return Probe(_KINDS[kind], sender, seq, sent_at_ns)
+    if _KINDS[kind] == "reply" and flags & FLAG_HELD:
+        return Probe("reply", sender, seq, 0, time_field)
+    return Probe(_KINDS[kind], sender, seq, time_field)

@@ -148,8 +148,9 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
     wire_paths = getattr(scenario, "wire_paths", None)
     if wire_paths is None:
         return None, []
-    # Every agent's prober and responder and the relays are threads of this one process: hand
-    # the GIL over every 0.5 ms instead of 5, or a reply waits milliseconds for it (p99 /2).
+    # Every agent's prober and responder are threads of this one process: hand the GIL over
+    # every 0.5 ms instead of 5, or a reply waits milliseconds for it (p99 /2). The relays run
+    # in a process of their own: a wire does not wait for the nodes' threads.
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
     wire = SimWire(wire_paths(len(rig.nodes)), rig.clock.elapsed, seed)
     key_file = workdir / "probe.key"
@@ -168,7 +169,7 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
                                    "window_s": max(1.0, 10.0 / rig.clock.speed),
                                    "reply_rate_per_s": 2000.0, "reply_burst": 1000},
                         "peers": wire.peers_config(index, names)})
-    wire.start()
+    wire.start(own_process=True)
     return wire, configs
 
 

@@ -8,9 +8,14 @@ agents measure the datagrams that really travel.
 
 All relays share one thread with its own ``select()``: asyncio's epoll loop sleeps in whole
 milliseconds, which would turn a 12 us RDMA-like delay into a millisecond; ``select()``
-takes microseconds and the thread asks the kernel for 1 us timer slack. The round trip an
-agent measures is the configured delay plus Python's own UDP round trip over loopback
-through the relay (tens of microseconds, more on a loaded machine).
+takes microseconds and the thread asks the kernel for 1 us timer slack. The rig runs that
+thread in a child process (``start(own_process=True)``): on a thread of the rig's process it
+waited for the GIL behind four agents' threads on both legs of every round trip. The round
+trip an agent measures is the configured delay plus the kernels' loopback and the relay's
+wake-ups (tens of microseconds at the p50; milliseconds at the p99 on a busy machine, waiting
+for a CPU; `benchmarks/tp_rtt_breakdown.py`). The wake-up on the request leg is taken out of
+the path's delay where the delay is longer; the responders' own waits are taken off by the
+probers, as between real nodes (a reply says how long its responder held the request).
 """
 
 from __future__ import annotations
@@ -18,15 +23,21 @@ from __future__ import annotations
 import ctypes
 import heapq
 import logging
+import os
+import pickle
 import random
 import selectors
 import socket
+import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from rigmon.probes.select_loop import SelectThread
-from rigmon.probes.sender import SO_TIMESTAMPNS, TIMESTAMP_CMSG_BYTES, kernel_time_ns
+from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
 
 log = logging.getLogger(__name__)
 
@@ -70,20 +81,21 @@ class WirePath:
 class _Relay:
     """One direction of a path: a front socket the prober talks to, a back socket towards the responder."""
 
-    def __init__(self, wire_path: WirePath, src: int, dst: int) -> None:
+    def __init__(self, wire_path: WirePath, src: int, dst: int,
+                 sockets: tuple[socket.socket, socket.socket] | None = None) -> None:
         self.path = wire_path
         self.src = src
         self.dst = dst
-        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.front.bind(("127.0.0.1", 0))
-        self.front.setblocking(False)
-        try:
-            self.front.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass
-        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.back.bind(("127.0.0.1", 0))
-        self.back.setblocking(False)
+        if sockets is not None:  # the child process of `SimWire.start`: the parent's, bound and set up
+            self.front, self.back = sockets
+        else:
+            self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.front.bind(("127.0.0.1", 0))
+            self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.back.bind(("127.0.0.1", 0))
+        for sock in (self.front, self.back):
+            sock.setblocking(False)
+            ask_kernel_time(sock)
         self.port: int = self.front.getsockname()[1]
         self.target: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
@@ -96,7 +108,7 @@ class _Relay:
 
 
 class SimWire:
-    """The relays of every path, in both directions, on one thread.
+    """The relays of every path, in both directions, on one thread (of this process or of a child).
 
     Args:
         paths: the paths between nodes.
@@ -116,6 +128,7 @@ class SimWire:
         self._selector = self._loop.selector
         self._heap: list[tuple[int, int, socket.socket, bytes, tuple[str, int]]] = []
         self._order = 0
+        self._child: subprocess.Popen[bytes] | None = None
 
     def relay_port(self, src: int, dst: int, path: str) -> int:
         """Port on 127.0.0.1 node ``src`` sends its probes of ``path`` to ``dst`` to."""
@@ -141,15 +154,57 @@ class SimWire:
             peers.setdefault(r.dst, []).append(path)
         return [{"name": names[dst], "paths": paths} for dst, paths in sorted(peers.items())]
 
-    def start(self) -> None:
-        """Start the relays' thread."""
+    def start(self, own_process: bool = False) -> None:
+        """Start the relays' thread.
+
+        Args:
+            own_process: run it in a child Python process (`serve_child`) with a GIL of its own,
+                so that the relays do not wait for this process's threads (four agents in the
+                simulator) and add that wait to every round trip, as a real wire would not.
+                ``now_s`` must then pickle: a `SimClock`'s ``elapsed`` does (CLOCK_MONOTONIC is
+                the same in both processes). The relays' counters then stay in the child.
+        """
+        if own_process:
+            self._start_child()
+            return
+        self._register()
+        self._loop.start(self._run, "rigmon-sim-wire")
+
+    def _register(self) -> None:
         for r in self.relays:
             self._selector.register(r.front, selectors.EVENT_READ, (r, True))
             self._selector.register(r.back, selectors.EVENT_READ, (r, False))
-        self._loop.start(self._run, "rigmon-sim-wire")
+
+    def _start_child(self) -> None:
+        fds = [fd for r in self.relays for fd in (r.front.fileno(), r.back.fileno())]
+        spec = pickle.dumps((self.now_s, self.rng, [(r.path, r.src, r.dst, r.target) for r in self.relays]))
+        env = dict(os.environ)
+        # The child imports this package from where this process did (a test run's tree, not an installed copy).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]),
+                                                        env.get("PYTHONPATH", "")) if p)
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from rigmon.sim.wire import serve_child; serve_child(sys.argv[1:])",
+             *map(str, fds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=fds, env=env)
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self._child.stdin.write(struct.pack(">I", len(spec)) + spec)
+        self._child.stdin.flush()
+        # Relaying once this returns, like the thread: a datagram sent now is not left waiting for an import.
+        if self._child.stdout.readline() != b"ready\n":
+            self._child.kill()
+            raise RuntimeError(f"the simulated wire's process did not start (exit code {self._child.wait()})")
 
     def close(self) -> None:
-        """Stop the thread and close every socket."""
+        """Stop the thread (or the child process) and close every socket."""
+        if self._child is not None:
+            assert self._child.stdin is not None
+            self._child.stdin.close()  # the child's signal to stop
+            try:
+                self._child.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+                self._child.wait()
+            if self._child.stdout is not None:
+                self._child.stdout.close()
         self._loop.join()
         for r in self.relays:
             r.close()
@@ -185,27 +240,32 @@ class SimWire:
                 data, ancdata, _, addr = sock.recvmsg(_MAX_DATAGRAM, TIMESTAMP_CMSG_BYTES)
             except (BlockingIOError, OSError):
                 return
-            if relay.path.silent_at(self.now_s()):
+            self._relay(relay, front, data, addr, kernel_time_ns(ancdata))
+
+    def _relay(self, relay: _Relay, front: bool, data: bytes, addr: tuple[str, int], arrived_ns: int | None) -> None:
+        """Forward, delay or drop one datagram that arrived in the kernel at ``arrived_ns`` (Unix ns; a
+        reply's is not needed to forward it, and stamped to measure the wire's own wait)."""
+        if relay.path.silent_at(self.now_s()):
+            relay.dropped += 1
+            return
+        if front:
+            relay.client = addr
+            if relay.target is None or self.rng.random() < relay.path.loss:
                 relay.dropped += 1
-                continue
-            if front:
-                relay.client = addr
-                if relay.target is None or self.rng.random() < relay.path.loss:
-                    relay.dropped += 1
-                    continue
-                jitter = self.rng.uniform(-relay.path.jitter_us, relay.path.jitter_us)
-                delay_ns = int(max(0.0, relay.path.delay_us + jitter) * 1000)
-                # Count the delay from the datagram's arrival in the kernel: the time this thread
-                # took to read it (waiting for the GIL) is part of the delay, not added to it.
-                late_ns = max(0, time.time_ns() - (kernel_time_ns(ancdata) or time.time_ns()))
-                self._push(time.perf_counter_ns() + delay_ns - late_ns, relay.back, data, relay.target)
-                relay.forwarded += 1
-            elif relay.client is not None:
-                # Replies go straight back: the path's whole delay was added to the request.
-                try:
-                    relay.front.sendto(data, relay.client)
-                except OSError:
-                    pass
+                return
+            jitter = self.rng.uniform(-relay.path.jitter_us, relay.path.jitter_us)
+            delay_ns = int(max(0.0, relay.path.delay_us + jitter) * 1000)
+            # Count the delay from the datagram's arrival in the kernel: the time this thread
+            # took to read it (waiting for the GIL) is part of the delay, not added to it.
+            late_ns = max(0, time.time_ns() - (arrived_ns or time.time_ns()))
+            self._push(time.perf_counter_ns() + delay_ns - late_ns, relay.back, data, relay.target)
+            relay.forwarded += 1
+        elif relay.client is not None:
+            # Replies go straight back: the path's whole delay was added to the request.
+            try:
+                relay.front.sendto(data, relay.client)
+            except OSError:
+                pass
 
     def _push(self, due_ns: int, sock: socket.socket, data: bytes, addr: tuple[str, int]) -> None:
         if due_ns <= time.perf_counter_ns():
@@ -216,6 +276,35 @@ class SimWire:
             return
         self._order += 1
         heapq.heappush(self._heap, (due_ns, self._order, sock, data, addr))
+
+
+def serve_child(fds: list[str]) -> None:
+    """The child process of ``SimWire.start(own_process=True)``: run the relays until stdin closes.
+
+    Reads the wire's clock, random state and relays (pickled, length first) from stdin; the
+    relays' sockets are the parent's, inherited as file descriptors ``fds`` (front, back, ...).
+    Says ``ready`` on stdout once it relays; the parent closing the pipe (or dying) ends it.
+    """
+    stdin = sys.stdin.buffer
+    (size,) = struct.unpack(">I", stdin.read(4))
+    now_s, rng, relays = pickle.loads(stdin.read(size))
+    wire = SimWire([], now_s)
+    wire.rng = rng
+    numbers = iter(int(fd) for fd in fds)
+    for wire_path, src, dst, target in relays:
+        front, back = (socket.socket(fileno=next(numbers)) for _ in range(2))
+        relay = _Relay(wire_path, src, dst, (front, back))
+        relay.target = target
+        wire.relays.append(relay)
+    wire._register()
+    wire._selector.register(stdin.fileno(), selectors.EVENT_READ, None)  # readable: closed, stop
+    sys.stdout.buffer.write(b"ready\n")
+    sys.stdout.buffer.flush()
+    try:
+        wire._run()
+    finally:
+        for r in wire.relays:
+            r.close()
 
 
 def free_udp_port() -> int:

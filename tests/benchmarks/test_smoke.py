@@ -252,3 +252,12 @@ def test_psu_reader_counts_every_line() -> None:
     got, sent = windows.split("/")
     assert got == sent and int(sent) > 0
     assert number(row(out, "reader thread CPU per line")[1]) > 0
+
+
+def test_tp_rtt_breakdown_times_each_leg_of_a_round_trip() -> None:
+    out = run("tp_rtt_breakdown.py", "--wire-thread")
+    for name in ("roce (12 us): kernel rtt", "roce: responder hold", "roce: measured", "mgmt: measured",
+                 "relay wake, request leg", "relay wake, reply leg"):
+        cells = row(out, name)
+        assert int(cells[1]) >= 10 and number(cells[2]) >= 0, cells
+    assert "node01's readings" in out

@@ -123,3 +123,26 @@ async def test_rate_limit_per_source() -> None:
         assert len(replies) == 3
     finally:
         responder.close()
+
+
+async def test_a_reply_says_how_long_the_request_waited_for_the_responder() -> None:
+    """A request that waits in the socket for the responder's thread (for a CPU, for the GIL) is held
+    from the kernel's receive time: the wait is the peer's scheduling, which the prober takes off."""
+    responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
+    responder.bind("127.0.0.1", 0)
+    assert responder.sock is not None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(5.0)
+    try:
+        sock.connect(responder.sock.getsockname()[:2])
+        sent_ns = time.time_ns()
+        sock.send(_request(seq=3))
+        await asyncio.sleep(0.2)  # the responder's thread is not running yet: the request waits
+        waited_ns = time.time_ns() - sent_ns
+        responder.start()
+        reply = parse(sock.recv(256), KEY)
+        assert (reply.kind, reply.seq) == ("reply", 3)
+        assert reply.held_ns is not None and reply.held_ns >= waited_ns - 1_000_000  # the kernel stamped it at once
+    finally:
+        sock.close()
+        responder.close()

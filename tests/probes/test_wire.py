@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rigmon.probes.wire import SIZE, Probe, ProbeRefused, derive_key, pack, parse
+from rigmon.probes.wire import FLAG_HELD, SIZE, Probe, ProbeRefused, _mac, derive_key, pack, parse
 
 KEY = derive_key("the-read-token")
 
@@ -50,3 +50,24 @@ def test_refusals_say_why() -> None:
     flipped = bytearray(good)
     flipped[75] ^= 1  # a bit of the sequence number
     assert _refused(bytes(flipped)) == "mac"
+
+
+def test_a_reply_carries_the_responders_hold_time_in_the_time_field() -> None:
+    reply = Probe("reply", "node02", 42, 0, held_ns=3_000_000)
+    data = pack(reply, KEY)
+    assert len(data) == SIZE
+    assert data[7] == FLAG_HELD
+    assert parse(data, KEY) == reply
+    with pytest.raises(ValueError, match="hold"):
+        pack(Probe("request", "node01", 1, 5, held_ns=1), KEY)
+
+
+def test_a_reply_without_the_flag_is_an_older_responders_echo_and_says_nothing_of_its_hold() -> None:
+    echoed = pack(Probe("reply", "node02", 42, 1_700_000_000_123_456_789), KEY)
+    assert echoed[7] == 0  # the byte that was reserved: an older responder's reply looks like this
+    assert parse(echoed, KEY).held_ns is None
+    # A request's flags mean nothing: its time field is always the send time.
+    head = bytearray(pack(Probe("request", "node01", 1, 5), KEY)[:88])
+    head[7] = FLAG_HELD
+    request = parse(bytes(head) + _mac(KEY, bytes(head)), KEY)
+    assert (request.kind, request.sent_at_ns, request.held_ns) == ("request", 5, None)

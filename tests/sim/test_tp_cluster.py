@@ -37,8 +37,9 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         assert rig.wire is not None
         node01, node02, node03, node04 = rig.agents
         slow_seen: list[PeerPathReading] = []
-        #: Each healthy path's median round trip, window after window (node01 sees only healthy paths).
+        #: Each healthy path's median round trip and state, window after window (node01 sees only healthy paths).
         healthy_p50: dict[str, list[float]] = {}
+        healthy_states: dict[str, list[str]] = {}
         slow_p50: list[float] = []
         deadline = time.monotonic() + DEADLINE_S
         fired: dict[str, set[str]] = {}
@@ -52,6 +53,8 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
             for name, p in paths(node01.buffer.latest if node01.buffer else None).items():
                 if p.rtt_p50_us is not None:
                     healthy_p50.setdefault(name, []).append(p.rtt_p50_us)
+                if p.state != "unknown":
+                    healthy_states.setdefault(name, []).append(p.state)
             fired = await fired_rules(client, rig.urls, per_node=True)
             if {"node02/peer_path_loss", "node03/peer_path_silent", "node04/peer_path_silent"} <= set(fired) \
                     and rig.rig.clock.elapsed() > TBNET_SILENT_FROM_S + 20:
@@ -69,16 +72,26 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         assert "peer:node03/roce" in fired.get("node02/peer_path_loss", set()), fired
         assert slow_seen and any(s.loss_over_limit for s in slow_seen)
         assert all(s.rtt_p50_us is not None and s.rtt_p50_us >= SLOW_DELAY_US * 0.7 for s in slow_seen)
-        # Healthy paths: ok, and an order of magnitude faster than the slow one.
+        # Healthy paths: ok, and faster than the slow one.
         healthy = paths(node01.buffer.latest if node01.buffer else None)
-        assert set(healthy) == {"node02/roce", "node02/mgmt", "node03/roce", "node03/mgmt", "node04/roce",
-                                "node04/mgmt"}
-        for name, p in healthy.items():
-            assert p.state == "ok", p
+        assert set(healthy) == set(healthy_states) == {"node02/roce", "node02/mgmt", "node03/roce", "node03/mgmt",
+                                                       "node04/roce", "node04/mgmt"}
+        for name in healthy:
+            # One reply later than the reply timeout (the wire's thread waiting for a CPU) is one lost
+            # probe of ~25 in a window: above the 2 % loss limit, so that window reads degraded. A
+            # healthy path is ok in most windows and never silent; the slow one (10 % loss) is
+            # degraded in ~13 windows of 14, and its alarm fires (above); node01's never do (below).
+            states = healthy_states[name]
+            assert "silent" not in states and states.count("ok") > len(states) / 2, (name, states)
             # Round trips are real time in one process that runs four agents and the wire: on a busy
             # machine every path reads slower (a whole run's median of 2.2 ms was seen), so a healthy
             # path is compared with the slow one in the same run, which has the wire's 2.5 ms on top.
             assert median(healthy_p50[name]) < median(slow_p50), (name, healthy_p50[name], slow_p50)
+            if name.endswith("/roce"):
+                # Same kind of path, same overheads: the slow one is a healthy one plus the wire's
+                # 2.5 ms (+-0.5), and at least half of that shows between their medians.
+                assert median(healthy_p50[name]) + SLOW_DELAY_US / 2 < median(slow_p50), (name, healthy_p50[name],
+                                                                                         slow_p50)
         assert not {key for key in fired if key.startswith("node01/peer_path")}, fired
         # The lockup is one alarm per end: the window filling with losses before it is silent is not a second one.
         assert not {key for key in fired if key.endswith("/peer_path_loss") and "tbnet" in str(fired[key])}, fired
@@ -89,20 +102,23 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         # The dashboard's side: the summary records the agents serve put the weak paths in the
         # link matrix and on the node's row.
         # The slow path loses 10 % of its probes at random: a window of ~25 probes loses none about
-        # once in 14, and reads ok. Its cell is degraded in the views of most windows, not all.
+        # once in 14, and reads ok; a healthy path's window reads degraded now and then (one late
+        # reply, above). So the views of up to eight windows are looked at for one in which the
+        # slow cell is degraded and node01's (healthy) cells are ok.
         for _ in range(8):
             matrix, views = await dashboard_view(rig.urls)
             row = {(r.path, r.node): r for r in matrix.rows}
             column = {peer: i for i, peer in enumerate(matrix.peers)}
             slow_cell = row[("roce", "node02")].cells[column["node03"]]
-            if slow_cell is not None and slow_cell.state == "degraded":
+            healthy_cells = [c for c in row[("roce", "node01")].cells if c is not None]
+            if slow_cell is not None and slow_cell.state == "degraded" and all(c.state == "ok" for c in healthy_cells):
                 break
             await asyncio.sleep(10.0 / SPEED)  # the next probe window
         assert not [v for v in views if v.state != "live"], views
         assert slow_cell is not None and slow_cell.state == "degraded", slow_cell
         silent_cell = row[("tbnet", "node03")].cells[column["node04"]]
         assert silent_cell is not None and silent_cell.state == "silent", silent_cell
-        assert all(c is None or c.state == "ok" for c in row[("roce", "node01")].cells)
+        assert len(healthy_cells) == 3 and all(c.state == "ok" for c in healthy_cells), healthy_cells
         by_name = {v.name: v for v in views}
         worst = by_name["node03"].summary.path_worst if by_name["node03"].summary else None
         assert worst is not None and (worst.path, worst.peer, worst.state) == ("tbnet", "node04", "silent")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 
+from rigmon.sim.clock import SimClock
 from rigmon.sim.wire import SimWire, WirePath
 
 
@@ -64,3 +65,25 @@ def test_relays_delay_drop_and_silence_real_datagrams() -> None:
     finally:
         wire.close()
         echo.close()
+
+
+def test_relays_in_a_process_of_their_own_delay_and_drop_real_datagrams() -> None:
+    """The rig's wire: the relays in a child process (a GIL of their own), on the rig's clock."""
+    clock = SimClock(speed=1.0)
+    paths = [WirePath(0, 1, "slow", delay_us=20_000.0), WirePath(0, 1, "lossy", delay_us=0.0, loss=1.0),
+             WirePath(0, 1, "fast", delay_us=0.0, silent_from_s=1e9)]
+    wire = SimWire(paths, clock.elapsed)
+    echo = _echo()
+    wire.set_responder(1, echo.getsockname()[1])
+    wire.start(own_process=True)
+    try:
+        assert wire._child is not None and wire._child.poll() is None
+        fast = _round_trips(wire, echo, wire.relay_port(0, 1, "fast"), 3)
+        assert all(rtt is not None for rtt in fast), fast
+        slow = _round_trips(wire, echo, wire.relay_port(0, 1, "slow"), 3)
+        assert all(rtt is not None and rtt >= 0.020 for rtt in slow), slow
+        assert _round_trips(wire, echo, wire.relay_port(0, 1, "lossy"), 3) == [None, None, None]
+    finally:
+        wire.close()
+        echo.close()
+    assert wire._child.returncode == 0  # it stopped when the pipe closed

@@ -31,10 +31,12 @@ ROCE_DELAY_US, ROCE_JITTER_US = 12.0, 4.0
 TBNET_DELAY_US, TBNET_JITTER_US = 60.0, 20.0
 MGMT_DELAY_US, MGMT_JITTER_US = 300.0, 100.0
 #: p99 limit of every path in the agents' configuration. The simulator runs every node's agent,
-#: responder and prober in one Python process with the relays: its p50 is the configured delay
-#: plus ~100-500 us, but its p99 is threads waiting for the GIL and, on a busy machine, for a CPU
-#: (25-50 ms seen with a dashboard and other work on two cores). So the limit is far above any
-#: real one (a real RoCE path would get ~100 us) and the slow path is told by its loss.
+#: responder and prober in one Python process (the relays in a second one): its p50 is the
+#: configured delay plus ~50-200 us (the relay's wake-ups and the kernels; the responders' waits
+#: are taken off, as on real nodes), but its p99 is threads waiting for a CPU and the GIL on a
+#: busy machine (milliseconds; 25-50 ms seen with a dashboard and other work on two cores). So
+#: the limit is far above any real one (a real RoCE path would get ~100 us) and the slow path is
+#: told by its loss.
 PATH_LIMIT_US = 100_000.0
 ROCE_LIMIT_US = TBNET_LIMIT_US = MGMT_LIMIT_US = PATH_LIMIT_US
 
