@@ -79,7 +79,9 @@ def test_agent_full_node_separates_the_simulator() -> None:
     sys.path.insert(0, str(BENCHMARKS.parent))
     from benchmarks.agent_full_node import ABSENT_BY_DESIGN
 
-    states = dict(item.split("=") for item in re.search(r"^collectors: (.*)$", out, re.MULTILINE)[1].split(", "))
+    line = re.search(r"^collectors: (.*)$", out, re.MULTILINE)
+    assert line is not None, out
+    states = dict(item.split("=", 1) for item in line[1].split(", "))
     assert {name for name, state in states.items() if state == "absent"} <= ABSENT_BY_DESIGN, states
     whole = number(row(out, "whole process")[1])
     sim = number(row(out, "simulator physics thread")[1])
