@@ -291,7 +291,7 @@ def test_close_leaves_the_event_set_of_a_wait_stuck_in_the_driver(machine: FakeN
             assert nvml.wait_xid(0.01) == []
             machine.fail("hang")
             waiter.start()
-            _eventually(lambda: nvml._xid.waiting == 1)
+            _eventually(lambda: nvml.xid_waiters == 1)
             nvml.close()  # returns although the wait and the poll thread's shutdown are stuck
             assert machine.event_sets() != {}  # not freed under the stuck wait
         finally:

@@ -96,6 +96,11 @@ class PynvmlNvml:
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
         return self._xid.wait(timeout_s)
 
+    @property
+    def xid_waiters(self) -> int:
+        """Threads inside `wait_xid` now (one stuck in the driver keeps `close` from freeing the event set)."""
+        return self._xid.waiting
+
     def close(self) -> None:
         self._xid.close()
         if self._poll.stuck:
