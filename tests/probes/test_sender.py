@@ -12,15 +12,21 @@ from rigmon.probes.wire import derive_key
 KEY = derive_key("cluster-token")
 
 
-async def test_the_responders_wait_before_it_reads_a_request_is_not_the_round_trip() -> None:
-    """The peer's responder thread waits (here: is not started yet) while the first probes sit in its
-    socket; their round trips are what the wire took, not that wait (which they once included whole)."""
+def pair(window_s: float) -> tuple[ProbeResponder, ProbeSender]:
+    """node02's responder, bound to 127.0.0.1 but not started, and node01's sender probing it at 20 Hz."""
     responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
     responder.bind("127.0.0.1", 0)
     assert responder.sock is not None
     port = responder.sock.getsockname()[1]
     sender = ProbeSender("node01", KEY, [PathTarget("node02", "roce", "127.0.0.1", port)], rate_hz=20.0,
-                         window_s=8.0)
+                         window_s=window_s)
+    return responder, sender
+
+
+async def test_the_responders_wait_before_it_reads_a_request_is_not_the_round_trip() -> None:
+    """The peer's responder thread waits (here: is not started yet) while the first probes sit in its
+    socket; their round trips are what the wire took, not that wait (which they once included whole)."""
+    responder, sender = pair(window_s=8.0)
     sender.start()
     try:
         while sender.windows()[0].sent_total < 1:
@@ -48,12 +54,7 @@ async def test_a_reply_that_came_back_is_not_lost_while_the_senders_thread_has_n
     """The sender's thread stalls (here: is stopped) while replies arrive: they sit in its socket. The
     window is read from another thread (the collector's) after the reply timeout: the replies are
     there, stamped by the kernel, and count (they once counted as lost until the thread ran)."""
-    responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
-    responder.bind("127.0.0.1", 0)
-    assert responder.sock is not None
-    port = responder.sock.getsockname()[1]
-    sender = ProbeSender("node01", KEY, [PathTarget("node02", "roce", "127.0.0.1", port)], rate_hz=20.0,
-                         window_s=20.0)
+    responder, sender = pair(window_s=20.0)
     sender.start()
     try:
         while sender.windows()[0].sent_total < 3:
