@@ -38,7 +38,7 @@ def rail_counters(url: str) -> dict[str, int] | None:
         rail = latest(url)["readings"]["psu_rail"]  # type: ignore[index]
     except OSError:
         return None
-    return None if rail is None else rail["counters"]  # type: ignore[no-any-return]
+    return None if rail is None else rail["counters"]
 
 
 def main() -> int:

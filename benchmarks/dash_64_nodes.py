@@ -124,7 +124,7 @@ class TimedApp(RigmonApp):
 
     def on_node_summarized(self, message: Any) -> None:
         # Dashboards before the summary stream have no such message (and never call this).
-        super().on_node_summarized(message)  # type: ignore[misc]
+        super().on_node_summarized(message)
         now = time.time()
         taken = [r.frame.taken_at for r in message.records if r.frame.taken_at >= self.since]
         self.filed.extend((message.key, at, now) for at in taken)

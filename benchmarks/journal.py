@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rigmon.agent.agent import build_collectors  # noqa: E402
 from rigmon.agent.journal import JournalStore, Retention  # noqa: E402
 from rigmon.agent.sampler import ROUTES  # noqa: E402
-from rigmon.collectors.base import EventDraft, NoData  # noqa: E402
+from rigmon.collectors.base import EventDraft, NoData, PushFn  # noqa: E402
 from rigmon.collectors.psu import PsuCollector  # noqa: E402
 from rigmon.hw.root import HostRoot  # noqa: E402
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings  # noqa: E402
@@ -169,8 +169,11 @@ def real_frames(n: int, workdir: Path, t0: float) -> list[dict[str, Any]]:
         else:
             records[name].update(grouped)
 
+    def pushed_to(name: str) -> PushFn:
+        return lambda recs: file_records(name, list(recs), False)
+
     for name, c in collectors.items():
-        c.start(lambda recs, name=name: file_records(name, list(recs), False))
+        c.start(pushed_to(name))
     rng = random.Random(2)
     out: list[dict[str, Any]] = []
     events_n = 0
@@ -209,7 +212,7 @@ def real_frames(n: int, workdir: Path, t0: float) -> list[dict[str, Any]]:
             for d in drafts:
                 events_n += 1
                 events.append(Event(id=f"{RUN_ID}-{events_n}", at=d.at or t, kind=d.kind, severity=d.severity,  # type: ignore[arg-type]
-                                    subject=d.subject, message=d.message, data=dict(d.data)))
+                                    subject=d.subject, message=d.message, data=dict(d.data or {})))
             drafts.clear()
             frame = Frame(schema=SCHEMA_VERSION, node="bench", run_id=RUN_ID, seq=i + 1, taken_at=t, agent_start=t0,
                           collectors=status, readings=msgspec.structs.replace(Readings(), **fields), events=tuple(events))
@@ -363,8 +366,8 @@ def bench_export(hour: list[dict[str, Any]], nodes: int, repeat: int = 3, settle
                 frames = sum(p.frame_count for p in parts)
                 json_bytes = sum(len(gzip.decompress(p.frames_gz)) for p in parts)
             else:  # before: frames as a list of JSON texts
-                frames = sum(len(p.frames) for p in parts)  # type: ignore[attr-defined]
-                json_bytes = sum(len(f) for p in parts for f in p.frames)  # type: ignore[attr-defined]
+                frames = sum(len(p.frames) for p in parts)  # type: ignore[attr-defined, misc]
+                json_bytes = sum(len(f) for p in parts for f in p.frames)  # type: ignore[attr-defined, misc]
         finally:
             for p in procs:
                 p.terminate()

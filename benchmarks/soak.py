@@ -82,7 +82,7 @@ async def serve(scenario: str, nodes: int, speed: float, interval_s: float, jour
     """Child mode: run the rig with real agents on loopback and print ``NAME URL`` lines."""
     from rigmon.sim.rig import running_rig
 
-    extra = {"agent": {"buffer_frames": BUFFER_FRAMES, "rate_limit_per_s": 0.0},
+    extra: dict[str, object] = {"agent": {"buffer_frames": BUFFER_FRAMES, "rate_limit_per_s": 0.0},
              "journal": {"commit_interval_s": 0.5, "enabled": journal}}
     async with running_rig(scenario, nodes, speed=speed, base_port=0, interval_s=interval_s,
                            extra_config=extra) as rr:

@@ -90,7 +90,7 @@ def dash_first_screen_s(home: Path) -> float:
         raise RuntimeError(f"rigmon dash showed no first screen in {TIMEOUT_S:.0f} s: "
                            f"{ESCAPES.sub(b'', seen)[-400:]!r}")
     finally:
-        stop(proc)  # type: ignore[arg-type]
+        stop(proc)
         os.close(master)
 
 
@@ -118,7 +118,7 @@ def agent_first_frame_s(home: Path) -> float:
                     time.sleep(0.005)
             raise RuntimeError(f"rigmon agent served no frame in {TIMEOUT_S:.0f} s")
         finally:
-            stop(proc)  # type: ignore[arg-type]
+            stop(proc)
 
 
 def interpreter_s(home: Path) -> float:
