@@ -58,14 +58,41 @@ def existing_groups() -> tuple[str, ...]:
     return tuple(out)
 
 
-def certificate_names(node: str, extra: list[str]) -> list[str]:
-    """Names the certificate is valid for: the node's, the host's, its addresses, ``extra``."""
-    names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1"]
-    try:
-        infos = socket.getaddrinfo(socket.gethostname(), None)
-    except OSError:
-        infos = []
-    names += [str(info[4][0]) for info in infos if not str(info[4][0]).startswith(("127.", "::1"))]
+#: Where a UDP socket is "connected" (no packet is sent) to learn the local address the routes choose.
+ROUTE_PROBES = ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1"))
+
+
+def route_addresses(probes: tuple[tuple[int, str], ...] = ROUTE_PROBES) -> list[str]:
+    """This machine's addresses that its routes would send from (its LAN address, one per family).
+
+    Debian and Ubuntu map the host name to 127.0.1.1 in /etc/hosts, so resolving it finds no address
+    a dashboard on another machine could use; the kernel's route lookup does.
+    """
+    out = []
+    for family, target in probes:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.connect((target, 9))
+                out.append(str(probe.getsockname()[0]))
+        except OSError:
+            continue  # no route for that family
+    return out
+
+
+def certificate_names(node: str, extra: list[str], addresses: list[str] | None = None) -> list[str]:
+    """Names the certificate is valid for: the node's, the host's, its addresses, ``extra``.
+
+    Args:
+        addresses: this machine's addresses (default: the host name's and `route_addresses`).
+    """
+    names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1", "::1"]
+    if addresses is None:
+        try:
+            infos = socket.getaddrinfo(socket.gethostname(), None)
+        except OSError:
+            infos = []
+        addresses = [str(info[4][0]) for info in infos] + route_addresses()
+    names += [a for a in addresses if not a.startswith(("127.", "::1", "fe80:"))]
     return list(dict.fromkeys(n for n in names if n))
 
 
