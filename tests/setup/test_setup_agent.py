@@ -230,3 +230,17 @@ def test_the_certificate_names_the_addresses_dashboards_and_mark_reach(monkeypat
     assert route_addresses(((socket.AF_INET, "127.0.0.2"),)) == ["127.0.0.1"]
     given = certificate_names("rig7", [], addresses=["127.0.1.1", "10.0.0.5", "fe80::1%eth0", "fd00::2"])
     assert [n for n in given if n[0].isdigit() or ":" in n] == ["127.0.0.1", "::1", "10.0.0.5", "fd00::2"]
+
+
+def test_the_config_of_a_node_without_hardware_says_none_for_each_kind() -> None:
+    from rigmon.setup.detect import Hardware
+
+    states = {"gpu": "absent: NVML: NVML Shared Library Not Found", "raid": "absent: no /proc/mdstat",
+              "nvme": "absent: no NVMe controllers", "thunderbolt": "absent: no Thunderbolt/USB4 bus",
+              "infiniband": "absent: no RDMA devices"}
+    settings = Settings(node="vm", listen="0.0.0.0:9871", user="rigmon", groups=(), exec_start=("/usr/bin/rigmon",),
+                        tls=False)
+    text = agent_toml(settings, Hardware(states=states))
+    for line in ("# NVIDIA GPUs: none (absent: NVML", "# md arrays: none (absent", "# NVMe: none (absent: no NVMe",
+                 "# Thunderbolt/USB4: none (absent", "# RDMA ports: none (absent"):
+        assert line in text
