@@ -17,7 +17,8 @@ AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT); 2 cannot start (c
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything: no bundle written")
-SIM_EXIT = "exit codes: 0 stopped (--duration, SIGTERM, SIGINT); 2 bad arguments (scenario, --agent-config)"
+SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT); 2 bad arguments (scenario, --agent-config) "
+            "or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
 

@@ -260,3 +260,14 @@ def test_agent_only_parser_parses_helps_and_fails_like_the_whole_one(capsys: pyt
             outputs.append((exit_.value.code, captured.out, captured.err))
     assert outputs[:3] == outputs[3:]
     assert "exit codes: 0 stopped cleanly" in outputs[0][1]
+
+
+def test_sim_on_a_port_in_use_says_so_and_exits_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = rigmon("sim", "--scenario", "healthy", "--nodes", "1", "--base-port", str(port), "--duration", "20")
+    assert out.returncode == 2, out.stderr
+    assert f"rigmon: a simulated agent cannot serve on 127.0.0.1:{port}" in out.stderr
+    assert "--base-port 0 picks free ports" in out.stderr
