@@ -85,6 +85,8 @@ def certificate_names(node: str, extra: list[str], addresses: list[str] | None =
     Args:
         addresses: this machine's addresses (default: the host name's and `route_addresses`).
     """
+    # `--tls-name rig7,10.0.0.5`: a comma inside one subjectAltName entry made openssl fail the whole step.
+    extra = [name.strip() for names in extra for name in names.split(",")]
     names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1", "::1"]
     if addresses is None:
         try:

@@ -228,6 +228,9 @@ def test_the_certificate_names_the_addresses_dashboards_and_mark_reach(monkeypat
     # The address this machine's routes send from (its LAN address), where it has a route.
     assert set(route_addresses()) <= set(names)
     assert route_addresses(((socket.AF_INET, "127.0.0.2"),)) == ["127.0.0.1"]
+    # `--tls-name rig7.lan,10.0.0.9` is two names (a comma inside one entry made openssl fail).
+    assert {"rig7.lan", "10.0.0.9", "box"} <= set(certificate_names("rig7", ["rig7.lan,10.0.0.9", " box "], []))
+    assert "rig7.lan,10.0.0.9" not in certificate_names("rig7", ["rig7.lan,10.0.0.9"], [])
     given = certificate_names("rig7", [], addresses=["127.0.1.1", "10.0.0.5", "fe80::1%eth0", "fd00::2"])
     assert [n for n in given if n[0].isdigit() or ":" in n] == ["127.0.0.1", "::1", "10.0.0.5", "fd00::2"]
 
