@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -190,7 +191,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from rigmon.cluster.sanitise import clean_lines
 
     # Device names and kernel messages come from the hardware: shown as text, never as terminal control.
-    print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
+    try:
+        print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
+    except BrokenPipeError:
+        # `rigmon check --json | head`: the reader left early and the verdict stands. No traceback, and
+        # none from the interpreter's last flush into the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return report.exit_code
 
 
