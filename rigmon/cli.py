@@ -14,7 +14,7 @@ from rigmon import __version__
 # rigmon.config and rigmon.logs are imported where they are used, after `main` has decided whether
 # to collect garbage while they load (not for `rigmon agent`: see rigmon/cli_agent.py, cmd_agent).
 
-AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT); 2 cannot start (configuration, token, address)"
+AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address)"
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything: no bundle written")

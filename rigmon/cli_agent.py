@@ -6,6 +6,8 @@ import argparse
 import gc
 import importlib.util
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -54,6 +56,18 @@ def uvicorn_without_its_cli() -> ModuleType:
     package.Config = Config  # type: ignore[attr-defined]
     package.Server = Server  # type: ignore[attr-defined]
     return package
+
+
+def stop_on_hangup() -> None:
+    """Make SIGHUP a clean stop, like SIGTERM (unless it is ignored, as under ``nohup``).
+
+    Closing the terminal or the ssh session an agent runs in sends SIGHUP, whose default action
+    killed the agent without closing its journal: its next start reported a critical
+    ``unclean_shutdown`` ("node restarted unexpectedly") for a stop the operator chose. The
+    handler passes it on as SIGTERM, which the agent's event loop turns into a clean stop.
+    """
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -131,6 +145,7 @@ def _agent(args: argparse.Namespace) -> int:
     log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
              ", ".join(n.kind for n in config.notify) or "none")
     agent.sampler.add_listener(FrameLog(config.node_name))
+    stop_on_hangup()
     tune_agent_gc()
     gc.enable()
     try:
