@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot 
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything: no bundle written")
-SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT); 2 bad arguments (scenario, --agent-config) "
+SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config) "
             "or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
@@ -170,6 +171,20 @@ def fail(message: str, code: int = 2) -> int:
     """Say why a command cannot go on (stderr, one line) and return its exit code."""
     print(f"rigmon: {message}", file=sys.stderr)
     return code
+
+
+def stop_on_hangup() -> None:
+    """Make SIGHUP a clean stop of ``rigmon agent`` or ``rigmon sim``, like SIGTERM (unless it is
+    ignored, as under ``nohup``).
+
+    Closing the terminal or the ssh session one runs in sends SIGHUP, whose default action killed
+    it on the spot: the agent without closing its journal, so its next start reported a critical
+    ``unclean_shutdown`` ("node restarted unexpectedly") for a stop the operator chose; the
+    simulator without removing its temporary trees. The handler passes it on as SIGTERM, which
+    their event loop turns into a clean stop.
+    """
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

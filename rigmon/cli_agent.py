@@ -6,8 +6,6 @@ import argparse
 import gc
 import importlib.util
 import logging
-import os
-import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +13,7 @@ from types import ModuleType
 import msgspec
 
 from rigmon import __version__
-from rigmon.cli import fail, setup_logging
+from rigmon.cli import fail, setup_logging, stop_on_hangup
 from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, default_state_dir, load_agent_config
 
 
@@ -56,18 +54,6 @@ def uvicorn_without_its_cli() -> ModuleType:
     package.Config = Config  # type: ignore[attr-defined]
     package.Server = Server  # type: ignore[attr-defined]
     return package
-
-
-def stop_on_hangup() -> None:
-    """Make SIGHUP a clean stop, like SIGTERM (unless it is ignored, as under ``nohup``).
-
-    Closing the terminal or the ssh session an agent runs in sends SIGHUP, whose default action
-    killed the agent without closing its journal: its next start reported a critical
-    ``unclean_shutdown`` ("node restarted unexpectedly") for a stop the operator chose. The
-    handler passes it on as SIGTERM, which the agent's event loop turns into a clean stop.
-    """
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

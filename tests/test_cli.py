@@ -304,3 +304,17 @@ def test_agent_hung_up_stops_cleanly_and_its_next_start_reports_no_unclean_shutd
         second.terminate()
         _, stderr = second.communicate(timeout=20)
     assert "unclean_shutdown" not in stderr
+
+
+def test_sim_hung_up_stops_cleanly_and_removes_its_trees(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "healthy", "--nodes", "1",
+                             "--base-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**ENV, "TMPDIR": str(tmp)}, cwd=REPO)
+    assert proc.stdout is not None and proc.stdout.readline().startswith("node01 http://")
+    assert [p.name[:11] for p in tmp.iterdir()] == ["rigmon-sim-"]
+    proc.send_signal(signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0, stderr
+    assert list(tmp.iterdir()) == []
