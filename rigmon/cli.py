@@ -237,7 +237,19 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             return fail(str(exc))
     if args.ca_file and not Path(args.ca_file).is_file():
         return fail(f"--ca-file {args.ca_file}: no such file")
-    parts = pull_parts([normalize_url(u) for u in args.urls], args.journal, since_s, token, ca_file=args.ca_file)
+    # Before pulling for a minute: a bundle that cannot be written, or a URL httpx cannot parse, was a traceback.
+    folder = Path(args.output).parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return fail(f"-o {args.output}: {folder} is not a directory this user can write to")
+    import httpx
+
+    urls = [normalize_url(u) for u in args.urls]
+    for given, url in zip(args.urls, urls):
+        try:
+            httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            return fail(f"{given}: not a URL ({exc})")
+    parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
         print(clean_text(f"rigmon: {part.node}: {part.error}"), file=sys.stderr)

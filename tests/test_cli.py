@@ -318,3 +318,13 @@ def test_sim_hung_up_stops_cleanly_and_removes_its_trees(tmp_path: Path) -> None
     _, stderr = proc.communicate(timeout=20)
     assert proc.returncode == 0, stderr
     assert list(tmp.iterdir()) == []
+
+
+def test_snapshot_with_an_unwritable_output_or_a_malformed_url_is_a_bad_argument(tmp_path: Path) -> None:
+    missing = rigmon("snapshot", "127.0.0.1:1", "-o", str(tmp_path / "no" / "such" / "b.tar.gz"))
+    assert missing.returncode == 2, missing.stderr
+    assert f"rigmon: -o {tmp_path / 'no' / 'such' / 'b.tar.gz'}: {tmp_path / 'no' / 'such'} is not a directory" \
+        in missing.stderr
+    bad = rigmon("snapshot", "http://:::", "-o", str(tmp_path / "b.tar.gz"))
+    assert bad.returncode == 2, bad.stderr
+    assert "rigmon: http://:::: not a URL" in bad.stderr and "Traceback" not in bad.stderr
