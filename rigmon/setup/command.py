@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rigmon.config import split_listen
+from rigmon.config import DEFAULT_PORT, split_listen
 from rigmon.setup import render
 from rigmon.setup.plan import Installer
 
@@ -139,8 +139,37 @@ def cmd_setup(args: argparse.Namespace) -> int:
         if not rel.endswith(".pem"):
             print(f"\n--- {rel} (would be written) ---\n{text.rstrip()}", flush=True)
     if not installer.failed:
-        print(dashboard_help(node, port, settings.tls, args.dry_run, installer.real), flush=True)
+        served = served_as(installer.path(render.CONFIG_FILE), (node, args.listen, settings.tls))
+        if served != (node, args.listen, settings.tls):
+            shown_node, shown_listen, shown_tls = served
+            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, so the agent serves "
+                  f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
+                  "--node, --listen or --no-tls asked: edit it, or delete it and run this again", flush=True)
+            try:
+                node, port, tls = shown_node, split_listen(shown_listen)[1], shown_tls
+            except ValueError:
+                tls = settings.tls
+        else:
+            tls = settings.tls
+        print(dashboard_help(node, port, tls, args.dry_run, installer.real), flush=True)
     return 1 if installer.failed else 0
+
+
+def served_as(config_file: Path, asked: tuple[str, str, bool]) -> tuple[str, str, bool]:
+    """Node name, listen address and TLS of the agent configuration in place (a file that exists is
+    kept, whatever the flags ask), or ``asked`` when there is none or it cannot be read."""
+    import tomllib
+
+    try:
+        with open(config_file, "rb") as fh:
+            agent = tomllib.load(fh).get("agent", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return asked
+    if not isinstance(agent, dict):
+        return asked
+    # The agent's own defaults for what the file leaves out.
+    return (str(agent.get("node") or socket.gethostname()), str(agent.get("listen") or f"127.0.0.1:{DEFAULT_PORT}"),
+            bool(agent.get("tls_cert_file")))
 
 
 def ensure_user(installer: Installer, user: str, groups: tuple[str, ...]) -> None:
