@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,11 +15,12 @@ from rigmon import __version__
 # rigmon.config and rigmon.logs are imported where they are used, after `main` has decided whether
 # to collect garbage while they load (not for `rigmon agent`: see rigmon/cli_agent.py, cmd_agent).
 
-AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT); 2 cannot start (configuration, token, address)"
+AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address)"
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything: no bundle written")
-SIM_EXIT = "exit codes: 0 stopped (--duration, SIGTERM, SIGINT); 2 bad arguments (scenario, --agent-config)"
+SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config) "
+            "or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
 
@@ -170,6 +173,20 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+def stop_on_hangup() -> None:
+    """Make SIGHUP a clean stop of ``rigmon agent`` or ``rigmon sim``, like SIGTERM (unless it is
+    ignored, as under ``nohup``).
+
+    Closing the terminal or the ssh session one runs in sends SIGHUP, whose default action killed
+    it on the spot: the agent without closing its journal, so its next start reported a critical
+    ``unclean_shutdown`` ("node restarted unexpectedly") for a stop the operator chose; the
+    simulator without removing its temporary trees. The handler passes it on as SIGTERM, which
+    their event loop turns into a clean stop.
+    """
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     import json
 
@@ -189,7 +206,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from rigmon.cluster.sanitise import clean_lines
 
     # Device names and kernel messages come from the hardware: shown as text, never as terminal control.
-    print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
+    try:
+        print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
+    except BrokenPipeError:
+        # `rigmon check --json | head`: the reader left early and the verdict stands. No traceback, and
+        # none from the interpreter's last flush into the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return report.exit_code
 
 
@@ -215,7 +237,19 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             return fail(str(exc))
     if args.ca_file and not Path(args.ca_file).is_file():
         return fail(f"--ca-file {args.ca_file}: no such file")
-    parts = pull_parts([normalize_url(u) for u in args.urls], args.journal, since_s, token, ca_file=args.ca_file)
+    # Before pulling for a minute: a bundle that cannot be written, or a URL httpx cannot parse, was a traceback.
+    folder = Path(args.output).parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return fail(f"-o {args.output}: {folder} is not a directory this user can write to")
+    import httpx
+
+    urls = [normalize_url(u) for u in args.urls]
+    for given, url in zip(args.urls, urls):
+        try:
+            httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            return fail(f"{given}: not a URL ({exc})")
+    parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
         print(clean_text(f"rigmon: {part.node}: {part.error}"), file=sys.stderr)

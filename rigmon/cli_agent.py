@@ -13,7 +13,7 @@ from types import ModuleType
 import msgspec
 
 from rigmon import __version__
-from rigmon.cli import fail, setup_logging
+from rigmon.cli import fail, setup_logging, stop_on_hangup
 from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, default_state_dir, load_agent_config
 
 
@@ -131,6 +131,7 @@ def _agent(args: argparse.Namespace) -> int:
     log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
              ", ".join(n.kind for n in config.notify) or "none")
     agent.sampler.add_listener(FrameLog(config.node_name))
+    stop_on_hangup()
     tune_agent_gc()
     gc.enable()
     try:

@@ -47,6 +47,8 @@ def local_url(listen: str, tls: bool) -> str:
 
 def cmd_mark(args: argparse.Namespace) -> int:
     """Run ``rigmon mark``."""
+    import ssl
+
     import httpx
 
     from rigmon.agent.server import StartupError, read_token_file
@@ -60,18 +62,27 @@ def cmd_mark(args: argparse.Namespace) -> int:
         url = normalize_url(args.url) if args.url else local_url(config.agent.listen, tls)
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
+    try:
+        httpx.URL(f"{url}/v1/marks")
+    except httpx.InvalidURL as exc:
+        return fail(f"--url {args.url}: {exc}")
     token_file = args.control_token_file or config.agent.control_token_file
     if not token_file:
         return fail("no control token: the agent has no control_token_file; give --control-token-file")
     try:
-        token = read_token_file(token_file)
+        token = read_token_file(token_file, "--control-token-file" if args.control_token_file else "control_token_file")
     except StartupError as exc:
         return fail(f"{exc} (run as a user who may read it, or give --control-token-file with a copy only you "
                     "can read)")
-    verify: str | bool = True
+    verify: ssl.SSLContext | bool = True
     ca_file = args.ca_file or (config.agent.tls_cert_file if url.startswith("https://") else "")
     if ca_file:
-        verify = ca_file
+        # Loaded here, not by httpx: a missing or unreadable certificate is a bad argument (exit 2), not a traceback.
+        try:
+            verify = ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            key = "--ca-file" if args.ca_file else "tls_cert_file"
+            return fail(f"{key} {ca_file}: {getattr(exc, 'strerror', None) or exc}")
     body: dict[str, str] = {"text": args.text}
     if args.by:
         body["by"] = args.by

@@ -87,7 +87,7 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
 def cmd_sim(args: argparse.Namespace) -> int:
     """``rigmon sim``."""
     from rigmon.agent.server import run_until_signalled
-    from rigmon.cli import fail, setup_logging
+    from rigmon.cli import fail, setup_logging, stop_on_hangup
     from rigmon.sim.rig import UnknownScenario, get_scenario
 
     setup_logging(args)
@@ -102,7 +102,17 @@ def cmd_sim(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return fail(f"--agent-config: {exc}")
     nodes = args.nodes or scenario.default_nodes
-    run_until_signalled(_tree_only(args, nodes) if args.tree_only else _serve_sim(args, nodes, extra))
+    stop_on_hangup()
+    try:
+        run_until_signalled(_tree_only(args, nodes) if args.tree_only else _serve_sim(args, nodes, extra))
+    except SystemExit as exc:
+        # uvicorn logs a bind failure (the error above) and exits 3; say it as `rigmon agent` does.
+        if not exc.code:
+            raise
+        ports = (f"127.0.0.1:{args.base_port}" if nodes == 1 else
+                 f"127.0.0.1:{args.base_port}-{args.base_port + nodes - 1}")
+        return fail(f"a simulated agent cannot serve on {ports} (see the error above); "
+                    "--base-port P moves them, --base-port 0 picks free ports")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -260,3 +261,70 @@ def test_agent_only_parser_parses_helps_and_fails_like_the_whole_one(capsys: pyt
             outputs.append((exit_.value.code, captured.out, captured.err))
     assert outputs[:3] == outputs[3:]
     assert "exit codes: 0 stopped cleanly" in outputs[0][1]
+
+
+def test_sim_on_a_port_in_use_says_so_and_exits_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = rigmon("sim", "--scenario", "healthy", "--nodes", "1", "--base-port", str(port), "--duration", "20")
+    assert out.returncode == 2, out.stderr
+    assert f"rigmon: a simulated agent cannot serve on 127.0.0.1:{port}" in out.stderr
+    assert "--base-port 0 picks free ports" in out.stderr
+
+
+def test_agent_hung_up_stops_cleanly_and_its_next_start_reports_no_unclean_shutdown(tmp_path: Path) -> None:
+    """Closing the terminal or ssh session an agent runs in (SIGHUP) is a stop the operator chose."""
+    write_tree(tmp_path, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
+
+    def start() -> tuple[subprocess.Popen[str], str]:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--node", "box",
+                                 "--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp_path / "state")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+        assert proc.stdout is not None and "rigmon agent" in proc.stdout.readline()
+        return proc, f"http://127.0.0.1:{port}"
+
+    first, url = start()
+    with httpx.Client(timeout=5) as client:
+        deadline = time.monotonic() + 20
+        while latest(client, url).seq < 3 and time.monotonic() < deadline:  # frames in the journal
+            time.sleep(0.2)
+    first.send_signal(signal.SIGHUP)
+    _, stderr = first.communicate(timeout=20)
+    assert first.returncode == 0, stderr
+    assert "stopped cleanly" in stderr
+    second, url = start()
+    try:
+        with httpx.Client(timeout=5) as client:
+            frame = latest(client, url)
+        assert "unclean_shutdown" not in [e.kind for e in frame.events]
+    finally:
+        second.terminate()
+        _, stderr = second.communicate(timeout=20)
+    assert "unclean_shutdown" not in stderr
+
+
+def test_sim_hung_up_stops_cleanly_and_removes_its_trees(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "healthy", "--nodes", "1",
+                             "--base-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**ENV, "TMPDIR": str(tmp)}, cwd=REPO)
+    assert proc.stdout is not None and proc.stdout.readline().startswith("node01 http://")
+    assert [p.name[:11] for p in tmp.iterdir()] == ["rigmon-sim-"]
+    proc.send_signal(signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0, stderr
+    assert list(tmp.iterdir()) == []
+
+
+def test_snapshot_with_an_unwritable_output_or_a_malformed_url_is_a_bad_argument(tmp_path: Path) -> None:
+    missing = rigmon("snapshot", "127.0.0.1:1", "-o", str(tmp_path / "no" / "such" / "b.tar.gz"))
+    assert missing.returncode == 2, missing.stderr
+    assert f"rigmon: -o {tmp_path / 'no' / 'such' / 'b.tar.gz'}: {tmp_path / 'no' / 'such'} is not a directory" \
+        in missing.stderr
+    bad = rigmon("snapshot", "http://:::", "-o", str(tmp_path / "b.tar.gz"))
+    assert bad.returncode == 2, bad.stderr
+    assert "rigmon: http://:::: not a URL" in bad.stderr and "Traceback" not in bad.stderr

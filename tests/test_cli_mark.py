@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from rigmon.cli import main
 from rigmon.cli_mark import local_url
 from rigmon.schema import History, decode
 from rigmon.sim import write_tree
@@ -91,3 +93,39 @@ def test_mark_without_a_control_token_says_what_to_give(tmp_path: Path) -> None:
     unreachable = rigmon("mark", "--config", str(config), "--control-token-file",
                          str(_private(tmp_path / "c.token", "c\n")), "epoch 1")
     assert unreachable.returncode == 1 and "agent at http://127.0.0.1:" in unreachable.stderr
+
+
+def test_mark_with_a_missing_ca_file_is_a_bad_argument_not_a_traceback(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    token = _private(tmp_path / "c.token", "c\n")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nlisten = "127.0.0.1:{free_port()}"\nroot = "{tmp_path}"\n')
+    missing = tmp_path / "nope.pem"
+    code = main(["mark", "--config", str(config), "--url", "https://127.0.0.1:1", "--control-token-file", str(token),
+                 "--ca-file", str(missing), "epoch 1"])
+    assert code == 2
+    assert f"--ca-file {missing}: No such file or directory" in capsys.readouterr().err
+    # The agent's own certificate, when its configuration names one that is not there.
+    config.write_text(f'[agent]\nlisten = "127.0.0.1:{free_port()}"\nroot = "{tmp_path}"\n'
+                      f'tls_cert_file = "{missing}"\ntls_key_file = "{tmp_path / "k"}"\n')
+    code = main(["mark", "--config", str(config), "--control-token-file", str(token), "epoch 1"])
+    assert code == 2
+    assert f"tls_cert_file {missing}: No such file or directory" in capsys.readouterr().err
+
+
+def test_mark_with_a_malformed_url_is_a_bad_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token = _private(tmp_path / "c.token", "c\n")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    code = main(["mark", "--config", str(config), "--url", "http://:::", "--control-token-file", str(token), "e"])
+    assert code == 2
+    assert "--url http://:::" in capsys.readouterr().err
+
+
+def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\ncontrol_token_file = "{tmp_path / "control.token"}"\n')
+    assert main(["mark", "--config", str(config), "e"]) == 2
+    assert f"control_token_file {tmp_path / 'control.token'}: No such file" in capsys.readouterr().err
+    assert main(["mark", "--config", str(config), "--control-token-file", str(tmp_path / "mine.token"), "e"]) == 2
+    assert f"--control-token-file {tmp_path / 'mine.token'}: No such file" in capsys.readouterr().err

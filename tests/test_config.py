@@ -117,3 +117,27 @@ def test_bad_probe_config_names_the_key(tmp_path: Path, text: str, key: str) -> 
     with pytest.raises(ConfigError) as info:
         load_agent_config(path, environ={})
     assert key in str(info.value)
+
+
+def test_a_bad_value_from_the_environment_or_command_line_is_not_blamed_on_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[agent]\nnode = "rig1"\n')
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, environ={"RIGMON_AGENT_INTERVAL_S": "nan"})
+    assert str(info.value).startswith("environment RIGMON_AGENT_INTERVAL_S: agent.interval_s: expected a finite")
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, {"listen": "bad"}, environ={"RIGMON_AGENT_INTERVAL_S": "2"})
+    assert str(info.value).startswith("command line (listen): agent: listen must be HOST:PORT, got 'bad'")
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(None, {"listen": "127.0.0.1:99999"}, environ={})
+    assert str(info.value).startswith("command line (listen): agent: port 99999 out of range")
+    # The file's own mistake is still the file's, whatever else is set.
+    path.write_text('[agent]\ninterval_s = 0\n')
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, {"listen": "127.0.0.1:1"}, environ={"RIGMON_AGENT_NODE": "x"})
+    assert str(info.value).startswith(f"{path}: agent: interval_s must be between")
+
+
+def test_an_integer_key_from_the_environment_asks_for_an_integer() -> None:
+    with pytest.raises(ConfigError, match="RIGMON_AGENT_MAX_STREAMS: expected an integer, got '2.5'"):
+        load_agent_config(None, environ={"RIGMON_AGENT_MAX_STREAMS": "2.5"})

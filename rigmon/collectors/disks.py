@@ -17,8 +17,9 @@ SECTOR_BYTES = 512
 MS_COUNTER_BITS = 32
 #: Counters after the name: 11 before 4.18, 15 with discard fields, 17 with flush fields (5.5+).
 _COUNTER_WIDTHS = (11, 15, 17)
-#: Devices that are never rig storage.
-_SKIPPED_PREFIXES = ("loop", "ram", "zram", "fd", "sr")
+#: Devices that are never rig storage; ``dm-`` (LVM, LUKS, dm-crypt) sits on a disk already reported,
+#: whose I/O it repeats: an Ubuntu server's root LV doubled the node's storage throughput.
+_SKIPPED_PREFIXES = ("loop", "ram", "zram", "fd", "sr", "dm-")
 
 
 @dataclass(frozen=True, slots=True)

@@ -199,6 +199,12 @@ def parse_net_kind(name: str, link_type: int | None, driver: str | None, has_dev
     return None
 
 
+#: Kinds of link whose silence after traffic means it stopped passing traffic: a thunderbolt-net
+#: link can collapse under bidirectional load without an error. An idle Ethernet, Wi-Fi, bridge or
+#: virtual interface is normal (a management NIC is silent between ssh sessions, RoCE traffic
+#: bypasses the netdev counters), so those are never called stalled.
+STALL_KINDS = frozenset({"thunderbolt-net"})
+
 # Interfaces that carry no rig traffic: loopback only. Virtual bridges stay visible
 # because thunderbolt-net and bonding show up as virtual devices too.
 _SKIPPED_INTERFACES = {"lo"}
@@ -390,7 +396,8 @@ class HostCollector(PolledCollector):
                     rx_packets_per_s=rx_pps,
                     tx_packets_per_s=tx_pps,
                     kind=facts.kind,
-                    stalled=self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
+                    stalled=facts.kind in STALL_KINDS
+                    and self._stalled(name, operstate == "up" or carrier == 1, rx_pps, tx_pps, now_s),
                 )
             )
         # What is kept about interfaces that went away goes with them.

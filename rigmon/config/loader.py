@@ -99,13 +99,29 @@ def load_agent_config(
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(f"{source}: agent: expected a table")
-    agent = {**agent, **_env_overrides(environ if environ is not None else os.environ)}
-    agent.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    data = {**data, "agent": agent}
+    env = _env_overrides(environ if environ is not None else os.environ)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
     try:
-        return from_data(AgentConfig, data, strict=True)
+        return from_data(AgentConfig, {**data, "agent": {**agent, **env, **given}}, strict=True)
     except TypedDataError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        raise ConfigError(f"{_blame(data, agent, env, given, source)}: {exc}") from None
+
+
+def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, object],
+           given: Mapping[str, object], source: str) -> str:
+    """Where the bad value came from: the file (or the defaults), else the first environment variable or
+    command-line value that makes a good configuration bad. Runs only after a failed load."""
+    merged = dict(agent)
+    steps: list[tuple[str, Mapping[str, object]]] = [(source, {})]
+    steps += [(f"environment {_ENV_PREFIX}{k.upper()}", {k: v}) for k, v in env.items()]
+    steps += [(f"command line ({k})", {k: v}) for k, v in given.items()]
+    for origin, values in steps:
+        merged.update(values)
+        try:
+            from_data(AgentConfig, {**data, "agent": merged}, strict=True)
+        except TypedDataError:
+            return origin
+    return source
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
@@ -121,5 +137,6 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
         try:
             out[name] = float(text) if kind is float else int(text) if kind is int else text
         except ValueError:
-            raise ConfigError(f"environment {key}: expected a number, got {text!r}") from None
+            expected = "an integer" if kind is int else "a number"
+            raise ConfigError(f"environment {key}: expected {expected}, got {text!r}") from None
     return out

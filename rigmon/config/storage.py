@@ -21,7 +21,7 @@ class StorageSection(msgspec.Struct, frozen=True, gc=False):
     balance_min_bytes_per_s: float = 50e6
     """Below this read+write rate an array or member counts as idle for balance figures."""
     net_stall_after_s: float = 5.0
-    """An interface that is up but moved no packet for this long, after carrying traffic, is stalled."""
+    """A thunderbolt-net link that is up but moved no packet for this long, after traffic, is stalled."""
 
     def __post_init__(self) -> None:
         for key, gbps in self.thunderbolt_expected_gbps.items():

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rigmon.config import split_listen
+from rigmon.config import DEFAULT_PORT, split_listen
 from rigmon.setup import render
 from rigmon.setup.plan import Installer
 
@@ -58,14 +58,43 @@ def existing_groups() -> tuple[str, ...]:
     return tuple(out)
 
 
-def certificate_names(node: str, extra: list[str]) -> list[str]:
-    """Names the certificate is valid for: the node's, the host's, its addresses, ``extra``."""
-    names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1"]
-    try:
-        infos = socket.getaddrinfo(socket.gethostname(), None)
-    except OSError:
-        infos = []
-    names += [str(info[4][0]) for info in infos if not str(info[4][0]).startswith(("127.", "::1"))]
+#: Where a UDP socket is "connected" (no packet is sent) to learn the local address the routes choose.
+ROUTE_PROBES = ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1"))
+
+
+def route_addresses(probes: tuple[tuple[int, str], ...] = ROUTE_PROBES) -> list[str]:
+    """This machine's addresses that its routes would send from (its LAN address, one per family).
+
+    Debian and Ubuntu map the host name to 127.0.1.1 in /etc/hosts, so resolving it finds no address
+    a dashboard on another machine could use; the kernel's route lookup does.
+    """
+    out = []
+    for family, target in probes:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.connect((target, 9))
+                out.append(str(probe.getsockname()[0]))
+        except OSError:
+            continue  # no route for that family
+    return out
+
+
+def certificate_names(node: str, extra: list[str], addresses: list[str] | None = None) -> list[str]:
+    """Names the certificate is valid for: the node's, the host's, its addresses, ``extra``.
+
+    Args:
+        addresses: this machine's addresses (default: the host name's and `route_addresses`).
+    """
+    # `--tls-name rig7,10.0.0.5`: a comma inside one subjectAltName entry made openssl fail the whole step.
+    extra = [name.strip() for names in extra for name in names.split(",")]
+    names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1", "::1"]
+    if addresses is None:
+        try:
+            infos = socket.getaddrinfo(socket.gethostname(), None)
+        except OSError:
+            infos = []
+        addresses = [str(info[4][0]) for info in infos] + route_addresses()
+    names += [a for a in addresses if not a.startswith(("127.", "::1", "fe80:"))]
     return list(dict.fromkeys(n for n in names if n))
 
 
@@ -110,8 +139,37 @@ def cmd_setup(args: argparse.Namespace) -> int:
         if not rel.endswith(".pem"):
             print(f"\n--- {rel} (would be written) ---\n{text.rstrip()}", flush=True)
     if not installer.failed:
-        print(dashboard_help(node, port, settings.tls, args.dry_run, installer.real), flush=True)
+        served = served_as(installer.path(render.CONFIG_FILE), (node, args.listen, settings.tls))
+        if served != (node, args.listen, settings.tls):
+            shown_node, shown_listen, shown_tls = served
+            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, so the agent serves "
+                  f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
+                  "--node, --listen or --no-tls asked: edit it, or delete it and run this again", flush=True)
+            try:
+                node, port, tls = shown_node, split_listen(shown_listen)[1], shown_tls
+            except ValueError:
+                tls = settings.tls
+        else:
+            tls = settings.tls
+        print(dashboard_help(node, port, tls, args.dry_run, installer.real), flush=True)
     return 1 if installer.failed else 0
+
+
+def served_as(config_file: Path, asked: tuple[str, str, bool]) -> tuple[str, str, bool]:
+    """Node name, listen address and TLS of the agent configuration in place (a file that exists is
+    kept, whatever the flags ask), or ``asked`` when there is none or it cannot be read."""
+    import tomllib
+
+    try:
+        with open(config_file, "rb") as fh:
+            agent = tomllib.load(fh).get("agent", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return asked
+    if not isinstance(agent, dict):
+        return asked
+    # The agent's own defaults for what the file leaves out.
+    return (str(agent.get("node") or socket.gethostname()), str(agent.get("listen") or f"127.0.0.1:{DEFAULT_PORT}"),
+            bool(agent.get("tls_cert_file")))
 
 
 def ensure_user(installer: Installer, user: str, groups: tuple[str, ...]) -> None:

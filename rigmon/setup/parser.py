@@ -21,7 +21,7 @@ def add_setup_parser(sub: Any, epilog: str) -> None:
     agent.add_argument("--no-tls", action="store_true",
                        help="serve plain HTTP (the token then crosses the network in clear text)")
     agent.add_argument("--tls-name", action="append", default=[], metavar="NAME",
-                       help="another host name or address the certificate is valid for; repeatable")
+                       help="another host name or address the certificate is valid for; repeatable, or comma-separated")
     agent.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
     agent.add_argument("--uninstall", action="store_true",
                        help="stop and remove the service, unit, udev rule, configuration and tokens "

@@ -82,6 +82,8 @@ def _hardware_comments(hw: Hardware) -> list[str]:
         lines.append(f"# md arrays: none ({hw.states.get('raid', 'not checked')})")
     if hw.nvme:
         lines.append("# NVMe: " + ", ".join(_words(n.name, n.model) for n in hw.nvme))
+    else:
+        lines.append(f"# NVMe: none ({hw.states.get('nvme', 'not checked')})")
     routers = [t for t in hw.thunderbolt if t.kind != "retimer"]
     if routers:
         lines.append(f"# Thunderbolt/USB4: {len(routers)} routers and hosts")

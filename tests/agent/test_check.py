@@ -84,6 +84,19 @@ def test_cli_exit_codes_and_json(healthy_tree: Path) -> None:
     assert report["collectors"]["host"]["state"] == "error"
 
 
+def test_cli_into_a_pipe_closed_early_keeps_its_exit_code_and_prints_no_traceback(healthy_tree: Path) -> None:
+    (healthy_tree / "proc" / "stat").unlink()  # a warning: exit 1
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "rigmon", "check", "--wait", "0.5", "--json", "--root",
+                             str(healthy_tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=REPO)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # `| head -0`: the reader is gone before the report is printed
+    stderr = proc.stderr.read()
+    assert proc.wait(60) == 1, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
 def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
     cfg = tmp_path / "agent.toml"
     rules = tmp_path / "rules.toml"

@@ -111,3 +111,16 @@ def test_collector_reports_whole_disks_only(tmp_path: Path) -> None:
     write_tree(tmp_path, {"/proc/diskstats": LINE_20.replace("2255424316", "2257424316")})
     (second,) = collector.collect()
     assert second.read_bytes_per_s == 1_000_000 * SECTOR_BYTES
+
+
+def test_device_mapper_volumes_are_not_counted_again(tmp_path: Path) -> None:
+    """LVM and LUKS: dm-0 on nvme0n1p3 repeats the disk's I/O (and a storage sum doubled it)."""
+    write_tree(tmp_path, {
+        "/proc/diskstats": LINE_20 + " 259 3 nvme0n1p3 8813000 0 2255420000 0 3041000 0 1549410000 0 0 0 0 0 0 0 0 0 0\n"
+                           " 252       0 dm-0 8813000 0 2255420000 0 3041000 0 1549410000 0 0 0 0 0 0 0 0 0 0\n"
+                           " 252       1 dm-1 8813000 0 2255420000 0 3041000 0 1549410000 0 0 0 0 0 0 0 0 0 0\n",
+        "/sys/block/nvme0n1/size": "1\n",
+        "/sys/block/dm-0/size": "1\n",
+        "/sys/block/dm-1/size": "1\n",
+    })
+    assert [d.name for d in DiskCollector(HostRoot(tmp_path), Clock()).collect()] == ["nvme0n1"]

@@ -35,14 +35,14 @@ class Clock:
         return self.now
 
 
-def _write(tmp_path: Path, packets: int) -> None:
+def _write(tmp_path: Path, packets: int, name: str = "thunderbolt0") -> None:
     write_tree(tmp_path, {
         "/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n",
-        "/proc/net/dev": HEAD + f"thunderbolt0: {packets * 1500} {packets} 0 0 0 0 0 0 "
+        "/proc/net/dev": HEAD + f"{name}: {packets * 1500} {packets} 0 0 0 0 0 0 "
                                 f"{packets * 1500} {packets} 0 0 0 0 0 0\n",
-        "/sys/class/net/thunderbolt0/operstate": "up\n",
-        "/sys/class/net/thunderbolt0/carrier": "1\n",
-        "/sys/class/net/thunderbolt0/type": "1\n",
+        f"/sys/class/net/{name}/operstate": "up\n",
+        f"/sys/class/net/{name}/carrier": "1\n",
+        f"/sys/class/net/{name}/type": "1\n",
     })
 
 
@@ -67,6 +67,21 @@ def test_an_interface_that_stops_moving_packets_is_stalled(tmp_path: Path) -> No
     clock.now = 9.0
     _write(tmp_path, 2100)
     assert not _net(collector).stalled
+
+
+def test_an_idle_ethernet_link_is_not_stalled(tmp_path: Path) -> None:
+    """A real machine's eth0 (and a bridge, Wi-Fi, a veth) is silent for seconds between uses:
+    one packet then quiet is idle, not a link that stopped passing traffic."""
+    clock = Clock()
+    collector = HostCollector(HostRoot(tmp_path), clock, net_stall_after_s=5.0)
+    (tmp_path / "sys/class/net/eth0").mkdir(parents=True)
+    (tmp_path / "sys/class/net/eth0/device").symlink_to(tmp_path)  # hardware: kind ethernet
+    for step, packets in ((0.0, 0), (1.0, 0), (2.0, 1), (3.0, 2), (6.0, 2), (9.0, 2)):
+        clock.now = step
+        _write(tmp_path, packets, "eth0")
+        nic = _net(collector)
+    assert nic.kind == "ethernet"
+    assert not nic.stalled
 
 
 def test_an_interface_that_goes_away_comes_back_with_nothing_kept(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.config import load_agent_config
-from rigmon.setup.command import hidden_from_service
+from rigmon.setup.command import certificate_names, hidden_from_service, route_addresses
 from rigmon.setup.detect import detect_hardware
 from rigmon.setup.render import Settings, agent_toml, systemd_unit
 from rigmon.sim.rig import SimRig, get_scenario
@@ -216,3 +216,46 @@ def test_rdma_ports_are_listed_and_their_rates_offered_for_pinning(tmp_path: Pat
     config = load_agent_config(tmp_path / "pinned.toml", environ={})
     assert config.storage.infiniband_expected_gbps[active[0].name] == active[0].rate_gbps
     assert "# RDMA ports: none" in agent_toml(settings, detect_hardware(str(tmp_path), collectors=("infiniband",)))
+
+
+def test_the_certificate_names_the_addresses_dashboards_and_mark_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Debian's /etc/hosts: the host name resolves to 127.0.1.1 only, no address another machine can use.
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "",
+                                                                  ("127.0.1.1", 0))])
+    names = certificate_names("rig7", ["rig7.lan"])
+    # `rigmon mark` reaches an agent on [::]:PORT at [::1], one on 0.0.0.0:PORT at 127.0.0.1.
+    assert {"rig7", "rig7.lan", "localhost", "127.0.0.1", "::1"} <= set(names)
+    # The address this machine's routes send from (its LAN address), where it has a route.
+    assert set(route_addresses()) <= set(names)
+    assert route_addresses(((socket.AF_INET, "127.0.0.2"),)) == ["127.0.0.1"]
+    # `--tls-name rig7.lan,10.0.0.9` is two names (a comma inside one entry made openssl fail).
+    assert {"rig7.lan", "10.0.0.9", "box"} <= set(certificate_names("rig7", ["rig7.lan,10.0.0.9", " box "], []))
+    assert "rig7.lan,10.0.0.9" not in certificate_names("rig7", ["rig7.lan,10.0.0.9"], [])
+    given = certificate_names("rig7", [], addresses=["127.0.1.1", "10.0.0.5", "fe80::1%eth0", "fd00::2"])
+    assert [n for n in given if n[0].isdigit() or ":" in n] == ["127.0.0.1", "::1", "10.0.0.5", "fd00::2"]
+
+
+def test_the_config_of_a_node_without_hardware_says_none_for_each_kind() -> None:
+    from rigmon.setup.detect import Hardware
+
+    states = {"gpu": "absent: NVML: NVML Shared Library Not Found", "raid": "absent: no /proc/mdstat",
+              "nvme": "absent: no NVMe controllers", "thunderbolt": "absent: no Thunderbolt/USB4 bus",
+              "infiniband": "absent: no RDMA devices"}
+    settings = Settings(node="vm", listen="0.0.0.0:9871", user="rigmon", groups=(), exec_start=("/usr/bin/rigmon",),
+                        tls=False)
+    text = agent_toml(settings, Hardware(states=states))
+    for line in ("# NVIDIA GPUs: none (absent: NVML", "# md arrays: none (absent", "# NVMe: none (absent: no NVMe",
+                 "# Thunderbolt/USB4: none (absent", "# RDMA ports: none (absent"):
+        assert line in text
+
+
+def test_a_rerun_with_other_flags_prints_the_lines_of_the_configuration_kept(tmp_path: Path) -> None:
+    assert setup_agent(tmp_path).returncode == 0
+    again = setup_agent(tmp_path, "--listen", "0.0.0.0:9999", "--no-tls")
+    assert again.returncode == 0, again.stderr
+    # agent.toml is kept, so the agent still serves https on 9871: the lines to paste say that.
+    assert "note: /etc/rigmon/agent.toml is kept as it is, so the agent serves https on 0.0.0.0:9871" in again.stdout
+    assert "rigmon dash https://rig7:9871 --token-file" in again.stdout
+    assert ":9999" not in again.stdout.split("note:")[1]
+    first = setup_agent(tmp_path)
+    assert "note:" not in first.stdout and "rigmon dash https://rig7:9871" in first.stdout
