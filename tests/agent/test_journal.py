@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from rigmon.agent.journal import (
     TIERS_S,
     JournalReader,
@@ -203,9 +205,17 @@ def test_unclean_message_names_the_rail_minimum_and_power() -> None:
     message, data = unclean_message(run, T0 + 100.0)
     assert message.startswith("node restarted unexpectedly; last frame ")
     assert "0.8 s before this start" in message
-    assert "psu[a].volts.min_volts min 11.3 V" in message
+    assert "psu[a].volts.min_volts min 11.310 V" in message
     assert "gpus[0].power_w max 310.5 W" in message and "limit" not in message
     assert data["min:psu[a].volts.min_volts"] == 11.31 and data["previous_run_id"] == "r1"
+
+
+@pytest.mark.parametrize(("volts", "shown"), [(11.977, "11.977 V"), (11.46, "11.460 V")])
+def test_unclean_message_shows_the_rail_minimum_to_the_millivolt(volts: float, shown: str) -> None:
+    # Three significant digits showed 11.977 V as "12 V" and a sag to 11.46 V as "11.5 V".
+    run = UncleanRun("r1", "n1", T0, T0 + 99.0, {"psu_rail.volts.min_volts": (volts, 12.0)})
+    message, _ = unclean_message(run, T0 + 100.0)
+    assert f"psu_rail.volts.min_volts min {shown}" in message
 
 
 def test_writer_reports_a_full_disk_and_keeps_running(tmp_path: Path) -> None:

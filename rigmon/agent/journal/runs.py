@@ -60,7 +60,9 @@ def unclean_message(run: UncleanRun, started_at: float) -> tuple[str, dict[str, 
     volts = sorted((lo, name) for name, (lo, _) in run.final.items() if name.endswith("_volts"))
     watts = sorted(((hi, name) for name, (_, hi) in run.final.items()
                     if name.endswith("_w") and "limit" not in name), reverse=True)
-    details = [f"{name} min {lo:.3g} V" for lo, name in volts[:2]]
+    # Volts to the millivolt, the ADC's own resolution: three significant digits made a rail
+    # minimum of 11.977 V read "12 V" and 11.46 V read "11.5 V" (not below the critical threshold).
+    details = [f"{name} min {lo:.3f} V" for lo, name in volts[:2]]
     details += [f"{name} max {hi:.4g} W" for hi, name in watts[:3]]
     if details:
         parts.append(f"final {FINAL_WINDOW_S:g} s: " + ", ".join(details))
