@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import shutil
 import sqlite3
+import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -58,17 +61,18 @@ class JournalReader:
 
     def __init__(self, path: str | Path, conn: sqlite3.Connection | None = None) -> None:
         self.path = journal_path(path)
+        #: A copy of a journal that could not be read in place (see `_open_read_only`).
+        self._copy: tempfile.TemporaryDirectory[str] | None = None
         if conn is None:
             if not self.path.is_file():
                 raise JournalError(f"no journal at {self.path}")
             try:
-                conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=5.0)
-                # The writer creates the tables and this row in one transaction: without the
-                # row the file is still being created (or is no journal), not a readable one.
-                created = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() is not None
+                conn, created = self._open_read_only()
             except sqlite3.Error as exc:
+                self._drop_copy()
                 raise JournalError(f"cannot read journal {self.path}: {exc}") from None
             if not created:
+                self._drop_copy()
                 conn.close()
                 raise JournalError(f"journal {self.path} is not created yet")
             self._own = True
@@ -82,12 +86,58 @@ class JournalReader:
         except sqlite3.Error as exc:
             if self._own:
                 conn.close()
+                self._drop_copy()
             raise JournalError(f"cannot read journal {self.path}: {exc}") from None
+
+    def _open_read_only(self) -> tuple[sqlite3.Connection, bool]:
+        """A read-only connection, and whether the journal's tables exist.
+
+        In WAL mode SQLite needs the ``-shm`` file even to read; in a directory it may not
+        write (a read-only file system: a dead node's disk mounted ``ro``, or an agent's state
+        directory remounted read-only) it cannot create one and the open fails. Then, without
+        a WAL file to read (a clean stop), the file is opened ``immutable`` (nothing can write
+        it there); with one (a crash), the journal and its WAL are copied to a temporary
+        directory and read there, so the last seconds the WAL holds are not left out.
+        """
+        try:
+            return self._connect(f"file:{quote(str(self.path))}?mode=ro")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN" or os.access(self.path.parent, os.W_OK):
+                raise
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not (wal.is_file() and wal.stat().st_size > 0):
+            return self._connect(f"file:{quote(str(self.path))}?mode=ro&immutable=1")
+        self._copy = tempfile.TemporaryDirectory(prefix="rigmon-journal-")
+        target = Path(self._copy.name) / self.path.name
+        try:
+            shutil.copyfile(self.path, target)
+            shutil.copyfile(wal, target.with_name(target.name + "-wal"))
+        except OSError as exc:
+            raise sqlite3.OperationalError(f"cannot copy it to read it outside a read-only directory: {exc}") from None
+        return self._connect(f"file:{quote(str(target))}?mode=ro")
+
+    @staticmethod
+    def _connect(uri: str) -> tuple[sqlite3.Connection, bool]:
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+        try:
+            # The writer creates the tables and this row in one transaction: without the
+            # row the file is still being created (or is no journal), not a readable one.
+            created = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() is not None
+        except BaseException:
+            conn.close()
+            raise
+        return conn, created
+
+    def _drop_copy(self) -> None:
+        if self._copy is not None:
+            self._copy.cleanup()
+            self._copy = None
 
     def close(self) -> None:
         """Close the connection if this reader opened it."""
         if self._own:
             self.conn.close()
+            self._drop_copy()
 
     def __enter__(self) -> JournalReader:
         return self
