@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sqlite3
 import ssl
 import sys
 import time
@@ -17,7 +18,8 @@ import httpx
 from msgspec.structs import replace
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
-from rigmon.agent.journal import JournalError, JournalReader, gzip_member
+from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
+from rigmon.agent.journal.salvage import salvage
 from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
 from rigmon.schema import History, HistorySeries, Info, NodeCapture, SchemaError, decode, decode_data
@@ -207,37 +209,76 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
 
     The window ends at the journal's last frame, not now: after a crash the last seconds
     before it are what matters. Info and configuration are those the last run recorded
-    at its start; there are no live captures.
+    at its start; there are no live captures. A damaged journal (cut short, bad pages) gives
+    what can still be read of it (`salvage`), and ``error`` says what could not be.
     """
     part = NodePart(node=str(path), source=f"journal:{Path(path).resolve()}")
-    tick: Callable[[str], None] = (lambda what: progress.step(part.node, what)) if progress else (lambda what: None)
+    ticked = 0
+
+    def tick(what: str) -> None:
+        nonlocal ticked
+        ticked += 1
+        if progress is not None:
+            progress.step(part.node, what)
+
     try:
         with JournalReader(path) as reader:
-            runs = reader.runs()
-            last_run = runs[-1] if runs else None
-            if last_run is not None:
-                part.node = last_run.node
-                part.info = _decode_info(last_run.info)
-                part.config = redact(json.loads(last_run.config)) if last_run.config else None
-            tick(f"{len(runs)} runs")
-            span = reader.time_range()
-            part.to_at = span[1] if span else time.time()
-            part.from_at = part.to_at - since_s
-            interval_s = part.info.interval_s if part.info else 1.0
-            part.capture_errors = ["no live capture: bundle made from the journal alone"]
-            tick("no capture")
-            part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
-            tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
-            frames = reader.frames_gzip(part.from_at, part.to_at)
-            part.frames_gz, part.frame_count = frames.body, frames.count
-            if frames.count:
-                part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
-            tick(f"{frames.count} frames")
-    except (JournalError, SchemaError, ValueError, OSError) as exc:
-        part.error = f"{type(exc).__name__}: {exc}"
-        if progress is not None:
-            while progress.done % STEPS_PER_NODE:
-                tick(f"failed: {part.error}")
+            _read_part(part, reader, since_s, tick)
+        return part
+    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
+        first = f"{type(exc).__name__}: {exc}"
+    if not journal_path(path).is_file():
+        return _failed(part, first, tick, ticked)
+    done = ticked
+    part = NodePart(node=part.node, source=part.source)
+
+    def tick_again(what: str) -> None:
+        # The steps the first reading announced are not announced twice.
+        nonlocal done
+        if done:
+            done -= 1
+        else:
+            tick(what)
+
+    try:
+        with salvage(path) as saved:
+            _read_part(part, saved.reader, since_s, tick_again)
+            unread = "; ".join(saved.problems) or "nothing more"
+            part.error = (f"the journal is damaged ({first}); this bundle holds what could still be read of it "
+                          f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
+    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
+        part = NodePart(node=part.node, source=part.source)
+        return _failed(part, f"{first}; and nothing could be salvaged: {exc}", tick, ticked)
+    return part
+
+
+def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Callable[[str], None]) -> None:
+    runs = reader.runs()
+    last_run = runs[-1] if runs else None
+    if last_run is not None:
+        part.node = last_run.node
+        part.info = _decode_info(last_run.info)
+        part.config = redact(json.loads(last_run.config)) if last_run.config else None
+    tick(f"{len(runs)} runs")
+    span = reader.time_range()
+    part.to_at = span[1] if span else time.time()
+    part.from_at = part.to_at - since_s
+    interval_s = part.info.interval_s if part.info else 1.0
+    part.capture_errors = ["no live capture: bundle made from the journal alone"]
+    tick("no capture")
+    part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
+    tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+    frames = reader.frames_gzip(part.from_at, part.to_at)
+    part.frames_gz, part.frame_count = frames.body, frames.count
+    if frames.count:
+        part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
+    tick(f"{frames.count} frames")
+
+
+def _failed(part: NodePart, error: str, tick: Callable[[str], None], ticked: int) -> NodePart:
+    part.error = error
+    for _ in range(STEPS_PER_NODE - ticked):
+        tick(f"failed: {error}")
     return part
 
 

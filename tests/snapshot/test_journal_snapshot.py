@@ -3,17 +3,23 @@ system, damaged (cut short, bad pages), of a newer format, set aside by the agen
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rigmon.agent.journal import JournalStore
 from rigmon.snapshot.bundle import read_bundle
+from rigmon.snapshot.pull import read_journal
 from tests.agent.test_journal import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,3 +76,83 @@ def test_a_journal_on_a_read_only_file_system_is_read(tmp_path: Path, stop: str)
     assert [f.seq for f in node.frames] == list(range(1, 31))
     assert sorted(p.name for p in state.iterdir()) == (
         ["journal.sqlite3"] if stop == "clean" else ["journal.sqlite3", "journal.sqlite3-wal"])
+
+
+def recorded(path: Path, n: int = 1000) -> dict[int, bytes]:
+    """A journal of ``n`` frames of one crashed run: most in blocks of 50, the newest in streams.
+
+    Returns each frame's wire JSON by seq.
+    """
+    clock = FakeClock()
+    store = JournalStore(path, clock, block_frames=50)
+    store.begin_run("run1", "n1", T0)
+    for start in range(0, n, 100):
+        store.write([frame(i + 1, T0 + i, float(i % 37)) for i in range(start, min(n, start + 100))])
+    clock.t = T0 + n
+    store.compact()
+    frames = {int(json.loads(raw)["seq"]): raw for raw in store.frames_json(T0, T0 + n)}
+    store.close()
+    assert len(frames) == n
+    return frames
+
+
+def leaf_pages(path: Path, table: str) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno",
+                            (table,)).fetchall()
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no dbstat table to find a table's pages")
+    finally:
+        conn.close()
+    return [r[0] for r in rows]
+
+
+def cut(path: Path) -> None:
+    os.truncate(path, path.stat().st_size * 2 // 3)
+
+
+def bad_pages(path: Path) -> None:
+    # A page in the middle of the blocks and the first page of recent frames (the stream before the
+    # newest one) overwritten.
+    blocks = leaf_pages(path, "blocks")
+    pages = [blocks[len(blocks) // 2], leaf_pages(path, "frames")[0]]
+    rng = random.Random(7)
+    with open(path, "r+b") as fh:
+        for page in pages:
+            fh.seek((page - 1) * 4096)
+            fh.write(bytes(rng.randrange(256) for _ in range(4096)))
+
+
+@pytest.mark.parametrize("damage", [cut, bad_pages], ids=["cut", "bad-pages"])
+def test_a_damaged_journal_gives_what_can_still_be_read(tmp_path: Path, damage: Callable[[Path], None]) -> None:
+    journal = tmp_path / "journal.sqlite3"
+    frames = recorded(journal)
+    damage(journal)
+    part = read_journal(tmp_path, 3600)
+    got = part.frame_lines()
+    # Never a traceback, nor an empty bundle: what is readable comes out, exactly as recorded.
+    assert got and len(got) < len(frames)
+    assert all(raw == frames[json.loads(raw)["seq"]] for raw in got)
+    assert [json.loads(raw)["seq"] for raw in got] == sorted(json.loads(raw)["seq"] for raw in got)
+    assert part.frame_count == len(got) and part.node == "n1" and part.history is not None
+    assert part.error is not None and "damaged" in part.error and "could not be read" in part.error
+    if damage is bad_pages:
+        # The pages after the damage are read: the newest frames (the incident) are there.
+        assert json.loads(got[-1])["seq"] == len(frames)
+        assert part.latest is not None and part.latest.seq == len(frames)
+
+
+@pytest.mark.slow
+def test_snapshot_of_a_damaged_journal_is_written_and_says_so(tmp_path: Path) -> None:
+    recorded(tmp_path / "state" / "journal.sqlite3")
+    bad_pages(tmp_path / "state" / "journal.sqlite3")
+    out = tmp_path / "snap.tar.gz"
+    proc = subprocess.run(snapshot_cmd(tmp_path / "state", out), capture_output=True, text=True, env=ENV, cwd=REPO,
+                          timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "journal is damaged" in proc.stderr
+    bundle = read_bundle(out)
+    assert bundle.nodes[0].frames and "journal is damaged" in bundle.manifest["nodes"][0]["error"]
+    # Salvage leaves nothing behind.
+    assert not list(Path(tempfile.gettempdir()).glob("rigmon-salvage-*"))
