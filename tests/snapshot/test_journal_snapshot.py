@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.agent.journal import JournalStore
+from rigmon.agent.journal.damage import set_aside
 from rigmon.snapshot.bundle import read_bundle
 from rigmon.snapshot.pull import read_journal
 from tests.agent.test_journal import T0, FakeClock, frame
@@ -156,3 +157,14 @@ def test_snapshot_of_a_damaged_journal_is_written_and_says_so(tmp_path: Path) ->
     assert bundle.nodes[0].frames and "journal is damaged" in bundle.manifest["nodes"][0]["error"]
     # Salvage leaves nothing behind.
     assert not list(Path(tempfile.gettempdir()).glob("rigmon-salvage-*"))
+
+
+def test_a_journal_the_agent_set_aside_can_be_given_to_snapshot(tmp_path: Path) -> None:
+    # The agent renames a journal it cannot use to journal.sqlite3.damaged-<time> (with its WAL)
+    # and starts a new one: the incident before is in the old file.
+    frames = recorded(tmp_path / "journal.sqlite3", 200)
+    kept = set_aside(tmp_path / "journal.sqlite3", T0)
+    assert kept.name.startswith("journal.sqlite3.damaged-")
+    part = read_journal(kept, 3600)
+    assert part.error is None, part.error
+    assert part.frame_lines() == [frames[seq] for seq in sorted(frames)]
