@@ -19,6 +19,7 @@ from msgspec.structs import replace
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
+from rigmon.agent.journal.layout import FORMAT_VERSION
 from rigmon.agent.journal.salvage import salvage
 from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
@@ -265,6 +266,11 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     part.from_at = part.to_at - since_s
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
+    written_as = reader.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if written_as is not None and str(written_as[0]) not in {str(v) for v in range(2, FORMAT_VERSION + 1)}:
+        part.capture_errors.append(f"the journal is of format {written_as[0]}, newer than this rigmon reads "
+                                   f"({FORMAT_VERSION}): read as far as that format allows; a newer rigmon "
+                                   "reads it whole")
     tick("no capture")
     part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
     tick(f"{len(part.history.series)} series, {len(part.history.events)} events")

@@ -328,6 +328,35 @@ def test_writer_reports_a_journal_it_cannot_open(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_a_journal_of_a_newer_format_is_set_aside_not_written_over(tmp_path: Path) -> None:
+    # Written by a newer rigmon (an agent downgraded): its layout is not this agent's to know.
+    store = JournalStore(tmp_path, FakeClock())
+    store.write([frame(1, T0, 1.0)])
+    store.conn.execute("UPDATE meta SET value = '99' WHERE key = 'format'")
+    store.close()
+    seen: dict[str, dict[str, object]] = {}
+    opened = threading.Event()
+    writer = JournalWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.01), "run2", "n1", T0 + 10)
+
+    def sink(kind: str, severity: str, subject: str, message: str, data: dict[str, object]) -> None:
+        seen[kind] = {"message": message, **data}
+        opened.set()
+
+    writer.start(sink)
+    writer.submit(frame(1, T0 + 10, 2.0, run_id="run2"))
+    assert opened.wait(10)
+    writer.close()
+    assert "journal_set_aside" in seen and "unclean_shutdown" not in seen
+    assert "format 99, newer than" in str(seen["journal_set_aside"]["message"])
+    kept = Path(str(seen["journal_set_aside"]["kept_as"]))
+    # Kept as it was: its format row and its frame.
+    with JournalReader(kept) as old:
+        assert old.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == "99"
+        assert [f.seq for f in old.frames(T0, T0)] == [1]
+    with JournalReader(tmp_path) as new:
+        assert [f.run_id for f in new.frames(T0, T0 + 10)] == ["run2"]
+
+
 def test_tier_widths_nest() -> None:
     assert all(b % a == 0 for a, b in zip(TIERS_S, TIERS_S[1:]))
 

@@ -168,3 +168,14 @@ def test_a_journal_the_agent_set_aside_can_be_given_to_snapshot(tmp_path: Path) 
     part = read_journal(kept, 3600)
     assert part.error is None, part.error
     assert part.frame_lines() == [frames[seq] for seq in sorted(frames)]
+
+
+def test_a_journal_of_a_newer_format_is_read_and_the_bundle_says_so(tmp_path: Path) -> None:
+    frames = recorded(tmp_path / "journal.sqlite3", 100)
+    conn = sqlite3.connect(tmp_path / "journal.sqlite3")
+    with conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'format'")
+    conn.close()
+    part = read_journal(tmp_path, 3600)
+    assert part.frame_count == len(frames)
+    assert any("format 99, newer than this rigmon" in e for e in part.capture_errors)

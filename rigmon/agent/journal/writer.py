@@ -176,9 +176,9 @@ class JournalWriter:
         try:
             kept = set_aside(self.path, self.clock.time())
         except OSError as exc:
-            log.warning("journal %s is damaged (%s) and cannot be set aside: %s", self.path, error, exc)
+            log.warning("journal %s cannot be used (%s) and cannot be set aside: %s", self.path, error, exc)
             return False
-        log.warning("journal %s is damaged (%s); kept as %s, recording into a new journal", self.path, error, kept)
+        log.warning("journal %s cannot be used (%s); kept as %s, recording into a new journal", self.path, error, kept)
         self._emit("journal_set_aside", "warning",
                    f"journal could not be used ({error}); kept as {kept.name}, recording into a new journal",
                    {"error": error, "kept_as": str(kept)})
