@@ -179,3 +179,30 @@ def test_a_journal_of_a_newer_format_is_read_and_the_bundle_says_so(tmp_path: Pa
     part = read_journal(tmp_path, 3600)
     assert part.frame_count == len(frames)
     assert any("format 99, newer than this rigmon" in e for e in part.capture_errors)
+
+
+@pytest.mark.slow
+def test_an_agent_whose_state_directory_is_read_only_says_so_and_reads_its_journal(tmp_path: Path) -> None:
+    # Neither "damaged" nor "not readable and writable", nor a try to set it aside every 10 s.
+    recorded(tmp_path / "state" / "journal.sqlite3", 100)
+    script = """if True:
+        import logging, sys, threading
+        from rigmon.agent.journal import JournalReader, JournalWriter
+        from rigmon.clock import SystemClock
+        from rigmon.config import JournalSection
+        logging.basicConfig(level=logging.WARNING)
+        failed = threading.Event()
+        errors = []
+        writer = JournalWriter(sys.argv[1], SystemClock(), JournalSection(), "run2", "n1", 1.0)
+        writer.start(lambda kind, sev, subject, message, data: (errors.append(message), failed.set()))
+        assert failed.wait(10)
+        print("status:", writer.status.error)
+        print("events:", errors)
+        with JournalReader(sys.argv[1]) as reader:
+            print("frames:", reader.count_frames(0, 2e9))
+    """
+    proc = run_in_read_only_dir(tmp_path / "state", [sys.executable, "-c", script, str(tmp_path / "state")])
+    assert proc.returncode == 0, proc.stderr
+    assert "status: journal " in proc.stdout and "read-only file system" in proc.stdout
+    assert "frames: 100" in proc.stdout
+    assert "set aside" not in proc.stderr and "damaged" not in proc.stdout + proc.stderr

@@ -32,7 +32,16 @@ def check_usable(path: Path) -> None:
 
     Raises:
         JournalDamaged: a directory (or another non-file) in its place, or a file the agent may not write.
+        JournalError: the state directory is on a read-only file system (nothing is wrong with the
+            journal, and it could not be set aside there either).
     """
+    try:
+        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        raise JournalError(f"journal {path}: the state directory is on a read-only file system; "
+                           "nothing is recorded until it is writable")
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
