@@ -1,7 +1,8 @@
 """REPORT.md of a bundle: nodes, events and alarms, and text charts (plotext) of rail, power and throughput.
 
 Series are chosen by the unit suffix of their name, so sources added later are charted
-without code here: ``*_volts`` (the bucket minimum: a sag must not be averaged away),
+without code here: ``*_volts`` (the bucket minimum: a sag must not be averaged away; the 12 V
+rail's series alone when the node has any, see `rail_rank`),
 ``*_w`` (the bucket maximum, power limits left out) and ``*_bytes_per_s`` (the mean).
 """
 
@@ -15,6 +16,7 @@ from typing import Literal
 
 import plotext as plt
 
+from rigmon.agent.journal.runs import rail_rank
 from rigmon.cluster.sanitise import clean_lines
 from rigmon.schema import History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
@@ -55,7 +57,14 @@ def chart_series(history: History, spec: ChartSpec) -> list[tuple[str, HistorySe
     """The series of a chart: matching suffix, at most `MAX_LINES`, most extreme first."""
     chosen = [(name, s) for name, s in history.series.items()
               if name.endswith(spec.suffix) and s.at and not (spec.suffix == "_w" and "limit" in name)]
-    if spec.stat == "min":
+    if spec.suffix == "_volts":
+        # The 12 V rail first, and alone when the node has one: a CPU core's 0.9 V would take its
+        # place among the lowest minima and squash its sag into a row of the chart.
+        ranks = {name: rail_rank(name, max(s.max)) for name, s in chosen}
+        if any(rank < 2 for rank in ranks.values()):
+            chosen = [item for item in chosen if ranks[item[0]] < 2]
+        chosen.sort(key=lambda item: (ranks[item[0]], min(item[1].min)))
+    elif spec.stat == "min":
         chosen.sort(key=lambda item: min(item[1].min))
     else:
         chosen.sort(key=lambda item: -max(getattr(item[1], spec.stat)))

@@ -218,6 +218,17 @@ def test_unclean_message_shows_the_rail_minimum_to_the_millivolt(volts: float, s
     assert f"psu_rail.volts.min_volts min {shown}" in message
 
 
+def test_unclean_message_names_the_12v_rail_not_a_boards_lowest_voltages() -> None:
+    # A Super I/O's CPU core (0.9 V) and limits (0 V) have lower minima than any sag of the rail.
+    final = {"hwmon_volts[hwmon2/in0].volts": (0.88, 0.92), "hwmon_volts[hwmon2/in0].min_volts": (0.0, 0.0),
+             "hwmon_volts[hwmon2/in4].volts": (3.29, 3.31), "psu_rail.volts.min_volts": (11.31, 11.9),
+             "psu_rail.volts.max_volts": (11.9, 12.1), "pmbus_psus[hwmon20].vin_volts": (229.0, 231.0)}
+    message, data = unclean_message(UncleanRun("r1", "n1", T0, T0 + 99.0, final), T0 + 100.0)
+    assert "psu_rail.volts.min_volts min 11.310 V" in message
+    assert "hwmon_volts" not in message and "vin_volts" not in message
+    assert data["min:hwmon_volts[hwmon2/in0].volts"] == 0.88  # every series is still in the data
+
+
 def test_writer_reports_a_full_disk_and_keeps_running(tmp_path: Path) -> None:
     clock = FakeClock()
     events: list[tuple[str, str]] = []

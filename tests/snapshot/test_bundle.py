@@ -26,7 +26,7 @@ from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
 from rigmon.snapshot.pull import Progress, decode_history
-from rigmon.snapshot.report import render_report
+from rigmon.snapshot.report import CHARTS, chart_series, render_report
 from tests.agent.test_api import Counter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,6 +196,27 @@ def test_report_charts_series_by_unit_suffix() -> None:
     assert "power_limit_w" not in report and "cpu_pct" not in report and "Throughput" not in report
     assert "11.5" in report  # the voltage axis reaches down to the minimum (11.71 - 0.2)
     assert "\x1b[" not in report
+
+
+def test_report_charts_the_12v_rail_not_a_boards_lowest_voltages() -> None:
+    # A server board's Super I/O reports its CPU core (0.9 V), 3.3 V and 5 V and their limits (0 V):
+    # chosen by the lowest minimum they took every line of the rail chart and the ADC's sag was not in it.
+    at = tuple(1000.0 + i for i in range(30))
+
+    def flat(v: float) -> HistorySeries:
+        return HistorySeries(at=at, min=(v,) * 30, mean=(v,) * 30, max=(v,) * 30)
+
+    sag = tuple(11.3 if i == 20 else 11.95 for i in range(30))
+    series = {f"hwmon_volts[hwmon2/in{i}].{key}": flat(v) for i, base in enumerate((0.9, 1.05, 1.2, 1.8, 3.3, 5.0))
+              for key, v in (("volts", base), ("min_volts", 0.0), ("max_volts", base * 1.1))}
+    series["psu_rail.volts.min_volts"] = HistorySeries(at=at, min=sag, mean=sag, max=sag)
+    series["pmbus_psus[hwmon20].vout_volts"] = flat(12.02)
+    series["pmbus_psus[hwmon20].vin_volts"] = flat(230.0)
+    history = History(schema=1, node="v100", from_at=1000.0, to_at=1029.0, tier="frames", step_s=1.0, series=series)
+    chosen = [name for name, _ in chart_series(history, CHARTS[0])]
+    assert chosen == ["psu_rail.volts.min_volts", "pmbus_psus[hwmon20].vout_volts"]
+    report = render_report([NodePart(node="v100", source="x", history=history)], 30.0, 1030.0)
+    assert "psu_rail.volts.min_volts" in report and "hwmon_volts" not in report
 
 
 def test_report_carries_no_terminal_control_from_agents() -> None:
