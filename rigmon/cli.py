@@ -16,7 +16,8 @@ from rigmon import __version__
 AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT); 2 cannot start (configuration, token, address)"
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
-                 "2 bad arguments; 3 no node gave anything: no bundle written")
+                 "2 bad arguments; 3 no node gave anything, or the bundle could not be written (a full disk): "
+                 "no bundle written")
 SIM_EXIT = "exit codes: 0 stopped (--duration, SIGTERM, SIGINT); 2 bad arguments (scenario, --agent-config)"
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
@@ -215,13 +216,18 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             return fail(str(exc))
     if args.ca_file and not Path(args.ca_file).is_file():
         return fail(f"--ca-file {args.ca_file}: no such file")
+    if not Path(args.output).absolute().parent.is_dir():
+        return fail(f"-o {args.output}: no such directory")
     parts = pull_parts([normalize_url(u) for u in args.urls], args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
         print(clean_text(f"rigmon: {part.node}: {part.error}"), file=sys.stderr)
     if all(pulled_nothing(p) for p in parts):
         return fail(f"no node could be pulled; {args.output} not written", 3)
-    path = write_snapshot(parts, since_s, args.output)
+    try:
+        path = write_snapshot(parts, since_s, args.output)
+    except OSError as exc:
+        return fail(f"cannot write {args.output}: {exc.strerror or exc}; no bundle written", 3)
     frames = sum(p.frame_count for p in parts)
     print(f"{path}: {len(parts)} nodes, {frames} frames"
           + (f"; {len(failed)} of them failed (see above)" if failed else ""), flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import shlex
 import shutil
 import sqlite3
@@ -206,3 +207,25 @@ def test_an_agent_whose_state_directory_is_read_only_says_so_and_reads_its_journ
     assert "status: journal " in proc.stdout and "read-only file system" in proc.stdout
     assert "frames: 100" in proc.stdout
     assert "set aside" not in proc.stderr and "damaged" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_bundle_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path: Path) -> None:
+    recorded(tmp_path / "state" / "journal.sqlite3", 3000)  # a bundle of ~90 kB
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+
+    def small_disk() -> None:
+        # A full disk, hermetically: writes past 64 kB fail (EFBIG; Python ignores SIGXFSZ). The
+        # journal's WAL index (32 kB) can still be made.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    proc = subprocess.run(snapshot_cmd(tmp_path / "state", out_dir / "bug.tar.gz"), capture_output=True, text=True,
+                          env=ENV, cwd=REPO, timeout=60, preexec_fn=small_disk)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and "cannot write" in proc.stderr and "no bundle written" in proc.stderr
+    # No cut bundle that looks like a bug report.
+    assert list(out_dir.iterdir()) == []
+    proc = subprocess.run(snapshot_cmd(tmp_path / "state", tmp_path / "missing" / "bug.tar.gz"), capture_output=True,
+                          text=True, env=ENV, cwd=REPO, timeout=60)
+    assert proc.returncode == 2 and "no such directory" in proc.stderr and "Traceback" not in proc.stderr
