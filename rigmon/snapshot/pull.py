@@ -225,6 +225,9 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
     try:
         with JournalReader(path) as reader:
             _read_part(part, reader, since_s, tick)
+            if reader.unreadable:
+                part.error = (f"the journal is damaged: {len(reader.unreadable)} stored parts of the window left out: "
+                              + "; ".join(reader.unreadable[:5]))
         return part
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
         first = f"{type(exc).__name__}: {exc}"
@@ -244,7 +247,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
     try:
         with salvage(path) as saved:
             _read_part(part, saved.reader, since_s, tick_again)
-            unread = "; ".join(saved.problems) or "nothing more"
+            unread = "; ".join(saved.problems + saved.reader.unreadable[:5]) or "nothing more"
             part.error = (f"the journal is damaged ({first}); this bundle holds what could still be read of it "
                           f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:

@@ -229,3 +229,18 @@ def test_a_bundle_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path
     proc = subprocess.run(snapshot_cmd(tmp_path / "state", tmp_path / "missing" / "bug.tar.gz"), capture_output=True,
                           text=True, env=ENV, cwd=REPO, timeout=60)
     assert proc.returncode == 2 and "no such directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_block_whose_bytes_went_bad_is_left_out_of_the_bundle_and_said(tmp_path: Path) -> None:
+    frames = recorded(tmp_path / "journal.sqlite3", 1000)
+    conn = sqlite3.connect(tmp_path / "journal.sqlite3")
+    body = bytearray(conn.execute("SELECT body FROM blocks WHERE first_seq = 101").fetchone()[0])
+    body[len(body) // 2:len(body) // 2 + 16] = bytes(16)
+    with conn:
+        conn.execute("UPDATE blocks SET body = ? WHERE first_seq = 101", (bytes(body),))
+    conn.close()
+    part = read_journal(tmp_path, 3600)
+    # The bundle's frames decompress (zcat, a replay), without frames 101-150, and the error says so.
+    assert [json.loads(raw)["seq"] for raw in part.frame_lines()] == [*range(1, 101), *range(151, 1001)]
+    assert part.error is not None and "left out" in part.error and "a block of 50 frames" in part.error
+    assert len(frames) == 1000

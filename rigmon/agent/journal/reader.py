@@ -8,9 +8,11 @@ import math
 import os
 import shutil
 import sqlite3
+import struct
 import tempfile
+import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -79,6 +81,8 @@ class JournalReader:
         else:
             self._own = False
         self.conn = conn
+        #: Frames left out of answers because their stored bytes do not decompress, one line per block or stream.
+        self.unreadable: list[str] = []
         self._dicts: dict[int, bytes] = {}
         #: Whether ``frames`` has format 3's stream column (a format 2 journal read as it is has not).
         try:
@@ -248,23 +252,75 @@ class JournalReader:
 
         n = 0
         for kind, at, _, extra, times, body in self._sources(lo, to_at, run_id):
-            if kind == 0:
-                stamps = unpack_times(times)
-                if not any(inside(t) for t in stamps):
-                    continue
-                items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
-            elif kind == 2:
-                if not any(inside(t) for t in times):
-                    continue
-                items = zip(times, self._stream_lines(body))
-            else:
-                items = ((float(at), self._frame_json(extra, body)),)
+            stamps = self._times(kind, at, times)
+            if stamps is None or not any(inside(t) for t in stamps):
+                continue
+            items = self._items(kind, stamps, extra, body)
             for t, raw in items:
                 if inside(t):
                     if limit is not None and n >= limit:
                         return
                     n += 1
                     yield t, raw
+
+    def _times(self, kind: int, at: float, times: Any) -> tuple[float, ...] | None:
+        """A source's frame times (see `_sources`); ``None`` when they cannot be read (noted)."""
+        if kind == 2:
+            return tuple(times)
+        if kind == 1:
+            return (float(at),)
+        try:
+            return unpack_times(times)
+        except (zlib.error, struct.error) as exc:
+            self._unreadable(kind, (float(at),), f"its frame times do not decompress ({exc})")
+            return None
+
+    def _items(self, kind: int, stamps: tuple[float, ...], extra: Any, body: bytes) -> list[tuple[float, bytes]]:
+        """A source's ``(taken_at, wire JSON)``; none when its body does not decompress (noted in `unreadable`).
+
+        Its bytes can go bad on the disk while SQLite's pages stay sound (``quick_check`` does not
+        read a blob's bytes): one such block or stream used to fail every window that held it.
+        """
+        try:
+            if kind == 0:
+                lines = gunzip_member(body).split(b"\n")
+            elif kind == 2:
+                lines = self._stream_lines(body)
+            else:
+                return [(stamps[0], self._frame_json(extra, body))]
+        except (JournalError, zlib.error) as exc:
+            self._unreadable(kind, stamps, str(exc))
+            return []
+        # One line per frame, each ended by a newline: anything else is garbage that decompressed.
+        if len(lines) != len(stamps) + 1 or lines[-1]:
+            self._unreadable(kind, stamps, f"{len(lines) - 1} lines for {len(stamps)} frames")
+            return []
+        return list(zip(stamps, lines))
+
+    @staticmethod
+    def _inflates(body: bytes, frames: int) -> bool:
+        """Whether a stored block decompresses whole (its CRC checked) to ``frames`` lines."""
+        dec = zlib.decompressobj(31)
+        lines = 0
+        rest = body
+        try:
+            while rest and not dec.eof:
+                # In pieces, so the output stays in the cache and is never all in memory.
+                lines += dec.decompress(rest, 1 << 20).count(b"\n")
+                rest = dec.unconsumed_tail
+            while not dec.eof:
+                piece = dec.decompress(b"", 1 << 20)
+                if not piece:
+                    break
+                lines += piece.count(b"\n")
+        except zlib.error:
+            return False
+        return dec.eof and lines == frames
+
+    def _unreadable(self, kind: int, stamps: tuple[float, ...], why: str) -> None:
+        what = "a block" if kind == 0 else "a frame stream" if kind == 2 else "a frame"
+        first = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamps[0])) if stamps else "?"
+        self.unreadable.append(f"{what} of {len(stamps)} frames from {first} UTC cannot be read: {why}")
 
     def frames_json(self, from_at: float, to_at: float, limit: int | None = None) -> list[bytes]:
         """Frames with ``from_at <= taken_at <= to_at`` as wire JSON bytes, oldest first."""
@@ -294,28 +350,32 @@ class JournalReader:
                 pending.clear()
 
         for kind, at, _, extra, times, body in self._sources(lo, to_at):
+            stamps = self._times(kind, at, times)
+            if stamps is None:
+                continue
             if kind == 0:
-                stamps = unpack_times(times)
                 wanted = [t for t in stamps if lo <= t <= to_at]
                 if not wanted:
                     continue
                 if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
-                    flush()
-                    out.append(body)
-                    count += len(stamps)
-                    last_at = stamps[-1]
+                    # Sent as stored, but never unchecked: a block whose bytes went bad on the disk
+                    # (SQLite's pages are fine) would make the whole answer unreadable from it on.
+                    if self._inflates(body, len(stamps)):
+                        flush()
+                        out.append(body)
+                        count += len(stamps)
+                        last_at = stamps[-1]
+                    else:
+                        self._unreadable(kind, stamps, "it does not decompress")
                     continue
                 if limit is not None and count >= limit:
                     more = True
                     break
-                items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
             elif kind == 2:
-                if limit is not None and count >= limit and any(lo <= t <= to_at for t in times):
+                if limit is not None and count >= limit and any(lo <= t <= to_at for t in stamps):
                     more = True
                     break
-                items = zip(times, self._stream_lines(body))
-            else:
-                items = ((float(at), self._frame_json(extra, body)),)
+            items = self._items(kind, stamps, extra, body)
             for t, raw in items:
                 if lo <= t <= to_at:
                     if limit is not None and count >= limit:
