@@ -387,7 +387,8 @@ def test_a_block_whose_bytes_went_bad_is_left_out_of_every_answer_and_said(tmp_p
     store = filled(tmp_path, 1000, block_frames=100)
     store.compact()
     every = store.frames_json(T0, T0 + 999)
-    spoil(store, "blocks", 3)  # frames 201-300
+    assert gzip.decompress(store.frames_gzip(T0, T0 + 999).body).splitlines() == every  # checked sound once
+    spoil(store, "blocks", 3)  # frames 201-300: spoilt afterwards, checked again
     store.close()
     with JournalReader(tmp_path) as reader:
         expected = every[:200] + every[300:]
