@@ -269,6 +269,12 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     part.from_at = part.to_at - since_s
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
+    directory = reader.path.parent
+    kept = sorted(p.name for p in directory.glob(f"{reader.path.name}.damaged-*") if not p.name.endswith(("-wal", "-shm")))
+    if kept:
+        # An incident before the agent set its journal aside is in those files, not in this one.
+        part.capture_errors.append(f"{directory} also holds journals the agent set aside: {', '.join(kept)}; "
+                                   "give them to rigmon snapshot --journal")
     written_as = reader.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     if written_as is not None and str(written_as[0]) not in {str(v) for v in range(2, FORMAT_VERSION + 1)}:
         part.capture_errors.append(f"the journal is of format {written_as[0]}, newer than this rigmon reads "

@@ -169,6 +169,10 @@ def test_a_journal_the_agent_set_aside_can_be_given_to_snapshot(tmp_path: Path) 
     part = read_journal(kept, 3600)
     assert part.error is None, part.error
     assert part.frame_lines() == [frames[seq] for seq in sorted(frames)]
+    # The new journal's bundle points at it.
+    recorded(tmp_path / "journal.sqlite3", 10)
+    part = read_journal(tmp_path, 3600)
+    assert any(kept.name in e and "set aside" in e for e in part.capture_errors)
 
 
 def test_a_journal_of_a_newer_format_is_read_and_the_bundle_says_so(tmp_path: Path) -> None:
