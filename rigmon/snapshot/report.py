@@ -71,8 +71,9 @@ def chart_series(history: History, spec: ChartSpec) -> list[tuple[str, HistorySe
     return chosen[:MAX_LINES]
 
 
-def render_chart(history: History, spec: ChartSpec) -> str | None:
-    """One text chart (no colour codes), or ``None`` when no series matches."""
+def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | None:
+    """One text chart (no colour codes) and its legend (a line per series: its name and worst
+    point), or ``None`` when no series matches."""
     chosen = chart_series(history, spec)
     if not chosen:
         return None
@@ -80,20 +81,26 @@ def render_chart(history: History, spec: ChartSpec) -> str | None:
     fig = plt.figure
     # plotext keeps one module-level figure: clear it so charts never share state.
     fig.clear()
+    legend: list[str] = []
     for name, s in chosen:
         values: Sequence[float] = getattr(s, spec.stat)
         xs = [(at - t0) / 60.0 for at in s.at]
         signal = fig.signal(xs, list(values))
         if len(xs) > 1:
             signal.lines()
-        signal.label(name)
+        # No legend inside the plot: drawn over its left part, it hid what happened there (a sag at
+        # the start of the data), and without colour its marks do not tell the lines apart anyway.
         fig.draw(signal)
+        worst = min(range(len(values)), key=values.__getitem__) if spec.stat == "min" else \
+            max(range(len(values)), key=values.__getitem__)
+        word = {"min": "lowest", "max": "highest", "mean": "highest mean"}[spec.stat]
+        legend.append(f"- {name}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}")
     fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
     fig.title(f"{spec.title}, {spec.unit}")
     fig.label(f"minutes after {_stamp(t0)}", axis="x")
     text = str(plt.uncolorize(fig.build()))
     fig.clear()
-    return "\n".join(line.rstrip() for line in text.splitlines())
+    return "\n".join(line.rstrip() for line in text.splitlines()), legend
 
 
 def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) -> str:
@@ -122,9 +129,10 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             continue
         out += [f"Series from the `{part.history.tier}` tier ({part.history.step_s:g} s per point).", ""]
         for spec in CHARTS:
-            chart = render_chart(part.history, spec)
-            if chart is not None:
-                out += [f"### {spec.title}", "", "```", chart, "```", ""]
+            drawn = render_chart(part.history, spec)
+            if drawn is not None:
+                chart, legend = drawn
+                out += [f"### {spec.title}", "", "```", chart, "```", "", *legend, ""]
     # Names, messages and errors come from agents and journals: REPORT.md is read with
     # `cat` in a terminal as often as in a viewer, so it carries no terminal control.
     return clean_lines("\n".join(out).rstrip()) + "\n"

@@ -219,6 +219,25 @@ def test_report_charts_the_12v_rail_not_a_boards_lowest_voltages() -> None:
     assert "psu_rail.volts.min_volts" in report and "hwmon_volts" not in report
 
 
+def test_report_chart_shows_a_sag_at_the_start_and_names_its_worst_point() -> None:
+    # The legend was drawn inside the plot, over its left part: a sag early in the window was under it.
+    at = tuple(1000.0 + i for i in range(60))
+    names = ["psu_rail.volts.min_volts", "psu_rail.channels_volts.v.min_volts", "psu_rail.channels_volts.vpsu.min_volts",
+             "psu_rail.volts.mean_volts", "psu_rail.volts.max_volts", "pmbus_psus[hwmon20].vout_volts"]
+    series = {}
+    for k, name in enumerate(names):
+        values = tuple(11.3 if (i == 3 and k == 0) else 11.95 + 0.01 * k for i in range(60))
+        series[name] = HistorySeries(at=at, min=values, mean=values, max=values)
+    history = History(schema=1, node="v100", from_at=1000.0, to_at=1059.0, tier="frames", step_s=1.0, series=series)
+    report = render_report([NodePart(node="v100", source="x", history=history)], 60.0, 1060.0)
+    chart = report.split("### Rail voltage (minimum per point)")[1].split("```")[1]
+    bottom = next(line for line in chart.splitlines() if "┤" in line and line.split("┤")[0].strip().startswith("11.3"))
+    plot = bottom.split("┤", 1)[1]
+    assert any(c in "▀▄▌▐▖▗▘▝▚▞▛▜▟▙█" for c in plot[: len(plot) * 2 // 5]), chart
+    assert "psu_rail.volts.min_volts" not in chart  # the names are listed below it
+    assert "- psu_rail.volts.min_volts: lowest 11.3 V at 1970-01-01 00:16:43 UTC" in report
+
+
 def test_report_carries_no_terminal_control_from_agents() -> None:
     part = NodePart(node="evil\x1b]0;pwned\x07", source="x", error="refused \x1b[2J\u202eboom")
     report = render_report([part], 60.0, 1000.0)
