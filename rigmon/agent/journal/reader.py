@@ -45,6 +45,8 @@ from rigmon.series import Stats, add_value, frame_series, merge_stats
 _SOUND_BLOCKS: set[tuple[int, int, int]] = set()
 #: Entries kept at most (two days of blocks of some hundred nodes); then it starts afresh.
 MAX_SOUND_BLOCKS = 65536
+#: Lines `JournalReader.unreadable` keeps at most.
+MAX_UNREADABLE_NOTED = 100
 
 
 def encode_history(history: History) -> bytes:
@@ -338,6 +340,8 @@ class JournalReader:
         return True
 
     def _unreadable(self, kind: int, stamps: tuple[float, ...], why: str) -> None:
+        if len(self.unreadable) >= MAX_UNREADABLE_NOTED:
+            return  # the writer's own reader meets a spoilt stream at every pass until retention
         what = "a block" if kind == 0 else "a frame stream" if kind == 2 else "a frame"
         first = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamps[0])) if stamps else "?"
         self.unreadable.append(f"{what} of {len(stamps)} frames from {first} UTC cannot be read: {why}")
