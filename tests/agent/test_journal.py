@@ -3,6 +3,7 @@ unclean-shutdown detection, and failures reported instead of raised (injected cl
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -366,6 +367,39 @@ def test_a_journal_of_a_newer_format_is_set_aside_not_written_over(tmp_path: Pat
         assert [f.seq for f in old.frames(T0, T0)] == [1]
     with JournalReader(tmp_path) as new:
         assert [f.run_id for f in new.frames(T0, T0 + 10)] == ["run2"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "bad-header-of-a-page"])
+def test_a_crash_that_damaged_the_journal_is_still_reported(tmp_path: Path, damage: str) -> None:
+    # A power cut: the run never stopped, and the journal fails its check at the next start.
+    store = JournalStore(tmp_path, FakeClock())
+    store.begin_run("run1", "n1", T0)
+    for start in range(0, 2000, 100):
+        store.write([frame(i + 1, T0 + i, 11.9) for i in range(start, start + 100)])
+    store.close()
+    path = tmp_path / "journal.sqlite3"
+    if damage == "cut":
+        os.truncate(path, path.stat().st_size * 2 // 3)
+    else:
+        with open(path, "r+b") as fh:
+            fh.seek(path.stat().st_size // 4096 // 2 * 4096)
+            fh.write(b"\xff" * 4096)
+    seen: dict[str, dict[str, object]] = {}
+    done = threading.Event()
+    writer = JournalWriter(tmp_path, FakeClock(T0 + 3000), JournalSection(commit_interval_s=0.01), "run2", "n1",
+                           T0 + 3000)
+
+    def sink(kind: str, severity: str, subject: str, message: str, data: dict[str, object]) -> None:
+        seen[kind] = {"message": message, **data}
+        if kind == "journal_set_aside":
+            done.set()
+
+    writer.start(sink)
+    writer.submit(frame(1, T0 + 3000, 12.0, run_id="run2"))
+    assert done.wait(10)
+    writer.close()  # after the journal is open again (and the crash reported)
+    assert "unclean_shutdown" in seen and seen["unclean_shutdown"]["previous_run_id"] == "run1"
+    assert str(seen["unclean_shutdown"]["message"]).startswith("node restarted unexpectedly; ")
 
 
 def test_tier_widths_nest() -> None:

@@ -56,6 +56,7 @@ class UncleanRun(msgspec.Struct, frozen=True, gc=False):
         started_at: when it started (Unix seconds).
         last_frame_at: its last frame's ``taken_at``, ``None`` when it wrote none.
         final: per series, the minimum and maximum over the last `FINAL_WINDOW_S` seconds.
+        unreadable: its frames could not be read (its journal was damaged and set aside).
     """
 
     run_id: str
@@ -63,6 +64,7 @@ class UncleanRun(msgspec.Struct, frozen=True, gc=False):
     started_at: float
     last_frame_at: float | None
     final: dict[str, tuple[float, float]]
+    unreadable: bool = False
 
 
 def unclean_message(run: UncleanRun, started_at: float) -> tuple[str, dict[str, str | int | float | bool | None]]:
@@ -70,6 +72,9 @@ def unclean_message(run: UncleanRun, started_at: float) -> tuple[str, dict[str, 
     data: dict[str, str | int | float | bool | None] = {
         "previous_run_id": run.run_id, "previous_started_at": run.started_at, "last_frame_at": run.last_frame_at,
     }
+    if run.unreadable:
+        return ("node restarted unexpectedly; the previous run's last frames could not be read (its journal "
+                "was damaged and set aside)"), data
     if run.last_frame_at is None:
         return "node restarted unexpectedly; the previous run recorded no frame", data
     gap_s = started_at - run.last_frame_at
