@@ -270,7 +270,8 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
     directory = reader.path.parent
-    kept = sorted(p.name for p in directory.glob(f"{reader.path.name}.damaged-*") if not p.name.endswith(("-wal", "-shm")))
+    kept = sorted(p.name for p in directory.glob("journal.sqlite3.damaged-*")
+                  if not p.name.endswith(("-wal", "-shm")) and p.name != reader.path.name)
     if kept:
         # An incident before the agent set its journal aside is in those files, not in this one.
         part.capture_errors.append(f"{directory} also holds journals the agent set aside: {', '.join(kept)}; "

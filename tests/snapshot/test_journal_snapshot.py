@@ -169,6 +169,7 @@ def test_a_journal_the_agent_set_aside_can_be_given_to_snapshot(tmp_path: Path) 
     part = read_journal(kept, 3600)
     assert part.error is None, part.error
     assert part.frame_lines() == [frames[seq] for seq in sorted(frames)]
+    assert not any("set aside" in e for e in part.capture_errors)  # not itself
     # The new journal's bundle points at it.
     recorded(tmp_path / "journal.sqlite3", 10)
     part = read_journal(tmp_path, 3600)
