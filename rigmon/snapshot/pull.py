@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+import msgspec
 from msgspec.structs import replace
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
@@ -23,7 +24,18 @@ from rigmon.agent.journal.layout import FORMAT_VERSION
 from rigmon.agent.journal.salvage import salvage
 from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
-from rigmon.schema import History, HistorySeries, Info, NodeCapture, SchemaError, decode, decode_data
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    Event,
+    History,
+    HistorySeries,
+    Info,
+    NodeCapture,
+    SchemaError,
+    decode,
+    decode_data,
+)
+from rigmon.series import frame_series
 from rigmon.snapshot.bundle import NodePart
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
@@ -91,10 +103,21 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         part.from_at = part.to_at - since_s
         window = {"from": repr(part.from_at), "to": repr(part.to_at)}
         resp = await client.get(f"{url}/v1/history", params=window)
-        if resp.status_code == 404:
-            part.error = f"no journal on the agent: {resp.json().get('error')}"
-            steps_left -= 2
+        if resp.status_code in (404, 503):
+            # No journal (disabled), or one that cannot be read now: the frames the agent keeps in
+            # memory (its ring buffer, this run's) still hold the last minutes, the incident's.
+            why = _error_text(resp)
+            steps_left -= 1
             tick("no journal")
+            frames = await _ring_frames(client, url, part.from_at, part.to_at)
+            part.history = _history_of(part.node, part.from_at, part.to_at, part.info.interval_s, frames)
+            part.frames_gz = gzip_member(b"".join(raw + b"\n" for _, raw in frames)) if frames else b""
+            part.frame_count = len(frames)
+            what = "no journal on the agent" if resp.status_code == 404 else "the agent's journal cannot be read"
+            part.error = (f"{what}: {why}; the bundle holds the {len(frames)} frames of the window it keeps in "
+                          "memory (its current run), with their events")
+            steps_left -= 1
+            tick(f"{part.frame_count} frames from memory")
             return part
         resp.raise_for_status()
         part.history = decode_history(resp.content)
@@ -113,6 +136,65 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         for _ in range(steps_left):
             tick(f"failed: {part.error}")
     return part
+
+
+class _Samples(msgspec.Struct):
+    """A /v1/samples answer: its frames kept as their wire JSON."""
+
+    frames: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    more: bool = False
+
+
+class _FrameHead(msgspec.Struct):
+    seq: int
+    taken_at: float
+
+
+_samples_decoder = msgspec.json.Decoder(_Samples)
+_head_decoder = msgspec.json.Decoder(_FrameHead)
+
+
+def _error_text(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json().get("error"))
+    except (ValueError, AttributeError):
+        return f"HTTP {resp.status_code}"
+
+
+async def _ring_frames(client: httpx.AsyncClient, url: str, from_at: float, to_at: float
+                       ) -> list[tuple[float, bytes]]:
+    """The frames of ``[from_at, to_at]`` still in the agent's ring buffer (``/v1/samples``), oldest first."""
+    out: list[tuple[float, bytes]] = []
+    since = 0
+    while True:
+        resp = await client.get(f"{url}/v1/samples", params={"since": str(since)})
+        resp.raise_for_status()
+        answer = _samples_decoder.decode(resp.content)
+        for raw in answer.frames:
+            head = _head_decoder.decode(raw)
+            since = max(since, head.seq)
+            if from_at <= head.taken_at <= to_at:
+                out.append((head.taken_at, bytes(raw)))
+        if not answer.more or not answer.frames:
+            return out
+
+
+def _history_of(node: str, from_at: float, to_at: float, interval_s: float,
+                frames: Sequence[tuple[float, bytes]]) -> History:
+    """The window's history made from whole frames (every frame a point), as an agent answers it."""
+    columns: dict[str, tuple[list[float], list[float]]] = {}
+    events: list[Event] = []
+    for taken_at, raw in frames:
+        data = json.loads(raw)
+        for name, value in frame_series(data).items():
+            col = columns.setdefault(name, ([], []))
+            col[0].append(taken_at)
+            col[1].append(value)
+        events += [decode_data(Event, e) for e in data.get("events") or ()]
+    series = {name: HistorySeries(at=tuple(at), min=tuple(v), mean=tuple(v), max=tuple(v))
+              for name, (at, v) in sorted(columns.items())}
+    return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier="frames",
+                   step_s=interval_s, series=series, events=tuple(events))
 
 
 def decode_history(raw: bytes) -> History:

@@ -19,7 +19,7 @@ import pytest
 from rigmon.agent.agent import Agent
 from rigmon.agent.journal import JournalReader
 from rigmon.agent.server import make_server
-from rigmon.config import AgentConfig, AgentSection
+from rigmon.config import AgentConfig, AgentSection, JournalSection
 from rigmon.redact import REDACTED, redact
 from rigmon.schema import History, HistorySeries, SchemaError, decode, encode
 from rigmon.sim.rig import running_rig
@@ -111,6 +111,38 @@ async def test_a_wrong_token_is_an_error_not_a_crash(tmp_path: Path) -> None:
                                               io.StringIO())
     assert parts[0].error is not None and "401" in parts[0].error
     assert read_bundle(path).manifest["nodes"][0]["error"] == parts[0].error
+
+
+async def test_an_agent_without_a_journal_still_gives_the_frames_it_keeps_in_memory(tmp_path: Path) -> None:
+    # [journal] enabled = false (or a journal that cannot be read): /v1/history says 404 (503). The
+    # bundle held the latest frame alone; the ring buffer has the minutes before it.
+    config = AgentConfig(agent=AgentSection(node="nojournal", root=str(tmp_path), interval_s=0.05,
+                                            state_dir=str(tmp_path / "state")),
+                         journal=JournalSection(enabled=False))
+    agent = Agent(config, collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    agent.start()
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        while agent.buffer is None or agent.buffer.latest is None or agent.buffer.latest.seq < 20:
+            await asyncio.sleep(0.02)
+        err = io.StringIO()
+        path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, tmp_path / "s.tar.gz", None, err)
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await task
+    (part,) = parts
+    assert part.error is not None and "no journal on the agent" in part.error and "in memory" in part.error
+    (node,) = read_bundle(path).nodes
+    seqs = [f.seq for f in node.frames]
+    assert len(seqs) >= 20 and seqs == list(range(1, len(seqs) + 1)) and node.frames[-1] == part.latest
+    assert node.history is not None and len(node.history.series["temperatures[c].temp_c"].at) == len(seqs)
+    assert any(e.kind == "agent_started" for e in node.events)
+    assert "[4/4]" in err.getvalue()
 
 
 def test_redaction_of_tokens_and_webhook_urls() -> None:
