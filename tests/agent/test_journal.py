@@ -226,7 +226,7 @@ def test_unclean_message_names_the_12v_rail_not_a_boards_lowest_voltages() -> No
              "psu_rail.volts.max_volts": (11.9, 12.1), "pmbus_psus[hwmon20].vin_volts": (229.0, 231.0)}
     message, data = unclean_message(UncleanRun("r1", "n1", T0, T0 + 99.0, final), T0 + 100.0)
     assert "psu_rail.volts.min_volts min 11.310 V" in message
-    assert "hwmon_volts" not in message and "vin_volts" not in message
+    assert "hwmon_volts" not in message and "vin_volts" not in message and "max_volts" not in message
     assert data["min:hwmon_volts[hwmon2/in0].volts"] == 0.88  # every series is still in the data
 
 

@@ -242,6 +242,7 @@ def test_report_charts_the_12v_rail_not_a_boards_lowest_voltages() -> None:
     series = {f"hwmon_volts[hwmon2/in{i}].{key}": flat(v) for i, base in enumerate((0.9, 1.05, 1.2, 1.8, 3.3, 5.0))
               for key, v in (("volts", base), ("min_volts", 0.0), ("max_volts", base * 1.1))}
     series["psu_rail.volts.min_volts"] = HistorySeries(at=at, min=sag, mean=sag, max=sag)
+    series["psu_rail.volts.max_volts"] = flat(12.1)  # the ADC's maximum: not a minimum to chart
     series["pmbus_psus[hwmon20].vout_volts"] = flat(12.02)
     series["pmbus_psus[hwmon20].vin_volts"] = flat(230.0)
     history = History(schema=1, node="v100", from_at=1000.0, to_at=1029.0, tier="frames", step_s=1.0, series=series)

@@ -17,13 +17,13 @@ def rail_rank(name: str, highest: float) -> int:
     """How surely a ``*_volts`` series is the 12 V rail the GPUs hang on (lower: surer).
 
     0: the ADC's minimum (``psu_rail...min_volts``, what the rail alarms read); 1: a series whose
-    highest value is in `RAIL_BAND_VOLTS`; 2: anything else. A Super I/O's limits
-    (``hwmon_volts[...].min_volts``/``.max_volts``) are settings, not readings: 2 as well. Chosen
-    by the lowest minimum alone, a board's CPU core (0.9 V) or a limit of 0 V took the place of
-    the rail.
+    highest value is in `RAIL_BAND_VOLTS`; 2: anything else. The ADC's means and maxima, and a
+    Super I/O's limits (``hwmon_volts[...].min_volts``/``.max_volts``: settings, not readings),
+    are 2 as well. Chosen by the lowest minimum alone, a board's CPU core (0.9 V) or a limit of
+    0 V took the place of the rail.
     """
-    if name.startswith("psu_rail.") and name.endswith("min_volts"):
-        return 0
+    if name.startswith("psu_rail."):
+        return 0 if name.endswith("min_volts") else 2
     if name.startswith("hwmon_volts[") and name.endswith((".min_volts", ".max_volts")):
         return 2
     return 1 if RAIL_BAND_VOLTS[0] <= highest <= RAIL_BAND_VOLTS[1] else 2
