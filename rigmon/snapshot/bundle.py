@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 
 from rigmon import __version__
 from rigmon.agent.journal import encode_history
-from rigmon.schema import Event, Frame, History, Info, decode, decode_data, encode
+from rigmon.schema import Alarm, Event, Frame, History, Info, decode, decode_data, encode
 from rigmon.typed import to_data
 
 BUNDLE_FORMAT = 2
@@ -65,6 +65,7 @@ class NodePart:
         frames_gz: the window's frames as gzip (one or more members) of wire JSON lines.
         frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
+        alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known).
     """
 
     node: str
@@ -81,6 +82,7 @@ class NodePart:
     frames_gz: bytes = b""
     frame_count: int = 0
     error: str | None = None
+    alarms: tuple[Alarm, ...] | None = None
 
     def frame_lines(self) -> list[bytes]:
         """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""

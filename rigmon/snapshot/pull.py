@@ -26,6 +26,8 @@ from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
 from rigmon.schema import (
     SCHEMA_VERSION,
+    Alarm,
+    AlarmList,
     Event,
     History,
     HistorySeries,
@@ -99,6 +101,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         part.capture_errors = list(capture.errors)
         steps_left -= 1
         tick(f"{len(capture.files)} files captured")
+        part.alarms = await _active_alarms(client, url)
         part.to_at = capture.latest.taken_at if capture.latest else capture.taken_at
         part.from_at = part.to_at - since_s
         window = {"from": repr(part.from_at), "to": repr(part.to_at)}
@@ -152,6 +155,18 @@ class _FrameHead(msgspec.Struct):
 
 _samples_decoder = msgspec.json.Decoder(_Samples)
 _head_decoder = msgspec.json.Decoder(_FrameHead)
+
+
+async def _active_alarms(client: httpx.AsyncClient, url: str) -> tuple[Alarm, ...] | None:
+    """The agent's pending and firing alarms (an incident older than the window is still firing);
+    ``None`` when it has no alarms or does not answer (the rest of the pull goes on)."""
+    try:
+        resp = await client.get(f"{url}/v1/alarms")
+        if resp.status_code != 200:
+            return None
+        return decode(AlarmList, resp.content).active
+    except (httpx.HTTPError, SchemaError, ValueError):
+        return None
 
 
 def _error_text(resp: httpx.Response) -> str:

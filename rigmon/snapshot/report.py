@@ -123,6 +123,7 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     for part in parts:
         out += ["", f"## {part.node}", ""]
         out += _collectors_section(part)
+        out += _alarms_section(part)
         out += _events_section(part)
         if part.history is None:
             out += ["No series: the node's journal was not available.", ""]
@@ -144,6 +145,22 @@ def _collectors_section(part: NodePart) -> list[str]:
     lines = ["| collector | state | error |", "|---|---|---|"]
     for name, status in part.latest.collectors.items():
         lines.append(f"| {name} | {status.state} | {(status.error or '').replace('|', '/')} |")
+    return lines + [""]
+
+
+def _alarms_section(part: NodePart) -> list[str]:
+    """The alarms active when the agent was pulled: an incident that began before the window (its
+    events outside it) still firing must not read as a quiet node."""
+    if part.alarms is None:
+        return []
+    if not part.alarms:
+        return ["No alarm active when the snapshot was taken.", ""]
+    lines = ["Alarms active when the snapshot was taken:", "", "| alarm | severity | state | subject | since | message |",
+             "|---|---|---|---|---|---|"]
+    for a in part.alarms:
+        acked = f" (acknowledged by {a.acknowledged_by or '?'})" if a.acknowledged_at is not None else ""
+        lines.append(f"| {a.rule} | {a.severity} | {a.state}{acked} | {a.subject} | {_stamp(a.started_at)} | "
+                     f"{a.message.replace('|', '/')} |")
     return lines + [""]
 
 

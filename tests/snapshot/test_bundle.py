@@ -21,7 +21,7 @@ from rigmon.agent.journal import JournalReader
 from rigmon.agent.server import make_server
 from rigmon.config import AgentConfig, AgentSection, JournalSection
 from rigmon.redact import REDACTED, redact
-from rigmon.schema import History, HistorySeries, SchemaError, decode, encode
+from rigmon.schema import Alarm, History, HistorySeries, SchemaError, decode, encode
 from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
@@ -99,6 +99,7 @@ async def test_secrets_never_appear_in_a_bundle(tmp_path: Path) -> None:
         await wait_frames([agent], 5)
         path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, out, token, io.StringIO())
     assert parts[0].error is None and parts[0].frame_count == len(parts[0].frame_lines()) > 0
+    assert parts[0].alarms == ()  # asked for, none active
     bundle = read_bundle(path)
     for name, content in bundle.members.items():
         assert token.encode() not in content, name
@@ -269,6 +270,18 @@ def test_report_chart_shows_a_sag_at_the_start_and_names_its_worst_point() -> No
     assert any(c in "▀▄▌▐▖▗▘▝▚▞▛▜▟▙█" for c in plot[: len(plot) * 2 // 5]), chart
     assert "psu_rail.volts.min_volts" not in chart  # the names are listed below it
     assert "- psu_rail.volts.min_volts: lowest 11.3 V at 1970-01-01 00:16:43 UTC" in report
+
+
+def test_report_names_the_alarms_still_firing_whose_events_are_before_the_window() -> None:
+    # GPU 3 fell off the bus two hours ago; `rigmon snapshot` (last hour) has none of its events.
+    lost = Alarm(id="r-a4", rule="gpu_lost", rule_kind="state", severity="critical", node="v100", subject="gpu:3",
+                 state="firing", message="GPU 3 is lost (fell off the bus)", started_at=1000.0, updated_at=1000.0)
+    history = History(schema=1, node="v100", from_at=8200.0, to_at=11800.0, tier="60s", step_s=60.0, series={})
+    report = render_report([NodePart(node="v100", source="x", history=history, alarms=(lost,))], 3600.0, 11800.0)
+    assert "No events in the window." in report
+    assert "| gpu_lost | critical | firing | gpu:3 | 1970-01-01 00:16:40 UTC | GPU 3 is lost (fell off the bus) |" in report
+    quiet = render_report([NodePart(node="v100", source="x", history=history, alarms=())], 3600.0, 11800.0)
+    assert "No alarm active when the snapshot was taken." in quiet
 
 
 def test_report_carries_no_terminal_control_from_agents() -> None:
