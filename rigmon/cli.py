@@ -18,7 +18,8 @@ from rigmon import __version__
 AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address)"
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
-                 "2 bad arguments; 3 no node gave anything: no bundle written")
+                 "2 bad arguments; 3 no node gave anything, or the bundle could not be written (a full disk): "
+                 "no bundle written")
 SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config) "
             "or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
@@ -238,7 +239,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     if args.ca_file and not Path(args.ca_file).is_file():
         return fail(f"--ca-file {args.ca_file}: no such file")
     # Before pulling for a minute: a bundle that cannot be written, or a URL httpx cannot parse, was a traceback.
-    folder = Path(args.output).parent
+    folder = Path(args.output).absolute().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return fail(f"-o {args.output}: {folder} is not a directory this user can write to")
     import httpx
@@ -255,7 +256,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         print(clean_text(f"rigmon: {part.node}: {part.error}"), file=sys.stderr)
     if all(pulled_nothing(p) for p in parts):
         return fail(f"no node could be pulled; {args.output} not written", 3)
-    path = write_snapshot(parts, since_s, args.output)
+    try:
+        path = write_snapshot(parts, since_s, args.output)
+    except OSError as exc:
+        return fail(f"cannot write {args.output}: {exc.strerror or exc}; no bundle written", 3)
     frames = sum(p.frame_count for p in parts)
     print(f"{path}: {len(parts)} nodes, {frames} frames"
           + (f"; {len(failed)} of them failed (see above)" if failed else ""), flush=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
 import tarfile
 import time
@@ -33,7 +34,7 @@ from typing import Any, BinaryIO
 
 from rigmon import __version__
 from rigmon.agent.journal import encode_history
-from rigmon.schema import Event, Frame, History, Info, decode, decode_data, encode
+from rigmon.schema import Alarm, Event, Frame, History, Info, decode, decode_data, encode
 from rigmon.typed import to_data
 
 BUNDLE_FORMAT = 2
@@ -64,6 +65,7 @@ class NodePart:
         frames_gz: the window's frames as gzip (one or more members) of wire JSON lines.
         frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
+        alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known).
     """
 
     node: str
@@ -80,6 +82,7 @@ class NodePart:
     frames_gz: bytes = b""
     frame_count: int = 0
     error: str | None = None
+    alarms: tuple[Alarm, ...] | None = None
 
     def frame_lines(self) -> list[bytes]:
         """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""
@@ -241,10 +244,29 @@ BUNDLE_LEVEL = 6
 
 def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report: str,
                  created_at: float | None = None) -> Path:
-    """Write the bundle as a .tar.gz and return its path."""
+    """Write the bundle as a .tar.gz and return its path.
+
+    It is written under a temporary name beside ``path`` and renamed when complete, so a full
+    disk never leaves a cut bundle (that reads as a bug report but ends in the middle).
+
+    Raises:
+        OSError: it cannot be written (no such directory, no space left); nothing is left behind.
+    """
     created_at = time.time() if created_at is None else created_at
     top = "rigmon-snapshot-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
     target = Path(path)
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    try:
+        _write_tar(partial, parts, since_s, report, created_at, top)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _write_tar(target: Path, parts: list[NodePart], since_s: float, report: str, created_at: float,
+               top: str) -> None:
     with target.open("wb") as raw:
         gz = _GzipMembers(raw, BUNDLE_LEVEL)
         # Plain tar over our own gzip writer (streaming mode: no seeking back).
@@ -259,7 +281,6 @@ def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report
                 tar.addfile(member, io.BytesIO(content))
             gz.set_level(BUNDLE_LEVEL)
         gz.close()
-    return target
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sqlite3
 import ssl
 import sys
 import time
@@ -14,13 +15,29 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+import msgspec
 from msgspec.structs import replace
 
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
-from rigmon.agent.journal import JournalError, JournalReader, gzip_member
+from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
+from rigmon.agent.journal.layout import FORMAT_VERSION
+from rigmon.agent.journal.salvage import salvage
 from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
-from rigmon.schema import History, HistorySeries, Info, NodeCapture, SchemaError, decode, decode_data
+from rigmon.schema import (
+    SCHEMA_VERSION,
+    Alarm,
+    AlarmList,
+    Event,
+    History,
+    HistorySeries,
+    Info,
+    NodeCapture,
+    SchemaError,
+    decode,
+    decode_data,
+)
+from rigmon.series import frame_series
 from rigmon.snapshot.bundle import NodePart
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
@@ -84,14 +101,26 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         part.capture_errors = list(capture.errors)
         steps_left -= 1
         tick(f"{len(capture.files)} files captured")
+        part.alarms = await _active_alarms(client, url)
         part.to_at = capture.latest.taken_at if capture.latest else capture.taken_at
         part.from_at = part.to_at - since_s
         window = {"from": repr(part.from_at), "to": repr(part.to_at)}
         resp = await client.get(f"{url}/v1/history", params=window)
-        if resp.status_code == 404:
-            part.error = f"no journal on the agent: {resp.json().get('error')}"
-            steps_left -= 2
+        if resp.status_code in (404, 503):
+            # No journal (disabled), or one that cannot be read now: the frames the agent keeps in
+            # memory (its ring buffer, this run's) still hold the last minutes, the incident's.
+            why = _error_text(resp)
+            steps_left -= 1
             tick("no journal")
+            frames = await _ring_frames(client, url, part.from_at, part.to_at)
+            part.history = _history_of(part.node, part.from_at, part.to_at, part.info.interval_s, frames)
+            part.frames_gz = gzip_member(b"".join(raw + b"\n" for _, raw in frames)) if frames else b""
+            part.frame_count = len(frames)
+            what = "no journal on the agent" if resp.status_code == 404 else "the agent's journal cannot be read"
+            part.error = (f"{what}: {why}; the bundle holds the {len(frames)} frames of the window it keeps in "
+                          "memory (its current run), with their events")
+            steps_left -= 1
+            tick(f"{part.frame_count} frames from memory")
             return part
         resp.raise_for_status()
         part.history = decode_history(resp.content)
@@ -110,6 +139,77 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         for _ in range(steps_left):
             tick(f"failed: {part.error}")
     return part
+
+
+class _Samples(msgspec.Struct):
+    """A /v1/samples answer: its frames kept as their wire JSON."""
+
+    frames: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    more: bool = False
+
+
+class _FrameHead(msgspec.Struct):
+    seq: int
+    taken_at: float
+
+
+_samples_decoder = msgspec.json.Decoder(_Samples)
+_head_decoder = msgspec.json.Decoder(_FrameHead)
+
+
+async def _active_alarms(client: httpx.AsyncClient, url: str) -> tuple[Alarm, ...] | None:
+    """The agent's pending and firing alarms (an incident older than the window is still firing);
+    ``None`` when it has no alarms or does not answer (the rest of the pull goes on)."""
+    try:
+        resp = await client.get(f"{url}/v1/alarms")
+        if resp.status_code != 200:
+            return None
+        return decode(AlarmList, resp.content).active
+    except (httpx.HTTPError, SchemaError, ValueError):
+        return None
+
+
+def _error_text(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json().get("error"))
+    except (ValueError, AttributeError):
+        return f"HTTP {resp.status_code}"
+
+
+async def _ring_frames(client: httpx.AsyncClient, url: str, from_at: float, to_at: float
+                       ) -> list[tuple[float, bytes]]:
+    """The frames of ``[from_at, to_at]`` still in the agent's ring buffer (``/v1/samples``), oldest first."""
+    out: list[tuple[float, bytes]] = []
+    since = 0
+    while True:
+        resp = await client.get(f"{url}/v1/samples", params={"since": str(since)})
+        resp.raise_for_status()
+        answer = _samples_decoder.decode(resp.content)
+        for raw in answer.frames:
+            head = _head_decoder.decode(raw)
+            since = max(since, head.seq)
+            if from_at <= head.taken_at <= to_at:
+                out.append((head.taken_at, bytes(raw)))
+        if not answer.more or not answer.frames:
+            return out
+
+
+def _history_of(node: str, from_at: float, to_at: float, interval_s: float,
+                frames: Sequence[tuple[float, bytes]]) -> History:
+    """The window's history made from whole frames (every frame a point), as an agent answers it."""
+    columns: dict[str, tuple[list[float], list[float]]] = {}
+    events: list[Event] = []
+    for taken_at, raw in frames:
+        data = json.loads(raw)
+        for name, value in frame_series(data).items():
+            col = columns.setdefault(name, ([], []))
+            col[0].append(taken_at)
+            col[1].append(value)
+        events += [decode_data(Event, e) for e in data.get("events") or ()]
+    series = {name: HistorySeries(at=tuple(at), min=tuple(v), mean=tuple(v), max=tuple(v))
+              for name, (at, v) in sorted(columns.items())}
+    return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier="frames",
+                   step_s=interval_s, series=series, events=tuple(events))
 
 
 def decode_history(raw: bytes) -> History:
@@ -207,37 +307,91 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
 
     The window ends at the journal's last frame, not now: after a crash the last seconds
     before it are what matters. Info and configuration are those the last run recorded
-    at its start; there are no live captures.
+    at its start; there are no live captures. A damaged journal (cut short, bad pages) gives
+    what can still be read of it (`salvage`), and ``error`` says what could not be.
     """
     part = NodePart(node=str(path), source=f"journal:{Path(path).resolve()}")
-    tick: Callable[[str], None] = (lambda what: progress.step(part.node, what)) if progress else (lambda what: None)
+    ticked = 0
+
+    def tick(what: str) -> None:
+        nonlocal ticked
+        ticked += 1
+        if progress is not None:
+            progress.step(part.node, what)
+
     try:
         with JournalReader(path) as reader:
-            runs = reader.runs()
-            last_run = runs[-1] if runs else None
-            if last_run is not None:
-                part.node = last_run.node
-                part.info = _decode_info(last_run.info)
-                part.config = redact(json.loads(last_run.config)) if last_run.config else None
-            tick(f"{len(runs)} runs")
-            span = reader.time_range()
-            part.to_at = span[1] if span else time.time()
-            part.from_at = part.to_at - since_s
-            interval_s = part.info.interval_s if part.info else 1.0
-            part.capture_errors = ["no live capture: bundle made from the journal alone"]
-            tick("no capture")
-            part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
-            tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
-            frames = reader.frames_gzip(part.from_at, part.to_at)
-            part.frames_gz, part.frame_count = frames.body, frames.count
-            if frames.count:
-                part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
-            tick(f"{frames.count} frames")
-    except (JournalError, SchemaError, ValueError, OSError) as exc:
-        part.error = f"{type(exc).__name__}: {exc}"
-        if progress is not None:
-            while progress.done % STEPS_PER_NODE:
-                tick(f"failed: {part.error}")
+            _read_part(part, reader, since_s, tick)
+            if reader.unreadable:
+                part.error = (f"the journal is damaged: {len(reader.unreadable)} stored parts of the window left out: "
+                              + "; ".join(reader.unreadable[:5]))
+        return part
+    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
+        first = f"{type(exc).__name__}: {exc}"
+    if not journal_path(path).is_file():
+        return _failed(part, first, tick, ticked)
+    done = ticked
+    part = NodePart(node=part.node, source=part.source)
+
+    def tick_again(what: str) -> None:
+        # The steps the first reading announced are not announced twice.
+        nonlocal done
+        if done:
+            done -= 1
+        else:
+            tick(what)
+
+    try:
+        with salvage(path) as saved:
+            _read_part(part, saved.reader, since_s, tick_again)
+            unread = "; ".join(saved.problems + saved.reader.unreadable[:5]) or "nothing more"
+            part.error = (f"the journal is damaged ({first}); this bundle holds what could still be read of it "
+                          f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
+    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
+        part = NodePart(node=part.node, source=part.source)
+        return _failed(part, f"{first}; and nothing could be salvaged: {exc}", tick, ticked)
+    return part
+
+
+def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Callable[[str], None]) -> None:
+    runs = reader.runs()
+    last_run = runs[-1] if runs else None
+    if last_run is not None:
+        part.node = last_run.node
+        part.info = _decode_info(last_run.info)
+        part.config = redact(json.loads(last_run.config)) if last_run.config else None
+    tick(f"{len(runs)} runs")
+    span = reader.time_range()
+    part.to_at = span[1] if span else time.time()
+    part.from_at = part.to_at - since_s
+    interval_s = part.info.interval_s if part.info else 1.0
+    part.capture_errors = ["no live capture: bundle made from the journal alone"]
+    directory = reader.path.parent
+    kept = sorted(p.name for p in directory.glob("journal.sqlite3.damaged-*")
+                  if not p.name.endswith(("-wal", "-shm")) and p.name != reader.path.name)
+    if kept:
+        # An incident before the agent set its journal aside is in those files, not in this one.
+        part.capture_errors.append(f"{directory} also holds journals the agent set aside: {', '.join(kept)}; "
+                                   "give them to rigmon snapshot --journal")
+    written_as = reader.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if written_as is not None and str(written_as[0]) not in {str(v) for v in range(2, FORMAT_VERSION + 1)}:
+        part.capture_errors.append(f"the journal is of format {written_as[0]}, newer than this rigmon reads "
+                                   f"({FORMAT_VERSION}): read as far as that format allows; a newer rigmon "
+                                   "reads it whole")
+    tick("no capture")
+    part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
+    tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+    frames = reader.frames_gzip(part.from_at, part.to_at)
+    part.frames_gz, part.frame_count = frames.body, frames.count
+    if frames.count:
+        part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
+    tick(f"{frames.count} frames")
+
+
+def _failed(part: NodePart, error: str, tick: Callable[[str], None], ticked: int) -> NodePart:
+    part.error = error
+    for _ in range(STEPS_PER_NODE - ticked):
+        tick(f"failed: {error}")
     return part
 
 

@@ -1,7 +1,8 @@
 """REPORT.md of a bundle: nodes, events and alarms, and text charts (plotext) of rail, power and throughput.
 
 Series are chosen by the unit suffix of their name, so sources added later are charted
-without code here: ``*_volts`` (the bucket minimum: a sag must not be averaged away),
+without code here: ``*_volts`` (the bucket minimum: a sag must not be averaged away; the 12 V
+rail's series alone when the node has any, see `rail_rank`),
 ``*_w`` (the bucket maximum, power limits left out) and ``*_bytes_per_s`` (the mean).
 """
 
@@ -15,6 +16,7 @@ from typing import Literal
 
 import plotext as plt
 
+from rigmon.agent.journal.runs import rail_rank
 from rigmon.cluster.sanitise import clean_lines
 from rigmon.schema import History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
@@ -55,15 +57,23 @@ def chart_series(history: History, spec: ChartSpec) -> list[tuple[str, HistorySe
     """The series of a chart: matching suffix, at most `MAX_LINES`, most extreme first."""
     chosen = [(name, s) for name, s in history.series.items()
               if name.endswith(spec.suffix) and s.at and not (spec.suffix == "_w" and "limit" in name)]
-    if spec.stat == "min":
+    if spec.suffix == "_volts":
+        # The 12 V rail first, and alone when the node has one: a CPU core's 0.9 V would take its
+        # place among the lowest minima and squash its sag into a row of the chart.
+        ranks = {name: rail_rank(name, max(s.max)) for name, s in chosen}
+        if any(rank < 2 for rank in ranks.values()):
+            chosen = [item for item in chosen if ranks[item[0]] < 2]
+        chosen.sort(key=lambda item: (ranks[item[0]], min(item[1].min)))
+    elif spec.stat == "min":
         chosen.sort(key=lambda item: min(item[1].min))
     else:
         chosen.sort(key=lambda item: -max(getattr(item[1], spec.stat)))
     return chosen[:MAX_LINES]
 
 
-def render_chart(history: History, spec: ChartSpec) -> str | None:
-    """One text chart (no colour codes), or ``None`` when no series matches."""
+def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | None:
+    """One text chart (no colour codes) and its legend (a line per series: its name and worst
+    point), or ``None`` when no series matches."""
     chosen = chart_series(history, spec)
     if not chosen:
         return None
@@ -71,20 +81,26 @@ def render_chart(history: History, spec: ChartSpec) -> str | None:
     fig = plt.figure
     # plotext keeps one module-level figure: clear it so charts never share state.
     fig.clear()
+    legend: list[str] = []
     for name, s in chosen:
         values: Sequence[float] = getattr(s, spec.stat)
         xs = [(at - t0) / 60.0 for at in s.at]
         signal = fig.signal(xs, list(values))
         if len(xs) > 1:
             signal.lines()
-        signal.label(name)
+        # No legend inside the plot: drawn over its left part, it hid what happened there (a sag at
+        # the start of the data), and without colour its marks do not tell the lines apart anyway.
         fig.draw(signal)
+        worst = min(range(len(values)), key=values.__getitem__) if spec.stat == "min" else \
+            max(range(len(values)), key=values.__getitem__)
+        word = {"min": "lowest", "max": "highest", "mean": "highest mean"}[spec.stat]
+        legend.append(f"- {name}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}")
     fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
     fig.title(f"{spec.title}, {spec.unit}")
     fig.label(f"minutes after {_stamp(t0)}", axis="x")
     text = str(plt.uncolorize(fig.build()))
     fig.clear()
-    return "\n".join(line.rstrip() for line in text.splitlines())
+    return "\n".join(line.rstrip() for line in text.splitlines()), legend
 
 
 def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) -> str:
@@ -107,15 +123,17 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     for part in parts:
         out += ["", f"## {part.node}", ""]
         out += _collectors_section(part)
+        out += _alarms_section(part)
         out += _events_section(part)
         if part.history is None:
             out += ["No series: the node's journal was not available.", ""]
             continue
         out += [f"Series from the `{part.history.tier}` tier ({part.history.step_s:g} s per point).", ""]
         for spec in CHARTS:
-            chart = render_chart(part.history, spec)
-            if chart is not None:
-                out += [f"### {spec.title}", "", "```", chart, "```", ""]
+            drawn = render_chart(part.history, spec)
+            if drawn is not None:
+                chart, legend = drawn
+                out += [f"### {spec.title}", "", "```", chart, "```", "", *legend, ""]
     # Names, messages and errors come from agents and journals: REPORT.md is read with
     # `cat` in a terminal as often as in a viewer, so it carries no terminal control.
     return clean_lines("\n".join(out).rstrip()) + "\n"
@@ -127,6 +145,22 @@ def _collectors_section(part: NodePart) -> list[str]:
     lines = ["| collector | state | error |", "|---|---|---|"]
     for name, status in part.latest.collectors.items():
         lines.append(f"| {name} | {status.state} | {(status.error or '').replace('|', '/')} |")
+    return lines + [""]
+
+
+def _alarms_section(part: NodePart) -> list[str]:
+    """The alarms active when the agent was pulled: an incident that began before the window (its
+    events outside it) still firing must not read as a quiet node."""
+    if part.alarms is None:
+        return []
+    if not part.alarms:
+        return ["No alarm active when the snapshot was taken.", ""]
+    lines = ["Alarms active when the snapshot was taken:", "", "| alarm | severity | state | subject | since | message |",
+             "|---|---|---|---|---|---|"]
+    for a in part.alarms:
+        acked = f" (acknowledged by {a.acknowledged_by or '?'})" if a.acknowledged_at is not None else ""
+        lines.append(f"| {a.rule} | {a.severity} | {a.state}{acked} | {a.subject} | {_stamp(a.started_at)} | "
+                     f"{a.message.replace('|', '/')} |")
     return lines + [""]
 
 

@@ -3,10 +3,13 @@ unclean-shutdown detection, and failures reported instead of raised (injected cl
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from rigmon.agent.journal import (
     TIERS_S,
@@ -203,9 +206,28 @@ def test_unclean_message_names_the_rail_minimum_and_power() -> None:
     message, data = unclean_message(run, T0 + 100.0)
     assert message.startswith("node restarted unexpectedly; last frame ")
     assert "0.8 s before this start" in message
-    assert "psu[a].volts.min_volts min 11.3 V" in message
+    assert "psu[a].volts.min_volts min 11.310 V" in message
     assert "gpus[0].power_w max 310.5 W" in message and "limit" not in message
     assert data["min:psu[a].volts.min_volts"] == 11.31 and data["previous_run_id"] == "r1"
+
+
+@pytest.mark.parametrize(("volts", "shown"), [(11.977, "11.977 V"), (11.46, "11.460 V")])
+def test_unclean_message_shows_the_rail_minimum_to_the_millivolt(volts: float, shown: str) -> None:
+    # Three significant digits showed 11.977 V as "12 V" and a sag to 11.46 V as "11.5 V".
+    run = UncleanRun("r1", "n1", T0, T0 + 99.0, {"psu_rail.volts.min_volts": (volts, 12.0)})
+    message, _ = unclean_message(run, T0 + 100.0)
+    assert f"psu_rail.volts.min_volts min {shown}" in message
+
+
+def test_unclean_message_names_the_12v_rail_not_a_boards_lowest_voltages() -> None:
+    # A Super I/O's CPU core (0.9 V) and limits (0 V) have lower minima than any sag of the rail.
+    final = {"hwmon_volts[hwmon2/in0].volts": (0.88, 0.92), "hwmon_volts[hwmon2/in0].min_volts": (0.0, 0.0),
+             "hwmon_volts[hwmon2/in4].volts": (3.29, 3.31), "psu_rail.volts.min_volts": (11.31, 11.9),
+             "psu_rail.volts.max_volts": (11.9, 12.1), "pmbus_psus[hwmon20].vin_volts": (229.0, 231.0)}
+    message, data = unclean_message(UncleanRun("r1", "n1", T0, T0 + 99.0, final), T0 + 100.0)
+    assert "psu_rail.volts.min_volts min 11.310 V" in message
+    assert "hwmon_volts" not in message and "vin_volts" not in message and "max_volts" not in message
+    assert data["min:hwmon_volts[hwmon2/in0].volts"] == 0.88  # every series is still in the data
 
 
 def test_writer_reports_a_full_disk_and_keeps_running(tmp_path: Path) -> None:
@@ -316,6 +338,68 @@ def test_writer_reports_a_journal_it_cannot_open(tmp_path: Path) -> None:
     assert failed.wait(10)
     assert writer.status.state == "error" and "cannot open journal" in (writer.status.error or "")
     writer.close()
+
+
+def test_a_journal_of_a_newer_format_is_set_aside_not_written_over(tmp_path: Path) -> None:
+    # Written by a newer rigmon (an agent downgraded): its layout is not this agent's to know.
+    store = JournalStore(tmp_path, FakeClock())
+    store.write([frame(1, T0, 1.0)])
+    store.conn.execute("UPDATE meta SET value = '99' WHERE key = 'format'")
+    store.close()
+    seen: dict[str, dict[str, object]] = {}
+    opened = threading.Event()
+    writer = JournalWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.01), "run2", "n1", T0 + 10)
+
+    def sink(kind: str, severity: str, subject: str, message: str, data: dict[str, object]) -> None:
+        seen[kind] = {"message": message, **data}
+        opened.set()
+
+    writer.start(sink)
+    writer.submit(frame(1, T0 + 10, 2.0, run_id="run2"))
+    assert opened.wait(10)
+    writer.close()
+    assert "journal_set_aside" in seen and "unclean_shutdown" not in seen
+    assert "format 99, newer than" in str(seen["journal_set_aside"]["message"])
+    kept = Path(str(seen["journal_set_aside"]["kept_as"]))
+    # Kept as it was: its format row and its frame.
+    with JournalReader(kept) as old:
+        assert old.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == "99"
+        assert [f.seq for f in old.frames(T0, T0)] == [1]
+    with JournalReader(tmp_path) as new:
+        assert [f.run_id for f in new.frames(T0, T0 + 10)] == ["run2"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "bad-header-of-a-page"])
+def test_a_crash_that_damaged_the_journal_is_still_reported(tmp_path: Path, damage: str) -> None:
+    # A power cut: the run never stopped, and the journal fails its check at the next start.
+    store = JournalStore(tmp_path, FakeClock())
+    store.begin_run("run1", "n1", T0)
+    for start in range(0, 2000, 100):
+        store.write([frame(i + 1, T0 + i, 11.9) for i in range(start, start + 100)])
+    store.close()
+    path = tmp_path / "journal.sqlite3"
+    if damage == "cut":
+        os.truncate(path, path.stat().st_size * 2 // 3)
+    else:
+        with open(path, "r+b") as fh:
+            fh.seek(path.stat().st_size // 4096 // 2 * 4096)
+            fh.write(b"\xff" * 4096)
+    seen: dict[str, dict[str, object]] = {}
+    done = threading.Event()
+    writer = JournalWriter(tmp_path, FakeClock(T0 + 3000), JournalSection(commit_interval_s=0.01), "run2", "n1",
+                           T0 + 3000)
+
+    def sink(kind: str, severity: str, subject: str, message: str, data: dict[str, object]) -> None:
+        seen[kind] = {"message": message, **data}
+        if kind == "journal_set_aside":
+            done.set()
+
+    writer.start(sink)
+    writer.submit(frame(1, T0 + 3000, 12.0, run_id="run2"))
+    assert done.wait(10)
+    writer.close()  # after the journal is open again (and the crash reported)
+    assert "unclean_shutdown" in seen and seen["unclean_shutdown"]["previous_run_id"] == "run1"
+    assert str(seen["unclean_shutdown"]["message"]).startswith("node restarted unexpectedly; ")
 
 
 def test_tier_widths_nest() -> None:

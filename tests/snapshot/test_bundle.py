@@ -19,14 +19,14 @@ import pytest
 from rigmon.agent.agent import Agent
 from rigmon.agent.journal import JournalReader
 from rigmon.agent.server import make_server
-from rigmon.config import AgentConfig, AgentSection
+from rigmon.config import AgentConfig, AgentSection, JournalSection
 from rigmon.redact import REDACTED, redact
-from rigmon.schema import History, HistorySeries, SchemaError, decode, encode
+from rigmon.schema import Alarm, History, HistorySeries, SchemaError, decode, encode
 from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
 from rigmon.snapshot.pull import Progress, decode_history
-from rigmon.snapshot.report import render_report
+from rigmon.snapshot.report import CHARTS, chart_series, render_report
 from tests.agent.test_api import Counter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,6 +99,7 @@ async def test_secrets_never_appear_in_a_bundle(tmp_path: Path) -> None:
         await wait_frames([agent], 5)
         path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, out, token, io.StringIO())
     assert parts[0].error is None and parts[0].frame_count == len(parts[0].frame_lines()) > 0
+    assert parts[0].alarms == ()  # asked for, none active
     bundle = read_bundle(path)
     for name, content in bundle.members.items():
         assert token.encode() not in content, name
@@ -111,6 +112,38 @@ async def test_a_wrong_token_is_an_error_not_a_crash(tmp_path: Path) -> None:
                                               io.StringIO())
     assert parts[0].error is not None and "401" in parts[0].error
     assert read_bundle(path).manifest["nodes"][0]["error"] == parts[0].error
+
+
+async def test_an_agent_without_a_journal_still_gives_the_frames_it_keeps_in_memory(tmp_path: Path) -> None:
+    # [journal] enabled = false (or a journal that cannot be read): /v1/history says 404 (503). The
+    # bundle held the latest frame alone; the ring buffer has the minutes before it.
+    config = AgentConfig(agent=AgentSection(node="nojournal", root=str(tmp_path), interval_s=0.05,
+                                            state_dir=str(tmp_path / "state")),
+                         journal=JournalSection(enabled=False))
+    agent = Agent(config, collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    agent.start()
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        while agent.buffer is None or agent.buffer.latest is None or agent.buffer.latest.seq < 20:
+            await asyncio.sleep(0.02)
+        err = io.StringIO()
+        path, parts = await asyncio.to_thread(take_snapshot, [url], [], 60.0, tmp_path / "s.tar.gz", None, err)
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await task
+    (part,) = parts
+    assert part.error is not None and "no journal on the agent" in part.error and "in memory" in part.error
+    (node,) = read_bundle(path).nodes
+    seqs = [f.seq for f in node.frames]
+    assert len(seqs) >= 20 and seqs == list(range(1, len(seqs) + 1)) and node.frames[-1] == part.latest
+    assert node.history is not None and len(node.history.series["temperatures[c].temp_c"].at) == len(seqs)
+    assert any(e.kind == "agent_started" for e in node.events)
+    assert "[4/4]" in err.getvalue()
 
 
 def test_redaction_of_tokens_and_webhook_urls() -> None:
@@ -196,6 +229,59 @@ def test_report_charts_series_by_unit_suffix() -> None:
     assert "power_limit_w" not in report and "cpu_pct" not in report and "Throughput" not in report
     assert "11.5" in report  # the voltage axis reaches down to the minimum (11.71 - 0.2)
     assert "\x1b[" not in report
+
+
+def test_report_charts_the_12v_rail_not_a_boards_lowest_voltages() -> None:
+    # A server board's Super I/O reports its CPU core (0.9 V), 3.3 V and 5 V and their limits (0 V):
+    # chosen by the lowest minimum they took every line of the rail chart and the ADC's sag was not in it.
+    at = tuple(1000.0 + i for i in range(30))
+
+    def flat(v: float) -> HistorySeries:
+        return HistorySeries(at=at, min=(v,) * 30, mean=(v,) * 30, max=(v,) * 30)
+
+    sag = tuple(11.3 if i == 20 else 11.95 for i in range(30))
+    series = {f"hwmon_volts[hwmon2/in{i}].{key}": flat(v) for i, base in enumerate((0.9, 1.05, 1.2, 1.8, 3.3, 5.0))
+              for key, v in (("volts", base), ("min_volts", 0.0), ("max_volts", base * 1.1))}
+    series["psu_rail.volts.min_volts"] = HistorySeries(at=at, min=sag, mean=sag, max=sag)
+    series["psu_rail.volts.max_volts"] = flat(12.1)  # the ADC's maximum: not a minimum to chart
+    series["pmbus_psus[hwmon20].vout_volts"] = flat(12.02)
+    series["pmbus_psus[hwmon20].vin_volts"] = flat(230.0)
+    history = History(schema=1, node="v100", from_at=1000.0, to_at=1029.0, tier="frames", step_s=1.0, series=series)
+    chosen = [name for name, _ in chart_series(history, CHARTS[0])]
+    assert chosen == ["psu_rail.volts.min_volts", "pmbus_psus[hwmon20].vout_volts"]
+    report = render_report([NodePart(node="v100", source="x", history=history)], 30.0, 1030.0)
+    assert "psu_rail.volts.min_volts" in report and "hwmon_volts" not in report
+
+
+def test_report_chart_shows_a_sag_at_the_start_and_names_its_worst_point() -> None:
+    # The legend was drawn inside the plot, over its left part: a sag early in the window was under it.
+    at = tuple(1000.0 + i for i in range(60))
+    names = ["psu_rail.volts.min_volts", "psu_rail.channels_volts.v.min_volts", "psu_rail.channels_volts.vpsu.min_volts",
+             "psu_rail.volts.mean_volts", "psu_rail.volts.max_volts", "pmbus_psus[hwmon20].vout_volts"]
+    series = {}
+    for k, name in enumerate(names):
+        values = tuple(11.3 if (i == 3 and k == 0) else 11.95 + 0.01 * k for i in range(60))
+        series[name] = HistorySeries(at=at, min=values, mean=values, max=values)
+    history = History(schema=1, node="v100", from_at=1000.0, to_at=1059.0, tier="frames", step_s=1.0, series=series)
+    report = render_report([NodePart(node="v100", source="x", history=history)], 60.0, 1060.0)
+    chart = report.split("### Rail voltage (minimum per point)")[1].split("```")[1]
+    bottom = next(line for line in chart.splitlines() if "┤" in line and line.split("┤")[0].strip().startswith("11.3"))
+    plot = bottom.split("┤", 1)[1]
+    assert any(c in "▀▄▌▐▖▗▘▝▚▞▛▜▟▙█" for c in plot[: len(plot) * 2 // 5]), chart
+    assert "psu_rail.volts.min_volts" not in chart  # the names are listed below it
+    assert "- psu_rail.volts.min_volts: lowest 11.3 V at 1970-01-01 00:16:43 UTC" in report
+
+
+def test_report_names_the_alarms_still_firing_whose_events_are_before_the_window() -> None:
+    # GPU 3 fell off the bus two hours ago; `rigmon snapshot` (last hour) has none of its events.
+    lost = Alarm(id="r-a4", rule="gpu_lost", rule_kind="state", severity="critical", node="v100", subject="gpu:3",
+                 state="firing", message="GPU 3 is lost (fell off the bus)", started_at=1000.0, updated_at=1000.0)
+    history = History(schema=1, node="v100", from_at=8200.0, to_at=11800.0, tier="60s", step_s=60.0, series={})
+    report = render_report([NodePart(node="v100", source="x", history=history, alarms=(lost,))], 3600.0, 11800.0)
+    assert "No events in the window." in report
+    assert "| gpu_lost | critical | firing | gpu:3 | 1970-01-01 00:16:40 UTC | GPU 3 is lost (fell off the bus) |" in report
+    quiet = render_report([NodePart(node="v100", source="x", history=history, alarms=())], 3600.0, 11800.0)
+    assert "No alarm active when the snapshot was taken." in quiet
 
 
 def test_report_carries_no_terminal_control_from_agents() -> None:

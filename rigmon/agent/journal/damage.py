@@ -13,9 +13,13 @@ import os
 import sqlite3
 import stat
 import time
+import zlib
 from pathlib import Path
+from urllib.parse import quote
 
 from rigmon.agent.journal.layout import JournalError
+from rigmon.agent.journal.reader import JournalReader
+from rigmon.agent.journal.runs import UncleanRun
 
 #: SQLite result codes (primary, as ``sqlite_errorname`` starts) that mean the file itself is bad.
 DAMAGE_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
@@ -32,7 +36,16 @@ def check_usable(path: Path) -> None:
 
     Raises:
         JournalDamaged: a directory (or another non-file) in its place, or a file the agent may not write.
+        JournalError: the state directory is on a read-only file system (nothing is wrong with the
+            journal, and it could not be set aside there either).
     """
+    try:
+        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        raise JournalError(f"journal {path}: the state directory is on a read-only file system; "
+                           "nothing is recorded until it is writable")
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -71,6 +84,35 @@ def quick_check(conn: sqlite3.Connection) -> None:
         raise JournalDamaged(f"journal fails its check: {exc}") from None
     if rows != [("ok",)]:
         raise JournalDamaged(f"journal fails its check: {rows[0][0] if rows else 'no answer'}")
+
+
+def runs_left_open(path: Path, run_id: str) -> list[UncleanRun]:
+    """Runs of a journal set aside that never stopped cleanly (but ``run_id``, this agent's own).
+
+    A power cut that damaged the journal is still a crash to report: its runs and, as far as
+    they can be read, its final readings. Nothing when not even the runs can be read.
+    """
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return []
+    try:
+        # A file cut short is shorter than its header says: read what it holds.
+        conn.execute("PRAGMA writable_schema = ON")
+        rows = conn.execute("SELECT run_id, node, started_at FROM runs WHERE stopped_at IS NULL AND run_id != ? "
+                            "ORDER BY started_at", (run_id,)).fetchall()
+        out: list[UncleanRun] = []
+        for prev_id, node, started_at in rows:
+            try:
+                last, final = JournalReader(path, conn=conn).final_readings(prev_id)
+                out.append(UncleanRun(prev_id, node, float(started_at), last, final))
+            except (sqlite3.Error, JournalError, zlib.error, ValueError):
+                out.append(UncleanRun(prev_id, node, float(started_at), None, {}, unreadable=True))
+        return out
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
 
 
 def set_aside(path: Path, now: float | None = None) -> Path:

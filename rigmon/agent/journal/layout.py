@@ -44,7 +44,11 @@ class JournalError(Exception):
 
 
 def journal_path(state_dir: str | Path) -> Path:
-    """The journal file in a state directory (or the file itself when given one)."""
+    """The journal file in a state directory (or the file itself when given one).
+
+    A journal the writer set aside (``journal.sqlite3.damaged-<UTC time>``) is a file too, so
+    ``rigmon snapshot --journal`` can read what is left of it.
+    """
     path = Path(state_dir)
-    return path if path.suffix == ".sqlite3" else path / JOURNAL_FILE
+    return path if path.suffix == ".sqlite3" or path.name.startswith(JOURNAL_FILE + ".") else path / JOURNAL_FILE
 

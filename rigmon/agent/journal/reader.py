@@ -5,9 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import shutil
 import sqlite3
+import struct
+import tempfile
+import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +41,14 @@ from rigmon.schema import (
 from rigmon.series import Stats, add_value, frame_series, merge_stats
 
 
+#: Stored blocks found to decompress whole, by CRC-32 and length of their bytes and frame count.
+_SOUND_BLOCKS: set[tuple[int, int, int]] = set()
+#: Entries kept at most (two days of blocks of some hundred nodes); then it starts afresh.
+MAX_SOUND_BLOCKS = 65536
+#: Lines `JournalReader.unreadable` keeps at most.
+MAX_UNREADABLE_NOTED = 100
+
+
 def encode_history(history: History) -> bytes:
     """``encode(history)``: kept as a name for its callers; the compiled codec needs no shortcut.
 
@@ -58,23 +71,26 @@ class JournalReader:
 
     def __init__(self, path: str | Path, conn: sqlite3.Connection | None = None) -> None:
         self.path = journal_path(path)
+        #: A copy of a journal that could not be read in place (see `_open_read_only`).
+        self._copy: tempfile.TemporaryDirectory[str] | None = None
         if conn is None:
             if not self.path.is_file():
                 raise JournalError(f"no journal at {self.path}")
             try:
-                conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=5.0)
-                # The writer creates the tables and this row in one transaction: without the
-                # row the file is still being created (or is no journal), not a readable one.
-                created = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() is not None
+                conn, created = self._open_read_only()
             except sqlite3.Error as exc:
+                self._drop_copy()
                 raise JournalError(f"cannot read journal {self.path}: {exc}") from None
             if not created:
+                self._drop_copy()
                 conn.close()
                 raise JournalError(f"journal {self.path} is not created yet")
             self._own = True
         else:
             self._own = False
         self.conn = conn
+        #: Frames left out of answers because their stored bytes do not decompress, one line per block or stream.
+        self.unreadable: list[str] = []
         self._dicts: dict[int, bytes] = {}
         #: Whether ``frames`` has format 3's stream column (a format 2 journal read as it is has not).
         try:
@@ -82,12 +98,58 @@ class JournalReader:
         except sqlite3.Error as exc:
             if self._own:
                 conn.close()
+                self._drop_copy()
             raise JournalError(f"cannot read journal {self.path}: {exc}") from None
+
+    def _open_read_only(self) -> tuple[sqlite3.Connection, bool]:
+        """A read-only connection, and whether the journal's tables exist.
+
+        In WAL mode SQLite needs the ``-shm`` file even to read; in a directory it may not
+        write (a read-only file system: a dead node's disk mounted ``ro``, or an agent's state
+        directory remounted read-only) it cannot create one and the open fails. Then, without
+        a WAL file to read (a clean stop), the file is opened ``immutable`` (nothing can write
+        it there); with one (a crash), the journal and its WAL are copied to a temporary
+        directory and read there, so the last seconds the WAL holds are not left out.
+        """
+        try:
+            return self._connect(f"file:{quote(str(self.path))}?mode=ro")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN" or os.access(self.path.parent, os.W_OK):
+                raise
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not (wal.is_file() and wal.stat().st_size > 0):
+            return self._connect(f"file:{quote(str(self.path))}?mode=ro&immutable=1")
+        self._copy = tempfile.TemporaryDirectory(prefix="rigmon-journal-")
+        target = Path(self._copy.name) / self.path.name
+        try:
+            shutil.copyfile(self.path, target)
+            shutil.copyfile(wal, target.with_name(target.name + "-wal"))
+        except OSError as exc:
+            raise sqlite3.OperationalError(f"cannot copy it to read it outside a read-only directory: {exc}") from None
+        return self._connect(f"file:{quote(str(target))}?mode=ro")
+
+    @staticmethod
+    def _connect(uri: str) -> tuple[sqlite3.Connection, bool]:
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+        try:
+            # The writer creates the tables and this row in one transaction: without the
+            # row the file is still being created (or is no journal), not a readable one.
+            created = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() is not None
+        except BaseException:
+            conn.close()
+            raise
+        return conn, created
+
+    def _drop_copy(self) -> None:
+        if self._copy is not None:
+            self._copy.cleanup()
+            self._copy = None
 
     def close(self) -> None:
         """Close the connection if this reader opened it."""
         if self._own:
             self.conn.close()
+            self._drop_copy()
 
     def __enter__(self) -> JournalReader:
         return self
@@ -198,23 +260,91 @@ class JournalReader:
 
         n = 0
         for kind, at, _, extra, times, body in self._sources(lo, to_at, run_id):
-            if kind == 0:
-                stamps = unpack_times(times)
-                if not any(inside(t) for t in stamps):
-                    continue
-                items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
-            elif kind == 2:
-                if not any(inside(t) for t in times):
-                    continue
-                items = zip(times, self._stream_lines(body))
-            else:
-                items = ((float(at), self._frame_json(extra, body)),)
+            stamps = self._times(kind, at, times)
+            if stamps is None or not any(inside(t) for t in stamps):
+                continue
+            items = self._items(kind, stamps, extra, body)
             for t, raw in items:
                 if inside(t):
                     if limit is not None and n >= limit:
                         return
                     n += 1
                     yield t, raw
+
+    def _times(self, kind: int, at: float, times: Any) -> tuple[float, ...] | None:
+        """A source's frame times (see `_sources`); ``None`` when they cannot be read (noted)."""
+        if kind == 2:
+            return tuple(times)
+        if kind == 1:
+            return (float(at),)
+        try:
+            return unpack_times(times)
+        except (zlib.error, struct.error) as exc:
+            self._unreadable(kind, (float(at),), f"its frame times do not decompress ({exc})")
+            return None
+
+    def _items(self, kind: int, stamps: tuple[float, ...], extra: Any, body: bytes) -> list[tuple[float, bytes]]:
+        """A source's ``(taken_at, wire JSON)``; none when its body does not decompress (noted in `unreadable`).
+
+        Its bytes can go bad on the disk while SQLite's pages stay sound (``quick_check`` does not
+        read a blob's bytes): one such block or stream used to fail every window that held it.
+        """
+        try:
+            if kind == 0:
+                lines = gunzip_member(body).split(b"\n")
+            elif kind == 2:
+                lines = self._stream_lines(body)
+            else:
+                return [(stamps[0], self._frame_json(extra, body))]
+        except (JournalError, zlib.error) as exc:
+            self._unreadable(kind, stamps, str(exc))
+            return []
+        # One line per frame, each ended by a newline: anything else is garbage that decompressed.
+        if len(lines) != len(stamps) + 1 or lines[-1]:
+            self._unreadable(kind, stamps, f"{len(lines) - 1} lines for {len(stamps)} frames")
+            return []
+        return list(zip(stamps, lines))
+
+    @staticmethod
+    def _inflates(body: bytes, frames: int) -> bool:
+        """Whether a stored block decompresses whole (its CRC checked) to ``frames`` lines.
+
+        Once per process and block: a block found sound is known by the CRC-32 of its stored
+        bytes (some fifty times cheaper than decompressing it), so exports of the same hour (a
+        snapshot, a dashboard's backfill) cost what they cost before, and bytes that change
+        afterwards are checked again.
+        """
+        key = (zlib.crc32(body), len(body), frames)
+        if key in _SOUND_BLOCKS:
+            return True
+        dec = zlib.decompressobj(31)
+        lines = 0
+        rest = body
+        try:
+            while rest and not dec.eof:
+                # In pieces, so the output stays in the cache and is never all in memory.
+                lines += dec.decompress(rest, 1 << 20).count(b"\n")
+                rest = dec.unconsumed_tail
+            while not dec.eof:
+                piece = dec.decompress(b"", 1 << 20)
+                if not piece:
+                    break
+                lines += piece.count(b"\n")
+        except zlib.error:
+            return False
+        if not (dec.eof and lines == frames):
+            return False
+        if len(_SOUND_BLOCKS) >= MAX_SOUND_BLOCKS:
+            _SOUND_BLOCKS.clear()
+        _SOUND_BLOCKS.add(key)
+        return True
+
+    def _unreadable(self, kind: int, stamps: tuple[float, ...], why: str) -> None:
+        if len(self.unreadable) >= MAX_UNREADABLE_NOTED:
+            return  # the writer's own reader meets a spoilt stream at every pass until retention
+        what = "a block" if kind == 0 else "a frame stream" if kind == 2 else "a frame"
+        first = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamps[0])) if stamps else "?"
+        self.unreadable.append(f"{what} of {len(stamps)} frames from {first} UTC cannot be read: {why}")
 
     def frames_json(self, from_at: float, to_at: float, limit: int | None = None) -> list[bytes]:
         """Frames with ``from_at <= taken_at <= to_at`` as wire JSON bytes, oldest first."""
@@ -244,28 +374,32 @@ class JournalReader:
                 pending.clear()
 
         for kind, at, _, extra, times, body in self._sources(lo, to_at):
+            stamps = self._times(kind, at, times)
+            if stamps is None:
+                continue
             if kind == 0:
-                stamps = unpack_times(times)
                 wanted = [t for t in stamps if lo <= t <= to_at]
                 if not wanted:
                     continue
                 if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
-                    flush()
-                    out.append(body)
-                    count += len(stamps)
-                    last_at = stamps[-1]
+                    # Sent as stored, but never unchecked: a block whose bytes went bad on the disk
+                    # (SQLite's pages are fine) would make the whole answer unreadable from it on.
+                    if self._inflates(body, len(stamps)):
+                        flush()
+                        out.append(body)
+                        count += len(stamps)
+                        last_at = stamps[-1]
+                    else:
+                        self._unreadable(kind, stamps, "it does not decompress")
                     continue
                 if limit is not None and count >= limit:
                     more = True
                     break
-                items: Iterable[tuple[float, bytes]] = zip(stamps, gunzip_member(body).split(b"\n"))
             elif kind == 2:
-                if limit is not None and count >= limit and any(lo <= t <= to_at for t in times):
+                if limit is not None and count >= limit and any(lo <= t <= to_at for t in stamps):
                     more = True
                     break
-                items = zip(times, self._stream_lines(body))
-            else:
-                items = ((float(at), self._frame_json(extra, body)),)
+            items = self._items(kind, stamps, extra, body)
             for t, raw in items:
                 if lo <= t <= to_at:
                     if limit is not None and count >= limit:

@@ -49,6 +49,19 @@ class _FrameReadings(msgspec.Struct):
 _readings_decoder = msgspec.json.Decoder(_FrameReadings)
 
 
+def _newer_format(conn: sqlite3.Connection) -> str | None:
+    """The journal's format when it is newer than `FORMAT_VERSION` (``None``: not newer, or a new file)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if row is None:
+        return None
+    try:
+        return None if int(row[0]) <= FORMAT_VERSION else str(row[0])
+    except ValueError:
+        return str(row[0])
+
+
 class JournalStore(JournalUpkeep):
     """The writer's side of a journal: one connection, used by one thread.
 
@@ -70,6 +83,13 @@ class JournalStore(JournalUpkeep):
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(target, timeout=5.0, isolation_level=None)
+            newer = _newer_format(conn)
+            if newer is not None:
+                conn.close()
+                # Its layout is not this agent's to know: writing format 3 into it (and its format
+                # row back to 3) would spoil it for the rigmon that wrote it. It is set aside, kept.
+                raise JournalDamaged(f"journal {target} is of format {newer}, newer than this agent's "
+                                     f"{FORMAT_VERSION} (written by a newer rigmon)")
             # Incremental auto-vacuum must be chosen before the first table exists; it lets
             # retention give pages back to the file system.
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")

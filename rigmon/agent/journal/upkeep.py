@@ -17,6 +17,7 @@ from rigmon.agent.journal.blocks import (
     seal_stream,
     unpack_times,
 )
+from rigmon.agent.journal.layout import JournalError
 from rigmon.agent.journal.reader import JournalReader
 from rigmon.agent.journal.tiers import TIERS_S
 from rigmon.clock import Clock
@@ -131,7 +132,13 @@ class JournalUpkeep(JournalReader):
             rows = self.conn.execute(
                 "SELECT id, taken_at, run_id, seq, body FROM frames WHERE id >= ? AND stream = ? ORDER BY id",
                 (stream, stream)).fetchall()
-            self._insert_block(rows, seal_stream(b"".join(r[4] for r in rows)))
+            try:
+                body = seal_stream(b"".join(r[4] for r in rows))
+            except JournalError:
+                # Its bytes went bad on the disk: readers leave it out (and say so); it stays
+                # until retention, rather than stop every later stream from becoming a block.
+                continue
+            self._insert_block(rows, body)
             written += 1
         return written
 

@@ -11,7 +11,14 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from rigmon.agent.journal.damage import JournalDamaged, check_usable, is_damage, quick_check, set_aside
+from rigmon.agent.journal.damage import (
+    JournalDamaged,
+    check_usable,
+    is_damage,
+    quick_check,
+    runs_left_open,
+    set_aside,
+)
 from rigmon.agent.journal.layout import JournalError, journal_path
 from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.agent.journal.store import JournalStore
@@ -78,6 +85,8 @@ class JournalWriter:
         self._events_lost = 0
         self._reported_dropped = 0
         self.frames_written = 0
+        #: The journal last set aside.
+        self._kept: Path | None = None
         #: Frames that reached the writer but could not be written (the journal failing).
         self.frames_not_written = 0
 
@@ -151,6 +160,8 @@ class JournalWriter:
             except (JournalError, sqlite3.Error, OSError) as again:
                 self._set_status(str(again))
                 return None
+            # The journal set aside may hold a run that crashed (the power cut that damaged it).
+            unclean = (runs_left_open(self._kept, self.run_id) if self._kept is not None else []) + unclean
         for run in unclean:
             message, data = unclean_message(run, self.started_at)
             self._emit("unclean_shutdown", "warning", message, data)
@@ -173,12 +184,14 @@ class JournalWriter:
 
     def _set_aside(self, error: str) -> bool:
         """Move a damaged journal out of the way (kept), report it; whether a new one can be started."""
+        self._kept = None
         try:
             kept = set_aside(self.path, self.clock.time())
         except OSError as exc:
-            log.warning("journal %s is damaged (%s) and cannot be set aside: %s", self.path, error, exc)
+            log.warning("journal %s cannot be used (%s) and cannot be set aside: %s", self.path, error, exc)
             return False
-        log.warning("journal %s is damaged (%s); kept as %s, recording into a new journal", self.path, error, kept)
+        self._kept = kept
+        log.warning("journal %s cannot be used (%s); kept as %s, recording into a new journal", self.path, error, kept)
         self._emit("journal_set_aside", "warning",
                    f"journal could not be used ({error}); kept as {kept.name}, recording into a new journal",
                    {"error": error, "kept_as": str(kept)})
