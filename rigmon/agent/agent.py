@@ -167,6 +167,7 @@ class Agent:
                 {name: c for name, c in collectors.items() if isinstance(c, PathStateHolder)},
                 config.node_name, self.run_id, self.clock, self.sampler.emit_event,
             )
+            self.alarms.hooks.append(self.alarm_state.note_transition)
         self._state_lock: StateLock | None = None
         self.journal: JournalWriter | None = None
         if config.agent.state_dir and config.journal.enabled:

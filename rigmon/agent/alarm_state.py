@@ -4,8 +4,11 @@
 restart must not lose (see `rigmon.alarms.memory`): trend buckets, first-seen link speeds,
 alarms that had fired with their acknowledgements, recently resolved alarms, and the daily
 path-resistance fits of collectors that estimate one. It is written atomically (temporary
-file, fsync, rename, fsync of the directory) every ``[alarms] save_interval_s`` and at a
-clean stop, so a crash loses at most one interval and never leaves a torn file. A file that
+file, fsync, rename, fsync of the directory) every ``[alarms] save_interval_s``, soon after an
+alarm fires, resolves or is acknowledged (at most once every `MIN_SAVE_GAP_S`), and at a clean
+stop. A crash never leaves a torn file and loses no alarm that fired before it: the power cut
+that follows a rail sag by seconds must not take the sag's alarms with it. Trends and
+first-seen speeds that changed without an alarm lose at most one interval. A file that
 cannot be read, is not JSON, is of another format version or of another node is set aside
 (``alarm-state.json.bad``) and reported as an event; the agent starts without it.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 import msgspec
 
 from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.lifecycle import Transition
 from rigmon.alarms.memory import EngineMemory
 from rigmon.clock import Clock
 from rigmon.path_resistance import EstimatorState, PathStateHolder
@@ -32,6 +36,10 @@ from rigmon.typed import TypedDataError, from_data, to_data
 log = logging.getLogger(__name__)
 
 STATE_FILE_NAME = "alarm-state.json"
+#: Least time between two saves made because alarms changed (a burst of an incident's alarms is one write).
+MIN_SAVE_GAP_S = 1.0
+#: Alarm changes that a restart must find in the file.
+_SAVED_CHANGES = frozenset({"firing", "resolved", "acknowledged"})
 STATE_FORMAT = "rigmon-alarm-state"
 #: Bumped when a field changes meaning or is removed; a file of another version is set aside.
 STATE_VERSION = 1
@@ -169,6 +177,8 @@ class AlarmStateKeeper:
         self._loop: asyncio.AbstractEventLoop | None = None
         # A periodic write cancelled at stop may still be running on its thread.
         self._write_lock = threading.Lock()
+        #: Set on the event loop when an alarm changed since the last save (see `note_transition`).
+        self._changed: asyncio.Event | None = None
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop whose sampler gets the events reported from the writer thread."""
@@ -227,11 +237,26 @@ class AlarmStateKeeper:
         self.saves += 1
         return True
 
-    async def run(self, interval_s: float) -> None:
-        """Save every ``interval_s`` seconds until cancelled."""
+    def note_transition(self, transition: Transition) -> None:
+        """An alarm hook (on the event loop): save soon after an alarm fires, resolves or is acknowledged."""
+        if transition.change in _SAVED_CHANGES and not transition.restored and self._changed is not None:
+            self._changed.set()
+
+    async def run(self, interval_s: float, min_gap_s: float = MIN_SAVE_GAP_S) -> None:
+        """Save every ``interval_s`` seconds, and within ``min_gap_s`` of an alarm change, until cancelled."""
+        loop = asyncio.get_running_loop()
+        changed = self._changed = asyncio.Event()
+        last = loop.time()
         while True:
-            await asyncio.sleep(interval_s)
+            try:
+                await asyncio.wait_for(changed.wait(), interval_s)
+                # An incident's alarms come in a burst over a few frames: one write for them.
+                await asyncio.sleep(max(0.0, min_gap_s - (loop.time() - last)))
+            except TimeoutError:
+                pass
+            changed.clear()
             await asyncio.to_thread(self.save, self.snapshot())
+            last = loop.time()
 
     def _set_aside(self, reason: str) -> None:
         aside = self.path.with_name(self.path.name + ".bad")

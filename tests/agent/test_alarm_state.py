@@ -141,6 +141,32 @@ async def test_trend_first_seen_and_acknowledgement_survive_a_restart(tmp_path: 
         await second.stop()
 
 
+async def test_an_alarm_is_saved_when_it_fires_not_a_save_interval_later(tmp_path: Path) -> None:
+    # A rail sag's alarms come seconds before the power cut they warn of: the file must hold them
+    # before the next periodic save (60 s by default) for the restart to find them.
+    clock = FakeClock(T0)
+    agent, probe = make_agent(tmp_path, clock)
+    assert agent.config.alarms.save_interval_s == 60.0
+    agent.app()
+    agent.start()
+    await wait_for(lambda: probe.push is not None)
+    path = tmp_path / STATE_FILE_NAME
+
+    def saved_rules() -> set[str]:
+        state = read_state_file(path) if path.exists() else None
+        return set() if state is None else {c.alarm.rule for c in state.engine.alarms}
+
+    await settle(agent, clock, 1.0, probe, probe=95.0)
+    (hot,) = agent.alarms.engine.active()
+    assert hot.state == "firing"
+    await wait_for(lambda: "hot" in saved_rules())  # no clean stop: what a crash leaves
+    saves = agent.alarm_state.saves if agent.alarm_state else 0
+    await settle(agent, clock, 2.0, probe, probe=80.0)  # resolved: saved too
+    await wait_for(lambda: "hot" not in saved_rules())
+    assert agent.alarm_state is not None and agent.alarm_state.saves == saves + 1
+    await agent.stop()
+
+
 async def test_a_corrupt_state_file_is_set_aside_and_reported(tmp_path: Path) -> None:
     path = tmp_path / STATE_FILE_NAME
     path.write_bytes(b'{"format": "rigmon-alarm-state", "version": 1, "node": "t1", "engi')
