@@ -29,7 +29,8 @@ class AlarmsSection(msgspec.Struct, frozen=True, gc=False):
     """Keep trends, first-seen speeds and alarms across restarts in ``<state_dir>/alarm-state.json``
     (only when the agent has a state directory)."""
     save_interval_s: float = 60.0
-    """Seconds between writes of the alarm state file (it is also written soon after an alarm changes and at a clean stop)."""
+    """Seconds between writes of the alarm state file (also written soon after an alarm changes, and at a
+    clean stop)."""
 
     def __post_init__(self) -> None:
         check_ranges(self, {"recent": (1, 1_000_000), "save_interval_s": (0.01, 86400.0)})
