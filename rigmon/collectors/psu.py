@@ -201,7 +201,7 @@ class PsuCollector:
                 # report would drop those lines.
                 port.reset_input()
                 self._wall_offset_s = self.clock.time() - self.clock.monotonic()
-                self._update(RailState.opened)
+                self._update(lambda state: state.opened(self.clock.monotonic()))
                 self._first_attempt.set()
                 # Ask for the identity once the partial first line is behind us, so the
                 # answer is not dropped with it.
@@ -237,7 +237,7 @@ class PsuCollector:
             delay_s = self.config.reopen_min_s
             failures = 0
             try:
-                self._update(RailState.opened)
+                self._update(lambda state: state.opened(self.clock.monotonic()))
                 self._first_attempt.set()
                 while not self._stop.is_set():
                     try:

@@ -45,12 +45,15 @@ class RailDevice:
         self._seen_window = False
         self._query_mono: float | None = None
         self._ever_opened = False
+        #: When the port was last opened (monotonic seconds), if the caller said.
+        self._opened_mono: float | None = None
 
     # -- connection -------------------------------------------------------------------
 
-    def opened(self) -> None:
-        """The port was opened: the next line is partial."""
+    def opened(self, mono: float | None = None) -> None:
+        """The port was opened (at ``mono``, monotonic seconds): the next line is partial."""
         self.connected = True
+        self._opened_mono = mono
         self.last_error = None
         self.splitter.restart()
         self._count(opens_total=1)

@@ -84,9 +84,9 @@ class RailState(RailDevice):
 
     # -- connection -------------------------------------------------------------------
 
-    def opened(self) -> None:
+    def opened(self, mono: float | None = None) -> None:
         """The port was opened: the next line is partial, and a text header must come again."""
-        super().opened()
+        super().opened(mono)
         self._header = None
 
     # -- input ------------------------------------------------------------------------
@@ -336,12 +336,17 @@ class RailState(RailDevice):
         return self._paths.estimators
 
     def _stale(self, mono: float) -> bool:
-        if self._last_window_mono is None:
-            return True
+        """Whether no valid window came for the stale limit: since the last window, or since the port
+        was opened when none came yet (a device needs its first window's time before it is silent)."""
+        since = self._last_window_mono
+        if since is None:
+            if self._opened_mono is None:
+                return True
+            since = self._opened_mono
         limit = self.config.stale_after_s
         win_ms = self._last_seq_win()[1]
         if win_ms:
             limit = max(limit, STALE_WINDOWS * win_ms / 1000.0)
         if self.config.protocol == "pzem017":
             limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
-        return mono - self._last_window_mono > limit
+        return mono - since > limit

@@ -121,6 +121,8 @@ class SimPsuRail:
         #: Probability that a line is garbled (scenario ``adc-garbage``).
         self.garbage = 0.0
         self.plugged = True
+        #: Firmware hung: the USB port stays enumerated and open, and nothing comes out of it.
+        self.hung = False
         self.amps = 0.0
         self.rail_volts = set_volts
         self.source_volts = set_volts
@@ -201,7 +203,7 @@ class SimPsuRail:
         node.bus["rail_volts"] = rail_low
         node.bus["rail_volts_mean"] = rail + mean_dev
         node.bus["rail_amps"] = amps
-        if not self.plugged or dt_s <= 0:
+        if not self.plugged or self.hung or dt_s <= 0:
             return
         weight = dt_s
         self._env_v.add(rail + mean_dev, rail_low, rail + high_dev + noise * self._rng.random(), weight)
@@ -363,6 +365,16 @@ class SimPsuRail:
         """Pull the USB cable: the pty and its by-id link go away."""
         self.plugged = False
         self._close_pty()
+
+    def hang(self) -> None:
+        """The MCU's firmware stops (a sensor bus lock-up, a stack overflow): the port stays, silent."""
+        self.hung = True
+
+    def reset(self) -> None:
+        """Its watchdog (or someone) resets the MCU: it boots again and sends its identity."""
+        if self.hung:
+            self.hung = False
+            self._boot()
 
     def replug(self) -> None:
         """Plug it back: a new pty (maybe another /dev/pts number); the MCU boots again."""

@@ -14,6 +14,7 @@ from rigmon.sim.node import SimNode
 from rigmon.sim.psu import DEFAULT_LINK, SimPsuRail, psu_rail_of
 from rigmon.sim.rig import node_agent_config
 from rigmon.sim.scenarios import SCENARIOS
+from rigmon.sim.scenarios.adc_hang import hung_at
 from rigmon.sim.scenarios.adc_unplug import plugged_at
 from rigmon.sim.tree import Tree
 
@@ -123,6 +124,33 @@ def test_adc_unplug_removes_and_restores_the_link(tmp_path: Path) -> None:
     finally:
         node.close()
     assert not link.is_symlink()
+
+
+def test_adc_hang_goes_silent_with_its_port_open_and_boots_on_reset(tmp_path: Path) -> None:
+    assert not hung_at(19.9) and hung_at(20.0) and hung_at(79.9) and not hung_at(80.0) and hung_at(140.0)
+    scenario = SCENARIOS["adc-hang"]
+    node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(1))
+    scenario.build(node, 0)
+    rail = psu_rail_of(node)
+    rail.pmbus = False
+    rail.use_pty = False
+    node.devices = [rail]
+    state = RailState(PsuSection(port=DEFAULT_LINK, sag_volts=11.5))
+    state.opened(0.0)
+    assert not state.reading(mono=1.0, reset=False).stale  # no window yet, but not for long
+    seen: dict[float, tuple[int, bool]] = {}
+    for k in range(1, 1000):
+        t_s = k * 0.1
+        scenario.drive(node, 0, t_s)
+        node.step(t_s)
+        state.feed(rail.take_bytes(), t_s, t_s)
+        if k % 50 == 0:
+            reading = state.reading(mono=t_s, reset=True)
+            seen[round(t_s)] = (reading.windows, reading.stale)
+    assert seen[10] == (5, False)  # one-second windows
+    assert seen[25][1] and seen[75] == (0, True)  # hung: nothing comes, and it says so
+    assert seen[90][0] >= 4 and not seen[90][1]  # reset: windows again
+    assert state.reading(mono=100.0, reset=False).counters.reboots_total == 1
 
 
 def test_adc_garbage_lines_never_parse_to_a_false_reading(tmp_path: Path) -> None:

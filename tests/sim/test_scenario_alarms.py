@@ -28,6 +28,7 @@ CASES = [
     ("adc-unplug", 10.0, {"collector_failing"}, 0),
     ("corroding-connection", 20000.0, {"psu_path_resistance_rising"}, 0),
     ("adc-garbage", 10.0, set(), 4),
+    ("adc-hang", 10.0, {"psu_adc_silent"}, 0),
     ("model-load", 5.0, set(), 4),
     ("rdma-port-flap", 10.0, {"rdma_port_down", "rdma_port_flapped", "rdma_port_below_rate",
                                   "rdma_port_errors_rising"}, 0),

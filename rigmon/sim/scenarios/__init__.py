@@ -6,6 +6,7 @@ from typing import Protocol
 
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.adc_garbage import AdcGarbage
+from rigmon.sim.scenarios.adc_hang import AdcHang
 from rigmon.sim.scenarios.adc_unplug import AdcUnplug
 from rigmon.sim.scenarios.bench_node import BenchNode
 from rigmon.sim.scenarios.corroding_connection import CorrodingConnection
@@ -58,5 +59,6 @@ SCENARIOS: dict[str, Scenario] = {
     "corroding-connection": CorrodingConnection(),
     "adc-unplug": AdcUnplug(),
     "adc-garbage": AdcGarbage(),
+    "adc-hang": AdcHang(),
     "bench-node": BenchNode(),
 }
