@@ -90,6 +90,18 @@ def test_default_rail_rules_warning_then_critical() -> None:
     assert [a.rule for a in engine.recent()] == ["psu_rail_low_critical", "psu_rail_low_warning"]
 
 
+def test_default_rail_messages_never_round_a_sag_up_to_its_limit() -> None:
+    """The ADC reads to the millivolt: a minimum of 11.695 V (or 11.499 V) is below 11.7 V (11.5 V),
+    and the message must not say "11.70 V is below 11.7 V"."""
+    engine, _ = run(default("psu_rail_low_warning", "psu_rail_low_critical"), rail(12.02, 11.695, 11.499))
+    messages = {a.rule: a.message for a in engine.active()}
+    assert messages["psu_rail_low_warning"] == "12 V rail minimum 11.499 V is below 11.7 V"
+    assert messages["psu_rail_low_critical"] == \
+        "12 V rail minimum 11.499 V is below 11.5 V: GPUs fall off the bus here"
+    engine, _ = run(default("psu_rail_low_warning"), rail(12.02, 11.695))
+    assert engine.active()[0].message == "12 V rail minimum 11.695 V is below 11.7 V"
+
+
 def gpu_states(*states: str) -> dict[str, Any]:
     return {"gpus": [{"index": i, "uuid": f"GPU-{i}", "name": "V100", "state": s} for i, s in enumerate(states)]}
 
