@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
+    CollectorError,
     CollectorHung,
     EventDraft,
     NoData,
@@ -168,6 +169,14 @@ class GpuCollector:
             # One hand-off to NVML's watchdog thread for every GPU, not one per GPU.
             datas = self.nvml.read_devices({gpu.index: gpu.last_sample_us for gpu in self._gpus or ()})
         except NvmlUnavailable as exc:
+            # No driver is a quiet absence only where there is no NVIDIA GPU: GPUs on the PCI bus
+            # that NVML cannot read (a driver module that failed to build after a kernel update)
+            # are a failure, or `rigmon check` would pass a node whose job cannot start.
+            on_bus = self._nvidia_bus_ids()
+            if on_bus:
+                raise CollectorError(f"{exc}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
+                                     f"on the PCI bus ({', '.join(on_bus)}): is the NVIDIA driver loaded "
+                                     "(nvidia-smi)?") from None
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
