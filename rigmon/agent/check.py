@@ -189,7 +189,8 @@ def run_check(
         for c in collectors.values():
             c.close()
     guard = None if guard_probe is None else guard_line(config, guard_probe())
-    findings = engine.active() + busy_gpus(readings, config.node_name, clock.time())
+    findings = (engine.active() + busy_gpus(readings, config.node_name, clock.time())
+                + narrow_gpu_links(readings, config.node_name, clock.time()))
     if _rail_unread(readings):
         findings += (_rail_not_read(readings, config.node_name, clock.time(),
                                    (passes - 1) * pause_s + rail_waited_s),)
@@ -276,6 +277,27 @@ def busy_gpus(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]
             memory = f"{total / GIB:.1f} GiB" if total is not None else "memory"
             finding(f"amd_gpu:{amd.card}", f"AMD GPU {amd.card} is busy: {holding(procs)} {memory}: {who(procs)}",
                     total)
+    return tuple(found)
+
+
+def narrow_gpu_links(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]:
+    """Warnings for GPUs whose PCIe link trained narrower than it can (x8 of x16).
+
+    Incident 4: a loosely seated SXM2 module (or a bad riser) trains its link narrow; the replay
+    and CRC counters that rise under load are still quiet before a job. The width only: an idle
+    GPU drops its link's generation to save power, not its width.
+    """
+    found: list[Alarm] = []
+    for gpu in readings.gpus:
+        if gpu.state != "ok" or gpu.pcie_width is None or gpu.pcie_width_max is None:
+            continue
+        if gpu.pcie_width < gpu.pcie_width_max:
+            where = f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else ""
+            found.append(Alarm(id=f"check-pcie-{len(found) + 1}", rule="gpu_pcie_narrow", rule_kind="check",
+                               severity="warning", node=node, subject=f"gpu:{gpu.index}", state="firing",
+                               message=f"GPU {gpu.index}{where} PCIe link at x{gpu.pcie_width} of "
+                                       f"x{gpu.pcie_width_max}: re-seat it (SXM2 torque, riser)",
+                               started_at=now_at, updated_at=now_at, fired_at=now_at, value=gpu.pcie_width))
     return tuple(found)
 
 

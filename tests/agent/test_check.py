@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from rigmon.agent.check import format_report, run_check
 from rigmon.clock import SystemClock
 from rigmon.config import AgentConfig, AgentSection, AlarmsSection
 from rigmon.schema import PsuAdcCounters, PsuRailReading, VoltageEnvelope
+from rigmon.sim.nvml import machine_from_toml, serving
 from rigmon.sim.rig import SimRig, get_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,3 +219,17 @@ def test_a_rail_read_at_once_costs_no_wait() -> None:
     report = run_check(AgentConfig(agent=AgentSection(node="n1")), SystemClock(), collectors={"psu": rail},
                        sleep=lambda s: None)
     assert (report.status, rail.collects) == ("ok", 2)
+
+
+def test_a_gpu_link_trained_narrower_than_it_can_is_a_finding() -> None:
+    """Incident 4: a loosely seated SXM2 module trains its PCIe link at x8 of x16. The gate says
+    so before the job, when the counters that rise under load are still quiet."""
+    folder = REPO / "tests" / "fixtures" / "hosts" / "sxm2-pcie-x8-nvlink-errors"
+    machine = machine_from_toml(tomllib.loads((folder / "nvml.toml").read_text()))
+    with serving(folder, machine):
+        report = run_check(config(folder), SystemClock(), sleep=lambda s: None, guard_probe=lambda: None)
+    assert report.collectors["gpu"].state == "ok"
+    gpus = [a for a in report.findings if a.subject.startswith("gpu:")]
+    assert [(a.rule, a.subject, a.severity) for a in gpus] == [("gpu_pcie_narrow", "gpu:2", "warning")]
+    assert gpus[0].message == "GPU 2 (0000:1c:00.0) PCIe link at x8 of x16: re-seat it (SXM2 torque, riser)"
+    assert gpus[0].value == 8
