@@ -37,6 +37,12 @@ CheckStatus = Literal["ok", "warning", "critical"]
 BUSY_MEMORY_BYTES = 1024**3
 GIB = 1024**3
 EXIT_CODES: dict[CheckStatus, int] = {"ok": 0, "warning": 1, "critical": 2}
+#: Longest the check waits, after its passes, for the rail ADC's first window: the reader opens
+#: the port, drops the partial first line and asks the device who it is, so a 1 s window comes a
+#: second or two after the open, often after two passes a second apart.
+RAIL_WAIT_S = 5.0
+#: Pause between the passes of that wait.
+RAIL_POLL_S = 0.5
 _SEVERITIES = ("info", "warning", "critical")
 
 
@@ -145,37 +151,67 @@ def run_check(
         c.start(push)
     all_events: list[Event] = []
     statuses: dict[str, CollectorStatus] = {}
+
+    def one_pass(seq: int) -> Readings:
+        records: list[object] = []
+        for name, c in collectors.items():
+            col_status, got = _collect(c, config.agent.collector_timeout_s)
+            statuses[name] = replace(col_status, sampled_at=clock.time())
+            records.extend(got)
+        with lock:
+            records.extend(pushed)
+            pushed.clear()
+        events = [_event(d, len(all_events) + i, clock) for i, d in
+                  enumerate(r for r in records if isinstance(r, EventDraft))]
+        all_events.extend(events)
+        got_readings = readings_from(records)
+        frame = Frame(schema=SCHEMA_VERSION, node=config.node_name, run_id="check", seq=seq,
+                      taken_at=clock.time(), agent_start=clock.time(), collectors=dict(statuses),
+                      readings=got_readings, events=tuple(events))
+        engine.evaluate(frame)
+        return got_readings
+
     readings = Readings()
+    rail_waited_s = 0.0
     try:
         for n in range(passes):
             if n:
                 sleep(pause_s)
-            records: list[object] = []
-            for name, c in collectors.items():
-                col_status, got = _collect(c, config.agent.collector_timeout_s)
-                statuses[name] = replace(col_status, sampled_at=clock.time())
-                records.extend(got)
-            with lock:
-                records.extend(pushed)
-                pushed.clear()
-            events = [_event(d, len(all_events) + i, clock) for i, d in
-                      enumerate(r for r in records if isinstance(r, EventDraft))]
-            all_events.extend(events)
-            readings = readings_from(records)
-            frame = Frame(schema=SCHEMA_VERSION, node=config.node_name, run_id="check", seq=n + 1,
-                          taken_at=clock.time(), agent_start=clock.time(), collectors=dict(statuses),
-                          readings=readings, events=tuple(events))
-            engine.evaluate(frame)
+            readings = one_pass(n + 1)
+        seq = passes
+        # A gate that never read the rail must not pass it: wait for the ADC's first window.
+        while _rail_unread(readings) and rail_waited_s < RAIL_WAIT_S:
+            sleep(RAIL_POLL_S)
+            rail_waited_s += RAIL_POLL_S
+            seq += 1
+            readings = one_pass(seq)
     finally:
         for c in collectors.values():
             c.close()
     guard = None if guard_probe is None else guard_line(config, guard_probe())
-    findings = engine.active() + busy_gpus(readings, config.node_name, clock.time())
+    findings = (engine.active() + busy_gpus(readings, config.node_name, clock.time())
+                + narrow_gpu_links(readings, config.node_name, clock.time()))
+    if _rail_unread(readings):
+        findings += (_rail_not_read(readings, config.node_name, clock.time(),
+                                   (passes - 1) * pause_s + rail_waited_s),)
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
                        exit_code=EXIT_CODES[status], collectors=statuses, findings=findings,
                        rules=engine.rule_names, events=tuple(all_events), guard=guard)
+
+
+def _rail_unread(readings: Readings) -> bool:
+    """Whether a rail ADC is configured and open but no window of it has arrived (``stale``)."""
+    return readings.psu_rail is not None and readings.psu_rail.stale
+
+
+def _rail_not_read(readings: Readings, node: str, now_at: float, waited_s: float) -> Alarm:
+    assert readings.psu_rail is not None
+    return Alarm(id="check-rail-1", rule="psu_rail_not_read", rule_kind="check", severity="warning", node=node,
+                 subject="psu", state="firing", started_at=now_at, updated_at=now_at, fired_at=now_at,
+                 message=f"the rail ADC on {readings.psu_rail.port} sent no reading in {waited_s:.0f} s: "
+                         "the 12 V rail was not checked")
 
 
 def _nvml_guard_probe(config: AgentConfig) -> Callable[[], str | None]:
@@ -241,6 +277,27 @@ def busy_gpus(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]
             memory = f"{total / GIB:.1f} GiB" if total is not None else "memory"
             finding(f"amd_gpu:{amd.card}", f"AMD GPU {amd.card} is busy: {holding(procs)} {memory}: {who(procs)}",
                     total)
+    return tuple(found)
+
+
+def narrow_gpu_links(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]:
+    """Warnings for GPUs whose PCIe link trained narrower than it can (x8 of x16).
+
+    Incident 4: a loosely seated SXM2 module (or a bad riser) trains its link narrow; the replay
+    and CRC counters that rise under load are still quiet before a job. The width only: an idle
+    GPU drops its link's generation to save power, not its width.
+    """
+    found: list[Alarm] = []
+    for gpu in readings.gpus:
+        if gpu.state != "ok" or gpu.pcie_width is None or gpu.pcie_width_max is None:
+            continue
+        if gpu.pcie_width < gpu.pcie_width_max:
+            where = f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else ""
+            found.append(Alarm(id=f"check-pcie-{len(found) + 1}", rule="gpu_pcie_narrow", rule_kind="check",
+                               severity="warning", node=node, subject=f"gpu:{gpu.index}", state="firing",
+                               message=f"GPU {gpu.index}{where} PCIe link at x{gpu.pcie_width} of "
+                                       f"x{gpu.pcie_width_max}: re-seat it (SXM2 torque, riser)",
+                               started_at=now_at, updated_at=now_at, fired_at=now_at, value=gpu.pcie_width))
     return tuple(found)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
+    CollectorError,
     CollectorHung,
     EventDraft,
     NoData,
@@ -168,6 +169,14 @@ class GpuCollector:
             # One hand-off to NVML's watchdog thread for every GPU, not one per GPU.
             datas = self.nvml.read_devices({gpu.index: gpu.last_sample_us for gpu in self._gpus or ()})
         except NvmlUnavailable as exc:
+            # No driver is a quiet absence only where there is no NVIDIA GPU: GPUs on the PCI bus
+            # that NVML cannot read (a driver module that failed to build after a kernel update)
+            # are a failure, or `rigmon check` would pass a node whose job cannot start.
+            on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
+            if on_bus:
+                raise CollectorError(f"{exc}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
+                                     f"on the PCI bus ({', '.join(on_bus)}): is the NVIDIA driver loaded "
+                                     "(nvidia-smi)?") from None
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
@@ -222,6 +231,12 @@ class GpuCollector:
         devices = self.root.listdir("/sys/bus/pci/devices")
         self._pci_facts.begin(devices)
         return [bdf.lower() for bdf in devices if self._pci_facts.get(bdf, self._is_nvidia_gpu)]
+
+    def _meant_for_nvidia(self, bdf: str) -> bool:
+        """Whether NVML should read this GPU: bound to the ``nvidia`` driver, or to none (its module
+        did not load). One given to a VM (``vfio-pci``) or to ``nouveau`` is not NVML's."""
+        link = self.root.readlink(f"/sys/bus/pci/devices/{bdf}/driver")
+        return link is None or link.rstrip("/").rsplit("/", 1)[-1] == "nvidia"
 
     def _is_nvidia_gpu(self, bdf: str) -> bool:
         base = f"/sys/bus/pci/devices/{bdf}"

@@ -29,7 +29,6 @@ from rigmon.collectors.psu_lines import (
 )
 from rigmon.collectors.psu_rail import (
     FLAG_OVERRUN,
-    IDENTITY_ANSWER_S,
     STALE_WINDOWS,
     RailState,
 )
@@ -50,7 +49,6 @@ from rigmon.schema import PsuRailReading
 __all__ = [
     "FIRST_OPEN_WAIT_S",
     "FLAG_OVERRUN",
-    "IDENTITY_ANSWER_S",
     "MODBUS_FAILURES_BEFORE_REOPEN",
     "READ_CHUNK_BYTES",
     "STALE_WINDOWS",

@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 
 from rigmon.collectors.psu_device import HALF_U32, RailDevice
-# Where `PsuCollector` imports it from, with the constants of the windows.
-from rigmon.collectors.psu_device import IDENTITY_ANSWER_S as IDENTITY_ANSWER_S
 from rigmon.collectors.psu_lines import (
     FLAG_UNDER_VOLTAGE,
     LineError,

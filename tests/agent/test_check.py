@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ import pytest
 from rigmon.agent.check import format_report, run_check
 from rigmon.clock import SystemClock
 from rigmon.config import AgentConfig, AgentSection, AlarmsSection
+from rigmon.schema import PsuAdcCounters, PsuRailReading, VoltageEnvelope
+from rigmon.sim.nvml import machine_from_toml, serving
 from rigmon.sim.rig import SimRig, get_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,3 +173,76 @@ def test_check_reports_whether_the_guard_could_act(healthy_tree: Path) -> None:
         assert report.guard is not None and report.guard.startswith("enforce; it could not act on this node")
         assert "no permission" in report.guard and "root" in report.guard
     assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312, 1312]  # the probe changed nothing
+
+
+class LateRail:
+    """A rail ADC as the check's psu collector sees it: open, but its first windows come only
+    after ``stale_collects`` collects (the reader drops the partial first line and asks the
+    device who it is; a 1 s window arrives a second or two after the open)."""
+
+    name = "psu"
+
+    def __init__(self, stale_collects: int, min_volts: float = 11.42) -> None:
+        self.left = stale_collects
+        self.min_volts = min_volts
+        self.collects = 0
+
+    def start(self, push: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def collect(self) -> list[object]:
+        self.collects += 1
+        stale = self.left > 0
+        self.left -= 1
+        volts = None if stale else VoltageEnvelope(mean_volts=11.8, min_volts=self.min_volts, max_volts=12.0)
+        return [PsuRailReading(port="/dev/rigmon-psu0", protocol="rm1", connected=True, stale=stale,
+                               envelope_source="device", windows=0 if stale else 1, volts=volts, amps=None,
+                               channels_volts={} if volts is None else {"v": volts}, channels_amps={},
+                               samples=None, window_s=None, flags=0, under_voltage_latched=False, sag=False,
+                               seq=None, device_id=None, firmware=None, sensor=None, last_window_at=None,
+                               counters=PsuAdcCounters())]
+
+
+def test_the_check_waits_for_the_rail_adc_first_window() -> None:
+    """Two passes a second apart ended before the ADC's first window: the check passed a rail
+    it never read. It waits (a few seconds at most) for a window, so a sag is found."""
+    rail = LateRail(stale_collects=3)
+    report = run_check(AgentConfig(agent=AgentSection(node="n1")), SystemClock(), collectors={"psu": rail},
+                       sleep=lambda s: None)
+    assert (report.status, report.exit_code) == ("critical", 2)
+    assert {a.rule for a in report.findings} == {"psu_rail_low_warning", "psu_rail_low_critical"}
+
+
+def test_a_rail_adc_that_sends_nothing_is_a_finding_not_a_pass() -> None:
+    rail = LateRail(stale_collects=1000)
+    report = run_check(AgentConfig(agent=AgentSection(node="n1")), SystemClock(), collectors={"psu": rail},
+                       sleep=lambda s: None)
+    assert (report.status, report.exit_code) == ("warning", 1)
+    assert [(a.rule, a.subject) for a in report.findings] == [("psu_rail_not_read", "psu")]
+    assert "the 12 V rail was not checked" in report.findings[0].message
+    assert "/dev/rigmon-psu0" in report.findings[0].message
+    assert rail.collects < 20  # bounded: the wait has an end
+
+
+def test_a_rail_read_at_once_costs_no_wait() -> None:
+    rail = LateRail(stale_collects=0, min_volts=11.95)
+    report = run_check(AgentConfig(agent=AgentSection(node="n1")), SystemClock(), collectors={"psu": rail},
+                       sleep=lambda s: None)
+    assert (report.status, rail.collects) == ("ok", 2)
+
+
+def test_a_gpu_link_trained_narrower_than_it_can_is_a_finding() -> None:
+    """Incident 4: a loosely seated SXM2 module trains its PCIe link at x8 of x16. The gate says
+    so before the job, when the counters that rise under load are still quiet."""
+    folder = REPO / "tests" / "fixtures" / "hosts" / "sxm2-pcie-x8-nvlink-errors"
+    machine = machine_from_toml(tomllib.loads((folder / "nvml.toml").read_text()))
+    with serving(folder, machine):
+        report = run_check(config(folder), SystemClock(), sleep=lambda s: None, guard_probe=lambda: None)
+    assert report.collectors["gpu"].state == "ok"
+    gpus = [a for a in report.findings if a.subject.startswith("gpu:")]
+    assert [(a.rule, a.subject, a.severity) for a in gpus] == [("gpu_pcie_narrow", "gpu:2", "warning")]
+    assert gpus[0].message == "GPU 2 (0000:1c:00.0) PCIe link at x8 of x16: re-seat it (SXM2 torque, riser)"
+    assert gpus[0].value == 8

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.alarms.templates import Template, render
@@ -88,6 +89,18 @@ def test_default_rail_rules_warning_then_critical() -> None:
     # once the rail has been clear for 60 s.
     assert seen == [(1, "firing", "psu"), (2, "firing", "psu"), (91, "resolved", "psu"), (91, "resolved", "psu")]
     assert [a.rule for a in engine.recent()] == ["psu_rail_low_critical", "psu_rail_low_warning"]
+
+
+def test_default_rail_messages_never_round_a_sag_up_to_its_limit() -> None:
+    """The ADC reads to the millivolt: a minimum of 11.695 V (or 11.499 V) is below 11.7 V (11.5 V),
+    and the message must not say "11.70 V is below 11.7 V"."""
+    engine, _ = run(default("psu_rail_low_warning", "psu_rail_low_critical"), rail(12.02, 11.695, 11.499))
+    messages = {a.rule: a.message for a in engine.active()}
+    assert messages["psu_rail_low_warning"] == "12 V rail minimum 11.499 V is below 11.7 V"
+    assert messages["psu_rail_low_critical"] == \
+        "12 V rail minimum 11.499 V is below 11.5 V: GPUs fall off the bus here"
+    engine, _ = run(default("psu_rail_low_warning"), rail(12.02, 11.695))
+    assert engine.active()[0].message == "12 V rail minimum 11.695 V is below 11.7 V"
 
 
 def gpu_states(*states: str) -> dict[str, Any]:
@@ -322,12 +335,24 @@ def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
     assert gpu1.count == 2 and gpu1.value == 79 and gpu1.message == "Xid 79 again"
 
 
+def test_the_unclean_shutdown_alarm_says_what_the_agent_found_once() -> None:
+    """The agent's event already says "node restarted unexpectedly; last frame ...": the alarm
+    (and every notification of it) must not say it twice."""
+    crashed = UncleanRun(run_id="r0", node="n1", started_at=T0 - 600, last_frame_at=T0 - 2.1, final={})
+    message, _ = unclean_message(crashed, T0)
+    engine, _ = run(default("unclean_shutdown"), [Step(0, {}, [event("unclean_shutdown", "journal", message)])])
+    (alarm,) = engine.active()
+    assert alarm.message == message
+    assert alarm.message.count("restarted unexpectedly") == 1
+
+
 def test_acknowledging_an_event_alarm_resolves_it_a_state_alarm_stays_firing() -> None:
     clock = FakeClock(T0)
     engine = AlarmEngine(default("unclean_shutdown", "gpu_lost"), "n1", clock, id_prefix="r")
-    engine.evaluate_data(gpu_states("lost"), [event("unclean_shutdown", "node:n1", "rail 11.31 V 0.8 s before")], T0)
+    engine.evaluate_data(gpu_states("lost"), [event("unclean_shutdown", "node:n1",
+                                                    "node restarted unexpectedly; rail 11.31 V 0.8 s before")], T0)
     by_rule = {a.rule: a for a in engine.active()}
-    assert by_rule["unclean_shutdown"].message == "node restarted unexpectedly: rail 11.31 V 0.8 s before"
+    assert by_rule["unclean_shutdown"].message == "node restarted unexpectedly; rail 11.31 V 0.8 s before"
     clock.t = T0 + 5
     changes = engine.acknowledge(by_rule["unclean_shutdown"].id, "alice")
     assert [c.change for c in changes] == ["acknowledged", "resolved"]

@@ -51,7 +51,7 @@ def test_a_rail_alarm_keeps_its_lowest_minimum_while_firing_and_held(rule: str) 
     assert len({a.id for a in seen}) == 1, "one episode"
     _never_better(seen, lower_is_worse=True)
     last = seen[-1]
-    assert last.value == 11.26 and "11.26 V" in last.message
+    assert last.value == 11.26 and "11.260 V" in last.message
     assert last.worst_at == T0 + 1
     assert last.value_now == RAIL_VOLTS[-1]  # held: the rail is clear now, the alarm says so apart
 
@@ -62,7 +62,7 @@ def test_the_resolved_rail_alarm_keeps_the_worst_value() -> None:
     for i, volts in enumerate((11.45, 11.26, 11.48) + (12.0,) * 70):
         engine.evaluate_data(rail_step(volts), [], T0 + i)
     (resolved,) = engine.recent()
-    assert resolved.value == 11.26 and "11.26 V" in resolved.message
+    assert resolved.value == 11.26 and "11.260 V" in resolved.message
 
 
 def test_a_counter_alarm_keeps_its_largest_increase() -> None:

@@ -149,6 +149,22 @@ def test_identity_line_after_data_is_a_reboot_but_an_answer_is_not() -> None:
     assert len([e for e in state.take_events() if e.kind == "psu_adc_rebooted"]) == 1
 
 
+def test_a_late_answer_to_the_identity_query_is_not_a_reboot() -> None:
+    """The answer to ``?`` may come after lines already on their way, and under the simulator's
+    accelerated clock (``rigmon sim --speed 60``) a few real milliseconds are seconds: an answer
+    is the first identity line after the query, however late; a real reboot still shows as the
+    window sequence starting again."""
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, rm1(0), rm1(1))
+    state.query_sent(5.0)
+    feed(state, rm1(2), rm1(3), mono=6.0)
+    feed(state, IDENTITY, rm1(4), mono=125.0)
+    assert state.counters.reboots_total == 0 and state.identity is not None
+    assert not [e for e in state.take_events() if e.kind == "psu_adc_rebooted"]
+    feed(state, IDENTITY, rm1(0), mono=300.0)
+    assert state.counters.reboots_total == 1
+
+
 def test_dropped_lines_are_counted_by_reason() -> None:
     state = RailState(PsuSection(port="/dev/x"))
     state.opened()
