@@ -192,8 +192,9 @@ def run_check(
     findings = (engine.active() + busy_gpus(readings, config.node_name, clock.time())
                 + narrow_gpu_links(readings, config.node_name, clock.time()))
     if _rail_unread(readings):
-        findings += (_rail_not_read(readings, config.node_name, clock.time(),
-                                   (passes - 1) * pause_s + rail_waited_s),)
+        # Says what the agent's `psu_adc_silent` would, with the port and the time waited.
+        findings = tuple(a for a in findings if a.rule != "psu_adc_silent") + (
+            _rail_not_read(readings, config.node_name, clock.time(), (passes - 1) * pause_s + rail_waited_s),)
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
@@ -202,8 +203,10 @@ def run_check(
 
 
 def _rail_unread(readings: Readings) -> bool:
-    """Whether a rail ADC is configured and open but no window of it has arrived (``stale``)."""
-    return readings.psu_rail is not None and readings.psu_rail.stale
+    """Whether a rail ADC is configured but no window of it has arrived: none yet (the reader does
+    not call a port silent in its first seconds), or none for its stale limit (``stale``)."""
+    rail = readings.psu_rail
+    return rail is not None and (rail.stale or rail.volts is None)
 
 
 def _rail_not_read(readings: Readings, node: str, now_at: float, waited_s: float) -> Alarm:
