@@ -31,20 +31,6 @@ def add_mark_parser(sub: Any) -> None:
                                                          "(default: the agent's tls_cert_file)")
 
 
-def local_url(listen: str, tls: bool) -> str:
-    """The URL of an agent listening on ``listen`` from this machine (a wildcard address means loopback)."""
-    from rigmon.config import split_listen
-
-    host, port = split_listen(listen)
-    if host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{'https' if tls else 'http'}://{host}:{port}"
-
-
 def cmd_mark(args: argparse.Namespace) -> int:
     """Run ``rigmon mark``."""
     import ssl
@@ -54,7 +40,7 @@ def cmd_mark(args: argparse.Namespace) -> int:
     from rigmon.agent.server import StartupError, read_token_file
     from rigmon.cli import fail
     from rigmon.cluster.config import normalize_url
-    from rigmon.config import ConfigError, load_agent_config
+    from rigmon.config import ConfigError, load_agent_config, local_url
 
     try:
         config = load_agent_config(args.config)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from rigmon.cli import main
-from rigmon.cli_mark import local_url
+from rigmon.config import local_url
 from rigmon.schema import History, decode
 from rigmon.sim import write_tree
 from tests.test_cli import ENV, REPO, free_port, rigmon

@@ -6,12 +6,14 @@ import threading
 import time
 import typing
 from collections.abc import Callable, Sequence
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Literal
 
 from msgspec.structs import replace
 
 from rigmon.agent.agent import build_collectors
+from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.sampler import ROUTES
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
@@ -27,6 +29,7 @@ from rigmon.schema import (
     Event,
     Frame,
     GpuProcessReading,
+    PsuRailReading,
     Readings,
     Severity,
 )
@@ -69,6 +72,8 @@ class CheckReport:
     rules: tuple[str, ...] = ()
     events: tuple[Event, ...] = field(default_factory=tuple)
     guard: str | None = None
+    notes: tuple[str, ...] = ()
+    """What the check did besides collecting (the rail read from the running agent)."""
     """Whether the undervolt guard could act on this node (``None``: not checked)."""
 
 
@@ -123,11 +128,15 @@ def run_check(
     pause_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
     guard_probe: Callable[[], str | None] | None = None,
+    agent_rail: Callable[[], PsuRailReading | str] | None = None,
 ) -> CheckReport:
     """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
 
     ``guard_probe`` says whether the undervolt guard could change GPU clocks here (``None``
     if so, else why not); by default NVML is asked when the collectors are the configured ones.
+    ``agent_rail`` gives the rail as the running agent reads it (or why it cannot), asked when
+    the ``psu`` collector cannot open the ADC's port because another process holds it; by
+    default the agent of ``config`` is asked (`rigmon.agent.check_rail`).
 
     Raises:
         RuleError: the configured rules are invalid.
@@ -137,6 +146,8 @@ def run_check(
         collectors = build_collectors(config, HostRoot(config.agent.root), clock)
         if guard_probe is None:
             guard_probe = _nvml_guard_probe(config)
+        if agent_rail is None:
+            agent_rail = partial(rail_from_agent, config)
     if rules is None:
         rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
     engine = AlarmEngine(rules, config.node_name, clock, id_prefix="check")
@@ -151,11 +162,15 @@ def run_check(
         c.start(push)
     all_events: list[Event] = []
     statuses: dict[str, CollectorStatus] = {}
+    notes: list[str] = []
 
     def one_pass(seq: int) -> Readings:
         records: list[object] = []
         for name, c in collectors.items():
             col_status, got = _collect(c, config.agent.collector_timeout_s)
+            if agent_rail is not None and col_status.state == "error" and getattr(c, "port_busy", False):
+                # The running agent holds the ADC's port: its reading is the rail's, not a failure.
+                col_status, got = _rail_of_agent(col_status, agent_rail(), notes)
             statuses[name] = replace(col_status, sampled_at=clock.time())
             records.extend(got)
         with lock:
@@ -199,7 +214,19 @@ def run_check(
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
                        exit_code=EXIT_CODES[status], collectors=statuses, findings=findings,
-                       rules=engine.rule_names, events=tuple(all_events), guard=guard)
+                       rules=engine.rule_names, events=tuple(all_events), guard=guard, notes=tuple(notes))
+
+
+def _rail_of_agent(status: CollectorStatus, got: PsuRailReading | str,
+                   notes: list[str]) -> tuple[CollectorStatus, list[object]]:
+    """The ``psu`` collector's pass when the running agent holds the port: the agent's reading, or
+    the failure with why the agent could not be asked."""
+    if isinstance(got, str):
+        return replace(status, error=f"{status.error}; {got}"), []
+    note = "psu: the running agent holds the rail ADC's port; the rail is the agent's newest reading"
+    if note not in notes:
+        notes.append(note)
+    return replace(status, state="ok", ok=True, error=None), [got]
 
 
 def _rail_unread(readings: Readings) -> bool:
@@ -324,6 +351,7 @@ def format_report(report: CheckReport) -> str:
         subj_w = max(len(a.subject) for a in report.findings)
         for a in sorted(report.findings, key=lambda a: (-_SEVERITIES.index(a.severity), a.rule, a.subject)):
             lines.append(f"  {a.severity.upper():<8}  {a.rule:<{rule_w}}  {a.subject:<{subj_w}}  {a.message}")
+    lines.extend(f"note: {n}" for n in report.notes)
     if report.guard is not None:
         lines.append(f"guard: {report.guard}")
     counts = {s: sum(1 for a in report.findings if a.severity == s) for s in ("critical", "warning")}

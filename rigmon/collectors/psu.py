@@ -40,7 +40,7 @@ from rigmon.hw.modbus import (
     open_modbus,
 )
 from rigmon.hw.root import HostRoot
-from rigmon.hw.serialport import SerialPort, SerialPortError, open_serial, pump_serial
+from rigmon.hw.serialport import SerialPort, SerialPortBusy, SerialPortError, open_serial, pump_serial
 from rigmon.hw.tty_udev import TtyWatch, UdevTtyWatch
 from rigmon.path_resistance import EstimatorState
 from rigmon.schema import PsuRailReading
@@ -105,6 +105,8 @@ class PsuCollector:
         self._stop = threading.Event()
         # `_stop` as a plain attribute, for the reader's check after every chunk.
         self._stopping = False
+        #: The last open failed because another process holds the port (`rigmon check` beside a running agent).
+        self.port_busy = False
         self._kick = threading.Event()
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
@@ -187,11 +189,13 @@ class PsuCollector:
             try:
                 port = self._open_port(self._port_path(), self.config.baud)
             except SerialPortError as exc:
+                self.port_busy = isinstance(exc, SerialPortBusy)
                 self._closed(str(exc))
                 self._first_attempt.set()
                 delay_s = self._backoff(delay_s)
                 continue
             delay_s = self.config.reopen_min_s
+            self.port_busy = False
             try:
                 # Discard what was buffered before the open, and only then report the port
                 # open: the device may send as soon as it is reported back (a real ADC at

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from rigmon.config.agent import AGENT_RANGES, SYSTEM_STATE_DIR, AgentSection, CollectorSection, default_state_dir
 from rigmon.config.alarms import AlarmsSection, RuleOverrideValue
-from rigmon.config.common import DEFAULT_CONFIG_PATH, DEFAULT_PORT, ConfigError, check_ranges, split_listen
+from rigmon.config.common import (
+    DEFAULT_CONFIG_PATH,
+    DEFAULT_PORT,
+    ConfigError,
+    check_ranges,
+    local_url,
+    split_listen,
+)
 from rigmon.config.gpu import GpuSection, KernelLogSection
 from rigmon.config.guard import GuardMode, GuardSection
 from rigmon.config.journal import JournalSection
@@ -24,5 +31,5 @@ __all__ = [
     "SYSTEM_STATE_DIR", "AgentConfig", "AgentSection", "AlarmsSection", "CollectorSection", "ConfigError",
     "GpuSection", "GuardMode", "GuardSection", "JournalSection", "KernelLogSection", "NotifyKind", "NotifySection",
     "PeerPathSection", "PeerSection", "ProbesSection", "PsuHwmonSection", "PsuProtocol", "PsuSection",
-    "RuleOverrideValue", "StorageSection", "check_ranges", "default_state_dir", "load_agent_config", "split_listen",
+    "RuleOverrideValue", "StorageSection", "check_ranges", "default_state_dir", "load_agent_config", "local_url", "split_listen",
 ]

@@ -44,3 +44,15 @@ def split_listen(listen: str) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} out of range")
     return host.strip("[]"), port
+
+
+def local_url(listen: str, tls: bool) -> str:
+    """The URL of an agent listening on ``listen`` from this machine (a wildcard address means loopback)."""
+    host, port = split_listen(listen)
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{'https' if tls else 'http'}://{host}:{port}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import select
@@ -15,6 +16,10 @@ from typing import Protocol
 
 class SerialPortError(Exception):
     """The port cannot be opened, or it went away (unplugged, device reset)."""
+
+
+class SerialPortBusy(SerialPortError):
+    """Another process holds the port's exclusive lock: a running rigmon agent, or a terminal program."""
 
 
 class SerialPort(Protocol):
@@ -79,6 +84,10 @@ class PySerialPort:
         try:
             port.open()
         except (serial.SerialException, OSError, ValueError) as exc:
+            if getattr(exc, "errno", None) in (errno.EAGAIN, errno.EWOULDBLOCK):
+                # pyserial's flock(LOCK_EX | LOCK_NB) failed: the port is open elsewhere.
+                raise SerialPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
+                                     "or a terminal program)") from None
             raise SerialPortError(f"cannot open {path}: {_reason(exc)}") from None
         self._port = port
         self.path = path
@@ -213,7 +222,8 @@ def open_serial(path: str, baud: int) -> SerialPort:
     """Open ``path`` exclusively at ``baud``.
 
     Raises:
-        SerialPortError: absent, busy (held by another process), or not a tty.
+        SerialPortBusy: held by another process.
+        SerialPortError: absent, or not a tty.
     """
     return PySerialPort(path, baud)
 

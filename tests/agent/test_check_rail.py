@@ -1,0 +1,71 @@
+"""``rigmon check`` beside a running agent that holds the rail ADC's port: a real pty ADC held by a
+real agent (pyserial's exclusive lock), and the check asking that agent over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from rigmon.agent.agent import build_collectors
+from rigmon.agent.check import CheckReport, format_report, run_check
+from rigmon.agent.check_rail import rail_from_agent
+from rigmon.clock import SystemClock
+from rigmon.collectors.base import Collector
+from rigmon.config import AgentConfig, AgentSection, PsuSection
+from rigmon.hw.root import HostRoot
+from rigmon.hw.serialport import SerialPortBusy, open_serial
+from rigmon.schema import PsuRailReading
+from rigmon.sim.psu import DEFAULT_LINK
+from rigmon.sim.rig import running_rig
+
+
+def check_config(root: Path, listen: str, node: str = "node01") -> AgentConfig:
+    return AgentConfig(agent=AgentSection(node=node, root=str(root), listen=listen), psu=PsuSection(port=DEFAULT_LINK))
+
+
+def psu_only(config: AgentConfig) -> dict[str, Collector]:
+    return {"psu": build_collectors(config, HostRoot(config.agent.root), SystemClock())["psu"]}
+
+
+def check(config: AgentConfig) -> CheckReport:
+    """The check of the ADC alone, asking the agent of ``config`` as `rigmon check` does."""
+    return run_check(config, SystemClock(), psu_only(config), pause_s=0.2, agent_rail=partial(rail_from_agent, config))
+
+
+async def test_the_check_reads_the_rail_from_the_agent_that_holds_the_port() -> None:
+    async with running_rig("healthy-v100", 1, base_port=0, speed=1.0) as rig:
+        root = rig.rig.nodes[0].tree.root
+        listen = rig.urls[0].removeprefix("http://")
+        await asyncio.sleep(2.5)  # the agent's reader has the port and its first windows
+        with pytest.raises(SerialPortBusy):
+            open_serial(str(root / DEFAULT_LINK.lstrip("/")), 115200)
+        config = check_config(root, listen)
+        report = await asyncio.to_thread(check, config)
+        # Without the agent asked, the same check fails the healthy node: the port is busy.
+        other = check_config(root, "127.0.0.1:1")
+        failed = await asyncio.to_thread(check, other)
+        wrong_node = await asyncio.to_thread(rail_from_agent, check_config(root, listen, node="elsewhere"))
+    assert report.collectors["psu"].state == "ok", report.collectors["psu"]
+    assert report.status == "ok" and report.findings == ()
+    assert "running agent holds the rail ADC's port" in format_report(report)
+    assert failed.collectors["psu"].state == "error"
+    assert "held by another process" in (failed.collectors["psu"].error or "")
+    assert "did not answer" in (failed.collectors["psu"].error or "")
+    assert {a.rule for a in failed.findings} == {"collector_failing"}
+    assert isinstance(wrong_node, str) and "is node 'node01', not 'elsewhere'" in wrong_node
+
+
+def test_a_reading_from_the_agent_is_used_only_when_the_port_is_busy(tmp_path: Path) -> None:
+    asked: list[int] = []
+
+    def agent_rail() -> PsuRailReading | str:
+        asked.append(1)
+        return "not asked"
+
+    config = check_config(tmp_path, "127.0.0.1:1")
+    report = run_check(config, SystemClock(), psu_only(config), None, 2, 0.0, agent_rail=agent_rail)
+    # No such port at all: an error of its own, and the agent is not asked.
+    assert report.collectors["psu"].state == "error" and asked == []
