@@ -264,3 +264,34 @@ async def test_rows_off_screen_are_painted_when_scrolled_to() -> None:
         assert bottom not in screen._unpainted
         # What the screen shows of it is its newest view.
         assert "node12" in "".join(s.text for s in app.screen._compositor.render_strips())
+
+
+async def test_a_dead_node_s_incident_says_so_not_no_trouble() -> None:
+    # A healthy node whose PSU tripped: its agent stops answering. The node screen's
+    # incident box said "no trouble seen" above the data it last had.
+    from rigmon.tui.widgets.timeline import IncidentTimeline
+
+    agent = FakeAgent("node01", frames=10)
+    app, clock = dashboard(agent)
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.cluster.nodes[agent.url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 10)
+        app.open_node(agent.url)
+        await pilot.pause()
+        story = app.screen.query_one(IncidentTimeline)
+        assert not story.now
+        agent.down = True
+        agent.drop_streams()
+        await wait_for(lambda: store.error is not None)
+        clock.advance(20)
+        app.refresh_screen()
+        await pilot.pause()
+        assert story.now and story.now[0].level == "bad"
+        assert story.now[0].text.startswith("unreachable, last data 20s ago: ")
+        assert "no trouble seen" not in str(story.render())
+        agent.down = False
+        agent.publish()  # back: the incident box has nothing to say again
+        await wait_for(lambda: store.latest.seq == 11 and store.state() == "live")  # type: ignore[union-attr]
+        app.refresh_screen()
+        await pilot.pause()
+        assert not story.now
