@@ -295,3 +295,25 @@ async def test_a_dead_node_s_incident_says_so_not_no_trouble() -> None:
         app.refresh_screen()
         await pilot.pause()
         assert not story.now
+
+
+async def test_a_node_whose_client_cannot_be_built_is_unreachable_not_connecting_forever() -> None:
+    # `rigmon dash 'http://[::1'`: httpx refuses the URL when the node's client is built. The
+    # follow worker died before its first message and the row said "connecting" for good.
+    import httpx
+
+    good = FakeAgent("node01", frames=3)
+
+    def client(target: NodeTarget) -> AgentClient:
+        if target.url != good.url:
+            raise httpx.InvalidURL("Invalid port: ':1'")
+        return AgentClient(target.url, transport=good.transport, backoff=Backoff(0.01, 0.02))
+
+    app = RigmonApp([NodeTarget(good.url), NodeTarget("http://[::1")], clock=FakeClock(), client_factory=client,
+                    refresh_s=3600)
+    async with app.run_test(size=SIZE):
+        bad = app.cluster.nodes["http://[::1"]
+        await wait_for(lambda: bad.error is not None and bad.alarm_error is not None)
+        assert bad.state() == "unreachable"
+        assert "InvalidURL: Invalid port" in bad.error  # type: ignore[operator]
+        assert app.cluster.nodes[good.url].latest is not None
