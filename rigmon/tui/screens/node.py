@@ -168,7 +168,9 @@ class NodeScreen(Screen[None]):
         troubled = troubled_groups(problems)
         order = sorted(groups, key=lambda g: (type(g) not in troubled, SOURCE_ORDER.index(type(g))))
         if order != groups:
-            body.move_child(order[0], after=self.query_one(NodeStatus))
+            # After the guard's line, which stays under the status (moving the boxes after the
+            # status pushed it down under the last box moved).
+            body.move_child(order[0], after=self.query_one(GuardLine))
             for before, group in zip(order, order[1:]):
                 body.move_child(group, after=before)
 
