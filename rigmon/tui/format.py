@@ -101,5 +101,5 @@ def pcie(gen: int | None, width: int | None) -> str:
 
 
 def signed(value: float | None, digits: int = 2) -> str:
-    """A number with its sign: ``+0.06``."""
-    return MISSING if value is None else f"{value:+.{digits}f}"
+    """A number with its sign: ``+0.06``; what rounds to zero is ``+0.00``, never ``-0.00``."""
+    return MISSING if value is None else f"{round(value, digits) or 0.0:+.{digits}f}"
