@@ -317,3 +317,26 @@ async def test_a_node_whose_client_cannot_be_built_is_unreachable_not_connecting
         assert bad.state() == "unreachable"
         assert "InvalidURL: Invalid port" in bad.error  # type: ignore[operator]
         assert app.cluster.nodes[good.url].latest is not None
+
+
+async def test_opening_the_same_node_again_starts_at_its_incident() -> None:
+    # Opened from its alarm after the operator had scrolled it to its events: the node screen
+    # opened there, with the incident (what happened, and why) off the top.
+    agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+        app.open_node(agents[0].url)
+        await pilot.pause()
+        body = app.screen.query_one("#node-body", VerticalScroll)
+        await wait_for(lambda: body.max_scroll_y > 5)
+        body.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert body.scroll_y > 0
+        app.action_show_mode("alarms")
+        await pilot.pause()
+        app.open_node(agents[0].url)
+        await pilot.pause()
+        await pilot.pause()
+        assert app.screen.query_one("#node-body", VerticalScroll) is body
+        assert body.scroll_y == 0

@@ -149,6 +149,11 @@ class NodeScreen(Screen[None]):
             widget.refresh(layout=True)
         self._arrange(frame, view.problems)
 
+    def start_at_top(self) -> None:
+        """The next show starts at the top, at the incident: the node is being opened (from the
+        cluster, an alarm, the link matrix), not redrawn, even if it is the node shown last."""
+        self._shown_key = None
+
     def _arrange(self, frame: Frame | None, problems: tuple[Problem, ...]) -> None:
         """Sources with a current problem first; sources the node does not have leave the
         page for one "not present" line under the others."""
