@@ -228,6 +228,8 @@ class RigmonApp(ReplayKeys):
         self._close_history()
         self.switch_mode("node")
         self._close_history()
+        if isinstance(self.screen, NodeScreen):
+            self.screen.start_at_top()
         self.call_after_refresh(self.refresh_screen)
 
     def on_cluster_screen_open_node(self, message: ClusterScreen.OpenNode) -> None:

@@ -63,10 +63,13 @@ class Followers:
         """Follow one agent and post what happens; never touches widgets."""
         key = target.url
         while True:
-            client = self.client_factory(target)
-            client.set_view(self._view_of(key))
-            self._clients[key] = client
+            client: AgentClient | None = None
             try:
+                # Inside the try: a client that cannot be built (httpx refuses the URL) is a
+                # failure the row shows, not a worker gone before its first message.
+                client = self.client_factory(target)
+                client.set_view(self._view_of(key))
+                self._clients[key] = client
                 async for update in client.follow():
                     if isinstance(update, Summarized):
                         self._post(NodeSummarized(key, update.records))
@@ -84,7 +87,8 @@ class Followers:
                 await asyncio.sleep(WORKER_RESTART_S)
             finally:
                 self._clients.pop(key, None)
-                await client.aclose()
+                if client is not None:
+                    await client.aclose()
 
     def _alarm_poll_s(self, key: str) -> float:
         """Seconds to the next poll of ``key``'s alarms (see `SUMMARY_ALARM_POLL_FACTOR`)."""
@@ -105,12 +109,19 @@ class Followers:
 
     async def watch_alarms(self, target: NodeTarget) -> None:
         """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
-        client = self.client_factory(target)
-        try:
-            async for item in client.watch_alarms(self.alarm_wake[target.url], lambda: self._alarm_poll_s(target.url)):
-                if isinstance(item, Failed):
-                    self._post(NodeAlarmsFailed(target.url, item.reason))
-                else:
-                    self._post(NodeAlarms(target.url, item))
-        finally:
-            await client.aclose()
+        while True:
+            client: AgentClient | None = None
+            try:
+                client = self.client_factory(target)
+                async for item in client.watch_alarms(self.alarm_wake[target.url],
+                                                      lambda: self._alarm_poll_s(target.url)):
+                    if isinstance(item, Failed):
+                        self._post(NodeAlarmsFailed(target.url, item.reason))
+                    else:
+                        self._post(NodeAlarms(target.url, item))
+            except Exception as exc:  # noqa: BLE001 - as in `follow`: the node's alarms say why, polling goes on
+                self._post(NodeAlarmsFailed(target.url, clean_text(f"internal error: {type(exc).__name__}: {exc}")))
+                await asyncio.sleep(WORKER_RESTART_S)
+            finally:
+                if client is not None:
+                    await client.aclose()

@@ -26,11 +26,13 @@ def of(present: int | None, total: int | None) -> str:
 
 
 def rate(bytes_per_s: float | None) -> str:
-    """Decimal throughput: ``512 kB/s``, ``183 MB/s``, ``1.07 GB/s``."""
+    """Decimal throughput: ``512 kB/s``, ``183 MB/s``, ``1.07 GB/s``, ``12.3 GB/s``; at most 9
+    cells, the width of the cluster row's storage and net columns (three figures)."""
     if bytes_per_s is None:
         return MISSING
     if bytes_per_s >= 1e9:
-        return f"{bytes_per_s / 1e9:.2f} GB/s"
+        gb = bytes_per_s / 1e9
+        return f"{gb:.2f} GB/s" if gb < 9.995 else f"{gb:.1f} GB/s" if gb < 99.95 else f"{gb:.0f} GB/s"
     if bytes_per_s >= 1e6:
         return f"{bytes_per_s / 1e6:.0f} MB/s"
     return f"{bytes_per_s / 1e3:.0f} kB/s"
@@ -101,5 +103,5 @@ def pcie(gen: int | None, width: int | None) -> str:
 
 
 def signed(value: float | None, digits: int = 2) -> str:
-    """A number with its sign: ``+0.06``."""
-    return MISSING if value is None else f"{value:+.{digits}f}"
+    """A number with its sign: ``+0.06``; what rounds to zero is ``+0.00``, never ``-0.00``."""
+    return MISSING if value is None else f"{round(value, digits) or 0.0:+.{digits}f}"

@@ -212,3 +212,39 @@ async def test_an_incident_is_one_row_read_message_first_at_80_columns() -> None
         # Severity, node and the whole time fit, and the message starts well inside 80 columns.
         assert sum(widths[:3]) <= 40
         assert "01-01 00:01:45" in str(table.get_cell_at((0, 2)))
+
+
+async def test_the_cursor_stays_on_its_incident_when_the_row_s_lead_alarm_resolves() -> None:
+    # The cursor on node01's rail row (critical leading, the warning under it), and the
+    # critical resolves: the row is now led by the warning, sorted below node03's link
+    # warning. `x` must still acknowledge the rail, not the link that moved under the cursor.
+    from textual.app import App, ComposeResult
+
+    gpu = make_alarm("node01", 1, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost", at=START_AT + 106)
+    critical = make_alarm("node01", 2, "psu_rail_low_critical", "critical", "psu", "rail below 11.5 V",
+                          at=START_AT + 101)
+    warning = make_alarm("node01", 3, "psu_rail_low_warning", "warning", "psu", "rail below 11.7 V",
+                         at=START_AT + 100)
+    link = make_alarm("node03", 4, "thunderbolt_degraded", "warning", "link:0-1", "link below its speed",
+                      at=START_AT + 110)
+    before = (AlarmRow("n1", "node01", "node", gpu), AlarmRow("n1", "node01", "node", critical, also=(warning,)),
+              AlarmRow("n3", "node03", "node", link))
+    after = (AlarmRow("n1", "node01", "node", gpu), AlarmRow("n3", "node03", "node", link),
+             AlarmRow("n1", "node01", "node", warning))
+
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield AlarmTable()
+
+    app = Host()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(AlarmTable)
+        table.alarms = before
+        await pilot.pause()
+        table.move_cursor(row=1)
+        selected = table.selected()
+        assert selected is not None and selected.alarm.rule == "psu_rail_low_critical"
+        table.alarms = after
+        await pilot.pause()
+        selected = table.selected()
+        assert selected is not None and selected.alarm.rule == "psu_rail_low_warning"

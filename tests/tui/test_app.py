@@ -264,3 +264,79 @@ async def test_rows_off_screen_are_painted_when_scrolled_to() -> None:
         assert bottom not in screen._unpainted
         # What the screen shows of it is its newest view.
         assert "node12" in "".join(s.text for s in app.screen._compositor.render_strips())
+
+
+async def test_a_dead_node_s_incident_says_so_not_no_trouble() -> None:
+    # A healthy node whose PSU tripped: its agent stops answering. The node screen's
+    # incident box said "no trouble seen" above the data it last had.
+    from rigmon.tui.widgets.timeline import IncidentTimeline
+
+    agent = FakeAgent("node01", frames=10)
+    app, clock = dashboard(agent)
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.cluster.nodes[agent.url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 10)
+        app.open_node(agent.url)
+        await pilot.pause()
+        story = app.screen.query_one(IncidentTimeline)
+        assert not story.now
+        agent.down = True
+        agent.drop_streams()
+        await wait_for(lambda: store.error is not None)
+        clock.advance(20)
+        app.refresh_screen()
+        await pilot.pause()
+        assert story.now and story.now[0].level == "bad"
+        assert story.now[0].text.startswith("unreachable, last data 20s ago: ")
+        assert "no trouble seen" not in str(story.render())
+        agent.down = False
+        agent.publish()  # back: the incident box has nothing to say again
+        await wait_for(lambda: store.latest.seq == 11 and store.state() == "live")  # type: ignore[union-attr]
+        app.refresh_screen()
+        await pilot.pause()
+        assert not story.now
+
+
+async def test_a_node_whose_client_cannot_be_built_is_unreachable_not_connecting_forever() -> None:
+    # `rigmon dash 'http://[::1'`: httpx refuses the URL when the node's client is built. The
+    # follow worker died before its first message and the row said "connecting" for good.
+    import httpx
+
+    good = FakeAgent("node01", frames=3)
+
+    def client(target: NodeTarget) -> AgentClient:
+        if target.url != good.url:
+            raise httpx.InvalidURL("Invalid port: ':1'")
+        return AgentClient(target.url, transport=good.transport, backoff=Backoff(0.01, 0.02))
+
+    app = RigmonApp([NodeTarget(good.url), NodeTarget("http://[::1")], clock=FakeClock(), client_factory=client,
+                    refresh_s=3600)
+    async with app.run_test(size=SIZE):
+        bad = app.cluster.nodes["http://[::1"]
+        await wait_for(lambda: bad.error is not None and bad.alarm_error is not None)
+        assert bad.state() == "unreachable"
+        assert "InvalidURL: Invalid port" in bad.error  # type: ignore[operator]
+        assert app.cluster.nodes[good.url].latest is not None
+
+
+async def test_opening_the_same_node_again_starts_at_its_incident() -> None:
+    # Opened from its alarm after the operator had scrolled it to its events: the node screen
+    # opened there, with the incident (what happened, and why) off the top.
+    agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+        app.open_node(agents[0].url)
+        await pilot.pause()
+        body = app.screen.query_one("#node-body", VerticalScroll)
+        await wait_for(lambda: body.max_scroll_y > 5)
+        body.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert body.scroll_y > 0
+        app.action_show_mode("alarms")
+        await pilot.pause()
+        app.open_node(agents[0].url)
+        await pilot.pause()
+        await pilot.pause()
+        assert app.screen.query_one("#node-body", VerticalScroll) is body
+        assert body.scroll_y == 0

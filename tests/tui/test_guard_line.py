@@ -64,3 +64,27 @@ async def test_node_screen_shows_the_guard_and_holds_and_releases_it(tmp_path: P
             await pilot.press("G")
             await wait_for(lambda: guard.reading().state == "released")
             await wait_for(lambda: any(n.startswith("Guard release") for n in notices(app)))
+
+
+async def test_the_guard_line_stays_under_the_status_when_a_box_in_trouble_moves_up() -> None:
+    # A node whose enclosure link retrained and whose array lags: its storage and links boxes
+    # move to the top. The guard's line (what it did to the GPUs, and the keys to hold or
+    # release it) was pushed down with each box moved, ending under the last of them.
+    from msgspec.structs import replace
+
+    from rigmon.tui.widgets.node_status import NodeStatus
+    from tests.tui.snapshot_apps.record_frames import load_frames
+    from tests.tui.snapshot_apps.recorded import build, open_node, settle
+
+    frames = [replace(f, readings=replace(f.readings, guard=ENGAGED))
+              for f in load_frames("enclosure-link-10g-array-lagging")[:45]]
+    app, fleet, _ = build([("encl", frames, len(frames))])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        body = app.screen.query_one("#node-body")
+        children = list(body.children)
+        status = app.screen.query_one(NodeStatus)
+        assert children.index(app.screen.query_one(GuardLine)) == children.index(status) + 1
+        line = app.screen.query_one(GuardLine)
+        assert line.display and line.region.y < status.region.bottom + 2

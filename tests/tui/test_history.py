@@ -208,3 +208,20 @@ async def test_leaving_the_history_for_another_screen_closes_it() -> None:
         app.open_node(agent.url)
         await pilot.pause()
         assert isinstance(app.screen, NodeScreen)
+
+
+async def test_the_line_above_the_chart_gives_the_rail_to_the_millivolt() -> None:
+    # The cluster row and the node screen say the sag was 11.255 V; the history's line said
+    # "lowest 11.26 V" (and a highest maximum of 12.000 V read "12 V").
+    from textual.widgets import Static
+
+    app, fleet, agent, _ = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        screen = await open_history(app, pilot)
+        assert screen.plotted is not None and screen.plotted.lowest == 11.255
+        head = str(screen.query_one("#history-head", Static).content)
+        assert "lowest 11.255 V, highest " in head
+        highest = screen.plotted.highest
+        assert highest is not None and f"highest {highest:.3f} V" in head

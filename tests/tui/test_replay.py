@@ -116,3 +116,19 @@ async def test_replay_keys_are_not_offered_live(tmp_path: Path) -> None:
         assert app.check_action("seek", (10,)) is False and app.check_action("export", ()) is True
         await pilot.press("space", "right")
         assert not app.screen.query_one(ReplayBar).display
+
+
+async def test_the_time_cursor_shows_position_and_speed_at_80_columns(tmp_path: Path) -> None:
+    # The export key names bundles `rigmon-dash-YYYYmmdd-HHMMSS.tar.gz`: with the date and
+    # time that took the whole line at 80 columns and the position and speed were cut off.
+    replay = Replay.open(write_fake_bundle(tmp_path / "rigmon-dash-20261127-020836.tar.gz"))
+    app = RigmonApp([], replay=replay, refresh_s=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("space", "right_square_bracket")
+        app.refresh_screen()
+        await pilot.pause()
+        bar = app.screen.query_one(ReplayBar)
+        line = "".join(segment.text for segment in bar.render_line(0))
+        assert len(line.rstrip()) <= 80
+        assert line.rstrip().endswith(f"/ {FRAMES - 1} s  x2"), line
+        assert "UTC" in line and "●" in line

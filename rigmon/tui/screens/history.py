@@ -27,6 +27,17 @@ EVENT_LINES = 6
 HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History]]
 
 
+#: Decimals of the lowest and highest figures by the chart's unit: the rail to the millivolt,
+#: as the cluster row and the node screen give it; others to four significant figures.
+UNIT_DECIMALS: dict[str, int] = {"V": 3, "mΩ": 3}
+
+
+def figure(value: float, unit: str) -> str:
+    """``11.255`` for 11.255 V, ``343.3`` for 343.3 W (a chart's lowest or highest value)."""
+    decimals = UNIT_DECIMALS.get(unit)
+    return f"{value:.4g}" if decimals is None else f"{value:.{decimals}f}"
+
+
 class HistoryUnavailable(Exception):
     """The node's history cannot be had; the message says why (shown as "no history: ...")."""
 
@@ -146,7 +157,8 @@ class HistoryScreen(Screen[None]):
         self.plotted = plotted = replace(plotted, events=merge_xid_events(plotted.events))
         figures = ""
         if plotted.lowest is not None and plotted.highest is not None:
-            figures = f" · lowest {plotted.lowest:.4g} {chart.unit}, highest {plotted.highest:.4g} {chart.unit}"
+            figures = (f" · lowest {figure(plotted.lowest, chart.unit)} {chart.unit}, "
+                       f"highest {figure(plotted.highest, chart.unit)} {chart.unit}")
         tier = "every frame" if plotted.tier == "frames" else f"{plotted.tier} buckets"
         title = Text(f"{chart.title} · {when} · {tier}{figures} · series {self.chart_index + 1} "
                      f"of {len(self.charts)}\n")

@@ -16,6 +16,7 @@ from textual.widgets import Footer, Header, Static
 from rigmon.cluster.incident import Problem, timeline
 from rigmon.cluster.store import NodeView
 from rigmon.schema import Event, Frame, Info
+from rigmon.tui import format as fmt
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.widgets.collector_health import CollectorHealth
@@ -56,6 +57,18 @@ def troubled_groups(problems: tuple[Problem, ...]) -> set[type[SourceGroup]]:
         if "after rail" in problem.text:
             out.add(RailGroup)  # the sag that caused a loss
     return out
+
+
+def out_of_touch(view: NodeView) -> tuple[Problem, ...]:
+    """What is wrong now with a node the dashboard has lost (its readings are the last it had):
+    ``unreachable, last data 24s ago: cannot connect: ...`` (red), ``stale, last data 8s ago``
+    (amber), as its cluster row says; nothing while it is live."""
+    if view.state not in ("stale", "unreachable"):
+        return ()
+    text = view.state + (", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
+    if view.reason:
+        text += f": {view.reason}"
+    return (Problem("bad" if view.state == "unreachable" else "warn", text, "node"),)
 
 
 class NodeScreen(Screen[None]):
@@ -114,7 +127,7 @@ class NodeScreen(Screen[None]):
         story = self.query_one(IncidentTimeline)
         story.steps = timeline(events, view.sags, now=view.problems,
                                now_at=frame.taken_at if frame is not None else None)
-        story.now = view.problems
+        story.now = (*out_of_touch(view), *view.problems)
         status = self.query_one(NodeStatus)
         status.view = view
         status.info = info
@@ -136,6 +149,11 @@ class NodeScreen(Screen[None]):
             widget.refresh(layout=True)
         self._arrange(frame, view.problems)
 
+    def start_at_top(self) -> None:
+        """The next show starts at the top, at the incident: the node is being opened (from the
+        cluster, an alarm, the link matrix), not redrawn, even if it is the node shown last."""
+        self._shown_key = None
+
     def _arrange(self, frame: Frame | None, problems: tuple[Problem, ...]) -> None:
         """Sources with a current problem first; sources the node does not have leave the
         page for one "not present" line under the others."""
@@ -155,7 +173,9 @@ class NodeScreen(Screen[None]):
         troubled = troubled_groups(problems)
         order = sorted(groups, key=lambda g: (type(g) not in troubled, SOURCE_ORDER.index(type(g))))
         if order != groups:
-            body.move_child(order[0], after=self.query_one(NodeStatus))
+            # After the guard's line, which stays under the status (moving the boxes after the
+            # status pushed it down under the last box moved).
+            body.move_child(order[0], after=self.query_one(GuardLine))
             for before, group in zip(order, order[1:]):
                 body.move_child(group, after=before)
 

@@ -32,6 +32,11 @@ def utc_clock(at: float | None) -> str:
     return "—" if at is None else time.strftime("%m-%d %H:%M:%S", time.gmtime(at))
 
 
+def _alarm_keys(row: AlarmRow) -> set[tuple[str, str, str]]:
+    """Every alarm of ``row`` as (source, node key, alarm id)."""
+    return {(row.source, row.key, alarm.id) for alarm in row.alarms}
+
+
 class AlarmTable(DataTable[Text]):
     """Active alarms (``resolved=False``) or resolved ones, with severity and state in colour.
 
@@ -116,6 +121,13 @@ class AlarmTable(DataTable[Text]):
                 self.add_row(*(cells[c] for c in columns), key=row.row_key)
             if cursor_key in keys:
                 self.move_cursor(row=keys.index(cursor_key), animate=False)
+            elif cursor_key in self._rows_by_key:
+                # The row's lead alarm left it (a rail critical resolved, its warning fires on):
+                # stay on the row holding any of its alarms, so `x` does not land on another incident.
+                held = _alarm_keys(self._rows_by_key[cursor_key])
+                index = next((i for i, row in enumerate(alarms) if held & _alarm_keys(row)), None)
+                if index is not None:
+                    self.move_cursor(row=index, animate=False)
         self._rows_by_key = {row.row_key: row for row in alarms}
         self.natural_width = self._natural_width(alarms)
 

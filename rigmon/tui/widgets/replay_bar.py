@@ -14,6 +14,10 @@ from rigmon.cluster.replay import ReplayPosition
 from rigmon.tui.text import plain
 
 
+#: Cells the bar of the time cursor takes at least.
+MIN_BAR_CELLS = 10
+
+
 def _stamp(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
 
@@ -54,12 +58,20 @@ class ReplayBar(Widget):
         if pos is None:
             return ""
         label = self._style("label")
+        right = f"  +{pos.at - pos.start_at:.0f} s / {pos.end_at - pos.start_at:.0f} s  x{pos.speed:g}"
+        # Where the line is short (80 columns and an export's long file name), the file name
+        # goes first, then the date: the position and the speed the keys change stay in sight.
+        source = plain(f"replay {pos.source}  " if pos.source else "replay  ", label)
+        stamp = f"{_stamp(pos.at)} UTC  "
+        if 2 + source.cell_len + len(stamp) + MIN_BAR_CELLS + len(right) > self.size.width:
+            source = plain("replay  ", label)
+            if 2 + source.cell_len + len(stamp) + MIN_BAR_CELLS + len(right) > self.size.width:
+                stamp = f"{time.strftime('%H:%M:%S', time.gmtime(pos.at))} UTC  "
         text = Text()
         text.append("▶ " if pos.playing else "⏸ ", style=self._style("cursor"))
-        text.append_text(plain(f"replay {pos.source}  " if pos.source else "replay  ", label))
-        text.append(f"{_stamp(pos.at)} UTC  ")
-        right = f"  +{pos.at - pos.start_at:.0f} s / {pos.end_at - pos.start_at:.0f} s  x{pos.speed:g}"
-        width = max(10, self.size.width - text.cell_len - len(right))
+        text.append_text(source)
+        text.append(stamp)
+        width = max(MIN_BAR_CELLS, self.size.width - text.cell_len - len(right))
         played = round(pos.fraction * (width - 1))
         text.append("━" * played, style=self._style("played"))
         text.append("●", style=self._style("cursor"))
