@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rigmon.config import ConfigError, load_agent_config
+from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, load_agent_config, local_url
 
 if TYPE_CHECKING:
     from rigmon.cluster.config import NodeTarget
@@ -67,6 +67,17 @@ def cmd_dash(args: argparse.Namespace) -> int:
         return _run_replay(args.replay, args.theme or config.theme, export_dir)
     local = None
     if not targets:
+        # No node given: the agent installed on this machine, if there is one. Not a second agent
+        # of our own from its configuration: that one would send the node's notifications again,
+        # fight the installed one for the ADC's port and its state directory.
+        try:
+            installed = installed_agent_target(INSTALLED_CONFIG, control)
+        except (ConfigError, DashConfigError) as exc:
+            return fail(f"this machine's agent ({INSTALLED_CONFIG}) cannot be followed: {exc} (give its URL with "
+                        "--token-file and --ca-file copies this user can read)")
+        if installed is not None:
+            targets = [installed]
+    if not targets:
         # No node at all: watch this machine through an agent of our own on loopback.
         from rigmon.agent.agent import Agent
         from rigmon.agent.background import BackgroundAgent
@@ -82,6 +93,29 @@ def cmd_dash(args: argparse.Namespace) -> int:
     finally:
         if local is not None:
             local.stop()
+
+
+#: Where `rigmon setup agent` puts an installed agent's configuration (`installed_agent_target`).
+INSTALLED_CONFIG = DEFAULT_CONFIG_PATH
+
+
+def installed_agent_target(path: Path, control_token: str | None = None) -> NodeTarget | None:
+    """The agent installed on this machine (its configuration at ``path``) as the dashboard's node:
+    its ``listen`` address from here, its read token and its certificate. ``None`` when there is
+    no such configuration.
+
+    Raises:
+        ConfigError: the configuration cannot be read.
+        DashConfigError: its token file cannot be read by this user.
+    """
+    from rigmon.cluster.config import NodeTarget, read_secret_file
+
+    if not path.exists():
+        return None
+    agent = load_agent_config(path).agent
+    token = read_secret_file(agent.token_file, "token_file") if agent.token_file else None
+    return NodeTarget(local_url(agent.listen, bool(agent.tls_cert_file)), token=token, control_token=control_token,
+                      ca_file=agent.tls_cert_file or None)
 
 
 def run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Path | None = None) -> int:

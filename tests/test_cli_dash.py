@@ -1,0 +1,67 @@
+"""``rigmon dash`` with no node on a machine where an agent is installed: it follows that agent."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from rigmon import cli_dash
+from rigmon.cli import main
+from rigmon.cli_dash import installed_agent_target
+from rigmon.cluster.config import DashConfigError, NodeTarget
+
+
+def installed(tmp_path: Path, token_mode: int = 0o600, listen: str = "0.0.0.0:9871") -> Path:
+    token = tmp_path / "agent.token"
+    token.write_text("s3cret\n")
+    token.chmod(token_mode)
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nlisten = "{listen}"\ntoken_file = "{token}"\ntls_cert_file = "{tmp_path}/agent.pem"\n'
+                      f'tls_key_file = "{tmp_path}/agent.key"\nstate_dir = "{tmp_path}/state"\n'
+                      '[[notify]]\nkind = "webhook"\nurl = "http://127.0.0.1:9/hook"\n')
+    return config
+
+
+def test_no_installed_agent_is_none(tmp_path: Path) -> None:
+    assert installed_agent_target(tmp_path / "agent.toml") is None
+
+
+def test_the_installed_agent_is_followed_at_its_address_with_its_token_and_certificate(tmp_path: Path) -> None:
+    target = installed_agent_target(installed(tmp_path), control_token="ctl")
+    assert target == NodeTarget("https://127.0.0.1:9871", token="s3cret", control_token="ctl",
+                                ca_file=f"{tmp_path}/agent.pem")
+    target = installed_agent_target(installed(tmp_path, listen="[::]:9900"))
+    assert target is not None and target.url == "https://[::1]:9900"
+
+
+def test_a_token_others_may_read_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DashConfigError, match="readable or writable by other users"):
+        installed_agent_target(installed(tmp_path, token_mode=0o644))
+
+
+def test_dash_without_a_node_does_not_start_a_second_agent_from_the_installed_configuration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, it ran an agent of its own from /etc/rigmon/agent.toml: the node's notifiers twice,
+    # the installed agent's state directory and ADC port fought over.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setattr(cli_dash, "INSTALLED_CONFIG", installed(tmp_path, token_mode=0o644))
+    started: list[object] = []
+    monkeypatch.setattr("rigmon.agent.background.BackgroundAgent.start", lambda self: started.append(self))
+    dash_toml = tmp_path / "dash.toml"
+    dash_toml.write_text('theme = "rigmon-dark"\n')
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        assert main(["dash", "--config", str(dash_toml)]) == 2
+    finally:  # the command configured the process's logging for its log file
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert "this machine's agent" in err and "token_file" in err and "--token-file" in err
+    assert started == []
