@@ -92,10 +92,18 @@ class RailMemory:
             while self._points and self._points[0][0] < taken_at - self.keep_s:
                 self._points.popleft()
         for event in events:
-            if event.kind == "gpu_lost" and event.subject not in self._causes:
-                sag = sag_before(self._points, event.at)
-                if sag is not None:
-                    self._causes[event.subject] = msgspec.structs.replace(sag, before=event.at)
+            if event.kind != "gpu_lost":
+                continue
+            known = self._causes.get(event.subject)
+            if known is not None and known.before == event.at:
+                continue  # the same loss, seen again
+            # A later loss of the same GPU (after a restart) has its own cause, or none: the
+            # first loss's sag does not explain it.
+            sag = sag_before(self._points, event.at)
+            if sag is None:
+                self._causes.pop(event.subject, None)
+            else:
+                self._causes[event.subject] = msgspec.structs.replace(sag, before=event.at)
 
     def cause_of(self, subject: str) -> Sag | None:
         """The sag before the loss of ``subject`` (``gpu:3``), if one was seen."""

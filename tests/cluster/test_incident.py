@@ -91,6 +91,23 @@ def test_rail_memory_keeps_the_cause_of_each_loss() -> None:
     memory.add(102.0, 11.9, [lost])
     assert memory.cause_of("gpu:3") == Sag(100.0, 11.3, before=101.5)
     assert memory.cause_of("gpu:1") is None
+    memory.add(103.0, 11.9, [lost])  # the same loss again: the same cause
+    assert memory.cause_of("gpu:3") == Sag(100.0, 11.3, before=101.5)
+
+
+def test_a_second_loss_of_a_gpu_is_explained_by_its_own_sag_or_none() -> None:
+    # After a restart GPU 3 is lost again: the first loss's sag, 68 s earlier, is not its cause.
+    memory = RailMemory()
+    memory.add(100.0, 11.3, [])
+    memory.add(101.0, 11.9, [Event(id="e1", at=100.5, kind="gpu_lost", severity="critical", subject="gpu:3",
+                                   message="GPU 3 lost")])
+    memory.add(160.0, 11.35, [])
+    memory.add(168.0, 11.9, [Event(id="e9", at=167.5, kind="gpu_lost", severity="critical", subject="gpu:3",
+                                   message="GPU 3 lost")])
+    assert memory.cause_of("gpu:3") == Sag(160.0, 11.35, before=167.5)
+    memory.add(400.0, 12.0, [Event(id="e20", at=399.5, kind="gpu_lost", severity="critical", subject="gpu:3",
+                                   message="GPU 3 lost")])
+    assert memory.cause_of("gpu:3") is None  # no sag before this one
 
 
 def test_marks_are_plain_steps_and_repeats_fold() -> None:
