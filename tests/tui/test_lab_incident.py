@@ -134,7 +134,7 @@ async def test_the_sag_alarm_keeps_its_worst_value_after_the_rail_recovers(lab: 
             if recovered:
                 alarm = recovered[0]
                 assert isinstance(alarm["value"], float) and alarm["value"] < 11.4
-                assert f"{alarm['value']:.2f} V" in str(alarm["message"])
+                assert f"{alarm['value']:.3f} V" in str(alarm["message"])
                 # Never better than anything seen before of this episode.
                 assert all(alarm["value"] <= a["value"] for a in seen if a["id"] == alarm["id"])
                 return
