@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rigmon.typed import TypedDataError, from_data
 
@@ -85,6 +86,21 @@ def normalize_url(url: str) -> str:
     return url if "://" in url else f"http://{url}"
 
 
+def check_url(given: str, url: str) -> None:
+    """Refuse what is no agent URL (``http://[::1``, ``ftp://x``, ``http://:9871``) before a client is built for it.
+
+    Raises:
+        DashConfigError: naming what was given.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parses the port: "http://h:x" raises here
+    except ValueError as exc:
+        raise DashConfigError(f"{given}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DashConfigError(f"{given}: not an agent URL (http://HOST:PORT, https://HOST:PORT or HOST:PORT)")
+
+
 def load_dash_config(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> DashConfig:
     """Load the dashboard configuration.
 
@@ -121,10 +137,12 @@ def resolve_targets(urls: list[str], config: DashConfig, token: str | None = Non
     not takes ``token``, ``control_token`` and ``ca_file`` (the command line's).
 
     Raises:
-        DashConfigError: a token file cannot be read.
+        DashConfigError: a token file cannot be read, or a URL is not one.
     """
     entries = {normalize_url(e.url): e for e in config.nodes}
     chosen = [normalize_url(u) for u in urls] or list(entries)
+    for given, url in zip(urls or chosen, chosen):
+        check_url(given, url)
     targets: list[NodeTarget] = []
     for url in dict.fromkeys(chosen):
         entry = entries.get(url)

@@ -56,7 +56,13 @@ def test_one_sag_below_the_count_does_not_trigger() -> None:
 def test_n_sags_within_the_window_engage_step_one_on_every_gpu() -> None:
     state, out = run(CFG, [obs(0, 11.3), obs(5), obs(10, 11.4)])
     assert out == [(10, "engage", 1, "app_clocks")]
-    assert state.gpus == GPUS and state.engaged_at == 10 and state.trigger and "11.40 V" in state.trigger
+    assert state.gpus == GPUS and state.engaged_at == 10 and state.trigger and "11.400 V" in state.trigger
+
+
+def test_the_trigger_gives_the_sag_to_the_millivolt() -> None:
+    # Two decimals made a sag to 11.497 V read "rail minimum 11.50 V below 11.5 V".
+    state, _ = run(CFG, [obs(0, 11.497), obs(5, 11.497)])
+    assert state.trigger and state.trigger.startswith("rail minimum 11.497 V below 11.5 V")
 
 
 def test_sags_further_apart_than_the_window_do_not_trigger() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,19 @@ def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
     control_file.chmod(0o644)
     with pytest.raises(DashConfigError, match="control_token_file .* readable or writable by other users"):
         resolve_targets([], config)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://h:x", "ftp://rig7:9871", "http://:9871"])
+def test_what_is_no_agent_url_is_refused_naming_it(url: str) -> None:
+    # `http://[::1` was taken, and its node then stayed "connecting" (no client could be built for it).
+    with pytest.raises(DashConfigError, match=re.escape(url)):
+        resolve_targets([url], DashConfig())
+
+
+def test_urls_of_the_configuration_are_checked_too(tmp_path: Path) -> None:
+    path = tmp_path / "dash.toml"
+    path.write_text('[[nodes]]\nurl = "http://[fe80::1"\n')
+    with pytest.raises(DashConfigError, match="not a URL"):
+        resolve_targets([], load_dash_config(path))
+    assert [t.url for t in resolve_targets(["rig7:9871", "https://[::1]:9871/"], DashConfig())] == [
+        "http://rig7:9871", "https://[::1]:9871"]

@@ -133,7 +133,7 @@ def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple
     reasons: list[str] = []
     if new_sag and len(sags) >= config.rail_count:
         assert obs.rail_min_volts is not None
-        reasons.append(f"rail minimum {obs.rail_min_volts:.2f} V below {config.rail_below_volts:g} V "
+        reasons.append(f"rail minimum {obs.rail_min_volts:.3f} V below {config.rail_below_volts:g} V "
                        f"({len(sags)}x in {config.rail_window_s:g} s)")
     if obs.alarms_fired:
         reasons.append(f"alarm {', '.join(obs.alarms_fired)} firing")
