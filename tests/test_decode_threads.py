@@ -53,9 +53,10 @@ def test_four_threads_decode_their_first_frames_at_once(run: int) -> None:
 
 
 #: Where rigmon may build a typed msgspec decoder (a ``Decoder``, ``convert``, or ``decode(type=)``):
-#: `rigmon.schema.frame`, under its lock; and the journal store's decoder of its own private
-#: class, built once at import, which no other decoder shares.
-ALLOWED_TYPED_DECODERS = {"rigmon/schema/frame.py", "rigmon/agent/journal/store.py"}
+#: `rigmon.schema.frame`, under its lock; and decoders of a module's own private classes, built
+#: once at import, which no other decoder shares: the journal store's, and the snapshot pull's
+#: (a /v1/samples answer with its frames kept raw, and a frame's seq and time).
+ALLOWED_TYPED_DECODERS = {"rigmon/schema/frame.py", "rigmon/agent/journal/store.py", "rigmon/snapshot/pull.py"}
 
 
 def test_typed_msgspec_decoders_are_built_only_where_the_lock_covers_them() -> None:

@@ -77,7 +77,7 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
             raise ValueError("reopen_min_s must be positive and at most reopen_max_s")
         if not 1 <= self.pzem_address <= 247:
             raise ValueError("pzem_address must be 1..247")
-        check_ranges(self, {"baud": (50, 4_000_000), "stale_after_s": (0.01, 3600.0), "poll_interval_s": (0.01, 3600.0),
+        check_ranges(self, {"baud": (50, 4_000_000), "stale_after_s": (0.01, 86400.0), "poll_interval_s": (0.01, 3600.0),
                             "reopen_min_s": (0.001, 3600.0), "reopen_max_s": (0.001, 3600.0)})
         if not self.primary:
             raise ValueError("primary must name a channel")

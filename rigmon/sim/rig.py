@@ -138,6 +138,19 @@ def node_agent_config(node: SimNode, listen: str, interval_s: float, state_dir: 
     return from_data(AgentConfig, data, strict=True)
 
 
+#: Real seconds a simulated ADC's windows may be apart: a physics step, and a step held up by a busy machine.
+ADC_DELIVERY_REAL_S = 0.5
+
+
+def adc_pace(node: SimNode, speed: float) -> dict[str, object]:
+    """``[psu] stale_after_s`` for a simulated ADC at ``speed``: its windows arrive once a physics step of
+    real time, ``speed`` times as many simulated seconds apart, and must not read as a silent ADC
+    (`psu_adc_silent`) on the agent's simulated clock. At real speed, the agent's own default."""
+    if "psu" not in node.agent_config() or speed * ADC_DELIVERY_REAL_S <= 3.0:
+        return {}
+    return {"psu": {"stale_after_s": min(speed * ADC_DELIVERY_REAL_S, 86400.0)}}
+
+
 def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
                 ) -> tuple[SimWire | None, list[dict[str, object]]]:
     """Start the scenario's simulated wire (if it has ``wire_paths``) and give each node its probe settings.
@@ -223,6 +236,7 @@ async def running_rig(
         try:
             for index, node in enumerate(rig.nodes):
                 node_extra = merge_config(wire_config[index], extra_config or {}) if wire_config else extra_config
+                node_extra = merge_config(adc_pace(node, speed), node_extra or {})
                 config = node_agent_config(node, f"127.0.0.1:{base_port + index if base_port else 0}", interval_s,
                                            workdir / "state" / node.name, node_extra)
                 # A control token file in the configuration (``extra_config``) makes the agent

@@ -92,7 +92,7 @@ async def test_enforce_caps_every_gpu_then_restores_after_healthy(tmp_path: Path
         kind, message, data = events.items[-1]
         assert kind == "guard_engaged" and data["dry_run"] is False and data["gpus"] == "0,1,2,3"
         assert "877/1312 MHz" in str(data["before"]) and "877/1005 MHz" in str(data["after"])
-        assert "11.30 V" in str(data["trigger"])
+        assert "11.300 V" in str(data["trigger"])
         assert state_file_path(tmp_path / "state").exists()
         reading = service.reading()
         assert (reading.state, reading.step, reading.acting) == ("engaged", 1, True)

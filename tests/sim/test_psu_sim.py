@@ -12,7 +12,7 @@ from rigmon.collectors.psu_lines import RailWindow, parse_rm1_line
 from rigmon.config import PsuSection
 from rigmon.sim.node import SimNode
 from rigmon.sim.psu import DEFAULT_LINK, SimPsuRail, psu_rail_of
-from rigmon.sim.rig import node_agent_config
+from rigmon.sim.rig import adc_pace, node_agent_config
 from rigmon.sim.scenarios import SCENARIOS
 from rigmon.sim.scenarios.adc_hang import hung_at
 from rigmon.sim.scenarios.adc_unplug import plugged_at
@@ -184,3 +184,18 @@ def test_on_the_pty_sent_lines_are_not_kept(tmp_path: Path) -> None:
         assert rail.take_lines() == []
     finally:
         rail.close()
+
+
+def test_a_fast_simulation_gives_its_adc_a_stale_limit_of_its_pace(tmp_path: Path) -> None:
+    # At --speed 20000 a window arrives once a physics step, thousands of simulated seconds apart:
+    # on the agent's simulated clock that is no silent ADC (psu_adc_silent fired on corroding-connection).
+    node = SimNode(name="n1", tree=Tree(tmp_path), rng=random.Random(1))
+    SCENARIOS["corroding-connection"].build(node, 0)
+    assert adc_pace(node, 1.0) == {} and adc_pace(node, 5.0) == {}
+    assert adc_pace(node, 60.0) == {"psu": {"stale_after_s": 30.0}}
+    assert adc_pace(node, 20000.0) == {"psu": {"stale_after_s": 10000.0}}
+    config = node_agent_config(node, "127.0.0.1:0", 1.0, extra=adc_pace(node, 20000.0))
+    assert config.psu.stale_after_s == 10000.0 and config.psu.port == DEFAULT_LINK
+    bare = SimNode(name="n2", tree=Tree(tmp_path / "n2"), rng=random.Random(1))
+    assert adc_pace(bare, 20000.0) == {}  # no ADC, no [psu]
+    node.close()
