@@ -51,6 +51,9 @@ def check_private_file(path: str, what: str = "token file") -> None:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise StartupError(f"{what} {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(mode):
+        # Before its mode: "chmod 600" would be no advice for a directory (755 as made).
+        raise StartupError(f"{what} {path} is a directory; it must be a regular file")
     if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
         raise StartupError(f"{what} {path} is readable or writable by other users; chmod 600 it")
 

@@ -51,6 +51,10 @@ def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
     folder.mkdir(mode=0o700)
     out = agent(tmp_path, "--token-file", str(folder))
     assert out.returncode == 2 and f"token_file {folder} is a directory" in out.stderr
+    # A directory made as usual (755) is a directory too, not a file "readable by other users".
+    folder.chmod(0o755)
+    out = agent(tmp_path, "--token-file", str(folder))
+    assert out.returncode == 2 and f"token_file {folder} is a directory" in out.stderr, out.stderr
 
 
 def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
