@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rigmon.config import DEFAULT_PORT, split_listen
+from rigmon.lazy_re import lazy_compile
 from rigmon.setup import render
 from rigmon.setup.plan import Installer
 
@@ -98,6 +99,10 @@ def certificate_names(node: str, extra: list[str], addresses: list[str] | None =
     return list(dict.fromkeys(n for n in names if n))
 
 
+#: A user name useradd takes on Debian without --badname (NAME_REGEX), at most 32 characters.
+USER_NAME = lazy_compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     """``rigmon setup agent``."""
     from rigmon.cli import fail
@@ -109,6 +114,10 @@ def cmd_setup(args: argparse.Namespace) -> int:
         return fail(f"--root {args.root} is not a directory")
     if args.purge and not args.uninstall:
         return fail("--purge goes with --uninstall")
+    if not USER_NAME.fullmatch(args.user):
+        # An empty name wrote "User=" (systemd then runs the agent as root) and useradd refuses odd ones.
+        return fail(f"--user {args.user!r} is not a system user name (letters, digits, _ and -, "
+                    "starting with a letter or _, at most 32)")
     if args.uninstall:
         uninstall(installer, args.user, args.purge)
         print("\n".join(installer.lines) or "nothing to remove", flush=True)

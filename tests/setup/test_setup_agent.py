@@ -259,3 +259,11 @@ def test_a_rerun_with_other_flags_prints_the_lines_of_the_configuration_kept(tmp
     assert ":9999" not in again.stdout.split("note:")[1]
     first = setup_agent(tmp_path)
     assert "note:" not in first.stdout and "rigmon dash https://rig7:9871" in first.stdout
+
+
+@pytest.mark.parametrize("user", ["", "Root", "9lives", "a b", "x" * 33])
+def test_a_user_name_useradd_would_refuse_is_a_bad_argument(tmp_path: Path, user: str) -> None:
+    # An empty --user wrote "User=" into the unit, which systemd reads as no user: the agent as root.
+    out = setup_agent(tmp_path, "--user", user)
+    assert out.returncode == 2 and "is not a system user name" in out.stderr, out.stderr
+    assert files_of(tmp_path) == {}
