@@ -27,7 +27,11 @@ def check_config(root: Path, listen: str, node: str = "node01") -> AgentConfig:
 
 
 def psu_only(config: AgentConfig) -> dict[str, Collector]:
-    return {"psu": build_collectors(config, HostRoot(config.agent.root), SystemClock())["psu"]}
+    collectors = build_collectors(config, HostRoot(config.agent.root), SystemClock())
+    psu = collectors.pop("psu")
+    for other in collectors.values():
+        other.close()  # the GPU collector's NVML binding has a thread: none is left behind
+    return {"psu": psu}
 
 
 def check(config: AgentConfig) -> CheckReport:
