@@ -148,3 +148,15 @@ def test_a_sag_between_two_scrapes_is_not_lost() -> None:
     for frame in [*frames, later]:
         collector.observe(frame)
     assert 'rigmon_psu_rail_lowest_volts{node="node01"} 11.95' in generate_latest(make_registry(collector)).decode()
+
+
+def test_a_silent_adc_is_exported_as_rail_stale() -> None:
+    """RigmonRailAdcSilent (deploy/prometheus) alerts on this series; the node rule psu_adc_silent reads `stale`."""
+    sending = rail_frame(1000.0, 11.93)
+    silent_rail = msgspec.structs.replace(sending.readings.psu_rail, stale=True, windows=0, volts=None,
+                                          channels_volts={})
+    silent = msgspec.structs.replace(sending, readings=msgspec.structs.replace(sending.readings, psu_rail=silent_rail))
+    labels = '{device_id="E661",node="node01",port="/dev/ttyACM0"}'
+    assert f"rigmon_psu_rail_stale{labels} 0.0" in exposition(sending)
+    assert f"rigmon_psu_rail_stale{labels} 1.0" in exposition(silent)
+    assert "# TYPE rigmon_psu_rail_stale gauge" in exposition(silent)
