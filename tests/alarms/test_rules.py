@@ -102,6 +102,13 @@ def test_bad_overrides_name_the_rule(kwargs: dict[str, object], says: str) -> No
     assert says in str(info.value)
 
 
+def test_a_check_of_the_whole_rule_names_the_rule_not_a_root_path() -> None:
+    with pytest.raises(RuleError) as info:
+        parse_rules('[[rule]]\nname = "mine"\nkind = "threshold"\nselect = "psu_rail.volts.min_volts"\n',
+                    "/etc/rigmon/rules.toml")
+    assert str(info.value) == "/etc/rigmon/rules.toml (rule #1): rule 'mine': give exactly one of below or above"
+
+
 def test_disabled_by_enabled_false() -> None:
     rules = combine_rules(default_rules(), overrides={"gpu_lost": {"enabled": False}})
     assert "gpu_lost" not in {r.name for r in rules}
