@@ -330,17 +330,26 @@ def default_rules() -> tuple[Rule, ...]:
     return parse_rules(text, f"rigmon/alarms/{DEFAULT_RULES_RESOURCE}")
 
 
-def load_rules_file(path: str) -> tuple[Rule, ...]:
+def load_rules_file(path: str, key: str = "") -> tuple[Rule, ...]:
     """Read and parse a rules file.
 
+    Args:
+        path: the file.
+        key: the configuration key that names it (``alarms.rules_file``): a file that cannot be
+            read is that key's error (`RuleKeyError`), which the command adds its file to.
+
     Raises:
-        RuleError: unreadable or invalid.
+        RuleError: unreadable (a `RuleKeyError` with ``key``), not UTF-8 text, or invalid.
     """
+    error = RuleKeyError if key else RuleError
+    where = f"{key}: {path}" if key else path
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise RuleError(f"{path}: cannot read: {exc.strerror}") from None
+        raise error(f"{where}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_rules(text, path)
 
 
@@ -396,5 +405,5 @@ def rules_from_config(section: AlarmsSection) -> tuple[Rule, ...]:
         RuleError: the rules file or an override is invalid (naming the rule).
     """
     defaults = default_rules() if section.defaults else ()
-    extra = load_rules_file(section.rules_file) if section.rules_file else ()
+    extra = load_rules_file(section.rules_file, "alarms.rules_file") if section.rules_file else ()
     return combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")
