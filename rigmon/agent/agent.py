@@ -42,6 +42,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def check_collector_names(config: AgentConfig) -> None:
+    """Refuse a ``[collectors.X]`` section that names no collector of the registry.
+
+    Raises:
+        ConfigKeyError: naming the first such key and the known collectors.
+    """
+    unknown = sorted(set(config.collectors) - set(REGISTRY))
+    if unknown:
+        raise ConfigKeyError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
+
+
 def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
                      probe_key: bytes | None = None) -> dict[str, Collector]:
     """Instantiate every enabled collector of the registry.
@@ -49,9 +60,7 @@ def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
     Raises:
         ConfigKeyError: ``[collectors.X]`` names no collector of the registry.
     """
-    unknown = sorted(set(config.collectors) - set(REGISTRY))
-    if unknown:
-        raise ConfigKeyError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
+    check_collector_names(config)
     ctx = CollectorContext(root=root, clock=clock, config=config, probe_key=probe_key)
     return {name: factory(ctx) for name, factory in REGISTRY.items() if config.collector(name).enabled}
 
