@@ -193,7 +193,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from rigmon.agent.check import format_report, run_check
     from rigmon.clock import SystemClock
-    from rigmon.config import ConfigError, load_agent_config
+    from rigmon.config import ConfigError, ConfigKeyError, in_config_file, load_agent_config
     from rigmon.typed import to_data
 
     try:
@@ -201,6 +201,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if not Path(config.agent.root).is_dir():
             raise ValueError(f"root {config.agent.root} is not a directory")
         report = run_check(config, SystemClock(), pause_s=args.wait)
+    except ConfigKeyError as exc:
+        return fail(in_config_file(args.config, exc), 3)
     except (ConfigError, ValueError) as exc:
         # Exit 3: the check itself could not run, distinct from 1 (warnings) and 2 (critical).
         return fail(str(exc), 3)

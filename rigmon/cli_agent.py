@@ -14,7 +14,14 @@ import msgspec
 
 from rigmon import __version__
 from rigmon.cli import fail, setup_logging, stop_on_hangup
-from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, default_state_dir, load_agent_config
+from rigmon.config import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    ConfigKeyError,
+    default_state_dir,
+    in_config_file,
+    load_agent_config,
+)
 
 
 def uvicorn_without_its_cli() -> ModuleType:
@@ -110,6 +117,8 @@ def _agent(args: argparse.Namespace) -> int:
         agent = Agent(config, token=token, control_token=control)
         # Before saying what it serves: a second agent on this state directory stops here.
         agent.lock_state_dir()
+    except ConfigKeyError as exc:
+        return fail(in_config_file(args.config, exc))
     except (ConfigError, StartupError, StateDirInUse, ValueError) as exc:
         return fail(str(exc))
     scheme = "https" if config.agent.tls_cert_file else "http"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rigmon.config import DEFAULT_PORT, ConfigError, load_agent_config
+from rigmon.config import DEFAULT_PORT, ConfigError, ConfigKeyError, in_config_file, load_agent_config
 
 if TYPE_CHECKING:
     import subprocess
@@ -67,13 +67,25 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
     """Read an --agent-config file as TOML-shaped data to merge into every simulated agent's.
 
     Raises:
-        ConfigError: unreadable, not TOML, an unknown key or bad value (naming the key), or an
-            ``[agent]`` key the simulator sets per node.
+        ConfigError: unreadable, not TOML, an unknown key or bad value (naming the key), an
+            unknown collector or an invalid rule, or an ``[agent]`` key the simulator sets per node.
     """
     import tomllib
 
-    # The whole file is checked as an agent configuration first, so errors name the key.
-    load_agent_config(path, environ={})
+    from rigmon.agent.agent import check_collector_names
+    from rigmon.alarms.rules import RuleError, rules_from_config
+
+    # The whole file is checked as an agent configuration first, so errors name the key; then what
+    # only an agent finds (collector names, rules), which failed every simulated agent with a traceback.
+    config = load_agent_config(path, environ={})
+    try:
+        check_collector_names(config)
+        if config.alarms.enabled:
+            rules_from_config(config.alarms)
+    except ConfigKeyError as exc:
+        raise ConfigError(in_config_file(path, exc)) from None
+    except RuleError as exc:
+        raise ConfigError(str(exc)) from None
     with open(path, "rb") as fh:
         data = tomllib.load(fh)
     agent = data.get("agent", {})

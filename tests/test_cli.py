@@ -146,6 +146,14 @@ def test_bad_config_names_the_key(tmp_path: Path) -> None:
     assert out.returncode == 2 and "agent.interval_s: expected a number" in out.stderr
 
 
+def test_an_unknown_collector_names_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text("[collectors.gpuz]\ninterval_s = 1.0\n")
+    out = rigmon("agent", "--config", str(config), "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"))
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"rigmon: {config}: collectors.gpuz: unknown collector (known: host,"), out.stderr
+
+
 def test_agent_with_token_over_loopback(tmp_path: Path) -> None:
     write_tree(tmp_path, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
     token = tmp_path / "token"

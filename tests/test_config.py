@@ -119,6 +119,14 @@ def test_bad_probe_config_names_the_key(tmp_path: Path, text: str, key: str) -> 
     assert key in str(info.value)
 
 
+def test_a_check_of_the_whole_file_names_the_file_and_key_without_a_root_path(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[[peers]]\nname = "node02"\n[[peers]]\nname = "node02"\n')
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, environ={})
+    assert str(info.value) == f"{path}: peers[1].name: 'node02' appears twice"
+
+
 def test_a_bad_value_from_the_environment_or_command_line_is_not_blamed_on_the_file(tmp_path: Path) -> None:
     path = tmp_path / "agent.toml"
     path.write_text('[agent]\nnode = "rig1"\n')

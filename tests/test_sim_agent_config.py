@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.notify.receiver import receiver
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,3 +71,18 @@ def test_agent_config_errors_name_the_key(tmp_path: Path) -> None:
     assert out.returncode == 2 and "agent.listen: set by the simulator" in out.stderr
     out = rigmon("sim", "--agent-config", str(tmp_path / "missing.toml"), "--duration", "1")
     assert out.returncode == 2 and "cannot read" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('[alarms]\ndisable = ["psu_rail_low_warnin"]\n', "alarms.disable: no rule named 'psu_rail_low_warnin'"),
+        ("[collectors.gpuz]\nenabled = true\n", "collectors.gpuz: unknown collector"),
+    ],
+)
+def test_what_only_an_agent_finds_in_the_file_is_said_not_a_traceback(tmp_path: Path, text: str, says: str) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    out = rigmon("sim", "--agent-config", str(config), "--duration", "1", "--base-port", "0")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"rigmon: --agent-config: {config}: {says}"), out.stderr

@@ -28,7 +28,7 @@ from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
-from rigmon.config import AgentConfig
+from rigmon.config import AgentConfig, ConfigKeyError
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers, Sender
 from rigmon.path_resistance import PathStateHolder
@@ -42,12 +42,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
-                     probe_key: bytes | None = None) -> dict[str, Collector]:
-    """Instantiate every enabled collector of the registry."""
+def check_collector_names(config: AgentConfig) -> None:
+    """Refuse a ``[collectors.X]`` section that names no collector of the registry.
+
+    Raises:
+        ConfigKeyError: naming the first such key and the known collectors.
+    """
     unknown = sorted(set(config.collectors) - set(REGISTRY))
     if unknown:
-        raise ValueError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
+        raise ConfigKeyError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
+
+
+def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
+                     probe_key: bytes | None = None) -> dict[str, Collector]:
+    """Instantiate every enabled collector of the registry.
+
+    Raises:
+        ConfigKeyError: ``[collectors.X]`` names no collector of the registry.
+    """
+    check_collector_names(config)
     ctx = CollectorContext(root=root, clock=clock, config=config, probe_key=probe_key)
     return {name: factory(ctx) for name, factory in REGISTRY.items() if config.collector(name).enabled}
 

@@ -65,6 +65,10 @@ DEFAULT_HISTORY_SPAN_S = 3600.0
 #: ``taken_at`` of the last (where to continue when ``more``), without reading the frames.
 FRAMES_HEADER = "rigmon-frames"
 LAST_FRAME_HEADER = "rigmon-last-frame-at"
+#: Response header of any /v1/history answer read from a journal with damage in the window: how
+#: many stored parts (blocks, frame streams, single frames) were left out because their bytes do not
+#: decompress (counted up to 100, the most the journal reader notes). Absent when none was.
+UNREADABLE_HEADER = "rigmon-unreadable-parts"
 #: The hand-written OpenAPI description of this API, served at /v1/openapi.json (kept true
 #: to the routes by tests/agent/test_openapi.py).
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
@@ -150,8 +154,11 @@ def history_lines(path: Path, node: str, from_at: float, to_at: float, interval_
         # The frames carry every value: series only when asked for by name.
         history = reader.history(node, from_at, to_at, interval_s, set() if names is None else names)
         frames = reader.frames_gzip(from_at, to_at, MAX_HISTORY_FRAMES)
+        unreadable = len(reader.unreadable)
     head = encode_history(replace(history, more=frames.more)) + b"\n"
     headers = {FRAMES_HEADER: str(frames.count), "vary": "Accept"}
+    if unreadable:
+        headers[UNREADABLE_HEADER] = str(unreadable)
     if frames.last_at is not None:
         headers[LAST_FRAME_HEADER] = repr(frames.last_at)
     if gzipped:
@@ -160,8 +167,9 @@ def history_lines(path: Path, node: str, from_at: float, to_at: float, interval_
 
 
 def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s: float,
-                 names: set[str] | None, with_frames: bool) -> bytes:
-    """The JSON of a /v1/history answer, read from the journal (blocking: run in a thread).
+                 names: set[str] | None, with_frames: bool) -> tuple[bytes, int]:
+    """The JSON of a /v1/history answer, read from the journal (blocking: run in a thread), and how
+    many stored parts of the window were left out because they do not decompress (`UNREADABLE_HEADER`).
 
     Raises:
         JournalError: the journal cannot be read.
@@ -173,14 +181,15 @@ def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s
         else:
             history = reader.history(node, from_at, to_at, interval_s, names)
         if not with_frames:
-            return encode_history(history)
+            return encode_history(history), len(reader.unreadable)
         raw = reader.frames_json(from_at, to_at, MAX_HISTORY_FRAMES + 1)
+        unreadable = len(reader.unreadable)
     more = len(raw) > MAX_HISTORY_FRAMES
     # Frames are stored as their wire JSON: splice them in rather than decode and re-encode
     # thousands of them (the export of a bug-report bundle waits on this).
     head = encode_history(replace(history, more=more))
     assert head.endswith(b'"frames":[]}')
-    return head[: -len(b"[]}")] + b"[" + b",".join(raw[:MAX_HISTORY_FRAMES]) + b"]}"
+    return head[: -len(b"[]}")] + b"[" + b",".join(raw[:MAX_HISTORY_FRAMES]) + b"]}", unreadable
 
 
 def empty_history_answer(node: str, from_at: float, to_at: float, interval_s: float,
@@ -416,8 +425,8 @@ def build_app(state: ApiState) -> ASGIApp:
                 answer = await asyncio.to_thread(history_lines, state.journal_path, state.info().node, from_at,
                                                  to_at, state.interval_s, names, gzipped)
                 return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
-            body = await asyncio.to_thread(history_body, state.journal_path, state.info().node, from_at, to_at,
-                                           state.interval_s, names, with_frames)
+            body, unreadable = await asyncio.to_thread(history_body, state.journal_path, state.info().node,
+                                                       from_at, to_at, state.interval_s, names, with_frames)
         except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
             # A journal damaged under the reader (bad pages, a body that does not decode): the
             # writer sets it aside; until then the answer is the documented 503, never a 500.
@@ -430,7 +439,8 @@ def build_app(state: ApiState) -> ASGIApp:
             # then would otherwise lose the node). A journal that failed to open still says 503.
             answer = empty_history_answer(state.info().node, from_at, to_at, state.interval_s, lines, gzipped)
             return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
-        return Response(body, media_type="application/json")
+        return Response(body, media_type="application/json",
+                        headers={UNREADABLE_HEADER: str(unreadable)} if unreadable else None)
 
     async def snapshot(request: Request) -> Response:
         if state.capture is None:

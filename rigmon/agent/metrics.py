@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import msgspec
 
+from rigmon.alarms.event_reports import XidReports
 from rigmon.schema import (
     AmdGpuReading,
     CurrentEnvelope,
@@ -295,6 +296,9 @@ class FrameCollector:
         self._rail_minima: deque[tuple[float, float]] = deque()
         self.marks_total = 0
         self.last_mark: Event | None = None
+        #: One Xid reported by NVML and by the kernel log is one Xid in ``rigmon_events_total``, as in
+        #: the alarm's count and on the dashboard (both events stay in frames and the journal).
+        self._xids = XidReports()
 
     def observe(self, frame: Frame) -> None:
         """Sampler listener: count the frame's events and keep recent rail minima."""
@@ -302,6 +306,8 @@ class FrameCollector:
             if event.kind == "mark":
                 self.marks_total += 1
                 self.last_mark = event
+            if not self._xids.is_new(event):
+                continue
             code = event.data.get("xid", event.data.get("code", ""))
             self.event_counts[(event.kind, event.subject, "" if code is None else str(code))] += 1
         rail = frame.readings.psu_rail

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from rigmon.alarms.conditions import counter, state_condition, threshold, trend, worse
+from rigmon.alarms.event_reports import XidReports
 from rigmon.alarms.frame_reads import FrameReads
 from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
@@ -71,6 +72,8 @@ class AlarmEngine:
             (r, _kind(r), self._selectors[r.name], self._stateless.get(r.name)) for r in self.rules)
         #: What the selectors' walks found in the previous frame (see `WalkCarry`).
         self._carry = WalkCarry()
+        #: Per event rule, the Xids counted: another source's report of one is not counted again.
+        self._xid_reports = {r.name: XidReports() for r in self.rules if isinstance(r, EventRule)}
         self._subjects = {r.name: Template(r.subject) for r in self.rules}
         self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
@@ -301,6 +304,8 @@ class AlarmEngine:
                 continue
             if not all(any(same_value(ev.data.get(k), x) for x in allowed) for k, allowed in rule.data.items()):
                 continue
+            if not self._xid_reports[rule.name].is_new(ev):
+                continue  # NVML and the kernel log both reported this Xid: the alarm counts it once
             labels = {"event_subject": ev.subject, **{k: str(v) for k, v in ev.data.items() if v is not None}}
             first_key = next(iter(rule.data), None)
             value = ev.data.get(first_key) if first_key else ev.kind

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
-from rigmon.config import AlarmsSection
+from rigmon.config import AlarmsSection, ConfigKeyError
 from rigmon.schema import Severity
 from rigmon.typed import TypedDataError, from_data
 
@@ -30,6 +30,11 @@ DEFAULT_RULES_RESOURCE = "default_rules.toml"
 
 class RuleError(ValueError):
     """A rules file or override is invalid; the message names the file and the rule."""
+
+
+class RuleKeyError(RuleError, ConfigKeyError):
+    """An ``[alarms]`` ``disable`` or ``overrides`` key of the agent's file is invalid: the message names
+    the key, and the command that loaded the file adds its name."""
 
 
 class RuleBase(msgspec.Struct, frozen=True, gc=False):
@@ -283,7 +288,8 @@ def parse_rule(table: Mapping[str, Any], where: str) -> Rule:
     try:
         return from_data(RULE_CLASSES[kind], dict(table), strict=True)
     except TypedDataError as exc:
-        raise RuleError(f"{label}: {exc}") from None
+        # A check of the rule as a whole ("give exactly one of below or above") has no key to name.
+        raise RuleError(f"{label}: {exc.reason if exc.path == '<root>' else exc}") from None
 
 
 def parse_rules(text: str, source: str) -> tuple[Rule, ...]:
@@ -324,17 +330,26 @@ def default_rules() -> tuple[Rule, ...]:
     return parse_rules(text, f"rigmon/alarms/{DEFAULT_RULES_RESOURCE}")
 
 
-def load_rules_file(path: str) -> tuple[Rule, ...]:
+def load_rules_file(path: str, key: str = "") -> tuple[Rule, ...]:
     """Read and parse a rules file.
 
+    Args:
+        path: the file.
+        key: the configuration key that names it (``alarms.rules_file``): a file that cannot be
+            read is that key's error (`RuleKeyError`), which the command adds its file to.
+
     Raises:
-        RuleError: unreadable or invalid.
+        RuleError: unreadable (a `RuleKeyError` with ``key``), not UTF-8 text, or invalid.
     """
+    error = RuleKeyError if key else RuleError
+    where = f"{key}: {path}" if key else path
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise RuleError(f"{path}: cannot read: {exc.strerror}") from None
+        raise error(f"{where}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_rules(text, path)
 
 
@@ -362,19 +377,23 @@ def combine_rules(
     without ``disable``d ones, with single keys ``overrides``n by rule name.
 
     Raises:
-        RuleError: an override or a disabled name refers to no rule, or makes it invalid.
+        RuleKeyError: an override or a disabled name refers to no rule, or makes it invalid.
     """
     by_name: dict[str, Rule] = {r.name: r for r in defaults}
     for rule in extra:
         by_name[rule.name] = rule
     for name, keys in (overrides or {}).items():
         if name not in by_name:
-            raise RuleError(f"{source}.overrides.{name}: no rule of that name (known: {', '.join(sorted(by_name))})")
+            raise RuleKeyError(f"{source}.overrides.{name}: no rule of that name "
+                               f"(known: {', '.join(sorted(by_name))})")
         table = {**to_table(by_name[name]), **dict(keys)}
-        by_name[name] = parse_rule(table, f"{source}.overrides")
+        try:
+            by_name[name] = parse_rule(table, f"{source}.overrides")
+        except RuleError as exc:
+            raise RuleKeyError(str(exc)) from None
     for name in disable:
         if name not in by_name:
-            raise RuleError(f"{source}.disable: no rule named {name!r}")
+            raise RuleKeyError(f"{source}.disable: no rule named {name!r}")
         del by_name[name]
     return tuple(r for r in by_name.values() if r.enabled)
 
@@ -386,5 +405,5 @@ def rules_from_config(section: AlarmsSection) -> tuple[Rule, ...]:
         RuleError: the rules file or an override is invalid (naming the rule).
     """
     defaults = default_rules() if section.defaults else ()
-    extra = load_rules_file(section.rules_file) if section.rules_file else ()
+    extra = load_rules_file(section.rules_file, "alarms.rules_file") if section.rules_file else ()
     return combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")

@@ -13,7 +13,10 @@ from rigmon.config.common import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_PORT,
     ConfigError,
+    ConfigKeyError,
     check_ranges,
+    config_file_in_use,
+    in_config_file,
     local_url,
     split_listen,
 )
@@ -29,6 +32,7 @@ from rigmon.config.storage import StorageSection
 __all__ = [
     "AGENT_RANGES", "DEFAULT_CONFIG_PATH", "DEFAULT_PORT", "DEFAULT_PROBE_PORT", "MAX_PROBES_PER_WINDOW",
     "SYSTEM_STATE_DIR", "AgentConfig", "AgentSection", "AlarmsSection", "CollectorSection", "ConfigError",
+    "ConfigKeyError", "config_file_in_use", "in_config_file",
     "GpuSection", "GuardMode", "GuardSection", "JournalSection", "KernelLogSection", "NotifyKind", "NotifySection",
     "PeerPathSection", "PeerSection", "ProbesSection", "PsuHwmonSection", "PsuProtocol", "PsuSection",
     "RuleOverrideValue", "StorageSection", "check_ranges", "default_state_dir", "load_agent_config", "local_url", "split_listen",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,6 +13,25 @@ DEFAULT_CONFIG_PATH = Path("/etc/rigmon/agent.toml")
 
 class ConfigError(ValueError):
     """A configuration file or override is invalid; the message names the key."""
+
+
+class ConfigKeyError(ValueError):
+    """A key of the agent's file names something that does not exist or does not fit (a collector, a
+    rule to disable or override), found after loading by code that does not know the file: the message
+    names the key, and the command that loaded the file adds its name (`in_config_file`)."""
+
+
+def config_file_in_use(path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
+    """The agent's configuration file: ``path``, else /etc/rigmon/agent.toml when it exists, else None."""
+    if path is None and DEFAULT_CONFIG_PATH.exists():
+        return DEFAULT_CONFIG_PATH
+    return path
+
+
+def in_config_file(path: str | os.PathLike[str] | None, exc: ConfigKeyError) -> str:
+    """``exc``'s message prefixed with the configuration file it is about (see `config_file_in_use`)."""
+    used = config_file_in_use(path)
+    return str(exc) if used is None else f"{used}: {exc}"
 
 
 def check_ranges(section: object, ranges: Mapping[str, tuple[float, float]]) -> None:

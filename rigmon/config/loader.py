@@ -11,7 +11,7 @@ import msgspec
 
 from rigmon.config.agent import AgentSection, CollectorSection
 from rigmon.config.alarms import AlarmsSection
-from rigmon.config.common import DEFAULT_CONFIG_PATH, ConfigError
+from rigmon.config.common import ConfigError, config_file_in_use
 from rigmon.config.gpu import GpuSection, KernelLogSection
 from rigmon.config.guard import GuardSection
 from rigmon.config.journal import JournalSection
@@ -85,8 +85,7 @@ def load_agent_config(
     """
     data: dict[str, object] = {}
     source = "defaults"
-    if path is None and DEFAULT_CONFIG_PATH.exists():
-        path = DEFAULT_CONFIG_PATH
+    path = config_file_in_use(path)
     if path is not None:
         source = str(path)
         try:
@@ -104,7 +103,9 @@ def load_agent_config(
     try:
         return from_data(AgentConfig, {**data, "agent": {**agent, **env, **given}}, strict=True)
     except TypedDataError as exc:
-        raise ConfigError(f"{_blame(data, agent, env, given, source)}: {exc}") from None
+        # A check of the whole file (`AgentConfig.__post_init__`) names its keys itself: no "<root>".
+        detail = exc.reason if exc.path == "<root>" else str(exc)
+        raise ConfigError(f"{_blame(data, agent, env, given, source)}: {detail}") from None
 
 
 def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, object],

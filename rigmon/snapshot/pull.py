@@ -18,7 +18,7 @@ import httpx
 import msgspec
 from msgspec.structs import replace
 
-from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER
+from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, UNREADABLE_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
 from rigmon.agent.journal.layout import FORMAT_VERSION
 from rigmon.agent.journal.salvage import salvage
@@ -125,11 +125,16 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         resp.raise_for_status()
         part.history = decode_history(resp.content)
         part.history_json = resp.content
+        series_left_out = _unreadable_parts(resp)
         steps_left -= 1
         tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
-        part.frames_gz, part.frame_count = await _pull_frames(client, url, part.from_at, part.to_at)
+        part.frames_gz, part.frame_count, frames_left_out = await _pull_frames(client, url, part.from_at,
+                                                                               part.to_at)
         steps_left -= 1
         tick(f"{part.frame_count} frames")
+        if series_left_out or frames_left_out:
+            part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
+                          f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")
     except httpx.HTTPError as exc:
         part.error = describe_http_error(exc)
         for _ in range(steps_left):
@@ -252,8 +257,18 @@ async def _get(client: httpx.AsyncClient, url: str) -> httpx.Response:
     return resp
 
 
-async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float, to_at: float) -> tuple[bytes, int]:
-    """The window's frames as gzip members of JSON lines, and how many there are.
+def _unreadable_parts(resp: httpx.Response) -> int:
+    """How many stored parts of the window the agent left out of a /v1/history answer (damage in its journal)."""
+    try:
+        return max(0, int(resp.headers.get(UNREADABLE_HEADER, "0")))
+    except ValueError:
+        return 0
+
+
+async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float,
+                       to_at: float) -> tuple[bytes, int, int]:
+    """The window's frames as gzip members of JSON lines, how many there are, and how many stored
+    parts of the window the agent left out because they do not decompress (summed over its answers).
 
     The agent answers ``application/gzip``: its journal's blocks as stored, which go into
     the bundle as they are (nothing is decompressed or re-encoded here). An agent that
@@ -261,12 +276,14 @@ async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float, to_a
     """
     members: list[bytes] = []
     count = 0
+    left_out = 0
     start = from_at
     while start <= to_at:
         end = min(to_at, start + FRAMES_CHUNK_S)
         resp = await client.get(f"{url}/v1/history", params={"from": repr(start), "to": repr(end), "frames": "1"},
                                 headers={"Accept": "application/gzip, application/x-ndjson;q=0.5"})
         resp.raise_for_status()
+        left_out += _unreadable_parts(resp)
         if resp.headers.get("content-type", "").startswith("application/gzip"):
             # The first member is the History line; the rest are the frames.
             dec = zlib.decompressobj(31)
@@ -287,7 +304,7 @@ async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float, to_a
             start = math.nextafter(float(last), math.inf)
         else:
             start = math.nextafter(end, math.inf)
-    return b"".join(members), count
+    return b"".join(members), count, left_out
 
 
 async def pull_agents(urls: Sequence[str], since_s: float, token: str | None = None,

@@ -110,6 +110,26 @@ def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
     assert "rule 'r'" in out.stderr and "below or above" in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[collectors.gpuz]\ninterval_s = 1.0\n", "collectors.gpuz: unknown collector (known: host,"),
+        ('[alarms]\ndisable = ["psu_rail_low_warnin"]\n', "alarms.disable: no rule named 'psu_rail_low_warnin'"),
+        ("[alarms.overrides.psu_rail_low_warnin]\nbelow = 11.6\n",
+         "alarms.overrides.psu_rail_low_warnin: no rule of that name"),
+        ('[alarms.overrides.psu_rail_low_warning]\nbelow = "x"\n',
+         "alarms.overrides: rule 'psu_rail_low_warning': below: expected a number"),
+    ],
+)
+def test_cli_bad_collector_or_alarms_key_names_the_config_file(tmp_path: Path, text: str, says: str) -> None:
+    """Found after loading (by the collector registry, by the rules), these named only the key."""
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(text)
+    out = run_cli("--config", str(cfg), "--root", str(tmp_path))
+    assert out.returncode == 3
+    assert out.stderr.startswith(f"rigmon: {cfg}: {says}"), out.stderr
+
+
 def test_cli_prints_no_terminal_control_from_the_hardware(healthy_tree: Path, tmp_path: Path) -> None:
     # An interface name is whatever the tree says; one carrying a screen clear and an OSC
     # title write must reach the operator's terminal as visible text.

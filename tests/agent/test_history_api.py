@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, MAX_HISTORY_FRAMES, history_lines
+from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, MAX_HISTORY_FRAMES, UNREADABLE_HEADER, history_lines
 from rigmon.agent.journal import JournalReader, JournalStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Frame, History, NodeCapture, decode
@@ -201,3 +201,68 @@ def test_history_lines_pass_blocks_and_cut_at_the_limit(tmp_path: Path) -> None:
     assert decode(History, head).more is True and len(lines) == MAX_HISTORY_FRAMES
     assert packed.headers[FRAMES_HEADER] == str(MAX_HISTORY_FRAMES)
     assert float(packed.headers[LAST_FRAME_HEADER]) == T0 + MAX_HISTORY_FRAMES - 1
+
+
+def spoilt_journal(tmp_path: Path) -> tuple[Path, float]:
+    """A journal of 1000 frames at 1 Hz from T0 (returned) whose block of frames 201-300 went bad on the
+    disk, SQLite's pages sound."""
+    from tests.agent.test_journal_blocks import T0, filled, spoil
+
+    store = filled(tmp_path, 1000, block_frames=100)
+    store.compact()
+    spoil(store, "blocks", 3)
+    store.close()
+    return tmp_path / "journal.sqlite3", T0
+
+
+@pytest.mark.parametrize("gzipped", [True, False])
+def test_history_lines_say_how_many_stored_parts_were_left_out(tmp_path: Path, gzipped: bool) -> None:
+    path, t0 = spoilt_journal(tmp_path)
+    answer = history_lines(path, "n1", t0, t0 + 999, 1.0, None, gzipped)
+    assert answer.headers[FRAMES_HEADER] == "900"
+    assert answer.headers[UNREADABLE_HEADER] == "1"
+    sound = history_lines(path, "n1", t0 + 400, t0 + 999, 1.0, None, gzipped)
+    assert UNREADABLE_HEADER not in sound.headers
+
+
+async def test_history_json_says_how_many_stored_parts_were_left_out(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from rigmon.agent.api import ApiState, build_app
+    from rigmon.agent.buffer import FrameBuffer
+
+    path, t0 = spoilt_journal(tmp_path)
+    info = cast(Any, lambda: SimpleNamespace(node="n1"))  # /v1/history reads only the node's name
+    state = ApiState(buffer=FrameBuffer(10), info=info, token=None, max_streams=4, max_request_bytes=1 << 16,
+                     journal_path=path, now=lambda: t0 + 1000)
+    transport = httpx.ASGITransport(app=build_app(state))
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
+        for params in ({"from": repr(t0), "to": repr(t0 + 999)},
+                       {"from": repr(t0), "to": repr(t0 + 999), "frames": "1"}):
+            r = await client.get("/v1/history", params=params)
+            assert r.status_code == 200, r.text
+            assert int(r.headers[UNREADABLE_HEADER]) >= 1, params
+        r = await client.get("/v1/history", params={"from": repr(t0 + 400), "to": repr(t0 + 999), "frames": "1"})
+        assert r.status_code == 200 and UNREADABLE_HEADER not in r.headers
+
+
+async def test_a_snapshot_says_the_agent_left_damaged_parts_of_its_journal_out(tmp_path: Path) -> None:
+    from rigmon.snapshot.bundle import bundle_members
+    from rigmon.snapshot.pull import pull_agent
+    from tests.agent.test_journal import FakeClock
+
+    state = tmp_path / "state"
+    state.mkdir()
+    _, t0 = spoilt_journal(state)
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), interval_s=0.02,
+                                            state_dir=str(state)))
+    # Built, not started: the window ends at the agent's clock, just after the journal's last frame.
+    agent = Agent(config, clock=FakeClock(t0 + 1000), collectors={"counter": Counter()})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.app()), base_url="http://agent") as client:
+        part = await pull_agent(client, "http://agent", 1001.0)
+    assert part.frame_count == 900
+    assert part.error is not None and part.error.startswith(
+        "the agent's journal is damaged: stored parts of the window that do not decompress were left out (")
+    errors = dict(bundle_members([part], 1001.0, "report", t0 + 1000))
+    assert f"pull: {part.error}" in next(v for k, v in errors.items() if k.endswith("/ERRORS.txt")).decode()

@@ -148,3 +148,34 @@ def test_a_sag_between_two_scrapes_is_not_lost() -> None:
     for frame in [*frames, later]:
         collector.observe(frame)
     assert 'rigmon_psu_rail_lowest_volts{node="node01"} 11.95' in generate_latest(make_registry(collector)).decode()
+
+
+def test_a_silent_adc_is_exported_as_rail_stale() -> None:
+    """RigmonRailAdcSilent (deploy/prometheus) alerts on this series; the node rule psu_adc_silent reads `stale`."""
+    sending = rail_frame(1000.0, 11.93)
+    silent_rail = msgspec.structs.replace(sending.readings.psu_rail, stale=True, windows=0, volts=None,
+                                          channels_volts={})
+    silent = msgspec.structs.replace(sending, readings=msgspec.structs.replace(sending.readings, psu_rail=silent_rail))
+    labels = '{device_id="E661",node="node01",port="/dev/ttyACM0"}'
+    assert f"rigmon_psu_rail_stale{labels} 0.0" in exposition(sending)
+    assert f"rigmon_psu_rail_stale{labels} 1.0" in exposition(silent)
+    assert "# TYPE rigmon_psu_rail_stale gauge" in exposition(silent)
+
+
+def test_one_xid_reported_by_nvml_and_the_kernel_log_is_counted_once() -> None:
+    from rigmon.schema import Event
+
+    def xid(source: str, at: float, code: int = 79) -> Event:
+        return Event(id=f"{source}-{at}", at=at, kind="xid", severity="critical", subject="gpu:3",
+                     message=f"Xid {code}", data={"source": source, "xid": code, "gpu_index": 3,
+                                                  "pci_bus_id": "0000:1d:00.0"})
+
+    base = sample_frame()
+    frames = [msgspec.structs.replace(base, seq=base.seq + i, events=events) for i, events in enumerate(
+        [(xid("nvml", 1000.2),), (xid("kmsg", 1000.0),), (xid("nvml", 1030.0), xid("kmsg", 1030.1, code=48))])]
+    collector = FrameCollector(lambda: frames[-1])
+    for frame in frames:
+        collector.observe(frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert 'rigmon_events_total{code="79",kind="xid",node="node01",subject="gpu:3"} 2.0' in text
+    assert 'rigmon_events_total{code="48",kind="xid",node="node01",subject="gpu:3"} 1.0' in text

@@ -11,7 +11,7 @@ from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.alarms.templates import Template, render
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, NetInterfaceReading, Readings
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, NetInterfaceReading, Readings
 from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
 
 
@@ -333,6 +333,55 @@ def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
                     (3603, "resolved", "gpu:2")]
     gpu1 = next(a for a in engine.recent() if a.subject == "gpu:1")
     assert gpu1.count == 2 and gpu1.value == 79 and gpu1.message == "Xid 79 again"
+
+
+def xid(source: str, at_s: float, code: int = 79, gpu: int = 1, bus: str | None = "0000:3b:00.0") -> Event:
+    """An Xid as the agent reports it from NVML's event set or from the kernel log."""
+    text = {"nvml": f"Xid {code} on GPU {gpu}: GPU has fallen off the bus",
+            "kmsg": f"Xid {code} on GPU {gpu} ({bus}): GPU has fallen off the bus."}[source]
+    return Event(id=f"e-{source}-{at_s}", at=T0 + at_s, kind="xid", severity="critical", subject=f"gpu:{gpu}",
+                 message=text, data={"source": source, "xid": code, "gpu_index": gpu, "pci_bus_id": bus})
+
+
+@pytest.mark.parametrize(
+    ("reports", "count"),
+    [
+        pytest.param([[xid("nvml", 0.2)], [xid("kmsg", 0.0)]], 1, id="nvml-then-kmsg"),
+        pytest.param([[xid("kmsg", 0.0), xid("nvml", 0.3)]], 1, id="both-in-one-frame"),
+        pytest.param([[xid("nvml", 0.0)], [xid("kmsg", 4.9)], [xid("nvml", 9.0)], [xid("kmsg", 9.5)]], 2,
+                     id="two-xids-each-from-both"),
+        pytest.param([[xid("nvml", 0.0)], [xid("nvml", 1.0)]], 2, id="same-source-twice-is-two"),
+        pytest.param([[xid("nvml", 0.0)], [xid("kmsg", 5.5)]], 2, id="further-apart-than-the-merge-window"),
+        pytest.param([[xid("nvml", 0.0, code=79)], [xid("kmsg", 0.5, code=48)]], 2, id="other-code"),
+        pytest.param([[xid("nvml", 0.0, bus=None)], [xid("kmsg", 0.5, bus=None)]], 1, id="by-index-without-bus"),
+    ],
+)
+def test_one_xid_reported_by_nvml_and_the_kernel_log_is_counted_once(reports: list[list[Event]],
+                                                                      count: int) -> None:
+    """The dashboard merges the two reports (rigmon.tui.event_merge); the alarm counts the Xid once and
+    keeps the first report's text, the one its firing notification carried."""
+    steps = [Step(i, {}, frame_events) for i, frame_events in enumerate(reports)]
+    engine, seen = run(default("gpu_xid_fatal"), steps)
+    assert seen == [(0, "firing", "gpu:1")]
+    (alarm,) = engine.active()
+    assert alarm.count == count
+    if count == 1:
+        assert alarm.message == reports[0][0].message
+
+
+def test_another_gpus_report_is_its_own_alarm() -> None:
+    steps = [Step(0, {}, [xid("nvml", 0.0, gpu=1, bus="0000:3b:00.0")]),
+             Step(1, {}, [xid("kmsg", 0.1, gpu=2, bus="0000:5e:00.0")])]
+    engine, seen = run(default("gpu_xid_fatal"), steps)
+    assert seen == [(0, "firing", "gpu:1"), (1, "firing", "gpu:2")]
+    assert [a.count for a in engine.active()] == [1, 1]
+
+
+def test_the_alarm_merge_window_is_the_dashboards() -> None:
+    from rigmon.alarms.event_reports import XID_MERGE_S as alarm_window
+    from rigmon.tui.event_merge import XID_MERGE_S as dashboard_window
+
+    assert alarm_window == dashboard_window
 
 
 def test_the_unclean_shutdown_alarm_says_what_the_agent_found_once() -> None:

@@ -10,6 +10,7 @@ from rigmon.alarms.rules import (
     CounterRule,
     EventRule,
     RuleError,
+    RuleKeyError,
     StateRule,
     ThresholdRule,
     TrendRule,
@@ -100,6 +101,24 @@ def test_bad_overrides_name_the_rule(kwargs: dict[str, object], says: str) -> No
     with pytest.raises(RuleError) as info:
         combine_rules(default_rules(), **kwargs)  # type: ignore[arg-type]
     assert says in str(info.value)
+
+
+def test_a_check_of_the_whole_rule_names_the_rule_not_a_root_path() -> None:
+    with pytest.raises(RuleError) as info:
+        parse_rules('[[rule]]\nname = "mine"\nkind = "threshold"\nselect = "psu_rail.volts.min_volts"\n',
+                    "/etc/rigmon/rules.toml")
+    assert str(info.value) == "/etc/rigmon/rules.toml (rule #1): rule 'mine': give exactly one of below or above"
+
+
+def test_a_rules_file_that_cannot_be_read_names_the_key_and_one_not_utf8_its_file(tmp_path: Path) -> None:
+    with pytest.raises(RuleKeyError) as info:
+        rules_from_config(AlarmsSection(rules_file=str(tmp_path / "missing.toml")))
+    assert str(info.value) == f"alarms.rules_file: {tmp_path / 'missing.toml'}: cannot read: No such file or directory"
+    binary = tmp_path / "rules.toml"
+    binary.write_bytes(b"\xff\xfe[[rule]]\n")
+    with pytest.raises(RuleError) as info:
+        rules_from_config(AlarmsSection(rules_file=str(binary)))
+    assert str(info.value) == f"{binary}: not UTF-8 text (invalid start byte at byte 0)"
 
 
 def test_disabled_by_enabled_false() -> None:
