@@ -21,7 +21,7 @@ XID_MERGE_S = 5.0
 _KEPT = 64
 
 
-def _same_gpu(a: Event, b: Event) -> bool:
+def same_gpu(a: Event, b: Event) -> bool:
     """Whether two Xid events concern the same GPU: by PCI bus id, else by index, else by subject."""
     bus_a, bus_b = a.data.get("pci_bus_id"), b.data.get("pci_bus_id")
     if bus_a is not None and bus_b is not None:
@@ -52,7 +52,7 @@ class XidReports:
         source = str(source)
         for counted, sources in self._counted:
             if (source not in sources and counted.data.get("xid") == event.data.get("xid")
-                    and abs(counted.at - event.at) <= self.window_s and _same_gpu(counted, event)):
+                    and abs(counted.at - event.at) <= self.window_s and same_gpu(counted, event)):
                 sources.add(source)
                 return False
         self._counted.append((event, {source}))

@@ -12,24 +12,14 @@ from collections.abc import Sequence
 
 from msgspec.structs import replace
 
+# One Xid for the screen as for the agent's event rules: the same window, the same GPU test.
+from rigmon.alarms.event_reports import XID_MERGE_S, same_gpu
 from rigmon.schema import Event
 
-#: Xid events of one GPU and code at most this many seconds apart are one Xid. NVML's event
-#: is stamped when the agent's event thread wakes, the kernel's from the printk timestamp.
-XID_MERGE_S = 5.0
+__all__ = ["SOURCE_NAMES", "XID_MERGE_S", "merge_xid_events"]
+
 #: How each source is named on screen, in this order.
 SOURCE_NAMES: dict[str, str] = {"nvml": "NVML", "kmsg": "kernel log"}
-
-
-def _same_gpu(a: Event, b: Event) -> bool:
-    """Whether two Xid events concern the same GPU: by PCI bus id, else by index, else by subject."""
-    bus_a, bus_b = a.data.get("pci_bus_id"), b.data.get("pci_bus_id")
-    if bus_a is not None and bus_b is not None:
-        return bus_a == bus_b
-    index_a, index_b = a.data.get("gpu_index"), b.data.get("gpu_index")
-    if index_a is not None and index_b is not None:
-        return index_a == index_b
-    return a.subject == b.subject
 
 
 def _source(event: Event) -> str:
@@ -70,7 +60,7 @@ def merge_xid_events(events: Sequence[Event], window_s: float = XID_MERGE_S) -> 
             other = events[j]
             if (j not in taken and other.data.get("xid") == group[0].data.get("xid")
                     and abs(other.at - group[0].at) <= window_s
-                    and _source(other) not in {_source(e) for e in group} and _same_gpu(group[0], other)):
+                    and _source(other) not in {_source(e) for e in group} and same_gpu(group[0], other)):
                 group.append(other)
                 taken.add(j)
         if len(group) > 1:

@@ -377,13 +377,6 @@ def test_another_gpus_report_is_its_own_alarm() -> None:
     assert [a.count for a in engine.active()] == [1, 1]
 
 
-def test_the_alarm_merge_window_is_the_dashboards() -> None:
-    from rigmon.alarms.event_reports import XID_MERGE_S as alarm_window
-    from rigmon.tui.event_merge import XID_MERGE_S as dashboard_window
-
-    assert alarm_window == dashboard_window
-
-
 def test_the_unclean_shutdown_alarm_says_what_the_agent_found_once() -> None:
     """The agent's event already says "node restarted unexpectedly; last frame ...": the alarm
     (and every notification of it) must not say it twice."""
