@@ -101,9 +101,9 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
-    keys_by_name: dict[str, str] = {}
+    # Cluster alarms name the node as the cluster rules know it (`ClusterStore.rule_names`).
+    keys_by_rule_name = {name: key for key, name in cluster.rule_names().items()}
     for store in cluster.nodes.values():
-        keys_by_name.setdefault(store.name, store.key)
         # An unreachable node has its own alarm (node_unreachable); only say more for the others.
         if store.alarm_error is not None and store.connected_now():
             errors[store.name] = store.alarm_error
@@ -112,9 +112,9 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
         active += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.active]
         recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
     for alarm in cluster.rules.active():
-        active.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+        active.append(AlarmRow(keys_by_rule_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
     for alarm in cluster.rules.recent():
-        recent.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+        recent.append(AlarmRow(keys_by_rule_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
     firing: dict[str, int] = {}
     for row in active:
         if row.alarm.state == "firing":
