@@ -282,3 +282,24 @@ async def test_rdma_ports_box_shows_a_slow_port_and_a_free_one() -> None:
         assert "RoCE" in row and "25 Gb/s" in row and "17" in row
         assert "degraded: 25 Gb/s below expected" in row
         assert "DOWN (Polling), unused" in next(line for line in lines if "mlx5_1/1" in line)
+
+
+async def test_nothing_is_drawn_right_of_the_boxes_at_80x24() -> None:
+    """The node screen scrolls at 80x24; its scrollbar's thumb ends were eighth-cell blocks
+    (``▁▂▅``) beside the boxes' borders, read as stray sparkline bars. Whole cells: blanks."""
+    from textual.containers import VerticalScroll
+
+    app, fleet, _ = build([("encl", "enclosure-link-10g-array-lagging", 45)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        body = app.screen.query_one("#node-body", VerticalScroll)
+        assert body.max_scroll_y > 20  # it scrolls: the scrollbar is there
+        seen = []
+        for y in range(0, body.max_scroll_y + 1, 3):
+            body.scroll_to(y=y, animate=False, immediate=True)
+            await pilot.pause()
+            lines = ["".join(s.text for s in strip) for strip in app.screen._compositor.render_strips()]
+            # Rows 1 to 22: between the header and the footer; the boxes end at column 76.
+            seen += [line[77:80] for line in lines[1:23]]
+        assert set(seen) == {"   "}, sorted(set(seen))

@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.scrollbar import ScrollBarRender
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.incident import Problem, timeline
@@ -71,6 +72,13 @@ def out_of_touch(view: NodeView) -> tuple[Problem, ...]:
     return (Problem("bad" if view.state == "unreachable" else "warn", text, "node"),)
 
 
+class WholeCellScrollBarRender(ScrollBarRender):
+    """A scrollbar whose thumb ends on whole cells: Textual's default draws the thumb's ends as
+    eighth-cell blocks (``▁▂▅``), which beside the boxes' borders read as stray sparkline bars."""
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8
+
+
 class NodeScreen(Screen[None]):
     """The node the app has selected: status, one box per source, collectors, events."""
 
@@ -114,6 +122,10 @@ class NodeScreen(Screen[None]):
             yield EventList()
         yield ReplayBar()
         yield Footer()
+
+    def on_mount(self) -> None:
+        # Per instance (Textual's documented way), so no other scrollbar changes.
+        self.query_one("#node-body", VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once."""
