@@ -303,3 +303,25 @@ async def test_nothing_is_drawn_right_of_the_boxes_at_80x24() -> None:
             # Rows 1 to 22: between the header and the footer; the boxes end at column 76.
             seen += [line[77:80] for line in lines[1:23]]
         assert set(seen) == {"   "}, sorted(set(seen))
+
+
+async def test_absent_parts_are_listed_and_the_storage_figure_names_its_disks() -> None:
+    """A node with disks but no md array nor NVMe, and NICs but no Thunderbolt bus: the boxes
+    show, and the "not present" line still names md arrays, NVMe and Thunderbolt; the storage
+    figure (the disks' total) names the disks it is of."""
+    def plain_disks(frame):  # type: ignore[no-untyped-def]
+        absent = {name: replace(frame.collectors[name], state="absent", error="gone") for name in ("raid", "nvme")}
+        return replace(frame, collectors={**frame.collectors, **absent},
+                       readings=replace(frame.readings, raid=(), nvme=()))
+
+    frames = [plain_disks(f) for f in load_frames("raid1-member-failed-recovering")]
+    disks = [d.name for d in frames[-1].readings.disks]
+    assert disks and frames[-1].collectors["thunderbolt"].state == "absent" and frames[-1].readings.net
+    app, fleet, _ = build([("box", frames, 25)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert note.strip() == "not present on this node: GPUs, PSU rail, RDMA ports, md arrays, NVMe, Thunderbolt"
+        storage = body_text(app.screen.query_one(StorageGroup))
+        assert storage.splitlines()[1].split() == ["of", "disks", *(f"{d}," for d in disks[:-1]), disks[-1]]

@@ -179,9 +179,12 @@ class NodeScreen(Screen[None]):
         for group in groups:
             group.display = group not in absent
         absent = [g for g in absent if g not in unconfigured]
+        # And parts of the boxes shown (no md arrays beside the disks, no Thunderbolt beside the NICs).
+        missing = [g.TITLE for g in absent] + [part for g in groups if g not in absent and frame is not None
+                                               for part in g.absent_parts(frame)]
         note = self.query_one("#not-present", Static)
-        note.display = bool(absent)
-        note.update(Text("not present on this node: " + ", ".join(g.TITLE for g in absent)) if absent else "")
+        note.display = bool(missing)
+        note.update(Text("not present on this node: " + ", ".join(missing)) if missing else "")
         troubled = troubled_groups(problems)
         order = sorted(groups, key=lambda g: (type(g) not in troubled, SOURCE_ORDER.index(type(g))))
         if order != groups:
