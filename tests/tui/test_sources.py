@@ -325,3 +325,27 @@ async def test_absent_parts_are_listed_and_the_storage_figure_names_its_disks() 
         assert note.strip() == "not present on this node: GPUs, PSU rail, RDMA ports, md arrays, NVMe, Thunderbolt"
         storage = body_text(app.screen.query_one(StorageGroup))
         assert storage.splitlines()[1].split() == ["of", "disks", *(f"{d}," for d in disks[:-1]), disks[-1]]
+
+
+async def test_an_unplugged_adc_shows_its_collectors_error_on_the_rail_box() -> None:
+    """The ADC unplugged: no rail reading while the psu collector errors. The rail box says so
+    (with the collector's error) instead of the rail being "not present on this node"."""
+    error = "/dev/ttyACM0: [Errno 2] could not open port /dev/ttyACM0; retrying"
+
+    def unplugged(frame):  # type: ignore[no-untyped-def]
+        psu = replace(frame.collectors["psu"], state="error", ok=False, error=error)
+        return replace(frame, collectors={**frame.collectors, "psu": psu},
+                       readings=replace(frame.readings, psu_rail=None, pmbus_psus=(), hwmon_volts=(),
+                                        path_resistance=()))
+
+    frames = v100_frames()
+    frames = frames[:40] + [unplugged(f) for f in frames[40:60]]
+    app, fleet, _ = build([("v100", frames, 60)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        rail = app.screen.query_one(RailGroup)
+        assert rail.display
+        assert "no reading, collector error: /dev/ttyACM0: [Errno 2] could not open port" in body_text(rail)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert "PSU rail" not in note
