@@ -183,11 +183,16 @@ class CriticalWatch:
     Alarms already firing when a node's first alarm list arrives are not news: the
     operator sees them on the screen, and a dashboard started during an incident should
     not ring for each of them.
+
+    An alarm is news once: one that stops firing and fires again with the same identity
+    (its row key, rule, subject and start: a replay sought back before it and forward over
+    it again) was announced already.
     """
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
         self._listed: set[str] = set()
+        self._announced: set[tuple[str, str, str, float]] = set()
 
     def news(self, active: Sequence[AlarmRow], listed_keys: Iterable[str]) -> list[AlarmRow]:
         """Critical firing alarms not seen firing at the previous call.
@@ -204,8 +209,11 @@ class CriticalWatch:
             if row.alarm.severity != "critical" or row.alarm.state != "firing":
                 continue
             now_seen.add(row.row_key)
-            if row.row_key in self._seen or (row.source == "node" and row.key in first):
+            identity = (row.row_key, row.alarm.rule, row.alarm.subject, row.alarm.started_at)
+            if row.row_key in self._seen or (row.source == "node" and row.key in first) \
+                    or identity in self._announced:
                 continue
+            self._announced.add(identity)
             out.append(row)
         self._seen = now_seen
         return out
