@@ -349,3 +349,22 @@ async def test_an_unplugged_adc_shows_its_collectors_error_on_the_rail_box() -> 
         assert "no reading, collector error: /dev/ttyACM0: [Errno 2] could not open port" in body_text(rail)
         note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
         assert "PSU rail" not in note
+
+
+async def test_same_label_temperatures_of_two_chips_are_told_apart() -> None:
+    """Two PMBus PSUs report "pmbus temp1" each: the host box names their hwmon devices."""
+    from rigmon.schema import TemperatureReading
+    from rigmon.tui.widgets.host_group import HostGroup
+
+    temps = (TemperatureReading(sensor="hwmon3/temp1", label="pmbus temp1", temp_c=41.0),
+             TemperatureReading(sensor="hwmon4/temp1", label="pmbus temp1", temp_c=58.0),
+             TemperatureReading(sensor="thermal_zone0", label="x86_pkg_temp", temp_c=45.0))
+    frames = [replace(f, readings=replace(f.readings, temperatures=temps))
+              for f in load_frames("raid1-member-failed-recovering")]
+    app, fleet, _ = build([("psus", frames, 25)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        lines = [" ".join(line.split()) for line in body_text(app.screen.query_one(HostGroup)).splitlines()]
+        assert "pmbus temp1 (hwmon3) 41 °C" in lines and "pmbus temp1 (hwmon4) 58 °C" in lines
+        assert "x86_pkg_temp 45 °C" in lines
