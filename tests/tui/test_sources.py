@@ -368,3 +368,19 @@ async def test_same_label_temperatures_of_two_chips_are_told_apart() -> None:
         lines = [" ".join(line.split()) for line in body_text(app.screen.query_one(HostGroup)).splitlines()]
         assert "pmbus temp1 (hwmon3) 41 °C" in lines and "pmbus temp1 (hwmon4) 58 °C" in lines
         assert "x86_pkg_temp 45 °C" in lines
+
+
+async def test_an_agent_without_peers_configured_lists_no_peer_paths_as_missing() -> None:
+    """`rigmon dash` on a plain machine: its agent runs the probe collector, which says absent
+    (no [[peers]] configured). Peer paths are configuration, not hardware: not "not present"."""
+    from rigmon.schema import CollectorStatus
+
+    absent = CollectorStatus(state="absent", ok=True, error="no [[peers]] configured")
+    frames = [replace(f, collectors={**f.collectors, "peer_probes": absent})
+              for f in load_frames("raid1-member-failed-recovering")]
+    app, fleet, _ = build([("plain", frames, 25)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert "not present on this node:" in note and "Peer paths" not in note

@@ -173,9 +173,11 @@ class NodeScreen(Screen[None]):
         groups = list(self.query(SourceGroup))
         absent = [g for g in groups if frame is not None and g.body(frame) is None and not g.has_parts(frame)]
         # Peer paths are configuration, not hardware: an agent that probes no peer runs no
-        # probe collector, and the node screen does not list them as missing.
+        # probe collector, or one that says "absent" (no [[peers]] configured), and the node
+        # screen does not list them as missing.
         unconfigured = [g for g in absent if isinstance(g, PeerPathGroup) and frame is not None
-                        and not any(name in frame.collectors for name in g.COLLECTORS)]
+                        and all(frame.collectors[name].state == "absent"
+                                for name in g.COLLECTORS if name in frame.collectors)]
         for group in groups:
             group.display = group not in absent
         absent = [g for g in absent if g not in unconfigured]
