@@ -116,12 +116,12 @@ class RailGroup(SourceGroup):
         if rail is not None:
             parts.extend(self._rail(rail))
         elif failing and status is not None:
-            line = Table.grid(padding=(0, 1))
-            line.add_column(width=12, no_wrap=True)
-            line.add_column()
-            line.add_row(self.label("rail ADC"),
-                         self.styled(f"no reading, collector {status.state}: {status.error or 'no error given'}", "bad"))
-            parts.append(line)
+            adc = Table.grid(padding=(0, 1))
+            adc.add_column(width=12, no_wrap=True)
+            adc.add_column()
+            adc.add_row(self.label("rail ADC"),
+                        self.styled(f"no reading, collector {status.state}: {status.error or 'no error given'}", "bad"))
+            parts.append(adc)
         for path in readings.path_resistance:
             parts.append(self.trend(
                 "path", "", "max",
