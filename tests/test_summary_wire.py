@@ -104,6 +104,7 @@ def test_the_golden_records_cover_every_part_of_a_summary(frames: list[Frame]) -
     assert any(s.gpus_lost for s in summaries)
     assert any(s.arrays_degraded for s in summaries)
     assert any(s.links_total for s in summaries)
+    assert any(s.links_slow for s in summaries)
     assert any(s.rail_min_volts is not None for s in summaries)
 
 
@@ -118,6 +119,9 @@ def test_older_and_newer_agents_are_read(frames: list[Frame]) -> None:
     assert older != line
     assert decode(SummaryRecord, older) == decode(SummaryRecord, line.replace(b'"guard_mark":"G2h"', b'"guard_mark":""'))
     assert record.summary.guard_mark == "G2h"
+    # An agent from before ``links_slow`` does not say which unhealthy links are only slow.
+    slow_line = next(line for line in golden_lines() if b'"links_slow":1' in line)
+    assert decode(SummaryRecord, slow_line.replace(b',"links_slow":1', b"", 1)).summary.links_slow is None
 
 
 if __name__ == "__main__":

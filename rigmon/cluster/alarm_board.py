@@ -101,9 +101,9 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
-    keys_by_name: dict[str, str] = {}
+    # Cluster alarms name the node as the cluster rules know it (`ClusterStore.rule_names`).
+    keys_by_rule_name = {name: key for key, name in cluster.rule_names().items()}
     for store in cluster.nodes.values():
-        keys_by_name.setdefault(store.name, store.key)
         # An unreachable node has its own alarm (node_unreachable); only say more for the others.
         if store.alarm_error is not None and store.connected_now():
             errors[store.name] = store.alarm_error
@@ -112,9 +112,9 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
         active += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.active]
         recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
     for alarm in cluster.rules.active():
-        active.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+        active.append(AlarmRow(keys_by_rule_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
     for alarm in cluster.rules.recent():
-        recent.append(AlarmRow(keys_by_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+        recent.append(AlarmRow(keys_by_rule_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
     firing: dict[str, int] = {}
     for row in active:
         if row.alarm.state == "firing":
@@ -183,11 +183,16 @@ class CriticalWatch:
     Alarms already firing when a node's first alarm list arrives are not news: the
     operator sees them on the screen, and a dashboard started during an incident should
     not ring for each of them.
+
+    An alarm is news once: one that stops firing and fires again with the same identity
+    (its row key, rule, subject and start: a replay sought back before it and forward over
+    it again) was announced already.
     """
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
         self._listed: set[str] = set()
+        self._announced: set[tuple[str, str, str, float]] = set()
 
     def news(self, active: Sequence[AlarmRow], listed_keys: Iterable[str]) -> list[AlarmRow]:
         """Critical firing alarms not seen firing at the previous call.
@@ -204,8 +209,11 @@ class CriticalWatch:
             if row.alarm.severity != "critical" or row.alarm.state != "firing":
                 continue
             now_seen.add(row.row_key)
-            if row.row_key in self._seen or (row.source == "node" and row.key in first):
+            identity = (row.row_key, row.alarm.rule, row.alarm.subject, row.alarm.started_at)
+            if row.row_key in self._seen or (row.source == "node" and row.key in first) \
+                    or identity in self._announced:
                 continue
+            self._announced.add(identity)
             out.append(row)
         self._seen = now_seen
         return out

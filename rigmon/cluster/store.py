@@ -239,9 +239,14 @@ class NodeStore:
         """Whether the client's last attempt worked (no failure since the last answer or frame)."""
         return not (self.error_at is not None and (self.received_at is None or self.error_at >= self.received_at))
 
-    def rule_view(self) -> cluster_rules.NodeView:
-        """What the cluster rules need of this node (wall-clock times of the dashboard's clock)."""
-        return cluster_rules.NodeView(node=self.name, connected=self.connected_now(),
+    def rule_view(self, node: str | None = None) -> cluster_rules.NodeView:
+        """What the cluster rules need of this node (wall-clock times of the dashboard's clock).
+
+        Args:
+            node: the name the cluster rules know this node by (default its name; see
+                `ClusterStore.rule_names`).
+        """
+        return cluster_rules.NodeView(node=self.name if node is None else node, connected=self.connected_now(),
                                       last_received_at=self.received_wall_at,
                                       last_taken_at=self.latest.taken_at if self.latest else None,
                                       error=self.error)
@@ -397,7 +402,18 @@ class ClusterStore:
             self._peers_at = now
         # The frames are read by the peer checks only.
         frames = self._peer_frames() if peers else {}
-        return self.rules.evaluate([s.rule_view() for s in self.nodes.values()], frames, now, peers=peers)
+        names = self.rule_names()
+        return self.rules.evaluate([s.rule_view(names[k]) for k, s in self.nodes.items()], frames, now, peers=peers)
+
+    def rule_names(self) -> dict[str, str]:
+        """The name each node (by key) has in the cluster rules and their alarms: its own name,
+        or when several followed agents share it, the name and the key (``gpu01
+        (http://10.0.0.2:9120)``), so that one's alarm is never shown on the other."""
+        count: dict[str, int] = {}
+        for store in self.nodes.values():
+            count[store.name] = count.get(store.name, 0) + 1
+        return {key: store.name if count[store.name] == 1 else f"{store.name} ({key})"
+                for key, store in self.nodes.items()}
 
     def _peer_frames(self) -> dict[str, Frame]:
         """Each node's newest frame with only the readings the peer checks' selectors start
@@ -405,9 +421,11 @@ class ClusterStore:
         when a selector starts from anything else."""
         roots = {re.match(r"[A-Za-z_]*", check.select).group() for check in self.rules.peer_checks}  # type: ignore[union-attr]
         if not roots <= READINGS_FIELDS:
-            return {s.latest.node: s.latest for s in self.nodes.values() if s.latest is not None}
+            names = self.rule_names()
+            return {names[s.key]: s.latest for s in self.nodes.values() if s.latest is not None}
         cut = {name: getattr(EMPTY_READINGS, name) for name in READINGS_FIELDS - roots}
         out: dict[str, Frame] = {}
+        names = self.rule_names()
         for store in self.nodes.values():
             frame = store.latest
             if frame is not None:
@@ -415,7 +433,7 @@ class ClusterStore:
                 if cached is None or cached[0] is not frame:
                     cached = (frame, msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, **cut)))
                     self._peer_cut[store.key] = cached
-                out[frame.node] = cached[1]
+                out[names[store.key]] = cached[1]
         return out
 
     def cluster_alarms_of(self, node: str) -> tuple[Alarm, ...]:
@@ -449,9 +467,10 @@ class ClusterStore:
         about: dict[str, list[Alarm]] = {}
         for alarm in self.rules.active():
             about.setdefault(alarm.node, []).append(alarm)
+        names = self.rule_names()
         keyed = []
         for store in self.nodes.values():
-            view = store.view(points, buckets, tuple(about.get(store.name, ())), peers_up=self.peers_up(store))
+            view = store.view(points, buckets, tuple(about.get(names[store.key], ())), peers_up=self.peers_up(store))
             # Most views are the same objects as at the last redraw: so is their place.
             cached = self._order.get(store.key)
             order = cached[1] if cached is not None and cached[0] is view else trouble_order(view)

@@ -42,10 +42,15 @@ class GpuFigures(Record, frozen=True):
 
 
 class LinkFigures(Record, frozen=True):
-    """Thunderbolt/USB4 and network link part of a summary."""
+    """Thunderbolt/USB4 and network link part of a summary.
+
+    ``slow``: links up but below their expected speed (a USB4 link at 20 of 40 Gb/s); the
+    rest of those not healthy are down or stalled.
+    """
 
     healthy: int | None = None
     total: int | None = None
+    slow: int | None = None
 
 
 class StorageFigures(Record, frozen=True):
@@ -174,14 +179,16 @@ def nic_is_healthy(nic: NetInterfaceReading) -> bool:
 def link_figures(readings: Readings) -> LinkFigures:
     """Links healthy of all links watched: Thunderbolt/USB4 links (host routers and
     retimers have no link of their own) at their expected speed, and the interfaces of
-    `nic_is_link` up, with carrier and not stalled; ``None`` when the node has none."""
+    `nic_is_link` up, with carrier and not stalled; ``None`` when the node has none. Slow:
+    Thunderbolt/USB4 links up below their expected speed (``degraded``)."""
     tb = [d for d in readings.thunderbolt if d.link_state != "unknown"]
     nics = [n for n in readings.net if nic_is_link(n)]
     total = len(tb) + len(nics)
     if total == 0:
         return LinkFigures()
     healthy = sum(1 for d in tb if d.link_state == "ok") + sum(1 for n in nics if nic_is_healthy(n))
-    return LinkFigures(healthy=healthy, total=total)
+    slow = sum(1 for d in tb if d.link_state == "degraded")
+    return LinkFigures(healthy=healthy, total=total, slow=slow)
 
 
 #: Order of path states, worst last: a silent path is worse than any round trip.

@@ -71,6 +71,9 @@ class NodeSummary(Record, frozen=True):
         paths: the node's peer paths (latency probes), ``None`` when it probes none.
         path_worst: the worst of ``paths.worst`` over the frames of the last `WORST_WINDOW_S`
             (by `path_rank`: a path silent within the last minute stays on the row for it).
+        links_slow: of the links not healthy, those up but below their expected speed (the
+            rest are down or stalled; a link the node no longer lists counts as down).
+            ``None`` from an agent that does not say (each link not healthy may be down).
     """
 
     node: str
@@ -101,6 +104,7 @@ class NodeSummary(Record, frozen=True):
     guard_mark: str = ""
     paths: PathFigures | None = None
     path_worst: PathCell | None = None
+    links_slow: int | None = None
 
 
 class WorstWindow:
@@ -194,4 +198,5 @@ def summarize(frame: Frame) -> NodeSummary:
         link_gbps=slowest_link_gbps(readings),
         guard_mark=guard_mark(readings.guard),
         paths=path_figures(readings),
+        links_slow=links.slow,
     )

@@ -130,7 +130,11 @@ def test_critical_news_once_each_and_not_for_what_was_firing_at_first_sight() ->
     assert watch.news([row("b", 5, source="cluster")], ["a"]) == [row("b", 5, source="cluster")]
     # Resolved, then firing again under a new id: news again.
     assert watch.news([], ["a"]) == []
-    assert watch.news([row("a", 2)], ["a"]) == [row("a", 2)]
+    assert watch.news([row("a", 6)], ["a"]) == [row("a", 6)]
+    # The same alarm (id, rule, subject and start) back on the list after a gap (a replay sought
+    # back before it and over it again) was announced already.
+    assert watch.news([], ["a"]) == []
+    assert watch.news([row("a", 2), row("a", 6)], ["a"]) == []
 
 
 def event(n: int, kind: str, at: float, message: str, **data: object) -> Event:
@@ -185,3 +189,31 @@ def test_a_replayed_rail_escalation_reads_as_one_alarm() -> None:
     (row,) = group_rows([alarm(1, "psu_rail_low_warning", "warning", 0.0),
                          alarm(2, "psu_rail_low_critical", "critical", 5.0)])
     assert row.message == "psu_rail_low_critical text (a warning since 00:00:00 UTC)"
+
+
+def test_two_agents_sharing_a_name_keep_their_own_cluster_alarms() -> None:
+    """Two agents that both call themselves gpu01 (a cloned image): the one that stops answering
+    alarms, and its alarm is on its own row and board key only, not on the live one."""
+    clock = FakeClock()
+    cluster = ClusterStore(clock)
+    rng = random.Random(1)
+    live, dead = "http://10.0.0.1:9120", "http://10.0.0.2:9120"
+    for key in (live, dead):
+        cluster.add(key, key)
+    for second in range(1, 31):
+        clock.advance(1)
+        cluster.nodes[live].add_frames([replace(make_frame("gpu01", "run-a", second, rng), taken_at=clock.time())])
+        if second <= 5:
+            cluster.nodes[dead].add_frames([replace(make_frame("gpu01", "run-b", second, rng),
+                                                    taken_at=clock.time())])
+        else:
+            cluster.nodes[dead].failed("cannot connect: connection refused")
+        cluster.evaluate_alarms()
+    (alarm,) = cluster.rules.active()
+    assert alarm.rule == "node_unreachable" and alarm.state == "firing"
+    assert dead in alarm.message
+    views = {v.key: v for v in cluster.views()}
+    assert views[dead].summary is not None and views[dead].summary.alarms == 1
+    assert views[live].summary is not None and views[live].summary.alarms is None
+    board = board_view(cluster)
+    assert [(r.key, r.alarm.rule) for r in board.active] == [(dead, "node_unreachable")]

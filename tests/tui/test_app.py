@@ -340,3 +340,37 @@ async def test_opening_the_same_node_again_starts_at_its_incident() -> None:
         await pilot.pause()
         assert app.screen.query_one("#node-body", VerticalScroll) is body
         assert body.scroll_y == 0
+
+
+async def test_a_slow_usb4_link_is_amber_on_the_cluster_row_and_a_vanished_one_red() -> None:
+    """README "Colours": amber for a link below its speed, red for one down. The enclosure's USB4
+    link at 20 of 40 Gb/s is up: amber; when the node no longer lists it, it is down: red."""
+    from msgspec.structs import replace
+
+    from rigmon.tui.widgets.node_row import figure_level
+    from tests.tui.snapshot_apps.record_frames import load_frames
+
+    recorded = load_frames("enclosure-link-10g-array-lagging")[-3:]
+    assert [d.link_state for d in recorded[-1].readings.thunderbolt if d.kind == "device"] == ["degraded", "ok"]
+    agent = FakeAgent("usb", frames=3, recorded=recorded)
+    app, _ = dashboard(agent)
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.cluster.nodes[agent.url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 3)
+        app.refresh_screen()
+        await pilot.pause()
+        (row,) = app.screen.query(NodeRow)
+        assert row.view is not None and row.view.summary is not None
+        assert (row.view.summary.links_healthy, row.view.summary.links_total) == (2, 3)
+        assert figure_level("links", row.view.summary) == "warn"
+        unplugged = [replace(f, readings=replace(f.readings, thunderbolt=tuple(
+            d for d in f.readings.thunderbolt if d.name != "0-1"))) for f in recorded]
+        agent.recorded = unplugged
+        agent.publish()
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 4)
+        app.refresh_screen()
+        await pilot.pause()
+        (row,) = app.screen.query(NodeRow)
+        assert row.view is not None and row.view.summary is not None
+        assert (row.view.summary.links_healthy, row.view.summary.links_total) == (2, 3)
+        assert figure_level("links", row.view.summary) == "bad"

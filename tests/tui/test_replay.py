@@ -132,3 +132,33 @@ async def test_the_time_cursor_shows_position_and_speed_at_80_columns(tmp_path: 
         assert len(line.rstrip()) <= 80
         assert line.rstrip().endswith(f"/ {FRAMES - 1} s  x2"), line
         assert "UTC" in line and "●" in line
+
+
+async def test_seeking_back_and_forth_does_not_toast_a_critical_alarm_again(tmp_path: Path) -> None:
+    """node02's rail alarm fires at +40 and resolves at +70. Seeking over it toasts it (and
+    rings) once; seeking back before it and forward over it again is no news: no second toast."""
+    from tests.tui.snapshot_apps.fake_bundle import ALARM_FIRES
+
+    replay = Replay.open(write_fake_bundle(tmp_path / "b.tar.gz"))
+    app = RigmonApp([], replay=replay, refresh_s=3600)
+    announced: list[list[str]] = []
+    show = app.critical_toast.announce
+
+    def announce(target, rows):  # type: ignore[no-untyped-def]
+        if rows:
+            announced.append([r.alarm.rule for r in rows])
+        show(target, rows)
+
+    app.critical_toast.announce = announce  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        if replay.playing:
+            await pilot.press("space")
+        replay.seek(app.cluster, START_AT + ALARM_FIRES - 10)
+        app.refresh_screen()
+        await pilot.press("right")  # +40: the rail alarm fires
+        await pilot.pause()
+        assert announced == [["psu_rail_low_critical"]]
+        await pilot.press("left", "left", "right", "right")  # back before it, and over it again
+        await pilot.pause()
+        assert replay.at == START_AT + ALARM_FIRES
+        assert announced == [["psu_rail_low_critical"]]

@@ -282,3 +282,105 @@ async def test_rdma_ports_box_shows_a_slow_port_and_a_free_one() -> None:
         assert "RoCE" in row and "25 Gb/s" in row and "17" in row
         assert "degraded: 25 Gb/s below expected" in row
         assert "DOWN (Polling), unused" in next(line for line in lines if "mlx5_1/1" in line)
+
+
+async def test_nothing_is_drawn_right_of_the_boxes_at_80x24() -> None:
+    """The node screen scrolls at 80x24; its scrollbar's thumb ends were eighth-cell blocks
+    (``▁▂▅``) beside the boxes' borders, read as stray sparkline bars. Whole cells: blanks."""
+    from textual.containers import VerticalScroll
+
+    app, fleet, _ = build([("encl", "enclosure-link-10g-array-lagging", 45)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        body = app.screen.query_one("#node-body", VerticalScroll)
+        assert body.max_scroll_y > 20  # it scrolls: the scrollbar is there
+        seen = []
+        for y in range(0, body.max_scroll_y + 1, 3):
+            body.scroll_to(y=y, animate=False, immediate=True)
+            await pilot.pause()
+            lines = ["".join(s.text for s in strip) for strip in app.screen._compositor.render_strips()]
+            # Rows 1 to 22: between the header and the footer; the boxes end at column 76.
+            seen += [line[77:80] for line in lines[1:23]]
+        assert set(seen) == {"   "}, sorted(set(seen))
+
+
+async def test_absent_parts_are_listed_and_the_storage_figure_names_its_disks() -> None:
+    """A node with disks but no md array nor NVMe, and NICs but no Thunderbolt bus: the boxes
+    show, and the "not present" line still names md arrays, NVMe and Thunderbolt; the storage
+    figure (the disks' total) names the disks it is of."""
+    def plain_disks(frame):  # type: ignore[no-untyped-def]
+        absent = {name: replace(frame.collectors[name], state="absent", error="gone") for name in ("raid", "nvme")}
+        return replace(frame, collectors={**frame.collectors, **absent},
+                       readings=replace(frame.readings, raid=(), nvme=()))
+
+    frames = [plain_disks(f) for f in load_frames("raid1-member-failed-recovering")]
+    disks = [d.name for d in frames[-1].readings.disks]
+    assert disks and frames[-1].collectors["thunderbolt"].state == "absent" and frames[-1].readings.net
+    app, fleet, _ = build([("box", frames, 25)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert note.strip() == "not present on this node: GPUs, PSU rail, RDMA ports, md arrays, NVMe, Thunderbolt"
+        storage = body_text(app.screen.query_one(StorageGroup))
+        assert storage.splitlines()[1].split() == ["of", "disks", *(f"{d}," for d in disks[:-1]), disks[-1]]
+
+
+async def test_an_unplugged_adc_shows_its_collectors_error_on_the_rail_box() -> None:
+    """The ADC unplugged: no rail reading while the psu collector errors. The rail box says so
+    (with the collector's error) instead of the rail being "not present on this node"."""
+    error = "/dev/ttyACM0: [Errno 2] could not open port /dev/ttyACM0; retrying"
+
+    def unplugged(frame):  # type: ignore[no-untyped-def]
+        psu = replace(frame.collectors["psu"], state="error", ok=False, error=error)
+        return replace(frame, collectors={**frame.collectors, "psu": psu},
+                       readings=replace(frame.readings, psu_rail=None, pmbus_psus=(), hwmon_volts=(),
+                                        path_resistance=()))
+
+    frames = v100_frames()
+    frames = frames[:40] + [unplugged(f) for f in frames[40:60]]
+    app, fleet, _ = build([("v100", frames, 60)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        rail = app.screen.query_one(RailGroup)
+        assert rail.display
+        assert "no reading, collector error: /dev/ttyACM0: [Errno 2] could not open port" in body_text(rail)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert "PSU rail" not in note
+
+
+async def test_same_label_temperatures_of_two_chips_are_told_apart() -> None:
+    """Two PMBus PSUs report "pmbus temp1" each: the host box names their hwmon devices."""
+    from rigmon.schema import TemperatureReading
+    from rigmon.tui.widgets.host_group import HostGroup
+
+    temps = (TemperatureReading(sensor="hwmon3/temp1", label="pmbus temp1", temp_c=41.0),
+             TemperatureReading(sensor="hwmon4/temp1", label="pmbus temp1", temp_c=58.0),
+             TemperatureReading(sensor="thermal_zone0", label="x86_pkg_temp", temp_c=45.0))
+    frames = [replace(f, readings=replace(f.readings, temperatures=temps))
+              for f in load_frames("raid1-member-failed-recovering")]
+    app, fleet, _ = build([("psus", frames, 25)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        lines = [" ".join(line.split()) for line in body_text(app.screen.query_one(HostGroup)).splitlines()]
+        assert "pmbus temp1 (hwmon3) 41 °C" in lines and "pmbus temp1 (hwmon4) 58 °C" in lines
+        assert "x86_pkg_temp 45 °C" in lines
+
+
+async def test_an_agent_without_peers_configured_lists_no_peer_paths_as_missing() -> None:
+    """`rigmon dash` on a plain machine: its agent runs the probe collector, which says absent
+    (no [[peers]] configured). Peer paths are configuration, not hardware: not "not present"."""
+    from rigmon.schema import CollectorStatus
+
+    absent = CollectorStatus(state="absent", ok=True, error="no [[peers]] configured")
+    frames = [replace(f, collectors={**f.collectors, "peer_probes": absent})
+              for f in load_frames("raid1-member-failed-recovering")]
+    app, fleet, _ = build([("plain", frames, 25)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert "not present on this node:" in note and "Peer paths" not in note

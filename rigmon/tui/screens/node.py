@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.scrollbar import ScrollBarRender
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.incident import Problem, timeline
@@ -71,6 +72,13 @@ def out_of_touch(view: NodeView) -> tuple[Problem, ...]:
     return (Problem("bad" if view.state == "unreachable" else "warn", text, "node"),)
 
 
+class WholeCellScrollBarRender(ScrollBarRender):
+    """A scrollbar whose thumb ends on whole cells: Textual's default draws the thumb's ends as
+    eighth-cell blocks (``▁▂▅``), which beside the boxes' borders read as stray sparkline bars."""
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8
+
+
 class NodeScreen(Screen[None]):
     """The node the app has selected: status, one box per source, collectors, events."""
 
@@ -114,6 +122,10 @@ class NodeScreen(Screen[None]):
             yield EventList()
         yield ReplayBar()
         yield Footer()
+
+    def on_mount(self) -> None:
+        # Per instance (Textual's documented way), so no other scrollbar changes.
+        self.query_one("#node-body", VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once."""
@@ -161,15 +173,20 @@ class NodeScreen(Screen[None]):
         groups = list(self.query(SourceGroup))
         absent = [g for g in groups if frame is not None and g.body(frame) is None and not g.has_parts(frame)]
         # Peer paths are configuration, not hardware: an agent that probes no peer runs no
-        # probe collector, and the node screen does not list them as missing.
+        # probe collector, or one that says "absent" (no [[peers]] configured), and the node
+        # screen does not list them as missing.
         unconfigured = [g for g in absent if isinstance(g, PeerPathGroup) and frame is not None
-                        and not any(name in frame.collectors for name in g.COLLECTORS)]
+                        and all(frame.collectors[name].state == "absent"
+                                for name in g.COLLECTORS if name in frame.collectors)]
         for group in groups:
             group.display = group not in absent
         absent = [g for g in absent if g not in unconfigured]
+        # And parts of the boxes shown (no md arrays beside the disks, no Thunderbolt beside the NICs).
+        missing = [g.TITLE for g in absent] + [part for g in groups if g not in absent and frame is not None
+                                               for part in g.absent_parts(frame)]
         note = self.query_one("#not-present", Static)
-        note.display = bool(absent)
-        note.update(Text("not present on this node: " + ", ".join(g.TITLE for g in absent)) if absent else "")
+        note.display = bool(missing)
+        note.update(Text("not present on this node: " + ", ".join(missing)) if missing else "")
         troubled = troubled_groups(problems)
         order = sorted(groups, key=lambda g: (type(g) not in troubled, SOURCE_ORDER.index(type(g))))
         if order != groups:

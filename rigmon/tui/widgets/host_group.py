@@ -47,7 +47,14 @@ class HostGroup(SourceGroup):
             temps = Table.grid(padding=(0, 2))
             temps.add_column(no_wrap=True)
             temps.add_column(justify="right", no_wrap=True)
-            for sensor in readings.temperatures:
-                temps.add_row(plain(sensor.label or sensor.sensor, label), f"{sensor.temp_c:.0f} °C")
+            names = [sensor.label or sensor.sensor for sensor in readings.temperatures]
+            for sensor, name in zip(readings.temperatures, names):
+                if names.count(name) > 1:
+                    # Two chips with one driver (two PMBus PSUs: "pmbus temp1" each): the hwmon
+                    # device or thermal zone tells them apart (the whole sensor if not).
+                    chip = sensor.sensor.split("/", 1)[0]
+                    same = [t.sensor.split("/", 1)[0] for t, n in zip(readings.temperatures, names) if n == name]
+                    name += f" ({chip if same.count(chip) == 1 else sensor.sensor})"
+                temps.add_row(plain(name, label), f"{sensor.temp_c:.0f} °C")
             parts.append(temps)
         return Group(*parts)

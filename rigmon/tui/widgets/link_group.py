@@ -38,6 +38,7 @@ class LinkGroup(SourceGroup):
 
     TITLE: ClassVar[str] = "Links"
     COLLECTORS: ClassVar[tuple[str, ...]] = ("thunderbolt", "host")
+    PARTS: ClassVar[tuple[tuple[str, str], ...]] = (("thunderbolt", "Thunderbolt"),)
 
     def body(self, frame: Frame) -> RenderableType | None:
         readings = frame.readings

@@ -139,7 +139,7 @@ def rail_figure(summary: NodeSummary | None) -> float | None:
 
 def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum of the last
-    60 s below the alarm thresholds, a GPU missing, a link or an md array degraded, a link
+    60 s below the alarm thresholds, a GPU missing, a link down (amber: only slow), an md array degraded, a link
     unhealthy within the last 60 s though healthy now (it flaps), GPU peaks of the last 60 s far over the
     power limit, a peer path silent (red while it still is) or degraded within the last 60 s."""
     if summary is None:
@@ -153,7 +153,10 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
         return "bad" if summary.gpus_present < summary.gpus_expected else None
     if column == "links" and summary.links_healthy is not None and summary.links_total is not None:
         if summary.links_healthy < summary.links_total:
-            return "bad"
+            # Red for a link down; amber when every link not healthy is up but slow (USB4 at 20
+            # of 40 Gb/s). An agent that does not say which is which: each may be down.
+            down = summary.links_total - summary.links_healthy - (summary.links_slow or 0)
+            return "bad" if down > 0 else "warn"
         # Healthy now but not within the last 60 s: a link that flaps.
         return "warn" if summary.links_unhealthy_worst else None
     if column == "power" and summary.gpu_peak_worst_w is not None:

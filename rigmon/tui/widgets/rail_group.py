@@ -105,11 +105,23 @@ class RailGroup(SourceGroup):
     def body(self, frame: Frame) -> RenderableType | None:
         readings = frame.readings
         rail = readings.psu_rail
-        if rail is None and not readings.pmbus_psus and not readings.hwmon_volts and not readings.path_resistance:
+        # An ADC unplugged or failing has no reading while its collector errors: that is
+        # news on the rail's box, not a rail "not present" on this node.
+        status = frame.collectors.get("psu")
+        failing = rail is None and status is not None and status.state in ("error", "hung")
+        if (rail is None and not failing and not readings.pmbus_psus and not readings.hwmon_volts
+                and not readings.path_resistance):
             return None
         parts: list[RenderableType] = []
         if rail is not None:
             parts.extend(self._rail(rail))
+        elif failing and status is not None:
+            adc = Table.grid(padding=(0, 1))
+            adc.add_column(width=12, no_wrap=True)
+            adc.add_column()
+            adc.add_row(self.label("rail ADC"),
+                        self.styled(f"no reading, collector {status.state}: {status.error or 'no error given'}", "bad"))
+            parts.append(adc)
         for path in readings.path_resistance:
             parts.append(self.trend(
                 "path", "", "max",

@@ -89,6 +89,10 @@ class SourceGroup(Widget):
 
     TITLE: ClassVar[str] = ""
     COLLECTORS: ClassVar[tuple[str, ...]] = ()
+    PARTS: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """Collectors of hardware the box shows part of, with the part's name (``("raid", "md
+    arrays")``): a part whose collector says its hardware is absent is named in the node
+    screen's "not present" line while the box shows the rest."""
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "source-group--absent",
         "source-group--label",
@@ -180,6 +184,11 @@ class SourceGroup(Widget):
     def body(self, frame: Frame) -> RenderableType | None:
         """What the source reports in ``frame``; ``None`` when the node has no such readings."""
         return None
+
+    def absent_parts(self, frame: Frame) -> list[str]:
+        """Names of the `PARTS` whose collector reports its hardware absent in ``frame``."""
+        return [part for name, part in self.PARTS
+                if name in frame.collectors and frame.collectors[name].state == "absent"]
 
     def has_parts(self, frame: Frame) -> bool:
         """Whether the parts show something for ``frame`` (then a ``None`` body is not "not present")."""

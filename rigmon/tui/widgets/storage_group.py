@@ -59,6 +59,7 @@ class StorageGroup(SourceGroup):
 
     TITLE: ClassVar[str] = "Storage"
     COLLECTORS: ClassVar[tuple[str, ...]] = ("disks", "raid", "nvme")
+    PARTS: ClassVar[tuple[tuple[str, str], ...]] = (("raid", "md arrays"), ("nvme", "NVMe"))
 
     def body(self, frame: Frame) -> RenderableType | None:
         readings = frame.readings
@@ -69,6 +70,13 @@ class StorageGroup(SourceGroup):
             rates = [r for d in readings.disks for r in (d.read_bytes_per_s, d.write_bytes_per_s) if r is not None]
         parts: list[RenderableType] = [
             self.trend("storage", "storage_bytes_per_s", "max", fmt.rate(sum(rates) if rates else None))]
+        if not readings.raid:
+            # Without arrays the figure is of the disks: say which (the arrays are listed below).
+            disks = Table.grid(padding=(0, 1))
+            disks.add_column(width=12, no_wrap=True)
+            disks.add_column()
+            disks.add_row(self.label("of disks"), plain(", ".join(d.name for d in readings.disks) or None))
+            parts.append(disks)
         if readings.raid:
             parts.append(self._arrays(frame))
         if readings.nvme:
