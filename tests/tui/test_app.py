@@ -6,6 +6,7 @@ from pathlib import Path
 
 from textual import events
 from textual.containers import VerticalScroll
+from textual.pilot import Pilot
 
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
@@ -158,21 +159,27 @@ async def test_cursor_keys_read_together_each_start_where_the_last_left_it() -> 
         assert app.selected == agents[0].url
 
 
+async def scrolled_to_its_end(app: RigmonApp, pilot: Pilot[None], url: str) -> VerticalScroll:
+    """Open the node at ``url`` once every node has a frame, and scroll its screen to the end."""
+    await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+    app.open_node(url)
+    await pilot.pause()
+    body = app.screen.query_one("#node-body", VerticalScroll)
+    # The node screen grows past 24 lines once its full frame has come and been laid out
+    # (one pause was not always enough on a busy machine: max_scroll_y read 1).
+    await wait_for(lambda: body.max_scroll_y > 5)
+    body.scroll_end(animate=False, immediate=True)
+    await pilot.pause()
+    assert body.scroll_y > 0
+    return body
+
+
 async def test_another_node_opens_at_its_top_and_a_redraw_keeps_the_scroll() -> None:
     agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2)]
     app, _ = dashboard(*agents)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
-        app.open_node(agents[0].url)
-        await pilot.pause()
-        body = app.screen.query_one("#node-body", VerticalScroll)
-        # The node screen grows past 24 lines once its full frame has come and been laid out
-        # (one pause was not always enough on a busy machine: max_scroll_y read 1).
-        await wait_for(lambda: body.max_scroll_y > 5)
-        body.scroll_end(animate=False, immediate=True)
-        await pilot.pause()
+        body = await scrolled_to_its_end(app, pilot, agents[0].url)
         bottom = body.scroll_y
-        assert bottom > 0
         app.refresh_screen()  # the refresh timer: the same node again
         await pilot.pause()
         assert body.scroll_y == bottom
@@ -325,14 +332,7 @@ async def test_opening_the_same_node_again_starts_at_its_incident() -> None:
     agents = [FakeAgent(f"node0{i}", frames=5) for i in (1, 2)]
     app, _ = dashboard(*agents)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
-        app.open_node(agents[0].url)
-        await pilot.pause()
-        body = app.screen.query_one("#node-body", VerticalScroll)
-        await wait_for(lambda: body.max_scroll_y > 5)
-        body.scroll_end(animate=False, immediate=True)
-        await pilot.pause()
-        assert body.scroll_y > 0
+        body = await scrolled_to_its_end(app, pilot, agents[0].url)
         app.action_show_mode("alarms")
         await pilot.pause()
         app.open_node(agents[0].url)
