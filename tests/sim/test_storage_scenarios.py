@@ -191,3 +191,12 @@ def test_written_counters_never_go_back_when_a_load_stops(tmp_path: Path) -> Non
         rig.close()
     assert totals == sorted(totals) and totals[-1] == totals[-2]
     assert md.read_bytes_per_s == 0.0
+
+
+def test_the_strix_halo_box_has_amd_sensors_only(tmp_path: Path) -> None:
+    """model-load's box is a Strix Halo (AMD): its thermal zone is acpitz and its hwmon k10temp, no Intel package sensor."""
+    bench = Bench("model-load", tmp_path)
+    bench.run_to(1.0)
+    root = bench.node.tree.root
+    assert (root / "sys/class/thermal/thermal_zone0/type").read_text() == "acpitz\n"
+    assert (root / "sys/class/hwmon/hwmon0/name").read_text() == "k10temp\n"
