@@ -36,6 +36,11 @@ class SimRdmaPort:
     netdev: SimInterface | None = None
     counters: dict[str, float] = field(default_factory=dict)
 
+    def down_phys_state(self) -> str:
+        """``phys_state`` while the port is down: a RoCE port reads Disabled whenever its netdev has
+        no carrier (mlx5_query_port_roce), an InfiniBand port with nothing at the other end Polling."""
+        return "3: Disabled" if self.link_layer == "Ethernet" else "2: Polling"
+
     def rate_text(self) -> str:
         lanes = 4 if self.rate_gbps >= 40 else 1
         return f"{self.rate_gbps:g} Gb/sec ({lanes}X {_SPEED_NAMES.get(self.rate_gbps / lanes, 'EDR')})"
@@ -94,7 +99,7 @@ class SimRdma:
             tree.write(f"{dev}/board_id", "MT_0000000008\n")
             tree.write(f"{base}/link_layer", f"{p.link_layer}\n")
             tree.write(f"{base}/state", "4: ACTIVE\n" if p.active else "1: DOWN\n")
-            tree.write(f"{base}/phys_state", "5: LinkUp\n" if p.active else "2: Polling\n")
+            tree.write(f"{base}/phys_state", "5: LinkUp\n" if p.active else f"{p.down_phys_state()}\n")
             tree.write(f"{base}/rate", f"{p.rate_text()}\n")
             c = p.counters
             for name in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",

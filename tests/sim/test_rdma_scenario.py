@@ -69,13 +69,18 @@ def test_the_roce_netdev_follows_its_port(tmp_path: Path) -> None:
     try:
         clock = FakeClock(T0)
         collector = HostCollector(HostRoot(rig.nodes[FLAPPING_NODE].tree.root), clock)
+        port = rig.nodes[FLAPPING_NODE].tree.root / "sys/class/infiniband/mlx5_0/ports/1"
         seen: dict[float, NetInterfaceReading] = {}
+        phys: list[str] = []
         for t in (DOWN_FROM_S - 5.0, DOWN_FROM_S + 5.0, DOWN_UNTIL_S + 5.0, SLOW_UNTIL_S + 5.0):
             clock.t = T0 + t
             rig.step(t)
+            phys.append((port / "phys_state").read_text().strip())
             (seen[t],) = [r for r in collector.collect()
                           if isinstance(r, NetInterfaceReading) and r.name == "enp1s0f0np0"]
     finally:
         rig.close()
     got = [(r.operstate, r.carrier, r.speed_mbps, r.carrier_changes_total) for r in seen.values()]
     assert got == [("up", True, 100000, 1), ("down", False, None, 2), ("up", True, 25000, 3), ("up", True, 100000, 3)]
+    # The port reads as mlx5 reports a RoCE port without carrier: DOWN, physically Disabled (not Polling).
+    assert phys == ["5: LinkUp", "3: Disabled", "5: LinkUp", "5: LinkUp"]
