@@ -194,7 +194,7 @@ def test_written_counters_never_go_back_when_a_load_stops(tmp_path: Path) -> Non
 
 
 def test_the_strix_halo_box_has_amd_sensors_only(tmp_path: Path) -> None:
-    """model-load's box is a Strix Halo (AMD): its thermal zone is acpitz and its hwmon k10temp, no Intel package sensor."""
+    """model-load's box is a Strix Halo (AMD): thermal zone acpitz, hwmon k10temp, no Intel package sensor."""
     bench = Bench("model-load", tmp_path)
     bench.run_to(1.0)
     root = bench.node.tree.root
