@@ -338,7 +338,8 @@ class SimStorage:
                     total = a.size_kib * 2
                     per_mille = a.sync_done_sectors * 1000 // max(1, total)
                     filled = per_mille * 20 // 1000
-                    bar = "=" * filled + ">" + "." * (19 - filled)
+                    # md.c status_resync: x = per_milli/50 '=', a '>', then 20 - x '.' (21 in all).
+                    bar = "=" * filled + ">" + "." * (20 - filled)
                     left_s = (total - a.sync_done_sectors) * SECTOR_BYTES / max(1.0, a.recovery_bytes_per_s)
                     out.append(
                         f"      [{bar}]  recovery ={per_mille // 10:3d}.{per_mille % 10}% "

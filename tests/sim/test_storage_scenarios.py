@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -200,3 +201,15 @@ def test_the_strix_halo_box_has_amd_sensors_only(tmp_path: Path) -> None:
     root = bench.node.tree.root
     assert (root / "sys/class/thermal/thermal_zone0/type").read_text() == "acpitz\n"
     assert (root / "sys/class/hwmon/hwmon0/name").read_text() == "k10temp\n"
+
+
+def test_md_recovery_progress_bar_is_the_kernels(tmp_path: Path) -> None:
+    """md.c prints per_milli/50 '=', a '>' and 20 - per_milli/50 '.': 21 characters at any progress."""
+    bench = Bench("md-degraded", tmp_path)
+    bars = []
+    for t in (35.0, 45.0, 55.0):
+        bench.run_to(t)
+        mdstat = (bench.node.tree.root / "proc/mdstat").read_text()
+        bars += re.findall(r"^      \[([=>.]*)\]  recovery =", mdstat, flags=re.M)
+    assert len(bars) == 3 and bars[0] != bars[-1]
+    assert [len(b) for b in bars] == [21, 21, 21], bars
