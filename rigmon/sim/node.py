@@ -68,6 +68,10 @@ class SimNode:
     load: float = 0.0
     bus: dict[str, float] = field(default_factory=dict)
     t_s: float = 0.0
+    #: Simulated time the tree is being written for: ``t_s``, or up to one physics grid step
+    #: past it when the clock stands between grid points (`SimRig.step`). Devices whose
+    #: counters run continuously on real hardware carry them on to this time as they write.
+    write_t_s: float = 0.0
     #: Wall time (Unix seconds) of simulated time 0: the rig's clock start (boot and process times follow it).
     wall0_at: float = 1_700_003_600.0
 
@@ -79,7 +83,7 @@ class SimNode:
     def advance(self, t_s: float) -> None:
         """Advance every device's physics to simulated time ``t_s`` without writing."""
         dt_s = max(0.0, t_s - self.t_s)
-        self.t_s = t_s
+        self.t_s = self.write_t_s = t_s
         for device in self.devices:
             device.advance(self, t_s, dt_s)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rigmon.sim.host import SimInterface
 from rigmon.sim.node import SimNode
 from rigmon.sim.tree import Tree
 
@@ -21,6 +22,8 @@ class SimRdmaPort:
     """One port: ``active`` and ``rate_gbps`` are set by the scenario; counters follow traffic.
 
     ``error_rate_per_s`` adds symbol errors while the port is active (a marginal cable).
+    ``netdev`` is a RoCE port's Ethernet interface: on mlx5 the port and its netdev are one
+    link, so the netdev loses its carrier while the port is down and reports the port's rate.
     """
 
     device: str
@@ -30,7 +33,13 @@ class SimRdmaPort:
     active: bool = True
     error_rate_per_s: float = 0.0
     hw_counters: bool = True
+    netdev: SimInterface | None = None
     counters: dict[str, float] = field(default_factory=dict)
+
+    def down_phys_state(self) -> str:
+        """``phys_state`` while the port is down: a RoCE port reads Disabled whenever its netdev has
+        no carrier (mlx5_query_port_roce), an InfiniBand port with nothing at the other end Polling."""
+        return "3: Disabled" if self.link_layer == "Ethernet" else "2: Polling"
 
     def rate_text(self) -> str:
         lanes = 4 if self.rate_gbps >= 40 else 1
@@ -64,6 +73,11 @@ class SimRdma:
             if not was and p.active:
                 c["link_error_recovery"] = c.get("link_error_recovery", 0.0) + 1
             self._was_active[key] = p.active
+            if p.netdev is not None:
+                if p.netdev.up != p.active:
+                    p.netdev.carrier_changes += 1
+                p.netdev.up = p.active
+                p.netdev.speed_mbps = round(p.rate_gbps * 1000)
             if not p.active or dt_s <= 0:
                 continue
             jitter = 0.9 + 0.2 * node.rng.random()
@@ -85,7 +99,7 @@ class SimRdma:
             tree.write(f"{dev}/board_id", "MT_0000000008\n")
             tree.write(f"{base}/link_layer", f"{p.link_layer}\n")
             tree.write(f"{base}/state", "4: ACTIVE\n" if p.active else "1: DOWN\n")
-            tree.write(f"{base}/phys_state", "5: LinkUp\n" if p.active else "2: Polling\n")
+            tree.write(f"{base}/phys_state", "5: LinkUp\n" if p.active else f"{p.down_phys_state()}\n")
             tree.write(f"{base}/rate", f"{p.rate_text()}\n")
             c = p.counters
             for name in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",

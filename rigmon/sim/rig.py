@@ -51,6 +51,12 @@ def substeps(from_s: float, to_s: float) -> list[float]:
     return [from_s + dt * (i + 1) for i in range(MAX_SUBSTEPS)]
 
 
+def next_step_at(last_at: float, now: float) -> float:
+    """When the next physics step is due: `STEP_REAL_S` after the last one, or now when that has
+    passed (a busy machine): a late step is taken at once and the ones missed are skipped."""
+    return max(last_at + STEP_REAL_S, now)
+
+
 class UnknownScenario(ValueError):
     """No scenario of that name."""
 
@@ -98,7 +104,7 @@ class SimRig:
         """Advance every node to simulated time ``t_s`` (default: the clock's current time).
 
         Physics advance through the grid points of `SUBSTEP_S` up to ``t_s`` (the remainder
-        waits for the next step); then each node's tree is written once.
+        waits for the next step); then each node's tree is written once, for ``t_s``.
         """
         if t_s is None:
             t_s = self.clock.elapsed()
@@ -106,12 +112,21 @@ class SimRig:
             for sub_t in substeps(node.t_s, t_s):
                 self.scenario.drive(node, index, sub_t)
                 node.advance(sub_t)
+            node.write_t_s = max(node.t_s, t_s)
             node.write()
 
-    async def run(self) -> None:
-        """Step the physics until cancelled."""
+    async def run(self, first_step_s: float = STEP_REAL_S) -> None:
+        """Step the physics until cancelled, every `STEP_REAL_S` of real time, the first in ``first_step_s``.
+
+        On a schedule, not a pause after each step: an agent sampling every second then finds
+        the tree written the same time before each read, and its rates do not swing by the
+        share of a step that the writes drifted against its ticks.
+        """
+        loop = asyncio.get_running_loop()
+        step_at = loop.time() + first_step_s - STEP_REAL_S
         while True:
-            await asyncio.sleep(STEP_REAL_S)
+            step_at = next_step_at(step_at, loop.time())
+            await asyncio.sleep(step_at - loop.time())
             self.step()
 
     def close(self) -> None:
@@ -232,7 +247,7 @@ async def running_rig(
             stack.callback(wire.close)
         agents: list[Agent] = []
         servers: list[uvicorn.Server] = []
-        tasks: list[asyncio.Task[object]] = [asyncio.create_task(rig.run(), name="sim-physics")]
+        tasks: list[asyncio.Task[object]] = []
         try:
             for index, node in enumerate(rig.nodes):
                 node_extra = merge_config(wire_config[index], extra_config or {}) if wire_config else extra_config
@@ -250,7 +265,11 @@ async def running_rig(
                 servers.append(server)
                 agent.start()
                 tasks.append(asyncio.create_task(server.serve(), name=f"http-{node.name}"))
-            for server, task in zip(servers, tasks[1:]):
+            # The agents tick from now on, each second: the physics write their trees half a
+            # step out of phase with those reads, so a read never races a write (which would
+            # give it a step's more or less of I/O: a rate 10 % off).
+            tasks.append(asyncio.create_task(rig.run(first_step_s=STEP_REAL_S / 2), name="sim-physics"))
+            for server, task in zip(servers, tasks):
                 while not server.started:
                     if task.done():
                         task.result()

@@ -18,6 +18,11 @@ NVME_MAJOR = 259
 MD_MAJOR = 9
 #: Payload share of the line code: 8b/10b up to PCIe gen 2 (5 GT/s), 128b/130b from gen 3.
 PCIE_ENCODING = ((5.0, 8 / 10), (float("inf"), 128 / 130))
+#: Payload share of what the line code leaves: the drive writes what it reads into host memory
+#: in 256-byte TLPs, each with 4 bytes of framing, a 16-byte header and a 4-byte LCRC, and acks
+#: and flow-control DLLPs take a few per cent more. A Gen3 x4 link carries ~3.5 GB/s of reads
+#: (the 3.94 GB/s of its line rate never reach the host), Gen4 x4 ~7.0 GB/s.
+PCIE_PAYLOAD_SHARE = 0.89
 BITS_PER_BYTE = 8
 
 
@@ -61,10 +66,10 @@ class SimNvmeDrive:
 
     @property
     def pcie_bytes_per_s(self) -> float:
-        """What the trained PCIe link carries: lanes x transfer rate x line-code payload share."""
+        """Payload the trained PCIe link carries: lanes x transfer rate x line-code share x TLP payload share."""
         gts = float(self.link_gts.split()[0])
         share = next(s for top, s in PCIE_ENCODING if gts <= top)
-        return gts * 1e9 * self.link_width * share / BITS_PER_BYTE
+        return gts * 1e9 * self.link_width * share * PCIE_PAYLOAD_SHARE / BITS_PER_BYTE
 
     def retrain(self, link_gts: str, link_width: int) -> None:
         """Train the PCIe link again at ``link_gts`` (``"8.0 GT/s PCIe"``) x ``link_width``."""
@@ -233,6 +238,13 @@ class SimStorage:
     diskstats_counters: int = 17
     _rng: random.Random | None = None
     _written: set[str] = field(default_factory=set)
+    _node: SimNode | None = field(default=None, repr=False)
+    _step: tuple[float, float] = (0.0, 0.0)
+    """Simulated time and length of the last physics step."""
+    _before: dict[str, list[int]] = field(default_factory=dict)
+    """Each drive's and array's counters before the last physics step."""
+    _shown: dict[str, list[int]] = field(default_factory=dict)
+    """The counters last written, which the next write never goes below."""
 
     def drive(self, ns: str) -> SimNvmeDrive:
         """The drive whose namespace is ``ns``."""
@@ -246,7 +258,7 @@ class SimStorage:
         if not drive.present:
             return 0.0
         # A drive reads no faster than its own PCIe link carries (a Gen4 drive trained at
-        # Gen3 x4 tops out near 3.9 GB/s), nor than its share of a USB4 tunnel.
+        # Gen3 x4 tops out near 3.5 GB/s), nor than its share of a USB4 tunnel.
         own = min(drive.max_bytes_per_s, drive.pcie_bytes_per_s)
         link = self.link_cap(drive.router)
         if link is None:
@@ -257,22 +269,49 @@ class SimStorage:
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if self._rng is None:
             self._rng = random.Random(node.rng.random())
+        self._node = node
+        self._step = (t_s, dt_s)
+        self._before = {d.ns: d.stats() for d in self.drives}
+        self._before.update((a.name, a.stats()) for a in self.arrays)
         for a in self.arrays:
             a.advance(dt_s, self._cap, self._rng)
 
+    def _counters(self, key: str, now: list[int]) -> list[int]:
+        """``now`` (the counters at the last grid point) carried on to the time the tree is written for.
+
+        A real kernel's counters move with every request, but physics advance on a 0.1 s grid:
+        written as they stand at the grid, a reader 1 s apart would see 9, 10 or 11 steps of
+        I/O (rates jumping +-10 %). So they go on at the last step's pace up to the write time,
+        and never below what was written before (a load that stops leaves them standing).
+        """
+        t_s, dt_s = self._step
+        lead_s = (self._node.write_t_s - t_s) if self._node is not None else 0.0
+        before = self._before.get(key)
+        shown = self._shown.get(key)
+        out = now
+        if before is not None and dt_s > 0 and lead_s > 0:
+            share = min(1.0, lead_s / dt_s)
+            out = [v + max(0, int((v - b) * share)) for v, b in zip(now, before)]
+        if shown is not None:
+            out = [max(v, s) for v, s in zip(out, shown)]
+        self._shown[key] = out
+        return out
+
     def write(self, tree: Tree) -> None:
+        stats = {d.ns: self._counters(d.ns, d.stats()) for d in self.drives if d.present}
+        stats.update((a.name, self._counters(a.name, a.stats())) for a in self.arrays)
         lines = []
         for minor, d in enumerate(self.drives):
             if d.present:
-                lines.append(self._diskstats_line(NVME_MAJOR, minor, d.ns, d.stats()))
+                lines.append(self._diskstats_line(NVME_MAJOR, minor, d.ns, stats[d.ns]))
         for a in self.arrays:
-            lines.append(self._diskstats_line(MD_MAJOR, a.number, a.name, a.stats()))
+            lines.append(self._diskstats_line(MD_MAJOR, a.number, a.name, stats[a.name]))
         tree.write("/proc/diskstats", "".join(lines))
         tree.write("/proc/mdstat", self._mdstat())
         for d in self.drives:
-            self._write_drive(tree, d)
+            self._write_drive(tree, d, stats.get(d.ns))
         for a in self.arrays:
-            self._write_array(tree, a)
+            self._write_array(tree, a, stats[a.name])
 
     def _diskstats_line(self, major: int, minor: int, name: str, stats: list[int]) -> str:
         counters = " ".join(str(v) for v in stats[: self.diskstats_counters])
@@ -299,7 +338,8 @@ class SimStorage:
                     total = a.size_kib * 2
                     per_mille = a.sync_done_sectors * 1000 // max(1, total)
                     filled = per_mille * 20 // 1000
-                    bar = "=" * filled + ">" + "." * (19 - filled)
+                    # md.c status_resync: x = per_milli/50 '=', a '>', then 20 - x '.' (21 in all).
+                    bar = "=" * filled + ">" + "." * (20 - filled)
                     left_s = (total - a.sync_done_sectors) * SECTOR_BYTES / max(1.0, a.recovery_bytes_per_s)
                     out.append(
                         f"      [{bar}]  recovery ={per_mille // 10:3d}.{per_mille % 10}% "
@@ -310,7 +350,7 @@ class SimStorage:
         out.append("unused devices: <none>\n")
         return "".join(out)
 
-    def _write_drive(self, tree: Tree, d: SimNvmeDrive) -> None:
+    def _write_drive(self, tree: Tree, d: SimNvmeDrive, stats: list[int] | None) -> None:
         ctrl = f"/sys/class/nvme/nvme{d.ctrl}"
         pci = f"/sys/bus/pci/devices/{d.address}"
         if not d.present:
@@ -340,9 +380,9 @@ class SimStorage:
         tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_input", f"{int(d.temp_c * 1000) - 150}\n")
         tree.write(f"{pci}/current_link_speed", f"{d.link_gts}\n")
         tree.write(f"{pci}/current_link_width", f"{d.link_width}\n")
-        tree.write(f"/sys/block/{d.ns}/stat", "".join(f"{v:8d} " for v in d.stats()).rstrip() + "\n")
+        tree.write(f"/sys/block/{d.ns}/stat", "".join(f"{v:8d} " for v in stats or d.stats()).rstrip() + "\n")
 
-    def _write_array(self, tree: Tree, a: SimMdArray) -> None:
+    def _write_array(self, tree: Tree, a: SimMdArray, stats: list[int]) -> None:
         base = f"/sys/block/{a.name}/md"
         if base not in self._written:
             self._written.add(base)
@@ -353,7 +393,7 @@ class SimStorage:
             tree.symlink(f"/dev/md/{a.md_name}", f"../{a.name}")
         tree.write(f"{base}/raid_disks", f"{a.raid_disks}\n")
         tree.write(f"{base}/array_state", "broken\n" if a.broken else "clean\n")
-        tree.write(f"/sys/block/{a.name}/stat", "".join(f"{v:8d} " for v in a.stats()).rstrip() + "\n")
+        tree.write(f"/sys/block/{a.name}/stat", "".join(f"{v:8d} " for v in stats).rstrip() + "\n")
         if not a.striped:
             missing = a.raid_disks - len(a.working())
             tree.write(f"{base}/degraded", f"{missing}\n")

@@ -8,10 +8,12 @@ from pathlib import Path
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import default_rules
 from rigmon.collectors.base import EventDraft
+from rigmon.collectors.host import HostCollector
 from rigmon.collectors.infiniband import InfinibandCollector
 from rigmon.hw.root import HostRoot
 from rigmon.sim.rig import SimRig, get_scenario
-from rigmon.sim.scenarios.rdma_port_flap import DOWN_FROM_S, FLAPPING_NODE, PERIOD_S
+from rigmon.schema import NetInterfaceReading
+from rigmon.sim.scenarios.rdma_port_flap import DOWN_FROM_S, DOWN_UNTIL_S, FLAPPING_NODE, PERIOD_S, SLOW_UNTIL_S
 from tests.alarms.helpers import T0, FakeClock, sim_frames
 
 
@@ -36,8 +38,10 @@ def test_counters_move_with_traffic_and_the_flapping_port_alarms(tmp_path: Path)
         assert moving and min(moving) > 1e9, node
     subject = "rdma:mlx5_0/1"
     # sim_frames carries no events, so rdma_port_flapped (an event rule) is left to test_scenario_alarms.
+    # The port's netdev retrains with it: at 25 Gb/s it is a network link slower than it came up.
     assert {(rule, subj) for node, rule, subj in fired if node == flapping} == {
-        ("rdma_port_down", subject), ("rdma_port_below_rate", subject), ("rdma_port_errors_rising", subject)}
+        ("rdma_port_down", subject), ("rdma_port_below_rate", subject), ("rdma_port_errors_rising", subject),
+        ("net_link_slower", "link:enp1s0f0np0")}
     assert not [key for key in fired if key[0] != flapping], fired
 
 
@@ -57,3 +61,26 @@ def test_the_collector_reports_the_flap_as_events(tmp_path: Path) -> None:
     assert kinds.count("rdma_link_downed") == 1
     assert kinds.count("rdma_port_state_changed") == 2  # ACTIVE -> DOWN, DOWN -> ACTIVE
     assert "rdma_port_rate_changed" in kinds and "rdma_port_degraded" in kinds
+
+
+def test_the_roce_netdev_follows_its_port(tmp_path: Path) -> None:
+    """On mlx5 a RoCE port and its netdev are one link: no carrier while the port is down, its rate as speed."""
+    rig = SimRig(get_scenario("rdma-port-flap"), FLAPPING_NODE + 1, tmp_path)
+    try:
+        clock = FakeClock(T0)
+        collector = HostCollector(HostRoot(rig.nodes[FLAPPING_NODE].tree.root), clock)
+        port = rig.nodes[FLAPPING_NODE].tree.root / "sys/class/infiniband/mlx5_0/ports/1"
+        seen: dict[float, NetInterfaceReading] = {}
+        phys: list[str] = []
+        for t in (DOWN_FROM_S - 5.0, DOWN_FROM_S + 5.0, DOWN_UNTIL_S + 5.0, SLOW_UNTIL_S + 5.0):
+            clock.t = T0 + t
+            rig.step(t)
+            phys.append((port / "phys_state").read_text().strip())
+            (seen[t],) = [r for r in collector.collect()
+                          if isinstance(r, NetInterfaceReading) and r.name == "enp1s0f0np0"]
+    finally:
+        rig.close()
+    got = [(r.operstate, r.carrier, r.speed_mbps, r.carrier_changes_total) for r in seen.values()]
+    assert got == [("up", True, 100000, 1), ("down", False, None, 2), ("up", True, 25000, 3), ("up", True, 100000, 3)]
+    # The port reads as mlx5 reports a RoCE port without carrier: DOWN, physically Disabled (not Polling).
+    assert phys == ["5: LinkUp", "3: Disabled", "5: LinkUp", "5: LinkUp"]

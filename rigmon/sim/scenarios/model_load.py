@@ -27,7 +27,7 @@ class ModelLoad:
     default_nodes = 1
 
     def build(self, node: SimNode, index: int) -> None:
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB,
+        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
                                     interfaces=[SimInterface("enp191s0", 10000)]))
         storage, tb = strix_enclosure_rig(node)
         node.devices.extend([tb, storage])

@@ -1,4 +1,4 @@
-"""Scenario `nvme-link-gen3`: a Gen4 NVMe trains at Gen3 and its RAID0 array loads weights at half speed."""
+"""Scenario `nvme-link-gen3`: a Gen4 NVMe trains at Gen3 and caps its RAID0 array's model load."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ READ_BYTES_PER_S = 12.0e9
 class NvmeLinkGen3:
     """md127 (/dev/md/weights), RAID0 of two on-board Gen4 NVMe; nvme1 trained at Gen3 x4.
 
-    A striped array reads as fast as its slowest member times two: the Gen3 link (about
-    3.9 GB/s) caps the model load at about 7.9 GB/s instead of 12 (incident 6).
+    A striped array reads as fast as its slowest member times two: the Gen3 x4 link (about
+    3.5 GB/s of payload) caps the model load at about 7.0 GB/s instead of 12 (incident 6).
     """
 
     name = "nvme-link-gen3"
-    description = "a Gen4 NVMe trained at Gen3 x4: its RAID0 array loads weights at ~2/3 of the speed"
+    description = "a Gen4 NVMe trained at Gen3 x4: its RAID0 array loads weights at ~7 of 12 GB/s"
     default_nodes = 1
 
     def build(self, node: SimNode, index: int) -> None:

@@ -49,9 +49,10 @@ class RdmaPortFlap:
 def build_strix_roce_node(node: SimNode, index: int, *extra: SimInterface) -> None:
     """A Strix Halo node training on its iGPU, with a 100 GbE RoCE port (``mlx5_0`` on
     ``enp1s0f0np0``), a 2.5 GbE management NIC and ``extra`` interfaces."""
+    roce = SimInterface("enp1s0f0np0", 100000)
     node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
-                                interfaces=[SimInterface("enp1s0f0np0", 100000), *extra, SimInterface("eth0", 2500)]))
-    node.devices.append(SimRdma(ports=[SimRdmaPort("mlx5_0", rate_gbps=100.0)]))
+                                interfaces=[roce, *extra, SimInterface("eth0", 2500)]))
+    node.devices.append(SimRdma(ports=[SimRdmaPort("mlx5_0", rate_gbps=100.0, netdev=roce)]))
     gpu = SimAmdGpu()
     node.devices.append(gpu)
     node.devices.append(SimAmdJob(gpu, start_s=5.0 - 0.2 * index))
