@@ -267,3 +267,13 @@ def test_a_user_name_useradd_would_refuse_is_a_bad_argument(tmp_path: Path, user
     out = setup_agent(tmp_path, "--user", user)
     assert out.returncode == 2 and "is not a system user name" in out.stderr, out.stderr
     assert files_of(tmp_path) == {}
+
+
+def test_the_udev_rules_installed_match_nothing_until_a_line_is_uncommented() -> None:
+    # README: "give it its udev name (uncomment its line ...)". The RP2040 example was an active rule
+    # with a placeholder serial, unlike the other examples and the lines setup writes for devices found.
+    from rigmon.setup.detect import Hardware
+    from rigmon.setup.render import udev_rules
+
+    active = [line for line in udev_rules(Hardware()).splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert active == []
