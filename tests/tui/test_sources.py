@@ -384,3 +384,23 @@ async def test_an_agent_without_peers_configured_lists_no_peer_paths_as_missing(
         await open_node(app, next(iter(fleet.agents)), pilot)
         note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
         assert "not present on this node:" in note and "Peer paths" not in note
+
+
+async def test_gpus_whose_collector_fails_are_not_read_not_absent() -> None:
+    """NVML broke (or the driver did not load): no GPU readings while the gpu collector errors.
+    The node has GPUs: the screen says they were not read, naming the collector, not that the
+    node has none."""
+    def nvml_broken(frame):  # type: ignore[no-untyped-def]
+        gpu = replace(frame.collectors["gpu"], state="error", ok=False, error="NVML: driver/library mismatch")
+        return replace(frame, collectors={**frame.collectors, "gpu": gpu},
+                       readings=replace(frame.readings, gpus=(), gpu_processes=()))
+
+    frames = v100_frames()
+    frames = frames[:40] + [nvml_broken(f) for f in frames[40:60]]
+    app, fleet, _ = build([("v100", frames, 60)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert "not read, collector failing (see Collectors): GPUs (gpu: error)" in note, note
+        assert "not present on this node" not in note or "GPUs" not in note.split("\n")[0], note

@@ -79,6 +79,14 @@ class WholeCellScrollBarRender(ScrollBarRender):
     VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8
 
 
+def _failing_states(group: SourceGroup, frame: Frame | None) -> str:
+    """``gpu: error`` for each of ``group``'s collectors that errors or hangs in ``frame`` ("" if none)."""
+    if frame is None:
+        return ""
+    return ", ".join(f"{name}: {frame.collectors[name].state}" for name in group.COLLECTORS
+                     if name in frame.collectors and frame.collectors[name].state in ("error", "hung"))
+
+
 class NodeScreen(Screen[None]):
     """The node the app has selected: status, one box per source, collectors, events."""
 
@@ -181,12 +189,23 @@ class NodeScreen(Screen[None]):
         for group in groups:
             group.display = group not in absent
         absent = [g for g in absent if g not in unconfigured]
+        # A source with no reading because its collector fails is not "not present": a node whose
+        # NVML broke (or whose driver did not load) has GPUs. Said apart, in the bad style.
+        failing = {g: states for g in absent if (states := _failing_states(g, frame))}
+        absent = [g for g in absent if g not in failing]
         # And parts of the boxes shown (no md arrays beside the disks, no Thunderbolt beside the NICs).
-        missing = [g.TITLE for g in absent] + [part for g in groups if g not in absent and frame is not None
-                                               for part in g.absent_parts(frame)]
+        missing = [g.TITLE for g in absent] + [part for g in groups if g not in absent and g not in failing
+                                               and frame is not None for part in g.absent_parts(frame)]
         note = self.query_one("#not-present", Static)
-        note.display = bool(missing)
-        note.update(Text("not present on this node: " + ", ".join(missing)) if missing else "")
+        text = Text("not present on this node: " + ", ".join(missing)) if missing else Text()
+        if failing:
+            if missing:
+                text.append("\n")
+            unread = "; ".join(f"{g.TITLE} ({states})" for g, states in failing.items())
+            bad = next(iter(failing)).style_of("bad")
+            text.append(f"not read, collector failing (see Collectors): {unread}", style=bad)
+        note.display = bool(text)
+        note.update(text)
         troubled = troubled_groups(problems)
         order = sorted(groups, key=lambda g: (type(g) not in troubled, SOURCE_ORDER.index(type(g))))
         if order != groups:
