@@ -61,6 +61,11 @@ def test_rereadable_devices_are_the_sysfs_and_procfs_mounts() -> None:
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(["sleep", "60"])
+    # Until the child has become `sleep`, its /proc/PID/cmdline can read empty (seen once in CI on a
+    # loaded machine): the tests read it as a process's file that has content.
+    deadline = time.monotonic() + 10
+    while not Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         yield proc
     finally:
