@@ -1,0 +1,93 @@
+"""The rail minima of a node's recent frames, and the sag named as the cause of each GPU loss.
+
+Incident 1: the 12 V rail sags and a GPU falls off the bus within tenths of a second to
+seconds. The node store feeds `RailMemory` every frame; `rigmon.cluster.incident` names the
+sag in the cluster row's reason and the node screen's timeline.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+import msgspec
+
+from rigmon.schema import Event
+from rigmon.summary import RAIL_WARN_VOLTS
+
+#: A rail sag at most this many seconds before a GPU loss is named as its likely cause
+#: (incident 1: the GPUs drop within tenths of a second to seconds of the sag).
+SAG_BEFORE_S = 30.0
+#: Seconds of rail minima a `RailMemory` keeps to look back from a loss.
+RAIL_MEMORY_S = 120.0
+
+
+class Sag(msgspec.Struct, frozen=True, gc=False):
+    """The lowest rail minimum seen shortly before a moment (volts at Unix seconds ``at``);
+    ``before`` is that moment (the GPU loss), when known.
+
+    A frozen msgspec Struct of three numbers (no cycle possible: untracked by the cycle collector)."""
+
+    at: float
+    volts: float
+    before: float | None = None
+
+
+class RailMemory:
+    """Rail minima of a node's recent frames, and the sag found before each GPU loss.
+
+    The node store feeds it every frame; a ``gpu_lost`` event looks back `SAG_BEFORE_S` for
+    the lowest rail minimum below the warning limit, kept by GPU index for `cause_of`.
+    """
+
+    def __init__(self, keep_s: float = RAIL_MEMORY_S) -> None:
+        self.keep_s = keep_s
+        self._points: deque[tuple[float, float]] = deque()
+        self._causes: dict[str, Sag] = {}
+
+    def add(self, taken_at: float, rail_min_volts: float | None, events: Iterable[Event]) -> None:
+        """One frame: its time, its rail minimum, its events."""
+        if rail_min_volts is not None:
+            if self._points and taken_at < self._points[-1][0]:
+                self._points.clear()
+            self._points.append((taken_at, rail_min_volts))
+            while self._points and self._points[0][0] < taken_at - self.keep_s:
+                self._points.popleft()
+        for event in events:
+            if event.kind != "gpu_lost":
+                continue
+            known = self._causes.get(event.subject)
+            if known is not None and known.before == event.at:
+                continue  # the same loss, seen again
+            # A later loss of the same GPU (after a restart) has its own cause, or none: the
+            # first loss's sag does not explain it.
+            sag = sag_before(self._points, event.at)
+            if sag is None:
+                self._causes.pop(event.subject, None)
+            else:
+                self._causes[event.subject] = msgspec.structs.replace(sag, before=event.at)
+
+    def cause_of(self, subject: str) -> Sag | None:
+        """The sag before the loss of ``subject`` (``gpu:3``), if one was seen."""
+        return self._causes.get(subject)
+
+    def causes(self) -> dict[str, Sag]:
+        """The sag before each GPU loss seen, by the loss's subject."""
+        return dict(self._causes)
+
+
+def sag_before(points: Iterable[tuple[float, float]], at: float, window_s: float = SAG_BEFORE_S) -> Sag | None:
+    """The lowest rail minimum below `RAIL_WARN_VOLTS` within ``window_s`` before ``at`` (a frame
+    taken up to a second after ``at`` counts: its ADC windows end at its time)."""
+    low = [(v, t) for t, v in points if at - window_s <= t <= at + 1.0 and v < RAIL_WARN_VOLTS]
+    if not low:
+        return None
+    volts, t = min(low)
+    return Sag(at=t, volts=volts)
+
+
+def after_sag(sag: Sag, at: float) -> str:
+    """``5 s after rail 11.26 V`` (tenths below 2 s)."""
+    delta = max(0.0, at - sag.at)
+    seconds = f"{delta:.1f}" if delta < 2 else f"{delta:.0f}"
+    return f"{seconds} s after rail {sag.volts:.2f} V"
