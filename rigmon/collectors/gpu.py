@@ -1,10 +1,7 @@
-"""GPU collector: NVIDIA GPUs through NVML, lost-GPU detection, and NVML Xid events."""
+"""GPU collector: NVIDIA GPUs through NVML, lost-GPU detection, and NVML Xid events (`gpu_xid_events`)."""
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,10 +15,10 @@ from rigmon.collectors.base import (
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.gpu_xid_events import XID_FALLEN_OFF_BUS, XidEvents
 from rigmon.collectors.kernel_log import (
     DISPLAY_CLASS_PREFIX,
     NVIDIA_VENDOR,
-    XID_INFO,
     KernelLogMatcher,
     PciBusIds,
     parse_kmsg_record,
@@ -34,21 +31,14 @@ from rigmon.hw.nvml import (
     NvmlDeviceData,
     NvmlHung,
     NvmlUnavailable,
-    NvmlXid,
     open_nvml,
 )
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import ClockReason, GpuReading, NvLinkReading
 
-log = logging.getLogger(__name__)
-
 MILLI = 1000.0
 NANO = 1e9
-#: The Xid that means the GPU fell off the bus.
-XID_FALLEN_OFF_BUS = 79
-#: Seconds the Xid thread waits before retrying when NVML is absent or hung.
-EVENT_RETRY_S = 5.0
 
 #: Clock event (throttle) reason bits, in NVML's order (nvmlClocksEventReason*/ThrottleReason*).
 CLOCK_REASON_BITS: tuple[tuple[int, ClockReason], ...] = (
@@ -140,13 +130,7 @@ class GpuCollector:
         self.nvml = nvml
         self.root = root
         self.clock = clock
-        self.event_wait_s = event_wait_s
-        self.hung_after_s = hung_after_s
-        #: When the Xid thread's wait in progress began (``time.monotonic``), ``None`` between waits;
-        #: and when the wait reported stuck began (``None``: none is). The watchdog of the Xid wait
-        #: is a deadline the poll checks, not a hand-off to another thread (see `_xid_wait_watch`).
-        self._wait_began: float | None = None
-        self._wait_stuck: float | None = None
+        self._xid = XidEvents(nvml, event_wait_s, hung_after_s)
         self._gpus: list[_Gpu] | None = None
         self._pci_at_start: set[str] = set()
         self._count_at_start = 0
@@ -155,12 +139,8 @@ class GpuCollector:
         self._kmsg_missing = False
         self._matcher = KernelLogMatcher()
         self._kernel_lost: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self._nvml_xid_lost: dict[int, str] = {}
         #: Per PCI address: whether it is an NVIDIA display controller (vendor and class, read once).
         self._pci_facts: DeviceFacts[str, bool] = DeviceFacts()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- polling ----------------------------------------------------------------------
 
@@ -187,7 +167,7 @@ class GpuCollector:
         now_at = self.clock.time()
         now_s = self.clock.monotonic()
         pci_now = set(self._nvidia_bus_ids())
-        records: list[object] = self._xid_wait_watch()
+        records: list[object] = self._xid.watch()
         seen: set[int] = set()
         readings: dict[int, GpuReading] = {}
         for data in datas:
@@ -205,8 +185,7 @@ class GpuCollector:
                 kernel = self._kernel_lost.get(gpu.ids.sysfs)
                 if kernel is not None:
                     gpu.signals.append(kernel)
-            with self._lock:
-                nvml_xid = self._nvml_xid_lost.get(gpu.index)
+            nvml_xid = self._xid.lost_signal(gpu.index)
             if nvml_xid is not None:
                 gpu.signals.append(nvml_xid)
             if gpu.signals and gpu.lost_at is None:
@@ -418,81 +397,12 @@ class GpuCollector:
     # -- Xid events -------------------------------------------------------------------
 
     def start(self, push: PushFn) -> None:
-        """Start the thread that waits on NVML's event set for Xid critical errors."""
-        self._thread = threading.Thread(target=self._run_events, args=(push,), name="rigmon-gpu-xid", daemon=True)
-        self._thread.start()
-
-    def _xid_wait_watch(self) -> list[object]:
-        """The Xid wait's watchdog, checked on every poll: one warning event when a wait has overrun
-        its timeout by `hung_after_s` (stuck in the driver: Xid errors then come only from the kernel
-        log), one info event when it returns.
-
-        The wait itself runs on the Xid thread, not behind the poll's watchdog: a hand-off to
-        another thread and back twice a second was most of what that thread cost, and a wait
-        stuck in the driver holds only its own thread (`close` joins it with a timeout and
-        leaves its event set alone). A hang in the driver that the reads share is seen by the
-        poll's watchdog first (the collector shows `hung`).
-        """
-        began = self._wait_began
-        overrun_s = 0.0 if began is None else time.monotonic() - began - self.event_wait_s
-        if overrun_s > self.hung_after_s and self._wait_stuck is None:
-            self._wait_stuck = began
-            return [EventDraft(kind="nvml_events_hung", severity="warning", subject="gpu:events",
-                               message=f"NVML Xid event wait has not returned for {overrun_s + self.event_wait_s:.1f} s "
-                                       "(stuck in the driver): Xid errors come from the kernel log only",
-                               data={"source": "nvml", "waited_s": round(overrun_s + self.event_wait_s, 3)})]
-        if self._wait_stuck is not None and began != self._wait_stuck:
-            # The stuck wait returned (the thread is between waits, or in a new one).
-            self._wait_stuck = None
-            return [EventDraft(kind="nvml_events_resumed", severity="info", subject="gpu:events",
-                               message="NVML Xid event wait returned: Xid events from NVML again",
-                               data={"source": "nvml"})]
-        return []
-
-    def _run_events(self, push: PushFn) -> None:
-        while not self._stop.is_set():
-            try:
-                self._wait_began = time.monotonic()
-                try:
-                    hits = self.nvml.wait_xid(self.event_wait_s)
-                finally:
-                    self._wait_began = None
-            except (NvmlUnavailable, NvmlHung):
-                self._stop.wait(EVENT_RETRY_S)
-                continue
-            except Exception:  # noqa: BLE001 - the event thread must survive driver surprises
-                log.exception("waiting for NVML events")
-                self._stop.wait(EVENT_RETRY_S)
-                continue
-            if hits:
-                push([self._xid_event(hit) for hit in hits])
-
-    def _xid_event(self, hit: NvmlXid) -> EventDraft:
-        ids = None if hit.pci_bus_id is None else parse_pci_bus_id(hit.pci_bus_id)
-        name, severity = XID_INFO.get(hit.xid, ("Xid", "warning"))
-        if hit.xid == XID_FALLEN_OFF_BUS and hit.index is not None:
-            with self._lock:
-                self._nvml_xid_lost.setdefault(hit.index, "NVML: Xid 79 event")
-        subject = f"gpu:{hit.index}" if hit.index is not None else "gpu:unknown"
-        where = f" ({ids.sysfs})" if ids is not None else ""
-        return EventDraft(
-            kind="xid",
-            severity=severity,
-            subject=subject,
-            message=f"Xid {hit.xid} on GPU {hit.index}{where}: {name}",
-            data={
-                "source": "nvml", "xid": hit.xid, "gpu_index": hit.index, "uuid": hit.uuid,
-                "pci_bus_id": None if ids is None else ids.sysfs,
-                "pci_bus_id_nvml": None if ids is None else ids.nvml,
-                "pci_bus_id_xid": None if ids is None else ids.xid,
-            },
-        )
+        """Start the thread that waits on NVML's event set for Xid critical errors (`XidEvents`)."""
+        self._xid.start(push)
 
     def close(self) -> None:
         """Stop the event thread, close the kernel log and shut NVML down."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.event_wait_s + 2)
+        self._xid.stop()
         self._kmsg.close()
         self.nvml.close()
 

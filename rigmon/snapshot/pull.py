@@ -21,6 +21,7 @@ from msgspec.structs import replace
 from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, UNREADABLE_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
 from rigmon.agent.journal.layout import FORMAT_VERSION
+from rigmon.agent.journal.read_only import check_journal_file
 from rigmon.agent.journal.salvage import salvage
 from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
@@ -345,7 +346,10 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
         return part
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
         first = f"{type(exc).__name__}: {exc}"
-    if not journal_path(path).is_file():
+    try:
+        # Nothing to salvage where there is no file, or none this user may read (the error says which).
+        check_journal_file(journal_path(path))
+    except JournalError:
         return _failed(part, first, tick, ticked)
     done = ticked
     part = NodePart(node=part.node, source=part.source)

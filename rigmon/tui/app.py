@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -30,11 +29,11 @@ from rigmon.tui.messages import (
     NodeSampled,
     NodeSummarized,
 )
+from rigmon.tui.navigation import Navigation
 from rigmon.tui.redraws import Redraws
 from rigmon.tui.replay_keys import REPLAY_TICK_S, ReplayKeys
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
-from rigmon.tui.screens.help import HelpScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.node_commands import NodeCommands
 from rigmon.tui.screen_drawing import draw, shows_frames_of
@@ -54,8 +53,8 @@ REFRESH_S = 1.0
 ALARM_POLL_S = 10.0
 
 
-class RigmonApp(ReplayKeys):
-    """The dashboard over a set of agents.
+class RigmonApp(Navigation, ReplayKeys):
+    """The dashboard over a set of agents (moving between its screens: `Navigation`; replay keys: `ReplayKeys`).
 
     Args:
         targets: agents to follow.
@@ -197,10 +196,6 @@ class RigmonApp(ReplayKeys):
     def on_node_failed(self, message: NodeFailed) -> None:
         self.cluster.nodes[message.key].failed(message.reason)
 
-    def _paths_found(self) -> None:
-        self.paths_seen = True
-        self.refresh_bindings()
-
     def refresh_screen(self) -> None:
         """Run the cluster rules, announce new critical alarms, and draw the current screen."""
         if not self.paths_seen and any(s.summary is not None and s.summary.paths is not None
@@ -221,41 +216,10 @@ class RigmonApp(ReplayKeys):
             return
         draw(screen, self.cluster, self.selected, self.replay, board)
 
-    def open_node(self, key: str) -> None:
-        """Show the node screen of ``key``."""
-        self.selected = key
-        self.followers.show_whole(key)
-        self._close_history()
-        self.switch_mode("node")
-        self._close_history()
-        if isinstance(self.screen, NodeScreen):
-            self.screen.start_at_top()
-        self.call_after_refresh(self.refresh_screen)
-
-    def on_cluster_screen_open_node(self, message: ClusterScreen.OpenNode) -> None:
-        self.open_node(message.key)
-
     def on_history_wanted(self, message: HistoryWanted) -> None:
         key = message.key if message.key is not None else self.selected
         if key in self.cluster.nodes:
             self.push_screen(operations.history_screen(self, key))
-
-    def on_node_screen_back(self, message: NodeScreen.Back) -> None:
-        self.action_show_mode("cluster")
-
-    def on_link_screen_back(self, message: LinkScreen.Back) -> None:
-        self.action_show_mode("cluster")
-
-    def on_link_screen_open_node(self, message: LinkScreen.OpenNode) -> None:
-        if message.key in self.cluster.nodes:
-            self.open_node(message.key)
-
-    def on_alarms_screen_back(self, message: AlarmsScreen.Back) -> None:
-        self.action_show_mode("cluster")
-
-    def on_alarms_screen_open_node(self, message: AlarmsScreen.OpenNode) -> None:
-        if message.key in self.cluster.nodes:
-            self.open_node(message.key)
 
     def on_alarms_screen_acknowledge(self, message: AlarmsScreen.Acknowledge) -> None:
         self.run_worker(operations.acknowledge(self, message.row), group="ack", exit_on_error=False)
@@ -264,37 +228,9 @@ class RigmonApp(ReplayKeys):
         self.run_worker(operations.guard_command(self, message.key, message.action), group="guard",
                         exit_on_error=False)
 
-    def action_show_mode(self, mode: str) -> None:
-        """Switch to the cluster, alarms or links screen."""
-        self.followers.show_whole(None)
-        self._close_history()
-        self.switch_mode(mode)
-        self._close_history()
-        self.call_after_refresh(self.refresh_screen)
-
-    def _close_history(self) -> None:
-        """Close history views on top of the current mode's screen: leaving one for another
-        screen ends it (else opening a node later would land on a history of the last one)."""
-        # The history view's module (and plotext with it) is imported when a view is first opened
-        # (`operations.history_screen`): before that, no screen can be one.
-        history = sys.modules.get("rigmon.tui.screens.history")
-        while history is not None and isinstance(self.screen, history.HistoryScreen):
-            self.pop_screen()
-
     def action_export(self) -> None:
         """Write a bundle of the followed nodes (or of the replay) and an SVG of the screen."""
         self.run_worker(operations.export(self), group="export", exclusive=True, exit_on_error=False)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "show_mode" and parameters == ("links",):
-            # A rig whose agents probe no peer has no matrix: its footer does not offer one.
-            return self.paths_seen or isinstance(self.screen, LinkScreen)
-        return super().check_action(action, parameters)
-
-    def action_help(self) -> None:
-        """Show keys and states."""
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
 
     def action_cycle_theme(self) -> None:
         """Switch to the next of rigmon's themes."""

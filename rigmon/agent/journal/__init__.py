@@ -25,7 +25,8 @@ Layout of ``<state_dir>/journal.sqlite3``:
   it are past retention: hidden from readers at once, deleted with the last block holding them).
 
 One `JournalStore` (one connection) belongs to the writer thread; readers open their own
-read-only connection through `JournalReader`, which WAL lets run beside the writer.
+read-only connection through `JournalReader` (`read_only.open_read_only`: also on a read-only
+file system), which WAL lets run beside the writer.
 """
 
 from rigmon.agent.journal.blocks import (

@@ -5,17 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import shutil
 import sqlite3
 import struct
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from rigmon.agent.journal.blocks import (
     DICT_CACHE_ENTRIES,
@@ -24,9 +20,11 @@ from rigmon.agent.journal.blocks import (
     gunzip_member,
     gunzip_prefix,
     gzip_member,
+    inflates_whole,
     unpack_times,
 )
 from rigmon.agent.journal.layout import JournalError, journal_path
+from rigmon.agent.journal.read_only import ReadOnlyJournal, open_read_only
 from rigmon.agent.journal.runs import FINAL_WINDOW_S, RunRecord
 from rigmon.agent.journal.tiers import MAX_POINTS, TIERS_S, decode_bucket, floor_to
 from rigmon.schema import (
@@ -41,10 +39,6 @@ from rigmon.schema import (
 from rigmon.series import Stats, add_value, frame_series, merge_stats
 
 
-#: Stored blocks found to decompress whole, by CRC-32 and length of their bytes and frame count.
-_SOUND_BLOCKS: set[tuple[int, int, int]] = set()
-#: Entries kept at most (two days of blocks of some hundred nodes); then it starts afresh.
-MAX_SOUND_BLOCKS = 65536
 #: Lines `JournalReader.unreadable` keeps at most.
 MAX_UNREADABLE_NOTED = 100
 
@@ -66,28 +60,17 @@ class JournalReader:
         conn: an open connection to use instead of opening one read-only (the writer's).
 
     Raises:
-        JournalError: no journal there, or not a journal SQLite can read.
+        JournalError: no journal there, not one this user may read, or not one SQLite can read
+            (see `rigmon.agent.journal.read_only.open_read_only`).
     """
 
     def __init__(self, path: str | Path, conn: sqlite3.Connection | None = None) -> None:
         self.path = journal_path(path)
-        #: A copy of a journal that could not be read in place (see `_open_read_only`).
-        self._copy: tempfile.TemporaryDirectory[str] | None = None
+        #: The read-only connection this reader opened (and closes), ``None`` when given ``conn``.
+        self._opened: ReadOnlyJournal | None = None
         if conn is None:
-            if not self.path.is_file():
-                raise JournalError(f"no journal at {self.path}")
-            try:
-                conn, created = self._open_read_only()
-            except sqlite3.Error as exc:
-                self._drop_copy()
-                raise JournalError(f"cannot read journal {self.path}: {exc}") from None
-            if not created:
-                self._drop_copy()
-                conn.close()
-                raise JournalError(f"journal {self.path} is not created yet")
-            self._own = True
-        else:
-            self._own = False
+            self._opened = open_read_only(self.path)
+            conn = self._opened.conn
         self.conn = conn
         #: Frames left out of answers because their stored bytes do not decompress, one line per block or stream.
         self.unreadable: list[str] = []
@@ -96,60 +79,14 @@ class JournalReader:
         try:
             self._streams = any(row[1] == "stream" for row in conn.execute("PRAGMA table_info(frames)"))
         except sqlite3.Error as exc:
-            if self._own:
-                conn.close()
-                self._drop_copy()
+            self.close()
             raise JournalError(f"cannot read journal {self.path}: {exc}") from None
-
-    def _open_read_only(self) -> tuple[sqlite3.Connection, bool]:
-        """A read-only connection, and whether the journal's tables exist.
-
-        In WAL mode SQLite needs the ``-shm`` file even to read; in a directory it may not
-        write (a read-only file system: a dead node's disk mounted ``ro``, or an agent's state
-        directory remounted read-only) it cannot create one and the open fails. Then, without
-        a WAL file to read (a clean stop), the file is opened ``immutable`` (nothing can write
-        it there); with one (a crash), the journal and its WAL are copied to a temporary
-        directory and read there, so the last seconds the WAL holds are not left out.
-        """
-        try:
-            return self._connect(f"file:{quote(str(self.path))}?mode=ro")
-        except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN" or os.access(self.path.parent, os.W_OK):
-                raise
-        wal = self.path.with_name(self.path.name + "-wal")
-        if not (wal.is_file() and wal.stat().st_size > 0):
-            return self._connect(f"file:{quote(str(self.path))}?mode=ro&immutable=1")
-        self._copy = tempfile.TemporaryDirectory(prefix="rigmon-journal-")
-        target = Path(self._copy.name) / self.path.name
-        try:
-            shutil.copyfile(self.path, target)
-            shutil.copyfile(wal, target.with_name(target.name + "-wal"))
-        except OSError as exc:
-            raise sqlite3.OperationalError(f"cannot copy it to read it outside a read-only directory: {exc}") from None
-        return self._connect(f"file:{quote(str(target))}?mode=ro")
-
-    @staticmethod
-    def _connect(uri: str) -> tuple[sqlite3.Connection, bool]:
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-        try:
-            # The writer creates the tables and this row in one transaction: without the
-            # row the file is still being created (or is no journal), not a readable one.
-            created = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() is not None
-        except BaseException:
-            conn.close()
-            raise
-        return conn, created
-
-    def _drop_copy(self) -> None:
-        if self._copy is not None:
-            self._copy.cleanup()
-            self._copy = None
 
     def close(self) -> None:
         """Close the connection if this reader opened it."""
-        if self._own:
-            self.conn.close()
-            self._drop_copy()
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
 
     def __enter__(self) -> JournalReader:
         return self
@@ -305,40 +242,6 @@ class JournalReader:
             return []
         return list(zip(stamps, lines))
 
-    @staticmethod
-    def _inflates(body: bytes, frames: int) -> bool:
-        """Whether a stored block decompresses whole (its CRC checked) to ``frames`` lines.
-
-        Once per process and block: a block found sound is known by the CRC-32 of its stored
-        bytes (some fifty times cheaper than decompressing it), so exports of the same hour (a
-        snapshot, a dashboard's backfill) cost what they cost before, and bytes that change
-        afterwards are checked again.
-        """
-        key = (zlib.crc32(body), len(body), frames)
-        if key in _SOUND_BLOCKS:
-            return True
-        dec = zlib.decompressobj(31)
-        lines = 0
-        rest = body
-        try:
-            while rest and not dec.eof:
-                # In pieces, so the output stays in the cache and is never all in memory.
-                lines += dec.decompress(rest, 1 << 20).count(b"\n")
-                rest = dec.unconsumed_tail
-            while not dec.eof:
-                piece = dec.decompress(b"", 1 << 20)
-                if not piece:
-                    break
-                lines += piece.count(b"\n")
-        except zlib.error:
-            return False
-        if not (dec.eof and lines == frames):
-            return False
-        if len(_SOUND_BLOCKS) >= MAX_SOUND_BLOCKS:
-            _SOUND_BLOCKS.clear()
-        _SOUND_BLOCKS.add(key)
-        return True
-
     def _unreadable(self, kind: int, stamps: tuple[float, ...], why: str) -> None:
         if len(self.unreadable) >= MAX_UNREADABLE_NOTED:
             return  # the writer's own reader meets a spoilt stream at every pass until retention
@@ -384,7 +287,7 @@ class JournalReader:
                 if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
                     # Sent as stored, but never unchecked: a block whose bytes went bad on the disk
                     # (SQLite's pages are fine) would make the whole answer unreadable from it on.
-                    if self._inflates(body, len(stamps)):
+                    if inflates_whole(body, len(stamps)):
                         flush()
                         out.append(body)
                         count += len(stamps)

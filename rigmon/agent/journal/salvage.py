@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from rigmon.agent.journal.blocks import decompress, gunzip_member, unpack_times
 from rigmon.agent.journal.layout import FORMAT_VERSION, SCHEMA_SQL, JournalError, journal_path
+from rigmon.agent.journal.read_only import check_journal_file
 from rigmon.agent.journal.reader import JournalReader
 from rigmon.schema import Event, SchemaError, decode
 
@@ -93,8 +94,7 @@ def salvage(path: str | Path) -> Salvaged:
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    if not path.is_file():
-        raise JournalError(f"no journal at {path}")
+    check_journal_file(path)
     for uri in (f"file:{quote(str(path))}?mode=ro", f"file:{quote(str(path))}?mode=ro&immutable=1"):
         conn = sqlite3.connect(uri, uri=True, timeout=5.0)
         try:
