@@ -1,4 +1,4 @@
-"""Relating a GPU process's exit to the node's last hardware trouble ("exited 0.4 s after GPU 3 was lost")."""
+"""Relating a GPU process's exit to the node's last hardware trouble ("exit seen 1.0 s after GPU 3 was lost")."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ class TroubleMemory:
     A trouble event is one of `TROUBLE_KINDS` or any critical event that is not an alarm's
     (an alarm restates trouble already recorded). The note goes into the message and into
     ``data`` (``after_event``, ``after_s``), so the timeline and scripts both see it.
+
+    ``after_s`` runs from the trouble to the poll that saw the exit, and the message says
+    "exit seen": the process ended up to one poll interval before that poll, and neither
+    /proc (a zombie's stat has its exit code, not its exit time) nor NVML (without
+    accounting mode, which needs root to enable) tells when.
     """
 
     def __init__(self) -> None:
@@ -50,6 +55,6 @@ class TroubleMemory:
             return event
         return replace(
             event,
-            message=f"{event.message}, {after_s:.1f} s after {trouble_phrase(last)}",
+            message=f"{event.message}, exit seen {after_s:.1f} s after {trouble_phrase(last)}",
             data={**event.data, "after_event": last.id, "after_kind": last.kind, "after_s": round(after_s, 3)},
         )

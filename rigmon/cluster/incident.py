@@ -3,7 +3,7 @@
 Pure functions (no Textual, no clock, no I/O) over what a node store holds: the newest
 frame's readings, the summary with its worst figures, the events, the active alarms and
 the recent rail minima. `problems` gives the cluster row's reason ("GPU 3 lost 5 s after
-rail 11.26 V"), `timeline` the node screen's steps, oldest first, each event merged with the
+rail 11.255 V"), `timeline` the node screen's steps, oldest first, each event merged with the
 alarm it raised.
 """
 
@@ -223,7 +223,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
             out.append(Problem("bad", f"GPU {gpu.index} lost", subject))
     worst = summary.rail_worst_volts if summary is not None else None
     if worst is not None and not named_rail and worst < RAIL_WARN_VOLTS:
-        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", f"rail {worst:.2f} V", "psu"))
+        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", f"rail {worst:.3f} V", "psu"))
     arrays = array_trouble(frame)
     out += [p for p in arrays if p.level == "bad"]
     out += gpu_link_trouble(frame)

@@ -87,7 +87,7 @@ def sag_before(points: Iterable[tuple[float, float]], at: float, window_s: float
 
 
 def after_sag(sag: Sag, at: float) -> str:
-    """``5 s after rail 11.26 V`` (tenths below 2 s)."""
+    """``5 s after rail 11.255 V`` (tenths below 2 s; the rail to the millivolt, as everywhere)."""
     delta = max(0.0, at - sag.at)
     seconds = f"{delta:.1f}" if delta < 2 else f"{delta:.0f}"
-    return f"{seconds} s after rail {sag.volts:.2f} V"
+    return f"{seconds} s after rail {sag.volts:.3f} V"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,9 @@ MIN_SHARE_AMPS = 5.0
 #: PMBus drivers label their inputs: vin, vout1, iin, iout1, pin, pout1. Each figure of a PSU is
 #: the first readable channel whose label starts with its prefix, in its unit's scale.
 PMBUS_FIGURES = (("vin", MILLI), ("vout", MILLI), ("iin", MILLI), ("iout", MILLI), ("pin", MICRO), ("pout", MICRO))
+#: An I2C client's device name, ``<bus>-<address, 4 hex digits>`` (``7-0058``): stable across
+#: reboots, where the ``hwmonN`` the kernel numbers in probe order is not.
+I2C_CLIENT = re.compile(r"\d+-[0-9a-f]{4}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,8 @@ class ChipFacts:
     alarm_files: tuple[str, ...]
     has_temp1: bool
     has_fan1: bool
+    #: The I2C client behind the chip (``7-0058``, from its ``device`` link), ``None`` when not on I2C.
+    i2c_client: str | None = None
     #: For each of `PMBUS_FIGURES`, the indexes in ``channels`` of the channels labelled for it.
     pmbus_figures: tuple[tuple[int, ...], ...] = ()
     #: How a tick reads the chip (paths and what is fixed about its readings), see `ChipPlan`.
@@ -105,6 +111,23 @@ def parse_channel_names(entries: Sequence[str], kind: str) -> list[str]:
             if channel[len(kind):].isdigit():
                 names.append(channel)
     return sorted(names, key=lambda c: int(c[len(kind):]))
+
+
+def parse_i2c_client(link: str | None) -> str | None:
+    """The I2C client name of an hwmon chip's ``device`` link target, ``None`` when it is not one."""
+    # ../../../7-0058  (the pmbus driver's hwmonN/device -> the PSU's I2C client)
+    if not link:
+        return None
+    name = link.rstrip("/").rsplit("/", 1)[-1]
+    return name if I2C_CLIENT.fullmatch(name) else None
+
+
+def psu_sensors(chips: Sequence[tuple[str, str | None]]) -> list[str]:
+    """The sensor name of each PMBus PSU given as (``hwmonN``, I2C client or ``None``): the I2C
+    client, stable across reboots; ``hwmonN`` for a PSU without one or whose client another
+    chip shares (two hwmon devices of one client), so that names stay unique."""
+    clients = [client for _, client in chips if client is not None]
+    return [client if client is not None and clients.count(client) == 1 else hwmon for hwmon, client in chips]
 
 
 def current_shares(iout_amps: Sequence[float | None], imbalance_pct: float) -> list[tuple[float | None, float | None, bool]]:
@@ -172,6 +195,7 @@ class HwmonPowerCollector(PolledCollector):
             alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
             has_temp1="temp1_input" in present,
             has_fan1="fan1_input" in present,
+            i2c_client=parse_i2c_client(self.root.readlink(f"{base}/device")),
             pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
                                 for prefix, _ in PMBUS_FIGURES),
         )
@@ -207,7 +231,7 @@ class HwmonPowerCollector(PolledCollector):
         if not self.config.enabled:
             raise NoData("[psu.hwmon] disabled")
         volts: list[HwmonVoltageReading] = []
-        psus: list[tuple[str, str, list[float | None], list[str], float | None, float | None]] = []
+        psus: list[tuple[str, str | None, str, list[float | None], list[str], float | None, float | None]] = []
         chips = self.root.listdir(HWMON)
         self._facts.begin(chips)
         read = self.root.read_attr
@@ -228,7 +252,7 @@ class HwmonPowerCollector(PolledCollector):
                     figures.append(None if value is None else round(value / unit, 4))
                 temp = None if plan.temp1_path is None else parse_hwmon_int(read(plan.temp1_path))
                 fan = None if plan.fan1_path is None else parse_hwmon_int(read(plan.fan1_path))
-                psus.append((hwmon, chip, figures, alarms,
+                psus.append((hwmon, facts.i2c_client, chip, figures, alarms,
                              None if temp is None else temp / MILLI, None if fan is None else float(fan)))
                 continue
             for vin in plan.voltages:
@@ -247,33 +271,36 @@ class HwmonPowerCollector(PolledCollector):
         return records
 
     def _psus(
-        self, psus: list[tuple[str, str, list[float | None], list[str], float | None, float | None]]
+        self, psus: list[tuple[str, str | None, str, list[float | None], list[str], float | None, float | None]]
     ) -> list[object]:
-        iouts = [figures[3] for _, _, figures, _, _, _ in psus]
+        iouts = [figures[3] for _, _, _, figures, _, _, _ in psus]
         shares = current_shares(iouts, self.config.share_imbalance_pct)
+        # Series in the journal, alarm and event subjects and /metrics labels are keyed by
+        # the sensor, so it must name the same PSU after a reboot renumbers the hwmon devices.
+        sensors = psu_sensors([(hwmon, client) for hwmon, client, *_ in psus])
         out: list[object] = []
-        for (hwmon, chip, figures, alarms, temp_c, fan_rpm), (share, deviation, imbalanced) in zip(
-            psus, shares, strict=True
+        for sensor, (_, _, chip, figures, alarms, temp_c, fan_rpm), (share, deviation, imbalanced) in zip(
+            sensors, psus, shares, strict=True
         ):
             vin, vout, iin, iout, pin, pout = figures
             out.append(PmbusPsuReading(
-                sensor=hwmon, chip=chip,
+                sensor=sensor, chip=chip,
                 vin_volts=vin, vout_volts=vout, iin_amps=iin, iout_amps=iout, pin_w=pin, pout_w=pout,
                 temp_c=temp_c, fan_rpm=fan_rpm, alarms=tuple(alarms),
                 share_pct=share, share_deviation_pct=deviation, imbalanced=imbalanced,
             ))
-            if imbalanced and hwmon not in self._imbalanced:
-                self._imbalanced.add(hwmon)
+            if imbalanced and sensor not in self._imbalanced:
+                self._imbalanced.add(sensor)
                 out.append(EventDraft(
-                    kind="psu_current_imbalance", severity="warning", subject=f"psu:{hwmon}",
-                    message=f"PSU {hwmon} carries {share}% of the current ({deviation:+} points from an equal "
+                    kind="psu_current_imbalance", severity="warning", subject=f"psu:{sensor}",
+                    message=f"PSU {sensor} carries {share}% of the current ({deviation:+} points from an equal "
                             "share): check its connections",
                     data={"share_pct": share, "deviation_pct": deviation},
                 ))
-            elif not imbalanced and hwmon in self._imbalanced:
-                self._imbalanced.discard(hwmon)
-                out.append(EventDraft(kind="psu_current_balanced", severity="info", subject=f"psu:{hwmon}",
-                                      message=f"PSU {hwmon} shares the current evenly again"))
+            elif not imbalanced and sensor in self._imbalanced:
+                self._imbalanced.discard(sensor)
+                out.append(EventDraft(kind="psu_current_balanced", severity="info", subject=f"psu:{sensor}",
+                                      message=f"PSU {sensor} shares the current evenly again"))
         return out
 
 

@@ -35,6 +35,7 @@ from rigmon.collectors.psu_rail import (
 from rigmon.config import PsuSection
 from rigmon.hw.modbus import (
     InputRegisters,
+    ModbusPortBusy,
     ModbusPortError,
     ModbusReadError,
     open_modbus,
@@ -232,11 +233,13 @@ class PsuCollector:
             try:
                 device = self._open_modbus(self._port_path(), self.config.baud, self.config.pzem_address)
             except ModbusPortError as exc:
+                self.port_busy = isinstance(exc, ModbusPortBusy)
                 self._closed(str(exc))
                 self._first_attempt.set()
                 delay_s = self._backoff(delay_s)
                 continue
             delay_s = self.config.reopen_min_s
+            self.port_busy = False
             failures = 0
             try:
                 self._update(lambda state: state.opened(self.clock.monotonic()))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 from typing import Protocol
 
 #: PZEM-017: 9600 baud, 8 data bits, no parity, 2 stop bits (manual; Tasmota opens it 8N2).
@@ -10,6 +13,10 @@ PZEM_STOPBITS = 2
 
 class ModbusPortError(Exception):
     """The port cannot be opened or went away."""
+
+
+class ModbusPortBusy(ModbusPortError):
+    """Another process holds the port's exclusive lock: a running rigmon agent, or a terminal program."""
 
 
 class ModbusReadError(Exception):
@@ -54,6 +61,11 @@ class PymodbusDevice:
         self._slave = slave
         self.path = path
         if not self._client.connect():
+            # pymodbus logs why the open failed and returns False: whether the port is held
+            # elsewhere is asked of the lock itself.
+            if port_held_elsewhere(path):
+                raise ModbusPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
+                                     "or a terminal program)")
             raise ModbusPortError(f"cannot open {path}")
 
     def read_input_registers(self, address: int, count: int) -> list[int]:
@@ -77,10 +89,32 @@ class PymodbusDevice:
         self._client.close()  # type: ignore[no-untyped-call]
 
 
+def port_held_elsewhere(path: str) -> bool:
+    """Whether another open of the tty ``path`` holds the exclusive lock pyserial takes (``flock``).
+
+    Opened without becoming the controlling terminal and without waiting for carrier; while
+    another process has the port open, closing this descriptor does not hang the line up.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def open_modbus(path: str, baud: int, slave: int) -> InputRegisters:
     """Open a Modbus RTU slave on ``path``.
 
     Raises:
+        ModbusPortBusy: held by another process.
         ModbusPortError: the port cannot be opened.
     """
     return PymodbusDevice(path, baud, slave)

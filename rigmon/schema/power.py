@@ -144,6 +144,8 @@ class PmbusPsuReading(Record, frozen=True):
 
     ``share_pct`` is this PSU's part of the summed output current of all PMBus PSUs;
     ``share_deviation_pct`` its difference from an equal share, in percentage points.
+    ``sensor`` is the PSU's I2C client (``7-0058``, stable across reboots), or its hwmon
+    device (``hwmon3``) when it has none.
     """
 
     sensor: str

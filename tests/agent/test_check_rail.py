@@ -14,12 +14,16 @@ from rigmon.agent.check import CheckReport, format_report, run_check
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import Collector
+from rigmon.collectors.psu import PsuCollector
 from rigmon.config import AgentConfig, AgentSection, PsuSection
+from rigmon.hw.modbus import ModbusPortBusy, ModbusPortError, open_modbus
 from rigmon.hw.root import HostRoot
 from rigmon.hw.serialport import SerialPortBusy, open_serial
 from rigmon.schema import PsuRailReading
 from rigmon.sim.psu import DEFAULT_LINK
 from rigmon.sim.rig import running_rig
+from tests.collectors.psu_helpers import LINK, PtyDevice, Pushed, wait_for
+from tests.collectors.test_psu_pzem import ADDRESS, PzemResponder
 
 
 def check_config(root: Path, listen: str, node: str = "node01") -> AgentConfig:
@@ -73,3 +77,35 @@ def test_a_reading_from_the_agent_is_used_only_when_the_port_is_busy(tmp_path: P
     report = run_check(config, SystemClock(), psu_only(config), None, 2, 0.0, agent_rail=agent_rail)
     # No such port at all: an error of its own, and the agent is not asked.
     assert report.collectors["psu"].state == "error" and asked == []
+
+
+def test_the_check_asks_the_agent_that_holds_a_pzem017_port(tmp_path: Path) -> None:
+    # A PZEM-017 on a real pty, polled by the agent's collector (pymodbus opens it with
+    # pyserial's exclusive lock): a second open is a typed busy error, and the check's psu
+    # collector takes the agent's reading instead of failing the gate.
+    device = PtyDevice(tmp_path)
+    responder = PzemResponder(device)
+    section = PsuSection(port=LINK, protocol="pzem017", baud=9600, poll_interval_s=0.05,
+                         reopen_min_s=0.05, reopen_max_s=0.2)
+    agent = PsuCollector(section, HostRoot(tmp_path), SystemClock())
+    agent.start(Pushed())
+    try:
+        wait_for(lambda: agent.state.counters.windows_total >= 1)
+        with pytest.raises(ModbusPortBusy, match="held by another process"):
+            open_modbus(str(device.link), 9600, ADDRESS)
+        (held,) = [r for r in agent.collect() if isinstance(r, PsuRailReading)]
+        config = AgentConfig(agent=AgentSection(node="node01", root=str(tmp_path)), psu=section)
+        checker = PsuCollector(section, HostRoot(tmp_path), SystemClock())
+        report = run_check(config, SystemClock(), {"psu": checker}, None, 2, 0.0, agent_rail=lambda: held)
+        assert checker.port_busy
+        assert report.collectors["psu"].state == "ok", report.collectors["psu"]
+        assert "running agent holds the rail ADC's port" in format_report(report)
+        assert report.status == "ok" and report.findings == ()
+    finally:
+        agent.close()
+        responder.stop()
+        device.close()
+    # A port nobody holds that is not there is not busy.
+    with pytest.raises(ModbusPortError) as excinfo:
+        open_modbus(str(device.link), 9600, ADDRESS)
+    assert not isinstance(excinfo.value, ModbusPortBusy)

@@ -80,3 +80,40 @@ async def test_served_at_v1_openapi_json(tmp_path: Path) -> None:
         assert (await client.get("/v1/openapi.json")).status_code == 401
         r = await client.get("/v1/openapi.json", headers={"Authorization": "Bearer t0k"})
     assert r.status_code == 200 and r.json() == SPEC
+
+
+async def test_history_answers_are_described_with_their_media_types_and_headers(tmp_path: Path) -> None:
+    # Every answer of /v1/history, over a journal with a damaged block: each media type it
+    # is sent as and each of its rigmon-* headers is in the description, with a value of the
+    # type described.
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from rigmon.agent.api import ApiState, build_app
+    from rigmon.agent.buffer import FrameBuffer
+    from tests.agent.test_history_api import spoilt_journal
+
+    path, t0 = spoilt_journal(tmp_path)
+    info = cast(Any, lambda: SimpleNamespace(node="n1"))  # /v1/history reads only the node's name
+    state = ApiState(buffer=FrameBuffer(10), info=info, token=None, max_streams=4, max_request_bytes=1 << 16,
+                     journal_path=path, now=lambda: t0 + 1000)
+    described = SPEC["paths"]["/v1/history"]["get"]["responses"]["200"]
+    parse = {"integer": int, "number": float}
+    sent: dict[str, set[str]] = {}
+    transport = httpx.ASGITransport(app=build_app(state))
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
+        for frames in ("0", "1"):
+            for accept in ("application/json", "application/x-ndjson", "application/gzip"):
+                r = await client.get("/v1/history", params={"from": repr(t0), "to": repr(t0 + 999), "frames": frames},
+                                     headers={"Accept": accept})
+                assert r.status_code == 200, r.text
+                media = r.headers["content-type"].split(";")[0]
+                assert media in described["content"], (frames, accept)
+                for name, value in r.headers.items():
+                    if name.startswith("rigmon-"):
+                        schema = described["headers"][name]["schema"]
+                        assert parse[schema["type"]](value) >= schema.get("minimum", float("-inf")), name
+                        sent.setdefault(name, set()).add(media)
+    # Each header described is one the route sends.
+    assert set(described["headers"]) == set(sent)
+    assert sent["rigmon-frames"] == {"application/x-ndjson", "application/gzip"}

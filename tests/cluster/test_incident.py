@@ -23,7 +23,7 @@ def store_of(fixture: str, count: int | None = None) -> NodeStore:
 def test_a_lost_gpu_names_the_sag_before_it() -> None:
     store = store_of("v100-gpu-lost-rail-sag")
     view = store.view()
-    assert reason(view.problems) == "GPU 3 lost 6 s after rail 11.26 V"
+    assert reason(view.problems) == "GPU 3 lost 6 s after rail 11.255 V"
     assert view.problems[0].level == "bad"
 
 
@@ -32,7 +32,7 @@ def test_the_timeline_puts_the_sag_before_the_loss_and_lists_each_step_once() ->
     steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes())
     texts = [s.text for s in steps]
     sag = next(i for i, t in enumerate(texts) if "11.26 V is below 11.5 V" in t)
-    lost = next(i for i, t in enumerate(texts) if t.startswith("GPU 3 lost 6 s after rail 11.26 V"))
+    lost = next(i for i, t in enumerate(texts) if t.startswith("GPU 3 lost 6 s after rail 11.255 V"))
     assert sag < lost
     # The rail warning and critical that fired together are one step; the Xid 79, the GPU
     # lost and their alarms are one step.
@@ -75,12 +75,23 @@ def test_a_loosely_seated_gpu() -> None:
     assert reason(found) == f"GPU 2 NVLink CRC +{5 * len(links)}/s, PCIe x8 of x16: check seating"
 
 
+def test_a_sag_without_a_loss_is_named_to_the_millivolt() -> None:
+    from rigmon.summary import NodeSummary
+
+    store = store_of("v100-gpu-lost-rail-sag", 5)
+    assert store.latest is not None
+    summary = NodeSummary(node="n", seq=1, taken_at=1.0, rail_min_volts=11.9, rail_worst_volts=11.255)
+    found = problems(store.latest, summary)
+    assert reason(found) == "rail 11.255 V"
+    assert found[0].level == "bad"
+
+
 def test_sag_before_looks_back_only_below_the_warning_limit() -> None:
     points = [(0.0, 11.9), (5.0, 11.26), (9.0, 11.6), (10.0, 11.8)]
     assert sag_before(points, 10.2) == Sag(5.0, 11.26)
     assert sag_before(points, 100.0) is None
     assert sag_before([(0.0, 11.9)], 1.0) is None
-    assert after_sag(Sag(5.0, 11.26), 5.8) == "0.8 s after rail 11.26 V"
+    assert after_sag(Sag(5.0, 11.255), 5.8) == "0.8 s after rail 11.255 V"
 
 
 def test_rail_memory_keeps_the_cause_of_each_loss() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rigmon.collectors.base import EventDraft, NoData
-from rigmon.collectors.hwmon_power import HwmonPowerCollector, current_shares, parse_channel_names
+from rigmon.collectors.hwmon_power import (HwmonPowerCollector, current_shares, parse_channel_names, parse_i2c_client,
+                                           psu_sensors)
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
 from rigmon.schema import HwmonVoltageReading, PmbusPsuReading
@@ -69,6 +70,59 @@ def test_pmbus_psus_and_current_imbalance(tmp_path: Path) -> None:
     events = [r for r in records if isinstance(r, EventDraft)]
     assert [(e.kind, e.subject) for e in events] == [("psu_current_imbalance", "psu:hwmon5")]
     assert not [r for r in collector.collect() if isinstance(r, EventDraft)], "an imbalance is reported once"
+
+
+def psu_on_i2c(tree: Tree, hwmon: int, client: str, iout_ma: int) -> None:
+    """A PMBus PSU as the kernel registers it: hwmonN/device -> its I2C client."""
+    for rel, content in psu_files(hwmon, iout_ma).items():
+        tree.write(rel, content)
+    tree.write(f"/sys/devices/pci0000:00/0000:00:1f.4/i2c-7/{client}/name", "pmbus\n")
+    tree.symlink(f"/sys/class/hwmon/hwmon{hwmon}/device", f"../../../devices/pci0000:00/0000:00:1f.4/i2c-7/{client}")
+
+
+def test_pmbus_psus_are_named_by_their_i2c_client_across_a_reboot(tmp_path: Path) -> None:
+    # The kernel numbers hwmon devices in probe order: after a reboot the same PSU (7-005a,
+    # the imbalanced one) is hwmon3 where it was hwmon5. Its sensor, its event's subject and
+    # so its journal series and alarm keep its I2C client's name.
+    config = PsuHwmonSection(share_imbalance_pct=15)
+    tree = Tree(tmp_path / "boot1")
+    for hwmon, client, iout_ma in ((3, "7-0058", 52000), (4, "7-0059", 50000), (5, "7-005a", 18000)):
+        psu_on_i2c(tree, hwmon, client, iout_ma)
+    records = HwmonPowerCollector(HostRoot(tmp_path / "boot1"), config).collect()
+    before = {r.sensor: r.iout_amps for r in records if isinstance(r, PmbusPsuReading)}
+    events = [(e.subject, e.message) for e in records if isinstance(e, EventDraft)]
+    tree = Tree(tmp_path / "boot2")
+    for hwmon, client, iout_ma in ((3, "7-005a", 18000), (4, "7-0058", 52000), (6, "7-0059", 50000)):
+        psu_on_i2c(tree, hwmon, client, iout_ma)
+    records = HwmonPowerCollector(HostRoot(tmp_path / "boot2"), config).collect()
+    after = {r.sensor: r.iout_amps for r in records if isinstance(r, PmbusPsuReading)}
+    assert before == after == {"7-0058": 52.0, "7-0059": 50.0, "7-005a": 18.0}
+    assert events == [(e.subject, e.message) for e in records if isinstance(e, EventDraft)]
+    assert events[0][0] == "psu:7-005a" and events[0][1].startswith("PSU 7-005a carries 15.0% ")
+
+
+def test_a_psu_without_an_i2c_client_keeps_its_hwmon_name(tmp_path: Path) -> None:
+    tree = Tree(tmp_path)
+    psu_on_i2c(tree, 3, "7-0058", 50000)
+    for rel, content in psu_files(4, 50000).items():  # no device link (an old kernel)
+        tree.write(rel, content)
+    for rel, content in psu_files(5, 50000).items():  # a device that is not an I2C client
+        tree.write(rel, content)
+    tree.symlink("/sys/class/hwmon/hwmon5/device", "../../../devices/platform/dps920ab.0")
+    psus = [r for r in HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection()).collect()
+            if isinstance(r, PmbusPsuReading)]
+    assert [p.sensor for p in psus] == ["7-0058", "hwmon4", "hwmon5"]
+
+
+def test_psu_sensor_names() -> None:
+    assert parse_i2c_client("../../../7-0058") == "7-0058"
+    assert parse_i2c_client("../../../devices/pci0000:00/0000:00:1f.4/i2c-12/12-005a/") == "12-005a"
+    assert parse_i2c_client("../../../devices/platform/nct6775.656") is None
+    assert parse_i2c_client("../../../i2c-7") is None
+    assert parse_i2c_client(None) is None
+    # Two hwmon devices of one client cannot both take its name.
+    assert psu_sensors([("hwmon3", "7-0058"), ("hwmon4", "7-0058"), ("hwmon5", "7-0059"), ("hwmon6", None)]) == [
+        "hwmon3", "hwmon4", "7-0059", "hwmon6"]
 
 
 def test_pmbus_figure_from_the_first_readable_labelled_channel(tmp_path: Path) -> None:
@@ -136,4 +190,6 @@ def test_simulated_psus_read_by_the_collector(tmp_path: Path) -> None:
     psus = [r for r in HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection()).collect()
             if isinstance(r, PmbusPsuReading)]
     assert len(psus) == 3 and psus[2].imbalanced and not psus[0].imbalanced
+    # The simulator links each PSU's hwmon device to its I2C client like the kernel does.
+    assert [p.sensor for p in psus] == ["1-0058", "1-0059", "1-005a"]
     assert sum(p.iout_amps or 0 for p in psus) == pytest.approx(rail.amps, abs=0.01)

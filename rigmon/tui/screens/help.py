@@ -77,7 +77,7 @@ minimum), so a sag stays on screen after the rail recovers. The ⚠ column count
 alarms of a node (its agent's and the dashboard's cluster rules: unreachable, stale, clock
 skew, far from its peers), red when one of them is critical, amber when all are warnings.
 A node in trouble gets a third line saying why, worst first ("GPU 3 lost 5 s after rail
-11.26 V", "GPU 2 NVLink CRC +5/s, PCIe x8 of x16: check seating", "USB4 0-1 at 20 of 40
+11.255 V", "GPU 2 NVLink CRC +5/s, PCIe x8 of x16: check seating", "USB4 0-1 at 20 of 40
 Gb/s: re-plug", "tbnet to node03 silent 12 s, HTTP up").
 
 ## Peer paths
