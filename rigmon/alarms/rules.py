@@ -386,16 +386,38 @@ def combine_rules(
         if name not in by_name:
             raise RuleKeyError(f"{source}.overrides.{name}: no rule of that name "
                                f"(known: {', '.join(sorted(by_name))})")
-        table = {**to_table(by_name[name]), **dict(keys)}
-        try:
-            by_name[name] = parse_rule(table, f"{source}.overrides")
-        except RuleError as exc:
-            raise RuleKeyError(str(exc)) from None
+        by_name[name] = override_rule(by_name[name], keys, f"{source}.overrides.{name}")
     for name in disable:
         if name not in by_name:
             raise RuleKeyError(f"{source}.disable: no rule named {name!r}")
         del by_name[name]
     return tuple(r for r in by_name.values() if r.enabled)
+
+
+#: Keys an override may not change: they say which rule it is and what it is.
+FIXED_KEYS = ("name", "kind")
+
+
+def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
+    """``rule`` with single keys replaced, each checked as the rule's own file would check it
+    (``data = { xid = [79] }`` of an event rule replaces its whole ``data`` table).
+
+    Args:
+        where: the override's key (``alarms.overrides.gpu_xid_fatal``), which errors name.
+
+    Raises:
+        RuleKeyError: naming ``where`` and the key: unknown, of the wrong shape or value, ``name``
+            or ``kind``, or leaving the rule invalid as a whole.
+    """
+    for key in FIXED_KEYS:
+        if key in keys and keys[key] != getattr(rule, key):
+            raise RuleKeyError(f"{where}.{key}: cannot be overridden (it is {getattr(rule, key)!r}); "
+                               f"define a rule of its own in alarms.rules_file instead")
+    try:
+        return from_data(type(rule), {**to_table(rule), **dict(keys)}, strict=True)
+    except TypedDataError as exc:
+        # A check of the rule as a whole ("give exactly one of below or above") has no key to name.
+        raise RuleKeyError(f"{where}: {exc.reason}" if exc.path == "<root>" else f"{where}.{exc}") from None
 
 
 def rules_from_config(section: AlarmsSection) -> tuple[Rule, ...]:

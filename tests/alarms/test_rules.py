@@ -19,7 +19,9 @@ from rigmon.alarms.rules import (
     parse_rules,
     rules_from_config,
 )
-from rigmon.config import AlarmsSection, ConfigError, load_agent_config
+from rigmon.config import AlarmsSection, ConfigError, in_config_file, load_agent_config
+from rigmon.schema import Event
+from tests.alarms.helpers import Step, event, run
 
 
 def test_defaults_cover_the_incidents() -> None:
@@ -93,8 +95,13 @@ def test_overrides_disable_and_extra_rules() -> None:
     [
         ({"disable": ["nope"]}, "alarms.disable: no rule named 'nope'"),
         ({"overrides": {"nope": {"below": 1.0}}}, "alarms.overrides.nope: no rule of that name"),
-        ({"overrides": {"psu_rail_low_warning": {"blow": 1.0}}}, "rule 'psu_rail_low_warning': blow: unknown key"),
-        ({"overrides": {"psu_rail_low_warning": {"above": 1.0}}}, "give exactly one of below or above"),
+        ({"overrides": {"psu_rail_low_warning": {"blow": 1.0}}}, "alarms.overrides.psu_rail_low_warning.blow: unknown key"),
+        ({"overrides": {"psu_rail_low_warning": {"above": 1.0}}},
+         "alarms.overrides.psu_rail_low_warning: give exactly one of below or above"),
+        ({"overrides": {"psu_rail_low_warning": {"kind": "state"}}},
+         "alarms.overrides.psu_rail_low_warning.kind: cannot be overridden"),
+        ({"overrides": {"psu_rail_low_warning": {"name": "mine"}}},
+         "alarms.overrides.psu_rail_low_warning.name: cannot be overridden"),
     ],
 )
 def test_bad_overrides_name_the_rule(kwargs: dict[str, object], says: str) -> None:
@@ -165,3 +172,53 @@ def test_bad_alarm_and_notify_config_names_the_key(tmp_path: Path, text: str, ke
     with pytest.raises(ConfigError) as info:
         load_agent_config(path, environ={})
     assert f": {key}" in str(info.value)
+
+
+def xid(source: str, code: int, gpu: int) -> Event:
+    return event("xid", f"gpu:{gpu}", f"Xid {code} on GPU {gpu}", source=source, xid=code, gpu_index=gpu)
+
+
+def test_an_overridden_event_rule_data_fires_for_the_listed_xids_only(tmp_path: Path) -> None:
+    """``data`` of an event rule, overridden in agent.toml as the rules file spells it, was refused
+    with "expected a string"; now it replaces the rule's table and the engine matches by it."""
+    path = tmp_path / "agent.toml"
+    path.write_text("[alarms.overrides.gpu_xid_fatal]\ndata = { xid = [79] }\n")
+    by_name = {r.name: r for r in rules_from_config(load_agent_config(path, environ={}).alarms)}
+    rule = by_name["gpu_xid_fatal"]
+    assert isinstance(rule, EventRule) and rule.data == {"xid": (79,)}
+    steps = [Step(0, {}, [xid("nvml", 48, 0)]),
+             Step(1, {}, [xid("nvml", 79, 1)]),
+             Step(2, {}, [xid("nvml", 74, 2)])]
+    _, seen = run([rule], steps)
+    assert seen == [(1, "firing", "gpu:1")]
+
+
+def test_an_event_rule_data_override_matches_every_listed_key(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[alarms.overrides.gpu_xid_fatal]\ndata = { xid = [79, 48], source = ["kmsg"] }\n')
+    (rule,) = [r for r in rules_from_config(load_agent_config(path, environ={}).alarms) if r.name == "gpu_xid_fatal"]
+    steps = [Step(0, {}, [xid("nvml", 79, 0)]),
+             Step(10, {}, [xid("kmsg", 48, 1)])]
+    assert run([rule], steps)[1] == [(10, "firing", "gpu:1")]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("data = { xid = 79 }", "alarms.overrides.gpu_xid_fatal.data.xid: expected a list, got 79"),
+        ("data = [79]", "alarms.overrides.gpu_xid_fatal.data: expected a table/object, got [79]"),
+        ("data = 79", "alarms.overrides.gpu_xid_fatal.data: expected a table/object, got 79"),
+        ("data = { xid = { code = 79 } }",
+         "alarms.overrides.gpu_xid_fatal.data.xid: expected a string, an integer, a number, true/false or a list"),
+        ("data = { xid = [[79]] }", "alarms.overrides.gpu_xid_fatal.data.xid[0]: expected a string, an integer"),
+    ],
+)
+def test_an_event_rule_data_override_of_a_wrong_shape_names_the_file_and_key(tmp_path: Path, text: str,
+                                                                           says: str) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(f"[alarms.overrides.gpu_xid_fatal]\n{text}\n")
+    with pytest.raises((ConfigError, RuleKeyError)) as info:
+        rules_from_config(load_agent_config(path, environ={}).alarms)
+    message = in_config_file(path, info.value) if isinstance(info.value, RuleKeyError) else str(info.value)
+    assert message.startswith(f"{path}: {says}"), message
+    assert "expected a string, got" not in message
