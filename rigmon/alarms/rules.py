@@ -16,6 +16,7 @@ from typing import Any, Literal
 import msgspec
 
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
+from rigmon.alarms.templates import check_template
 from rigmon.config import AlarmsSection, ConfigKeyError
 from rigmon.schema import Severity
 from rigmon.typed import TypedDataError, from_data
@@ -82,6 +83,11 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
         for key in ("hold_s", "clear_hold_s", "absent_resolve_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must not be negative")
+        for key in ("message", "subject"):
+            try:
+                check_template(getattr(self, key))
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
 
     @property
     def selector(self) -> Selector | None:
@@ -127,6 +133,9 @@ class ThresholdRule(RuleBase, frozen=True, gc=False):
             raise ValueError("hysteresis and window_s must not be negative")
         if self.aggregate != "last" and self.window_s <= 0:
             raise ValueError(f"aggregate {self.aggregate!r} needs a positive window_s")
+        if self.aggregate == "last" and self.window_s > 0:
+            # Without an aggregate the window is not used: the rule would look at each reading alone.
+            raise ValueError("window_s needs aggregate = \"min\", \"mean\" or \"max\" (the last value has no window)")
 
 
 class StateRule(RuleBase, frozen=True, gc=False):
@@ -208,6 +217,10 @@ class EventRule(RuleBase, frozen=True, gc=False):
             raise ValueError("event (the event kind) is required")
         if self.resolve_after_s <= 0:
             raise ValueError("resolve_after_s must be positive")
+        for key, allowed in self.data.items():
+            if not allowed:
+                # No value matches an empty list: the rule could never fire.
+                raise ValueError(f"data.{key}: give at least one value (leave the key out to match any)")
 
 
 class StalenessRule(RuleBase, frozen=True, gc=False):

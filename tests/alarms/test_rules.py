@@ -68,6 +68,15 @@ RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu_rail.volts.min_
         ("[rules]\n", "unknown top-level key 'rules'"),
         ("[[rule\n", "not valid TOML"),
         ('[[rule]]\nname = "bad name!"\nkind = "event"\nevent = "x"\n', "name must be"),
+        # Values that loaded and then silently did nothing: refused, naming the key.
+        ('[[rule]]\nname = "e"\nkind = "event"\nevent = "xid"\ndata = { xid = [] }\n',
+         "rule 'e': data.xid: give at least one value"),
+        (RULE + "window_s = 60.0\n", "rule 'r1': window_s needs aggregate"),
+        (RULE + 'message = "rail {value:.3f V"\n', "rule 'r1': message: unmatched '{'"),
+        (RULE + 'message = "rail } {value}"\n', "rule 'r1': message: Single '}'"),
+        (RULE + 'message = "rail {} V"\n', "rule 'r1': message: field {} has no name"),
+        (RULE + 'subject = "gpu:{0}"\n', "rule 'r1': subject: field {0} has no name"),
+        (RULE + 'message = "{value!x}"\n', "rule 'r1': message: field {value!x}: unknown conversion"),
     ],
 )
 def test_invalid_rules_are_clear_errors_naming_the_rule(text: str, says: str) -> None:
@@ -222,3 +231,20 @@ def test_an_event_rule_data_override_of_a_wrong_shape_names_the_file_and_key(tmp
     message = in_config_file(path, info.value) if isinstance(info.value, RuleKeyError) else str(info.value)
     assert message.startswith(f"{path}: {says}"), message
     assert "expected a string, got" not in message
+
+
+@pytest.mark.parametrize("template", ["{value:.3f} V", "gpu:{index}", "{value!r} {{literal}}", "{value:{digits}f}",
+                                      "{event_message}", ""])
+def test_templates_that_can_render_are_accepted(template: str) -> None:
+    (rule,) = parse_rules(RULE + f'message = "{template}"\nsubject = "{template}"\n', "rules.toml")
+    assert rule.message == rule.subject == template
+
+
+def test_a_bad_template_or_window_in_an_override_names_the_key() -> None:
+    with pytest.raises(RuleKeyError, match=r"^alarms.overrides.psu_rail_low_warning: message: field \{\} has no name"):
+        combine_rules(default_rules(), overrides={"psu_rail_low_warning": {"message": "{} V"}})
+    with pytest.raises(RuleKeyError, match=r"^alarms.overrides.psu_rail_low_warning: window_s needs aggregate"):
+        combine_rules(default_rules(), overrides={"psu_rail_low_warning": {"window_s": 30.0}})
+    (warn,) = [r for r in combine_rules(default_rules(), overrides={
+        "psu_rail_low_warning": {"window_s": 30.0, "aggregate": "min"}}) if r.name == "psu_rail_low_warning"]
+    assert isinstance(warn, ThresholdRule) and (warn.aggregate, warn.window_s) == ("min", 30.0)
