@@ -9,7 +9,7 @@ of its own, drop rules by name and override single keys of a rule.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -400,7 +400,9 @@ def combine_rules(
             raise RuleKeyError(f"{source}.overrides.{name}: no rule of that name "
                                f"(known: {', '.join(sorted(by_name))})")
         by_name[name] = override_rule(by_name[name], keys, f"{source}.overrides.{name}")
-    for name in disable:
+    for index, name in enumerate(disable):
+        if name in disable[:index]:
+            raise RuleKeyError(f"{source}.disable: {name!r} appears twice")
         if name not in by_name:
             raise RuleKeyError(f"{source}.disable: no rule named {name!r}")
         del by_name[name]
@@ -433,12 +435,34 @@ def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
         raise RuleKeyError(f"{where}: {exc.reason}" if exc.path == "<root>" else f"{where}.{exc}") from None
 
 
-def rules_from_config(section: AlarmsSection) -> tuple[Rule, ...]:
+def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None = None) -> tuple[Rule, ...]:
     """The rules in force for an agent's ``[alarms]`` section.
+
+    Args:
+        section: the agent's ``[alarms]``.
+        collectors: every collector name a frame of this agent can carry; when given, a state
+            rule's ``collector`` must be one of them (a misspelt one was never ok, so the rule
+            never ran).
 
     Raises:
         RuleError: the rules file or an override is invalid (naming the rule).
     """
     defaults = default_rules() if section.defaults else ()
     extra = load_rules_file(section.rules_file, "alarms.rules_file") if section.rules_file else ()
-    return combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")
+    rules = combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")
+    if collectors is not None:
+        _check_collectors(rules, collectors, section, {r.name for r in extra})
+    return rules
+
+
+def _check_collectors(rules: Sequence[Rule], collectors: Collection[str], section: AlarmsSection,
+                      from_file: set[str]) -> None:
+    """Refuse a state rule whose ``collector`` names none of ``collectors``, naming where it was set."""
+    for rule in rules:
+        if not isinstance(rule, StateRule) or not rule.collector or rule.collector in collectors:
+            continue
+        problem = f"no collector named {rule.collector!r} (known: {', '.join(sorted(collectors))})"
+        if "collector" in section.overrides.get(rule.name, {}):
+            raise RuleKeyError(f"alarms.overrides.{rule.name}.collector: {problem}")
+        where = section.rules_file if rule.name in from_file else f"rigmon/alarms/{DEFAULT_RULES_RESOURCE}"
+        raise RuleError(f"{where}: rule {rule.name!r}: collector: {problem}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.agent.agent import FRAME_COLLECTOR_NAMES
 from rigmon.alarms.rules import (
     CounterRule,
     EventRule,
@@ -248,3 +249,27 @@ def test_a_bad_template_or_window_in_an_override_names_the_key() -> None:
     (warn,) = [r for r in combine_rules(default_rules(), overrides={
         "psu_rail_low_warning": {"window_s": 30.0, "aggregate": "min"}}) if r.name == "psu_rail_low_warning"]
     assert isinstance(warn, ThresholdRule) and (warn.aggregate, warn.window_s) == ("min", 30.0)
+
+
+def test_a_state_rule_collector_must_name_a_collector_of_the_agent(tmp_path: Path) -> None:
+    """A misspelt ``collector`` was never ok, so its rule never ran: refused, naming where it was set."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "gpus_gone"\nkind = "state"\nselect = "gpus[*].uuid"\nvanished = true\n'
+                     'collector = "gpus"\n')
+    known = FRAME_COLLECTOR_NAMES
+    with pytest.raises(RuleError) as info:
+        rules_from_config(AlarmsSection(rules_file=str(rules)), known)
+    assert str(info.value).startswith(f"{rules}: rule 'gpus_gone': collector: no collector named 'gpus' (known: ")
+    assert not isinstance(info.value, RuleKeyError)  # the rules file's error, not agent.toml's
+    with pytest.raises(RuleKeyError, match=r"^alarms.overrides.gpus_gone.collector: no collector named 'gpux'"):
+        rules_from_config(AlarmsSection(rules_file=str(rules), overrides={"gpus_gone": {"collector": "gpux"}}), known)
+    fixed = rules_from_config(AlarmsSection(rules_file=str(rules), overrides={"gpus_gone": {"collector": "gpu"}}),
+                              known)
+    assert [r.collector for r in fixed if isinstance(r, StateRule) and r.name == "gpus_gone"] == ["gpu"]
+    # The agent's own parts are collectors of its frames too.
+    assert {"gpu", "psu", "rail_path", "guard", "journal"} <= set(known)
+
+
+def test_disabling_a_rule_twice_says_so() -> None:
+    with pytest.raises(RuleKeyError, match=r"^alarms.disable: 'gpu_lost' appears twice$"):
+        combine_rules(default_rules(), disable=["gpu_lost", "collector_silent", "gpu_lost"])
