@@ -411,11 +411,17 @@ def combine_rules(
 
 #: Keys an override may not change: they say which rule it is and what it is.
 FIXED_KEYS = ("name", "kind")
+#: Conditions of which a rule gives exactly one: an override giving one replaces the rule's.
+ALTERNATIVE_KEYS = (("below", "above"), ("equals", "one_of", "not_one_of", "below_first_seen", "expected", "vanished"))
 
 
 def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
     """``rule`` with single keys replaced, each checked as the rule's own file would check it
     (``data = { xid = [79] }`` of an event rule replaces its whole ``data`` table).
+
+    A key of `ALTERNATIVE_KEYS` replaces the alternative the rule gave: ``expected = { eth0 = 10000 }``
+    on ``net_link_slower`` (``below_first_seen``) needs no ``below_first_seen = false``, and
+    ``above`` turns a ``below`` rule around (TOML has no null to unset the other key with).
 
     Args:
         where: the override's key (``alarms.overrides.gpu_xid_fatal``), which errors name.
@@ -428,8 +434,13 @@ def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
         if key in keys and keys[key] != getattr(rule, key):
             raise RuleKeyError(f"{where}.{key}: cannot be overridden (it is {getattr(rule, key)!r}); "
                                f"define a rule of its own in alarms.rules_file instead")
+    table = to_table(rule)
+    for group in ALTERNATIVE_KEYS:
+        if any(key in keys for key in group):
+            for key in group:
+                table.pop(key, None)
     try:
-        return from_data(type(rule), {**to_table(rule), **dict(keys)}, strict=True)
+        return from_data(type(rule), {**table, **dict(keys)}, strict=True)
     except TypedDataError as exc:
         # A check of the rule as a whole ("give exactly one of below or above") has no key to name.
         raise RuleKeyError(f"{where}: {exc.reason}" if exc.path == "<root>" else f"{where}.{exc}") from None

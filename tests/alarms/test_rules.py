@@ -106,8 +106,10 @@ def test_overrides_disable_and_extra_rules() -> None:
         ({"disable": ["nope"]}, "alarms.disable: no rule named 'nope'"),
         ({"overrides": {"nope": {"below": 1.0}}}, "alarms.overrides.nope: no rule of that name"),
         ({"overrides": {"psu_rail_low_warning": {"blow": 1.0}}}, "alarms.overrides.psu_rail_low_warning.blow: unknown key"),
-        ({"overrides": {"psu_rail_low_warning": {"above": 1.0}}},
+        ({"overrides": {"psu_rail_low_warning": {"above": 1.0, "below": 2.0}}},
          "alarms.overrides.psu_rail_low_warning: give exactly one of below or above"),
+        ({"overrides": {"net_link_slower": {"expected": {"eth0": 1.0}, "below_first_seen": True}}},
+         "alarms.overrides.net_link_slower: give exactly one of equals"),
         ({"overrides": {"psu_rail_low_warning": {"kind": "state"}}},
          "alarms.overrides.psu_rail_low_warning.kind: cannot be overridden"),
         ({"overrides": {"psu_rail_low_warning": {"name": "mine"}}},
@@ -273,3 +275,23 @@ def test_a_state_rule_collector_must_name_a_collector_of_the_agent(tmp_path: Pat
 def test_disabling_a_rule_twice_says_so() -> None:
     with pytest.raises(RuleKeyError, match=r"^alarms.disable: 'gpu_lost' appears twice$"):
         combine_rules(default_rules(), disable=["gpu_lost", "collector_silent", "gpu_lost"])
+
+
+def test_an_override_giving_another_condition_replaces_the_rule_s() -> None:
+    """README: "give the link an `expected` speed instead" of the first one seen. As an override, that
+    was refused ("give exactly one of ...") unless it also unset below_first_seen; a threshold could
+    not be turned from below to above at all (TOML has no null)."""
+    by_name = {r.name: r for r in combine_rules(default_rules(), overrides={
+        "net_link_slower": {"expected": {"eth0": 10000}},
+        "psu_rail_low_warning": {"above": 12.3},
+        "md_array_degraded": {"equals": "degraded"},
+    })}
+    slower = by_name["net_link_slower"]
+    assert isinstance(slower, StateRule) and (slower.expected, slower.below_first_seen) == ({"eth0": 10000.0}, False)
+    rail = by_name["psu_rail_low_warning"]
+    assert isinstance(rail, ThresholdRule) and (rail.below, rail.above, rail.hysteresis) == (None, 12.3, 0.05)
+    degraded = by_name["md_array_degraded"]
+    assert isinstance(degraded, StateRule) and (degraded.equals, degraded.one_of) == ("degraded", ())
+    steps = [Step(0, {"net": [{"name": "eth0", "speed_mbps": 10000}]}),
+             Step(40, {"net": [{"name": "eth0", "speed_mbps": 1000}]})]
+    assert run([slower], steps)[1] == [(40, "pending", "link:eth0")]
