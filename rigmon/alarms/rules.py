@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rigmon.alarms.frame_paths import path_problem
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
 from rigmon.alarms.templates import check_template
 from rigmon.config import AlarmsSection, ConfigKeyError
@@ -449,6 +450,9 @@ def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
 def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None = None) -> tuple[Rule, ...]:
     """The rules in force for an agent's ``[alarms]`` section.
 
+    Every rule's ``select`` must be a path the frame's records have (`path_problem`): a misspelt
+    one matches nothing ever, so its rule would never fire.
+
     Args:
         section: the agent's ``[alarms]``.
         collectors: every collector name a frame of this agent can carry; when given, a state
@@ -461,19 +465,23 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
     defaults = default_rules() if section.defaults else ()
     extra = load_rules_file(section.rules_file, "alarms.rules_file") if section.rules_file else ()
     rules = combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")
-    if collectors is not None:
-        _check_collectors(rules, collectors, section, {r.name for r in extra})
+    from_file = {r.name for r in extra}
+    for rule in rules:
+        selector = rule.selector
+        problem = path_problem(selector) if selector is not None else None
+        if problem is not None:
+            raise _misfit(rule.name, "select", f"{problem}", section, from_file)
+        if collectors is not None and isinstance(rule, StateRule) and rule.collector \
+                and rule.collector not in collectors:
+            raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "
+                          f"(known: {', '.join(sorted(collectors))})", section, from_file)
     return rules
 
 
-def _check_collectors(rules: Sequence[Rule], collectors: Collection[str], section: AlarmsSection,
-                      from_file: set[str]) -> None:
-    """Refuse a state rule whose ``collector`` names none of ``collectors``, naming where it was set."""
-    for rule in rules:
-        if not isinstance(rule, StateRule) or not rule.collector or rule.collector in collectors:
-            continue
-        problem = f"no collector named {rule.collector!r} (known: {', '.join(sorted(collectors))})"
-        if "collector" in section.overrides.get(rule.name, {}):
-            raise RuleKeyError(f"alarms.overrides.{rule.name}.collector: {problem}")
-        where = section.rules_file if rule.name in from_file else f"rigmon/alarms/{DEFAULT_RULES_RESOURCE}"
-        raise RuleError(f"{where}: rule {rule.name!r}: collector: {problem}")
+def _misfit(name: str, key: str, problem: str, section: AlarmsSection, from_file: set[str]) -> RuleError:
+    """The error for a key of rule ``name`` that does not fit the agent, naming where it was set: the
+    override's key (the command adds the agent's file), else the rules file, else the defaults."""
+    if key in section.overrides.get(name, {}):
+        return RuleKeyError(f"alarms.overrides.{name}.{key}: {problem}")
+    where = section.rules_file if name in from_file else f"rigmon/alarms/{DEFAULT_RULES_RESOURCE}"
+    return RuleError(f"{where}: rule {name!r}: {key}: {problem}")

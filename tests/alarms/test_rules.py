@@ -295,3 +295,36 @@ def test_an_override_giving_another_condition_replaces_the_rule_s() -> None:
     steps = [Step(0, {"net": [{"name": "eth0", "speed_mbps": 10000}]}),
              Step(40, {"net": [{"name": "eth0", "speed_mbps": 1000}]})]
     assert run([slower], steps)[1] == [(40, "pending", "link:eth0")]
+
+
+@pytest.mark.parametrize(
+    ("select", "says"),
+    [
+        ("psu_rial.volts.min_volts", "select: the frame has no field 'psu_rial' (it has: amd_gpus,"),
+        ("gpus[*].powr_w", "select: gpus[*] has no field 'powr_w'"),
+        ("net[nmae=eth0].speed_mbps", "select: items of net have no field 'nmae'"),
+        ("host[*].cpu_pct", "select: host is not a list: [*] cannot apply"),
+        ("host.cpu_pct.now", "select: host.cpu_pct is a single value, without a field 'now'"),
+        ("psu_rail.volts", "select: psu_rail.volts holds fields, not a value"),
+        ("collectors.*.stat", "select: collectors.* has no field 'stat'"),
+    ],
+)
+def test_a_select_path_no_frame_has_is_refused_naming_the_file_rule_and_key(tmp_path: Path, select: str,
+                                                                           says: str) -> None:
+    """A path that names no field of the frame's records matches nothing, ever: the rule never fired."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULE.replace("psu_rail.volts.min_volts", select))
+    with pytest.raises(RuleError) as info:
+        rules_from_config(AlarmsSection(rules_file=str(rules)))
+    assert str(info.value).startswith(f"{rules}: rule 'r1': {says}"), str(info.value)
+
+
+def test_a_select_override_no_frame_has_names_the_key_and_paths_to_absent_hardware_are_fine() -> None:
+    with pytest.raises(RuleKeyError, match=r"^alarms.overrides.gpu_lost.select: gpus\[\*\] has no field 'sate'"):
+        rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": "gpus[*].sate"}}))
+    # Every shipped rule reads a path the frame has; one for hardware a node lacks is not an error.
+    assert rules_from_config(AlarmsSection()) == combine_rules(default_rules())
+    ok = ("collectors.host.state", "temperatures[-1].temp_c", "gpus[index=3].nvlinks[*].crc_flit_total", "node",
+          "net[name=eth0].speed_mbps", "collectors.*.sampled_at", "taken_at")
+    for select in ok:
+        assert rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": select}}))
