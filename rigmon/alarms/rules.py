@@ -468,7 +468,7 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
     from_file = {r.name for r in extra}
     for rule in rules:
         selector = rule.selector
-        problem = path_problem(selector) if selector is not None else None
+        problem = path_problem(selector, numeric=_compares_numbers(rule)) if selector is not None else None
         if problem is not None:
             raise _misfit(rule.name, "select", f"{problem}", section, from_file)
         if collectors is not None and isinstance(rule, StateRule) and rule.collector \
@@ -476,6 +476,13 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
             raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "
                           f"(known: {', '.join(sorted(collectors))})", section, from_file)
     return rules
+
+
+def _compares_numbers(rule: Rule) -> bool:
+    """Whether the rule skips readings that are not numbers (so a path to text never fires)."""
+    if isinstance(rule, StateRule):
+        return rule.below_first_seen or bool(rule.expected)
+    return isinstance(rule, (ThresholdRule, CounterRule, TrendRule, StalenessRule))
 
 
 def _misfit(name: str, key: str, problem: str, section: AlarmsSection, from_file: set[str]) -> RuleError:

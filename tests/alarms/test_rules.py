@@ -328,3 +328,22 @@ def test_a_select_override_no_frame_has_names_the_key_and_paths_to_absent_hardwa
           "net[name=eth0].speed_mbps", "collectors.*.sampled_at", "taken_at")
     for select in ok:
         assert rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": select}}))
+
+
+@pytest.mark.parametrize(
+    ("rule", "select", "says"),
+    [
+        ("psu_rail_low_warning", "gpus[*].state", "gpus[*].state is one of ['ok', 'lost'], and this rule compares numbers"),
+        ("psu_rail_low_warning", "psu_rail.stale", "psu_rail.stale is true/false, and this rule compares numbers"),
+        ("gpu_pcie_replay_rising", "gpus[*].name", "gpus[*].name is text, and this rule compares numbers"),
+        ("net_link_slower", "net[*].operstate", "net[*].operstate is text, and this rule compares numbers"),
+    ],
+)
+def test_a_rule_comparing_numbers_refuses_a_path_to_text(rule: str, select: str, says: str) -> None:
+    """A threshold, counter, trend or staleness rule (or a state rule against a first-seen or expected
+    number) skips readings that are not numbers: on a path to text it could never fire."""
+    with pytest.raises(RuleKeyError) as info:
+        rules_from_config(AlarmsSection(overrides={rule: {"select": select}}))
+    assert str(info.value) == f"alarms.overrides.{rule}.select: {says}"
+    # A state rule comparing equality reads text and numbers alike.
+    assert rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": "gpus[*].power_w"}}))
