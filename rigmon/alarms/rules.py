@@ -218,6 +218,12 @@ class EventRule(RuleBase, frozen=True, gc=False):
             raise ValueError("event (the event kind) is required")
         if self.resolve_after_s <= 0:
             raise ValueError("resolve_after_s must be positive")
+        # An event is a moment: its alarm fires at once and stays until acknowledged or
+        # `resolve_after_s`. The timing keys of other rules would be taken and never used.
+        for key, unused in (("hold_s", 0.0), ("clear_hold_s", 0.0), ("absent_resolve_s", 60.0)):
+            if getattr(self, key) != unused:
+                raise ValueError(f"{key}: an event rule fires at once and stays firing until acknowledged or "
+                                 f"resolve_after_s after its last event; it has no {key}")
         for key, allowed in self.data.items():
             if not allowed:
                 # No value matches an empty list: the rule could never fire.
