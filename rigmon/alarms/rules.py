@@ -476,7 +476,7 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
         selector = rule.selector
         problem = path_problem(selector, numeric=_compares_numbers(rule)) if selector is not None else None
         if problem is not None:
-            raise _misfit(rule.name, "select", f"{problem}", section, from_file)
+            raise _misfit(rule.name, "select", problem, section, from_file)
         if collectors is not None and isinstance(rule, StateRule) and rule.collector \
                 and rule.collector not in collectors:
             raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "
