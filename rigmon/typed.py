@@ -186,23 +186,77 @@ def _converter(tp: Any) -> Converter:
 
 def _union_converter(args: tuple[Any, ...]) -> Converter:
     optional = type(None) in args
-    choices = [_converter(a) for a in args if a is not type(None)]
+    members = [a for a in args if a is not type(None)]
+    choices = [_converter(a) for a in members]
+    shapes = [_shape(a) for a in members]
+    expected = _either([_describe(a) for a in members])
 
     def convert(value: Any, strict: bool) -> Any:
         if value is None:
             if optional:
                 return None
             raise _Misfit("missing value (null)")
-        first: _Misfit | None = None
         for choice in choices:
             try:
                 return choice(value, strict)
-            except _Misfit as exc:
-                first = first or exc
-        assert first is not None
-        raise first
+            except _Misfit:
+                pass
+        # Blame the one choice of the value's shape (a table given for `dict[str, tuple[int, ...]]`
+        # says which item is wrong); otherwise say every shape that fits, never only the first
+        # choice's ("expected a string" for a table where a table of lists was meant).
+        fitting = [c for c, shape in zip(choices, shapes) if shape == _value_shape(value)]
+        if len(fitting) == 1:
+            fitting[0](value, strict)  # raises its own, precise _Misfit
+        raise _Misfit(f"expected {expected}, got {value!r}")
 
     return convert
+
+
+def _got(value: Any) -> str:
+    """A value that does not fit, for the error: as written (``79``, ``[79]``), cut to stay one short line."""
+    text = repr(list(value) if isinstance(value, tuple) else value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _shape(tp: Any) -> str:
+    """What a value of type annotation ``tp`` looks like in TOML/JSON: ``table``, ``list`` or ``scalar``."""
+    origin = get_origin(tp)
+    if origin is dict or record_fields(tp) is not None:
+        return "table"
+    if origin is tuple:
+        return "list"
+    return "scalar"
+
+
+def _value_shape(value: Any) -> str:
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "scalar"
+
+
+def _describe(tp: Any) -> str:
+    """A value of type annotation ``tp`` in words (``a list``), for a union's error."""
+    origin = get_origin(tp)
+    if origin is Literal:
+        return f"one of {list(get_args(tp))}"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return f"one of {[m.value for m in tp]}"
+    if origin is Union or origin is types.UnionType:
+        return _either([_describe(a) for a in get_args(tp) if a is not type(None)])
+    shape = _shape(tp)
+    if shape == "table":
+        return "a table"
+    if shape == "list":
+        return "a list"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false"}.get(tp, repr(tp))
+
+
+def _either(words: list[str]) -> str:
+    """``a, b or c`` (each once, in order)."""
+    words = list(dict.fromkeys(words))
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def _literal_converter(allowed: tuple[Any, ...]) -> Converter:
@@ -220,7 +274,7 @@ def _tuple_converter(item_types: tuple[Any, ...]) -> Converter:
 
         def convert_any(value: Any, strict: bool) -> Any:
             if not isinstance(value, (list, tuple)):
-                raise _Misfit(f"expected a list, got {type(value).__name__}")
+                raise _Misfit(f"expected a list, got {_got(value)}")
             out = []
             for i, v in enumerate(value):
                 try:
@@ -235,7 +289,7 @@ def _tuple_converter(item_types: tuple[Any, ...]) -> Converter:
 
     def convert_fixed(value: Any, strict: bool) -> Any:
         if not isinstance(value, (list, tuple)):
-            raise _Misfit(f"expected a list, got {type(value).__name__}")
+            raise _Misfit(f"expected a list, got {_got(value)}")
         if len(items) != len(value):
             raise _Misfit(f"expected {len(items)} items, got {len(value)}")
         out = []
@@ -253,7 +307,7 @@ def _tuple_converter(item_types: tuple[Any, ...]) -> Converter:
 def _dict_converter(item: Converter) -> Converter:
     def convert(value: Any, strict: bool) -> Any:
         if not isinstance(value, dict):
-            raise _Misfit(f"expected a table/object, got {type(value).__name__}")
+            raise _Misfit(f"expected a table/object, got {_got(value)}")
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
@@ -278,7 +332,7 @@ def _record_converter(cls: type) -> Converter:
 
     def convert(value: Any, strict: bool) -> Any:
         if not isinstance(value, dict):
-            raise _Misfit(f"expected a table/object, got {type(value).__name__}")
+            raise _Misfit(f"expected a table/object, got {_got(value)}")
         if strict:
             unknown = sorted(set(value) - known)
             if unknown:

@@ -81,3 +81,24 @@ def test_to_data_converts_enums_subclasses_and_leaves_classes_alone() -> None:
     data = to_data(Holder(colour=Colour.RED, counts=(Count(3), 4), kind=Holder))
     assert data == {"colour": "red", "counts": [3, 4], "kind": Holder}
     assert type(data["colour"]) is str
+
+
+@dataclass(frozen=True)
+class Choices:
+    value: str | int | tuple[int, ...] | dict[str, tuple[int, ...]] = ""
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        # The one choice of the value's shape says which item is wrong.
+        ({"xid": 79}, "value.xid: expected a list, got 79"),
+        ([1, "x"], "value[1]: expected an integer, got 'x'"),
+        # No choice of that shape: every shape that fits, not only the first choice's "expected a string".
+        (1.5, "value: expected a string, an integer, a list or a table, got 1.5"),
+    ],
+)
+def test_a_union_names_the_choice_of_the_value_shape_or_all_of_them(value: object, says: str) -> None:
+    with pytest.raises(TypedDataError) as info:
+        from_data(Choices, {"value": value})
+    assert str(info.value) == says

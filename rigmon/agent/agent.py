@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: Every collector name a frame can carry: the registry's and the agent's own (derived from frames,
+#: the guard's state, the journal's health); a state rule's ``collector`` must be one of them.
+FRAME_COLLECTOR_NAMES: tuple[str, ...] = (*REGISTRY, "rail_path", "guard", "journal")
+
+
 def check_collector_names(config: AgentConfig) -> None:
     """Refuse a ``[collectors.X]`` section that names no collector of the registry.
 
@@ -151,7 +156,7 @@ class Agent:
             intervals=intervals,
         )
         if rules is None:
-            rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
+            rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES) if config.alarms.enabled else ()
         self.notifiers = Notifiers(config.notify, senders)
         self.alarms = AlarmService(
             AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent,

@@ -12,7 +12,7 @@ from typing import Literal
 
 from msgspec.structs import replace
 
-from rigmon.agent.agent import build_collectors
+from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.sampler import ROUTES
 from rigmon.alarms.engine import AlarmEngine
@@ -149,7 +149,7 @@ def run_check(
         if agent_rail is None:
             agent_rail = partial(rail_from_agent, config)
     if rules is None:
-        rules = rules_from_config(config.alarms) if config.alarms.enabled else ()
+        rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES) if config.alarms.enabled else ()
     engine = AlarmEngine(rules, config.node_name, clock, id_prefix="check")
     pushed: list[object] = []
     lock = threading.Lock()

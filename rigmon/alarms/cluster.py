@@ -3,6 +3,10 @@
 Pure functions from what the dashboard knows about each node (`NodeView`, the newest
 frames) to `Observation`s, and `ClusterAlarms`, which feeds them through the same
 `AlarmBook` lifecycle as the agent's node rules. No I/O: the dashboard passes ``now``.
+
+A node is known by its key (`NodeView.key`: the dashboard's URL of its agent), never by its
+name, which two agents may share (a cloned image): each alarm is about one key, kept in its
+``node_key`` label (`alarm_node_key`); the name is what messages and ``Alarm.node`` say.
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition, Worse
 from rigmon.alarms.selector import frame_view, parse_selector
-from rigmon.schema import Alarm, Frame, Severity
+from rigmon.schema import Alarm, EventValue, Frame, Severity
 
 Direction = Literal["below", "above", "both"]
 PeerAggregate = Literal["mean", "min", "max", "sum"]
@@ -28,11 +32,12 @@ class NodeView:
     """What the dashboard knows of one node's agent.
 
     Attributes:
-        node: node name.
+        node: node name, for messages (need not be unique).
         connected: the client's last request or stream to the agent worked.
         last_received_at: dashboard clock (Unix s) when the newest frame arrived.
         last_taken_at: the node's own clock (``taken_at``) of that frame.
         error: why the node is not connected, if it is not.
+        key: the node's unique identity (the dashboard's key of its agent); default its name.
     """
 
     node: str
@@ -40,6 +45,12 @@ class NodeView:
     last_received_at: float | None = None
     last_taken_at: float | None = None
     error: str | None = None
+    key: str = ""
+
+    @property
+    def identity(self) -> str:
+        """``key``, else the name."""
+        return self.key or self.node
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,17 +120,26 @@ DEFAULT_PEER_CHECKS: tuple[PeerCheck, ...] = (
 )
 
 
-def _subject(node: str) -> str:
-    return f"node:{node}"
+#: Label of a cluster alarm that holds the key of the node it is about (`NodeView.key`).
+NODE_KEY_LABEL = "node_key"
+
+
+def alarm_node_key(alarm: Alarm) -> str:
+    """The key of the node a cluster alarm is about (its name for an alarm made without one)."""
+    return alarm.labels.get(NODE_KEY_LABEL, alarm.node)
+
+
+def _about(key: str, node: str, active: bool, value: EventValue, message: str,
+           labels: Mapping[str, str] | None = None, worse: Worse | None = None) -> Observation:
+    """An observation about the node of ``key``, called ``node`` in its subject and message."""
+    return Observation(subject=f"node:{node}", key=key, node=node, active=active, value=value, message=message,
+                       labels={"node": node, NODE_KEY_LABEL: key, **(labels or {})}, worse=worse)
 
 
 def unreachable(nodes: Sequence[NodeView]) -> list[Observation]:
     """A node whose agent does not answer."""
-    return [
-        Observation(subject=_subject(n.node), node=n.node, active=not n.connected, value=n.error,
-                    message=f"node {n.node} unreachable: {n.error or 'no answer'}", labels={"node": n.node})
-        for n in nodes
-    ]
+    return [_about(n.identity, n.node, not n.connected, n.error, f"node {n.node} unreachable: {n.error or 'no answer'}")
+            for n in nodes]
 
 
 def stale(nodes: Sequence[NodeView], now: float, max_age_s: float) -> list[Observation]:
@@ -129,15 +149,15 @@ def stale(nodes: Sequence[NodeView], now: float, max_age_s: float) -> list[Obser
         if not n.connected or n.last_received_at is None:
             continue
         age_s = max(0.0, now - n.last_received_at)
-        out.append(Observation(subject=_subject(n.node), node=n.node, active=age_s > max_age_s,
-                               value=round(age_s, 3), labels={"node": n.node}, worse="higher",
-                               message=f"node {n.node} sent no frame for {age_s:.0f} s"))
+        out.append(_about(n.identity, n.node, age_s > max_age_s, round(age_s, 3),
+                          f"node {n.node} sent no frame for {age_s:.0f} s", worse="higher"))
     return out
 
 
 def clock_offsets(nodes: Sequence[NodeView]) -> dict[str, float]:
-    """Each node's clock minus the dashboard's, from its newest frame (includes network delay)."""
-    return {n.node: n.last_taken_at - n.last_received_at for n in nodes
+    """Each node's clock minus the dashboard's, from its newest frame (includes network delay), by
+    `NodeView.identity`."""
+    return {n.identity: n.last_taken_at - n.last_received_at for n in nodes
             if n.last_taken_at is not None and n.last_received_at is not None}
 
 
@@ -157,18 +177,19 @@ def clock_skew(nodes: Sequence[NodeView], max_skew_s: float) -> list[Observation
     offsets = clock_offsets(nodes)
     if len(offsets) < 2:
         return []
+    names = {n.identity: n.node for n in nodes}
     out = []
-    for node, offset in offsets.items():
-        skew_s = offset - _reference(offsets, node)
-        out.append(Observation(subject=_subject(node), node=node, active=abs(skew_s) > max_skew_s,
-                               value=round(skew_s, 3), labels={"node": node},
-                               message=f"node {node} clock is {skew_s:+.1f} s off its peers"))
+    for key, offset in offsets.items():
+        skew_s = offset - _reference(offsets, key)
+        out.append(_about(key, names[key], abs(skew_s) > max_skew_s, round(skew_s, 3),
+                          f"node {names[key]} clock is {skew_s:+.1f} s off its peers"))
     return out
 
 
 def node_figures(frames: Mapping[str, Frame | dict[str, Any]], select: str,
                  aggregate: PeerAggregate) -> dict[str, float]:
-    """One figure per node: the selector's numeric matches in its newest frame, aggregated.
+    """One figure per node (keyed as ``frames`` are): the selector's numeric matches in its newest
+    frame, aggregated.
 
     ``frames`` may hold a frame's `frame_view` (or `frame_data`) instead of the frame. The
     selector reads the frame's records as they are and only their values: nothing is converted.
@@ -191,11 +212,17 @@ def node_figures(frames: Mapping[str, Frame | dict[str, Any]], select: str,
     return out
 
 
-def peer_outliers(frames: Mapping[str, Frame | dict[str, Any]], check: PeerCheck) -> list[Observation]:
+def peer_outliers(frames: Mapping[str, Frame | dict[str, Any]], check: PeerCheck,
+                  names: Mapping[str, str] | None = None) -> list[Observation]:
     """Nodes whose figure is far from the nodes' median (robust: median and median absolute deviation).
 
     Nodes without the figure are left out; with fewer than ``check.min_nodes`` nodes
     having it, nothing is flagged.
+
+    Args:
+        frames: each node's newest frame by its key (`NodeView.identity`).
+        check: the figure and its limits.
+        names: node name by key, for the subjects and messages (default: the key).
     """
     figures = node_figures(frames, check.select, check.aggregate)
     if len(figures) < check.min_nodes:
@@ -204,15 +231,15 @@ def peer_outliers(frames: Mapping[str, Frame | dict[str, Any]], check: PeerCheck
     mad = statistics.median([abs(v - median) for v in figures.values()])
     limit = max(check.min_deviation, check.sigmas * MAD_TO_SIGMA * mad)
     out = []
-    for node, x in figures.items():
+    for key, x in figures.items():
         diff = x - median
         off = (diff < -limit if check.direction == "below" else diff > limit if check.direction == "above"
                else abs(diff) > limit)
-        out.append(Observation(subject=_subject(node), node=node, active=off, value=round(x, 6),
-                               labels={"node": node, "peer_median": f"{median:g}"},
-                               message=peer_message(check, node, x, median),
-                               worse="lower" if check.direction == "below"
-                               else "higher" if check.direction == "above" else None))
+        node = names.get(key, key) if names is not None else key
+        out.append(_about(key, node, off, round(x, 6), peer_message(check, node, x, median),
+                          labels={"peer_median": f"{median:g}"},
+                          worse="lower" if check.direction == "below"
+                          else "higher" if check.direction == "above" else None))
     return out
 
 
@@ -253,7 +280,7 @@ class ClusterAlarms:
 
         Args:
             nodes: every node the dashboard follows.
-            frames: the newest frame of each node that has one.
+            frames: the newest frame of each node that has one, by `NodeView.identity`.
             now: the dashboard's Unix time.
             peers: run the peer checks too; they cost most (every node's frame read) and hold
                 for 30 s and more, so a dashboard may run them less often than the rest.
@@ -263,11 +290,10 @@ class ClusterAlarms:
         out += self.book.observe(self._skew, clock_skew(nodes, self.max_skew_s), now)
         if not peers:
             return out
-        connected = {n.node for n in nodes if n.connected}
-        live: dict[str, Frame | dict[str, Any]] = {node: frame_view(f) for node, f in frames.items()
-                                                   if node in connected}
+        names = {n.identity: n.node for n in nodes if n.connected}
+        live: dict[str, Frame | dict[str, Any]] = {key: frame_view(f) for key, f in frames.items() if key in names}
         for check in self.peer_checks:
-            out += self.book.observe(self._peers[check.name], peer_outliers(live, check), now)
+            out += self.book.observe(self._peers[check.name], peer_outliers(live, check, names), now)
         return out
 
     def acknowledge(self, alarm_id: str, by: str, now: float) -> list[Transition]:

@@ -66,6 +66,9 @@ class Observation(msgspec.Struct, frozen=True, gc=False):
         worse: which way ``value`` gets worse (``lower`` for a rail minimum, ``higher`` for
             an increase or an age); ``None`` when values have no order (a state): the
             alarm then keeps the first observation that fired it.
+        key: what makes the subject one, when its text does not (``""``: the subject). The
+            cluster rules' subject ``node:gpu01`` is shown, but two agents may both call
+            themselves gpu01: their alarms are kept apart by the dashboard's key of each.
     """
 
     subject: str
@@ -77,6 +80,12 @@ class Observation(msgspec.Struct, frozen=True, gc=False):
     node: str = ""
     known: bool = True
     worse: Worse | None = None
+    key: str = ""
+
+    @property
+    def identity(self) -> str:
+        """What the book keeps one alarm per (with the rule): ``key``, else the subject."""
+        return self.key or self.subject
 
 
 def is_worse(new: EventValue, old: EventValue, worse: Worse | None) -> bool:
@@ -100,7 +109,7 @@ def _as_number(value: EventValue) -> float | None:
 
 
 def merge_by_subject(observations: Iterable[Observation]) -> list[Observation]:
-    """One observation per subject, in order of first appearance (events are left as they are).
+    """One observation per subject (`Observation.identity`), in order of first appearance (events are left as they are).
 
     Several matches of a rule can share a subject: the NVLinks of one GPU under the
     subject ``gpu:{index}``. Applied one after the other, a clear link would resolve what a
@@ -115,9 +124,9 @@ def merge_by_subject(observations: Iterable[Observation]) -> list[Observation]:
         if obs.latch:
             out.append(obs)
             continue
-        i = where.get(obs.subject)
+        i = where.get(obs.identity)
         if i is None:
-            where[obs.subject] = len(out)
+            where[obs.identity] = len(out)
             out.append(obs)
         elif _rank(obs) > _rank(out[i]):
             out[i] = obs
@@ -188,7 +197,7 @@ class _Carry(msgspec.Struct):
 
 
 class AlarmBook:
-    """Active alarms by (rule, subject), and a bounded list of recently resolved ones.
+    """Active alarms by (rule, subject: `Observation.identity`), and a bounded list of recently resolved ones.
 
     Args:
         node: node name put in every alarm.
@@ -229,7 +238,7 @@ class AlarmBook:
         out: list[Transition] = []
         seen: set[str] = set()
         for obs in merge_by_subject(observations):
-            seen.add(obs.subject)
+            seen.add(obs.identity)
             out.extend(self._apply(rule, obs, now, latch_s))
         for (rule_name, subject), track in list(self._active.items()):
             if rule_name != rule.name or subject in seen:
@@ -255,7 +264,7 @@ class AlarmBook:
         return out
 
     def _apply(self, rule: TrackedRule, obs: Observation, now: float, latch_s: float | None) -> list[Transition]:
-        key = (rule.name, obs.subject)
+        key = (rule.name, obs.identity)
         track = self._active.get(key)
         if track is not None:
             track.absent_since = None

@@ -9,13 +9,15 @@ of its own, drop rules by name and override single keys of a rule.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
+from rigmon.alarms.frame_paths import path_problem
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
+from rigmon.alarms.templates import check_template
 from rigmon.config import AlarmsSection, ConfigKeyError
 from rigmon.schema import Severity
 from rigmon.typed import TypedDataError, from_data
@@ -82,6 +84,11 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
         for key in ("hold_s", "clear_hold_s", "absent_resolve_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must not be negative")
+        for key in ("message", "subject"):
+            try:
+                check_template(getattr(self, key))
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
 
     @property
     def selector(self) -> Selector | None:
@@ -127,6 +134,9 @@ class ThresholdRule(RuleBase, frozen=True, gc=False):
             raise ValueError("hysteresis and window_s must not be negative")
         if self.aggregate != "last" and self.window_s <= 0:
             raise ValueError(f"aggregate {self.aggregate!r} needs a positive window_s")
+        if self.aggregate == "last" and self.window_s > 0:
+            # Without an aggregate the window is not used: the rule would look at each reading alone.
+            raise ValueError("window_s needs aggregate = \"min\", \"mean\" or \"max\" (the last value has no window)")
 
 
 class StateRule(RuleBase, frozen=True, gc=False):
@@ -208,6 +218,16 @@ class EventRule(RuleBase, frozen=True, gc=False):
             raise ValueError("event (the event kind) is required")
         if self.resolve_after_s <= 0:
             raise ValueError("resolve_after_s must be positive")
+        # An event is a moment: its alarm fires at once and stays until acknowledged or
+        # `resolve_after_s`. The timing keys of other rules would be taken and never used.
+        for key, unused in (("hold_s", 0.0), ("clear_hold_s", 0.0), ("absent_resolve_s", 60.0)):
+            if getattr(self, key) != unused:
+                raise ValueError(f"{key}: an event rule fires at once and stays firing until acknowledged or "
+                                 f"resolve_after_s after its last event; it has no {key}")
+        for key, allowed in self.data.items():
+            if not allowed:
+                # No value matches an empty list: the rule could never fire.
+                raise ValueError(f"data.{key}: give at least one value (leave the key out to match any)")
 
 
 class StalenessRule(RuleBase, frozen=True, gc=False):
@@ -386,24 +406,95 @@ def combine_rules(
         if name not in by_name:
             raise RuleKeyError(f"{source}.overrides.{name}: no rule of that name "
                                f"(known: {', '.join(sorted(by_name))})")
-        table = {**to_table(by_name[name]), **dict(keys)}
-        try:
-            by_name[name] = parse_rule(table, f"{source}.overrides")
-        except RuleError as exc:
-            raise RuleKeyError(str(exc)) from None
-    for name in disable:
+        by_name[name] = override_rule(by_name[name], keys, f"{source}.overrides.{name}")
+    for index, name in enumerate(disable):
+        if name in disable[:index]:
+            raise RuleKeyError(f"{source}.disable: {name!r} appears twice")
         if name not in by_name:
             raise RuleKeyError(f"{source}.disable: no rule named {name!r}")
         del by_name[name]
     return tuple(r for r in by_name.values() if r.enabled)
 
 
-def rules_from_config(section: AlarmsSection) -> tuple[Rule, ...]:
+#: Keys an override may not change: they say which rule it is and what it is.
+FIXED_KEYS = ("name", "kind")
+#: Conditions of which a rule gives exactly one: an override giving one replaces the rule's.
+ALTERNATIVE_KEYS = (("below", "above"), ("equals", "one_of", "not_one_of", "below_first_seen", "expected", "vanished"))
+
+
+def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
+    """``rule`` with single keys replaced, each checked as the rule's own file would check it
+    (``data = { xid = [79] }`` of an event rule replaces its whole ``data`` table).
+
+    A key of `ALTERNATIVE_KEYS` replaces the alternative the rule gave: ``expected = { eth0 = 10000 }``
+    on ``net_link_slower`` (``below_first_seen``) needs no ``below_first_seen = false``, and
+    ``above`` turns a ``below`` rule around (TOML has no null to unset the other key with).
+
+    Args:
+        where: the override's key (``alarms.overrides.gpu_xid_fatal``), which errors name.
+
+    Raises:
+        RuleKeyError: naming ``where`` and the key: unknown, of the wrong shape or value, ``name``
+            or ``kind``, or leaving the rule invalid as a whole.
+    """
+    for key in FIXED_KEYS:
+        if key in keys and keys[key] != getattr(rule, key):
+            raise RuleKeyError(f"{where}.{key}: cannot be overridden (it is {getattr(rule, key)!r}); "
+                               f"define a rule of its own in alarms.rules_file instead")
+    table = to_table(rule)
+    for group in ALTERNATIVE_KEYS:
+        if any(key in keys for key in group):
+            for key in group:
+                table.pop(key, None)
+    try:
+        return from_data(type(rule), {**table, **dict(keys)}, strict=True)
+    except TypedDataError as exc:
+        # A check of the rule as a whole ("give exactly one of below or above") has no key to name.
+        raise RuleKeyError(f"{where}: {exc.reason}" if exc.path == "<root>" else f"{where}.{exc}") from None
+
+
+def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None = None) -> tuple[Rule, ...]:
     """The rules in force for an agent's ``[alarms]`` section.
+
+    Every rule's ``select`` must be a path the frame's records have (`path_problem`): a misspelt
+    one matches nothing ever, so its rule would never fire.
+
+    Args:
+        section: the agent's ``[alarms]``.
+        collectors: every collector name a frame of this agent can carry; when given, a state
+            rule's ``collector`` must be one of them (a misspelt one was never ok, so the rule
+            never ran).
 
     Raises:
         RuleError: the rules file or an override is invalid (naming the rule).
     """
     defaults = default_rules() if section.defaults else ()
     extra = load_rules_file(section.rules_file, "alarms.rules_file") if section.rules_file else ()
-    return combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")
+    rules = combine_rules(defaults, extra, section.disable, section.overrides, source="alarms")
+    from_file = {r.name for r in extra}
+    for rule in rules:
+        selector = rule.selector
+        problem = path_problem(selector, numeric=_compares_numbers(rule)) if selector is not None else None
+        if problem is not None:
+            raise _misfit(rule.name, "select", problem, section, from_file)
+        if collectors is not None and isinstance(rule, StateRule) and rule.collector \
+                and rule.collector not in collectors:
+            raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "
+                          f"(known: {', '.join(sorted(collectors))})", section, from_file)
+    return rules
+
+
+def _compares_numbers(rule: Rule) -> bool:
+    """Whether the rule skips readings that are not numbers (so a path to text never fires)."""
+    if isinstance(rule, StateRule):
+        return rule.below_first_seen or bool(rule.expected)
+    return isinstance(rule, (ThresholdRule, CounterRule, TrendRule, StalenessRule))
+
+
+def _misfit(name: str, key: str, problem: str, section: AlarmsSection, from_file: set[str]) -> RuleError:
+    """The error for a key of rule ``name`` that does not fit the agent, naming where it was set: the
+    override's key (the command adds the agent's file), else the rules file, else the defaults."""
+    if key in section.overrides.get(name, {}):
+        return RuleKeyError(f"alarms.overrides.{name}.{key}: {problem}")
+    where = section.rules_file if name in from_file else f"rigmon/alarms/{DEFAULT_RULES_RESOURCE}"
+    return RuleError(f"{where}: rule {name!r}: {key}: {problem}")

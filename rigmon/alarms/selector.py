@@ -21,7 +21,8 @@ Grammar::
 The identity of a list item is the first of `IDENTITY_FIELDS` it has whose value is unique
 in the list (``gpus[index=0]``, ``net[name=eth0]``); without one it is its position
 (``temperatures[#2]``). A path that leads nowhere (a field that does not exist, a ``null``,
-an empty list) matches nothing: missing data is not an error.
+an empty list) matches nothing: missing data is not an error. (The agent refuses a rule whose
+path no frame can have, a misspelt field: `rigmon.alarms.frame_paths`.)
 
 This module is the grammar and the selector; how one step reads a node (fields, table
 entries, filtered list items with their identities) and the frame data read are

@@ -66,6 +66,28 @@ class Template:
             return fallback
 
 
+def check_template(text: str) -> None:
+    """Refuse a template that could never render (it would always give the fallback).
+
+    Raises:
+        ValueError: a brace without its pair, a positional field (``{}``, ``{0}``: the fields have
+            names), or a conversion other than ``!r``, ``!s`` or ``!a``.
+    """
+    try:
+        parsed = list(_FORMATTER.parse(text))
+    except ValueError as exc:
+        raise ValueError(f"{exc} (write a literal brace as {{{{ or }}}})") from None
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if not name or name.split(".", 1)[0].split("[", 1)[0].isdigit():
+            raise ValueError(f"field {{{name}}} has no name (fields are named: {{value}}, {{subject}}, ...)")
+        if conversion not in (None, "r", "s", "a"):
+            raise ValueError(f"field {{{name}!{conversion}}}: unknown conversion !{conversion} (!r, !s or !a)")
+        if spec and "{" in spec:
+            check_template(spec)
+
+
 def _compile(text: str) -> tuple[tuple[str, str | None, str], ...] | None:
     """Literal text and named fields of a template; ``None`` when it needs the general formatter."""
     try:

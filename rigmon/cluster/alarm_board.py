@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from rigmon.alarms.cluster import alarm_node_key
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Alarm, AlarmList, AlarmState, Event, Severity
 
@@ -101,8 +102,6 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
-    # Cluster alarms name the node as the cluster rules know it (`ClusterStore.rule_names`).
-    keys_by_rule_name = {name: key for key, name in cluster.rule_names().items()}
     for store in cluster.nodes.values():
         # An unreachable node has its own alarm (node_unreachable); only say more for the others.
         if store.alarm_error is not None and store.connected_now():
@@ -111,10 +110,11 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
             continue
         active += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.active]
         recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
+    # A cluster alarm is about the node of its key (two agents may share a name).
     for alarm in cluster.rules.active():
-        active.append(AlarmRow(keys_by_rule_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+        active.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
     for alarm in cluster.rules.recent():
-        recent.append(AlarmRow(keys_by_rule_name.get(alarm.node, ""), alarm.node, "cluster", alarm))
+        recent.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
     firing: dict[str, int] = {}
     for row in active:
         if row.alarm.state == "firing":
@@ -124,6 +124,12 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
     return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing)
+
+
+def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
+    """The store a cluster alarm is about; ``""`` when no followed node has its key."""
+    key = alarm_node_key(alarm)
+    return key if key in cluster.nodes else ""
 
 
 def _escalation(lower: Alarm, upper: Alarm) -> bool:

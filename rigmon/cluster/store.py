@@ -11,7 +11,7 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms import cluster as cluster_rules
-from rigmon.alarms.cluster import ClusterAlarms
+from rigmon.alarms.cluster import ClusterAlarms, alarm_node_key
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
@@ -240,16 +240,17 @@ class NodeStore:
         return not (self.error_at is not None and (self.received_at is None or self.error_at >= self.received_at))
 
     def rule_view(self, node: str | None = None) -> cluster_rules.NodeView:
-        """What the cluster rules need of this node (wall-clock times of the dashboard's clock).
+        """What the cluster rules need of this node (wall-clock times of the dashboard's clock), known
+        to them by its key.
 
         Args:
-            node: the name the cluster rules know this node by (default its name; see
+            node: the name the cluster rules' messages call this node (default its name; see
                 `ClusterStore.rule_names`).
         """
         return cluster_rules.NodeView(node=self.name if node is None else node, connected=self.connected_now(),
                                       last_received_at=self.received_wall_at,
                                       last_taken_at=self.latest.taken_at if self.latest else None,
-                                      error=self.error)
+                                      error=self.error, key=self.key)
 
     def _with_session_inventory(self, summary: NodeSummary) -> NodeSummary:
         """``summary`` with GPUs expected and links total raised to the most seen so far."""
@@ -406,9 +407,10 @@ class ClusterStore:
         return self.rules.evaluate([s.rule_view(names[k]) for k, s in self.nodes.items()], frames, now, peers=peers)
 
     def rule_names(self) -> dict[str, str]:
-        """The name each node (by key) has in the cluster rules and their alarms: its own name,
-        or when several followed agents share it, the name and the key (``gpu01
-        (http://10.0.0.2:9120)``), so that one's alarm is never shown on the other."""
+        """The name each node (by key) has in the cluster rules' messages and ``Alarm.node``: its
+        own name, or when several followed agents share it, the name and the key (``gpu01
+        (http://10.0.0.2:9120)``), so that the operator can tell which one is meant. The rules
+        know each node by its key (`rigmon.alarms.cluster.alarm_node_key`), whatever its name."""
         count: dict[str, int] = {}
         for store in self.nodes.values():
             count[store.name] = count.get(store.name, 0) + 1
@@ -416,16 +418,14 @@ class ClusterStore:
                 for key, store in self.nodes.items()}
 
     def _peer_frames(self) -> dict[str, Frame]:
-        """Each node's newest frame with only the readings the peer checks' selectors start
+        """Each node's newest frame, by key, with only the readings the peer checks' selectors start
         from (converting the rest for every node was most of the rules' cost); whole frames
         when a selector starts from anything else."""
         roots = {re.match(r"[A-Za-z_]*", check.select).group() for check in self.rules.peer_checks}  # type: ignore[union-attr]
         if not roots <= READINGS_FIELDS:
-            names = self.rule_names()
-            return {names[s.key]: s.latest for s in self.nodes.values() if s.latest is not None}
+            return {s.key: s.latest for s in self.nodes.values() if s.latest is not None}
         cut = {name: getattr(EMPTY_READINGS, name) for name in READINGS_FIELDS - roots}
         out: dict[str, Frame] = {}
-        names = self.rule_names()
         for store in self.nodes.values():
             frame = store.latest
             if frame is not None:
@@ -433,12 +433,12 @@ class ClusterStore:
                 if cached is None or cached[0] is not frame:
                     cached = (frame, msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, **cut)))
                     self._peer_cut[store.key] = cached
-                out[names[store.key]] = cached[1]
+                out[store.key] = cached[1]
         return out
 
-    def cluster_alarms_of(self, node: str) -> tuple[Alarm, ...]:
-        """Active cluster alarms about ``node``."""
-        return tuple(a for a in self.rules.active() if a.node == node)
+    def cluster_alarms_of(self, key: str) -> tuple[Alarm, ...]:
+        """Active cluster alarms about the node of ``key``."""
+        return tuple(a for a in self.rules.active() if alarm_node_key(a) == key)
 
     def clear(self) -> None:
         """Forget every node's data and the cluster alarms (a replay seeking backwards); keys stay."""
@@ -466,11 +466,10 @@ class ClusterStore:
         """Every node's view, trouble first."""
         about: dict[str, list[Alarm]] = {}
         for alarm in self.rules.active():
-            about.setdefault(alarm.node, []).append(alarm)
-        names = self.rule_names()
+            about.setdefault(alarm_node_key(alarm), []).append(alarm)
         keyed = []
         for store in self.nodes.values():
-            view = store.view(points, buckets, tuple(about.get(names[store.key], ())), peers_up=self.peers_up(store))
+            view = store.view(points, buckets, tuple(about.get(store.key, ())), peers_up=self.peers_up(store))
             # Most views are the same objects as at the last redraw: so is their place.
             cached = self._order.get(store.key)
             order = cached[1] if cached is not None and cached[0] is view else trouble_order(view)

@@ -7,7 +7,11 @@ import msgspec
 from rigmon.config.common import check_ranges
 
 
-RuleOverrideValue = str | int | float | bool | tuple[str | int | float | bool, ...] | dict[str, float]
+RuleScalar = str | int | float | bool
+#: What a key of ``[alarms.overrides.RULE]`` may hold: every shape a rule's own key has (a number, a
+#: list like ``one_of``, a table of numbers like ``expected`` or of lists like an event rule's
+#: ``data``). Which one the key takes is checked against the rule itself (`rigmon.alarms.rules`).
+RuleOverrideValue = RuleScalar | tuple[RuleScalar, ...] | dict[str, RuleScalar | tuple[RuleScalar, ...]]
 
 
 class AlarmsSection(msgspec.Struct, frozen=True, gc=False):

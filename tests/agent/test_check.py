@@ -118,7 +118,12 @@ def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
         ("[alarms.overrides.psu_rail_low_warnin]\nbelow = 11.6\n",
          "alarms.overrides.psu_rail_low_warnin: no rule of that name"),
         ('[alarms.overrides.psu_rail_low_warning]\nbelow = "x"\n',
-         "alarms.overrides: rule 'psu_rail_low_warning': below: expected a number"),
+         "alarms.overrides.psu_rail_low_warning.below: expected a number"),
+        ("[alarms.overrides.gpu_xid_fatal]\ndata = { xid = 79 }\n",
+         "alarms.overrides.gpu_xid_fatal.data.xid: expected a list, got 79"),
+        ('[alarms.overrides.gpu_lost]\ncollector = "gpus"\n',
+         "alarms.overrides.gpu_lost.collector: no collector named 'gpus' (known: "),
+        ('[alarms]\ndisable = ["gpu_lost", "gpu_lost"]\n', "alarms.disable: 'gpu_lost' appears twice"),
     ],
 )
 def test_cli_bad_collector_or_alarms_key_names_the_config_file(tmp_path: Path, text: str, says: str) -> None:

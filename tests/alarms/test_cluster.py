@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from rigmon.alarms.cluster import ClusterAlarms, NodeView, PeerCheck, clock_skew, peer_outliers, stale, unreachable
+from rigmon.alarms.cluster import (
+    ClusterAlarms,
+    NodeView,
+    PeerCheck,
+    alarm_node_key,
+    clock_skew,
+    peer_outliers,
+    stale,
+    unreachable,
+)
 from rigmon.schema import SCHEMA_VERSION, Frame, HostReading, Readings
 
 T0 = 1_700_000_000.0
@@ -92,3 +103,37 @@ def test_peer_checks_read_the_records_without_converting_frames(monkeypatch: pyt
     frames = {n: frame(n, v) for n, v in {"a": 90.0, "b": 92.0, "c": 91.0, "d": 30.0}.items()}
     changes = alarms.evaluate([view(n) for n in frames], frames, T0)
     assert [(t.change, t.alarm.subject) for t in changes] == [("pending", "node:d")]
+
+
+def test_two_nodes_of_one_name_are_two_nodes_to_the_rules() -> None:
+    """Two agents that both call themselves gpu01 (a cloned image), at two keys: the rules keyed them
+    by name, so one's figure stood for both and a peer outlier on one was reported on the other."""
+    alarms = ClusterAlarms(peer_checks=[replace(CPU, hold_s=0.0)])
+    keys = {"http://a:1": ("n1", 90.0), "http://b:1": ("n2", 91.0), "http://c:1": ("gpu01", 92.0),
+            "http://d:1": ("gpu01", 30.0)}
+    nodes = [NodeView(node=name, connected=True, last_received_at=T0, last_taken_at=T0, key=key)
+             for key, (name, _) in keys.items()]
+    frames = {key: frame(name, cpu) for key, (name, cpu) in keys.items()}
+    changes = alarms.evaluate(nodes, frames, T0)
+    assert [(t.change, alarm_node_key(t.alarm), t.alarm.node, t.alarm.subject) for t in changes] == [
+        ("firing", "http://d:1", "gpu01", "node:gpu01")]
+    assert changes[0].alarm.message == "gpu01 host.cpu_pct 30.00 is below its peers' median of 90.50"
+    # The other gpu01 is off now, and this one is not: one alarm resolves, one fires.
+    frames["http://c:1"], frames["http://d:1"] = frame("gpu01", 30.0), frame("gpu01", 92.0)
+    changes = alarms.evaluate(nodes, frames, T0 + 1)
+    assert sorted((t.change, alarm_node_key(t.alarm)) for t in changes) == [
+        ("firing", "http://c:1"), ("resolved", "http://d:1")]
+
+
+def test_unreachable_and_skew_of_two_nodes_of_one_name_stay_apart() -> None:
+    nodes = [NodeView(node="gpu01", connected=True, last_received_at=T0, last_taken_at=T0, key="k1"),
+             NodeView(node="gpu01", connected=False, error="refused", key="k2"),
+             NodeView(node="gpu01", connected=True, last_received_at=T0, last_taken_at=T0 + 9, key="k3"),
+             NodeView(node="n4", connected=True, last_received_at=T0, last_taken_at=T0, key="k4")]
+    assert [(o.key, o.active) for o in unreachable(nodes)] == [("k1", False), ("k2", True), ("k3", False),
+                                                               ("k4", False)]
+    assert {o.key for o in clock_skew(nodes, max_skew_s=2.0) if o.active} == {"k3"}
+    alarms = ClusterAlarms(unreachable_hold_s=0.0, peer_checks=[])
+    alarms.evaluate(nodes, {}, T0)
+    assert sorted((a.rule, alarm_node_key(a), a.state) for a in alarms.active()) == [
+        ("clock_skew", "k3", "pending"), ("node_unreachable", "k2", "firing")]

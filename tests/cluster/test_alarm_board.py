@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
 import pytest
 from msgspec.structs import replace
 
+from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, ClusterAlarms, alarm_node_key
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view, group_rows
-from rigmon.cluster.store import ClusterStore
+from rigmon.cluster.store import PEER_CHECK_EVERY_S, ClusterStore
 from rigmon.schema import Alarm, AlarmList, Event
 from tests.tui.snapshot_apps.fake_agent import FakeClock, make_alarm, make_frame
 
@@ -217,3 +219,41 @@ def test_two_agents_sharing_a_name_keep_their_own_cluster_alarms() -> None:
     assert views[live].summary is not None and views[live].summary.alarms is None
     board = board_view(cluster)
     assert [(r.key, r.alarm.rule) for r in board.active] == [(dead, "node_unreachable")]
+
+
+def test_a_peer_outlier_on_one_of_two_agents_sharing_a_name_is_not_reported_on_the_other() -> None:
+    """The cluster rules know each node by its key (URL): a CPU far from its peers on one gpu01 is that
+    agent's alarm only, and it stays the same alarm (same id) when a second gpu01 joins the dashboard
+    and the names the rules' messages use change."""
+    clock = FakeClock()
+    check = dataclasses.replace(DEFAULT_PEER_CHECKS[2], hold_s=0.0)
+    cluster = ClusterStore(clock, rules=lambda: ClusterAlarms(peer_checks=[check]))
+    rng = random.Random(3)
+    busy, idle = "http://10.0.0.1:9120", "http://10.0.0.2:9120"
+    agents = {"http://10.0.0.3:9120": ("n3", 95.0), "http://10.0.0.4:9120": ("n4", 96.0),
+              "http://10.0.0.5:9120": ("n5", 94.0), idle: ("gpu01", 5.0), busy: ("gpu01", 97.0)}
+
+    def tick(keys: list[str]) -> None:
+        clock.advance(PEER_CHECK_EVERY_S)
+        for key in keys:
+            name, cpu = agents[key]
+            frame = make_frame(name, f"{name}-{key}", int(clock.time()), rng)
+            host = replace(frame.readings.host, cpu_pct=cpu)  # type: ignore[type-var]
+            cluster.nodes[key].add_frames([replace(frame, taken_at=clock.time(),
+                                                   readings=replace(frame.readings, host=host))])
+        cluster.evaluate_alarms()
+
+    for key in agents:
+        cluster.add(key, key)
+    tick([k for k in agents if k != busy])  # the busy gpu01 has sent nothing yet
+    (alarm,) = cluster.rules.active()
+    assert (alarm.rule, alarm_node_key(alarm), alarm.node) == ("cpu_far_from_peers", idle, "gpu01")
+    tick(list(agents))
+    tick(list(agents))
+    (still,) = cluster.rules.active()
+    assert still.id == alarm.id and alarm_node_key(still) == idle
+    views = {v.key: v for v in cluster.views()}
+    assert views[idle].summary is not None and views[idle].summary.alarms == 1
+    assert views[busy].summary is not None and views[busy].summary.alarms is None
+    assert cluster.cluster_alarms_of(busy) == () and cluster.cluster_alarms_of(idle) == (still,)
+    assert [(r.key, r.alarm.rule) for r in board_view(cluster).active] == [(idle, "cpu_far_from_peers")]

@@ -174,7 +174,7 @@ def test_cluster_rules_evaluate_on_nodes_followed_by_summaries() -> None:
     flagged = {(a.rule, a.node) for a in cluster.rules.active()}
     assert flagged == {("cpu_far_from_peers", "n3")}
     # The rules read each node's frame cut to the readings their selectors start from.
-    cut = cluster._peer_frames()["n0"]
+    cut = cluster._peer_frames()["http://n0"]
     assert cut.readings.host is not None and cut.readings.net == () and cut.readings.temperatures == ()
 
 
