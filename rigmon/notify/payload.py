@@ -6,6 +6,7 @@ Pure functions of a `Notification`; the wire format of the generic webhook is ve
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any, Literal
@@ -165,10 +166,16 @@ def webhook_payload(n: Notification) -> dict[str, Any]:
     }
 
 
+def slack_escape(text: str) -> str:
+    """Text for a Slack message: ``&``, ``<`` and ``>`` escaped as Slack asks, so a device or
+    subject name cannot form a mention (``<!channel>``, ``<@U123>``) or a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def slack_payload(n: Notification) -> dict[str, Any]:
     """A Slack incoming-webhook body (also what Mattermost and Rocket.Chat accept)."""
     emoji = ":white_check_mark:" if n.status == "resolved" else _EMOJI[n.alarm.severity]
-    return {"text": f"{emoji} {summary(n)}"}
+    return {"text": f"{emoji} {slack_escape(summary(n))}"}
 
 
 def discord_payload(n: Notification) -> dict[str, Any]:
@@ -179,12 +186,20 @@ def discord_payload(n: Notification) -> dict[str, Any]:
             "allowed_mentions": {"parse": []}}
 
 
+def _header_text(text: str) -> str:
+    """A header value httpx can send: ASCII as it is, anything else as one RFC 2047 encoded
+    word, which ntfy decodes (httpx refuses a non-ASCII value: the notification would be lost)."""
+    if text.isascii():
+        return text
+    return f"=?utf-8?b?{base64.b64encode(text.encode()).decode()}?="
+
+
 def ntfy_request(n: Notification) -> tuple[bytes, dict[str, str]]:
     """Body and headers of an ntfy publish (POST to the topic URL)."""
     a = n.alarm
     resolved = n.status == "resolved"
     headers = {
-        "Title": f"rigmon {a.node}: {a.rule} {'resolved' if resolved else a.severity}",
+        "Title": _header_text(f"rigmon {a.node}: {a.rule} {'resolved' if resolved else a.severity}"),
         "Priority": "3" if resolved else _NTFY_PRIORITY[a.severity],
         "Tags": "white_check_mark" if resolved else _NTFY_TAGS[a.severity],
     }
