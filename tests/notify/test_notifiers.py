@@ -34,7 +34,7 @@ def resolved(**kw: str) -> Notification:
 
 
 def section(kind: str, url: str = "", **kw: object) -> NotifySection:
-    return NotifySection(kind=kind, url=url, backoff_s=0.01, backoff_max_s=0.05, **kw)  # type: ignore[arg-type]
+    return NotifySection(kind=kind, url=url, **({"backoff_s": 0.01, "backoff_max_s": 0.05} | kw))  # type: ignore[arg-type]
 
 
 class FakeMonotonic:
