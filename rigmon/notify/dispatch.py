@@ -9,6 +9,7 @@ import heapq
 import itertools
 import logging
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -111,7 +112,8 @@ def _retry_after_s(value: str | None) -> float | None:
 
 
 class CommandSender:
-    """Runs a command (argument list, no shell) with the alarm in ``RIGMON_ALARM_*`` variables."""
+    """Runs a command (argument list, no shell, its own session) with the alarm in ``RIGMON_ALARM_*``
+    variables; on a timeout its whole process group is killed."""
 
     def __init__(self, section: NotifySection) -> None:
         self.section = section
@@ -119,18 +121,35 @@ class CommandSender:
     def send(self, n: Notification) -> None:
         env = {**os.environ, **command_environment(n)}
         try:
-            done = subprocess.run(list(self.section.command), env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=self.section.timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise NotifyError(f"command timed out after {self.section.timeout_s} s") from None
+            # Its own session: on a timeout the whole process group is killed, not only the
+            # program (a script's curl to a hung receiver would outlive it otherwise).
+            proc = subprocess.Popen(list(self.section.command), env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise NotifyError(f"cannot run {self.section.command[0]}: {exc.strerror}", permanent=True) from None
-        if done.returncode != 0:
-            err = done.stderr.decode("utf-8", "replace").strip()[-200:]
-            raise NotifyError(f"command exited {done.returncode}: {err}")
+        try:
+            _, stderr = proc.communicate(timeout=self.section.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise NotifyError(f"command timed out after {self.section.timeout_s} s (killed with its children)") \
+                from None
+        if proc.returncode != 0:
+            err = stderr.decode("utf-8", "replace").strip()[-200:]
+            raise NotifyError(f"command exited {proc.returncode}: {err}")
 
     def close(self) -> None:
         """Nothing held between runs."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a timed-out command and everything it started in its session, and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    if proc.stderr is not None:
+        proc.stderr.close()  # a child that left the group may still hold the pipe: do not read it
+    proc.wait()
 
 
 def make_sender(section: NotifySection) -> Sender:

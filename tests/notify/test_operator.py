@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import sys
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -96,3 +98,26 @@ def test_slack_text_cannot_ping_a_channel_or_forge_a_link() -> None:
     text = slack_payload(Notification("firing", a))["text"]
     assert "<" not in text and ">" not in text
     assert "tb:&lt;!channel&gt; &amp; &lt;https://evil|dock&gt;" in text
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_command_that_times_out_is_killed_with_its_children(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    script = ("import subprocess, sys, time; "
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              "open(sys.argv[1], 'w').write(str(c.pid)); time.sleep(60)")
+    worker = NotifierWorker(section("command", command=(sys.executable, "-c", script, str(pid_file)), timeout_s=3.0,
+                                    retries=0), "cmd")
+    worker.start()
+    worker.submit(firing())
+    wait_until(lambda: worker.failed == 1, 20.0)
+    worker.close()
+    pid = int(pid_file.read_text())
+    wait_until(lambda: not _alive(pid))
