@@ -178,10 +178,11 @@ class _Job:
 class NotifierWorker:
     """One notifier: a bounded set of pending notifications sent by its own thread.
 
-    `submit` never blocks. The thread sends the newest notifications first and retries
-    failures with exponential backoff *by time*: a failed notification waits for its retry
-    without holding up the others, so a critical is not kept behind a warning's retries to a
-    dead receiver (it waits at most for the one attempt in progress, ``timeout_s``).
+    `submit` never blocks. The thread tries new notifications before retries (criticals
+    first, then in arrival order) and retries failures with exponential backoff *by time*: a
+    failed notification waits for its retry without holding up the others, so a critical is
+    not kept behind a warning's retries to a dead receiver (it waits at most for the one
+    attempt in progress, ``timeout_s``).
     Notifications of one alarm key (node, rule, subject) stay in order: a resolution is never
     sent before its firing, nor the next episode before the last one's resolution.
 
