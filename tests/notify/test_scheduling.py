@@ -6,12 +6,13 @@ order; the pending set is bounded and drops warnings before criticals. Real sock
 from __future__ import annotations
 
 import logging
+import random
 import socket
 
 import msgspec
 import pytest
 
-from rigmon.notify.dispatch import NotifierWorker
+from rigmon.notify.dispatch import NotifierWorker, NotifyError
 from rigmon.notify.payload import Notification
 from rigmon.schema import Severity
 from tests.notify.receiver import receiver, wait_until
@@ -115,3 +116,66 @@ def test_a_resolution_of_an_alarm_fired_before_a_restart_is_sent() -> None:
     wait_until(lambda: len(rec.sent) == 1)
     worker.close()
     assert rec.sent[0].status == "resolved"
+
+
+class Flaky:
+    """A receiver that fails at random: retryable, permanent, or a sender bug."""
+
+    def __init__(self, rnd: random.Random) -> None:
+        self.rnd = rnd
+        self.sent: list[Notification] = []
+
+    def send(self, n: Notification) -> None:
+        r = self.rnd.random()
+        if r < 0.3:
+            raise NotifyError("HTTP 503")
+        if r < 0.33:
+            raise NotifyError("HTTP 404", permanent=True)
+        if r < 0.35:
+            raise RuntimeError("bug")
+        self.sent.append(n)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_failures_keep_each_alarms_order_and_the_bound(seed: int, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL, "rigmon.notify.dispatch")
+    rnd = random.Random(seed)
+    clock, receiver_ = FakeMonotonic(), Flaky(random.Random(seed + 1000))
+    limit = rnd.choice([3, 10, 100])
+    worker = NotifierWorker(section("webhook", "http://unused", queue_size=limit, retries=rnd.choice([0, 2, 5]),
+                                    backoff_s=1.0, backoff_max_s=8.0, dedup_s=rnd.choice([0.0, 5.0]),
+                                    max_per_minute=rnd.choice([5, 1000])), "w", receiver_, clock)
+    worker.start()
+    open_alarms: dict[int, str] = {}
+    for i in range(200):
+        k = rnd.randrange(6)
+        severity: Severity = "critical" if k % 2 else "warning"
+        aid = open_alarms.pop(k, None)
+        status = "resolved" if aid else "firing"
+        if aid is None:
+            aid = open_alarms[k] = f"a{i:03d}"
+        worker.submit(note(aid, severity, status, subject=f"s{k}"))
+        with worker._wake:
+            assert worker._count() <= limit
+        if rnd.random() < 0.3:
+            clock.t += rnd.random() * 3
+
+    def drained() -> bool:
+        clock.t += 10
+        return worker.idle()
+
+    wait_until(drained, 30.0)
+    worker.close()
+    sent = [(n.status, n.alarm.id) for n in receiver_.sent]
+    for status, aid in sent:
+        if status == "resolved":
+            assert ("firing", aid) in sent and sent.index(("firing", aid)) < sent.index(("resolved", aid))
+    by_subject: dict[str, list[str]] = {}
+    for n in receiver_.sent:
+        by_subject.setdefault(n.alarm.subject, []).append(n.alarm.id)
+    for episodes in by_subject.values():
+        assert episodes == sorted(episodes)  # one subject's episodes in order
+    assert worker.sent == len(sent)
