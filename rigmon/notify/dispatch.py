@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 #: Alarm ids remembered as "firing not sent", so their resolution is not sent either (bounded).
-_SENT_MEMORY = 10000
+_UNSENT_MEMORY = 10000
 #: HTTP statuses worth retrying among the 4xx: timeout and rate limiting.
 _RETRYABLE_4XX = {408, 425, 429}
 
@@ -261,12 +261,17 @@ class NotifierWorker:
         self._thread.start()
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """Stop after a last attempt at what is pending (no more retry waits)."""
+        """Stop after a last attempt at what is pending (no more retry waits); say what is
+        left unsent when that does not finish within ``timeout_s`` (a hung receiver)."""
         self._stop.set()
         with self._wake:
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        with self._wake:
+            left = sum(len(p) for p in self._pending)
+        if left:
+            log.warning("notifier %s: stopping with %d notification(s) not sent", self.name, left)
 
     def idle(self) -> bool:
         """Nothing pending, in retry or being sent (tests and benchmarks wait for this)."""
@@ -330,7 +335,7 @@ class NotifierWorker:
 
     def _mark_unsent(self, alarm_id: str) -> None:
         self._unsent[alarm_id] = None
-        while len(self._unsent) > _SENT_MEMORY:
+        while len(self._unsent) > _UNSENT_MEMORY:
             self._unsent.popitem(last=False)
 
     def _next(self, now: float) -> _Job | None:

@@ -166,10 +166,16 @@ def webhook_payload(n: Notification) -> dict[str, Any]:
     }
 
 
+_AT_MENTION = re.compile(r"@(?=\w)")
+
+
 def slack_escape(text: str) -> str:
     """Text for a Slack message: ``&``, ``<`` and ``>`` escaped as Slack asks, so a device or
-    subject name cannot form a mention (``<!channel>``, ``<@U123>``) or a link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    subject name cannot form a mention (``<!channel>``, ``<@U123>``) or a link; and a zero-width
+    space after ``@`` so Mattermost and Rocket.Chat, which take the same payload, do not read
+    ``@channel`` or ``@all`` as a mention."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _AT_MENTION.sub("@\u200b", text)
 
 
 def slack_payload(n: Notification) -> dict[str, Any]:

@@ -121,3 +121,24 @@ def test_a_command_that_times_out_is_killed_with_its_children(tmp_path: Path) ->
     worker.close()
     pid = int(pid_file.read_text())
     wait_until(lambda: not _alive(pid))
+
+
+def test_slack_text_cannot_mention_everyone_on_mattermost_or_rocket_chat() -> None:
+    a = msgspec.structs.replace(alarm(), subject="dock @channel @all")
+    text = slack_payload(Notification("firing", a))["text"]
+    assert "@channel" not in text and "@all" not in text
+    assert "dock @\u200bchannel @\u200ball" in text
+
+
+def test_stopping_with_a_hung_receiver_says_what_is_left_unsent(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "rigmon.notify.dispatch")
+    rec = Recorder()
+    rec.gate.clear()
+    worker = NotifierWorker(section("webhook", "http://unused"), "w", rec)
+    worker.start()
+    for i in range(3):
+        worker.submit(firing(aid=f"a{i}", subject=f"s{i}"))
+    wait_until(rec.entered.is_set)
+    worker.close(timeout_s=0.05)
+    rec.gate.set()
+    assert any("stopping with 3 notification(s) not sent" in r.getMessage() for r in caplog.records)
