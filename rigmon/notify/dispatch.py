@@ -5,13 +5,16 @@ de-duplication and a rate limit, so sending never blocks the agent's sampler.
 from __future__ import annotations
 
 import collections
+import heapq
+import itertools
 import logging
 import os
-import queue
+import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from rigmon.config import NotifySection
@@ -30,18 +33,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
-#: Alarm ids remembered as "firing sent", so their resolution is sent too (bounded).
-_SENT_MEMORY = 10000
+#: Alarm ids remembered as "firing not sent", so their resolution is not sent either (bounded).
+_UNSENT_MEMORY = 10000
 #: HTTP statuses worth retrying among the 4xx: timeout and rate limiting.
 _RETRYABLE_4XX = {408, 425, 429}
 
 
 class NotifyError(Exception):
-    """Delivery failed; ``permanent`` when retrying cannot help (a 4xx answer)."""
+    """Delivery failed; ``permanent`` when retrying cannot help (a 4xx answer, a redirect);
+    ``retry_after_s`` when the receiver said how long to wait (``Retry-After``)."""
 
-    def __init__(self, message: str, permanent: bool = False) -> None:
+    def __init__(self, message: str, permanent: bool = False, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.permanent = permanent
+        self.retry_after_s = retry_after_s
 
 
 class Sender(Protocol):
@@ -80,15 +85,35 @@ class HttpSender:
             raise NotifyError(f"{type(exc).__name__}: {exc}") from None
         if response.is_success:
             return
-        permanent = 400 <= response.status_code < 500 and response.status_code not in _RETRYABLE_4XX
-        raise NotifyError(f"HTTP {response.status_code}: {response.text[:200]}", permanent=permanent)
+        status = response.status_code
+        if 300 <= status < 400:
+            # Redirects are not followed (a POST, and its Authorization header, must not move
+            # to another URL): retrying cannot help, the configured url is the one to fix.
+            where = response.headers.get("Location", "")
+            raise NotifyError(f"HTTP {status} redirect to {where[:200] or '(no Location)'}: set url to where it points",
+                              permanent=True)
+        permanent = 400 <= status < 500 and status not in _RETRYABLE_4XX
+        raise NotifyError(f"HTTP {status}: {response.text[:200]}", permanent=permanent,
+                          retry_after_s=_retry_after_s(response.headers.get("Retry-After")))
 
     def close(self) -> None:
         self._client.close()
 
 
+def _retry_after_s(value: str | None) -> float | None:
+    """Seconds in a ``Retry-After`` header (its HTTP-date form is taken as absent)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 and seconds == seconds else None
+
+
 class CommandSender:
-    """Runs a command (argument list, no shell) with the alarm in ``RIGMON_ALARM_*`` variables."""
+    """Runs a command (argument list, no shell, its own session) with the alarm in ``RIGMON_ALARM_*``
+    variables; on a timeout its whole process group is killed."""
 
     def __init__(self, section: NotifySection) -> None:
         self.section = section
@@ -96,18 +121,35 @@ class CommandSender:
     def send(self, n: Notification) -> None:
         env = {**os.environ, **command_environment(n)}
         try:
-            done = subprocess.run(list(self.section.command), env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=self.section.timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise NotifyError(f"command timed out after {self.section.timeout_s} s") from None
+            # Its own session: on a timeout the whole process group is killed, not only the
+            # program (a script's curl to a hung receiver would outlive it otherwise).
+            proc = subprocess.Popen(list(self.section.command), env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise NotifyError(f"cannot run {self.section.command[0]}: {exc.strerror}", permanent=True) from None
-        if done.returncode != 0:
-            err = done.stderr.decode("utf-8", "replace").strip()[-200:]
-            raise NotifyError(f"command exited {done.returncode}: {err}")
+        try:
+            _, stderr = proc.communicate(timeout=self.section.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise NotifyError(f"command timed out after {self.section.timeout_s} s (killed with its children)") \
+                from None
+        if proc.returncode != 0:
+            err = stderr.decode("utf-8", "replace").strip()[-200:]
+            raise NotifyError(f"command exited {proc.returncode}: {err}")
 
     def close(self) -> None:
         """Nothing held between runs."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a timed-out command and everything it started in its session, and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    if proc.stderr is not None:
+        proc.stderr.close()  # a child that left the group may still hold the pipe: do not read it
+    proc.wait()
 
 
 def make_sender(section: NotifySection) -> Sender:
@@ -117,11 +159,37 @@ def make_sender(section: NotifySection) -> Sender:
     return HttpSender(section)
 
 
-class NotifierWorker:
-    """One notifier: a bounded queue drained by its own thread.
+@dataclass(eq=False)
+class _Job:
+    """One notification on its way: its attempts so far and when the next one is due."""
 
-    `submit` never blocks: when the queue is full the oldest notification is dropped and
-    counted. The thread de-duplicates, applies the rate limit, and retries failures with exponential backoff.
+    n: Notification
+    key: tuple[str, str, str]
+    seq: int
+    rank: int
+    attempt: int = 0
+    due: float = 0.0
+    delay_s: float = 0.0
+    #: A firing held by de-duplication whose window ended: sent without a second check.
+    released: bool = False
+    dropped: bool = False
+
+
+class NotifierWorker:
+    """One notifier: a bounded set of pending notifications sent by its own thread.
+
+    `submit` never blocks. The thread tries new notifications before retries (criticals
+    first, then in arrival order) and retries failures with exponential backoff *by time*: a
+    failed notification waits for its retry without holding up the others, so a critical is
+    not kept behind a warning's retries to a dead receiver (it waits at most for the one
+    attempt in progress, ``timeout_s``).
+    Notifications of one alarm key (node, rule, subject) stay in order: a resolution is never
+    sent before its firing, nor the next episode before the last one's resolution.
+
+    At most ``queue_size`` notifications are pending (in retry or not yet sent); beyond
+    that the oldest of the lowest severity is dropped, so a burst of warnings cannot push
+    out a critical. Whatever is lost (dropped, rate-limited, failed after its retries) is
+    counted in the next notification sent (``suppressed``).
 
     De-duplication damps flapping: a rule firing again on the same subject within
     ``dedup_s`` of the last firing sent is held until that window ends, then sent if it
@@ -131,7 +199,7 @@ class NotifierWorker:
         section: the ``[[notify]]`` settings.
         name: name in logs.
         sender: delivers one notification (default: by kind).
-        monotonic: clock for de-duplication and the rate limit.
+        monotonic: clock for retries, de-duplication and the rate limit.
     """
 
     def __init__(self, section: NotifySection, name: str, sender: Sender | None = None,
@@ -140,15 +208,30 @@ class NotifierWorker:
         self.name = name
         self._sender_factory: Callable[[], Sender] = (lambda: sender) if sender else (lambda: make_sender(section))
         self._monotonic = monotonic
-        self._queue: queue.Queue[Notification] = queue.Queue(maxsize=section.queue_size)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._sent_firing: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._wake = threading.Condition()
+        # Everything below is guarded by _wake.
+        self._seq = 0
+        #: Pending jobs by severity rank, oldest first (the job in flight stays in until done).
+        self._pending: tuple[collections.OrderedDict[int, _Job], ...] = tuple(
+            collections.OrderedDict() for _ in _SEVERITY_RANK)
+        #: Per alarm key, its pending jobs in order: only the first may be attempted.
+        self._lanes: dict[tuple[str, str, str], collections.deque[_Job]] = {}
+        #: Jobs at the head of their lane not yet attempted, by (-rank, seq).
+        self._fresh: list[tuple[int, int, _Job]] = []
+        #: Jobs waiting for a retry, by (due, seq).
+        self._retry: list[tuple[float, int, _Job]] = []
+        self._inflight: _Job | None = None
+        #: Ids of firings the receiver never got (dropped, rate-limited, failed): their
+        #: resolution is not sent. Any other resolution is, also of an alarm whose firing was
+        #: sent before the agent restarted.
+        self._unsent: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._suppressed = 0
+        # Worker thread only.
         self._last_fired: dict[tuple[str, str, str], float] = {}
         self._deferred: dict[tuple[str, str, str], Notification] = {}
         self._sent_times: collections.deque[float] = collections.deque()
-        self._suppressed = 0
         self.sent = 0
         self.failed = 0
         self.dropped = 0
@@ -161,21 +244,14 @@ class NotifierWorker:
         return _SEVERITY_RANK[n.alarm.severity] >= _SEVERITY_RANK[self.section.min_severity]
 
     def submit(self, n: Notification) -> None:
-        """Queue ``n`` without blocking (drops the oldest when full)."""
+        """Queue ``n`` without blocking (when full, drops the oldest of the lowest severity)."""
         if not self.wants(n):
             return
-        while True:
-            try:
-                self._queue.put_nowait(n)
-                return
-            except queue.Full:
-                try:
-                    self._queue.get_nowait()
-                    with self._lock:
-                        self.dropped += 1
-                        self._suppressed += 1
-                except queue.Empty:
-                    pass
+        a = n.alarm
+        with self._wake:
+            self._seq += 1
+            self._enqueue(_Job(n, (a.node, a.rule, a.subject), self._seq, _SEVERITY_RANK[a.severity]))
+            self._wake.notify()
 
     def start(self) -> None:
         """Start the worker thread (once)."""
@@ -185,112 +261,233 @@ class NotifierWorker:
         self._thread.start()
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """Stop after a last attempt at what is queued (no more retry waits)."""
+        """Stop after a last attempt at what is pending (no more retry waits); say what is
+        left unsent when that does not finish within ``timeout_s`` (a hung receiver)."""
         self._stop.set()
+        with self._wake:
+            self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        with self._wake:
+            left = sum(len(p) for p in self._pending)
+        if left:
+            log.warning("notifier %s: stopping with %d notification(s) not sent", self.name, left)
 
     def idle(self) -> bool:
-        """Nothing queued or being sent (tests and benchmarks wait for this)."""
-        return self._queue.unfinished_tasks == 0
+        """Nothing pending, in retry or being sent (tests and benchmarks wait for this)."""
+        with self._wake:
+            return not any(self._pending)
+
+    # --- the pending set (callers hold _wake) ----------------------------------------------
+
+    def _enqueue(self, job: _Job, first: bool = False) -> None:
+        self._pending[job.rank][job.seq] = job
+        lane = self._lanes.setdefault(job.key, collections.deque())
+        if not first:
+            lane.append(job)
+        elif lane and (lane[0].attempt or lane[0] is self._inflight):
+            lane.insert(1, job)  # the head has been attempted: it stays first
+        else:
+            lane.appendleft(job)
+        if lane[0] is job:
+            heapq.heappush(self._fresh, (-job.rank, job.seq, job))
+        limit = self.section.queue_size
+        while self._count() > limit:
+            self._drop_one()
+        if len(self._fresh) > 2 * limit + 64:
+            # Entries of dropped jobs wait in the heaps until popped; do not let them pile up
+            # while the thread is stuck in a send.
+            self._fresh = [e for e in self._fresh if not e[2].dropped]
+            heapq.heapify(self._fresh)
+            self._retry = [e for e in self._retry if not e[2].dropped]
+            heapq.heapify(self._retry)
+
+    def _count(self) -> int:
+        """Pending jobs, not counting the one being sent."""
+        busy = self._inflight
+        return sum(len(p) for p in self._pending) - (busy is not None and busy.seq in self._pending[busy.rank])
+
+    def _drop_one(self) -> None:
+        for pending in self._pending:
+            victim = next((j for j in itertools.islice(pending.values(), 2) if j is not self._inflight), None)
+            if victim is not None:
+                break
+        else:
+            return
+        victim.dropped = True
+        self.dropped += 1
+        self._suppressed += 1
+        if victim.n.status == "firing":
+            self._mark_unsent(victim.n.alarm.id)
+        self._remove(victim)
+
+    def _remove(self, job: _Job) -> None:
+        """Take a job out (sent, given up or dropped); the next of its lane may go."""
+        del self._pending[job.rank][job.seq]
+        lane = self._lanes[job.key]
+        was_head = lane[0] is job
+        lane.remove(job)
+        if not lane:
+            del self._lanes[job.key]
+        elif was_head:
+            nxt = lane[0]
+            heapq.heappush(self._fresh, (-nxt.rank, nxt.seq, nxt))
+
+    def _mark_unsent(self, alarm_id: str) -> None:
+        self._unsent[alarm_id] = None
+        while len(self._unsent) > _UNSENT_MEMORY:
+            self._unsent.popitem(last=False)
+
+    def _next(self, now: float) -> _Job | None:
+        """The job to attempt now: new notifications first (critical first), then due retries."""
+        while self._fresh:
+            _, _, job = self._fresh[0]
+            lane = self._lanes.get(job.key)
+            if job.dropped or job.attempt or lane is None or lane[0] is not job:
+                heapq.heappop(self._fresh)
+                continue
+            heapq.heappop(self._fresh)
+            return job
+        while self._retry:
+            due, _, job = self._retry[0]
+            if job.dropped or due != job.due:
+                heapq.heappop(self._retry)
+                continue
+            if due <= now or self._stop.is_set():
+                heapq.heappop(self._retry)
+                return job
+            break
+        return None
+
+    # --- the worker thread -----------------------------------------------------------------
 
     def _run(self) -> None:
         sender = self._sender_factory()
         try:
             while True:
+                with self._wake:
+                    now = self._monotonic()
+                    self._release_deferred(now)
+                    job = self._next(now)
+                    if job is None:
+                        if self._stop.is_set():
+                            return
+                        wait_s = 0.1
+                        if self._retry:
+                            wait_s = min(wait_s, max(0.0, self._retry[0][0] - now))
+                        self._wake.wait(wait_s)
+                        continue
+                    self._inflight = job
                 try:
-                    n = self._queue.get(timeout=0.1)
-                except queue.Empty:
-                    if self._stop.is_set():
-                        return
-                    self._release_deferred(sender)
-                    continue
-                try:
-                    self._handle(sender, n)
-                    self._release_deferred(sender)
+                    self._attempt(sender, job)
                 except Exception:  # noqa: BLE001 - a notifier bug must not kill the thread
-                    log.exception("notifier %s failed on %s", self.name, n.alarm.id)
+                    log.exception("notifier %s failed on %s", self.name, job.n.alarm.id)
+                    with self._wake:
+                        if job.seq in self._pending[job.rank]:
+                            self._remove(job)
                 finally:
-                    self._queue.task_done()
+                    with self._wake:
+                        self._inflight = None
         finally:
             sender.close()
 
-    def _handle(self, sender: Sender, n: Notification) -> None:
-        a = n.alarm
-        key = (a.node, a.rule, a.subject)
+    def _release_deferred(self, now: float) -> None:
+        """Held firings whose de-duplication window ended go first in their lane."""
+        for key, n in list(self._deferred.items()):
+            if now - self._last_fired.get(key, now) >= self.section.dedup_s:
+                del self._deferred[key]
+                self._seq += 1
+                self._enqueue(_Job(n, key, self._seq, _SEVERITY_RANK[n.alarm.severity], released=True), first=True)
+
+    def _attempt(self, sender: Sender, job: _Job) -> None:
+        key = job.key
+        if job.attempt == 0:
+            with self._wake:
+                first = self._first_attempt(job, self._monotonic())
+            if first is None:
+                return
+            job.n = first
+        n = job.n
+        try:
+            sender.send(n)
+        except NotifyError as exc:
+            self._failed(job, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure of a sender is a failed delivery
+            log.exception("notifier %s: %s %s: the sender failed", self.name, n.status, n.alarm.id)
+            self._failed(job, NotifyError(f"{type(exc).__name__}: {exc}", permanent=True))
+            return
         now = self._monotonic()
+        self._sent_times.append(now)
+        self.sent += 1
+        if n.status == "firing":
+            self._last_fired[key] = now
+        with self._wake:
+            self._remove(job)
+
+    def _first_attempt(self, job: _Job, now: float) -> Notification | None:
+        """De-duplication and the rate limit, before a notification's first attempt: the
+        notification to send (with the count of those lost since the last one sent), or
+        ``None`` when there is nothing to send."""
+        n, key, a = job.n, job.key, job.n.alarm
         if n.status == "resolved":
             held = self._deferred.get(key)
             if held is not None and held.alarm.id == a.id:
                 # It fired and resolved within the de-duplication window: the receiver
                 # still has the previous firing's resolution, so there is nothing to say.
                 del self._deferred[key]
-                return
-            if a.id not in self._sent_firing:
-                return  # its firing was dropped: the receiver never saw it
-            del self._sent_firing[a.id]
-        else:
+                self._remove(job)
+                return None
+            if a.id in self._unsent:
+                del self._unsent[a.id]  # the receiver never saw it fire
+                self._remove(job)
+                return None
+        elif not job.released:
             last = self._last_fired.get(key)
             if last is not None and now - last < self.section.dedup_s:
                 # Flapping: hold the new firing until the window ends; it is sent then
                 # if it has not resolved meanwhile.
                 self.deduplicated += 1
                 self._deferred[key] = n
-                return
-        self._send(sender, n, key, now)
-
-    def _release_deferred(self, sender: Sender) -> None:
-        if not self._deferred:
-            return
-        now = self._monotonic()
-        for key, n in list(self._deferred.items()):
-            if now - self._last_fired.get(key, now) >= self.section.dedup_s:
-                del self._deferred[key]
-                self._send(sender, n, key, now)
-
-    def _send(self, sender: Sender, n: Notification, key: tuple[str, str, str], now: float) -> None:
-        a = n.alarm
+                self._remove(job)
+                return None
         while self._sent_times and self._sent_times[0] <= now - 60.0:
             self._sent_times.popleft()
         if len(self._sent_times) >= self.section.max_per_minute:
-            with self._lock:
-                self._suppressed += 1
+            self._suppressed += 1
+            if n.status == "firing":
+                self._mark_unsent(a.id)
             log.warning("notifier %s: rate limit (%d/min) reached, dropped %s %s", self.name,
                         self.section.max_per_minute, n.status, a.id)
-            return
-        with self._lock:
-            suppressed, self._suppressed = self._suppressed, 0
-        if suppressed:
-            n = Notification(n.status, n.alarm, suppressed)
-        if not self._deliver(sender, n):
-            with self._lock:
-                self._suppressed += suppressed
-            return
-        self._sent_times.append(now)
-        self.sent += 1
-        if n.status == "firing":
-            self._last_fired[key] = now
-            self._sent_firing[a.id] = None
-            while len(self._sent_firing) > _SENT_MEMORY:
-                self._sent_firing.popitem(last=False)
+            self._remove(job)
+            return None
+        suppressed, self._suppressed = self._suppressed, 0
+        return Notification(n.status, a, suppressed) if suppressed else n
 
-    def _deliver(self, sender: Sender, n: Notification) -> bool:
-        delay_s = self.section.backoff_s
-        for attempt in range(self.section.retries + 1):
-            try:
-                sender.send(n)
-                return True
-            except NotifyError as exc:
-                last_try = exc.permanent or attempt == self.section.retries or self._stop.is_set()
-                log.warning("notifier %s: %s %s attempt %d failed: %s%s", self.name, n.status, n.alarm.id,
-                            attempt + 1, exc, "" if last_try else f"; retry in {delay_s:.1f} s")
-                if last_try:
-                    break
-                if self._stop.wait(delay_s):
-                    break
-                delay_s = min(self.section.backoff_max_s, delay_s * 2 if delay_s else self.section.backoff_s)
-        self.failed += 1
-        return False
+    def _failed(self, job: _Job, exc: NotifyError) -> None:
+        n = job.n
+        last_try = exc.permanent or job.attempt >= self.section.retries or self._stop.is_set()
+        delay_s = job.delay_s or self.section.backoff_s
+        if exc.retry_after_s is not None:
+            # The receiver said when (429, 503): wait that long, within backoff_max_s.
+            delay_s = min(self.section.backoff_max_s, max(delay_s, exc.retry_after_s))
+        log.warning("notifier %s: %s %s attempt %d failed: %s%s", self.name, n.status, n.alarm.id,
+                    job.attempt + 1, exc, "" if last_try else f"; retry in {delay_s:.1f} s")
+        with self._wake:
+            if job.dropped:
+                return  # pushed out of the pending set while it was being sent
+            if last_try:
+                self.failed += 1
+                # The receiver got neither this one nor those it was to count.
+                self._suppressed += n.suppressed + 1
+                if n.status == "firing":
+                    self._mark_unsent(n.alarm.id)
+                self._remove(job)
+                return
+            job.attempt += 1
+            job.due = self._monotonic() + delay_s
+            job.delay_s = min(self.section.backoff_max_s, delay_s * 2)
+            heapq.heappush(self._retry, (job.due, job.seq, job))
 
 
 class Notifiers:

@@ -6,7 +6,9 @@ Pure functions of a `Notification`; the wire format of the generic webhook is ve
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -39,14 +41,111 @@ class Notification(msgspec.Struct, frozen=True, gc=False):
     suppressed: int = 0
 
 
+#: Endings that rigmon/alarms/lifecycle.py puts on the message of an alarm resolved
+#: without a fresh clear reading (tests/notify/test_resolved_text.py drives the real
+#: lifecycle through each, so a change there shows here).
+_ENDING_UNREPORTED = " (no longer reported)"
+_ENDING_RESTART_UNREPORTED = " (not reported since the agent restarted)"
+_ENDING_RESTART_CLEAR = " (clear after the agent restarted)"
+
+# A number in an alarm message and the unit after it: "11.255 V", "0.120 mOhm/day",
+# "10000 Mb/s", "71 °C". "rose by 12 in 60 s" has no unit after 12.
+_NUMBER_UNIT = re.compile(
+    r"(?<![\w.])(?P<number>\d+(?:\.(?P<decimals>\d+))?)"
+    r"(?:\s?(?P<unit>%|°C|[munµkMGT]?(?:Ohm|Hz|V|A|W|B|b|s|C)(?:/(?:s|day|h|min))?)(?![\w/]))?")
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _written(message: str, value: float) -> tuple[int, str] | None:
+    """How ``message`` writes ``value``: its decimals and the unit after it (``""`` for none)."""
+    for m in _NUMBER_UNIT.finditer(message):
+        decimals = len(m.group("decimals") or "")
+        if abs(float(m.group("number")) - abs(value)) <= 0.5 * 10.0 ** -decimals + 1e-9:
+            return decimals, m.group("unit") or ""
+    return None
+
+
+def _reading(a: Alarm, value: object) -> str:
+    """``value`` written as the alarm's message writes its worst value (decimals and unit)."""
+    v = _number(value)
+    if v is None:
+        return str(value)
+    worst = _number(a.value)
+    how = _written(a.message, worst) if worst is not None else None
+    if how is None:
+        return str(value)
+    decimals, unit = how
+    text = f"{v:.{decimals}f}"
+    return f"{text} {unit}" if unit else text
+
+
+def resolution(a: Alarm) -> tuple[bool, str, str]:
+    """How a resolved alarm stands now, for the text of its notification.
+
+    Returns:
+        Whether ``value_now`` is a fresh reading taken when it cleared; a short phrase
+        for where it is now ("now 11.920 V", "no longer reported (last 11.40 V)"); and the
+        alarm's message without the lifecycle's ending (the worst it was).
+    """
+    message = a.message
+    for ending, phrase in ((_ENDING_UNREPORTED, "no longer reported"),
+                           (_ENDING_RESTART_UNREPORTED, "not reported since the agent restarted"),
+                           (_ENDING_RESTART_CLEAR, "clear after the agent restarted")):
+        if message.endswith(ending):
+            message = message[: -len(ending)]
+            if ending == _ENDING_UNREPORTED and a.value_now is not None and not isinstance(a.value_now, bool):
+                # The last reading while it was still reported: it may still have been bad.
+                phrase += f" (last {_reading(a, a.value_now)})"
+            return False, phrase, message
+    if a.rule_kind == "event" or a.value_now is None:
+        # An event alarm has no reading: it ends by acknowledgement or by a quiet spell.
+        if a.acknowledged_by:
+            phrase = f"acknowledged by {a.acknowledged_by}"
+        elif a.rule_kind == "event":
+            phrase = "no new event"
+        else:
+            phrase = "clear"
+        if a.rule_kind == "event" and a.count > 1:
+            phrase += f" ({a.count} events)"
+        return False, phrase, message
+    now = a.value_now
+    if a.rule_kind == "staleness":
+        return True, "reporting again", message
+    if isinstance(now, bool):
+        return True, "clear", message
+    if a.rule_kind == "counter":
+        return True, f"now +{now} in its window", message
+    return True, f"now {_reading(a, now)}", message
+
+
 def summary(n: Notification) -> str:
-    """One line for humans: ``[CRITICAL] v100-a psu: 12 V rail minimum 11.42 V is below 11.5 V``."""
+    """One line for humans: ``[CRITICAL] v100-a psu: 12 V rail minimum 11.42 V is below 11.5 V``.
+
+    A resolution says where the reading is now, then what the alarm was (its worst):
+    ``[RESOLVED] v100-a psu: now 11.920 V; was: 12 V rail minimum 11.255 V is below 11.5 V``.
+    """
     a = n.alarm
-    head = "RESOLVED" if n.status == "resolved" else a.severity.upper()
-    text = f"[{head}] {a.node} {a.subject}: {a.message}"
+    if n.status == "resolved":
+        _, now, was = resolution(a)
+        text = f"[RESOLVED] {a.node} {a.subject}: {now}; was: {was}"
+    else:
+        text = f"[{a.severity.upper()}] {a.node} {a.subject}: {a.message}"
     if n.suppressed:
         text += f" (+{n.suppressed} suppressed)"
     return text
+
+
+def value_now(n: Notification) -> object:
+    """The alarm's reading now: at firing, or a fresh one at resolution (``None`` when the
+    resolution has no fresh reading: no longer reported, decided over a restart, an event)."""
+    if n.status == "resolved" and not resolution(n.alarm)[0]:
+        return None
+    return n.alarm.value_now
 
 
 def webhook_payload(n: Notification) -> dict[str, Any]:
@@ -63,13 +162,26 @@ def webhook_payload(n: Notification) -> dict[str, Any]:
         "text": summary(n),
         "alarm": to_data(a),
         "suppressed": n.suppressed,
+        "value_now": value_now(n),
     }
+
+
+_AT_MENTION = re.compile(r"@(?=\w)")
+
+
+def slack_escape(text: str) -> str:
+    """Text for a Slack message: ``&``, ``<`` and ``>`` escaped as Slack asks, so a device or
+    subject name cannot form a mention (``<!channel>``, ``<@U123>``) or a link; and a zero-width
+    space after ``@`` so Mattermost and Rocket.Chat, which take the same payload, do not read
+    ``@channel`` or ``@all`` as a mention."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _AT_MENTION.sub("@\u200b", text)
 
 
 def slack_payload(n: Notification) -> dict[str, Any]:
     """A Slack incoming-webhook body (also what Mattermost and Rocket.Chat accept)."""
     emoji = ":white_check_mark:" if n.status == "resolved" else _EMOJI[n.alarm.severity]
-    return {"text": f"{emoji} {summary(n)}"}
+    return {"text": f"{emoji} {slack_escape(summary(n))}"}
 
 
 def discord_payload(n: Notification) -> dict[str, Any]:
@@ -80,12 +192,20 @@ def discord_payload(n: Notification) -> dict[str, Any]:
             "allowed_mentions": {"parse": []}}
 
 
+def _header_text(text: str) -> str:
+    """A header value httpx can send: ASCII as it is, anything else as one RFC 2047 encoded
+    word, which ntfy decodes (httpx refuses a non-ASCII value: the notification would be lost)."""
+    if text.isascii():
+        return text
+    return f"=?utf-8?b?{base64.b64encode(text.encode()).decode()}?="
+
+
 def ntfy_request(n: Notification) -> tuple[bytes, dict[str, str]]:
     """Body and headers of an ntfy publish (POST to the topic URL)."""
     a = n.alarm
     resolved = n.status == "resolved"
     headers = {
-        "Title": f"rigmon {a.node}: {a.rule} {'resolved' if resolved else a.severity}",
+        "Title": _header_text(f"rigmon {a.node}: {a.rule} {'resolved' if resolved else a.severity}"),
         "Priority": "3" if resolved else _NTFY_PRIORITY[a.severity],
         "Tags": "white_check_mark" if resolved else _NTFY_TAGS[a.severity],
     }
@@ -104,6 +224,7 @@ def command_environment(n: Notification) -> dict[str, str]:
         "RIGMON_ALARM_SUBJECT": a.subject,
         "RIGMON_ALARM_MESSAGE": a.message,
         "RIGMON_ALARM_VALUE": "" if a.value is None else str(a.value),
+        "RIGMON_ALARM_VALUE_NOW": "" if (now := value_now(n)) is None else str(now),
         "RIGMON_ALARM_TEXT": summary(n),
         "RIGMON_ALARM_JSON": json.dumps(webhook_payload(n), separators=(",", ":")),
     }

@@ -34,7 +34,7 @@ def resolved(**kw: str) -> Notification:
 
 
 def section(kind: str, url: str = "", **kw: object) -> NotifySection:
-    return NotifySection(kind=kind, url=url, backoff_s=0.01, backoff_max_s=0.05, **kw)  # type: ignore[arg-type]
+    return NotifySection(kind=kind, url=url, **({"backoff_s": 0.01, "backoff_max_s": 0.05} | kw))  # type: ignore[arg-type]
 
 
 class FakeMonotonic:
@@ -167,8 +167,10 @@ class Recorder:
         self.sent: list[Notification] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.entered = threading.Event()
 
     def send(self, n: Notification) -> None:
+        self.entered.set()
         self.gate.wait(10)
         self.sent.append(n)
 
@@ -218,7 +220,7 @@ def test_submit_never_blocks_and_a_full_queue_drops_the_oldest() -> None:
     worker = NotifierWorker(section("webhook", "http://unused", queue_size=10, max_per_minute=1000), "w", rec)
     worker.start()
     worker.submit(firing(aid="first", subject="first"))
-    wait_until(lambda: worker._queue.qsize() == 0)  # the first is in the sender, stuck
+    wait_until(rec.entered.is_set)  # the first is in the sender, stuck
     for i in range(500):
         worker.submit(firing(aid=f"a{i}", subject=f"s{i}"))
     assert worker.dropped == 490
