@@ -30,7 +30,8 @@ from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig, ConfigKeyError
 from rigmon.hw.root import HostRoot
-from rigmon.notify.dispatch import Notifiers, Sender
+from rigmon.notify.dispatch import Notifiers
+from rigmon.notify.senders import Sender
 from rigmon.path_resistance import PathStateHolder
 from rigmon.redact import redact
 from rigmon.schema import SCHEMA_VERSION, Event, Info, NodeCapture, Severity

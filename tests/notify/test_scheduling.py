@@ -12,7 +12,8 @@ import socket
 import msgspec
 import pytest
 
-from rigmon.notify.dispatch import NotifierWorker, NotifyError
+from rigmon.notify.dispatch import NotifierWorker
+from rigmon.notify.senders import NotifyError
 from rigmon.notify.payload import Notification
 from rigmon.schema import Severity
 from tests.notify.receiver import receiver, wait_until
