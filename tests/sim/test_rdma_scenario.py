@@ -19,6 +19,7 @@ from rigmon.sim.node import SimNode
 from rigmon.sim.rdma import PACKET_BYTES, TRAFFIC_SHARE
 from rigmon.sim.scenarios.rdma_port_flap import (DOWN_FROM_S, DOWN_UNTIL_S, FLAPPING_NODE, PERIOD_S, SLOW_UNTIL_S,
                                                  build_strix_roce_node)
+from rigmon.sim.scenarios.tp_cluster import TBNET_PAIR, TBNET_SILENT_FROM_S
 from tests.alarms.helpers import T0, FakeClock, sim_frames
 
 
@@ -146,3 +147,33 @@ def test_nic_and_rdma_counters_follow_the_traffic_between_physics_steps(tmp_path
     for got in rates[1:]:
         for key, value in expected.items():
             assert got[key] == pytest.approx(value, rel=0.05), (key, got[key] / value, [r[key] for r in rates[1:]])
+
+
+def test_tp_clusters_thunderbolt_net_pair_stops_moving_packets_when_its_path_goes_silent(tmp_path: Path) -> None:
+    """node03 <-> node04's thunderbolt-net locks up at 60 s: the wire drops its probes, and both ends'
+    thunderbolt0 stay up but move nothing (the host collector calls it stalled); the other nodes
+    have no thunderbolt-net link."""
+    rig = SimRig(get_scenario("tp-cluster"), 4, tmp_path)
+    clock = FakeClock(T0)
+    collectors = [HostCollector(HostRoot(node.tree.root), clock) for node in rig.nodes]
+    seen: list[dict[str, NetInterfaceReading]] = []
+    try:
+        for t in (TBNET_SILENT_FROM_S - 2, TBNET_SILENT_FROM_S - 1, TBNET_SILENT_FROM_S + 1,
+                  TBNET_SILENT_FROM_S + 4, TBNET_SILENT_FROM_S + 7):
+            clock.t = T0 + t
+            rig.step(t)
+            for index, collector in enumerate(collectors):
+                for r in collector.collect():
+                    if isinstance(r, NetInterfaceReading) and r.name == "thunderbolt0":
+                        assert index in TBNET_PAIR, rig.nodes[index].name
+                        seen.append({f"{rig.nodes[index].name}@{t}": r})
+    finally:
+        rig.close()
+    by_key = {k: v for d in seen for k, v in d.items()}
+    for name in ("node03", "node04"):
+        before = by_key[f"{name}@{TBNET_SILENT_FROM_S - 1}"]
+        assert before.kind == "thunderbolt-net" and before.rx_packets_per_s and before.operstate == "up"
+        for after_s in (4, 7):
+            after = by_key[f"{name}@{TBNET_SILENT_FROM_S + after_s}"]
+            assert after.operstate == "up" and after.rx_packets_per_s == 0 and after.tx_packets_per_s == 0
+        assert by_key[f"{name}@{TBNET_SILENT_FROM_S + 7}"].stalled
