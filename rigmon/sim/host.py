@@ -6,6 +6,7 @@ import random
 import uuid
 from dataclasses import dataclass, field
 
+from rigmon.sim.counters import CarriedCounters
 from rigmon.sim.node import SimNode
 from rigmon.sim.tree import Tree
 
@@ -60,12 +61,17 @@ class SimHost:
     #: Boot time (Unix seconds) written as ``btime``: the node's start time less its uptime then.
     boot_at: int = 1_700_000_000
     _rng: random.Random = field(default_factory=random.Random)
+    _traffic: CarriedCounters = field(default_factory=CarriedCounters)
+    """The NICs' byte and packet counters, carried on to the write time."""
+    _node: SimNode | None = field(default=None, repr=False)
 
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if not self.boot_id:
             self._rng = random.Random(node.rng.random())
             self.boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
             self.boot_at = int(node.wall0_at - self.uptime_s)
+        self._node = node
+        self._traffic.step(t_s, dt_s, {nic.name: _traffic(nic) for nic in self.interfaces})
         busy_frac = min(1.0, max(0.0, 0.05 + 0.55 * node.load + self._rng.uniform(-0.03, 0.03)))
         ticks = dt_s * USER_HZ * self.cpu_count
         self.ticks_busy += ticks * busy_frac
@@ -128,10 +134,12 @@ class SimHost:
             "bytes    packets errs drop fifo colls carrier compressed\n"
         )
         rows = ["    lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0"]
+        write_t_s = self._node.write_t_s if self._node is not None else 0.0
         for nic in self.interfaces:
+            rx_bytes, rx_packets, tx_bytes, tx_packets = self._traffic.at(nic.name, _traffic(nic), write_t_s)
             rows.append(
-                f"{nic.name:>6}: {nic.rx_bytes} {nic.rx_packets} {nic.rx_errors} 0 0 0 0 0 "
-                f"{nic.tx_bytes} {nic.tx_packets} 0 0 0 0 0 0"
+                f"{nic.name:>6}: {rx_bytes} {rx_packets} {nic.rx_errors} 0 0 0 0 0 "
+                f"{tx_bytes} {tx_packets} 0 0 0 0 0 0"
             )
             base = f"/sys/class/net/{nic.name}"
             tree.write(f"{base}/operstate", "up\n" if nic.up else "down\n")
@@ -147,3 +155,8 @@ class SimHost:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _traffic(nic: SimInterface) -> list[float]:
+    """A NIC's counters that move with its traffic, in `/proc/net/dev`'s order."""
+    return [nic.rx_bytes, nic.rx_packets, nic.tx_bytes, nic.tx_packets]

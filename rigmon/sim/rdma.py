@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rigmon.sim.counters import CarriedCounters
 from rigmon.sim.host import SimInterface
 from rigmon.sim.node import SimNode
 from rigmon.sim.tree import Tree
@@ -15,6 +16,10 @@ TRAFFIC_SHARE = 0.35
 PACKET_BYTES = 4096
 #: Speed names the kernel prints after the rate, by per-lane Gb/s.
 _SPEED_NAMES = {2.5: "SDR", 5.0: "DDR", 10.0: "QDR", 14.0: "FDR", 25.0: "EDR", 50.0: "HDR", 100.0: "NDR"}
+#: Counters that move with traffic (or, for symbol errors, steadily with time on a marginal link),
+#: carried on between physics steps; ``link_downed`` and ``link_error_recovery`` count events.
+FLOWING = ("port_rcv_data", "port_xmit_data", "port_rcv_packets", "port_xmit_packets", "port_xmit_wait",
+           "np_cnp_sent", "symbol_error")
 
 
 @dataclass
@@ -58,12 +63,17 @@ class SimRdma:
     hca_type: str = "MT4119"
     fw_ver: str = "16.35.2000"
     _was_active: dict[str, bool] = field(default_factory=dict)
+    _flowing: CarriedCounters = field(default_factory=CarriedCounters)
+    _node: SimNode | None = field(default=None, repr=False)
 
     def port(self, device: str) -> SimRdmaPort:
         """The port of ``device``."""
         return next(p for p in self.ports if p.device == device)
 
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        self._node = node
+        self._flowing.step(t_s, dt_s, {f"{p.device}/{p.port}": [p.counters.get(n, 0.0) for n in FLOWING]
+                                       for p in self.ports})
         for p in self.ports:
             c = p.counters
             key = f"{p.device}/{p.port}"
@@ -101,7 +111,10 @@ class SimRdma:
             tree.write(f"{base}/state", "4: ACTIVE\n" if p.active else "1: DOWN\n")
             tree.write(f"{base}/phys_state", "5: LinkUp\n" if p.active else f"{p.down_phys_state()}\n")
             tree.write(f"{base}/rate", f"{p.rate_text()}\n")
-            c = p.counters
+            c = dict(p.counters)
+            write_t_s = self._node.write_t_s if self._node is not None else 0.0
+            flowing = self._flowing.at(f"{p.device}/{p.port}", [c.get(n, 0.0) for n in FLOWING], write_t_s)
+            c.update(zip(FLOWING, map(float, flowing)))
             for name in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
                          "port_xmit_discards", "port_xmit_wait", "port_rcv_data", "port_xmit_data",
                          "port_rcv_packets", "port_xmit_packets"):

@@ -180,7 +180,8 @@ def _start_wire(scenario: Scenario, rig: SimRig, workdir: Path, seed: int
     # every 0.5 ms instead of 5, or a reply waits milliseconds for it (p99 /2). The relays run
     # in a process of their own: a wire does not wait for the nodes' threads.
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
-    wire = SimWire(wire_paths(len(rig.nodes)), rig.clock.elapsed, seed)
+    # The wire reads each node's tree: a path whose interface lost its carrier there carries nothing.
+    wire = SimWire(wire_paths(len(rig.nodes)), rig.clock.elapsed, seed, roots=[n.tree.root for n in rig.nodes])
     key_file = workdir / "probe.key"
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:

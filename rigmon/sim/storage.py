@@ -6,6 +6,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rigmon.sim.counters import CarriedCounters
 from rigmon.sim.node import SimNode
 from rigmon.sim.thunderbolt import SimTbRouter, SimThunderbolt
 from rigmon.sim.tree import Tree
@@ -239,12 +240,8 @@ class SimStorage:
     _rng: random.Random | None = None
     _written: set[str] = field(default_factory=set)
     _node: SimNode | None = field(default=None, repr=False)
-    _step: tuple[float, float] = (0.0, 0.0)
-    """Simulated time and length of the last physics step."""
-    _before: dict[str, list[int]] = field(default_factory=dict)
-    """Each drive's and array's counters before the last physics step."""
-    _shown: dict[str, list[int]] = field(default_factory=dict)
-    """The counters last written, which the next write never goes below."""
+    _carried: CarriedCounters = field(default_factory=CarriedCounters)
+    """Each drive's and array's diskstats counters, carried on to the write time."""
 
     def drive(self, ns: str) -> SimNvmeDrive:
         """The drive whose namespace is ``ns``."""
@@ -270,9 +267,9 @@ class SimStorage:
         if self._rng is None:
             self._rng = random.Random(node.rng.random())
         self._node = node
-        self._step = (t_s, dt_s)
-        self._before = {d.ns: d.stats() for d in self.drives}
-        self._before.update((a.name, a.stats()) for a in self.arrays)
+        before: dict[str, list[int]] = {d.ns: d.stats() for d in self.drives}
+        before.update((a.name, a.stats()) for a in self.arrays)
+        self._carried.step(t_s, dt_s, before)
         for a in self.arrays:
             a.advance(dt_s, self._cap, self._rng)
 
@@ -284,18 +281,7 @@ class SimStorage:
         I/O (rates jumping +-10 %). So they go on at the last step's pace up to the write time,
         and never below what was written before (a load that stops leaves them standing).
         """
-        t_s, dt_s = self._step
-        lead_s = (self._node.write_t_s - t_s) if self._node is not None else 0.0
-        before = self._before.get(key)
-        shown = self._shown.get(key)
-        out = now
-        if before is not None and dt_s > 0 and lead_s > 0:
-            share = min(1.0, lead_s / dt_s)
-            out = [v + max(0, int((v - b) * share)) for v, b in zip(now, before)]
-        if shown is not None:
-            out = [max(v, s) for v, s in zip(out, shown)]
-        self._shown[key] = out
-        return out
+        return self._carried.at(key, now, self._node.write_t_s if self._node is not None else 0.0)
 
     def write(self, tree: Tree) -> None:
         stats = {d.ns: self._counters(d.ns, d.stats()) for d in self.drives if d.present}

@@ -4,7 +4,9 @@ with each path's delay, jitter and loss, and silence a path at a scheduled time.
 One relay per directed path (``node02 -> node03`` over ``roce``): the prober of the source
 node sends to the relay's port, the relay forwards to the destination node's responder after
 the path's delay, and sends the reply back to the prober. Nothing here writes a reading: the
-agents measure the datagrams that really travel.
+agents measure the datagrams that really travel. A path whose interface has no carrier at either
+end (the ``carrier`` file of the nodes' simulated sysfs trees, as their agents read it: an RDMA
+port that went down takes its netdev with it) carries nothing, like a dead port.
 
 All relays share one thread with its own ``select()``: asyncio's epoll loop sleeps in whole
 milliseconds, which would turn a 12 us RDMA-like delay into a millisecond; ``select()``
@@ -43,6 +45,10 @@ log = logging.getLogger(__name__)
 
 _PR_SET_TIMERSLACK = 29
 _MAX_DATAGRAM = 2048
+#: Real seconds between reads of the interfaces' carrier in the nodes' trees: half a physics
+#: step (`rigmon.sim.rig.STEP_REAL_S`), so a link that went down stops passing datagrams within
+#: about one tree write of the agents seeing it down, at a few hundred small reads a second.
+CARRIER_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,8 @@ class WirePath:
         jitter_us: the added time varies uniformly by up to this much either way (never below 0).
         loss: probability that a request is dropped (0..1).
         silent_from_s, silent_until_s: simulated seconds between which every datagram is dropped.
-        interface: the nodes' local interface carrying the path (reported with the path).
+        interface: the nodes' local interface carrying the path (reported with the path); while
+            either node's tree says it has no carrier, the path drops everything.
         p99_limit_us: the path's p99 limit in the agents' configuration.
     """
 
@@ -114,11 +121,19 @@ class SimWire:
         paths: the paths between nodes.
         now_s: simulated seconds since the scenario started (silence is scheduled on it).
         seed: makes the dropped datagrams and the jitter repeatable.
+        roots: each node's simulated root (by node index): a path is down while its interface's
+            ``sys/class/net/<interface>/carrier`` reads 0 there. Without them (or without the
+            file: no such NIC simulated) paths do not go down.
     """
 
-    def __init__(self, paths: list[WirePath], now_s: Callable[[], float], seed: int = 1) -> None:
+    def __init__(self, paths: list[WirePath], now_s: Callable[[], float], seed: int = 1,
+                 roots: list[Path] | None = None) -> None:
         self.paths = paths
         self.now_s = now_s
+        self.roots = list(roots or [])
+        #: Interfaces (node, name) whose carrier was 0 at the last poll.
+        self.no_carrier: set[tuple[int, str]] = set()
+        self._carrier_due = 0.0
         self.rng = random.Random(f"wire:{seed}")
         self.relays: list[_Relay] = []
         for p in paths:
@@ -177,7 +192,8 @@ class SimWire:
 
     def _start_child(self) -> None:
         fds = [fd for r in self.relays for fd in (r.front.fileno(), r.back.fileno())]
-        spec = pickle.dumps((self.now_s, self.rng, [(r.path, r.src, r.dst, r.target) for r in self.relays]))
+        spec = pickle.dumps((self.now_s, self.rng, self.roots,
+                             [(r.path, r.src, r.dst, r.target) for r in self.relays]))
         env = dict(os.environ)
         # The child imports this package from where this process did (a test run's tree, not an installed copy).
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]),
@@ -220,6 +236,10 @@ class SimWire:
             timeout = None
             if self._heap:
                 timeout = max(0.0, (self._heap[0][0] - time.perf_counter_ns()) / 1e9)
+            if self.roots:
+                self._poll_carriers()
+                timeout = max(0.0, min(timeout if timeout is not None else CARRIER_POLL_S,
+                                       self._carrier_due - time.monotonic()))
             for key, _ in self._selector.select(timeout):
                 if key.data is None:
                     return
@@ -233,6 +253,28 @@ class SimWire:
                 except OSError:
                     pass
 
+    def _poll_carriers(self) -> None:
+        """Re-read every path's interface carrier in both nodes' trees, when `CARRIER_POLL_S` has passed."""
+        now = time.monotonic()
+        if now < self._carrier_due:
+            return
+        self._carrier_due = now + CARRIER_POLL_S
+        down: set[tuple[int, str]] = set()
+        for key in {(n, p.interface) for p in self.paths for n in (p.a, p.b) if p.interface and n < len(self.roots)}:
+            node, interface = key
+            try:
+                text = (self.roots[node] / "sys" / "class" / "net" / interface / "carrier").read_text()
+            except OSError:  # no such NIC in the tree (or between a write's rename and ours): nothing went down
+                continue
+            if text.strip() == "0":
+                down.add(key)
+        self.no_carrier = down
+
+    def link_down(self, wire_path: WirePath) -> bool:
+        """Whether either end's interface of ``wire_path`` had no carrier at the last poll."""
+        return bool(self.no_carrier) and ((wire_path.a, wire_path.interface) in self.no_carrier
+                                          or (wire_path.b, wire_path.interface) in self.no_carrier)
+
     def _receive(self, relay: _Relay, front: bool) -> None:
         sock = relay.front if front else relay.back
         for _ in range(64):
@@ -245,7 +287,8 @@ class SimWire:
     def _relay(self, relay: _Relay, front: bool, data: bytes, addr: tuple[str, int], arrived_ns: int | None) -> None:
         """Forward, delay or drop one datagram that arrived in the kernel at ``arrived_ns`` (Unix ns; a
         reply's is not needed to forward it, and stamped to measure the wire's own wait)."""
-        if relay.path.silent_at(self.now_s()):
+        # A dead port carries nothing, either way: a request or a reply on it is lost.
+        if relay.path.silent_at(self.now_s()) or self.link_down(relay.path):
             relay.dropped += 1
             return
         if front:
@@ -287,8 +330,8 @@ def serve_child(fds: list[str]) -> None:
     """
     stdin = sys.stdin.buffer
     (size,) = struct.unpack(">I", stdin.read(4))
-    now_s, rng, relays = pickle.loads(stdin.read(size))
-    wire = SimWire([], now_s)
+    now_s, rng, roots, relays = pickle.loads(stdin.read(size))
+    wire = SimWire([], now_s, roots=roots)
     wire.rng = rng
     numbers = iter(int(fd) for fd in fds)
     for wire_path, src, dst, target in relays:
@@ -296,6 +339,8 @@ def serve_child(fds: list[str]) -> None:
         relay = _Relay(wire_path, src, dst, (front, back))
         relay.target = target
         wire.relays.append(relay)
+        if wire_path not in wire.paths:
+            wire.paths.append(wire_path)
     wire._register()
     wire._selector.register(stdin.fileno(), selectors.EVENT_READ, None)  # readable: closed, stop
     sys.stdout.buffer.write(b"ready\n")

@@ -2,7 +2,8 @@
 
 The slow RoCE path (node02 <-> node03) is reported degraded and alarms, the thunderbolt-net path
 (node03 <-> node04) goes silent after 60 simulated seconds while both agents' HTTP answers and
-alarms critical, and the healthy paths are ok.
+alarms critical, node01's RoCE paths lose their probes while its RDMA port is down (40-50 s) and
+alarm at both ends, and the healthy paths are ok.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from rigmon.cluster.link_matrix import LinkMatrix, link_matrix
 from rigmon.cluster.store import ClusterStore, NodeView
 from rigmon.schema import Frame, PeerPathReading
 from rigmon.sim.rig import running_rig
-from rigmon.sim.scenarios.tp_cluster import SLOW_DELAY_US, TBNET_SILENT_FROM_S
+from rigmon.sim.scenarios.tp_cluster import FLAP_DOWN_FOR_S, FLAP_DOWN_S, SLOW_DELAY_US, TBNET_SILENT_FROM_S
 from tests.sim.test_scenario_alarms import fired_rules
 
 #: The simulator gives the agents probe windows of 10 simulated seconds: 2.5 s at this speed.
 SPEED = 4.0
 DEADLINE_S = 60.0
+#: The flap's test: probe windows of 1 s (10 simulated), a sample every 0.1 s (every simulated second).
+FLAP_SPEED = 10.0
+#: Simulated seconds a probe window holds the flap's losses after the port is back.
+FLAP_WINDOW_S = 12.0
 
 
 def paths(frame: Frame | None) -> dict[str, PeerPathReading]:
@@ -37,9 +42,11 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
         assert rig.wire is not None
         node01, node02, node03, node04 = rig.agents
         slow_seen: list[PeerPathReading] = []
-        #: Each healthy path's median round trip and state, window after window (node01 sees only healthy paths).
+        #: Each healthy path's median round trip and state, window after window (node01 sees only healthy
+        #: paths, but for its RoCE paths while its RDMA port is down and their windows hold that).
         healthy_p50: dict[str, list[float]] = {}
         healthy_states: dict[str, list[str]] = {}
+        flap_states: dict[str, list[str]] = {}
         slow_p50: list[float] = []
         deadline = time.monotonic() + DEADLINE_S
         fired: dict[str, set[str]] = {}
@@ -50,7 +57,12 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
                 slow_seen.append(slow)
             if slow is not None and slow.rtt_p50_us is not None:
                 slow_p50.append(slow.rtt_p50_us)
+            flap = FLAP_DOWN_S <= rig.rig.clock.elapsed() <= FLAP_DOWN_S + FLAP_DOWN_FOR_S + FLAP_WINDOW_S
             for name, p in paths(node01.buffer.latest if node01.buffer else None).items():
+                if name.endswith("/roce") and flap:
+                    # node01's RDMA port is down: its RoCE paths lose their probes (checked below).
+                    flap_states.setdefault(name, []).append(p.state)
+                    continue
                 if p.rtt_p50_us is not None:
                     healthy_p50.setdefault(name, []).append(p.rtt_p50_us)
                 if p.state != "unknown":
@@ -92,7 +104,19 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
                 # 2.5 ms (+-0.5), and at least half of that shows between their medians.
                 assert median(healthy_p50[name]) + SLOW_DELAY_US / 2 < median(slow_p50), (name, healthy_p50[name],
                                                                                          slow_p50)
-        assert not {key for key in fired if key.startswith("node01/peer_path")}, fired
+        # node01's RDMA port is down 40-50 s: its RoCE paths lose probes at both ends (the wire carries
+        # nothing over a port without carrier), its management paths do not. Whether their alarm fires
+        # depends on where the agents' samples (4 simulated seconds apart at this speed) fall against
+        # peer_path_loss's 15 s hold; the flap's own test (below) samples every simulated second.
+        for name in ("node02/roce", "node03/roce", "node04/roce"):
+            assert {"degraded", "silent"} & set(flap_states.get(name, [])), (name, flap_states)
+        for key, subjects in fired.items():
+            node, rule = key.split("/")
+            if rule.startswith("peer_path"):
+                on_node01 = {s for s in subjects if node == "node01" or s.startswith("peer:node01/")}
+                assert all(s.endswith("/roce") for s in on_node01), fired
+                if node == "node01":
+                    assert rule in ("peer_path_loss", "peer_path_silent"), fired
         # The lockup is one alarm per end: the window filling with losses before it is silent is not a second one.
         assert not {key for key in fired if key.endswith("/peer_path_loss") and "tbnet" in str(fired[key])}, fired
         assert node01.config.probes.window_s == 10.0 / SPEED
@@ -142,3 +166,44 @@ async def dashboard_view(urls: list[str]) -> tuple[LinkMatrix, list[NodeView]]:
         store.add_summaries(page.summaries)
     views = cluster.views()
     return link_matrix(views), views
+
+
+async def test_a_port_that_goes_down_loses_its_paths_probes_and_their_alarm_fires() -> None:
+    """node01's RDMA port (and its netdev) is down 40-50 s: the wire carries nothing on the RoCE paths
+    over it, so both ends' probers see the loss, and a peer-path alarm fires at each end; the
+    management path over eth0 is untouched.
+
+    At 10x with a sample every simulated second (as an agent at real speed samples): the window
+    (10 s) holds lost probes from ~42.5 s (when the first is due) until the last leaves it at ~60 s,
+    longer than peer_path_loss's 15 s hold. If a sample falls in the instant the window holds
+    nothing but the outage, the path reads silent for it and peer_path_silent fires instead.
+    """
+    async with running_rig("tp-cluster", 2, base_port=0, speed=FLAP_SPEED, interval_s=0.1) as rig, \
+            httpx.AsyncClient(timeout=10) as client:
+        node01, node02 = rig.agents
+        seen: dict[str, list[tuple[float, str, float | None]]] = {}
+        fired: dict[str, set[str]] = {}
+        deadline = time.monotonic() + DEADLINE_S
+        while rig.rig.clock.elapsed() < FLAP_DOWN_S + FLAP_DOWN_FOR_S + 15 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            t_s = rig.rig.clock.elapsed()
+            for agent in (node01, node02):
+                for name, p in paths(agent.buffer.latest if agent.buffer else None).items():
+                    seen.setdefault(f"{agent.config.node_name}>{name}", []).append((t_s, p.state, p.loss_pct))
+        fired = await fired_rules(client, rig.urls, per_node=True)
+    for roce in ("node01>node02/roce", "node02>node01/roce"):
+        before = [state for t_s, state, _ in seen[roce] if 15 < t_s < FLAP_DOWN_S]
+        during = [(state, loss) for t_s, state, loss in seen[roce] if FLAP_DOWN_S + 5 < t_s < FLAP_DOWN_S + 15]
+        assert before and "silent" not in before, (roce, before)
+        assert during and all(state in ("degraded", "silent") for state, _ in during), (roce, during)
+        assert max(loss or 0.0 for _, loss in during) >= 50.0, (roce, during)
+    for mgmt in ("node01>node02/mgmt", "node02>node01/mgmt"):
+        assert "silent" not in {state for _, state, _ in seen[mgmt]}, (mgmt, seen[mgmt])
+    peer_alarms = {key: subjects for key, subjects in fired.items() if "/peer_path" in key}
+    assert peer_alarms.get("node01/peer_path_loss", set()) | peer_alarms.get("node01/peer_path_silent", set()) \
+        == {"peer:node02/roce"}, fired
+    assert peer_alarms.get("node02/peer_path_loss", set()) | peer_alarms.get("node02/peer_path_silent", set()) \
+        == {"peer:node01/roce"}, fired
+    assert set(peer_alarms) <= {"node01/peer_path_loss", "node01/peer_path_silent",
+                                "node02/peer_path_loss", "node02/peer_path_silent"}, fired
+    assert fired.get("node01/rdma_port_down") == {"rdma:mlx5_0/1"}, fired

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
+
+import pytest
 
 from rigmon.sim.clock import SimClock
-from rigmon.sim.wire import SimWire, WirePath
+from rigmon.sim.tree import Tree
+from rigmon.sim.wire import CARRIER_POLL_S, SimWire, WirePath
 
 
 def _echo() -> socket.socket:
@@ -88,3 +92,36 @@ def test_relays_in_a_process_of_their_own_delay_and_drop_real_datagrams() -> Non
         wire.close()
         echo.close()
     assert wire._child.returncode == 0  # it stopped when the pipe closed
+
+
+@pytest.mark.parametrize("own_process", [False, True], ids=["thread", "process"])
+def test_a_path_whose_interface_has_no_carrier_carries_nothing(tmp_path: Path, own_process: bool) -> None:
+    """A port that goes down (its netdev's ``carrier`` 0 in either node's tree, as the agents read it)
+    passes no datagram, in either direction, until it comes back; other paths carry on."""
+    trees = [Tree(tmp_path / f"node{i}") for i in range(2)]
+    for tree in trees:
+        for nic in ("enp1s0f0np0", "eth0"):
+            tree.write(f"/sys/class/net/{nic}/carrier", "1\n")
+    paths = [WirePath(0, 1, "roce", 0.0, interface="enp1s0f0np0"), WirePath(0, 1, "mgmt", 0.0, interface="eth0"),
+             WirePath(0, 1, "tbnet", 0.0, interface="thunderbolt0")]  # no such NIC in the trees: never down
+    wire = SimWire(paths, SimClock(speed=1.0).elapsed, roots=[t.root for t in trees])
+    echo = _echo()
+    wire.set_responder(1, echo.getsockname()[1])
+    wire.set_responder(0, echo.getsockname()[1])
+    wire.start(own_process=own_process)
+    try:
+        for src, dst in ((0, 1), (1, 0)):
+            assert None not in _round_trips(wire, echo, wire.relay_port(src, dst, "roce"), 3)
+        for down in (1, 0):  # the far end's port, then the prober's own
+            trees[down].write("/sys/class/net/enp1s0f0np0/carrier", "0\n")
+            time.sleep(CARRIER_POLL_S * 4)
+            for src, dst in ((0, 1), (1, 0)):
+                assert _round_trips(wire, echo, wire.relay_port(src, dst, "roce"), 3) == [None, None, None]
+                assert None not in _round_trips(wire, echo, wire.relay_port(src, dst, "mgmt"), 3)
+                assert None not in _round_trips(wire, echo, wire.relay_port(src, dst, "tbnet"), 3)
+            trees[down].write("/sys/class/net/enp1s0f0np0/carrier", "1\n")
+            time.sleep(CARRIER_POLL_S * 4)
+            assert None not in _round_trips(wire, echo, wire.relay_port(0, 1, "roce"), 3)
+    finally:
+        wire.close()
+        echo.close()

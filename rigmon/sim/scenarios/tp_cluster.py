@@ -3,7 +3,7 @@ pair and a management network; one slow path, one path that goes silent, one RDM
 
 from __future__ import annotations
 
-from rigmon.sim.host import SimInterface
+from rigmon.sim.host import SimHost, SimInterface
 from rigmon.sim.load import training_load
 from rigmon.sim.node import SimNode
 from rigmon.sim.rdma import SimRdma
@@ -17,7 +17,9 @@ SLOW_DELAY_US = 2500.0
 SLOW_JITTER_US = 500.0
 SLOW_LOSS = 0.10
 #: The thunderbolt-net pair (node03 <-> node04); the link locks up at `TBNET_SILENT_FROM_S`
-#: and stays silent (it needs a re-plug) while both agents' HTTP stays up.
+#: and stays silent (it needs a re-plug) while both agents' HTTP stays up: the wire drops the
+#: probes, and both ends' ``thunderbolt0`` stay up with carrier but move no packet (stalled).
+#: Only the pair has a ``thunderbolt0``: thunderbolt-net exists while a host is at the cable's end.
 TBNET_PAIR = (2, 3)
 TBNET_SILENT_FROM_S = 60.0
 #: The node whose RDMA port flaps (the first, so that any node count shows it): down from
@@ -52,10 +54,14 @@ class TpCluster:
     default_nodes = 4
 
     def build(self, node: SimNode, index: int) -> None:
-        build_strix_roce_node(node, index, SimInterface("thunderbolt0", 40000))
+        tbnet = [SimInterface("thunderbolt0", 40000)] if index in TBNET_PAIR else []
+        build_strix_roce_node(node, index, *tbnet)
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         node.load = training_load(t_s + 0.2 * index, start_s=5.0)
+        if index in TBNET_PAIR:
+            host = next(d for d in node.devices if isinstance(d, SimHost))
+            next(n for n in host.interfaces if n.name == "thunderbolt0").stalled = t_s >= TBNET_SILENT_FROM_S
         if index != FLAPPING_NODE:
             return
         port = next(d for d in node.devices if isinstance(d, SimRdma)).port("mlx5_0")
