@@ -24,6 +24,7 @@ from rigmon.collectors.mdstat import (
     MdstatError,
     MdstatMember,
     can_serve_data,
+    is_container,
     parse_mdstat,
     parse_sync_completed,
 )
@@ -88,14 +89,18 @@ def member_role(m: MemberFacts) -> RaidMemberRole:
 
 def array_health(mdstat_state: str, array_state: str | None, level: str | None, degraded: int | None,
                  sync_action: str | None, members: Sequence[RaidMemberReading],
-                 serves_data: bool | None = None) -> RaidHealth:
+                 serves_data: bool | None = None, container: bool = False) -> RaidHealth:
     """Summarise an array: inactive, broken, recovering, degraded or ok.
 
     A RAID0/linear array with a member missing or faulty is broken even on kernels that
     still print ``active`` (before the ``broken`` state existed); so is a redundant array
     with fewer working members than its level needs (``serves_data`` false: a raid5 at
-    ``[4/0]``), which older kernels also print as ``active``.
+    ``[4/0]``), which older kernels also print as ``active``. An external-metadata container
+    (``container``, see `is_container`) is never started, so it is ``ok``: its volumes are
+    judged as arrays of their own, and a member it lost is ``missing`` like any other.
     """
+    if container:
+        return "ok"
     if mdstat_state == "inactive" or array_state in ("inactive", "clear"):
         return "inactive"
     if mdstat_state == "broken" or array_state == "broken" or serves_data is False:
@@ -267,7 +272,8 @@ class RaidCollector(PolledCollector):
             name=ms.name,
             md_name=md_name,
             level=level,
-            health=array_health(ms.state, array_state, level, degraded, sync_action, members, serves),
+            health=array_health(ms.state, array_state, level, degraded, sync_action, members, serves,
+                                is_container(facts.level, ms.metadata)),
             mdstat_state=ms.state,
             array_state=array_state,
             read_only=ms.read_only is not None or array_state in ("readonly", "read-auto"),
