@@ -220,6 +220,8 @@ class InfinibandCollector(PolledCollector):
         self._was_active: set[str] = set()
         self._info: dict[str, tuple[str | None, str | None, str | None]] = {}
         self._seen: dict[str, InfinibandPortReading] | None = None
+        #: Per port, its rate at its last read while ACTIVE (rate changes are judged against it).
+        self._active_rate: dict[str, float] = {}
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
         # A device's ports are made with it and go with it: listed when it appears, when one of
@@ -322,7 +324,11 @@ class InfinibandCollector(PolledCollector):
     def _events(self, readings: list[InfinibandPortReading]) -> list[EventDraft]:
         now = {f"{r.device}/{r.port}": r for r in readings}
         seen, self._seen = self._seen, now
-        return port_events(seen, now, self.clock.time())
+        active_rates = {key: rate for key, rate in self._active_rate.items() if key in now}
+        self._active_rate = dict(active_rates)
+        self._active_rate.update((key, r.rate_gbps) for key, r in now.items()
+                                 if r.state_id == ACTIVE and r.rate_gbps is not None)
+        return port_events(seen, now, self.clock.time(), active_rates)
 
 
 def _state_text(r: InfinibandPortReading) -> str:
@@ -337,8 +343,15 @@ def _data(r: InfinibandPortReading) -> dict[str, str | int | float | bool | None
 
 
 def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[str, InfinibandPortReading],
-                at: float) -> list[EventDraft]:
-    """Events between two reads of every port (``seen`` is ``None`` on the first read)."""
+                at: float, active_rates: Mapping[str, float] | None = None) -> list[EventDraft]:
+    """Events between two reads of every port (``seen`` is ``None`` on the first read).
+
+    Args:
+        active_rates: each port's rate at its last read while ACTIVE, before ``now``. When
+            given, a rate change is an ACTIVE port's rate against it: a port without a link
+            shows a rate of its own (``10 Gb/sec (4X)`` while polling), which is no retrain.
+            ``None``: against the previous read.
+    """
     out: list[EventDraft] = []
     for key, r in now.items():
         subject = f"rdma:{key}"
@@ -363,11 +376,15 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
             out.append(EventDraft("rdma_link_downed", "warning", subject,
                                   f"RDMA port {key} link went down {n} time{'s' if n != 1 else ''}",
                                   {**_data(r), "downs": n}, at))
-        if r.rate_gbps != before.rate_gbps and r.rate_gbps is not None and before.rate_gbps is not None:
-            slower = r.rate_gbps < before.rate_gbps
+        if active_rates is None:
+            last_rate = before.rate_gbps
+        else:
+            last_rate = active_rates.get(key) if r.state_id == ACTIVE else None
+        if r.rate_gbps != last_rate and r.rate_gbps is not None and last_rate is not None:
+            slower = r.rate_gbps < last_rate
             out.append(EventDraft("rdma_port_rate_changed", "warning" if slower else "info", subject,
-                                  f"RDMA port {key} rate {before.rate_gbps:g} -> {r.rate_gbps:g} Gb/s",
-                                  {**_data(r), "from_rate_gbps": before.rate_gbps}, at))
+                                  f"RDMA port {key} rate {last_rate:g} -> {r.rate_gbps:g} Gb/s",
+                                  {**_data(r), "from_rate_gbps": last_rate}, at))
         if r.link_state != before.link_state and r.link_state == "degraded":
             out.append(EventDraft("rdma_port_degraded", "warning", subject,
                                   f"RDMA port {key} degraded: {r.degraded_reason}", _data(r), at))

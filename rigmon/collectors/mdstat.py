@@ -271,6 +271,25 @@ def parse_mdstat(text: str) -> list[MdstatArray]:
     return arrays
 
 
+def is_container(level: str | None, metadata: str | None) -> bool:
+    """Whether an md device is an external-metadata container (Intel RST/IMSM, DDF), not an array.
+
+    A container holds the member disks and their metadata and is never started: mdstat shows
+    it ``inactive`` for good, sysfs ``level`` reads ``container``. Its volumes are arrays of
+    their own, whose metadata names the container (``super external:/md127/0``; ``-`` instead
+    of ``/`` while mdmon holds the volume read-only).
+
+    Args:
+        level: sysfs ``level`` (``None`` when unknown).
+        metadata: the ``super`` word of /proc/mdstat (``external:imsm``), ``None`` when absent.
+    """
+    if level == "container":
+        return True
+    if metadata is None or not metadata.startswith("external:"):
+        return False
+    return not metadata[len("external:"):].startswith(("/", "-"))
+
+
 def parse_sync_completed(text: str | None) -> tuple[int, int] | None:
     """Parse ``sync_completed`` (``"1234 / 5678"`` sectors; ``none``/``delayed`` -> ``None``)."""
     if text is None:

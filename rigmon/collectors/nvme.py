@@ -193,6 +193,9 @@ class NvmeCollector(PolledCollector):
         self._facts: DeviceFacts[str, ControllerFacts] = DeviceFacts()
         self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
         self._entries: DeviceFacts[str, tuple[str, ...]] = DeviceFacts()
+        #: Per controller, its last reading whose link was read (or read as lost): a link that
+        #: cannot be read for a while (EINVAL in D3cold or during a reset) is not a link change.
+        self._link_read: dict[str, NvmeReading] = {}
         self._rescan = UdevRescan(events, ("nvme",), self._on_udev, "rigmon-nvme-udev")
 
     def start(self, push: PushFn) -> None:
@@ -328,6 +331,10 @@ class NvmeCollector(PolledCollector):
             subject = f"nvme:{r.name}"
             label = f"{r.name} ({r.model})" if r.model else r.name
             before = None if seen is None else seen.get(r.name)
+            link_before = self._link_read.get(r.name)
+            read = r.link_lost or (r.link_speed_gts is not None and r.link_width is not None)
+            if read:
+                self._link_read[r.name] = r
             if before is None:
                 if seen is not None:
                     out.append(EventDraft("nvme_added", "info", subject, f"NVMe {label} appeared",
@@ -341,12 +348,13 @@ class NvmeCollector(PolledCollector):
             if r.link_lost and not before.link_lost:
                 out.append(EventDraft("nvme_link_lost", "critical", subject,
                                       f"NVMe {label} PCIe link lost (reads Unknown)", {"serial": r.serial}))
-            elif not r.link_lost and (r.link_speed_gts, r.link_width) != (before.link_speed_gts, before.link_width):
+            elif read and link_before is not None and not r.link_lost \
+                    and (r.link_speed_gts, r.link_width) != (link_before.link_speed_gts, link_before.link_width):
                 out.append(EventDraft(
                     "nvme_link_changed", "warning", subject,
-                    f"NVMe {label} PCIe link {_link(before)} -> {_link(r)}",
-                    {"from_gts": before.link_speed_gts, "to_gts": r.link_speed_gts,
-                     "from_width": before.link_width, "to_width": r.link_width},
+                    f"NVMe {label} PCIe link {_link(link_before)} -> {_link(r)}",
+                    {"from_gts": link_before.link_speed_gts, "to_gts": r.link_speed_gts,
+                     "from_width": link_before.link_width, "to_width": r.link_width},
                 ))
             if r.link_state == "degraded" and before.link_state != "degraded":
                 out.append(_below_max_event(r, subject, label))
@@ -360,6 +368,7 @@ class NvmeCollector(PolledCollector):
                                       {"from": before.state, "to": r.state}))
         for name, gone in (seen or {}).items():
             if name not in now:
+                self._link_read.pop(name, None)
                 label = f"{name} ({gone.model})" if gone.model else name
                 out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}", f"NVMe {label} disappeared",
                                       {"serial": gone.serial, "model": gone.model}))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from rigmon.collectors.host import (
     parse_uptime,
 )
 from rigmon.hw.root import HostRoot
-from rigmon.schema import HostReading, NetInterfaceReading
+from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 from rigmon.sim import write_tree
 
 NET_DEV_HEAD = (
@@ -183,3 +185,37 @@ def test_boot_id_is_read_as_a_fact(tmp_path: Path) -> None:
     tree.write("/proc/sys/kernel/random/boot_id", "b2\n")
     assert boot_id() == "b1"  # kept: not read every sample
     assert [boot_id() for _ in range(REFRESH_EVERY)][-1] == "b2"
+
+
+class RefusingRoot(HostRoot):
+    """A real root whose reads of some files fail as the kernel's do, with an errno HostRoot passes on."""
+
+    def __init__(self, root: Path, refuse: dict[str, int]) -> None:
+        super().__init__(root)
+        self.refuse = refuse
+
+    def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
+        if rel in self.refuse:
+            raise OSError(self.refuse[rel], os.strerror(self.refuse[rel]), path)
+        return super()._read_now(path, rel, max_bytes, whole_below)
+
+
+def test_one_sensor_or_nic_refusing_a_read_costs_only_that_reading(tmp_path: Path) -> None:
+    # amdgpu answers EPERM for its hwmon files while the GPU is runtime-suspended or in reset;
+    # a NIC driver's get_link_ksettings passes on its firmware's ETIMEDOUT through `speed`.
+    _tree(tmp_path, busy=100, idle=900, rx=1000)
+    write_tree(tmp_path, {
+        "/sys/class/hwmon/hwmon0/name": "k10temp\n",
+        "/sys/class/hwmon/hwmon0/temp1_input": "45250\n",
+        "/sys/class/hwmon/hwmon0/temp1_label": "Tctl\n",
+        "/sys/class/hwmon/hwmon1/name": "amdgpu\n",
+        "/sys/class/hwmon/hwmon1/temp1_input": "40000\n",
+        "/sys/class/hwmon/hwmon1/temp1_label": "edge\n",
+    })
+    root = RefusingRoot(tmp_path, {"/sys/class/hwmon/hwmon1/temp1_input": errno.EPERM,
+                                   "/sys/class/net/eth0/speed": errno.ETIMEDOUT})
+    records = HostCollector(root, FakeClock()).collect()
+    assert any(isinstance(r, HostReading) for r in records)
+    assert [(t.label, t.temp_c) for t in records if isinstance(t, TemperatureReading)] == [("k10temp Tctl", 45.25)]
+    net = next(r for r in records if isinstance(r, NetInterfaceReading))
+    assert net.name == "eth0" and net.speed_mbps is None and net.carrier is True

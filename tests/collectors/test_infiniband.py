@@ -239,3 +239,25 @@ def test_a_devices_ports_are_listed_when_it_appears_and_when_a_port_goes(tmp_pat
     for _ in range(61):
         collect(collector)
     assert root.listed.count(ports) == 1
+
+
+def test_the_rate_a_down_port_shows_is_no_rate_change(tmp_path: Path) -> None:
+    # A port without a link reports a rate of its own (ibstat's "Rate: 10" on a polling port):
+    # going down and coming back at the same rate is a state change, not a retrain.
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock(1000.0))
+    write_port(tmp_path, link_downed=0)
+    collect(collector)
+    write_port(tmp_path, state="1: DOWN", rate="10 Gb/sec (4X)", link_downed=1)
+    (r,), events = collect(collector)
+    assert r.link_state == "down"
+    assert [e.kind for e in events] == ["rdma_port_state_changed", "rdma_link_downed"]
+    write_port(tmp_path, link_downed=1)
+    (r,), events = collect(collector)
+    assert r.link_state == "ok" and [e.kind for e in events] == ["rdma_port_state_changed"]
+    # Back at another rate than it had when last active: that is a change, from that rate.
+    write_port(tmp_path, state="1: DOWN", rate="10 Gb/sec (4X)", link_downed=2)
+    collect(collector)
+    write_port(tmp_path, rate="50 Gb/sec (4X HDR)", link_downed=2)
+    (r,), events = collect(collector)
+    changed = [e for e in events if e.kind == "rdma_port_rate_changed"]
+    assert [(e.severity, (e.data or {}).get("from_rate_gbps")) for e in changed] == [("warning", 100.0)]

@@ -92,3 +92,33 @@ def test_upstream_port_of_a_function() -> None:
     assert upstream_port("/sys/devices/pci0000:00/0000:00:01.2") is None  # root port: host bridge above
     assert upstream_port("/sys/bus/pci/devices/0000:64:00.0") is None
     assert upstream_port(None) is None
+
+
+def test_a_link_that_cannot_be_read_for_a_while_is_not_a_link_change(tmp_path: Path) -> None:
+    # current_link_speed/width answer EINVAL while the function's config space cannot be read
+    # (D3cold, a reset under way): HostRoot reads that as absent, as a removed file.
+    pci = "/sys/bus/pci/devices/0000:64:00.0"
+    tree = write_tree(tmp_path, {
+        "/sys/class/nvme/nvme0/model": "Samsung SSD 990 PRO 2TB                 \n",
+        "/sys/class/nvme/nvme0/state": "live\n",
+        "/sys/class/nvme/nvme0/address": "0000:64:00.0\n",
+        f"{pci}/current_link_speed": "16.0 GT/s PCIe\n", f"{pci}/current_link_width": "4\n",
+        f"{pci}/max_link_speed": "16.0 GT/s PCIe\n", f"{pci}/max_link_width": "4\n",
+    })
+    collector = NvmeCollector(HostRoot(tmp_path))
+    collector.collect()
+    tree.remove(f"{pci}/current_link_speed")
+    tree.remove(f"{pci}/current_link_width")
+    unreadable = collector.collect()
+    assert [r.link_state for r in unreadable if isinstance(r, NvmeReading)] == ["unknown"]
+    assert not [r for r in unreadable if isinstance(r, EventDraft)]
+    tree.write(f"{pci}/current_link_speed", "16.0 GT/s PCIe\n")
+    tree.write(f"{pci}/current_link_width", "4\n")
+    assert not [r for r in collector.collect() if isinstance(r, EventDraft)]
+    # Back at another speed: that is a change, against the last link that was read.
+    tree.remove(f"{pci}/current_link_speed")
+    collector.collect()
+    tree.write(f"{pci}/current_link_speed", "8.0 GT/s PCIe\n")
+    events = [r for r in collector.collect() if isinstance(r, EventDraft)]
+    assert [e.kind for e in events] == ["nvme_link_changed", "nvme_link_below_max"]
+    assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4}

@@ -305,3 +305,66 @@ def test_inactive_array_has_nothing_working_and_needs_what_sysfs_says(tmp_path: 
     write_tree(tmp_path, {"/sys/block/md127/md/raid_disks": "3\n", "/sys/block/md127/md/array_state": "inactive\n"})
     (b,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
     assert (b.health, b.working_disks, b.raid_disks) == ("inactive", 0, 3)
+
+
+IMSM = """Personalities : [raid1] 
+md126 : active raid1 sda[1] sdb[0]
+      976759808 blocks super external:/md127/0 [2/2] [UU]
+      
+md127 : inactive sdb[1](S) sda[0](S)
+      5288 blocks super external:imsm
+       
+unused devices: <none>
+"""
+
+
+@pytest.mark.parametrize("sysfs", [True, False])
+def test_external_metadata_container_is_not_an_inactive_array(tmp_path: Path, sysfs: bool) -> None:
+    # Intel RST (IMSM) and DDF: the container holds the disks and their metadata and is never
+    # started (mdstat ``inactive``); its volumes (md126 here) are the arrays that run.
+    files = {"/proc/mdstat": IMSM,
+             "/proc/diskstats": "   8       0 sda 1 0 8 1 0 0 0 0 0 1 1\n   8      16 sdb 1 0 8 1 0 0 0 0 0 1 1\n"}
+    if sysfs:
+        files.update({
+            "/sys/block/md127/md/level": "container\n", "/sys/block/md127/md/array_state": "inactive\n",
+            "/sys/block/md127/md/metadata_version": "external:imsm\n",
+            "/sys/block/md126/md/level": "raid1\n", "/sys/block/md126/md/array_state": "clean\n",
+            "/sys/block/md126/md/degraded": "0\n", "/sys/block/md126/md/sync_action": "idle\n",
+            "/sys/block/sda/stat": "1\n", "/sys/block/sdb/stat": "1\n",
+        })
+    write_tree(tmp_path, files)
+    records = RaidCollector(HostRoot(tmp_path), Clock()).collect()
+    arrays = {r.name: r for r in records if isinstance(r, RaidArrayReading)}
+    assert (arrays["md127"].health, arrays["md126"].health) == ("ok", "ok")
+    assert not [r for r in records if isinstance(r, EventDraft)]
+    # A volume is not a container, whatever its metadata says.
+    inactive_volume = IMSM.replace("md126 : active raid1 sda[1] sdb[0]", "md126 : inactive sda[1] sdb[0]")
+    write_tree(tmp_path, {"/proc/mdstat": inactive_volume})
+    arrays = {r.name: r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect()
+              if isinstance(r, RaidArrayReading)}
+    assert (arrays["md127"].health, arrays["md126"].health) == ("ok", "inactive")
+
+
+def test_an_array_being_stopped_costs_only_its_own_sysfs_readings(tmp_path: Path) -> None:
+    # md_attr_show answers EBUSY once an array is being deleted (mdadm --stop), until its
+    # directory goes: the other array still reads, and the stopping one reads from mdstat.
+    import errno
+    import os
+
+    class RefusingRoot(HostRoot):
+        def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
+            if rel.startswith("/sys/block/md126/md/"):
+                raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
+            return super()._read_now(path, rel, max_bytes, whole_below)
+
+    two = RAID0 + "md126 : active raid1 sdb[1] sda[0]\n      976759808 blocks super 1.2 [2/2] [UU]\n      \n"
+    files = {"/proc/mdstat": two}
+    for md, level in (("md127", "raid0"), ("md126", "raid1")):
+        files.update({f"/sys/block/{md}/md/level": f"{level}\n", f"/sys/block/{md}/md/array_state": "clean\n"})
+    for member, md in (("nvme0n1", "md127"), ("nvme1n1", "md127"), ("sda", "md126"), ("sdb", "md126")):
+        files.update({f"/sys/block/{md}/md/dev-{member}/state": "in_sync\n", f"/sys/block/{member}/stat": "1\n"})
+    write_tree(tmp_path, files)
+    arrays = {r.name: r for r in RaidCollector(RefusingRoot(tmp_path), Clock()).collect()
+              if isinstance(r, RaidArrayReading)}
+    assert (arrays["md127"].health, arrays["md127"].array_state) == ("ok", "clean")
+    assert (arrays["md126"].health, arrays["md126"].array_state, arrays["md126"].level) == ("ok", None, "raid1")
