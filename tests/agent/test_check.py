@@ -271,3 +271,16 @@ def test_a_gpu_link_trained_narrower_than_it_can_is_a_finding() -> None:
     assert [(a.rule, a.subject, a.severity) for a in gpus] == [("gpu_pcie_narrow", "gpu:2", "warning")]
     assert gpus[0].message == "GPU 2 (0000:1c:00.0) PCIe link at x8 of x16: re-seat it (SXM2 torque, riser)"
     assert gpus[0].value == 8
+
+
+def test_an_nvme_whose_link_is_lost_is_critical(tmp_path: Path) -> None:
+    """A drive that fell off the bus while the kernel still lists it (its link reads Unknown)
+    was an event only: the check said healthy and exited 0."""
+    root = tmp_path / "host"
+    shutil.copytree(REPO / "tests" / "fixtures" / "hosts" / "nvme-old-kernel-link-lost", root)
+    (root / "proc" / "stat").write_text("cpu  100 0 100 1000 0 0 0 0 0 0\ncpu0 100 0 100 1000 0 0 0 0 0 0\n")
+    report = check(config(root))
+    assert report.collectors["nvme"].state == "ok"
+    lost = [(a.rule, a.severity) for a in report.findings if a.rule == "nvme_link_lost"]
+    assert lost == [("nvme_link_lost", "critical")], report.findings
+    assert report.exit_code == 2
