@@ -85,6 +85,22 @@ def test_mark_from_the_cli_appears_in_history(tmp_path: Path) -> None:
         proc.wait(10)
 
 
+def test_the_readme_snippet_never_raises_into_the_training_job(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, object] = {}
+    exec(readme_snippet(), namespace)  # noqa: S102 - the project's own documentation
+    mark = namespace["rigmon_mark"]
+    # No token file (the job runs as a user without its copy), and no agent on the port.
+    mark("epoch 1", url=f"http://127.0.0.1:{free_port()}", token_file=str(tmp_path / "missing.token"))  # type: ignore[operator]
+    assert "rigmon mark failed" in capsys.readouterr().out
+    mark("epoch 1", url=f"http://127.0.0.1:{free_port()}",  # type: ignore[operator]
+         token_file=str(_private(tmp_path / "c.token", "c\n")))
+    assert "rigmon mark failed" in capsys.readouterr().out
+    # A URL that is no URL (a typo in the job's configuration).
+    mark("epoch 1", url="127.0.0.1:9871", token_file=str(tmp_path / "c.token"))  # type: ignore[operator]
+    assert "rigmon mark failed" in capsys.readouterr().out
+
+
 def test_mark_without_a_control_token_says_what_to_give(tmp_path: Path) -> None:
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nlisten = "127.0.0.1:{free_port()}"\nroot = "{tmp_path}"\n')
