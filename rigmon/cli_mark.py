@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
-MARK_EXIT = ("exit codes: 0 marked; 1 the agent refused the mark or could not be reached; "
+MARK_EXIT = ("exit codes: 0 marked; 1 the agent refused the mark, could not be reached or did not answer within 10 s; "
              "2 bad arguments, configuration or token file")
-#: Seconds the CLI waits for the agent: a training loop must not hang on its monitor.
+#: Seconds the CLI waits for each step (connect, send, each read) of its request to the agent.
 TIMEOUT_S = 5.0
+#: Seconds the CLI waits for the agent's answer in all: a training loop must not hang on its monitor,
+#: and a per-read timeout alone does not bound an answer that trickles in.
+DEADLINE_S = 10.0
 
 
 def add_mark_parser(sub: Any) -> None:
@@ -72,11 +76,26 @@ def cmd_mark(args: argparse.Namespace) -> int:
     body: dict[str, str] = {"text": args.text}
     if args.by:
         body["by"] = args.by
-    try:
-        response = httpx.post(f"{url}/v1/marks", json=body, headers={"Authorization": f"Bearer {token}"},
-                              timeout=TIMEOUT_S, verify=verify)
-    except httpx.HTTPError as exc:
-        return fail(f"agent at {url}: {exc}", 1)
+    outcome: list[httpx.Response | Exception] = []
+
+    def post() -> None:
+        try:
+            outcome.append(httpx.post(f"{url}/v1/marks", json=body, headers={"Authorization": f"Bearer {token}"},
+                                      timeout=TIMEOUT_S, verify=verify))
+        except Exception as exc:  # handed to the main thread, which reports or raises it
+            outcome.append(exc)
+
+    # A daemon thread: one still waiting at the deadline ends with the process.
+    worker = threading.Thread(target=post, name="rigmon-mark", daemon=True)
+    worker.start()
+    worker.join(DEADLINE_S)
+    if not outcome:
+        return fail(f"agent at {url}: no answer within {DEADLINE_S:g} s", 1)
+    response = outcome[0]
+    if isinstance(response, httpx.HTTPError):
+        return fail(f"agent at {url}: {response}", 1)
+    if isinstance(response, Exception):
+        raise response
     if response.status_code != 201:
         try:
             reason = str(response.json().get("error"))

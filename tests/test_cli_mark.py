@@ -91,7 +91,8 @@ def test_the_readme_snippet_never_raises_into_the_training_job(tmp_path: Path,
     exec(readme_snippet(), namespace)  # noqa: S102 - the project's own documentation
     mark = namespace["rigmon_mark"]
     # No token file (the job runs as a user without its copy), and no agent on the port.
-    mark("epoch 1", url=f"http://127.0.0.1:{free_port()}", token_file=str(tmp_path / "missing.token"))  # type: ignore[operator]
+    missing = str(tmp_path / "missing.token")
+    mark("epoch 1", url=f"http://127.0.0.1:{free_port()}", token_file=missing)  # type: ignore[operator]
     assert "rigmon mark failed" in capsys.readouterr().out
     mark("epoch 1", url=f"http://127.0.0.1:{free_port()}",  # type: ignore[operator]
          token_file=str(_private(tmp_path / "c.token", "c\n")))
@@ -145,3 +146,46 @@ def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: 
     assert f"control_token_file {tmp_path / 'control.token'}: No such file" in capsys.readouterr().err
     assert main(["mark", "--config", str(config), "--control-token-file", str(tmp_path / "mine.token"), "e"]) == 2
     assert f"--control-token-file {tmp_path / 'mine.token'}: No such file" in capsys.readouterr().err
+
+
+def test_mark_gives_up_on_an_agent_whose_answer_trickles_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Each read of the answer came within the per-read timeout, so an agent whose answer trickled in
+    (one header line every 0.2 s, without end) held the training job's ``rigmon mark`` for good."""
+    import socket
+    import threading
+
+    from rigmon import cli_mark
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 201 Created\r\n")
+            while not stop.wait(0.2):
+                try:
+                    conn.sendall(b"X-Slow: y\r\n")
+                except OSError:
+                    return
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    monkeypatch.setattr(cli_mark, "DEADLINE_S", 1.0, raising=False)
+    codes: list[int] = []
+    url = f"127.0.0.1:{listener.getsockname()[1]}"
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    args = ["mark", "--config", str(config), "--url", url, "--control-token-file",
+            str(_private(tmp_path / "c.token", "c\n")), "epoch 1"]
+    runner = threading.Thread(target=lambda: codes.append(main(args)), daemon=True)
+    runner.start()
+    runner.join(60)  # not a duration check: without a deadline the call never returns
+    stop.set()
+    listener.close()
+    assert codes == [1]
+    assert "no answer within 1 s" in capsys.readouterr().err
