@@ -43,7 +43,7 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
     from rigmon.agent.server import StartupError, read_token_file
     from rigmon.cli import fail
-    from rigmon.cluster.config import normalize_url
+    from rigmon.cluster.config import DashConfigError, check_url, normalize_url
     from rigmon.config import ConfigError, load_agent_config, local_url
 
     try:
@@ -54,8 +54,13 @@ def cmd_mark(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         httpx.URL(f"{url}/v1/marks")
+        if args.url:
+            # What is no agent URL (ftp://, no host) is a bad argument, not an agent "unreachable".
+            check_url(f"--url {args.url}", url)
     except httpx.InvalidURL as exc:
         return fail(f"--url {args.url}: {exc}")
+    except DashConfigError as exc:
+        return fail(str(exc))
     token_file = args.control_token_file or config.agent.control_token_file
     if not token_file:
         return fail("no control token: the agent has no control_token_file; give --control-token-file")

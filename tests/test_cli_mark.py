@@ -139,6 +139,15 @@ def test_mark_with_a_malformed_url_is_a_bad_argument(tmp_path: Path, capsys: pyt
     assert "--url http://:::" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("url", ["ftp://x:1", "http://:9871"])
+def test_mark_with_no_agent_url_is_a_bad_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str) -> None:
+    token = _private(tmp_path / "c.token", "c\n")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    assert main(["mark", "--config", str(config), "--url", url, "--control-token-file", str(token), "e"]) == 2
+    assert f"--url {url}: not an agent URL" in capsys.readouterr().err
+
+
 def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nroot = "{tmp_path}"\ncontrol_token_file = "{tmp_path / "control.token"}"\n')
