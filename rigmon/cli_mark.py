@@ -101,11 +101,16 @@ def cmd_mark(args: argparse.Namespace) -> int:
         return fail(f"agent at {url}: {response}", 1)
     if isinstance(response, Exception):
         raise response
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    # Something else may answer on the port (--url to the wrong service): its body is no JSON object.
+    answer = answer if isinstance(answer, dict) else {}
     if response.status_code != 201:
-        try:
-            reason = str(response.json().get("error"))
-        except ValueError:
-            reason = response.text[:200]
+        reason = str(answer["error"]) if "error" in answer else response.text[:200]
         return fail(f"agent at {url} refused the mark ({response.status_code}): {reason}", 1)
-    print(f"marked {url}: {response.json().get('message')}", file=sys.stdout, flush=True)
+    if not isinstance(answer.get("message"), str):
+        return fail(f"{url} answered {response.status_code} without a mark: is it a rigmon agent?", 1)
+    print(f"marked {url}: {answer['message']}", file=sys.stdout, flush=True)
     return 0

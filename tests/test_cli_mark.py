@@ -198,3 +198,36 @@ def test_mark_gives_up_on_an_agent_whose_answer_trickles_in(tmp_path: Path, monk
     listener.close()
     assert codes == [1]
     assert "no answer within 1 s" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("status", "body"), [(201, b"created"), (201, b"[1, 2]"), (400, b'["no"]')])
+def test_mark_to_a_service_that_is_no_agent_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    status: int, body: bytes) -> None:
+    """A --url to the wrong service (its answer no JSON object) was a traceback."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    url = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        code = main(["mark", "--config", str(config), "--url", url, "--control-token-file",
+                     str(_private(tmp_path / "c.token", "c\n")), "epoch 1"])
+    finally:
+        server.server_close()
+    assert code == 1
+    err = capsys.readouterr().err
+    assert ("is it a rigmon agent?" in err) if status == 201 else (f"refused the mark (400): {body.decode()}" in err)
