@@ -49,7 +49,11 @@ def cmd_mark(args: argparse.Namespace) -> int:
     try:
         config = load_agent_config(args.config)
         tls = bool(config.agent.tls_cert_file)
-        url = normalize_url(args.url) if args.url else local_url(config.agent.listen, tls)
+        if args.url:
+            # A bare HOST:PORT takes the scheme the agent's configuration serves (https with a certificate).
+            url = normalize_url(args.url if "://" in args.url or not tls else f"https://{args.url.strip()}")
+        else:
+            url = local_url(config.agent.listen, tls)
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
     try:

@@ -231,3 +231,30 @@ def test_mark_to_a_service_that_is_no_agent_says_so(tmp_path: Path, capsys: pyte
     assert code == 1
     err = capsys.readouterr().err
     assert ("is it a rigmon agent?" in err) if status == 201 else (f"refused the mark (400): {body.decode()}" in err)
+
+
+def test_a_bare_url_reaches_an_agent_configured_with_tls_over_https(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--url HOST:PORT`` went to http:// even when the agent's configuration serves https, and the
+    job read "Server disconnected without sending a response"."""
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.background import BackgroundAgent
+    from rigmon.config import AgentConfig, AgentSection
+    from tests.agent.tls_certs import make_tls_files
+
+    tls = make_tls_files(tmp_path)
+    section = AgentSection(node="secure", root=str(tmp_path), interval_s=0.1, tls_cert_file=str(tls.cert_file),
+                           tls_key_file=str(tls.key_file))
+    background = BackgroundAgent(Agent(AgentConfig(agent=section), control_token="c0ntrol", collectors={}))
+    url = background.start()
+    try:
+        config = tmp_path / "agent.toml"
+        config.write_text(f'[agent]\nroot = "{tmp_path}"\ntls_cert_file = "{tls.cert_file}"\n'
+                          f'tls_key_file = "{tls.key_file}"\n')
+        bare = url.split("://", 1)[1]
+        code = main(["mark", "--config", str(config), "--url", bare, "--ca-file", str(tls.ca_file),
+                     "--control-token-file", str(_private(tmp_path / "c.token", "c0ntrol\n")), "epoch 1"])
+        assert code == 0, capsys.readouterr().err
+        assert f"marked https://{bare}: epoch 1" in capsys.readouterr().out
+    finally:
+        background.stop()
