@@ -46,8 +46,8 @@ _MALFORMED = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nco
 #: here: anyone who reaches the port could otherwise write lines to the agent's log at will (and under
 #: systemd use up journald's rate limit for the unit, which then drops the agent's own alarm lines).
 CLIENT_FAULTS = {
-    "Invalid HTTP request received.": "malformed HTTP request",
-    "Unsupported upgrade request.": "upgrade request (WebSocket, h2c: the agent serves none)",
+    "Invalid HTTP request received.": "a malformed HTTP request, answered 400,",
+    "Unsupported upgrade request.": "a request to upgrade the connection (WebSocket, h2c), served without it,",
 }
 #: uvicorn's advice after an upgrade request, which is no advice for the agent (it serves no WebSocket).
 _WEBSOCKET_ADVICE = "No supported WebSocket library detected"
@@ -125,8 +125,8 @@ class ConnectionLimits(msgspec.Struct):
         """Count a request the parser refused (``what``); log at most one warning a minute, like refusals."""
         self.client_faults += 1
         if now - self._last_fault_log >= REFUSAL_LOG_EVERY_S:
-            log.warning("refused a %s from %s (%d malformed or unsupported requests since the start; "
-                        "at most one is logged a minute)", what, host or "?", self.client_faults)
+            log.warning("%s from %s (%d malformed or upgrade requests since the start; at most one is "
+                        "logged a minute)", what[0].upper() + what[1:], host or "?", self.client_faults)
             self._last_fault_log = now
 
     def forget(self, conn: GuardedConnection) -> None:
