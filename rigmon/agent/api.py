@@ -107,13 +107,24 @@ def _json(record: Any) -> Response:
     return Response(encode(record), media_type="application/json")
 
 
+#: Most characters of a refused value quoted back in the reason (a 60 kB query is not echoed whole).
+SHOWN_CHARS = 40
+
+
+def _shown(value: str) -> str:
+    """``value`` quoted for a reason, cut to `SHOWN_CHARS` with its length said."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
 def _int_param(value: str | None, name: str, minimum: int = 0) -> int | None:
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {value!r}") from None
+        raise BadRequest(f"{name} must be an integer, got {_shown(value)}") from None
     if number < minimum:
         raise BadRequest(f"{name} must be at least {minimum}, got {number}")
     return number
@@ -125,9 +136,9 @@ def _float_param(value: str | None, name: str) -> float | None:
     try:
         number = float(value)
     except ValueError:
-        raise BadRequest(f"{name} must be Unix seconds, got {value!r}") from None
+        raise BadRequest(f"{name} must be Unix seconds, got {_shown(value)}") from None
     if not math.isfinite(number):
-        raise BadRequest(f"{name} must be a finite number, got {value!r}")
+        raise BadRequest(f"{name} must be a finite number, got {_shown(value)}")
     return number
 
 
@@ -261,7 +272,7 @@ async def answer_chunks(head: bytes, frames: list[Frame], wire: Callable[[Frame]
 def _view_param(value: str | None) -> str:
     view = value or "full"
     if view not in VIEWS:
-        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view!r}")
+        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {_shown(view)}")
     return view
 
 
@@ -420,7 +431,7 @@ def build_app(state: ApiState) -> ASGIApp:
         q = request.query_params
         unknown = sorted(set(q) - {"from", "to", "series", "frames"})
         if unknown:
-            raise BadRequest(f"unknown parameter {unknown[0]!r} (known: from, to, series, frames)")
+            raise BadRequest(f"unknown parameter {_shown(unknown[0])} (known: from, to, series, frames)")
         now = state.now() if state.now is not None else 0.0
         to_at = _float_param(q.get("to"), "to")
         to_at = now if to_at is None else to_at
@@ -430,7 +441,7 @@ def build_app(state: ApiState) -> ASGIApp:
             raise BadRequest(f"from ({from_at}) is after to ({to_at})")
         frames_flag = q.get("frames", "0")
         if frames_flag not in ("0", "1"):
-            raise BadRequest(f"frames must be 0 or 1, got {frames_flag!r}")
+            raise BadRequest(f"frames must be 0 or 1, got {_shown(frames_flag)}")
         with_frames = frames_flag == "1"
         if with_frames and to_at - from_at > MAX_HISTORY_FRAMES_SPAN_S:
             raise BadRequest(f"frames=1 covers at most {MAX_HISTORY_FRAMES_SPAN_S:g} s; ask for the window in parts")

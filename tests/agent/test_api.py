@@ -101,6 +101,18 @@ async def test_bad_query_parameters_are_400(inproc: tuple[Agent, httpx.AsyncClie
     assert r.json()["error"]
 
 
+@pytest.mark.parametrize(("path", "query"), [("/v1/samples", {"since": "9" * 5000}),
+                                             ("/v1/samples", {"view": "x" * 20000}),
+                                             ("/v1/stream", {"view": "y" * 20000})])
+async def test_a_refused_value_is_not_echoed_whole(inproc: tuple[Agent, httpx.AsyncClient], path: str,
+                                                   query: dict[str, str]) -> None:
+    _, client = inproc
+    r = await client.get(path, params=query)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert len(error) < 200 and "characters)" in error, error
+
+
 async def test_bad_last_event_id_is_400(inproc: tuple[Agent, httpx.AsyncClient]) -> None:
     _, client = inproc
     r = await client.get("/v1/stream", headers={"Last-Event-ID": "yesterday"})
