@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
-MARK_EXIT = ("exit codes: 0 marked; 1 the agent refused the mark or could not be reached; "
+MARK_EXIT = ("exit codes: 0 marked; 1 the agent refused the mark, could not be reached or did not answer within 10 s; "
              "2 bad arguments, configuration or token file")
-#: Seconds the CLI waits for the agent: a training loop must not hang on its monitor.
+#: Seconds the CLI waits for each step (connect, send, each read) of its request to the agent.
 TIMEOUT_S = 5.0
+#: Seconds the CLI waits for the agent's answer in all: a training loop must not hang on its monitor,
+#: and a per-read timeout alone does not bound an answer that trickles in.
+DEADLINE_S = 10.0
 
 
 def add_mark_parser(sub: Any) -> None:
@@ -39,19 +43,28 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
     from rigmon.agent.server import StartupError, read_token_file
     from rigmon.cli import fail
-    from rigmon.cluster.config import normalize_url
+    from rigmon.cluster.config import DashConfigError, check_url, normalize_url
     from rigmon.config import ConfigError, load_agent_config, local_url
 
     try:
         config = load_agent_config(args.config)
         tls = bool(config.agent.tls_cert_file)
-        url = normalize_url(args.url) if args.url else local_url(config.agent.listen, tls)
+        if args.url:
+            # A bare HOST:PORT takes the scheme the agent's configuration serves (https with a certificate).
+            url = normalize_url(args.url if "://" in args.url or not tls else f"https://{args.url.strip()}")
+        else:
+            url = local_url(config.agent.listen, tls)
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
     try:
         httpx.URL(f"{url}/v1/marks")
+        if args.url:
+            # What is no agent URL (ftp://, no host) is a bad argument, not an agent "unreachable".
+            check_url(f"--url {args.url}", url)
     except httpx.InvalidURL as exc:
         return fail(f"--url {args.url}: {exc}")
+    except DashConfigError as exc:
+        return fail(str(exc))
     token_file = args.control_token_file or config.agent.control_token_file
     if not token_file:
         return fail("no control token: the agent has no control_token_file; give --control-token-file")
@@ -72,16 +85,36 @@ def cmd_mark(args: argparse.Namespace) -> int:
     body: dict[str, str] = {"text": args.text}
     if args.by:
         body["by"] = args.by
-    try:
-        response = httpx.post(f"{url}/v1/marks", json=body, headers={"Authorization": f"Bearer {token}"},
-                              timeout=TIMEOUT_S, verify=verify)
-    except httpx.HTTPError as exc:
-        return fail(f"agent at {url}: {exc}", 1)
-    if response.status_code != 201:
+    outcome: list[httpx.Response | Exception] = []
+
+    def post() -> None:
         try:
-            reason = str(response.json().get("error"))
-        except ValueError:
-            reason = response.text[:200]
+            outcome.append(httpx.post(f"{url}/v1/marks", json=body, headers={"Authorization": f"Bearer {token}"},
+                                      timeout=TIMEOUT_S, verify=verify))
+        except Exception as exc:  # handed to the main thread, which reports or raises it
+            outcome.append(exc)
+
+    # A daemon thread: one still waiting at the deadline ends with the process.
+    worker = threading.Thread(target=post, name="rigmon-mark", daemon=True)
+    worker.start()
+    worker.join(DEADLINE_S)
+    if not outcome:
+        return fail(f"agent at {url}: no answer within {DEADLINE_S:g} s", 1)
+    response = outcome[0]
+    if isinstance(response, httpx.HTTPError):
+        return fail(f"agent at {url}: {response}", 1)
+    if isinstance(response, Exception):
+        raise response
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    # Something else may answer on the port (--url to the wrong service): its body is no JSON object.
+    answer = answer if isinstance(answer, dict) else {}
+    if response.status_code != 201:
+        reason = str(answer["error"]) if "error" in answer else response.text[:200]
         return fail(f"agent at {url} refused the mark ({response.status_code}): {reason}", 1)
-    print(f"marked {url}: {response.json().get('message')}", file=sys.stdout, flush=True)
+    if not isinstance(answer.get("message"), str):
+        return fail(f"{url} answered {response.status_code} without a mark: is it a rigmon agent?", 1)
+    print(f"marked {url}: {answer['message']}", file=sys.stdout, flush=True)
     return 0

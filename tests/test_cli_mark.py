@@ -85,6 +85,23 @@ def test_mark_from_the_cli_appears_in_history(tmp_path: Path) -> None:
         proc.wait(10)
 
 
+def test_the_readme_snippet_never_raises_into_the_training_job(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, object] = {}
+    exec(readme_snippet(), namespace)  # noqa: S102 - the project's own documentation
+    mark = namespace["rigmon_mark"]
+    # No token file (the job runs as a user without its copy), and no agent on the port.
+    missing = str(tmp_path / "missing.token")
+    mark("epoch 1", url=f"http://127.0.0.1:{free_port()}", token_file=missing)  # type: ignore[operator]
+    assert "rigmon mark failed" in capsys.readouterr().out
+    mark("epoch 1", url=f"http://127.0.0.1:{free_port()}",  # type: ignore[operator]
+         token_file=str(_private(tmp_path / "c.token", "c\n")))
+    assert "rigmon mark failed" in capsys.readouterr().out
+    # A URL that is no URL (a typo in the job's configuration).
+    mark("epoch 1", url="127.0.0.1:9871", token_file=str(tmp_path / "c.token"))  # type: ignore[operator]
+    assert "rigmon mark failed" in capsys.readouterr().out
+
+
 def test_mark_without_a_control_token_says_what_to_give(tmp_path: Path) -> None:
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nlisten = "127.0.0.1:{free_port()}"\nroot = "{tmp_path}"\n')
@@ -122,6 +139,15 @@ def test_mark_with_a_malformed_url_is_a_bad_argument(tmp_path: Path, capsys: pyt
     assert "--url http://:::" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("url", ["ftp://x:1", "http://:9871"])
+def test_mark_with_no_agent_url_is_a_bad_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str) -> None:
+    token = _private(tmp_path / "c.token", "c\n")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    assert main(["mark", "--config", str(config), "--url", url, "--control-token-file", str(token), "e"]) == 2
+    assert f"--url {url}: not an agent URL" in capsys.readouterr().err
+
+
 def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nroot = "{tmp_path}"\ncontrol_token_file = "{tmp_path / "control.token"}"\n')
@@ -129,3 +155,106 @@ def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: 
     assert f"control_token_file {tmp_path / 'control.token'}: No such file" in capsys.readouterr().err
     assert main(["mark", "--config", str(config), "--control-token-file", str(tmp_path / "mine.token"), "e"]) == 2
     assert f"--control-token-file {tmp_path / 'mine.token'}: No such file" in capsys.readouterr().err
+
+
+def test_mark_gives_up_on_an_agent_whose_answer_trickles_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Each read of the answer came within the per-read timeout, so an agent whose answer trickled in
+    (one header line every 0.2 s, without end) held the training job's ``rigmon mark`` for good."""
+    import socket
+    import threading
+
+    from rigmon import cli_mark
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 201 Created\r\n")
+            while not stop.wait(0.2):
+                try:
+                    conn.sendall(b"X-Slow: y\r\n")
+                except OSError:
+                    return
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    monkeypatch.setattr(cli_mark, "DEADLINE_S", 1.0, raising=False)
+    codes: list[int] = []
+    url = f"127.0.0.1:{listener.getsockname()[1]}"
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    args = ["mark", "--config", str(config), "--url", url, "--control-token-file",
+            str(_private(tmp_path / "c.token", "c\n")), "epoch 1"]
+    runner = threading.Thread(target=lambda: codes.append(main(args)), daemon=True)
+    runner.start()
+    runner.join(60)  # not a duration check: without a deadline the call never returns
+    stop.set()
+    listener.close()
+    assert codes == [1]
+    assert "no answer within 1 s" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("status", "body"), [(201, b"created"), (201, b"[1, 2]"), (400, b'["no"]')])
+def test_mark_to_a_service_that_is_no_agent_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    status: int, body: bytes) -> None:
+    """A --url to the wrong service (its answer no JSON object) was a traceback."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    url = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        code = main(["mark", "--config", str(config), "--url", url, "--control-token-file",
+                     str(_private(tmp_path / "c.token", "c\n")), "epoch 1"])
+    finally:
+        server.server_close()
+    assert code == 1
+    err = capsys.readouterr().err
+    assert ("is it a rigmon agent?" in err) if status == 201 else (f"refused the mark (400): {body.decode()}" in err)
+
+
+def test_a_bare_url_reaches_an_agent_configured_with_tls_over_https(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--url HOST:PORT`` went to http:// even when the agent's configuration serves https, and the
+    job read "Server disconnected without sending a response"."""
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.background import BackgroundAgent
+    from rigmon.config import AgentConfig, AgentSection
+    from tests.agent.tls_certs import make_tls_files
+
+    tls = make_tls_files(tmp_path)
+    section = AgentSection(node="secure", root=str(tmp_path), interval_s=0.1, tls_cert_file=str(tls.cert_file),
+                           tls_key_file=str(tls.key_file))
+    background = BackgroundAgent(Agent(AgentConfig(agent=section), control_token="c0ntrol", collectors={}))
+    url = background.start()
+    try:
+        config = tmp_path / "agent.toml"
+        config.write_text(f'[agent]\nroot = "{tmp_path}"\ntls_cert_file = "{tls.cert_file}"\n'
+                          f'tls_key_file = "{tls.key_file}"\n')
+        bare = url.split("://", 1)[1]
+        code = main(["mark", "--config", str(config), "--url", bare, "--ca-file", str(tls.ca_file),
+                     "--control-token-file", str(_private(tmp_path / "c.token", "c0ntrol\n")), "epoch 1"])
+        assert code == 0, capsys.readouterr().err
+        assert f"marked https://{bare}: epoch 1" in capsys.readouterr().out
+    finally:
+        background.stop()

@@ -44,7 +44,7 @@ from rigmon.agent.request_guard import (
     guard_requests,
 )
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Gap, History, Info, NodeCapture, encode
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Gap, History, Info, NodeCapture, encode
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -56,6 +56,10 @@ KEEPALIVE_S = 15.0
 VIEWS = ("full", "summary")
 #: Most frames one /v1/samples answer carries.
 MAX_SAMPLES_PER_REQUEST = 1000
+#: Most frames of a /v1/samples answer built whole (a dashboard's pull of the newest); more are sent
+#: in pieces of about `ANSWER_CHUNK_BYTES` as the client reads them (`answer_chunks`).
+WHOLE_ANSWER_FRAMES = 8
+ANSWER_CHUNK_BYTES = 256 * 1024
 #: Longest window /v1/history?frames=1 returns whole frames for, and most frames in one answer.
 MAX_HISTORY_FRAMES_SPAN_S = 3600.0
 MAX_HISTORY_FRAMES = 7200
@@ -103,13 +107,24 @@ def _json(record: Any) -> Response:
     return Response(encode(record), media_type="application/json")
 
 
+#: Most characters of a refused value quoted back in the reason (a 60 kB query is not echoed whole).
+SHOWN_CHARS = 40
+
+
+def _shown(value: str) -> str:
+    """``value`` quoted for a reason, cut to `SHOWN_CHARS` with its length said."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
 def _int_param(value: str | None, name: str, minimum: int = 0) -> int | None:
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {value!r}") from None
+        raise BadRequest(f"{name} must be an integer, got {_shown(value)}") from None
     if number < minimum:
         raise BadRequest(f"{name} must be at least {minimum}, got {number}")
     return number
@@ -121,9 +136,9 @@ def _float_param(value: str | None, name: str) -> float | None:
     try:
         number = float(value)
     except ValueError:
-        raise BadRequest(f"{name} must be Unix seconds, got {value!r}") from None
+        raise BadRequest(f"{name} must be Unix seconds, got {_shown(value)}") from None
     if not math.isfinite(number):
-        raise BadRequest(f"{name} must be a finite number, got {value!r}")
+        raise BadRequest(f"{name} must be a finite number, got {_shown(value)}")
     return number
 
 
@@ -233,10 +248,31 @@ def resume_plan(buffer: FrameBuffer, after_seq: int, run_id: str | None, own_run
     return after_seq, None
 
 
+async def answer_chunks(head: bytes, frames: list[Frame], wire: Callable[[Frame], bytes],
+                        tail: bytes) -> AsyncIterator[bytes]:
+    """A /v1/samples answer of many frames in pieces of about `ANSWER_CHUNK_BYTES`.
+
+    Each piece waits until the client has taken the ones before (uvicorn's flow control), so a client
+    that does not read holds one piece, not the whole answer: 1000 frames of an 8-GPU node are ~30 MB,
+    and 16 connections of one address each asking for them and never reading held them all at once.
+    """
+    parts = [head]
+    size = len(head)
+    for index, frame in enumerate(frames):
+        piece = wire(frame)
+        parts.append(b"," + piece if index else piece)
+        size += len(piece) + 1
+        if size >= ANSWER_CHUNK_BYTES:
+            yield b"".join(parts)
+            parts, size = [], 0
+    parts.append(tail)
+    yield b"".join(parts)
+
+
 def _view_param(value: str | None) -> str:
     view = value or "full"
     if view not in VIEWS:
-        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view!r}")
+        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {_shown(view)}")
     return view
 
 
@@ -273,15 +309,14 @@ def build_app(state: ApiState) -> ASGIApp:
         frames = state.buffer.since(after, limit)
         more = bool(frames) and state.buffer.latest is not None and frames[-1].seq < state.buffer.latest.seq
         # The frames' wire JSON is the cached one (`frame_json`), spliced in as it is.
-        if view == "summary":
-            listed = b'[],"summaries":[' + b",".join(summary_json(f) for f in frames) + b"]"
-        else:
-            listed = b"[" + b",".join(frame_json(f) for f in frames) + b"]"
-        body = (b'{"run_id":' + json.dumps(own).encode()
-                + b',"frames":' + listed
-                + b',"gap":' + (encode(gap) if gap else b"null")
+        wire = summary_json if view == "summary" else frame_json
+        head = b'{"run_id":' + json.dumps(own).encode() + (b',"frames":[],"summaries":[' if view == "summary"
+                                                            else b',"frames":[')
+        tail = (b'],"gap":' + (encode(gap) if gap else b"null")
                 + b',"more":' + (b"true" if more else b"false") + b"}")
-        return Response(body, media_type="application/json")
+        if len(frames) <= WHOLE_ANSWER_FRAMES:
+            return Response(head + b",".join(wire(f) for f in frames) + tail, media_type="application/json")
+        return StreamingResponse(answer_chunks(head, frames, wire, tail), media_type="application/json")
 
     async def stream(request: Request) -> Response:
         last_id = request.headers.get("last-event-id") or request.query_params.get("since")
@@ -396,7 +431,7 @@ def build_app(state: ApiState) -> ASGIApp:
         q = request.query_params
         unknown = sorted(set(q) - {"from", "to", "series", "frames"})
         if unknown:
-            raise BadRequest(f"unknown parameter {unknown[0]!r} (known: from, to, series, frames)")
+            raise BadRequest(f"unknown parameter {_shown(unknown[0])} (known: from, to, series, frames)")
         now = state.now() if state.now is not None else 0.0
         to_at = _float_param(q.get("to"), "to")
         to_at = now if to_at is None else to_at
@@ -406,7 +441,7 @@ def build_app(state: ApiState) -> ASGIApp:
             raise BadRequest(f"from ({from_at}) is after to ({to_at})")
         frames_flag = q.get("frames", "0")
         if frames_flag not in ("0", "1"):
-            raise BadRequest(f"frames must be 0 or 1, got {frames_flag!r}")
+            raise BadRequest(f"frames must be 0 or 1, got {_shown(frames_flag)}")
         with_frames = frames_flag == "1"
         if with_frames and to_at - from_at > MAX_HISTORY_FRAMES_SPAN_S:
             raise BadRequest(f"frames=1 covers at most {MAX_HISTORY_FRAMES_SPAN_S:g} s; ask for the window in parts")

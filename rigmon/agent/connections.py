@@ -38,6 +38,19 @@ REFUSAL_LOG_EVERY_S = 60.0
 LINGER_S = 1.0
 #: Most bytes one read hands to the protocol (asyncio's selector transport reads 256 KiB at most).
 MAX_READ_BYTES = 256 * 1024
+#: Answer to a request the HTTP parser cannot read (uvicorn's own is plain text; every answer of the API is JSON).
+_MALFORMED_BODY = b'{"error": "malformed HTTP/1.1 request (request line or headers; a URL must be percent-encoded)"}'
+_MALFORMED = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
+              b"content-length: " + str(len(_MALFORMED_BODY)).encode() + b"\r\n\r\n" + _MALFORMED_BODY)
+#: Warnings uvicorn's protocols log once per request about what a client sent, and what they count as
+#: here: anyone who reaches the port could otherwise write lines to the agent's log at will (and under
+#: systemd use up journald's rate limit for the unit, which then drops the agent's own alarm lines).
+CLIENT_FAULTS = {
+    "Invalid HTTP request received.": "a malformed HTTP request, answered 400,",
+    "Unsupported upgrade request.": "a request to upgrade the connection (WebSocket, h2c), served without it,",
+}
+#: uvicorn's advice after an upgrade request, which is no advice for the agent (it serves no WebSocket).
+_WEBSOCKET_ADVICE = "No supported WebSocket library detected"
 
 
 def h11_buffer_limit(max_head_bytes: int) -> int:
@@ -76,7 +89,10 @@ class ConnectionLimits(msgspec.Struct):
     evicted: int = 0
     refused: int = 0
     timed_out: int = 0
+    #: Requests uvicorn's parser refused or could not serve (`CLIENT_FAULTS`), since the start.
+    client_faults: int = 0
     _last_refusal_log: float = float("-inf")
+    _last_fault_log: float = float("-inf")
 
     def authorised(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
         """Whether a request head carries one of the tokens (every request does when there is none)."""
@@ -105,6 +121,14 @@ class ConnectionLimits(msgspec.Struct):
                         "(%d refused since the start)", host or "?", self.refused)
             self._last_refusal_log = now
 
+    def note_client_fault(self, what: str, host: str, now: float) -> None:
+        """Count a request the parser refused (``what``); log at most one warning a minute, like refusals."""
+        self.client_faults += 1
+        if now - self._last_fault_log >= REFUSAL_LOG_EVERY_S:
+            log.warning("%s from %s (%d malformed or upgrade requests since the start; at most one is "
+                        "logged a minute)", what[0].upper() + what[1:], host or "?", self.client_faults)
+            self._last_fault_log = now
+
     def forget(self, conn: GuardedConnection) -> None:
         """``conn`` is closed."""
         if conn in self.open:
@@ -121,6 +145,28 @@ class ConnectionLimits(msgspec.Struct):
         victim.close_idle("closed to make room for a new connection")
         self.forget(victim)
         return True
+
+
+class ClientFaultLog:
+    """uvicorn's protocol logger for one connection, with its warnings about the client's request counted
+    by `ConnectionLimits.note_client_fault` instead of logged one line each (`CLIENT_FAULTS`).
+
+    Everything else (an exception in the app, uvicorn's trace lines) goes to uvicorn's logger as before.
+    """
+
+    def __init__(self, logger: logging.Logger, conn: GuardedConnection) -> None:
+        self._logger = logger
+        self._conn = conn
+
+    def warning(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        what = CLIENT_FAULTS.get(str(msg))
+        if what is not None:
+            self._conn.limits.note_client_fault(what, self._conn.client_host, self._conn.loop.time())
+        elif not str(msg).startswith(_WEBSOCKET_ADVICE):
+            self._logger.warning(msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
 
 
 class LingeringTransport(asyncio.Transport):
@@ -297,6 +343,7 @@ class GuardedConnection(_UvicornProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._discarding = False
         self.lingering: LingeringTransport
+        self.logger = ClientFaultLog(self.logger, self)  # type: ignore[assignment]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         no_delay(transport)
@@ -325,6 +372,12 @@ class GuardedConnection(_UvicornProtocol):
         """Send ``answer`` and close (lingering: see `LingeringTransport`)."""
         self.transport.write(answer)
         self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a request the parser cannot read (uvicorn's answer is plain text) and close."""
+        self.limits.forget(self)
+        self._cancel_head_timer()
+        self._answer_and_close(_MALFORMED)
 
     def discard_input(self) -> None:
         """Drop whatever the client sends from now on (the connection is closing)."""

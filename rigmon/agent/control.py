@@ -23,6 +23,9 @@ MAX_MARK_CHARS = 200
 #: and isolates (U+202A-U+202E, U+2066-U+2069). The text is shown on every operator's terminal:
 #: an ``ESC]0;...BEL`` there retitles the window, OSC 52 writes the clipboard.
 UNSAFE_BY = lazy_compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
+#: A lone UTF-16 surrogate (U+D800-U+DFFF): JSON may spell one (``"\\ud800"``) and json.loads takes it,
+#: but no UTF-8 can carry it, so every frame, journal write and answer holding it would fail to encode.
+SURROGATE = lazy_compile("[\ud800-\udfff]")
 
 
 class BadRequest(Exception):
@@ -48,6 +51,10 @@ def checked_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> 
     if bad is not None:
         raise BadRequest(f"{what} holds a control or bidi character (U+{ord(bad.group()):04X} at position "
                          f"{bad.start()}); send plain text")
+    bad = SURROGATE.search(text)
+    if bad is not None:
+        raise BadRequest(f"{what} holds a lone surrogate (U+{ord(bad.group()):04X} at position {bad.start()}), "
+                         "which is not Unicode text; send UTF-8")
     return text
 
 

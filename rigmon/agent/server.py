@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hmac
 import ipaddress
+import logging
 import os
 import pwd
 import signal
@@ -227,13 +228,22 @@ async def serve(agent: Agent, listen: str, user: str = "",
     host, port = check_listen_policy(listen, agent.token)
     server = make_server(agent, host, port)
     # Load (reads the TLS key) and bind now, while still privileged; serve() then uses both.
+    held = _HeldRecords()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(held)
     try:
         server.config.load()
         sock = server.config.bind_socket()
     except (OSError, SystemExit) as exc:
-        # uvicorn logs a bind failure and exits; say which address in our own words.
-        detail = f": {exc}" if isinstance(exc, OSError) else " (see the error above)"
+        # uvicorn logs a bind failure ("[Errno 98] Address already in use") and exits: its record is
+        # held back, and its message is the reason in the one line that says which address.
+        said = "; ".join(r.getMessage() for r in held.records if r.levelno >= logging.ERROR)
+        detail = f": {exc}" if isinstance(exc, OSError) else f": {said}" if said else ""
         raise StartupError(f"cannot serve on {listen}{detail}") from None
+    finally:
+        uvicorn_log.removeFilter(held)
+    for record in held.records:  # anything uvicorn said while loading, when it did start
+        uvicorn_log.handle(record)
     if on_bound is not None:
         on_bound(bound_address(sock))
     try:
@@ -266,6 +276,18 @@ async def _settled(agent: Agent, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
         if sampled and journal:
             return
         await asyncio.sleep(0.05)
+
+
+class _HeldRecords(logging.Filter):
+    """Keeps the records of the logger it filters instead of letting them out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
 
 
 def run_until_signalled(main: Coroutine[Any, Any, None]) -> None:

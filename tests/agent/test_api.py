@@ -101,6 +101,18 @@ async def test_bad_query_parameters_are_400(inproc: tuple[Agent, httpx.AsyncClie
     assert r.json()["error"]
 
 
+@pytest.mark.parametrize(("path", "query"), [("/v1/samples", {"since": "9" * 5000}),
+                                             ("/v1/samples", {"view": "x" * 20000}),
+                                             ("/v1/stream", {"view": "y" * 20000})])
+async def test_a_refused_value_is_not_echoed_whole(inproc: tuple[Agent, httpx.AsyncClient], path: str,
+                                                   query: dict[str, str]) -> None:
+    _, client = inproc
+    r = await client.get(path, params=query)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert len(error) < 200 and "characters)" in error, error
+
+
 async def test_bad_last_event_id_is_400(inproc: tuple[Agent, httpx.AsyncClient]) -> None:
     _, client = inproc
     r = await client.get("/v1/stream", headers={"Last-Event-ID": "yesterday"})
@@ -256,3 +268,77 @@ async def test_latest_still_needs_the_token(tmp_path: Path) -> None:
         ok = await client.get("/v1/latest", headers={"Authorization": f"Bearer {TOKEN}"})
         assert ok.status_code == 200 and decode(Frame, ok.content).node == "t1"
     await agent.stop()
+
+
+class Bulky(PolledCollector):
+    """Frames of ~60 kB (an 8-GPU node's are ~30 kB)."""
+
+    name = "bulky"
+
+    def collect(self) -> Sequence[object]:
+        return [TemperatureReading(sensor=f"s{i}", label="x" * 40, temp_c=float(i)) for i in range(600)]
+
+
+@pytest.mark.parametrize("view", ["full", "summary"])
+async def test_a_client_that_does_not_read_a_long_backfill_holds_a_piece_of_it_not_all(
+        tmp_path: Path, view: str) -> None:
+    """/v1/samples built its whole answer (up to 1000 frames: ~30 MB on an 8-GPU node) and handed it to
+    the connection at once: 16 connections of one client that never read held 16 of them, past the
+    agent's 512 MB memory cap. Now it goes out in pieces as the client takes them, and reads the same."""
+    import socket
+
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path), interval_s=0.01, buffer_frames=200))
+    agent = Agent(config, collectors={"bulky": Bulky()})
+    server = make_server(agent, "127.0.0.1", 0)
+    agent.start()
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        await wait_for_seq(agent, 200)
+        agent.sampler.stop()
+        assert agent.buffer is not None and agent.buffer.latest is not None
+        last = agent.buffer.latest.seq
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(f"GET /v1/samples?since=0&view={view} HTTP/1.1\r\nHost: agent\r\n\r\n".encode())
+            held = 0
+            for _ in range(50):  # the answer's state after the agent has written what it could
+                await asyncio.sleep(0.02)
+                opened = server.config.http.limits.open  # type: ignore[attr-defined]
+                held = max([held, *(c.transport.get_write_buffer_size() for c in opened)])
+            assert held < 1024 * 1024, f"{held} bytes of the answer wait in the agent for a client that does not read"
+            sock.setblocking(False)
+            received: list[bytes] = []
+            last_bytes = b""
+            while not last_bytes.endswith(b"\r\n0\r\n\r\n"):  # the end of a chunked answer
+                try:
+                    chunk = sock.recv(1 << 20)
+                except BlockingIOError:
+                    await asyncio.sleep(0.005)
+                    continue
+                assert chunk, "closed before the end of the answer"
+                received.append(chunk)
+                last_bytes = (last_bytes + chunk)[-7:]
+        raw = memoryview(b"".join(received))
+        raw = raw[bytes(raw).index(b"\r\n\r\n") + 4:]
+        pieces: list[bytes] = []
+        while True:  # de-chunk
+            end = bytes(raw[:20]).index(b"\r\n")
+            size = int(bytes(raw[:end]), 16)
+            if size == 0:
+                break
+            pieces.append(bytes(raw[end + 2:end + 2 + size]))
+            raw = raw[end + 4 + size:]
+        body = b"".join(pieces)
+        answer = json.loads(body)
+        listed = answer["summaries"] if view == "summary" else answer["frames"]
+        seqs = [(s["frame"] if view == "summary" else s)["seq"] for s in listed]
+        assert seqs == list(range(last - len(seqs) + 1, last + 1)) and len(seqs) >= 150
+        assert answer["more"] is False
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await asyncio.wait_for(serving, 10)

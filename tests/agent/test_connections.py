@@ -132,3 +132,50 @@ async def test_answers_go_out_at_once_on_the_socket_rigmon_agent_binds(tmp_path:
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 10)
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+async def test_malformed_and_upgrade_requests_are_counted_not_logged_one_line_each(
+        tmp_path: Path, parser: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Anyone who reaches the port wrote a warning line per malformed request (two, with uvicorn's advice to
+    install a WebSocket library, per upgrade request): a log flood, which under systemd uses up journald's
+    rate limit and drops the agent's own lines. And the 400 was plain text where every answer is JSON."""
+    import asyncio
+    import json
+    import logging
+
+    if parser == "h11":
+        monkeypatch.setattr(connections, "httptools_available", lambda: False)
+    agent = Agent(AgentConfig(agent=AgentSection(node="p", root=str(tmp_path))), collectors={})
+    server = make_server(agent, "127.0.0.1", 0)
+    serving = asyncio.create_task(server.serve())
+
+    async def exchange(raw: bytes, until: bytes | None = None) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(raw)
+        await writer.drain()
+        # An answer that closes is read to its end; a kept-alive one up to ``until``.
+        answer = await asyncio.wait_for(reader.read() if until is None else reader.readuntil(until), 10)
+        writer.close()
+        return answer
+
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        caplog.set_level(logging.WARNING)
+        for _ in range(20):
+            answer = await exchange(b"GET /v1/\xff\xfe HTTP/1.1\r\nHost: agent\r\n\r\n")
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head
+            assert "malformed" in json.loads(body)["error"]
+            answer = await exchange(b"GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: Upgrade\r\n"
+                                    b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", until=b"}")
+            assert answer.startswith(b"HTTP/1.1 200 ")
+        assert server.config.http.limits.client_faults == 40  # type: ignore[attr-defined]
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1 and "from 127.0.0.1" in warnings[0], warnings
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)

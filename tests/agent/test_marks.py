@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rigmon.agent.agent import Agent
 from rigmon.agent.control import MAX_MARK_CHARS
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Event, History, decode
+from rigmon.agent.server import make_server
 from tests.agent.test_api import Counter, wait_for_seq
 from tests.agent.test_history_api import wait_journaled
 
@@ -29,6 +31,24 @@ async def agent_client(tmp_path: Path) -> AsyncIterator[tuple[Agent, httpx.Async
         agent.start()
         yield agent, client
     await agent.stop()
+
+
+@pytest.fixture
+async def served_agent(tmp_path: Path) -> AsyncIterator[tuple[Agent, str]]:
+    """An agent with read and control tokens, served by uvicorn on 127.0.0.1 (a free port)."""
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), interval_s=0.02,
+                                            state_dir=str(tmp_path / "state")))
+    (tmp_path / "root").mkdir()
+    agent = Agent(config, token=READ, control_token=CONTROL, collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    agent.start()
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    yield agent, f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    server.should_exit = True
+    await agent.stop()
+    await asyncio.wait_for(task, 10)
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -75,6 +95,24 @@ async def test_bad_marks_are_refused(agent_client: tuple[Agent, httpx.AsyncClien
     _, client = agent_client
     r = await client.post("/v1/marks", json=body, headers=_auth(CONTROL))
     assert r.status_code == 400 and reason in r.json()["error"]
+
+
+@pytest.mark.parametrize("body", [b'{"text": "epoch \\ud800 3"}', b'{"text": "epoch 3", "by": "\\udfff"}'])
+async def test_a_lone_surrogate_is_refused_and_frames_stay_readable(served_agent: tuple[Agent, str],
+                                                                    body: bytes) -> None:
+    # JSON may escape a lone surrogate and json.loads takes it, but no UTF-8 can carry it: a mark
+    # holding one broke the encoding of its frame (/v1/samples and every stream answered 500 while
+    # the buffer held it) and stopped the journal's writer thread.
+    agent, url = served_agent
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        r = await client.post("/v1/marks", content=body,
+                              headers={**_auth(CONTROL), "Content-Type": "application/json"})
+        assert r.status_code == 400 and "surrogate" in r.json()["error"], r.text
+        assert agent.buffer is not None and agent.buffer.latest is not None
+        await wait_for_seq(agent, agent.buffer.latest.seq + 3)
+        r = await client.get("/v1/samples", params={"since": 0}, headers=_auth(READ))
+        assert r.status_code == 200
+        assert not any(e["kind"] == "mark" for f in r.json()["frames"] for e in f["events"])
 
 
 async def test_marks_need_the_control_token(agent_client: tuple[Agent, httpx.AsyncClient]) -> None:

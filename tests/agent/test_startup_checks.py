@@ -46,6 +46,20 @@ def test_a_fifo_as_control_token_file_names_that_key(tmp_path: Path) -> None:
     assert out.returncode == 2 and f"control_token_file {fifo} is a FIFO" in out.stderr
 
 
+def test_a_port_in_use_is_one_line_naming_the_address_and_the_reason(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = agent(tmp_path, "--listen", f"127.0.0.1:{port}")
+    assert out.returncode == 2
+    # uvicorn's own error line came first, and the reason was "(see the error above)".
+    errors = [line for line in out.stderr.splitlines() if "INFO" not in line]
+    assert errors == [f"rigmon: cannot serve on 127.0.0.1:{port}: [Errno 98] Address already in use"], out.stderr
+
+
 def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "tokens"
     folder.mkdir(mode=0o700)
