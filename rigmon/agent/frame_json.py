@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
-from rigmon.schema import Frame, encode
+import msgspec
+
+from rigmon.schema import Frame, decode, encode
+
+log = logging.getLogger(__name__)
 
 #: Frames whose encoding is kept: the newest of every agent in the process (the simulator runs
 #: several), and those SSE readers catching up are sending.
@@ -76,3 +82,41 @@ SUMMARIES = EncodedFrames(encoder=_encode_summary)
 def summary_json(frame: Frame) -> bytes:
     """The JSON of ``frame``'s `rigmon.summary.SummaryRecord`, built at most once while it is among the newest."""
     return SUMMARIES.get(frame)
+
+
+def valid_text(frame: Frame) -> Frame:
+    """``frame`` itself when it encodes, else a copy whose text is valid UTF-8.
+
+    A lone surrogate cannot be encoded: a name the kernel gave in bytes that are not UTF-8
+    (Python reads a directory entry's bytes back as surrogates) would make every reader of
+    the frame fail: ``/v1/latest``, streams, the journal. Such text gets U+FFFD where its bad
+    bytes were, once, before any listener sees the frame. A frame that does not encode for
+    another reason (a NaN) is returned as it is and logged; its readers report it.
+    """
+    try:
+        frame_json(frame)
+    except UnicodeEncodeError as exc:
+        log.warning("frame %d holds text that is not UTF-8 (%s): bad bytes replaced by U+FFFD", frame.seq, exc)
+        return decode(Frame, encode(_replace_surrogates(msgspec.to_builtins(frame))))
+    except ValueError as exc:
+        log.error("frame %d cannot be encoded: %s", frame.seq, exc)
+    return frame
+
+
+def _replace_surrogates(data: Any) -> Any:
+    if isinstance(data, str):
+        return _text(data)
+    if isinstance(data, dict):
+        return {_text(k) if isinstance(k, str) else k: _replace_surrogates(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_replace_surrogates(v) for v in data]
+    return data
+
+
+def _text(value: str) -> str:
+    """``value`` as valid UTF-8: undecodable bytes (surrogate escapes) and other lone surrogates as U+FFFD."""
+    try:
+        raw = value.encode("utf-8", "surrogateescape")  # the bytes a file name had: one U+FFFD each
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "surrogatepass")  # "\\ud800" from a client: its three bytes
+    return raw.decode("utf-8", "replace")

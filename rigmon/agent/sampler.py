@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from rigmon.agent.collector_threads import Outcome
+from rigmon.agent.frame_json import valid_text
 from rigmon.agent.ticks import TickScheduler
 from rigmon.agent.trouble import TroubleMemory
 from rigmon.clock import Clock
@@ -261,6 +262,8 @@ class Sampler:
             readings=Readings(**fields),  # type: ignore[arg-type]
             events=tuple(self._pending_events),
         )
+        # Encoded once here for every reader (the cache is shared); text that is not UTF-8 is mended first.
+        frame = valid_text(frame)
         self._pending_events = []
         for listener in self._listeners:
             try:

@@ -431,3 +431,20 @@ def test_writer_waits_for_frames_until_its_next_own_work(tmp_path: Path) -> None
         writer.close()
     assert writer.frames_written == 1
     assert all(w is None or 0.0 <= w <= 15.0 for w in waits)
+
+
+def test_a_frame_that_cannot_be_encoded_is_lost_and_said_so_and_the_writer_goes_on(tmp_path: Path) -> None:
+    """A NaN a collector let through: the frame's batch is lost and counted, the journal reads error
+    with the reason, and the next frames are written (the writer's thread used to die on it)."""
+    loop = EventLoopback()
+    writer = JournalWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
+    writer.start(loop.sink)
+    submit_until(writer, loop, lambda: writer.frames_written >= 3)
+    writer.submit(frame(10_000, T0 + 9_999, float("nan")))
+    submit_until(writer, loop, lambda: "journal_failed" in loop.seen)
+    assert "cannot be written" in (loop.seen["journal_failed"].message)
+    submit_until(writer, loop, lambda: "journal_recovered" in loop.seen)
+    written = writer.frames_written
+    submit_until(writer, loop, lambda: writer.frames_written >= written + 3)
+    writer.close()
+    assert writer.frames_not_written >= 1

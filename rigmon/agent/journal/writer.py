@@ -277,6 +277,14 @@ class JournalWriter:
                 # Give retention a chance to make room before the next batch.
                 return self._maintain(store)
             return store
+        except Exception as exc:  # noqa: BLE001 - a frame that cannot be stored must not stop the recorder
+            # A frame that does not encode (a NaN a collector let through): those frames are lost,
+            # said so in the journal's status, and the next ones are written.
+            self._lose(batch)
+            if self._status.state != "error":
+                log.exception("journal: %d frame(s) cannot be written", len(batch))
+            self._set_status(f"frames cannot be written: {exc}; {self.frames_not_written} frames not recorded")
+            return store
         self.frames_written += len(batch)
         self._unwritten_events.clear()
         dropped = self._dropped
