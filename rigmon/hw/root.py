@@ -46,6 +46,14 @@ _ABSENT_ERRNOS = {
     errno.ENODATA,
     # A /proc/PID file of a process that was reaped while its file was open.
     errno.ESRCH,
+    # Drivers refusing a read for now: a PMBus PSU's I2C client that does not answer
+    # (EREMOTEIO, common on paralleled server PSUs), amdgpu's hwmon files while the GPU is
+    # runtime-suspended or in reset (EPERM), a NIC's firmware behind ``speed`` (ETIMEDOUT,
+    # EBUSY), md's attributes of an array being stopped (EBUSY).
+    errno.EREMOTEIO,
+    errno.EPERM,
+    errno.ETIMEDOUT,
+    errno.EBUSY,
 }
 
 

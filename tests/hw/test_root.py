@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import threading
@@ -307,3 +308,31 @@ def test_a_read_scope_reads_each_file_and_directory_once(tmp_path: Path) -> None
     with read_scope():
         assert root.read_attr("/sys/class/hwmon/hwmon0/temp1_input") is None
         assert root.listdir("/sys/class/hwmon") == ["hwmon1", "hwmon9"]
+
+
+@pytest.mark.parametrize("code", [errno.EREMOTEIO, errno.EPERM, errno.ETIMEDOUT, errno.EBUSY])
+def test_an_attribute_its_driver_refuses_for_now_is_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           code: int) -> None:
+    """A PMBus PSU that NAKs its I2C read (EREMOTEIO), amdgpu suspended (EPERM), a NIC's firmware
+    (ETIMEDOUT, EBUSY): that attribute reads as not there, the next one reads, nothing raises."""
+    write_tree(tmp_path, {"/sys/class/hwmon/hwmon3/curr2_input": "41000\n", "/sys/class/hwmon/hwmon3/in1_input": "12000\n"})
+    root = HostRoot(tmp_path)
+    refused: set[int] = set()
+    real_open, real_read = os.open, os.read
+
+    def opening(path: str, flags: int, *args: int) -> int:
+        fd = real_open(path, flags, *args)
+        if str(path).endswith("curr2_input"):
+            refused.add(fd)
+        return fd
+
+    def reading(fd: int, size: int) -> bytes:
+        if fd in refused:
+            refused.discard(fd)  # its number is free for the next open once closed
+            raise OSError(code, os.strerror(code))
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, "open", opening)
+    monkeypatch.setattr(os, "read", reading)
+    assert root.read_attr("/sys/class/hwmon/hwmon3/curr2_input") is None
+    assert root.read_attr("/sys/class/hwmon/hwmon3/in1_input") == "12000"
