@@ -30,7 +30,7 @@ from rigmon.collectors.mdstat import (
 )
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
-from rigmon.hw.udev import UdevSource, open_udev_source
+from rigmon.hw.udev import UdevEvent, UdevSource, open_udev_source
 from rigmon.schema import (
     RaidArrayReading,
     RaidHealth,
@@ -130,6 +130,15 @@ def parse_md_links(links: dict[str, str | None]) -> dict[str, str]:
     return out
 
 
+#: Block devices that are never an md array or one of its members: their events re-read nothing.
+_NEVER_MD = ("loop", "ram", "zram", "sr", "fd")
+
+
+def concerns_arrays(event: UdevEvent) -> bool:
+    """Whether a block device's event may concern md (not a loop, RAM, zram, optical or floppy device)."""
+    return not event.sys_name.startswith(_NEVER_MD)
+
+
 @dataclass(frozen=True, slots=True)
 class ArrayFacts:
     """What does not change about an array while its geometry stays (read once, see `DeviceFacts`)."""
@@ -173,7 +182,7 @@ class RaidCollector(PolledCollector):
         self._md_names: dict[str, str] = {}
         self._sysfs = True
         self._known_devices: set[str] | None = None
-        self._rescan = UdevRescan(events, ("block",), self._on_udev, "rigmon-raid-udev")
+        self._rescan = UdevRescan(events, ("block",), self._on_udev, "rigmon-raid-udev", wants=concerns_arrays)
 
     def start(self, push: PushFn) -> None:
         self._rescan.start(push)

@@ -19,12 +19,20 @@ class UdevRescan:
         subsystems: event subsystems that concern the collector.
         scan: the collector's full read (the same as ``collect``), thread-safe.
         name: thread name.
+        wants: the events that concern the collector within those subsystems (all when ``None``).
+
+    A burst of events is one scan (`UdevWatcher`'s ``coalesce``): the scan reads everything,
+    so one after the burst sees what each would have, and one pushed frame stands for it
+    (before, a ``udevadm trigger`` published a frame per block device, pushing the seconds
+    before it out of the agent's ring buffer).
     """
 
     def __init__(self, source: UdevSource | None, subsystems: Iterable[str],
-                 scan: Callable[[], Sequence[object]], name: str) -> None:
+                 scan: Callable[[], Sequence[object]], name: str,
+                 wants: Callable[[UdevEvent], bool] | None = None) -> None:
         self._source = source
         self._subsystems = tuple(subsystems)
+        self._wants = wants
         self._scan = scan
         self._name = name
         self._push: PushFn | None = None
@@ -35,7 +43,8 @@ class UdevRescan:
         if self._source is None or self._watcher is not None:
             return
         self._push = push
-        self._watcher = UdevWatcher(self._source, self._on_event, self._subsystems, self._name)
+        self._watcher = UdevWatcher(self._source, self._on_event, self._subsystems, self._name, wants=self._wants,
+                                    coalesce=True)
         self._watcher.start()
 
     def close(self) -> None:

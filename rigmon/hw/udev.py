@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a watcher blocks in one poll, which bounds how long `close` waits for it.
 POLL_TIMEOUT_S = 0.25
+#: Events a coalescing watcher takes behind one before it delivers (a re-read in a long storm).
+MAX_COALESCED = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,11 @@ class UdevWatcher:
         on_event: called in the watcher thread.
         subsystems: only events of these subsystems are passed on (all when empty).
         name: thread name.
+        wants: only events it accepts are passed on (all when ``None``).
+        coalesce: for a handler that re-reads everything whatever the event: an event passed
+            on first takes every event already queued behind it (up to `MAX_COALESCED`), so a
+            burst (``udevadm trigger``, a container's loop devices coming and going) is one
+            re-read that sees the state after all of them, not one re-read each.
     """
 
     def __init__(
@@ -132,10 +139,14 @@ class UdevWatcher:
         on_event: Callable[[UdevEvent | None], None],
         subsystems: Iterable[str] = (),
         name: str = "rigmon-udev",
+        wants: Callable[[UdevEvent], bool] | None = None,
+        coalesce: bool = False,
     ) -> None:
         self._source = source
         self._on_event = on_event
         self._subsystems = frozenset(subsystems)
+        self._wants = wants
+        self._coalesce = coalesce
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -164,7 +175,22 @@ class UdevWatcher:
                 continue
             if self._subsystems and event.subsystem not in self._subsystems:
                 continue
-            self._deliver(event)
+            if self._wants is not None and not self._wants(event):
+                continue
+            self._deliver(self._take_queued(event) if self._coalesce else event)
+
+    def _take_queued(self, first: UdevEvent) -> UdevEvent | None:
+        """``first``, or ``None`` when events were lost meanwhile, after taking the events queued behind it."""
+        lost = False
+        for _ in range(MAX_COALESCED):
+            try:
+                if self._source.poll(0.0) is None:
+                    break
+            except OSError as exc:
+                if exc.errno != errno.ENOBUFS:
+                    break  # the next poll meets it again and ends the thread
+                lost = True
+        return None if lost else first
 
     def _deliver(self, event: UdevEvent | None) -> None:
         try:

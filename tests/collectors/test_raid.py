@@ -368,3 +368,14 @@ def test_an_array_being_stopped_costs_only_its_own_sysfs_readings(tmp_path: Path
               if isinstance(r, RaidArrayReading)}
     assert (arrays["md127"].health, arrays["md127"].array_state) == ("ok", "clean")
     assert (arrays["md126"].health, arrays["md126"].array_state, arrays["md126"].level) == ("ok", None, "raid1")
+
+
+def test_udev_events_of_devices_that_are_never_md_re_read_nothing() -> None:
+    from rigmon.collectors.raid import concerns_arrays
+    from rigmon.hw.udev import UdevEvent
+
+    def event(name: str) -> UdevEvent:
+        return UdevEvent("change", "block", name, f"/devices/virtual/block/{name}", "disk", {})
+
+    assert [n for n in ("loop7", "ram0", "zram0", "sr0", "md127", "sda1", "nvme0n1p2", "dm-3") if concerns_arrays(event(n))] \
+        == ["md127", "sda1", "nvme0n1p2", "dm-3"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from rigmon.hw.udev import UdevEvent, UdevWatcher, open_udev_source
 from rigmon.sim.udev import FakeUdevSource
@@ -63,3 +64,43 @@ def test_open_source_never_raises() -> None:
     if source is not None:
         # Inside a container without udevd the monitor opens and stays silent.
         source.close()
+
+
+def deliveries(source: FakeUdevSource, **kwargs: object) -> list[UdevEvent | None]:
+    """What a coalescing watcher started on ``source``'s queued events delivers (its first delivery)."""
+    seen: list[UdevEvent | None] = []
+    done = threading.Event()
+
+    def on_event(event: UdevEvent | None) -> None:
+        seen.append(event)
+        done.set()
+
+    watcher = UdevWatcher(source, on_event, ("block",), coalesce=True, **kwargs)  # type: ignore[arg-type]
+    watcher.start()
+    try:
+        assert done.wait(5.0)
+        time.sleep(0.3)  # a second delivery would come within a poll
+    finally:
+        watcher.close()
+    return seen
+
+
+def test_a_coalescing_watcher_delivers_a_burst_once_after_taking_it() -> None:
+    """``udevadm trigger``: hundreds of events queued at once are one re-read, not one each, and
+    events it does not want are skipped."""
+    source = FakeUdevSource()
+    for i in range(300):
+        source.inject("change", f"/devices/virtual/block/loop{i}", "block", "disk")
+    source.inject("change", "/devices/virtual/block/md127", "block", "disk")
+    for i in range(200):
+        source.inject("change", f"/devices/pci0000:00/0000:00:17.0/ata{i}/block/sd{i}", "block", "disk")
+    seen = deliveries(source, wants=lambda e: not e.sys_name.startswith("loop"))
+    assert [e.sys_name if e else None for e in seen] == ["md127"]
+
+
+def test_a_burst_holding_a_loss_is_delivered_as_a_loss() -> None:
+    source = FakeUdevSource()
+    source.inject("change", "/devices/virtual/block/md126", "block", "disk")
+    source.overflow()
+    source.inject("change", "/devices/virtual/block/md125", "block", "disk")
+    assert deliveries(source) == [None]
