@@ -50,6 +50,10 @@ def test_bad_toml_and_missing_file(tmp_path: Path) -> None:
         load_agent_config(path, environ={})
     with pytest.raises(ConfigError, match="cannot read"):
         load_agent_config(tmp_path / "missing.toml", environ={})
+    # Saved in Latin-1 by an editor: the file is named, not a bare codec error.
+    path.write_bytes(b'[agent]\nnode = "r\xf6st"\n')
+    with pytest.raises(ConfigError, match=f"^{path}: not UTF-8 text"):
+        load_agent_config(path, environ={})
 
 
 def test_unknown_environment_key() -> None:

@@ -123,6 +123,8 @@ def load_dash_config(path: str | os.PathLike[str] | None, environ: Mapping[str, 
         raise DashConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise DashConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DashConfigError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     try:
         return from_data(DashConfig, data, strict=True)
     except TypedDataError as exc:

@@ -95,6 +95,8 @@ def load_agent_config(
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(f"{source}: agent: expected a table")

@@ -39,6 +39,13 @@ def test_errors_name_the_key(tmp_path: Path, text: str, key: str) -> None:
         load_dash_config(path)
 
 
+def test_a_file_not_in_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "dash.toml"
+    path.write_bytes(b'theme = "r\xf6st"\n')
+    with pytest.raises(DashConfigError, match=f"^{path}: not UTF-8 text"):
+        load_dash_config(path)
+
+
 def test_default_path_and_absent_file(tmp_path: Path) -> None:
     env = {"XDG_CONFIG_HOME": str(tmp_path)}
     assert user_config_path(env) == tmp_path / "rigmon" / "dash.toml"
