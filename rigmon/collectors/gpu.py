@@ -88,6 +88,8 @@ class _Gpu:
     last_sample_us: int = 0
     lost_at: float | None = None
     lost_reason: str | None = None
+    #: The NVML index of its last answer (indices move up when a GPU before it leaves the count).
+    nvml_index: int = -1
     signals: list[str] = field(default_factory=list)
     #: Rates of its NVLink replay and CRC counters, by link number (six to eighteen links a GPU,
     #: every poll: kept per GPU rather than under a (GPU, counter, link) key each).
@@ -147,7 +149,7 @@ class GpuCollector:
     def collect(self) -> Sequence[object]:
         try:
             # One hand-off to NVML's watchdog thread for every GPU, not one per GPU.
-            datas = self.nvml.read_devices({gpu.index: gpu.last_sample_us for gpu in self._gpus or ()})
+            datas = self.nvml.read_devices(self._samples_since())
         except NvmlUnavailable as exc:
             # No driver is a quiet absence only where there is no NVIDIA GPU: GPUs on the PCI bus
             # that NVML cannot read (a driver module that failed to build after a kernel update)
@@ -173,6 +175,7 @@ class GpuCollector:
         for data in datas:
             gpu = self._match(data)
             seen.add(id(gpu))
+            gpu.nvml_index = data.index
             if data.lost:
                 gpu.signals.append("NVML: GPU is lost")
             readings[id(gpu)] = self._reading(gpu, data, now_s)
@@ -195,6 +198,12 @@ class GpuCollector:
             gpu.signals.clear()
             records.append(self._lost_reading(gpu) if gpu.lost_at is not None else readings[id(gpu)])
         return records
+
+    def _samples_since(self) -> dict[int, int]:
+        """Per NVML index, the newest power sample its GPU's readings already took (a lost GPU's only
+        where no GPU that answers has that index now)."""
+        gpus = sorted(self._gpus or (), key=lambda gpu: gpu.lost_at is None)
+        return {gpu.nvml_index: gpu.last_sample_us for gpu in gpus if gpu.nvml_index >= 0}
 
     def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
         self._gpus = [self._new_gpu(d) for d in datas]
@@ -226,7 +235,8 @@ class GpuCollector:
     @staticmethod
     def _new_gpu(data: NvmlDeviceData) -> _Gpu:
         ids = None if data.pci_bus_id is None else parse_pci_bus_id(data.pci_bus_id)
-        return _Gpu(index=data.index, uuid=data.uuid, name=data.name, serial=data.serial, ids=ids)
+        return _Gpu(index=data.index, uuid=data.uuid, name=data.name, serial=data.serial, ids=ids,
+                    nvml_index=data.index)
 
     def _match(self, data: NvmlDeviceData) -> _Gpu:
         """The known GPU ``data`` is about: by UUID, else by index (a lost GPU has no UUID)."""
@@ -247,9 +257,15 @@ class GpuCollector:
         return gpu
 
     def _reading(self, gpu: _Gpu, d: NvmlDeviceData, now_s: float) -> GpuReading:
+        samples_mw = d.power_samples_mw
         if d.power_samples_us:
-            gpu.last_sample_us = max(d.power_samples_us)
-        peak_w, min_w, n_samples = power_extremes(d.power_samples_mw)
+            since_us = gpu.last_sample_us
+            if min(d.power_samples_us) <= since_us:
+                # Asked since another GPU's newest sample (the device count changed and the indices
+                # moved): this GPU's samples already taken are not taken again.
+                samples_mw = tuple(mw for us, mw in zip(d.power_samples_us, samples_mw) if us > since_us)
+            gpu.last_sample_us = max(since_us, max(d.power_samples_us))
+        peak_w, min_w, n_samples = power_extremes(samples_mw)
         key = gpu.uuid or gpu.index
         links = self._links(gpu, d.nvlinks, now_s)
         return GpuReading(

@@ -371,3 +371,39 @@ def test_pci_devices_are_read_once_and_again_when_the_bus_changes(node: tuple[Pa
     assert changed == 2 * (len(GPU_BUSES) + 1)
     assert [g.state for g in gpus] == ["ok", "ok", "ok", "lost"]
     assert gpus[3].lost_reason == "PCI device 0000:1d:00.0 gone from sysfs"
+
+
+def test_power_samples_are_not_taken_twice_when_a_gpu_before_leaves_the_count(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """GPU 1 leaves NVML's count: GPUs 2 and 3 answer at indices 1 and 2 from then on; each GPU's
+    peak is still over its own samples since the last poll, not over samples already taken."""
+    root, machine = node
+    clock = StepClock()
+    collector = _collector(root, clock)
+    stamp = 0
+
+    def samples(mw: int) -> None:
+        nonlocal stamp
+        for gpu in machine.gpus:
+            for _ in range(3):
+                stamp += 100
+                gpu.power_samples.append((stamp, mw + gpu.index))
+    try:
+        samples(300_000)
+        collector.collect()
+        with machine.lock:
+            machine.gpus.pop(1)
+        shutil.rmtree(root / "sys/bus/pci/devices/0000:1b:00.0")
+        samples(100_000)
+        clock.t_s = 1.0
+        first, _ = _split(list(collector.collect()))
+        samples(110_000)
+        clock.t_s = 2.0
+        second, _ = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert [g.state for g in first] == ["ok", "lost", "ok", "ok"]
+    assert [(g.power_peak_w, g.power_samples) for g in first] == [(100.0, 3), (None, None), (100.002, 3),
+                                                                  (100.003, 3)]
+    assert [(g.power_peak_w, g.power_samples) for g in second] == [(110.0, 3), (None, None), (110.002, 3),
+                                                                   (110.003, 3)]
