@@ -88,6 +88,10 @@ class _Gpu:
     last_sample_us: int = 0
     lost_at: float | None = None
     lost_reason: str | None = None
+    #: NVML itself said the GPU is gone (GPU_IS_LOST, or not enumerated): only a lost GPU that NVML
+    #: said so of comes back (a reset, a PCI rescan) when NVML answers for its UUID again; one lost
+    #: by the kernel log or sysfs alone while NVML still answers stays lost.
+    nvml_gone: bool = False
     #: The NVML index of its last answer (indices move up when a GPU before it leaves the count).
     nvml_index: int = -1
     signals: list[str] = field(default_factory=list)
@@ -113,7 +117,8 @@ class GpuCollector:
     the NVIDIA PCI device list in sysfs shrinks against the inventory taken on the first
     successful poll, or the kernel log (read independently of the kernel log collector)
     reports Xid 79 or "fallen off the bus" for its bus id. A lost GPU stays listed with
-    state ``lost``; the ``gpu_lost`` event is emitted once.
+    state ``lost``; the ``gpu_lost`` event is emitted once. One that NVML said was lost and
+    that answers NVML for its UUID again (a reset) is read again, with a ``gpu_back`` event.
 
     Args:
         nvml: the NVML binding for this machine.
@@ -172,16 +177,24 @@ class GpuCollector:
         records: list[object] = self._xid.watch()
         seen: set[int] = set()
         readings: dict[int, GpuReading] = {}
+        back: list[_Gpu] = []
         for data in datas:
             gpu = self._match(data)
             seen.add(id(gpu))
             gpu.nvml_index = data.index
             if data.lost:
                 gpu.signals.append("NVML: GPU is lost")
+                gpu.nvml_gone = True
+            elif (gpu.lost_at is not None and gpu.nvml_gone and data.uuid is not None and data.uuid == gpu.uuid
+                  and (gpu.ids is None or gpu.ids.sysfs in pci_now or gpu.ids.sysfs not in self._pci_at_start)):
+                back.append(gpu)
             readings[id(gpu)] = self._reading(gpu, data, now_s)
+        for gpu in back:
+            records.append(self._back(gpu, now_at))
         for gpu in self._gpus:
             if id(gpu) not in seen:
                 gpu.signals.append(f"NVML device count {len(datas)}, was {self._count_at_start}")
+                gpu.nvml_gone = True
             if gpu.ids is not None:
                 if gpu.ids.sysfs in self._pci_at_start and gpu.ids.sysfs not in pci_now:
                     gpu.signals.append(f"PCI device {gpu.ids.sysfs} gone from sysfs")
@@ -204,6 +217,30 @@ class GpuCollector:
         where no GPU that answers has that index now)."""
         gpus = sorted(self._gpus or (), key=lambda gpu: gpu.lost_at is None)
         return {gpu.nvml_index: gpu.last_sample_us for gpu in gpus if gpu.nvml_index >= 0}
+
+    def _back(self, gpu: _Gpu, now_at: float) -> EventDraft:
+        """GPU ``gpu``, lost, answers NVML for its UUID again (reset, PCI rescan): no longer lost.
+
+        The signals that said it was lost are history now: the kernel log's line and NVML's Xid 79
+        event are forgotten, so only a new signal loses it again.
+        """
+        lost_s = None if gpu.lost_at is None else round(now_at - gpu.lost_at, 1)
+        was = gpu.lost_reason
+        gpu.lost_at = gpu.lost_reason = None
+        gpu.nvml_gone = False
+        gpu.signals.clear()
+        if gpu.ids is not None:
+            self._kernel_lost.pop(gpu.ids.sysfs, None)
+        self._xid.forget_lost(gpu.index)
+        where = f" ({gpu.ids.sysfs})" if gpu.ids is not None else ""
+        after = "" if lost_s is None else f" {lost_s:g} s after it was lost"
+        return EventDraft(
+            kind="gpu_back", severity="info", subject=f"gpu:{gpu.index}",
+            message=f"GPU {gpu.index}{where} answers NVML again{after}",
+            data={"gpu_index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "lost_reason": was, "lost_s": lost_s,
+                  "pci_bus_id": None if gpu.ids is None else gpu.ids.sysfs},
+            at=now_at,
+        )
 
     def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
         self._gpus = [self._new_gpu(d) for d in datas]
@@ -244,6 +281,12 @@ class GpuCollector:
         if data.uuid is not None:
             for gpu in self._gpus:
                 if gpu.uuid == data.uuid:
+                    return gpu
+            for gpu in self._gpus:
+                if gpu.uuid is None and gpu.nvml_index == data.index:
+                    # Lost before its identity was ever read (at the agent's start): it answers now.
+                    fresh = self._new_gpu(data)
+                    gpu.uuid, gpu.name, gpu.serial, gpu.ids = fresh.uuid, fresh.name, fresh.serial, fresh.ids
                     return gpu
         else:
             for gpu in self._gpus:

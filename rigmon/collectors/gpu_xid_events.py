@@ -55,6 +55,11 @@ class XidEvents:
         with self._lock:
             return self._lost.get(index)
 
+    def forget_lost(self, index: int) -> None:
+        """GPU ``index`` is back (reset): its Xid 79 event no longer says it is lost."""
+        with self._lock:
+            self._lost.pop(index, None)
+
     def watch(self) -> list[object]:
         """The Xid wait's watchdog, checked on every poll: one warning event when a wait has overrun
         its timeout by `hung_after_s` (stuck in the driver: Xid errors then come only from the kernel

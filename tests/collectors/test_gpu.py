@@ -373,6 +373,56 @@ def test_pci_devices_are_read_once_and_again_when_the_bus_changes(node: tuple[Pa
     assert gpus[3].lost_reason == "PCI device 0000:1d:00.0 gone from sysfs"
 
 
+def test_a_gpu_back_after_a_reset_is_read_again_and_can_be_lost_again(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """A GPU that fell off the bus (NVML lost, Xid 79 from NVML and the kernel) and answers NVML for
+    its UUID again after a reset is no longer lost: readings again, one ``gpu_back`` event, and a
+    later loss is a new ``gpu_lost``."""
+    root, machine = node
+    clock = StepClock()
+    pushed: list[object] = []
+    arrived = threading.Event()
+
+    def push(records: object) -> None:
+        assert isinstance(records, list)
+        pushed.extend(records)
+        arrived.set()
+
+    collector = _collector(root, clock)
+    collector.start(push)
+    try:
+        collector.collect()
+        machine.fail("gpu_lost", 1)
+        _lose("kmsg", root, machine)  # a kernel Xid 79 line for GPU 3 (bus 1d) stays GPU 3's
+        with open(root / "dev/kmsg", "a", encoding="utf-8") as fh:
+            fh.write("4,5,2000100,-;NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus.\n")
+        end = time.monotonic() + DEADLINE_S
+        while not arrived.wait(0.1):
+            assert time.monotonic() < end, "no Xid event pushed"
+            machine.post_xid(1, 79)
+        clock.t_s = 1.0
+        lost, lost_events = _split(list(collector.collect()))
+        machine.heal("gpu_lost", 1)
+        clock.t_s = 31.0
+        back, back_events = _split(list(collector.collect()))
+        clock.t_s = 32.0
+        after, after_events = _split(list(collector.collect()))
+        machine.fail("gpu_lost", 1)
+        clock.t_s = 40.0
+        again, again_events = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert [g.state for g in lost] == ["ok", "lost", "ok", "lost"]
+    assert sorted(e.subject for e in lost_events if e.kind == "gpu_lost") == ["gpu:1", "gpu:3"]
+    assert [g.state for g in back] == ["ok", "ok", "ok", "lost"]
+    assert back[1].uuid == machine.gpus[1].uuid and back[1].power_w == 42.0 and back[1].lost_reason is None
+    assert [(e.kind, e.severity, e.subject) for e in back_events] == [("gpu_back", "info", "gpu:1")]
+    assert back_events[0].message == "GPU 1 (0000:1b:00.0) answers NVML again 30 s after it was lost"
+    assert [g.state for g in after] == ["ok", "ok", "ok", "lost"] and after_events == []
+    assert [g.state for g in again] == ["ok", "lost", "ok", "lost"]
+    assert [(e.kind, e.subject, e.at) for e in again_events] == [("gpu_lost", "gpu:1", 1_700_000_040.0)]
+    assert again[1].lost_reason == "NVML: GPU is lost"
+
+
 def test_power_samples_are_not_taken_twice_when_a_gpu_before_leaves_the_count(
         node: tuple[Path, FakeNvmlMachine]) -> None:
     """GPU 1 leaves NVML's count: GPUs 2 and 3 answer at indices 1 and 2 from then on; each GPU's
