@@ -457,3 +457,20 @@ def test_power_samples_are_not_taken_twice_when_a_gpu_before_leaves_the_count(
                                                                   (100.003, 3)]
     assert [(g.power_peak_w, g.power_samples) for g in second] == [(110.0, 3), (None, None), (110.002, 3),
                                                                    (110.003, 3)]
+
+
+def test_a_gpu_lost_before_the_first_poll_takes_its_identity_when_it_comes_back(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    machine.fail("gpu_lost", 1)
+    collector = _collector(root)
+    try:
+        lost, lost_events = _split(list(collector.collect()))
+        machine.heal("gpu_lost", 1)
+        back, back_events = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert [(g.index, g.state, g.uuid) for g in lost][1] == (1, "lost", None)
+    assert [e.kind for e in lost_events] == ["gpu_lost"]
+    assert [(g.index, g.state, g.uuid) for g in back] == [(i, "ok", machine.gpus[i].uuid) for i in range(4)]
+    assert [(e.kind, e.subject) for e in back_events] == [("gpu_back", "gpu:1")]
