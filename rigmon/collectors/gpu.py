@@ -72,6 +72,24 @@ def power_extremes(samples_mw: Sequence[int]) -> tuple[float | None, float | Non
     return max(samples_mw) / MILLI, min(samples_mw) / MILLI, len(samples_mw)
 
 
+#: What to do when NVML cannot start while NVIDIA GPUs are on the bus, by a phrase of pynvml's
+#: error text (nvmlErrorString); otherwise the driver is most likely not loaded.
+_INIT_HINTS = (
+    # NVML_ERROR_LIB_RM_VERSION_MISMATCH: nvidia-smi says "Driver/library version mismatch".
+    ("version mismatch", "the NVIDIA kernel module and libnvidia-ml are different versions (a driver "
+                         "update without a reboot?): reboot, or reload the nvidia kernel modules"),
+    # NVML_ERROR_NO_PERMISSION: /dev/nvidiactl or /dev/nvidia* not open to the agent's user.
+    ("Insufficient Permissions", "may the agent's user open /dev/nvidiactl and /dev/nvidia*?"),
+)
+
+
+def _init_hint(why: str) -> str:
+    for phrase, hint in _INIT_HINTS:
+        if phrase in why:
+            return hint
+    return "is the NVIDIA driver loaded (nvidia-smi)?"
+
+
 def _watts(mw: int | None) -> float | None:
     return None if mw is None else mw / MILLI
 
@@ -161,9 +179,9 @@ class GpuCollector:
             # are a failure, or `rigmon check` would pass a node whose job cannot start.
             on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
             if on_bus:
-                raise CollectorError(f"{exc}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
-                                     f"on the PCI bus ({', '.join(on_bus)}): is the NVIDIA driver loaded "
-                                     "(nvidia-smi)?") from None
+                why = str(exc).rstrip(".")
+                raise CollectorError(f"{why}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
+                                     f"on the PCI bus ({', '.join(on_bus)}): {_init_hint(why)}") from None
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None

@@ -36,6 +36,8 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def init(flags: Any) -> int:
         def on(machine: FakeNvmlMachine) -> int:
+            if machine.init_error is not None:
+                return machine.init_error
             machine.init_count += 1
             return SUCCESS
 

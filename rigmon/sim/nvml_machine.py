@@ -152,6 +152,10 @@ class FakeNvmlMachine:
         #: Calls answered per symbol (as a driver's call statistics would show them).
         self.calls: Counter[str] = Counter()
         self.driver_missing = False
+        #: What ``nvmlInit`` answers instead of success (``None``: success), e.g. 18
+        #: LIB_RM_VERSION_MISMATCH after a driver update without a reboot, or 4 NO_PERMISSION
+        #: when the agent may not open /dev/nvidiactl.
+        self.init_error: int | None = None
         #: Writes (clocks, limits, persistence) answer NO_PERMISSION: an agent that is not root.
         self.no_permission = False
         self.init_count = 0
@@ -263,7 +267,8 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
     """Build a machine from a scenario folder's ``nvml.toml``.
 
     Keys: ``profile`` (``v100-sxm2-16gb``), ``count``, ``driver_version``,
-    ``missing_symbols`` (list), ``driver_missing`` (bool), and ``[[gpu]]`` tables with
+    ``missing_symbols`` (list), ``driver_missing`` (bool), ``init_error`` (the NVML return
+    code ``nvmlInit`` answers), and ``[[gpu]]`` tables with
     ``index`` plus any `FakeGpu` field to override, ``processes`` (tables of
     `FakeGpuProcess` fields), ``power_samples_mw`` (list of
     ``[timestamp_us, mW]``), ``failures`` (``gpu_lost``, ``not_supported``) and
@@ -305,4 +310,6 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
                 raise ValueError(f"gpu[{gpu.index}].{key}: unknown field")
     if data.get("driver_missing"):
         machine.fail("driver_missing")
+    if data.get("init_error") is not None:
+        machine.init_error = int(data["init_error"])
     return machine
