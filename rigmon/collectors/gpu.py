@@ -185,6 +185,15 @@ class GpuCollector:
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
+        if not datas and not self._gpus:
+            # The driver runs but lists no GPU: NVIDIA GPUs on the bus meant for it are GPUs it
+            # could not bring up (RmInitAdapter failed), not a machine without GPUs.
+            on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
+            if on_bus:
+                raise CollectorError(f"NVML lists no GPU, but {len(on_bus)} NVIDIA GPU"
+                                     f"{'s' if len(on_bus) > 1 else ''} on the PCI bus ({', '.join(on_bus)}): "
+                                     "the driver could not bring them up (nvidia-smi; RmInitAdapter in the "
+                                     "kernel log?)")
         self._read_kernel_log()
         if self._gpus is None:
             self._take_inventory(datas)
