@@ -219,7 +219,7 @@ class GpuCollector:
         for gpu in back:
             records.append(self._back(gpu, now_at))
         for gpu in self._gpus:
-            if id(gpu) not in seen:
+            if id(gpu) not in seen and gpu.nvml_index >= 0:
                 gpu.signals.append(f"NVML device count {len(datas)}, was {self._count_at_start}")
                 gpu.nvml_gone = True
             if gpu.ids is not None:
@@ -273,6 +273,19 @@ class GpuCollector:
         self._gpus = [self._new_gpu(d) for d in datas]
         self._count_at_start = len(datas)
         self._pci_at_start = set(self._nvidia_bus_ids())
+        # An NVIDIA GPU on the bus meant for the driver that NVML does not list is one the driver
+        # could not bring up (RmInitAdapter failed): lost from the start, not a GPU fewer.
+        # (A GPU NVML lists without its address, lost at the start, may be any of them: none then.)
+        listed = {gpu.ids.sysfs for gpu in self._gpus if gpu.ids is not None}
+        unlisted = () if len(listed) < len(self._gpus) else sorted(self._pci_at_start - listed)
+        for bdf in unlisted:
+            ids = parse_pci_bus_id(bdf)
+            if ids is None or not self._meant_for_nvidia(bdf):
+                continue
+            index = max((gpu.index for gpu in self._gpus), default=-1) + 1
+            self._gpus.append(_Gpu(index=index, uuid=None, name=None, serial=None, ids=ids, nvml_gone=True))
+            self._gpus[-1].signals.append("on the PCI bus, but NVML does not list it (the driver could not "
+                                          "bring it up?)")
 
     def _nvidia_bus_ids(self) -> list[str]:
         """Sysfs bus ids of the NVIDIA display controllers, sorted. The bus is listed on every poll
@@ -303,23 +316,26 @@ class GpuCollector:
                     nvml_index=data.index)
 
     def _match(self, data: NvmlDeviceData) -> _Gpu:
-        """The known GPU ``data`` is about: by UUID, else by index (a lost GPU has no UUID)."""
+        """The known GPU ``data`` is about: by UUID, else by its last NVML index (a lost GPU has no
+        UUID); a GPU lost before its identity was read (at the start, or never listed by NVML: by
+        its PCI address) takes the identity ``data`` gives."""
         assert self._gpus is not None
         if data.uuid is not None:
             for gpu in self._gpus:
                 if gpu.uuid == data.uuid:
                     return gpu
+            fresh = self._new_gpu(data)
             for gpu in self._gpus:
-                if gpu.uuid is None and gpu.nvml_index == data.index:
+                if gpu.uuid is None and (gpu.nvml_index == data.index if gpu.nvml_index >= 0
+                                         else fresh.ids is not None and gpu.ids == fresh.ids):
                     # Lost before its identity was ever read (at the agent's start): it answers now.
-                    fresh = self._new_gpu(data)
                     gpu.uuid, gpu.name, gpu.serial, gpu.ids = fresh.uuid, fresh.name, fresh.serial, fresh.ids
                     return gpu
         else:
             for gpu in self._gpus:
-                if gpu.index == data.index:
+                if gpu.nvml_index == data.index:
                     return gpu
-        gpu = self._new_gpu(data)
+        gpu = self._new_gpu(data) if data.uuid is None else fresh
         used = {g.index for g in self._gpus}
         if gpu.index in used:
             gpu.index = max(used) + 1

@@ -16,7 +16,7 @@ from rigmon.hw.nvml import open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
-from rigmon.sim.tree import write_tree
+from rigmon.sim.tree import Tree, write_tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "nvml.toml").exists())
@@ -474,3 +474,33 @@ def test_a_gpu_lost_before_the_first_poll_takes_its_identity_when_it_comes_back(
     assert [e.kind for e in lost_events] == ["gpu_lost"]
     assert [(g.index, g.state, g.uuid) for g in back] == [(i, "ok", machine.gpus[i].uuid) for i in range(4)]
     assert [(e.kind, e.subject) for e in back_events] == [("gpu_back", "gpu:1")]
+
+
+def test_a_gpu_on_the_bus_that_nvml_does_not_list_at_start_is_lost_until_it_answers(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """The driver could not bring GPU 0000:1b:00.0 up (RmInitAdapter failed): NVML lists the other
+    three, and the fourth is a lost GPU with its PCI address rather than a GPU fewer that nothing
+    notices; when NVML lists it later it is read under the same entry."""
+    root, machine = node
+    with machine.lock:
+        missing = machine.gpus.pop(1)
+    Tree(root).symlink("/sys/bus/pci/devices/0000:1b:00.0/driver", "../../../../bus/pci/drivers/nvidia")
+    collector = _collector(root)
+    try:
+        gpus, events = _split(list(collector.collect()))
+        again, again_events = _split(list(collector.collect()))
+        with machine.lock:
+            machine.gpus.insert(1, missing)
+        back, back_events = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    assert [(g.index, g.state, g.pci_bus_id) for g in gpus] == [
+        (0, "ok", "0000:1a:00.0"), (1, "ok", "0000:1c:00.0"), (2, "ok", "0000:1d:00.0"), (3, "lost", "0000:1b:00.0")]
+    assert gpus[3].uuid is None and gpus[3].lost_reason == (
+        "on the PCI bus, but NVML does not list it (the driver could not bring it up?)")
+    assert [(e.kind, e.subject) for e in events] == [("gpu_lost", "gpu:3")]
+    assert [g.state for g in again] == ["ok", "ok", "ok", "lost"] and again_events == []
+    assert [(g.index, g.state, g.uuid) for g in back] == [
+        (0, "ok", machine.gpus[0].uuid), (1, "ok", machine.gpus[2].uuid), (2, "ok", machine.gpus[3].uuid),
+        (3, "ok", missing.uuid)]
+    assert [(e.kind, e.subject) for e in back_events] == [("gpu_back", "gpu:3")]
