@@ -94,6 +94,7 @@ class XidEvents:
             self._thread.join(timeout=self.event_wait_s + 2)
 
     def _run(self, push: PushFn) -> None:
+        failed: str | None = None
         while not self._stop.is_set():
             try:
                 self._wait_began = time.monotonic()
@@ -104,10 +105,19 @@ class XidEvents:
             except (NvmlUnavailable, NvmlHung):
                 self._stop.wait(EVENT_RETRY_S)
                 continue
-            except Exception:  # noqa: BLE001 - the event thread must survive driver surprises
-                log.exception("waiting for NVML events")
+            except Exception as exc:  # noqa: BLE001 - the event thread must survive driver surprises
+                # Logged once until a wait answers again: a lost GPU registered to the event set
+                # makes every wait answer GPU_IS_LOST, for as long as it stays lost.
+                failure = f"{type(exc).__name__}: {exc}"
+                if failure != failed:
+                    log.exception("waiting for NVML events (retried every %g s, not logged again "
+                                  "while it fails the same way)", EVENT_RETRY_S)
+                    failed = failure
                 self._stop.wait(EVENT_RETRY_S)
                 continue
+            if failed is not None:
+                log.warning("waiting for NVML events works again")
+                failed = None
             if hits:
                 push([self._event(hit) for hit in hits])
 

@@ -34,6 +34,10 @@ OPTIONAL_SYMBOLS = frozenset({
 })
 
 
+#: `FakeNvmlMachine.wait_xid_event`'s answer when a lost GPU is registered to the set.
+WAIT_GPU_LOST = (-1, -1)
+
+
 @dataclass
 class FakeGpuProcess:
     """A process holding a simulated GPU: host PID, GPU memory in bytes, NVML list, SM/memory %.
@@ -228,6 +232,10 @@ class FakeNvmlMachine:
     def wait_xid_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
         """The next ``(gpu index, xid)`` queued for event set ``set_id``, waiting up to ``timeout_s``.
 
+        A set with a lost GPU registered answers at once with `WAIT_GPU_LOST` once its queued
+        events are taken (the driver's wait answers GPU_IS_LOST, on every wait, as long as the
+        GPU stays lost).
+
         Returns:
             ``None`` when none came in time, or the set has no GPU registered.
         """
@@ -235,9 +243,14 @@ class FakeNvmlMachine:
             queue = self._queues.get(set_id)
             if queue is None:
                 return None
+            if not queue and self._set_has_lost_gpu(set_id):
+                return WAIT_GPU_LOST
             if not queue:
                 self._events.wait(timeout_s)
             return queue.popleft() if queue else None
+
+    def _set_has_lost_gpu(self, set_id: int) -> bool:
+        return any(0 <= i < len(self.gpus) and self.gpus[i].lost for i in self._registered.get(set_id, ()))
 
     def event_sets(self) -> dict[int, frozenset[int]]:
         """The event sets a client holds now, each with the GPU indices registered to it.

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from rigmon.collectors import gpu_xid_events
 from rigmon.collectors.base import CollectorHung, EventDraft, NoData
 from rigmon.collectors.gpu import GpuCollector, decode_clock_reasons, power_extremes
-from rigmon.hw.nvml import open_nvml
+from rigmon.hw.nvml import Nvml, NvmlDeviceData, NvmlXid, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
@@ -504,3 +506,59 @@ def test_a_gpu_on_the_bus_that_nvml_does_not_list_at_start_is_lost_until_it_answ
         (0, "ok", machine.gpus[0].uuid), (1, "ok", machine.gpus[2].uuid), (2, "ok", machine.gpus[3].uuid),
         (3, "ok", missing.uuid)]
     assert [(e.kind, e.subject) for e in back_events] == [("gpu_back", "gpu:3")]
+
+
+class CountingWaits:
+    """The `Nvml` seam of a binding, counting the Xid waits that raised."""
+
+    def __init__(self, nvml: Nvml) -> None:
+        self.nvml = nvml
+        self.failed = 0
+        self.answered = 0
+
+    def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
+        return self.nvml.read_devices(samples_since_us)
+
+    def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
+        try:
+            hits = self.nvml.wait_xid(timeout_s)
+        except Exception:
+            self.failed += 1
+            raise
+        self.answered += 1
+        return hits
+
+    def close(self) -> None:
+        self.nvml.close()
+
+
+def test_an_event_wait_failing_while_a_gpu_is_lost_is_logged_once(
+        node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A lost GPU registered to the event set makes every wait answer GPU_IS_LOST: one error with
+    its traceback, not one every retry, and one line when the waits answer again."""
+    root, machine = node
+    monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 0.01)
+    host = HostRoot(root)
+    nvml = CountingWaits(open_nvml(host, timeout_s=DEADLINE_S))
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)  # type: ignore[arg-type]
+    caplog.set_level(logging.WARNING, logger=gpu_xid_events.__name__)
+    collector.start(lambda records: None)
+    try:
+        end = time.monotonic() + DEADLINE_S
+        while not machine.event_sets():
+            assert time.monotonic() < end, "no event set registered"
+            time.sleep(0.01)
+        machine.fail("gpu_lost", 3)
+        while nvml.failed < 5:
+            assert time.monotonic() < end, "the waits did not fail"
+            time.sleep(0.01)
+        machine.heal("gpu_lost", 3)
+        answered = nvml.answered
+        while nvml.answered < answered + 2:
+            assert time.monotonic() < end, "the waits did not answer again"
+            time.sleep(0.01)
+    finally:
+        collector.close()
+    records = [(r.levelname, r.getMessage().split(" (")[0], r.exc_info is not None) for r in caplog.records]
+    assert records == [("ERROR", "waiting for NVML events", True),
+                       ("WARNING", "waiting for NVML events works again", False)]
