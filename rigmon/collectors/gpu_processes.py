@@ -118,12 +118,17 @@ class GpuProcessCollector:
         boot_at, users = self._boot_and_users()
         now: dict[Key, GpuProcessReading] = {}
         unlisted: set[tuple[str, int]] = set()
+        answered: set[int] = set()
         for gpu in nvidia or ():
             index = self._gpu_index(gpu)
+            answered.add(index)
             if not gpu.listed:
                 unlisted.add(("nvidia", index))
             for reading in self._nvidia_readings(gpu, index, boot_at, users):
                 now[("nvidia", index, reading.pid)] = reading
+        if nvidia is not None:
+            # A GPU gone from NVML's device count (off the bus) cannot be listed either.
+            unlisted.update(("nvidia", index) for index in self._indices.values() if index not in answered)
         if amd_cards:
             for key, reading in self._amd_readings(amd_cards, boot_at, users).items():
                 now[key] = reading

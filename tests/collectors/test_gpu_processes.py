@@ -391,3 +391,22 @@ def test_processes_stay_on_their_gpu_when_a_gpu_before_it_leaves_the_count(
     assert (before.gpu_index, before.gpu_uuid) == (2, machine.gpus[1].uuid)
     assert (after.gpu_index, after.gpu_uuid, after.gpu_mem_bytes) == (2, machine.gpus[1].uuid, 13 * 1024**3)
     assert events == []
+
+
+def test_a_process_on_a_gpu_gone_from_the_count_stays_listed_while_it_runs(
+        node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """GPU 1 leaves NVML's device count (off the bus) while its worker still runs: the worker stays
+    listed on GPU 1 without memory figures, not "released (still running)"."""
+    tree, machine = node
+    _proc(tree, 4243)
+    machine.gpus[1].processes = [FakeGpuProcess(4243, 13 * 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        collector.collect()
+        with machine.lock:
+            machine.gpus.pop(1)
+        (after,), events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert (after.pid, after.gpu_index, after.gpu_mem_bytes, after.state) == (4243, 1, None, "R")
+    assert events == []
