@@ -133,7 +133,7 @@ class XidEvents:
             kind="xid",
             severity=severity,
             subject=subject,
-            message=f"Xid {hit.xid} on GPU {hit.index}{where}: {name}",
+            message=f"Xid {hit.xid} on {'an unknown GPU' if hit.index is None else f'GPU {hit.index}'}{where}: {name}",
             data={
                 "source": "nvml", "xid": hit.xid, "gpu_index": hit.index, "uuid": hit.uuid,
                 "pci_bus_id": None if ids is None else ids.sysfs,

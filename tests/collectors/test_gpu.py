@@ -562,3 +562,10 @@ def test_an_event_wait_failing_while_a_gpu_is_lost_is_logged_once(
     records = [(r.levelname, r.getMessage().split(" (")[0], r.exc_info is not None) for r in caplog.records]
     assert records == [("ERROR", "waiting for NVML events", True),
                        ("WARNING", "waiting for NVML events works again", False)]
+
+
+def test_an_xid_event_of_a_handle_not_registered_names_no_gpu_none() -> None:
+    """An event for a device handle the event set does not know (a GPU reset since it was registered)."""
+    events = gpu_xid_events.XidEvents(CountingWaits(None), 0.05, 1.0)  # type: ignore[arg-type]
+    event = events._event(NvmlXid(index=None, uuid=None, pci_bus_id=None, xid=154))
+    assert (event.subject, event.message) == ("gpu:unknown", "Xid 154 on an unknown GPU: Xid")
