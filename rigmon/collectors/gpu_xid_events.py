@@ -110,8 +110,10 @@ class XidEvents:
                 # makes every wait answer GPU_IS_LOST, for as long as it stays lost.
                 failure = f"{type(exc).__name__}: {exc}"
                 if failure != failed:
-                    log.exception("waiting for NVML events (retried every %g s, not logged again "
-                                  "while it fails the same way)", EVENT_RETRY_S)
+                    # The traceback only when debugging: GPU_IS_LOST is the driver's state, not a bug.
+                    log.warning("waiting for NVML events failed: %s (retried every %g s, not logged again "
+                                "while it fails the same way)", failure, EVENT_RETRY_S,
+                                exc_info=log.isEnabledFor(logging.DEBUG))
                     failed = failure
                 self._stop.wait(EVENT_RETRY_S)
                 continue
