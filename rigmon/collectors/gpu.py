@@ -212,6 +212,12 @@ class GpuCollector:
             if data.lost:
                 gpu.signals.append("NVML: GPU is lost")
                 gpu.nvml_gone = True
+            elif data.uuid is None:
+                # NVML counts the GPU but gives no handle for it: how many drivers answer for a GPU
+                # that fell off the bus (nvidia-smi: "Unable to determine the device handle for GPU
+                # 0000:1d:00.0: Unknown Error") rather than GPU_IS_LOST.
+                gpu.signals.append("NVML: no device handle")
+                gpu.nvml_gone = True
             elif (gpu.lost_at is not None and gpu.nvml_gone and data.uuid is not None and data.uuid == gpu.uuid
                   and (gpu.ids is None or gpu.ids.sysfs in pci_now or gpu.ids.sysfs not in self._pci_at_start)):
                 back.append(gpu)

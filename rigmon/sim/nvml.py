@@ -202,8 +202,9 @@ class FakeNvmlLibrary:
     def device_call(self, name: str, handle: Any, fn: GpuFn) -> int:
         """`system_call` for a device symbol: ``fn(gpu)`` for the GPU ``handle`` names.
 
-        Answers INVALID_ARGUMENT for a handle of no GPU, GPU_IS_LOST for a lost GPU and
-        NOT_SUPPORTED when the GPU's ``not_supported`` failure names ``name``.
+        Answers INVALID_ARGUMENT for a handle of no GPU, GPU_IS_LOST for a lost GPU, the GPU's
+        ``handle_error`` when it has one and NOT_SUPPORTED when the GPU's ``not_supported``
+        failure names ``name``.
 
         Returns:
             the NVML return code.
@@ -215,6 +216,8 @@ class FakeNvmlLibrary:
             gpu = machine.gpus[index]
             if gpu.lost:
                 return ERROR_GPU_IS_LOST
+            if gpu.handle_error is not None:
+                return gpu.handle_error
             if name in gpu.not_supported:
                 return ERROR_NOT_SUPPORTED
             return fn(gpu)

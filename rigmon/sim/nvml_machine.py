@@ -113,6 +113,10 @@ class FakeGpu:
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
     lost: bool = False
+    #: What nvmlDeviceGetHandleByIndex answers for this GPU instead of a handle (``None``: a
+    #: handle), e.g. 999 UNKNOWN: nvidia-smi's "Unable to determine the device handle for GPU
+    #: 0000:1d:00.0: Unknown Error", as drivers answer for a GPU that fell off the bus.
+    handle_error: int | None = None
     not_supported: set[str] = field(default_factory=set)
     processes: list[FakeGpuProcess] = field(default_factory=list)
     #: Microsecond timestamp of the driver's last per-process utilisation sample.

@@ -569,3 +569,24 @@ def test_an_xid_event_of_a_handle_not_registered_names_no_gpu_none() -> None:
     events = gpu_xid_events.XidEvents(CountingWaits(None), 0.05, 1.0)  # type: ignore[arg-type]
     event = events._event(NvmlXid(index=None, uuid=None, pci_bus_id=None, xid=154))
     assert (event.subject, event.message) == ("gpu:unknown", "Xid 154 on an unknown GPU: Xid")
+
+
+def test_a_gpu_nvml_gives_no_handle_for_is_lost_without_the_kernel_log(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """GPU 3 falls off the bus; the driver answers "Unknown Error" for its handle (not GPU_IS_LOST),
+    the kernel log says nothing the agent may read and the PCI device stays listed: still lost."""
+    root, machine = node
+    collector = _collector(root)
+    try:
+        collector.collect()
+        machine.gpus[3].handle_error = 999  # NVML_ERROR_UNKNOWN
+        polls = [_split(list(collector.collect())) for _ in range(3)]
+        machine.gpus[3].handle_error = None
+        back, back_events = _split(list(collector.collect()))
+    finally:
+        collector.close()
+    # The first poll still reads with the handle it had (every call answers): then no handle.
+    states = [[g.state for g in gpus] for gpus, _ in polls]
+    assert states[-1] == ["ok", "ok", "ok", "lost"]
+    assert polls[-1][0][3].lost_reason == "NVML: no device handle" and polls[-1][0][3].uuid == machine.gpus[3].uuid
+    assert [(e.kind, e.subject) for _, events in polls for e in events] == [("gpu_lost", "gpu:3")]
+    assert [g.state for g in back] == ["ok"] * 4 and [e.kind for e in back_events] == ["gpu_back"]
