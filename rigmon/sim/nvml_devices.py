@@ -74,8 +74,9 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                 return ERROR_INVALID_ARGUMENT
             if machine.gpus[i].lost:
                 return ERROR_GPU_IS_LOST
-            if machine.gpus[i].handle_error is not None:
-                return machine.gpus[i].handle_error
+            handle_error = machine.gpus[i].handle_error
+            if handle_error is not None:
+                return handle_error
             write_handle(out, HANDLE_BASE + i)
             return SUCCESS
 
