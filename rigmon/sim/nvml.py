@@ -20,6 +20,10 @@ Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SU
 for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
 GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
 ``hang`` (every call, or only the named symbols, blocks until the failure is healed).
+Driver answers set as state: `FakeNvmlMachine.init_error` (what ``nvmlInit`` answers: a
+driver/library version mismatch, no permission), `FakeGpu.handle_error` (a GPU the driver
+counts but gives no handle for: "Unknown Error" off the bus), and an event wait answers
+GPU_IS_LOST while a lost GPU is registered to its set.
 
 The symbol table is built per NVML area: `rigmon.sim.nvml_devices` (system and device
 queries), `nvml_fields` (field values), `nvml_processes`, `nvml_events` and `nvml_control`
