@@ -72,6 +72,24 @@ def power_extremes(samples_mw: Sequence[int]) -> tuple[float | None, float | Non
     return max(samples_mw) / MILLI, min(samples_mw) / MILLI, len(samples_mw)
 
 
+#: What to do when NVML cannot start while NVIDIA GPUs are on the bus, by a phrase of pynvml's
+#: error text (nvmlErrorString); otherwise the driver is most likely not loaded.
+_INIT_HINTS = (
+    # NVML_ERROR_LIB_RM_VERSION_MISMATCH: nvidia-smi says "Driver/library version mismatch".
+    ("version mismatch", "the NVIDIA kernel module and libnvidia-ml are different versions (a driver "
+                         "update without a reboot?): reboot, or reload the nvidia kernel modules"),
+    # NVML_ERROR_NO_PERMISSION: /dev/nvidiactl or /dev/nvidia* not open to the agent's user.
+    ("Insufficient Permissions", "may the agent's user open /dev/nvidiactl and /dev/nvidia*?"),
+)
+
+
+def _init_hint(why: str) -> str:
+    for phrase, hint in _INIT_HINTS:
+        if phrase in why:
+            return hint
+    return "is the NVIDIA driver loaded (nvidia-smi)?"
+
+
 def _watts(mw: int | None) -> float | None:
     return None if mw is None else mw / MILLI
 
@@ -88,6 +106,12 @@ class _Gpu:
     last_sample_us: int = 0
     lost_at: float | None = None
     lost_reason: str | None = None
+    #: NVML itself said the GPU is gone (GPU_IS_LOST, or not enumerated): only a lost GPU that NVML
+    #: said so of comes back (a reset, a PCI rescan) when NVML answers for its UUID again; one lost
+    #: by the kernel log or sysfs alone while NVML still answers stays lost.
+    nvml_gone: bool = False
+    #: The NVML index of its last answer (indices move up when a GPU before it leaves the count).
+    nvml_index: int = -1
     signals: list[str] = field(default_factory=list)
     #: Rates of its NVLink replay and CRC counters, by link number (six to eighteen links a GPU,
     #: every poll: kept per GPU rather than under a (GPU, counter, link) key each).
@@ -111,7 +135,8 @@ class GpuCollector:
     the NVIDIA PCI device list in sysfs shrinks against the inventory taken on the first
     successful poll, or the kernel log (read independently of the kernel log collector)
     reports Xid 79 or "fallen off the bus" for its bus id. A lost GPU stays listed with
-    state ``lost``; the ``gpu_lost`` event is emitted once.
+    state ``lost``; the ``gpu_lost`` event is emitted once. One that NVML said was lost and
+    that answers NVML for its UUID again (a reset) is read again, with a ``gpu_back`` event.
 
     Args:
         nvml: the NVML binding for this machine.
@@ -147,19 +172,28 @@ class GpuCollector:
     def collect(self) -> Sequence[object]:
         try:
             # One hand-off to NVML's watchdog thread for every GPU, not one per GPU.
-            datas = self.nvml.read_devices({gpu.index: gpu.last_sample_us for gpu in self._gpus or ()})
+            datas = self.nvml.read_devices(self._samples_since())
         except NvmlUnavailable as exc:
             # No driver is a quiet absence only where there is no NVIDIA GPU: GPUs on the PCI bus
             # that NVML cannot read (a driver module that failed to build after a kernel update)
             # are a failure, or `rigmon check` would pass a node whose job cannot start.
             on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
             if on_bus:
-                raise CollectorError(f"{exc}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
-                                     f"on the PCI bus ({', '.join(on_bus)}): is the NVIDIA driver loaded "
-                                     "(nvidia-smi)?") from None
+                why = str(exc).rstrip(".")
+                raise CollectorError(f"{why}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
+                                     f"on the PCI bus ({', '.join(on_bus)}): {_init_hint(why)}") from None
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
+        if not datas and not self._gpus:
+            # The driver runs but lists no GPU: NVIDIA GPUs on the bus meant for it are GPUs it
+            # could not bring up (RmInitAdapter failed), not a machine without GPUs.
+            on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
+            if on_bus:
+                raise CollectorError(f"NVML lists no GPU, but {len(on_bus)} NVIDIA GPU"
+                                     f"{'s' if len(on_bus) > 1 else ''} on the PCI bus ({', '.join(on_bus)}): "
+                                     "the driver could not bring them up (nvidia-smi; RmInitAdapter in the "
+                                     "kernel log?)")
         self._read_kernel_log()
         if self._gpus is None:
             self._take_inventory(datas)
@@ -170,15 +204,30 @@ class GpuCollector:
         records: list[object] = self._xid.watch()
         seen: set[int] = set()
         readings: dict[int, GpuReading] = {}
+        back: list[_Gpu] = []
         for data in datas:
             gpu = self._match(data)
             seen.add(id(gpu))
+            gpu.nvml_index = data.index
             if data.lost:
                 gpu.signals.append("NVML: GPU is lost")
+                gpu.nvml_gone = True
+            elif data.uuid is None:
+                # NVML counts the GPU but gives no handle for it: how many drivers answer for a GPU
+                # that fell off the bus (nvidia-smi: "Unable to determine the device handle for GPU
+                # 0000:1d:00.0: Unknown Error") rather than GPU_IS_LOST.
+                gpu.signals.append("NVML: no device handle")
+                gpu.nvml_gone = True
+            elif (gpu.lost_at is not None and gpu.nvml_gone and data.uuid is not None and data.uuid == gpu.uuid
+                  and (gpu.ids is None or gpu.ids.sysfs in pci_now or gpu.ids.sysfs not in self._pci_at_start)):
+                back.append(gpu)
             readings[id(gpu)] = self._reading(gpu, data, now_s)
+        for gpu in back:
+            records.append(self._back(gpu, now_at))
         for gpu in self._gpus:
-            if id(gpu) not in seen:
+            if id(gpu) not in seen and gpu.nvml_index >= 0:
                 gpu.signals.append(f"NVML device count {len(datas)}, was {self._count_at_start}")
+                gpu.nvml_gone = True
             if gpu.ids is not None:
                 if gpu.ids.sysfs in self._pci_at_start and gpu.ids.sysfs not in pci_now:
                     gpu.signals.append(f"PCI device {gpu.ids.sysfs} gone from sysfs")
@@ -196,10 +245,53 @@ class GpuCollector:
             records.append(self._lost_reading(gpu) if gpu.lost_at is not None else readings[id(gpu)])
         return records
 
+    def _samples_since(self) -> dict[int, int]:
+        """Per NVML index, the newest power sample its GPU's readings already took (a lost GPU's only
+        where no GPU that answers has that index now)."""
+        gpus = sorted(self._gpus or (), key=lambda gpu: gpu.lost_at is None)
+        return {gpu.nvml_index: gpu.last_sample_us for gpu in gpus if gpu.nvml_index >= 0}
+
+    def _back(self, gpu: _Gpu, now_at: float) -> EventDraft:
+        """GPU ``gpu``, lost, answers NVML for its UUID again (reset, PCI rescan): no longer lost.
+
+        The signals that said it was lost are history now: the kernel log's line and NVML's Xid 79
+        event are forgotten, so only a new signal loses it again.
+        """
+        lost_s = None if gpu.lost_at is None else round(now_at - gpu.lost_at, 1)
+        was = gpu.lost_reason
+        gpu.lost_at = gpu.lost_reason = None
+        gpu.nvml_gone = False
+        gpu.signals.clear()
+        if gpu.ids is not None:
+            self._kernel_lost.pop(gpu.ids.sysfs, None)
+        self._xid.forget_lost(gpu.index)
+        where = f" ({gpu.ids.sysfs})" if gpu.ids is not None else ""
+        after = "" if lost_s is None else f" {lost_s:g} s after it was lost"
+        return EventDraft(
+            kind="gpu_back", severity="info", subject=f"gpu:{gpu.index}",
+            message=f"GPU {gpu.index}{where} answers NVML again{after}",
+            data={"gpu_index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "lost_reason": was, "lost_s": lost_s,
+                  "pci_bus_id": None if gpu.ids is None else gpu.ids.sysfs},
+            at=now_at,
+        )
+
     def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
         self._gpus = [self._new_gpu(d) for d in datas]
         self._count_at_start = len(datas)
         self._pci_at_start = set(self._nvidia_bus_ids())
+        # An NVIDIA GPU on the bus meant for the driver that NVML does not list is one the driver
+        # could not bring up (RmInitAdapter failed): lost from the start, not a GPU fewer.
+        # (A GPU NVML lists without its address, lost at the start, may be any of them: none then.)
+        listed = {gpu.ids.sysfs for gpu in self._gpus if gpu.ids is not None}
+        unlisted = () if len(listed) < len(self._gpus) else sorted(self._pci_at_start - listed)
+        for bdf in unlisted:
+            ids = parse_pci_bus_id(bdf)
+            if ids is None or not self._meant_for_nvidia(bdf):
+                continue
+            index = max((gpu.index for gpu in self._gpus), default=-1) + 1
+            self._gpus.append(_Gpu(index=index, uuid=None, name=None, serial=None, ids=ids, nvml_gone=True))
+            self._gpus[-1].signals.append("on the PCI bus, but NVML does not list it (the driver could not "
+                                          "bring it up?)")
 
     def _nvidia_bus_ids(self) -> list[str]:
         """Sysfs bus ids of the NVIDIA display controllers, sorted. The bus is listed on every poll
@@ -226,20 +318,30 @@ class GpuCollector:
     @staticmethod
     def _new_gpu(data: NvmlDeviceData) -> _Gpu:
         ids = None if data.pci_bus_id is None else parse_pci_bus_id(data.pci_bus_id)
-        return _Gpu(index=data.index, uuid=data.uuid, name=data.name, serial=data.serial, ids=ids)
+        return _Gpu(index=data.index, uuid=data.uuid, name=data.name, serial=data.serial, ids=ids,
+                    nvml_index=data.index)
 
     def _match(self, data: NvmlDeviceData) -> _Gpu:
-        """The known GPU ``data`` is about: by UUID, else by index (a lost GPU has no UUID)."""
+        """The known GPU ``data`` is about: by UUID, else by its last NVML index (a lost GPU has no
+        UUID); a GPU lost before its identity was read (at the start, or never listed by NVML: by
+        its PCI address) takes the identity ``data`` gives."""
         assert self._gpus is not None
         if data.uuid is not None:
             for gpu in self._gpus:
                 if gpu.uuid == data.uuid:
                     return gpu
+            fresh = self._new_gpu(data)
+            for gpu in self._gpus:
+                if gpu.uuid is None and (gpu.nvml_index == data.index if gpu.nvml_index >= 0
+                                         else fresh.ids is not None and gpu.ids == fresh.ids):
+                    # Lost before its identity was ever read (at the agent's start): it answers now.
+                    gpu.uuid, gpu.name, gpu.serial, gpu.ids = fresh.uuid, fresh.name, fresh.serial, fresh.ids
+                    return gpu
         else:
             for gpu in self._gpus:
-                if gpu.index == data.index:
+                if gpu.nvml_index == data.index:
                     return gpu
-        gpu = self._new_gpu(data)
+        gpu = self._new_gpu(data) if data.uuid is None else fresh
         used = {g.index for g in self._gpus}
         if gpu.index in used:
             gpu.index = max(used) + 1
@@ -247,9 +349,15 @@ class GpuCollector:
         return gpu
 
     def _reading(self, gpu: _Gpu, d: NvmlDeviceData, now_s: float) -> GpuReading:
+        samples_mw = d.power_samples_mw
         if d.power_samples_us:
-            gpu.last_sample_us = max(d.power_samples_us)
-        peak_w, min_w, n_samples = power_extremes(d.power_samples_mw)
+            since_us = gpu.last_sample_us
+            if min(d.power_samples_us) <= since_us:
+                # Asked since another GPU's newest sample (the device count changed and the indices
+                # moved): this GPU's samples already taken are not taken again.
+                samples_mw = tuple(mw for us, mw in zip(d.power_samples_us, samples_mw) if us > since_us)
+            gpu.last_sample_us = max(since_us, max(d.power_samples_us))
+        peak_w, min_w, n_samples = power_extremes(samples_mw)
         key = gpu.uuid or gpu.index
         links = self._links(gpu, d.nvlinks, now_s)
         return GpuReading(

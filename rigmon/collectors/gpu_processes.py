@@ -102,6 +102,10 @@ class GpuProcessCollector:
         #: PID -> (start ticks, uid, argv, polls left): /proc/PID/status and cmdline, read once per process.
         self._proc_facts: dict[int, tuple[int | None, int | None, tuple[str, ...], int]] = {}
         self._host_facts: tuple[float | None, dict[int, str]] | None = None
+        #: GPU UUID -> the index its processes are listed under (`_gpu_index`), and NVML index ->
+        #: the UUID last answered there.
+        self._indices: dict[str, int] = {}
+        self._uuid_at: dict[int, str] = {}
         self._host_polls_left = 0
 
     # -- polling ----------------------------------------------------------------------
@@ -114,11 +118,17 @@ class GpuProcessCollector:
         boot_at, users = self._boot_and_users()
         now: dict[Key, GpuProcessReading] = {}
         unlisted: set[tuple[str, int]] = set()
+        answered: set[int] = set()
         for gpu in nvidia or ():
+            index = self._gpu_index(gpu)
+            answered.add(index)
             if not gpu.listed:
-                unlisted.add(("nvidia", gpu.index))
-            for reading in self._nvidia_readings(gpu, boot_at, users):
-                now[("nvidia", gpu.index, reading.pid)] = reading
+                unlisted.add(("nvidia", index))
+            for reading in self._nvidia_readings(gpu, index, boot_at, users):
+                now[("nvidia", index, reading.pid)] = reading
+        if nvidia is not None:
+            # A GPU gone from NVML's device count (off the bus) cannot be listed either.
+            unlisted.update(("nvidia", index) for index in self._indices.values() if index not in answered)
         if amd_cards:
             for key, reading in self._amd_readings(amd_cards, boot_at, users).items():
                 now[key] = reading
@@ -172,20 +182,39 @@ class GpuProcessCollector:
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
 
-    def _nvidia_readings(self, gpu: NvmlGpuProcesses, boot_at: float | None,
+    def _gpu_index(self, gpu: NvmlGpuProcesses) -> int:
+        """The index the GPU collector gives GPU ``gpu``: the NVML index it had when first seen.
+
+        NVML's indices move up when a GPU before them leaves the device count; the GPU collector
+        keeps each GPU (by UUID) at its first index, and so are its processes listed. A GPU new
+        since takes its NVML index, or the next free one when another GPU holds that. A GPU that
+        cannot be read (lost: no UUID) is the one last seen at its NVML index.
+        """
+        uuid = gpu.uuid if gpu.uuid is not None else self._uuid_at.get(gpu.index)
+        if uuid is None:
+            return gpu.index
+        self._uuid_at[gpu.index] = uuid
+        index = self._indices.get(uuid)
+        if index is None:
+            used = set(self._indices.values())
+            index = gpu.index if gpu.index not in used else max(used) + 1
+            self._indices[uuid] = index
+        return index
+
+    def _nvidia_readings(self, gpu: NvmlGpuProcesses, index: int, boot_at: float | None,
                          users: dict[int, str]) -> Iterable[GpuProcessReading]:
         for sample in gpu.utils:
-            self._utils[(gpu.index, sample.pid)] = (
+            self._utils[(index, sample.pid)] = (
                 None if sample.sm_pct is None else float(sample.sm_pct),
                 None if sample.mem_pct is None else float(sample.mem_pct),
             )
         pids = {p.pid for p in gpu.processes}
-        for stale in [k for k in self._utils if k[0] == gpu.index and k[1] not in pids]:
+        for stale in [k for k in self._utils if k[0] == index and k[1] not in pids]:
             del self._utils[stale]
         for proc in gpu.processes:
             info = self._proc(proc.pid, boot_at, users)
-            util, mem_util = self._utils.get((gpu.index, proc.pid), (None, None))
-            yield self._reading(info, proc.pid, "nvidia", users, gpu_index=gpu.index, gpu_uuid=gpu.uuid,
+            util, mem_util = self._utils.get((index, proc.pid), (None, None))
+            yield self._reading(info, proc.pid, "nvidia", users, gpu_index=index, gpu_uuid=gpu.uuid,
                                 kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util)
 
     def _amd_cards(self) -> dict[str, int]:

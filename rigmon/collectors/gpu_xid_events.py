@@ -55,6 +55,11 @@ class XidEvents:
         with self._lock:
             return self._lost.get(index)
 
+    def forget_lost(self, index: int) -> None:
+        """GPU ``index`` is back (reset): its Xid 79 event no longer says it is lost."""
+        with self._lock:
+            self._lost.pop(index, None)
+
     def watch(self) -> list[object]:
         """The Xid wait's watchdog, checked on every poll: one warning event when a wait has overrun
         its timeout by `hung_after_s` (stuck in the driver: Xid errors then come only from the kernel
@@ -89,6 +94,7 @@ class XidEvents:
             self._thread.join(timeout=self.event_wait_s + 2)
 
     def _run(self, push: PushFn) -> None:
+        failed: str | None = None
         while not self._stop.is_set():
             try:
                 self._wait_began = time.monotonic()
@@ -99,10 +105,21 @@ class XidEvents:
             except (NvmlUnavailable, NvmlHung):
                 self._stop.wait(EVENT_RETRY_S)
                 continue
-            except Exception:  # noqa: BLE001 - the event thread must survive driver surprises
-                log.exception("waiting for NVML events")
+            except Exception as exc:  # noqa: BLE001 - the event thread must survive driver surprises
+                # Logged once until a wait answers again: a lost GPU registered to the event set
+                # makes every wait answer GPU_IS_LOST, for as long as it stays lost.
+                failure = f"{type(exc).__name__}: {exc}"
+                if failure != failed:
+                    # The traceback only when debugging: GPU_IS_LOST is the driver's state, not a bug.
+                    log.warning("waiting for NVML events failed: %s (retried every %g s, not logged again "
+                                "while it fails the same way)", failure, EVENT_RETRY_S,
+                                exc_info=log.isEnabledFor(logging.DEBUG))
+                    failed = failure
                 self._stop.wait(EVENT_RETRY_S)
                 continue
+            if failed is not None:
+                log.warning("waiting for NVML events works again")
+                failed = None
             if hits:
                 push([self._event(hit) for hit in hits])
 
@@ -118,7 +135,7 @@ class XidEvents:
             kind="xid",
             severity=severity,
             subject=subject,
-            message=f"Xid {hit.xid} on GPU {hit.index}{where}: {name}",
+            message=f"Xid {hit.xid} on {'an unknown GPU' if hit.index is None else f'GPU {hit.index}'}{where}: {name}",
             data={
                 "source": "nvml", "xid": hit.xid, "gpu_index": hit.index, "uuid": hit.uuid,
                 "pci_bus_id": None if ids is None else ids.sysfs,

@@ -20,6 +20,10 @@ Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SU
 for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
 GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
 ``hang`` (every call, or only the named symbols, blocks until the failure is healed).
+Driver answers set as state: `FakeNvmlMachine.init_error` (what ``nvmlInit`` answers: a
+driver/library version mismatch, no permission), `FakeGpu.handle_error` (a GPU the driver
+counts but gives no handle for: "Unknown Error" off the bus), and an event wait answers
+GPU_IS_LOST while a lost GPU is registered to its set.
 
 The symbol table is built per NVML area: `rigmon.sim.nvml_devices` (system and device
 queries), `nvml_fields` (field values), `nvml_processes`, `nvml_events` and `nvml_control`
@@ -202,8 +206,9 @@ class FakeNvmlLibrary:
     def device_call(self, name: str, handle: Any, fn: GpuFn) -> int:
         """`system_call` for a device symbol: ``fn(gpu)`` for the GPU ``handle`` names.
 
-        Answers INVALID_ARGUMENT for a handle of no GPU, GPU_IS_LOST for a lost GPU and
-        NOT_SUPPORTED when the GPU's ``not_supported`` failure names ``name``.
+        Answers INVALID_ARGUMENT for a handle of no GPU, GPU_IS_LOST for a lost GPU, the GPU's
+        ``handle_error`` when it has one and NOT_SUPPORTED when the GPU's ``not_supported``
+        failure names ``name``.
 
         Returns:
             the NVML return code.
@@ -215,6 +220,8 @@ class FakeNvmlLibrary:
             gpu = machine.gpus[index]
             if gpu.lost:
                 return ERROR_GPU_IS_LOST
+            if gpu.handle_error is not None:
+                return gpu.handle_error
             if name in gpu.not_supported:
                 return ERROR_NOT_SUPPORTED
             return fn(gpu)

@@ -36,6 +36,8 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def init(flags: Any) -> int:
         def on(machine: FakeNvmlMachine) -> int:
+            if machine.init_error is not None:
+                return machine.init_error
             machine.init_count += 1
             return SUCCESS
 
@@ -72,6 +74,9 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                 return ERROR_INVALID_ARGUMENT
             if machine.gpus[i].lost:
                 return ERROR_GPU_IS_LOST
+            handle_error = machine.gpus[i].handle_error
+            if handle_error is not None:
+                return handle_error
             write_handle(out, HANDLE_BASE + i)
             return SUCCESS
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rigmon.sim.nvml_abi import (
     ERROR_DRIVER_NOT_LOADED,
+    ERROR_GPU_IS_LOST,
     ERROR_TIMEOUT,
     EVENT_SET_BASE,
     HANDLE_BASE,
@@ -17,7 +18,7 @@ from rigmon.sim.nvml_abi import (
     int_arg,
     write_handle,
 )
-from rigmon.sim.nvml_machine import FakeGpu, FakeNvmlMachine
+from rigmon.sim.nvml_machine import WAIT_GPU_LOST, FakeGpu, FakeNvmlMachine
 
 if TYPE_CHECKING:
     from rigmon.sim.nvml import FakeNvmlLibrary
@@ -54,6 +55,8 @@ def event_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
         hit = machine.wait_xid_event(handle_value(event_set), int_arg(timeout_ms) / 1000.0)
         if hit is None:
             return ERROR_TIMEOUT
+        if hit == WAIT_GPU_LOST:
+            return ERROR_GPU_IS_LOST
         index, xid = hit
         out = data._obj
         ctypes.c_void_p.from_address(ctypes.addressof(out) + type(out).device.offset).value = HANDLE_BASE + index

@@ -34,6 +34,10 @@ OPTIONAL_SYMBOLS = frozenset({
 })
 
 
+#: `FakeNvmlMachine.wait_xid_event`'s answer when a lost GPU is registered to the set.
+WAIT_GPU_LOST = (-1, -1)
+
+
 @dataclass
 class FakeGpuProcess:
     """A process holding a simulated GPU: host PID, GPU memory in bytes, NVML list, SM/memory %.
@@ -109,6 +113,10 @@ class FakeGpu:
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
     lost: bool = False
+    #: What nvmlDeviceGetHandleByIndex answers for this GPU instead of a handle (``None``: a
+    #: handle), e.g. 999 UNKNOWN: nvidia-smi's "Unable to determine the device handle for GPU
+    #: 0000:1d:00.0: Unknown Error", as drivers answer for a GPU that fell off the bus.
+    handle_error: int | None = None
     not_supported: set[str] = field(default_factory=set)
     processes: list[FakeGpuProcess] = field(default_factory=list)
     #: Microsecond timestamp of the driver's last per-process utilisation sample.
@@ -152,6 +160,10 @@ class FakeNvmlMachine:
         #: Calls answered per symbol (as a driver's call statistics would show them).
         self.calls: Counter[str] = Counter()
         self.driver_missing = False
+        #: What ``nvmlInit`` answers instead of success (``None``: success), e.g. 18
+        #: LIB_RM_VERSION_MISMATCH after a driver update without a reboot, or 4 NO_PERMISSION
+        #: when the agent may not open /dev/nvidiactl.
+        self.init_error: int | None = None
         #: Writes (clocks, limits, persistence) answer NO_PERMISSION: an agent that is not root.
         self.no_permission = False
         self.init_count = 0
@@ -224,6 +236,10 @@ class FakeNvmlMachine:
     def wait_xid_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
         """The next ``(gpu index, xid)`` queued for event set ``set_id``, waiting up to ``timeout_s``.
 
+        A set with a lost GPU registered answers at once with `WAIT_GPU_LOST` once its queued
+        events are taken (the driver's wait answers GPU_IS_LOST, on every wait, as long as the
+        GPU stays lost).
+
         Returns:
             ``None`` when none came in time, or the set has no GPU registered.
         """
@@ -231,9 +247,14 @@ class FakeNvmlMachine:
             queue = self._queues.get(set_id)
             if queue is None:
                 return None
+            if not queue and self._set_has_lost_gpu(set_id):
+                return WAIT_GPU_LOST
             if not queue:
                 self._events.wait(timeout_s)
             return queue.popleft() if queue else None
+
+    def _set_has_lost_gpu(self, set_id: int) -> bool:
+        return any(0 <= i < len(self.gpus) and self.gpus[i].lost for i in self._registered.get(set_id, ()))
 
     def event_sets(self) -> dict[int, frozenset[int]]:
         """The event sets a client holds now, each with the GPU indices registered to it.
@@ -263,7 +284,8 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
     """Build a machine from a scenario folder's ``nvml.toml``.
 
     Keys: ``profile`` (``v100-sxm2-16gb``), ``count``, ``driver_version``,
-    ``missing_symbols`` (list), ``driver_missing`` (bool), and ``[[gpu]]`` tables with
+    ``missing_symbols`` (list), ``driver_missing`` (bool), ``init_error`` (the NVML return
+    code ``nvmlInit`` answers), and ``[[gpu]]`` tables with
     ``index`` plus any `FakeGpu` field to override, ``processes`` (tables of
     `FakeGpuProcess` fields), ``power_samples_mw`` (list of
     ``[timestamp_us, mW]``), ``failures`` (``gpu_lost``, ``not_supported``) and
@@ -305,4 +327,6 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
                 raise ValueError(f"gpu[{gpu.index}].{key}: unknown field")
     if data.get("driver_missing"):
         machine.fail("driver_missing")
+    if data.get("init_error") is not None:
+        machine.init_error = int(data["init_error"])
     return machine

@@ -67,7 +67,11 @@ def process_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
         return lib.device_call("nvmlDeviceGetProcessUtilization", handle, fill)
 
-    s["nvmlDeviceGetComputeRunningProcesses_v3"] = running("nvmlDeviceGetComputeRunningProcesses_v3", "compute")
-    s["nvmlDeviceGetGraphicsRunningProcesses_v3"] = running("nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics")
+    # _v3 came with R510; R470-era drivers export only _v2 (the same nvmlProcessInfo_v2_t layout):
+    # a machine's ``missing_symbols`` leaves out the newer one, as such a driver does.
+    for version in ("_v2", "_v3"):
+        for kind in ("compute", "graphics"):
+            name = f"nvmlDeviceGet{kind.capitalize()}RunningProcesses{version}"
+            s[name] = running(name, kind)
     s["nvmlDeviceGetProcessUtilization"] = process_utilization
     return s

@@ -50,3 +50,18 @@ def test_reads_an_amdgpu_card(tmp_path: Path) -> None:
 def test_no_amd_gpu_is_absent(tmp_path: Path) -> None:
     with pytest.raises(NoData):
         AmdGpuCollector(HostRoot(tmp_path)).collect()
+
+
+def test_average_power_before_instantaneous_and_a_missing_busy_percent_is_null(tmp_path: Path) -> None:
+    """A dGPU on a newer kernel gives power1_average and power1_input (the average is read); an APU
+    kernel without gpu_busy_percent leaves busy ``None``, not 0."""
+    dev = "/sys/bus/pci/devices/0000:03:00.0"
+    write_tree(tmp_path, {
+        f"{dev}/vendor": "0x1002\n",
+        f"{dev}/hwmon/hwmon2/power1_average": "251000000\n",
+        f"{dev}/hwmon/hwmon2/power1_input": "263000000\n",
+    })
+    Tree(tmp_path).symlink("/sys/class/drm/card0/device", "../../../bus/pci/devices/0000:03:00.0")
+    (reading,) = AmdGpuCollector(HostRoot(tmp_path)).collect()
+    assert isinstance(reading, AmdGpuReading)
+    assert (reading.power_w, reading.busy_pct, reading.temp_c, reading.vram_total_bytes) == (251.0, None, None, None)

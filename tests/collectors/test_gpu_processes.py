@@ -371,3 +371,42 @@ def test_a_reused_pid_is_read_again_as_the_new_process(node: tuple[Tree, FakeNvm
         collector.close()
     assert (first.command, first.user) == ("python3 train.py", "alice")
     assert (second.command, second.user, second.uid) == ("python3 serve.py", "root", 0)
+
+
+def test_processes_stay_on_their_gpu_when_a_gpu_before_it_leaves_the_count(
+        node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """GPU 1 leaves NVML's device count, so GPU 2 answers at NVML index 1: its process is still
+    listed on GPU 2 (the index the GPU collector keeps for it), with no exit or start event."""
+    tree, machine = node
+    _proc(tree, 4242)
+    machine.gpus[2].processes = [FakeGpuProcess(4242, 13 * 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        (before,), _ = _split(collector.collect())
+        with machine.lock:
+            machine.gpus.pop(1)
+        (after,), events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert (before.gpu_index, before.gpu_uuid) == (2, machine.gpus[1].uuid)
+    assert (after.gpu_index, after.gpu_uuid, after.gpu_mem_bytes) == (2, machine.gpus[1].uuid, 13 * 1024**3)
+    assert events == []
+
+
+def test_a_process_on_a_gpu_gone_from_the_count_stays_listed_while_it_runs(
+        node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """GPU 1 leaves NVML's device count (off the bus) while its worker still runs: the worker stays
+    listed on GPU 1 without memory figures, not "released (still running)"."""
+    tree, machine = node
+    _proc(tree, 4243)
+    machine.gpus[1].processes = [FakeGpuProcess(4243, 13 * 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        collector.collect()
+        with machine.lock:
+            machine.gpus.pop(1)
+        (after,), events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert (after.pid, after.gpu_index, after.gpu_mem_bytes, after.state) == (4243, 1, None, "R")
+    assert events == []

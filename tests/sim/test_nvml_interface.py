@@ -6,7 +6,9 @@ import ast
 import threading
 from pathlib import Path
 
-from rigmon.sim.nvml import FAKE_NVML, FakeNvmlLibrary
+import pynvml
+
+from rigmon.sim.nvml import FAKE_NVML, FakeGpuProcess, FakeNvmlLibrary, serving
 from rigmon.sim.nvml_machine import FakeNvmlMachine, v100_sxm2_gpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,3 +73,26 @@ def test_event_set_ids_are_unique_across_threads() -> None:
     for t in threads:
         t.join()
     assert len(set(ids)) == len(ids) == 800
+
+
+def test_an_r470_driver_lists_processes_through_v2_only() -> None:
+    """Drivers before R510 have no ``_v3`` process lists, only ``_v2``: pynvml's ``_v2`` wrappers read
+    the fake's processes, its ``_v3`` ones answer FunctionNotFound, as on such a driver."""
+    gpus = v100_sxm2_gpus(1)
+    gpus[0].processes = [FakeGpuProcess(4242, 2**30), FakeGpuProcess(4243, None, kind="graphics")]
+    machine = FakeNvmlMachine(gpus, driver_version="470.256.02", missing_symbols=[
+        "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3"])
+    with serving(None, machine):
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            compute = [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses_v2(handle)]
+            graphics = [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2(handle)]
+            try:
+                pynvml.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+            except pynvml.NVMLError as exc:
+                missing = exc.value
+        finally:
+            pynvml.nvmlShutdown()
+    assert compute == [(4242, 2**30)] and graphics == [(4243, None)]
+    assert missing == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
