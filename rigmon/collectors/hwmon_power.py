@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,6 +10,7 @@ from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledC
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import HwmonVoltageReading, PmbusPsuReading
 
 HWMON = "/sys/class/hwmon"
@@ -27,7 +27,7 @@ MIN_SHARE_AMPS = 5.0
 PMBUS_FIGURES = (("vin", MILLI), ("vout", MILLI), ("iin", MILLI), ("iout", MILLI), ("pin", MICRO), ("pout", MICRO))
 #: An I2C client's device name, ``<bus>-<address, 4 hex digits>`` (``7-0058``): stable across
 #: reboots, where the ``hwmonN`` the kernel numbers in probe order is not.
-I2C_CLIENT = re.compile(r"\d+-[0-9a-f]{4}")
+I2C_CLIENT = lazy_compile(r"\d+-[0-9a-f]{4}")
 
 
 @dataclass(frozen=True, slots=True)

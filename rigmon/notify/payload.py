@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from typing import Any, Literal
 
 import msgspec
 
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Alarm
 from rigmon.typed import to_data
 
@@ -50,7 +50,7 @@ _ENDING_RESTART_CLEAR = " (clear after the agent restarted)"
 
 # A number in an alarm message and the unit after it: "11.255 V", "0.120 mOhm/day",
 # "10000 Mb/s", "71 °C". "rose by 12 in 60 s" has no unit after 12.
-_NUMBER_UNIT = re.compile(
+_NUMBER_UNIT = lazy_compile(
     r"(?<![\w.])(?P<number>\d+(?:\.(?P<decimals>\d+))?)"
     r"(?:\s?(?P<unit>%|°C|[munµkMGT]?(?:Ohm|Hz|V|A|W|B|b|s|C)(?:/(?:s|day|h|min))?)(?![\w/]))?")
 
@@ -166,7 +166,7 @@ def webhook_payload(n: Notification) -> dict[str, Any]:
     }
 
 
-_AT_MENTION = re.compile(r"@(?=\w)")
+_AT_MENTION = lazy_compile(r"@(?=\w)")
 
 
 def slack_escape(text: str) -> str:
