@@ -15,6 +15,7 @@ from rigmon.collectors.base import (
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.gpu_values import MILLI, NANO, decode_clock_reasons, init_hint, power_extremes, watts
 from rigmon.collectors.gpu_xid_events import XID_FALLEN_OFF_BUS, XidEvents
 from rigmon.collectors.kernel_log import (
     DISPLAY_CLASS_PREFIX,
@@ -35,64 +36,7 @@ from rigmon.hw.nvml import (
 )
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
-from rigmon.schema import ClockReason, GpuReading, NvLinkReading
-
-MILLI = 1000.0
-NANO = 1e9
-
-#: Clock event (throttle) reason bits, in NVML's order (nvmlClocksEventReason*/ThrottleReason*).
-CLOCK_REASON_BITS: tuple[tuple[int, ClockReason], ...] = (
-    (0x001, "gpu_idle"),
-    (0x002, "applications_clocks_setting"),
-    (0x004, "sw_power_cap"),
-    (0x008, "hw_slowdown"),
-    (0x010, "sync_boost"),
-    (0x020, "sw_thermal_slowdown"),
-    (0x040, "hw_thermal_slowdown"),
-    (0x080, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
-_KNOWN_REASON_MASK = sum(bit for bit, _ in CLOCK_REASON_BITS)
-
-
-def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
-    """Names of the set bits of an NVML clock event reason mask (``other`` for unknown bits)."""
-    names: list[ClockReason] = [name for bit, name in CLOCK_REASON_BITS if mask & bit]
-    if mask & ~_KNOWN_REASON_MASK:
-        names.append("other")
-    return tuple(names)
-
-
-def power_extremes(samples_mw: Sequence[int]) -> tuple[float | None, float | None, int]:
-    """Peak and minimum watts of power samples in milliwatts, and their count."""
-    if not samples_mw:
-        return None, None, 0
-    return max(samples_mw) / MILLI, min(samples_mw) / MILLI, len(samples_mw)
-
-
-#: What to do when NVML cannot start while NVIDIA GPUs are on the bus, by a phrase of pynvml's
-#: error text (nvmlErrorString); otherwise the driver is most likely not loaded.
-_INIT_HINTS = (
-    # NVML_ERROR_LIB_RM_VERSION_MISMATCH: nvidia-smi says "Driver/library version mismatch".
-    ("version mismatch", "the NVIDIA kernel module and libnvidia-ml are different versions (a driver "
-                         "update without a reboot?): reboot, or reload the nvidia kernel modules"),
-    # NVML_ERROR_NO_PERMISSION: /dev/nvidiactl or /dev/nvidia* not open to the agent's user.
-    ("Insufficient Permissions", "may the agent's user open /dev/nvidiactl and /dev/nvidia*?"),
-)
-
-
-def _init_hint(why: str) -> str:
-    for phrase, hint in _INIT_HINTS:
-        if phrase in why:
-            return hint
-    return "is the NVIDIA driver loaded (nvidia-smi)?"
-
-
-def _watts(mw: int | None) -> float | None:
-    return None if mw is None else mw / MILLI
-
+from rigmon.schema import GpuReading, NvLinkReading
 
 @dataclass(slots=True)
 class _Gpu:
@@ -181,7 +125,7 @@ class GpuCollector:
             if on_bus:
                 why = str(exc).rstrip(".")
                 raise CollectorError(f"{why}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
-                                     f"on the PCI bus ({', '.join(on_bus)}): {_init_hint(why)}") from None
+                                     f"on the PCI bus ({', '.join(on_bus)}): {init_hint(why)}") from None
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
@@ -368,15 +312,15 @@ class GpuCollector:
             pci_bus_id=None if gpu.ids is None else gpu.ids.sysfs,
             pci_bus_id_nvml=None if gpu.ids is None else gpu.ids.nvml,
             pci_bus_id_xid=None if gpu.ids is None else gpu.ids.xid,
-            power_w=_watts(d.power_mw),
+            power_w=watts(d.power_mw),
             power_peak_w=peak_w,
             power_min_w=min_w,
             power_samples=n_samples,
-            power_instant_w=_watts(d.power_instant_mw),
+            power_instant_w=watts(d.power_instant_mw),
             energy_j_total=None if d.energy_mj is None else d.energy_mj / MILLI,
-            power_limit_w=_watts(d.power_limit_mw),
-            power_limit_enforced_w=_watts(d.enforced_limit_mw),
-            power_limit_default_w=_watts(d.default_limit_mw),
+            power_limit_w=watts(d.power_limit_mw),
+            power_limit_enforced_w=watts(d.enforced_limit_mw),
+            power_limit_default_w=watts(d.default_limit_mw),
             clock_sm_mhz=d.clock_sm_mhz,
             clock_mem_mhz=d.clock_mem_mhz,
             clock_graphics_mhz=d.clock_graphics_mhz,

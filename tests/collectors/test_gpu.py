@@ -13,7 +13,8 @@ import pytest
 
 from rigmon.collectors import gpu_xid_events
 from rigmon.collectors.base import CollectorHung, EventDraft, NoData
-from rigmon.collectors.gpu import GpuCollector, decode_clock_reasons, power_extremes
+from rigmon.collectors.gpu import GpuCollector
+from rigmon.collectors.gpu_values import decode_clock_reasons, power_extremes
 from rigmon.hw.nvml import Nvml, NvmlDeviceData, NvmlXid, open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
