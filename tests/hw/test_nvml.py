@@ -651,3 +651,25 @@ def test_a_gpu_that_answers_nothing_gets_its_handle_read_again_on_the_next_poll(
             nvml.close()
     assert empty.power_mw is None and not empty.lost
     assert machine.calls["nvmlDeviceGetHandleByIndex_v2"] == handles + 1  # GPU 2's, on the next poll
+
+
+def test_an_r470_driver_s_processes_are_listed_through_v2() -> None:
+    """R470-era drivers have no ``_v3`` process lists: the node listed no process at all, and
+    `rigmon check`'s busy-GPU finding and the training view were blind on it."""
+    from rigmon.sim.nvml import FakeGpuProcess
+
+    machine = FakeNvmlMachine(v100_sxm2_gpus(1), driver_version="470.256.02", missing_symbols=[
+        "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3"])
+    machine.gpus[0].processes = [FakeGpuProcess(pid=4242, used_bytes=1 << 30),
+                                 FakeGpuProcess(pid=77, used_bytes=None, kind="graphics")]
+    with serving(None, machine):
+        nvml = PynvmlNvml(None, timeout_s=DEADLINE_S)
+        try:
+            first = nvml.read_all_processes({})
+            second = nvml.read_all_processes({})
+        finally:
+            nvml.close()
+    assert first == second and first[0].listed
+    assert {(p.pid, p.used_bytes, p.kind) for p in first[0].processes} == {(4242, 1 << 30, "compute"),
+                                                                           (77, None, "graphics")}
+    assert machine.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 2

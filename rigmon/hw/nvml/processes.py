@@ -12,11 +12,12 @@ from rigmon.hw.nvml.calls import REFUSED_CODES, Gate, pct, symbol
 from rigmon.hw.nvml.poll import DeviceReader
 from rigmon.hw.nvml.records import NvmlGpuProcesses, NvmlProcess, NvmlProcessUtil
 
-#: The running-process list functions, by the list they give (C: ``(device, unsigned *count,
-#: nvmlProcessInfo_t *infos)``; with too small an array the driver says how many and answers
-#: INSUFFICIENT_SIZE).
-LISTS = (("graphics", "nvmlDeviceGetGraphicsRunningProcesses_v3"),
-         ("compute", "nvmlDeviceGetComputeRunningProcesses_v3"))
+#: The running-process list functions, by the list they give, newest first (C: ``(device,
+#: unsigned *count, nvmlProcessInfo_t *infos)``; with too small an array the driver says how many
+#: and answers INSUFFICIENT_SIZE). ``_v3`` came with R510; R470-era drivers (still common on
+#: second-hand V100 rigs) export only ``_v2``, whose ``nvmlProcessInfo_v2_t`` has the same layout.
+LISTS = (("graphics", ("nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2")),
+         ("compute", ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")))
 #: Processes one list array holds at first; it grows when a GPU runs more.
 FIRST_ROOM = 16
 #: ``usedGpuMemory`` when the driver does not know it (NVML_VALUE_NOT_AVAILABLE for an unsigned long long).
@@ -69,9 +70,9 @@ def read_processes(devices: DeviceReader, lists: _ListsBy, index: int, since_us:
         buffers = lists[index] = _Lists()
     procs: dict[int, NvmlProcess] = {}
     listed = False
-    for kind, name in LISTS:
+    for kind, names in LISTS:
         # A process in both lists (CUDA and OpenGL) is one process: compute (asked last) wins.
-        got = _list(gate, plan.refused, handle, name, buffers)
+        got = _list(gate, plan.refused, handle, names, buffers)
         if got is None:
             continue
         listed = True
@@ -94,33 +95,44 @@ def read_processes(devices: DeviceReader, lists: _ListsBy, index: int, since_us:
                             processes=tuple(procs.values()), utils=utils)
 
 
-def _list(gate: Gate, refused: set[tuple[str, tuple[int, ...]]], handle: Any, name: str,
+def _list(gate: Gate, refused: set[tuple[str, tuple[int, ...]]], handle: Any, names: tuple[str, ...],
           buffers: _Lists) -> list[tuple[int, int]] | None:
-    """One running-process list as ``(pid, used bytes or NOT_AVAILABLE)``; ``None`` when the driver
-    does not give it (refused: not asked again until the GPU's plan is made again)."""
-    key = (name, ())
-    fn = None if key in refused else symbol(name)
-    if fn is None:
-        refused.add(key)
-        return None
+    """One running-process list as ``(pid, used bytes or NOT_AVAILABLE)``, through the newest of
+    ``names`` the driver has; ``None`` when it gives none of them (refused: not asked again until
+    the GPU's plan is made again)."""
+    for name in names:
+        key = (name, ())
+        fn = None if key in refused else symbol(name)
+        if fn is None:
+            refused.add(key)
+            continue
+        ret = _call(fn, handle, buffers)
+        if ret == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+            refused.add(key)  # an older driver: its older version, at once
+            continue
+        if not gate.answered(ret):
+            if ret in REFUSED_CODES:
+                refused.add(key)
+            return None
+        count = min(buffers.count.value, buffers.room)
+        if not count:
+            return []
+        raw = ctypes.string_at(ctypes.addressof(buffers.infos), count * _INFO_LAYOUT.size)
+        return [(pid, used) for pid, used, _, _ in _INFO_LAYOUT.iter_unpack(raw)]
+    return None
+
+
+def _call(fn: Any, handle: Any, buffers: _Lists) -> int:
+    """Call a process-list function into the GPU's kept array, growing it until the list fits."""
     while True:
         buffers.count.value = buffers.room
-        ret = fn(handle, buffers.count_ref, buffers.infos)
+        ret: int = fn(handle, buffers.count_ref, buffers.infos)
         if ret == pynvml.NVML_ERROR_INSUFFICIENT_SIZE and buffers.count.value > buffers.room:
             # More processes than room: grow (with slack for those starting meanwhile) and ask again.
             buffers.room = buffers.count.value * 2 + 5
             buffers.infos = (_ProcessInfo * buffers.room)()
             continue
-        break
-    if not gate.answered(ret):
-        if ret in REFUSED_CODES:
-            refused.add(key)
-        return None
-    count = min(buffers.count.value, buffers.room)
-    if not count:
-        return []
-    raw = ctypes.string_at(ctypes.addressof(buffers.infos), count * _INFO_LAYOUT.size)
-    return [(pid, used) for pid, used, _, _ in _INFO_LAYOUT.iter_unpack(raw)]
+        return ret
 
 
 def _process_utils(gate: Gate, handle: Any, since_us: int) -> tuple[NvmlProcessUtil, ...]:
