@@ -16,6 +16,7 @@ from rigmon.schema import (
     CollectorStatus,
     EventValue,
     Frame,
+    GpuReading,
     PsuAdcCounters,
     PsuRailReading,
     Readings,
@@ -50,7 +51,7 @@ class Events:
         return [k for k, _, _ in self.items]
 
 
-def frame(at: float, volts: float) -> Frame:
+def frame(at: float, volts: float, gpus: int = 0, lost: tuple[int, ...] = ()) -> Frame:
     rail = PsuRailReading(
         port="/dev/x", protocol="rm1", connected=True, stale=False, envelope_source="device", windows=1,
         volts=VoltageEnvelope(11.9, volts, 12.0), amps=None, channels_volts={}, channels_amps={}, samples=None,
@@ -58,8 +59,11 @@ def frame(at: float, volts: float) -> Frame:
         firmware=None,
         sensor=None, last_window_at=None, counters=PsuAdcCounters(),
     )
+    readings = tuple(GpuReading(index=i, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
+                                pci_bus_id_xid=None, state="lost" if i in lost else "ok") for i in range(gpus))
     return Frame(schema=1, node="n", run_id="r", seq=1, taken_at=at, agent_start=0.0,
-                 collectors={"psu": CollectorStatus("ok", True)}, readings=Readings(psu_rail=rail), events=())
+                 collectors={"psu": CollectorStatus("ok", True)}, readings=Readings(psu_rail=rail, gpus=readings),
+                 events=())
 
 
 async def settle(service: GuardService) -> None:
@@ -232,3 +236,58 @@ def test_a_disabled_guard_still_reports_settings_left_behind(tmp_path: Path) -> 
     assert report_left_behind_when_disabled(str(tmp_path), events)
     kind, message, data = events.items[0]
     assert kind == "guard_failed" and data["left_behind"] is True and "nvidia-smi -rac" in message
+
+
+async def test_a_restore_that_hung_is_tried_again_and_a_stop_still_restores(tmp_path: Path,
+                                                                           machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, call_timeout_s=0.2,
+                          gpus=(0, 1, 2, 3))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
+        # The driver hangs on the restore's first write: every GPU's restore fails.
+        machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9, gpus=4))
+        await settle(service)
+        machine.heal("hang")
+        assert events.kinds()[-1] == "guard_failed"
+        assert state_file_path(tmp_path / "state").exists()
+        assert len(service.reading().settings) == 4  # still in force, and said so
+        # The guard tries again once the driver answers; GPU 3 fell off the bus meanwhile.
+        machine.fail("gpu_lost", gpu=3)
+        for _ in range(3):
+            clock.t += 30
+            service.on_frame(frame(clock.t, 11.9, gpus=4, lost=(3,)))
+            await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus[:3]] == [1312] * 3
+        kind, message, data = events.items[-1]
+        assert kind == "guard_restored" and "GPUs 0,1,2 " in message
+        assert [s.index for s in service.reading().settings] == [3]  # the lost one, still reported
+        assert state_file_path(tmp_path / "state").exists()
+        await asyncio.to_thread(service.close)
+
+
+async def test_a_stop_after_a_failed_restore_puts_the_settings_back(tmp_path: Path,
+                                                                   machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, call_timeout_s=0.2,
+                          gpus=(0, 1))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9, gpus=4))
+        await settle(service)
+        machine.heal("hang")
+        assert machine.gpus[1].app_clock_graphics_mhz == 1005
+        await asyncio.to_thread(service.close)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert not state_file_path(tmp_path / "state").exists()

@@ -79,7 +79,9 @@ class Decision:
 
     ``engage`` takes step 1, ``step`` the next step (``step`` is the step number after it,
     ``step_name`` what it sets), ``restore`` puts the original settings back, ``limited``
-    says the ceiling on actions per hour stopped an engage or step.
+    says the ceiling on actions per hour stopped an engage or step. A ``restore`` with ``retry``
+    puts back only ``gpus`` (those a failed restore left capped); any other restores every GPU
+    the guard changed.
     """
 
     kind: DecisionKind
@@ -87,6 +89,7 @@ class Decision:
     step_name: GuardStepName | None
     trigger: str
     gpus: tuple[int, ...]
+    retry: bool = False
 
 
 def steps_of(config: GuardSection) -> tuple[GuardStepName, ...]:

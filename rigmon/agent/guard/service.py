@@ -37,6 +37,9 @@ from rigmon.schema import Frame, GuardReading
 log = logging.getLogger(__name__)
 
 GuardCommand = Literal["hold", "release"]
+#: Seconds between attempts to put back settings a failed restore left in force (a driver call
+#: that hung, a write refused for a while); each failed attempt is a ``guard_failed`` event.
+RESTORE_RETRY_S = 60.0
 
 
 class GuardService:
@@ -71,13 +74,17 @@ class GuardService:
         """Restore what this run changed (blocking: call from a thread), then stop the worker."""
         sh = self.shared
         with sh.lock:
-            state, acting = sh.state, sh.acting
-        if state.step > 0 and acting:
+            state, acting, changed = sh.state, sh.acting, tuple(sorted(sh.original))
+        if (state.step > 0 or changed) and acting:
+            # A restore that failed earlier leaves the guard armed with settings still in force:
+            # those are put back too.
             _, decisions = release(state, sh.clock.time(), "agent stopping")
+            decisions = decisions or [Decision("restore", 0, None, "agent stopping", changed)]
             with sh.lock:
                 sh.state = GuardState()
             try:
-                self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s * (2 + 4 * len(state.gpus)))
+                self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s
+                                    * (2 + 4 * max(len(state.gpus), len(changed))))
             except Exception:  # noqa: BLE001 - a stop must finish; the state file stays for the next run
                 log.exception("guard: restoring at stop failed; the next start will find the settings")
         self.worker.shutdown()
@@ -115,6 +122,14 @@ class GuardService:
         with sh.lock:
             sh.last_frame = frame
             sh.state, decisions = decide(sh.state, obs, self.config)
+            if not decisions and sh.state.step == 0 and sh.acting and self.worker.idle():
+                # A restore failed (a hung driver call, a refused write): settings are still in
+                # force while the guard is armed. Try again now and then, on the GPUs still there
+                # (a lost GPU gets its own settings back when it is reset or the node reboots).
+                stuck = tuple(i for i in sorted(sh.original) if i in obs.gpus)
+                if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
+                    decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
+                                          stuck, retry=True)]
         self.worker.submit_decisions(decisions)
 
     def reading(self) -> GuardReading:

@@ -68,6 +68,10 @@ class GuardWorker:
         """
         self._executor.submit(self._carry_out_all, decisions).result(timeout=timeout_s)
 
+    def idle(self) -> bool:
+        """Whether nothing queued is still waiting or running."""
+        return all(f.done() for f in self._pending)
+
     def wait_idle(self, timeout_s: float) -> None:
         """Wait for the actions queued so far."""
         for future in list(self._pending):
@@ -211,9 +215,12 @@ class GuardWorker:
         with sh.lock:
             original = dict(sh.original)
             in_force = dict(sh.in_force)
+        indices = [i for i in sorted(original) if not d.retry or i in d.gpus]
+        if d.retry and not indices:
+            return
         changes: Changes = []
         errors: list[str] = []
-        for index in sorted(original):
+        for index in indices:
             before, target = in_force.get(index, original[index]), original[index]
             try:
                 after = put_back(self._writer(), index, target, before, sh.original_persistence) \
@@ -235,10 +242,14 @@ class GuardWorker:
             return
         if sh.acting:
             with sh.lock:
-                sh.left_behind = False
-            self.store.remove()
+                sh.left_behind = bool(sh.original) and sh.left_behind
+                rest = bool(sh.original)
+            if rest:
+                self.store.save()
+            else:
+                self.store.remove()
         verb = "restored" if sh.acting else "would restore"
-        message = f"guard {verb} GPUs {','.join(str(i) for i in sorted(original)) or '-'} ({d.trigger})"
+        message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
         sh.event("guard_restored", "info", message, self._data(d, changes))
