@@ -154,6 +154,9 @@ class FakeNvmlMachine:
         self.driver_missing = False
         #: Writes (clocks, limits, persistence) answer NO_PERMISSION: an agent that is not root.
         self.no_permission = False
+        #: ``nvidia-smi -acp UNRESTRICTED``: with ``no_permission``, application clocks may still be
+        #: set and reset (locked clocks, power limits and persistence mode stay root's).
+        self.app_clocks_unrestricted = False
         self.init_count = 0
         self._running = threading.Event()
         self._running.set()

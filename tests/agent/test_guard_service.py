@@ -291,3 +291,52 @@ async def test_a_stop_after_a_failed_restore_puts_the_settings_back(tmp_path: Pa
         await asyncio.to_thread(service.close)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
         assert not state_file_path(tmp_path / "state").exists()
+
+
+async def test_application_clocks_only_permission_still_restores_what_it_capped(tmp_path: Path,
+                                                                                 machine: FakeNvmlMachine) -> None:
+    # nvidia-smi -pm 1; nvidia-smi -acp UNRESTRICTED; agent not root: step 1 may write, step 2 may not.
+    machine.no_permission = machine.app_clocks_unrestricted = True
+    for gpu in machine.gpus:
+        gpu.persistence_mode = 1
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, restore_after_s=30.0,
+                          gpus=(0, 1, 2, 3))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        for _ in range(2):
+            clock.t += 1
+            service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert [(g.app_clock_graphics_mhz, g.locked_clock_max_mhz) for g in machine.gpus] == [(1005, None)] * 4
+        reading = service.reading()
+        assert not reading.acting and "permission" in str(reading.reason)
+        # What is in force, not what a dry-run would have added on top.
+        assert [(s.app_clock_graphics_mhz, s.locked_clock_max_mhz) for s in reading.settings] == [(1005, None)] * 4
+        assert "would cap" not in " ".join(m for _, m, _ in events.items)
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        kind, message, data = events.items[-1]
+        assert kind == "guard_restored" and "would" not in message and data["dry_run"] is False
+        assert not state_file_path(tmp_path / "state").exists()
+        await asyncio.to_thread(service.close)
+
+
+async def test_application_clocks_only_permission_caps_without_persistence_and_a_stop_restores(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    # Persistence mode needs root even under -acp UNRESTRICTED: the clocks are capped all the same.
+    machine.no_permission = machine.app_clocks_unrestricted = True
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
+        assert events.kinds()[-1] == "guard_engaged" and service.reading().acting
+        await asyncio.to_thread(service.close)
+        assert [(g.app_clock_graphics_mhz, g.persistence_mode) for g in machine.gpus] == [(1312, 0)] * 4
+        assert not state_file_path(tmp_path / "state").exists()

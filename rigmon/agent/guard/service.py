@@ -74,7 +74,8 @@ class GuardService:
         """Restore what this run changed (blocking: call from a thread), then stop the worker."""
         sh = self.shared
         with sh.lock:
-            state, acting, changed = sh.state, sh.acting, tuple(sorted(sh.original))
+            state, changed = sh.state, tuple(sorted(sh.original))
+            acting = sh.acting or bool(sh.changed)
         if (state.step > 0 or changed) and acting:
             # A restore that failed earlier leaves the guard armed with settings still in force:
             # those are put back too.
@@ -122,11 +123,11 @@ class GuardService:
         with sh.lock:
             sh.last_frame = frame
             sh.state, decisions = decide(sh.state, obs, self.config)
-            if not decisions and sh.state.step == 0 and sh.acting and self.worker.idle():
+            if not decisions and sh.state.step == 0 and (sh.acting or sh.changed) and self.worker.idle():
                 # A restore failed (a hung driver call, a refused write): settings are still in
                 # force while the guard is armed. Try again now and then, on the GPUs still there
                 # (a lost GPU gets its own settings back when it is reset or the node reboots).
-                stuck = tuple(i for i in sorted(sh.original) if i in obs.gpus)
+                stuck = tuple(i for i in sorted(sh.original) if i in obs.gpus and (sh.acting or i in sh.changed))
                 if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
                     decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
                                           stuck, retry=True)]

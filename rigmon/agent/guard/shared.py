@@ -57,6 +57,10 @@ class GuardShared:
         self.failures_total = 0
         #: Settings the guard put in force, by GPU index.
         self.in_force: dict[int, GuardGpuSettings] = {}
+        #: GPUs whose settings the guard really wrote (this run or, in enforce mode, a previous run
+        #: that left them behind) and has not put back: restored even after the guard lost the
+        #: right to act (``nvidia-smi -acp UNRESTRICTED`` opens application clocks, not the rest).
+        self.changed: set[int] = set()
         #: The GPUs' settings before the guard's first change, by GPU index (what a restore writes).
         self.original: dict[int, GuardGpuSettings] = {}
         #: Persistence mode of each GPU before the guard switched it on (``None``: unknown).

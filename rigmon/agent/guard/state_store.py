@@ -29,7 +29,7 @@ class GuardStateStore:
         self.shared = shared
 
     def save(self) -> None:
-        """Write the originals and the settings in force (only while acting and something was changed).
+        """Write the originals and the settings in force (only once something was really changed).
 
         A file that cannot be written is logged; the guard goes on without it.
         """
@@ -37,7 +37,7 @@ class GuardStateStore:
         if sh.path is None:
             return
         with sh.lock:
-            if not sh.acting or not sh.original:
+            if not (sh.acting or sh.changed) or not sh.original:
                 return
             s = sh.state
             saved = SavedSettings(
@@ -80,6 +80,8 @@ class GuardStateStore:
             sh.in_force = {o.index: o for o in in_force}
             sh.original_persistence = dict(saved.original_persistence)
             sh.left_behind = True
+            if sh.config.mode == "enforce":
+                sh.changed = {o.index for o in in_force}
             sh.state = GuardState(step=max(1, step), trigger=f"left behind by a previous run: {saved.trigger}",
                                   engaged_at=saved.engaged_at, last_step_at=now, last_trigger_at=now,
                                   gpus=gpus)

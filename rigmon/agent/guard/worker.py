@@ -133,13 +133,27 @@ class GuardWorker:
         errors: list[str] = []
         for index in d.gpus:
             before = planned = GuardGpuSettings(index=index)
+            with sh.lock:
+                written = index in sh.changed
             try:
                 before = self._current(index)
                 planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
-                after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence) \
-                    if sh.acting else planned
+                if sh.acting:
+                    after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence)
+                    with sh.lock:
+                        sh.changed.add(index)
+                elif written:
+                    # Settings the guard really wrote are in force here: "would cap" on top of
+                    # them would misstate what the GPU runs with.
+                    errors.append(f"GPU {index}: step {d.step} not taken (the guard cannot act)")
+                    continue
+                else:
+                    after = planned
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
+                if written:
+                    errors.append(f"GPU {index}: {exc}")
+                    continue
                 before = self._current(index)
                 after = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
             except CALL_ERRORS as exc:
@@ -149,6 +163,7 @@ class GuardWorker:
                     with sh.lock:
                         sh.original.setdefault(index, before)
                         sh.in_force.setdefault(index, planned)
+                        sh.changed.add(index)
                 continue
             with sh.lock:
                 sh.original.setdefault(index, before)
@@ -218,29 +233,42 @@ class GuardWorker:
         indices = [i for i in sorted(original) if not d.retry or i in d.gpus]
         if d.retry and not indices:
             return
+        with sh.lock:
+            changed = set(sh.changed)
         changes: Changes = []
         errors: list[str] = []
+        wrote = False
         for index in indices:
             before, target = in_force.get(index, original[index]), original[index]
+            # What the guard really wrote goes back even when it may no longer write anything else.
+            real = sh.acting or index in changed
             try:
-                after = put_back(self._writer(), index, target, before, sh.original_persistence) \
-                    if sh.acting else target
+                after = put_back(self._writer(), index, target, before, sh.original_persistence) if real else target
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
-                after = target
+                if not real:
+                    after = target
+                else:
+                    # Not tried again (permission does not come back by itself); the state file stays.
+                    errors.append(f"GPU {index}: {exc}; reset it by hand (nvidia-smi -rac; -rgc; -pl)")
+                    with sh.lock:
+                        sh.changed.discard(index)
+                    continue
             except CALL_ERRORS as exc:
                 errors.append(f"GPU {index}: {exc}")
                 continue
+            wrote = wrote or real
             changes.append((before, after))
             with sh.lock:
                 sh.in_force.pop(index, None)
                 sh.original.pop(index, None)
+                sh.changed.discard(index)
         sh.last_action_at = sh.clock.time()
         if errors:
             self.store.save()
             self._failed(d, "restoring: " + "; ".join(errors), changes)
             return
-        if sh.acting:
+        if wrote or sh.acting:
             with sh.lock:
                 sh.left_behind = bool(sh.original) and sh.left_behind
                 rest = bool(sh.original)
@@ -248,11 +276,11 @@ class GuardWorker:
                 self.store.save()
             else:
                 self.store.remove()
-        verb = "restored" if sh.acting else "would restore"
+        verb = "restored" if wrote or sh.acting else "would restore"
         message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
-        sh.event("guard_restored", "info", message, self._data(d, changes))
+        sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not (wrote or sh.acting)))
 
     def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:
         sh = self.shared
@@ -261,10 +289,10 @@ class GuardWorker:
         log.warning("guard: %s", why)
         sh.event("guard_failed", "warning", f"guard: {why}", self._data(d, changes or []))
 
-    def _data(self, d: Decision, changes: Changes) -> dict[str, EventValue]:
+    def _data(self, d: Decision, changes: Changes, dry_run: bool | None = None) -> dict[str, EventValue]:
         return {
             "mode": self.shared.config.mode,
-            "dry_run": not self.shared.acting,
+            "dry_run": not self.shared.acting if dry_run is None else dry_run,
             "trigger": d.trigger,
             "step": d.step,
             "step_name": d.step_name,
