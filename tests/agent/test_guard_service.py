@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -340,3 +341,46 @@ async def test_application_clocks_only_permission_caps_without_persistence_and_a
         await asyncio.to_thread(service.close)
         assert [(g.app_clock_graphics_mhz, g.persistence_mode) for g in machine.gpus] == [(1312, 0)] * 4
         assert not state_file_path(tmp_path / "state").exists()
+
+
+async def test_the_state_file_is_written_before_the_first_write_reaches_a_gpu(tmp_path: Path,
+                                                                              machine: FakeNvmlMachine) -> None:
+    # An agent killed while its first write is in the driver must still find the originals.
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, call_timeout_s=60.0, gpus=(0, 1))
+    path = state_file_path(tmp_path / "state")
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        await settle(service)
+        machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
+        try:
+            service.on_frame(frame(clock.t, 11.3))
+            for _ in range(500):
+                if path.exists():
+                    break
+                await asyncio.sleep(0.01)
+            assert path.exists(), "GPU 0 is being written and no state file says what to restore"
+            saved = json.loads(path.read_text())
+            assert [o["app_clock_graphics_mhz"] for o in saved["original"]] == [1312]
+            assert [o["app_clock_graphics_mhz"] for o in saved["in_force"]] == [1005]
+        finally:
+            machine.heal("hang")
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus[:2]] == [1005] * 2
+        await asyncio.to_thread(service.close)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4 and not path.exists()
+
+
+async def test_writes_that_were_all_refused_leave_no_state_file(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, app_clocks_mhz=(877, 1000), gpus=(0, 1))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3))  # 1000 MHz is no V100 clock: INVALID_ARGUMENT
+        await settle(service)
+        assert events.kinds()[-1] == "guard_failed"
+        assert not state_file_path(tmp_path / "state").exists()
+        assert service.reading().settings == ()
+        await asyncio.to_thread(service.close)

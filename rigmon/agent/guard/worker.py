@@ -131,17 +131,29 @@ class GuardWorker:
         assert d.step_name is not None
         changes: Changes = []
         errors: list[str] = []
+        saved_ahead = False
         for index in d.gpus:
             before = planned = GuardGpuSettings(index=index)
             with sh.lock:
                 written = index in sh.changed
+                prior, known = sh.in_force.get(index), index in sh.original
             try:
                 before = self._current(index)
                 planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
                 if sh.acting:
-                    after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence)
                     with sh.lock:
+                        sh.original.setdefault(index, before)
+                        sh.in_force[index] = planned
                         sh.changed.add(index)
+                    # On disk before the write: an agent killed from here on finds what to put back.
+                    self.store.save()
+                    saved_ahead = True
+                    try:
+                        after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence)
+                    except Exception as exc:
+                        if not isinstance(exc, NvmlHung):  # a hung write may still land: keep it recorded
+                            self._unrecord(index, written, known, prior)
+                        raise
                 elif written:
                     # Settings the guard really wrote are in force here: "would cap" on top of
                     # them would misstate what the GPU runs with.
@@ -170,7 +182,12 @@ class GuardWorker:
                 sh.in_force[index] = after
             changes.append((before, after))
         sh.last_action_at = sh.clock.time()
-        self.store.save()
+        with sh.lock:
+            nothing_written = not sh.changed
+        if saved_ahead and nothing_written:
+            self.store.remove()  # saved ahead of writes that were all refused
+        else:
+            self.store.save()
         if changes:
             kind = "guard_engaged" if d.kind == "engage" else "guard_step"
             verb = "capped" if sh.acting else "would cap"
@@ -185,6 +202,19 @@ class GuardWorker:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
             self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
+        """Forget a write recorded ahead that the driver refused."""
+        sh = self.shared
+        with sh.lock:
+            if prior is None:
+                sh.in_force.pop(index, None)
+            else:
+                sh.in_force[index] = prior
+            if not written:
+                sh.changed.discard(index)
+            if not known:
+                sh.original.pop(index, None)
 
     def _current(self, index: int) -> GuardGpuSettings:
         sh = self.shared
