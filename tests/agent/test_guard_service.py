@@ -384,3 +384,23 @@ async def test_writes_that_were_all_refused_leave_no_state_file(tmp_path: Path, 
         assert not state_file_path(tmp_path / "state").exists()
         assert service.reading().settings == ()
         await asyncio.to_thread(service.close)
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"step": 1, "gpus": [0], "original": [{"index": "zero"}]}'])
+async def test_an_unreadable_state_file_is_kept_aside_and_not_overwritten(tmp_path: Path, machine: FakeNvmlMachine,
+                                                                        text: str) -> None:
+    events, clock = Events(), Clock()
+    path = state_file_path(tmp_path / "state")
+    path.parent.mkdir()
+    path.write_text(text)
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        await settle(service)
+        kind, message, data = events.items[0]
+        assert kind == "guard_failed" and "unreadable" in message and "nvidia-smi -rac" in message
+        assert service.reading().state == "armed"
+        service.on_frame(frame(clock.t, 11.3))  # engages: writes a state file of its own
+        await settle(service)
+        assert path.with_name(path.name + ".unreadable").read_text() == text
+        await asyncio.to_thread(service.close)

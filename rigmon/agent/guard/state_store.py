@@ -70,8 +70,19 @@ class GuardStateStore:
         try:
             saved = read_state(sh.path)
         except STATE_FILE_ERRORS as exc:
-            log.warning("guard: unreadable %s (%s): settings a previous run changed are unknown", sh.path, exc)
-            sh.event("guard_failed", "warning", f"guard: unreadable {sh.path.name}: {exc}", {})
+            # Kept aside, not overwritten by this run's first save: it may be the only record of
+            # the GPUs' own settings (a newer rigmon's format, a file edited by hand).
+            aside = sh.path.with_name(sh.path.name + ".unreadable")
+            try:
+                sh.path.replace(aside)
+                kept = f"kept as {aside}"
+            except OSError as move_exc:
+                kept = f"and cannot be moved aside: {move_exc}"
+            message = (f"guard: unreadable {sh.path.name} ({exc}), {kept}: settings a previous agent run changed "
+                       "are unknown and are not restored; check the GPUs (nvidia-smi -q -d CLOCK,POWER) and "
+                       "reset them by hand if needed (nvidia-smi -rac; -rgc; -pl with the default limit)")
+            log.warning("%s", message)
+            sh.event("guard_failed", "warning", message, {"left_behind": True, "state_file": str(aside)})
             return
         original, in_force, step, gpus = saved.original, saved.in_force, saved.step, saved.gpus
         now = sh.clock.time()
