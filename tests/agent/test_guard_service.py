@@ -404,3 +404,29 @@ async def test_an_unreadable_state_file_is_kept_aside_and_not_overwritten(tmp_pa
         await settle(service)
         assert path.with_name(path.name + ".unreadable").read_text() == text
         await asyncio.to_thread(service.close)
+
+
+async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(tmp_path: Path,
+                                                                                machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        first = make(tmp_path, ENFORCE, events, clock)
+        first.start()
+        first.on_frame(frame(clock.t, 11.3))
+        await settle(first)
+        first.worker._executor.shutdown(wait=True)  # killed
+
+        events2 = Events()
+        second = make(tmp_path, GuardSection(enabled=True, mode="dry-run", rail_count=1, restore_after_s=30.0),
+                      events2, clock)
+        second.start()
+        await settle(second)
+        kind, message, data = events2.items[0]
+        assert kind == "guard_engaged" and data["left_behind"] is True
+        assert "does not restore them" in message and "restored after" not in message
+        clock.t += 31
+        second.on_frame(frame(clock.t, 11.9))
+        await settle(second)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4  # dry-run writes nothing
+        assert state_file_path(tmp_path / "state").exists()
+        await asyncio.to_thread(second.close)

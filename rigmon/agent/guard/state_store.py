@@ -98,7 +98,10 @@ class GuardStateStore:
                                   gpus=gpus)
         message = (f"guard found settings a previous agent run left in place on GPUs "
                    f"{','.join(map(str, gpus))}: {describe(in_force)} (originals {describe(original)}); "
-                   f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s")
+                   + (f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s"
+                      if sh.config.mode == "enforce" else
+                      f"the guard is in dry-run and does not restore them: set mode = \"enforce\", or reset "
+                      f"them by hand (nvidia-smi -rac; -rgc; -pl with the default limit) and remove {sh.path}"))
         log.warning("guard: %s", message)
         sh.event("guard_engaged", "warning", message, {
             "left_behind": True, "step": step, "gpus": ",".join(map(str, gpus)),
