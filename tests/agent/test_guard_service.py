@@ -430,3 +430,23 @@ async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4  # dry-run writes nothing
         assert state_file_path(tmp_path / "state").exists()
         await asyncio.to_thread(second.close)
+
+
+async def test_settings_the_gpus_refuse_are_reported_at_start(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", app_clocks_mhz=(1005, 877), power_limit_w=100.0,
+                          gpus=(0, 5))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        await settle(service)
+        [(kind, message, _)] = events.items
+        assert kind == "guard_failed" and "does not fit" in message
+        assert "gpus: 5 not on this node" in message and "[1005, 877]" in message and "100" in message
+        events.items.clear()
+        good = make(tmp_path, ENFORCE, events, clock)
+        good.start()
+        await settle(good)
+        assert events.items == []
+        await asyncio.to_thread(good.close)
+        await asyncio.to_thread(service.close)

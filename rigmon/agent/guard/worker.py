@@ -115,8 +115,38 @@ class GuardWorker:
                 count = 0
             for index in sh.config.gpus or range(count):
                 self._pair(index)
+            self._check_fit(count)
         else:
             sh.cannot_act(reason)
+
+    def _check_fit(self, count: int) -> None:
+        """Say at start, not when the rail sags, which configured settings these GPUs refuse."""
+        sh = self.shared
+        control = self._writer()
+        problems: list[str] = []
+        missing = [i for i in sh.config.gpus if i >= count]
+        if missing:
+            problems.append(f"gpus: {', '.join(map(str, missing))} not on this node (NVML lists {count})")
+        for index in [i for i in sh.config.gpus or range(count) if i < count]:
+            try:
+                now = control.read(index)
+                supported = control.supported_clocks(index) if len(sh.config.app_clocks_mhz) == 2 else {}
+            except (ControlDenied, *CALL_ERRORS):
+                continue
+            if len(sh.config.app_clocks_mhz) == 2 and supported:
+                mem, graphics = sh.config.app_clocks_mhz
+                if graphics not in supported.get(mem, ()):
+                    problems.append(f"GPU {index}: app_clocks_mhz [{mem}, {graphics}] is no pair it supports "
+                                    f"([memory, graphics]; memory clocks {', '.join(map(str, sorted(supported)))})")
+            low, high = now.power_limit_min_mw, now.power_limit_max_mw
+            if sh.config.power_limit_w > 0 and low is not None and high is not None \
+                    and not low <= sh.config.power_limit_w * 1000 <= high:
+                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is outside its range "
+                                f"{low / 1000:g}..{high / 1000:g} W")
+        if problems:
+            message = f"guard: [guard] does not fit this node; those steps will fail: {'; '.join(problems)}"
+            log.warning("%s", message)
+            sh.event("guard_failed", "warning", message, {"mode": sh.config.mode})
 
     def carry_out(self, d: Decision) -> None:
         """Engage, step, restore or report the rate limit, as ``d`` says, with its event."""
