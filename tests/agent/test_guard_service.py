@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from rigmon.agent.guard.service import GuardService
@@ -449,4 +450,52 @@ async def test_settings_the_gpus_refuse_are_reported_at_start(tmp_path: Path, ma
         await settle(good)
         assert events.items == []
         await asyncio.to_thread(good.close)
+        await asyncio.to_thread(service.close)
+
+
+def gpu_frame(at: float, machine: FakeNvmlMachine) -> Frame:
+    """A healthy-rail frame whose GPU readings are the fake GPUs' settings now."""
+    base = frame(at, 11.9)
+    gpus = tuple(GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
+                            pci_bus_id_xid=None, clock_app_mem_mhz=g.app_clock_mem_mhz,
+                            clock_app_graphics_mhz=g.app_clock_graphics_mhz, power_limit_w=g.power_limit_mw / 1000)
+                 for g in machine.gpus)
+    collectors = {**base.collectors, "gpu": CollectorStatus("ok", True, duration_s=0.01, sampled_at=at)}
+    return msgspec.structs.replace(base, collectors=collectors,
+                                   readings=msgspec.structs.replace(base.readings, gpus=gpus))
+
+
+async def test_settings_another_tool_changed_while_engaged_show_in_readings(tmp_path: Path,
+                                                                           machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        before = gpu_frame(clock.t, machine)  # taken before the guard's write
+        service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        service.on_frame(before)  # older than the write: shows the old clocks, changes nothing
+        machine.gpus[0].power_limit_mw = 150_000
+        hung = msgspec.structs.replace(gpu_frame(clock.t + 5, machine), collectors={
+            "gpu": CollectorStatus("hung", False, sampled_at=clock.t + 5)})
+        machine.gpus[0].power_limit_mw = 300_000
+        service.on_frame(hung)  # a hung collector's readings: not taken up either
+        settings = service.reading().settings
+        assert [(s.app_clock_graphics_mhz, s.power_limit_w) for s in settings] == [(1005, 300.0)] * 4
+        machine.gpus[2].app_clock_graphics_mhz = 1312  # nvidia-smi -rac by a job's prologue
+        clock.t += 1
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        assert [s.app_clock_graphics_mhz for s in service.reading().settings] == [1005, 1005, 1312, 1005]
+        kind, message, data = events.items[-1]
+        assert kind == "guard_failed" and data["changed_elsewhere"] is True and "gpu2 877/1312 MHz" in message
+        clock.t += 1
+        service.on_frame(gpu_frame(clock.t, machine))  # said once
+        await settle(service)
+        assert events.items[-1][1] == message and len(events.items) == 2
+        clock.t += 31
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert events.kinds()[-1] == "guard_restored"
         await asyncio.to_thread(service.close)

@@ -24,7 +24,9 @@ import asyncio
 import logging
 from typing import Literal
 
-from rigmon.agent.guard.actuation import GuardActuator
+import msgspec
+
+from rigmon.agent.guard.actuation import GuardActuator, describe
 from rigmon.agent.guard.policy import HOUR_S, Decision, GuardState, decide, hold, observe, release, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_file import EmitFn, state_file_path
@@ -120,6 +122,7 @@ class GuardService:
         """Run the policy on a frame (on the event loop; acting goes to the worker thread)."""
         sh = self.shared
         obs = observe(frame, self.config)
+        self._notice_changes(frame)
         with sh.lock:
             sh.last_frame = frame
             sh.state, decisions = decide(sh.state, obs, self.config)
@@ -132,6 +135,48 @@ class GuardService:
                     decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
                                           stuck, retry=True)]
         self.worker.submit_decisions(decisions)
+
+    def _notice_changes(self, frame: Frame) -> None:
+        """Take up what another tool (``nvidia-smi -rac``, a job's prologue) set on a GPU the guard
+        capped, so readings show what is in force, and say so once per change.
+
+        Only GPU readings this frame's own call took, and only one that started after the guard's
+        last write (an older one, or a hung collector's last, still shows the settings before
+        it), and only while nothing is queued for the GPUs.
+        """
+        sh = self.shared
+        notes: list[str] = []
+        status = frame.collectors.get("gpu")
+        if status is None or status.state != "ok" or status.sampled_at is None:
+            return
+        read_from = status.sampled_at - (status.duration_s or 0.0)
+        with sh.lock:
+            if not sh.changed or (sh.last_action_at is not None and read_from <= sh.last_action_at):
+                return
+            if not self.worker.idle():
+                return
+            for g in frame.readings.gpus:
+                known = sh.in_force.get(g.index)
+                if known is None or g.index not in sh.changed or g.state == "lost":
+                    continue
+                real = msgspec.structs.replace(
+                    known,
+                    app_clock_mem_mhz=known.app_clock_mem_mhz if g.clock_app_mem_mhz is None else g.clock_app_mem_mhz,
+                    app_clock_graphics_mhz=known.app_clock_graphics_mhz if g.clock_app_graphics_mhz is None
+                    else g.clock_app_graphics_mhz,
+                    power_limit_w=known.power_limit_w if g.power_limit_w is None
+                    or known.power_limit_w is not None and abs(g.power_limit_w - known.power_limit_w) < 0.5
+                    else g.power_limit_w,
+                )
+                if real != known:
+                    sh.in_force[g.index] = real
+                    notes.append(f"{describe([known])} set, {describe([real])} in force")
+        if notes:
+            message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
+                       f"{'; '.join(notes)}; the next trigger takes the next step, and restoring writes the "
+                       "originals over them")
+            log.warning("%s", message)
+            sh.event("guard_failed", "warning", message, {"mode": self.config.mode, "changed_elsewhere": True})
 
     def reading(self) -> GuardReading:
         """The guard's state as it goes into frames."""
