@@ -499,3 +499,28 @@ async def test_settings_another_tool_changed_while_engaged_show_in_readings(tmp_
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
         assert events.kinds()[-1] == "guard_restored"
         await asyncio.to_thread(service.close)
+
+
+async def test_a_gpu_lost_while_capped_does_not_keep_the_others_capped(tmp_path: Path,
+                                                                      machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        machine.fail("gpu_lost", gpu=3)
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9, gpus=4, lost=(3,)))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus[:3]] == [1312] * 3
+        kind, message, _ = events.items[-1]
+        assert kind == "guard_failed" and message.startswith("guard: restored GPUs 0,1,2; restoring: GPU 3: ")
+        assert "GPU 3: GPU 3" not in message and "lost" in message
+        assert [s.index for s in service.reading().original] == [3]
+        for _ in range(3):  # not tried again while it is off the bus
+            clock.t += 61
+            service.on_frame(frame(clock.t, 11.9, gpus=4, lost=(3,)))
+            await settle(service)
+        assert events.kinds().count("guard_failed") == 1
+        await asyncio.to_thread(service.close)

@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 Changes = list[tuple[GuardGpuSettings, GuardGpuSettings]]
 
 
+def _gpu_error(index: int, exc: Exception) -> str:
+    """``GPU 3: ...`` once (NVML control's own messages name the GPU already)."""
+    text = str(exc)
+    return text if text.startswith(f"GPU {index}:") else f"GPU {index}: {text}"
+
+
 class GuardWorker:
     """The one thread that talks to the GPUs for the guard.
 
@@ -194,12 +200,12 @@ class GuardWorker:
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
                 if written:
-                    errors.append(f"GPU {index}: {exc}")
+                    errors.append(_gpu_error(index, exc))
                     continue
                 before = self._current(index)
                 after = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
             except CALL_ERRORS as exc:
-                errors.append(f"GPU {index}: {exc}")
+                errors.append(_gpu_error(index, exc))
                 if isinstance(exc, NvmlHung):
                     # The write may still land when the driver returns: remember what to restore.
                     with sh.lock:
@@ -315,7 +321,7 @@ class GuardWorker:
                         sh.changed.discard(index)
                     continue
             except CALL_ERRORS as exc:
-                errors.append(f"GPU {index}: {exc}")
+                errors.append(_gpu_error(index, exc))
                 continue
             wrote = wrote or real
             changes.append((before, after))
@@ -326,7 +332,8 @@ class GuardWorker:
         sh.last_action_at = sh.clock.time()
         if errors:
             self.store.save()
-            self._failed(d, "restoring: " + "; ".join(errors), changes)
+            done = f"restored GPUs {','.join(str(b.index) for b, _ in changes)}; " if changes else ""
+            self._failed(d, f"{done}restoring: " + "; ".join(errors), changes)
             return
         if wrote or sh.acting:
             with sh.lock:
