@@ -12,7 +12,7 @@ import pytest
 from rigmon.agent.guard.service import GuardService
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
-from rigmon.hw.nvml_control import open_nvml_control
+from rigmon.hw.nvml_control import NvmlControl, open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.schema import (
     CollectorStatus,
@@ -66,6 +66,17 @@ def frame(at: float, volts: float, gpus: int = 0, lost: tuple[int, ...] = ()) ->
     return Frame(schema=1, node="n", run_id="r", seq=1, taken_at=at, agent_start=0.0,
                  collectors={"psu": CollectorStatus("ok", True)}, readings=Readings(psu_rail=rail, gpus=readings),
                  events=())
+
+
+async def driver_answers(service: GuardService) -> None:
+    """Wait until the call that hung has returned (its watchdog fails every call until then)."""
+    control = service.shared.control
+    assert isinstance(control, NvmlControl)
+    for _ in range(int(DEADLINE_S / 0.01)):
+        if not control._watchdog.stuck:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the hung call never returned")
 
 
 async def settle(service: GuardService) -> None:
@@ -257,6 +268,7 @@ async def test_a_restore_that_hung_is_tried_again_and_a_stop_still_restores(tmp_
         service.on_frame(frame(clock.t, 11.9, gpus=4))
         await settle(service)
         machine.heal("hang")
+        await driver_answers(service)
         assert events.kinds()[-1] == "guard_failed"
         assert state_file_path(tmp_path / "state").exists()
         assert len(service.reading().settings) == 4  # still in force, and said so
@@ -289,6 +301,7 @@ async def test_a_stop_after_a_failed_restore_puts_the_settings_back(tmp_path: Pa
         service.on_frame(frame(clock.t, 11.9, gpus=4))
         await settle(service)
         machine.heal("hang")
+        await driver_answers(service)
         assert machine.gpus[1].app_clock_graphics_mhz == 1005
         await asyncio.to_thread(service.close)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
@@ -523,4 +536,40 @@ async def test_a_gpu_lost_while_capped_does_not_keep_the_others_capped(tmp_path:
             service.on_frame(frame(clock.t, 11.9, gpus=4, lost=(3,)))
             await settle(service)
         assert events.kinds().count("guard_failed") == 1
+        await asyncio.to_thread(service.close)
+
+
+async def test_a_driver_loaded_after_the_agent_started_lets_the_guard_act(tmp_path: Path,
+                                                                         machine: FakeNvmlMachine) -> None:
+    # At boot the agent may start before the nvidia module is loaded: not a reason to stay in dry-run.
+    events, clock = Events(), Clock()
+    machine.fail("driver_missing")
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        await settle(service)
+        assert not service.reading().acting and "no NVIDIA driver" in str(service.reading().reason)
+        machine.heal("driver_missing")
+        clock.t += 61
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
+        assert service.reading().acting and events.kinds()[-1] == "guard_engaged"
+        await asyncio.to_thread(service.close)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+
+
+async def test_no_permission_is_not_asked_again(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    machine.no_permission = True
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, ENFORCE, events, clock)
+        service.start()
+        await settle(service)
+        writes = machine.calls["nvmlDeviceSetApplicationsClocks"]
+        for _ in range(3):
+            clock.t += 61
+            service.on_frame(frame(clock.t, 11.9, gpus=4))
+            await settle(service)
+        assert machine.calls["nvmlDeviceSetApplicationsClocks"] == writes
         await asyncio.to_thread(service.close)

@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 GuardCommand = Literal["hold", "release"]
 #: Seconds between attempts to put back settings a failed restore left in force (a driver call
-#: that hung, a write refused for a while); each failed attempt is a ``guard_failed`` event.
+#: that hung); each failed attempt is a ``guard_failed`` event. Also between attempts to find
+#: whether the guard may act when the driver was not loaded at start or a call hung.
 RESTORE_RETRY_S = 60.0
 
 
@@ -126,6 +127,10 @@ class GuardService:
         with sh.lock:
             sh.last_frame = frame
             sh.state, decisions = decide(sh.state, obs, self.config)
+            probe = (sh.probe_again and not sh.acting and self.worker.idle()
+                     and (sh.probed_at is None or obs.at - sh.probed_at >= RESTORE_RETRY_S))
+            if probe:
+                sh.probe_again = False
             if not decisions and sh.state.step == 0 and (sh.acting or sh.changed) and self.worker.idle():
                 # A restore failed (a hung driver call, a refused write): settings are still in
                 # force while the guard is armed. Try again now and then, on the GPUs still there
@@ -134,6 +139,9 @@ class GuardService:
                 if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
                     decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
                                           stuck, retry=True)]
+        if probe:
+            # The driver was not there yet at start (or a call hung): ask again, before the decisions.
+            self.worker.submit(self.worker.probe)
         self.worker.submit_decisions(decisions)
 
     def _notice_changes(self, frame: Frame) -> None:

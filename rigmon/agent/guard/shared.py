@@ -71,6 +71,10 @@ class GuardShared:
         self.last_frame: Frame | None = None
         #: When the worker last carried out a decision (Unix seconds).
         self.last_action_at: float | None = None
+        #: When the guard last asked whether it may write, and whether asking again may help
+        #: (the driver was not loaded yet, a call hung): then it asks again now and then.
+        self.probed_at: float | None = None
+        self.probe_again = False
         #: Whether "cannot act" was reported already (once per run).
         self.denied_reported = False
         #: The agent's event loop, bound at start; events hop to it from the worker thread.

@@ -109,6 +109,8 @@ class GuardWorker:
             sh.cannot_act("no NVIDIA driver or GPU (NVML is not available)")
             return
         reason = sh.control.probe()
+        with sh.lock:
+            sh.probed_at, sh.probe_again = sh.clock.time(), reason is not None and sh.control.probe_transient
         if reason is None:
             with sh.lock:
                 sh.acting, sh.reason = True, None
@@ -306,20 +308,18 @@ class GuardWorker:
         wrote = False
         for index in indices:
             before, target = in_force.get(index, original[index]), original[index]
-            # What the guard really wrote goes back even when it may no longer write anything else.
-            real = sh.acting or index in changed
+            # What the guard really wrote goes back, even when it may no longer write anything
+            # else; what a dry-run only recorded (before the guard could act) is not written.
+            real = index in changed
             try:
                 after = put_back(self._writer(), index, target, before, sh.original_persistence) if real else target
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
-                if not real:
-                    after = target
-                else:
-                    # Not tried again (permission does not come back by itself); the state file stays.
-                    errors.append(f"GPU {index}: {exc}; reset it by hand (nvidia-smi -rac; -rgc; -pl)")
-                    with sh.lock:
-                        sh.changed.discard(index)
-                    continue
+                # Not tried again (permission does not come back by itself); the state file stays.
+                errors.append(f"GPU {index}: {exc}; reset it by hand (nvidia-smi -rac; -rgc; -pl)")
+                with sh.lock:
+                    sh.changed.discard(index)
+                continue
             except CALL_ERRORS as exc:
                 errors.append(_gpu_error(index, exc))
                 continue
@@ -343,11 +343,12 @@ class GuardWorker:
                 self.store.save()
             else:
                 self.store.remove()
-        verb = "restored" if wrote or sh.acting else "would restore"
+        real_restore = wrote or (sh.acting and not indices)
+        verb = "restored" if real_restore else "would restore"
         message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
-        sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not (wrote or sh.acting)))
+        sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not real_restore))
 
     def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:
         sh = self.shared
