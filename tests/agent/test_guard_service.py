@@ -573,3 +573,27 @@ async def test_no_permission_is_not_asked_again(tmp_path: Path, machine: FakeNvm
             await settle(service)
         assert machine.calls["nvmlDeviceSetApplicationsClocks"] == writes
         await asyncio.to_thread(service.close)
+
+
+async def test_a_sag_while_the_stopping_agent_restores_does_not_cap_again(tmp_path: Path,
+                                                                         machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, call_timeout_s=30.0, gpus=(0, 1, 2, 3))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
+        stopping = asyncio.create_task(asyncio.to_thread(service.close))
+        for _ in range(int(DEADLINE_S / 0.01)):  # the stop began; its restore hangs in the driver
+            if service.shared.closing:
+                break
+            await asyncio.sleep(0.01)
+        clock.t += 1
+        service.on_frame(frame(clock.t, 11.2, gpus=4))  # frames still flow during the stop
+        assert service.reading().state == "armed"
+        machine.heal("hang")
+        await stopping
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert not state_file_path(tmp_path / "state").exists()

@@ -77,6 +77,7 @@ class GuardService:
         """Restore what this run changed (blocking: call from a thread), then stop the worker."""
         sh = self.shared
         with sh.lock:
+            sh.closing = True  # frames still flow while the restore runs: a sag must not re-engage
             state, changed = sh.state, tuple(sorted(sh.original))
             acting = sh.acting or bool(sh.changed)
         if (state.step > 0 or changed) and acting:
@@ -122,6 +123,8 @@ class GuardService:
     def on_frame(self, frame: Frame) -> None:
         """Run the policy on a frame (on the event loop; acting goes to the worker thread)."""
         sh = self.shared
+        if sh.closing:
+            return
         obs = observe(frame, self.config)
         self._notice_changes(frame)
         with sh.lock:

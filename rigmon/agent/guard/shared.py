@@ -75,6 +75,8 @@ class GuardShared:
         #: (the driver was not loaded yet, a call hung): then it asks again now and then.
         self.probed_at: float | None = None
         self.probe_again = False
+        #: Set when the agent stops: the restore is under way and frames no longer engage.
+        self.closing = False
         #: Whether "cannot act" was reported already (once per run).
         self.denied_reported = False
         #: The agent's event loop, bound at start; events hop to it from the worker thread.
