@@ -325,8 +325,9 @@ async def test_application_clocks_only_permission_still_restores_what_it_capped(
             service.on_frame(frame(clock.t, 11.3))
         await settle(service)
         assert [(g.app_clock_graphics_mhz, g.locked_clock_max_mhz) for g in machine.gpus] == [(1005, None)] * 4
+        kind, message, _ = events.items[-1]
+        assert kind == "guard_failed" and "lock clocks" in message and "permission" in message
         reading = service.reading()
-        assert not reading.acting and "permission" in str(reading.reason)
         # What is in force, not what a dry-run would have added on top.
         assert [(s.app_clock_graphics_mhz, s.locked_clock_max_mhz) for s in reading.settings] == [(1005, None)] * 4
         assert "would cap" not in " ".join(m for _, m, _ in events.items)
@@ -337,7 +338,14 @@ async def test_application_clocks_only_permission_still_restores_what_it_capped(
         kind, message, data = events.items[-1]
         assert kind == "guard_restored" and "would" not in message and data["dry_run"] is False
         assert not state_file_path(tmp_path / "state").exists()
+        # The next sag is capped again: a refused lock does not make the whole guard a dry-run.
+        clock.t += 1
+        service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
+        assert service.reading().acting
         await asyncio.to_thread(service.close)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
 
 
 async def test_application_clocks_only_permission_caps_without_persistence_and_a_stop_restores(

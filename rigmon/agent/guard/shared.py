@@ -75,6 +75,9 @@ class GuardShared:
         #: (the driver was not loaded yet, a call hung): then it asks again now and then.
         self.probed_at: float | None = None
         self.probe_again = False
+        #: Steps the driver refused while application clocks could be written (``nvidia-smi -acp
+        #: UNRESTRICTED`` opens those to every user; locked clocks and power limits stay root's).
+        self.denied_steps: set[str] = set()
         #: Set when the agent stops: the restore is under way and frames no longer engage.
         self.closing = False
         #: Whether "cannot act" was reported already (once per run).

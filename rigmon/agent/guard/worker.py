@@ -175,6 +175,10 @@ class GuardWorker:
             with sh.lock:
                 written = index in sh.changed
                 prior, known = sh.in_force.get(index), index in sh.original
+                denied = sh.acting and d.step_name in sh.denied_steps
+            if denied:
+                errors.append(f"GPU {index}: step {d.step} not taken (refused on this node: needs root)")
+                continue
             try:
                 before = self._current(index)
                 planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
@@ -200,6 +204,13 @@ class GuardWorker:
                 else:
                     after = planned
             except ControlDenied as exc:
+                if sh.acting and d.step_name != "app_clocks":
+                    # Application clocks were written (the probe did): only this step is root's.
+                    # The guard goes on capping application clocks and restores what it capped.
+                    with sh.lock:
+                        sh.denied_steps.add(d.step_name)
+                    errors.append(_gpu_error(index, exc))
+                    continue
                 sh.cannot_act(str(exc))
                 if written:
                     errors.append(_gpu_error(index, exc))
