@@ -100,6 +100,9 @@ class NvmlControl:
         self.timeout_s = timeout_s
         self._watchdog = Watchdog("control", target)
         self._initialized = False
+        #: Whether the last `probe` failed for a reason that may pass (no driver yet, a hung or
+        #: slow call, no GPU listed yet), as opposed to a refusal (no permission, unsupported).
+        self.probe_transient = False
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -203,23 +206,30 @@ class NvmlControl:
                                                               1 if enabled else 0))
 
     def probe(self) -> str | None:
-        """Whether the guard could act on this node: ``None`` if so, else the reason it could not.
+        """Whether the guard could act on this node: ``None`` if so, else the reason it could not
+        (`probe_transient` says whether asking again later may answer otherwise).
 
         Writes GPU 0's application clocks back unchanged: a no-op the driver still checks
         permission for (there is no "may I" call in NVML).
         """
+        self.probe_transient = True
         try:
             count = self.device_count()
             if count == 0:
                 return "NVML lists no GPU"
             now = self.read(0)
             if now.app_clock_mem_mhz is None or now.app_clock_graphics_mhz is None:
+                self.probe_transient = False
                 return "GPU 0 does not report application clocks"
             self.set_app_clocks(0, now.app_clock_mem_mhz, now.app_clock_graphics_mhz)
         except NvmlUnavailable as exc:
             return f"no NVIDIA driver or GPU ({exc})"
-        except (ControlDenied, ControlUnsupported, ControlFailed, NvmlHung) as exc:
+        except NvmlHung as exc:
             return str(exc)
+        except (ControlDenied, ControlUnsupported, ControlFailed) as exc:
+            self.probe_transient = False
+            return str(exc)
+        self.probe_transient = False
         return None
 
     def close(self) -> None:

@@ -2,9 +2,10 @@
 
 Part of `rigmon.sim.nvml.FakeNvmlLibrary`'s symbol table. They answer as a V100-era driver:
 NO_PERMISSION for every write when the machine's ``no_permission`` is set (an agent that is
-not root), INVALID_ARGUMENT for a clock the GPU does not support or a power limit outside
-its constraints, and they block like every other symbol under the ``hang`` failure. The
-simulated GPUs' power follows what is set here (`rigmon.sim.gpu.SimNvidiaGpus`).
+not root; application clocks excepted under ``app_clocks_unrestricted``, ``nvidia-smi -acp 0``),
+INVALID_ARGUMENT for a clock the GPU does not support or a power limit outside its constraints,
+and they block like every other symbol under the ``hang`` failure. The simulated GPUs' power
+follows what is set here (`rigmon.sim.gpu.SimNvidiaGpus`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 #: nvmlDeviceGetPowerManagementLimitConstraints' minimum on a V100-SXM2 (mW).
 MIN_LIMIT_MW = 150_000
 DEFAULT_APP_CLOCKS = (877, 1312)
+#: The writes ``nvidia-smi -acp UNRESTRICTED`` opens to every user.
+APP_CLOCK_WRITES = frozenset({"nvmlDeviceSetApplicationsClocks", "nvmlDeviceResetApplicationsClocks"})
 
 
 def supported_graphics_mhz(gpu: FakeGpu) -> tuple[int, ...]:
@@ -51,7 +54,8 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
     def writable(name: str, handle: Any, change: Callable[[FakeGpu], int]) -> int:
         def fill(gpu: FakeGpu) -> int:
             machine = lib.machine()
-            if machine is not None and machine.no_permission:
+            if machine is not None and machine.no_permission and not (
+                    machine.app_clocks_unrestricted and name in APP_CLOCK_WRITES):
                 return ERROR_NO_PERMISSION
             return change(gpu)
 

@@ -166,6 +166,9 @@ class FakeNvmlMachine:
         self.init_error: int | None = None
         #: Writes (clocks, limits, persistence) answer NO_PERMISSION: an agent that is not root.
         self.no_permission = False
+        #: ``nvidia-smi -acp UNRESTRICTED``: with ``no_permission``, application clocks may still be
+        #: set and reset (locked clocks, power limits and persistence mode stay root's).
+        self.app_clocks_unrestricted = False
         self.init_count = 0
         self._running = threading.Event()
         self._running.set()

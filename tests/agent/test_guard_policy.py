@@ -181,6 +181,14 @@ def test_plan_settings_per_step() -> None:
     assert three.power_limit_w == 200.0 and three.locked_clock_max_mhz == 1005
 
 
+def test_a_step_never_raises_what_the_operator_set_lower() -> None:
+    low = GuardGpuSettings(index=0, app_clock_mem_mhz=877, app_clock_graphics_mhz=900, power_limit_w=160.0)
+    one = plan_settings("app_clocks", low, (877, 1005), 200.0)
+    assert (one.app_clock_mem_mhz, one.app_clock_graphics_mhz) == (877, 900)
+    assert plan_settings("locked_clocks", one, (877, 1005), 200.0).locked_clock_max_mhz == 900
+    assert plan_settings("power_limit", one, (877, 1005), 200.0).power_limit_w == 160.0
+
+
 def _frame(events: tuple[Event, ...] = (), windows: int = 1, stale: bool = False) -> Frame:
     rail = PsuRailReading(
         port="/dev/x", protocol="rm1", connected=True, stale=stale, envelope_source="device", windows=windows,

@@ -12,6 +12,7 @@ from typing import Protocol
 from msgspec.structs import replace
 
 from rigmon.hw.nvml_control import (
+    ControlDenied,
     ControlFailed,
     ControlUnsupported,
     GpuControlSettings,
@@ -28,6 +29,8 @@ CALL_ERRORS = (ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable)
 
 class GuardActuator(Protocol):
     """What the guard needs from `rigmon.hw.nvml_control.NvmlControl`."""
+
+    probe_transient: bool
 
     def device_count(self) -> int: ...
     def read(self, index: int) -> GpuControlSettings: ...
@@ -92,9 +95,11 @@ def apply_step(control: GuardActuator, index: int, step: GuardStepName, planned:
             original_persistence[index] = control.read(index).persistence
         if original_persistence[index] is False:
             # Without persistence mode the driver may unload between jobs and drop the clocks.
+            # It needs root even where application clocks do not (nvidia-smi -acp UNRESTRICTED);
+            # the agent's own NVML handle keeps the driver loaded meanwhile.
             try:
                 control.set_persistence(index, True)
-            except (ControlUnsupported, ControlFailed):
+            except (ControlUnsupported, ControlFailed, ControlDenied):
                 pass
         got = control.set_app_clocks(index, planned.app_clock_mem_mhz, planned.app_clock_graphics_mhz)
         return replace(planned, app_clock_mem_mhz=got.app_clock_mem_mhz,
@@ -130,6 +135,6 @@ def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, befor
     if original_persistence.get(index) is False:
         try:
             control.set_persistence(index, False)
-        except (ControlUnsupported, ControlFailed):
+        except (ControlUnsupported, ControlFailed, ControlDenied):
             pass
     return from_control(got)

@@ -79,7 +79,9 @@ class Decision:
 
     ``engage`` takes step 1, ``step`` the next step (``step`` is the step number after it,
     ``step_name`` what it sets), ``restore`` puts the original settings back, ``limited``
-    says the ceiling on actions per hour stopped an engage or step.
+    says the ceiling on actions per hour stopped an engage or step. A ``restore`` with ``retry``
+    puts back only ``gpus`` (those a failed restore left capped); any other restores every GPU
+    the guard changed.
     """
 
     kind: DecisionKind
@@ -87,6 +89,7 @@ class Decision:
     step_name: GuardStepName | None
     trigger: str
     gpus: tuple[int, ...]
+    retry: bool = False
 
 
 def steps_of(config: GuardSection) -> tuple[GuardStepName, ...]:
@@ -251,6 +254,9 @@ def plan_settings(step_name: GuardStepName, current: GuardGpuSettings, app_clock
                   power_limit_w: float) -> GuardGpuSettings:
     """The settings a step puts on one GPU, starting from what is in force.
 
+    A step only ever lowers: a GPU the operator already runs at lower application clocks or a
+    lower power limit than the guard's keeps them (a cap that raised them would add to the sag).
+
     Args:
         step_name: the step.
         current: the GPU's settings before this step (the previous steps' included).
@@ -260,8 +266,13 @@ def plan_settings(step_name: GuardStepName, current: GuardGpuSettings, app_clock
     if step_name == "app_clocks":
         if app_clocks is None:
             return current
+        if current.app_clock_graphics_mhz is not None and current.app_clock_graphics_mhz <= app_clocks[1] \
+                and current.app_clock_mem_mhz is not None:
+            return current
         return msgspec.structs.replace(current, app_clock_mem_mhz=app_clocks[0], app_clock_graphics_mhz=app_clocks[1])
     if step_name == "locked_clocks":
-        graphics = app_clocks[1] if app_clocks else current.app_clock_graphics_mhz
-        return msgspec.structs.replace(current, locked_clock_max_mhz=graphics)
+        clocks = [c for c in (app_clocks[1] if app_clocks else None, current.app_clock_graphics_mhz) if c is not None]
+        return msgspec.structs.replace(current, locked_clock_max_mhz=min(clocks) if clocks else None)
+    if current.power_limit_w is not None and current.power_limit_w < power_limit_w:
+        return current
     return msgspec.structs.replace(current, power_limit_w=power_limit_w)

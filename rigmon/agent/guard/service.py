@@ -24,7 +24,9 @@ import asyncio
 import logging
 from typing import Literal
 
-from rigmon.agent.guard.actuation import GuardActuator
+import msgspec
+
+from rigmon.agent.guard.actuation import GuardActuator, describe
 from rigmon.agent.guard.policy import HOUR_S, Decision, GuardState, decide, hold, observe, release, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_file import EmitFn, state_file_path
@@ -37,6 +39,10 @@ from rigmon.schema import Frame, GuardReading
 log = logging.getLogger(__name__)
 
 GuardCommand = Literal["hold", "release"]
+#: Seconds between attempts to put back settings a failed restore left in force (a driver call
+#: that hung); each failed attempt is a ``guard_failed`` event. Also between attempts to find
+#: whether the guard may act when the driver was not loaded at start or a call hung.
+RESTORE_RETRY_S = 60.0
 
 
 class GuardService:
@@ -71,13 +77,19 @@ class GuardService:
         """Restore what this run changed (blocking: call from a thread), then stop the worker."""
         sh = self.shared
         with sh.lock:
-            state, acting = sh.state, sh.acting
-        if state.step > 0 and acting:
+            sh.closing = True  # frames still flow while the restore runs: a sag must not re-engage
+            state, changed = sh.state, tuple(sorted(sh.original))
+            acting = sh.acting or bool(sh.changed)
+        if (state.step > 0 or changed) and acting:
+            # A restore that failed earlier leaves the guard armed with settings still in force:
+            # those are put back too.
             _, decisions = release(state, sh.clock.time(), "agent stopping")
+            decisions = decisions or [Decision("restore", 0, None, "agent stopping", changed)]
             with sh.lock:
                 sh.state = GuardState()
             try:
-                self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s * (2 + 4 * len(state.gpus)))
+                self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s
+                                    * (2 + 4 * max(len(state.gpus), len(changed))))
             except Exception:  # noqa: BLE001 - a stop must finish; the state file stays for the next run
                 log.exception("guard: restoring at stop failed; the next start will find the settings")
         self.worker.shutdown()
@@ -111,11 +123,71 @@ class GuardService:
     def on_frame(self, frame: Frame) -> None:
         """Run the policy on a frame (on the event loop; acting goes to the worker thread)."""
         sh = self.shared
+        if sh.closing:
+            return
         obs = observe(frame, self.config)
+        self._notice_changes(frame)
         with sh.lock:
             sh.last_frame = frame
             sh.state, decisions = decide(sh.state, obs, self.config)
+            probe = (sh.probe_again and not sh.acting and self.worker.idle()
+                     and (sh.probed_at is None or obs.at - sh.probed_at >= RESTORE_RETRY_S))
+            if probe:
+                sh.probe_again = False
+            if not decisions and sh.state.step == 0 and (sh.acting or sh.changed) and self.worker.idle():
+                # A restore failed (a hung driver call, a refused write): settings are still in
+                # force while the guard is armed. Try again now and then, on the GPUs still there
+                # (a lost GPU gets its own settings back when it is reset or the node reboots).
+                stuck = tuple(i for i in sorted(sh.original) if i in obs.gpus and (sh.acting or i in sh.changed))
+                if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
+                    decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
+                                          stuck, retry=True)]
+        if probe:
+            # The driver was not there yet at start (or a call hung): ask again, before the decisions.
+            self.worker.submit(self.worker.probe)
         self.worker.submit_decisions(decisions)
+
+    def _notice_changes(self, frame: Frame) -> None:
+        """Take up what another tool (``nvidia-smi -rac``, a job's prologue) set on a GPU the guard
+        capped, so readings show what is in force, and say so once per change.
+
+        Only GPU readings this frame's own call took, and only one that started after the guard's
+        last write (an older one, or a hung collector's last, still shows the settings before
+        it), and only while nothing is queued for the GPUs.
+        """
+        sh = self.shared
+        notes: list[str] = []
+        status = frame.collectors.get("gpu")
+        if status is None or status.state != "ok" or status.sampled_at is None:
+            return
+        read_from = status.sampled_at - (status.duration_s or 0.0)
+        with sh.lock:
+            if not sh.changed or (sh.last_action_at is not None and read_from <= sh.last_action_at):
+                return
+            if not self.worker.idle():
+                return
+            for g in frame.readings.gpus:
+                known = sh.in_force.get(g.index)
+                if known is None or g.index not in sh.changed or g.state == "lost":
+                    continue
+                real = msgspec.structs.replace(
+                    known,
+                    app_clock_mem_mhz=known.app_clock_mem_mhz if g.clock_app_mem_mhz is None else g.clock_app_mem_mhz,
+                    app_clock_graphics_mhz=known.app_clock_graphics_mhz if g.clock_app_graphics_mhz is None
+                    else g.clock_app_graphics_mhz,
+                    power_limit_w=known.power_limit_w if g.power_limit_w is None
+                    or known.power_limit_w is not None and abs(g.power_limit_w - known.power_limit_w) < 0.5
+                    else g.power_limit_w,
+                )
+                if real != known:
+                    sh.in_force[g.index] = real
+                    notes.append(f"{describe([known])} set, {describe([real])} in force")
+        if notes:
+            message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
+                       f"{'; '.join(notes)}; the next trigger takes the next step, and restoring writes the "
+                       "originals over them")
+            log.warning("%s", message)
+            sh.event("guard_failed", "warning", message, {"mode": self.config.mode, "changed_elsewhere": True})
 
     def reading(self) -> GuardReading:
         """The guard's state as it goes into frames."""

@@ -57,6 +57,10 @@ class GuardShared:
         self.failures_total = 0
         #: Settings the guard put in force, by GPU index.
         self.in_force: dict[int, GuardGpuSettings] = {}
+        #: GPUs whose settings the guard really wrote (this run or, in enforce mode, a previous run
+        #: that left them behind) and has not put back: restored even after the guard lost the
+        #: right to act (``nvidia-smi -acp UNRESTRICTED`` opens application clocks, not the rest).
+        self.changed: set[int] = set()
         #: The GPUs' settings before the guard's first change, by GPU index (what a restore writes).
         self.original: dict[int, GuardGpuSettings] = {}
         #: Persistence mode of each GPU before the guard switched it on (``None``: unknown).
@@ -67,6 +71,15 @@ class GuardShared:
         self.last_frame: Frame | None = None
         #: When the worker last carried out a decision (Unix seconds).
         self.last_action_at: float | None = None
+        #: When the guard last asked whether it may write, and whether asking again may help
+        #: (the driver was not loaded yet, a call hung): then it asks again now and then.
+        self.probed_at: float | None = None
+        self.probe_again = False
+        #: Steps the driver refused while application clocks could be written (``nvidia-smi -acp
+        #: UNRESTRICTED`` opens those to every user; locked clocks and power limits stay root's).
+        self.denied_steps: set[str] = set()
+        #: Set when the agent stops: the restore is under way and frames no longer engage.
+        self.closing = False
         #: Whether "cannot act" was reported already (once per run).
         self.denied_reported = False
         #: The agent's event loop, bound at start; events hop to it from the worker thread.

@@ -29,7 +29,7 @@ class GuardStateStore:
         self.shared = shared
 
     def save(self) -> None:
-        """Write the originals and the settings in force (only while acting and something was changed).
+        """Write the originals and the settings in force (only once something was really changed).
 
         A file that cannot be written is logged; the guard goes on without it.
         """
@@ -37,7 +37,7 @@ class GuardStateStore:
         if sh.path is None:
             return
         with sh.lock:
-            if not sh.acting or not sh.original:
+            if not (sh.acting or sh.changed) or not sh.original:
                 return
             s = sh.state
             saved = SavedSettings(
@@ -70,8 +70,19 @@ class GuardStateStore:
         try:
             saved = read_state(sh.path)
         except STATE_FILE_ERRORS as exc:
-            log.warning("guard: unreadable %s (%s): settings a previous run changed are unknown", sh.path, exc)
-            sh.event("guard_failed", "warning", f"guard: unreadable {sh.path.name}: {exc}", {})
+            # Kept aside, not overwritten by this run's first save: it may be the only record of
+            # the GPUs' own settings (a newer rigmon's format, a file edited by hand).
+            aside = sh.path.with_name(sh.path.name + ".unreadable")
+            try:
+                sh.path.replace(aside)
+                kept = f"kept as {aside}"
+            except OSError as move_exc:
+                kept = f"and cannot be moved aside: {move_exc}"
+            message = (f"guard: unreadable {sh.path.name} ({exc}), {kept}: settings a previous agent run changed "
+                       "are unknown and are not restored; check the GPUs (nvidia-smi -q -d CLOCK,POWER) and "
+                       "reset them by hand if needed (nvidia-smi -rac; -rgc; -pl with the default limit)")
+            log.warning("%s", message)
+            sh.event("guard_failed", "warning", message, {"left_behind": True, "state_file": str(aside)})
             return
         original, in_force, step, gpus = saved.original, saved.in_force, saved.step, saved.gpus
         now = sh.clock.time()
@@ -80,12 +91,17 @@ class GuardStateStore:
             sh.in_force = {o.index: o for o in in_force}
             sh.original_persistence = dict(saved.original_persistence)
             sh.left_behind = True
+            if sh.config.mode == "enforce":
+                sh.changed = {o.index for o in in_force}
             sh.state = GuardState(step=max(1, step), trigger=f"left behind by a previous run: {saved.trigger}",
                                   engaged_at=saved.engaged_at, last_step_at=now, last_trigger_at=now,
                                   gpus=gpus)
         message = (f"guard found settings a previous agent run left in place on GPUs "
                    f"{','.join(map(str, gpus))}: {describe(in_force)} (originals {describe(original)}); "
-                   f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s")
+                   + (f"they are restored after the rail is healthy for {sh.config.restore_after_s:g} s"
+                      if sh.config.mode == "enforce" else
+                      f"the guard is in dry-run and does not restore them: set mode = \"enforce\", or reset "
+                      f"them by hand (nvidia-smi -rac; -rgc; -pl with the default limit) and remove {sh.path}"))
         log.warning("guard: %s", message)
         sh.event("guard_engaged", "warning", message, {
             "left_behind": True, "step": step, "gpus": ",".join(map(str, gpus)),

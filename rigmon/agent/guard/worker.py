@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 Changes = list[tuple[GuardGpuSettings, GuardGpuSettings]]
 
 
+def _gpu_error(index: int, exc: Exception) -> str:
+    """``GPU 3: ...`` once (NVML control's own messages name the GPU already)."""
+    text = str(exc)
+    return text if text.startswith(f"GPU {index}:") else f"GPU {index}: {text}"
+
+
 class GuardWorker:
     """The one thread that talks to the GPUs for the guard.
 
@@ -68,6 +74,10 @@ class GuardWorker:
         """
         self._executor.submit(self._carry_out_all, decisions).result(timeout=timeout_s)
 
+    def idle(self) -> bool:
+        """Whether nothing queued is still waiting or running."""
+        return all(f.done() for f in self._pending)
+
     def wait_idle(self, timeout_s: float) -> None:
         """Wait for the actions queued so far."""
         for future in list(self._pending):
@@ -99,6 +109,8 @@ class GuardWorker:
             sh.cannot_act("no NVIDIA driver or GPU (NVML is not available)")
             return
         reason = sh.control.probe()
+        with sh.lock:
+            sh.probed_at, sh.probe_again = sh.clock.time(), reason is not None and sh.control.probe_transient
         if reason is None:
             with sh.lock:
                 sh.acting, sh.reason = True, None
@@ -111,8 +123,38 @@ class GuardWorker:
                 count = 0
             for index in sh.config.gpus or range(count):
                 self._pair(index)
+            self._check_fit(count)
         else:
             sh.cannot_act(reason)
+
+    def _check_fit(self, count: int) -> None:
+        """Say at start, not when the rail sags, which configured settings these GPUs refuse."""
+        sh = self.shared
+        control = self._writer()
+        problems: list[str] = []
+        missing = [i for i in sh.config.gpus if i >= count]
+        if missing:
+            problems.append(f"gpus: {', '.join(map(str, missing))} not on this node (NVML lists {count})")
+        for index in [i for i in sh.config.gpus or range(count) if i < count]:
+            try:
+                now = control.read(index)
+                supported = control.supported_clocks(index) if len(sh.config.app_clocks_mhz) == 2 else {}
+            except (ControlDenied, *CALL_ERRORS):
+                continue
+            if len(sh.config.app_clocks_mhz) == 2 and supported:
+                mem, graphics = sh.config.app_clocks_mhz
+                if graphics not in supported.get(mem, ()):
+                    problems.append(f"GPU {index}: app_clocks_mhz [{mem}, {graphics}] is no pair it supports "
+                                    f"([memory, graphics]; memory clocks {', '.join(map(str, sorted(supported)))})")
+            low, high = now.power_limit_min_mw, now.power_limit_max_mw
+            if sh.config.power_limit_w > 0 and low is not None and high is not None \
+                    and not low <= sh.config.power_limit_w * 1000 <= high:
+                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is outside its range "
+                                f"{low / 1000:g}..{high / 1000:g} W")
+        if problems:
+            message = f"guard: [guard] does not fit this node; those steps will fail: {'; '.join(problems)}"
+            log.warning("%s", message)
+            sh.event("guard_failed", "warning", message, {"mode": sh.config.mode})
 
     def carry_out(self, d: Decision) -> None:
         """Engage, step, restore or report the rate limit, as ``d`` says, with its event."""
@@ -127,31 +169,74 @@ class GuardWorker:
         assert d.step_name is not None
         changes: Changes = []
         errors: list[str] = []
+        saved_ahead = False
         for index in d.gpus:
             before = planned = GuardGpuSettings(index=index)
+            with sh.lock:
+                written = index in sh.changed
+                prior, known = sh.in_force.get(index), index in sh.original
+                denied = sh.acting and d.step_name in sh.denied_steps
+            if denied:
+                errors.append(f"GPU {index}: step {d.step} not taken (refused on this node: needs root)")
+                continue
             try:
                 before = self._current(index)
                 planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
-                after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence) \
-                    if sh.acting else planned
+                if sh.acting:
+                    with sh.lock:
+                        sh.original.setdefault(index, before)
+                        sh.in_force[index] = planned
+                        sh.changed.add(index)
+                    # On disk before the write: an agent killed from here on finds what to put back.
+                    self.store.save()
+                    saved_ahead = True
+                    try:
+                        after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence)
+                    except Exception as exc:
+                        if not isinstance(exc, NvmlHung):  # a hung write may still land: keep it recorded
+                            self._unrecord(index, written, known, prior)
+                        raise
+                elif written:
+                    # Settings the guard really wrote are in force here: "would cap" on top of
+                    # them would misstate what the GPU runs with.
+                    errors.append(f"GPU {index}: step {d.step} not taken (the guard cannot act)")
+                    continue
+                else:
+                    after = planned
             except ControlDenied as exc:
+                if sh.acting and d.step_name != "app_clocks":
+                    # Application clocks were written (the probe did): only this step is root's.
+                    # The guard goes on capping application clocks and restores what it capped.
+                    with sh.lock:
+                        sh.denied_steps.add(d.step_name)
+                    errors.append(_gpu_error(index, exc))
+                    continue
                 sh.cannot_act(str(exc))
+                if written:
+                    errors.append(_gpu_error(index, exc))
+                    continue
                 before = self._current(index)
                 after = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
             except CALL_ERRORS as exc:
-                errors.append(f"GPU {index}: {exc}")
+                errors.append(_gpu_error(index, exc))
                 if isinstance(exc, NvmlHung):
                     # The write may still land when the driver returns: remember what to restore.
                     with sh.lock:
                         sh.original.setdefault(index, before)
                         sh.in_force.setdefault(index, planned)
+                        sh.changed.add(index)
                 continue
             with sh.lock:
                 sh.original.setdefault(index, before)
                 sh.in_force[index] = after
             changes.append((before, after))
         sh.last_action_at = sh.clock.time()
-        self.store.save()
+        with sh.lock:
+            nothing_written = not sh.changed
+        if saved_ahead and nothing_written:
+            self.store.remove()  # saved ahead of writes that were all refused
+        else:
+            self.store.save()
         if changes:
             kind = "guard_engaged" if d.kind == "engage" else "guard_step"
             verb = "capped" if sh.acting else "would cap"
@@ -166,6 +251,19 @@ class GuardWorker:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
             self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
+        """Forget a write recorded ahead that the driver refused."""
+        sh = self.shared
+        with sh.lock:
+            if prior is None:
+                sh.in_force.pop(index, None)
+            else:
+                sh.in_force[index] = prior
+            if not written:
+                sh.changed.discard(index)
+            if not known:
+                sh.original.pop(index, None)
 
     def _current(self, index: int) -> GuardGpuSettings:
         sh = self.shared
@@ -211,37 +309,57 @@ class GuardWorker:
         with sh.lock:
             original = dict(sh.original)
             in_force = dict(sh.in_force)
+        indices = [i for i in sorted(original) if not d.retry or i in d.gpus]
+        if d.retry and not indices:
+            return
+        with sh.lock:
+            changed = set(sh.changed)
         changes: Changes = []
         errors: list[str] = []
-        for index in sorted(original):
+        wrote = False
+        for index in indices:
             before, target = in_force.get(index, original[index]), original[index]
+            # What the guard really wrote goes back, even when it may no longer write anything
+            # else; what a dry-run only recorded (before the guard could act) is not written.
+            real = index in changed
             try:
-                after = put_back(self._writer(), index, target, before, sh.original_persistence) \
-                    if sh.acting else target
+                after = put_back(self._writer(), index, target, before, sh.original_persistence) if real else target
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
-                after = target
-            except CALL_ERRORS as exc:
-                errors.append(f"GPU {index}: {exc}")
+                # Not tried again (permission does not come back by itself); the state file stays.
+                errors.append(f"GPU {index}: {exc}; reset it by hand (nvidia-smi -rac; -rgc; -pl)")
+                with sh.lock:
+                    sh.changed.discard(index)
                 continue
+            except CALL_ERRORS as exc:
+                errors.append(_gpu_error(index, exc))
+                continue
+            wrote = wrote or real
             changes.append((before, after))
             with sh.lock:
                 sh.in_force.pop(index, None)
                 sh.original.pop(index, None)
+                sh.changed.discard(index)
         sh.last_action_at = sh.clock.time()
         if errors:
             self.store.save()
-            self._failed(d, "restoring: " + "; ".join(errors), changes)
+            done = f"restored GPUs {','.join(str(b.index) for b, _ in changes)}; " if changes else ""
+            self._failed(d, f"{done}restoring: " + "; ".join(errors), changes)
             return
-        if sh.acting:
+        if wrote or sh.acting:
             with sh.lock:
-                sh.left_behind = False
-            self.store.remove()
-        verb = "restored" if sh.acting else "would restore"
-        message = f"guard {verb} GPUs {','.join(str(i) for i in sorted(original)) or '-'} ({d.trigger})"
+                sh.left_behind = bool(sh.original) and sh.left_behind
+                rest = bool(sh.original)
+            if rest:
+                self.store.save()
+            else:
+                self.store.remove()
+        real_restore = wrote or (sh.acting and not indices)
+        verb = "restored" if real_restore else "would restore"
+        message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
-        sh.event("guard_restored", "info", message, self._data(d, changes))
+        sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not real_restore))
 
     def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:
         sh = self.shared
@@ -250,10 +368,10 @@ class GuardWorker:
         log.warning("guard: %s", why)
         sh.event("guard_failed", "warning", f"guard: {why}", self._data(d, changes or []))
 
-    def _data(self, d: Decision, changes: Changes) -> dict[str, EventValue]:
+    def _data(self, d: Decision, changes: Changes, dry_run: bool | None = None) -> dict[str, EventValue]:
         return {
             "mode": self.shared.config.mode,
-            "dry_run": not self.shared.acting,
+            "dry_run": not self.shared.acting if dry_run is None else dry_run,
             "trigger": d.trigger,
             "step": d.step,
             "step_name": d.step_name,
