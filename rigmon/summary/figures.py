@@ -116,9 +116,13 @@ def host_figures(readings: Readings) -> HostFigures:
 
 def guard_mark(guard: GuardReading | None) -> str:
     """The undervolt guard for the cluster row: ``G1`` engaged at step 1 (``g1`` in dry-run or
-    when it cannot act), ``G1h`` held; empty while armed or when the agent runs no guard."""
-    if guard is None or guard.step == 0:
+    when it cannot act), ``G1h`` held, ``G!`` armed again while caps it set are still in force
+    (a restore that failed: retried, or to be undone by hand); empty while armed or when the
+    agent runs no guard."""
+    if guard is None:
         return ""
+    if guard.step == 0:
+        return "G!" if guard.settings else ""
     return f"{'G' if guard.acting else 'g'}{guard.step}" + ("h" if guard.state == "held" else "")
 
 

@@ -26,6 +26,8 @@ from rigmon.schema import (
     VoltageEnvelope,
 )
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
+from rigmon.summary.figures import guard_mark
+from rigmon.tui.widgets.guard_line import guard_text
 
 DEADLINE_S = 10.0
 
@@ -272,6 +274,9 @@ async def test_a_restore_that_hung_is_tried_again_and_a_stop_still_restores(tmp_
         assert events.kinds()[-1] == "guard_failed"
         assert state_file_path(tmp_path / "state").exists()
         assert len(service.reading().settings) == 4  # still in force, and said so
+        # ... on the dashboard too: not "guard armed" and no mark while the caps are on.
+        assert service.reading().step == 0 and guard_mark(service.reading()) == "G!"
+        assert "caps still in force on GPUs 0,1,2,3, the restore failed: retrying" in guard_text(service.reading())
         # The guard tries again once the driver answers; GPU 3 fell off the bus meanwhile.
         machine.fail("gpu_lost", gpu=3)
         for _ in range(3):

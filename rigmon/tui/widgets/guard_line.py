@@ -21,7 +21,12 @@ STEP_TEXT = {"app_clocks": "application clocks", "locked_clocks": "locked clocks
 def guard_text(guard: GuardReading) -> str:
     """The line's words (strings from the agent are drawn as text by the caller)."""
     mode = guard.mode if guard.acting or guard.mode == "dry-run" else f"{guard.mode}, not acting"
-    if guard.step == 0:
+    if guard.step == 0 and guard.settings:
+        # Armed again, but the restore failed for these GPUs: their caps are still in force.
+        head = (f"guard {guard.state} ({mode}): caps still in force on GPUs "
+                f"{','.join(str(s.index) for s in guard.settings)}, the restore failed: "
+                + ("retrying" if guard.acting else "reset them by hand (nvidia-smi -rac; -rgc; -pl)"))
+    elif guard.step == 0:
         head = f"guard {guard.state} ({mode})"
     else:
         step = STEP_TEXT.get(guard.step_name or "", guard.step_name or "?")
@@ -67,8 +72,8 @@ class GuardLine(Widget):
         guard = self.guard
         if guard is None:
             return ""
-        kind = "failing" if guard.reason and guard.mode == "enforce" and not guard.acting else (
-            "engaged" if guard.step else "armed")
+        kind = "failing" if (guard.reason and guard.mode == "enforce" and not guard.acting) or (
+            guard.step == 0 and guard.settings) else ("engaged" if guard.step else "armed")
         style = self.get_component_rich_style(f"guard-line--{kind}", partial=True)
         line = Text(style=style)
         line.append_text(plain(guard_text(guard)))
