@@ -7,6 +7,7 @@ import json
 import logging
 import platform
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rigmon import __version__
@@ -57,6 +58,19 @@ def check_collector_names(config: AgentConfig) -> None:
     unknown = sorted(set(config.collectors) - set(REGISTRY))
     if unknown:
         raise ConfigKeyError(f"collectors.{unknown[0]}: unknown collector (known: {', '.join(REGISTRY)})")
+
+
+def check_guard_rules(config: AgentConfig, rules: Sequence[Rule]) -> None:
+    """Refuse a ``[guard] alarm_rules`` name that no rule in force has: that trigger would never fire.
+
+    Raises:
+        ConfigKeyError: naming the key and the first such name.
+    """
+    names = {rule.name for rule in rules}
+    unknown = [name for name in config.guard.alarm_rules if name not in names]
+    if unknown:
+        raise ConfigKeyError(f"guard.alarm_rules: no alarm rule named {unknown[0]!r} is in force, so it could "
+                             "never engage the guard (see [alarms] disable and rules_file)")
 
 
 def build_collectors(config: AgentConfig, root: HostRoot, clock: Clock,
@@ -158,6 +172,8 @@ class Agent:
         )
         if rules is None:
             rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES) if config.alarms.enabled else ()
+        if config.guard.enabled and config.alarms.enabled:
+            check_guard_rules(config, rules)
         self.notifiers = Notifiers(config.notify, senders)
         self.alarms = AlarmService(
             AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent,

@@ -243,3 +243,21 @@ def test_guard_is_off_by_default_and_bad_values_name_the_key(tmp_path: Path) -> 
     path.write_text("[guard]\nenabled = true\nmode = \"enforce\"\napp_clocks_mhz = [877, 1005]\n")
     guard = load_agent_config(path, environ={}).guard
     assert guard.mode == "enforce" and guard.app_clocks_mhz == (877, 1005)
+
+
+def test_a_guard_trigger_naming_no_rule_in_force_is_refused_naming_the_key(tmp_path: Path) -> None:
+    """A misspelt or disabled rule in ``alarm_rules`` loaded and then could never engage the guard."""
+    from rigmon.agent.agent import Agent
+    from rigmon.config import ConfigKeyError
+
+    path = tmp_path / "agent.toml"
+    state = tmp_path / "state"
+    for alarms, name in (("", "psu_rail_low_critcal"), ('disable = ["psu_rail_low_critical"]', "psu_rail_low_critical")):
+        path.write_text(f'[agent]\nroot = "{tmp_path}"\nstate_dir = "{state}"\n[alarms]\n{alarms}\n'
+                        f'[guard]\nenabled = true\nalarm_rules = ["{name}"]\n')
+        with pytest.raises(ConfigKeyError, match=f"guard.alarm_rules: no alarm rule named '{name}' is in force"):
+            Agent(load_agent_config(path, environ={}))
+    path.write_text(f'[agent]\nroot = "{tmp_path}"\nstate_dir = "{state}"\n[guard]\nenabled = true\n')
+    agent = Agent(load_agent_config(path, environ={}))  # the default trigger's rule is in force
+    assert agent.guard is not None
+    agent.guard.close()
