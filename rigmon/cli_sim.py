@@ -72,7 +72,7 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
     """
     import tomllib
 
-    from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, check_collector_names
+    from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, check_collector_names, check_guard_rules
     from rigmon.alarms.rules import RuleError, rules_from_config
 
     # The whole file is checked as an agent configuration first, so errors name the key; then what
@@ -81,7 +81,9 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
     try:
         check_collector_names(config)
         if config.alarms.enabled:
-            rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES)
+            rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES)
+            if config.guard.enabled:
+                check_guard_rules(config, rules)
     except ConfigKeyError as exc:
         raise ConfigError(in_config_file(path, exc)) from None
     except RuleError as exc:

@@ -78,6 +78,7 @@ def test_agent_config_errors_name_the_key(tmp_path: Path) -> None:
     [
         ('[alarms]\ndisable = ["psu_rail_low_warnin"]\n', "alarms.disable: no rule named 'psu_rail_low_warnin'"),
         ("[collectors.gpuz]\nenabled = true\n", "collectors.gpuz: unknown collector"),
+        ('[guard]\nenabled = true\nalarm_rules = ["rail_low"]\n', "guard.alarm_rules: no alarm rule named 'rail_low'"),
     ],
 )
 def test_what_only_an_agent_finds_in_the_file_is_said_not_a_traceback(tmp_path: Path, text: str, says: str) -> None:
