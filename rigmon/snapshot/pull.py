@@ -18,7 +18,7 @@ import httpx
 import msgspec
 from msgspec.structs import replace
 
-from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, UNREADABLE_HEADER
+from rigmon.agent.history_answers import FRAMES_HEADER, LAST_FRAME_HEADER, UNREADABLE_HEADER
 from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
 from rigmon.agent.journal.layout import FORMAT_VERSION
 from rigmon.agent.journal.read_only import check_journal_file

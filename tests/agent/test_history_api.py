@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.api import FRAMES_HEADER, LAST_FRAME_HEADER, MAX_HISTORY_FRAMES, UNREADABLE_HEADER, history_lines
+from rigmon.agent.history_answers import FRAMES_HEADER, LAST_FRAME_HEADER, MAX_HISTORY_FRAMES, UNREADABLE_HEADER, history_lines
 from rigmon.agent.journal import JournalReader, JournalStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Frame, History, NodeCapture, decode

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.api import FRAMES_HEADER
+from rigmon.agent.history_answers import FRAMES_HEADER
 from rigmon.agent.journal import JournalStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import History, decode
