@@ -85,9 +85,10 @@ async def test_a_connection_whose_request_was_read_whole_closes_without_lingerin
         monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from rigmon.agent.connections import LingeringTransport
+    from rigmon.agent import lingering
+    from rigmon.agent.lingering import LingeringTransport
 
-    monkeypatch.setattr(connections, "LINGER_S", 0.01)
+    monkeypatch.setattr(lingering, "LINGER_S", 0.01)
     loop = asyncio.get_running_loop()
     done = FakeTransport()
     LingeringTransport(done, FakeProtocol(False, loop)).close()  # type: ignore[arg-type]
