@@ -448,3 +448,21 @@ def test_a_frame_that_cannot_be_encoded_is_lost_and_said_so_and_the_writer_goes_
     submit_until(writer, loop, lambda: writer.frames_written >= written + 3)
     writer.close()
     assert writer.frames_not_written >= 1
+
+
+def test_a_writer_that_stops_on_a_bug_says_so_in_its_status(tmp_path: Path) -> None:
+    """A writer thread ended by an unexpected error left the journal "ok" while nothing was recorded."""
+    loop = EventLoopback()
+
+    class BuggyWriter(JournalWriter):
+        def _write(self, store: JournalStore | None, batch: list[Frame]) -> JournalStore | None:
+            if loop.seq > 3:
+                raise RuntimeError("a bug")
+            return super()._write(store, batch)
+
+    writer = BuggyWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
+    writer.start(loop.sink)
+    submit_until(writer, loop, lambda: writer.status.state == "error")
+    assert "journal writer stopped (RuntimeError: a bug)" in (writer.status.error or "")
+    assert "journal_failed" in loop.seen
+    writer.close()

@@ -209,6 +209,14 @@ class JournalWriter:
         return self._open()
 
     def _run(self) -> None:
+        try:
+            self._record()
+        except Exception as exc:  # noqa: BLE001 - said in the journal's status instead of a silent "ok"
+            log.exception("journal writer stopped")
+            self._set_status(f"journal writer stopped ({type(exc).__name__}: {exc}); frames are no longer "
+                             "recorded until the agent restarts")
+
+    def _record(self) -> None:
         store = self._open()
         next_open = time.monotonic() + 10.0
         next_maintain = time.monotonic() + 1.0
