@@ -198,6 +198,16 @@ class NvmlControl:
 
         return self._run(f"GPU {index}: set power limit {limit_mw / 1000:g} W", call)
 
+    def reset_power_limit(self, index: int) -> GpuControlSettings:
+        """Set the power limit back to the board's default (``nvidia-smi -pl`` with the default
+        ``nvidia-smi -q -d POWER`` shows): for a GPU whose limit before the guard was not known."""
+        def call() -> GpuControlSettings:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            pynvml.nvmlDeviceSetPowerManagementLimit(handle, pynvml.nvmlDeviceGetPowerManagementDefaultLimit(handle))
+            return self._read(index)
+
+        return self._run(f"GPU {index}: reset power limit to its default", call)
+
     def set_persistence(self, index: int, enabled: bool) -> None:
         """Persistence mode (``nvidia-smi -pm``): without it the driver may unload between jobs and
         forget the application clocks."""

@@ -191,6 +191,29 @@ async def test_stop_restores_what_it_changed(tmp_path: Path, machine: FakeNvmlMa
         assert not state_file_path(tmp_path / "state").exists()
 
 
+async def test_a_power_limit_whose_value_before_was_not_known_goes_back_to_the_default(tmp_path: Path) -> None:
+    """A driver that does not report the power limit: the guard's 200 W stayed after the restore."""
+    machine = FakeNvmlMachine(v100_sxm2_gpus(4), missing_symbols=["nvmlDeviceGetPowerManagementLimit"])
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, power_limit_w=200,
+                          restore_after_s=30.0, gpus=(0, 1, 2, 3))
+    with serving(tmp_path / "root", machine):
+        service = make(tmp_path, config, events, clock)
+        service.start()
+        for _ in range(3):
+            clock.t += 1
+            service.on_frame(frame(clock.t, 11.3))
+        await settle(service)
+        assert [g.power_limit_mw for g in machine.gpus] == [200_000] * 4
+        assert [s.power_limit_w for s in service.reading().settings] == [200.0] * 4
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert events.kinds()[-1] == "guard_restored"
+        assert [g.power_limit_mw for g in machine.gpus] == [g.default_limit_mw for g in machine.gpus]
+        await asyncio.to_thread(service.close)
+
+
 async def test_killed_while_engaged_then_restarted_finds_and_restores(tmp_path: Path,
                                                                       machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()

@@ -40,6 +40,7 @@ class GuardActuator(Protocol):
     def set_locked_clocks(self, index: int, min_mhz: int, max_mhz: int) -> None: ...
     def reset_locked_clocks(self, index: int) -> None: ...
     def set_power_limit(self, index: int, limit_mw: int) -> GpuControlSettings: ...
+    def reset_power_limit(self, index: int) -> GpuControlSettings: ...
     def set_persistence(self, index: int, enabled: bool) -> None: ...
     def probe(self) -> str | None: ...
     def close(self) -> None: ...
@@ -111,7 +112,10 @@ def apply_step(control: GuardActuator, index: int, step: GuardStepName, planned:
         return planned
     assert planned.power_limit_w is not None
     got = control.set_power_limit(index, int(planned.power_limit_w * 1000))
-    return replace(planned, power_limit_w=None if got.power_limit_mw is None else got.power_limit_mw / 1000.0)
+    # A driver that does not report the limit still took it: the planned one is in force (and is
+    # what a restore must undo).
+    return replace(planned, power_limit_w=planned.power_limit_w if got.power_limit_mw is None
+                   else got.power_limit_mw / 1000.0)
 
 
 def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, before: GuardGpuSettings,
@@ -132,6 +136,10 @@ def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, befor
         got = control.reset_app_clocks(index)
     if target.power_limit_w is not None and before.power_limit_w != target.power_limit_w:
         got = control.set_power_limit(index, int(target.power_limit_w * 1000))
+    elif target.power_limit_w is None and before.power_limit_w is not None:
+        # The limit before the guard was not known (the driver did not say): the board's default,
+        # never the guard's cap left in force.
+        got = control.reset_power_limit(index)
     if original_persistence.get(index) is False:
         try:
             control.set_persistence(index, False)
