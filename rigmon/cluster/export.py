@@ -18,7 +18,7 @@ import httpx
 from msgspec.structs import replace
 
 from rigmon.cluster.config import NodeTarget
-from rigmon.cluster.replay import Replay, store_key
+from rigmon.cluster.replay import Replay
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
 from rigmon.snapshot.pull import HTTP_TIMEOUT_S, pull_agent
 from rigmon.snapshot.report import render_report
@@ -60,8 +60,8 @@ def replay_parts(replay: Replay) -> list[NodePart]:
     """The replayed nodes as bundle parts, their frames and events cut at the cursor (the
     series stay those of the whole recording)."""
     parts: list[NodePart] = []
-    for node in replay.bundle.nodes:
-        frames = replay.frames_until(store_key(node))
+    for key, node in zip(replay.keys, replay.bundle.nodes):
+        frames = replay.frames_until(key)
         history = node.history
         if history is not None:
             history = replace(history, events=tuple(e for e in history.events if e.at <= replay.at))

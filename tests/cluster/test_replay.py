@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+from rigmon.cluster.export import replay_parts
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
-from tests.tui.snapshot_apps.fake_agent import START_AT
+from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
+from tests.tui.snapshot_apps.fake_agent import START_AT, make_frame
 from tests.tui.snapshot_apps.fake_bundle import (
     ALARM_FIRES,
     ALARM_RESOLVES,
@@ -98,3 +101,27 @@ def test_play_pause_speed_and_the_end(tmp_path: Path) -> None:
     replay.toggle(cluster)  # play at the end: from the start again
     assert replay.playing and replay.at == replay.start_at
 
+
+
+def test_two_nodes_of_one_name_stay_two_nodes(tmp_path: Path) -> None:
+    # Two rigs whose hosts are both called "ubuntu": the live dashboard follows them by URL as two
+    # rows, the bundle keeps them in nodes/ubuntu and nodes/ubuntu-2. Before, the replay filed both
+    # into one store: one row whose frames alternated between the two machines.
+    parts = []
+    for n, (url, run) in enumerate((("http://10.0.0.1:9871", "a"), ("http://10.0.0.2:9871", "b"))):
+        rng = random.Random(n)
+        frames = [make_frame("ubuntu", run, seq, rng) for seq in range(1, 31)]
+        parts.append(NodePart(node="ubuntu", source=url, from_at=frames[0].taken_at, to_at=frames[-1].taken_at,
+                              latest=frames[-1], frames_gz=frames_gzip(frames), frame_count=len(frames)))
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", parts, 600.0, "", created_at=START_AT + 40))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    replay.seek(cluster, replay.end_at)
+    assert len(cluster.nodes) == 2 and replay.keys == ["replay:ubuntu", "replay:ubuntu-2"]
+    for key, url, run in zip(replay.keys, ("http://10.0.0.1:9871", "http://10.0.0.2:9871"), "ab"):
+        store = cluster.nodes[key]
+        assert store.url == url and store.restarts == 0
+        assert store.history.seqs() == list(range(1, 31))
+        assert {f.run_id for f in replay.frames_until(key)} == {run}
+    # The export of this replay keeps them apart as well.
+    assert [p.frame_count for p in replay_parts(replay)] == [30, 30]
