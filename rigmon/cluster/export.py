@@ -36,10 +36,16 @@ class ExportPaths:
 
 
 def export_paths(directory: str | Path, created_at: float) -> ExportPaths:
-    """``rigmon-dash-YYYYmmdd-HHMMSS.tar.gz`` and ``.svg`` in ``directory`` (UTC time)."""
+    """``rigmon-dash-YYYYmmdd-HHMMSS.tar.gz`` and ``.svg`` in ``directory`` (UTC time); when an
+    export of that second is there already, ``...-HHMMSS-2``, ``-3``..., so a second export in
+    the same second never replaces the first."""
     stem = "rigmon-dash-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
     base = Path(directory).expanduser()
-    return ExportPaths(base / f"{stem}.tar.gz", base / f"{stem}.svg")
+    name, n = stem, 1
+    while (base / f"{name}.tar.gz").exists() or (base / f"{name}.svg").exists():
+        n += 1
+        name = f"{stem}-{n}"
+    return ExportPaths(base / f"{name}.tar.gz", base / f"{name}.svg")
 
 
 async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SINCE_S) -> list[NodePart]:
