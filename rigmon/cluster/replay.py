@@ -165,10 +165,16 @@ class Replay:
         cluster.clear()
         self._fed = 0
         self._trackers = {}
-        for key, node in zip(self.keys, self.bundle.nodes):
+        entries = self.bundle.manifest.get("nodes") or []
+        for index, (key, node) in enumerate(zip(self.keys, self.bundle.nodes)):
             store = cluster.nodes[key]
             if node.info is not None:
                 store.connected(node.info)
+            entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
+            if entry.get("error") and not node.frames:
+                # The export or `rigmon snapshot` could not pull it (a dead node): say so, as the
+                # live screen did, rather than "connecting" for the whole replay.
+                store.failed(f"not in this recording: {clean_text(str(entry['error']))}")
             self._trackers[store.key] = AlarmTracker(node.node)
             store.set_alarms(self._trackers[store.key].alarm_list())
 

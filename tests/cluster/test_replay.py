@@ -125,3 +125,23 @@ def test_two_nodes_of_one_name_stay_two_nodes(tmp_path: Path) -> None:
         assert {f.run_id for f in replay.frames_until(key)} == {run}
     # The export of this replay keeps them apart as well.
     assert [p.frame_count for p in replay_parts(replay)] == [30, 30]
+
+
+def test_a_node_the_export_could_not_pull_is_unreachable_not_connecting(tmp_path: Path) -> None:
+    # Before: a dead node's part (no frames, the pull's error in the manifest) showed "connecting"
+    # for the whole replay, with nothing saying why its row stayed empty.
+    rng = random.Random(1)
+    frames = [make_frame("node01", "a", seq, rng) for seq in range(1, 11)]
+    parts = [NodePart(node="node01", source="http://10.0.0.1:9871", from_at=frames[0].taken_at,
+                      to_at=frames[-1].taken_at, latest=frames[-1], frames_gz=frames_gzip(frames), frame_count=10),
+             NodePart(node="http://10.0.0.2:9871", source="http://10.0.0.2:9871",
+                      error="connection refused: no agent is listening at http://10.0.0.2:9871")]
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", parts, 600.0, "", created_at=START_AT + 20))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    for at in (replay.start_at, replay.end_at, replay.start_at):  # after a seek back too
+        replay.seek(cluster, at)
+        dead = cluster.nodes[replay.keys[1]]
+        assert dead.state() == "unreachable"
+        assert dead.error == "not in this recording: connection refused: no agent is listening at http://10.0.0.2:9871"
+        assert cluster.nodes[replay.keys[0]].state() == "live"
