@@ -13,6 +13,7 @@ node names, frames, events and sources are cleaned of terminal control character
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,9 +143,23 @@ class Replay:
         Raises:
             BundleError: not a readable bundle.
         """
-        from rigmon.snapshot.bundle import read_bundle
+        from rigmon.snapshot.bundle import BundleError, read_bundle
 
-        return cls(read_bundle(path), Path(path).name)
+        try:
+            bundle = read_bundle(path)
+        except BundleError as exc:
+            # Said of a member ("nodes/x/frames.jsonl.gz: ..."): name the file as well.
+            if not str(exc).startswith(str(path)):
+                raise BundleError(f"{path}: {exc}") from None
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as exc:
+            # A tar.gz whose manifest, info or frames are not what rigmon writes (a hand-edited or
+            # damaged bundle, a cut frame line, a corrupt frames.jsonl.gz): a clear refusal, not a
+            # traceback. (JSON and schema errors are ValueErrors; KeyError and the rest are a
+            # manifest of another shape.)
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise BundleError(f"{path}: a damaged bundle: {what}") from None
+        return cls(bundle, Path(path).name)
 
     @property
     def frame_count(self) -> int:

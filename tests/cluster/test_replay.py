@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import random
+import tarfile
 from pathlib import Path
+
+import pytest
 
 from rigmon.cluster.export import replay_parts
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
-from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
+from rigmon.snapshot.bundle import BundleError, NodePart, frames_gzip, write_bundle
 from tests.tui.snapshot_apps.fake_agent import START_AT, make_frame
 from tests.tui.snapshot_apps.fake_bundle import (
     ALARM_FIRES,
@@ -145,3 +150,47 @@ def test_a_node_the_export_could_not_pull_is_unreachable_not_connecting(tmp_path
         assert dead.state() == "unreachable"
         assert dead.error == "not in this recording: connection refused: no agent is listening at http://10.0.0.2:9871"
         assert cluster.nodes[replay.keys[0]].state() == "live"
+
+
+def _retar(src: Path, dst: Path, change: dict[str, bytes]) -> Path:
+    """``src`` with the members named in ``change`` (path below the top directory) replaced."""
+    with tarfile.open(src, "r:gz") as tar_in, tarfile.open(dst, "w:gz") as tar_out:
+        for member in tar_in.getmembers():
+            data = tar_in.extractfile(member).read()  # type: ignore[union-attr]
+            data = change.get(member.name.split("/", 1)[1], data)
+            member.size = len(data)
+            tar_out.addfile(member, io.BytesIO(data))
+    return dst
+
+
+def _corrupt_deflate(packed: bytes) -> bytes:
+    body = bytearray(packed)
+    for i in range(40, 120):
+        body[i] ^= 0xFF
+    return bytes(body)
+
+
+@pytest.mark.parametrize("change", [
+    {"manifest.json": b"{not json"},
+    {"manifest.json": b'{"format": 2}'},
+    {"manifest.json": b"[1, 2]"},
+    {"nodes/node02/info.json": b'{"x":'},
+    {"nodes/node02/frames.jsonl.gz": gzip.compress(b'{"garbage": true}\n')},
+    {"nodes/node02/frames.jsonl.gz": gzip.compress(b'{"schema": 1, "node": "node02", "ru\n')},
+    {"nodes/node02/frames.jsonl.gz": b"not gzip"},
+    "deflate",
+], ids=["manifest-not-json", "manifest-without-nodes", "manifest-a-list", "info-cut", "frame-foreign",
+        "frame-cut", "frames-not-gzip", "frames-corrupt"])
+def test_a_damaged_bundle_is_refused_naming_the_file(tmp_path: Path, change: dict[str, bytes] | str) -> None:
+    # Before: a traceback (JSONDecodeError, KeyError, SchemaError, zlib.error) and exit code 1.
+    good = write_fake_bundle(tmp_path / "good.tar.gz")
+    if change == "deflate":
+        with tarfile.open(good) as tar:
+            name = next(m.name for m in tar.getmembers() if m.name.endswith("node02/frames.jsonl.gz"))
+            packed = tar.extractfile(name).read()  # type: ignore[union-attr]
+        change = {"nodes/node02/frames.jsonl.gz": _corrupt_deflate(packed)}
+    assert isinstance(change, dict)
+    bad = _retar(good, tmp_path / "bad.tar.gz", change)
+    with pytest.raises(BundleError) as caught:
+        Replay.open(bad)
+    assert str(caught.value).startswith(f"{bad}: ")
