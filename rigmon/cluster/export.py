@@ -81,8 +81,26 @@ def replay_parts(replay: Replay) -> list[NodePart]:
     return parts
 
 
+#: Mode of the export directory when the export creates it, and of the files it writes: a bundle
+#: holds host names, command lines and configuration (see SECURITY.md), the screenshot what the
+#: screen showed; they are the operator's to hand over, not every local user's to read.
+EXPORT_DIR_MODE = 0o700
+EXPORT_FILE_MODE = 0o600
+
+
+def make_export_dir(directory: Path) -> None:
+    """Create ``directory`` (mode `EXPORT_DIR_MODE`) if it is not there; an existing one keeps its mode.
+
+    Raises:
+        OSError: it cannot be created.
+    """
+    directory.mkdir(mode=EXPORT_DIR_MODE, parents=True, exist_ok=True)
+
+
 def write_export(parts: list[NodePart], since_s: float, path: str | Path, created_at: float) -> Path:
-    """Render the report and write the bundle (blocking: run it off the UI's loop)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    """Render the report and write the bundle, private to its owner (blocking: run it off the UI's loop)."""
+    make_export_dir(Path(path).parent)
     report = render_report(parts, since_s, created_at)
-    return write_bundle(path, parts, since_s, report, created_at)
+    written = write_bundle(path, parts, since_s, report, created_at)
+    written.chmod(EXPORT_FILE_MODE)
+    return written
