@@ -66,8 +66,10 @@ def replay_parts(replay: Replay) -> list[NodePart]:
     """The replayed nodes as bundle parts, their frames and events cut at the cursor (the
     series stay those of the whole recording)."""
     parts: list[NodePart] = []
-    for key, node in zip(replay.keys, replay.bundle.nodes):
+    entries = replay.bundle.manifest.get("nodes") or []
+    for index, (key, node) in enumerate(zip(replay.keys, replay.bundle.nodes)):
         frames = replay.frames_until(key)
+        entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
         history = node.history
         if history is not None:
             history = replace(history, events=tuple(e for e in history.events if e.at <= replay.at))
@@ -76,7 +78,9 @@ def replay_parts(replay: Replay) -> list[NodePart]:
                         to_at=frames[-1].taken_at if frames else None,
                         info=node.info, config=node.config if isinstance(node.config, dict) else None,
                         latest=frames[-1] if frames else None, files=dict(node.files),
-                        history=history, frames_gz=frames_gzip(frames), frame_count=len(frames))
+                        history=history, frames_gz=frames_gzip(frames), frame_count=len(frames),
+                        # A node the recording could not pull stays one in the export of its replay.
+                        error=str(entry["error"]) if entry.get("error") else None)
         parts.append(part)
     return parts
 

@@ -150,6 +150,8 @@ def test_a_node_the_export_could_not_pull_is_unreachable_not_connecting(tmp_path
         assert dead.state() == "unreachable"
         assert dead.error == "not in this recording: connection refused: no agent is listening at http://10.0.0.2:9871"
         assert cluster.nodes[replay.keys[0]].state() == "live"
+    # Exported again from the replay, it is still the node that could not be pulled.
+    assert [p.error for p in replay_parts(replay)] == [None, parts[1].error]
 
 
 def _retar(src: Path, dst: Path, change: dict[str, bytes]) -> Path:
