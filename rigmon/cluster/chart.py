@@ -359,6 +359,32 @@ def time_ticks(window: Window, most: int) -> list[tuple[float, str]]:
     return ticks
 
 
+#: Steps between value ticks, times a power of ten.
+VALUE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
+
+
+def value_ticks(low: float, high: float, most: int) -> list[tuple[float, str]]:
+    """Ticks of the value axis from ``low`` to ``high``, ``most`` steps apart at most: round values
+    (steps of 1, 2, 2.5 or 5 times a power of ten), each written with the decimals its step needs
+    (``1500``, ``11.25``, ``1.75``), never in exponent form (``1.5e3`` MB/s) or to five decimals."""
+    most = max(2, most)
+    span = high - low
+    if not (math.isfinite(span) and span > 0):
+        return []
+    raw = span / most
+    scale = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * scale for m in VALUE_STEPS if m * scale >= raw * (1 - 1e-9))
+    # The fewest decimals that write the step exactly (0.25 two, 2.5 one, 500 none).
+    decimals = next((d for d in range(10) if abs(round(step, d) - step) <= step * 1e-6), 9)
+    ticks = []
+    index = math.ceil(low / step - 1e-9)
+    while index * step <= high + step * 1e-9:
+        value = 0.0 if index == 0 else index * step  # never "-0"
+        ticks.append((value, f"{value:.{decimals}f}"))
+        index += 1
+    return ticks
+
+
 def clock_label(at: float, step_s: float = 60.0, span_s: float = 0.0) -> str:
     """``at`` (Unix seconds) as UTC: seconds only when ``step_s`` needs them, the date when
     ``span_s`` is over a day."""

@@ -19,6 +19,7 @@ from rigmon.cluster.chart import (
     opening_span_s,
     plot_data,
     time_ticks,
+    value_ticks,
 )
 from rigmon.cluster.client import AgentClient, AgentError
 from rigmon.schema import SCHEMA_VERSION, Event, History, HistorySeries, encode
@@ -177,3 +178,21 @@ def test_bus_error_chart_only_for_counters_that_counted() -> None:
     assert [(line.label, line.series) for line in chart.lines] == [
         ("GPU 2 PCIe replay", "gpus[2].pcie_replay_per_s"),
         ("GPU 2 NVLink 3 CRC", "gpus[2].nvlinks[3].crc_flit_per_s")]
+
+
+@pytest.mark.parametrize(("low", "high", "most", "labels"), [
+    # md array throughput: plotext's own labels read "1.5e3", "7.5e2".
+    (0.0, 1508.0, 4, ["0", "500", "1000", "1500"]),
+    # The rail: round volts to the step's decimals.
+    (10.92, 12.68, 8, ["11.00", "11.25", "11.50", "11.75", "12.00", "12.25", "12.50"]),
+    (10.92, 12.68, 4, ["11.0", "11.5", "12.0", "12.5"]),
+    # A power chart below zero's pad: no "-0".
+    (-18.0, 361.3, 4, ["0", "100", "200", "300"]),
+    (1.7501, 1.7505, 4, ["1.7501", "1.7502", "1.7503", "1.7504", "1.7505"]),
+    (5.0, 5.0, 4, []),
+])
+def test_value_ticks_are_round_and_never_in_exponent_form(low: float, high: float, most: int,
+                                                          labels: list[str]) -> None:
+    ticks = value_ticks(low, high, most)
+    assert [label for _, label in ticks] == labels
+    assert all(low - 1e-9 <= v <= high + 1e-9 and abs(float(label) - v) < 1e-9 for v, label in ticks)
