@@ -106,6 +106,7 @@ class RigmonApp(Navigation, ReplayKeys):
             self.cluster.add(target.url, target.url)
         if replay is not None:
             replay.attach(self.cluster)
+            self.add_class("-replaying")
         self.client_factory = client_factory
         self.selected: str | None = None
         self.refresh_s = refresh_s
