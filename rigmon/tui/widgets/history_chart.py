@@ -126,11 +126,14 @@ class HistoryChart(Widget):
             else:
                 groups.append((x, number, number))
         for index, line in enumerate(plotted.lines):
-            signal = fig.signal(list(line.xs), list(line.ys), marker=self._pen(LINE_COLOURS[index % len(LINE_COLOURS)]))
-            if len(line.xs) > 1:
-                signal.lines()
-            signal.label(line.label)
-            fig.draw(signal)
+            pen = self._pen(LINE_COLOURS[index % len(LINE_COLOURS)])
+            # Each run between gaps on its own: no line across the time the node sent nothing.
+            for xs, ys in line.runs():
+                signal = fig.signal(list(xs), list(ys), marker=pen)
+                if len(xs) > 1:
+                    signal.lines()
+                signal.label(line.label)
+                fig.draw(signal)
         # The events' numbers last, on top of everything.
         for x, first, last in groups:
             label = str(first) if first == last else f"{first}-{last}"
