@@ -123,6 +123,9 @@ async def export(app: RigmonApp) -> None:
         svg = app.save_screenshot(filename=paths.screenshot.name, path=str(paths.screenshot.parent))
         os.chmod(svg, EXPORT_FILE_MODE)
     except OSError as exc:
+        # A full disk leaves the SVG cut short: not a screenshot anyone should open later. (The
+        # name was free when chosen: nothing else's file is removed.)
+        paths.screenshot.unlink(missing_ok=True)
         notify(app, f"cannot write to {paths.screenshot.parent}: {exc.strerror}", title="Export failed",
                severity="error", timeout=10)
         return

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,3 +72,24 @@ async def test_exports_are_private_to_their_owner(tmp_path: Path) -> None:
     assert [f.suffix for f in files] == [".svg", ".gz"]
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert [stat.S_IMODE(f.stat().st_mode) for f in files] == [0o600, 0o600]
+
+
+async def test_a_full_disk_leaves_no_cut_screenshot_and_the_dashboard_lives(tmp_path: Path) -> None:
+    out = tmp_path / "exports"
+    app = RigmonApp([], replay=Replay.open(write_fake_bundle(tmp_path / "in.tar.gz")), refresh_s=3600,
+                    export_dir=out)
+
+    def save_screenshot(filename: str, path: str) -> str:
+        # What Textual's save_screenshot does on a full disk: the file begun, then ENOSPC.
+        (Path(path) / filename).write_text("<svg")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    app.save_screenshot = save_screenshot  # type: ignore[assignment,method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("e")
+        await wait_for(lambda: any(n.title == "Export failed" for n in app._notifications), timeout_s=30)
+        failed = next(n for n in app._notifications if n.title == "Export failed")
+        assert "No space left on device" in failed.message
+        await pilot.press("space", "right")  # the dashboard goes on
+        assert app.is_running
+    assert list(out.iterdir()) == []
