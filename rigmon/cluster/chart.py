@@ -217,13 +217,29 @@ class Window:
         return Window(min(now, self.end_at + halves * self.span_s / 2), self.span_s)
 
 
+#: Points of a line more than this many steps of the answer apart (frames or buckets) are not
+#: joined: the node sent nothing between them (dead, rebooting after a PSU trip, agent stopped),
+#: and a straight line across would draw readings nobody took.
+GAP_STEPS = 3.0
+
+
 @dataclass(frozen=True, slots=True)
 class PlottedLine:
-    """One line ready to draw: x in seconds since the window's start, y in the chart's unit."""
+    """One line ready to draw: x in seconds since the window's start, y in the chart's unit.
+
+    ``breaks`` are the indexes of the points that follow a gap (`GAP_STEPS`): the line is drawn
+    in runs, not joined across them.
+    """
 
     label: str
     xs: tuple[float, ...]
     ys: tuple[float, ...]
+    breaks: tuple[int, ...] = ()
+
+    def runs(self) -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
+        """The line's runs between gaps: (xs, ys) of each, oldest first."""
+        bounds = [0, *self.breaks, len(self.xs)]
+        return [(self.xs[a:b], self.ys[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +277,8 @@ def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
 
     Each line draws its statistic of every point of the answer (the lowest minimum of a
     bucket for the rail, the highest maximum for power); points outside the window are left
-    out. The y axis spans the data and the chart's floor, ceiling and thresholds.
+    out, and points further apart than `GAP_STEPS` steps are not joined. The y axis spans the
+    data and the chart's floor, ceiling and thresholds.
     """
     lines: list[PlottedLine] = []
     values: list[float] = []
@@ -276,7 +293,9 @@ def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
                 xs.append(at - window.from_at)
                 ys.append(value / chart.divide)
         if xs:
-            lines.append(PlottedLine(line.label, tuple(xs), tuple(ys)))
+            gap_s = GAP_STEPS * history.step_s
+            breaks = tuple(i for i in range(1, len(xs)) if xs[i] - xs[i - 1] > gap_s) if gap_s > 0 else ()
+            lines.append(PlottedLine(line.label, tuple(xs), tuple(ys), breaks))
             values.extend(ys)
     bounds = list(values) + [t.value for t in chart.thresholds]
     bounds += [v for v in (chart.floor, chart.ceiling) if v is not None]
@@ -356,6 +375,32 @@ def time_ticks(window: Window, most: int) -> list[tuple[float, str]]:
     while at <= window.end_at:
         ticks.append((at - window.from_at, clock_label(at, step, window.span_s)))
         at += step
+    return ticks
+
+
+#: Steps between value ticks, times a power of ten.
+VALUE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
+
+
+def value_ticks(low: float, high: float, most: int) -> list[tuple[float, str]]:
+    """Ticks of the value axis from ``low`` to ``high``, ``most`` steps apart at most: round values
+    (steps of 1, 2, 2.5 or 5 times a power of ten), each written with the decimals its step needs
+    (``1500``, ``11.25``, ``1.75``), never in exponent form (``1.5e3`` MB/s) or to five decimals."""
+    most = max(2, most)
+    span = high - low
+    if not (math.isfinite(span) and span > 0):
+        return []
+    raw = span / most
+    scale = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * scale for m in VALUE_STEPS if m * scale >= raw * (1 - 1e-9))
+    # The fewest decimals that write the step exactly (0.25 two, 2.5 one, 500 none).
+    decimals = next((d for d in range(10) if abs(round(step, d) - step) <= step * 1e-6), 9)
+    ticks = []
+    index = math.ceil(low / step - 1e-9)
+    while index * step <= high + step * 1e-9:
+        value = 0.0 if index == 0 else index * step  # never "-0"
+        ticks.append((value, f"{value:.{decimals}f}"))
+        index += 1
     return ticks
 
 

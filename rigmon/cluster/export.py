@@ -18,7 +18,7 @@ import httpx
 from msgspec.structs import replace
 
 from rigmon.cluster.config import NodeTarget
-from rigmon.cluster.replay import Replay, store_key
+from rigmon.cluster.replay import Replay
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
 from rigmon.snapshot.pull import HTTP_TIMEOUT_S, pull_agent
 from rigmon.snapshot.report import render_report
@@ -36,10 +36,16 @@ class ExportPaths:
 
 
 def export_paths(directory: str | Path, created_at: float) -> ExportPaths:
-    """``rigmon-dash-YYYYmmdd-HHMMSS.tar.gz`` and ``.svg`` in ``directory`` (UTC time)."""
+    """``rigmon-dash-YYYYmmdd-HHMMSS.tar.gz`` and ``.svg`` in ``directory`` (UTC time); when an
+    export of that second is there already, ``...-HHMMSS-2``, ``-3``..., so a second export in
+    the same second never replaces the first."""
     stem = "rigmon-dash-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(created_at))
     base = Path(directory).expanduser()
-    return ExportPaths(base / f"{stem}.tar.gz", base / f"{stem}.svg")
+    name, n = stem, 1
+    while (base / f"{name}.tar.gz").exists() or (base / f"{name}.svg").exists():
+        n += 1
+        name = f"{stem}-{n}"
+    return ExportPaths(base / f"{name}.tar.gz", base / f"{name}.svg")
 
 
 async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SINCE_S) -> list[NodePart]:
@@ -60,8 +66,10 @@ def replay_parts(replay: Replay) -> list[NodePart]:
     """The replayed nodes as bundle parts, their frames and events cut at the cursor (the
     series stay those of the whole recording)."""
     parts: list[NodePart] = []
-    for node in replay.bundle.nodes:
-        frames = replay.frames_until(store_key(node))
+    entries = replay.bundle.manifest.get("nodes") or []
+    for index, (key, node) in enumerate(zip(replay.keys, replay.bundle.nodes)):
+        frames = replay.frames_until(key)
+        entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
         history = node.history
         if history is not None:
             history = replace(history, events=tuple(e for e in history.events if e.at <= replay.at))
@@ -70,13 +78,33 @@ def replay_parts(replay: Replay) -> list[NodePart]:
                         to_at=frames[-1].taken_at if frames else None,
                         info=node.info, config=node.config if isinstance(node.config, dict) else None,
                         latest=frames[-1] if frames else None, files=dict(node.files),
-                        history=history, frames_gz=frames_gzip(frames), frame_count=len(frames))
+                        history=history, frames_gz=frames_gzip(frames), frame_count=len(frames),
+                        # A node the recording could not pull stays one in the export of its replay.
+                        error=str(entry["error"]) if entry.get("error") else None)
         parts.append(part)
     return parts
 
 
+#: Mode of the export directory when the export creates it, and of the files it writes: a bundle
+#: holds host names, command lines and configuration (see SECURITY.md), the screenshot what the
+#: screen showed; they are the operator's to hand over, not every local user's to read.
+EXPORT_DIR_MODE = 0o700
+EXPORT_FILE_MODE = 0o600
+
+
+def make_export_dir(directory: Path) -> None:
+    """Create ``directory`` (mode `EXPORT_DIR_MODE`) if it is not there; an existing one keeps its mode.
+
+    Raises:
+        OSError: it cannot be created.
+    """
+    directory.mkdir(mode=EXPORT_DIR_MODE, parents=True, exist_ok=True)
+
+
 def write_export(parts: list[NodePart], since_s: float, path: str | Path, created_at: float) -> Path:
-    """Render the report and write the bundle (blocking: run it off the UI's loop)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    """Render the report and write the bundle, private to its owner (blocking: run it off the UI's loop)."""
+    make_export_dir(Path(path).parent)
     report = render_report(parts, since_s, created_at)
-    return write_bundle(path, parts, since_s, report, created_at)
+    written = write_bundle(path, parts, since_s, report, created_at)
+    written.chmod(EXPORT_FILE_MODE)
+    return written

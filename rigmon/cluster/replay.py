@@ -13,6 +13,7 @@ node names, frames, events and sources are cleaned of terminal control character
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,8 +90,23 @@ def clean_bundle(bundle: Bundle) -> Bundle:
 
 
 def store_key(node: NodeBundle) -> str:
-    """A replayed node's store key (stands for an agent URL on the screens)."""
+    """A replayed node's store key (stands for an agent URL on the screens) when its name is
+    the only one of its kind in the bundle (else see `store_keys`)."""
     return f"replay:{node.node}"
+
+
+def store_keys(nodes: list[NodeBundle]) -> list[str]:
+    """A distinct store key per recorded node, in order: `store_key`, and for a name an earlier
+    node has too (two agents on hosts both called ``ubuntu``, which the live dashboard tells
+    apart by URL) ``-2``, ``-3``..., as the bundle names their directories."""
+    keys: list[str] = []
+    for node in nodes:
+        key, n = store_key(node), 1
+        while key in keys:
+            n += 1
+            key = f"{store_key(node)}-{n}"
+        keys.append(key)
+    return keys
 
 
 class Replay:
@@ -104,9 +120,11 @@ class Replay:
     def __init__(self, bundle: Bundle, source: str = "") -> None:
         self.bundle = bundle = clean_bundle(bundle)
         self.source = clean_text(source)
+        #: Each recorded node's store key, in the bundle's order.
+        self.keys = store_keys(bundle.nodes)
         timeline: list[tuple[float, int, str, Frame]] = []
         for index, node in enumerate(bundle.nodes):
-            timeline += [(f.taken_at, index, store_key(node), f) for f in node.frames]
+            timeline += [(f.taken_at, index, self.keys[index], f) for f in node.frames]
         timeline.sort(key=lambda item: (item[0], item[1], item[3].seq))
         self._timeline = timeline
         self.start_at = timeline[0][0] if timeline else float(bundle.manifest.get("created_at") or 0.0)
@@ -125,9 +143,23 @@ class Replay:
         Raises:
             BundleError: not a readable bundle.
         """
-        from rigmon.snapshot.bundle import read_bundle
+        from rigmon.snapshot.bundle import BundleError, read_bundle
 
-        return cls(read_bundle(path), Path(path).name)
+        try:
+            bundle = read_bundle(path)
+        except BundleError as exc:
+            # Said of a member ("nodes/x/frames.jsonl.gz: ..."): name the file as well.
+            if not str(exc).startswith(str(path)):
+                raise BundleError(f"{path}: {exc}") from None
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as exc:
+            # A tar.gz whose manifest, info or frames are not what rigmon writes (a hand-edited or
+            # damaged bundle, a cut frame line, a corrupt frames.jsonl.gz): a clear refusal, not a
+            # traceback. (JSON and schema errors are ValueErrors; KeyError and the rest are a
+            # manifest of another shape.)
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise BundleError(f"{path}: a damaged bundle: {what}") from None
+        return cls(bundle, Path(path).name)
 
     @property
     def frame_count(self) -> int:
@@ -140,7 +172,7 @@ class Replay:
         for index, node in enumerate(self.bundle.nodes):
             source = entries[index].get("source") if index < len(entries) else None
             # The recorded agent's URL, so the screens say where the data came from.
-            cluster.add(store_key(node), str(source or store_key(node)))
+            cluster.add(self.keys[index], str(source or self.keys[index]))
         self._restart(cluster)
         self._feed(cluster, self.at)
 
@@ -148,10 +180,16 @@ class Replay:
         cluster.clear()
         self._fed = 0
         self._trackers = {}
-        for node in self.bundle.nodes:
-            store = cluster.nodes[store_key(node)]
+        entries = self.bundle.manifest.get("nodes") or []
+        for index, (key, node) in enumerate(zip(self.keys, self.bundle.nodes)):
+            store = cluster.nodes[key]
             if node.info is not None:
                 store.connected(node.info)
+            entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
+            if entry.get("error") and not node.frames:
+                # The export or `rigmon snapshot` could not pull it (a dead node): say so, as the
+                # live screen did, rather than "connecting" for the whole replay.
+                store.failed(f"not in this recording: {clean_text(str(entry['error']))}")
             self._trackers[store.key] = AlarmTracker(node.node)
             store.set_alarms(self._trackers[store.key].alarm_list())
 

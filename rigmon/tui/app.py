@@ -106,6 +106,7 @@ class RigmonApp(Navigation, ReplayKeys):
             self.cluster.add(target.url, target.url)
         if replay is not None:
             replay.attach(self.cluster)
+            self.add_class("-replaying")
         self.client_factory = client_factory
         self.selected: str | None = None
         self.refresh_s = refresh_s
@@ -230,7 +231,9 @@ class RigmonApp(Navigation, ReplayKeys):
 
     def action_export(self) -> None:
         """Write a bundle of the followed nodes (or of the replay) and an SVG of the screen."""
-        self.run_worker(operations.export(self), group="export", exclusive=True, exit_on_error=False)
+        # Not exclusive: a second press while the first export still pulls is a second export (of
+        # the later moment), never the end of the first, whose screenshot is already written.
+        self.run_worker(operations.export(self), group="export", exit_on_error=False)
 
     def action_cycle_theme(self) -> None:
         """Switch to the next of rigmon's themes."""

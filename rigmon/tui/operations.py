@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -105,14 +106,26 @@ async def export(app: RigmonApp) -> None:
     nodes (the last hour of each) or of the replay up to its cursor, and say where both went."""
     # Deferred: the export code (bundles, the report's plotext charts, journal encoding) costs
     # the dashboard's first screen a sixth of a second and is needed only when the key is pressed.
-    from rigmon.cluster.export import EXPORT_SINCE_S, export_paths, pull_targets, replay_parts, write_export
+    from rigmon.cluster.export import (
+        EXPORT_FILE_MODE,
+        EXPORT_SINCE_S,
+        export_paths,
+        make_export_dir,
+        pull_targets,
+        replay_parts,
+        write_export,
+    )
 
     created_at = time.time()
     paths = export_paths(app.export_dir, created_at)
     try:
-        paths.screenshot.parent.mkdir(parents=True, exist_ok=True)
+        make_export_dir(paths.screenshot.parent)
         svg = app.save_screenshot(filename=paths.screenshot.name, path=str(paths.screenshot.parent))
+        os.chmod(svg, EXPORT_FILE_MODE)
     except OSError as exc:
+        # A full disk leaves the SVG cut short: not a screenshot anyone should open later. (The
+        # name was free when chosen: nothing else's file is removed.)
+        paths.screenshot.unlink(missing_ok=True)
         notify(app, f"cannot write to {paths.screenshot.parent}: {exc.strerror}", title="Export failed",
                severity="error", timeout=10)
         return

@@ -19,6 +19,7 @@ from rigmon.cluster.chart import (
     opening_span_s,
     plot_data,
     time_ticks,
+    value_ticks,
 )
 from rigmon.cluster.client import AgentClient, AgentError
 from rigmon.schema import SCHEMA_VERSION, Event, History, HistorySeries, encode
@@ -177,3 +178,36 @@ def test_bus_error_chart_only_for_counters_that_counted() -> None:
     assert [(line.label, line.series) for line in chart.lines] == [
         ("GPU 2 PCIe replay", "gpus[2].pcie_replay_per_s"),
         ("GPU 2 NVLink 3 CRC", "gpus[2].nvlinks[3].crc_flit_per_s")]
+
+
+@pytest.mark.parametrize(("low", "high", "most", "labels"), [
+    # md array throughput: plotext's own labels read "1.5e3", "7.5e2".
+    (0.0, 1508.0, 4, ["0", "500", "1000", "1500"]),
+    # The rail: round volts to the step's decimals.
+    (10.92, 12.68, 8, ["11.00", "11.25", "11.50", "11.75", "12.00", "12.25", "12.50"]),
+    (10.92, 12.68, 4, ["11.0", "11.5", "12.0", "12.5"]),
+    # A power chart below zero's pad: no "-0".
+    (-18.0, 361.3, 4, ["0", "100", "200", "300"]),
+    (1.7501, 1.7505, 4, ["1.7501", "1.7502", "1.7503", "1.7504", "1.7505"]),
+    (5.0, 5.0, 4, []),
+])
+def test_value_ticks_are_round_and_never_in_exponent_form(low: float, high: float, most: int,
+                                                          labels: list[str]) -> None:
+    ticks = value_ticks(low, high, most)
+    assert [label for _, label in ticks] == labels
+    assert all(low - 1e-9 <= v <= high + 1e-9 and abs(float(label) - v) < 1e-9 for v, label in ticks)
+
+
+def test_a_line_is_not_joined_across_the_time_the_node_sent_nothing() -> None:
+    # A node that died at +4 (a PSU trip) and came back at +300: before, the rail's line ran
+    # straight from its last reading to its first after the reboot, as if read all along.
+    at = [1000.0, 1001.0, 1002.0, 1003.0, 1004.0, 1300.0, 1301.0, 1302.5]
+    history = rail_history(at, [12.0, 11.9, 11.4, 11.3, 11.2, 12.0, 12.0, 11.9])
+    chart = charts_for({"psu_rail.volts.min_volts": 12.0})[0]
+    line = plot_data(chart, history, Window(1303.0, 900.0)).lines[0]
+    assert line.breaks == (5,)
+    assert [len(xs) for xs, _ in line.runs()] == [5, 3]
+    assert line.runs()[0][1] == (12.0, 11.9, 11.4, 11.3, 11.2)
+    # Buckets: a missing bucket or two is no gap, more is.
+    buckets = replace(rail_history([0.0, 60.0, 180.0, 600.0], [12.0] * 4), tier="60s", step_s=60.0)
+    assert plot_data(chart, buckets, Window(900.0, 3600.0)).lines[0].breaks == (3,)

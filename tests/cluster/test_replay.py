@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import gzip
+import io
+import random
+import tarfile
 from pathlib import Path
 
+import pytest
+
+from rigmon.cluster.export import replay_parts
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
-from tests.tui.snapshot_apps.fake_agent import START_AT
+from rigmon.snapshot.bundle import BundleError, NodePart, frames_gzip, write_bundle
+from tests.tui.snapshot_apps.fake_agent import START_AT, make_frame
 from tests.tui.snapshot_apps.fake_bundle import (
     ALARM_FIRES,
     ALARM_RESOLVES,
@@ -98,3 +106,93 @@ def test_play_pause_speed_and_the_end(tmp_path: Path) -> None:
     replay.toggle(cluster)  # play at the end: from the start again
     assert replay.playing and replay.at == replay.start_at
 
+
+
+def test_two_nodes_of_one_name_stay_two_nodes(tmp_path: Path) -> None:
+    # Two rigs whose hosts are both called "ubuntu": the live dashboard follows them by URL as two
+    # rows, the bundle keeps them in nodes/ubuntu and nodes/ubuntu-2. Before, the replay filed both
+    # into one store: one row whose frames alternated between the two machines.
+    parts = []
+    for n, (url, run) in enumerate((("http://10.0.0.1:9871", "a"), ("http://10.0.0.2:9871", "b"))):
+        rng = random.Random(n)
+        frames = [make_frame("ubuntu", run, seq, rng) for seq in range(1, 31)]
+        parts.append(NodePart(node="ubuntu", source=url, from_at=frames[0].taken_at, to_at=frames[-1].taken_at,
+                              latest=frames[-1], frames_gz=frames_gzip(frames), frame_count=len(frames)))
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", parts, 600.0, "", created_at=START_AT + 40))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    replay.seek(cluster, replay.end_at)
+    assert len(cluster.nodes) == 2 and replay.keys == ["replay:ubuntu", "replay:ubuntu-2"]
+    for key, url, run in zip(replay.keys, ("http://10.0.0.1:9871", "http://10.0.0.2:9871"), "ab"):
+        store = cluster.nodes[key]
+        assert store.url == url and store.restarts == 0
+        assert store.history.seqs() == list(range(1, 31))
+        assert {f.run_id for f in replay.frames_until(key)} == {run}
+    # The export of this replay keeps them apart as well.
+    assert [p.frame_count for p in replay_parts(replay)] == [30, 30]
+
+
+def test_a_node_the_export_could_not_pull_is_unreachable_not_connecting(tmp_path: Path) -> None:
+    # Before: a dead node's part (no frames, the pull's error in the manifest) showed "connecting"
+    # for the whole replay, with nothing saying why its row stayed empty.
+    rng = random.Random(1)
+    frames = [make_frame("node01", "a", seq, rng) for seq in range(1, 11)]
+    parts = [NodePart(node="node01", source="http://10.0.0.1:9871", from_at=frames[0].taken_at,
+                      to_at=frames[-1].taken_at, latest=frames[-1], frames_gz=frames_gzip(frames), frame_count=10),
+             NodePart(node="http://10.0.0.2:9871", source="http://10.0.0.2:9871",
+                      error="connection refused: no agent is listening at http://10.0.0.2:9871")]
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", parts, 600.0, "", created_at=START_AT + 20))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    for at in (replay.start_at, replay.end_at, replay.start_at):  # after a seek back too
+        replay.seek(cluster, at)
+        dead = cluster.nodes[replay.keys[1]]
+        assert dead.state() == "unreachable"
+        assert dead.error == "not in this recording: connection refused: no agent is listening at http://10.0.0.2:9871"
+        assert cluster.nodes[replay.keys[0]].state() == "live"
+    # Exported again from the replay, it is still the node that could not be pulled.
+    assert [p.error for p in replay_parts(replay)] == [None, parts[1].error]
+
+
+def _retar(src: Path, dst: Path, change: dict[str, bytes]) -> Path:
+    """``src`` with the members named in ``change`` (path below the top directory) replaced."""
+    with tarfile.open(src, "r:gz") as tar_in, tarfile.open(dst, "w:gz") as tar_out:
+        for member in tar_in.getmembers():
+            data = tar_in.extractfile(member).read()  # type: ignore[union-attr]
+            data = change.get(member.name.split("/", 1)[1], data)
+            member.size = len(data)
+            tar_out.addfile(member, io.BytesIO(data))
+    return dst
+
+
+def _corrupt_deflate(packed: bytes) -> bytes:
+    body = bytearray(packed)
+    for i in range(40, 120):
+        body[i] ^= 0xFF
+    return bytes(body)
+
+
+@pytest.mark.parametrize("change", [
+    {"manifest.json": b"{not json"},
+    {"manifest.json": b'{"format": 2}'},
+    {"manifest.json": b"[1, 2]"},
+    {"nodes/node02/info.json": b'{"x":'},
+    {"nodes/node02/frames.jsonl.gz": gzip.compress(b'{"garbage": true}\n')},
+    {"nodes/node02/frames.jsonl.gz": gzip.compress(b'{"schema": 1, "node": "node02", "ru\n')},
+    {"nodes/node02/frames.jsonl.gz": b"not gzip"},
+    "deflate",
+], ids=["manifest-not-json", "manifest-without-nodes", "manifest-a-list", "info-cut", "frame-foreign",
+        "frame-cut", "frames-not-gzip", "frames-corrupt"])
+def test_a_damaged_bundle_is_refused_naming_the_file(tmp_path: Path, change: dict[str, bytes] | str) -> None:
+    # Before: a traceback (JSONDecodeError, KeyError, SchemaError, zlib.error) and exit code 1.
+    good = write_fake_bundle(tmp_path / "good.tar.gz")
+    if change == "deflate":
+        with tarfile.open(good) as tar:
+            name = next(m.name for m in tar.getmembers() if m.name.endswith("node02/frames.jsonl.gz"))
+            packed = tar.extractfile(name).read()  # type: ignore[union-attr]
+        change = {"nodes/node02/frames.jsonl.gz": _corrupt_deflate(packed)}
+    assert isinstance(change, dict)
+    bad = _retar(good, tmp_path / "bad.tar.gz", change)
+    with pytest.raises(BundleError) as caught:
+        Replay.open(bad)
+    assert str(caught.value).startswith(f"{bad}: ")

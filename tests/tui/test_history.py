@@ -4,6 +4,7 @@ zoomed and panned by keys, honest about a node without history, and working in a
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import httpx
@@ -225,3 +226,24 @@ async def test_the_line_above_the_chart_gives_the_rail_to_the_millivolt() -> Non
         assert "lowest 11.255 V, highest " in head
         highest = screen.plotted.highest
         assert highest is not None and f"highest {highest:.3f} V" in head
+
+
+async def test_a_window_of_another_day_says_which_day() -> None:
+    # Before: panned a day back, the line above the chart read "15m to 11:59:59 UTC" as for
+    # today's window, and the time axis has no date below a day's span.
+    from textual.widgets import Static
+
+    app, fleet, agent, _ = fleet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        screen = await open_history(app, pilot)
+        today = str(screen.query_one("#history-head", Static).content)
+        assert " to 20" not in today.split("·")[1]  # today's window: the time alone
+        await pilot.press(*["minus"] * 6, ",", ",")  # zoomed out to a day, and a day back
+        await wait_for(lambda: screen.history is not None or screen.reason is not None)
+        await pilot.pause()
+        head = str(screen.query_one("#history-head", Static).content)
+        day = time.strftime("%Y-%m-%d", time.gmtime(screen.window.end_at))
+        assert screen.window.span_s == 86400 and screen.now() - screen.window.end_at >= 86400
+        assert f" to {day} " in head, head

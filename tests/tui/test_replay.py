@@ -162,3 +162,25 @@ async def test_seeking_back_and_forth_does_not_toast_a_critical_alarm_again(tmp_
         await pilot.pause()
         assert replay.at == START_AT + ALARM_FIRES
         assert announced == [["psu_rail_low_critical"]]
+
+
+async def test_a_critical_toast_leaves_the_time_cursor_in_sight(tmp_path: Path) -> None:
+    # Before: the toast of the alarms a replay opens on covered the right half of the time cursor
+    # (position and speed) for its 15 s, at 80 columns from the cursor's dot on.
+    from textual.widgets._toast import Toast
+
+    from tests.tui.snapshot_apps.fake_bundle import ALARM_FIRES
+
+    replay = Replay.open(write_fake_bundle(tmp_path / "b.tar.gz"))
+    app = RigmonApp([], replay=replay, refresh_s=3600)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await pilot.press("space")  # pause
+        replay.seek(app.cluster, START_AT + ALARM_FIRES - 5)
+        app.refresh_screen()
+        await pilot.press("right")  # the rail alarm fires: a critical toast
+        await wait_for(lambda: list(app.screen.query(Toast)))
+        await pilot.pause()
+        toasts = list(app.screen.query(Toast))
+        bar = app.screen.query_one(ReplayBar).region
+        assert toasts and bar.height == 1
+        assert all(not toast.region.overlaps(bar) for toast in toasts), [t.region for t in toasts]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -141,7 +142,11 @@ class HistoryScreen(Screen[None]):
         plot = self.query_one(HistoryChart)
         events = self.query_one("#history-events", Static)
         window = self.window
-        when = f"{span_label(window.span_s)} to {clock_label(window.end_at, 1.0, window.span_s)} UTC"
+        end = clock_label(window.end_at, 1.0, window.span_s)
+        if window.span_s <= 86400 and time.gmtime(window.end_at)[:3] != time.gmtime(self.now())[:3]:
+            # Panned back to another day: "15m to 03:31:46" alone would read as today.
+            end = time.strftime("%Y-%m-%d ", time.gmtime(window.end_at)) + end
+        when = f"{span_label(window.span_s)} to {end} UTC"
         if chart is None or (self.history is None and self.reason is not None):
             head.update(Text.assemble(plain(f"no history: {self.reason or 'nothing to chart'}"), f"  ({when})"))
             plot.display = False

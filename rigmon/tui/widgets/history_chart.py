@@ -15,13 +15,15 @@ from textual.color import Color
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.chart import Plotted, Window, time_ticks
+from rigmon.cluster.chart import Plotted, Window, time_ticks, value_ticks
 
 #: Theme variables the lines take in turn (the first line, the one whose extreme matters,
 #: in the primary colour).
 LINE_COLOURS = ("primary", "accent", "secondary", "success", "foreground")
 #: Cells of plot width per time tick.
 CELLS_PER_TICK = 14
+#: Rows of plot height per value tick at least.
+ROWS_PER_VALUE_TICK = 3
 
 RGB = tuple[int, int, int]
 
@@ -92,14 +94,20 @@ class HistoryChart(Widget):
         fig.legend(False)
         plotted, window = self.plotted, self.window
         if plotted is not None and window is not None:
-            self._draw(fig, plotted, window, width)
+            self._draw(fig, plotted, window, width, height)
         fig.plot_size(width, height)
         return Text.from_ansi(str(fig.build()), no_wrap=True, end="")
 
-    def _draw(self, fig: Any, plotted: Plotted, window: Window, width: int) -> None:
+    def _draw(self, fig: Any, plotted: Plotted, window: Window, width: int, height: int) -> None:
         span = window.span_s
         fig.ruler("x").lim(0.0, span)
         fig.ruler("y").lim(plotted.y_low, plotted.y_high)
+        # Our own value labels: plotext's own write 1436 MB/s as "1.4e3" and a resistance to five decimals.
+        # A label every third row, but four even on a short chart (80x24) while rows allow.
+        most = max(2, min(4, height // 2), (height - 2) // ROWS_PER_VALUE_TICK)
+        values = value_ticks(plotted.y_low, plotted.y_high, most)
+        if values:
+            fig.ruler("y").ticks([v for v, _ in values], [label for _, label in values])
         ticks = time_ticks(window, max(2, width // CELLS_PER_TICK))
         fig.ruler("x").ticks([x for x, _ in ticks], [label for _, label in ticks])
         # Thresholds and events first, so the data is drawn over them.
@@ -118,11 +126,14 @@ class HistoryChart(Widget):
             else:
                 groups.append((x, number, number))
         for index, line in enumerate(plotted.lines):
-            signal = fig.signal(list(line.xs), list(line.ys), marker=self._pen(LINE_COLOURS[index % len(LINE_COLOURS)]))
-            if len(line.xs) > 1:
-                signal.lines()
-            signal.label(line.label)
-            fig.draw(signal)
+            pen = self._pen(LINE_COLOURS[index % len(LINE_COLOURS)])
+            # Each run between gaps on its own: no line across the time the node sent nothing.
+            for xs, ys in line.runs():
+                signal = fig.signal(list(xs), list(ys), marker=pen)
+                if len(xs) > 1:
+                    signal.lines()
+                signal.label(line.label)
+                fig.draw(signal)
         # The events' numbers last, on top of everything.
         for x, first, last in groups:
             label = str(first) if first == last else f"{first}-{last}"
