@@ -267,7 +267,9 @@ def write_bundle(path: str | Path, parts: list[NodePart], since_s: float, report
 
 def _write_tar(target: Path, parts: list[NodePart], since_s: float, report: str, created_at: float,
                top: str) -> None:
-    with target.open("wb") as raw:
+    # Private to its owner (0600, whatever the umask): a bundle holds host names, command lines
+    # and the agents' configuration; sharing it is the operator's decision.
+    with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as raw:
         gz = _GzipMembers(raw, BUNDLE_LEVEL)
         # Plain tar over our own gzip writer (streaming mode: no seeking back).
         with tarfile.open(fileobj=gz, mode="w|") as tar:  # type: ignore[call-overload]

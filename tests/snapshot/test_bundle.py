@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import tarfile
@@ -338,6 +339,8 @@ def test_bundle_stores_frames_as_received_in_a_gzip_tar(tmp_path: Path) -> None:
     assert members["nodes/n1/series.json"] == b'{"as":"received"}\n'
     assert json.loads(members["manifest.json"])["nodes"][0]["frames"] == 5
     assert subprocess.run(["gzip", "-t", str(path)]).returncode == 0
+    # Host names, command lines and configuration: readable by its owner only, whatever the umask.
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_bundles_of_format_1_still_read(tmp_path: Path) -> None:
