@@ -86,7 +86,8 @@ def clean_bundle(bundle: Bundle) -> Bundle:
     if isinstance(entries, list):
         manifest["nodes"] = [{**e, "source": clean_text(str(e["source"]))} if isinstance(e, dict) and e.get("source")
                              else e for e in entries]
-    return replace(bundle, manifest=manifest, nodes=nodes)
+    cut_short = None if bundle.cut_short is None else clean_text(bundle.cut_short)
+    return replace(bundle, manifest=manifest, nodes=nodes, cut_short=cut_short)
 
 
 def store_key(node: NodeBundle) -> str:
@@ -190,6 +191,8 @@ class Replay:
                 # The export or `rigmon snapshot` could not pull it (a dead node): say so, as the
                 # live screen did, rather than "connecting" for the whole replay.
                 store.failed(f"not in this recording: {clean_text(str(entry['error']))}")
+            elif node.missing and not node.frames:
+                store.failed(f"not in this recording: {node.missing}")
             self._trackers[store.key] = AlarmTracker(node.node)
             store.set_alarms(self._trackers[store.key].alarm_list())
 

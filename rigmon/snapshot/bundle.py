@@ -297,16 +297,23 @@ class NodeBundle:
     events: list[Event]
     frames: list[Frame]
     files: dict[str, str]
+    #: Why its frames are not here although the manifest lists them (a bundle cut short before them).
+    missing: str | None = None
 
 
 @dataclass
 class Bundle:
-    """A bundle read back: its manifest, report and nodes (in manifest order)."""
+    """A bundle read back: its manifest, report and nodes (in manifest order).
+
+    ``cut_short`` says where a bundle that ends early (an interrupted download or copy) stopped:
+    what came before is read (the manifest comes first, then each node's files in turn).
+    """
 
     manifest: dict[str, Any]
     report: str
     nodes: list[NodeBundle]
     members: dict[str, bytes]
+    cut_short: str | None = None
 
 
 def read_bundle(path: str | Path) -> Bundle:
@@ -315,17 +322,22 @@ def read_bundle(path: str | Path) -> Bundle:
     Raises:
         BundleError: not a tar.gz of this format.
     """
+    members: dict[str, bytes] = {}
+    cut_short: str | None = None
     try:
+        # Member by member, as written: a bundle cut short still gives the members before the cut.
         with tarfile.open(path, "r:gz") as tar:
-            members: dict[str, bytes] = {}
-            for m in tar.getmembers():
+            for m in tar:
                 if not m.isfile():
                     continue
                 fh = tar.extractfile(m)
                 if fh is not None:
                     members[m.name.split("/", 1)[1] if "/" in m.name else m.name] = fh.read()
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise BundleError(f"{path}: not a readable bundle: {exc}") from None
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        if "manifest.json" not in members:
+            raise BundleError(f"{path}: not a readable bundle: {exc}") from None
+        last = next(reversed(members))
+        cut_short = f"the bundle is cut short after {last} ({exc})"
     if "manifest.json" not in members:
         raise BundleError(f"{path}: no manifest.json")
     man = json.loads(members["manifest.json"])
@@ -347,8 +359,15 @@ def read_bundle(path: str | Path) -> Bundle:
             frames=[decode(Frame, line) for line in _frame_lines(members, base) if line],
             files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
                    for k, v in members.items() if k.startswith(base + "captures/")},
+            missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
+            else "the bundle is cut short before its frames",
         ))
-    return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode(), nodes=nodes, members=members)
+    return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode(), nodes=nodes, members=members,
+                  cut_short=cut_short)
+
+
+def _has_frames(members: dict[str, bytes], base: str) -> bool:
+    return base + "frames.jsonl.gz" in members or base + "frames.jsonl" in members
 
 
 def _frame_lines(members: dict[str, bytes], base: str) -> list[bytes]:

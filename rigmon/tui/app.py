@@ -135,6 +135,9 @@ class RigmonApp(Navigation, ReplayKeys):
                    severity="error", timeout=10)
         if self._unknown_theme:
             notify(self, f"no theme named {self._unknown_theme!r}; using {self.theme}", severity="warning")
+        if self.replay is not None and self.replay.bundle.cut_short:
+            notify(self, f"{self.replay.bundle.cut_short}: replaying what it holds", title="Bundle cut short",
+                   severity="warning", timeout=15)
         for target in self.targets:
             self.run_worker(self.followers.follow(target), name=f"follow {target.url}", group="follow",
                             exit_on_error=False)

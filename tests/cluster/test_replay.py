@@ -196,3 +196,31 @@ def test_a_damaged_bundle_is_refused_naming_the_file(tmp_path: Path, change: dic
     with pytest.raises(BundleError) as caught:
         Replay.open(bad)
     assert str(caught.value).startswith(f"{bad}: ")
+
+
+def test_a_bundle_cut_short_replays_what_it_holds_and_says_where_it_stops(tmp_path: Path) -> None:
+    """An interrupted download: it was refused whole, although the manifest and the first nodes
+    (written first) were all there."""
+    good = write_fake_bundle(tmp_path / "good.tar.gz")
+    with tarfile.open(good) as tar:
+        names = [m.name for m in tar.getmembers()]
+    raw = good.read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    for keep in range(len(raw) - 1, 0, -max(1, len(raw) // 200)):
+        cut.write_bytes(raw[:keep])
+        replay = Replay.open(cut)
+        if not replay.bundle.nodes[-1].frames:
+            break
+    assert replay.bundle.cut_short is not None and replay.bundle.cut_short.startswith("the bundle is cut short after ")
+    first, last = replay.bundle.nodes[0], replay.bundle.nodes[-1]
+    assert first.frames and last.missing == "the bundle is cut short before its frames"
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    missing = cluster.nodes[replay.keys[-1]]
+    assert missing.state() == "unreachable"
+    assert missing.error == "not in this recording: the bundle is cut short before its frames"
+    assert any(name.endswith("node03/frames.jsonl.gz") for name in names)
+    cut.write_bytes(raw[:20])  # not even the manifest: refused, naming the file
+    with pytest.raises(BundleError) as caught:
+        Replay.open(cut)
+    assert str(caught.value).startswith(f"{cut}: ")
