@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 #: Every collector name a frame can carry: the registry's and the agent's own (derived from frames,
 #: the guard's state, the journal's health); a state rule's ``collector`` must be one of them.
-FRAME_COLLECTOR_NAMES: tuple[str, ...] = (*REGISTRY, "rail_path", "guard", "journal")
+FRAME_COLLECTOR_NAMES: tuple[str, ...] = (*REGISTRY, "rail_path", "guard", "journal", "notify")
 
 
 def check_collector_names(config: AgentConfig) -> None:
@@ -175,6 +175,10 @@ class Agent:
         if config.guard.enabled and config.alarms.enabled:
             check_guard_rules(config, rules)
         self.notifiers = Notifiers(config.notify, senders)
+        if self.notifiers.workers:
+            # A receiver that fails (a dead webhook, a revoked ntfy topic) shows in every frame,
+            # on the dashboard and in /metrics, rather than only in the agent's log.
+            self.sampler.add_status("notify", self.notifiers.status)
         self.alarms = AlarmService(
             AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent,
                         intervals=intervals),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rigmon.config import NotifySection
 from rigmon.notify.payload import Notification
 from rigmon.notify.senders import NotifyError, Sender, make_sender
+from rigmon.schema import CollectorStatus
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,8 @@ class NotifierWorker:
         self.failed = 0
         self.dropped = 0
         self.deduplicated = 0
+        #: Why the last attempt failed, while the receiver fails (``None`` once one gets through).
+        self.failing: str | None = None
 
     def wants(self, n: Notification) -> bool:
         """Whether this notifier sends ``n`` at all (severity and resolved filters)."""
@@ -285,6 +288,7 @@ class NotifierWorker:
         now = self._monotonic()
         self._sent_times.append(now)
         self.sent += 1
+        self.failing = None
         if n.status == "firing":
             self._last_fired[key] = now
         with self._wake:
@@ -338,6 +342,7 @@ class NotifierWorker:
             delay_s = min(self.section.backoff_max_s, max(delay_s, exc.retry_after_s))
         log.warning("notifier %s: %s %s attempt %d failed: %s%s", self.name, n.status, n.alarm.id,
                     job.attempt + 1, exc, "" if last_try else f"; retry in {delay_s:.1f} s")
+        self.failing = str(exc)
         with self._wake:
             if job.dropped:
                 return  # pushed out of the pending set while it was being sent
@@ -377,6 +382,15 @@ class Notifiers:
     def idle(self) -> bool:
         """Every queue is drained."""
         return all(w.idle() for w in self.workers)
+
+    def status(self) -> CollectorStatus:
+        """The notifiers' health in every frame (``collectors.notify``): an error while a receiver
+        fails, naming it, why, and how many notifications it lost; ok once one gets through."""
+        failing = [f"{w.name}: {w.failing}" + (f" ({w.failed} lost)" if w.failed else "")
+                   for w in self.workers if w.failing is not None]
+        if failing:
+            return CollectorStatus(state="error", ok=False, error="; ".join(failing))
+        return CollectorStatus(state="ok", ok=True)
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Stop every worker."""

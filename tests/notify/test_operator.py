@@ -142,3 +142,24 @@ def test_stopping_with_a_hung_receiver_says_what_is_left_unsent(caplog: pytest.L
     worker.close(timeout_s=0.05)
     rec.gate.set()
     assert any("stopping with 3 notification(s) not sent" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failing_receiver_shows_in_the_notifiers_status_until_one_gets_through() -> None:
+    """A dead webhook was only in the agent's log: the frames (dashboard, /metrics, alarms) said nothing."""
+    from rigmon.notify.dispatch import Notifiers
+
+    with receiver(fail_first=1, fail_status=503) as rec:
+        hub = Notifiers([section("webhook", rec.url, retries=0, name="lab-hook"),
+                         section("webhook", rec.url, retries=0, name="other", min_severity="critical")])
+        assert hub.status().state == "ok"
+        hub.start()
+        hub.submit(firing(severity="warning", aid="r-a1"))  # only lab-hook wants a warning
+        wait_until(lambda: hub.workers[0].failed == 1)
+        status = hub.status()
+        assert (status.state, status.ok) == ("error", False)
+        assert status.error is not None and status.error.startswith("lab-hook: ") and "503" in status.error
+        assert "(1 lost)" in status.error and "other" not in status.error
+        hub.submit(firing(severity="warning", aid="r-a2", subject="gpu:3"))
+        wait_until(lambda: hub.workers[0].sent == 1)
+        assert hub.status().state == "ok"
+        hub.close()
