@@ -82,3 +82,31 @@ def test_promtool_finds_nothing_on_simulated_nodes_with_every_collector(exposed:
                    "rigmon_thunderbolt_link_state", "rigmon_psu_path_resistance_ohms", "rigmon_amd_gpu_power_watts",
                    "rigmon_nvme_link_width", "rigmon_kernel_log_records_total"):
         assert family in families, family
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_the_events_annotation_marks_an_events_first_occurrence(tmp_path: Path) -> None:
+    # A counter series appears with its first event (one Xid 79 is a series going from absent to 1):
+    # changes() alone never sees it, and the incident's one event drew no annotation.
+    data = json.loads(DASHBOARD.read_text())
+    [annotation] = data["annotations"]["list"]
+    expr = annotation["expr"].replace("$node", ".*")
+    xid = 'rigmon_events_total{node="v100-a",kind="xid",subject="gpu:3",code="79"}'
+    link = 'rigmon_events_total{node="strix-1",kind="tb_link_changed",subject="link:0-1"}'
+    # Both first happen at 10 s; the link changes again at 120 s.
+    link_values = " ".join(["_", "_"] + ["1"] * 22 + ["2"] * 20)
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        "input_series": [{"series": xid, "values": "_ _ 1x40"}, {"series": link, "values": link_values}],
+        "promql_expr_test": [
+            {"expr": expr, "eval_time": "5s", "exp_samples": []},
+            {"expr": expr, "eval_time": "10s", "exp_samples": [{"labels": xid, "value": 1}, {"labels": link, "value": 1}]},
+            {"expr": expr, "eval_time": "90s", "exp_samples": []},
+            {"expr": expr, "eval_time": "120s", "exp_samples": [
+                {"labels": '{node="strix-1",kind="tb_link_changed",subject="link:0-1"}', "value": 1}]},
+        ]}]}
+    path = tmp_path / "annotation.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
