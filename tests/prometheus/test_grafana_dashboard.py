@@ -105,7 +105,8 @@ def test_the_events_annotation_marks_an_events_first_occurrence(tmp_path: Path) 
         "input_series": [{"series": xid, "values": "_ _ 1x40"}, {"series": link, "values": link_values}],
         "promql_expr_test": [
             {"expr": expr, "eval_time": "5s", "exp_samples": []},
-            {"expr": expr, "eval_time": "10s", "exp_samples": [{"labels": xid, "value": 1}, {"labels": link, "value": 1}]},
+            {"expr": expr, "eval_time": "10s",
+             "exp_samples": [{"labels": xid, "value": 1}, {"labels": link, "value": 1}]},
             {"expr": expr, "eval_time": "90s", "exp_samples": []},
             {"expr": expr, "eval_time": "120s", "exp_samples": [
                 {"labels": '{node="strix-1",kind="tb_link_changed",subject="link:0-1"}', "value": 1}]},
@@ -127,9 +128,9 @@ def test_rail_minimum_and_power_peak_panels_keep_the_worst_of_each_step(tmp_path
     rail = {"node": "v100-a"}
     gpu = {"node": "v100-a", "gpu": "3", "uuid": "GPU-3"}
     cases = [  # (legend, metric, labels, values every 5 s from 0 s, worst value in the minute before 60 s)
-        ("{{node}} min", "rigmon_psu_rail_min_volts", rail, "12.0 12.0 11.9 11.31 11.9 12.0 12.0 12.0 12.0 12.0 12.0 12.0 12.0", 11.31),
-        ("{{node}} lowest 60 s", "rigmon_psu_rail_lowest_volts", rail, "12.0 12.0 11.9 11.31 11.31 11.31 11.31 11.31 11.31 11.31 11.31 11.31 11.9", 11.31),
-        ("{{node}} GPU {{gpu}} peak", "rigmon_gpu_power_peak_watts", gpu, "250 250 250 410 250 250 250 250 250 250 250 250 250", 410),
+        ("{{node}} min", "rigmon_psu_rail_min_volts", rail, "12.0 12.0 11.9 11.31 11.9 12.0x8", 11.31),
+        ("{{node}} lowest 60 s", "rigmon_psu_rail_lowest_volts", rail, "12.0 12.0 11.9 11.31x8 11.9", 11.31),
+        ("{{node}} GPU {{gpu}} peak", "rigmon_gpu_power_peak_watts", gpu, "250 250 250 410 250x9", 410),
     ]
     exprs = []
     for legend, metric, labels, values, worst in cases:
