@@ -166,6 +166,21 @@ def metric_name(prefix: str, field: str) -> tuple[str, float, bool]:
     return f"{PREFIX}_{prefix}_{field}", 1.0, False
 
 
+def _help(doc_type: str, field: str, metric: str, scale: float) -> str:
+    """HELP text: the schema field it comes from and, when scaled, the base unit it is in now.
+
+    ``DiskReading.read_await_ms`` alone reads as milliseconds on a series in seconds.
+    """
+    if scale == 1.0:
+        return f"{doc_type}.{field}"
+    unit = metric.removeprefix(PREFIX).removesuffix("_total")
+    for _, suffix, _ in _UNITS:
+        if unit.endswith(suffix):
+            words = "as a ratio (0-1)" if suffix == "_ratio" else "in " + suffix.lstrip("_").replace("_", " ")
+            return f"{doc_type}.{field}, {words}"
+    return f"{doc_type}.{field}, times {scale:g}"
+
+
 def _literal_values(tp: object) -> tuple[str, ...] | None:
     """The allowed values of a ``Literal`` (or ``Literal | None``) field, else None."""
     for candidate in (tp, *typing.get_args(tp)):
@@ -275,7 +290,7 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
         if value is None or not _is_number(tp) or isinstance(value, str):
             continue
         metric, scale, counter = metric_name(spec.prefix, name)
-        fam.add(metric, f"{doc_type}.{name}", counter, labels, float(value) * scale)
+        fam.add(metric, _help(doc_type, name, metric, scale), counter, labels, float(value) * scale)
 
 
 #: Span of `rigmon_psu_rail_lowest_volts`: longer than any sane scrape interval.

@@ -26,6 +26,11 @@ def expressions() -> list[str]:
     return exprs
 
 
+def promql(expr: str) -> str:
+    """A panel's query as Prometheus gets it from Grafana (all nodes, a one-minute step)."""
+    return expr.replace("$node", ".*").replace("$__interval", "1m")
+
+
 def test_dashboard_is_grafana_json() -> None:
     data = json.loads(DASHBOARD.read_text())
     assert data["uid"] and data["title"] == "rigmon"
@@ -38,7 +43,7 @@ def test_dashboard_is_grafana_json() -> None:
 def test_every_expression_is_valid_promql(tmp_path: Path) -> None:
     assert PROMTOOL is not None
     rules = {"groups": [{"name": "grafana", "rules": [
-        {"record": f"rigmon_dashboard_expr_{i}", "expr": e.replace("$node", ".*")} for i, e in enumerate(expressions())
+        {"record": f"rigmon_dashboard_expr_{i}", "expr": promql(e)} for i, e in enumerate(expressions())
     ]}]}
     path = tmp_path / "exprs.yml"
     path.write_text(yaml.safe_dump(rules))
@@ -82,3 +87,63 @@ def test_promtool_finds_nothing_on_simulated_nodes_with_every_collector(exposed:
                    "rigmon_thunderbolt_link_state", "rigmon_psu_path_resistance_ohms", "rigmon_amd_gpu_power_watts",
                    "rigmon_nvme_link_width", "rigmon_kernel_log_records_total"):
         assert family in families, family
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_the_events_annotation_marks_an_events_first_occurrence(tmp_path: Path) -> None:
+    # A counter series appears with its first event (one Xid 79 is a series going from absent to 1):
+    # changes() alone never sees it, and the incident's one event drew no annotation.
+    data = json.loads(DASHBOARD.read_text())
+    [annotation] = data["annotations"]["list"]
+    expr = promql(annotation["expr"])
+    xid = 'rigmon_events_total{node="v100-a",kind="xid",subject="gpu:3",code="79"}'
+    link = 'rigmon_events_total{node="strix-1",kind="tb_link_changed",subject="link:0-1"}'
+    # Both first happen at 10 s; the link changes again at 120 s.
+    link_values = " ".join(["_", "_"] + ["1"] * 22 + ["2"] * 20)
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        "input_series": [{"series": xid, "values": "_ _ 1x40"}, {"series": link, "values": link_values}],
+        "promql_expr_test": [
+            {"expr": expr, "eval_time": "5s", "exp_samples": []},
+            {"expr": expr, "eval_time": "10s",
+             "exp_samples": [{"labels": xid, "value": 1}, {"labels": link, "value": 1}]},
+            {"expr": expr, "eval_time": "90s", "exp_samples": []},
+            {"expr": expr, "eval_time": "120s", "exp_samples": [
+                {"labels": '{node="strix-1",kind="tb_link_changed",subject="link:0-1"}', "value": 1}]},
+        ]}]}
+    path = tmp_path / "annotation.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_rail_minimum_and_power_peak_panels_keep_the_worst_of_each_step(tmp_path: Path) -> None:
+    # Zoomed out, Grafana asks for one point per step (a minute and more): a plain series shows the sample
+    # at the step and skips a sag or a peak between two steps, which the alerts saw.
+    data = json.loads(DASHBOARD.read_text())
+    targets = {t["legendFormat"]: t["expr"] for p in data["panels"] if p["type"] == "timeseries"
+               for t in p.get("targets", [])}
+    rail = {"node": "v100-a"}
+    gpu = {"node": "v100-a", "gpu": "3", "uuid": "GPU-3"}
+    cases = [  # (legend, metric, labels, values every 5 s from 0 s, worst value in the minute before 60 s)
+        ("{{node}} min", "rigmon_psu_rail_min_volts", rail, "12.0 12.0 11.9 11.31 11.9 12.0x8", 11.31),
+        ("{{node}} lowest 60 s", "rigmon_psu_rail_lowest_volts", rail, "12.0 12.0 11.9 11.31x8 11.9", 11.31),
+        ("{{node}} GPU {{gpu}} peak", "rigmon_gpu_power_peak_watts", gpu, "250 250 250 410 250x9", 410),
+    ]
+    exprs = []
+    for legend, metric, labels, values, worst in cases:
+        series = metric + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+        sample_labels = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+        exprs.append({"expr": promql(targets[legend]), "eval_time": "60s",
+                      "exp_samples": [{"labels": sample_labels, "value": worst}], "series": (series, values)})
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        "input_series": [{"series": e["series"][0], "values": e["series"][1]} for e in exprs],
+        "promql_expr_test": [{k: v for k, v in e.items() if k != "series"} for e in exprs]}]}
+    path = tmp_path / "worst.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -16,6 +16,8 @@ import httpx
 import pytest
 import yaml
 
+from rigmon.setup.tls import make_self_signed
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
 PROMETHEUS = shutil.which("prometheus")
@@ -29,8 +31,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+@contextlib.contextmanager
+def running_agent(tmp_path: Path, *tls_args: str) -> Iterator[tuple[str, Path]]:
+    """An agent with a token on a simulated tree (``--tree-only``), with the given TLS options."""
     token = tmp_path / "token"
     token.write_text("prom-token\n")
     token.chmod(0o600)
@@ -42,7 +45,7 @@ def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = free_port()
     agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--root", root, "--node", "rig-a",
                               "--listen", f"127.0.0.1:{port}", "--token-file", str(token),
-                              "--state-dir", str(tree / "state")],
+                              "--state-dir", str(tree / "state"), *tls_args],
                              stdout=subprocess.DEVNULL, env=ENV)
     try:
         yield f"127.0.0.1:{port}", token
@@ -52,8 +55,15 @@ def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             proc.wait(10)
 
 
+@pytest.fixture
+def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    with running_agent(tmp_path) as target:
+        yield target
+
+
 @contextlib.contextmanager
-def run_prometheus(tmp_path: Path, target: str, token: Path | None) -> Iterator[str]:
+def run_prometheus(tmp_path: Path, target: str, token: Path | None, ca_file: Path | None = None) -> Iterator[str]:
+    """The example configuration with only its files and targets replaced (plain HTTP without ``ca_file``)."""
     example = yaml.safe_load((REPO / "deploy" / "prometheus" / "prometheus.yml").read_text())
     example["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     example["rule_files"] = [str(REPO / "deploy" / "prometheus" / name) for name in example["rule_files"]]
@@ -62,6 +72,11 @@ def run_prometheus(tmp_path: Path, target: str, token: Path | None) -> Iterator[
         del job["authorization"]
     else:
         job["authorization"]["credentials_file"] = str(token)
+    if ca_file is None:
+        job["scheme"] = "http"
+        job.pop("tls_config", None)
+    else:
+        job.setdefault("tls_config", {})["ca_file"] = str(ca_file)
     job["static_configs"] = [{"targets": [target]}]
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump(example))
@@ -107,6 +122,26 @@ def test_prometheus_scrapes_the_agent_with_its_token(prometheus: str) -> None:
         assert float(rate[0]["value"][1]) > 0  # type: ignore[index]
 
 
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the setup's certificate")
+def test_the_example_job_scrapes_an_agent_as_rigmon_setup_agent_makes_it(tmp_path: Path) -> None:
+    # `rigmon setup agent` serves HTTPS with a self-signed certificate per node; the example job's CA file
+    # holds every node's certificate (here another node's too), and its token is the agent's read token.
+    cert, key = make_self_signed(["rig-a", "localhost", "127.0.0.1"])
+    other, _ = make_self_signed(["rig-b", "localhost", "127.0.0.1"])
+    (tmp_path / "agent.pem").write_bytes(cert)
+    (tmp_path / "agent.key").write_bytes(key)
+    (tmp_path / "agent.key").chmod(0o600)
+    (tmp_path / "ca.pem").write_bytes(other + cert)
+    with (running_agent(tmp_path, "--tls-cert", str(tmp_path / "agent.pem"), "--tls-key", str(tmp_path / "agent.key"))
+          as (target, token),
+          run_prometheus(tmp_path, target, token, tmp_path / "ca.pem") as url,
+          httpx.Client(timeout=5) as client):
+        up = query(client, url, 'up{job="rigmon"} == 1')
+        assert up[0]["metric"]["instance"] == target  # type: ignore[index]
+        cpus = query(client, url, "rigmon_host_cpus")
+        assert cpus[0]["metric"]["node"] == "rig-a"  # type: ignore[index]
+
+
 def test_prometheus_evaluates_the_shipped_rules_on_a_bus_drop(tmp_path: Path) -> None:
     sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "undervolt-bus-drop", "--nodes", "1",
                             "--base-port", "0", "--speed", "5", "--duration", "120"],
@@ -121,6 +156,26 @@ def test_prometheus_evaluates_the_shipped_rules_on_a_bus_drop(tmp_path: Path) ->
             assert rail[0]["metric"]["node"] == "node01"  # type: ignore[index]
             xid = query(client, url, 'ALERTS{alertname="RigmonGpuXid"}')
             assert xid[0]["metric"]["code"] == "79"  # type: ignore[index]
+    finally:
+        sim.terminate()
+        sim.wait(10)
+
+
+def test_prometheus_evaluates_the_rdma_rules_on_a_port_flap(tmp_path: Path) -> None:
+    # The port goes down at 30 s of simulated time and comes back slower at 45 s (6 and 9 s here).
+    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "rdma-port-flap", "--nodes", "1",
+                            "--base-port", "0", "--speed", "5", "--duration", "120"],
+                           stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert sim.stdout is not None
+        target = sim.stdout.readline().split()[1].removeprefix("http://")
+        with run_prometheus(tmp_path, target, None) as url, httpx.Client(timeout=5) as client:
+            down = query(client, url, 'ALERTS{alertname="RigmonRdmaPortDown",alertstate="firing"}')
+            assert down[0]["metric"]["device"] == "mlx5_0"  # type: ignore[index]
+            flapped = query(client, url, 'ALERTS{alertname="RigmonRdmaPortFlapped",alertstate="firing"}')
+            assert flapped[0]["metric"]["node"] == "node01"  # type: ignore[index]
+            slow = query(client, url, 'ALERTS{alertname="RigmonRdmaPortBelowRate",alertstate="firing"}')
+            assert slow[0]["metric"]["port"] == "1"  # type: ignore[index]
     finally:
         sim.terminate()
         sim.wait(10)
