@@ -248,3 +248,60 @@ def test_a_restored_alarm_clear_on_fresh_readings_waits_for_its_clear_hold() -> 
     for t, v in ((101, 12.0), (110, 11.5), (111, 12.0), (140, 12.0), (141, 12.0)):
         seen += [(t, tr.change, tr.alarm.id) for tr in after.evaluate_data(rail(v), [], T0 + t)]
     assert seen == [(101, "firing", alarm.id), (141, "resolved", alarm.id)]
+
+
+STALE = """
+[[rule]]
+name = "stale"
+kind = "staleness"
+select = "collectors.*.sampled_at"
+max_age_s = 120.0
+subject = "collector:{key}"
+message = "collector {key} silent {age_s:.0f} s"
+"""
+
+RAIL_WINDOW = """
+[[rule]]
+name = "rail_mean"
+kind = "threshold"
+select = "psu_rail.volts.min_volts"
+aggregate = "mean"
+window_s = 300.0
+below = 11.7
+subject = "psu"
+message = "rail mean {value} V"
+"""
+
+
+def test_a_restored_staleness_alarm_is_not_resolved_while_its_frames_are_counted_again() -> None:
+    """After a restart a still-silent collector's timestamp has stood still for one frame only:
+    that is no verdict, not a clear that resolves the alarm and fires a new one frames later."""
+    def frame(at: float) -> dict[str, Any]:
+        return {"collectors": {"adc": {"sampled_at": at}}}
+    before = engine(rules(STALE))
+    changes = [tr.change for t in range(0, 400, 10) for tr in before.evaluate_data(frame(T0), [], T0 + t)]
+    assert changes == ["firing"]
+    (alarm,) = before.active()
+    after = restart(before, now=T0 + 400)
+    changes = []
+    for t in range(400, 460, 10):
+        changes += [(tr.change, tr.alarm.id) for tr in after.evaluate_data(frame(T0), [], T0 + t)]
+    assert changes == [("firing", alarm.id)]  # the same episode goes on, once min_frames are counted
+    # A collector that did come back resolves it at once.
+    (tr,) = after.evaluate_data(frame(T0 + 460), [], T0 + 460)
+    assert (tr.change, tr.alarm.id) == ("resolved", alarm.id)
+
+
+def test_a_window_rule_refilling_its_window_does_not_count_its_subject_as_gone() -> None:
+    before = engine(rules(RAIL_WINDOW))
+    for t in range(0, 400, 10):
+        before.evaluate_data(rail(11.5), [], T0 + t)
+    (alarm,) = before.active()
+    after = restart(before, now=T0 + 400)
+    # Five minutes without a verdict (the window refills): carried and listed, neither resolved as
+    # "not reported" after absent_resolve_s nor fired again under a new id.
+    for t in range(400, 700, 10):
+        assert after.evaluate_data(rail(11.5), [], T0 + t) == []
+        assert [a.id for a in after.alarm_list().active] == [alarm.id]
+    (tr,) = after.evaluate_data(rail(11.5), [], T0 + 700)
+    assert (tr.change, tr.restored, tr.alarm.id) == ("firing", True, alarm.id)
