@@ -239,7 +239,10 @@ class AlarmStateKeeper:
 
     def note_transition(self, transition: Transition) -> None:
         """An alarm hook (on the event loop): save soon after an alarm fires, resolves or is acknowledged."""
-        if transition.change in _SAVED_CHANGES and not transition.restored and self._changed is not None:
+        # A restored alarm confirmed as firing changes nothing in the file; one that resolved does.
+        if transition.restored and transition.change == "firing":
+            return
+        if transition.change in _SAVED_CHANGES and self._changed is not None:
             self._changed.set()
 
     async def run(self, interval_s: float, min_gap_s: float = MIN_SAVE_GAP_S) -> None:

@@ -50,7 +50,11 @@ def threshold(rule: ThresholdRule, state: RuleState, matches: list[Match], now: 
             while win and win[0][0] < now - rule.window_s:
                 win.popleft()
             if now - state.first_seen.setdefault(m.subject, now) < rule.window_s:
-                continue  # less than one window of history: no verdict yet
+                # Less than one window of history: no verdict yet, but the subject is there
+                # (an alarm carried over a restart must not count it absent).
+                if not quiet:
+                    yield obs(rule, m, m.subject, m.labels, False, tidy(v), known=False)
+                continue
             values = [x for _, x in win]
             v = min(values) if rule.aggregate == "min" else max(values) if rule.aggregate == "max" \
                 else sum(values) / len(values)
@@ -148,7 +152,10 @@ def trend(rule: TrendRule, state: RuleState, matches: list[Match], now: float, q
         while buckets and (buckets[0][0] + 1) * rule.bucket_s <= now - rule.window_s:
             buckets.popleft()
         if (buckets[-1][0] - buckets[0][0]) * rule.bucket_s < rule.min_span_s:
-            continue  # not enough history for a trend: no verdict, not a clear
+            # Not enough history for a trend: no verdict, not a clear, and not absent either.
+            if not quiet:
+                yield obs(rule, m, m.subject, m.labels, False, None, known=False)
+            continue
         slope_per_day = slope([((b[0] + 0.5) * rule.bucket_s, b[1] / b[2]) for b in buckets]) * SECONDS_PER_DAY
         yield obs(rule, m, m.subject, m.labels, slope_per_day > rule.max_rise_per_day,
                         round(slope_per_day, 6), quiet=quiet)

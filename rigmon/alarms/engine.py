@@ -105,7 +105,9 @@ class AlarmEngine:
 
         The seam for readings whose record types a build does not have yet, and for tests.
         """
-        out: list[Transition] = []
+        # Restored alarms that the restore itself resolved (a rule no longer in force, an event
+        # expired while the agent was down) are announced with the first evaluation.
+        out: list[Transition] = self.book.take_restored()
         reads = FrameReads(data, self._carry)  # rules that watch the same reading share what is read of it
         # A rule without an active or carried alarm only needs its active observations: the
         # book does nothing with a clear one for a subject it has no alarm for. Most rules,
@@ -236,8 +238,13 @@ class AlarmEngine:
                               recent=min(len(memory.recent), len(self.book.recent())), dropped=tuple(dropped))
 
     def alarm_list(self, control: bool = False) -> AlarmList:
-        """The ``/v1/alarms`` record."""
-        return AlarmList(node=self.node, active=self.active(), recent=self.recent(), rules=self.rule_names,
+        """The ``/v1/alarms`` record.
+
+        Its ``active`` alarms include those carried over an agent restart that fresh readings
+        have not decided yet: they go on firing until then (see `AlarmBook.restore`).
+        """
+        active = tuple(sorted(self.active() + self.book.carried(), key=lambda a: a.started_at, reverse=True))
+        return AlarmList(node=self.node, active=active, recent=self.recent(), rules=self.rule_names,
                          control=control)
 
     # --- conditions ----------------------------------------------------------------------
@@ -295,8 +302,12 @@ class AlarmEngine:
         silent = age_s > limit_s and frames >= rule.min_frames
         if quiet and not silent:
             return None
+        # Old but not yet stood still for min_frames evaluations (the first frames after an
+        # agent restart): no verdict, so an alarm carried over the restart is not resolved
+        # on it and fired again (a new id, notified again) min_frames later.
+        known = silent or age_s <= limit_s
         return self._obs(rule, m, m.subject, m.labels, silent, round(age_s, 3),
-                         {"age_s": age_s, "limit_s": limit_s}, quiet=quiet)
+                         {"age_s": age_s, "limit_s": limit_s}, known=known, quiet=quiet)
 
     def _events(self, rule: EventRule, events: Sequence[Event]) -> Iterable[Observation]:
         for ev in events:

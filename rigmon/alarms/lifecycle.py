@@ -21,11 +21,6 @@ Change = Literal["pending", "firing", "resolved", "acknowledged"]
 #: Which way a rule's readings get worse.
 Worse = Literal["lower", "higher"]
 
-#: How long a restored alarm waits for a fresh observation of its rule and subject (at
-#: least; a rule's ``absent_resolve_s`` may make it longer) before it is resolved as no
-#: longer reported. Long enough for rules that need a window of readings first.
-CARRY_S = 900.0
-
 
 class TrackedRule(Protocol):
     """What the book needs of a rule."""
@@ -192,8 +187,8 @@ class _Track(msgspec.Struct):
 
 class _Carry(msgspec.Struct):
     alarm: Alarm
-    expires_at: float
     clear_since: float | None = None
+    absent_since: float | None = None
 
 
 class AlarmBook:
@@ -213,6 +208,20 @@ class AlarmBook:
         self._recent: deque[Alarm] = deque(maxlen=recent_limit)
         # Alarms restored from before a restart, waiting for fresh readings to decide.
         self._carried: dict[tuple[str, str], _Carry] = {}
+        # Restored alarms resolved by `restore` itself, to be announced at the first evaluation.
+        self._restored: list[Transition] = []
+
+    def take_restored(self) -> list[Transition]:
+        """The resolutions `restore` decided without an evaluation (each handed out once)."""
+        out, self._restored = self._restored, []
+        return out
+
+    def _end_restored(self, alarm: Alarm, at: float, why: str | None) -> None:
+        """Resolve a restored alarm that cannot be taken over: recent list, and a transition for `take_restored`."""
+        message = alarm.message if why is None else f"{alarm.message} ({why})"
+        ended = msgspec.structs.replace(alarm, state="resolved", resolved_at=at, updated_at=at, message=message)
+        self._recent.appendleft(ended)
+        self._restored.append(Transition("resolved", ended, alarm.state, restored=True))
 
     def rules_with_alarms(self) -> set[str]:
         """Names of the rules that have an active alarm, or one carried over a restart."""
@@ -257,9 +266,18 @@ class AlarmBook:
             if now - track.absent_since >= rule.absent_resolve_s:
                 out.append(self._resolve((rule_name, subject), now,
                                          f"{track.alarm.message} (no longer reported)"))
-        if self._carried:
+        if self._carried and complete:
             for key, carry in list(self._carried.items()):
-                if key[0] == rule.name and key[1] not in seen and complete and now >= carry.expires_at:
+                if key[0] != rule.name or key[1] in seen:
+                    continue
+                # A subject that fresh readings no longer report (a failed md member removed
+                # from its array while the agent was down) is gone as it would be for a live
+                # alarm: after the rule's absent_resolve_s. Rules that need a window of readings
+                # report their subjects without a verdict meanwhile (`Observation.known`), so
+                # they are not absent.
+                if carry.absent_since is None:
+                    carry.absent_since = now
+                if now - carry.absent_since >= rule.absent_resolve_s:
                     out.append(self._settle(key, now, "not reported since the agent restarted"))
         return out
 
@@ -269,6 +287,7 @@ class AlarmBook:
         if track is not None:
             track.absent_since = None
         if track is None and key in self._carried:
+            self._carried[key].absent_since = None
             if obs.active:
                 return [self._continue(key, obs, now)]
             if not obs.known:
@@ -445,8 +464,12 @@ class AlarmBook:
         the first fresh observation of its rule and subject: still active, its episode goes
         on (`Transition.restored`); clear, it resolves once clear for the rule's
         ``clear_hold_s`` (counted from before the restart if its clear hold had begun),
-        going on firing until then; not reported within `CARRY_S` (or the rule's
-        ``absent_resolve_s``), it resolves as no longer reported.
+        going on firing until then; not reported by complete evaluations for the rule's
+        ``absent_resolve_s``, it resolves as no longer reported. An alarm that cannot be
+        taken over (its rule is no longer in force, its event expired while the agent was
+        down, a second alarm of the same rule and subject) goes to the recent list as
+        resolved, and its transition is handed out by `take_restored` so that it is
+        announced like any other: a restored alarm never just vanishes.
 
         Args:
             alarms: as `export` gave them.
@@ -465,19 +488,20 @@ class AlarmBook:
             rule = rules.get(alarm.rule)
             if rule is None:
                 dropped.append(f"alarm {alarm.id}: rule {alarm.rule} is no longer in force")
+                self._end_restored(alarm, now, "rule no longer in force after the agent restarted")
                 continue
-            if key in self._active or key in self._carried or alarm.fired_at is None:
+            if key in self._active or key in self._carried:
+                dropped.append(f"alarm {alarm.id}: another alarm of {alarm.rule} on {alarm.subject} was taken over")
+                self._end_restored(alarm, now, "superseded after the agent restarted")
                 continue
             if carried.latch_until is not None:
                 if carried.latch_until <= now:
-                    self._recent.appendleft(msgspec.structs.replace(
-                        alarm, state="resolved", resolved_at=carried.latch_until, updated_at=carried.latch_until))
                     dropped.append(f"alarm {alarm.id}: expired while the agent was down")
+                    self._end_restored(alarm, carried.latch_until, None)
                     continue
                 self._active[key] = _Track(alarm=alarm, hold_s=0.0, latch_until=carried.latch_until)
             else:
-                self._carried[key] = _Carry(alarm=alarm, expires_at=now + max(CARRY_S, rule.absent_resolve_s),
-                                            clear_since=carried.clear_since)
+                self._carried[key] = _Carry(alarm=alarm, clear_since=carried.clear_since)
             taken += 1
         room = (self._recent.maxlen or 0) - len(self._recent)
         for alarm in list(recent)[:max(0, room)]:

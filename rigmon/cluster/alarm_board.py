@@ -280,6 +280,15 @@ class AlarmTracker:
         else:
             self._active[alarm_id] = new
 
+    def restarted(self) -> None:
+        """The node's agent restarted (a frame of a new run): its pending alarms are gone.
+
+        An agent keeps only alarms that had fired across a restart (their fate comes as
+        events of the new run); a pending one's hold starts again under a new id, and no
+        event ends the old one, which would otherwise stay pending for the rest of a replay.
+        """
+        self._active = {k: a for k, a in self._active.items() if a.state != "pending"}
+
     def alarm_list(self) -> AlarmList:
         """The alarms as /v1/alarms would list them (read-only: no acknowledging a replay)."""
         return AlarmList(node=self.node, active=tuple(self._active.values()), recent=tuple(self._recent))

@@ -203,7 +203,10 @@ class Replay:
         while self._fed < len(self._timeline) and self._timeline[self._fed][0] <= until_at:
             taken_at, _, key, frame = self._timeline[self._fed]
             self.clock.at = taken_at
-            cluster.nodes[key].add_frames((frame,))
+            store = cluster.nodes[key]
+            if store.latest is not None and store.latest.run_id != frame.run_id:
+                self._trackers[key].restarted()
+            store.add_frames((frame,))
             for event in frame.events:
                 self._trackers[key].apply(event)
             touched.add(key)

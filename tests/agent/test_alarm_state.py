@@ -124,8 +124,10 @@ async def test_trend_first_seen_and_acknowledgement_survive_a_restart(tmp_path: 
                                                               for e in events(second)))
         restored = next(e for e in events(second) if e.kind == "alarm_state_restored")
         assert (restored.data["trend_series"], restored.data["first_seen"], restored.data["alarms"]) == (1, 1, 1)
-        # Firing is re-derived from fresh readings, not assumed from the file.
-        assert decode(AlarmList, (await client.get("/v1/alarms")).content).active == ()
+        # Carried over, the alarm goes on firing (listed, not re-announced) until fresh readings decide.
+        assert second.alarms.engine.active() == ()
+        (carried,) = decode(AlarmList, (await client.get("/v1/alarms")).content).active
+        assert (carried.id, carried.state, carried.acknowledged_by) == (hot.id, "firing", "alice")
         for minute in range(8, 12):
             await settle(second, clock, minute * 60.0, probe, lug=40.0 + minute, link=10.0, probe=94.0)
         body = decode(AlarmList, (await client.get("/v1/alarms")).content)
@@ -139,6 +141,71 @@ async def test_trend_first_seen_and_acknowledgement_survive_a_restart(tmp_path: 
         assert isinstance(by_rule["lug_warming"].value, float) and by_rule["lug_warming"].value > 1000
         assert by_rule["link_slower"].message == "link at 10.0, first seen at 40"
         await second.stop()
+
+
+MEMBER_RULES = parse_rules("""
+[[rule]]
+name = "member_failed"
+kind = "state"
+select = "temperatures[*].temp_c"
+equals = -1.0
+subject = "disk:{sensor}"
+message = "member {sensor} failed"
+""", "test")
+
+
+def make_member_agent(state_dir: Path, clock: FakeClock) -> tuple[Agent, Probe]:
+    probe = Probe()
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(state_dir), interval_s=30.0,
+                                            state_dir=str(state_dir)))
+    return Agent(config, token=READ, collectors={"probe": probe}, rules=MEMBER_RULES, clock=clock), probe
+
+
+async def test_a_restored_alarm_whose_subject_is_gone_resolves_instead_of_vanishing(tmp_path: Path) -> None:
+    # The md-degraded report: a member fails, the agent is killed (-9), the failed member is
+    # removed from the array (a replacement added) before the agent is back. The restored
+    # alarm's subject is no longer reported: it must stay listed, then resolve with an event
+    # and a recent entry saying why, as a live alarm does after absent_resolve_s (60 s).
+    clock = FakeClock(T0)
+    first, probe = make_member_agent(tmp_path, clock)
+    first.app()
+    first.start()
+    await wait_for(lambda: probe.push is not None)
+    path = tmp_path / STATE_FILE_NAME
+    await settle(first, clock, 1.0, probe, nvme0n1=40.0, nvme1n1=-1.0)
+    (failed,) = first.alarms.engine.active()
+    assert (failed.subject, failed.state) == ("disk:nvme1n1", "firing")
+    await wait_for(lambda: path.exists() and read_state_file(path) is not None
+                   and len(read_state_file(path).engine.alarms) == 1)  # type: ignore[union-attr]
+    crashed = path.read_bytes()  # what kill -9 leaves: no save at a clean stop
+    await first.stop()
+    path.write_bytes(crashed)
+
+    clock.t = T0 + 30.0
+    second, probe = make_member_agent(tmp_path, clock)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=second.app()), base_url="http://agent",
+                                 headers={"Authorization": f"Bearer {READ}"}) as client:
+        second.start()
+        await wait_for(lambda: probe.push is not None and any(e.kind == "alarm_state_restored"
+                                                              for e in events(second)))
+        restored = next(e for e in events(second) if e.kind == "alarm_state_restored")
+        assert restored.data["alarms"] == 1
+        # The agent's first frame (at its start, T0 + 30) already lacks nvme1n1.
+        for t in (31.0, 60.0, 89.0):
+            await settle(second, clock, t, probe, nvme0n1=40.0, nvme2n1=40.0)
+            body = decode(AlarmList, (await client.get("/v1/alarms")).content)
+            assert [a.id for a in body.active] == [failed.id]  # still listed while undecided
+        await settle(second, clock, 90.0, probe, nvme0n1=40.0, nvme2n1=40.0)  # 60 s unreported
+        await settle(second, clock, 91.0, probe, nvme0n1=40.0, nvme2n1=40.0)  # its event is in the next frame
+        body = decode(AlarmList, (await client.get("/v1/alarms")).content)
+        assert body.active == ()
+        (ended,) = body.recent
+        assert (ended.id, ended.state) == (failed.id, "resolved")
+        assert ended.message == "member nvme1n1 failed (not reported since the agent restarted)"
+        (resolved,) = [e for e in events(second) if e.kind == "alarm_resolved"]
+        assert resolved.data["alarm_id"] == failed.id and resolved.data["restored"] is True
+        await second.stop()
+    assert read_state_file(path).engine.alarms == ()  # type: ignore[union-attr]
 
 
 async def test_an_alarm_is_saved_when_it_fires_not_a_save_interval_later(tmp_path: Path) -> None:
@@ -159,11 +226,14 @@ async def test_an_alarm_is_saved_when_it_fires_not_a_save_interval_later(tmp_pat
     await settle(agent, clock, 1.0, probe, probe=95.0)
     (hot,) = agent.alarms.engine.active()
     assert hot.state == "firing"
-    await wait_for(lambda: "hot" in saved_rules())  # no clean stop: what a crash leaves
-    saves = agent.alarm_state.saves if agent.alarm_state else 0
+    keeper = agent.alarm_state
+    assert keeper is not None
+    # `saves` counts a write once its rename is done: wait for the count too, not only the file.
+    await wait_for(lambda: "hot" in saved_rules() and keeper.saves >= 1)  # no clean stop: what a crash leaves
+    saves = keeper.saves
     await settle(agent, clock, 2.0, probe, probe=80.0)  # resolved: saved too
-    await wait_for(lambda: "hot" not in saved_rules())
-    assert agent.alarm_state is not None and agent.alarm_state.saves == saves + 1
+    await wait_for(lambda: "hot" not in saved_rules() and keeper.saves > saves)
+    assert keeper.saves == saves + 1
     await agent.stop()
 
 

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.alarms.lifecycle import CARRY_S
 from rigmon.alarms.memory import EngineMemory
 from rigmon.alarms.rules import Rule
 from rigmon.typed import from_data, to_data
@@ -133,16 +132,18 @@ def test_an_alarm_that_cleared_while_the_agent_was_down_resolves() -> None:
     assert after.recent()[0].id == tr.alarm.id and after.active() == ()
 
 
-def test_a_restored_alarm_never_reported_again_resolves_after_the_carry_time() -> None:
+def test_a_restored_alarm_never_reported_again_resolves_after_absent_resolve_s() -> None:
     before = engine(rules(RAIL))
     for t in (0, 5):
         before.evaluate_data(rail(11.5), [], T0 + t)
     after = restart(before, now=T0 + 100)
-    assert after.evaluate_data({}, [], T0 + 100 + CARRY_S - 1) == []
+    assert after.evaluate_data({}, [], T0 + 100) == []
+    assert after.evaluate_data({}, [], T0 + 159) == []
     (alarm,) = after.book.carried()
     assert after.book.get(alarm.id) == alarm
-    (tr,) = after.evaluate_data({}, [], T0 + 100 + CARRY_S)
+    (tr,) = after.evaluate_data({}, [], T0 + 160)  # the rule's absent_resolve_s (60 s), as for a live alarm
     assert tr.change == "resolved" and "not reported since the agent restarted" in tr.alarm.message
+    assert after.recent()[0].id == alarm.id and after.book.carried() == ()
 
 
 def test_a_restored_alarm_can_be_acknowledged_before_fresh_readings_decide() -> None:
@@ -174,6 +175,8 @@ def test_event_alarms_come_back_latched_until_they_expire() -> None:
     # Restored after its latch ran out, it goes straight to the recent list.
     late = restart(before, now=T0 + 4000)
     assert late.active() == () and late.recent()[0].id == alarm.id
+    (tr,) = late.evaluate_data({}, [], T0 + 4001)  # and is announced as resolved, not dropped unseen
+    assert (tr.change, tr.restored, tr.alarm.id) == ("resolved", True, alarm.id)
 
 
 def test_recent_alarms_and_rules_no_longer_in_force() -> None:
@@ -181,8 +184,17 @@ def test_recent_alarms_and_rules_no_longer_in_force() -> None:
     for t, v in ((0, 11.5), (5, 11.5), (6, 12.0), (7, 11.5), (12, 11.5)):
         before.evaluate_data(rail(v), [], T0 + t)
     assert len(before.recent()) == 1 and len(before.active()) == 1
+    (firing,) = before.active()
     after = restart(before, rules(SLOW_LINK), now=T0 + 20)
-    assert after.recent() == before.recent()
+    # The firing alarm of the rule taken out does not vanish: it resolves, saying why, and
+    # the first evaluation announces it.
+    ended, *older = after.recent()
+    assert tuple(older) == before.recent()
+    assert (ended.id, ended.state, ended.resolved_at) == (firing.id, "resolved", T0 + 20)
+    assert ended.message == "rail 11.5 V (rule no longer in force after the agent restarted)"
+    (tr,) = after.evaluate_data({}, [], T0 + 21)
+    assert (tr.change, tr.restored, tr.alarm.id) == ("resolved", True, firing.id)
+    assert after.evaluate_data({}, [], T0 + 22) == []
     summary = engine(rules(SLOW_LINK)).restore_memory(before.export_memory(), T0 + 20)
     assert summary.alarms == 0 and summary.recent == 1
     assert any("rule rail is no longer in force" in d for d in summary.dropped)
@@ -236,3 +248,60 @@ def test_a_restored_alarm_clear_on_fresh_readings_waits_for_its_clear_hold() -> 
     for t, v in ((101, 12.0), (110, 11.5), (111, 12.0), (140, 12.0), (141, 12.0)):
         seen += [(t, tr.change, tr.alarm.id) for tr in after.evaluate_data(rail(v), [], T0 + t)]
     assert seen == [(101, "firing", alarm.id), (141, "resolved", alarm.id)]
+
+
+STALE = """
+[[rule]]
+name = "stale"
+kind = "staleness"
+select = "collectors.*.sampled_at"
+max_age_s = 120.0
+subject = "collector:{key}"
+message = "collector {key} silent {age_s:.0f} s"
+"""
+
+RAIL_WINDOW = """
+[[rule]]
+name = "rail_mean"
+kind = "threshold"
+select = "psu_rail.volts.min_volts"
+aggregate = "mean"
+window_s = 300.0
+below = 11.7
+subject = "psu"
+message = "rail mean {value} V"
+"""
+
+
+def test_a_restored_staleness_alarm_is_not_resolved_while_its_frames_are_counted_again() -> None:
+    """After a restart a still-silent collector's timestamp has stood still for one frame only:
+    that is no verdict, not a clear that resolves the alarm and fires a new one frames later."""
+    def frame(at: float) -> dict[str, Any]:
+        return {"collectors": {"adc": {"sampled_at": at}}}
+    before = engine(rules(STALE))
+    changes = [tr.change for t in range(0, 400, 10) for tr in before.evaluate_data(frame(T0), [], T0 + t)]
+    assert changes == ["firing"]
+    (alarm,) = before.active()
+    after = restart(before, now=T0 + 400)
+    changes = []
+    for t in range(400, 460, 10):
+        changes += [(tr.change, tr.alarm.id) for tr in after.evaluate_data(frame(T0), [], T0 + t)]
+    assert changes == [("firing", alarm.id)]  # the same episode goes on, once min_frames are counted
+    # A collector that did come back resolves it at once.
+    (tr,) = after.evaluate_data(frame(T0 + 460), [], T0 + 460)
+    assert (tr.change, tr.alarm.id) == ("resolved", alarm.id)
+
+
+def test_a_window_rule_refilling_its_window_does_not_count_its_subject_as_gone() -> None:
+    before = engine(rules(RAIL_WINDOW))
+    for t in range(0, 400, 10):
+        before.evaluate_data(rail(11.5), [], T0 + t)
+    (alarm,) = before.active()
+    after = restart(before, now=T0 + 400)
+    # Five minutes without a verdict (the window refills): carried and listed, neither resolved as
+    # "not reported" after absent_resolve_s nor fired again under a new id.
+    for t in range(400, 700, 10):
+        assert after.evaluate_data(rail(11.5), [], T0 + t) == []
+        assert [a.id for a in after.alarm_list().active] == [alarm.id]
+    (tr,) = after.evaluate_data(rail(11.5), [], T0 + 700)
+    assert (tr.change, tr.restored, tr.alarm.id) == ("firing", True, alarm.id)

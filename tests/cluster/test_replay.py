@@ -8,11 +8,13 @@ import random
 import tarfile
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from rigmon.cluster.export import replay_parts
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
+from rigmon.schema import Event
 from rigmon.snapshot.bundle import BundleError, NodePart, frames_gzip, write_bundle
 from tests.tui.snapshot_apps.fake_agent import START_AT, make_frame
 from tests.tui.snapshot_apps.fake_bundle import (
@@ -130,6 +132,30 @@ def test_two_nodes_of_one_name_stay_two_nodes(tmp_path: Path) -> None:
         assert {f.run_id for f in replay.frames_until(key)} == {run}
     # The export of this replay keeps them apart as well.
     assert [p.frame_count for p in replay_parts(replay)] == [30, 30]
+
+
+def test_a_pending_alarm_ends_when_its_agent_restarts(tmp_path: Path) -> None:
+    # An agent does not carry a pending alarm over a restart (its hold starts again under a
+    # new id) and no event ends it: the replay kept it pending to the end of the recording.
+    rng = random.Random(3)
+    pending = Event(id="a-9", at=START_AT + 5, kind="alarm_pending", severity="info", subject="psu",
+                    message="rail pending: rail 11.6 V",
+                    data={"alarm_id": "a-a1", "rule": "rail", "severity": "warning", "state": "pending"})
+    first = [make_frame("node01", "a", seq, rng) for seq in range(1, 11)]
+    first[4] = msgspec.structs.replace(first[4], events=(pending,))
+    second = [make_frame("node01", "b", seq, rng, start_at=START_AT + 20) for seq in range(1, 11)]
+    frames = first + second
+    parts = [NodePart(node="node01", source="http://10.0.0.1:9871", from_at=frames[0].taken_at,
+                      to_at=frames[-1].taken_at, latest=frames[-1], frames_gz=frames_gzip(frames),
+                      frame_count=len(frames))]
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", parts, 600.0, "", created_at=START_AT + 40))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    store = cluster.nodes[replay.keys[0]]
+    replay.seek(cluster, first[-1].taken_at)
+    assert [(a.id, a.state) for a in store.alarm_list.active] == [("a-a1", "pending")]  # type: ignore[union-attr]
+    replay.seek(cluster, replay.end_at)
+    assert store.restarts == 1 and store.alarm_list.active == ()  # type: ignore[union-attr]
 
 
 def test_a_node_the_export_could_not_pull_is_unreachable_not_connecting(tmp_path: Path) -> None:

@@ -74,7 +74,8 @@ def test_resolved_over_a_restart_says_so_without_a_stale_reading() -> None:
     memory = before.export_memory()
     after, _ = critical_engine()
     after.restore_memory(memory, T0 + 10)
-    n = resolved_of(after.evaluate_data({}, [], T0 + 10 + 1000))  # not reported within the carry time
+    assert after.evaluate_data({}, [], T0 + 10) == []  # not reported since the restart: absent from here
+    n = resolved_of(after.evaluate_data({}, [], T0 + 10 + 1000))  # ... for longer than absent_resolve_s
     assert summary(n) == ("[RESOLVED] v100-a psu: not reported since the agent restarted; was: 12 V rail minimum "
                           "11.300 V is below 11.5 V: GPUs fall off the bus here")
     assert webhook_payload(n)["value_now"] is None
