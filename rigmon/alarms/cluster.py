@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition, Worse
+from rigmon.alarms.lifecycle import AlarmBook, Transition
+from rigmon.alarms.observations import Observation, Worse
 from rigmon.alarms.selector import frame_view, parse_selector
 from rigmon.schema import Alarm, EventValue, Frame, Severity
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from rigmon.alarms.lifecycle import Observation, Worse
+from rigmon.alarms.observations import Observation, Worse
 from rigmon.alarms.rule_state import RuleState, counter_history
 from rigmon.alarms.rules import (
     SECONDS_PER_DAY,

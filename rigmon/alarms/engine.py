@@ -13,7 +13,8 @@ from typing import Any, cast
 from rigmon.alarms.conditions import counter, state_condition, threshold, trend, worse
 from rigmon.alarms.event_reports import XidReports
 from rigmon.alarms.frame_reads import FrameReads
-from rigmon.alarms.lifecycle import AlarmBook, Observation, Transition
+from rigmon.alarms.lifecycle import AlarmBook, Transition
+from rigmon.alarms.observations import Observation
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
 from rigmon.alarms.quiet import counter_update, first_seen_update, staleness_update, state_test
 from rigmon.alarms.rule_state import RuleState, stood_still

@@ -9,7 +9,8 @@ import pytest
 
 from rigmon.alarms.cluster import ClusterRule, PeerCheck, peer_outliers
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.alarms.lifecycle import AlarmBook, is_worse
+from rigmon.alarms.lifecycle import AlarmBook
+from rigmon.alarms.observations import is_worse
 from rigmon.schema import Alarm
 from tests.alarms.helpers import T0, FakeClock, default, rules
 
