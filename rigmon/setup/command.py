@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import grp
+import hmac
 import os
 import pwd
 import secrets
@@ -118,6 +119,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         # An empty name wrote "User=" (systemd then runs the agent as root) and useradd refuses odd ones.
         return fail(f"--user {args.user!r} is not a system user name (letters, digits, _ and -, "
                     "starting with a letter or _, at most 32)")
+    if args.uninstall and (args.read_token_file or args.control_token_file):
+        return fail("--read-token-file and --control-token-file go without --uninstall")
     if args.uninstall:
         uninstall(installer, args.user, args.purge)
         print("\n".join(installer.lines) or "nothing to remove", flush=True)
@@ -126,6 +129,10 @@ def cmd_setup(args: argparse.Namespace) -> int:
         _, port = split_listen(args.listen)
     except ValueError as exc:
         return fail(f"--listen: {exc}")
+    try:
+        tokens = given_tokens(installer, args.read_token_file, args.control_token_file)
+    except ValueError as exc:
+        return fail(str(exc))
     exec_start = this_rigmon()
     hidden = hidden_from_service(exec_start)
     if hidden is not None:
@@ -142,7 +149,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     settings = render.Settings(node=node, listen=args.listen, user=args.user, groups=existing_groups(),
                                exec_start=exec_start, tls=not args.no_tls)
     hardware = detect_hardware(args.hw_root)
-    install(installer, settings, hardware, certificate_names(node, args.tls_name))
+    install(installer, settings, hardware, certificate_names(node, args.tls_name), tokens)
     print("\n".join(installer.lines), flush=True)
     for rel, text in installer.previews:
         if not rel.endswith(".pem"):
@@ -161,7 +168,54 @@ def cmd_setup(args: argparse.Namespace) -> int:
         else:
             tls = settings.tls
         print(dashboard_help(node, port, tls, args.dry_run, installer.real), flush=True)
+        print(scrape_help(node, port, tls, render.READ_TOKEN in tokens), flush=True)
     return 1 if installer.failed else 0
+
+
+def given_tokens(installer: Installer, read_file: str | None, control_file: str | None) -> dict[str, str]:
+    """The tokens ``--read-token-file`` / ``--control-token-file`` give, by the path they are installed at.
+
+    Each file is checked as the agent checks its token files (a regular file, private to its owner,
+    one token), and the read and control tokens that the agent will have (given, or kept in place)
+    must differ, or the agent would refuse to start.
+
+    Raises:
+        ValueError: one line naming the flag and the file.
+    """
+    from rigmon.agent.server import StartupError, read_token_file
+
+    given: dict[str, str] = {}
+    for rel, flag, path in ((render.READ_TOKEN, "--read-token-file", read_file),
+                            (render.CONTROL_TOKEN, "--control-token-file", control_file)):
+        if path is None:
+            continue
+        try:
+            token = read_token_file(path, flag)
+        except StartupError as exc:
+            raise ValueError(str(exc)) from None
+        if any(c.isspace() or not c.isprintable() for c in token):
+            # The agent would take it, but no Authorization header (nor Prometheus) can carry it.
+            raise ValueError(f"{flag} {path} holds spaces, line breaks or control characters inside the token; "
+                             "it should hold one token on one line")
+        given[rel] = token
+    if not given:
+        return given
+    effective = dict(given)
+    for rel in (render.READ_TOKEN, render.CONTROL_TOKEN):
+        if rel not in effective:
+            try:  # the token in place, which a re-run keeps
+                effective[rel] = installer.path(rel).read_text().strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+    read, control = effective.get(render.READ_TOKEN), effective.get(render.CONTROL_TOKEN)
+    if read and control and hmac.compare_digest(read.encode(), control.encode()):
+        where = " and ".join(f"{flag} {path}" for flag, path in (("--read-token-file", read_file),
+                                                                  ("--control-token-file", control_file)) if path)
+        kept = "" if read_file and control_file else \
+            f" (the {'control' if read_file else 'read'} token in place under {installer.root})"
+        raise ValueError(f"{where}: the same token for read and control{kept}: every reader could "
+                         "acknowledge alarms; give the control scope a token of its own")
+    return given
 
 
 def served_as(config_file: Path, asked: tuple[str, str, bool]) -> tuple[str, str, bool]:
@@ -202,8 +256,15 @@ def ensure_user(installer: Installer, user: str, groups: tuple[str, ...]) -> Non
             installer.run(["usermod", "--append", "--groups", group, user])
 
 
-def install(installer: Installer, settings: render.Settings, hardware: Any, tls_names: list[str]) -> None:
-    """Every step of the installation, in order; each says what it did."""
+def install(installer: Installer, settings: render.Settings, hardware: Any, tls_names: list[str],
+            tokens: dict[str, str] | None = None) -> None:
+    """Every step of the installation, in order; each says what it did.
+
+    Args:
+        tokens: tokens to install, by path (`given_tokens`), replacing those in place; a token not
+            given is generated, or kept when one is in place.
+    """
+    tokens = tokens or {}
     user = settings.user
     ensure_user(installer, user, settings.groups)
     if installer.failed:
@@ -211,7 +272,10 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     owner = user if installer.real and not installer.dry_run else None
     installer.mkdir(render.CONFIG_DIR)
     for rel, what in ((render.READ_TOKEN, "read token"), (render.CONTROL_TOKEN, "control token")):
-        installer.write(rel, (secrets.token_urlsafe(32) + "\n").encode(), 0o600, owner, keep=True, what=what)
+        if rel in tokens:
+            installer.write(rel, (tokens[rel] + "\n").encode(), 0o600, owner, what=f"{what}, as given")
+        else:
+            installer.write(rel, (secrets.token_urlsafe(32) + "\n").encode(), 0o600, owner, keep=True, what=what)
         installer.keep_private(rel, owner)
     if settings.tls:
         from rigmon.setup.tls import TlsError, make_self_signed
@@ -268,6 +332,21 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
             installer.run(["userdel", user])
     elif installer.path(render.STATE_DIR).exists():
         installer.say(f"kept {render.STATE_DIR}/ (the journal) and the user {user}: --purge removes them")
+
+
+def scrape_help(node: str, port: int, tls: bool, shared_token: bool = False) -> str:
+    """What a Prometheus job (or any other client) needs to reach this node: URL, CA, token."""
+    scheme = "https" if tls else "http"
+    lines = [
+        "",
+        "For Prometheus (deploy/prometheus/prometheus.yml) and other clients of this node:",
+        f"  url         {scheme}://{node}:{port}/metrics   (target {node}:{port}, scheme {scheme})",
+    ]
+    if tls:
+        lines.append(f"  ca_file     copy {render.TLS_CERT} (one job: every node's agent.pem in one file)")
+    lines.append(f"  token file  {render.READ_TOKEN}" + (" (as given with --read-token-file)" if shared_token else
+                 " (one job: the same read token on every node, rigmon setup agent --read-token-file FILE)"))
+    return "\n".join(lines)
 
 
 def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True) -> str:
