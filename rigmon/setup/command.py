@@ -8,6 +8,7 @@ import hmac
 import os
 import pwd
 import secrets
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -167,7 +168,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
                 tls = settings.tls
         else:
             tls = settings.tls
-        print(dashboard_help(node, port, tls, args.dry_run, installer.real), flush=True)
+        shared = Path(args.read_token_file).name if args.read_token_file else None
+        print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared), flush=True)
         print(scrape_help(node, port, tls, render.READ_TOKEN in tokens), flush=True)
     return 1 if installer.failed else 0
 
@@ -349,12 +351,23 @@ def scrape_help(node: str, port: int, tls: bool, shared_token: bool = False) -> 
     return "\n".join(lines)
 
 
-def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True) -> str:
-    """What to run on the machine the dashboard runs on."""
+def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True,
+                   shared_token: str | None = None) -> str:
+    """What to run on the machine the dashboard runs on.
+
+    Args:
+        shared_token: the file name of the read token given with ``--read-token-file``: the
+            dashboard uses its copy of that one file for every node set up with it.
+    """
     scheme = "https" if tls else "http"
     cfg = "~/.config/rigmon"
-    fetch = [f"  mkdir -p {cfg} && scp root@{node}:{render.READ_TOKEN} {cfg}/{node}.token && chmod 600 "
-             f"{cfg}/{node}.token"]
+    if shared_token:
+        token_file = f"{cfg}/{shared_token}"
+        fetch = [f"  mkdir -p {cfg} && cp {shlex.quote(shared_token)} {cfg}/ && chmod 600 {token_file}"
+                 "   # the read token given to setup, one copy for all its nodes"]
+    else:
+        token_file = f"{cfg}/{node}.token"
+        fetch = [f"  mkdir -p {cfg} && scp root@{node}:{render.READ_TOKEN} {token_file} && chmod 600 {token_file}"]
     ca = ""
     if tls:
         fetch.append(f"  scp root@{node}:{render.TLS_CERT} {cfg}/{node}.pem")
@@ -366,11 +379,11 @@ def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = 
         if real else "Installed below --root; nothing was started.",
         "On the machine you watch from:",
         *fetch,
-        f"  rigmon dash {scheme}://{node}:{port} --token-file {cfg}/{node}.token{ca}",
+        f"  rigmon dash {scheme}://{node}:{port} --token-file {token_file}{ca}",
         f"or list it in {cfg}/dash.toml:",
         "  [[nodes]]",
         f'  url = "{scheme}://{node}:{port}"',
-        f'  token_file = "{cfg}/{node}.token"',
+        f'  token_file = "{token_file}"',
     ]
     if tls:
         lines.append(f'  ca_file = "{cfg}/{node}.pem"')

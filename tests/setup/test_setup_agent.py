@@ -298,6 +298,11 @@ def test_a_given_read_token_is_installed_then_kept_then_replaced(tmp_path: Path)
     assert control.strip() and control.strip() != b"c0ffee" * 8  # still its own, generated
     assert "created /etc/rigmon/read.token (read token, as given), mode 600" in first.stdout
     assert "token file  /etc/rigmon/read.token (as given with --read-token-file)" in first.stdout
+    # The dashboard uses its one copy of the lab token for every node, not a per-node copy.
+    assert "cp lab.token ~/.config/rigmon/ && chmod 600 ~/.config/rigmon/lab.token" in first.stdout
+    assert "rigmon dash https://rig7:9871 --token-file ~/.config/rigmon/lab.token --ca-file " \
+           "~/.config/rigmon/rig7.pem" in first.stdout
+    assert 'token_file = "~/.config/rigmon/lab.token"' in first.stdout and "rig7.token" not in first.stdout
 
     # Without the flag a re-run keeps the token in place (given or generated) and restarts nothing.
     kept = setup_agent(root)
