@@ -101,6 +101,9 @@ def certificate_names(node: str, extra: list[str], addresses: list[str] | None =
     return list(dict.fromkeys(n for n in names if n))
 
 
+#: A node name that can stand as the host in a URL and a certificate name (the lines setup prints use it so).
+NODE_NAME = lazy_compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
+
 #: A user name useradd takes on Debian without --badname (NAME_REGEX), at most 32 characters.
 USER_NAME = lazy_compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
 
@@ -130,6 +133,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
         _, port = split_listen(args.listen)
     except ValueError as exc:
         return fail(f"--listen: {exc}")
+    if not Path(args.hw_root).is_dir():
+        # A mistyped tree read as a node without any hardware, and the configuration said so.
+        return fail(f"--hw-root {args.hw_root} is not a directory")
+    node = args.node or socket.gethostname()
+    if not NODE_NAME.fullmatch(node):
+        # The printed URLs, token file names and the certificate use it as a host name.
+        return fail(f"node name {node!r} (--node, default the host name) is not a host name: letters, digits, "
+                    "'.', '-' and '_'; dashboards and Prometheus reach the node by it")
     try:
         tokens = given_tokens(installer, args.read_token_file, args.control_token_file)
     except ValueError as exc:
@@ -146,11 +157,13 @@ def cmd_setup(args: argparse.Namespace) -> int:
         installer.say(f"warning: {message}")
     from rigmon.setup.detect import detect_hardware
 
-    node = args.node or socket.gethostname()
     settings = render.Settings(node=node, listen=args.listen, user=args.user, groups=existing_groups(),
                                exec_start=exec_start, tls=not args.no_tls)
     hardware = detect_hardware(args.hw_root)
-    install(installer, settings, hardware, certificate_names(node, args.tls_name), tokens)
+    listen_host = split_listen(args.listen)[0]
+    # A node that serves on one of its addresses is reached at that address, which its routes may not choose.
+    bound = [listen_host] if listen_host not in ("0.0.0.0", "::", "") else []
+    install(installer, settings, hardware, certificate_names(node, [*bound, *args.tls_name]), tokens)
     print("\n".join(installer.lines), flush=True)
     for rel, text in installer.previews:
         if not rel.endswith(".pem"):
@@ -164,10 +177,16 @@ def cmd_setup(args: argparse.Namespace) -> int:
                   "--node, --listen or --no-tls asked: edit it, or delete it and run this again", flush=True)
             try:
                 node, port, tls = shown_node, split_listen(shown_listen)[1], shown_tls
+                listen_host = split_listen(shown_listen)[0]
             except ValueError:
                 tls = settings.tls
         else:
             tls = settings.tls
+        from rigmon.agent.server import is_loopback
+
+        if is_loopback(listen_host):
+            print(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
+                  "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)", flush=True)
         shared = Path(args.read_token_file).name if args.read_token_file else None
         print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared), flush=True)
         print(scrape_help(node, port, tls, render.READ_TOKEN in tokens), flush=True)

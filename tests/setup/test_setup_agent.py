@@ -35,7 +35,10 @@ FILES = {  # path on the node -> mode
 
 
 def setup_agent(root: Path, *args: str, hw_root: Path | None = None) -> subprocess.CompletedProcess[str]:
-    hw = ["--hw-root", str(hw_root)] if hw_root else ["--hw-root", str(root / "no-hardware")]
+    if hw_root is None:
+        hw_root = root / "no-hardware"  # an empty tree: a node without any of the hardware
+        hw_root.mkdir(exist_ok=True)
+    hw = ["--hw-root", str(hw_root)]
     return subprocess.run([sys.executable, "-m", "rigmon", "setup", "agent", "--root", str(root), "--node", "rig7",
                            *hw, *args], capture_output=True, text=True, timeout=120, env=ENV, cwd=root)
 
@@ -394,3 +397,48 @@ def test_token_files_go_without_uninstall(tmp_path: Path) -> None:
     lab = token_file(tmp_path / "lab.token", "0123456789abcdef\n")
     out = setup_agent(tmp_path, "--uninstall", "--read-token-file", str(lab))
     assert out.returncode == 2 and "go without --uninstall" in out.stderr
+
+
+@pytest.mark.parametrize("node", ["rig 7", "rig/7", "-x", 'a"b', "rig7:9871", "ö"])
+def test_a_node_name_that_is_no_host_name_is_refused(tmp_path: Path, node: str) -> None:
+    # It became the host of the printed URLs ("https://rig 7:9871"), token file names and a certificate name.
+    out = setup_agent(tmp_path, f"--node={node}")
+    assert out.returncode == 2 and "is not a host name" in out.stderr, out.stderr
+    assert files_of(tmp_path) == {}
+
+
+def test_host_names_with_dots_and_underscores_are_node_names(tmp_path: Path) -> None:
+    for node in ("rig7.lab.example", "gpu_01", "N1"):
+        out = setup_agent(tmp_path, "--node", node, "--dry-run")
+        assert out.returncode == 0, out.stderr
+
+
+def test_a_hardware_root_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    # A mistyped --hw-root wrote a configuration saying the node had no hardware at all.
+    out = setup_agent(tmp_path, hw_root=tmp_path / "typo")
+    assert out.returncode == 2 and out.stderr.strip() == f"rigmon: --hw-root {tmp_path / 'typo'} is not a directory"
+    assert files_of(tmp_path) == {}
+
+
+def san_of(cert: Path) -> str:
+    out = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-ext", "subjectAltName"],
+                         capture_output=True, text=True, timeout=30, check=True)
+    return out.stdout
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_the_address_the_agent_listens_on_is_in_its_certificate(tmp_path: Path) -> None:
+    # A node serving on its lab-network address only is reached at that address, which its routes
+    # (and so the certificate's names) need not choose.
+    out = setup_agent(tmp_path, "--listen", "10.213.7.9:9871")
+    assert out.returncode == 0, out.stderr
+    assert "IP Address:10.213.7.9" in san_of(tmp_path / "etc/rigmon/agent.pem")
+    assert "note: the agent listens on" not in out.stdout
+
+
+def test_an_agent_on_loopback_only_is_said_to_be_unreachable_from_elsewhere(tmp_path: Path) -> None:
+    out = setup_agent(tmp_path, "--listen", "127.0.0.1:9871")
+    assert out.returncode == 0, out.stderr
+    assert "note: the agent listens on 127.0.0.1 only: no other machine can reach it" in out.stdout
+    wide = setup_agent(tmp_path / "no-hardware", "--listen", "[::]:9871")
+    assert wide.returncode == 0 and "note: the agent listens" not in wide.stdout
