@@ -442,3 +442,56 @@ def test_an_agent_on_loopback_only_is_said_to_be_unreachable_from_elsewhere(tmp_
     assert "note: the agent listens on 127.0.0.1 only: no other machine can reach it" in out.stdout
     wide = setup_agent(tmp_path / "no-hardware", "--listen", "[::]:9871")
     assert wide.returncode == 0 and "note: the agent listens" not in wide.stdout
+
+
+def test_the_lab_recipe_one_read_token_and_one_ca_file_reach_every_node(tmp_path: Path) -> None:
+    # README "Monitoring a real rig": a token made once, given to each node's setup; Prometheus then
+    # scrapes every node with that one token and one CA file of the nodes' certificates.
+    import secrets
+    import ssl
+
+    import httpx
+
+    rig = SimRig(get_scenario("lab"), 2, tmp_path / "rig")
+    agent = None
+    try:
+        rig.step()
+        lab = token_file(tmp_path / "lab.token", secrets.token_hex(24) + "\n")
+        etcs = []
+        for node in rig.nodes:
+            root = tmp_path / f"root-{node.name}"
+            root.mkdir()
+            out = setup_agent(root, f"--node={node.name}", "--read-token-file", str(lab), "--tls-name", "localhost",
+                              hw_root=node.tree.root)
+            assert out.returncode == 0, out.stderr
+            assert f"  url         https://{node.name}:9871/metrics" in out.stdout
+            etcs.append(root / "etc/rigmon")
+        assert [(etc / "read.token").read_text() for etc in etcs] == [lab.read_text()] * 2
+        assert (etcs[0] / "control.token").read_text() != (etcs[1] / "control.token").read_text()
+        # The simulated ADC has a by-id name saying rigmon: configured as the README says.
+        assert 'port = "/dev/serial/by-id/usb-rigmon_rm1-if00"' in (etcs[0] / "agent.toml").read_text()
+        ca = tmp_path / "rigmon-ca.pem"
+        ca.write_bytes(b"".join((etc / "agent.pem").read_bytes() for etc in etcs))
+
+        port = free_port()
+        etc = etcs[0]
+        config = (etc / "agent.toml").read_text().replace('"/etc/rigmon/', f'"{etc}/')
+        config = config.replace('"/var/lib/rigmon"', f'"{tmp_path / "state"}"')
+        config = config.replace('listen = "0.0.0.0:9871"', f'listen = "127.0.0.1:{port}"')
+        (tmp_path / "agent.toml").write_text(config)
+        agent = subprocess.Popen([sys.executable, "-m", "rigmon", "agent", "--config", str(tmp_path / "agent.toml"),
+                                  "--root", str(rig.nodes[0].tree.root)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=ENV)
+        assert agent.stdout is not None
+        assert f"on https://127.0.0.1:{port}" in agent.stdout.readline()
+        url = f"https://localhost:{port}/metrics"
+        with httpx.Client(verify=ssl.create_default_context(cafile=str(ca)), timeout=30) as client:
+            scraped = client.get(url, headers={"Authorization": f"Bearer {lab.read_text().strip()}"})
+            assert scraped.status_code == 200, scraped.text
+            assert f'node="{rig.nodes[0].name}"' in scraped.text
+            assert client.get(url).status_code == 401
+    finally:
+        if agent is not None:
+            agent.terminate()
+            agent.wait(10)
+        rig.close()
