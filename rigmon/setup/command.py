@@ -187,10 +187,32 @@ def cmd_setup(args: argparse.Namespace) -> int:
         if is_loopback(listen_host):
             print(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
                   "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)", flush=True)
-        shared = Path(args.read_token_file).name if args.read_token_file else None
-        print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared), flush=True)
-        print(scrape_help(node, port, tls, render.READ_TOKEN in tokens), flush=True)
+        token_path, cert_path = served_files(installer.path(render.CONFIG_FILE))
+        if tokens and token_path != render.READ_TOKEN and args.read_token_file:
+            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
+                  f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there",
+                  flush=True)
+        shared = Path(args.read_token_file).name if args.read_token_file and token_path == render.READ_TOKEN \
+            else None
+        print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path),
+              flush=True)
+        print(scrape_help(node, port, tls, shared is not None, token_path, cert_path), flush=True)
     return 1 if installer.failed else 0
+
+
+def served_files(config_file: Path) -> tuple[str, str]:
+    """The read token file and TLS certificate the agent configuration in place names (a kept,
+    edited file may name others than setup installs), or setup's own when it names none."""
+    import tomllib
+
+    try:
+        with open(config_file, "rb") as fh:
+            agent = tomllib.load(fh).get("agent", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        agent = {}
+    if not isinstance(agent, dict):
+        agent = {}
+    return str(agent.get("token_file") or render.READ_TOKEN), str(agent.get("tls_cert_file") or render.TLS_CERT)
 
 
 def given_tokens(installer: Installer, read_file: str | None, control_file: str | None) -> dict[str, str]:
@@ -355,8 +377,15 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
         installer.say(f"kept {render.STATE_DIR}/ (the journal) and the user {user}: --purge removes them")
 
 
-def scrape_help(node: str, port: int, tls: bool, shared_token: bool = False) -> str:
-    """What a Prometheus job (or any other client) needs to reach this node: URL, CA, token."""
+def scrape_help(node: str, port: int, tls: bool, shared_token: bool = False, token_file: str = render.READ_TOKEN,
+                cert_file: str = render.TLS_CERT) -> str:
+    """What a Prometheus job (or any other client) needs to reach this node: URL, CA, token.
+
+    Args:
+        shared_token: the read token was given with ``--read-token-file``.
+        token_file: the read token file on the node (the configuration's ``token_file``).
+        cert_file: the node's certificate (the configuration's ``tls_cert_file``).
+    """
     scheme = "https" if tls else "http"
     lines = [
         "",
@@ -364,19 +393,22 @@ def scrape_help(node: str, port: int, tls: bool, shared_token: bool = False) -> 
         f"  url         {scheme}://{node}:{port}/metrics   (target {node}:{port}, scheme {scheme})",
     ]
     if tls:
-        lines.append(f"  ca_file     copy {render.TLS_CERT} (one job: every node's agent.pem in one file)")
-    lines.append(f"  token file  {render.READ_TOKEN}" + (" (as given with --read-token-file)" if shared_token else
+        lines.append(f"  ca_file     copy {cert_file} (one job: every node's agent.pem in one file)")
+    lines.append(f"  token file  {token_file}" + (" (as given with --read-token-file)" if shared_token else
                  " (one job: the same read token on every node, rigmon setup agent --read-token-file FILE)"))
     return "\n".join(lines)
 
 
 def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True,
-                   shared_token: str | None = None) -> str:
+                   shared_token: str | None = None, node_token_file: str = render.READ_TOKEN,
+                   cert_file: str = render.TLS_CERT) -> str:
     """What to run on the machine the dashboard runs on.
 
     Args:
         shared_token: the file name of the read token given with ``--read-token-file``: the
             dashboard uses its copy of that one file for every node set up with it.
+        node_token_file: the read token file on the node (the configuration's ``token_file``).
+        cert_file: the node's certificate (the configuration's ``tls_cert_file``).
     """
     scheme = "https" if tls else "http"
     cfg = "~/.config/rigmon"
@@ -386,10 +418,10 @@ def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = 
                  "   # the read token given to setup, one copy for all its nodes"]
     else:
         token_file = f"{cfg}/{node}.token"
-        fetch = [f"  mkdir -p {cfg} && scp root@{node}:{render.READ_TOKEN} {token_file} && chmod 600 {token_file}"]
+        fetch = [f"  mkdir -p {cfg} && scp root@{node}:{node_token_file} {token_file} && chmod 600 {token_file}"]
     ca = ""
     if tls:
-        fetch.append(f"  scp root@{node}:{render.TLS_CERT} {cfg}/{node}.pem")
+        fetch.append(f"  scp root@{node}:{cert_file} {cfg}/{node}.pem")
         ca = f" --ca-file {cfg}/{node}.pem"
     lines = [
         "",

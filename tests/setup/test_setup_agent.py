@@ -495,3 +495,20 @@ def test_the_lab_recipe_one_read_token_and_one_ca_file_reach_every_node(tmp_path
             agent.terminate()
             agent.wait(10)
         rig.close()
+
+
+def test_the_printed_lines_follow_the_token_and_certificate_files_a_kept_config_names(tmp_path: Path) -> None:
+    # An edited agent.toml that reads another token file: the given token would not be the agent's.
+    assert setup_agent(tmp_path).returncode == 0
+    config = tmp_path / "etc/rigmon/agent.toml"
+    config.write_text(config.read_text().replace('token_file = "/etc/rigmon/read.token"',
+                                                 'token_file = "/etc/rigmon/lab.token"')
+                      .replace('"/etc/rigmon/agent.pem"', '"/etc/rigmon/rig7.pem"'))
+    lab = token_file(tmp_path / "lab.token", "0123456789abcdef0123\n")
+    out = setup_agent(tmp_path, "--read-token-file", str(lab))
+    assert out.returncode == 0, out.stderr
+    assert "reads its read token from /etc/rigmon/lab.token, not /etc/rigmon/read.token" in out.stdout
+    assert "  token file  /etc/rigmon/lab.token (one job:" in out.stdout
+    assert "  ca_file     copy /etc/rigmon/rig7.pem" in out.stdout
+    assert "scp root@rig7:/etc/rigmon/lab.token ~/.config/rigmon/rig7.token" in out.stdout
+    assert "scp root@rig7:/etc/rigmon/rig7.pem ~/.config/rigmon/rig7.pem" in out.stdout
