@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import grp
+import hmac
 import os
 import pwd
 import secrets
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -99,6 +101,9 @@ def certificate_names(node: str, extra: list[str], addresses: list[str] | None =
     return list(dict.fromkeys(n for n in names if n))
 
 
+#: A node name that can stand as the host in a URL and a certificate name (the lines setup prints use it so).
+NODE_NAME = lazy_compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
+
 #: A user name useradd takes on Debian without --badname (NAME_REGEX), at most 32 characters.
 USER_NAME = lazy_compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
 
@@ -118,6 +123,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         # An empty name wrote "User=" (systemd then runs the agent as root) and useradd refuses odd ones.
         return fail(f"--user {args.user!r} is not a system user name (letters, digits, _ and -, "
                     "starting with a letter or _, at most 32)")
+    if args.uninstall and (args.read_token_file or args.control_token_file):
+        return fail("--read-token-file and --control-token-file go without --uninstall")
     if args.uninstall:
         uninstall(installer, args.user, args.purge)
         print("\n".join(installer.lines) or "nothing to remove", flush=True)
@@ -126,6 +133,18 @@ def cmd_setup(args: argparse.Namespace) -> int:
         _, port = split_listen(args.listen)
     except ValueError as exc:
         return fail(f"--listen: {exc}")
+    if not Path(args.hw_root).is_dir():
+        # A mistyped tree read as a node without any hardware, and the configuration said so.
+        return fail(f"--hw-root {args.hw_root} is not a directory")
+    node = args.node or socket.gethostname()
+    if not NODE_NAME.fullmatch(node):
+        # The printed URLs, token file names and the certificate use it as a host name.
+        return fail(f"node name {node!r} (--node, default the host name) is not a host name: letters, digits, "
+                    "'.', '-' and '_'; dashboards and Prometheus reach the node by it")
+    try:
+        tokens = given_tokens(installer, args.read_token_file, args.control_token_file)
+    except ValueError as exc:
+        return fail(str(exc))
     exec_start = this_rigmon()
     hidden = hidden_from_service(exec_start)
     if hidden is not None:
@@ -138,11 +157,13 @@ def cmd_setup(args: argparse.Namespace) -> int:
         installer.say(f"warning: {message}")
     from rigmon.setup.detect import detect_hardware
 
-    node = args.node or socket.gethostname()
     settings = render.Settings(node=node, listen=args.listen, user=args.user, groups=existing_groups(),
                                exec_start=exec_start, tls=not args.no_tls)
     hardware = detect_hardware(args.hw_root)
-    install(installer, settings, hardware, certificate_names(node, args.tls_name))
+    listen_host = split_listen(args.listen)[0]
+    # A node that serves on one of its addresses is reached at that address, which its routes may not choose.
+    bound = [listen_host] if listen_host not in ("0.0.0.0", "::", "") else []
+    install(installer, settings, hardware, certificate_names(node, [*bound, *args.tls_name]), tokens)
     print("\n".join(installer.lines), flush=True)
     for rel, text in installer.previews:
         if not rel.endswith(".pem"):
@@ -156,12 +177,88 @@ def cmd_setup(args: argparse.Namespace) -> int:
                   "--node, --listen or --no-tls asked: edit it, or delete it and run this again", flush=True)
             try:
                 node, port, tls = shown_node, split_listen(shown_listen)[1], shown_tls
+                listen_host = split_listen(shown_listen)[0]
             except ValueError:
                 tls = settings.tls
         else:
             tls = settings.tls
-        print(dashboard_help(node, port, tls, args.dry_run, installer.real), flush=True)
+        from rigmon.agent.server import is_loopback
+
+        if is_loopback(listen_host):
+            print(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
+                  "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)", flush=True)
+        token_path, cert_path = served_files(installer.path(render.CONFIG_FILE))
+        if tokens and token_path != render.READ_TOKEN and args.read_token_file:
+            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
+                  f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there",
+                  flush=True)
+        shared = Path(args.read_token_file).name if args.read_token_file and token_path == render.READ_TOKEN \
+            else None
+        print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path),
+              flush=True)
+        print(scrape_help(node, port, tls, shared is not None, token_path, cert_path), flush=True)
     return 1 if installer.failed else 0
+
+
+def served_files(config_file: Path) -> tuple[str, str]:
+    """The read token file and TLS certificate the agent configuration in place names (a kept,
+    edited file may name others than setup installs), or setup's own when it names none."""
+    import tomllib
+
+    try:
+        with open(config_file, "rb") as fh:
+            agent = tomllib.load(fh).get("agent", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        agent = {}
+    if not isinstance(agent, dict):
+        agent = {}
+    return str(agent.get("token_file") or render.READ_TOKEN), str(agent.get("tls_cert_file") or render.TLS_CERT)
+
+
+def given_tokens(installer: Installer, read_file: str | None, control_file: str | None) -> dict[str, str]:
+    """The tokens ``--read-token-file`` / ``--control-token-file`` give, by the path they are installed at.
+
+    Each file is checked as the agent checks its token files (a regular file, private to its owner,
+    one token), and the read and control tokens that the agent will have (given, or kept in place)
+    must differ, or the agent would refuse to start.
+
+    Raises:
+        ValueError: one line naming the flag and the file.
+    """
+    from rigmon.agent.server import StartupError, read_token_file
+
+    given: dict[str, str] = {}
+    for rel, flag, path in ((render.READ_TOKEN, "--read-token-file", read_file),
+                            (render.CONTROL_TOKEN, "--control-token-file", control_file)):
+        if path is None:
+            continue
+        try:
+            token = read_token_file(path, flag)
+        except StartupError as exc:
+            raise ValueError(str(exc)) from None
+        if any(c.isspace() or not c.isprintable() for c in token):
+            # The agent would take it, but no Authorization header (nor Prometheus) can carry it.
+            raise ValueError(f"{flag} {path} holds spaces, line breaks or control characters inside the token; "
+                             "it should hold one token on one line")
+        given[rel] = token
+    if not given:
+        return given
+    effective = dict(given)
+    for rel in (render.READ_TOKEN, render.CONTROL_TOKEN):
+        if rel not in effective:
+            try:  # the token in place, which a re-run keeps
+                effective[rel] = installer.path(rel).read_text().strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+    read, control = effective.get(render.READ_TOKEN), effective.get(render.CONTROL_TOKEN)
+    if read and control and hmac.compare_digest(read.encode(), control.encode()):
+        where = " and ".join(f"{flag} {path}" for flag, path in (("--read-token-file", read_file),
+                                                                  ("--control-token-file", control_file)) if path)
+        kept = "" if read_file and control_file else \
+            f" (the {'control' if read_file else 'read'} token in place under {installer.root})"
+        raise ValueError(f"{where}: the same token for read and control{kept}: every reader could "
+                         "acknowledge alarms; give the control scope a token of its own")
+    return given
 
 
 def served_as(config_file: Path, asked: tuple[str, str, bool]) -> tuple[str, str, bool]:
@@ -202,8 +299,15 @@ def ensure_user(installer: Installer, user: str, groups: tuple[str, ...]) -> Non
             installer.run(["usermod", "--append", "--groups", group, user])
 
 
-def install(installer: Installer, settings: render.Settings, hardware: Any, tls_names: list[str]) -> None:
-    """Every step of the installation, in order; each says what it did."""
+def install(installer: Installer, settings: render.Settings, hardware: Any, tls_names: list[str],
+            tokens: dict[str, str] | None = None) -> None:
+    """Every step of the installation, in order; each says what it did.
+
+    Args:
+        tokens: tokens to install, by path (`given_tokens`), replacing those in place; a token not
+            given is generated, or kept when one is in place.
+    """
+    tokens = tokens or {}
     user = settings.user
     ensure_user(installer, user, settings.groups)
     if installer.failed:
@@ -211,7 +315,10 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     owner = user if installer.real and not installer.dry_run else None
     installer.mkdir(render.CONFIG_DIR)
     for rel, what in ((render.READ_TOKEN, "read token"), (render.CONTROL_TOKEN, "control token")):
-        installer.write(rel, (secrets.token_urlsafe(32) + "\n").encode(), 0o600, owner, keep=True, what=what)
+        if rel in tokens:
+            installer.write(rel, (tokens[rel] + "\n").encode(), 0o600, owner, what=f"{what}, as given")
+        else:
+            installer.write(rel, (secrets.token_urlsafe(32) + "\n").encode(), 0o600, owner, keep=True, what=what)
         installer.keep_private(rel, owner)
     if settings.tls:
         from rigmon.setup.tls import TlsError, make_self_signed
@@ -270,15 +377,51 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
         installer.say(f"kept {render.STATE_DIR}/ (the journal) and the user {user}: --purge removes them")
 
 
-def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True) -> str:
-    """What to run on the machine the dashboard runs on."""
+def scrape_help(node: str, port: int, tls: bool, shared_token: bool = False, token_file: str = render.READ_TOKEN,
+                cert_file: str = render.TLS_CERT) -> str:
+    """What a Prometheus job (or any other client) needs to reach this node: URL, CA, token.
+
+    Args:
+        shared_token: the read token was given with ``--read-token-file``.
+        token_file: the read token file on the node (the configuration's ``token_file``).
+        cert_file: the node's certificate (the configuration's ``tls_cert_file``).
+    """
+    scheme = "https" if tls else "http"
+    lines = [
+        "",
+        "For Prometheus (deploy/prometheus/prometheus.yml) and other clients of this node:",
+        f"  url         {scheme}://{node}:{port}/metrics   (target {node}:{port}, scheme {scheme})",
+    ]
+    if tls:
+        lines.append(f"  ca_file     copy {cert_file} (one job: every node's agent.pem in one file)")
+    lines.append(f"  token file  {token_file}" + (" (as given with --read-token-file)" if shared_token else
+                 " (one job: the same read token on every node, rigmon setup agent --read-token-file FILE)"))
+    return "\n".join(lines)
+
+
+def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = True,
+                   shared_token: str | None = None, node_token_file: str = render.READ_TOKEN,
+                   cert_file: str = render.TLS_CERT) -> str:
+    """What to run on the machine the dashboard runs on.
+
+    Args:
+        shared_token: the file name of the read token given with ``--read-token-file``: the
+            dashboard uses its copy of that one file for every node set up with it.
+        node_token_file: the read token file on the node (the configuration's ``token_file``).
+        cert_file: the node's certificate (the configuration's ``tls_cert_file``).
+    """
     scheme = "https" if tls else "http"
     cfg = "~/.config/rigmon"
-    fetch = [f"  mkdir -p {cfg} && scp root@{node}:{render.READ_TOKEN} {cfg}/{node}.token && chmod 600 "
-             f"{cfg}/{node}.token"]
+    if shared_token:
+        token_file = f"{cfg}/{shared_token}"
+        fetch = [f"  mkdir -p {cfg} && cp {shlex.quote(shared_token)} {cfg}/ && chmod 600 {token_file}"
+                 "   # the read token given to setup, one copy for all its nodes"]
+    else:
+        token_file = f"{cfg}/{node}.token"
+        fetch = [f"  mkdir -p {cfg} && scp root@{node}:{node_token_file} {token_file} && chmod 600 {token_file}"]
     ca = ""
     if tls:
-        fetch.append(f"  scp root@{node}:{render.TLS_CERT} {cfg}/{node}.pem")
+        fetch.append(f"  scp root@{node}:{cert_file} {cfg}/{node}.pem")
         ca = f" --ca-file {cfg}/{node}.pem"
     lines = [
         "",
@@ -287,11 +430,11 @@ def dashboard_help(node: str, port: int, tls: bool, dry_run: bool, real: bool = 
         if real else "Installed below --root; nothing was started.",
         "On the machine you watch from:",
         *fetch,
-        f"  rigmon dash {scheme}://{node}:{port} --token-file {cfg}/{node}.token{ca}",
+        f"  rigmon dash {scheme}://{node}:{port} --token-file {token_file}{ca}",
         f"or list it in {cfg}/dash.toml:",
         "  [[nodes]]",
         f'  url = "{scheme}://{node}:{port}"',
-        f'  token_file = "{cfg}/{node}.token"',
+        f'  token_file = "{token_file}"',
     ]
     if tls:
         lines.append(f'  ca_file = "{cfg}/{node}.pem"')

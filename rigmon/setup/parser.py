@@ -22,6 +22,12 @@ def add_setup_parser(sub: Any, epilog: str) -> None:
                        help="serve plain HTTP (the token then crosses the network in clear text)")
     agent.add_argument("--tls-name", action="append", default=[], metavar="NAME",
                        help="another host name or address the certificate is valid for; repeatable, or comma-separated")
+    agent.add_argument("--read-token-file", metavar="FILE",
+                       help="install this read token (mode 600, yours only) instead of a new random one, replacing "
+                            "the one in place: the same token on every node lets one Prometheus job or dashboard "
+                            "config reach them all")
+    agent.add_argument("--control-token-file", metavar="FILE",
+                       help="likewise for the control token (it must differ from the read token)")
     agent.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
     agent.add_argument("--uninstall", action="store_true",
                        help="stop and remove the service, unit, udev rule, configuration and tokens "
