@@ -182,6 +182,9 @@ class NodeStore:
         self.received_wall_at: float | None = None
         self.alarm_list: AlarmList | None = None
         self.alarm_error: str | None = None
+        # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
+        # answer sent before them (a poll crossing the frame) must not take them back.
+        self._alarm_events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.error: str | None = None
         self.error_at: float | None = None
         self.restarts = 0
@@ -253,8 +256,11 @@ class NodeStore:
         self.summary = summary
         self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
         self.events.extend(frame.events)
-        if self.alarm_list is not None and frame.events:
-            self.alarm_list = with_alarm_events(self.alarm_list, frame.events)
+        if frame.events:
+            alarm_events = [e for e in frame.events if e.kind in _EVENT_STATES]
+            self._alarm_events.extend(alarm_events)
+            if self.alarm_list is not None and alarm_events:
+                self.alarm_list = with_alarm_events(self.alarm_list, alarm_events)
         self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
         return 1
 
@@ -268,6 +274,9 @@ class NodeStore:
     def set_alarms(self, alarms: AlarmList) -> bool:
         """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events);
         returns whether anything changed."""
+        # Forward moves only: an answer that already holds these transitions is left as it is.
+        alarms = with_alarm_events(alarms, self._alarm_events)
+        self._alarm_events.clear()
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms
         self.alarm_error = None

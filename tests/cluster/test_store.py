@@ -296,3 +296,19 @@ def test_old_alarm_events_never_undo_the_fetched_list() -> None:
     store.add_frames([_frame_with(1, _alarm_event(1, "alarm_pending", firing.id, 900.0),
                                   _alarm_event(1, "alarm_firing", gone.id, 900.0))])
     assert store.alarm_list == listed
+
+
+def test_a_fetch_answered_before_the_frame_does_not_take_its_alarm_back() -> None:
+    # A poll sent just before the frame that announced the firing is filed after it: the count
+    # stays 1 (no flicker, no second toast), and the next answer is the authority again.
+    clock = FakeClock()
+    store = NodeStore("k", "http://n:1", clock)
+    pending = make_alarm("node01", 1, "thunderbolt_degraded", "warning", "link:0-1", "slow", state="pending")
+    before = AlarmList(node="node01", control=False, active=(pending,), recent=())
+    store.set_alarms(before)
+    store.add_frames([_frame_with(1, _alarm_event(1, "alarm_firing", pending.id, 1000.0))])
+    store.set_alarms(before)
+    assert store.view().summary.alarms == 1  # type: ignore[union-attr]
+    resolved = replace(pending, state="resolved", resolved_at=1010.0)
+    store.set_alarms(AlarmList(node="node01", control=False, active=(), recent=(resolved,)))
+    assert store.view().summary.alarms == 0  # type: ignore[union-attr]
