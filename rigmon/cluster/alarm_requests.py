@@ -72,7 +72,8 @@ class AlarmRequests(AgentRequests):
         fetch) or as soon as ``wake`` is set.
 
         The caller sets ``wake`` when a frame brings an ``alarm_*`` event, so a transition
-        shows at once. Failures are yielded (and retried after the back-off); never raises.
+        shows at once. Failures are yielded and retried after the back-off (at most
+        ``interval_s`` later); never raises.
         """
         while True:
             wake.clear()
@@ -82,9 +83,12 @@ class AlarmRequests(AgentRequests):
                 delay = interval_s() if callable(interval_s) else interval_s
                 yield alarms
             except AgentError as exc:
-                # An agent without alarms (404) will not grow them: ask rarely.
+                # An agent without alarms (404) will not grow them: ask rarely. Any other failure
+                # is retried on the back-off, never later than the next poll: the fetch an alarm
+                # event asked for failing once (a timeout on a busy agent) must not leave the
+                # node's alarm count a whole poll interval behind its frames.
                 poll_s = interval_s() if callable(interval_s) else interval_s
-                delay = self.backoff.max_s if exc.status == 404 else max(poll_s, self.backoff.next())
+                delay = self.backoff.max_s if exc.status == 404 else min(poll_s, self.backoff.next())
                 yield Failed(exc.reason, delay)
             try:
                 await asyncio.wait_for(wake.wait(), delay)

@@ -90,6 +90,56 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
     gpu_power_limit_w: float | None = None
 
 
+#: Alarm states an ``alarm_*`` event of a frame moves an alarm to, in their order: an event
+#: moves an alarm forward only (an old frame's ``alarm_pending`` never undoes a firing).
+_EVENT_STATES: dict[str, int] = {"alarm_pending": 0, "alarm_firing": 1, "alarm_resolved": 2}
+_STATE_ORDER: dict[str, int] = {"pending": 0, "firing": 1, "resolved": 2}
+
+
+def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
+    """``alarms`` (the node's last /v1/alarms answer) with the transitions its frames announced
+    since: an alarm that fired or resolved, or a new one, counts at once, not only after the
+    fetch the event triggers (which a busy agent may answer late or not at all).
+
+    Only forward moves of alarms the list does not already show resolved: the fetch that
+    follows stays the authority (acknowledgements, messages, rule kinds).
+    """
+    active = {a.id: a for a in alarms.active}
+    resolved = {a.id for a in alarms.recent}
+    recent = list(alarms.recent)
+    changed = False
+    for event in events:
+        order = _EVENT_STATES.get(event.kind)
+        alarm_id = event.data.get("alarm_id")
+        if order is None or not isinstance(alarm_id, str) or alarm_id in resolved:
+            continue
+        old = active.get(alarm_id)
+        if old is not None and _STATE_ORDER[old.state] >= order:
+            continue
+        rule = str(event.data.get("rule", old.rule if old is not None else ""))
+        if old is None:
+            if event.kind == "alarm_resolved":
+                continue
+            severity = event.data.get("severity")
+            text = event.message.split(": ", 1)[-1]
+            old = Alarm(id=alarm_id, rule=rule, rule_kind="", node=alarms.node, subject=event.subject,
+                        severity=severity if severity in ("info", "warning", "critical") else event.severity,  # type: ignore[arg-type]
+                        state="pending", message=text, started_at=event.at, updated_at=event.at)
+        if event.kind == "alarm_resolved":
+            del active[alarm_id]
+            resolved.add(alarm_id)
+            recent.insert(0, msgspec.structs.replace(old, state="resolved", resolved_at=event.at, updated_at=event.at))
+        else:
+            state = "firing" if event.kind == "alarm_firing" else "pending"
+            active[alarm_id] = msgspec.structs.replace(
+                old, state=state, updated_at=event.at,
+                fired_at=event.at if state == "firing" and old.fired_at is None else old.fired_at)
+        changed = True
+    if not changed:
+        return alarms
+    return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
+
+
 def power_limit_w(frame: Frame | None) -> float | None:
     """Power limits of ``frame``'s working NVIDIA GPUs added up; ``None`` when none has one."""
     if frame is None:
@@ -132,6 +182,9 @@ class NodeStore:
         self.received_wall_at: float | None = None
         self.alarm_list: AlarmList | None = None
         self.alarm_error: str | None = None
+        # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
+        # answer sent before them (a poll crossing the frame) must not take them back.
+        self._alarm_events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.error: str | None = None
         self.error_at: float | None = None
         self.restarts = 0
@@ -203,6 +256,11 @@ class NodeStore:
         self.summary = summary
         self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
         self.events.extend(frame.events)
+        if frame.events:
+            alarm_events = [e for e in frame.events if e.kind in _EVENT_STATES]
+            self._alarm_events.extend(alarm_events)
+            if self.alarm_list is not None and alarm_events:
+                self.alarm_list = with_alarm_events(self.alarm_list, alarm_events)
         self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
         return 1
 
@@ -216,6 +274,9 @@ class NodeStore:
     def set_alarms(self, alarms: AlarmList) -> bool:
         """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events);
         returns whether anything changed."""
+        # Forward moves only: an answer that already holds these transitions is left as it is.
+        alarms = with_alarm_events(alarms, self._alarm_events)
+        self._alarm_events.clear()
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms
         self.alarm_error = None

@@ -77,3 +77,25 @@ async def test_agent_without_alarms_is_a_failure_not_a_crash() -> None:
     with pytest.raises(AgentError) as caught:
         await AgentClient(agent.url, transport=agent.transport).alarms()
     assert caught.value.status == 404
+
+
+async def test_a_failed_fetch_is_retried_on_the_backoff_not_a_poll_interval_later() -> None:
+    # The fetch an alarm event asked for fails once (a busy agent timing out): the retry must
+    # not wait for the next poll (30 s for a node off screen), or the alarm count stays behind.
+    agent = agent_with_alarms()
+    agent.status = 500
+    client = AgentClient(agent.url, transport=agent.transport)
+    wake = asyncio.Event()
+    seen: list[AlarmList | Failed] = []
+
+    async def run() -> None:
+        async for item in client.watch_alarms(wake, interval_s=3600):
+            seen.append(item)
+            if isinstance(item, Failed):
+                assert item.retry_in_s < 3600
+                agent.status = None
+            else:
+                return
+
+    await asyncio.wait_for(run(), 10)
+    assert isinstance(seen[0], Failed) and isinstance(seen[-1], AlarmList)

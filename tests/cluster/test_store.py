@@ -8,7 +8,7 @@ import pytest
 from msgspec.structs import replace
 
 from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
-from rigmon.schema import Alarm, AlarmList, Gap
+from rigmon.schema import Alarm, AlarmList, Event, Gap
 from tests.tui.snapshot_apps.fake_agent import (
     FakeAgent,
     FakeClock,
@@ -250,3 +250,65 @@ def test_view_states_its_trend_span_and_power_limit() -> None:
     limits = [g.power_limit_w for g in frames[-1].readings.gpus if g.state != "lost"]
     assert view.gpu_power_limit_w == power_limit_w(frames[-1]) == sum(limits)  # type: ignore[arg-type]
     assert power_limit_w(None) is None
+
+
+def _alarm_event(seq: int, kind: str, alarm_id: str, at: float) -> Event:
+    change = kind.removeprefix("alarm_")
+    return Event(id=f"r1-e{seq}", at=at, kind=kind, severity="warning", subject="link:0-1",
+                 message=f"thunderbolt_degraded {change}: link 0-1 runs below its expected speed",
+                 data={"alarm_id": alarm_id, "rule": "thunderbolt_degraded", "severity": "warning",
+                       "state": change, "value": "degraded"})
+
+
+def _frame_with(seq: int, *events: Event):  # type: ignore[no-untyped-def]
+    return replace(frame(seq), events=events)
+
+
+def test_alarm_events_in_frames_count_before_the_next_fetch() -> None:
+    # Reported: node03's thunderbolt_degraded fired, the frame said so, and the row still
+    # counted 0 alarms until the /v1/alarms fetch the event triggered came back.
+    clock = FakeClock()
+    store = NodeStore("k", "http://n:1", clock)
+    store.add_frames([frame(1)])
+    pending = make_alarm("node01", 1, "thunderbolt_degraded", "warning", "link:0-1", "slow", state="pending")
+    store.set_alarms(AlarmList(node="node01", control=False, active=(pending,), recent=()))
+    assert store.view().summary.alarms == 0  # type: ignore[union-attr]
+    store.add_frames([_frame_with(2, _alarm_event(2, "alarm_firing", pending.id, 1000.0))])
+    view = store.view()
+    assert view.summary.alarms == 1 and view.summary.alarms_severity == "warning"  # type: ignore[union-attr]
+    # A new alarm the list did not have yet counts as well; a resolution takes it away.
+    store.add_frames([_frame_with(3, _alarm_event(3, "alarm_firing", "node01-run1-a9", 1001.0))])
+    assert store.view().summary.alarms == 2  # type: ignore[union-attr]
+    store.add_frames([_frame_with(4, _alarm_event(4, "alarm_resolved", pending.id, 1002.0))])
+    assert store.view().summary.alarms == 1  # type: ignore[union-attr]
+    assert [a.id for a in store.alarm_list.recent] == [pending.id]  # type: ignore[union-attr]
+
+
+def test_old_alarm_events_never_undo_the_fetched_list() -> None:
+    # Backfilled frames bring events older than the list: a resolved alarm is not revived, a
+    # firing one not sent back to pending.
+    clock = FakeClock()
+    store = NodeStore("k", "http://n:1", clock)
+    firing = make_alarm("node01", 1, "thunderbolt_degraded", "warning", "link:0-1", "slow")
+    gone = make_alarm("node01", 2, "thunderbolt_degraded", "warning", "link:0-2", "slow", resolved=True)
+    listed = AlarmList(node="node01", control=False, active=(firing,), recent=(gone,))
+    store.set_alarms(listed)
+    store.add_frames([_frame_with(1, _alarm_event(1, "alarm_pending", firing.id, 900.0),
+                                  _alarm_event(1, "alarm_firing", gone.id, 900.0))])
+    assert store.alarm_list == listed
+
+
+def test_a_fetch_answered_before_the_frame_does_not_take_its_alarm_back() -> None:
+    # A poll sent just before the frame that announced the firing is filed after it: the count
+    # stays 1 (no flicker, no second toast), and the next answer is the authority again.
+    clock = FakeClock()
+    store = NodeStore("k", "http://n:1", clock)
+    pending = make_alarm("node01", 1, "thunderbolt_degraded", "warning", "link:0-1", "slow", state="pending")
+    before = AlarmList(node="node01", control=False, active=(pending,), recent=())
+    store.set_alarms(before)
+    store.add_frames([_frame_with(1, _alarm_event(1, "alarm_firing", pending.id, 1000.0))])
+    store.set_alarms(before)
+    assert store.view().summary.alarms == 1  # type: ignore[union-attr]
+    resolved = replace(pending, state="resolved", resolved_at=1010.0)
+    store.set_alarms(AlarmList(node="node01", control=False, active=(), recent=(resolved,)))
+    assert store.view().summary.alarms == 0  # type: ignore[union-attr]

@@ -154,3 +154,21 @@ async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
         why = console.export_text().splitlines()[2]
         # Two problems do not fit whole: the worst one and how many more.
         assert why.rstrip() == "  ↳ USB4 0-1 at 20 of 40 Gb/s (+2 more)"
+
+
+async def test_a_stale_or_unreachable_row_draws_its_last_figures_faint() -> None:
+    # A dead node's last figures (CPU 43%, 1.20 GB/s) must not read as current: they are drawn
+    # faint, in their colours; the live row's are not, and the alarm count stays as it is.
+    app = RowApp()
+    async with app.run_test(size=(120, 4)):
+        row = app.query_one(NodeRow)
+        by_key = {v.key: v for v in views()}
+        widths = column_widths(row.size.width, COLUMNS)
+        for key, old in (("a", False), ("d", True), ("e", True)):
+            top = lines(app, row, row._render_lines(by_key[key], COLUMNS, widths))[0]
+            styles = [s.style for s in top for _ in s.text]
+            text = "".join(s.text for s in top)
+            cpu = styles[text.index("43%")]
+            count = styles[text.index(" 3 ") + 1]
+            assert bool(cpu and cpu.dim) is old, key
+            assert not (count and count.dim), key

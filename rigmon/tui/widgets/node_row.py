@@ -202,6 +202,7 @@ class NodeRow(Widget, can_focus=True):
         "node-row--bad",
         "node-row--spark-low",
         "node-row--spark-high",
+        "node-row--old",
     }
     DEFAULT_CSS = """
     NodeRow {
@@ -271,9 +272,8 @@ class NodeRow(Widget, can_focus=True):
             style = self._styles[name] = self.get_component_rich_style(f"node-row--{name}", partial=True)
         return style
 
-    def _figure(self, text: str, level: str | None = None) -> Text:
-        style = self._style("missing") if text == fmt.MISSING else self._style(level) if level else ""
-        return Text(text, style=style, justify="right")
+    def _figure(self, text: str, level: str | None = None, old: bool = False) -> Text:
+        return Text(text, style=self._figure_style(text, level, old) or "", justify="right")
 
     def render(self) -> RenderableType:
         view = self.view
@@ -337,8 +337,8 @@ class NodeRow(Widget, can_focus=True):
         for column, width in zip(columns[2:], widths[2:]):
             text = figures[column.key]
             top.append(row_lines.GAP)
-            top.append(row_lines.cell(text, self._figure_style(text, figure_level(column.key, summary)), width,
-                                      "right"))
+            top.append(row_lines.cell(text, self._figure_style(text, figure_level(column.key, summary), trouble),
+                                      width, "right"))
             if trouble:
                 continue
             bottom.append(row_lines.GAP)
@@ -375,10 +375,16 @@ class NodeRow(Widget, can_focus=True):
         text.truncate(max(1, self.size.width), overflow="ellipsis")
         return text
 
-    def _figure_style(self, text: str, level: str | None) -> Style | None:
+    def _figure_style(self, text: str, level: str | None, old: bool = False) -> Style | None:
+        """A figure's style; ``old``: the node is stale or unreachable, so the figure is its last
+        frame's, drawn faint (its colour kept: a dead node's last rail minimum is evidence)."""
         if text == fmt.MISSING:
-            return self._style("missing")
-        return self._style(level) if level else None
+            style: Style | None = self._style("missing")
+        else:
+            style = self._style(level) if level else None
+        if old:
+            style = self._style("old") if style is None else style + self._style("old")
+        return style
 
     def _render_table(self, view: NodeView, columns: Sequence[Column], widths: list[int]) -> RenderableType:
         """The row as a Rich table, which squeezes columns that do not fit."""
@@ -393,7 +399,7 @@ class NodeRow(Widget, can_focus=True):
         warn = self._style("warn").color
         bad = self._style("bad").color
         for column, width in zip(columns[2:], widths[2:]):
-            top.append(self._figure(figures[column.key], figure_level(column.key, summary)))
+            top.append(self._figure(figures[column.key], figure_level(column.key, summary), trouble))
             if column.key == "path":
                 label = path_label(summary.path_worst if summary else None, width)
                 bottom.append(Text(label, style=self._style("missing"), justify="right"))
