@@ -152,13 +152,17 @@ class RailState(RailDevice):
         self._agg.add(window)
         self._last_window = window
         self._last_usual = None
-        self._last_window_mono = mono
         self._last_window_at = wall
+        primary = window.volts.get(self.config.primary)
+        if primary is not None:
+            # Only a window that measured the primary channel keeps the rail watched: a device
+            # that sends windows without samples (a loose sensor lead, ``n=0,flags=1``) or without
+            # the configured channel goes stale like a silent one.
+            self._last_window_mono = mono
         if window.power_w is not None:
             self._power_w = window.power_w
         if window.energy_wh is not None:
             self._energy_wh = window.energy_wh
-        primary = window.volts.get(self.config.primary)
         amps = window.amps.get(self.config.current) if self.config.current else None
         if primary is not None and amps is not None:
             psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
@@ -190,7 +194,6 @@ class RailState(RailDevice):
         self._version += 1
         self._seen_window = True
         self._last_usual = values
-        self._last_window_mono = mono
         self._last_window_at = wall
         agg = self._agg
         samples = values[3]
@@ -217,6 +220,8 @@ class RailState(RailDevice):
         if primary_at is not None:
             primary_mean: float | None = values[primary_at]
             primary_min = values[primary_at + 1]
+            if primary_mean is not None:
+                self._last_window_mono = mono
             current = self._usual_current
             amps_mean: float | None = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
@@ -294,7 +299,7 @@ class RailState(RailDevice):
             port=self.config.port,
             protocol=self.config.protocol,
             connected=self.connected,
-            stale=stale and windows == 0,
+            stale=stale and self.config.primary not in agg.volts,
             envelope_source="device" if self.config.protocol == "rm1" else "host",
             windows=windows,
             volts=volts.get(self.config.primary),
@@ -334,8 +339,9 @@ class RailState(RailDevice):
         return self._paths.estimators
 
     def _stale(self, mono: float) -> bool:
-        """Whether no valid window came for the stale limit: since the last window, or since the port
-        was opened when none came yet (a device needs its first window's time before it is silent)."""
+        """Whether no valid window with a reading of the primary channel came for the stale limit:
+        since the last one, or since the port was opened when none came yet (a device needs its
+        first window's time before it is silent). Windows without samples do not count."""
         since = self._last_window_mono
         if since is None:
             if self._opened_mono is None:

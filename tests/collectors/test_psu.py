@@ -494,3 +494,30 @@ def test_path_resistance_points_are_taken_in_when_read_and_never_pile_up() -> No
         assert len(state._paths.points) < 64
     (estimate,) = state.resistance()
     assert estimate.points == 200 and not state._paths.points
+
+
+def test_windows_without_samples_go_stale_like_silence() -> None:
+    # A loose sensor lead: the firmware keeps sending windows, each with no sample (n=0, read
+    # failed). The rail is not watched (no voltage to alarm on), so it must go stale and let
+    # psu_adc_silent say so, not stay "fresh" with no reading for ever.
+    state = RailState(PsuSection(port="/dev/x", stale_after_s=3.0))
+    feed(state, rm1(0), mono=10.0)
+    state.reading(mono=10.1, reset=True)
+    empty = [format_rm1(f"RM1,seq={seq},up={(seq + 1) * 1000},win=1000,n=0,flags=1") for seq in range(1, 8)]
+    for offset, line in enumerate(empty, start=1):
+        feed(state, line, mono=10.0 + offset)
+    reading = state.reading(mono=17.5, reset=True)
+    assert reading.windows == 7 and reading.volts is None
+    assert reading.stale
+    assert state.reading(mono=17.6, reset=True).stale
+
+
+def test_a_primary_channel_the_device_never_sends_goes_stale() -> None:
+    # `primary = "vload"` on a device that sends only v: no reading for the alarms to look at.
+    state = RailState(PsuSection(port="/dev/x", primary="vload", stale_after_s=3.0))
+    state.opened(0.0)
+    state.feed(b"partial\n", 0.0, 0.0)
+    for seq in range(6):
+        state.feed((rm1(seq) + "\r\n").encode(), float(seq), float(seq))
+    reading = state.reading(mono=5.5, reset=True)
+    assert reading.windows == 6 and reading.volts is None and reading.stale
