@@ -117,7 +117,7 @@ def _open_failure(path: str) -> str:
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
     except OSError as exc:
-        return open_failure(exc.errno, exc.strerror or type(exc).__name__)
+        return open_failure(path, exc.errno, exc.strerror or type(exc).__name__)
     try:
         if not os.isatty(fd):
             return "not a serial port"

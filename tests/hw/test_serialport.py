@@ -188,6 +188,9 @@ def _open_both(path: str, *prefix: str) -> list[str]:
 def test_a_missing_port_says_it_is_gone_or_renamed(tmp_path: Path) -> None:
     for message in _open_both(str(tmp_path / "ttyUSB0")):
         assert "no such device" in message and "/dev/serial/by-id/" in message, message
+    # Already a stable name: no advice to use one.
+    for message in _open_both(str(tmp_path / "usb-rigmon_rm1-if00")):
+        assert "no such device (unplugged?)" in message, message
 
 
 def test_a_file_that_is_not_a_tty_is_named_so_by_the_modbus_opener(tmp_path: Path) -> None:
