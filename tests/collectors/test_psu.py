@@ -521,3 +521,16 @@ def test_a_primary_channel_the_device_never_sends_goes_stale() -> None:
         state.feed((rm1(seq) + "\r\n").encode(), float(seq), float(seq))
     reading = state.reading(mono=5.5, reset=True)
     assert reading.windows == 6 and reading.volts is None and reading.stale
+
+
+def test_a_replaced_adc_starts_its_own_window_sequence() -> None:
+    # One ADC swapped for another that has been running for a while (its seq far ahead): the
+    # jump is not thousands of lost windows, nor a reboot.
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, IDENTITY, rm1(0), rm1(1))
+    state.query_sent(5.0)
+    other = format_rm1("RMI,proto=1,fw=rmfw-0.3,id=AB00000000000001,sensor=ina226,win=1000,ch=v;i;vpsu")
+    feed(state, other, rm1(5000), rm1(5001), mono=6.0)
+    assert [e.kind for e in state.take_events()] == ["psu_adc_replaced"]
+    assert state.counters.lost_windows_total == 0 and state.counters.reboots_total == 0
+    assert state.counters.windows_total == 4
