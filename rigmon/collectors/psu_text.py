@@ -226,7 +226,8 @@ def text_window(
     for channel, source in channels.items():
         if source not in values:
             continue
-        value = values[source] * scale.get(channel, 1.0)
+        # Rounded like a unit's scaling: 12030 with scale 0.001 is 12.03 V, not 12.030000000000001.
+        value = round(values[source] * scale.get(channel, 1.0), 9)
         limit = MAX_ABS_VOLTS if channel.startswith("v") else MAX_ABS_AMPS
         if not math.isfinite(value) or abs(value) > limit:
             raise LineError("nonsense", f"{channel}={value:g} beyond {limit:g}")

@@ -165,6 +165,11 @@ def test_text_scale_and_missing_channel() -> None:
     assert text_window(TextFields({"7": 1.0}), None, {"v": "0"}, {}) is None
 
 
+def test_text_scale_gives_the_value_without_binary_noise() -> None:
+    window = text_window(TextFields({"0": 12030.0}), None, {"v": "0"}, {"v": 0.001})
+    assert window is not None and window.volts["v"].min == 12.03
+
+
 @pytest.mark.parametrize("line", ['{"v": 1', "[1, 2", '{"v": 1e999}', "1e999", "12.0\x07"])
 def test_bad_text_lines(line: str) -> None:
     if line.startswith("["):
