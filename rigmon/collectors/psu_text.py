@@ -171,7 +171,12 @@ def _split_pair(part: str, whole: str | None) -> tuple[str | None, str, bool]:
             if label is None:
                 return None, part, False
             if whole is not None and not value.strip():
-                return label.group(1), whole.partition(mark)[2], True
+                # The label is all that comes before the mark, words included: Adafruit's INA219
+                # example prints "Bus Voltage:   12.03 V" and "Shunt Voltage: 0.50 mV", which
+                # are two channels, not two "Voltage" values.
+                before, _, rest = whole.partition(mark)
+                full = _LABEL.fullmatch(before)
+                return (label if full is None else full).group(1), rest, True
             return label.group(1), value, False
     return None, part, False
 

@@ -112,6 +112,10 @@ def test_bad_rm1_lines(line: str, reason: str) -> None:
         # Adafruit ADS1X15 examples: raw count, then the value with its unit.
         ("AIN0: 3099  0.58V", {"AIN0": 0.58}),
         ("AIN0: 3099    -->   580.94 mV", {"AIN0": 0.58094}),
+        # Adafruit INA219 getcurrent example: a label of several words, one per line.
+        ("Bus Voltage:   12.03 V", {"Bus Voltage": 12.03}),
+        ("Shunt Voltage: 0.50 mV", {"Shunt Voltage": 0.0005}),
+        ("Current mA:       1200.00 mA", {"Current mA": 1.2}),
     ],
 )
 def test_text_formats(line: str, values: dict[str, float]) -> None:
