@@ -534,3 +534,24 @@ def test_a_replaced_adc_starts_its_own_window_sequence() -> None:
     assert [e.kind for e in state.take_events()] == ["psu_adc_replaced"]
     assert state.counters.lost_windows_total == 0 and state.counters.reboots_total == 0
     assert state.counters.windows_total == 4
+
+
+def test_a_text_device_printing_one_channel_a_line_repeats_every_channel() -> None:
+    # Adafruit's INA219 example prints voltage and current on lines of their own every 2 s; a
+    # frame between two blocks repeated only the last line (the current): the rail read as missing.
+    state = RailState(PsuSection(port="/dev/x", protocol="text", stale_after_s=3.0,
+                                 channels={"v": "Load Voltage", "i": "Current"}))
+    state.opened(0.0)
+    state.feed(b"\n", 0.0, 0.0)
+    state.feed(b"Load Voltage:  11.98 V\r\nCurrent:       1320.00 mA\r\nPower:         15813.60 mW\r\n", 0.5, 0.5)
+    first = state.reading(1.0, reset=True)
+    repeated = state.reading(2.0, reset=True)
+    assert first.volts is not None and first.amps is not None
+    assert repeated.windows == 0 and not repeated.stale
+    assert repeated.volts == first.volts and repeated.amps == first.amps
+    # A channel not printed for the stale limit is not repeated.
+    state.feed(b"Load Voltage:  12.01 V\r\n", 3.0, 3.0)
+    state.reading(3.1, reset=True)
+    later = state.reading(3.9, reset=True)
+    assert later.windows == 0 and not later.stale and later.amps is None
+    assert later.volts is not None and later.volts.min_volts == 12.01
