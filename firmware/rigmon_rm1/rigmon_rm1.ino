@@ -59,13 +59,37 @@ static bool read_reg(uint8_t addr, uint8_t reg, uint16_t *value) {
 
 static size_t channel_count() { return INA_PSU ? 3 : 2; }
 
+// The line being sent: it goes out as the serial buffer takes it, a piece per loop() if need be.
+// An AVR's transmit buffer (64 bytes) never holds a whole line, so waiting for room for all of
+// it would drop every record.
+static char pending[RM1_MAX_LINE + 1];
+static size_t pending_len = 0;
+static size_t pending_at = 0;
+
+static void flush_pending() {
+  while (pending_at < pending_len) {
+    int room = Serial.availableForWrite();
+    if (room <= 0) return;
+    size_t chunk = pending_len - pending_at;
+    if ((size_t)room < chunk) chunk = (size_t)room;
+    Serial.write((const uint8_t *)pending + pending_at, chunk);
+    pending_at += chunk;
+  }
+  pending_len = pending_at = 0;
+}
+
 static void send(size_t len) {
-  // Never block on the host: drop the record and flag the overrun in the next one.
-  if (len == 0 || (size_t)Serial.availableForWrite() < len) {
+  // Never block on the host: while the previous line is still going out, drop this record and
+  // flag the overrun in the next one.
+  flush_pending();
+  if (len == 0 || pending_len) {
     carry_flags |= RM1_FLAG_OVERRUN;
     return;
   }
-  Serial.write((const uint8_t *)line, len);
+  memcpy(pending, line, len);
+  pending_len = len;
+  pending_at = 0;
+  flush_pending();
 }
 
 static void send_identity() {
@@ -105,6 +129,7 @@ void setup() {
 
 void loop() {
   uint16_t mask, bus, shunt, bus_psu = 0;
+  flush_pending();
   handle_host();
   // Reading Mask/Enable reports conversion-ready and clears the latched alert, so every
   // alert is seen exactly once, even one on a conversion we did not read.

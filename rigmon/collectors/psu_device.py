@@ -98,6 +98,10 @@ class RailDevice:
             self._event("psu_adc_replaced", "info",
                         f"rail ADC is now {identity.device_id} (was {self.identity.device_id})",
                         {"device_id": identity.device_id, "previous": self.identity.device_id})
+            # Another device counts its own windows: its seq says nothing about lost ones, nor
+            # about a reboot, against the previous device's.
+            self._last_seq = None
+            self._last_up_ms = None
         self.identity = identity
         self._query_mono = None
 

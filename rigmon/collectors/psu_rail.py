@@ -20,6 +20,7 @@ from rigmon.collectors.psu_lines import (
     USUAL_VOLTS_AT,
     RailWindow,
     Rm1Identity,
+    Triple,
     UsualRm1,
     parse_rm1_line,
     parse_rm1_usual,
@@ -65,6 +66,9 @@ class RailState(RailDevice):
         self._last_window_mono: float | None = None
         self._last_window_at: float | None = None
         self._header: TextHeader | None = None
+        # Text lines: each channel's last value and when it came (a sketch may print one channel
+        # per line), so a frame without a new line repeats every channel, not only the last line's.
+        self._text_channels: dict[str, tuple[Triple, float]] = {}
         # Column names the configuration reads by: a whitespace row of words is a header
         # only when it names one of them.
         self._header_names = frozenset(src for src in config.channels.values() if not src.isdigit())
@@ -152,13 +156,20 @@ class RailState(RailDevice):
         self._agg.add(window)
         self._last_window = window
         self._last_usual = None
-        self._last_window_mono = mono
         self._last_window_at = wall
+        if self.config.protocol == "text":
+            for key, triple in (*window.volts.items(), *window.amps.items()):
+                self._text_channels[key] = (triple, mono)
+        primary = window.volts.get(self.config.primary)
+        if primary is not None:
+            # Only a window that measured the primary channel keeps the rail watched: a device
+            # that sends windows without samples (a loose sensor lead, ``n=0,flags=1``) or without
+            # the configured channel goes stale like a silent one.
+            self._last_window_mono = mono
         if window.power_w is not None:
             self._power_w = window.power_w
         if window.energy_wh is not None:
             self._energy_wh = window.energy_wh
-        primary = window.volts.get(self.config.primary)
         amps = window.amps.get(self.config.current) if self.config.current else None
         if primary is not None and amps is not None:
             psu = window.volts.get(self.config.psu_side) if self.config.psu_side else None
@@ -190,7 +201,6 @@ class RailState(RailDevice):
         self._version += 1
         self._seen_window = True
         self._last_usual = values
-        self._last_window_mono = mono
         self._last_window_at = wall
         agg = self._agg
         samples = values[3]
@@ -217,6 +227,8 @@ class RailState(RailDevice):
         if primary_at is not None:
             primary_mean: float | None = values[primary_at]
             primary_min = values[primary_at + 1]
+            if primary_mean is not None:
+                self._last_window_mono = mono
             current = self._usual_current
             amps_mean: float | None = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
@@ -283,7 +295,7 @@ class RailState(RailDevice):
             last = self._last()
             assert last is not None
             repeat = WindowAggregate()
-            repeat.add(last)
+            repeat.add(self._text_repeat(last, mono) if self._text_channels else last)
             repeat.windows = 0
             agg = repeat
         # One envelope per channel, by name; the primary and current channels' are the same records.
@@ -294,7 +306,7 @@ class RailState(RailDevice):
             port=self.config.port,
             protocol=self.config.protocol,
             connected=self.connected,
-            stale=stale and windows == 0,
+            stale=stale and self.config.primary not in agg.volts,
             envelope_source="device" if self.config.protocol == "rm1" else "host",
             windows=windows,
             volts=volts.get(self.config.primary),
@@ -333,18 +345,34 @@ class RailState(RailDevice):
         self._paths.take()
         return self._paths.estimators
 
-    def _stale(self, mono: float) -> bool:
-        """Whether no valid window came for the stale limit: since the last window, or since the port
-        was opened when none came yet (a device needs its first window's time before it is silent)."""
-        since = self._last_window_mono
-        if since is None:
-            if self._opened_mono is None:
-                return True
-            since = self._opened_mono
+    def _text_repeat(self, last: RailWindow, mono: float) -> RailWindow:
+        """The last value of every text channel that is not older than the stale limit, as one window."""
+        limit = self._stale_limit()
+        volts: dict[str, Triple] = {}
+        amps: dict[str, Triple] = {}
+        for key, (triple, at) in self._text_channels.items():
+            if mono - at <= limit:
+                (volts if key.startswith("v") else amps)[key] = triple
+        return RailWindow(seq=None, up_ms=None, win_ms=None, samples=last.samples, flags=last.flags,
+                          volts=volts, amps=amps)
+
+    def _stale_limit(self) -> float:
+        """Seconds without a reading after which the rail is stale."""
         limit = self.config.stale_after_s
         win_ms = self._last_seq_win()[1]
         if win_ms:
             limit = max(limit, STALE_WINDOWS * win_ms / 1000.0)
         if self.config.protocol == "pzem017":
             limit = max(limit, STALE_WINDOWS * self.config.poll_interval_s)
-        return mono - since > limit
+        return limit
+
+    def _stale(self, mono: float) -> bool:
+        """Whether no valid window with a reading of the primary channel came for the stale limit:
+        since the last one, or since the port was opened when none came yet (a device needs its
+        first window's time before it is silent). Windows without samples do not count."""
+        since = self._last_window_mono
+        if since is None:
+            if self._opened_mono is None:
+                return True
+            since = self._opened_mono
+        return mono - since > self._stale_limit()

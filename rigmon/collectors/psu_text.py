@@ -171,7 +171,12 @@ def _split_pair(part: str, whole: str | None) -> tuple[str | None, str, bool]:
             if label is None:
                 return None, part, False
             if whole is not None and not value.strip():
-                return label.group(1), whole.partition(mark)[2], True
+                # The label is all that comes before the mark, words included: Adafruit's INA219
+                # example prints "Bus Voltage:   12.03 V" and "Shunt Voltage: 0.50 mV", which
+                # are two channels, not two "Voltage" values.
+                before, _, rest = whole.partition(mark)
+                full = _LABEL.fullmatch(before)
+                return (label if full is None else full).group(1), rest, True
             return label.group(1), value, False
     return None, part, False
 
@@ -226,7 +231,8 @@ def text_window(
     for channel, source in channels.items():
         if source not in values:
             continue
-        value = values[source] * scale.get(channel, 1.0)
+        # Rounded like a unit's scaling: 12030 with scale 0.001 is 12.03 V, not 12.030000000000001.
+        value = round(values[source] * scale.get(channel, 1.0), 9)
         limit = MAX_ABS_VOLTS if channel.startswith("v") else MAX_ABS_AMPS
         if not math.isfinite(value) or abs(value) > limit:
             raise LineError("nonsense", f"{channel}={value:g} beyond {limit:g}")

@@ -7,6 +7,8 @@ import fcntl
 import os
 from typing import Protocol
 
+from rigmon.hw.serialport import open_failure
+
 #: PZEM-017: 9600 baud, 8 data bits, no parity, 2 stop bits (manual; Tasmota opens it 8N2).
 PZEM_STOPBITS = 2
 
@@ -66,7 +68,7 @@ class PymodbusDevice:
             if port_held_elsewhere(path):
                 raise ModbusPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
                                      "or a terminal program)")
-            raise ModbusPortError(f"cannot open {path}")
+            raise ModbusPortError(f"cannot open {path}: {_open_failure(path)}")
 
     def read_input_registers(self, address: int, count: int) -> list[int]:
         from pymodbus.exceptions import ConnectionException, ModbusException
@@ -108,6 +110,20 @@ def port_held_elsewhere(path: str) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _open_failure(path: str) -> str:
+    """Why pymodbus could not open the tty ``path`` (it only logs it): asked of the device itself."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError as exc:
+        return open_failure(path, exc.errno, exc.strerror or type(exc).__name__)
+    try:
+        if not os.isatty(fd):
+            return "not a serial port"
+    finally:
+        os.close(fd)
+    return "see the log for pymodbus's reason"
 
 
 def open_modbus(path: str, baud: int, slave: int) -> InputRegisters:

@@ -88,7 +88,7 @@ class PySerialPort:
                 # pyserial's flock(LOCK_EX | LOCK_NB) failed: the port is open elsewhere.
                 raise SerialPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
                                      "or a terminal program)") from None
-            raise SerialPortError(f"cannot open {path}: {_reason(exc)}") from None
+            raise SerialPortError(f"cannot open {path}: {open_failure(path, getattr(exc, 'errno', None), _reason(exc))}") from None
         self._port = port
         self.path = path
         self._fd: int = port.fileno()
@@ -226,6 +226,26 @@ def open_serial(path: str, baud: int) -> SerialPort:
         SerialPortError: absent, or not a tty.
     """
     return PySerialPort(path, baud)
+
+
+def open_failure(path: str, error: int | None, reason: str) -> str:
+    """Why a serial port did not open, in the operator's terms where the errno says it.
+
+    Args:
+        path: the configured device.
+        error: the ``errno`` of the failed open, if any.
+        reason: the library's own words, used for every other error.
+    """
+    if error in (errno.EACCES, errno.EPERM):
+        return ("permission denied: the agent's user must be in the group that owns the tty "
+                "(usually dialout), or a udev rule must give it that group")
+    if error in (errno.ENOENT, errno.ENODEV, errno.ENXIO):
+        if os.path.basename(path).startswith("tty"):
+            # A kernel name: a USB adapter that re-enumerates comes back as another ttyUSBn.
+            return ("no such device: unplugged, or it came back under another name "
+                    "(configure its /dev/serial/by-id/ link, not the kernel's ttyUSBn/ttyACMn)")
+        return "no such device (unplugged?)"
+    return reason
 
 
 def _reason(exc: BaseException) -> str:

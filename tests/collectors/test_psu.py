@@ -494,3 +494,64 @@ def test_path_resistance_points_are_taken_in_when_read_and_never_pile_up() -> No
         assert len(state._paths.points) < 64
     (estimate,) = state.resistance()
     assert estimate.points == 200 and not state._paths.points
+
+
+def test_windows_without_samples_go_stale_like_silence() -> None:
+    # A loose sensor lead: the firmware keeps sending windows, each with no sample (n=0, read
+    # failed). The rail is not watched (no voltage to alarm on), so it must go stale and let
+    # psu_adc_silent say so, not stay "fresh" with no reading for ever.
+    state = RailState(PsuSection(port="/dev/x", stale_after_s=3.0))
+    feed(state, rm1(0), mono=10.0)
+    state.reading(mono=10.1, reset=True)
+    empty = [format_rm1(f"RM1,seq={seq},up={(seq + 1) * 1000},win=1000,n=0,flags=1") for seq in range(1, 8)]
+    for offset, line in enumerate(empty, start=1):
+        feed(state, line, mono=10.0 + offset)
+    reading = state.reading(mono=17.5, reset=True)
+    assert reading.windows == 7 and reading.volts is None
+    assert reading.stale
+    assert state.reading(mono=17.6, reset=True).stale
+
+
+def test_a_primary_channel_the_device_never_sends_goes_stale() -> None:
+    # `primary = "vload"` on a device that sends only v: no reading for the alarms to look at.
+    state = RailState(PsuSection(port="/dev/x", primary="vload", stale_after_s=3.0))
+    state.opened(0.0)
+    state.feed(b"partial\n", 0.0, 0.0)
+    for seq in range(6):
+        state.feed((rm1(seq) + "\r\n").encode(), float(seq), float(seq))
+    reading = state.reading(mono=5.5, reset=True)
+    assert reading.windows == 6 and reading.volts is None and reading.stale
+
+
+def test_a_replaced_adc_starts_its_own_window_sequence() -> None:
+    # One ADC swapped for another that has been running for a while (its seq far ahead): the
+    # jump is not thousands of lost windows, nor a reboot.
+    state = RailState(PsuSection(port="/dev/x"))
+    feed(state, IDENTITY, rm1(0), rm1(1))
+    state.query_sent(5.0)
+    other = format_rm1("RMI,proto=1,fw=rmfw-0.3,id=AB00000000000001,sensor=ina226,win=1000,ch=v;i;vpsu")
+    feed(state, other, rm1(5000), rm1(5001), mono=6.0)
+    assert [e.kind for e in state.take_events()] == ["psu_adc_replaced"]
+    assert state.counters.lost_windows_total == 0 and state.counters.reboots_total == 0
+    assert state.counters.windows_total == 4
+
+
+def test_a_text_device_printing_one_channel_a_line_repeats_every_channel() -> None:
+    # Adafruit's INA219 example prints voltage and current on lines of their own every 2 s; a
+    # frame between two blocks repeated only the last line (the current): the rail read as missing.
+    state = RailState(PsuSection(port="/dev/x", protocol="text", stale_after_s=3.0,
+                                 channels={"v": "Load Voltage", "i": "Current"}))
+    state.opened(0.0)
+    state.feed(b"\n", 0.0, 0.0)
+    state.feed(b"Load Voltage:  11.98 V\r\nCurrent:       1320.00 mA\r\nPower:         15813.60 mW\r\n", 0.5, 0.5)
+    first = state.reading(1.0, reset=True)
+    repeated = state.reading(2.0, reset=True)
+    assert first.volts is not None and first.amps is not None
+    assert repeated.windows == 0 and not repeated.stale
+    assert repeated.volts == first.volts and repeated.amps == first.amps
+    # A channel not printed for the stale limit is not repeated.
+    state.feed(b"Load Voltage:  12.01 V\r\n", 3.0, 3.0)
+    state.reading(3.1, reset=True)
+    later = state.reading(3.9, reset=True)
+    assert later.windows == 0 and not later.stale and later.amps is None
+    assert later.volts is not None and later.volts.min_volts == 12.01

@@ -112,6 +112,10 @@ def test_bad_rm1_lines(line: str, reason: str) -> None:
         # Adafruit ADS1X15 examples: raw count, then the value with its unit.
         ("AIN0: 3099  0.58V", {"AIN0": 0.58}),
         ("AIN0: 3099    -->   580.94 mV", {"AIN0": 0.58094}),
+        # Adafruit INA219 getcurrent example: a label of several words, one per line.
+        ("Bus Voltage:   12.03 V", {"Bus Voltage": 12.03}),
+        ("Shunt Voltage: 0.50 mV", {"Shunt Voltage": 0.0005}),
+        ("Current mA:       1200.00 mA", {"Current mA": 1.2}),
     ],
 )
 def test_text_formats(line: str, values: dict[str, float]) -> None:
@@ -163,6 +167,11 @@ def test_text_scale_and_missing_channel() -> None:
     window = text_window(fields, None, {"v": "0", "i": "1"}, {"v": 0.001})
     assert window is not None and window.volts["v"].min == pytest.approx(11.712) and window.amps == {}
     assert text_window(TextFields({"7": 1.0}), None, {"v": "0"}, {}) is None
+
+
+def test_text_scale_gives_the_value_without_binary_noise() -> None:
+    window = text_window(TextFields({"0": 12030.0}), None, {"v": "0"}, {"v": 0.001})
+    assert window is not None and window.volts["v"].min == 12.03
 
 
 @pytest.mark.parametrize("line", ['{"v": 1', "[1, 2", '{"v": 1e999}', "1e999", "12.0\x07"])

@@ -62,3 +62,42 @@ def test_line_that_would_exceed_200_bytes_is_not_sent(rm1_host: Path) -> None:
                          + "id " + "f" * 60 + " " + "I" * 60 + " " + "s" * 60 + " 60000\n")
     assert len(fits) + 2 <= 200 and isinstance(parse_rm1_line(fits), Rm1Identity)
     assert too_long == "OVERFLOW"
+
+
+# ---------------------------------------------------------------------------------------
+# The sketch itself (rigmon_rm1.ino) on the host, with an AVR's 64-byte serial buffer
+# (tests/firmware/arduino_host: a stand-in Arduino.h and Wire.h with an INA226 at 12 V, 40 A).
+
+
+@pytest.fixture(scope="module")
+def sketch_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    build = tmp_path_factory.mktemp("sketch")
+    host = Path(__file__).resolve().parent / "arduino_host"
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-c", "-o", str(build / "rm1.o"),
+                    str(FIRMWARE / "rigmon_rm1" / "rm1.c")], check=True, capture_output=True)
+    subprocess.run(
+        ["g++", "-std=c++11", "-Wall", "-Wextra", "-Werror", "-I", str(host), "-I", str(FIRMWARE / "rigmon_rm1"),
+         "-o", str(build / "sketch_host"), str(host / "main.cpp"), str(build / "rm1.o")],
+        check=True, capture_output=True,
+    )
+    return build / "sketch_host"
+
+
+def test_sketch_sends_whole_lines_through_a_buffer_smaller_than_a_line(sketch_host: Path) -> None:
+    # An Arduino Nano's transmit buffer holds 63 bytes; a window line is ~100. Waiting for room
+    # for the whole line dropped every record: the board sent nothing at all.
+    out = subprocess.run([str(sketch_host), "3500", "11"], capture_output=True, check=True).stdout.decode("ascii")
+    records = [parse_rm1_line(line) for line in out.splitlines()]
+    assert isinstance(records[0], Rm1Identity) and records[0].firmware == "rmfw-0.3"
+    windows = [r for r in records[1:] if isinstance(r, RailWindow)]
+    assert [w.seq for w in windows] == [0, 1, 2] and len(records) == 4
+    assert all(w.flags == 0 and w.volts["v"].min == 12.0 and w.amps["i"].mean == 40.0 for w in windows)
+
+
+def test_sketch_drops_records_while_the_host_does_not_read(sketch_host: Path) -> None:
+    # Nothing drains the buffer: the sketch never blocks (the loop ran to its end) and sends at
+    # most what fits; no partial record is followed by another record's bytes.
+    out = subprocess.run([str(sketch_host), "3500", "0"], capture_output=True, check=True).stdout
+    assert len(out) <= 63 and b"\n" not in out

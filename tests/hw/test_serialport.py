@@ -157,3 +157,62 @@ def test_a_write_reaches_the_device(device: PtyDevice) -> None:
         assert device.read_host() == b"?\n"
     finally:
         port.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Why a port does not open, in the operator's terms (the agent logs and reports these).
+
+_OPEN_BOTH = """
+import sys
+from rigmon.hw.serialport import open_serial, SerialPortError
+from rigmon.hw.modbus import open_modbus, ModbusPortError
+for opener in (lambda: open_serial(sys.argv[1], 115200), lambda: open_modbus(sys.argv[1], 9600, 1)):
+    try:
+        opener()
+    except (SerialPortError, ModbusPortError) as exc:
+        print(exc)
+    else:
+        print("opened")
+"""
+
+
+def _open_both(path: str, *prefix: str) -> list[str]:
+    import subprocess
+    import sys
+
+    result = subprocess.run([*prefix, sys.executable, "-c", _OPEN_BOTH, path], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    return result.stdout.splitlines()
+
+
+def test_a_missing_port_says_it_is_gone_or_renamed(tmp_path: Path) -> None:
+    for message in _open_both(str(tmp_path / "ttyUSB0")):
+        assert "no such device" in message and "/dev/serial/by-id/" in message, message
+    # Already a stable name: no advice to use one.
+    for message in _open_both(str(tmp_path / "usb-rigmon_rm1-if00")):
+        assert "no such device (unplugged?)" in message, message
+
+
+def test_a_file_that_is_not_a_tty_is_named_so_by_the_modbus_opener(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-tty"
+    path.write_text("")
+    serial_message, modbus_message = _open_both(str(path))
+    assert "not a serial port" in modbus_message, modbus_message
+
+
+def test_permission_denied_names_the_dialout_group(device: PtyDevice) -> None:
+    import shutil
+
+    tty_path = os.ttyname(device.slave) if device.slave is not None else ""
+    os.chmod(tty_path, 0)
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        # root reads any file: drop the capability that lets it (the pty stays ours).
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv to drop CAP_DAC_OVERRIDE")
+        prefix = (setpriv, "--bounding-set", "-dac_override,-dac_read_search")
+    messages = _open_both(tty_path, *prefix)
+    assert len(messages) == 2
+    for message in messages:
+        assert "permission denied" in message and "dialout" in message, message
