@@ -188,7 +188,7 @@ class PsuCollector:
         delay_s = self.config.reopen_min_s
         while not self._stop.is_set():
             try:
-                port = self._open_port(self._port_path(), self.config.baud)
+                port = self._open_port(self._port_path(), self.config.line_baud)
             except SerialPortError as exc:
                 self.port_busy = isinstance(exc, SerialPortBusy)
                 self._closed(str(exc))
@@ -231,7 +231,7 @@ class PsuCollector:
         delay_s = self.config.reopen_min_s
         while not self._stop.is_set():
             try:
-                device = self._open_modbus(self._port_path(), self.config.baud, self.config.pzem_address)
+                device = self._open_modbus(self._port_path(), self.config.line_baud, self.config.pzem_address)
             except ModbusPortError as exc:
                 self.port_busy = isinstance(exc, ModbusPortBusy)
                 self._closed(str(exc))

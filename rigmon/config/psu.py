@@ -30,6 +30,10 @@ class PsuHwmonSection(msgspec.Struct, frozen=True, gc=False):
         check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
 
 
+#: The line speeds a PZEM-017 can be set to (its manual); 9600 from the factory.
+PZEM_BAUDS = (1200, 2400, 4800, 9600)
+
+
 class PsuSection(msgspec.Struct, frozen=True, gc=False):
     """``[psu]``: the 12 V rail from a serial ADC or meter (see README "PSU rail")."""
 
@@ -37,8 +41,9 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
     """Serial device (``/dev/serial/by-id/...``, read below the agent root); empty: no ADC."""
     protocol: PsuProtocol = "rm1"
     """``rm1`` (rigmon firmware), ``text`` (numbers, CSV, key=value) or ``pzem017`` (Modbus RTU)."""
-    baud: int = 115200
-    """Line speed; ignored by USB CDC devices. A PZEM-017 uses 9600."""
+    baud: int = 0
+    """Line speed; 0: the protocol's (115200 for ``rm1`` and ``text``; 9600, a PZEM-017's
+    factory setting, for ``pzem017``). Ignored by USB CDC devices."""
     primary: str = "v"
     """Load-side voltage channel: the one alarms and sag pushes look at."""
     psu_side: str = "vpsu"
@@ -66,9 +71,17 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
     """``text`` protocol: multiplier per channel to volts or amps (``v = 0.001`` for mV)."""
     hwmon: PsuHwmonSection = msgspec.field(default_factory=PsuHwmonSection)
 
+    @property
+    def line_baud(self) -> int:
+        """The line speed to open the port at: ``baud``, else the protocol's."""
+        return self.baud or (9600 if self.protocol == "pzem017" else 115200)
+
     def __post_init__(self) -> None:
-        if self.baud <= 0:
-            raise ValueError("baud must be positive")
+        if self.baud < 0:
+            raise ValueError("baud must be positive (or 0: the protocol's)")
+        if self.protocol == "pzem017" and self.baud not in (0, *PZEM_BAUDS):
+            raise ValueError(f"baud: a PZEM-017 talks at {', '.join(map(str, PZEM_BAUDS))} (9600 from the factory), "
+                             f"not {self.baud}")
         if not 0 < self.sag_volts < 1000:
             raise ValueError("sag_volts must be between 0 and 1000")
         if self.stale_after_s <= 0 or self.poll_interval_s <= 0:
@@ -77,7 +90,7 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
             raise ValueError("reopen_min_s must be positive and at most reopen_max_s")
         if not 1 <= self.pzem_address <= 247:
             raise ValueError("pzem_address must be 1..247")
-        check_ranges(self, {"baud": (50, 4_000_000), "stale_after_s": (0.01, 86400.0), "poll_interval_s": (0.01, 3600.0),
+        check_ranges(self, {"baud": (0 if self.baud == 0 else 50, 4_000_000), "stale_after_s": (0.01, 86400.0), "poll_interval_s": (0.01, 3600.0),
                             "reopen_min_s": (0.001, 3600.0), "reopen_max_s": (0.001, 3600.0)})
         if not self.primary:
             raise ValueError("primary must name a channel")

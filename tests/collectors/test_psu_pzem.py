@@ -6,6 +6,7 @@ import os
 import select
 import threading
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,29 @@ def test_pzem017_unplug_and_replug(meter: tuple[PsuCollector, PzemResponder, Pty
     wait_for(lambda: collector.state.connected and collector.state.counters.opens_total == 2)
     seen = collector.state.counters.windows_total
     wait_for(lambda: collector.state.counters.windows_total > seen)
+
+
+def test_a_pzem017_without_a_baud_is_opened_at_its_factory_9600(tmp_path: Path) -> None:
+    """`baud` defaulted to 115200 whatever the protocol: a PZEM-017 configured as its README line
+    shows was polled at a speed it cannot talk and never answered."""
+    from rigmon.hw.modbus import ModbusPortError
+
+    asked: list[int] = []
+    opened = threading.Event()
+
+    def opener(path: str, baud: int, slave: int) -> Any:
+        asked.append(baud)
+        opened.set()
+        raise ModbusPortError("not here")
+
+    collector = PsuCollector(PsuSection(port=LINK, protocol="pzem017", reopen_min_s=0.05, reopen_max_s=0.1),
+                             HostRoot(tmp_path), SystemClock(), open_modbus_device=opener)
+    collector.start(Pushed())
+    try:
+        assert opened.wait(5)
+    finally:
+        collector.close()
+    assert asked[0] == 9600
+    assert PsuSection(protocol="rm1").line_baud == 115200 and PsuSection(protocol="pzem017", baud=4800).line_baud == 4800
+    with pytest.raises(ValueError, match="baud: a PZEM-017 talks at 1200, 2400, 4800, 9600"):
+        PsuSection(protocol="pzem017", baud=115200)
