@@ -302,13 +302,16 @@ class FrameCollector:
 
     A scrape sees one frame, but the agent makes one a second (and more when a sag is
     pushed): so that a sag between two scrapes is not lost, the lowest rail minimum of the
-    last `RAIL_LOWEST_SPAN_S` is exported as its own series.
+    last `RAIL_LOWEST_SPAN_S` is exported as its own series, and so is whether the ADC's
+    hardware under-voltage comparator latched in that span (a flag of one window).
     """
 
     def __init__(self, latest: typing.Callable[[], Frame | None]) -> None:
         self._latest = latest
         self.event_counts: Counter[tuple[str, str, str]] = Counter()
         self._rail_minima: deque[tuple[float, float]] = deque()
+        #: When a frame last said the ADC's under-voltage comparator latched.
+        self._latched_at: float | None = None
         self.marks_total = 0
         self.last_mark: Event | None = None
         #: One Xid reported by NVML and by the kernel log is one Xid in ``rigmon_events_total``, as in
@@ -328,6 +331,8 @@ class FrameCollector:
         rail = frame.readings.psu_rail
         if rail is not None and rail.volts is not None:
             self._rail_minima.append((frame.taken_at, rail.volts.min_volts))
+        if rail is not None and rail.under_voltage_latched:
+            self._latched_at = frame.taken_at
         while self._rail_minima and self._rail_minima[0][0] < frame.taken_at - RAIL_LOWEST_SPAN_S:
             self._rail_minima.popleft()
 
@@ -344,6 +349,16 @@ class FrameCollector:
                                        labels=["node"])
             lowest.add_metric([frame.node], min(v for _, v in self._rail_minima))
             metrics.append(lowest)
+        if frame.readings.psu_rail is not None:
+            from prometheus_client.core import GaugeMetricFamily
+
+            latched = GaugeMetricFamily(f"{PREFIX}_psu_rail_under_voltage_latched_recently",
+                                        "1 when the rail ADC's hardware under-voltage comparator latched in the last "
+                                        f"{RAIL_LOWEST_SPAN_S:.0f} s (a flag of one window, which a scrape would miss)",
+                                        labels=["node"])
+            recent = self._latched_at is not None and self._latched_at >= frame.taken_at - RAIL_LOWEST_SPAN_S
+            latched.add_metric([frame.node], 1.0 if recent else 0.0)
+            metrics.append(latched)
         metrics.extend(self._mark_metrics(frame.node))
         return iter(metrics)
 

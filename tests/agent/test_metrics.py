@@ -187,3 +187,24 @@ def test_one_xid_reported_by_nvml_and_the_kernel_log_is_counted_once() -> None:
     text = generate_latest(make_registry(collector)).decode()
     assert 'rigmon_events_total{code="79",kind="xid",node="node01",subject="gpu:3"} 2.0' in text
     assert 'rigmon_events_total{code="48",kind="xid",node="node01",subject="gpu:3"} 1.0' in text
+
+
+def test_an_under_voltage_latch_between_two_scrapes_is_not_lost() -> None:
+    """The comparator's flag is one window's: a scrape 5 s later saw 0, and RigmonRailUndervoltageLatched
+    (deploy/prometheus) could not fire. The node rule psu_rail_undervoltage_latched reads the frame's flag."""
+    plain = rail_frame(1000.0, 11.93)
+    latched_rail = msgspec.structs.replace(plain.readings.psu_rail, under_voltage_latched=True)
+    latched = msgspec.structs.replace(plain, taken_at=1001.0,
+                                      readings=msgspec.structs.replace(plain.readings, psu_rail=latched_rail))
+    frames = [plain, latched, rail_frame(1002.0, 11.95)]
+    collector = FrameCollector(lambda: frames[-1])
+    for frame in frames:
+        collector.observe(frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert 'rigmon_psu_rail_under_voltage_latched{device_id="E661",node="node01",port="/dev/ttyACM0"} 0.0' in text
+    assert 'rigmon_psu_rail_under_voltage_latched_recently{node="node01"} 1.0' in text
+    later = rail_frame(1062.0, 11.96)
+    collector.observe(later)
+    frames.append(later)
+    assert 'rigmon_psu_rail_under_voltage_latched_recently{node="node01"} 0.0' in generate_latest(
+        make_registry(collector)).decode()

@@ -82,6 +82,22 @@ async def test_default_rail_rules_fire_on_a_sag_line(agent_url: tuple[str, PtyDe
     assert "psu_rail_low_warning" in fired
 
 
+async def test_an_under_voltage_latched_by_the_adc_between_its_samples_is_critical(
+        agent_url: tuple[str, PtyDevice]) -> None:
+    """Flag 4: the sensor's hardware comparator caught a sag the firmware's samples missed (their
+    minimum stays at 11.65 V). It raised nothing."""
+    url, device = agent_url
+    latched = format_rm1("RM1,seq=1841,up=1843520,win=1000,n=892,v=11800/11650/11900,flags=4")
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.lines("partial", latched)
+        alarms = await poll(client, f"{url}/v1/alarms",
+                            lambda d: any(a["rule"] == "psu_rail_undervoltage_latched" for a in d["active"]))
+    fired = {a["rule"]: a for a in alarms["active"]}  # type: ignore[union-attr]
+    assert fired["psu_rail_undervoltage_latched"]["severity"] == "critical"
+    assert "psu_rail_low_critical" not in fired
+
+
 async def test_sag_minimum_survives_the_journal_exactly(agent_url: tuple[str, PtyDevice]) -> None:
     """The flight recorder keeps the window minimum itself, in raw frames and in every tier."""
     url, device = agent_url

@@ -51,6 +51,7 @@ MIRRORS: dict[str, str | None] = {
     "psu_rail_low_warning": "RigmonRailLow",
     "psu_rail_low_critical": "RigmonRailCritical",
     "psu_adc_silent": "RigmonRailAdcSilent",
+    "psu_rail_undervoltage_latched": "RigmonRailUndervoltageLatched",
     "psu_path_resistance_rising": "RigmonPathResistanceRising",
     "gpu_lost": "RigmonGpuLost",
     "gpu_xid_fatal": "RigmonGpuXid",

@@ -19,7 +19,9 @@ from tests.notify.receiver import Receiver, receiver, wait_until
 
 # (scenario, speed, rules its incident calls for, seconds to watch a scenario that should stay quiet)
 CASES = [
-    ("undervolt-bus-drop", 5.0, {"psu_rail_low_warning", "psu_rail_low_critical", "gpu_xid_fatal", "gpu_lost"}, 0),
+    # The simulated RM1 latches its under-voltage comparator (flag 4) below 11.5 V, as an INA226 set so would.
+    ("undervolt-bus-drop", 5.0, {"psu_rail_low_warning", "psu_rail_low_critical", "psu_rail_undervoltage_latched",
+                                 "gpu_xid_fatal", "gpu_lost"}, 0),
     ("loose-sxm2", 20.0, {"gpu_nvlink_replay_rising", "gpu_nvlink_crc_rising", "gpu_pcie_replay_rising"}, 0),
     ("tb-retrain-10g", 10.0, {"thunderbolt_degraded"}, 0),
     # The retrain slows both the USB4 link and its thunderbolt-net interface: two alarms, each
@@ -94,7 +96,8 @@ async def test_undervolt_alarms_reach_a_webhook(webhook: Receiver) -> None:
 async def test_lab_points_at_the_weak_nodes() -> None:
     """Incident 7: one screen for the cluster; the alarms name the node that is in trouble."""
     expected = {
-        "node01/psu_rail_low_warning", "node01/psu_rail_low_critical", "node01/gpu_xid_fatal", "node01/gpu_lost",
+        "node01/psu_rail_low_warning", "node01/psu_rail_low_critical", "node01/psu_rail_undervoltage_latched",
+        "node01/gpu_xid_fatal", "node01/gpu_lost",
         "node02/gpu_nvlink_replay_rising", "node02/gpu_nvlink_crc_rising", "node02/gpu_pcie_replay_rising",
         "node03/thunderbolt_degraded",
     }
