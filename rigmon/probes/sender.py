@@ -79,6 +79,19 @@ class PathWindow:
     received_total: int
     last_reply_age_s: float | None
     error: str | None
+    unanswered_run: int = 0
+    """Probes in a row, up to the newest whose answer is due, that are unanswered: how long the path
+    has been silent, whatever the rest of the window says."""
+
+
+def _unanswered_run(due: list[_Sent]) -> int:
+    """Unanswered probes in a row at the end of ``due`` (in order of sending); an answered one ends the run."""
+    run = 0
+    for sent in reversed(due):
+        if sent.rtt_us is not None:
+            break
+        run += 1
+    return run
 
 
 class ProbeSender:
@@ -170,7 +183,7 @@ class ProbeSender:
                 rtts = [s.rtt_us for s in due if s.rtt_us is not None]
                 age = None if path.last_reply_s is None else now - path.last_reply_s
                 out.append(PathWindow(path.target, window_stats(len(due), rtts), path.sent_total,
-                                      path.received_total, age, path.error))
+                                      path.received_total, age, path.error, _unanswered_run(due)))
         return out
 
     # --- the thread ---------------------------------------------------------------------
