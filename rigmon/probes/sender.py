@@ -67,6 +67,8 @@ class _Path:
     received_total: int = 0
     last_reply_s: float | None = None
     error: str | None = None
+    #: When ``error`` last happened (monotonic s): it is reported while the window holds that time.
+    error_at_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +146,7 @@ class ProbeSender:
                     ask_kernel_time(sock)  # without: the thread's own clock ends the round trip
                     sock.connect((path.target.address, path.target.port))
                 except OSError as exc:
-                    path.error = f"cannot open a socket to {path.target.address}: {exc.strerror or exc}"
+                    self._fail(path, f"cannot open a socket to {path.target.address}: {exc.strerror or exc}", True)
                     continue
                 path.sock = sock
                 self._selector.register(sock, selectors.EVENT_READ, path)
@@ -182,9 +184,15 @@ class ProbeSender:
                        or (s.rtt_us is not None and s.at_s >= now - self.window_s)]
                 rtts = [s.rtt_us for s in due if s.rtt_us is not None]
                 age = None if path.last_reply_s is None else now - path.last_reply_s
+                # An error the window no longer holds is over (a peer's port that refused is open again).
+                error = path.error if path.error_at_s >= now - self.window_s else None
                 out.append(PathWindow(path.target, window_stats(len(due), rtts), path.sent_total,
-                                      path.received_total, age, path.error, _unanswered_run(due)))
+                                      path.received_total, age, error, _unanswered_run(due)))
         return out
+
+    def _fail(self, path: _Path, error: str, lasting: bool = False) -> None:
+        path.error = error
+        path.error_at_s = float("inf") if lasting else time.monotonic()
 
     # --- the thread ---------------------------------------------------------------------
 
@@ -234,7 +242,7 @@ class ProbeSender:
             path.sock.send(data)
         except OSError as exc:
             # ECONNREFUSED (ICMP from an earlier probe), ENETUNREACH, EHOSTUNREACH: the probe is lost.
-            path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
+            self._fail(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}")
 
     def _read_replies(self, path: _Path) -> None:
         assert path.sock is not None
@@ -244,7 +252,7 @@ class ProbeSender:
             except BlockingIOError:
                 return
             except OSError as exc:
-                path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
+                self._fail(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}")
                 return
             end_ns = time.perf_counter_ns()
             kernel_ns = kernel_time_ns(ancdata)
@@ -252,7 +260,13 @@ class ProbeSender:
                 reply = parse(data, self.key)
             except ProbeRefused:
                 continue
-            if reply.kind != "reply" or reply.sender != path.target.peer:
+            if reply.kind != "reply":
+                continue
+            if reply.sender != path.target.peer:
+                # Our key, the peer's address, another name: the peer's node name is not the one in
+                # [[peers]]. Not counted (it may be another node), but said, or the path just reads silent.
+                self._fail(path, f"replies come from node {reply.sender!r}, not {path.target.peer!r}: "
+                                 "a [[peers]] name must be the peer's [agent] node name")
                 continue
             self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns)
 
@@ -285,7 +299,7 @@ class ProbeSender:
         sent.start_ns = time.perf_counter_ns()
         code = sock.connect_ex((path.target.address, path.target.port))
         if code not in (0, errno.EINPROGRESS):
-            path.error = f"connect: {errno.errorcode.get(code, code)}"
+            self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
             sock.close()
             return
         self._connects[sock] = (path, sent)
@@ -300,7 +314,7 @@ class ProbeSender:
         if code == 0:
             self._answered(path, sent.seq, end_ns)
         else:
-            path.error = f"connect: {errno.errorcode.get(code, code)}"
+            self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
 
     def _expire_connects(self, now: float) -> None:
         for sock, (path, sent) in list(self._connects.items()):
