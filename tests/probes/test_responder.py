@@ -135,8 +135,10 @@ async def test_a_reply_says_how_long_the_request_waited_for_the_responder() -> N
     sock.settimeout(5.0)
     try:
         sock.connect(responder.sock.getsockname()[:2])
-        sent_ns = time.time_ns()
         sock.send(_request(seq=3))
+        # After the send (a loopback datagram is in the responder's socket when send returns): a
+        # descheduling of this thread between reading the clock and sending does not count as a wait.
+        sent_ns = time.time_ns()
         await asyncio.sleep(0.2)  # the responder's thread is not running yet: the request waits
         waited_ns = time.time_ns() - sent_ns
         responder.start()
