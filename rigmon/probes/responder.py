@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from rigmon.agent.ratelimit import RateLimiter
+from rigmon.probes.sender import socket_address
 from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
 from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
 from rigmon.schema import ProbeResponderReading
@@ -81,10 +82,10 @@ class ProbeResponder:
         Raises:
             OSError: the port cannot be bound.
         """
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        family, sockaddr = socket_address(host, port)
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
-            sock.bind((host, port))
+            sock.bind(sockaddr)
         except OSError:
             sock.close()
             raise

@@ -25,6 +25,24 @@ REPLY_TIMEOUT_S = 1.0
 _READ_BATCH = 64
 
 
+def socket_address(address: str, port: int) -> tuple[socket.AddressFamily, tuple[str, int] | tuple[str, int, int, int]]:
+    """The address family and socket address of a numeric IP ``address``, an IPv6 link-local one's
+    zone (``fe80::1%thunderbolt0``) resolved to its scope id.
+
+    A plain ``(address, port)`` tuple loses the zone: connecting to a link-local address without it
+    fails with EINVAL, and thunderbolt-net links are often reached by their link-local addresses.
+
+    Raises:
+        OSError: not a numeric address, or an unknown zone.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    ((family, _, _, _, sockaddr),) = socket.getaddrinfo(address, port, family, socket.SOCK_DGRAM, 0,
+                                                        socket.AI_NUMERICHOST)[:1]
+    if isinstance(sockaddr[1], bytes):  # never for AF_INET/AF_INET6; typeshed allows it
+        raise OSError(f"not an IP address: {address}")
+    return family, sockaddr
+
+
 @dataclass(frozen=True, slots=True)
 class PathTarget:
     """One path to probe: ``<peer>/<path>`` at ``address:port`` over ``transport``."""
@@ -140,11 +158,11 @@ class ProbeSender:
             path.next_send_s = now + self.period_s * index / max(1, len(self._paths))
             if path.target.transport == "udp":
                 try:
-                    family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
+                    family, sockaddr = socket_address(path.target.address, path.target.port)
                     sock = socket.socket(family, socket.SOCK_DGRAM)
                     sock.setblocking(False)
                     ask_kernel_time(sock)  # without: the thread's own clock ends the round trip
-                    sock.connect((path.target.address, path.target.port))
+                    sock.connect(sockaddr)
                 except OSError as exc:
                     self._fail(path, f"cannot open a socket to {path.target.address}: {exc.strerror or exc}", True)
                     continue
@@ -293,11 +311,15 @@ class ProbeSender:
             path.last_reply_s = time.monotonic()
 
     def _connect(self, path: _Path, sent: _Sent) -> None:
-        family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
+        try:
+            family, sockaddr = socket_address(path.target.address, path.target.port)
+        except OSError as exc:
+            self._fail(path, f"cannot connect to {path.target.address}: {exc.strerror or exc}")
+            return
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         sent.start_ns = time.perf_counter_ns()
-        code = sock.connect_ex((path.target.address, path.target.port))
+        code = sock.connect_ex(sockaddr)
         if code not in (0, errno.EINPROGRESS):
             self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
             sock.close()

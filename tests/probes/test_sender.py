@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from rigmon.probes.responder import ProbeResponder
-from rigmon.probes.sender import PathTarget, ProbeSender
+from rigmon.probes.sender import PathTarget, ProbeSender, socket_address
 from rigmon.probes.wire import derive_key
 
 KEY = derive_key("cluster-token")
@@ -126,3 +130,45 @@ async def test_a_send_error_is_reported_while_the_window_holds_it_not_for_ever()
     finally:
         sender.close()
         refusing.close()
+
+
+def _link_local() -> tuple[str, str] | None:
+    """A link-local IPv6 address of this machine and its interface, if it has one (/proc/net/if_inet6)."""
+    try:
+        lines = Path("/proc/net/if_inet6").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hex_addr, _, _, scope, _, name = line.split()
+        if scope == "20" and hex_addr.startswith("fe80"):
+            return str(ipaddress.IPv6Address(bytes.fromhex(hex_addr))), name
+    return None
+
+
+def test_a_link_local_address_keeps_its_zone() -> None:
+    """``fe80::1%lo`` is a socket address with lo's scope id (a plain tuple lost it: EINVAL at connect,
+    so a thunderbolt-net path by its link-local address read silent with "cannot open a socket")."""
+    family, sockaddr = socket_address("fe80::1%lo", 9872)
+    assert family == socket.AF_INET6 and sockaddr == ("fe80::1", 9872, 0, socket.if_nametoindex("lo"))
+    assert socket_address("10.0.0.2", 9872) == (socket.AF_INET, ("10.0.0.2", 9872))
+
+
+async def test_probes_reach_a_peer_by_its_link_local_address() -> None:
+    found = _link_local()
+    if found is None:
+        pytest.skip("no link-local IPv6 address on this machine")
+    address, interface = found
+    responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
+    responder.bind("::", 0)
+    assert responder.sock is not None
+    sender = ProbeSender("node01", KEY, [PathTarget("node02", "tbnet", f"{address}%{interface}",
+                                                    responder.sock.getsockname()[1])], rate_hz=20.0, window_s=2.0)
+    responder.start()
+    sender.start()
+    try:
+        await _until(lambda: sender.windows()[0].received_total >= 3)
+        (window,) = sender.windows()
+        assert window.received_total >= 3, window
+    finally:
+        sender.close()
+        responder.close()
