@@ -102,6 +102,7 @@ def test_probes_and_peers(tmp_path: Path) -> None:
         ("[probes]\nbind = \"everywhere\"\n", "probes"),
         ("[probes]\nloss_limit_pct = 101\n", "probes"),
         ("[probes]\nrate_hz = 1000\nwindow_s = 3600\n", "probes"),
+        ("[probes]\nrate_hz = 500\n", "probes"),  # above the peers' default reply rate (200/s): all lost
         ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\", address = \"10.0.0.x\" }]\n", "peers[0].paths[0]"),
         ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"x\", address = \"10.0.0.2\", transport = \"icmp\" }]\n",
          "peers[0].paths[0].transport"),
@@ -153,3 +154,14 @@ def test_a_bad_value_from_the_environment_or_command_line_is_not_blamed_on_the_f
 def test_an_integer_key_from_the_environment_asks_for_an_integer() -> None:
     with pytest.raises(ConfigError, match="RIGMON_AGENT_MAX_STREAMS: expected an integer, got '2.5'"):
         load_agent_config(None, environ={"RIGMON_AGENT_MAX_STREAMS": "2.5"})
+
+
+def test_probing_faster_than_a_peer_answers_one_address_is_refused_naming_both_keys(tmp_path: Path) -> None:
+    """rate_hz 500 against the default reply rate (200 a second to one address): a peer with the same
+    [probes] refuses 3 probes in 5, and every path read lossy and alarmed. Raising both is fine."""
+    path = tmp_path / "agent.toml"
+    path.write_text("[probes]\nrate_hz = 500\n")
+    with pytest.raises(ConfigError, match="rate_hz.*reply_rate_per_s"):
+        load_agent_config(path, environ={})
+    path.write_text("[probes]\nrate_hz = 500\nreply_rate_per_s = 1000\n")
+    assert load_agent_config(path, environ={}).probes.rate_hz == 500

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -22,13 +23,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: A path is silent once this share of a window's probes in a row went unanswered (2 s of the
+#: default 10 s window), and at least `SILENT_MIN_PROBES` of them: a path that stops answering
+#: alarms within seconds, not once its whole window is empty (or, for a shorter outage, never).
+SILENT_SHARE = 0.2
+SILENT_MIN_PROBES = 5
 
-def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, complete: bool
-               ) -> tuple[PeerPathState, bool, bool]:
+
+def silent_after(rate_hz: float, window_s: float) -> int:
+    """Unanswered probes in a row that make a path silent (the whole window's, when it holds fewer)."""
+    return max(SILENT_MIN_PROBES, math.ceil(rate_hz * window_s * SILENT_SHARE - 1e-9))
+
+
+def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, complete: bool,
+               silent_run: int | None = None) -> tuple[PeerPathState, bool, bool]:
     """A path's state from its window: ``(state, p99_over_limit, loss_over_limit)``.
 
     ``unknown`` until the first window is ``complete`` or while no probe is due; ``silent``
-    when probes were due and none was answered; ``degraded`` when the p99 or the loss is
+    when probes were due and none was answered, or when the last ``silent_run`` due probes in
+    a row were not (the path stopped answering); ``degraded`` when the p99 or the loss is
     above its limit; else ``ok``.
     """
     stats = window.stats
@@ -36,7 +49,7 @@ def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, c
     loss_over = stats.received > 0 and stats.loss_pct is not None and stats.loss_pct > loss_limit_pct
     if not complete or stats.sent == 0:
         return "unknown", p99_over, loss_over
-    if stats.received == 0:
+    if stats.received == 0 or (silent_run is not None and window.unanswered_run >= silent_run):
         return "silent", False, False
     if p99_over or loss_over:
         return "degraded", p99_over, loss_over
@@ -44,13 +57,13 @@ def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, c
 
 
 def with_peer_reachable(readings: Sequence[PeerPathReading]) -> list[PeerPathReading]:
-    """Each reading with ``peer_reachable``: whether any path to the same peer answered in the window
-    (``None`` for a peer with one path)."""
+    """Each reading with ``peer_reachable``: whether any path to the same peer answers (some reply in
+    the window, and not silent now; ``None`` for a peer with one path)."""
     answering: set[str] = set()
     paths: dict[str, int] = {}
     for r in readings:
         paths[r.peer] = paths.get(r.peer, 0) + 1
-        if r.received > 0:
+        if r.received > 0 and r.state != "silent":
             answering.add(r.peer)
     return [msgspec.structs.replace(r, peer_reachable=None if paths[r.peer] < 2 else r.peer in answering)
             for r in readings]
@@ -60,6 +73,8 @@ def _describe(r: PeerPathReading) -> str:
     if r.state == "silent":
         also = {True: f", while {r.peer} answers on its other paths", False: f"; {r.peer} answers on no path",
                 None: ""}[r.peer_reachable]
+        if r.received > 0 and r.last_reply_age_s is not None:
+            return f"no reply for {r.last_reply_age_s:.1f} s{also}"
         return f"no reply to {r.sent} probes in {r.window_s:g} s{also}"
     parts = []
     if r.p99_over_limit and r.rtt_p99_us is not None:
@@ -86,8 +101,10 @@ def path_events(before: Mapping[str, PeerPathState], now: Sequence[PeerPathReadi
             out.append(EventDraft("peer_path_silent", "warning", subject,
                                   f"path {r.name} ({r.address}) stopped answering: {_describe(r)}", data, at))
         elif r.state == "degraded":
+            # Out of silence, the outage's losses stay in the window for a while: the path answers again.
+            how = "answers again, degraded" if was == "silent" else "degraded"
             out.append(EventDraft("peer_path_degraded", "warning", subject,
-                                  f"path {r.name} ({r.address}) degraded: {_describe(r)}", data, at))
+                                  f"path {r.name} ({r.address}) {how}: {_describe(r)}", data, at))
         elif was in ("silent", "degraded"):
             out.append(EventDraft("peer_path_recovered", "info", subject,
                                   f"path {r.name} ({r.address}) answers normally again: {_describe(r)}", data, at))
@@ -172,11 +189,12 @@ class PeerProbeCollector:
         # Real seconds, like the probes themselves (the simulator's clock may run faster).
         complete = started is not None and time.monotonic() - started >= self.config.probes.window_s
         probes = self.config.probes
+        silent_run = silent_after(probes.rate_hz, probes.window_s)
         readings: list[PeerPathReading] = []
         for window in self.sender.windows():
             section = self._paths[window.target.name]
             limit = section.p99_limit_us or probes.p99_limit_us
-            state, p99_over, loss_over = judge_path(window, limit, probes.loss_limit_pct, complete)
+            state, p99_over, loss_over = judge_path(window, limit, probes.loss_limit_pct, complete, silent_run)
             s = window.stats
             readings.append(PeerPathReading(
                 name=window.target.name, peer=window.target.peer, path=window.target.path,

@@ -48,6 +48,10 @@ class ProbesSection(msgspec.Struct, frozen=True, gc=False):
             ipaddress.ip_address(self.bind)
         except ValueError:
             raise ValueError(f"bind must be an IP address, got {self.bind!r}") from None
+        if self.rate_hz > self.reply_rate_per_s:
+            # A peer with the same [probes] refuses the excess ("rate"): every path would read lossy and alarm.
+            raise ValueError(f"rate_hz ({self.rate_hz:g}) must be at most reply_rate_per_s ({self.reply_rate_per_s:g}), "
+                             "the replies a peer sends to one address a second: raise reply_rate_per_s on every node")
         if self.rate_hz * self.window_s > MAX_PROBES_PER_WINDOW:
             raise ValueError(f"rate_hz x window_s must be at most {MAX_PROBES_PER_WINDOW} probes per path and window, "
                              f"got {self.rate_hz * self.window_s:g}")

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from rigmon.agent.ratelimit import RateLimiter
+from rigmon.probes.sender import socket_address
 from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
 from rigmon.probes.wire import Probe, ProbeRefused, pack, parse
 from rigmon.schema import ProbeResponderReading
@@ -20,6 +21,15 @@ log = logging.getLogger(__name__)
 MAX_CLOCK_SKEW_S = 300.0
 
 _GARBLED = frozenset({"size", "magic", "version", "kind", "name"})
+#: (source, reason) pairs logged once each, at most this many: a spoofed flood cannot fill the log.
+_MAX_LOGGED = 64
+#: What an operator should check, by reason of refusal (garbled datagrams are anyone's noise: not logged).
+_HINTS = {
+    "mac": "bad MAC: the probe key differs from this node's ([probes] key_file, or the [agent] read token it is "
+           "derived from, must be the same on every node)",
+    "peer": "its node name is not among this node's [[peers]] names",
+    "stale": "its send time is more than 300 s from this node's clock (clocks apart, or a replayed capture)",
+}
 #: Read buffer: larger than any probe, so an oversized datagram is seen whole and refused.
 _MAX_DATAGRAM = 2048
 
@@ -61,6 +71,8 @@ class ProbeResponder:
         self.refused: dict[str, int] = {"garbled": 0, "mac": 0, "peer": 0, "stale": 0, "rate": 0}
         self.last_refused_from: str | None = None
         self.last_refused_reason: str | None = None
+        self._logged: set[tuple[str, str]] = set()
+        self._sender: str | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -70,10 +82,10 @@ class ProbeResponder:
         Raises:
             OSError: the port cannot be bound.
         """
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        family, sockaddr = socket_address(host, port)
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
-            sock.bind((host, port))
+            sock.bind(sockaddr)
         except OSError:
             sock.close()
             raise
@@ -123,14 +135,22 @@ class ProbeResponder:
             self.refused[reason] += 1
             self.last_refused_from = source
             self.last_refused_reason = reason
+            if reason in _HINTS and (source, reason) not in self._logged and len(self._logged) < _MAX_LOGGED:
+                # Once per source and reason: the prober's end only sees a silent path.
+                self._logged.add((source, reason))
+                sender = f" (node {self._sender!r})" if self._sender is not None and reason != "mac" else ""
+                log.warning("probe responder %s: refusing probes from %s%s: %s; counted in "
+                            "readings.probe_responder", self.node, source, sender, _HINTS[reason])
 
     def _answer(self, data: bytes, addr: tuple[str | object, ...], arrived_ns: int) -> str | None:
+        self._sender = None
         try:
             probe = parse(data, self.key)
         except ProbeRefused as exc:
             return "garbled" if exc.reason in _GARBLED else "mac"
         if probe.kind != "request":
             return "garbled"
+        self._sender = probe.sender
         if probe.sender not in self.peers:
             return "peer"
         if abs(self.wall_ns() - probe.sent_at_ns) > MAX_CLOCK_SKEW_S * 1e9:

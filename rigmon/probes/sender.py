@@ -25,6 +25,24 @@ REPLY_TIMEOUT_S = 1.0
 _READ_BATCH = 64
 
 
+def socket_address(address: str, port: int) -> tuple[socket.AddressFamily, tuple[str, int] | tuple[str, int, int, int]]:
+    """The address family and socket address of a numeric IP ``address``, an IPv6 link-local one's
+    zone (``fe80::1%thunderbolt0``) resolved to its scope id.
+
+    A plain ``(address, port)`` tuple loses the zone: connecting to a link-local address without it
+    fails with EINVAL, and thunderbolt-net links are often reached by their link-local addresses.
+
+    Raises:
+        OSError: not a numeric address, or an unknown zone.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    ((family, _, _, _, sockaddr),) = socket.getaddrinfo(address, port, family, socket.SOCK_DGRAM, 0,
+                                                        socket.AI_NUMERICHOST)[:1]
+    if isinstance(sockaddr[1], bytes):  # never for AF_INET/AF_INET6; typeshed allows it
+        raise OSError(f"not an IP address: {address}")
+    return family, sockaddr
+
+
 @dataclass(frozen=True, slots=True)
 class PathTarget:
     """One path to probe: ``<peer>/<path>`` at ``address:port`` over ``transport``."""
@@ -67,6 +85,8 @@ class _Path:
     received_total: int = 0
     last_reply_s: float | None = None
     error: str | None = None
+    #: When ``error`` last happened (monotonic s): it is reported while the window holds that time.
+    error_at_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +99,19 @@ class PathWindow:
     received_total: int
     last_reply_age_s: float | None
     error: str | None
+    unanswered_run: int = 0
+    """Probes in a row, up to the newest whose answer is due, that are unanswered: how long the path
+    has been silent, whatever the rest of the window says."""
+
+
+def _unanswered_run(due: list[_Sent]) -> int:
+    """Unanswered probes in a row at the end of ``due`` (in order of sending); an answered one ends the run."""
+    run = 0
+    for sent in reversed(due):
+        if sent.rtt_us is not None:
+            break
+        run += 1
+    return run
 
 
 class ProbeSender:
@@ -125,13 +158,13 @@ class ProbeSender:
             path.next_send_s = now + self.period_s * index / max(1, len(self._paths))
             if path.target.transport == "udp":
                 try:
-                    family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
+                    family, sockaddr = socket_address(path.target.address, path.target.port)
                     sock = socket.socket(family, socket.SOCK_DGRAM)
                     sock.setblocking(False)
                     ask_kernel_time(sock)  # without: the thread's own clock ends the round trip
-                    sock.connect((path.target.address, path.target.port))
+                    sock.connect(sockaddr)
                 except OSError as exc:
-                    path.error = f"cannot open a socket to {path.target.address}: {exc.strerror or exc}"
+                    self._fail(path, f"cannot open a socket to {path.target.address}: {exc.strerror or exc}", True)
                     continue
                 path.sock = sock
                 self._selector.register(sock, selectors.EVENT_READ, path)
@@ -169,9 +202,15 @@ class ProbeSender:
                        or (s.rtt_us is not None and s.at_s >= now - self.window_s)]
                 rtts = [s.rtt_us for s in due if s.rtt_us is not None]
                 age = None if path.last_reply_s is None else now - path.last_reply_s
+                # An error the window no longer holds is over (a peer's port that refused is open again).
+                error = path.error if path.error_at_s >= now - self.window_s else None
                 out.append(PathWindow(path.target, window_stats(len(due), rtts), path.sent_total,
-                                      path.received_total, age, path.error))
+                                      path.received_total, age, error, _unanswered_run(due)))
         return out
+
+    def _fail(self, path: _Path, error: str, lasting: bool = False) -> None:
+        path.error = error
+        path.error_at_s = float("inf") if lasting else time.monotonic()
 
     # --- the thread ---------------------------------------------------------------------
 
@@ -221,7 +260,7 @@ class ProbeSender:
             path.sock.send(data)
         except OSError as exc:
             # ECONNREFUSED (ICMP from an earlier probe), ENETUNREACH, EHOSTUNREACH: the probe is lost.
-            path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
+            self._fail(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}")
 
     def _read_replies(self, path: _Path) -> None:
         assert path.sock is not None
@@ -231,7 +270,7 @@ class ProbeSender:
             except BlockingIOError:
                 return
             except OSError as exc:
-                path.error = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}"
+                self._fail(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}")
                 return
             end_ns = time.perf_counter_ns()
             kernel_ns = kernel_time_ns(ancdata)
@@ -239,7 +278,13 @@ class ProbeSender:
                 reply = parse(data, self.key)
             except ProbeRefused:
                 continue
-            if reply.kind != "reply" or reply.sender != path.target.peer:
+            if reply.kind != "reply":
+                continue
+            if reply.sender != path.target.peer:
+                # Our key, the peer's address, another name: the peer's node name is not the one in
+                # [[peers]]. Not counted (it may be another node), but said, or the path just reads silent.
+                self._fail(path, f"replies come from node {reply.sender!r}, not {path.target.peer!r}: "
+                                 "a [[peers]] name must be the peer's [agent] node name")
                 continue
             self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns)
 
@@ -266,13 +311,17 @@ class ProbeSender:
             path.last_reply_s = time.monotonic()
 
     def _connect(self, path: _Path, sent: _Sent) -> None:
-        family = socket.AF_INET6 if ":" in path.target.address else socket.AF_INET
+        try:
+            family, sockaddr = socket_address(path.target.address, path.target.port)
+        except OSError as exc:
+            self._fail(path, f"cannot connect to {path.target.address}: {exc.strerror or exc}")
+            return
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         sent.start_ns = time.perf_counter_ns()
-        code = sock.connect_ex((path.target.address, path.target.port))
+        code = sock.connect_ex(sockaddr)
         if code not in (0, errno.EINPROGRESS):
-            path.error = f"connect: {errno.errorcode.get(code, code)}"
+            self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
             sock.close()
             return
         self._connects[sock] = (path, sent)
@@ -287,7 +336,7 @@ class ProbeSender:
         if code == 0:
             self._answered(path, sent.seq, end_ns)
         else:
-            path.error = f"connect: {errno.errorcode.get(code, code)}"
+            self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
 
     def _expire_connects(self, now: float) -> None:
         for sock, (path, sent) in list(self._connects.items()):

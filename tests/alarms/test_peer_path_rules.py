@@ -24,7 +24,20 @@ def test_a_silent_path_is_critical_at_once() -> None:
     assert seen == [(5.0, "firing", "peer:node02/tbnet")]
     (alarm,) = engine.active()
     assert alarm.severity == "critical"
-    assert alarm.message == "path node02/tbnet stopped answering probes: no reply in a whole window"
+    assert alarm.message == "path node02/tbnet stopped answering probes"
+
+
+def test_an_outage_of_a_few_seconds_is_one_prompt_critical_alarm() -> None:
+    """A path drops everything for 4 s (sampled every second): silent once 2 s of probes in a row are
+    lost (the window still holds replies), then its losses stay in the window for 10 s after it is
+    back. One alarm, at once: peer_path_silent; the loss after it is not a second one."""
+    outage = path("silent", received=80, loss_pct=20.0)
+    after = path("degraded", received=60, loss_pct=40.0, loss_over_limit=True)
+    engine, seen = run(default("peer_path_silent", "peer_path_p99_high", "peer_path_loss"),
+                       steps(path(), path(), path("degraded", received=90, loss_pct=10.0, loss_over_limit=True),
+                             outage, outage, *[after] * 10, *[path()] * 5, every_s=1.0))
+    assert [s for s in seen if s[1] == "firing"] == [(3.0, "firing", "peer:node02/tbnet")], seen
+    assert [(a.rule, a.state) for a in engine.active()] == [("peer_path_silent", "firing")]
 
 
 def test_p99_above_the_limit_for_ten_seconds_warns() -> None:

@@ -12,7 +12,13 @@ import pytest
 from rigmon.agent.agent import probe_key
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorError, NoData
-from rigmon.collectors.peer_probes import PeerProbeCollector, judge_path, path_events, with_peer_reachable
+from rigmon.collectors.peer_probes import (
+    PeerProbeCollector,
+    judge_path,
+    path_events,
+    silent_after,
+    with_peer_reachable,
+)
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
 from rigmon.probes.responder import ProbeResponder
@@ -44,6 +50,22 @@ def test_judge_path(sent: int, rtts: list[float], complete: bool, expected: tupl
     assert judge_path(_window(sent, rtts), 1000.0, 2.0, complete) == expected
 
 
+@pytest.mark.parametrize(("run", "expected"), [
+    (19, "degraded"),  # 19 probes in a row unanswered (1.9 s): 19 % lost, not silent yet
+    (20, "silent"),  # a fifth of the window: the path stopped answering, whatever the window's start says
+    (0, "degraded"),
+])
+def test_a_path_is_silent_once_its_last_probes_in_a_row_went_unanswered(run: int, expected: str) -> None:
+    window = PathWindow(TARGET, window_stats(100, [20.0] * 80), 100, 80, 2.3, None, run)
+    assert judge_path(window, 1000.0, 2.0, True, silent_after(10.0, 10.0))[0] == expected
+
+
+def test_silent_after_is_a_fifth_of_the_window_and_at_least_five_probes() -> None:
+    assert silent_after(10.0, 10.0) == 20
+    assert silent_after(10.0, 2.5) == 5 == silent_after(1.0, 10.0)
+    assert silent_after(100.0, 60.0) == 1200
+
+
 def _reading(state: str, **kw: object) -> PeerPathReading:
     return PeerPathReading(name="node02/tbnet", peer="node02", path="tbnet", address="10.0.0.2",
                            state=state, **kw)  # type: ignore[arg-type]
@@ -66,18 +88,27 @@ def test_events_on_state_changes_only() -> None:
     (lockup,) = path_events({"node02/tbnet": "ok"}, [_reading("silent", sent=100, window_s=10.0,
                                                               peer_reachable=True)], 1.0)
     assert lockup.message.endswith("no reply to 100 probes in 10 s, while node02 answers on its other paths")
+    (prompt,) = path_events({"node02/tbnet": "ok"}, [_reading("silent", sent=100, received=70, window_s=10.0,
+                                                              last_reply_age_s=3.04)], 1.0)
+    assert prompt.message.endswith("stopped answering: no reply for 3.0 s")
+    (again,) = path_events({"node02/tbnet": "silent"}, [_reading("degraded", loss_pct=30.0, loss_over_limit=True)],
+                           1.0)
+    assert again.kind == "peer_path_degraded" and "answers again, degraded: 30.0 % lost" in again.message
 
 
 def test_peer_reachable_tells_a_path_lockup_from_a_node_down() -> None:
-    def reading(peer: str, path: str, received: int) -> PeerPathReading:
-        return PeerPathReading(name=f"{peer}/{path}", peer=peer, path=path, address="10.0.0.2", received=received)
+    def reading(peer: str, path: str, received: int, state: str = "ok") -> PeerPathReading:
+        return PeerPathReading(name=f"{peer}/{path}", peer=peer, path=path, address="10.0.0.2", received=received,
+                               state=state)  # type: ignore[arg-type]
 
     out = {r.name: r.peer_reachable for r in with_peer_reachable([
         reading("node02", "tbnet", 0), reading("node02", "mgmt", 90),  # tbnet locked up, node02 up
         reading("node03", "tbnet", 0), reading("node03", "mgmt", 0),  # node03 down
+        # node05 went down 3 s ago: its paths still hold replies of the window's start, but are silent
+        reading("node05", "tbnet", 70, "silent"), reading("node05", "mgmt", 70, "silent"),
         reading("node04", "roce", 0)])}  # one path only: cannot tell
     assert out == {"node02/tbnet": True, "node02/mgmt": True, "node03/tbnet": False, "node03/mgmt": False,
-                   "node04/roce": None}
+                   "node05/tbnet": False, "node05/mgmt": False, "node04/roce": None}
 
 
 def _config(tmp_path: Path, port: int = 9872, **probes: object) -> AgentConfig:
@@ -149,6 +180,40 @@ async def test_probes_a_real_responder_and_reads_the_link_speed(tmp_path: Path) 
     assert 0 <= peer.reading().answered_total - tbnet.received_total <= 3
     (own,) = [r for r in records if isinstance(r, ProbeResponderReading)]
     assert own.address.startswith("127.0.0.1:")
+
+
+async def test_a_path_that_stops_answering_is_silent_within_seconds_not_a_window_later(tmp_path: Path) -> None:
+    """The peer's responder stops answering (a lockup) while the window still holds its replies: the
+    path reads silent once a fifth of a window's probes in a row went unanswered (it read degraded,
+    by its loss, until the whole window was empty, and an outage shorter than the window never did)."""
+    key = derive_key("tok")
+    peer = ProbeResponder("node02", key, frozenset({"node01"}), 1000.0, 1000)
+    peer.bind("127.0.0.1", 0)
+    peer.start()
+    assert peer.sock is not None
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node01", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 20, "window_s": 5},
+        "peers": [{"name": "node02", "paths": [
+            {"name": "tbnet", "address": "127.0.0.1", "port": peer.sock.getsockname()[1]}]}],
+    }, strict=True)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, key)
+    collector.start(lambda records: None)
+    try:
+        await asyncio.sleep(5.2)  # one whole window answered
+        peer.peers = frozenset()  # the path locks up: no request is answered from now on
+        # 20 probes in a row (1 s at 20 Hz) and the reply timeout (1 s), then some room for a busy machine
+        await asyncio.sleep(2.8)
+        records = await asyncio.to_thread(collector.collect)
+    finally:
+        collector.close()
+        peer.close()
+    (tbnet,) = [r for r in records if isinstance(r, PeerPathReading)]
+    assert tbnet.received > 0  # the window still holds the replies before the lockup
+    assert tbnet.state == "silent", tbnet
+    assert tbnet.last_reply_age_s is not None and tbnet.last_reply_age_s >= 2.0
+    (event,) = [r for r in records if getattr(r, "kind", None) == "peer_path_silent"]
+    assert "no reply for" in event.message  # type: ignore[attr-defined]
 
 
 def test_a_responder_port_in_use_is_a_collector_error_until_it_is_free(tmp_path: Path) -> None:

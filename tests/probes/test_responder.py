@@ -135,8 +135,10 @@ async def test_a_reply_says_how_long_the_request_waited_for_the_responder() -> N
     sock.settimeout(5.0)
     try:
         sock.connect(responder.sock.getsockname()[:2])
-        sent_ns = time.time_ns()
         sock.send(_request(seq=3))
+        # After the send (a loopback datagram is in the responder's socket when send returns): a
+        # descheduling of this thread between reading the clock and sending does not count as a wait.
+        sent_ns = time.time_ns()
         await asyncio.sleep(0.2)  # the responder's thread is not running yet: the request waits
         waited_ns = time.time_ns() - sent_ns
         responder.start()
@@ -146,3 +148,26 @@ async def test_a_reply_says_how_long_the_request_waited_for_the_responder() -> N
     finally:
         sock.close()
         responder.close()
+
+
+def test_a_refusal_an_operator_can_fix_is_logged_once_per_source_and_reason(caplog: pytest.LogCaptureFixture
+                                                                           ) -> None:
+    """A peer with another key, a name not among [[peers]], a clock far off: the prober's end only sees a
+    silent path, so the refusing end says why in its log, once per source and reason (it said nothing).
+    Random bytes are anyone's noise and are only counted; so many sources cannot flood the log."""
+    responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
+    caplog.set_level("WARNING", logger="rigmon.probes.responder")
+    for _ in range(3):
+        responder.datagram_received(_request(key=derive_key("another-token")), ("10.0.0.4", 9872))
+        responder.datagram_received(_request(sender="node9"), ("10.0.0.9", 9872))
+        responder.datagram_received(_request(sent_at_ns=time.time_ns() - 400 * 10**9), ("10.0.0.3", 9872))
+        responder.datagram_received(os.urandom(SIZE), ("10.0.0.5", 9872))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert "10.0.0.4" in lines[0] and "probe key differs" in lines[0]
+    assert "10.0.0.9 (node 'node9')" in lines[1] and "[[peers]]" in lines[1]
+    assert "10.0.0.3 (node 'node01')" in lines[2] and "300 s" in lines[2]
+    assert responder.refused == {"garbled": 3, "mac": 3, "peer": 3, "stale": 3, "rate": 0}
+    for i in range(200):
+        responder.datagram_received(_request(key=derive_key("another-token")), (f"10.1.{i}.1", 9872))
+    assert len(caplog.records) <= 64

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from rigmon.probes.responder import ProbeResponder
-from rigmon.probes.sender import PathTarget, ProbeSender
+from rigmon.probes.sender import PathTarget, ProbeSender, socket_address
 from rigmon.probes.wire import derive_key
 
 KEY = derive_key("cluster-token")
@@ -67,6 +73,102 @@ async def test_a_reply_that_came_back_is_not_lost_while_the_senders_thread_has_n
         await asyncio.sleep(sender.reply_timeout_s + 0.1)  # every probe is due: answered or lost
         (window,) = sender.windows()
         assert (window.stats.sent, window.stats.received, window.received_total) == (sent, sent, sent)
+    finally:
+        sender.close()
+        responder.close()
+
+
+async def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+
+
+async def test_a_peer_whose_node_name_is_not_the_configured_one_is_said_not_just_silent() -> None:
+    """node01's [[peers]] says "n02" but the peer's node name is "node02": its replies are valid but
+    from another name. The path is not counted as answered, and its error says why (it read silent
+    with no error, like a locked-up link)."""
+    responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
+    responder.bind("127.0.0.1", 0)
+    assert responder.sock is not None
+    sender = ProbeSender("node01", KEY, [PathTarget("n02", "roce", "127.0.0.1", responder.sock.getsockname()[1])],
+                         rate_hz=20.0, window_s=2.0)
+    responder.start()
+    sender.start()
+    try:
+        await _until(lambda: responder.reading().answered_total >= 3)
+        await _until(lambda: sender.windows()[0].error is not None)
+        (window,) = sender.windows()
+        assert window.received_total == 0
+        assert window.error is not None and "'node02'" in window.error and "'n02'" in window.error, window.error
+    finally:
+        sender.close()
+        responder.close()
+
+
+async def test_a_send_error_is_reported_while_the_window_holds_it_not_for_ever() -> None:
+    """Nothing listened on the peer's port (ECONNREFUSED); then something does but does not answer
+    (another key, another peer list). The error is left behind once the window no longer holds it: it
+    stayed "ECONNREFUSED" until a reply came, which may be never."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    sender = ProbeSender("node01", KEY, [PathTarget("node02", "roce", "127.0.0.1", port)], rate_hz=20.0,
+                         window_s=1.0)
+    sender.start()
+    refusing = ProbeResponder("node02", KEY, frozenset(), 1000.0, 1000)  # answers nobody
+    try:
+        await _until(lambda: sender.windows()[0].error is not None)
+        assert "ECONNREFUSED" in (sender.windows()[0].error or "")
+        refusing.bind("127.0.0.1", port)
+        refusing.start()
+        await asyncio.sleep(0.3)  # a refusal the kernel reported before the bind may still come up once
+        await _until(lambda: sender.windows()[0].error is None, timeout_s=3.0)
+        assert sender.windows()[0].error is None
+        assert refusing.reading().refused_peer_total > 0  # the probes do arrive now
+    finally:
+        sender.close()
+        refusing.close()
+
+
+def _link_local() -> tuple[str, str] | None:
+    """A link-local IPv6 address of this machine and its interface, if it has one (/proc/net/if_inet6)."""
+    try:
+        lines = Path("/proc/net/if_inet6").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hex_addr, _, _, scope, _, name = line.split()
+        if scope == "20" and hex_addr.startswith("fe80"):
+            return str(ipaddress.IPv6Address(bytes.fromhex(hex_addr))), name
+    return None
+
+
+def test_a_link_local_address_keeps_its_zone() -> None:
+    """``fe80::1%lo`` is a socket address with lo's scope id (a plain tuple lost it: EINVAL at connect,
+    so a thunderbolt-net path by its link-local address read silent with "cannot open a socket")."""
+    family, sockaddr = socket_address("fe80::1%lo", 9872)
+    assert family == socket.AF_INET6 and sockaddr == ("fe80::1", 9872, 0, socket.if_nametoindex("lo"))
+    assert socket_address("10.0.0.2", 9872) == (socket.AF_INET, ("10.0.0.2", 9872))
+
+
+async def test_probes_reach_a_peer_by_its_link_local_address() -> None:
+    found = _link_local()
+    if found is None:
+        pytest.skip("no link-local IPv6 address on this machine")
+    address, interface = found
+    responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
+    responder.bind("::", 0)
+    assert responder.sock is not None
+    sender = ProbeSender("node01", KEY, [PathTarget("node02", "tbnet", f"{address}%{interface}",
+                                                    responder.sock.getsockname()[1])], rate_hz=20.0, window_s=2.0)
+    responder.start()
+    sender.start()
+    try:
+        await _until(lambda: sender.windows()[0].received_total >= 3)
+        (window,) = sender.windows()
+        assert window.received_total >= 3, window
     finally:
         sender.close()
         responder.close()
