@@ -99,6 +99,16 @@ def make(tmp_path: Path, config: GuardSection, events: Events, clock: Clock) -> 
 ENFORCE = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, gpus=(0, 1, 2, 3))
 
 
+async def engaged_then_killed(tmp_path: Path, events: Events, clock: Clock) -> None:
+    """An enforcing guard that engages on a sag and is then killed: no close(), nothing restored;
+    only its worker thread goes away (the state file and the caps stay)."""
+    first = make(tmp_path, ENFORCE, events, clock)
+    first.start()
+    first.on_frame(frame(clock.t, 11.3))
+    await settle(first)
+    first.worker._executor.shutdown(wait=True)
+
+
 async def test_enforce_caps_every_gpu_then_restores_after_healthy(tmp_path: Path, machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
@@ -218,12 +228,7 @@ async def test_killed_while_engaged_then_restarted_finds_and_restores(tmp_path: 
                                                                       machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        first = make(tmp_path, ENFORCE, events, clock)
-        first.start()
-        first.on_frame(frame(clock.t, 11.3))
-        await settle(first)
-        # Killed: no close(), nothing restored; only its worker thread goes away.
-        first.worker._executor.shutdown(wait=True)
+        await engaged_then_killed(tmp_path, events, clock)
         assert machine.gpus[2].app_clock_graphics_mhz == 1005
         assert state_file_path(tmp_path / "state").exists()
 
@@ -460,11 +465,7 @@ async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(
                                                                                 machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        first = make(tmp_path, ENFORCE, events, clock)
-        first.start()
-        first.on_frame(frame(clock.t, 11.3))
-        await settle(first)
-        first.worker._executor.shutdown(wait=True)  # killed
+        await engaged_then_killed(tmp_path, events, clock)
 
         events2 = Events()
         second = make(tmp_path, GuardSection(enabled=True, mode="dry-run", rail_count=1, restore_after_s=30.0),
