@@ -244,6 +244,10 @@ async def serve(agent: Agent, listen: str, user: str = "",
         uvicorn_log.removeFilter(held)
     for record in held.records:  # anything uvicorn said while loading, when it did start
         uvicorn_log.handle(record)
+    # Listening before saying so: uvicorn's bind leaves listen() to the server's start, and a
+    # script that connected on the line below was refused. Connections now wait in the backlog
+    # until the server accepts (after the collectors start, and the privileges are dropped).
+    sock.listen(server.config.backlog)
     if on_bound is not None:
         on_bound(bound_address(sock))
     try:

@@ -138,3 +138,32 @@ def test_every_agent_number_has_a_range() -> None:
 
     numbers = {f.name for f in record_fields(AgentSection) or () if f.type in (int, float)}
     assert numbers == set(AGENT_RANGES)
+
+
+async def test_the_address_the_agent_announces_accepts_connections_at_once(tmp_path: Path) -> None:
+    """The line saying where the agent serves came before its socket listened: a script that
+    connected on reading it was refused (ECONNREFUSED) until the server started."""
+    import asyncio
+    import socket
+
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.server import serve
+    from rigmon.config import AgentConfig, AgentSection
+
+    config = AgentConfig(agent=AgentSection(node="n1", listen="127.0.0.1:0", root=str(tmp_path),
+                                            state_dir=str(tmp_path / "state")))
+    agent = Agent(config)
+    refused: list[str] = []
+
+    def on_bound(bound: str) -> None:
+        # What a script does with the line: connect at once (here, before the server runs at all).
+        host, _, port = bound.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except OSError as exc:
+            refused.append(str(exc))
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await serve(agent, config.agent.listen, on_bound=on_bound)
+    assert refused == []

@@ -486,8 +486,13 @@ def test_the_lab_recipe_one_read_token_and_one_ca_file_reach_every_node(tmp_path
         assert f"on https://127.0.0.1:{port}" in agent.stdout.readline()
         url = f"https://localhost:{port}/metrics"
         with httpx.Client(verify=ssl.create_default_context(cafile=str(ca)), timeout=30) as client:
-            scraped = client.get(url, headers={"Authorization": f"Bearer {lab.read_text().strip()}"})
-            assert scraped.status_code == 200, scraped.text
+            # The agent answers as soon as it says it serves; its series come with its first frame.
+            for _ in range(200):
+                scraped = client.get(url, headers={"Authorization": f"Bearer {lab.read_text().strip()}"})
+                assert scraped.status_code == 200, scraped.text
+                if f'node="{rig.nodes[0].name}"' in scraped.text:
+                    break
+                time.sleep(0.05)
             assert f'node="{rig.nodes[0].name}"' in scraped.text
             assert client.get(url).status_code == 401
     finally:
