@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rigmon.cluster.store import NodeState, NodeView
+from rigmon.cluster.node_view import NodeState, NodeView
 from rigmon.summary import PathCell
 
 

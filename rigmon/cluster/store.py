@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
 
 import msgspec
 
@@ -14,10 +12,11 @@ from rigmon.alarms import cluster as cluster_rules
 from rigmon.alarms.cluster import ClusterAlarms, alarm_node_key
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
+from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
-from rigmon.cluster.incident import Problem, RailMemory, Sag, problems
+from rigmon.cluster.incident import RailMemory, Sag, problems
+from rigmon.cluster.node_view import NodeState, NodeView, trouble_order
 from rigmon.summary import (
-    RAIL_CRITICAL_VOLTS,
     NodeSummary,
     SummaryRecord,
     WorstWindow,
@@ -28,10 +27,6 @@ from rigmon.summary import (
 )
 from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info, Readings
 
-NodeState = Literal["connecting", "live", "stale", "unreachable"]
-
-#: Order of trouble: the cluster screen lists unreachable nodes first.
-STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "stale": 1, "connecting": 2, "live": 3}
 #: A node whose last frame arrived longer ago than this is stale (at least three intervals).
 STALE_AFTER_S = 3.0
 #: Seconds between runs of the cluster rules' peer checks (they hold for 30 s and more, and
@@ -42,102 +37,6 @@ EVENTS_KEPT = 200
 #: Fields of `Readings`, and readings with none of them.
 READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
-
-
-class NodeView(msgspec.Struct, frozen=True, gc=False):
-    """What the screens draw for one node at one moment; built by `NodeStore.view`.
-
-    A frozen msgspec Struct untracked by the cycle collector: built for every node whose figures
-    changed at each screen refresh (every node, every second). It cannot be part of a reference
-    cycle: frozen, it holds strings, numbers, frozen records (`NodeSummary`, `Problem`, `Sag`) and
-    dicts built for it of tuples of floats and of `Sag`s, into which nothing puts a view.
-
-    Attributes:
-        key: identity of the node on the dashboard (its URL).
-        name: node name from its frames, or the URL's host:port before the first frame.
-        url: agent base URL.
-        state: live, stale, unreachable, or connecting (no answer and no failure yet).
-        reason: why the node is not live, when the client knows (the last failure).
-        age_s: seconds since the last frame arrived; ``None`` before the first.
-        summary: key figures of the latest frame.
-        trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
-        details: downsampled per-device series by name (see
-            `rigmon.summary.detail_values`); empty unless the view asked for them.
-        problems: what is wrong with the node now, worst first (`rigmon.cluster.incident.problems`).
-        sags: the rail sag seen before each lost GPU, by subject (``gpu:3``); only with details.
-        restarts: agent restarts seen (a new run id).
-        frames_lost: frames the agent could no longer send after a disconnect.
-        trend_span_s: seconds from the oldest to the newest frame the trends cover; ``None``
-            before two frames.
-        gpu_power_limit_w: power limits of the working NVIDIA GPUs added up (the top of the
-            power trend's scale); ``None`` when the node reports none.
-    """
-
-    key: str
-    name: str
-    url: str
-    state: NodeState
-    reason: str | None
-    age_s: float | None
-    summary: NodeSummary | None
-    trends: dict[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
-    details: dict[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
-    problems: tuple[Problem, ...] = ()
-    sags: dict[str, Sag] = msgspec.field(default_factory=dict)
-    restarts: int = 0
-    frames_lost: int = 0
-    trend_span_s: float | None = None
-    gpu_power_limit_w: float | None = None
-
-
-#: Alarm states an ``alarm_*`` event of a frame moves an alarm to, in their order: an event
-#: moves an alarm forward only (an old frame's ``alarm_pending`` never undoes a firing).
-_EVENT_STATES: dict[str, int] = {"alarm_pending": 0, "alarm_firing": 1, "alarm_resolved": 2}
-_STATE_ORDER: dict[str, int] = {"pending": 0, "firing": 1, "resolved": 2}
-
-
-def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
-    """``alarms`` (the node's last /v1/alarms answer) with the transitions its frames announced
-    since: an alarm that fired or resolved, or a new one, counts at once, not only after the
-    fetch the event triggers (which a busy agent may answer late or not at all).
-
-    Only forward moves of alarms the list does not already show resolved: the fetch that
-    follows stays the authority (acknowledgements, messages, rule kinds).
-    """
-    active = {a.id: a for a in alarms.active}
-    resolved = {a.id for a in alarms.recent}
-    recent = list(alarms.recent)
-    changed = False
-    for event in events:
-        order = _EVENT_STATES.get(event.kind)
-        alarm_id = event.data.get("alarm_id")
-        if order is None or not isinstance(alarm_id, str) or alarm_id in resolved:
-            continue
-        old = active.get(alarm_id)
-        if old is not None and _STATE_ORDER[old.state] >= order:
-            continue
-        rule = str(event.data.get("rule", old.rule if old is not None else ""))
-        if old is None:
-            if event.kind == "alarm_resolved":
-                continue
-            severity = event.data.get("severity")
-            text = event.message.split(": ", 1)[-1]
-            old = Alarm(id=alarm_id, rule=rule, rule_kind="", node=alarms.node, subject=event.subject,
-                        severity=severity if severity in ("info", "warning", "critical") else event.severity,  # type: ignore[arg-type]
-                        state="pending", message=text, started_at=event.at, updated_at=event.at)
-        if event.kind == "alarm_resolved":
-            del active[alarm_id]
-            resolved.add(alarm_id)
-            recent.insert(0, msgspec.structs.replace(old, state="resolved", resolved_at=event.at, updated_at=event.at))
-        else:
-            state = "firing" if event.kind == "alarm_firing" else "pending"
-            active[alarm_id] = msgspec.structs.replace(
-                old, state=state, updated_at=event.at,
-                fired_at=event.at if state == "firing" and old.fired_at is None else old.fired_at)
-        changed = True
-    if not changed:
-        return alarms
-    return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
 
 
 def power_limit_w(frame: Frame | None) -> float | None:
@@ -257,7 +156,7 @@ class NodeStore:
         self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
         self.events.extend(frame.events)
         if frame.events:
-            alarm_events = [e for e in frame.events if e.kind in _EVENT_STATES]
+            alarm_events = [e for e in frame.events if e.kind in ALARM_EVENT_KINDS]
             self._alarm_events.extend(alarm_events)
             if self.alarm_list is not None and alarm_events:
                 self.alarm_list = with_alarm_events(self.alarm_list, alarm_events)
@@ -402,35 +301,6 @@ class NodeStore:
         )
         self._view_cache = (key, view)
         return view
-
-
-def hardware_trouble(view: NodeView) -> int:
-    """How many of these a node has: a GPU missing against its inventory, a rail minimum
-    below `RAIL_CRITICAL_VOLTS` in its recent trend (or latest frame), a degraded link, a
-    degraded md array, a silent peer path."""
-    summary = view.summary
-    if summary is None:
-        return 0
-    rail = [v for v in view.trends.get("rail_min_volts", ()) if not math.isnan(v)]
-    rail += [v for v in (summary.rail_min_volts, summary.rail_worst_volts) if v is not None]
-    return sum((
-        summary.gpus_present is not None and summary.gpus_expected is not None
-        and summary.gpus_present < summary.gpus_expected,
-        bool(rail) and min(rail) < RAIL_CRITICAL_VOLTS,
-        summary.links_healthy is not None and summary.links_total is not None
-        and summary.links_healthy < summary.links_total,
-        bool(summary.arrays_degraded),
-        summary.paths is not None and summary.paths.silent > 0,
-    ))
-
-
-def trouble_order(view: NodeView) -> tuple[int, int, int, int, str]:
-    """Sort key putting trouble first: unreachable, stale, hardware trouble (lost GPU, low
-    rail, degraded link or array), alarms, failing collectors, then by name."""
-    summary = view.summary
-    alarms = (summary.alarms or 0) if summary else 0
-    failing = summary.collectors_failing if summary else 0
-    return (STATE_RANK[view.state], -hardware_trouble(view), -alarms, -failing, view.name)
 
 
 class ClusterStore:

@@ -148,7 +148,7 @@ def test_cluster_lists_trouble_first() -> None:
 
 # --- Every source: session inventory and trouble order, from recorded frames of real collectors ---
 
-from rigmon.cluster.store import hardware_trouble, trouble_order
+from rigmon.cluster.node_view import hardware_trouble, trouble_order
 from tests.tui.snapshot_apps.record_frames import load_frames
 
 

@@ -17,7 +17,8 @@ import httpx
 from rigmon.clock import SystemClock
 from rigmon.cluster.client import AgentClient
 from rigmon.cluster.link_matrix import LinkMatrix, link_matrix
-from rigmon.cluster.store import ClusterStore, NodeView
+from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame, PeerPathReading
 from rigmon.sim.rig import running_rig
 from rigmon.sim.scenarios.tp_cluster import FLAP_DOWN_FOR_S, FLAP_DOWN_S, SLOW_DELAY_US, TBNET_SILENT_FROM_S

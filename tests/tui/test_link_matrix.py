@@ -155,7 +155,7 @@ async def test_the_node_screen_lists_the_paths_and_hides_them_without_probes() -
 
 def test_the_matrix_takes_the_loss_where_it_fits() -> None:
     from rigmon.cluster.link_matrix import link_matrix
-    from rigmon.cluster.store import NodeView
+    from rigmon.cluster.node_view import NodeView
     from rigmon.summary import summarize
 
     views = [NodeView(n, n, n, "live", None, 0.0, summarize(cluster_frames(n, 3)[-1]))

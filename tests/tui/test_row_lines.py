@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult
 from textual.renderables.sparkline import Sparkline
 
 import rigmon.tui
-from rigmon.cluster.store import NodeView
+from rigmon.cluster.node_view import NodeView
 from rigmon.summary import NodeSummary, PathCell, PathFigures
 from rigmon.tui import row_lines
 from rigmon.tui.widgets.node_row import COLUMNS, NodeRow, column_widths, columns_for
@@ -130,7 +130,7 @@ async def test_row_styles_follow_the_theme() -> None:
 
 async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
     from rigmon.cluster.incident import Problem
-    from rigmon.cluster.store import NodeView
+    from rigmon.cluster.node_view import NodeView
     from rigmon.summary import NodeSummary
     from rigmon.tui.widgets.node_row import NodeRow
 

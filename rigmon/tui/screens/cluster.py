@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from rigmon.cluster.store import NodeView
+from rigmon.cluster.node_view import NodeView
 from rigmon.tui.messages import HistoryWanted
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow

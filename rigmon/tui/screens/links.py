@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.link_matrix import link_matrix
-from rigmon.cluster.store import NodeView
+from rigmon.cluster.node_view import NodeView
 from rigmon.tui.widgets.link_table import LinkTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
 

@@ -15,7 +15,7 @@ from textual.scrollbar import ScrollBarRender
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.incident import Problem, timeline
-from rigmon.cluster.store import NodeView
+from rigmon.cluster.node_view import NodeView
 from rigmon.schema import Event, Frame, Info
 from rigmon.tui import format as fmt
 from rigmon.tui.event_merge import merge_xid_events

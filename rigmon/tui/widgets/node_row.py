@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.cluster.incident import reason, rtt
-from rigmon.cluster.store import NodeView
+from rigmon.cluster.node_view import NodeView
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.store import NodeView
+from rigmon.cluster.node_view import NodeView
 from rigmon.schema import Info
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
