@@ -318,7 +318,7 @@ class HostCollector(PolledCollector):
 
     def _temperatures(self) -> list[TemperatureReading]:
         out: list[TemperatureReading] = []
-        read = self._attr
+        read = self.root.read_attr
         zones = [z for z in self.root.listdir("/sys/class/thermal") if z.startswith("thermal_zone")]
         self._zones.begin(zones)
         for zone in zones:
@@ -335,22 +335,9 @@ class HostCollector(PolledCollector):
                     out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
         return out
 
-    def _attr(self, rel: str) -> str | None:
-        """A sensor's or interface's attribute; ``None`` when its driver refuses the read.
-
-        Drivers answer errors HostRoot does not take for absence: amdgpu's hwmon files EPERM
-        while the GPU is runtime-suspended or in reset, a NIC's ``speed`` the ETIMEDOUT or
-        EBUSY of its firmware. One such device costs its own reading, never CPU, memory and
-        every other sensor and link of the node.
-        """
-        try:
-            return self.root.read_attr(rel)
-        except OSError:
-            return None
-
     def _zone_facts(self, zone: str) -> tuple[str, str]:
         base = f"/sys/class/thermal/{zone}"
-        return self._attr(f"{base}/type") or zone, f"{base}/temp"
+        return self.root.read_attr(f"{base}/type") or zone, f"{base}/temp"
 
     def _hwmon_facts(self, hwmon: str) -> HwmonTempFacts:
         base = f"/sys/class/hwmon/{hwmon}"
@@ -361,9 +348,9 @@ class HostCollector(PolledCollector):
             if not (entry.startswith("temp") and entry.endswith("_input")):
                 continue
             channel = entry[: -len("_input")]
-            label = self._attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
+            label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
             channels.append((channel, label or channel))
-        chip = self._attr(f"{base}/name") or hwmon
+        chip = self.root.read_attr(f"{base}/name") or hwmon
         return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
             (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels))
 
@@ -374,7 +361,7 @@ class HostCollector(PolledCollector):
         now_s = self.clock.monotonic()
         counters = parse_net_dev(text)
         self._kinds.begin(counters)
-        read = self._attr
+        read = self.root.read_attr
         rate = self._rates.rate
         out = []
         for name, c in sorted(counters.items()):
@@ -434,7 +421,7 @@ class HostCollector(PolledCollector):
         driver_link = self.root.readlink(f"{base}/device/driver")
         return parse_net_kind(
             name=name,
-            link_type=parse_int(self._attr(f"{base}/type")),
+            link_type=parse_int(self.root.read_attr(f"{base}/type")),
             driver=driver_link.rstrip("/").rsplit("/", 1)[-1] if driver_link else None,
             has_device=self.root.readlink(f"{base}/device") is not None or self.root.exists(f"{base}/device"),
             is_wireless=self.root.exists(f"{base}/wireless") or self.root.exists(f"{base}/phy80211"),

@@ -235,21 +235,9 @@ class RaidCollector(PolledCollector):
         records.extend(arrays)
         return records
 
-    def _attr(self, rel: str) -> str | None:
-        """An md sysfs attribute; ``None`` when md refuses the read.
-
-        md answers EBUSY for every attribute of an array being deleted (``mdadm --stop``)
-        until its directory goes: that array reads from /proc/mdstat alone, and the others
-        still read.
-        """
-        try:
-            return self.root.read_attr(rel)
-        except OSError:
-            return None
-
     def _array_facts(self, name: str) -> ArrayFacts:
         base = f"/sys/block/{name}/md"
-        attr = self._attr
+        attr = self.root.read_attr
         return ArrayFacts(md_name=self._md_names.get(name), level=attr(f"{base}/level") or None,
                           raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
                           chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
@@ -257,7 +245,7 @@ class RaidCollector(PolledCollector):
     def _array(self, ms: MdstatArray, rates: dict[str, DiskRates], vs_fastest_pct: float | None
                ) -> RaidArrayReading:
         base = f"/sys/block/{ms.name}/md"
-        attr = self._attr
+        attr = self.root.read_attr
         if ms.sync_action == "reshape":
             self._facts.forget(ms.name)
         facts = self._facts.get(ms.name, self._array_facts)
@@ -325,12 +313,12 @@ class RaidCollector(PolledCollector):
         """
         if no_sync:
             return None, None, None, None
-        action = self._attr(f"{base}/sync_action") or ms.sync_action
+        action = self.root.read_attr(f"{base}/sync_action") or ms.sync_action
         if action is None or action == "idle":
             return action, None, None, None
         pct = ms.sync_pct
         remaining_bytes = None
-        done_total = parse_sync_completed(self._attr(f"{base}/sync_completed"))
+        done_total = parse_sync_completed(self.root.read_attr(f"{base}/sync_completed"))
         if done_total is not None and done_total[1] > 0:
             pct = round(done_total[0] / done_total[1] * 100.0, 1)
             remaining_bytes = (done_total[1] - done_total[0]) * SECTOR_BYTES
@@ -338,7 +326,7 @@ class RaidCollector(PolledCollector):
             remaining_bytes = (ms.sync_total_kib - ms.sync_done_kib) * KIB
         speed_kib = ms.sync_speed_kib_per_s
         if speed_kib is None:
-            speed_kib = _int_or_none(self._attr(f"{base}/sync_speed"))
+            speed_kib = _int_or_none(self.root.read_attr(f"{base}/sync_speed"))
         speed = None if speed_kib is None else float(speed_kib * KIB)
         if ms.sync_finish_min is not None:
             eta: float | None = round(ms.sync_finish_min * 60.0, 1)
@@ -381,10 +369,10 @@ class RaidCollector(PolledCollector):
         for name, mstat in entries:
             dev = f"{base}/dev-{name}"
             has_sysfs = name not in twice and name in in_sysfs
-            slot = _int_or_none(self._attr(f"{dev}/slot")) if has_sysfs else None
+            slot = _int_or_none(self.root.read_attr(f"{dev}/slot")) if has_sysfs else None
             if slot is None and mstat is not None and not has_sysfs and not mstat.spare:
                 slot = mstat.desc_nr
-            flags = parse_member_state(self._attr(f"{dev}/state")) if has_sysfs else ()
+            flags = parse_member_state(self.root.read_attr(f"{dev}/state")) if has_sysfs else ()
             present = presence.get((name, has_sysfs))
             if present is None:
                 present = presence[name, has_sysfs] = self._present(name, dev, has_sysfs, rates)
@@ -398,7 +386,7 @@ class RaidCollector(PolledCollector):
                 write_mostly="write_mostly" in flags or (mstat is not None and mstat.write_mostly),
                 replacement="replacement" in flags or (mstat is not None and mstat.replacement),
                 flags=flags,
-                errors_total=_int_or_none(self._attr(f"{dev}/errors")) if has_sysfs else None,
+                errors_total=_int_or_none(self.root.read_attr(f"{dev}/errors")) if has_sysfs else None,
                 read_bytes_per_s=r.read_bytes_per_s,
                 write_bytes_per_s=r.write_bytes_per_s,
             ))

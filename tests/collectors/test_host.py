@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from rigmon.collectors.host import (
 from rigmon.hw.root import HostRoot
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 from rigmon.sim import write_tree
+from tests.hw.refusals import refuse_reads
 
 NET_DEV_HEAD = (
     "Inter-|   Receive                                                |  Transmit\n"
@@ -187,20 +187,8 @@ def test_boot_id_is_read_as_a_fact(tmp_path: Path) -> None:
     assert [boot_id() for _ in range(REFRESH_EVERY)][-1] == "b2"
 
 
-class RefusingRoot(HostRoot):
-    """A real root whose reads of some files fail as the kernel's do, with an errno HostRoot passes on."""
-
-    def __init__(self, root: Path, refuse: dict[str, int]) -> None:
-        super().__init__(root)
-        self.refuse = refuse
-
-    def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
-        if rel in self.refuse:
-            raise OSError(self.refuse[rel], os.strerror(self.refuse[rel]), path)
-        return super()._read_now(path, rel, max_bytes, whole_below)
-
-
-def test_one_sensor_or_nic_refusing_a_read_costs_only_that_reading(tmp_path: Path) -> None:
+def test_one_sensor_or_nic_refusing_a_read_costs_only_that_reading(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # amdgpu answers EPERM for its hwmon files while the GPU is runtime-suspended or in reset;
     # a NIC driver's get_link_ksettings passes on its firmware's ETIMEDOUT through `speed`.
     _tree(tmp_path, busy=100, idle=900, rx=1000)
@@ -212,9 +200,10 @@ def test_one_sensor_or_nic_refusing_a_read_costs_only_that_reading(tmp_path: Pat
         "/sys/class/hwmon/hwmon1/temp1_input": "40000\n",
         "/sys/class/hwmon/hwmon1/temp1_label": "edge\n",
     })
-    root = RefusingRoot(tmp_path, {"/sys/class/hwmon/hwmon1/temp1_input": errno.EPERM,
-                                   "/sys/class/net/eth0/speed": errno.ETIMEDOUT})
-    records = HostCollector(root, FakeClock()).collect()
+    refusals = {f"{tmp_path}/sys/class/hwmon/hwmon1/temp1_input": errno.EPERM,
+                f"{tmp_path}/sys/class/net/eth0/speed": errno.ETIMEDOUT}
+    refuse_reads(monkeypatch, refusals.get)
+    records = HostCollector(HostRoot(tmp_path), FakeClock()).collect()
     assert any(isinstance(r, HostReading) for r in records)
     assert [(t.label, t.temp_c) for t in records if isinstance(t, TemperatureReading)] == [("k10temp Tctl", 45.25)]
     net = next(r for r in records if isinstance(r, NetInterfaceReading))

@@ -345,17 +345,13 @@ def test_external_metadata_container_is_not_an_inactive_array(tmp_path: Path, sy
     assert (arrays["md127"].health, arrays["md126"].health) == ("ok", "inactive")
 
 
-def test_an_array_being_stopped_costs_only_its_own_sysfs_readings(tmp_path: Path) -> None:
+def test_an_array_being_stopped_costs_only_its_own_sysfs_readings(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # md_attr_show answers EBUSY once an array is being deleted (mdadm --stop), until its
     # directory goes: the other array still reads, and the stopping one reads from mdstat.
     import errno
-    import os
 
-    class RefusingRoot(HostRoot):
-        def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
-            if rel.startswith("/sys/block/md126/md/"):
-                raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
-            return super()._read_now(path, rel, max_bytes, whole_below)
+    from tests.hw.refusals import refuse_reads
 
     two = RAID0 + "md126 : active raid1 sdb[1] sda[0]\n      976759808 blocks super 1.2 [2/2] [UU]\n      \n"
     files = {"/proc/mdstat": two}
@@ -364,7 +360,9 @@ def test_an_array_being_stopped_costs_only_its_own_sysfs_readings(tmp_path: Path
     for member, md in (("nvme0n1", "md127"), ("nvme1n1", "md127"), ("sda", "md126"), ("sdb", "md126")):
         files.update({f"/sys/block/{md}/md/dev-{member}/state": "in_sync\n", f"/sys/block/{member}/stat": "1\n"})
     write_tree(tmp_path, files)
-    arrays = {r.name: r for r in RaidCollector(RefusingRoot(tmp_path), Clock()).collect()
+    stopping = f"{tmp_path}/sys/block/md126/md/"
+    refuse_reads(monkeypatch, lambda path: errno.EBUSY if path.startswith(stopping) else None)
+    arrays = {r.name: r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect()
               if isinstance(r, RaidArrayReading)}
     assert (arrays["md127"].health, arrays["md127"].array_state) == ("ok", "clean")
     assert (arrays["md126"].health, arrays["md126"].array_state, arrays["md126"].level) == ("ok", None, "raid1")

@@ -14,6 +14,7 @@ import pytest
 
 from rigmon.hw.root import HostRoot, read_scope, rereadable_devices
 from rigmon.sim import write_tree
+from tests.hw.refusals import refuse_reads
 
 
 def test_reads_below_root(tmp_path: Path) -> None:
@@ -317,22 +318,6 @@ def test_an_attribute_its_driver_refuses_for_now_is_absent(tmp_path: Path, monke
     (ETIMEDOUT, EBUSY): that attribute reads as not there, the next one reads, nothing raises."""
     write_tree(tmp_path, {"/sys/class/hwmon/hwmon3/curr2_input": "41000\n", "/sys/class/hwmon/hwmon3/in1_input": "12000\n"})
     root = HostRoot(tmp_path)
-    refused: set[int] = set()
-    real_open, real_read = os.open, os.read
-
-    def opening(path: str, flags: int, *args: int) -> int:
-        fd = real_open(path, flags, *args)
-        if str(path).endswith("curr2_input"):
-            refused.add(fd)
-        return fd
-
-    def reading(fd: int, size: int) -> bytes:
-        if fd in refused:
-            refused.discard(fd)  # its number is free for the next open once closed
-            raise OSError(code, os.strerror(code))
-        return real_read(fd, size)
-
-    monkeypatch.setattr(os, "open", opening)
-    monkeypatch.setattr(os, "read", reading)
+    refuse_reads(monkeypatch, lambda path: code if path.endswith("curr2_input") else None)
     assert root.read_attr("/sys/class/hwmon/hwmon3/curr2_input") is None
     assert root.read_attr("/sys/class/hwmon/hwmon3/in1_input") == "12000"
