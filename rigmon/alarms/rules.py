@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rigmon.alarms.event_kinds import check_event_rule
 from rigmon.alarms.frame_paths import path_problem
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
 from rigmon.alarms.templates import check_template
@@ -202,9 +203,9 @@ class EventRule(RuleBase, frozen=True, gc=False):
     until ``resolve_after_s`` passes without another matching event.
 
     Attributes:
-        event: the event kind (``xid``, ``unclean_shutdown``).
+        event: the event kind (``xid``, ``unclean_shutdown``): one of `rigmon.schema.events.EVENT_KINDS`.
         data: required values of the event's data: ``{ xid = [79, 48] }`` fires only for
-            those Xid codes.
+            those Xid codes. Keys and value types are those the kind's events carry.
         resolve_after_s: resolve this long after the last matching event.
     """
 
@@ -224,10 +225,7 @@ class EventRule(RuleBase, frozen=True, gc=False):
             if getattr(self, key) != unused:
                 raise ValueError(f"{key}: an event rule fires at once and stays firing until acknowledged or "
                                  f"resolve_after_s after its last event; it has no {key}")
-        for key, allowed in self.data.items():
-            if not allowed:
-                # No value matches an empty list: the rule could never fire.
-                raise ValueError(f"data.{key}: give at least one value (leave the key out to match any)")
+        check_event_rule(self.event, self.data)  # a kind, key or value no agent's events have never fires
 
 
 class StalenessRule(RuleBase, frozen=True, gc=False):
@@ -454,7 +452,8 @@ def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
 
 
 def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None = None) -> tuple[Rule, ...]:
-    """The rules in force for an agent's ``[alarms]`` section.
+    """The rules in force for an agent's ``[alarms]`` section: none with ``enabled = false``, but checked
+    all the same, so a typo in an override or the rules file does not wait until alarms are enabled.
 
     Every rule's ``select`` must be a path the frame's records have (`path_problem`): a misspelt
     one matches nothing ever, so its rule would never fire.
@@ -481,7 +480,7 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
                 and rule.collector not in collectors:
             raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "
                           f"(known: {', '.join(sorted(collectors))})", section, from_file)
-    return rules
+    return rules if section.enabled else ()
 
 
 def _compares_numbers(rule: Rule) -> bool:

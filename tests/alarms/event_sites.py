@@ -140,7 +140,8 @@ class _Module:
         for node in ast.walk(func):
             if getattr(node, "lineno", call.lineno) >= call.lineno:
                 continue
-            adds = isinstance(node, ast.Call) or isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
+            adds = isinstance(node, ast.Call) or (isinstance(node, ast.Assign)
+                                                  and isinstance(node.targets[0], ast.Subscript))
             if not self.reaches(node, call) and not (adds and self.falls_through(node)):
                 continue
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
