@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import ast
 import typing
+from pathlib import Path
+
+import pytest
 
 from rigmon.agent.trouble import NOTED_KINDS
+from rigmon.collectors.base import EventDraft
 from rigmon.alarms.lifecycle import Change
 from rigmon.schema.events import EVENT_KINDS, data_type, fits
 from tests.alarms.event_sites import ROOT, Site, _Module, event_sites
+from tests.alarms.helpers import FakeClock, sim_frames
 
 #: Calls that pass on a kind their caller chose (or helpers named like an emitter that emit nothing):
 #: the kinds are checked where the caller spells them. ``(file, kind as written)``.
@@ -90,3 +95,18 @@ def test_the_scan_follows_data_through_helpers_and_branches() -> None:
     assert by_kind["gpu_off_bus"] is not None and "xid" not in by_kind["gpu_off_bus"]
     assert by_kind["xid"] is not None and {"xid", "source", "pci_bus_id"} <= by_kind["xid"]
     assert "error_type" in (by_kind["pcie_aer"] or ())
+
+
+@pytest.mark.parametrize("scenario", ["lab", "loose-sxm2", "md-degraded", "nvme-link-gen3", "rdma-port-flap",
+                                      "strix-usb4"])
+def test_the_events_of_simulated_incidents_have_the_listed_keys_and_types(scenario: str, tmp_path: Path) -> None:
+    """The types the scan cannot see: what the real collectors emit on the simulator's hardware."""
+    drafts: list[EventDraft] = []
+    for _ in sim_frames(scenario, 1, tmp_path, FakeClock(), 120, 1.0, drafts):
+        pass
+    assert drafts
+    for draft in drafts:
+        kind = EVENT_KINDS[draft.kind]
+        for key, value in (draft.data or {}).items():
+            of = data_type(kind, key)
+            assert of is not None and (value is None or fits(value, of)), (draft.kind, key, value, of)
