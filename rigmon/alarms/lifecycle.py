@@ -336,11 +336,6 @@ class AlarmBook:
         """Resolved alarms that had fired, newest first."""
         return tuple(self._recent)
 
-    def forget_rule(self, rule_name: str, now: float) -> list[Transition]:
-        """Resolve every active alarm of a rule that is no longer in force."""
-        return [self._resolve(key, now, t.alarm.message) for key, t in list(self._active.items())
-                if key[0] == rule_name]
-
     def carried(self) -> tuple[Alarm, ...]:
         """Restored alarms still waiting for fresh readings, newest first."""
         return tuple(sorted((c.alarm for c in self._carried.values()), key=lambda a: a.started_at, reverse=True))
