@@ -43,11 +43,8 @@ class RuleKeyError(RuleError, ConfigKeyError):
 class RuleBase(msgspec.Struct, frozen=True, gc=False):
     """Keys every rule has.
 
-    A frozen `msgspec.Struct`, not a dataclass: the agent builds its rule classes at import,
-    and the code ``@dataclass`` generates for them was most of these modules' import time.
-    ``gc=False`` (not tracked by the cycle collector): a rule is frozen and holds only
-    strings, numbers, tuples and dicts of plain data, so it cannot be part of a cycle.
-    ``__post_init__`` checks what it did as a dataclass (msgspec calls it after ``__init__``).
+    A frozen `msgspec.Struct`, not a dataclass (whose generated code was most of these modules' import
+    time); ``gc=False``: a rule holds only plain data, so it cannot be part of a cycle.
 
     Attributes:
         name: unique name (``psu_rail_low_warning``); alarms and overrides refer to it.
@@ -59,6 +56,9 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
             ``name``, ``key``...) and the rule's own keys (``below``, ``max_age_s``...).
         subject: template for the alarm's subject (``gpu:{index}``); default: the
             selector's canonical path of the record (``gpus[index=0]``).
+        identity: template for what makes two readings one alarm when the subject's text may change
+            (``md:{uuid}``: an md array renumbered md127 -> md126 by a reboot); default, or when it
+            cannot render (no ``uuid`` label on an older kernel), the subject.
         hold_s: the condition must hold this long before the alarm fires (pending before).
         clear_hold_s: the condition must stay clear this long before the alarm resolves.
         absent_resolve_s: a firing alarm whose subject is no longer reported resolves after
@@ -72,6 +72,7 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
     description: str = ""
     message: str = ""
     subject: str = ""
+    identity: str = ""
     hold_s: float = 0.0
     clear_hold_s: float = 0.0
     absent_resolve_s: float = 60.0
@@ -85,7 +86,7 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
         for key in ("hold_s", "clear_hold_s", "absent_resolve_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must not be negative")
-        for key in ("message", "subject"):
+        for key in ("message", "subject", "identity"):
             try:
                 check_template(getattr(self, key))
             except ValueError as exc:
@@ -452,8 +453,7 @@ def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
 
 
 def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None = None) -> tuple[Rule, ...]:
-    """The rules in force for an agent's ``[alarms]`` section: none with ``enabled = false``, but checked
-    all the same, so a typo in an override or the rules file does not wait until alarms are enabled.
+    """The rules in force for an agent's ``[alarms]``: none with ``enabled = false``, but every one checked.
 
     Every rule's ``select`` must be a path the frame's records have (`path_problem`): a misspelt
     one matches nothing ever, so its rule would never fire.
