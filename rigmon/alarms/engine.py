@@ -274,7 +274,8 @@ class AlarmEngine:
         if quiet and not active:
             return None
         subj = self._subjects[rule.name].render(labels, subject)
-        key = self._identity(rule.name, labels) if self._identities else ""
+        identity = self._identities.get(rule.name)
+        key = identity.render(labels, "") if identity is not None else ""
         if not active:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
