@@ -80,10 +80,9 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
     config = load_agent_config(path, environ={})
     try:
         check_collector_names(config)
-        if config.alarms.enabled:
-            rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES)
-            if config.guard.enabled:
-                check_guard_rules(config, rules)
+        rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES)  # checked even when disabled
+        if config.alarms.enabled and config.guard.enabled:
+            check_guard_rules(config, rules)
     except ConfigKeyError as exc:
         raise ConfigError(in_config_file(path, exc)) from None
     except RuleError as exc:

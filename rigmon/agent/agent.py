@@ -171,7 +171,7 @@ class Agent:
             intervals=intervals,
         )
         if rules is None:
-            rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES) if config.alarms.enabled else ()
+            rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES)  # checked even when disabled
         if config.guard.enabled and config.alarms.enabled:
             check_guard_rules(config, rules)
         self.notifiers = Notifiers(config.notify, senders)

@@ -149,7 +149,7 @@ def run_check(
         if agent_rail is None:
             agent_rail = partial(rail_from_agent, config)
     if rules is None:
-        rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES) if config.alarms.enabled else ()
+        rules = rules_from_config(config.alarms, FRAME_COLLECTOR_NAMES)  # checked even when disabled
     engine = AlarmEngine(rules, config.node_name, clock, id_prefix="check")
     pushed: list[object] = []
     lock = threading.Lock()

@@ -76,9 +76,11 @@ class AlarmEngine:
         #: Per event rule, the Xids counted: another source's report of one is not counted again.
         self._xid_reports = {r.name: XidReports() for r in self.rules if isinstance(r, EventRule)}
         self._subjects = {r.name: Template(r.subject) for r in self.rules}
+        #: Rules whose alarms are kept apart by an ``identity`` other than their subject's text.
+        self._identities = {r.name: Template(r.identity) for r in self.rules if r.identity}
         self._messages = {r.name: Template(r.message) for r in self.rules}
         self._params: dict[str, dict[str, Any]] = {
-            r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "description")}
+            r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "identity", "description")}
             for r in self.rules
         }
 
@@ -233,7 +235,8 @@ class AlarmEngine:
                 continue
             self._state[rule.name].first_seen.setdefault(seen.subject, seen.value)
             first += 1
-        alarms, notes = self.book.restore(memory.alarms, memory.recent, by_name, at)
+        alarms, notes = self.book.restore(memory.alarms, memory.recent, by_name, at,
+                                          lambda a: self._identity(a.rule, a.labels))
         dropped.extend(notes)
         return RestoreSummary(trend_series=trends, first_seen=first, alarms=alarms,
                               recent=min(len(memory.recent), len(self.book.recent())), dropped=tuple(dropped))
@@ -271,16 +274,24 @@ class AlarmEngine:
         if quiet and not active:
             return None
         subj = self._subjects[rule.name].render(labels, subject)
+        identity = self._identities.get(rule.name)
+        key = identity.render(labels, "") if identity is not None else ""
         if not active:
             # The book reads the message of active observations only; formatting one for every
             # healthy subject of every rule on every frame was the engine's largest cost.
             return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known,
-                               worse=worse(rule))
+                               worse=worse(rule), key=key)
         fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=self._messages[rule.name].render(fields, fallback), worse=worse(rule))
+                           message=self._messages[rule.name].render(fields, fallback), worse=worse(rule), key=key)
+
+    def _identity(self, rule_name: str, labels: Mapping[str, str]) -> str:
+        """The rule's ``identity`` rendered from a subject's labels; ``""`` (its subject) without one, or
+        when the labels lack what it names (an md array's ``uuid`` on a kernel without md/uuid)."""
+        template = self._identities.get(rule_name)
+        return "" if template is None else template.render(labels, "")
 
     def _staleness(self, rule: StalenessRule, state: RuleState, matches: list[Match],
                    now: float, quiet: bool) -> Iterable[Observation | None]:
@@ -326,7 +337,8 @@ class AlarmEngine:
             fields: dict[str, Any] = {**self._params[rule.name], **labels, **details, "value": value,
                                       "subject": subj, "node": self.node, "rule": rule.name}
             yield Observation(subject=subj, active=True, value=value, labels=labels, latch=True,
-                              message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"))
+                              message=self._messages[rule.name].render(fields, f"{rule.name}: {ev.message}"),
+                              key=self._identity(rule.name, labels))
 
 
 _EVENT = "event"

@@ -9,7 +9,7 @@ cluster rules (the dashboard) share it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol
 
 import msgspec
@@ -61,7 +61,13 @@ def same_reading(a: EventValue, b: EventValue) -> bool:
 
 def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
     """``alarm`` after an active observation: value and message move only to a worse one
-    (or, for readings without an order, stay those that fired it); ``value_now`` follows."""
+    (or, for readings without an order, stay those that fired it); ``value_now`` follows, and so
+    does the subject when the alarm's rule keeps its alarms by an identity of their own (an md
+    array renumbered md127 -> md126 by a reboot is the same alarm, now about ``md:md126``)."""
+    if obs.subject != alarm.subject:
+        # A state's message names the thing as it is now; a worst reading's keeps the name it was read under.
+        message = obs.message if obs.worse is None else alarm.message
+        alarm = msgspec.structs.replace(alarm, subject=obs.subject, labels=dict(obs.labels), message=message)
     if is_worse(obs.value, alarm.value, obs.worse):
         alarm = msgspec.structs.replace(alarm, value=obs.value, message=obs.message, worst_at=now)
     if not same_reading(alarm.value_now, obs.value):
@@ -336,11 +342,6 @@ class AlarmBook:
         """Resolved alarms that had fired, newest first."""
         return tuple(self._recent)
 
-    def forget_rule(self, rule_name: str, now: float) -> list[Transition]:
-        """Resolve every active alarm of a rule that is no longer in force."""
-        return [self._resolve(key, now, t.alarm.message) for key, t in list(self._active.items())
-                if key[0] == rule_name]
-
     def carried(self) -> tuple[Alarm, ...]:
         """Restored alarms still waiting for fresh readings, newest first."""
         return tuple(sorted((c.alarm for c in self._carried.values()), key=lambda a: a.started_at, reverse=True))
@@ -356,7 +357,7 @@ class AlarmBook:
         return tuple(alarms), tuple(self._recent)
 
     def restore(self, alarms: Iterable[CarriedAlarm], recent: Iterable[Alarm], rules: Mapping[str, TrackedRule],
-                now: float) -> tuple[int, list[str]]:
+                now: float, identity: Callable[[Alarm], str] | None = None) -> tuple[int, list[str]]:
         """Take over the alarms of a previous run (call before the first evaluation).
 
         A latched (event) alarm is active again at once until its ``latch_until`` (one that
@@ -376,6 +377,9 @@ class AlarmBook:
             recent: resolved alarms, newest first.
             rules: the rules in force by name; alarms of other rules are dropped.
             now: Unix seconds.
+            identity: what the alarm is kept by besides its rule (`Observation.key`), worked out
+                again from its labels, so a state file that holds only subjects (written before a
+                rule had an ``identity``) is taken over; ``""`` or ``None``: its subject.
 
         Returns:
             How many alarms were taken over, and a note for each one dropped.
@@ -384,7 +388,7 @@ class AlarmBook:
         taken = 0
         for carried in alarms:
             alarm = carried.alarm
-            key = (alarm.rule, alarm.subject)
+            key = (alarm.rule, (identity(alarm) if identity is not None else "") or alarm.subject)
             rule = rules.get(alarm.rule)
             if rule is None:
                 dropped.append(f"alarm {alarm.id}: rule {alarm.rule} is no longer in force")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rigmon.alarms.event_kinds import check_event_rule
 from rigmon.alarms.frame_paths import path_problem
 from rigmon.alarms.selector import Selector, SelectorError, parse_selector
 from rigmon.alarms.templates import check_template
@@ -42,11 +43,8 @@ class RuleKeyError(RuleError, ConfigKeyError):
 class RuleBase(msgspec.Struct, frozen=True, gc=False):
     """Keys every rule has.
 
-    A frozen `msgspec.Struct`, not a dataclass: the agent builds its rule classes at import,
-    and the code ``@dataclass`` generates for them was most of these modules' import time.
-    ``gc=False`` (not tracked by the cycle collector): a rule is frozen and holds only
-    strings, numbers, tuples and dicts of plain data, so it cannot be part of a cycle.
-    ``__post_init__`` checks what it did as a dataclass (msgspec calls it after ``__init__``).
+    A frozen `msgspec.Struct`, not a dataclass (whose generated code was most of these modules' import
+    time); ``gc=False``: a rule holds only plain data, so it cannot be part of a cycle.
 
     Attributes:
         name: unique name (``psu_rail_low_warning``); alarms and overrides refer to it.
@@ -58,6 +56,9 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
             ``name``, ``key``...) and the rule's own keys (``below``, ``max_age_s``...).
         subject: template for the alarm's subject (``gpu:{index}``); default: the
             selector's canonical path of the record (``gpus[index=0]``).
+        identity: template for what makes two readings one alarm when the subject's text may change
+            (``md:{uuid}``: an md array renumbered md127 -> md126 by a reboot); default, or when it
+            cannot render (no ``uuid`` label on an older kernel), the subject.
         hold_s: the condition must hold this long before the alarm fires (pending before).
         clear_hold_s: the condition must stay clear this long before the alarm resolves.
         absent_resolve_s: a firing alarm whose subject is no longer reported resolves after
@@ -71,6 +72,7 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
     description: str = ""
     message: str = ""
     subject: str = ""
+    identity: str = ""
     hold_s: float = 0.0
     clear_hold_s: float = 0.0
     absent_resolve_s: float = 60.0
@@ -84,7 +86,7 @@ class RuleBase(msgspec.Struct, frozen=True, gc=False):
         for key in ("hold_s", "clear_hold_s", "absent_resolve_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must not be negative")
-        for key in ("message", "subject"):
+        for key in ("message", "subject", "identity"):
             try:
                 check_template(getattr(self, key))
             except ValueError as exc:
@@ -202,9 +204,9 @@ class EventRule(RuleBase, frozen=True, gc=False):
     until ``resolve_after_s`` passes without another matching event.
 
     Attributes:
-        event: the event kind (``xid``, ``unclean_shutdown``).
+        event: the event kind (``xid``, ``unclean_shutdown``): one of `rigmon.schema.events.EVENT_KINDS`.
         data: required values of the event's data: ``{ xid = [79, 48] }`` fires only for
-            those Xid codes.
+            those Xid codes. Keys and value types are those the kind's events carry.
         resolve_after_s: resolve this long after the last matching event.
     """
 
@@ -224,10 +226,7 @@ class EventRule(RuleBase, frozen=True, gc=False):
             if getattr(self, key) != unused:
                 raise ValueError(f"{key}: an event rule fires at once and stays firing until acknowledged or "
                                  f"resolve_after_s after its last event; it has no {key}")
-        for key, allowed in self.data.items():
-            if not allowed:
-                # No value matches an empty list: the rule could never fire.
-                raise ValueError(f"data.{key}: give at least one value (leave the key out to match any)")
+        check_event_rule(self.event, self.data)  # a kind, key or value no agent's events have never fires
 
 
 class StalenessRule(RuleBase, frozen=True, gc=False):
@@ -454,7 +453,7 @@ def override_rule(rule: Rule, keys: Mapping[str, Any], where: str) -> Rule:
 
 
 def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None = None) -> tuple[Rule, ...]:
-    """The rules in force for an agent's ``[alarms]`` section.
+    """The rules in force for an agent's ``[alarms]``: none with ``enabled = false``, but every one checked.
 
     Every rule's ``select`` must be a path the frame's records have (`path_problem`): a misspelt
     one matches nothing ever, so its rule would never fire.
@@ -481,7 +480,7 @@ def rules_from_config(section: AlarmsSection, collectors: Collection[str] | None
                 and rule.collector not in collectors:
             raise _misfit(rule.name, "collector", f"no collector named {rule.collector!r} "
                           f"(known: {', '.join(sorted(collectors))})", section, from_file)
-    return rules
+    return rules if section.enabled else ()
 
 
 def _compares_numbers(rule: Rule) -> bool:

@@ -14,6 +14,7 @@ from rigmon.schema.alarms import (
     AlarmList,
     AlarmState,
 )
+from rigmon.schema.events import EVENT_KINDS, EventDataType
 from rigmon.schema.frame import (
     SCHEMA_VERSION,
     CollectorState,
@@ -94,6 +95,7 @@ from rigmon.schema.storage import (
 )
 
 __all__ = [
+    "EVENT_KINDS",
     "SCHEMA_VERSION",
     "Alarm",
     "AlarmList",
@@ -106,6 +108,7 @@ __all__ = [
     "DiskReading",
     "EnvelopeSource",
     "Event",
+    "EventDataType",
     "EventValue",
     "Frame",
     "Gap",

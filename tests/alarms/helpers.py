@@ -12,7 +12,7 @@ from rigmon.agent.check import readings_from
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, default_rules, parse_rules
 from rigmon.collectors import REGISTRY
-from rigmon.collectors.base import CollectorContext, NoData
+from rigmon.collectors.base import CollectorContext, EventDraft, NoData
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.hw.root import HostRoot
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame
@@ -71,12 +71,12 @@ def event(kind: str, subject: str, message: str = "", **data: str | int | float 
 
 
 def sim_frames(scenario: str, nodes: int, workdir: Path, clock: FakeClock, steps: int,
-               step_s: float) -> Iterator[Frame]:
+               step_s: float, drafts: list[EventDraft] | None = None) -> Iterator[Frame]:
     """Frames of a simulated rig, one per node every ``step_s`` simulated seconds.
 
     The real collectors read each node's tree on ``clock`` (set to the frame's time), as the
     agent's sampler would, without threads: pushed sources (the ADC on its pty) do not
-    report, so rail readings are absent.
+    report, so rail readings are absent. The collectors' events go to ``drafts`` when given.
     """
     rig = SimRig(get_scenario(scenario), nodes, workdir)
     per_node = []
@@ -94,7 +94,10 @@ def sim_frames(scenario: str, nodes: int, workdir: Path, clock: FakeClock, steps
                 statuses = {}
                 for name, collector in collectors.items():
                     try:
-                        records.extend(collector.collect())
+                        got = collector.collect()
+                        records.extend(got)
+                        if drafts is not None:
+                            drafts.extend(r for r in got if isinstance(r, EventDraft))
                     except NoData:
                         statuses[name] = CollectorStatus(state="absent", ok=True, duration_s=0.001,
                                                          sampled_at=clock.t)
