@@ -223,6 +223,10 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
         if status.duration_s is not None:
             fam.add(f"{PREFIX}_collector_duration_seconds", "duration of the collector's last run", False, labels,
                     status.duration_s)
+        if status.sampled_at is not None:
+            fam.add(f"{PREFIX}_collector_sampled_timestamp_seconds",
+                    "when the collector's last run ended (a hung call keeps the one before)", False, labels,
+                    status.sampled_at)
         for state in ("ok", "error", "absent", "hung", "pending"):
             fam.add(f"{PREFIX}_collector_state", "collector state (1 for the current one)", False,
                     {**labels, "state": state}, 1.0 if status.state == state else 0.0)
@@ -306,8 +310,11 @@ class FrameCollector:
     hardware under-voltage comparator latched in that span (a flag of one window).
     """
 
-    def __init__(self, latest: typing.Callable[[], Frame | None]) -> None:
+    def __init__(self, latest: typing.Callable[[], Frame | None], intervals: typing.Mapping[str, float] | None = None
+                 ) -> None:
         self._latest = latest
+        #: Seconds between runs of each collector, exported so that an alert can allow a slow one its interval.
+        self.intervals = dict(intervals or {})
         self.event_counts: Counter[tuple[str, str, str]] = Counter()
         self._rail_minima: deque[tuple[float, float]] = deque()
         #: When a frame last said the ADC's under-voltage comparator latched.
@@ -341,6 +348,14 @@ class FrameCollector:
         if frame is None:
             return iter(())
         metrics = frame_metrics(frame, self.event_counts)
+        if self.intervals:
+            from prometheus_client.core import GaugeMetricFamily
+
+            intervals = GaugeMetricFamily(f"{PREFIX}_collector_interval_seconds",
+                                          "seconds between runs of the collector", labels=["node", "collector"])
+            for name, interval_s in sorted(self.intervals.items()):
+                intervals.add_metric([frame.node, name], interval_s)
+            metrics.append(intervals)
         if self._rail_minima and frame.readings.psu_rail is not None:
             from prometheus_client.core import GaugeMetricFamily
 

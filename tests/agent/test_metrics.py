@@ -208,3 +208,16 @@ def test_an_under_voltage_latch_between_two_scrapes_is_not_lost() -> None:
     frames.append(later)
     assert 'rigmon_psu_rail_under_voltage_latched_recently{node="node01"} 0.0' in generate_latest(
         make_registry(collector)).decode()
+
+
+def test_each_collectors_last_run_and_interval_are_exported() -> None:
+    """RigmonCollectorSilent (deploy/prometheus) mirrors the node rule collector_silent with these:
+    the time of the last result against the larger of 120 s and three of the collector's intervals."""
+    frame = sample_frame()
+    collector = FrameCollector(lambda: frame, intervals={"host": 1.0, "gpu": 60.0})
+    collector.observe(frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert 'rigmon_collector_sampled_timestamp_seconds{collector="host",node="node01"} 1.7000000002e+09' in text
+    assert 'rigmon_collector_sampled_timestamp_seconds{collector="gpu"' not in text  # never sampled: no series
+    assert 'rigmon_collector_interval_seconds{collector="host",node="node01"} 1.0' in text
+    assert 'rigmon_collector_interval_seconds{collector="gpu",node="node01"} 60.0' in text
