@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 import subprocess
 from collections import Counter
 
@@ -221,3 +222,16 @@ def test_each_collectors_last_run_and_interval_are_exported() -> None:
     assert 'rigmon_collector_sampled_timestamp_seconds{collector="gpu"' not in text  # never sampled: no series
     assert 'rigmon_collector_interval_seconds{collector="host",node="node01"} 1.0' in text
     assert 'rigmon_collector_interval_seconds{collector="gpu",node="node01"} 60.0' in text
+
+
+def test_the_agent_exports_its_collectors_intervals(tmp_path: Path) -> None:
+    from rigmon.agent.agent import Agent
+    from rigmon.config import AgentConfig, AgentSection
+    from tests.agent.test_api import Counter
+
+    (tmp_path / "root").mkdir()
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), interval_s=0.5,
+                                            state_dir=str(tmp_path / "state")))
+    agent = Agent(config, collectors={"counter": Counter()})
+    agent.app()
+    assert agent.metrics is not None and agent.metrics.intervals == {"counter": 0.5}
