@@ -31,9 +31,11 @@ def test_rules_check() -> None:
 
 @needs_promtool
 def test_rules_unit_tests() -> None:
-    out = promtool("test", "rules", "rigmon-rules.test.yml")
+    files = sorted(p.name for p in DEPLOY.glob("*.test.yml"))
+    assert "rigmon-rules.test.yml" in files and "rigmon-rules-agent.test.yml" in files
+    out = promtool("test", "rules", *files)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS" in out.stdout
+    assert out.stdout.count("SUCCESS") == len(files)
 
 
 @needs_promtool
