@@ -263,7 +263,7 @@ class Agent:
             buffer = FrameBuffer(self.config.agent.buffer_frames)
             self.buffer = buffer
             self.sampler.add_listener(buffer.append)
-            self.metrics = FrameCollector(lambda: buffer.latest)
+            self.metrics = FrameCollector(lambda: buffer.latest, intervals=self.alarms.engine.intervals)
             self.sampler.add_listener(self.metrics.observe)
         journal = self.journal
         state = ApiState(

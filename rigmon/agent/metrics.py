@@ -83,7 +83,8 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     HostReading: RecordMetrics("host", skip=("boot_id",)),
     TemperatureReading: RecordMetrics("temperature", labels=("sensor", "label")),
     NetInterfaceReading: RecordMetrics("network", labels=("name=interface",), skip=("operstate",)),
-    DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor")),
+    # read_iops and write_iops are rate() of reads_total and writes_total, exported as counters.
+    DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
     RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
     RaidMemberReading: RecordMetrics("md_member", labels=("name=member",)),
     NvmeReading: RecordMetrics("nvme", labels=("name=controller",)),
@@ -118,12 +119,38 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     GuardGpuSettings: RecordMetrics("guard_gpu", labels=("index=gpu",)),
 }
 
-# (field suffix, metric suffix, scale). Order matters: longer suffixes first.
+#: Fields exported under another name than their own: (record type, field) -> (the name the series is
+#: derived from, units converted as usual; what it is, for HELP). A Thunderbolt link's ``rx_gbps`` is
+#: what the link can carry, which ``rigmon_thunderbolt_rx_bytes_per_second`` had Grafana users read as traffic.
+RENAMED: dict[tuple[type, str], tuple[str, str]] = {
+    (ThunderboltDeviceReading, "rx_gbps"): ("rx_capacity_gbps",
+                                            "what the link can receive (lane speed x lanes), not traffic"),
+    (ThunderboltDeviceReading, "tx_gbps"): ("tx_capacity_gbps",
+                                            "what the link can send (lane speed x lanes), not traffic"),
+    (ThunderboltDeviceReading, "expected_gbps"): ("expected_capacity_gbps",
+                                                  "the capacity per direction the link should have, not traffic"),
+}
+
+#: Series renamed, rescaled to base units or dropped, still exported under their old name (and in
+#: their old unit) until the next release: (record type, field) -> (old name, old scale, what
+#: replaces it; empty: the series the field is exported as now).
+DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
+    (ThunderboltDeviceReading, "rx_gbps"): ("rigmon_thunderbolt_rx_bytes_per_second", 1e9 / 8, ""),
+    (ThunderboltDeviceReading, "tx_gbps"): ("rigmon_thunderbolt_tx_bytes_per_second", 1e9 / 8, ""),
+    (ThunderboltDeviceReading, "expected_gbps"): ("rigmon_thunderbolt_expected_bytes_per_second", 1e9 / 8, ""),
+    (PathResistanceReading, "trend_mohm_per_day"): ("rigmon_psu_path_trend_ohms_per_day", 1e-3, ""),
+    (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
+    (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
+}
+
+# (field suffix, metric suffix, scale). Order matters: longer suffixes first (of the metric
+# suffixes too: `_help` finds a series' unit by them).
 _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_bytes_per_s", "_bytes_per_second", 1.0),
     ("_packets_per_s", "_packets_per_second", 1.0),
+    # The base unit of time is the second: a trend of 0.05 mOhm a day is 5.8e-10 ohms per second.
+    ("_mohm_per_day", "_ohms_per_second", 1e-3 / 86400),
     ("_per_s", "_per_second", 1.0),
-    ("_mohm_per_day", "_ohms_per_day", 1e-3),
     ("_mohm", "_ohms", 1e-3),
     ("_days", "_seconds", 86400.0),
     ("_mhz", "_hertz", 1e6),
@@ -166,19 +193,23 @@ def metric_name(prefix: str, field: str) -> tuple[str, float, bool]:
     return f"{PREFIX}_{prefix}_{field}", 1.0, False
 
 
-def _help(doc_type: str, field: str, metric: str, scale: float) -> str:
-    """HELP text: the schema field it comes from and, when scaled, the base unit it is in now.
+def _help(doc_type: str, field: str, metric: str, scale: float, what: str = "") -> str:
+    """HELP text: the schema field it comes from and, when scaled, the base unit it is in now;
+    then ``what`` the series is, when its name alone could mislead.
 
     ``DiskReading.read_await_ms`` alone reads as milliseconds on a series in seconds.
     """
-    if scale == 1.0:
-        return f"{doc_type}.{field}"
-    unit = metric.removeprefix(PREFIX).removesuffix("_total")
-    for _, suffix, _ in _UNITS:
-        if unit.endswith(suffix):
-            words = "as a ratio (0-1)" if suffix == "_ratio" else "in " + suffix.lstrip("_").replace("_", " ")
-            return f"{doc_type}.{field}, {words}"
-    return f"{doc_type}.{field}, times {scale:g}"
+    text = f"{doc_type}.{field}"
+    if scale != 1.0:
+        unit = metric.removeprefix(PREFIX).removesuffix("_total")
+        for _, suffix, _ in _UNITS:
+            if unit.endswith(suffix):
+                words = "as a ratio (0-1)" if suffix == "_ratio" else "in " + suffix.lstrip("_").replace("_", " ")
+                text += f", {words}"
+                break
+        else:
+            text += f", times {scale:g}"
+    return f"{text}: {what}" if what else text
 
 
 def _literal_values(tp: object) -> tuple[str, ...] | None:
@@ -223,6 +254,10 @@ def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> 
         if status.duration_s is not None:
             fam.add(f"{PREFIX}_collector_duration_seconds", "duration of the collector's last run", False, labels,
                     status.duration_s)
+        if status.sampled_at is not None:
+            fam.add(f"{PREFIX}_collector_sampled_timestamp_seconds",
+                    "when the collector's last run ended (a hung call keeps the one before)", False, labels,
+                    status.sampled_at)
         for state in ("ok", "error", "absent", "hung", "pending"):
             fam.add(f"{PREFIX}_collector_state", "collector state (1 for the current one)", False,
                     {**labels, "state": state}, 1.0 if status.state == state else 0.0)
@@ -264,7 +299,12 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
     doc_type = type(record).__name__
     types_ = field_types(type(record))
     for name, tp in types_.items():
-        if name in label_fields or name in spec.skip:
+        if name in label_fields:
+            continue
+        if name in spec.skip:
+            old = DEPRECATED.get((type(record), name))
+            if old is not None:
+                _deprecated(fam, old, doc_type, name, "", False, labels, getattr(record, name))
             continue
         value = getattr(record, name)
         if isinstance(value, tuple) and value and isinstance(value[0], Record):
@@ -289,8 +329,22 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
             continue
         if value is None or not _is_number(tp) or isinstance(value, str):
             continue
-        metric, scale, counter = metric_name(spec.prefix, name)
-        fam.add(metric, _help(doc_type, name, metric, scale), counter, labels, float(value) * scale)
+        renamed, what = RENAMED.get((type(record), name), (name, ""))
+        metric, scale, counter = metric_name(spec.prefix, renamed)
+        fam.add(metric, _help(doc_type, name, metric, scale, what), counter, labels, float(value) * scale)
+        old = DEPRECATED.get((type(record), name))
+        if old is not None:
+            _deprecated(fam, old, doc_type, name, metric, counter, labels, value)
+
+
+def _deprecated(fam: _Families, old: tuple[str, float, str], doc_type: str, field: str, metric: str, counter: bool,
+                labels: dict[str, str], value: object) -> None:
+    """The series a field was exported as before, for one release, with a HELP naming what replaces it."""
+    name, scale, replacement = old
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    fam.add(name, f"DEPRECATED (removed in the next release): use {replacement or metric}; {doc_type}.{field}",
+            counter, labels, float(value) * scale)
 
 
 #: Span of `rigmon_psu_rail_lowest_volts`: longer than any sane scrape interval.
@@ -306,8 +360,11 @@ class FrameCollector:
     hardware under-voltage comparator latched in that span (a flag of one window).
     """
 
-    def __init__(self, latest: typing.Callable[[], Frame | None]) -> None:
+    def __init__(self, latest: typing.Callable[[], Frame | None], intervals: typing.Mapping[str, float] | None = None
+                 ) -> None:
         self._latest = latest
+        #: Seconds between runs of each collector, exported so that an alert can allow a slow one its interval.
+        self.intervals = dict(intervals or {})
         self.event_counts: Counter[tuple[str, str, str]] = Counter()
         self._rail_minima: deque[tuple[float, float]] = deque()
         #: When a frame last said the ADC's under-voltage comparator latched.
@@ -341,6 +398,14 @@ class FrameCollector:
         if frame is None:
             return iter(())
         metrics = frame_metrics(frame, self.event_counts)
+        if self.intervals:
+            from prometheus_client.core import GaugeMetricFamily
+
+            intervals = GaugeMetricFamily(f"{PREFIX}_collector_interval_seconds",
+                                          "seconds between runs of the collector", labels=["node", "collector"])
+            for name, interval_s in sorted(self.intervals.items()):
+                intervals.add_metric([frame.node, name], interval_s)
+            metrics.append(intervals)
         if self._rail_minima and frame.readings.psu_rail is not None:
             from prometheus_client.core import GaugeMetricFamily
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
@@ -218,6 +219,10 @@ class HwmonTempFacts:
     channels: tuple[tuple[str, str], ...]
     #: Per channel: its ``_input`` path, its sensor name (``hwmon3/temp1``) and label (chip and label).
     reads: tuple[tuple[str, str, str], ...] = ()
+    #: A PMBus PSU's I2C client (``7-0058``), ``None`` for any other chip or a PSU without one.
+    i2c_client: str | None = None
+    #: `reads` with the sensors named by `i2c_client` (``7-0058/temp1``), for a PSU that has one.
+    client_reads: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,8 +333,20 @@ class HostCollector(PolledCollector):
                 out.append(TemperatureReading(sensor=zone, label=label, temp_c=temp_c))
         chips = self.root.listdir("/sys/class/hwmon")
         self._chips.begin(chips)
-        for hwmon in chips:
-            for input_path, sensor, label in self._chips.get(hwmon, self._hwmon_facts).reads:
+        facts = [self._chips.get(hwmon, self._hwmon_facts) for hwmon in chips]
+        # A PMBus PSU's temperature is named by its I2C client, as psu_hwmon names the PSU: the
+        # kernel numbers hwmon devices in probe order, so after a reboot hwmonN may be another
+        # PSU, and the journal series, /metrics labels and alarm identities would follow it.
+        clients = [f.i2c_client for f in facts if f.i2c_client is not None]
+        if len(set(clients)) != len(clients):
+            psus = [(hwmon, f.i2c_client) for hwmon, f in zip(chips, facts, strict=True) if f.client_reads]
+            shared = {hwmon for (hwmon, client), sensor in zip(psus, psu_sensors(psus), strict=True)
+                      if sensor != client}
+        else:
+            shared = set()
+        for hwmon, chip_facts in zip(chips, facts, strict=True):
+            reads = chip_facts.client_reads if chip_facts.client_reads and hwmon not in shared else chip_facts.reads
+            for input_path, sensor, label in reads:
                 temp_c = parse_millidegrees(read(input_path))
                 if temp_c is not None:
                     out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
@@ -351,8 +368,11 @@ class HostCollector(PolledCollector):
             label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
             channels.append((channel, label or channel))
         chip = self.root.read_attr(f"{base}/name") or hwmon
+        client = parse_i2c_client(self.root.readlink(f"{base}/device")) if chip in PMBUS_DRIVERS else None
         return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
-            (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels))
+            (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels),
+            i2c_client=client, client_reads=() if client is None else tuple(
+            (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}") for channel, label in channels))
 
     def _net(self) -> list[NetInterfaceReading]:
         text = self.root.read_text("/proc/net/dev")

@@ -36,10 +36,15 @@ class TextFields:
 
     ``columns`` is how many fields a positional line (CSV or a whitespace table) has, to
     match it against a header; ``None`` for key=value and JSON lines, which name their values.
+    ``comma_between_digits``: the line was split at a comma between two digits and none of
+    its numbers has a decimal point, so the comma may be a decimal comma (``12,061`` is
+    12.061 V in a German locale, not 12 and 61): `text_window` reads such a line only as
+    positional values under a header of as many columns.
     """
 
     values: dict[str, float]
     columns: int | None = None
+    comma_between_digits: bool = False
 
 
 # A number with an optional unit glued on or after a space: 12.061, 12034mV, 1.2 A, -3e-2V.
@@ -53,6 +58,7 @@ _UNIT_SCALE: dict[str, tuple[str, float]] = {
 }
 _HEADER_NAME = lazy_compile(r"[A-Za-z_][A-Za-z0-9_\[\]().%/ -]{0,40}")
 _LABEL = lazy_compile(r"\s*\"?([A-Za-z_][A-Za-z0-9_ .\[\]-]{0,40}?)\"?\s*")
+_COMMA_BETWEEN_DIGITS = lazy_compile(r"[0-9],[0-9]")
 
 
 def _scaled(value: float, unit: str) -> tuple[float, str | None] | None:
@@ -131,6 +137,7 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
     values: dict[str, float] = {}
     words: list[str] = []
     keyed = False
+    decimal_point = False
     for index, part in enumerate(parts):
         key, value_text, rest_of_line = _split_pair(part, text if sep is None else None)
         if key is None:
@@ -138,6 +145,7 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
             if number is None:
                 words.append(part.strip())
                 continue
+            decimal_point = decimal_point or "." in part
             values[str(index)] = number[0]
             if number[1] is not None and number[1] not in values:
                 values[number[1]] = number[0]
@@ -145,12 +153,14 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
             keyed = True
             number = _text_number(value_text) or _value_with_unit(value_text)
             if number is not None:
+                decimal_point = decimal_point or "." in value_text
                 values[key] = number[0]
             if rest_of_line:
                 # "label: raw value" took the rest of the line.
                 break
     if values:
-        return TextFields(values, None if keyed else len(parts))
+        ambiguous = sep == "," and not decimal_point and _COMMA_BETWEEN_DIGITS.search(text) is not None
+        return TextFields(values, None if keyed else len(parts), ambiguous)
     names = tuple(w for w in words if w)
     if len(names) == len(parts) >= 2 and all(_HEADER_NAME.fullmatch(n) for n in names):
         if sep or any(n in header_names for n in names):
@@ -217,7 +227,9 @@ def text_window(
         table between readings).
 
     Raises:
-        LineError: a channel's value is beyond what a rail monitor can read.
+        LineError: a channel's value is beyond what a rail monitor can read (``nonsense``),
+            or the line may carry a decimal comma (``malformed``, see `TextFields`): never
+            read ``12,061`` as 12 V.
     """
     if header is not None and fields.columns is not None and fields.columns != len(header.names):
         return None
@@ -231,6 +243,9 @@ def text_window(
     for channel, source in channels.items():
         if source not in values:
             continue
+        if fields.comma_between_digits and (header is None or fields.columns is None):
+            # A header printed with as many comma-separated columns says the comma separates.
+            raise LineError("malformed", "a comma between digits and no decimal point: a decimal comma?")
         # Rounded like a unit's scaling: 12030 with scale 0.001 is 12.03 V, not 12.030000000000001.
         value = round(values[source] * scale.get(channel, 1.0), 9)
         limit = MAX_ABS_VOLTS if channel.startswith("v") else MAX_ABS_AMPS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 import subprocess
 from collections import Counter
 
@@ -208,3 +209,29 @@ def test_an_under_voltage_latch_between_two_scrapes_is_not_lost() -> None:
     frames.append(later)
     assert 'rigmon_psu_rail_under_voltage_latched_recently{node="node01"} 0.0' in generate_latest(
         make_registry(collector)).decode()
+
+
+def test_each_collectors_last_run_and_interval_are_exported() -> None:
+    """RigmonCollectorSilent (deploy/prometheus) mirrors the node rule collector_silent with these:
+    the time of the last result against the larger of 120 s and three of the collector's intervals."""
+    frame = sample_frame()
+    collector = FrameCollector(lambda: frame, intervals={"host": 1.0, "gpu": 60.0})
+    collector.observe(frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert 'rigmon_collector_sampled_timestamp_seconds{collector="host",node="node01"} 1.7000000002e+09' in text
+    assert 'rigmon_collector_sampled_timestamp_seconds{collector="gpu"' not in text  # never sampled: no series
+    assert 'rigmon_collector_interval_seconds{collector="host",node="node01"} 1.0' in text
+    assert 'rigmon_collector_interval_seconds{collector="gpu",node="node01"} 60.0' in text
+
+
+def test_the_agent_exports_its_collectors_intervals(tmp_path: Path) -> None:
+    from rigmon.agent.agent import Agent
+    from rigmon.config import AgentConfig, AgentSection
+    from tests.agent.test_api import Counter
+
+    (tmp_path / "root").mkdir()
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), interval_s=0.5,
+                                            state_dir=str(tmp_path / "state")))
+    agent = Agent(config, collectors={"counter": Counter()})
+    agent.app()
+    assert agent.metrics is not None and agent.metrics.intervals == {"counter": 0.5}

@@ -19,6 +19,7 @@ from rigmon.collectors.host import (
 from rigmon.hw.root import HostRoot
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 from rigmon.sim import write_tree
+from rigmon.sim.tree import Tree
 from tests.hw.refusals import refuse_reads
 
 NET_DEV_HEAD = (
@@ -208,3 +209,41 @@ def test_one_sensor_or_nic_refusing_a_read_costs_only_that_reading(tmp_path: Pat
     assert [(t.label, t.temp_c) for t in records if isinstance(t, TemperatureReading)] == [("k10temp Tctl", 45.25)]
     net = next(r for r in records if isinstance(r, NetInterfaceReading))
     assert net.name == "eth0" and net.speed_mbps is None and net.carrier is True
+
+
+def _psu_temperatures(root: Path, psus: tuple[tuple[int, str | None, int], ...]) -> dict[str, tuple[str, float]]:
+    """Sensor -> (label, °C) of the host collector's temperatures for PMBus PSUs at ``hwmonN`` on an
+    I2C client (``None``: no device link), next to a k10temp at hwmon0."""
+    tree = Tree(root)
+    _tree(root, busy=100, idle=900, rx=1000)
+    tree.write("/sys/class/hwmon/hwmon0/name", "k10temp\n")
+    tree.write("/sys/class/hwmon/hwmon0/temp1_input", "45000\n")
+    for hwmon, client, millideg in psus:
+        base = f"/sys/class/hwmon/hwmon{hwmon}"
+        tree.write(f"{base}/name", "pmbus\n")
+        tree.write(f"{base}/temp1_input", f"{millideg}\n")
+        if client is not None:
+            tree.write(f"/sys/devices/pci0000:00/0000:00:1f.4/i2c-7/{client}/name", "pmbus\n")
+            tree.symlink(f"{base}/device", f"../../../devices/pci0000:00/0000:00:1f.4/i2c-7/{client}")
+    records = HostCollector(HostRoot(root), FakeClock()).collect()
+    return {t.sensor: (t.label, t.temp_c) for t in records if isinstance(t, TemperatureReading)}
+
+
+def test_psu_temperatures_are_named_by_the_i2c_client_across_a_reboot(tmp_path: Path) -> None:
+    # The kernel numbers hwmon devices in probe order: after a reboot the PSU at 7-0059 is
+    # hwmon3 where it was hwmon4. Its temperature's sensor (the journal series, /metrics label and
+    # selector identity) follows the PSU, as the psu_hwmon collector names the PSU itself.
+    before = _psu_temperatures(tmp_path / "boot1", ((3, "7-0058", 38000), (4, "7-0059", 52000), (5, None, 30000)))
+    after = _psu_temperatures(tmp_path / "boot2", ((3, "7-0059", 52000), (4, "7-0058", 38000), (5, None, 30000)))
+    assert before == after == {
+        "hwmon0/temp1": ("k10temp temp1", 45.0),
+        "7-0058/temp1": ("pmbus temp1", 38.0),
+        "7-0059/temp1": ("pmbus temp1", 52.0),
+        "hwmon5/temp1": ("pmbus temp1", 30.0),  # no I2C client: the hwmon name, as psu_hwmon does
+    }
+
+
+def test_two_psu_chips_of_one_i2c_client_keep_their_hwmon_names(tmp_path: Path) -> None:
+    # One client cannot name two chips' temperatures (psu_sensors): they stay hwmonN, unique.
+    temps = _psu_temperatures(tmp_path, ((3, "7-0058", 38000), (4, "7-0058", 52000), (5, "7-0059", 30000)))
+    assert set(temps) == {"hwmon0/temp1", "hwmon3/temp1", "hwmon4/temp1", "7-0059/temp1"}

@@ -1,0 +1,111 @@
+"""/metrics names that say what a series is: link capacity is not traffic, rates are in base units.
+
+Renamed series keep their old name for one release as a duplicate whose HELP says it is
+deprecated and what replaces it; the shipped rules and dashboard use the new names only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import msgspec
+import pytest
+from prometheus_client import generate_latest
+
+from rigmon.agent.metrics import DEPRECATED, FrameCollector, make_registry
+from rigmon.schema import DiskReading, Frame, PathResistanceReading, ThunderboltDeviceReading
+from tests.test_schema import sample_frame
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def names_frame() -> Frame:
+    frame = sample_frame()
+    link = ThunderboltDeviceReading(
+        name="0-1", kind="device", domain=0, vendor="OWC", device_name="Express 4M2", generation=3, authorized=True,
+        unique_id="u1", nvm_version="55.0", rx_speed_gbps=20.0, tx_speed_gbps=20.0, rx_lanes=2, tx_lanes=2,
+        rx_gbps=40.0, tx_gbps=40.0, expected_gbps=40.0, expected_source="generation", link_state="ok",
+        degraded_reason=None)
+    path = PathResistanceReading(path="psu-terminals", method="two_point", resistance_mohm=1.75, uncertainty_mohm=0.02,
+                                 points=900, current_span_amps=None, trend_mohm_per_day=0.0864, trend_days=3.0,
+                                 baseline_mohm=1.6)
+    disk = DiskReading(name="nvme0n1", major=259, minor=0, reads_total=5000, writes_total=200, read_bytes_total=1 << 30,
+                       write_bytes_total=1 << 20, in_flight=3, discards_total=0, flushes_total=0,
+                       read_bytes_per_s=1.07e9, write_bytes_per_s=0.0, read_iops=8200.0, write_iops=0.0,
+                       util_pct=97.0, read_await_ms=0.4, write_await_ms=None)
+    readings = msgspec.structs.replace(frame.readings, thunderbolt=(link,), path_resistance=(path,), disks=(disk,))
+    return msgspec.structs.replace(frame, readings=readings)
+
+
+def exposition() -> str:
+    frame = names_frame()
+    collector = FrameCollector(lambda: frame)
+    collector.observe(frame)
+    return generate_latest(make_registry(collector)).decode()
+
+
+def sample(text: str, name: str) -> float:
+    [value] = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
+    return value
+
+
+def help_of(text: str, name: str) -> str:
+    [line] = [line for line in text.splitlines() if line.startswith(f"# HELP {name} ")]
+    return line.removeprefix(f"# HELP {name} ")
+
+
+def test_thunderbolt_link_capacity_is_named_so() -> None:
+    # 2 lanes x 20 Gb/s: 5 GB/s per direction the link can carry, whatever it carries.
+    text = exposition()
+    assert sample(text, "rigmon_thunderbolt_rx_capacity_bytes_per_second") == 5e9
+    assert sample(text, "rigmon_thunderbolt_tx_capacity_bytes_per_second") == 5e9
+    assert sample(text, "rigmon_thunderbolt_expected_capacity_bytes_per_second") == 5e9
+    assert "not traffic" in help_of(text, "rigmon_thunderbolt_rx_capacity_bytes_per_second")
+
+
+def test_path_resistance_trend_is_in_ohms_per_second() -> None:
+    text = exposition()
+    assert sample(text, "rigmon_psu_path_trend_ohms_per_second") == pytest.approx(0.0864e-3 / 86400)
+    assert "rigmon_psu_path_trend_seconds{" in text
+
+
+def test_disk_operations_per_second_come_from_the_counters() -> None:
+    # rate(rigmon_disk_reads_total[1m]) is the read IOPS, as rate() of every other exported counter.
+    text = exposition()
+    assert sample(text, "rigmon_disk_reads_total") == 5000
+    old = {name for name, _, _ in DEPRECATED.values()}
+    assert not [n for n in re.findall(r"^(rigmon_disk_\w*iops\w*)\{", text, re.M) if n not in old]
+
+
+@pytest.mark.parametrize(("old", "new", "value"), [
+    ("rigmon_thunderbolt_rx_bytes_per_second", "rigmon_thunderbolt_rx_capacity_bytes_per_second", 5e9),
+    ("rigmon_thunderbolt_tx_bytes_per_second", "rigmon_thunderbolt_tx_capacity_bytes_per_second", 5e9),
+    ("rigmon_thunderbolt_expected_bytes_per_second", "rigmon_thunderbolt_expected_capacity_bytes_per_second", 5e9),
+    ("rigmon_psu_path_trend_ohms_per_day", "rigmon_psu_path_trend_ohms_per_second", 0.0864e-3),
+    ("rigmon_disk_read_iops", "rate(rigmon_disk_reads_total[1m])", 8200.0),
+    ("rigmon_disk_write_iops", "rate(rigmon_disk_writes_total[1m])", 0.0),
+])
+def test_old_names_stay_for_one_release_as_deprecated_duplicates(old: str, new: str, value: float) -> None:
+    text = exposition()
+    assert sample(text, old) == pytest.approx(value)
+    assert help_of(text, old).startswith(f"DEPRECATED (removed in the next release): use {new}")
+
+
+def test_promtool_finds_nothing_in_the_renamed_series() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
+    out = subprocess.run([promtool, "check", "metrics"], input=exposition(), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out.stdout + out.stderr
+
+
+def test_shipped_rules_and_dashboard_use_no_deprecated_name() -> None:
+    shipped = (REPO / "deploy" / "prometheus" / "rigmon-rules.yml").read_text()
+    shipped += json.dumps(json.loads((REPO / "deploy" / "grafana" / "rigmon.json").read_text()))
+    used = set(re.findall(r"\brigmon_[a-z0-9_]+", shipped))
+    assert not used & {name for name, _, _ in DEPRECATED.values()}
