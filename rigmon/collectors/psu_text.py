@@ -238,13 +238,17 @@ def text_window(
         for index, name in enumerate(header.names):
             if str(index) in fields.values:
                 values.setdefault(name, fields.values[str(index)])
+    # A header printed with as many comma-separated columns says the comma separates, and so do
+    # channels that read every column of a bare CSV line (`v = "0"`, `i = "1"` and `12034,1520`):
+    # a column no channel reads (`12,061` with `v = "0"`) may be a decimal comma's fraction.
+    ambiguous = fields.comma_between_digits and (header is None or fields.columns is None) and (
+        fields.columns is None or not set(map(str, range(fields.columns))) <= set(channels.values()))
     volts: dict[str, Triple] = {}
     amps: dict[str, Triple] = {}
     for channel, source in channels.items():
         if source not in values:
             continue
-        if fields.comma_between_digits and (header is None or fields.columns is None):
-            # A header printed with as many comma-separated columns says the comma separates.
+        if ambiguous:
             raise LineError("malformed", "a comma between digits and no decimal point: a decimal comma?")
         # Rounded like a unit's scaling: 12030 with scale 0.001 is 12.03 V, not 12.030000000000001.
         value = round(values[source] * scale.get(channel, 1.0), 9)

@@ -3,7 +3,8 @@
 A device printing in a locale with a decimal comma sends ``12,061`` for 12.061 V; split on the
 comma as CSV it read 12.0 V (and a sag to ``11,384`` 11.0 V: a false critical alarm). A comma
 between digits in a line with no decimal point is a separator only when a header row printed
-with the same number of columns says so; otherwise the line is dropped and counted malformed.
+with the same number of columns says so, or channels read every column; otherwise the line is dropped and
+counted malformed.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def test_integer_csv_reads_under_a_header_with_the_same_columns() -> None:
     assert isinstance(header, TextHeader)
     window = window_of("12061,3112", {"v": "bus_mV", "i": "current_mA"}, {"v": 0.001, "i": 0.001}, header)
     assert window is not None and window.volts["v"].min == 12.061 and window.amps["i"].min == 3.112  # type: ignore[attr-defined]
+
+
+def test_integer_csv_reads_when_channels_read_every_column() -> None:
+    # An Arduino printing millivolts and milliamps for the Serial Plotter: both columns are read,
+    # so the comma separates them. One column left over would be a decimal comma's fraction.
+    window = window_of("12034,1520", {"v": "0", "i": "1"}, {"v": 0.001, "i": 0.001})
+    assert window is not None and window.volts["v"].min == 12.034 and window.amps["i"].min == 1.52  # type: ignore[attr-defined]
+    with pytest.raises(LineError):
+        window_of("12034,1520", {"v": "0"}, {"v": 0.001})
 
 
 def test_decimal_comma_over_pty_is_counted_malformed_not_read(pty_device: PtyDevice, tmp_path: Path) -> None:  # noqa: F811
