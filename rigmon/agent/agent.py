@@ -186,10 +186,10 @@ class Agent:
             self.notifiers,
             control=control_token is not None,
         )
-        self.sampler.add_listener(self.alarms.on_frame)
+        self.sampler.add_judge(self.alarms.on_frame)
         if self.guard is not None:
             # After the alarms: an alarm that starts firing in a frame triggers the guard in that frame.
-            self.sampler.add_listener(self.guard.on_frame)
+            self.sampler.add_judge(self.guard.on_frame)
         self.buffer: FrameBuffer | None = None
         self.metrics: FrameCollector | None = None
         self.token = token

@@ -97,6 +97,7 @@ class Sampler:
             interval_s, timeout_s, self._finish, self._file_hung, self._publish,
         )
         self._listeners: list[FrameListener] = []
+        self._judges: list[FrameListener] = []
         self._statuses: dict[str, Callable[[], CollectorStatus]] = {}
         self._seq = 0
         self._event_n = 0
@@ -113,6 +114,11 @@ class Sampler:
     def add_listener(self, listener: FrameListener) -> None:
         """Call ``listener`` with every new frame, on the event loop."""
         self._listeners.append(listener)
+
+    def add_judge(self, judge: FrameListener) -> None:
+        """Call ``judge`` with every new frame before the listeners; the events it emits while
+        it judges travel in that frame (an alarm's transition with the reading that caused it)."""
+        self._judges.append(judge)
 
     def add_status(self, name: str, status: Callable[[], CollectorStatus]) -> None:
         """Report a part of the agent that is not a collector (the journal) like one in every frame."""
@@ -262,9 +268,19 @@ class Sampler:
             readings=Readings(**fields),  # type: ignore[arg-type]
             events=tuple(self._pending_events),
         )
+        self._pending_events = []
         # Encoded once here for every reader (the cache is shared); text that is not UTF-8 is mended first.
         frame = valid_text(frame)
-        self._pending_events = []
+        for judge in self._judges:
+            try:
+                judge(frame)
+            except Exception:  # noqa: BLE001 - a broken judge must not stop sampling
+                log.exception("frame judge failed")
+        if self._pending_events:
+            # What the judges said of this frame goes out with it (encoded again: only frames
+            # that carry a transition).
+            frame = valid_text(msgspec.structs.replace(frame, events=frame.events + tuple(self._pending_events)))
+            self._pending_events = []
         for listener in self._listeners:
             try:
                 listener(frame)

@@ -94,11 +94,15 @@ async def test_pushed_reading_fires_without_waiting_for_the_tick(
     assert (alarm.state, alarm.severity, alarm.subject, alarm.value, alarm.message) == (
         "firing", "critical", "probe", 95, "probe at 95 C")
     assert alarm.id.startswith(agent.run_id)
-    # The transition is an event of the next frame.
-    probe.send(93.0)  # inside the hysteresis band: still firing
-    await wait_for(lambda: any(e.kind == "alarm_firing" for f in agent.buffer.since(seq) for e in f.events))
-    event = next(e for f in agent.buffer.since(seq) for e in f.events if e.kind == "alarm_firing")
+    # The transition travels in the frame whose reading caused it, not in the next one: no
+    # other frame is published here (the next tick is 30 s away).
+    (frame,) = agent.buffer.since(seq)
+    assert [t.temp_c for t in frame.readings.temperatures] == [95.0]
+    (event,) = [e for e in frame.events if e.kind == "alarm_firing"]
     assert event.severity == "critical" and event.subject == "probe" and event.data["alarm_id"] == alarm.id
+    probe.send(93.0)  # inside the hysteresis band: still firing, no transition
+    await wait_for(lambda: len(agent.buffer.since(seq)) == 2)
+    assert not agent.buffer.since(seq)[1].events
     probe.send(80.0)
     await wait_for(lambda: not agent.alarms.engine.active())
     body = decode(AlarmList, (await client.get("/v1/alarms")).content)
