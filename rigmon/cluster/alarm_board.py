@@ -28,6 +28,8 @@ SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 STATE_RANK: dict[str, int] = {"firing": 0, "pending": 1, "resolved": 2}
 #: Resolved alarms shown at most.
 RECENT_SHOWN = 200
+#: Said of a replayed alarm its agent's next run did not take over (see `AlarmTracker.restarted`).
+RESTARTED_WITHOUT = "agent restarted without it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,14 +282,31 @@ class AlarmTracker:
         else:
             self._active[alarm_id] = new
 
-    def restarted(self) -> None:
-        """The node's agent restarted (a frame of a new run): its pending alarms are gone.
+    def restarted(self, at: float, events: Iterable[Event] = ()) -> None:
+        """The node's agent restarted (a frame of a new run, taken at ``at`` with ``events``).
 
-        An agent keeps only alarms that had fired across a restart (their fate comes as
-        events of the new run); a pending one's hold starts again under a new id, and no
-        event ends the old one, which would otherwise stay pending for the rest of a replay.
+        Its pending alarms are gone: an agent keeps only alarms that had fired across a restart
+        (their fate comes as events of the new run); a pending one's hold starts again under a
+        new id, and no event ends the old one, which would otherwise stay pending for the rest
+        of a replay. A firing alarm goes on only when the new run restored it: the run's
+        ``alarm_state_restored`` event says when the state it took over was saved, and an alarm
+        that fired after that (or every one, with no such event: a state directory wiped, a crash
+        before the first save) is unknown to the new run; it ends here, saying so.
         """
-        self._active = {k: a for k, a in self._active.items() if a.state != "pending"}
+        saved_at: float | None = None
+        for event in events:
+            value = event.data.get("saved_at")
+            if event.kind == "alarm_state_restored" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                saved_at = float(value)
+        for alarm_id, alarm in list(self._active.items()):
+            if alarm.state == "pending":
+                del self._active[alarm_id]
+            elif saved_at is None or alarm.fired_at is None or alarm.fired_at > saved_at:
+                del self._active[alarm_id]
+                self._recent.insert(0, msgspec.structs.replace(
+                    alarm, state="resolved", resolved_at=at, updated_at=at,
+                    message=f"{alarm.message} ({RESTARTED_WITHOUT})"))
+        del self._recent[self.recent_limit:]
 
     def alarm_list(self) -> AlarmList:
         """The alarms as /v1/alarms would list them (read-only: no acknowledging a replay)."""

@@ -205,7 +205,7 @@ class Replay:
             self.clock.at = taken_at
             store = cluster.nodes[key]
             if store.latest is not None and store.latest.run_id != frame.run_id:
-                self._trackers[key].restarted()
+                self._trackers[key].restarted(taken_at, frame.events)
             store.add_frames((frame,))
             for event in frame.events:
                 self._trackers[key].apply(event)
