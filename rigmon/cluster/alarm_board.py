@@ -86,12 +86,14 @@ class AlarmBoardView:
         recent: resolved alarms, newest first.
         errors: node name to why its alarms are unknown (agent unreachable, alarms disabled).
         firing: firing alarms by severity.
+        notes: what the alarms cannot tell (in a replay: clock skew).
     """
 
     active: tuple[AlarmRow, ...]
     recent: tuple[AlarmRow, ...]
     errors: dict[str, str] = field(default_factory=dict)
     firing: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
@@ -99,8 +101,9 @@ def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
     return (STATE_RANK[a.state], SEVERITY_RANK[a.severity], -(a.fired_at or a.started_at), row.node)
 
 
-def board_view(cluster: ClusterStore) -> AlarmBoardView:
-    """Node and cluster alarms of every followed node, in screen order."""
+def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoardView:
+    """Node and cluster alarms of every followed node, in screen order, with ``notes`` (see
+    `AlarmBoardView`)."""
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
@@ -125,7 +128,7 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     active.sort(key=_active_order)
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
-    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing)
+    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes)
 
 
 def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:

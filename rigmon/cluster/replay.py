@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 #: Replay speeds the speed keys step through (recorded seconds per real second).
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+#: What a replay cannot judge, for the alarms screen. The clock-skew rule compares a frame's
+#: ``taken_at`` (the node's clock) with when the dashboard got it; a bundle holds only the
+#: former, and the replay files each frame at its own ``taken_at``, so every offset reads 0.
+NOT_JUDGED: tuple[str, ...] = ("clock skew is not judged in a replay (the bundle holds no arrival times)",)
 
 
 class ReplayClock:
@@ -161,6 +165,11 @@ class Replay:
             what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise BundleError(f"{path}: a damaged bundle: {what}") from None
         return cls(bundle, Path(path).name)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the alarms screen says of a replay's cluster rules (see `NOT_JUDGED`)."""
+        return NOT_JUDGED
 
     @property
     def frame_count(self) -> int:
