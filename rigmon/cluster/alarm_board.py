@@ -51,6 +51,12 @@ class AlarmRow:
     also: tuple[Alarm, ...] = ()
     """Other alarms of the same incident shown in this row (same node and subject, episodes
     overlapping): the rail warning under its critical, the Xid 79 with the GPU it lost."""
+    as_of: float | None = None
+    """For a node's own alarm that may no longer be current (the node is stale or unreachable,
+    or its alarms could not be fetched): when its list was last the node's word (Unix s);
+    ``None`` while it is current."""
+    as_of_why: str = ""
+    """Why the alarm is as of ``as_of``: ``node unreachable``, ``node stale``, ``alarms not fetched``."""
 
     @property
     def alarms(self) -> tuple[Alarm, ...]:
@@ -113,7 +119,12 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
             errors[store.name] = store.alarm_error
         if store.alarm_list is None:
             continue
-        active += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.active]
+        state = store.state()
+        old = state != "live" or store.alarm_error is not None
+        as_of = store.alarms_at if old else None
+        why = f"node {state}" if state != "live" else "alarms not fetched" if old else ""
+        active += [AlarmRow(store.key, store.name, "node", a, as_of=as_of, as_of_why=why)
+                   for a in store.alarm_list.active]
         recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
     # A cluster alarm is about the node of its key (two agents may share a name).
     for alarm in cluster.rules.active():

@@ -208,7 +208,8 @@ class Replay:
     def _feed(self, cluster: ClusterStore, until_at: float) -> int:
         """File every frame taken at or before ``until_at``; returns how many."""
         fed = 0
-        touched: set[str] = set()
+        # Each node fed here, with its newest frame's time: its alarms are as of that frame.
+        touched: dict[str, float] = {}
         while self._fed < len(self._timeline) and self._timeline[self._fed][0] <= until_at:
             taken_at, _, key, frame = self._timeline[self._fed]
             self.clock.at = taken_at
@@ -218,12 +219,12 @@ class Replay:
             store.add_frames((frame,))
             for event in frame.events:
                 self._trackers[key].apply(event)
-            touched.add(key)
+            touched[key] = taken_at
             self._fed += 1
             fed += 1
         self.clock.at = until_at
-        for key in touched:
-            cluster.nodes[key].set_alarms(self._trackers[key].alarm_list())
+        for key, last_at in touched.items():
+            cluster.nodes[key].set_alarms(self._trackers[key].alarm_list(), last_at)
         return fed
 
     def seek(self, cluster: ClusterStore, at: float) -> None:
