@@ -86,6 +86,47 @@ def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[
     return out
 
 
+def shares(lengths: Sequence[int], total: int) -> list[int]:
+    """``total`` points (or bars) shared between parts of ``lengths`` values in proportion: each
+    part at least one and at most its length (largest remainders). Needs ``total >= len(lengths)``.
+    """
+    whole = sum(lengths)
+    if whole <= total:
+        return list(lengths)
+    ideal = [total * n / whole for n in lengths]
+    out = [min(n, max(1, int(x))) for n, x in zip(lengths, ideal)]
+    while sum(out) > total:  # the minimum of one each gave too many: from those given most over
+        j = max((i for i in range(len(out)) if out[i] > 1), key=lambda i: out[i] - ideal[i])
+        out[j] -= 1
+    while sum(out) < total:
+        j = max((i for i in range(len(out)) if out[i] < lengths[i]), key=lambda i: ideal[i] - out[i])
+        out[j] += 1
+    return out
+
+
+def downsample_gapped(values: Sequence[float], times: Sequence[float], buckets: int, extreme: Extreme,
+                      gap_s: float | None) -> list[float]:
+    """`downsample`, with a ``nan`` point where the frames have a gap: a point that follows the
+    one before by more than ``gap_s`` seconds (the node was down, or silent). Each stretch
+    between gaps is reduced on its own (buckets shared in proportion), so a gap is not swallowed
+    by a bucket, and no bucket joins both sides. Without ``gap_s`` (or with more gaps than
+    buckets) it is `downsample`. Missing values are dropped as there, so a ``nan`` in the result
+    always stands for a gap.
+    """
+    cuts = [] if gap_s is None else [i for i in range(1, len(times)) if times[i] - times[i - 1] > gap_s]
+    if not cuts or len(cuts) >= buckets:
+        return downsample(values, buckets, extreme)
+    bounds = [0, *cuts, len(values)]
+    parts = [values[a:b] for a, b in zip(bounds, bounds[1:])]
+    out: list[float] = []
+    for part, count in zip(parts, shares([len(p) for p in parts], buckets)):
+        reduced = downsample(part, count, extreme)
+        if out and reduced:
+            out.append(math.nan)
+        out += reduced
+    return out
+
+
 #: Series a `NodeHistory` keeps, with the extreme that must survive downsampling.
 SERIES: dict[str, Extreme] = {
     "rail_min_volts": "min",
@@ -163,11 +204,14 @@ class NodeHistory:
         # Frames fetched from the journal after a gap arrive late: not in time order.
         return max(times) - min(times)
 
-    def trend(self, name: str, points: int | None, buckets: int) -> tuple[float, ...]:
-        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``."""
-        return tuple(downsample(self.series[name].tail(points), buckets, SERIES[name]))
+    def trend(self, name: str, points: int | None, buckets: int, gap_s: float | None = None) -> tuple[float, ...]:
+        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``;
+        with ``gap_s``, a ``nan`` where frames are missing for longer (`downsample_gapped`)."""
+        times = self.taken_at.tail(points) if gap_s is not None else []
+        return tuple(downsample_gapped(self.series[name].tail(points), times, buckets, SERIES[name], gap_s))
 
-    def detail_trends(self, points: int | None, buckets: int) -> dict[str, tuple[float, ...]]:
+    def detail_trends(self, points: int | None, buckets: int, gap_s: float | None = None) -> dict[str, tuple[float, ...]]:
         """Every per-device series, like `trend`, each keeping its `detail_extreme`."""
-        return {name: tuple(downsample(ring.tail(points), buckets, detail_extreme(name)))
+        times = self.taken_at.tail(points) if gap_s is not None else []
+        return {name: tuple(downsample_gapped(ring.tail(points), times, buckets, detail_extreme(name), gap_s))
                 for name, ring in self.details.items()}

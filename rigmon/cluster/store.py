@@ -293,8 +293,9 @@ class NodeStore:
             reason=reason,
             age_s=age,
             summary=summary,
-            trends={name: self.history.trend(name, points, buckets) for name in SERIES},
-            details=self.history.detail_trends(points, buckets) if details else {},
+            # A gap where frames are missing for longer than makes the node stale.
+            trends={name: self.history.trend(name, points, buckets, self.stale_after_s) for name in SERIES},
+            details=self.history.detail_trends(points, buckets, self.stale_after_s) if details else {},
             problems=problems(self.latest, summary, own + cluster_alarms, self.rail, peers_up),
             sags=self.rail.causes() if details else {},
             restarts=self.restarts,
