@@ -104,16 +104,19 @@ def shares(lengths: Sequence[int], total: int) -> list[int]:
     return out
 
 
-def downsample_gapped(values: Sequence[float], times: Sequence[float], buckets: int, extreme: Extreme,
-                      gap_s: float | None) -> list[float]:
-    """`downsample`, with a ``nan`` point where the frames have a gap: a point that follows the
-    one before by more than ``gap_s`` seconds (the node was down, or silent). Each stretch
-    between gaps is reduced on its own (buckets shared in proportion), so a gap is not swallowed
-    by a bucket, and no bucket joins both sides. Without ``gap_s`` (or with more gaps than
-    buckets) it is `downsample`. Missing values are dropped as there, so a ``nan`` in the result
-    always stands for a gap.
+def gap_cuts(times: Sequence[float], gap_s: float) -> list[int]:
+    """Indices of the points of ``times`` that follow the one before by more than ``gap_s``
+    seconds: frames are missing before them (the node was down, or silent)."""
+    return [i for i, (before, at) in enumerate(zip(times, times[1:]), 1) if at - before > gap_s]
+
+
+def downsample_gapped(values: Sequence[float], cuts: Sequence[int], buckets: int, extreme: Extreme) -> list[float]:
+    """`downsample`, with a ``nan`` point at each of ``cuts`` (`gap_cuts`). Each stretch between
+    gaps is reduced on its own (buckets shared in proportion), so a gap is not swallowed by a
+    bucket, and no bucket joins both sides. Without cuts (or with more than buckets) it is
+    `downsample`. Missing values are dropped as there, so a ``nan`` in the result always stands
+    for a gap.
     """
-    cuts = [] if gap_s is None else [i for i in range(1, len(times)) if times[i] - times[i - 1] > gap_s]
     if not cuts or len(cuts) >= buckets:
         return downsample(values, buckets, extreme)
     bounds = [0, *cuts, len(values)]
@@ -204,14 +207,16 @@ class NodeHistory:
         # Frames fetched from the journal after a gap arrive late: not in time order.
         return max(times) - min(times)
 
-    def trend(self, name: str, points: int | None, buckets: int, gap_s: float | None = None) -> tuple[float, ...]:
-        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``;
-        with ``gap_s``, a ``nan`` where frames are missing for longer (`downsample_gapped`)."""
-        times = self.taken_at.tail(points) if gap_s is not None else []
-        return tuple(downsample_gapped(self.series[name].tail(points), times, buckets, SERIES[name], gap_s))
+    def gaps(self, points: int | None, gap_s: float) -> list[int]:
+        """`gap_cuts` of the newest ``points`` frames (all when ``None``), for `trend`."""
+        return gap_cuts(self.taken_at.tail(points), gap_s)
 
-    def detail_trends(self, points: int | None, buckets: int, gap_s: float | None = None) -> dict[str, tuple[float, ...]]:
+    def trend(self, name: str, points: int | None, buckets: int, cuts: Sequence[int] = ()) -> tuple[float, ...]:
+        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``,
+        with a ``nan`` at each gap of ``cuts`` (`gaps` of the same points; `downsample_gapped`)."""
+        return tuple(downsample_gapped(self.series[name].tail(points), cuts, buckets, SERIES[name]))
+
+    def detail_trends(self, points: int | None, buckets: int, cuts: Sequence[int] = ()) -> dict[str, tuple[float, ...]]:
         """Every per-device series, like `trend`, each keeping its `detail_extreme`."""
-        times = self.taken_at.tail(points) if gap_s is not None else []
-        return {name: tuple(downsample_gapped(ring.tail(points), times, buckets, detail_extreme(name), gap_s))
+        return {name: tuple(downsample_gapped(ring.tail(points), cuts, buckets, detail_extreme(name)))
                 for name, ring in self.details.items()}

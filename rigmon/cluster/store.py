@@ -285,6 +285,8 @@ class NodeStore:
             summary = msgspec.structs.replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
                               alarms_severity=worst_severity(own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
+        # A gap in the trends where frames are missing for longer than makes the node stale.
+        cuts = self.history.gaps(points, self.stale_after_s)
         view = NodeView(
             key=self.key,
             name=self.name,
@@ -293,9 +295,8 @@ class NodeStore:
             reason=reason,
             age_s=age,
             summary=summary,
-            # A gap where frames are missing for longer than makes the node stale.
-            trends={name: self.history.trend(name, points, buckets, self.stale_after_s) for name in SERIES},
-            details=self.history.detail_trends(points, buckets, self.stale_after_s) if details else {},
+            trends={name: self.history.trend(name, points, buckets, cuts) for name in SERIES},
+            details=self.history.detail_trends(points, buckets, cuts) if details else {},
             problems=problems(self.latest, summary, own + cluster_alarms, self.rail, peers_up),
             sags=self.rail.causes() if details else {},
             restarts=self.restarts,

@@ -87,14 +87,16 @@ def test_a_gap_in_the_frames_is_a_gap_in_the_trend() -> None:
     times = [float(t) for t in range(120)] + [float(t) for t in range(420, 540)]
     for seq, at in enumerate(times, 1):
         history.append(seq, at, {"rail_min_volts": 11.9 if at < 420 else 11.4}, {"gpus[0].power_w": 250.0})
-    trend = history.trend("rail_min_volts", None, 60, gap_s=3.0)
+    cuts = history.gaps(None, 3.0)
+    assert cuts == [120]
+    trend = history.trend("rail_min_volts", None, 60, cuts)
     gaps = [i for i, v in enumerate(trend) if math.isnan(v)]
     assert gaps == [30] and len(trend) == 61
     assert set(trend[:30]) == {11.9} and set(trend[31:]) == {11.4}
     # Without a gap, or with none asked for, as before.
     assert not any(math.isnan(v) for v in history.trend("rail_min_volts", None, 60))
-    assert not any(math.isnan(v) for v in history.trend("rail_min_volts", 100, 60, gap_s=3.0))
-    power = history.detail_trends(None, 60, gap_s=3.0)["gpus[0].power_w"]
+    assert history.gaps(100, 3.0) == [] and history.gaps(None, 400.0) == []
+    power = history.detail_trends(None, 60, cuts)["gpus[0].power_w"]
     assert [i for i, v in enumerate(power) if math.isnan(v)] == [30]
 
 
