@@ -28,6 +28,8 @@ SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 STATE_RANK: dict[str, int] = {"firing": 0, "pending": 1, "resolved": 2}
 #: Resolved alarms shown at most.
 RECENT_SHOWN = 200
+#: Said of a replayed alarm its agent's next run did not take over (see `AlarmTracker.restarted`).
+RESTARTED_WITHOUT = "agent restarted without it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,12 @@ class AlarmRow:
     also: tuple[Alarm, ...] = ()
     """Other alarms of the same incident shown in this row (same node and subject, episodes
     overlapping): the rail warning under its critical, the Xid 79 with the GPU it lost."""
+    as_of: float | None = None
+    """For a node's own alarm that may no longer be current (the node is stale or unreachable,
+    or its alarms could not be fetched): when its list was last the node's word (Unix s);
+    ``None`` while it is current."""
+    as_of_why: str = ""
+    """Why the alarm is as of ``as_of``: ``node unreachable``, ``node stale``, ``alarms not fetched``."""
 
     @property
     def alarms(self) -> tuple[Alarm, ...]:
@@ -84,12 +92,14 @@ class AlarmBoardView:
         recent: resolved alarms, newest first.
         errors: node name to why its alarms are unknown (agent unreachable, alarms disabled).
         firing: firing alarms by severity.
+        notes: what the alarms cannot tell (in a replay: clock skew).
     """
 
     active: tuple[AlarmRow, ...]
     recent: tuple[AlarmRow, ...]
     errors: dict[str, str] = field(default_factory=dict)
     firing: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
@@ -97,8 +107,9 @@ def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
     return (STATE_RANK[a.state], SEVERITY_RANK[a.severity], -(a.fired_at or a.started_at), row.node)
 
 
-def board_view(cluster: ClusterStore) -> AlarmBoardView:
-    """Node and cluster alarms of every followed node, in screen order."""
+def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoardView:
+    """Node and cluster alarms of every followed node, in screen order, with ``notes`` (see
+    `AlarmBoardView`)."""
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
@@ -108,7 +119,12 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
             errors[store.name] = store.alarm_error
         if store.alarm_list is None:
             continue
-        active += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.active]
+        state = store.state()
+        old = state != "live" or store.alarm_error is not None
+        as_of = store.alarms_at if old else None
+        why = f"node {state}" if state != "live" else "alarms not fetched" if old else ""
+        active += [AlarmRow(store.key, store.name, "node", a, as_of=as_of, as_of_why=why)
+                   for a in store.alarm_list.active]
         recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
     # A cluster alarm is about the node of its key (two agents may share a name).
     for alarm in cluster.rules.active():
@@ -123,7 +139,7 @@ def board_view(cluster: ClusterStore) -> AlarmBoardView:
     active.sort(key=_active_order)
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
-    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing)
+    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes)
 
 
 def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
@@ -280,14 +296,31 @@ class AlarmTracker:
         else:
             self._active[alarm_id] = new
 
-    def restarted(self) -> None:
-        """The node's agent restarted (a frame of a new run): its pending alarms are gone.
+    def restarted(self, at: float, events: Iterable[Event] = ()) -> None:
+        """The node's agent restarted (a frame of a new run, taken at ``at`` with ``events``).
 
-        An agent keeps only alarms that had fired across a restart (their fate comes as
-        events of the new run); a pending one's hold starts again under a new id, and no
-        event ends the old one, which would otherwise stay pending for the rest of a replay.
+        Its pending alarms are gone: an agent keeps only alarms that had fired across a restart
+        (their fate comes as events of the new run); a pending one's hold starts again under a
+        new id, and no event ends the old one, which would otherwise stay pending for the rest
+        of a replay. A firing alarm goes on only when the new run restored it: the run's
+        ``alarm_state_restored`` event says when the state it took over was saved, and an alarm
+        that fired after that (or every one, with no such event: a state directory wiped, a crash
+        before the first save) is unknown to the new run; it ends here, saying so.
         """
-        self._active = {k: a for k, a in self._active.items() if a.state != "pending"}
+        saved_at: float | None = None
+        for event in events:
+            value = event.data.get("saved_at")
+            if event.kind == "alarm_state_restored" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                saved_at = float(value)
+        for alarm_id, alarm in list(self._active.items()):
+            if alarm.state == "pending":
+                del self._active[alarm_id]
+            elif saved_at is None or alarm.fired_at is None or alarm.fired_at > saved_at:
+                del self._active[alarm_id]
+                self._recent.insert(0, msgspec.structs.replace(
+                    alarm, state="resolved", resolved_at=at, updated_at=at,
+                    message=f"{alarm.message} ({RESTARTED_WITHOUT})"))
+        del self._recent[self.recent_limit:]
 
     def alarm_list(self) -> AlarmList:
         """The alarms as /v1/alarms would list them (read-only: no acknowledging a replay)."""

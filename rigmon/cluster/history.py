@@ -86,6 +86,50 @@ def downsample(values: Sequence[float], buckets: int, extreme: Extreme) -> list[
     return out
 
 
+def shares(lengths: Sequence[int], total: int) -> list[int]:
+    """``total`` points (or bars) shared between parts of ``lengths`` values in proportion: each
+    part at least one and at most its length (largest remainders). Needs ``total >= len(lengths)``.
+    """
+    whole = sum(lengths)
+    if whole <= total:
+        return list(lengths)
+    ideal = [total * n / whole for n in lengths]
+    out = [min(n, max(1, int(x))) for n, x in zip(lengths, ideal)]
+    while sum(out) > total:  # the minimum of one each gave too many: from those given most over
+        j = max((i for i in range(len(out)) if out[i] > 1), key=lambda i: out[i] - ideal[i])
+        out[j] -= 1
+    while sum(out) < total:
+        j = max((i for i in range(len(out)) if out[i] < lengths[i]), key=lambda i: ideal[i] - out[i])
+        out[j] += 1
+    return out
+
+
+def gap_cuts(times: Sequence[float], gap_s: float) -> list[int]:
+    """Indices of the points of ``times`` that follow the one before by more than ``gap_s``
+    seconds: frames are missing before them (the node was down, or silent)."""
+    return [i for i, (before, at) in enumerate(zip(times, times[1:]), 1) if at - before > gap_s]
+
+
+def downsample_gapped(values: Sequence[float], cuts: Sequence[int], buckets: int, extreme: Extreme) -> list[float]:
+    """`downsample`, with a ``nan`` point at each of ``cuts`` (`gap_cuts`). Each stretch between
+    gaps is reduced on its own (buckets shared in proportion), so a gap is not swallowed by a
+    bucket, and no bucket joins both sides. Without cuts (or with more than buckets) it is
+    `downsample`. Missing values are dropped as there, so a ``nan`` in the result always stands
+    for a gap.
+    """
+    if not cuts or len(cuts) >= buckets:
+        return downsample(values, buckets, extreme)
+    bounds = [0, *cuts, len(values)]
+    parts = [values[a:b] for a, b in zip(bounds, bounds[1:])]
+    out: list[float] = []
+    for part, count in zip(parts, shares([len(p) for p in parts], buckets)):
+        reduced = downsample(part, count, extreme)
+        if out and reduced:
+            out.append(math.nan)
+        out += reduced
+    return out
+
+
 #: Series a `NodeHistory` keeps, with the extreme that must survive downsampling.
 SERIES: dict[str, Extreme] = {
     "rail_min_volts": "min",
@@ -163,11 +207,16 @@ class NodeHistory:
         # Frames fetched from the journal after a gap arrive late: not in time order.
         return max(times) - min(times)
 
-    def trend(self, name: str, points: int | None, buckets: int) -> tuple[float, ...]:
-        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``."""
-        return tuple(downsample(self.series[name].tail(points), buckets, SERIES[name]))
+    def gaps(self, points: int | None, gap_s: float) -> list[int]:
+        """`gap_cuts` of the newest ``points`` frames (all when ``None``), for `trend`."""
+        return gap_cuts(self.taken_at.tail(points), gap_s)
 
-    def detail_trends(self, points: int | None, buckets: int) -> dict[str, tuple[float, ...]]:
+    def trend(self, name: str, points: int | None, buckets: int, cuts: Sequence[int] = ()) -> tuple[float, ...]:
+        """The newest ``points`` values of a series (all when ``None``) downsampled to ``buckets``,
+        with a ``nan`` at each gap of ``cuts`` (`gaps` of the same points; `downsample_gapped`)."""
+        return tuple(downsample_gapped(self.series[name].tail(points), cuts, buckets, SERIES[name]))
+
+    def detail_trends(self, points: int | None, buckets: int, cuts: Sequence[int] = ()) -> dict[str, tuple[float, ...]]:
         """Every per-device series, like `trend`, each keeping its `detail_extreme`."""
-        return {name: tuple(downsample(ring.tail(points), buckets, detail_extreme(name)))
+        return {name: tuple(downsample_gapped(ring.tail(points), cuts, buckets, detail_extreme(name)))
                 for name, ring in self.details.items()}

@@ -4,7 +4,8 @@
 frame is filed into its node's `NodeStore` with the clock standing at the frame's
 ``taken_at``, so arrival times, ages and states (live, stale) are those of the recording,
 and the screens draw a replay exactly as they draw live data. Seeking forward feeds the
-frames up to the new cursor; seeking backwards starts the stores over.
+frames up to the new cursor; seeking backwards starts the stores over from the nearest
+checkpoint before the new cursor (one is kept every so many frames), or from the start.
 
 A bundle is as untrusted as the agents it was pulled from (or whoever handed it over): its
 node names, frames, events and sources are cleaned of terminal control characters
@@ -13,6 +14,7 @@ node names, frames, events and sources are cleaned of terminal control character
 
 from __future__ import annotations
 
+import copy
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rigmon.cluster.alarm_board import AlarmTracker
 from rigmon.cluster.sanitise import clean_record, clean_text
-from rigmon.cluster.store import ClusterStore
+from rigmon.cluster.store import ClusterStore, NodeStore
 from rigmon.schema import Frame
 
 if TYPE_CHECKING:
@@ -30,6 +32,15 @@ if TYPE_CHECKING:
 
 #: Replay speeds the speed keys step through (recorded seconds per real second).
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+#: What a replay cannot judge, for the alarms screen. The clock-skew rule compares a frame's
+#: ``taken_at`` (the node's clock) with when the dashboard got it; a bundle holds only the
+#: former, and the replay files each frame at its own ``taken_at``, so every offset reads 0.
+NOT_JUDGED: tuple[str, ...] = ("clock skew is not judged in a replay (the bundle holds no arrival times)",)
+#: Checkpoints of the replay's state kept at most (spread evenly over the recording), and the
+#: frames (all nodes together) between two at least: a seek back starts from the nearest one
+#: before the new cursor instead of from the start (16 nodes x 3600 frames: about 7 MB each).
+CHECKPOINTS = 8
+CHECKPOINT_MIN_FRAMES = 1000
 
 
 class ReplayClock:
@@ -116,9 +127,11 @@ class Replay:
     Args:
         bundle: the bundle read back (cleaned here with `clean_bundle`).
         source: its file name (shown on the time cursor).
+        checkpoint_frames: frames between two checkpoints (default: the recording's frames over
+            `CHECKPOINTS`, at least `CHECKPOINT_MIN_FRAMES`).
     """
 
-    def __init__(self, bundle: Bundle, source: str = "") -> None:
+    def __init__(self, bundle: Bundle, source: str = "", checkpoint_frames: int | None = None) -> None:
         self.bundle = bundle = clean_bundle(bundle)
         self.source = clean_text(source)
         #: Each recorded node's store key, in the bundle's order.
@@ -136,6 +149,10 @@ class Replay:
         self.speed = 1.0
         self._fed = 0
         self._trackers: dict[str, AlarmTracker] = {}
+        self._checkpoint_every = checkpoint_frames or max(CHECKPOINT_MIN_FRAMES, len(timeline) // CHECKPOINTS + 1)
+        # The stores and trackers with the first N frames of the timeline filed, by N. The state
+        # after N frames is the same whatever seeks led there, so a checkpoint stays good.
+        self._checkpoints: dict[int, tuple[dict[str, NodeStore], dict[str, AlarmTracker]]] = {}
 
     @classmethod
     def open(cls, path: str | Path) -> Replay:
@@ -163,6 +180,11 @@ class Replay:
         return cls(bundle, Path(path).name)
 
     @property
+    def notes(self) -> tuple[str, ...]:
+        """What the alarms screen says of a replay's cluster rules (see `NOT_JUDGED`)."""
+        return NOT_JUDGED
+
+    @property
     def frame_count(self) -> int:
         """Frames in the recording, all nodes together."""
         return len(self._timeline)
@@ -179,6 +201,9 @@ class Replay:
 
     def _restart(self, cluster: ClusterStore) -> None:
         cluster.clear()
+        # As when the replay was opened: the times of the stores' first entries do not depend on
+        # where the cursor stood before.
+        self.clock.at = self.start_at
         self._fed = 0
         self._trackers = {}
         entries = self.bundle.manifest.get("nodes") or []
@@ -199,31 +224,56 @@ class Replay:
     def _feed(self, cluster: ClusterStore, until_at: float) -> int:
         """File every frame taken at or before ``until_at``; returns how many."""
         fed = 0
-        touched: set[str] = set()
+        # Each node fed here, with its newest frame's time: its alarms are as of that frame.
+        touched: dict[str, float] = {}
         while self._fed < len(self._timeline) and self._timeline[self._fed][0] <= until_at:
             taken_at, _, key, frame = self._timeline[self._fed]
             self.clock.at = taken_at
             store = cluster.nodes[key]
             if store.latest is not None and store.latest.run_id != frame.run_id:
-                self._trackers[key].restarted()
+                self._trackers[key].restarted(taken_at, frame.events)
             store.add_frames((frame,))
             for event in frame.events:
                 self._trackers[key].apply(event)
-            touched.add(key)
+            touched[key] = taken_at
             self._fed += 1
             fed += 1
+            if self._fed % self._checkpoint_every == 0 and self._fed not in self._checkpoints:
+                self._set_alarms(cluster, touched)
+                touched = {}
+                # The clock is the replay's own (shared by every store), not part of a state.
+                self._checkpoints[self._fed] = copy.deepcopy((cluster.nodes, self._trackers),
+                                                             {id(self.clock): self.clock})
         self.clock.at = until_at
-        for key in touched:
-            cluster.nodes[key].set_alarms(self._trackers[key].alarm_list())
+        self._set_alarms(cluster, touched)
         return fed
 
-    def seek(self, cluster: ClusterStore, at: float) -> None:
-        """Move the cursor to ``at`` (clamped to the recording) and bring the stores there."""
+    def _set_alarms(self, cluster: ClusterStore, touched: dict[str, float]) -> None:
+        for key, last_at in touched.items():
+            cluster.nodes[key].set_alarms(self._trackers[key].alarm_list(), last_at)
+
+    def _rewind(self, cluster: ClusterStore, at: float) -> None:
+        """Bring the stores back to the latest checkpoint whose frames are all at or before ``at``
+        (to the start when there is none)."""
+        usable = [n for n in self._checkpoints if self._timeline[n - 1][0] <= at]
+        if not usable:
+            self._restart(cluster)
+            return
+        self._fed = max(usable)
+        nodes, trackers = copy.deepcopy(self._checkpoints[self._fed], {id(self.clock): self.clock})
+        cluster.clear()  # the cluster rules start over, as after a restart
+        cluster.nodes.update(nodes)
+        self._trackers = trackers
+        self.clock.at = self._timeline[self._fed - 1][0]
+
+    def seek(self, cluster: ClusterStore, at: float) -> int:
+        """Move the cursor to ``at`` (clamped to the recording) and bring the stores there; returns
+        how many frames were filed to get there (backwards, from the nearest checkpoint before it)."""
         at = min(self.end_at, max(self.start_at, at))
         if at < self.at:
-            self._restart(cluster)
+            self._rewind(cluster, at)
         self.at = at
-        self._feed(cluster, at)
+        return self._feed(cluster, at)
 
     def tick(self, cluster: ClusterStore, real_s: float) -> None:
         """Real time passed: move a playing cursor by ``real_s`` times the speed; stop at the end."""

@@ -80,6 +80,8 @@ class NodeStore:
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
         self.alarm_list: AlarmList | None = None
+        #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s).
+        self.alarms_at: float | None = None
         self.alarm_error: str | None = None
         # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
         # answer sent before them (a poll crossing the frame) must not take them back.
@@ -170,9 +172,10 @@ class NodeStore:
             self._changes += 1
         return added
 
-    def set_alarms(self, alarms: AlarmList) -> bool:
-        """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events);
-        returns whether anything changed."""
+    def set_alarms(self, alarms: AlarmList, at: float | None = None) -> bool:
+        """The node's /v1/alarms answer (or, in a replay, the alarms rebuilt from its events) as of
+        ``at`` (default: now); returns whether anything changed."""
+        self.alarms_at = self.clock.time() if at is None else at
         # Forward moves only: an answer that already holds these transitions is left as it is.
         alarms = with_alarm_events(alarms, self._alarm_events)
         self._alarm_events.clear()
@@ -282,6 +285,8 @@ class NodeStore:
             summary = msgspec.structs.replace(summary, alarms=alarm_count(self.latest, own + cluster_alarms),
                               alarms_severity=worst_severity(own + cluster_alarms))
         reason = self.error if self.error is not None and state != "live" else None
+        # A gap in the trends where frames are missing for longer than makes the node stale.
+        cuts = self.history.gaps(points, self.stale_after_s)
         view = NodeView(
             key=self.key,
             name=self.name,
@@ -290,8 +295,8 @@ class NodeStore:
             reason=reason,
             age_s=age,
             summary=summary,
-            trends={name: self.history.trend(name, points, buckets) for name in SERIES},
-            details=self.history.detail_trends(points, buckets) if details else {},
+            trends={name: self.history.trend(name, points, buckets, cuts) for name in SERIES},
+            details=self.history.detail_trends(points, buckets, cuts) if details else {},
             problems=problems(self.latest, summary, own + cluster_alarms, self.rail, peers_up),
             sags=self.rail.causes() if details else {},
             restarts=self.restarts,

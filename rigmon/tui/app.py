@@ -206,7 +206,7 @@ class RigmonApp(Navigation, ReplayKeys):
                                        for s in self.cluster.nodes.values()):
             self._paths_found()  # a replay files its frames without `NodeSampled`
         self.cluster.evaluate_alarms()
-        board = board_view(self.cluster)
+        board = board_view(self.cluster, self.replay.notes if self.replay is not None else ())
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
         self.critical_toast.announce(self, self.critical.news(board.active, listed))
         self.draw_screen(board)

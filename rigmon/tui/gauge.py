@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from rigmon.cluster.history import shares
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 
 #: Heights of a one-line bar: `rigmon.tui.row_lines.BARS` has this many characters.
@@ -122,19 +123,50 @@ def worst_per_bar(data: Sequence[float], width: int, extreme: Extreme) -> list[f
 
     Bar ``i`` stands for ``data[len * i // width : len * (i + 1) // width]``, so every value is
     in exactly one bar; a rail keeps the minimum (a sag survives), a power the maximum (a peak
-    survives). Missing values (``nan``) are skipped; a bar of nothing but ``nan`` is ``nan``.
-    With fewer values than ``width`` each value is a bar.
+    survives). With fewer values than ``width`` each value is a bar.
+
+    A ``nan`` in a trend marks a gap in the frames (`rigmon.cluster.history.downsample_gapped`):
+    it stays a bar of its own (``nan``, drawn blank), the stretches on either side sharing the
+    other bars in proportion, so that no bar joins both sides. When the bars are too few for
+    that, a ``nan`` is skipped like a missing value (a bar of nothing but ``nan`` is ``nan``).
     """
     size = len(data)
     if width < 1 or size == 0:
         return []
     if size <= width:
         return list(data)
+    # A sum of finite values is never nan: the test costs little on every redraw of every row.
+    if math.isnan(sum(data)):
+        gapped = _gapped(data, width, extreme)
+        if gapped is not None:
+            return gapped
     pick = min if extreme == "min" else max
     out = []
     for index in range(width):
         chunk = [v for v in data[size * index // width:size * (index + 1) // width] if not math.isnan(v)]
         out.append(pick(chunk) if chunk else math.nan)
+    return out
+
+
+def _gapped(data: Sequence[float], width: int, extreme: Extreme) -> list[float] | None:
+    """`worst_per_bar` of stretches between gap markers, a ``nan`` bar between each two;
+    ``None`` when there is no gap between values, or too few bars for every stretch and gap."""
+    parts: list[list[float]] = [[]]
+    for value in data:
+        if math.isnan(value):
+            if parts[-1]:
+                parts.append([])
+        else:
+            parts[-1].append(value)
+    parts = [p for p in parts if p]
+    room = width - (len(parts) - 1)
+    if len(parts) < 2 or room < len(parts):
+        return None
+    out: list[float] = []
+    for part, count in zip(parts, shares([len(p) for p in parts], room)):
+        if out:
+            out.append(math.nan)
+        out += worst_per_bar(part, count, extreme)
     return out
 
 

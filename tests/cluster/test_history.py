@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rigmon.cluster.history import NodeHistory, Ring, downsample
+from rigmon.cluster.history import NodeHistory, Ring, downsample, shares
 
 
 def test_ring_keeps_the_newest_in_order() -> None:
@@ -78,3 +78,30 @@ def test_detail_series_line_up_and_keep_their_extreme() -> None:
 def test_detail_extreme_by_unit(name: str, extreme: str) -> None:
     from rigmon.cluster.history import detail_extreme
     assert detail_extreme(name) == extreme
+
+
+def test_a_gap_in_the_frames_is_a_gap_in_the_trend() -> None:
+    # Two minutes of frames, five minutes of nothing (the node was down), two minutes again: before,
+    # the trend joined both sides as if they were one stretch.
+    history = NodeHistory()
+    times = [float(t) for t in range(120)] + [float(t) for t in range(420, 540)]
+    for seq, at in enumerate(times, 1):
+        history.append(seq, at, {"rail_min_volts": 11.9 if at < 420 else 11.4}, {"gpus[0].power_w": 250.0})
+    cuts = history.gaps(None, 3.0)
+    assert cuts == [120]
+    trend = history.trend("rail_min_volts", None, 60, cuts)
+    gaps = [i for i, v in enumerate(trend) if math.isnan(v)]
+    assert gaps == [30] and len(trend) == 61
+    assert set(trend[:30]) == {11.9} and set(trend[31:]) == {11.4}
+    # Without a gap, or with none asked for, as before.
+    assert not any(math.isnan(v) for v in history.trend("rail_min_volts", None, 60))
+    assert history.gaps(100, 3.0) == [] and history.gaps(None, 400.0) == []
+    power = history.detail_trends(None, 60, cuts)["gpus[0].power_w"]
+    assert [i for i, v in enumerate(power) if math.isnan(v)] == [30]
+
+
+def test_shares_are_proportional_and_each_part_gets_one() -> None:
+    assert shares([100, 100], 10) == [5, 5]
+    assert shares([1000, 1], 10) == [9, 1]
+    assert shares([3, 2], 10) == [3, 2]
+    assert sum(shares([7, 300, 1, 50], 20)) == 20

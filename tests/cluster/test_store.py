@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -312,3 +313,18 @@ def test_a_fetch_answered_before_the_frame_does_not_take_its_alarm_back() -> Non
     resolved = replace(pending, state="resolved", resolved_at=1010.0)
     store.set_alarms(AlarmList(node="node01", control=False, active=(), recent=(resolved,)))
     assert store.view().summary.alarms == 0  # type: ignore[union-attr]
+
+
+def test_a_node_s_outage_is_a_gap_in_its_row_trends() -> None:
+    # A node that was down for five minutes between two stretches of frames (one a second): its
+    # trends hold one gap marker there; a late frame or two (under three intervals) is no gap.
+    clock = FakeClock()
+    store = NodeStore("k", "http://node01", clock)
+    times = [0.0, 1.0, 2.0, 4.5, *range(5, 120), *range(420, 540)]
+    for seq, at in enumerate(times, 1):
+        store.add_frames([replace(frame(seq), taken_at=1000.0 + at)])
+    view = store.view(points=600, buckets=120)
+    drawn = {name: trend for name, trend in view.trends.items() if trend}  # a host-only frame has no rail
+    assert set(drawn) == {"cpu_pct", "net_bytes_per_s"}
+    for name, trend in drawn.items():
+        assert [i for i, v in enumerate(trend) if math.isnan(v)] == [60], name

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
+from rigmon.cluster.alarm_board import board_view
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.store import ClusterStore, NodeStore
 from rigmon.sim.rig import running_rig
-from rigmon.snapshot.bundle import read_bundle
+from rigmon.snapshot.bundle import NodePart, frames_gzip, read_bundle, write_bundle
 from rigmon.tui.app import RigmonApp
-from rigmon.tui.screens.alarms import AlarmsScreen
+from rigmon.tui.screens.alarms import AlarmsScreen, summary_line
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
 from tests.tui.snapshot_apps.dashboard import wait_for
-from tests.tui.snapshot_apps.fake_agent import START_AT
+from tests.tui.snapshot_apps.fake_agent import START_AT, make_frame
 from tests.tui.snapshot_apps.fake_bundle import FRAMES, write_fake_bundle
 
 SIZE = (120, 40)
@@ -184,3 +186,29 @@ async def test_a_critical_toast_leaves_the_time_cursor_in_sight(tmp_path: Path) 
         bar = app.screen.query_one(ReplayBar).region
         assert toasts and bar.height == 1
         assert all(not toast.region.overlaps(bar) for toast in toasts), [t.region for t in toasts]
+
+
+def test_the_alarms_screen_says_clock_skew_is_not_judged_in_a_replay(tmp_path: Path) -> None:
+    # node02's clock runs 40 s ahead of node01's: the live dashboard raises clock_skew (it compares
+    # each frame's taken_at with when it arrived). A bundle holds only the nodes' own times, and the
+    # replay files each frame at its taken_at, so every offset is 0: before, the replay showed
+    # "nothing firing" as if the clocks had been checked and found right.
+    rng = random.Random(5)
+    parts = []
+    for node, ahead_s in (("node01", 0.0), ("node02", 40.0)):
+        frames = [make_frame(node, f"{node}-run", seq, rng, start_at=START_AT + ahead_s) for seq in range(1, 91)]
+        parts.append(NodePart(node=node, source=f"http://{node}:9871", from_at=frames[0].taken_at,
+                              to_at=frames[-1].taken_at, latest=frames[-1], frames_gz=frames_gzip(frames),
+                              frame_count=len(frames)))
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", parts, 600.0, "", created_at=START_AT + 200))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    for at in range(int(replay.start_at), int(replay.end_at) + 1, 5):
+        replay.seek(cluster, at)
+        cluster.evaluate_alarms()
+    # (node01 reads stale at the end: node02's frames, 40 s ahead, carry the cursor past its last.)
+    assert [a.rule for a in cluster.rules.active()] == ["node_stale"]
+    line = summary_line(board_view(cluster, replay.notes)).plain
+    assert line == "1 firing: 1 warning · clock skew is not judged in a replay (the bundle holds no arrival times)"
+    # Live there is no such note.
+    assert summary_line(board_view(cluster)).plain == "1 firing: 1 warning"

@@ -18,7 +18,7 @@ from textual.renderables.sparkline import Sparkline
 import rigmon.tui
 from rigmon.cluster.node_view import NodeView
 from rigmon.summary import NodeSummary, PathCell, PathFigures
-from rigmon.tui import row_lines
+from rigmon.tui import gauge, row_lines
 from rigmon.tui.widgets.node_row import COLUMNS, NodeRow, column_widths, columns_for
 
 
@@ -172,3 +172,16 @@ async def test_a_stale_or_unreachable_row_draws_its_last_figures_faint() -> None
             count = styles[text.index(" 3 ") + 1]
             assert bool(cpu and cpu.dim) is old, key
             assert not (count and count.dim), key
+
+
+def test_a_gap_in_a_trend_stays_a_blank_bar_at_any_width() -> None:
+    # A node down for five minutes between two stretches of frames: its trend holds a gap marker
+    # (nan) that must survive the bars' own reduction (before, nan was skipped like a missing value).
+    data = (11.9,) * 60 + (math.nan,) + (11.4,) * 60
+    for width in (5, 12, 30, 121):
+        text = "".join(s.text for s in row_lines.sparkline(data, min(width, len(data)), Color.parse("green"),
+                                                           Color.parse("red"), "min", gauge.RAIL))
+        assert len(text) == min(width, len(data)) and text.count(" ") == 1, (width, text)
+        left, right = text.split(" ")
+        assert abs(len(left) - len(right)) <= 1
+        assert len(set(left)) == 1 and len(set(right)) == 1 and left[0] > right[0]

@@ -37,6 +37,8 @@ def summary_line(board: AlarmBoardView) -> Text:
         by_reason.setdefault(reason, []).append(node)
     for reason, nodes in by_reason.items():
         text.append(" · alarms unknown on ").append(plain(", ".join(nodes))).append(": ").append(plain(reason))
+    for note in board.notes:
+        text.append(" · ").append(plain(note))
     return text
 
 

@@ -33,6 +33,7 @@ HELP = """\
 
 - **Space**: play or pause; **← →**: 10 s back or ahead (**Shift**: 1 min)
 - **[ ]**: slower or faster
+- Clock skew is not judged in a replay: a bundle holds the nodes' own times, not when they arrived
 
 ## History (**h**)
 

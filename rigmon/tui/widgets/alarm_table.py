@@ -54,6 +54,7 @@ class AlarmTable(DataTable[Text]):
         "alarm-table--pending",
         "alarm-table--acked",
         "alarm-table--cluster",
+        "alarm-table--old",
     }
     DEFAULT_CSS = """
     AlarmTable {
@@ -100,6 +101,12 @@ class AlarmTable(DataTable[Text]):
             "ack": plain(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), self._style("acked")),
             "message": plain(row.message),
         }
+        if row.as_of is not None:
+            # A dead node's alarm is what it last said: faint, and dated (as stale figures are drawn).
+            cells["state"].append(f" as of {time.strftime('%H:%M:%S', time.gmtime(row.as_of))}")
+            old = self._style("old")
+            for text in cells.values():
+                text.stylize(old)
         return cells
 
     def watch_alarms(self, alarms: tuple[AlarmRow, ...]) -> None:
