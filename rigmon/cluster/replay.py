@@ -41,6 +41,18 @@ NOT_JUDGED: tuple[str, ...] = ("clock skew is not judged in a replay (the bundle
 #: before the new cursor instead of from the start (16 nodes x 3600 frames: about 7 MB each).
 CHECKPOINTS = 8
 CHECKPOINT_MIN_FRAMES = 1000
+#: Node copies all checkpoints hold together at most: a checkpoint copies every node's stores
+#: (~0.4 MB a node with an hour of history), so 16 nodes keep 8, 64 nodes 2, 256 nodes none
+#: (a seek back then starts from the beginning): about 50 MB at most, whatever the cluster.
+CHECKPOINT_NODE_COPIES = 128
+
+
+def checkpoint_spacing(frames: int, nodes: int) -> int:
+    """Frames between two checkpoints of a recording of ``frames`` frames from ``nodes`` nodes:
+    `CHECKPOINTS` at most, fewer as `CHECKPOINT_NODE_COPIES` allows, none (more than ``frames``)
+    for a cluster too large to copy."""
+    kept = min(CHECKPOINTS, CHECKPOINT_NODE_COPIES // max(1, nodes))
+    return max(CHECKPOINT_MIN_FRAMES, frames // kept + 1) if kept else frames + 1
 
 
 class ReplayClock:
@@ -149,7 +161,7 @@ class Replay:
         self.speed = 1.0
         self._fed = 0
         self._trackers: dict[str, AlarmTracker] = {}
-        self._checkpoint_every = checkpoint_frames or max(CHECKPOINT_MIN_FRAMES, len(timeline) // CHECKPOINTS + 1)
+        self._checkpoint_every = checkpoint_frames or checkpoint_spacing(len(timeline), len(self.keys))
         # The stores and trackers with the first N frames of the timeline filed, by N. The state
         # after N frames is the same whatever seeks led there, so a checkpoint stays good.
         self._checkpoints: dict[int, tuple[dict[str, NodeStore], dict[str, AlarmTracker]]] = {}
