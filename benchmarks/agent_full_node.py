@@ -32,7 +32,12 @@ windows received at the configured rate (10 a second, within 3 %), every collect
 and none lost, no alarm firing. Otherwise it prints why and exits 1 without a figure
 (``--smoke`` prints the same check and goes on).
 
-    python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--smoke]
+``--still`` measures a floor, not goal 1: the simulator is built and stepped once but its
+physics thread never runs, so no file of the tree is rewritten (every read is a kept
+descriptor's ``pread``), no ADC line arrives and no reading changes. The health check then
+expects no ADC windows and only ``psu_adc_silent`` firing, and the output says it is a floor.
+
+    python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--still] [--smoke]
 """
 
 from __future__ import annotations
@@ -224,6 +229,10 @@ class Measured:
     exporter_scrapes: int | None = None
 
 
+#: On a still node (``--still``) the ADC sends nothing: its staleness rule fires, and nothing else may.
+STILL_FIRING = "psu_adc_silent"
+
+
 def health_problems(r: Measured, args: argparse.Namespace) -> list[str]:
     """Why the measured node was not healthy and fed (empty when it was)."""
     problems: list[str] = []
@@ -233,8 +242,10 @@ def health_problems(r: Measured, args: argparse.Namespace) -> list[str]:
     if spanned <= 0 or abs(frames - spanned) > max(1.0, 0.02 * spanned):
         problems.append(f"{frames:.0f} frames in {spanned:.1f} s of sample time (one a second expected)")
     rate = r.windows / spanned if spanned > 0 else 0.0
-    if abs(rate - ADC_WINDOWS_PER_S) > 0.03 * ADC_WINDOWS_PER_S:
-        problems.append(f"{rate:.1f} ADC windows/s received, {ADC_WINDOWS_PER_S:.0f} configured")
+    expected_rate = 0.0 if args.still else ADC_WINDOWS_PER_S
+    if abs(rate - expected_rate) > 0.03 * ADC_WINDOWS_PER_S:
+        problems.append(f"{rate:.1f} ADC windows/s received, {expected_rate:.0f} "
+                        f"{'expected on a still node' if args.still else 'configured'}")
     if r.pulls is not None and r.pulls < r.elapsed - 1:
         problems.append(f"{r.pulls} pulls answered 200 for a {r.elapsed:.0f} s window (one a second expected)")
     for name, state in sorted(r.statuses.items()):
@@ -242,8 +253,8 @@ def health_problems(r: Measured, args: argparse.Namespace) -> list[str]:
             problems.append(f"collector {name} is {state}")
     if r.gpus != args.gpus or r.lost:
         problems.append(f"{r.gpus} GPUs in the last frame ({r.lost} lost), {args.gpus} simulated")
-    if r.firing:
-        problems.append(f"alarms firing: {r.firing}")
+    if r.firing != (STILL_FIRING if args.still else ""):
+        problems.append(f"alarms firing: {r.firing or 'none'}")
     return problems
 
 
@@ -264,7 +275,8 @@ async def measure(args: argparse.Namespace, work: Path) -> Measured:
     physics = PhysicsThread(node, scenario, clock, STEP_REAL_S)
     timer = FakeDriverTimer()
     timer.install()
-    physics.start()
+    if not args.still:
+        physics.start()
     port = free_port()
     config = node_agent_config(node, f"127.0.0.1:{port}", 1.0, work / "state")
     agent = Agent(config, clock=clock)
@@ -336,7 +348,8 @@ async def measure(args: argparse.Namespace, work: Path) -> Measured:
         await agent.stop()
         await asyncio.gather(serve, return_exceptions=True)
         physics.stopping.set()
-        physics.join(5)
+        if physics.is_alive():
+            physics.join(5)
         timer.remove()
         node.close()
         for proc in (poller, exporter_poller, exporter):
@@ -378,6 +391,8 @@ def main() -> int:
     parser.add_argument("--no-peer", action="store_true", help="do not run node_exporter beside the agent")
     parser.add_argument("--new-connections", action="store_true",
                         help="each pull on a new connection (default: one kept connection, as Prometheus scrapes)")
+    parser.add_argument("--still", action="store_true",
+                        help="a floor: the simulator never steps (no file rewritten, no ADC line, no reading changes)")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep Python's default collector settings (before/after of `tune_agent_gc`)")
     args = parser.parse_args()
@@ -387,6 +402,9 @@ def main() -> int:
         r = asyncio.run(measure(args, Path(tmp)))
     elapsed, frames = r.elapsed, max(1.0, r.frames)
     agent_s = r.cpu - r.sim - r.fake - r.timer
+    if args.still:
+        print("STILL NODE (--still): the simulator never stepped: no file rewritten, no ADC line, no reading "
+              "changed. A floor for the agent's own work, not goal 1's measurement.")
     print(f"full simulated node: {args.gpus} V100-SXM2 (fake NVML), RM1 ADC at 10 windows/s, 2 md arrays, "
           f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second "
           f"({'a new connection per pull' if args.new_connections else 'one kept connection'}); "
@@ -397,7 +415,8 @@ def main() -> int:
           f"GPUs in the last frame: {r.gpus:.0f}; simulator behind its schedule by {r.lag_s:.2f} s at the end; "
           f"pulls answered 200 (warm-up and window): {r.pulls:.0f}")
     problems = health_problems(r, args)
-    print(f"health: {'ok (one frame a second, ADC at its rate, every source present)' if not problems else 'NOT OK: ' + '; '.join(problems)}\n")
+    fed = "no ADC line, psu_adc_silent firing as expected" if args.still else "ADC at its rate"
+    print(f"health: {f'ok (one frame a second, {fed}, every source present)' if not problems else 'NOT OK: ' + '; '.join(problems)}\n")
     if problems and not args.smoke:
         print("REFUSED: the node was not healthy and fed; no figure reported", file=sys.stderr)
         return 1

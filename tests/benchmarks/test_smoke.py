@@ -113,7 +113,7 @@ def test_agent_full_node_health_check_names_what_is_wrong() -> None:
 
     healthy = Measured(elapsed=60.0, frames=60, frames_span_s=60.0, windows=600, gpus=8, lost=0,
                        statuses={"gpu": "ok", "psu": "ok", "rail_path": "absent", "amd_gpu": "absent"})
-    args = argparse.Namespace(gpus=8)
+    args = argparse.Namespace(gpus=8, still=False)
     assert health_problems(healthy, args) == []
     # The recorded 15.0 ms figure: 6.9 windows a second instead of 10.
     assert health_problems(replace(healthy, windows=414), args) == ["6.9 ADC windows/s received, 10 configured"]
@@ -128,6 +128,12 @@ def test_agent_full_node_health_check_names_what_is_wrong() -> None:
     problems = " ".join(health_problems(sick, args))
     for part in ("96 frames", "collector gpu is error", "1 lost", "psu_rail_low_critical"):
         assert part in problems
+    # A still node (--still): no ADC line may arrive, and only the ADC's staleness rule fires.
+    still = argparse.Namespace(gpus=8, still=True)
+    assert health_problems(replace(healthy, windows=0, firing="psu_adc_silent"), still) == []
+    assert health_problems(replace(healthy, firing="psu_adc_silent"), still) == [
+        "10.0 ADC windows/s received, 0 expected on a still node"]
+    assert health_problems(replace(healthy, windows=0), still) == ["alarms firing: none"]
 
 
 def test_adc_ingest_drops_nothing() -> None:
