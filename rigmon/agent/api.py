@@ -27,9 +27,11 @@ from rigmon.agent.history_answers import (
     DEFAULT_HISTORY_SPAN_S,
     MAX_HISTORY_FRAMES_SPAN_S,
     UNREADABLE_HEADER,
+    FramesAnswer,
+    FramesShape,
     empty_history_answer,
+    frames_answer,
     history_body,
-    history_lines,
 )
 from rigmon.agent.journal import JournalError
 from rigmon.agent.metrics import FrameCollector, make_registry
@@ -171,6 +173,19 @@ async def answer_chunks(head: bytes, frames: list[Frame], wire: Callable[[Frame]
             parts, size = [], 0
     parts.append(tail)
     yield b"".join(parts)
+
+
+async def _sent_pieces(answer: FramesAnswer) -> AsyncIterator[bytes]:
+    """``answer``'s pieces, each when the client has taken the ones before (see `answer_chunks`).
+
+    Made on the loop's thread (a file read, at most inflating `ANSWER_CHUNK_BYTES`): a thread
+    per piece could still be reading the spool when a client that went away has it closed.
+    """
+    try:
+        for piece in answer.pieces():
+            yield piece
+    finally:
+        answer.close()
 
 
 def _view_param(value: str | None) -> str:
@@ -360,12 +375,15 @@ def build_app(state: ApiState) -> ASGIApp:
         # Read before the attempt: the writer may open the file while it runs.
         unopened = state.journal_status is not None and state.journal_status().state == "pending"
         try:
-            if lines or gzipped:
-                answer = await asyncio.to_thread(history_lines, state.journal_path, state.info().node, from_at,
-                                                 to_at, state.interval_s, names, gzipped)
-                return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
+            if with_frames:
+                shape: FramesShape = "gzip" if gzipped else "lines" if lines else "json"
+                answer = await asyncio.to_thread(frames_answer, state.journal_path, state.info().node, from_at,
+                                                 to_at, state.interval_s, names, shape)
+                # Sent as the client reads (like a long /v1/samples): the frames wait in the spool.
+                return StreamingResponse(_sent_pieces(answer), media_type=answer.media_type,
+                                         headers=answer.headers)
             body, unreadable = await asyncio.to_thread(history_body, state.journal_path, state.info().node,
-                                                       from_at, to_at, state.interval_s, names, with_frames)
+                                                       from_at, to_at, state.interval_s, names)
         except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
             # A journal damaged under the reader (bad pages, a body that does not decode): the
             # writer sets it aside; until then the answer is the documented 503, never a 500.
@@ -376,8 +394,8 @@ def build_app(state: ApiState) -> ASGIApp:
             # Just after the start the writer has not created the file (or its tables) yet:
             # nothing is recorded, which is an empty window, not an outage (a snapshot taken
             # then would otherwise lose the node). A journal that failed to open still says 503.
-            answer = empty_history_answer(state.info().node, from_at, to_at, state.interval_s, lines, gzipped)
-            return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
+            empty = empty_history_answer(state.info().node, from_at, to_at, state.interval_s, lines, gzipped)
+            return Response(empty.body, media_type=empty.media_type, headers=empty.headers)
         return Response(body, media_type="application/json",
                         headers={UNREADABLE_HEADER: str(unreadable)} if unreadable else None)
 
