@@ -125,3 +125,57 @@ async def test_a_client_that_does_not_read_a_large_history_holds_a_piece_of_it_n
         server.should_exit = True
         await agent.stop()
         await asyncio.wait_for(serving, 10)
+
+
+def stalled_export(port: int) -> socket.socket:
+    """A connection that asks for the journal's frames and does not read the answer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET /v1/history?from={T0!r}&to={T0 + FRAMES - 1!r}&frames=1 HTTP/1.1\r\nHost: agent\r\n"
+                 "Accept: application/x-ndjson\r\n\r\n".encode())
+    return sock
+
+
+async def test_exports_beyond_two_at_once_are_told_to_come_back(tmp_path: Path, state: Path) -> None:
+    """Each client could start any number of exports (an hour of the journal read, spooled and sent;
+    every raw source read) on a training node at once. Beyond two, the agent answers 503 with
+    Retry-After; the slots come back when the answers have gone, or their clients have."""
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
+    agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    serving = asyncio.create_task(server.serve())
+    window = {"from": repr(T0), "to": repr(T0 + FRAMES - 1)}
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            stalled = [stalled_export(port), stalled_export(port)]
+            for _ in range(500):  # until both answers are under way (a snapshot is an export too)
+                r = await client.get("/v1/snapshot")
+                if r.status_code == 503:
+                    break
+                await asyncio.sleep(0.01)
+            for path, params in (("/v1/history", {**window, "frames": "1"}), ("/v1/snapshot", {})):
+                r = await client.get(path, params=params)
+                assert r.status_code == 503, path
+                assert r.headers["retry-after"] == "5"
+                assert "2 exports (history frames, snapshots) are being served" in r.json()["error"]
+            # Not an export: the series of the window.
+            assert (await client.get("/v1/history", params=window)).status_code == 200
+            for sock in stalled:
+                sock.close()
+            for _ in range(500):  # their clients gone, the slots come back
+                r = await client.get("/v1/history", params={**window, "frames": "1"})
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.01)
+            for _ in range(3):  # read whole, one after another: each gives its slot back
+                r = await client.get("/v1/history", params={**window, "frames": "1"})
+                assert r.status_code == 200 and len(r.content) > 1_000_000
+                assert (await client.get("/v1/snapshot")).status_code == 200
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await asyncio.wait_for(serving, 10)
