@@ -150,7 +150,7 @@ def frames_answer(path: Path, node: str, from_at: float, to_at: float, interval_
             # The frames carry every value: series only when asked for by name.
             history = reader.history(node, from_at, to_at, interval_s, set() if names is None else names)
             spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY_BYTES, "w+b", prefix="rigmon-history-",
-                                                  dir=str(reader.path.parent))
+                                                  dir=_spool_dir(reader.path.parent))
             frames = reader.frames_gzip(from_at, to_at, MAX_HISTORY_FRAMES, out=spool)
             unreadable = len(reader.unreadable)
         spool.seek(0)
@@ -167,6 +167,17 @@ def frames_answer(path: Path, node: str, from_at: float, to_at: float, interval_
     if frames.last_at is not None:
         headers[LAST_FRAME_HEADER] = repr(frames.last_at)
     return FramesAnswer(head, spool, shape, headers)
+
+
+def _spool_dir(directory: Path) -> str | None:
+    """Where a spool goes beyond memory: beside the journal (a disk the agent writes anyway, where
+    ``/tmp`` may be memory), else (``None``) the system's temporary directory: a state directory on a
+    read-only file system still has its journal answered from."""
+    try:
+        tempfile.TemporaryFile(dir=directory).close()
+    except OSError:
+        return None
+    return str(directory)
 
 
 def history_body(path: Path, node: str, from_at: float, to_at: float, interval_s: float,

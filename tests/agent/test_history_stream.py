@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
+import sys
 import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, Readings, TemperatureReading
 from tests.agent.test_api import Counter
 from tests.agent.test_journal import T0, FakeClock
+from tests.snapshot.test_journal_snapshot import run_in_read_only_dir
 
 #: Frames in the journal: four whole blocks of 300 (none left in the recent table).
 FRAMES = 1200
@@ -179,3 +181,21 @@ async def test_exports_beyond_two_at_once_are_told_to_come_back(tmp_path: Path, 
         server.should_exit = True
         await agent.stop()
         await asyncio.wait_for(serving, 10)
+
+
+def test_a_large_answer_from_a_journal_on_a_read_only_file_system_spools_elsewhere(tmp_path: Path) -> None:
+    """A state directory on a read-only file system still has its journal answered from (README): the
+    spool of an answer over 1 MiB goes to the system's temporary directory, not a 503 'journal cannot be
+    read: Read-only file system'."""
+    state = tmp_path / "state"
+    filled_state(state)
+    script = f"""if True:
+        import gzip, sys
+        from pathlib import Path
+        from rigmon.agent.history_answers import frames_answer
+        answer = frames_answer(Path(sys.argv[1]), "t1", {T0!r}, {T0 + FRAMES - 1!r}, 1.0, None, "gzip")
+        print(len(gzip.decompress(answer.read_all()).splitlines()))
+    """
+    proc = run_in_read_only_dir(state, [sys.executable, "-c", script, str(state / "journal.sqlite3")])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(FRAMES + 1)]
