@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import select
 import socket
 import sys
 import tracemalloc
@@ -102,7 +103,11 @@ async def test_a_client_that_does_not_read_a_large_history_holds_a_piece_of_it_n
                 sock.connect(("127.0.0.1", port))
                 sock.sendall(request)
                 held = 0
-                for _ in range(40):  # the answer's state once the agent has written what it could
+                for _ in range(1000):  # until the answer has begun (the spool is built)
+                    if select.select([sock], [], [], 0)[0]:
+                        break
+                    await asyncio.sleep(0.01)
+                for _ in range(20):  # the answer's state once the agent has written what it could
                     await asyncio.sleep(0.02)
                     held = max(held, held_by_connections(server))
                 _, peak = tracemalloc.get_traced_memory()
