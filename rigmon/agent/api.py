@@ -22,14 +22,16 @@ import msgspec
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied
 from rigmon.agent.buffer import FrameBuffer
+from rigmon.agent.exports import ExportSlots, SpooledResponse
 from rigmon.agent.frame_json import frame_json, summary_json
 from rigmon.agent.history_answers import (
     DEFAULT_HISTORY_SPAN_S,
     MAX_HISTORY_FRAMES_SPAN_S,
     UNREADABLE_HEADER,
+    FramesShape,
     empty_history_answer,
+    frames_answer,
     history_body,
-    history_lines,
 )
 from rigmon.agent.journal import JournalError
 from rigmon.agent.metrics import FrameCollector, make_registry
@@ -87,6 +89,8 @@ class ApiState(msgspec.Struct):
     mark: Callable[[str, str | None], Event] | None = None
     extra_routes: list[Route] = msgspec.field(default_factory=list)
     """Routes of optional parts (``/v1/guard``), added after the built-in ones."""
+    exports: ExportSlots = msgspec.field(default_factory=ExportSlots)
+    """Exports being served, at most `rigmon.agent.exports.MAX_EXPORTS` at once."""
 
 
 def _json(record: Any) -> Response:
@@ -359,13 +363,19 @@ def build_app(state: ApiState) -> ASGIApp:
         lines = with_frames and "application/x-ndjson" in accept
         # Read before the attempt: the writer may open the file while it runs.
         unopened = state.journal_status is not None and state.journal_status().state == "pending"
+        if with_frames and not state.exports.take():
+            return state.exports.refusal()
+        slot = with_frames  # held until given back below, or handed to the streamed answer
         try:
-            if lines or gzipped:
-                answer = await asyncio.to_thread(history_lines, state.journal_path, state.info().node, from_at,
-                                                 to_at, state.interval_s, names, gzipped)
-                return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
+            if with_frames:
+                shape: FramesShape = "gzip" if gzipped else "lines" if lines else "json"
+                answer = await asyncio.to_thread(frames_answer, state.journal_path, state.info().node, from_at,
+                                                 to_at, state.interval_s, names, shape)
+                slot = False
+                # Sent as the client reads (like a long /v1/samples): the frames wait in the spool.
+                return SpooledResponse(answer, state.exports)
             body, unreadable = await asyncio.to_thread(history_body, state.journal_path, state.info().node,
-                                                       from_at, to_at, state.interval_s, names, with_frames)
+                                                       from_at, to_at, state.interval_s, names)
         except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
             # A journal damaged under the reader (bad pages, a body that does not decode): the
             # writer sets it aside; until then the answer is the documented 503, never a 500.
@@ -376,15 +386,23 @@ def build_app(state: ApiState) -> ASGIApp:
             # Just after the start the writer has not created the file (or its tables) yet:
             # nothing is recorded, which is an empty window, not an outage (a snapshot taken
             # then would otherwise lose the node). A journal that failed to open still says 503.
-            answer = empty_history_answer(state.info().node, from_at, to_at, state.interval_s, lines, gzipped)
-            return Response(answer.body, media_type=answer.media_type, headers=answer.headers)
+            empty = empty_history_answer(state.info().node, from_at, to_at, state.interval_s, lines, gzipped)
+            return Response(empty.body, media_type=empty.media_type, headers=empty.headers)
+        finally:
+            if slot:
+                state.exports.give()
         return Response(body, media_type="application/json",
                         headers={UNREADABLE_HEADER: str(unreadable)} if unreadable else None)
 
     async def snapshot(request: Request) -> Response:
         if state.capture is None:
             return error_response(404, "this agent cannot capture a snapshot")
-        return _json(await asyncio.to_thread(state.capture))
+        if not state.exports.take():
+            return state.exports.refusal()
+        try:
+            return _json(await asyncio.to_thread(state.capture))
+        finally:
+            state.exports.give()
 
     async def openapi(request: Request) -> Response:
         return Response(await asyncio.to_thread(OPENAPI_PATH.read_bytes), media_type="application/json")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,8 +48,13 @@ def export_paths(directory: str | Path, created_at: float) -> ExportPaths:
     return ExportPaths(base / f"{name}.tar.gz", base / f"{name}.svg")
 
 
-async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SINCE_S) -> list[NodePart]:
-    """Pull every agent concurrently, each with its own read token and CA file (parts in ``targets`` order)."""
+async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SINCE_S,
+                       note: Callable[[str, str], None] | None = None) -> list[NodePart]:
+    """Pull every agent concurrently, each with its own read token and CA file (parts in ``targets`` order).
+
+    An agent busy with other exports (503 with ``Retry-After``) is asked again after the wait it
+    gives, a few times (`rigmon.snapshot.pull.EXPORT_RETRIES`); ``note`` (node, text) hears of each wait.
+    """
 
     async def one(target: NodeTarget) -> NodePart:
         headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
@@ -57,7 +62,7 @@ async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SI
         # less) where following the node works.
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=target.ca_file) if target.ca_file else True
         async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
-            return await pull_agent(client, target.url, since_s)
+            return await pull_agent(client, target.url, since_s, note=note)
 
     return list(await asyncio.gather(*(one(t) for t in targets)))
 

@@ -10,7 +10,7 @@ import ssl
 import sys
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +44,10 @@ from rigmon.snapshot.bundle import NodePart
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
 FRAMES_CHUNK_S = 3600.0
 HTTP_TIMEOUT_S = 30.0
+#: Times an export the agent refused because it serves others (503 with ``Retry-After``) is asked
+#: for again, after the wait it gave (at most `MAX_RETRY_WAIT_S`).
+EXPORT_RETRIES = 4
+MAX_RETRY_WAIT_S = 30.0
 
 
 class Progress:
@@ -59,6 +63,12 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def note(self, node: str, what: str) -> None:
+        """Something worth saying about a node that is no step (a wait): a line of its own."""
+        # On a terminal the bar's line is cleared first; the next step draws it again below.
+        self.stream.write(("\r\x1b[K" if self.tty else "") + f"{node}: {what}\n")
+        self.stream.flush()
 
     def step(self, node: str, what: str) -> None:
         """One step of one node finished."""
@@ -78,24 +88,29 @@ class Progress:
 STEPS_PER_NODE = 4
 
 
-async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
-                     progress: Progress | None = None) -> NodePart:
+async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progress: Progress | None = None,
+                     note: Callable[[str, str], None] | None = None,
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> NodePart:
     """Pull a node's part from its agent: info, capture, history and frames of the window.
 
     The window ends at the node's latest frame (its own clock), so clock skew between the
     node and this machine does not move it. Failures are recorded in ``error``; what was
-    pulled before them is kept.
+    pulled before them is kept. An export the agent refuses because it serves others (503
+    with ``Retry-After``) is asked for again after the wait, up to `EXPORT_RETRIES` times;
+    each wait is said to ``note`` (node, text) or, without it, to ``progress``.
     """
     url = url.rstrip("/")
     part = NodePart(node=url, source=url)
     tick: Callable[[str], None] = (lambda what: progress.step(part.node, what)) if progress else (lambda what: None)
+    said = note or (progress.note if progress else (lambda node, what: None))
+    retries = _ExportRetries(client, lambda what: said(part.node, what), sleep)
     steps_left = STEPS_PER_NODE
     try:
         part.info = decode(Info, (await _get(client, f"{url}/v1/info")).content)
         part.node = part.info.node
         steps_left -= 1
         tick("info")
-        capture = decode(NodeCapture, (await _get(client, f"{url}/v1/snapshot")).content)
+        capture = decode(NodeCapture, (await retries.get(f"{url}/v1/snapshot")).content)
         part.config = capture.config
         part.latest = capture.latest
         part.files = capture.files
@@ -129,7 +144,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
         series_left_out = _unreadable_parts(resp)
         steps_left -= 1
         tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
-        part.frames_gz, part.frame_count, frames_left_out = await _pull_frames(client, url, part.from_at,
+        part.frames_gz, part.frame_count, frames_left_out = await _pull_frames(retries, url, part.from_at,
                                                                                part.to_at)
         steps_left -= 1
         tick(f"{part.frame_count} frames")
@@ -137,7 +152,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float,
             part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
                           f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")
     except httpx.HTTPError as exc:
-        part.error = describe_http_error(exc)
+        part.error = describe_http_error(exc) + retries.gave_up(exc)
         for _ in range(steps_left):
             tick(f"failed: {part.error}")
     except (SchemaError, ValueError) as exc:
@@ -252,6 +267,52 @@ def decode_history(raw: bytes) -> History:
     return replace(head, series=series)
 
 
+class _ExportRetries:
+    """GETs of exports (``/v1/snapshot``, ``/v1/history?frames=1``) asked for again while the agent
+    refuses them because it serves others (503 with ``Retry-After``), up to `EXPORT_RETRIES` times."""
+
+    def __init__(self, client: httpx.AsyncClient, note: Callable[[str], None],
+                 sleep: Callable[[float], Awaitable[None]]) -> None:
+        self.client = client
+        self.note = note
+        self.sleep = sleep
+        self.last_refused: httpx.Response | None = None
+
+    async def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        """The answer (raised for its status), after any waits the agent asked for.
+
+        Raises:
+            httpx.HTTPError: unreachable, or an error status (the last 503 when it stayed busy).
+        """
+        for attempt in range(EXPORT_RETRIES + 1):
+            resp = await self.client.get(url, **kwargs)
+            wait_s = _retry_after_s(resp) if resp.status_code == 503 else None
+            if wait_s is None or attempt == EXPORT_RETRIES:
+                break
+            self.last_refused = resp
+            self.note(f"the agent is busy with other exports (503); asking again in {wait_s:g} s "
+                      f"(retry {attempt + 1} of {EXPORT_RETRIES})")
+            await self.sleep(wait_s)
+        resp.raise_for_status()
+        return resp
+
+    def gave_up(self, exc: httpx.HTTPError) -> str:
+        """What to add to the reason of a failed pull when it was the agent staying busy."""
+        if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 503 \
+                and _retry_after_s(exc.response) is not None:
+            return f" (asked {EXPORT_RETRIES + 1} times, waiting as it said in between; take the snapshot again later)"
+        return ""
+
+
+def _retry_after_s(resp: httpx.Response) -> float | None:
+    """Seconds of the answer's ``Retry-After`` (its HTTP-date form taken as absent), at most `MAX_RETRY_WAIT_S`."""
+    try:
+        wait_s = float(resp.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return min(MAX_RETRY_WAIT_S, wait_s) if math.isfinite(wait_s) and wait_s >= 0 else None
+
+
 async def _get(client: httpx.AsyncClient, url: str) -> httpx.Response:
     resp = await client.get(url)
     resp.raise_for_status()
@@ -266,7 +327,7 @@ def _unreadable_parts(resp: httpx.Response) -> int:
         return 0
 
 
-async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float,
+async def _pull_frames(retries: _ExportRetries, url: str, from_at: float,
                        to_at: float) -> tuple[bytes, int, int]:
     """The window's frames as gzip members of JSON lines, how many there are, and how many stored
     parts of the window the agent left out because they do not decompress (summed over its answers).
@@ -281,9 +342,8 @@ async def _pull_frames(client: httpx.AsyncClient, url: str, from_at: float,
     start = from_at
     while start <= to_at:
         end = min(to_at, start + FRAMES_CHUNK_S)
-        resp = await client.get(f"{url}/v1/history", params={"from": repr(start), "to": repr(end), "frames": "1"},
-                                headers={"Accept": "application/gzip, application/x-ndjson;q=0.5"})
-        resp.raise_for_status()
+        resp = await retries.get(f"{url}/v1/history", params={"from": repr(start), "to": repr(end), "frames": "1"},
+                                 headers={"Accept": "application/gzip, application/x-ndjson;q=0.5"})
         left_out += _unreadable_parts(resp)
         if resp.headers.get("content-type", "").startswith("application/gzip"):
             # The first member is the History line; the rest are the frames.

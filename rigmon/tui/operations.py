@@ -134,7 +134,9 @@ async def export(app: RigmonApp) -> None:
         parts = replay_parts(app.replay)
         since_s = max(1.0, app.replay.at - app.replay.start_at)
     else:
-        parts = await pull_targets(app.targets, EXPORT_SINCE_S)
+        # An agent serving other exports says when to ask again: the wait is said, not silent.
+        parts = await pull_targets(app.targets, EXPORT_SINCE_S, note=lambda node, what: notify(
+            app, clean_text(f"{node}: {what}"), title="Exporting", severity="warning", timeout=10))
         since_s = EXPORT_SINCE_S
     try:
         bundle = await asyncio.to_thread(write_export, parts, since_s, paths.bundle, created_at)

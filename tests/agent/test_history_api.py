@@ -12,7 +12,13 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.history_answers import FRAMES_HEADER, LAST_FRAME_HEADER, MAX_HISTORY_FRAMES, UNREADABLE_HEADER, history_lines
+from rigmon.agent.history_answers import (
+    FRAMES_HEADER,
+    LAST_FRAME_HEADER,
+    MAX_HISTORY_FRAMES,
+    UNREADABLE_HEADER,
+    frames_answer,
+)
 from rigmon.agent.journal import JournalReader, JournalStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Frame, History, NodeCapture, decode
@@ -192,12 +198,13 @@ def test_history_lines_pass_blocks_and_cut_at_the_limit(tmp_path: Path) -> None:
     blocks = [body for (body,) in store.conn.execute("SELECT body FROM blocks ORDER BY id")]
     store.close()
     end = T0 + MAX_HISTORY_FRAMES + 799
-    packed = history_lines(tmp_path / "journal.sqlite3", "n1", T0, end, 1.0, None, True)
-    plain = history_lines(tmp_path / "journal.sqlite3", "n1", T0, end, 1.0, None, False)
+    packed = frames_answer(tmp_path / "journal.sqlite3", "n1", T0, end, 1.0, None, "gzip")
+    plain = frames_answer(tmp_path / "journal.sqlite3", "n1", T0, end, 1.0, None, "lines")
     assert packed.media_type == "application/gzip" and plain.media_type == "application/x-ndjson"
-    assert b"".join(blocks[:MAX_HISTORY_FRAMES // 300]) in packed.body
-    assert gzip.decompress(packed.body) == plain.body
-    head, *lines = plain.body.splitlines()
+    packed_body, plain_body = packed.read_all(), plain.read_all()
+    assert b"".join(blocks[:MAX_HISTORY_FRAMES // 300]) in packed_body
+    assert gzip.decompress(packed_body) == plain_body
+    head, *lines = plain_body.splitlines()
     assert decode(History, head).more is True and len(lines) == MAX_HISTORY_FRAMES
     assert packed.headers[FRAMES_HEADER] == str(MAX_HISTORY_FRAMES)
     assert float(packed.headers[LAST_FRAME_HEADER]) == T0 + MAX_HISTORY_FRAMES - 1
@@ -218,10 +225,12 @@ def spoilt_journal(tmp_path: Path) -> tuple[Path, float]:
 @pytest.mark.parametrize("gzipped", [True, False])
 def test_history_lines_say_how_many_stored_parts_were_left_out(tmp_path: Path, gzipped: bool) -> None:
     path, t0 = spoilt_journal(tmp_path)
-    answer = history_lines(path, "n1", t0, t0 + 999, 1.0, None, gzipped)
+    answer = frames_answer(path, "n1", t0, t0 + 999, 1.0, None, "gzip" if gzipped else "lines")
+    answer.close()
     assert answer.headers[FRAMES_HEADER] == "900"
     assert answer.headers[UNREADABLE_HEADER] == "1"
-    sound = history_lines(path, "n1", t0 + 400, t0 + 999, 1.0, None, gzipped)
+    sound = frames_answer(path, "n1", t0 + 400, t0 + 999, 1.0, None, "gzip" if gzipped else "lines")
+    sound.close()
     assert UNREADABLE_HEADER not in sound.headers
 
 

@@ -80,6 +80,36 @@ def test_a_journal_on_a_read_only_file_system_is_read(tmp_path: Path, stop: str)
         ["journal.sqlite3"] if stop == "clean" else ["journal.sqlite3", "journal.sqlite3-wal"])
 
 
+def test_a_journal_in_a_directory_this_user_may_read_but_not_write_is_read(tmp_path: Path) -> None:
+    """The agent's state directory (mode 750) read by a member of its group after a clean stop (no -wal,
+    no -shm): SQLite cannot create the -shm there and said 'attempt to write a readonly database'
+    (SQLITE_READONLY_DIRECTORY, not the CANTOPEN of a read-only mount); nothing could be pulled, exit 3."""
+    from tests.agent.test_journal_read_only import WITHOUT_DAC
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv: permission bits do not stop root")
+        prefix = WITHOUT_DAC
+    state = tmp_path / "state"
+    store = JournalStore(state, FakeClock())
+    store.write([frame(i + 1, T0 + i, 11.9 - i / 1000) for i in range(30)])
+    store.close()
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (state / "journal.sqlite3").chmod(0o444)
+    state.chmod(0o555)
+    try:
+        proc = subprocess.run([*prefix, *snapshot_cmd(state, out_dir / "snap.tar.gz")], capture_output=True,
+                              text=True, env=ENV, cwd=REPO, timeout=60)
+    finally:
+        state.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    (node,) = read_bundle(out_dir / "snap.tar.gz").nodes
+    assert [f.seq for f in node.frames] == list(range(1, 31))
+    assert sorted(p.name for p in state.iterdir()) == ["journal.sqlite3"]
+
+
 def recorded(path: Path, n: int = 1000) -> dict[int, bytes]:
     """A journal of ``n`` frames of one crashed run: most in blocks of 50, the newest in streams.
 

@@ -39,7 +39,8 @@ async def test_pressing_export_twice_writes_two_exports(tmp_path: Path, monkeypa
     pulled = asyncio.Event()
     pulls: list[int] = []
 
-    async def pull_targets(targets: Sequence[NodeTarget], since_s: float = 3600.0) -> list[NodePart]:
+    async def pull_targets(targets: Sequence[NodeTarget], since_s: float = 3600.0,
+                           note: object = None) -> list[NodePart]:
         pulls.append(len(targets))
         await pulled.wait()  # an agent that takes its time to answer
         return [NodePart(node="node01", source=targets[0].url, error="timed out")]

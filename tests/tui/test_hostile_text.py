@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from msgspec.structs import replace
@@ -152,8 +153,9 @@ async def test_hostile_strings_on_every_screen(monkeypatch: pytest.MonkeyPatch, 
         assert VISIBLE["by"] in acknowledged and "\x1b" not in acknowledged
         await shown(app, pilot, "by", also=("Acknowledged",))
 
-        # The export's notification names nodes whose pull failed, and why.
-        async def failed_pull(targets: object, since_s: float) -> list[NodePart]:
+        # The export's notifications name nodes it waits for (a busy agent) and whose pull failed, and why.
+        async def failed_pull(targets: object, since_s: float, note: Any = None) -> list[NodePart]:
+            note(NODE, "the agent is busy with other exports (503); asking again in 5 s (retry 1 of 4)")
             return [NodePart(node=NODE, source=agent.url, error=REASON)]
 
         # The export code is imported when the key is pressed: patch it where it lives.
@@ -162,6 +164,8 @@ async def test_hostile_strings_on_every_screen(monkeypatch: pytest.MonkeyPatch, 
         await wait_for(lambda: any(n.startswith("Exported") for n in notices(app)), timeout_s=20)
         exported = next(n for n in notices(app) if n.startswith("Exported"))
         assert VISIBLE["reason"] in exported and "\x1b" not in exported
+        waited = next(n for n in notices(app) if "busy with other exports" in n)
+        assert VISIBLE["node"] in waited and "\x1b" not in waited
         assert_clean(app)
 
         # The command palette lists every node by name: offered with nothing typed, then found.

@@ -68,6 +68,10 @@ def check_journal_file(path: Path) -> None:
         raise journal_file_error(path, PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path)))
 
 
+#: What SQLite says when it cannot create a WAL journal's ``-shm`` file beside it.
+_NO_SHM_ERRORS = ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
+
+
 def open_read_only(path: Path) -> ReadOnlyJournal:
     """Open the journal file ``path`` read-only.
 
@@ -88,7 +92,9 @@ def open_read_only(path: Path) -> ReadOnlyJournal:
         try:
             conn, created = _connect(f"file:{quote(str(path))}?mode=ro")
         except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN" or os.access(path.parent, os.W_OK):
+            # CANTOPEN on a read-only file system; READONLY_DIRECTORY in a directory this user may
+            # read but not write (the agent's state directory, mode 750, read by a member of its group).
+            if getattr(exc, "sqlite_errorname", "") not in _NO_SHM_ERRORS or os.access(path.parent, os.W_OK):
                 raise
             wal = path.with_name(path.name + "-wal")
             if not (wal.is_file() and wal.stat().st_size > 0):

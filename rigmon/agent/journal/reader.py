@@ -9,9 +9,9 @@ import sqlite3
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rigmon.agent.journal.blocks import (
     DICT_CACHE_ENTRIES,
@@ -130,8 +130,11 @@ class JournalReader:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'frames:expired_before'").fetchone()
         return float(row[0]) if row else None
 
-    def _sources(self, lo: float, hi: float, run_id: str | None = None) -> list[tuple[Any, ...]]:
+    def _sources(self, lo: float, hi: float, run_id: str | None = None,
+                 block_bodies: bool = True) -> list[tuple[Any, ...]]:
         """Blocks and recent frames that may hold frames taken in ``[lo, hi]``, oldest first.
+
+        Without ``block_bodies`` a block's body is ``None``: an export reads them one at a time.
 
         One statement, so a block written meanwhile (frames moved from one table to the
         other in one transaction) is seen either before or after the move, never both.
@@ -142,13 +145,14 @@ class JournalReader:
         """
         run = " AND run_id = :run" if run_id is not None else ""
         params = {"lo": lo, "hi": hi, "run": run_id}
+        block_body = "body" if block_bodies else "NULL"
         if not self._streams:
-            sql = ("SELECT 0, min_at, id, max_at, taken_at, body FROM blocks "
+            sql = (f"SELECT 0, min_at, id, max_at, taken_at, {block_body} FROM blocks "
                    f"WHERE max_at >= :lo AND min_at <= :hi{run} "
                    "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body FROM frames "
                    f"WHERE taken_at >= :lo AND taken_at <= :hi{run} ORDER BY 1, 2, 3")
             return self.conn.execute(sql, params).fetchall()
-        sql = ("SELECT 0, min_at, id, max_at, taken_at, body, NULL FROM blocks "
+        sql = (f"SELECT 0, min_at, id, max_at, taken_at, {block_body}, NULL FROM blocks "
                f"WHERE max_at >= :lo AND min_at <= :hi{run} "
                "UNION ALL SELECT 1, taken_at, id, dict_id, NULL, body, stream FROM frames "
                f"WHERE stream IS NULL AND taken_at >= :lo AND taken_at <= :hi{run} "
@@ -257,15 +261,20 @@ class JournalReader:
         """Like `frames_json`, decoded into `Frame` records."""
         return [decode(Frame, raw) for raw in self.frames_json(from_at, to_at, limit)]
 
-    def frames_gzip(self, from_at: float, to_at: float, limit: int | None = None) -> FramesGzip:
+    def frames_gzip(self, from_at: float, to_at: float, limit: int | None = None,
+                    out: IO[bytes] | None = None) -> FramesGzip:
         """Frames with ``from_at <= taken_at <= to_at`` as gzip members of JSON lines, oldest first.
 
         Blocks wholly inside the window are sent as stored, without decompressing them;
         parts of blocks and recent frames become new members. Concatenated, the members are
         one gzip stream (RFC 1952), so a client can store or forward the answer as it is.
+
+        With ``out`` the members are written there as they are made and ``body`` is empty
+        (an hour of a large rig is some 20 MB of them: not held in memory by the agent).
         """
         lo = self._visible_from(from_at)
-        out: list[bytes] = []
+        held: list[bytes] = []
+        write: Callable[[bytes], object] = held.append if out is None else out.write
         pending: list[bytes] = []
         count = 0
         last_at: float | None = None
@@ -273,48 +282,52 @@ class JournalReader:
 
         def flush() -> None:
             if pending:
-                out.append(gzip_member(b"".join(pending)))
+                write(gzip_member(b"".join(pending)))
                 pending.clear()
 
-        for kind, at, _, extra, times, body in self._sources(lo, to_at):
-            stamps = self._times(kind, at, times)
-            if stamps is None:
-                continue
-            if kind == 0:
-                wanted = [t for t in stamps if lo <= t <= to_at]
-                if not wanted:
+        # One read transaction: the blocks' bodies are read one at a time, from the state listed.
+        with self._snapshot():
+            for kind, at, row_id, extra, times, body in self._sources(lo, to_at, block_bodies=False):
+                stamps = self._times(kind, at, times)
+                if stamps is None:
                     continue
-                if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
-                    # Sent as stored, but never unchecked: a block whose bytes went bad on the disk
-                    # (SQLite's pages are fine) would make the whole answer unreadable from it on.
-                    if inflates_whole(body, len(stamps)):
-                        flush()
-                        out.append(body)
-                        count += len(stamps)
-                        last_at = stamps[-1]
-                    else:
-                        self._unreadable(kind, stamps, "it does not decompress")
-                    continue
-                if limit is not None and count >= limit:
-                    more = True
-                    break
-            elif kind == 2:
-                if limit is not None and count >= limit and any(lo <= t <= to_at for t in stamps):
-                    more = True
-                    break
-            items = self._items(kind, stamps, extra, body)
-            for t, raw in items:
-                if lo <= t <= to_at:
+                if kind == 0:
+                    wanted = [t for t in stamps if lo <= t <= to_at]
+                    if not wanted:
+                        continue
+                    # Listed without its body, read in the same transaction (see `_sources`).
+                    body = self.conn.execute("SELECT body FROM blocks WHERE id = ?", (row_id,)).fetchone()[0]
+                    if len(wanted) == len(stamps) and (limit is None or count + len(stamps) <= limit):
+                        # Sent as stored, but never unchecked: a block whose bytes went bad on the disk
+                        # (SQLite's pages are fine) would make the whole answer unreadable from it on.
+                        if inflates_whole(body, len(stamps)):
+                            flush()
+                            write(body)
+                            count += len(stamps)
+                            last_at = stamps[-1]
+                        else:
+                            self._unreadable(kind, stamps, "it does not decompress")
+                        continue
                     if limit is not None and count >= limit:
                         more = True
                         break
-                    pending.append(raw + b"\n")
-                    count += 1
-                    last_at = t
-            if more:
-                break
+                elif kind == 2:
+                    if limit is not None and count >= limit and any(lo <= t <= to_at for t in stamps):
+                        more = True
+                        break
+                items = self._items(kind, stamps, extra, body)
+                for t, raw in items:
+                    if lo <= t <= to_at:
+                        if limit is not None and count >= limit:
+                            more = True
+                            break
+                        pending.append(raw + b"\n")
+                        count += 1
+                        last_at = t
+                if more:
+                    break
         flush()
-        return FramesGzip(b"".join(out), count, last_at, more)
+        return FramesGzip(b"".join(held), count, last_at, more)
 
     def count_frames(self, from_at: float, to_at: float) -> int:
         """How many frames the window holds."""
