@@ -22,7 +22,7 @@ import msgspec
 from rigmon.agent.alarming import AlarmService
 from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied
 from rigmon.agent.buffer import FrameBuffer
-from rigmon.agent.exports import ExportSlots, SpooledResponse
+from rigmon.agent.exports import UNCAPPED_FRAMES_SPAN_S, ExportSlots, SpooledResponse
 from rigmon.agent.frame_json import frame_json, summary_json
 from rigmon.agent.history_answers import (
     DEFAULT_HISTORY_SPAN_S,
@@ -363,9 +363,12 @@ def build_app(state: ApiState) -> ASGIApp:
         lines = with_frames and "application/x-ndjson" in accept
         # Read before the attempt: the writer may open the file while it runs.
         unopened = state.journal_status is not None and state.journal_status().state == "pending"
-        if with_frames and not state.exports.take():
+        # A short window (a dashboard filling a gap in its stream) is no export: bounded, and
+        # refused it would be shown as frames lost.
+        capped = with_frames and to_at - from_at > UNCAPPED_FRAMES_SPAN_S
+        if capped and not state.exports.take():
             return state.exports.refusal()
-        slot = with_frames  # held until given back below, or handed to the streamed answer
+        slot = capped  # held until given back below, or handed to the streamed answer
         try:
             if with_frames:
                 shape: FramesShape = "gzip" if gzipped else "lines" if lines else "json"
@@ -373,7 +376,7 @@ def build_app(state: ApiState) -> ASGIApp:
                                                  to_at, state.interval_s, names, shape)
                 slot = False
                 # Sent as the client reads (like a long /v1/samples): the frames wait in the spool.
-                return SpooledResponse(answer, state.exports)
+                return SpooledResponse(answer, state.exports if capped else None)
             body, unreadable = await asyncio.to_thread(history_body, state.journal_path, state.info().node,
                                                        from_at, to_at, state.interval_s, names)
         except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:

@@ -14,6 +14,10 @@ from rigmon.agent.request_guard import Receive, Scope, Send, error_response
 #: sent) and ``/v1/snapshot`` (every raw source read). More are answered 503 with ``Retry-After``: a
 #: bug report pulled by several people at once must not take a training node's CPU and disk.
 MAX_EXPORTS = 2
+#: ``/v1/history?frames=1`` over a window this short is not counted as an export: the dashboard
+#: fills a gap in a node's stream from the journal 300 s at a time (a few MB), and a fill
+#: refused while two exports run would be drawn as frames lost.
+UNCAPPED_FRAMES_SPAN_S = 300.0
 #: Seconds an export refused for `MAX_EXPORTS` is told to wait before asking again (``Retry-After``).
 EXPORT_RETRY_AFTER_S = 5
 
@@ -56,10 +60,10 @@ class SpooledResponse(StreamingResponse):
 
     Args:
         answer: the answer.
-        slots: where the slot it holds goes back.
+        slots: where the slot it holds goes back (``None``: it holds none).
     """
 
-    def __init__(self, answer: FramesAnswer, slots: ExportSlots) -> None:
+    def __init__(self, answer: FramesAnswer, slots: ExportSlots | None) -> None:
         super().__init__(_sent_pieces(answer), media_type=answer.media_type, headers=answer.headers)
         self.answer = answer
         self.slots: ExportSlots | None = slots

@@ -171,6 +171,10 @@ async def test_exports_beyond_two_at_once_are_told_to_come_back(tmp_path: Path, 
                 assert "2 exports (history frames, snapshots) are being served" in r.json()["error"]
             # Not an export: the series of the window.
             assert (await client.get("/v1/history", params=window)).status_code == 200
+            # Nor a dashboard filling a gap in its stream (300 s at a time): refused, it would be
+            # drawn as frames lost.
+            fill = await client.get("/v1/history", params={"from": repr(T0), "to": repr(T0 + 300), "frames": "1"})
+            assert fill.status_code == 200 and len(fill.json()["frames"]) == 301
             for sock in stalled:
                 sock.close()
             for _ in range(500):  # their clients gone, the slots come back
