@@ -68,16 +68,27 @@ class PynvmlNvml:
     def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
         def call() -> NvmlDeviceData:
             self._ensure_init()
-            return self._devices.read(index, samples_since_us)
+            data = self._devices.read(index, samples_since_us)
+            self._rearm_if_returned()
+            return data
 
         return self._poll.run(call, self.timeout_s)
 
     def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
         def call() -> list[NvmlDeviceData]:
             read = self._devices.read
-            return [read(index, samples_since_us.get(index, 0)) for index in range(self._count())]
+            datas = [read(index, samples_since_us.get(index, 0)) for index in range(self._count())]
+            self._rearm_if_returned()
+            return datas
 
         return self._poll.run(call, self.timeout_s * self._devices.count_hint)
+
+    def _rearm_if_returned(self) -> None:
+        """A GPU answers again (a reset, a rescan) or the count changed: the Xid event set is
+        registered again before the next wait (the driver dropped the GPU's registration)."""
+        if self._devices.returned:
+            self._devices.returned = False
+            self._xid.rearm()
 
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
         def call() -> NvmlGpuProcesses:

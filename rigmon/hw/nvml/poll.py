@@ -62,6 +62,13 @@ class DeviceReader:
     def __init__(self) -> None:
         self._plans: dict[int, Plan] = {}
         self.count_hint = 1
+        #: Indices whose last read found no GPU that answers (lost, no handle).
+        self._unreached: set[int] = set()
+        self._last_count: int | None = None
+        #: A GPU answers again after it could not be reached, or the device count changed, since
+        #: the binding last looked: a GPU was reset or rescanned, and the driver forgot what was
+        #: registered for it (the Xid event set). The binding clears it.
+        self.returned = False
         self._count = ctypes.c_uint()
         self._count_ref = ctypes.byref(self._count)
 
@@ -78,6 +85,9 @@ class DeviceReader:
                 raise NvmlUnavailable(f"NVML: {pynvml.NVMLError(ret)}")
             raise pynvml.NVMLError(ret)
         count = int(self._count.value)
+        if count != self._last_count:
+            self.returned = self.returned or self._last_count is not None
+            self._last_count = count
         if max(1, count) != self.count_hint:
             self._plans.clear()
             self.count_hint = max(1, count)
@@ -108,6 +118,15 @@ class DeviceReader:
         Raises:
             NvmlUnavailable: the library went away.
         """
+        data = self._read(index, since_us)
+        if data.lost or data.uuid is None:
+            self._unreached.add(index)
+        elif index in self._unreached:
+            self._unreached.discard(index)
+            self.returned = True
+        return data
+
+    def _read(self, index: int, since_us: int) -> NvmlDeviceData:
         plan = self._plans.get(index)
         if plan is None or plan.polls_left <= 0:
             plan, lost = self.plan(index)
