@@ -289,7 +289,7 @@ class GpuCollector:
             power_w=watts(d.power_mw),
             power_peak_w=peak_w,
             power_min_w=min_w,
-            power_samples=n_samples,
+            power_samples=n_samples if d.power_sampled else None,
             power_instant_w=watts(d.power_instant_mw),
             energy_j_total=None if d.energy_mj is None else d.energy_mj / MILLI,
             power_limit_w=watts(d.power_limit_mw),

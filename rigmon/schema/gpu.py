@@ -44,7 +44,8 @@ class GpuReading(Record, frozen=True):
 
     Power: ``power_w`` is NVML's power reading (instantaneous on V100, a 1 s average on
     newer parts); ``power_peak_w``/``power_min_w`` come from the driver's power sample
-    buffer between this poll and the previous one (``power_samples`` of them);
+    buffer between this poll and the previous one (``power_samples`` of them; ``None``, not 0,
+    when the driver refuses the buffer or its call failed);
     ``power_instant_w`` is the instantaneous power field where the driver has it.
     ``clock_reasons`` are the decoded clock event (throttle) reasons; the violation
     counters are seconds spent capped by power or thermal policy since driver load.

@@ -44,6 +44,8 @@ from rigmon.hw.nvml.watchdog import NvmlUnavailable
 #: Sampling type of the driver's power sample buffer (values in mW).
 TOTAL_POWER_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES
 
+NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
+
 #: Highest NVLink index probed when the driver does not say how many links a GPU has.
 MAX_NVLINKS = 18
 
@@ -147,7 +149,7 @@ class DeviceReader:
             return NvmlDeviceData(index=index, lost=True, uuid=facts.uuid, name=facts.name, serial=facts.serial,
                                   pci_bus_id=facts.pci_bus_id)
         gate = Gate()
-        samples_us, samples_mw = self._power_samples(gate, plan, since_us)
+        samples_us, samples_mw, sampled = self._power_samples(gate, plan, since_us)
         nvlinks = self._nvlinks(gate, plan, got)
         if gate.lost:
             self._plans.pop(index, None)
@@ -166,6 +168,7 @@ class DeviceReader:
             power_mw=get("power_mw"),
             power_samples_us=samples_us,
             power_samples_mw=samples_mw,
+            power_sampled=sampled,
             power_instant_mw=get("power_instant_mw"),
             energy_mj=get("energy_mj"),
             power_limit_mw=get("power_limit_mw"),
@@ -279,25 +282,31 @@ class DeviceReader:
         return False
 
     @staticmethod
-    def _power_samples(gate: Gate, plan: Plan, since_us: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def _power_samples(gate: Gate, plan: Plan,
+                       since_us: int) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
         """The driver's power samples newer than ``since_us``, oldest first, as their timestamps (us)
         and values (mW), in one call per `POWER_SAMPLES_PER_CALL` (no count query first: the
-        buffer says how many it can hold)."""
+        buffer says how many it can hold); and whether the driver answered (``False``: it refuses
+        the buffer, or the call failed, so no samples says nothing)."""
         fn = plan.samples_fn
         if fn is None:
-            return (), ()
+            return (), (), False
         stamps: tuple[int, ...] = ()
         values: tuple[int, ...] = ()
+        answered = False
         while True:
             plan.count.value = POWER_SAMPLES_PER_CALL
             ret = fn(plan.handle, TOTAL_POWER_SAMPLES, ctypes.c_ulonglong(since_us), plan.value_type_ref,
                      plan.count_ref, plan.samples)
             if not gate.answered(ret):
                 # NOT_FOUND is the driver's way of saying "no samples newer than that".
-                if ret in REFUSED_CODES:
+                if ret == NOT_FOUND:
+                    answered = True
+                elif ret in REFUSED_CODES:
                     plan.refused.add(("nvmlDeviceGetSamples", ()))
                     plan.samples_fn = None
                 break
+            answered = True
             count = min(plan.count.value, POWER_SAMPLES_PER_CALL)
             if not count:
                 break
@@ -314,7 +323,7 @@ class DeviceReader:
             if count < POWER_SAMPLES_PER_CALL:
                 break
             since_us = stamps[-1]
-        return stamps, values
+        return stamps, values, answered
 
     @staticmethod
     def _nvlinks(gate: Gate, plan: Plan, got: dict[object, Any]) -> tuple[NvLinkData, ...]:
