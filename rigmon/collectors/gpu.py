@@ -29,6 +29,7 @@ from rigmon.hw.nvml import (
     Nvml,
     NvmlDeviceData,
     NvmlHung,
+    NvmlStarting,
     NvmlUnavailable,
     open_nvml,
 )
@@ -122,6 +123,9 @@ class GpuCollector:
             unread = self._bus.unread(str(exc))
             if unread is not None:
                 raise CollectorError(unread) from None
+            raise NoData(str(exc)) from None
+        except NvmlStarting as exc:
+            # A slow first nvmlInit (no persistence mode) is not a hang: quiet until it returns.
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None

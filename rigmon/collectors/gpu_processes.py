@@ -32,7 +32,14 @@ from rigmon.collectors.process_files import (
     parse_status_uid as parse_status_uid,
     short_command as short_command,
 )
-from rigmon.hw.nvml import NvmlGpuProcesses, NvmlHung, NvmlProcesses, NvmlUnavailable, open_nvml_processes
+from rigmon.hw.nvml import (
+    NvmlGpuProcesses,
+    NvmlHung,
+    NvmlProcesses,
+    NvmlStarting,
+    NvmlUnavailable,
+    open_nvml_processes,
+)
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import GpuProcessReading
@@ -187,6 +194,8 @@ class GpuProcessCollector:
                 raise CollectorError(unread) from None
             # Asked again next time, as the GPU collector does: the driver may load after the agent.
             return None
+        except NvmlStarting as exc:
+            raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
 

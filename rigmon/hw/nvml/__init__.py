@@ -50,7 +50,14 @@ from rigmon.hw.nvml.records import (
     NvmlProcessUtil,
     NvmlXid,
 )
-from rigmon.hw.nvml.watchdog import NvmlHung, NvmlUnavailable, Watchdog, bind_library, current_target
+from rigmon.hw.nvml.watchdog import (
+    NvmlHung,
+    NvmlStarting,
+    NvmlUnavailable,
+    Watchdog,
+    bind_library,
+    current_target,
+)
 from rigmon.hw.nvml.xid import EVENT_XID
 
 __all__ = [
@@ -78,6 +85,7 @@ __all__ = [
     "NvmlProcess",
     "NvmlProcessUtil",
     "NvmlProcesses",
+    "NvmlStarting",
     "NvmlUnavailable",
     "NvmlXid",
     "PynvmlNvml",
