@@ -14,15 +14,15 @@ from rigmon.collectors.base import (
     NoData,
     PushFn,
 )
-from rigmon.collectors.gpu_values import MILLI, NANO, decode_clock_reasons, power_extremes, watts
+from rigmon.collectors.gpu_values import MILLI, NANO, clock_reasons_text, decode_clock_reasons, power_extremes, watts
 from rigmon.collectors.gpu_xid_events import XID_FALLEN_OFF_BUS, XidEvents
-from rigmon.collectors.nvidia_bus import NvidiaBus
 from rigmon.collectors.kernel_log import (
     KernelLogMatcher,
     PciBusIds,
     parse_kmsg_record,
     parse_pci_bus_id,
 )
+from rigmon.collectors.nvidia_bus import NvidiaBus
 from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
 from rigmon.hw.nvml import (
     NvLinkData,
@@ -308,6 +308,7 @@ class GpuCollector:
             clock_max_mem_mhz=d.max_clock_mem_mhz,
             clock_max_graphics_mhz=d.max_clock_graphics_mhz,
             clock_reasons=None if d.clock_reasons is None else decode_clock_reasons(d.clock_reasons),
+            clock_reasons_raw=None if d.clock_reasons is None else clock_reasons_text(d.clock_reasons),
             violation_power_s_total=None if d.violation_power_ns is None else d.violation_power_ns / NANO,
             violation_thermal_s_total=None if d.violation_thermal_ns is None else d.violation_thermal_ns / NANO,
             temp_c=None if d.temp_c is None else float(d.temp_c),
