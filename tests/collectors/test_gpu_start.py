@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.base import CollectorHung, NoData
+from rigmon.collectors.base import CollectorHung, EventDraft, NoData
 from rigmon.collectors.gpu import GpuCollector
 from rigmon.collectors.gpu_processes import GpuProcessCollector
 from rigmon.hw.nvml import open_nvml, open_nvml_processes
@@ -56,7 +56,7 @@ def test_a_slow_first_nvml_init_is_starting_not_hung(node: tuple[Path, FakeNvmlM
                 collector.collect()
             polls.append(str(starting.value))
         machine.heal("hang")
-        gpus = _once_started(collector, machine)
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
     finally:
         machine.heal("hang")
         collector.close()
@@ -65,13 +65,13 @@ def test_a_slow_first_nvml_init_is_starting_not_hung(node: tuple[Path, FakeNvmlM
     assert [g.state for g in gpus] == ["ok", "ok"]
 
 
-def _once_started(collector: GpuCollector, machine: FakeNvmlMachine) -> list[GpuReading]:
+def _once_started(collector: GpuCollector, machine: FakeNvmlMachine) -> list[object]:
     """The GPUs of the first poll that reads them, after the init returned (a poll in the moment the
     init's job ends may still say starting, never hung)."""
     end = time.monotonic() + DEADLINE_S
     while True:
         try:
-            return [r for r in collector.collect() if isinstance(r, GpuReading)]
+            return list(collector.collect())
         except NoData as exc:
             assert str(exc).startswith("NVML starting: ") and time.monotonic() < end, exc
             time.sleep(0.01)
@@ -105,3 +105,26 @@ def test_the_process_collector_is_starting_too(node: tuple[Path, FakeNvmlMachine
         machine.heal("hang")
         collector.close()
     assert str(starting.value).startswith("NVML starting: ")
+
+
+def test_the_xid_wait_behind_a_slow_first_init_is_not_reported_stuck(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """The Xid thread's first wait registers the event set, which waits for nvmlInit too: the time
+    it spent there is the init's (the polls said "starting"), not a wait stuck in the driver."""
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, _Clock(), event_wait_s=0.05,
+                             hung_after_s=TIMEOUT_S)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    collector.start(lambda records: None)
+    try:
+        for _ in range(4):  # the init outlasts the wait's timeout and its watchdog several times
+            with pytest.raises(NoData):
+                collector.collect()
+            time.sleep(TIMEOUT_S)
+        machine.heal("hang")
+        records = _once_started(collector, machine) + list(collector.collect())
+        events = [r for r in records if isinstance(r, EventDraft)]
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert [e.kind for e in events] == []
