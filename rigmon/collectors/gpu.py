@@ -14,23 +14,22 @@ from rigmon.collectors.base import (
     NoData,
     PushFn,
 )
-from rigmon.collectors.device_facts import DeviceFacts
-from rigmon.collectors.gpu_values import MILLI, NANO, decode_clock_reasons, init_hint, power_extremes, watts
+from rigmon.collectors.gpu_values import MILLI, NANO, clock_reasons_text, decode_clock_reasons, power_extremes, watts
 from rigmon.collectors.gpu_xid_events import XID_FALLEN_OFF_BUS, XidEvents
 from rigmon.collectors.kernel_log import (
-    DISPLAY_CLASS_PREFIX,
-    NVIDIA_VENDOR,
     KernelLogMatcher,
     PciBusIds,
     parse_kmsg_record,
     parse_pci_bus_id,
 )
+from rigmon.collectors.nvidia_bus import NvidiaBus
 from rigmon.hw.kmsg import KmsgReader, KmsgUnavailable
 from rigmon.hw.nvml import (
     NvLinkData,
     Nvml,
     NvmlDeviceData,
     NvmlHung,
+    NvmlStarting,
     NvmlUnavailable,
     open_nvml,
 )
@@ -108,8 +107,8 @@ class GpuCollector:
         self._kmsg_missing = False
         self._matcher = KernelLogMatcher()
         self._kernel_lost: dict[str, str] = {}
-        #: Per PCI address: whether it is an NVIDIA display controller (vendor and class, read once).
-        self._pci_facts: DeviceFacts[str, bool] = DeviceFacts()
+        #: The NVIDIA GPUs on the PCI bus.
+        self._bus = NvidiaBus(root)
 
     # -- polling ----------------------------------------------------------------------
 
@@ -121,18 +120,19 @@ class GpuCollector:
             # No driver is a quiet absence only where there is no NVIDIA GPU: GPUs on the PCI bus
             # that NVML cannot read (a driver module that failed to build after a kernel update)
             # are a failure, or `rigmon check` would pass a node whose job cannot start.
-            on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
-            if on_bus:
-                why = str(exc).rstrip(".")
-                raise CollectorError(f"{why}, but {len(on_bus)} NVIDIA GPU{'s' if len(on_bus) > 1 else ''} "
-                                     f"on the PCI bus ({', '.join(on_bus)}): {init_hint(why)}") from None
+            unread = self._bus.unread(str(exc))
+            if unread is not None:
+                raise CollectorError(unread) from None
+            raise NoData(str(exc)) from None
+        except NvmlStarting as exc:
+            # A slow first nvmlInit (no persistence mode) is not a hang: quiet until it returns.
             raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
         if not datas and not self._gpus:
             # The driver runs but lists no GPU: NVIDIA GPUs on the bus meant for it are GPUs it
             # could not bring up (RmInitAdapter failed), not a machine without GPUs.
-            on_bus = [bdf for bdf in self._nvidia_bus_ids() if self._meant_for_nvidia(bdf)]
+            on_bus = [bdf for bdf in self._bus.bus_ids() if self._bus.meant_for_nvidia(bdf)]
             if on_bus:
                 raise CollectorError(f"NVML lists no GPU, but {len(on_bus)} NVIDIA GPU"
                                      f"{'s' if len(on_bus) > 1 else ''} on the PCI bus ({', '.join(on_bus)}): "
@@ -144,7 +144,7 @@ class GpuCollector:
         assert self._gpus is not None
         now_at = self.clock.time()
         now_s = self.clock.monotonic()
-        pci_now = set(self._nvidia_bus_ids())
+        pci_now = set(self._bus.bus_ids())
         records: list[object] = self._xid.watch()
         seen: set[int] = set()
         readings: dict[int, GpuReading] = {}
@@ -222,7 +222,7 @@ class GpuCollector:
     def _take_inventory(self, datas: list[NvmlDeviceData]) -> None:
         self._gpus = [self._new_gpu(d) for d in datas]
         self._count_at_start = len(datas)
-        self._pci_at_start = set(self._nvidia_bus_ids())
+        self._pci_at_start = set(self._bus.bus_ids())
         # An NVIDIA GPU on the bus meant for the driver that NVML does not list is one the driver
         # could not bring up (RmInitAdapter failed): lost from the start, not a GPU fewer.
         # (A GPU NVML lists without its address, lost at the start, may be any of them: none then.)
@@ -230,34 +230,12 @@ class GpuCollector:
         unlisted = () if len(listed) < len(self._gpus) else sorted(self._pci_at_start - listed)
         for bdf in unlisted:
             ids = parse_pci_bus_id(bdf)
-            if ids is None or not self._meant_for_nvidia(bdf):
+            if ids is None or not self._bus.meant_for_nvidia(bdf):
                 continue
             index = max((gpu.index for gpu in self._gpus), default=-1) + 1
             self._gpus.append(_Gpu(index=index, uuid=None, name=None, serial=None, ids=ids, nvml_gone=True))
             self._gpus[-1].signals.append("on the PCI bus, but NVML does not list it (the driver could not "
                                           "bring it up?)")
-
-    def _nvidia_bus_ids(self) -> list[str]:
-        """Sysfs bus ids of the NVIDIA display controllers, sorted. The bus is listed on every poll
-        (a GPU that fell off it is gone from the list at once); each device's vendor and class are
-        read when it appears, and all again after any device came or went and every 60 polls (a
-        server lists a hundred or more PCI functions: two reads each a poll were most of this
-        collector's file reads)."""
-        devices = self.root.listdir("/sys/bus/pci/devices")
-        self._pci_facts.begin(devices)
-        return [bdf.lower() for bdf in devices if self._pci_facts.get(bdf, self._is_nvidia_gpu)]
-
-    def _meant_for_nvidia(self, bdf: str) -> bool:
-        """Whether NVML should read this GPU: bound to the ``nvidia`` driver, or to none (its module
-        did not load). One given to a VM (``vfio-pci``) or to ``nouveau`` is not NVML's."""
-        link = self.root.readlink(f"/sys/bus/pci/devices/{bdf}/driver")
-        return link is None or link.rstrip("/").rsplit("/", 1)[-1] == "nvidia"
-
-    def _is_nvidia_gpu(self, bdf: str) -> bool:
-        base = f"/sys/bus/pci/devices/{bdf}"
-        cls = self.root.read_attr(f"{base}/class")
-        return (self.root.read_attr(f"{base}/vendor") == NVIDIA_VENDOR and cls is not None
-                and cls.startswith(DISPLAY_CLASS_PREFIX))
 
     @staticmethod
     def _new_gpu(data: NvmlDeviceData) -> _Gpu:
@@ -315,7 +293,7 @@ class GpuCollector:
             power_w=watts(d.power_mw),
             power_peak_w=peak_w,
             power_min_w=min_w,
-            power_samples=n_samples,
+            power_samples=n_samples if d.power_sampled else None,
             power_instant_w=watts(d.power_instant_mw),
             energy_j_total=None if d.energy_mj is None else d.energy_mj / MILLI,
             power_limit_w=watts(d.power_limit_mw),
@@ -330,6 +308,7 @@ class GpuCollector:
             clock_max_mem_mhz=d.max_clock_mem_mhz,
             clock_max_graphics_mhz=d.max_clock_graphics_mhz,
             clock_reasons=None if d.clock_reasons is None else decode_clock_reasons(d.clock_reasons),
+            clock_reasons_raw=None if d.clock_reasons is None else clock_reasons_text(d.clock_reasons),
             violation_power_s_total=None if d.violation_power_ns is None else d.violation_power_ns / NANO,
             violation_thermal_s_total=None if d.violation_thermal_ns is None else d.violation_thermal_ns / NANO,
             temp_c=None if d.temp_c is None else float(d.temp_c),

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from msgspec.structs import replace
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.collectors.base import CollectorContext, CollectorError, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.collectors.nvidia_bus import NvidiaBus
 from rigmon.collectors.process_files import (
     USER_HZ,
     DrmClient,
@@ -31,7 +32,14 @@ from rigmon.collectors.process_files import (
     parse_status_uid as parse_status_uid,
     short_command as short_command,
 )
-from rigmon.hw.nvml import NvmlGpuProcesses, NvmlHung, NvmlProcesses, NvmlUnavailable, open_nvml_processes
+from rigmon.hw.nvml import (
+    NvmlGpuProcesses,
+    NvmlHung,
+    NvmlProcesses,
+    NvmlStarting,
+    NvmlUnavailable,
+    open_nvml_processes,
+)
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import GpuProcessReading
@@ -93,6 +101,8 @@ class GpuProcessCollector:
         self.nvml = nvml
         self.root = root
         self.clock = clock
+        #: The NVIDIA GPUs on the PCI bus (read when NVML cannot start).
+        self._bus = NvidiaBus(root)
         self._known: dict[Key, GpuProcessReading] | None = None
         self._util_since: dict[int, int] = {}
         self._utils: dict[tuple[int, int], tuple[float | None, float | None]] = {}
@@ -176,9 +186,16 @@ class GpuProcessCollector:
                 if data.utils:
                     self._util_since[data.index] = max(u.timestamp_us for u in data.utils)
             return out
-        except NvmlUnavailable:
+        except NvmlUnavailable as exc:
+            # As the GPU collector: NVIDIA GPUs on the bus that NVML cannot read (a driver/library
+            # version mismatch after an update without a reboot) are a failure, not an absence.
+            unread = self._bus.unread(str(exc))
+            if unread is not None:
+                raise CollectorError(unread) from None
             # Asked again next time, as the GPU collector does: the driver may load after the agent.
             return None
+        except NvmlStarting as exc:
+            raise NoData(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
 

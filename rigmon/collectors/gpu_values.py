@@ -35,6 +35,12 @@ def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
     return tuple(names)
 
 
+def clock_reasons_text(mask: int) -> str:
+    """An NVML clock event reason mask as nvidia-smi prints it (``clocks_event_reasons.active``):
+    ``0x0000000000001004``."""
+    return f"0x{mask:016X}"
+
+
 def power_extremes(samples_mw: Sequence[int]) -> tuple[float | None, float | None, int]:
     """Peak and minimum watts of power samples in milliwatts, and their count."""
     if not samples_mw:

@@ -40,6 +40,10 @@ class XidEvents:
         #: is a deadline the poll checks, not a hand-off to another thread (see `watch`).
         self._wait_began: float | None = None
         self._wait_stuck: float | None = None
+        #: When the first poll read NVML (``time.monotonic``): a wait is timed from then at the
+        #: earliest, as before it the first wait may be waiting for a slow ``nvmlInit`` (the polls
+        #: said "starting"), not stuck in the driver.
+        self._answered_at: float | None = None
         self._lock = threading.Lock()
         self._lost: dict[int, str] = {}
         self._stop = threading.Event()
@@ -72,7 +76,10 @@ class XidEvents:
         poll's watchdog first (the collector shows `hung`).
         """
         began = self._wait_began
-        overrun_s = 0.0 if began is None else time.monotonic() - began - self.event_wait_s
+        now_s = time.monotonic()
+        if self._answered_at is None:
+            self._answered_at = now_s
+        overrun_s = 0.0 if began is None else now_s - max(began, self._answered_at) - self.event_wait_s
         if overrun_s > self.hung_after_s and self._wait_stuck is None:
             self._wait_stuck = began
             return [EventDraft(kind="nvml_events_hung", severity="warning", subject="gpu:events",

@@ -85,3 +85,7 @@ class GuardSection(msgspec.Struct, frozen=True, gc=False):
         for index in self.gpus:
             if not 0 <= index < 64:
                 raise ValueError(f"gpus: {index} is not a GPU index (0..63)")
+        for index in set(self.gpus):
+            if self.gpus.count(index) > 1:
+                # Each GPU would be capped (and its writes counted) once per mention.
+                raise ValueError(f"gpus: {index} is listed more than once")

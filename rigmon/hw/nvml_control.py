@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from rigmon.hw.nvml import NvmlHung, NvmlUnavailable, Watchdog
+from rigmon.hw.nvml import INIT_TIMEOUT_S, NvmlHung, NvmlUnavailable, Watchdog
 from rigmon.hw.root import HostRoot
 
 T = TypeVar("T")
@@ -98,6 +98,8 @@ class NvmlControl:
     def __init__(self, target: str | None, timeout_s: float = 5.0) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        #: How long the first call's ``nvmlInit`` may take (`rigmon.hw.nvml.INIT_TIMEOUT_S`).
+        self.init_timeout_s = INIT_TIMEOUT_S
         self._watchdog = Watchdog("control", target)
         self._initialized = False
         #: Whether the last `probe` failed for a reason that may pass (no driver yet, a hung or
@@ -107,16 +109,26 @@ class NvmlControl:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _run(self, what: str, fn: Callable[[], T]) -> T:
-        def call() -> T:
+        def init() -> None:
             try:
                 if not self._initialized:
                     pynvml.nvmlInit()
                     self._initialized = True
+            except pynvml.NVMLError as exc:
+                _raise_for(exc, what)
+
+        def call() -> T:
+            try:
                 return fn()
             except pynvml.NVMLError as exc:
                 _raise_for(exc, what)
                 raise  # unreachable: _raise_for always raises
 
+        if not self._initialized:
+            # A call of its own with a budget of its own: without persistence mode the driver brings
+            # every GPU up in nvmlInit (seconds on a V100 box), which is no hung call. The guard's
+            # thread waits for it; sampling never does.
+            self._watchdog.run(init, max(self.timeout_s, self.init_timeout_s))
         return self._watchdog.run(call, self.timeout_s)
 
     @staticmethod

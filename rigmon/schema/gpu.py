@@ -44,9 +44,13 @@ class GpuReading(Record, frozen=True):
 
     Power: ``power_w`` is NVML's power reading (instantaneous on V100, a 1 s average on
     newer parts); ``power_peak_w``/``power_min_w`` come from the driver's power sample
-    buffer between this poll and the previous one (``power_samples`` of them);
+    buffer between this poll and the previous one (``power_samples`` of them; ``None``, not 0,
+    when the driver refuses the buffer or its call failed);
     ``power_instant_w`` is the instantaneous power field where the driver has it.
-    ``clock_reasons`` are the decoded clock event (throttle) reasons; the violation
+    ``clock_reasons`` are the decoded clock event (throttle) reasons (``other`` for bits rigmon
+    does not know, such as one a newer driver added), ``clock_reasons_raw`` NVML's mask they were
+    decoded from as nvidia-smi prints it (``0x0000000000001004``: text, so no history series or
+    gauge averages a bitmask), so such a bit can be looked up (``nvmlClocksEventReason*``); the violation
     counters are seconds spent capped by power or thermal policy since driver load.
     """
 
@@ -78,6 +82,7 @@ class GpuReading(Record, frozen=True):
     clock_max_mem_mhz: int | None = None
     clock_max_graphics_mhz: int | None = None
     clock_reasons: tuple[ClockReason, ...] | None = None
+    clock_reasons_raw: str | None = None
     violation_power_s_total: float | None = None
     violation_thermal_s_total: float | None = None
     temp_c: float | None = None

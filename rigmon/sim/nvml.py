@@ -18,7 +18,7 @@ pynvml directly (no target) use the machine served under ``None``.
 
 Named failures (`FakeNvmlMachine.fail`): ``not_supported`` (a GPU answers NOT_SUPPORTED
 for the named symbols, or every optional one), ``gpu_lost`` (every call on a GPU answers
-GPU_IS_LOST), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
+GPU_IS_LOST; healed, the GPU was reset: its event registrations are gone), ``driver_missing`` (init and every call answer DRIVER_NOT_LOADED) and
 ``hang`` (every call, or only the named symbols, blocks until the failure is healed).
 Driver answers set as state: `FakeNvmlMachine.init_error` (what ``nvmlInit`` answers: a
 driver/library version mismatch, no permission), `FakeGpu.handle_error` (a GPU the driver

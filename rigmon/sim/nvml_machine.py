@@ -185,7 +185,7 @@ class FakeNvmlMachine:
         self._switch(failure, gpu, set(symbols), on=True)
 
     def heal(self, failure: FailureName, gpu: int | None = None) -> None:
-        """Switch a named failure off."""
+        """Switch a named failure off; healing ``gpu_lost`` is a reset, which drops the GPU's event registrations."""
         self._switch(failure, gpu, set(), on=False)
 
     def _switch(self, failure: FailureName, gpu: int | None, symbols: set[str], on: bool) -> None:
@@ -210,6 +210,12 @@ class FakeNvmlMachine:
                 raise ValueError(f"failure {failure} needs a GPU index")
             target = self.gpus[gpu]
             if failure == "gpu_lost":
+                if target.lost and not on:
+                    # A lost GPU answers again only after a reset (nvidia-smi -r, a PCI remove and
+                    # rescan): the driver tears the device down, and every client's event
+                    # registration for it goes with it.
+                    for devices in self._registered.values():
+                        devices.discard(gpu)
                 target.lost = on
             elif failure == "not_supported":
                 target.not_supported = (symbols or set(OPTIONAL_SYMBOLS)) if on else set()

@@ -233,6 +233,7 @@ def test_guard_is_off_by_default_and_bad_values_name_the_key(tmp_path: Path) -> 
         "derive_fraction = 2": "derive_fraction",
         "rail_below_volts = 120": "rail_below_volts",
         "gpus = [-1]": "gpus",
+        "gpus = [0, 0]": "gpus: 0 is listed more than once",
         "bogus = 1": "bogus",
     }
     for line, key in cases.items():

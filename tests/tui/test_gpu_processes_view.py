@@ -20,6 +20,12 @@ def test_reason_names_and_levels() -> None:
     assert vram(14 * 1024**3, 16 * 1024**3) == "14.0/16.0" and vram(None, None) == "—"
 
 
+def test_a_reason_bit_rigmon_does_not_know_shows_the_mask_to_look_it_up() -> None:
+    assert reason_parts(("sw_power_cap", "other"), "0x0000000000001004") == [
+        ("SW power cap", "warn"), ("other 0x1004", "")]
+    assert reason_parts(("other",), None) == [("other", "")]  # an older agent: no mask
+
+
 async def test_processes_grouped_by_gpu_and_hardware_reasons_in_the_error_style() -> None:
     app, fleet, _ = build([("v100", ddp_frames(), 22)])
     async with app.run_test(size=(200, 50)) as pilot:

@@ -5,8 +5,8 @@ a frame is seen in the same frame. Deciding is pure and quick (`rigmon.agent.gua
 acting goes to one worker thread (`rigmon.agent.guard.worker`) that talks to the GPUs through
 `rigmon.hw.nvml_control`, every call behind its own watchdog, so a hung driver call never stalls
 sampling. Every action is an event (``guard_engaged``, ``guard_step``, ``guard_restored``,
-``guard_failed``) with the trigger, the GPUs and the settings before and after; in dry-run the
-same events say what it would have done. The current state is in every frame
+``guard_failed``, and the operator's ``guard_held``) with the trigger, the GPUs and the
+settings before and after; in dry-run the same events say what it would have done. The current state is in every frame
 (`rigmon.agent.guard.collector`, ``readings.guard``); the NVML writes themselves are in
 `rigmon.agent.guard.actuation`. The service, its worker and its state store share one
 `rigmon.agent.guard.shared.GuardShared`.
@@ -110,7 +110,9 @@ class GuardService:
             else:
                 sh.state, decisions = release(sh.state, now, f"released by {by}", self.config.restore_after_s)
         if action == "hold":
-            sh.event("guard_step", "info", f"guard held by {by}: settings stay until released",
+            # Its own kind (before: ``guard_step`` with ``command: hold``, as older journals hold it):
+            # a hold takes no step, and a rule on ``guard_step`` means the guard capped further.
+            sh.event("guard_held", "info", f"guard held by {by}: settings stay until released",
                      {"by": by, "command": "hold", "step": sh.state.step})
         elif not decisions:
             sh.event("guard_restored", "info", f"guard released by {by}: nothing was in force; it does not "

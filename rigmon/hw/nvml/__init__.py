@@ -24,7 +24,7 @@ pynvml's own wrappers, structures and error classes run unchanged.
 
 from __future__ import annotations
 
-from rigmon.hw.nvml.binding import PynvmlNvml, SharedNvml, open_nvml, open_nvml_processes
+from rigmon.hw.nvml.binding import INIT_TIMEOUT_S, PynvmlNvml, SharedNvml, open_nvml, open_nvml_processes
 from rigmon.hw.nvml.facts import FACTS_EVERY, FI_NVLINK_LINK_COUNT
 from rigmon.hw.nvml.plan import (
     FI_ECC_DBE_VOLATILE,
@@ -50,7 +50,14 @@ from rigmon.hw.nvml.records import (
     NvmlProcessUtil,
     NvmlXid,
 )
-from rigmon.hw.nvml.watchdog import NvmlHung, NvmlUnavailable, Watchdog, bind_library, current_target
+from rigmon.hw.nvml.watchdog import (
+    NvmlHung,
+    NvmlStarting,
+    NvmlUnavailable,
+    Watchdog,
+    bind_library,
+    current_target,
+)
 from rigmon.hw.nvml.xid import EVENT_XID
 
 __all__ = [
@@ -67,6 +74,7 @@ __all__ = [
     "FI_NVLINK_STATE",
     "FI_PCIE_REPLAY",
     "FI_POWER_INSTANT",
+    "INIT_TIMEOUT_S",
     "MAX_NVLINKS",
     "POWER_SAMPLES_PER_CALL",
     "TOTAL_POWER_SAMPLES",
@@ -78,6 +86,7 @@ __all__ = [
     "NvmlProcess",
     "NvmlProcessUtil",
     "NvmlProcesses",
+    "NvmlStarting",
     "NvmlUnavailable",
     "NvmlXid",
     "PynvmlNvml",

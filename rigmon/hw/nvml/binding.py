@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import pynvml
 
@@ -14,9 +15,16 @@ from rigmon.hw.nvml.calls import ABSENT_CODES
 from rigmon.hw.nvml.poll import DeviceReader
 from rigmon.hw.nvml.processes import read_processes
 from rigmon.hw.nvml.records import NvmlDeviceData, NvmlGpuProcesses, NvmlXid
-from rigmon.hw.nvml.watchdog import NvmlHung, NvmlUnavailable, Watchdog
+from rigmon.hw.nvml.watchdog import NvmlHung, NvmlStarting, NvmlUnavailable, Watchdog
 from rigmon.hw.nvml.xid import XidEvents
 from rigmon.hw.root import HostRoot
+
+T = TypeVar("T")
+
+#: Seconds the first ``nvmlInit`` may take before it counts as hung. Without persistence mode the
+#: driver initialises every GPU in it (seconds on a V100 box, more with 8 GPUs); polls meanwhile
+#: raise `NvmlStarting`.
+INIT_TIMEOUT_S = 60.0
 
 
 class PynvmlNvml:
@@ -26,6 +34,9 @@ class PynvmlNvml:
     every GPU; `rigmon.hw.nvml.poll` says what each GPU's read asks. The Xid wait runs on the
     caller's thread (`rigmon.hw.nvml.xid`).
 
+    A poll that overruns while ``nvmlInit`` (in it, or in the Xid thread) has not returned raises
+    `NvmlStarting` rather than `NvmlHung`, for up to ``init_timeout_s`` since the init began.
+
     Args:
         target: the binding (absolute root path); see `rigmon.hw.nvml`.
         timeout_s: watchdog timeout for one call, or per GPU for a poll of every GPU.
@@ -34,6 +45,11 @@ class PynvmlNvml:
     def __init__(self, target: str | None, timeout_s: float = 2.0) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        self.init_timeout_s = INIT_TIMEOUT_S
+        #: ``time.monotonic`` when the init in progress began (``None``: none is), and whether the
+        #: first init overran a poll (until a poll answers).
+        self._init_began: float | None = None
+        self._init_overran = False
         self._poll = Watchdog("poll", target)
         # Only the poll watchdog's thread touches the reader.
         self._devices = DeviceReader()
@@ -47,51 +63,94 @@ class PynvmlNvml:
         """Lazy init (in the watchdog thread, or the Xid thread). A missing driver stays a quiet absence."""
         if self._initialized:
             return
+        if self._init_began is None:
+            self._init_began = time.monotonic()
         with self._init_lock:
             if self._initialized:
                 return
             try:
                 pynvml.nvmlInit()
+                self._initialized = True
             except pynvml.NVMLError as exc:
                 if exc.value in ABSENT_CODES:
                     raise NvmlUnavailable(f"NVML: {exc}") from None
                 raise
-            self._initialized = True
+            finally:
+                self._init_began = None
+
+    def _run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        """``fn`` behind the poll watchdog, after NVML's first init (a job of its own, so a slow init
+        overruns alone); an overrun while that init has not returned is `NvmlStarting` within
+        `init_timeout_s`, and `NvmlHung` naming the init after it."""
+        if not self._initialized:
+            self._guarded(self._ensure_init, timeout_s)
+        return self._guarded(fn, timeout_s)
+
+    def _guarded(self, fn: Callable[[], T], timeout_s: float) -> T:
+        try:
+            result = self._poll.run(fn, timeout_s)
+        except NvmlHung:
+            began = self._init_began
+            if not self._initialized and began is not None:
+                waited_s = time.monotonic() - began
+                if waited_s >= self.init_timeout_s:
+                    raise NvmlHung(f"nvmlInit has not returned for {waited_s:.1f} s") from None
+                self._init_overran = True
+                raise NvmlStarting(f"NVML starting: nvmlInit has not returned for {waited_s:.1f} s (the "
+                                   "driver initialises the GPUs first without persistence mode: "
+                                   "nvidia-smi -pm 1, or nvidia-persistenced)") from None
+            if self._initialized and self._init_overran and self._poll.stuck:
+                # The init that overran has just returned; its job is ending.
+                raise NvmlStarting("NVML starting: nvmlInit has returned") from None
+            raise
+        self._init_overran = False
+        return result
 
     def _count(self) -> int:
         self._ensure_init()
         return self._devices.count()
 
     def device_count(self) -> int:
-        return self._poll.run(self._count, self.timeout_s)
+        return self._run(self._count, self.timeout_s)
 
     def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
         def call() -> NvmlDeviceData:
             self._ensure_init()
-            return self._devices.read(index, samples_since_us)
+            data = self._devices.read(index, samples_since_us)
+            self._rearm_if_returned()
+            return data
 
-        return self._poll.run(call, self.timeout_s)
+        return self._run(call, self.timeout_s)
 
     def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
         def call() -> list[NvmlDeviceData]:
             read = self._devices.read
-            return [read(index, samples_since_us.get(index, 0)) for index in range(self._count())]
+            datas = [read(index, samples_since_us.get(index, 0)) for index in range(self._count())]
+            self._rearm_if_returned()
+            return datas
 
-        return self._poll.run(call, self.timeout_s * self._devices.count_hint)
+        return self._run(call, self.timeout_s * self._devices.count_hint)
+
+    def _rearm_if_returned(self) -> None:
+        """A GPU answers again (a reset, a rescan) or the count changed: the Xid event set is
+        registered again before the next wait (the driver dropped the GPU's registration)."""
+        if self._devices.returned:
+            self._devices.returned = False
+            self._xid.rearm()
 
     def read_processes(self, index: int, utils_since_us: int) -> NvmlGpuProcesses:
         def call() -> NvmlGpuProcesses:
             self._ensure_init()
             return read_processes(self._devices, self._process_lists, index, utils_since_us)
 
-        return self._poll.run(call, self.timeout_s)
+        return self._run(call, self.timeout_s)
 
     def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
         def call() -> list[NvmlGpuProcesses]:
             return [read_processes(self._devices, self._process_lists, index, utils_since_us.get(index, 0))
                     for index in range(self._count())]
 
-        return self._poll.run(call, self.timeout_s * self._devices.count_hint)
+        return self._run(call, self.timeout_s * self._devices.count_hint)
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
         return self._xid.wait(timeout_s)

@@ -44,6 +44,8 @@ from rigmon.hw.nvml.watchdog import NvmlUnavailable
 #: Sampling type of the driver's power sample buffer (values in mW).
 TOTAL_POWER_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES
 
+NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
+
 #: Highest NVLink index probed when the driver does not say how many links a GPU has.
 MAX_NVLINKS = 18
 
@@ -62,6 +64,13 @@ class DeviceReader:
     def __init__(self) -> None:
         self._plans: dict[int, Plan] = {}
         self.count_hint = 1
+        #: Indices whose last read found no GPU that answers (lost, no handle).
+        self._unreached: set[int] = set()
+        self._last_count: int | None = None
+        #: A GPU answers again after it could not be reached, or the device count changed, since
+        #: the binding last looked: a GPU was reset or rescanned, and the driver forgot what was
+        #: registered for it (the Xid event set). The binding clears it.
+        self.returned = False
         self._count = ctypes.c_uint()
         self._count_ref = ctypes.byref(self._count)
 
@@ -78,6 +87,9 @@ class DeviceReader:
                 raise NvmlUnavailable(f"NVML: {pynvml.NVMLError(ret)}")
             raise pynvml.NVMLError(ret)
         count = int(self._count.value)
+        if count != self._last_count:
+            self.returned = self.returned or self._last_count is not None
+            self._last_count = count
         if max(1, count) != self.count_hint:
             self._plans.clear()
             self.count_hint = max(1, count)
@@ -108,6 +120,15 @@ class DeviceReader:
         Raises:
             NvmlUnavailable: the library went away.
         """
+        data = self._read(index, since_us)
+        if data.lost or data.uuid is None:
+            self._unreached.add(index)
+        elif index in self._unreached:
+            self._unreached.discard(index)
+            self.returned = True
+        return data
+
+    def _read(self, index: int, since_us: int) -> NvmlDeviceData:
         plan = self._plans.get(index)
         if plan is None or plan.polls_left <= 0:
             plan, lost = self.plan(index)
@@ -128,7 +149,7 @@ class DeviceReader:
             return NvmlDeviceData(index=index, lost=True, uuid=facts.uuid, name=facts.name, serial=facts.serial,
                                   pci_bus_id=facts.pci_bus_id)
         gate = Gate()
-        samples_us, samples_mw = self._power_samples(gate, plan, since_us)
+        samples_us, samples_mw, sampled = self._power_samples(gate, plan, since_us)
         nvlinks = self._nvlinks(gate, plan, got)
         if gate.lost:
             self._plans.pop(index, None)
@@ -147,6 +168,7 @@ class DeviceReader:
             power_mw=get("power_mw"),
             power_samples_us=samples_us,
             power_samples_mw=samples_mw,
+            power_sampled=sampled,
             power_instant_mw=get("power_instant_mw"),
             energy_mj=get("energy_mj"),
             power_limit_mw=get("power_limit_mw"),
@@ -260,25 +282,31 @@ class DeviceReader:
         return False
 
     @staticmethod
-    def _power_samples(gate: Gate, plan: Plan, since_us: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def _power_samples(gate: Gate, plan: Plan,
+                       since_us: int) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
         """The driver's power samples newer than ``since_us``, oldest first, as their timestamps (us)
         and values (mW), in one call per `POWER_SAMPLES_PER_CALL` (no count query first: the
-        buffer says how many it can hold)."""
+        buffer says how many it can hold); and whether the driver answered (``False``: it refuses
+        the buffer, or the call failed, so no samples says nothing)."""
         fn = plan.samples_fn
         if fn is None:
-            return (), ()
+            return (), (), False
         stamps: tuple[int, ...] = ()
         values: tuple[int, ...] = ()
+        answered = False
         while True:
             plan.count.value = POWER_SAMPLES_PER_CALL
             ret = fn(plan.handle, TOTAL_POWER_SAMPLES, ctypes.c_ulonglong(since_us), plan.value_type_ref,
                      plan.count_ref, plan.samples)
             if not gate.answered(ret):
                 # NOT_FOUND is the driver's way of saying "no samples newer than that".
-                if ret in REFUSED_CODES:
+                if ret == NOT_FOUND:
+                    answered = True
+                elif ret in REFUSED_CODES:
                     plan.refused.add(("nvmlDeviceGetSamples", ()))
                     plan.samples_fn = None
                 break
+            answered = True
             count = min(plan.count.value, POWER_SAMPLES_PER_CALL)
             if not count:
                 break
@@ -295,7 +323,7 @@ class DeviceReader:
             if count < POWER_SAMPLES_PER_CALL:
                 break
             since_us = stamps[-1]
-        return stamps, values
+        return stamps, values, answered
 
     @staticmethod
     def _nvlinks(gate: Gate, plan: Plan, got: dict[object, Any]) -> tuple[NvLinkData, ...]:

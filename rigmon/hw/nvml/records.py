@@ -32,6 +32,8 @@ class NvmlDeviceData(msgspec.Struct, frozen=True, gc=False):
     ``power_samples_mw`` are the driver's power samples newer than the timestamp asked for,
     oldest first: their timestamps (us) and values (mW), side by side (two tuples of integers
     rather than a pair per sample: a poll of 8 GPUs made some 160 short-lived tuples a second).
+    ``power_sampled`` is false when the driver gave no answer about its sample buffer (refused it,
+    or the call failed): no samples then says nothing, unlike "none since the last poll".
     """
 
     index: int
@@ -43,6 +45,7 @@ class NvmlDeviceData(msgspec.Struct, frozen=True, gc=False):
     power_mw: int | None = None
     power_samples_us: tuple[int, ...] = ()
     power_samples_mw: tuple[int, ...] = ()
+    power_sampled: bool = True
     power_instant_mw: int | None = None
     energy_mj: int | None = None
     power_limit_mw: int | None = None

@@ -44,6 +44,11 @@ class NvmlHung(Exception):
     """An NVML call did not return within the watchdog timeout (or one is still stuck)."""
 
 
+class NvmlStarting(Exception):
+    """``nvmlInit`` has not returned yet, within its own budget: without persistence mode the driver
+    brings every GPU up first, which takes seconds on a V100 box. Not a hang (yet)."""
+
+
 class _Job:
     """One call handed to the watchdog thread: its function, outcome, and a lock released when done."""
 

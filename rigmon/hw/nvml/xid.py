@@ -38,6 +38,8 @@ class XidEvents:
         self._lock = threading.Lock()
         self._event_set: Any = None
         self._event_handles: dict[int, tuple[int, str | None, str | None]] = {}
+        #: The event set is to be registered again before the next wait (`rearm`).
+        self._stale = False
 
     def wait(self, timeout_s: float) -> list[NvmlXid]:
         """Block up to ``timeout_s`` for Xid events (see `rigmon.hw.nvml.Nvml.wait_xid`)."""
@@ -53,6 +55,13 @@ class XidEvents:
             reset_target(token)
             with self._lock:
                 self._waiting -= 1
+
+    def rearm(self) -> None:
+        """Register the event set again before the next wait: a GPU came back (a reset or a PCI
+        rescan drops the driver's registrations for it, so its Xids would never reach the old set),
+        or one was not there (no handle) when the set was registered."""
+        with self._lock:
+            self._stale = True
 
     @property
     def waiting(self) -> int:
@@ -86,6 +95,18 @@ class XidEvents:
 
     def _wait(self, wait_ms: int) -> list[NvmlXid]:
         try:
+            with self._lock:
+                stale, self._stale = self._stale, False
+            if stale and self._event_set is not None:
+                old, self._event_set = self._event_set, None
+                try:
+                    self._register()
+                finally:
+                    # Freed after the new set is registered: no gap for the GPUs that stayed.
+                    try:
+                        pynvml.nvmlEventSetFree(old)
+                    except pynvml.NVMLError:
+                        pass
             if self._event_set is None:
                 self._register()
             data = pynvml.nvmlEventSetWait_v2(self._event_set, wait_ms)

@@ -121,7 +121,8 @@ class GpuGroup(SourceGroup):
             if gpu.state != "ok":
                 continue
             pieces: list[Text] = []
-            reasons = [(name, level) for name, level in reason_parts(gpu.clock_reasons) if name not in QUIET_REASONS]
+            reasons = [(name, level) for name, level in reason_parts(gpu.clock_reasons, gpu.clock_reasons_raw)
+                       if name not in QUIET_REASONS]
             if reasons and "throttle" in columns:
                 text = Text("throttle ")
                 for i, (name, level) in enumerate(reasons):

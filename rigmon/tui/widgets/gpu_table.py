@@ -74,14 +74,22 @@ CAPPING_REASONS: frozenset[ClockReason] = frozenset({"sw_power_cap", "sw_thermal
                                                       "board_limit", "reliability"})
 
 
-def reason_parts(reasons: tuple[ClockReason, ...] | None) -> list[tuple[str, str]]:
+def reason_parts(reasons: tuple[ClockReason, ...] | None, raw: str | None = None) -> list[tuple[str, str]]:
     """``(name, level)`` of each throttle reason; level ``bad`` (hardware slowdown, power brake),
-    ``warn`` (a cap) or ``""``. ``[("—", "")]`` when unknown, ``[("none", "")]`` when clocks run free."""
+    ``warn`` (a cap) or ``""``. ``[("—", "")]`` when unknown, ``[("none", "")]`` when clocks run free.
+    A bit rigmon does not know is ``other`` with NVML's mask ``raw`` (``other 0x1004``), to look it up."""
     if reasons is None:
         return [(fmt.MISSING, "")]
     if not reasons:
         return [("none", "")]
-    return [(REASON_NAMES.get(r, r), "bad" if r in HARDWARE_REASONS else "warn" if r in CAPPING_REASONS else "")
+    other = "other"
+    if raw:
+        try:
+            other = f"other 0x{int(raw, 16):X}"
+        except ValueError:
+            pass  # an agent's text, not a mask: "other" alone
+    return [(other if r == "other" else REASON_NAMES.get(r, r),
+             "bad" if r in HARDWARE_REASONS else "warn" if r in CAPPING_REASONS else "")
             for r in reasons]
 
 
@@ -230,10 +238,11 @@ class GpuTable(DataTable[RenderableType]):
         return row_lines.Bars(row_lines.sparkline(data, min(TREND_WIDTH, len(data)), low, high, "max",
                                                   gauge.power(limit_w)))
 
-    def throttle_text(self, reasons: tuple[ClockReason, ...] | None, style: Style | str = "") -> Text:
+    def throttle_text(self, reasons: tuple[ClockReason, ...] | None, style: Style | str = "",
+                      raw: str | None = None) -> Text:
         """Throttle reasons by name, hardware slowdown and power brake in the ``bad`` style."""
         text = Text(style=style)
-        for i, (name, level) in enumerate(reason_parts(reasons)):
+        for i, (name, level) in enumerate(reason_parts(reasons, raw)):
             if i:
                 text.append(", ")
             text.append(name, style=self._style(level) if level else "")
@@ -269,7 +278,7 @@ class GpuTable(DataTable[RenderableType]):
             "util": fmt.pct(gpu.util_pct),
             "vram": vram(gpu.mem_used_bytes, gpu.mem_total_bytes),
             "pcie": Text(link, style=warn if narrow else ""),
-            "throttle": self.throttle_text(gpu.clock_reasons),
+            "throttle": self.throttle_text(gpu.clock_reasons, raw=gpu.clock_reasons_raw),
             "ecc": Text(ecc, style=self._style("bad") if gpu.ecc_uncorrected_total else
                         warn if gpu.ecc_corrected_total else ""),
         }

@@ -1,0 +1,130 @@
+"""GPU collectors while NVML starts: a slow first nvmlInit (no persistence mode) is "starting", not "hung"."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rigmon.collectors.base import CollectorHung, EventDraft, NoData
+from rigmon.collectors.gpu import GpuCollector
+from rigmon.collectors.gpu_processes import GpuProcessCollector
+from rigmon.hw.nvml import open_nvml, open_nvml_processes
+from rigmon.hw.root import HostRoot
+from rigmon.schema import GpuReading
+from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
+from rigmon.sim.tree import write_tree
+
+#: The NVML watchdog's timeout in these tests: the init takes longer than this.
+TIMEOUT_S = 0.2
+DEADLINE_S = 10.0
+
+
+class _Clock:
+    def time(self) -> float:
+        return 1_700_000_000.0
+
+    def monotonic(self) -> float:
+        return 0.0
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[tuple[Path, FakeNvmlMachine]]:
+    files: dict[str, str] = {"/dev/kmsg": "6,1,1000000,-;Linux version 6.8.0\n"}
+    for bus in ("1a", "1b"):
+        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/vendor"] = "0x10de\n"
+        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/class"] = "0x030200\n"
+    write_tree(tmp_path, files)
+    machine = FakeNvmlMachine(v100_sxm2_gpus(2))
+    with serving(tmp_path, machine):
+        yield tmp_path, machine
+
+
+def test_a_slow_first_nvml_init_is_starting_not_hung(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """nvmlInit takes longer than a poll may wait (the driver brings the GPUs up first): the polls
+    meanwhile say NVML is starting, quietly; once it returns the GPUs are read."""
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, _Clock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        polls = []
+        for _ in range(2):
+            with pytest.raises(NoData) as starting:
+                collector.collect()
+            polls.append(str(starting.value))
+        machine.heal("hang")
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert all(p.startswith("NVML starting: nvmlInit has not returned for ") for p in polls), polls
+    assert "persistence mode" in polls[0]
+    assert [g.state for g in gpus] == ["ok", "ok"]
+
+
+def _once_started(collector: GpuCollector, machine: FakeNvmlMachine) -> list[object]:
+    """The GPUs of the first poll that reads them, after the init returned (a poll in the moment the
+    init's job ends may still say starting, never hung)."""
+    end = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            return list(collector.collect())
+        except NoData as exc:
+            assert str(exc).startswith("NVML starting: ") and time.monotonic() < end, exc
+            time.sleep(0.01)
+
+
+def test_an_nvml_init_that_outlasts_its_budget_is_hung(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    host = HostRoot(root)
+    nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+    nvml.binding.init_timeout_s = 0.0  # no time for an init at all
+    collector = GpuCollector(nvml, host, _Clock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(CollectorHung) as hung:
+            collector.collect()
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert "nvmlInit has not returned" in str(hung.value)
+
+
+def test_the_process_collector_is_starting_too(node: tuple[Path, FakeNvmlMachine]) -> None:
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuProcessCollector(open_nvml_processes(host, timeout_s=TIMEOUT_S), host, _Clock())
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(NoData) as starting:
+            collector.collect()
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert str(starting.value).startswith("NVML starting: ")
+
+
+def test_the_xid_wait_behind_a_slow_first_init_is_not_reported_stuck(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """The Xid thread's first wait registers the event set, which waits for nvmlInit too: the time
+    it spent there is the init's (the polls said "starting"), not a wait stuck in the driver."""
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, _Clock(), event_wait_s=0.05,
+                             hung_after_s=TIMEOUT_S)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    collector.start(lambda records: None)
+    try:
+        for _ in range(4):  # the init outlasts the wait's timeout and its watchdog several times
+            with pytest.raises(NoData):
+                collector.collect()
+            time.sleep(TIMEOUT_S)
+        machine.heal("hang")
+        records = _once_started(collector, machine) + list(collector.collect())
+        events = [r for r in records if isinstance(r, EventDraft)]
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert [e.kind for e in events] == []
