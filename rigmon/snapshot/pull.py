@@ -23,6 +23,7 @@ from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journ
 from rigmon.agent.journal.layout import FORMAT_VERSION
 from rigmon.agent.journal.read_only import check_journal_file
 from rigmon.agent.journal.salvage import salvage
+from rigmon.cluster.sanitise import clean_text
 from rigmon.http_errors import describe_http_error
 from rigmon.redact import redact
 from rigmon.schema import (
@@ -67,12 +68,14 @@ class Progress:
     def note(self, node: str, what: str) -> None:
         """Something worth saying about a node that is no step (a wait): a line of its own."""
         # On a terminal the bar's line is cleared first; the next step draws it again below.
-        self.stream.write(("\r\x1b[K" if self.tty else "") + f"{node}: {what}\n")
+        self.stream.write(("\r\x1b[K" if self.tty else "") + clean_text(f"{node}: {what}") + "\n")
         self.stream.flush()
 
     def step(self, node: str, what: str) -> None:
         """One step of one node finished."""
         self.done = min(self.total, self.done + 1)
+        # The node's name and what it said come from the agent: text, never terminal control.
+        node, what = clean_text(node), clean_text(what)
         if self.tty:
             filled = int(self.width * self.done / self.total)
             bar = "#" * filled + "-" * (self.width - filled)

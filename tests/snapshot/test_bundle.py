@@ -305,6 +305,16 @@ def test_progress_bar_on_a_terminal() -> None:
     assert stream.getvalue() == "\r[#####-----] 1/2 n1: info\x1b[K\r[##########] 2/2 n1: done\x1b[K\n"
 
 
+def test_progress_lines_carry_an_agents_words_as_text() -> None:
+    # A node name and a reason come from the agent: an escape in either must not reach the terminal.
+    stream = io.StringIO()
+    progress = Progress(2, stream)
+    progress.step("evil\x1b]0;pwned\x07", "refused \x1b[2J")
+    progress.note("n\u202e2", "busy \x1b[31m")
+    assert not any(c in stream.getvalue() for c in "\x1b\x07\u202e")
+    assert "evil\\x1b]0;pwned\\x07" in stream.getvalue()
+
+
 def small_history() -> History:
     return History(schema=1, node="n1", from_at=1000.0, to_at=1060.0, tier="60s", step_s=60.0, series={
         "gpus[0].power_w": HistorySeries(at=(1000.0, 1060.0), min=(1.0, 2.0), mean=(1.5, 2.5), max=(2, 3.0)),
