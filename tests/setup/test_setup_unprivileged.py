@@ -39,7 +39,13 @@ def unprivileged(root: Path) -> tuple[list[str], Callable[[Path], None]]:
     token = root / "etc/rigmon/read.token"
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     without_caps = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
-    for prefix, hand in ((as_nobody, lambda p: None), (without_caps, lambda p: os.chown(p, NOBODY, NOBODY))):
+    def keep(path: Path) -> None:
+        """Root owns what setup installed: nobody cannot read its private files."""
+
+    def to_nobody(path: Path) -> None:
+        os.chown(path, NOBODY, NOBODY)
+
+    for prefix, hand in ((as_nobody, keep), (without_caps, to_nobody)):
         hand(token)
         probe = subprocess.run([*prefix, sys.executable, "-c", PROBE, str(root), str(token)], capture_output=True,
                                text=True, timeout=60, env=ENV, cwd="/")
