@@ -131,6 +131,26 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
                                                   "the capacity per direction the link should have, not traffic"),
 }
 
+#: What a series kept under its own name is, for HELP, where the name alone reads as traffic: a link's
+#: speed or rate is what it can carry, whatever it carries.
+MEANING: dict[tuple[type, str], str] = {
+    (ThunderboltDeviceReading, "rx_speed_gbps"): "what one receive lane can carry (the link's speed per lane; "
+                                                 "times the lanes: rigmon_thunderbolt_rx_capacity_bytes_per_second), "
+                                                 "not traffic",
+    (ThunderboltDeviceReading, "tx_speed_gbps"): "what one send lane can carry (the link's speed per lane; "
+                                                 "times the lanes: rigmon_thunderbolt_tx_capacity_bytes_per_second), "
+                                                 "not traffic",
+    (InfinibandPortReading, "rate_gbps"): "the rate the port trained at, what it can carry per direction "
+                                          "(100 Gb/sec 4X EDR = 12.5e9), not traffic: that is "
+                                          "rate(rigmon_infiniband_port_data_received_bytes_total[1m])",
+    (InfinibandPortReading, "expected_gbps"): "the rate the port should train at (configured, else the best seen "
+                                              "since the agent started), not traffic: below it the port is degraded",
+    (PeerPathReading, "link_gbps"): "the speed of the local interface carrying this path, what it can carry, "
+                                    "not traffic on it nor what the path achieves",
+    (NetInterfaceReading, "speed_mbps"): "the speed the interface negotiated, what it can carry, not traffic: "
+                                         "that is rate(rigmon_network_rx_bytes_total[1m])",
+}
+
 #: Series renamed, rescaled to base units or dropped, still exported under their old name (and in
 #: their old unit) until the next release: (record type, field) -> (old name, old scale, what
 #: replaces it; empty: the series the field is exported as now).
@@ -329,22 +349,23 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
             continue
         if value is None or not _is_number(tp) or isinstance(value, str):
             continue
-        renamed, what = RENAMED.get((type(record), name), (name, ""))
+        renamed, what = RENAMED.get((type(record), name), (name, MEANING.get((type(record), name), "")))
         metric, scale, counter = metric_name(spec.prefix, renamed)
         fam.add(metric, _help(doc_type, name, metric, scale, what), counter, labels, float(value) * scale)
         old = DEPRECATED.get((type(record), name))
         if old is not None:
-            _deprecated(fam, old, doc_type, name, metric, counter, labels, value)
+            _deprecated(fam, old, doc_type, name, metric, counter, labels, value, what)
 
 
 def _deprecated(fam: _Families, old: tuple[str, float, str], doc_type: str, field: str, metric: str, counter: bool,
-                labels: dict[str, str], value: object) -> None:
-    """The series a field was exported as before, for one release, with a HELP naming what replaces it."""
+                labels: dict[str, str], value: object, what: str = "") -> None:
+    """The series a field was exported as before, for one release, with a HELP naming what replaces it
+    (and ``what`` the series is: a dashboard still on the old name shows this HELP)."""
     name, scale, replacement = old
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    fam.add(name, f"DEPRECATED (removed in the next release): use {replacement or metric}; {doc_type}.{field}",
-            counter, labels, float(value) * scale)
+    fam.add(name, f"DEPRECATED (removed in the next release): use {replacement or metric}; {doc_type}.{field}"
+            + (f": {what}" if what else ""), counter, labels, float(value) * scale)
 
 
 #: Span of `rigmon_psu_rail_lowest_volts`: longer than any sane scrape interval.

@@ -323,10 +323,10 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     if settings.tls:
         from rigmon.setup.tls import TlsError, make_self_signed
 
-        if installer.dry_run and not installer.path(render.TLS_CERT).exists():
+        if installer.dry_run and not installer.exists(render.TLS_CERT):
             installer.say(f"would create {render.TLS_KEY} (TLS key), mode 600 and {render.TLS_CERT} "
                           f"(self-signed certificate for {', '.join(tls_names)}), mode 644")
-        elif not installer.path(render.TLS_CERT).exists() or not installer.path(render.TLS_KEY).exists():
+        elif not installer.exists(render.TLS_CERT) or not installer.exists(render.TLS_KEY):
             try:
                 cert, key = make_self_signed(tls_names)
             except TlsError as exc:
@@ -357,7 +357,7 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
 
 def uninstall(installer: Installer, user: str, purge: bool) -> None:
     """Stop the service and remove what `install` wrote (and, with ``purge``, the journal and user)."""
-    if installer.path(render.UNIT_FILE).exists():
+    if installer.exists(render.UNIT_FILE):
         installer.run(["systemctl", "disable", "--now", render.UNIT_NAME], check=False)
     for rel in (render.UNIT_FILE, render.UDEV_FILE, render.CONFIG_FILE, render.READ_TOKEN, render.CONTROL_TOKEN,
                 render.TLS_CERT, render.TLS_KEY, render.CONFIG_DIR):
@@ -373,7 +373,7 @@ def uninstall(installer: Installer, user: str, purge: bool) -> None:
             exists = False
         if exists:
             installer.run(["userdel", user])
-    elif installer.path(render.STATE_DIR).exists():
+    elif installer.exists(render.STATE_DIR):
         installer.say(f"kept {render.STATE_DIR}/ (the journal) and the user {user}: --purge removes them")
 
 

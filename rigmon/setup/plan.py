@@ -34,6 +34,18 @@ class Installer:
         """Where ``rel`` (an absolute path on the node) is below the root."""
         return self.root / rel.lstrip("/")
 
+    def exists(self, rel: str) -> bool:
+        """Whether ``rel`` is in place (a symbolic link counts); True, said once, when this user cannot tell
+        (a dry run by a user that cannot enter a private directory such as a tightened /etc/rigmon)."""
+        path = self.path(rel)
+        try:
+            return path.exists() or path.is_symlink()
+        except OSError as exc:
+            line = f"cannot tell whether {rel} is in place: this user cannot reach it ({exc.strerror or exc})"
+            if line not in self.lines:
+                self.say(line)
+            return True
+
     def say(self, text: str) -> None:
         """Record one line of the report."""
         self.lines.append(text)
@@ -68,11 +80,16 @@ class Installer:
         """
         path = self.path(rel)
         label = f"{rel}{f' ({what})' if what else ''}"
-        exists = path.exists()
-        if exists and (keep or path.read_bytes() == content):
-            if exists and not keep:
+        try:
+            exists = path.exists()
+            held = path.read_bytes() if exists else None
+        except OSError as exc:
+            # A dry run by a user who cannot read root's secrets (mode 600) still shows the plan.
+            return self._unreadable(rel, label, mode, owner, keep, exc)
+        if held is not None and (keep or held == content):
+            if not keep:
                 self._fix_mode(path, rel, mode, owner)
-            self.say(f"kept {label}" if keep and path.read_bytes() != content else f"unchanged {label}")
+            self.say(f"kept {label}" if keep and held != content else f"unchanged {label}")
             return False
         self.changed = True
         verb = "updated" if exists else "created"
@@ -82,17 +99,37 @@ class Installer:
             if mode & 0o044:
                 self.previews.append((rel, content.decode(errors="replace")))
             return True
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.rigmon-setup")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(fd, content)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        self._owner(tmp, owner)
-        os.replace(tmp, path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, content)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            self._owner(tmp, owner)
+            os.replace(tmp, path)
+        except OSError as exc:
+            self.say(f"FAILED: write {label}: {exc.strerror or exc}")
+            self.failed = True
+            return False
         self.say(f"{verb} {label}, mode {mode:o}" + (f", owner {owner}" if owner and self.real else ""))
+        return True
+
+    def _unreadable(self, rel: str, label: str, mode: int, owner: str | None, keep: bool, exc: OSError) -> bool:
+        """Say what happens to a file in place that this user cannot read; a real run fails there."""
+        why = exc.strerror or str(exc)
+        if not self.dry_run:
+            self.say(f"FAILED: cannot read {rel}: {why}")
+            self.failed = True
+            return False
+        if keep:
+            self.say(f"kept {label}: this user cannot read it ({why})")
+            return False
+        self.changed = True
+        self.say(f"would update {label} if it differs, mode {mode:o}" + (f", owner {owner}" if owner else "")
+                 + f": this user cannot read it ({why})")
         return True
 
     def _fix_mode(self, path: Path, rel: str, mode: int, owner: str | None) -> None:
@@ -106,13 +143,13 @@ class Installer:
     def keep_private(self, rel: str, owner: str | None) -> None:
         """Make an existing secret mode 600 and owned by ``owner`` (a re-run repairs them)."""
         path = self.path(rel)
-        if path.exists():
+        if not self.dry_run and path.exists():
             self._fix_mode(path, rel, 0o600, owner)
 
     def remove(self, rel: str) -> None:
         """Remove a file (or an empty directory) if it is there."""
         path = self.path(rel)
-        if not path.exists() and not path.is_symlink():
+        if not self.exists(rel):
             return
         self.changed = True
         if self.dry_run:
@@ -134,7 +171,7 @@ class Installer:
         import shutil
 
         path = self.path(rel)
-        if not path.exists():
+        if not self.exists(rel):
             return
         self.changed = True
         if self.dry_run:

@@ -140,6 +140,8 @@ class SimPsuRail:
         self._out: list[bytes] = []
         self._lines: list[str] = []
         self._unsent = bytearray()
+        #: The rest of the line going out on the pty: a line leaves whole, as the port takes it.
+        self._pending = b""
         self._master: int | None = None
         self._slave: int | None = None
         self._tree: Tree | None = None
@@ -243,6 +245,7 @@ class SimPsuRail:
         self._acc_ms = 0.0
         self._flags = 0
         self._env_v, self._env_vpsu, self._env_i = _Envelope(), _Envelope(), _Envelope()
+        self._pending = b""
         self._queue(self._identity_line())
 
     def _queue(self, line: str) -> None:
@@ -328,16 +331,36 @@ class SimPsuRail:
             self._out.clear()
             return
         self._answer_host()
-        data = b"".join(self._out)
+        # Like the firmware (firmware/rigmon_rm1, send()): never wait for the host. A line goes out
+        # whole, a piece at a time as the port takes it; a line that comes while the previous one is
+        # still going out is dropped, and the next record carries the overrun flag (8). Cutting a
+        # line short instead lost data that no flag told the host about.
+        self._flush()
+        for line in self._out:
+            if self._pending:
+                self._flags |= 8
+                continue
+            self._pending = line
+            self._flush()
         self._out.clear()
-        try:
-            os.write(self._master, data)
-        except BlockingIOError:
-            # Nobody reads the port: like the firmware, drop the record and flag the overrun.
-            self._flags |= 8
-        except OSError as exc:
-            if exc.errno != errno.EIO:
-                raise
+
+    def _flush(self) -> None:
+        """Write as much of the pending line as the pty takes now."""
+        assert self._master is not None
+        while self._pending:
+            try:
+                sent = os.write(self._master, self._pending)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno != errno.EIO:
+                    raise
+                self._pending = b""  # the port went away under the line: it is lost
+                self._flags |= 8
+                return
+            if sent == 0:
+                return
+            self._pending = self._pending[sent:]
 
     def _answer_host(self) -> None:
         assert self._master is not None

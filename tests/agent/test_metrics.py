@@ -57,7 +57,7 @@ def test_help_names_the_base_unit_of_a_scaled_series() -> None:
     # "NetInterfaceReading.speed_mbps" alone read as megabits on a series in bytes per second.
     text = exposition()
     assert "# HELP rigmon_host_cpu_ratio HostReading.cpu_pct, as a ratio (0-1)\n" in text
-    assert "# HELP rigmon_network_speed_bytes_per_second NetInterfaceReading.speed_mbps, in bytes per second\n" in text
+    assert "# HELP rigmon_network_speed_bytes_per_second NetInterfaceReading.speed_mbps, in bytes per second: " in text
     assert "# HELP rigmon_network_rx_bytes_total NetInterfaceReading.rx_bytes_total\n" in text
 
 

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from rigmon.agent.metrics import DEPRECATED, FrameCollector, make_registry
-from rigmon.schema import DiskReading, Frame, PathResistanceReading, ThunderboltDeviceReading
+from rigmon.schema import DiskReading, Frame, PathResistanceReading, PeerPathReading, ThunderboltDeviceReading
 from tests.test_schema import sample_frame
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,10 @@ def names_frame() -> Frame:
                        write_bytes_total=1 << 20, in_flight=3, discards_total=0, flushes_total=0,
                        read_bytes_per_s=1.07e9, write_bytes_per_s=0.0, read_iops=8200.0, write_iops=0.0,
                        util_pct=97.0, read_await_ms=0.4, write_await_ms=None)
-    readings = msgspec.structs.replace(frame.readings, thunderbolt=(link,), path_resistance=(path,), disks=(disk,))
+    peer = PeerPathReading(name="node02/tbnet", peer="node02", path="tbnet", address="10.0.0.2", interface="thunderbolt0",
+                           link_gbps=40.0)
+    readings = msgspec.structs.replace(frame.readings, thunderbolt=(link,), path_resistance=(path,), disks=(disk,),
+                                       peer_paths=(peer,))
     return msgspec.structs.replace(frame, readings=readings)
 
 
@@ -65,6 +68,21 @@ def test_thunderbolt_link_capacity_is_named_so() -> None:
     assert sample(text, "rigmon_thunderbolt_tx_capacity_bytes_per_second") == 5e9
     assert sample(text, "rigmon_thunderbolt_expected_capacity_bytes_per_second") == 5e9
     assert "not traffic" in help_of(text, "rigmon_thunderbolt_rx_capacity_bytes_per_second")
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("rigmon_thunderbolt_rx_speed_bytes_per_second", "one receive lane"),
+    ("rigmon_thunderbolt_tx_speed_bytes_per_second", "one send lane"),
+    ("rigmon_infiniband_rate_bytes_per_second", "the rate the port trained at"),
+    ("rigmon_infiniband_expected_bytes_per_second", "the rate the port should train at"),
+    ("rigmon_peer_path_link_bytes_per_second", "the speed of the local interface"),
+    ("rigmon_network_speed_bytes_per_second", "the speed the interface negotiated"),
+    ("rigmon_thunderbolt_rx_bytes_per_second", "DEPRECATED"),
+])
+def test_help_of_a_link_capacity_says_it_is_not_traffic(name: str, says: str) -> None:
+    # These keep their names (dashboards use them); their HELP is where an operator learns what they are.
+    help_text = help_of(exposition(), name)
+    assert says in help_text and "not traffic" in help_text, help_text
 
 
 def test_path_resistance_trend_is_in_ohms_per_second() -> None:

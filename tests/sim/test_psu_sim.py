@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -199,3 +200,51 @@ def test_a_fast_simulation_gives_its_adc_a_stale_limit_of_its_pace(tmp_path: Pat
     bare = SimNode(name="n2", tree=Tree(tmp_path / "n2"), rng=random.Random(1))
     assert adc_pace(bare, 20000.0) == {}  # no ADC, no [psu]
     node.close()
+
+
+def read_all(fd: int) -> bytes:
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def test_a_pty_nobody_reads_gets_whole_lines_and_the_overrun_flag_after_a_loss(tmp_path: Path) -> None:
+    # As the firmware (firmware/rigmon_rm1): a line goes out whole, as the port takes it; a record
+    # that comes while one is still going out is dropped, and the next one sent carries flag 8.
+    rail = SimPsuRail(win_ms=100)
+    rail.pmbus = False
+    node = node_with(rail, tmp_path)
+    try:
+        assert rail.slave_path is None
+        node.step(0.1)
+        assert rail.slave_path is not None
+        reader = os.open(rail.slave_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            # Nobody reads for 300 s of 100 ms windows (~300 kB): far more than the pty holds.
+            for i in range(2, 3000):
+                node.step(i * 0.1)
+            received = read_all(reader)
+            for i in range(3000, 3050):  # read again: the port drains
+                node.step(i * 0.1)
+                received += read_all(reader)
+        finally:
+            os.close(reader)
+    finally:
+        rail.close()
+    records = []
+    for raw in received.split(b"\r\n")[:-1]:
+        record = parse_rm1_line(raw.decode("ascii"))  # a cut line raises LineError here
+        if isinstance(record, RailWindow):
+            records.append(record)
+    seqs = [r.seq for r in records]
+    assert seqs == sorted(seqs) and len(seqs) < 2998  # records were lost...
+    after_loss = [b for a, b in zip(records, records[1:]) if b.seq != a.seq + 1]
+    assert after_loss and all(r.flags & 8 for r in after_loss)  # ...and each loss is flagged
+    assert not [r for a, r in zip(records, records[1:]) if r.seq == a.seq + 1 and r.flags & 8]
+    assert records[-1].seq == 3048  # the port drained: the newest records arrive
