@@ -78,18 +78,19 @@ static void flush_pending() {
   pending_len = pending_at = 0;
 }
 
-static void send(size_t len) {
+static bool send(size_t len) {
   // Never block on the host: while the previous line is still going out, drop this record and
-  // flag the overrun in the next one.
+  // flag the overrun in the next one. Returns whether the record was kept.
   flush_pending();
   if (len == 0 || pending_len) {
     carry_flags |= RM1_FLAG_OVERRUN;
-    return;
+    return false;
   }
   memcpy(pending, line, len);
   pending_len = len;
   pending_at = 0;
   flush_pending();
+  return true;
 }
 
 static void send_identity() {
@@ -155,7 +156,11 @@ void loop() {
   if (now - window.start_ms >= window_ms) {
     window.flags |= carry_flags;
     carry_flags = 0;
-    send(rm1_format_window(line, sizeof line, &window, seq++, now));
+    if (!send(rm1_format_window(line, sizeof line, &window, seq++, now))) {
+      // The record is lost, not the under-voltage alert it latched: the next record carries it
+      // beside the overrun flag, so a sag the host did not read in time still raises its alarm.
+      carry_flags |= window.flags & RM1_FLAG_UNDER_VOLTAGE;
+    }
     rm1_window_reset(&window, now, 0);
   }
 }

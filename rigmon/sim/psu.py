@@ -22,6 +22,7 @@ import tty
 from dataclasses import dataclass
 
 from rigmon.collectors.psu_lines import format_rm1, rm1_checksum
+from rigmon.lazy_re import lazy_compile
 from rigmon.sim.node import SimNode
 from rigmon.sim.tree import Tree
 
@@ -55,6 +56,15 @@ class _Envelope:
         mean = self.total / self.weight if self.weight else (self.low + self.high) / 2
         low, high = round(self.low * 1000), round(self.high * 1000)
         return f"{min(max(round(mean * 1000), low), high)}/{low}/{high}"
+
+
+_FLAGS = lazy_compile(rb",flags=(\d+)\*")
+
+
+def _line_flags(line: bytes) -> int:
+    """The flags of a formatted RM1 window line (0 without them, or for a garbled line)."""
+    found = _FLAGS.search(line)
+    return int(found[1]) if found else 0
 
 
 class SimPsuRail:
@@ -338,7 +348,9 @@ class SimPsuRail:
         self._flush()
         for line in self._out:
             if self._pending:
-                self._flags |= 8
+                # The record is lost, not the under-voltage alert it latched (flag 4): the next
+                # record carries it beside the overrun flag, as the firmware does.
+                self._flags |= 8 | (_line_flags(line) & 4)
                 continue
             self._pending = line
             self._flush()

@@ -101,3 +101,18 @@ def test_sketch_drops_records_while_the_host_does_not_read(sketch_host: Path) ->
     # most what fits; no partial record is followed by another record's bytes.
     out = subprocess.run([str(sketch_host), "3500", "0"], capture_output=True, check=True).stdout
     assert len(out) <= 63 and b"\n" not in out
+
+
+def test_a_dropped_record_passes_its_under_voltage_alert_on(sketch_host: Path) -> None:
+    # The host stops reading from 0.9 s to 2.5 s; window 1 (1-2 s) is dropped while window 0's line
+    # still waits in the buffer, and the INA226's under-voltage alert latched in it (1.2 s). Before,
+    # the next record said only "overrun": the sag the comparator caught raised no alarm.
+    out = subprocess.run([str(sketch_host), "3500", "11", "900", "2500", "1200"], capture_output=True,
+                         check=True).stdout.decode("ascii")
+    windows = [r for r in map(parse_rm1_line, out.splitlines()) if isinstance(r, RailWindow)]
+    assert [(w.seq, w.flags) for w in windows] == [(0, 0), (2, 8 | 4)]
+    # Without a stall the alert is its own window's.
+    out = subprocess.run([str(sketch_host), "3500", "11", "0", "0", "1200"], capture_output=True,
+                         check=True).stdout.decode("ascii")
+    windows = [r for r in map(parse_rm1_line, out.splitlines()) if isinstance(r, RailWindow)]
+    assert [(w.seq, w.flags) for w in windows] == [(0, 0), (1, 4), (2, 0)]

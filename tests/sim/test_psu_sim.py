@@ -248,3 +248,35 @@ def test_a_pty_nobody_reads_gets_whole_lines_and_the_overrun_flag_after_a_loss(t
     assert after_loss and all(r.flags & 8 for r in after_loss)  # ...and each loss is flagged
     assert not [r for a, r in zip(records, records[1:]) if r.seq == a.seq + 1 and r.flags & 8]
     assert records[-1].seq == 3048  # the port drained: the newest records arrive
+
+
+def test_a_dropped_record_passes_its_under_voltage_alert_on(tmp_path: Path) -> None:
+    # As the firmware: a record dropped while nobody reads loses its figures, not the INA226's
+    # latched under-voltage alert (flag 4), which the next record sent carries with flag 8.
+    rail = SimPsuRail(win_ms=100)
+    rail.pmbus = False
+    node = node_with(rail, tmp_path)
+    try:
+        node.step(0.1)
+        assert rail.slave_path is not None
+        reader = os.open(rail.slave_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            for i in range(2, 400):  # 40 s unread: the pty fills long before the sag at 20 s
+                if i == 200:
+                    rail.set_volts = 11.0  # one step below the 11.45 V alert limit
+                node.step(i * 0.1)
+                rail.set_volts = 12.06
+            received = read_all(reader)
+            for i in range(400, 420):
+                node.step(i * 0.1)
+                received += read_all(reader)
+        finally:
+            os.close(reader)
+    finally:
+        rail.close()
+    records = [r for r in (parse_rm1_line(raw.decode("ascii")) for raw in received.split(b"\r\n")[:-1])
+               if isinstance(r, RailWindow)]
+    sag_seq = 199  # seq 0 is the window that closed at step 1
+    assert sag_seq not in [r.seq for r in records]  # the sag's own record was dropped
+    (carried,) = [r for r in records if r.flags & 4]
+    assert carried.seq > sag_seq and carried.flags & 8

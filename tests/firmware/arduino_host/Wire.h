@@ -1,10 +1,15 @@
 /* A host stand-in for the Arduino Wire (I2C) library with INA226s that always have a fresh
- * conversion: 12.000 V on the bus (9600 x 1.25 mV), 40 A through the 375 uOhm shunt. */
+ * conversion: 12.000 V on the bus (9600 x 1.25 mV), 40 A through the 375 uOhm shunt; the load
+ * INA226's under-voltage alert (Mask/Enable AFF) latches at `alert_at_ms`. */
 #pragma once
 #include <stdint.h>
 
+extern uint32_t host_millis;
+
 class HostWire {
   public:
+    /* The millisecond at which the INA226's bus under-voltage alert latches once (0: never). */
+    uint32_t alert_at_ms = 0;
     uint8_t reg = 0;
     int left = 0;
     uint16_t value = 0;
@@ -17,7 +22,8 @@ class HostWire {
     }
     uint8_t endTransmission(bool = true) { return 0; }
     uint8_t requestFrom(int, int count) {
-        value = reg == 0x06 ? 0x0008 : reg == 0x02 ? 9600 : reg == 0x01 ? 6000 : 0;
+        value = reg == 0x06 ? (host_millis == alert_at_ms ? 0x0018 : 0x0008)
+                : reg == 0x02 ? 9600 : reg == 0x01 ? 6000 : 0;
         left = count;
         return (uint8_t)count;
     }
