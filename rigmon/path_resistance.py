@@ -2,9 +2,12 @@
 
 Pure: no I/O and no clock; callers pass the time of each point. Two methods:
 
-* ``two_point``: a PSU-side and a load-side voltage and the current through the path. The
-  drop is fitted as ``drop = R * I`` through the origin, so low-current points (where the
-  drop is mostly noise) weigh little.
+* ``two_point``: a PSU-side and a load-side voltage and the current through the path. Two
+  ADC channels disagree by a few millivolts at zero current (two INA226s, an ADS1115 pair),
+  which through the origin would read 12-19 % high at idle: the drop is fitted as
+  ``drop = a + R * I`` when the current varies (``MIN_SPAN_AMPS``), and otherwise as
+  ``drop - a = R * I`` with the offset ``a`` learned from the latest days whose current
+  varied; with no such day yet there is no estimate rather than a biased one.
 * ``load_steps``: only the load-side voltage and the current (or total GPU power) are
   known. Across load steps the rail follows ``V = V0 - R * I``; the slope gives R. This
   includes the PSU's own droop, needs the current to change (``current_span_amps``) and
@@ -37,13 +40,15 @@ MIN_SPAN_AMPS = 5.0
 MIN_RECENT_POINTS = 10
 #: Days of daily estimates kept for the trend.
 TREND_DAYS_KEPT = 120
+#: ``two_point``: the latest days with current spread that the channels' offset is learned from.
+OFFSET_DAYS = 14
 #: Points behind the current estimate at most: the 15 minutes of `recent_s` at up to 18 ADC windows
 #: a second (a 10/s rail ADC adds 9000); a faster device's estimate covers fewer minutes.
 RECENT_POINTS = 16_384
 
 
 class _Fit(msgspec.Struct):
-    """Running sums for a least-squares line (or a line through the origin)."""
+    """Running sums for a least-squares line (or a line through a known intercept)."""
 
     n: int = 0
     sx: float = 0.0
@@ -77,12 +82,14 @@ class _Fit(msgspec.Struct):
         self.sxy -= x * y
         self.syy -= y * y
 
-    def through_origin(self) -> tuple[float, float] | None:
-        """Slope of y = k x and its standard error, or None with too few points."""
+    def through_point(self, a: float) -> tuple[float, float] | None:
+        """Slope of y = a + k x for a known ``a`` and its standard error, or None with too few points."""
         if self.n < 2 or self.sxx <= 0:
             return None
-        k = self.sxy / self.sxx
-        residual = max(0.0, self.syy - 2 * k * self.sxy + k * k * self.sxx)
+        sxy = self.sxy - a * self.sx
+        k = sxy / self.sxx
+        syy = self.syy - 2 * a * self.sy + a * a * self.n
+        residual = max(0.0, syy - 2 * k * sxy + k * k * self.sxx)
         return k, math.sqrt(residual / (self.n - 1) / self.sxx)
 
     def line(self) -> tuple[float, float] | None:
@@ -124,13 +131,17 @@ class EstimatorState(msgspec.Struct, frozen=True, gc=False):
     """What a `PathResistanceEstimator` keeps across an agent restart: its daily fits.
 
     The recent points behind the current estimate (minutes) are not kept: fresh ones
-    replace them. ``first_day`` is the day of the first point ever (the baseline's day).
+    replace them. ``first_day`` is the day of the first point ever (the baseline's day). The
+    fields with defaults came later: a state saved by an older agent loads without them.
     """
 
     path: str
     method: ResistanceMethod
     first_day: int | None
     days: tuple[DayFitState, ...]
+    offset_volts: float | None = None
+    """``two_point``: the channels' offset (drop at zero current) last learned, for when no kept
+    day has current spread."""
 
 
 @runtime_checkable
@@ -180,6 +191,8 @@ class PathResistanceEstimator:
         self._removed = 0
         self._days: dict[int, _Fit] = {}
         self._first_day: int | None = None
+        # The last offset learned (two_point): it outlives the days it came from.
+        self._offset_volts: float | None = None
 
     def add_drop(self, drop_volts: float, amps: float, at: float) -> None:
         """Add a ``two_point`` observation: PSU-side minus load-side volts at ``amps``, time ``at``."""
@@ -240,6 +253,12 @@ class PathResistanceEstimator:
             fit = self._days[day] = _Fit()
         fit.add(amps, y)
         if len(self._days) > TREND_DAYS_KEPT:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Drop the oldest days beyond `TREND_DAYS_KEPT`, keeping the offset they taught."""
+        while len(self._days) > TREND_DAYS_KEPT:
+            self._offset()
             del self._days[min(self._days)]
 
     def export_state(self) -> EstimatorState:
@@ -247,7 +266,8 @@ class PathResistanceEstimator:
         days = tuple(DayFitState(day=day, n=f.n, sx=f.sx, sy=f.sy, sxx=f.sxx, sxy=f.sxy, syy=f.syy,
                                  x_min=f.x_min, x_max=f.x_max)
                      for day, f in sorted(self._days.items()) if f.n > 0)
-        return EstimatorState(path=self.path, method=self.method, first_day=self._first_day, days=days)
+        return EstimatorState(path=self.path, method=self.method, first_day=self._first_day, days=days,
+                              offset_volts=self._offset())
 
     def restore_state(self, state: EstimatorState) -> bool:
         """Take over the daily fits of a previous run of the same path and method.
@@ -273,18 +293,45 @@ class PathResistanceEstimator:
             fit.syy += saved.syy
             fit.x_min = min(fit.x_min, saved.x_min)
             fit.x_max = max(fit.x_max, saved.x_max)
-        while len(self._days) > TREND_DAYS_KEPT:
-            del self._days[min(self._days)]
+        if self._offset_volts is None and state.offset_volts is not None and math.isfinite(state.offset_volts):
+            self._offset_volts = state.offset_volts
+        self._prune()
         firsts = [d for d in (state.first_day, self._first_day) if d is not None]
         self._first_day = min(firsts) if firsts else None
         return True
 
-    def _estimate(self, fit: _Fit) -> tuple[float, float] | None:
-        if self.method == "two_point":
-            return fit.through_origin()
-        if fit.span < MIN_SPAN_AMPS:
+    def _offset(self) -> float | None:
+        """``two_point``: the channels' offset in volts, learned from the latest days with current spread.
+
+        One offset and a slope per day, fitted together (the path may change from day to day,
+        the channels' offset hardly): ``a = sum(sy - sx sxy / sxx) / sum(n - sx^2 / sxx)``.
+        With no such day kept, the offset learned last.
+        """
+        if self.method != "two_point":
             return None
-        return fit.line()
+        num = den = 0.0
+        used = 0
+        for day in sorted(self._days, reverse=True):
+            fit = self._days[day]
+            if fit.n < 3 or fit.span < MIN_SPAN_AMPS or fit.sxx <= 0:
+                continue
+            num += fit.sy - fit.sx * fit.sxy / fit.sxx
+            den += fit.n - fit.sx * fit.sx / fit.sxx
+            used += 1
+            if used == OFFSET_DAYS:
+                break
+        if den > 1e-9 and math.isfinite(num / den):
+            self._offset_volts = num / den
+        return self._offset_volts
+
+    def _estimate(self, fit: _Fit, offset: float | None) -> tuple[float, float] | None:
+        if fit.span >= MIN_SPAN_AMPS:
+            line = fit.line()
+            if line is not None:
+                return line
+        if self.method == "two_point" and offset is not None:
+            return fit.through_point(offset)
+        return None
 
     def reading(self) -> PathResistanceReading:
         """The current estimate, its standard error, and the trend of daily estimates."""
@@ -292,8 +339,9 @@ class PathResistanceEstimator:
         recent = _Fit(n=sums.n, sx=sums.sx, sy=sums.sy, sxx=sums.sxx, sxy=sums.sxy, syy=sums.syy,
                       x_min=self._lows[0][1] if self._lows else math.inf,
                       x_max=self._highs[0][1] if self._highs else -math.inf)
-        estimate = self._estimate(recent)
-        daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit))]
+        offset = self._offset()
+        estimate = self._estimate(recent, offset)
+        daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit, offset))]
         trend: float | None = None
         if len(daily) >= 2:
             days = _Fit()
