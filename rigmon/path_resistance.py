@@ -131,8 +131,9 @@ class EstimatorState(msgspec.Struct, frozen=True, gc=False):
     """What a `PathResistanceEstimator` keeps across an agent restart: its daily fits.
 
     The recent points behind the current estimate (minutes) are not kept: fresh ones
-    replace them. ``first_day`` is the day of the first point ever (the baseline's day). The
-    fields with defaults came later: a state saved by an older agent loads without them.
+    replace them. ``first_day`` is the day of the first point ever, moved on past days that
+    left the days kept without an estimate (they held no baseline). The fields with defaults
+    came later: a state saved by an older agent loads without them.
     """
 
     path: str
@@ -142,6 +143,10 @@ class EstimatorState(msgspec.Struct, frozen=True, gc=False):
     offset_volts: float | None = None
     """``two_point``: the channels' offset (drop at zero current) last learned, for when no kept
     day has current spread."""
+    baseline_day: int | None = None
+    """The day of the first daily estimate, once that day's sums have left the days kept."""
+    baseline_mohm: float | None = None
+    """That day's estimate (with ``baseline_day``)."""
 
 
 @runtime_checkable
@@ -191,8 +196,10 @@ class PathResistanceEstimator:
         self._removed = 0
         self._days: dict[int, _Fit] = {}
         self._first_day: int | None = None
-        # The last offset learned (two_point): it outlives the days it came from.
+        # The last offset learned (two_point) and the first day's estimate (day, ohms) once
+        # its sums are dropped: both outlive the days they came from.
         self._offset_volts: float | None = None
+        self._baseline: tuple[int, float] | None = None
 
     def add_drop(self, drop_volts: float, amps: float, at: float) -> None:
         """Add a ``two_point`` observation: PSU-side minus load-side volts at ``amps``, time ``at``."""
@@ -256,18 +263,29 @@ class PathResistanceEstimator:
             self._prune()
 
     def _prune(self) -> None:
-        """Drop the oldest days beyond `TREND_DAYS_KEPT`, keeping the offset they taught."""
+        """Drop the oldest days beyond `TREND_DAYS_KEPT`, keeping the offset and baseline they held."""
         while len(self._days) > TREND_DAYS_KEPT:
-            self._offset()
-            del self._days[min(self._days)]
+            day = min(self._days)
+            offset = self._offset()
+            if self._baseline is None:
+                # Every earlier day with an estimate froze the baseline as it left: this is the first.
+                first = self._estimate(self._days[day], offset)
+                if first is not None:
+                    self._baseline = (day, first[0])
+            del self._days[day]
+            if self._baseline is None and self._first_day is not None and self._days:
+                self._first_day = max(self._first_day, min(self._days))
 
     def export_state(self) -> EstimatorState:
         """The daily fits, for `restore_state` after a restart."""
         days = tuple(DayFitState(day=day, n=f.n, sx=f.sx, sy=f.sy, sxx=f.sxx, sxy=f.sxy, syy=f.syy,
                                  x_min=f.x_min, x_max=f.x_max)
                      for day, f in sorted(self._days.items()) if f.n > 0)
+        baseline = self._baseline
         return EstimatorState(path=self.path, method=self.method, first_day=self._first_day, days=days,
-                              offset_volts=self._offset())
+                              offset_volts=self._offset(),
+                              baseline_day=None if baseline is None else baseline[0],
+                              baseline_mohm=None if baseline is None else baseline[1] * MILLI)
 
     def restore_state(self, state: EstimatorState) -> bool:
         """Take over the daily fits of a previous run of the same path and method.
@@ -295,9 +313,12 @@ class PathResistanceEstimator:
             fit.x_max = max(fit.x_max, saved.x_max)
         if self._offset_volts is None and state.offset_volts is not None and math.isfinite(state.offset_volts):
             self._offset_volts = state.offset_volts
-        self._prune()
+        if (state.baseline_day is not None and state.baseline_mohm is not None and math.isfinite(state.baseline_mohm)
+                and (self._baseline is None or state.baseline_day < self._baseline[0])):
+            self._baseline = (state.baseline_day, state.baseline_mohm / MILLI)
         firsts = [d for d in (state.first_day, self._first_day) if d is not None]
         self._first_day = min(firsts) if firsts else None
+        self._prune()
         return True
 
     def _offset(self) -> float | None:
@@ -353,7 +374,11 @@ class PathResistanceEstimator:
             else:
                 (d0, r0), (d1, r1) = daily[0], daily[-1]
                 trend = (r1 - r0) * MILLI / (d1 - d0)
-        baseline = daily[0][1] * MILLI if daily and daily[0][0] == self._first_day else None
+        # The first day's estimate, also once its sums have left the days kept; none when a day
+        # that may have had one left without it (a state saved by an older agent).
+        baseline = (self._baseline[1] if self._baseline is not None
+                    else daily[0][1] if daily and (self._first_day is None or self._first_day >= min(self._days))
+                    else None)
         return PathResistanceReading(
             path=self.path,
             method=self.method,
@@ -363,7 +388,7 @@ class PathResistanceEstimator:
             current_span_amps=round(recent.span, 3) if recent.n else None,
             trend_mohm_per_day=None if trend is None else round(trend, 5),
             trend_days=float(daily[-1][0] - daily[0][0]) if daily else 0.0,
-            baseline_mohm=None if baseline is None else round(baseline, 4),
+            baseline_mohm=None if baseline is None else round(baseline * MILLI, 4),
         )
 
 
