@@ -5,7 +5,7 @@ Pure: no I/O and no clock; callers pass the time of each point. Two methods:
 * ``two_point``: a PSU-side and a load-side voltage and the current through the path. Two
   ADC channels disagree by a few millivolts at zero current (two INA226s, an ADS1115 pair),
   which through the origin would read 12-19 % high at idle: the drop is fitted as
-  ``drop = a + R * I`` when the current varies (``MIN_SPAN_AMPS``), and otherwise as
+  ``drop = a + R * I`` when the current varies (``MIN_SPREAD_AMPS``), and otherwise as
   ``drop - a = R * I`` with the offset ``a`` learned from the latest days whose current
   varied; with no such day yet there is no estimate rather than a biased one.
 * ``load_steps``: only the load-side voltage and the current (or total GPU power) are
@@ -36,6 +36,10 @@ MILLI = 1000.0
 MIN_CURRENT_AMPS = 1.0
 #: A load-steps fit needs at least this spread of current to be meaningful.
 MIN_SPAN_AMPS = 5.0
+#: ``two_point``: a standard deviation of the current from which the points fit a line of their
+#: own and teach the channels' offset. Not the span: one transient at idle makes a span, and a
+#: line through it is that one point's noise.
+MIN_SPREAD_AMPS = 5.0
 #: Points that stay behind the current estimate however old they are.
 MIN_RECENT_POINTS = 10
 #: Days of daily estimates kept for the trend.
@@ -108,6 +112,11 @@ class _Fit(msgspec.Struct):
     @property
     def span(self) -> float:
         return self.x_max - self.x_min if self.n else 0.0
+
+    @property
+    def spread(self) -> float:
+        """Standard deviation of x (0 without points)."""
+        return math.sqrt(max(0.0, self.sxx - self.sx * self.sx / self.n) / self.n) if self.n else 0.0
 
 
 # A frozen msgspec Struct, not a dataclass (cheaper to define at the agent's start); gc=False:
@@ -334,7 +343,7 @@ class PathResistanceEstimator:
         used = 0
         for day in sorted(self._days, reverse=True):
             fit = self._days[day]
-            if fit.n < 3 or fit.span < MIN_SPAN_AMPS or fit.sxx <= 0:
+            if fit.n < 3 or fit.spread < MIN_SPREAD_AMPS:
                 continue
             num += fit.sy - fit.sx * fit.sxy / fit.sxx
             den += fit.n - fit.sx * fit.sx / fit.sxx
@@ -346,13 +355,15 @@ class PathResistanceEstimator:
         return self._offset_volts
 
     def _estimate(self, fit: _Fit, offset: float | None) -> tuple[float, float] | None:
-        if fit.span >= MIN_SPAN_AMPS:
-            line = fit.line()
-            if line is not None:
-                return line
-        if self.method == "two_point" and offset is not None:
-            return fit.through_point(offset)
-        return None
+        if self.method == "two_point":
+            if fit.spread >= MIN_SPREAD_AMPS:
+                line = fit.line()
+                if line is not None:
+                    return line
+            return None if offset is None else fit.through_point(offset)
+        if fit.span < MIN_SPAN_AMPS:
+            return None
+        return fit.line()
 
     def reading(self) -> PathResistanceReading:
         """The current estimate, its standard error, and the trend of daily estimates."""

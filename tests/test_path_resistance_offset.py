@@ -118,3 +118,19 @@ def test_an_older_agents_state_teaches_the_offset_through_its_days() -> None:
     assert after.restore_state(from_data(EstimatorState, json.loads(json.dumps(old))))
     feed(after, range(3, 4), lambda _rng: 27.0, lambda _day: R_MOHM, rng)
     assert after.reading().resistance_mohm == pytest.approx(R_MOHM, abs=0.01)
+
+
+def test_one_transient_at_idle_does_not_make_a_line_of_its_own() -> None:
+    """Idle at a steady 27 A with one 35 A transient: a span of 8 A, but a line through the points
+    would be the transient's rounding (RM1 sends whole millivolts); the learned offset is used."""
+    rng = random.Random(15)
+    est = PathResistanceEstimator("vpsu-v", "two_point")
+    feed(est, range(0, 2), training, lambda _day: R_MOHM, rng)
+    at = 2 * DAY_S
+    for k in range(600):
+        amps = 35.0 if 300 <= k < 303 else 27.0
+        est.add_drop(round(OFFSET_V + amps * R_MOHM / 1000, 3), amps, at + k)
+    reading = est.reading()
+    assert reading.current_span_amps == 8.0
+    assert reading.resistance_mohm == pytest.approx(R_MOHM, abs=0.02)
+    assert reading.trend_mohm_per_day == pytest.approx(0.0, abs=0.01)
