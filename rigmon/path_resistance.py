@@ -360,6 +360,7 @@ class PathResistanceEstimator:
                 line = fit.line()
                 if line is not None:
                     return line
+            # Its standard error leaves the offset's own out: small once days of points taught it.
             return None if offset is None else fit.through_point(offset)
         if fit.span < MIN_SPAN_AMPS:
             return None
