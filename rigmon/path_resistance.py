@@ -2,9 +2,12 @@
 
 Pure: no I/O and no clock; callers pass the time of each point. Two methods:
 
-* ``two_point``: a PSU-side and a load-side voltage and the current through the path. The
-  drop is fitted as ``drop = R * I`` through the origin, so low-current points (where the
-  drop is mostly noise) weigh little.
+* ``two_point``: a PSU-side and a load-side voltage and the current through the path. Two
+  ADC channels disagree by a few millivolts at zero current (two INA226s, an ADS1115 pair),
+  which through the origin would read 12-19 % high at idle: the drop is fitted as
+  ``drop = a + R * I`` when the current varies (``MIN_SPREAD_AMPS``), and otherwise as
+  ``drop - a = R * I`` with the offset ``a`` learned from the latest days whose current
+  varied; with no such day yet there is no estimate rather than a biased one.
 * ``load_steps``: only the load-side voltage and the current (or total GPU power) are
   known. Across load steps the rail follows ``V = V0 - R * I``; the slope gives R. This
   includes the PSU's own droop, needs the current to change (``current_span_amps``) and
@@ -33,17 +36,23 @@ MILLI = 1000.0
 MIN_CURRENT_AMPS = 1.0
 #: A load-steps fit needs at least this spread of current to be meaningful.
 MIN_SPAN_AMPS = 5.0
+#: ``two_point``: a standard deviation of the current from which the points fit a line of their
+#: own and teach the channels' offset. Not the span: one transient at idle makes a span, and a
+#: line through it is that one point's noise.
+MIN_SPREAD_AMPS = 5.0
 #: Points that stay behind the current estimate however old they are.
 MIN_RECENT_POINTS = 10
 #: Days of daily estimates kept for the trend.
 TREND_DAYS_KEPT = 120
+#: ``two_point``: the latest days with current spread that the channels' offset is learned from.
+OFFSET_DAYS = 14
 #: Points behind the current estimate at most: the 15 minutes of `recent_s` at up to 18 ADC windows
 #: a second (a 10/s rail ADC adds 9000); a faster device's estimate covers fewer minutes.
 RECENT_POINTS = 16_384
 
 
 class _Fit(msgspec.Struct):
-    """Running sums for a least-squares line (or a line through the origin)."""
+    """Running sums for a least-squares line (or a line through a known intercept)."""
 
     n: int = 0
     sx: float = 0.0
@@ -77,12 +86,14 @@ class _Fit(msgspec.Struct):
         self.sxy -= x * y
         self.syy -= y * y
 
-    def through_origin(self) -> tuple[float, float] | None:
-        """Slope of y = k x and its standard error, or None with too few points."""
+    def through_point(self, a: float) -> tuple[float, float] | None:
+        """Slope of y = a + k x for a known ``a`` and its standard error, or None with too few points."""
         if self.n < 2 or self.sxx <= 0:
             return None
-        k = self.sxy / self.sxx
-        residual = max(0.0, self.syy - 2 * k * self.sxy + k * k * self.sxx)
+        sxy = self.sxy - a * self.sx
+        k = sxy / self.sxx
+        syy = self.syy - 2 * a * self.sy + a * a * self.n
+        residual = max(0.0, syy - 2 * k * sxy + k * k * self.sxx)
         return k, math.sqrt(residual / (self.n - 1) / self.sxx)
 
     def line(self) -> tuple[float, float] | None:
@@ -101,6 +112,11 @@ class _Fit(msgspec.Struct):
     @property
     def span(self) -> float:
         return self.x_max - self.x_min if self.n else 0.0
+
+    @property
+    def spread(self) -> float:
+        """Standard deviation of x (0 without points)."""
+        return math.sqrt(max(0.0, self.sxx - self.sx * self.sx / self.n) / self.n) if self.n else 0.0
 
 
 # A frozen msgspec Struct, not a dataclass (cheaper to define at the agent's start); gc=False:
@@ -124,13 +140,22 @@ class EstimatorState(msgspec.Struct, frozen=True, gc=False):
     """What a `PathResistanceEstimator` keeps across an agent restart: its daily fits.
 
     The recent points behind the current estimate (minutes) are not kept: fresh ones
-    replace them. ``first_day`` is the day of the first point ever (the baseline's day).
+    replace them. ``first_day`` is the day of the first point ever, moved on past days that
+    left the days kept without an estimate (they held no baseline). The fields with defaults
+    came later: a state saved by an older agent loads without them.
     """
 
     path: str
     method: ResistanceMethod
     first_day: int | None
     days: tuple[DayFitState, ...]
+    offset_volts: float | None = None
+    """``two_point``: the channels' offset (drop at zero current) last learned, for when no kept
+    day has current spread."""
+    baseline_day: int | None = None
+    """The day of the first daily estimate, once that day's sums have left the days kept."""
+    baseline_mohm: float | None = None
+    """That day's estimate (with ``baseline_day``)."""
 
 
 @runtime_checkable
@@ -180,6 +205,10 @@ class PathResistanceEstimator:
         self._removed = 0
         self._days: dict[int, _Fit] = {}
         self._first_day: int | None = None
+        # The last offset learned (two_point) and the first day's estimate (day, ohms) once
+        # its sums are dropped: both outlive the days they came from.
+        self._offset_volts: float | None = None
+        self._baseline: tuple[int, float] | None = None
 
     def add_drop(self, drop_volts: float, amps: float, at: float) -> None:
         """Add a ``two_point`` observation: PSU-side minus load-side volts at ``amps``, time ``at``."""
@@ -240,14 +269,32 @@ class PathResistanceEstimator:
             fit = self._days[day] = _Fit()
         fit.add(amps, y)
         if len(self._days) > TREND_DAYS_KEPT:
-            del self._days[min(self._days)]
+            self._prune()
+
+    def _prune(self) -> None:
+        """Drop the oldest days beyond `TREND_DAYS_KEPT`, keeping the offset and baseline they held."""
+        while len(self._days) > TREND_DAYS_KEPT:
+            day = min(self._days)
+            offset = self._offset()
+            if self._baseline is None:
+                # Every earlier day with an estimate froze the baseline as it left: this is the first.
+                first = self._estimate(self._days[day], offset)
+                if first is not None:
+                    self._baseline = (day, first[0])
+            del self._days[day]
+            if self._baseline is None and self._first_day is not None and self._days:
+                self._first_day = max(self._first_day, min(self._days))
 
     def export_state(self) -> EstimatorState:
         """The daily fits, for `restore_state` after a restart."""
         days = tuple(DayFitState(day=day, n=f.n, sx=f.sx, sy=f.sy, sxx=f.sxx, sxy=f.sxy, syy=f.syy,
                                  x_min=f.x_min, x_max=f.x_max)
                      for day, f in sorted(self._days.items()) if f.n > 0)
-        return EstimatorState(path=self.path, method=self.method, first_day=self._first_day, days=days)
+        baseline = self._baseline
+        return EstimatorState(path=self.path, method=self.method, first_day=self._first_day, days=days,
+                              offset_volts=self._offset(),
+                              baseline_day=None if baseline is None else baseline[0],
+                              baseline_mohm=None if baseline is None else baseline[1] * MILLI)
 
     def restore_state(self, state: EstimatorState) -> bool:
         """Take over the daily fits of a previous run of the same path and method.
@@ -273,15 +320,48 @@ class PathResistanceEstimator:
             fit.syy += saved.syy
             fit.x_min = min(fit.x_min, saved.x_min)
             fit.x_max = max(fit.x_max, saved.x_max)
-        while len(self._days) > TREND_DAYS_KEPT:
-            del self._days[min(self._days)]
+        if self._offset_volts is None and state.offset_volts is not None and math.isfinite(state.offset_volts):
+            self._offset_volts = state.offset_volts
+        if (state.baseline_day is not None and state.baseline_mohm is not None and math.isfinite(state.baseline_mohm)
+                and (self._baseline is None or state.baseline_day < self._baseline[0])):
+            self._baseline = (state.baseline_day, state.baseline_mohm / MILLI)
         firsts = [d for d in (state.first_day, self._first_day) if d is not None]
         self._first_day = min(firsts) if firsts else None
+        self._prune()
         return True
 
-    def _estimate(self, fit: _Fit) -> tuple[float, float] | None:
+    def _offset(self) -> float | None:
+        """``two_point``: the channels' offset in volts, learned from the latest days with current spread.
+
+        One offset and a slope per day, fitted together (the path may change from day to day,
+        the channels' offset hardly): ``a = sum(sy - sx sxy / sxx) / sum(n - sx^2 / sxx)``.
+        With no such day kept, the offset learned last.
+        """
+        if self.method != "two_point":
+            return None
+        num = den = 0.0
+        used = 0
+        for day in sorted(self._days, reverse=True):
+            fit = self._days[day]
+            if fit.n < 3 or fit.spread < MIN_SPREAD_AMPS:
+                continue
+            num += fit.sy - fit.sx * fit.sxy / fit.sxx
+            den += fit.n - fit.sx * fit.sx / fit.sxx
+            used += 1
+            if used == OFFSET_DAYS:
+                break
+        if den > 1e-9 and math.isfinite(num / den):
+            self._offset_volts = num / den
+        return self._offset_volts
+
+    def _estimate(self, fit: _Fit, offset: float | None) -> tuple[float, float] | None:
         if self.method == "two_point":
-            return fit.through_origin()
+            if fit.spread >= MIN_SPREAD_AMPS:
+                line = fit.line()
+                if line is not None:
+                    return line
+            # Its standard error leaves the offset's own out: small once days of points taught it.
+            return None if offset is None else fit.through_point(offset)
         if fit.span < MIN_SPAN_AMPS:
             return None
         return fit.line()
@@ -292,8 +372,9 @@ class PathResistanceEstimator:
         recent = _Fit(n=sums.n, sx=sums.sx, sy=sums.sy, sxx=sums.sxx, sxy=sums.sxy, syy=sums.syy,
                       x_min=self._lows[0][1] if self._lows else math.inf,
                       x_max=self._highs[0][1] if self._highs else -math.inf)
-        estimate = self._estimate(recent)
-        daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit))]
+        offset = self._offset()
+        estimate = self._estimate(recent, offset)
+        daily = [(day, est[0]) for day, fit in sorted(self._days.items()) if (est := self._estimate(fit, offset))]
         trend: float | None = None
         if len(daily) >= 2:
             days = _Fit()
@@ -305,7 +386,11 @@ class PathResistanceEstimator:
             else:
                 (d0, r0), (d1, r1) = daily[0], daily[-1]
                 trend = (r1 - r0) * MILLI / (d1 - d0)
-        baseline = daily[0][1] * MILLI if daily and daily[0][0] == self._first_day else None
+        # The first day's estimate, also once its sums have left the days kept; none when a day
+        # that may have had one left without it (a state saved by an older agent).
+        baseline = (self._baseline[1] if self._baseline is not None
+                    else daily[0][1] if daily and (self._first_day is None or self._first_day >= min(self._days))
+                    else None)
         return PathResistanceReading(
             path=self.path,
             method=self.method,
@@ -315,7 +400,7 @@ class PathResistanceEstimator:
             current_span_amps=round(recent.span, 3) if recent.n else None,
             trend_mohm_per_day=None if trend is None else round(trend, 5),
             trend_days=float(daily[-1][0] - daily[0][0]) if daily else 0.0,
-            baseline_mohm=None if baseline is None else round(baseline, 4),
+            baseline_mohm=None if baseline is None else round(baseline * MILLI, 4),
         )
 
 
