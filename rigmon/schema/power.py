@@ -106,7 +106,8 @@ class PsuRailReading(Record, frozen=True):
 class PathResistanceReading(Record, frozen=True):
     """Resistance of the supply path between PSU and load, from volts per ampere.
 
-    ``two_point``: (PSU-side minus load-side voltage) / current, averaged over windows.
+    ``two_point``: slope of the drop (PSU-side minus load-side voltage) against current, the
+    two channels' offset at zero current taken out (`rigmon.path_resistance`).
     ``load_steps``: slope of load-side voltage against current across load changes.
     """
 
@@ -117,12 +118,12 @@ class PathResistanceReading(Record, frozen=True):
     """One standard error of the estimate."""
     points: int
     current_span_amps: float | None
-    """Spread of current behind a ``load_steps`` fit (little spread, little certainty)."""
+    """Span of current behind the estimate (little spread, little certainty)."""
     trend_mohm_per_day: float | None
     """Slope of the daily estimates; a corroding connection makes it positive."""
     trend_days: float
     baseline_mohm: float | None
-    """First day's estimate this agent run, for comparison."""
+    """The first day's estimate, kept across restarts and past the 120 days of daily fits kept."""
 
 
 class HwmonVoltageReading(Record, frozen=True):
