@@ -203,6 +203,16 @@ class PeerPathReading(Record, frozen=True):
     error: str | None = None
     """The last error sending on the path (``ECONNREFUSED: Connection refused``: nothing listens on the
     peer's port; ``ENETUNREACH``: no route), cleared by the next reply; ``None``: none."""
+    # Added for floods and key mismatches (additive).
+    peer_flooded: bool = False
+    """A reply in this window said the peer's probe port is flooded (it refuses or drops datagrams beyond
+    its budget): the window's loss is suspect, and does not make the path degraded (``loss_over_limit``
+    stays false); the peer's ``probe_responder.flooded`` raises its own alarm."""
+    key_mismatch: bool = False
+    """This node's responder refused probes from the peer's address on this path for a bad MAC in this
+    window: the two nodes' probe keys differ. The peer refuses this node's probes alike (it never answers
+    a bad MAC), so a silent path is the keys, not the network (``peer_path_key_mismatch``, not
+    ``peer_path_silent``). Known only when the peer probes this node too."""
 
 
 class ProbeResponderReading(Record, frozen=True):
