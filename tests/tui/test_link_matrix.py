@@ -8,7 +8,7 @@ from msgspec.structs import replace
 from rich.console import Console, RenderableType
 from textual.widgets import Static
 
-from rigmon.schema import Frame
+from rigmon.schema import Frame, PeerPathReading
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.screens.node import NodeScreen
@@ -16,7 +16,7 @@ from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.summary import PathCell
 from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail, silent_for
 from rigmon.tui.widgets.node_row import NodeRow
-from rigmon.tui.widgets.peer_path_group import PeerPathGroup
+from rigmon.tui.widgets.peer_path_group import PeerPathGroup, path_state
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.peer_paths import SILENT_FROM, cluster_frames, fleet_nodes
 from tests.tui.snapshot_apps.recorded import build, open_node, settle
@@ -213,3 +213,11 @@ def test_a_key_mismatch_and_a_flooded_peer_are_told_apart_from_the_path() -> Non
     flooded = PathCell(name="node02/tbnet", peer="node02", path="tbnet", state="ok", loss_pct=40.0,
                        rtt_p99_us=90.0, peer_flooded=True)
     assert cell_text(flooded, "loss").split() == ["90", "µs?", "40%"]
+
+
+def test_the_node_box_says_key_mismatch_and_peer_flooded() -> None:
+    reading = PeerPathReading(name="node02/tbnet", peer="node02", path="tbnet", address="10.0.0.2", state="silent",
+                              last_reply_age_s=4.0)
+    assert path_state(reading) == "silent 4 s"
+    assert path_state(replace(reading, key_mismatch=True)) == "silent: key mismatch"
+    assert path_state(replace(reading, state="ok", peer_flooded=True)) == "ok, peer flooded"
