@@ -100,7 +100,8 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                    # family names; loss_ratio carries them.
                                    skip=("name", "address", "sent", "received", "error")),
     ProbeResponderReading: RecordMetrics("probe_responder", labels=("address",),
-                                         skip=("last_refused_from", "last_refused_reason")),
+                                         skip=("last_refused_from", "last_refused_reason", "flood_from",
+                                               "refusing_key_from")),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",

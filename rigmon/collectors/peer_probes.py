@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import time
@@ -42,11 +43,13 @@ def judge_path(window: PathWindow, p99_limit_us: float, loss_limit_pct: float, c
     ``unknown`` until the first window is ``complete`` or while no probe is due; ``silent``
     when probes were due and none was answered, or when the last ``silent_run`` due probes in
     a row were not (the path stopped answering); ``degraded`` when the p99 or the loss is
-    above its limit; else ``ok``.
+    above its limit; else ``ok``. Loss while the peer says its probe port is flooded is the
+    flood's as much as the path's: it is not held against the path (the peer alarms instead).
     """
     stats = window.stats
     p99_over = stats.p99_us is not None and stats.p99_us > p99_limit_us
-    loss_over = stats.received > 0 and stats.loss_pct is not None and stats.loss_pct > loss_limit_pct
+    loss_over = (stats.received > 0 and stats.loss_pct is not None and stats.loss_pct > loss_limit_pct
+                 and not window.peer_flooded)
     if not complete or stats.sent == 0:
         return "unknown", p99_over, loss_over
     if stats.received == 0 or (silent_run is not None and window.unanswered_run >= silent_run):
@@ -69,13 +72,30 @@ def with_peer_reachable(readings: Sequence[PeerPathReading]) -> list[PeerPathRea
             for r in readings]
 
 
+def same_address(a: str, b: str) -> bool:
+    """Whether two numeric addresses are the same host: an IPv6 zone (``%thunderbolt0``) and an
+    IPv4-mapped form (``::ffff:10.0.0.2``, how a responder bound to ``::`` sees IPv4) aside."""
+    try:
+        x, y = (ipaddress.ip_address(v.split("%", 1)[0]) for v in (a, b))
+    except ValueError:
+        return a == b
+    x = x.ipv4_mapped or x if isinstance(x, ipaddress.IPv6Address) else x
+    y = y.ipv4_mapped or y if isinstance(y, ipaddress.IPv6Address) else y
+    return x == y
+
+
 def _describe(r: PeerPathReading) -> str:
+    flood = f"; {r.peer} says its probe port is flooded" if r.peer_flooded else ""
     if r.state == "silent":
+        if r.key_mismatch:
+            return (f"key mismatch: this node refuses {r.peer}'s probes from {r.address} for a bad MAC, and "
+                    f"{r.peer} refuses this node's alike: the probe keys differ ([probes] key_file, or the "
+                    "[agent] read token it is derived from, must be the same on every node)")
         also = {True: f", while {r.peer} answers on its other paths", False: f"; {r.peer} answers on no path",
                 None: ""}[r.peer_reachable]
         if r.received > 0 and r.last_reply_age_s is not None:
-            return f"no reply for {r.last_reply_age_s:.1f} s{also}"
-        return f"no reply to {r.sent} probes in {r.window_s:g} s{also}"
+            return f"no reply for {r.last_reply_age_s:.1f} s{also}{flood}"
+        return f"no reply to {r.sent} probes in {r.window_s:g} s{also}{flood}"
     parts = []
     if r.p99_over_limit and r.rtt_p99_us is not None:
         parts.append(f"p99 {r.rtt_p99_us:.0f} us above {r.p99_limit_us or 0:.0f} us")
@@ -83,7 +103,7 @@ def _describe(r: PeerPathReading) -> str:
         parts.append(f"{r.loss_pct:.1f} % lost")
     if r.rtt_p50_us is not None:
         parts.append(f"p50 {r.rtt_p50_us:.0f} us")
-    return ", ".join(parts)
+    return ", ".join(parts) + flood
 
 
 def path_events(before: Mapping[str, PeerPathState], now: Sequence[PeerPathReading], at: float) -> list[EventDraft]:
@@ -155,7 +175,7 @@ class PeerProbeCollector:
 
         probes = self.config.probes
         responder = ProbeResponder(self.config.node_name, self.key, frozenset(p.name for p in self.config.peers),
-                                   probes.reply_rate_per_s, probes.reply_burst)
+                                   probes.reply_rate_per_s, probes.reply_burst, key_memory_s=probes.window_s)
         try:
             responder.bind(probes.bind, probes.port)
         except OSError as exc:
@@ -190,6 +210,9 @@ class PeerProbeCollector:
         complete = started is not None and time.monotonic() - started >= self.config.probes.window_s
         probes = self.config.probes
         silent_run = silent_after(probes.rate_hz, probes.window_s)
+        responder = self.responder.reading() if self.responder is not None else None
+        # The peer's probes of this node refused for a bad MAC: it holds another key, so it refuses ours.
+        bad_key = responder.refusing_key_from if responder is not None else ()
         readings: list[PeerPathReading] = []
         for window in self.sender.windows():
             section = self._paths[window.target.name]
@@ -205,13 +228,16 @@ class PeerProbeCollector:
                 link_gbps=self._link_gbps(section.interface), sent_total=window.sent_total,
                 received_total=window.received_total, p99_limit_us=limit, loss_limit_pct=probes.loss_limit_pct,
                 p99_over_limit=p99_over, loss_over_limit=loss_over, error=window.error,
+                peer_flooded=window.peer_flooded,
+                key_mismatch=window.target.transport == "udp" and any(
+                    same_address(window.target.address, source) for source in bad_key),
             ))
         readings = with_peer_reachable(readings)
         records: list[object] = list(path_events(self._states, readings, self.clock.time()))
         self._states.update({r.name: r.state for r in readings if r.state != "unknown"})
         records.extend(readings)
-        if self.responder is not None:
-            records.append(self.responder.reading())
+        if responder is not None:
+            records.append(responder)
         return records
 
     def _link_gbps(self, interface: str) -> float | None:

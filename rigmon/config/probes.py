@@ -36,9 +36,11 @@ class ProbesSection(msgspec.Struct, frozen=True, gc=False):
     """File holding the probe key shared by every agent of the cluster; empty: derived from the
     agent's read token (``token_file``), so all agents must then share that token."""
     reply_rate_per_s: float = 200.0
-    """Replies per second the responder sends to one source address on average (token bucket)."""
+    """Requests per second the responder examines from one source address on average (token bucket), so
+    at most as many replies: the budget is spent before the MAC is computed, and requests over it are
+    refused as ``rate`` (a flood) with no MAC computed."""
     reply_burst: int = 100
-    """Replies the responder sends to one source address at once before the rate applies."""
+    """Requests the responder examines (replies it sends) from one source address at once before the rate applies."""
 
     def __post_init__(self) -> None:
         check_ranges(self, {"rate_hz": (0.1, 1000.0), "window_s": (1.0, 3600.0), "port": (0, 65535),

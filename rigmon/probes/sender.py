@@ -71,6 +71,8 @@ class _Sent:
     start_ns: int
     start_wall_ns: int = 0
     rtt_us: float | None = None
+    #: Its reply said the peer's responder is flooded.
+    flooded: bool = False
 
 
 @dataclass(slots=True)
@@ -102,6 +104,8 @@ class PathWindow:
     unanswered_run: int = 0
     """Probes in a row, up to the newest whose answer is due, that are unanswered: how long the path
     has been silent, whatever the rest of the window says."""
+    peer_flooded: bool = False
+    """A reply in the window said the peer's responder is flooded: its losses may be the flood's."""
 
 
 def _unanswered_run(due: list[_Sent]) -> int:
@@ -205,7 +209,8 @@ class ProbeSender:
                 # An error the window no longer holds is over (a peer's port that refused is open again).
                 error = path.error if path.error_at_s >= now - self.window_s else None
                 out.append(PathWindow(path.target, window_stats(len(due), rtts), path.sent_total,
-                                      path.received_total, age, error, _unanswered_run(due)))
+                                      path.received_total, age, error, _unanswered_run(due),
+                                      any(s.flooded for s in due)))
         return out
 
     def _fail(self, path: _Path, error: str, lasting: bool = False) -> None:
@@ -286,10 +291,10 @@ class ProbeSender:
                 self._fail(path, f"replies come from node {reply.sender!r}, not {path.target.peer!r}: "
                                  "a [[peers]] name must be the peer's [agent] node name")
                 continue
-            self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns)
+            self._answered(path, reply.seq, end_ns, kernel_ns, reply.held_ns, reply.flooded)
 
     def _answered(self, path: _Path, seq: int, end_ns: int, kernel_ns: int | None = None,
-                  held_ns: int | None = None) -> None:
+                  held_ns: int | None = None, flooded: bool = False) -> None:
         with self._lock:
             sent = path.by_seq.get(seq)
             if sent is None or sent.rtt_us is not None:
@@ -306,6 +311,7 @@ class ProbeSender:
                 # receiving the request and its reply's send is not the network's either.
                 rtt_ns -= held_ns
             sent.rtt_us = rtt_ns / 1000.0
+            sent.flooded = flooded
             path.error = None
             path.received_total += 1
             path.last_reply_s = time.monotonic()

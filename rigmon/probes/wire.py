@@ -6,7 +6,7 @@ Layout (big-endian, always `SIZE` bytes)::
     4   1  version (1)
     5   1  kind (1 request, 2 reply)
     6   1  length of the sender's node name in bytes (1..64)
-    7   1  flags: bit 0 `FLAG_HELD` (replies only), other bits 0 and ignored
+    7   1  flags (replies only): bit 0 `FLAG_HELD`, bit 1 `FLAG_FLOODED`; other bits 0 and ignored
     8  64  sender's node name, UTF-8, zero padded
    72   8  sequence number (per sending path)
    80   8  request: send time, Unix nanoseconds of the prober's wall clock; reply: that time
@@ -20,6 +20,8 @@ its reflector's timestamps): the responder's wait for a CPU and for Python's GIL
 reads a request is the peer's scheduling, not the network's. Byte 7 was reserved (0) before
 `FLAG_HELD`: an older prober ignores it and never reads a reply's time field, and an older
 responder's reply has no flag, so its round trip counts whole. The version stays 1.
+`FLAG_FLOODED` came the same way: the responder says it is refusing or dropping datagrams beyond its
+budget (its port is flooded), so the prober's losses on the path may be the flood's, not the network's.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ KIND_REQUEST = 1
 KIND_REPLY = 2
 #: Flag of a reply whose time field is the responder's hold time (ns), not the echoed send time.
 FLAG_HELD = 0x01
+#: Flag of a reply whose responder is flooded now: it refuses or drops datagrams beyond its budget.
+FLAG_FLOODED = 0x02
 #: Label the probe key is derived under, so the key is never the token itself.
 KEY_LABEL = b"rigmon latency probe key v1"
 
@@ -70,6 +74,7 @@ class Probe:
         held_ns: replies only: nanoseconds the responder held the request, from its kernel's
             receive time to the reply's send; ``None`` when the reply does not say (an older
             responder, or a request).
+        flooded: replies only: the responder said its probe port is flooded (`FLAG_FLOODED`).
     """
 
     kind: ProbeKind
@@ -77,6 +82,7 @@ class Probe:
     seq: int
     sent_at_ns: int
     held_ns: int | None = None
+    flooded: bool = False
 
 
 def derive_key(secret: str | bytes) -> bytes:
@@ -101,7 +107,7 @@ def pack(probe: Probe, key: bytes) -> bytes:
 
     Raises:
         ValueError: the sender's name is empty or longer than `NAME_BYTES` in UTF-8, or a
-            request carries ``held_ns``.
+            request carries ``held_ns`` or ``flooded``.
     """
     name = probe.sender.encode()
     if not 0 < len(name) <= NAME_BYTES:
@@ -111,9 +117,19 @@ def pack(probe: Probe, key: bytes) -> bytes:
         if probe.kind != "reply":
             raise ValueError("only a reply carries the responder's hold time")
         flags, time_field = FLAG_HELD, max(0, probe.held_ns)
+    if probe.flooded:
+        if probe.kind != "reply":
+            raise ValueError("only a reply says its responder is flooded")
+        flags |= FLAG_FLOODED
     head = _HEAD.pack(MAGIC, VERSION, _CODES[probe.kind], len(name), flags, name,
                       probe.seq & 0xFFFF_FFFF_FFFF_FFFF, time_field & 0xFFFF_FFFF_FFFF_FFFF)
     return head + _mac(key, head)
+
+
+def is_request(data: bytes) -> bool:
+    """Whether ``data`` has a request's size, magic, version and kind: the checks that cost
+    nothing, made before a source's budget is spent and before the MAC is computed."""
+    return len(data) == SIZE and data[:4] == MAGIC and data[4] == VERSION and data[5] == KIND_REQUEST
 
 
 def parse(data: bytes, key: bytes) -> Probe:
@@ -141,6 +157,9 @@ def parse(data: bytes, key: bytes) -> Probe:
         sender = name_raw[:name_len].decode()
     except UnicodeDecodeError:
         raise ProbeRefused("name") from None
-    if _KINDS[kind] == "reply" and flags & FLAG_HELD:
-        return Probe("reply", sender, seq, 0, time_field)
-    return Probe(_KINDS[kind], sender, seq, time_field)
+    if _KINDS[kind] != "reply":
+        return Probe(_KINDS[kind], sender, seq, time_field)
+    flooded = bool(flags & FLAG_FLOODED)
+    if flags & FLAG_HELD:
+        return Probe("reply", sender, seq, 0, time_field, flooded)
+    return Probe("reply", sender, seq, time_field, None, flooded)

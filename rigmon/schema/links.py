@@ -203,6 +203,16 @@ class PeerPathReading(Record, frozen=True):
     error: str | None = None
     """The last error sending on the path (``ECONNREFUSED: Connection refused``: nothing listens on the
     peer's port; ``ENETUNREACH``: no route), cleared by the next reply; ``None``: none."""
+    # Added for floods and key mismatches (additive).
+    peer_flooded: bool = False
+    """A reply in this window said the peer's probe port is flooded (it refuses or drops datagrams beyond
+    its budget): the window's loss is suspect, and does not make the path degraded (``loss_over_limit``
+    stays false); the peer's ``probe_responder.flooded`` raises its own alarm."""
+    key_mismatch: bool = False
+    """This node's responder refused probes from the peer's address on this path for a bad MAC in this
+    window: the two nodes' probe keys differ. The peer refuses this node's probes alike (it never answers
+    a bad MAC), so a silent path is the keys, not the network (``peer_path_key_mismatch``, not
+    ``peer_path_silent``). Known only when the peer probes this node too."""
 
 
 class ProbeResponderReading(Record, frozen=True):
@@ -213,7 +223,7 @@ class ProbeResponderReading(Record, frozen=True):
     it did not answer, by reason: ``garbled`` (wrong size, magic, version or kind), ``mac`` (bad
     MAC: a stranger or a different key), ``peer`` (valid MAC but a sender name not configured),
     ``stale`` (send time too far from this node's clock: a replayed request), ``rate``
-    (over the source's rate limit).
+    (over the source's budget of datagrams, spent before the MAC is checked: a flood).
     """
 
     address: str
@@ -227,3 +237,20 @@ class ProbeResponderReading(Record, frozen=True):
     last_refused_from: str | None = None
     """Source address of the last refused datagram."""
     last_refused_reason: str | None = None
+    # Added for floods and key mismatches (additive).
+    flooded: bool = False
+    """Within the last 10 s the responder refused datagrams over a source's budget (``rate``), stopped
+    reading for its CPU budget (a quarter of a core) or the kernel dropped datagrams on its full queue:
+    the probe port is flooded, and peers' probes of this node lost meanwhile are the flood's, not their
+    path's (its replies say so to the probers)."""
+    flood_from: str | None = None
+    """Source address of the last datagram refused over its budget (``rate``); a flood from many
+    (spoofed) sources shows in ``dropped_total`` and ``paused_total`` instead."""
+    dropped_total: int | None = None
+    """Datagrams the kernel dropped because the responder's socket queue was full (``SO_RXQ_OVFL``);
+    ``None`` where the kernel cannot tell."""
+    paused_total: int = 0
+    """Times the responder stopped reading for the rest of a second, its CPU budget spent."""
+    refusing_key_from: tuple[str, ...] = ()
+    """Source addresses whose probes were refused for a bad MAC in the last probe window (the most
+    recent 16): peers whose probe key differs from this node's (or strangers)."""

@@ -75,6 +75,8 @@ class PathCell(Record, frozen=True):
         loss_pct: probes lost in the last window, 0-100.
         link_gbps: speed of the local interface carrying the path.
         last_reply_age_s: seconds since the last reply (how long a silent path has been silent).
+        key_mismatch: the path's node refuses the peer's probes for a bad MAC (the keys differ).
+        peer_flooded: the peer said its probe port is flooded: the loss is suspect.
     """
 
     name: str
@@ -85,6 +87,8 @@ class PathCell(Record, frozen=True):
     loss_pct: float | None = None
     link_gbps: float | None = None
     last_reply_age_s: float | None = None
+    key_mismatch: bool = False
+    peer_flooded: bool = False
 
 
 class PathFigures(Record, frozen=True):
@@ -203,7 +207,8 @@ def path_cell(reading: PeerPathReading) -> PathCell:
     """The dashboard's figures of one peer path."""
     return PathCell(name=reading.name, peer=reading.peer, path=reading.path, state=reading.state,
                     rtt_p99_us=reading.rtt_p99_us, loss_pct=reading.loss_pct, link_gbps=reading.link_gbps,
-                    last_reply_age_s=reading.last_reply_age_s)
+                    last_reply_age_s=reading.last_reply_age_s, key_mismatch=reading.key_mismatch,
+                    peer_flooded=reading.peer_flooded)
 
 
 def path_rank(cell: PathCell) -> tuple[int, float, float]:

@@ -11,7 +11,7 @@ def path(state: str = "ok", **kw: Any) -> dict[str, Any]:
     base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "state": state,
             "window_s": 10.0, "sent": 100, "received": 100, "loss_pct": 0.0, "rtt_p50_us": 40.0,
             "rtt_p99_us": 90.0, "p99_limit_us": 1000.0, "loss_limit_pct": 2.0, "p99_over_limit": False,
-            "loss_over_limit": False}
+            "loss_over_limit": False, "key_mismatch": False}
     return {**base, **kw}
 
 
@@ -55,3 +55,24 @@ def test_loss_above_the_limit_for_fifteen_seconds_warns_and_a_healthy_path_never
     assert engine.active()[0].message.startswith("path node02/tbnet loses more probes than its limit")
     _, quiet = run(default("peer_path_silent", "peer_path_p99_high", "peer_path_loss"), steps(*[path()] * 10))
     assert quiet == []
+
+
+def test_a_path_silent_for_a_key_mismatch_says_key_mismatch_not_silent() -> None:
+    """The peer holds another probe key: it refuses this node's probes (bad MAC) and this node refuses
+    its. The path reads silent, but the alarm says why: key mismatch, not a path that stopped answering."""
+    mismatch = path("silent", received=0, loss_pct=100.0, key_mismatch=True)
+    engine, seen = run(default("peer_path_silent", "peer_path_key_mismatch"), steps(path(), mismatch, mismatch))
+    assert seen == [(5.0, "firing", "peer:node02/tbnet")]
+    (alarm,) = engine.active()
+    assert (alarm.rule, alarm.severity) == ("peer_path_key_mismatch", "critical")
+    assert alarm.message.startswith("path node02/tbnet: key mismatch")
+
+
+def test_a_flooded_probe_port_warns_on_the_flooded_node() -> None:
+    def frame(flooded: bool) -> dict[str, Any]:
+        return {"probe_responder": {"address": "0.0.0.0:9872", "flooded": flooded, "flood_from": "10.0.0.66"}}
+
+    engine, seen = run(default("probe_port_flooded"), [Step(i * 5.0, frame(f)) for i, f in
+                                                       enumerate([False, True, True])])
+    assert seen == [(5.0, "firing", "probe_responder")]
+    assert "flooded" in engine.active()[0].message

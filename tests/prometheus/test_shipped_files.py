@@ -77,6 +77,8 @@ MIRRORS: dict[str, str | None] = {
     "peer_path_silent": "RigmonPeerPathSilent",
     "peer_path_p99_high": "RigmonPeerPathSlow",
     "peer_path_loss": "RigmonPeerPathLoss",
+    "peer_path_key_mismatch": "RigmonPeerPathKeyMismatch",
+    "probe_port_flooded": "RigmonProbePortFlooded",
 }
 
 

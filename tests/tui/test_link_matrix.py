@@ -8,14 +8,15 @@ from msgspec.structs import replace
 from rich.console import Console, RenderableType
 from textual.widgets import Static
 
-from rigmon.schema import Frame
+from rigmon.schema import Frame, PeerPathReading
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.cluster_header import ClusterHeader
-from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail
+from rigmon.summary import PathCell
+from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail, silent_for
 from rigmon.tui.widgets.node_row import NodeRow
-from rigmon.tui.widgets.peer_path_group import PeerPathGroup
+from rigmon.tui.widgets.peer_path_group import PeerPathGroup, path_state
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.peer_paths import SILENT_FROM, cluster_frames, fleet_nodes
 from tests.tui.snapshot_apps.recorded import build, open_node, settle
@@ -188,3 +189,35 @@ async def test_the_matrix_follows_new_frames_in_place() -> None:
         assert "silent  100%" in after[0]
         # Same rows and columns: updated in place, the cursor stays.
         assert table.cursor_coordinate == (2, 4)
+
+
+def test_a_silent_cell_never_shows_a_loss_that_contradicts_it() -> None:
+    """A path silent for 3 s still holds its earlier replies: 20 % of the window lost. The cell said
+    ``silent  20%``; it says how long the path has been silent (its newest probes are all lost)."""
+    just_gone = PathCell(name="node02/tbnet", peer="node02", path="tbnet", state="silent", loss_pct=20.0,
+                         last_reply_age_s=3.2)
+    assert cell_text(just_gone, "loss") == "silent    3s"
+    assert "20%" not in cell_text(just_gone, "loss")
+    never = replace(just_gone, loss_pct=100.0, last_reply_age_s=None)
+    assert cell_text(never, "loss") == "silent  100%"
+    long_ago = replace(just_gone, loss_pct=100.0, last_reply_age_s=700.0)
+    assert cell_text(long_ago, "loss") == "silent  100%"
+    assert [silent_for(s) for s in (0.4, 99.4, 100.0, 3599.0, 7200.0, 10 * 86400.0)] == ["0s", "99s", "2m", "60m",
+                                                                                     "2h", "10d"]
+
+
+def test_a_key_mismatch_and_a_flooded_peer_are_told_apart_from_the_path() -> None:
+    cell = PathCell(name="node02/tbnet", peer="node02", path="tbnet", state="silent", loss_pct=100.0,
+                    key_mismatch=True)
+    assert cell_text(cell, "loss") == "badkey  100%"
+    flooded = PathCell(name="node02/tbnet", peer="node02", path="tbnet", state="ok", loss_pct=40.0,
+                       rtt_p99_us=90.0, peer_flooded=True)
+    assert cell_text(flooded, "loss").split() == ["90", "µs?", "40%"]
+
+
+def test_the_node_box_says_key_mismatch_and_peer_flooded() -> None:
+    reading = PeerPathReading(name="node02/tbnet", peer="node02", path="tbnet", address="10.0.0.2", state="silent",
+                              last_reply_age_s=4.0)
+    assert path_state(reading) == "silent 4 s"
+    assert path_state(replace(reading, key_mismatch=True)) == "silent: key mismatch"
+    assert path_state(replace(reading, state="ok", peer_flooded=True)) == "ok, peer flooded"

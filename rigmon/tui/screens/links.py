@@ -18,7 +18,8 @@ from rigmon.tui.widgets.link_table import LinkTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 #: Above the table: how to read it.
-LEGEND = "p99 round trip and loss, node (row) to peer (column) · ▲ degraded"
+LEGEND = ("p99 round trip and loss, node (row) to peer (column) · ▲ degraded · silent 4s: for 4 s · "
+          "badkey: probe keys differ · ? peer flooded")
 #: Shown instead of the table while no node reports peer paths.
 NO_PATHS = ("no node reports peer paths: the agents probe the peers of their [[peers]] "
             "(see README, latency probes)")

@@ -22,12 +22,16 @@ from rigmon.tui.text import plain
 #: What a cell holds, richest first; the table takes the richest that fits its width.
 Detail = Literal["loss", "p99"]
 DETAILS: tuple[Detail, ...] = ("loss", "p99")
-#: Cells of a cell's figures: the p99 round trip (``850 µs``, ``silent``) with the degraded
-#: mark, and the loss (``100%``).
+#: Cells of a cell's figures: the p99 round trip (``850 µs``, ``silent``, ``badkey``) with the
+#: degraded or flooded mark, and the loss (``100%``; a silent path: how long it has been silent, ``4s``).
 P99_WIDTH = 7
 LOSS_WIDTH = 4
 #: Marks the cells' states, so the matrix reads without colour too.
 DEGRADED_MARK = "▲"
+#: The peer said its probe port is flooded: the cell's loss is suspect.
+FLOODED_MARK = "?"
+#: A silent path whose node refuses the peer's probes for a bad MAC: the keys differ.
+KEY_MISMATCH = "badkey"
 #: Index of the first peer's column (after path, node and link).
 FIRST_PEER_COLUMN = 3
 SELF = "·"
@@ -46,18 +50,37 @@ def link_speed(speeds: tuple[float, float] | None) -> str:
     return f"{low:g}G" if low == high else f"{low:g}-{high:g}G"
 
 
+def silent_for(age_s: float) -> str:
+    """How long a path has been silent, in at most `LOSS_WIDTH` cells: ``4s``, ``12m``, ``3h``, ``9d``."""
+    for unit_s, unit in ((1.0, "s"), (60.0, "m"), (3600.0, "h")):
+        if round(age_s / unit_s) < 100:
+            return f"{age_s / unit_s:.0f}{unit}"
+    return f"{min(999.0, age_s / 86400.0):.0f}d"
+
+
 def cell_text(cell: PathCell, detail: Detail) -> str:
-    """One peer's figures at ``detail``: `` 1.2 ms▲   3%``, `` silent  100%``."""
+    """One peer's figures at ``detail``: `` 1.2 ms▲   3%``, `` silent  100%``, `` silent    4s``.
+
+    A path silent for a few seconds still has its earlier replies in the window (``silent 20%``
+    reads as a contradiction): its loss figure is then how long it has been silent, which is
+    what ``silent`` means (the newest probes all lost). ``badkey`` stands for ``silent`` when the
+    path's node refuses the peer's probes for a bad MAC; `FLOODED_MARK` marks a loss the flooded
+    peer's port may have caused.
+    """
     if cell.state == "silent":
-        p99 = "silent"
+        p99 = KEY_MISMATCH if cell.key_mismatch else "silent"
     elif cell.rtt_p99_us is None:
         p99 = fmt.MISSING
     else:
         p99 = rtt(cell.rtt_p99_us)
-    p99 = p99.rjust(P99_WIDTH - 1) + (DEGRADED_MARK if cell.state == "degraded" else " ")
+    mark = FLOODED_MARK if cell.peer_flooded else DEGRADED_MARK if cell.state == "degraded" else " "
+    p99 = p99.rjust(P99_WIDTH - 1) + mark
     if detail == "p99":
         return p99
-    loss = fmt.MISSING if cell.loss_pct is None else f"{cell.loss_pct:.0f}%"
+    if cell.state == "silent" and cell.loss_pct != 100.0 and cell.last_reply_age_s is not None:
+        loss = silent_for(cell.last_reply_age_s)
+    else:
+        loss = fmt.MISSING if cell.loss_pct is None else f"{cell.loss_pct:.0f}%"
     return f"{p99} {loss:>{LOSS_WIDTH}}"
 
 

@@ -23,10 +23,14 @@ def micros(value: float | None) -> str:
 
 
 def path_state(path: PeerPathReading) -> str:
-    """``ok``, ``degraded``, ``silent 12 s`` (since the last reply), ``unknown``."""
+    """``ok``, ``degraded``, ``silent 12 s`` (since the last reply), ``unknown``; ``silent: key
+    mismatch`` when the probe keys differ, and ``, peer flooded`` when its loss is suspect."""
+    flood = ", peer flooded" if path.peer_flooded else ""
+    if path.state == "silent" and path.key_mismatch:
+        return "silent: key mismatch"
     if path.state == "silent" and path.last_reply_age_s is not None:
-        return f"silent {path.last_reply_age_s:.0f} s"
-    return path.state
+        return f"silent {path.last_reply_age_s:.0f} s{flood}"
+    return path.state + flood
 
 
 class PeerPathGroup(SourceGroup):
