@@ -6,9 +6,7 @@ import asyncio
 from pathlib import Path
 
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.test_guard_service import ENFORCE, Clock, Events, frame, machine, make, settle
-
-__all__ = ["machine"]  # the fixture
+from tests.agent.guard_helpers import ENFORCE, Clock, Events, frame, make, settle
 
 
 async def test_a_hold_is_a_guard_held_event_not_a_guard_step(tmp_path: Path, machine: FakeNvmlMachine) -> None:
