@@ -75,3 +75,33 @@ def make(tmp_path: Path, config: GuardSection, events: Events, clock: Clock) -> 
 
 
 ENFORCE = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, gpus=(0, 1, 2, 3))
+
+
+async def started(tmp_path: Path, config: GuardSection, events: Events, clock: Clock) -> GuardService:
+    """A guard made and started, its start-up work (state file, probe of the driver) done."""
+    service = make(tmp_path, config, events, clock)
+    service.start()
+    await settle(service)
+    return service
+
+
+async def engaged(tmp_path: Path, config: GuardSection, events: Events, clock: Clock, gpus: int = 0) -> GuardService:
+    """A guard made and started that has seen one sag (a frame at 11.3 V) and done what it decided."""
+    service = make(tmp_path, config, events, clock)
+    service.start()
+    service.on_frame(frame(clock.t, 11.3, gpus=gpus))
+    await settle(service)
+    return service
+
+
+async def engaged_by_sags(tmp_path: Path, config: GuardSection, events: Events, clock: Clock,
+                          sags: int) -> GuardService:
+    """A guard made and started that has seen ``sags`` frames at 11.3 V a second apart (each one may
+    step it further) and done what it decided."""
+    service = make(tmp_path, config, events, clock)
+    service.start()
+    for _ in range(sags):
+        clock.t += 1
+        service.on_frame(frame(clock.t, 11.3))
+    await settle(service)
+    return service

@@ -9,16 +9,14 @@ from pathlib import Path
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.guard_helpers import ENFORCE, Clock, Events, frame, make, settle
+from tests.agent.guard_helpers import ENFORCE, Clock, Events, engaged, engaged_by_sags, frame, settle, started
 
 
 async def test_no_permission_reports_once_and_stays_in_dry_run(tmp_path: Path, machine: FakeNvmlMachine) -> None:
     machine.no_permission = True
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, ENFORCE, events, clock)
         service.on_frame(frame(clock.t, 11.3))
         await settle(service)
         assert events.kinds() == ["guard_failed", "guard_engaged"]
@@ -42,12 +40,7 @@ async def test_application_clocks_only_permission_still_restores_what_it_capped(
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, restore_after_s=30.0,
                           gpus=(0, 1, 2, 3))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        for _ in range(2):
-            clock.t += 1
-            service.on_frame(frame(clock.t, 11.3))
-        await settle(service)
+        service = await engaged_by_sags(tmp_path, config, events, clock, sags=2)
         assert [(g.app_clock_graphics_mhz, g.locked_clock_max_mhz) for g in machine.gpus] == [(1005, None)] * 4
         kind, message, _ = events.items[-1]
         assert kind == "guard_failed" and "lock clocks" in message and "permission" in message
@@ -78,10 +71,7 @@ async def test_application_clocks_only_permission_caps_without_persistence_and_a
     machine.no_permission = machine.app_clocks_unrestricted = True
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3))
-        await settle(service)
+        service = await engaged(tmp_path, ENFORCE, events, clock)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
         assert events.kinds()[-1] == "guard_engaged" and service.reading().acting
         await asyncio.to_thread(service.close)
@@ -93,9 +83,7 @@ async def test_no_permission_is_not_asked_again(tmp_path: Path, machine: FakeNvm
     machine.no_permission = True
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, ENFORCE, events, clock)
         writes = machine.calls["nvmlDeviceSetApplicationsClocks"]
         for _ in range(3):
             clock.t += 61

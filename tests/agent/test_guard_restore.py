@@ -16,7 +16,7 @@ from rigmon.schema import CollectorStatus, Frame, GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from rigmon.summary.figures import guard_mark
 from rigmon.tui.widgets.guard_line import guard_text
-from tests.agent.guard_helpers import DEADLINE_S, ENFORCE, Clock, Events, frame, make, settle
+from tests.agent.guard_helpers import DEADLINE_S, ENFORCE, Clock, Events, engaged, frame, make, settle
 
 
 async def driver_answers(service: GuardService) -> None:
@@ -30,24 +30,27 @@ async def driver_answers(service: GuardService) -> None:
     raise AssertionError("the hung call never returned")
 
 
+async def restore_hangs_once(service: GuardService, machine: FakeNvmlMachine, clock: Clock) -> None:
+    """The restore due after a healthy frame 31 s on hangs in the driver's first write (every GPU's
+    restore fails); returns once the driver answers again."""
+    machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
+    clock.t += 31
+    service.on_frame(frame(clock.t, 11.9, gpus=4))
+    await settle(service)
+    machine.heal("hang")
+    await driver_answers(service)
+
+
 async def test_a_restore_that_hung_is_tried_again_and_a_stop_still_restores(tmp_path: Path,
                                                                            machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, call_timeout_s=0.2,
                           gpus=(0, 1, 2, 3))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3, gpus=4))
-        await settle(service)
+        service = await engaged(tmp_path, config, events, clock, gpus=4)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
         # The driver hangs on the restore's first write: every GPU's restore fails.
-        machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
-        clock.t += 31
-        service.on_frame(frame(clock.t, 11.9, gpus=4))
-        await settle(service)
-        machine.heal("hang")
-        await driver_answers(service)
+        await restore_hangs_once(service, machine, clock)
         assert events.kinds()[-1] == "guard_failed"
         assert state_file_path(tmp_path / "state").exists()
         assert len(service.reading().settings) == 4  # still in force, and said so
@@ -74,16 +77,8 @@ async def test_a_stop_after_a_failed_restore_puts_the_settings_back(tmp_path: Pa
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, call_timeout_s=0.2,
                           gpus=(0, 1))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3, gpus=4))
-        await settle(service)
-        machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
-        clock.t += 31
-        service.on_frame(frame(clock.t, 11.9, gpus=4))
-        await settle(service)
-        machine.heal("hang")
-        await driver_answers(service)
+        service = await engaged(tmp_path, config, events, clock, gpus=4)
+        await restore_hangs_once(service, machine, clock)
         assert machine.gpus[1].app_clock_graphics_mhz == 1005
         await asyncio.to_thread(service.close)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
@@ -142,10 +137,7 @@ async def test_a_gpu_lost_while_capped_does_not_keep_the_others_capped(tmp_path:
                                                                       machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3, gpus=4))
-        await settle(service)
+        service = await engaged(tmp_path, ENFORCE, events, clock, gpus=4)
         machine.fail("gpu_lost", gpu=3)
         clock.t += 31
         service.on_frame(frame(clock.t, 11.9, gpus=4, lost=(3,)))
@@ -168,10 +160,7 @@ async def test_a_sag_while_the_stopping_agent_restores_does_not_cap_again(tmp_pa
     events, clock = Events(), Clock()
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, call_timeout_s=30.0, gpus=(0, 1, 2, 3))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3, gpus=4))
-        await settle(service)
+        service = await engaged(tmp_path, config, events, clock, gpus=4)
         machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
         stopping = asyncio.create_task(asyncio.to_thread(service.close))
         for _ in range(int(DEADLINE_S / 0.01)):  # the stop began; its restore hangs in the driver

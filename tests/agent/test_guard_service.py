@@ -8,16 +8,13 @@ from pathlib import Path
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
-from tests.agent.guard_helpers import ENFORCE, Clock, Events, frame, make, settle
+from tests.agent.guard_helpers import ENFORCE, Clock, Events, engaged, engaged_by_sags, frame, settle, started
 
 
 async def test_enforce_caps_every_gpu_then_restores_after_healthy(tmp_path: Path, machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3))
-        await settle(service)
+        service = await engaged(tmp_path, ENFORCE, events, clock)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4  # derived: 0.66 x 1530
         assert all(g.persistence_mode == 1 for g in machine.gpus)
         kind, message, data = events.items[-1]
@@ -43,9 +40,7 @@ async def test_a_hung_call_is_reported_and_sampling_is_not_blocked(tmp_path: Pat
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, call_timeout_s=0.2, app_clocks_mhz=(877, 1005),
                           gpus=(0, 1))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, config, events, clock)
         machine.fail("hang")
         try:
             # Frames keep coming while the driver hangs: on_frame only decides and queues.
@@ -67,12 +62,7 @@ async def test_stop_restores_what_it_changed(tmp_path: Path, machine: FakeNvmlMa
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, power_limit_w=200,
                           gpus=(0, 1, 2, 3))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        for volts in (11.3, 11.3, 11.3):
-            clock.t += 1
-            service.on_frame(frame(clock.t, volts))
-        await settle(service)
+        service = await engaged_by_sags(tmp_path, config, events, clock, sags=3)
         assert events.kinds()[-3:] == ["guard_engaged", "guard_step", "guard_step"]
         assert machine.gpus[0].locked_clock_max_mhz == 1005 and machine.gpus[0].power_limit_mw == 200_000
         await asyncio.to_thread(service.close)
@@ -90,12 +80,7 @@ async def test_a_power_limit_whose_value_before_was_not_known_goes_back_to_the_d
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, step_after_s=0, power_limit_w=200,
                           restore_after_s=30.0, gpus=(0, 1, 2, 3))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        for _ in range(3):
-            clock.t += 1
-            service.on_frame(frame(clock.t, 11.3))
-        await settle(service)
+        service = await engaged_by_sags(tmp_path, config, events, clock, sags=3)
         assert [g.power_limit_mw for g in machine.gpus] == [200_000] * 4
         assert [s.power_limit_w for s in service.reading().settings] == [200.0] * 4
         clock.t += 31
@@ -109,10 +94,7 @@ async def test_a_power_limit_whose_value_before_was_not_known_goes_back_to_the_d
 async def test_operator_hold_and_release(tmp_path: Path, machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3))
-        await settle(service)
+        service = await engaged(tmp_path, ENFORCE, events, clock)
         assert service.command("hold", "alice").state == "held"
         clock.t += 1000
         service.on_frame(frame(clock.t, 11.9))
@@ -129,10 +111,7 @@ async def test_writes_that_were_all_refused_leave_no_state_file(tmp_path: Path, 
     events, clock = Events(), Clock()
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, app_clocks_mhz=(877, 1000), gpus=(0, 1))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3))  # 1000 MHz is no V100 clock: INVALID_ARGUMENT
-        await settle(service)
+        service = await engaged(tmp_path, config, events, clock)  # 1000 MHz is no V100 clock: INVALID_ARGUMENT
         assert events.kinds()[-1] == "guard_failed"
         assert not state_file_path(tmp_path / "state").exists()
         assert service.reading().settings == ()
@@ -144,16 +123,12 @@ async def test_settings_the_gpus_refuse_are_reported_at_start(tmp_path: Path, ma
     config = GuardSection(enabled=True, mode="enforce", app_clocks_mhz=(1005, 877), power_limit_w=100.0,
                           gpus=(0, 5))
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, config, events, clock)
         [(kind, message, _)] = events.items
         assert kind == "guard_failed" and "does not fit" in message
         assert "gpus: 5 not on this node" in message and "[1005, 877]" in message and "100" in message
         events.items.clear()
-        good = make(tmp_path, ENFORCE, events, clock)
-        good.start()
-        await settle(good)
+        good = await started(tmp_path, ENFORCE, events, clock)
         assert events.items == []
         await asyncio.to_thread(good.close)
         await asyncio.to_thread(service.close)
@@ -165,9 +140,7 @@ async def test_a_driver_loaded_after_the_agent_started_lets_the_guard_act(tmp_pa
     events, clock = Events(), Clock()
     machine.fail("driver_missing")
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, ENFORCE, events, clock)
         assert not service.reading().acting and "no NVIDIA driver" in str(service.reading().reason)
         machine.heal("driver_missing")
         clock.t += 61

@@ -12,16 +12,13 @@ import pytest
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.guard_helpers import ENFORCE, Clock, Events, frame, make, settle
+from tests.agent.guard_helpers import ENFORCE, Clock, Events, engaged, frame, settle, started
 
 
 async def engaged_then_killed(tmp_path: Path, events: Events, clock: Clock) -> None:
     """An enforcing guard that engages on a sag and is then killed: no close(), nothing restored;
     only its worker thread goes away (the state file and the caps stay)."""
-    first = make(tmp_path, ENFORCE, events, clock)
-    first.start()
-    first.on_frame(frame(clock.t, 11.3))
-    await settle(first)
+    first = await engaged(tmp_path, ENFORCE, events, clock)
     first.worker._executor.shutdown(wait=True)
 
 
@@ -35,9 +32,7 @@ async def test_killed_while_engaged_then_restarted_finds_and_restores(tmp_path: 
 
         events2 = Events()
         clock.t += 100
-        second = make(tmp_path, ENFORCE, events2, clock)
-        second.start()
-        await settle(second)
+        second = await started(tmp_path, ENFORCE, events2, clock)
         kind, message, data = events2.items[0]
         assert kind == "guard_engaged" and data["left_behind"] is True and "previous agent run" in message
         reading = second.reading()
@@ -70,9 +65,7 @@ async def test_the_state_file_is_written_before_the_first_write_reaches_a_gpu(tm
     config = GuardSection(enabled=True, mode="enforce", rail_count=1, call_timeout_s=60.0, gpus=(0, 1))
     path = state_file_path(tmp_path / "state")
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, config, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, config, events, clock)
         machine.fail("hang", symbols={"nvmlDeviceSetApplicationsClocks"})
         try:
             service.on_frame(frame(clock.t, 11.3))
@@ -100,9 +93,7 @@ async def test_an_unreadable_state_file_is_kept_aside_and_not_overwritten(tmp_pa
     path.parent.mkdir()
     path.write_text(text)
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        await settle(service)
+        service = await started(tmp_path, ENFORCE, events, clock)
         kind, message, data = events.items[0]
         assert kind == "guard_failed" and "unreadable" in message and "nvidia-smi -rac" in message
         assert service.reading().state == "armed"
@@ -119,10 +110,8 @@ async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(
         await engaged_then_killed(tmp_path, events, clock)
 
         events2 = Events()
-        second = make(tmp_path, GuardSection(enabled=True, mode="dry-run", rail_count=1, restore_after_s=30.0),
-                      events2, clock)
-        second.start()
-        await settle(second)
+        second = await started(tmp_path, GuardSection(enabled=True, mode="dry-run", rail_count=1, restore_after_s=30.0),
+                               events2, clock)
         kind, message, data = events2.items[0]
         assert kind == "guard_engaged" and data["left_behind"] is True
         assert "does not restore them" in message and "restored after" not in message
