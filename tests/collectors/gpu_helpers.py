@@ -1,8 +1,9 @@
-"""Helpers of the GPU collector tests: a step clock, a collector over the fake NVML, a four-GPU node."""
+"""Helpers of the GPU collector tests: a step clock, a collector over the fake NVML, a node's GPUs on the
+PCI bus and in the fake NVML."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -44,13 +45,19 @@ def _split(records: list[object]) -> tuple[list[GpuReading], list[EventDraft]]:
 GPU_BUSES = ("1a", "1b", "1c", "1d")
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[tuple[Path, FakeNvmlMachine]]:
+def gpu_node_tree(root: Path, buses: Sequence[str]) -> FakeNvmlMachine:
+    """Write a node's tree below ``root``: a kernel log and an NVIDIA 3D controller on each PCI bus of
+    ``buses``; returns a fake NVML machine of as many V100s (on those buses), not yet served."""
     files: dict[str, str] = {"/dev/kmsg": "6,1,1000000,-;Linux version 6.8.0\n"}
-    for bus in GPU_BUSES:
+    for bus in buses:
         files[f"/sys/bus/pci/devices/0000:{bus}:00.0/vendor"] = "0x10de\n"
         files[f"/sys/bus/pci/devices/0000:{bus}:00.0/class"] = "0x030200\n"
-    write_tree(tmp_path, files)
-    machine = FakeNvmlMachine(v100_sxm2_gpus(4))
+    write_tree(root, files)
+    return FakeNvmlMachine(v100_sxm2_gpus(len(buses)))
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[tuple[Path, FakeNvmlMachine]]:
+    machine = gpu_node_tree(tmp_path, GPU_BUSES)
     with serving(tmp_path, machine):
         yield tmp_path, machine
