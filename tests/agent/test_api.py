@@ -16,6 +16,7 @@ from rigmon.agent.server import make_server
 from rigmon.collectors.base import PolledCollector
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Frame, Gap, Info, TemperatureReading, decode
+from tests.agent.helpers import listening_port
 from tests.agent.sse import SseEvent, read_events
 
 TOKEN = "s3cret-token"
@@ -161,9 +162,7 @@ async def served(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
     server = make_server(agent, "127.0.0.1", 0)
     agent.start()
     task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
+    port = await listening_port(server)
     yield agent, f"http://127.0.0.1:{port}"
     server.should_exit = True
     await agent.stop()
@@ -293,9 +292,7 @@ async def test_a_client_that_does_not_read_a_long_backfill_holds_a_piece_of_it_n
     agent.start()
     serving = asyncio.create_task(server.serve())
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         await wait_for_seq(agent, 200)
         agent.sampler.stop()
         assert agent.buffer is not None and agent.buffer.latest is not None

@@ -13,6 +13,7 @@ from rigmon.agent.agent import Agent
 from rigmon.agent.connections import ConnectionLimits, GuardedConnection, guarded_protocol
 from rigmon.agent.server import make_server
 from rigmon.config import AgentConfig, AgentSection
+from tests.agent.helpers import listening_port
 
 
 def limits() -> ConnectionLimits:
@@ -119,8 +120,7 @@ async def test_answers_go_out_at_once_on_the_socket_rigmon_agent_binds(tmp_path:
     assert listener.proto == 0  # what asyncio's own nodelay rule skips
     serving = asyncio.create_task(server.serve(sockets=[listener]))
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
+        await listening_port(server)
         reader, writer = await asyncio.open_connection(*listener.getsockname()[:2])
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n")
         await writer.drain()
@@ -161,9 +161,7 @@ async def test_malformed_and_upgrade_requests_are_counted_not_logged_one_line_ea
         return answer
 
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         caplog.set_level(logging.WARNING)
         for _ in range(20):
             answer = await exchange(b"GET /v1/\xff\xfe HTTP/1.1\r\nHost: agent\r\n\r\n")

@@ -6,9 +6,7 @@ import asyncio
 from pathlib import Path
 
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.test_guard_service import ENFORCE, Clock, Events, frame, machine, make, settle
-
-__all__ = ["machine"]  # the fixture
+from tests.agent.guard_helpers import ENFORCE, Clock, Events, engaged, settle
 
 
 async def test_a_hold_is_a_guard_held_event_not_a_guard_step(tmp_path: Path, machine: FakeNvmlMachine) -> None:
@@ -16,10 +14,7 @@ async def test_a_hold_is_a_guard_held_event_not_a_guard_step(tmp_path: Path, mac
     operator's hold for one: it is ``guard_held``, with ``data.command = "hold"`` as before."""
     events, clock = Events(), Clock()
     with serving(tmp_path / "root", machine):
-        service = make(tmp_path, ENFORCE, events, clock)
-        service.start()
-        service.on_frame(frame(clock.t, 11.3))
-        await settle(service)
+        service = await engaged(tmp_path, ENFORCE, events, clock)
         service.command("hold", "alice")
         await settle(service)
         held = events.items[-1]

@@ -7,9 +7,7 @@ from pathlib import Path
 
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.test_guard_service import Clock, Events, machine, make, settle
-
-__all__ = ["machine"]  # the fixture
+from tests.agent.guard_helpers import Clock, Events, make, settle
 
 #: One NVML call's timeout here; the init takes several of them.
 CALL_TIMEOUT_S = 0.2

@@ -22,6 +22,7 @@ from rigmon.agent.journal import JournalReader, JournalStore, encode_history, gz
 from rigmon.agent.server import make_server
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, Readings, TemperatureReading
+from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
 from tests.agent.test_journal import T0, FakeClock
 from tests.snapshot.test_journal_snapshot import run_in_read_only_dir
@@ -93,9 +94,7 @@ async def test_a_client_that_does_not_read_a_large_history_holds_a_piece_of_it_n
     request = (f"GET /v1/history?from={T0!r}&to={T0 + FRAMES - 1!r}&frames=1 HTTP/1.1\r\nHost: agent\r\n"
                f"Accept: {ACCEPT[shape]}\r\n\r\n").encode()
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         tracemalloc.start()
         try:
             with socket.socket() as sock:
@@ -154,9 +153,7 @@ async def test_exports_beyond_two_at_once_are_told_to_come_back(tmp_path: Path, 
     serving = asyncio.create_task(server.serve())
     window = {"from": repr(T0), "to": repr(T0 + FRAMES - 1)}
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             stalled = [stalled_export(port), stalled_export(port)]
             for _ in range(500):  # until both answers are under way (a snapshot is an export too)

@@ -14,6 +14,7 @@ from rigmon.agent.control import MAX_MARK_CHARS
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Event, History, decode
 from rigmon.agent.server import make_server
+from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter, wait_for_seq
 from tests.agent.test_history_api import wait_journaled
 
@@ -43,9 +44,8 @@ async def served_agent(tmp_path: Path) -> AsyncIterator[tuple[Agent, str]]:
     server = make_server(agent, "127.0.0.1", 0)
     agent.start()
     task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    yield agent, f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    port = await listening_port(server)
+    yield agent, f"http://127.0.0.1:{port}"
     server.should_exit = True
     await agent.stop()
     await asyncio.wait_for(task, 10)

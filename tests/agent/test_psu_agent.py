@@ -14,6 +14,7 @@ from rigmon.agent.server import make_server
 from rigmon.collectors.psu_lines import format_rm1
 from rigmon.config import AgentConfig, AgentSection, PsuSection
 from rigmon.sim.rig import running_rig
+from tests.agent.helpers import listening_port
 from tests.collectors.psu_helpers import LINK, PtyDevice
 
 SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
@@ -45,9 +46,7 @@ async def agent_url(tmp_path: Path) -> AsyncIterator[tuple[str, PtyDevice]]:
     server = make_server(agent, "127.0.0.1", 0)
     agent.start()
     task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
+    port = await listening_port(server)
     try:
         yield f"http://127.0.0.1:{port}", device
     finally:

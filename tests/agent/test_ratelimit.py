@@ -10,6 +10,7 @@ import pytest
 from rigmon.agent.agent import Agent
 from rigmon.agent.ratelimit import RateLimiter, retry_after_header
 from rigmon.config import AgentConfig, AgentSection, ConfigError, load_agent_config
+from tests.agent.helpers import listening_port
 
 
 class FakeMonotonic:
@@ -92,9 +93,7 @@ async def test_a_forwarded_for_header_does_not_buy_a_fresh_bucket(tmp_path: Path
     server = make_server(agent, "127.0.0.1", 0)
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             codes = [(await client.get("/v1/info", headers={"X-Forwarded-For": f"198.51.100.{i}"})).status_code
                      for i in range(5)]

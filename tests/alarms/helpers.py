@@ -1,5 +1,5 @@
-"""Test helpers for the rule engine: a settable clock, a table runner, and frames of a
-simulated rig read by the real collectors."""
+"""Test helpers for the rule engine: a settable clock, a table runner, a rail rule, GPU states, and frames
+of a simulated rig read by the real collectors."""
 
 from __future__ import annotations
 
@@ -110,3 +110,17 @@ def sim_frames(scenario: str, nodes: int, workdir: Path, clock: FakeClock, steps
         for _, collectors in per_node:
             for collector in collectors.values():
                 collector.close()
+
+
+RAIL = """
+[[rule]]
+name = "rail"
+kind = "threshold"
+select = "psu_rail.volts.min_volts"
+below = 11.7
+subject = "psu"
+"""
+
+
+def gpu_states(*states: str) -> dict[str, Any]:
+    return {"gpus": [{"index": i, "uuid": f"GPU-{i}", "name": "V100", "state": s} for i, s in enumerate(states)]}

@@ -1,5 +1,5 @@
 """Rule engine, table-driven on an injected clock: thresholds, hysteresis, hold, flapping,
-state, counter increase, staleness, trend, events, missing data, acknowledgement."""
+state, staleness, trend, missing data, message templates."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ from typing import Any
 
 import pytest
 
-from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.alarms.templates import Template, render
-from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, NetInterfaceReading, Readings
-from tests.alarms.helpers import T0, FakeClock, Step, default, event, rules, run
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, NetInterfaceReading, Readings
+from tests.alarms.helpers import RAIL, T0, FakeClock, Step, default, gpu_states, rules, run
 
 
 def psu(*volts: float | None, every_s: float = 1.0) -> list[Step]:
@@ -24,15 +22,6 @@ def rail(*volts: float) -> list[Step]:
     return [Step(float(i), {"psu_rail": {"volts": {"mean_volts": v, "min_volts": v, "max_volts": v}}})
             for i, v in enumerate(volts)]
 
-
-RAIL = """
-[[rule]]
-name = "rail"
-kind = "threshold"
-select = "psu_rail.volts.min_volts"
-below = 11.7
-subject = "psu"
-"""
 
 CASES: list[tuple[str, str, list[Step], list[tuple[float, str, str]]]] = [
     ("fires below, resolves above", RAIL, psu(12.0, 11.6, 11.6, 11.8),
@@ -101,10 +90,6 @@ def test_default_rail_messages_never_round_a_sag_up_to_its_limit() -> None:
         "12 V rail minimum 11.499 V is below 11.5 V: GPUs fall off the bus here"
     engine, _ = run(default("psu_rail_low_warning"), rail(12.02, 11.695))
     assert engine.active()[0].message == "12 V rail minimum 11.695 V is below 11.7 V"
-
-
-def gpu_states(*states: str) -> dict[str, Any]:
-    return {"gpus": [{"index": i, "uuid": f"GPU-{i}", "name": "V100", "state": s} for i, s in enumerate(states)]}
 
 
 def test_state_one_alarm_per_gpu() -> None:
@@ -197,56 +182,6 @@ subject = "gpu:{uuid}"
     assert seen == [(2, "firing", "gpu:GPU-1"), (3, "resolved", "gpu:GPU-1")]
 
 
-COUNTER = """
-[[rule]]
-name = "replays"
-kind = "counter"
-select = "gpus[*].pcie_replay_total"
-max_increase = 10
-window_s = 60.0
-subject = "gpu:{index}"
-message = "+{increase:.0f}"
-"""
-
-
-def replays(*values: int, every_s: float = 10.0) -> list[Step]:
-    return [Step(i * every_s, {"gpus": [{"index": 0, "pcie_replay_total": v}]}) for i, v in enumerate(values)]
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        # 100 replays accumulated before the agent started are not an increase.
-        ((100, 100, 100), []),
-        ((0, 4, 8, 11), [(30, "firing", "gpu:0")]),
-        # 11 in the window, then the window slides past the rise.
-        ((0, 11, 11, 11, 11, 11, 11, 11, 11), [(10, "firing", "gpu:0"), (70, "resolved", "gpu:0")]),
-        # Slow creep: 5 per minute never exceeds 10 per minute.
-        ((0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 10), []),
-        # A reset (driver reload) is not a negative or huge increase.
-        ((50, 55, 0, 3), []),
-    ],
-)
-def test_counter_increase(values: tuple[int, ...], expected: list[tuple[float, str, str]]) -> None:
-    assert run(rules(COUNTER), replays(*values))[1] == expected
-
-
-def test_a_counter_message_gives_the_time_its_increase_was_counted_over() -> None:
-    """Half a minute after the agent started, "rose by 11 in 600 s" would claim ten minutes of
-    watching: the default rules' messages give the time covered, the window once it is full."""
-    def crc(value: int) -> dict[str, Any]:
-        return {"gpus": [{"index": 2, "nvlinks": [{"link": 1, "crc_flit_total": value}]}]}
-
-    engine, seen = run(default("gpu_nvlink_crc_rising"), [Step(0, crc(0)), Step(29, crc(0)), Step(30, crc(11))])
-    assert seen == [(30, "firing", "gpu:2")]
-    (alarm,) = engine.alarm_list().active
-    assert alarm.message == "GPU 2 NVLink 1 CRC errors rose by 11 in 30 s"
-
-    engine, seen = run(default("gpu_nvlink_crc_rising"), [Step(0, crc(0)), Step(700, crc(0)), Step(701, crc(11))])
-    (alarm,) = engine.alarm_list().active
-    assert alarm.message == "GPU 2 NVLink 1 CRC errors rose by 11 in 600 s"
-
-
 def test_staleness() -> None:
     def col(sampled_at: float | None) -> dict[str, Any]:
         return {"collectors": {"host": {"state": "ok", "sampled_at": sampled_at}}}
@@ -320,108 +255,6 @@ def test_trend_resolves_when_the_rise_stops() -> None:
     assert [s[1] for s in seen] == ["firing", "resolved"]
 
 
-def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
-    steps = [
-        Step(0, {}, [event("xid", "gpu:0", "Xid 13 on GPU 0", xid=13)]),
-        Step(1, {}, [event("xid", "gpu:1", "Xid 79 on GPU 1: fallen off the bus", xid=79)]),
-        Step(2, {}, [event("xid", "gpu:1", "Xid 79 again", xid=79), event("xid", "gpu:2", "x", xid=48)]),
-        Step(3, {}),
-        Step(3603, {}),
-    ]
-    engine, seen = run(default("gpu_xid_fatal"), steps)
-    assert seen == [(1, "firing", "gpu:1"), (2, "firing", "gpu:2"), (3603, "resolved", "gpu:1"),
-                    (3603, "resolved", "gpu:2")]
-    gpu1 = next(a for a in engine.recent() if a.subject == "gpu:1")
-    assert gpu1.count == 2 and gpu1.value == 79 and gpu1.message == "Xid 79 again"
-
-
-def xid(source: str, at_s: float, code: int = 79, gpu: int = 1, bus: str | None = "0000:3b:00.0") -> Event:
-    """An Xid as the agent reports it from NVML's event set or from the kernel log."""
-    text = {"nvml": f"Xid {code} on GPU {gpu}: GPU has fallen off the bus",
-            "kmsg": f"Xid {code} on GPU {gpu} ({bus}): GPU has fallen off the bus."}[source]
-    return Event(id=f"e-{source}-{at_s}", at=T0 + at_s, kind="xid", severity="critical", subject=f"gpu:{gpu}",
-                 message=text, data={"source": source, "xid": code, "gpu_index": gpu, "pci_bus_id": bus})
-
-
-@pytest.mark.parametrize(
-    ("reports", "count"),
-    [
-        pytest.param([[xid("nvml", 0.2)], [xid("kmsg", 0.0)]], 1, id="nvml-then-kmsg"),
-        pytest.param([[xid("kmsg", 0.0), xid("nvml", 0.3)]], 1, id="both-in-one-frame"),
-        pytest.param([[xid("nvml", 0.0)], [xid("kmsg", 4.9)], [xid("nvml", 9.0)], [xid("kmsg", 9.5)]], 2,
-                     id="two-xids-each-from-both"),
-        pytest.param([[xid("nvml", 0.0)], [xid("nvml", 1.0)]], 2, id="same-source-twice-is-two"),
-        pytest.param([[xid("nvml", 0.0)], [xid("kmsg", 5.5)]], 2, id="further-apart-than-the-merge-window"),
-        pytest.param([[xid("nvml", 0.0, code=79)], [xid("kmsg", 0.5, code=48)]], 2, id="other-code"),
-        pytest.param([[xid("nvml", 0.0, bus=None)], [xid("kmsg", 0.5, bus=None)]], 1, id="by-index-without-bus"),
-    ],
-)
-def test_one_xid_reported_by_nvml_and_the_kernel_log_is_counted_once(reports: list[list[Event]],
-                                                                      count: int) -> None:
-    """The dashboard merges the two reports (rigmon.tui.event_merge); the alarm counts the Xid once and
-    keeps the first report's text, the one its firing notification carried."""
-    steps = [Step(i, {}, frame_events) for i, frame_events in enumerate(reports)]
-    engine, seen = run(default("gpu_xid_fatal"), steps)
-    assert seen == [(0, "firing", "gpu:1")]
-    (alarm,) = engine.active()
-    assert alarm.count == count
-    if count == 1:
-        assert alarm.message == reports[0][0].message
-
-
-def test_another_gpus_report_is_its_own_alarm() -> None:
-    steps = [Step(0, {}, [xid("nvml", 0.0, gpu=1, bus="0000:3b:00.0")]),
-             Step(1, {}, [xid("kmsg", 0.1, gpu=2, bus="0000:5e:00.0")])]
-    engine, seen = run(default("gpu_xid_fatal"), steps)
-    assert seen == [(0, "firing", "gpu:1"), (1, "firing", "gpu:2")]
-    assert [a.count for a in engine.active()] == [1, 1]
-
-
-def test_the_unclean_shutdown_alarm_says_what_the_agent_found_once() -> None:
-    """The agent's event already says "node restarted unexpectedly; last frame ...": the alarm
-    (and every notification of it) must not say it twice."""
-    crashed = UncleanRun(run_id="r0", node="n1", started_at=T0 - 600, last_frame_at=T0 - 2.1, final={})
-    message, _ = unclean_message(crashed, T0)
-    engine, _ = run(default("unclean_shutdown"), [Step(0, {}, [event("unclean_shutdown", "journal", message)])])
-    (alarm,) = engine.active()
-    assert alarm.message == message
-    assert alarm.message.count("restarted unexpectedly") == 1
-
-
-def test_acknowledging_an_event_alarm_resolves_it_a_state_alarm_stays_firing() -> None:
-    clock = FakeClock(T0)
-    engine = AlarmEngine(default("unclean_shutdown", "gpu_lost"), "n1", clock, id_prefix="r")
-    engine.evaluate_data(gpu_states("lost"), [event("unclean_shutdown", "node:n1",
-                                                    "node restarted unexpectedly; rail 11.31 V 0.8 s before")], T0)
-    by_rule = {a.rule: a for a in engine.active()}
-    assert by_rule["unclean_shutdown"].message == "node restarted unexpectedly; rail 11.31 V 0.8 s before"
-    clock.t = T0 + 5
-    changes = engine.acknowledge(by_rule["unclean_shutdown"].id, "alice")
-    assert [c.change for c in changes] == ["acknowledged", "resolved"]
-    assert changes[-1].alarm.acknowledged_by == "alice" and changes[-1].alarm.acknowledged_at == T0 + 5
-    changes = engine.acknowledge(by_rule["gpu_lost"].id, "bob")
-    assert [c.change for c in changes] == ["acknowledged"]
-    assert engine.active()[0].state == "firing" and engine.active()[0].acknowledged_by == "bob"
-    assert engine.acknowledge(by_rule["gpu_lost"].id, "bob") == []  # idempotent
-    with pytest.raises(AlreadyResolved):
-        engine.acknowledge(by_rule["unclean_shutdown"].id, "alice")
-    with pytest.raises(UnknownAlarm):
-        engine.acknowledge("nope", "alice")
-
-
-def test_a_new_episode_gets_a_new_id_and_no_acknowledgement() -> None:
-    clock = FakeClock(T0)
-    engine = AlarmEngine(rules(RAIL), "n1", clock, id_prefix="r")
-    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 11.5}}}, [], T0)
-    first = engine.active()[0]
-    engine.acknowledge(first.id, "alice")
-    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 12.0}}}, [], T0 + 1)
-    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 11.5}}}, [], T0 + 2)
-    second = engine.active()[0]
-    assert second.id != first.id and second.acknowledged_at is None
-    assert engine.recent()[0].id == first.id and engine.recent()[0].acknowledged_by == "alice"
-
-
 def test_bad_message_template_falls_back_and_never_raises() -> None:
     text = RAIL + 'message = "{value:.2f} {nonexistent}"\n'
     engine, seen = run(rules(text), psu(11.5))
@@ -474,57 +307,3 @@ def test_the_default_rules_templates_all_take_the_fast_path() -> None:
     for rule in default("collector_silent", "psu_rail_low_warning", "gpu_pcie_replay_rising", "net_link_slower"):
         assert Template(rule.subject).compiled and Template(rule.message).compiled
     assert not Template("{value!r}").compiled and not Template("{gpu.index}").compiled
-
-
-NVLINK_CRC = """
-[[rule]]
-name = "crc"
-kind = "counter"
-select = "gpus[*].nvlinks[*].crc_flit_total"
-max_increase = 10
-window_s = 60.0
-subject = "gpu:{index}"
-message = "link {link} +{increase:.0f}"
-"""
-
-
-def nvlinks(*totals: tuple[int, ...], every_s: float = 1.0) -> list[Step]:
-    """GPU 0 with one NVLink per value of each step (link 2 of a loose GPU rising, the others quiet)."""
-    return [Step(i * every_s, {"gpus": [{"index": 0, "nvlinks": [{"link": n, "crc_flit_total": v}
-                                                                  for n, v in enumerate(links)]}]})
-            for i, links in enumerate(totals)]
-
-
-def test_links_sharing_a_subject_do_not_flap() -> None:
-    """The links of one GPU share the subject ``gpu:0``: a quiet link does not resolve what a
-    rising one fired (it did, on every frame, on the loose-sxm2 scenario)."""
-    steps = nvlinks(*((0, 0, 8 * i, 0) for i in range(10)))
-    engine, seen = run(rules(NVLINK_CRC), steps)
-    assert seen == [(2, "firing", "gpu:0")]
-    (alarm,) = engine.active()
-    # NVLinks are told apart by their ``link`` number, so a message can name the rising one.
-    assert alarm.message == "link 2 +72" and alarm.labels["link"] == "2"
-
-
-def test_the_worst_link_decides_the_message_and_every_link_must_be_quiet_to_clear() -> None:
-    steps = nvlinks((0, 0, 0), *((20, 0, 30) for _ in range(9)), every_s=10.0)
-    engine, seen = run(rules(NVLINK_CRC), steps)
-    # Fires at 10 s (link 2 +30 decides the message); clear once the rises leave the 60 s window.
-    assert seen == [(10, "firing", "gpu:0"), (70, "resolved", "gpu:0")]
-    assert engine.recent()[0].message == "link 2 +30"
-
-
-def test_a_counter_reset_under_a_firing_alarm_does_not_resolve_it_at_once() -> None:
-    """After a reset (driver reload) less than a window of history cannot say the link is quiet."""
-    steps = replays(0, 20, 0, 0, 0, 0, 0, 0, 0, 0, every_s=10.0)
-    assert run(rules(COUNTER), steps)[1] == [(10, "firing", "gpu:0"), (80, "resolved", "gpu:0")]
-
-
-def test_clear_hold_keeps_a_bursty_counter_firing() -> None:
-    """A counter that rises in bursts drifts below and above its limit as bursts leave the
-    window; ``clear_hold_s`` keeps the alarm firing through the short clear spells."""
-    values = (0, 6, 12, 12, 12, 12, 12, 12, 18, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24)
-    without = run(rules(COUNTER), replays(*values))[1]
-    assert [c for _, c, _ in without] == ["firing", "resolved", "firing", "resolved"]
-    held = run(rules(COUNTER + "clear_hold_s = 30.0\n"), replays(*values))[1]
-    assert held == [(20, "firing", "gpu:0"), (170, "resolved", "gpu:0")]

@@ -21,6 +21,7 @@ from rigmon.cluster.client import AgentClient, Backoff, Connected, Failed, GapRe
 from rigmon.cluster.store import NodeStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.sim.rig import running_rig
+from tests.agent.helpers import listening_port
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
@@ -65,9 +66,7 @@ async def agent_with_token(token: str) -> AsyncIterator[str]:
     agent.start()
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True

@@ -22,6 +22,7 @@ from rigmon.collectors.base import PolledCollector
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import Event, Gap, Info, TemperatureReading, decode, encode
 from rigmon.summary import SummaryRecord, summary_record
+from tests.agent.helpers import listening_port
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_frame
 from tests.tui.snapshot_apps.record_frames import load_frames
 
@@ -47,9 +48,8 @@ async def served_agent() -> AsyncIterator[str]:
     agent.start()
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        port = await listening_port(server)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await agent.stop()

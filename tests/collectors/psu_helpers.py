@@ -1,4 +1,5 @@
-"""Test helpers for the PSU rail: a serial device on a real pseudo-terminal, push capture, waiting."""
+"""Test helpers for the PSU rail: a serial device on a real pseudo-terminal, push capture, waiting, ADC lines,
+a collector on the test link."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from rigmon.clock import SystemClock
+from rigmon.collectors.base import EventDraft
+from rigmon.collectors.psu import PsuCollector
+from rigmon.collectors.psu_lines import format_rm1
+from rigmon.config import PsuSection
+from rigmon.hw.root import HostRoot
+from rigmon.hw.tty_udev import TtyAddedFn
 
 LINK = "/dev/serial/by-id/usb-rigmon_test-if00"
 
@@ -101,3 +110,39 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 10.0) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("condition not met in time")
+
+
+SAG = ("$RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,"
+       "vpsu=11902/11655/11960,flags=4*09")
+
+
+def rm1(seq: int, v: str = "12010/12001/12020", up: int | None = None, n: int = 900, extra: str = "") -> str:
+    up_ms = (seq + 1) * 1000 if up is None else up
+    return format_rm1(f"RM1,seq={seq},up={up_ms},win=1000,n={n},v={v},i=30000/29000/31000,"
+                      f"vpsu=12040/12030/12050{extra}")
+
+
+IDENTITY = format_rm1("RMI,proto=1,fw=rmfw-0.3,id=E6614103E7452D2F,sensor=ina226,win=1000,ch=v;i;vpsu")
+
+
+def events(records: list[object], kind: str) -> list[EventDraft]:
+    return [r for r in records if isinstance(r, EventDraft) and r.kind == kind]
+
+
+class FakeTtyWatch:
+    """Stands for udev: the test announces a tty add."""
+
+    def __init__(self) -> None:
+        self.on_added: TtyAddedFn | None = None
+
+    def start(self, on_added: TtyAddedFn) -> bool:
+        self.on_added = on_added
+        return True
+
+    def stop(self) -> None:
+        self.on_added = None
+
+
+def make_collector(root: Path, watch: FakeTtyWatch | None = None, **settings: object) -> PsuCollector:
+    config = PsuSection(port=LINK, **{"reopen_min_s": 0.05, "reopen_max_s": 0.2, **settings})  # type: ignore[arg-type]
+    return PsuCollector(config, HostRoot(root), SystemClock(), tty_watch=watch)

@@ -15,22 +15,14 @@ from rigmon.collectors.gpu import GpuCollector
 from rigmon.hw.nvml import open_nvml
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
-from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
-from rigmon.sim.tree import write_tree
-
-DEADLINE_S = 10.0
-GPU_BUSES = ("1a", "1b", "1c", "1d")
+from rigmon.sim.nvml import FakeNvmlMachine, serving
+from tests.collectors.gpu_helpers import DEADLINE_S, GPU_BUSES, StepClock, gpu_node_tree
 
 
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, FakeNvmlMachine]]:
     monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 0.01)
-    files: dict[str, str] = {"/dev/kmsg": "6,1,1000000,-;Linux version 6.8.0\n"}
-    for bus in GPU_BUSES:
-        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/vendor"] = "0x10de\n"
-        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/class"] = "0x030200\n"
-    write_tree(tmp_path, files)
-    machine = FakeNvmlMachine(v100_sxm2_gpus(4))
+    machine = gpu_node_tree(tmp_path, GPU_BUSES)
     with serving(tmp_path, machine):
         yield tmp_path, machine
 
@@ -73,7 +65,7 @@ def test_an_xid_after_a_gpu_came_back_from_a_reset_is_reported(node: tuple[Path,
     driver): the event set is registered again, so an Xid on GPU 1 after its return is an event."""
     root, machine = node
     host = HostRoot(root)
-    collector = GpuCollector(open_nvml(host, timeout_s=DEADLINE_S), host, _Clock(), event_wait_s=0.05)
+    collector = GpuCollector(open_nvml(host, timeout_s=DEADLINE_S), host, StepClock(), event_wait_s=0.05)
     pushed = Pushed()
     collector.start(pushed)
     try:
@@ -96,7 +88,7 @@ def test_an_xid_of_a_gpu_lost_when_the_events_were_registered_is_reported_once_i
     root, machine = node
     machine.fail("gpu_lost", 2)
     host = HostRoot(root)
-    collector = GpuCollector(open_nvml(host, timeout_s=DEADLINE_S), host, _Clock(), event_wait_s=0.05)
+    collector = GpuCollector(open_nvml(host, timeout_s=DEADLINE_S), host, StepClock(), event_wait_s=0.05)
     pushed = Pushed()
     collector.start(pushed)
     try:
@@ -107,11 +99,3 @@ def test_an_xid_of_a_gpu_lost_when_the_events_were_registered_is_reported_once_i
         assert _until_xid(machine, pushed, 2, 31), "an Xid of the GPU that came back was never seen"
     finally:
         collector.close()
-
-
-class _Clock:
-    def time(self) -> float:
-        return 1_700_000_000.0
-
-    def monotonic(self) -> float:
-        return 0.0

@@ -14,30 +14,16 @@ from rigmon.collectors.gpu_processes import GpuProcessCollector
 from rigmon.hw.nvml import open_nvml, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
-from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
-from rigmon.sim.tree import write_tree
+from rigmon.sim.nvml import FakeNvmlMachine, serving
+from tests.collectors.gpu_helpers import DEADLINE_S, StepClock, gpu_node_tree
 
 #: The NVML watchdog's timeout in these tests: the init takes longer than this.
 TIMEOUT_S = 0.2
-DEADLINE_S = 10.0
-
-
-class _Clock:
-    def time(self) -> float:
-        return 1_700_000_000.0
-
-    def monotonic(self) -> float:
-        return 0.0
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[tuple[Path, FakeNvmlMachine]]:
-    files: dict[str, str] = {"/dev/kmsg": "6,1,1000000,-;Linux version 6.8.0\n"}
-    for bus in ("1a", "1b"):
-        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/vendor"] = "0x10de\n"
-        files[f"/sys/bus/pci/devices/0000:{bus}:00.0/class"] = "0x030200\n"
-    write_tree(tmp_path, files)
-    machine = FakeNvmlMachine(v100_sxm2_gpus(2))
+    machine = gpu_node_tree(tmp_path, ("1a", "1b"))
     with serving(tmp_path, machine):
         yield tmp_path, machine
 
@@ -47,7 +33,7 @@ def test_a_slow_first_nvml_init_is_starting_not_hung(node: tuple[Path, FakeNvmlM
     meanwhile say NVML is starting, quietly; once it returns the GPUs are read."""
     root, machine = node
     host = HostRoot(root)
-    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, _Clock(), event_wait_s=0.05)
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, StepClock(), event_wait_s=0.05)
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     try:
         polls = []
@@ -82,7 +68,7 @@ def test_an_nvml_init_that_outlasts_its_budget_is_hung(node: tuple[Path, FakeNvm
     host = HostRoot(root)
     nvml = open_nvml(host, timeout_s=TIMEOUT_S)
     nvml.binding.init_timeout_s = 0.0  # no time for an init at all
-    collector = GpuCollector(nvml, host, _Clock(), event_wait_s=0.05)
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     try:
         with pytest.raises(CollectorHung) as hung:
@@ -96,7 +82,7 @@ def test_an_nvml_init_that_outlasts_its_budget_is_hung(node: tuple[Path, FakeNvm
 def test_the_process_collector_is_starting_too(node: tuple[Path, FakeNvmlMachine]) -> None:
     root, machine = node
     host = HostRoot(root)
-    collector = GpuProcessCollector(open_nvml_processes(host, timeout_s=TIMEOUT_S), host, _Clock())
+    collector = GpuProcessCollector(open_nvml_processes(host, timeout_s=TIMEOUT_S), host, StepClock())
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     try:
         with pytest.raises(NoData) as starting:
@@ -112,7 +98,7 @@ def test_the_xid_wait_behind_a_slow_first_init_is_not_reported_stuck(node: tuple
     it spent there is the init's (the polls said "starting"), not a wait stuck in the driver."""
     root, machine = node
     host = HostRoot(root)
-    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, _Clock(), event_wait_s=0.05,
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, StepClock(), event_wait_s=0.05,
                              hung_after_s=TIMEOUT_S)
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     collector.start(lambda records: None)

@@ -16,8 +16,8 @@ import pytest
 from rigmon.collectors.psu_lines import LineError
 from rigmon.collectors.psu_text import TextFields, TextHeader, parse_text_line, text_window
 from rigmon.schema import PsuRailReading
-from tests.collectors.psu_helpers import PtyDevice, Pushed, wait_for
-from tests.collectors.test_psu import make_collector, pty_device  # noqa: F401  (fixture)
+from tests.collectors.psu_helpers import PtyDevice, Pushed, make_collector, wait_for
+from tests.collectors.psu_helpers import pty_device  # noqa: F401  (fixture)
 
 
 def window_of(line: str, channels: dict[str, str], scale: dict[str, float] | None = None,

@@ -28,6 +28,7 @@ from rigmon.snapshot.bundle import NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
 from rigmon.snapshot.pull import Progress, decode_history
 from rigmon.snapshot.report import CHARTS, chart_series, render_report
+from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,9 +83,7 @@ async def agent_with_token(tmp_path: Path, token: str) -> AsyncIterator[tuple[Ag
     server = make_server(agent, "127.0.0.1", 0)
     agent.start()
     task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
+    port = await listening_port(server)
     try:
         yield agent, f"http://127.0.0.1:{port}"
     finally:
@@ -126,9 +125,8 @@ async def test_an_agent_without_a_journal_still_gives_the_frames_it_keeps_in_mem
     agent.start()
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        port = await listening_port(server)
+        url = f"http://127.0.0.1:{port}"
         while agent.buffer is None or agent.buffer.latest is None or agent.buffer.latest.seq < 20:
             await asyncio.sleep(0.02)
         err = io.StringIO()

@@ -16,6 +16,7 @@ from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.export import pull_targets
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.snapshot.pull import EXPORT_RETRIES, Progress, pull_agent
+from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
 from tests.agent.test_history_api import spoilt_journal
 from tests.agent.test_history_stream import FRAMES, T0, filled_state, stalled_export
@@ -115,9 +116,7 @@ async def test_the_dashboards_export_waits_for_a_busy_agent_and_says_so(tmp_path
             sock.close()
 
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = await listening_port(server)
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url) as client:
             stalled += [stalled_export(port), stalled_export(port)]
