@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.setup.test_setup_agent import ENV, files_of, setup_agent
+from tests.setup.helpers import ENV, files_of, setup_agent
 
 NOBODY = 65534
 #: Prints "denied" when this interpreter runs, imports rigmon, can list the root and cannot read the token.
