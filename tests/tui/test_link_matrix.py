@@ -15,7 +15,7 @@ from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.summary import PathCell
 from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail, silent_for
-from rigmon.tui.widgets.node_row import NodeRow
+from rigmon.tui.widgets.node_row import NodeRow, path_figure
 from rigmon.tui.widgets.peer_path_group import PeerPathGroup, path_state
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.peer_paths import SILENT_FROM, cluster_frames, fleet_nodes
@@ -210,6 +210,8 @@ def test_a_key_mismatch_and_a_flooded_peer_are_told_apart_from_the_path() -> Non
     cell = PathCell(name="node02/tbnet", peer="node02", path="tbnet", state="silent", loss_pct=100.0,
                     key_mismatch=True)
     assert cell_text(cell, "loss") == "badkey  100%"
+    # The cluster row's path column says the same as the matrix.
+    assert path_figure(cell) == "badkey" and path_figure(replace(cell, key_mismatch=False)) == "silent"
     flooded = PathCell(name="node02/tbnet", peer="node02", path="tbnet", state="ok", loss_pct=40.0,
                        rtt_p99_us=90.0, peer_flooded=True)
     assert cell_text(flooded, "loss").split() == ["90", "µs?", "40%"]

@@ -72,11 +72,12 @@ def columns_for(width: int, paths: bool) -> tuple[Column, ...]:
 
 
 def path_figure(cell: PathCell | None) -> str:
-    """The path column's figure: ``silent``, else the p99 round trip (``850 µs``); ``—`` unknown."""
+    """The path column's figure: ``silent`` (``badkey`` when the keys differ, as in the link
+    matrix), else the p99 round trip (``850 µs``); ``—`` unknown."""
     if cell is None:
         return fmt.MISSING
     if cell.state == "silent":
-        return "silent"
+        return "badkey" if cell.key_mismatch else "silent"
     return fmt.MISSING if cell.rtt_p99_us is None else rtt(cell.rtt_p99_us)
 
 
