@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
+from rigmon.cluster.alarm_events import split_at_restart
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Alarm, AlarmList, AlarmState, Event, Severity
 
@@ -28,8 +29,6 @@ SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 STATE_RANK: dict[str, int] = {"firing": 0, "pending": 1, "resolved": 2}
 #: Resolved alarms shown at most.
 RECENT_SHOWN = 200
-#: Said of a replayed alarm its agent's next run did not take over (see `AlarmTracker.restarted`).
-RESTARTED_WITHOUT = "agent restarted without it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,29 +296,11 @@ class AlarmTracker:
             self._active[alarm_id] = new
 
     def restarted(self, at: float, events: Iterable[Event] = ()) -> None:
-        """The node's agent restarted (a frame of a new run, taken at ``at`` with ``events``).
-
-        Its pending alarms are gone: an agent keeps only alarms that had fired across a restart
-        (their fate comes as events of the new run); a pending one's hold starts again under a
-        new id, and no event ends the old one, which would otherwise stay pending for the rest
-        of a replay. A firing alarm goes on only when the new run restored it: the run's
-        ``alarm_state_restored`` event says when the state it took over was saved, and an alarm
-        that fired after that (or every one, with no such event: a state directory wiped, a crash
-        before the first save) is unknown to the new run; it ends here, saying so.
-        """
-        saved_at: float | None = None
-        for event in events:
-            value = event.data.get("saved_at")
-            if event.kind == "alarm_state_restored" and isinstance(value, (int, float)) and not isinstance(value, bool):
-                saved_at = float(value)
-        for alarm_id, alarm in list(self._active.items()):
-            if alarm.state == "pending":
-                del self._active[alarm_id]
-            elif saved_at is None or alarm.fired_at is None or alarm.fired_at > saved_at:
-                del self._active[alarm_id]
-                self._recent.insert(0, msgspec.structs.replace(
-                    alarm, state="resolved", resolved_at=at, updated_at=at,
-                    message=f"{alarm.message} ({RESTARTED_WITHOUT})"))
+        """The node's agent restarted (a frame of a new run, taken at ``at`` with ``events``): its
+        alarms that the new run did not take over end (see `split_at_restart`)."""
+        split = split_at_restart(self._active.values(), at, events)
+        self._active = {a.id: a for a in split.kept}
+        self._recent[:0] = split.ended
         del self._recent[self.recent_limit:]
 
     def alarm_list(self) -> AlarmList:

@@ -12,7 +12,7 @@ from rigmon.alarms import cluster as cluster_rules
 from rigmon.alarms.cluster import ClusterAlarms, alarm_node_key
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
-from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events
+from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, ended_by_restart, split_at_restart, with_alarm_events
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, Sag, problems
 from rigmon.cluster.node_view import NodeState, NodeView, trouble_order
@@ -34,6 +34,8 @@ STALE_AFTER_S = 3.0
 PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
+#: Alarms of a node's earlier agent runs kept in its resolved list after its agent stopped listing them.
+EARLIER_ALARMS_KEPT = 200
 #: Fields of `Readings`, and readings with none of them.
 READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
@@ -86,6 +88,10 @@ class NodeStore:
         # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
         # answer sent before them (a poll crossing the frame) must not take them back.
         self._alarm_events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        # Alarms of earlier agent runs that the agent may no longer list (a restart without its
+        # alarm state): the resolved ones, and those the restart ended. Newest first; shown with
+        # every answer that does not list them.
+        self._earlier: tuple[Alarm, ...] = ()
         self.error: str | None = None
         self.error_at: float | None = None
         self.restarts = 0
@@ -151,6 +157,7 @@ class NodeStore:
             return 0
         if last is not None and frame.run_id != last.run_id:
             self.restarts += 1
+            self._run_changed(frame)
         summary = self.worst.add(self._with_session_inventory(summary))
         self.latest = frame
         self.latest_whole = whole
@@ -165,6 +172,39 @@ class NodeStore:
         self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
         return 1
 
+    def _run_changed(self, frame: Frame) -> None:
+        """``frame`` is the first of a new agent run: the old run's alarms that the new run did not
+        take over end now (see `split_at_restart`), rather than going on firing until the next
+        fetch and then vanishing from the screen unexplained."""
+        # The old run's transitions are in the list already; applied to the new run's answer,
+        # they would bring back alarms it does not know.
+        self._alarm_events.clear()
+        if self.alarm_list is None:
+            return
+        split = split_at_restart(self.alarm_list.active, frame.taken_at, frame.events, frame.agent_start)
+        self._earlier = (*split.ended, *self.alarm_list.recent)[:EARLIER_ALARMS_KEPT]
+        self.alarm_list = msgspec.structs.replace(self.alarm_list, active=split.kept,
+                                                  recent=(*split.ended, *self.alarm_list.recent))
+
+    def _with_earlier(self, alarms: AlarmList, at: float) -> AlarmList:
+        """``alarms`` (an answer) with the alarms of earlier runs it does not list, resolved.
+
+        An agent resolves a firing alarm and lists it as resolved; one it stopped listing was lost
+        with its alarm state (a restart without it, whose answer came before its frames): it ends
+        at ``at``, saying so, instead of vanishing.
+        """
+        listed = {a.id for a in alarms.active} | {a.id for a in alarms.recent}
+        if self.alarm_list is not None:
+            lost = tuple(ended_by_restart(a, at) for a in self.alarm_list.active
+                         if a.state == "firing" and a.id not in listed)
+            if lost:
+                self._earlier = (*lost, *self._earlier)[:EARLIER_ALARMS_KEPT]
+        extra = [a for a in self._earlier if a.id not in listed]
+        if not extra:
+            return alarms
+        recent = sorted((*alarms.recent, *extra), key=lambda a: -(a.resolved_at or a.updated_at))
+        return msgspec.structs.replace(alarms, recent=tuple(recent))
+
     def _arrived(self, added: int) -> int:
         if added:
             self.received_at = self.clock.monotonic()
@@ -177,7 +217,7 @@ class NodeStore:
         ``at`` (default: now); returns whether anything changed."""
         self.alarms_at = self.clock.time() if at is None else at
         # Forward moves only: an answer that already holds these transitions is left as it is.
-        alarms = with_alarm_events(alarms, self._alarm_events)
+        alarms = self._with_earlier(with_alarm_events(alarms, self._alarm_events), self.alarms_at)
         self._alarm_events.clear()
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms
