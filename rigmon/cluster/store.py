@@ -82,7 +82,8 @@ class NodeStore:
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
         self.alarm_list: AlarmList | None = None
-        #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s).
+        #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s): its last
+        #: /v1/alarms answer, or a later frame whose alarm events changed it.
         self.alarms_at: float | None = None
         self.alarm_error: str | None = None
         # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
@@ -168,7 +169,12 @@ class NodeStore:
             alarm_events = [e for e in frame.events if e.kind in ALARM_EVENT_KINDS]
             self._alarm_events.extend(alarm_events)
             if self.alarm_list is not None and alarm_events:
-                self.alarm_list = with_alarm_events(self.alarm_list, alarm_events)
+                alarms = with_alarm_events(self.alarm_list, alarm_events)
+                if alarms is not self.alarm_list:
+                    # The node's word on its alarms, newer than the last fetch: a dead node's
+                    # alarms are "as of" here.
+                    self.alarms_at = self.clock.time()
+                self.alarm_list = alarms
         self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
         return 1
 

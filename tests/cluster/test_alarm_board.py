@@ -257,3 +257,35 @@ def test_a_peer_outlier_on_one_of_two_agents_sharing_a_name_is_not_reported_on_t
     assert views[busy].summary is not None and views[busy].summary.alarms is None
     assert cluster.cluster_alarms_of(busy) == () and cluster.cluster_alarms_of(idle) == (still,)
     assert [(r.key, r.alarm.rule) for r in board_view(cluster).active] == [(idle, "cpu_far_from_peers")]
+
+
+def test_a_dead_node_s_alarms_are_as_of_the_newer_of_its_last_fetch_and_its_last_alarm_event() -> None:
+    # Before: "firing as of" the last fetch, though a frame after it had brought the alarm's firing.
+    clock = FakeClock()
+    cluster = ClusterStore(clock)
+    store = cluster.add("n1", "http://n1")
+    rng = random.Random(2)
+    store.add_frames([make_frame("n1", "n1-run1", 1, rng)])
+    pending = make_alarm("n1", 1, "gpu_lost", "critical", "gpu:3", "GPU 3 lost", state="pending")
+    store.set_alarms(AlarmList(node="n1", active=(pending,), recent=()))
+    fetched_at = clock.time()
+    clock.advance(5)
+    firing = Event(id="n1-run1-e1", at=clock.time(), kind="alarm_firing", severity="critical", subject="gpu:3",
+                   message="gpu_lost firing: GPU 3 lost",
+                   data={"alarm_id": pending.id, "rule": "gpu_lost", "severity": "critical", "state": "firing"})
+    store.add_frames([replace(make_frame("n1", "n1-run1", 2, rng), events=(firing,))])
+    heard_at = clock.time()
+    clock.advance(1)
+    store.add_frames([make_frame("n1", "n1-run1", 3, rng)])  # no alarm news: not newer word on them
+    clock.advance(30)
+    store.failed("cannot connect: connection refused")
+    (node_row,) = [r for r in board_view(cluster).active if r.source == "node"]
+    assert node_row.alarm.state == "firing"
+    assert (node_row.as_of, node_row.as_of_why) == (heard_at, "node unreachable")
+    assert heard_at > fetched_at
+    # A later fetch is newer again.
+    clock.advance(1)
+    store.set_alarms(AlarmList(node="n1", active=(replace(pending, state="firing"),), recent=()))
+    store.alarms_failed("timed out")
+    (node_row,) = [r for r in board_view(cluster).active if r.source == "node"]
+    assert node_row.as_of == clock.time()

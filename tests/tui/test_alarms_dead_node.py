@@ -56,4 +56,4 @@ async def test_a_dead_node_s_alarms_read_as_of_their_last_fetch() -> None:
         # At 80 columns the state is off-screen: the panel under the tables says it.
         table.move_cursor(row=keys.index(rows["node02"].row_key))
         await pilot.pause()
-        assert "firing as last fetched 01-01 00:16:40 UTC (node unreachable)" in detail_text(app)
+        assert "firing as last heard 01-01 00:16:40 UTC (node unreachable)" in detail_text(app)
