@@ -92,6 +92,8 @@ class AlarmBoardView:
         errors: node name to why its alarms are unknown (agent unreachable, alarms disabled).
         firing: firing alarms by severity.
         notes: what the alarms cannot tell (in a replay: clock skew).
+        firing_as_of: how many of the firing alarms are what a node last said, not current
+            (`AlarmRow.as_of`: the node is stale or unreachable, or its alarms not fetched).
     """
 
     active: tuple[AlarmRow, ...]
@@ -99,6 +101,7 @@ class AlarmBoardView:
     errors: dict[str, str] = field(default_factory=dict)
     firing: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    firing_as_of: int = 0
 
 
 def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
@@ -131,14 +134,16 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
     for alarm in cluster.rules.recent():
         recent.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
     firing: dict[str, int] = {}
+    as_of = 0
     for row in active:
         if row.alarm.state == "firing":
             firing[row.alarm.severity] = firing.get(row.alarm.severity, 0) + 1
+            as_of += row.as_of is not None
     active = group_rows(active)
     active.sort(key=_active_order)
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
-    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes)
+    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes, as_of)
 
 
 def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
