@@ -66,15 +66,20 @@ class AlarmRow:
     def message(self) -> str:
         """The row's text: the shown alarm's message, then what the others add (an escalation
         from a warning, the Xid that came with a lost GPU)."""
-        text = self.alarm.message
+        joined = [o.message for o in self.also if o.message and not _escalation(o, self.alarm)]
+        # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end.
+        reason = _end_reason(self.alarm.message)
+        if not (reason and joined and all(m.endswith(reason) for m in joined)):
+            reason = ""
+        text = self.alarm.message.removesuffix(reason)
         for other in self.also:
             if _escalation(other, self.alarm):
                 if other.started_at < self.alarm.started_at:
                     since = time.strftime("%H:%M:%S", time.gmtime(other.started_at))
                     text += f" (a {other.severity} since {since} UTC)"
-            elif other.message and other.message not in text:
-                text += f"; {other.message}"
-        return text
+            elif other.message and other.message.removesuffix(reason) not in text:
+                text += f"; {other.message.removesuffix(reason)}"
+        return text + reason
 
     @property
     def row_key(self) -> str:
@@ -150,6 +155,15 @@ def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
     """The store a cluster alarm is about; ``""`` when no followed node has its key."""
     key = alarm_node_key(alarm)
     return key if key in cluster.nodes else ""
+
+
+def _end_reason(message: str) -> str:
+    """The parenthesis ``message`` ends with, with the space before it (``" (agent restarted
+    without it)"``), or ``""``."""
+    start = message.rfind(" (")
+    if start < 0 or not message.endswith(")") or "(" in message[start + 2:] or ")" in message[start + 2:-1]:
+        return ""
+    return message[start:]
 
 
 def _escalation(lower: Alarm, upper: Alarm) -> bool:

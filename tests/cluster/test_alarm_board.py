@@ -11,6 +11,7 @@ from msgspec.structs import replace
 
 from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, ClusterAlarms, alarm_node_key
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view, group_rows
+from rigmon.cluster.alarm_events import ended_by_restart
 from rigmon.cluster.store import PEER_CHECK_EVERY_S, ClusterStore
 from rigmon.schema import Alarm, AlarmList, Event
 from tests.tui.snapshot_apps.fake_agent import FakeClock, make_alarm, make_frame
@@ -289,3 +290,20 @@ def test_a_dead_node_s_alarms_are_as_of_the_newer_of_its_last_fetch_and_its_last
     store.alarms_failed("timed out")
     (node_row,) = [r for r in board_view(cluster).active if r.source == "node"]
     assert node_row.as_of == clock.time()
+
+
+def test_an_incident_ended_by_a_restart_says_why_once() -> None:
+    # Before: "GPU 3 is lost (fell off the bus) (agent restarted without it); Xid 79 on GPU 3: GPU has
+    # fallen off the bus (agent restarted without it)", the reason once per alarm of the row.
+    def row(n: int, rule: str, message: str, restarted: bool = True) -> AlarmRow:
+        a = Alarm(id=f"a{n}", rule=rule, rule_kind="state", severity="critical", node="n1", subject="gpu:3",
+                  state="firing", message=message, started_at=10.0 + n, updated_at=10.0 + n, fired_at=10.0 + n)
+        return AlarmRow("k", "n1", "node", ended_by_restart(a, 100.0) if restarted else a)
+
+    lost = row(1, "gpu_lost", "GPU 3 is lost (fell off the bus)")
+    (grouped,) = group_rows([lost, row(2, "gpu_xid_fatal", "Xid 79 on GPU 3: GPU has fallen off the bus")])
+    assert grouped.message == ("GPU 3 is lost (fell off the bus); Xid 79 on GPU 3: GPU has fallen off the bus"
+                               " (agent restarted without it)")
+    # Said of one alarm only, it stays with that alarm.
+    (grouped,) = group_rows([lost, row(2, "gpu_xid_fatal", "Xid 79", restarted=False)])
+    assert grouped.message == "Xid 79; GPU 3 is lost (fell off the bus) (agent restarted without it)"
