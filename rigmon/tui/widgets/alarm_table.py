@@ -121,7 +121,11 @@ class AlarmTable(DataTable[Text]):
                     for column in columns:
                         self.update_cell(row.row_key, column, cells[column], update_width=True)
         else:
-            cursor_key = current[self.cursor_row] if 0 <= self.cursor_row < len(current) else None
+            # The cursor follows its alarm in the table the operator is in (`x` must not land on
+            # another incident); the other table starts again from its top, the worst or newest
+            # rows, rather than scrolling them out of view to follow a row nobody chose.
+            follow = self.has_focus and 0 <= self.cursor_row < len(current)
+            cursor_key = current[self.cursor_row] if follow else None
             self.clear()
             for row in alarms:
                 cells = self._cells(row)
