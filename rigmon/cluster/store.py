@@ -12,7 +12,8 @@ from rigmon.alarms import cluster as cluster_rules
 from rigmon.alarms.cluster import ClusterAlarms, alarm_node_key
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
-from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, split_at_restart, with_alarm_events
+from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events
+from rigmon.cluster.alarm_restarts import RestartedAlarms
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, Sag, problems
 from rigmon.cluster.node_view import NodeState, NodeView, trouble_order
@@ -34,12 +35,6 @@ STALE_AFTER_S = 3.0
 PEER_CHECK_EVERY_S = 5.0
 #: Events kept per node for the node screen.
 EVENTS_KEPT = 200
-#: Alarms of a node's earlier agent runs kept in its resolved list after its agent stopped listing them.
-EARLIER_ALARMS_KEPT = 200
-#: Seconds a firing alarm that an answer stopped listing waits for frames of a new agent run to end it
-#: (a restarted agent's /v1/alarms may answer before its stream: the stream's back-off is 15 s at
-#: most); an agent that never restarted does not drop a firing alarm, so it is simply gone after.
-UNLISTED_KEPT_S = 120.0
 #: Fields of `Readings`, and readings with none of them.
 READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
@@ -93,13 +88,8 @@ class NodeStore:
         # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
         # answer sent before them (a poll crossing the frame) must not take them back.
         self._alarm_events: deque[Event] = deque(maxlen=EVENTS_KEPT)
-        # Alarms of earlier agent runs that the agent may no longer list (a restart without its
-        # alarm state): the resolved ones, and those the restart ended. Newest first; shown with
-        # every answer that does not list them.
-        self._earlier: tuple[Alarm, ...] = ()
-        # Firing alarms an answer stopped listing, by id, with when (monotonic s): the answer may
-        # be the new run's, come before its frames (`_with_earlier`).
-        self._unlisted: dict[str, tuple[float, Alarm]] = {}
+        # The old run's alarms that a new run did not take over (see `RestartedAlarms`).
+        self._restarted = RestartedAlarms()
         self.error: str | None = None
         self.error_at: float | None = None
         self.restarts = 0
@@ -187,43 +177,13 @@ class NodeStore:
 
     def _run_changed(self, frame: Frame) -> None:
         """``frame`` is the first of a new agent run: the old run's alarms that the new run did not
-        take over end now (see `split_at_restart`), rather than going on firing until the next
-        fetch and then vanishing from the screen unexplained."""
+        take over end now, rather than going on firing until the next fetch and then vanishing
+        from the screen unexplained."""
         # The old run's transitions are in the list already; applied to the new run's answer,
         # they would bring back alarms it does not know.
         self._alarm_events.clear()
-        now = self.clock.monotonic()
-        unlisted = [a for at, a in self._unlisted.values() if now - at <= UNLISTED_KEPT_S]
-        self._unlisted.clear()
-        if self.alarm_list is None:
-            return
-        split = split_at_restart((*self.alarm_list.active, *unlisted), frame.taken_at, frame.events,
-                                 frame.agent_start)
-        recent = (*split.ended, *self.alarm_list.recent)
-        self._earlier = recent[:EARLIER_ALARMS_KEPT]
-        self.alarm_list = msgspec.structs.replace(self.alarm_list, active=split.kept, recent=recent)
-
-    def _with_earlier(self, alarms: AlarmList) -> AlarmList:
-        """``alarms`` (an answer) with the alarms of earlier runs it does not list, resolved.
-
-        An agent resolves a firing alarm and lists it as resolved: a firing alarm that an answer
-        no longer lists was lost with the agent's alarm state, an answer of its new run come
-        before the new run's frames. It is held (`UNLISTED_KEPT_S`) for those frames to end it
-        (`_run_changed`).
-        """
-        listed = {a.id for a in alarms.active} | {a.id for a in alarms.recent}
-        now = self.clock.monotonic()
         if self.alarm_list is not None:
-            for alarm in self.alarm_list.active:
-                if alarm.state == "firing" and alarm.id not in listed:
-                    self._unlisted.setdefault(alarm.id, (now, alarm))
-        self._unlisted = {k: v for k, v in self._unlisted.items()
-                          if k not in listed and now - v[0] <= UNLISTED_KEPT_S}
-        extra = [a for a in self._earlier if a.id not in listed]
-        if not extra:
-            return alarms
-        recent = sorted((*alarms.recent, *extra), key=lambda a: -(a.resolved_at or a.updated_at))
-        return msgspec.structs.replace(alarms, recent=tuple(recent))
+            self.alarm_list = self._restarted.run_changed(self.alarm_list, frame, self.clock.monotonic())
 
     def _arrived(self, added: int) -> int:
         if added:
@@ -237,7 +197,8 @@ class NodeStore:
         ``at`` (default: now); returns whether anything changed."""
         self.alarms_at = self.clock.time() if at is None else at
         # Forward moves only: an answer that already holds these transitions is left as it is.
-        alarms = self._with_earlier(with_alarm_events(alarms, self._alarm_events))
+        alarms = self._restarted.with_earlier(self.alarm_list, with_alarm_events(alarms, self._alarm_events),
+                                              self.clock.monotonic())
         self._alarm_events.clear()
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms

@@ -61,17 +61,24 @@ def shown(store: NodeStore) -> tuple[list[tuple[str, str]], list[tuple[str, str]
     return hot(store.alarm_list.active), hot(store.alarm_list.recent), summary.alarms if summary else None
 
 
-async def restart(tmp_path: Path, keep_state: bool, answer_first: bool) -> tuple[NodeStore, str, str]:
+Shown = tuple[list[tuple[str, str]], list[tuple[str, str]], "int | None"]
+
+
+async def restart(tmp_path: Path, keep_state: bool, order: str = "frames first") -> tuple[NodeStore, str, str, Shown]:
     """Run A fires ``hot`` (the dashboard follows it and fetches its alarms) and stops; run B starts
     on the same state directory and port, from A's alarm state file or (without ``keep_state``)
-    from none, and fires its own ``hot`` while the dashboard follows. With ``answer_first`` the
-    dashboard's alarm fetch reaches B before its stream does. Returns the store and both run ids."""
+    from none, and fires its own ``hot``; then the dashboard fetches B's alarms. ``order``: the
+    dashboard follows B's stream from its start (``frames first``), fetches B's alarms before
+    following its stream (``answer first``), or follows it only after B's first frames are gone
+    from its backfill (``start missed``: a dashboard that lost contact for a while). Returns the
+    store, both run ids, and what it showed (`shown`) before that fetch."""
     clock = FakeClock(T0)
     state = tmp_path / "state"
     store = NodeStore("n", "n", clock)
     first, probe = make_agent(state, clock)
     async with served(first) as port:
-        client = AgentClient(f"http://127.0.0.1:{port}", READ, backoff=Backoff(0.05, 0.05))
+        client = AgentClient(f"http://127.0.0.1:{port}", READ, backoff=Backoff(0.05, 0.05),
+                             backfill_frames=1 if order == "start missed" else 120)
         following = asyncio.create_task(follow(client, store))
         await wait_for(lambda: probe.push is not None)
         for t in (0.0, 10.0, 20.0):
@@ -79,7 +86,7 @@ async def restart(tmp_path: Path, keep_state: bool, answer_first: bool) -> tuple
         await wait_for(lambda: store.latest is not None and store.latest.taken_at == T0 + 20)
         store.set_alarms(await client.alarms())
         assert shown(store) == ([(first.run_id, "firing")], [], 1)
-        if answer_first:
+        if order != "frames first":
             following.cancel()
     if not keep_state:
         (state / STATE_FILE_NAME).unlink()
@@ -89,45 +96,51 @@ async def restart(tmp_path: Path, keep_state: bool, answer_first: bool) -> tuple
         await wait_for(lambda: probe.push is not None)
         for t in (100.0, 110.0, 120.0):
             await settle(second, clock, t, probe, probe=95.0, lug=40.0, link=40.0)
-        if answer_first:
+        if order == "answer first":
             store.set_alarms(await client.alarms())
+        if order != "frames first":
             following = asyncio.create_task(follow(client, store))
         await wait_for(lambda: store.latest is not None and store.latest.taken_at == T0 + 120)
-        if not answer_first:
-            before_fetch = shown(store)
-            store.set_alarms(await client.alarms())
+        before_fetch = shown(store)
+        store.set_alarms(await client.alarms())
+        if order == "frames first":
             assert shown(store) == before_fetch
         following.cancel()
         await asyncio.gather(following, return_exceptions=True)
         await client.aclose()
-    return store, first.run_id, second.run_id
+    return store, first.run_id, second.run_id, before_fetch
+
+
+def ended_by_the_restart(store: NodeStore, run: str) -> Alarm:
+    assert store.alarm_list is not None
+    (ended,) = [a for a in store.alarm_list.recent if a.id.startswith(run)]
+    assert ended.message.endswith(f"({RESTARTED_WITHOUT})")
+    assert ended.resolved_at is not None and T0 + 100 <= ended.resolved_at <= T0 + 120
+    return ended
 
 
 async def test_the_old_runs_alarms_end_when_the_agent_restarted_without_them(tmp_path: Path) -> None:
     # Before: the old run's "hot" stayed firing next to the new run's until the next fetch, and then
     # vanished from the screen: neither active nor resolved, nothing said it had ended or why.
-    store, run_a, run_b = await restart(tmp_path, keep_state=False, answer_first=False)
+    store, run_a, run_b, _ = await restart(tmp_path, keep_state=False)
     assert store.restarts == 1
     assert shown(store) == ([(run_b, "firing")], [(run_a, "resolved")], 1)
-    assert store.alarm_list is not None
-    (ended,) = [a for a in store.alarm_list.recent if a.id.startswith(run_a)]
-    assert ended.message.endswith(f"({RESTARTED_WITHOUT})")
-    assert ended.resolved_at is not None and T0 + 100 <= ended.resolved_at <= T0 + 120
+    ended_by_the_restart(store, run_a)
 
 
 async def test_an_answer_of_the_new_run_before_its_frames_ends_them_too(tmp_path: Path) -> None:
     # The alarm fetch may reach the new agent before the stream does: the old run's alarm must not
     # vanish then, and the new run's own must not be ended when its frames come.
-    store, run_a, run_b = await restart(tmp_path, keep_state=False, answer_first=True)
-    assert shown(store) == ([(run_b, "firing")], [(run_a, "resolved")], 1)
-    assert store.alarm_list is not None
-    (ended,) = [a for a in store.alarm_list.recent if a.id.startswith(run_a)]
-    assert ended.message.endswith(f"({RESTARTED_WITHOUT})")
+    for order in ("answer first", "start missed"):
+        store, run_a, run_b, _ = await restart(tmp_path / order, keep_state=False, order=order)
+        assert shown(store) == ([(run_b, "firing")], [(run_a, "resolved")], 1)
+        ended_by_the_restart(store, run_a)
 
 
 async def test_alarms_the_new_run_restored_go_on(tmp_path: Path) -> None:
-    for answer_first in (False, True):
-        store, run_a, _ = await restart(tmp_path / str(answer_first), keep_state=True, answer_first=answer_first)
-        assert shown(store) == ([(run_a, "firing")], [], 1)
+    # Also when the dashboard did not see the new run's first frame, whose event says what it restored.
+    for order in ("frames first", "answer first", "start missed"):
+        store, run_a, _, before_fetch = await restart(tmp_path / order, keep_state=True, order=order)
+        assert before_fetch == shown(store) == ([(run_a, "firing")], [], 1)
         assert store.alarm_list is not None
         assert not [a for a in store.alarm_list.recent if RESTARTED_WITHOUT in a.message]
