@@ -1,4 +1,4 @@
-"""AlarmTable as alarms come and go: the table the operator is not in keeps its newest rows in view."""
+"""AlarmTable as alarms come and go: the newest rows stay in view unless the operator chose another."""
 
 from __future__ import annotations
 
@@ -41,11 +41,19 @@ async def test_newer_resolved_alarms_stay_in_view_in_the_table_the_operator_is_n
         assert recent.cursor_row == 0 and recent.scroll_y == 0
         selected = recent.selected()
         assert selected is not None and selected.alarm.rule == "rule12"
-        # The table the operator is in keeps the cursor on its alarm (`x` must not land on another).
+        # The table the operator is in keeps the cursor on the alarm they moved it to (`x` must not
+        # land on another); left on the first row, it stays on the first row: a critical alarm that
+        # fires above it is the one shown, not scrolled out of view over the incident.
         active = app.query_one("#active", AlarmTable)
         active.alarms = (resolved(1),)
         await pilot.pause()
-        active.alarms = (resolved(2), resolved(1))
+        active.alarms = tuple(resolved(n) for n in range(12, 0, -1))
+        await pilot.pause()
+        await pilot.pause()
+        assert active.has_focus and active.cursor_row == 0 and active.scroll_y == 0
+        active.move_cursor(row=1)
+        await pilot.pause()
+        active.alarms = (resolved(13), *active.alarms)
         await pilot.pause()
         selected = active.selected()
-        assert selected is not None and selected.alarm.rule == "rule1"
+        assert selected is not None and selected.alarm.rule == "rule11"
