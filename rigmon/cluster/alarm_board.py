@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
+from rigmon.cluster.alarm_events import split_at_restart
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Alarm, AlarmList, AlarmState, Event, Severity
 
@@ -28,8 +29,6 @@ SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 STATE_RANK: dict[str, int] = {"firing": 0, "pending": 1, "resolved": 2}
 #: Resolved alarms shown at most.
 RECENT_SHOWN = 200
-#: Said of a replayed alarm its agent's next run did not take over (see `AlarmTracker.restarted`).
-RESTARTED_WITHOUT = "agent restarted without it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +66,20 @@ class AlarmRow:
     def message(self) -> str:
         """The row's text: the shown alarm's message, then what the others add (an escalation
         from a warning, the Xid that came with a lost GPU)."""
-        text = self.alarm.message
+        joined = [o.message for o in self.also if o.message and not _escalation(o, self.alarm)]
+        # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end.
+        reason = _end_reason(self.alarm.message)
+        if not (reason and joined and all(m.endswith(reason) for m in joined)):
+            reason = ""
+        text = self.alarm.message.removesuffix(reason)
         for other in self.also:
             if _escalation(other, self.alarm):
                 if other.started_at < self.alarm.started_at:
                     since = time.strftime("%H:%M:%S", time.gmtime(other.started_at))
                     text += f" (a {other.severity} since {since} UTC)"
-            elif other.message and other.message not in text:
-                text += f"; {other.message}"
-        return text
+            elif other.message and other.message.removesuffix(reason) not in text:
+                text += f"; {other.message.removesuffix(reason)}"
+        return text + reason
 
     @property
     def row_key(self) -> str:
@@ -93,6 +97,8 @@ class AlarmBoardView:
         errors: node name to why its alarms are unknown (agent unreachable, alarms disabled).
         firing: firing alarms by severity.
         notes: what the alarms cannot tell (in a replay: clock skew).
+        firing_as_of: how many of the firing alarms are what a node last said, not current
+            (`AlarmRow.as_of`: the node is stale or unreachable, or its alarms not fetched).
     """
 
     active: tuple[AlarmRow, ...]
@@ -100,6 +106,7 @@ class AlarmBoardView:
     errors: dict[str, str] = field(default_factory=dict)
     firing: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    firing_as_of: int = 0
 
 
 def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
@@ -132,20 +139,31 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
     for alarm in cluster.rules.recent():
         recent.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
     firing: dict[str, int] = {}
+    as_of = 0
     for row in active:
         if row.alarm.state == "firing":
             firing[row.alarm.severity] = firing.get(row.alarm.severity, 0) + 1
+            as_of += row.as_of is not None
     active = group_rows(active)
     active.sort(key=_active_order)
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
-    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes)
+    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes, as_of)
 
 
 def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
     """The store a cluster alarm is about; ``""`` when no followed node has its key."""
     key = alarm_node_key(alarm)
     return key if key in cluster.nodes else ""
+
+
+def _end_reason(message: str) -> str:
+    """The parenthesis ``message`` ends with, with the space before it (``" (agent restarted
+    without it)"``), or ``""``."""
+    start = message.rfind(" (")
+    if start < 0 or not message.endswith(")") or "(" in message[start + 2:] or ")" in message[start + 2:-1]:
+        return ""
+    return message[start:]
 
 
 def _escalation(lower: Alarm, upper: Alarm) -> bool:
@@ -297,29 +315,11 @@ class AlarmTracker:
             self._active[alarm_id] = new
 
     def restarted(self, at: float, events: Iterable[Event] = ()) -> None:
-        """The node's agent restarted (a frame of a new run, taken at ``at`` with ``events``).
-
-        Its pending alarms are gone: an agent keeps only alarms that had fired across a restart
-        (their fate comes as events of the new run); a pending one's hold starts again under a
-        new id, and no event ends the old one, which would otherwise stay pending for the rest
-        of a replay. A firing alarm goes on only when the new run restored it: the run's
-        ``alarm_state_restored`` event says when the state it took over was saved, and an alarm
-        that fired after that (or every one, with no such event: a state directory wiped, a crash
-        before the first save) is unknown to the new run; it ends here, saying so.
-        """
-        saved_at: float | None = None
-        for event in events:
-            value = event.data.get("saved_at")
-            if event.kind == "alarm_state_restored" and isinstance(value, (int, float)) and not isinstance(value, bool):
-                saved_at = float(value)
-        for alarm_id, alarm in list(self._active.items()):
-            if alarm.state == "pending":
-                del self._active[alarm_id]
-            elif saved_at is None or alarm.fired_at is None or alarm.fired_at > saved_at:
-                del self._active[alarm_id]
-                self._recent.insert(0, msgspec.structs.replace(
-                    alarm, state="resolved", resolved_at=at, updated_at=at,
-                    message=f"{alarm.message} ({RESTARTED_WITHOUT})"))
+        """The node's agent restarted (a frame of a new run, taken at ``at`` with ``events``): its
+        alarms that the new run did not take over end (see `split_at_restart`)."""
+        split = split_at_restart(self._active.values(), at, events)
+        self._active = {a.id: a for a in split.kept}
+        self._recent[:0] = split.ended
         del self._recent[self.recent_limit:]
 
     def alarm_list(self) -> AlarmList:

@@ -1,8 +1,10 @@
-"""A node's alarm list with the alarm transitions its frames announced since the last fetch."""
+"""A node's alarm list with the alarm transitions its frames announced since the last fetch, and its
+alarms that an agent restart ended."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import msgspec
 
@@ -14,6 +16,8 @@ _EVENT_STATES: dict[str, int] = {"alarm_pending": 0, "alarm_firing": 1, "alarm_r
 _STATE_ORDER: dict[str, int] = {"pending": 0, "firing": 1, "resolved": 2}
 #: The kinds of event that announce an alarm transition.
 ALARM_EVENT_KINDS = frozenset(_EVENT_STATES)
+#: Said of an alarm of an agent run that the agent's next run did not take over.
+RESTARTED_WITHOUT = "agent restarted without it"
 
 
 def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
@@ -58,3 +62,59 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     if not changed:
         return alarms
     return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
+
+
+def ended_by_restart(alarm: Alarm, at: float) -> Alarm:
+    """``alarm`` resolved at ``at`` because its agent restarted without it, saying so."""
+    return msgspec.structs.replace(alarm, state="resolved", resolved_at=at, updated_at=at,
+                                   message=f"{alarm.message} ({RESTARTED_WITHOUT})")
+
+
+@dataclass(frozen=True, slots=True)
+class RestartSplit:
+    """What becomes of a node's active alarms when its agent restarts (`split_at_restart`).
+
+    Attributes:
+        kept: alarms that go on: the new run restored them, or they are its own.
+        ended: firing alarms of the old run the new run does not know, resolved (`ended_by_restart`).
+        dropped: pending alarms of the old run: gone without an end (the new run holds them again
+            under new ids if their condition lasts).
+    """
+
+    kept: tuple[Alarm, ...]
+    ended: tuple[Alarm, ...]
+    dropped: tuple[Alarm, ...]
+
+
+def split_at_restart(active: Iterable[Alarm], at: float, events: Iterable[Event] = (),
+                     agent_start: float | None = None) -> RestartSplit:
+    """A node's ``active`` alarms after its agent restarted (a frame of a new run, taken at ``at``
+    with ``events``, from an agent started at ``agent_start``).
+
+    Its pending alarms are gone: an agent keeps only alarms that had fired across a restart
+    (their fate comes as events of the new run); a pending one's hold starts again under a new
+    id, and no event ends the old one. A firing alarm goes on only when the new run restored it:
+    the run's ``alarm_state_restored`` event says when the state it took over was saved, and an
+    alarm that fired after that (or every one, with no such event: a state directory wiped, a crash
+    before the first save) is unknown to the new run; it ends at ``at``, saying so. Alarms started
+    at or after ``agent_start`` are the new run's own (its /v1/alarms answer came before its
+    frames) and are kept.
+    """
+    saved_at: float | None = None
+    for event in events:
+        value = event.data.get("saved_at")
+        if event.kind == "alarm_state_restored" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            saved_at = float(value)
+    kept: list[Alarm] = []
+    ended: list[Alarm] = []
+    dropped: list[Alarm] = []
+    for alarm in active:
+        if agent_start is not None and alarm.started_at >= agent_start:
+            kept.append(alarm)
+        elif alarm.state == "pending":
+            dropped.append(alarm)
+        elif saved_at is None or alarm.fired_at is None or alarm.fired_at > saved_at:
+            ended.append(ended_by_restart(alarm, at))
+        else:
+            kept.append(alarm)
+    return RestartSplit(tuple(kept), tuple(ended), tuple(dropped))

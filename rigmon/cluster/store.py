@@ -13,6 +13,7 @@ from rigmon.alarms.cluster import ClusterAlarms, alarm_node_key
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
 from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events
+from rigmon.cluster.alarm_restarts import RestartedAlarms
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, Sag, problems
 from rigmon.cluster.node_view import NodeState, NodeView, trouble_order
@@ -80,12 +81,15 @@ class NodeStore:
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
         self.alarm_list: AlarmList | None = None
-        #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s).
+        #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s): its last
+        #: /v1/alarms answer, or a later frame whose alarm events changed it.
         self.alarms_at: float | None = None
         self.alarm_error: str | None = None
         # Alarm transitions the frames brought since the last /v1/alarms answer was filed: an
         # answer sent before them (a poll crossing the frame) must not take them back.
         self._alarm_events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        # The old run's alarms that a new run did not take over (see `RestartedAlarms`).
+        self._restarted = RestartedAlarms()
         self.error: str | None = None
         self.error_at: float | None = None
         self.restarts = 0
@@ -151,6 +155,7 @@ class NodeStore:
             return 0
         if last is not None and frame.run_id != last.run_id:
             self.restarts += 1
+            self._run_changed(frame)
         summary = self.worst.add(self._with_session_inventory(summary))
         self.latest = frame
         self.latest_whole = whole
@@ -161,9 +166,24 @@ class NodeStore:
             alarm_events = [e for e in frame.events if e.kind in ALARM_EVENT_KINDS]
             self._alarm_events.extend(alarm_events)
             if self.alarm_list is not None and alarm_events:
-                self.alarm_list = with_alarm_events(self.alarm_list, alarm_events)
+                alarms = with_alarm_events(self.alarm_list, alarm_events)
+                if alarms is not self.alarm_list:
+                    # The node's word on its alarms, newer than the last fetch: a dead node's
+                    # alarms are "as of" here.
+                    self.alarms_at = self.clock.time()
+                self.alarm_list = alarms
         self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
         return 1
+
+    def _run_changed(self, frame: Frame) -> None:
+        """``frame`` is the first of a new agent run: the old run's alarms that the new run did not
+        take over end now, rather than going on firing until the next fetch and then vanishing
+        from the screen unexplained."""
+        # The old run's transitions are in the list already; applied to the new run's answer,
+        # they would bring back alarms it does not know.
+        self._alarm_events.clear()
+        if self.alarm_list is not None:
+            self.alarm_list = self._restarted.run_changed(self.alarm_list, frame, self.clock.monotonic())
 
     def _arrived(self, added: int) -> int:
         if added:
@@ -177,7 +197,8 @@ class NodeStore:
         ``at`` (default: now); returns whether anything changed."""
         self.alarms_at = self.clock.time() if at is None else at
         # Forward moves only: an answer that already holds these transitions is left as it is.
-        alarms = with_alarm_events(alarms, self._alarm_events)
+        alarms = self._restarted.with_earlier(self.alarm_list, with_alarm_events(alarms, self._alarm_events),
+                                              self.clock.monotonic())
         self._alarm_events.clear()
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms

@@ -11,6 +11,7 @@ from msgspec.structs import replace
 
 from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, ClusterAlarms, alarm_node_key
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, CriticalWatch, board_view, group_rows
+from rigmon.cluster.alarm_events import ended_by_restart
 from rigmon.cluster.store import PEER_CHECK_EVERY_S, ClusterStore
 from rigmon.schema import Alarm, AlarmList, Event
 from tests.tui.snapshot_apps.fake_agent import FakeClock, make_alarm, make_frame
@@ -257,3 +258,52 @@ def test_a_peer_outlier_on_one_of_two_agents_sharing_a_name_is_not_reported_on_t
     assert views[busy].summary is not None and views[busy].summary.alarms is None
     assert cluster.cluster_alarms_of(busy) == () and cluster.cluster_alarms_of(idle) == (still,)
     assert [(r.key, r.alarm.rule) for r in board_view(cluster).active] == [(idle, "cpu_far_from_peers")]
+
+
+def test_a_dead_node_s_alarms_are_as_of_the_newer_of_its_last_fetch_and_its_last_alarm_event() -> None:
+    # Before: "firing as of" the last fetch, though a frame after it had brought the alarm's firing.
+    clock = FakeClock()
+    cluster = ClusterStore(clock)
+    store = cluster.add("n1", "http://n1")
+    rng = random.Random(2)
+    store.add_frames([make_frame("n1", "n1-run1", 1, rng)])
+    pending = make_alarm("n1", 1, "gpu_lost", "critical", "gpu:3", "GPU 3 lost", state="pending")
+    store.set_alarms(AlarmList(node="n1", active=(pending,), recent=()))
+    fetched_at = clock.time()
+    clock.advance(5)
+    firing = Event(id="n1-run1-e1", at=clock.time(), kind="alarm_firing", severity="critical", subject="gpu:3",
+                   message="gpu_lost firing: GPU 3 lost",
+                   data={"alarm_id": pending.id, "rule": "gpu_lost", "severity": "critical", "state": "firing"})
+    store.add_frames([replace(make_frame("n1", "n1-run1", 2, rng), events=(firing,))])
+    heard_at = clock.time()
+    clock.advance(1)
+    store.add_frames([make_frame("n1", "n1-run1", 3, rng)])  # no alarm news: not newer word on them
+    clock.advance(30)
+    store.failed("cannot connect: connection refused")
+    (node_row,) = [r for r in board_view(cluster).active if r.source == "node"]
+    assert node_row.alarm.state == "firing"
+    assert (node_row.as_of, node_row.as_of_why) == (heard_at, "node unreachable")
+    assert heard_at > fetched_at
+    # A later fetch is newer again.
+    clock.advance(1)
+    store.set_alarms(AlarmList(node="n1", active=(replace(pending, state="firing"),), recent=()))
+    store.alarms_failed("timed out")
+    (node_row,) = [r for r in board_view(cluster).active if r.source == "node"]
+    assert node_row.as_of == clock.time()
+
+
+def test_an_incident_ended_by_a_restart_says_why_once() -> None:
+    # Before: "GPU 3 is lost (fell off the bus) (agent restarted without it); Xid 79 on GPU 3: GPU has
+    # fallen off the bus (agent restarted without it)", the reason once per alarm of the row.
+    def row(n: int, rule: str, message: str, restarted: bool = True) -> AlarmRow:
+        a = Alarm(id=f"a{n}", rule=rule, rule_kind="state", severity="critical", node="n1", subject="gpu:3",
+                  state="firing", message=message, started_at=10.0 + n, updated_at=10.0 + n, fired_at=10.0 + n)
+        return AlarmRow("k", "n1", "node", ended_by_restart(a, 100.0) if restarted else a)
+
+    lost = row(1, "gpu_lost", "GPU 3 is lost (fell off the bus)")
+    (grouped,) = group_rows([lost, row(2, "gpu_xid_fatal", "Xid 79 on GPU 3: GPU has fallen off the bus")])
+    assert grouped.message == ("GPU 3 is lost (fell off the bus); Xid 79 on GPU 3: GPU has fallen off the bus"
+                               " (agent restarted without it)")
+    # Said of one alarm only, it stays with that alarm.
+    (grouped,) = group_rows([lost, row(2, "gpu_xid_fatal", "Xid 79", restarted=False)])
+    assert grouped.message == "Xid 79; GPU 3 is lost (fell off the bus) (agent restarted without it)"

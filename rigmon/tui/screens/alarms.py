@@ -23,12 +23,15 @@ SCROLLBAR_CELLS = 2
 
 
 def summary_line(board: AlarmBoardView) -> Text:
-    """``3 firing: 1 critical, 2 warning · 1 pending · alarms unknown on node05, node06: HTTP 404: ...``."""
+    """``3 firing: 1 critical, 2 warning (1 as last heard) · 1 pending · alarms unknown on node05, node06: HTTP 404: ...``."""
     firing = sum(board.firing.values())
     text = Text(f"{firing} firing" if firing else "nothing firing")
     if firing:
         text.append(": " + ", ".join(f"{board.firing[s]} {s}" for s in ("critical", "warning", "info")
                                      if board.firing.get(s)))
+    if board.firing_as_of:
+        # Those of nodes that stopped answering may have ended since: not counted as current.
+        text.append(f" ({board.firing_as_of} as last heard)")
     pending = sum(1 for r in board.active if r.alarm.state == "pending")
     if pending:
         text.append(f" · {pending} pending")

@@ -51,7 +51,7 @@ class AlarmDetail(Widget):
         head = Text.assemble(
             (a.severity, self._style(a.severity)), " ",
             (a.state, self._style(a.severity if a.state == "firing" else "pending")),
-            (f" as last fetched {utc_clock(row.as_of)} UTC ({row.as_of_why})" if row.as_of is not None else "",
+            (f" as last heard {utc_clock(row.as_of)} UTC ({row.as_of_why})" if row.as_of is not None else "",
              self._style("label")),
             "  ", plain(row.node), "  ", plain(", ".join(x.rule for x in row.alarms)),
             (" (cluster)" if row.source == "cluster" else "", label),

@@ -121,7 +121,12 @@ class AlarmTable(DataTable[Text]):
                     for column in columns:
                         self.update_cell(row.row_key, column, cells[column], update_width=True)
         else:
-            cursor_key = current[self.cursor_row] if 0 <= self.cursor_row < len(current) else None
+            # The cursor follows the alarm the operator moved it to in the table they are in (`x`
+            # must not land on another incident). Left on the first row, or in the other table, it
+            # starts again from the top, the worst or newest rows, rather than follow a row nobody
+            # chose and scroll the alarms that came since out of view.
+            follow = self.has_focus and 0 < self.cursor_row < len(current)
+            cursor_key = current[self.cursor_row] if follow else None
             self.clear()
             for row in alarms:
                 cells = self._cells(row)
