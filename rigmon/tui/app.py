@@ -159,6 +159,11 @@ class RigmonApp(Navigation, ReplayKeys):
 
     def on_node_connected(self, message: NodeConnected) -> None:
         self.cluster.nodes[message.key].connected(message.info)
+        # A node back (or new) is asked for its alarms now, not after the back-off of the
+        # fetches that failed while it was away: the alarms screen said "alarms unknown" meanwhile.
+        wake = self.followers.alarm_wake.get(message.key)
+        if wake is not None:
+            wake.set()
 
     def on_node_sampled(self, message: NodeSampled) -> None:
         store = self.cluster.nodes[message.key]

@@ -8,6 +8,7 @@ from rigmon.cluster.client import AgentClient
 from rigmon.cluster.config import NodeTarget
 from rigmon.schema import AlarmList
 from rigmon.tui.app import RigmonApp
+from rigmon.tui.messages import NodeConnected
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm
@@ -60,3 +61,19 @@ async def test_a_dead_node_s_alarms_read_as_of_their_last_fetch() -> None:
         table.move_cursor(row=keys.index(rows["node02"].row_key))
         await pilot.pause()
         assert "firing as last heard 01-01 00:16:40 UTC (node unreachable)" in detail_text(app)
+
+
+async def test_a_node_back_is_asked_for_its_alarms_at_once() -> None:
+    # Before: after an agent came back, its alarms stayed "unknown: cannot connect" until the
+    # back-off of the failed fetches ran out (up to 15 s) while the node was live again.
+    agent = FakeAgent("node01", frames=3)
+    agent.alarms = AlarmList(node=agent.node, active=(), recent=())
+    app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)):
+        store = app.cluster.nodes[agent.url]
+        await wait_for(lambda: store.alarm_list is not None)
+        wake = app.followers.alarm_wake[agent.url]
+        wake.clear()
+        app.on_node_connected(NodeConnected(agent.url, store.info))  # type: ignore[arg-type]
+        assert wake.is_set()
