@@ -56,6 +56,10 @@ class _Slot(msgspec.Struct):
     collector: Collector
     records: dict[type, list[object]] = msgspec.field(default_factory=dict)
     status: CollectorStatus = CollectorStatus(state="pending", ok=False)
+    #: The failing state (error, hung) a ``collector_failed`` event announced and no
+    #: ``collector_recovered`` has ended yet: a collector starting between the two (an nvmlInit
+    #: that outlasted its budget, then returned) still recovers once it reads.
+    failing: str | None = None
 
 
 class Sampler:
@@ -220,12 +224,14 @@ class Sampler:
 
     def _set_status(self, name: str, status: CollectorStatus) -> None:
         slot = self._slots[name]
-        before = slot.status
         slot.status = status
-        if status.state in ("error", "hung") and before.state != status.state:
+        # ``pending`` (starting) is not yet known: neither a failure nor a recovery.
+        if status.state in ("error", "hung") and slot.failing != status.state:
+            slot.failing = status.state
             self.emit_event("collector_failed", "warning", f"collector:{name}",
                             f"collector {name} {status.state}: {status.error}", {"state": status.state})
-        elif status.state in ("ok", "absent") and before.state in ("error", "hung"):
+        elif status.state in ("ok", "absent") and slot.failing is not None:
+            slot.failing = None
             self.emit_event("collector_recovered", "info", f"collector:{name}",
                             f"collector {name} recovered ({status.state})", {"state": status.state})
 
