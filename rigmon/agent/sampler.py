@@ -98,7 +98,7 @@ class Sampler:
         self._slots = {name: _Slot(collector=c) for name, c in collectors.items()}
         self._ticks = TickScheduler(
             dict(collectors), {name: (intervals or {}).get(name, interval_s) for name in collectors},
-            interval_s, timeout_s, self._finish, self._file_hung, self._publish,
+            interval_s, timeout_s, self._finish, self._file_hung, self._publish, self._file_stall,
         )
         self._listeners: list[FrameListener] = []
         self._judges: list[FrameListener] = []
@@ -202,6 +202,14 @@ class Sampler:
                 error=f"no answer for {running_s:.1f} s",
                 duration_s=None, sampled_at=slot.status.sampled_at,
             ))
+
+    def _file_stall(self, stalled_s: float) -> None:
+        """The agent as a whole did not run for about ``stalled_s`` seconds (the scheduler's
+        ``file_stall``): said once, as an event (the agent's log shows it); no collector is blamed."""
+        self.emit_event("agent_stalled", "warning", f"node:{self.node}",
+                        f"agent was not running for {stalled_s:.1f} s (the process was stopped, its VM paused "
+                        "or the machine starved): no readings then, and no collector is blamed for it",
+                        {"stalled_s": round(stalled_s, 3)})
 
     def _store(self, slot: _Slot, records: Sequence[object], replace_all: bool) -> str | None:
         """File records by type; return an error for record types the schema lacks."""

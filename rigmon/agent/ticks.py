@@ -21,10 +21,15 @@ from rigmon.collectors.base import Collector
 FileOutcome = Callable[[str, Outcome, float], None]
 #: Reports a call running past the timeout: the collector's name, seconds it has run.
 FileHung = Callable[[str, float], None]
+#: Reports that the whole agent did not run (stopped, paused): about how many seconds.
+FileStall = Callable[[float], None]
 
 # Part of each interval the sampler waits for collectors before it sends the frame
 # anyway; a slower collector's result lands in a later frame.
 _WAIT_FRACTION = 0.6
+#: Seconds (at least; or one interval when longer) the loop may wake later than its schedule
+#: allows before the agent counts as not having run (see `TickScheduler._awake`).
+STALL_MIN_S = 1.0
 
 
 class _Slot(msgspec.Struct):
@@ -54,11 +59,13 @@ class TickScheduler:
         file_hung: reports a call running longer than ``timeout_s`` (on the loop, each tick it still runs).
         publish: makes and publishes the frame; called on the loop when a tick ends or a pushed
             reading arrives between ticks. It calls `take_results` first.
+        file_stall: reports that the agent as a whole did not run for about that many seconds
+            (SIGSTOP, a paused VM); the calls then in flight were not hung (`_awake`).
     """
 
     def __init__(self, collectors: dict[str, Collector], intervals: dict[str, float], interval_s: float,
                  timeout_s: float, file_outcome: FileOutcome, file_hung: FileHung,
-                 publish: Callable[[], object]) -> None:
+                 publish: Callable[[], object], file_stall: FileStall | None = None) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._slots = {name: _Slot(interval_s=intervals[name]) for name in collectors}
@@ -83,6 +90,13 @@ class TickScheduler:
         self._prestarted = False
         #: Runners started by the current tick that have not finished their batch.
         self._awaited: set[Runner] = set()
+        self._file_stall = file_stall
+        #: Monotonic time and process CPU time when the loop last ran one of our callbacks.
+        self._awake_at = 0.0
+        self._cpu_at = 0.0
+        #: Longest the loop may go without one of our callbacks: a tick and its wait, and a margin.
+        self._stall_after_s = (interval_s + min(timeout_s, interval_s * _WAIT_FRACTION)
+                               + max(STALL_MIN_S, interval_s))
 
     async def run(self) -> None:
         """Tick until cancelled or `stop` is called; raise what stopped it if a tick failed.
@@ -95,7 +109,8 @@ class TickScheduler:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._finished = loop.create_future()
-        self._next_tick = time.monotonic()
+        self._next_tick = self._awake_at = time.monotonic()
+        self._cpu_at = time.process_time()
         try:
             if self._stopped:
                 return  # `stop` came before this coroutine's first step: nothing to wait for
@@ -122,6 +137,7 @@ class TickScheduler:
 
     def pushed(self) -> None:
         """A pushed reading was filed: publish it now, unless a tick in progress will."""
+        self._awake()
         finished = self._finished
         if self._prestarted and time.monotonic() >= self._next_tick:
             self._enter_tick()
@@ -143,6 +159,29 @@ class TickScheduler:
                 slots[name].running_since = None
                 file_outcome(name, outcome, duration_s)
         self._release_runners()
+
+    def _awake(self) -> None:
+        """On the loop, first thing in each of our callbacks: notice that the agent did not run.
+
+        The loop wakes for a tick at least once an interval (and its wait). A wake much later than
+        that, while the process used little CPU, means the process was not running at all: stopped
+        (SIGSTOP, ^Z), its VM paused, or the machine starved. The collectors' calls in flight then
+        stood still with everything else and did not hang: their time is counted from now, and
+        the stall is reported once. (A system suspend stops CLOCK_MONOTONIC itself, so it needs no
+        excuse; CLOCK_BOOTTIME against it would see a suspend only, not a stop or a paused VM, and
+        the calls' own threads' CPU clocks stand still in a driver that hangs as well.)
+        """
+        now = time.monotonic()
+        cpu = time.process_time()
+        gap_s, cpu_s = now - self._awake_at, cpu - self._cpu_at
+        self._awake_at, self._cpu_at = now, cpu
+        if gap_s <= self._stall_after_s or cpu_s > gap_s / 2:
+            return
+        for slot in self._slots.values():
+            if slot.running_since is not None and slot.running_since < now:
+                slot.running_since = now
+        if self._file_stall is not None:
+            self._file_stall(gap_s - self.interval_s)
 
     def _enter_tick(self) -> None:
         """The handed-over batch has begun (its start time has come): the tick is in progress."""
@@ -193,6 +232,7 @@ class TickScheduler:
         self._timer = None
         if self._stopped:
             return
+        self._awake()
         try:
             started = self._start_due(self._next_tick)
         except Exception as exc:  # noqa: BLE001 - ends `run` with it, as a failing await in it would
@@ -223,6 +263,7 @@ class TickScheduler:
         that tick in progress before its batch begins (`stop` then waited for it instead of taking
         it back), nor count as the end of a newer batch handed to the same runner.
         """
+        self._awake()
         if not (self._ticking or self._prestarted) or runner not in self._awaited:
             return
         with runner.lock:
@@ -236,6 +277,7 @@ class TickScheduler:
 
     def _end_tick(self) -> None:
         """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
+        self._awake()
         self._ticking = self._prestarted = False
         self._awaited = set()
         self._cancel_timer()

@@ -1,8 +1,11 @@
-"""Sampler: a collector whose own watchdog gave up (CollectorHung) is reported hung, then recovers."""
+"""Sampler: a collector whose own watchdog gave up (CollectorHung) is reported hung, then recovers; a stall of the
+whole agent is no collector's hang."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Sequence
 
 from rigmon.agent.sampler import Sampler
@@ -46,3 +49,47 @@ async def test_collector_hung_state_and_recovery() -> None:
     assert not hung.ok and hung.error == "an NVML call did not return within 2 s"
     kinds = [e.kind for f in frames for e in f.events]
     assert "collector_failed" in kinds and "collector_recovered" in kinds
+
+
+class StuckDriver(PolledCollector):
+    """A call that hangs for real (until released), from its first call on."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def collect(self) -> Sequence[object]:
+        self.release.wait(30)
+        return []
+
+
+async def test_a_call_that_hangs_for_real_is_still_hung_after_the_agent_stood_still() -> None:
+    """The loop does not run for a while (as when the process is stopped, here the loop is held
+    with the process idle): the call in flight is not blamed for that time, the stall is said once,
+    and a call that keeps hanging after it is reported hung all the same."""
+    collector = StuckDriver()
+    sampler = Sampler("n", "run", {"stuck": collector}, interval_s=0.05, timeout_s=0.3, clock=SystemClock())
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    task = asyncio.create_task(sampler.run())
+    try:
+        while not frames:
+            await asyncio.sleep(0.01)
+        time.sleep(1.5)  # the loop stands still, the process idle: a stall
+        for _ in range(500):
+            if frames[-1].collectors["stuck"].state == "hung":
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        collector.release.set()
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+    events = [e for f in frames for e in f.events]
+    kinds = [e.kind for e in events]
+    assert kinds.count("agent_stalled") == 1, kinds
+    stalled_at = kinds.index("agent_stalled")
+    # Not blamed for the stall: reported hung only after it, once it kept hanging.
+    assert kinds[stalled_at + 1:].count("collector_failed") == 1 and "collector_failed" not in kinds[:stalled_at]
+    stall_frame = next(i for i, f in enumerate(frames) if any(e.kind == "agent_stalled" for e in f.events))
+    assert frames[stall_frame].collectors["stuck"].state == "pending", frames[stall_frame].collectors
