@@ -175,7 +175,7 @@ class TickScheduler:
         cpu = time.process_time()
         gap_s, cpu_s = now - self._awake_at, cpu - self._cpu_at
         self._awake_at, self._cpu_at = now, cpu
-        if gap_s <= self._stall_after_s or cpu_s > gap_s / 2:
+        if gap_s <= self._stall_after_s or cpu_s > gap_s / 2 or self._stopped:
             return
         for slot in self._slots.values():
             if slot.running_since is not None and slot.running_since < now:
