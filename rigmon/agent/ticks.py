@@ -94,6 +94,8 @@ class TickScheduler:
         #: Monotonic time and process CPU time when the loop last ran one of our callbacks.
         self._awake_at = 0.0
         self._cpu_at = 0.0
+        #: Collectors whose call was in flight through the last stall, until its outcome is filed.
+        self._spanned_stall: set[str] = set()
         #: Longest the loop may go without one of our callbacks: a tick and its wait, and a margin.
         self._stall_after_s = (interval_s + min(timeout_s, interval_s * _WAIT_FRACTION)
                                + max(STALL_MIN_S, interval_s))
@@ -157,6 +159,12 @@ class TickScheduler:
             while runner.done:
                 name, outcome, duration_s = runner.done.popleft()
                 slots[name].running_since = None
+                if self._spanned_stall and name in self._spanned_stall:
+                    self._spanned_stall.discard(name)
+                    if outcome[0] == "hung":
+                        # Its own watchdog (NVML's) timed the call through the stall: no verdict;
+                        # the collector is asked again next time.
+                        continue
                 file_outcome(name, outcome, duration_s)
         self._release_runners()
 
@@ -169,7 +177,9 @@ class TickScheduler:
         stood still with everything else and did not hang: their time is counted from now, and
         the stall is reported once. (A system suspend stops CLOCK_MONOTONIC itself, so it needs no
         excuse; CLOCK_BOOTTIME against it would see a suspend only, not a stop or a paused VM, and
-        the calls' own threads' CPU clocks stand still in a driver that hangs as well.)
+        the calls' own threads' CPU clocks stand still in a driver that hangs as well.) A call in
+        flight then that its collector's own watchdog calls hung (`CollectorHung`: NVML's watchdog
+        timed it through the stall) gives no verdict (`take_results`).
         """
         now = time.monotonic()
         cpu = time.process_time()
@@ -177,9 +187,10 @@ class TickScheduler:
         self._awake_at, self._cpu_at = now, cpu
         if gap_s <= self._stall_after_s or cpu_s > gap_s / 2 or self._stopped:
             return
-        for slot in self._slots.values():
+        for name, slot in self._slots.items():
             if slot.running_since is not None and slot.running_since < now:
                 slot.running_since = now
+                self._spanned_stall.add(name)
         if self._file_stall is not None:
             self._file_stall(gap_s - self.interval_s)
 
