@@ -204,10 +204,10 @@ class Sampler:
             ))
 
     def _file_stall(self, stalled_s: float) -> None:
-        """The agent as a whole did not run for about ``stalled_s`` seconds (the scheduler's
+        """The agent as a whole did not run for at least ``stalled_s`` seconds (the scheduler's
         ``file_stall``): said once, as an event (the agent's log shows it); no collector is blamed."""
         self.emit_event("agent_stalled", "warning", f"node:{self.node}",
-                        f"agent was not running for {stalled_s:.1f} s (the process was stopped, its VM paused "
+                        f"agent was not running for at least {stalled_s:.1f} s (the process was stopped, its VM paused "
                         "or the machine starved): no readings then, and no collector is blamed for it",
                         {"stalled_s": round(stalled_s, 3)})
 
