@@ -17,7 +17,7 @@ from rigmon.sim.tree import write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 #: How long the agent stays stopped: well past its collectors' timeout and several ticks.
-STOPPED_S = 3.0
+STOPPED_S = 4.0
 
 
 def free_port() -> int:
@@ -50,7 +50,7 @@ def wait_frames(url: str, since: int, count: int, agent: subprocess.Popen[bytes]
 def test_a_stopped_agent_blames_no_collector(tmp_path: Path) -> None:
     write_tree(tmp_path / "root", {"/proc/stat": "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n",
                                    "/proc/uptime": "100.0 50.0\n", "/proc/loadavg": "0.1 0.2 0.3 1/100 42\n"})
-    (tmp_path / "agent.toml").write_text("[agent]\ninterval_s = 0.1\ncollector_timeout_s = 0.5\n")
+    (tmp_path / "agent.toml").write_text("[agent]\ninterval_s = 0.1\ncollector_timeout_s = 1.5\n")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "agent.log"
