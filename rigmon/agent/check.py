@@ -208,12 +208,17 @@ def run_check(
         # A gate that never read the rail must not pass it: wait for the ADC's first window. Nor
         # GPUs whose NVML is still starting: they are not known yet, neither absent nor failing.
         starting_until = began + starting_wait_s
+        waited_for = sorted(_starting(statuses))
         while ((_rail_unread(readings) and rail_waited_s < RAIL_WAIT_S)
                or (_starting(statuses) and time.monotonic() < starting_until)):
             sleep(RAIL_POLL_S)
             rail_waited_s += RAIL_POLL_S
             seq += 1
             readings = one_pass(seq)
+        started = [name for name in waited_for if statuses[name].state != "pending"]
+        if started:
+            notes.append(f"{', '.join(started)}: read after waiting {time.monotonic() - began:.0f} s for "
+                         "them to start (NVML's first init: without persistence mode, nvidia-smi -pm 1)")
     finally:
         for c in collectors.values():
             c.close()

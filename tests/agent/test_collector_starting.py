@@ -152,6 +152,7 @@ def test_check_waits_for_gpus_that_are_starting(node: tuple[Path, FakeNvmlMachin
         machine.heal("hang")
     assert report.collectors["gpu"].state == "ok", report.collectors["gpu"]
     assert not [a for a in report.findings if a.rule == "collector_starting"]
+    assert [n for n in report.notes if n.startswith("gpu: read after waiting ")], report.notes
 
 
 def test_check_says_gpus_not_checked_while_nvml_still_starts(node: tuple[Path, FakeNvmlMachine]) -> None:
