@@ -18,7 +18,7 @@ from rigmon.agent.sampler import ROUTES
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
-from rigmon.collectors.base import Collector, EventDraft, NoData
+from rigmon.collectors.base import Collector, CollectorStarting, EventDraft, NoData
 from rigmon.config import AgentConfig
 from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
@@ -46,6 +46,11 @@ EXIT_CODES: dict[CheckStatus, int] = {"ok": 0, "warning": 1, "critical": 2}
 RAIL_WAIT_S = 5.0
 #: Pause between the passes of that wait.
 RAIL_POLL_S = 0.5
+#: Longest the check waits, after its passes, for collectors that are starting (a slow first
+#: nvmlInit without persistence mode: seconds on a V100 box) to read: longer than NVML's own
+#: budget for that init (`rigmon.hw.nvml.binding.INIT_TIMEOUT_S`, 60 s), after which the GPU
+#: collectors call it hung, so a gate never passes GPUs it did not read.
+STARTING_WAIT_S = 70.0
 _SEVERITIES = ("info", "warning", "critical")
 
 
@@ -86,6 +91,8 @@ def _collect(collector: Collector, timeout_s: float) -> tuple[CollectorStatus, l
             result.append(("ok", list(collector.collect())))
         except NoData as exc:
             result.append(("absent", str(exc) or "not present"))
+        except CollectorStarting as exc:
+            result.append(("pending", str(exc) or "starting"))
         except Exception as exc:  # noqa: BLE001 - every failure is a finding, none escapes
             result.append(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -129,6 +136,7 @@ def run_check(
     sleep: Callable[[float], None] = time.sleep,
     guard_probe: Callable[[], str | None] | None = None,
     agent_rail: Callable[[], PsuRailReading | str] | None = None,
+    starting_wait_s: float = STARTING_WAIT_S,
 ) -> CheckReport:
     """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
 
@@ -136,7 +144,9 @@ def run_check(
     if so, else why not); by default NVML is asked when the collectors are the configured ones.
     ``agent_rail`` gives the rail as the running agent reads it (or why it cannot), asked when
     the ``psu`` collector cannot open the ADC's port because another process holds it; by
-    default the agent of ``config`` is asked (`rigmon.agent.check_rail`).
+    default the agent of ``config`` is asked (`rigmon.agent.check_rail`). Collectors still
+    starting after the passes (``pending``: NVML's first init) get more passes for up to
+    ``starting_wait_s`` seconds, and a warning if they never read.
 
     Raises:
         RuleError: the configured rules are invalid.
@@ -188,18 +198,27 @@ def run_check(
 
     readings = Readings()
     rail_waited_s = 0.0
+    began = time.monotonic()
     try:
         for n in range(passes):
             if n:
                 sleep(pause_s)
             readings = one_pass(n + 1)
         seq = passes
-        # A gate that never read the rail must not pass it: wait for the ADC's first window.
-        while _rail_unread(readings) and rail_waited_s < RAIL_WAIT_S:
+        # A gate that never read the rail must not pass it: wait for the ADC's first window. Nor
+        # GPUs whose NVML is still starting: they are not known yet, neither absent nor failing.
+        starting_until = began + starting_wait_s
+        waited_for = sorted(_starting(statuses))
+        while ((_rail_unread(readings) and rail_waited_s < RAIL_WAIT_S)
+               or (_starting(statuses) and time.monotonic() < starting_until)):
             sleep(RAIL_POLL_S)
             rail_waited_s += RAIL_POLL_S
             seq += 1
             readings = one_pass(seq)
+        started = [name for name in waited_for if statuses[name].state != "pending"]
+        if started:
+            notes.append(f"{', '.join(started)}: read after waiting {time.monotonic() - began:.0f} s for "
+                         "them to start (NVML's first init: without persistence mode, nvidia-smi -pm 1)")
     finally:
         for c in collectors.values():
             c.close()
@@ -210,6 +229,8 @@ def run_check(
         # Says what the agent's `psu_adc_silent` would, with the port and the time waited.
         findings = tuple(a for a in findings if a.rule != "psu_adc_silent") + (
             _rail_not_read(readings, config.node_name, clock.time(), (passes - 1) * pause_s + rail_waited_s),)
+    findings += tuple(_not_started(name, st, config.node_name, clock.time(), time.monotonic() - began)
+                      for name, st in _starting(statuses).items())
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,
@@ -227,6 +248,18 @@ def _rail_of_agent(status: CollectorStatus, got: PsuRailReading | str,
     if note not in notes:
         notes.append(note)
     return replace(status, state="ok", ok=True, error=None), [got]
+
+
+def _starting(statuses: dict[str, CollectorStatus]) -> dict[str, CollectorStatus]:
+    """The collectors whose last pass said they are starting (not known yet)."""
+    return {name: st for name, st in statuses.items() if st.state == "pending"}
+
+
+def _not_started(name: str, status: CollectorStatus, node: str, now_at: float, waited_s: float) -> Alarm:
+    return Alarm(id=f"check-starting-{name}", rule="collector_starting", rule_kind="check", severity="warning",
+                 node=node, subject=f"collector:{name}", state="firing", started_at=now_at, updated_at=now_at,
+                 fired_at=now_at, message=f"collector {name} still starting after {waited_s:.0f} s, not checked: "
+                                          f"{status.error or 'starting'}")
 
 
 def _rail_unread(readings: Readings) -> bool:

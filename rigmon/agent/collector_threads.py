@@ -14,10 +14,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import msgspec
 
-from rigmon.collectors.base import Collector, CollectorHung, NoData
+from rigmon.collectors.base import Collector, CollectorHung, CollectorStarting, NoData
 from rigmon.hw.root import read_scope
 
-#: What one collector call gave: state (ok, absent, hung, error) and records or an error text.
+#: What one collector call gave: state (ok, absent, pending, hung, error) and records or an error text.
 Outcome = tuple[str, object]
 
 
@@ -154,6 +154,8 @@ def call_collector(collector: Collector) -> Outcome:
         return ("ok", list(collector.collect()))
     except NoData as exc:
         return ("absent", str(exc) or "not present")
+    except CollectorStarting as exc:
+        return ("pending", str(exc) or "starting")
     except CollectorHung as exc:
         return ("hung", str(exc) or "no answer")
     except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes

@@ -56,6 +56,10 @@ class _Slot(msgspec.Struct):
     collector: Collector
     records: dict[type, list[object]] = msgspec.field(default_factory=dict)
     status: CollectorStatus = CollectorStatus(state="pending", ok=False)
+    #: The failing state (error, hung) a ``collector_failed`` event announced and no
+    #: ``collector_recovered`` has ended yet: a collector starting between the two (an nvmlInit
+    #: that outlasted its budget, then returned) still recovers once it reads.
+    failing: str | None = None
 
 
 class Sampler:
@@ -94,7 +98,7 @@ class Sampler:
         self._slots = {name: _Slot(collector=c) for name, c in collectors.items()}
         self._ticks = TickScheduler(
             dict(collectors), {name: (intervals or {}).get(name, interval_s) for name in collectors},
-            interval_s, timeout_s, self._finish, self._file_hung, self._publish,
+            interval_s, timeout_s, self._finish, self._file_hung, self._publish, self._file_stall,
         )
         self._listeners: list[FrameListener] = []
         self._judges: list[FrameListener] = []
@@ -199,6 +203,14 @@ class Sampler:
                 duration_s=None, sampled_at=slot.status.sampled_at,
             ))
 
+    def _file_stall(self, stalled_s: float) -> None:
+        """The agent as a whole did not run for at least ``stalled_s`` seconds (the scheduler's
+        ``file_stall``): said once, as an event (the agent's log shows it); no collector is blamed."""
+        self.emit_event("agent_stalled", "warning", f"node:{self.node}",
+                        f"agent was not running for at least {stalled_s:.1f} s (the process was stopped, its VM paused "
+                        "or the machine starved): no readings then, and no collector is blamed for it",
+                        {"stalled_s": round(stalled_s, 3)})
+
     def _store(self, slot: _Slot, records: Sequence[object], replace_all: bool) -> str | None:
         """File records by type; return an error for record types the schema lacks."""
         grouped: dict[type, list[object]] = {}
@@ -220,12 +232,14 @@ class Sampler:
 
     def _set_status(self, name: str, status: CollectorStatus) -> None:
         slot = self._slots[name]
-        before = slot.status
         slot.status = status
-        if status.state in ("error", "hung") and before.state != status.state:
+        # ``pending`` (starting) is not yet known: neither a failure nor a recovery.
+        if status.state in ("error", "hung") and slot.failing != status.state:
+            slot.failing = status.state
             self.emit_event("collector_failed", "warning", f"collector:{name}",
                             f"collector {name} {status.state}: {status.error}", {"state": status.state})
-        elif status.state in ("ok", "absent") and before.state in ("error", "hung"):
+        elif status.state in ("ok", "absent") and slot.failing is not None:
+            slot.failing = None
             self.emit_event("collector_recovered", "info", f"collector:{name}",
                             f"collector {name} recovered ({status.state})", {"state": status.state})
 

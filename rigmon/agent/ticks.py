@@ -21,10 +21,15 @@ from rigmon.collectors.base import Collector
 FileOutcome = Callable[[str, Outcome, float], None]
 #: Reports a call running past the timeout: the collector's name, seconds it has run.
 FileHung = Callable[[str, float], None]
+#: Reports that the whole agent did not run (stopped, paused): at least how many seconds.
+FileStall = Callable[[float], None]
 
 # Part of each interval the sampler waits for collectors before it sends the frame
 # anyway; a slower collector's result lands in a later frame.
 _WAIT_FRACTION = 0.6
+#: Seconds (or one interval when longer) our callback may run after its timer was due before
+#: the agent counts as not having run (see `TickScheduler._awake`).
+STALL_MIN_S = 1.0
 
 
 class _Slot(msgspec.Struct):
@@ -54,11 +59,13 @@ class TickScheduler:
         file_hung: reports a call running longer than ``timeout_s`` (on the loop, each tick it still runs).
         publish: makes and publishes the frame; called on the loop when a tick ends or a pushed
             reading arrives between ticks. It calls `take_results` first.
+        file_stall: reports that the agent as a whole did not run for at least that many seconds
+            (SIGSTOP, a paused VM); the calls then in flight were not hung (`_awake`).
     """
 
     def __init__(self, collectors: dict[str, Collector], intervals: dict[str, float], interval_s: float,
                  timeout_s: float, file_outcome: FileOutcome, file_hung: FileHung,
-                 publish: Callable[[], object]) -> None:
+                 publish: Callable[[], object], file_stall: FileStall | None = None) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._slots = {name: _Slot(interval_s=intervals[name]) for name in collectors}
@@ -83,6 +90,14 @@ class TickScheduler:
         self._prestarted = False
         #: Runners started by the current tick that have not finished their batch.
         self._awaited: set[Runner] = set()
+        self._file_stall = file_stall
+        #: Monotonic time and process CPU time when the loop last ran one of our callbacks.
+        self._awake_at = 0.0
+        self._cpu_at = 0.0
+        #: Monotonic time the armed timer is due (``None``: none is armed): the loop wakes by then.
+        self._wake_by: float | None = None
+        #: Collectors whose call was in flight through the last stall, until its outcome is filed.
+        self._spanned_stall: set[str] = set()
 
     async def run(self) -> None:
         """Tick until cancelled or `stop` is called; raise what stopped it if a tick failed.
@@ -95,7 +110,8 @@ class TickScheduler:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._finished = loop.create_future()
-        self._next_tick = time.monotonic()
+        self._next_tick = self._awake_at = time.monotonic()
+        self._cpu_at = time.process_time()
         try:
             if self._stopped:
                 return  # `stop` came before this coroutine's first step: nothing to wait for
@@ -122,6 +138,7 @@ class TickScheduler:
 
     def pushed(self) -> None:
         """A pushed reading was filed: publish it now, unless a tick in progress will."""
+        self._awake()
         finished = self._finished
         if self._prestarted and time.monotonic() >= self._next_tick:
             self._enter_tick()
@@ -141,8 +158,46 @@ class TickScheduler:
             while runner.done:
                 name, outcome, duration_s = runner.done.popleft()
                 slots[name].running_since = None
+                if self._spanned_stall and name in self._spanned_stall:
+                    self._spanned_stall.discard(name)
+                    if outcome[0] == "hung":
+                        # Its own watchdog (NVML's) timed the call through the stall: no verdict;
+                        # the collector is asked again next time.
+                        continue
                 file_outcome(name, outcome, duration_s)
         self._release_runners()
+
+    def _awake(self) -> None:
+        """On the loop, first thing in each of our callbacks: notice that the agent did not run.
+
+        A timer of ours is always armed while sampling (the next tick, or the end of a tick's
+        wait). Our callback running more than `STALL_MIN_S` (or one interval) after that timer was
+        due, while the process used little CPU since our last callback, means the process was not
+        running at all: stopped (SIGSTOP, ^Z), its VM paused, or the machine starved. The collectors'
+        calls in flight then stood still with everything else and did not hang: their time is
+        counted from now, and the stall is reported once. (A system suspend stops CLOCK_MONOTONIC
+        itself, so it needs no excuse; CLOCK_BOOTTIME against it would see a suspend only, not a
+        stop or a paused VM, and the calls' own threads' CPU clocks stand still in a driver that
+        hangs as well.) A call in flight then that its collector's own watchdog calls hung
+        (`CollectorHung`: NVML's watchdog timed it through the stall) gives no verdict (`take_results`).
+        """
+        now = time.monotonic()
+        cpu = time.process_time()
+        gap_s, cpu_s = now - self._awake_at, cpu - self._cpu_at
+        self._awake_at, self._cpu_at = now, cpu
+        due = self._wake_by
+        if due is None or self._stopped:
+            return
+        late_s = now - due
+        if late_s <= max(STALL_MIN_S, self.interval_s) or cpu_s > gap_s / 2:
+            return
+        self._wake_by = None  # reported: the callbacks of this same wake are not late again
+        for name, slot in self._slots.items():
+            if slot.running_since is not None and slot.running_since < now:
+                slot.running_since = now
+                self._spanned_stall.add(name)
+        if self._file_stall is not None:
+            self._file_stall(late_s)
 
     def _enter_tick(self) -> None:
         """The handed-over batch has begun (its start time has come): the tick is in progress."""
@@ -184,15 +239,23 @@ class TickScheduler:
         self._end_run(error)
 
     def _cancel_timer(self) -> None:
+        self._wake_by = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _arm(self, delay: float, callback: Callable[[], None]) -> None:
+        """Arm the one timer: ``callback`` in ``delay`` seconds (the loop's next wake for us, `_awake`)."""
+        assert self._loop is not None
+        self._wake_by = time.monotonic() + delay
+        self._timer = self._loop.call_later(delay, callback)
 
     def _begin_tick(self) -> None:
         """Timer callback: start the collectors due now, then wait a part of the interval for them."""
         self._timer = None
         if self._stopped:
             return
+        self._awake()
         try:
             started = self._start_due(self._next_tick)
         except Exception as exc:  # noqa: BLE001 - ends `run` with it, as a failing await in it would
@@ -204,7 +267,7 @@ class TickScheduler:
         self._ticking = True
         self._awaited = set(started)
         assert self._loop is not None
-        self._timer = self._loop.call_later(min(self.timeout_s, self.interval_s * _WAIT_FRACTION), self._end_tick)
+        self._arm(min(self.timeout_s, self.interval_s * _WAIT_FRACTION), self._end_tick)
 
     def _batch_finished(self, runner: Runner) -> None:
         """A runner's thread: its batch is over; tell the loop (`_batch_done`)."""
@@ -223,6 +286,7 @@ class TickScheduler:
         that tick in progress before its batch begins (`stop` then waited for it instead of taking
         it back), nor count as the end of a newer batch handed to the same runner.
         """
+        self._awake()
         if not (self._ticking or self._prestarted) or runner not in self._awaited:
             return
         with runner.lock:
@@ -236,6 +300,7 @@ class TickScheduler:
 
     def _end_tick(self) -> None:
         """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
+        self._awake()
         self._ticking = self._prestarted = False
         self._awaited = set()
         self._cancel_timer()
@@ -255,7 +320,7 @@ class TickScheduler:
             delay = 0.0
         assert self._loop is not None
         if not self._prestart(delay):
-            self._timer = self._loop.call_later(delay, self._begin_tick)
+            self._arm(delay, self._begin_tick)
 
     def _prestart(self, delay: float) -> bool:
         """Hand the next tick's batch to the collectors' thread, to start at ``_next_tick`` (in ``delay``
@@ -270,8 +335,7 @@ class TickScheduler:
         self._prestarted = True
         self._awaited = set(started)
         assert self._loop is not None
-        self._timer = self._loop.call_later(delay + min(self.timeout_s, self.interval_s * _WAIT_FRACTION),
-                                            self._end_tick)
+        self._arm(delay + min(self.timeout_s, self.interval_s * _WAIT_FRACTION), self._end_tick)
         return True
 
     def _start_due(self, tick_at: float, start_at: float | None = None) -> list[Runner]:

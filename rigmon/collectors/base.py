@@ -22,6 +22,15 @@ class NoData(Exception):
     """
 
 
+class CollectorStarting(Exception):
+    """The hardware is there but not ready to be read yet (a slow first nvmlInit while the
+    driver brings the GPUs up); the message says what it waits for.
+
+    Neither a failure nor an absence: the collector's state becomes ``pending`` (not yet
+    known) with the message, until a call returns readings, raises `NoData` or fails.
+    """
+
+
 class CollectorError(Exception):
     """A real failure reading present hardware; the message is shown to the operator."""
 
@@ -41,6 +50,7 @@ class Collector(Protocol):
 
         Raises:
             NoData: the hardware is absent.
+            CollectorStarting: present, not ready to be read yet.
             CollectorError: present but unreadable.
         """
         ...

@@ -10,6 +10,7 @@ from rigmon.collectors.base import (
     CollectorContext,
     CollectorError,
     CollectorHung,
+    CollectorStarting,
     EventDraft,
     NoData,
     PushFn,
@@ -125,8 +126,9 @@ class GpuCollector:
                 raise CollectorError(unread) from None
             raise NoData(str(exc)) from None
         except NvmlStarting as exc:
-            # A slow first nvmlInit (no persistence mode) is not a hang: quiet until it returns.
-            raise NoData(str(exc)) from None
+            # A slow first nvmlInit (no persistence mode) is not a hang, nor a machine without
+            # GPUs: not known yet until it returns.
+            raise CollectorStarting(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
         if not datas and not self._gpus:

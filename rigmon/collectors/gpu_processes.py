@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from msgspec.structs import replace
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, CollectorHung, EventDraft, NoData, PushFn
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorError,
+    CollectorHung,
+    CollectorStarting,
+    EventDraft,
+    NoData,
+    PushFn,
+)
 from rigmon.collectors.nvidia_bus import NvidiaBus
 from rigmon.collectors.process_files import (
     USER_HZ,
@@ -195,7 +203,7 @@ class GpuProcessCollector:
             # Asked again next time, as the GPU collector does: the driver may load after the agent.
             return None
         except NvmlStarting as exc:
-            raise NoData(str(exc)) from None
+            raise CollectorStarting(str(exc)) from None
         except NvmlHung as exc:
             raise CollectorHung(str(exc)) from None
 

@@ -58,6 +58,7 @@ _FROM_TO: dict[str, EventDataType] = {"from": "text", "to": "text"}
 EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     # the agent itself
     "agent_started": {},
+    "agent_stalled": {"stalled_s": "number"},
     "mark": {"text": "text", "by": "text"},
     "collector_failed": {"state": "text"},
     "collector_recovered": {"state": "text"},

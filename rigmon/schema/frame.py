@@ -51,8 +51,9 @@ class CollectorStatus(Record, frozen=True):
     """Health of one collector in one frame.
 
     ``state`` is ``absent`` when the hardware is not there (a quiet, normal state), ``hung``
-    when the last call overran its timeout and has not returned yet, ``pending`` before
-    the first run finished.
+    when the last call overran its timeout and has not returned yet, ``pending`` when not yet
+    known: before the first run finished, or while the collector says it is starting (NVML's
+    slow first init; ``error`` says why). ``pending`` is neither a failure nor an absence.
     """
 
     state: CollectorState

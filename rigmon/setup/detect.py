@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rigmon.clock import SystemClock
 from rigmon.collectors import REGISTRY
-from rigmon.collectors.base import Collector, CollectorContext, NoData
+from rigmon.collectors.base import Collector, CollectorContext, CollectorStarting, NoData
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.hw.root import HostRoot
 from rigmon.hw.serial_ports import SerialDevice, list_serial_devices
@@ -39,7 +39,7 @@ class Hardware:
     rdma: list[InfinibandPortReading] = field(default_factory=list)
     serial: list[SerialDevice] = field(default_factory=list)
     states: dict[str, str] = field(default_factory=dict)
-    """Collector name -> ``ok``, ``absent: why``, ``error: why`` or ``hung``."""
+    """Collector name -> ``ok``, ``absent: why``, ``starting: why``, ``error: why`` or ``hung``."""
 
 
 def _collect_once(collector: Collector, timeout_s: float) -> tuple[str, list[object]]:
@@ -51,6 +51,8 @@ def _collect_once(collector: Collector, timeout_s: float) -> tuple[str, list[obj
             out.append(("ok", list(collector.collect())))
         except NoData as exc:
             out.append((f"absent: {exc}" if str(exc) else "absent", []))
+        except CollectorStarting as exc:
+            out.append((f"starting: {exc}" if str(exc) else "starting", []))
         except Exception as exc:  # noqa: BLE001 - reported in the generated file, never fatal
             out.append((f"error: {type(exc).__name__}: {exc}", []))
 

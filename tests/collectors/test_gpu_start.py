@@ -1,4 +1,5 @@
-"""GPU collectors while NVML starts: a slow first nvmlInit (no persistence mode) is "starting", not "hung"."""
+"""GPU collectors while NVML starts: a slow first nvmlInit (no persistence mode) is "starting" (CollectorStarting:
+the agent's ``pending``), not "hung" and not "absent"."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.base import CollectorHung, EventDraft, NoData
+from rigmon.collectors.base import CollectorHung, CollectorStarting, EventDraft
 from rigmon.collectors.gpu import GpuCollector
 from rigmon.collectors.gpu_processes import GpuProcessCollector
 from rigmon.hw.nvml import open_nvml, open_nvml_processes
@@ -30,7 +31,7 @@ def node(tmp_path: Path) -> Iterator[tuple[Path, FakeNvmlMachine]]:
 
 def test_a_slow_first_nvml_init_is_starting_not_hung(node: tuple[Path, FakeNvmlMachine]) -> None:
     """nvmlInit takes longer than a poll may wait (the driver brings the GPUs up first): the polls
-    meanwhile say NVML is starting, quietly; once it returns the GPUs are read."""
+    meanwhile say NVML is starting (not yet known: neither absent nor failing); once it returns the GPUs are read."""
     root, machine = node
     host = HostRoot(root)
     collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, StepClock(), event_wait_s=0.05)
@@ -38,7 +39,7 @@ def test_a_slow_first_nvml_init_is_starting_not_hung(node: tuple[Path, FakeNvmlM
     try:
         polls = []
         for _ in range(2):
-            with pytest.raises(NoData) as starting:
+            with pytest.raises(CollectorStarting) as starting:
                 collector.collect()
             polls.append(str(starting.value))
         machine.heal("hang")
@@ -58,7 +59,7 @@ def _once_started(collector: GpuCollector, machine: FakeNvmlMachine) -> list[obj
     while True:
         try:
             return list(collector.collect())
-        except NoData as exc:
+        except CollectorStarting as exc:
             assert str(exc).startswith("NVML starting: ") and time.monotonic() < end, exc
             time.sleep(0.01)
 
@@ -85,7 +86,7 @@ def test_the_process_collector_is_starting_too(node: tuple[Path, FakeNvmlMachine
     collector = GpuProcessCollector(open_nvml_processes(host, timeout_s=TIMEOUT_S), host, StepClock())
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     try:
-        with pytest.raises(NoData) as starting:
+        with pytest.raises(CollectorStarting) as starting:
             collector.collect()
     finally:
         machine.heal("hang")
@@ -104,7 +105,7 @@ def test_the_xid_wait_behind_a_slow_first_init_is_not_reported_stuck(node: tuple
     collector.start(lambda records: None)
     try:
         for _ in range(4):  # the init outlasts the wait's timeout and its watchdog several times
-            with pytest.raises(NoData):
+            with pytest.raises(CollectorStarting):
                 collector.collect()
             time.sleep(TIMEOUT_S)
         machine.heal("hang")

@@ -404,3 +404,22 @@ async def test_gpus_whose_collector_fails_are_not_read_not_absent() -> None:
         note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
         assert "not read, collector failing (see Collectors): GPUs (gpu: error)" in note, note
         assert "not present on this node" not in note or "GPUs" not in note.split("\n")[0], note
+
+
+async def test_gpus_whose_nvml_is_starting_are_not_read_yet_not_absent() -> None:
+    """A slow first nvmlInit: the gpu collector is pending (starting) and there are no GPU readings
+    yet. Not "not present" (the node has GPUs), nor failing: not read yet."""
+    def nvml_starting(frame):  # type: ignore[no-untyped-def]
+        gpu = replace(frame.collectors["gpu"], state="pending", ok=False,
+                      error="NVML starting: nvmlInit has not returned for 4.0 s")
+        return replace(frame, collectors={**frame.collectors, "gpu": gpu},
+                       readings=replace(frame.readings, gpus=(), gpu_processes=()))
+
+    frames = [nvml_starting(f) for f in v100_frames()[:60]]
+    app, fleet, _ = build([("v100", frames, 60)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
+        assert "not read yet, collector starting (see Collectors): GPUs (gpu: pending)" in note, note
+        assert "GPUs" not in note.split("not read yet")[0] and "collector failing" not in note, note

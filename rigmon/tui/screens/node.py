@@ -79,12 +79,12 @@ class WholeCellScrollBarRender(ScrollBarRender):
     VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8
 
 
-def _failing_states(group: SourceGroup, frame: Frame | None) -> str:
-    """``gpu: error`` for each of ``group``'s collectors that errors or hangs in ``frame`` ("" if none)."""
+def _failing_states(group: SourceGroup, frame: Frame | None, states: tuple[str, ...] = ("error", "hung")) -> str:
+    """``gpu: error`` for each of ``group``'s collectors in one of ``states`` in ``frame`` ("" if none)."""
     if frame is None:
         return ""
     return ", ".join(f"{name}: {frame.collectors[name].state}" for name in group.COLLECTORS
-                     if name in frame.collectors and frame.collectors[name].state in ("error", "hung"))
+                     if name in frame.collectors and frame.collectors[name].state in states)
 
 
 class NodeScreen(Screen[None]):
@@ -192,14 +192,23 @@ class NodeScreen(Screen[None]):
         # A source with no reading because its collector fails is not "not present": a node whose
         # NVML broke (or whose driver did not load) has GPUs. Said apart, in the bad style.
         failing = {g: states for g in absent if (states := _failing_states(g, frame))}
-        absent = [g for g in absent if g not in failing]
+        # Nor is one whose collector is starting (NVML's slow first init): not known yet.
+        starting = {g: states for g in absent if g not in failing
+                    and (states := _failing_states(g, frame, ("pending",)))}
+        absent = [g for g in absent if g not in failing and g not in starting]
         # And parts of the boxes shown (no md arrays beside the disks, no Thunderbolt beside the NICs).
         missing = [g.TITLE for g in absent] + [part for g in groups if g not in absent and g not in failing
-                                               and frame is not None for part in g.absent_parts(frame)]
+                                               and g not in starting and frame is not None
+                                               for part in g.absent_parts(frame)]
         note = self.query_one("#not-present", Static)
         text = Text("not present on this node: " + ", ".join(missing)) if missing else Text()
+        if starting:
+            if text:
+                text.append("\n")
+            text.append("not read yet, collector starting (see Collectors): "
+                        + "; ".join(f"{g.TITLE} ({states})" for g, states in starting.items()))
         if failing:
-            if missing:
+            if text:
                 text.append("\n")
             unread = "; ".join(f"{g.TITLE} ({states})" for g, states in failing.items())
             bad = next(iter(failing)).style_of("bad")

@@ -1,0 +1,87 @@
+"""An agent that was stopped (SIGSTOP, a paused VM) blames no collector for the time it did not
+run: the calls in flight did not hang, the whole process stood still. It says so once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from rigmon.sim.tree import write_tree
+
+REPO = Path(__file__).resolve().parents[2]
+#: How long the agent stays stopped: well past its collectors' timeout and several ticks.
+STOPPED_S = 4.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def frames_since(url: str, since: int) -> list[dict[str, object]]:
+    body = httpx.get(f"{url}/v1/samples", params={"since": since}, timeout=5).json()
+    frames: list[dict[str, object]] = body["frames"]
+    return frames
+
+
+def wait_frames(url: str, since: int, count: int, agent: subprocess.Popen[bytes]) -> list[dict[str, object]]:
+    """The frames after ``since`` once there are at least ``count`` of them."""
+    end = time.monotonic() + 30
+    while True:
+        assert agent.poll() is None, "the agent exited"
+        try:
+            frames = frames_since(url, since)
+        except httpx.TransportError:
+            frames = []
+        if len(frames) >= count:
+            return frames
+        assert time.monotonic() < end, f"{len(frames)} frames after seq {since}"
+        time.sleep(0.05)
+
+
+def test_a_stopped_agent_blames_no_collector(tmp_path: Path) -> None:
+    write_tree(tmp_path / "root", {"/proc/stat": "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n",
+                                   "/proc/uptime": "100.0 50.0\n", "/proc/loadavg": "0.1 0.2 0.3 1/100 42\n"})
+    (tmp_path / "agent.toml").write_text("[agent]\ninterval_s = 0.1\ncollector_timeout_s = 1.5\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "agent.log"
+    with log.open("wb") as err:
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "rigmon", "agent", "--config", str(tmp_path / "agent.toml"), "--root",
+             str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"), "--listen", f"127.0.0.1:{port}",
+             "--node", "n1"],
+            stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        before = wait_frames(url, 0, 20, agent)
+        agent.send_signal(signal.SIGSTOP)
+        time.sleep(STOPPED_S)
+        agent.send_signal(signal.SIGCONT)
+        last = int(before[-1]["seq"])  # type: ignore[call-overload]
+        after = wait_frames(url, last, 30, agent)
+    finally:
+        agent.send_signal(signal.SIGCONT)
+        agent.terminate()
+        agent.wait(10)
+    frames = before + after
+    states = {name: status["state"] for f in frames
+              for name, status in f["collectors"].items()}  # type: ignore[attr-defined]
+    events = [e for f in frames for e in f["events"]]  # type: ignore[attr-defined]
+    kinds = [e["kind"] for e in events]
+    assert "hung" not in {s for f in frames for s in
+                          (st["state"] for st in f["collectors"].values())}, states  # type: ignore[attr-defined]
+    assert "collector_failed" not in kinds and "collector_recovered" not in kinds, events
+    stalled = [e for e in events if e["kind"] == "agent_stalled"]
+    assert len(stalled) == 1, events
+    assert stalled[0]["data"]["stalled_s"] > 0 and stalled[0]["message"].startswith("agent was not running for ")
+    text = log.read_text()
+    assert text.count("agent was not running for ") == 1, text
+    assert "hung" not in text, text
