@@ -70,6 +70,9 @@ def _hardware_comments(hw: Hardware) -> list[str]:
     if hw.gpus:
         lines.append(f"# NVIDIA GPUs (NVML): {len(hw.gpus)}")
         lines += [f"#   {g.index}  {g.name or '?'}  {g.uuid or '?'}  {g.pci_bus_id or '?'}" for g in hw.gpus]
+    elif hw.states.get("gpu", "").startswith("starting"):
+        # NVML had not come up (a slow first nvmlInit): GPUs may well be there.
+        lines.append(f"# NVIDIA GPUs: not read yet ({hw.states['gpu']})")
     else:
         lines.append(f"# NVIDIA GPUs: none ({hw.states.get('gpu', 'not checked')})")
     if hw.amd_gpus:

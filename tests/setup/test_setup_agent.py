@@ -14,7 +14,7 @@ import pytest
 
 from rigmon.config import load_agent_config
 from rigmon.setup.command import hidden_from_service
-from rigmon.setup.detect import detect_hardware
+from rigmon.setup.detect import Hardware, detect_hardware
 from rigmon.setup.render import Settings, agent_toml, systemd_unit
 from rigmon.sim.rig import SimRig, get_scenario
 from tests.setup.helpers import REPO, files_of, setup_agent
@@ -128,6 +128,15 @@ def test_hardware_of_a_simulated_rig_is_written_into_the_config(tmp_path: Path) 
     assert "ExecStart=/opt/pipx/venvs/rigmon/bin/rigmon agent --config /etc/rigmon/agent.toml" \
         in systemd_unit(settings)
     assert "SupplementaryGroups=dialout\n" in systemd_unit(settings)
+
+
+def test_gpus_not_read_yet_are_not_written_as_none() -> None:
+    # A slow first nvmlInit (no persistence mode): the collector was starting, the GPUs may be there.
+    settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=(),
+                        exec_start=("/usr/bin/rigmon",), tls=False)
+    starting = Hardware(states={"gpu": "starting: NVML starting: nvmlInit has not returned for 2.0 s"})
+    assert "# NVIDIA GPUs: not read yet (starting: NVML starting" in agent_toml(settings, starting)
+    assert "# NVIDIA GPUs: none (absent: no GPU)" in agent_toml(settings, Hardware(states={"gpu": "absent: no GPU"}))
 
 
 def test_an_installation_under_home_is_refused_for_the_service() -> None:
