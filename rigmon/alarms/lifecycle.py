@@ -152,7 +152,10 @@ class AlarmBook:
         """
         out: list[Transition] = []
         seen: set[str] = set()
-        for obs in merge_by_subject(observations):
+        merged = merge_by_subject(observations)
+        if self._carried:
+            self._adopt(rule.name, merged)
+        for obs in merged:
             seen.add(obs.identity)
             out.extend(self._apply(rule, obs, now, latch_s))
         for (rule_name, subject), track in list(self._active.items()):
@@ -186,6 +189,24 @@ class AlarmBook:
                 if now - carry.absent_since >= rule.absent_resolve_s:
                     out.append(self._settle(key, now, "not reported since the agent restarted"))
         return out
+
+    def _adopt(self, rule_name: str, observations: list[Observation]) -> None:
+        """Key restored alarms that were kept by their subject by the identity their subject has now.
+
+        A state file written before a rule had an ``identity`` (or before the labels it names were
+        read: an md member's ``device``) gives `restore` no identity for its alarms, so they wait
+        under their subject. The first observation of that subject with an identity of its own
+        takes such an alarm over (one that fires first, so a failed member listed twice under one
+        name, with its re-added spare, keeps the alarm).
+        """
+        for obs in sorted(observations, key=lambda o: not o.active):
+            if not obs.key or obs.key == obs.subject:
+                continue
+            old, new = (rule_name, obs.subject), (rule_name, obs.key)
+            if old in self._carried and new not in self._carried and new not in self._active:
+                carry = self._carried[new] = self._carried.pop(old)
+                # Its labels now, so that the next restart finds it by its identity.
+                carry.alarm = msgspec.structs.replace(carry.alarm, labels=dict(obs.labels))
 
     def _apply(self, rule: TrackedRule, obs: Observation, now: float, latch_s: float | None) -> list[Transition]:
         key = (rule.name, obs.identity)
