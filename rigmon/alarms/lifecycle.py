@@ -206,7 +206,7 @@ class AlarmBook:
             if old in self._carried and new not in self._carried and new not in self._active:
                 carry = self._carried[new] = self._carried.pop(old)
                 # Its labels now, so that the next restart finds it by its identity.
-                carry.alarm = msgspec.structs.replace(carry.alarm, labels=dict(obs.labels))
+                carry.alarm = msgspec.structs.replace(carry.alarm, labels=dict(obs.labels), identity=obs.key)
 
     def _apply(self, rule: TrackedRule, obs: Observation, now: float, latch_s: float | None) -> list[Transition]:
         key = (rule.name, obs.identity)
@@ -239,7 +239,7 @@ class AlarmBook:
                 id=f"{self.id_prefix}-a{self._n}", rule=rule.name, rule_kind=rule.kind, severity=rule.severity,
                 node=obs.node or self.node, subject=obs.subject, state="pending", message=obs.message, started_at=now,
                 updated_at=now, value=obs.value, labels=dict(obs.labels), worst_at=now,
-                value_now=None if obs.latch else obs.value,
+                value_now=None if obs.latch else obs.value, identity=obs.key,
             )
             track = _Track(alarm=alarm, hold_s=0.0 if obs.latch else rule.hold_s)
             self._active[key] = track
@@ -409,7 +409,11 @@ class AlarmBook:
         taken = 0
         for carried in alarms:
             alarm = carried.alarm
-            key = (alarm.rule, (identity(alarm) if identity is not None else "") or alarm.subject)
+            derived = identity(alarm) if identity is not None else ""
+            key = (alarm.rule, derived or alarm.subject)
+            if identity is not None and alarm.identity != derived:
+                # Saved before alarms carried their identity, or under a rule's earlier ``identity``.
+                alarm = msgspec.structs.replace(alarm, identity=derived)
             rule = rules.get(alarm.rule)
             if rule is None:
                 dropped.append(f"alarm {alarm.id}: rule {alarm.rule} is no longer in force")
