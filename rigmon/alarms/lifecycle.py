@@ -199,9 +199,11 @@ class AlarmBook:
         takes such an alarm over (one that fires first, so a failed member listed twice under one
         name, with its re-added spare, keeps the alarm).
         """
-        for obs in sorted(observations, key=lambda o: not o.active):
-            if not obs.key or obs.key == obs.subject:
-                continue
+        waiting = {key[1] for key in self._carried if key[0] == rule_name}
+        if not waiting:
+            return
+        candidates = [o for o in observations if o.key and o.key != o.subject and o.subject in waiting]
+        for obs in sorted(candidates, key=lambda o: not o.active):
             old, new = (rule_name, obs.subject), (rule_name, obs.key)
             if old in self._carried and new not in self._carried and new not in self._active:
                 carry = self._carried[new] = self._carried.pop(old)
