@@ -9,9 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rigmon.agent.check import readings_from
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.memory import CarriedAlarm, EngineMemory
-from rigmon.schema import Alarm
+from rigmon.collectors.raid import RaidCollector
+from rigmon.hw.root import HostRoot
+from rigmon.schema import SCHEMA_VERSION, Alarm, CollectorStatus, Frame
+from rigmon.sim import write_tree
 from rigmon.typed import from_data, to_data
 from tests.alarms.helpers import T0, FakeClock, default, sim_frames
 
@@ -119,3 +123,40 @@ def test_the_raid_collector_gives_each_member_its_device_number(tmp_path: Path) 
     labels = fired[0].labels
     assert labels["device"] == "1" and labels["uuid"]
     assert list(e.book._active) == [("md_member_failed", f"md:{labels['uuid']}:{labels['device']}")]
+
+
+def md_tree(root: Path, failed: str) -> HostRoot:
+    """A RAID1 md127 whose member 1 failed, as the kernel shows it, the failed drive named ``failed``."""
+    base = "/sys/block/md127/md"
+    files = {
+        "/proc/mdstat": "Personalities : [raid1] \n"
+                        f"md127 : active raid1 {failed}[1](F) nvme1n1[0]\n"
+                        "      1953382400 blocks super 1.2 [2/1] [U_]\n      \nunused devices: <none>\n",
+        f"{base}/uuid": f"{UUID}\n", f"{base}/level": "raid1\n", f"{base}/raid_disks": "2\n",
+        f"{base}/array_state": "clean\n", f"{base}/degraded": "1\n", f"{base}/sync_action": "idle\n",
+        f"{base}/dev-nvme1n1/slot": "0\n", f"{base}/dev-nvme1n1/state": "in_sync\n", f"{base}/dev-nvme1n1/block": "",
+        # A faulty member leaves its slot: md prints none.
+        f"{base}/dev-{failed}/slot": "none\n", f"{base}/dev-{failed}/state": "faulty\n", f"{base}/dev-{failed}/block": "",
+        "/sys/block/nvme1n1/size": "0\n", f"/sys/block/{failed}/size": "0\n",
+    }
+    write_tree(root, files)
+    return HostRoot(str(root))
+
+
+def frame(root: HostRoot, at: float) -> Frame:
+    records = list(RaidCollector(root, FakeClock(at)).collect())
+    return Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=1, taken_at=at, agent_start=at,
+                 collectors={"raid": CollectorStatus(state="ok", ok=True, duration_s=0.001, sampled_at=at)},
+                 readings=readings_from(records))
+
+
+def test_a_member_the_raid_collector_reads_under_a_new_name_after_a_reboot_is_one_alarm(tmp_path: Path) -> None:
+    first = engine("run1")
+    fired = [(t.change, t.alarm.subject) for t in first.evaluate(frame(md_tree(tmp_path / "boot1", "nvme2n1"), T0))]
+    assert fired == [("firing", "disk:nvme2n1")]
+    first.acknowledge("run1-a1", "alice")
+    second = restart(first, T0 + 300)
+    after = second.evaluate(frame(md_tree(tmp_path / "boot2", "nvme4n1"), T0 + 300))
+    assert [(t.change, t.alarm.id, t.alarm.subject, t.restored) for t in after] == [
+        ("firing", "run1-a1", "disk:nvme4n1", True)]
+    assert after[0].alarm.acknowledged_by == "alice"
