@@ -9,7 +9,8 @@ from rigmon.schema.events import EVENT_KINDS, data_type, fits
 
 def check_event_rule(event: str, data: Mapping[str, Sequence[object]]) -> None:
     """Refuse an event rule that could never fire: a kind no agent emits, a ``data`` key its events never
-    carry, a value of another type than the key's (``xid = ["79"]``: Xids are numbers), or an empty list.
+    carry, a value of another type than the key's (``xid = ["79"]``: Xids are numbers; ``xid = [79.5]``: they
+    are whole numbers), or an empty list.
 
     Raises:
         ValueError: naming the key (``event``, ``data.xid``) and what is known instead.
@@ -34,7 +35,7 @@ def check_event_rule(event: str, data: Mapping[str, Sequence[object]]) -> None:
                              f"got {wrong[0]!r}: it would never match")
 
 
-_TYPE_TEXT = {"number": "a number", "text": "text", "bool": "true or false", "any": "any value"}
+_TYPE_TEXT = {"int": "a whole number", "number": "a number", "text": "text", "bool": "true or false", "any": "any value"}
 
 
 def _close(word: str, known: Mapping[str, object]) -> str:

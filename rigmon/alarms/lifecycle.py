@@ -152,7 +152,10 @@ class AlarmBook:
         """
         out: list[Transition] = []
         seen: set[str] = set()
-        for obs in merge_by_subject(observations):
+        merged = merge_by_subject(observations)
+        if self._carried:
+            self._adopt(rule.name, merged)
+        for obs in merged:
             seen.add(obs.identity)
             out.extend(self._apply(rule, obs, now, latch_s))
         for (rule_name, subject), track in list(self._active.items()):
@@ -187,6 +190,26 @@ class AlarmBook:
                     out.append(self._settle(key, now, "not reported since the agent restarted"))
         return out
 
+    def _adopt(self, rule_name: str, observations: list[Observation]) -> None:
+        """Key restored alarms that were kept by their subject by the identity their subject has now.
+
+        A state file written before a rule had an ``identity`` (or before the labels it names were
+        read: an md member's ``device``) gives `restore` no identity for its alarms, so they wait
+        under their subject. The first observation of that subject with an identity of its own
+        takes such an alarm over (one that fires first, so a failed member listed twice under one
+        name, with its re-added spare, keeps the alarm).
+        """
+        waiting = {key[1] for key in self._carried if key[0] == rule_name}
+        if not waiting:
+            return
+        candidates = [o for o in observations if o.key and o.key != o.subject and o.subject in waiting]
+        for obs in sorted(candidates, key=lambda o: not o.active):
+            old, new = (rule_name, obs.subject), (rule_name, obs.key)
+            if old in self._carried and new not in self._carried and new not in self._active:
+                carry = self._carried[new] = self._carried.pop(old)
+                # Its labels now, so that the next restart finds it by its identity.
+                carry.alarm = msgspec.structs.replace(carry.alarm, labels=dict(obs.labels), identity=obs.key)
+
     def _apply(self, rule: TrackedRule, obs: Observation, now: float, latch_s: float | None) -> list[Transition]:
         key = (rule.name, obs.identity)
         track = self._active.get(key)
@@ -218,7 +241,7 @@ class AlarmBook:
                 id=f"{self.id_prefix}-a{self._n}", rule=rule.name, rule_kind=rule.kind, severity=rule.severity,
                 node=obs.node or self.node, subject=obs.subject, state="pending", message=obs.message, started_at=now,
                 updated_at=now, value=obs.value, labels=dict(obs.labels), worst_at=now,
-                value_now=None if obs.latch else obs.value,
+                value_now=None if obs.latch else obs.value, identity=obs.key,
             )
             track = _Track(alarm=alarm, hold_s=0.0 if obs.latch else rule.hold_s)
             self._active[key] = track
@@ -388,7 +411,11 @@ class AlarmBook:
         taken = 0
         for carried in alarms:
             alarm = carried.alarm
-            key = (alarm.rule, (identity(alarm) if identity is not None else "") or alarm.subject)
+            derived = identity(alarm) if identity is not None else ""
+            key = (alarm.rule, derived or alarm.subject)
+            if identity is not None and alarm.identity != derived:
+                # Saved before alarms carried their identity, or under a rule's earlier ``identity``.
+                alarm = msgspec.structs.replace(alarm, identity=derived)
             rule = rules.get(alarm.rule)
             if rule is None:
                 dropped.append(f"alarm {alarm.id}: rule {alarm.rule} is no longer in force")

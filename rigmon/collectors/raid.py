@@ -389,6 +389,7 @@ class RaidCollector(PolledCollector):
                 errors_total=_int_or_none(self.root.read_attr(f"{dev}/errors")) if has_sysfs else None,
                 read_bytes_per_s=r.read_bytes_per_s,
                 write_bytes_per_s=r.write_bytes_per_s,
+                device=None if mstat is None else mstat.desc_nr,
             ))
         return tuple(sorted(out, key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name,
                                                 m.role)))

@@ -49,15 +49,17 @@ class NotifierWorker:
     failed notification waits for its retry without holding up the others, so a critical is
     not kept behind a warning's retries to a dead receiver (it waits at most for the one
     attempt in progress, ``timeout_s``).
-    Notifications of one alarm key (node, rule, subject) stay in order: a resolution is never
-    sent before its firing, nor the next episode before the last one's resolution.
+    Notifications of one alarm key (node, rule, and the alarm's identity: its subject unless
+    its rule keeps it by another, `Alarm.identity`) stay in order: a resolution is never sent
+    before its firing, nor the next episode before the last one's resolution, also when the
+    subject changed between them (an md array renumbered by a reboot).
 
     At most ``queue_size`` notifications are pending (in retry or not yet sent); beyond
     that the oldest of the lowest severity is dropped, so a burst of warnings cannot push
     out a critical. Whatever is lost (dropped, rate-limited, failed after its retries) is
     counted in the next notification sent (``suppressed``).
 
-    De-duplication damps flapping: a rule firing again on the same subject within
+    De-duplication damps flapping: a rule firing again on the same key within
     ``dedup_s`` of the last firing sent is held until that window ends, then sent if it
     is still firing; if it resolves meanwhile, neither its firing nor its resolution is sent.
 
@@ -118,7 +120,8 @@ class NotifierWorker:
         a = n.alarm
         with self._wake:
             self._seq += 1
-            self._enqueue(_Job(n, (a.node, a.rule, a.subject), self._seq, _SEVERITY_RANK[a.severity]))
+            # By identity: an alarm whose subject changes mid-episode (md127 renumbered md126) keeps one lane.
+            self._enqueue(_Job(n, (a.node, a.rule, a.identity or a.subject), self._seq, _SEVERITY_RANK[a.severity]))
             self._wake.notify()
 
     def start(self) -> None:

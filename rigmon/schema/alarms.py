@@ -28,6 +28,11 @@ class Alarm(Record, frozen=True):
     lowest rail minimum, the largest increase), never a better one, and ``worst_at`` says
     when that was; ``value_now`` is the latest reading (``None`` for an event alarm, whose
     value and message are its latest event's).
+
+    ``identity`` is what the alarm is kept by besides its rule when that is not its subject
+    (the rule's ``identity`` rendered, ``md:<array uuid>``: the subject ``md:md127`` may become
+    ``md:md126`` within one episode); ``""``: its subject. Notifiers keep one identity's
+    notifications in order by it.
     """
 
     id: str
@@ -49,6 +54,8 @@ class Alarm(Record, frozen=True):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     value_now: EventValue = None
     worst_at: float | None = None
+    # Added for alarms kept by an identity other than their subject (additive).
+    identity: str = ""
 
 
 class AlarmList(Record, frozen=True):

@@ -2,7 +2,8 @@
 
 An event rule (``kind = "event"``) names an ``event`` kind and may require values of its ``data``;
 a kind no agent emits, a key its events never carry, or a value of the wrong type (``xid = ["79"]``:
-Xids are numbers) would load and never fire. Rules are checked against `EVENT_KINDS` when they load.
+Xids are numbers; ``xid = [79.5]``: they are integers) would load and never fire. Rules are checked
+against `EVENT_KINDS` when they load.
 
 This is a list kept by hand next to the code that emits the events (collectors' ``EventDraft``s,
 the sampler, journal, guard, alarm service and state); ``tests/alarms/test_event_kinds.py`` reads
@@ -15,28 +16,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-#: The type of one data value: a number (int or float: rules compare ``79 == 79.0``), text, a
+#: The type of one data value: an integer (Xid codes, GPU indices, PIDs, ports, lanes: the emitters
+#: always send an ``int``), a number (int or float: rules compare ``79 == 79.0``), text, a
 #: true/false, or any of them (an alarm's ``value``). Any value may also be ``null`` (not known).
-EventDataType = Literal["number", "text", "bool", "any"]
+EventDataType = Literal["int", "number", "text", "bool", "any"]
 
 _GPU_IDS: dict[str, EventDataType] = {
-    "gpu_index": "number", "pci_bus_id": "text", "pci_bus_id_nvml": "text", "pci_bus_id_xid": "text",
+    "gpu_index": "int", "pci_bus_id": "text", "pci_bus_id_nvml": "text", "pci_bus_id_xid": "text",
 }
-_KERNEL: dict[str, EventDataType] = {**_GPU_IDS, "source": "text", "seq": "number"}
+_KERNEL: dict[str, EventDataType] = {**_GPU_IDS, "source": "text", "seq": "int"}
 _GPU_PROCESS: dict[str, EventDataType] = {
-    "pid": "number", "vendor": "text", "gpu_index": "number", "uuid": "text", "pci_bus_id": "text",
-    "user": "text", "command": "text", "gpu_mem_bytes": "number", "in_namespace": "bool",
+    "pid": "int", "vendor": "text", "gpu_index": "int", "uuid": "text", "pci_bus_id": "text",
+    "user": "text", "command": "text", "gpu_mem_bytes": "int", "in_namespace": "bool",
 }
 _RDMA: dict[str, EventDataType] = {
-    "device": "text", "port": "number", "state": "text", "phys_state": "text", "rate_gbps": "number",
-    "expected_gbps": "number", "link_layer": "text", "link_state": "text", "link_downed_total": "number",
+    "device": "text", "port": "int", "state": "text", "phys_state": "text", "rate_gbps": "number",
+    "expected_gbps": "number", "link_layer": "text", "link_state": "text", "link_downed_total": "int",
 }
 _NVME_LINK: dict[str, EventDataType] = {
-    "serial": "text", "link_gts": "number", "link_width": "number", "max_link_gts": "number",
-    "max_link_width": "number", "port_max_link_gts": "number", "port_max_link_width": "number",
+    "serial": "text", "link_gts": "number", "link_width": "int", "max_link_gts": "number",
+    "max_link_width": "int", "port_max_link_gts": "number", "port_max_link_width": "int",
 }
 _TB_LINK: dict[str, EventDataType] = {
-    "rx_gbps": "number", "tx_gbps": "number", "rx_lanes": "number", "tx_lanes": "number",
+    "rx_gbps": "number", "tx_gbps": "number", "rx_lanes": "int", "tx_lanes": "int",
     "expected_gbps": "number", "link_state": "text", "unique_id": "text",
 }
 _PEER: dict[str, EventDataType] = {
@@ -44,10 +46,10 @@ _PEER: dict[str, EventDataType] = {
     "state": "text", "rtt_p50_us": "number", "rtt_p99_us": "number", "loss_pct": "number",
 }
 _GUARD: dict[str, EventDataType] = {
-    "mode": "text", "dry_run": "bool", "trigger": "text", "step": "number", "step_name": "text",
+    "mode": "text", "dry_run": "bool", "trigger": "text", "step": "int", "step_name": "text",
     "gpus": "text", "before": "text", "after": "text",
 }
-_GUARD_COMMAND: dict[str, EventDataType] = {"by": "text", "command": "text", "step": "number"}
+_GUARD_COMMAND: dict[str, EventDataType] = {"by": "text", "command": "text", "step": "int"}
 _ALARM: dict[str, EventDataType] = {
     "alarm_id": "text", "rule": "text", "severity": "text", "state": "text", "value": "any", "restored": "bool",
 }
@@ -80,15 +82,15 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "alarm_state_save_failed": {},
     "guard_engaged": {**_GUARD, "left_behind": "bool"},
     "guard_step": _GUARD,
-    "guard_held": {"by": "text", "command": "text", "step": "number"},
+    "guard_held": {"by": "text", "command": "text", "step": "int"},
     "guard_restored": {**_GUARD, **_GUARD_COMMAND},
     "guard_failed": {**_GUARD, "reason": "text", "changed_elsewhere": "bool", "left_behind": "bool",
                      "state_file": "text"},
     # GPUs and the kernel log
     "gpu_lost": {**_GPU_IDS, "uuid": "text", "name": "text", "reason": "text"},
-    "gpu_back": {"gpu_index": "number", "uuid": "text", "name": "text", "lost_reason": "text", "lost_s": "number",
+    "gpu_back": {"gpu_index": "int", "uuid": "text", "name": "text", "lost_reason": "text", "lost_s": "number",
                  "pci_bus_id": "text"},
-    "xid": {**_KERNEL, "xid": "number", "uuid": "text", "pid": "number", "process": "text", "text": "text"},
+    "xid": {**_KERNEL, "xid": "int", "uuid": "text", "pid": "int", "process": "text", "text": "text"},
     "gpu_off_bus": _KERNEL,
     "pcie_aer": {**_KERNEL, "severity": "text", "error_type": "text", "agent": "text", "requester_id": "text"},
     "kernel_log_overrun": {"lost": "number", "lost_total": "number"},
@@ -97,7 +99,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "gpu_process_started": _GPU_PROCESS,
     "gpu_process_released": _GPU_PROCESS,
     # ``after_*``: the trouble the exit followed (rigmon.agent.trouble).
-    "gpu_process_exited": {**_GPU_PROCESS, "exit_status": "number", "exit_code": "number", "exit_signal": "number",
+    "gpu_process_exited": {**_GPU_PROCESS, "exit_status": "int", "exit_code": "int", "exit_signal": "int",
                            "after_event": "text", "after_kind": "text", "after_s": "number"},
     # power
     "psu_adc_reconnected": {},
@@ -109,14 +111,14 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     # storage
     "diskstats_line_skipped": {"skipped": "number", "skipped_total": "number", "line": "text"},
     "raid_array_added": {"level": "text", "health": "text"},
-    "raid_health_changed": {**_FROM_TO, "array_state": "text", "degraded": "number"},
+    "raid_health_changed": {**_FROM_TO, "array_state": "text", "degraded": "int"},
     "raid_member_changed": {**_FROM_TO, "member": "text"},
     "raid_sync_changed": _FROM_TO,
     "raid_array_removed": {"md_name": "text"},
     "nvme_added": {"serial": "text", "model": "text"},
     "nvme_removed": {"serial": "text", "model": "text"},
     "nvme_link_lost": {"serial": "text"},
-    "nvme_link_changed": {"from_gts": "number", "to_gts": "number", "from_width": "number", "to_width": "number"},
+    "nvme_link_changed": {"from_gts": "number", "to_gts": "number", "from_width": "int", "to_width": "int"},
     "nvme_link_below_max": _NVME_LINK,
     "nvme_link_recovered": _NVME_LINK,
     "nvme_state_changed": _FROM_TO,
@@ -125,15 +127,15 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "tb_device_removed": _TB_LINK,
     "tb_link_degraded": _TB_LINK,
     "tb_link_recovered": _TB_LINK,
-    "tb_link_changed": {**_TB_LINK, "from_rx_gbps": "number", "from_tx_gbps": "number", "from_rx_lanes": "number",
-                        "from_tx_lanes": "number"},
+    "tb_link_changed": {**_TB_LINK, "from_rx_gbps": "number", "from_tx_gbps": "number", "from_rx_lanes": "int",
+                        "from_tx_lanes": "int"},
     "tb_authorized_changed": {"authorized": "bool"},
     "rdma_port_added": _RDMA,
     "rdma_port_removed": _RDMA,
     "rdma_port_degraded": _RDMA,
     "rdma_port_state_changed": {**_RDMA, "from_state": "text", "from_phys_state": "text"},
     "rdma_port_rate_changed": {**_RDMA, "from_rate_gbps": "number"},
-    "rdma_link_downed": {**_RDMA, "downs": "number"},
+    "rdma_link_downed": {**_RDMA, "downs": "int"},
     "peer_path_silent": _PEER,
     "peer_path_degraded": _PEER,
     "peer_path_recovered": _PEER,
@@ -152,11 +154,15 @@ def data_type(kind: Mapping[str, EventDataType], key: str) -> EventDataType | No
 
 
 def fits(value: object, of: EventDataType) -> bool:
-    """Whether a rule's ``value`` can equal a data value of type ``of`` (ints and floats are both numbers)."""
+    """Whether a rule's ``value`` can equal a data value of type ``of`` (ints and floats are both numbers;
+    an integer key takes a whole float, ``79.0``, which equals ``79``, and refuses ``79.5``, which never would)."""
     if of == "any":
         return True
     if of == "bool":
         return isinstance(value, bool)
+    if of == "int":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
     if of == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, str)

@@ -47,6 +47,11 @@ class RaidMemberReading(Record, frozen=True):
     ``flags`` are the raw words of ``dev-*/state`` (``in_sync``, ``faulty``, ``write_error``...);
     ``present`` is false when the member's block device is gone (enclosure unplugged) while
     md still lists it. Rates come from the member's own block counters.
+    ``device`` is the member's device number in the array's superblock (``nvme0n1[0]`` in
+    /proc/mdstat, mdadm's ``Number``): written on the drive, it stays when the kernel name
+    changes (NVMe enumeration order at boot, an enclosure re-plugged) and, unlike ``slot``,
+    when the member fails (a faulty member leaves its slot: ``none``); with the array's
+    ``uuid`` it names the member for good. ``None`` when mdstat does not list the member.
     """
 
     name: str
@@ -59,6 +64,8 @@ class RaidMemberReading(Record, frozen=True):
     errors_total: int | None
     read_bytes_per_s: float | None
     write_bytes_per_s: float | None
+    # Added for stable member alarms (additive).
+    device: int | None = None
 
 
 class RaidArrayReading(Record, frozen=True):

@@ -11,7 +11,7 @@ import pytest
 from rigmon.agent.trouble import NOTED_KINDS
 from rigmon.collectors.base import EventDraft
 from rigmon.alarms.lifecycle import Change
-from rigmon.schema.events import EVENT_KINDS, data_type, fits
+from rigmon.schema.events import EVENT_KINDS, EventDataType, data_type, fits
 from tests.alarms.event_sites import ROOT, Site, _Module, event_sites
 from tests.alarms.helpers import FakeClock, sim_frames
 
@@ -31,6 +31,12 @@ FORWARDERS = {
 }
 #: Alarm transitions: ``alarm_{change}``.
 ALARM_KINDS = {f"alarm_{change}" for change in typing.get_args(Change)}
+
+
+def emitted_fits(value: object, of: EventDataType) -> bool:
+    """Whether an emitted value is of type ``of``: an ``int`` key's values are ``int``s (a rule may say
+    ``79.0``, `fits` takes it; an emitter sends ``79``)."""
+    return fits(value, of) and (of != "int" or type(value) is int)
 
 
 def _sites() -> list[Site]:
@@ -70,7 +76,7 @@ def test_every_emitted_data_key_is_known_with_its_type() -> None:
             problems += [f"{site.where}: {kind}.{key}" for key in keys if data_type(known, key) is None]
             problems += [f"{site.where}: {kind}.{key} = {value!r} is not {data_type(known, key)}"
                          for key, value in site.values
-                         if value is not None and data_type(known, key) and not fits(value, data_type(known, key))]
+                         if value is not None and (of := data_type(known, key)) and not emitted_fits(value, of)]
     assert not problems, problems
 
 
@@ -109,4 +115,14 @@ def test_the_events_of_simulated_incidents_have_the_listed_keys_and_types(scenar
         kind = EVENT_KINDS[draft.kind]
         for key, value in (draft.data or {}).items():
             of = data_type(kind, key)
-            assert of is not None and (value is None or fits(value, of)), (draft.kind, key, value, of)
+            assert of is not None and (value is None or emitted_fits(value, of)), (draft.kind, key, value, of)
+
+
+def test_integer_keys_are_typed_as_integers() -> None:
+    """Xid codes, GPU indices, PIDs, ports, lanes and steps are ``int``: a rule's ``79.5`` is refused."""
+    assert EVENT_KINDS["xid"]["xid"] == EVENT_KINDS["xid"]["gpu_index"] == EVENT_KINDS["xid"]["pid"] == "int"
+    assert EVENT_KINDS["rdma_link_downed"]["port"] == EVENT_KINDS["guard_step"]["step"] == "int"
+    assert EVENT_KINDS["agent_stalled"]["stalled_s"] == "number"
+    assert fits(79, "int") and fits(79.0, "int") and not fits(79.5, "int") and not fits(True, "int")
+    assert not fits(float("inf"), "int") and not fits(float("nan"), "int") and not fits("79", "int")
+    assert not emitted_fits(79.0, "int") and emitted_fits(79.5, "number")

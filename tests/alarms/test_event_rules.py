@@ -21,9 +21,18 @@ RULE = '[[rule]]\nname = "my_xid"\nkind = "event"\n'
         ('event = "gpu_xid"', "rule 'my_xid': event: no event kind 'gpu_xid'; did you mean 'xid'? (known: "),
         ('event = "gpu_xid_event"', "rule 'my_xid': event: no event kind 'gpu_xid_event'; did you mean 'xid'?"),
         ('event = "xid"\ndata = { xid = ["79"] }',
-         "rule 'my_xid': data.xid: 'xid' events carry xid as a number, got '79': it would never match"),
+         "rule 'my_xid': data.xid: 'xid' events carry xid as a whole number, got '79': it would never match"),
         ('event = "xid"\ndata = { xid = [79, "48"] }',
-         "rule 'my_xid': data.xid: 'xid' events carry xid as a number, got '48'"),
+         "rule 'my_xid': data.xid: 'xid' events carry xid as a whole number, got '48'"),
+        # Xid codes, GPU indices, steps are integers: a decimal loaded and never matched.
+        ('event = "xid"\ndata = { xid = [79.5] }',
+         "rule 'my_xid': data.xid: 'xid' events carry xid as a whole number, got 79.5: it would never match"),
+        ('event = "gpu_lost"\ndata = { gpu_index = [0, 1.5] }',
+         "rule 'my_xid': data.gpu_index: 'gpu_lost' events carry gpu_index as a whole number, got 1.5"),
+        ('event = "guard_step"\ndata = { step = [true] }',
+         "rule 'my_xid': data.step: 'guard_step' events carry step as a whole number, got True"),
+        ('event = "agent_stalled"\ndata = { stalled_s = ["5"] }',
+         "rule 'my_xid': data.stalled_s: 'agent_stalled' events carry stalled_s as a number, got '5'"),
         ('event = "xid"\ndata = { code = [79] }',
          "rule 'my_xid': data.code: 'xid' events carry no 'code' (they carry: "),
         ('event = "xid"\ndata = { source = [1] }',
@@ -60,7 +69,9 @@ def test_the_known_kinds_and_keys_are_named() -> None:
     ['event = "xid"\ndata = { xid = [79.0], source = ["kmsg"], gpu_index = [0] }',
      'event = "unclean_shutdown"\ndata = { "min:psu_rail.volts.min_volts" = [11.2] }',
      'event = "alarm_firing"\ndata = { value = ["lost", 1, true], restored = [true] }',
-     'event = "raid_member_changed"\ndata = { to = ["faulty"] }'],
+     'event = "raid_member_changed"\ndata = { to = ["faulty"] }',
+     'event = "agent_stalled"\ndata = { stalled_s = [2.5] }',
+     'event = "rdma_link_downed"\ndata = { port = [1], downs = [1, 2.0] }'],
 )
 def test_rules_on_what_events_carry_load(keys: str) -> None:
     (rule,) = parse_rules(f"{RULE}{keys}\n", "r.toml")
@@ -82,7 +93,7 @@ def test_a_good_event_rule_still_fires(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ('data = { xid = ["79"] }', "alarms.overrides.gpu_xid_fatal: data.xid: 'xid' events carry xid as a number"),
+        ('data = { xid = ["79"] }', "alarms.overrides.gpu_xid_fatal: data.xid: 'xid' events carry xid as a whole number"),
         ("data = { code = [79] }", "alarms.overrides.gpu_xid_fatal: data.code: 'xid' events carry no 'code'"),
         ('event = "xid79"', "alarms.overrides.gpu_xid_fatal: event: no event kind 'xid79'; did you mean 'xid'?"),
     ],
@@ -114,5 +125,5 @@ def test_the_simulator_refuses_a_bad_override_with_alarms_disabled(tmp_path: Pat
 
     path = tmp_path / "agent.toml"
     path.write_text('[alarms]\nenabled = false\n[alarms.overrides.gpu_xid_fatal]\ndata = { xid = ["79"] }\n')
-    with pytest.raises(ConfigError, match="gpu_xid_fatal: data.xid: 'xid' events carry xid as a number"):
+    with pytest.raises(ConfigError, match="gpu_xid_fatal: data.xid: 'xid' events carry xid as a whole number"):
         load_sim_agent_config(str(path))
