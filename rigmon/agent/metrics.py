@@ -86,7 +86,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     # read_iops and write_iops are rate() of reads_total and writes_total, exported as counters.
     DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
     RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
-    RaidMemberReading: RecordMetrics("md_member", labels=("name=member",)),
+    RaidMemberReading: RecordMetrics("md_member", labels=("name=member",), skip=("device",)),
     NvmeReading: RecordMetrics("nvme", labels=("name=controller",)),
     ThunderboltDeviceReading: RecordMetrics("thunderbolt", labels=("name=device", "kind"),
                                             skip=("expected_source",)),

@@ -21,6 +21,7 @@ from rigmon.schema import (
     VoltageEnvelope,
 )
 from tests.test_schema import sample_frame
+from tests.tui.snapshot_apps.record_frames import load_frames
 
 
 @pytest.mark.parametrize(
@@ -71,6 +72,17 @@ def test_exposition_has_values_in_base_units() -> None:
     assert 'rigmon_collector_state{collector="gpu",node="node01",state="absent"} 1.0' in text
     assert 'rigmon_events_total{code="",kind="agent_started",node="node01",subject="node:node01"} 1.0' in text
     assert "boot_id" not in text
+
+
+def test_an_md_members_superblock_number_is_no_series() -> None:
+    # The member's number in its array (its alarm identity) is a name, not a measurement.
+    frame = load_frames("raid1-member-failed-recovering")[20]
+    array = frame.readings.raid[0]
+    members = tuple(msgspec.structs.replace(m, device=k) for k, m in enumerate(array.members))
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(
+        frame.readings, raid=(msgspec.structs.replace(array, members=members),)))
+    families = {f.name for f in frame_metrics(frame, Counter())}
+    assert "rigmon_md_member_slot" in families and "rigmon_md_member_device" not in families
 
 
 def test_missing_readings_are_absent_not_zero() -> None:
