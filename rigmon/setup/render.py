@@ -115,17 +115,32 @@ def _storage_section(hw: Hardware) -> list[str]:
             f"# infiniband_expected_gbps = {{ {rates} }}"]
 
 
+#: The udev name deploy/udev/99-rigmon-adc.rules gives a PZEM-017 meter (``/dev/rigmon-pzem0``): it speaks
+#: Modbus RTU, not the RM1 lines of rigmon's firmware (``/dev/rigmon-psu0``, by-id ``usb-rigmon_rm1``).
+PZEM_LINK_PREFIX = "/dev/rigmon-pzem"
+
+
 def chosen_adc(hw: Hardware) -> str | None:
     """The serial ADC to configure: one udev named for rigmon (its rule, or rigmon's firmware)."""
     ours = [d for d in hw.serial if d.named_by_rigmon]
     return ours[0].path if ours else None
 
 
+def adc_protocol(port: str) -> str:
+    """The ``[psu] protocol`` of a device by the udev name rigmon's rule gave it."""
+    return "pzem017" if port.startswith(PZEM_LINK_PREFIX) else "rm1"
+
+
 def _psu_section(hw: Hardware) -> list[str]:
     port = chosen_adc(hw)
     others = [d for d in hw.serial if d.path != port]
     lines = ["", "[psu]"]
-    if port is not None:
+    if port is not None and adc_protocol(port) == "pzem017":
+        # Configured as rm1 it was polled by nobody: a node with a meter and never a rail reading.
+        lines += ["# The PZEM-017 DC meter (Modbus RTU at 9600 baud), found by its udev name.",
+                  f"port = {_toml(port)}",
+                  'protocol = "pzem017"    # rm1 (rigmon firmware), text (other meters), pzem017 (Modbus RTU)']
+    elif port is not None:
         lines += ["# The 12 V rail ADC, found by its udev name (wiring: firmware/README.md in rigmon's source).",
                   f"port = {_toml(port)}",
                   'protocol = "rm1"        # rm1 (rigmon firmware), text (other meters), pzem017 (Modbus RTU)']
