@@ -131,9 +131,16 @@ def adc_protocol(port: str) -> str:
     return "pzem017" if port.startswith(PZEM_LINK_PREFIX) else "rm1"
 
 
+def _same_device(hw: Hardware, path: str) -> set[str]:
+    """``path`` and every other name of the tty it points at (udev gives one device several names)."""
+    tty = next((d.tty for d in hw.serial if d.path == path), None)
+    return {path} | ({d.path for d in hw.serial if d.tty == tty} if tty else set())
+
+
 def _psu_section(hw: Hardware) -> list[str]:
     port = chosen_adc(hw)
-    others = [d for d in hw.serial if d.path != port]
+    # The chosen device's by-id name is not another device.
+    others = [d for d in hw.serial if d.path not in (_same_device(hw, port) if port else set())]
     lines = ["", "[psu]"]
     if port is not None and adc_protocol(port) == "pzem017":
         # Configured as rm1 it was polled by nobody: a node with a meter and never a rail reading.
@@ -204,7 +211,10 @@ def systemd_unit(settings: Settings) -> str:
 def udev_rules(hw: Hardware) -> str:
     """deploy/udev/99-rigmon-adc.rules, plus a ready line for each USB serial device found."""
     text = _template("udev", "99-rigmon-adc.rules")
-    found = [d for d in hw.serial if d.vendor_id and d.product_id and not d.path.startswith("/dev/rigmon-")]
+    # A device udev already names for rigmon (its by-id name too) has its rule: no second name for it.
+    named = {d.tty for d in hw.serial if d.tty and d.path.startswith("/dev/rigmon-")}
+    found = [d for d in hw.serial if d.vendor_id and d.product_id and not d.path.startswith("/dev/rigmon-")
+             and d.tty not in named]
     if not found:
         return text
     lines = [text.rstrip("\n"), "", "# Serial devices `rigmon setup agent` found; uncomment the ADC's line (one name each):"]

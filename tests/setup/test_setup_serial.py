@@ -44,6 +44,9 @@ def test_a_pzem017_named_by_the_shipped_udev_rule_is_configured_as_one(tmp_path:
     (tmp_path / "agent.toml").write_text(text)
     psu = load_agent_config(tmp_path / "agent.toml", environ={}).psu
     assert (psu.port, psu.protocol) == ("/dev/rigmon-pzem0", "pzem017")
+    # Its by-id name is the same adapter, not another serial device; and no rule offers it a second name.
+    assert "other serial device" not in text
+    assert "# Serial devices `rigmon setup agent` found" not in udev_rules(hw)
 
 
 def test_the_rm1_adc_keeps_protocol_rm1_and_other_devices_are_listed(tmp_path: Path) -> None:
