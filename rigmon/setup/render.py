@@ -64,17 +64,27 @@ def _words(*parts: str | None) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _nothing(kind: str, state: str | None) -> str:
+    """The comment line for a kind of hardware of which no record came: none only when the collector
+    said it is absent; a collector that failed, hung or was still starting did not read any."""
+    if state is None:
+        return f"# {kind}: not checked"
+    if state == "ok":
+        return f"# {kind}: none"
+    if state.startswith("absent"):
+        return f"# {kind}: none ({state})"
+    # "none (error: ... but 4 NVIDIA GPUs on the PCI bus ...)" told the operator there were none.
+    return f"# {kind}: not read{' yet' if state.startswith('starting') else ''} ({state})"
+
+
 def _hardware_comments(hw: Hardware) -> list[str]:
     lines = ["# Detected by `rigmon setup agent` through the agent's own collectors. rigmon finds all of",
              "# this by itself; the list is here so you can check what the agent will watch."]
     if hw.gpus:
         lines.append(f"# NVIDIA GPUs (NVML): {len(hw.gpus)}")
         lines += [f"#   {g.index}  {g.name or '?'}  {g.uuid or '?'}  {g.pci_bus_id or '?'}" for g in hw.gpus]
-    elif hw.states.get("gpu", "").startswith("starting"):
-        # NVML had not come up (a slow first nvmlInit): GPUs may well be there.
-        lines.append(f"# NVIDIA GPUs: not read yet ({hw.states['gpu']})")
     else:
-        lines.append(f"# NVIDIA GPUs: none ({hw.states.get('gpu', 'not checked')})")
+        lines.append(_nothing("NVIDIA GPUs", hw.states.get("gpu")))
     if hw.amd_gpus:
         lines.append("# AMD GPUs (amdgpu): " + ", ".join(_words(g.card, g.pci_bus_id) for g in hw.amd_gpus))
     if hw.arrays:
@@ -82,23 +92,23 @@ def _hardware_comments(hw: Hardware) -> list[str]:
         lines += [f"#   {a.name}  {a.level or '?'}  {_gib(a.size_bytes)}  members: "
                   f"{', '.join(m.name for m in a.members) or 'none'}" for a in hw.arrays]
     else:
-        lines.append(f"# md arrays: none ({hw.states.get('raid', 'not checked')})")
+        lines.append(_nothing("md arrays", hw.states.get("raid")))
     if hw.nvme:
         lines.append("# NVMe: " + ", ".join(_words(n.name, n.model) for n in hw.nvme))
     else:
-        lines.append(f"# NVMe: none ({hw.states.get('nvme', 'not checked')})")
+        lines.append(_nothing("NVMe", hw.states.get("nvme")))
     routers = [t for t in hw.thunderbolt if t.kind != "retimer"]
     if routers:
         lines.append(f"# Thunderbolt/USB4: {len(routers)} routers and hosts")
         lines += [f"#   {t.name}  {t.device_name or t.kind}  "
                   f"{'%g Gb/s' % t.rx_gbps if t.rx_gbps else 'no link speed'}" for t in routers]
     else:
-        lines.append(f"# Thunderbolt/USB4: none ({hw.states.get('thunderbolt', 'not checked')})")
+        lines.append(_nothing("Thunderbolt/USB4", hw.states.get("thunderbolt")))
     if hw.rdma:
         lines.append(f"# RDMA ports (InfiniBand/RoCE): {len(hw.rdma)}")
         lines += [f"#   {p.name}  {p.link_layer or '?'}  {p.state or '?'}  {p.rate_text or 'no rate'}" for p in hw.rdma]
     else:
-        lines.append(f"# RDMA ports: none ({hw.states.get('infiniband', 'not checked')})")
+        lines.append(_nothing("RDMA ports", hw.states.get("infiniband")))
     return lines
 
 

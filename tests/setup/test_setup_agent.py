@@ -281,3 +281,17 @@ def test_an_installation_others_cannot_read_is_refused_for_the_service() -> None
         module.chmod(0o644)
         (Path(tmp) / "venvs").chmod(0o750)
         assert unreadable_by_service((str(script),), sh, str(module)) == (str(Path(tmp) / "venvs"), 0o750)
+
+
+@pytest.mark.parametrize(("state", "line"), [
+    ("error: CollectorError: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs on the PCI bus",
+     "# NVIDIA GPUs: not read (error: CollectorError: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs"),
+    ("hung", "# NVIDIA GPUs: not read (hung)"),
+    ("ok", "# NVIDIA GPUs: none\n"),
+])
+def test_gpus_a_failing_or_hung_collector_did_not_read_are_not_written_as_none(state: str, line: str) -> None:
+    # A V100 node set up before its driver was loaded read "NVIDIA GPUs: none (error: ... but 4 NVIDIA GPUs
+    # on the PCI bus ...)": none only when the collector says there are none.
+    settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=(),
+                        exec_start=("/usr/bin/rigmon",), tls=False)
+    assert line in agent_toml(settings, Hardware(states={"gpu": state}))
