@@ -384,8 +384,12 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
                     what="agent configuration")
     unit_changed = installer.write(render.UNIT_FILE, render.systemd_unit(settings).encode(), 0o644,
                                    what="systemd unit")
-    udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644,
-                                   what="udev rule for the ADC")
+    # The operator gives the ADC its name by uncommenting a line of this file (README); rewritten, a
+    # re-run (--read-token-file on every node of a lab) took the name away and the agent lost its ADC.
+    edited = has_active_rules(installer.path(render.UDEV_FILE))
+    udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644, keep=edited,
+                                   what="udev rule for the ADC, with your uncommented lines" if edited else
+                                   "udev rule for the ADC")
     if unit_changed:
         installer.run(["systemctl", "daemon-reload"])
     if udev_changed:
@@ -395,6 +399,15 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     # A changed file takes effect only on a restart; an unchanged, running agent is left alone.
     installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
                   "see `journalctl -u rigmon-agent`")
+
+
+def has_active_rules(path: Path) -> bool:
+    """Whether a udev rules file in place has a line that is not a comment (one the operator uncommented)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
 
 
 def uninstall(installer: Installer, user: str, purge: bool) -> None:

@@ -75,3 +75,33 @@ def test_setup_writes_the_pzem017_protocol_into_the_installed_config(tmp_path: P
     assert out.returncode == 0, out.stderr
     text = (root / "etc/rigmon/agent.toml").read_text()
     assert 'port = "/dev/rigmon-pzem0"\nprotocol = "pzem017"' in text
+
+
+def test_a_rerun_keeps_the_udev_rule_line_the_operator_uncommented(tmp_path: Path) -> None:
+    # README: give the ADC its udev name by uncommenting its line, then re-run setup on every node with
+    # --read-token-file. The re-run rewrote the file: the line was gone, udev reloaded and triggered,
+    # /dev/rigmon-psu0 vanished and the agent's ADC with it.
+    node = tmp_path / "node"
+    usb_tty(node, "ttyUSB0", "0403", "6001", "A50285BI", FTDI_BY_ID)
+    root = tmp_path / "root"
+    root.mkdir()
+    assert setup_agent(root, "--no-tls", hw_root=node).returncode == 0
+    rules = root / "etc/udev/rules.d/99-rigmon-adc.rules"
+    line = next(x for x in rules.read_text().splitlines() if x.startswith("# SUBSYSTEM") and "A50285BI" in x
+                and "rigmon-psu0" in x)
+    edited = rules.read_text().replace(line, line[2:])
+    rules.write_text(edited)
+    (node / "dev/rigmon-psu0").symlink_to("ttyUSB0")  # udev applied it
+    token = tmp_path / "lab.token"
+    token.write_text("0123456789abcdef0123456789abcdef\n")
+    token.chmod(0o600)
+    again = setup_agent(root, "--no-tls", "--read-token-file", str(token), hw_root=node)
+    assert again.returncode == 0, again.stderr
+    assert rules.read_text() == edited
+    assert "kept /etc/udev/rules.d/99-rigmon-adc.rules (udev rule for the ADC, with your uncommented lines)" \
+        in again.stdout
+    assert "udevadm trigger" not in again.stdout
+    # A file of comments only is still brought up to date (the devices found now).
+    rules.write_text("# nothing\n")
+    third = setup_agent(root, "--no-tls", hw_root=node)
+    assert "updated /etc/udev/rules.d/99-rigmon-adc.rules" in third.stdout and rules.read_text() != "# nothing\n"
