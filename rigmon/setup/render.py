@@ -197,6 +197,15 @@ def agent_toml(settings: Settings, hw: Hardware) -> str:
     return "\n".join(lines)
 
 
+def _exec_word(word: str) -> str:
+    """One word of ExecStart= as systemd reads it back: specifiers (``%``) and variables (``$``) doubled,
+    quoted when it holds whitespace, quotes or backslashes (a venv under ``/opt/my tools`` ran ``/opt/my``)."""
+    word = word.replace("%", "%%").replace("$", "$$")
+    if word and not any(c.isspace() or c in "\"'\\" for c in word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def systemd_unit(settings: Settings) -> str:
     """deploy/systemd/rigmon-agent.service with this installation's ExecStart, user and groups."""
     out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it."]
@@ -205,7 +214,7 @@ def systemd_unit(settings: Settings) -> str:
             continue  # the template's manual install notes
         key = line.partition("=")[0]
         if key == "ExecStart":
-            line = "ExecStart=" + " ".join(settings.exec_start) + f" agent --config {CONFIG_FILE}"
+            line = "ExecStart=" + " ".join(map(_exec_word, settings.exec_start)) + f" agent --config {CONFIG_FILE}"
         elif key == "User":
             line = f"User={settings.user}"
         elif key == "Group":

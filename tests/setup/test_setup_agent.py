@@ -295,3 +295,21 @@ def test_gpus_a_failing_or_hung_collector_did_not_read_are_not_written_as_none(s
     settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=(),
                         exec_start=("/usr/bin/rigmon",), tls=False)
     assert line in agent_toml(settings, Hardware(states={"gpu": state}))
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is not installed (apt-get install systemd)")
+def test_a_rigmon_in_a_directory_with_spaces_or_percent_runs_from_the_unit(tmp_path: Path) -> None:
+    # ExecStart= split "/opt/my tools/bin/rigmon" at the space and read "%/" as a specifier.
+    with tempfile.TemporaryDirectory(dir=tempfile.gettempdir()) as tmp:
+        script = Path(tmp) / "my tools 100%" / "bin" / "rigmon"
+        script.parent.mkdir(parents=True)
+        script.write_text("#!/bin/sh\n")
+        script.chmod(0o755)
+        settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=(),
+                            exec_start=(str(script),), tls=False)
+        unit = tmp_path / "rigmon-agent.service"
+        unit.write_text(systemd_unit(settings))
+        result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert f'ExecStart="{tmp}/my tools 100%%/bin/rigmon" agent --config /etc/rigmon/agent.toml\n' in unit.read_text()
