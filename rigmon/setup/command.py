@@ -22,6 +22,11 @@ from rigmon.setup.plan import Installer
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
+#: How to install rigmon where the service can run it (README, "Install"). rigmon is installed from a
+#: checkout or a wheel: `pipx install --global rigmon` asked PyPI for a package of that name.
+INSTALL_SYSTEM_WIDE = ("`pipx install --global ./rigmon` (a checkout, or the wheel; pipx 1.6 or newer) or "
+                       "`PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ./rigmon`, with a Python "
+                       "outside /root and /home (pipx --python /usr/bin/python3)")
 #: Where systemd's ProtectHome=yes hides files from the service (and the rigmon user cannot read).
 HIDDEN_PREFIXES = ("/root/", "/home/", "/run/user/")
 
@@ -181,8 +186,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     hidden = hidden_from_service(exec_start)
     if hidden is not None:
         message = (f"this rigmon lives under {hidden}, which the service cannot reach (ProtectHome=yes, and "
-                   "the rigmon user cannot read it). Install it system-wide first: `pipx install --global rigmon` "
-                   "(pipx 1.6 or newer) or `PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ...`, "
+                   f"the rigmon user cannot read it). Install it system-wide first: {INSTALL_SYSTEM_WIDE}, "
                    "then run that rigmon's `setup agent`")
         if installer.real and not args.dry_run:
             return fail(message)

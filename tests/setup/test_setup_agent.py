@@ -313,3 +313,11 @@ def test_a_rigmon_in_a_directory_with_spaces_or_percent_runs_from_the_unit(tmp_p
         result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert f'ExecStart="{tmp}/my tools 100%%/bin/rigmon" agent --config /etc/rigmon/agent.toml\n' in unit.read_text()
+
+
+def test_the_refusal_says_to_install_the_checkout_or_wheel_not_a_pypi_name() -> None:
+    # "pipx install --global rigmon" asked PyPI for a package of that name (there is none, or someone else's).
+    from rigmon.setup.command import INSTALL_SYSTEM_WIDE
+
+    commands = re.findall(r"`([^`]*pipx install[^`]*)`", INSTALL_SYSTEM_WIDE)
+    assert len(commands) == 2 and all(c.split()[-1] == "./rigmon" for c in commands)
