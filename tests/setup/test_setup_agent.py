@@ -321,3 +321,13 @@ def test_the_refusal_says_to_install_the_checkout_or_wheel_not_a_pypi_name() -> 
 
     commands = re.findall(r"`([^`]*pipx install[^`]*)`", INSTALL_SYSTEM_WIDE)
     assert len(commands) == 2 and all(c.split()[-1] == "./rigmon" for c in commands)
+
+
+def test_the_shipped_units_manual_steps_make_the_configuration_its_execstart_reads() -> None:
+    # Followed by hand, the steps made no /etc/rigmon/agent.toml: `rigmon agent --config` exited 2 at
+    # every start (Restart=always).
+    shipped = (REPO / "deploy/systemd/rigmon-agent.service").read_text()
+    config = re.search(r"^ExecStart=.* --config (\S+)", shipped, re.M)
+    assert config is not None
+    steps = [line[1:].strip() for line in shipped.splitlines() if line.startswith("#   sudo ")]
+    assert any(step.split("#")[0].rstrip().endswith(config.group(1)) for step in steps), steps
