@@ -10,6 +10,7 @@ import pwd
 import secrets
 import shlex
 import socket
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from rigmon.setup.plan import Installer
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
+#: How to install rigmon where the service can run it (README, "Install"). rigmon is installed from a
+#: checkout or a wheel: `pipx install --global rigmon` asked PyPI for a package of that name.
+INSTALL_SYSTEM_WIDE = ("`pipx install --global ./rigmon` (a checkout, or the wheel; pipx 1.6 or newer) or "
+                       "`PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ./rigmon`, with a Python "
+                       "outside /root and /home (pipx --python /usr/bin/python3)")
 #: Where systemd's ProtectHome=yes hides files from the service (and the rigmon user cannot read).
 HIDDEN_PREFIXES = ("/root/", "/home/", "/run/user/")
 
@@ -46,6 +52,37 @@ def hidden_from_service(exec_start: tuple[str, ...], interpreter: str | None = N
     for path in (exec_start[0], str(Path(rigmon.__file__).parent), real_python):
         if path.startswith(HIDDEN_PREFIXES):
             return path
+    return None
+
+
+def unreadable_by_service(exec_start: tuple[str, ...], interpreter: str | None = None,
+                          module: str | None = None) -> tuple[str, int] | None:
+    """A path of this installation that the service's user cannot reach, with its mode, or None.
+
+    The service's user is neither the files' owner (root) nor in their group, so what counts are the
+    bits for others: every directory above a file must let them search it (o+x); the script must let
+    them read and run it, the package's modules read them, the interpreter (behind the venv's
+    ``python`` symlink) run it. An installation made under a umask of 027 or 077 (hardened hosts)
+    has none of them: the unit then fails at every start while set-up said it was done.
+
+    Args:
+        module: a module of the installed package (default: this ``rigmon/__init__.py``).
+    """
+    import rigmon
+
+    needs = ((exec_start[0], stat.S_IROTH | stat.S_IXOTH), (module or rigmon.__file__, stat.S_IROTH),
+             (os.path.realpath(interpreter or sys.executable), stat.S_IXOTH))
+    for path, needed in needs:
+        try:
+            for directory in reversed(Path(path).parents):
+                mode = os.stat(directory).st_mode
+                if not mode & stat.S_IXOTH:
+                    return str(directory), stat.S_IMODE(mode)
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # not there: nothing to say about it here
+        if mode & needed != needed:
+            return path, stat.S_IMODE(mode)
     return None
 
 
@@ -149,9 +186,18 @@ def cmd_setup(args: argparse.Namespace) -> int:
     hidden = hidden_from_service(exec_start)
     if hidden is not None:
         message = (f"this rigmon lives under {hidden}, which the service cannot reach (ProtectHome=yes, and "
-                   "the rigmon user cannot read it). Install it system-wide first: `pipx install --global rigmon` "
-                   "(pipx 1.6 or newer) or `PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ...`, "
+                   f"the rigmon user cannot read it). Install it system-wide first: {INSTALL_SYSTEM_WIDE}, "
                    "then run that rigmon's `setup agent`")
+        if installer.real and not args.dry_run:
+            return fail(message)
+        installer.say(f"warning: {message}")
+    unreadable = unreadable_by_service(exec_start) if hidden is None else None
+    if unreadable is not None:
+        path, mode = unreadable
+        message = (f"this rigmon's {path} is mode {mode:o}: the service's user ({args.user}) cannot "
+                   f"{'enter' if Path(path).is_dir() else 'read'} it, so the service would fail at every start "
+                   "(installed under a umask such as 027 or 077?). Make the installation readable by all users "
+                   "(`chmod -R o+rX` on it, or install again after `umask 022`), then run setup agent again")
         if installer.real and not args.dry_run:
             return fail(message)
         installer.say(f"warning: {message}")
@@ -342,8 +388,12 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
                     what="agent configuration")
     unit_changed = installer.write(render.UNIT_FILE, render.systemd_unit(settings).encode(), 0o644,
                                    what="systemd unit")
-    udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644,
-                                   what="udev rule for the ADC")
+    # The operator gives the ADC its name by uncommenting a line of this file (README); rewritten, a
+    # re-run (--read-token-file on every node of a lab) took the name away and the agent lost its ADC.
+    edited = has_active_rules(installer.path(render.UDEV_FILE))
+    udev_changed = installer.write(render.UDEV_FILE, render.udev_rules(hardware).encode(), 0o644, keep=edited,
+                                   what="udev rule for the ADC, with your uncommented lines" if edited else
+                                   "udev rule for the ADC")
     if unit_changed:
         installer.run(["systemctl", "daemon-reload"])
     if udev_changed:
@@ -353,6 +403,15 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
     # A changed file takes effect only on a restart; an unchanged, running agent is left alone.
     installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
                   "see `journalctl -u rigmon-agent`")
+
+
+def has_active_rules(path: Path) -> bool:
+    """Whether a udev rules file in place has a line that is not a comment (one the operator uncommented)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
 
 
 def uninstall(installer: Installer, user: str, purge: bool) -> None:

@@ -64,17 +64,27 @@ def _words(*parts: str | None) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _nothing(kind: str, state: str | None) -> str:
+    """The comment line for a kind of hardware of which no record came: none only when the collector
+    said it is absent; a collector that failed, hung or was still starting did not read any."""
+    if state is None:
+        return f"# {kind}: not checked"
+    if state == "ok":
+        return f"# {kind}: none"
+    if state.startswith("absent"):
+        return f"# {kind}: none ({state})"
+    # "none (error: ... but 4 NVIDIA GPUs on the PCI bus ...)" told the operator there were none.
+    return f"# {kind}: not read{' yet' if state.startswith('starting') else ''} ({state})"
+
+
 def _hardware_comments(hw: Hardware) -> list[str]:
     lines = ["# Detected by `rigmon setup agent` through the agent's own collectors. rigmon finds all of",
              "# this by itself; the list is here so you can check what the agent will watch."]
     if hw.gpus:
         lines.append(f"# NVIDIA GPUs (NVML): {len(hw.gpus)}")
         lines += [f"#   {g.index}  {g.name or '?'}  {g.uuid or '?'}  {g.pci_bus_id or '?'}" for g in hw.gpus]
-    elif hw.states.get("gpu", "").startswith("starting"):
-        # NVML had not come up (a slow first nvmlInit): GPUs may well be there.
-        lines.append(f"# NVIDIA GPUs: not read yet ({hw.states['gpu']})")
     else:
-        lines.append(f"# NVIDIA GPUs: none ({hw.states.get('gpu', 'not checked')})")
+        lines.append(_nothing("NVIDIA GPUs", hw.states.get("gpu")))
     if hw.amd_gpus:
         lines.append("# AMD GPUs (amdgpu): " + ", ".join(_words(g.card, g.pci_bus_id) for g in hw.amd_gpus))
     if hw.arrays:
@@ -82,23 +92,23 @@ def _hardware_comments(hw: Hardware) -> list[str]:
         lines += [f"#   {a.name}  {a.level or '?'}  {_gib(a.size_bytes)}  members: "
                   f"{', '.join(m.name for m in a.members) or 'none'}" for a in hw.arrays]
     else:
-        lines.append(f"# md arrays: none ({hw.states.get('raid', 'not checked')})")
+        lines.append(_nothing("md arrays", hw.states.get("raid")))
     if hw.nvme:
         lines.append("# NVMe: " + ", ".join(_words(n.name, n.model) for n in hw.nvme))
     else:
-        lines.append(f"# NVMe: none ({hw.states.get('nvme', 'not checked')})")
+        lines.append(_nothing("NVMe", hw.states.get("nvme")))
     routers = [t for t in hw.thunderbolt if t.kind != "retimer"]
     if routers:
         lines.append(f"# Thunderbolt/USB4: {len(routers)} routers and hosts")
         lines += [f"#   {t.name}  {t.device_name or t.kind}  "
                   f"{'%g Gb/s' % t.rx_gbps if t.rx_gbps else 'no link speed'}" for t in routers]
     else:
-        lines.append(f"# Thunderbolt/USB4: none ({hw.states.get('thunderbolt', 'not checked')})")
+        lines.append(_nothing("Thunderbolt/USB4", hw.states.get("thunderbolt")))
     if hw.rdma:
         lines.append(f"# RDMA ports (InfiniBand/RoCE): {len(hw.rdma)}")
         lines += [f"#   {p.name}  {p.link_layer or '?'}  {p.state or '?'}  {p.rate_text or 'no rate'}" for p in hw.rdma]
     else:
-        lines.append(f"# RDMA ports: none ({hw.states.get('infiniband', 'not checked')})")
+        lines.append(_nothing("RDMA ports", hw.states.get("infiniband")))
     return lines
 
 
@@ -115,17 +125,39 @@ def _storage_section(hw: Hardware) -> list[str]:
             f"# infiniband_expected_gbps = {{ {rates} }}"]
 
 
+#: The udev name deploy/udev/99-rigmon-adc.rules gives a PZEM-017 meter (``/dev/rigmon-pzem0``): it speaks
+#: Modbus RTU, not the RM1 lines of rigmon's firmware (``/dev/rigmon-psu0``, by-id ``usb-rigmon_rm1``).
+PZEM_LINK_PREFIX = "/dev/rigmon-pzem"
+
+
 def chosen_adc(hw: Hardware) -> str | None:
     """The serial ADC to configure: one udev named for rigmon (its rule, or rigmon's firmware)."""
     ours = [d for d in hw.serial if d.named_by_rigmon]
     return ours[0].path if ours else None
 
 
+def adc_protocol(port: str) -> str:
+    """The ``[psu] protocol`` of a device by the udev name rigmon's rule gave it."""
+    return "pzem017" if port.startswith(PZEM_LINK_PREFIX) else "rm1"
+
+
+def _same_device(hw: Hardware, path: str) -> set[str]:
+    """``path`` and every other name of the tty it points at (udev gives one device several names)."""
+    tty = next((d.tty for d in hw.serial if d.path == path), None)
+    return {path} | ({d.path for d in hw.serial if d.tty == tty} if tty else set())
+
+
 def _psu_section(hw: Hardware) -> list[str]:
     port = chosen_adc(hw)
-    others = [d for d in hw.serial if d.path != port]
+    # The chosen device's by-id name is not another device.
+    others = [d for d in hw.serial if d.path not in (_same_device(hw, port) if port else set())]
     lines = ["", "[psu]"]
-    if port is not None:
+    if port is not None and adc_protocol(port) == "pzem017":
+        # Configured as rm1 it was polled by nobody: a node with a meter and never a rail reading.
+        lines += ["# The PZEM-017 DC meter (Modbus RTU at 9600 baud), found by its udev name.",
+                  f"port = {_toml(port)}",
+                  'protocol = "pzem017"    # rm1 (rigmon firmware), text (other meters), pzem017 (Modbus RTU)']
+    elif port is not None:
         lines += ["# The 12 V rail ADC, found by its udev name (wiring: firmware/README.md in rigmon's source).",
                   f"port = {_toml(port)}",
                   'protocol = "rm1"        # rm1 (rigmon firmware), text (other meters), pzem017 (Modbus RTU)']
@@ -165,6 +197,15 @@ def agent_toml(settings: Settings, hw: Hardware) -> str:
     return "\n".join(lines)
 
 
+def _exec_word(word: str) -> str:
+    """One word of ExecStart= as systemd reads it back: specifiers (``%``) and variables (``$``) doubled,
+    quoted when it holds whitespace, quotes or backslashes (a venv under ``/opt/my tools`` ran ``/opt/my``)."""
+    word = word.replace("%", "%%").replace("$", "$$")
+    if word and not any(c.isspace() or c in "\"'\\" for c in word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def systemd_unit(settings: Settings) -> str:
     """deploy/systemd/rigmon-agent.service with this installation's ExecStart, user and groups."""
     out = [f"# Written by `rigmon setup agent` (rigmon {__version__}); `rigmon setup agent --uninstall` removes it."]
@@ -173,7 +214,7 @@ def systemd_unit(settings: Settings) -> str:
             continue  # the template's manual install notes
         key = line.partition("=")[0]
         if key == "ExecStart":
-            line = "ExecStart=" + " ".join(settings.exec_start) + f" agent --config {CONFIG_FILE}"
+            line = "ExecStart=" + " ".join(map(_exec_word, settings.exec_start)) + f" agent --config {CONFIG_FILE}"
         elif key == "User":
             line = f"User={settings.user}"
         elif key == "Group":
@@ -189,7 +230,10 @@ def systemd_unit(settings: Settings) -> str:
 def udev_rules(hw: Hardware) -> str:
     """deploy/udev/99-rigmon-adc.rules, plus a ready line for each USB serial device found."""
     text = _template("udev", "99-rigmon-adc.rules")
-    found = [d for d in hw.serial if d.vendor_id and d.product_id and not d.path.startswith("/dev/rigmon-")]
+    # A device udev already names for rigmon (its by-id name too) has its rule: no second name for it.
+    named = {d.tty for d in hw.serial if d.tty and d.path.startswith("/dev/rigmon-")}
+    found = [d for d in hw.serial if d.vendor_id and d.product_id and not d.path.startswith("/dev/rigmon-")
+             and d.tty not in named]
     if not found:
         return text
     lines = [text.rstrip("\n"), "", "# Serial devices `rigmon setup agent` found; uncomment the ADC's line (one name each):"]

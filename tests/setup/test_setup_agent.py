@@ -3,11 +3,13 @@ in the config, refused arguments."""
 
 from __future__ import annotations
 
+import os
 import pwd
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -251,3 +253,81 @@ def test_a_hardware_root_that_is_not_there_is_refused(tmp_path: Path) -> None:
     out = setup_agent(tmp_path, hw_root=tmp_path / "typo")
     assert out.returncode == 2 and out.stderr.strip() == f"rigmon: --hw-root {tmp_path / 'typo'} is not a directory"
     assert files_of(tmp_path) == {}
+
+
+def test_an_installation_others_cannot_read_is_refused_for_the_service() -> None:
+    # pipx under a umask of 027 (hardened hosts) makes its venv 750 root:root: the service's user could
+    # not enter it, the unit failed at every start (Restart=always), and set-up had said it was done.
+    from rigmon.setup.command import unreadable_by_service
+
+    with tempfile.TemporaryDirectory(dir=tempfile.gettempdir()) as tmp:
+        venv = Path(tmp) / "venvs" / "rigmon"
+        module = venv / "lib/python3.11/site-packages/rigmon/__init__.py"
+        script = venv / "bin/rigmon"
+        module.parent.mkdir(parents=True)
+        script.parent.mkdir(parents=True)
+        module.write_text("")
+        script.write_text("#!/usr/bin/python3\n")
+        os.chmod(tmp, 0o755)
+        for path in [*module.parents, *script.parents]:
+            if str(path).startswith(tmp):
+                path.chmod(0o755)
+        script.chmod(0o755)
+        module.chmod(0o644)
+        sh = os.path.realpath("/bin/sh")
+        assert unreadable_by_service((str(script),), sh, str(module)) is None
+        module.chmod(0o640)
+        assert unreadable_by_service((str(script),), sh, str(module)) == (str(module), 0o640)
+        module.chmod(0o644)
+        (Path(tmp) / "venvs").chmod(0o750)
+        assert unreadable_by_service((str(script),), sh, str(module)) == (str(Path(tmp) / "venvs"), 0o750)
+
+
+@pytest.mark.parametrize(("state", "line"), [
+    ("error: CollectorError: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs on the PCI bus",
+     "# NVIDIA GPUs: not read (error: CollectorError: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs"),
+    ("hung", "# NVIDIA GPUs: not read (hung)"),
+    ("ok", "# NVIDIA GPUs: none\n"),
+])
+def test_gpus_a_failing_or_hung_collector_did_not_read_are_not_written_as_none(state: str, line: str) -> None:
+    # A V100 node set up before its driver was loaded read "NVIDIA GPUs: none (error: ... but 4 NVIDIA GPUs
+    # on the PCI bus ...)": none only when the collector says there are none.
+    settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=(),
+                        exec_start=("/usr/bin/rigmon",), tls=False)
+    assert line in agent_toml(settings, Hardware(states={"gpu": state}))
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is not installed (apt-get install systemd)")
+def test_a_rigmon_in_a_directory_with_spaces_or_percent_runs_from_the_unit(tmp_path: Path) -> None:
+    # ExecStart= split "/opt/my tools/bin/rigmon" at the space and read "%/" as a specifier.
+    with tempfile.TemporaryDirectory(dir=tempfile.gettempdir()) as tmp:
+        script = Path(tmp) / "my tools 100%" / "bin" / "rigmon"
+        script.parent.mkdir(parents=True)
+        script.write_text("#!/bin/sh\n")
+        script.chmod(0o755)
+        settings = Settings(node="v100-a", listen="0.0.0.0:9871", user="rigmon", groups=(),
+                            exec_start=(str(script),), tls=False)
+        unit = tmp_path / "rigmon-agent.service"
+        unit.write_text(systemd_unit(settings))
+        result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert f'ExecStart="{tmp}/my tools 100%%/bin/rigmon" agent --config /etc/rigmon/agent.toml\n' in unit.read_text()
+
+
+def test_the_refusal_says_to_install_the_checkout_or_wheel_not_a_pypi_name() -> None:
+    # "pipx install --global rigmon" asked PyPI for a package of that name (there is none, or someone else's).
+    from rigmon.setup.command import INSTALL_SYSTEM_WIDE
+
+    commands = re.findall(r"`([^`]*pipx install[^`]*)`", INSTALL_SYSTEM_WIDE)
+    assert len(commands) == 2 and all(c.split()[-1] == "./rigmon" for c in commands)
+
+
+def test_the_shipped_units_manual_steps_make_the_configuration_its_execstart_reads() -> None:
+    # Followed by hand, the steps made no /etc/rigmon/agent.toml: `rigmon agent --config` exited 2 at
+    # every start (Restart=always).
+    shipped = (REPO / "deploy/systemd/rigmon-agent.service").read_text()
+    config = re.search(r"^ExecStart=.* --config (\S+)", shipped, re.M)
+    assert config is not None
+    steps = [line[1:].strip() for line in shipped.splitlines() if line.startswith("#   sudo ")]
+    assert any(step.split("#")[0].rstrip().endswith(config.group(1)) for step in steps), steps

@@ -1,0 +1,107 @@
+"""`rigmon setup agent` and the node's serial devices: which one becomes `[psu]`, with which protocol, and
+what the generated udev rule offers for the others."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rigmon.config import load_agent_config
+from rigmon.setup.detect import detect_hardware
+from rigmon.setup.render import Settings, agent_toml, udev_rules
+from tests.setup.helpers import setup_agent
+
+SETTINGS = Settings(node="pzem-1", listen="0.0.0.0:9871", user="rigmon", groups=("dialout",),
+                    exec_start=("/usr/bin/rigmon",), tls=False)
+FTDI_BY_ID = "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0"
+
+
+def usb_tty(root: Path, tty: str, vendor: str, product: str, serial: str, *links: str) -> None:
+    """A USB serial device as the kernel and udev show it: sysfs identity, /dev/TTY and relative links to it."""
+    usb = root / "sys/devices/pci0000:00/usb1/1-2"
+    (usb / "1-2:1.0" / tty).mkdir(parents=True)
+    (usb / "1-2:1.0" / tty / "device").symlink_to("..")
+    for name, value in (("idVendor", vendor), ("idProduct", product), ("serial", serial)):
+        (usb / name).write_text(value + "\n")
+    (root / "sys/class/tty").mkdir(parents=True, exist_ok=True)
+    (root / "sys/class/tty" / tty).symlink_to(f"../../devices/pci0000:00/usb1/1-2/1-2:1.0/{tty}")
+    (root / "dev" / tty).parent.mkdir(parents=True, exist_ok=True)
+    (root / "dev" / tty).touch()
+    for link in links:
+        path = root / link.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(os.path.relpath(root / "dev" / tty, path.parent))
+
+
+def test_a_pzem017_named_by_the_shipped_udev_rule_is_configured_as_one(tmp_path: Path) -> None:
+    # deploy/udev/99-rigmon-adc.rules names a PZEM-017's RS-485 adapter /dev/rigmon-pzem0. Set-up configured
+    # it with protocol "rm1": the agent waited for RM1 lines that a Modbus meter never sends, so a node
+    # with a meter never had a rail reading.
+    node = tmp_path / "node"
+    usb_tty(node, "ttyUSB0", "0403", "6001", "A50285BI", "/dev/rigmon-pzem0", FTDI_BY_ID)
+    hw = detect_hardware(str(node), collectors=())
+    text = agent_toml(SETTINGS, hw)
+    (tmp_path / "agent.toml").write_text(text)
+    psu = load_agent_config(tmp_path / "agent.toml", environ={}).psu
+    assert (psu.port, psu.protocol) == ("/dev/rigmon-pzem0", "pzem017")
+    # Its by-id name is the same adapter, not another serial device; and no rule offers it a second name.
+    assert "other serial device" not in text
+    assert "# Serial devices `rigmon setup agent` found" not in udev_rules(hw)
+
+
+def test_the_rm1_adc_keeps_protocol_rm1_and_other_devices_are_listed(tmp_path: Path) -> None:
+    node = tmp_path / "node"
+    usb_tty(node, "ttyACM0", "2e8a", "000a", "E6614C311B2A1234", "/dev/rigmon-psu0",
+            "/dev/serial/by-id/usb-rigmon_rm1_E6614C311B2A1234-if00")
+    hw = detect_hardware(str(node), collectors=())
+    (tmp_path / "agent.toml").write_text(agent_toml(SETTINGS, hw))
+    psu = load_agent_config(tmp_path / "agent.toml", environ={}).psu
+    assert psu.protocol == "rm1" and psu.port in ("/dev/rigmon-psu0",
+                                                  "/dev/serial/by-id/usb-rigmon_rm1_E6614C311B2A1234-if00")
+    other = tmp_path / "other"
+    usb_tty(other, "ttyUSB0", "0403", "6001", "A50285BI", FTDI_BY_ID)
+    hw = detect_hardware(str(other), collectors=())
+    text = agent_toml(SETTINGS, hw)
+    assert '# port = "/dev/rigmon-psu0"' in text and f"# other serial device: {FTDI_BY_ID} (USB 0403:6001" in text
+    assert 'ATTRS{serial}=="A50285BI", SYMLINK+="rigmon-psu0"' in udev_rules(hw)
+
+
+def test_setup_writes_the_pzem017_protocol_into_the_installed_config(tmp_path: Path) -> None:
+    node = tmp_path / "node"
+    usb_tty(node, "ttyUSB0", "0403", "6001", "A50285BI", "/dev/rigmon-pzem0", FTDI_BY_ID)
+    root = tmp_path / "root"
+    root.mkdir()
+    out = setup_agent(root, "--no-tls", hw_root=node)
+    assert out.returncode == 0, out.stderr
+    text = (root / "etc/rigmon/agent.toml").read_text()
+    assert 'port = "/dev/rigmon-pzem0"\nprotocol = "pzem017"' in text
+
+
+def test_a_rerun_keeps_the_udev_rule_line_the_operator_uncommented(tmp_path: Path) -> None:
+    # README: give the ADC its udev name by uncommenting its line, then re-run setup on every node with
+    # --read-token-file. The re-run rewrote the file: the line was gone, udev reloaded and triggered,
+    # /dev/rigmon-psu0 vanished and the agent's ADC with it.
+    node = tmp_path / "node"
+    usb_tty(node, "ttyUSB0", "0403", "6001", "A50285BI", FTDI_BY_ID)
+    root = tmp_path / "root"
+    root.mkdir()
+    assert setup_agent(root, "--no-tls", hw_root=node).returncode == 0
+    rules = root / "etc/udev/rules.d/99-rigmon-adc.rules"
+    line = next(x for x in rules.read_text().splitlines() if x.startswith("# SUBSYSTEM") and "A50285BI" in x
+                and "rigmon-psu0" in x)
+    edited = rules.read_text().replace(line, line[2:])
+    rules.write_text(edited)
+    (node / "dev/rigmon-psu0").symlink_to("ttyUSB0")  # udev applied it
+    token = tmp_path / "lab.token"
+    token.write_text("0123456789abcdef0123456789abcdef\n")
+    token.chmod(0o600)
+    again = setup_agent(root, "--no-tls", "--read-token-file", str(token), hw_root=node)
+    assert again.returncode == 0, again.stderr
+    assert rules.read_text() == edited
+    assert "kept /etc/udev/rules.d/99-rigmon-adc.rules (udev rule for the ADC, with your uncommented lines)" \
+        in again.stdout
+    assert "udevadm trigger" not in again.stdout
+    # A file of comments only is still brought up to date (the devices found now).
+    rules.write_text("# nothing\n")
+    third = setup_agent(root, "--no-tls", hw_root=node)
+    assert "updated /etc/udev/rules.d/99-rigmon-adc.rules" in third.stdout and rules.read_text() != "# nothing\n"
