@@ -149,12 +149,31 @@ def resolve_targets(urls: list[str], config: DashConfig, token: str | None = Non
     for url in dict.fromkeys(chosen):
         entry = entries.get(url)
         if entry is None:
-            targets.append(NodeTarget(url=url, token=token, control_token=control_token, ca_file=ca_file))
+            targets.append(NodeTarget(url=url, token=token, control_token=control_token, ca_file=_path(ca_file)))
             continue
         read = _secret(entry.token, entry.token_file, "token_file")
         control = _secret(entry.control_token, entry.control_token_file, "control_token_file")
-        targets.append(NodeTarget(url=url, token=read, control_token=control, ca_file=entry.ca_file or None))
+        targets.append(NodeTarget(url=url, token=read, control_token=control, ca_file=_path(entry.ca_file)))
     return targets
+
+
+def _path(path: str | None) -> str | None:
+    """A CA file's path with ``~`` expanded (``ca_file = "~/.config/rigmon/node.pem"``, as
+    `rigmon setup agent` prints it; token files already are); ``None`` for none.
+
+    Raises:
+        DashConfigError: the file cannot be read (said at start, naming the key, not as an
+            "internal error" of every connection).
+    """
+    if not path:
+        return None
+    full = Path(path).expanduser()
+    try:
+        with open(full, "rb"):
+            pass
+    except OSError as exc:
+        raise DashConfigError(f"ca_file {path}: {exc.strerror or exc}") from None
+    return str(full)
 
 
 def read_secret_file(path: str, key: str) -> str | None:

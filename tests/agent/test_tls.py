@@ -75,9 +75,11 @@ async def test_plain_http_to_a_tls_agent_fails_clearly(https_agent: str) -> None
 
 
 def test_dash_config_passes_the_ca_file(tmp_path: Path) -> None:
-    config = DashConfig(nodes=(NodeEntry("https://a:9871", token="t", ca_file="/etc/rigmon/ca.pem"),))
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    config = DashConfig(nodes=(NodeEntry("https://a:9871", token="t", ca_file=str(ca)),))
     (target,) = resolve_targets([], config)
-    assert target.ca_file == "/etc/rigmon/ca.pem"
+    assert target.ca_file == str(ca)
 
 
 def test_snapshot_verifies_with_the_ca_file(https_agent: str, tls: TlsFiles, tmp_path: Path) -> None:

@@ -82,6 +82,23 @@ def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
         resolve_targets([], config)
 
 
+def test_a_ca_file_under_home_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # `rigmon setup agent` prints `ca_file = "~/.config/rigmon/<node>.pem"` for dash.toml: taken as
+    # it stood, the node read "unreachable: internal error: FileNotFoundError".
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".config/rigmon").mkdir(parents=True)
+    (tmp_path / ".config/rigmon/a.pem").write_text("x")
+    (tmp_path / "b.pem").write_text("x")
+    config = DashConfig(nodes=(NodeEntry("https://a:1", ca_file="~/.config/rigmon/a.pem"),))
+    (target,) = resolve_targets([], config)
+    assert target.ca_file == str(tmp_path / ".config/rigmon/a.pem")
+    (target,) = resolve_targets(["https://b:1"], DashConfig(), ca_file="~/b.pem")
+    assert target.ca_file == str(tmp_path / "b.pem")
+    # One that is not there is said at start, naming the key.
+    with pytest.raises(DashConfigError, match=r"ca_file ~/c.pem: No such file or directory"):
+        resolve_targets(["https://c:1"], DashConfig(), ca_file="~/c.pem")
+
+
 @pytest.mark.parametrize("url", ["http://[::1", "http://h:x", "ftp://rig7:9871", "http://:9871"])
 def test_what_is_no_agent_url_is_refused_naming_it(url: str) -> None:
     # `http://[::1` was taken, and its node then stayed "connecting" (no client could be built for it).
