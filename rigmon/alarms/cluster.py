@@ -131,16 +131,16 @@ def alarm_node_key(alarm: Alarm) -> str:
 
 
 def _about(key: str, node: str, active: bool, value: EventValue, message: str,
-           labels: Mapping[str, str] | None = None, worse: Worse | None = None) -> Observation:
+           labels: Mapping[str, str] | None = None, worse: Worse | None = None, restate: bool = False) -> Observation:
     """An observation about the node of ``key``, called ``node`` in its subject and message."""
     return Observation(subject=f"node:{node}", key=key, node=node, active=active, value=value, message=message,
-                       labels={"node": node, NODE_KEY_LABEL: key, **(labels or {})}, worse=worse)
+                       labels={"node": node, NODE_KEY_LABEL: key, **(labels or {})}, worse=worse, restate=restate)
 
 
 def unreachable(nodes: Sequence[NodeView]) -> list[Observation]:
-    """A node whose agent does not answer."""
-    return [_about(n.identity, n.node, not n.connected, n.error, f"node {n.node} unreachable: {n.error or 'no answer'}")
-            for n in nodes]
+    """A node whose agent does not answer; the alarm's message follows the node's current reason."""
+    return [_about(n.identity, n.node, not n.connected, n.error, f"node {n.node} unreachable: {n.error or 'no answer'}",
+                   restate=True) for n in nodes]
 
 
 def stale(nodes: Sequence[NodeView], now: float, max_age_s: float) -> list[Observation]:
