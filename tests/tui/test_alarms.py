@@ -207,11 +207,11 @@ async def test_an_incident_is_one_row_read_message_first_at_80_columns() -> None
         assert rows[1].message == "12 V rail minimum 11.26 V is below 11.5 V: GPUs fall off the bus here"
         table = app.screen.query_one("#active-alarms", AlarmTable)
         keys = [str(c.key.value) for c in table.ordered_columns]
-        assert keys[:4] == ["severity", "node", "since", "message"]
+        assert keys[:5] == ["severity", "state", "node", "since", "message"]
         widths = [c.get_render_width(table) for c in table.ordered_columns]
-        # Severity, node and the whole time fit, and the message starts well inside 80 columns.
-        assert sum(widths[:3]) <= 40
-        assert "01-01 00:01:45" in str(table.get_cell_at((0, 2)))
+        # Severity, state, node and the whole time fit, and the message starts well inside 80 columns.
+        assert sum(widths[:4]) <= 48
+        assert "01-01 00:01:45" in str(table.get_cell_at((0, 3)))
 
 
 async def test_the_cursor_stays_on_its_incident_when_the_row_s_lead_alarm_resolves() -> None:
@@ -248,3 +248,31 @@ async def test_the_cursor_stays_on_its_incident_when_the_row_s_lead_alarm_resolv
         await pilot.pause()
         selected = table.selected()
         assert selected is not None and selected.alarm.rule == "psu_rail_low_warning"
+
+
+async def test_pending_or_firing_is_on_every_row_at_80_columns() -> None:
+    # Before, the state column came after the message: at 80 columns it was past the edge, and a
+    # pending alarm read like a firing one except in the panel for the row under the cursor.
+    agent = FakeAgent("gpu-node-05.lab", frames=3)
+    agent.alarms = AlarmList(node=agent.node, active=(
+        make_alarm(agent.node, 1, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)",
+                   at=START_AT + 140),
+        make_alarm(agent.node, 2, "psu_rail_low_warning", "warning", "psu", "12 V rail minimum 11.62 V is below 11.7 V",
+                   state="pending", at=START_AT + 120),
+    ), recent=())
+    app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        await pilot.pause()
+        table = app.screen.query_one("#active-alarms", AlarmTable)
+        keys = [str(c.key.value) for c in table.ordered_columns]
+        widths = [c.get_render_width(table) for c in table.ordered_columns]
+        state = keys.index("state")
+        assert sum(widths[:state + 1]) <= table.scrollable_content_region.width
+        assert [table.get_cell_at((i, state)).plain for i in range(table.row_count)] == ["firing", "pending"]
+        # ... and the message still starts well inside the screen.
+        assert sum(widths[:keys.index("message")]) <= 56
