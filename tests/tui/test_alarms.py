@@ -276,3 +276,41 @@ async def test_pending_or_firing_is_on_every_row_at_80_columns() -> None:
         assert [table.get_cell_at((i, state)).plain for i in range(table.row_count)] == ["firing", "pending"]
         # ... and the message still starts well inside the screen.
         assert sum(widths[:keys.index("message")]) <= 56
+
+
+async def test_acknowledging_a_grouped_row_is_one_toast_saying_how_many() -> None:
+    # Before: one "Acknowledged" toast per alarm of the row (three for three NVLinks of one GPU).
+    agent = FakeAgent("node01", frames=3)
+    agent.control_token = "ctl"
+    links = ("nvlink_crc_rising", "nvlink_replay_rising", "pcie_replay_rising")
+    agent.alarms = AlarmList(node="node01", active=tuple(
+        make_alarm("node01", n, rule, "warning", "gpu:0", f"{rule} on GPU 0", at=START_AT + 100 + n)
+        for n, rule in enumerate(links, 1)) + tuple(
+        make_alarm("node01", n, rule, "warning", "gpu:1", f"{rule} on GPU 1", at=START_AT + 200 + n)
+        for n, rule in enumerate(links, 4)), recent=())
+    app = RigmonApp([NodeTarget(agent.url, control_token="ctl")], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, control_token=t.control_token,
+                                                         transport=agent.transport))
+    app.ack_by = "alice"
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        rows = active_rows(app)
+        assert [(r.alarm.subject, len(r.alarms)) for r in rows] == [("gpu:1", 3), ("gpu:0", 3)]
+        await pilot.press("x")
+        await wait_for(lambda: any(n.startswith("Acknowledged") for n in notices(app)))
+        await pilot.pause()
+        assert all(a.acknowledged_by == "alice" for a in agent.alarms.active if a.subject == "gpu:1")
+        assert [n for n in notices(app) if n.startswith("Acknowledged")] == [
+            "Acknowledged: 3 alarms on node01 gpu:1 (nvlink_crc_rising, nvlink_replay_rising, pcie_replay_rising)"
+            " by alice"]
+        # One alarm of the other row is gone from its agent: its failure is said, the others are acknowledged.
+        agent.alarms = replace(agent.alarms, active=tuple(a for a in agent.alarms.active if a.id != "node01-run1-a2"))
+        app._notifications.clear()
+        await pilot.press("down", "x")
+        await wait_for(lambda: any(n.startswith("Acknowledged") for n in notices(app)))
+        await pilot.pause()
+        assert sorted(notices(app)) == [
+            "Acknowledge failed: nvlink_replay_rising on node01 gpu:0: HTTP 404: no alarm node01-run1-a2",
+            "Acknowledged: 2 alarms on node01 gpu:0 (nvlink_crc_rising, pcie_replay_rising) by alice"]
