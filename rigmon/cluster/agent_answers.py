@@ -49,12 +49,13 @@ def failure_reason(exc: Exception) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return "timed out"
     if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect: {_connect_cause(exc)}"
+        return f"cannot connect: {_socket_cause(exc) or 'connection failed'}"
     if isinstance(exc, httpx.RemoteProtocolError) and str(exc).startswith(_PEER_CLOSED):
         # An agent that stops (systemctl stop, Ctrl-C, a reboot) closes its open streams mid-answer.
         return "agent stopped the connection"
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return f"connection lost: {exc or type(exc).__name__}"
+        # httpx's own text may be empty (a reset is ReadError('')): the socket error under it says more.
+        return f"connection lost: {_socket_cause(exc) or type(exc).__name__}"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -62,9 +63,10 @@ def failure_reason(exc: Exception) -> str:
 _PEER_CLOSED = ("peer closed connection", "Server disconnected")
 
 
-def _connect_cause(exc: httpx.ConnectError) -> str:
-    """Why a connection failed, in lower case (``connection refused``): the socket error under
-    httpx's (anyio says only ``All connection attempts failed``), else httpx's own text."""
+def _socket_cause(exc: httpx.TransportError) -> str:
+    """Why a connection failed or broke, in lower case (``connection refused``, ``connection reset by
+    peer``): the socket error under httpx's (anyio says only ``All connection attempts failed``), else
+    httpx's own text (may be empty)."""
     seen: set[int] = set()
     inner: BaseException | None = exc
     while inner is not None and id(inner) not in seen:
@@ -76,7 +78,7 @@ def _connect_cause(exc: httpx.ConnectError) -> str:
             if inner.errno is not None and inner.errno > 0:
                 return _lower_first(os.strerror(inner.errno))
         inner = inner.__cause__ or inner.__context__
-    return _lower_first(str(exc).split("] ", 1)[-1]) or "connection failed"
+    return _lower_first(str(exc).split("] ", 1)[-1])
 
 
 def _lower_first(text: str) -> str:
