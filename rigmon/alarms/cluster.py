@@ -131,25 +131,34 @@ def alarm_node_key(alarm: Alarm) -> str:
 
 
 def _about(key: str, node: str, active: bool, value: EventValue, message: str,
-           labels: Mapping[str, str] | None = None, worse: Worse | None = None) -> Observation:
+           labels: Mapping[str, str] | None = None, worse: Worse | None = None, restate: bool = False) -> Observation:
     """An observation about the node of ``key``, called ``node`` in its subject and message."""
     return Observation(subject=f"node:{node}", key=key, node=node, active=active, value=value, message=message,
-                       labels={"node": node, NODE_KEY_LABEL: key, **(labels or {})}, worse=worse)
+                       labels={"node": node, NODE_KEY_LABEL: key, **(labels or {})}, worse=worse, restate=restate)
 
 
 def unreachable(nodes: Sequence[NodeView]) -> list[Observation]:
-    """A node whose agent does not answer."""
-    return [_about(n.identity, n.node, not n.connected, n.error, f"node {n.node} unreachable: {n.error or 'no answer'}")
-            for n in nodes]
+    """A node whose agent does not answer; the alarm's message follows the node's current reason."""
+    return [_about(n.identity, n.node, not n.connected, n.error, f"node {n.node} unreachable: {n.error or 'no answer'}",
+                   restate=True) for n in nodes]
 
 
-def stale(nodes: Sequence[NodeView], now: float, max_age_s: float) -> list[Observation]:
-    """A connected node whose newest frame arrived more than ``max_age_s`` ago (its sampler stalled)."""
+def stale(nodes: Sequence[NodeView], now: float, max_age_s: float,
+          recorded_until: Mapping[str, float] | None = None) -> list[Observation]:
+    """A connected node whose newest frame arrived more than ``max_age_s`` ago (its sampler stalled).
+
+    Args:
+        recorded_until: in a replay, each node's last recorded frame time by `NodeView.identity`:
+            a node is judged by its own frame times, so its silence after its last frame (where
+            its recording ends, or where a node whose clock runs ahead carried the cursor past it)
+            is not judged.
+    """
     out = []
     for n in nodes:
         if not n.connected or n.last_received_at is None:
             continue
-        age_s = max(0.0, now - n.last_received_at)
+        until = None if recorded_until is None else recorded_until.get(n.identity)
+        age_s = max(0.0, (now if until is None else min(now, until)) - n.last_received_at)
         out.append(_about(n.identity, n.node, age_s > max_age_s, round(age_s, 3),
                           f"node {n.node} sent no frame for {age_s:.0f} s", worse="higher"))
     return out
@@ -274,6 +283,8 @@ class ClusterAlarms:
         self._stale = ClusterRule("node_stale", "warning")
         self._skew = ClusterRule("clock_skew", "warning", hold_s=30.0)
         self._peers = {c.name: ClusterRule(c.name, c.severity, hold_s=c.hold_s) for c in self.peer_checks}
+        self.recorded_until: dict[str, float] = {}
+        """In a replay: each node's last recorded frame time by key (see `stale`); empty when live."""
 
     def evaluate(self, nodes: Sequence[NodeView], frames: Mapping[str, Frame], now: float,
                  peers: bool = True) -> list[Transition]:
@@ -287,7 +298,7 @@ class ClusterAlarms:
                 for 30 s and more, so a dashboard may run them less often than the rest.
         """
         out = self.book.observe(self._unreachable, unreachable(nodes), now)
-        out += self.book.observe(self._stale, stale(nodes, now, self.stale_after_s), now)
+        out += self.book.observe(self._stale, stale(nodes, now, self.stale_after_s, self.recorded_until), now)
         out += self.book.observe(self._skew, clock_skew(nodes, self.max_skew_s), now)
         if not peers:
             return out

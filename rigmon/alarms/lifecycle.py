@@ -70,6 +70,8 @@ def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
         alarm = msgspec.structs.replace(alarm, subject=obs.subject, labels=dict(obs.labels), message=message)
     if is_worse(obs.value, alarm.value, obs.worse):
         alarm = msgspec.structs.replace(alarm, value=obs.value, message=obs.message, worst_at=now)
+    elif obs.restate and obs.message != alarm.message:
+        alarm = msgspec.structs.replace(alarm, message=obs.message)
     if not same_reading(alarm.value_now, obs.value):
         alarm = msgspec.structs.replace(alarm, value_now=obs.value)
     return alarm

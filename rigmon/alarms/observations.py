@@ -39,6 +39,9 @@ class Observation(msgspec.Struct, frozen=True, gc=False):
         key: what makes the subject one, when its text does not (``""``: the subject). The
             cluster rules' subject ``node:gpu01`` is shown, but two agents may both call
             themselves gpu01: their alarms are kept apart by the dashboard's key of each.
+        restate: the message says the condition as it is now, not as it fired (a node
+            unreachable first because its agent stopped the connection, now because the
+            connection is refused); the value still keeps the first observation.
     """
 
     subject: str
@@ -51,6 +54,7 @@ class Observation(msgspec.Struct, frozen=True, gc=False):
     known: bool = True
     worse: Worse | None = None
     key: str = ""
+    restate: bool = False
 
     @property
     def identity(self) -> str:

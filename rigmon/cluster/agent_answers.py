@@ -7,7 +7,10 @@ since it may quote the agent.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import ssl
 from collections.abc import AsyncIterator
 
 import httpx
@@ -46,11 +49,40 @@ def failure_reason(exc: Exception) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return "timed out"
     if isinstance(exc, httpx.ConnectError):
-        detail = str(exc).split("] ", 1)[-1] or "connection failed"
-        return f"cannot connect: {detail}"
+        return f"cannot connect: {_socket_cause(exc) or 'connection failed'}"
+    if isinstance(exc, httpx.RemoteProtocolError) and str(exc).startswith(_PEER_CLOSED):
+        # An agent that stops (systemctl stop, Ctrl-C, a reboot) closes its open streams mid-answer.
+        return "agent stopped the connection"
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return f"connection lost: {exc or type(exc).__name__}"
+        # httpx's own text may be empty (a reset is ReadError('')): the socket error under it says more.
+        return f"connection lost: {_socket_cause(exc) or type(exc).__name__}"
     return f"{type(exc).__name__}: {exc}"
+
+
+#: How httpx says the agent closed the connection before its answer was whole (h11, httpcore).
+_PEER_CLOSED = ("peer closed connection", "Server disconnected")
+
+
+def _socket_cause(exc: httpx.TransportError) -> str:
+    """Why a connection failed or broke, in lower case (``connection refused``, ``connection reset by
+    peer``): the socket error under httpx's (anyio says only ``All connection attempts failed``), else
+    httpx's own text (may be empty)."""
+    seen: set[int] = set()
+    inner: BaseException | None = exc
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        # A TLS failure is an OSError too, but its errno is OpenSSL's, not the system's.
+        if isinstance(inner, OSError) and not isinstance(inner, ssl.SSLError):
+            if isinstance(inner, socket.gaierror) and inner.strerror:
+                return _lower_first(inner.strerror)
+            if inner.errno is not None and inner.errno > 0:
+                return _lower_first(os.strerror(inner.errno))
+        inner = inner.__cause__ or inner.__context__
+    return _lower_first(str(exc).split("] ", 1)[-1])
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
 
 
 def status_error(response: httpx.Response, body: bytes) -> AgentError:

@@ -35,7 +35,11 @@ SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 #: What a replay cannot judge, for the alarms screen. The clock-skew rule compares a frame's
 #: ``taken_at`` (the node's clock) with when the dashboard got it; a bundle holds only the
 #: former, and the replay files each frame at its own ``taken_at``, so every offset reads 0.
-NOT_JUDGED: tuple[str, ...] = ("clock skew is not judged in a replay (the bundle holds no arrival times)",)
+#: Nor can it tell a node whose frames end before the others' because its sampler stalled from one
+#: whose clock runs behind theirs (or the others' ahead): a node is judged stale by its own frames
+#: (a gap between two of them), not after its last one.
+NOT_JUDGED: tuple[str, ...] = ("clock skew is not judged in a replay (the bundle holds no arrival times)",
+                               "nor staleness after a node's last frame")
 #: Checkpoints of the replay's state kept at most (spread evenly over the recording), and the
 #: frames (all nodes together) between two at least: a seek back starts from the nearest one
 #: before the new cursor instead of from the start (16 nodes x 3600 frames: about 7 MB each).
@@ -161,6 +165,8 @@ class Replay:
         self.speed = 1.0
         self._fed = 0
         self._trackers: dict[str, AlarmTracker] = {}
+        #: Each node's last recorded frame time, by store key: the cluster rules judge no staleness past it.
+        self._recorded_until = {key: f.taken_at for _, _, key, f in timeline}
         self._checkpoint_every = checkpoint_frames or checkpoint_spacing(len(timeline), len(self.keys))
         # The stores and trackers with the first N frames of the timeline filed, by N. The state
         # after N frames is the same whatever seeks led there, so a checkpoint stays good.
@@ -213,6 +219,7 @@ class Replay:
 
     def _restart(self, cluster: ClusterStore) -> None:
         cluster.clear()
+        cluster.rules.recorded_until = dict(self._recorded_until)
         # As when the replay was opened: the times of the stores' first entries do not depend on
         # where the cursor stood before.
         self.clock.at = self.start_at
@@ -274,6 +281,7 @@ class Replay:
         self._fed = max(usable)
         nodes, trackers = copy.deepcopy(self._checkpoints[self._fed], {id(self.clock): self.clock})
         cluster.clear()  # the cluster rules start over, as after a restart
+        cluster.rules.recorded_until = dict(self._recorded_until)
         cluster.nodes.update(nodes)
         self._trackers = trackers
         self.clock.at = self._timeline[self._fed - 1][0]

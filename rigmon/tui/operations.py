@@ -33,35 +33,56 @@ def login_name() -> str:
 
 async def acknowledge(app: RigmonApp, row: AlarmRow) -> None:
     """Acknowledge ``row``'s alarm: on its agent with the node's control token, or for a
-    cluster rule in the dashboard itself. A refusal (401, 403, 404, 409) is a notification
-    saying why."""
+    cluster rule in the dashboard itself. One notification says what was acknowledged (a row
+    standing for several alarms: how many); a refusal (401, 403, 404, 409) is a notification
+    of its own saying why."""
     if app.replay is not None:
         notify(app, "a replay is read-only: nothing to acknowledge", severity="warning", timeout=5)
         return
     # A row may stand for several alarms of one incident (`AlarmRow.also`): each is acknowledged.
+    done: list[tuple[Alarm, str]] = []
     for alarm in row.alarms:
         if alarm.state == "resolved" or (alarm is not row.alarm and alarm.acknowledged_at is not None):
             continue
-        if not await _acknowledge_one(app, row, alarm):
-            return
+        by, go_on = await _acknowledge_one(app, row, alarm)
+        if by is not None:
+            done.append((alarm, by))
+        if not go_on:
+            break
+    if done:
+        notify(app, _acknowledged(row, done), title="Acknowledged", timeout=5)
     app.refresh_screen()
 
 
-async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> bool:
-    """Acknowledge one alarm of ``row``; a refusal is a notification and ``False``."""
+def _acknowledged(row: AlarmRow, done: Sequence[tuple[Alarm, str]]) -> str:
+    """``gpu_lost on node01 gpu:3 by alice``, or for several alarms of the row ``3 alarms on node01
+    gpu:0 (nvlink_crc, nvlink_replay, pcie_replay) by alice``."""
+    alarm = done[0][0]
+    if len(done) == 1:
+        what = f"{alarm.rule} on {row.node} {alarm.subject}"
+    else:
+        what = f"{len(done)} alarms on {row.node} {alarm.subject} ({', '.join(a.rule for a, _ in done)})"
+    if row.source == "cluster":
+        return f"{what} (cluster rule{'s' if len(done) > 1 else ''})"
+    return f"{what} by {', '.join(dict.fromkeys(by for _, by in done))}"
+
+
+async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> tuple[str | None, bool]:
+    """Acknowledge one alarm of ``row``: who it is acknowledged by (``None``: refused, said in a
+    notification), and whether to go on with the row's other alarms (not after a refusal that
+    holds for every alarm of the node: 401, 403, no answer)."""
     what = f"{alarm.rule} on {row.node} {alarm.subject}"
     if row.source == "cluster":
         try:
             app.cluster.rules.acknowledge(alarm.id, app.ack_by, app.cluster.clock.time())
         except (UnknownAlarm, AlreadyResolved) as exc:
             notify(app, f"{what}: {exc}", title="Not acknowledged", severity="warning", timeout=8)
-            return False
-        notify(app, f"{what} (cluster rule)", title="Acknowledged", timeout=5)
-        return True
+            return None, True
+        return app.ack_by, True
     target = next((t for t in app.targets if t.url == row.key), None)
     if target is None:
         notify(app, f"{what}: the dashboard does not follow that node", severity="error")
-        return False
+        return None, False
     client = app.client_factory(target)
     try:
         updated = await client.acknowledge(alarm.id, app.ack_by)
@@ -69,12 +90,12 @@ async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> bool:
         refused = exc.status in (401, 403)
         notify(app, f"{what}: {exc.reason}", title="Acknowledge refused" if refused else "Acknowledge failed",
                severity="error", timeout=10)
-        return False
+        # This alarm alone (gone, or resolved since: 404, 409): the others of the row may still be acknowledged.
+        return None, exc.status in (404, 409)
     finally:
         await client.aclose()
     app.cluster.nodes[row.key].replace_alarm(updated)
-    notify(app, f"{what} by {updated.acknowledged_by or app.ack_by}", title="Acknowledged", timeout=5)
-    return True
+    return updated.acknowledged_by or app.ack_by, True
 
 
 async def guard_command(app: RigmonApp, key: str, action: str) -> None:

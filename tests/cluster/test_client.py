@@ -50,7 +50,7 @@ def raising(exc_type: type[Exception], message: str = "boom") -> httpx.MockTrans
 @pytest.mark.parametrize(
     ("transport", "reason"),
     [
-        (raising(httpx.ConnectError, "[Errno 111] Connection refused"), "cannot connect: Connection refused"),
+        (raising(httpx.ConnectError, "[Errno 111] Connection refused"), "cannot connect: connection refused"),
         (raising(httpx.ConnectTimeout), "connect timed out"),
         (raising(httpx.ReadTimeout), "timed out waiting for data"),
         (httpx.MockTransport(lambda r: httpx.Response(500, json={"error": "sampler crashed"})),

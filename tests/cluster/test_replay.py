@@ -66,8 +66,10 @@ def test_states_are_those_of_the_recording(tmp_path: Path) -> None:
     replay.seek(cluster, START_AT + SILENT_AFTER + 20)
     assert cluster.nodes["replay:node03"].state() == "stale"
     assert cluster.nodes["replay:node01"].state() == "live"
+    # Its row reads stale (no frames), but node_stale is not judged past a node's last frame: the
+    # bundle cannot tell a stalled node from one whose clock runs behind (tests/cluster/test_replay_stale.py).
     cluster.evaluate_alarms()
-    assert {(a.node, a.rule) for a in cluster.rules.active()} == {("node03", "node_stale")}
+    assert cluster.rules.active() == ()
 
 
 def test_alarms_come_back_from_the_events(tmp_path: Path) -> None:

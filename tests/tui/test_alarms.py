@@ -207,11 +207,11 @@ async def test_an_incident_is_one_row_read_message_first_at_80_columns() -> None
         assert rows[1].message == "12 V rail minimum 11.26 V is below 11.5 V: GPUs fall off the bus here"
         table = app.screen.query_one("#active-alarms", AlarmTable)
         keys = [str(c.key.value) for c in table.ordered_columns]
-        assert keys[:4] == ["severity", "node", "since", "message"]
+        assert keys[:5] == ["severity", "state", "node", "since", "message"]
         widths = [c.get_render_width(table) for c in table.ordered_columns]
-        # Severity, node and the whole time fit, and the message starts well inside 80 columns.
-        assert sum(widths[:3]) <= 40
-        assert "01-01 00:01:45" in str(table.get_cell_at((0, 2)))
+        # Severity, state, node and the whole time fit, and the message starts well inside 80 columns.
+        assert sum(widths[:4]) <= 48
+        assert "01-01 00:01:45" in str(table.get_cell_at((0, 3)))
 
 
 async def test_the_cursor_stays_on_its_incident_when_the_row_s_lead_alarm_resolves() -> None:
@@ -248,3 +248,69 @@ async def test_the_cursor_stays_on_its_incident_when_the_row_s_lead_alarm_resolv
         await pilot.pause()
         selected = table.selected()
         assert selected is not None and selected.alarm.rule == "psu_rail_low_warning"
+
+
+async def test_pending_or_firing_is_on_every_row_at_80_columns() -> None:
+    # Before, the state column came after the message: at 80 columns it was past the edge, and a
+    # pending alarm read like a firing one except in the panel for the row under the cursor.
+    agent = FakeAgent("gpu-node-05.lab", frames=3)
+    agent.alarms = AlarmList(node=agent.node, active=(
+        make_alarm(agent.node, 1, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)",
+                   at=START_AT + 140),
+        make_alarm(agent.node, 2, "psu_rail_low_warning", "warning", "psu", "12 V rail minimum 11.62 V is below 11.7 V",
+                   state="pending", at=START_AT + 120),
+    ), recent=())
+    app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        await pilot.pause()
+        table = app.screen.query_one("#active-alarms", AlarmTable)
+        keys = [str(c.key.value) for c in table.ordered_columns]
+        widths = [c.get_render_width(table) for c in table.ordered_columns]
+        state = keys.index("state")
+        assert sum(widths[:state + 1]) <= table.scrollable_content_region.width
+        assert [table.get_cell_at((i, state)).plain for i in range(table.row_count)] == ["firing", "pending"]
+        # ... and the message still starts well inside the screen.
+        assert sum(widths[:keys.index("message")]) <= 56
+
+
+async def test_acknowledging_a_grouped_row_is_one_toast_saying_how_many() -> None:
+    # Before: one "Acknowledged" toast per alarm of the row (three for three NVLinks of one GPU).
+    agent = FakeAgent("node01", frames=3)
+    agent.control_token = "ctl"
+    links = ("nvlink_crc_rising", "nvlink_replay_rising", "pcie_replay_rising")
+    agent.alarms = AlarmList(node="node01", active=tuple(
+        make_alarm("node01", n, rule, "warning", "gpu:0", f"{rule} on GPU 0", at=START_AT + 100 + n)
+        for n, rule in enumerate(links, 1)) + tuple(
+        make_alarm("node01", n, rule, "warning", "gpu:1", f"{rule} on GPU 1", at=START_AT + 200 + n)
+        for n, rule in enumerate(links, 4)), recent=())
+    app = RigmonApp([NodeTarget(agent.url, control_token="ctl")], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, control_token=t.control_token,
+                                                         transport=agent.transport))
+    app.ack_by = "alice"
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.cluster.nodes[agent.url].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        rows = active_rows(app)
+        assert [(r.alarm.subject, len(r.alarms)) for r in rows] == [("gpu:1", 3), ("gpu:0", 3)]
+        await pilot.press("x")
+        await wait_for(lambda: any(n.startswith("Acknowledged") for n in notices(app)))
+        await pilot.pause()
+        assert all(a.acknowledged_by == "alice" for a in agent.alarms.active if a.subject == "gpu:1")
+        assert [n for n in notices(app) if n.startswith("Acknowledged")] == [
+            "Acknowledged: 3 alarms on node01 gpu:1 (nvlink_crc_rising, nvlink_replay_rising, pcie_replay_rising)"
+            " by alice"]
+        # One alarm of the other row is gone from its agent: its failure is said, the others are acknowledged.
+        agent.alarms = replace(agent.alarms, active=tuple(a for a in agent.alarms.active if a.id != "node01-run1-a2"))
+        app._notifications.clear()
+        await pilot.press("down", "x")
+        await wait_for(lambda: any(n.startswith("Acknowledged") for n in notices(app)))
+        await pilot.pause()
+        assert sorted(notices(app)) == [
+            "Acknowledge failed: nvlink_replay_rising on node01 gpu:0: HTTP 404: no alarm node01-run1-a2",
+            "Acknowledged: 2 alarms on node01 gpu:0 (nvlink_crc_rising, pcie_replay_rising) by alice"]

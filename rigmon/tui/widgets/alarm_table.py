@@ -14,11 +14,12 @@ from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.tui.text import plain
 
 #: Columns of the active table and of the resolved table: (key, title). What an operator
-#: reads first comes first (at 80 columns the rule and subject are past the edge; the
-#: panel under the tables shows the alarm under the cursor in full).
+#: reads first comes first: the state (firing or pending) is on every row at 80 columns; who
+#: acknowledged, since when a dead node's alarm is what it last said, the subject and the rule
+#: are past the edge there (the panel under the tables shows the alarm under the cursor in full).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("severity", "severity"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
-    ("state", "state"), ("ack", "ack"), ("subject", "subject"), ("rule", "rule"),
+    ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
+    ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
 )
 RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("node", "node"), ("since", "fired UTC"), ("resolved", "resolved UTC"),
@@ -100,10 +101,11 @@ class AlarmTable(DataTable[Text]):
             "resolved": Text(utc_clock(a.resolved_at)),
             "ack": plain(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), self._style("acked")),
             "message": plain(row.message),
+            "as_of": Text(""),
         }
         if row.as_of is not None:
             # A dead node's alarm is what it last said: faint, and dated (as stale figures are drawn).
-            cells["state"].append(f" as of {time.strftime('%H:%M:%S', time.gmtime(row.as_of))}")
+            cells["as_of"] = Text(utc_clock(row.as_of))
             old = self._style("old")
             for text in cells.values():
                 text.stylize(old)
