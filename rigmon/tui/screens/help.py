@@ -33,7 +33,8 @@ HELP = """\
 
 - **Space**: play or pause; **← →**: 10 s back or ahead (**Shift**: 1 min)
 - **[ ]**: slower or faster
-- Clock skew is not judged in a replay: a bundle holds the nodes' own times, not when they arrived
+- Clock skew is not judged in a replay: a bundle holds the nodes' own times, not when they arrived;
+  nor is a node stale after its last frame (a gap between two of its frames is)
 
 ## History (**h**)
 
