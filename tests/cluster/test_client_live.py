@@ -17,11 +17,12 @@ import pytest
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
 from rigmon.clock import SystemClock
-from rigmon.cluster.client import AgentClient, Backoff, Connected, Failed, GapReported, Sampled, Update
+from rigmon.cluster.client import AgentClient, Backoff, Failed, Sampled, Update
 from rigmon.cluster.store import NodeStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.sim.rig import running_rig
 from tests.agent.helpers import listening_port
+from tests.cluster.helpers import file_update
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
@@ -32,14 +33,7 @@ async def follow_until(client: AgentClient, store: NodeStore, done: Callable[[Up
 
     async def run() -> None:
         async for update in client.follow():
-            if isinstance(update, Connected):
-                store.connected(update.info)
-            elif isinstance(update, Sampled):
-                store.add_frames(update.frames)
-            elif isinstance(update, GapReported):
-                store.add_gap(update.gap)
-            elif isinstance(update, Failed):
-                store.failed(update.reason)
+            file_update(store, update)
             if done(update):
                 return
 

@@ -13,12 +13,13 @@ from rigmon.agent.agent import Agent
 from rigmon.agent.alarm_state import STATE_FILE_NAME
 from rigmon.agent.server import make_server
 from rigmon.cluster.alarm_events import RESTARTED_WITHOUT
-from rigmon.cluster.client import AgentClient, Backoff, Connected, Failed, GapReported, Sampled
+from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.store import NodeStore
 from rigmon.schema import Alarm
 from tests.agent.test_alarm_state import make_agent, settle
 from tests.agent.test_alarms import READ, wait_for
 from tests.alarms.helpers import T0, FakeClock
+from tests.cluster.helpers import file_update
 
 
 @contextlib.asynccontextmanager
@@ -39,14 +40,7 @@ async def served(agent: Agent, port: int = 0) -> AsyncIterator[int]:
 async def follow(client: AgentClient, store: NodeStore) -> None:
     """File the client's updates into ``store`` (runs until cancelled)."""
     async for update in client.follow():
-        if isinstance(update, Connected):
-            store.connected(update.info)
-        elif isinstance(update, Sampled):
-            store.add_frames(update.frames)
-        elif isinstance(update, GapReported):
-            store.add_gap(update.gap)
-        elif isinstance(update, Failed):
-            store.failed(update.reason)
+        file_update(store, update)
 
 
 def hot(alarms: tuple[Alarm, ...]) -> list[tuple[str, str]]:

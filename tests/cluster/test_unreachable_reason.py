@@ -11,11 +11,12 @@ import httpx
 import pytest
 
 from rigmon.cluster.agent_answers import failure_reason
-from rigmon.cluster.client import AgentClient, Backoff, Connected, Failed, Sampled
+from rigmon.cluster.client import AgentClient, Backoff, Failed
 from rigmon.cluster.store import ClusterStore, NodeStore
 from tests.agent.test_alarm_state import make_agent, settle
 from tests.agent.test_alarms import READ, wait_for
 from tests.alarms.helpers import T0, FakeClock
+from tests.cluster.helpers import file_update
 from tests.cluster.test_live_restart import served
 
 
@@ -28,12 +29,8 @@ async def test_clean_agent_stop_reads_in_the_operators_words_and_the_alarm_follo
 
     async def follow(client: AgentClient, store: NodeStore) -> None:
         async for update in client.follow():
-            if isinstance(update, Connected):
-                store.connected(update.info)
-            elif isinstance(update, Sampled):
-                store.add_frames(update.frames)
-            elif isinstance(update, Failed):
-                store.failed(update.reason)
+            file_update(store, update)
+            if isinstance(update, Failed):
                 if not reasons or reasons[-1] != update.reason:
                     reasons.append(update.reason)
                 if not first_alarm:
