@@ -3,6 +3,7 @@ of a simulated rig read by the real collectors."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from rigmon.agent.check import readings_from
 from rigmon.alarms.engine import AlarmEngine
+from rigmon.alarms.memory import EngineMemory
 from rigmon.alarms.rules import Rule, default_rules, parse_rules
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData
@@ -17,6 +19,7 @@ from rigmon.config import AgentConfig, AgentSection
 from rigmon.hw.root import HostRoot
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame
 from rigmon.sim.rig import SimRig, get_scenario
+from rigmon.typed import from_data, to_data
 
 
 class FakeClock:
@@ -124,3 +127,14 @@ subject = "psu"
 
 def gpu_states(*states: str) -> dict[str, Any]:
     return {"gpus": [{"index": i, "uuid": f"GPU-{i}", "name": "V100", "state": s} for i, s in enumerate(states)]}
+
+
+def restarted(old: AlarmEngine, new: AlarmEngine, now: float) -> AlarmEngine:
+    """``new`` after taking over what ``old`` saved, through the state file's JSON (an agent restart)."""
+    new.restore_memory(from_data(EngineMemory, json.loads(json.dumps(to_data(old.export_memory())))), now)
+    return new
+
+
+def changes(e: AlarmEngine, data: dict[str, Any], t: float) -> list[tuple[str, str, str, bool]]:
+    """The transitions of evaluating ``data`` at ``T0 + t``: (change, alarm id, subject, restored)."""
+    return [(tr.change, tr.alarm.id, tr.alarm.subject, tr.restored) for tr in e.evaluate_data(data, [], T0 + t)]

@@ -5,7 +5,6 @@ member's kernel name."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ from rigmon.collectors.raid import RaidCollector
 from rigmon.hw.root import HostRoot
 from rigmon.schema import SCHEMA_VERSION, Alarm, CollectorStatus, Frame
 from rigmon.sim import write_tree
-from rigmon.typed import from_data, to_data
-from tests.alarms.helpers import T0, FakeClock, default, sim_frames
+from tests.alarms.helpers import T0, FakeClock, changes, default, restarted, sim_frames
 
 UUID = "3b1f2c4e-0a1b-2c3d-4e5f-60718293a4b5"
 
@@ -34,14 +32,7 @@ def engine(prefix: str) -> AlarmEngine:
 
 
 def restart(old: AlarmEngine, now: float) -> AlarmEngine:
-    memory = from_data(EngineMemory, json.loads(json.dumps(to_data(old.export_memory()))))
-    new = engine("run2")
-    new.restore_memory(memory, now)
-    return new
-
-
-def changes(e: AlarmEngine, data: dict[str, Any], t: float) -> list[tuple[str, str, str, bool]]:
-    return [(tr.change, tr.alarm.id, tr.alarm.subject, tr.restored) for tr in e.evaluate_data(data, [], T0 + t)]
+    return restarted(old, engine("run2"), now)
 
 
 def test_a_member_renamed_over_a_reboot_goes_on_as_the_same_acknowledged_alarm() -> None:

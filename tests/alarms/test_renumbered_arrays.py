@@ -3,15 +3,13 @@ their alarms on the array's UUID (``identity = "md:{uuid}"``) while the subject 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.memory import CarriedAlarm, EngineMemory
 from rigmon.schema import Alarm
-from rigmon.typed import from_data, to_data
-from tests.alarms.helpers import T0, FakeClock, default, rules, sim_frames
+from tests.alarms.helpers import T0, FakeClock, changes, default, restarted, rules, sim_frames
 
 UUID_A = "3b1f2c4e-0a1b-2c3d-4e5f-60718293a4b5"
 UUID_B = "9c8d7e6f-5a4b-3c2d-1e0f-a9b8c7d6e5f4"
@@ -27,14 +25,7 @@ def engine(prefix: str) -> AlarmEngine:
 
 
 def restart(old: AlarmEngine, now: float) -> AlarmEngine:
-    memory = from_data(EngineMemory, json.loads(json.dumps(to_data(old.export_memory()))))
-    new = engine("run2")
-    new.restore_memory(memory, now)
-    return new
-
-
-def changes(e: AlarmEngine, data: dict[str, Any], t: float) -> list[tuple[str, str, str, bool]]:
-    return [(tr.change, tr.alarm.id, tr.alarm.subject, tr.restored) for tr in e.evaluate_data(data, [], T0 + t)]
+    return restarted(old, engine("run2"), now)
 
 
 def test_an_array_renumbered_over_a_reboot_goes_on_as_the_same_acknowledged_alarm() -> None:
