@@ -15,21 +15,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: The call needs this much CPU time of its own thread (it only advances while the process runs).
-CALL_CPU_S = 0.5
-#: The watchdog's timeout: well above the call's own running time.
+#: The watchdog's timeout.
 TIMEOUT_S = 2.0
+#: The call returns this long after the process runs again: well within what the stop left of the
+#: timeout (only the stop's first slice of the wait counts), well after a wait that counted the stop ended.
+RESUMED_S = 0.3
 #: How long the process stays stopped: past the timeout.
-STOPPED_S = 3.5
+STOPPED_S = 3.0
 
-CALL = f"""
-import sys, time
+CALL = """
+import sys
 
 def call():
     print("calling", flush=True)  # the stop comes once the call has begun, while it is waited for
-    end = time.thread_time() + {CALL_CPU_S}
-    while time.thread_time() < end:
-        pass
+    sys.stdin.buffer.read(1)  # sent just after the process runs again
     return "answered"
 """
 
@@ -46,13 +45,13 @@ except NvmlHung as exc:
 CHECK = CALL + f"""
 from rigmon.agent.check import _collect
 
-class Spinning:
+class Waiting:
     name = "spinning"
 
     def collect(self):
         return [call()]
 
-status, records = _collect(Spinning(), {TIMEOUT_S})
+status, records = _collect(Waiting(), {TIMEOUT_S})
 print(status.state, *records, flush=True)
 """
 
@@ -60,15 +59,16 @@ print(status.state, *records, flush=True)
 @pytest.mark.parametrize(("child", "answer"), [(WATCHDOG, "answered"), (CHECK, "ok answered")],
                          ids=["watchdog", "check"])
 def test_a_call_through_a_stop_of_the_process_is_not_hung(child: str, answer: str) -> None:
-    process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    process = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert process.stdout is not None
         assert process.stdout.readline() == "calling\n"
         process.send_signal(signal.SIGSTOP)
         time.sleep(STOPPED_S)
         process.send_signal(signal.SIGCONT)
-        out, _ = process.communicate(timeout=30)
+        time.sleep(RESUMED_S)
+        out, _ = process.communicate("x", timeout=30)
     finally:
         process.send_signal(signal.SIGCONT)
         process.kill()
