@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rigmon.agent import exports
+from rigmon.agent import connections, exports
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
 from rigmon.config import AgentConfig, AgentSection
@@ -43,9 +43,13 @@ def read_to_the_end(sock: socket.socket) -> tuple[int, str]:
     return got, "eof"
 
 
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
 async def test_an_export_whose_client_takes_nothing_is_abandoned(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        parser: str) -> None:
     monkeypatch.setattr(exports, "SEND_DEADLINE_S", DEADLINE_S)
+    # The agent takes httptools when it is installed, else h11: both must drop the connection alike.
+    monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
     caplog.set_level(logging.INFO)
     config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
     agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
