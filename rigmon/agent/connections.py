@@ -16,11 +16,13 @@ dependency) and, when httptools is missing, on its h11 protocol; the limits are 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import hmac
 import logging
 import socket
 import struct
+import termios
 import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -188,9 +190,23 @@ class AnswerControl:
         self._conn = weakref.ref(conn)
 
     def unsent_bytes(self) -> int:
-        """Bytes of the answer written but not yet taken by the kernel (0 once the connection is gone)."""
+        """Bytes written to the connection that its client has not taken yet (0 once it is gone).
+
+        The transport's buffer and the socket's send queue (``SIOCOUTQ``: sent, not acknowledged):
+        the buffer alone moves only when the kernel calls the socket writable again, after half
+        its queue (megabytes on loopback) has gone, so a slow client that reads on looked stalled.
+        """
         conn = self._conn()
-        return 0 if conn is None or conn.transport.is_closing() else conn.transport.get_write_buffer_size()
+        if conn is None or conn.transport.is_closing():
+            return 0
+        unsent = conn.transport.get_write_buffer_size()
+        sock = conn.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                unsent += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+            except (OSError, ValueError):
+                pass  # gone meanwhile, or no TCP socket: the buffer alone
+        return unsent
 
     def abort(self) -> None:
         """Drop the connection now: the client sees it reset, the application ``http.disconnect``."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -92,3 +93,41 @@ async def test_an_export_whose_client_takes_nothing_is_abandoned(
     assert abandoned[0].startswith("GET /v1/history for 127.0.0.1 abandoned: the client took no byte for 1 s")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     assert not list((state).glob("*spool*")), list(state.iterdir())
+
+
+def read_slowly(port: int, slow_s: float) -> bytes:
+    """The raw answer to a frames export, read ~160 kB/s for ``slow_s``, then at once to its end."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(f"GET /v1/history?from={T0!r}&to={T0 + FRAMES - 1!r}&frames=1 HTTP/1.1\r\nHost: agent\r\n"
+                     "Accept: application/x-ndjson\r\nConnection: close\r\n\r\n".encode())
+        got = bytearray()
+        slow_until = time.monotonic() + slow_s
+        while piece := sock.recv(8192 if time.monotonic() < slow_until else 1 << 20):
+            got += piece
+            if time.monotonic() < slow_until:
+                time.sleep(0.05)
+        return bytes(got)
+
+
+async def test_a_slow_client_that_keeps_reading_gets_the_whole_export(
+        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The deadline is on taking no byte, not on taking a piece (256 KiB) in time: a slow link that
+    keeps reading (a piece takes it 1.6 s, past the deadline) gets the answer whole."""
+    monkeypatch.setattr(exports, "SEND_DEADLINE_S", DEADLINE_S)
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
+    agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    serving = asyncio.create_task(server.serve())
+    try:
+        port = await listening_port(server)
+        raw = await asyncio.to_thread(read_slowly, port, 3.0)
+    finally:
+        server.should_exit = True
+        await agent.stop()
+        await asyncio.wait_for(serving, 10)
+    assert raw.startswith(b"HTTP/1.1 200 ") and len(raw) > 1_000_000
+    assert raw.endswith(b"\r\n0\r\n\r\n"), raw[-64:]  # the chunked answer's end: it came whole
+    assert not [r for r in caplog.records if "abandoned" in r.getMessage()]
