@@ -120,6 +120,9 @@ class FrameLog:
             for name, status in frame.collectors.items():
                 if status.state == "absent" and status.error:
                     self.log.debug("%s: %s absent: %s", self.node, name, status.error)
+                elif status.state == "pending" and status.error:
+                    # Why it is not read yet ("NVML starting: nvmlInit has not returned for 2.0 s").
+                    self.log.info("%s: collector %s pending: %s", self.node, name, status.error)
                 elif status.state not in ("ok", "absent", "pending"):
                     self.log.warning("%s: collector %s %s: %s", self.node, name, status.state, status.error)
         for event in frame.events:

@@ -80,3 +80,19 @@ def test_frame_log_says_collectors_once_and_every_event() -> None:
                      "DEBUG n1: gpu absent: no driver",
                      "WARNING n1: collector psu error: boom",
                      "CRITICAL n1: gpu_lost gpu:3: GPU 3 lost"]
+
+
+def test_frame_log_says_why_a_collector_is_pending() -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("rigmon.test-frame-log-pending")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    starting = "NVML starting: nvmlInit has not returned for 2.0 s"
+    first = frame((), {"host": "ok"})
+    first.collectors["gpu"] = CollectorStatus(state="pending", ok=False, error=starting)
+    FrameLog("n1", logger)(first)
+    assert stream.getvalue().splitlines() == ["INFO n1: collectors ok: host; pending: gpu",
+                                              f"INFO n1: collector gpu pending: {starting}"]

@@ -20,6 +20,7 @@ from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, CollectorStarting, EventDraft, NoData
 from rigmon.config import AgentConfig
+from rigmon.hw.nvml.watchdog import wait_running
 from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.schema import (
@@ -82,6 +83,12 @@ class CheckReport:
     """Whether the undervolt guard could act on this node (``None``: not checked)."""
 
 
+def _joined(thread: threading.Thread, timeout_s: float) -> bool:
+    """Join ``thread`` for up to ``timeout_s``; whether it has ended."""
+    thread.join(timeout_s)
+    return not thread.is_alive()
+
+
 def _collect(collector: Collector, timeout_s: float) -> tuple[CollectorStatus, list[object]]:
     """Run one collection in a daemon thread, so a hung driver call cannot keep the process alive."""
     result: list[tuple[str, object]] = []
@@ -99,7 +106,9 @@ def _collect(collector: Collector, timeout_s: float) -> tuple[CollectorStatus, l
     t0 = time.monotonic()
     thread = threading.Thread(target=target, name=f"rigmon-check-{collector.name}", daemon=True)
     thread.start()
-    thread.join(timeout_s)
+    # Counting only the time this process ran: a check stopped (^Z) or its VM paused through the
+    # wait calls nothing hung.
+    wait_running(partial(_joined, thread), timeout_s)
     duration_s = round(time.monotonic() - t0, 6)
     if not result:
         return CollectorStatus(state="hung", ok=False, error=f"no answer for {timeout_s:.1f} s"), []

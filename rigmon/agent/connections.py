@@ -16,10 +16,14 @@ dependency) and, when httptools is missing, on its h11 protocol; the limits are 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import hmac
 import logging
 import socket
+import struct
+import termios
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +37,8 @@ log = logging.getLogger(__name__)
 _REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             b"connection: close\r\ncontent-length: 46\r\n\r\n"
             b'{"error": "too many connections; retry later"}')
+#: Key of the request's `AnswerControl` in the ASGI scope's ``extensions``.
+ANSWER_CONTROL = "rigmon.answer_control"
 #: Seconds between warnings about refused connections.
 REFUSAL_LOG_EVERY_S = 60.0
 #: Most bytes one read hands to the protocol (asyncio's selector transport reads 256 KiB at most).
@@ -168,6 +174,63 @@ class ClientFaultLog:
         return getattr(self._logger, name)
 
 
+class AnswerControl:
+    """What an answer may do to its connection beyond ASGI (``scope["extensions"][ANSWER_CONTROL]``).
+
+    ASGI lets an application end a connection only by failing (uvicorn logs a traceback) or by
+    returning before its answer is complete (uvicorn logs an error and closes, which waits for the
+    unsent bytes: for ever when the client takes none). An answer its client stopped taking
+    (`rigmon.agent.exports.SpooledResponse`) drops the connection here, unsent bytes and all.
+    Holds its connection weakly: the scope that carries it is no part of a reference cycle.
+    """
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: GuardedConnection) -> None:
+        self._conn = weakref.ref(conn)
+
+    def unsent_bytes(self) -> int:
+        """Bytes written to the connection that its client has not taken yet (0 once it is gone).
+
+        The transport's buffer and the socket's send queue (``SIOCOUTQ``: sent, not acknowledged):
+        the buffer alone moves only when the kernel calls the socket writable again, after half
+        its queue (megabytes on loopback) has gone, so a slow client that reads on looked stalled.
+        """
+        conn = self._conn()
+        if conn is None or conn.transport.is_closing():
+            return 0
+        unsent = conn.transport.get_write_buffer_size()
+        sock = conn.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                unsent += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+            except (OSError, ValueError):
+                pass  # gone meanwhile, or no TCP socket: the buffer alone
+        return unsent
+
+    def abort(self) -> None:
+        """Drop the connection now: the client sees it reset, the application ``http.disconnect``."""
+        conn = self._conn()
+        if conn is None:
+            return
+        sock = conn.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                # A reset, not a close: a close would leave what the kernel holds of the answer
+                # (megabytes on loopback) queued for a client that does not read, and that client
+                # would then see an end, not a failure.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # already gone
+        conn.lingering.abort()
+
+
+async def _with_answer_control(app: Any, control: AnswerControl, scope: Any, receive: Any, send: Any) -> None:
+    """Run ``app`` for a request of the connection ``control`` belongs to, with ``control`` in its scope."""
+    scope.setdefault("extensions", {})[ANSWER_CONTROL] = control
+    await app(scope, receive, send)
+
+
 def httptools_available() -> bool:
     """Whether uvicorn can use the C parser (``httptools``, a dependency of the agent)."""
     try:
@@ -249,6 +312,7 @@ class GuardedConnection(_UvicornProtocol):
         self._discarding = False
         self.lingering: LingeringTransport
         self.logger = ClientFaultLog(self.logger, self)  # type: ignore[assignment]
+        self.app = functools.partial(_with_answer_control, self.app, AnswerControl(self))
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         no_delay(transport)

@@ -67,6 +67,9 @@ MODBUS_FAILURES_BEFORE_REOPEN = 5
 READ_CHUNK_BYTES = 4096
 #: Longest a first collect() waits for the reader's first open attempt.
 FIRST_OPEN_WAIT_S = 1.0
+#: A serial reader that has not come back from the port for this long (its reads wait 0.2 s at most)
+#: has not run: its read hangs in the driver, or the whole agent was stopped (see `_judged_at`).
+READER_LAG_S = 1.0
 
 PortOpener = Callable[[str, int], SerialPort]
 ModbusOpener = Callable[[str, int, int], InputRegisters]
@@ -118,6 +121,13 @@ class PsuCollector:
         # frame and every open (one clock read per line, not two): a step of the wall clock
         # reaches the lines' times within a second.
         self._wall_offset_s = clock.time() - clock.monotonic()
+        #: Monotonic time the reader last came back from the port (a plain attribute: one writer).
+        self._looked_at: float | None = None
+        #: Monotonic time of the previous frame's reading (`collect`).
+        self._collected_at: float | None = None
+        # The Modbus reader looks once a poll interval: longer than that is a lag.
+        self._reader_lag_s = (max(READER_LAG_S, 2 * config.poll_interval_s) if config.protocol == "pzem017"
+                              else READER_LAG_S)
 
     @property
     def state(self) -> RailState:
@@ -159,9 +169,29 @@ class PsuCollector:
             self._wall_offset_s = self.clock.time() - self.clock.monotonic()
             if not self._state.connected:
                 raise CollectorError(f"{self.config.port}: {self._state.last_error or 'not open yet'}; retrying")
-            records: list[object] = [self._state.reading(self.clock.monotonic(), reset=True)]
+            records: list[object] = [self._state.reading(self._judged_at(self.clock.monotonic()), reset=True)]
             records.extend(self._state.resistance())
         return records
+
+    def _judged_at(self, mono: float) -> float:
+        """The time the rail's staleness is judged as of: now, or the reader's last look at the port
+        when the agent did not run since the previous frame and the reader has not caught up yet.
+
+        Stopped (SIGSTOP, ^Z) or its VM paused, the agent reads nothing while the ADC's lines wait
+        in the port; judged on resuming before the reader has read them, the rail was called
+        silent for the stop (``psu_adc_silent`` went pending). A stop is when neither the reader
+        nor the frames ran: the reader lags by about the time since the previous frame. A read
+        hung in the driver lags on while the frames come on time, and is judged as of now again
+        within a frame's interval and `READER_LAG_S`.
+        """
+        looked_at, collected_at = self._looked_at, self._collected_at
+        self._collected_at = mono
+        if looked_at is None or collected_at is None:
+            return mono
+        lag_s = mono - looked_at
+        if lag_s > self._reader_lag_s and mono - collected_at + self._reader_lag_s >= lag_s:
+            return looked_at
+        return mono
 
     def close(self) -> None:
         """Stop the reader and release the port."""
@@ -205,6 +235,7 @@ class PsuCollector:
                 port.reset_input()
                 self._wall_offset_s = self.clock.time() - self.clock.monotonic()
                 self._update(lambda state: state.opened(self.clock.monotonic()))
+                self._looked_at = self.clock.monotonic()
                 self._first_attempt.set()
                 # Ask for the identity once the partial first line is behind us, so the
                 # answer is not dropped with it.
@@ -243,6 +274,7 @@ class PsuCollector:
             failures = 0
             try:
                 self._update(lambda state: state.opened(self.clock.monotonic()))
+                self._looked_at = self.clock.monotonic()
                 self._first_attempt.set()
                 while not self._stop.is_set():
                     try:
@@ -259,6 +291,7 @@ class PsuCollector:
                     else:
                         failures = 0
                         self._window(window)
+                    self._looked_at = self.clock.monotonic()
                     self._stop.wait(self.config.poll_interval_s)
             except ModbusPortError as exc:
                 self._closed(str(exc))
@@ -270,8 +303,8 @@ class PsuCollector:
 
     def _take(self, data: bytes) -> bool:
         """Feed a chunk read from the port (``b""``: the read timed out); return whether to read on."""
+        mono = self._looked_at = self._monotonic()
         if data:
-            mono = self._monotonic()
             with self._lock:
                 state = self._state
                 if state.feed(data, mono, mono + self._wall_offset_s):

@@ -9,11 +9,17 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import pynvml
 
 T = TypeVar("T")
+
+#: Seconds the caller waits for a call at a time: each wait that ends much later than asked (by more
+#: than `WAIT_SLACK_S`) means the process did not run meanwhile, and only the slice and slack count.
+WAIT_SLICE_S = 0.25
+WAIT_SLACK_S = 0.25
 
 _TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("rigmon_nvml_target", default=None)
 
@@ -111,9 +117,11 @@ class Watchdog:
                 still stuck.
             Exception: whatever ``fn`` raised.
         """
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
         if not self._turn.acquire(timeout=max(0.0, timeout_s)):
             raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s")
+        # Waited for an earlier caller's call (nothing else before the wait below blocks).
+        queued_s = time.monotonic() - started
         try:
             with self._lock:
                 if self._stuck is not None:
@@ -128,11 +136,11 @@ class Watchdog:
                     self._thread.start()
                 job = self._job = _Job(fn)
             self._wake.release()
-            if not job.done.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            if not wait_running(partial(_done, job), timeout_s - queued_s):
                 with self._lock:
                     if not job.finished:
                         self._stuck = job
-                        self._stuck_since = deadline - timeout_s
+                        self._stuck_since = started
                         raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s")
             if job.error is not None:
                 raise job.error
@@ -177,6 +185,35 @@ class Watchdog:
         finally:
             if free:
                 self._turn.release()
+
+
+def _done(job: _Job, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for ``job`` to finish; whether it did."""
+    return job.done.acquire(timeout=timeout_s)
+
+
+def wait_running(wait: Callable[[float], bool], budget_s: float) -> bool:
+    """Wait with ``wait(timeout_s)`` (true when done) for ``budget_s`` seconds of the process's running time.
+
+    Time the process did not run does not count: stopped (SIGSTOP, ^Z) or its VM paused, the call
+    waited for stood still with everything else (`rigmon check` caught across a stop called every
+    GPU hung). The wait goes in slices; a slice that ends later than asked counts as its length and
+    `WAIT_SLACK_S` only. (The waited thread's CPU clock cannot tell: it stands still in a driver
+    that hangs as well.)
+
+    Returns:
+        Whether ``wait`` said done within the budget.
+    """
+    last = time.monotonic()
+    while True:
+        if budget_s <= 0:
+            return wait(0.0)
+        slice_s = min(budget_s, WAIT_SLICE_S)
+        if wait(slice_s):
+            return True
+        now = time.monotonic()
+        budget_s -= min(now - last, slice_s + WAIT_SLACK_S)
+        last = now
 
 
 def bind_library(library: object | None) -> object | None:
