@@ -50,8 +50,9 @@ class HostGroup(SourceGroup):
             names = [sensor.label or sensor.sensor for sensor in readings.temperatures]
             for sensor, name in zip(readings.temperatures, names):
                 if names.count(name) > 1:
-                    # Two chips with one driver (two PMBus PSUs: "pmbus temp1" each): the hwmon
-                    # device or thermal zone tells them apart (the whole sensor if not).
+                    # Two chips with one driver (two PMBus PSUs: "pmbus temp1" each): the sensor's
+                    # device (a PSU's I2C client such as 1-0058, an hwmon device, a thermal zone)
+                    # tells them apart (the whole sensor if not).
                     chip = sensor.sensor.split("/", 1)[0]
                     same = [t.sensor.split("/", 1)[0] for t, n in zip(readings.temperatures, names) if n == name]
                     name += f" ({chip if same.count(chip) == 1 else sensor.sensor})"
