@@ -47,30 +47,45 @@ def wait_frames(url: str, since: int, count: int, agent: subprocess.Popen[bytes]
         time.sleep(0.05)
 
 
-def test_a_stopped_agent_blames_no_collector(tmp_path: Path) -> None:
+def start_agent(tmp_path: Path, extra_config: str = "") -> tuple[subprocess.Popen[bytes], str]:
+    """A real agent process on a minimal tree (``tmp_path/root``) sampling every 0.1 s, logging to
+    ``tmp_path/agent.log``; returns it and its URL."""
     write_tree(tmp_path / "root", {"/proc/stat": "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n",
                                    "/proc/uptime": "100.0 50.0\n", "/proc/loadavg": "0.1 0.2 0.3 1/100 42\n"})
-    (tmp_path / "agent.toml").write_text("[agent]\ninterval_s = 0.1\ncollector_timeout_s = 1.5\n")
+    (tmp_path / "agent.toml").write_text("[agent]\ninterval_s = 0.1\ncollector_timeout_s = 1.5\n" + extra_config)
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "agent.log"
-    with log.open("wb") as err:
+    with (tmp_path / "agent.log").open("wb") as err:
         agent = subprocess.Popen(
             [sys.executable, "-m", "rigmon", "agent", "--config", str(tmp_path / "agent.toml"), "--root",
              str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"), "--listen", f"127.0.0.1:{port}",
              "--node", "n1"],
             stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return agent, f"http://127.0.0.1:{port}"
+
+
+def stopped_for_a_while(agent: subprocess.Popen[bytes], url: str,
+                        before: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Stop ``agent`` for `STOPPED_S` (SIGSTOP, SIGCONT) after the frames ``before``; the 30 frames after them."""
+    agent.send_signal(signal.SIGSTOP)
+    time.sleep(STOPPED_S)
+    agent.send_signal(signal.SIGCONT)
+    return wait_frames(url, int(before[-1]["seq"]), 30, agent)  # type: ignore[call-overload]
+
+
+def stop_agent(agent: subprocess.Popen[bytes]) -> None:
+    agent.send_signal(signal.SIGCONT)
+    agent.terminate()
+    agent.wait(10)
+
+
+def test_a_stopped_agent_blames_no_collector(tmp_path: Path) -> None:
+    agent, url = start_agent(tmp_path)
+    log = tmp_path / "agent.log"
     try:
         before = wait_frames(url, 0, 20, agent)
-        agent.send_signal(signal.SIGSTOP)
-        time.sleep(STOPPED_S)
-        agent.send_signal(signal.SIGCONT)
-        last = int(before[-1]["seq"])  # type: ignore[call-overload]
-        after = wait_frames(url, last, 30, agent)
+        after = stopped_for_a_while(agent, url, before)
     finally:
-        agent.send_signal(signal.SIGCONT)
-        agent.terminate()
-        agent.wait(10)
+        stop_agent(agent)
     frames = before + after
     states = {name: status["state"] for f in frames
               for name, status in f["collectors"].items()}  # type: ignore[attr-defined]

@@ -6,17 +6,11 @@ tests/collectors/test_psu_stall.py makes that order certain."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 from rigmon.collectors.psu_lines import format_rm1
-from rigmon.sim.tree import write_tree
-from tests.agent.test_agent_stopped import REPO, STOPPED_S, free_port, wait_frames
+from tests.agent.test_agent_stopped import start_agent, stop_agent, stopped_for_a_while, wait_frames
 from tests.collectors.psu_helpers import LINK, PtyDevice
 
 #: Milliseconds between the ADC's windows (it sends one line per window).
@@ -33,37 +27,20 @@ def send_lines(device: PtyDevice, stop: threading.Event) -> None:
 
 
 def test_a_stopped_agent_does_not_call_its_adc_silent(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    write_tree(root, {"/proc/stat": "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n",
-                      "/proc/uptime": "100.0 50.0\n", "/proc/loadavg": "0.1 0.2 0.3 1/100 42\n"})
-    device = PtyDevice(root)
+    device = PtyDevice(tmp_path / "root")
     stop = threading.Event()
     sender = threading.Thread(target=send_lines, args=(device, stop), daemon=True)
     sender.start()
-    (tmp_path / "agent.toml").write_text("[agent]\ninterval_s = 0.1\ncollector_timeout_s = 1.5\n"
-                                         f"[psu]\nport = \"{LINK}\"\nstale_after_s = 1.0\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with (tmp_path / "agent.log").open("wb") as err:
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "rigmon", "agent", "--config", str(tmp_path / "agent.toml"), "--root", str(root),
-             "--state-dir", str(tmp_path / "state"), "--listen", f"127.0.0.1:{port}", "--node", "n1"],
-            stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONPATH": str(REPO)})
+    agent, url = start_agent(tmp_path, f"[psu]\nport = \"{LINK}\"\nstale_after_s = 1.0\n")
     try:
         before = wait_frames(url, 0, 20, agent)
         # Reading the rail before the stop (the first frames may come before the port is open).
         while not any((f["readings"].get("psu_rail") or {}).get("windows")  # type: ignore[attr-defined]
                       for f in before[-5:]):
             before = wait_frames(url, 0, len(before) + 5, agent)
-        agent.send_signal(signal.SIGSTOP)
-        time.sleep(STOPPED_S)
-        agent.send_signal(signal.SIGCONT)
-        last = int(before[-1]["seq"])  # type: ignore[call-overload]
-        after = wait_frames(url, last, 30, agent)
+        after = stopped_for_a_while(agent, url, before)
     finally:
-        agent.send_signal(signal.SIGCONT)
-        agent.terminate()
-        agent.wait(10)
+        stop_agent(agent)
         stop.set()
         sender.join(5)
         device.close()

@@ -7,7 +7,7 @@ import os
 import threading
 import time
 import tty
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -93,9 +93,9 @@ class Pushed:
         self._lock = threading.Lock()
         self.records: list[object] = []
 
-    def __call__(self, records: object) -> None:
+    def __call__(self, records: Sequence[object]) -> None:
         with self._lock:
-            self.records.extend(records)  # type: ignore[call-overload]
+            self.records.extend(records)
 
     def of(self, kind: type) -> list[object]:
         with self._lock:
