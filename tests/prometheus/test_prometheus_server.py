@@ -142,40 +142,39 @@ def test_the_example_job_scrapes_an_agent_as_rigmon_setup_agent_makes_it(tmp_pat
         assert cpus[0]["metric"]["node"] == "rig-a"  # type: ignore[index]
 
 
-def test_prometheus_evaluates_the_shipped_rules_on_a_bus_drop(tmp_path: Path) -> None:
-    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "undervolt-bus-drop", "--nodes", "1",
+@contextlib.contextmanager
+def scraped_scenario(tmp_path: Path, scenario: str) -> Iterator[tuple[str, httpx.Client]]:
+    """One simulated node of ``scenario`` (5x speed) scraped by a real Prometheus with the shipped
+    rules; yields Prometheus' URL and a client."""
+    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", scenario, "--nodes", "1",
                             "--base-port", "0", "--speed", "5", "--duration", "120"],
                            stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert sim.stdout is not None
         target = sim.stdout.readline().split()[1].removeprefix("http://")
         with run_prometheus(tmp_path, target, None) as url, httpx.Client(timeout=5) as client:
-            lost = query(client, url, 'ALERTS{alertname="RigmonGpuLost",alertstate="firing"}')
-            assert lost[0]["metric"]["gpu"] == "3"  # type: ignore[index]
-            rail = query(client, url, 'ALERTS{alertname="RigmonRailCritical",alertstate="firing"}')
-            assert rail[0]["metric"]["node"] == "node01"  # type: ignore[index]
-            xid = query(client, url, 'ALERTS{alertname="RigmonGpuXid"}')
-            assert xid[0]["metric"]["code"] == "79"  # type: ignore[index]
+            yield url, client
     finally:
         sim.terminate()
         sim.wait(10)
+
+
+def test_prometheus_evaluates_the_shipped_rules_on_a_bus_drop(tmp_path: Path) -> None:
+    with scraped_scenario(tmp_path, "undervolt-bus-drop") as (url, client):
+        lost = query(client, url, 'ALERTS{alertname="RigmonGpuLost",alertstate="firing"}')
+        assert lost[0]["metric"]["gpu"] == "3"  # type: ignore[index]
+        rail = query(client, url, 'ALERTS{alertname="RigmonRailCritical",alertstate="firing"}')
+        assert rail[0]["metric"]["node"] == "node01"  # type: ignore[index]
+        xid = query(client, url, 'ALERTS{alertname="RigmonGpuXid"}')
+        assert xid[0]["metric"]["code"] == "79"  # type: ignore[index]
 
 
 def test_prometheus_evaluates_the_rdma_rules_on_a_port_flap(tmp_path: Path) -> None:
     # The port goes down at 30 s of simulated time and comes back slower at 45 s (6 and 9 s here).
-    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "rdma-port-flap", "--nodes", "1",
-                            "--base-port", "0", "--speed", "5", "--duration", "120"],
-                           stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        assert sim.stdout is not None
-        target = sim.stdout.readline().split()[1].removeprefix("http://")
-        with run_prometheus(tmp_path, target, None) as url, httpx.Client(timeout=5) as client:
-            down = query(client, url, 'ALERTS{alertname="RigmonRdmaPortDown",alertstate="firing"}')
-            assert down[0]["metric"]["device"] == "mlx5_0"  # type: ignore[index]
-            flapped = query(client, url, 'ALERTS{alertname="RigmonRdmaPortFlapped",alertstate="firing"}')
-            assert flapped[0]["metric"]["node"] == "node01"  # type: ignore[index]
-            slow = query(client, url, 'ALERTS{alertname="RigmonRdmaPortBelowRate",alertstate="firing"}')
-            assert slow[0]["metric"]["port"] == "1"  # type: ignore[index]
-    finally:
-        sim.terminate()
-        sim.wait(10)
+    with scraped_scenario(tmp_path, "rdma-port-flap") as (url, client):
+        down = query(client, url, 'ALERTS{alertname="RigmonRdmaPortDown",alertstate="firing"}')
+        assert down[0]["metric"]["device"] == "mlx5_0"  # type: ignore[index]
+        flapped = query(client, url, 'ALERTS{alertname="RigmonRdmaPortFlapped",alertstate="firing"}')
+        assert flapped[0]["metric"]["node"] == "node01"  # type: ignore[index]
+        slow = query(client, url, 'ALERTS{alertname="RigmonRdmaPortBelowRate",alertstate="firing"}')
+        assert slow[0]["metric"]["port"] == "1"  # type: ignore[index]
