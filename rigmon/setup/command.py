@@ -9,7 +9,6 @@ import os
 import pwd
 import secrets
 import socket
-import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.setup import render
 from rigmon.setup.client_help import dashboard_help, scrape_help
 from rigmon.setup.plan import Installer
+from rigmon.setup.service_access import hidden_from_service, unreadable_by_service
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
@@ -27,8 +27,6 @@ WANTED_GROUPS = ("dialout", "video", "render")
 INSTALL_SYSTEM_WIDE = ("`pipx install --global ./rigmon` (a checkout, or the wheel; pipx 1.6 or newer) or "
                        "`PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ./rigmon`, with a Python "
                        "outside /root and /home (pipx --python /usr/bin/python3)")
-#: Where systemd's ProtectHome=yes hides files from the service (and the rigmon user cannot read).
-HIDDEN_PREFIXES = ("/root/", "/home/", "/run/user/")
 
 
 def this_rigmon() -> tuple[str, ...]:
@@ -38,52 +36,6 @@ def this_rigmon() -> tuple[str, ...]:
     if script.is_file() and os.access(script, os.X_OK):
         return (str(script),)
     return (sys.executable, "-m", "rigmon")
-
-
-def hidden_from_service(exec_start: tuple[str, ...], interpreter: str | None = None) -> str | None:
-    """A path the service needs but cannot reach (under /root or /home), or None.
-
-    The script, the package, and the interpreter behind the venv's ``python`` symlink (a
-    pipx venv made with a pyenv Python under /root runs that Python).
-    """
-    import rigmon
-
-    real_python = os.path.realpath(interpreter or sys.executable)
-    for path in (exec_start[0], str(Path(rigmon.__file__).parent), real_python):
-        if path.startswith(HIDDEN_PREFIXES):
-            return path
-    return None
-
-
-def unreadable_by_service(exec_start: tuple[str, ...], interpreter: str | None = None,
-                          module: str | None = None) -> tuple[str, int] | None:
-    """A path of this installation that the service's user cannot reach, with its mode, or None.
-
-    The service's user is neither the files' owner (root) nor in their group, so what counts are the
-    bits for others: every directory above a file must let them search it (o+x); the script must let
-    them read and run it, the package's modules read them, the interpreter (behind the venv's
-    ``python`` symlink) run it. An installation made under a umask of 027 or 077 (hardened hosts)
-    has none of them: the unit then fails at every start while set-up said it was done.
-
-    Args:
-        module: a module of the installed package (default: this ``rigmon/__init__.py``).
-    """
-    import rigmon
-
-    needs = ((exec_start[0], stat.S_IROTH | stat.S_IXOTH), (module or rigmon.__file__, stat.S_IROTH),
-             (os.path.realpath(interpreter or sys.executable), stat.S_IXOTH))
-    for path, needed in needs:
-        try:
-            for directory in reversed(Path(path).parents):
-                mode = os.stat(directory).st_mode
-                if not mode & stat.S_IXOTH:
-                    return str(directory), stat.S_IMODE(mode)
-            mode = os.stat(path).st_mode
-        except OSError:
-            continue  # not there: nothing to say about it here
-        if mode & needed != needed:
-            return path, stat.S_IMODE(mode)
-    return None
 
 
 def existing_groups() -> tuple[str, ...]:
@@ -191,11 +143,11 @@ def cmd_setup(args: argparse.Namespace) -> int:
         if installer.real and not args.dry_run:
             return fail(message)
         installer.say(f"warning: {message}")
-    unreadable = unreadable_by_service(exec_start) if hidden is None else None
+    unreadable = unreadable_by_service(exec_start, user=args.user) if hidden is None else None
     if unreadable is not None:
         path, mode = unreadable
         message = (f"this rigmon's {path} is mode {mode:o}: the service's user ({args.user}) cannot "
-                   f"{'enter' if Path(path).is_dir() else 'read'} it, so the service would fail at every start "
+                   f"{'enter' if Path(path).is_dir() else 'read or run'} it, so the service would fail at every start "
                    "(installed under a umask such as 027 or 077?). Make the installation readable by all users "
                    "(`chmod -R o+rX` on it, or install again after `umask 022`), then run setup agent again")
         if installer.real and not args.dry_run:

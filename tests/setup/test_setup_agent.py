@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.config import load_agent_config
-from rigmon.setup.command import hidden_from_service
+from rigmon.setup.service_access import hidden_from_service
 from rigmon.setup.detect import Hardware, detect_hardware
 from rigmon.setup.render import Settings, agent_toml, systemd_unit
 from rigmon.sim.rig import SimRig, get_scenario
@@ -253,34 +253,6 @@ def test_a_hardware_root_that_is_not_there_is_refused(tmp_path: Path) -> None:
     out = setup_agent(tmp_path, hw_root=tmp_path / "typo")
     assert out.returncode == 2 and out.stderr.strip() == f"rigmon: --hw-root {tmp_path / 'typo'} is not a directory"
     assert files_of(tmp_path) == {}
-
-
-def test_an_installation_others_cannot_read_is_refused_for_the_service() -> None:
-    # pipx under a umask of 027 (hardened hosts) makes its venv 750 root:root: the service's user could
-    # not enter it, the unit failed at every start (Restart=always), and set-up had said it was done.
-    from rigmon.setup.command import unreadable_by_service
-
-    with tempfile.TemporaryDirectory(dir=tempfile.gettempdir()) as tmp:
-        venv = Path(tmp) / "venvs" / "rigmon"
-        module = venv / "lib/python3.11/site-packages/rigmon/__init__.py"
-        script = venv / "bin/rigmon"
-        module.parent.mkdir(parents=True)
-        script.parent.mkdir(parents=True)
-        module.write_text("")
-        script.write_text("#!/usr/bin/python3\n")
-        os.chmod(tmp, 0o755)
-        for path in [*module.parents, *script.parents]:
-            if str(path).startswith(tmp):
-                path.chmod(0o755)
-        script.chmod(0o755)
-        module.chmod(0o644)
-        sh = os.path.realpath("/bin/sh")
-        assert unreadable_by_service((str(script),), sh, str(module)) is None
-        module.chmod(0o640)
-        assert unreadable_by_service((str(script),), sh, str(module)) == (str(module), 0o640)
-        module.chmod(0o644)
-        (Path(tmp) / "venvs").chmod(0o750)
-        assert unreadable_by_service((str(script),), sh, str(module)) == (str(Path(tmp) / "venvs"), 0o750)
 
 
 @pytest.mark.parametrize(("state", "line"), [
