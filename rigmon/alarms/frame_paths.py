@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
-from rigmon.alarms.selector import Selector
+from rigmon.alarms.selector import Filter, Selector, Step
 from rigmon.schema import CollectorStatus, Readings
 from rigmon.typed import field_types, record_field_names
 
@@ -89,17 +89,19 @@ def _walk(selector: Selector) -> tuple[str | None, Any]:
         else:
             return None, None
         where = f"{where}.{step.name}" if where else step.name
-        for flt in step.filters:
+        for n, flt in enumerate(step.filters):
             tp = _strip_none(tp)
             if get_origin(tp) is not tuple:
                 if _known(tp):
-                    return f"{where} is not a list: [{_filter_text(flt)}] cannot apply", None
+                    return f"{where} is not a list: [{_filter_text(flt)}] cannot apply{_and_hint(step, n)}", None
                 return None, None
             tp = get_args(tp)[0]
             item = _fields(_strip_none(tp))
-            if flt.kind == "equals" and item is not None and flt.field not in item:
-                known = ", ".join(sorted(item))
-                return f"items of {where} have no field {flt.field!r} (they have: {known})", None
+            if flt.kind == "equals" and item is not None:
+                for name in (flt.field, *(name for name, _ in flt.also)):
+                    if name not in item:
+                        known = ", ".join(sorted(item))
+                        return f"items of {where} have no field {name!r} (they have: {known})", None
             where += f"[{_filter_text(flt)}]"
     end = _strip_none(tp)
     fields = _fields(end)
@@ -114,9 +116,17 @@ def _known(tp: Any) -> bool:
     return tp in (str, int, float, bool) or get_origin(tp) in (dict, tuple) or _fields(tp) is not None
 
 
-def _filter_text(flt: Any) -> str:
+def _filter_text(flt: Filter) -> str:
     if flt.kind == "all":
         return "*"
     if flt.kind == "position":
         return str(flt.position)
-    return f"{flt.field}={flt.value}"
+    return ",".join(f"{name}={value}" for name, value in ((flt.field, flt.value), *flt.also))
+
+
+def _and_hint(step: Step, n: int) -> str:
+    """How to say what ``[a=x][b=y]`` was likely meant for, when its second filter meets an item, not a list."""
+    if n == 0 or step.filters[n].kind != "equals" or step.filters[n - 1].kind != "equals":
+        return ""
+    both = ",".join(_filter_text(f) for f in step.filters[n - 1:n + 1])
+    return f" (to match the same items on both fields, write [{both}])"

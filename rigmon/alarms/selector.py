@@ -10,11 +10,16 @@ Grammar::
 
     selector := step ("." step)*
     step     := NAME filter* | "*" filter*
-    filter   := "[*]" | "[" INTEGER "]" | "[" NAME "=" VALUE "]"
+    filter   := "[*]" | "[" INTEGER "]" | "[" cond ("," cond)* "]"
+    cond     := NAME "=" VALUE
 
 * ``host.cpu_pct``: a field of a single record.
 * ``gpus[*].state``: every item of a list; the item's identity becomes the subject.
 * ``net[name=eth0].speed_mbps``: items whose field ``name`` equals ``eth0`` (compared as text).
+* ``peer_paths[key_mismatch=false,peer_flooded=false].state``: items whose fields equal every
+  value given (AND, on the same item). Each ``[...]`` of a step filters what the one before it
+  kept, so ``[a=x][b=y]`` reads the items of a list inside the list, not the same item twice.
+  A value with a comma is quoted (``[name="a,b"]``).
 * ``temperatures[0].temp_c``: an item by position.
 * ``collectors.*.state``: every value of a table; its key is the identity (label ``key``).
 
@@ -88,6 +93,9 @@ class Filter(msgspec.Struct, frozen=True, gc=False):
     field: str = ""
     value: str = ""
     position: int = 0
+    also: tuple[tuple[str, str], ...] = ()
+    """``equals`` only: further ``(field, value)`` pairs the same item must equal too
+    (``[key_mismatch=false,peer_flooded=false]``); empty for one field, the common case."""
 
 
 class Step(msgspec.Struct, frozen=True, gc=False):
@@ -390,8 +398,35 @@ def _parse_filter(inner: str, text: str) -> Filter:
         return Filter(kind="all")
     if re.fullmatch(r"-?\d+", inner):
         return Filter(kind="position", position=int(inner))
-    key, sep, value = inner.partition("=")
-    key = key.strip()
-    if not sep or not re.fullmatch(_NAME, key) or not value.strip():
-        raise SelectorError(f"bad filter [{inner}] in selector {text!r} (use [*], [N] or [field=value])")
-    return Filter(kind="equals", field=key, value=value.strip().strip("\"'"))
+    conditions: list[tuple[str, str]] = []
+    for part in _split_commas(inner):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(_NAME, key) or not value.strip():
+            raise SelectorError(f"bad filter [{inner}] in selector {text!r} "
+                                "(use [*], [N], [field=value] or [field=value,field=value])")
+        if any(key == seen for seen, _ in conditions):
+            raise SelectorError(f"bad filter [{inner}] in selector {text!r}: field {key!r} given twice")
+        conditions.append((key, value.strip().strip("\"'")))
+    (field, value), *also = conditions
+    return Filter(kind="equals", field=field, value=value, also=tuple(also))
+
+
+def _split_commas(inner: str) -> list[str]:
+    """Split a filter's conditions on commas outside quotes (``name="a,b"`` is one condition)."""
+    parts: list[str] = []
+    quote = ""
+    current = ""
+    for ch in inner:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ",":
+            parts.append(current)
+            current = ""
+            continue
+        current += ch
+    parts.append(current)
+    return parts

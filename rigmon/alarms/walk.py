@@ -111,6 +111,8 @@ def apply_filters(node: Any, filters: tuple[Filter, ...], path: str, labels: dic
                 positions = [flt.position % len(value)] if value else []
             else:
                 positions = [pos for pos, item in enumerate(value) if as_text(field_value(item, flt.field)) == flt.value]
+                for name, text in flt.also:
+                    positions = [pos for pos in positions if as_text(field_value(value[pos], name)) == text]
             for pos in positions:
                 ident_label, ident_path = idents[pos]
                 nxt.append((value[pos], f"{p}[{ident_path}]", None if lab is None else {**lab, **ident_label}))
@@ -131,7 +133,10 @@ def filter_values(node: Any, filters: tuple[Filter, ...]) -> list[Any]:
                 if value:
                     nxt.append(value[flt.position % len(value)])
             else:
-                nxt.extend(item for item in value if as_text(field_value(item, flt.field)) == flt.value)
+                kept = [item for item in value if as_text(field_value(item, flt.field)) == flt.value]
+                for name, text in flt.also:
+                    kept = [item for item in kept if as_text(field_value(item, name)) == text]
+                nxt.extend(kept)
         current = nxt
     return current
 

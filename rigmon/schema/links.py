@@ -207,7 +207,8 @@ class PeerPathReading(Record, frozen=True):
     peer_flooded: bool = False
     """A reply in this window said the peer's probe port is flooded (it refuses or drops datagrams beyond
     its budget): the window's loss is suspect, and does not make the path degraded (``loss_over_limit``
-    stays false); the peer's ``probe_responder.flooded`` raises its own alarm."""
+    stays false); the peer's ``probe_responder.flooded`` raises its own alarm, and a silent path with it
+    raises no ``peer_path_silent``."""
     key_mismatch: bool = False
     """This node's responder refused probes from the peer's address on this path for a bad MAC in this
     window: the two nodes' probe keys differ. The peer refuses this node's probes alike (it never answers

@@ -60,7 +60,8 @@ def _apply_filters(node: Any, filters: tuple[Filter, ...], path: str,
             for pos, item in enumerate(value):
                 if flt.kind == "position" and pos != (flt.position % len(value) if value else 0):
                     continue
-                if flt.kind == "equals" and not (isinstance(item, Mapping) and _text(item.get(flt.field)) == flt.value):
+                if flt.kind == "equals" and not (isinstance(item, Mapping) and all(
+                        _text(item.get(name)) == value for name, value in ((flt.field, flt.value), *flt.also))):
                     continue
                 ident_label, ident_path = idents[pos]
                 nxt.append((item, f"{p}[{ident_path}]", {**lab, **ident_label}))

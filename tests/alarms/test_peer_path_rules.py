@@ -11,7 +11,7 @@ def path(state: str = "ok", **kw: Any) -> dict[str, Any]:
     base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "state": state,
             "window_s": 10.0, "sent": 100, "received": 100, "loss_pct": 0.0, "rtt_p50_us": 40.0,
             "rtt_p99_us": 90.0, "p99_limit_us": 1000.0, "loss_limit_pct": 2.0, "p99_over_limit": False,
-            "loss_over_limit": False, "key_mismatch": False}
+            "loss_over_limit": False, "key_mismatch": False, "peer_flooded": False}
     return {**base, **kw}
 
 
@@ -66,6 +66,22 @@ def test_a_path_silent_for_a_key_mismatch_says_key_mismatch_not_silent() -> None
     (alarm,) = engine.active()
     assert (alarm.rule, alarm.severity) == ("peer_path_key_mismatch", "critical")
     assert alarm.message.startswith("path node02/tbnet: key mismatch")
+
+
+def test_a_path_silent_while_the_peer_says_its_port_is_flooded_raises_no_critical_alarm() -> None:
+    """The peer's replies say its probe port is flooded: the path's silence is the flood's, which the
+    peer alarms on (probe_port_flooded); no critical "stopped answering". Once the window holds no such
+    reply and the path is still silent, or on a path whose peer says nothing of a flood, it fires."""
+    drowned = path("silent", received=40, loss_pct=60.0, peer_flooded=True)
+    still_silent = path("silent", received=0, loss_pct=100.0)
+    engine, seen = run(default("peer_path_silent", "peer_path_key_mismatch", "peer_path_loss"),
+                       steps(path(), drowned, drowned, drowned, still_silent))
+    assert seen == [(20.0, "firing", "peer:node02/tbnet")]
+    (alarm,) = engine.active()
+    assert (alarm.rule, alarm.severity) == ("peer_path_silent", "critical")
+    _, beside = run(default("peer_path_silent"), [Step(5.0 * i, {"peer_paths": [
+        drowned, {**still_silent, "name": "node03/tbnet", "peer": "node03"}]}) for i in range(2)])
+    assert beside == [(0.0, "firing", "peer:node03/tbnet")]
 
 
 def test_a_flooded_probe_port_warns_on_the_flooded_node() -> None:

@@ -58,6 +58,11 @@ RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu_rail.volts.min_
         (RULE + "above = 12.0\n", "rule 'r1'"),
         (RULE.replace('"threshold"', '"thresh"'), "rule 'r1': kind must be one of"),
         (RULE.replace("psu_rail.volts.min_volts", "psu[.x"), "rule 'r1'"),
+        (RULE.replace("psu_rail.volts.min_volts", "peer_paths[key_mismatch=false,peer_flooded].rtt_p99_us"),
+         "rule 'r1': select: bad filter [key_mismatch=false,peer_flooded] in selector"),
+        (RULE.replace("psu_rail.volts.min_volts", "peer_paths[state=ok,state=silent].rtt_p99_us"),
+         ("rule 'r1': select: bad filter [state=ok,state=silent] in selector "
+          "'peer_paths[state=ok,state=silent].rtt_p99_us': field 'state' given twice")),
         (RULE + 'severity = "fatal"\n', "rule 'r1': severity: expected one of"),
         (RULE + "hold_s = -1.0\n", "rule 'r1'"),
         (RULE + RULE, "rule 'r1' is defined twice"),
@@ -310,6 +315,12 @@ def test_an_override_giving_another_condition_replaces_the_rule_s() -> None:
         ("host.cpu_pct.now", "select: host.cpu_pct is a single value, without a field 'now'"),
         ("psu_rail.volts", "select: psu_rail.volts holds fields, not a value"),
         ("collectors.*.stat", "select: collectors.* has no field 'stat'"),
+        ("peer_paths[key_mismatch=false,peer_floded=false].rtt_p99_us",
+         "select: items of peer_paths have no field 'peer_floded'"),
+        # Each [...] filters what the one before it kept: the second meets a path, not a list.
+        ("peer_paths[key_mismatch=false][peer_flooded=false].rtt_p99_us",
+         ("select: peer_paths[key_mismatch=false] is not a list: [peer_flooded=false] cannot apply (to match the "
+          "same items on both fields, write [key_mismatch=false,peer_flooded=false])")),
     ],
 )
 def test_a_select_path_no_frame_has_is_refused_naming_the_file_rule_and_key(tmp_path: Path, select: str,
@@ -328,7 +339,8 @@ def test_a_select_override_no_frame_has_names_the_key_and_paths_to_absent_hardwa
     # Every shipped rule reads a path the frame has; one for hardware a node lacks is not an error.
     assert rules_from_config(AlarmsSection()) == combine_rules(default_rules())
     ok = ("collectors.host.state", "temperatures[-1].temp_c", "gpus[index=3].nvlinks[*].crc_flit_total", "node",
-          "net[name=eth0].speed_mbps", "collectors.*.sampled_at", "taken_at")
+          "net[name=eth0].speed_mbps", "collectors.*.sampled_at", "taken_at",
+          "peer_paths[key_mismatch=false,peer_flooded=false].state")
     for select in ok:
         assert rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": select}}))
 

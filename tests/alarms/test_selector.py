@@ -74,6 +74,62 @@ def test_bad_selectors(text: str) -> None:
         parse_selector(text)
 
 
+PATHS: dict[str, Any] = {"peer_paths": [
+    {"name": "node02/tbnet", "state": "silent", "key_mismatch": False, "peer_flooded": False},
+    {"name": "node02/roce", "state": "silent", "key_mismatch": False, "peer_flooded": True},
+    {"name": "node03/tbnet", "state": "silent", "key_mismatch": True, "peer_flooded": False},
+    {"name": "node03/roce", "state": "ok", "key_mismatch": False, "peer_flooded": False},
+]}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("peer_paths[key_mismatch=false,peer_flooded=false].state",
+         [("peer_paths[name=node02/tbnet]", "silent"), ("peer_paths[name=node03/roce]", "ok")]),
+        ("peer_paths[ key_mismatch = false , peer_flooded = true ].state", [("peer_paths[name=node02/roce]", "silent")]),
+        ("peer_paths[state=silent,key_mismatch=false,peer_flooded=false].name",
+         [("peer_paths[name=node02/tbnet]", "node02/tbnet")]),
+        ("peer_paths[key_mismatch=true,peer_flooded=true].state", []),  # no item has both
+        ("peer_paths[key_mismatch=false,no_such_field=x].state", []),
+        ("peer_paths[name='node02/roce',state=silent].peer_flooded", [("peer_paths[name=node02/roce]", True)]),
+        # Two brackets filter the items of a list inside the list (none here), not the same item twice.
+        ("peer_paths[key_mismatch=false][peer_flooded=false].state", []),
+    ],
+)
+def test_a_filter_of_several_fields_keeps_the_items_that_equal_them_all(text: str,
+                                                                       expected: list[tuple[str, object]]) -> None:
+    selector = parse_selector(text)
+    assert [(m.subject, m.value) for m in selector.select(PATHS)] == expected
+    assert selector.values(PATHS) == [value for _, value in expected]
+    assert selector.subject_values(PATHS, {}, {}) == expected
+
+
+def test_a_quoted_value_may_hold_a_comma_and_each_condition_is_kept_in_order() -> None:
+    (step,) = parse_selector('net[name="a,b", kind=ethernet]').steps
+    (flt,) = step.filters
+    assert (flt.kind, flt.field, flt.value, flt.also) == ("equals", "name", "a,b", (("kind", "ethernet"),))
+    data = {"net": [{"name": "a,b", "kind": "ethernet", "mtu": 9000}, {"name": "a", "kind": "ethernet", "mtu": 1500}]}
+    assert parse_selector('net[name="a,b",kind=ethernet].mtu').values(data) == [9000]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("peer_paths[key_mismatch=false,].state", "bad filter [key_mismatch=false,] in selector"),
+    ("peer_paths[,key_mismatch=false].state", "bad filter [,key_mismatch=false]"),
+    ("peer_paths[key_mismatch=false,peer_flooded].state", "(use [*], [N], [field=value] or [field=value,field=value])"),
+    ("peer_paths[*,key_mismatch=false].state", "bad filter [*,key_mismatch=false]"),
+    ("peer_paths[0,key_mismatch=false].state", "bad filter [0,key_mismatch=false]"),
+    ("peer_paths[key_mismatch=false,peer-flooded=false].state", "bad filter"),
+    ("peer_paths[state=silent,state=ok].name", "field 'state' given twice"),
+    ("net[name=a,b].mtu", "bad filter [name=a,b]"),  # a comma in a value is quoted
+])
+def test_bad_filters_of_several_fields_say_which_filter(text: str, says: str) -> None:
+    with pytest.raises(SelectorError) as info:
+        parse_selector(text)
+    assert says in str(info.value)
+    assert repr(text) in str(info.value)
+
+
 def test_frame_data_has_readings_collectors_node() -> None:
     frame = Frame(schema=SCHEMA_VERSION, node="n1", run_id="r", seq=1, taken_at=5.0, agent_start=1.0,
                   collectors={"host": CollectorStatus(state="ok", ok=True, sampled_at=4.0)},

@@ -29,7 +29,8 @@ SELECTORS = sorted({r.selector.text for r in default_rules() if r.selector is no
     "collectors.*.state", "collectors.*.*", "collectors.gpu.duration_s", "*.state", "*[*].name",
     "psu_rail.volts.min_volts", "psu_rail.*.min_volts", "host.cpu_pct", "node", "taken_at",
     "temperatures[*].temp_c", "thunderbolt[*].link_state", "nvme[*].link_state", "gpu_processes[*].pid",
-    "host[*].cpu_pct", "gpus.state", "no_such_field[*].x",
+    "host[*].cpu_pct", "gpus.state", "no_such_field[*].x", "gpus[state=lost,index=3].uuid",
+    "net[kind=ethernet,operstate=up].speed_mbps", "raid[*].members[role=in_sync,present=true].name",
 })
 
 
@@ -79,7 +80,8 @@ _data = st.recursive(
 )
 _step = st.tuples(st.sampled_from(_KEYS + ["*"]),
                   st.lists(st.sampled_from(["[*]", "[0]", "[-1]", "[1]", "[name=a]", "[index=1]",
-                                            "[state=true]"]), max_size=2))
+                                            "[state=true]", "[name=a,index=1]", "[state=true,value=1]"]),
+                           max_size=2))
 _selector_text = st.lists(_step, min_size=1, max_size=4).map(
     lambda steps: ".".join(name + "".join(filters) for name, filters in steps))
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.agent.check import readings_from
+from rigmon.alarms.engine import AlarmEngine
 from rigmon.clock import SystemClock
+from rigmon.collectors.base import EventDraft
 from rigmon.collectors.peer_probes import PeerProbeCollector, judge_path, path_events, same_address
 from rigmon.config import AgentConfig
 from rigmon.hw.root import HostRoot
@@ -15,8 +18,9 @@ from rigmon.probes.responder import ProbeResponder
 from rigmon.probes.sender import PathTarget, PathWindow, ProbeSender
 from rigmon.probes.stats import window_stats
 from rigmon.probes.wire import derive_key
-from rigmon.schema import PeerPathReading, ProbeResponderReading
+from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, PeerPathReading, ProbeResponderReading
 from rigmon.typed import from_data
+from tests.alarms.helpers import FakeClock, default
 
 
 def _config(tmp_path: Path, peer_port: int) -> AgentConfig:
@@ -80,6 +84,54 @@ async def test_loss_to_a_peer_that_says_it_is_flooded_is_not_held_against_the_pa
     assert tbnet.loss_pct is not None and tbnet.loss_pct > 20.0  # 50 probes a second, 30 answered
     assert tbnet.peer_flooded and not tbnet.loss_over_limit
     assert peer.reading().flooded
+
+
+async def test_a_path_drowned_by_a_flood_the_peer_reports_is_silent_but_raises_no_peer_path_silent(
+        tmp_path: Path) -> None:
+    """node02's probe port is flooded (its budget is below this node's probe rate, so its replies say so);
+    node03's is not. Both stop answering at once (node02's flood drowns every probe, node03's path locks
+    up): both paths read silent, node02's with peer_flooded, and only node03's raises the critical
+    peer_path_silent; node02's event still says the flood."""
+    key = derive_key("tok")
+    drowned = ProbeResponder("node02", key, frozenset({"node01"}), 30.0, 5)
+    locked = ProbeResponder("node03", key, frozenset({"node01"}), 1000.0, 1000)
+    ports = {}
+    for responder in (drowned, locked):
+        responder.bind("127.0.0.1", 0)
+        responder.start()
+        assert responder.sock is not None
+        ports[responder.node] = responder.sock.getsockname()[1]
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node01", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 50, "window_s": 4},
+        "peers": [{"name": peer, "paths": [{"name": "tbnet", "address": "127.0.0.1", "port": port}]}
+                  for peer, port in ports.items()],
+    }, strict=True)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, key)
+    collector.start(lambda records: None)
+    try:
+        await asyncio.sleep(2.0)  # answered, node02's replies saying it is flooded
+        drowned.peers = locked.peers = frozenset()  # no request is answered from now on
+        # 40 probes in a row (0.8 s at 50 Hz) and the reply timeout (1 s), with room for a busy machine;
+        # node02's last replies stay in the 4 s window.
+        await asyncio.sleep(2.8)
+        records = await asyncio.to_thread(collector.collect)
+    finally:
+        collector.close()
+        drowned.close()
+        locked.close()
+    paths = {r.name: r for r in records if isinstance(r, PeerPathReading)}
+    assert (paths["node02/tbnet"].state, paths["node02/tbnet"].peer_flooded) == ("silent", True), paths
+    assert (paths["node03/tbnet"].state, paths["node03/tbnet"].peer_flooded) == ("silent", False), paths
+    events = {r.subject: r.message for r in records if isinstance(r, EventDraft) and r.kind == "peer_path_silent"}
+    assert events["peer:node02/tbnet"].endswith("node02 says its probe port is flooded")
+    clock = FakeClock()
+    frame = Frame(schema=SCHEMA_VERSION, node="node01", run_id="r", seq=1, taken_at=clock.t, agent_start=clock.t,
+                  collectors={"peer_probes": CollectorStatus(state="ok", ok=True, sampled_at=clock.t)},
+                  readings=readings_from(records))
+    engine = AlarmEngine(default("peer_path_silent", "peer_path_key_mismatch", "peer_path_loss"), "node01", clock)
+    assert [(t.change, t.alarm.rule, t.alarm.subject) for t in engine.evaluate(frame)] == [
+        ("firing", "peer_path_silent", "peer:node03/tbnet")]
 
 
 def test_judge_path_does_not_hold_a_flooded_peers_loss_against_the_path() -> None:
