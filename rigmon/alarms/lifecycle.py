@@ -16,7 +16,14 @@ import msgspec
 
 from rigmon.alarms.memory import CarriedAlarm
 from rigmon.alarms.observations import Observation, Worse, is_worse, merge_by_subject
-from rigmon.schema import Alarm, AlarmState, EventValue, Severity
+from rigmon.schema import (
+    RESOLVE_ENDINGS,
+    Alarm,
+    AlarmState,
+    EventValue,
+    ResolveReason,
+    Severity,
+)
 
 Change = Literal["pending", "firing", "resolved", "acknowledged"]
 
@@ -57,6 +64,13 @@ def same_reading(a: EventValue, b: EventValue) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     return a == b
+
+
+def ended(alarm: Alarm, at: float, reason: ResolveReason) -> Alarm:
+    """``alarm`` resolved at ``at`` for ``reason``: its message keeps the worst it was, with the
+    reason's ending (`RESOLVE_ENDINGS`) when the alarm ended without a fresh clear reading."""
+    return msgspec.structs.replace(alarm, state="resolved", resolved_at=at, updated_at=at, resolve_reason=reason,
+                                   message=alarm.message + RESOLVE_ENDINGS.get(reason, ""))
 
 
 def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
@@ -124,12 +138,11 @@ class AlarmBook:
         out, self._restored = self._restored, []
         return out
 
-    def _end_restored(self, alarm: Alarm, at: float, why: str | None) -> None:
+    def _end_restored(self, alarm: Alarm, at: float, reason: ResolveReason) -> None:
         """Resolve a restored alarm that cannot be taken over: recent list, and a transition for `take_restored`."""
-        message = alarm.message if why is None else f"{alarm.message} ({why})"
-        ended = msgspec.structs.replace(alarm, state="resolved", resolved_at=at, updated_at=at, message=message)
-        self._recent.appendleft(ended)
-        self._restored.append(Transition("resolved", ended, alarm.state, restored=True))
+        done = ended(alarm, at, reason)
+        self._recent.appendleft(done)
+        self._restored.append(Transition("resolved", done, alarm.state, restored=True))
 
     def rules_with_alarms(self) -> set[str]:
         """Names of the rules that have an active alarm, or one carried over a restart."""
@@ -165,18 +178,17 @@ class AlarmBook:
                 continue
             if track.latch_until is not None:
                 if now >= track.latch_until:
-                    out.append(self._resolve((rule_name, subject), now, track.alarm.message))
+                    out.append(self._resolve((rule_name, subject), now, "quiet"))
                 continue
             if not complete:
                 continue
             if track.alarm.state == "pending":
-                out.append(self._resolve((rule_name, subject), now, track.alarm.message))
+                out.append(self._resolve((rule_name, subject), now, "unreported"))
                 continue
             if track.absent_since is None:
                 track.absent_since = now
             if now - track.absent_since >= rule.absent_resolve_s:
-                out.append(self._resolve((rule_name, subject), now,
-                                         f"{track.alarm.message} (no longer reported)"))
+                out.append(self._resolve((rule_name, subject), now, "unreported"))
         if self._carried and complete:
             for key, carry in list(self._carried.items()):
                 if key[0] != rule.name or key[1] in seen:
@@ -189,7 +201,7 @@ class AlarmBook:
                 if carry.absent_since is None:
                     carry.absent_since = now
                 if now - carry.absent_since >= rule.absent_resolve_s:
-                    out.append(self._settle(key, now, "not reported since the agent restarted"))
+                    out.append(self._settle(key, now, "unreported_after_restart"))
         return out
 
     def _adopt(self, rule_name: str, observations: list[Observation]) -> None:
@@ -231,11 +243,11 @@ class AlarmBook:
                 # Held: the condition is clear, the alarm keeps its worst value; "now" follows.
                 track.alarm = msgspec.structs.replace(track.alarm, value_now=obs.value, updated_at=now)
             if track.alarm.state == "pending":
-                return [self._resolve(key, now, track.alarm.message)]
+                return [self._resolve(key, now, "cleared")]
             if track.clear_since is None:
                 track.clear_since = now
             if now - track.clear_since >= rule.clear_hold_s:
-                return [self._resolve(key, now, track.alarm.message)]
+                return [self._resolve(key, now, "cleared")]
             return []
         if track is None:
             self._n += 1
@@ -289,17 +301,15 @@ class AlarmBook:
         carry = self._carried[key]
         clear_since = now if carry.clear_since is None else min(carry.clear_since, now)
         if now - clear_since >= rule.clear_hold_s:
-            return self._settle(key, now, "clear after the agent restarted")
+            return self._settle(key, now, "cleared_after_restart")
         del self._carried[key]
         alarm = msgspec.structs.replace(carry.alarm, state="firing", updated_at=now)
         self._active[key] = _Track(alarm=alarm, hold_s=0.0, clear_since=clear_since)
         return Transition("firing", alarm, "firing", restored=True)
 
-    def _settle(self, key: tuple[str, str], now: float, why: str) -> Transition:
+    def _settle(self, key: tuple[str, str], now: float, reason: ResolveReason) -> Transition:
         """A restored alarm is not confirmed by fresh readings: it is resolved."""
-        carry = self._carried.pop(key)
-        alarm = msgspec.structs.replace(carry.alarm, state="resolved", resolved_at=now, updated_at=now,
-                                    message=f"{carry.alarm.message} ({why})")
+        alarm = ended(self._carried.pop(key).alarm, now, reason)
         self._recent.appendleft(alarm)
         return Transition("resolved", alarm, "firing", restored=True)
 
@@ -307,10 +317,10 @@ class AlarmBook:
         track.alarm = msgspec.structs.replace(track.alarm, state="firing", fired_at=now, updated_at=now)
         return Transition("firing", track.alarm, previous)
 
-    def _resolve(self, key: tuple[str, str], now: float, message: str) -> Transition:
+    def _resolve(self, key: tuple[str, str], now: float, reason: ResolveReason) -> Transition:
         track = self._active.pop(key)
         previous = track.alarm.state
-        alarm = msgspec.structs.replace(track.alarm, state="resolved", resolved_at=now, updated_at=now, message=message)
+        alarm = ended(track.alarm, now, reason)
         if alarm.fired_at is not None:
             # A pending alarm that never fired is not worth keeping: it only says a
             # condition flickered for less than its hold time.
@@ -336,7 +346,7 @@ class AlarmBook:
             track.alarm = msgspec.structs.replace(track.alarm, acknowledged_at=now, acknowledged_by=by, updated_at=now)
             out = [Transition("acknowledged", track.alarm, previous)]
             if track.latch_until is not None:
-                out.append(self._resolve(key, now, track.alarm.message))
+                out.append(self._resolve(key, now, "acknowledged"))
             return out
         for carry in self._carried.values():
             if carry.alarm.id == alarm_id:
@@ -421,16 +431,16 @@ class AlarmBook:
             rule = rules.get(alarm.rule)
             if rule is None:
                 dropped.append(f"alarm {alarm.id}: rule {alarm.rule} is no longer in force")
-                self._end_restored(alarm, now, "rule no longer in force after the agent restarted")
+                self._end_restored(alarm, now, "rule_removed")
                 continue
             if key in self._active or key in self._carried:
                 dropped.append(f"alarm {alarm.id}: another alarm of {alarm.rule} on {alarm.subject} was taken over")
-                self._end_restored(alarm, now, "superseded after the agent restarted")
+                self._end_restored(alarm, now, "superseded")
                 continue
             if carried.latch_until is not None:
                 if carried.latch_until <= now:
                     dropped.append(f"alarm {alarm.id}: expired while the agent was down")
-                    self._end_restored(alarm, carried.latch_until, None)
+                    self._end_restored(alarm, carried.latch_until, "quiet")
                     continue
                 self._active[key] = _Track(alarm=alarm, hold_s=0.0, latch_until=carried.latch_until)
             else:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from rigmon.schema import Alarm, AlarmList, Event
+from rigmon.schema import RESOLVE_ENDINGS, Alarm, AlarmList, Event
 
 #: Alarm states an ``alarm_*`` event of a frame moves an alarm to, in their order: an event
 #: moves an alarm forward only (an old frame's ``alarm_pending`` never undoes a firing).
@@ -67,7 +67,8 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
 def ended_by_restart(alarm: Alarm, at: float) -> Alarm:
     """``alarm`` resolved at ``at`` because its agent restarted without it, saying so."""
     return msgspec.structs.replace(alarm, state="resolved", resolved_at=at, updated_at=at,
-                                   message=f"{alarm.message} ({RESTARTED_WITHOUT})")
+                                   resolve_reason="restarted_without",
+                                   message=alarm.message + RESOLVE_ENDINGS["restarted_without"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from rigmon.lazy_re import lazy_compile
-from rigmon.schema import Alarm
+from rigmon.schema import RESOLVE_ENDINGS, RESOLVE_REASONS, Alarm
 from rigmon.typed import to_data
 
 PAYLOAD_VERSION = 1
@@ -41,12 +41,16 @@ class Notification(msgspec.Struct, frozen=True, gc=False):
     suppressed: int = 0
 
 
-#: Endings that rigmon/alarms/lifecycle.py puts on the message of an alarm resolved
-#: without a fresh clear reading (tests/notify/test_resolved_text.py drives the real
-#: lifecycle through each, so a change there shows here).
-_ENDING_UNREPORTED = " (no longer reported)"
-_ENDING_RESTART_UNREPORTED = " (not reported since the agent restarted)"
-_ENDING_RESTART_CLEAR = " (clear after the agent restarted)"
+#: Where an alarm resolved without a fresh clear reading stands now, by `Alarm.resolve_reason`
+#: (tests/notify/test_resolved_text.py drives the real lifecycle through each reason).
+_NOT_FRESH = {
+    "unreported": "no longer reported",
+    "unreported_after_restart": "not reported since the agent restarted",
+    "cleared_after_restart": "clear after the agent restarted",
+    "rule_removed": "its rule is no longer in force (after the agent restarted)",
+    "superseded": "superseded by another alarm of its rule and subject (after the agent restarted)",
+    "restarted_without": "its agent restarted without it",
+}
 
 # A number in an alarm message and the unit after it: "11.255 V", "0.120 mOhm/day",
 # "10000 Mb/s", "71 °C". "rose by 12 in 60 s" has no unit after 12.
@@ -84,6 +88,24 @@ def _reading(a: Alarm, value: object) -> str:
     return f"{text} {unit}" if unit else text
 
 
+def resolve_reason(a: Alarm) -> tuple[str | None, str]:
+    """Why a resolved alarm ended (one of `RESOLVE_REASONS`, ``None`` when nothing says), and its
+    message without the lifecycle's ending for that reason (`RESOLVE_ENDINGS`): the worst it was.
+
+    The alarm's ``resolve_reason`` decides. Records of agents before it (or of a newer agent, with
+    a reason this one does not know) have only their message: an ending the lifecycle puts there
+    stands for its reason.
+    """
+    reason = a.resolve_reason
+    if reason in RESOLVE_REASONS:
+        ending = RESOLVE_ENDINGS.get(reason, "")
+        return reason, a.message[: -len(ending)] if ending and a.message.endswith(ending) else a.message
+    for reason, ending in RESOLVE_ENDINGS.items():
+        if a.message.endswith(ending):
+            return reason, a.message[: -len(ending)]
+    return None, a.message
+
+
 def resolution(a: Alarm) -> tuple[bool, str, str]:
     """How a resolved alarm stands now, for the text of its notification.
 
@@ -92,25 +114,24 @@ def resolution(a: Alarm) -> tuple[bool, str, str]:
         for where it is now ("now 11.920 V", "no longer reported (last 11.40 V)"); and the
         alarm's message without the lifecycle's ending (the worst it was).
     """
-    message = a.message
-    for ending, phrase in ((_ENDING_UNREPORTED, "no longer reported"),
-                           (_ENDING_RESTART_UNREPORTED, "not reported since the agent restarted"),
-                           (_ENDING_RESTART_CLEAR, "clear after the agent restarted")):
-        if message.endswith(ending):
-            message = message[: -len(ending)]
-            if ending == _ENDING_UNREPORTED and a.value_now is not None and not isinstance(a.value_now, bool):
-                # The last reading while it was still reported: it may still have been bad.
-                phrase += f" (last {_reading(a, a.value_now)})"
-            return False, phrase, message
-    if a.rule_kind == "event" or a.value_now is None:
+    reason, message = resolve_reason(a)
+    phrase = _NOT_FRESH.get(reason or "")
+    if phrase is not None:
+        if reason == "unreported" and a.value_now is not None and not isinstance(a.value_now, bool):
+            # The last reading while it was still reported: it may still have been bad.
+            phrase += f" (last {_reading(a, a.value_now)})"
+        return False, phrase, message
+    if reason in ("acknowledged", "quiet") or a.rule_kind == "event" or a.value_now is None:
         # An event alarm has no reading: it ends by acknowledgement or by a quiet spell.
-        if a.acknowledged_by:
-            phrase = f"acknowledged by {a.acknowledged_by}"
-        elif a.rule_kind == "event":
+        if reason == "acknowledged" or (reason is None and a.acknowledged_by):
+            phrase = f"acknowledged by {a.acknowledged_by or 'the operator'}"
+        elif reason == "quiet" or a.rule_kind == "event":
             phrase = "no new event"
         else:
             phrase = "clear"
-        if a.rule_kind == "event" and a.count > 1:
+            if a.acknowledged_by:
+                phrase += f" (acknowledged by {a.acknowledged_by})"
+        if (reason in ("acknowledged", "quiet") or a.rule_kind == "event") and a.count > 1:
             phrase += f" ({a.count} events)"
         return False, phrase, message
     now = a.value_now

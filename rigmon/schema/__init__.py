@@ -10,9 +10,12 @@ One module per source family; every name is importable from ``rigmon.schema``.
 from __future__ import annotations
 
 from rigmon.schema.alarms import (
+    RESOLVE_ENDINGS,
+    RESOLVE_REASONS,
     Alarm,
     AlarmList,
     AlarmState,
+    ResolveReason,
 )
 from rigmon.schema.events import EVENT_KINDS, EventDataType
 from rigmon.schema.frame import (
@@ -100,6 +103,9 @@ __all__ = [
     "Alarm",
     "AlarmList",
     "AlarmState",
+    "RESOLVE_ENDINGS",
+    "RESOLVE_REASONS",
+    "ResolveReason",
     "AmdGpuReading",
     "ClockReason",
     "CollectorState",

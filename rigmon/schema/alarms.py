@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Literal, get_args
 
 import msgspec
 
@@ -10,6 +11,36 @@ from rigmon.schema.frame import EventValue, Severity
 from rigmon.schema.record import Record
 
 AlarmState = Literal["pending", "firing", "resolved"]
+
+#: Why an alarm resolved (`Alarm.resolve_reason`), one value for each way an episode ends:
+#:
+#: * ``cleared``: its condition was clear (for the rule's ``clear_hold_s``; a pending alarm at once);
+#: * ``unreported``: its subject was no longer reported (for the rule's ``absent_resolve_s``): a
+#:   collector that lost it, a node the dashboard no longer follows;
+#: * ``quiet``: an event alarm saw no new event for the rule's ``resolve_after_s`` (also when that
+#:   ran out while the agent was down);
+#: * ``acknowledged``: an event alarm ended by its acknowledgement;
+#: * ``cleared_after_restart``: carried over an agent restart, the first fresh readings were clear;
+#: * ``unreported_after_restart``: carried over an agent restart, its subject was not reported since;
+#: * ``rule_removed``: carried over an agent restart, its rule was no longer in force;
+#: * ``superseded``: carried over an agent restart, another alarm of its rule and subject was taken over;
+#: * ``restarted_without``: the dashboard ended it because its agent restarted without it (the new
+#:   run did not take it over).
+ResolveReason = Literal["cleared", "unreported", "quiet", "acknowledged", "cleared_after_restart",
+                        "unreported_after_restart", "rule_removed", "superseded", "restarted_without"]
+RESOLVE_REASONS: frozenset[str] = frozenset(get_args(ResolveReason))
+
+#: What the alarm lifecycle puts at the end of the message of an alarm resolved for a reason without a
+#: fresh clear reading (its message is otherwise the worst it was). Readers that need to know how an alarm
+#: ended go by `Alarm.resolve_reason`; these endings are for the text.
+RESOLVE_ENDINGS: Mapping[str, str] = {
+    "unreported": " (no longer reported)",
+    "unreported_after_restart": " (not reported since the agent restarted)",
+    "cleared_after_restart": " (clear after the agent restarted)",
+    "rule_removed": " (rule no longer in force after the agent restarted)",
+    "superseded": " (superseded after the agent restarted)",
+    "restarted_without": " (agent restarted without it)",
+}
 
 
 class Alarm(Record, frozen=True):
@@ -56,6 +87,8 @@ class Alarm(Record, frozen=True):
     worst_at: float | None = None
     # Added for alarms kept by an identity other than their subject (additive).
     identity: str = ""
+    # Added for notifiers and dashboards to tell how an alarm ended (additive).
+    resolve_reason: str | None = None
 
 
 class AlarmList(Record, frozen=True):

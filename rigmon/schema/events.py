@@ -83,7 +83,9 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "guard_engaged": {**_GUARD, "left_behind": "bool"},
     "guard_step": _GUARD,
     "guard_held": {"by": "text", "command": "text", "step": "int"},
-    "guard_restored": {**_GUARD, **_GUARD_COMMAND},
+    "guard_restored": _GUARD,
+    # An operator's release when nothing was in force (agents before it said ``guard_restored``).
+    "guard_released_idle": _GUARD_COMMAND,
     "guard_failed": {**_GUARD, "reason": "text", "changed_elsewhere": "bool", "left_behind": "bool",
                      "state_file": "text"},
     # GPUs and the kernel log

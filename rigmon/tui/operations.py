@@ -18,7 +18,7 @@ from rigmon.schema import History
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
-    from rigmon.schema import Alarm
+    from rigmon.schema import Alarm, GuardReading
     from rigmon.tui.app import RigmonApp
     from rigmon.tui.screens.history import HistoryScreen
 
@@ -118,8 +118,17 @@ async def guard_command(app: RigmonApp, key: str, action: str) -> None:
         return
     finally:
         await client.aclose()
-    done = "held: the caps stay until released" if action == "hold" else "released: restoring the GPUs' settings"
-    notify(app, f"{what} {done} (now {guard.state}, step {guard.step})", title=f"Guard {action}", timeout=5)
+    notify(app, f"{what} {guard_command_done(action, guard)}", title=f"Guard {action}", timeout=5)
+
+
+def guard_command_done(action: str, guard: GuardReading) -> str:
+    """What a guard command did, from the agent's answer: ``released: nothing was in force (now
+    released, step 0)``. A release's answer lists the settings it is putting back in ``original``."""
+    if action == "hold":
+        done = "held: the caps stay until released"
+    else:
+        done = "released: restoring the GPUs' settings" if guard.original else "released: nothing was in force"
+    return f"{done} (now {guard.state}, step {guard.step})"
 
 
 async def export(app: RigmonApp) -> None:

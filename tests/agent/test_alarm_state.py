@@ -353,3 +353,23 @@ def test_a_failing_save_is_reported_once_until_it_works_again(tmp_path: Path) ->
     assert [e[0] for e in emit.events] == ["alarm_state_save_failed"]
     blocker.unlink()
     assert k.save(k.snapshot()) and k.saves == 1
+
+
+RAIL_RULE = '[[rule]]\nname = "rail"\nkind = "threshold"\nselect = "psu_rail.volts.min_volts"\nbelow = 11.7\n' \
+            'subject = "psu"\nmessage = "rail {value:.2f} V"\n'
+
+
+def test_how_an_alarm_ended_is_kept_and_an_older_file_without_it_loads(tmp_path: Path) -> None:
+    engine = AlarmEngine(parse_rules(RAIL_RULE, "test"), "t1", FakeClock(T0))
+    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 11.3}}}, [], T0)
+    engine.evaluate_data({"psu_rail": {"volts": {"min_volts": 12.0}}}, [], T0 + 1)
+    path = state_file_path(tmp_path)
+    write_state_file(path, state(memory=engine.export_memory()))
+    loaded = read_state_file(path)
+    assert loaded is not None and [a.resolve_reason for a in loaded.engine.recent] == ["cleared"]
+    # A file written before alarms said how they ended: its alarms load, with no reason.
+    data = json.loads(path.read_bytes())
+    del data["engine"]["recent"][0]["resolve_reason"]
+    (old,) = decode_state_file(json.dumps(data).encode()).engine.recent
+    assert old.resolve_reason is None and old.message == "rail 11.30 V"
+

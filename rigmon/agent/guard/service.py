@@ -5,7 +5,8 @@ a frame is seen in the same frame. Deciding is pure and quick (`rigmon.agent.gua
 acting goes to one worker thread (`rigmon.agent.guard.worker`) that talks to the GPUs through
 `rigmon.hw.nvml_control`, every call behind its own watchdog, so a hung driver call never stalls
 sampling. Every action is an event (``guard_engaged``, ``guard_step``, ``guard_restored``,
-``guard_failed``, and the operator's ``guard_held``) with the trigger, the GPUs and the
+``guard_failed``, and the operator's ``guard_held``, and ``guard_released_idle`` for a release with
+nothing in force) with the trigger, the GPUs and the
 settings before and after; in dry-run the same events say what it would have done. The current state is in every frame
 (`rigmon.agent.guard.collector`, ``readings.guard``); the NVML writes themselves are in
 `rigmon.agent.guard.actuation`. The service, its worker and its state store share one
@@ -100,7 +101,13 @@ class GuardService:
 
     def command(self, action: GuardCommand, by: str) -> GuardReading:
         """``hold``: keep the caps in force (no automatic restore); ``release``: restore now and
-        do not engage again for ``restore_after_s``."""
+        do not engage again for ``restore_after_s``.
+
+        Returns:
+            The guard's state after the command, taken before a restore it started runs (that
+            completes in the background): ``original`` lists the settings being restored, empty
+            when nothing was in force.
+        """
         sh = self.shared
         now = sh.clock.time()
         with sh.lock:
@@ -109,16 +116,23 @@ class GuardService:
                 decisions: list[Decision] = []
             else:
                 sh.state, decisions = release(sh.state, now, f"released by {by}", self.config.restore_after_s)
+                # Armed, but a restore that failed left settings in force: the release puts them back now.
+                stuck = tuple(i for i in sorted(sh.original) if sh.acting or i in sh.changed)
+                if not decisions and stuck:
+                    decisions = [Decision("restore", 0, None, f"released by {by}", stuck, retry=True)]
         if action == "hold":
             # Its own kind (before: ``guard_step`` with ``command: hold``, as older journals hold it):
             # a hold takes no step, and a rule on ``guard_step`` means the guard capped further.
             sh.event("guard_held", "info", f"guard held by {by}: settings stay until released",
                      {"by": by, "command": "hold", "step": sh.state.step})
         elif not decisions:
-            sh.event("guard_restored", "info", f"guard released by {by}: nothing was in force; it does not "
+            # Its own kind (before: ``guard_restored``, as older journals hold it): nothing was
+            # restored, and a reader counting ``guard_restored`` counts restores.
+            sh.event("guard_released_idle", "info", f"guard released by {by}: nothing was in force; it does not "
                      f"engage for {self.config.restore_after_s:g} s", {"by": by, "command": "release", "step": 0})
+        reading = self.reading()
         self.worker.submit_decisions(decisions)
-        return self.reading()
+        return reading
 
     # -- frames -----------------------------------------------------------------------------
 
