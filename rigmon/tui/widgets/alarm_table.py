@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import accumulate
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -14,9 +15,10 @@ from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.tui.text import plain
 
 #: Columns of the active table and of the resolved table: (key, title). What an operator
-#: reads first comes first: the state (firing or pending) is on every row at 80 columns; who
-#: acknowledged, since when a dead node's alarm is what it last said, the subject and the rule
-#: are past the edge there (the panel under the tables shows the alarm under the cursor in full).
+#: reads first comes first: the state (firing or pending, ✓ once acknowledged) is on every row
+#: at 80 columns; the ack column, since when a dead node's alarm is what it last said, the
+#: subject and the rule are past the edge there (the panel under the tables shows the alarm
+#: under the cursor in full).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
     ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
@@ -25,6 +27,16 @@ RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("node", "node"), ("since", "fired UTC"), ("resolved", "resolved UTC"),
     ("message", "message"), ("subject", "subject"), ("rule", "rule"),
 )
+
+
+#: After the state of an acknowledged alarm (``firing ✓``): which alarms someone is already on reads at every width.
+ACK_MARK = "✓"
+#: Cells of the acknowledger's name folded into the state cell while the ack column is past the
+#: table's edge (``firing ✓alice``); a longer name is cut with an ellipsis (the panel has it whole).
+ACK_NAME_CELLS = 8
+#: Cells the message keeps at least when names fold into the state cells: what comes first in
+#: it, the thing and its reading (``12 V rail minimum 11.62 V``), matters more than who is on it.
+MESSAGE_MIN_CELLS = 25
 
 
 def utc_clock(at: float | None) -> str:
@@ -73,6 +85,12 @@ class AlarmTable(DataTable[Text]):
         self._rows_by_key: dict[str, AlarmRow] = {}
         self.natural_width = 0
         """Cells the table takes with every column whole (the screen compares it with its width)."""
+        self._widths: dict[str, int] = {}
+        """Cells of each column's content without names in the state cells."""
+        self._named_state_width = 0
+        """Cells of the state column with the names in."""
+        self._names_in_state = False
+        """Whether the state cells name who acknowledged (the ack column past the edge)."""
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -86,14 +104,27 @@ class AlarmTable(DataTable[Text]):
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(f"alarm-table--{name}", partial=True))
 
-    def _cells(self, row: AlarmRow) -> dict[str, Text]:
+    def _state(self, row: AlarmRow, *, name: bool) -> Text:
+        """``firing``, ``pending ✓`` once acknowledged, ``firing ✓alice`` with ``name`` (who, cut short)."""
+        a = row.alarm
+        text = Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending"))
+        if a.acknowledged_at is not None or a.acknowledged_by:
+            acked = self._style("acked")
+            text.append(" " + ACK_MARK, style=acked)
+            if name and a.acknowledged_by:
+                by = plain(a.acknowledged_by, acked)
+                by.truncate(ACK_NAME_CELLS, overflow="ellipsis")
+                text.append_text(by)
+        return text
+
+    def _cells(self, row: AlarmRow, *, names_in_state: bool = False) -> dict[str, Text]:
         a = row.alarm
         rule = plain(", ".join(x.rule for x in row.alarms))
         if row.source == "cluster":
             rule.append(" (cluster)", style=self._style("cluster"))
         cells = {
             "severity": Text(a.severity, style=self._style(a.severity)),
-            "state": Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending")),
+            "state": self._state(row, name=names_in_state),
             "node": plain(row.node),
             "rule": rule,
             "subject": plain(a.subject),
@@ -119,7 +150,7 @@ class AlarmTable(DataTable[Text]):
         if keys == current:
             for row in alarms:
                 if self._rows_by_key.get(row.row_key) != row:
-                    cells = self._cells(row)
+                    cells = self._cells(row, names_in_state=self._names_in_state)
                     for column in columns:
                         self.update_cell(row.row_key, column, cells[column], update_width=True)
         else:
@@ -131,7 +162,7 @@ class AlarmTable(DataTable[Text]):
             cursor_key = current[self.cursor_row] if follow else None
             self.clear()
             for row in alarms:
-                cells = self._cells(row)
+                cells = self._cells(row, names_in_state=self._names_in_state)
                 self.add_row(*(cells[c] for c in columns), key=row.row_key)
             if cursor_key in keys:
                 self.move_cursor(row=keys.index(cursor_key), animate=False)
@@ -143,16 +174,48 @@ class AlarmTable(DataTable[Text]):
                 if index is not None:
                     self.move_cursor(row=index, animate=False)
         self._rows_by_key = {row.row_key: row for row in alarms}
-        self.natural_width = self._natural_width(alarms)
+        self._widths = self._column_widths(alarms)
+        self._named_state_width = max([self._widths.get("state", 0),
+                                       *(self._state(row, name=True).cell_len for row in alarms)])
+        self.natural_width = sum(self._widths.values()) + 2 * self.cell_padding * len(self._widths)
+        self._fold_names()
 
-    def _natural_width(self, alarms: tuple[AlarmRow, ...]) -> int:
+    def on_resize(self) -> None:
+        self._fold_names()
+
+    def _column_widths(self, alarms: tuple[AlarmRow, ...]) -> dict[str, int]:
+        """Cells of each column's content with every column whole (no name in the state cells)."""
         titles = RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS
         widths = {key: cell_len(title) for key, title in titles}
         for row in alarms:
             for key, cell in self._cells(row).items():
                 if key in widths:
                     widths[key] = max(widths[key], cell.cell_len)
-        return sum(widths.values()) + 2 * self.cell_padding * len(widths)
+        return widths
+
+    def _names_wanted(self) -> bool:
+        """Whether who acknowledged goes into the state cells: the ack column ends past the
+        table's right edge, and the message still gets `MESSAGE_MIN_CELLS` with the names in.
+        Measured from the widths without names, so folding them in cannot flip the choice."""
+        if self.resolved or "ack" not in self._widths:
+            return False
+        width = self.scrollable_content_region.width
+        keys = [key for key, _ in ACTIVE_COLUMNS]
+        ends = list(accumulate(self._widths[key] + 2 * self.cell_padding for key in keys))
+        message_at = ends[keys.index("message") - 1] + self._named_state_width - self._widths["state"]
+        return ends[keys.index("ack")] > width and message_at + MESSAGE_MIN_CELLS <= width
+
+    def _fold_names(self) -> None:
+        """Name who acknowledged in the state cells while the ack column cannot be seen and the
+        message has room, and take the names out again once it can (at 200 columns the column
+        says it in full)."""
+        fold = self._names_wanted()
+        if fold == self._names_in_state:
+            return
+        self._names_in_state = fold
+        for key, row in self._rows_by_key.items():
+            if row.alarm.acknowledged_by:
+                self.update_cell(key, "state", self._cells(row, names_in_state=fold)["state"], update_width=True)
 
     def selected(self) -> AlarmRow | None:
         """The alarm under the cursor, if any."""
