@@ -16,9 +16,10 @@ HELP = """\
 - **↑ ↓** (or **k j**): move between nodes
 - **Enter** or a click: open the node
 - **Escape**: back to the cluster (**c** from anywhere)
-- **a**: the alarms of every node; there **x** acknowledges the alarm under the cursor,
-  **Enter** opens its node, **Tab** moves to the resolved ones; on a narrow screen the
-  panel under the tables shows the alarm under the cursor in full
+- **a**: the alarms of every node; there **x** acknowledges the alarm under the cursor
+  (its state then reads **✓**, with who acknowledged where it fits), **Enter** opens its
+  node, **Tab** moves to the resolved ones; on a narrow screen the panel under the tables
+  shows the alarm under the cursor in full
 - **l**: the link matrix (once a node reports peer paths); there **Enter** opens the
   node of the row
 - **e**: export: a snapshot bundle of the followed nodes (the last hour) and an SVG
