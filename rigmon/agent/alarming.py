@@ -78,6 +78,8 @@ class AlarmService:
             }
             if t.restored:
                 data["restored"] = True
+            if t.change == "resolved" and a.resolve_reason is not None:
+                data["reason"] = a.resolve_reason
             self.emit(f"alarm_{t.change}", severity, a.subject, text, data)
             if self.notifiers is not None:
                 if t.change == "firing" and not t.restored:

@@ -19,7 +19,7 @@ import msgspec
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.cluster.alarm_events import split_at_restart
 from rigmon.cluster.store import ClusterStore
-from rigmon.schema import Alarm, AlarmList, AlarmState, Event, Severity
+from rigmon.schema import RESOLVE_ENDINGS, Alarm, AlarmList, AlarmState, Event, Severity
 
 AlarmSource = Literal["node", "cluster"]
 
@@ -68,7 +68,7 @@ class AlarmRow:
         from a warning, the Xid that came with a lost GPU)."""
         joined = [o.message for o in self.also if o.message and not _escalation(o, self.alarm)]
         # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end.
-        reason = _end_reason(self.alarm.message)
+        reason = _ending(self.alarm)
         if not (reason and joined and all(m.endswith(reason) for m in joined)):
             reason = ""
         text = self.alarm.message.removesuffix(reason)
@@ -155,6 +155,16 @@ def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
     """The store a cluster alarm is about; ``""`` when no followed node has its key."""
     key = alarm_node_key(alarm)
     return key if key in cluster.nodes else ""
+
+
+def _ending(alarm: Alarm) -> str:
+    """What the end of a resolved ``alarm`` added to its message (``" (agent restarted without it)"``),
+    or ``""``: by its `Alarm.resolve_reason`; an older agent's alarm, which has none, by its message."""
+    if alarm.state != "resolved":
+        return ""
+    if alarm.resolve_reason is not None:
+        return RESOLVE_ENDINGS.get(alarm.resolve_reason, "")
+    return _end_reason(alarm.message)
 
 
 def _end_reason(message: str) -> str:

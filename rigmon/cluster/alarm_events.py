@@ -52,7 +52,7 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
         if event.kind == "alarm_resolved":
             del active[alarm_id]
             resolved.add(alarm_id)
-            recent.insert(0, msgspec.structs.replace(old, state="resolved", resolved_at=event.at, updated_at=event.at))
+            recent.insert(0, _resolved_by(old, event))
         else:
             state = "firing" if event.kind == "alarm_firing" else "pending"
             active[alarm_id] = msgspec.structs.replace(
@@ -62,6 +62,18 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     if not changed:
         return alarms
     return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
+
+
+def _resolved_by(alarm: Alarm, event: Event) -> Alarm:
+    """``alarm`` as its ``alarm_resolved`` event ended it: how (an older agent's event does not say)
+    and the ending the agent's record of it has."""
+    reason = event.data.get("reason")
+    if not isinstance(reason, str):
+        return msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at)
+    ending = RESOLVE_ENDINGS.get(reason, "")
+    message = alarm.message if alarm.message.endswith(ending) else alarm.message + ending
+    return msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at,
+                                   resolve_reason=reason, message=message)
 
 
 def ended_by_restart(alarm: Alarm, at: float) -> Alarm:

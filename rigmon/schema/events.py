@@ -50,8 +50,10 @@ _GUARD: dict[str, EventDataType] = {
     "gpus": "text", "before": "text", "after": "text",
 }
 _GUARD_COMMAND: dict[str, EventDataType] = {"by": "text", "command": "text", "step": "int"}
+#: ``reason``: an ``alarm_resolved``'s `Alarm.resolve_reason` (the events share one emitting call).
 _ALARM: dict[str, EventDataType] = {
     "alarm_id": "text", "rule": "text", "severity": "text", "state": "text", "value": "any", "restored": "bool",
+    "reason": "text",
 }
 _FROM_TO: dict[str, EventDataType] = {"from": "text", "to": "text"}
 

@@ -1,0 +1,61 @@
+"""How an alarm ended travels with its ``alarm_resolved`` event (a replay, or a dashboard between two
+fetches, knows it from the frame alone), and the alarms screen groups rows by that reason, not by how
+messages happen to end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rigmon.agent.alarming import AlarmService
+from rigmon.alarms.engine import AlarmEngine
+from rigmon.cluster.alarm_board import AlarmRow, group_rows
+from rigmon.cluster.alarm_events import with_alarm_events
+from rigmon.schema import Alarm, AlarmList, Event, EventValue
+from tests.alarms.helpers import T0, FakeClock, rules
+
+RAIL = '[[rule]]\nname = "rail"\nkind = "threshold"\nselect = "psu_rail.volts.min_volts"\nbelow = 11.7\n' \
+       'subject = "psu"\nmessage = "rail {value:.2f} V"\n'
+
+
+def rail(v: float) -> dict[str, Any]:
+    return {"psu_rail": {"volts": {"mean_volts": v, "min_volts": v, "max_volts": v}}}
+
+
+def test_the_resolved_event_says_how_the_alarm_ended() -> None:
+    events: list[tuple[str, dict[str, EventValue]]] = []
+    engine = AlarmEngine(rules(RAIL), "n1", FakeClock(T0), id_prefix="r")
+    service = AlarmService(engine, lambda kind, _sev, _subj, _text, data: events.append((kind, data)))
+    service._publish(engine.evaluate_data(rail(11.3), [], T0))
+    service._publish(engine.evaluate_data({}, [], T0 + 1))
+    service._publish(engine.evaluate_data({}, [], T0 + 100))  # absent longer than absent_resolve_s
+    (data,) = [d for kind, d in events if kind == "alarm_resolved"]
+    assert data["reason"] == "unreported"
+    assert all("reason" not in d for kind, d in events if kind != "alarm_resolved")
+
+
+def _firing(message: str, n: int = 1) -> Alarm:
+    return Alarm(id=f"a{n}", rule=f"r{n}", rule_kind="state", severity="critical", node="n1", subject="gpu:3",
+                 state="firing", message=message, started_at=T0, updated_at=T0, fired_at=T0)
+
+
+def test_a_frames_resolved_event_gives_the_alarm_its_reason_before_the_next_fetch() -> None:
+    alarms = AlarmList(node="n1", active=(_firing("rail 11.30 V"),), recent=())
+    resolved = Event(id="e1", at=T0 + 5, kind="alarm_resolved", severity="info", subject="psu",
+                     message="r1 resolved: rail 11.30 V (no longer reported)",
+                     data={"alarm_id": "a1", "rule": "r1", "reason": "unreported"})
+    (a,) = with_alarm_events(alarms, [resolved]).recent
+    assert (a.state, a.resolve_reason, a.message) == ("resolved", "unreported", "rail 11.30 V (no longer reported)")
+    # An older agent's event says nothing: the alarm is resolved, how is not known.
+    older = Event(id="e2", at=T0 + 5, kind="alarm_resolved", severity="info", subject="psu", message="r1 resolved",
+                  data={"alarm_id": "a1", "rule": "r1"})
+    (a,) = with_alarm_events(alarms, [older]).recent
+    assert (a.state, a.resolve_reason, a.message) == ("resolved", None, "rail 11.30 V")
+
+
+def test_messages_that_end_alike_are_not_taken_for_a_reason() -> None:
+    # Two firing alarms of one GPU whose own messages end in the same parenthesis: before, the row read
+    # "GPU 3 is lost; Xid 79 (fell off the bus)", the parenthesis taken for how the alarms had ended.
+    lost = AlarmRow("k", "n1", "node", _firing("GPU 3 is lost (fell off the bus)", 1))
+    xid = AlarmRow("k", "n1", "node", _firing("Xid 79 (fell off the bus)", 2))
+    (row,) = group_rows([lost, xid])
+    assert row.message == "GPU 3 is lost (fell off the bus); Xid 79 (fell off the bus)"
