@@ -69,7 +69,9 @@ async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SI
 
 def replay_parts(replay: Replay) -> list[NodePart]:
     """The replayed nodes as bundle parts, their frames and events cut at the cursor (the
-    series stay those of the whole recording)."""
+    series stay those of the whole recording). A node whose pull the bundle dates is pulled at
+    the cursor (or at its own pull, when that came first), its clock as far off as it was, so
+    the export replays as the recording does."""
     parts: list[NodePart] = []
     entries = replay.bundle.manifest.get("nodes") or []
     for index, (key, node) in enumerate(zip(replay.keys, replay.bundle.nodes)):
@@ -77,7 +79,10 @@ def replay_parts(replay: Replay) -> list[NodePart]:
         entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
         history = node.history
         if history is not None:
-            history = replace(history, events=tuple(e for e in history.events if e.at <= replay.at))
+            # Event times are the node's clock.
+            history = replace(history, events=tuple(e for e in history.events if e.at <= replay.node_time(key)))
+        clock = replay.clock_of(key)
+        pulled_at = None if clock.watched_until is None else min(replay.at, clock.watched_until)
         part = NodePart(node=node.node, source=f"replay:{replay.source}",
                         from_at=frames[0].taken_at if frames else None,
                         to_at=frames[-1].taken_at if frames else None,
@@ -85,7 +90,8 @@ def replay_parts(replay: Replay) -> list[NodePart]:
                         latest=frames[-1] if frames else None, files=dict(node.files),
                         history=history, frames_gz=frames_gzip(frames), frame_count=len(frames),
                         # A node the recording could not pull stays one in the export of its replay.
-                        error=str(entry["error"]) if entry.get("error") else None)
+                        error=str(entry["error"]) if entry.get("error") else None, pulled_at=pulled_at,
+                        agent_now_at=None if pulled_at is None else clock.node_time(pulled_at))
         parts.append(part)
     return parts
 

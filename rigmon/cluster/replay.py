@@ -1,11 +1,13 @@
 """Replay of a snapshot bundle: its frames fed into the dashboard's node stores on a clock of their own.
 
-`Replay` owns a `ReplayClock` whose time is the replay cursor (the nodes' Unix time). Each
-frame is filed into its node's `NodeStore` with the clock standing at the frame's
-``taken_at``, so arrival times, ages and states (live, stale) are those of the recording,
-and the screens draw a replay exactly as they draw live data. Seeking forward feeds the
-frames up to the new cursor; seeking backwards starts the stores over from the nearest
-checkpoint before the new cursor (one is kept every so many frames), or from the start.
+`Replay` owns a `ReplayClock` whose time is the replay cursor (the nodes' Unix time: the median
+node's, see `rigmon.cluster.replay_clocks`). Each frame is filed into its node's `NodeStore` with
+the clock standing at the frame's ``taken_at`` mapped through its node's clock offset (none when the
+bundle does not record it), so arrival times, ages and states (live, stale) are those of the
+recording, a node whose clock ran ahead plays in step with the others, and the screens draw a
+replay exactly as they draw live data. Seeking forward feeds the frames up to the new cursor;
+seeking backwards starts the stores over from the nearest checkpoint before the new cursor (as
+many are kept as `rigmon.cluster.replay_checkpoints` allows), or from the start.
 
 A bundle is as untrusted as the agents it was pulled from (or whoever handed it over): its
 node names, frames, events and sources are cleaned of terminal control characters
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rigmon.cluster.alarm_board import AlarmTracker
+from rigmon.cluster.replay_checkpoints import checkpoint_spacing, node_copy_bytes
+from rigmon.cluster.replay_clocks import NodeClock, node_clocks, unknown_clocks
 from rigmon.cluster.sanitise import clean_record, clean_text
 from rigmon.cluster.store import ClusterStore, NodeStore
 from rigmon.schema import Frame
@@ -32,31 +36,25 @@ if TYPE_CHECKING:
 
 #: Replay speeds the speed keys step through (recorded seconds per real second).
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-#: What a replay cannot judge, for the alarms screen. The clock-skew rule compares a frame's
-#: ``taken_at`` (the node's clock) with when the dashboard got it; a bundle holds only the
+#: What a replay of a bundle that does not date its nodes' pulls (an older rigmon's, or made from
+#: journals) cannot judge, for the alarms screen. The clock-skew rule compares a frame's
+#: ``taken_at`` (the node's clock) with when the dashboard got it; such a bundle holds only the
 #: former, and the replay files each frame at its own ``taken_at``, so every offset reads 0.
 #: Nor can it tell a node whose frames end before the others' because its sampler stalled from one
 #: whose clock runs behind theirs (or the others' ahead): a node is judged stale by its own frames
 #: (a gap between two of them), not after its last one.
 NOT_JUDGED: tuple[str, ...] = ("clock skew is not judged in a replay (the bundle holds no arrival times)",
                                "nor staleness after a node's last frame")
-#: Checkpoints of the replay's state kept at most (spread evenly over the recording), and the
-#: frames (all nodes together) between two at least: a seek back starts from the nearest one
-#: before the new cursor instead of from the start (16 nodes x 3600 frames: about 7 MB each).
-CHECKPOINTS = 8
-CHECKPOINT_MIN_FRAMES = 1000
-#: Node copies all checkpoints hold together at most: a checkpoint copies every node's stores
-#: (~0.4 MB a node with an hour of history), so 16 nodes keep 8, 64 nodes 2, 256 nodes none
-#: (a seek back then starts from the beginning): about 50 MB at most, whatever the cluster.
-CHECKPOINT_NODE_COPIES = 128
 
 
-def checkpoint_spacing(frames: int, nodes: int) -> int:
-    """Frames between two checkpoints of a recording of ``frames`` frames from ``nodes`` nodes:
-    `CHECKPOINTS` at most, fewer as `CHECKPOINT_NODE_COPIES` allows, none (more than ``frames``)
-    for a cluster too large to copy."""
-    kept = min(CHECKPOINTS, CHECKPOINT_NODE_COPIES // max(1, nodes))
-    return max(CHECKPOINT_MIN_FRAMES, frames // kept + 1) if kept else frames + 1
+def clock_notes(nodes: list[NodeBundle], clocks: list[NodeClock]) -> tuple[str, ...]:
+    """What the alarms screen says a replay does not judge: `NOT_JUDGED` when the bundle dates no
+    node's pull, else the recorded nodes whose pull it does not date (nothing when there are none)."""
+    if all(c.watched_until is None for c in clocks):
+        return NOT_JUDGED
+    unknown = unknown_clocks(nodes, clocks)
+    return ((f"clock skew and staleness after the last frame are not judged for {', '.join(unknown)} "
+             "(the bundle does not date their pull)"),) if unknown else ()
 
 
 class ReplayClock:
@@ -152,22 +150,32 @@ class Replay:
         self.source = clean_text(source)
         #: Each recorded node's store key, in the bundle's order.
         self.keys = store_keys(bundle.nodes)
+        #: Each recorded node's clock against the replay's, in the bundle's order.
+        self.clocks = node_clocks(bundle.nodes)
+        self._clock_of = dict(zip(self.keys, self.clocks))
+        # Each frame with the replay's time when its node's clock read its ``taken_at``.
         timeline: list[tuple[float, int, str, Frame]] = []
-        for index, node in enumerate(bundle.nodes):
-            timeline += [(f.taken_at, index, self.keys[index], f) for f in node.frames]
+        for index, (node, clock) in enumerate(zip(bundle.nodes, self.clocks)):
+            timeline += [(clock.replay_time(f.taken_at), index, self.keys[index], f) for f in node.frames]
         timeline.sort(key=lambda item: (item[0], item[1], item[3].seq))
         self._timeline = timeline
         self.start_at = timeline[0][0] if timeline else float(bundle.manifest.get("created_at") or 0.0)
-        self.end_at = timeline[-1][0] if timeline else self.start_at
+        watched = [c.watched_until for c in self.clocks if c.watched_until is not None]
+        # To the last pull: a node silent from long before it shows as stale (as it was) at the end.
+        self.end_at = max([timeline[-1][0], *watched]) if timeline else self.start_at
         self.clock = ReplayClock(self.start_at)
         self.at = self.start_at
         self.playing = True
         self.speed = 1.0
         self._fed = 0
         self._trackers: dict[str, AlarmTracker] = {}
-        #: Each node's last recorded frame time, by store key: the cluster rules judge no staleness past it.
-        self._recorded_until = {key: f.taken_at for _, _, key, f in timeline}
-        self._checkpoint_every = checkpoint_frames or checkpoint_spacing(len(timeline), len(self.keys))
+        #: Until when each node was watched, by store key (its pull, else its last frame): the cluster
+        #: rules judge no staleness past it.
+        self._recorded_until = {key: at for at, _, key, _ in timeline}
+        self._recorded_until.update({key: clock.watched_until for key, clock in self._clock_of.items()
+                                     if clock.watched_until is not None})
+        self._checkpoint_every = checkpoint_frames or checkpoint_spacing(
+            len(timeline), sum(node_copy_bytes(node.frames) for node in bundle.nodes))
         # The stores and trackers with the first N frames of the timeline filed, by N. The state
         # after N frames is the same whatever seeks led there, so a checkpoint stays good.
         self._checkpoints: dict[int, tuple[dict[str, NodeStore], dict[str, AlarmTracker]]] = {}
@@ -199,8 +207,8 @@ class Replay:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """What the alarms screen says of a replay's cluster rules (see `NOT_JUDGED`)."""
-        return NOT_JUDGED
+        """What the alarms screen says of a replay's cluster rules (see `clock_notes`)."""
+        return clock_notes(self.bundle.nodes, self.clocks)
 
     @property
     def frame_count(self) -> int:
@@ -228,6 +236,7 @@ class Replay:
         entries = self.bundle.manifest.get("nodes") or []
         for index, (key, node) in enumerate(zip(self.keys, self.bundle.nodes)):
             store = cluster.nodes[key]
+            store.watched_until = self._clock_of[key].watched_until
             if node.info is not None:
                 store.connected(node.info)
             entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
@@ -246,15 +255,16 @@ class Replay:
         # Each node fed here, with its newest frame's time: its alarms are as of that frame.
         touched: dict[str, float] = {}
         while self._fed < len(self._timeline) and self._timeline[self._fed][0] <= until_at:
-            taken_at, _, key, frame = self._timeline[self._fed]
-            self.clock.at = taken_at
+            filed_at, _, key, frame = self._timeline[self._fed]
+            self.clock.at = filed_at
             store = cluster.nodes[key]
+            # The alarms' times are the node's own (as its events' are).
             if store.latest is not None and store.latest.run_id != frame.run_id:
-                self._trackers[key].restarted(taken_at, frame.events)
+                self._trackers[key].restarted(frame.taken_at, frame.events)
             store.add_frames((frame,))
             for event in frame.events:
                 self._trackers[key].apply(event)
-            touched[key] = taken_at
+            touched[key] = frame.taken_at
             self._fed += 1
             fed += 1
             if self._fed % self._checkpoint_every == 0 and self._fed not in self._checkpoints:
@@ -315,9 +325,18 @@ class Replay:
         self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, index + step))]
 
     def frames_until(self, key: str, at: float | None = None) -> list[Frame]:
-        """The frames of node ``key`` taken up to ``at`` (default: the cursor)."""
+        """The frames of node ``key`` filed up to ``at`` (the replay's clock; default: the cursor)."""
         limit = self.at if at is None else at
-        return [f for taken_at, _, k, f in self._timeline if k == key and taken_at <= limit]
+        return [f for filed_at, _, k, f in self._timeline if k == key and filed_at <= limit]
+
+    def node_time(self, key: str, at: float | None = None) -> float:
+        """Node ``key``'s own clock (its frames' and events' times) when the replay's read ``at``
+        (default: the cursor)."""
+        return self._clock_of[key].node_time(self.at if at is None else at)
+
+    def clock_of(self, key: str) -> NodeClock:
+        """Node ``key``'s clock against the replay's."""
+        return self._clock_of[key]
 
     def position(self) -> ReplayPosition:
         """Where the replay stands."""

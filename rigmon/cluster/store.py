@@ -80,6 +80,9 @@ class NodeStore:
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
+        #: In a replay, when the node was pulled (the store's clock): nothing after it is known, so its
+        #: age stops growing there. ``None`` live, and for a node the bundle does not date.
+        self.watched_until: float | None = None
         self.alarm_list: AlarmList | None = None
         #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s): its last
         #: /v1/alarms answer, or a later frame whose alarm events changed it.
@@ -260,10 +263,13 @@ class NodeStore:
         self._changes += 1
 
     def age_s(self) -> float | None:
-        """Seconds since the last new frame arrived, ``None`` before the first."""
+        """Seconds since the last new frame arrived (at most until `watched_until`), ``None`` before the first."""
         if self.received_at is None:
             return None
-        return max(0.0, self.clock.monotonic() - self.received_at)
+        now = self.clock.monotonic()
+        if self.watched_until is not None:
+            now = min(now, self.watched_until)
+        return max(0.0, now - self.received_at)
 
     def state(self) -> NodeState:
         """Live while frames keep arriving; unreachable while the last attempt failed and

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
 import re
 import tarfile
@@ -66,6 +67,11 @@ class NodePart:
         frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
         alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known).
+        pulled_at: this machine's clock (Unix s) when the agent's capture (``/v1/snapshot``) came in.
+        agent_now_at: the agent's own clock in that capture (its ``taken_at``): with ``pulled_at``, how
+            far the node's clock was off this machine's, and until when the node was watched (a
+            replay judges each node's staleness by these). ``None`` both when not pulled from a
+            running agent (a journal) or by an older rigmon.
     """
 
     node: str
@@ -83,6 +89,8 @@ class NodePart:
     frame_count: int = 0
     error: str | None = None
     alarms: tuple[Alarm, ...] | None = None
+    pulled_at: float | None = None
+    agent_now_at: float | None = None
 
     def frame_lines(self) -> list[bytes]:
         """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""
@@ -150,7 +158,9 @@ def node_dirs(parts: list[NodePart]) -> list[str]:
 
 
 def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[str, Any]:
-    """The bundle's manifest: format, when, which nodes and what each holds."""
+    """The bundle's manifest: format, when, which nodes and what each holds, and when each was pulled
+    (``pulled_at`` by this machine's clock, ``agent_now_at`` by the node's; additive to format 2:
+    absent from older bundles, ``null`` for a journal's node)."""
     return {
         "format": BUNDLE_FORMAT,
         "created_at": created_at,
@@ -170,6 +180,8 @@ def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[s
                 "tier": part.history.tier if part.history else None,
                 "captures": len(part.files),
                 "error": part.error,
+                "pulled_at": part.pulled_at,
+                "agent_now_at": part.agent_now_at,
             }
             for part, d in zip(parts, node_dirs(parts))
         ],
@@ -299,6 +311,10 @@ class NodeBundle:
     files: dict[str, str]
     #: Why its frames are not here although the manifest lists them (a bundle cut short before them).
     missing: str | None = None
+    #: `NodePart.pulled_at` and `NodePart.agent_now_at` as the manifest has them (``None`` in a bundle
+    #: of an older rigmon, or where the manifest's value is not a number).
+    pulled_at: float | None = None
+    agent_now_at: float | None = None
 
 
 @dataclass
@@ -361,9 +377,19 @@ def read_bundle(path: str | Path) -> Bundle:
                    for k, v in members.items() if k.startswith(base + "captures/")},
             missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
             else "the bundle is cut short before its frames",
+            pulled_at=_time_of(entry, "pulled_at"),
+            agent_now_at=_time_of(entry, "agent_now_at"),
         ))
     return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode(), nodes=nodes, members=members,
                   cut_short=cut_short)
+
+
+def _time_of(entry: dict[str, Any], key: str) -> float | None:
+    """The manifest entry's Unix time ``key``: ``None`` when absent (an older bundle) or not a finite number."""
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _has_frames(members: dict[str, bytes], base: str) -> bool:

@@ -93,14 +93,17 @@ STEPS_PER_NODE = 4
 
 async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progress: Progress | None = None,
                      note: Callable[[str, str], None] | None = None,
-                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> NodePart:
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                     now: Callable[[], float] = time.time) -> NodePart:
     """Pull a node's part from its agent: info, capture, history and frames of the window.
 
     The window ends at the node's latest frame (its own clock), so clock skew between the
     node and this machine does not move it. Failures are recorded in ``error``; what was
     pulled before them is kept. An export the agent refuses because it serves others (503
     with ``Retry-After``) is asked for again after the wait, up to `EXPORT_RETRIES` times;
-    each wait is said to ``note`` (node, text) or, without it, to ``progress``.
+    each wait is said to ``note`` (node, text) or, without it, to ``progress``. The capture's
+    arrival by ``now`` (this machine's clock) and its ``taken_at`` (the agent's) are kept as
+    ``pulled_at`` and ``agent_now_at``.
     """
     url = url.rstrip("/")
     part = NodePart(node=url, source=url)
@@ -113,7 +116,10 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
         part.node = part.info.node
         steps_left -= 1
         tick("info")
-        capture = decode(NodeCapture, (await retries.get(f"{url}/v1/snapshot")).content)
+        answer = await retries.get(f"{url}/v1/snapshot")
+        pulled_at = now()
+        capture = decode(NodeCapture, answer.content)
+        part.pulled_at, part.agent_now_at = pulled_at, capture.taken_at
         part.config = capture.config
         part.latest = capture.latest
         part.files = capture.files

@@ -196,7 +196,8 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
 
     def now() -> float:
         if replay is not None:
-            return replay.at
+            # The node's own clock at the cursor: its frames' times, which the history is drawn in.
+            return replay.node_time(key)
         latest = store.latest
         # The node's own clock: its journal is in its time, and a dead node's ends at its last frame.
         return latest.taken_at if latest is not None else app.cluster.clock.time()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rigmon.cluster.history import Ring
-from rigmon.cluster.replay import Replay, checkpoint_spacing
+from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame
 from tests.tui.snapshot_apps.fake_agent import START_AT
@@ -71,11 +71,3 @@ def test_a_seek_back_starts_from_the_nearest_checkpoint_and_ends_where_a_play_fr
             assert fed < 50, "started from the checkpoint before the cursor"
         assert stores(cluster) == played(bundle, at), at
 
-
-def test_checkpoints_copy_a_bounded_number_of_nodes() -> None:
-    # Each checkpoint copies every node's stores: 16 nodes keep 8, 64 nodes 2, 256 nodes none.
-    hour = 3600
-    assert checkpoint_spacing(16 * hour, 16) == 16 * hour // 8 + 1
-    assert checkpoint_spacing(64 * hour, 64) == 64 * hour // 2 + 1
-    assert checkpoint_spacing(256 * hour, 256) > 256 * hour
-    assert checkpoint_spacing(3 * 600, 3) == 1000  # a short recording: at least 1000 frames apart
