@@ -148,10 +148,11 @@ def stale(nodes: Sequence[NodeView], now: float, max_age_s: float,
     """A connected node whose newest frame arrived more than ``max_age_s`` ago (its sampler stalled).
 
     Args:
-        recorded_until: in a replay, each node's last recorded frame time by `NodeView.identity`:
-            a node is judged by its own frame times, so its silence after its last frame (where
-            its recording ends, or where a node whose clock runs ahead carried the cursor past it)
-            is not judged.
+        recorded_until: in a replay, until when each node was watched, by `NodeView.identity`: its
+            pull on the replay's clock when the bundle dates it (a node that stalled before its pull
+            is judged up to it), else its last recorded frame time (its silence after that, where
+            its recording ends or where a node whose clock ran ahead carried the cursor past it,
+            is not judged).
     """
     out = []
     for n in nodes:
