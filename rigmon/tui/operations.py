@@ -127,7 +127,8 @@ def guard_command_done(action: str, guard: GuardReading) -> str:
     if action == "hold":
         done = "held: the caps stay until released"
     else:
-        done = "released: restoring the GPUs' settings" if guard.original else "released: nothing was in force"
+        restoring = "restoring the GPUs' settings" if guard.acting else "would restore the GPUs' settings (not acting)"
+        done = f"released: {restoring}" if guard.original else "released: nothing was in force"
     return f"{done} (now {guard.state}, step {guard.step})"
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import msgspec
+
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from rigmon.tui.operations import guard_command_done
@@ -61,4 +63,18 @@ async def test_a_release_after_a_failed_restore_puts_the_settings_back_now(tmp_p
         assert kind == "guard_restored" and "released by alice" in message
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
         assert guard_command_done("release", answer).startswith("released: restoring the GPUs' settings")
+        await asyncio.to_thread(service.close)
+
+
+async def test_a_dry_run_release_says_it_would_restore(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    # Before: "released: restoring the GPUs' settings" from a guard that never changed them.
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = await engaged(tmp_path, msgspec.structs.replace(ENFORCE, mode="dry-run"), events, clock)
+        answer = service.command("release", "alice")
+        await settle(service)
+        assert answer.original and not answer.acting
+        assert guard_command_done("release", answer) == \
+            "released: would restore the GPUs' settings (not acting) (now released, step 0)"
+        assert machine.gpus[0].app_clock_graphics_mhz == 1312  # never changed
         await asyncio.to_thread(service.close)
