@@ -68,7 +68,8 @@ class AlarmService:
             a = t.alarm
             severity: Severity = a.severity if t.change == "firing" else "info"
             if t.change == "resolved" and a.fired_at is None:
-                text = f"{a.rule} on {a.subject} cleared before its hold time"
+                how = "no longer reported" if a.resolve_reason == "unreported" else "cleared"
+                text = f"{a.rule} on {a.subject} {how} before its hold time"
             elif t.restored and t.change == "firing":
                 text = f"{a.rule} still firing after the agent restarted: {a.message}"
             else:

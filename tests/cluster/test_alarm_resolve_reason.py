@@ -21,16 +21,34 @@ def rail(v: float) -> dict[str, Any]:
     return {"psu_rail": {"volts": {"mean_volts": v, "min_volts": v, "max_volts": v}}}
 
 
+def _service(rule_text: str) -> tuple[AlarmEngine, AlarmService, list[tuple[str, str, dict[str, EventValue]]]]:
+    events: list[tuple[str, str, dict[str, EventValue]]] = []
+    engine = AlarmEngine(rules(rule_text), "n1", FakeClock(T0), id_prefix="r")
+    service = AlarmService(engine, lambda kind, _sev, _subj, text, data: events.append((kind, text, data)))
+    return engine, service, events
+
+
 def test_the_resolved_event_says_how_the_alarm_ended() -> None:
-    events: list[tuple[str, dict[str, EventValue]]] = []
-    engine = AlarmEngine(rules(RAIL), "n1", FakeClock(T0), id_prefix="r")
-    service = AlarmService(engine, lambda kind, _sev, _subj, _text, data: events.append((kind, data)))
+    engine, service, events = _service(RAIL)
     service._publish(engine.evaluate_data(rail(11.3), [], T0))
     service._publish(engine.evaluate_data({}, [], T0 + 1))
     service._publish(engine.evaluate_data({}, [], T0 + 100))  # absent longer than absent_resolve_s
-    (data,) = [d for kind, d in events if kind == "alarm_resolved"]
+    (data,) = [d for kind, _, d in events if kind == "alarm_resolved"]
     assert data["reason"] == "unreported"
-    assert all("reason" not in d for kind, d in events if kind != "alarm_resolved")
+    assert all("reason" not in d for kind, _, d in events if kind != "alarm_resolved")
+
+
+def test_a_pending_alarm_whose_subject_went_is_not_said_to_have_cleared() -> None:
+    engine, service, events = _service(RAIL.replace('subject = "psu"', 'hold_s = 5.0\nsubject = "psu"'))
+    service._publish(engine.evaluate_data(rail(11.3), [], T0))  # pending for its 5 s
+    service._publish(engine.evaluate_data({}, [], T0 + 1))
+    (text,) = [t for kind, t, _ in events if kind == "alarm_resolved"]
+    assert text == "rail on psu no longer reported before its hold time"
+    engine, service, events = _service(RAIL.replace('subject = "psu"', 'hold_s = 5.0\nsubject = "psu"'))
+    service._publish(engine.evaluate_data(rail(11.3), [], T0))
+    service._publish(engine.evaluate_data(rail(12.0), [], T0 + 1))
+    (text,) = [t for kind, t, _ in events if kind == "alarm_resolved"]
+    assert text == "rail on psu cleared before its hold time"
 
 
 def _firing(message: str, n: int = 1) -> Alarm:
