@@ -71,7 +71,8 @@ class SpooledResponse(StreamingResponse):
     whole, the client gone, never started (a generator that never ran has no ``finally``), or
     abandoned: an answer whose client takes no byte for ``slots.send_deadline_s`` (or
     `SEND_DEADLINE_S`) drops its connection (the client sees it reset, never a short answer
-    that looks whole) and logs one line.
+    that looks whole) and logs one line. Once its client has gone (``http.disconnect``) or it is
+    abandoned, no more of the spool is read.
 
     Args:
         answer: the answer.
@@ -79,17 +80,18 @@ class SpooledResponse(StreamingResponse):
     """
 
     def __init__(self, answer: FramesAnswer, slots: ExportSlots | None) -> None:
-        #: Set when the client took no byte for ``deadline_s``: the connection is dropped, nothing
-        #: more is read or sent. (A flag of its own: the pieces' generator holding the response
-        #: would make a reference cycle.)
-        self.abandoned = _Flag()
-        super().__init__(_sent_pieces(answer, self.abandoned), media_type=answer.media_type, headers=answer.headers)
+        #: Set when nothing more is read or sent: the client took no byte for ``deadline_s`` (the
+        #: connection is dropped), or it has gone. (A flag of its own: the pieces' generator holding
+        #: the response would make a reference cycle.)
+        self.ended = _Flag()
+        super().__init__(_sent_pieces(answer, self.ended), media_type=answer.media_type, headers=answer.headers)
         self.answer = answer
         self.slots: ExportSlots | None = slots
         self.deadline_s = SEND_DEADLINE_S if slots is None else slots.send_deadline_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         control = scope.get("extensions", {}).get(ANSWER_CONTROL)
+        receive = self._noticing_receive(receive)
         try:
             if isinstance(control, AnswerControl):
                 send = self._deadline_send(scope, receive, send, control)
@@ -100,12 +102,24 @@ class SpooledResponse(StreamingResponse):
                 self.slots.give()
                 self.slots = None
 
+    def _noticing_receive(self, receive: Receive) -> Receive:
+        """``receive`` that ends the answer when it says the client has gone. Starlette listens for
+        that while the answer is sent (ASGI before 2.4, as uvicorn speaks; from 2.4 on, a send to a
+        client that has gone fails instead)."""
+
+        async def noticing_receive() -> Any:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.ended.set = True
+            return message
+
+        return noticing_receive
 
     def _deadline_send(self, scope: Scope, receive: Receive, send: Send, control: AnswerControl) -> Send:
         """``send`` that abandons the answer when the client takes no byte for ``deadline_s``."""
 
         async def deadline_send(message: Any) -> None:
-            if self.abandoned.set:
+            if self.ended.set:
                 return
             unsent = control.unsent_bytes()
             while True:
@@ -120,7 +134,7 @@ class SpooledResponse(StreamingResponse):
                     if still_unsent >= unsent:
                         break
                     unsent = still_unsent  # a slow client, still reading: wait on
-            self.abandoned.set = True
+            self.ended.set = True
             log.warning("%s %s for %s abandoned: the client took no byte for %g s (connection dropped, "
                         "export slot given back)", scope.get("method"), scope.get("path"), client_key(scope),
                         self.deadline_s)
@@ -142,13 +156,21 @@ class _Flag:
         self.set = False
 
 
-async def _sent_pieces(answer: FramesAnswer, abandoned: _Flag) -> AsyncIterator[bytes]:
-    """``answer``'s pieces, each once the client has taken the ones before; none once it is abandoned.
+async def _sent_pieces(answer: FramesAnswer, ended: _Flag) -> AsyncIterator[bytes]:
+    """``answer``'s pieces, each once the client has taken the ones before; none once ``ended`` is set.
 
     Made on the loop's thread (a file read, at most inflating 256 KiB): a thread per piece could
-    still be reading the spool when a client that went away has it closed.
+    still be reading the spool when a client that went away has it closed. The loop has its turn
+    before each piece: uvicorn's send to a client that has gone returns at once without one, and
+    the rest of the spool (hundreds of MB for an hour of an 8-GPU node) was read and inflated for
+    no one before the ``http.disconnect`` waiting in the loop could end the answer.
     """
-    for piece in answer.pieces():
-        if abandoned.set:
+    pieces = answer.pieces()  # the response closes the answer (its spool) however this ends
+    while True:
+        await asyncio.sleep(0)
+        if ended.set:
+            return
+        piece = next(pieces, None)
+        if piece is None:
             return
         yield piece

@@ -126,10 +126,12 @@ class SimNvidiaGpus:
         gpu = self.gpus[index]
         if gpu.lost:
             return
+        # The Xid 79 first: the driver reports the fall, then answers GPU_IS_LOST (a client that
+        # registers its event set again without the lost GPU would never see an Xid posted after).
+        self.machine.post_xid(index, 79)
         with self.machine.lock:
             gpu.lost = True
         self.drop_reasons[index] = why
-        self.machine.post_xid(index, 79)
         if self.kernel_log is not None:
             xid_bus = f"{gpu.domain:04x}:{gpu.bus:02x}:00"
             self.kernel_log.log(LEVEL_WARNING, f"NVRM: GPU at PCI:{xid_bus}: {gpu.uuid}")

@@ -170,6 +170,10 @@ class FakeNvmlMachine:
         #: set and reset (locked clocks, power limits and persistence mode stay root's).
         self.app_clocks_unrestricted = False
         self.init_count = 0
+        #: Every event wait answers GPU_IS_LOST while any GPU is lost, registered to its set or not
+        #: (NVML says only "if a GPU has fallen off the bus"): by default only a set the lost GPU is
+        #: registered to does, and a set registered again without it waits as before.
+        self.events_lost_while_any_gpu_lost = False
         self._running = threading.Event()
         self._running.set()
         #: Symbols a ``hang`` named only these blocks (the others answer), and the gate they wait on.
@@ -245,9 +249,9 @@ class FakeNvmlMachine:
     def wait_xid_event(self, set_id: int, timeout_s: float) -> tuple[int, int] | None:
         """The next ``(gpu index, xid)`` queued for event set ``set_id``, waiting up to ``timeout_s``.
 
-        A set with a lost GPU registered answers at once with `WAIT_GPU_LOST` once its queued
-        events are taken (the driver's wait answers GPU_IS_LOST, on every wait, as long as the
-        GPU stays lost).
+        A set with a lost GPU registered (any set, with ``events_lost_while_any_gpu_lost``) answers
+        at once with `WAIT_GPU_LOST` once its queued events are taken (the driver's wait answers
+        GPU_IS_LOST, on every wait, as long as the GPU stays lost).
 
         Returns:
             ``None`` when none came in time, or the set has no GPU registered.
@@ -263,6 +267,8 @@ class FakeNvmlMachine:
             return queue.popleft() if queue else None
 
     def _set_has_lost_gpu(self, set_id: int) -> bool:
+        if self.events_lost_while_any_gpu_lost:
+            return any(gpu.lost for gpu in self.gpus)
         return any(0 <= i < len(self.gpus) and self.gpus[i].lost for i in self._registered.get(set_id, ()))
 
     def event_sets(self) -> dict[int, frozenset[int]]:

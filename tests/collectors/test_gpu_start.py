@@ -3,6 +3,7 @@ the agent's ``pending``), not "hung" and not "absent"."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +79,45 @@ def test_an_nvml_init_that_outlasts_its_budget_is_hung(node: tuple[Path, FakeNvm
         machine.heal("hang")
         collector.close()
     assert "nvmlInit has not returned" in str(hung.value)
+
+
+class StoppableClock:
+    """The monotonic clock, plus the time the test says the process was stopped (SIGSTOP, a paused VM)."""
+
+    def __init__(self) -> None:
+        self.stopped_s = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.stopped_s
+
+
+def test_a_stop_of_the_agent_during_a_slow_init_does_not_use_up_its_budget(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """The agent stopped for far longer than the init's budget while nvmlInit runs: on resume its GPUs are
+    still starting, not hung (the guard would have been told it cannot act); the stop counts as a
+    moment of running time at most."""
+    root, machine = node
+    host = HostRoot(root)
+    nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+    clock = StoppableClock()
+    nvml.binding.clock = clock
+    nvml.binding.init_timeout_s = 30.0
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(CollectorStarting):
+            collector.collect()
+        clock.stopped_s += 10 * nvml.binding.init_timeout_s
+        with pytest.raises(CollectorStarting) as starting:
+            collector.collect()
+        machine.heal("hang")
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
+    finally:
+        machine.heal("hang")
+        collector.close()
+    waited = re.search(r"nvmlInit has not returned for ([0-9.]+) s", str(starting.value))
+    assert waited is not None and float(waited[1]) < nvml.binding.init_timeout_s, starting.value
+    assert [g.state for g in gpus] == ["ok", "ok"]
 
 
 def test_the_process_collector_is_starting_too(node: tuple[Path, FakeNvmlMachine]) -> None:

@@ -110,9 +110,10 @@ class CountingWaits:
 
 def test_an_event_wait_failing_while_a_gpu_is_lost_is_logged_once(
         node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """A lost GPU registered to the event set makes every wait answer GPU_IS_LOST: one warning
-    saying so, not a traceback every retry, and one line when the waits answer again."""
+    """A driver whose every event wait answers GPU_IS_LOST while a GPU is lost (a set without it
+    too): one warning saying so, not a traceback every retry, and one line when the waits answer again."""
     root, machine = node
+    machine.events_lost_while_any_gpu_lost = True
     monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 0.01)
     host = HostRoot(root)
     nvml = CountingWaits(open_nvml(host, timeout_s=DEADLINE_S))
@@ -138,6 +139,41 @@ def test_an_event_wait_failing_while_a_gpu_is_lost_is_logged_once(
     records = [(r.levelname, r.getMessage().split(" (")[0]) for r in caplog.records]
     assert records == [("WARNING", "waiting for NVML events failed: NVMLError_GpuIsLost: GPU is lost"),
                        ("WARNING", "waiting for NVML events works again")]
+
+
+def test_the_other_gpus_xids_come_at_once_while_a_gpu_is_lost(
+        node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU 3 falls off the bus: the event set it is registered to answers GPU_IS_LOST on every wait.
+    The set is registered again at once without it, so an Xid of GPU 0 meanwhile is pushed at once,
+    not after a retry (every 5 s: an hour here, never within the test)."""
+    root, machine = node
+    monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 3600.0)
+    host = HostRoot(root)
+    nvml = CountingWaits(open_nvml(host, timeout_s=DEADLINE_S))
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)  # type: ignore[arg-type]
+    pushed: list[EventDraft] = []
+    collector.start(lambda records: pushed.extend(r for r in records if isinstance(r, EventDraft)))
+    try:
+        end = time.monotonic() + DEADLINE_S
+        while list(machine.event_sets().values()) != [frozenset(range(4))]:
+            assert time.monotonic() < end, "no event set registered"
+            time.sleep(0.01)
+        machine.post_xid(3, 79)
+        machine.fail("gpu_lost", 3)
+        # Until a wait has answered GPU_IS_LOST (a wait raised, or the set was registered again).
+        while nvml.failed == 0 and 3 in set().union(*machine.event_sets().values()):
+            assert time.monotonic() < end, "no wait answered GPU_IS_LOST"
+            time.sleep(0.01)
+        while not any(e.subject == "gpu:0" for e in pushed):
+            assert time.monotonic() < end, "no Xid of GPU 0 while GPU 3 is lost"
+            machine.post_xid(0, 13)
+            time.sleep(0.01)
+        registered = machine.event_sets()
+    finally:
+        collector.close()
+    assert [(e.subject, e.data and e.data["xid"]) for e in pushed][:2] == [("gpu:3", 79), ("gpu:0", 13)]
+    assert list(registered.values()) == [frozenset({0, 1, 2})]
+    assert nvml.failed == 0
 
 
 def test_an_xid_event_of_a_handle_not_registered_names_no_gpu_none() -> None:

@@ -1,6 +1,6 @@
 """NVML's watchdog, and `rigmon check`'s wait for a collector, do not call a call hung when the process did
 not run for the wait (SIGSTOP, ^Z, a paused VM): `rigmon check` caught across such a stop reported every
-GPU hung."""
+GPU hung. The stopwatch that times the first ``nvmlInit`` does not count such a stop either."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from rigmon.hw.nvml.watchdog import WAIT_SLACK_S, WAIT_SLICE_S, RunningStopwatch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,3 +76,28 @@ def test_a_call_through_a_stop_of_the_process_is_not_hung(child: str, answer: st
         process.kill()
         process.wait(10)
     assert out == f"{answer}\n"
+
+
+class SteppedClock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_the_running_stopwatch_counts_running_time_and_a_stop_as_one_slice_at_most() -> None:
+    clock = SteppedClock()
+    stopwatch = RunningStopwatch("test", clock)  # not started: the test looks in its place
+    for _ in range(4):
+        clock.now_s += WAIT_SLICE_S
+        stopwatch.look()
+    assert stopwatch.elapsed() == pytest.approx(4 * WAIT_SLICE_S)
+    clock.now_s += 3600.0  # the process was stopped for an hour between two looks
+    assert stopwatch.elapsed() == pytest.approx(5 * WAIT_SLICE_S + WAIT_SLACK_S)  # before the look that sees it
+    stopwatch.look()
+    clock.now_s += WAIT_SLICE_S
+    stopwatch.look()
+    assert stopwatch.elapsed() == pytest.approx(6 * WAIT_SLICE_S + WAIT_SLACK_S)

@@ -15,7 +15,7 @@ from rigmon.hw.nvml.calls import ABSENT_CODES
 from rigmon.hw.nvml.poll import DeviceReader
 from rigmon.hw.nvml.processes import read_processes
 from rigmon.hw.nvml.records import NvmlDeviceData, NvmlGpuProcesses, NvmlXid
-from rigmon.hw.nvml.watchdog import NvmlHung, NvmlStarting, NvmlUnavailable, Watchdog
+from rigmon.hw.nvml.watchdog import NvmlHung, NvmlStarting, NvmlUnavailable, RunningStopwatch, Watchdog
 from rigmon.hw.nvml.xid import XidEvents
 from rigmon.hw.root import HostRoot
 
@@ -23,7 +23,8 @@ T = TypeVar("T")
 
 #: Seconds the first ``nvmlInit`` may take before it counts as hung. Without persistence mode the
 #: driver initialises every GPU in it (seconds on a V100 box, more with 8 GPUs); polls meanwhile
-#: raise `NvmlStarting`.
+#: raise `NvmlStarting`. Counted in the process's running time: a stop (SIGSTOP, a paused VM, a
+#: debugger) during the init does not use it up (`RunningStopwatch`).
 INIT_TIMEOUT_S = 60.0
 
 
@@ -35,7 +36,8 @@ class PynvmlNvml:
     caller's thread (`rigmon.hw.nvml.xid`).
 
     A poll that overruns while ``nvmlInit`` (in it, or in the Xid thread) has not returned raises
-    `NvmlStarting` rather than `NvmlHung`, for up to ``init_timeout_s`` since the init began.
+    `NvmlStarting` rather than `NvmlHung`, for up to ``init_timeout_s`` of the process's running
+    time since the init began (``clock`` is the monotonic clock that time is measured on).
 
     Args:
         target: the binding (absolute root path); see `rigmon.hw.nvml`.
@@ -46,9 +48,11 @@ class PynvmlNvml:
         self.target = target
         self.timeout_s = timeout_s
         self.init_timeout_s = INIT_TIMEOUT_S
-        #: ``time.monotonic`` when the init in progress began (``None``: none is), and whether the
-        #: first init overran a poll (until a poll answers).
-        self._init_began: float | None = None
+        self.clock: Callable[[], float] = time.monotonic
+        #: The running time of the init in progress (``None``: none is), and whether the first
+        #: init overran a poll (until a poll answers).
+        self._init_clock: RunningStopwatch | None = None
+        self._init_clock_lock = threading.Lock()
         self._init_overran = False
         self._poll = Watchdog("poll", target)
         # Only the poll watchdog's thread touches the reader.
@@ -63,11 +67,13 @@ class PynvmlNvml:
         """Lazy init (in the watchdog thread, or the Xid thread). A missing driver stays a quiet absence."""
         if self._initialized:
             return
-        if self._init_began is None:
-            self._init_began = time.monotonic()
+        # Timed from here: a thread waiting for another's init waits for the same init.
+        self._begin_init_clock()
         with self._init_lock:
             if self._initialized:
+                self._end_init_clock()  # begun after that init had returned
                 return
+            self._begin_init_clock()  # the init waited for failed: this one is timed afresh
             try:
                 pynvml.nvmlInit()
                 self._initialized = True
@@ -76,7 +82,18 @@ class PynvmlNvml:
                     raise NvmlUnavailable(f"NVML: {exc}") from None
                 raise
             finally:
-                self._init_began = None
+                self._end_init_clock()
+
+    def _begin_init_clock(self) -> None:
+        with self._init_clock_lock:
+            if self._init_clock is None:
+                self._init_clock = RunningStopwatch("init", self.clock).start()
+
+    def _end_init_clock(self) -> None:
+        with self._init_clock_lock:
+            init_clock, self._init_clock = self._init_clock, None
+        if init_clock is not None:
+            init_clock.stop()
 
     def _run(self, fn: Callable[[], T], timeout_s: float) -> T:
         """``fn`` behind the poll watchdog, after NVML's first init (a job of its own, so a slow init
@@ -90,9 +107,9 @@ class PynvmlNvml:
         try:
             result = self._poll.run(fn, timeout_s)
         except NvmlHung:
-            began = self._init_began
-            if not self._initialized and began is not None:
-                waited_s = time.monotonic() - began
+            init_clock = self._init_clock
+            if not self._initialized and init_clock is not None:
+                waited_s = init_clock.elapsed()
                 if waited_s >= self.init_timeout_s:
                     raise NvmlHung(f"nvmlInit has not returned for {waited_s:.1f} s") from None
                 self._init_overran = True
@@ -162,6 +179,7 @@ class PynvmlNvml:
 
     def close(self) -> None:
         self._xid.close()
+        self._end_init_clock()  # an init stuck in the driver is not timed for no one
         if self._poll.stuck:
             self._poll.close()
             return

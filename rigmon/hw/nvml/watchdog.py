@@ -216,6 +216,62 @@ def wait_running(wait: Callable[[float], bool], budget_s: float) -> bool:
         last = now
 
 
+class RunningStopwatch:
+    """Seconds of the process's running time since the stopwatch was made: time the process was
+    stopped (SIGSTOP, ^Z, a debugger) or its VM paused does not count.
+
+    `wait_running` for a span nobody waits through (the first ``nvmlInit``, which polls only look
+    at): from `start` on, a daemon thread (``rigmon-nvml-NAME-clock``) looks at ``clock`` every
+    `WAIT_SLICE_S` until `stop`. A look that comes later than the slice and `WAIT_SLACK_S` after the
+    previous one means the process did not run meanwhile, and only the slice and slack count; so
+    does the time since the last look in `elapsed`. (A stopped process's CPU clocks stand still, but
+    so do those of a thread stuck in the driver: only a thread that should have woken can tell.)
+
+    Args:
+        name: the thread's name suffix.
+        clock: monotonic seconds (``time.monotonic``; tests inject one that jumps over a stop).
+    """
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._name = f"rigmon-nvml-{name}-clock"
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._ran_s = 0.0
+        self._last = clock()
+        self._stopped = threading.Event()
+
+    def start(self) -> RunningStopwatch:
+        """Start the thread that looks at the clock; returns the stopwatch."""
+        threading.Thread(target=self._look_until_stopped, name=self._name, daemon=True).start()
+        return self
+
+    def look(self) -> None:
+        """Count the time since the previous look (only a slice and its slack when it was a stop)."""
+        with self._lock:
+            now = self._clock()
+            self._ran_s += _ran_s(now - self._last)
+            self._last = now
+
+    def elapsed(self) -> float:
+        """Seconds the process has run since the stopwatch was made."""
+        with self._lock:
+            return self._ran_s + _ran_s(self._clock() - self._last)
+
+    def stop(self) -> None:
+        """End the thread (at its next look)."""
+        self._stopped.set()
+
+    def _look_until_stopped(self) -> None:
+        while not self._stopped.wait(WAIT_SLICE_S):
+            self.look()
+
+
+def _ran_s(gap_s: float) -> float:
+    """The running time in ``gap_s`` seconds between two looks one slice apart: all of it, or a
+    slice and its slack when the process did not run meanwhile."""
+    return min(max(0.0, gap_s), WAIT_SLICE_S + WAIT_SLACK_S)
+
+
 def bind_library(library: object | None) -> object | None:
     """Put ``library`` beneath pynvml as its loaded NVML library; return the one it replaces.
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pynvml
 
-from rigmon.hw.nvml.calls import ABSENT_CODES, Gate, handle_key
+from rigmon.hw.nvml.calls import ABSENT_CODES, GPU_IS_LOST, Gate, handle_key
 from rigmon.hw.nvml.records import NvmlXid
 from rigmon.hw.nvml.watchdog import NvmlUnavailable, reset_target, set_target
 
@@ -23,6 +23,13 @@ class XidEvents:
     else), not behind the poll watchdog: a hand-off to another thread and back twice a second was
     most of what the event thread cost, and a wait stuck in the driver blocks only that thread,
     which nothing waits for (`close` leaves the event set alone while a wait is in progress).
+
+    A GPU that fell off the bus makes every wait on a set it is registered to answer GPU_IS_LOST
+    (NVML: "if a GPU has fallen off the bus or is otherwise inaccessible"), for as long as it stays
+    lost: the set is registered again at once without it (a lost GPU gives no handle, nor a
+    registration), so the other GPUs' Xids keep coming; it joins again when it answers again
+    (`rearm`). Only when registering again leaves no GPU out (a driver that answers so while any
+    GPU is lost, registered or not) does the wait raise it, for the caller to retry later.
 
     Args:
         target: the binding's target (see `rigmon.hw.nvml`).
@@ -83,6 +90,8 @@ class XidEvents:
                 continue
             # NOT_SUPPORTED from registration leaves the set usable for the other GPUs.
             gate.get(pynvml.nvmlDeviceRegisterEvents, handle, EVENT_XID, event_set)
+            if gate.lost:
+                continue  # fell off the bus meanwhile: not in the set
             pci = gate.get(pynvml.nvmlDeviceGetPciInfo, handle)
             handles[handle_key(handle)] = (
                 index, gate.get(pynvml.nvmlDeviceGetUUID, handle), None if pci is None else str(pci.busId)
@@ -98,15 +107,7 @@ class XidEvents:
             with self._lock:
                 stale, self._stale = self._stale, False
             if stale and self._event_set is not None:
-                old, self._event_set = self._event_set, None
-                try:
-                    self._register()
-                finally:
-                    # Freed after the new set is registered: no gap for the GPUs that stayed.
-                    try:
-                        pynvml.nvmlEventSetFree(old)
-                    except pynvml.NVMLError:
-                        pass
+                self._register_again()
             if self._event_set is None:
                 self._register()
             data = pynvml.nvmlEventSetWait_v2(self._event_set, wait_ms)
@@ -115,11 +116,34 @@ class XidEvents:
                 return []
             if exc.value in ABSENT_CODES or exc.value == pynvml.NVML_ERROR_NOT_SUPPORTED:
                 raise NvmlUnavailable(f"NVML events: {exc}") from None
+            if exc.value == GPU_IS_LOST and self._event_set is not None and self._left_lost_gpus_out():
+                # Waits on the old set answered GPU_IS_LOST at once, retried every few seconds, and
+                # the other GPUs' Xids waited as long.
+                return []
             raise
         if not data.eventType & EVENT_XID:
             return []
         index, uuid, bus_id = self._event_handles.get(handle_key(data.device), (None, None, None))
         return [NvmlXid(index=index, uuid=uuid, pci_bus_id=bus_id, xid=int(data.eventData))]
+
+    def _left_lost_gpus_out(self) -> bool:
+        """The set answered GPU_IS_LOST: register a new one for the GPUs that answer now; whether
+        that left any GPU of the old set out (else the driver answers so for the new one too)."""
+        before = {index for index, _, _ in self._event_handles.values()}
+        self._register_again()
+        return not before <= {index for index, _, _ in self._event_handles.values()}
+
+    def _register_again(self) -> None:
+        """Register a new event set for the GPUs that answer now, then free the old one."""
+        old, self._event_set = self._event_set, None
+        try:
+            self._register()
+        finally:
+            # Freed after the new set is registered: no gap for the GPUs that stayed.
+            try:
+                pynvml.nvmlEventSetFree(old)
+            except pynvml.NVMLError:
+                pass
 
     def close(self) -> None:
         """No more waits; free the event set unless a wait is still in progress (stuck in the driver),

@@ -1,0 +1,125 @@
+"""An export whose client has gone (disconnected, not merely slow) stops reading its spool at once: an
+hour of an 8-GPU node is hundreds of MB of spool, read and inflated for no one before the slot came back."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rigmon.agent import connections
+from rigmon.agent.agent import Agent
+from rigmon.agent.history_answers import FramesAnswer
+from rigmon.agent.server import make_server
+from rigmon.config import AgentConfig, AgentSection
+from tests.agent.helpers import listening_port
+from tests.agent.test_api import Counter
+from tests.agent.test_history_stream import FRAMES, filled_state, stalled_export
+from tests.agent.test_journal import T0, FakeClock
+
+#: Pieces an answer may still read once its client has gone: the one in hand when the loop saw it go.
+PIECES_AFTER_GONE = 1
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("export-disconnect") / "state"
+    filled_state(path)
+    return path
+
+
+class Spools:
+    """Every export's spool: pieces read from it and whether it was closed, counted in `FramesAnswer`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.read = 0
+        self.opened = 0
+        self.closed = 0
+        pieces, close = FramesAnswer.pieces, FramesAnswer.close
+        spools = self
+
+        def counted_pieces(answer: FramesAnswer) -> Iterator[bytes]:
+            spools.opened += 1
+            for piece in pieces(answer):
+                spools.read += 1
+                yield piece
+
+        def counted_close(answer: FramesAnswer) -> None:
+            if not answer.spool.closed:
+                spools.closed += 1
+            close(answer)
+
+        monkeypatch.setattr(FramesAnswer, "pieces", counted_pieces)
+        monkeypatch.setattr(FramesAnswer, "close", counted_close)
+
+    async def settled(self) -> int:
+        """Pieces read, once no more are read (the answers wait for their clients to take what was sent)."""
+        last, still = -1, 0
+        while still < 10:
+            await asyncio.sleep(0.05)
+            still, last = (still + 1, last) if self.read == last else (0, self.read)
+        return last
+
+
+def reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a reset (the client killed, its machine gone): the agent sees it go at once."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def close(sock: socket.socket) -> None:
+    """Close ``sock`` plainly: the agent sees it go when it next writes to it."""
+    sock.close()
+
+
+@pytest.mark.parametrize(("parser", "leave"), [("httptools", reset), ("httptools", close), ("h11", reset)],
+                         ids=["httptools-reset", "httptools-close", "h11-reset"])
+async def test_an_export_whose_client_disconnects_reads_no_more_of_its_spool(
+        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, parser: str,
+        leave: Callable[[socket.socket], None]) -> None:
+    """Two exports whose clients take nothing hold both slots; their clients go: the slots come back
+    and no more of their spools is read (on old code each was read through, ~130 pieces)."""
+    spools = Spools(monkeypatch)
+    # The agent takes httptools when it is installed, else h11: both must notice a client gone.
+    monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
+    agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
+    server = make_server(agent, "127.0.0.1", 0)
+    serving = asyncio.create_task(server.serve())
+    stalled: list[socket.socket] = []
+    try:
+        port = await listening_port(server)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            stalled = [stalled_export(port), stalled_export(port)]
+            for _ in range(1000):  # until both answers hold their slots
+                if (await client.get("/v1/snapshot")).status_code == 503:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the exports never held both slots")
+            before = await spools.settled()
+            assert spools.opened == 2
+            for sock in stalled:
+                leave(sock)
+            for _ in range(1000):  # their clients gone, the slots come back
+                if (await client.get("/v1/snapshot")).status_code == 200:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the slots of the exports whose clients went never came back")
+            after = await spools.settled()
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.should_exit = True
+        await agent.stop()
+        await asyncio.wait_for(serving, 10)
+    whole = FRAMES * 30_000 // (256 * 1024)  # pieces of a whole answer (~30 kB frames): ~140
+    assert before < whole // 2, (before, whole)  # the clients went mid-export
+    assert after - before <= 2 * PIECES_AFTER_GONE, (before, after)
+    assert spools.closed == 2  # the spools were dropped
