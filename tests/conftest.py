@@ -5,6 +5,10 @@ the suite moves HOME and the XDG directories to a temporary directory and sets
 ``RIGMON_AGENT_STATE_DIR`` there, so an agent started without ``--state-dir`` (even as root,
 where the default would be /var/lib/rigmon) journals into it. The real default paths are
 fingerprinted then and again at the end; any difference fails the run, naming the paths.
+
+The temporary directory (``TMPDIR`` and `tempfile`'s) is moved to one of the session's own too
+(`tests.tmp_guard`; pytest's ``tmp_path`` stay where they were): a simulated rig's ``rigmon-sim-*``
+directory still there at the end fails the run, naming it and its files.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.state_guard import differences, fingerprint, real_default_paths
+from tests.tmp_guard import sim_leftovers
 
 REPO = Path(__file__).resolve().parent.parent
 #: The environment's values before the suite redirected them (the wheel test reuses pip's real cache).
@@ -43,7 +48,25 @@ def pytest_configure(config: pytest.Config) -> None:
     (base / "home").mkdir()
     for name, value in redirected.items():
         os.environ[name] = str(value)
-    _guard.update(base=base, paths=paths, before=fingerprint(paths))
+    # pytest's base of tmp_path is its own (kept for a few runs): where it would have been.
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    # Not below ``base`` (0700): set-up tests need every directory above their files searchable by others.
+    tmp = Path(tempfile.mkdtemp(prefix="rigmon-test-tmp-"))
+    tmp.chmod(0o755)
+    os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
+    _guard.update(base=base, tmp=tmp, paths=paths, before=fingerprint(paths))
+
+
+def _fail_session(session: pytest.Session, title: str, lines: list[str]) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = "\n".join(lines)
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_sep("!", title, red=True)
+        reporter.write_line(text)
+    else:
+        print(text)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -54,21 +77,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     assert isinstance(before, dict)
     changed = differences(before, fingerprint(paths))
     if changed:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        text = "\n".join(["the test suite changed the machine's real rigmon state:", *changed])
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_sep("!", "real state changed", red=True)
-            reporter.write_line(text)
-        else:
-            print(text)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        _fail_session(session, "real state changed", ["the test suite changed the machine's real rigmon state:",
+                                                      *changed])
+    tmp = _guard.get("tmp")
+    left = sim_leftovers(tmp) if isinstance(tmp, Path) else []
+    if left:
+        _fail_session(session, "simulated rigs left their directories", [
+            ("simulated rigs' temporary directories were left behind (a rig's process killed, or a writer "
+             "that outlived its rig and made the directory again):"), *left])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    base = _guard.get("base")
-    if isinstance(base, Path):
-        shutil.rmtree(base, ignore_errors=True)
+    for name in ("base", "tmp"):
+        path = _guard.get(name)
+        if isinstance(path, Path):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import random
 import secrets
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from rigmon.config import AgentConfig
 from rigmon.sim.clock import SimClock
 from rigmon.sim.node import SimNode, merge_config
 from rigmon.sim.scenarios import SCENARIOS, Scenario
-from rigmon.sim.tree import Tree
+from rigmon.sim.tree import Tree, TreeGone
 from rigmon.sim.wire import SimWire, free_udp_port
 from rigmon.typed import from_data
 
@@ -121,13 +121,19 @@ class SimRig:
         On a schedule, not a pause after each step: an agent sampling every second then finds
         the tree written the same time before each read, and its rates do not swing by the
         share of a step that the writes drifted against its ticks.
+
+        Ends (quietly) when a node's tree was removed (`TreeGone`): the rig is over, and its
+        files are not written again where no one would remove them.
         """
         loop = asyncio.get_running_loop()
         step_at = loop.time() + first_step_s - STEP_REAL_S
         while True:
             step_at = next_step_at(step_at, loop.time())
             await asyncio.sleep(step_at - loop.time())
-            self.step()
+            try:
+                self.step()
+            except TreeGone:
+                return
 
     def close(self) -> None:
         """Release every node's devices."""
@@ -213,6 +219,41 @@ class RunningRig:
     """The simulated wire between the nodes, when the scenario has one (``wire_paths``)."""
 
 
+async def _stop_writers(servers: list[uvicorn.Server], agents: list[Agent], tasks: list[asyncio.Task[object]]) -> None:
+    """Stop everything of a running rig that writes below its directory: the servers, the agents
+    (their samplers and journal threads, joined by `Agent.stop`) and the physics, and wait for them."""
+    for server in servers:
+        server.should_exit = True
+    for agent in agents:
+        await agent.stop()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _to_the_end(stopping: Coroutine[object, object, None]) -> None:
+    """Await ``stopping`` to its end even when this task is cancelled meanwhile, then pass the
+    cancellation on.
+
+    The rig's directory is removed right after its writers stop: a cancellation cutting the
+    stop short (a second Ctrl-C or SIGTERM, a test's timeout during the stop) left the physics
+    stepping and an agent journalling, and they created the removed directory again (a
+    ``rigmon-sim-*`` left in the temporary directory, with a node's tree and a journal).
+    """
+    task = asyncio.ensure_future(stopping)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            interrupted = interrupted or not task.done()
+    error = None if task.cancelled() else task.exception()
+    if error is not None:
+        raise error
+    if interrupted or task.cancelled():
+        raise asyncio.CancelledError
+
+
 def _bound_port(server: uvicorn.Server) -> int:
     for s in server.servers:
         for sock in s.sockets:
@@ -235,7 +276,9 @@ async def running_rig(
 
     Node ``i`` listens on ``base_port + i``; with ``base_port`` 0 every agent takes a free
     port. The URLs are in the result's ``urls`` once this context is entered. Each agent
-    journals into ``workdir/state/<node>``.
+    journals into ``workdir/state/<node>``. Without ``workdir``, a temporary directory is used
+    and removed on exit, once every writer below it (agents, physics) has stopped, even when
+    the exit is cancelled meanwhile.
     """
     scen = get_scenario(scenario)
     with contextlib.ExitStack() as stack:
@@ -279,10 +322,4 @@ async def running_rig(
             running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers], wire)
             yield running
         finally:
-            for server in servers:
-                server.should_exit = True
-            for agent in agents:
-                await agent.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _to_the_end(_stop_writers(servers, agents, tasks))

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+
+class TreeGone(FileNotFoundError):
+    """The tree's root directory was removed (its rig's temporary directory, at the rig's end): a
+    writer stops here instead of creating the root again, with files no one will remove."""
 
 
 class Tree:
@@ -21,6 +27,9 @@ class Tree:
     content is what this tree last wrote there, and which still exists, is left alone: a
     simulated node rewrites a few hundred files ten times a second and most of them (model
     names, limits, link speeds) do not change, and the rename is most of a step's cost.
+
+    The root is created once, here; a write never creates it again: once it is removed, every
+    write raises `TreeGone` (directories below the root are created as needed).
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -39,19 +48,21 @@ class Tree:
         key = str(target)
         if self._written.get(key) == data and os.path.exists(key):
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        with self._below_root():
+            self._make_dir(target.parent)
+            tmp = target.with_name(f".{target.name}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
         self._written[key] = data
 
     def append(self, rel: str, content: str) -> None:
         """Append to a file (kernel log), creating it if needed."""
         target = self.path(rel)
         self._written.pop(str(target), None)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "a", encoding="utf-8") as fh:
-            fh.write(content)
+        with self._below_root():
+            self._make_dir(target.parent)
+            with open(target, "a", encoding="utf-8") as fh:
+                fh.write(content)
 
     def remove(self, rel: str) -> None:
         """Remove a file or a whole directory (a device unplugged); absent is fine."""
@@ -68,10 +79,39 @@ class Tree:
         """Create or replace a symlink (sysfs ``device`` links)."""
         link = self.path(rel)
         self._written.pop(str(link), None)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        os.symlink(target, link)
+        with self._below_root():
+            self._make_dir(link.parent)
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            os.symlink(target, link)
+
+    def _make_dir(self, path: Path) -> None:
+        """Create directory ``path`` and the missing ones above it, up to the root but never the root.
+
+        Raises:
+            FileNotFoundError: the root does not exist (any more).
+        """
+        if path == self.root:
+            if not path.is_dir():
+                raise FileNotFoundError(f"{path} does not exist")
+            return
+        try:
+            path.mkdir()
+        except FileExistsError:
+            return
+        except FileNotFoundError:
+            self._make_dir(path.parent)
+            path.mkdir(exist_ok=True)
+
+    @contextlib.contextmanager
+    def _below_root(self) -> Iterator[None]:
+        """Turn a missing file or directory into `TreeGone` when it is missing because the root is."""
+        try:
+            yield
+        except FileNotFoundError as exc:
+            if isinstance(exc, TreeGone) or self.root.is_dir():
+                raise
+            raise TreeGone(f"{self.root} was removed") from None
 
 
 def write_tree(root: str | os.PathLike[str], files: Mapping[str, str | bytes]) -> Tree:

@@ -108,8 +108,10 @@ async def test_server_answering_garbage() -> None:
         assert store.error is not None and store.error.startswith(reason)
 
 
-def start_sim(port: int) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def start_sim(port: int, tmp: Path) -> tuple[subprocess.Popen[str], str]:
+    """``rigmon sim`` of one node on ``port``, its temporary directory in ``tmp``: this test kills
+    it (SIGKILL), which leaves that directory (its tree and journal) behind."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "rigmon", "sim", "--nodes", "1", "--base-port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
@@ -122,8 +124,8 @@ def start_sim(port: int) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split()[1]
 
 
-async def test_agent_killed_and_restarted() -> None:
-    proc, url = await asyncio.to_thread(start_sim, 0)
+async def test_agent_killed_and_restarted(tmp_path: Path) -> None:
+    proc, url = await asyncio.to_thread(start_sim, 0, tmp_path)
     port = int(url.rsplit(":", 1)[1])
     store = NodeStore(url, url, SystemClock())
     client = AgentClient(url, backoff=Backoff(0.05, 0.2))
@@ -135,7 +137,7 @@ async def test_agent_killed_and_restarted() -> None:
         proc.wait()
         await follow_until(client, store, lambda u: isinstance(u, Failed))
         assert store.error is not None
-        restarted, _ = await asyncio.to_thread(start_sim, port)
+        restarted, _ = await asyncio.to_thread(start_sim, port, tmp_path)
         await follow_until(client, store, lambda u: isinstance(u, Sampled))
         assert store.latest is not None and store.latest.run_id != first_run
         assert store.restarts == 1

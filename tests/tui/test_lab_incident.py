@@ -38,11 +38,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     """URLs of the lab's agents, started once for this module (the incident happens once, at the start)."""
-    log = tmp_path_factory.mktemp("lab") / "sim.log"
+    lab = tmp_path_factory.mktemp("lab")
+    # Its temporary directory in this test's: a simulator too slow to stop is killed, which leaves it behind.
     proc = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", "lab", "--nodes", str(NODES),
-                             "--base-port", "0", "--seed", "7", "--log-file", str(log)],
+                             "--base-port", "0", "--seed", "7", "--log-file", str(lab / "sim.log")],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(lab)})
     try:
         urls = _read_urls(proc, NODES, 60.0)
         assert urls is not None, "the simulated rig did not start"
