@@ -41,7 +41,15 @@ from rigmon.hw.modbus import (
     open_modbus,
 )
 from rigmon.hw.root import HostRoot
-from rigmon.hw.serialport import SerialPort, SerialPortBusy, SerialPortError, open_serial, pump_serial
+from rigmon.hw.serialport import (
+    READ_TIMEOUT_S,
+    SerialPort,
+    SerialPortBusy,
+    SerialPortError,
+    cancel_serial_read,
+    open_serial,
+    pump_serial,
+)
 from rigmon.hw.tty_udev import TtyWatch, UdevTtyWatch
 from rigmon.path_resistance import EstimatorState
 from rigmon.schema import PsuRailReading
@@ -67,9 +75,9 @@ MODBUS_FAILURES_BEFORE_REOPEN = 5
 READ_CHUNK_BYTES = 4096
 #: Longest a first collect() waits for the reader's first open attempt.
 FIRST_OPEN_WAIT_S = 1.0
-#: A serial reader that has not come back from the port for this long (its reads wait 0.2 s at most)
-#: has not run: its read hangs in the driver, or the whole agent was stopped (see `_judged_at`).
-READER_LAG_S = 1.0
+#: A serial reader that has not come back from the port for this long (its reads wait `READ_TIMEOUT_S`
+#: at most) has not run: its read hangs in the driver, or the whole agent was stopped (see `_judged_at`).
+READER_LAG_S = 2 * READ_TIMEOUT_S
 
 PortOpener = Callable[[str, int], SerialPort]
 ModbusOpener = Callable[[str, int, int], InputRegisters]
@@ -114,6 +122,8 @@ class PsuCollector:
         self._kick = threading.Event()
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The serial port being read, for `close` to end a waiting read.
+        self._port: SerialPort | None = None
         self._push: PushFn | None = None
         # The system clock's monotonic is `time.monotonic` itself: no Python call per line.
         self._monotonic = time.monotonic if type(clock) is SystemClock else clock.monotonic
@@ -198,6 +208,10 @@ class PsuCollector:
         self._stopping = True
         self._stop.set()
         self._kick.set()
+        port = self._port
+        if port is not None:
+            # The reads wait up to a second while the device is silent.
+            cancel_serial_read(port)
         if self._tty_watch is not None:
             self._tty_watch.stop()
         if self._thread is not None:
@@ -227,6 +241,8 @@ class PsuCollector:
                 continue
             delay_s = self.config.reopen_min_s
             self.port_busy = False
+            # Set before every look at `_stop` below: a `close` after that look ends the read.
+            self._port = port
             try:
                 # Discard what was buffered before the open, and only then report the port
                 # open: the device may send as soon as it is reported back (a real ADC at
@@ -253,6 +269,7 @@ class PsuCollector:
                 self._closed(str(exc))
                 self._first_attempt.set()  # also when the reset failed, before `opened`
             finally:
+                self._port = None
                 port.close()
             if not self._stop.is_set():
                 delay_s = self._backoff(delay_s)

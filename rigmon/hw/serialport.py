@@ -7,6 +7,7 @@ import math
 import os
 import select
 import termios
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -48,6 +49,10 @@ class SerialPort(Protocol):
 
 #: Longest a `PySerialPort.write` waits for the device to take the bytes.
 WRITE_TIMEOUT_S = 0.5
+#: Longest a read waits for the device by default. Each timeout wakes the reader for nothing
+#: (~130 us of CPU on a VM, most of it the kernel's timer wake-up and the thread's cold start):
+#: a reader that must stop at once is woken by `cancel_serial_read`, not by short timeouts.
+READ_TIMEOUT_S = 1.0
 #: Events that say the device is gone (a hung-up tty reports them with end of file).
 _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
@@ -66,11 +71,12 @@ class PySerialPort:
     Args:
         path: device path (a ``/dev/serial/by-id/`` link is resolved at each open).
         baud: line speed; USB CDC devices ignore it.
-        timeout_s: longest a `read` waits, so the reader can notice it was asked to stop
-            (rounded up to the tty's tenths of a second, at most 25.5 s).
+        timeout_s: longest a `read` waits, so the reader comes back now and then while the
+            device is silent (rounded up to the tty's tenths of a second, at most 25.5 s);
+            `cancel_read` ends a waiting read at once.
     """
 
-    def __init__(self, path: str, baud: int, timeout_s: float = 0.2) -> None:
+    def __init__(self, path: str, baud: int, timeout_s: float = READ_TIMEOUT_S) -> None:
         import serial
 
         port = serial.Serial()
@@ -107,6 +113,10 @@ class PySerialPort:
         self._poller = select.poll()
         self._poller.register(self._fd, select.POLLIN | select.POLLPRI)
         self._empty_while_readable = False
+        # `cancel_read` (another thread) never touches the descriptor after `close`: its number
+        # may belong to another file by then.
+        self._closing = threading.Lock()
+        self._closed = False
 
     def read(self, max_bytes: int) -> bytes:
         try:
@@ -185,6 +195,24 @@ class PySerialPort:
         except (OSError, ValueError) as exc:
             raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
 
+    def cancel_read(self) -> None:
+        """End a read waiting in another thread now; it returns ``b""`` like a timeout. For stopping:
+        from then on every read returns at once.
+
+        The descriptor is made non-blocking and its settings applied again: a termios change
+        wakes the tty's readers (``n_tty_set_termios``), and a woken read with nothing to
+        return on a non-blocking file returns EAGAIN. A driver that did not wake the read
+        leaves it to its timeout.
+        """
+        with self._closing:
+            if self._closed:
+                return
+            try:
+                os.set_blocking(self._fd, False)
+                termios.tcsetattr(self._fd, termios.TCSANOW, termios.tcgetattr(self._fd))
+            except (termios.error, OSError):
+                pass
+
     def reset_input(self) -> None:
         import serial
 
@@ -196,10 +224,12 @@ class PySerialPort:
     def close(self) -> None:
         import serial
 
-        try:
-            self._port.close()
-        except (serial.SerialException, OSError):
-            pass
+        with self._closing:
+            self._closed = True
+            try:
+                self._port.close()
+            except (serial.SerialException, OSError):
+                pass
 
 
 def pump_serial(port: SerialPort, take: Callable[[bytes], bool], max_bytes: int) -> None:
@@ -216,6 +246,13 @@ def pump_serial(port: SerialPort, take: Callable[[bytes], bool], max_bytes: int)
         return
     while take(port.read(max_bytes)):
         pass
+
+
+def cancel_serial_read(port: SerialPort) -> None:
+    """End a read of ``port`` waiting in another thread, where the port can (`PySerialPort.cancel_read`);
+    other ports' reads end at their timeout."""
+    if isinstance(port, PySerialPort):
+        port.cancel_read()
 
 
 def open_serial(path: str, baud: int) -> SerialPort:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +15,11 @@ from rigmon.collectors.base import CollectorError, NoData
 from rigmon.collectors.psu import PsuCollector
 from rigmon.config import PsuSection
 from rigmon.hw.root import HostRoot
+from rigmon.hw.serialport import PySerialPort
 from rigmon.schema import PsuRailReading
 from tests.collectors.psu_helpers import (
     IDENTITY,
+    LINK,
     SAG,
     FakeTtyWatch,
     PtyDevice,
@@ -51,6 +54,18 @@ def test_no_port_configured_is_absent(tmp_path: Path) -> None:
     with pytest.raises(NoData):
         collector.collect()
     collector.close()
+
+
+def test_close_ends_a_read_waiting_for_a_silent_device(pty_device: PtyDevice, tmp_path: Path) -> None:
+    """The reader waits in the driver while the device is silent; `close` wakes it, not the read's timeout."""
+    collector = PsuCollector(PsuSection(port=LINK, query_identity=False), HostRoot(tmp_path), SystemClock(),
+                             open_port=lambda path, baud: PySerialPort(path, baud, timeout_s=25.5))
+    collector.start(Pushed())
+    wait_for(lambda: collector.state.connected)
+    time.sleep(0.2)  # the reader waits in the driver
+    reader = collector._thread
+    collector.close()
+    assert reader is not None and not reader.is_alive()
 
 
 def test_sag_over_pty_is_pushed_at_once_with_its_minimum(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:

@@ -121,5 +121,5 @@ def test_a_read_hung_in_the_driver_still_makes_the_rail_stale(
         if reading(collector).stale:
             stale_at = second
             break
-    # Stale past the limit (3 s), late by at most a frame's interval and the reader's lag (1 s).
+    # Stale past the limit (3 s), late by at most a frame's interval and the reader's lag (`READER_LAG_S`, 2 s).
     assert stale_at is not None and stale_at <= 5, stale_at

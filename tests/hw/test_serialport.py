@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.hw.serialport import PySerialPort, SerialPortError, pump_serial
+from rigmon.hw.serialport import READ_TIMEOUT_S, PySerialPort, SerialPortError, cancel_serial_read, pump_serial
 from tests.collectors.psu_helpers import PtyDevice
 
 LINE = b"$RM1,seq=1,up=100,win=100,n=9,v=12010/11950/12050,i=80000/79000/81000*00\r\n"
@@ -46,6 +46,48 @@ def test_nothing_to_read_is_empty_after_the_timeout(device: PtyDevice) -> None:
     port = PySerialPort(str(device.link), 115200, timeout_s=0.05)
     try:
         assert port.read(4096) == b""
+    finally:
+        port.close()
+
+
+def test_a_read_waiting_for_a_silent_device_is_cancelled_from_another_thread(device: PtyDevice) -> None:
+    """A stopping reader is woken at once, not at the end of its (long) read timeout."""
+    port = PySerialPort(str(device.link), 115200, timeout_s=25.5)
+    try:
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda: pump_serial(port, lambda data: bool(got.append(data)), 4096))
+        reader.start()
+        time.sleep(0.2)  # the reader waits in the driver
+        cancel_serial_read(port)
+        reader.join(10.0)
+        assert not reader.is_alive()
+        assert got == [b""]
+    finally:
+        port.close()
+
+
+def test_cancelling_a_closed_port_leaves_its_old_descriptor_alone(device: PtyDevice, tmp_path: Path) -> None:
+    """The closed port's descriptor number may belong to another file by then."""
+    port = PySerialPort(str(device.link), 115200)
+    fd = port._fd
+    port.close()
+    other = os.open(tmp_path / "other", os.O_RDWR | os.O_CREAT)
+    reused = os.dup2(other, fd)  # another file under the old number
+    try:
+        port.cancel_read()
+        assert os.get_blocking(reused)
+    finally:
+        os.close(reused)
+        if other != reused:
+            os.close(other)
+
+
+def test_a_silent_device_wakes_the_reader_once_a_read_timeout(device: PtyDevice) -> None:
+    """Each timeout is a wake-up for nothing: the default waits a second (five wake-ups a second at 0.2 s)."""
+    port = PySerialPort(str(device.link), 115200)
+    try:
+        assert READ_TIMEOUT_S == 1.0
+        assert termios.tcgetattr(port._fd)[6][termios.VTIME] == 10
     finally:
         port.close()
 
