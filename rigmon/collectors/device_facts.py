@@ -30,21 +30,39 @@ class DeviceFacts(Generic[K, V]):
         self.refresh_every = refresh_every
         self._facts: dict[K, V] = {}
         self._devices: frozenset[Hashable] | None = None
+        #: The devices as the last `begin` was given them, in its order (a sorted listing is
+        #: given the same order every tick: comparing it is cheaper than building the set).
+        self._listed: tuple[Hashable, ...] | None = None
         self._reads = 0
 
-    def begin(self, devices: Iterable[Hashable]) -> None:
+    def begin(self, devices: Iterable[Hashable]) -> bool:
         """Start a read of the device set; drop every fact if it changed or is due.
 
         Args:
             devices: what identifies each device seen now: its name, or its name with what
                 else tells a new device (an md array's geometry).
+
+        Returns:
+            Whether every fact held before was kept: the same devices as at the last `begin`,
+            none due, no `invalidate` since (`forget` is not seen here).
         """
-        now = frozenset(devices)
+        listed = tuple(devices)
         self._reads += 1
-        if now != self._devices or self._reads > self.refresh_every:
-            self._facts.clear()
-            self._devices = now
-            self._reads = 1
+        if listed != self._listed:
+            self._listed = listed
+            now = frozenset(listed)
+            if now != self._devices:
+                self._drop(now)
+                return False
+        if self._reads > self.refresh_every:
+            self._drop(self._devices)
+            return False
+        return True
+
+    def _drop(self, devices: frozenset[Hashable] | None) -> None:
+        self._facts.clear()
+        self._devices = devices
+        self._reads = 1
 
     def get(self, device: K, read: Callable[[K], V]) -> V:
         """The facts of ``device``, read with ``read(device)`` when not known."""
@@ -66,3 +84,4 @@ class DeviceFacts(Generic[K, V]):
         """Read every fact again at the next read (a udev event said something changed)."""
         self._facts.clear()
         self._devices = None
+        self._listed = None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PolledCollector
@@ -22,8 +23,7 @@ _COUNTER_WIDTHS = (11, 15, 17)
 _SKIPPED_PREFIXES = ("loop", "ram", "zram", "fd", "sr", "dm-")
 
 
-@dataclass(frozen=True, slots=True)
-class DiskStats:
+class DiskStats(msgspec.Struct, frozen=True, gc=False):
     """One device's cumulative counters (diskstats fields 1-17; later ones ``None`` when absent)."""
 
     name: str
@@ -63,8 +63,7 @@ def _stats_from_counters(name: str, major: int, minor: int, values: Sequence[int
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Diskstats:
+class Diskstats(msgspec.Struct, frozen=True, gc=False):
     """What one read of /proc/diskstats holds.
 
     Attributes:
@@ -117,8 +116,7 @@ def parse_diskstats(text: str) -> Diskstats:
     return Diskstats(disks=disks, partial=tuple(partial), skipped=tuple(skipped))
 
 
-@dataclass(frozen=True, slots=True)
-class DiskRates:
+class DiskRates(msgspec.Struct, frozen=True, gc=False):
     """Rates of one device over the last interval (``None`` on the first read or after a reset)."""
 
     read_bytes_per_s: float | None = None
@@ -128,6 +126,10 @@ class DiskRates:
     util_pct: float | None = None
     read_await_ms: float | None = None
     write_await_ms: float | None = None
+
+
+#: The rates of a first read, a reset or no interval: every one ``None`` (shared, it is frozen).
+NO_RATES = DiskRates()
 
 
 class DiskRateTracker:
@@ -146,17 +148,17 @@ class DiskRateTracker:
         last = self._last.get(key)
         self._last[key] = (now_s, stats)
         if last is None:
-            return DiskRates()
+            return NO_RATES
         then_s, prev = last
         elapsed_s = now_s - then_s
         if elapsed_s <= 0:
-            return DiskRates()
+            return NO_RATES
         reads = counter_delta(prev.reads, stats.reads, None)
         writes = counter_delta(prev.writes, stats.writes, None)
         rd_sec = counter_delta(prev.read_sectors, stats.read_sectors, None)
         wr_sec = counter_delta(prev.write_sectors, stats.write_sectors, None)
         if reads is None or writes is None or rd_sec is None or wr_sec is None:
-            return DiskRates()
+            return NO_RATES
         io_ms = counter_delta(prev.io_ms, stats.io_ms, MS_COUNTER_BITS)
         rd_ms = counter_delta(prev.read_ms, stats.read_ms, MS_COUNTER_BITS)
         wr_ms = counter_delta(prev.write_ms, stats.write_ms, MS_COUNTER_BITS)

@@ -4,6 +4,7 @@ do when NVML does not start. Pure functions of the GPU collector (`rigmon.collec
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rigmon.schema import ClockReason
 
@@ -27,6 +28,12 @@ CLOCK_REASON_BITS: tuple[tuple[int, ClockReason], ...] = (
 _KNOWN_REASON_MASK = sum(bit for bit, _ in CLOCK_REASON_BITS)
 
 
+#: Distinct clock event reason masks remembered with their names and text: a GPU's mask is one of
+#: a few (idle, power cap, thermal...) from poll to poll, and decoding it was per GPU and poll.
+REASON_MASKS_KEPT = 256
+
+
+@lru_cache(maxsize=REASON_MASKS_KEPT)
 def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
     """Names of the set bits of an NVML clock event reason mask (``other`` for unknown bits)."""
     names: list[ClockReason] = [name for bit, name in CLOCK_REASON_BITS if mask & bit]
@@ -35,6 +42,7 @@ def decode_clock_reasons(mask: int) -> tuple[ClockReason, ...]:
     return tuple(names)
 
 
+@lru_cache(maxsize=REASON_MASKS_KEPT)
 def clock_reasons_text(mask: int) -> str:
     """An NVML clock event reason mask as nvidia-smi prints it (``clocks_event_reasons.active``):
     ``0x0000000000001004``."""

@@ -7,6 +7,8 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
@@ -24,8 +26,7 @@ KIB = 1024
 MILLI = 1000.0
 
 
-@dataclass(frozen=True, slots=True)
-class CpuTimes:
+class CpuTimes(msgspec.Struct, frozen=True, gc=False):
     """Aggregate CPU time from /proc/stat in USER_HZ ticks."""
 
     busy: int
@@ -33,8 +34,7 @@ class CpuTimes:
     cpu_count: int
 
 
-@dataclass(frozen=True, slots=True)
-class NetCounters:
+class NetCounters(msgspec.Struct, frozen=True, gc=False):
     """One interface's line of /proc/net/dev."""
 
     rx_bytes: int

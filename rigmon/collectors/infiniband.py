@@ -14,6 +14,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
@@ -106,8 +108,7 @@ def judge_port(state_id: int | None, phys_state_id: int | None, rate_gbps: float
     return "unused", None
 
 
-@dataclass(frozen=True, slots=True)
-class RawPort:
+class RawPort(msgspec.Struct, frozen=True, gc=False):
     """What one read of a port found, before it is judged and given rates."""
 
     device: str

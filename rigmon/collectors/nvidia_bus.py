@@ -19,16 +19,23 @@ class NvidiaBus:
         self.root = root
         #: Per PCI address: whether it is an NVIDIA display controller (vendor and class, read once).
         self._pci_facts: DeviceFacts[str, bool] = DeviceFacts()
+        #: The last call's answer; ``None`` while it is being made.
+        self._ids: list[str] | None = None
 
     def bus_ids(self) -> list[str]:
         """Sysfs bus ids of the NVIDIA display controllers, sorted. The bus is listed on every call
         (a GPU that fell off it is gone from the list at once); each device's vendor and class are
         read when it appears, and all again after any device came or went and every 60 calls (a
         server lists a hundred or more PCI functions: two reads each a poll were most of the GPU
-        collector's file reads)."""
+        collector's file reads). While the listing is the last call's and no fact is due, the
+        answer is the last call's (the same devices with the same facts): no work per device."""
         devices = self.root.listdir("/sys/bus/pci/devices")
-        self._pci_facts.begin(devices)
-        return [bdf.lower() for bdf in devices if self._pci_facts.get(bdf, self._is_nvidia_gpu)]
+        if self._pci_facts.begin(devices) and self._ids is not None:
+            return list(self._ids)
+        self._ids = None
+        ids = [bdf.lower() for bdf in devices if self._pci_facts.get(bdf, self._is_nvidia_gpu)]
+        self._ids = ids
+        return list(ids)
 
     def meant_for_nvidia(self, bdf: str) -> bool:
         """Whether NVML should read this GPU: bound to the ``nvidia`` driver, or to none (its module

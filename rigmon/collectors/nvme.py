@@ -192,7 +192,8 @@ class NvmeCollector(PolledCollector):
         self._seen: dict[str, NvmeReading] | None = None
         self._facts: DeviceFacts[str, ControllerFacts] = DeviceFacts()
         self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
-        self._entries: DeviceFacts[str, tuple[str, ...]] = DeviceFacts()
+        #: Per controller, its directory's entries and the namespaces they name (see `_list`).
+        self._entries: DeviceFacts[str, tuple[tuple[str, ...], tuple[str, ...]]] = DeviceFacts()
         #: Per controller, its last reading whose link was read (or read as lost): a link that
         #: cannot be read for a while (EINVAL in D3cold or during a reset) is not a link change.
         self._link_read: dict[str, NvmeReading] = {}
@@ -266,7 +267,7 @@ class NvmeCollector(PolledCollector):
         width = parse_link_width(attr(f"{pci}/current_link_width"))
         speed = parse_link_speed(speed_text)
         lost = is_link_lost(speed_text, width)
-        entries = self._entries.get(name, lambda _: tuple(self.root.listdir(base)))
+        entries, namespaces = self._entries.get(name, lambda _: self._list(base))
         hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(base, entries, pci))
         if hwmon is None:
             # Not registered yet (or an old kernel without one): look again next time.
@@ -275,7 +276,6 @@ class NvmeCollector(PolledCollector):
             temp = None
         else:
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
-        namespaces = sorted({ns for e in entries if (ns := namespace_of(e)) is not None})
         if not namespaces:
             # None yet (the scan after a controller appears takes a moment): list it again next time.
             self._entries.forget(name)
@@ -290,7 +290,7 @@ class NvmeCollector(PolledCollector):
             state=state,
             transport=facts.transport,
             address=facts.address,
-            namespaces=tuple(namespaces),
+            namespaces=namespaces,
             link_speed_gts=speed,
             link_width=None if lost else width,
             max_link_speed_gts=facts.max_link_speed_gts,
@@ -306,6 +306,12 @@ class NvmeCollector(PolledCollector):
             link_state=link_state,
             link_degraded_reason=reason,
         )
+
+    def _list(self, base: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A controller directory's entries and the namespaces they name, sorted: matched once
+        per listing (two patterns per entry of a directory of ~25), not on every read."""
+        entries = tuple(self.root.listdir(base))
+        return entries, tuple(sorted({ns for e in entries if (ns := namespace_of(e)) is not None}))
 
     def _find_hwmon(self, base: str, entries: Sequence[str], pci: str) -> HwmonFacts | None:
         """The controller's hwmon directory with its warning and critical limits.

@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
@@ -17,7 +19,7 @@ from rigmon.collectors.base import (
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
-from rigmon.collectors.disks import DiskRates, DiskRateTracker, parse_diskstats
+from rigmon.collectors.disks import NO_RATES, DiskRates, DiskRateTracker, parse_diskstats
 from rigmon.collectors.mdstat import (
     STRIPED_LEVELS,
     MdstatArray,
@@ -53,8 +55,7 @@ def _int_or_none(text: str | None) -> int | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class MemberFacts:
+class MemberFacts(msgspec.Struct, frozen=True, gc=False):
     """What the collector knows about one member before deciding its role."""
 
     name: str
@@ -271,7 +272,7 @@ class RaidCollector(PolledCollector):
         sync_action, pct, speed, eta = self._sync(base, ms, striped or inactive)
         members = self._members(ms, base, rates)
         chunk = facts.chunk_bytes
-        md_rates = rates.get(ms.name, DiskRates())
+        md_rates = rates.get(ms.name, NO_RATES)
         busy = [(m.read_bytes_per_s or 0.0) + (m.write_bytes_per_s or 0.0) for m in members
                 if m.role == "in_sync" and m.read_bytes_per_s is not None]
         serves = None if striped or inactive else can_serve_data(
@@ -377,7 +378,7 @@ class RaidCollector(PolledCollector):
             if present is None:
                 present = presence[name, has_sysfs] = self._present(name, dev, has_sysfs, rates)
             facts = MemberFacts(name=name, mdstat=mstat, flags=flags, slot=slot, present=present)
-            r = rates.get(name, DiskRates()) if present else DiskRates()
+            r = rates.get(name, NO_RATES) if present else NO_RATES
             out.append(RaidMemberReading(
                 name=name,
                 slot=slot,

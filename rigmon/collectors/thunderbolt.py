@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
@@ -153,8 +155,7 @@ def _speed_lanes(speed: float | None, lanes: int | None) -> float | None:
     return None if speed is None or lanes is None else speed * lanes
 
 
-@dataclass(frozen=True, slots=True)
-class _Raw:
+class _Raw(msgspec.Struct, frozen=True, gc=False):
     """What one read of a bus entry found, before it is judged."""
 
     name: str
