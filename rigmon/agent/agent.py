@@ -343,22 +343,54 @@ class Agent:
         return self._task
 
     async def stop(self) -> None:
-        """Stop sampling and release collectors."""
+        """Stop sampling and release collectors.
+
+        Runs to its end when the caller cancels it meanwhile (a second Ctrl-C, a timeout around
+        the stop): the guard's settings are put back, the alarm state saved, the journal closed
+        (its thread joined: nothing writes below the state directory afterwards) and the state
+        directory's lock released; then the cancellation is raised again.
+
+        Raises:
+            CancelledError: the caller cancelled the stop (once it has run to its end).
+        """
+        stopping = asyncio.ensure_future(self._stop())
+        cancelled = False
+        while not stopping.done():
+            try:
+                await asyncio.shield(stopping)
+            except asyncio.CancelledError:
+                # This task's cancellation: the shielded stop goes on; it is passed on at the end.
+                cancelled = True
+        stopping.result()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _stop(self) -> None:
+        """The steps of `stop`, in order; awaited to its end by `stop`.
+
+        Raises:
+            CancelledError: this task itself was cancelled while it waited for the sampler or the
+                state task (the event loop's end), raised once the rest has run.
+        """
         if self.guard is not None:
             # First, while frames still flow: put back the GPU settings the guard changed.
             await asyncio.to_thread(self.guard.close)
         self.sampler.stop()
+        cancelled = False
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, 5)
-            except (TimeoutError, asyncio.CancelledError):
+            except TimeoutError:
                 self._task.cancel()
+            except asyncio.CancelledError:
+                # The sampler task's own end (cancelled by its owner) is no cancellation of the stop.
+                cancelled = _cancelling()
         if self.alarm_state is not None and self._state_task is not None:
             self._state_task.cancel()
             try:
                 await self._state_task
             except asyncio.CancelledError:
-                pass
+                cancelled = _cancelling() or cancelled  # else its own end: cancelled just above
             self._state_task = None
             # After the sampler: the last frame's trends and alarms are in the snapshot.
             await asyncio.to_thread(self.alarm_state.save, self.alarm_state.snapshot())
@@ -370,3 +402,11 @@ class Agent:
         if self._state_lock is not None:
             self._state_lock.release()
             self._state_lock = None
+        if cancelled:
+            raise asyncio.CancelledError
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to cancel (not only an awaited task ended cancelled)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -20,7 +20,7 @@ from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, CollectorStarting, EventDraft, NoData
 from rigmon.config import AgentConfig
-from rigmon.hw.nvml.watchdog import wait_running
+from rigmon.hw.nvml.watchdog import RunningStopwatch, wait_running
 from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.schema import (
@@ -146,6 +146,7 @@ def run_check(
     guard_probe: Callable[[], str | None] | None = None,
     agent_rail: Callable[[], PsuRailReading | str] | None = None,
     starting_wait_s: float = STARTING_WAIT_S,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> CheckReport:
     """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
 
@@ -155,7 +156,9 @@ def run_check(
     the ``psu`` collector cannot open the ADC's port because another process holds it; by
     default the agent of ``config`` is asked (`rigmon.agent.check_rail`). Collectors still
     starting after the passes (``pending``: NVML's first init) get more passes for up to
-    ``starting_wait_s`` seconds, and a warning if they never read.
+    ``starting_wait_s`` seconds of the check's running time (from its first pass; ``monotonic``
+    is the clock it is counted on: a check stopped with ^Z does not use it up, as it does not
+    use up NVML's budget for that init), and a warning if they never read.
 
     Raises:
         RuleError: the configured rules are invalid.
@@ -207,7 +210,10 @@ def run_check(
 
     readings = Readings()
     rail_waited_s = 0.0
-    began = time.monotonic()
+    # Running time, as NVML's init budget (`rigmon.hw.nvml.binding`): a check stopped (^Z) for
+    # longer than the wait called GPUs whose init then returned at once still starting.
+    ran = RunningStopwatch("check-starting", monotonic).start()
+    waited_s = 0.0
     try:
         for n in range(passes):
             if n:
@@ -216,19 +222,20 @@ def run_check(
         seq = passes
         # A gate that never read the rail must not pass it: wait for the ADC's first window. Nor
         # GPUs whose NVML is still starting: they are not known yet, neither absent nor failing.
-        starting_until = began + starting_wait_s
         waited_for = sorted(_starting(statuses))
         while ((_rail_unread(readings) and rail_waited_s < RAIL_WAIT_S)
-               or (_starting(statuses) and time.monotonic() < starting_until)):
+               or (_starting(statuses) and _ran_s(ran) < starting_wait_s)):
             sleep(RAIL_POLL_S)
             rail_waited_s += RAIL_POLL_S
             seq += 1
             readings = one_pass(seq)
+        waited_s = _ran_s(ran)
         started = [name for name in waited_for if statuses[name].state != "pending"]
         if started:
-            notes.append(f"{', '.join(started)}: read after waiting {time.monotonic() - began:.0f} s for "
+            notes.append(f"{', '.join(started)}: read after waiting {waited_s:.0f} s for "
                          "them to start (NVML's first init: without persistence mode, nvidia-smi -pm 1)")
     finally:
+        ran.stop()
         for c in collectors.values():
             c.close()
     guard = None if guard_probe is None else guard_line(config, guard_probe())
@@ -238,7 +245,7 @@ def run_check(
         # Says what the agent's `psu_adc_silent` would, with the port and the time waited.
         findings = tuple(a for a in findings if a.rule != "psu_adc_silent") + (
             _rail_not_read(readings, config.node_name, clock.time(), (passes - 1) * pause_s + rail_waited_s),)
-    findings += tuple(_not_started(name, st, config.node_name, clock.time(), time.monotonic() - began)
+    findings += tuple(_not_started(name, st, config.node_name, clock.time(), waited_s)
                       for name, st in _starting(statuses).items())
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
@@ -257,6 +264,13 @@ def _rail_of_agent(status: CollectorStatus, got: PsuRailReading | str,
     if note not in notes:
         notes.append(note)
     return replace(status, state="ok", ok=True, error=None), [got]
+
+
+def _ran_s(stopwatch: RunningStopwatch) -> float:
+    """The check's running time so far, looked at now: each poll's pause then counts on its own (two
+    pauses between two of the stopwatch's own looks would count as one slice)."""
+    stopwatch.look()
+    return stopwatch.elapsed()
 
 
 def _starting(statuses: dict[str, CollectorStatus]) -> dict[str, CollectorStatus]:

@@ -173,3 +173,59 @@ def test_check_says_gpus_not_checked_while_nvml_still_starts(node: tuple[Path, F
 
 def test_check_waits_longer_than_nvml_gives_its_init() -> None:
     assert STARTING_WAIT_S > INIT_TIMEOUT_S
+
+
+class SteppedClock:
+    """Monotonic seconds that move only when the check pauses."""
+
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+class StartsAfter(PolledCollector):
+    """Starting (NVML's first init) for its first ``calls`` collections, then read."""
+
+    name = "slow"
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.collected = 0
+
+    def collect(self) -> Sequence[object]:
+        self.collected += 1
+        if self.collected <= self.calls:
+            raise CollectorStarting("NVML starting: nvmlInit has not returned yet")
+        return []
+
+
+def test_check_stopped_with_ctrl_z_does_not_use_up_its_wait_for_starting_collectors(tmp_path: Path) -> None:
+    """The wait counts running time, as NVML's init budget does: a check stopped (^Z) for an hour in
+    one of its pauses still gives the collector its passes, and it reads."""
+    clock = SteppedClock()
+    pauses: list[float] = []
+
+    def sleep(s: float) -> None:
+        pauses.append(s)
+        clock.now_s += 3600.0 if len(pauses) == 2 else s  # the second pause: stopped for an hour
+
+    slow = StartsAfter(calls=4)
+    report = run_check(_config(tmp_path), SystemClock(), collectors={"slow": slow}, sleep=sleep,
+                       guard_probe=lambda: None, starting_wait_s=3.0, monotonic=clock)
+    assert slow.collected == 5
+    assert report.collectors["slow"].state == "ok"
+    assert not [a for a in report.findings if a.rule == "collector_starting"]
+
+
+def test_check_counts_its_wait_for_starting_collectors_in_running_time(tmp_path: Path) -> None:
+    clock = SteppedClock()
+
+    def sleep(s: float) -> None:
+        clock.now_s += s
+
+    report = run_check(_config(tmp_path), SystemClock(), collectors={"slow": StartsAfter(calls=1000)}, sleep=sleep,
+                       guard_probe=lambda: None, starting_wait_s=3.0, monotonic=clock)
+    (finding,) = report.findings
+    assert finding.rule == "collector_starting" and "still starting after 3 s" in finding.message

@@ -62,26 +62,57 @@ def _newer_format(conn: sqlite3.Connection) -> str | None:
         return str(row[0])
 
 
+def _state_dir(target: Path, make: bool) -> None:
+    """Make sure the journal's directory exists: create it when ``make`` (only it, not its parents).
+
+    A removed state directory (its owner's, at the owner's end: the simulator's temporary
+    directory) created again, with its parents, was left behind with a journal in it.
+
+    Raises:
+        JournalError: it is missing and ``make`` is false, or the directory above it is missing.
+        OSError: it cannot be created.
+    """
+    state_dir = target.parent
+    if state_dir.is_dir():
+        return
+    if not make:
+        raise JournalError(f"cannot open journal {target}: its state directory {state_dir} is gone (removed while "
+                           "the agent ran); the journal does not create it again")
+    try:
+        state_dir.mkdir()
+    except FileExistsError:
+        if not state_dir.is_dir():
+            raise
+    except FileNotFoundError:
+        raise JournalError(f"cannot open journal {target}: {state_dir.parent} does not exist; the journal creates "
+                           f"its state directory {state_dir}, not the directories above it") from None
+
+
 class JournalStore(JournalUpkeep):
     """The writer's side of a journal: one connection, used by one thread.
 
     Args:
-        path: the journal file (or its state directory, created if needed).
+        path: the journal file (or its state directory).
         clock: wall time for retention (the simulator's or a test's clock).
         retention: what to keep.
         block_frames: frames per block (`BLOCK_FRAMES`; smaller in tests).
         block_after_s: age at which frames go into blocks (`BLOCK_AFTER_S`).
+        make_dir: create the state directory when it is missing (never the directories above it);
+            ``False``: refuse a missing one (`JournalWriter` after its first open: one gone since
+            was removed by its owner).
 
     Raises:
-        JournalError: the directory or file cannot be created or opened.
+        JournalError: the directory or file cannot be created or opened; the state directory is
+            missing and may not be created, or the directory above it is missing.
     """
 
     def __init__(self, path: str | Path, clock: Clock, retention: Retention | None = None,
-                 block_frames: int = BLOCK_FRAMES, block_after_s: float = BLOCK_AFTER_S) -> None:
+                 block_frames: int = BLOCK_FRAMES, block_after_s: float = BLOCK_AFTER_S,
+                 make_dir: bool = True) -> None:
         target = journal_path(path)
         conn: sqlite3.Connection | None = None
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _state_dir(target, make_dir)
             conn = sqlite3.connect(target, timeout=5.0, isolation_level=None)
             newer = _newer_format(conn)
             if newer is not None:

@@ -35,6 +35,11 @@ MAINTAIN_EVERY_S = 15.0
 #: can; beyond this many the rest are counted only.
 MAX_UNWRITTEN_EVENTS = 1000
 
+#: Seconds `JournalWriter.close` waits for the frames queued at the stop and the clean stop's record.
+CLOSE_TIMEOUT_S = 10.0
+#: Seconds it waits more, past that deadline, for a writer told to abandon the rest to end.
+ABANDON_WAIT_S = 2.0
+
 #: Called from the writer thread: kind, severity, subject, message, data.
 EventSink = Callable[[str, Severity, str, str, dict[str, str | int | float | bool | None]], None]
 
@@ -87,8 +92,17 @@ class JournalWriter:
         self.frames_written = 0
         #: The journal last set aside.
         self._kept: Path | None = None
-        #: Frames that reached the writer but could not be written (the journal failing).
+        #: Frames that reached the writer but could not be written (the journal failing, or
+        #: abandoned at a stop past its deadline).
         self.frames_not_written = 0
+        #: Set by `close` past its deadline: the thread writes nothing more and ends.
+        self._abandon = threading.Event()
+        #: Set by `close` when it returned with the thread still in a call (a stuck disk).
+        self._orphaned = threading.Event()
+        #: The store an orphaned thread leaves open (see `close`).
+        self._left_open: JournalStore | None = None
+        #: Whether the next open may create the state directory (the first open only).
+        self._may_make_dir = True
 
     @property
     def status(self) -> CollectorStatus:
@@ -108,20 +122,60 @@ class JournalWriter:
         except queue.Full:
             self._dropped += 1
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Write what is queued, record the clean stop, and end the thread."""
-        if self._thread is None:
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Write what is queued, record the clean stop, and end the thread.
+
+        Within ``timeout_s`` the thread writes every frame queued before the stop and records the
+        run's clean stop. Past that deadline it is told to abandon: the call in progress (one
+        batch's commit, or one maintenance pass) finishes, the frames still queued are not written
+        (counted in `frames_not_written` and logged) and the stop is not recorded, so the next start
+        reports this run as not stopped cleanly; `close` waits `ABANDON_WAIT_S` more for the thread
+        to end. (SQLite's interrupt is not used: it stays armed while any statement is open, and
+        cut the checkpoint of the connection's close.)
+
+        A write blocked in the kernel (a stuck disk) cannot be interrupted at all: when the call
+        has not returned by then, `close` returns with the thread still in it, and logs it. When
+        the call returns, the thread writes nothing more and ends; it leaves its connection open,
+        referenced here, until the process exits: SQLite's close would checkpoint the journal and
+        remove its WAL file by name, in a directory its owner may be removing (or another agent
+        own) by then.
+        """
+        thread = self._thread
+        if thread is None:
             return
+        self._thread = None
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                self._queue.put(_STOP, timeout=0.1)
+                self._queue.put(_STOP, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
                 break
             except queue.Full:
-                if time.monotonic() > deadline:
-                    return
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        self._thread = None
+                # The writer is behind (or stuck): it sees the abandon once past the deadline.
+                if time.monotonic() >= deadline:
+                    break
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if not thread.is_alive():
+            return
+        self._abandon.set()
+        thread.join(ABANDON_WAIT_S)
+        if thread.is_alive():
+            self._orphaned.set()
+            log.error("journal %s: the writer is still in a disk write %g s after the stop; left behind: it "
+                      "writes nothing more when the write returns", self.path, timeout_s + ABANDON_WAIT_S)
+
+    def _abandon_queue(self, batch: list[Frame]) -> None:
+        """Count and log ``batch`` and the frames still queued as not written (the stop's deadline passed)."""
+        lost = len(batch)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, Frame):
+                lost += 1
+        self.frames_not_written += lost
+        log.warning("journal %s: the stop's deadline passed: %d queued frames not written, and the stop is not "
+                    "recorded (the next start reports this run as not stopped cleanly)", self.path, lost)
 
     def _emit(self, kind: str, severity: Severity, message: str,
               data: dict[str, str | int | float | bool | None] | None = None) -> None:
@@ -170,7 +224,10 @@ class JournalWriter:
 
     def _open_store(self) -> tuple[JournalStore, list[UncleanRun]]:
         check_usable(self.path)
-        store = JournalStore(self.path, self.clock, self.retention)
+        # The state directory is made once (the agent makes it when it starts): one that is gone
+        # later was removed by its owner, and a journal must not create it again.
+        make_dir, self._may_make_dir = self._may_make_dir, False
+        store = JournalStore(self.path, self.clock, self.retention, make_dir=make_dir)
         try:
             # Every page once: bad pages found now are set aside now, not met by a reader later.
             quick_check(store.conn)
@@ -222,8 +279,10 @@ class JournalWriter:
         next_maintain = time.monotonic() + 1.0
         last_commit = 0.0
         stopping = False
-        while not stopping:
-            batch: list[Frame] = []
+        batch: list[Frame] = []
+        # The abandon (`close` past its deadline) is looked at between every two calls that write.
+        while not stopping and not self._abandon.is_set():
+            batch = []
             try:
                 item = self._queue.get(timeout=self._idle_wait_s(store, next_open, next_maintain))
             except queue.Empty:
@@ -241,20 +300,29 @@ class JournalWriter:
                     item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     item = None
+            if self._abandon.is_set():
+                break
             if store is None and time.monotonic() >= next_open:
                 store = self._open()
                 next_open = time.monotonic() + 10.0
             if batch:
                 last_commit = time.monotonic()
                 store = self._write(store, batch)
-            if store is not None and (time.monotonic() >= next_maintain or stopping):
+                batch = []
+            if store is not None and not self._abandon.is_set() and (time.monotonic() >= next_maintain or stopping):
                 next_maintain = time.monotonic() + MAINTAIN_EVERY_S
                 store = self._maintain(store)
-        if store is not None:
+        if self._abandon.is_set():
+            self._abandon_queue(batch)
+            if store is not None and self._orphaned.is_set():
+                self._left_open = store
+                store = None
+        elif store is not None:
             try:
                 store.end_run(self.run_id, self.clock.time())
             except sqlite3.Error as exc:
                 log.warning("journal: cannot record the clean stop: %s", exc)
+        if store is not None:
             store.close()
 
     @staticmethod
