@@ -98,7 +98,7 @@ class Sampler:
         self._slots = {name: _Slot(collector=c) for name, c in collectors.items()}
         self._ticks = TickScheduler(
             dict(collectors), {name: (intervals or {}).get(name, interval_s) for name in collectors},
-            interval_s, timeout_s, self._finish, self._file_hung, self._publish, self._file_stall,
+            interval_s, timeout_s, self._file_outcomes, self._file_hung, self._publish, self._file_stall,
         )
         self._listeners: list[FrameListener] = []
         self._judges: list[FrameListener] = []
@@ -175,11 +175,17 @@ class Sampler:
                 log.exception("closing collector %s", slot.collector.name)
         self._ticks.close()
 
-    def _finish(self, name: str, outcome: Outcome, duration_s: float) -> None:
-        """File one finished call (the scheduler's ``file_outcome``)."""
+    def _file_outcomes(self, results: list[tuple[str, Outcome, float]]) -> None:
+        """File the calls finished since the scheduler last looked (its ``file_outcomes``): one
+        clock reading for all of them, which were filed at once (their ``sampled_at``)."""
+        sampled_at = self.clock.time()
+        for name, outcome, duration_s in results:
+            self._finish(name, outcome, duration_s, sampled_at)
+
+    def _finish(self, name: str, outcome: Outcome, duration_s: float, sampled_at: float) -> None:
+        """File one finished call, filed at ``sampled_at`` (Unix seconds)."""
         slot = self._slots[name]
         state, payload = outcome
-        sampled_at = self.clock.time()
         if state == "ok":
             assert isinstance(payload, list)
             error = self._store(slot, payload, replace_all=True)
@@ -216,14 +222,19 @@ class Sampler:
         grouped: dict[type, list[object]] = {}
         unknown: set[str] = set()
         for record in records:
-            if isinstance(record, EventDraft):
+            tp = type(record)
+            if tp in ROUTES:  # most records: a GPU collector's are a hundred a call
+                group = grouped.get(tp)
+                if group is None:
+                    grouped[tp] = [record]
+                else:
+                    group.append(record)
+            elif isinstance(record, EventDraft):
                 sev = record.severity if record.severity in ("info", "warning", "critical") else "warning"
                 self.emit_event(record.kind, typing.cast(Severity, sev), record.subject, record.message,
                                 record.data, record.at)
-            elif type(record) in ROUTES:
-                grouped.setdefault(type(record), []).append(record)
             else:
-                unknown.add(type(record).__name__)
+                unknown.add(tp.__name__)
         if replace_all:
             slot.records = grouped
         else:

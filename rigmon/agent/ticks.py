@@ -17,8 +17,9 @@ import msgspec
 from rigmon.agent.collector_threads import Outcome, Runner, Runners, run_batch, wake
 from rigmon.collectors.base import Collector
 
-#: Files one finished call: the collector's name, its outcome, the call's duration in seconds.
-FileOutcome = Callable[[str, Outcome, float], None]
+#: Files the calls finished since the last look, in the order they finished: each as the
+#: collector's name, its outcome, the call's duration in seconds.
+FileOutcomes = Callable[[list[tuple[str, Outcome, float]]], None]
 #: Reports a call running past the timeout: the collector's name, seconds it has run.
 FileHung = Callable[[str, float], None]
 #: Reports that the whole agent did not run (stopped, paused): at least how many seconds.
@@ -55,7 +56,8 @@ class TickScheduler:
         intervals: seconds between calls, per collector (every name of ``collectors``).
         interval_s: seconds between ticks (frames).
         timeout_s: a call running longer than this is reported hung.
-        file_outcome: files a finished call (on the loop, from `take_results`).
+        file_outcomes: files the calls finished since the last look (on the loop, from `take_results`;
+            once a look that found any, so that the sampler reads its clock once for them).
         file_hung: reports a call running longer than ``timeout_s`` (on the loop, each tick it still runs).
         publish: makes and publishes the frame; called on the loop when a tick ends or a pushed
             reading arrives between ticks. It calls `take_results` first.
@@ -64,14 +66,14 @@ class TickScheduler:
     """
 
     def __init__(self, collectors: dict[str, Collector], intervals: dict[str, float], interval_s: float,
-                 timeout_s: float, file_outcome: FileOutcome, file_hung: FileHung,
+                 timeout_s: float, file_outcomes: FileOutcomes, file_hung: FileHung,
                  publish: Callable[[], object], file_stall: FileStall | None = None) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._slots = {name: _Slot(interval_s=intervals[name]) for name in collectors}
         #: Called by the runners' threads for each name of a batch (a C call, not a method of ours).
         self._collector_of = collectors.__getitem__
-        self._file_outcome = file_outcome
+        self._file_outcomes = file_outcomes
         self._file_hung = file_hung
         self._publish = publish
         self._runners = Runners("rigmon-collectors")
@@ -153,10 +155,11 @@ class TickScheduler:
     def take_results(self) -> None:
         """File the results the runners have finished since the last look."""
         slots = self._slots
-        file_outcome = self._file_outcome
+        finished: list[tuple[str, Outcome, float]] = []
         for runner in self._runners.all:
             while runner.done:
-                name, outcome, duration_s = runner.done.popleft()
+                result = runner.done.popleft()
+                name, outcome, _ = result
                 slots[name].running_since = None
                 if self._spanned_stall and name in self._spanned_stall:
                     self._spanned_stall.discard(name)
@@ -164,8 +167,12 @@ class TickScheduler:
                         # Its own watchdog (NVML's) timed the call through the stall: no verdict;
                         # the collector is asked again next time.
                         continue
-                file_outcome(name, outcome, duration_s)
-        self._release_runners()
+                finished.append(result)
+        if finished:
+            self._file_outcomes(finished)
+        if len(self._runners.all) > 1:
+            # Only a collector that overran has a runner of its own, which is then one more in ``all``.
+            self._release_runners()
 
     def _awake(self) -> None:
         """On the loop, first thing in each of our callbacks: notice that the agent did not run.
@@ -262,7 +269,7 @@ class TickScheduler:
             self._fail(exc)
             return
         if not started:
-            self._end_tick()
+            self._close_tick()
             return
         self._ticking = True
         self._awaited = set(started)
@@ -296,11 +303,15 @@ class TickScheduler:
             self._enter_tick()
         self._awaited.discard(runner)
         if not self._awaited:
-            self._end_tick()
+            self._close_tick()  # `_awake` has run for this callback
 
     def _end_tick(self) -> None:
-        """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
+        """Timer callback: the tick's wait for its collectors ran out (`_close_tick`)."""
         self._awake()
+        self._close_tick()
+
+    def _close_tick(self) -> None:
+        """Every collector of the tick answered, or its wait ran out: publish, start the next tick."""
         self._ticking = self._prestarted = False
         self._awaited = set()
         self._cancel_timer()

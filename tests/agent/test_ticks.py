@@ -29,14 +29,14 @@ async def test_an_earlier_batchs_end_does_not_end_the_batch_handed_to_the_same_r
     outcomes: list[tuple[str, Outcome, float]] = []
     published: list[int] = []
 
-    def file_outcome(name: str, outcome: Outcome, duration_s: float) -> None:
-        outcomes.append((name, outcome, duration_s))
+    def file_outcomes(results: list[tuple[str, Outcome, float]]) -> None:
+        outcomes.extend(results)
 
     def publish() -> None:
         ticks.take_results()
         published.append(len(outcomes))
 
-    ticks = TickScheduler({"counted": counted}, {"counted": 1.0}, 1.0, 5.0, file_outcome,
+    ticks = TickScheduler({"counted": counted}, {"counted": 1.0}, 1.0, 5.0, file_outcomes,
                           lambda name, running_s: None, publish)
     task = asyncio.create_task(ticks.run())
     try:
@@ -69,3 +69,38 @@ async def test_stop_before_run_begins_returns_at_once() -> None:
     await asyncio.wait_for(ticks.run(), 2.0)
     ticks.close()
     assert counted.calls == 0
+
+
+class _Stepping:
+    """A wall clock that moves one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def time(self) -> float:
+        self.reads += 1
+        return 1000.0 + self.reads
+
+    def monotonic(self) -> float:
+        return float(self.reads)
+
+
+def test_the_calls_filed_in_one_look_share_one_clock_reading() -> None:
+    # The sampler files a tick's outcomes as one pass: its clock is read once for all of them
+    # (they were filed at the same moment), not once per collector.
+    from rigmon.agent.sampler import Sampler
+
+    names = ("a", "b", "c")
+    clock = _Stepping()
+    sampler = Sampler("n", "r", {name: Counted() for name in names}, 1.0, 5.0, clock)
+    try:
+        runner = sampler._ticks._runners.shared
+        for name in names:
+            runner.done.append((name, ("ok", []), 0.001))
+        before = clock.reads
+        sampler._ticks.take_results()
+        assert clock.reads == before + 1
+        stamps = {sampler._slots[name].status.sampled_at for name in names}
+        assert stamps == {1000.0 + clock.reads}
+    finally:
+        sampler.close()
