@@ -127,7 +127,9 @@ def write_state_file(path: Path, state: AlarmStateFile) -> None:
         OSError: the directory or file cannot be written.
     """
     data = encode_state_file(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # The state directory, never the directories above it: a save after its owner removed them
+    # (an agent stopped under it, a test's temporary directory) must not make them again.
+    path.parent.mkdir(exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

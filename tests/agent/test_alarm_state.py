@@ -289,6 +289,15 @@ def test_write_and_read_back_leaves_no_temporary_file(tmp_path: Path) -> None:
     assert read_state_file(tmp_path / "missing.json") is None
 
 
+def test_a_save_never_makes_the_directories_above_the_state_directory(tmp_path: Path) -> None:
+    # Before: a save after the agent's state directory and its parent were removed (the agent stopped
+    # under them, a test's temporary directory) made them all again.
+    path = state_file_path(tmp_path / "gone" / "state")
+    with pytest.raises(FileNotFoundError):
+        write_state_file(path, state())
+    assert not (tmp_path / "gone").exists()
+
+
 def test_non_finite_numbers_are_refused_not_written(tmp_path: Path) -> None:
     path = state_file_path(tmp_path)
     write_state_file(path, state())

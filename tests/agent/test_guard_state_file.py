@@ -121,3 +121,17 @@ async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4  # dry-run writes nothing
         assert state_file_path(tmp_path / "state").exists()
         await asyncio.to_thread(second.close)
+
+
+def test_a_save_never_makes_the_directories_above_the_state_directory(tmp_path: Path) -> None:
+    # Before: a save after the state directory and its parent were removed made them all again.
+    from rigmon.agent.guard.state_file import SavedSettings, write_state
+
+    path = state_file_path(tmp_path / "gone" / "state")
+    saved = SavedSettings(step=1, gpus=(0,), original=(), in_force=(), original_persistence={})
+    with pytest.raises(FileNotFoundError):
+        write_state(path, saved)
+    assert not (tmp_path / "gone").exists()
+    (tmp_path / "gone").mkdir()
+    write_state(path, saved)  # the state directory itself is made when its parent is there
+    assert path.exists()

@@ -66,7 +66,7 @@ def write_state(path: Path, saved: SavedSettings) -> None:
         "original_persistence": {str(k): v for k, v in saved.original_persistence.items()},
     }
     tmp = path.with_suffix(".tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)  # the state directory, never those above it (as the journal's)
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
 
