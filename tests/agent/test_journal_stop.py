@@ -120,3 +120,17 @@ def test_a_writer_does_not_create_its_removed_state_directory_again(tmp_path: Pa
     assert not state.exists()
     error = writer.status.error or ""
     assert writer.status.state == "error" and f"state directory {state} is gone" in error
+
+
+def test_a_writer_whose_first_open_failed_still_makes_its_state_directory(tmp_path: Path) -> None:
+    """A state directory that could not be made at the first open (its parent missing) was never there:
+    the next open makes it, not refuses it as one "removed while the agent ran"."""
+    state = tmp_path / "not-yet" / "state"
+    writer = JournalWriter(state, FakeClock(), JournalSection(), "run1", "n1", T0)
+    assert writer._open() is None
+    assert "removed while the agent ran" not in (writer.status.error or "")
+    state.parent.mkdir()  # the operator makes the directory above
+    store = writer._open()
+    assert store is not None, writer.status.error
+    store.close()
+    assert (state / "journal.sqlite3").is_file()

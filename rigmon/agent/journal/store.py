@@ -98,7 +98,7 @@ class JournalStore(JournalUpkeep):
         block_frames: frames per block (`BLOCK_FRAMES`; smaller in tests).
         block_after_s: age at which frames go into blocks (`BLOCK_AFTER_S`).
         make_dir: create the state directory when it is missing (never the directories above it);
-            ``False``: refuse a missing one (`JournalWriter` after its first open: one gone since
+            ``False``: refuse a missing one (`JournalWriter` once it has existed: one gone since
             was removed by its owner).
 
     Raises:

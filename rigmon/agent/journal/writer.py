@@ -101,7 +101,7 @@ class JournalWriter:
         self._orphaned = threading.Event()
         #: The store an orphaned thread leaves open (see `close`).
         self._left_open: JournalStore | None = None
-        #: Whether the next open may create the state directory (the first open only).
+        #: Whether the next open may create the state directory (until it has existed).
         self._may_make_dir = True
 
     @property
@@ -225,9 +225,12 @@ class JournalWriter:
     def _open_store(self) -> tuple[JournalStore, list[UncleanRun]]:
         check_usable(self.path)
         # The state directory is made once (the agent makes it when it starts): one that is gone
-        # later was removed by its owner, and a journal must not create it again.
-        make_dir, self._may_make_dir = self._may_make_dir, False
-        store = JournalStore(self.path, self.clock, self.retention, make_dir=make_dir)
+        # after it was there was removed by its owner, and a journal must not create it again. One
+        # that could not be made yet (its parent missing, no permission) was never there.
+        try:
+            store = JournalStore(self.path, self.clock, self.retention, make_dir=self._may_make_dir)
+        finally:
+            self._may_make_dir = self._may_make_dir and not self.path.parent.is_dir()
         try:
             # Every page once: bad pages found now are set aside now, not met by a reader later.
             quick_check(store.conn)
