@@ -121,7 +121,16 @@ def _filter_text(flt: Filter) -> str:
         return "*"
     if flt.kind == "position":
         return str(flt.position)
-    return ",".join(f"{name}={value}" for name, value in ((flt.field, flt.value), *flt.also))
+    return ",".join(f"{name}={_value_text(value)}" for name, value in ((flt.field, flt.value), *flt.also))
+
+
+def _value_text(value: str) -> str:
+    """A filter's value as a selector writes it: quoted when it holds a comma (``"a,b"``), so a
+    path or hint quoted from a message parses back to the same filter."""
+    if "," not in value:
+        return value
+    quote = "'" if '"' in value else '"'
+    return f"{quote}{value}{quote}"
 
 
 def _and_hint(step: Step, n: int) -> str:

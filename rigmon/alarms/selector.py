@@ -413,20 +413,28 @@ def _parse_filter(inner: str, text: str) -> Filter:
 
 
 def _split_commas(inner: str) -> list[str]:
-    """Split a filter's conditions on commas outside quotes (``name="a,b"`` is one condition)."""
+    """Split a filter's conditions on commas outside quoted values (``name="a,b"`` is one condition).
+
+    A quote opens only where a value starts (after its ``=`` and any blanks): an apostrophe
+    inside a plain value (``name=o'brien,kind=ethernet``) is text, not the start of a quote that
+    would swallow the conditions after it.
+    """
     parts: list[str] = []
     quote = ""
     current = ""
+    value_starts = False
     for ch in inner:
         if quote:
             if ch == quote:
                 quote = ""
-        elif ch in "\"'":
-            quote = ch
         elif ch == ",":
             parts.append(current)
             current = ""
+            value_starts = False
             continue
+        elif value_starts and ch in "\"'":
+            quote = ch
+        value_starts = (ch == "=" and "=" not in current) or (value_starts and ch.isspace())
         current += ch
     parts.append(current)
     return parts

@@ -17,7 +17,7 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
-from rigmon.cluster.alarm_events import split_at_restart
+from rigmon.cluster.alarm_events import resolved_by, split_at_restart
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import RESOLVE_ENDINGS, Alarm, AlarmList, AlarmState, Event, Severity
 
@@ -313,7 +313,8 @@ class AlarmTracker:
         if change == "acknowledged":
             new = msgspec.structs.replace(old, acknowledged_at=event.at, updated_at=event.at)
         elif change == "resolved":
-            new = msgspec.structs.replace(old, state="resolved", resolved_at=event.at, updated_at=event.at)
+            # How it ended, as the live dashboard takes it from the same event (`resolved_by`).
+            new = resolved_by(old, event)
         else:
             new = msgspec.structs.replace(old, state=change, message=text, value=value, updated_at=event.at,
                           fired_at=event.at if change == "firing" and old.fired_at is None else old.fired_at)

@@ -52,7 +52,7 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
         if event.kind == "alarm_resolved":
             del active[alarm_id]
             resolved.add(alarm_id)
-            recent.insert(0, _resolved_by(old, event))
+            recent.insert(0, resolved_by(old, event))
         else:
             state = "firing" if event.kind == "alarm_firing" else "pending"
             active[alarm_id] = msgspec.structs.replace(
@@ -64,7 +64,7 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
 
 
-def _resolved_by(alarm: Alarm, event: Event) -> Alarm:
+def resolved_by(alarm: Alarm, event: Event) -> Alarm:
     """``alarm`` as its ``alarm_resolved`` event ended it: how (an older agent's event does not say)
     and the ending the agent's record of it has."""
     reason = event.data.get("reason")

@@ -321,6 +321,10 @@ def test_an_override_giving_another_condition_replaces_the_rule_s() -> None:
         ("peer_paths[key_mismatch=false][peer_flooded=false].rtt_p99_us",
          ("select: peer_paths[key_mismatch=false] is not a list: [peer_flooded=false] cannot apply (to match the "
           "same items on both fields, write [key_mismatch=false,peer_flooded=false])")),
+        # A value with a comma is quoted where the message quotes the filter, so the hint parses as meant.
+        ("net[name='a,b'][speed_mbps=1000].mtu",
+         ('select: net[name="a,b"] is not a list: [speed_mbps=1000] cannot apply (to match the same items on '
+          'both fields, write [name="a,b",speed_mbps=1000])')),
     ],
 )
 def test_a_select_path_no_frame_has_is_refused_naming_the_file_rule_and_key(tmp_path: Path, select: str,

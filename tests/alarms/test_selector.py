@@ -113,6 +113,16 @@ def test_a_quoted_value_may_hold_a_comma_and_each_condition_is_kept_in_order() -
     assert parse_selector('net[name="a,b",kind=ethernet].mtu').values(data) == [9000]
 
 
+def test_an_apostrophe_inside_a_plain_value_does_not_swallow_the_conditions_after_it() -> None:
+    # Only a quote where a value starts opens one: o'brien's apostrophe is text.
+    step = parse_selector("net[name=o'brien,kind=ethernet].mtu").steps[0]
+    (flt,) = step.filters
+    assert (flt.field, flt.value, flt.also) == ("name", "o'brien", (("kind", "ethernet"),))
+    data = {"net": [{"name": "o'brien", "kind": "ethernet", "mtu": 9000}, {"name": "o'brien", "kind": "ib", "mtu": 4092}]}
+    assert parse_selector("net[name=o'brien,kind=ethernet].mtu").values(data) == [9000]
+    assert parse_selector("net[kind = 'ethernet', name=o'brien].mtu").values(data) == [9000]
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("peer_paths[key_mismatch=false,].state", "bad filter [key_mismatch=false,] in selector"),
     ("peer_paths[,key_mismatch=false].state", "bad filter [,key_mismatch=false]"),

@@ -8,7 +8,7 @@ from typing import Any
 
 from rigmon.agent.alarming import AlarmService
 from rigmon.alarms.engine import AlarmEngine
-from rigmon.cluster.alarm_board import AlarmRow, group_rows
+from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, group_rows
 from rigmon.cluster.alarm_events import with_alarm_events
 from rigmon.schema import Alarm, AlarmList, Event, EventValue
 from tests.alarms.helpers import T0, FakeClock, rules
@@ -49,6 +49,21 @@ def test_a_pending_alarm_whose_subject_went_is_not_said_to_have_cleared() -> Non
     service._publish(engine.evaluate_data(rail(12.0), [], T0 + 1))
     (text,) = [t for kind, t, _ in events if kind == "alarm_resolved"]
     assert text == "rail on psu cleared before its hold time"
+
+
+def test_a_replay_rebuilds_how_each_alarm_ended_from_its_resolved_event() -> None:
+    # The replay's alarms come from the agent's events alone: an alarm whose subject went reads so
+    # there too, as on the live dashboard, not as if it had cleared.
+    engine, service, events = _service(RAIL)
+    service._publish(engine.evaluate_data(rail(11.3), [], T0))
+    service._publish(engine.evaluate_data({}, [], T0 + 1))
+    service._publish(engine.evaluate_data({}, [], T0 + 100))
+    tracker = AlarmTracker("n1")
+    for n, (kind, text, data) in enumerate(events):
+        tracker.apply(Event(id=f"e{n}", at=T0 + n, kind=kind, severity="info", subject="psu", message=text, data=data))
+    (a,) = tracker.alarm_list().recent
+    assert (a.state, a.resolve_reason, a.message) == ("resolved", "unreported", "rail 11.30 V (no longer reported)")
+    assert a.message == engine.alarm_list().recent[0].message
 
 
 def _firing(message: str, n: int = 1) -> Alarm:
