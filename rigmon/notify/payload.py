@@ -42,7 +42,7 @@ class Notification(msgspec.Struct, frozen=True, gc=False):
 
 
 #: Where an alarm resolved without a fresh clear reading stands now, by `Alarm.resolve_reason`
-#: (tests/notify/test_resolved_text.py drives the real lifecycle through each reason).
+#: (tests/notify/test_resolve_reasons.py drives the real lifecycle through each reason).
 _NOT_FRESH = {
     "unreported": "no longer reported",
     "unreported_after_restart": "not reported since the agent restarted",
