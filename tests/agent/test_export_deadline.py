@@ -9,16 +9,16 @@ import socket
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from rigmon.agent import connections, exports
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
 from rigmon.config import AgentConfig, AgentSection
+from tests.agent.export_helpers import stalled_exports
 from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
-from tests.agent.test_history_stream import FRAMES, filled_state, stalled_export
+from tests.agent.test_history_stream import FRAMES, filled_state
 from tests.agent.test_journal import T0, FakeClock
 
 #: The send deadline in this test (the agent's is `exports.SEND_DEADLINE_S`, 60 s).
@@ -52,42 +52,22 @@ async def test_an_export_whose_client_takes_nothing_is_abandoned(
     # The agent takes httptools when it is installed, else h11: both must drop the connection alike.
     monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
     caplog.set_level(logging.INFO)
-    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
-    agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
-    server = make_server(agent, "127.0.0.1", 0)
-    serving = asyncio.create_task(server.serve())
     window = {"from": repr(T0), "to": repr(T0 + FRAMES - 1), "frames": "1"}
-    stalled: list[socket.socket] = []
-    try:
-        port = await listening_port(server)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            stalled = [stalled_export(port), stalled_export(port)]
-            for _ in range(1000):  # until both answers hold their slots
-                if (await client.get("/v1/snapshot")).status_code == 503:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the stalled exports never held both slots")
-            for _ in range(300):  # their clients still connected, taking nothing: the slots come back
-                r = await client.get("/v1/snapshot")
-                assert r.status_code in (200, 503), r.text
-                if r.status_code == 200:
-                    break
-                await asyncio.sleep(0.1)
-            assert r.status_code == 200, "the slots of the exports whose clients took nothing never came back"
-            # The stalled clients see their connection dropped (never an answer cut short that looks whole).
-            ends = await asyncio.gather(*(asyncio.to_thread(read_to_the_end, sock) for sock in stalled))
-            assert [how for _, how in ends] == ["reset", "reset"], ends
-            # Two exports at once are served again, each read whole.
-            answers = await asyncio.gather(*(client.get("/v1/history", params=window) for _ in range(2)))
-            assert [a.status_code for a in answers] == [200, 200]
-            assert all(len(a.content) > 1_000_000 for a in answers)
-    finally:
-        for sock in stalled:
-            sock.close()
-        server.should_exit = True
-        await agent.stop()
-        await asyncio.wait_for(serving, 10)
+    async with stalled_exports(tmp_path, state) as (_port, client, stalled):
+        for _ in range(300):  # their clients still connected, taking nothing: the slots come back
+            r = await client.get("/v1/snapshot")
+            assert r.status_code in (200, 503), r.text
+            if r.status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert r.status_code == 200, "the slots of the exports whose clients took nothing never came back"
+        # The stalled clients see their connection dropped (never an answer cut short that looks whole).
+        ends = await asyncio.gather(*(asyncio.to_thread(read_to_the_end, sock) for sock in stalled))
+        assert [how for _, how in ends] == ["reset", "reset"], ends
+        # Two exports at once are served again, each read whole.
+        answers = await asyncio.gather(*(client.get("/v1/history", params=window) for _ in range(2)))
+        assert [a.status_code for a in answers] == [200, 200]
+        assert all(len(a.content) > 1_000_000 for a in answers)
     abandoned = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
     assert len(abandoned) == 2, abandoned
     assert abandoned[0].startswith("GET /v1/history for 127.0.0.1 abandoned: the client took no byte for 1 s")

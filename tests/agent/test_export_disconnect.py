@@ -9,18 +9,12 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from rigmon.agent import connections
-from rigmon.agent.agent import Agent
 from rigmon.agent.history_answers import FramesAnswer
-from rigmon.agent.server import make_server
-from rigmon.config import AgentConfig, AgentSection
-from tests.agent.helpers import listening_port
-from tests.agent.test_api import Counter
-from tests.agent.test_history_stream import FRAMES, filled_state, stalled_export
-from tests.agent.test_journal import T0, FakeClock
+from tests.agent.export_helpers import stalled_exports
+from tests.agent.test_history_stream import FRAMES, filled_state
 
 #: Pieces an answer may still read once its client has gone: the one in hand when the loop saw it go.
 PIECES_AFTER_GONE = 1
@@ -88,38 +82,18 @@ async def test_an_export_whose_client_disconnects_reads_no_more_of_its_spool(
     spools = Spools(monkeypatch)
     # The agent takes httptools when it is installed, else h11: both must notice a client gone.
     monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
-    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
-    agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
-    server = make_server(agent, "127.0.0.1", 0)
-    serving = asyncio.create_task(server.serve())
-    stalled: list[socket.socket] = []
-    try:
-        port = await listening_port(server)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            stalled = [stalled_export(port), stalled_export(port)]
-            for _ in range(1000):  # until both answers hold their slots
-                if (await client.get("/v1/snapshot")).status_code == 503:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the exports never held both slots")
-            before = await spools.settled()
-            assert spools.opened == 2
-            for sock in stalled:
-                leave(sock)
-            for _ in range(1000):  # their clients gone, the slots come back
-                if (await client.get("/v1/snapshot")).status_code == 200:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the slots of the exports whose clients went never came back")
-            after = await spools.settled()
-    finally:
+    async with stalled_exports(tmp_path, state) as (_port, client, stalled):
+        before = await spools.settled()
+        assert spools.opened == 2
         for sock in stalled:
-            sock.close()
-        server.should_exit = True
-        await agent.stop()
-        await asyncio.wait_for(serving, 10)
+            leave(sock)
+        for _ in range(1000):  # their clients gone, the slots come back
+            if (await client.get("/v1/snapshot")).status_code == 200:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the slots of the exports whose clients went never came back")
+        after = await spools.settled()
     whole = FRAMES * 30_000 // (256 * 1024)  # pieces of a whole answer (~30 kB frames): ~140
     assert before < whole // 2, (before, whole)  # the clients went mid-export
     assert after - before <= 2 * PIECES_AFTER_GONE, (before, after)
