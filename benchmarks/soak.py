@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -67,15 +68,34 @@ class Result:
     dash_rss_mb_every_10s: list[float]
 
 
+#: A descriptor the agent keeps on a simulated process's file (``.../node01/proc/4242/status``): one
+#: per file of each GPU job's process while it lives (`rigmon.hw.root.HostRoot` keeps procfs files
+#: open; a reaped process's are closed at the next read). The scenario's jobs come and go, so they
+#: are not counted as the process's own descriptors.
+_SIM_PROCESS_FILE = re.compile(r"^(?!/proc/).+/proc/\d+/")
+
+
+def open_fds(pid: int) -> int:
+    """Descriptors ``pid`` holds, but those it keeps on simulated processes' files (`_SIM_PROCESS_FILE`)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        count += not _SIM_PROCESS_FILE.match(target)
+    return count
+
+
 def proc_sample(pid: int) -> tuple[float, int, int]:
-    """RSS in MB, open file descriptors and threads of ``pid``."""
+    """RSS in MB, open file descriptors (`open_fds`) and threads of ``pid``."""
     rss_kb = threads = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             rss_kb = int(line.split()[1])
         elif line.startswith("Threads:"):
             threads = int(line.split()[1])
-    return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd")), threads
+    return rss_kb / 1024, open_fds(pid), threads
 
 
 async def serve(scenario: str, nodes: int, speed: float, interval_s: float, journal: bool = True) -> None:
