@@ -87,7 +87,7 @@ class PynvmlNvml:
     def _begin_init_clock(self) -> None:
         with self._init_clock_lock:
             if self._init_clock is None:
-                self._init_clock = RunningStopwatch("init", self.clock).start()
+                self._init_clock = RunningStopwatch("nvml-init", self.clock).start()
 
     def _end_init_clock(self) -> None:
         with self._init_clock_lock:

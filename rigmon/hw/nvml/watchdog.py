@@ -221,19 +221,19 @@ class RunningStopwatch:
     stopped (SIGSTOP, ^Z, a debugger) or its VM paused does not count.
 
     `wait_running` for a span nobody waits through (the first ``nvmlInit``, which polls only look
-    at): from `start` on, a daemon thread (``rigmon-nvml-NAME-clock``) looks at ``clock`` every
+    at): from `start` on, a daemon thread (``rigmon-NAME-clock``) looks at ``clock`` every
     `WAIT_SLICE_S` until `stop`. A look that comes later than the slice and `WAIT_SLACK_S` after the
     previous one means the process did not run meanwhile, and only the slice and slack count; so
     does the time since the last look in `elapsed`. (A stopped process's CPU clocks stand still, but
     so do those of a thread stuck in the driver: only a thread that should have woken can tell.)
 
     Args:
-        name: the thread's name suffix.
+        name: what it times, in its thread's name (``nvml-init``: ``rigmon-nvml-init-clock``).
         clock: monotonic seconds (``time.monotonic``; tests inject one that jumps over a stop).
     """
 
     def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self._name = f"rigmon-nvml-{name}-clock"
+        self._name = f"rigmon-{name}-clock"
         self._clock = clock
         self._lock = threading.Lock()
         self._ran_s = 0.0
