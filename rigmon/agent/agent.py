@@ -24,6 +24,7 @@ from rigmon.agent.rail_path import GpuPowerPathCollector
 from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.sampler import Sampler
 from rigmon.agent.state_lock import StateLock
+from rigmon.agent.to_the_end import to_the_end
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock, SystemClock
@@ -353,17 +354,7 @@ class Agent:
         Raises:
             CancelledError: the caller cancelled the stop (once it has run to its end).
         """
-        stopping = asyncio.ensure_future(self._stop())
-        cancelled = False
-        while not stopping.done():
-            try:
-                await asyncio.shield(stopping)
-            except asyncio.CancelledError:
-                # This task's cancellation: the shielded stop goes on; it is passed on at the end.
-                cancelled = True
-        stopping.result()
-        if cancelled:
-            raise asyncio.CancelledError
+        await to_the_end(self._stop())
 
     async def _stop(self) -> None:
         """The steps of `stop`, in order; awaited to its end by `stop`.

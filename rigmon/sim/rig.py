@@ -10,7 +10,7 @@ import random
 import secrets
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import uvicorn
 
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server, read_token_file
+from rigmon.agent.to_the_end import to_the_end
 from rigmon.config import AgentConfig
 from rigmon.sim.clock import SimClock
 from rigmon.sim.node import SimNode, merge_config
@@ -231,29 +232,6 @@ async def _stop_writers(servers: list[uvicorn.Server], agents: list[Agent], task
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _to_the_end(stopping: Coroutine[object, object, None]) -> None:
-    """Await ``stopping`` to its end even when this task is cancelled meanwhile, then pass the
-    cancellation on.
-
-    The rig's directory is removed right after its writers stop: a cancellation cutting the
-    stop short (a second Ctrl-C or SIGTERM, a test's timeout during the stop) left the physics
-    stepping and an agent journalling, and they created the removed directory again (a
-    ``rigmon-sim-*`` left in the temporary directory, with a node's tree and a journal).
-    """
-    task = asyncio.ensure_future(stopping)
-    interrupted = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            interrupted = interrupted or not task.done()
-    error = None if task.cancelled() else task.exception()
-    if error is not None:
-        raise error
-    if interrupted or task.cancelled():
-        raise asyncio.CancelledError
-
-
 def _bound_port(server: uvicorn.Server) -> int:
     for s in server.servers:
         for sock in s.sockets:
@@ -322,4 +300,4 @@ async def running_rig(
             running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers], wire)
             yield running
         finally:
-            await _to_the_end(_stop_writers(servers, agents, tasks))
+            await to_the_end(_stop_writers(servers, agents, tasks))
