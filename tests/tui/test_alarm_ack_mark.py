@@ -4,6 +4,7 @@ ack column at 200 columns, ``firing ✓alice`` at 80 columns, where the ack colu
 
 from __future__ import annotations
 
+import pytest
 from msgspec.structs import replace
 
 from rigmon.cluster.client import AgentClient
@@ -115,28 +116,24 @@ def check_wide(app: RigmonApp) -> None:
     assert "✓" not in rows[0] and "✓" in rows[3]
 
 
-async def test_acknowledged_alarms_are_marked_at_80_columns_and_named_in_the_ack_column_at_200() -> None:
+@pytest.mark.parametrize("wide_first", [False, True], ids=["80-then-200", "200-then-80"])
+async def test_acknowledged_alarms_are_marked_at_80_columns_and_named_in_the_ack_column_at_200(
+        wide_first: bool) -> None:
     # Before: the ack column came after the message; at 80 columns a handled alarm read like
-    # one nobody was on, except in the panel for the row under the cursor.
+    # one nobody was on, except in the panel for the row under the cursor. Resized either way, the
+    # names move between the state column and the ack column as it goes out of view or comes in.
+    sizes = [((80, 24), check_narrow), ((200, 50), check_wide)]
+    if wide_first:
+        sizes.reverse()
     app = dashboard()
-    async with app.run_test(size=(80, 24)) as pilot:
+    (first, check_first), (then, check_then) = sizes
+    async with app.run_test(size=first) as pilot:
         await open_alarms(app, pilot)
         await settle(pilot)
-        check_narrow(app)
-        await pilot.resize_terminal(200, 50)
+        check_first(app)
+        await pilot.resize_terminal(*then)
         await settle(pilot)
-        check_wide(app)
-
-
-async def test_the_names_leave_the_state_column_when_the_ack_column_comes_into_view() -> None:
-    app = dashboard()
-    async with app.run_test(size=(200, 50)) as pilot:
-        await open_alarms(app, pilot)
-        await settle(pilot)
-        check_wide(app)
-        await pilot.resize_terminal(80, 24)
-        await settle(pilot)
-        check_narrow(app)
+        check_then(app)
 
 
 async def test_a_long_node_name_leaves_the_mark_alone_and_the_message_its_room() -> None:
