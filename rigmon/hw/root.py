@@ -157,8 +157,12 @@ class HostRoot:
     Files that the kernel generates on every read (sysfs attributes, procfs files: those below
     ``/sys`` and ``/proc`` that are on a sysfs or procfs mount) are opened once and then read
     with ``pread`` at offset 0, which makes the kernel produce them afresh: an open and a close
-    fewer per attribute and tick. Each thread keeps its own descriptors (at most `MAX_KEPT_FDS`,
-    the oldest closed first), so no descriptor is ever closed under another thread's read. A kept
+    fewer per attribute and tick. Only reads in a read scope keep a descriptor (`read_scope`: the
+    sampler's ticks, which read the same files every second); a thread that reads now and then
+    (the kernel log's, on a line naming a device; the event loop's, at start) opens and closes, so
+    it never holds the file of a device that went away since. Each thread keeps its own
+    descriptors (at most `MAX_KEPT_FDS`, the oldest closed first), so no descriptor is ever closed
+    under another thread's read. A kept
     file that fails to read (ENODEV: its device was unplugged; ESRCH: its process was reaped) or
     reads empty is closed and read again by its path, so a vanished file is absent at once and a
     replugged device's new file is read.
@@ -275,13 +279,14 @@ class HostRoot:
             done = scoped.get(path)
             if done is not None and done[0] == max_bytes and done[1] == whole_below:
                 return done[2]
-            raw = self._read_now(path, rel, max_bytes, whole_below)
+            raw = self._read_now(path, rel, max_bytes, whole_below, True)
             scoped[path] = (max_bytes, whole_below, raw)
             return raw
-        return self._read_now(path, rel, max_bytes, whole_below)
+        return self._read_now(path, rel, max_bytes, whole_below, False)
 
-    def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
-        """`_read` without the scope: ``path`` is ``rel``'s real path."""
+    def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int, may_keep: bool) -> bytes | None:
+        """`_read` without the scope: ``path`` is ``rel``'s real path; a descriptor is kept only
+        when ``may_keep`` (a read in a read scope: a sampler tick's, see the class docstring)."""
         kept: _KeptFds | None = getattr(self._local, "fds", None)
         churns = False
         # The kept descriptor first, inline: this is most of a tick's reads on a real node.
@@ -322,7 +327,7 @@ class HostRoot:
             raw = os.read(fd, min(max_bytes, _CHUNK_BYTES))
             if raw and len(raw) >= whole_below:
                 raw = self._read_rest(fd, raw, max_bytes, positional=False)
-            if raw and not churns and kept_dirs and rel.startswith(kept_dirs):
+            if raw and may_keep and not churns and kept_dirs and rel.startswith(kept_dirs):
                 keep = self._keep_kind(fd)
             return raw
         except OSError as exc:

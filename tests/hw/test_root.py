@@ -7,14 +7,17 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from rigmon.hw.root import HostRoot, read_scope, rereadable_devices
 from rigmon.sim import write_tree
 from tests.hw.refusals import refuse_reads
+
+T = TypeVar("T")
 
 
 def test_reads_below_root(tmp_path: Path) -> None:
@@ -79,25 +82,42 @@ def _proc_is_procfs() -> bool:
     return os.stat("/proc/self").st_dev in rereadable_devices(Path("/proc/self/mountinfo").read_text())
 
 
+def _held_files() -> list[str]:
+    """What this process's descriptors point at (the listing's own descriptor is gone by then)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return held
+
+
+def in_tick(read: Callable[..., T], rel: str) -> T:
+    """``read(rel)`` in a read scope of its own, as a sampler tick reads: only such reads keep descriptors."""
+    with read_scope():
+        return read(rel)
+
+
 @pytest.mark.skipif(not Path("/proc/self/mountinfo").exists() or not _proc_is_procfs(), reason="no procfs")
 def test_kernel_files_are_kept_open_read_afresh_and_absent_once_gone(sleeper: subprocess.Popen[bytes]) -> None:
     # The machine's own /proc, read-only: a child process's stat file, the way gpu_processes reads it.
     root = HostRoot("/")
     rel = f"/proc/{sleeper.pid}/stat"
-    first = root.read_text(rel)
+    first = in_tick(root.read_text, rel)
     # Alive: sleeping, running, or (just exec'd on a busy machine) in uninterruptible wait.
     assert first is not None and first.split()[2] not in ("Z", "X"), first
     assert root.kept_fds() == 1
     sleeper.kill()
     deadline = time.monotonic() + 10
-    while (root.read_text(rel) or "").split()[2:3] != ["Z"]:
+    while (in_tick(root.read_text, rel) or "").split()[2:3] != ["Z"]:
         # Read again through the kept descriptor: the kernel writes the file afresh (now a zombie).
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert root.kept_fds() == 1
     sleeper.wait()
     # Reaped: the kept descriptor answers ESRCH and the path is gone: absent, not the last text.
-    assert root.read_text(rel) is None
+    assert in_tick(root.read_text, rel) is None
     assert root.kept_fds() == 0
 
 
@@ -107,12 +127,12 @@ def test_kept_descriptors_are_per_thread_and_bounded(sleeper: subprocess.Popen[b
     root = HostRoot("/")
     root._max_kept = 2
     for name in ("stat", "status", "cmdline"):
-        assert root.read_bytes(f"/proc/{sleeper.pid}/{name}")
+        assert in_tick(root.read_bytes, f"/proc/{sleeper.pid}/{name}")
     assert root.kept_fds() == 2
     other: list[int] = []
 
     def read_elsewhere() -> None:
-        root.read_text(f"/proc/{sleeper.pid}/stat")
+        in_tick(root.read_text, f"/proc/{sleeper.pid}/stat")
         other.append(root.kept_fds())
 
     thread = threading.Thread(target=read_elsewhere)
@@ -122,28 +142,44 @@ def test_kept_descriptors_are_per_thread_and_bounded(sleeper: subprocess.Popen[b
     assert HostRoot("/", keep_fds=False).read_text(f"/proc/{sleeper.pid}/stat") is not None
 
 
+def test_reads_outside_a_tick_keep_no_descriptor(tmp_path: Path) -> None:
+    # The kernel log's thread reads a GPU's PCI files when a line names it, now and then: a kept
+    # descriptor there would hold the old files of a GPU that fell off the bus and came back.
+    rel = "/sys/bus/pci/devices/0000:1d:00.0/vendor"
+    tree = write_tree(tmp_path, {rel: "0x10de\n"})
+    root = HostRoot(tmp_path)
+    assert root.read_attr(rel) == "0x10de"
+    assert root.kept_fds() == 0
+    tree.remove("/sys/bus/pci/devices/0000:1d:00.0")
+    tree.write(rel, "0x10de\n")
+    assert not [t for t in _held_files() if t.startswith(str(tmp_path))]
+    # A tick's read keeps it, and the same thread's later reads go through it.
+    assert in_tick(root.read_attr, rel) == "0x10de" and root.kept_fds() == 1
+    assert root.read_attr(rel) == "0x10de" and root.kept_fds() == 1
+
+
 def test_files_of_a_tree_are_kept_and_a_replaced_file_is_read_new(tmp_path: Path) -> None:
     # Fixture and simulator trees replace files by rename: the kept descriptor of the old file
     # is seen to have lost its name, and the file is read again by its path.
     tree = write_tree(tmp_path, {"/sys/class/net/eth0/speed": "10000\n", "/proc/loadavg": "1 2 3 4/5 6\n"})
     root = HostRoot(tmp_path)
-    assert root.read_attr("/sys/class/net/eth0/speed") == "10000"
-    assert root.read_text("/proc/loadavg") == "1 2 3 4/5 6\n"
+    assert in_tick(root.read_attr, "/sys/class/net/eth0/speed") == "10000"
+    assert in_tick(root.read_text, "/proc/loadavg") == "1 2 3 4/5 6\n"
     assert root.kept_fds() == 2
     # Written in place (a test's write_text): the same file, read afresh from its start.
     (tmp_path / "proc/loadavg").write_text("7 8 9 1/2 3\n")
-    assert root.read_text("/proc/loadavg") == "7 8 9 1/2 3\n"
+    assert in_tick(root.read_text, "/proc/loadavg") == "7 8 9 1/2 3\n"
     assert root.kept_fds() == 2
     tree.write("/sys/class/net/eth0/speed", "40000\n")
-    assert root.read_attr("/sys/class/net/eth0/speed") == "40000"
+    assert in_tick(root.read_attr, "/sys/class/net/eth0/speed") == "40000"
     # A file that was replaced is opened for every read from then on (not kept).
     assert root.kept_fds() == 1
     tree.write("/sys/class/net/eth0/speed", "1000\n")  # shorter
-    assert root.read_attr("/sys/class/net/eth0/speed") == "1000"
+    assert in_tick(root.read_attr, "/sys/class/net/eth0/speed") == "1000"
     assert root.kept_fds() == 1
     # Outside /sys and /proc nothing is kept.
     tree.write("/etc/hostname", "n1\n")
-    assert root.read_attr("/etc/hostname") == "n1"
+    assert in_tick(root.read_attr, "/etc/hostname") == "n1"
     assert root.kept_fds() == 1
     assert HostRoot(tmp_path, keep_fds=False).read_attr("/sys/class/net/eth0/speed") == "1000"
 
@@ -151,16 +187,16 @@ def test_files_of_a_tree_are_kept_and_a_replaced_file_is_read_new(tmp_path: Path
 def test_a_vanished_tree_file_is_absent_and_a_new_one_is_read(tmp_path: Path) -> None:
     tree = write_tree(tmp_path, {"/sys/class/nvme/nvme0/state": "live\n", "/sys/class/nvme/nvme1/state": "live\n"})
     root = HostRoot(tmp_path)
-    assert root.read_attr("/sys/class/nvme/nvme0/state") == "live"
-    assert root.read_attr("/sys/class/nvme/nvme1/state") == "live"
+    assert in_tick(root.read_attr, "/sys/class/nvme/nvme0/state") == "live"
+    assert in_tick(root.read_attr, "/sys/class/nvme/nvme1/state") == "live"
     assert root.kept_fds() == 2
     tree.remove("/sys/class/nvme/nvme0")  # the device dropped off: its whole directory goes
     (tmp_path / "sys/class/nvme/nvme1/state").unlink()  # one file removed behind the tree's back
-    assert root.read_attr("/sys/class/nvme/nvme0/state") is None
-    assert root.read_attr("/sys/class/nvme/nvme1/state") is None
+    assert in_tick(root.read_attr, "/sys/class/nvme/nvme0/state") is None
+    assert in_tick(root.read_attr, "/sys/class/nvme/nvme1/state") is None
     assert root.kept_fds() == 0
     tree.write("/sys/class/nvme/nvme0/state", "resetting\n")  # back again
-    assert root.read_attr("/sys/class/nvme/nvme0/state") == "resetting"
+    assert in_tick(root.read_attr, "/sys/class/nvme/nvme0/state") == "resetting"
 
 
 def test_fifos_and_other_filesystems_in_a_tree_are_not_kept(tmp_path: Path) -> None:
@@ -168,8 +204,8 @@ def test_fifos_and_other_filesystems_in_a_tree_are_not_kept(tmp_path: Path) -> N
     fifo = tmp_path / "sys/class/hwmon/hwmon0/temp1_input"
     os.mkfifo(fifo)
     root = HostRoot(tmp_path)
-    assert not root.read_attr("/sys/class/hwmon/hwmon0/temp1_input")  # no writer: nothing, at once
-    assert root.read_attr("/sys/class/hwmon/hwmon0/name") == "x"
+    assert not in_tick(root.read_attr, "/sys/class/hwmon/hwmon0/temp1_input")  # no writer: nothing, at once
+    assert in_tick(root.read_attr, "/sys/class/hwmon/hwmon0/name") == "x"
     assert root.kept_fds() == 1
 
 
@@ -209,7 +245,7 @@ def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> 
             # A new root per round: its first read opens and keeps the file, its second goes
             # through the kept descriptor (a replaced file is not kept again by the same root).
             root = HostRoot(tmp_path)
-            first = check(root.read_text("/proc/diskstats"), 0)
+            first = check(in_tick(root.read_text, "/proc/diskstats"), 0)
             kept_reads += root.kept_fds()
             # A newer version is out before the second read: the kept file is an old one.
             deadline = time.monotonic() + 10
@@ -217,14 +253,14 @@ def test_a_tree_rewritten_while_read_is_never_torn_nor_stale(tmp_path: Path) -> 
                 assert time.monotonic() < deadline
                 time.sleep(0)
             floor = finished[0]
-            seen.append(check(root.read_text("/proc/diskstats"), floor))
+            seen.append(check(in_tick(root.read_text, "/proc/diskstats"), floor))
     finally:
         done.set()
         writer.join()
     last = finished[0]
     root = HostRoot(tmp_path)
-    assert root.read_text("/proc/diskstats") == f"{last} {last} {last}\n"
-    assert root.read_text("/proc/diskstats") == f"{last} {last} {last}\n"
+    assert in_tick(root.read_text, "/proc/diskstats") == f"{last} {last} {last}\n"
+    assert in_tick(root.read_text, "/proc/diskstats") == f"{last} {last} {last}\n"
     assert root.kept_fds() == 1
     # (A first read whose file was replaced between its open and its fstat is not kept.)
     assert kept_reads > 100 and len(set(seen)) > 1  # the kept reads did overlap the writes
