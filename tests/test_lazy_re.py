@@ -45,7 +45,7 @@ def test_bad_pattern_fails_on_first_use() -> None:
 COMPILED_AT_IMPORT = {
     # The agent's import path:
     "rigmon.schema.frame": "one pattern, searched on every frame an agent encodes (the first comes at once)",
-    "rigmon.alarms.selector": "two patterns, used by every rule's selector when the rules load",
+    "rigmon.alarms.selector_text": "two patterns, used by every rule's selector when the rules load",
     # The dashboard's:
     "rigmon.cluster.sanitise": "one pattern, over every string an agent sends the dashboard",
     "rigmon.cluster.agent_answers": "one pattern, splitting every stream an agent sends",

@@ -11,6 +11,7 @@ import types
 from typing import Any, Literal, Union, get_args, get_origin
 
 from rigmon.alarms.selector import Filter, Selector, Step
+from rigmon.alarms.selector_text import written_value
 from rigmon.schema import CollectorStatus, Readings
 from rigmon.typed import field_types, record_field_names
 
@@ -121,16 +122,7 @@ def _filter_text(flt: Filter) -> str:
         return "*"
     if flt.kind == "position":
         return str(flt.position)
-    return ",".join(f"{name}={_value_text(value)}" for name, value in ((flt.field, flt.value), *flt.also))
-
-
-def _value_text(value: str) -> str:
-    """A filter's value as a selector writes it: quoted when it holds a comma (``"a,b"``), so a
-    path or hint quoted from a message parses back to the same filter."""
-    if "," not in value:
-        return value
-    quote = "'" if '"' in value else '"'
-    return f"{quote}{value}{quote}"
+    return ",".join(f"{name}={written_value(value)}" for name, value in ((flt.field, flt.value), *flt.also))
 
 
 def _and_hint(step: Step, n: int) -> str:

@@ -6,12 +6,8 @@ frame's ``readings`` at the top level (``host``, ``net``, ``temperatures``...), 
 frame's records as they are (`frame_view`): a record reads as the dict of its fields and a
 tuple as a list, so nothing is converted and the matches are the same.
 
-Grammar::
-
-    selector := step ("." step)*
-    step     := NAME filter* | "*" filter*
-    filter   := "[*]" | "[" INTEGER "]" | "[" cond ("," cond)* "]"
-    cond     := NAME "=" VALUE
+What a selector picks (its text's grammar, and the errors saying where a text breaks it, are
+`rigmon.alarms.selector_text`):
 
 * ``host.cpu_pct``: a field of a single record.
 * ``gpus[*].state``: every item of a list; the item's identity becomes the subject.
@@ -19,7 +15,7 @@ Grammar::
 * ``peer_paths[key_mismatch=false,peer_flooded=false].state``: items whose fields equal every
   value given (AND, on the same item). Each ``[...]`` of a step filters what the one before it
   kept, so ``[a=x][b=y]`` reads the items of a list inside the list, not the same item twice.
-  A value with a comma is quoted (``[name="a,b"]``).
+  A value with a comma or a bracket is quoted (``[name="a,b"]``).
 * ``temperatures[0].temp_c``: an item by position.
 * ``collectors.*.state``: every value of a table; its key is the identity (label ``key``).
 
@@ -29,20 +25,20 @@ in the list (``gpus[index=0]``, ``net[name=eth0]``); without one it is its posit
 an empty list) matches nothing: missing data is not an error. (The agent refuses a rule whose
 path no frame can have, a misspelt field: `rigmon.alarms.frame_paths`.)
 
-This module is the grammar and the selector; how one step reads a node (fields, table
+This module is the selector; how one step reads a node (fields, table
 entries, filtered list items with their identities) and the frame data read are
 `rigmon.alarms.walk`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from rigmon.alarms.identities import IDENTITY_FIELDS as IDENTITY_FIELDS, IdentityMemo as IdentityMemo
+from rigmon.alarms.selector_text import Filter as Filter, SelectorError as SelectorError, Step as Step, parse_steps
 from rigmon.alarms.walk import (
     LISTS,
     SCALARS,
@@ -67,42 +63,8 @@ from rigmon.alarms.walk import (
 )
 from rigmon.schema import EventValue
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_STEP_RE = re.compile(rf"(?P<name>{_NAME}|\*)(?P<filters>(\[[^\[\]]*\])*)")
-_FILTER_RE = re.compile(r"\[([^\[\]]*)\]")
-
-
 #: Nodes reached (with path and subject) by leading steps of selectors, by those steps.
 LevelMemo = dict[tuple["Step", ...], list[tuple[Any, str, str]]]
-
-
-class SelectorError(ValueError):
-    """A selector's text does not follow the grammar; the message says where."""
-
-
-class Filter(msgspec.Struct, frozen=True, gc=False):
-    """One ``[...]`` of a step: every item, a position, or a field equal to a value.
-
-    The selector's parts are frozen `msgspec.Struct`s, not dataclasses (cheaper to define at
-    import and to build), untracked by the cycle collector (``gc=False``): frozen, holding
-    only strings, numbers, tuples of parts and dicts of strings, none can be in a cycle.
-    """
-
-    kind: str
-    """``all``, ``position`` or ``equals``."""
-    field: str = ""
-    value: str = ""
-    position: int = 0
-    also: tuple[tuple[str, str], ...] = ()
-    """``equals`` only: further ``(field, value)`` pairs the same item must equal too
-    (``[key_mismatch=false,peer_flooded=false]``); empty for one field, the common case."""
-
-
-class Step(msgspec.Struct, frozen=True, gc=False):
-    """One dotted part of a selector: a field name (or ``*``) and its filters."""
-
-    name: str
-    filters: tuple[Filter, ...] = ()
 
 
 class Match(msgspec.Struct, frozen=True, gc=False):
@@ -355,86 +317,10 @@ class Selector(msgspec.Struct, frozen=True, gc=False):
 
 
 def parse_selector(text: str) -> Selector:
-    """Parse a selector.
+    """Parse a selector (the grammar and its errors: `rigmon.alarms.selector_text`).
 
     Raises:
-        SelectorError: empty, a bad step or a bad filter, naming the offending part.
+        SelectorError: empty, or where the text breaks the grammar: the step or filter and its column.
     """
     text = text.strip()
-    if not text:
-        raise SelectorError("empty selector")
-    steps: list[Step] = []
-    for part in _split_dots(text):
-        m = _STEP_RE.fullmatch(part)
-        if m is None:
-            raise SelectorError(f"bad step {part!r} in selector {text!r}")
-        filters = tuple(_parse_filter(f, text) for f in _FILTER_RE.findall(m.group("filters")))
-        steps.append(Step(name=m.group("name"), filters=filters))
-    return Selector(text=text, steps=tuple(steps))
-
-
-def _split_dots(text: str) -> list[str]:
-    """Split on dots outside brackets (a filter value may contain a dot: ``[name=enp1s0.10]``)."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "." and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    parts.append(current)
-    return parts
-
-
-def _parse_filter(inner: str, text: str) -> Filter:
-    inner = inner.strip()
-    if inner == "*":
-        return Filter(kind="all")
-    if re.fullmatch(r"-?\d+", inner):
-        return Filter(kind="position", position=int(inner))
-    conditions: list[tuple[str, str]] = []
-    for part in _split_commas(inner):
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        if not sep or not re.fullmatch(_NAME, key) or not value.strip():
-            raise SelectorError(f"bad filter [{inner}] in selector {text!r} "
-                                "(use [*], [N], [field=value] or [field=value,field=value])")
-        if any(key == seen for seen, _ in conditions):
-            raise SelectorError(f"bad filter [{inner}] in selector {text!r}: field {key!r} given twice")
-        conditions.append((key, value.strip().strip("\"'")))
-    (field, value), *also = conditions
-    return Filter(kind="equals", field=field, value=value, also=tuple(also))
-
-
-def _split_commas(inner: str) -> list[str]:
-    """Split a filter's conditions on commas outside quoted values (``name="a,b"`` is one condition).
-
-    A quote opens only where a value starts (after its ``=`` and any blanks): an apostrophe
-    inside a plain value (``name=o'brien,kind=ethernet``) is text, not the start of a quote that
-    would swallow the conditions after it.
-    """
-    parts: list[str] = []
-    quote = ""
-    current = ""
-    value_starts = False
-    for ch in inner:
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch == ",":
-            parts.append(current)
-            current = ""
-            value_starts = False
-            continue
-        elif value_starts and ch in "\"'":
-            quote = ch
-        value_starts = (ch == "=" and "=" not in current) or (value_starts and ch.isspace())
-        current += ch
-    parts.append(current)
-    return parts
+    return Selector(text=text, steps=parse_steps(text))

@@ -62,7 +62,7 @@ RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu_rail.volts.min_
          "rule 'r1': select: bad filter [key_mismatch=false,peer_flooded] in selector"),
         (RULE.replace("psu_rail.volts.min_volts", "peer_paths[state=ok,state=silent].rtt_p99_us"),
          ("rule 'r1': select: bad filter [state=ok,state=silent] in selector "
-          "'peer_paths[state=ok,state=silent].rtt_p99_us': field 'state' given twice")),
+          "'peer_paths[state=ok,state=silent].rtt_p99_us' at column 21: field 'state' given twice")),
         (RULE + 'severity = "fatal"\n', "rule 'r1': severity: expected one of"),
         (RULE + "hold_s = -1.0\n", "rule 'r1'"),
         (RULE + RULE, "rule 'r1' is defined twice"),
@@ -325,6 +325,10 @@ def test_an_override_giving_another_condition_replaces_the_rule_s() -> None:
         ("net[name='a,b'][speed_mbps=1000].mtu",
          ('select: net[name="a,b"] is not a list: [speed_mbps=1000] cannot apply (to match the same items on '
           'both fields, write [name="a,b",speed_mbps=1000])')),
+        # So is one with a bracket (a plain a]b would not parse back).
+        ("net[name='a]b'][speed_mbps=1000].mtu",
+         ('select: net[name="a]b"] is not a list: [speed_mbps=1000] cannot apply (to match the same items on '
+          'both fields, write [name="a]b",speed_mbps=1000])')),
     ],
 )
 def test_a_select_path_no_frame_has_is_refused_naming_the_file_rule_and_key(tmp_path: Path, select: str,
@@ -335,6 +339,22 @@ def test_a_select_path_no_frame_has_is_refused_naming_the_file_rule_and_key(tmp_
     with pytest.raises(RuleError) as info:
         rules_from_config(AlarmsSection(rules_file=str(rules)))
     assert str(info.value).startswith(f"{rules}: rule 'r1': {says}"), str(info.value)
+
+
+def test_a_selector_typo_is_refused_at_load_naming_the_rule_key_and_column(tmp_path: Path) -> None:
+    """An unclosed quote was read as one value, the conditions after it included: the rule loaded and
+    never fired."""
+    select = "gpus[name='abc,kind=x].power_w"
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULE + RULE.replace("r1", "r2").replace("psu_rail.volts.min_volts", select))
+    with pytest.raises(RuleError) as info:
+        rules_from_config(AlarmsSection(rules_file=str(rules)))
+    assert str(info.value).startswith(f'{rules} (rule #2): rule \'r2\': select: bad selector "{select}" at column 11: '
+                                      "quote ' not closed"), str(info.value)
+    with pytest.raises(RuleKeyError) as info:
+        rules_from_config(AlarmsSection(overrides={"gpu_lost": {"select": "gpus[name=eth0'].state"}}))
+    assert str(info.value).startswith("alarms.overrides.gpu_lost: select: bad filter [name=eth0'] in selector "
+                                      "\"gpus[name=eth0'].state\" at column 15: the value of 'name' ends with a quote")
 
 
 def test_a_select_override_no_frame_has_names_the_key_and_paths_to_absent_hardware_are_fine() -> None:

@@ -73,7 +73,8 @@ KMSG = (
 ) + _fixture("var/log/dmesg") + _fixture("var/log/syslog")
 TB_SPEED = ("20.0 Gb/s", "10 Gb/s", "40.0 Gb/s", "2")
 SELECTORS = ("psu_rail.volts.min_volts", "gpus[*].nvlinks[*].replay_total", "collectors.*.state",
-             "net[name=enp1s0.10].speed_mbps", "gpus[0].power_w", "raid_arrays[name=md0].members[role=faulty]")
+             "net[name=enp1s0.10].speed_mbps", "gpus[0].power_w", "raid_arrays[name=md0].members[role=faulty]",
+             "peer_paths[key_mismatch=false,name='a,b'].state", "net[name=\"o'brien]\", kind = ethernet].mtu")
 
 
 def _contract(fn: Any, text: str, *allowed: type[BaseException]) -> Any:
