@@ -17,9 +17,9 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
-from rigmon.cluster.alarm_events import resolved_by, split_at_restart
+from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
 from rigmon.cluster.store import ClusterStore
-from rigmon.schema import RESOLVE_ENDINGS, Alarm, AlarmList, AlarmState, Event, Severity
+from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
 
 AlarmSource = Literal["node", "cluster"]
 
@@ -67,9 +67,12 @@ class AlarmRow:
         """The row's text: the shown alarm's message, then what the others add (an escalation
         from a warning, the Xid that came with a lost GPU)."""
         joined = [o.message for o in self.also if o.message and not _escalation(o, self.alarm)]
-        # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end.
+        # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end;
+        # so is the ending of a reason this dashboard does not know (a newer agent's), whatever the
+        # messages end with: it is this dashboard's word for it (the agent's own may be there too).
         reason = _ending(self.alarm)
-        if not (reason and joined and all(m.endswith(reason) for m in joined)):
+        unknown = self.alarm.resolve_reason is not None and self.alarm.resolve_reason not in RESOLVE_REASONS
+        if not (reason and (unknown or joined and all(m.endswith(reason) for m in joined))):
             reason = ""
         text = self.alarm.message.removesuffix(reason)
         for other in self.also:
@@ -159,11 +162,12 @@ def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
 
 def _ending(alarm: Alarm) -> str:
     """What the end of a resolved ``alarm`` added to its message (``" (agent restarted without it)"``),
-    or ``""``: by its `Alarm.resolve_reason`; an older agent's alarm, which has none, by its message."""
+    or ``""``: by its `Alarm.resolve_reason` (`resolve_ending`: a neutral one for a reason this dashboard
+    does not know); an older agent's alarm, which has none, by its message."""
     if alarm.state != "resolved":
         return ""
     if alarm.resolve_reason is not None:
-        return RESOLVE_ENDINGS.get(alarm.resolve_reason, "")
+        return resolve_ending(alarm.resolve_reason)
     return _end_reason(alarm.message)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from rigmon.schema import RESOLVE_ENDINGS, Alarm, AlarmList, Event
+from rigmon.schema import RESOLVE_ENDINGS, RESOLVE_REASONS, Alarm, AlarmList, Event
 
 #: Alarm states an ``alarm_*`` event of a frame moves an alarm to, in their order: an event
 #: moves an alarm forward only (an old frame's ``alarm_pending`` never undoes a firing).
@@ -64,13 +64,23 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
 
 
+def resolve_ending(reason: str) -> str:
+    """What the message of an alarm resolved for ``reason`` ends with: its `RESOLVE_ENDINGS` (``""`` for
+    one that ended on a fresh clear reading), or, for a reason this dashboard does not know (a newer
+    agent's), a neutral ending naming it, `` (ended: <reason>)``, so that it never reads as cleared."""
+    if reason in RESOLVE_REASONS:
+        return RESOLVE_ENDINGS.get(reason, "")
+    return f" (ended: {reason})" if reason else " (ended)"
+
+
 def resolved_by(alarm: Alarm, event: Event) -> Alarm:
     """``alarm`` as its ``alarm_resolved`` event ended it: how (an older agent's event does not say)
-    and the ending the agent's record of it has."""
+    and the ending the agent's record of it has (`resolve_ending`: a neutral one for a reason this
+    dashboard does not know)."""
     reason = event.data.get("reason")
     if not isinstance(reason, str):
         return msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at)
-    ending = RESOLVE_ENDINGS.get(reason, "")
+    ending = resolve_ending(reason)
     message = alarm.message if alarm.message.endswith(ending) else alarm.message + ending
     return msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at,
                                    resolve_reason=reason, message=message)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec.structs import replace
+
 from rigmon.agent.alarming import AlarmService
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, group_rows
@@ -92,3 +94,30 @@ def test_messages_that_end_alike_are_not_taken_for_a_reason() -> None:
     xid = AlarmRow("k", "n1", "node", _firing("Xid 79 (fell off the bus)", 2))
     (row,) = group_rows([lost, xid])
     assert row.message == "GPU 3 is lost (fell off the bus); Xid 79 (fell off the bus)"
+
+
+def test_a_reason_this_dashboard_does_not_know_gets_a_neutral_ending() -> None:
+    # A newer agent's alarm_resolved names a reason this dashboard has no ending for. Before, its alarms
+    # ended with nothing said, as if they had cleared, and so did their row: "GPU 3 is lost; Xid 79".
+    alarms = AlarmList(node="n1", active=(_firing("GPU 3 is lost", 1), replace(_firing("Xid 79", 2), rule_kind="event")),
+                       recent=())
+    events = [Event(id=f"e{n}", at=T0 + 5, kind="alarm_resolved", severity="info", subject="gpu:3",
+                    message=f"r{n} resolved", data={"alarm_id": f"a{n}", "rule": f"r{n}", "reason": "maintenance"})
+              for n in (1, 2)]
+    recent = with_alarm_events(alarms, events).recent
+    assert sorted((a.resolve_reason, a.message) for a in recent) == [
+        ("maintenance", "GPU 3 is lost (ended: maintenance)"), ("maintenance", "Xid 79 (ended: maintenance)")]
+    (row,) = group_rows([AlarmRow("k", "n1", "node", a) for a in recent])
+    assert row.message == "GPU 3 is lost; Xid 79 (ended: maintenance)"
+    # The agent's own record (the next fetch) ends in its own words, which this dashboard cannot tell
+    # from the message's: the neutral ending is said once, after them.
+    fetched = [replace(a, message=a.message.replace("(ended: maintenance)", "(under maintenance)")) for a in recent]
+    (row,) = group_rows([AlarmRow("k", "n1", "node", a) for a in fetched])
+    assert row.message == "GPU 3 is lost (under maintenance); Xid 79 (under maintenance) (ended: maintenance)"
+    # A replay, which rebuilds the alarms from the same events, says it too.
+    tracker = AlarmTracker("n1")
+    tracker.apply(Event(id="e0", at=T0, kind="alarm_firing", severity="critical", subject="gpu:3",
+                        message="r1 firing: GPU 3 is lost", data={"alarm_id": "a1", "rule": "r1"}))
+    tracker.apply(events[0])
+    (a,) = tracker.alarm_list().recent
+    assert (a.resolve_reason, a.message) == ("maintenance", "GPU 3 is lost (ended: maintenance)")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import ClassVar
 
@@ -18,14 +20,14 @@ from rigmon.tui.text import plain
 #: reads first comes first: the state (firing or pending, ✓ once acknowledged) is on every row
 #: at 80 columns; the ack column, since when a dead node's alarm is what it last said, the
 #: subject and the rule are past the edge there (the panel under the tables shows the alarm
-#: under the cursor in full).
+#: under the cursor in full). Wider, the message is cut to keep them on screen (`message_cells`).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
     ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
 )
 RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("node", "node"), ("since", "fired UTC"), ("resolved", "resolved UTC"),
-    ("message", "message"), ("subject", "subject"), ("rule", "rule"),
+    ("message", "message"), ("ack", "ack"), ("subject", "subject"), ("rule", "rule"),
 )
 
 
@@ -34,8 +36,9 @@ ACK_MARK = "✓"
 #: Cells of the acknowledger's name folded into the state cell while the ack column is past the
 #: table's edge (``firing ✓alice``); a longer name is cut with an ellipsis (the panel has it whole).
 ACK_NAME_CELLS = 8
-#: Cells the message keeps at least when names fold into the state cells: what comes first in
-#: it, the thing and its reading (``12 V rail minimum 11.62 V``), matters more than who is on it.
+#: Cells the message keeps at least, cut to leave the columns after it on screen (`message_cells`)
+#: or beside names folded into the state cells: what comes first in it, the thing and its
+#: reading (``12 V rail minimum 11.62 V``), matters more than who is on it.
 MESSAGE_MIN_CELLS = 25
 
 
@@ -48,6 +51,36 @@ def utc_clock(at: float | None) -> str:
 def _alarm_keys(row: AlarmRow) -> set[tuple[str, str, str]]:
     """Every alarm of ``row`` as (source, node key, alarm id)."""
     return {(row.source, row.key, alarm.id) for alarm in row.alarms}
+
+
+def message_cells(widths: Mapping[str, int], width: int, padding: int) -> int | None:
+    """Cells of the message column that leave every other column on screen, or ``None`` for the
+    whole message: it fits, or cut it would keep fewer than `MESSAGE_MIN_CELLS` (then the columns
+    after it are past the edge: at 80 columns the state cells name who acknowledged instead).
+
+    Args:
+        widths: cells of each column's content with the message whole, by column key.
+        width: cells the table shows across.
+        padding: cells of padding on each side of every cell.
+    """
+    room = width - sum(cells + 2 * padding for key, cells in widths.items() if key != "message") - 2 * padding
+    if widths["message"] <= room or room < MESSAGE_MIN_CELLS:
+        return None
+    return room
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnLayout:
+    """How an alarm table fits its width.
+
+    Attributes:
+        message_cells: cells of the message column, the message cut with an ellipsis (the panel
+            under the tables has it whole); ``None``: as wide as the longest message.
+        names_in_state: whether the state cells name who acknowledged (the ack column past the edge).
+    """
+
+    message_cells: int | None = None
+    names_in_state: bool = False
 
 
 class AlarmTable(DataTable[Text]):
@@ -89,17 +122,22 @@ class AlarmTable(DataTable[Text]):
         """Cells of each column's content without names in the state cells."""
         self._named_state_width = 0
         """Cells of the state column with the names in."""
-        self._names_in_state = False
-        """Whether the state cells name who acknowledged (the ack column past the edge)."""
+        self._layout = ColumnLayout()
+        """How the table is drawn to fit its width now."""
 
     def on_mount(self) -> None:
         self._add_columns()
+
+    def _column_keys(self) -> list[str]:
+        return [key for key, _ in (RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS)]
 
     def _add_columns(self) -> None:
         # Alarms may arrive before the mount handler ran; the columns must exist first.
         if not self.columns:
             for key, title in RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS:
-                self.add_column(title, key=key)
+                # A cut message gets its width; every other column is as wide as its content.
+                width = self._layout.message_cells if key == "message" else None
+                self.add_column(title, key=key, width=width)
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(f"alarm-table--{name}", partial=True))
@@ -134,6 +172,8 @@ class AlarmTable(DataTable[Text]):
             "message": plain(row.message),
             "as_of": Text(""),
         }
+        # Cut to its column's width (`ColumnLayout.message_cells`), it ends in "…".
+        cells["message"].overflow = "ellipsis"
         if row.as_of is not None:
             # A dead node's alarm is what it last said: faint, and dated (as stale figures are drawn).
             cells["as_of"] = Text(utc_clock(row.as_of))
@@ -144,44 +184,78 @@ class AlarmTable(DataTable[Text]):
 
     def watch_alarms(self, alarms: tuple[AlarmRow, ...]) -> None:
         self._add_columns()
-        columns = [key for key, _ in (RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS)]
+        self._measure(alarms)
+        layout = self._fit()
         keys = [row.row_key for row in alarms]
         current = [str(r.key.value) for r in self.ordered_rows]
-        if keys == current:
+        if keys == current and layout == self._layout:
             for row in alarms:
                 if self._rows_by_key.get(row.row_key) != row:
-                    cells = self._cells(row, names_in_state=self._names_in_state)
-                    for column in columns:
+                    cells = self._cells(row, names_in_state=layout.names_in_state)
+                    for column in self._column_keys():
                         self.update_cell(row.row_key, column, cells[column], update_width=True)
+            self._rows_by_key = {row.row_key: row for row in alarms}
+        elif keys == current:
+            self._draw(alarms, layout, self._cursor_key())
         else:
             # The cursor follows the alarm the operator moved it to in the table they are in (`x`
             # must not land on another incident). Left on the first row, or in the other table, it
             # starts again from the top, the worst or newest rows, rather than follow a row nobody
             # chose and scroll the alarms that came since out of view.
             follow = self.has_focus and 0 < self.cursor_row < len(current)
-            cursor_key = current[self.cursor_row] if follow else None
-            self.clear()
-            for row in alarms:
-                cells = self._cells(row, names_in_state=self._names_in_state)
-                self.add_row(*(cells[c] for c in columns), key=row.row_key)
-            if cursor_key in keys:
-                self.move_cursor(row=keys.index(cursor_key), animate=False)
-            elif cursor_key in self._rows_by_key:
-                # The row's lead alarm left it (a rail critical resolved, its warning fires on):
-                # stay on the row holding any of its alarms, so `x` does not land on another incident.
-                held = _alarm_keys(self._rows_by_key[cursor_key])
-                index = next((i for i, row in enumerate(alarms) if held & _alarm_keys(row)), None)
-                if index is not None:
-                    self.move_cursor(row=index, animate=False)
+            self._draw(alarms, layout, self._cursor_key() if follow else None)
+
+    def on_resize(self) -> None:
+        layout = self._fit()
+        if layout != self._layout:
+            self._draw(self.alarms, layout, self._cursor_key())
+
+    def _cursor_key(self) -> str | None:
+        """The row key under the cursor, if any."""
+        if not 0 <= self.cursor_row < self.row_count:
+            return None
+        return str(self.ordered_rows[self.cursor_row].key.value)
+
+    def _draw(self, alarms: tuple[AlarmRow, ...], layout: ColumnLayout, cursor_key: str | None) -> None:
+        """Draw ``alarms`` anew with ``layout``, the cursor on the row of ``cursor_key`` (or of an alarm of its row).
+
+        The columns are made anew too: Textual's column as wide as its content keeps the width of
+        the widest content it ever held, and a long message gone would leave the ack column past
+        the edge.
+        """
+        self._layout = layout
+        self.clear(columns=True)
+        self._add_columns()
+        for row in alarms:
+            cells = self._cells(row, names_in_state=layout.names_in_state)
+            self.add_row(*(cells[c] for c in self._column_keys()), key=row.row_key)
+        keys = [row.row_key for row in alarms]
+        if cursor_key in keys:
+            self.move_cursor(row=keys.index(cursor_key), animate=False)
+        elif cursor_key in self._rows_by_key:
+            # The row's lead alarm left it (a rail critical resolved, its warning fires on):
+            # stay on the row holding any of its alarms, so `x` does not land on another incident.
+            held = _alarm_keys(self._rows_by_key[cursor_key])
+            index = next((i for i, row in enumerate(alarms) if held & _alarm_keys(row)), None)
+            if index is not None:
+                self.move_cursor(row=index, animate=False)
         self._rows_by_key = {row.row_key: row for row in alarms}
+
+    def _measure(self, alarms: tuple[AlarmRow, ...]) -> None:
+        """Take the widths of ``alarms``' cells (`natural_width` and what `_fit` weighs)."""
         self._widths = self._column_widths(alarms)
         self._named_state_width = max([self._widths.get("state", 0),
                                        *(self._state(row, name=True).cell_len for row in alarms)])
         self.natural_width = sum(self._widths.values()) + 2 * self.cell_padding * len(self._widths)
-        self._fold_names()
 
-    def on_resize(self) -> None:
-        self._fold_names()
+    def _fit(self) -> ColumnLayout:
+        """The layout for the table's width now: the message cut to leave the columns after it
+        on screen (`message_cells`); where it cannot be, the message whole and, while the ack
+        column is past the edge, the names in the state cells (`_names_wanted`)."""
+        if not self._widths:
+            return ColumnLayout()
+        cut = message_cells(self._widths, self.scrollable_content_region.width, self.cell_padding)
+        return ColumnLayout(cut, cut is None and self._names_wanted())
 
     def _column_widths(self, alarms: tuple[AlarmRow, ...]) -> dict[str, int]:
         """Cells of each column's content with every column whole (no name in the state cells)."""
@@ -204,18 +278,6 @@ class AlarmTable(DataTable[Text]):
         ends = list(accumulate(self._widths[key] + 2 * self.cell_padding for key in keys))
         message_at = ends[keys.index("message") - 1] + self._named_state_width - self._widths["state"]
         return ends[keys.index("ack")] > width and message_at + MESSAGE_MIN_CELLS <= width
-
-    def _fold_names(self) -> None:
-        """Name who acknowledged in the state cells while the ack column cannot be seen and the
-        message has room, and take the names out again once it can (at 200 columns the column
-        says it in full)."""
-        fold = self._names_wanted()
-        if fold == self._names_in_state:
-            return
-        self._names_in_state = fold
-        for key, row in self._rows_by_key.items():
-            if row.alarm.acknowledged_by:
-                self.update_cell(key, "state", self._cells(row, names_in_state=fold)["state"], update_width=True)
 
     def selected(self) -> AlarmRow | None:
         """The alarm under the cursor, if any."""
