@@ -352,8 +352,49 @@ def serve_child(fds: list[str]) -> None:
             r.close()
 
 
-def free_udp_port() -> int:
-    """A UDP port on 127.0.0.1 free right now (for a simulated node's responder)."""
+#: Where the kernel's ephemeral ports are when ``/proc/sys/net/ipv4/ip_local_port_range`` cannot
+#: be read (Linux's default).
+_EPHEMERAL_DEFAULT = (32768, 60999)
+#: Ports `free_udp_port` handed out in this process: a rig's next node must not get the same one
+#: before the first node's agent has bound it.
+_HANDED_OUT: set[int] = set()
+
+
+def ephemeral_ports(text: str | None) -> tuple[int, int]:
+    """The kernel's ephemeral port range from ``ip_local_port_range``'s text (`_EPHEMERAL_DEFAULT` if bad)."""
+    try:
+        low, high = (int(part) for part in (text or "").split())
+    except ValueError:
+        return _EPHEMERAL_DEFAULT
+    return (low, high) if 0 < low <= high <= 65535 else _EPHEMERAL_DEFAULT
+
+
+def free_udp_port(rng: random.Random | None = None) -> int:
+    """A UDP port on 127.0.0.1 free right now, for a simulated node's responder, chosen outside the
+    kernel's ephemeral range: the agent binds it later, and meanwhile a socket bound to port 0 (a
+    prober's, a relay's, another test's) would be given a port just freed inside the range (seen in
+    CI: "probe responder cannot listen ... Address already in use", and a node's paths all silent).
+    Outside it, only an explicit bind can take it."""
+    try:
+        text: str | None = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+    except OSError:
+        text = None
+    low, high = ephemeral_ports(text)
+    # Below the range if there is room (ports under 10000 are services'), else above it.
+    spans = [span for span in (range(10000, low), range(high + 1, 65536)) if len(span) >= 1000]
+    rng = rng or random.Random()
+    for _ in range(200 if spans else 0):
+        port = rng.choice(rng.choice(spans))
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    # No room outside the range (a kernel set to hand out nearly every port): any free one.
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

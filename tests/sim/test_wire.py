@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from rigmon.sim.clock import SimClock
 from rigmon.sim.tree import Tree
-from rigmon.sim.wire import CARRIER_POLL_S, SimWire, WirePath
+from rigmon.sim.wire import CARRIER_POLL_S, SimWire, WirePath, ephemeral_ports, free_udp_port
 
 
 def _echo() -> socket.socket:
@@ -125,3 +126,17 @@ def test_a_path_whose_interface_has_no_carrier_carries_nothing(tmp_path: Path, o
     finally:
         wire.close()
         echo.close()
+
+
+def test_a_responder_port_is_outside_the_kernels_ephemeral_range() -> None:
+    # The agent binds its responder's port later: meanwhile a socket bound to port 0 (a prober's, a
+    # relay's) could be given it if it were in the ephemeral range (a CI run lost a node's paths so).
+    low, high = ephemeral_ports(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text())
+    ports = [free_udp_port(random.Random(seed)) for seed in (1, 1, 2)]
+    assert not [p for p in ports if low <= p <= high], (ports, low, high)
+    assert len(set(ports)) == 3  # the same draw twice gives another port: the first is handed out
+
+
+def test_an_unreadable_port_range_is_linuxs_default() -> None:
+    assert ephemeral_ports("1024\t65000\n") == (1024, 65000)
+    assert ephemeral_ports(None) == ephemeral_ports("garbage") == ephemeral_ports("9 3") == (32768, 60999)
