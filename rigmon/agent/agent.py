@@ -348,8 +348,9 @@ class Agent:
 
         Runs to its end when the caller cancels it meanwhile (a second Ctrl-C, a timeout around
         the stop): the guard's settings are put back, the alarm state saved, the journal closed
-        (its thread joined: nothing writes below the state directory afterwards) and the state
-        directory's lock released; then the cancellation is raised again.
+        (its thread joined) and the state directory's lock released; then the cancellation is
+        raised again. A journal writer left in a write stuck in the kernel (see
+        `JournalWriter.close`) keeps the lock held until it ends, or until the process exits.
 
         Raises:
             CancelledError: the caller cancelled the stop (once it has run to its end).
@@ -387,12 +388,25 @@ class Agent:
             await asyncio.to_thread(self.alarm_state.save, self.alarm_state.snapshot())
         # Joining the notifier threads blocks; do it off the event loop.
         await asyncio.get_running_loop().run_in_executor(None, self.notifiers.close)
+        journal_ended = True
         if self.journal is not None:
             # After the sampler: its last frames are queued; closing writes them and the clean stop.
-            await asyncio.to_thread(self.journal.close)
+            journal_ended = await asyncio.to_thread(self.journal.close)
         if self._state_lock is not None:
-            self._state_lock.release()
-            self._state_lock = None
+            release, self._state_lock = self._state_lock.release, None
+            if self.journal is None:
+                release()
+            else:
+                if not journal_ended:
+                    log.error("state directory %s stays locked until the journal's writer ends (or this process "
+                              "exits): another agent must not take it while that writer may still write there",
+                              self.config.agent.state_dir)
+                # Released once the writer thread has ended, by that thread as its last act when it
+                # outlived `close`. Not sooner: an orphaned writer begins no write after its call
+                # returns (decided under the writer's lock), but that call, stuck in the kernel,
+                # still writes when it returns; a writer that took the store first still closes it
+                # (a checkpoint). At its end nothing of the journal writes below the directory.
+                self.journal.when_ended(release)
         if cancelled:
             raise asyncio.CancelledError
 

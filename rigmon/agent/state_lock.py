@@ -2,9 +2,9 @@
 
 Two agents on one state directory both journalled into one file, and the second reported a
 false critical ``unclean_shutdown`` about the first, which was alive. The agent now holds an
-exclusive `fcntl.flock` on ``<state_dir>/agent.lock`` for as long as it runs (the kernel drops
-it when the process ends, however it ends); the file holds the owner's pid, so a second agent
-can say whose it is.
+exclusive `fcntl.flock` on ``<state_dir>/agent.lock`` for as long as it runs, and past its stop
+while a journal writer left in a stuck disk write lives (the kernel drops it when the process
+ends, however it ends); the file holds the owner's pid, so a second agent can say whose it is.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ class StateLock:
     """An exclusive lock on a state directory, held until `release`.
 
     Args:
-        state_dir: the directory (created, mode 700, when missing).
+        state_dir: the directory; created when missing, with the directories above it (mode 700),
+            as the agent starts: a first start may name a new one. (The journal, later, makes
+            only the directory itself, and never again once it was removed while the agent ran.)
 
     Raises:
         StateDirInUse: another process holds it.

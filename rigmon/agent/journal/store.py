@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from rigmon.agent.journal.tiers import (
     encode_bucket,
     floor_to,
 )
-from rigmon.agent.journal.upkeep import JournalUpkeep, Retention
+from rigmon.agent.journal.upkeep import JournalUpkeep, Retention, go_on_always
 from rigmon.clock import Clock
 from rigmon.schema import Event, Frame, Readings, SchemaError, decode, encode
 from rigmon.series import Stats, merge_stats
@@ -311,17 +311,27 @@ class JournalStore(JournalUpkeep):
             "INSERT OR REPLACE INTO events(id, at, run_id, kind, severity, body) VALUES (?, ?, ?, ?, ?, ?)",
             (event.id, event.at, run_id, event.kind, event.severity, encode(event).decode()))
 
-    def maintain(self) -> None:
-        """Catch the tiers up (until writes keep them), apply retention by age and by size, then write blocks."""
-        self.catch_up_tiers()
-        self.retain()
-        self.compact()
+    def maintain(self, go_on: Callable[[], bool] = go_on_always) -> None:
+        """Catch the tiers up (until writes keep them), apply retention by age and by size, then write blocks.
 
-    def catch_up_tiers(self) -> None:
+        Args:
+            go_on: asked before each step that writes: a pass it cuts short (the writer's stop) ends
+                between two transactions, each whole, so the journal stays valid, and the next pass
+                takes up what is left.
+        """
+        if go_on():
+            self.catch_up_tiers(go_on)
+        if go_on():
+            self.retain(go_on)
+        if go_on():
+            self.compact(go_on=go_on)
+
+    def catch_up_tiers(self, go_on: Callable[[], bool] = go_on_always) -> None:
         """Until the tiers are kept as frames are written: store what they lack from the journal.
 
         Once `downsample` finds nothing left to store, `write` keeps them (`Rollup`) and this
-        does nothing more; after a failed write it catches up again.
+        does nothing more; after a failed write it catches up again. A `downsample` that ``go_on``
+        cut short may have left tiers behind: the rollup waits for a pass that finds none.
         """
         rollup = self._rollup
         if rollup is not None:
@@ -329,7 +339,7 @@ class JournalStore(JournalUpkeep):
             if self._pending and (rollup.minute_start is None
                                   or floor_to(self._pending[-1][0], TIERS_S[0]) > rollup.minute_start):
                 self._fold_pending()
-        elif not self.downsample():
+        elif not self.downsample(go_on) and go_on():
             self._start_rollup()
 
     def _start_rollup(self) -> None:
@@ -373,14 +383,19 @@ class JournalStore(JournalUpkeep):
             except SchemaError:
                 pass
 
-    def downsample(self) -> bool:
+    def downsample(self, go_on: Callable[[], bool] = go_on_always) -> bool:
         """Store the tiers' complete buckets past their watermarks (bounded work per call).
+
+        Args:
+            go_on: asked before each tier's transaction: none more once it says no.
 
         Returns:
             whether it stored anything (the tiers were behind the frames).
         """
         advanced = False
         for tier, step in enumerate(TIERS_S):
+            if not go_on():
+                break
             if tier == 0:
                 span = self.time_range()
                 if span is None:

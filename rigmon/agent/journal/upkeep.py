@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -29,6 +29,11 @@ VACUUM_SLACK_BYTES = 8 * 1024 * 1024
 #: Free pages given back to the file system per retention pass at most: giving a page back may
 #: move another (a whole cap's worth after a size-cap purge), all on the writer's thread.
 VACUUM_MAX_BYTES = 4 * 1024 * 1024
+
+
+def go_on_always() -> bool:
+    """The ``go_on`` of upkeep that nothing cuts short."""
+    return True
 
 
 class Retention(msgspec.Struct, frozen=True, gc=False):
@@ -73,7 +78,7 @@ class JournalUpkeep(JournalReader):
     _stream: Any
     _stream_id: int | None
 
-    def compact(self, max_blocks: int = MAX_BLOCKS_PER_PASS) -> int:
+    def compact(self, max_blocks: int = MAX_BLOCKS_PER_PASS, go_on: Callable[[], bool] = go_on_always) -> int:
         """Move frames older than `BLOCK_AFTER_S` into blocks; returns how many blocks were written.
 
         A block holds consecutive frames (by id) of one run: `BLOCK_FRAMES` of them, or fewer
@@ -81,13 +86,13 @@ class JournalUpkeep(JournalReader):
         one transaction: insert the block, delete its frames, so a crash leaves them in one
         place or the other. Format 3's frames are in blocks already, compressed (one stream
         per block, see `write_encoded`): moving them copies bytes; rows of format 2 are
-        recompressed as that format did.
+        recompressed as that format did. ``go_on`` is asked before each block: no more once it says no.
         """
         now = self.clock.time()
         cutoff = now - self.block_after_s
         written = 0
         size = self.block_frames
-        while written < max_blocks:
+        while written < max_blocks and go_on():
             # Rows of format 2 (each frame compressed against a dictionary), left by an older agent.
             rows = self.conn.execute(
                 "SELECT id, taken_at, run_id, seq, dict_id, body FROM frames WHERE stream IS NULL ORDER BY id LIMIT ?",
@@ -105,9 +110,9 @@ class JournalUpkeep(JournalReader):
                 break
             self._write_block(chunk)
             written += 1
-        return written + self._compact_streams(cutoff, max_blocks - written)
+        return written + self._compact_streams(cutoff, max_blocks - written, go_on)
 
-    def _compact_streams(self, cutoff: float, max_blocks: int) -> int:
+    def _compact_streams(self, cutoff: float, max_blocks: int, go_on: Callable[[], bool]) -> int:
         """Streams whose frames are all older than ``cutoff`` become blocks, as they are.
 
         A stream still open in this writer waits until it is full, unless its first frame has
@@ -120,7 +125,7 @@ class JournalUpkeep(JournalReader):
             "GROUP BY stream ORDER BY stream").fetchall()
         written = 0
         for stream, first_at, last_at in streams:
-            if written >= max_blocks:
+            if written >= max_blocks or not go_on():
                 break
             if last_at >= cutoff:
                 continue
@@ -174,7 +179,7 @@ class JournalUpkeep(JournalReader):
         free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
         return int((pages - free) * page_size)
 
-    def retain(self) -> None:
+    def retain(self, go_on: Callable[[], bool] = go_on_always) -> None:
         """Delete what is older than its retention, then the oldest data while over the size cap.
 
         Commits only when it changed something: rows deleted, or ``frames:expired_before`` moved
@@ -183,7 +188,8 @@ class JournalUpkeep(JournalReader):
         retention) rolls back and writes nothing: with ``synchronous = FULL`` every commit costs a
         WAL write and an fsync, and nothing here needs one. Moving the watermark over a stretch
         holding no frame changes nothing a reader sees, so it is not written. Free pages go back to
-        the file system beyond a slack the writer reuses (`_give_back_pages`).
+        the file system beyond a slack the writer reuses (`_give_back_pages`). ``go_on`` is asked
+        before each transaction after the first: none more once it says no.
         """
         now = self.clock.time()
         r = self.retention
@@ -214,12 +220,14 @@ class JournalUpkeep(JournalReader):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        self._enforce_size()
-        self._give_back_pages()
         if self._stream_id is not None and self.conn.execute(
                 "SELECT 1 FROM frames WHERE id = ?", (self._stream_id,)).fetchone() is None:
             # Its first rows are gone: the next frame opens a new stream.
             self._stream = None
+        # (The size cap forgets the open stream itself when it deletes its rows.)
+        self._enforce_size(go_on)
+        if go_on():
+            self._give_back_pages()
 
     def _holds_frames(self, lo: float, hi: float) -> bool:
         """Whether a frame taken in ``[lo, hi)`` is stored (in the frames table or a block)."""
@@ -250,7 +258,7 @@ class JournalUpkeep(JournalReader):
         else:
             self.conn.execute("DELETE FROM dicts WHERE id < ?", (oldest,))
 
-    def _enforce_size(self) -> None:
+    def _enforce_size(self, go_on: Callable[[], bool]) -> None:
         target = int(self.retention.max_bytes * 0.9)
         if self.used_bytes() <= self.retention.max_bytes:
             return
@@ -269,6 +277,8 @@ class JournalUpkeep(JournalReader):
         ]
         for batch, select, delete in victims:
             while self.used_bytes() > target:
+                if not go_on():
+                    return
                 keys = [row[0] for row in self.conn.execute(select, (batch,))]
                 if not keys:
                     break

@@ -10,6 +10,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from rigmon.agent.journal.damage import (
     JournalDamaged,
@@ -42,6 +43,11 @@ ABANDON_WAIT_S = 2.0
 
 #: Called from the writer thread: kind, severity, subject, message, data.
 EventSink = Callable[[str, Severity, str, str, dict[str, str | int | float | bool | None]], None]
+
+#: Who has the store at the writer's end, decided once under `JournalWriter._fate_lock`: ``closing``:
+#: the thread took it (the clean stop, the last maintenance pass, the close); ``orphaned``:
+#: `JournalWriter.close` gave up on the thread first, which leaves it as it is.
+Fate = Literal["running", "closing", "orphaned"]
 
 _STOP = object()
 
@@ -95,10 +101,17 @@ class JournalWriter:
         #: Frames that reached the writer but could not be written (the journal failing, or
         #: abandoned at a stop past its deadline).
         self.frames_not_written = 0
-        #: Set by `close` past its deadline: the thread writes nothing more and ends.
+        #: Set by `close` as it begins: a periodic maintenance pass yields to the frames queued at the stop.
+        self._stop_asked = threading.Event()
+        #: Set by `close` past its deadline: the thread abandons the frames still queued and ends.
         self._abandon = threading.Event()
-        #: Set by `close` when it returned with the thread still in a call (a stuck disk).
-        self._orphaned = threading.Event()
+        #: Guards `_fate`, `_ended` and `_when_ended`: the thread's end and `close`'s giving up.
+        self._fate_lock = threading.Lock()
+        self._fate: Fate = "running"
+        #: Whether no writer thread runs (none started yet, or it has ended: it writes nothing more).
+        self._ended = True
+        #: Called by the thread as its last act (see `when_ended`).
+        self._when_ended: list[Callable[[], None]] = []
         #: The store an orphaned thread leaves open (see `close`).
         self._left_open: JournalStore | None = None
         #: Whether the next open may create the state directory (until it has existed).
@@ -112,6 +125,7 @@ class JournalWriter:
     def start(self, sink: EventSink | None = None) -> None:
         """Start the writer thread; ``sink`` receives events (called from that thread)."""
         self._sink = sink
+        self._ended = False
         self._thread = threading.Thread(target=self._run, name="rigmon-journal", daemon=True)
         self._thread.start()
 
@@ -122,28 +136,38 @@ class JournalWriter:
         except queue.Full:
             self._dropped += 1
 
-    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    def close(self, timeout_s: float | None = None) -> bool:
         """Write what is queued, record the clean stop, and end the thread.
 
-        Within ``timeout_s`` the thread writes every frame queued before the stop and records the
-        run's clean stop. Past that deadline it is told to abandon: the call in progress (one
-        batch's commit, or one maintenance pass) finishes, the frames still queued are not written
-        (counted in `frames_not_written` and logged) and the stop is not recorded, so the next start
-        reports this run as not stopped cleanly; `close` waits `ABANDON_WAIT_S` more for the thread
-        to end. (SQLite's interrupt is not used: it stays armed while any statement is open, and
-        cut the checkpoint of the connection's close.)
+        Within ``timeout_s`` (default `CLOSE_TIMEOUT_S`) the thread writes every frame queued before
+        the stop, then records the run's clean stop, runs a last maintenance pass and closes the
+        store. Past that deadline it is told to abandon: the call in progress (one batch's commit,
+        or one transaction of a maintenance pass) finishes, the frames still queued are not written
+        (counted in `frames_not_written`, logged) and the stop is not recorded, so the next start
+        reports the run as not stopped cleanly. Only frames not written make a stop unclean: a
+        maintenance pass (the last, or a periodic one the stop came in: it yields to the frames) is
+        cut short between two of its transactions, each whole; the next passes take up the rest.
+        `close` waits `ABANDON_WAIT_S` more for the thread to end. (SQLite's interrupt is not used:
+        it stays armed while any statement is open, and cut the checkpoint of the connection's close.)
 
-        A write blocked in the kernel (a stuck disk) cannot be interrupted at all: when the call
-        has not returned by then, `close` returns with the thread still in it, and logs it. When
-        the call returns, the thread writes nothing more and ends; it leaves its connection open,
-        referenced here, until the process exits: SQLite's close would checkpoint the journal and
-        remove its WAL file by name, in a directory its owner may be removing (or another agent
-        own) by then.
+        A write blocked in the kernel (a stuck disk) cannot be interrupted: when the thread has not
+        ended by then, `close` returns without it (logged). Whether the thread still closes the
+        store or is left behind is one decision under `_fate_lock`, the thread's (`_end`) or this:
+        an orphaned thread, when its call returns, writes nothing more and leaves its connection
+        open, referenced here, until the process exits: SQLite's close would checkpoint the journal
+        and remove its WAL file by name, in a directory its owner may be removing by then. Either
+        way the thread's call still writes: see `when_ended`.
+
+        Returns:
+            whether the writer thread has ended (nothing of it writes any more).
         """
         thread = self._thread
         if thread is None:
-            return
+            return self._ended
         self._thread = None
+        self._stop_asked.set()
+        if timeout_s is None:
+            timeout_s = CLOSE_TIMEOUT_S
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -155,13 +179,37 @@ class JournalWriter:
                     break
         thread.join(max(0.0, deadline - time.monotonic()))
         if not thread.is_alive():
-            return
+            return True
         self._abandon.set()
         thread.join(ABANDON_WAIT_S)
-        if thread.is_alive():
-            self._orphaned.set()
+        with self._fate_lock:
+            if self._ended:
+                return True
+            if self._fate == "running":
+                self._fate = "orphaned"
+            fate = self._fate
+        waited_s = timeout_s + ABANDON_WAIT_S
+        if fate == "orphaned":
             log.error("journal %s: the writer is still in a disk write %g s after the stop; left behind: it "
-                      "writes nothing more when the write returns", self.path, timeout_s + ABANDON_WAIT_S)
+                      "writes nothing more when the write returns, and leaves the journal open", self.path, waited_s)
+        else:
+            log.error("journal %s: the writer is still closing the journal %g s after the stop (the clean stop, "
+                      "the last maintenance pass or the connection's close and checkpoint); left to end on its own",
+                      self.path, waited_s)
+        return False
+
+    def when_ended(self, then: Callable[[], None]) -> None:
+        """Call ``then`` once the writer thread has ended: at once when it has (or never ran), else
+        from that thread as its very last act (after `close` returned without it).
+
+        The agent releases the state directory's lock so: whatever the thread's call still in
+        progress writes, it writes before another agent may take the directory.
+        """
+        with self._fate_lock:
+            if not self._ended:
+                self._when_ended.append(then)
+                return
+        then()
 
     def _abandon_queue(self, batch: list[Frame]) -> None:
         """Count and log ``batch`` and the frames still queued as not written (the stop's deadline passed)."""
@@ -258,7 +306,11 @@ class JournalWriter:
         return True
 
     def _replace_damaged(self, store: JournalStore, error: str) -> JournalStore | None:
-        """``store`` turned out damaged while running: close it, set it aside, open a new one."""
+        """``store`` turned out damaged while running: close it, set it aside, open a new one; not past
+        the stop's deadline (no other write begins then: the next start finds the damage again)."""
+        if not self._may_write():
+            self._set_status(error)
+            return store
         try:
             store.close()
         except sqlite3.Error:
@@ -275,6 +327,15 @@ class JournalWriter:
             log.exception("journal writer stopped")
             self._set_status(f"journal writer stopped ({type(exc).__name__}: {exc}); frames are no longer "
                              "recorded until the agent restarts")
+        finally:
+            with self._fate_lock:
+                self._ended = True
+                then, self._when_ended = self._when_ended, []
+            for call in then:
+                try:
+                    call()
+                except Exception:  # noqa: BLE001 - the thread's end is no place to raise
+                    log.exception("journal: a call at the writer's end failed")
 
     def _record(self) -> None:
         store = self._open()
@@ -308,25 +369,59 @@ class JournalWriter:
             if store is None and time.monotonic() >= next_open:
                 store = self._open()
                 next_open = time.monotonic() + 10.0
+                if self._abandon.is_set():
+                    break
             if batch:
                 last_commit = time.monotonic()
                 store = self._write(store, batch)
                 batch = []
-            if store is not None and not self._abandon.is_set() and (time.monotonic() >= next_maintain or stopping):
+            if store is not None and not stopping and time.monotonic() >= next_maintain:
                 next_maintain = time.monotonic() + MAINTAIN_EVERY_S
-                store = self._maintain(store)
-        if self._abandon.is_set():
+                store = self._maintain(store, self._may_maintain)
+        # Complete: every frame queued before the stop went to `_write` (a failing journal's are
+        # counted there); a deadline passed since then cost no frame.
+        complete = stopping and not batch
+        if not complete:
             self._abandon_queue(batch)
-            if store is not None and self._orphaned.is_set():
+        self._end(store, complete)
+
+    def _end(self, store: JournalStore | None, complete: bool) -> None:
+        """The thread's last acts on ``store``: the clean stop (when ``complete``), a last maintenance
+        pass and the close; or none at all, when `close` gave up on this thread first.
+
+        The two are one decision under `_fate_lock` (`close` takes its own under it): the store is
+        this thread's to close, or left alone, never both; and a `close` that finds the thread
+        closing does not say it writes nothing more.
+        """
+        if store is None:
+            return
+        with self._fate_lock:
+            if self._fate == "orphaned":
+                # `close` has returned saying this thread writes nothing more: its connection stays
+                # open until the process exits (see `close`).
                 self._left_open = store
-                store = None
-        elif store is not None:
-            try:
-                store.end_run(self.run_id, self.clock.time())
-            except sqlite3.Error as exc:
-                log.warning("journal: cannot record the clean stop: %s", exc)
-        if store is not None:
+                return
+            self._fate = "closing"
+        try:
+            if complete:
+                # First the clean stop, then the maintenance: a pass that outlasts the deadline (or
+                # the process, killed meanwhile) costs no frame and does not make the stop unclean.
+                try:
+                    store.end_run(self.run_id, self.clock.time())
+                except sqlite3.Error as exc:
+                    log.warning("journal: cannot record the clean stop: %s", exc)
+                self._maintain(store, self._may_write, last=True)
+        finally:
             store.close()
+
+    def _may_write(self) -> bool:
+        """Whether the thread may begin another write: not once past the stop's deadline."""
+        return not self._abandon.is_set()
+
+    def _may_maintain(self) -> bool:
+        """Whether a periodic maintenance pass may go on: not once a stop is asked (the frames queued
+        at the stop come first; the stop's own pass follows its clean stop)."""
+        return not self._stop_asked.is_set()
 
     @staticmethod
     def _idle_wait_s(store: JournalStore | None, next_open: float, next_maintain: float) -> float:
@@ -353,8 +448,8 @@ class JournalWriter:
                 return self._replace_damaged(store, str(exc))
             self._set_status(f"{exc}; {self.frames_not_written} frames not recorded")
             if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
-                # Give retention a chance to make room before the next batch.
-                return self._maintain(store)
+                # Give retention a chance to make room before the next batch (the stop's too).
+                return self._maintain(store, self._may_write)
             return store
         except Exception as exc:  # noqa: BLE001 - a frame that cannot be stored must not stop the recorder
             # A frame that does not encode (a NaN a collector let through): those frames are lost,
@@ -386,12 +481,18 @@ class JournalWriter:
                 else:
                     self._events_lost += 1
 
-    def _maintain(self, store: JournalStore) -> JournalStore | None:
+    def _maintain(self, store: JournalStore, go_on: Callable[[], bool], last: bool = False) -> JournalStore | None:
+        """One maintenance pass, cut short between two of its transactions once ``go_on`` says no.
+
+        Returns:
+            the store to go on with: a new one when this one was found damaged, unless ``last``
+            (the stop's pass, after the clean stop: the next start finds the damage again).
+        """
         try:
-            store.maintain()
+            store.maintain(go_on)
         except (sqlite3.Error, OSError, JournalError, zlib.error, ValueError) as exc:
             # zlib and JSON errors: a stored body that does not decode (damage inside a valid page).
-            if is_damage(exc):
+            if is_damage(exc) and not last:
                 return self._replace_damaged(store, f"maintenance failed: {exc}")
             self._set_status(f"maintenance failed: {exc}")
         return store
