@@ -13,7 +13,7 @@ from rigmon.cluster.config import NodeTarget
 from rigmon.schema import Alarm, AlarmList
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.widgets.alarm_detail import AlarmDetail
-from rigmon.tui.widgets.alarm_table import AlarmTable
+from rigmon.tui.widgets.alarm_table import RULE_CUT_CELLS, AlarmTable
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import (
     START_AT,
@@ -151,3 +151,26 @@ async def test_the_room_of_a_long_message_that_went_is_given_back() -> None:
         assert ends["message"] - ends["since"] == len("GPU 3 is lost (fell off the bus)") + 2
         assert ends["ack"] <= table.scrollable_content_region.width
         assert "bob" in line_with(app, "GPU 3 is lost")
+
+
+async def test_a_grouped_rows_rules_are_cut_before_its_message() -> None:
+    # Before: the rail row's three rules (~75 cells) stayed whole at 200 columns and the message was
+    # cut to ~47 cells; the rules are cut first (the panel has them whole), the message keeps the rest.
+    app = Host()
+    async with app.run_test(size=(200, 20)) as pilot:
+        table = app.query_one(AlarmTable)
+        table.alarms = (AlarmRow("n1", "node01", "node", rail_alarms()[0], also=rail_alarms()[1:]),)
+        await settle(pilot)
+        ends = column_ends(table)
+        width = table.scrollable_content_region.width
+        assert ends["rule"] <= width and ends["rule"] - ends["subject"] == RULE_CUT_CELLS + 2
+        assert ends["message"] - ends["since"] == width - (ends["rule"] - ends["message"]) - ends["since"]
+        assert cells(table, "rule")[0].startswith("psu_rail_low_critical, ")
+        line = line_with(app, "12 V rail minimum")
+        assert "psu_rail_low_critical" in line and "psu_rail_low_warning" not in line and "…" in line
+        # Wide enough for the whole message, the rules keep what is left (and at least their cut).
+        await pilot.resize_terminal(300, 20)
+        await settle(pilot)
+        ends = column_ends(table)
+        assert ends["message"] - ends["since"] == len(cells(table, "message")[0]) + 2
+        assert RULE_CUT_CELLS + 2 <= ends["rule"] - ends["subject"] and ends["rule"] <= table.scrollable_content_region.width

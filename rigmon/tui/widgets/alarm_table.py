@@ -20,7 +20,8 @@ from rigmon.tui.text import plain
 #: reads first comes first: the state (firing or pending, ✓ once acknowledged) is on every row
 #: at 80 columns; the ack column, since when a dead node's alarm is what it last said, the
 #: subject and the rule are past the edge there (the panel under the tables shows the alarm
-#: under the cursor in full). Wider, the message is cut to keep them on screen (`message_cells`).
+#: under the cursor in full). Wider, a grouped row's rules and then the message are cut to keep
+#: them on screen (`fitted_cells`).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
     ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
@@ -36,10 +37,13 @@ ACK_MARK = "✓"
 #: Cells of the acknowledger's name folded into the state cell while the ack column is past the
 #: table's edge (``firing ✓alice``); a longer name is cut with an ellipsis (the panel has it whole).
 ACK_NAME_CELLS = 8
-#: Cells the message keeps at least, cut to leave the columns after it on screen (`message_cells`)
+#: Cells the message keeps at least, cut to leave the columns after it on screen (`fitted_cells`)
 #: or beside names folded into the state cells: what comes first in it, the thing and its
 #: reading (``12 V rail minimum 11.62 V``), matters more than who is on it.
 MESSAGE_MIN_CELLS = 25
+#: Cells the rule column keeps when it is cut to give a long message room (`fitted_cells`): its
+#: first rule, and that there are more.
+RULE_CUT_CELLS = 32
 
 
 def utc_clock(at: float | None) -> str:
@@ -53,20 +57,31 @@ def _alarm_keys(row: AlarmRow) -> set[tuple[str, str, str]]:
     return {(row.source, row.key, alarm.id) for alarm in row.alarms}
 
 
-def message_cells(widths: Mapping[str, int], width: int, padding: int) -> int | None:
-    """Cells of the message column that leave every other column on screen, or ``None`` for the
-    whole message: it fits, or cut it would keep fewer than `MESSAGE_MIN_CELLS` (then the columns
-    after it are past the edge: at 80 columns the state cells name who acknowledged instead).
+def fitted_cells(widths: Mapping[str, int], width: int, padding: int) -> tuple[int | None, int | None]:
+    """Cells of the message column and of the rule column that leave every column on screen
+    (``None``: whole). The rules of a grouped row (``psu_rail_low_critical, psu_rail_undervoltage_latched,
+    ...``, ~75 cells for the rail) are cut first, to `RULE_CUT_CELLS`; then the message, unless it
+    would keep fewer than `MESSAGE_MIN_CELLS`: then nothing is cut and the columns after the message
+    are past the edge (at 80 columns the state cells name who acknowledged instead). The panel under
+    the tables has the alarm under the cursor whole.
 
     Args:
-        widths: cells of each column's content with the message whole, by column key.
+        widths: cells of each column's content with every column whole, by column key.
         width: cells the table shows across.
         padding: cells of padding on each side of every cell.
     """
     room = width - sum(cells + 2 * padding for key, cells in widths.items() if key != "message") - 2 * padding
-    if widths["message"] <= room or room < MESSAGE_MIN_CELLS:
-        return None
-    return room
+    message = widths["message"]
+    if message <= room:
+        return None, None
+    rule = widths.get("rule", 0)
+    spare = max(0, rule - RULE_CUT_CELLS)
+    if message <= room + spare:
+        return None, rule - (message - room)
+    room += spare
+    if room < MESSAGE_MIN_CELLS:
+        return None, None
+    return room, (rule - spare if spare else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +91,12 @@ class ColumnLayout:
     Attributes:
         message_cells: cells of the message column, the message cut with an ellipsis (the panel
             under the tables has it whole); ``None``: as wide as the longest message.
+        rule_cells: the same for the rule column (a grouped row's rules).
         names_in_state: whether the state cells name who acknowledged (the ack column past the edge).
     """
 
     message_cells: int | None = None
+    rule_cells: int | None = None
     names_in_state: bool = False
 
 
@@ -135,8 +152,8 @@ class AlarmTable(DataTable[Text]):
         # Alarms may arrive before the mount handler ran; the columns must exist first.
         if not self.columns:
             for key, title in RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS:
-                # A cut message gets its width; every other column is as wide as its content.
-                width = self._layout.message_cells if key == "message" else None
+                # A cut message or rule column gets its width; every other is as wide as its content.
+                width = {"message": self._layout.message_cells, "rule": self._layout.rule_cells}.get(key)
                 self.add_column(title, key=key, width=width)
 
     def _style(self, name: str) -> str:
@@ -172,8 +189,9 @@ class AlarmTable(DataTable[Text]):
             "message": plain(row.message),
             "as_of": Text(""),
         }
-        # Cut to its column's width (`ColumnLayout.message_cells`), it ends in "…".
+        # Cut to its column's width (`ColumnLayout`), each ends in "…".
         cells["message"].overflow = "ellipsis"
+        cells["rule"].overflow = "ellipsis"
         if row.as_of is not None:
             # A dead node's alarm is what it last said: faint, and dated (as stale figures are drawn).
             cells["as_of"] = Text(utc_clock(row.as_of))
@@ -249,13 +267,13 @@ class AlarmTable(DataTable[Text]):
         self.natural_width = sum(self._widths.values()) + 2 * self.cell_padding * len(self._widths)
 
     def _fit(self) -> ColumnLayout:
-        """The layout for the table's width now: the message cut to leave the columns after it
-        on screen (`message_cells`); where it cannot be, the message whole and, while the ack
-        column is past the edge, the names in the state cells (`_names_wanted`)."""
+        """The layout for the table's width now: the rules and the message cut to leave every
+        column on screen (`fitted_cells`); where they cannot be, the message whole and, while the
+        ack column is past the edge, the names in the state cells (`_names_wanted`)."""
         if not self._widths:
             return ColumnLayout()
-        cut = message_cells(self._widths, self.scrollable_content_region.width, self.cell_padding)
-        return ColumnLayout(cut, cut is None and self._names_wanted())
+        message, rule = fitted_cells(self._widths, self.scrollable_content_region.width, self.cell_padding)
+        return ColumnLayout(message, rule, message is None and rule is None and self._names_wanted())
 
     def _column_widths(self, alarms: tuple[AlarmRow, ...]) -> dict[str, int]:
         """Cells of each column's content with every column whole (no name in the state cells)."""
