@@ -33,6 +33,10 @@ from rigmon.summary import SummaryRecord
 
 View = Literal["full", "summary"]
 
+#: How a connection breaks under a request before any answer (a reset, or closed without a
+#: response): `AgentRequests._get` asks once more.
+_LOST_BEFORE_ANSWER = (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError)
+
 #: A stream silent for this long (no frame, no keep-alive) is dropped and reopened; the
 #: agent sends a keep-alive comment every 15 s.
 STREAM_READ_TIMEOUT_S = 20.0
@@ -102,10 +106,26 @@ class AgentRequests:
         await self._http.aclose()
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> bytes:
+        """GET ``path``: the answer's body; asked once more when the connection broke before any
+        answer began (`_LOST_BEFORE_ANSWER`).
+
+        An idle kept-alive connection is closed by the agent's server after 5 s (uvicorn's
+        default); the alarm polls come every 10 s, so a request can go out on a connection the
+        agent is closing at that moment and get no answer at all. A GET changes nothing: asking
+        again on a new connection is safe, and a node whose agent really went fails again there.
+        """
         try:
             async with asyncio.timeout(self.request_deadline_s):
-                async with self._http.stream("GET", path, params=params) as response:
-                    body = await read_bounded(response, self.max_answer_bytes)
+                for again in (True, False):
+                    answering = False
+                    try:
+                        async with self._http.stream("GET", path, params=params) as response:
+                            answering = True
+                            body = await read_bounded(response, self.max_answer_bytes)
+                        break
+                    except _LOST_BEFORE_ANSWER:
+                        if answering or not again:
+                            raise
         except httpx.HTTPError as exc:
             raise AgentError(failure_reason(exc)) from None
         except TimeoutError:
