@@ -9,6 +9,8 @@ fingerprinted then and again at the end; any difference fails the run, naming th
 The temporary directory (``TMPDIR`` and `tempfile`'s) is moved to one of the session's own too
 (`tests.tmp_guard`; pytest's ``tmp_path`` stay where they were): a simulated rig's ``rigmon-sim-*``
 directory still there at the end fails the run, naming it and its files.
+
+Hypothesis runs without its wall-clock checks (`HYPOTHESIS_PROFILE`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.state_guard import differences, fingerprint, real_default_paths
 from tests.tmp_guard import sim_leftovers
@@ -28,6 +31,15 @@ REPO = Path(__file__).resolve().parent.parent
 REAL_ENV = {k: os.environ[k] for k in ("HOME", "XDG_CACHE_HOME") if k in os.environ}
 
 _guard: dict[str, object] = {}
+
+#: Hypothesis's settings for every property here (loaded before any test module is imported, so a
+#: test's own ``@settings(max_examples=...)`` keeps them). No property is about time, but hypothesis
+#: measures wall time: an example over 200 ms fails its test (``DeadlineExceeded``, then
+#: ``FlakyFailure`` when the replay is quick), and slow generation fails the too_slow health check.
+#: A loaded machine leaving the process waiting 0.3 s failed a test_psu_lines property so.
+HYPOTHESIS_PROFILE = "rigmon"
+settings.register_profile(HYPOTHESIS_PROFILE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.agent import build_collectors
+from rigmon.agent.agent import Agent, build_collectors
 from rigmon.agent.check import CheckReport, format_report, run_check
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.clock import SystemClock
@@ -43,11 +43,23 @@ def check(config: AgentConfig) -> CheckReport:
     return run_check(config, SystemClock(), psu_only(config), pause_s=0.2, agent_rail=partial(rail_from_agent, config))
 
 
+async def first_rail_window(agent: Agent) -> None:
+    """Wait until ``agent``'s newest frame carries a rail reading with an ADC window in it (on a loaded
+    machine its reader may take seconds to open the port and read a window; the bound only stops a hang)."""
+    for _ in range(600):
+        latest = agent.buffer.latest if agent.buffer is not None else None
+        rail = latest.readings.psu_rail if latest is not None else None
+        if rail is not None and rail.windows > 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the agent never read a rail window")
+
+
 async def test_the_check_reads_the_rail_from_the_agent_that_holds_the_port() -> None:
     async with running_rig("healthy-v100", 1, base_port=0, speed=1.0) as rig:
         root = rig.rig.nodes[0].tree.root
         listen = rig.urls[0].removeprefix("http://")
-        await asyncio.sleep(2.5)  # the agent's reader has the port and its first windows
+        await first_rail_window(rig.agents[0])  # the agent's reader has the port and its first windows
         with pytest.raises(SerialPortBusy):
             open_serial(str(root / DEFAULT_LINK.lstrip("/")), 115200)
         config = check_config(root, listen)

@@ -44,6 +44,11 @@ def read_to_the_end(sock: socket.socket) -> tuple[int, str]:
     return got, "eof"
 
 
+def abandoned_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The agent's log lines so far that say an export was abandoned."""
+    return [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+
+
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
 async def test_an_export_whose_client_takes_nothing_is_abandoned(
         tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
@@ -54,6 +59,13 @@ async def test_an_export_whose_client_takes_nothing_is_abandoned(
     caplog.set_level(logging.INFO)
     window = {"from": repr(T0), "to": repr(T0 + FRAMES - 1), "frames": "1"}
     async with stalled_exports(tmp_path, state) as (_port, client, stalled):
+        # Each answer's deadline runs from its own last byte taken: on a loaded machine one may be
+        # abandoned a while before the other. Reading the sockets before both are would let the other
+        # client take its answer whole (it is reading now), so wait for both, then for their slots.
+        for _ in range(300):
+            if len(abandoned_lines(caplog)) == 2:
+                break
+            await asyncio.sleep(0.1)
         for _ in range(300):  # their clients still connected, taking nothing: the slots come back
             r = await client.get("/v1/snapshot")
             assert r.status_code in (200, 503), r.text
@@ -68,7 +80,7 @@ async def test_an_export_whose_client_takes_nothing_is_abandoned(
         answers = await asyncio.gather(*(client.get("/v1/history", params=window) for _ in range(2)))
         assert [a.status_code for a in answers] == [200, 200]
         assert all(len(a.content) > 1_000_000 for a in answers)
-    abandoned = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    abandoned = abandoned_lines(caplog)
     assert len(abandoned) == 2, abandoned
     assert abandoned[0].startswith("GET /v1/history for 127.0.0.1 abandoned: the client took no byte for 1 s")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -51,9 +51,21 @@ class Spools:
         monkeypatch.setattr(FramesAnswer, "pieces", counted_pieces)
         monkeypatch.setattr(FramesAnswer, "close", counted_close)
 
-    async def settled(self) -> int:
-        """Pieces read, once no more are read for a second (the answers wait for their clients to take
-        what was sent; on a loaded machine the loop may leave a filling answer alone for half of one)."""
+    async def settled(self, answers: int) -> int:
+        """Pieces read, once ``answers`` answers have begun to read their spools and no more is read for
+        a second: the answers wait for their clients to take what was sent.
+
+        An export's slot is taken before its spool is built, in a thread that a loaded machine may
+        leave waiting for seconds: a quiet second alone was once counted before the second answer had
+        begun. Once begun, an answer reads and sends on this loop until its client's flow control
+        holds it, so a second of quiet (20 looks on the same loop) is far more than enough.
+        """
+        for _ in range(600):
+            if self.opened >= answers:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"{self.opened} of {answers} answers began to read their spools")
         last, still = -1, 0
         while still < 20:
             await asyncio.sleep(0.05)
@@ -83,7 +95,7 @@ async def test_an_export_whose_client_disconnects_reads_no_more_of_its_spool(
     # The agent takes httptools when it is installed, else h11: both must notice a client gone.
     monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
     async with stalled_exports(tmp_path, state) as (_port, client, stalled):
-        before = await spools.settled()
+        before = await spools.settled(2)
         assert spools.opened == 2
         for sock in stalled:
             leave(sock)
@@ -93,7 +105,7 @@ async def test_an_export_whose_client_disconnects_reads_no_more_of_its_spool(
             await asyncio.sleep(0.01)
         else:
             raise AssertionError("the slots of the exports whose clients went never came back")
-        after = await spools.settled()
+        after = await spools.settled(2)
     whole = FRAMES * 30_000 // (256 * 1024)  # pieces of a whole answer (~30 kB frames): ~140
     assert before < whole // 2, (before, whole)  # the clients went mid-export
     assert after - before <= 2 * PIECES_AFTER_GONE, (before, after)
