@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from rigmon.cluster.client import AgentClient
 from rigmon.sim.rig import running_rig
 from tests.notify.receiver import Receiver, receiver, wait_until
 
@@ -45,15 +46,21 @@ CASES = [
 DEADLINE_S = 40.0
 
 
-async def fired_rules(client: httpx.AsyncClient, urls: list[str], per_node: bool = False) -> dict[str, set[str]]:
-    """Rules that fired (key ``node/rule`` with ``per_node``), each with the subjects it fired for."""
+async def fired_rules(urls: list[str], per_node: bool = False) -> dict[str, set[str]]:
+    """Rules that fired (key ``node/rule`` with ``per_node``), each with the subjects it fired for,
+    asked of each agent as the dashboard asks (`AgentClient.alarms`: a request that meets a kept-alive
+    connection the agent is closing is asked again; a raw client failed a CI run with ReadError)."""
     out: dict[str, set[str]] = {}
     for url in urls:
-        body = (await client.get(f"{url}/v1/alarms")).json()
-        for alarm in body["active"] + body["recent"]:
-            if alarm["fired_at"] is not None:
-                key = f"{alarm['node']}/{alarm['rule']}" if per_node else alarm["rule"]
-                out.setdefault(key, set()).add(alarm["subject"])
+        client = AgentClient(url, request_timeout_s=10.0)
+        try:
+            answer = await client.alarms()
+        finally:
+            await client.aclose()
+        for alarm in answer.active + answer.recent:
+            if alarm.fired_at is not None:
+                key = f"{alarm.node}/{alarm.rule}" if per_node else alarm.rule
+                out.setdefault(key, set()).add(alarm.subject)
     return out
 
 
@@ -66,12 +73,12 @@ def webhook() -> Iterator[Receiver]:
 @pytest.mark.parametrize(("scenario", "speed", "expected", "quiet_s"), CASES, ids=[c[0] for c in CASES])
 async def test_scenario_fires_what_its_incident_calls_for(scenario: str, speed: float, expected: set[str],
                                                            quiet_s: float) -> None:
-    async with running_rig(scenario, 1, base_port=0, speed=speed) as rig, httpx.AsyncClient(timeout=10) as client:
+    async with running_rig(scenario, 1, base_port=0, speed=speed) as rig:
         deadline = time.monotonic() + (quiet_s or DEADLINE_S)
         fired: dict[str, set[str]] = {}
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)
-            fired = await fired_rules(client, rig.urls)
+            fired = await fired_rules(rig.urls)
             if expected and expected <= set(fired):
                 break
     assert set(fired) == expected, fired
@@ -101,12 +108,12 @@ async def test_lab_points_at_the_weak_nodes() -> None:
         "node02/gpu_nvlink_replay_rising", "node02/gpu_nvlink_crc_rising", "node02/gpu_pcie_replay_rising",
         "node03/thunderbolt_degraded",
     }
-    async with running_rig("lab", 5, base_port=0, speed=5.0) as rig, httpx.AsyncClient(timeout=10) as client:
+    async with running_rig("lab", 5, base_port=0, speed=5.0) as rig:
         deadline = time.monotonic() + DEADLINE_S
         fired: dict[str, set[str]] = {}
         while time.monotonic() < deadline and not expected <= set(fired):
             await asyncio.sleep(0.25)
-            fired = await fired_rules(client, rig.urls, per_node=True)
+            fired = await fired_rules(rig.urls, per_node=True)
     assert set(fired) == expected, fired
 
 
@@ -114,7 +121,7 @@ async def test_a_snapshot_carries_the_kernel_log_of_the_bus_drop() -> None:
     async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=5.0) as rig, \
             httpx.AsyncClient(timeout=10) as client:
         deadline = time.monotonic() + DEADLINE_S
-        while time.monotonic() < deadline and "gpu_lost" not in await fired_rules(client, rig.urls):
+        while time.monotonic() < deadline and "gpu_lost" not in await fired_rules(rig.urls):
             await asyncio.sleep(0.25)
         await asyncio.sleep(1.5)  # the kernel log collector's next poll
         capture = (await client.get(f"{rig.urls[0]}/v1/snapshot")).json()

@@ -68,7 +68,7 @@ async def test_the_slow_path_and_the_silent_path_are_reported_and_alarm() -> Non
                     healthy_p50.setdefault(name, []).append(p.rtt_p50_us)
                 if p.state != "unknown":
                     healthy_states.setdefault(name, []).append(p.state)
-            fired = await fired_rules(client, rig.urls, per_node=True)
+            fired = await fired_rules(rig.urls, per_node=True)
             if {"node02/peer_path_loss", "node03/peer_path_silent", "node04/peer_path_silent"} <= set(fired) \
                     and rig.rig.clock.elapsed() > TBNET_SILENT_FROM_S + 20:
                 break
@@ -179,8 +179,7 @@ async def test_a_port_that_goes_down_loses_its_paths_probes_and_their_alarm_fire
     within seconds of the port going down; the window holds the outage's losses until ~60 s, shorter
     than peer_path_loss's 15 s hold after the path answers again.
     """
-    async with running_rig("tp-cluster", 2, base_port=0, speed=FLAP_SPEED, interval_s=0.1) as rig, \
-            httpx.AsyncClient(timeout=10) as client:
+    async with running_rig("tp-cluster", 2, base_port=0, speed=FLAP_SPEED, interval_s=0.1) as rig:
         node01, node02 = rig.agents
         # Each reading at the simulated time its frame was taken (the agents run on the rig's clock):
         # on a loaded machine the newest frame may be a few simulated seconds old when it is looked at.
@@ -196,7 +195,7 @@ async def test_a_port_that_goes_down_loses_its_paths_probes_and_their_alarm_fire
                     assert frame is not None
                     seen.setdefault(f"{agent.config.node_name}>{name}", []).append(
                         (frame.taken_at - start_at, p.state, p.loss_pct))
-        fired = await fired_rules(client, rig.urls, per_node=True)
+        fired = await fired_rules(rig.urls, per_node=True)
     for roce in ("node01>node02/roce", "node02>node01/roce"):
         before = [state for t_s, state, _ in seen[roce] if 15 < t_s < FLAP_DOWN_S]
         assert before and "silent" not in before, (roce, before)
