@@ -211,6 +211,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if urls is None:
                 errors.seek(0)
                 return fail(f"simulated rig did not start:\n{errors.read()[-2000:]}")
+            # Every agent has read the token by now (at its start): remove it at once, so a demo
+            # that dies without its clean-up (a closed terminal's SIGHUP) leaves no token behind.
+            token_dir.cleanup()
             return run_dashboard([NodeTarget(url, control_token=control_token) for url in urls], args.theme)
         finally:
             proc.terminate()

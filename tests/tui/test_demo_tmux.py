@@ -48,7 +48,7 @@ def test_demo_in_a_terminal(tmp_path: Path) -> None:
     # directories, so its log file (and anything else it keeps) stays out of the real ones.
     env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                                                                   "XDG_STATE_HOME", "XDG_CACHE_HOME",
-                                                                  "RIGMON_AGENT_STATE_DIR") if k in os.environ)
+                                                                  "RIGMON_AGENT_STATE_DIR", "TMPDIR") if k in os.environ)
     command = (f"cd {REPO} && env {env} PYTHONPATH={REPO} {sys.executable} -m rigmon demo --nodes 3 --seed {seed}; "
                f"echo $? > {exit_file}")
     tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
@@ -76,3 +76,24 @@ def test_demo_in_a_terminal(tmp_path: Path) -> None:
             time.sleep(0.2)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_demo_whose_terminal_closes_leaves_no_token_behind(tmp_path: Path) -> None:
+    # A closed terminal (or tmux kill-session) sends SIGHUP, which ends the demo without its clean-up:
+    # its control token's directory stayed in /tmp. The demo removes it once its agents have read it.
+    session = f"rigmon-demo-hup-{os.getpid()}"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                                                                  "XDG_STATE_HOME", "XDG_CACHE_HOME") if k in os.environ)
+    command = f"cd {REPO} && env {env} TMPDIR={tmp} PYTHONPATH={REPO} {sys.executable} -m rigmon demo --nodes 2"
+    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+    try:
+        wait_screen(session, lambda s: all(f"node0{i}" in s for i in (1, 2)) and s.count("live") >= 2)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    # The simulator child ends with its parent (SIGTERM) and removes its rig's directory.
+    deadline = time.monotonic() + WAIT_S
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not list(tmp.glob("rigmon-demo-*")), list(tmp.iterdir())
