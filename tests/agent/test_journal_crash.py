@@ -1,8 +1,10 @@
 """Crash safety: a real agent process killed with SIGKILL at random moments, again and again.
 
-Every time the journal must open and pass SQLite's integrity check, hold frames up to about
-one second before the kill, and the next start must report an ``unclean_shutdown`` event; a
-SIGTERM stop must not.
+Every time the journal must open and pass SQLite's integrity check, hold every frame it had
+committed before the kill (the writer commits as the run goes, every commit interval, so that is
+all but the last interval's), and the next start must report an ``unclean_shutdown`` event; a
+SIGTERM stop must not. (How long ago the last committed frame was taken is not asserted: on a
+loaded machine the agent itself may lag, and tests assert on no wall-clock time.)
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
 INTERVAL_S = 0.2
 COMMIT_INTERVAL_S = 0.5
-#: Frames older than this before the kill must be in the journal: a commit interval, a
-#: frame interval, and slack for a loaded two-core machine.
-MAX_LOSS_S = COMMIT_INTERVAL_S + INTERVAL_S + 0.8
 ROUNDS = 8
 
 pytestmark = pytest.mark.slow
@@ -91,7 +90,14 @@ def reader_last(db: Path, run_id: str) -> float:
         return max(f.taken_at for f in reader.frames(0.0, 1e12) if f.run_id == run_id)
 
 
-def test_kill_9_at_random_moments_loses_at_most_a_second(tmp_path: Path) -> None:
+def last_frame(db: Path, run_id: str) -> float:
+    """``taken_at`` of ``run_id``'s newest committed frame (what a reader sees is committed)."""
+    (last,) = query(db, "SELECT MAX(taken_at) FROM frames WHERE run_id = ?", (run_id,))[0]
+    assert isinstance(last, float)
+    return last
+
+
+def test_kill_9_at_random_moments_loses_only_the_uncommitted_frames(tmp_path: Path) -> None:
     root = make_root(tmp_path / "root")
     state = tmp_path / "state"
     db = state / "journal.sqlite3"
@@ -110,7 +116,11 @@ def test_kill_9_at_random_moments_loses_at_most_a_second(tmp_path: Path) -> None
                 (body,) = events_of(db, run_id, "unclean_shutdown")[0]
                 assert previous in str(body) and "node restarted unexpectedly" in str(body)
             time.sleep(rng.uniform(0.0, 1.5))
-            killed_at = time.time()
+            # Still committing as it runs: a frame newer than any before the pause is in (a writer
+            # that only committed at its stop would lose the whole run to the kill).
+            committed = last_frame(db, run_id)
+            wait_for("a commit", lambda: last_frame(db, run_id) > committed, proc)
+            committed = last_frame(db, run_id)
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
         finally:
@@ -118,9 +128,8 @@ def test_kill_9_at_random_moments_loses_at_most_a_second(tmp_path: Path) -> None
                 proc.kill()
                 proc.wait(10)
         assert query(db, "PRAGMA integrity_check") == [("ok",)], f"round {round_}"
-        (last,) = query(db, "SELECT MAX(taken_at) FROM frames WHERE run_id = ?", (run_id,))[0]
-        assert isinstance(last, float)
-        assert killed_at - last < MAX_LOSS_S, f"round {round_}: last frame {killed_at - last:.2f} s before the kill"
+        last = last_frame(db, run_id)
+        assert last >= committed, f"round {round_}: a frame committed before the kill is gone"
         # Every committed frame reads back, the last one too: the block stream the kill left
         # open decompresses up to its last sync flush.
         with JournalReader(db) as reader:
