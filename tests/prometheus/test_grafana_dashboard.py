@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -51,6 +52,25 @@ def test_every_expression_is_valid_promql(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+#: Families of every kind of source the simulated nodes have, checked by promtool below.
+FAMILIES = ("rigmon_gpu_power_watts", "rigmon_psu_rail_lowest_volts", "rigmon_md_read_bytes_per_second",
+            "rigmon_thunderbolt_link_state", "rigmon_psu_path_resistance_ohms", "rigmon_amd_gpu_power_watts",
+            "rigmon_nvme_link_width", "rigmon_kernel_log_records_total")
+#: Longest wait for the simulated nodes to export all of it (a hang, not a slow machine).
+EXPOSED_WAIT_S = 60.0
+
+
+def used_series() -> set[str]:
+    """The rigmon series the dashboard's queries draw."""
+    return {m for e in expressions() for m in re.findall(r"\brigmon_[a-z0-9_]+", e)}
+
+
+def exported_series(texts: list[str]) -> set[str]:
+    """The rigmon series names in expositions ``texts``."""
+    return {line.split("{")[0].split(" ")[0] for text in texts for line in text.splitlines()
+            if line.startswith("rigmon_")}
+
+
 async def expositions() -> list[str]:
     """/metrics of simulated nodes that together have every collector: GPUs, rail, storage, links."""
     async with (running_rig("undervolt-bus-drop", 1, base_port=0, speed=5) as a,
@@ -58,8 +78,16 @@ async def expositions() -> list[str]:
                 running_rig("corroding-connection", 1, base_port=0, speed=20000) as c,
                 running_rig("strix-cluster", 1, base_port=0, speed=5) as d,
                 httpx.AsyncClient(timeout=10) as client):
-        await asyncio.sleep(4)
-        return [(await client.get(f"{url}/metrics")).text for url in a.urls + b.urls + c.urls + d.urls]
+        # Until every series the dashboard draws and every family checked below is out (each shows
+        # with its collector's first reading, the events' with the first event), or a deadline that
+        # only bounds a hang: the tests then say what is missing.
+        deadline = time.monotonic() + EXPOSED_WAIT_S
+        while True:
+            texts = [(await client.get(f"{url}/metrics")).text for url in a.urls + b.urls + c.urls + d.urls]
+            if (not used_series() - exported_series(texts) and all(f in "".join(texts) for f in FAMILIES)) \
+                    or time.monotonic() > deadline:
+                return texts
+            await asyncio.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +96,7 @@ def exposed() -> list[str]:
 
 
 def test_every_series_the_dashboard_draws_is_exported(exposed: list[str]) -> None:
-    names = {line.split("{")[0].split(" ")[0] for text in exposed for line in text.splitlines()
-             if line.startswith("rigmon_")}
-    used = {m for e in expressions() for m in re.findall(r"\brigmon_[a-z0-9_]+", e)}
-    missing = used - names
+    missing = used_series() - exported_series(exposed)
     assert not missing, f"dashboard draws series no simulated agent exports: {sorted(missing)}"
 
 
@@ -83,9 +108,7 @@ def test_promtool_finds_nothing_on_simulated_nodes_with_every_collector(exposed:
         out = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out.stdout + out.stderr
     families = "".join(exposed)
-    for family in ("rigmon_gpu_power_watts", "rigmon_psu_rail_lowest_volts", "rigmon_md_read_bytes_per_second",
-                   "rigmon_thunderbolt_link_state", "rigmon_psu_path_resistance_ohms", "rigmon_amd_gpu_power_watts",
-                   "rigmon_nvme_link_width", "rigmon_kernel_log_records_total"):
+    for family in FAMILIES:
         assert family in families, family
 
 
