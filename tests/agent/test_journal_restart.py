@@ -17,7 +17,12 @@ from rigmon.agent.journal.upkeep import go_on_always
 from rigmon.config import JournalSection
 from tests.agent.test_journal import T0, FakeClock, frame
 from tests.agent.test_journal_close import until, written
-from tests.agent.test_journal_stop import QUEUED, WRITTEN, SlowDiskWriter, stalled_with_a_queue
+from tests.agent.test_journal_stop import (
+    QUEUED,
+    WRITTEN,
+    SlowDiskWriter,
+    stalled_with_a_queue,
+)
 
 
 class GoOnStore(JournalStore):
