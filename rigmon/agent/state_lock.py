@@ -53,6 +53,13 @@ class StateLock:
             owner = _read_pid(fd)
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                if owner == os.getpid():
+                    # Not another agent to stop: an agent of this process, or one stopped here whose
+                    # journal writer, left in a stuck disk write, keeps the lock until it ends.
+                    raise StateDirInUse(
+                        f"state directory {state_dir} is still locked by this process (pid {owner}, holding "
+                        f"{self.path}): by another agent in it, or by one stopped here until its journal "
+                        "writer, left in a stuck disk write, has ended") from None
                 who = f"pid {owner}" if owner else "another process"
                 raise StateDirInUse(
                     f"state directory {state_dir} is in use by another rigmon agent ({who}, holding {self.path}); "

@@ -95,6 +95,9 @@ async def test_a_journal_writer_left_in_a_stuck_write_keeps_the_state_directory_
         assert writer.is_alive()
         with pytest.raises(StateDirInUse):
             StateLock(tmp_path)  # another agent must not take the directory the writer may still write in
+        # Started again meanwhile, the agent is refused, and not told to stop "another agent" (itself).
+        with pytest.raises(StateDirInUse, match="still locked by this process .* stuck disk write"):
+            agent.start()
     finally:
         StuckWriteStore.returns.set()
     writer.join(10)

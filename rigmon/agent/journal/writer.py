@@ -21,6 +21,7 @@ from rigmon.agent.journal.damage import (
     set_aside,
 )
 from rigmon.agent.journal.layout import JournalError, journal_path
+from rigmon.agent.journal.pacing import idle_wait_s
 from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.agent.journal.store import JournalStore
 from rigmon.agent.journal.upkeep import Retention
@@ -123,9 +124,19 @@ class JournalWriter:
         return self._status
 
     def start(self, sink: EventSink | None = None) -> None:
-        """Start the writer thread; ``sink`` receives events (called from that thread)."""
+        """Start the writer thread; ``sink`` receives events (called from that thread). A start after
+        `close` is a new run: the last stop's marks (asked, abandoned, the thread's fate) are not its own.
+
+        Raises:
+            RuntimeError: the last start's thread has not ended (left in a stuck disk write by `close`).
+        """
+        with self._fate_lock:
+            if not self._ended:
+                raise RuntimeError(f"journal {self.path}: the writer thread of the last start has not ended")
+            self._ended, self._fate = False, "running"
+        self._stop_asked.clear()
+        self._abandon.clear()
         self._sink = sink
-        self._ended = False
         self._thread = threading.Thread(target=self._run, name="rigmon-journal", daemon=True)
         self._thread.start()
 
@@ -348,7 +359,8 @@ class JournalWriter:
         while not stopping and not self._abandon.is_set():
             batch = []
             try:
-                item = self._queue.get(timeout=self._idle_wait_s(store, next_open, next_maintain))
+                due = next_maintain if store is not None else next_open
+                item = self._queue.get(timeout=idle_wait_s(due, MAINTAIN_EVERY_S))
             except queue.Empty:
                 item = None
             # Commit at most every commit interval: gather what arrives until then.
@@ -422,17 +434,6 @@ class JournalWriter:
         """Whether a periodic maintenance pass may go on: not once a stop is asked (the frames queued
         at the stop come first; the stop's own pass follows its clean stop)."""
         return not self._stop_asked.is_set()
-
-    @staticmethod
-    def _idle_wait_s(store: JournalStore | None, next_open: float, next_maintain: float) -> float:
-        """How long the thread may wait for a frame: until its next own work (maintenance, or
-        another try to open the journal), not a fixed second.
-
-        A fixed one-second wait raced the 1 Hz frames: about every other second it ran out a
-        moment before the frame came, and the thread woke twice (``benchmarks/results-loopjournal.md``).
-        """
-        due = next_maintain if store is not None else next_open
-        return min(MAINTAIN_EVERY_S, max(0.0, due - time.monotonic()))
 
     def _write(self, store: JournalStore | None, batch: list[Frame]) -> JournalStore | None:
         """Write ``batch``; returns the store to go on with (a new one when this one was damaged)."""
