@@ -5,6 +5,8 @@ again while the last run's thread, left in a stuck disk write, still lives."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -91,3 +93,46 @@ def test_a_writer_is_not_started_again_while_its_last_thread_lives(
     thread.join(10)
     assert not thread.is_alive()
     assert writer.frames_not_written == QUEUED
+
+
+def test_a_stop_the_last_thread_did_not_take_does_not_stop_the_next_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last thread died of an error before its close queued the stop: that stop stayed in the
+    queue, and the next run's thread took it at once and wrote nothing."""
+    writer = JournalWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
+
+    def broken(self: JournalWriter) -> None:
+        raise RuntimeError("the writer's first open broke")
+
+    monkeypatch.setattr(JournalWriter, "_record", broken)
+    writer.start()
+    until(lambda: writer._fate.ended, "the broken thread's end")
+    assert writer.close(timeout_s=10.0) is True  # its stop stays queued: nobody took it
+    monkeypatch.undo()
+    writer.start()
+    try:
+        written(writer, 1, 3)
+    finally:
+        assert writer.close(timeout_s=10.0) is True
+
+
+class CloseFails(JournalStore):
+    """A store whose close fails as a damaged journal's can (a checkpoint reading a bad page)."""
+
+    def close(self) -> None:
+        super().close()
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+
+def test_a_close_that_fails_at_the_writers_end_is_a_warning_not_a_stopped_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(writer_module, "JournalStore", CloseFails)
+    writer = JournalWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
+    writer.start()
+    written(writer, 1, 2)
+    with caplog.at_level(logging.WARNING):
+        assert writer.close(timeout_s=10.0) is True
+    assert "journal writer stopped" not in (writer.status.error or ""), writer.status
+    assert "closing it failed: database disk image is malformed" in caplog.text
+    with JournalReader(writer.path) as reader:
+        assert [f.seq for f in reader.frames(0.0, T0 + 10)] == [1, 2]

@@ -10,7 +10,6 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from rigmon.agent.journal.damage import (
     JournalDamaged,
@@ -20,6 +19,7 @@ from rigmon.agent.journal.damage import (
     runs_left_open,
     set_aside,
 )
+from rigmon.agent.journal.fate import WriterFate
 from rigmon.agent.journal.layout import JournalError, journal_path
 from rigmon.agent.journal.pacing import idle_wait_s
 from rigmon.agent.journal.runs import UncleanRun, unclean_message
@@ -44,11 +44,6 @@ ABANDON_WAIT_S = 2.0
 
 #: Called from the writer thread: kind, severity, subject, message, data.
 EventSink = Callable[[str, Severity, str, str, dict[str, str | int | float | bool | None]], None]
-
-#: Who has the store at the writer's end, decided once under `JournalWriter._fate_lock`: ``closing``:
-#: the thread took it (the clean stop, the last maintenance pass, the close); ``orphaned``:
-#: `JournalWriter.close` gave up on the thread first, which leaves it as it is.
-Fate = Literal["running", "closing", "orphaned"]
 
 _STOP = object()
 
@@ -106,13 +101,8 @@ class JournalWriter:
         self._stop_asked = threading.Event()
         #: Set by `close` past its deadline: the thread abandons the frames still queued and ends.
         self._abandon = threading.Event()
-        #: Guards `_fate`, `_ended` and `_when_ended`: the thread's end and `close`'s giving up.
-        self._fate_lock = threading.Lock()
-        self._fate: Fate = "running"
-        #: Whether no writer thread runs (none started yet, or it has ended: it writes nothing more).
-        self._ended = True
-        #: Called by the thread as its last act (see `when_ended`).
-        self._when_ended: list[Callable[[], None]] = []
+        #: The thread's end and `close`'s giving up on it, decided once (`WriterFate`).
+        self._fate = WriterFate()
         #: The store an orphaned thread leaves open (see `close`).
         self._left_open: JournalStore | None = None
         #: Whether the next open may create the state directory (until it has existed).
@@ -130,15 +120,26 @@ class JournalWriter:
         Raises:
             RuntimeError: the last start's thread has not ended (left in a stuck disk write by `close`).
         """
-        with self._fate_lock:
-            if not self._ended:
-                raise RuntimeError(f"journal {self.path}: the writer thread of the last start has not ended")
-            self._ended, self._fate = False, "running"
+        self._fate.begin(str(self.path))
+        self._drop_stop_marks()
         self._stop_asked.clear()
         self._abandon.clear()
         self._sink = sink
         self._thread = threading.Thread(target=self._run, name="rigmon-journal", daemon=True)
         self._thread.start()
+
+    def _drop_stop_marks(self) -> None:
+        """Take out of the queue a stop a last thread did not take (it died of an error first): it
+        is not this run's. Frames queued before the start stay, in their order (no thread runs)."""
+        items: list[object] = []
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for item in items:
+            if item is not _STOP:
+                self._queue.put_nowait(item)
 
     def submit(self, frame: Frame) -> None:
         """Queue a frame (never blocks; a full queue drops the frame and counts it)."""
@@ -163,7 +164,7 @@ class JournalWriter:
 
         A write blocked in the kernel (a stuck disk) cannot be interrupted: when the thread has not
         ended by then, `close` returns without it (logged). Whether the thread still closes the
-        store or is left behind is one decision under `_fate_lock`, the thread's (`_end`) or this:
+        store or is left behind is one decision (`WriterFate`), the thread's (`_end`) or this:
         an orphaned thread, when its call returns, writes nothing more and leaves its connection
         open, referenced here, until the process exits: SQLite's close would checkpoint the journal
         and remove its WAL file by name, in a directory its owner may be removing by then. Either
@@ -174,7 +175,7 @@ class JournalWriter:
         """
         thread = self._thread
         if thread is None:
-            return self._ended
+            return self._fate.ended
         self._thread = None
         self._stop_asked.set()
         if timeout_s is None:
@@ -193,12 +194,9 @@ class JournalWriter:
             return True
         self._abandon.set()
         thread.join(ABANDON_WAIT_S)
-        with self._fate_lock:
-            if self._ended:
-                return True
-            if self._fate == "running":
-                self._fate = "orphaned"
-            fate = self._fate
+        fate = self._fate.give_up()
+        if fate is None:
+            return True
         waited_s = timeout_s + ABANDON_WAIT_S
         if fate == "orphaned":
             log.error("journal %s: the writer is still in a disk write %g s after the stop; left behind: it "
@@ -216,11 +214,7 @@ class JournalWriter:
         The agent releases the state directory's lock so: whatever the thread's call still in
         progress writes, it writes before another agent may take the directory.
         """
-        with self._fate_lock:
-            if not self._ended:
-                self._when_ended.append(then)
-                return
-        then()
+        self._fate.when_ended(then)
 
     def _abandon_queue(self, batch: list[Frame]) -> None:
         """Count and log ``batch`` and the frames still queued as not written (the stop's deadline passed)."""
@@ -339,14 +333,7 @@ class JournalWriter:
             self._set_status(f"journal writer stopped ({type(exc).__name__}: {exc}); frames are no longer "
                              "recorded until the agent restarts")
         finally:
-            with self._fate_lock:
-                self._ended = True
-                then, self._when_ended = self._when_ended, []
-            for call in then:
-                try:
-                    call()
-                except Exception:  # noqa: BLE001 - the thread's end is no place to raise
-                    log.exception("journal: a call at the writer's end failed")
+            self._fate.end()
 
     def _record(self) -> None:
         store = self._open()
@@ -401,19 +388,17 @@ class JournalWriter:
         """The thread's last acts on ``store``: the clean stop (when ``complete``), a last maintenance
         pass and the close; or none at all, when `close` gave up on this thread first.
 
-        The two are one decision under `_fate_lock` (`close` takes its own under it): the store is
-        this thread's to close, or left alone, never both; and a `close` that finds the thread
-        closing does not say it writes nothing more.
+        The two are one decision (`WriterFate`; `close` takes its own there): the store is this
+        thread's to close, or left alone, never both; and a `close` that finds the thread closing
+        does not say it writes nothing more.
         """
         if store is None:
             return
-        with self._fate_lock:
-            if self._fate == "orphaned":
-                # `close` has returned saying this thread writes nothing more: its connection stays
-                # open until the process exits (see `close`).
-                self._left_open = store
-                return
-            self._fate = "closing"
+        if not self._fate.take_store():
+            # `close` has returned saying this thread writes nothing more: its connection stays
+            # open until the process exits (see `close`).
+            self._left_open = store
+            return
         try:
             if complete:
                 # First the clean stop, then the maintenance: a pass that outlasts the deadline (or
@@ -424,7 +409,10 @@ class JournalWriter:
                     log.warning("journal: cannot record the clean stop: %s", exc)
                 self._maintain(store, self._may_write, last=True)
         finally:
-            store.close()
+            try:
+                store.close()
+            except sqlite3.Error as exc:  # a journal found damaged past the deadline, kept as it was
+                log.warning("journal %s: closing it failed: %s", self.path, exc)
 
     def _may_write(self) -> bool:
         """Whether the thread may begin another write: not once past the stop's deadline."""
