@@ -72,14 +72,10 @@ def closing_in_background(writer: JournalWriter) -> tuple[threading.Thread, list
     return closer, result
 
 
-def gave_up_log(caplog: pytest.LogCaptureFixture) -> bool:
-    return any("writes nothing more" in r.getMessage() for r in caplog.records)
-
-
-def test_a_writer_that_took_the_store_first_closes_it_and_close_does_not_say_it_writes_nothing_more(
-        tmp_path: Path, slow_close: type[SlowCloseStore], caplog: pytest.LogCaptureFixture) -> None:
-    """The stalled write returns just before the extra wait runs out; the thread goes on to close the
-    store (a slow checkpoint). `close` must not give it up as "writing nothing more" meanwhile."""
+def closing_past_the_deadline(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> tuple[
+        SlowDiskWriter, threading.Thread, GatedJoin, threading.Thread, list[bool | None]]:
+    """A writer stalled in a write with frames queued, its `close` running in the background and past
+    its deadline (the writer told to abandon); the extra wait is the test's to end (``gated.abandon_wait``)."""
     caplog.set_level(logging.ERROR, logger=writer_module.__name__)
     writer = SlowDiskWriter(tmp_path)
     thread = stalled_with_a_queue(writer)
@@ -88,6 +84,18 @@ def test_a_writer_that_took_the_store_first_closes_it_and_close_does_not_say_it_
     closer, result = closing_in_background(writer)
     gated.deadline.set()  # the deadline passes
     assert writer._abandon.wait(10)
+    return writer, thread, gated, closer, result
+
+
+def gave_up_log(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("writes nothing more" in r.getMessage() for r in caplog.records)
+
+
+def test_a_writer_that_took_the_store_first_closes_it_and_close_does_not_say_it_writes_nothing_more(
+        tmp_path: Path, slow_close: type[SlowCloseStore], caplog: pytest.LogCaptureFixture) -> None:
+    """The stalled write returns just before the extra wait runs out; the thread goes on to close the
+    store (a slow checkpoint). `close` must not give it up as "writing nothing more" meanwhile."""
+    writer, thread, gated, closer, result = closing_past_the_deadline(tmp_path, caplog)
     writer.returns.set()  # the write returns just before the extra wait runs out
     assert slow_close.entered.wait(10)  # the thread is closing the store
     gated.abandon_wait.set()  # the extra wait runs out
@@ -114,14 +122,7 @@ def test_a_writer_given_up_first_leaves_the_store_alone_and_ends_after_its_write
         tmp_path: Path, slow_close: type[SlowCloseStore], caplog: pytest.LogCaptureFixture) -> None:
     """`close` gives up while the write is still stalled: when it returns, the thread writes nothing
     more, does not close the store, and only then counts as ended."""
-    caplog.set_level(logging.ERROR, logger=writer_module.__name__)
-    writer = SlowDiskWriter(tmp_path)
-    thread = stalled_with_a_queue(writer)
-    gated = GatedJoin(thread)
-    writer._thread = gated  # type: ignore[assignment]
-    closer, result = closing_in_background(writer)
-    gated.deadline.set()
-    assert writer._abandon.wait(10)
+    writer, thread, gated, closer, result = closing_past_the_deadline(tmp_path, caplog)
     gated.abandon_wait.set()  # the extra wait runs out with the write still stalled
     closer.join(10)
     assert result == [False] and gave_up_log(caplog)
@@ -165,14 +166,19 @@ class LongUpkeepStore(JournalStore):
             cls.deadline.wait(0.005)
 
 
-def upkeep_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> JournalWriter:
-    """A writer on `LongUpkeepStore`, whose passes end at its own `close`'s deadline."""
+def upkeep_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, maintain_every_s: float,
+                  frames: int) -> JournalWriter:
+    """A started writer on `LongUpkeepStore` (whose passes end at its own `close`'s deadline),
+    periodic passes every ``maintain_every_s``, that has written ``frames`` frames."""
+    monkeypatch.setattr(writer_module, "MAINTAIN_EVERY_S", maintain_every_s)
     writer = JournalWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
     monkeypatch.setattr(writer_module, "JournalStore", LongUpkeepStore)
     monkeypatch.setattr(LongUpkeepStore, "long", threading.Event(), raising=False)
     monkeypatch.setattr(LongUpkeepStore, "in_pass", threading.Event(), raising=False)
     monkeypatch.setattr(LongUpkeepStore, "deadline", writer._abandon, raising=False)
     monkeypatch.setattr(LongUpkeepStore, "passes", [], raising=False)
+    writer.start()
+    written(writer, 1, frames)
     return writer
 
 
@@ -190,21 +196,23 @@ def written(writer: JournalWriter, first: int, last: int) -> None:
     until(lambda: writer.frames_written >= last, f"{last} frames written")
 
 
+def every_frame_and_a_clean_stop(writer: JournalWriter, path: Path, frames: int) -> None:
+    """The writer wrote ``frames`` frames, lost none, and its journal holds them and a clean stop."""
+    assert (writer.frames_written, writer.frames_not_written) == (frames, 0)
+    with JournalReader(path) as reader:
+        assert reader.count_frames(T0, T0 + 100) == frames
+        assert [run.clean for run in reader.runs()] == [True]
+
+
 def test_a_last_maintenance_pass_longer_than_the_deadline_leaves_a_clean_stop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every frame was written: the pass at the stop, cut short at the deadline, does not make the stop unclean."""
-    monkeypatch.setattr(writer_module, "MAINTAIN_EVERY_S", 3600.0)
-    writer = upkeep_writer(tmp_path, monkeypatch)
-    writer.start()
-    written(writer, 1, 5)
+    writer = upkeep_writer(tmp_path, monkeypatch, 3600.0, 5)
     until(lambda: len(LongUpkeepStore.passes) >= 1, "the first periodic pass")  # the next: in an hour
     LongUpkeepStore.long.set()
     ended = writer.close(timeout_s=0.2)
     assert writer._abandon.is_set()  # the deadline passed, in the maintenance
-    assert (writer.frames_written, writer.frames_not_written) == (5, 0)
-    with JournalReader(tmp_path) as reader:
-        assert reader.count_frames(T0, T0 + 100) == 5
-        assert [run.clean for run in reader.runs()] == [True]
+    every_frame_and_a_clean_stop(writer, tmp_path, 5)
     assert ended is True
     JournalStore(tmp_path, FakeClock()).close()  # the next start opens it
 
@@ -212,19 +220,13 @@ def test_a_last_maintenance_pass_longer_than_the_deadline_leaves_a_clean_stop(
 def test_a_periodic_maintenance_pass_yields_to_the_frames_queued_at_the_stop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A long pass the stop comes in is cut short for the frames queued behind it, which are written."""
-    monkeypatch.setattr(writer_module, "MAINTAIN_EVERY_S", 0.05)
-    writer = upkeep_writer(tmp_path, monkeypatch)
-    writer.start()
-    written(writer, 1, 2)
+    writer = upkeep_writer(tmp_path, monkeypatch, 0.05, 2)
     LongUpkeepStore.long.set()
     assert LongUpkeepStore.in_pass.wait(30)  # the writer's periodic pass, a long one
     for seq in range(3, 8):
         writer.submit(frame(seq, T0 + seq, 1.0))  # queued behind it
     writer.close(timeout_s=5.0)
-    assert (writer.frames_written, writer.frames_not_written) == (7, 0)
-    with JournalReader(tmp_path) as reader:
-        assert reader.count_frames(T0, T0 + 100) == 7
-        assert [run.clean for run in reader.runs()] == [True]
+    every_frame_and_a_clean_stop(writer, tmp_path, 7)
 
 
 def test_a_maintenance_pass_cut_short_leaves_a_valid_journal_and_the_next_pass_goes_on(tmp_path: Path) -> None:
