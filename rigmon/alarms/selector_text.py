@@ -211,10 +211,11 @@ def written_value(value: str) -> str:
 
 
 def _error(text: str, at: int, reason: str) -> SelectorError:
-    """The error of selector ``text`` breaking at index ``at``."""
-    return SelectorError(f"bad selector {text!r} at column {at + 1}: {reason}")
+    """The error of selector ``text`` breaking at index ``at``. The text is shown as it is written,
+    between double quotes (not through ``repr``, whose escapes would shift the columns after them)."""
+    return SelectorError(f'bad selector "{text}" at column {at + 1}: {reason}')
 
 
 def _filter_error(text: str, at: int, inner: str, reason: str) -> SelectorError:
     """The error of filter ``[inner]`` of selector ``text`` breaking at index ``at``."""
-    return SelectorError(f"bad filter [{inner}] in selector {text!r} at column {at + 1}: {reason}")
+    return SelectorError(f'bad filter [{inner}] in selector "{text}" at column {at + 1}: {reason}')

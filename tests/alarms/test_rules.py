@@ -62,7 +62,7 @@ RULE = '[[rule]]\nname = "r1"\nkind = "threshold"\nselect = "psu_rail.volts.min_
          "rule 'r1': select: bad filter [key_mismatch=false,peer_flooded] in selector"),
         (RULE.replace("psu_rail.volts.min_volts", "peer_paths[state=ok,state=silent].rtt_p99_us"),
          ("rule 'r1': select: bad filter [state=ok,state=silent] in selector "
-          "'peer_paths[state=ok,state=silent].rtt_p99_us' at column 21: field 'state' given twice")),
+          '"peer_paths[state=ok,state=silent].rtt_p99_us" at column 21: field \'state\' given twice')),
         (RULE + 'severity = "fatal"\n', "rule 'r1': severity: expected one of"),
         (RULE + "hold_s = -1.0\n", "rule 'r1'"),
         (RULE + RULE, "rule 'r1' is defined twice"),

@@ -137,7 +137,7 @@ def test_bad_filters_of_several_fields_say_which_filter(text: str, says: str) ->
     with pytest.raises(SelectorError) as info:
         parse_selector(text)
     assert says in str(info.value)
-    assert repr(text) in str(info.value)
+    assert f'"{text}"' in str(info.value)
 
 
 def test_frame_data_has_readings_collectors_node() -> None:

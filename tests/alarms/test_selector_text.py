@@ -45,7 +45,7 @@ def test_a_text_that_breaks_the_grammar_is_refused_at_its_column(text: str, says
     with pytest.raises(SelectorError) as info:
         parse_selector(text)
     message = str(info.value)
-    assert f"selector {text.strip()!r} at column {column}: " in message, message
+    assert f'selector "{text.strip()}" at column {column}: ' in message, message
     assert says in message, message
 
 
@@ -79,3 +79,15 @@ def test_a_value_as_written_parses_back_to_itself(value: str) -> None:
     """Messages quote filters (the rules check's hint to write ``[a=x,b=y]``): they must parse as meant."""
     (step,) = parse_selector(f"net[name={written_value(value)}]").steps
     assert step.filters[0].value == value
+
+
+def test_the_column_points_into_the_selector_as_shown_with_both_quote_kinds() -> None:
+    # Shown through repr, a selector holding both quote kinds had its ' escaped: the columns after it
+    # pointed one character early in the message.
+    text = """net[name="o'b"][speed=].mtu"""
+    with pytest.raises(SelectorError) as info:
+        parse_selector(text)
+    message = str(info.value)
+    shown = message.split('"', 1)[1].rsplit('" at column', 1)[0]
+    column = int(message.rsplit("at column ", 1)[1].split(":", 1)[0])
+    assert shown == text and shown[column - 1 :].startswith("]")
