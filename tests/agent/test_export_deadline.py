@@ -18,18 +18,11 @@ from rigmon.config import AgentConfig, AgentSection
 from tests.agent.export_helpers import stalled_exports
 from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
-from tests.agent.test_history_stream import FRAMES, filled_state
+from tests.agent.test_history_stream import FRAMES
 from tests.agent.test_journal import T0, FakeClock
 
 #: The send deadline in this test (the agent's is `exports.SEND_DEADLINE_S`, 60 s).
 DEADLINE_S = 1.0
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("export-deadline") / "state"
-    filled_state(path)
-    return path
 
 
 def read_to_the_end(sock: socket.socket) -> tuple[int, str]:
@@ -51,14 +44,14 @@ def abandoned_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
 async def test_an_export_whose_client_takes_nothing_is_abandoned(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        tmp_path: Path, export_state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         parser: str) -> None:
     monkeypatch.setattr(exports, "SEND_DEADLINE_S", DEADLINE_S)
     # The agent takes httptools when it is installed, else h11: both must drop the connection alike.
     monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
     caplog.set_level(logging.INFO)
     window = {"from": repr(T0), "to": repr(T0 + FRAMES - 1), "frames": "1"}
-    async with stalled_exports(tmp_path, state) as (_port, client, stalled):
+    async with stalled_exports(tmp_path, export_state) as (_port, client, stalled):
         # Each answer's deadline runs from its own last byte taken: on a loaded machine one may be
         # abandoned a while before the other. Reading the sockets before both are would let the other
         # client take its answer whole (it is reading now), so wait for both, then for their slots.
@@ -84,7 +77,7 @@ async def test_an_export_whose_client_takes_nothing_is_abandoned(
     assert len(abandoned) == 2, abandoned
     assert abandoned[0].startswith("GET /v1/history for 127.0.0.1 abandoned: the client took no byte for 1 s")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
-    assert not list((state).glob("*spool*")), list(state.iterdir())
+    assert not list(export_state.glob("*spool*")), list(export_state.iterdir())
 
 
 def read_slowly(port: int, slow_s: float) -> bytes:
@@ -105,11 +98,11 @@ def read_slowly(port: int, slow_s: float) -> bytes:
 
 
 async def test_a_slow_client_that_keeps_reading_gets_the_whole_export(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, export_state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The deadline is on taking no byte, not on taking a piece (256 KiB) in time: a slow link that
     keeps reading (a piece takes it 1.6 s, past the deadline) gets the answer whole."""
     monkeypatch.setattr(exports, "SEND_DEADLINE_S", DEADLINE_S)
-    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
+    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(export_state)))
     agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
     server = make_server(agent, "127.0.0.1", 0)
     serving = asyncio.create_task(server.serve())

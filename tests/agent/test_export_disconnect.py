@@ -14,17 +14,10 @@ import pytest
 from rigmon.agent import connections
 from rigmon.agent.history_answers import FramesAnswer
 from tests.agent.export_helpers import stalled_exports
-from tests.agent.test_history_stream import FRAMES, filled_state
+from tests.agent.test_history_stream import FRAMES
 
 #: Pieces an answer may still read once its client has gone: the one in hand when the loop saw it go.
 PIECES_AFTER_GONE = 1
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("export-disconnect") / "state"
-    filled_state(path)
-    return path
 
 
 class Spools:
@@ -87,14 +80,14 @@ def close(sock: socket.socket) -> None:
 @pytest.mark.parametrize(("parser", "leave"), [("httptools", reset), ("httptools", close), ("h11", reset)],
                          ids=["httptools-reset", "httptools-close", "h11-reset"])
 async def test_an_export_whose_client_disconnects_reads_no_more_of_its_spool(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, parser: str,
+        tmp_path: Path, export_state: Path, monkeypatch: pytest.MonkeyPatch, parser: str,
         leave: Callable[[socket.socket], None]) -> None:
     """Two exports whose clients take nothing hold both slots; their clients go: the slots come back
     and no more of their spools is read (on old code each was read through, ~130 pieces)."""
     spools = Spools(monkeypatch)
     # The agent takes httptools when it is installed, else h11: both must notice a client gone.
     monkeypatch.setattr(connections, "httptools_available", lambda: parser == "httptools")
-    async with stalled_exports(tmp_path, state) as (_port, client, stalled):
+    async with stalled_exports(tmp_path, export_state) as (_port, client, stalled):
         before = await spools.settled(2)
         assert spools.opened == 2
         for sock in stalled:

@@ -3,23 +3,20 @@ Retry-After is waited out and asked again a bounded number of times, and the wai
 
 from __future__ import annotations
 
-import asyncio
 import io
-import socket
 from pathlib import Path
 
 import httpx
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.server import make_server
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.export import pull_targets
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.snapshot.pull import EXPORT_RETRIES, Progress, pull_agent
-from tests.agent.helpers import listening_port
+from tests.agent.export_helpers import stalled_exports
 from tests.agent.test_api import Counter
 from tests.agent.test_history_api import spoilt_journal
-from tests.agent.test_history_stream import FRAMES, T0, filled_state, stalled_export
+from tests.agent.test_history_stream import FRAMES, filled_state
 from tests.agent.test_journal import FakeClock
 
 BUSY = b'{"error": "2 exports (history frames, snapshots) are being served, the most this agent serves at once"}'
@@ -103,34 +100,15 @@ async def test_the_dashboards_export_waits_for_a_busy_agent_and_says_so(tmp_path
     serving two other exports is waited for (its Retry-After, 5 s), the wait shown, then pulled."""
     state = tmp_path / "state"
     filled_state(state)
-    config = AgentConfig(agent=AgentSection(node="t1", root=str(tmp_path / "root"), state_dir=str(state)))
-    agent = Agent(config, clock=FakeClock(T0 + FRAMES), collectors={"counter": Counter()})
-    server = make_server(agent, "127.0.0.1", 0)
-    serving = asyncio.create_task(server.serve())
-    stalled: list[socket.socket] = []
     notes: list[tuple[str, str]] = []
+    async with stalled_exports(tmp_path, state) as (port, _, stalled):
 
-    def note(node: str, what: str) -> None:
-        notes.append((node, what))
-        for sock in stalled:  # the other exports' clients go away while this one waits
-            sock.close()
+        def note(node: str, what: str) -> None:
+            notes.append((node, what))
+            for sock in stalled:  # the other exports' clients go away while this one waits
+                sock.close()
 
-    try:
-        port = await listening_port(server)
-        url = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(base_url=url) as client:
-            stalled += [stalled_export(port), stalled_export(port)]
-            for _ in range(500):  # until both are under way
-                if (await client.get("/v1/snapshot")).status_code == 503:
-                    break
-                await asyncio.sleep(0.01)
-        (part,) = await pull_targets([NodeTarget(url=url)], float(FRAMES), note=note)
-    finally:
-        for sock in stalled:
-            sock.close()
-        server.should_exit = True
-        await agent.stop()
-        await asyncio.wait_for(serving, 10)
+        (part,) = await pull_targets([NodeTarget(url=f"http://127.0.0.1:{port}")], float(FRAMES), note=note)
     assert notes and notes[0] == ("t1", "the agent is busy with other exports (503); asking again in 5 s "
                                         "(retry 1 of 4)")
     assert part.error is None and part.config is not None and part.frame_count == FRAMES
