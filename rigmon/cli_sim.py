@@ -56,7 +56,7 @@ def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "h
                         help=f"scenario to simulate (default {default_scenario}; see README for the list)")
     parser.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes (default: the scenario's)")
     parser.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
-                        help="simulated seconds per real second")
+                        help="simulated seconds per real second (default 1)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
     parser.add_argument("--agent-config", metavar="FILE",
                         help="agent TOML merged into every simulated agent's configuration "
