@@ -1,4 +1,4 @@
-"""Paths in the agent's file: a relative one is refused naming the file and key, never taken from wherever the agent runs."""
+"""Paths in the agent's file: a relative one is refused naming file and key, not taken from where the agent runs."""
 
 from __future__ import annotations
 

@@ -138,9 +138,9 @@ def _check_absolute_paths(data: Mapping[str, object], source: str) -> None:
         for key in keys:
             value = table.get(key)
             if isinstance(value, str) and value and not os.path.isabs(value):
-                raise ConfigError(f"{source}: {section}.{key}: {value!r} is not an absolute path; give it whole, from / "
-                                  "(a relative one would be taken from the directory the agent runs in, which is / "
-                                  "under systemd, not this file's)")
+                raise ConfigError(f"{source}: {section}.{key}: {value!r} is not an absolute path; give it whole, "
+                                  "from / (a relative one would be taken from the directory the agent runs in, "
+                                  "which is / under systemd, not this file's)")
 
 
 def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, object],
