@@ -23,6 +23,7 @@ SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some no
 SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config) "
             "or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
+DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario or --agent-config, or the simulated rig did not start"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
 
 

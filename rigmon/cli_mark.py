@@ -41,11 +41,20 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
     import httpx
 
+    from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text
     from rigmon.agent.server import StartupError, read_token_file
     from rigmon.cli import fail
     from rigmon.cluster.config import DashConfigError, check_url, normalize_url
     from rigmon.config import ConfigError, load_agent_config, local_url
 
+    try:
+        # The agent's own rule, before asking it: an empty or overlong TEXT is a bad argument (exit 2),
+        # not a mark the agent "refused" (exit 1, as for a wrong token).
+        checked_text(args.text, what="TEXT")
+        if args.by is not None:
+            checked_text(args.by, MAX_ACK_BY_CHARS, "--by")
+    except BadRequest as exc:
+        return fail(str(exc))
     try:
         config = load_agent_config(args.config)
         tls = bool(config.agent.tls_cert_file)

@@ -22,7 +22,7 @@ SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
 
 def add_sim_parsers(sub: Any) -> None:
     """The ``sim`` and ``demo`` subcommands."""
-    from rigmon.cli import DASH_EXIT, SIM_EXIT, add_log_options
+    from rigmon.cli import DEMO_EXIT, SIM_EXIT, add_log_options
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1", epilog=SIM_EXIT)
     _add_sim_options(sim)
@@ -36,7 +36,7 @@ def add_sim_parsers(sub: Any) -> None:
     add_log_options(sim, "warning")
 
     demo = sub.add_parser("demo", help="simulated nodes with real agents, and the dashboard over them",
-                          epilog=DASH_EXIT)
+                          epilog=DEMO_EXIT)
     _add_sim_options(demo, default_scenario="lab")
     demo.add_argument("--theme", metavar="NAME", help="theme to start with")
     add_log_options(demo, "warning", "append the log of the dashboard and the simulated agents to FILE "
@@ -56,7 +56,7 @@ def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "h
                         help=f"scenario to simulate (default {default_scenario}; see README for the list)")
     parser.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes (default: the scenario's)")
     parser.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
-                        help="simulated seconds per real second")
+                        help="simulated seconds per real second (default 1)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
     parser.add_argument("--agent-config", metavar="FILE",
                         help="agent TOML merged into every simulated agent's configuration "
@@ -178,7 +178,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rigmon.sim.rig import UnknownScenario, get_scenario
 
     try:
-        get_scenario(args.scenario)
+        scenario = get_scenario(args.scenario)
         if args.agent_config:
             load_sim_agent_config(args.agent_config)
     except UnknownScenario as exc:
@@ -188,7 +188,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     log_file = args.log_file or str(default_log_file())
     setup_logging(args, log_file)
     level = logging.getLevelName(level_for(args.log_default, args.verbose, args.log_level)).lower()
-    nodes = args.nodes or 4
+    # The scenario's own count, as `rigmon sim` and --help say (the lab's is four): `--scenario
+    # undervolt-bus-drop` ran four copies of the one-node incident, each notifier firing four times.
+    nodes = args.nodes or scenario.default_nodes
     # A control token only this demo knows, so the alarms screen can acknowledge.
     token_dir = tempfile.TemporaryDirectory(prefix="rigmon-demo-")
     control_token = secrets.token_urlsafe(24)

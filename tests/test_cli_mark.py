@@ -66,7 +66,8 @@ def test_mark_from_the_cli_appears_in_history(tmp_path: Path) -> None:
         refused = rigmon("mark", "--config", str(config), "--control-token-file", str(read), "x")
         assert refused.returncode == 1 and "read token cannot add marks" in refused.stderr
         bad = rigmon("mark", "--config", str(config), "two\nlines")
-        assert bad.returncode == 1 and "control or bidi character" in bad.stderr
+        # Judged by the CLI with the agent's own rule: a bad argument (exit 2), not a refusal.
+        assert bad.returncode == 2 and "control or bidi character" in bad.stderr
         # The README's snippet for a training loop, as it is written there.
         namespace: dict[str, object] = {}
         exec(readme_snippet(), namespace)  # noqa: S102 - the project's own documentation
@@ -146,6 +147,24 @@ def test_mark_with_no_agent_url_is_a_bad_argument(tmp_path: Path, capsys: pytest
     config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
     assert main(["mark", "--config", str(config), "--url", url, "--control-token-file", str(token), "e"]) == 2
     assert f"--url {url}: not an agent URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "says"), [([""], "TEXT is empty"), (["  "], "TEXT is empty"),
+                                            (["x" * 201], "TEXT is 201 characters; at most 200"),
+                                            (["epoch\x1b]0;pwned\x07"], "TEXT holds a control or bidi character"),
+                                            (["epoch 3", "--by", "bo\x1bb"], "--by holds a control or bidi character")])
+def test_mark_text_the_agent_would_refuse_is_a_bad_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            args: list[str], says: str) -> None:
+    """``rigmon mark ""`` (an empty variable in the job's script) was sent, refused by the agent with 400
+    and reported as exit 1, which the help keeps for refusals and unreachable agents, not bad arguments."""
+    token = _private(tmp_path / "c.token", "c\n")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nroot = "{tmp_path}"\n')
+    # Port 1: nothing listens there; the text is judged before any request.
+    assert main(["mark", "--config", str(config), "--url", "127.0.0.1:1", "--control-token-file", str(token),
+                 *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rigmon: {says}") and "127.0.0.1:1" not in err
 
 
 def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

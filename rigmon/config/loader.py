@@ -100,6 +100,7 @@ def load_agent_config(
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(f"{source}: agent: expected a table")
+    _check_absolute_paths(data, source)
     env = _env_overrides(environ if environ is not None else os.environ)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     try:
@@ -108,6 +109,38 @@ def load_agent_config(
         # A check of the whole file (`AgentConfig.__post_init__`) names its keys itself: no "<root>".
         detail = exc.reason if exc.path == "<root>" else str(exc)
         raise ConfigError(f"{_blame(data, agent, env, given, source)}: {detail}") from None
+
+
+#: Keys of the file that name a file or directory of this machine, by section.
+FILE_PATH_KEYS: dict[str, tuple[str, ...]] = {
+    "agent": ("token_file", "control_token_file", "root", "state_dir", "tls_cert_file", "tls_key_file"),
+    "alarms": ("rules_file",),
+    "probes": ("key_file",),
+}
+
+
+def _check_absolute_paths(data: Mapping[str, object], source: str) -> None:
+    """Refuse a relative path written in the file (command-line flags and environment variables stay
+    relative to the directory the command runs in, as a shell user expects).
+
+    A relative path was taken from the agent's working directory, which is not the file's: the
+    operator's shell when tried by hand, ``/`` under systemd. So a ``token_file = "read.token"`` that
+    worked in a terminal failed the service, and ``state_dir = "journal"`` put the flight recorder
+    in whatever directory the agent happened to be started from.
+
+    Raises:
+        ConfigError: naming the file, the key and the value.
+    """
+    for section, keys in FILE_PATH_KEYS.items():
+        table = data.get(section)
+        if not isinstance(table, dict):
+            continue  # not a table: from_data names the key
+        for key in keys:
+            value = table.get(key)
+            if isinstance(value, str) and value and not os.path.isabs(value):
+                raise ConfigError(f"{source}: {section}.{key}: {value!r} is not an absolute path; give it whole, "
+                                  "from / (a relative one would be taken from the directory the agent runs in, "
+                                  "which is / under systemd, not this file's)")
 
 
 def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, object],

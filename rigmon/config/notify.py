@@ -47,6 +47,11 @@ class NotifySection(msgspec.Struct, frozen=True, gc=False):
         if self.kind == "command":
             if not self.command:
                 raise ValueError("a command notifier needs command = [\"program\", \"arg\", ...]")
+            program = self.command[0]
+            if "/" in program and not program.startswith("/"):
+                # Taken from the agent's working directory: the operator's shell by hand, / under systemd.
+                raise ValueError(f"command: the program {program!r} is a relative path; give it whole, from / "
+                                 "(or a bare name found on PATH)")
         elif not self.url.startswith(("http://", "https://")):
             raise ValueError(f"a {self.kind} notifier needs url = \"http(s)://...\", got {self.url!r}")
         if self.timeout_s <= 0 or self.backoff_s < 0 or self.backoff_max_s < self.backoff_s:

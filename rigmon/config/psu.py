@@ -92,6 +92,10 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
             raise ValueError("pzem_address must be 1..247")
         check_ranges(self, {"baud": (0 if self.baud == 0 else 50, 4_000_000), "stale_after_s": (0.01, 86400.0), "poll_interval_s": (0.01, 3600.0),
                             "reopen_min_s": (0.001, 3600.0), "reopen_max_s": (0.001, 3600.0)})
+        if self.port and not self.port.startswith("/"):
+            # Read below the agent's root: "ttyUSB0" was opened as <root>/ttyUSB0, a device that never exists.
+            raise ValueError(f"port must be an absolute device path (/dev/serial/by-id/..., /dev/rigmon-psu0), "
+                             f"got {self.port!r}")
         if not self.primary:
             raise ValueError("primary must name a channel")
         for name in self.channels:

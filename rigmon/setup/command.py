@@ -18,7 +18,7 @@ from rigmon.lazy_re import lazy_compile
 from rigmon.setup import render
 from rigmon.setup.client_help import dashboard_help, scrape_help
 from rigmon.setup.plan import Installer
-from rigmon.setup.service_access import hidden_from_service, unreadable_by_service
+from rigmon.setup.service_access import hidden_because, hidden_from_service, unreadable_by_service
 
 #: Supplementary groups of the agent's user, where the machine has them: the serial ADC, GPU nodes.
 WANTED_GROUPS = ("dialout", "video", "render")
@@ -26,7 +26,7 @@ WANTED_GROUPS = ("dialout", "video", "render")
 #: checkout or a wheel: `pipx install --global rigmon` asked PyPI for a package of that name.
 INSTALL_SYSTEM_WIDE = ("`pipx install --global ./rigmon` (a checkout, or the wheel; pipx 1.6 or newer) or "
                        "`PIPX_HOME=/opt/pipx PIPX_BIN_DIR=/usr/local/bin pipx install ./rigmon`, with a Python "
-                       "outside /root and /home (pipx --python /usr/bin/python3)")
+                       "outside /root, /home and /tmp (pipx --python /usr/bin/python3)")
 
 
 def this_rigmon() -> tuple[str, ...]:
@@ -137,8 +137,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     exec_start = this_rigmon()
     hidden = hidden_from_service(exec_start)
     if hidden is not None:
-        message = (f"this rigmon lives under {hidden}, which the service cannot reach (ProtectHome=yes, and "
-                   f"the rigmon user cannot read it). Install it system-wide first: {INSTALL_SYSTEM_WIDE}, "
+        message = (f"this rigmon needs {hidden}, which the service cannot reach (the unit's "
+                   f"{hidden_because(hidden)}). Install it system-wide first: {INSTALL_SYSTEM_WIDE}, "
                    "then run that rigmon's `setup agent`")
         if installer.real and not args.dry_run:
             return fail(message)

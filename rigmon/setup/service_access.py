@@ -9,8 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: Where systemd's ProtectHome=yes hides files from the service (and the rigmon user cannot read).
-HIDDEN_PREFIXES = ("/root/", "/home/", "/run/user/")
+#: Where the unit's sandbox hides files from the service, and which of its settings does.
+HIDDEN_BY = {
+    "/root/": "ProtectHome=yes", "/home/": "ProtectHome=yes", "/run/user/": "ProtectHome=yes",
+    # PrivateTmp=yes gives the service an empty /tmp and /var/tmp of its own: a venv made there
+    # (python -m venv /tmp/...) is not found, and the unit fails at every start.
+    "/tmp/": "PrivateTmp=yes: the service has an empty /tmp of its own",
+    "/var/tmp/": "PrivateTmp=yes: the service has an empty /var/tmp of its own",
+}
+HIDDEN_PREFIXES = tuple(HIDDEN_BY)
 #: The shell that tests access as the service's user (`test -r` asks the kernel, ACLs included).
 SHELL = "/bin/sh"
 #: Runs ``test FLAG PATH`` for each pair of arguments; prints the first path that fails and exits 1.
@@ -20,7 +27,7 @@ ACCESS_TIMEOUT_S = 10.0
 
 
 def hidden_from_service(exec_start: tuple[str, ...], interpreter: str | None = None) -> str | None:
-    """A path the service needs but cannot reach (under /root or /home), or None.
+    """A path the service needs but cannot reach (under /root, /home or /tmp: `HIDDEN_BY`), or None.
 
     The script, the package, and the interpreter behind the venv's ``python`` symlink (a
     pipx venv made with a pyenv Python under /root runs that Python).
@@ -32,6 +39,11 @@ def hidden_from_service(exec_start: tuple[str, ...], interpreter: str | None = N
         if path.startswith(HIDDEN_PREFIXES):
             return path
     return None
+
+
+def hidden_because(path: str) -> str:
+    """Which setting of the unit hides ``path`` (one `hidden_from_service` returned) from the service."""
+    return next((why for prefix, why in HIDDEN_BY.items() if path.startswith(prefix)), "")
 
 
 def _needs(exec_start: tuple[str, ...], interpreter: str | None,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.config import load_agent_config
-from rigmon.setup.service_access import hidden_from_service
+from rigmon.setup.service_access import HIDDEN_PREFIXES, hidden_from_service
 from rigmon.setup.detect import Hardware, detect_hardware
 from rigmon.setup.render import Settings, agent_toml, systemd_unit
 from rigmon.sim.rig import SimRig, get_scenario
@@ -147,8 +147,21 @@ def test_an_installation_under_home_is_refused_for_the_service() -> None:
     # A venv under /opt whose python is a pyenv interpreter under /root: the service cannot run it.
     assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",),
                                "/root/.pyenv/versions/3.11.7/bin/python3.11") is not None
-    if not str(REPO).startswith(("/root/", "/home/")):
+    if not str(REPO).startswith(HIDDEN_PREFIXES):
         assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",), "/usr/bin/python3.11") is None
+
+
+def test_an_installation_under_tmp_is_refused_for_the_service() -> None:
+    # The unit's PrivateTmp=yes gives the service an empty /tmp and /var/tmp of its own: a venv made with
+    # `python -m venv /tmp/rigmon` was accepted, and the unit failed at every start (Restart=always).
+    assert hidden_from_service(("/tmp/rigmon/bin/rigmon",), "/usr/bin/python3.11") == "/tmp/rigmon/bin/rigmon"
+    assert hidden_from_service(("/var/tmp/rigmon/bin/rigmon",), "/usr/bin/python3.11") is not None
+    assert hidden_from_service(("/opt/rigmon/bin/rigmon",), "/tmp/python/bin/python3.11") == "/tmp/python/bin/python3.11"
+    from rigmon.setup.service_access import hidden_because
+
+    # The refusal names the unit's setting that hides it.
+    assert hidden_because("/tmp/rigmon/bin/rigmon").startswith("PrivateTmp=yes")
+    assert hidden_because("/home/op/.local/bin/rigmon") == "ProtectHome=yes"
 
 
 def test_rdma_ports_are_listed_and_their_rates_offered_for_pinning(tmp_path: Path) -> None:
