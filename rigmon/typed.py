@@ -207,15 +207,29 @@ def _union_converter(args: tuple[Any, ...]) -> Converter:
         fitting = [c for c, shape in zip(choices, shapes) if shape == _value_shape(value)]
         if len(fitting) == 1:
             fitting[0](value, strict)  # raises its own, precise _Misfit
-        raise _Misfit(f"expected {expected}, got {value!r}")
+        raise _Misfit(f"expected {expected}, got {as_written(value)}")
 
     return convert
 
 
-def _got(value: Any) -> str:
-    """A value that does not fit, for the error: as written (``79``, ``[79]``), cut to stay one short line."""
-    text = repr(list(value) if isinstance(value, tuple) else value)
+def as_written(value: Any) -> str:
+    """A value that does not fit, for the error: as written in TOML/JSON (``79``, ``[79]``, ``true``, not
+    Python's ``True``), cut to stay one short line."""
+    text = _written(value)
     return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _written(value: Any) -> str:
+    """``value`` as a TOML/JSON file writes it: booleans ``true``/``false``, no value ``null``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_written(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_written(k)}: {_written(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _shape(tp: Any) -> str:
@@ -262,7 +276,7 @@ def _either(words: list[str]) -> str:
 def _literal_converter(allowed: tuple[Any, ...]) -> Converter:
     def convert(value: Any, strict: bool) -> Any:
         if value not in allowed:
-            raise _Misfit(f"expected one of {list(allowed)}, got {value!r}")
+            raise _Misfit(f"expected one of {list(allowed)}, got {as_written(value)}")
         return value
 
     return convert
@@ -274,7 +288,7 @@ def _tuple_converter(item_types: tuple[Any, ...]) -> Converter:
 
         def convert_any(value: Any, strict: bool) -> Any:
             if not isinstance(value, (list, tuple)):
-                raise _Misfit(f"expected a list, got {_got(value)}")
+                raise _Misfit(f"expected a list, got {as_written(value)}")
             out = []
             for i, v in enumerate(value):
                 try:
@@ -289,7 +303,7 @@ def _tuple_converter(item_types: tuple[Any, ...]) -> Converter:
 
     def convert_fixed(value: Any, strict: bool) -> Any:
         if not isinstance(value, (list, tuple)):
-            raise _Misfit(f"expected a list, got {_got(value)}")
+            raise _Misfit(f"expected a list, got {as_written(value)}")
         if len(items) != len(value):
             raise _Misfit(f"expected {len(items)} items, got {len(value)}")
         out = []
@@ -307,7 +321,7 @@ def _tuple_converter(item_types: tuple[Any, ...]) -> Converter:
 def _dict_converter(item: Converter) -> Converter:
     def convert(value: Any, strict: bool) -> Any:
         if not isinstance(value, dict):
-            raise _Misfit(f"expected a table/object, got {_got(value)}")
+            raise _Misfit(f"expected a table/object, got {as_written(value)}")
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
@@ -332,7 +346,7 @@ def _record_converter(cls: type) -> Converter:
 
     def convert(value: Any, strict: bool) -> Any:
         if not isinstance(value, dict):
-            raise _Misfit(f"expected a table/object, got {_got(value)}")
+            raise _Misfit(f"expected a table/object, got {as_written(value)}")
         if strict:
             unknown = sorted(set(value) - known)
             if unknown:
@@ -364,36 +378,36 @@ def _enum_converter(tp: type[enum.Enum]) -> Converter:
             return tp(value)
         except ValueError:
             values = [m.value for m in tp]
-            raise _Misfit(f"expected one of {values}, got {value!r}") from None
+            raise _Misfit(f"expected one of {values}, got {as_written(value)}") from None
 
     return convert
 
 
 def _bool(value: Any, strict: bool) -> Any:
     if not isinstance(value, bool):
-        raise _Misfit(f"expected true/false, got {value!r}")
+        raise _Misfit(f"expected true/false, got {as_written(value)}")
     return value
 
 
 def _int(value: Any, strict: bool) -> Any:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Misfit(f"expected an integer, got {value!r}")
+        raise _Misfit(f"expected an integer, got {as_written(value)}")
     return value
 
 
 def _float(value: Any, strict: bool) -> Any:
     if type(value) is float:
         if value != value or value in (_INF, -_INF):
-            raise _Misfit(f"expected a finite number, got {value!r}")
+            raise _Misfit(f"expected a finite number, got {as_written(value)}")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Misfit(f"expected a number, got {value!r}")
+        raise _Misfit(f"expected a number, got {as_written(value)}")
     return float(value)
 
 
 def _str(value: Any, strict: bool) -> Any:
     if not isinstance(value, str):
-        raise _Misfit(f"expected a string, got {value!r}")
+        raise _Misfit(f"expected a string, got {as_written(value)}")
     return value
 
 

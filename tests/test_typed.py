@@ -96,6 +96,10 @@ class Choices:
         ([1, "x"], "value[1]: expected an integer, got 'x'"),
         # No choice of that shape: every shape that fits, not only the first choice's "expected a string".
         (1.5, "value: expected a string, an integer, a list or a table, got 1.5"),
+        # As a TOML or JSON file writes it, not as Python does.
+        (True, "value: expected a string, an integer, a list or a table, got true"),
+        ([1, None], "value[1]: expected an integer, got null"),
+        ({"xid": [False]}, "value.xid[0]: expected an integer, got false"),
     ],
 )
 def test_a_union_names_the_choice_of_the_value_shape_or_all_of_them(value: object, says: str) -> None:

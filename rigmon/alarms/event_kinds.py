@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rigmon.schema.events import EVENT_KINDS, data_type, fits
+from rigmon.typed import as_written
 
 
 def check_event_rule(event: str, data: Mapping[str, Sequence[object]]) -> None:
@@ -32,7 +33,7 @@ def check_event_rule(event: str, data: Mapping[str, Sequence[object]]) -> None:
         wrong = [value for value in allowed if not fits(value, of)]
         if wrong:
             raise ValueError(f"data.{key}: {event!r} events carry {key} as {_TYPE_TEXT[of]}, "
-                             f"got {wrong[0]!r}: it would never match")
+                             f"got {as_written(wrong[0])}: it would never match")
 
 
 _TYPE_TEXT = {"int": "a whole number", "number": "a number", "text": "text", "bool": "true or false", "any": "any value"}

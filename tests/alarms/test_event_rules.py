@@ -30,7 +30,7 @@ RULE = '[[rule]]\nname = "my_xid"\nkind = "event"\n'
         ('event = "gpu_lost"\ndata = { gpu_index = [0, 1.5] }',
          "rule 'my_xid': data.gpu_index: 'gpu_lost' events carry gpu_index as a whole number, got 1.5"),
         ('event = "guard_step"\ndata = { step = [true] }',
-         "rule 'my_xid': data.step: 'guard_step' events carry step as a whole number, got True"),
+         "rule 'my_xid': data.step: 'guard_step' events carry step as a whole number, got true"),
         ('event = "agent_stalled"\ndata = { stalled_s = ["5"] }',
          "rule 'my_xid': data.stalled_s: 'agent_stalled' events carry stalled_s as a number, got '5'"),
         ('event = "xid"\ndata = { code = [79] }',
