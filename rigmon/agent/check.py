@@ -415,5 +415,6 @@ def format_report(report: CheckReport) -> str:
         lines.append(f"result: healthy ({len(report.rules)} rules, {len(report.collectors)} collector"
                      f"{'' if len(report.collectors) == 1 else 's'})")
     else:
-        lines.append(f"result: {report.status.upper()} ({counts['critical']} critical, {counts['warning']} warning)")
+        warnings = "warning" if counts["warning"] == 1 else "warnings"
+        lines.append(f"result: {report.status.upper()} ({counts['critical']} critical, {counts['warning']} {warnings})")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -57,6 +58,14 @@ def test_missing_proc_stat_is_a_failing_collector(healthy_tree: Path) -> None:
     text = format_report(report)
     assert "WARNING   collector_failing  collector:host  collector host is failing" in text
     assert "/proc/stat is not readable" in text
+    assert text.endswith("result: WARNING (0 critical, 1 warning)")
+
+
+def test_the_result_counts_warnings_in_the_plural(healthy_tree: Path) -> None:
+    (healthy_tree / "proc" / "stat").unlink()
+    report = check(config(healthy_tree))
+    twice = dataclasses.replace(report, findings=report.findings * 2)
+    assert format_report(twice).endswith("result: WARNING (0 critical, 2 warnings)")
 
 
 def test_critical_finding_exits_2(healthy_tree: Path, tmp_path: Path) -> None:
