@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from rigmon.agent.metrics import RECORD_METRICS
 from rigmon.sim.rig import running_rig
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "rigmon.json"
@@ -50,6 +51,26 @@ def test_every_expression_is_valid_promql(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(rules))
     out = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_series_of_one_kind_in_a_panel_are_told_apart_by_the_same_labels() -> None:
+    # The path resistance panel named each path's resistance ({{path}}) but not its baseline: two
+    # supply paths drew two lines both called "v100-a baseline".
+    data = json.loads(DASHBOARD.read_text())
+    prefixes = sorted((f"rigmon_{spec.prefix}_" for spec in RECORD_METRICS.values()), key=len, reverse=True)
+    wrong = []
+    for panel in data["panels"]:
+        seen: dict[str, tuple[str, set[str]]] = {}
+        for target in panel.get("targets", []):
+            if " by (" in target["expr"]:
+                continue  # aggregated: its legend names what it keeps
+            [metric] = set(re.findall(r"\brigmon_[a-z0-9_]+", target["expr"]))
+            kind = next((p for p in prefixes if metric.startswith(p)), metric)
+            labels = set(re.findall(r"{{(\w+)}}", target["legendFormat"]))
+            first = seen.setdefault(kind, (target["legendFormat"], labels))
+            if first[1] != labels:
+                wrong.append(f"{panel['title']}: {first[0]!r} and {target['legendFormat']!r}")
+    assert not wrong, wrong
 
 
 #: Families of every kind of source the simulated nodes have, checked by promtool below.
@@ -133,6 +154,32 @@ def test_the_events_annotation_marks_an_events_first_occurrence(tmp_path: Path) 
             {"expr": expr, "eval_time": "90s", "exp_samples": []},
             {"expr": expr, "eval_time": "120s", "exp_samples": [
                 {"labels": '{node="strix-1",kind="tb_link_changed",subject="link:0-1"}', "value": 1}]},
+        ]}]}
+    path = tmp_path / "annotation.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_the_events_annotation_marks_the_same_event_after_an_agent_restart(tmp_path: Path) -> None:
+    # A new run counts from 0 again: the same Xid on the same GPU after the agent restarted between two
+    # scrapes reads 1 -> 1 (no change, and the series was there a minute before), and drew no annotation.
+    data = json.loads(DASHBOARD.read_text())
+    [annotation] = data["annotations"]["list"]
+    expr = promql(annotation["expr"])
+    xid = 'rigmon_events_total{node="v100-a",kind="xid",subject="gpu:3",code="79"}'
+    start = 'rigmon_agent_start_timestamp_seconds{node="v100-a"}'
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        # Xid 79 at 10 s; the agent restarts at 3 min and GPU 3 falls off again at once.
+        "input_series": [{"series": xid, "values": "_ _ 1x60"}, {"series": start, "values": "1000x35 1180x26"}],
+        "promql_expr_test": [
+            {"expr": expr, "eval_time": "10s", "exp_samples": [{"labels": xid, "value": 1}]},
+            {"expr": expr, "eval_time": "150s", "exp_samples": []},
+            {"expr": expr, "eval_time": "180s", "exp_samples": [{"labels": xid, "value": 1}]},
+            {"expr": expr, "eval_time": "245s", "exp_samples": []},
         ]}]}
     path = tmp_path / "annotation.test.yml"
     path.write_text(yaml.safe_dump(tests))

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from rigmon.setup.tls import make_self_signed
+from tests.prometheus.test_grafana_dashboard import expressions, promql
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
@@ -62,8 +63,10 @@ def agent_target(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 @contextlib.contextmanager
-def run_prometheus(tmp_path: Path, target: str, token: Path | None, ca_file: Path | None = None) -> Iterator[str]:
-    """The example configuration with only its files and targets replaced (plain HTTP without ``ca_file``)."""
+def run_prometheus(tmp_path: Path, target: str | list[str], token: Path | None, ca_file: Path | None = None
+                   ) -> Iterator[str]:
+    """The example configuration with only its files and targets (one or several) replaced (plain HTTP without
+    ``ca_file``)."""
     example = yaml.safe_load((REPO / "deploy" / "prometheus" / "prometheus.yml").read_text())
     example["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     example["rule_files"] = [str(REPO / "deploy" / "prometheus" / name) for name in example["rule_files"]]
@@ -77,7 +80,7 @@ def run_prometheus(tmp_path: Path, target: str, token: Path | None, ca_file: Pat
         job.pop("tls_config", None)
     else:
         job.setdefault("tls_config", {})["ca_file"] = str(ca_file)
-    job["static_configs"] = [{"targets": [target]}]
+    job["static_configs"] = [{"targets": [target] if isinstance(target, str) else target}]
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump(example))
     port = free_port()
@@ -143,16 +146,16 @@ def test_the_example_job_scrapes_an_agent_as_rigmon_setup_agent_makes_it(tmp_pat
 
 
 @contextlib.contextmanager
-def scraped_scenario(tmp_path: Path, scenario: str) -> Iterator[tuple[str, httpx.Client]]:
-    """One simulated node of ``scenario`` (5x speed) scraped by a real Prometheus with the shipped
-    rules; yields Prometheus' URL and a client."""
-    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", scenario, "--nodes", "1",
+def scraped_scenario(tmp_path: Path, scenario: str, nodes: int = 1) -> Iterator[tuple[str, httpx.Client]]:
+    """``nodes`` simulated nodes of ``scenario`` (5x speed), each its own agent, scraped by a real Prometheus
+    with the shipped rules; yields Prometheus' URL and a client."""
+    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", scenario, "--nodes", str(nodes),
                             "--base-port", "0", "--speed", "5", "--duration", "120"],
                            stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert sim.stdout is not None
-        target = sim.stdout.readline().split()[1].removeprefix("http://")
-        with run_prometheus(tmp_path, target, None) as url, httpx.Client(timeout=5) as client:
+        targets = [sim.stdout.readline().split()[1].removeprefix("http://") for _ in range(nodes)]
+        with run_prometheus(tmp_path, targets, None) as url, httpx.Client(timeout=5) as client:
             yield url, client
     finally:
         sim.terminate()
@@ -178,3 +181,28 @@ def test_prometheus_evaluates_the_rdma_rules_on_a_port_flap(tmp_path: Path) -> N
         assert flapped[0]["metric"]["node"] == "node01"  # type: ignore[index]
         slow = query(client, url, 'ALERTS{alertname="RigmonRdmaPortBelowRate",alertstate="firing"}')
         assert slow[0]["metric"]["port"] == "1"  # type: ignore[index]
+
+
+def returns_data(client: httpx.Client, url: str, promql: str) -> bool:
+    """Whether ``promql`` has any point in the last minute (a panel draws it; an annotation marks it)."""
+    end = time.time()
+    r = client.get(f"{url}/api/v1/query_range", params={"query": promql, "start": end - 60, "end": end, "step": 1})
+    return r.status_code == 200 and bool(r.json()["data"]["result"])
+
+
+def test_every_dashboard_query_draws_data_from_a_lab_of_agents(tmp_path: Path) -> None:
+    # A lab as Grafana sees it through Prometheus: three agents (the undervolt node, the loose SXM2 one,
+    # the Strix Halo box whose USB4 enclosure retrains), one job. Each panel's query, the events
+    # annotation and the node variable return data, and each node's incident raises its alert there.
+    with scraped_scenario(tmp_path, "lab", nodes=3) as (url, client):
+        alerts = {("RigmonGpuLost", "node01"), ("RigmonPcieReplaysRising", "node02"),
+                  ("RigmonThunderboltLinkDegraded", "node03")}
+        for alert, node in sorted(alerts):
+            query(client, url, f'ALERTS{{alertname="{alert}",alertstate="firing",node="{node}"}}', 90)
+        exprs = [promql(e) for e in expressions()]
+        deadline = time.monotonic() + 60
+        while (empty := [e for e in exprs if not returns_data(client, url, e)]) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not empty, f"dashboard queries with no data: {empty}"
+        nodes = client.get(f"{url}/api/v1/label/node/values", params={"match[]": "rigmon_collector_up"}).json()
+        assert nodes["data"] == ["node01", "node02", "node03"]

@@ -34,7 +34,8 @@ def test_rules_check() -> None:
 @needs_promtool
 def test_rules_unit_tests() -> None:
     files = sorted(p.name for p in DEPLOY.glob("*.test.yml"))
-    assert {"rigmon-rules.test.yml", "rigmon-rules-probes.test.yml", "rigmon-rules-agent.test.yml"} <= set(files)
+    assert {"rigmon-rules.test.yml", "rigmon-rules-probes.test.yml", "rigmon-rules-agent.test.yml",
+            "rigmon-rules-restarts.test.yml", "rigmon-rules-trends.test.yml"} <= set(files)
     out = promtool("test", "rules", *files)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("SUCCESS") == len(files)
