@@ -352,6 +352,17 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
         installer.run(["udevadm", "control", "--reload"], check=False)
         installer.run(["udevadm", "trigger", "--subsystem-match=tty"], check=False)
     installer.run(["systemctl", "enable", render.UNIT_NAME])
+    if installer.real:
+        from rigmon.setup.listen_check import listen_problem, unit_active
+
+        listen = served_as(installer.path(render.CONFIG_FILE), (settings.node, settings.listen, settings.tls))[1]
+        problem = listen_problem(listen, lambda: unit_active(render.UNIT_NAME))
+        if problem and installer.dry_run:
+            installer.say(f"the start below would fail: {problem}")
+        elif problem:
+            installer.say(f"FAILED: not started: {problem}")
+            installer.failed = True
+            return
     # A changed file takes effect only on a restart; an unchanged, running agent is left alone.
     installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
                   "see `journalctl -u rigmon-agent`")
