@@ -52,11 +52,11 @@ def test_the_report_says_when_each_alarm_ended_and_how_long_it_lasted() -> None:
     report = render_report([part], 600.0, T0 + 200)
     table = report.split("Alarms of the window", 1)[1].split("\n\n", 2)[1].splitlines()
     assert table[2:] == [
-        "| thunderbolt_degraded | warning | tb:0-1 | before the window | 2026-09-21 14:13:22 UTC (cleared) | - "
-        "| 10 Gb/s |",
-        "| psu_rail_low_critical | critical | psu | 2026-09-21 14:13:30 UTC | 2026-09-21 14:14:40 UTC (cleared) "
-        "| 70 s | 11.255 |",
-        "| psu_rail_undervoltage_latched | critical | psu | 2026-09-21 14:13:31 UTC | still firing at the window's end "
-        "| - | true |",
+        ("| thunderbolt_degraded | warning | tb:0-1 | before the window | 2026-09-21 14:13:22 UTC (cleared) | - "
+         "| 10 Gb/s |"),
+        ("| psu_rail_low_critical | critical | psu | 2026-09-21 14:13:30 UTC | 2026-09-21 14:14:40 UTC (cleared) "
+         "| 70 s | 11.255 |"),
+        ("| psu_rail_undervoltage_latched | critical | psu | 2026-09-21 14:13:31 UTC | still firing at the window's end "
+         "| - | true |"),
         "| gpu_lost | critical | gpu:3 | 2026-09-21 14:13:40 UTC | still firing at the window's end | - | lost |",
     ]
