@@ -67,7 +67,10 @@ class NodePart:
         frames_gz: the window's frames as gzip (one or more members) of wire JSON lines.
         frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
-        alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known).
+        alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known); read
+            from a journal, those firing when its agent last saved its alarm state (``alarms_saved_at``).
+        alarms_saved_at: when the alarms read from a journal's state directory were saved (the node's
+            clock); ``None`` for alarms an agent answered at the pull.
         pulled_at: this machine's clock (Unix s) when the agent's capture (``/v1/snapshot``) came in.
         agent_now_at: the agent's own clock in that capture (its ``taken_at``): with ``pulled_at``, how
             far the node's clock was off this machine's, and until when the node was watched (a
@@ -90,6 +93,7 @@ class NodePart:
     frame_count: int = 0
     error: str | None = None
     alarms: tuple[Alarm, ...] | None = None
+    alarms_saved_at: float | None = None
     pulled_at: float | None = None
     agent_now_at: float | None = None
 

@@ -153,13 +153,15 @@ def _collectors_section(part: NodePart) -> list[str]:
 
 
 def _alarms_section(part: NodePart) -> list[str]:
-    """The alarms active when the agent was pulled: an incident that began before the window (its
-    events outside it) still firing must not read as a quiet node."""
+    """The alarms active when the agent was pulled (or, from a journal, when it last saved them): an
+    incident that began before the window (its events outside it) still firing must not read as a quiet node."""
     if part.alarms is None:
         return []
+    when = ("when the snapshot was taken" if part.alarms_saved_at is None else
+            f"when the agent last saved its alarm state ({_stamp(part.alarms_saved_at)}; read from its state directory)")
     if not part.alarms:
-        return ["No alarm active when the snapshot was taken.", ""]
-    lines = ["Alarms active when the snapshot was taken:", "", "| alarm | severity | state | subject | since | message |",
+        return [f"No alarm active {when}.", ""]
+    lines = [f"Alarms active {when}:", "", "| alarm | severity | state | subject | since | message |",
              "|---|---|---|---|---|---|"]
     for a in part.alarms:
         acked = f" (acknowledged by {a.acknowledged_by or '?'})" if a.acknowledged_at is not None else ""
