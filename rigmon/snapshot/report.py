@@ -19,6 +19,7 @@ import plotext as plt
 
 from rigmon.agent.journal.runs import rail_rank
 from rigmon.cluster.sanitise import clean_lines
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
 
@@ -113,15 +114,16 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         "",
         f"Created {_stamp(created_at)}; window: the last {since_s:g} s before each node's latest frame.",
         "",
-        "| node | source | kernel | agent | window | frames | events (warn/crit) | error |",
-        "|---|---|---|---|---|---|---|---|",
+        "| node | source | kernel | agent | NVIDIA driver | window | frames | events (warn/crit) | error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for part in parts:
         info = part.info
         sev = Counter(e.severity for e in part.events)
         out.append(
             f"| {part.node} | {part.source} | {info.kernel if info else '-'} | "
-            f"{info.agent_version if info else '-'} | {_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
+            f"{info.agent_version if info else '-'} | {nvidia_driver(part.files) or '-'} | "
+            f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
             f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | {part.error or ''} |")
     for part in parts:
         out += ["", f"## {part.node}", ""]
@@ -141,6 +143,21 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     # Names, messages and errors come from agents and journals: REPORT.md is read with
     # `cat` in a terminal as often as in a viewer, so it carries no terminal control.
     return clean_lines("\n".join(out).rstrip()) + "\n"
+
+
+#: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024"
+_NVRM_VERSION = lazy_compile(r"Kernel Module\s+(\S+)")
+
+
+def nvidia_driver(files: dict[str, str]) -> str | None:
+    """The NVIDIA kernel driver's version from a node's captures (``sys/module/nvidia/version``, else the
+    first line of ``proc/driver/nvidia/version``); ``None`` without them (no NVIDIA driver, a journal)."""
+    captured = {path.lstrip("/"): text for path, text in files.items()}
+    version = captured.get("sys/module/nvidia/version", "").strip()
+    if version:
+        return version
+    found = _NVRM_VERSION.search(captured.get("proc/driver/nvidia/version", "").split("\n", 1)[0])
+    return found.group(1) if found else None
 
 
 def _collectors_section(part: NodePart) -> list[str]:

@@ -60,3 +60,17 @@ def test_the_report_says_when_each_alarm_ended_and_how_long_it_lasted() -> None:
          "| - | true |"),
         "| gpu_lost | critical | gpu:3 | 2026-09-21 14:13:40 UTC | still firing at the window's end | - | lost |",
     ]
+
+
+def test_the_report_names_the_nvidia_driver_each_node_runs() -> None:
+    # A GPU falling off the bus is a driver question as often as a power one: before, the report gave the
+    # kernel's and rigmon's versions only.
+    nvrm = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+            "GCC version:  gcc version 12.2.0\n")
+    parts = [NodePart(node="v100-a", source="a", files={"/sys/module/nvidia/version": "535.183.01\n",
+                                                          "/proc/driver/nvidia/version": nvrm}),
+             NodePart(node="v100-b", source="b", files={"proc/driver/nvidia/version": nvrm}),
+             NodePart(node="strix", source="c", files={"/proc/loadavg": "0.1 0.1 0.1 1/100 1\n"})]
+    rows = [line for line in render_report(parts, 600.0, T0).splitlines() if line.startswith("| ")]
+    assert rows[0].split(" | ")[4] == "NVIDIA driver"
+    assert [row.split(" | ")[4] for row in rows[1:4]] == ["535.183.01", "550.54.14", "-"]
