@@ -361,18 +361,21 @@ def read_bundle(path: str | Path) -> Bundle:
         last = next(reversed(members))
         # A gzip stream that ends early is a cut (an interrupted download); one whose bytes fail their
         # check is damaged, and the files read just before the damage may hold its bad bytes.
-        how = "cut short" if isinstance(exc, EOFError) else "damaged"
-        cut_short = f"the bundle is {how} after {last} ({exc})"
+        cut_short = f"{'the bundle is cut short' if isinstance(exc, EOFError) else _DAMAGED} after {last} ({exc})"
     if "manifest.json" not in members:
         raise BundleError(f"{path}: no manifest.json")
     try:
         man = _manifest(members["manifest.json"], path)
         nodes = [_node(entry, members, cut_short) for entry in man["nodes"]]
     except _MemberError as exc:
-        damage = f" ({cut_short})" if cut_short is not None and "damaged" in cut_short else ""
+        damage = f" ({cut_short})" if cut_short is not None and cut_short.startswith(_DAMAGED) else ""
         raise BundleError(f"{path}: a damaged bundle{damage}: {exc}") from None
     return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode("utf-8", "replace"), nodes=nodes,
                   members=members, cut_short=cut_short)
+
+
+#: How `Bundle.cut_short` begins for a bundle whose bytes fail their check (not one that ends early).
+_DAMAGED = "the bundle is damaged"
 
 
 class _MemberError(ValueError):
@@ -443,8 +446,7 @@ def _node(entry: dict[str, Any], members: dict[str, bytes], cut_short: str | Non
         files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
                for k, v in members.items() if k.startswith(base + "captures/")},
         missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
-        else f"the bundle is {'damaged' if cut_short.startswith('the bundle is damaged') else 'cut short'} "
-             "before its frames",
+        else f"the bundle is {'damaged' if cut_short.startswith(_DAMAGED) else 'cut short'} before its frames",
         pulled_at=_time_of(entry, "pulled_at"),
         agent_now_at=_time_of(entry, "agent_now_at"),
     )

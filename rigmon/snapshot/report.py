@@ -175,7 +175,8 @@ def _alarms_section(part: NodePart) -> list[str]:
     if part.alarms is None:
         return []
     when = ("when the snapshot was taken" if part.alarms_saved_at is None else
-            f"when the agent last saved its alarm state ({_stamp(part.alarms_saved_at)}; read from its state directory)")
+            f"when the agent last saved its alarm state ({_stamp(part.alarms_saved_at)}; "
+            "read from its state directory)")
     if not part.alarms:
         return [f"No alarm active {when}.", ""]
     lines = [f"Alarms active {when}:", "", "| alarm | severity | state | subject | since | message |",
