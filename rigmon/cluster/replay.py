@@ -169,8 +169,8 @@ class Replay:
         self.speed = 1.0
         self._fed = 0
         self._trackers: dict[str, AlarmTracker] = {}
-        #: Until when each node was watched, by store key (its pull, else its last frame): the cluster
-        #: rules judge no staleness past it.
+        #: Until when each node was watched, by store key (its pull, else its last frame): no node ages,
+        #: and the cluster rules judge no staleness, past it.
         self._recorded_until = {key: at for at, _, key, _ in timeline}
         self._recorded_until.update({key: clock.watched_until for key, clock in self._clock_of.items()
                                      if clock.watched_until is not None})
@@ -236,7 +236,9 @@ class Replay:
         entries = self.bundle.manifest.get("nodes") or []
         for index, (key, node) in enumerate(zip(self.keys, self.bundle.nodes)):
             store = cluster.nodes[key]
-            store.watched_until = self._clock_of[key].watched_until
+            # Its age stops where the bundle stops knowing of it: its pull, or, undated, its last frame
+            # (a node whose clock ran ahead must not make the others read stale past theirs).
+            store.watched_until = self._recorded_until.get(key)
             if node.info is not None:
                 store.connected(node.info)
             entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}

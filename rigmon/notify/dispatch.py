@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rigmon.config import NotifySection
 from rigmon.notify.payload import Notification
 from rigmon.notify.senders import NotifyError, Sender, make_sender
+from rigmon.redact import redact_urls
 from rigmon.schema import CollectorStatus
 
 log = logging.getLogger(__name__)
@@ -345,7 +346,10 @@ class NotifierWorker:
             delay_s = min(self.section.backoff_max_s, max(delay_s, exc.retry_after_s))
         log.warning("notifier %s: %s %s attempt %d failed: %s%s", self.name, n.status, n.alarm.id,
                     job.attempt + 1, exc, "" if last_try else f"; retry in {delay_s:.1f} s")
-        self.failing = str(exc)
+        # Into every frame (``collectors.notify``): the dashboard, the journal and bug-report bundles
+        # carry it, and a receiver's secret (a redirect's Location, a URL a command printed) must not
+        # go with it; the log above keeps it whole, for the operator to fix the url.
+        self.failing = redact_urls(str(exc))
         with self._wake:
             if job.dropped:
                 return  # pushed out of the pending set while it was being sent

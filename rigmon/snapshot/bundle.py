@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 
 from rigmon import __version__
 from rigmon.agent.journal import encode_history
+from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import Alarm, Event, Frame, History, Info, decode, decode_data, encode
 from rigmon.typed import to_data
 
@@ -66,7 +67,10 @@ class NodePart:
         frames_gz: the window's frames as gzip (one or more members) of wire JSON lines.
         frame_count: how many frames ``frames_gz`` holds.
         error: why part of the pull failed, if it did.
-        alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known).
+        alarms: the agent's active alarms when it was pulled (``None``: not asked, or not known); read
+            from a journal, those firing when its agent last saved its alarm state (``alarms_saved_at``).
+        alarms_saved_at: when the alarms read from a journal's state directory were saved (the node's
+            clock); ``None`` for alarms an agent answered at the pull.
         pulled_at: this machine's clock (Unix s) when the agent's capture (``/v1/snapshot``) came in.
         agent_now_at: the agent's own clock in that capture (its ``taken_at``): with ``pulled_at``, how
             far the node's clock was off this machine's, and until when the node was watched (a
@@ -89,6 +93,7 @@ class NodePart:
     frame_count: int = 0
     error: str | None = None
     alarms: tuple[Alarm, ...] | None = None
+    alarms_saved_at: float | None = None
     pulled_at: float | None = None
     agent_now_at: float | None = None
 
@@ -336,7 +341,8 @@ def read_bundle(path: str | Path) -> Bundle:
     """Read a bundle written by `write_bundle` (what a replay does).
 
     Raises:
-        BundleError: not a tar.gz of this format.
+        BundleError: not a tar.gz of this format, or one whose content is damaged (the message
+            names the file of the bundle that is).
     """
     members: dict[str, bytes] = {}
     cut_short: str | None = None
@@ -353,35 +359,97 @@ def read_bundle(path: str | Path) -> Bundle:
         if "manifest.json" not in members:
             raise BundleError(f"{path}: not a readable bundle: {exc}") from None
         last = next(reversed(members))
-        cut_short = f"the bundle is cut short after {last} ({exc})"
+        # A gzip stream that ends early is a cut (an interrupted download); one whose bytes fail their
+        # check is damaged, and the files read just before the damage may hold its bad bytes.
+        cut_short = f"{'the bundle is cut short' if isinstance(exc, EOFError) else _DAMAGED} after {last} ({exc})"
     if "manifest.json" not in members:
         raise BundleError(f"{path}: no manifest.json")
-    man = json.loads(members["manifest.json"])
+    try:
+        man = _manifest(members["manifest.json"], path)
+        nodes = [_node(entry, members, cut_short) for entry in man["nodes"]]
+    except _MemberError as exc:
+        damage = f" ({cut_short})" if cut_short is not None and cut_short.startswith(_DAMAGED) else ""
+        raise BundleError(f"{path}: a damaged bundle{damage}: {exc}") from None
+    return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode("utf-8", "replace"), nodes=nodes,
+                  members=members, cut_short=cut_short)
+
+
+#: How `Bundle.cut_short` begins for a bundle whose bytes fail their check (not one that ends early).
+_DAMAGED = "the bundle is damaged"
+
+
+class _MemberError(ValueError):
+    """A file of the bundle does not hold what rigmon writes there; the message names it."""
+
+
+def _manifest(raw: bytes, path: str | Path) -> dict[str, Any]:
+    """The manifest, checked for the shape the nodes are read by.
+
+    Raises:
+        BundleError: of a format this rigmon does not read (a newer rigmon's).
+        _MemberError: not a manifest.
+    """
+    try:
+        man = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _MemberError(f"manifest.json: not JSON: {exc}") from None
+    if not isinstance(man, dict):
+        raise _MemberError("manifest.json: not a JSON object")
     if man.get("format") not in READABLE_FORMATS:
-        raise BundleError(f"{path}: bundle format {man.get('format')!r}, this rigmon reads "
-                          f"{', '.join(map(str, READABLE_FORMATS))}")
-    nodes: list[NodeBundle] = []
-    for entry in man["nodes"]:
-        base = entry["dir"] + "/"
-        info_data = json.loads(members.get(base + "info.json", b"null"))
-        series = members.get(base + "series.json")
-        nodes.append(NodeBundle(
-            node=entry["node"],
-            info=decode_data(Info, info_data) if info_data else None,
-            config=json.loads(members.get(base + "config.json", b"null")),
-            inventory=json.loads(members.get(base + "inventory.json", b"null")),
-            history=decode(History, series) if series else None,
-            events=[decode(Event, line) for line in members.get(base + "events.jsonl", b"").splitlines() if line],
-            frames=[decode(Frame, line) for line in _frame_lines(members, base) if line],
-            files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
-                   for k, v in members.items() if k.startswith(base + "captures/")},
-            missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
-            else "the bundle is cut short before its frames",
-            pulled_at=_time_of(entry, "pulled_at"),
-            agent_now_at=_time_of(entry, "agent_now_at"),
-        ))
-    return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode(), nodes=nodes, members=members,
-                  cut_short=cut_short)
+        made_by = man.get("created_by")
+        by = f" (made by {clean_text(str(made_by))})" if made_by else ""
+        raise BundleError(f"{path}: bundle format {man.get('format')!r}{by}; rigmon {__version__} reads formats "
+                          f"{', '.join(map(str, READABLE_FORMATS))}: open it with a newer rigmon")
+    entries = man.get("nodes")
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("node"), str) and isinstance(e.get("dir"), str) for e in entries):
+        raise _MemberError("manifest.json: nodes: expected a list of entries, each with a node and a dir")
+    return man
+
+
+def _node(entry: dict[str, Any], members: dict[str, bytes], cut_short: str | None) -> NodeBundle:
+    """One node's part of the bundle, as its manifest entry lists it.
+
+    Raises:
+        _MemberError: one of its files is damaged.
+    """
+    base = entry["dir"] + "/"
+
+    def member(name: str, default: bytes) -> tuple[str, bytes]:
+        return base + name, members.get(base + name, default)
+
+    try:
+        name, raw = member("info.json", b"null")
+        info_data = json.loads(raw)
+        info = decode_data(Info, info_data) if info_data else None
+        name, raw = member("config.json", b"null")
+        config = json.loads(raw)
+        name, raw = member("inventory.json", b"null")
+        inventory_data = json.loads(raw)
+        name, series = member("series.json", b"")
+        history = decode(History, series) if series else None
+        name, raw = member("events.jsonl", b"")
+        events = [decode(Event, line) for line in raw.splitlines() if line]
+        name = base + ("frames.jsonl.gz" if base + "frames.jsonl.gz" in members else "frames.jsonl")
+        frames = [decode(Frame, line) for line in _frame_lines(members, base) if line]
+    except (ValueError, UnicodeDecodeError, TypeError) as exc:
+        # JSON and schema errors are ValueErrors.
+        raise _MemberError(f"{name}: {exc}") from None
+    return NodeBundle(
+        node=entry["node"],
+        info=info,
+        config=config,
+        inventory=inventory_data,
+        history=history,
+        events=events,
+        frames=frames,
+        files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
+               for k, v in members.items() if k.startswith(base + "captures/")},
+        missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
+        else f"the bundle is {'damaged' if cut_short.startswith(_DAMAGED) else 'cut short'} before its frames",
+        pulled_at=_time_of(entry, "pulled_at"),
+        agent_now_at=_time_of(entry, "agent_now_at"),
+    )
 
 
 def _time_of(entry: dict[str, Any], key: str) -> float | None:
@@ -397,10 +465,15 @@ def _has_frames(members: dict[str, bytes], base: str) -> bool:
 
 
 def _frame_lines(members: dict[str, bytes], base: str) -> list[bytes]:
+    """The node's frame lines (format 2 gzip, format 1 plain).
+
+    Raises:
+        ValueError: its frames.jsonl.gz does not decompress.
+    """
     packed = members.get(base + "frames.jsonl.gz")
     if packed is not None:
         try:
             return gzip.decompress(packed).splitlines() if packed else []
-        except (OSError, EOFError) as exc:
-            raise BundleError(f"{base}frames.jsonl.gz: {exc}") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"does not decompress: {exc}") from None
     return members.get(base + "frames.jsonl", b"").splitlines()

@@ -41,6 +41,7 @@ from rigmon.schema import (
 )
 from rigmon.series import frame_series
 from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.saved_alarms import add_saved_alarms
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
 FRAMES_CHUNK_S = 3600.0
@@ -408,7 +409,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
 
     try:
         with JournalReader(path) as reader:
-            _read_part(part, reader, since_s, tick)
+            _read_part(part, reader, since_s, tick, journal_path(path))
             if reader.unreadable:
                 part.error = (f"the journal is damaged: {len(reader.unreadable)} stored parts of the window left out: "
                               + "; ".join(reader.unreadable[:5]))
@@ -433,7 +434,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
 
     try:
         with salvage(path) as saved:
-            _read_part(part, saved.reader, since_s, tick_again)
+            _read_part(part, saved.reader, since_s, tick_again, journal_path(path))
             unread = "; ".join(saved.problems + saved.reader.unreadable[:5]) or "nothing more"
             part.error = (f"the journal is damaged ({first}); this bundle holds what could still be read of it "
                           f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
@@ -443,7 +444,9 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
     return part
 
 
-def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Callable[[str], None]) -> None:
+def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Callable[[str], None],
+               source: Path) -> None:
+    """Fill ``part`` from ``reader``: the journal file ``source`` (or its salvaged copy)."""
     runs = reader.runs()
     last_run = runs[-1] if runs else None
     if last_run is not None:
@@ -456,9 +459,10 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     part.from_at = part.to_at - since_s
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
-    directory = reader.path.parent
+    # The journal's own directory, not its salvaged copy's.
+    directory = source.parent
     kept = sorted(p.name for p in directory.glob("journal.sqlite3.damaged-*")
-                  if not p.name.endswith(("-wal", "-shm")) and p.name != reader.path.name)
+                  if not p.name.endswith(("-wal", "-shm")) and p.name != source.name)
     if kept:
         # An incident before the agent set its journal aside is in those files, not in this one.
         part.capture_errors.append(f"{directory} also holds journals the agent set aside: {', '.join(kept)}; "
@@ -468,6 +472,7 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.capture_errors.append(f"the journal is of format {written_as[0]}, newer than this rigmon reads "
                                    f"({FORMAT_VERSION}): read as far as that format allows; a newer rigmon "
                                    "reads it whole")
+    add_saved_alarms(part, source)
     tick("no capture")
     part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
     tick(f"{len(part.history.series)} series, {len(part.history.events)} events")

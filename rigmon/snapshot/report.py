@@ -8,6 +8,7 @@ rail's series alone when the node has any, see `rail_rank`),
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -18,7 +19,8 @@ import plotext as plt
 
 from rigmon.agent.journal.runs import rail_rank
 from rigmon.cluster.sanitise import clean_lines
-from rigmon.schema import History, HistorySeries
+from rigmon.lazy_re import lazy_compile
+from rigmon.schema import Event, EventValue, History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
 
 Stat = Literal["min", "mean", "max"]
@@ -43,6 +45,8 @@ CHARTS = (
 MAX_LINES = 6
 #: Warning and critical events listed per node.
 MAX_EVENTS_LISTED = 40
+#: Alarms of the window listed per node (the latest to fire).
+MAX_ALARMS_LISTED = 40
 CHART_WIDTH = 100
 CHART_HEIGHT = 20
 
@@ -110,20 +114,22 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         "",
         f"Created {_stamp(created_at)}; window: the last {since_s:g} s before each node's latest frame.",
         "",
-        "| node | source | kernel | agent | window | frames | events (warn/crit) | error |",
-        "|---|---|---|---|---|---|---|---|",
+        "| node | source | kernel | agent | NVIDIA driver | window | frames | events (warn/crit) | error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for part in parts:
         info = part.info
         sev = Counter(e.severity for e in part.events)
         out.append(
             f"| {part.node} | {part.source} | {info.kernel if info else '-'} | "
-            f"{info.agent_version if info else '-'} | {_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
+            f"{info.agent_version if info else '-'} | {nvidia_driver(part.files) or '-'} | "
+            f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
             f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | {part.error or ''} |")
     for part in parts:
         out += ["", f"## {part.node}", ""]
         out += _collectors_section(part)
         out += _alarms_section(part)
+        out += _window_alarms_section(part)
         out += _events_section(part)
         if part.history is None:
             out += ["No series: the node's journal was not available.", ""]
@@ -139,6 +145,21 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     return clean_lines("\n".join(out).rstrip()) + "\n"
 
 
+#: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024"
+_NVRM_VERSION = lazy_compile(r"Kernel Module\s+(\S+)")
+
+
+def nvidia_driver(files: dict[str, str]) -> str | None:
+    """The NVIDIA kernel driver's version from a node's captures (``sys/module/nvidia/version``, else the
+    first line of ``proc/driver/nvidia/version``); ``None`` without them (no NVIDIA driver, a journal)."""
+    captured = {path.lstrip("/"): text for path, text in files.items()}
+    version = captured.get("sys/module/nvidia/version", "").strip()
+    if version:
+        return version
+    found = _NVRM_VERSION.search(captured.get("proc/driver/nvidia/version", "").split("\n", 1)[0])
+    return found.group(1) if found else None
+
+
 def _collectors_section(part: NodePart) -> list[str]:
     if part.latest is None:
         return []
@@ -149,18 +170,84 @@ def _collectors_section(part: NodePart) -> list[str]:
 
 
 def _alarms_section(part: NodePart) -> list[str]:
-    """The alarms active when the agent was pulled: an incident that began before the window (its
-    events outside it) still firing must not read as a quiet node."""
+    """The alarms active when the agent was pulled (or, from a journal, when it last saved them): an
+    incident that began before the window (its events outside it) still firing must not read as a quiet node."""
     if part.alarms is None:
         return []
+    when = ("when the snapshot was taken" if part.alarms_saved_at is None else
+            f"when the agent last saved its alarm state ({_stamp(part.alarms_saved_at)}; "
+            "read from its state directory)")
     if not part.alarms:
-        return ["No alarm active when the snapshot was taken.", ""]
-    lines = ["Alarms active when the snapshot was taken:", "", "| alarm | severity | state | subject | since | message |",
+        return [f"No alarm active {when}.", ""]
+    lines = [f"Alarms active {when}:", "", "| alarm | severity | state | subject | since | message |",
              "|---|---|---|---|---|---|"]
     for a in part.alarms:
         acked = f" (acknowledged by {a.acknowledged_by or '?'})" if a.acknowledged_at is not None else ""
         lines.append(f"| {a.rule} | {a.severity} | {a.state}{acked} | {a.subject} | {_stamp(a.started_at)} | "
                      f"{a.message.replace('|', '/')} |")
+    return lines + [""]
+
+
+@dataclass(slots=True)
+class _Episode:
+    """One alarm of the window, from its ``alarm_*`` events: when it fired and when (and why) it ended."""
+
+    first: Event
+    fired_at: float | None = None
+    worst: EventValue = None
+    ended_at: float | None = None
+    reason: str | None = None
+
+
+def window_alarms(events: Sequence[Event]) -> list[_Episode]:
+    """The alarms that fired in the window or ended in it, in the order they fired (those that fired
+    before the window first): a pending alarm that never fired is left out."""
+    episodes: dict[str, _Episode] = {}
+    pending_only: set[str] = set()
+    for e in sorted(events, key=lambda e: e.at):
+        alarm_id = e.data.get("alarm_id")
+        if not e.kind.startswith("alarm_") or not isinstance(alarm_id, str):
+            continue
+        episode = episodes.setdefault(alarm_id, _Episode(e))
+        if e.kind == "alarm_pending":
+            pending_only.add(alarm_id)
+        elif e.kind == "alarm_firing" and episode.fired_at is None:
+            episode.fired_at = e.at
+            episode.first = e
+            episode.worst = e.data.get("value")
+            pending_only.discard(alarm_id)
+        elif e.kind == "alarm_resolved":
+            episode.ended_at = e.at
+            # Its value is the episode's worst (the lowest rail minimum), as the firing's may not be.
+            episode.worst = e.data.get("value", episode.worst)
+            reason = e.data.get("reason")
+            episode.reason = reason if isinstance(reason, str) else None
+    kept = [ep for alarm_id, ep in episodes.items()
+            if alarm_id not in pending_only and (ep.fired_at is not None or ep.ended_at is not None)]
+    return sorted(kept, key=lambda ep: -1.0 if ep.fired_at is None else ep.fired_at)
+
+
+def _window_alarms_section(part: NodePart) -> list[str]:
+    """Every alarm of the window with its end, so a reader sees how long the rail stayed low, not only
+    that it went low (its resolution is an info event, left out of the events listed below)."""
+    episodes = window_alarms(part.events)
+    if not episodes:
+        return []
+    lines = ["Alarms of the window (fired, ended and how long they lasted):", "",
+             "| alarm | severity | subject | fired | ended | lasted | value |", "|---|---|---|---|---|---|---|"]
+    for ep in episodes[-MAX_ALARMS_LISTED:]:
+        data = ep.first.data
+        fired = "before the window" if ep.fired_at is None else _stamp(ep.fired_at)
+        if ep.ended_at is None:
+            ended, lasted = "still firing at the window's end", "-"
+        else:
+            ended = _stamp(ep.ended_at) + (f" ({ep.reason})" if ep.reason else "")
+            lasted = "-" if ep.fired_at is None else f"{ep.ended_at - ep.fired_at:.0f} s"
+        value = "-" if ep.worst is None else ep.worst if isinstance(ep.worst, str) else json.dumps(ep.worst)
+        lines.append(f"| {data.get('rule')} | {data.get('severity')} | {ep.first.subject} | {fired} | {ended} | "
+                     f"{lasted} | {value.replace('|', '/')} |")
+    if len(episodes) > MAX_ALARMS_LISTED:
+        lines += ["", f"({len(episodes) - MAX_ALARMS_LISTED} earlier alarms not listed: see events.jsonl)"]
     return lines + [""]
 
 

@@ -1,7 +1,7 @@
-"""Staleness in a replay is judged by each node's own frame times: a gap between two of a node's
-frames is its sampler stalling, but the cursor passing a node's last frame is not (a node whose
-clock ran ahead carries the cursor past the others' last frames; the bundle cannot tell that from a
-stalled node)."""
+"""Staleness in a replay of a bundle that does not date its pulls is judged by each node's own frame
+times: a gap between two of a node's frames is its sampler stalling, but the cursor passing a node's
+last frame is not (a node whose clock ran ahead carries the cursor past the others' last frames; the
+bundle cannot tell that from a stalled node), and no node ages past its last frame."""
 
 from __future__ import annotations
 
@@ -47,6 +47,8 @@ def test_a_node_whose_clock_ran_ahead_does_not_make_the_others_stale(tmp_path: P
                                            "node02": frames("node02", range(1, 91), ahead_s=40.0)})
     assert play(replay, cluster) == set()
     assert replay.at == replay.end_at and cluster.rules.active() == () and cluster.rules.recent() == ()
+    # Nor does node01's row read stale (before, it did for the last 40 s).
+    assert [s.state() for s in cluster.nodes.values()] == ["live", "live"]
     # ... and the alarms screen says what a replay does not judge.
     assert "nor staleness after a node's last frame" in board_view(cluster, replay.notes).notes
 

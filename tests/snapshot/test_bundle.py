@@ -24,7 +24,7 @@ from rigmon.config import AgentConfig, AgentSection, JournalSection
 from rigmon.redact import REDACTED, redact
 from rigmon.schema import Alarm, History, HistorySeries, SchemaError, decode, encode
 from rigmon.sim.rig import running_rig
-from rigmon.snapshot.bundle import NodePart, read_bundle, write_bundle
+from rigmon.snapshot.bundle import BundleError, NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
 from rigmon.snapshot.pull import Progress, decode_history
 from rigmon.snapshot.report import CHARTS, chart_series, render_report
@@ -360,7 +360,7 @@ def test_bundles_of_format_1_still_read(tmp_path: Path) -> None:
             info = tarfile.TarInfo(f"top/{name}")
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
-    with pytest.raises(SchemaError, match="schema version 2"):
+    with pytest.raises(BundleError, match="nodes/n1/frames.jsonl: schema version 2"):
         read_bundle(path)  # the old frames.jsonl member is read (and checked)
     manifest["nodes"] = []
     with tarfile.open(path, "w:gz") as tar:

@@ -102,7 +102,7 @@ async def test_replay_keys_move_the_time_cursor(tmp_path: Path) -> None:
         await pilot.press("right", "right", "right")
         await pilot.pause()
         rows = app.screen.query_one("#active-alarms", AlarmTable).alarms
-        # (node03's frames end early: its row reads stale, but no node_stale is judged past a node's
+        # (node03's frames end early: the bundle does not date its pulls, so no node_stale is judged past a node's
         # last frame, see tests/cluster/test_replay_stale.py.)
         assert [(r.node, r.alarm.rule) for r in rows] == [("node02", "gpu_lost")]
         await pilot.press("x")
