@@ -95,6 +95,7 @@ class SimNvidiaGpus:
     _next_aer_s: dict[int, float] = field(default_factory=dict)
     _fraction: dict[tuple[int, str, int], float] = field(default_factory=dict)
     _gone: set[int] = field(default_factory=set)
+    _driver_written: bool = False
     drop_reasons: dict[int, str] = field(default_factory=dict)
     #: Below this rail minimum the boards assert HW slowdown and the power brake (the SXM2
     #: board's own reaction to a sagging 12 V input), until the rail recovers.
@@ -274,6 +275,14 @@ class SimNvidiaGpus:
                                      f"in {self.sag_window_s:.0f} s")
 
     def write(self, tree: Tree) -> None:
+        if not self._driver_written:
+            # The loaded kernel module says its version (what a bug report's reader asks first).
+            version = self.machine.driver_version
+            tree.write("/sys/module/nvidia/version", f"{version}\n")
+            tree.write("/proc/driver/nvidia/version",
+                       f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Thu Feb 22 01:44:30 UTC 2024\n"
+                       "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+            self._driver_written = True
         for gpu in self.gpus:
             base = f"/sys/bus/pci/devices/{gpu.sysfs_bus_id}"
             if gpu.lost:

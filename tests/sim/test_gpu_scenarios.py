@@ -224,3 +224,18 @@ def test_strix_cluster_nodes_show_amd_gpus(tmp_path: Path) -> None:
 def test_scenarios_are_registered() -> None:
     for name in ("undervolt-bus-drop", "loose-sxm2", "strix-cluster"):
         assert get_scenario(name).name == name
+
+
+def test_the_simulated_driver_says_its_version_as_nvml_does(tmp_path: Path) -> None:
+    from rigmon.agent.capture import capture_node
+    from rigmon.snapshot.report import nvidia_driver
+
+    node = _node(tmp_path, "loose-sxm2")
+    try:
+        node.step(0.0)
+        machine = next(d for d in node.devices if isinstance(d, SimNvidiaGpus)).machine
+        files = capture_node(HostRoot(node.tree.root)).files
+    finally:
+        node.close()
+    assert nvidia_driver(files) == machine.driver_version
+    assert files["/proc/driver/nvidia/version"].startswith("NVRM version: NVIDIA UNIX x86_64 Kernel Module  ")
