@@ -37,6 +37,7 @@ from rigmon import __version__
 from rigmon.agent.journal import encode_history
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import Alarm, Event, Frame, History, Info, decode, decode_data, encode
+from rigmon.snapshot.unpack_limits import UNPACK_RATIO, TooLarge, gunzip_bounded, unpack_budget
 from rigmon.typed import to_data
 
 BUNDLE_FORMAT = 2
@@ -347,11 +348,19 @@ def read_bundle(path: str | Path) -> Bundle:
     members: dict[str, bytes] = {}
     cut_short: str | None = None
     try:
+        budget = unpack_budget(os.path.getsize(path))
+    except OSError as exc:
+        raise BundleError(f"{path}: not a readable bundle: {exc.strerror or exc}") from None
+    try:
         # Member by member, as written: a bundle cut short still gives the members before the cut.
         with tarfile.open(path, "r:gz") as tar:
             for m in tar:
                 if not m.isfile():
                     continue
+                budget -= m.size  # as its header says, before a byte of it is read
+                if budget < 0:
+                    raise BundleError(f"{path}: {m.name}: the bundle unpacks to more than {UNPACK_RATIO}x its "
+                                      "size: not a bundle rigmon writes (refused before it takes the memory)")
                 fh = tar.extractfile(m)
                 if fh is not None:
                     members[m.name.split("/", 1)[1] if "/" in m.name else m.name] = fh.read()
@@ -473,7 +482,7 @@ def _frame_lines(members: dict[str, bytes], base: str) -> list[bytes]:
     packed = members.get(base + "frames.jsonl.gz")
     if packed is not None:
         try:
-            return gzip.decompress(packed).splitlines() if packed else []
-        except (OSError, EOFError, zlib.error) as exc:
+            return gunzip_bounded(packed).splitlines() if packed else []
+        except (OSError, EOFError, zlib.error, TooLarge) as exc:
             raise ValueError(f"does not decompress: {exc}") from None
     return members.get(base + "frames.jsonl", b"").splitlines()

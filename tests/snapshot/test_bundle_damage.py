@@ -85,3 +85,22 @@ def test_a_bundle_whose_bytes_fail_their_check_is_damaged_not_cut_short(tmp_path
     assert bundle.cut_short is not None and bundle.cut_short.startswith(
         "the bundle is damaged after nodes/node03/events.jsonl (CRC check failed")
     assert [n.missing for n in bundle.nodes] == [None, None, "the bundle is damaged before its frames"]
+
+
+def test_frames_that_unpack_past_any_bundle_rigmon_writes_are_refused(tmp_path: Path) -> None:
+    import gzip
+
+    bomb = gzip.compress(b"\0" * (200 * 1024 * 1024), 9)  # ~200 kB unpacking to 200 MB
+    path = rewritten(tmp_path, lambda name, content: bomb if name == "nodes/node03/frames.jsonl.gz" else content)
+    # Before, the frames were unpacked whole, whatever they grew to: a hostile bundle took the memory.
+    with pytest.raises(BundleError, match=r": a damaged bundle: nodes/node03/frames\.jsonl\.gz: does not decompress: "
+                                          r"unpacks to more than \d+ bytes \(200x its"):
+        read_bundle(path)
+
+
+def test_a_bundle_that_unpacks_past_any_rigmon_writes_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    huge = b"\0" * (150 * 1024 * 1024)
+    path = rewritten(tmp_path, lambda name, content: huge if name == "REPORT.md" else content)
+    assert path.stat().st_size < 1024 * 1024
+    with pytest.raises(BundleError, match=r"REPORT\.md: the bundle unpacks to more than 200x its size"):
+        read_bundle(path)
