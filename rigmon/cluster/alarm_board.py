@@ -69,7 +69,7 @@ class AlarmRow:
         joined = [o.message for o in self.also if o.message and not _escalation(o, self.alarm)]
         # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end;
         # so is the ending of a reason this dashboard does not know (a newer agent's), whatever the
-        # messages end with: it is this dashboard's word for it (the agent's own may be there too).
+        # joined messages end with: the agent's own, or this dashboard's word for it (`with_ending`).
         reason = _ending(self.alarm)
         unknown = self.alarm.resolve_reason is not None and self.alarm.resolve_reason not in RESOLVE_REASONS
         if not (reason and (unknown or joined and all(m.endswith(reason) for m in joined))):
@@ -162,12 +162,17 @@ def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
 
 def _ending(alarm: Alarm) -> str:
     """What the end of a resolved ``alarm`` added to its message (``" (agent restarted without it)"``),
-    or ``""``: by its `Alarm.resolve_reason` (`resolve_ending`: a neutral one for a reason this dashboard
-    does not know); an older agent's alarm, which has none, by its message."""
+    or ``""``: by its `Alarm.resolve_reason`; for a reason this dashboard does not know, the ending its
+    message carries (`with_ending` gave it one: the agent's own or the neutral `resolve_ending`); an
+    older agent's alarm, which has no reason, by its message."""
     if alarm.state != "resolved":
         return ""
-    if alarm.resolve_reason is not None:
-        return resolve_ending(alarm.resolve_reason)
+    reason = alarm.resolve_reason
+    if reason is None:
+        return _end_reason(alarm.message)
+    ending = resolve_ending(reason)
+    if reason in RESOLVE_REASONS or alarm.message.endswith(ending):
+        return ending
     return _end_reason(alarm.message)
 
 
