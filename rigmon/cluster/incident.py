@@ -236,7 +236,9 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
         text = f"a link was down or slow within {WORST_WINDOW_S:.0f} s"
         if summary.link_worst_gbps is not None and summary.link_gbps is not None \
                 and summary.link_worst_gbps < summary.link_gbps:
-            text = f"USB4 at {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s (flapping)"
+            # Which link the summary does not say; how far it fell, how fast it is now, and what to do.
+            text = (f"USB4 down to {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s, now "
+                    f"{summary.link_gbps:g} (flapping): re-plug")
         out.append(Problem("warn", text, "link:"))
     if summary is not None and summary.gpu_peak_worst_w is not None and summary.gpu_peak_limit_w:
         if summary.gpu_peak_worst_w > PEAK_OVER_LIMIT_FACTOR * summary.gpu_peak_limit_w:

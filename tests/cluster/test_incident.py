@@ -153,4 +153,5 @@ def test_a_link_that_flapped_within_the_minute_is_named() -> None:
     store.add_frames(frames + healthy)
     view = store.view()
     assert store.summary is not None and store.summary.links_healthy == store.summary.links_total
-    assert reason(view.problems) == "USB4 at 20 Gb/s within 60 s (flapping)"
+    # Before: "USB4 at 20 Gb/s within 60 s (flapping)": neither that it is at 40 now nor what to do.
+    assert reason(view.problems) == "USB4 down to 20 Gb/s within 60 s, now 40 (flapping): re-plug"
