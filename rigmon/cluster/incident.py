@@ -195,6 +195,16 @@ def array_trouble(frame: Frame) -> list[Problem]:
     return out
 
 
+def rail_text(worst: float, summary: NodeSummary | None) -> str:
+    """``rail 11.255 V`` while the rail is that low now; once it has come back, which period that
+    worst was of and where the rail is now (``rail 11.255 V within 60 s, now 11.850 V``), so that
+    the "now" of a node's story does not pass a sag gone for the rail's present state."""
+    now = summary.rail_min_volts if summary is not None else None
+    if now is None or now <= worst:
+        return f"rail {worst:.3f} V"
+    return f"rail {worst:.3f} V within {WORST_WINDOW_S:.0f} s, now {now:.3f} V"
+
+
 def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[Alarm] = (),
              rail: RailMemory | None = None, peers_up: frozenset[str] = frozenset()) -> tuple[Problem, ...]:
     """What is wrong with a node now, worst first (``bad`` before ``warn``).
@@ -223,7 +233,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
             out.append(Problem("bad", f"GPU {gpu.index} lost", subject))
     worst = summary.rail_worst_volts if summary is not None else None
     if worst is not None and not named_rail and worst < RAIL_WARN_VOLTS:
-        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", f"rail {worst:.3f} V", "psu"))
+        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", rail_text(worst, summary), "psu"))
     arrays = array_trouble(frame)
     out += [p for p in arrays if p.level == "bad"]
     out += gpu_link_trouble(frame)

@@ -82,8 +82,11 @@ def test_a_sag_without_a_loss_is_named_to_the_millivolt() -> None:
     assert store.latest is not None
     summary = NodeSummary(node="n", seq=1, taken_at=1.0, rail_min_volts=11.9, rail_worst_volts=11.255)
     found = problems(store.latest, summary)
-    assert reason(found) == "rail 11.255 V"
+    # Before: "rail 11.255 V", the node screen's "now" line naming a sag of the last minute as the rail now.
+    assert reason(found) == "rail 11.255 V within 60 s, now 11.900 V"
     assert found[0].level == "bad"
+    # While the rail is that low, that is all it says.
+    assert reason(problems(store.latest, replace(summary, rail_min_volts=11.255))) == "rail 11.255 V"
 
 
 def test_sag_before_looks_back_only_below_the_warning_limit() -> None:
