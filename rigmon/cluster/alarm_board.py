@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
+from rigmon.alarms.values import number
 from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
@@ -196,10 +197,13 @@ def _escalation(lower: Alarm, upper: Alarm) -> bool:
     return "_" in lower.rule and lower.rule.rsplit("_", 1)[0] == upper.rule.rsplit("_", 1)[0]
 
 
-def _lead_order(alarm: Alarm) -> tuple[int, int, bool, float]:
+def _lead_order(alarm: Alarm) -> tuple[int, int, bool, bool, float]:
     """Which alarm of a group is shown: firing before pending, the worst severity, a state
-    before an event (the GPU lost before the Xid that announced it), the earliest."""
-    return (STATE_RANK[alarm.state], SEVERITY_RANK[alarm.severity], alarm.rule_kind == "event", alarm.started_at)
+    before an event (the GPU lost before the Xid that announced it), one with a measured reading
+    before one without (the rail minimum's volts before the ADC's latch flag: the row's figure says
+    how bad, even cut at 80 columns), the earliest."""
+    return (STATE_RANK[alarm.state], SEVERITY_RANK[alarm.severity], alarm.rule_kind == "event",
+            number(alarm.value) is None, alarm.started_at)
 
 
 def _overlap(a: Alarm, b: Alarm) -> bool:

@@ -307,3 +307,16 @@ def test_an_incident_ended_by_a_restart_says_why_once() -> None:
     # Said of one alarm only, it stays with that alarm.
     (grouped,) = group_rows([lost, row(2, "gpu_xid_fatal", "Xid 79", restarted=False)])
     assert grouped.message == "Xid 79; GPU 3 is lost (fell off the bus) (agent restarted without it)"
+
+
+def test_an_incidents_row_leads_with_the_alarm_that_has_a_reading() -> None:
+    # Before: the ADC's latch, a flag that started a moment before the rail critical, led the row:
+    # "the rail ADC's under-voltage comparator latched ...; 12 V rail minimum ...", cut at 80 columns
+    # before any figure said how low the rail went.
+    latch = replace(make_alarm("n1", 1, "psu_rail_undervoltage_latched", "critical", "psu",
+                               "the rail ADC's under-voltage comparator latched", at=100.0), rule_kind="state", value=True)
+    low = replace(make_alarm("n1", 2, "psu_rail_low_critical", "critical", "psu",
+                             "12 V rail minimum 11.255 V is below 11.5 V", at=100.4), value=11.255)
+    (row,) = group_rows([AlarmRow("k", "n1", "node", latch), AlarmRow("k", "n1", "node", low)])
+    assert row.alarm.rule == "psu_rail_low_critical"
+    assert row.message.startswith("12 V rail minimum 11.255 V is below 11.5 V; the rail ADC's")
