@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from rigmon.alarms.values import same_value
 from rigmon.summary import (
     PEAK_OVER_LIMIT_FACTOR,
     RAIL_CRITICAL_VOLTS,
@@ -28,7 +29,8 @@ from rigmon.cluster.rail_memory import RailMemory, Sag, after_sag, sag_before
 from rigmon.schema import Alarm, Event, Frame
 
 # Kept importable from here, where the incident story uses them.
-__all__ = ["Problem", "RailMemory", "Sag", "after_sag", "problems", "reason", "sag_before", "timeline"]
+__all__ = ["Problem", "RailMemory", "Sag", "after_sag", "alarm_now_text", "problems", "rail_text", "reason", "sag_before",
+           "state_now", "timeline"]
 
 Level = Literal["bad", "warn", "info"]
 
@@ -195,6 +197,21 @@ def array_trouble(frame: Frame) -> list[Problem]:
     return out
 
 
+def state_now(alarm: Alarm) -> str | None:
+    """The state a firing state alarm's subject is in now when it is no longer the one the alarm
+    fired on (``ok`` for an RDMA port up again, its alarm held for the rule's clear hold), else ``None``."""
+    if alarm.rule_kind != "state" or alarm.value_now is None or alarm.value is None:
+        return None
+    return None if same_value(alarm.value_now, alarm.value) else str(alarm.value_now)
+
+
+def alarm_now_text(alarm: Alarm) -> str:
+    """A firing alarm's message as what is wrong now, saying where a state alarm's subject is now
+    when it has left the state the alarm fired on (``RDMA port mlx5_0/1 is down: ... (now ok)``)."""
+    now = state_now(alarm)
+    return alarm.message if now is None else f"{alarm.message} (now {now})"
+
+
 def rail_text(worst: float, summary: NodeSummary | None) -> str:
     """``rail 11.255 V`` while the rail is that low now; once it has come back, which period that
     worst was of and where the rail is now (``rail 11.255 V within 60 s, now 11.850 V``), so that
@@ -261,7 +278,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     explained = {p.subject for p in out}
     for alarm in sorted(alarms, key=lambda a: (a.severity != "critical", a.started_at)):
         if alarm.state == "firing" and alarm.subject not in explained and not _explained_rail(alarm, out):
-            out.append(Problem("bad" if alarm.severity == "critical" else "warn", alarm.message, alarm.subject))
+            out.append(Problem("bad" if alarm.severity == "critical" else "warn", alarm_now_text(alarm), alarm.subject))
             explained.add(alarm.subject)
     order = {"bad": 0, "warn": 1, "info": 2}
     return tuple(sorted(out, key=lambda p: order[p.level]))

@@ -158,3 +158,18 @@ def test_a_link_that_flapped_within_the_minute_is_named() -> None:
     assert store.summary is not None and store.summary.links_healthy == store.summary.links_total
     # Before: "USB4 at 20 Gb/s within 60 s (flapping)": neither that it is at 40 now nor what to do.
     assert reason(view.problems) == "USB4 down to 20 Gb/s within 60 s, now 40 (flapping): re-plug"
+
+
+def test_a_state_alarm_held_after_its_subject_came_back_says_where_it_is_now() -> None:
+    # Before: node01's story read "now: RDMA port mlx5_0/1 is down: check the cable, ..." for the minute
+    # its alarm is held after the port came back up (tp-cluster), as if the port were still down.
+    from rigmon.schema import Alarm
+
+    store = store_of("v100-gpu-lost-rail-sag", 5)
+    assert store.latest is not None
+    down = Alarm(id="a1", rule="rdma_port_down", rule_kind="state", severity="warning", node="n", subject="rdma:mlx5_0/1",
+                 state="firing", message="RDMA port mlx5_0/1 is down: check the cable", started_at=1.0, updated_at=2.0,
+                 fired_at=1.0, value="down", value_now="ok")
+    assert reason(problems(store.latest, None, [down])) == "RDMA port mlx5_0/1 is down: check the cable (now ok)"
+    assert reason(problems(store.latest, None, [replace(down, value_now="down")])) == \
+        "RDMA port mlx5_0/1 is down: check the cable"

@@ -36,3 +36,17 @@ async def test_the_reading_now_has_the_unit_and_decimals_of_the_message() -> Non
             await pilot.pause()
             lines, _ = screen_lines(app)
             assert any(line.rstrip().endswith(now) for line in lines), (now, lines)
+
+
+async def test_a_held_state_alarm_says_its_subjects_state_now() -> None:
+    # Before: nothing said the RDMA port was up again while its alarm was held for its clear hold.
+    down = replace(make_alarm("node01", 1, "rdma_port_down", "warning", "rdma:mlx5_0/1",
+                              "RDMA port mlx5_0/1 is down: check the cable", at=START_AT),
+                   rule_kind="state", value="down", value_now="ok")
+    app = Host()
+    async with app.run_test(size=(80, 6)) as pilot:
+        detail = app.query_one(AlarmDetail)
+        detail.row = AlarmRow("n", "node01", "node", down)
+        await pilot.pause()
+        lines, _ = screen_lines(app)
+        assert any(line.rstrip().endswith("not acknowledged  now ok") for line in lines), lines
