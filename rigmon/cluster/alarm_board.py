@@ -124,19 +124,23 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
+    # Two followed agents of one name are told apart as the cluster rules' alarms tell them
+    # (``node01 (http://10.0.0.2:9871)``), or their alarms would read as one node's.
+    names = cluster.rule_names()
     for store in cluster.nodes.values():
+        name = names.get(store.key, store.name)
         # An unreachable node has its own alarm (node_unreachable); only say more for the others.
         if store.alarm_error is not None and store.connected_now():
-            errors[store.name] = store.alarm_error
+            errors[name] = store.alarm_error
         if store.alarm_list is None:
             continue
         state = store.state()
         old = state != "live" or store.alarm_error is not None
         as_of = store.alarms_at if old else None
         why = f"node {state}" if state != "live" else "alarms not fetched" if old else ""
-        active += [AlarmRow(store.key, store.name, "node", a, as_of=as_of, as_of_why=why)
+        active += [AlarmRow(store.key, name, "node", a, as_of=as_of, as_of_why=why)
                    for a in store.alarm_list.active]
-        recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
+        recent += [AlarmRow(store.key, name, "node", a) for a in store.alarm_list.recent]
     # A cluster alarm is about the node of its key (two agents may share a name).
     for alarm in cluster.rules.active():
         active.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
