@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from rigmon.alarms.message_values import reading_text
 from rigmon.alarms.values import same_value
 from rigmon.summary import (
     PEAK_OVER_LIMIT_FACTOR,
@@ -202,7 +203,8 @@ def state_now(alarm: Alarm) -> str | None:
     fired on (``ok`` for an RDMA port up again, its alarm held for the rule's clear hold), else ``None``."""
     if alarm.rule_kind != "state" or alarm.value_now is None or alarm.value is None:
         return None
-    return None if same_value(alarm.value_now, alarm.value) else str(alarm.value_now)
+    # A number as the message writes the one the alarm fired on (``40000 Mb/s``).
+    return None if same_value(alarm.value_now, alarm.value) else reading_text(alarm, alarm.value_now)
 
 
 def alarm_now_text(alarm: Alarm) -> str:

@@ -173,3 +173,8 @@ def test_a_state_alarm_held_after_its_subject_came_back_says_where_it_is_now() -
     assert reason(problems(store.latest, None, [down])) == "RDMA port mlx5_0/1 is down: check the cable (now ok)"
     assert reason(problems(store.latest, None, [replace(down, value_now="down")])) == \
         "RDMA port mlx5_0/1 is down: check the cable"
+    # A number in the unit the message gives the one it fired on.
+    slow = replace(down, rule="link_slower", subject="link:thunderbolt0", value=20000, value_now=40000,
+                   message="link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s")
+    assert reason(problems(store.latest, None, [slow])) == \
+        "link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s (now 40000 Mb/s)"
