@@ -117,7 +117,8 @@ def link_trouble(frame: Frame) -> list[Problem]:
             parts.append(f"Gen{nvme.link_gen} of Gen{nvme.max_link_gen}")
         if nvme.link_width is not None and nvme.max_link_width is not None and nvme.link_width < nvme.max_link_width:
             parts.append(f"x{nvme.link_width} of x{nvme.max_link_width}")
-        out.append(Problem("warn", f"{nvme.name} PCIe " + (", ".join(parts) or "below its speed"),
+        # What to do, as the alarm says it and as the other links' reasons do.
+        out.append(Problem("warn", f"{nvme.name} PCIe " + (", ".join(parts) or "below its speed") + ": re-seat",
                            f"nvme:{nvme.name}"))
     for nic in frame.readings.net:
         if nic.stalled:

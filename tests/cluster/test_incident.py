@@ -178,3 +178,17 @@ def test_a_state_alarm_held_after_its_subject_came_back_says_where_it_is_now() -
                    message="link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s")
     assert reason(problems(store.latest, None, [slow])) == \
         "link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s (now 40000 Mb/s)"
+
+
+def test_an_nvme_link_below_its_speed_says_what_to_do() -> None:
+    # Before: "nvme1 PCIe Gen3 of Gen4", the only link reason without what to do about it.
+    from rigmon.schema import NvmeReading
+
+    store = store_of("v100-gpu-lost-rail-sag", 5)
+    assert store.latest is not None
+    nvme = NvmeReading(name="nvme1", model="Samsung SSD 990 PRO 2TB", serial=None, firmware=None, state="live",
+                       transport="pcie", address="0000:02:00.0", namespaces=("nvme1n1",), link_speed_gts=8.0,
+                       link_width=4, max_link_speed_gts=16.0, max_link_width=4, link_gen=3, max_link_gen=4,
+                       link_lost=False, temp_c=None, temp_max_c=None, temp_crit_c=None, link_state="degraded")
+    frame = replace(store.latest, readings=replace(store.latest.readings, gpus=(), nvme=(nvme,)))
+    assert "nvme1 PCIe Gen3 of Gen4: re-seat" in reason(problems(frame, None))
