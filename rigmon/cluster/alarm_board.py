@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
+from rigmon.alarms.values import number
 from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
@@ -69,7 +70,7 @@ class AlarmRow:
         joined = [o.message for o in self.also if o.message and not _escalation(o, self.alarm)]
         # A reason every joined alarm ends with ("(agent restarted without it)") is said once, at the end;
         # so is the ending of a reason this dashboard does not know (a newer agent's), whatever the
-        # messages end with: it is this dashboard's word for it (the agent's own may be there too).
+        # joined messages end with: the agent's own, or this dashboard's word for it (`with_ending`).
         reason = _ending(self.alarm)
         unknown = self.alarm.resolve_reason is not None and self.alarm.resolve_reason not in RESOLVE_REASONS
         if not (reason and (unknown or joined and all(m.endswith(reason) for m in joined))):
@@ -123,19 +124,23 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
+    # Two followed agents of one name are told apart as the cluster rules' alarms tell them
+    # (``node01 (http://10.0.0.2:9871)``), or their alarms would read as one node's.
+    names = cluster.rule_names()
     for store in cluster.nodes.values():
+        name = names.get(store.key, store.name)
         # An unreachable node has its own alarm (node_unreachable); only say more for the others.
         if store.alarm_error is not None and store.connected_now():
-            errors[store.name] = store.alarm_error
+            errors[name] = store.alarm_error
         if store.alarm_list is None:
             continue
         state = store.state()
         old = state != "live" or store.alarm_error is not None
         as_of = store.alarms_at if old else None
         why = f"node {state}" if state != "live" else "alarms not fetched" if old else ""
-        active += [AlarmRow(store.key, store.name, "node", a, as_of=as_of, as_of_why=why)
+        active += [AlarmRow(store.key, name, "node", a, as_of=as_of, as_of_why=why)
                    for a in store.alarm_list.active]
-        recent += [AlarmRow(store.key, store.name, "node", a) for a in store.alarm_list.recent]
+        recent += [AlarmRow(store.key, name, "node", a) for a in store.alarm_list.recent]
     # A cluster alarm is about the node of its key (two agents may share a name).
     for alarm in cluster.rules.active():
         active.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
@@ -162,12 +167,17 @@ def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:
 
 def _ending(alarm: Alarm) -> str:
     """What the end of a resolved ``alarm`` added to its message (``" (agent restarted without it)"``),
-    or ``""``: by its `Alarm.resolve_reason` (`resolve_ending`: a neutral one for a reason this dashboard
-    does not know); an older agent's alarm, which has none, by its message."""
+    or ``""``: by its `Alarm.resolve_reason`; for a reason this dashboard does not know, the ending its
+    message carries (`with_ending` gave it one: the agent's own or the neutral `resolve_ending`); an
+    older agent's alarm, which has no reason, by its message."""
     if alarm.state != "resolved":
         return ""
-    if alarm.resolve_reason is not None:
-        return resolve_ending(alarm.resolve_reason)
+    reason = alarm.resolve_reason
+    if reason is None:
+        return _end_reason(alarm.message)
+    ending = resolve_ending(reason)
+    if reason in RESOLVE_REASONS or alarm.message.endswith(ending):
+        return ending
     return _end_reason(alarm.message)
 
 
@@ -191,10 +201,13 @@ def _escalation(lower: Alarm, upper: Alarm) -> bool:
     return "_" in lower.rule and lower.rule.rsplit("_", 1)[0] == upper.rule.rsplit("_", 1)[0]
 
 
-def _lead_order(alarm: Alarm) -> tuple[int, int, bool, float]:
+def _lead_order(alarm: Alarm) -> tuple[int, int, bool, bool, float]:
     """Which alarm of a group is shown: firing before pending, the worst severity, a state
-    before an event (the GPU lost before the Xid that announced it), the earliest."""
-    return (STATE_RANK[alarm.state], SEVERITY_RANK[alarm.severity], alarm.rule_kind == "event", alarm.started_at)
+    before an event (the GPU lost before the Xid that announced it), one with a measured reading
+    before one without (the rail minimum's volts before the ADC's latch flag: the row's figure says
+    how bad, even cut at 80 columns), the earliest."""
+    return (STATE_RANK[alarm.state], SEVERITY_RANK[alarm.severity], alarm.rule_kind == "event",
+            number(alarm.value) is None, alarm.started_at)
 
 
 def _overlap(a: Alarm, b: Alarm) -> bool:

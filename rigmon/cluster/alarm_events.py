@@ -73,13 +73,63 @@ def resolve_ending(reason: str) -> str:
     return f" (ended: {reason})" if reason else " (ended)"
 
 
+def own_ending(before: str, after: str) -> str:
+    """What an agent added to an alarm's message ``before`` when it resolved it, its message ``after``:
+    a parenthesis of its own (`` (drained by the operator)``), or ``""``."""
+    added = after[len(before):] if after.startswith(before) else ""
+    return added if added.startswith(" (") and added.endswith(")") else ""
+
+
+def with_ending(alarm: Alarm, before: str | None) -> Alarm:
+    """``alarm``, resolved for a reason this dashboard does not know (a newer agent's), with one word on
+    how it ended: the agent's own ending when its message carries one (``before``, its message while it
+    was active, is the message without it), else the neutral `resolve_ending`. Any other alarm as it is.
+
+    Without ``before`` (an alarm this dashboard never saw active) an ending of the agent's cannot be
+    told from a parenthesis of the message itself (``GPU 3 is lost (fell off the bus)``): the neutral
+    one is added, so that the alarm never reads as cleared.
+    """
+    reason = alarm.resolve_reason
+    if reason is None or reason in RESOLVE_REASONS:
+        return alarm
+    ending = resolve_ending(reason)
+    if alarm.message.endswith(ending) or before is not None and own_ending(before, alarm.message):
+        return alarm
+    return msgspec.structs.replace(alarm, message=alarm.message + ending)
+
+
+def with_endings(answer: AlarmList, before: AlarmList | None) -> AlarmList:
+    """``answer`` (a node's /v1/alarms) with each alarm resolved for a reason this dashboard does not
+    know ending in one word on how it ended (`with_ending`), judged against ``before``, the list shown
+    until now: the alarm's message while it was active, or as this dashboard already ended it."""
+    earlier: dict[str, str] = {}
+    decided: dict[str, str] = {}
+    if before is not None:
+        earlier = {a.id: a.message for a in before.active}
+        for a in before.recent:
+            decided[a.id] = a.message
+            if a.resolve_reason is not None and a.resolve_reason not in RESOLVE_REASONS:
+                earlier.setdefault(a.id, a.message.removesuffix(resolve_ending(a.resolve_reason)))
+    recent = tuple(a if decided.get(a.id) == a.message else with_ending(a, earlier.get(a.id)) for a in answer.recent)
+    if recent == answer.recent:
+        return answer
+    return msgspec.structs.replace(answer, recent=recent)
+
+
 def resolved_by(alarm: Alarm, event: Event) -> Alarm:
     """``alarm`` as its ``alarm_resolved`` event ended it: how (an older agent's event does not say)
-    and the ending the agent's record of it has (`resolve_ending`: a neutral one for a reason this
-    dashboard does not know)."""
+    and the ending the agent's record of it has: for a reason this dashboard does not know, the
+    agent's own when the event's text carries one, else a neutral one (`with_ending`)."""
     reason = event.data.get("reason")
     if not isinstance(reason, str):
         return msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at)
+    ended = msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at,
+                                    resolve_reason=reason)
+    if reason not in RESOLVE_REASONS:
+        # "<rule> resolved: <the agent's record's message>", as the agent words it.
+        told = event.message.removeprefix(f"{event.data.get('rule', alarm.rule)} resolved: ")
+        ending = own_ending(alarm.message, told)
+        return with_ending(msgspec.structs.replace(ended, message=alarm.message + ending), alarm.message)
     ending = resolve_ending(reason)
     message = alarm.message if alarm.message.endswith(ending) else alarm.message + ending
     return msgspec.structs.replace(alarm, state="resolved", resolved_at=event.at, updated_at=event.at,

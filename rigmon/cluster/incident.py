@@ -16,6 +16,8 @@ from typing import Literal
 
 import msgspec
 
+from rigmon.alarms.message_values import reading_text
+from rigmon.alarms.values import same_value
 from rigmon.summary import (
     PEAK_OVER_LIMIT_FACTOR,
     RAIL_CRITICAL_VOLTS,
@@ -28,7 +30,8 @@ from rigmon.cluster.rail_memory import RailMemory, Sag, after_sag, sag_before
 from rigmon.schema import Alarm, Event, Frame
 
 # Kept importable from here, where the incident story uses them.
-__all__ = ["Problem", "RailMemory", "Sag", "after_sag", "problems", "reason", "sag_before", "timeline"]
+__all__ = ["Problem", "RailMemory", "Sag", "after_sag", "alarm_now_text", "problems", "rail_text", "reason", "sag_before",
+           "state_now", "timeline"]
 
 Level = Literal["bad", "warn", "info"]
 
@@ -114,7 +117,8 @@ def link_trouble(frame: Frame) -> list[Problem]:
             parts.append(f"Gen{nvme.link_gen} of Gen{nvme.max_link_gen}")
         if nvme.link_width is not None and nvme.max_link_width is not None and nvme.link_width < nvme.max_link_width:
             parts.append(f"x{nvme.link_width} of x{nvme.max_link_width}")
-        out.append(Problem("warn", f"{nvme.name} PCIe " + (", ".join(parts) or "below its speed"),
+        # What to do, as the alarm says it and as the other links' reasons do.
+        out.append(Problem("warn", f"{nvme.name} PCIe " + (", ".join(parts) or "below its speed") + ": re-seat",
                            f"nvme:{nvme.name}"))
     for nic in frame.readings.net:
         if nic.stalled:
@@ -195,6 +199,32 @@ def array_trouble(frame: Frame) -> list[Problem]:
     return out
 
 
+def state_now(alarm: Alarm) -> str | None:
+    """The state a firing state alarm's subject is in now when it is no longer the one the alarm
+    fired on (``ok`` for an RDMA port up again, its alarm held for the rule's clear hold), else ``None``."""
+    if alarm.rule_kind != "state" or alarm.value_now is None or alarm.value is None:
+        return None
+    # A number as the message writes the one the alarm fired on (``40000 Mb/s``).
+    return None if same_value(alarm.value_now, alarm.value) else reading_text(alarm, alarm.value_now)
+
+
+def alarm_now_text(alarm: Alarm) -> str:
+    """A firing alarm's message as what is wrong now, saying where a state alarm's subject is now
+    when it has left the state the alarm fired on (``RDMA port mlx5_0/1 is down: ... (now ok)``)."""
+    now = state_now(alarm)
+    return alarm.message if now is None else f"{alarm.message} (now {now})"
+
+
+def rail_text(worst: float, summary: NodeSummary | None) -> str:
+    """``rail 11.255 V`` while the rail is that low now; once it has come back, which period that
+    worst was of and where the rail is now (``rail 11.255 V within 60 s, now 11.850 V``), so that
+    the "now" of a node's story does not pass a sag gone for the rail's present state."""
+    now = summary.rail_min_volts if summary is not None else None
+    if now is None or now <= worst:
+        return f"rail {worst:.3f} V"
+    return f"rail {worst:.3f} V within {WORST_WINDOW_S:.0f} s, now {now:.3f} V"
+
+
 def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[Alarm] = (),
              rail: RailMemory | None = None, peers_up: frozenset[str] = frozenset()) -> tuple[Problem, ...]:
     """What is wrong with a node now, worst first (``bad`` before ``warn``).
@@ -223,7 +253,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
             out.append(Problem("bad", f"GPU {gpu.index} lost", subject))
     worst = summary.rail_worst_volts if summary is not None else None
     if worst is not None and not named_rail and worst < RAIL_WARN_VOLTS:
-        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", f"rail {worst:.3f} V", "psu"))
+        out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", rail_text(worst, summary), "psu"))
     arrays = array_trouble(frame)
     out += [p for p in arrays if p.level == "bad"]
     out += gpu_link_trouble(frame)
@@ -236,7 +266,9 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
         text = f"a link was down or slow within {WORST_WINDOW_S:.0f} s"
         if summary.link_worst_gbps is not None and summary.link_gbps is not None \
                 and summary.link_worst_gbps < summary.link_gbps:
-            text = f"USB4 at {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s (flapping)"
+            # Which link the summary does not say; how far it fell, how fast it is now, and what to do.
+            text = (f"USB4 down to {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s, now "
+                    f"{summary.link_gbps:g} (flapping): re-plug")
         out.append(Problem("warn", text, "link:"))
     if summary is not None and summary.gpu_peak_worst_w is not None and summary.gpu_peak_limit_w:
         if summary.gpu_peak_worst_w > PEAK_OVER_LIMIT_FACTOR * summary.gpu_peak_limit_w:
@@ -249,7 +281,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     explained = {p.subject for p in out}
     for alarm in sorted(alarms, key=lambda a: (a.severity != "critical", a.started_at)):
         if alarm.state == "firing" and alarm.subject not in explained and not _explained_rail(alarm, out):
-            out.append(Problem("bad" if alarm.severity == "critical" else "warn", alarm.message, alarm.subject))
+            out.append(Problem("bad" if alarm.severity == "critical" else "warn", alarm_now_text(alarm), alarm.subject))
             explained.add(alarm.subject)
     order = {"bad": 0, "warn": 1, "info": 2}
     return tuple(sorted(out, key=lambda p: order[p.level]))

@@ -12,7 +12,7 @@ from rigmon.alarms import cluster as cluster_rules
 from rigmon.alarms.cluster import ClusterAlarms, alarm_node_key
 from rigmon.alarms.lifecycle import Transition
 from rigmon.clock import Clock
-from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events
+from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events, with_endings
 from rigmon.cluster.alarm_restarts import RestartedAlarms
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, Sag, problems
@@ -200,8 +200,10 @@ class NodeStore:
         ``at`` (default: now); returns whether anything changed."""
         self.alarms_at = self.clock.time() if at is None else at
         # Forward moves only: an answer that already holds these transitions is left as it is.
-        alarms = self._restarted.with_earlier(self.alarm_list, with_alarm_events(alarms, self._alarm_events),
-                                              self.clock.monotonic())
+        # A newer agent's ending for a reason this dashboard does not know is told from the message the
+        # alarm had here (`with_endings`), so that it reads one ending, not the agent's and a neutral one.
+        alarms = with_alarm_events(with_endings(alarms, self.alarm_list), self._alarm_events)
+        alarms = self._restarted.with_earlier(self.alarm_list, alarms, self.clock.monotonic())
         self._alarm_events.clear()
         changed = alarms != self.alarm_list or self.alarm_error is not None
         self.alarm_list = alarms

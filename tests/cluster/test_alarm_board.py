@@ -307,3 +307,36 @@ def test_an_incident_ended_by_a_restart_says_why_once() -> None:
     # Said of one alarm only, it stays with that alarm.
     (grouped,) = group_rows([lost, row(2, "gpu_xid_fatal", "Xid 79", restarted=False)])
     assert grouped.message == "Xid 79; GPU 3 is lost (fell off the bus) (agent restarted without it)"
+
+
+def test_an_incidents_row_leads_with_the_alarm_that_has_a_reading() -> None:
+    # Before: the ADC's latch, a flag that started a moment before the rail critical, led the row:
+    # "the rail ADC's under-voltage comparator latched ...; 12 V rail minimum ...", cut at 80 columns
+    # before any figure said how low the rail went.
+    latch = replace(make_alarm("n1", 1, "psu_rail_undervoltage_latched", "critical", "psu",
+                               "the rail ADC's under-voltage comparator latched", at=100.0), rule_kind="state", value=True)
+    low = replace(make_alarm("n1", 2, "psu_rail_low_critical", "critical", "psu",
+                             "12 V rail minimum 11.255 V is below 11.5 V", at=100.4), value=11.255)
+    (row,) = group_rows([AlarmRow("k", "n1", "node", latch), AlarmRow("k", "n1", "node", low)])
+    assert row.alarm.rule == "psu_rail_low_critical"
+    assert row.message.startswith("12 V rail minimum 11.255 V is below 11.5 V; the rail ADC's")
+
+
+def test_the_alarms_of_two_agents_of_one_name_say_which_agent() -> None:
+    # Before: both rows read "node01" (only the cluster rules' alarms said "node01 (http://...)"), so a
+    # dead node01's GPU loss could not be told from the live node01's.
+    cluster = ClusterStore(FakeClock())
+    rng = random.Random(3)
+    for n, url in enumerate(("http://10.0.0.1:9871", "http://10.0.0.2:9871"), 1):
+        store = cluster.add(url, url)
+        store.add_frames([make_frame("node01", f"run{n}", 1, rng)])
+        store.set_alarms(AlarmList(node="node01", active=(make_alarm("node01", n, "gpu_lost", "critical", "gpu:3",
+                                                                     "GPU 3 is lost"),), recent=()))
+    assert sorted(r.node for r in board_view(cluster).active) == [
+        "node01 (http://10.0.0.1:9871)", "node01 (http://10.0.0.2:9871)"]
+    # A name of its own is left as it is.
+    node02 = cluster.add("http://10.0.0.3:9871", "http://10.0.0.3:9871")
+    node02.add_frames([make_frame("node02", "run3", 1, rng)])
+    node02.set_alarms(AlarmList(node="node02", active=(
+        make_alarm("node02", 3, "gpu_lost", "critical", "gpu:1", "GPU 1 is lost"),), recent=()))
+    assert "node02" in [r.node for r in board_view(cluster).active]

@@ -11,7 +11,7 @@ from msgspec.structs import replace
 from rigmon.agent.alarming import AlarmService
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, group_rows
-from rigmon.cluster.alarm_events import with_alarm_events
+from rigmon.cluster.alarm_events import with_alarm_events, with_endings
 from rigmon.schema import Alarm, AlarmList, Event, EventValue
 from tests.alarms.helpers import T0, FakeClock, rules
 
@@ -109,11 +109,7 @@ def test_a_reason_this_dashboard_does_not_know_gets_a_neutral_ending() -> None:
         ("maintenance", "GPU 3 is lost (ended: maintenance)"), ("maintenance", "Xid 79 (ended: maintenance)")]
     (row,) = group_rows([AlarmRow("k", "n1", "node", a) for a in recent])
     assert row.message == "GPU 3 is lost; Xid 79 (ended: maintenance)"
-    # The agent's own record (the next fetch) ends in its own words, which this dashboard cannot tell
-    # from the message's: the neutral ending is said once, after them.
-    fetched = [replace(a, message=a.message.replace("(ended: maintenance)", "(under maintenance)")) for a in recent]
-    (row,) = group_rows([AlarmRow("k", "n1", "node", a) for a in fetched])
-    assert row.message == "GPU 3 is lost (under maintenance); Xid 79 (under maintenance) (ended: maintenance)"
+    # The agent's own record (the next fetch) ends in its own words (`test_a_newer_agents_own_ending_...`).
     # A replay, which rebuilds the alarms from the same events, says it too.
     tracker = AlarmTracker("n1")
     tracker.apply(Event(id="e0", at=T0, kind="alarm_firing", severity="critical", subject="gpu:3",
@@ -121,3 +117,41 @@ def test_a_reason_this_dashboard_does_not_know_gets_a_neutral_ending() -> None:
     tracker.apply(events[0])
     (a,) = tracker.alarm_list().recent
     assert (a.resolve_reason, a.message) == ("maintenance", "GPU 3 is lost (ended: maintenance)")
+
+
+def test_a_newer_agents_own_ending_for_a_reason_this_dashboard_does_not_know_is_the_one_said() -> None:
+    # Before: the agent's record of an alarm it ended for a reason this dashboard does not know ends in its
+    # own words, and the dashboard added its neutral one after them: "GPU 3 is lost (under maintenance);
+    # Xid 79 (under maintenance) (ended: maintenance)". The message the alarm had while active tells them.
+    shown = AlarmList(node="n1", active=(_firing("GPU 3 is lost (fell off the bus)", 1), _firing("Xid 79", 2)),
+                      recent=())
+
+    def fetched(before: AlarmList, own: str = " (under maintenance)") -> tuple[Alarm, ...]:
+        resolved = tuple(replace(a, state="resolved", resolved_at=T0 + 5, resolve_reason="maintenance",
+                                 message=a.message + own) for a in shown.active)
+        return with_endings(AlarmList(node="n1", active=(), recent=resolved), before).recent
+
+    recent = fetched(shown)
+    assert [a.message for a in recent] == ["GPU 3 is lost (fell off the bus) (under maintenance)",
+                                           "Xid 79 (under maintenance)"]
+    (row,) = group_rows([AlarmRow("k", "n1", "node", a) for a in recent])
+    assert row.message == "GPU 3 is lost (fell off the bus); Xid 79 (under maintenance)"
+    # The same after the frame's events had ended them here first, as the fetch they trigger finds them.
+    events = [Event(id=f"e{n}", at=T0 + 5, kind="alarm_resolved", severity="info", subject="gpu:3",
+                    message=f"r{n} resolved: {a.message} (under maintenance)",
+                    data={"alarm_id": a.id, "rule": a.rule, "reason": "maintenance"})
+              for n, a in enumerate(shown.active, 1)]
+    by_events = with_alarm_events(shown, events)
+    assert sorted(a.message for a in by_events.recent) == [a.message for a in recent]
+    assert [a.message for a in fetched(by_events)] == [a.message for a in recent]
+    # An agent that adds no ending of its own gets the neutral one, once, fetch after fetch.
+    bare = fetched(shown, own="")
+    assert [a.message for a in bare] == ["GPU 3 is lost (fell off the bus) (ended: maintenance)",
+                                         "Xid 79 (ended: maintenance)"]
+    again = with_endings(AlarmList(node="n1", active=(), recent=tuple(replace(a, message=s.message) for a, s in
+                                                                    zip(bare, shown.active))),
+                         AlarmList(node="n1", active=(), recent=bare)).recent
+    assert [a.message for a in again] == [a.message for a in bare]
+    # Never seen active, an ending cannot be told from the message's own parenthesis: the neutral one is added.
+    (unseen,) = fetched(AlarmList(node="n1", active=(), recent=()))[:1]
+    assert unseen.message == "GPU 3 is lost (fell off the bus) (under maintenance) (ended: maintenance)"

@@ -82,8 +82,11 @@ def test_a_sag_without_a_loss_is_named_to_the_millivolt() -> None:
     assert store.latest is not None
     summary = NodeSummary(node="n", seq=1, taken_at=1.0, rail_min_volts=11.9, rail_worst_volts=11.255)
     found = problems(store.latest, summary)
-    assert reason(found) == "rail 11.255 V"
+    # Before: "rail 11.255 V", the node screen's "now" line naming a sag of the last minute as the rail now.
+    assert reason(found) == "rail 11.255 V within 60 s, now 11.900 V"
     assert found[0].level == "bad"
+    # While the rail is that low, that is all it says.
+    assert reason(problems(store.latest, replace(summary, rail_min_volts=11.255))) == "rail 11.255 V"
 
 
 def test_sag_before_looks_back_only_below_the_warning_limit() -> None:
@@ -153,4 +156,39 @@ def test_a_link_that_flapped_within_the_minute_is_named() -> None:
     store.add_frames(frames + healthy)
     view = store.view()
     assert store.summary is not None and store.summary.links_healthy == store.summary.links_total
-    assert reason(view.problems) == "USB4 at 20 Gb/s within 60 s (flapping)"
+    # Before: "USB4 at 20 Gb/s within 60 s (flapping)": neither that it is at 40 now nor what to do.
+    assert reason(view.problems) == "USB4 down to 20 Gb/s within 60 s, now 40 (flapping): re-plug"
+
+
+def test_a_state_alarm_held_after_its_subject_came_back_says_where_it_is_now() -> None:
+    # Before: node01's story read "now: RDMA port mlx5_0/1 is down: check the cable, ..." for the minute
+    # its alarm is held after the port came back up (tp-cluster), as if the port were still down.
+    from rigmon.schema import Alarm
+
+    store = store_of("v100-gpu-lost-rail-sag", 5)
+    assert store.latest is not None
+    down = Alarm(id="a1", rule="rdma_port_down", rule_kind="state", severity="warning", node="n", subject="rdma:mlx5_0/1",
+                 state="firing", message="RDMA port mlx5_0/1 is down: check the cable", started_at=1.0, updated_at=2.0,
+                 fired_at=1.0, value="down", value_now="ok")
+    assert reason(problems(store.latest, None, [down])) == "RDMA port mlx5_0/1 is down: check the cable (now ok)"
+    assert reason(problems(store.latest, None, [replace(down, value_now="down")])) == \
+        "RDMA port mlx5_0/1 is down: check the cable"
+    # A number in the unit the message gives the one it fired on.
+    slow = replace(down, rule="link_slower", subject="link:thunderbolt0", value=20000, value_now=40000,
+                   message="link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s")
+    assert reason(problems(store.latest, None, [slow])) == \
+        "link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s (now 40000 Mb/s)"
+
+
+def test_an_nvme_link_below_its_speed_says_what_to_do() -> None:
+    # Before: "nvme1 PCIe Gen3 of Gen4", the only link reason without what to do about it.
+    from rigmon.schema import NvmeReading
+
+    store = store_of("v100-gpu-lost-rail-sag", 5)
+    assert store.latest is not None
+    nvme = NvmeReading(name="nvme1", model="Samsung SSD 990 PRO 2TB", serial=None, firmware=None, state="live",
+                       transport="pcie", address="0000:02:00.0", namespaces=("nvme1n1",), link_speed_gts=8.0,
+                       link_width=4, max_link_speed_gts=16.0, max_link_width=4, link_gen=3, max_link_gen=4,
+                       link_lost=False, temp_c=None, temp_max_c=None, temp_crit_c=None, link_state="degraded")
+    frame = replace(store.latest, readings=replace(store.latest.readings, gpus=(), nvme=(nvme,)))
+    assert "nvme1 PCIe Gen3 of Gen4: re-seat" in reason(problems(frame, None))

@@ -174,3 +174,51 @@ async def test_a_grouped_rows_rules_are_cut_before_its_message() -> None:
         ends = column_ends(table)
         assert ends["message"] - ends["since"] == len(cells(table, "message")[0]) + 2
         assert RULE_CUT_CELLS + 2 <= ends["rule"] - ends["subject"] and ends["rule"] <= table.scrollable_content_region.width
+
+
+async def test_at_80_columns_the_resolved_table_names_who_acknowledged_in_its_resolved_cells() -> None:
+    # Before: the resolved table had no state column to fold the name into, so at 80 columns its ack
+    # column was past the edge and a resolved row did not say whether anyone had been on it.
+    app = dashboard()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        recent = app.screen.query_one("#recent-alarms", AlarmTable)
+        await wait_for(lambda: recent.row_count == 1)
+        await settle(pilot)
+        width = recent.scrollable_content_region.width
+        ends = column_ends(recent)
+        assert ends["ack"] > width and ends["resolved"] + 25 <= width  # the message keeps its 25 cells
+        assert cells(recent, "resolved") == ["00:01:30 ✓carol"]  # the date is the fired column's
+        assert "00:01:30 ✓carol  Xid 79 on GPU 3" in line_with(app, "Xid 79 on GPU 3")
+        # At 200 columns the ack column says who, and the resolved cell keeps only the mark.
+        await pilot.resize_terminal(200, 50)
+        await settle(pilot)
+        assert cells(recent, "resolved") == ["00:01:30 ✓"]
+        assert column_ends(recent)["ack"] <= recent.scrollable_content_region.width
+        assert "carol" in line_with(app, "Xid 79 on GPU 3")
+
+
+async def test_with_nothing_firing_the_panel_tells_the_newest_resolved_alarm() -> None:
+    # Before: at 80 columns, nothing firing, the panel said "no alarm under the cursor" while the
+    # resolved rows' messages were cut at the edge mid-figure ("link thunderbolt0 runs at 200").
+    agent = FakeAgent("node01", frames=3)
+    agent.alarms = AlarmList(node="node01", active=(), recent=(xid_resolved(),))
+    app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        recent = app.screen.query_one("#recent-alarms", AlarmTable)
+        await wait_for(lambda: recent.row_count == 1)
+        await settle(pilot)
+        detail = app.screen.query_one(AlarmDetail)
+        assert detail.display and detail.row is not None and detail.row.alarm.rule == "gpu_xid_fatal"
+        assert "GPU has fallen off the bus" in line_with(app, "fallen off")
+        await pilot.press("x")  # a resolved alarm is not acknowledged
+        await settle(pilot)
+        assert app.is_running

@@ -8,7 +8,7 @@ from msgspec.structs import replace
 from rich.console import Console, RenderableType
 from textual.widgets import Static
 
-from rigmon.schema import InfinibandPortReading
+from rigmon.schema import Frame, InfinibandPortReading, NvLinkReading
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
@@ -423,3 +423,26 @@ async def test_gpus_whose_nvml_is_starting_are_not_read_yet_not_absent() -> None
         note = text(app.screen.query_one("#not-present", Static).content)  # type: ignore[arg-type]
         assert "not read yet, collector starting (see Collectors): GPUs (gpu: pending)" in note, note
         assert "GPUs" not in note.split("not read yet")[0] and "collector failing" not in note, note
+
+
+async def test_bus_errors_give_each_counters_rate_and_wrap_under_their_value_at_80_columns() -> None:
+    # Before: "bus errors  GPU 2: NVLink replay 1661 (+4.0/s), CRC 4466, PCIe replay" with "183" wrapped
+    # back under the label at 80 columns, and no rate for the CRC errors the cluster row's reason named.
+    def seated_badly(frame: Frame) -> Frame:
+        links = (NvLinkReading(link=2, active=True, replay_total=1661, recovery_total=0, crc_flit_total=4466,
+                               crc_data_total=0, replay_per_s=4.0, crc_flit_per_s=12.0),)
+        gpus = tuple(replace(g, nvlinks=links, pcie_replay_total=183, pcie_replay_per_s=0.5) if g.index == 2 else g
+                     for g in frame.readings.gpus)
+        return replace(frame, readings=replace(frame.readings, gpus=gpus))
+
+    app, fleet, _ = build([("v100", [seated_badly(f) for f in v100_frames(20)], 20)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        group = app.screen.query_one(GpuGroup)
+        body = text(group.query_one("#body", Static).content, group.content_size.width)  # type: ignore[arg-type]
+        lines = body.splitlines()
+        first = next(i for i, line in enumerate(lines) if line.startswith("bus errors"))
+        errors = " ".join(line.strip() for line in lines[first:first + 2])
+        assert "NVLink replay 1661 (+4.0/s), CRC 4466 (+12.0/s), PCIe replay 183 (+0.5/s)" in errors
+        assert lines[first + 1].startswith(" " * 12)  # wrapped under the value, not the label

@@ -118,6 +118,10 @@ class AlarmsScreen(Screen[None]):
     def _selected(self) -> AlarmRow | None:
         focused = self.focused
         table = focused if isinstance(focused, AlarmTable) else self.query_one("#active-alarms", AlarmTable)
+        if not table.row_count:
+            # Nothing firing (the cursor's table is empty): the panel tells the alarm under the other
+            # table's cursor, the newest resolved one, rather than nothing while its message is cut.
+            table = next((t for t in self.query(AlarmTable) if t is not table), table)
         return table.selected()
 
     def action_acknowledge(self) -> None:

@@ -17,8 +17,9 @@ HELP = """\
 - **Enter** or a click: open the node
 - **Escape**: back to the cluster (**c** from anywhere)
 - **a**: the alarms of every node; there **x** acknowledges the alarm under the cursor
-  (its state then reads **✓**; the ack column says who, or the state itself where that
-  column is past the edge), **Enter** opens its node, **Tab** moves to the resolved ones;
+  (its state, and once resolved its resolved time, then reads **✓**; the ack column says
+  who, or the state or resolved time itself where that column is past the edge), **Enter**
+  opens its node, **Tab** moves to the resolved ones;
   when a long message is cut (**…**) or columns are past the edge, the panel under the
   tables shows the alarm under the cursor in full
 - **l**: the link matrix (once a node reports peer paths); there **Enter** opens the

@@ -9,7 +9,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from rigmon.alarms.message_values import reading_text
 from rigmon.cluster.alarm_board import AlarmRow
+from rigmon.cluster.incident import state_now
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.alarm_table import utc_clock
 
@@ -71,7 +73,10 @@ class AlarmDetail(Widget):
             times.append("  not acknowledged", style=label)
         if _number(a.value) and _number(a.value_now) and a.value_now != a.value and a.state != "resolved":
             # The alarm keeps its worst reading; say where the reading is now.
-            times.append("  now ", style=label).append(f"{a.value_now:g}")
+            times.append("  now ", style=label).append(reading_text(a, a.value_now))
+        elif a.state != "resolved" and (now := state_now(a)) is not None:
+            # A state alarm held while its subject is back (an RDMA port up again): say so.
+            times.append("  now ", style=label).append(plain(now))
         return Text("\n").join([head, times, plain(row.message)])
 
 

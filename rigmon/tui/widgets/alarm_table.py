@@ -18,10 +18,11 @@ from rigmon.tui.text import plain
 
 #: Columns of the active table and of the resolved table: (key, title). What an operator
 #: reads first comes first: the state (firing or pending, ✓ once acknowledged) is on every row
-#: at 80 columns; the ack column, since when a dead node's alarm is what it last said, the
-#: subject and the rule are past the edge there (the panel under the tables shows the alarm
-#: under the cursor in full). Wider, a grouped row's rules and then the message are cut to keep
-#: them on screen (`fitted_cells`).
+#: at 80 columns, as is the resolved time (✓ once acknowledged); the ack column, since when a
+#: dead node's alarm is what it last said, the subject and the rule are past the edge there
+#: (the state or resolved cells name who acknowledged; the panel under the tables shows the
+#: alarm under the cursor in full). Wider, a grouped row's rules and then the message are cut
+#: to keep them on screen (`fitted_cells`).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
     ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
@@ -32,10 +33,12 @@ RESOLVED_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-#: After the state of an acknowledged alarm (``firing ✓``): which alarms someone is already on reads at every width.
+#: After the state of an acknowledged alarm (``firing ✓``), or the resolved time of a resolved one
+#: (``08:52:31 ✓``): which alarms someone is already on reads at every width.
 ACK_MARK = "✓"
-#: Cells of the acknowledger's name folded into the state cell while the ack column is past the
-#: table's edge (``firing ✓alice``); a longer name is cut with an ellipsis (the panel has it whole).
+#: Cells of the acknowledger's name folded into the state cell (the resolved cell of the resolved
+#: table) while the ack column is past the table's edge (``firing ✓alice``, ``08:52:31 ✓alice``);
+#: a longer name is cut with an ellipsis (the panel has it whole).
 ACK_NAME_CELLS = 8
 #: Cells the message keeps at least, cut to leave the columns after it on screen (`fitted_cells`)
 #: or beside names folded into the state cells: what comes first in it, the thing and its
@@ -50,6 +53,14 @@ def utc_clock(at: float | None) -> str:
     """``11-22 08:52:02``: an alarm's own timestamp in UTC to the whole second, like the
     event list, so every node reads the same."""
     return "—" if at is None else time.strftime("%m-%d %H:%M:%S", time.gmtime(at))
+
+
+def resolved_clock(fired_at: float | None, resolved_at: float | None) -> str:
+    """When an alarm resolved, in UTC to the whole second: ``08:52:31`` on the UTC day it fired
+    (the fired column beside it has the date), else with its date like `utc_clock`."""
+    if resolved_at is not None and fired_at is not None and time.gmtime(fired_at)[:3] == time.gmtime(resolved_at)[:3]:
+        return time.strftime("%H:%M:%S", time.gmtime(resolved_at))
+    return utc_clock(resolved_at)
 
 
 def _alarm_keys(row: AlarmRow) -> set[tuple[str, str, str]]:
@@ -92,7 +103,8 @@ class ColumnLayout:
         message_cells: cells of the message column, the message cut with an ellipsis (the panel
             under the tables has it whole); ``None``: as wide as the longest message.
         rule_cells: the same for the rule column (a grouped row's rules).
-        names_in_state: whether the state cells name who acknowledged (the ack column past the edge).
+        names_in_state: whether the state cells (the resolved cells of the resolved table) name who
+            acknowledged (the ack column past the edge).
     """
 
     message_cells: int | None = None
@@ -136,9 +148,9 @@ class AlarmTable(DataTable[Text]):
         self.natural_width = 0
         """Cells the table takes with every column whole (the screen compares it with its width)."""
         self._widths: dict[str, int] = {}
-        """Cells of each column's content without names in the state cells."""
+        """Cells of each column's content without names in the state (resolved) cells."""
         self._named_state_width = 0
-        """Cells of the state column with the names in."""
+        """Cells of the state column (the resolved column of the resolved table) with the names in."""
         self._layout = ColumnLayout()
         """How the table is drawn to fit its width now."""
 
@@ -159,10 +171,31 @@ class AlarmTable(DataTable[Text]):
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(f"alarm-table--{name}", partial=True))
 
+    @property
+    def _fold_column(self) -> str:
+        """The column whose cells name who acknowledged while the ack column is past the edge."""
+        return "resolved" if self.resolved else "state"
+
+    def _folded(self, row: AlarmRow, *, name: bool) -> Text:
+        """The cell of `_fold_column` for ``row``, with who acknowledged in it with ``name``."""
+        if self.resolved:
+            return self._resolved(row, name=name)
+        return self._state(row, name=name)
+
     def _state(self, row: AlarmRow, *, name: bool) -> Text:
         """``firing``, ``pending ✓`` once acknowledged, ``firing ✓alice`` with ``name`` (who, cut short)."""
         a = row.alarm
-        text = Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending"))
+        return self._acked(Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending")),
+                           row, name=name)
+
+    def _resolved(self, row: AlarmRow, *, name: bool) -> Text:
+        """``08:52:31`` (`resolved_clock`), ``08:52:31 ✓`` once acknowledged, ``08:52:31 ✓carol`` with ``name``."""
+        a = row.alarm
+        return self._acked(Text(resolved_clock(a.fired_at or a.started_at, a.resolved_at)), row, name=name)
+
+    def _acked(self, text: Text, row: AlarmRow, *, name: bool) -> Text:
+        """``text`` with the ack mark once the alarm is acknowledged, and who (cut short) with ``name``."""
+        a = row.alarm
         if a.acknowledged_at is not None or a.acknowledged_by:
             acked = self._style("acked")
             text.append(" " + ACK_MARK, style=acked)
@@ -179,12 +212,12 @@ class AlarmTable(DataTable[Text]):
             rule.append(" (cluster)", style=self._style("cluster"))
         cells = {
             "severity": Text(a.severity, style=self._style(a.severity)),
-            "state": self._state(row, name=names_in_state),
+            "state": self._state(row, name=names_in_state and not self.resolved),
             "node": plain(row.node),
             "rule": rule,
             "subject": plain(a.subject),
             "since": Text(utc_clock(a.fired_at or a.started_at)),
-            "resolved": Text(utc_clock(a.resolved_at)),
+            "resolved": self._resolved(row, name=names_in_state and self.resolved),
             "ack": plain(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), self._style("acked")),
             "message": plain(row.message),
             "as_of": Text(""),
@@ -262,21 +295,21 @@ class AlarmTable(DataTable[Text]):
     def _measure(self, alarms: tuple[AlarmRow, ...]) -> None:
         """Take the widths of ``alarms``' cells (`natural_width` and what `_fit` weighs)."""
         self._widths = self._column_widths(alarms)
-        self._named_state_width = max([self._widths.get("state", 0),
-                                       *(self._state(row, name=True).cell_len for row in alarms)])
+        self._named_state_width = max([self._widths.get(self._fold_column, 0),
+                                       *(self._folded(row, name=True).cell_len for row in alarms)])
         self.natural_width = sum(self._widths.values()) + 2 * self.cell_padding * len(self._widths)
 
     def _fit(self) -> ColumnLayout:
         """The layout for the table's width now: the rules and the message cut to leave every
         column on screen (`fitted_cells`); where they cannot be, the message whole and, while the
-        ack column is past the edge, the names in the state cells (`_names_wanted`)."""
+        ack column is past the edge, the names in the state (resolved) cells (`_names_wanted`)."""
         if not self._widths:
             return ColumnLayout()
         message, rule = fitted_cells(self._widths, self.scrollable_content_region.width, self.cell_padding)
         return ColumnLayout(message, rule, message is None and rule is None and self._names_wanted())
 
     def _column_widths(self, alarms: tuple[AlarmRow, ...]) -> dict[str, int]:
-        """Cells of each column's content with every column whole (no name in the state cells)."""
+        """Cells of each column's content with every column whole (no name in the state or resolved cells)."""
         titles = RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS
         widths = {key: cell_len(title) for key, title in titles}
         for row in alarms:
@@ -286,15 +319,15 @@ class AlarmTable(DataTable[Text]):
         return widths
 
     def _names_wanted(self) -> bool:
-        """Whether who acknowledged goes into the state cells: the ack column ends past the
+        """Whether who acknowledged goes into the state cells (`_fold_column`): the ack column ends past the
         table's right edge, and the message still gets `MESSAGE_MIN_CELLS` with the names in.
         Measured from the widths without names, so folding them in cannot flip the choice."""
-        if self.resolved or "ack" not in self._widths:
+        if "ack" not in self._widths:
             return False
         width = self.scrollable_content_region.width
-        keys = [key for key, _ in ACTIVE_COLUMNS]
+        keys = self._column_keys()
         ends = list(accumulate(self._widths[key] + 2 * self.cell_padding for key in keys))
-        message_at = ends[keys.index("message") - 1] + self._named_state_width - self._widths["state"]
+        message_at = ends[keys.index("message") - 1] + self._named_state_width - self._widths[self._fold_column]
         return ends[keys.index("ack")] > width and message_at + MESSAGE_MIN_CELLS <= width
 
     def selected(self) -> AlarmRow | None:

@@ -28,15 +28,22 @@ QUIET_REASONS = frozenset({"none", "idle", fmt.MISSING})
 GPU_EVENTS_SHOWN = 5
 
 
+def _counted(name: str, total: int, per_s: float) -> str:
+    """``CRC 4466 (+12.0/s)``: a counter since driver load, with its rate while it rises."""
+    return f"{name} {total}" + (f" (+{per_s:.1f}/s)" if per_s else "")
+
+
 def bus_errors(gpu: GpuReading) -> str | None:
-    """NVLink replay/CRC and PCIe replay counts of one GPU when any is above zero, else ``None``."""
+    """NVLink replay/CRC and PCIe replay counts of one GPU, each with its rate while it rises, when
+    any is above zero, else ``None``."""
     replay = sum(link.replay_total or 0 for link in gpu.nvlinks)
     crc = sum((link.crc_flit_total or 0) + (link.crc_data_total or 0) for link in gpu.nvlinks)
     pcie = gpu.pcie_replay_total or 0
     if not (replay or crc or pcie):
         return None
-    rate = sum(link.replay_per_s or 0.0 for link in gpu.nvlinks)
-    parts = [f"NVLink replay {replay}" + (f" (+{rate:.1f}/s)" if rate else ""), f"CRC {crc}", f"PCIe replay {pcie}"]
+    parts = [_counted("NVLink replay", replay, sum(link.replay_per_s or 0.0 for link in gpu.nvlinks)),
+             _counted("CRC", crc, sum(link.crc_flit_per_s or 0.0 for link in gpu.nvlinks)),
+             _counted("PCIe replay", pcie, gpu.pcie_replay_per_s or 0.0)]
     return f"GPU {gpu.index}: " + ", ".join(parts)
 
 
@@ -82,10 +89,15 @@ class GpuGroup(SourceGroup):
             count.append(f"{len(lost)} lost: " + ", ".join(f"GPU {g.index} ({g.pci_bus_id or fmt.MISSING})" for g in lost),
                          style=self.style_of("bad"))
         parts.append(count)
-        for gpu in readings.gpus:
-            errors = bus_errors(gpu)
-            if errors:
-                parts.append(Text.assemble(self.label("bus errors  "), (errors, self.style_of("warn"))))
+        errors = [e for e in map(bus_errors, readings.gpus) if e]
+        if errors:
+            # A grid, so that a line too long for a narrow box wraps under its value, not under the label.
+            grid = Table.grid()
+            grid.add_column(width=12, no_wrap=True)
+            grid.add_column()
+            for line in errors:
+                grid.add_row(self.label("bus errors"), Text(line, style=self.style_of("warn")))
+            parts.append(grid)
         return Group(*parts)
 
     def update_parts(self, frame: Frame | None) -> None:

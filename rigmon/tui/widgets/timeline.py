@@ -19,8 +19,9 @@ MARKS: dict[str, str] = {"bad": "✖", "warn": "▲", "info": "·"}
 
 
 class IncidentTimeline(Widget):
-    """Time (UTC, the agent's clock), a mark and what happened, oldest first; above the steps
-    what is wrong now. "no trouble" when the node has none."""
+    """Time (UTC, the agent's clock; with the date when the steps are of more than one day), a mark
+    and what happened, oldest first; above the steps what is wrong now. "no trouble" when the node
+    has none."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "incident-timeline--bad",
@@ -58,8 +59,12 @@ class IncidentTimeline(Widget):
             worst = now[0].level
             table.add_row(Text("now", style=self._style("time")), Text(MARKS[worst], style=self._style(worst)),
                           plain("; ".join(p.text for p in now), self._style(worst)))
+        # Steps of more than one UTC day (a trend over days, an accelerated simulation) carry their date:
+        # "01:22:05" below "02:43:58" would read as time running backwards.
+        days = {time.gmtime(step.at)[:3] for step in steps}
+        stamp_format = "%H:%M:%S" if len(days) <= 1 else "%m-%d %H:%M:%S"
         for step in steps:
-            stamp = time.strftime("%H:%M:%S", time.gmtime(step.at))
+            stamp = time.strftime(stamp_format, time.gmtime(step.at))
             mark = Text(MARKS[step.level], style=self._style(step.level))
             table.add_row(Text(stamp, style=self._style("time")), mark,
                           plain(step.text, self._style(step.level) if step.level != "info" else ""))

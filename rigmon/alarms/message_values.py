@@ -1,0 +1,39 @@
+"""A reading written as an alarm's message writes its value: the same decimals and unit."""
+
+from __future__ import annotations
+
+from rigmon.alarms.values import number
+from rigmon.lazy_re import lazy_compile
+from rigmon.schema import Alarm, EventValue
+
+# A number in an alarm message and the unit after it: "11.255 V", "0.120 mOhm/day",
+# "10000 Mb/s", "71 °C". "rose by 12 in 60 s" has no unit after 12.
+_NUMBER_UNIT = lazy_compile(
+    r"(?<![\w.])(?P<number>\d+(?:\.(?P<decimals>\d+))?)"
+    r"(?:\s?(?P<unit>%|°C|[munµkMGT]?(?:Ohm|Ω|Hz|V|A|W|B|b|s|C)(?:/(?:s|day|h|min))?)(?![\w/]))?")
+
+
+def written(message: str, value: float) -> tuple[int, str] | None:
+    """How ``message`` writes ``value``: its decimals and the unit after it (``""`` for none), or
+    ``None`` when the message does not hold it."""
+    for m in _NUMBER_UNIT.finditer(message):
+        decimals = len(m.group("decimals") or "")
+        if abs(float(m.group("number")) - abs(value)) <= 0.5 * 10.0 ** -decimals + 1e-9:
+            return decimals, m.group("unit") or ""
+    return None
+
+
+def reading_text(alarm: Alarm, value: EventValue) -> str:
+    """``value`` (a reading of ``alarm``'s rule, ``value_now`` say) as the alarm's message writes its
+    worst value, ``alarm.value``: ``11.608 V`` beside ``12 V rail minimum 11.255 V is below 11.7 V``.
+    A reading the message does not write is given as it is (``11.6083``)."""
+    v = number(value)
+    if v is None:
+        return str(value)
+    worst = number(alarm.value)
+    how = written(alarm.message, worst) if worst is not None else None
+    if how is None:
+        return f"{v:g}"
+    decimals, unit = how
+    text = f"{v:.{decimals}f}"
+    return f"{text} {unit}" if unit else text
