@@ -60,6 +60,8 @@ _ABSENT_ERRNOS = {
     # layout, a tree written half-way), or a symlink that leads round in a loop.
     errno.EISDIR,
     errno.ELOOP,
+    # A name built from a value read from the hardware, longer than a file name may be.
+    errno.ENAMETOOLONG,
 }
 
 

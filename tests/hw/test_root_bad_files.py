@@ -1,6 +1,7 @@
 """HostRoot on files that are not what a collector expects: a directory where an attribute was, a
 symlink loop, a read the driver refuses with EACCES, a name with a NUL in it (built from a value
-read from the hardware). Each is "not there" for that one file; nothing raises, the next file reads."""
+read from the hardware), a name too long for a file. Each is "not there" for that one file; nothing
+raises, the next file reads."""
 
 from __future__ import annotations
 
@@ -73,3 +74,12 @@ def test_a_name_with_a_nul_names_nothing(pci: HostRoot) -> None:
     assert pci.readlink(rel) is None
     assert pci.realpath(rel) is None
     assert not pci.exists(rel)
+
+
+def test_a_name_too_long_for_a_file_names_nothing(pci: HostRoot) -> None:
+    """An ``address`` of 400 digits, used as a directory name (longer than NAME_MAX)."""
+    rel = f"/sys/bus/pci/devices/{'9' * 400}/current_link_speed"
+    assert_unreadable(pci, rel)
+    assert pci.listdir(f"/sys/bus/pci/devices/{'9' * 400}") == []
+    assert pci.readlink(rel) is None
+    assert pci.realpath(rel) is None
