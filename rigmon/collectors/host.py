@@ -13,7 +13,7 @@ from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
-from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
+from rigmon.collectors.sysfs_values import U64_DIGITS, U64_MAX, parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
 from rigmon.rates import CounterRates, counter_delta
@@ -72,9 +72,10 @@ def parse_proc_stat(text: str) -> CpuTimes:
     fields = match["fields"].split()
     # Counters are unsigned: int() alone would take "-5", "+5" and "1_0" (checked on the fields
     # joined: each is non-empty, so all are digits exactly when their join is).
+    # Each is a u64: a longer one is a garbled line (int() fails past 4300 digits).
     joined = "".join(fields)
-    if fields and not (joined.isascii() and joined.isdigit()):
-        raise ValueError(f"bad cpu line: {'cpu ' + match['fields']!r}")
+    if fields and not (joined.isascii() and joined.isdigit() and len(max(fields, key=len)) <= U64_DIGITS):
+        raise ValueError(f"bad cpu line: {('cpu ' + match['fields'])[:200]!r}")
     values = list(map(int, fields))
     if len(values) < 4:
         raise ValueError(f"short cpu line: {'cpu ' + match['fields']!r}")
@@ -110,12 +111,16 @@ def parse_meminfo(text: str, keys: Collection[str] | None = None) -> dict[str, i
         # MemAvailable:   12345678 kB
         key, sep, rest = line.partition(":")
         parts = rest.split()
-        # isdigit() alone would admit digits int() refuses ("²"): ASCII only.
-        if not sep or not parts or not (parts[0].isascii() and parts[0].isdigit()):
+        # isdigit() alone would admit digits int() refuses ("²"): ASCII only. Past 64 bits (bytes,
+        # once kB are counted) the line is garbled: skipped, as a line that is no number.
+        if not sep or not parts or not (parts[0].isascii() and parts[0].isdigit() and len(parts[0]) <= U64_DIGITS):
             continue
         value = int(parts[0])
         name = key.strip()
-        out[name] = value * KIB if parts[1:2] == ["kB"] else value
+        value = value * KIB if parts[1:2] == ["kB"] else value
+        if value > U64_MAX:
+            continue
+        out[name] = value
         if wanted is not None:
             wanted.discard(name)
             if not wanted:
@@ -147,9 +152,12 @@ def parse_net_dev(text: str) -> dict[str, NetCounters]:
         if not sep:
             continue
         v = rest.split()
-        if len(v) < 16 or not all(x.isdigit() for x in v[:16]):
-            raise ValueError(f"bad /proc/net/dev line: {line.strip()!r}")
+        # Counters are u64: a longer number is a garbled line (and int() fails past 4300 digits).
+        if len(v) < 16 or not all(x.isascii() and x.isdigit() and len(x) <= U64_DIGITS for x in v[:16]):
+            raise ValueError(f"bad /proc/net/dev line: {line.strip()[:200]!r}")
         n = [int(x) for x in v[:16]]
+        if max(n) > U64_MAX:
+            raise ValueError(f"bad /proc/net/dev line: {line.strip()[:200]!r}")
         out[name.strip()] = NetCounters(
             rx_bytes=n[0], rx_packets=n[1], rx_errors=n[2], rx_dropped=n[3],
             tx_bytes=n[8], tx_packets=n[9], tx_errors=n[10], tx_dropped=n[11],

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, cast
 
+from rigmon.collectors.sysfs_values import U64_DIGITS, U64_MAX
 from rigmon.lazy_re import lazy_compile
 
 #: ``auto`` recognises a character device as /dev/kmsg and a text file by its first line.
@@ -41,9 +42,6 @@ class LogRecord:
     wall_at: float | None = None
 
 
-#: The largest kmsg header number (sequence, microseconds since boot: u64) and its digits.
-U64_MAX = 2**64 - 1
-U64_DIGITS = len(str(U64_MAX))
 #: The name this record had when /dev/kmsg was the only source.
 KmsgRecord = LogRecord
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 #: hwmon and thermal-zone temperatures are in millidegrees Celsius.
 MILLI = 1000.0
-#: A kernel attribute prints at most a 64-bit integer (u64 or s64): a longer number is garbage
-#: (a driver's bad read), and one past 10**308 does not even become a float (OverflowError).
+#: The largest number the kernel prints (a u64), and its digits: a longer number in a sysfs or
+#: procfs file is garbage (a driver's bad read); int() fails past 4300 digits, a float past 10**308,
+#: and a frame cannot carry more than 64 bits.
+U64_MAX = 2**64 - 1
+U64_DIGITS = len(str(U64_MAX))
+#: A kernel attribute prints at most a 64-bit integer (u64 or s64).
 INT_MIN = -(2**63)
-INT_MAX = 2**64 - 1
+INT_MAX = U64_MAX
 
 
 def parse_int(text: str | None) -> int | None:

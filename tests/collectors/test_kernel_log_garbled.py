@@ -13,7 +13,8 @@ import pytest
 
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.kernel_log import KernelLogCollector
-from rigmon.collectors.kernel_log_formats import U64_MAX, parse_kmsg_record, parse_log_record
+from rigmon.collectors.kernel_log_formats import parse_kmsg_record, parse_log_record
+from rigmon.collectors.sysfs_values import U64_MAX
 from rigmon.collectors.kernel_messages import parse_xid
 from tests.collectors.test_kernel_log import FixedClock, _append, _tree
 
