@@ -62,7 +62,7 @@ ACTIVE = 4
 #: IB port states with a physical link but no logical one (the subnet manager did not configure it).
 INIT_ARMED = (2, 3)
 
-_STATE = lazy_compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
+_STATE = lazy_compile(r"^\s*(\d{1,3})\s*:\s*(\S.*?)\s*$")
 _RATE = lazy_compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
 
 ExpectedSource = Literal["config", "best_seen"]

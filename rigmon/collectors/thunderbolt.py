@@ -273,7 +273,7 @@ class ThunderboltCollector(PolledCollector):
             domain=kind_domain[1],
             vendor=vendor,
             device_name=attr(f"{base}/device_name") or attr(f"{base}/device"),
-            generation=int(generation) if generation and generation.isdigit() else None,
+            generation=parse_int(generation) if generation and generation.isdigit() else None,
             unique_id=unique_id,
         )
 
