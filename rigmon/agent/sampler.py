@@ -370,8 +370,9 @@ class Sampler:
         if self._pending_events:
             # What the judges said of this frame goes out with it (encoded again: only frames
             # that carry a transition).
-            frame = self._encodable(msgspec.structs.replace(frame, events=frame.events + tuple(self._pending_events)))
+            events = frame.events + tuple(self._pending_events)
             self._pending_events = []
+            frame = self._encodable(msgspec.structs.replace(frame, events=events))
         for listener in self._listeners:
             try:
                 listener(frame)
