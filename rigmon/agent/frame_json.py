@@ -90,16 +90,18 @@ def valid_text(frame: Frame) -> Frame:
     A lone surrogate cannot be encoded: a name the kernel gave in bytes that are not UTF-8
     (Python reads a directory entry's bytes back as surrogates) would make every reader of
     the frame fail: ``/v1/latest``, streams, the journal. Such text gets U+FFFD where its bad
-    bytes were, once, before any listener sees the frame. A frame that does not encode for
-    another reason (a NaN) is returned as it is and logged; its readers report it.
+    bytes were, once, before any listener sees the frame.
+
+    Raises:
+        ValueError: the frame does not encode for another reason (a NaN);
+        OverflowError: it holds an integer past 64 bits. The sampler leaves out what caused it
+            (`rigmon.agent.sampler.Sampler`).
     """
     try:
         frame_json(frame)
     except UnicodeEncodeError as exc:
         log.warning("frame %d holds text that is not UTF-8 (%s): bad bytes replaced by U+FFFD", frame.seq, exc)
         return decode(Frame, encode(_replace_surrogates(msgspec.to_builtins(frame))))
-    except ValueError as exc:
-        log.error("frame %d cannot be encoded: %s", frame.seq, exc)
     return frame
 
 

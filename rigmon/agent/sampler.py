@@ -9,7 +9,7 @@ import asyncio
 import logging
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
@@ -23,9 +23,11 @@ from rigmon.schema import (
     SCHEMA_VERSION,
     CollectorStatus,
     Event,
+    EventValue,
     Frame,
     Readings,
     Severity,
+    encode,
 )
 from rigmon.typed import field_types
 
@@ -48,6 +50,34 @@ def _readings_routes() -> dict[type, tuple[str, bool]]:
 
 
 ROUTES = _readings_routes()
+
+
+def _unencodable(groups: Iterable[list[object]]) -> str | None:
+    """Why the first of these records that does not encode does not (``None``: all encode)."""
+    for records in groups:
+        for record in records:
+            try:
+                encode(record)
+            except (ValueError, OverflowError) as exc:
+                return f"{type(record).__name__}: {exc}"
+    return None
+
+
+def _encodable_event(event: Event) -> Event:
+    """``event``, with each value of its data that does not encode as ``None``."""
+    try:
+        encode(event)
+        return event
+    except (ValueError, OverflowError):
+        pass
+    data: dict[str, EventValue] = {}
+    for key, value in event.data.items():
+        try:
+            encode(value)
+            data[key] = value
+        except (ValueError, OverflowError):
+            data[key] = None
+    return msgspec.structs.replace(event, data=data)
 
 
 class _Slot(msgspec.Struct):
@@ -108,6 +138,8 @@ class Sampler:
         #: The node's last hardware trouble, noted in the GPU process exits that follow it.
         self.trouble = TroubleMemory()
         self._pending_events: list[Event] = []
+        #: Collectors whose records did not encode in the last frame that had any such (see `_encodable`).
+        self._unencodable: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -254,6 +286,60 @@ class Sampler:
             self.emit_event("collector_recovered", "info", f"collector:{name}",
                             f"collector {name} recovered ({status.state})", {"state": status.state})
 
+    def _frame(self, taken_at: float, events: tuple[Event, ...]) -> Frame:
+        """The frame of the slots' records and statuses, with ``events`` and the pending ones (taken)."""
+        fields: dict[str, object] = {}
+        for slot in self._slots.values():
+            for tp, recs in slot.records.items():
+                field_name, many = ROUTES[tp]
+                if many:
+                    fields[field_name] = typing.cast(tuple[object, ...], fields.get(field_name, ())) + tuple(recs)
+                else:
+                    fields[field_name] = recs[-1]
+        frame = Frame(
+            schema=SCHEMA_VERSION,
+            node=self.node,
+            run_id=self.run_id,
+            seq=self._seq,
+            taken_at=taken_at,
+            agent_start=self.agent_start,
+            collectors={**{name: slot.status for name, slot in self._slots.items()},
+                        **{name: status() for name, status in self._statuses.items()}},
+            readings=Readings(**fields),  # type: ignore[arg-type]
+            events=events + tuple(self._pending_events),
+        )
+        self._pending_events = []
+        return frame
+
+    def _encodable(self, frame: Frame) -> Frame:
+        """``frame`` as `valid_text` makes it, or, when it does not encode (an integer past 64 bits, a
+        NaN a collector let through), the frame again without what caused it: each collector whose
+        records do not encode fails with the reason, its records left out; an event's value that does
+        not encode becomes ``null``. One bad value costs its collector, never the frame: raised here,
+        it ended the sampler (no frame, no journal, for every collector, until a restart)."""
+        try:
+            frame = valid_text(frame)
+        except (ValueError, OverflowError) as exc:
+            failure = str(exc)
+        else:
+            self._unencodable = []
+            return frame
+        failed = []
+        for name, slot in self._slots.items():
+            why = _unencodable(slot.records.values())
+            if why is not None:
+                failed.append(name)
+                slot.records = {}
+                self._set_status(name, msgspec.structs.replace(
+                    slot.status, state="error", ok=False, error=f"reported a value that cannot be sent: {why}"))
+        if failed != self._unencodable:
+            # Once while the same collectors send such values, not every tick.
+            log.error("frame %d cannot be encoded (%s): left out the records of %s", frame.seq, failure,
+                      ", ".join(failed) or "no collector (an event's value)")
+            self._unencodable = failed
+        events = tuple(_encodable_event(event) for event in frame.events)
+        return valid_text(self._frame(frame.taken_at, events))
+
     def _make_push(self, name: str) -> Callable[[Sequence[object]], None]:
         def push(records: Sequence[object]) -> None:
             loop = self._loop
@@ -273,29 +359,9 @@ class Sampler:
     def _publish(self) -> Frame:
         self._ticks.take_results()
         self._seq += 1
-        fields: dict[str, object] = {}
-        for slot in self._slots.values():
-            for tp, recs in slot.records.items():
-                field_name, many = ROUTES[tp]
-                if many:
-                    fields[field_name] = typing.cast(tuple[object, ...], fields.get(field_name, ())) + tuple(recs)
-                else:
-                    fields[field_name] = recs[-1]
-        frame = Frame(
-            schema=SCHEMA_VERSION,
-            node=self.node,
-            run_id=self.run_id,
-            seq=self._seq,
-            taken_at=self.clock.time(),
-            agent_start=self.agent_start,
-            collectors={**{name: slot.status for name, slot in self._slots.items()},
-                        **{name: status() for name, status in self._statuses.items()}},
-            readings=Readings(**fields),  # type: ignore[arg-type]
-            events=tuple(self._pending_events),
-        )
-        self._pending_events = []
+        frame = self._frame(self.clock.time(), ())
         # Encoded once here for every reader (the cache is shared); text that is not UTF-8 is mended first.
-        frame = valid_text(frame)
+        frame = self._encodable(frame)
         for judge in self._judges:
             try:
                 judge(frame)
@@ -304,8 +370,9 @@ class Sampler:
         if self._pending_events:
             # What the judges said of this frame goes out with it (encoded again: only frames
             # that carry a transition).
-            frame = valid_text(msgspec.structs.replace(frame, events=frame.events + tuple(self._pending_events)))
+            events = frame.events + tuple(self._pending_events)
             self._pending_events = []
+            frame = self._encodable(msgspec.structs.replace(frame, events=events))
         for listener in self._listeners:
             try:
                 listener(frame)

@@ -15,7 +15,7 @@ MICRO = 1_000_000.0
 MILLI = 1000.0
 
 _CARD = lazy_compile(r"^card\d+$")
-_DPM_LINE = lazy_compile(r"^\s*\d+:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$")
+_DPM_LINE = lazy_compile(r"^\s*\d+:\s*(\d{1,9})\s*[Mm][Hh]z\s*(\*)?\s*$")
 
 
 def parse_dpm_current(text: str | None) -> int | None:

@@ -8,6 +8,7 @@ import msgspec
 
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PolledCollector
+from rigmon.collectors.sysfs_values import U64_DIGITS, U64_MAX
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import DiskReading
@@ -107,11 +108,17 @@ def parse_diskstats(text: str) -> Diskstats:
             #    3    1   hda1 35486 38030 38030 38030   (2.6.x before 2.6.25, Documentation/iostats)
             partial.append(parts[2])
             continue
-        if not numeric or len(parts) - 3 not in _COUNTER_WIDTHS:
+        # The kernel prints each counter as an unsigned long (64 bits): a longer one is a garbled
+        # line (int() fails past 4300 digits; a frame cannot carry more than 64 bits).
+        if (not numeric or len(parts) - 3 not in _COUNTER_WIDTHS
+                or len(max((parts[0], parts[1], *parts[3:]), key=len)) > U64_DIGITS):
             skipped.append(line.strip())
             continue
         numbers = [int(v) for v in parts[3:]]
         major, minor = int(parts[0]), int(parts[1])
+        if max(numbers) > U64_MAX or max(major, minor) > U64_MAX:
+            skipped.append(line.strip())
+            continue
         disks.append(_stats_from_counters(parts[2], major, minor, numbers))
     return Diskstats(disks=disks, partial=tuple(partial), skipped=tuple(skipped))
 

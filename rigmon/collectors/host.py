@@ -2,164 +2,28 @@
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import msgspec
-
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, PolledCollector
+from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.host_proc import (
+    CpuTimes,
+    parse_loadavg,
+    parse_meminfo,
+    parse_net_dev,
+    parse_proc_stat,
+    parse_uptime,
+)
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
-from rigmon.lazy_re import lazy_compile
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 
 #: The one "device" whose fact is the boot id.
 _BOOT = ("boot",)
-
-KIB = 1024
-MILLI = 1000.0
-
-
-class CpuTimes(msgspec.Struct, frozen=True, gc=False):
-    """Aggregate CPU time from /proc/stat in USER_HZ ticks."""
-
-    busy: int
-    total: int
-    cpu_count: int
-
-
-class NetCounters(msgspec.Struct, frozen=True, gc=False):
-    """One interface's line of /proc/net/dev."""
-
-    rx_bytes: int
-    rx_packets: int
-    rx_errors: int
-    rx_dropped: int
-    tx_bytes: int
-    tx_packets: int
-    tx_errors: int
-    tx_dropped: int
-
-
-#: The aggregate line of /proc/stat and the per-CPU lines right after it (the kernel's
-#: ``show_stat``: ``cpu``, then one ``cpuN`` line per online CPU, then ``intr`` and the rest).
-_CPU_LINES = lazy_compile(r"^cpu (?P<fields>[^\n]*)\n?(?P<cpus>(?:cpu\d[^\n]*(?:\n|\Z))*)", re.MULTILINE)
-
-
-def parse_proc_stat(text: str) -> CpuTimes:
-    """Parse the aggregate ``cpu`` line of /proc/stat, and count the CPUs online.
-
-    ``cpu_count`` is the number of ``cpuN`` lines that follow the aggregate line: the kernel
-    writes one per online CPU (with cpu1 offline, cpu0, cpu2, cpu3: 3). The lines after them
-    (``intr``, one count per interrupt number, is most of the file on a large machine) are not
-    looked at.
-
-    Raises:
-        ValueError: no aggregate cpu line, or a malformed one.
-    """
-    # cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
-    # (user nice system idle iowait irq softirq steal guest guest_nice)
-    # cpu0 5066076 145348 1542359 23414241 8341 0 12597 0 87814 0
-    match = _CPU_LINES.search(text)
-    if match is None:
-        raise ValueError("no aggregate cpu line in /proc/stat")
-    fields = match["fields"].split()
-    # Counters are unsigned: int() alone would take "-5", "+5" and "1_0" (checked on the fields
-    # joined: each is non-empty, so all are digits exactly when their join is).
-    joined = "".join(fields)
-    if fields and not (joined.isascii() and joined.isdigit()):
-        raise ValueError(f"bad cpu line: {'cpu ' + match['fields']!r}")
-    values = list(map(int, fields))
-    if len(values) < 4:
-        raise ValueError(f"short cpu line: {'cpu ' + match['fields']!r}")
-    # guest and guest_nice are already counted in user and nice.
-    counted = values[:8]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    total = sum(counted)
-    # One newline per cpuN line (counted in place, not copied); the last may end the text without one.
-    start, end = match.span("cpus")
-    count = text.count("\n", start, end) + (1 if end > start and text[end - 1] != "\n" else 0)
-    return CpuTimes(busy=total - idle, total=total, cpu_count=count)
-
-
-def parse_loadavg(text: str) -> tuple[float, float, float]:
-    """Parse /proc/loadavg into the 1, 5 and 15 minute load averages."""
-    # 0.20 0.18 0.12 1/80 11206
-    parts = text.split()
-    if len(parts) < 3:
-        raise ValueError(f"short loadavg: {text!r}")
-    return float(parts[0]), float(parts[1]), float(parts[2])
-
-
-def parse_meminfo(text: str, keys: Collection[str] | None = None) -> dict[str, int]:
-    """Parse /proc/meminfo into bytes per key (values given in kB become bytes).
-
-    Args:
-        keys: stop once every one of these is read (``None``: read every key). A node's meminfo
-            has 50-60 lines; the host collector's four keys are among the first sixteen.
-    """
-    out: dict[str, int] = {}
-    wanted = None if keys is None else set(keys)
-    for line in text.splitlines():
-        # MemAvailable:   12345678 kB
-        key, sep, rest = line.partition(":")
-        parts = rest.split()
-        # isdigit() alone would admit digits int() refuses ("²"): ASCII only.
-        if not sep or not parts or not (parts[0].isascii() and parts[0].isdigit()):
-            continue
-        value = int(parts[0])
-        name = key.strip()
-        out[name] = value * KIB if parts[1:2] == ["kB"] else value
-        if wanted is not None:
-            wanted.discard(name)
-            if not wanted:
-                break
-    return out
-
-
-def parse_uptime(text: str) -> float | None:
-    """Parse /proc/uptime into seconds since boot; ``None`` when the file is empty or garbled."""
-    # 350735.47 234388.90
-    parts = text.split()
-    try:
-        uptime_s = float(parts[0]) if parts else None
-    except ValueError:
-        return None
-    return uptime_s if uptime_s is not None and math.isfinite(uptime_s) and uptime_s >= 0 else None
-
-
-def parse_net_dev(text: str) -> dict[str, NetCounters]:
-    """Parse /proc/net/dev into per-interface counters.
-
-    Raises:
-        ValueError: a data line does not have the 16 counters.
-    """
-    out: dict[str, NetCounters] = {}
-    for line in text.splitlines()[2:]:
-        #   eth0: 1234 12 0 0 0 0 0 0 5678 34 0 0 0 0 0 0
-        name, sep, rest = line.partition(":")
-        if not sep:
-            continue
-        v = rest.split()
-        if len(v) < 16 or not all(x.isdigit() for x in v[:16]):
-            raise ValueError(f"bad /proc/net/dev line: {line.strip()!r}")
-        n = [int(x) for x in v[:16]]
-        out[name.strip()] = NetCounters(
-            rx_bytes=n[0], rx_packets=n[1], rx_errors=n[2], rx_dropped=n[3],
-            tx_bytes=n[8], tx_packets=n[9], tx_errors=n[10], tx_dropped=n[11],
-        )
-    return out
-
-
-
-
-
 
 #: ARPHRD_* link types of /sys/class/net/<if>/type.
 ARPHRD_ETHER = 1
@@ -271,6 +135,9 @@ class HostCollector(PolledCollector):
         self._kinds: DeviceFacts[str, NetFacts] = DeviceFacts()
         #: The interfaces of the last /proc/net/dev, whose rates and activity are kept.
         self._net_names: frozenset[str] = frozenset()
+        #: /proc/net/dev lines skipped at the last read, and how many were skipped since the start.
+        self._net_skipped_before: tuple[str, ...] = ()
+        self.net_skipped_lines_total = 0
 
     def collect(self) -> Sequence[object]:
         stat_text = self.root.read_text("/proc/stat")
@@ -374,16 +241,17 @@ class HostCollector(PolledCollector):
             i2c_client=client, client_reads=() if client is None else tuple(
             (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}") for channel, label in channels))
 
-    def _net(self) -> list[NetInterfaceReading]:
+    def _net(self) -> list[NetInterfaceReading | EventDraft]:
         text = self.root.read_text("/proc/net/dev")
         if text is None:
             return []
         now_s = self.clock.monotonic()
-        counters = parse_net_dev(text)
+        parsed = parse_net_dev(text)
+        counters = parsed.interfaces
+        out: list[NetInterfaceReading | EventDraft] = self._net_skipped(parsed.skipped)
         self._kinds.begin(counters)
         read = self.root.read_attr
         rate = self._rates.rate
-        out = []
         for name, c in sorted(counters.items()):
             if name in _SKIPPED_INTERFACES:
                 continue
@@ -427,6 +295,21 @@ class HostCollector(PolledCollector):
             for gone in set(self._last_active_s) - self._net_names:
                 del self._last_active_s[gone]
         return out
+
+    def _net_skipped(self, skipped: tuple[str, ...]) -> list[NetInterfaceReading | EventDraft]:
+        """One warning when /proc/net/dev holds a line that was not skipped at the last read."""
+        self.net_skipped_lines_total += len(skipped)
+        new = [line for line in skipped if line not in self._net_skipped_before]
+        self._net_skipped_before = skipped
+        if not new:
+            return []
+        count = len(skipped)
+        return [EventDraft(
+            "net_dev_line_skipped", "warning", "host",
+            f"/proc/net/dev: skipped {count} line{'s' if count != 1 else ''} that {'are' if count != 1 else 'is'} "
+            f"not /proc/net/dev ({self.net_skipped_lines_total} so far): {new[0][:120]!r}",
+            {"skipped": count, "skipped_total": self.net_skipped_lines_total, "line": new[0][:200]},
+        )]
 
     def _net_facts(self, name: str) -> NetFacts:
         base = f"/sys/class/net/{name}"

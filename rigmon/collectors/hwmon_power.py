@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.sysfs_values import parse_int
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
@@ -93,12 +94,7 @@ class ChipPlan:
 def parse_hwmon_int(text: str | None) -> int | None:
     """An hwmon attribute as an integer; ``None`` when absent or not a number."""
     # 12096
-    if text is None:
-        return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
+    return parse_int(text)
 
 
 def parse_channel_names(entries: Sequence[str], kind: str) -> list[str]:

@@ -19,6 +19,7 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.sysfs_values import parse_int
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
 from rigmon.rates import CounterRates
@@ -61,7 +62,7 @@ ACTIVE = 4
 #: IB port states with a physical link but no logical one (the subnet manager did not configure it).
 INIT_ARMED = (2, 3)
 
-_STATE = lazy_compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
+_STATE = lazy_compile(r"^\s*(\d{1,3})\s*:\s*(\S.*?)\s*$")
 _RATE = lazy_compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
 
 ExpectedSource = Literal["config", "best_seen"]
@@ -83,13 +84,8 @@ def parse_rate(text: str | None) -> float | None:
 
 def parse_counter(text: str | None) -> int | None:
     """A counter file's value (decimal, non-negative); ``None`` when absent or not a number."""
-    if text is None:
-        return None
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        return None
-    return value if value >= 0 else None
+    value = parse_int(text)
+    return value if value is not None and value >= 0 else None
 
 
 def judge_port(state_id: int | None, phys_state_id: int | None, rate_gbps: float | None,

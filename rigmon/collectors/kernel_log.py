@@ -85,6 +85,8 @@ RECENT_IN_FRAME = 16
 IDLE_WAIT_S = 5.0
 #: Shortest time between two looks at the log when the last one found nothing.
 MIN_WAKE_S = 0.05
+#: Time between two tries to read a log whose last read failed (EIO from a log file's disk).
+READ_RETRY_S = 1.0
 #: Formats a text log may be in, for error messages.
 ACCEPTED_FORMATS = ("/dev/kmsg records", "dmesg [-T|--time-format iso] with timestamps",
                     "journalctl -k [-o short|short-precise|short-iso]",
@@ -145,6 +147,8 @@ class KernelLogCollector:
         self._last_xid79: str | None = None
         self._pending: list[EventDraft] = []
         self._open_error: KmsgUnavailable | None = None
+        #: Why the last read of the open log failed; ``None`` once a read succeeds.
+        self._read_error: str | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -178,11 +182,14 @@ class KernelLogCollector:
             if self._stop.is_set():
                 break
             with self._lock:
-                events = self._drain(emit=True)
+                events = self._drain_or_note(emit=True)
                 idle = self._batch_records == 0
+                failed = self._read_error is not None
             if events:
                 push(events)
-            if idle:
+            if failed:
+                self._stop.wait(READ_RETRY_S)
+            elif idle:
                 # Woken with nothing to read (a device that always polls readable, a file
                 # written without a whole line): do not spin.
                 self._stop.wait(MIN_WAKE_S)
@@ -196,9 +203,11 @@ class KernelLogCollector:
                 raise CollectorError(str(self._open_error))
             events: list[object] = []
             if self._thread is None:
-                events.extend(self._drain(emit=True))
+                events.extend(self._drain_or_note(emit=True))
             if self._format_error is not None:
                 raise CollectorError(self._format_error)
+            if self._read_error is not None:
+                raise CollectorError(self._read_error)
             recent = tuple(self._recent)[-RECENT_IN_FRAME:]
             reading = KernelLogReading(
                 records_total=self._records_total,
@@ -243,6 +252,20 @@ class KernelLogCollector:
                 f"{lost} kernel log record{'s' if lost != 1 else ''} overwritten before rigmon read "
                 f"{'them' if lost != 1 else 'it'}: Xid, AER or bus errors among them are not shown",
                 {"lost": lost, "lost_total": lost_total}))
+        return events
+
+    def _drain_or_note(self, emit: bool) -> list[EventDraft]:
+        """`_drain`, with a failed read of the log noted in `_read_error` (shown by `collect`, cleared
+        by the next read that succeeds) instead of raised: the thread that pushes the log's events
+        must outlive a read error, or every Xid after it would go unseen while the collector said ok.
+        A failed read consumes no record, so the next one takes up where it stopped."""
+        try:
+            events = self._drain(emit)
+        except OSError as exc:
+            self._batch_records = 0
+            self._read_error = f"{self.path}: read failed: {exc}"
+            return []
+        self._read_error = None
         return events
 
     def _resolve_format(self, text: str) -> TextFormat | None:

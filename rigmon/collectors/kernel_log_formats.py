@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
+from rigmon.collectors.sysfs_values import U64_DIGITS, U64_MAX
 from rigmon.lazy_re import lazy_compile
 
 #: ``auto`` recognises a character device as /dev/kmsg and a text file by its first line.
@@ -52,6 +53,18 @@ def unescape_kmsg(text: str) -> str:
     return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
 
 
+def _u64(text: str) -> int | None:
+    """A kmsg header number: ASCII digits of at most a u64, as the kernel prints it; else ``None``.
+
+    isascii(): str.isdigit() admits characters int() refuses ("²"). A longer number is a garbled
+    record: int() fails past 4300 digits, and a sequence number of billions would count as lost.
+    """
+    if not (text.isascii() and text.isdigit() and len(text) <= U64_DIGITS):
+        return None
+    value = int(text)
+    return value if value <= U64_MAX else None
+
+
 def parse_kmsg_record(raw: str) -> LogRecord | None:
     """Parse one /dev/kmsg record (header, message, ``KEY=value`` continuation lines).
 
@@ -63,10 +76,12 @@ def parse_kmsg_record(raw: str) -> LogRecord | None:
     # 6,2081,5144212,-,caller=T412;text   (extra header fields are ignored)
     header, sep, message = first.partition(";")
     parts = header.split(",")
-    # isascii(): str.isdigit() admits characters int() refuses ("²").
-    if not sep or len(parts) < 4 or not all(p.isascii() and p.isdigit() for p in parts[:3]):
+    if not sep or len(parts) < 4:
         return None
-    prefix = int(parts[0])
+    numbers = [_u64(p) for p in parts[:3]]
+    if None in numbers:
+        return None
+    prefix, seq, ts_us = cast(list[int], numbers)
     fields: dict[str, str] = {}
     for line in rest.splitlines():
         #  DEVICE=+pci:0000:1a:00.0
@@ -76,8 +91,8 @@ def parse_kmsg_record(raw: str) -> LogRecord | None:
     return LogRecord(
         level=prefix & 7,
         facility=prefix >> 3,
-        seq=int(parts[1]),
-        ts_us=int(parts[2]),
+        seq=seq,
+        ts_us=ts_us,
         message=unescape_kmsg(message.rstrip("\n")),
         fields=fields,
     )
@@ -87,7 +102,8 @@ def parse_kmsg_record(raw: str) -> LogRecord | None:
 _DMESG_DECODE = lazy_compile(r"^(?P<facility>[a-z]+)\s*:(?P<level>[a-z]+)\s*: ")
 _DMESG_RAW = lazy_compile(r"^<(?P<prefix>\d{1,3})>")
 # [    5.140900] text                              (dmesg)
-_DMESG_MONO = lazy_compile(r"^\[\s*(?P<s>\d+)\.(?P<frac>\d{1,9})\] ?")
+# (at most 12 digits of seconds, 31 700 years: a longer number is a garbled line, not a time)
+_DMESG_MONO = lazy_compile(r"^\[\s*(?P<s>\d{1,12})\.(?P<frac>\d{1,9})\] ?")
 # [Sun Feb 23 16:24:18 2025] text                  (dmesg -T: local time, no zone)
 _DMESG_CTIME = lazy_compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?")
 # 2025-05-27T04:18:56,089671+00:00 text            (dmesg --time-format iso)

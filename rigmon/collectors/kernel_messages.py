@@ -118,7 +118,7 @@ def parse_pci_bus_id(text: str) -> PciBusIds | None:
 # The parenthesis: "PCI:0000:1a:00" (R4xx+), "0000:03:00" (R3xx and earlier), MIG " GPU-I:01 GPU-CI:00".
 _XID = lazy_compile(
     r"NVRM: Xid \((?:PCI:)?(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?[^)]*\): "
-    r"(\d+),\s*(.*)", re.DOTALL)
+    r"(\d{1,10}),\s*(.*)", re.DOTALL)
 _XID_PID = lazy_compile(r"^pid=('?)([^,']*)\1,\s*(.*)$", re.DOTALL)
 _XID_NAME = lazy_compile(r"^name=([^,]*),\s*(.*)$", re.DOTALL)
 

@@ -10,9 +10,11 @@ array with made-up readings.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 
+from rigmon.collectors.sysfs_values import U64_DIGITS, U64_MAX
 from rigmon.lazy_re import lazy_compile
 
 #: Levels without redundancy: no sync files, no degraded count; a lost member breaks the array.
@@ -113,6 +115,23 @@ def _error(line: str, why: str) -> MdstatError:
     return MdstatError(f"not /proc/mdstat ({why}): {line.strip()[:120]!r}")
 
 
+def _count(digits: str, line: str) -> int:
+    """A whole number of the line (``digits`` matched by the caller's pattern); past 64 bits the
+    line is garbled, not md's: int() would fail beyond 4300 digits, a frame cannot carry it."""
+    # md prints its counts and sizes as 64-bit numbers at most (sector_t, unsigned long long).
+    if len(digits) > U64_DIGITS or int(digits) > U64_MAX:
+        raise _error(line, f"number of {len(digits)} digits")
+    return int(digits)
+
+
+def _decimal(digits: str, line: str) -> float:
+    """A decimal of the line (a percentage, minutes); a garbled one that is no finite float is an error."""
+    value = float(digits)
+    if not math.isfinite(value):
+        raise _error(line, f"number of {len(digits)} digits")
+    return value
+
+
 def _parse_member(token: str, line: str) -> MdstatMember:
     m = _MEMBER.match(token)
     if m is None:
@@ -122,7 +141,7 @@ def _parse_member(token: str, line: str) -> MdstatMember:
     if unknown:
         raise _error(line, f"member flag ({unknown[0]}) is none of the kernel's (F) (S) (W) (R) (J)")
     return MdstatMember(
-        name=m["name"], desc_nr=int(m["nr"]),
+        name=m["name"], desc_nr=_count(m["nr"], line),
         write_mostly="W" in flags, journal="J" in flags, faulty="F" in flags,
         spare="S" in flags, replacement="R" in flags,
     )
@@ -133,21 +152,21 @@ def _status_updates(text: str, line: str) -> dict[str, object]:
     updates: dict[str, object] = {}
     rest = text
     if (b := _BLOCKS.match(text.strip())) is not None:
-        updates["blocks_kib"] = int(b["blocks"])
+        updates["blocks_kib"] = _count(b["blocks"], line)
         rest = b["rest"]
     if (s := _SUPER.search(rest)) is not None:
         updates["metadata"] = s["super"]
     if (c := _CHUNK.search(rest)) is not None:
-        updates["chunk_kib"] = int(c["kib"])
+        updates["chunk_kib"] = _count(c["kib"], line)
     if (n := _NEAR.search(rest)) is not None:
-        updates["near_copies"] = int(n["n"])
+        updates["near_copies"] = _count(n["n"], line)
     if (f := _FAR.search(rest)) is not None:
-        updates["far_copies"] = int(f["n"])
+        updates["far_copies"] = _count(f["n"], line)
     d = _DISKS.search(rest)
     if d is None and _DISKS_LIKE.search(rest):
         raise _error(line, "disk status is not [n/m] [U_]")
     if d is not None:
-        raid, working, status = int(d["raid"]), int(d["working"]), d["status"]
+        raid, working, status = _count(d["raid"], line), _count(d["working"], line), d["status"]
         if working > raid or len(status) != raid:
             raise _error(line, f"[{raid}/{working}] [{status}] does not add up")
         updates.update(raid_disks=raid, working_disks=working, member_status=status)
@@ -207,11 +226,11 @@ def _with_detail(array: MdstatArray, line: str) -> MdstatArray:
             raise _error(line, f"sync action {p['action']!r} is not one md reports")
         updates = {
             "sync_action": MDSTAT_ACTIONS[p["action"]],
-            "sync_pct": float(p["pct"]),
-            "sync_done_kib": int(p["done"]),
-            "sync_total_kib": int(p["total"]),
-            "sync_finish_min": float(p["finish"]) if p["finish"] else None,
-            "sync_speed_kib_per_s": int(p["speed"]) if p["speed"] else None,
+            "sync_pct": _decimal(p["pct"], line),
+            "sync_done_kib": _count(p["done"], line),
+            "sync_total_kib": _count(p["total"], line),
+            "sync_finish_min": _decimal(p["finish"], line) if p["finish"] else None,
+            "sync_speed_kib_per_s": _count(p["speed"], line) if p["speed"] else None,
         }
     elif (q := _PENDING.match(text)) is not None:
         updates = {"sync_action": MDSTAT_ACTIONS[q["action"]], "sync_pending": q["why"]}

@@ -14,7 +14,7 @@ from rigmon.collectors.base import (
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
-from rigmon.collectors.sysfs_values import parse_millidegrees
+from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -53,11 +53,8 @@ def pcie_gen(speed_gts: float | None) -> int | None:
 
 def parse_link_width(text: str | None) -> int | None:
     """Lane count from ``current_link_width``; ``None`` when absent or zero."""
-    try:
-        width = int(text) if text is not None else 0
-    except ValueError:
-        return None
-    return width if width > 0 else None
+    width = parse_int(text)
+    return width if width is not None and width > 0 else None
 
 
 def is_link_lost(speed_text: str | None, width: int | None) -> bool:

@@ -10,6 +10,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rigmon.collectors.sysfs_values import U64_MAX, parse_int
+
 #: Kernel clock ticks per second of /proc/PID/stat times (USER_HZ, 100 on every Linux ABI).
 USER_HZ = 100
 #: Field numbers (1-based, as proc(5) counts them) of /proc/PID/stat.
@@ -57,12 +59,7 @@ def parse_proc_stat(text: str) -> ProcStat | None:
 
     def number(n: int) -> int | None:
         i = n - offset
-        if i >= len(fields):
-            return None
-        try:
-            return int(fields[i])
-        except ValueError:
-            return None
+        return parse_int(fields[i]) if i < len(fields) else None
 
     state = fields[0]
     return ProcStat(comm=comm, state=state, start_ticks=number(STAT_STARTTIME),
@@ -76,7 +73,7 @@ def parse_status_uid(text: str) -> int | None:
         if line.startswith("Uid:"):
             parts = line.split()
             if len(parts) > 1 and parts[1].isdigit():
-                return int(parts[1])
+                return parse_int(parts[1])
     return None
 
 
@@ -114,8 +111,8 @@ def parse_passwd(text: str) -> dict[int, str]:
     for line in text.splitlines():
         # alice:x:1000:1000:Alice,,,:/home/alice:/bin/bash
         parts = line.split(":")
-        if len(parts) >= 3 and parts[2].isdigit():
-            users.setdefault(int(parts[2]), parts[0])
+        if len(parts) >= 3 and parts[2].isdigit() and (uid := parse_int(parts[2])) is not None:
+            users.setdefault(uid, parts[0])
     return users
 
 
@@ -125,7 +122,8 @@ def parse_boot_time(text: str) -> float | None:
         # btime 1700000000
         if line.startswith("btime "):
             value = line.split()[1]
-            return float(value) if value.isdigit() else None
+            seconds = parse_int(value) if value.isdigit() else None
+            return None if seconds is None else float(seconds)
     return None
 
 
@@ -144,8 +142,8 @@ def parse_drm_fdinfo(text: str) -> DrmClient | None:
     for key, value in values.items():
         if key.startswith("drm-engine-") and not key.startswith("drm-engine-capacity-"):
             number = value.split()[0] if value else ""
-            if number.isdigit():
-                engines[key.removeprefix("drm-engine-")] = int(number)
+            if number.isdigit() and (ns := parse_int(number)) is not None:
+                engines[key.removeprefix("drm-engine-")] = ns
     vram = None
     # Older amdgpu: drm-memory-vram; since Linux 6.? the common keys drm-resident-/drm-total-vram.
     for key in ("drm-memory-vram", "drm-resident-vram", "drm-total-vram"):
@@ -163,7 +161,10 @@ def _size_bytes(value: str) -> int | None:
         return None
     unit = parts[1] if len(parts) > 1 else ""
     scale = {"": 1, "KiB": KIB, "MiB": KIB**2, "GiB": KIB**3}.get(unit)
-    return None if scale is None else int(parts[0]) * scale
+    number = parse_int(parts[0])
+    if scale is None or number is None or number * scale > U64_MAX:
+        return None
+    return number * scale
 
 
 def exit_text(status: int | None) -> str:

@@ -30,6 +30,7 @@ from rigmon.collectors.mdstat import (
     parse_mdstat,
     parse_sync_completed,
 )
+from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevEvent, UdevSource, open_udev_source
@@ -49,10 +50,8 @@ def parse_member_state(text: str | None) -> tuple[str, ...]:
 
 
 def _int_or_none(text: str | None) -> int | None:
-    try:
-        return None if text is None else int(text.split()[0])
-    except (ValueError, IndexError):
-        return None
+    words = (text or "").split()
+    return parse_int(words[0]) if words else None
 
 
 class MemberFacts(msgspec.Struct, frozen=True, gc=False):

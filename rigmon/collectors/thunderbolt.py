@@ -18,6 +18,7 @@ from rigmon.collectors.base import (
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -60,11 +61,8 @@ def parse_tb_speed(text: str | None) -> float | None:
 
 def parse_lanes(text: str | None) -> int | None:
     """Lane count from ``rx_lanes``/``tx_lanes`` (1, 2, or 3 for USB4 v2 asymmetric)."""
-    try:
-        lanes = int(text) if text is not None else 0
-    except ValueError:
-        return None
-    return lanes if lanes > 0 else None
+    lanes = parse_int(text)
+    return lanes if lanes is not None and lanes > 0 else None
 
 
 def classify(name: str, is_xdomain: bool) -> tuple[ThunderboltKind, int] | None:
@@ -275,7 +273,7 @@ class ThunderboltCollector(PolledCollector):
             domain=kind_domain[1],
             vendor=vendor,
             device_name=attr(f"{base}/device_name") or attr(f"{base}/device"),
-            generation=int(generation) if generation and generation.isdigit() else None,
+            generation=parse_int(generation) if generation and generation.isdigit() else None,
             unique_id=unique_id,
         )
 

@@ -54,6 +54,14 @@ _ABSENT_ERRNOS = {
     errno.EPERM,
     errno.ETIMEDOUT,
     errno.EBUSY,
+    # Not permitted to this user, at the open or (a driver's show() refusing) at the read.
+    errno.EACCES,
+    # Not a file any more: a directory where an attribute was (a driver rebound with another
+    # layout, a tree written half-way), or a symlink that leads round in a loop.
+    errno.EISDIR,
+    errno.ELOOP,
+    # A name built from a value read from the hardware, longer than a file name may be.
+    errno.ENAMETOOLONG,
 }
 
 
@@ -413,15 +421,20 @@ class HostRoot:
         return 0 if kept is None else sum(1 for fd, _ in kept.values() if fd != _CHURNS)
 
     def listdir(self, rel: str) -> list[str]:
-        """Sorted entries of a directory; empty when it does not exist (once per `read_scope`)."""
+        """Sorted entries of a directory; empty when it does not exist or cannot be listed (once per
+        `read_scope`)."""
         path = self._prefix + rel.lstrip("/")
         scoped = _SCOPE.listings
         if scoped is not None and (done := scoped.get(path)) is not None:
             return list(done)
         try:
             entries = sorted(os.listdir(path))
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError as exc:
+            if exc.errno not in _ABSENT_ERRNOS:
+                raise
             entries = []
+        except ValueError:
+            entries = []  # a NUL in a name built from a read value: no such directory
         if scoped is not None:
             scoped[path] = entries
             return list(entries)
@@ -440,7 +453,7 @@ class HostRoot:
         root = os.path.realpath(self.root)
         try:
             real = os.path.realpath(self._real(rel), strict=True)
-        except OSError:
+        except (OSError, ValueError):
             return None
         if real == root:
             return "/"
@@ -452,7 +465,7 @@ class HostRoot:
         """Target of a symlink (sysfs device links), ``None`` when absent."""
         try:
             return os.readlink(self._real(rel))
-        except OSError:
+        except (OSError, ValueError):
             return None
 
 
@@ -461,6 +474,10 @@ def _open_or_none(path: str) -> int | None:
     try:
         return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        if exc.errno in _ABSENT_ERRNOS or exc.errno == errno.EACCES:
+        if exc.errno in _ABSENT_ERRNOS:
             return None
         raise
+    except ValueError:
+        # A NUL in the path: a name built from a value read from the hardware (an NVMe
+        # controller's ``address`` with a NUL in it) names no file.
+        return None

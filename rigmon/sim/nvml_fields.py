@@ -59,7 +59,8 @@ def field_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
                 if fid == FI_DEV_POWER_INSTANT and gpu.power_instant_supported:
                     answer = (VALUE_TYPE_UNSIGNED_INT, gpu.power_mw)
                 elif fid == FI_DEV_NVLINK_LINK_COUNT and gpu.nvlink_count_field:
-                    answer = (VALUE_TYPE_UNSIGNED_INT, len(gpu.nvlink_active))
+                    count = len(gpu.nvlink_active) if gpu.nvlink_count_answer is None else gpu.nvlink_count_answer
+                    answer = (VALUE_TYPE_UNSIGNED_INT, count)
                 elif fid == FI_DEV_NVLINK_GET_STATE:
                     # As nvmlDeviceGetNvLinkState answers for that link (scopeId), on drivers
                     # that know the field (those that know the link count).

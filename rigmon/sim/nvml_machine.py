@@ -105,6 +105,8 @@ class FakeGpu:
     nvlink_active: list[bool] = field(default_factory=lambda: [True] * 6)
     #: The driver answers NVML_FI_DEV_NVLINK_LINK_COUNT (len(nvlink_active)); old drivers do not.
     nvlink_count_field: bool = True
+    #: What the driver answers for that field instead of the number of links (a garbled answer).
+    nvlink_count_answer: int | None = None
     #: Link indices the driver answers nvmlDeviceGetNvLinkState for; past the GPU's own links it
     #: answers DISABLED (as drivers that fill every index up to NVML_NVLINK_MAX_LINKS do);
     #: ``None``: only the GPU's own links, INVALID_ARGUMENT beyond.

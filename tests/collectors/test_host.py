@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from rigmon.collectors.base import CollectorError
-from rigmon.collectors.host import (
-    HostCollector,
-    parse_loadavg,
-    parse_meminfo,
-    parse_net_dev,
-    parse_proc_stat,
-    parse_uptime,
-)
+from rigmon.collectors.host import HostCollector
+from rigmon.collectors.host_proc import parse_loadavg, parse_meminfo, parse_net_dev, parse_proc_stat, parse_uptime
 from rigmon.hw.root import HostRoot
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
 from rigmon.sim import write_tree
@@ -115,15 +109,15 @@ def test_parse_meminfo_stops_once_the_wanted_keys_are_read() -> None:
 
 def test_parse_net_dev_long_names_and_missing_space() -> None:
     text = NET_DEV_HEAD + "enp65s0f0np0:1 2 3 4 0 0 0 0 5 6 7 8 0 0 0 0\n  eth0: 9 9 0 0 0 0 0 0 9 9 0 0 0 0 0 0\n"
-    nets = parse_net_dev(text)
+    nets = parse_net_dev(text).interfaces
     assert nets["enp65s0f0np0"].rx_bytes == 1
     assert nets["enp65s0f0np0"].tx_dropped == 8
     assert set(nets) == {"enp65s0f0np0", "eth0"}
 
 
-def test_parse_net_dev_short_line_is_an_error() -> None:
-    with pytest.raises(ValueError):
-        parse_net_dev(NET_DEV_HEAD + "  eth0: 1 2 3\n")
+def test_parse_net_dev_skips_a_short_line_on_its_own() -> None:
+    parsed = parse_net_dev(NET_DEV_HEAD + "  eth0: 1 2 3\n  eth1: 9 9 0 0 0 0 0 0 9 9 0 0 0 0 0 0\n")
+    assert list(parsed.interfaces) == ["eth1"] and parsed.skipped == ("eth0: 1 2 3",)
 
 
 def _tree(tmp_path: Path, busy: int, idle: int, rx: int) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rigmon.collectors.base import EventDraft
 from rigmon.collectors.host import HostCollector, parse_net_kind
 from rigmon.hw.root import HostRoot
-from rigmon.schema import NetInterfaceReading
+from rigmon.schema import HostReading, NetInterfaceReading
 from rigmon.sim import write_tree
 
 HEAD = "Inter-|   Receive\n face |bytes    packets errs drop fifo frame compressed multicast|bytes\n"
@@ -107,3 +108,21 @@ def test_an_interface_that_goes_away_comes_back_with_nothing_kept(tmp_path: Path
     assert _net(collector).rx_packets_per_s == 0.0
     clock.now = 20.0
     assert not _net(collector).stalled  # never moved a packet since it came back
+
+
+def test_a_garbled_net_dev_line_is_one_warning_and_costs_that_interface_only(tmp_path: Path) -> None:
+    """A line cut short costs its interface: CPU, memory, temperatures and the other interfaces
+    read (before, a ValueError failed the whole host collector). The warning comes once per line."""
+    good = " 1 2 0 0 0 0 0 0 3 4 0 0 0 0 0 0\n"
+    write_tree(tmp_path, {"/proc/stat": "cpu  1 0 1 8 0 0 0 0 0 0\ncpu0 1 0 1 8 0 0 0 0 0 0\n",
+                          "/proc/meminfo": "MemTotal: 1024 kB\n",
+                          "/proc/net/dev": HEAD + "  eth0: 5 6 0 0 0 0 0 0 7\n  eth1:" + good})
+    collector = HostCollector(HostRoot(tmp_path), Clock())
+    first, second = collector.collect(), collector.collect()
+    for records in (first, second):
+        assert [r.name for r in records if isinstance(r, NetInterfaceReading)] == ["eth1"]
+        assert next(r for r in records if isinstance(r, HostReading)).mem_total_bytes == 1024 * 1024
+    assert [(e.kind, (e.data or {})["line"]) for e in first if isinstance(e, EventDraft)] == [
+        ("net_dev_line_skipped", "eth0: 5 6 0 0 0 0 0 0 7")]
+    assert not [e for e in second if isinstance(e, EventDraft)]
+    assert collector.net_skipped_lines_total == 2

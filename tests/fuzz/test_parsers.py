@@ -25,7 +25,7 @@ from rigmon.cluster.agent_answers import bounded_lines
 from rigmon.cluster.client import SamplesPage
 from rigmon.cluster.sse import SseEvent, SseParser
 from rigmon.collectors.disks import parse_diskstats
-from rigmon.collectors.host import parse_loadavg, parse_meminfo, parse_net_dev, parse_proc_stat, parse_uptime
+from rigmon.collectors.host_proc import parse_loadavg, parse_meminfo, parse_net_dev, parse_proc_stat, parse_uptime
 from rigmon.collectors.kernel_log_formats import detect_log_format, is_journal_marker, parse_log_record
 from rigmon.collectors.kernel_log import (
     KernelLogMatcher,
@@ -112,8 +112,9 @@ def test_proc_stat_raises_only_value_error(text: str) -> None:
 
 @FUZZ
 @given(fuzz_text(*NET_DEV))
-def test_net_dev_raises_only_value_error(text: str) -> None:
-    _contract(parse_net_dev, text, ValueError)
+def test_net_dev_never_raises(text: str) -> None:
+    parsed = parse_net_dev(text)
+    assert len(parsed.interfaces) + len(parsed.skipped) <= len(text.splitlines())
 
 
 @FUZZ

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.base import EventDraft
+from rigmon.collectors.base import CollectorError, EventDraft
 from rigmon.collectors.kernel_log import KernelLogCollector
 from rigmon.hw.kmsg import KmsgReader
 from rigmon.hw.root import HostRoot
@@ -110,6 +112,57 @@ def test_collector_reports_an_overrun_once_with_the_records_lost(device_root: Ho
     reading = next(r for r in later if isinstance(r, KernelLogReading))
     assert reading.lost_total == 29
     assert not [r for r in later if isinstance(r, EventDraft)]
+
+
+XID_79 = "NVRM: Xid (PCI:0000:1a:00): 79, GPU has fallen off the bus."
+
+
+def test_a_failed_read_is_the_collectors_error_until_a_read_succeeds(device_root: HostRoot) -> None:
+    collector = KernelLogCollector(device_root, Clock())
+    ring = RingBuffer([record(1, "boot")])
+    collector._reader = KmsgReader(device_root, read=ring.read)
+    try:
+        collector.collect()
+        ring.script += [errno.EIO]
+        with pytest.raises(CollectorError, match="/dev/kmsg: read failed: .*Input/output error"):
+            collector.collect()
+        ring.script += [record(2, XID_79, 4)]
+        out = collector.collect()
+    finally:
+        collector.close()
+    assert [e.kind for e in out if isinstance(e, EventDraft)] == ["xid"]
+
+
+def test_the_pushing_thread_outlives_a_failed_read(device_root: HostRoot) -> None:
+    """A read error must not end the thread: the Xid 79 logged after it is still pushed."""
+    collector = KernelLogCollector(device_root, Clock())
+    ring = RingBuffer([record(1, "boot")])
+    collector._reader = KmsgReader(device_root, read=ring.read)
+    pushed: list[object] = []
+    arrived = threading.Event()
+
+    def push(records: Sequence[object]) -> None:
+        pushed.extend(records)
+        arrived.set()
+
+    collector.start(push)
+    try:
+        ring.script += [errno.EIO]
+        for _ in range(1000):
+            try:
+                collector.collect()
+            except CollectorError as exc:
+                assert "read failed" in str(exc)
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the failed read was never reported")
+        ring.script += [record(2, XID_79, 4)]
+        assert arrived.wait(10)
+        assert [r for r in collector.collect() if isinstance(r, KernelLogReading)]
+    finally:
+        collector.close()
+    assert [e.kind for e in pushed if isinstance(e, EventDraft)] == ["xid"]
 
 
 # --- the real kernel log ----------------------------------------------------------------------

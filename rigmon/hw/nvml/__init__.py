@@ -25,7 +25,7 @@ pynvml's own wrappers, structures and error classes run unchanged.
 from __future__ import annotations
 
 from rigmon.hw.nvml.binding import INIT_TIMEOUT_S, PynvmlNvml, SharedNvml, open_nvml, open_nvml_processes
-from rigmon.hw.nvml.facts import FACTS_EVERY, FI_NVLINK_LINK_COUNT
+from rigmon.hw.nvml.facts import FACTS_EVERY, FI_NVLINK_LINK_COUNT, MAX_NVLINKS
 from rigmon.hw.nvml.plan import (
     FI_ECC_DBE_VOLATILE,
     FI_ECC_SBE_VOLATILE,
@@ -39,7 +39,7 @@ from rigmon.hw.nvml.plan import (
     FI_POWER_INSTANT,
     POWER_SAMPLES_PER_CALL,
 )
-from rigmon.hw.nvml.poll import MAX_NVLINKS, TOTAL_POWER_SAMPLES
+from rigmon.hw.nvml.poll import TOTAL_POWER_SAMPLES
 from rigmon.hw.nvml.records import (
     NvLinkData,
     Nvml,

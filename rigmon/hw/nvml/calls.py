@@ -31,6 +31,11 @@ REFUSED_CODES = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FU
 GONE_CODES = frozenset({pynvml.NVML_ERROR_UNINITIALIZED, pynvml.NVML_ERROR_DRIVER_NOT_LOADED})
 SUCCESS = pynvml.NVML_SUCCESS
 GPU_IS_LOST = pynvml.NVML_ERROR_GPU_IS_LOST
+#: NVML_VALUE_NOT_AVAILABLE: -1 in the value's unsigned type, what the driver answers (with
+#: success) for a value it has not got: a power reading of 4294967.295 W, a temperature of
+#: 4294967295 C, were it taken as a number.
+NOT_AVAILABLE_U32: int = pynvml.NVML_VALUE_NOT_AVAILABLE_uint.value
+NOT_AVAILABLE_U64: int = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
 
 
 class Gate:
@@ -82,8 +87,21 @@ def symbol(name: str) -> Callable[..., int] | None:
 
 
 def mhz(value: Any) -> int | None:
-    """A clock in MHz; ``None`` for 0, which some drivers answer for a domain they do not report."""
-    return int(value) if isinstance(value, int) and value > 0 else None
+    """A clock in MHz; ``None`` for 0, which some drivers answer for a domain they do not report,
+    and for NVML_VALUE_NOT_AVAILABLE."""
+    return int(value) if isinstance(value, int) and 0 < value < NOT_AVAILABLE_U32 else None
+
+
+def u32(value: int | None) -> int | None:
+    """An unsigned 32-bit NVML value (milliwatts, degrees, link generation); ``None`` for
+    NVML_VALUE_NOT_AVAILABLE."""
+    return None if value == NOT_AVAILABLE_U32 else value
+
+
+def u64(value: int | None) -> int | None:
+    """An unsigned 64-bit NVML value (energy, error counts, a reason mask); ``None`` for
+    NVML_VALUE_NOT_AVAILABLE."""
+    return None if value == NOT_AVAILABLE_U64 else value
 
 
 def pct(value: Any) -> int | None:

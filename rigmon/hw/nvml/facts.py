@@ -8,7 +8,7 @@ from typing import Any
 
 import pynvml
 
-from rigmon.hw.nvml.calls import Gate, field_value, mhz
+from rigmon.hw.nvml.calls import Gate, field_value, mhz, u32
 
 #: Polls between two reads of a GPU's facts: they do not change while the GPU stays on the bus
 #: (the driver keeps them from load to unload). Read again sooner when the GPU cannot be reached
@@ -17,6 +17,8 @@ from rigmon.hw.nvml.calls import Gate, field_value, mhz
 FACTS_EVERY = 60
 #: Field id of a GPU's NVLink link count (NVML_FI_DEV_NVLINK_LINK_COUNT; V100-SXM2: 6).
 FI_NVLINK_LINK_COUNT = 91
+#: Highest NVLink index probed when the driver does not say how many links a GPU has.
+MAX_NVLINKS = 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +51,24 @@ def read_facts(gate: Gate, handle: Any) -> GpuFacts:
         name=g(pynvml.nvmlDeviceGetName, handle),
         serial=g(pynvml.nvmlDeviceGetSerial, handle),
         pci_bus_id=None if pci is None else str(pci.busId),
-        default_limit_mw=g(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+        default_limit_mw=u32(g(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle)),
         max_clock_sm_mhz=mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)),
         max_clock_mem_mhz=mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM)),
         max_clock_graphics_mhz=mhz(g(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_GRAPHICS)),
-        pcie_gen_max=g(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-        pcie_width_max=g(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        pcie_gen_max=u32(g(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle)),
+        pcie_width_max=u32(g(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle)),
         # Ask the driver how many links the GPU has: some drivers answer the state query for
         # every index up to NVML_NVLINK_MAX_LINKS ("disabled" past the real ones), which would
         # list 18 links on a V100-SXM2 with 6. Old drivers lack the field: probed instead.
-        nvlink_count=_field_uint(gate, handle, FI_NVLINK_LINK_COUNT),
+        nvlink_count=_link_count(_field_uint(gate, handle, FI_NVLINK_LINK_COUNT)),
     )
+
+
+def _link_count(count: int | None) -> int | None:
+    """The NVLink count the driver answered; ``None`` (probed, up to `MAX_NVLINKS`) when it is more
+    than any GPU has (NVML_NVLINK_MAX_LINKS): the poll asks a field and a call per link, and a
+    garbled count of 4294967295 would build billions of them."""
+    return None if count is not None and count > pynvml.NVML_NVLINK_MAX_LINKS else count
 
 
 def _field_uint(gate: Gate, handle: Any, field_id: int) -> int | None:

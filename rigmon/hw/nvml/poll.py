@@ -23,13 +23,18 @@ from rigmon.hw.nvml.calls import (
     ABSENT_CODES,
     GPU_IS_LOST,
     GONE_CODES,
+    NOT_AVAILABLE_U32,
     REFUSED_CODES,
     SUCCESS,
     Gate,
+    mhz,
+    pct,
     symbol,
+    u32,
+    u64,
     union_int,
 )
-from rigmon.hw.nvml.facts import read_facts
+from rigmon.hw.nvml.facts import MAX_NVLINKS, read_facts
 from rigmon.hw.nvml.plan import (
     NVLINK_COUNTERS,
     POWER_SAMPLES_PER_CALL,
@@ -46,9 +51,6 @@ TOTAL_POWER_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES
 
 NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
 
-#: Highest NVLink index probed when the driver does not say how many links a GPU has.
-MAX_NVLINKS = 18
-
 
 @functools.lru_cache(maxsize=2 * POWER_SAMPLES_PER_CALL)
 def _sample_layout(count: int, uint: bool) -> struct.Struct:
@@ -56,6 +58,11 @@ def _sample_layout(count: int, uint: bool) -> struct.Struct:
     they lie in memory (an unsigned int, what drivers give; "=" is native byte order and the union's
     members start at its start) or all 8 bytes (another value type, decoded by `union_int`)."""
     return struct.Struct("=" + ("QI4x" if uint else "QQ") * count)
+
+
+def _pstate(value: int | None) -> int | None:
+    """A performance state (0 fastest to 15); ``None`` for NVML_PSTATE_UNKNOWN (32)."""
+    return None if value == pynvml.NVML_PSTATE_UNKNOWN else value
 
 
 class DeviceReader:
@@ -165,42 +172,45 @@ class DeviceReader:
             name=facts.name,
             serial=facts.serial,
             pci_bus_id=facts.pci_bus_id,
-            power_mw=get("power_mw"),
+            # A value the driver answers NVML_VALUE_NOT_AVAILABLE for (all ones) is missing, not
+            # 4294967 W or 4294967295 C: alarms, the journal's maxima and the guard would take it.
+            power_mw=u32(get("power_mw")),
             power_samples_us=samples_us,
             power_samples_mw=samples_mw,
             power_sampled=sampled,
-            power_instant_mw=get("power_instant_mw"),
-            energy_mj=get("energy_mj"),
-            power_limit_mw=get("power_limit_mw"),
-            enforced_limit_mw=get("enforced_limit_mw"),
+            power_instant_mw=u32(get("power_instant_mw")),
+            energy_mj=u64(get("energy_mj")),
+            power_limit_mw=u32(get("power_limit_mw")),
+            enforced_limit_mw=u32(get("enforced_limit_mw")),
             default_limit_mw=facts.default_limit_mw,
             # Clocks: some drivers answer 0 for a domain they do not report; 0 MHz is never real.
-            clock_sm_mhz=get("clock_sm_mhz") or None,
-            clock_mem_mhz=get("clock_mem_mhz") or None,
-            clock_graphics_mhz=get("clock_graphics_mhz") or None,
-            app_clock_graphics_mhz=get("app_clock_graphics_mhz") or None,
-            app_clock_mem_mhz=get("app_clock_mem_mhz") or None,
+            clock_sm_mhz=mhz(get("clock_sm_mhz")),
+            clock_mem_mhz=mhz(get("clock_mem_mhz")),
+            clock_graphics_mhz=mhz(get("clock_graphics_mhz")),
+            app_clock_graphics_mhz=mhz(get("app_clock_graphics_mhz")),
+            app_clock_mem_mhz=mhz(get("app_clock_mem_mhz")),
             max_clock_sm_mhz=facts.max_clock_sm_mhz,
             max_clock_mem_mhz=facts.max_clock_mem_mhz,
             max_clock_graphics_mhz=facts.max_clock_graphics_mhz,
-            clock_reasons=get("clock_reasons"),
-            violation_power_ns=None if viol_power is None else int(viol_power.violationTime),
-            violation_thermal_ns=None if viol_thermal is None else int(viol_thermal.violationTime),
-            temp_c=get("temp_c"),
-            fan_pct=get("fan_pct"),
-            util_gpu_pct=None if util is None else int(util.gpu),
-            util_mem_pct=None if util is None else int(util.memory),
-            mem_total_bytes=None if memory is None else int(memory.total),
-            mem_used_bytes=None if memory is None else int(memory.used),
-            pstate=get("pstate"),
-            pcie_gen=get("pcie_gen"),
-            pcie_width=get("pcie_width"),
+            clock_reasons=u64(get("clock_reasons")),
+            violation_power_ns=None if viol_power is None else u64(int(viol_power.violationTime)),
+            violation_thermal_ns=None if viol_thermal is None else u64(int(viol_thermal.violationTime)),
+            temp_c=u32(get("temp_c")),
+            # Not capped at 100: NVML says the fan speed may exceed 100 % of its nominal maximum.
+            fan_pct=u32(get("fan_pct")),
+            util_gpu_pct=None if util is None else pct(int(util.gpu)),
+            util_mem_pct=None if util is None else pct(int(util.memory)),
+            mem_total_bytes=None if memory is None else u64(int(memory.total)),
+            mem_used_bytes=None if memory is None else u64(int(memory.used)),
+            pstate=_pstate(get("pstate")),
+            pcie_gen=u32(get("pcie_gen")),
+            pcie_width=u32(get("pcie_width")),
             pcie_gen_max=facts.pcie_gen_max,
             pcie_width_max=facts.pcie_width_max,
-            pcie_replay=get("pcie_replay"),
+            pcie_replay=u32(get("pcie_replay")),
             nvlinks=nvlinks,
-            ecc_corrected=get("ecc_corrected"),
-            ecc_uncorrected=get("ecc_uncorrected"),
+            ecc_corrected=u64(get("ecc_corrected")),
+            ecc_uncorrected=u64(get("ecc_uncorrected")),
         )
 
     @staticmethod
@@ -314,7 +324,12 @@ class DeviceReader:
             # One unpack of the whole array into a flat (timestamp, value, ...) tuple.
             flat = _sample_layout(count, value_type == VT_UINT).unpack_from(plan.samples)
             if value_type == VT_UINT:
-                stamps, values = stamps + flat[0::2], values + flat[1::2]
+                new_stamps, new_values = flat[0::2], flat[1::2]
+                if NOT_AVAILABLE_U32 in new_values:
+                    # A sample without a value (NVML_VALUE_NOT_AVAILABLE) is no peak of 4294967 W.
+                    kept = [(ts, mw) for ts, mw in zip(new_stamps, new_values, strict=True) if mw != NOT_AVAILABLE_U32]
+                    new_stamps, new_values = tuple(ts for ts, _ in kept), tuple(mw for _, mw in kept)
+                stamps, values = stamps + new_stamps, values + new_values
             else:
                 # Another value type (none is documented for power): integers kept, doubles dropped.
                 pairs = [(ts, union_int(value_type, raw)) for ts, raw in zip(flat[0::2], flat[1::2], strict=True)]
@@ -322,7 +337,8 @@ class DeviceReader:
                 values += tuple(number for _, number in pairs if number is not None)
             if count < POWER_SAMPLES_PER_CALL:
                 break
-            since_us = stamps[-1]
+            # The newest sample's time, kept or not (a buffer of samples without a value keeps none).
+            since_us = flat[-2]
         return stamps, values, answered
 
     @staticmethod
