@@ -98,6 +98,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "gpu_off_bus": _KERNEL,
     "pcie_aer": {**_KERNEL, "severity": "text", "error_type": "text", "agent": "text", "requester_id": "text"},
     "kernel_log_overrun": {"lost": "number", "lost_total": "number"},
+    "kernel_log_garbled": {"garbled": "number", "garbled_total": "number"},
     "nvml_events_hung": {"source": "text", "waited_s": "number"},
     "nvml_events_resumed": {"source": "text"},
     "gpu_process_started": _GPU_PROCESS,
