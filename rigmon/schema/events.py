@@ -100,6 +100,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "kernel_log_overrun": {"lost": "number", "lost_total": "number"},
     "kernel_log_garbled": {"garbled": "number", "garbled_total": "number"},
     "nvml_events_hung": {"source": "text", "waited_s": "number"},
+    "nvml_events_failed": {"source": "text", "error": "text"},
     "nvml_events_resumed": {"source": "text"},
     "gpu_process_started": _GPU_PROCESS,
     "gpu_process_released": _GPU_PROCESS,
