@@ -84,6 +84,10 @@ def summary_json(frame: Frame) -> bytes:
     return SUMMARIES.get(frame)
 
 
+#: Per node, how the last frame mended by `valid_text` failed to encode (said once in the log).
+_MENDED: dict[str, str] = {}
+
+
 def valid_text(frame: Frame) -> Frame:
     """``frame`` itself when it encodes, else a copy whose text is valid UTF-8.
 
@@ -100,8 +104,13 @@ def valid_text(frame: Frame) -> Frame:
     try:
         frame_json(frame)
     except UnicodeEncodeError as exc:
-        log.warning("frame %d holds text that is not UTF-8 (%s): bad bytes replaced by U+FFFD", frame.seq, exc)
+        # Once while the same text stays bad: such a name is there in every frame (every second).
+        if _MENDED.get(frame.node) != str(exc):
+            _MENDED[frame.node] = str(exc)
+            log.warning("frame %d holds text that is not UTF-8 (%s): bad bytes replaced by U+FFFD (not logged "
+                        "again while the frames hold the same)", frame.seq, exc)
         return decode(Frame, encode(_replace_surrogates(msgspec.to_builtins(frame))))
+    _MENDED.pop(frame.node, None)
     return frame
 
 

@@ -130,6 +130,11 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
                                             "what the link can send (lane speed x lanes), not traffic"),
     (ThunderboltDeviceReading, "expected_gbps"): ("expected_capacity_gbps",
                                                   "the capacity per direction the link should have, not traffic"),
+    # ``rigmon_psu_rail_windows`` (a gauge) and the counter ``rigmon_psu_rail_windows_total`` (the ADC's
+    # ``windows_total``) are one family, ``rigmon_psu_rail_windows``, in the OpenMetrics format.
+    (PsuRailReading, "windows"): ("frame_windows", "ADC windows that arrived since the previous frame "
+                                                   "(0: the last window is repeated); all of them: "
+                                                   "rigmon_psu_rail_windows_total"),
 }
 
 #: What a series kept under its own name is, for HELP, where the name alone reads as traffic: a link's
@@ -162,6 +167,7 @@ DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
     (PathResistanceReading, "trend_mohm_per_day"): ("rigmon_psu_path_trend_ohms_per_day", 1e-3, ""),
     (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
     (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
+    (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
 }
 
 # (field suffix, metric suffix, scale). Order matters: longer suffixes first (of the metric

@@ -18,7 +18,7 @@ from rigmon.agent.frame_json import valid_text
 from rigmon.agent.ticks import TickScheduler
 from rigmon.agent.trouble import TroubleMemory
 from rigmon.clock import Clock
-from rigmon.collectors.base import Collector, EventDraft
+from rigmon.collectors.base import Collector, EventDraft, status_note
 from rigmon.schema import (
     SCHEMA_VERSION,
     CollectorStatus,
@@ -223,8 +223,10 @@ class Sampler:
             error = self._store(slot, payload, replace_all=True)
             if error:
                 state = "error"
+            # An ok call may still say what does not work beside its readings (`status_note`).
             status = CollectorStatus(state="ok" if not error else "error", ok=not error,
-                                     error=error, duration_s=round(duration_s, 6), sampled_at=sampled_at)
+                                     error=error or status_note(slot.collector), duration_s=round(duration_s, 6),
+                                     sampled_at=sampled_at)
         else:
             slot.records = {}
             status = CollectorStatus(state=state, ok=state == "absent", error=str(payload),  # type: ignore[arg-type]

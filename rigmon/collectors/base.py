@@ -108,4 +108,15 @@ class PolledCollector:
         """Polled collectors hold nothing open."""
 
 
+def status_note(collector: object) -> str | None:
+    """What a collector whose call succeeded says in its status beside ``ok``: a part of it that does
+    not work while its readings are fine (the GPU collector's NVML Xid events). A collector may define
+    ``status_note(self) -> str | None``; ``None`` when it does not or has nothing to say."""
+    note = getattr(collector, "status_note", None)
+    if not callable(note):
+        return None
+    said = note()
+    return said if isinstance(said, str) else None
+
+
 CollectorFactory = Callable[[CollectorContext], Collector]

@@ -433,6 +433,11 @@ class GpuCollector:
         """Start the thread that waits on NVML's event set for Xid critical errors (`XidEvents`)."""
         self._xid.start(push)
 
+    def status_note(self) -> str | None:
+        """What the collector's status says while its readings are fine (see `base.status_note`):
+        Xid events not coming through NVML (`XidEvents.note`)."""
+        return self._xid.note()
+
     def close(self) -> None:
         """Stop the event thread, close the kernel log and shut NVML down."""
         self._xid.stop()

@@ -44,6 +44,10 @@ class XidEvents:
         #: earliest, as before it the first wait may be waiting for a slow ``nvmlInit`` (the polls
         #: said "starting"), not stuck in the driver.
         self._answered_at: float | None = None
+        #: Why the Xid thread's last wait failed (``None`` once one answers), and the failure last
+        #: said by an event (`watch`).
+        self._failure: str | None = None
+        self._failure_said: str | None = None
         self._lock = threading.Lock()
         self._lost: dict[int, str] = {}
         self._stop = threading.Event()
@@ -64,10 +68,24 @@ class XidEvents:
         with self._lock:
             self._lost.pop(index, None)
 
+    def note(self) -> str | None:
+        """Why Xid events are not coming through NVML now (the wait fails or is stuck in the driver),
+        for the collector's status: its readings are fine, but an "ok" alone would hide this.
+        ``None`` while the waits answer."""
+        failure = self._failure
+        if failure is not None:
+            return (f"NVML Xid events not received: waiting failed: {failure} (retried every {EVENT_RETRY_S:g} s); "
+                    "Xid errors come from the kernel log only")
+        if self._wait_stuck is not None:
+            return "NVML Xid events not received: the event wait is stuck in the driver; " \
+                   "Xid errors come from the kernel log only"
+        return None
+
     def watch(self) -> list[object]:
         """The Xid wait's watchdog, checked on every poll: one warning event when a wait has overrun
         its timeout by `hung_after_s` (stuck in the driver: Xid errors then come only from the kernel
-        log), one info event when it returns.
+        log), one info event when it returns; the same when waits start to fail and answer again
+        (`failures`).
 
         The wait itself runs on the Xid thread, not behind the poll's watchdog: a hand-off to
         another thread and back twice a second was most of what that thread cost, and a wait
@@ -75,6 +93,7 @@ class XidEvents:
         leaves its event set alone). A hang in the driver that the reads share is seen by the
         poll's watchdog first (the collector shows `hung`).
         """
+        out = self._failures()
         began = self._wait_began
         now_s = time.monotonic()
         if self._answered_at is None:
@@ -82,17 +101,32 @@ class XidEvents:
         overrun_s = 0.0 if began is None else now_s - max(began, self._answered_at) - self.event_wait_s
         if overrun_s > self.hung_after_s and self._wait_stuck is None:
             self._wait_stuck = began
-            return [EventDraft(kind="nvml_events_hung", severity="warning", subject="gpu:events",
+            return [*out, EventDraft(kind="nvml_events_hung", severity="warning", subject="gpu:events",
                                message=f"NVML Xid event wait has not returned for {overrun_s + self.event_wait_s:.1f} s "
                                        "(stuck in the driver): Xid errors come from the kernel log only",
                                data={"source": "nvml", "waited_s": round(overrun_s + self.event_wait_s, 3)})]
         if self._wait_stuck is not None and began != self._wait_stuck:
             # The stuck wait returned (the thread is between waits, or in a new one).
             self._wait_stuck = None
+            return [*out, EventDraft(kind="nvml_events_resumed", severity="info", subject="gpu:events",
+                                     message="NVML Xid event wait returned: Xid events from NVML again",
+                                     data={"source": "nvml"})]
+        return out
+
+    def _failures(self) -> list[object]:
+        """One warning event when the Xid waits start to fail (or fail another way), one info event
+        when one answers again."""
+        failure = self._failure
+        if failure == self._failure_said:
+            return []
+        self._failure_said = failure
+        if failure is None:
             return [EventDraft(kind="nvml_events_resumed", severity="info", subject="gpu:events",
-                               message="NVML Xid event wait returned: Xid events from NVML again",
+                               message="NVML Xid event wait answers again: Xid events from NVML again",
                                data={"source": "nvml"})]
-        return []
+        return [EventDraft(kind="nvml_events_failed", severity="warning", subject="gpu:events",
+                           message=f"NVML Xid event wait fails ({failure}): Xid errors come from the kernel log only",
+                           data={"source": "nvml", "error": failure})]
 
     def stop(self) -> None:
         """Stop the thread: a wait stuck in the driver is waited for ``event_wait_s`` + 2 s, then left."""
@@ -116,6 +150,7 @@ class XidEvents:
                 # Logged once until a wait answers again: a lost GPU registered to the event set
                 # makes every wait answer GPU_IS_LOST, for as long as it stays lost.
                 failure = f"{type(exc).__name__}: {exc}"
+                self._failure = failure
                 if failure != failed:
                     # The traceback only when debugging: GPU_IS_LOST is the driver's state, not a bug.
                     log.warning("waiting for NVML events failed: %s (retried every %g s, not logged again "
@@ -124,6 +159,7 @@ class XidEvents:
                     failed = failure
                 self._stop.wait(EVENT_RETRY_S)
                 continue
+            self._failure = None
             if failed is not None:
                 log.warning("waiting for NVML events works again")
                 failed = None

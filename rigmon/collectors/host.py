@@ -242,7 +242,9 @@ class HostCollector(PolledCollector):
             (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}") for channel, label in channels))
 
     def _net(self) -> list[NetInterfaceReading | EventDraft]:
-        text = self.root.read_text("/proc/net/dev")
+        # An interface may be named in any bytes but "/", ":" and white space: read as its sysfs
+        # directory is named, or its state, carrier, speed and MTU would be read from no file.
+        text = self.root.read_text("/proc/net/dev", errors="surrogateescape")
         if text is None:
             return []
         now_s = self.clock.monotonic()

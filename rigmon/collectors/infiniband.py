@@ -190,10 +190,27 @@ def read_port(root: HostRoot, device: str, port: int, files: PortFiles | None = 
                    unreadable=tuple(unreadable), hw_counters=hw)
 
 
-def error_sum(counters: Mapping[str, int]) -> int | None:
-    """Sum of the error counters present; ``None`` when none is."""
-    present = [counters[n] for n in ERROR_FILES if n in counters]
-    return sum(present) if present else None
+def error_parts(counters: Mapping[str, int], parts: frozenset[str]) -> frozenset[str]:
+    """The error counters in a port's ``errors_total`` after a read, ``parts`` those in it before.
+
+    On the first read that reads any, every error counter read is in it. Later, one read for the
+    first time (it refused the reads before) joins only while it reads 0, so that joining never
+    raises the sum: its whole count added at once would read as errors rising. A RoCE port
+    that always refuses an IB-only counter keeps a sum of the others.
+    """
+    read = frozenset(n for n in ERROR_FILES if n in counters)
+    if not parts:
+        return read
+    return parts | {n for n in read - parts if counters[n] == 0}
+
+
+def error_sum(counters: Mapping[str, int], parts: frozenset[str]) -> int | None:
+    """Sum of the error counters ``parts`` (see `error_parts`); ``None`` when one of them was not
+    read: the sum of fewer would go down, which reads as a counter reset (and the errors it
+    held as new ones when the counter is read again)."""
+    if not parts or not parts <= counters.keys():
+        return None
+    return sum(counters[n] for n in parts)
 
 
 class InfinibandCollector(PolledCollector):
@@ -221,6 +238,8 @@ class InfinibandCollector(PolledCollector):
         self._active_rate: dict[str, float] = {}
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
+        #: Per port, the error counters its ``errors_total`` sums (see `error_parts`).
+        self._error_parts: dict[str, frozenset[str]] = {}
         # A device's ports are made with it and go with it: listed when it appears, when one of
         # its ports is gone (a driver reload), and every `device_facts.REFRESH_EVERY` reads.
         self._ports: DeviceFacts[str, tuple[int, ...]] = DeviceFacts()
@@ -254,6 +273,8 @@ class InfinibandCollector(PolledCollector):
                     self._files.forget((device, port))
                 readings.append(self._judge(raw, self._device_info(device), now))
             self._rates.forget_missing(self._used)
+            present = {r.name for r in readings}
+            self._error_parts = {key: parts for key, parts in self._error_parts.items() if key in present}
             for gone in set(self._info) - set(devices):
                 del self._info[gone]
             records: list[object] = list(self._events(readings))
@@ -298,7 +319,8 @@ class InfinibandCollector(PolledCollector):
         for name, value in raw.counters.items():
             field, scale = COUNTERS[name]
             fields[field] = value * scale
-        fields["errors_total"] = error_sum(raw.counters)
+        parts = self._error_parts[key] = error_parts(raw.counters, self._error_parts.get(key, frozenset()))
+        fields["errors_total"] = error_sum(raw.counters, parts)
         rates: dict[str, float | None] = {}
         for rate_field, total_field in RATE_FIELDS.items():
             total = fields[total_field]

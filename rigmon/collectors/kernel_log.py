@@ -142,6 +142,12 @@ class KernelLogCollector:
         self._last_seq: int | None = None
         self._seq_lost = 0
         self._lost_seen = 0
+        #: /dev/kmsg records rejected whole (a garbled header: no sequence number) since the last
+        #: record read; the sequence gap they leave is theirs, not records overwritten.
+        self._garbled_pending = 0
+        #: Records of a sequence gap that were there but garbled (all of them; `_garbled_new`: not said yet).
+        self.garbled_total = 0
+        self._garbled_new = 0
         self._gpus: list[str] = []
         self._batch_records = 0
         self._last_xid79: str | None = None
@@ -246,6 +252,13 @@ class KernelLogCollector:
         events = self._parse(raws, emit) if raws else []
         lost_total = self._lost_total()
         lost, self._lost_seen = lost_total - self._lost_seen, lost_total
+        garbled, self._garbled_new = self._garbled_new, 0
+        if emit and garbled > 0:
+            events.insert(0, EventDraft(
+                "kernel_log_garbled", "warning", "kernel_log",
+                f"{garbled} kernel log record{'s' if garbled != 1 else ''} rigmon could not read (a garbled "
+                f"header, not a kernel's record format): Xid, AER or bus errors among them are not shown",
+                {"garbled": garbled, "garbled_total": self.garbled_total}))
         if emit and lost > 0:
             events.insert(0, EventDraft(
                 "kernel_log_overrun", "warning", "kernel_log",
@@ -309,12 +322,12 @@ class KernelLogCollector:
                 # that does not parse in a known format is counted.
                 if fmt != "journal" and text.strip():
                     self.unparsed_total += 1
+                    if fmt == "kmsg":
+                        self._garbled_pending += 1
                 continue
             self._records_total += 1
             if fmt == "kmsg":
-                if self._last_seq is not None and record.seq > self._last_seq + 1:
-                    self._seq_lost += record.seq - self._last_seq - 1
-                self._last_seq = record.seq
+                self._count_gap(record.seq)
             match = self._matcher.feed(record)
             if match is None:
                 continue
@@ -331,6 +344,17 @@ class KernelLogCollector:
                 if event is not None:
                     events.append(event)
         return events
+
+    def _count_gap(self, seq: int) -> None:
+        """Count the records between the last one read and ``seq``: those rejected whole since
+        (their sequence number was in the garbled header) were read, the rest overwritten."""
+        gap = seq - self._last_seq - 1 if self._last_seq is not None else 0
+        garbled = min(max(gap, 0), self._garbled_pending)
+        self._garbled_pending = 0
+        self.garbled_total += garbled
+        self._garbled_new += garbled
+        self._seq_lost += max(gap, 0) - garbled
+        self._last_seq = seq
 
     def _refresh_gpus(self) -> None:
         self._gpus = sorted(set(self._gpus) | set(nvidia_gpu_bus_ids(self.root)))

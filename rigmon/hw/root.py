@@ -238,10 +238,18 @@ class HostRoot:
             return None
         return raw.decode("utf-8", "replace").strip()
 
-    def read_text(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> str | None:
-        """Like `read_attr` but keeps the text as is (for multi-line /proc files)."""
+    def read_text(self, rel: str, max_bytes: int = MAX_READ_BYTES, errors: str = "replace") -> str | None:
+        """Like `read_attr` but keeps the text as is (for multi-line /proc files).
+
+        Args:
+            errors: how bytes that are not UTF-8 are decoded: ``replace`` (U+FFFD), or
+                ``surrogateescape`` for a file that holds names of directory entries (the
+                interfaces of /proc/net/dev): a name then reads as `listdir` gives it, and
+                names the same path (``sys/class/net/<name>``). Frames mend such text
+                (`rigmon.agent.frame_json.valid_text`).
+        """
         raw = self.read_bytes(rel, max_bytes)
-        return None if raw is None else raw.decode("utf-8", "replace")
+        return None if raw is None else raw.decode("utf-8", errors)
 
     def read_bytes(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
         """Read raw bytes (see `read_attr`); ``None`` when absent."""

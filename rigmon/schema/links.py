@@ -103,8 +103,9 @@ class InfinibandPortReading(Record, frozen=True):
     node_exporter's infiniband collector; ``port_data_*_bytes_total`` are already in bytes
     (the kernel counts 4-byte words). A counter is ``None`` when its file is absent, and its
     name is in ``unreadable_counters`` when the file is there but the read failed (mlx5
-    RoCE ports refuse some IB-only counters). ``errors_total`` sums the error counters
-    present; rates are ``None`` on the first read and after a reset.
+    RoCE ports refuse some IB-only counters). ``errors_total`` sums the error counters the
+    port answered at its first read (one answering later joins at 0), ``None`` on a read where
+    one of them failed: never a smaller sum; rates are ``None`` on the first read and after a reset.
     """
 
     name: str

@@ -4,8 +4,10 @@ before any reader sees the frame, so /v1/latest, streams and the journal keep wo
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from rigmon.agent.frame_json import frame_json, valid_text
 from rigmon.agent.journal import JournalWriter
 from rigmon.agent.journal.reader import JournalReader
+from rigmon.agent.metrics import FrameCollector, make_registry
 from rigmon.agent.sampler import Sampler
 from rigmon.clock import SystemClock
 from rigmon.collectors import REGISTRY
@@ -80,3 +83,61 @@ def test_a_frame_that_encodes_is_returned_as_it_is_and_one_that_does_not_is_mend
     mended = valid_text(bad)
     assert (mended.node, mended.run_id) == ("n\ufffd1", "r\ufffd\ufffd\ufffd")
     assert frame_json(mended)
+
+
+@pytest.fixture
+def odd_rdma_tree(tmp_path: Path) -> Path:
+    """An RDMA device and one of its driver counters named in bytes that are not UTF-8: directory
+    entries, which become /metrics label values (``device``, ``counter``)."""
+    port = tmp_path / "sys/class/infiniband/mlx5_0/ports/1"
+    (port / "counters").mkdir(parents=True)
+    (port / "hw_counters").mkdir()
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "rate").write_text("100 Gb/sec (4X EDR)\n")
+    (port / "counters" / "symbol_error").write_text("0\n")
+    with open(os.path.join(os.fsencode(port / "hw_counters"), b"out_of_b\xfcffer"), "w") as fh:
+        fh.write("3\n")
+    os.rename(os.fsencode(tmp_path / "sys/class/infiniband/mlx5_0"),
+              os.fsencode(tmp_path / "sys/class/infiniband") + b"/mlx5_\xe90")
+    return tmp_path
+
+
+async def infiniband_frames(root: Path, count: int, metrics: FrameCollector) -> list[Frame]:
+    config = AgentConfig(agent=AgentSection(node="n1", root=str(root)))
+    collector = REGISTRY["infiniband"](CollectorContext(root=HostRoot(root), clock=SystemClock(), config=config))
+    sampler = Sampler("n1", "run1", {"infiniband": collector}, 0.05, 2.0, SystemClock())
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    sampler.add_listener(metrics.observe)  # as the agent wires /metrics
+    task = asyncio.create_task(sampler.run())
+    try:
+        for _ in range(400):
+            if len(frames) >= count:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        sampler.stop()
+        await task
+        collector.close()
+    return frames
+
+
+async def test_metrics_of_a_node_with_a_name_in_other_bytes_are_served(
+        odd_rdma_tree: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # prometheus_client cannot encode a lone surrogate in a label: one such name would fail the whole
+    # node's /metrics (read as RigmonAgentDown). The frame is mended before /metrics sees it; and the
+    # agent's log says so once, not with every frame.
+    from prometheus_client import generate_latest
+
+    frames: list[Frame] = []
+    metrics = FrameCollector(lambda: frames[-1] if frames else None)
+    caplog.set_level(logging.WARNING, logger="rigmon.agent.frame_json")
+    frames.extend(await infiniband_frames(odd_rdma_tree, 4, metrics))
+    text = generate_latest(make_registry(metrics)).decode()
+    assert 'rigmon_infiniband_hw_value_total{counter="out_of_b\ufffdffer",device="mlx5_\ufffd0"' in text
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+    mended = [r for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert len(frames) >= 4 and len(mended) == 1

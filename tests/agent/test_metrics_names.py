@@ -127,3 +127,33 @@ def test_shipped_rules_and_dashboard_use_no_deprecated_name() -> None:
     shipped += json.dumps(json.loads((REPO / "deploy" / "grafana" / "rigmon.json").read_text()))
     used = set(re.findall(r"\brigmon_[a-z0-9_]+", shipped))
     assert not used & {name for name, _, _ in DEPRECATED.values()}
+
+
+def test_no_gauge_and_counter_are_one_family_in_openmetrics() -> None:
+    # OpenMetrics names a counter's family without `_total`: the gauge rigmon_psu_rail_windows and the
+    # counter rigmon_psu_rail_windows_total were two HELP lines for one family, which promtool refuses.
+    from collections import Counter
+
+    from rigmon.agent.metrics import frame_metrics
+    from tests.agent.test_metrics import rail_frame
+
+    frame = rail_frame(1000.0, 11.9)
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(
+        frame.readings, **{f: getattr(names_frame().readings, f)
+                           for f in ("thunderbolt", "path_resistance", "disks", "peer_paths")}))
+    families = Counter(m.name for m in frame_metrics(frame, Counter()) if not m.documentation.startswith("DEPRECATED"))
+    assert "rigmon_psu_rail_windows" in families  # the counter's family
+    assert [name for name, count in families.items() if count > 1] == []
+
+
+def test_the_rails_windows_of_a_frame_keep_their_old_name_for_one_release() -> None:
+    from tests.agent.test_metrics import rail_frame
+
+    frame = rail_frame(1000.0, 11.9)
+    collector = FrameCollector(lambda: frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert sample(text, "rigmon_psu_rail_frame_windows") == 1
+    assert "all of them: rigmon_psu_rail_windows_total" in help_of(text, "rigmon_psu_rail_frame_windows")
+    assert sample(text, "rigmon_psu_rail_windows") == 1
+    assert help_of(text, "rigmon_psu_rail_windows").startswith(
+        "DEPRECATED (removed in the next release): use rigmon_psu_rail_frame_windows")

@@ -181,3 +181,43 @@ def test_an_xid_event_of_a_handle_not_registered_names_no_gpu_none() -> None:
     events = gpu_xid_events.XidEvents(CountingWaits(None), 0.05, 1.0)  # type: ignore[arg-type]
     event = events._event(NvmlXid(index=None, uuid=None, pci_bus_id=None, xid=154))
     assert (event.subject, event.message) == ("gpu:unknown", "Xid 154 on an unknown GPU: Xid")
+
+
+def test_event_waits_that_fail_are_in_the_collectors_status_and_said_by_events(
+        node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The readings are fine, so the collector is ok; but while every event wait fails no Xid comes
+    through NVML: its status says so (it was a line in the agent's log only), and two events mark it."""
+    root, machine = node
+    machine.events_lost_while_any_gpu_lost = True
+    monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 0.01)
+    host = HostRoot(root)
+    nvml = CountingWaits(open_nvml(host, timeout_s=DEADLINE_S))
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)  # type: ignore[arg-type]
+    collector.start(lambda records: None)
+    seen: list[EventDraft] = []
+    try:
+        end = time.monotonic() + DEADLINE_S
+        while not machine.event_sets():
+            assert time.monotonic() < end, "no event set registered"
+            time.sleep(0.01)
+        assert collector.status_note() is None
+        machine.fail("gpu_lost", 3)
+        while nvml.failed < 2:
+            assert time.monotonic() < end, "the waits did not fail"
+            time.sleep(0.01)
+        seen.extend(_split(list(collector.collect()))[1])
+        failing = collector.status_note()
+        machine.heal("gpu_lost", 3)
+        answered = nvml.answered
+        while nvml.answered < answered + 2:
+            assert time.monotonic() < end, "the waits did not answer again"
+            time.sleep(0.01)
+        seen.extend(_split(list(collector.collect()))[1])
+        healed = collector.status_note()
+    finally:
+        collector.close()
+    assert failing is not None and failing.startswith("NVML Xid events not received: waiting failed: "
+                                                      "NVMLError_GpuIsLost: GPU is lost")
+    assert healed is None
+    said = [(e.kind, e.severity) for e in seen if e.subject == "gpu:events"]
+    assert said == [("nvml_events_failed", "warning"), ("nvml_events_resumed", "info")]

@@ -126,3 +126,23 @@ def test_a_garbled_net_dev_line_is_one_warning_and_costs_that_interface_only(tmp
         ("net_dev_line_skipped", "eth0: 5 6 0 0 0 0 0 0 7")]
     assert not [e for e in second if isinstance(e, EventDraft)]
     assert collector.net_skipped_lines_total == 2
+
+
+def test_an_interface_named_in_other_bytes_has_its_link_state_read(tmp_path: Path) -> None:
+    # Linux names an interface in any bytes but "/", ":" and white space. /proc/net/dev read with
+    # U+FFFD for them named no sysfs directory: an up link showed no state, carrier, speed or MTU.
+    import os
+
+    name = b"eth\xf6"
+    write_tree(tmp_path, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
+    (tmp_path / "proc/net").mkdir()
+    (tmp_path / "proc/net/dev").write_bytes(HEAD.encode() + name + b": 1500 1 0 0 0 0 0 0 1500 1 0 0 0 0 0 0\n")
+    sysfs = os.path.join(os.fsencode(tmp_path / "sys/class/net"), name)
+    os.makedirs(sysfs)
+    for attr, value in ((b"operstate", b"up"), (b"carrier", b"1"), (b"type", b"1"), (b"speed", b"10000"),
+                        (b"mtu", b"9000")):
+        with open(os.path.join(sysfs, attr), "wb") as fh:
+            fh.write(value + b"\n")
+    nic = _net(HostCollector(HostRoot(tmp_path), Clock()))
+    assert (nic.operstate, nic.carrier, nic.speed_mbps, nic.mtu) == ("up", True, 10000, 9000)
+    assert os.fsencode(nic.name) == name  # as the kernel named it; frames mend it (agent/frame_json.py)

@@ -261,3 +261,58 @@ def test_the_rate_a_down_port_shows_is_no_rate_change(tmp_path: Path) -> None:
     (r,), events = collect(collector)
     changed = [e for e in events if e.kind == "rdma_port_rate_changed"]
     assert [(e.severity, (e.data or {}).get("from_rate_gbps")) for e in changed] == [("warning", 100.0)]
+
+
+def _refuse(root: Path, counter: str) -> None:
+    """The driver refuses reads of ``counter`` (a directory in its place: EISDIR, as EINVAL on mlx5)."""
+    path = root / PORT / "counters" / counter
+    path.unlink(missing_ok=True)
+    path.mkdir()
+
+
+def _answer(root: Path, counter: str, value: int) -> None:
+    path = root / PORT / "counters" / counter
+    if path.is_dir():
+        path.rmdir()
+    path.write_text(f"{value}\n")
+
+
+def test_errors_total_never_goes_down_because_a_counter_was_not_read(tmp_path: Path) -> None:
+    # One error counter refusing a read for a moment made the sum drop (a counter reset to Prometheus'
+    # increase() and the node's counter rule) and rise again by its whole count: errors rising, falsely.
+    clock = FakeClock(1000.0)
+    collector = InfinibandCollector(HostRoot(tmp_path), clock)
+    write_port(tmp_path, symbol_error=40, port_rcv_errors=3)
+    totals = []
+    for step in ("read", "refused", "read again"):
+        if step == "refused":
+            _refuse(tmp_path, "symbol_error")
+        if step == "read again":
+            _answer(tmp_path, "symbol_error", 40)
+        clock.t += 1.0
+        (reading,), _ = collect(collector)
+        totals.append(reading.errors_total)
+        if step == "refused":
+            assert reading.unreadable_counters == ("symbol_error",) and reading.errors_per_s is None
+    assert totals == [43, None, 43]
+
+
+def test_an_error_counter_first_read_late_joins_the_sum_only_at_zero(tmp_path: Path) -> None:
+    # Refused at the first read (a RoCE port refuses IB-only counters for good): the others are summed,
+    # and a count it shows later is not added at once, which would read as errors rising.
+    clock = FakeClock(1000.0)
+    collector = InfinibandCollector(HostRoot(tmp_path), clock)
+    write_port(tmp_path, port_rcv_errors=3, link_error_recovery=0)
+    _refuse(tmp_path, "symbol_error")
+    _refuse(tmp_path, "local_link_integrity_errors")
+    totals = []
+    for symbol_errors, integrity_errors in ((None, None), (40, 0), (41, 2)):
+        if symbol_errors is not None:
+            _answer(tmp_path, "symbol_error", symbol_errors)
+        if integrity_errors is not None:
+            _answer(tmp_path, "local_link_integrity_errors", integrity_errors)
+        clock.t += 1.0
+        (reading,), _ = collect(collector)
+        totals.append(reading.errors_total)
+    assert totals == [3, 3, 5]  # symbol_error stays out; local_link_integrity_errors joined at 0
+    assert reading.symbol_error_total == 41  # its own series has it

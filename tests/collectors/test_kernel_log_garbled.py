@@ -66,5 +66,33 @@ def test_the_pushing_thread_reads_on_past_a_garbled_record(tmp_path: Path) -> No
         assert arrived.wait(10)
     finally:
         collector.close()
-    # The garbled Xid is no Xid (the record with a garbled header is not read: a gap in the sequence).
+    # The garbled Xid is no Xid (the record with a garbled header is rejected whole: a gap in the sequence).
     assert [(e.data or {}).get("xid") for e in pushed if isinstance(e, EventDraft) and e.kind == "xid"] == [79]
+
+
+def test_a_record_rejected_for_its_header_is_not_said_overwritten(tmp_path: Path) -> None:
+    # Its sequence number was in the garbled header: the gap it leaves was said as records "overwritten
+    # before rigmon read", which sends an operator to the ring buffer's size for a record that was read.
+    from rigmon.schema import KernelLogReading
+
+    root = _tree(tmp_path)
+    collector = KernelLogCollector(root, FixedClock())
+    try:
+        collector.collect()
+        _append(root, f"4,3,{TOO_LONG},-;{XID_79}\n4,4,50000000,-;next record\n")
+        first = collector.collect()
+        # A real overrun after it still is one: 5..7 never came, 8 is garbled, 9 is read.
+        _append(root, f"4,{LONG},1,-;garbled\n4,9,50000200,-;after a gap\n")
+        second = collector.collect()
+    finally:
+        collector.close()
+
+    def said(records: Sequence[object]) -> list[tuple[str, dict[str, object] | None]]:
+        return [(r.kind, r.data) for r in records if isinstance(r, EventDraft)]
+
+    assert said(first) == [("kernel_log_garbled", {"garbled": 1, "garbled_total": 1})]
+    [event] = [r for r in first if isinstance(r, EventDraft)]
+    assert "could not read" in event.message and "overwritten" not in event.message
+    assert said(second) == [("kernel_log_overrun", {"lost": 3, "lost_total": 3}),
+                            ("kernel_log_garbled", {"garbled": 1, "garbled_total": 2})]
+    assert [r.lost_total for r in second if isinstance(r, KernelLogReading)] == [3]
