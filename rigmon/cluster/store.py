@@ -80,8 +80,9 @@ class NodeStore:
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
-        #: In a replay, when the node was pulled (the store's clock): nothing after it is known, so its
-        #: age stops growing there. ``None`` live, and for a node the bundle does not date.
+        #: In a replay, until when the bundle knows of the node (the store's clock): its pull, or, for a
+        #: node the bundle does not date, its last frame. Nothing after it is known, so its age stops
+        #: growing there. ``None`` live, and for a node with neither a pull time nor a frame.
         self.watched_until: float | None = None
         self.alarm_list: AlarmList | None = None
         #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s): its last
