@@ -13,20 +13,30 @@ _NUMBER_UNIT = lazy_compile(
     r"(?:\s?(?P<unit>%|°C|[munµkMGT]?(?:Ohm|Ω|Hz|V|A|W|B|b|s|C)(?:/(?:s|day|h|min))?)(?![\w/]))?")
 
 
-def written(message: str, value: float) -> tuple[int, str] | None:
-    """How ``message`` writes ``value``: its decimals and the unit after it (``""`` for none), or
-    ``None`` when the message does not hold it."""
-    for m in _NUMBER_UNIT.finditer(message):
-        decimals = len(m.group("decimals") or "")
-        if abs(float(m.group("number")) - abs(value)) <= 0.5 * 10.0 ** -decimals + 1e-9:
-            return decimals, m.group("unit") or ""
+#: Divisors a message may write a reading with, the reading's own unit first: a speed read in
+#: Mb/s written ``{value/1000:g} Gb/s`` (see `rigmon.alarms.templates`).
+_DIVISORS = (1.0, 1e3, 1e6, 1e9)
+
+
+def written(message: str, value: float) -> tuple[int, str, float] | None:
+    """How ``message`` writes ``value``: its decimals, the unit after it (``""`` for none) and the
+    divisor it was written with (``1000``: ``20 Gb/s`` of ``20000`` Mb/s; a divided figure counts
+    only with a unit after it), or ``None`` when the message does not hold it."""
+    for divisor in _DIVISORS:
+        for m in _NUMBER_UNIT.finditer(message):
+            if divisor != 1.0 and not m.group("unit"):
+                continue
+            decimals = len(m.group("decimals") or "")
+            if abs(float(m.group("number")) - abs(value) / divisor) <= 0.5 * 10.0 ** -decimals + 1e-9:
+                return decimals, m.group("unit") or "", divisor
     return None
 
 
 def reading_text(alarm: Alarm, value: EventValue) -> str:
     """``value`` (a reading of ``alarm``'s rule, ``value_now`` say) as the alarm's message writes its
-    worst value, ``alarm.value``: ``11.608 V`` beside ``12 V rail minimum 11.255 V is below 11.7 V``.
-    A reading the message does not write is given as it is (``11.6083``)."""
+    worst value, ``alarm.value``: ``11.608 V`` beside ``12 V rail minimum 11.255 V is below 11.7 V``,
+    ``40 Gb/s`` beside ``link thunderbolt0 runs at 20 Gb/s`` (a speed read in Mb/s). A reading the
+    message does not write is given as it is (``11.6083``)."""
     v = number(value)
     if v is None:
         return str(value)
@@ -34,6 +44,7 @@ def reading_text(alarm: Alarm, value: EventValue) -> str:
     how = written(alarm.message, worst) if worst is not None else None
     if how is None:
         return f"{v:g}"
-    decimals, unit = how
-    text = f"{v:.{decimals}f}"
+    decimals, unit, divisor = how
+    # A divided figure written without decimals was written as the screens write one (``{:g}``: 2.5 Gb/s).
+    text = f"{v / divisor:g}" if divisor != 1.0 and not decimals else f"{v / divisor:.{decimals}f}"
     return f"{text} {unit}" if unit else text

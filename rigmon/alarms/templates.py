@@ -1,16 +1,56 @@
-"""Rule ``subject`` and ``message`` templates: `str.format` syntax, rendered with a fallback when a field is missing."""
+"""Rule ``subject`` and ``message`` templates: `str.format` syntax, rendered with a fallback when a field is missing.
+
+A field may be divided by a number to write it in a larger unit: ``{value/1000:g} Gb/s`` of a
+speed read in Mb/s (the alarm's value stays the reading).
+"""
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+
+def _divisor(name: str) -> tuple[str, float | None]:
+    """``value/1000`` -> ``("value", 1000.0)``; a name without ``/`` -> ``(name, None)``.
+
+    Raises:
+        ValueError: what follows ``/`` is not a positive number.
+    """
+    if "/" not in name:
+        return name, None
+    base, _, by = name.partition("/")
+    try:
+        divisor = float(by)
+    except ValueError:
+        divisor = math.nan
+    if not (math.isfinite(divisor) and divisor > 0):
+        raise ValueError(f"field {{{name}}}: divide by a positive number ({{{base}/1000}})")
+    return base, divisor
+
+
+def _divided(value: Any, divisor: float | None) -> Any:
+    """``value`` divided by ``divisor`` (none: as it is).
+
+    Raises:
+        TypeError: ``value`` is not a number (text, a boolean): the template does not fit.
+    """
+    if divisor is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{value!r} is not a number")
+    return value / divisor
 
 
 class _Formatter(string.Formatter):
     def get_value(self, key: int | str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         if isinstance(key, str) and key in kwargs:
             return kwargs[key]
+        if isinstance(key, str) and "/" in key:
+            name, divisor = _divisor(key)
+            if name in kwargs:
+                return _divided(kwargs[name], divisor)
         raise KeyError(key)
 
 
@@ -35,8 +75,8 @@ class Template:
 
     Every subject of every rule is rendered on every frame: ``string.Formatter`` re-parses
     the template and dispatches through several methods per field each time. A template
-    whose fields are plain names (``gpu:{index}``, ``{value:.2f} V``) is split once into
-    literal text and (name, format spec) pairs and joined with ``format()``; any other
+    whose fields are plain names (``gpu:{index}``, ``{value:.2f} V``, ``{value/1000:g} Gb/s``) is
+    split once into literal text and (name, format spec, divisor) and joined with ``format()``; any other
     (attribute or index access, ``!r`` conversions, nested specs, positional fields, bad
     syntax) goes through `render`.
     """
@@ -60,8 +100,8 @@ class Template:
         if not parts:
             return fallback  # an empty template
         try:
-            return "".join([literal + format(fields[name], spec) if name is not None else literal
-                            for literal, name, spec in parts])
+            return "".join([literal + format(_divided(fields[name], divisor), spec) if name is not None
+                            else literal for literal, name, spec, divisor in parts])
         except _FORMAT_ERRORS:
             return fallback
 
@@ -82,24 +122,30 @@ def check_template(text: str) -> None:
             continue
         if not name or name.split(".", 1)[0].split("[", 1)[0].isdigit():
             raise ValueError(f"field {{{name}}} has no name (fields are named: {{value}}, {{subject}}, ...)")
+        _divisor(name)
         if conversion not in (None, "r", "s", "a"):
             raise ValueError(f"field {{{name}!{conversion}}}: unknown conversion !{conversion} (!r, !s or !a)")
         if spec and "{" in spec:
             check_template(spec)
 
 
-def _compile(text: str) -> tuple[tuple[str, str | None, str], ...] | None:
-    """Literal text and named fields of a template; ``None`` when it needs the general formatter."""
+def _compile(text: str) -> tuple[tuple[str, str | None, str, float | None], ...] | None:
+    """Literal text and named fields (each with its divisor) of a template; ``None`` when it needs
+    the general formatter."""
     try:
         parsed = list(_FORMATTER.parse(text))
     except ValueError:
         return None
-    parts: list[tuple[str, str | None, str]] = []
+    parts: list[tuple[str, str | None, str, float | None]] = []
     for literal, name, spec, conversion in parsed:
         if name is None:
-            parts.append((literal, None, ""))
+            parts.append((literal, None, "", None))
             continue
+        try:
+            name, divisor = _divisor(name)
+        except ValueError:
+            return None
         if conversion is not None or not name.isidentifier() or (spec and ("{" in spec or "}" in spec)):
             return None
-        parts.append((literal, name, spec or ""))
+        parts.append((literal, name, spec or "", divisor))
     return tuple(parts)

@@ -43,6 +43,9 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
             before two frames.
         gpu_power_limit_w: power limits of the working NVIDIA GPUs added up (the top of the
             power trend's scale); ``None`` when the node reports none.
+        label: the node as the screens name it: its name, or, when other followed agents share
+            that name, the name and its key (``node01 (http://10.0.0.2:9871)``, as
+            `ClusterStore.rule_names`); ``""``: its name.
     """
 
     key: str
@@ -60,6 +63,7 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
     frames_lost: int = 0
     trend_span_s: float | None = None
     gpu_power_limit_w: float | None = None
+    label: str = ""
 
 
 def hardware_trouble(view: NodeView) -> int:

@@ -80,8 +80,9 @@ class NodeStore:
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
-        #: In a replay, when the node was pulled (the store's clock): nothing after it is known, so its
-        #: age stops growing there. ``None`` live, and for a node the bundle does not date.
+        #: In a replay, until when the bundle knows of the node (the store's clock): its pull, or, for a
+        #: node the bundle does not date, its last frame. Nothing after it is known, so its age stops
+        #: growing there. ``None`` live, and for a node with neither a pull time nor a frame.
         self.watched_until: float | None = None
         self.alarm_list: AlarmList | None = None
         #: When ``alarm_list`` was last the node's own word (the dashboard's clock, Unix s): its last
@@ -287,14 +288,15 @@ class NodeStore:
         return "stale"
 
     def view(self, points: int | None = 120, buckets: int = 60, cluster_alarms: tuple[Alarm, ...] = (),
-             details: bool = False, peers_up: frozenset[str] = frozenset()) -> NodeView:
+             details: bool = False, peers_up: frozenset[str] = frozenset(), label: str = "") -> NodeView:
         """Snapshot for drawing, with trends of the newest ``points`` frames in ``buckets``;
         with ``details`` also the per-device trends (the node screen's).
 
         ``cluster_alarms`` are the dashboard's active cluster alarms about this node; with the
         node's own they make the summary's alarm count (unknown while the node's own alarms
         are and no cluster alarm about it fires). ``peers_up`` are the peers of the node's silent
-        paths that are live on the dashboard (`ClusterStore.peers_up`).
+        paths that are live on the dashboard (`ClusterStore.peers_up`). ``label`` is how the screens
+        name the node (`ClusterStore.rule_names`); ``""``: its name.
 
         Asked again with the same arguments, it returns the same `NodeView` object until the
         node's data changes, its state changes, or its age reaches another whole second (the
@@ -304,7 +306,7 @@ class NodeStore:
         state = self.state()
         age = self.age_s()
         key = (self._changes, state, None if age is None else int(age), points, buckets, details, cluster_alarms,
-               peers_up)
+               peers_up, label)
         if self._view_cache is not None and self._view_cache[0] == key:
             return self._view_cache[1]
         summary = self.summary
@@ -332,6 +334,7 @@ class NodeStore:
             frames_lost=self.frames_lost,
             trend_span_s=self.history.span_s(points),
             gpu_power_limit_w=power_limit_w(self.latest),
+            label=label or self.name,
         )
         self._view_cache = (key, view)
         return view
@@ -428,13 +431,15 @@ class ClusterStore:
         return frozenset(s.name for s in self.nodes.values() if s.name in silent and s.state() == "live")
 
     def views(self, points: int | None = 120, buckets: int = 60) -> list[NodeView]:
-        """Every node's view, trouble first."""
+        """Every node's view, trouble first; nodes of one name told apart by their keys (`rule_names`)."""
         about: dict[str, list[Alarm]] = {}
         for alarm in self.rules.active():
             about.setdefault(alarm_node_key(alarm), []).append(alarm)
         keyed = []
+        names = self.rule_names()
         for store in self.nodes.values():
-            view = store.view(points, buckets, tuple(about.get(store.key, ())), peers_up=self.peers_up(store))
+            view = store.view(points, buckets, tuple(about.get(store.key, ())), peers_up=self.peers_up(store),
+                              label=names[store.key])
             # Most views are the same objects as at the last redraw: so is their place.
             cached = self._order.get(store.key)
             order = cached[1] if cached is not None and cached[0] is view else trouble_order(view)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rigmon.alarms.message_values import reading_text
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import RESOLVE_ENDINGS, RESOLVE_REASONS, Alarm
 from rigmon.typed import to_data
@@ -52,42 +53,6 @@ _NOT_FRESH = {
     "restarted_without": "its agent restarted without it",
 }
 
-# A number in an alarm message and the unit after it: "11.255 V", "0.120 mOhm/day",
-# "10000 Mb/s", "71 °C". "rose by 12 in 60 s" has no unit after 12.
-_NUMBER_UNIT = lazy_compile(
-    r"(?<![\w.])(?P<number>\d+(?:\.(?P<decimals>\d+))?)"
-    r"(?:\s?(?P<unit>%|°C|[munµkMGT]?(?:Ohm|Hz|V|A|W|B|b|s|C)(?:/(?:s|day|h|min))?)(?![\w/]))?")
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _written(message: str, value: float) -> tuple[int, str] | None:
-    """How ``message`` writes ``value``: its decimals and the unit after it (``""`` for none)."""
-    for m in _NUMBER_UNIT.finditer(message):
-        decimals = len(m.group("decimals") or "")
-        if abs(float(m.group("number")) - abs(value)) <= 0.5 * 10.0 ** -decimals + 1e-9:
-            return decimals, m.group("unit") or ""
-    return None
-
-
-def _reading(a: Alarm, value: object) -> str:
-    """``value`` written as the alarm's message writes its worst value (decimals and unit)."""
-    v = _number(value)
-    if v is None:
-        return str(value)
-    worst = _number(a.value)
-    how = _written(a.message, worst) if worst is not None else None
-    if how is None:
-        return str(value)
-    decimals, unit = how
-    text = f"{v:.{decimals}f}"
-    return f"{text} {unit}" if unit else text
-
-
 def resolve_reason(a: Alarm) -> tuple[str | None, str]:
     """Why a resolved alarm ended (one of `RESOLVE_REASONS`, ``None`` when nothing says), and its
     message without the lifecycle's ending for that reason (`RESOLVE_ENDINGS`): the worst it was.
@@ -119,7 +84,7 @@ def resolution(a: Alarm) -> tuple[bool, str, str]:
     if phrase is not None:
         if reason == "unreported" and a.value_now is not None and not isinstance(a.value_now, bool):
             # The last reading while it was still reported: it may still have been bad.
-            phrase += f" (last {_reading(a, a.value_now)})"
+            phrase += f" (last {reading_text(a, a.value_now)})"
         return False, phrase, message
     if reason in ("acknowledged", "quiet") or a.rule_kind == "event" or a.value_now is None:
         # An event alarm has no reading: it ends by acknowledgement or by a quiet spell.
@@ -141,7 +106,7 @@ def resolution(a: Alarm) -> tuple[bool, str, str]:
         return True, "clear", message
     if a.rule_kind == "counter":
         return True, f"now +{now} in its window", message
-    return True, f"now {_reading(a, now)}", message
+    return True, f"now {reading_text(a, now)}", message
 
 
 def summary(n: Notification) -> str:

@@ -136,8 +136,10 @@ class RigmonApp(Navigation, ReplayKeys):
         if self._unknown_theme:
             notify(self, f"no theme named {self._unknown_theme!r}; using {self.theme}", severity="warning")
         if self.replay is not None and self.replay.bundle.cut_short:
-            notify(self, f"{self.replay.bundle.cut_short}: replaying what it holds", title="Bundle cut short",
-                   severity="warning", timeout=15)
+            stop = self.replay.bundle.cut_short
+            # The reader says which: a bundle that ends early ("cut short") or whose bytes fail their check.
+            title = "Bundle damaged" if stop.startswith("the bundle is damaged") else "Bundle cut short"
+            notify(self, f"{stop}: replaying what it holds", title=title, severity="warning", timeout=15)
         for target in self.targets:
             self.run_worker(self.followers.follow(target), name=f"follow {target.url}", group="follow",
                             exit_on_error=False)

@@ -42,7 +42,8 @@ def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, re
             screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
             store = cluster.nodes[selected]
-            view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store))
+            view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store),
+                              label=cluster.rule_names()[selected])
             screen.show(view, store.info, store.latest, tuple(store.events))
     except NoMatches:
         # The timer fired while the app shuts down and the screen has lost its widgets.

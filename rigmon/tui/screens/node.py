@@ -138,7 +138,7 @@ class NodeScreen(Screen[None]):
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once."""
         events = merge_xid_events(events)
-        self.sub_title = f"{view.name} · {view.state}"
+        self.sub_title = f"{view.label or view.name} · {view.state}"
         if view.key != self._shown_key:
             # Another node: start at its top, not where the last one was left. The refresh
             # timer re-shows the same node every second and keeps the scroll position.

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.console import Group, RenderableType
 from rich.segment import Segment
 from rich.style import Style
@@ -87,6 +87,20 @@ def path_label(cell: PathCell | None, width: int) -> str:
         return ""
     full = f"{cell.path}→{cell.peer}"
     return full if cell_len(full) <= width else cell.peer
+
+
+def name_label(view: NodeView, width: int) -> str:
+    """The name cell in ``width`` cells: the node's label (its name, with its key when other
+    followed agents share the name: ``node01 (http://10.0.0.2:9871)``). A label too wide keeps
+    the end of its key, where two agents of one name differ (``node01 (…0.0.2:9871)``)."""
+    label = view.label or view.name
+    if label == view.name or cell_len(label) <= width:
+        return label
+    # " (", "…" and ")" around the key's end; at least its last few characters (the port).
+    suffix = f" (…{view.key[-max(6, width - cell_len(view.name) - 4):]})"
+    room = width - cell_len(suffix)
+    head = view.name if cell_len(view.name) <= room else set_cell_size(view.name, max(0, room - 1)) + "…"
+    return head + suffix
 
 
 #: Frames the cluster rows' trends cover (ten minutes at one frame a second: a sag stays in
@@ -288,11 +302,11 @@ class NodeRow(Widget, can_focus=True):
             return self._render_table(view, columns, widths)
         return self._render_lines(view, columns, widths)
 
-    def _figures(self, view: NodeView) -> tuple[Text, Text, Text, dict[str, str]]:
-        """Name, state (with what is wrong when the node is in trouble), alarm count, and the
-        columns' figures."""
+    def _figures(self, view: NodeView, name_width: int) -> tuple[Text, Text, Text, dict[str, str]]:
+        """Name (in ``name_width`` cells), state (with what is wrong when the node is in trouble),
+        alarm count, and the columns' figures."""
         summary = view.summary
-        name = plain(view.name, self._style("name"))
+        name = plain(name_label(view, name_width), self._style("name"))
         state = Text(view.state, style=self._style(view.state))
         if view.state in ("stale", "unreachable"):
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
@@ -323,7 +337,7 @@ class NodeRow(Widget, can_focus=True):
     def _render_lines(self, view: NodeView, columns: Sequence[Column], widths: list[int]) -> RenderableType:
         """The row as segments (every column at its full width); see `rigmon.tui.row_lines`."""
         summary = view.summary
-        name, state, alarm_text, figures = self._figures(view)
+        name, state, alarm_text, figures = self._figures(view, widths[0])
         # A node in trouble gets the whole second line for what is wrong instead of trends.
         trouble = view.state in ("stale", "unreachable")
         top = [row_lines.cell(name.plain, self._style("name"), widths[0]), row_lines.GAP,
@@ -390,7 +404,7 @@ class NodeRow(Widget, can_focus=True):
     def _render_table(self, view: NodeView, columns: Sequence[Column], widths: list[int]) -> RenderableType:
         """The row as a Rich table, which squeezes columns that do not fit."""
         summary = view.summary
-        name, state, alarm_text, figures = self._figures(view)
+        name, state, alarm_text, figures = self._figures(view, widths[0])
         trouble = view.state in ("stale", "unreachable")
         table = grid(widths)
         top: list[RenderableType] = [name, alarm_text]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
@@ -75,7 +75,22 @@ class NodeStatus(Widget):
         # pair follows its first, and a long value (a failure reason) wraps instead of being cut.
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
+        room = self.content_size.width - max(len(row[0]) for row in rows) - GAP
         for name, value, other, other_value in rows:
-            table.add_row(Text(name, style=label),
-                          Text.assemble(value, " " * GAP, (other, label), " ", other_value))
+            pair = Text.assemble((other, label), " ", other_value)
+            table.add_row(Text(name, style=label), second_pair_after(self.app.console, value, pair, room))
         return table
+
+
+def second_pair_after(console: Console, value: Text, pair: Text, room: int) -> Text:
+    """``value`` then ``pair`` (``last data 25s ago``) in a column ``room`` cells wide: on the
+    value's last line when the pair fits there whole, else on a line of its own, so that it
+    never wraps between its words. A pair wider than the column folds as it must."""
+    if room <= 0:
+        return Text.assemble(value, " " * GAP, pair)
+    # Where the value's last line ends once the column wraps it (as the table will: at spaces, folding).
+    lines = Text(value.plain).wrap(console, room, overflow="fold")
+    used = lines[-1].cell_len if lines else 0
+    if used + GAP + pair.cell_len <= room:
+        return Text.assemble(value, " " * GAP, pair)
+    return Text.assemble(value, "\n", pair)
