@@ -100,8 +100,10 @@ class Template:
         if not parts:
             return fallback  # an empty template
         try:
-            return "".join([literal + format(_divided(fields[name], divisor), spec) if name is not None
-                            else literal for literal, name, spec, divisor in parts])
+            # The divisor's call only where one is written: every subject is rendered on every frame.
+            return "".join([literal + format(fields[name] if divisor is None else _divided(fields[name], divisor),
+                                             spec) if name is not None else literal
+                            for literal, name, spec, divisor in parts])
         except _FORMAT_ERRORS:
             return fallback
 
