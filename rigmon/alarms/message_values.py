@@ -43,8 +43,18 @@ def reading_text(alarm: Alarm, value: EventValue) -> str:
     worst = number(alarm.value)
     how = written(alarm.message, worst) if worst is not None else None
     if how is None:
-        return f"{v:g}"
+        return _plain(v)
     decimals, unit, divisor = how
     # A divided figure written without decimals was written as the screens write one (``{:g}``: 2.5 Gb/s).
     text = f"{v / divisor:g}" if divisor != 1.0 and not decimals else f"{v / divisor:.{decimals}f}"
     return f"{text} {unit}" if unit else text
+
+
+def _plain(v: float) -> str:
+    """A reading no message writes: whole numbers in full (an energy counter's ``123456789``, not
+    ``{:g}``'s ``1.23457e+08``), large ones to a decimal, others to six significant figures (``11.6083``)."""
+    if v.is_integer() and abs(v) < 1e18:
+        return str(int(v))
+    if abs(v) >= 1e6:
+        return f"{v:.1f}"
+    return f"{v:.6g}" if abs(v) >= 1e-4 else repr(v)

@@ -30,3 +30,14 @@ def test_a_resolved_notification_writes_its_reading_as_the_dashboard_does(
     fresh, phrase, _ = resolution(alarm)
     assert fresh and phrase == f"now {written}"
     assert summary(Notification("resolved", alarm)).startswith(f"[RESOLVED] node01 psu: now {written}; was: ")
+
+
+@pytest.mark.parametrize(("now", "written"), [
+    (123456789, "123456789"),      # a counter in full, not {:g}'s 1.23457e+08
+    (123456789.5, "123456789.5"),
+    (11.60834, "11.6083"),
+    (3.0, "3"),
+])
+def test_a_reading_the_message_does_not_write_is_given_in_full(now: float, written: str) -> None:
+    alarm = resolved("counter xyz rose", 7, now, rule_kind="counter")
+    assert reading_text(alarm, now) == written
