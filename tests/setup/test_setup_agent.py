@@ -151,9 +151,13 @@ def test_an_installation_under_home_is_refused_for_the_service() -> None:
         assert hidden_from_service(("/opt/pipx/venvs/rigmon/bin/rigmon",), "/usr/bin/python3.11") is None
 
 
-def test_an_installation_under_tmp_is_refused_for_the_service() -> None:
+def test_an_installation_under_tmp_is_refused_for_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
     # The unit's PrivateTmp=yes gives the service an empty /tmp and /var/tmp of its own: a venv made with
     # `python -m venv /tmp/rigmon` was accepted, and the unit failed at every start (Restart=always).
+    # The package as installed under /opt (a checkout under /tmp, as CI's may be, is itself hidden).
+    import rigmon
+
+    monkeypatch.setattr(rigmon, "__file__", "/opt/rigmon/lib/python3.11/site-packages/rigmon/__init__.py")
     assert hidden_from_service(("/tmp/rigmon/bin/rigmon",), "/usr/bin/python3.11") == "/tmp/rigmon/bin/rigmon"
     assert hidden_from_service(("/var/tmp/rigmon/bin/rigmon",), "/usr/bin/python3.11") is not None
     assert hidden_from_service(("/opt/rigmon/bin/rigmon",), "/tmp/python/bin/python3.11") == "/tmp/python/bin/python3.11"
