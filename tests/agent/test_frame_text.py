@@ -39,12 +39,17 @@ def odd_tree(tmp_path: Path) -> Path:
     return root
 
 
-async def sampled_frames(root: Path, count: int) -> list[Frame]:
+async def sampled_frames(root: Path, count: int, name: str = "raid",
+                         metrics: FrameCollector | None = None) -> list[Frame]:
+    """``count`` frames of the collector ``name`` reading ``root`` through a real sampler (and
+    ``metrics`` fed as the agent wires /metrics)."""
     config = AgentConfig(agent=AgentSection(node="n1", root=str(root)))
-    raid = REGISTRY["raid"](CollectorContext(root=HostRoot(root), clock=SystemClock(), config=config))
-    sampler = Sampler("n1", "run1", {"raid": raid}, 0.05, 2.0, SystemClock())
+    collector = REGISTRY[name](CollectorContext(root=HostRoot(root), clock=SystemClock(), config=config))
+    sampler = Sampler("n1", "run1", {name: collector}, 0.05, 2.0, SystemClock())
     frames: list[Frame] = []
     sampler.add_listener(frames.append)
+    if metrics is not None:
+        sampler.add_listener(metrics.observe)
     task = asyncio.create_task(sampler.run())
     try:
         for _ in range(400):
@@ -54,7 +59,7 @@ async def sampled_frames(root: Path, count: int) -> list[Frame]:
     finally:
         sampler.stop()
         await task
-        raid.close()
+        collector.close()
     return frames
 
 
@@ -102,26 +107,6 @@ def odd_rdma_tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def infiniband_frames(root: Path, count: int, metrics: FrameCollector) -> list[Frame]:
-    config = AgentConfig(agent=AgentSection(node="n1", root=str(root)))
-    collector = REGISTRY["infiniband"](CollectorContext(root=HostRoot(root), clock=SystemClock(), config=config))
-    sampler = Sampler("n1", "run1", {"infiniband": collector}, 0.05, 2.0, SystemClock())
-    frames: list[Frame] = []
-    sampler.add_listener(frames.append)
-    sampler.add_listener(metrics.observe)  # as the agent wires /metrics
-    task = asyncio.create_task(sampler.run())
-    try:
-        for _ in range(400):
-            if len(frames) >= count:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        sampler.stop()
-        await task
-        collector.close()
-    return frames
-
-
 async def test_metrics_of_a_node_with_a_name_in_other_bytes_are_served(
         odd_rdma_tree: Path, caplog: pytest.LogCaptureFixture) -> None:
     # prometheus_client cannot encode a lone surrogate in a label: one such name would fail the whole
@@ -132,7 +117,7 @@ async def test_metrics_of_a_node_with_a_name_in_other_bytes_are_served(
     frames: list[Frame] = []
     metrics = FrameCollector(lambda: frames[-1] if frames else None)
     caplog.set_level(logging.WARNING, logger="rigmon.agent.frame_json")
-    frames.extend(await infiniband_frames(odd_rdma_tree, 4, metrics))
+    frames.extend(await sampled_frames(odd_rdma_tree, 4, "infiniband", metrics))
     text = generate_latest(make_registry(metrics)).decode()
     assert 'rigmon_infiniband_hw_value_total{counter="out_of_b\ufffdffer",device="mlx5_\ufffd0"' in text
     promtool = shutil.which("promtool")

@@ -83,19 +83,26 @@ async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause()
 
 
+async def alarms_screen(app, pilot, active_rows: int | None = None) -> tuple[AlarmTable, AlarmTable]:  # type: ignore[no-untyped-def]
+    """The alarms screen (``a``) once the node's alarms are in: its active and resolved tables, the
+    resolved one holding the lab's one row (and the active one ``active_rows``, when given)."""
+    await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
+    await pilot.press("a")
+    await pilot.pause()
+    app.refresh_screen()
+    active = app.screen.query_one("#active-alarms", AlarmTable)
+    recent = app.screen.query_one("#recent-alarms", AlarmTable)
+    await wait_for(lambda: recent.row_count == 1 and active_rows in (None, active.row_count))
+    await settle(pilot)
+    return active, recent
+
+
 async def test_at_200_columns_the_ack_column_is_on_screen_beside_a_long_message_and_names_fold_at_80() -> None:
     # Before: the rail row's message took its whole ~190 cells, so at 200 columns the ack column (and
     # the subject and rule) were past the right edge; the state cell said "firing ✓alice", cut to 8.
     app = dashboard()
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
-        await pilot.press("a")
-        await pilot.pause()
-        app.refresh_screen()
-        active = app.screen.query_one("#active-alarms", AlarmTable)
-        recent = app.screen.query_one("#recent-alarms", AlarmTable)
-        await wait_for(lambda: active.row_count == 2 and recent.row_count == 1)
-        await settle(pilot)
+        active, recent = await alarms_screen(app, pilot, active_rows=2)
         assert len(cells(active, "message")[1]) > 180  # the lab's rail incident, joined
         for table in (active, recent):
             ends = column_ends(table)
@@ -181,13 +188,7 @@ async def test_at_80_columns_the_resolved_table_names_who_acknowledged_in_its_re
     # column was past the edge and a resolved row did not say whether anyone had been on it.
     app = dashboard()
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
-        await pilot.press("a")
-        await pilot.pause()
-        app.refresh_screen()
-        recent = app.screen.query_one("#recent-alarms", AlarmTable)
-        await wait_for(lambda: recent.row_count == 1)
-        await settle(pilot)
+        _, recent = await alarms_screen(app, pilot)
         width = recent.scrollable_content_region.width
         ends = column_ends(recent)
         assert ends["ack"] > width and ends["resolved"] + 25 <= width  # the message keeps its 25 cells
@@ -209,13 +210,7 @@ async def test_with_nothing_firing_the_panel_tells_the_newest_resolved_alarm() -
     app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
                     client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
-        await pilot.press("a")
-        await pilot.pause()
-        app.refresh_screen()
-        recent = app.screen.query_one("#recent-alarms", AlarmTable)
-        await wait_for(lambda: recent.row_count == 1)
-        await settle(pilot)
+        _, recent = await alarms_screen(app, pilot)
         detail = app.screen.query_one(AlarmDetail)
         assert detail.display and detail.row is not None and detail.row.alarm.rule == "gpu_xid_fatal"
         assert "GPU has fallen off the bus" in line_with(app, "fallen off")
