@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from rigmon import cli_dash
 from rigmon.cli import main
-from rigmon.cluster.config import DashConfigError, NodeTarget, load_dash_config, resolve_targets
+from rigmon.cluster.config import (
+    DashConfigError,
+    NodeTarget,
+    load_dash_config,
+    resolve_targets,
+)
 
 
 @pytest.mark.parametrize(
@@ -88,6 +94,8 @@ def test_dash_refuses_a_relative_token_file_naming_the_file_and_the_node(
     """The command names dash.toml and the node, exit 2, whatever directory it runs in (a token
     file of that name there made no difference)."""
     monkeypatch.chdir(tmp_path)
+    # Taken, the node would be followed: a dashboard on the test's terminal.
+    monkeypatch.setattr(cli_dash, "run_dashboard", lambda *args: 0)
     token = tmp_path / "rel.token"
     token.write_text("s3cret\n")
     token.chmod(0o600)
