@@ -6,7 +6,9 @@ import argparse
 import gc
 import importlib.util
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -18,6 +20,7 @@ from rigmon.config import (
     DEFAULT_CONFIG_PATH,
     ConfigError,
     ConfigKeyError,
+    config_file_in_use,
     default_state_dir,
     in_config_file,
     load_agent_config,
@@ -81,6 +84,23 @@ def cmd_agent(args: argparse.Namespace) -> int:
             gc.enable()
 
 
+def state_dir_origin(args: argparse.Namespace, given: bool, environ: Mapping[str, str] | None = None) -> str:
+    """Where the state directory in force was named, for an error about it: the flag, the environment
+    variable, the file's key (in that order of precedence), else the default.
+
+    Args:
+        given: whether the configuration named one (else the agent took `default_state_dir`).
+    """
+    env = os.environ if environ is None else environ
+    if not given:
+        return "state directory (the default; set --state-dir or agent.state_dir)"
+    if args.state_dir:
+        return "--state-dir"
+    if env.get("RIGMON_AGENT_STATE_DIR"):
+        return "environment RIGMON_AGENT_STATE_DIR"
+    return f"{config_file_in_use(args.config)}: agent.state_dir"
+
+
 def _agent(args: argparse.Namespace) -> int:
     uvicorn_without_its_cli()
     from rigmon.agent.agent import Agent
@@ -93,7 +113,7 @@ def _agent(args: argparse.Namespace) -> int:
         read_token_file,
         run,
     )
-    from rigmon.agent.state_lock import StateDirInUse
+    from rigmon.agent.state_lock import StateDirInUse, StateDirUnusable
     from rigmon.logs import FrameLog
 
     setup_logging(args)
@@ -102,7 +122,8 @@ def _agent(args: argparse.Namespace) -> int:
                  "tls_cert_file": args.tls_cert, "tls_key_file": args.tls_key, "user": args.user}
     try:
         config = load_agent_config(args.config, overrides)
-        if not config.agent.state_dir:
+        state_dir_given = bool(config.agent.state_dir)
+        if not state_dir_given:
             config = msgspec.structs.replace(
                 config, agent=msgspec.structs.replace(config.agent, state_dir=str(default_state_dir())))
         token = read_token_file(config.agent.token_file) if config.agent.token_file else None
@@ -119,6 +140,9 @@ def _agent(args: argparse.Namespace) -> int:
         agent.lock_state_dir()
     except ConfigKeyError as exc:
         return fail(in_config_file(args.config, exc))
+    except StateDirUnusable as exc:
+        return fail(f"{state_dir_origin(args, state_dir_given)} {exc.path}: {exc.reason} (the agent keeps its "
+                    "journal, alarm state and lock there)")
     except (ConfigError, StartupError, StateDirInUse, ValueError) as exc:
         return fail(str(exc))
     scheme = "https" if config.agent.tls_cert_file else "http"

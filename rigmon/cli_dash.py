@@ -49,6 +49,7 @@ def cmd_dash(args: argparse.Namespace) -> int:
         load_dash_config,
         read_secret_file,
         resolve_targets,
+        user_config_path,
     )
 
     setup_logging(args, str(default_log_file()))
@@ -59,7 +60,8 @@ def cmd_dash(args: argparse.Namespace) -> int:
             if args.control_token_file else None
         if args.ca_file and not Path(args.ca_file).is_file():
             raise DashConfigError(f"--ca-file {args.ca_file}: no such file")
-        targets = resolve_targets(args.urls, config, token=token, control_token=control, ca_file=args.ca_file)
+        targets = resolve_targets(args.urls, config, token=token, control_token=control, ca_file=args.ca_file,
+                                  source=str(args.config or user_config_path()))
     except DashConfigError as exc:
         return fail(str(exc))
     export_dir = Path(config.export_dir).expanduser() if config.export_dir else None

@@ -292,6 +292,7 @@ class Agent:
 
         Raises:
             StateDirInUse: another agent holds it.
+            StateDirUnusable: it cannot be made or written in (a file there, no permission).
         """
         if self._state_lock is None and (self.journal is not None or self.alarm_state is not None):
             self._state_lock = StateLock(self.config.agent.state_dir)
@@ -314,6 +315,7 @@ class Agent:
 
         Raises:
             StateDirInUse: another agent holds the state directory (nothing was started).
+            StateDirUnusable: the state directory cannot be made or written in (nothing was started).
         """
         # Before the journal opens: a second agent must not report the first's run as unclean.
         self.lock_state_dir()

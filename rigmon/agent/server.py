@@ -21,7 +21,7 @@ import uvicorn
 from rigmon.agent.agent import Agent
 from rigmon.agent.connections import ConnectionLimits, guarded_protocol, h11_buffer_limit
 from rigmon.agent.quiet_server import QuietServer
-from rigmon.agent.state_lock import StateDirInUse
+from rigmon.agent.state_lock import StateDirError
 from rigmon.config import split_listen
 
 #: Longest wait, before dropping privileges, for the collectors' first run and the journal's open.
@@ -252,7 +252,7 @@ async def serve(agent: Agent, listen: str, user: str = "",
         on_bound(bound_address(sock))
     try:
         agent.start()
-    except StateDirInUse as exc:
+    except StateDirError as exc:
         sock.close()
         raise StartupError(str(exc)) from None
     try:

@@ -21,8 +21,27 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "agent.lock"
 
 
-class StateDirInUse(Exception):
+class StateDirError(Exception):
+    """The state directory cannot be this agent's: nothing was started."""
+
+
+class StateDirInUse(StateDirError):
     """Another live agent holds the state directory; the message names its pid."""
+
+
+class StateDirUnusable(StateDirError):
+    """The state directory cannot be made or written in at start: a file there or above it, no
+    permission (not a fault of the disk: see `DISK_FAULTS`).
+
+    Attributes:
+        path: the state directory.
+        reason: why, without the path (``exists and is not a directory``).
+    """
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"state directory {self.path}: {reason}")
 
 
 class StateLock:
@@ -35,17 +54,17 @@ class StateLock:
 
     Raises:
         StateDirInUse: another process holds it.
+        StateDirUnusable: it cannot be made, or written in. Only here, at the start: the agent
+            refuses to run without its flight recorder, lock and alarm state. A directory that
+            becomes unusable later (a full disk, removed) is the journal's to report, and the
+            agent keeps sampling.
     """
 
     def __init__(self, state_dir: str | Path) -> None:
         self.path = Path(state_dir) / LOCK_FILE
         self._fd: int | None = None
-        try:
-            os.makedirs(state_dir, mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            # The journal reports an unusable state directory itself (and keeps the agent sampling).
-            log.warning("cannot lock state directory %s: %s", state_dir, exc.strerror)
+        fd = _open_lock_file(Path(state_dir), self.path)
+        if fd is None:
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -64,11 +83,15 @@ class StateLock:
                 raise StateDirInUse(
                     f"state directory {state_dir} is in use by another rigmon agent ({who}, holding {self.path}); "
                     "stop it, or give this agent its own --state-dir") from None
+            # A file system without locks (ENOLCK): the directory is usable, unlocked.
             log.warning("cannot lock state directory %s: %s", state_dir, exc.strerror)
             return
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the lock holds, a second agent cannot name its owner
+            log.warning("cannot write this agent's pid to %s: %s", self.path, exc.strerror)
 
     @property
     def held(self) -> bool:
@@ -82,6 +105,45 @@ class StateLock:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+#: Faults of the disk, not of the configuration: met at the start as later, they leave the agent
+#: sampling, and the journal reports them in every frame (a node whose disk went read-only or full
+#: must still be watched, and restarting it, by hand or by systemd, must not end that).
+DISK_FAULTS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+def _open_lock_file(state_dir: Path, path: Path) -> int | None:
+    """Make ``state_dir`` (and the directories above it) when missing and open its lock file;
+    ``None`` (logged) when a disk fault (`DISK_FAULTS`) stops it.
+
+    Raises:
+        StateDirUnusable: the configuration names no usable directory, saying why. (It was a
+            warning in the log, and the agent ran on with no journal, no lock and no alarm state.)
+    """
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        if not os.access(state_dir, os.W_OK | os.X_OK):
+            # Checked, not met at the open: a lock file left there opens, the journal's files do not.
+            read_only = os.statvfs(state_dir).f_flag & os.ST_RDONLY
+            code = errno.EROFS if read_only else errno.EACCES
+            raise OSError(code, f"cannot write in it: {os.strerror(code)}")
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise StateDirUnusable(state_dir, "exists and is not a directory") from None
+    except OSError as exc:
+        if exc.errno in DISK_FAULTS:
+            log.warning("cannot lock state directory %s: %s", state_dir, exc.strerror)
+            return None
+        if exc.errno == errno.ENOTDIR:
+            reason = "cannot be made: a path above it is not a directory"
+        elif exc.filename is None:
+            reason = exc.strerror or str(exc)
+        elif Path(exc.filename) == path:
+            reason = f"cannot open its lock file {path.name}: {exc.strerror}"
+        else:
+            reason = f"cannot be made: {exc.strerror}"
+        raise StateDirUnusable(state_dir, reason) from None
 
 
 def _read_pid(fd: int) -> int | None:

@@ -126,40 +126,105 @@ def load_dash_config(path: str | os.PathLike[str] | None, environ: Mapping[str, 
     except UnicodeDecodeError as exc:
         raise DashConfigError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     try:
-        return from_data(DashConfig, data, strict=True)
+        config = from_data(DashConfig, data, strict=True)
     except TypedDataError as exc:
         raise DashConfigError(f"{path}: {exc}") from None
+    _check_absolute_paths(config, str(path))
+    return config
+
+
+#: Keys of a ``[[nodes]]`` entry that name a file of this machine.
+NODE_FILE_KEYS = ("token_file", "control_token_file", "ca_file")
+
+
+def _check_absolute_paths(config: DashConfig, source: str) -> None:
+    """Refuse a relative path written in the file, as the agent's file does (``~`` is expanded here:
+    `rigmon setup agent` prints ``~/.config/rigmon/...`` for this file). Command-line flags stay
+    relative to the directory the command runs in.
+
+    A relative path was taken from the directory the dashboard was started in, not the file's: a
+    ``token_file = "rel.token"`` worked from one directory and failed from another, and an
+    ``export_dir = "exports"`` wrote bundles into whatever directory that was (a git checkout).
+
+    Raises:
+        DashConfigError: naming the file, the node and the key, and the value.
+    """
+    if config.export_dir and not _is_absolute(config.export_dir):
+        raise DashConfigError(f"{source}: export_dir: {config.export_dir!r} {_NOT_ABSOLUTE}")
+    for index, entry in enumerate(config.nodes):
+        for key in NODE_FILE_KEYS:
+            value: str = getattr(entry, key)
+            if value and not _is_absolute(value):
+                raise DashConfigError(f"{_node_key(source, index, entry.url, key)}: {value!r} {_NOT_ABSOLUTE}")
+
+
+_NOT_ABSOLUTE = ("is not an absolute path; give it whole, from / or ~ (a relative one would be taken from "
+                 "the directory the dashboard runs in, not this file's)")
+
+
+def _is_absolute(path: str) -> bool:
+    """Whether ``path`` is absolute once ``~`` is expanded (``~nobody-here/x`` stays relative)."""
+    return os.path.isabs(os.path.expanduser(path))
+
+
+def _node_key(source: str, index: int, url: str, key: str) -> str:
+    """``<file>: nodes[1].token_file (node http://b:1)``: where a node's key is, and which node."""
+    return f"{source}: nodes[{index}].{key} (node {url})"
 
 
 def resolve_targets(urls: list[str], config: DashConfig, token: str | None = None,
-                    control_token: str | None = None, ca_file: str | None = None) -> list[NodeTarget]:
+                    control_token: str | None = None, ca_file: str | None = None,
+                    source: str = "dash.toml") -> list[NodeTarget]:
     """The agents to follow: ``urls`` from the command line, else the config's nodes.
 
     A command-line URL that is also in the config takes the config's token; one that is
     not takes ``token``, ``control_token`` and ``ca_file`` (the command line's).
 
+    Args:
+        source: the file ``config`` was loaded from, named in the errors about its nodes.
+
     Raises:
-        DashConfigError: a token file cannot be read, or a URL is not one.
+        DashConfigError: a token file or CA file cannot be read, or a URL is not one; an error
+            about a node of the config names ``source``, the node and the key.
     """
-    entries = {normalize_url(e.url): e for e in config.nodes}
+    entries = {normalize_url(e.url): (i, e) for i, e in enumerate(config.nodes)}
     chosen = [normalize_url(u) for u in urls] or list(entries)
-    for given, url in zip(urls or chosen, chosen):
-        check_url(given, url)
+    if urls:
+        for given, url in zip(urls, chosen):
+            check_url(given, url)
+    else:
+        for url, (index, entry) in entries.items():
+            check_url(f"{source}: nodes[{index}].url {entry.url!r}", url)
     targets: list[NodeTarget] = []
     for url in dict.fromkeys(chosen):
-        entry = entries.get(url)
-        if entry is None:
-            targets.append(NodeTarget(url=url, token=token, control_token=control_token, ca_file=_path(ca_file)))
-            continue
-        read = _secret(entry.token, entry.token_file, "token_file")
-        control = _secret(entry.control_token, entry.control_token_file, "control_token_file")
-        targets.append(NodeTarget(url=url, token=read, control_token=control, ca_file=_path(entry.ca_file)))
+        found = entries.get(url)
+        if found is None:
+            targets.append(NodeTarget(url=url, token=token, control_token=control_token,
+                                      ca_file=_path(ca_file, "ca_file")))
+        else:
+            targets.append(_node_target(url, *found, source))
     return targets
 
 
-def _path(path: str | None) -> str | None:
+def _node_target(url: str, index: int, entry: NodeEntry, source: str) -> NodeTarget:
+    """The node ``entry`` (``nodes[index]`` of ``source``) at ``url``, its tokens read.
+
+    Raises:
+        DashConfigError: a token file or the CA file cannot be read, naming ``source``, the node and the key.
+    """
+    read = _secret(entry.token, entry.token_file, _node_key(source, index, entry.url, "token_file"))
+    control = _secret(entry.control_token, entry.control_token_file,
+                      _node_key(source, index, entry.url, "control_token_file"))
+    ca_file = _path(entry.ca_file, _node_key(source, index, entry.url, "ca_file"))
+    return NodeTarget(url=url, token=read, control_token=control, ca_file=ca_file)
+
+
+def _path(path: str | None, key: str) -> str | None:
     """A CA file's path with ``~`` expanded (``ca_file = "~/.config/rigmon/node.pem"``, as
     `rigmon setup agent` prints it; token files already are); ``None`` for none.
+
+    Args:
+        key: where the path was given, for the error message.
 
     Raises:
         DashConfigError: the file cannot be read (said at start, naming the key, not as an
@@ -172,7 +237,7 @@ def _path(path: str | None) -> str | None:
         with open(full, "rb"):
             pass
     except OSError as exc:
-        raise DashConfigError(f"ca_file {path}: {exc.strerror or exc}") from None
+        raise DashConfigError(f"{key} {path}: {exc.strerror or exc}") from None
     return str(full)
 
 
@@ -197,9 +262,12 @@ def read_secret_file(path: str, key: str) -> str | None:
 def _secret(value: str, path: str, key: str) -> str | None:
     """A token given inline or in a file (the file wins); ``None`` when neither is set.
 
+    Args:
+        key: where the file was given (file, node and key), for the error message.
+
     Raises:
         DashConfigError: see `read_secret_file`.
     """
     if path:
-        return read_secret_file(path, f"nodes: {key}")
+        return read_secret_file(path, key)
     return value or None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -79,8 +80,13 @@ async def test_history_before_the_writer_opens_still_shows_earlier_runs(tmp_path
 
 
 async def test_history_of_a_journal_that_failed_to_open_is_503(tmp_path: Path) -> None:
-    (tmp_path / "blocked").write_text("a file where the state directory should be")
-    agent = journaled_agent(tmp_path, tmp_path / "blocked")
+    blocked = tmp_path / "blocked"
+    agent = journaled_agent(tmp_path, blocked)
+    # Usable when the agent took it (one that is not is refused at start), replaced by a file before
+    # the journal opened: the journal's open fails.
+    agent.lock_state_dir()
+    shutil.rmtree(blocked)
+    blocked.write_text("a file where the state directory should be")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.app()), base_url="http://agent") as client:
         agent.start()
         try:
