@@ -133,3 +133,26 @@ def set_aside(path: Path, now: float | None = None) -> Path:
         if companion.exists():
             os.rename(companion, target.with_name(target.name + suffix))
     return target
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path``; ``None`` when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def gone_from_under(path: Path, opened: tuple[int, int] | None) -> str | None:
+    """Why the journal a writer has open (``opened``: its `file_identity` then) is no longer the file
+    at ``path``, or ``None`` while it is: writing on would record into a file nobody can read."""
+    if opened is None:
+        return None
+    now = file_identity(path)
+    if now == opened:
+        return None
+    if now is not None:
+        return f"journal {path} was replaced while the agent ran; recording into the file now there"
+    what = "its state directory was removed" if not path.parent.is_dir() else "it was removed"
+    return f"journal {path}: {what} while the agent ran; frames are not recorded until it can be opened again"

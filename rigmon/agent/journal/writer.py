@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import sqlite3
@@ -14,6 +15,8 @@ from pathlib import Path
 from rigmon.agent.journal.damage import (
     JournalDamaged,
     check_usable,
+    file_identity,
+    gone_from_under,
     is_damage,
     quick_check,
     runs_left_open,
@@ -107,6 +110,7 @@ class JournalWriter:
         self._left_open: JournalStore | None = None
         #: Whether the next open may create the state directory (until it has existed).
         self._may_make_dir = True
+        self._opened: tuple[int, int] | None = None  # the open journal's `file_identity`, to notice its removal
 
     @property
     def status(self) -> CollectorStatus:
@@ -293,6 +297,7 @@ class JournalWriter:
             if is_damage(exc) and not isinstance(exc, JournalDamaged):
                 raise JournalDamaged(f"journal {self.path}: {exc}") from None
             raise
+        self._opened = file_identity(self.path)
         return store, unclean
 
     def _set_aside(self, error: str) -> bool:
@@ -376,6 +381,13 @@ class JournalWriter:
                 batch = []
             if store is not None and not stopping and time.monotonic() >= next_maintain:
                 next_maintain = time.monotonic() + MAINTAIN_EVERY_S
+                gone = gone_from_under(self.path, self._opened)
+                if gone is not None:  # SQLite writes on into the removed file: nothing would say so
+                    with contextlib.suppress(sqlite3.Error):
+                        store.close()
+                    store, next_open = None, time.monotonic()
+                    self._set_status(gone)
+                    continue
                 store = self._maintain(store, self._may_maintain)
         # Complete: every frame queued before the stop went to `_write` (a failing journal's are
         # counted there); a deadline passed since then cost no frame.

@@ -1,0 +1,48 @@
+"""A journal removed while the agent runs (its state directory deleted, or the file alone): SQLite
+writes on into the unlinked file, which nobody can read, and the journal said ``ok`` on every
+frame. The writer notices at its next maintenance pass, says so in its status, and records again
+once a journal can be opened where it belongs (never making the removed state directory again)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rigmon.agent.journal import JournalReader, JournalWriter
+from rigmon.agent.journal import writer as writer_module
+from rigmon.config import JournalSection
+from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.test_journal_close import until, written
+
+
+@pytest.fixture
+def writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(writer_module, "MAINTAIN_EVERY_S", 0.05)
+    state = tmp_path / "state"
+    writer = JournalWriter(state, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
+    writer.start()
+    yield writer
+    writer.close(timeout_s=10.0)
+
+
+def test_a_removed_state_directory_is_said_and_not_made_again(writer: JournalWriter) -> None:
+    written(writer, 1, 2)
+    shutil.rmtree(writer.path.parent)
+    until(lambda: writer.status.state == "error", "the journal's status says it")
+    for seq in range(3, 6):
+        writer.submit(frame(seq, T0 + seq, 1.0))
+    until(lambda: writer.frames_not_written >= 3, "the frames after the removal counted as not recorded")
+    assert writer.status.state == "error" and writer.status.error
+    assert not writer.path.parent.exists()  # its owner removed it: not made again
+
+
+def test_a_removed_journal_file_is_said_and_a_new_one_records(writer: JournalWriter) -> None:
+    written(writer, 1, 2)
+    for leftover in writer.path.parent.glob(writer.path.name + "*"):
+        leftover.unlink()  # the file with its WAL and shared memory
+    until(lambda: writer.path.exists(), "a new journal where the removed one was")
+    written(writer, 3, 4)
+    with JournalReader(writer.path) as reader:
+        assert reader.count_frames(T0, T0 + 100) >= 2  # frames 3 and 4, readable where readers look
