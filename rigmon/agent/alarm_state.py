@@ -127,9 +127,9 @@ def write_state_file(path: Path, state: AlarmStateFile) -> None:
         OSError: the directory or file cannot be written.
     """
     data = encode_state_file(state)
-    # The state directory, never the directories above it: a save after its owner removed them
-    # (an agent stopped under it, a test's temporary directory) must not make them again.
-    path.parent.mkdir(exist_ok=True)
+    # Not even the state directory (the agent makes it as it starts, `state_lock`): one gone since
+    # was removed by its owner (an agent stopped under it, a test's temporary directory), and a save
+    # must not make it again; the save fails and says so, as the journal does.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

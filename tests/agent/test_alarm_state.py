@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import httpx
@@ -281,6 +282,7 @@ def state(node: str = "t1", memory: EngineMemory | None = None) -> AlarmStateFil
 
 def test_write_and_read_back_leaves_no_temporary_file(tmp_path: Path) -> None:
     path = state_file_path(tmp_path / "new-dir")
+    path.parent.mkdir()
     write_state_file(path, state())
     write_state_file(path, state(memory=EngineMemory()))  # replaces
     assert read_state_file(path) == state(memory=EngineMemory())
@@ -296,6 +298,17 @@ def test_a_save_never_makes_the_directories_above_the_state_directory(tmp_path: 
     with pytest.raises(FileNotFoundError):
         write_state_file(path, state())
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_save_does_not_make_a_state_directory_removed_while_the_agent_ran(tmp_path: Path) -> None:
+    # Before: it made the state directory itself again (README: never made again once removed).
+    path = state_file_path(tmp_path / "state")
+    path.parent.mkdir()
+    write_state_file(path, state())
+    shutil.rmtree(path.parent)
+    with pytest.raises(FileNotFoundError):
+        write_state_file(path, state())
+    assert not path.parent.exists()
 
 
 def test_non_finite_numbers_are_refused_not_written(tmp_path: Path) -> None:
@@ -361,6 +374,7 @@ def test_a_failing_save_is_reported_once_until_it_works_again(tmp_path: Path) ->
     assert not k.save(k.snapshot()) and not k.save(k.snapshot())
     assert [e[0] for e in emit.events] == ["alarm_state_save_failed"]
     blocker.unlink()
+    blocker.mkdir()  # the operator puts the state directory back (a save does not make it)
     assert k.save(k.snapshot()) and k.saves == 1
 
 
