@@ -294,7 +294,10 @@ class Agent:
             StateDirInUse: another agent holds it.
             StateDirUnusable: it cannot be made or written in (a file there, no permission).
         """
-        if self._state_lock is None and (self.journal is not None or self.alarm_state is not None):
+        # The guard keeps the GPUs' original settings there (``guard-state.json``) even when the
+        # journal and the alarm state are off: two agents must not restore each other's.
+        guard_keeps = self.guard is not None and bool(self.config.agent.state_dir)
+        if self._state_lock is None and (self.journal is not None or self.alarm_state is not None or guard_keeps):
             self._state_lock = StateLock(self.config.agent.state_dir)
 
     def mark(self, text: str, by: str | None = None) -> Event:

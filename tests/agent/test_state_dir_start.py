@@ -104,3 +104,14 @@ async def test_a_state_dir_removed_while_the_agent_runs_does_not_stop_it(tmp_pat
         assert [alarm.rule for alarm in running.alarms.engine.active()] == ["hot"]  # still judged
     finally:
         await running.stop()  # returns: what cannot be written is said in the log, not raised
+
+
+def test_a_guard_alone_keeps_state_and_is_refused_an_unusable_state_dir(tmp_path: Path) -> None:
+    """With the journal and the alarm state off, the guard still keeps the GPUs' original settings in
+    the state directory (guard-state.json): it was written there without the lock or this check."""
+    state = a_file(tmp_path)
+    config = tmp_path / "agent.toml"
+    config.write_text("[guard]\nenabled = true\n[journal]\nenabled = false\n[alarms]\npersist = false\n")
+    out = agent(tmp_path, "--config", str(config), "--state-dir", str(state))
+    assert out.returncode == 2, out.stderr
+    assert f"rigmon: --state-dir {state}: exists and is not a directory" in out.stderr
