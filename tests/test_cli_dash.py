@@ -13,6 +13,22 @@ from rigmon.cli_dash import installed_agent_target
 from rigmon.cluster.config import DashConfigError, NodeTarget
 
 
+
+def dash_command(argv: list[str]) -> int:
+    """``rigmon`` run with ``argv`` (a dash command that exits before its screen), the process's
+    logging put back as it was (the command configures it for its log file)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        return main(argv)
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
 def installed(tmp_path: Path, token_mode: int = 0o600, listen: str = "0.0.0.0:9871") -> Path:
     token = tmp_path / "agent.token"
     token.write_text("s3cret\n")
@@ -51,17 +67,7 @@ def test_dash_without_a_node_does_not_start_a_second_agent_from_the_installed_co
     monkeypatch.setattr("rigmon.agent.background.BackgroundAgent.start", lambda self: started.append(self))
     dash_toml = tmp_path / "dash.toml"
     dash_toml.write_text('theme = "rigmon-dark"\n')
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        assert main(["dash", "--config", str(dash_toml)]) == 2
-    finally:  # the command configured the process's logging for its log file
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-                handler.close()
-        root.handlers[:] = handlers
-        root.setLevel(level)
+    assert dash_command(["dash", "--config", str(dash_toml)]) == 2
     err = capsys.readouterr().err
     assert "this machine's agent" in err and "token_file" in err and "--token-file" in err
     assert started == []

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 
 import pytest
 
 from rigmon import cli_dash
-from rigmon.cli import main
 from rigmon.cluster.config import (
     DashConfigError,
     NodeTarget,
     load_dash_config,
     resolve_targets,
 )
+from tests.test_cli_dash import dash_command
 
 
 @pytest.mark.parametrize(
@@ -101,17 +100,7 @@ def test_dash_refuses_a_relative_token_file_naming_the_file_and_the_node(
     token.chmod(0o600)
     dash_toml = tmp_path / "dash.toml"
     dash_toml.write_text('[[nodes]]\nurl = "10.0.0.11:9871"\ntoken_file = "rel.token"\n')
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        assert main(["dash", "--config", str(dash_toml), "--log-file", str(tmp_path / "dash.log")]) == 2
-    finally:  # the command configured the process's logging for its log file
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-                handler.close()
-        root.handlers[:] = handlers
-        root.setLevel(level)
+    assert dash_command(["dash", "--config", str(dash_toml), "--log-file", str(tmp_path / "dash.log")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"rigmon: {dash_toml}: nodes[0].token_file (node 10.0.0.11:9871): 'rel.token' is not an "
                           "absolute path")
