@@ -13,7 +13,6 @@ from rigmon.cli_dash import installed_agent_target
 from rigmon.cluster.config import DashConfigError, NodeTarget
 
 
-
 def dash_command(argv: list[str]) -> int:
     """``rigmon`` run with ``argv`` (a dash command that exits before its screen), the process's
     logging put back as it was (the command configures it for its log file)."""
