@@ -47,6 +47,7 @@ from rigmon.agent.request_guard import (
     guard_requests,
 )
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import CollectorStatus, Event, Frame, Gap, Info, NodeCapture, encode
 
 if TYPE_CHECKING:
@@ -108,13 +109,18 @@ def _shown(value: str) -> str:
     return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
+#: What a client writes for a number (ASCII digits, at most 64 bits of them): Python's own ``int``
+#: and ``float`` also take ``１`` (full width), ``+5``, ``1_000``, `` 5 `` and ``nan``.
+_INT_TEXT = lazy_compile(r"-?[0-9]{1,19}")
+_FLOAT_TEXT = lazy_compile(r"-?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][-+]?[0-9]{1,3})?")
+
+
 def _int_param(value: str | None, name: str, minimum: int = 0) -> int | None:
     if value is None:
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {_shown(value)}") from None
+    if not _INT_TEXT.fullmatch(value):
+        raise BadRequest(f"{name} must be an integer, got {_shown(value)}")
+    number = int(value)
     if number < minimum:
         raise BadRequest(f"{name} must be at least {minimum}, got {number}")
     return number
@@ -123,10 +129,9 @@ def _int_param(value: str | None, name: str, minimum: int = 0) -> int | None:
 def _float_param(value: str | None, name: str) -> float | None:
     if value is None:
         return None
-    try:
-        number = float(value)
-    except ValueError:
-        raise BadRequest(f"{name} must be Unix seconds, got {_shown(value)}") from None
+    if not _FLOAT_TEXT.fullmatch(value):
+        raise BadRequest(f"{name} must be Unix seconds, got {_shown(value)}")
+    number = float(value)
     if not math.isfinite(number):
         raise BadRequest(f"{name} must be a finite number, got {_shown(value)}")
     return number

@@ -91,7 +91,10 @@ async def test_frames_show_the_journal_status(journaled: tuple[Agent, httpx.Asyn
 
 @pytest.mark.parametrize("params, reason", [
     ({"from": "yesterday"}, "from must be Unix seconds"),
-    ({"to": "nan"}, "finite"),
+    ({"to": "nan"}, "to must be Unix seconds"),
+    ({"to": "1e999"}, "finite"),
+    ({"from": "1_000"}, "from must be Unix seconds"),
+    ({"from": "\uff11"}, "from must be Unix seconds"),
     ({"from": "200", "to": "100"}, "is after to"),
     ({"from": "0", "to": "7200", "frames": "1"}, "frames=1 covers at most"),
     ({"frames": "yes"}, "frames must be 0 or 1"),
