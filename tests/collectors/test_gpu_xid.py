@@ -108,16 +108,24 @@ class CountingWaits:
         self.nvml.close()
 
 
-def test_an_event_wait_failing_while_a_gpu_is_lost_is_logged_once(
-        node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """A driver whose every event wait answers GPU_IS_LOST while a GPU is lost (a set without it
-    too): one warning saying so, not a traceback every retry, and one line when the waits answer again."""
+
+def failing_waits(node: tuple[Path, FakeNvmlMachine],
+                  monkeypatch: pytest.MonkeyPatch) -> tuple[CountingWaits, GpuCollector]:
+    """A GPU collector (not started) on a driver whose every event wait answers GPU_IS_LOST while a
+    GPU is lost, retried every 10 ms."""
     root, machine = node
     machine.events_lost_while_any_gpu_lost = True
     monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 0.01)
     host = HostRoot(root)
     nvml = CountingWaits(open_nvml(host, timeout_s=DEADLINE_S))
-    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)  # type: ignore[arg-type]
+    return nvml, GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)  # type: ignore[arg-type]
+
+def test_an_event_wait_failing_while_a_gpu_is_lost_is_logged_once(
+        node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A driver whose every event wait answers GPU_IS_LOST while a GPU is lost (a set without it
+    too): one warning saying so, not a traceback every retry, and one line when the waits answer again."""
+    _, machine = node
+    nvml, collector = failing_waits(node, monkeypatch)
     caplog.set_level(logging.WARNING, logger=gpu_xid_events.__name__)
     collector.start(lambda records: None)
     try:
@@ -187,12 +195,8 @@ def test_event_waits_that_fail_are_in_the_collectors_status_and_said_by_events(
         node: tuple[Path, FakeNvmlMachine], monkeypatch: pytest.MonkeyPatch) -> None:
     """The readings are fine, so the collector is ok; but while every event wait fails no Xid comes
     through NVML: its status says so (it was a line in the agent's log only), and two events mark it."""
-    root, machine = node
-    machine.events_lost_while_any_gpu_lost = True
-    monkeypatch.setattr(gpu_xid_events, "EVENT_RETRY_S", 0.01)
-    host = HostRoot(root)
-    nvml = CountingWaits(open_nvml(host, timeout_s=DEADLINE_S))
-    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)  # type: ignore[arg-type]
+    _, machine = node
+    nvml, collector = failing_waits(node, monkeypatch)
     collector.start(lambda records: None)
     seen: list[EventDraft] = []
     try:
