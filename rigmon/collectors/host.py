@@ -124,6 +124,9 @@ class HostCollector(PolledCollector):
         self.clock = clock
         self.net_stall_after_s = net_stall_after_s
         self._cpu_last: CpuTimes | None = None
+        #: Why the last /proc/stat gave no CPU figures (``None``: it parsed), and whether the one before did not.
+        self._stat_error: str | None = None
+        self._stat_was_bad = False
         self._rates = CounterRates()
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
@@ -144,12 +147,29 @@ class HostCollector(PolledCollector):
         if stat_text is None:
             raise CollectorError("/proc/stat is not readable")
         records: list[object] = [self._host(stat_text)]
+        records.extend(self._stat_event())
         records.extend(self._temperatures())
         records.extend(self._net())
         return records
 
-    def _host(self, stat_text: str) -> HostReading:
-        cpu = parse_proc_stat(stat_text)
+    def status_note(self) -> str | None:
+        """What the collector's status says while its other readings are fine (see
+        `base.status_note`): /proc/stat read empty or garbled, so the CPU figures are null."""
+        if self._stat_error is None:
+            return None
+        return f"no CPU figures: {self._stat_error}"
+
+    def _cpu(self, stat_text: str) -> tuple[float | None, int | None]:
+        """CPU busy percent since the last good read and the CPUs online; both ``None`` when
+        /proc/stat is empty or garbled (said in `status_note` and once in `_stat_event`)."""
+        try:
+            cpu = parse_proc_stat(stat_text)
+        except ValueError as exc:
+            # A garbled /proc/stat costs the CPU figures only, not memory, load and the links.
+            # The last good times stay: the next good read gives the busy share over both ticks.
+            self._stat_error = str(exc)
+            return None, None
+        self._stat_error = None
         cpu_pct = None
         if self._cpu_last is not None:
             d_total = counter_delta(self._cpu_last.total, cpu.total, None)
@@ -157,6 +177,21 @@ class HostCollector(PolledCollector):
             if d_total and d_busy is not None:
                 cpu_pct = round(min(100.0, 100.0 * d_busy / d_total), 2)
         self._cpu_last = cpu
+        return cpu_pct, cpu.cpu_count or None
+
+    def _stat_event(self) -> list[EventDraft]:
+        """One warning when /proc/stat goes bad (not again while it stays bad, whatever it holds)."""
+        was_bad, self._stat_was_bad = self._stat_was_bad, self._stat_error is not None
+        if self._stat_error is None or was_bad:
+            return []
+        return [EventDraft(
+            "proc_stat_garbled", "warning", "host",
+            f"no CPU figures until /proc/stat parses again: {self._stat_error}",
+            {"error": self._stat_error},
+        )]
+
+    def _host(self, stat_text: str) -> HostReading:
+        cpu_pct, cpu_count = self._cpu(stat_text)
         load_text = self.root.read_text("/proc/loadavg")
         load: tuple[float | None, float | None, float | None] = (None, None, None)
         try:
@@ -169,7 +204,7 @@ class HostCollector(PolledCollector):
         uptime_text = self.root.read_text("/proc/uptime")
         return HostReading(
             cpu_pct=cpu_pct,
-            cpu_count=cpu.cpu_count or None,
+            cpu_count=cpu_count,
             load_1=load[0],
             load_5=load[1],
             load_15=load[2],
