@@ -18,6 +18,7 @@ from rigmon.collectors.host_proc import (
 )
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
+from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
@@ -91,8 +92,11 @@ class HwmonTempFacts:
 
 @dataclass(frozen=True, slots=True)
 class NetFacts:
-    """What a tick needs about one interface besides its counters: its kind, paths and rate keys."""
+    """What a tick needs about one interface besides its counters: its name as text, kind, paths
+    and rate keys."""
 
+    #: The name as records carry it (`rigmon.hw.names.text_name`); the paths use the raw name.
+    name: str
     kind: str | None
     carrier_path: str
     speed_path: str
@@ -279,6 +283,7 @@ class HostCollector(PolledCollector):
     def _net(self) -> list[NetInterfaceReading | EventDraft]:
         # An interface may be named in any bytes but "/", ":" and white space: read as its sysfs
         # directory is named, or its state, carrier, speed and MTU would be read from no file.
+        # Its records carry the name as text that keeps two such names apart (`text_name`).
         text = self.root.read_text("/proc/net/dev", errors="surrogateescape")
         if text is None:
             return []
@@ -301,7 +306,7 @@ class HostCollector(PolledCollector):
             tx_pps = rate(txp, c.tx_packets, now_s)
             out.append(
                 NetInterfaceReading(
-                    name=name,
+                    name=facts.name,
                     operstate=operstate,
                     carrier=None if carrier is None else carrier == 1,
                     # The kernel reports -1 (or EINVAL) when the speed is unknown.
@@ -351,7 +356,7 @@ class HostCollector(PolledCollector):
     def _net_facts(self, name: str) -> NetFacts:
         base = f"/sys/class/net/{name}"
         return NetFacts(
-            kind=self._kind(name), carrier_path=f"{base}/carrier", speed_path=f"{base}/speed",
+            name=text_name(name), kind=self._kind(name), carrier_path=f"{base}/carrier", speed_path=f"{base}/speed",
             operstate_path=f"{base}/operstate", mtu_path=f"{base}/mtu", carrier_changes_path=f"{base}/carrier_changes",
             rate_keys=((name, "rxb"), (name, "txb"), (name, "rxp"), (name, "txp")),
         )
