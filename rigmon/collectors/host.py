@@ -183,16 +183,16 @@ class HostCollector(PolledCollector):
         self._cpu_last = cpu
         return cpu_pct, cpu.cpu_count or None
 
-    def _stat_event(self) -> list[EventDraft]:
+    def _stat_event(self) -> tuple[EventDraft, ...]:
         """One warning when /proc/stat goes bad (not again while it stays bad, whatever it holds)."""
         was_bad, self._stat_was_bad = self._stat_was_bad, self._stat_error is not None
         if self._stat_error is None or was_bad:
-            return []
-        return [EventDraft(
+            return ()
+        return (EventDraft(
             "proc_stat_garbled", "warning", "host",
             f"no CPU figures until /proc/stat parses again: {self._stat_error}",
             {"error": self._stat_error},
-        )]
+        ),)
 
     def _host(self, stat_text: str) -> HostReading:
         cpu_pct, cpu_count = self._cpu(stat_text)
