@@ -283,11 +283,14 @@ def build_app(state: ApiState) -> ASGIApp:
         if state.metrics is None:
             return error_response(404, "metrics are not enabled")
         # Deferred: see `rigmon.agent.metrics` (prometheus_client loads on the first scrape).
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client.exposition import choose_encoder
 
         if state.registry is None:
             state.registry = make_registry(state.metrics)
-        return Response(generate_latest(state.registry), media_type=CONTENT_TYPE_LATEST)
+        # Prometheus asks for OpenMetrics first (Accept: application/openmetrics-text;...): it is
+        # what carries exemplars and a counter's _created; a scrape without it gets the text format.
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encode(state.registry), media_type=content_type)
 
     async def alarms(request: Request) -> Response:
         if state.alarms is None:

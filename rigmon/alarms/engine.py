@@ -284,8 +284,12 @@ class AlarmEngine:
         fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
                                   "value": value, "subject": subj, "node": self.node, "rule": rule.name}
         fallback = f"{rule.name}: {subj} = {value}"
+        order = worse(rule)
+        # A state without an order says what it is now while it fires (an md array degraded, then
+        # recovering onto a new member: one alarm, whose text follows); its value stays the first.
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=self._messages[rule.name].render(fields, fallback), worse=worse(rule), key=key)
+                           message=self._messages[rule.name].render(fields, fallback), worse=order, key=key,
+                           restate=order is None and isinstance(rule, StateRule))
 
     def _identity(self, rule_name: str, labels: Mapping[str, str]) -> str:
         """The rule's ``identity`` rendered from a subject's labels; ``""`` (its subject) without one, or

@@ -18,6 +18,7 @@ from rigmon.collectors.host_proc import (
 )
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
+from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import HostReading, NetInterfaceReading, TemperatureReading
@@ -91,8 +92,11 @@ class HwmonTempFacts:
 
 @dataclass(frozen=True, slots=True)
 class NetFacts:
-    """What a tick needs about one interface besides its counters: its kind, paths and rate keys."""
+    """What a tick needs about one interface besides its counters: its name as text, kind, paths
+    and rate keys."""
 
+    #: The name as records carry it (`rigmon.hw.names.text_name`); the paths use the raw name.
+    name: str
     kind: str | None
     carrier_path: str
     speed_path: str
@@ -124,6 +128,9 @@ class HostCollector(PolledCollector):
         self.clock = clock
         self.net_stall_after_s = net_stall_after_s
         self._cpu_last: CpuTimes | None = None
+        #: Why the last /proc/stat gave no CPU figures (``None``: it parsed), and whether the one before did not.
+        self._stat_error: str | None = None
+        self._stat_was_bad = False
         self._rates = CounterRates()
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
@@ -144,12 +151,29 @@ class HostCollector(PolledCollector):
         if stat_text is None:
             raise CollectorError("/proc/stat is not readable")
         records: list[object] = [self._host(stat_text)]
+        records.extend(self._stat_event())
         records.extend(self._temperatures())
         records.extend(self._net())
         return records
 
-    def _host(self, stat_text: str) -> HostReading:
-        cpu = parse_proc_stat(stat_text)
+    def status_note(self) -> str | None:
+        """What the collector's status says while its other readings are fine (see
+        `base.status_note`): /proc/stat read empty or garbled, so the CPU figures are null."""
+        if self._stat_error is None:
+            return None
+        return f"no CPU figures: {self._stat_error}"
+
+    def _cpu(self, stat_text: str) -> tuple[float | None, int | None]:
+        """CPU busy percent since the last good read and the CPUs online; both ``None`` when
+        /proc/stat is empty or garbled (said in `status_note` and once in `_stat_event`)."""
+        try:
+            cpu = parse_proc_stat(stat_text)
+        except ValueError as exc:
+            # A garbled /proc/stat costs the CPU figures only, not memory, load and the links.
+            # The last good times stay: the next good read gives the busy share over both ticks.
+            self._stat_error = str(exc)
+            return None, None
+        self._stat_error = None
         cpu_pct = None
         if self._cpu_last is not None:
             d_total = counter_delta(self._cpu_last.total, cpu.total, None)
@@ -157,6 +181,21 @@ class HostCollector(PolledCollector):
             if d_total and d_busy is not None:
                 cpu_pct = round(min(100.0, 100.0 * d_busy / d_total), 2)
         self._cpu_last = cpu
+        return cpu_pct, cpu.cpu_count or None
+
+    def _stat_event(self) -> tuple[EventDraft, ...]:
+        """One warning when /proc/stat goes bad (not again while it stays bad, whatever it holds)."""
+        was_bad, self._stat_was_bad = self._stat_was_bad, self._stat_error is not None
+        if self._stat_error is None or was_bad:
+            return ()
+        return (EventDraft(
+            "proc_stat_garbled", "warning", "host",
+            f"no CPU figures until /proc/stat parses again: {self._stat_error}",
+            {"error": self._stat_error},
+        ),)
+
+    def _host(self, stat_text: str) -> HostReading:
+        cpu_pct, cpu_count = self._cpu(stat_text)
         load_text = self.root.read_text("/proc/loadavg")
         load: tuple[float | None, float | None, float | None] = (None, None, None)
         try:
@@ -169,7 +208,7 @@ class HostCollector(PolledCollector):
         uptime_text = self.root.read_text("/proc/uptime")
         return HostReading(
             cpu_pct=cpu_pct,
-            cpu_count=cpu.cpu_count or None,
+            cpu_count=cpu_count,
             load_1=load[0],
             load_5=load[1],
             load_15=load[2],
@@ -244,6 +283,7 @@ class HostCollector(PolledCollector):
     def _net(self) -> list[NetInterfaceReading | EventDraft]:
         # An interface may be named in any bytes but "/", ":" and white space: read as its sysfs
         # directory is named, or its state, carrier, speed and MTU would be read from no file.
+        # Its records carry the name as text that keeps two such names apart (`text_name`).
         text = self.root.read_text("/proc/net/dev", errors="surrogateescape")
         if text is None:
             return []
@@ -266,7 +306,7 @@ class HostCollector(PolledCollector):
             tx_pps = rate(txp, c.tx_packets, now_s)
             out.append(
                 NetInterfaceReading(
-                    name=name,
+                    name=facts.name,
                     operstate=operstate,
                     carrier=None if carrier is None else carrier == 1,
                     # The kernel reports -1 (or EINVAL) when the speed is unknown.
@@ -316,7 +356,7 @@ class HostCollector(PolledCollector):
     def _net_facts(self, name: str) -> NetFacts:
         base = f"/sys/class/net/{name}"
         return NetFacts(
-            kind=self._kind(name), carrier_path=f"{base}/carrier", speed_path=f"{base}/speed",
+            name=text_name(name), kind=self._kind(name), carrier_path=f"{base}/carrier", speed_path=f"{base}/speed",
             operstate_path=f"{base}/operstate", mtu_path=f"{base}/mtu", carrier_changes_path=f"{base}/carrier_changes",
             rate_keys=((name, "rxb"), (name, "txb"), (name, "rxp"), (name, "txp")),
         )

@@ -245,7 +245,8 @@ class HostRoot:
             errors: how bytes that are not UTF-8 are decoded: ``replace`` (U+FFFD), or
                 ``surrogateescape`` for a file that holds names of directory entries (the
                 interfaces of /proc/net/dev): a name then reads as `listdir` gives it, and
-                names the same path (``sys/class/net/<name>``). Frames mend such text
+                names the same path (``sys/class/net/<name>``). Records carry such a name
+                as `rigmon.hw.names.text_name` gives it; frames mend any other such text
                 (`rigmon.agent.frame_json.valid_text`).
         """
         raw = self.read_bytes(rel, max_bytes)

@@ -117,6 +117,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     # storage
     "diskstats_line_skipped": {"skipped": "number", "skipped_total": "number", "line": "text"},
     "net_dev_line_skipped": {"skipped": "number", "skipped_total": "number", "line": "text"},
+    "proc_stat_garbled": {"error": "text"},
     "raid_array_added": {"level": "text", "health": "text"},
     "raid_health_changed": {**_FROM_TO, "array_state": "text", "degraded": "int"},
     "raid_member_changed": {**_FROM_TO, "member": "text"},

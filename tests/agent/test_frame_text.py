@@ -126,3 +126,26 @@ async def test_metrics_of_a_node_with_a_name_in_other_bytes_are_served(
         assert out.returncode == 0, out.stdout + out.stderr
     mended = [r for r in caplog.records if "not UTF-8" in r.getMessage()]
     assert len(frames) >= 4 and len(mended) == 1
+
+
+async def test_interfaces_differing_only_in_bad_bytes_stay_two_series(tmp_path: Path) -> None:
+    # Mended to U+FFFD, eth\xf6 and eth\xfc were one name in the frame, one journal series and a
+    # duplicate /metrics sample (promtool refuses it); the host collector names them as text apart.
+    from prometheus_client import generate_latest
+
+    from tests.collectors.test_host_net import _odd_nics
+
+    _odd_nics(tmp_path, {b"eth\xf6": (1000, b"10000"), b"eth\xfc": (2000, b"25000")})
+    frames: list[Frame] = []
+    metrics = FrameCollector(lambda: frames[-1] if frames else None)
+    frames.extend(await sampled_frames(tmp_path, 2, "host", metrics))
+    assert [(n.name, n.speed_mbps) for n in frames[-1].readings.net] == [("eth\\xf6", 10000), ("eth\\xfc", 25000)]
+    assert all(b'"name":"eth\\\\xf6"' in frame_json(f) for f in frames)
+    text = generate_latest(make_registry(metrics)).decode()
+    # The exposition format escapes a label's backslash: eth\xf6 is written eth\\xf6.
+    assert 'rigmon_network_rx_bytes_total{interface="eth\\\\xf6",node="n1"} 1000.0' in text
+    assert 'rigmon_network_rx_bytes_total{interface="eth\\\\xfc",node="n1"} 2000.0' in text
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr

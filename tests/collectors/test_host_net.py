@@ -145,4 +145,33 @@ def test_an_interface_named_in_other_bytes_has_its_link_state_read(tmp_path: Pat
             fh.write(value + b"\n")
     nic = _net(HostCollector(HostRoot(tmp_path), Clock()))
     assert (nic.operstate, nic.carrier, nic.speed_mbps, nic.mtu) == ("up", True, 10000, 9000)
-    assert os.fsencode(nic.name) == name  # as the kernel named it; frames mend it (agent/frame_json.py)
+    assert nic.name == "eth\\xf6"  # the bad byte as the text \xf6 (rigmon.hw.names.text_name)
+
+
+def _odd_nics(root: Path, names: dict[bytes, tuple[int, bytes]]) -> None:
+    """Interfaces named in raw bytes, each in /sys/class/net (with its speed) and /proc/net/dev
+    (with its received bytes)."""
+    import os
+
+    write_tree(root, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
+    (root / "proc/net").mkdir()
+    lines = b"".join(name + b": %d 1 0 0 0 0 0 0 1500 1 0 0 0 0 0 0\n" % rx for name, (rx, _) in names.items())
+    (root / "proc/net/dev").write_bytes(HEAD.encode() + lines)
+    for name, (_, speed) in names.items():
+        sysfs = os.path.join(os.fsencode(root / "sys/class/net"), name)
+        os.makedirs(sysfs)
+        for attr, value in ((b"operstate", b"up"), (b"carrier", b"1"), (b"speed", speed)):
+            with open(os.path.join(sysfs, attr), "wb") as fh:
+                fh.write(value + b"\n")
+
+
+def test_two_interfaces_differing_only_in_bad_bytes_keep_distinct_names(tmp_path: Path) -> None:
+    # U+FFFD for the bad bytes made eth\xf6 and eth\xfc one name: one series, records that overwrite
+    # each other. A name spelled "eth\xf6" in plain text meets neither (its backslash is doubled).
+    _odd_nics(tmp_path, {b"eth\xf6": (1000, b"10000"), b"eth\xfc": (2000, b"25000"),
+                         b"eth\\xf6": (3000, b"1000"), b"eth0": (4000, b"100"), "eth-ü".encode(): (5000, b"40000")})
+    records = [r for r in HostCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, NetInterfaceReading)]
+    got = {r.name: (r.rx_bytes_total, r.speed_mbps) for r in records}
+    assert got == {"eth\\xf6": (1000, 10000), "eth\\xfc": (2000, 25000), "eth\\\\xf6": (3000, 1000),
+                   "eth0": (4000, 100), "eth-ü": (5000, 40000)}
+    assert all(r.name.encode("utf-8") for r in records)  # plain text: no lone surrogate
