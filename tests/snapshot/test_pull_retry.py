@@ -12,7 +12,8 @@ from rigmon.agent.agent import Agent
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.export import pull_targets
 from rigmon.config import AgentConfig, AgentSection
-from rigmon.snapshot.pull import EXPORT_RETRIES, Progress, pull_agent
+from rigmon.snapshot.progress import Progress
+from rigmon.snapshot.pull import EXPORT_RETRIES, pull_agent
 from tests.agent.export_helpers import stalled_exports
 from tests.agent.test_api import Counter
 from tests.agent.test_history_api import spoilt_journal
