@@ -16,6 +16,7 @@ from rigmon.agent.journal.salvage import salvage
 from rigmon.redact import redact
 from rigmon.schema import Info, SchemaError, decode_data
 from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.failures import pull_failed
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
 from rigmon.snapshot.saved_alarms import add_saved_alarms
 
@@ -50,7 +51,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
         # Nothing to salvage where there is no file, or none this user may read (the error says which).
         check_journal_file(journal_path(path))
     except JournalError:
-        return _failed(part, first, tick, ticked)
+        return pull_failed(part, first, progress, STEPS_PER_NODE - ticked)
     done = ticked
     part = NodePart(node=part.node, source=part.source)
 
@@ -70,7 +71,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
                           f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
         part = NodePart(node=part.node, source=part.source)
-        return _failed(part, f"{first}; and nothing could be salvaged: {exc}", tick, ticked)
+        return pull_failed(part, f"{first}; and nothing could be salvaged: {exc}", progress, STEPS_PER_NODE - ticked)
     return part
 
 
@@ -111,13 +112,6 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     if frames.count:
         part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
     tick(f"{frames.count} frames")
-
-
-def _failed(part: NodePart, error: str, tick: Callable[[str], None], ticked: int) -> NodePart:
-    part.error = error
-    for _ in range(STEPS_PER_NODE - ticked):
-        tick(f"failed: {error}")
-    return part
 
 
 def _decode_info(text: str | None) -> Info | None:

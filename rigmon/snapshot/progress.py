@@ -43,6 +43,13 @@ class Progress:
             self.stream.write(f"[{self.done}/{self.total}] {node}: {what}\n")
         self.stream.flush()
 
+    def skip(self, node: str, steps: int, what: str) -> None:
+        """The last ``steps`` steps of a node, which it will not take (its pull failed): one line for them all."""
+        if steps <= 0:
+            return
+        self.done = min(self.total, self.done + steps - 1)
+        self.step(node, what)
+
 
 #: Steps each node reports: info, capture, history, frames.
 STEPS_PER_NODE = 4

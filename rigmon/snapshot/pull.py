@@ -20,6 +20,7 @@ from rigmon.agent.journal import gzip_member
 from rigmon.http_errors import describe_http_error
 from rigmon.schema import Alarm, AlarmList, Info, NodeCapture, SchemaError, decode
 from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.failures import pull_failed
 from rigmon.snapshot.history_decode import decode_history, history_of
 # Callers import it from here, where it lived before the journal's reading had a module of its own.
 from rigmon.snapshot.journal_part import read_journal as read_journal
@@ -41,8 +42,8 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
     """Pull a node's part from its agent: info, capture, history and frames of the window.
 
     The window ends at the node's latest frame (its own clock), so clock skew between the
-    node and this machine does not move it. Failures are recorded in ``error``; what was
-    pulled before them is kept. An export the agent refuses because it serves others (503
+    node and this machine does not move it. Failures are recorded in ``error`` (why, then what the
+    bundle lacks for it); what was pulled before them is kept. An export the agent refuses because it serves others (503
     with ``Retry-After``) is asked for again after the wait, up to `EXPORT_RETRIES` times;
     each wait is said to ``note`` (node, text) or, without it, to ``progress``. The capture's
     arrival by ``now`` (this machine's clock) and its ``taken_at`` (the agent's) are kept as
@@ -104,13 +105,9 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
             part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
                           f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")
     except httpx.HTTPError as exc:
-        part.error = describe_http_error(exc) + retries.gave_up(exc)
-        for _ in range(steps_left):
-            tick(f"failed: {part.error}")
+        return pull_failed(part, describe_http_error(exc) + retries.gave_up(exc), progress, steps_left)
     except (SchemaError, ValueError) as exc:
-        part.error = f"not a rigmon agent of this version (bad answer: {exc})"
-        for _ in range(steps_left):
-            tick(f"failed: {part.error}")
+        return pull_failed(part, f"not a rigmon agent of this version (bad answer: {exc})", progress, steps_left)
     return part
 
 
