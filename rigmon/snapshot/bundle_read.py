@@ -14,7 +14,7 @@ from typing import Any
 
 from rigmon import __version__
 from rigmon.cluster.sanitise import clean_text
-from rigmon.schema import Event, Frame, History, Info, decode, decode_data
+from rigmon.schema import SCHEMA_VERSION, Event, Frame, History, Info, decode, decode_data
 from rigmon.snapshot.unpack_limits import UNPACK_RATIO, TooLarge, gunzip_bounded, unpack_budget
 
 #: Formats `read_bundle` reads.
@@ -37,7 +37,8 @@ class NodeBundle:
     events: list[Event]
     frames: list[Frame]
     files: dict[str, str]
-    #: Why its frames are not here although the manifest lists them (a bundle cut short before them).
+    #: Why its frames are not here although the manifest lists them (a bundle cut short before them), or
+    #: why none of them is read (its frames file is damaged: the line names the file and the node).
     missing: str | None = None
     #: `NodePart.pulled_at` and `NodePart.agent_now_at` as the manifest has them (``None`` in a bundle
     #: of an older rigmon, or where the manifest's value is not a number).
@@ -64,8 +65,10 @@ def read_bundle(path: str | Path) -> Bundle:
     """Read a bundle written by `write_bundle` (what a replay does).
 
     Raises:
-        BundleError: not a tar.gz of this format, or one whose content is damaged (the message
-            names the file of the bundle that is).
+        BundleError: not a tar.gz of this format, or one whose manifest, info, config, inventory,
+            series or events are damaged (the message names the file of the bundle that is), or that
+            unpacks past any bundle rigmon writes. A node whose frames file is damaged is read
+            without its frames (`NodeBundle.missing` says so).
     """
     members: dict[str, bytes] = {}
     cut_short: str | None = None
@@ -161,11 +164,10 @@ def _node(entry: dict[str, Any], members: dict[str, bytes], cut_short: str | Non
         history = decode(History, series) if series else None
         name, raw = member("events.jsonl", b"")
         events = [decode(Event, line) for line in raw.splitlines() if line]
-        name = base + ("frames.jsonl.gz" if base + "frames.jsonl.gz" in members else "frames.jsonl")
-        frames = [decode(Frame, line) for line in _frame_lines(members, base) if line]
     except (ValueError, UnicodeDecodeError, TypeError) as exc:
         # JSON and schema errors are ValueErrors.
         raise _MemberError(f"{name}: {exc}") from None
+    frames, damaged = _frames(members, base, entry["node"])
     return NodeBundle(
         node=entry["node"],
         info=info,
@@ -176,7 +178,8 @@ def _node(entry: dict[str, Any], members: dict[str, bytes], cut_short: str | Non
         frames=frames,
         files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
                for k, v in members.items() if k.startswith(base + "captures/")},
-        missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
+        missing=damaged if damaged is not None
+        else None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
         else f"the bundle is {'damaged' if cut_short.startswith(_DAMAGED) else 'cut short'} before its frames",
         pulled_at=_time_of(entry, "pulled_at"),
         agent_now_at=_time_of(entry, "agent_now_at"),
@@ -199,12 +202,53 @@ def _frame_lines(members: dict[str, bytes], base: str) -> list[bytes]:
     """The node's frame lines (format 2 gzip, format 1 plain).
 
     Raises:
-        ValueError: its frames.jsonl.gz does not decompress.
+        TooLarge: its frames.jsonl.gz unpacks past any bundle rigmon writes.
+        zlib.error, EOFError, OSError: its frames.jsonl.gz does not decompress.
     """
     packed = members.get(base + "frames.jsonl.gz")
     if packed is not None:
-        try:
-            return gunzip_bounded(packed).splitlines() if packed else []
-        except (OSError, EOFError, zlib.error, TooLarge) as exc:
-            raise ValueError(f"does not decompress: {exc}") from None
+        return gunzip_bounded(packed).splitlines() if packed else []
     return members.get(base + "frames.jsonl", b"").splitlines()
+
+
+def _frames(members: dict[str, bytes], base: str, node: str) -> tuple[list[Frame], str | None]:
+    """The node's frames; or none, and one line saying its frames file is damaged (naming the file and
+    the node), when it does not decompress or holds a line that is not a frame: the rest of the bundle
+    (the report, the node's events, the other nodes' frames) still reads.
+
+    Raises:
+        _MemberError: frames that unpack past any bundle rigmon writes (a decompression bomb), or of
+            another schema version (a newer rigmon's): the bundle is refused, as a hostile or newer one.
+    """
+    name = base + ("frames.jsonl.gz" if base + "frames.jsonl.gz" in members else "frames.jsonl")
+    try:
+        lines = _frame_lines(members, base)
+    except TooLarge as exc:
+        raise _MemberError(f"{name}: does not decompress: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        return [], _damaged_frames(name, node, f"does not decompress: {exc}")
+    frames: list[Frame] = []
+    for number, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            frames.append(decode(Frame, line))
+        except (ValueError, UnicodeDecodeError, TypeError) as exc:
+            if _of_another_schema(line):
+                raise _MemberError(f"{name}: {exc}") from None
+            return [], _damaged_frames(name, node, f"line {number}: {exc}")
+    return frames, None
+
+
+def _damaged_frames(name: str, node: str, why: str) -> str:
+    # The node's name and the reason (a quoted bit of the line) come from the file: text, never control.
+    return clean_text(f"the frames of node {node} are damaged ({name}: {why}): none of them is read")
+
+
+def _of_another_schema(line: bytes) -> bool:
+    """Whether a frame line that does not decode says it is of another schema version than this rigmon's."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(data, dict) and "schema" in data and data["schema"] != SCHEMA_VERSION
