@@ -223,6 +223,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rigmon.cluster.config import normalize_url
     from rigmon.cluster.sanitise import clean_text
     from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
+    from rigmon.snapshot.failures import failure_line
 
     if not args.urls and not args.journal:
         return fail("snapshot: give at least one agent URL or --journal DIR")
@@ -256,7 +257,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
-        print(clean_text(f"rigmon: {part.node}: {part.error}"), file=sys.stderr)
+        print(clean_text(f"rigmon: {failure_line(part)}"), file=sys.stderr)
     if all(pulled_nothing(p) for p in parts):
         return fail(f"no node could be pulled; {args.output} not written", 3)
     try:

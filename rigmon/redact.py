@@ -1,12 +1,19 @@
-"""Redaction of secrets in configuration data before it leaves the node (snapshots, journal).
+"""Redaction of secrets in configuration data and free text before they leave the node (snapshots,
+journal, frames).
 
 Values under keys that name a secret (token, secret, password, key, auth, credential) are
 replaced; every URL keeps only its scheme, host and port, because webhook URLs carry
-their secret in the user part, the query or the path (Slack, Discord, ntfy topics).
+their secret in the user part, the query or the path (Slack, Discord, ntfy topics). Free text
+(a receiver's answer, a command's output) also loses bearer and basic credentials, the values of
+``key=``, ``token=``, ``secret=`` and ``password=`` (and of such JSON keys), and tokens whose
+form gives them away (Slack's ``xoxb-...``, GitHub's ``ghp_...``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +27,20 @@ _FLAG = lazy_compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9-]*")
 # Paths of files holding secrets are not secrets themselves; their content never enters the data.
 _PATH_KEY = lazy_compile(r"_(file|path|dir)$")
 _URL = lazy_compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+# One pass over the text for every kind of credential (alternatives, each in its own named group):
+# - an Authorization header's value, whatever its scheme, to the end of the line or quote;
+# - "Bearer <token>" anywhere; "Basic <base64>" where the base64 decodes to "user:password";
+# - the value of a name ending in key/token/secret/password (``api_key=``, ``access_token=``,
+#   ``"client_secret": "..."``), after ``=`` or, quoted as in JSON, after ``:``;
+# - tokens of a known form (Slack, GitHub, GitLab), which need no name to give them away.
+_CREDENTIAL = lazy_compile(
+    r"(?i)(?P<header>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*)(?P<header_value>[^\r\n\"']+)"
+    r"|(?P<bearer>\bbearer\s+)(?P<bearer_value>[A-Za-z0-9._~+/=-]+)"
+    r"|(?P<basic>\bbasic\s+)(?P<basic_value>[A-Za-z0-9+/]{4,}={0,2})"
+    r"|(?P<name>\b[\w.-]*(?:key|token|secret|passw(?:or)?d|pwd)(?:\s*=\s*|[\"']\s*[:=]\s*))"
+    r"(?P<name_value>\"[^\"]*\"|'[^']*'|[^\s&;,\"'<>()\[\]{}]+)"
+    r"|(?P<known>\b(?:xox[a-z]|xapp|glpat)-[A-Za-z0-9-]{6,}|\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{16,})"
+)
 
 
 def redact(data: Any, key: str = "") -> Any:
@@ -42,6 +63,31 @@ def redact(data: Any, key: str = "") -> Any:
             return REDACTED
         return redact_urls(data)
     return data
+
+
+def redact_text(text: str) -> str:
+    """``text`` (a receiver's answer, a command's output) without the secrets it may hold: every URL
+    as `redact_urls` leaves it, and credentials as `_CREDENTIAL` finds them, each replaced by
+    ``<redacted>`` (the name or scheme before it is kept: ``Authorization: <redacted>``,
+    ``token=<redacted>``)."""
+    return _CREDENTIAL.sub(_redact_credential, redact_urls(text))
+
+
+def _redact_credential(m: re.Match[str]) -> str:
+    if m.group("known") is not None:
+        return REDACTED
+    for kind in ("header", "bearer", "name"):
+        if m.group(kind) is not None:
+            value = m.group(f"{kind}_value")
+            # A quoted value keeps its quotes (JSON stays JSON).
+            quote = value[0] if kind == "name" and value[:1] in ("\"", "'") else ""
+            return f"{m.group(kind)}{quote}{REDACTED}{quote}"
+    # "Basic" is also an English word: only a value that decodes to "user:password" is a credential.
+    try:
+        decoded = base64.b64decode(m.group("basic_value"), validate=True)
+    except (binascii.Error, ValueError):
+        return m.group(0)
+    return f"{m.group('basic')}{REDACTED}" if b":" in decoded else m.group(0)
 
 
 def redact_urls(text: str) -> str:

@@ -1,7 +1,8 @@
 """Rule ``subject`` and ``message`` templates: `str.format` syntax, rendered with a fallback when a field is missing.
 
 A field may be divided by a number to write it in a larger unit: ``{value/1000:g} Gb/s`` of a
-speed read in Mb/s (the alarm's value stays the reading).
+speed read in Mb/s (the alarm's value stays the reading). A divided field takes a conversion and a
+format spec as any field does (``{value/1000!r}``, ``{value/2.5:.1f}``).
 """
 
 from __future__ import annotations
@@ -44,14 +45,15 @@ def _divided(value: Any, divisor: float | None) -> Any:
 
 
 class _Formatter(string.Formatter):
-    def get_value(self, key: int | str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        if isinstance(key, str) and key in kwargs:
-            return kwargs[key]
-        if isinstance(key, str) and "/" in key:
-            name, divisor = _divisor(key)
-            if name in kwargs:
-                return _divided(kwargs[name], divisor)
-        raise KeyError(key)
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        # A divided field is a name and a number, whole: ``string.Formatter`` splits ``value/2.5`` at its
+        # "." and looks for an attribute "5" of a field ``value/2`` (the template gave its fallback).
+        if "/" in field_name and field_name not in kwargs:
+            name, divisor = _divisor(field_name)
+            if name not in kwargs:
+                raise KeyError(field_name)
+            return _divided(kwargs[name], divisor), field_name
+        return super().get_field(field_name, args, kwargs)
 
 
 _FORMATTER = _Formatter()

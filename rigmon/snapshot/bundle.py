@@ -22,7 +22,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import math
 import os
 import re
 import tarfile
@@ -35,18 +34,15 @@ from typing import Any, BinaryIO
 
 from rigmon import __version__
 from rigmon.agent.journal import encode_history
-from rigmon.cluster.sanitise import clean_text
-from rigmon.schema import Alarm, Event, Frame, History, Info, decode, decode_data, encode
-from rigmon.snapshot.unpack_limits import UNPACK_RATIO, TooLarge, gunzip_bounded, unpack_budget
+from rigmon.schema import Alarm, Event, Frame, History, Info, encode
+# The reading side, imported from here by its callers (it lived here before it had a module of its own).
+from rigmon.snapshot.bundle_read import Bundle as Bundle
+from rigmon.snapshot.bundle_read import BundleError as BundleError
+from rigmon.snapshot.bundle_read import NodeBundle as NodeBundle
+from rigmon.snapshot.bundle_read import read_bundle as read_bundle
 from rigmon.typed import to_data
 
 BUNDLE_FORMAT = 2
-#: Formats `read_bundle` reads.
-READABLE_FORMATS = (1, 2)
-
-
-class BundleError(ValueError):
-    """A file is not a readable rigmon bundle."""
 
 
 @dataclass
@@ -301,188 +297,3 @@ def _write_tar(target: Path, parts: list[NodePart], since_s: float, report: str,
                 tar.addfile(member, io.BytesIO(content))
             gz.set_level(BUNDLE_LEVEL)
         gz.close()
-
-
-@dataclass
-class NodeBundle:
-    """One node's part of a bundle, read back."""
-
-    node: str
-    info: Info | None
-    config: Any
-    inventory: Any
-    history: History | None
-    events: list[Event]
-    frames: list[Frame]
-    files: dict[str, str]
-    #: Why its frames are not here although the manifest lists them (a bundle cut short before them).
-    missing: str | None = None
-    #: `NodePart.pulled_at` and `NodePart.agent_now_at` as the manifest has them (``None`` in a bundle
-    #: of an older rigmon, or where the manifest's value is not a number).
-    pulled_at: float | None = None
-    agent_now_at: float | None = None
-
-
-@dataclass
-class Bundle:
-    """A bundle read back: its manifest, report and nodes (in manifest order).
-
-    ``cut_short`` says where a bundle that ends early (an interrupted download or copy) stopped:
-    what came before is read (the manifest comes first, then each node's files in turn).
-    """
-
-    manifest: dict[str, Any]
-    report: str
-    nodes: list[NodeBundle]
-    members: dict[str, bytes]
-    cut_short: str | None = None
-
-
-def read_bundle(path: str | Path) -> Bundle:
-    """Read a bundle written by `write_bundle` (what a replay does).
-
-    Raises:
-        BundleError: not a tar.gz of this format, or one whose content is damaged (the message
-            names the file of the bundle that is).
-    """
-    members: dict[str, bytes] = {}
-    cut_short: str | None = None
-    try:
-        budget = unpack_budget(os.path.getsize(path))
-    except OSError as exc:
-        raise BundleError(f"{path}: not a readable bundle: {exc.strerror or exc}") from None
-    try:
-        # Member by member, as written: a bundle cut short still gives the members before the cut.
-        with tarfile.open(path, "r:gz") as tar:
-            for m in tar:
-                if not m.isfile():
-                    continue
-                budget -= m.size  # as its header says, before a byte of it is read
-                if budget < 0:
-                    raise BundleError(f"{path}: {m.name}: the bundle unpacks to more than {UNPACK_RATIO}x its "
-                                      "size: not a bundle rigmon writes (refused before it takes the memory)")
-                fh = tar.extractfile(m)
-                if fh is not None:
-                    members[m.name.split("/", 1)[1] if "/" in m.name else m.name] = fh.read()
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        if "manifest.json" not in members:
-            raise BundleError(f"{path}: not a readable bundle: {exc}") from None
-        last = next(reversed(members))
-        # A gzip stream that ends early is a cut (an interrupted download); one whose bytes fail their
-        # check is damaged, and the files read just before the damage may hold its bad bytes.
-        cut_short = f"{'the bundle is cut short' if isinstance(exc, EOFError) else _DAMAGED} after {last} ({exc})"
-    if "manifest.json" not in members:
-        raise BundleError(f"{path}: no manifest.json")
-    try:
-        man = _manifest(members["manifest.json"], path)
-        nodes = [_node(entry, members, cut_short) for entry in man["nodes"]]
-    except _MemberError as exc:
-        damage = f" ({cut_short})" if cut_short is not None and cut_short.startswith(_DAMAGED) else ""
-        raise BundleError(f"{path}: a damaged bundle{damage}: {exc}") from None
-    return Bundle(manifest=man, report=members.get("REPORT.md", b"").decode("utf-8", "replace"), nodes=nodes,
-                  members=members, cut_short=cut_short)
-
-
-#: How `Bundle.cut_short` begins for a bundle whose bytes fail their check (not one that ends early).
-_DAMAGED = "the bundle is damaged"
-
-
-class _MemberError(ValueError):
-    """A file of the bundle does not hold what rigmon writes there; the message names it."""
-
-
-def _manifest(raw: bytes, path: str | Path) -> dict[str, Any]:
-    """The manifest, checked for the shape the nodes are read by.
-
-    Raises:
-        BundleError: of a format this rigmon does not read (a newer rigmon's).
-        _MemberError: not a manifest.
-    """
-    try:
-        man = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _MemberError(f"manifest.json: not JSON: {exc}") from None
-    if not isinstance(man, dict):
-        raise _MemberError("manifest.json: not a JSON object")
-    if man.get("format") not in READABLE_FORMATS:
-        made_by = man.get("created_by")
-        by = f" (made by {clean_text(str(made_by))})" if made_by else ""
-        raise BundleError(f"{path}: bundle format {man.get('format')!r}{by}; rigmon {__version__} reads formats "
-                          f"{', '.join(map(str, READABLE_FORMATS))}: open it with a newer rigmon")
-    entries = man.get("nodes")
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("node"), str) and isinstance(e.get("dir"), str) for e in entries):
-        raise _MemberError("manifest.json: nodes: expected a list of entries, each with a node and a dir")
-    return man
-
-
-def _node(entry: dict[str, Any], members: dict[str, bytes], cut_short: str | None) -> NodeBundle:
-    """One node's part of the bundle, as its manifest entry lists it.
-
-    Raises:
-        _MemberError: one of its files is damaged.
-    """
-    base = entry["dir"] + "/"
-
-    def member(name: str, default: bytes) -> tuple[str, bytes]:
-        return base + name, members.get(base + name, default)
-
-    try:
-        name, raw = member("info.json", b"null")
-        info_data = json.loads(raw)
-        info = decode_data(Info, info_data) if info_data else None
-        name, raw = member("config.json", b"null")
-        config = json.loads(raw)
-        name, raw = member("inventory.json", b"null")
-        inventory_data = json.loads(raw)
-        name, series = member("series.json", b"")
-        history = decode(History, series) if series else None
-        name, raw = member("events.jsonl", b"")
-        events = [decode(Event, line) for line in raw.splitlines() if line]
-        name = base + ("frames.jsonl.gz" if base + "frames.jsonl.gz" in members else "frames.jsonl")
-        frames = [decode(Frame, line) for line in _frame_lines(members, base) if line]
-    except (ValueError, UnicodeDecodeError, TypeError) as exc:
-        # JSON and schema errors are ValueErrors.
-        raise _MemberError(f"{name}: {exc}") from None
-    return NodeBundle(
-        node=entry["node"],
-        info=info,
-        config=config,
-        inventory=inventory_data,
-        history=history,
-        events=events,
-        frames=frames,
-        files={k[len(base) + len("captures/"):]: v.decode("utf-8", "replace")
-               for k, v in members.items() if k.startswith(base + "captures/")},
-        missing=None if cut_short is None or _has_frames(members, base) or not entry.get("frames")
-        else f"the bundle is {'damaged' if cut_short.startswith(_DAMAGED) else 'cut short'} before its frames",
-        pulled_at=_time_of(entry, "pulled_at"),
-        agent_now_at=_time_of(entry, "agent_now_at"),
-    )
-
-
-def _time_of(entry: dict[str, Any], key: str) -> float | None:
-    """The manifest entry's Unix time ``key``: ``None`` when absent (an older bundle) or not a finite number."""
-    value = entry.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _has_frames(members: dict[str, bytes], base: str) -> bool:
-    return base + "frames.jsonl.gz" in members or base + "frames.jsonl" in members
-
-
-def _frame_lines(members: dict[str, bytes], base: str) -> list[bytes]:
-    """The node's frame lines (format 2 gzip, format 1 plain).
-
-    Raises:
-        ValueError: its frames.jsonl.gz does not decompress.
-    """
-    packed = members.get(base + "frames.jsonl.gz")
-    if packed is not None:
-        try:
-            return gunzip_bounded(packed).splitlines() if packed else []
-        except (OSError, EOFError, zlib.error, TooLarge) as exc:
-            raise ValueError(f"does not decompress: {exc}") from None
-    return members.get(base + "frames.jsonl", b"").splitlines()

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import IO
 
 from rigmon.snapshot.bundle import NodePart, write_bundle
-from rigmon.snapshot.pull import STEPS_PER_NODE, Progress, pull_agents, read_journal
+from rigmon.snapshot.journal_part import read_journal
+from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
+from rigmon.snapshot.pull import pull_agents
 from rigmon.snapshot.report import render_report
 
 _UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

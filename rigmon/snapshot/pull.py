@@ -1,47 +1,30 @@
-"""Pull each node's part of a bundle: from running agents over HTTP, or from a journal on disk."""
+"""Pull each node's part of a bundle from its running agent over HTTP (a journal on disk alone:
+`rigmon.snapshot.journal_part`)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-import sqlite3
 import ssl
-import sys
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import msgspec
-from msgspec.structs import replace
 
 from rigmon.agent.history_answers import FRAMES_HEADER, LAST_FRAME_HEADER, UNREADABLE_HEADER
-from rigmon.agent.journal import JournalError, JournalReader, gzip_member, journal_path
-from rigmon.agent.journal.layout import FORMAT_VERSION
-from rigmon.agent.journal.read_only import check_journal_file
-from rigmon.agent.journal.salvage import salvage
-from rigmon.cluster.sanitise import clean_text
+from rigmon.agent.journal import gzip_member
 from rigmon.http_errors import describe_http_error
-from rigmon.redact import redact
-from rigmon.schema import (
-    SCHEMA_VERSION,
-    Alarm,
-    AlarmList,
-    Event,
-    History,
-    HistorySeries,
-    Info,
-    NodeCapture,
-    SchemaError,
-    decode,
-    decode_data,
-)
-from rigmon.series import frame_series
+from rigmon.schema import Alarm, AlarmList, Info, NodeCapture, SchemaError, decode
 from rigmon.snapshot.bundle import NodePart
-from rigmon.snapshot.saved_alarms import add_saved_alarms
+from rigmon.snapshot.failures import pull_failed
+from rigmon.snapshot.history_decode import decode_history, history_of
+# Callers import it from here, where it lived before the journal's reading had a module of its own.
+from rigmon.snapshot.journal_part import read_journal as read_journal
+from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
 FRAMES_CHUNK_S = 3600.0
@@ -52,46 +35,6 @@ EXPORT_RETRIES = 4
 MAX_RETRY_WAIT_S = 30.0
 
 
-class Progress:
-    """Progress of a pull over many nodes on a stream (stderr).
-
-    On a terminal a bar is redrawn in place; otherwise each finished step is a plain line,
-    so logs and CI output stay readable.
-    """
-
-    def __init__(self, total: int, stream: IO[str] | None = None, width: int = 30) -> None:
-        self.total = max(1, total)
-        self.done = 0
-        self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-
-    def note(self, node: str, what: str) -> None:
-        """Something worth saying about a node that is no step (a wait): a line of its own."""
-        # On a terminal the bar's line is cleared first; the next step draws it again below.
-        self.stream.write(("\r\x1b[K" if self.tty else "") + clean_text(f"{node}: {what}") + "\n")
-        self.stream.flush()
-
-    def step(self, node: str, what: str) -> None:
-        """One step of one node finished."""
-        self.done = min(self.total, self.done + 1)
-        # The node's name and what it said come from the agent: text, never terminal control.
-        node, what = clean_text(node), clean_text(what)
-        if self.tty:
-            filled = int(self.width * self.done / self.total)
-            bar = "#" * filled + "-" * (self.width - filled)
-            self.stream.write(f"\r[{bar}] {self.done}/{self.total} {node}: {what}\x1b[K")
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(f"[{self.done}/{self.total}] {node}: {what}\n")
-        self.stream.flush()
-
-
-#: Steps each node reports: info, capture, history, frames.
-STEPS_PER_NODE = 4
-
-
 async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progress: Progress | None = None,
                      note: Callable[[str, str], None] | None = None,
                      sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -99,8 +42,8 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
     """Pull a node's part from its agent: info, capture, history and frames of the window.
 
     The window ends at the node's latest frame (its own clock), so clock skew between the
-    node and this machine does not move it. Failures are recorded in ``error``; what was
-    pulled before them is kept. An export the agent refuses because it serves others (503
+    node and this machine does not move it. Failures are recorded in ``error`` (why, then what the
+    bundle lacks for it); what was pulled before them is kept. An export the agent refuses because it serves others (503
     with ``Retry-After``) is asked for again after the wait, up to `EXPORT_RETRIES` times;
     each wait is said to ``note`` (node, text) or, without it, to ``progress``. The capture's
     arrival by ``now`` (this machine's clock) and its ``taken_at`` (the agent's) are kept as
@@ -139,7 +82,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
             steps_left -= 1
             tick("no journal")
             frames = await _ring_frames(client, url, part.from_at, part.to_at)
-            part.history = _history_of(part.node, part.from_at, part.to_at, part.info.interval_s, frames)
+            part.history = history_of(part.node, part.from_at, part.to_at, part.info.interval_s, frames)
             part.frames_gz = gzip_member(b"".join(raw + b"\n" for _, raw in frames)) if frames else b""
             part.frame_count = len(frames)
             what = "no journal on the agent" if resp.status_code == 404 else "the agent's journal cannot be read"
@@ -162,13 +105,9 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
             part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
                           f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")
     except httpx.HTTPError as exc:
-        part.error = describe_http_error(exc) + retries.gave_up(exc)
-        for _ in range(steps_left):
-            tick(f"failed: {part.error}")
+        return pull_failed(part, describe_http_error(exc) + retries.gave_up(exc), progress, steps_left)
     except (SchemaError, ValueError) as exc:
-        part.error = f"not a rigmon agent of this version (bad answer: {exc})"
-        for _ in range(steps_left):
-            tick(f"failed: {part.error}")
+        return pull_failed(part, f"not a rigmon agent of this version (bad answer: {exc})", progress, steps_left)
     return part
 
 
@@ -225,56 +164,6 @@ async def _ring_frames(client: httpx.AsyncClient, url: str, from_at: float, to_a
             return out
 
 
-def _history_of(node: str, from_at: float, to_at: float, interval_s: float,
-                frames: Sequence[tuple[float, bytes]]) -> History:
-    """The window's history made from whole frames (every frame a point), as an agent answers it."""
-    columns: dict[str, tuple[list[float], list[float]]] = {}
-    events: list[Event] = []
-    for taken_at, raw in frames:
-        data = json.loads(raw)
-        for name, value in frame_series(data).items():
-            col = columns.setdefault(name, ([], []))
-            col[0].append(taken_at)
-            col[1].append(value)
-        events += [decode_data(Event, e) for e in data.get("events") or ()]
-    series = {name: HistorySeries(at=tuple(at), min=tuple(v), mean=tuple(v), max=tuple(v))
-              for name, (at, v) in sorted(columns.items())}
-    return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier="frames",
-                   step_s=interval_s, series=series, events=tuple(events))
-
-
-def decode_history(raw: bytes) -> History:
-    """``decode(History, raw)`` with the series checked and built directly.
-
-    The generic decoder walks every number of thousands of series (a large rig's hour);
-    this checks the same shape (four lists of numbers of one length per series) far faster.
-
-    Raises:
-        SchemaError: not a History.
-    """
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"not JSON: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("series"), dict):
-        raise SchemaError("bad History: series: expected an object")
-    head = decode_data(History, {**data, "series": {}})
-    series: dict[str, HistorySeries] = {}
-    for name, s in data["series"].items():
-        columns: list[list[Any]] = [c for key in ("at", "min", "mean", "max")
-                                    if isinstance(s, dict) and isinstance(c := s.get(key), list)]
-        try:
-            if len(columns) != 4 or len({len(c) for c in columns}) != 1:
-                raise TypeError("not four lists of one length")
-            # fsum runs in C and raises TypeError on anything but numbers (None, text, lists).
-            for c in columns:
-                math.fsum(c)
-        except TypeError:
-            raise SchemaError(f"bad History: series.{name}: expected at, min, mean, max: lists of numbers "
-                              "of one length") from None
-        at, lo, mean, hi = (tuple(map(float, c)) for c in columns)
-        series[name] = HistorySeries(at=at, min=lo, mean=mean, max=hi)
-    return replace(head, series=series)
 
 
 class _ExportRetries:
@@ -389,111 +278,3 @@ async def pull_agents(urls: Sequence[str], since_s: float, token: str | None = N
     async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
         return list(await asyncio.gather(*(pull_agent(client, u, since_s, progress) for u in urls)))
 
-
-def read_journal(path: str | Path, since_s: float, progress: Progress | None = None) -> NodePart:
-    """A node's part from its journal alone (no agent running, e.g. after a crash).
-
-    The window ends at the journal's last frame, not now: after a crash the last seconds
-    before it are what matters. Info and configuration are those the last run recorded
-    at its start; there are no live captures. A damaged journal (cut short, bad pages) gives
-    what can still be read of it (`salvage`), and ``error`` says what could not be.
-    """
-    part = NodePart(node=str(path), source=f"journal:{Path(path).resolve()}")
-    ticked = 0
-
-    def tick(what: str) -> None:
-        nonlocal ticked
-        ticked += 1
-        if progress is not None:
-            progress.step(part.node, what)
-
-    try:
-        with JournalReader(path) as reader:
-            _read_part(part, reader, since_s, tick, journal_path(path))
-            if reader.unreadable:
-                part.error = (f"the journal is damaged: {len(reader.unreadable)} stored parts of the window left out: "
-                              + "; ".join(reader.unreadable[:5]))
-        return part
-    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
-        first = f"{type(exc).__name__}: {exc}"
-    try:
-        # Nothing to salvage where there is no file, or none this user may read (the error says which).
-        check_journal_file(journal_path(path))
-    except JournalError:
-        return _failed(part, first, tick, ticked)
-    done = ticked
-    part = NodePart(node=part.node, source=part.source)
-
-    def tick_again(what: str) -> None:
-        # The steps the first reading announced are not announced twice.
-        nonlocal done
-        if done:
-            done -= 1
-        else:
-            tick(what)
-
-    try:
-        with salvage(path) as saved:
-            _read_part(part, saved.reader, since_s, tick_again, journal_path(path))
-            unread = "; ".join(saved.problems + saved.reader.unreadable[:5]) or "nothing more"
-            part.error = (f"the journal is damaged ({first}); this bundle holds what could still be read of it "
-                          f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
-    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
-        part = NodePart(node=part.node, source=part.source)
-        return _failed(part, f"{first}; and nothing could be salvaged: {exc}", tick, ticked)
-    return part
-
-
-def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Callable[[str], None],
-               source: Path) -> None:
-    """Fill ``part`` from ``reader``: the journal file ``source`` (or its salvaged copy)."""
-    runs = reader.runs()
-    last_run = runs[-1] if runs else None
-    if last_run is not None:
-        part.node = last_run.node
-        part.info = _decode_info(last_run.info)
-        part.config = redact(json.loads(last_run.config)) if last_run.config else None
-    tick(f"{len(runs)} runs")
-    span = reader.time_range()
-    part.to_at = span[1] if span else time.time()
-    part.from_at = part.to_at - since_s
-    interval_s = part.info.interval_s if part.info else 1.0
-    part.capture_errors = ["no live capture: bundle made from the journal alone"]
-    # The journal's own directory, not its salvaged copy's.
-    directory = source.parent
-    kept = sorted(p.name for p in directory.glob("journal.sqlite3.damaged-*")
-                  if not p.name.endswith(("-wal", "-shm")) and p.name != source.name)
-    if kept:
-        # An incident before the agent set its journal aside is in those files, not in this one.
-        part.capture_errors.append(f"{directory} also holds journals the agent set aside: {', '.join(kept)}; "
-                                   "give them to rigmon snapshot --journal")
-    written_as = reader.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    if written_as is not None and str(written_as[0]) not in {str(v) for v in range(2, FORMAT_VERSION + 1)}:
-        part.capture_errors.append(f"the journal is of format {written_as[0]}, newer than this rigmon reads "
-                                   f"({FORMAT_VERSION}): read as far as that format allows; a newer rigmon "
-                                   "reads it whole")
-    add_saved_alarms(part, source)
-    tick("no capture")
-    part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
-    tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
-    frames = reader.frames_gzip(part.from_at, part.to_at)
-    part.frames_gz, part.frame_count = frames.body, frames.count
-    if frames.count:
-        part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
-    tick(f"{frames.count} frames")
-
-
-def _failed(part: NodePart, error: str, tick: Callable[[str], None], ticked: int) -> NodePart:
-    part.error = error
-    for _ in range(STEPS_PER_NODE - ticked):
-        tick(f"failed: {error}")
-    return part
-
-
-def _decode_info(text: str | None) -> Info | None:
-    if not text:
-        return None
-    try:
-        return decode_data(Info, json.loads(text))
-    except (SchemaError, ValueError):
-        return None

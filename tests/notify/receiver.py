@@ -30,6 +30,7 @@ class Receiver:
     fail_first: int = 0
     fail_status: int = 500
     fail_headers: dict[str, str] = field(default_factory=dict)
+    fail_body: bytes = b""
     hang_first: int = 0
     attempts: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -52,11 +53,11 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 @contextmanager
 def receiver(fail_first: int = 0, fail_status: int = 500, fail_headers: dict[str, str] | None = None,
-             hang_first: int = 0, port: int = 0) -> Iterator[Receiver]:
-    """Answers 200, or ``fail_status`` (with ``fail_headers``) to the first ``fail_first``
+             hang_first: int = 0, port: int = 0, fail_body: bytes = b"") -> Iterator[Receiver]:
+    """Answers 200, or ``fail_status`` (with ``fail_headers`` and ``fail_body``) to the first ``fail_first``
     requests; the first ``hang_first`` requests get no answer at all until ``release``."""
     rec = Receiver(url="", fail_first=fail_first, fail_status=fail_status, fail_headers=dict(fail_headers or {}),
-                   hang_first=hang_first)
+                   fail_body=fail_body, hang_first=hang_first)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
@@ -74,8 +75,10 @@ def receiver(fail_first: int = 0, fail_status: int = 500, fail_headers: dict[str
             self.send_response(rec.fail_status if failing else 200)
             for name, value in (rec.fail_headers if failing else {}).items():
                 self.send_header(name, value)
-            self.send_header("Content-Length", "0")
+            body = rec.fail_body if failing else b""
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

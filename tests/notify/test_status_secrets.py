@@ -1,6 +1,6 @@
 """The notifiers' status travels in every frame (dashboard, journal, bug-report bundles): why a receiver fails
-is said there without its secrets (a redirect's Location, a URL a command printed), which only the agent's
-log keeps whole."""
+is said there without its secrets (a redirect's Location, a URL a command printed, a token in an answer's body
+or a command's output), which only the agent's log keeps whole."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from rigmon.notify.dispatch import Notifiers
+from rigmon.redact import redact_text
 from tests.notify.receiver import receiver, wait_until
 from tests.notify.test_notifiers import firing, section
 
@@ -42,3 +43,55 @@ def test_a_url_a_command_printed_is_not_in_the_status() -> None:
     assert status.error is not None and "command exited 3: failed posting to https://hooks.example.org/<redacted>" \
         in status.error
     assert "XSECRET" not in status.error
+
+
+def test_a_token_in_a_webhooks_answer_is_not_in_the_status() -> None:
+    body = b'{"error": "invalid token", "token": "xoxb-1111-2222-TSECRET", "hint": "send Authorization: Bearer ..."}'
+    with receiver(fail_first=100, fail_status=401, fail_body=body) as rec:
+        hub = Notifiers([section("slack", rec.url, retries=0, name="slack-hook")])
+        hub.start()
+        hub.submit(firing())
+        wait_until(lambda: hub.workers[0].failed == 1)
+        status = hub.status()
+        hub.close()
+    # Before: the answer went into every frame as it came, the token with it.
+    assert status.error is not None and "TSECRET" not in status.error
+    assert 'HTTP 401: {"error": "invalid token", "token": "<redacted>"' in status.error
+
+
+def test_credentials_a_command_printed_are_not_in_the_status() -> None:
+    printed = ("curl -H 'Authorization: Bearer ASECRET1' failed\n"
+               "retrying with token=TSECRET2 and api_key=KSECRET3; Slack said xoxb-123456-SSECRET4\n")
+    script = f"import sys; sys.stderr.write({printed!r}); sys.exit(2)"
+    hub = Notifiers([section("command", "", command=[sys.executable, "-c", script], retries=0, name="pager")])
+    hub.start()
+    hub.submit(firing())
+    wait_until(lambda: hub.workers[0].failed == 1)
+    status = hub.status()
+    hub.close()
+    assert status.error is not None and status.error.startswith("pager: command exited 2: ")
+    assert not any(secret in status.error for secret in ("ASECRET1", "TSECRET2", "KSECRET3", "SSECRET4"))
+    assert "Authorization: <redacted>" in status.error and "token=<redacted> and api_key=<redacted>" in status.error
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("Authorization: Bearer abc.def-ghi", "Authorization: <redacted>"),
+    ("authorization=Basic dXNlcjpwYXNz", "authorization=<redacted>"),
+    ("sent Bearer eyJhbGciOi.eyJzdWIi.sig to it", "sent Bearer <redacted> to it"),
+    ("sent Basic dXNlcjpwYXNz to it", "sent Basic <redacted> to it"),
+    ("Basic authentication failed", "Basic authentication failed"),  # a word, not a credential
+    ("?key=K1&token=T2&secret=S3&password=P4&mode=x", "?key=<redacted>&token=<redacted>&secret=<redacted>"
+                                                      "&password=<redacted>&mode=x"),
+    ("client_secret = 'a b' access_token=\"q\" passwd=z", "client_secret = '<redacted>' access_token=\"<redacted>\""
+                                                       " passwd=<redacted>"),
+    ('{"ok": false, "access_token": "T1", "password": "P2", "error": "invalid_auth"}',
+     '{"ok": false, "access_token": "<redacted>", "password": "<redacted>", "error": "invalid_auth"}'),
+    ("(token=T1) and [key=K2]", "(token=<redacted>) and [key=<redacted>]"),
+    ("tokens xoxb-1234-5678-abcdef, xapp-1-A0-12345 and ghp_0123456789abcdefghij", "tokens <redacted>, <redacted> "
+                                                                                  "and <redacted>"),
+    ("see https://u:p@hooks.example.org/x?token=T", "see https://<redacted>@hooks.example.org/<redacted>"),
+    ("HTTP 500: the token expired; try again", "HTTP 500: the token expired; try again"),
+    ("", ""),
+])
+def test_free_text_loses_credentials_and_keeps_the_rest(text: str, said: str) -> None:
+    assert redact_text(text) == said

@@ -26,7 +26,8 @@ from rigmon.schema import Alarm, History, HistorySeries, SchemaError, decode, en
 from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import BundleError, NodePart, read_bundle, write_bundle
 from rigmon.snapshot.command import parse_duration, take_snapshot
-from rigmon.snapshot.pull import Progress, decode_history
+from rigmon.snapshot.history_decode import decode_history
+from rigmon.snapshot.progress import Progress
 from rigmon.snapshot.report import CHARTS, chart_series, render_report
 from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter

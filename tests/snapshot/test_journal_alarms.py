@@ -11,7 +11,7 @@ import pytest
 
 from rigmon.agent.alarm_state import read_state_file, state_file_path
 from rigmon.sim.rig import running_rig
-from rigmon.snapshot.pull import read_journal
+from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rigmon.agent.journal.damage import set_aside
-from rigmon.snapshot.pull import read_journal
+from rigmon.snapshot.journal_part import read_journal
 from tests.agent.test_journal import T0
 from tests.snapshot.test_journal_snapshot import cut, recorded
 

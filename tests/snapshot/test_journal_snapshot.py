@@ -21,7 +21,7 @@ import pytest
 from rigmon.agent.journal import JournalStore
 from rigmon.agent.journal.damage import set_aside
 from rigmon.snapshot.bundle import read_bundle
-from rigmon.snapshot.pull import read_journal
+from rigmon.snapshot.journal_part import read_journal
 from tests.agent.test_journal import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from rigmon.agent.agent import Agent
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.export import pull_targets
 from rigmon.config import AgentConfig, AgentSection
-from rigmon.snapshot.pull import EXPORT_RETRIES, Progress, pull_agent
+from rigmon.snapshot.progress import Progress
+from rigmon.snapshot.pull import EXPORT_RETRIES, pull_agent
 from tests.agent.export_helpers import stalled_exports
 from tests.agent.test_api import Counter
 from tests.agent.test_history_api import spoilt_journal
@@ -87,12 +88,15 @@ async def test_an_agent_that_stays_busy_is_given_up_on_after_a_bounded_number_of
     assert len(transport.refused) == EXPORT_RETRIES + 1 and len(slept) == EXPORT_RETRIES
     assert part.error is not None and part.error.startswith("503: http://agent cannot answer this now: 2 exports")
     assert part.error.endswith(f"(asked {EXPORT_RETRIES + 1} times, waiting as it said in between; "
-                               "take the snapshot again later)")
+                               "take the snapshot again later); the bundle lacks its capture (configuration, "
+                               "latest frame, raw files), its history (series and events) and its frames")
     said = progress_out.getvalue().splitlines()
-    # The waits on lines of their own; then the steps the pull could not take, each with the reason.
+    # The waits on lines of their own; then the steps the pull could not take, one line (the reason is
+    # said once, at the end).
     assert said[1] == "t1: the agent is busy with other exports (503); asking again in 5 s (retry 1 of 4)"
     assert sum("asking again" in line for line in said) == EXPORT_RETRIES
-    assert said[-1].startswith("[4/4] t1: failed: 503")
+    assert said[-1] == "[4/4] t1: failed (the reason follows at the end)"
+    assert len(said) == 1 + EXPORT_RETRIES + 1
 
 
 async def test_the_dashboards_export_waits_for_a_busy_agent_and_says_so(tmp_path: Path) -> None:

@@ -1,0 +1,123 @@
+"""A node's part of a bundle from its journal on disk alone (no agent running, e.g. after a crash)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from rigmon.agent.journal import JournalError, JournalReader, journal_path
+from rigmon.agent.journal.layout import FORMAT_VERSION
+from rigmon.agent.journal.read_only import check_journal_file
+from rigmon.agent.journal.salvage import salvage
+from rigmon.redact import redact
+from rigmon.schema import Info, SchemaError, decode_data
+from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.failures import pull_failed
+from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
+from rigmon.snapshot.saved_alarms import add_saved_alarms
+
+
+def read_journal(path: str | Path, since_s: float, progress: Progress | None = None) -> NodePart:
+    """A node's part from its journal alone (no agent running, e.g. after a crash).
+
+    The window ends at the journal's last frame, not now: after a crash the last seconds
+    before it are what matters. Info and configuration are those the last run recorded
+    at its start; there are no live captures. A damaged journal (cut short, bad pages) gives
+    what can still be read of it (`salvage`), and ``error`` says what could not be.
+    """
+    part = NodePart(node=str(path), source=f"journal:{Path(path).resolve()}")
+    ticked = 0
+
+    def tick(what: str) -> None:
+        nonlocal ticked
+        ticked += 1
+        if progress is not None:
+            progress.step(part.node, what)
+
+    try:
+        with JournalReader(path) as reader:
+            _read_part(part, reader, since_s, tick, journal_path(path))
+            if reader.unreadable:
+                part.error = (f"the journal is damaged: {len(reader.unreadable)} stored parts of the window left out: "
+                              + "; ".join(reader.unreadable[:5]))
+        return part
+    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
+        first = f"{type(exc).__name__}: {exc}"
+    try:
+        # Nothing to salvage where there is no file, or none this user may read (the error says which).
+        check_journal_file(journal_path(path))
+    except JournalError:
+        return pull_failed(part, first, progress, STEPS_PER_NODE - ticked)
+    done = ticked
+    part = NodePart(node=part.node, source=part.source)
+
+    def tick_again(what: str) -> None:
+        # The steps the first reading announced are not announced twice.
+        nonlocal done
+        if done:
+            done -= 1
+        else:
+            tick(what)
+
+    try:
+        with salvage(path) as saved:
+            _read_part(part, saved.reader, since_s, tick_again, journal_path(path))
+            unread = "; ".join(saved.problems + saved.reader.unreadable[:5]) or "nothing more"
+            part.error = (f"the journal is damaged ({first}); this bundle holds what could still be read of it "
+                          f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
+    except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
+        part = NodePart(node=part.node, source=part.source)
+        return pull_failed(part, f"{first}; and nothing could be salvaged: {exc}", progress, STEPS_PER_NODE - ticked)
+    return part
+
+
+def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Callable[[str], None],
+               source: Path) -> None:
+    """Fill ``part`` from ``reader``: the journal file ``source`` (or its salvaged copy)."""
+    runs = reader.runs()
+    last_run = runs[-1] if runs else None
+    if last_run is not None:
+        part.node = last_run.node
+        part.info = _decode_info(last_run.info)
+        part.config = redact(json.loads(last_run.config)) if last_run.config else None
+    tick(f"{len(runs)} runs")
+    span = reader.time_range()
+    part.to_at = span[1] if span else time.time()
+    part.from_at = part.to_at - since_s
+    interval_s = part.info.interval_s if part.info else 1.0
+    part.capture_errors = ["no live capture: bundle made from the journal alone"]
+    # The journal's own directory, not its salvaged copy's.
+    directory = source.parent
+    kept = sorted(p.name for p in directory.glob("journal.sqlite3.damaged-*")
+                  if not p.name.endswith(("-wal", "-shm")) and p.name != source.name)
+    if kept:
+        # An incident before the agent set its journal aside is in those files, not in this one.
+        part.capture_errors.append(f"{directory} also holds journals the agent set aside: {', '.join(kept)}; "
+                                   "give them to rigmon snapshot --journal")
+    written_as = reader.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if written_as is not None and str(written_as[0]) not in {str(v) for v in range(2, FORMAT_VERSION + 1)}:
+        part.capture_errors.append(f"the journal is of format {written_as[0]}, newer than this rigmon reads "
+                                   f"({FORMAT_VERSION}): read as far as that format allows; a newer rigmon "
+                                   "reads it whole")
+    add_saved_alarms(part, source)
+    tick("no capture")
+    part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
+    tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+    frames = reader.frames_gzip(part.from_at, part.to_at)
+    part.frames_gz, part.frame_count = frames.body, frames.count
+    if frames.count:
+        part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
+    tick(f"{frames.count} frames")
+
+
+def _decode_info(text: str | None) -> Info | None:
+    if not text:
+        return None
+    try:
+        return decode_data(Info, json.loads(text))
+    except (SchemaError, ValueError):
+        return None
