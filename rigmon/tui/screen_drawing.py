@@ -10,6 +10,7 @@ from textual.screen import Screen
 
 from rigmon.cluster.alarm_board import AlarmBoardView
 from rigmon.cluster.store import ClusterStore
+from rigmon.tui.recording_end import in_display_order, recording_ends
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
@@ -30,21 +31,25 @@ def shows_frames_of(screen: Screen[object], keys: Set[str], selected: str | None
 def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, replay: Replay | None,
          board: AlarmBoardView | None) -> None:
     """Draw ``screen`` from the stores (the alarms screen needs ``board``; ``selected``: the node screen's node)."""
+    ended: dict[str, float] = {}
     if replay is not None:
         # Live, the bars keep their position of None (hidden); a query walks every row.
         for bar in screen.query(ReplayBar):
             bar.position = replay.position()
+        ended = recording_ends(replay, cluster)
     try:
         if isinstance(screen, AlarmsScreen):
             if board is not None:
                 screen.show(board)
-        elif isinstance(screen, (ClusterScreen, LinkScreen)):
+        elif isinstance(screen, ClusterScreen):
+            screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended)
+        elif isinstance(screen, LinkScreen):
             screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
             store = cluster.nodes[selected]
             view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store),
                               label=cluster.rule_names()[selected])
-            screen.show(view, store.info, store.latest, tuple(store.events))
+            screen.show(view, store.info, store.latest, tuple(store.events), ended.get(selected))
     except NoMatches:
         # The timer fired while the app shuts down and the screen has lost its widgets.
         pass

@@ -4,6 +4,8 @@ acknowledged, and the room of a long message that went is given back."""
 
 from __future__ import annotations
 
+import re
+
 from msgspec.structs import replace
 from textual.app import App, ComposeResult
 
@@ -217,3 +219,32 @@ async def test_with_nothing_firing_the_panel_tells_the_newest_resolved_alarm() -
         await pilot.press("x")  # a resolved alarm is not acknowledged
         await settle(pilot)
         assert app.is_running
+
+
+#: A rail alarm whose message runs past the right edge at 80 columns, a figure where the edge falls.
+FIGURES = "rail 12.061 V idling, minimum 11.608 V at 2.41 kW as 4 GPUs ramped (DDP start), below 11.7 V for 3.2 s"
+
+
+async def test_at_80_columns_a_message_past_the_edge_ends_in_an_ellipsis_never_in_a_cut_figure() -> None:
+    # Before: with the columns after the message past the edge, the message was whole and the edge cut
+    # it anywhere, here inside a figure ("minimum 11.60" of "11.608 V"), with nothing to say it was cut.
+    agent = FakeAgent("node01", frames=3)
+    agent.alarms = AlarmList(node="node01", active=(make_alarm("node01", 1, "psu_rail_low_warning", "warning",
+                                                               "psu", FIGURES, at=START_AT + 100),), recent=())
+    app = RigmonApp([NodeTarget(agent.url)], clock=FakeClock(), refresh_s=3600,
+                    client_factory=lambda t: AgentClient(t.url, transport=agent.transport))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.cluster.nodes[next(iter(app.cluster.nodes))].alarm_list is not None)
+        await pilot.press("a")
+        await pilot.pause()
+        app.refresh_screen()
+        active = app.screen.query_one("#active-alarms", AlarmTable)
+        await wait_for(lambda: active.row_count == 1)
+        await settle(pilot)
+        row = line_with(app, "rail 12.061 V").rstrip()
+        assert len(row) <= 80 and row.endswith("…")
+        shown = row[row.index("rail 12.061 V"):-1]
+        assert FIGURES.startswith(shown) and len(shown) >= 25
+        # Every figure shown whole is one of the message's; only the one the ellipsis ends may be cut.
+        assert set(re.findall(r"\d+(?:\.\d+)?(?![\d.…])", row[row.index("rail"):])) <= set(
+            re.findall(r"\d+(?:\.\d+)?", FIGURES))

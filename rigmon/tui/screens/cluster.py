@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header
 
 from rigmon.cluster.node_view import NodeView
 from rigmon.tui.messages import HistoryWanted
+from rigmon.tui.recording_end import ENDED
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.replay_bar import ReplayBar
@@ -23,10 +24,10 @@ from rigmon.tui.widgets.replay_bar import ReplayBar
 VISIBLE_SLACK_ROWS = 3
 
 
-def _height_changes(row: NodeRow, view: NodeView) -> bool:
-    """Whether ``view`` gives ``row`` another height (a line for its problems or not): then the
-    list's layout changes and the row is updated at once, on screen or not."""
-    height = NodeRow.height_for(view)
+def _height_changes(row: NodeRow, view: NodeView, ended_at: float | None) -> bool:
+    """Whether ``view`` (its recording ended at ``ended_at``) gives ``row`` another height (a line for
+    its problems or not): then the list's layout changes and the row is updated at once, on screen or not."""
+    height = NodeRow.height_for(view, ended_at)
     return row.styles.height is None or row.styles.height.value != height
 
 
@@ -105,8 +106,10 @@ class ClusterScreen(Screen[None]):
         # query (this runs on every redraw, up to ten times a second).
         return [child for child in self.query_one("#nodes", VerticalScroll).children if isinstance(child, NodeRow)]
 
-    def show(self, views: Sequence[NodeView]) -> None:
-        """Draw ``views`` (already in display order)."""
+    def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None) -> None:
+        """Draw ``views`` (already in display order); ``ended``: in a replay, the nodes whose recording
+        ended before the cursor, by key, with when (`rigmon.tui.recording_end.recording_ends`)."""
+        ended = ended or {}
         rows = self._rows()
         focused = self.focused
         if (isinstance(focused, NodeRow) and focused in rows and focused is not self._cursor_row(rows)
@@ -119,27 +122,33 @@ class ClusterScreen(Screen[None]):
         for index, (row, view) in enumerate(zip(rows, views)):
             if row.with_paths != with_paths:
                 row.with_paths = with_paths
-            # Most rows keep their view object between redraws (see `NodeStore.view`).
-            if row.view is view:
+            ended_at = ended.get(view.key)
+            # Most rows keep their view object between redraws (see `NodeStore.view`); a node whose
+            # recording ended keeps it while the cursor moves on.
+            if row.view is view and row.ended_at == ended_at:
                 continue
-            if index in shown or _height_changes(row, view):
+            if index in shown or _height_changes(row, view, ended_at):
+                row.ended_at = ended_at
                 row.view = view
                 self._unpainted.discard(row)
             else:
                 # Off screen: no repaint now (a repaint of a widget off screen makes Textual lay
                 # out every row again, which with 256 nodes cost more than drawing the screen).
+                row.set_reactive(NodeRow.ended_at, ended_at)
                 row.set_reactive(NodeRow.view, view)
                 self._unpainted.add(row)
         container = self.query_one("#nodes", VerticalScroll)
         mounted = len(views) > len(rows)
         if mounted:
-            container.mount_all(NodeRow(view, with_paths=with_paths) for view in views[len(rows):])
+            container.mount_all(NodeRow(view, with_paths=with_paths, ended_at=ended.get(view.key))
+                                for view in views[len(rows):])
         for row in rows[len(views):]:
             self._unpainted.discard(row)
             row.remove()
         counts: dict[str, int] = {}
         for view in views:
-            counts[view.state] = counts.get(view.state, 0) + 1
+            state = ENDED if view.key in ended else view.state
+            counts[state] = counts.get(state, 0) + 1
         noun = "node" if len(views) == 1 else "nodes"
         spans = [v.trend_span_s for v in views if v.trend_span_s is not None]
         header = self.query_one(ClusterHeader)

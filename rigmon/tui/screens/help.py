@@ -37,7 +37,9 @@ HELP = """\
 - **Space**: play or pause; **← →**: 10 s back or ahead (**Shift**: 1 min)
 - **[ ]**: slower or faster
 - Clock skew is not judged in a replay: a bundle holds the nodes' own times, not when they arrived;
-  nor is a node stale after its last frame (a gap between two of its frames is)
+  nor is a node stale after its last frame (a gap between two of its frames is): past it, a bundle
+  that does not date its pulls shows "recording ended HH:MM:SS" (its agent stopped, or its clock ran
+  behind the others')
 
 ## History (**h**)
 

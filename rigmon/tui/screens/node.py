@@ -20,6 +20,7 @@ from rigmon.schema import Event, Frame, Info
 from rigmon.tui import format as fmt
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.messages import HistoryWanted
+from rigmon.tui.recording_end import ended_text
 from rigmon.tui.widgets.collector_health import CollectorHealth
 from rigmon.tui.widgets.event_list import EventList
 from rigmon.tui.widgets.gpu_group import GpuGroup
@@ -60,10 +61,14 @@ def troubled_groups(problems: tuple[Problem, ...]) -> set[type[SourceGroup]]:
     return out
 
 
-def out_of_touch(view: NodeView) -> tuple[Problem, ...]:
+def out_of_touch(view: NodeView, ended_at: float | None = None) -> tuple[Problem, ...]:
     """What is wrong now with a node the dashboard has lost (its readings are the last it had):
     ``unreachable, last data 24s ago: cannot connect: ...`` (red), ``stale, last data 8s ago``
-    (amber), as its cluster row says; nothing while it is live."""
+    (amber), as its cluster row says; in a replay, ``recording ended 00:01:30: ...`` (amber) once
+    the cursor is past its last frame (``ended_at``, see `rigmon.tui.recording_end`); nothing while it is live."""
+    if ended_at is not None:
+        return (Problem("warn", f"{ended_text(ended_at)}: nothing of it after its last frame (its agent stopped, "
+                                "or its clock ran behind the others')", "node"),)
     if view.state not in ("stale", "unreachable"):
         return ()
     text = view.state + (", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
@@ -135,10 +140,13 @@ class NodeScreen(Screen[None]):
         # Per instance (Textual's documented way), so no other scrollbar changes.
         self.query_one("#node-body", VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
-    def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...]) -> None:
-        """Draw one node; an Xid reported by NVML and by the kernel log is listed once."""
+    def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...],
+             ended_at: float | None = None) -> None:
+        """Draw one node; an Xid reported by NVML and by the kernel log is listed once. ``ended_at``: in
+        a replay, when the node's recording ended before the cursor (`rigmon.tui.recording_end`)."""
         events = merge_xid_events(events)
-        self.sub_title = f"{view.label or view.name} · {view.state}"
+        state = view.state if ended_at is None else ended_text(ended_at)
+        self.sub_title = f"{view.label or view.name} · {state}"
         if view.key != self._shown_key:
             # Another node: start at its top, not where the last one was left. The refresh
             # timer re-shows the same node every second and keeps the scroll position.
@@ -147,8 +155,9 @@ class NodeScreen(Screen[None]):
         story = self.query_one(IncidentTimeline)
         story.steps = timeline(events, view.sags, now=view.problems,
                                now_at=frame.taken_at if frame is not None else None)
-        story.now = (*out_of_touch(view), *view.problems)
+        story.now = (*out_of_touch(view, ended_at), *view.problems)
         status = self.query_one(NodeStatus)
+        status.ended_at = ended_at
         status.view = view
         status.info = info
         for group in self.query(SourceGroup):

@@ -21,8 +21,9 @@ from rigmon.tui.text import plain
 #: at 80 columns, as is the resolved time (✓ once acknowledged); the ack column, since when a
 #: dead node's alarm is what it last said, the subject and the rule are past the edge there
 #: (the state or resolved cells name who acknowledged; the panel under the tables shows the
-#: alarm under the cursor in full). Wider, a grouped row's rules and then the message are cut
-#: to keep them on screen (`fitted_cells`).
+#: alarm under the cursor in full), and a message longer than the room left to the edge is cut there
+#: with an ellipsis (`AlarmTable._edge_cells`). Wider, a grouped row's rules and then the message are
+#: cut to keep them on screen (`fitted_cells`).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
     ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
@@ -72,9 +73,9 @@ def fitted_cells(widths: Mapping[str, int], width: int, padding: int) -> tuple[i
     """Cells of the message column and of the rule column that leave every column on screen
     (``None``: whole). The rules of a grouped row (``psu_rail_low_critical, psu_rail_undervoltage_latched,
     ...``, ~75 cells for the rail) are cut first, to `RULE_CUT_CELLS`; then the message, unless it
-    would keep fewer than `MESSAGE_MIN_CELLS`: then nothing is cut and the columns after the message
-    are past the edge (at 80 columns the state cells name who acknowledged instead). The panel under
-    the tables has the alarm under the cursor whole.
+    would keep fewer than `MESSAGE_MIN_CELLS`: then the columns after the message are past the edge
+    (at 80 columns the state cells name who acknowledged instead), and the message is cut at it
+    (`AlarmTable._edge_cells`). The panel under the tables has the alarm under the cursor whole.
 
     Args:
         widths: cells of each column's content with every column whole, by column key.
@@ -101,7 +102,8 @@ class ColumnLayout:
 
     Attributes:
         message_cells: cells of the message column, the message cut with an ellipsis (the panel
-            under the tables has it whole); ``None``: as wide as the longest message.
+            under the tables has it whole): to keep the columns after it on screen, or, when they
+            are past the edge, to end at the edge; ``None``: as wide as the longest message.
         rule_cells: the same for the rule column (a grouped row's rules).
         names_in_state: whether the state cells (the resolved cells of the resolved table) name who
             acknowledged (the ack column past the edge).
@@ -301,12 +303,30 @@ class AlarmTable(DataTable[Text]):
 
     def _fit(self) -> ColumnLayout:
         """The layout for the table's width now: the rules and the message cut to leave every
-        column on screen (`fitted_cells`); where they cannot be, the message whole and, while the
-        ack column is past the edge, the names in the state (resolved) cells (`_names_wanted`)."""
+        column on screen (`fitted_cells`); where they cannot be, the message cut at the table's edge
+        (`_edge_cells`) and, while the ack column is past the edge, the names in the state (resolved)
+        cells (`_names_wanted`)."""
         if not self._widths:
             return ColumnLayout()
         message, rule = fitted_cells(self._widths, self.scrollable_content_region.width, self.cell_padding)
-        return ColumnLayout(message, rule, message is None and rule is None and self._names_wanted())
+        if message is not None or rule is not None:
+            return ColumnLayout(message, rule)
+        names = self._names_wanted()
+        return ColumnLayout(self._edge_cells(names), None, names)
+
+    def _edge_cells(self, names_in_state: bool) -> int | None:
+        """Cells of the message column that end it at the table's right edge, when the columns after
+        it are past that edge and the whole message would run past it too (``None``: it ends on screen).
+
+        The edge would otherwise cut the message anywhere, inside a figure (``11.6`` of ``11.608 V``)
+        with nothing to say so; cut to its column it ends in "…" (the panel has it whole)."""
+        width = self.scrollable_content_region.width
+        keys = self._column_keys()
+        before = sum(self._widths[key] + 2 * self.cell_padding for key in keys[:keys.index("message")])
+        if names_in_state:
+            before += self._named_state_width - self._widths[self._fold_column]
+        room = width - before - 2 * self.cell_padding
+        return max(1, room) if self._widths["message"] > room else None
 
     def _column_widths(self, alarms: tuple[AlarmRow, ...]) -> dict[str, int]:
         """Cells of each column's content with every column whole (no name in the state or resolved cells)."""

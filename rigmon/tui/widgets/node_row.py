@@ -23,6 +23,7 @@ from rigmon.cluster.node_view import NodeView
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
+from rigmon.tui.recording_end import ended_text
 from rigmon.tui.text import plain
 
 
@@ -189,6 +190,12 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
     return None
 
 
+def out_of_touch(view: NodeView, ended_at: float | None) -> bool:
+    """Whether a row's figures are not current: the node is stale or unreachable, or its recording
+    ended (``ended_at``); its second line then says so instead of trends, and the figures are faint."""
+    return ended_at is not None or view.state in ("stale", "unreachable")
+
+
 def grid(widths: Sequence[int]) -> Table:
     """An empty borderless table with the given column widths."""
     table = Table.grid(padding=(0, 1), expand=False)
@@ -209,6 +216,7 @@ class NodeRow(Widget, can_focus=True):
         "node-row--stale",
         "node-row--unreachable",
         "node-row--connecting",
+        "node-row--ended",
         "node-row--alarm",
         "node-row--alarm-warning",
         "node-row--alarm-info",
@@ -230,21 +238,31 @@ class NodeRow(Widget, can_focus=True):
     """The node to draw; a fresh `NodeView` on every refresh."""
     with_paths: reactive[bool] = reactive(False)
     """Whether the table has the worst peer path's column (some node of the screen probes peers)."""
+    ended_at: reactive[float | None] = reactive(None)
+    """In a replay, when the node's recording ended before the cursor (its last frame's ``taken_at``,
+    see `rigmon.tui.recording_end`); ``None`` live and while its frames go on."""
 
     def watch_view(self, view: NodeView | None) -> None:
-        height = self.height_for(view)
+        self._fit_height()
+
+    def watch_ended_at(self, ended_at: float | None) -> None:
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        height = self.height_for(self.view, self.ended_at)
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
     @staticmethod
-    def height_for(view: NodeView | None) -> int:
+    def height_for(view: NodeView | None, ended_at: float | None = None) -> int:
         """Lines a row takes for ``view``: a third says why the node is in trouble; healthy rows take two."""
-        return 3 if NodeRow.shows_reason(view) else 2
+        return 3 if NodeRow.shows_reason(view, ended_at) else 2
 
     @staticmethod
-    def shows_reason(view: NodeView | None) -> bool:
-        """Whether a row for ``view`` has the third line, saying what is wrong (not for a stale or unreachable node)."""
-        return view is not None and bool(view.problems) and view.state not in ("stale", "unreachable")
+    def shows_reason(view: NodeView | None, ended_at: float | None = None) -> bool:
+        """Whether a row for ``view`` has the third line, saying what is wrong (not for a stale or unreachable
+        node, nor one whose recording ended at ``ended_at``: what was wrong is as of its last frame)."""
+        return view is not None and bool(view.problems) and not out_of_touch(view, ended_at)
 
     class Selected(Message):
         """The operator chose this row's node."""
@@ -253,10 +271,12 @@ class NodeRow(Widget, can_focus=True):
             super().__init__()
             self.key = key
 
-    def __init__(self, view: NodeView | None = None, *, with_paths: bool = False, id: str | None = None) -> None:
+    def __init__(self, view: NodeView | None = None, *, with_paths: bool = False, ended_at: float | None = None,
+                 id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(NodeRow.view, view)
         self.set_reactive(NodeRow.with_paths, with_paths)
+        self.set_reactive(NodeRow.ended_at, ended_at)
         # Component styles by name, for the theme they were read under. Textual drops its own
         # cache of them on every refresh, and a row is refreshed for each of its node's frames.
         self._styles: dict[str, Style] = {}
@@ -308,7 +328,10 @@ class NodeRow(Widget, can_focus=True):
         summary = view.summary
         name = plain(name_label(view, name_width), self._style("name"))
         state = Text(view.state, style=self._style(view.state))
-        if view.state in ("stale", "unreachable"):
+        if self.ended_at is not None:
+            # Its figures are its last frame's; not stale: the bundle cannot tell it from a clock behind.
+            state = Text(ended_text(self.ended_at), style=self._style("ended"))
+        elif view.state in ("stale", "unreachable"):
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:
                 state.append(": ").append(plain(view.reason))
@@ -339,7 +362,7 @@ class NodeRow(Widget, can_focus=True):
         summary = view.summary
         name, state, alarm_text, figures = self._figures(view, widths[0])
         # A node in trouble gets the whole second line for what is wrong instead of trends.
-        trouble = view.state in ("stale", "unreachable")
+        trouble = out_of_touch(view, self.ended_at)
         top = [row_lines.cell(name.plain, self._style("name"), widths[0]), row_lines.GAP,
                row_lines.cell(alarm_text.plain, alarm_text.style if isinstance(alarm_text.style, Style) else None,
                               widths[1], "right")]
@@ -378,7 +401,7 @@ class NodeRow(Widget, can_focus=True):
 
     def _reason(self, view: NodeView) -> Text | None:
         """The third line: what is wrong, worst first, in the colour of the worst problem."""
-        if not self.shows_reason(view):
+        if not self.shows_reason(view, self.ended_at):
             return None
         worst = view.problems[0]
         text = Text("  ↳ ", style=self._style("missing"))
@@ -405,7 +428,7 @@ class NodeRow(Widget, can_focus=True):
         """The row as a Rich table, which squeezes columns that do not fit."""
         summary = view.summary
         name, state, alarm_text, figures = self._figures(view, widths[0])
-        trouble = view.state in ("stale", "unreachable")
+        trouble = out_of_touch(view, self.ended_at)
         table = grid(widths)
         top: list[RenderableType] = [name, alarm_text]
         bottom: list[RenderableType] = [state, ""]

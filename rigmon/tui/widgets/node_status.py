@@ -13,6 +13,7 @@ from textual.widget import Widget
 from rigmon.cluster.node_view import NodeView
 from rigmon.schema import Info
 from rigmon.tui import format as fmt
+from rigmon.tui.recording_end import ended_text
 from rigmon.tui.text import plain
 
 #: Cells between the columns of the status grid.
@@ -35,6 +36,7 @@ class NodeStatus(Widget):
         "node-status--stale",
         "node-status--unreachable",
         "node-status--connecting",
+        "node-status--ended",
     }
     DEFAULT_CSS = """
     NodeStatus {
@@ -46,6 +48,9 @@ class NodeStatus(Widget):
     """The node as the store sees it now."""
     info: reactive[Info | None] = reactive(None, layout=True)
     """The agent's /v1/info answer, if it gave one."""
+    ended_at: reactive[float | None] = reactive(None, layout=True)
+    """In a replay, when the node's recording ended before the cursor (its last frame's ``taken_at``,
+    see `rigmon.tui.recording_end`); ``None`` live and while its frames go on."""
 
     def render(self) -> RenderableType:
         view = self.view
@@ -55,12 +60,18 @@ class NodeStatus(Widget):
         state = Text(view.state, style=self.get_component_rich_style(f"node-status--{view.state}", partial=True))
         if view.reason and view.state != "live":
             state.append(": ").append(plain(view.reason))
+        age = "never" if view.age_s is None else f"{fmt.age(view.age_s)} ago"
+        if self.ended_at is not None:
+            # Its age stops at its last frame (the replay cannot tell a dead node from a clock behind).
+            state = Text(ended_text(self.ended_at),
+                         style=self.get_component_rich_style("node-status--ended", partial=True))
+            age = "at the end of its recording"
         info = self.info
         run = f"{info.run_id} (rigmon {info.agent_version})" if info else fmt.MISSING
         seq = str(view.summary.seq) if view.summary else fmt.MISSING
         rows = [
             ("node", plain(view.name), "agent", plain(view.url)),
-            ("state", state, "last data", Text("never" if view.age_s is None else f"{fmt.age(view.age_s)} ago")),
+            ("state", state, "last data", Text(age)),
             ("run", plain(run), "seq", Text(seq)),
             ("restarts", Text(str(view.restarts)), "frames lost", Text(str(view.frames_lost))),
         ]
