@@ -83,7 +83,8 @@ class MdstatArray:
 
 
 # md127 : active (auto-read-only) raid1 nvme1n1[1](W) nvme0n1[0](F)
-_HEADER = lazy_compile(r"^(?P<name>md[\w.!-]*) : ?(?P<rest>.*)$")
+# (a name given in bytes that are not UTF-8, read with surrogateescape: U+DC80..U+DCFF for them)
+_HEADER = lazy_compile(r"^(?P<name>md[\w.!\udc80-\udcff-]*) : ?(?P<rest>.*)$")
 # nvme0n1[0](W)(F)
 _MEMBER = lazy_compile(r"^(?P<name>[^\[\]\s()]+)\[(?P<nr>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
 _MEMBER_LIKE = lazy_compile(r"^[^\[\s]+\[")
