@@ -69,7 +69,8 @@ def member_role(m: MemberFacts) -> RaidMemberRole:
     """Decide a member's role from mdstat flags and sysfs state.
 
     sysfs prints ``spare`` for any member that is neither faulty, journal nor in sync,
-    which includes a member being rebuilt into a slot; the slot tells them apart.
+    which includes a member being rebuilt into a slot; the slot tells them apart. Without
+    sysfs state, mdstat's recovery line and ``[U_]`` tell a member being rebuilt.
     """
     flags = set(m.flags)
     ms = m.mdstat
@@ -85,6 +86,8 @@ def member_role(m: MemberFacts) -> RaidMemberRole:
         return "rebuilding" if m.slot is not None else "spare"
     if ms is not None and ms.spare:
         return "spare"
+    if ms is not None and ms.rebuilding:
+        return "rebuilding"  # no sysfs state: mdstat's recovery says it (see `rebuilding_members`)
     return "in_sync" if ms is not None else "unknown"
 
 
