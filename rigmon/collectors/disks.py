@@ -9,6 +9,7 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, NoData, PolledCollector
 from rigmon.collectors.sysfs_values import U64_DIGITS, U64_MAX
+from rigmon.hw.names import TextNames, text_name
 from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates, counter_delta
 from rigmon.schema import DiskReading
@@ -215,24 +216,31 @@ class DiskCollector(PolledCollector):
         self._tracker = DiskRateTracker()
         self._skipped_before: tuple[str, ...] = ()
         self.skipped_lines_total = 0
+        #: Device names as records carry them, worked out once per name.
+        self._names = TextNames()
 
     def collect(self) -> Sequence[object]:
         # The md collector parses the same file in the same tick: the parse of the same bytes is shared.
-        parsed = self.root.read_parsed("/proc/diskstats", parse_diskstats)
+        # A device may be named in any bytes: read as /sys/block lists it, so that the two meet;
+        # its record carries the name as `text_name` gives it (two such names stay two devices).
+        parsed = self.root.read_parsed("/proc/diskstats", parse_diskstats, errors="surrogateescape")
         if parsed is None:
             raise NoData("no /proc/diskstats")
         now_s = self.clock.monotonic()
         whole = set(self.root.listdir("/sys/block"))
         out: list[object] = []
         readings = []
+        keys = []
         for st in parsed.disks:
             if not is_reported_disk(st.name, whole):
                 continue
             # Key by name and device number: a re-plugged enclosure may re-use a name
             # with another minor, and must not be diffed against the old device.
-            rates = self._tracker.update((st.name, st.major, st.minor), st, now_s)
+            key = (st.name, st.major, st.minor)
+            keys.append(key)
+            rates = self._tracker.update(key, st, now_s)
             readings.append(DiskReading(
-                name=st.name,
+                name=self._names(st.name),
                 major=st.major,
                 minor=st.minor,
                 reads_total=st.reads,
@@ -250,7 +258,7 @@ class DiskCollector(PolledCollector):
                 read_await_ms=rates.read_await_ms,
                 write_await_ms=rates.write_await_ms,
             ))
-        self._tracker.forget_missing((d.name, d.major, d.minor) for d in readings)
+        self._tracker.forget_missing(keys)
         skipped = parsed.skipped
         self.skipped_lines_total += len(skipped)
         if not readings and skipped:
@@ -260,12 +268,13 @@ class DiskCollector(PolledCollector):
         new = [line for line in skipped if line not in self._skipped_before]
         self._skipped_before = skipped
         if new:
+            line = text_name(new[0])
             out.append(EventDraft(
                 "diskstats_line_skipped", "warning", "disks",
                 f"/proc/diskstats: skipped {len(skipped)} line{'s' if len(skipped) != 1 else ''} that "
                 f"{'are' if len(skipped) != 1 else 'is'} not diskstats ({self.skipped_lines_total} so far): "
-                f"{new[0][:120]!r}",
-                {"skipped": len(skipped), "skipped_total": self.skipped_lines_total, "line": new[0][:200]},
+                f"{line[:120]!r}",
+                {"skipped": len(skipped), "skipped_total": self.skipped_lines_total, "line": line[:200]},
             ))
         out.extend(readings)
         return out

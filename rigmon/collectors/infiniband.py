@@ -20,6 +20,7 @@ from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.sysfs_values import parse_int
+from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
 from rigmon.rates import CounterRates
@@ -105,7 +106,10 @@ def judge_port(state_id: int | None, phys_state_id: int | None, rate_gbps: float
 
 
 class RawPort(msgspec.Struct, frozen=True, gc=False):
-    """What one read of a port found, before it is judged and given rates."""
+    """What one read of a port found, before it is judged and given rates.
+
+    ``device`` and the names of ``hw_counters`` are as records carry them (`PortFiles`).
+    """
 
     device: str
     port: int
@@ -123,22 +127,32 @@ class RawPort(msgspec.Struct, frozen=True, gc=False):
 @dataclass(frozen=True, slots=True)
 class PortFiles:
     """What a port's driver defines: which standard counters and hw_counters it has, and its
-    link layer. Read with the port's facts (see `DeviceFacts`), not on every read."""
+    link layer. Read with the port's facts (see `DeviceFacts`), not on every read.
+
+    A device or counter is named by its directory entry, in any bytes: ``hw_counters`` are the
+    file names (for the paths), ``hw_names`` and ``device`` the names as records carry them
+    (`rigmon.hw.names.text_name`), so that two names that differ only in bytes that are not
+    UTF-8 stay two series.
+    """
 
     counters: tuple[str, ...]
     hw_counters: tuple[str, ...]
     link_layer: str | None
+    device: str
+    hw_names: tuple[str, ...]
 
 
 def read_port_files(root: HostRoot, device: str, port: int) -> PortFiles:
     """The files a port has (see `PortFiles`)."""
     base = f"{CLASS}/{device}/ports/{port}"
     present = set(root.listdir(f"{base}/counters"))
+    hw_counters = tuple(n for n in root.listdir(f"{base}/hw_counters")[:MAX_HW_COUNTERS] if n not in HW_NOT_COUNTERS)
     return PortFiles(
         counters=tuple(n for n in COUNTERS if n in present),
-        hw_counters=tuple(n for n in root.listdir(f"{base}/hw_counters")[:MAX_HW_COUNTERS]
-                          if n not in HW_NOT_COUNTERS),
+        hw_counters=hw_counters,
         link_layer=_read(root, f"{base}/link_layer")[0],
+        device=text_name(device),
+        hw_names=tuple(text_name(n) for n in hw_counters),
     )
 
 
@@ -181,11 +195,11 @@ def read_port(root: HostRoot, device: str, port: int, files: PortFiles | None = 
         elif failed or text is not None:
             unreadable.append(name)
     hw: dict[str, int] = {}
-    for name in files.hw_counters:
+    for name, text in zip(files.hw_counters, files.hw_names, strict=True):
         value = parse_counter(_read(root, f"{base}/hw_counters/{name}")[0])
         if value is not None:
-            hw[name] = value
-    return RawPort(device=device, port=port, link_layer=files.link_layer, state_id=state_id, state=state,
+            hw[text] = value
+    return RawPort(device=files.device, port=port, link_layer=files.link_layer, state_id=state_id, state=state,
                    phys_state_id=phys_id, phys_state=phys, rate_text=attr("rate"), counters=counters,
                    unreadable=tuple(unreadable), hw_counters=hw)
 

@@ -38,7 +38,12 @@ class MdstatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class MdstatMember:
-    """A member as /proc/mdstat lists it: kernel name, role index and flags."""
+    """A member as /proc/mdstat lists it: kernel name, role index and flags.
+
+    ``rebuilding`` is not printed by md: it is what the array's lines say of the member (see
+    `rebuilding_members`). ``name`` is the kernel's, as read (a byte that is not UTF-8 as a
+    ``surrogateescape`` surrogate), so that it names the member's sysfs paths.
+    """
 
     name: str
     desc_nr: int
@@ -47,6 +52,7 @@ class MdstatMember:
     faulty: bool = False
     spare: bool = False
     replacement: bool = False
+    rebuilding: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +89,8 @@ class MdstatArray:
 
 
 # md127 : active (auto-read-only) raid1 nvme1n1[1](W) nvme0n1[0](F)
-_HEADER = lazy_compile(r"^(?P<name>md[\w.!-]*) : ?(?P<rest>.*)$")
+# (a name given in bytes that are not UTF-8, read with surrogateescape: U+DC80..U+DCFF for them)
+_HEADER = lazy_compile(r"^(?P<name>md[\w.!\udc80-\udcff-]*) : ?(?P<rest>.*)$")
 # nvme0n1[0](W)(F)
 _MEMBER = lazy_compile(r"^(?P<name>[^\[\]\s()]+)\[(?P<nr>\d+)\](?P<flags>(?:\([A-Z]\))*)$")
 _MEMBER_LIKE = lazy_compile(r"^[^\[\s]+\[")
@@ -287,7 +294,45 @@ def parse_mdstat(text: str) -> list[MdstatArray]:
                 raise _error(line, "status line without an array header above it")
             raise _error(line, "not an array header")
         arrays[-1] = current = _with_detail(current, line)
-    return arrays
+    return [_with_rebuilding(a) for a in arrays]
+
+
+def rebuilding_members(array: MdstatArray) -> frozenset[int]:
+    """Which members (indices into ``array.members``) mdstat shows being rebuilt.
+
+    During ``recovery =`` md rebuilds the members it gave a slot that are not in sync yet:
+    such a member has no ``(S)`` (md prints it for a member without a slot: a spare not picked
+    up yet) and no ``(F)``, and its slot reads ``_`` in ``[U_]``, which counts only the members
+    in sync. So the members without a flag are the ``U`` of the status plus those rebuilt. The
+    ``[n]`` of a member is its role index in the superblock, which is its slot only for a
+    member the array was created with (one added later gets the next free index, ``n`` or
+    above): a member is called rebuilding when its index is a ``_`` of the status or past its
+    end, and only when the members so found are as many as the slots rebuilt; else mdstat
+    alone does not say which they are (none is called rebuilding).
+    """
+    status = array.member_status
+    if array.sync_action != "recover" or array.sync_pending is not None or status is None:
+        return frozenset()
+    slotted = [i for i, m in enumerate(array.members)
+               if not (m.spare or m.faulty or m.journal or m.replacement)]
+    rebuilt = len(slotted) - status.count("U")
+    if rebuilt <= 0:
+        return frozenset()
+    found = frozenset(i for i in slotted
+                      if array.members[i].desc_nr >= len(status) or status[array.members[i].desc_nr] == "_")
+    return found if len(found) == rebuilt else frozenset()
+
+
+def _with_rebuilding(array: MdstatArray) -> MdstatArray:
+    """``array`` with its members being rebuilt marked (see `rebuilding_members`)."""
+    if array.sync_action != "recover":
+        return array  # the usual case: nothing to look at
+    found = rebuilding_members(array)
+    if not found:
+        return array
+    members = tuple(dataclasses.replace(m, rebuilding=True) if i in found else m
+                    for i, m in enumerate(array.members))
+    return dataclasses.replace(array, members=members)
 
 
 def is_container(level: str | None, metadata: str | None) -> bool:

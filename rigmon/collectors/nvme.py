@@ -16,6 +16,7 @@ from rigmon.collectors.base import (
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
+from rigmon.hw.names import TextNames
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
 from rigmon.lazy_re import lazy_compile
@@ -187,6 +188,9 @@ class NvmeCollector(PolledCollector):
         self.root = root
         self._lock = threading.Lock()
         self._seen: dict[str, NvmeReading] | None = None
+        #: Controller names as records (and ``_seen``) carry them: a directory entry may hold
+        #: bytes that are not UTF-8 (`rigmon.hw.names.text_name`); paths use the entry as listed.
+        self._names = TextNames()
         self._facts: DeviceFacts[str, ControllerFacts] = DeviceFacts()
         self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
         #: Per controller, its directory's entries and the namespaces they name (see `_list`).
@@ -249,7 +253,8 @@ class NvmeCollector(PolledCollector):
         base = f"/sys/class/nvme/{name}"
         attr = self.root.read_attr
         state = attr(f"{base}/state")
-        before = self._seen.get(name) if self._seen is not None else None
+        text = self._names(name)
+        before = self._seen.get(text) if self._seen is not None else None
         if state is None or (before is not None and before.state != state):
             self._facts.forget(name)
             self._hwmon.forget(name)
@@ -280,7 +285,7 @@ class NvmeCollector(PolledCollector):
                                              facts.max_link_width, facts.port_max_link_speed_gts,
                                              facts.port_max_link_width, lost)
         return NvmeReading(
-            name=name,
+            name=text,
             model=facts.model,
             serial=facts.serial,
             firmware=facts.firmware,

@@ -32,6 +32,7 @@ from rigmon.collectors.mdstat import (
 )
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.udev_rescan import UdevRescan
+from rigmon.hw.names import TextNames, text_name
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevEvent, UdevSource, open_udev_source
 from rigmon.schema import (
@@ -68,7 +69,8 @@ def member_role(m: MemberFacts) -> RaidMemberRole:
     """Decide a member's role from mdstat flags and sysfs state.
 
     sysfs prints ``spare`` for any member that is neither faulty, journal nor in sync,
-    which includes a member being rebuilt into a slot; the slot tells them apart.
+    which includes a member being rebuilt into a slot; the slot tells them apart. Without
+    sysfs state, mdstat's recovery line and ``[U_]`` tell a member being rebuilt.
     """
     flags = set(m.flags)
     ms = m.mdstat
@@ -84,6 +86,8 @@ def member_role(m: MemberFacts) -> RaidMemberRole:
         return "rebuilding" if m.slot is not None else "spare"
     if ms is not None and ms.spare:
         return "spare"
+    if ms is not None and ms.rebuilding:
+        return "rebuilding"  # no sysfs state: mdstat's recovery says it (see `rebuilding_members`)
     return "in_sync" if ms is not None else "unknown"
 
 
@@ -141,8 +145,13 @@ def concerns_arrays(event: UdevEvent) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ArrayFacts:
-    """What does not change about an array while its geometry stays (read once, see `DeviceFacts`)."""
+    """What does not change about an array while its geometry stays (read once, see `DeviceFacts`).
 
+    ``name`` and ``md_name`` are as records carry them (`rigmon.hw.names.text_name`): a name
+    given in bytes that are not UTF-8 keeps them as ``\\xNN``; paths use the kernel's name.
+    """
+
+    name: str
     md_name: str | None
     level: str | None
     raid_disks: int | None
@@ -180,6 +189,8 @@ class RaidCollector(PolledCollector):
         self._seen: dict[str, RaidArrayReading] | None = None
         self._facts: DeviceFacts[str, ArrayFacts] = DeviceFacts()
         self._md_names: dict[str, str] = {}
+        #: Member names as records carry them, worked out once per name.
+        self._member_names = TextNames()
         self._sysfs = True
         self._known_devices: set[str] | None = None
         self._rescan = UdevRescan(events, ("block",), self._on_udev, "rigmon-raid-udev", wants=concerns_arrays)
@@ -201,9 +212,11 @@ class RaidCollector(PolledCollector):
 
     def _collect(self) -> list[object]:
         # mdstat reads the same from one tick to the next unless an array changes: its parse is
-        # reused then, as the disk collector's parse of /proc/diskstats is in the same tick.
+        # reused then, as the disk collector's parse of /proc/diskstats is in the same tick. Both
+        # name devices as the kernel does, in any bytes: read as /sys and /dev list them, so that
+        # the names find their paths and each other (records carry them as `text_name` gives).
         try:
-            parsed = self.root.read_parsed("/proc/mdstat", parse_mdstat)
+            parsed = self.root.read_parsed("/proc/mdstat", parse_mdstat, errors="surrogateescape")
         except MdstatError as exc:
             raise CollectorError(f"/proc/mdstat: {exc}") from None
         if parsed is None:
@@ -211,7 +224,7 @@ class RaidCollector(PolledCollector):
         if not parsed and self._seen is None:
             raise NoData("no md arrays")
         now_s = self.clock.monotonic()
-        diskstats = self.root.read_parsed("/proc/diskstats", parse_diskstats)
+        diskstats = self.root.read_parsed("/proc/diskstats", parse_diskstats, errors="surrogateescape")
         stats = {s.name: s for s in diskstats.disks} if diskstats is not None else {}
         # Without /sys (a container that does not mount it) nothing says a member's block
         # device is gone; /proc/diskstats still lists every device the kernel has.
@@ -238,7 +251,9 @@ class RaidCollector(PolledCollector):
     def _array_facts(self, name: str) -> ArrayFacts:
         base = f"/sys/block/{name}/md"
         attr = self.root.read_attr
-        return ArrayFacts(md_name=self._md_names.get(name), level=attr(f"{base}/level") or None,
+        md_name = self._md_names.get(name)
+        return ArrayFacts(name=text_name(name), md_name=None if md_name is None else text_name(md_name),
+                          level=attr(f"{base}/level") or None,
                           raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
                           chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
 
@@ -278,7 +293,7 @@ class RaidCollector(PolledCollector):
             level, ms.raid_disks if ms.raid_disks is not None else raid_disks, working, ms.member_status,
             ms.near_copies, ms.far_copies)
         return RaidArrayReading(
-            name=ms.name,
+            name=facts.name,
             md_name=md_name,
             level=level,
             health=array_health(ms.state, array_state, level, degraded, sync_action, members, serves,
@@ -379,7 +394,7 @@ class RaidCollector(PolledCollector):
             facts = MemberFacts(name=name, mdstat=mstat, flags=flags, slot=slot, present=present)
             r = rates.get(name, NO_RATES) if present else NO_RATES
             out.append(RaidMemberReading(
-                name=name,
+                name=self._member_names(name),
                 slot=slot,
                 role=member_role(facts),
                 present=present,

@@ -40,3 +40,30 @@ def text_name(name: str) -> str:
     except UnicodeEncodeError:
         raw = name.encode("utf-8", "surrogatepass")  # a surrogate no byte gave: its three bytes escaped
     return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
+class TextNames:
+    """`text_name` of each name a collector meets, worked out once per name, not on every read.
+
+    For names read afresh on every tick (the lines of /proc/diskstats, md members): a lookup
+    of a name seen before costs one dict probe. The memo forgets every name once it holds
+    ``limit`` of them (a garbled listing of new names every tick does not grow it for ever).
+
+    Args:
+        limit: names held before all are forgotten.
+    """
+
+    __slots__ = ("_limit", "_texts")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._texts: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        """``text_name(name)``, from the memo when ``name`` was seen before."""
+        text = self._texts.get(name)
+        if text is None:
+            if len(self._texts) >= self._limit:
+                self._texts.clear()
+            text = self._texts[name] = text_name(name)
+        return text

@@ -206,8 +206,8 @@ class HostRoot:
         #: Devices of the top directories that are plain directories of a tree (see the class docstring).
         self._tree_devices: frozenset[int] = frozenset()
         self._local = threading.local()
-        #: Last bytes read and what they parsed to, by path and parser (see `read_parsed`).
-        self._parsed: dict[tuple[str, Callable[[str], object]], tuple[bytes, object]] = {}
+        #: Last bytes read and what they parsed to, by path, parser and decoding (see `read_parsed`).
+        self._parsed: dict[tuple[str, Callable[[str], object], str], tuple[bytes, object]] = {}
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         self._max_kept = MAX_KEPT_FDS if soft == resource.RLIM_INFINITY else min(MAX_KEPT_FDS, soft // 8)
 
@@ -256,7 +256,8 @@ class HostRoot:
         """Read raw bytes (see `read_attr`); ``None`` when absent."""
         return self._read(rel, max_bytes, 0)
 
-    def read_parsed(self, rel: str, parse: Callable[[str], T], max_bytes: int = MAX_READ_BYTES) -> T | None:
+    def read_parsed(self, rel: str, parse: Callable[[str], T], max_bytes: int = MAX_READ_BYTES,
+                    errors: str = "replace") -> T | None:
         """Read a file as `read_text` does and return ``parse(text)``, reusing the last result of
         ``parse`` on this file when the file reads the same bytes as then.
 
@@ -266,17 +267,22 @@ class HostRoot:
         caller that read the same bytes: treat it as read-only. An exception of ``parse``
         propagates and nothing is remembered.
 
+        Args:
+            errors: how bytes that are not UTF-8 are decoded, as for `read_text`
+                (``surrogateescape`` for a file that names block devices: /proc/diskstats,
+                /proc/mdstat). A parse is shared only by callers that decode the same way.
+
         Returns:
             The parse, or ``None`` when the file is absent or unreadable right now.
         """
         raw = self._read(rel, max_bytes, 0)
         if raw is None:
             return None
-        key = (rel, parse)
+        key = (rel, parse, errors)
         last = self._parsed.get(key)
         if last is not None and last[0] == raw:
             return last[1]  # type: ignore[return-value]
-        parsed = parse(raw.decode("utf-8", "replace"))
+        parsed = parse(raw.decode("utf-8", errors))
         # One entry per file and parser, replaced whole: a reader on another thread sees the
         # old pair or the new one.
         self._parsed[key] = (raw, parsed)

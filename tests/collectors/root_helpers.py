@@ -29,3 +29,19 @@ class ReadLog(ListLog):
     def _read(self, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
         self.read.append(rel)
         return super()._read(rel, max_bytes, whole_below)
+
+
+def write_byte_tree(root: Path, files: dict[bytes, bytes]) -> None:
+    """Files at paths given in bytes (a name the kernel gave in bytes that are not UTF-8), each
+    path relative to ``root``; a value that starts with ``-> `` makes a symlink to the rest."""
+    import os
+
+    base = os.fsencode(root)
+    for rel, content in files.items():
+        path = os.path.join(base, rel.lstrip(b"/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if content.startswith(b"-> "):
+            os.symlink(content[3:], path)
+            continue
+        with open(path, "wb") as fh:
+            fh.write(content)

@@ -377,3 +377,34 @@ def test_udev_events_of_devices_that_are_never_md_re_read_nothing() -> None:
 
     assert [n for n in ("loop7", "ram0", "zram0", "sr0", "md127", "sda1", "nvme0n1p2", "dm-3") if concerns_arrays(event(n))] \
         == ["md127", "sda1", "nvme0n1p2", "dm-3"]
+
+
+RECOVERING = "md6 : active raid1 sdb2[2] sda2[0]\n      195310144 blocks [2/1] [U_]\n" \
+             "      [=>...................]  recovery =  8.5% (16775552/195310144) finish=17.0min speed=259783K/sec\n"
+
+
+@pytest.mark.parametrize(("text", "rebuilding"), [
+    # Added after the array was made, sdb2 has index 2: past [U_], so the one md rebuilds.
+    (RECOVERING, ["sdb2"]),
+    # A member the array was made with, back in its own slot: its index is the "_".
+    (RECOVERING.replace("sdb2[2]", "sdb2[1]"), ["sdb2"]),
+    # A spare not picked up yet is (S), not rebuilt; nor is a faulty member.
+    (RECOVERING.replace("sdb2[2] sda2[0]", "sdc2[3](S) sdb2[2] sda2[0] sdd2[1](F)"), ["sdb2"]),
+    # Two candidates past the status for one slot rebuilt: mdstat does not say which.
+    (RECOVERING.replace("sda2[0]", "sda2[3]"), []),
+    # resync rebuilds no member; a recovery that waits has not started.
+    (RECOVERING.replace("recovery =", "resync ="), []),
+    ("md6 : active raid1 sdb2[2] sda2[0]\n      195310144 blocks [2/1] [U_]\n        resync=DELAYED\n", []),
+    (("md7 : active raid6 sdb1[0] sde1[3] sdd1[2] sdc1[1]\n      7813735424 blocks super 1.2 level 6, 512k chunk, "
+      "algorithm 2 [4/3] [U_UU]\n      [>....]  recovery =  1.0% (1/100) finish=1.0min speed=1K/sec\n"), ["sdc1"]),
+])
+def test_recovery_marks_the_member_in_the_slot_being_rebuilt(text: str, rebuilding: list[str]) -> None:
+    assert [m.name for m in one(text).members if m.rebuilding] == rebuilding
+
+
+def test_without_sysfs_state_a_member_being_rebuilt_is_rebuilding_not_in_sync(tmp_path: Path) -> None:
+    # No md/dev-* in the tree (a capture without /sys): mdstat alone tells the member rebuilt.
+    write_tree(tmp_path, {"/proc/mdstat": RECOVERING.replace("sdb2[2] sda2[0]", "sdc2[3](S) sdb2[2] sda2[0]")})
+    (a,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert {m.name: m.role for m in a.members} == {"sda2": "in_sync", "sdb2": "rebuilding", "sdc2": "spare"}
+    assert a.health == "recovering"
