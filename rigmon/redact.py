@@ -4,9 +4,10 @@ journal, frames).
 Values under keys that name a secret (token, secret, password, key, auth, credential) are
 replaced; every URL keeps only its scheme, host and port, because webhook URLs carry
 their secret in the user part, the query or the path (Slack, Discord, ntfy topics). Free text
-(a receiver's answer, a command's output) also loses bearer and basic credentials, the values of
-``key=``, ``token=``, ``secret=`` and ``password=`` (and of such JSON keys), and tokens whose
-form gives them away (Slack's ``xoxb-...``, GitHub's ``ghp_...``).
+(a receiver's answer, a command's output) also loses bearer and basic credentials, curl's
+``-u user:password``, ``user:password@host``, the values of ``key=``, ``token=``, ``secret=`` and
+``password=`` (and of such JSON keys, and of ``password: ...`` as YAML and logs write it), and
+tokens whose form gives them away (Slack's ``xoxb-...``, GitHub's ``ghp_...``).
 """
 
 from __future__ import annotations
@@ -26,19 +27,42 @@ _SECRET_KEY = lazy_compile(r"(?i)(token|secret|passw|api[_-]?key|private[_-]?key
 _FLAG = lazy_compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9-]*")
 # Paths of files holding secrets are not secrets themselves; their content never enters the data.
 _PATH_KEY = lazy_compile(r"_(file|path|dir)$")
-_URL = lazy_compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+# No ``\b`` before the scheme and a bounded scheme: each start costs at most 64 steps, where an
+# unbounded one rescanned a long run of letters and dashes ("a-a-a-...") from each of its word starts
+# (quadratic: seconds for 20 kB). Free text is redacted whole, however long (see `redact_text`).
+_URL = lazy_compile(r"[a-zA-Z][a-zA-Z0-9+.-]{0,63}://[^\s\"'<>]+")
+# A value after a name: quoted (the quotes are kept), or one word of the text.
+_VALUE = r"\"[^\"]*\"|'[^']*'|[^\s&;,\"'<>()\[\]{}]+"
+_WORD = r"[^\s&;,\"'<>()\[\]{}]"
+# A name ending in a word that says it holds a password ("pass" only as a whole part: "db_pass", not
+# "compass"), or one of the other secrets.
+_PASSWORD = r"(?:pass(?:w(?:or)?d|phrase)|pwd|(?<![a-z0-9])pass)"
+# Names start where a run of name characters starts ((?<![\w.-])), never inside one: every start
+# scans the run to its end, so starting at each of its word boundaries would be quadratic.
+_NAME = r"(?<![\w.-])[\w.-]*?"
 # One pass over the text for every kind of credential (alternatives, each in its own named group):
 # - an Authorization header's value, whatever its scheme, to the end of the line or quote;
 # - "Bearer <token>" anywhere; "Basic <base64>" where the base64 decodes to "user:password";
+# - curl's ``-u user:password`` (``--user``, ``-U``/``--proxy-user``, ``-uuser:pw``, ``--user=``),
+#   only with the colon (``-u name`` alone holds no password);
 # - the value of a name ending in key/token/secret/password (``api_key=``, ``access_token=``,
-#   ``"client_secret": "..."``), after ``=`` or, quoted as in JSON, after ``:``;
+#   ``PGPASSWORD=``, ``"client_secret": "..."``), after ``=`` or, quoted as in JSON, after ``:``;
+# - the same names unquoted before ``:`` (YAML, logs, headers: ``password: hunter2``,
+#   ``X-Api-Key: k1``): a password's value always, a key's, token's or secret's only when it has a
+#   digit or 16 characters, as tokens do (``missing key: user_id``, ``token: expired`` are prose);
+# - ``user:password@host`` without a scheme (URLs have lost theirs already), a user name starting
+#   with a letter (``12:30@node1`` is a time);
 # - tokens of a known form (Slack, GitHub, GitLab), which need no name to give them away.
 _CREDENTIAL = lazy_compile(
     r"(?i)(?P<header>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*)(?P<header_value>[^\r\n\"']+)"
     r"|(?P<bearer>\bbearer\s+)(?P<bearer_value>[A-Za-z0-9._~+/=-]+)"
     r"|(?P<basic>\bbasic\s+)(?P<basic_value>[A-Za-z0-9+/]{4,}={0,2})"
-    r"|(?P<name>\b[\w.-]*(?:key|token|secret|passw(?:or)?d|pwd)(?:\s*=\s*|[\"']\s*[:=]\s*))"
-    r"(?P<name_value>\"[^\"]*\"|'[^']*'|[^\s&;,\"'<>()\[\]{}]+)"
+    r"|(?P<option>(?<![\w-])(?:-[uU](?:[ \t]+|=)?|--(?:proxy-)?user(?:[ \t]+|=)))"
+    r"(?P<option_value>\"[^\"]*:[^\"]*\"|'[^']*:[^']*'|[^\s\"':]*:[^\s\"']*)"
+    rf"|(?P<name>{_NAME}(?:key|token|secret|{_PASSWORD})(?:\s*=\s*|[\"']\s*[:=]\s*))(?P<name_value>{_VALUE})"
+    rf"|(?P<label>{_NAME}{_PASSWORD}[ \t]*:[ \t]*)(?P<label_value>{_VALUE})"
+    rf"|(?P<tag>{_NAME}(?:key|token|secret)[ \t]*:[ \t]*)(?P<tag_value>(?={_WORD}*\d|{_WORD}{{16}}){_WORD}+)"
+    r"|(?<![\w.+%~-])(?P<userinfo>[a-z_][\w.+%~-]*:[^\s@:\"'<>]+)@(?=[\w\[])"
     r"|(?P<known>\b(?:xox[a-z]|xapp|glpat)-[A-Za-z0-9-]{6,}|\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{16,})"
 )
 
@@ -69,18 +93,25 @@ def redact_text(text: str) -> str:
     """``text`` (a receiver's answer, a command's output) without the secrets it may hold: every URL
     as `redact_urls` leaves it, and credentials as `_CREDENTIAL` finds them, each replaced by
     ``<redacted>`` (the name or scheme before it is kept: ``Authorization: <redacted>``,
-    ``token=<redacted>``)."""
+    ``token=<redacted>``).
+
+    Redact a text before cutting it to size, never after: a cut can part a secret from the name
+    or shape that gives it away (a tail that starts inside ``token=...``, a head that ends inside
+    a quoted password). Its cost grows linearly with the text's length, so a whole answer or
+    output can go through it."""
     return _CREDENTIAL.sub(_redact_credential, redact_urls(text))
 
 
 def _redact_credential(m: re.Match[str]) -> str:
     if m.group("known") is not None:
         return REDACTED
-    for kind in ("header", "bearer", "name"):
+    if m.group("userinfo") is not None:
+        return f"{REDACTED}@"
+    for kind in ("header", "bearer", "option", "name", "label", "tag"):
         if m.group(kind) is not None:
             value = m.group(f"{kind}_value")
             # A quoted value keeps its quotes (JSON stays JSON).
-            quote = value[0] if kind == "name" and value[:1] in ("\"", "'") else ""
+            quote = value[0] if kind != "header" and value[:1] in ("\"", "'") else ""
             return f"{m.group(kind)}{quote}{REDACTED}{quote}"
     # "Basic" is also an English word: only a value that decodes to "user:password" is a credential.
     try:
@@ -92,6 +123,8 @@ def _redact_credential(m: re.Match[str]) -> str:
 
 def redact_urls(text: str) -> str:
     """Replace the user part, path, query and fragment of every URL in ``text``."""
+    if "://" not in text:
+        return text  # most texts: no scan at all
     return _URL.sub(lambda m: _redact_url(m.group(0)), text)
 
 

@@ -197,10 +197,11 @@ class Replay:
                 raise BundleError(f"{path}: {exc}") from None
             raise
         except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as exc:
-            # A tar.gz whose manifest, info or frames are not what rigmon writes (a hand-edited or
-            # damaged bundle, a cut frame line, a corrupt frames.jsonl.gz): a clear refusal, not a
-            # traceback. (JSON and schema errors are ValueErrors; KeyError and the rest are a
-            # manifest of another shape.)
+            # A tar.gz whose manifest or info is not what rigmon writes (a hand-edited or damaged
+            # bundle): a clear refusal, not a traceback. (JSON and schema errors are ValueErrors;
+            # KeyError and the rest are a manifest of another shape.) A node's damaged frames (a
+            # corrupt frames.jsonl.gz, a cut frame line) do not refuse the bundle: read_bundle reads
+            # the rest without them and says so in `NodeBundle.missing`.
             what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise BundleError(f"{path}: a damaged bundle: {what}") from None
         return cls(bundle, Path(path).name)

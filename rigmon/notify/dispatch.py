@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from rigmon.config import NotifySection
 from rigmon.notify.payload import Notification
 from rigmon.notify.senders import NotifyError, Sender, make_sender
-from rigmon.redact import redact_text
 from rigmon.schema import CollectorStatus
 
 log = logging.getLogger(__name__)
@@ -349,8 +348,8 @@ class NotifierWorker:
         # Into every frame (``collectors.notify``): the dashboard, the journal and bug-report bundles
         # carry it, and a receiver's secret (a redirect's Location, a URL a command printed, a token in
         # an answer's body or a command's output) must not go with it; the log above keeps it whole,
-        # for the operator to fix the url.
-        self.failing = redact_text(str(exc))
+        # for the operator to fix the url. The sender redacted what it quoted before cutting it.
+        self.failing = exc.redacted
         with self._wake:
             if job.dropped:
                 return  # pushed out of the pending set while it was being sent

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urljoin
 
 from rigmon.config import NotifySection
 from rigmon.notify.payload import (
@@ -17,22 +18,48 @@ from rigmon.notify.payload import (
     slack_payload,
     webhook_payload,
 )
+from rigmon.redact import redact_text
 
 if TYPE_CHECKING:
     import httpx
 
 #: HTTP statuses worth retrying among the 4xx: timeout and rate limiting.
 _RETRYABLE_4XX = {408, 425, 429}
+#: How much of a receiver's answer, a redirect's Location or a command's output a failure quotes.
+_QUOTED_CHARS = 200
 
 
 class NotifyError(Exception):
     """Delivery failed; ``permanent`` when retrying cannot help (a 4xx answer, a redirect);
-    ``retry_after_s`` when the receiver said how long to wait (``Retry-After``)."""
+    ``retry_after_s`` when the receiver said how long to wait (``Retry-After``).
 
-    def __init__(self, message: str, permanent: bool = False, retry_after_s: float | None = None) -> None:
+    The message goes to the agent's log as it is; ``redacted``, the same without its secrets, goes
+    into every frame (see `NotifierWorker._failed`). A sender that quotes part of a longer text
+    gives it (see `_quoted`); otherwise it is the message redacted.
+    """
+
+    def __init__(self, message: str, permanent: bool = False, retry_after_s: float | None = None,
+                 redacted: str | None = None) -> None:
         super().__init__(message)
         self.permanent = permanent
         self.retry_after_s = retry_after_s
+        self.redacted = redact_text(message) if redacted is None else redacted
+
+
+def _quoted(template: str, text: str, *, tail: bool = False, permanent: bool = False,
+            retry_after_s: float | None = None) -> NotifyError:
+    """A `NotifyError` saying ``template`` with the first (``tail``: the last) `_QUOTED_CHARS`
+    characters of ``text`` in its ``{quote}``: as they are in the message, for the log, and cut from
+    ``text`` redacted whole in ``redacted``, for frames.
+
+    Redacted before the cut, and the whole text rather than the lines at the cut: a cut parts a
+    secret from what gives it away (a tail that starts inside ``token=...`` or after ``Bearer``, a
+    head that ends inside a quoted password or a ``ghp_`` token), and what gives it away need not be
+    on the same line (a JSON value after its key, ``Bearer`` and its token wrapped).
+    """
+    cut = slice(-_QUOTED_CHARS, None) if tail else slice(None, _QUOTED_CHARS)
+    return NotifyError(template.format(quote=text[cut]), permanent=permanent, retry_after_s=retry_after_s,
+                       redacted=template.format(quote=redact_text(text)[cut]))
 
 
 class Sender(Protocol):
@@ -75,12 +102,14 @@ class HttpSender:
         if 300 <= status < 400:
             # Redirects are not followed (a POST, and its Authorization header, must not move
             # to another URL): retrying cannot help, the configured url is the one to fix.
+            # A relative Location is taken against the url: its path is as secret as the url's
+            # (Slack's /services/T/B/XXX), and only a whole URL loses it in frames.
             where = response.headers.get("Location", "")
-            raise NotifyError(f"HTTP {status} redirect to {where[:200] or '(no Location)'}: set url to where it points",
-                              permanent=True)
+            raise _quoted(f"HTTP {status} redirect to {{quote}}: set url to where it points",
+                          urljoin(self.section.url, where) if where else "(no Location)", permanent=True)
         permanent = 400 <= status < 500 and status not in _RETRYABLE_4XX
-        raise NotifyError(f"HTTP {status}: {response.text[:200]}", permanent=permanent,
-                          retry_after_s=_retry_after_s(response.headers.get("Retry-After")))
+        raise _quoted(f"HTTP {status}: {{quote}}", response.text, permanent=permanent,
+                      retry_after_s=_retry_after_s(response.headers.get("Retry-After")))
 
     def close(self) -> None:
         self._client.close()
@@ -120,8 +149,8 @@ class CommandSender:
             raise NotifyError(f"command timed out after {self.section.timeout_s} s (killed with its children)") \
                 from None
         if proc.returncode != 0:
-            err = stderr.decode("utf-8", "replace").strip()[-200:]
-            raise NotifyError(f"command exited {proc.returncode}: {err}")
+            err = stderr.decode("utf-8", "replace").strip()
+            raise _quoted(f"command exited {proc.returncode}: {{quote}}", err, tail=True)
 
     def close(self) -> None:
         """Nothing held between runs."""

@@ -95,3 +95,66 @@ def test_credentials_a_command_printed_are_not_in_the_status() -> None:
 ])
 def test_free_text_loses_credentials_and_keeps_the_rest(text: str, said: str) -> None:
     assert redact_text(text) == said
+
+
+# A failure quotes 200 characters of a longer text (the head of an answer, the tail of a command's
+# output); before, the sender cut first and the dispatch redacted the cut, so a secret the cut parted
+# from its name or shape went into every frame.
+_HEAD_ENDS_IN_A_QUOTED_PASSWORD = ('{"detail": "' + "d" * 162 + '", "password": "',
+                                   "correct horse battery staple", '"}')
+_HEAD_ENDS_IN_A_GITHUB_TOKEN = ("bad credentials " + "." * 169 + " ", "ghp_0123456789abcdefghijklmnopqrstuvwxyz", "")
+
+
+@pytest.mark.parametrize(("before", "secret", "after"), [_HEAD_ENDS_IN_A_QUOTED_PASSWORD, _HEAD_ENDS_IN_A_GITHUB_TOKEN],
+                         ids=["quoted-password", "github-token"])
+def test_an_answer_cut_inside_a_secret_loses_it(before: str, secret: str, after: str,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "rigmon.notify.dispatch")
+    assert len(before) < 200 < len(before) + len(secret)  # the 200 characters end inside the secret
+    quoted = secret[:200 - len(before)]
+    with receiver(fail_first=100, fail_status=401, fail_body=(before + secret + after).encode()) as rec:
+        hub = Notifiers([section("webhook", rec.url, retries=0, name="hook")])
+        hub.start()
+        hub.submit(firing())
+        wait_until(lambda: hub.workers[0].failed == 1)
+        status = hub.status()
+        hub.close()
+    # Before: "HTTP 401: ...\"password\": \"correct ho" (no closing quote, no value) and "... ghp_0123456789"
+    # (too short for the shape of a GitHub token) were said as they were.
+    assert status.error is not None and status.error.startswith("hook: HTTP 401: " + before[:20])
+    assert quoted not in status.error and secret[:4] not in status.error
+    assert any(f"HTTP 401: {before}{quoted}" in r.getMessage() for r in caplog.records)  # the log keeps it
+
+
+@pytest.mark.parametrize("name", ["token=", "Authorization: Bearer "])
+def test_a_commands_output_cut_inside_a_secret_loses_it(name: str) -> None:
+    secret = "TAILSECRET0123456789"
+    rest = " was refused, see the receiver's log " + "." * (200 - len(secret) - 37)
+    assert len(secret + rest) == 200  # the last 200 characters start inside the secret
+    printed = f"retrying: {name}ab{secret}{rest}\n"
+    script = f"import sys; sys.stderr.write({printed!r}); sys.exit(4)"
+    hub = Notifiers([section("command", "", command=[sys.executable, "-c", script], retries=0, name="pager")])
+    hub.start()
+    hub.submit(firing())
+    wait_until(lambda: hub.workers[0].failed == 1)
+    status = hub.status()
+    hub.close()
+    # Before: "command exited 4: TAILSECRET0123456789 was refused..." (the tail had lost "token=ab").
+    assert status.error is not None and status.error.startswith("pager: command exited 4: ")
+    assert "SECRET" not in status.error and "<redacted>" in status.error
+
+
+def test_a_relative_redirects_location_is_redacted_as_the_url_it_points_to(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "rigmon.notify.dispatch")
+    with receiver(fail_first=100, fail_status=301, fail_headers={"Location": "/services/T0/B0/XSECRET"}) as rec:
+        hub = Notifiers([section("webhook", rec.url, retries=0, name="hook")])
+        hub.start()
+        hub.submit(firing())
+        wait_until(lambda: hub.workers[0].failed == 1)
+        status = hub.status()
+        hub.close()
+    host = rec.url.rsplit("/", 1)[0]
+    # Before: "HTTP 301 redirect to /services/T0/B0/XSECRET" (only a whole URL lost its path).
+    assert status.error == f"hook: HTTP 301 redirect to {host}/<redacted>: set url to where it points (1 lost)"
+    assert any(f"redirect to {host}/services/T0/B0/XSECRET" in r.getMessage() for r in caplog.records)
