@@ -9,8 +9,9 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from rigmon.cluster.alarm_board import AlarmBoardView
+from rigmon.cluster.recording_end import recording_ends
 from rigmon.cluster.store import ClusterStore
-from rigmon.tui.recording_end import in_display_order, recording_ends
+from rigmon.tui.recording_end import in_display_order
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
