@@ -45,7 +45,7 @@ def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, re
         elif isinstance(screen, ClusterScreen):
             screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended)
         elif isinstance(screen, LinkScreen):
-            screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
+            screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended)
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
             store = cluster.nodes[selected]
             view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store),

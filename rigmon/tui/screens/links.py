@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -49,8 +49,9 @@ class LinkScreen(Screen[None]):
         yield ReplayBar()
         yield Footer()
 
-    def show(self, views: Sequence[NodeView]) -> None:
-        """Draw the matrix of ``views``."""
+    def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None) -> None:
+        """Draw the matrix of ``views``; ``ended``: in a replay, the nodes whose recording ended before
+        the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`)."""
         matrix = link_matrix(views)
         probing = len({r.key for r in matrix.rows})
         self.sub_title = f"links: {probing} of {len(views)} nodes probe {len(matrix.paths)} paths"
@@ -58,6 +59,8 @@ class LinkScreen(Screen[None]):
         legend.update(Text(LEGEND if matrix.rows else NO_PATHS))
         table = self.query_one(LinkTable)
         table.display = bool(matrix.rows)
+        # Drawn with the matrix, just below (one redraw for both).
+        table.set_reactive(LinkTable.ended, dict(ended or {}))
         table.matrix = matrix
 
     def on_link_table_node_chosen(self, message: LinkTable.NodeChosen) -> None:
