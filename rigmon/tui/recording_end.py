@@ -15,9 +15,14 @@ from rigmon.cluster.node_view import STATE_RANK, NodeView
 from rigmon.cluster.recording_end import ENDED
 
 
+def ended_clock(ended_at: float) -> str:
+    """``00:01:30``: the node's last frame, UTC to the whole second."""
+    return time.strftime("%H:%M:%S", time.gmtime(ended_at))
+
+
 def ended_text(ended_at: float) -> str:
     """``recording ended 00:01:30``: the node's last frame, UTC to the whole second."""
-    return f"{ENDED} {time.strftime('%H:%M:%S', time.gmtime(ended_at))}"
+    return f"{ENDED} {ended_clock(ended_at)}"
 
 
 def in_display_order(views: Sequence[NodeView], ended: Mapping[str, float]) -> list[NodeView]:

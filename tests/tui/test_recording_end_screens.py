@@ -125,9 +125,13 @@ async def test_the_link_matrix_marks_an_ended_node_s_rows_and_mutes_their_figure
         assert labels == ["node01", "node02", "node03"]
         await seek(app, pilot, START_AT + SILENT_AFTER + 20)
         labels = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
-        assert labels == ["node01", "node02", "node03 recording ended 00:01:30"]
-        text = "\n".join(screen_lines(app)[0])
-        assert "node03 recording ended 00:01:30" in text
+        assert labels == ["node01", "node02", "node03 ended 00:01:30"]
+        lines = screen_lines(app)[0]
+        legend = " ".join(line.strip() for line in lines[1:4])
+        assert "· ended HH:MM:SS: the node's recording ends there" in legend, legend
+        # Short enough that the loss figures still fit at 80 columns.
+        (row03,) = [line for line in lines if "node03 ended 00:01:30" in line]
+        assert row03.split() == ["node03", "ended", "00:01:30", "2.5G", "340", "µs", "0%", "340", "µs", "0%", "·"]
         cells = table.get_row_at(2)
         stale = table._style("stale")
         assert cells[1].style == stale and all(c.style == stale for c in cells[3:] if c.plain.strip() != "·")
@@ -135,3 +139,4 @@ async def test_the_link_matrix_marks_an_ended_node_s_rows_and_mutes_their_figure
         # Sought back before its end, it is live again.
         await seek(app, pilot, START_AT + 60)
         assert str(table.get_row_at(2)[1]) == "node03"
+        assert "recording ends there" not in " ".join(screen_lines(app)[0])

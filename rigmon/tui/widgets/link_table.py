@@ -18,7 +18,7 @@ from rigmon.cluster.incident import rtt
 from rigmon.cluster.link_matrix import LinkMatrix, MatrixRow
 from rigmon.summary import PathCell
 from rigmon.tui import format as fmt
-from rigmon.tui.recording_end import ended_text
+from rigmon.tui.recording_end import ended_clock
 from rigmon.tui.text import plain
 
 #: What a cell holds, richest first; the table takes the richest that fits its width.
@@ -37,6 +37,8 @@ KEY_MISMATCH = "badkey"
 #: Index of the first peer's column (after path, node and link).
 FIRST_PEER_COLUMN = 3
 SELF = "·"
+#: After a node's name, in a replay, when its recording ended before the cursor (the legend says what it means).
+ENDED_MARK = "ended"
 
 
 def cell_width(detail: Detail) -> int:
@@ -104,10 +106,11 @@ def fit_detail(matrix: LinkMatrix, width: int, ended: Mapping[str, float] | None
 
 def node_label(row: MatrixRow, ended_at: float | None = None) -> str:
     """The probing node, with its state when it is not live (its figures are its last ones), or in a
-    replay ``recording ended HH:MM:SS`` when its recording ended at ``ended_at``, before the cursor."""
+    replay ``ended 00:01:30`` when its recording ended at ``ended_at``, before the cursor (short: the
+    whole "recording ended" would cost the loss figures at 80 columns; the legend says it)."""
     if row.state != "live":
         return f"{row.node} {row.state}"
-    return row.node if ended_at is None else f"{row.node} {ended_text(ended_at)}"
+    return row.node if ended_at is None else f"{row.node} {ENDED_MARK} {ended_clock(ended_at)}"
 
 
 def row_key(row: MatrixRow) -> str:
