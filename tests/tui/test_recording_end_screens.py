@@ -15,13 +15,18 @@ from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame, PeerPathReading
 from rigmon.tui.app import RigmonApp
-from rigmon.tui.screens.alarms import AlarmsScreen, summary_line
+from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.widgets.alarm_detail import AlarmDetail
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from rigmon.tui.widgets.link_table import LinkTable
 from tests.tui.snapshot_apps.fake_agent import START_AT
-from tests.tui.snapshot_apps.fake_bundle import SILENT_AFTER, alarm_event, node_frames, write_fake_bundle
+from tests.tui.snapshot_apps.fake_bundle import (
+    SILENT_AFTER,
+    alarm_event,
+    node_frames,
+    write_fake_bundle,
+)
 from tests.tui.snapshot_apps.hostile import screen_lines
 
 NODES = ("node01", "node02", "node03")
@@ -75,7 +80,7 @@ def test_an_ended_node_s_alarms_are_as_of_its_last_frame_and_the_node_stays_live
     assert (fan.as_of, fan.as_of_why) == (START_AT + SILENT_AFTER, "recording ended")
     assert all(r.as_of is None for r in board.active if r.key != NODE03)
     assert board.firing_as_of == 1
-    # The node and the cluster rules are as before: live, nothing judged of it.
+    # The node is live as before, and its alarms are the same rows, only dated.
     assert cluster.nodes[NODE03].state() == "live"
     assert board_view(cluster, replay.notes).active == tuple(dataclasses.replace(r, as_of=None, as_of_why="")
                                                              for r in board.active)
