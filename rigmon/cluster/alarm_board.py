@@ -10,7 +10,7 @@ bundle holds frames but no /v1/alarms answers.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -19,7 +19,8 @@ import msgspec
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.alarms.values import number
 from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
-from rigmon.cluster.store import ClusterStore
+from rigmon.cluster.recording_end import ENDED
+from rigmon.cluster.store import ClusterStore, NodeStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
 
 AlarmSource = Literal["node", "cluster"]
@@ -53,10 +54,11 @@ class AlarmRow:
     overlapping): the rail warning under its critical, the Xid 79 with the GPU it lost."""
     as_of: float | None = None
     """For a node's own alarm that may no longer be current (the node is stale or unreachable,
-    or its alarms could not be fetched): when its list was last the node's word (Unix s);
-    ``None`` while it is current."""
+    its alarms could not be fetched, or in a replay its recording ended before the cursor): when
+    its list was last the node's word (Unix s); ``None`` while it is current."""
     as_of_why: str = ""
-    """Why the alarm is as of ``as_of``: ``node unreachable``, ``node stale``, ``alarms not fetched``."""
+    """Why the alarm is as of ``as_of``: ``node unreachable``, ``node stale``, ``alarms not fetched``,
+    ``recording ended``."""
 
     @property
     def alarms(self) -> tuple[Alarm, ...]:
@@ -102,7 +104,8 @@ class AlarmBoardView:
         firing: firing alarms by severity.
         notes: what the alarms cannot tell (in a replay: clock skew).
         firing_as_of: how many of the firing alarms are what a node last said, not current
-            (`AlarmRow.as_of`: the node is stale or unreachable, or its alarms not fetched).
+            (`AlarmRow.as_of`: the node is stale or unreachable, its alarms not fetched, or its
+            recording ended).
     """
 
     active: tuple[AlarmRow, ...]
@@ -118,9 +121,19 @@ def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
     return (STATE_RANK[a.state], SEVERITY_RANK[a.severity], -(a.fired_at or a.started_at), row.node)
 
 
-def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoardView:
+def board_view(cluster: ClusterStore, notes: tuple[str, ...] = (),
+               ended: Mapping[str, float] | None = None) -> AlarmBoardView:
     """Node and cluster alarms of every followed node, in screen order, with ``notes`` (see
-    `AlarmBoardView`)."""
+    `AlarmBoardView`).
+
+    Args:
+        cluster: the stores and the cluster rules.
+        notes: what the alarms cannot tell (a replay's `Replay.notes`).
+        ended: in a replay, the nodes whose recording ended before the cursor, by store key, with
+            their last frame's time (`rigmon.cluster.recording_end.recording_ends`): their alarms are
+            as of it, though the node itself reads neither stale nor unreachable.
+    """
+    ended = ended or {}
     active: list[AlarmRow] = []
     recent: list[AlarmRow] = []
     errors: dict[str, str] = {}
@@ -134,10 +147,7 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
             errors[name] = store.alarm_error
         if store.alarm_list is None:
             continue
-        state = store.state()
-        old = state != "live" or store.alarm_error is not None
-        as_of = store.alarms_at if old else None
-        why = f"node {state}" if state != "live" else "alarms not fetched" if old else ""
+        as_of, why = _as_of(store, ended.get(store.key))
         active += [AlarmRow(store.key, name, "node", a, as_of=as_of, as_of_why=why)
                    for a in store.alarm_list.active]
         recent += [AlarmRow(store.key, name, "node", a) for a in store.alarm_list.recent]
@@ -157,6 +167,20 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = ()) -> AlarmBoard
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
     return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes, as_of)
+
+
+def _as_of(store: NodeStore, ended_at: float | None) -> tuple[float | None, str]:
+    """Since when ``store``'s alarms are only what the node last said, and why (`AlarmRow.as_of`,
+    ``as_of_why``); ``(None, "")`` while they are current. ``ended_at``: its recording's last frame
+    when the replay's cursor is past it (the node is not stale, but nothing of it comes after)."""
+    state = store.state()
+    if state != "live":
+        return store.alarms_at, f"node {state}"
+    if ended_at is not None:
+        return ended_at, ENDED
+    if store.alarm_error is not None:
+        return store.alarms_at, "alarms not fetched"
+    return None, ""
 
 
 def _store_key(cluster: ClusterStore, alarm: Alarm) -> str:

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
+from rigmon.cluster.recording_end import recording_ends
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
 from rigmon.tui.critical_toast import CriticalToast
@@ -213,7 +214,12 @@ class RigmonApp(Navigation, ReplayKeys):
                                        for s in self.cluster.nodes.values()):
             self._paths_found()  # a replay files its frames without `NodeSampled`
         self.cluster.evaluate_alarms()
-        board = board_view(self.cluster, self.replay.notes if self.replay is not None else ())
+        replay = self.replay
+        if replay is None:
+            board = board_view(self.cluster)
+        else:
+            # A node whose recording ended before the cursor: its alarms are as of its last frame.
+            board = board_view(self.cluster, replay.notes, recording_ends(replay, self.cluster))
         listed = [key for key, store in self.cluster.nodes.items() if store.alarm_list is not None]
         self.critical_toast.announce(self, self.critical.news(board.active, listed))
         self.draw_screen(board)

@@ -9,8 +9,9 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from rigmon.cluster.alarm_board import AlarmBoardView
+from rigmon.cluster.recording_end import recording_ends
 from rigmon.cluster.store import ClusterStore
-from rigmon.tui.recording_end import in_display_order, recording_ends
+from rigmon.tui.recording_end import in_display_order
 from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
@@ -44,7 +45,7 @@ def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, re
         elif isinstance(screen, ClusterScreen):
             screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended)
         elif isinstance(screen, LinkScreen):
-            screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS))
+            screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended)
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
             store = cluster.nodes[selected]
             view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store),

@@ -1,6 +1,6 @@
 """A replayed node whose recording ends before the others' (a bundle that does not date its pulls): once
 the cursor is past its last frame by more than three of its intervals, its row and its node screen say
-"recording ended HH:MM:SS", without reading stale (`rigmon.tui.recording_end`)."""
+"recording ended HH:MM:SS", without reading stale (`rigmon.cluster.recording_end`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from rigmon.cluster.node_view import NodeState, NodeView
+from rigmon.cluster.recording_end import recording_ends
 from rigmon.cluster.replay import Replay
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
 from rigmon.tui.app import RigmonApp
-from rigmon.tui.recording_end import in_display_order, recording_ends
+from rigmon.tui.recording_end import in_display_order
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.node_status import NodeStatus

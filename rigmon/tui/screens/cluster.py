@@ -13,8 +13,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.recording_end import ENDED
 from rigmon.tui.messages import HistoryWanted
-from rigmon.tui.recording_end import ENDED
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.replay_bar import ReplayBar
@@ -108,7 +108,7 @@ class ClusterScreen(Screen[None]):
 
     def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None) -> None:
         """Draw ``views`` (already in display order); ``ended``: in a replay, the nodes whose recording
-        ended before the cursor, by key, with when (`rigmon.tui.recording_end.recording_ends`)."""
+        ended before the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`)."""
         ended = ended or {}
         rows = self._rows()
         focused = self.focused

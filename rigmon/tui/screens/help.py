@@ -39,7 +39,8 @@ HELP = """\
 - Clock skew is not judged in a replay: a bundle holds the nodes' own times, not when they arrived;
   nor is a node stale after its last frame (a gap between two of its frames is): past it, a bundle
   that does not date its pulls shows "recording ended HH:MM:SS" (its agent stopped, or its clock ran
-  behind the others')
+  behind the others') on its row and its node screen, "ended HH:MM:SS" on its link-matrix rows,
+  and its alarms are as of its last frame (faint)
 
 ## History (**h**)
 
@@ -95,7 +96,8 @@ round trip (amber when degraded), with the path and peer under it. The link matr
 has one block per path name: a row per probing node with its link speed, a column per
 peer, each cell the p99 round trip and loss of the last window (green ok, amber `▲`
 degraded, red silent); `·` is the node itself. A node that is not live keeps its last
-figures, muted, with its state after its name. "HTTP up" after a silent path: the peer's
+figures, muted, with its state after its name (in a replay, "ended HH:MM:SS" when its
+recording ended before the cursor). "HTTP up" after a silent path: the peer's
 agent still answers the dashboard, so the link locked up, not the node.
 
 ## Node screen

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,12 +14,14 @@ from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.link_matrix import link_matrix
 from rigmon.cluster.node_view import NodeView
-from rigmon.tui.widgets.link_table import LinkTable
+from rigmon.tui.widgets.link_table import ENDED_MARK, LinkTable
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 #: Above the table: how to read it.
 LEGEND = ("p99 round trip and loss, node (row) to peer (column) · ▲ degraded · silent 4s: for 4 s · "
           "badkey: probe keys differ · ? peer flooded")
+#: Added to the legend while a row's node has its recording ended (in a replay).
+ENDED_LEGEND = f" · {ENDED_MARK} HH:MM:SS: the node's recording ends there"
 #: Shown instead of the table while no node reports peer paths.
 NO_PATHS = ("no node reports peer paths: the agents probe the peers of their [[peers]] "
             "(see README, latency probes)")
@@ -49,15 +51,22 @@ class LinkScreen(Screen[None]):
         yield ReplayBar()
         yield Footer()
 
-    def show(self, views: Sequence[NodeView]) -> None:
-        """Draw the matrix of ``views``."""
+    def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None) -> None:
+        """Draw the matrix of ``views``; ``ended``: in a replay, the nodes whose recording ended before
+        the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`)."""
         matrix = link_matrix(views)
         probing = len({r.key for r in matrix.rows})
         self.sub_title = f"links: {probing} of {len(views)} nodes probe {len(matrix.paths)} paths"
         legend = self.query_one("#link-legend", Static)
-        legend.update(Text(LEGEND if matrix.rows else NO_PATHS))
+        ended = ended or {}
+        if not matrix.rows:
+            legend.update(Text(NO_PATHS))
+        else:
+            legend.update(Text(LEGEND + (ENDED_LEGEND if any(r.key in ended for r in matrix.rows) else "")))
         table = self.query_one(LinkTable)
         table.display = bool(matrix.rows)
+        # Drawn with the matrix, just below (one redraw for both).
+        table.set_reactive(LinkTable.ended, dict(ended))
         table.matrix = matrix
 
     def on_link_table_node_chosen(self, message: LinkTable.NodeChosen) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -17,6 +18,7 @@ from rigmon.cluster.incident import rtt
 from rigmon.cluster.link_matrix import LinkMatrix, MatrixRow
 from rigmon.summary import PathCell
 from rigmon.tui import format as fmt
+from rigmon.tui.recording_end import ended_clock
 from rigmon.tui.text import plain
 
 #: What a cell holds, richest first; the table takes the richest that fits its width.
@@ -35,6 +37,8 @@ KEY_MISMATCH = "badkey"
 #: Index of the first peer's column (after path, node and link).
 FIRST_PEER_COLUMN = 3
 SELF = "·"
+#: After a node's name, in a replay, when its recording ended before the cursor (the legend says what it means).
+ENDED_MARK = "ended"
 
 
 def cell_width(detail: Detail) -> int:
@@ -84,10 +88,12 @@ def cell_text(cell: PathCell, detail: Detail) -> str:
     return f"{p99} {loss:>{LOSS_WIDTH}}"
 
 
-def fit_detail(matrix: LinkMatrix, width: int) -> Detail:
-    """The richest detail at which ``matrix`` fits ``width`` cells (the least when none does)."""
+def fit_detail(matrix: LinkMatrix, width: int, ended: Mapping[str, float] | None = None) -> Detail:
+    """The richest detail at which ``matrix`` fits ``width`` cells (the least when none does);
+    ``ended`` as `LinkTable.ended`."""
+    ended = ended or {}
     path_w = max([cell_len("path"), *(cell_len(p) for p in matrix.paths)])
-    node_w = max([cell_len("node"), *(cell_len(node_label(r)) for r in matrix.rows)])
+    node_w = max([cell_len("node"), *(cell_len(node_label(r, ended.get(r.key))) for r in matrix.rows)])
     link_w = max([cell_len("link"), *(cell_len(link_speed(r.link_gbps)) for r in matrix.rows)])
     peer_w = max([0, *(cell_len(p) for p in matrix.peers)])
     for detail in DETAILS:
@@ -98,9 +104,13 @@ def fit_detail(matrix: LinkMatrix, width: int) -> Detail:
     return DETAILS[-1]
 
 
-def node_label(row: MatrixRow) -> str:
-    """The probing node, with its state when it is not live (its figures are its last ones)."""
-    return row.node if row.state == "live" else f"{row.node} {row.state}"
+def node_label(row: MatrixRow, ended_at: float | None = None) -> str:
+    """The probing node, with its state when it is not live (its figures are its last ones), or in a
+    replay ``ended 00:01:30`` when its recording ended at ``ended_at``, before the cursor (short: the
+    whole "recording ended" would cost the loss figures at 80 columns; the legend says it)."""
+    if row.state != "live":
+        return f"{row.node} {row.state}"
+    return row.node if ended_at is None else f"{row.node} {ENDED_MARK} {ended_clock(ended_at)}"
 
 
 def row_key(row: MatrixRow) -> str:
@@ -114,8 +124,9 @@ class LinkTable(DataTable[Text]):
 
     A cell is the node's latest p99 round trip to the peer (``silent`` when nothing answered),
     with its loss where the width allows, coloured by the agent's judgement of the
-    path against its thresholds. A node that is not live has its state after its name and its
-    cells muted. Enter on a cell posts `LinkTable.NodeChosen` for the row's node.
+    path against its thresholds. A node that is not live, or whose recording ended in a replay, has
+    its state after its name and its cells muted. Enter on a cell posts `LinkTable.NodeChosen` for
+    the row's node.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
@@ -135,6 +146,10 @@ class LinkTable(DataTable[Text]):
 
     matrix: reactive[LinkMatrix] = reactive(LinkMatrix, always_update=True)
     """The matrix to draw (`rigmon.cluster.link_matrix.link_matrix`)."""
+    ended: reactive[Mapping[str, float]] = reactive(dict, always_update=True)
+    """In a replay, the nodes whose recording ended before the cursor, by key, with their last frame's
+    time (`rigmon.cluster.recording_end.recording_ends`): their rows read as old, though they are live.
+    Set it (`set_reactive`) before ``matrix``, which draws both."""
 
     @dataclass
     class NodeChosen(Message):
@@ -152,8 +167,15 @@ class LinkTable(DataTable[Text]):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"link-table--{name}", partial=True)
 
+    def _old(self, row: MatrixRow) -> bool:
+        """Whether ``row``'s figures are its node's last ones, not current."""
+        return row.state != "live" or row.key in self.ended
+
+    def _label(self, row: MatrixRow) -> str:
+        return node_label(row, self.ended.get(row.key))
+
     def _cell_style(self, cell: PathCell, row: MatrixRow) -> Style:
-        if row.state != "live":
+        if self._old(row):
             return self._style("stale")
         return self._style({"ok": "ok", "degraded": "warn", "silent": "bad"}.get(cell.state, "unknown"))
 
@@ -168,9 +190,9 @@ class LinkTable(DataTable[Text]):
         if not self.is_mounted:
             return
         matrix = self.matrix
-        detail = fit_detail(matrix, self.size.width or 80)
+        detail = fit_detail(matrix, self.size.width or 80, self.ended)
         layout = (matrix.shape, detail, tuple(sorted(matrix.peer_states.items())),
-                  tuple(node_label(r) for r in matrix.rows))
+                  tuple(self._label(r) for r in matrix.rows))
         rows = [(row_key(r), self._cells(matrix, r, index, detail)) for index, r in enumerate(matrix.rows)]
         self._rows_by_key = {row_key(r): r for r in matrix.rows}
         if layout != self._layout:
@@ -202,7 +224,7 @@ class LinkTable(DataTable[Text]):
     def _cells(self, matrix: LinkMatrix, row: MatrixRow, index: int, detail: Detail) -> list[Text]:
         first = index == 0 or matrix.rows[index - 1].path != row.path
         out = [plain(row.path if first else "", self._style("path")),
-               plain(node_label(row), self._style("stale") if row.state != "live" else ""),
+               plain(self._label(row), self._style("stale") if self._old(row) else ""),
                Text(link_speed(row.link_gbps), style=self._style("unknown"), justify="right")]
         for peer, cell in zip(matrix.peers, row.cells):
             if cell is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 from msgspec.structs import replace
@@ -21,8 +22,9 @@ ALARM_FIRES, ALARM_RESOLVES = 40, 70
 GPU_LOST_AT = 100
 
 
-def _alarm_event(node: str, seq: int, n: int, kind: str, rule: str, severity: str, subject: str,
-                 text: str) -> Event:
+def alarm_event(node: str, seq: int, n: int, kind: str, rule: str, severity: str, subject: str,
+                text: str) -> Event:
+    """The ``alarm_*`` event of ``node``'s alarm ``n`` in its frame ``seq``, as an agent emits it."""
     change = kind.removeprefix("alarm_")
     return Event(id=f"{node}-run1-e{n}", at=START_AT + seq, kind=kind,
                  severity=severity if change == "firing" else "info",  # type: ignore[arg-type]
@@ -38,22 +40,23 @@ def node_frames(node: str) -> list[Frame]:
     frames = [make_frame(node, f"{node}-run1", seq, rng) for seq in range(1, last + 1)]
     if node == "node02":
         extra = {
-            ALARM_FIRES: _alarm_event(node, ALARM_FIRES, 1, "alarm_firing", "psu_rail_low_critical", "critical",
-                                      "psu", "12 V rail minimum 11.38 V is below 11.5 V"),
-            ALARM_RESOLVES: _alarm_event(node, ALARM_RESOLVES, 1, "alarm_resolved", "psu_rail_low_critical",
-                                         "critical", "psu", "12 V rail minimum 11.38 V is below 11.5 V"),
-            GPU_LOST_AT: _alarm_event(node, GPU_LOST_AT, 2, "alarm_firing", "gpu_lost", "critical", "gpu:3",
-                                      "gpus[3].state is lost"),
+            ALARM_FIRES: alarm_event(node, ALARM_FIRES, 1, "alarm_firing", "psu_rail_low_critical", "critical",
+                                     "psu", "12 V rail minimum 11.38 V is below 11.5 V"),
+            ALARM_RESOLVES: alarm_event(node, ALARM_RESOLVES, 1, "alarm_resolved", "psu_rail_low_critical",
+                                        "critical", "psu", "12 V rail minimum 11.38 V is below 11.5 V"),
+            GPU_LOST_AT: alarm_event(node, GPU_LOST_AT, 2, "alarm_firing", "gpu_lost", "critical", "gpu:3",
+                                     "gpus[3].state is lost"),
         }
         frames = [replace(f, events=f.events + ((extra[f.seq],) if f.seq in extra else ())) for f in frames]
     return frames
 
 
-def write_fake_bundle(path: Path) -> Path:
-    """Write the bundle (fixed creation time) and return its path."""
+def write_fake_bundle(path: Path, frames_of: Callable[[str], list[Frame]] = node_frames) -> Path:
+    """Write the bundle (fixed creation time) and return its path; ``frames_of``: each node's frames
+    (`node_frames`, or those with more in them)."""
     parts = []
     for node in ("node01", "node02", "node03"):
-        frames = node_frames(node)
+        frames = frames_of(node)
         parts.append(NodePart(node=node, source=FakeAgent(node).url, from_at=frames[0].taken_at,
                               to_at=frames[-1].taken_at, info=FakeAgent(node).info(), latest=frames[-1],
                               frames_gz=frames_gzip(frames), frame_count=len(frames)))

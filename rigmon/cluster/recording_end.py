@@ -1,0 +1,42 @@
+"""Which replayed nodes' recordings ended before the cursor: for the screens and the alarm board (no UI).
+
+A bundle that does not date its pulls (an older rigmon's, or one read from a journal) cannot tell a
+node whose agent died before the others' recordings end from one whose clock runs behind theirs, so
+the replay ages no node past its own last frame (`rigmon.cluster.replay.Replay`): such a node would
+read "live" to the end, as at its last frame. It is not stale (that would be wrong for the node whose
+clock runs behind, and would make the others' rules judge it), but its recording has ended: once the
+cursor is past its last frame by more than its staleness limit (three of its sampling intervals),
+the screens say so and its alarms are as of its last frame (`rigmon.cluster.alarm_board.board_view`).
+A node whose pull the bundle dates ages up to it and reads stale as recorded; nothing here is said of it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rigmon.cluster.store import ClusterStore
+
+if TYPE_CHECKING:
+    # Types only: the replay module imports the alarm board, which takes what this computes.
+    from rigmon.cluster.replay import Replay
+
+#: How the screens and the alarm board name the state of a node whose recording ended before the cursor.
+ENDED = "recording ended"
+
+
+def recording_ends(replay: Replay, cluster: ClusterStore) -> dict[str, float]:
+    """The nodes of ``replay`` whose recording ended before its cursor: by store key, the ``taken_at``
+    of the node's last frame (its own clock, Unix s).
+
+    Only nodes whose pull the bundle does not date (`rigmon.cluster.replay_clocks.NodeClock.watched_until`)
+    and whose last frame (`NodeStore.watched_until` on the replay's clock) the cursor is past by more
+    than the node's `NodeStore.stale_after_s`.
+    """
+    out: dict[str, float] = {}
+    for key in replay.keys:
+        store = cluster.nodes.get(key)
+        if store is None or store.watched_until is None or replay.clock_of(key).watched_until is not None:
+            continue
+        if replay.at - store.watched_until > store.stale_after_s:
+            out[key] = replay.node_time(key, store.watched_until)
+    return out
