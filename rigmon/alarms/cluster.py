@@ -165,6 +165,15 @@ def stale(nodes: Sequence[NodeView], now: float, max_age_s: float,
     return out
 
 
+def current(node: NodeView, now: float, max_age_s: float) -> bool:
+    """Whether ``node``'s newest frame says how it is at ``now``: connected, and the frame arrived
+    within ``max_age_s``. Only such nodes are compared with their peers: a stale node's (its sampler
+    stalled) or, in a replay, one whose recording ended before the cursor keeps its last figures,
+    which the others' current ones would call far off (a CPU busy 46 % then against 87 % now).
+    Unlike `stale`, the age is not capped at where a replay's recording of the node ends."""
+    return node.connected and node.last_received_at is not None and now - node.last_received_at <= max_age_s
+
+
 def clock_offsets(nodes: Sequence[NodeView]) -> dict[str, float]:
     """Each node's clock minus the dashboard's, from its newest frame (includes network delay), by
     `NodeView.identity`."""
@@ -303,7 +312,7 @@ class ClusterAlarms:
         out += self.book.observe(self._skew, clock_skew(nodes, self.max_skew_s), now)
         if not peers:
             return out
-        names = {n.identity: n.node for n in nodes if n.connected}
+        names = {n.identity: n.node for n in nodes if current(n, now, self.stale_after_s)}
         live: dict[str, Frame | dict[str, Any]] = {key: frame_view(f) for key, f in frames.items() if key in names}
         for check in self.peer_checks:
             out += self.book.observe(self._peers[check.name], peer_outliers(live, check, names), now)

@@ -137,3 +137,17 @@ def test_unreachable_and_skew_of_two_nodes_of_one_name_stay_apart() -> None:
     alarms.evaluate(nodes, {}, T0)
     assert sorted((a.rule, alarm_node_key(a), a.state) for a in alarms.active()) == [
         ("clock_skew", "k3", "pending"), ("node_unreachable", "k2", "firing")]
+
+
+def test_a_node_whose_newest_frame_is_old_is_not_compared_with_its_peers() -> None:
+    # A stale node (its sampler stalled), or in a replay a node whose recording ended before the
+    # cursor, keeps its last figures: the peers' current ones must not call it far off.
+    alarms = ClusterAlarms(stale_after_s=10.0, peer_checks=[CPU])
+    frames = {"a": frame("a", 90.0), "b": frame("b", 88.0), "c": frame("c", 91.0), "d": frame("d", 20.0)}
+    fresh = [view(n, received=T0 + 30, taken=T0 + 30) for n in "abc"]
+    old_d = view("d", received=T0, taken=T0)
+    changes = alarms.evaluate([*fresh, old_d], frames, T0 + 30)
+    assert not [t for t in changes if t.alarm.rule == "cpu_off"], [(t.change, t.alarm.subject) for t in changes]
+    # The same node with a current frame is compared.
+    changes = alarms.evaluate([*fresh, view("d", received=T0 + 30, taken=T0 + 30)], frames, T0 + 30)
+    assert [(t.change, t.alarm.subject) for t in changes if t.alarm.rule == "cpu_off"] == [("pending", "node:d")]
