@@ -64,8 +64,8 @@ def _transitions(events: list[Event]) -> list[str]:
 async def test_nvml_hang_is_reported_and_recovers(gpu_node: tuple[Path, FakeNvmlMachine]) -> None:
     root, machine = gpu_node
     async with running_agent(_config(root)) as h:  # type: ignore[arg-type]
-        # Counted from the hang on: before it, a first poll slower than the 0.5 s collector timeout on a
-        # loaded machine (CI: the whole suite on 2 cores) is a failure and recovery of its own.
+        # Counted from the hang on: before it, a first poll that overran its timeout on a loaded machine
+        # (CI: the whole suite on 2 cores) is a failure and recovery of its own.
         before, events = await _hang_and_heal(h, machine)
         assert _transitions(events) == ["collector_failed", "collector_recovered"], \
             [(e.kind, e.message) for e in events]  # why, when it fails
