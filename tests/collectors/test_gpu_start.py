@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from rigmon.collectors.base import CollectorHung, CollectorStarting, EventDraft
 from rigmon.collectors.gpu import GpuCollector
 from rigmon.collectors.gpu_processes import GpuProcessCollector
-from rigmon.hw.nvml import open_nvml, open_nvml_processes
+from rigmon.hw.nvml import Watchdog, open_nvml, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from tests.collectors.gpu_helpers import DEADLINE_S, StepClock, gpu_node_tree
+
+T = TypeVar("T")
 
 #: The NVML watchdog's timeout in these tests: the init takes longer than this.
 TIMEOUT_S = 0.2
@@ -155,3 +158,37 @@ def test_the_xid_wait_behind_a_slow_first_init_is_not_reported_stuck(node: tuple
         machine.heal("hang")
         collector.close()
     assert [e.kind for e in events] == []
+
+
+class _TimedWatchdog(Watchdog):
+    """The poll watchdog, noting the time each call is given."""
+
+    def __init__(self, target: str | None) -> None:
+        super().__init__("poll", target)
+        self.timeouts_s: list[float] = []
+
+    def run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        self.timeouts_s.append(timeout_s)
+        return super().run(fn, timeout_s)
+
+
+def test_the_first_poll_of_every_gpu_has_the_time_of_every_gpu(tmp_path: Path) -> None:
+    """A poll of every GPU may take the NVML timeout for each GPU; the first one too, which reads every GPU's
+    facts besides (it had one GPU's time: at the start of a loaded node with four GPUs it overran it and the
+    collector was hung for a poll, then recovered)."""
+    machine = gpu_node_tree(tmp_path, ("1a", "1b", "1c", "1d"))
+    host = HostRoot(tmp_path)
+    with serving(tmp_path, machine):
+        nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+        watchdog = nvml.binding._poll = _TimedWatchdog(nvml.binding.target)
+        collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+        try:
+            first = [r for r in collector.collect() if isinstance(r, GpuReading)]
+            polls = len(watchdog.timeouts_s)
+            collector.collect()
+        finally:
+            collector.close()
+    assert [g.state for g in first] == ["ok"] * 4
+    # The init and the count each alone, then the reads of the four GPUs; the next poll reads alone.
+    assert watchdog.timeouts_s[:polls] == [TIMEOUT_S, TIMEOUT_S, 4 * TIMEOUT_S]
+    assert watchdog.timeouts_s[polls:polls + 1] == [4 * TIMEOUT_S]

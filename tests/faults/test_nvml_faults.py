@@ -11,7 +11,13 @@ import pytest
 from rigmon.schema import Event, Frame
 from rigmon.sim.nvml import FakeNvmlMachine, serving, v100_sxm2_gpus
 from rigmon.sim.tree import write_tree
-from tests.faults.harness import Harness, agent_config, only, running_agent, seqs_contiguous
+from tests.faults.harness import (
+    Harness,
+    agent_config,
+    only,
+    running_agent,
+    seqs_contiguous,
+)
 
 BUSES = ("1a", "1b", "1c", "1d")
 ONLY = only("gpu", "host")

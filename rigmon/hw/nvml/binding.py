@@ -95,13 +95,22 @@ class PynvmlNvml:
         if init_clock is not None:
             init_clock.stop()
 
-    def _run(self, fn: Callable[[], T], timeout_s: float) -> T:
-        """``fn`` behind the poll watchdog, after NVML's first init (a job of its own, so a slow init
-        overruns alone); an overrun while that init has not returned is `NvmlStarting` within
-        `init_timeout_s`, and `NvmlHung` naming the init after it."""
+    def _run(self, fn: Callable[[], T], per_gpu: bool = False) -> T:
+        """``fn`` behind the poll watchdog within `timeout_s`, or `timeout_s` for each GPU when ``per_gpu``
+        (a poll of every GPU), after NVML's first init (a job of its own, so a slow init overruns alone);
+        an overrun while that init has not returned is `NvmlStarting` within `init_timeout_s`, and
+        `NvmlHung` naming the init after it.
+
+        The first poll of every GPU counts them first, in a job of its own: it reads every GPU's facts
+        as well, the longest poll of all, and was given one GPU's time (a false hang at the start of a
+        node with many GPUs, or on a loaded one)."""
         if not self._initialized:
-            self._guarded(self._ensure_init, timeout_s)
-        return self._guarded(fn, timeout_s)
+            self._guarded(self._ensure_init, self.timeout_s)
+        if not per_gpu:
+            return self._guarded(fn, self.timeout_s)
+        if not self._devices.counted:
+            self._guarded(self._count, self.timeout_s)
+        return self._guarded(fn, self.timeout_s * self._devices.count_hint)
 
     def _guarded(self, fn: Callable[[], T], timeout_s: float) -> T:
         try:
@@ -128,7 +137,7 @@ class PynvmlNvml:
         return self._devices.count()
 
     def device_count(self) -> int:
-        return self._run(self._count, self.timeout_s)
+        return self._run(self._count)
 
     def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
         def call() -> NvmlDeviceData:
@@ -137,7 +146,7 @@ class PynvmlNvml:
             self._rearm_if_returned()
             return data
 
-        return self._run(call, self.timeout_s)
+        return self._run(call)
 
     def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
         def call() -> list[NvmlDeviceData]:
@@ -146,7 +155,7 @@ class PynvmlNvml:
             self._rearm_if_returned()
             return datas
 
-        return self._run(call, self.timeout_s * self._devices.count_hint)
+        return self._run(call, per_gpu=True)
 
     def _rearm_if_returned(self) -> None:
         """A GPU answers again (a reset, a rescan) or the count changed: the Xid event set is
@@ -160,14 +169,14 @@ class PynvmlNvml:
             self._ensure_init()
             return read_processes(self._devices, self._process_lists, index, utils_since_us)
 
-        return self._run(call, self.timeout_s)
+        return self._run(call)
 
     def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
         def call() -> list[NvmlGpuProcesses]:
             return [read_processes(self._devices, self._process_lists, index, utils_since_us.get(index, 0))
                     for index in range(self._count())]
 
-        return self._run(call, self.timeout_s * self._devices.count_hint)
+        return self._run(call, per_gpu=True)
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
         return self._xid.wait(timeout_s)
