@@ -14,7 +14,7 @@ import pytest
 from rigmon.collectors.base import CollectorHung, CollectorStarting, EventDraft
 from rigmon.collectors.gpu import GpuCollector
 from rigmon.collectors.gpu_processes import GpuProcessCollector
-from rigmon.hw.nvml import Watchdog, open_nvml, open_nvml_processes
+from rigmon.hw.nvml import NvmlHung, Watchdog, open_nvml, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
@@ -192,3 +192,71 @@ def test_the_first_poll_of_every_gpu_has_the_time_of_every_gpu(tmp_path: Path) -
     # The init and the count each alone, then the reads of the four GPUs; the next poll reads alone.
     assert watchdog.timeouts_s[:polls] == [TIMEOUT_S, TIMEOUT_S, 4 * TIMEOUT_S]
     assert watchdog.timeouts_s[polls:polls + 1] == [4 * TIMEOUT_S]
+
+
+class _InitReturnsAsItsPollGivesUp(Watchdog):
+    """The poll watchdog, where the nvmlInit it gave up on returns before the binding looks at what
+    it gave up on (a race a loaded machine hits now and then: the init took its budget and a moment)."""
+
+    def __init__(self, target: str | None, machine: FakeNvmlMachine) -> None:
+        super().__init__("poll", target)
+        self.machine = machine
+
+    def run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        try:
+            return super().run(fn, timeout_s)
+        except NvmlHung:
+            self.machine.heal("hang")
+            end = time.monotonic() + DEADLINE_S
+            while self.stuck and time.monotonic() < end:
+                time.sleep(0.001)
+            raise
+
+
+def test_an_nvml_init_that_returns_as_its_poll_gives_up_is_starting_not_hung(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """An init that returns just after the poll's watchdog gave up on it is an init that overran: the
+    poll says starting (it said hung: the GPU collector failed at the start, then recovered)."""
+    root, machine = node
+    host = HostRoot(root)
+    nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+    nvml.binding._poll = _InitReturnsAsItsPollGivesUp(nvml.binding.target, machine)
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(CollectorStarting, match="nvmlInit has returned"):
+            collector.collect()
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert [g.state for g in gpus] == ["ok", "ok"]
+
+
+def test_a_read_that_hangs_after_a_slow_init_is_hung_not_starting(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """After an init that overran, a read stuck in the driver is a hang: the polls said "nvmlInit has
+    returned" for as long as it stayed stuck (no poll answered, which was what ended "starting")."""
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, StepClock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(CollectorStarting):
+            collector.collect()
+        machine.heal("hang")
+        machine.fail("hang", symbols=["nvmlDeviceGetPowerUsage"])
+        end = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                collector.collect()
+            except CollectorStarting as exc:
+                assert time.monotonic() < end, exc
+                time.sleep(0.01)
+                continue
+            except CollectorHung as exc:
+                hung = str(exc)
+                break
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert "NVML call" in hung

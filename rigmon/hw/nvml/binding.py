@@ -49,11 +49,9 @@ class PynvmlNvml:
         self.timeout_s = timeout_s
         self.init_timeout_s = INIT_TIMEOUT_S
         self.clock: Callable[[], float] = time.monotonic
-        #: The running time of the init in progress (``None``: none is), and whether the first
-        #: init overran a poll (until a poll answers).
+        #: The running time of the init in progress (``None``: none is).
         self._init_clock: RunningStopwatch | None = None
         self._init_clock_lock = threading.Lock()
-        self._init_overran = False
         self._poll = Watchdog("poll", target)
         # Only the poll watchdog's thread touches the reader.
         self._devices = DeviceReader()
@@ -114,23 +112,22 @@ class PynvmlNvml:
 
     def _guarded(self, fn: Callable[[], T], timeout_s: float) -> T:
         try:
-            result = self._poll.run(fn, timeout_s)
-        except NvmlHung:
+            return self._poll.run(fn, timeout_s)
+        except NvmlHung as exc:
             init_clock = self._init_clock
             if not self._initialized and init_clock is not None:
                 waited_s = init_clock.elapsed()
                 if waited_s >= self.init_timeout_s:
                     raise NvmlHung(f"nvmlInit has not returned for {waited_s:.1f} s") from None
-                self._init_overran = True
                 raise NvmlStarting(f"NVML starting: nvmlInit has not returned for {waited_s:.1f} s (the "
                                    "driver initialises the GPUs first without persistence mode: "
                                    "nvidia-smi -pm 1, or nvidia-persistenced)") from None
-            if self._initialized and self._init_overran and self._poll.stuck:
-                # The init that overran has just returned; its job is ending.
+            if self._initialized and exc.call == self._ensure_init:
+                # The init that overran has returned: its job is ending, or it returned between the
+                # watchdog giving up on it and the look above. Judged by the call that overran, not
+                # by what is stuck now: a read stuck after such an init is a hang.
                 raise NvmlStarting("NVML starting: nvmlInit has returned") from None
             raise
-        self._init_overran = False
-        return result
 
     def _count(self) -> int:
         self._ensure_init()
