@@ -4,6 +4,7 @@ the agent's ``pending``), not "hung" and not "absent"."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -260,3 +261,35 @@ def test_a_read_that_hangs_after_a_slow_init_is_hung_not_starting(node: tuple[Pa
         machine.heal("hang")
         collector.close()
     assert "NVML call" in hung
+
+
+class _LateToRun(Watchdog):
+    """The poll watchdog, whose thread does not get to run its first call until `go` is set (a loaded machine)."""
+
+    def __init__(self, target: str | None) -> None:
+        super().__init__("poll", target)
+        self.go = threading.Event()
+
+    def _serve(self) -> None:
+        self.go.wait(DEADLINE_S)
+        super()._serve()
+
+
+def test_an_nvml_init_whose_job_has_not_begun_when_its_poll_gives_up_is_starting(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """The watchdog's thread did not get to begin the init before the first poll gave up on it: NVML is
+    starting, not hung (it said hung: the GPU collector failed at the start, then recovered)."""
+    root, machine = node
+    host = HostRoot(root)
+    nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+    watchdog = nvml.binding._poll = _LateToRun(nvml.binding.target)
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+    try:
+        with pytest.raises(CollectorStarting, match="nvmlInit has not returned"):
+            collector.collect()
+        watchdog.go.set()
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
+    finally:
+        watchdog.go.set()
+        collector.close()
+    assert [g.state for g in gpus] == ["ok", "ok"]

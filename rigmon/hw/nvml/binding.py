@@ -115,14 +115,17 @@ class PynvmlNvml:
             return self._poll.run(fn, timeout_s)
         except NvmlHung as exc:
             init_clock = self._init_clock
-            if not self._initialized and init_clock is not None:
-                waited_s = init_clock.elapsed()
+            init_overran = exc.call == self._ensure_init
+            # The init's own job overran before it began to time the init (the watchdog's thread did
+            # not get to run it on a loaded machine) is an init that has not returned yet as well.
+            if not self._initialized and (init_clock is not None or init_overran):
+                waited_s = 0.0 if init_clock is None else init_clock.elapsed()
                 if waited_s >= self.init_timeout_s:
                     raise NvmlHung(f"nvmlInit has not returned for {waited_s:.1f} s") from None
                 raise NvmlStarting(f"NVML starting: nvmlInit has not returned for {waited_s:.1f} s (the "
                                    "driver initialises the GPUs first without persistence mode: "
                                    "nvidia-smi -pm 1, or nvidia-persistenced)") from None
-            if self._initialized and exc.call == self._ensure_init:
+            if self._initialized and init_overran:
                 # The init that overran has returned: its job is ending, or it returned between the
                 # watchdog giving up on it and the look above. Judged by the call that overran, not
                 # by what is stuck now: a read stuck after such an init is a hang.
