@@ -4,20 +4,24 @@ the agent's ``pending``), not "hung" and not "absent"."""
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from rigmon.collectors.base import CollectorHung, CollectorStarting, EventDraft
 from rigmon.collectors.gpu import GpuCollector
 from rigmon.collectors.gpu_processes import GpuProcessCollector
-from rigmon.hw.nvml import open_nvml, open_nvml_processes
+from rigmon.hw.nvml import NvmlHung, Watchdog, open_nvml, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from tests.collectors.gpu_helpers import DEADLINE_S, StepClock, gpu_node_tree
+
+T = TypeVar("T")
 
 #: The NVML watchdog's timeout in these tests: the init takes longer than this.
 TIMEOUT_S = 0.2
@@ -155,3 +159,137 @@ def test_the_xid_wait_behind_a_slow_first_init_is_not_reported_stuck(node: tuple
         machine.heal("hang")
         collector.close()
     assert [e.kind for e in events] == []
+
+
+class _TimedWatchdog(Watchdog):
+    """The poll watchdog, noting the time each call is given."""
+
+    def __init__(self, target: str | None) -> None:
+        super().__init__("poll", target)
+        self.timeouts_s: list[float] = []
+
+    def run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        self.timeouts_s.append(timeout_s)
+        return super().run(fn, timeout_s)
+
+
+def test_the_first_poll_of_every_gpu_has_the_time_of_every_gpu(tmp_path: Path) -> None:
+    """A poll of every GPU may take the NVML timeout for each GPU; the first one too, which reads every GPU's
+    facts besides (it had one GPU's time: at the start of a loaded node with four GPUs it overran it and the
+    collector was hung for a poll, then recovered)."""
+    machine = gpu_node_tree(tmp_path, ("1a", "1b", "1c", "1d"))
+    host = HostRoot(tmp_path)
+    with serving(tmp_path, machine):
+        nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+        watchdog = nvml.binding._poll = _TimedWatchdog(nvml.binding.target)
+        collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+        try:
+            first = [r for r in collector.collect() if isinstance(r, GpuReading)]
+            polls = len(watchdog.timeouts_s)
+            collector.collect()
+        finally:
+            collector.close()
+    assert [g.state for g in first] == ["ok"] * 4
+    # The init and the count each alone, then the reads of the four GPUs; the next poll reads alone.
+    assert watchdog.timeouts_s[:polls] == [TIMEOUT_S, TIMEOUT_S, 4 * TIMEOUT_S]
+    assert watchdog.timeouts_s[polls:polls + 1] == [4 * TIMEOUT_S]
+
+
+class _InitReturnsAsItsPollGivesUp(Watchdog):
+    """The poll watchdog, where the nvmlInit it gave up on returns before the binding looks at what
+    it gave up on (a race a loaded machine hits now and then: the init took its budget and a moment)."""
+
+    def __init__(self, target: str | None, machine: FakeNvmlMachine) -> None:
+        super().__init__("poll", target)
+        self.machine = machine
+
+    def run(self, fn: Callable[[], T], timeout_s: float) -> T:
+        try:
+            return super().run(fn, timeout_s)
+        except NvmlHung:
+            self.machine.heal("hang")
+            end = time.monotonic() + DEADLINE_S
+            while self.stuck and time.monotonic() < end:
+                time.sleep(0.001)
+            raise
+
+
+def test_an_nvml_init_that_returns_as_its_poll_gives_up_is_starting_not_hung(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """An init that returns just after the poll's watchdog gave up on it is an init that overran: the
+    poll says starting (it said hung: the GPU collector failed at the start, then recovered)."""
+    root, machine = node
+    host = HostRoot(root)
+    nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+    nvml.binding._poll = _InitReturnsAsItsPollGivesUp(nvml.binding.target, machine)
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(CollectorStarting, match="nvmlInit has returned"):
+            collector.collect()
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert [g.state for g in gpus] == ["ok", "ok"]
+
+
+def test_a_read_that_hangs_after_a_slow_init_is_hung_not_starting(node: tuple[Path, FakeNvmlMachine]) -> None:
+    """After an init that overran, a read stuck in the driver is a hang: the polls said "nvmlInit has
+    returned" for as long as it stayed stuck (no poll answered, which was what ended "starting")."""
+    root, machine = node
+    host = HostRoot(root)
+    collector = GpuCollector(open_nvml(host, timeout_s=TIMEOUT_S), host, StepClock(), event_wait_s=0.05)
+    machine.fail("hang", symbols=["nvmlInitWithFlags"])
+    try:
+        with pytest.raises(CollectorStarting):
+            collector.collect()
+        machine.heal("hang")
+        machine.fail("hang", symbols=["nvmlDeviceGetPowerUsage"])
+        end = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                collector.collect()
+            except CollectorStarting as exc:
+                assert time.monotonic() < end, exc
+                time.sleep(0.01)
+                continue
+            except CollectorHung as exc:
+                hung = str(exc)
+                break
+    finally:
+        machine.heal("hang")
+        collector.close()
+    assert "NVML call" in hung
+
+
+class _LateToRun(Watchdog):
+    """The poll watchdog, whose thread does not get to run its first call until `go` is set (a loaded machine)."""
+
+    def __init__(self, target: str | None) -> None:
+        super().__init__("poll", target)
+        self.go = threading.Event()
+
+    def _serve(self) -> None:
+        self.go.wait(DEADLINE_S)
+        super()._serve()
+
+
+def test_an_nvml_init_whose_job_has_not_begun_when_its_poll_gives_up_is_starting(
+        node: tuple[Path, FakeNvmlMachine]) -> None:
+    """The watchdog's thread did not get to begin the init before the first poll gave up on it: NVML is
+    starting, not hung (it said hung: the GPU collector failed at the start, then recovered)."""
+    root, machine = node
+    host = HostRoot(root)
+    nvml = open_nvml(host, timeout_s=TIMEOUT_S)
+    watchdog = nvml.binding._poll = _LateToRun(nvml.binding.target)
+    collector = GpuCollector(nvml, host, StepClock(), event_wait_s=0.05)
+    try:
+        with pytest.raises(CollectorStarting, match="nvmlInit has not returned"):
+            collector.collect()
+        watchdog.go.set()
+        gpus = [r for r in _once_started(collector, machine) if isinstance(r, GpuReading)]
+    finally:
+        watchdog.go.set()
+        collector.close()
+    assert [g.state for g in gpus] == ["ok", "ok"]

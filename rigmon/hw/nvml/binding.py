@@ -49,11 +49,9 @@ class PynvmlNvml:
         self.timeout_s = timeout_s
         self.init_timeout_s = INIT_TIMEOUT_S
         self.clock: Callable[[], float] = time.monotonic
-        #: The running time of the init in progress (``None``: none is), and whether the first
-        #: init overran a poll (until a poll answers).
+        #: The running time of the init in progress (``None``: none is).
         self._init_clock: RunningStopwatch | None = None
         self._init_clock_lock = threading.Lock()
-        self._init_overran = False
         self._poll = Watchdog("poll", target)
         # Only the poll watchdog's thread touches the reader.
         self._devices = DeviceReader()
@@ -95,40 +93,51 @@ class PynvmlNvml:
         if init_clock is not None:
             init_clock.stop()
 
-    def _run(self, fn: Callable[[], T], timeout_s: float) -> T:
-        """``fn`` behind the poll watchdog, after NVML's first init (a job of its own, so a slow init
-        overruns alone); an overrun while that init has not returned is `NvmlStarting` within
-        `init_timeout_s`, and `NvmlHung` naming the init after it."""
+    def _run(self, fn: Callable[[], T], per_gpu: bool = False) -> T:
+        """``fn`` behind the poll watchdog within `timeout_s`, or `timeout_s` for each GPU when ``per_gpu``
+        (a poll of every GPU), after NVML's first init (a job of its own, so a slow init overruns alone);
+        an overrun while that init has not returned is `NvmlStarting` within `init_timeout_s`, and
+        `NvmlHung` naming the init after it.
+
+        The first poll of every GPU counts them first, in a job of its own: it reads every GPU's facts
+        as well, the longest poll of all, and was given one GPU's time (a false hang at the start of a
+        node with many GPUs, or on a loaded one)."""
         if not self._initialized:
-            self._guarded(self._ensure_init, timeout_s)
-        return self._guarded(fn, timeout_s)
+            self._guarded(self._ensure_init, self.timeout_s)
+        if not per_gpu:
+            return self._guarded(fn, self.timeout_s)
+        if not self._devices.counted:
+            self._guarded(self._count, self.timeout_s)
+        return self._guarded(fn, self.timeout_s * self._devices.count_hint)
 
     def _guarded(self, fn: Callable[[], T], timeout_s: float) -> T:
         try:
-            result = self._poll.run(fn, timeout_s)
-        except NvmlHung:
+            return self._poll.run(fn, timeout_s)
+        except NvmlHung as exc:
             init_clock = self._init_clock
-            if not self._initialized and init_clock is not None:
-                waited_s = init_clock.elapsed()
+            init_overran = exc.call == self._ensure_init
+            # The init's own job overran before it began to time the init (the watchdog's thread did
+            # not get to run it on a loaded machine) is an init that has not returned yet as well.
+            if not self._initialized and (init_clock is not None or init_overran):
+                waited_s = 0.0 if init_clock is None else init_clock.elapsed()
                 if waited_s >= self.init_timeout_s:
                     raise NvmlHung(f"nvmlInit has not returned for {waited_s:.1f} s") from None
-                self._init_overran = True
                 raise NvmlStarting(f"NVML starting: nvmlInit has not returned for {waited_s:.1f} s (the "
                                    "driver initialises the GPUs first without persistence mode: "
                                    "nvidia-smi -pm 1, or nvidia-persistenced)") from None
-            if self._initialized and self._init_overran and self._poll.stuck:
-                # The init that overran has just returned; its job is ending.
+            if self._initialized and init_overran:
+                # The init that overran has returned: its job is ending, or it returned between the
+                # watchdog giving up on it and the look above. Judged by the call that overran, not
+                # by what is stuck now: a read stuck after such an init is a hang.
                 raise NvmlStarting("NVML starting: nvmlInit has returned") from None
             raise
-        self._init_overran = False
-        return result
 
     def _count(self) -> int:
         self._ensure_init()
         return self._devices.count()
 
     def device_count(self) -> int:
-        return self._run(self._count, self.timeout_s)
+        return self._run(self._count)
 
     def read_device(self, index: int, samples_since_us: int) -> NvmlDeviceData:
         def call() -> NvmlDeviceData:
@@ -137,7 +146,7 @@ class PynvmlNvml:
             self._rearm_if_returned()
             return data
 
-        return self._run(call, self.timeout_s)
+        return self._run(call)
 
     def read_devices(self, samples_since_us: Mapping[int, int]) -> list[NvmlDeviceData]:
         def call() -> list[NvmlDeviceData]:
@@ -146,7 +155,7 @@ class PynvmlNvml:
             self._rearm_if_returned()
             return datas
 
-        return self._run(call, self.timeout_s * self._devices.count_hint)
+        return self._run(call, per_gpu=True)
 
     def _rearm_if_returned(self) -> None:
         """A GPU answers again (a reset, a rescan) or the count changed: the Xid event set is
@@ -160,14 +169,14 @@ class PynvmlNvml:
             self._ensure_init()
             return read_processes(self._devices, self._process_lists, index, utils_since_us)
 
-        return self._run(call, self.timeout_s)
+        return self._run(call)
 
     def read_all_processes(self, utils_since_us: Mapping[int, int]) -> list[NvmlGpuProcesses]:
         def call() -> list[NvmlGpuProcesses]:
             return [read_processes(self._devices, self._process_lists, index, utils_since_us.get(index, 0))
                     for index in range(self._count())]
 
-        return self._run(call, self.timeout_s * self._devices.count_hint)
+        return self._run(call, per_gpu=True)
 
     def wait_xid(self, timeout_s: float) -> list[NvmlXid]:
         return self._xid.wait(timeout_s)

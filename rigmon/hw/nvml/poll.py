@@ -81,6 +81,11 @@ class DeviceReader:
         self._count = ctypes.c_uint()
         self._count_ref = ctypes.byref(self._count)
 
+    @property
+    def counted(self) -> bool:
+        """Whether the device count was read (until it is, `count_hint` is 1)."""
+        return self._last_count is not None
+
     def count(self) -> int:
         """The device count; a changed count drops every GPU's plan (an index may be another GPU now).
 

@@ -47,7 +47,17 @@ class NvmlUnavailable(Exception):
 
 
 class NvmlHung(Exception):
-    """An NVML call did not return within the watchdog timeout (or one is still stuck)."""
+    """An NVML call did not return within the watchdog timeout (or one is still stuck).
+
+    Args:
+        message: what did not return, for how long.
+        call: the function of the call that did not return (``None``: not known), whether it has
+            returned since or not.
+    """
+
+    def __init__(self, message: str, call: Callable[[], object] | None = None) -> None:
+        super().__init__(message)
+        self.call = call
 
 
 class NvmlStarting(Exception):
@@ -127,7 +137,7 @@ class Watchdog:
                 if self._stuck is not None:
                     if not self._stuck.finished:
                         waited_s = time.monotonic() - self._stuck_since
-                        raise NvmlHung(f"an NVML call has not returned for {waited_s:.1f} s")
+                        raise NvmlHung(f"an NVML call has not returned for {waited_s:.1f} s", self._stuck.fn)
                     self._stuck = None
                 if self._closed:
                     raise RuntimeError("the NVML watchdog is closed")
@@ -141,7 +151,7 @@ class Watchdog:
                     if not job.finished:
                         self._stuck = job
                         self._stuck_since = started
-                        raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s")
+                        raise NvmlHung(f"an NVML call did not return within {timeout_s:g} s", fn)
             if job.error is not None:
                 raise job.error
             result: T = job.result
