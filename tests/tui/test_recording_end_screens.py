@@ -28,6 +28,7 @@ from tests.tui.snapshot_apps.fake_bundle import (
     write_fake_bundle,
 )
 from tests.tui.snapshot_apps.hostile import screen_lines
+from tests.tui.test_recording_end import seek
 
 NODES = ("node01", "node02", "node03")
 NODE03 = "replay:node03"
@@ -57,15 +58,6 @@ def frames_of(node: str) -> list[Frame]:
 
 def open_replay(tmp_path: Path) -> Replay:
     return Replay.open(write_fake_bundle(tmp_path / "ended.tar.gz", frames_of))
-
-
-async def seek(app: RigmonApp, pilot, at: float) -> None:  # type: ignore[no-untyped-def]
-    assert app.replay is not None
-    app.replay.seek(app.cluster, at)
-    app.refresh_screen()
-    await pilot.pause()
-    app.clear_notifications()  # node02's critical toasts would cover the tables
-    await pilot.pause()
 
 
 def test_an_ended_node_s_alarms_are_as_of_its_last_frame_and_the_node_stays_live(tmp_path: Path) -> None:
