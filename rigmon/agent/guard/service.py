@@ -35,7 +35,7 @@ from rigmon.agent.guard.state_store import GuardStateStore
 from rigmon.agent.guard.worker import GuardWorker
 from rigmon.clock import Clock
 from rigmon.config import GuardSection
-from rigmon.schema import Frame, GuardReading
+from rigmon.schema import Frame, GuardGpuSettings, GuardReading
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,17 @@ GuardCommand = Literal["hold", "release"]
 #: that hung); each failed attempt is a ``guard_failed`` event. Also between attempts to find
 #: whether the guard may act when the driver was not loaded at start or a call hung.
 RESTORE_RETRY_S = 60.0
+
+
+def _adopt(original: GuardGpuSettings, known: GuardGpuSettings, real: GuardGpuSettings) -> GuardGpuSettings:
+    """``original`` with the settings someone else changed (``known`` the guard set, ``real`` in force)
+    taken from ``real``: a restore leaves what the operator set, instead of writing over it."""
+    if (real.app_clock_mem_mhz, real.app_clock_graphics_mhz) != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz):
+        original = msgspec.structs.replace(original, app_clock_mem_mhz=real.app_clock_mem_mhz,
+                                           app_clock_graphics_mhz=real.app_clock_graphics_mhz)
+    if real.power_limit_w != known.power_limit_w:
+        original = msgspec.structs.replace(original, power_limit_w=real.power_limit_w)
+    return original
 
 
 class GuardService:
@@ -197,11 +208,15 @@ class GuardService:
                 )
                 if real != known:
                     sh.in_force[g.index] = real
+                    original = sh.original.get(g.index)
+                    if original is not None:
+                        sh.original[g.index] = _adopt(original, known, real)
                     notes.append(f"{describe([known])} set, {describe([real])} in force")
         if notes:
+            self.store.save()  # what a restore now writes, in case the agent is killed
             message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
-                       f"{'; '.join(notes)}; the next trigger takes the next step, and restoring writes the "
-                       "originals over them")
+                       f"{'; '.join(notes)}; the next trigger takes the next step, and restoring leaves them "
+                       "as they are now")
             log.warning("%s", message)
             sh.event("guard_failed", "warning", message, {"mode": self.config.mode, "changed_elsewhere": True})
 

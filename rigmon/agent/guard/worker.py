@@ -316,6 +316,7 @@ class GuardWorker:
             changed = set(sh.changed)
         changes: Changes = []
         errors: list[str] = []
+        kept: list[str] = []
         wrote = False
         for index in indices:
             before, target = in_force.get(index, original[index]), original[index]
@@ -323,7 +324,11 @@ class GuardWorker:
             # else; what a dry-run only recorded (before the guard could act) is not written.
             real = index in changed
             try:
-                after = put_back(self._writer(), index, target, before, sh.original_persistence) if real else target
+                if real:
+                    after, left = put_back(self._writer(), index, target, before, sh.original_persistence)
+                    kept.extend(left)
+                else:
+                    after = target
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
                 # Not tried again (permission does not come back by itself); the state file stays.
@@ -344,6 +349,7 @@ class GuardWorker:
         if errors:
             self.store.save()
             done = f"restored GPUs {','.join(str(b.index) for b, _ in changes)}; " if changes else ""
+            done += f"left as set elsewhere while capped: {', '.join(kept)}; " if kept else ""
             self._failed(d, f"{done}restoring: " + "; ".join(errors), changes)
             return
         if wrote or sh.acting:
@@ -359,6 +365,8 @@ class GuardWorker:
         message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
+        if kept:
+            message += f"; left as set elsewhere while capped: {', '.join(kept)}"
         sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not real_restore))
 
     def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:
