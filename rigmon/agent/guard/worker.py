@@ -147,10 +147,12 @@ class GuardWorker:
                     problems.append(f"GPU {index}: app_clocks_mhz [{mem}, {graphics}] is no pair it supports "
                                     f"([memory, graphics]; memory clocks {', '.join(map(str, sorted(supported)))})")
             low, high = now.power_limit_min_mw, now.power_limit_max_mw
-            if sh.config.power_limit_w > 0 and low is not None and high is not None \
-                    and not low <= sh.config.power_limit_w * 1000 <= high:
-                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is outside its range "
-                                f"{low / 1000:g}..{high / 1000:g} W")
+            if sh.config.power_limit_w > 0 and low is not None and sh.config.power_limit_w * 1000 < low:
+                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is below its minimum "
+                                f"{low / 1000:g} W: the step sets {low / 1000:g} W")
+            if sh.config.power_limit_w > 0 and high is not None and sh.config.power_limit_w * 1000 > high:
+                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is above its maximum "
+                                f"{high / 1000:g} W: the step sets at most {high / 1000:g} W")
         if problems:
             message = f"guard: [guard] does not fit this node; those steps will fail: {'; '.join(problems)}"
             log.warning("%s", message)
@@ -181,7 +183,7 @@ class GuardWorker:
                 continue
             try:
                 before = self._current(index)
-                planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
+                planned = plan_settings(d.step_name, before, self._pair(index), self._limit_w(index))
                 if sh.acting:
                     with sh.lock:
                         sh.original.setdefault(index, before)
@@ -216,7 +218,7 @@ class GuardWorker:
                     errors.append(_gpu_error(index, exc))
                     continue
                 before = self._current(index)
-                after = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
+                after = plan_settings(d.step_name, before, self._pair(index), self._limit_w(index))
             except CALL_ERRORS as exc:
                 errors.append(_gpu_error(index, exc))
                 if isinstance(exc, NvmlHung):
@@ -297,6 +299,27 @@ class GuardWorker:
                     pair = None
             sh.app_clocks[index] = pair
         return sh.app_clocks[index]
+
+    def _limit_w(self, index: int) -> float:
+        """The power limit of the last step for GPU ``index``: the configured one, within the range
+        NVML allows for that GPU (the driver refuses a limit outside it, which would leave no cap)."""
+        sh = self.shared
+        if index not in sh.limit_ranges:
+            found = None
+            if sh.control is not None:
+                try:
+                    now = sh.control.read(index)
+                except (ControlDenied, *CALL_ERRORS):
+                    return sh.config.power_limit_w  # asked again at the next step
+                found = (now.power_limit_min_mw, now.power_limit_max_mw)
+            sh.limit_ranges[index] = found
+        found = sh.limit_ranges[index]
+        limit = sh.config.power_limit_w
+        if found is not None and found[0] is not None:
+            limit = max(limit, found[0] / 1000)
+        if found is not None and found[1] is not None:
+            limit = min(limit, found[1] / 1000)
+        return limit
 
     def _writer(self) -> GuardActuator:
         """NVML, when acting (the probe found it)."""
