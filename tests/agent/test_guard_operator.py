@@ -4,6 +4,7 @@ a restore puts back only what the guard itself still has in force."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from rigmon.agent.guard.state_file import state_file_path
@@ -68,5 +69,28 @@ async def test_a_limit_set_by_hand_while_the_agent_was_down_survives_the_next_st
         service.on_frame(frame(clock.t, 11.9))
         await settle(service)
         assert [g.power_limit_mw for g in machine.gpus] == [180_000, 300_000, 300_000, 300_000]
+        assert not state_file_path(tmp_path / "state").exists()
+        await asyncio.to_thread(service.close)
+
+
+async def test_a_gpu_replaced_while_capped_does_not_get_the_old_ones_settings(tmp_path: Path,
+                                                                             machine: FakeNvmlMachine) -> None:
+    """Killed while capped, GPU 2 swapped for a 250 W board: the next start does not write the old
+    board's 300 W on it (the driver refused that at every retry, the guard failing for ever)."""
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        killed = await engaged_by_sags(tmp_path, TWO_STEPS, events, clock, sags=2)
+        killed.worker.shutdown()
+        machine.gpus[2] = dataclasses.replace(machine.gpus[2], uuid="GPU-new", power_limit_mw=250_000,
+                                              enforced_limit_mw=250_000, default_limit_mw=250_000,
+                                              app_clock_graphics_mhz=1312)
+        service = make(tmp_path, TWO_STEPS, events, clock)
+        service.start()
+        await settle(service)
+        clock.t += 31
+        service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert [g.power_limit_mw for g in machine.gpus] == [300_000, 300_000, 250_000, 300_000]
+        assert events.kinds()[-1] == "guard_restored"
         assert not state_file_path(tmp_path / "state").exists()
         await asyncio.to_thread(service.close)
