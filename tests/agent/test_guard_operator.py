@@ -94,3 +94,28 @@ async def test_a_gpu_replaced_while_capped_does_not_get_the_old_ones_settings(tm
         assert events.kinds()[-1] == "guard_restored"
         assert not state_file_path(tmp_path / "state").exists()
         await asyncio.to_thread(service.close)
+
+
+async def test_a_late_filed_frame_of_the_settings_before_the_cap_is_no_change_elsewhere(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """A GPU poll that ran before the guard's write but was filed after it (a busy scheduler) shows the
+    old clocks: not a change by another tool (seen on undervolt-bus-drop-guarded), and never taken for
+    what a restore puts back (the guard's own cap would stay for good)."""
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        stale = gpu_frame(clock.t + 2, machine)  # polled before the cap, filed a second after it
+        service = await engaged_by_sags(tmp_path, TWO_STEPS, events, clock, sags=1)
+        clock.t += 1
+        service.on_frame(stale)
+        await settle(service)
+        clock.t += 1
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        assert events.kinds() == ["guard_engaged"]
+        assert [s.app_clock_graphics_mhz for s in service.reading().original] == [1312] * 4
+        clock.t += 31
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert events.kinds() == ["guard_engaged", "guard_restored"]
+        await asyncio.to_thread(service.close)

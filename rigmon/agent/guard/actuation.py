@@ -175,3 +175,14 @@ def set_elsewhere(now: GpuControlSettings, guard_set: GuardGpuSettings) -> tuple
     limit = (now.power_limit_mw is not None and guard_set.power_limit_w is not None
              and abs(now.power_limit_mw / 1000 - guard_set.power_limit_w) >= LIMIT_TOLERANCE_W)
     return app, limit
+
+
+def adopt(original: GuardGpuSettings, known: GuardGpuSettings, real: GuardGpuSettings) -> GuardGpuSettings:
+    """``original`` with the settings someone else changed (``known`` the guard set, ``real`` in force)
+    taken from ``real``: a restore leaves what the operator set, instead of writing over it."""
+    if (real.app_clock_mem_mhz, real.app_clock_graphics_mhz) != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz):
+        original = replace(original, app_clock_mem_mhz=real.app_clock_mem_mhz,
+                           app_clock_graphics_mhz=real.app_clock_graphics_mhz)
+    if real.power_limit_w != known.power_limit_w:
+        original = replace(original, power_limit_w=real.power_limit_w)
+    return original

@@ -22,12 +22,11 @@ healthy for ``restore_after_s``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Literal
 
-import msgspec
-
-from rigmon.agent.guard.actuation import GuardActuator, describe
+from rigmon.agent.guard.actuation import LIMIT_TOLERANCE_W, GuardActuator
 from rigmon.agent.guard.policy import HOUR_S, Decision, GuardState, decide, hold, observe, release, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_file import EmitFn, state_file_path
@@ -35,7 +34,7 @@ from rigmon.agent.guard.state_store import GuardStateStore
 from rigmon.agent.guard.worker import GuardWorker
 from rigmon.clock import Clock
 from rigmon.config import GuardSection
-from rigmon.schema import Frame, GuardGpuSettings, GuardReading
+from rigmon.schema import Frame, GuardReading
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +43,6 @@ GuardCommand = Literal["hold", "release"]
 #: that hung); each failed attempt is a ``guard_failed`` event. Also between attempts to find
 #: whether the guard may act when the driver was not loaded at start or a call hung.
 RESTORE_RETRY_S = 60.0
-
-
-def _adopt(original: GuardGpuSettings, known: GuardGpuSettings, real: GuardGpuSettings) -> GuardGpuSettings:
-    """``original`` with the settings someone else changed (``known`` the guard set, ``real`` in force)
-    taken from ``real``: a restore leaves what the operator set, instead of writing over it."""
-    if (real.app_clock_mem_mhz, real.app_clock_graphics_mhz) != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz):
-        original = msgspec.structs.replace(original, app_clock_mem_mhz=real.app_clock_mem_mhz,
-                                           app_clock_graphics_mhz=real.app_clock_graphics_mhz)
-    if real.power_limit_w != known.power_limit_w:
-        original = msgspec.structs.replace(original, power_limit_w=real.power_limit_w)
-    return original
 
 
 class GuardService:
@@ -175,19 +163,21 @@ class GuardService:
         self.worker.submit_decisions(decisions)
 
     def _notice_changes(self, frame: Frame) -> None:
-        """Take up what another tool (``nvidia-smi -rac``, a job's prologue) set on a GPU the guard
-        capped, so readings show what is in force, and say so once per change.
+        """Have the worker check GPUs the guard capped whose frame readings differ from what it set
+        (``nvidia-smi -rac``, a job's prologue, the operator's ``-pl``): `GuardWorker.confirm_changes`
+        asks NVML, takes up what really changed and says so once per change.
 
         Only GPU readings this frame's own call took, and only one that started after the guard's
         last write (an older one, or a hung collector's last, still shows the settings before
-        it), and only while nothing is queued for the GPUs.
+        it), and only while nothing is queued for the GPUs. A frame is only a hint: a poll filed
+        late (a busy scheduler) may still show the settings before the guard's write.
         """
         sh = self.shared
-        notes: list[str] = []
         status = frame.collectors.get("gpu")
         if status is None or status.state != "ok" or status.sampled_at is None:
             return
         read_from = status.sampled_at - (status.duration_s or 0.0)
+        suspects: list[int] = []
         with sh.lock:
             if not sh.changed or (sh.last_action_at is not None and read_from <= sh.last_action_at):
                 return
@@ -197,28 +187,13 @@ class GuardService:
                 known = sh.in_force.get(g.index)
                 if known is None or g.index not in sh.changed or g.state == "lost":
                     continue
-                real = msgspec.structs.replace(
-                    known,
-                    app_clock_mem_mhz=known.app_clock_mem_mhz if g.clock_app_mem_mhz is None else g.clock_app_mem_mhz,
-                    app_clock_graphics_mhz=known.app_clock_graphics_mhz if g.clock_app_graphics_mhz is None
-                    else g.clock_app_graphics_mhz,
-                    power_limit_w=known.power_limit_w if g.power_limit_w is None
-                    or known.power_limit_w is not None and abs(g.power_limit_w - known.power_limit_w) < 0.5
-                    else g.power_limit_w,
-                )
-                if real != known:
-                    sh.in_force[g.index] = real
-                    original = sh.original.get(g.index)
-                    if original is not None:
-                        sh.original[g.index] = _adopt(original, known, real)
-                    notes.append(f"{describe([known])} set, {describe([real])} in force")
-        if notes:
-            self.store.save()  # what a restore now writes, in case the agent is killed
-            message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
-                       f"{'; '.join(notes)}; the next trigger takes the next step, and restoring leaves them "
-                       "as they are now")
-            log.warning("%s", message)
-            sh.event("guard_failed", "warning", message, {"mode": self.config.mode, "changed_elsewhere": True})
+                app = (g.clock_app_mem_mhz, g.clock_app_graphics_mhz)
+                if (None not in app and app != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz)) or (
+                        g.power_limit_w is not None and known.power_limit_w is not None
+                        and abs(g.power_limit_w - known.power_limit_w) >= LIMIT_TOLERANCE_W):
+                    suspects.append(g.index)
+        if suspects:
+            self.worker.submit(functools.partial(self.worker.confirm_changes, tuple(suspects)))
 
     def reading(self) -> GuardReading:
         """The guard's state as it goes into frames."""

@@ -17,15 +17,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from rigmon.agent.guard.actuation import (
     CALL_ERRORS,
     GuardActuator,
+    adopt,
     apply_step,
     describe,
     from_control,
     from_frame,
     put_back,
+    set_elsewhere,
 )
 from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_store import GuardStateStore
+from msgspec.structs import replace
+
 from rigmon.hw.nvml_control import ControlDenied, NvmlHung
 from rigmon.schema import EventValue, GuardGpuSettings
 
@@ -253,6 +257,49 @@ class GuardWorker:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
             self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def confirm_changes(self, indices: tuple[int, ...]) -> None:
+        """Ask NVML whether GPUs whose frames showed other settings than the guard set really run
+        with others (a frame may be a poll from before the guard's write, filed late); take up what
+        did change, so readings show it and a restore leaves it, and say so (``changed_elsewhere``)."""
+        sh = self.shared
+        if sh.control is None:
+            return
+        notes: list[str] = []
+        for index in indices:
+            with sh.lock:
+                known = sh.in_force.get(index) if index in sh.changed else None
+            if known is None:
+                continue
+            try:
+                now = sh.control.read(index)
+            except (ControlDenied, *CALL_ERRORS):
+                continue  # a lost GPU, a hung driver: nothing is known to have changed
+            app, limit = set_elsewhere(now, known)
+            if not (app or limit):
+                continue
+            real = known
+            if app:
+                real = replace(real, app_clock_mem_mhz=now.app_clock_mem_mhz,
+                               app_clock_graphics_mhz=now.app_clock_graphics_mhz)
+            if limit:
+                assert now.power_limit_mw is not None
+                real = replace(real, power_limit_w=now.power_limit_mw / 1000)
+            with sh.lock:
+                if sh.in_force.get(index) != known:
+                    continue  # restored or stepped meanwhile
+                sh.in_force[index] = real
+                if index in sh.original:
+                    sh.original[index] = adopt(sh.original[index], known, real)
+            notes.append(f"{describe([known])} set, {describe([real])} in force")
+        if not notes:
+            return
+        self.store.save()  # what a restore now writes, in case the agent is killed
+        message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
+                   f"{'; '.join(notes)}; the next trigger takes the next step, and restoring leaves them "
+                   "as they are now")
+        log.warning("%s", message)
+        sh.event("guard_failed", "warning", message, {"mode": sh.config.mode, "changed_elsewhere": True})
 
     def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
         """Forget a write recorded ahead that the driver refused."""
