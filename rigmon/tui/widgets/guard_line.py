@@ -36,6 +36,9 @@ def guard_text(guard: GuardReading) -> str:
         capped = guard.settings[0] if guard.settings else None
         if capped is not None and capped.app_clock_graphics_mhz is not None:
             head += f" at {capped.app_clock_mem_mhz}/{capped.app_clock_graphics_mhz} MHz"
+        if capped is not None and capped.power_limit_w is not None and guard.step_name == "power_limit":
+            # The cap this step set (the GPU's minimum when the configured one is below it).
+            head += f", {capped.power_limit_w:g} W"
     parts = [head, f"{guard.actions_last_hour}/{guard.max_actions_per_hour} actions this hour"]
     if guard.trigger and guard.step:
         parts.append(f"because {guard.trigger}")
