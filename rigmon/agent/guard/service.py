@@ -88,8 +88,9 @@ class GuardService:
             with sh.lock:
                 sh.state = GuardState()
             try:
+                # A read and up to four writes per GPU (`put_back`), each behind its own timeout.
                 self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s
-                                    * (2 + 4 * max(len(state.gpus), len(changed))))
+                                    * (2 + 5 * max(len(state.gpus), len(changed))))
             except Exception:  # noqa: BLE001 - a stop must finish; the state file stays for the next run
                 log.exception("guard: restoring at stop failed; the next start will find the settings")
         self.worker.shutdown()
