@@ -15,6 +15,7 @@ from msgspec.structs import replace
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.sampler import ROUTES
+from rigmon.agent.guard.state_file import state_file_note
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
@@ -322,9 +323,13 @@ def _nvml_guard_probe(config: AgentConfig) -> Callable[[], str | None]:
 
 def guard_line(config: AgentConfig, cannot: str | None) -> str:
     """One line on the undervolt guard: configured how, and whether it could act (``cannot``: why not,
-    `APP_CLOCKS_ONLY` first when it could take its first step only)."""
+    `APP_CLOCKS_ONLY` first when it could take its first step only), and the caps its state file says
+    are in force."""
     guard = config.guard
-    setting = "off" if not guard.enabled else guard.mode
+    setting: str = "off" if not guard.enabled else guard.mode
+    left = state_file_note(config.agent.state_dir)
+    if left is not None:
+        setting += f"; {left}"
     if cannot is None:
         return f"{setting}; it could act on this node (NVML accepts clock changes)"
     if cannot.startswith(APP_CLOCKS_ONLY):
