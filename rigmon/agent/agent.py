@@ -386,9 +386,10 @@ class Agent:
         cancelled = False
         if self.guard is not None:
             # First, while frames still flow: put back the GPU settings the guard changed.
-            await asyncio.to_thread(self.guard.close)
+            restored = await asyncio.to_thread(self.guard.close)
             try:
-                await self._one_more_frame()
+                if restored:
+                    await self._one_more_frame()
             except asyncio.CancelledError:
                 cancelled = True
         self.sampler.stop()

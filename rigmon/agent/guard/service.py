@@ -73,14 +73,19 @@ class GuardService:
         self.store.load_left_behind()
         self.worker.submit(self.worker.probe)
 
-    def close(self) -> None:
-        """Restore what this run changed (blocking: call from a thread), then stop the worker."""
+    def close(self) -> bool:
+        """Restore what this run changed (blocking: call from a thread), then stop the worker.
+
+        Returns:
+            Whether it tried to restore settings (its events then wait for the next frame).
+        """
         sh = self.shared
         with sh.lock:
             sh.closing = True  # frames still flow while the restore runs: a sag must not re-engage
             state, changed = sh.state, tuple(sorted(sh.original))
             acting = sh.acting or bool(sh.changed)
-        if (state.step > 0 or changed) and acting:
+        restoring = (state.step > 0 or bool(changed)) and acting
+        if restoring:
             # A restore that failed earlier leaves the guard armed with settings still in force:
             # those are put back too.
             _, decisions = release(state, sh.clock.time(), "agent stopping")
@@ -96,6 +101,7 @@ class GuardService:
         self.worker.shutdown()
         if sh.control is not None:
             sh.control.close()
+        return restoring
 
     # -- the operator ---------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from msgspec.structs import replace
+
 from rigmon.agent.guard.actuation import (
     CALL_ERRORS,
     GuardActuator,
@@ -28,8 +30,6 @@ from rigmon.agent.guard.actuation import (
 from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_store import GuardStateStore
-from msgspec.structs import replace
-
 from rigmon.hw.nvml_control import ControlDenied, NvmlHung
 from rigmon.schema import EventValue, GuardGpuSettings
 
