@@ -21,7 +21,11 @@ STEP_TEXT = {"app_clocks": "application clocks", "locked_clocks": "locked clocks
 def guard_text(guard: GuardReading) -> str:
     """The line's words (strings from the agent are drawn as text by the caller)."""
     mode = guard.mode if guard.acting or guard.mode == "dry-run" else f"{guard.mode}, not acting"
-    if guard.step == 0 and guard.settings:
+    if guard.step == 0 and guard.settings and guard.left_behind and not guard.acting:
+        # A guard that cannot act (dry-run, no permission) does not put a previous run's caps back.
+        head = (f"guard {guard.state} ({mode}): caps a previous agent run left still in force on GPUs "
+                f"{','.join(str(s.index) for s in guard.settings)}: reset them by hand (nvidia-smi -rac; -rgc; -pl)")
+    elif guard.step == 0 and guard.settings:
         # Armed again, but the restore failed for these GPUs: their caps are still in force.
         head = (f"guard {guard.state} ({mode}): caps still in force on GPUs "
                 f"{','.join(str(s.index) for s in guard.settings)}, the restore failed: "
