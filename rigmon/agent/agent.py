@@ -36,7 +36,7 @@ from rigmon.notify.dispatch import Notifiers
 from rigmon.notify.senders import Sender
 from rigmon.path_resistance import PathStateHolder
 from rigmon.redact import redact
-from rigmon.schema import SCHEMA_VERSION, Event, Info, NodeCapture, Severity
+from rigmon.schema import SCHEMA_VERSION, Event, Frame, Info, NodeCapture, Severity
 from rigmon.typed import to_data
 
 if TYPE_CHECKING:
@@ -362,6 +362,20 @@ class Agent:
         """
         await to_the_end(self._stop())
 
+    async def _one_more_frame(self) -> None:
+        """Wait for the sampler's next frame (a few intervals at most): the events the guard's restore
+        at the stop emitted go out with it (journal, notifiers, ``/v1/events``), not queued for none."""
+        if self._task is None or self._task.done():
+            return
+        published: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def listener(_frame: Frame) -> None:
+            if not published.done():
+                published.set_result(None)
+
+        self.sampler.add_listener(listener)
+        await asyncio.wait({published}, timeout=2 * self.config.agent.interval_s + 1.0)
+
     async def _stop(self) -> None:
         """The steps of `stop`, in order; awaited to its end by `stop`.
 
@@ -369,11 +383,16 @@ class Agent:
             CancelledError: this task itself was cancelled while it waited for the sampler or the
                 state task (the event loop's end), raised once the rest has run.
         """
+        cancelled = False
         if self.guard is not None:
             # First, while frames still flow: put back the GPU settings the guard changed.
-            await asyncio.to_thread(self.guard.close)
+            restored = await asyncio.to_thread(self.guard.close)
+            try:
+                if restored:
+                    await self._one_more_frame()
+            except asyncio.CancelledError:
+                cancelled = True
         self.sampler.stop()
-        cancelled = False
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, 5)

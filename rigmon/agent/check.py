@@ -15,6 +15,7 @@ from msgspec.structs import replace
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.sampler import ROUTES
+from rigmon.agent.guard.state_file import state_file_note
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
@@ -300,11 +301,20 @@ def _rail_not_read(readings: Readings, node: str, now_at: float, waited_s: float
                          "the 12 V rail was not checked")
 
 
+#: Starts the guard probe's answer on a node where only application clocks may be changed
+#: (``nvidia-smi -acp UNRESTRICTED``, not root): the guard acts, but its later steps are refused.
+APP_CLOCKS_ONLY = "application clocks only: "
+
+
 def _nvml_guard_probe(config: AgentConfig) -> Callable[[], str | None]:
     def probe() -> str | None:
         control = open_nvml_control(HostRoot(config.agent.root), config.guard.call_timeout_s)
         try:
-            return control.probe()
+            cannot = control.probe()
+            if cannot is not None:
+                return cannot
+            limited = control.probe_limits()
+            return None if limited is None else APP_CLOCKS_ONLY + limited
         finally:
             control.close()
 
@@ -312,11 +322,19 @@ def _nvml_guard_probe(config: AgentConfig) -> Callable[[], str | None]:
 
 
 def guard_line(config: AgentConfig, cannot: str | None) -> str:
-    """One line on the undervolt guard: configured how, and whether it could act (``cannot``: why not)."""
+    """One line on the undervolt guard: configured how, and whether it could act (``cannot``: why not,
+    `APP_CLOCKS_ONLY` first when it could take its first step only), and the caps its state file says
+    are in force."""
     guard = config.guard
-    setting = "off" if not guard.enabled else guard.mode
+    setting: str = "off" if not guard.enabled else guard.mode
+    left = state_file_note(config.agent.state_dir)
+    if left is not None:
+        setting += f"; {left}"
     if cannot is None:
         return f"{setting}; it could act on this node (NVML accepts clock changes)"
+    if cannot.startswith(APP_CLOCKS_ONLY):
+        return (f"{setting}; it could cap application clocks on this node, but not lock clocks or set a power "
+                f"limit (they need root): {cannot.removeprefix(APP_CLOCKS_ONLY)}")
     return f"{setting}; it could not act on this node: {cannot}"
 
 

@@ -254,6 +254,23 @@ class NvmlControl:
         self.probe_transient = False
         return None
 
+    def probe_limits(self) -> str | None:
+        """Whether the steps after application clocks (locked clocks, a power limit) could be taken:
+        ``None`` if so (or when GPU 0 does not report its limit), else why not.
+
+        `probe` answers for application clocks, which ``nvidia-smi -acp UNRESTRICTED`` opens to every
+        user; these stay root's. Writes GPU 0's power limit back unchanged (a no-op the driver
+        still checks permission for).
+        """
+        try:
+            limit_mw = self.read(0).power_limit_mw
+            if limit_mw is None:
+                return None
+            self.set_power_limit(0, limit_mw)
+        except (ControlDenied, ControlUnsupported, ControlFailed, NvmlUnavailable, NvmlHung) as exc:
+            return str(exc)
+        return None
+
     def close(self) -> None:
         """Shut this binding's NVML reference down (skipped when a call is stuck)."""
         if not self._watchdog.stuck and self._initialized:

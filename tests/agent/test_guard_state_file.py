@@ -123,6 +123,29 @@ async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(
         await asyncio.to_thread(second.close)
 
 
+async def test_settings_left_behind_in_dry_run_stay_on_the_dashboard_after_its_would_restore(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """The dry-run guard's "would restore" changes nothing: the caps are still in force and the
+    dashboard must keep saying so (it showed a plain armed guard and no mark)."""
+    from rigmon.summary.figures import guard_mark
+    from rigmon.tui.widgets.guard_line import guard_text
+
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        await engaged_then_killed(tmp_path, events, clock)
+        second = await started(tmp_path, GuardSection(enabled=True, mode="dry-run", rail_count=1, restore_after_s=30.0),
+                               Events(), clock)
+        clock.t += 31
+        second.on_frame(frame(clock.t, 11.9))
+        await settle(second)
+        reading = second.reading()
+        assert [s.app_clock_graphics_mhz for s in reading.settings] == [1005] * 4
+        assert guard_mark(reading) == "G!"
+        assert "caps a previous agent run left still in force on GPUs 0,1,2,3" in guard_text(reading)
+        assert "reset them by hand" in guard_text(reading)
+        await asyncio.to_thread(second.close)
+
+
 def test_a_save_never_makes_the_directories_above_the_state_directory(tmp_path: Path) -> None:
     # Before: a save after the state directory and its parent were removed made them all again.
     from rigmon.agent.guard.state_file import SavedSettings, write_state

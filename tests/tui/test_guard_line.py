@@ -31,6 +31,13 @@ def test_mark_and_text() -> None:
     assert guard_text(denied).startswith("guard armed (enforce, not acting)") and "no permission" in guard_text(denied)
 
 
+def test_the_power_limit_step_says_the_limit_in_force() -> None:
+    capped = GuardReading(mode="enforce", acting=True, state="engaged", step=3, step_name="power_limit",
+                          gpus=(0, 1), settings=(GuardGpuSettings(0, 877, 1005, 1005, 150.0),))
+    assert guard_text(capped).startswith("guard engaged (enforce): step 3, power limit on GPUs 0,1 at 877/1005 MHz, "
+                                         "150 W")
+
+
 def notices(app: RigmonApp) -> list[str]:
     return [f"{n.title}: {n.message}" for n in app._notifications]
 

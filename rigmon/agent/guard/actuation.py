@@ -23,6 +23,8 @@ from rigmon.schema import Frame, GuardGpuSettings, GuardStepName
 
 #: Lowest clock of a locked range: the GPU may still idle down.
 LOCKED_MIN_MHZ = 135
+#: Power limits closer than this are the same (the driver rounds to its own steps).
+LIMIT_TOLERANCE_W = 0.5
 #: Errors of one NVML write that leave the guard working (the next trigger tries again).
 CALL_ERRORS = (ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable)
 
@@ -119,22 +121,37 @@ def apply_step(control: GuardActuator, index: int, step: GuardStepName, planned:
 
 
 def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, before: GuardGpuSettings,
-             original_persistence: dict[int, bool | None]) -> GuardGpuSettings:
-    """Restore GPU ``index`` from ``before`` to ``target``, its original settings; returns them as NVML reads them.
+             original_persistence: dict[int, bool | None]) -> tuple[GuardGpuSettings, tuple[str, ...]]:
+    """Restore GPU ``index`` from ``before`` to ``target``, its original settings.
+
+    Only what the guard still has in force goes back: an application-clock pair or a power limit
+    that differs from ``before`` now (``nvidia-smi -ac``/``-pl`` by the operator while the guard
+    was engaged, or while the agent was down) is the operator's and is left as it is.
+
+    Returns:
+        The settings as NVML reads them afterwards, and one note per setting left as set elsewhere.
 
     Raises:
         ControlDenied, ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable: a write failed.
     """
+    got = control.read(index)
+    app_elsewhere, limit_elsewhere = set_elsewhere(got, before)
+    kept: list[str] = []
     if before.locked_clock_max_mhz is not None:
         try:
             control.reset_locked_clocks(index)
         except ControlUnsupported:
             pass
-    if target.app_clock_mem_mhz is not None and target.app_clock_graphics_mhz is not None:
+    if app_elsewhere:
+        kept.append(f"gpu{index} application clocks {got.app_clock_mem_mhz}/{got.app_clock_graphics_mhz} MHz")
+    elif target.app_clock_mem_mhz is not None and target.app_clock_graphics_mhz is not None:
         got = control.set_app_clocks(index, target.app_clock_mem_mhz, target.app_clock_graphics_mhz)
     else:
         got = control.reset_app_clocks(index)
-    if target.power_limit_w is not None and before.power_limit_w != target.power_limit_w:
+    if limit_elsewhere:
+        assert got.power_limit_mw is not None
+        kept.append(f"gpu{index} power limit {got.power_limit_mw / 1000:g} W")
+    elif target.power_limit_w is not None and before.power_limit_w != target.power_limit_w:
         got = control.set_power_limit(index, int(target.power_limit_w * 1000))
     elif target.power_limit_w is None and before.power_limit_w is not None:
         # The limit before the guard was not known (the driver did not say): the board's default,
@@ -145,4 +162,27 @@ def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, befor
             control.set_persistence(index, False)
         except (ControlUnsupported, ControlFailed, ControlDenied):
             pass
-    return from_control(got)
+    return from_control(got), tuple(kept)
+
+
+def set_elsewhere(now: GpuControlSettings, guard_set: GuardGpuSettings) -> tuple[bool, bool]:
+    """Whether GPU's application clocks and power limit ``now`` differ from what the guard set
+    (``guard_set``): someone else changed them since. Unknown on either side is no difference."""
+    app = (now.app_clock_mem_mhz is not None and now.app_clock_graphics_mhz is not None
+           and guard_set.app_clock_mem_mhz is not None and guard_set.app_clock_graphics_mhz is not None
+           and (now.app_clock_mem_mhz, now.app_clock_graphics_mhz)
+           != (guard_set.app_clock_mem_mhz, guard_set.app_clock_graphics_mhz))
+    limit = (now.power_limit_mw is not None and guard_set.power_limit_w is not None
+             and abs(now.power_limit_mw / 1000 - guard_set.power_limit_w) >= LIMIT_TOLERANCE_W)
+    return app, limit
+
+
+def adopt(original: GuardGpuSettings, known: GuardGpuSettings, real: GuardGpuSettings) -> GuardGpuSettings:
+    """``original`` with the settings someone else changed (``known`` the guard set, ``real`` in force)
+    taken from ``real``: a restore leaves what the operator set, instead of writing over it."""
+    if (real.app_clock_mem_mhz, real.app_clock_graphics_mhz) != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz):
+        original = replace(original, app_clock_mem_mhz=real.app_clock_mem_mhz,
+                           app_clock_graphics_mhz=real.app_clock_graphics_mhz)
+    if real.power_limit_w != known.power_limit_w:
+        original = replace(original, power_limit_w=real.power_limit_w)
+    return original

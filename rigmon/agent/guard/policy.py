@@ -273,6 +273,6 @@ def plan_settings(step_name: GuardStepName, current: GuardGpuSettings, app_clock
     if step_name == "locked_clocks":
         clocks = [c for c in (app_clocks[1] if app_clocks else None, current.app_clock_graphics_mhz) if c is not None]
         return msgspec.structs.replace(current, locked_clock_max_mhz=min(clocks) if clocks else None)
-    if current.power_limit_w is not None and current.power_limit_w < power_limit_w:
+    if current.power_limit_w is not None and current.power_limit_w <= power_limit_w:
         return current
     return msgspec.structs.replace(current, power_limit_w=power_limit_w)

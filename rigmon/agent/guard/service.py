@@ -22,12 +22,11 @@ healthy for ``restore_after_s``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Literal
 
-import msgspec
-
-from rigmon.agent.guard.actuation import GuardActuator, describe
+from rigmon.agent.guard.actuation import LIMIT_TOLERANCE_W, GuardActuator
 from rigmon.agent.guard.policy import HOUR_S, Decision, GuardState, decide, hold, observe, release, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_file import EmitFn, state_file_path
@@ -74,14 +73,19 @@ class GuardService:
         self.store.load_left_behind()
         self.worker.submit(self.worker.probe)
 
-    def close(self) -> None:
-        """Restore what this run changed (blocking: call from a thread), then stop the worker."""
+    def close(self) -> bool:
+        """Restore what this run changed (blocking: call from a thread), then stop the worker.
+
+        Returns:
+            Whether it tried to restore settings (its events then wait for the next frame).
+        """
         sh = self.shared
         with sh.lock:
             sh.closing = True  # frames still flow while the restore runs: a sag must not re-engage
             state, changed = sh.state, tuple(sorted(sh.original))
             acting = sh.acting or bool(sh.changed)
-        if (state.step > 0 or changed) and acting:
+        restoring = (state.step > 0 or bool(changed)) and acting
+        if restoring:
             # A restore that failed earlier leaves the guard armed with settings still in force:
             # those are put back too.
             _, decisions = release(state, sh.clock.time(), "agent stopping")
@@ -89,13 +93,15 @@ class GuardService:
             with sh.lock:
                 sh.state = GuardState()
             try:
+                # A read and up to four writes per GPU (`put_back`), each behind its own timeout.
                 self.worker.run_now(decisions, timeout_s=self.config.call_timeout_s
-                                    * (2 + 4 * max(len(state.gpus), len(changed))))
+                                    * (2 + 5 * max(len(state.gpus), len(changed))))
             except Exception:  # noqa: BLE001 - a stop must finish; the state file stays for the next run
                 log.exception("guard: restoring at stop failed; the next start will find the settings")
         self.worker.shutdown()
         if sh.control is not None:
             sh.control.close()
+        return restoring
 
     # -- the operator ---------------------------------------------------------------------
 
@@ -164,19 +170,21 @@ class GuardService:
         self.worker.submit_decisions(decisions)
 
     def _notice_changes(self, frame: Frame) -> None:
-        """Take up what another tool (``nvidia-smi -rac``, a job's prologue) set on a GPU the guard
-        capped, so readings show what is in force, and say so once per change.
+        """Have the worker check GPUs the guard capped whose frame readings differ from what it set
+        (``nvidia-smi -rac``, a job's prologue, the operator's ``-pl``): `GuardWorker.confirm_changes`
+        asks NVML, takes up what really changed and says so once per change.
 
         Only GPU readings this frame's own call took, and only one that started after the guard's
         last write (an older one, or a hung collector's last, still shows the settings before
-        it), and only while nothing is queued for the GPUs.
+        it), and only while nothing is queued for the GPUs. A frame is only a hint: a poll filed
+        late (a busy scheduler) may still show the settings before the guard's write.
         """
         sh = self.shared
-        notes: list[str] = []
         status = frame.collectors.get("gpu")
         if status is None or status.state != "ok" or status.sampled_at is None:
             return
         read_from = status.sampled_at - (status.duration_s or 0.0)
+        suspects: list[int] = []
         with sh.lock:
             if not sh.changed or (sh.last_action_at is not None and read_from <= sh.last_action_at):
                 return
@@ -186,24 +194,13 @@ class GuardService:
                 known = sh.in_force.get(g.index)
                 if known is None or g.index not in sh.changed or g.state == "lost":
                     continue
-                real = msgspec.structs.replace(
-                    known,
-                    app_clock_mem_mhz=known.app_clock_mem_mhz if g.clock_app_mem_mhz is None else g.clock_app_mem_mhz,
-                    app_clock_graphics_mhz=known.app_clock_graphics_mhz if g.clock_app_graphics_mhz is None
-                    else g.clock_app_graphics_mhz,
-                    power_limit_w=known.power_limit_w if g.power_limit_w is None
-                    or known.power_limit_w is not None and abs(g.power_limit_w - known.power_limit_w) < 0.5
-                    else g.power_limit_w,
-                )
-                if real != known:
-                    sh.in_force[g.index] = real
-                    notes.append(f"{describe([known])} set, {describe([real])} in force")
-        if notes:
-            message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
-                       f"{'; '.join(notes)}; the next trigger takes the next step, and restoring writes the "
-                       "originals over them")
-            log.warning("%s", message)
-            sh.event("guard_failed", "warning", message, {"mode": self.config.mode, "changed_elsewhere": True})
+                app = (g.clock_app_mem_mhz, g.clock_app_graphics_mhz)
+                if (None not in app and app != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz)) or (
+                        g.power_limit_w is not None and known.power_limit_w is not None
+                        and abs(g.power_limit_w - known.power_limit_w) >= LIMIT_TOLERANCE_W):
+                    suspects.append(g.index)
+        if suspects:
+            self.worker.submit(functools.partial(self.worker.confirm_changes, tuple(suspects)))
 
     def reading(self) -> GuardReading:
         """The guard's state as it goes into frames."""

@@ -67,6 +67,8 @@ class GuardShared:
         self.original_persistence: dict[int, bool | None] = {}
         #: Application-clock pair of each GPU, worked out once (``None``: none found).
         self.app_clocks: dict[int, tuple[int, int] | None] = {}
+        #: Power-limit range (min, max mW, ``None`` where NVML does not say) of each GPU, read once.
+        self.limit_ranges: dict[int, tuple[int | None, int | None] | None] = {}
         #: The latest frame (settings from it when NVML cannot be read).
         self.last_frame: Frame | None = None
         #: When the worker last carried out a decision (Unix seconds).

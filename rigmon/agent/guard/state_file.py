@@ -107,3 +107,25 @@ def report_left_behind_when_disabled(state_dir: str, emit: EmitFn) -> bool:
     emit("guard_failed", "warning", "guard", message, {"left_behind": True, "state_file": str(path)})
     return True
 
+
+
+def state_file_note(state_dir: str) -> str | None:
+    """What ``rigmon check`` says of the guard's state file: the GPU settings the guard has in force
+    (an agent engaged now, or one killed while engaged), or that the file cannot be read; ``None``
+    without one."""
+    if not state_dir:
+        return None
+    path = state_file_path(state_dir)
+    if not path.exists():
+        return None
+    # Here, not at the top: the agent imports this module without the guard (and pynvml).
+    from rigmon.agent.guard.actuation import describe
+
+    try:
+        saved = read_state(path)
+    except STATE_FILE_ERRORS as exc:
+        return (f"{path} cannot be read ({exc}): GPU settings an agent's guard changed are unknown; check the "
+                "GPUs (nvidia-smi -q -d CLOCK,POWER)")
+    return (f"caps in force on GPUs {','.join(map(str, saved.gpus))} ({path}): {describe(saved.in_force)}, "
+            f"originals {describe(saved.original)}; the agent restores them once the rail is healthy "
+            "(or reset them by hand: nvidia-smi -rac; -rgc; -pl with the default limit)")

@@ -14,14 +14,18 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from msgspec.structs import replace
+
 from rigmon.agent.guard.actuation import (
     CALL_ERRORS,
     GuardActuator,
+    adopt,
     apply_step,
     describe,
     from_control,
     from_frame,
     put_back,
+    set_elsewhere,
 )
 from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings
 from rigmon.agent.guard.shared import GuardShared
@@ -147,10 +151,12 @@ class GuardWorker:
                     problems.append(f"GPU {index}: app_clocks_mhz [{mem}, {graphics}] is no pair it supports "
                                     f"([memory, graphics]; memory clocks {', '.join(map(str, sorted(supported)))})")
             low, high = now.power_limit_min_mw, now.power_limit_max_mw
-            if sh.config.power_limit_w > 0 and low is not None and high is not None \
-                    and not low <= sh.config.power_limit_w * 1000 <= high:
-                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is outside its range "
-                                f"{low / 1000:g}..{high / 1000:g} W")
+            if sh.config.power_limit_w > 0 and low is not None and sh.config.power_limit_w * 1000 < low:
+                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is below its minimum "
+                                f"{low / 1000:g} W: the step sets {low / 1000:g} W")
+            if sh.config.power_limit_w > 0 and high is not None and sh.config.power_limit_w * 1000 > high:
+                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is above its maximum "
+                                f"{high / 1000:g} W: the step sets at most {high / 1000:g} W")
         if problems:
             message = f"guard: [guard] does not fit this node; those steps will fail: {'; '.join(problems)}"
             log.warning("%s", message)
@@ -181,7 +187,7 @@ class GuardWorker:
                 continue
             try:
                 before = self._current(index)
-                planned = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
+                planned = plan_settings(d.step_name, before, self._pair(index), self._limit_w(index))
                 if sh.acting:
                     with sh.lock:
                         sh.original.setdefault(index, before)
@@ -216,7 +222,7 @@ class GuardWorker:
                     errors.append(_gpu_error(index, exc))
                     continue
                 before = self._current(index)
-                after = plan_settings(d.step_name, before, self._pair(index), sh.config.power_limit_w)
+                after = plan_settings(d.step_name, before, self._pair(index), self._limit_w(index))
             except CALL_ERRORS as exc:
                 errors.append(_gpu_error(index, exc))
                 if isinstance(exc, NvmlHung):
@@ -251,6 +257,49 @@ class GuardWorker:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
             self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def confirm_changes(self, indices: tuple[int, ...]) -> None:
+        """Ask NVML whether GPUs whose frames showed other settings than the guard set really run
+        with others (a frame may be a poll from before the guard's write, filed late); take up what
+        did change, so readings show it and a restore leaves it, and say so (``changed_elsewhere``)."""
+        sh = self.shared
+        if sh.control is None:
+            return
+        notes: list[str] = []
+        for index in indices:
+            with sh.lock:
+                known = sh.in_force.get(index) if index in sh.changed else None
+            if known is None:
+                continue
+            try:
+                now = sh.control.read(index)
+            except (ControlDenied, *CALL_ERRORS):
+                continue  # a lost GPU, a hung driver: nothing is known to have changed
+            app, limit = set_elsewhere(now, known)
+            if not (app or limit):
+                continue
+            real = known
+            if app:
+                real = replace(real, app_clock_mem_mhz=now.app_clock_mem_mhz,
+                               app_clock_graphics_mhz=now.app_clock_graphics_mhz)
+            if limit:
+                assert now.power_limit_mw is not None
+                real = replace(real, power_limit_w=now.power_limit_mw / 1000)
+            with sh.lock:
+                if sh.in_force.get(index) != known:
+                    continue  # restored or stepped meanwhile
+                sh.in_force[index] = real
+                if index in sh.original:
+                    sh.original[index] = adopt(sh.original[index], known, real)
+            notes.append(f"{describe([known])} set, {describe([real])} in force")
+        if not notes:
+            return
+        self.store.save()  # what a restore now writes, in case the agent is killed
+        message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
+                   f"{'; '.join(notes)}; the next trigger takes the next step, and restoring leaves them "
+                   "as they are now")
+        log.warning("%s", message)
+        sh.event("guard_failed", "warning", message, {"mode": sh.config.mode, "changed_elsewhere": True})
 
     def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
         """Forget a write recorded ahead that the driver refused."""
@@ -298,6 +347,27 @@ class GuardWorker:
             sh.app_clocks[index] = pair
         return sh.app_clocks[index]
 
+    def _limit_w(self, index: int) -> float:
+        """The power limit of the last step for GPU ``index``: the configured one, within the range
+        NVML allows for that GPU (the driver refuses a limit outside it, which would leave no cap)."""
+        sh = self.shared
+        if index not in sh.limit_ranges:
+            found = None
+            if sh.control is not None:
+                try:
+                    now = sh.control.read(index)
+                except (ControlDenied, *CALL_ERRORS):
+                    return sh.config.power_limit_w  # asked again at the next step
+                found = (now.power_limit_min_mw, now.power_limit_max_mw)
+            sh.limit_ranges[index] = found
+        found = sh.limit_ranges[index]
+        limit = sh.config.power_limit_w
+        if found is not None and found[0] is not None:
+            limit = max(limit, found[0] / 1000)
+        if found is not None and found[1] is not None:
+            limit = min(limit, found[1] / 1000)
+        return limit
+
     def _writer(self) -> GuardActuator:
         """NVML, when acting (the probe found it)."""
         control = self.shared.control
@@ -316,6 +386,7 @@ class GuardWorker:
             changed = set(sh.changed)
         changes: Changes = []
         errors: list[str] = []
+        kept: list[str] = []
         wrote = False
         for index in indices:
             before, target = in_force.get(index, original[index]), original[index]
@@ -323,7 +394,11 @@ class GuardWorker:
             # else; what a dry-run only recorded (before the guard could act) is not written.
             real = index in changed
             try:
-                after = put_back(self._writer(), index, target, before, sh.original_persistence) if real else target
+                if real:
+                    after, left = put_back(self._writer(), index, target, before, sh.original_persistence)
+                    kept.extend(left)
+                else:
+                    after = target
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
                 # Not tried again (permission does not come back by itself); the state file stays.
@@ -336,6 +411,8 @@ class GuardWorker:
                 continue
             wrote = wrote or real
             changes.append((before, after))
+            if not real and sh.left_behind:
+                continue  # a previous run's caps, still in force: readings keep saying so
             with sh.lock:
                 sh.in_force.pop(index, None)
                 sh.original.pop(index, None)
@@ -344,6 +421,7 @@ class GuardWorker:
         if errors:
             self.store.save()
             done = f"restored GPUs {','.join(str(b.index) for b, _ in changes)}; " if changes else ""
+            done += f"left as set elsewhere while capped: {', '.join(kept)}; " if kept else ""
             self._failed(d, f"{done}restoring: " + "; ".join(errors), changes)
             return
         if wrote or sh.acting:
@@ -359,6 +437,8 @@ class GuardWorker:
         message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
+        if kept:
+            message += f"; left as set elsewhere while capped: {', '.join(kept)}"
         sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not real_restore))
 
     def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:

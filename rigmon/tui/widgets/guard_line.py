@@ -21,7 +21,11 @@ STEP_TEXT = {"app_clocks": "application clocks", "locked_clocks": "locked clocks
 def guard_text(guard: GuardReading) -> str:
     """The line's words (strings from the agent are drawn as text by the caller)."""
     mode = guard.mode if guard.acting or guard.mode == "dry-run" else f"{guard.mode}, not acting"
-    if guard.step == 0 and guard.settings:
+    if guard.step == 0 and guard.settings and guard.left_behind and not guard.acting:
+        # A guard that cannot act (dry-run, no permission) does not put a previous run's caps back.
+        head = (f"guard {guard.state} ({mode}): caps a previous agent run left still in force on GPUs "
+                f"{','.join(str(s.index) for s in guard.settings)}: reset them by hand (nvidia-smi -rac; -rgc; -pl)")
+    elif guard.step == 0 and guard.settings:
         # Armed again, but the restore failed for these GPUs: their caps are still in force.
         head = (f"guard {guard.state} ({mode}): caps still in force on GPUs "
                 f"{','.join(str(s.index) for s in guard.settings)}, the restore failed: "
@@ -36,6 +40,9 @@ def guard_text(guard: GuardReading) -> str:
         capped = guard.settings[0] if guard.settings else None
         if capped is not None and capped.app_clock_graphics_mhz is not None:
             head += f" at {capped.app_clock_mem_mhz}/{capped.app_clock_graphics_mhz} MHz"
+        if capped is not None and capped.power_limit_w is not None and guard.step_name == "power_limit":
+            # The cap this step set (the GPU's minimum when the configured one is below it).
+            head += f", {capped.power_limit_w:g} W"
     parts = [head, f"{guard.actions_last_hour}/{guard.max_actions_per_hour} actions this hour"]
     if guard.trigger and guard.step:
         parts.append(f"because {guard.trigger}")
