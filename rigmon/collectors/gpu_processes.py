@@ -92,7 +92,8 @@ class GpuProcessCollector:
 
     A process is keyed by its GPU and PID. When it leaves a GPU's list the collector looks
     at ``/proc/PID``: gone or a zombie means ``gpu_process_exited`` (a zombie's exit code
-    when the kernel still holds it); still running means ``gpu_process_released``. While
+    when the kernel still holds it); still running means ``gpu_process_released``. A PID another
+    process took since the last poll (another start time) is the first one's exit. While
     a GPU cannot be listed (lost, hung driver) its last processes stay listed as long as they
     run, without memory figures. No start events are made for the processes found by the
     first poll (they were running before the agent).
@@ -125,6 +126,8 @@ class GpuProcessCollector:
         self._indices: dict[str, int] = {}
         self._uuid_at: dict[int, str] = {}
         self._host_polls_left = 0
+        #: PID -> its process's start time (ticks since boot) in /proc/PID/stat, of this poll's reads.
+        self._ticks: dict[int, int | None] = {}
 
     # -- polling ----------------------------------------------------------------------
 
@@ -134,6 +137,7 @@ class GpuProcessCollector:
         if nvidia is None and not amd_cards:
             raise NoData("no NVIDIA driver and no amdgpu card")
         boot_at, users = self._boot_and_users()
+        ticks_before, self._ticks = self._ticks, {}
         now: dict[Key, GpuProcessReading] = {}
         unlisted: set[tuple[str, int]] = set()
         answered: set[int] = set()
@@ -154,9 +158,17 @@ class GpuProcessCollector:
         known = self._known
         if known is not None:
             for key, before in known.items():
-                if key in now:
+                reading = now.get(key)
+                if reading is not None:
+                    if self._same_process(key[2], ticks_before):
+                        continue
+                    # Its PID and GPU are another process's now: it exited between two polls.
+                    records.append(self._left_event(before, _ProcInfo(visible=False), alive=False))
                     continue
                 info = self._proc(key[2], boot_at, users)
+                if not self._same_process(key[2], ticks_before):
+                    # Another process took the PID since: this one is gone, its exit status with it.
+                    info = _ProcInfo(visible=False)
                 alive = info.visible and info.state not in ("Z", "X")
                 if alive and (key[0], key[1]) in unlisted:
                     # The GPU cannot be listed (lost): the process still runs and still holds it.
@@ -165,7 +177,7 @@ class GpuProcessCollector:
                     continue
                 records.append(self._left_event(before, info, alive))
             for key, reading in now.items():
-                if key not in known:
+                if key not in known or not self._same_process(key[2], ticks_before):
                     records.append(self._started_event(reading))
         self._known = now
         held = {key[2] for key in now}
@@ -319,6 +331,7 @@ class GpuProcessCollector:
         stat = None if stat_text is None else parse_proc_stat(stat_text)
         if stat is None:
             return _ProcInfo(visible=False)
+        self._ticks[pid] = stat.start_ticks
         started = None
         if boot_at is not None and stat.start_ticks is not None:
             started = round(boot_at + stat.start_ticks / USER_HZ, 2)
@@ -339,6 +352,13 @@ class GpuProcessCollector:
                 self._proc_facts[pid] = (stat.start_ticks, uid, argv, FACTS_EVERY)
         return _ProcInfo(visible=True, state=stat.state, uid=uid, argv=argv, started_at=started,
                          exit_status=stat.exit_status, comm=stat.comm)
+
+    def _same_process(self, pid: int, ticks_before: dict[int, int | None]) -> bool:
+        """Whether PID ``pid`` is the process it was at the last poll: one that took the PID since
+        started at another time (ticks since boot, which a clock step does not move). The same where
+        either poll could not read it (a container's PID, a process gone)."""
+        before, now = ticks_before.get(pid), self._ticks.get(pid)
+        return before is None or now is None or before == now
 
     @staticmethod
     def _reading(info: _ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:

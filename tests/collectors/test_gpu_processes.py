@@ -411,3 +411,34 @@ def test_a_process_on_a_gpu_gone_from_the_count_stays_listed_while_it_runs(
         collector.close()
     assert (after.pid, after.gpu_index, after.gpu_mem_bytes, after.state) == (4243, 1, None, "R")
     assert events == []
+
+
+def test_a_pid_reused_between_two_polls_is_an_exit_and_a_start(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """The worker on GPU 0 exits and another process gets its PID and GPU 0 before the next poll
+    (or, with the GPU lost, a process off the GPU gets the PID): the worker exited, whatever holds
+    the PID now is another process. Before, neither event came, or the worker was "still running"."""
+    tree, machine = node
+    _proc(tree, 4242)
+    _proc(tree, 4245)
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3)]
+    machine.gpus[3].processes = [FakeGpuProcess(4245, 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        collector.collect()
+        for pid, argv, state in ((4242, ("/usr/bin/python3", "eval.py"), "R"), (4245, ("/bin/bash",), "Z")):
+            # 4245's PID went to a shell that is a zombie already: its exit code is not the worker's.
+            other = SimProcess(pid=pid, ppid=1, uid=1000, argv=argv, start_ticks=999_000, state=state,
+                               exit_status=None if state == "R" else 2 << 8)
+            tree.write(f"/proc/{pid}/stat", proc_stat_line(other))
+            tree.write(f"/proc/{pid}/status", proc_status(other, "alice"))
+            tree.write(f"/proc/{pid}/cmdline", "\0".join(argv).encode() + b"\0")
+        machine.fail("gpu_lost", 3)
+        readings, events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert [(e.kind, e.message) for e in events] == [
+        ("gpu_process_exited", "python3 train.py (pid 4242) exited on GPU 0"),
+        ("gpu_process_exited", "python3 train.py (pid 4245) exited on GPU 3"),
+        ("gpu_process_started", "python3 eval.py (pid 4242) by alice started on GPU 0"),
+    ]
+    assert [(r.pid, r.gpu_index, r.command) for r in readings] == [(4242, 0, "python3 eval.py")]
