@@ -392,7 +392,7 @@ class GpuProcessCollector:
         return {"pid": reading.pid, "vendor": reading.vendor, "gpu_index": reading.gpu_index,
                 "uuid": reading.gpu_uuid, "pci_bus_id": reading.pci_bus_id, "user": reading.user,
                 "command": reading.command, "gpu_mem_bytes": reading.gpu_mem_bytes,
-                "in_namespace": reading.in_namespace}
+                "in_namespace": reading.in_namespace, "started_at": reading.started_at}
 
     def _started_event(self, reading: GpuProcessReading) -> EventDraft:
         user = f" by {reading.user}" if reading.user else ""
