@@ -26,6 +26,7 @@ from rigmon.summary import (
     NodeSummary,
     PathCell,
 )
+from rigmon.cluster.chart import notable_event
 from rigmon.cluster.rail_memory import RailMemory, Sag, after_sag, sag_before
 from rigmon.schema import Alarm, Event, Frame
 
@@ -394,7 +395,7 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
         elif event.kind == "mark":
             steps.append(Step(event.at, "info", event.message, event.subject))
         elif event.kind in _JOB_KINDS:
-            if event.severity != "info" or "after_event" in event.data:
+            if notable_event(event):
                 steps.append(Step(event.at, _level(event.severity), event.message, event.subject, kind=event.kind))
         elif event.severity != "info":
             alarm = ", ".join(dict.fromkeys(str(e.data.get("rule", "")) for e in events if e.kind == "alarm_firing"

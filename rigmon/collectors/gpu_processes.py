@@ -158,8 +158,7 @@ class GpuProcessCollector:
         known = self._known
         if known is not None:
             for key, before in known.items():
-                reading = now.get(key)
-                if reading is not None:
+                if key in now:
                     if self._same_process(key[2], ticks_before):
                         continue
                     # Its PID and GPU are another process's now: it exited between two polls.
