@@ -19,6 +19,7 @@ from rigmon.collectors.gpu_processes import (
     parse_status_uid,
     short_command,
 )
+from rigmon.collectors.process_files import exit_text
 from rigmon.hw.nvml import NvmlGpuProcesses, NvmlProcess, NvmlProcessUtil, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuProcessReading
@@ -75,6 +76,14 @@ def test_small_parsers() -> None:
 ])
 def test_short_command(argv: tuple[str, ...], short: str | None) -> None:
     assert short_command(argv) == short
+
+
+def test_exit_text_names_the_signal() -> None:
+    # Before: "killed by signal 9", a number to look up while the job is down.
+    assert exit_text(1 << 8) == " (exit code 1)" and exit_text(0) == " (exit code 0)" and exit_text(None) == ""
+    assert exit_text(9) == " (killed by SIGKILL, signal 9)"
+    assert exit_text(11 | 0x80) == " (killed by SIGSEGV, signal 11, core dumped)"
+    assert exit_text(40) == " (killed by signal 40)"  # a real-time signal
 
 
 def test_parse_drm_fdinfo_new_keys_and_non_drm_files() -> None:
@@ -251,7 +260,7 @@ def test_process_on_a_lost_gpu_stays_listed_while_it_runs(node: tuple[Tree, Fake
         collector.close()
     assert none == [] and still.pid == 4245 and still.gpu_index == 3 and still.gpu_mem_bytes is None
     assert readings == []
-    assert exited.kind == "gpu_process_exited" and "killed by signal 9" in exited.message
+    assert exited.kind == "gpu_process_exited" and "(killed by SIGKILL, signal 9)" in exited.message
 
 
 def test_no_nvidia_driver_and_no_amd_card_is_absent(tmp_path: Path) -> None:
