@@ -118,8 +118,9 @@ class GpuProcessCollector:
         self._rates = CounterRates()
         self._drm_fds: dict[int, tuple[str, ...]] = {}
         self._scanned_at: dict[int, float] = {}
-        #: PID -> (start ticks, uid, argv, polls left): /proc/PID/status and cmdline, read once per process.
-        self._proc_facts: dict[int, tuple[int | None, int | None, tuple[str, ...], int]] = {}
+        #: PID -> ((start ticks, name), uid, argv, polls left): /proc/PID/status and cmdline, read once per
+        #: process image (the kernel's name of it in /proc/PID/stat changes with an exec or a setproctitle).
+        self._proc_facts: dict[int, tuple[tuple[int | None, str], int | None, tuple[str, ...], int]] = {}
         self._host_facts: tuple[float | None, dict[int, str]] | None = None
         #: GPU UUID -> the index its processes are listed under (`_gpu_index`), and NVML index ->
         #: the UUID last answered there.
@@ -335,9 +336,12 @@ class GpuProcessCollector:
         if boot_at is not None and stat.start_ticks is not None:
             started = round(boot_at + stat.start_ticks / USER_HZ, 2)
         # The stat line (state, exit code) is read on every poll; the user and the command line
-        # once per process (same PID, same start time) and then every FACTS_EVERY polls.
+        # once per process (same PID, same start time) and then every FACTS_EVERY polls, or at once
+        # when the process's name in the stat line changed (it exec'd another program, or renamed
+        # itself as setproctitle does: its command line is another).
+        identity = (stat.start_ticks, stat.comm)
         facts = self._proc_facts.get(pid)
-        if facts is not None and facts[0] == stat.start_ticks and facts[3] > 0:
+        if facts is not None and facts[0] == identity and facts[3] > 0:
             self._proc_facts[pid] = (facts[0], facts[1], facts[2], facts[3] - 1)
             uid, argv = facts[1], facts[2]
         else:
@@ -348,7 +352,7 @@ class GpuProcessCollector:
             uid = None if status is None else parse_status_uid(status)
             argv = parse_cmdline(raw or b"")
             if status is not None and raw is not None:
-                self._proc_facts[pid] = (stat.start_ticks, uid, argv, FACTS_EVERY)
+                self._proc_facts[pid] = (identity, uid, argv, FACTS_EVERY)
         return _ProcInfo(visible=True, state=stat.state, uid=uid, argv=argv, started_at=started,
                          exit_status=stat.exit_status, comm=stat.comm)
 

@@ -451,3 +451,21 @@ def test_a_pid_reused_between_two_polls_is_an_exit_and_a_start(node: tuple[Tree,
         ("gpu_process_started", "python3 eval.py (pid 4242) by alice started on GPU 0"),
     ]
     assert [(r.pid, r.gpu_index, r.command) for r in readings] == [(4242, 0, "python3 eval.py")]
+
+
+def test_a_process_that_execs_another_program_shows_its_new_command_at_the_next_poll(
+        node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """Same PID, same start time, another program (exec; or a setproctitle rename): the kernel's name
+    in the stat line read every poll changed. Before, the old command line was kept up to a minute."""
+    tree, machine = node
+    _proc(tree, 4242, argv=("/bin/bash", "run.sh"))
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        (first,), _ = _split(collector.collect())
+        _proc(tree, 4242, argv=ARGV)  # exec python3 train.py: same start ticks
+        (second,), events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert first.command == "bash run.sh"
+    assert second.command == "python3 train.py" and events == []
