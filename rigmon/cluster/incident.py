@@ -365,6 +365,7 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     """
     hardware = [e for e in events if e.kind not in _ALARM_KINDS and e.kind not in _QUIET_KINDS
                 and e.kind not in _JOB_KINDS]
+    jobs = [e for e in events if e.kind in _JOB_KINDS and notable_event(e)]
     steps: list[Step] = []
     for event in events:
         if event.kind in _QUIET_KINDS:
@@ -374,6 +375,10 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             rule = str(event.data.get("rule", ""))
             twin = next((h for h in hardware if h.subject == event.subject and abs(h.at - event.at) <= MERGE_S
                          and h.severity != "info"), None)
+            if twin is None:
+                # An event rule on a process's exit ("the job crashed") says the exit's own message.
+                twin = next((j for j in jobs if j.subject == event.subject and abs(j.at - event.at) <= MERGE_S
+                             and j.message in event.message), None)
             if twin is not None:
                 continue  # shown as its hardware event's step
             text = _alarm_text(event, change)

@@ -240,6 +240,11 @@ def test_an_exit_seen_after_the_xid_stays_when_the_loss_follows_and_alarms_stay_
                   message="python3 train.py (pid 4242) exited (exit code 1) on GPU 0", data={"pid": 4242})
     hot = Event(id="r-5", at=201.0, kind="alarm_firing", severity="warning", subject="gpu:0",
                 message="gpu_hot firing: GPU 0 at 91 °C", data={"rule": "gpu_hot", "severity": "warning"})
-    steps = timeline([xid, exited, lost, crash, hot])
+    # A rule of the operator's on the exit itself ("job_crashed") is that exit's step, as an alarm
+    # on a hardware event is.
+    crashed = Event(id="r-6", at=200.5, kind="alarm_firing", severity="warning", subject="gpu:0",
+                    message=f"job_crashed firing: job_crashed: {crash.message}",
+                    data={"rule": "job_crashed", "severity": "warning"})
+    steps = timeline([xid, exited, lost, crash, crashed, hot])
     assert [s.text for s in steps] == [
         exited.message, "GPU 3 lost", crash.message, "GPU 0 at 91 °C"]
