@@ -31,7 +31,8 @@ class TroubleMemory:
 
     A trouble event is one of `TROUBLE_KINDS` or any critical event that is not an alarm's
     (an alarm restates trouble already recorded). The note goes into the message and into
-    ``data`` (``after_event``, ``after_s``), so the timeline and scripts both see it.
+    ``data`` (``after_event``, ``after_s``), so the timeline and scripts both see it. A process
+    that started after the trouble (a job restarted since) is not noted.
 
     ``after_s`` runs from the trouble to the poll that saw the exit, and the message says
     "exit seen": the process ended up to one poll interval before that poll, and neither
@@ -51,10 +52,18 @@ class TroubleMemory:
         if event.kind not in NOTED_KINDS or last is None:
             return event
         after_s = max(0.0, event.at - last.at)
-        if after_s > WINDOW_S:
+        if after_s > WINDOW_S or _started_after(event, last):
             return event
         return replace(
             event,
             message=f"{event.message}, exit seen {after_s:.1f} s after {trouble_phrase(last)}",
             data={**event.data, "after_event": last.id, "after_kind": last.kind, "after_s": round(after_s, 3)},
         )
+
+
+def _started_after(event: Event, trouble: Event) -> bool:
+    """Whether the process ``event`` tells of started after ``trouble`` (``data.started_at``, from
+    /proc: the job restarted since cannot have died of it). Not when its start is unknown (a
+    process in another PID namespace)."""
+    started_at = event.data.get("started_at")
+    return isinstance(started_at, (int, float)) and not isinstance(started_at, bool) and started_at > trouble.at

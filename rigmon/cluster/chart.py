@@ -249,8 +249,8 @@ class Plotted:
     Attributes:
         lines: the chart's lines that have points.
         thresholds: its horizontal lines.
-        events: the node's warning and critical events and the job's marks in the window
-            (the newest `MAX_EVENTS`), oldest first.
+        events: the node's warning and critical events, the job's marks and its processes' exits
+            after hardware trouble in the window (`notable_event`; the newest `MAX_EVENTS`), oldest first.
         y_low: bottom of the y axis.
         y_high: top of the y axis.
         lowest: the lowest value drawn (``None`` without points).
@@ -304,11 +304,19 @@ def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
     pad = (high - low) * 0.05 if high > low else 1.0
     # A floor at 0 (power, throughput) stays the axis' bottom; other ends get a margin.
     y_low = low if chart.floor is not None and low >= chart.floor and chart.floor == 0.0 else low - pad
-    # Warnings, critical events and the job's own marks ("epoch 3 checkpoint") stand on the chart.
-    events = [e for e in history.events
-              if (e.severity != "info" or e.kind == "mark") and window.from_at <= e.at <= window.end_at]
+    events = [e for e in history.events if notable_event(e) and window.from_at <= e.at <= window.end_at]
     return Plotted(tuple(lines), chart.thresholds, tuple(sorted(events, key=lambda e: e.at)[-MAX_EVENTS:]),
                    y_low, high + pad, min(values, default=None), max(values, default=None), history.tier)
+
+
+def notable_event(event: Event) -> bool:
+    """Whether an event stands on the chart (and on the node's incident timeline): warnings and
+    critical events, the job's own marks ("epoch 3 checkpoint"), and a process's exit that followed
+    hardware trouble (``after_event``), the run's end in the incident even when its exit code was
+    not seen (torchrun reaps its workers at once: such an exit is "info")."""
+    if event.severity != "info" or event.kind == "mark":
+        return True
+    return event.kind == "gpu_process_exited" and "after_event" in event.data
 
 
 def history_from_frames(frames: Sequence[Frame], node: str, from_at: float, to_at: float,

@@ -26,6 +26,7 @@ from rigmon.summary import (
     NodeSummary,
     PathCell,
 )
+from rigmon.cluster.chart import notable_event
 from rigmon.cluster.rail_memory import RailMemory, Sag, after_sag, sag_before
 from rigmon.schema import Alarm, Event, Frame
 
@@ -315,6 +316,7 @@ class Step:
         text: what happened, with its cause where rigmon can see one.
         subject: what it is about.
         alarm: the alarm rule it raised or that fired on it, if any (``gpu_lost``).
+        kind: the kind of the event it tells of, where one event (``gpu_process_exited``).
     """
 
     at: float
@@ -322,10 +324,14 @@ class Step:
     text: str
     subject: str
     alarm: str = ""
+    kind: str = ""
 
 
 _ALARM_KINDS = {"alarm_firing": "firing", "alarm_resolved": "resolved"}
 _QUIET_KINDS = {"alarm_pending", "alarm_acknowledged", "agent_started", "agent_stopped"}
+#: Events of a job's processes on a GPU: what ran there, not the GPU's own trouble (no alarm's
+#: twin, never one line with a GPU's step).
+_JOB_KINDS = {"gpu_process_started", "gpu_process_exited", "gpu_process_released"}
 
 
 def _level(severity: str) -> Level:
@@ -344,8 +350,10 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     Merged: an alarm firing within `MERGE_S` of a hardware event on the same subject is that
     event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
     one subject firing together (rail warning and critical) are one step at the worse
-    severity. Informational events are left out except alarm resolutions and job marks
-    (``mark``), shown plainly. A GPU loss names the rail sag before it.
+    severity. Informational events are left out except alarm resolutions, job marks
+    (``mark``) and a process's exit that followed hardware trouble (``after_event``: its exit
+    code is seldom seen, torchrun reaps its workers at once), shown plainly. A GPU loss names
+    the rail sag before it.
 
     Args:
         events: the node's events, oldest first (Xids of several sources already merged).
@@ -355,7 +363,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             (at ``now_at``), naming a link that retrained before it.
         now_at: time of the newest frame.
     """
-    hardware = [e for e in events if e.kind not in _ALARM_KINDS and e.kind not in _QUIET_KINDS]
+    hardware = [e for e in events if e.kind not in _ALARM_KINDS and e.kind not in _QUIET_KINDS
+                and e.kind not in _JOB_KINDS]
+    jobs = [e for e in events if e.kind in _JOB_KINDS and notable_event(e)]
     steps: list[Step] = []
     for event in events:
         if event.kind in _QUIET_KINDS:
@@ -365,6 +375,10 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             rule = str(event.data.get("rule", ""))
             twin = next((h for h in hardware if h.subject == event.subject and abs(h.at - event.at) <= MERGE_S
                          and h.severity != "info"), None)
+            if twin is None:
+                # An event rule on a process's exit ("the job crashed") says the exit's own message.
+                twin = next((j for j in jobs if j.subject == event.subject and abs(j.at - event.at) <= MERGE_S
+                             and j.message in event.message), None)
             if twin is not None:
                 continue  # shown as its hardware event's step
             text = _alarm_text(event, change)
@@ -385,6 +399,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                               str(event.data.get("rule", ""))))
         elif event.kind == "mark":
             steps.append(Step(event.at, "info", event.message, event.subject))
+        elif event.kind in _JOB_KINDS:
+            if notable_event(event):
+                steps.append(Step(event.at, _level(event.severity), event.message, event.subject, kind=event.kind))
         elif event.severity != "info":
             alarm = ", ".join(dict.fromkeys(str(e.data.get("rule", "")) for e in events if e.kind == "alarm_firing"
                                             and e.subject == event.subject and abs(e.at - event.at) <= MERGE_S))
@@ -400,8 +417,8 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                     text += f" ({reason_text})"
                 # The Xid 79 that announced this loss is the same step.
                 steps = [s for s in steps if not (s.subject == event.subject and "Xid 79" in s.text
-                                                  and abs(s.at - event.at) <= MERGE_S)]
-            steps.append(Step(event.at, _level(event.severity), text, event.subject, alarm))
+                                                  and s.kind not in _JOB_KINDS and abs(s.at - event.at) <= MERGE_S)]
+            steps.append(Step(event.at, _level(event.severity), text, event.subject, alarm, kind=event.kind))
     if now_at is not None:
         retrained = [s for s in steps if s.subject.startswith(("link:", "nvme:")) and s.level != "info"]
         for problem in now:
@@ -421,10 +438,11 @@ def _join_twins(steps: list[Step]) -> list[Step]:
     for step in steps:
         last = out[-1] if out else None
         if (last is not None and last.subject == step.subject and step.level != "info" and last.level != "info"
-                and abs(step.at - last.at) <= 1.0 and not step.text.startswith("resolved")):
+                and abs(step.at - last.at) <= 1.0 and not step.text.startswith("resolved")
+                and last.kind not in _JOB_KINDS and step.kind not in _JOB_KINDS):
             level: Level = "bad" if "bad" in (last.level, step.level) else "warn"
             out[-1] = Step(last.at, level, f"{last.text}; {_without_common_start(last.text, step.text)}",
-                           last.subject, last.alarm or step.alarm)
+                           last.subject, last.alarm or step.alarm, kind=last.kind)
             continue
         out.append(step)
     return out
@@ -454,7 +472,7 @@ def _fold_repeats(steps: list[Step]) -> list[Step]:
             since = time.strftime("%H:%M:%S", time.gmtime(first_at))
             seen[key] = (count + 1, first_at)
             out.append(Step(step.at, step.level, f"{step.text} (×{count + 1} since {since})", step.subject,
-                            step.alarm))
+                            step.alarm, step.kind))
             continue
         seen[key] = (1, step.at)
         out.append(step)

@@ -92,7 +92,8 @@ class GpuProcessCollector:
 
     A process is keyed by its GPU and PID. When it leaves a GPU's list the collector looks
     at ``/proc/PID``: gone or a zombie means ``gpu_process_exited`` (a zombie's exit code
-    when the kernel still holds it); still running means ``gpu_process_released``. While
+    when the kernel still holds it); still running means ``gpu_process_released``. A PID another
+    process took since the last poll (another start time) is the first one's exit. While
     a GPU cannot be listed (lost, hung driver) its last processes stay listed as long as they
     run, without memory figures. No start events are made for the processes found by the
     first poll (they were running before the agent).
@@ -117,14 +118,17 @@ class GpuProcessCollector:
         self._rates = CounterRates()
         self._drm_fds: dict[int, tuple[str, ...]] = {}
         self._scanned_at: dict[int, float] = {}
-        #: PID -> (start ticks, uid, argv, polls left): /proc/PID/status and cmdline, read once per process.
-        self._proc_facts: dict[int, tuple[int | None, int | None, tuple[str, ...], int]] = {}
+        #: PID -> ((start ticks, name), uid, argv, polls left): /proc/PID/status and cmdline, read once per
+        #: process image (the kernel's name of it in /proc/PID/stat changes with an exec or a setproctitle).
+        self._proc_facts: dict[int, tuple[tuple[int | None, str], int | None, tuple[str, ...], int]] = {}
         self._host_facts: tuple[float | None, dict[int, str]] | None = None
         #: GPU UUID -> the index its processes are listed under (`_gpu_index`), and NVML index ->
         #: the UUID last answered there.
         self._indices: dict[str, int] = {}
         self._uuid_at: dict[int, str] = {}
         self._host_polls_left = 0
+        #: PID -> its process's start time (ticks since boot) in /proc/PID/stat, of this poll's reads.
+        self._ticks: dict[int, int | None] = {}
 
     # -- polling ----------------------------------------------------------------------
 
@@ -134,6 +138,7 @@ class GpuProcessCollector:
         if nvidia is None and not amd_cards:
             raise NoData("no NVIDIA driver and no amdgpu card")
         boot_at, users = self._boot_and_users()
+        ticks_before, self._ticks = self._ticks, {}
         now: dict[Key, GpuProcessReading] = {}
         unlisted: set[tuple[str, int]] = set()
         answered: set[int] = set()
@@ -155,8 +160,15 @@ class GpuProcessCollector:
         if known is not None:
             for key, before in known.items():
                 if key in now:
+                    if self._same_process(key[2], ticks_before):
+                        continue
+                    # Its PID and GPU are another process's now: it exited between two polls.
+                    records.append(self._left_event(before, _ProcInfo(visible=False), alive=False))
                     continue
                 info = self._proc(key[2], boot_at, users)
+                if not self._same_process(key[2], ticks_before):
+                    # Another process took the PID since: this one is gone, its exit status with it.
+                    info = _ProcInfo(visible=False)
                 alive = info.visible and info.state not in ("Z", "X")
                 if alive and (key[0], key[1]) in unlisted:
                     # The GPU cannot be listed (lost): the process still runs and still holds it.
@@ -165,7 +177,7 @@ class GpuProcessCollector:
                     continue
                 records.append(self._left_event(before, info, alive))
             for key, reading in now.items():
-                if key not in known:
+                if key not in known or not self._same_process(key[2], ticks_before):
                     records.append(self._started_event(reading))
         self._known = now
         held = {key[2] for key in now}
@@ -319,13 +331,17 @@ class GpuProcessCollector:
         stat = None if stat_text is None else parse_proc_stat(stat_text)
         if stat is None:
             return _ProcInfo(visible=False)
+        self._ticks[pid] = stat.start_ticks
         started = None
         if boot_at is not None and stat.start_ticks is not None:
             started = round(boot_at + stat.start_ticks / USER_HZ, 2)
         # The stat line (state, exit code) is read on every poll; the user and the command line
-        # once per process (same PID, same start time) and then every FACTS_EVERY polls.
+        # once per process (same PID, same start time) and then every FACTS_EVERY polls, or at once
+        # when the process's name in the stat line changed (it exec'd another program, or renamed
+        # itself as setproctitle does: its command line is another).
+        identity = (stat.start_ticks, stat.comm)
         facts = self._proc_facts.get(pid)
-        if facts is not None and facts[0] == stat.start_ticks and facts[3] > 0:
+        if facts is not None and facts[0] == identity and facts[3] > 0:
             self._proc_facts[pid] = (facts[0], facts[1], facts[2], facts[3] - 1)
             uid, argv = facts[1], facts[2]
         else:
@@ -336,9 +352,16 @@ class GpuProcessCollector:
             uid = None if status is None else parse_status_uid(status)
             argv = parse_cmdline(raw or b"")
             if status is not None and raw is not None:
-                self._proc_facts[pid] = (stat.start_ticks, uid, argv, FACTS_EVERY)
+                self._proc_facts[pid] = (identity, uid, argv, FACTS_EVERY)
         return _ProcInfo(visible=True, state=stat.state, uid=uid, argv=argv, started_at=started,
                          exit_status=stat.exit_status, comm=stat.comm)
+
+    def _same_process(self, pid: int, ticks_before: dict[int, int | None]) -> bool:
+        """Whether PID ``pid`` is the process it was at the last poll: one that took the PID since
+        started at another time (ticks since boot, which a clock step does not move). The same where
+        either poll could not read it (a container's PID, a process gone)."""
+        before, now = ticks_before.get(pid), self._ticks.get(pid)
+        return before is None or now is None or before == now
 
     @staticmethod
     def _reading(info: _ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:
@@ -372,7 +395,7 @@ class GpuProcessCollector:
         return {"pid": reading.pid, "vendor": reading.vendor, "gpu_index": reading.gpu_index,
                 "uuid": reading.gpu_uuid, "pci_bus_id": reading.pci_bus_id, "user": reading.user,
                 "command": reading.command, "gpu_mem_bytes": reading.gpu_mem_bytes,
-                "in_namespace": reading.in_namespace}
+                "in_namespace": reading.in_namespace, "started_at": reading.started_at}
 
     def _started_event(self, reading: GpuProcessReading) -> EventDraft:
         user = f" by {reading.user}" if reading.user else ""

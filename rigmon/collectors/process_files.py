@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from signal import Signals
 
 from rigmon.collectors.sysfs_values import U64_MAX, parse_int
 
@@ -21,6 +22,8 @@ STAT_EXIT_CODE = 52
 KIB = 1024
 #: Longest short command line kept (the full one is kept whole, up to the read limit).
 MAX_COMMAND_CHARS = 200
+#: Bit of a wait status set when the signal that ended the process dumped core (WCOREFLAG).
+CORE_DUMPED = 0x80
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +171,19 @@ def _size_bytes(value: str) -> int | None:
 
 
 def exit_text(status: int | None) -> str:
-    """Words for a zombie's wait status: ``with code 1``, ``killed by signal 9``, or nothing known."""
+    """Words for a zombie's wait status: `` (exit code 1)``, `` (killed by SIGKILL, signal 9)`` (the
+    OOM killer's, or ``kill -9``), `` (killed by SIGSEGV, signal 11, core dumped)``, or nothing known.
+
+    The signal's name is this machine's (the agent reads its own node's processes).
+    """
     if status is None:
         return ""
-    signal = status & 0x7F
-    if signal:
-        return f" (killed by signal {signal})"
-    return f" (exit code {(status >> 8) & 0xFF})"
+    number = status & 0x7F
+    if not number:
+        return f" (exit code {(status >> 8) & 0xFF})"
+    try:
+        name = f"{Signals(number).name}, "
+    except ValueError:  # a real-time signal past SIGRTMIN has no name of its own
+        name = ""
+    core = ", core dumped" if status & CORE_DUMPED else ""
+    return f" (killed by {name}signal {number}{core})"

@@ -27,7 +27,7 @@ _GPU_IDS: dict[str, EventDataType] = {
 _KERNEL: dict[str, EventDataType] = {**_GPU_IDS, "source": "text", "seq": "int"}
 _GPU_PROCESS: dict[str, EventDataType] = {
     "pid": "int", "vendor": "text", "gpu_index": "int", "uuid": "text", "pci_bus_id": "text",
-    "user": "text", "command": "text", "gpu_mem_bytes": "int", "in_namespace": "bool",
+    "user": "text", "command": "text", "gpu_mem_bytes": "int", "in_namespace": "bool", "started_at": "number",
 }
 _RDMA: dict[str, EventDataType] = {
     "device": "text", "port": "int", "state": "text", "phys_state": "text", "rate_gbps": "number",

@@ -6,7 +6,7 @@ from rigmon.agent.trouble import WINDOW_S, TroubleMemory
 from rigmon.schema import Event
 
 
-def _event(kind: str, at: float, severity: str = "info", **data: int | str | None) -> Event:
+def _event(kind: str, at: float, severity: str = "info", **data: float | str | None) -> Event:
     return Event(id=f"r-{kind}", at=at, kind=kind, severity=severity, subject="gpu:3",  # type: ignore[arg-type]
                  message=f"{kind} message", data=dict(data))
 
@@ -35,3 +35,15 @@ def test_no_trouble_or_old_trouble_leaves_the_exit_as_is() -> None:
     assert memory.note(_event("gpu_process_exited", 5.0)).message == "gpu_process_exited message"
     memory.note(_event("gpu_lost", 5.0, "critical", gpu_index=0))
     assert "after" not in memory.note(_event("gpu_process_exited", 5.0 + WINDOW_S + 1)).message
+
+
+def test_a_process_started_after_the_trouble_is_not_said_to_follow_it() -> None:
+    # GPU 3 is lost; the job is restarted on GPUs 0-2 a minute later and fails of its own two
+    # minutes on. Before: "exit seen 180.0 s after GPU 3 was lost", of a run that began after it.
+    memory = TroubleMemory()
+    memory.note(_event("gpu_lost", 100.0, "critical", gpu_index=3))
+    restarted = memory.note(_event("gpu_process_exited", 280.0, "warning", pid=5001, started_at=160.0))
+    assert restarted.message == "gpu_process_exited message" and "after_event" not in restarted.data
+    # A worker that ran when the GPU was lost, or whose start is not known, still is.
+    assert "after_event" in memory.note(_event("gpu_process_exited", 101.0, "warning", started_at=90.0)).data
+    assert "after_event" in memory.note(_event("gpu_process_exited", 101.0, "warning", started_at=None)).data

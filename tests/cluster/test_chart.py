@@ -81,12 +81,19 @@ def test_points_outside_the_window_and_info_events_are_left_out() -> None:
         Event(id="2", at=1005.0, kind="gpu_lost", severity="critical", subject="gpu:3", message="GPU 3 lost"),
         Event(id="3", at=900.0, kind="xid", severity="critical", subject="gpu:3", message="old"),
         Event(id="4", at=1007.0, kind="mark", severity="info", subject="node:n", message="epoch 3 checkpoint"),
+        # A worker's exit after the loss, its exit code not seen (torchrun reaped it): info, but the
+        # run's end in the incident, as on the node's incident timeline; a clean exit of its own is not.
+        Event(id="5", at=1006.0, kind="gpu_process_exited", severity="info", subject="gpu:3",
+              message="python3 train.py (pid 4245) exited on GPU 3, exit seen 1.0 s after GPU 3 was lost",
+              data={"after_event": "2"}),
+        Event(id="6", at=1008.0, kind="gpu_process_exited", severity="info", subject="gpu:0",
+              message="python3 eval.py (pid 5000) exited (exit code 0) on GPU 0"),
     ))
     chart = charts_for({"psu_rail.volts.min_volts": 12.0})[0]
     plotted = plot_data(chart, history, Window(1004.0, 4.0))
     assert plotted.lowest == 12.0
     # The job's marks are info events too, but they are what the job wants on the chart.
-    assert [e.id for e in plot_data(chart, history, Window(1009.0, 60.0)).events] == ["2", "4"]
+    assert [e.id for e in plot_data(chart, history, Window(1009.0, 60.0)).events] == ["2", "5", "4"]
 
 
 def test_zoom_steps_and_pan_never_passes_now() -> None:

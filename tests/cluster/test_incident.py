@@ -192,3 +192,59 @@ def test_an_nvme_link_below_its_speed_says_what_to_do() -> None:
                        link_lost=False, temp_c=None, temp_max_c=None, temp_crit_c=None, link_state="degraded")
     frame = replace(store.latest, readings=replace(store.latest.readings, gpus=(), nvme=(nvme,)))
     assert "nvme1 PCIe Gen3 of Gen4: re-seat" in reason(problems(frame, None))
+
+
+def _lost_and_exit(exit_at: float, severity: str, exit_text: str) -> list[Event]:
+    lost = Event(id="r-1", at=100.0, kind="gpu_lost", severity="critical", subject="gpu:3",
+                 message="GPU 3 (0000:1d:00.0) lost: NVML: GPU is lost", data={"gpu_index": 3})
+    after_s = exit_at - lost.at
+    exited = Event(id="r-2", at=exit_at, kind="gpu_process_exited", severity=severity,  # type: ignore[arg-type]
+                   subject="gpu:3",
+                   message=f"python3 train.py (pid 4245) exited{exit_text} on GPU 3, exit seen {after_s:.1f} s after "
+                           "GPU 3 was lost",
+                   data={"pid": 4245, "after_event": "r-1", "after_kind": "gpu_lost", "after_s": after_s})
+    return [lost, exited]
+
+
+def test_a_run_that_ended_after_the_loss_is_a_step_even_without_its_exit_code() -> None:
+    # torchrun reaps its workers at once: the collector seldom sees a zombie's exit code, and an
+    # exit of unknown status is "info". Before, the worker's end after "GPU 3 lost" was not in the
+    # timeline at all when its code was not seen.
+    steps = timeline(_lost_and_exit(101.0, "info", ""))
+    assert [(s.level, s.text) for s in steps] == [
+        ("bad", "GPU 3 lost"),
+        ("info", "python3 train.py (pid 4245) exited on GPU 3, exit seen 1.0 s after GPU 3 was lost")]
+
+
+def test_a_run_that_ended_in_the_second_of_the_loss_is_its_own_step_after_it() -> None:
+    # The worker's exit (a process on the GPU, not the GPU) is not folded into the loss's line.
+    steps = timeline(_lost_and_exit(100.4, "warning", " (exit code 1)"))
+    assert [(s.level, s.text) for s in steps] == [
+        ("bad", "GPU 3 lost"),
+        ("warn", "python3 train.py (pid 4245) exited (exit code 1) on GPU 3, exit seen 0.4 s after GPU 3 was lost")]
+
+
+def test_an_exit_seen_after_the_xid_stays_when_the_loss_follows_and_alarms_stay_their_own() -> None:
+    # The kernel logs Xid 79, the worker dies of it and is seen gone, then NVML reports the GPU lost
+    # at the next poll. Before, the exit's step ("... after Xid 79 on GPU 3") was taken for the Xid
+    # the loss restates and dropped; and an alarm firing on a GPU within seconds of a process's exit
+    # there was taken for that exit's alarm (its own line gone).
+    xid = Event(id="r-1", at=99.5, kind="xid", severity="critical", subject="gpu:3",
+                message="Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus", data={"xid": 79, "gpu_index": 3})
+    exited = Event(id="r-2", at=100.0, kind="gpu_process_exited", severity="warning", subject="gpu:3",
+                   message="python3 train.py (pid 4245) exited (exit code 1) on GPU 3, exit seen 0.5 s after Xid 79 "
+                           "on GPU 3", data={"pid": 4245, "after_event": "r-1"})
+    lost = Event(id="r-3", at=101.0, kind="gpu_lost", severity="critical", subject="gpu:3",
+                 message="GPU 3 (0000:1d:00.0) lost", data={"gpu_index": 3})
+    crash = Event(id="r-4", at=200.0, kind="gpu_process_exited", severity="warning", subject="gpu:0",
+                  message="python3 train.py (pid 4242) exited (exit code 1) on GPU 0", data={"pid": 4242})
+    hot = Event(id="r-5", at=201.0, kind="alarm_firing", severity="warning", subject="gpu:0",
+                message="gpu_hot firing: GPU 0 at 91 °C", data={"rule": "gpu_hot", "severity": "warning"})
+    # A rule of the operator's on the exit itself ("job_crashed") is that exit's step, as an alarm
+    # on a hardware event is.
+    crashed = Event(id="r-6", at=200.5, kind="alarm_firing", severity="warning", subject="gpu:0",
+                    message=f"job_crashed firing: job_crashed: {crash.message}",
+                    data={"rule": "job_crashed", "severity": "warning"})
+    steps = timeline([xid, exited, lost, crash, crashed, hot])
+    assert [s.text for s in steps] == [
+        exited.message, "GPU 3 lost", crash.message, "GPU 0 at 91 °C"]

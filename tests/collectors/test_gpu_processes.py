@@ -19,6 +19,7 @@ from rigmon.collectors.gpu_processes import (
     parse_status_uid,
     short_command,
 )
+from rigmon.collectors.process_files import exit_text
 from rigmon.hw.nvml import NvmlGpuProcesses, NvmlProcess, NvmlProcessUtil, open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuProcessReading
@@ -75,6 +76,14 @@ def test_small_parsers() -> None:
 ])
 def test_short_command(argv: tuple[str, ...], short: str | None) -> None:
     assert short_command(argv) == short
+
+
+def test_exit_text_names_the_signal() -> None:
+    # Before: "killed by signal 9", a number to look up while the job is down.
+    assert exit_text(1 << 8) == " (exit code 1)" and exit_text(0) == " (exit code 0)" and exit_text(None) == ""
+    assert exit_text(9) == " (killed by SIGKILL, signal 9)"
+    assert exit_text(11 | 0x80) == " (killed by SIGSEGV, signal 11, core dumped)"
+    assert exit_text(40) == " (killed by signal 40)"  # a real-time signal
 
 
 def test_parse_drm_fdinfo_new_keys_and_non_drm_files() -> None:
@@ -251,7 +260,7 @@ def test_process_on_a_lost_gpu_stays_listed_while_it_runs(node: tuple[Tree, Fake
         collector.close()
     assert none == [] and still.pid == 4245 and still.gpu_index == 3 and still.gpu_mem_bytes is None
     assert readings == []
-    assert exited.kind == "gpu_process_exited" and "killed by signal 9" in exited.message
+    assert exited.kind == "gpu_process_exited" and "(killed by SIGKILL, signal 9)" in exited.message
 
 
 def test_no_nvidia_driver_and_no_amd_card_is_absent(tmp_path: Path) -> None:
@@ -411,3 +420,52 @@ def test_a_process_on_a_gpu_gone_from_the_count_stays_listed_while_it_runs(
         collector.close()
     assert (after.pid, after.gpu_index, after.gpu_mem_bytes, after.state) == (4243, 1, None, "R")
     assert events == []
+
+
+def test_a_pid_reused_between_two_polls_is_an_exit_and_a_start(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """The worker on GPU 0 exits and another process gets its PID and GPU 0 before the next poll
+    (or, with the GPU lost, a process off the GPU gets the PID): the worker exited, whatever holds
+    the PID now is another process. Before, neither event came, or the worker was "still running"."""
+    tree, machine = node
+    _proc(tree, 4242)
+    _proc(tree, 4245)
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3)]
+    machine.gpus[3].processes = [FakeGpuProcess(4245, 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        collector.collect()
+        for pid, argv, state in ((4242, ("/usr/bin/python3", "eval.py"), "R"), (4245, ("/bin/bash",), "Z")):
+            # 4245's PID went to a shell that is a zombie already: its exit code is not the worker's.
+            other = SimProcess(pid=pid, ppid=1, uid=1000, argv=argv, start_ticks=999_000, state=state,
+                               exit_status=None if state == "R" else 2 << 8)
+            tree.write(f"/proc/{pid}/stat", proc_stat_line(other))
+            tree.write(f"/proc/{pid}/status", proc_status(other, "alice"))
+            tree.write(f"/proc/{pid}/cmdline", "\0".join(argv).encode() + b"\0")
+        machine.fail("gpu_lost", 3)
+        readings, events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert [(e.kind, e.message) for e in events] == [
+        ("gpu_process_exited", "python3 train.py (pid 4242) exited on GPU 0"),
+        ("gpu_process_exited", "python3 train.py (pid 4245) exited on GPU 3"),
+        ("gpu_process_started", "python3 eval.py (pid 4242) by alice started on GPU 0"),
+    ]
+    assert [(r.pid, r.gpu_index, r.command) for r in readings] == [(4242, 0, "python3 eval.py")]
+
+
+def test_a_process_that_execs_another_program_shows_its_new_command_at_the_next_poll(
+        node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """Same PID, same start time, another program (exec; or a setproctitle rename): the kernel's name
+    in the stat line read every poll changed. Before, the old command line was kept up to a minute."""
+    tree, machine = node
+    _proc(tree, 4242, argv=("/bin/bash", "run.sh"))
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3)]
+    collector = _collector(HostRoot(tree.root))
+    try:
+        (first,), _ = _split(collector.collect())
+        _proc(tree, 4242, argv=ARGV)  # exec python3 train.py: same start ticks
+        (second,), events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert first.command == "bash run.sh"
+    assert second.command == "python3 train.py" and events == []

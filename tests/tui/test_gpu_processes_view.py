@@ -87,3 +87,23 @@ async def test_a_brief_peak_over_the_limit_is_plain_and_a_far_one_amber() -> Non
         far = table.nvidia_cells(replace(gpu, power_w=180.0, power_peak_w=480.0, power_limit_w=300.0))["peak"]
         assert isinstance(brief, Text) and isinstance(far, Text)
         assert brief.style != warn and far.style == warn
+
+
+async def test_a_process_on_two_gpus_counts_once() -> None:
+    # A worker holding GPU 0 and GPU 3 (a model split over two GPUs) is one process with a row
+    # under each GPU. Before: the line above the table counted its rows, "4 on 4 GPUs".
+    from msgspec.structs import replace
+
+    frames = []
+    for frame in ddp_frames():
+        procs = frame.readings.gpu_processes
+        extra = tuple(replace(p, gpu_index=3, gpu_uuid=None) for p in procs if p.pid == 4242)
+        frames.append(replace(frame, readings=replace(frame.readings, gpu_processes=procs + extra)))
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        procs = app.screen.query_one(GpuProcessTable)
+        assert [k.value for k in procs.rows] == ["nvidia:0:4242", "nvidia:1:4243", "nvidia:2:4244", "nvidia:3:4242"]
+        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        assert "3 on 4 GPUs" in head, head

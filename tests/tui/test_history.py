@@ -247,3 +247,25 @@ async def test_a_window_of_another_day_says_which_day() -> None:
         day = time.strftime("%Y-%m-%d", time.gmtime(screen.window.end_at))
         assert screen.window.span_s == 86400 and screen.now() - screen.window.end_at >= 86400
         assert f" to {day} " in head, head
+
+
+async def test_the_event_list_keeps_one_line_an_event_after_the_terminal_narrows() -> None:
+    # Before: the lines were cut to the width the list had when drawn; the terminal narrowed
+    # from 200 to 80 columns, they wrapped, and the "… N more events" line fell out of the box.
+    from textual.widgets import Static
+
+    app, fleet, agent, _ = fleet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, agent.url, pilot)
+        screen = await open_history(app, pilot)
+        assert screen.plotted is not None and len(screen.plotted.events) > 1
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        events = screen.query_one("#history-events", Static)
+        lines = events.render_lines(events.region.reset_offset.shrink(events.styles.gutter))
+        texts = [strip.text.rstrip() for strip in lines]
+        # Each line an event, numbered, and the last one says how many more there are.
+        assert all(text.split()[0].isdigit() for text in texts[:-1]), texts
+        assert "more events in this window" in texts[-1], texts

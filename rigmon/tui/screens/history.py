@@ -173,8 +173,10 @@ class HistoryScreen(Screen[None]):
         if not plotted.lines:
             events.update(Text("no points in this window"))
             return
+        # One line an event, so the list stays short at 80 columns: the box cuts each line where it
+        # ends (rigmon.tcss), at its width when drawn (it narrows with the terminal: a line cut here
+        # at the width it had would wrap then).
         lines = Text()
-        width = max(10, events.content_size.width or self.size.width - 2)
         shown = list(enumerate(plotted.events, start=1))
         if len(shown) > EVENT_LINES:
             # The first that fit (an incident's start), and a line saying how many more there are.
@@ -187,8 +189,6 @@ class HistoryScreen(Screen[None]):
             line = Text(f"{number:>2} {clock_label(event.at, 1.0, window.span_s)} ",
                         style=self.get_component_rich_style(f"history-screen--{level}", partial=True))
             line.append_text(plain(f"{event.subject}: {event.message}"))
-            # One line an event, so the list stays short at 80 columns.
-            line.truncate(width, overflow="ellipsis")
             if number > 1:
                 lines.append("\n")
             lines.append_text(line)

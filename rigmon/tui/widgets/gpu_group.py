@@ -163,8 +163,10 @@ class GpuGroup(SourceGroup):
             gpus = {(p.vendor, p.gpu_index, p.pci_bus_id) for p in procs}
             held = gpu_memory_held(readings) if readings is not None else None
             memory = f", {fmt.size(held)} of GPU memory" if held is not None else ""
+            # A process on two GPUs has a row under each: it is one process.
+            count = len({p.pid for p in procs})
             head.update(Text.assemble(self.label("processes   "),
-                                      f"{len(procs)} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}"))
+                                      f"{count} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}"))
         else:
             why = "no process on the GPUs" if collector is None or collector.state in ("ok", "absent") else \
                 f"not known: collector gpu_processes {collector.state}"
