@@ -14,7 +14,13 @@ from rigmon.collectors.process_files import parse_status_nspid, procfs_shows_hos
 from rigmon.hw.nvml import open_nvml_processes
 from rigmon.hw.root import HostRoot
 from rigmon.schema import GpuProcessReading
-from rigmon.sim.job import PASSWD, SimPidNamespace, SimProcess, proc_stat_line, proc_status
+from rigmon.sim.job import (
+    PASSWD,
+    SimPidNamespace,
+    SimProcess,
+    proc_stat_line,
+    proc_status,
+)
 from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_gpus
 from rigmon.sim.tree import Tree, write_tree
 
