@@ -212,17 +212,17 @@ class GpuProcessCollector:
 
     def _boot_and_users(self) -> tuple[float | None, dict[int, str]]:
         """The node's boot time and user names, read every `FACTS_EVERY` polls (neither changes
-        within a boot but for an added user, and /proc/stat grows with the CPU count)."""
+        within a boot but for an added user, and /proc/stat grows with the CPU count), and whether
+        /proc is the host's PID namespace."""
         self._host_polls_left -= 1
         if self._host_facts is None or self._host_polls_left <= 0:
             self._host_facts = (parse_boot_time(self.root.read_text("/proc/stat") or ""),
                                 parse_passwd(self.root.read_text("/etc/passwd") or ""))
             self._host_polls_left = FACTS_EVERY
-            first_ns = self.root.readlink("/proc/1/ns/pid")
-            host = procfs_shows_host_pids(first_ns, self.root.readlink("/proc/self/ns/pid"),
-                                          self.root.read_text("/proc/self/status"))
+            first_ns, own_ns = self.root.readlink("/proc/1/ns/pid"), self.root.readlink("/proc/self/ns/pid")
+            host = procfs_shows_host_pids(first_ns, own_ns, self.root.read_text("/proc/self/status"))
             # Not known (a host /proc bind-mounted into a container): it is looked up as the host's.
-            self._foreign_pid_ns = (first_ns or self.root.readlink("/proc/self/ns/pid") or "?") if host is False else None
+            self._foreign_pid_ns = (first_ns or own_ns or "?") if host is False else None
         return self._host_facts
 
     def status_note(self) -> str | None:
