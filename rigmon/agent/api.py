@@ -20,7 +20,7 @@ from starlette.routing import Route
 import msgspec
 
 from rigmon.agent.alarming import AlarmService
-from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied
+from rigmon.agent.control import MAX_ACK_BY_CHARS, BadRequest, checked_text, control_denied, json_body
 from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.exports import UNCAPPED_FRAMES_SPAN_S, ExportSlots, SpooledResponse
 from rigmon.agent.frame_json import frame_json, summary_json
@@ -306,10 +306,7 @@ def build_app(state: ApiState) -> ASGIApp:
         by = "operator"
         body = await request.body()
         if body:
-            try:
-                data = json.loads(body)
-            except (ValueError, RecursionError):
-                raise BadRequest("body must be JSON, e.g. {\"by\": \"alice\"}") from None
+            data = json_body(body, '{"by": "alice"}')
             if not isinstance(data, dict) or not isinstance(data.get("by", ""), str):
                 raise BadRequest("body must be a JSON object whose \"by\" is a string")
             by = checked_text((data.get("by") or by)[:MAX_ACK_BY_CHARS], MAX_ACK_BY_CHARS, "by")
@@ -328,10 +325,7 @@ def build_app(state: ApiState) -> ASGIApp:
         denied = _control_denied(state, request, "add marks")
         if denied is not None:
             return denied
-        try:
-            data = json.loads(await request.body() or b"null")
-        except (ValueError, RecursionError):
-            raise BadRequest('body must be JSON, e.g. {"text": "epoch 3"}') from None
+        data = json_body(await request.body(), '{"text": "epoch 3"}')
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise BadRequest('body must be a JSON object whose "text" is a string')
         by = data.get("by")

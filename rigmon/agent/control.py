@@ -7,7 +7,9 @@ in the text they store and every dashboard shows.
 
 from __future__ import annotations
 
+import codecs
 import hmac
+import json
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -56,6 +58,34 @@ def checked_text(text: str, limit: int = MAX_MARK_CHARS, what: str = "text") -> 
         raise BadRequest(f"{what} holds a lone surrogate (U+{ord(bad.group()):04X} at position {bad.start()}), "
                          "which is not Unicode text; send UTF-8")
     return text
+
+
+def json_body(body: bytes, example: str) -> object:
+    """The JSON value of a control request's body; ``None`` for an empty body.
+
+    JSON between systems is UTF-8 (RFC 8259, section 8.1; a leading byte order mark is skipped).
+    A body in another encoding (Latin-1 from a shell in a legacy locale, UTF-16) is refused as
+    such, not as "not JSON": its JSON may be fine.
+
+    Args:
+        body: the request's bytes.
+        example: a valid body, quoted in the reason when the body is not JSON.
+
+    Raises:
+        BadRequest: the body is not UTF-8 (the first bad byte and its offset), or not JSON.
+    """
+    if not body:
+        return None
+    skip = len(codecs.BOM_UTF8) if body.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = body[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = skip + exc.start
+        raise BadRequest(f"body is not UTF-8 (byte 0x{body[at]:02x} at offset {at}); send the JSON in UTF-8") from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadRequest(f"body must be JSON, e.g. {example}") from None
 
 
 def control_denied(control_token: str | None, token: str | None, request: Request, what: str) -> Response | None:

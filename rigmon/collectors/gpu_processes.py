@@ -5,8 +5,10 @@ used GPU memory and, where the driver samples them, per-process utilisation; AMD
 from the DRM fdinfo files of ``/proc/PID/fdinfo`` (``drm-driver: amdgpu``, as nvtop reads
 them). Each process is joined with ``/proc/PID/{stat,status,cmdline}`` below the agent's root.
 A PID that NVML lists but the agent's ``/proc`` does not show (another PID namespace, such as
-a container, or a process that just exited) is reported with what NVML gives. The parsers of
-those files are `rigmon.collectors.process_files`.
+a container, or a process that just exited) is reported with what NVML gives; so is every NVML
+PID when that ``/proc`` is not the host's PID namespace (an agent in a container without the
+host's PIDs): NVML's PIDs are the host's, and the same number there is another process. The
+parsers of those files are `rigmon.collectors.process_files`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from rigmon.collectors.process_files import (
     parse_passwd as parse_passwd,
     parse_proc_stat as parse_proc_stat,
     parse_status_uid as parse_status_uid,
+    procfs_shows_host_pids,
     short_command as short_command,
 )
 from rigmon.hw.nvml import (
@@ -95,8 +98,10 @@ class GpuProcessCollector:
     when the kernel still holds it); still running means ``gpu_process_released``. A PID another
     process took since the last poll (another start time) is the first one's exit. While
     a GPU cannot be listed (lost, hung driver) its last processes stay listed as long as they
-    run, without memory figures. No start events are made for the processes found by the
-    first poll (they were running before the agent).
+    run, without memory figures; on a node with AMD GPUs as well, so do all NVIDIA GPUs' while
+    NVML does not answer (driver unloaded, hung), which `status_note` says. No start events are
+    made for the processes found by the first poll, or by NVML's first answer (they were running
+    before the agent).
 
     Args:
         nvml: the NVML process seam.
@@ -129,12 +134,21 @@ class GpuProcessCollector:
         self._host_polls_left = 0
         #: PID -> its process's start time (ticks since boot) in /proc/PID/stat, of this poll's reads.
         self._ticks: dict[int, int | None] = {}
+        #: Why NVML did not answer the last poll while AMD GPUs were listed (``None``: it did, or there is no NVML).
+        self._nvml_trouble: str | None = None
+        #: Whether NVML has listed processes once.
+        self._nvml_listed = False
+        #: The /proc/1/ns/pid link when the root's /proc is not the host's PID namespace (NVML's PIDs'):
+        #: NVML's PIDs are then not looked up there. Read with the host facts.
+        self._foreign_pid_ns: str | None = None
 
     # -- polling ----------------------------------------------------------------------
 
     def collect(self) -> Sequence[object]:
-        nvidia = self._nvidia()
         amd_cards = self._amd_cards()
+        nvidia = self._nvidia(others=bool(amd_cards))
+        nvml_first = nvidia is not None and not self._nvml_listed
+        self._nvml_listed = self._nvml_listed or nvidia is not None
         if nvidia is None and not amd_cards:
             raise NoData("no NVIDIA driver and no amdgpu card")
         boot_at, users = self._boot_and_users()
@@ -152,6 +166,10 @@ class GpuProcessCollector:
         if nvidia is not None:
             # A GPU gone from NVML's device count (off the bus) cannot be listed either.
             unlisted.update(("nvidia", index) for index in self._indices.values() if index not in answered)
+        elif self._nvml_trouble is not None:
+            # NVML does not answer: none of its GPUs can be listed.
+            unlisted.update(("nvidia", index) for index in self._indices.values())
+            unlisted.update((vendor, index) for vendor, index, _ in self._known or () if vendor == "nvidia")
         if amd_cards:
             for key, reading in self._amd_readings(amd_cards, boot_at, users).items():
                 now[key] = reading
@@ -165,18 +183,22 @@ class GpuProcessCollector:
                     # Its PID and GPU are another process's now: it exited between two polls.
                     records.append(self._left_event(before, _ProcInfo(visible=False), alive=False))
                     continue
-                info = self._proc(key[2], boot_at, users)
+                info = self._look_up(key[0], key[2], boot_at, users)
                 if not self._same_process(key[2], ticks_before):
                     # Another process took the PID since: this one is gone, its exit status with it.
                     info = _ProcInfo(visible=False)
                 alive = info.visible and info.state not in ("Z", "X")
-                if alive and (key[0], key[1]) in unlisted:
+                # A host PID the agent's /proc cannot show may well still run.
+                unknown = key[0] == "nvidia" and self._foreign_pid_ns is not None
+                if (alive or unknown) and (key[0], key[1]) in unlisted:
                     # The GPU cannot be listed (lost): the process still runs and still holds it.
                     now[key] = replace(before, gpu_mem_bytes=None, util_pct=None, mem_util_pct=None,
                                        state=info.state)
                     continue
                 records.append(self._left_event(before, info, alive))
             for key, reading in now.items():
+                if key[0] == "nvidia" and nvml_first:
+                    continue  # NVML answers for the first time: its processes ran before
                 if key not in known or not self._same_process(key[2], ticks_before):
                     records.append(self._started_event(reading))
         self._known = now
@@ -190,15 +212,34 @@ class GpuProcessCollector:
 
     def _boot_and_users(self) -> tuple[float | None, dict[int, str]]:
         """The node's boot time and user names, read every `FACTS_EVERY` polls (neither changes
-        within a boot but for an added user, and /proc/stat grows with the CPU count)."""
+        within a boot but for an added user, and /proc/stat grows with the CPU count), and whether
+        /proc is the host's PID namespace."""
         self._host_polls_left -= 1
         if self._host_facts is None or self._host_polls_left <= 0:
             self._host_facts = (parse_boot_time(self.root.read_text("/proc/stat") or ""),
                                 parse_passwd(self.root.read_text("/etc/passwd") or ""))
             self._host_polls_left = FACTS_EVERY
+            first_ns, own_ns = self.root.readlink("/proc/1/ns/pid"), self.root.readlink("/proc/self/ns/pid")
+            host = procfs_shows_host_pids(first_ns, own_ns, self.root.read_text("/proc/self/status"))
+            # Not known (a host /proc bind-mounted into a container): it is looked up as the host's.
+            self._foreign_pid_ns = (first_ns or own_ns or "?") if host is False else None
         return self._host_facts
 
-    def _nvidia(self) -> list[NvmlGpuProcesses] | None:
+    def status_note(self) -> str | None:
+        """What does not work while the processes are listed: NVML not answering on a node with AMD
+        GPUs, and an agent whose /proc is not the host's PID namespace."""
+        notes = []
+        if self._nvml_trouble is not None:
+            notes.append(self._nvml_trouble)
+        if self._foreign_pid_ns is not None:
+            notes.append(f"command not visible (agent in another PID namespace, {self._foreign_pid_ns}, "
+                         "than the host's, whose PIDs NVML gives): run the agent in the host's (docker run --pid=host)")
+        return "; ".join(notes) or None
+
+    def _nvidia(self, others: bool) -> list[NvmlGpuProcesses] | None:
+        """Every NVIDIA GPU's processes; ``None`` without NVML, or while it does not answer and
+        ``others`` (AMD GPUs) are listed: then NVML's failure is `status_note`'s, not the collector's."""
+        self._nvml_trouble = None
         try:
             # One hand-off to NVML's watchdog thread for every GPU, not one per GPU and one for the count.
             out = self.nvml.read_all_processes(self._util_since)
@@ -210,14 +251,20 @@ class GpuProcessCollector:
             # As the GPU collector: NVIDIA GPUs on the bus that NVML cannot read (a driver/library
             # version mismatch after an update without a reboot) are a failure, not an absence.
             unread = self._bus.unread(str(exc))
-            if unread is not None:
+            if unread is not None and not others:
                 raise CollectorError(unread) from None
+            if unread is not None or self._indices:
+                # A driver unloaded under a running agent: NVML listed GPUs, and lists none now.
+                self._nvml_trouble = f"NVML not answering ({unread or exc}): NVIDIA processes kept as last listed"
             # Asked again next time, as the GPU collector does: the driver may load after the agent.
             return None
         except NvmlStarting as exc:
             raise CollectorStarting(str(exc)) from None
         except NvmlHung as exc:
-            raise CollectorHung(str(exc)) from None
+            if not others:
+                raise CollectorHung(str(exc)) from None
+            self._nvml_trouble = f"NVML not answering ({exc}): NVIDIA processes kept as last listed"
+            return None
 
     def _gpu_index(self, gpu: NvmlGpuProcesses) -> int:
         """The index the GPU collector gives GPU ``gpu``: the NVML index it had when first seen.
@@ -249,7 +296,7 @@ class GpuProcessCollector:
         for stale in [k for k in self._utils if k[0] == index and k[1] not in pids]:
             del self._utils[stale]
         for proc in gpu.processes:
-            info = self._proc(proc.pid, boot_at, users)
+            info = self._look_up("nvidia", proc.pid, boot_at, users)
             util, mem_util = self._utils.get((index, proc.pid), (None, None))
             yield self._reading(info, proc.pid, "nvidia", users, gpu_index=index, gpu_uuid=gpu.uuid,
                                 kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util)
@@ -325,6 +372,13 @@ class GpuProcessCollector:
             seen.add(ident)
             clients.append(client)
         return clients
+
+    def _look_up(self, vendor: str, pid: int, boot_at: float | None, users: dict[int, str]) -> _ProcInfo:
+        """What /proc says of a GPU's process: nothing of an NVML PID when /proc is another PID
+        namespace than the host's (that number is another process there, or none)."""
+        if vendor == "nvidia" and self._foreign_pid_ns is not None:
+            return _ProcInfo(visible=False)
+        return self._proc(pid, boot_at, users)
 
     def _proc(self, pid: int, boot_at: float | None, users: dict[int, str]) -> _ProcInfo:
         stat_text = self.root.read_text(f"/proc/{pid}/stat")

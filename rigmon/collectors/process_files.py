@@ -24,6 +24,9 @@ KIB = 1024
 MAX_COMMAND_CHARS = 200
 #: Bit of a wait status set when the signal that ended the process dumped core (WCOREFLAG).
 CORE_DUMPED = 0x80
+#: Inode number of the initial (the host's) PID namespace in ``/proc/PID/ns/pid`` links: the
+#: kernel's fixed ``PROC_PID_INIT_INO`` (0xEFFFFFFC, since Linux 3.8); any other is a container's.
+INIT_PID_NS_INODE = 0xEFFFFFFC
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,47 @@ def parse_status_uid(text: str) -> int | None:
             if len(parts) > 1 and parts[1].isdigit():
                 return parse_int(parts[1])
     return None
+
+
+def parse_status_nspid(text: str) -> tuple[int, ...]:
+    """The ``NSpid`` line of ``/proc/PID/status`` (Linux 4.1+): the process's PID in the namespace of
+    the procfs it was read from, then in each namespace nested below it down to its own; empty
+    when the line is missing."""
+    for line in text.splitlines():
+        # NSpid:	27394	1
+        if line.startswith("NSpid:"):
+            numbers = [parse_int(part) if part.isdigit() else None for part in line.split()[1:]]
+            return tuple(n for n in numbers if n is not None) if None not in numbers else ()
+    return ()
+
+
+def parse_pid_ns_link(link: str | None) -> int | None:
+    """The namespace inode of a ``/proc/PID/ns/pid`` link's target (``pid:[4026531836]``)."""
+    if link is None or not link.startswith("pid:[") or not link.endswith("]"):
+        return None
+    number = link[5:-1]
+    return parse_int(number) if number.isdigit() else None
+
+
+def procfs_shows_host_pids(first_ns: str | None, self_ns: str | None, self_status: str | None) -> bool | None:
+    """Whether a procfs mount shows the host's PID namespace, in which NVML's PIDs are (the driver
+    knows no other): ``False`` for a container's own /proc, where PID 4242 is another process.
+
+    The procfs's namespace is its PID 1's (``first_ns``: the ``/proc/1/ns/pid`` link, unreadable
+    without ptrace rights over PID 1). Without it: the reader's own namespace (``self_ns``) when
+    ``self_status``'s NSpid line has one number (the procfs is of the reader's namespace). A reader
+    nested below the procfs's namespace (a host /proc bind-mounted into a container) cannot tell.
+
+    Returns:
+        ``True`` the host's, ``False`` another, ``None`` not known.
+    """
+    first = parse_pid_ns_link(first_ns)
+    if first is not None:
+        return first == INIT_PID_NS_INODE
+    own = parse_pid_ns_link(self_ns)
+    if own is None or len(parse_status_nspid(self_status or "")) != 1:
+        return None
+    return own == INIT_PID_NS_INODE
 
 
 def parse_cmdline(raw: bytes) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""A simulated training job: DDP worker processes in the fake /proc and in the fake NVML's process lists."""
+"""A simulated training job: DDP worker processes in the fake /proc and in the fake NVML's process lists;
+the PID namespace that /proc shows the agent."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ GIB = 1024**3
 DRIVER_RESERVE_BYTES = 310 * MIB
 #: Wait status of ``exit(1)`` as /proc/PID/stat field 52 holds it.
 EXIT_STATUS_ONE = 1 << 8
+#: Inode of the host's (initial) PID namespace in /proc/PID/ns/pid links: the kernel's PROC_PID_INIT_INO.
+INIT_PID_NS_INODE = 0xEFFFFFFC
 PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\n"
     "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
@@ -57,7 +60,7 @@ def proc_status(proc: SimProcess, user_name: str) -> str:
     states = {"R": "R (running)", "S": "S (sleeping)", "Z": "Z (zombie)"}
     uid = proc.uid
     return (f"Name:\t{proc.comm}\nUmask:\t0022\nState:\t{states.get(proc.state, proc.state)}\nTgid:\t{proc.pid}\n"
-            f"Pid:\t{proc.pid}\nPPid:\t{proc.ppid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+            f"Pid:\t{proc.pid}\nPPid:\t{proc.ppid}\nNSpid:\t{proc.pid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
             f"Gid:\t{uid}\t{uid}\t{uid}\t{uid}\nThreads:\t{1 if proc.state == 'Z' else 24}\n")
 
 
@@ -72,7 +75,9 @@ class SimDdpJob:
     ``reap_s`` until the launcher reaps it; the other workers hang in their next all-reduce
     (NCCL waits for the lost rank) and keep their GPUs.
 
-    Add it after the GPUs, so it sees this step's losses.
+    Add it after the GPUs, so it sees this step's losses. With ``in_agent_namespace`` false its
+    processes are the host's, outside the /proc the agent reads (see `SimPidNamespace`): only
+    NVML lists them.
     """
 
     gpus: SimNvidiaGpus
@@ -87,6 +92,7 @@ class SimDdpJob:
     exit_delay_s: float = 0.4
     reap_s: float = 5.0
     processes: list[SimProcess] = field(default_factory=list)
+    in_agent_namespace: bool = True
     _lost_at_s: dict[int, float] = field(default_factory=dict)
     _written: dict[int, str] = field(default_factory=dict)
 
@@ -137,6 +143,8 @@ class SimDdpJob:
     def write(self, tree: Tree) -> None:
         if not tree.path("/etc/passwd").exists():
             tree.write("/etc/passwd", PASSWD + f"{self.user}:x:{self.uid}:{self.uid}::/home/{self.user}:/bin/bash\n")
+        if not self.in_agent_namespace:
+            return
         for proc in self.processes:
             base = f"/proc/{proc.pid}"
             if proc.gone_at_s is not None:
@@ -217,6 +225,49 @@ class SimAmdJob:
             f"drm-engine-gfx:\t{self.busy_ns} ns\ndrm-engine-compute:\t0 ns\ndrm-engine-dma:\t0 ns\n"
             f"drm-memory-vram:\t{self.gpu.vram_used_bytes // 1024} KiB\ndrm-memory-gtt:\t2048 KiB\n"
             "drm-memory-cpu:\t0 KiB\n"))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class SimPidNamespace:
+    """The PID namespace of the /proc the agent reads: ``/proc/1/ns/pid`` (PID 1's), and the agent's
+    own entry ``/proc/self`` (its ``ns/pid`` link and status). Add it before the jobs.
+
+    The host's by default. With ``container`` a container's own (``docker run`` without
+    ``--pid=host``): ``processes`` are the container's (their PIDs may be numbers NVML lists for
+    host processes), and the jobs run on the host (``SimDdpJob(in_agent_namespace=False)``).
+    Without ``first_readable`` the ``/proc/1/ns/pid`` link is not there, as for an agent that
+    may not ptrace PID 1 (reading it answers EACCES).
+    """
+
+    container: bool = False
+    inode: int = 4026532513
+    agent_pid: int = 2187
+    first_readable: bool = True
+    processes: list[SimProcess] = field(default_factory=list)
+    _written: bool = False
+
+    def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
+        """Nothing moves: a namespace lasts as long as the node."""
+
+    def write(self, tree: Tree) -> None:
+        if self._written:
+            return
+        self._written = True
+        link = f"pid:[{self.inode if self.container else INIT_PID_NS_INODE}]"
+        if self.first_readable:
+            tree.symlink("/proc/1/ns/pid", link)
+        agent = SimProcess(pid=self.agent_pid, ppid=0 if self.agent_pid == 1 else 1, uid=0, start_ticks=500,
+                           argv=("/usr/bin/python3", "/usr/local/bin/rigmon", "agent"))
+        for proc in [agent, *self.processes]:
+            base = f"/proc/{proc.pid}"
+            tree.write(f"{base}/stat", proc_stat_line(proc))
+            tree.write(f"{base}/status", proc_status(proc, "root"))
+            tree.write(f"{base}/cmdline", "\0".join(proc.argv).encode() + b"\0")
+        tree.symlink(f"/proc/{self.agent_pid}/ns/pid", link)
+        tree.symlink("/proc/self", str(self.agent_pid))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -130,7 +130,9 @@ async def test_ack_needs_the_control_token(running: tuple[Agent, Probe, httpx.As
     r = await client.post("/v1/alarms/nope/ack", headers={"Authorization": f"Bearer {CONTROL}"})
     assert r.status_code == 404
     r = await client.post(url, headers={"Authorization": f"Bearer {CONTROL}"}, content=b"not json")
-    assert r.status_code == 400
+    assert r.status_code == 400 and r.json()["error"] == 'body must be JSON, e.g. {"by": "alice"}'
+    r = await client.post(url, headers={"Authorization": f"Bearer {CONTROL}"}, content='{"by": "Zoë"}'.encode("latin-1"))
+    assert r.status_code == 400 and r.json()["error"].startswith("body is not UTF-8 (byte 0xeb at offset 10)")
     # The control token does not open the read API.
     r = await client.get("/v1/alarms", headers={"Authorization": f"Bearer {CONTROL}"})
     assert r.status_code == 401

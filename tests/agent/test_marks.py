@@ -115,6 +115,26 @@ async def test_a_lone_surrogate_is_refused_and_frames_stay_readable(served_agent
         assert not any(e["kind"] == "mark" for f in r.json()["frames"] for e in f["events"])
 
 
+@pytest.mark.parametrize(("body", "where"), [
+    ('{"text": "époque 3"}'.encode("latin-1"), "byte 0xe9 at offset 10"),  # a shell in a Latin-1 locale
+    ('{"text": "epoch 3"}'.encode("utf-16"), "byte 0xff at offset 0"),
+])
+async def test_a_body_that_is_not_utf8_is_refused_as_such(agent_client: tuple[Agent, httpx.AsyncClient],
+                                                          body: bytes, where: str) -> None:
+    # Before: "body must be JSON", though the JSON was fine and its encoding was not.
+    _, client = agent_client
+    r = await client.post("/v1/marks", content=body, headers={**_auth(CONTROL), "Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"] == f"body is not UTF-8 ({where}); send the JSON in UTF-8"
+
+
+async def test_a_utf8_body_with_a_byte_order_mark_is_taken(agent_client: tuple[Agent, httpx.AsyncClient]) -> None:
+    _, client = agent_client
+    body = b"\xef\xbb\xbf" + '{"text": "époque 3"}'.encode()
+    r = await client.post("/v1/marks", content=body, headers=_auth(CONTROL))
+    assert r.status_code == 201 and r.json()["message"] == "époque 3"
+
+
 async def test_marks_need_the_control_token(agent_client: tuple[Agent, httpx.AsyncClient]) -> None:
     _, client = agent_client
     assert (await client.post("/v1/marks", json={"text": "a"})).status_code == 401
