@@ -18,10 +18,12 @@ from typing import Literal
 import plotext as plt
 
 from rigmon.agent.journal.runs import rail_rank
+from rigmon.cluster.chart import notable_event
 from rigmon.cluster.sanitise import clean_lines
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries
 from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
 
@@ -98,7 +100,7 @@ def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | N
         worst = min(range(len(values)), key=values.__getitem__) if spec.stat == "min" else \
             max(range(len(values)), key=values.__getitem__)
         word = {"min": "lowest", "max": "highest", "mean": "highest mean"}[spec.stat]
-        legend.append(f"- {name}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}")
+        legend.append(f"- {md_text(name)}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}")
     fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
     fig.title(f"{spec.title}, {spec.unit}")
     fig.label(f"minutes after {_stamp(t0)}", axis="x")
@@ -120,13 +122,15 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
     for part in parts:
         info = part.info
         sev = Counter(e.severity for e in part.events)
+        driver = nvidia_driver(part.files)
         out.append(
-            f"| {part.node} | {part.source} | {info.kernel if info else '-'} | "
-            f"{info.agent_version if info else '-'} | {nvidia_driver(part.files) or '-'} | "
+            f"| {md_text(part.node)} | {md_text(part.source)} | {md_text(info.kernel) if info else '-'} | "
+            f"{md_text(info.agent_version) if info else '-'} | {md_text(driver) if driver else '-'} | "
             f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
-            f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | {part.error or ''} |")
+            f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | "
+            f"{md_text(part.error or '')} |")
     for part in parts:
-        out += ["", f"## {part.node}", ""]
+        out += ["", f"## {md_text(part.node)}", ""]
         out += _collectors_section(part)
         out += _alarms_section(part)
         out += _window_alarms_section(part)
@@ -134,14 +138,15 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         if part.history is None:
             out += ["No series: the node's journal was not available.", ""]
             continue
-        out += [f"Series from the `{part.history.tier}` tier ({part.history.step_s:g} s per point).", ""]
+        out += [f"Series from the {md_code(part.history.tier)} tier ({part.history.step_s:g} s per point).", ""]
         for spec in CHARTS:
             drawn = render_chart(part.history, spec)
             if drawn is not None:
                 chart, legend = drawn
                 out += [f"### {spec.title}", "", "```", chart, "```", "", *legend, ""]
     # Names, messages and errors come from agents and journals: REPORT.md is read with
-    # `cat` in a terminal as often as in a viewer, so it carries no terminal control.
+    # `cat` in a terminal as often as in a viewer, so it carries no terminal control (and, in a
+    # viewer, no Markdown of theirs: each is written through `md_text` where it goes in).
     return clean_lines("\n".join(out).rstrip()) + "\n"
 
 
@@ -165,7 +170,7 @@ def _collectors_section(part: NodePart) -> list[str]:
         return []
     lines = ["| collector | state | error |", "|---|---|---|"]
     for name, status in part.latest.collectors.items():
-        lines.append(f"| {name} | {status.state} | {(status.error or '').replace('|', '/')} |")
+        lines.append(f"| {md_text(name)} | {md_text(status.state)} | {md_text(status.error or '')} |")
     return lines + [""]
 
 
@@ -182,9 +187,9 @@ def _alarms_section(part: NodePart) -> list[str]:
     lines = [f"Alarms active {when}:", "", "| alarm | severity | state | subject | since | message |",
              "|---|---|---|---|---|---|"]
     for a in part.alarms:
-        acked = f" (acknowledged by {a.acknowledged_by or '?'})" if a.acknowledged_at is not None else ""
-        lines.append(f"| {a.rule} | {a.severity} | {a.state}{acked} | {a.subject} | {_stamp(a.started_at)} | "
-                     f"{a.message.replace('|', '/')} |")
+        acked = f" (acknowledged by {md_text(a.acknowledged_by or '?')})" if a.acknowledged_at is not None else ""
+        lines.append(f"| {md_text(a.rule)} | {md_text(a.severity)} | {md_text(a.state)}{acked} | "
+                     f"{md_text(a.subject)} | {_stamp(a.started_at)} | {md_text(a.message)} |")
     return lines + [""]
 
 
@@ -241,11 +246,11 @@ def _window_alarms_section(part: NodePart) -> list[str]:
         if ep.ended_at is None:
             ended, lasted = "still firing at the window's end", "-"
         else:
-            ended = _stamp(ep.ended_at) + (f" ({ep.reason})" if ep.reason else "")
+            ended = _stamp(ep.ended_at) + (f" ({md_text(ep.reason)})" if ep.reason else "")
             lasted = "-" if ep.fired_at is None else f"{ep.ended_at - ep.fired_at:.0f} s"
         value = "-" if ep.worst is None else ep.worst if isinstance(ep.worst, str) else json.dumps(ep.worst)
-        lines.append(f"| {data.get('rule')} | {data.get('severity')} | {ep.first.subject} | {fired} | {ended} | "
-                     f"{lasted} | {value.replace('|', '/')} |")
+        lines.append(f"| {md_text(data.get('rule'))} | {md_text(data.get('severity'))} | {md_text(ep.first.subject)} | "
+                     f"{fired} | {ended} | {lasted} | {md_text(value)} |")
     if len(episodes) > MAX_ALARMS_LISTED:
         lines += ["", f"({len(episodes) - MAX_ALARMS_LISTED} earlier alarms not listed: see events.jsonl)"]
     return lines + [""]
@@ -257,10 +262,14 @@ def _events_section(part: NodePart) -> list[str]:
         return ["No events in the window.", ""]
     kinds = Counter((e.kind, e.severity) for e in events)
     lines = ["| event | severity | count |", "|---|---|---|"]
-    lines += [f"| {kind} | {sev} | {n} |" for (kind, sev), n in sorted(kinds.items())]
-    # The job's own marks ("epoch 3 checkpoint") say what it was doing when the hardware failed.
-    notable = [e for e in events if e.severity != "info" or e.kind == "mark"][-MAX_EVENTS_LISTED:]
+    lines += [f"| {md_text(kind)} | {md_text(sev)} | {n} |" for (kind, sev), n in sorted(kinds.items())]
+    # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
+    # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
+    # exit after the hardware trouble is the run's end even when its exit code was not seen.
+    notable = [e for e in events if notable_event(e)][-MAX_EVENTS_LISTED:]
     if notable:
-        lines += ["", "Warnings and critical events (alarms included) and the job's marks, latest last:", ""]
-        lines += [f"- {_stamp(e.at)} **{e.severity}** `{e.kind}` {e.subject}: {e.message}" for e in notable]
+        lines += ["", "Warnings and critical events (alarms included), the job's marks and its processes' exits "
+                  "after hardware trouble, latest last:", ""]
+        lines += [f"- {_stamp(e.at)} **{md_text(e.severity)}** {md_code(e.kind)} {md_text(e.subject)}: "
+                  f"{md_text(e.message)}" for e in notable]
     return lines + [""]

@@ -269,3 +269,58 @@ async def test_the_event_list_keeps_one_line_an_event_after_the_terminal_narrows
         # Each line an event, numbered, and the last one says how many more there are.
         assert all(text.split()[0].isdigit() for text in texts[:-1]), texts
         assert "more events in this window" in texts[-1], texts
+
+
+def listed(screen: HistoryScreen) -> list[str]:
+    """The event list's lines as drawn."""
+    from textual.widgets import Static
+
+    events = screen.query_one("#history-events", Static)
+    return [strip.text.rstrip() for strip in events.render_lines(events.region.reset_offset.shrink(events.styles.gutter))]
+
+
+def with_late_marks(marks: int) -> list:  # type: ignore[type-arg]
+    """The V100 recording with the job's marks in its last frames (after the GPU was lost)."""
+    from msgspec.structs import replace
+
+    from rigmon.schema import Event
+
+    frames = v100_frames()
+    for n in range(marks):
+        frame = frames[-2 - n]
+        mark = Event(id=f"{frame.run_id}-mark-{n}", at=frame.taken_at, kind="mark", severity="info",
+                     subject="node:node01", message=f"epoch {9 - n} checkpoint",
+                     data={"text": f"epoch {9 - n} checkpoint", "by": "train.py"})
+        frames[-2 - n] = replace(frame, events=(*frame.events, mark))
+    return frames
+
+
+async def test_the_event_list_takes_the_room_a_taller_screen_has() -> None:
+    # Before: six lines at most at any size, so at 200x50 the marks late in the window (the job's
+    # last checkpoints, after the GPU was lost) were "… N more" under a chart with room to spare.
+    frames = with_late_marks(2)
+    for size, expected in (((80, 24), 6), ((200, 50), 9)):
+        app, fleet, _ = build([("node01", frames, len(frames))])
+        agent = next(iter(fleet.agents.values()))
+        agent.journal = True
+        async with app.run_test(size=size) as pilot:
+            await settle(app, fleet, pilot)
+            await open_node(app, agent.url, pilot)
+            screen = await open_history(app, pilot)
+            assert screen.plotted is not None and len(screen.plotted.events) == 9
+            lines = listed(screen)
+            assert len(lines) == expected, (size, lines)
+            if size == (80, 24):
+                # As before: the first five and how many more (the chart keeps its rows).
+                assert [line.split()[0] for line in lines[:5]] == ["1", "2", "3", "4", "5"]
+                assert "4 more events in this window" in lines[-1], lines
+                assert not any("checkpoint" in line for line in lines)
+            else:
+                assert [line.split()[0] for line in lines] == [str(n) for n in range(1, 10)], lines
+                assert "epoch 8 checkpoint" in lines[-2] and "epoch 9 checkpoint" in lines[-1], lines
+                assert screen.query_one(HistoryChart).size.height >= 14
+            # The screen grows (or shrinks) and the list follows.
+            await pilot.resize_terminal(200 if size == (80, 24) else 80, 50 if size == (80, 24) else 24)
+            await pilot.pause()
+            await pilot.pause()
+            assert len(listed(screen)) == (9 if size == (80, 24) else 6), listed(screen)

@@ -10,6 +10,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
@@ -21,8 +22,13 @@ from rigmon.tui.gauge import span_label
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.history_chart import HistoryChart
 
-#: Lines the event list under the chart takes at most.
+#: Lines the event list under the chart may always take (all it has at 80x24).
 EVENT_LINES = 6
+#: Rows the chart keeps at least (what it has at 80x24): on a taller screen the event list takes
+#: the rest, so the marks late in the window are listed, not "… N more".
+CHART_ROWS = 14
+#: Rows besides the chart and the list: the header, the line above the chart, its legend, the footer.
+OTHER_ROWS = 4
 #: Fetches a node's history: (from_at, to_at, series names) to a `History`, or raises
 #: `HistoryUnavailable` saying why.
 HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History]]
@@ -37,6 +43,12 @@ def figure(value: float, unit: str) -> str:
     """``11.255`` for 11.255 V, ``343.3`` for 343.3 W (a chart's lowest or highest value)."""
     decimals = UNIT_DECIMALS.get(unit)
     return f"{value:.4g}" if decimals is None else f"{value:.{decimals}f}"
+
+
+def event_lines(screen_rows: int) -> int:
+    """Lines the event list may take on a screen ``screen_rows`` high: the rows the chart does not
+    need, and at least `EVENT_LINES`."""
+    return max(EVENT_LINES, screen_rows - OTHER_ROWS - CHART_ROWS)
 
 
 class HistoryUnavailable(Exception):
@@ -129,6 +141,12 @@ class HistoryScreen(Screen[None]):
             return
         self.post_message(self.Loaded(serial, history, None))
 
+    def on_resize(self, event: Resize) -> None:
+        # The list's length follows the screen's height (`event_lines`); while a new window loads,
+        # the list is the old one's and is redrawn when it comes.
+        if self.history is not None and self.plotted is not None and self.plotted.lines:
+            self._list_events(self.plotted, event.size.height)
+
     def on_history_screen_loaded(self, message: Loaded) -> None:
         if message.serial != self._serial:
             return
@@ -173,15 +191,22 @@ class HistoryScreen(Screen[None]):
         if not plotted.lines:
             events.update(Text("no points in this window"))
             return
+        self._list_events(plotted, self.size.height)
+
+    def _list_events(self, plotted: Plotted, screen_rows: int) -> None:
+        """The chart's events under it, numbered as on the chart, in the lines a screen ``screen_rows``
+        high has for them (`event_lines`)."""
+        window = self.window
         # One line an event, so the list stays short at 80 columns: the box cuts each line where it
         # ends (rigmon.tcss), at its width when drawn (it narrows with the terminal: a line cut here
         # at the width it had would wrap then).
+        room = event_lines(screen_rows)
         lines = Text()
         shown = list(enumerate(plotted.events, start=1))
-        if len(shown) > EVENT_LINES:
+        if len(shown) > room:
             # The first that fit (an incident's start), and a line saying how many more there are.
-            hidden = len(shown) - (EVENT_LINES - 1)
-            shown = shown[:EVENT_LINES - 1]
+            hidden = len(shown) - (room - 1)
+            shown = shown[:room - 1]
         else:
             hidden = 0
         for number, event in shown:
@@ -194,6 +219,7 @@ class HistoryScreen(Screen[None]):
             lines.append_text(line)
         if hidden:
             lines.append(f"\n   … {hidden} more events in this window")
+        events = self.query_one("#history-events", Static)
         events.update(lines if plotted.events else Text("no warning or critical event in this window"))
 
     def action_back(self) -> None:
