@@ -116,7 +116,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     HwmonVoltageReading: RecordMetrics("hwmon", labels=("sensor", "chip", "label"), skip=("scale",)),
     PmbusPsuReading: RecordMetrics("pmbus_psu", labels=("sensor", "chip")),
     # The settings the guard put in place; the originals (same labels) stay in frames and events.
-    GuardReading: RecordMetrics("guard", skip=("original", "gpus")),
+    GuardReading: RecordMetrics("guard", skip=("original", "gpus", "off_bus")),
     GuardGpuSettings: RecordMetrics("guard_gpu", labels=("index=gpu",)),
 }
 

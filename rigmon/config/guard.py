@@ -47,7 +47,8 @@ class GuardSection(msgspec.Struct, frozen=True, gc=False):
     step_after_s: float = 15.0
     """A new trigger this long after the last step takes the next step."""
     restore_after_s: float = 300.0
-    """Seconds without any trigger before the previous settings are restored."""
+    """Seconds without any trigger, and with the rail (and, for ``throttle_gpus``, the GPUs) read all along,
+    before the previous settings are restored."""
     max_actions_per_hour: int = 6
     """Ceiling on engage/step actions in any hour (restoring is always allowed)."""
     call_timeout_s: float = 5.0

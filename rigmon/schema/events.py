@@ -86,6 +86,9 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "guard_step": _GUARD,
     "guard_held": {"by": "text", "command": "text", "step": "int"},
     "guard_restored": _GUARD,
+    # Caps kept in force while the rail (or the GPUs' throttle reasons) cannot be read.
+    "guard_holding": {"mode": "text", "dry_run": "bool", "step": "int", "step_name": "text", "gpus": "text",
+                      "unread_since": "number"},
     # An operator's release when nothing was in force (agents before it said ``guard_restored``).
     "guard_released_idle": _GUARD_COMMAND,
     "guard_failed": {**_GUARD, "reason": "text", "changed_elsewhere": "bool", "left_behind": "bool",

@@ -34,7 +34,11 @@ class GuardReading(Record, frozen=True):
     GPUs' settings it put in place (or would have, in dry-run), ``original`` what they were
     before and will be restored to. ``released`` means an operator released it: it does not
     engage again until ``released_until`` (Unix seconds). ``left_behind`` is true when a previous agent run left
-    settings in place that this run found in its state file.
+    settings in place that this run found in its state file. ``unread`` names what the guard
+    watches and cannot read now (``rail``, ``GPU readings``): while engaged it holds the caps
+    in force, and ``unread_since`` is when it last read everything (``None``: not in this run).
+    ``off_bus`` lists GPUs with settings in force that are not on the bus: a failed restore is
+    not retried on them until they are back.
     """
 
     mode: GuardModeName
@@ -54,3 +58,6 @@ class GuardReading(Record, frozen=True):
     left_behind: bool = False
     failures_total: int = 0
     released_until: float | None = None
+    unread: tuple[str, ...] = ()
+    unread_since: float | None = None
+    off_bus: tuple[int, ...] = ()

@@ -65,6 +65,7 @@ async def test_a_limit_set_by_hand_while_the_agent_was_down_survives_the_next_st
         service = make(tmp_path, TWO_STEPS, events, clock)
         service.start()
         await settle(service)
+        service.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
         clock.t += 31
         service.on_frame(frame(clock.t, 11.9))
         await settle(service)
@@ -87,6 +88,7 @@ async def test_a_gpu_replaced_while_capped_does_not_get_the_old_ones_settings(tm
         service = make(tmp_path, TWO_STEPS, events, clock)
         service.start()
         await settle(service)
+        service.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
         clock.t += 31
         service.on_frame(frame(clock.t, 11.9))
         await settle(service)

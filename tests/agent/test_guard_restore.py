@@ -67,6 +67,9 @@ async def test_a_restore_that_hung_is_tried_again_and_a_stop_still_restores(tmp_
         kind, message, data = events.items[-1]
         assert kind == "guard_restored" and "GPUs 0,1,2 " in message
         assert [s.index for s in service.reading().settings] == [3]  # the lost one, still reported
+        # Not retried while off the bus, and the line says so rather than "retrying".
+        assert service.reading().off_bus == (3,)
+        assert "GPUs 3 off the bus: not retried until back" in guard_text(service.reading())
         assert state_file_path(tmp_path / "state").exists()
         await asyncio.to_thread(service.close)
 

@@ -38,6 +38,7 @@ async def test_killed_while_engaged_then_restarted_finds_and_restores(tmp_path: 
         reading = second.reading()
         assert reading.left_behind and reading.state == "engaged"
         assert [s.app_clock_graphics_mhz for s in reading.original] == [1312] * 4
+        second.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
         clock.t += 31
         second.on_frame(frame(clock.t, 11.9))
         await settle(second)
@@ -115,6 +116,7 @@ async def test_settings_left_behind_found_in_dry_run_are_not_promised_a_restore(
         kind, message, data = events2.items[0]
         assert kind == "guard_engaged" and data["left_behind"] is True
         assert "does not restore them" in message and "restored after" not in message
+        second.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
         clock.t += 31
         second.on_frame(frame(clock.t, 11.9))
         await settle(second)
@@ -135,6 +137,7 @@ async def test_settings_left_behind_in_dry_run_stay_on_the_dashboard_after_its_w
         await engaged_then_killed(tmp_path, events, clock)
         second = await started(tmp_path, GuardSection(enabled=True, mode="dry-run", rail_count=1, restore_after_s=30.0),
                                Events(), clock)
+        second.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
         clock.t += 31
         second.on_frame(frame(clock.t, 11.9))
         await settle(second)

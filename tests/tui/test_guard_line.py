@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from rigmon.cluster.config import NodeTarget
 from rigmon.schema import GuardGpuSettings, GuardReading
@@ -77,7 +80,6 @@ async def test_the_guard_line_stays_under_the_status_when_a_box_in_trouble_moves
     # A node whose enclosure link retrained and whose array lags: its storage and links boxes
     # move to the top. The guard's line (what it did to the GPUs, and the keys to hold or
     # release it) was pushed down with each box moved, ending under the last of them.
-    from msgspec.structs import replace
 
     from rigmon.tui.widgets.node_status import NodeStatus
     from tests.tui.snapshot_apps.record_frames import load_frames
@@ -95,3 +97,23 @@ async def test_the_guard_line_stays_under_the_status_when_a_box_in_trouble_moves
         assert children.index(app.screen.query_one(GuardLine)) == children.index(status) + 1
         line = app.screen.query_one(GuardLine)
         assert line.display and line.region.y < status.region.bottom + 2
+
+
+def test_after_a_failed_restore_the_line_says_what_happens_to_each_gpu() -> None:
+    # A GPU off the bus is not retried (the agent retries on the GPUs still there): "retrying" misled.
+    stuck = GuardReading("enforce", True, "armed", 0, settings=(GuardGpuSettings(0, 877, 1005),
+                                                                 GuardGpuSettings(3, 877, 1005)), off_bus=(3,))
+    text = guard_text(stuck)
+    assert "the restore failed: retrying on GPUs 0; GPUs 3 off the bus: not retried until back" in text
+    gone = replace(stuck, settings=stuck.settings[1:])
+    assert "retrying" not in guard_text(gone) and "GPUs 3 off the bus" in guard_text(gone)
+    cannot = replace(stuck, acting=False)
+    assert "reset them by hand" in guard_text(cannot) and "retrying" not in guard_text(cannot)
+
+
+def test_an_engaged_guard_that_cannot_read_the_rail_says_it_holds_the_caps() -> None:
+    at = 1_700_000_000.0
+    blind = replace(ENGAGED, unread=("rail",), unread_since=at)
+    since = time.strftime("%H:%M:%S", time.localtime(at))
+    assert f"at 877/1005 MHz; holding caps: rail not read since {since}" in guard_text(blind)
+    assert "holding caps" not in guard_text(replace(blind, state="held"))  # the operator's hold says enough

@@ -86,7 +86,7 @@ def apply_step(control: GuardActuator, index: int, step: GuardStepName, planned:
     """Write ``planned``, the settings of ``step``, to GPU ``index``; returns them as the driver took them.
 
     Application clocks also switch persistence mode on, its original state recorded in
-    ``original_persistence`` for `put_back`.
+    ``original_persistence`` for `put_back` (no record when the switch was refused).
 
     Raises:
         ControlDenied, ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable: the write failed.
@@ -103,7 +103,9 @@ def apply_step(control: GuardActuator, index: int, step: GuardStepName, planned:
             try:
                 control.set_persistence(index, True)
             except (ControlUnsupported, ControlFailed, ControlDenied):
-                pass
+                # Not switched on by the guard: not the guard's to switch off (`put_back`), even
+                # when someone switches it on meanwhile.
+                del original_persistence[index]
         got = control.set_app_clocks(index, planned.app_clock_mem_mhz, planned.app_clock_graphics_mhz)
         return replace(planned, app_clock_mem_mhz=got.app_clock_mem_mhz,
                        app_clock_graphics_mhz=got.app_clock_graphics_mhz)
@@ -126,7 +128,9 @@ def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, befor
 
     Only what the guard still has in force goes back: an application-clock pair or a power limit
     that differs from ``before`` now (``nvidia-smi -ac``/``-pl`` by the operator while the guard
-    was engaged, or while the agent was down) is the operator's and is left as it is.
+    was engaged, or while the agent was down) is the operator's and is left as it is. Persistence
+    mode is switched off only where the guard switched it on and it still runs the guard's
+    application clocks (persistence on alone cannot tell the guard's switch from ``nvidia-smi -pm 1``).
 
     Returns:
         The settings as NVML reads them afterwards, and one note per setting left as set elsewhere.
@@ -134,7 +138,7 @@ def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, befor
     Raises:
         ControlDenied, ControlFailed, ControlUnsupported, NvmlHung, NvmlUnavailable: a write failed.
     """
-    got = control.read(index)
+    got = now = control.read(index)
     app_elsewhere, limit_elsewhere = set_elsewhere(got, before)
     kept: list[str] = []
     if before.locked_clock_max_mhz is not None:
@@ -157,7 +161,12 @@ def put_back(control: GuardActuator, index: int, target: GuardGpuSettings, befor
         # The limit before the guard was not known (the driver did not say): the board's default,
         # never the guard's cap left in force.
         got = control.reset_power_limit(index)
-    if original_persistence.get(index) is False:
+    # Switched on by the guard and still on (not off again by ``nvidia-smi -pm 0``). Under
+    # application clocks someone else set (the operator's own, a GPU reset) it is theirs too.
+    switched_on = original_persistence.get(index) is False and now.persistence is not False
+    if switched_on and app_elsewhere:
+        kept.append(f"gpu{index} persistence mode on")
+    elif switched_on:
         try:
             control.set_persistence(index, False)
         except (ControlUnsupported, ControlFailed, ControlDenied):

@@ -8,6 +8,7 @@ the actions out through `rigmon.hw.nvml_control` (or only reports them, in dry-r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -23,7 +24,10 @@ HOUR_S = 3600.0
 #: brake (a sagging supply asserts it on some boards) and the generic HW slowdown.
 HW_REASONS = frozenset({"hw_power_brake_slowdown", "hw_slowdown"})
 
-DecisionKind = Literal["engage", "step", "restore", "limited"]
+DecisionKind = Literal["engage", "step", "restore", "limited", "holding"]
+#: What the guard reads that a frame may lack: the rail (an ADC that is stale, silent or
+#: unplugged) and the GPUs' throttle reasons (a GPU collector that fails or hangs).
+RAIL, GPU_READINGS = "rail", "GPU readings"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,9 @@ class Observation:
         alarms_fired: names of trigger rules that started firing in this frame.
         throttled_gpus: GPU indices reporting a hardware slowdown reason.
         gpus: indices of the GPUs present and not lost.
+        unread: what the guard reads that this frame lacks (`RAIL` when the node has an ADC but
+            no fresh reading of it, `GPU_READINGS` when the throttle trigger is on and the GPU
+            collector failed): no trigger there is no sign of health.
     """
 
     at: float
@@ -48,6 +55,7 @@ class Observation:
     alarms_fired: tuple[str, ...] = ()
     throttled_gpus: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
+    unread: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,10 @@ class GuardState:
     limited_reported: bool = False
     rail_window: float | None = None
     released_until: float | None = None
+    read_at: float | None = None
+    read_since: float | None = None
+    unread: tuple[str, ...] = ()
+    unread_reported: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +93,8 @@ class Decision:
     ``step_name`` what it sets), ``restore`` puts the original settings back, ``limited``
     says the ceiling on actions per hour stopped an engage or step. A ``restore`` with ``retry``
     puts back only ``gpus`` (those a failed restore left capped); any other restores every GPU
-    the guard changed.
+    the guard changed. ``holding`` says the caps stay in force because the guard cannot read
+    what it watches (``unread_since``: when it last could, ``None``: not yet in this run).
     """
 
     kind: DecisionKind
@@ -90,6 +103,7 @@ class Decision:
     trigger: str
     gpus: tuple[int, ...]
     retry: bool = False
+    unread_since: float | None = None
 
 
 def steps_of(config: GuardSection) -> tuple[GuardStepName, ...]:
@@ -123,7 +137,39 @@ def observe(frame: Frame, config: GuardSection) -> Observation:
         if g.state != "lost" and g.clock_reasons and HW_REASONS.intersection(g.clock_reasons)
     )
     return Observation(at=frame.taken_at, rail_min_volts=rail_min, rail_window=window, alarms_fired=fired,
-                       throttled_gpus=throttled, gpus=gpus)
+                       throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
+
+
+def _unread(frame: Frame, config: GuardSection, rail_read: bool) -> tuple[str, ...]:
+    """What the guard watches that ``frame`` did not read.
+
+    The rail, on a node with an ADC (its collector is not ``absent``, or a reading came) that
+    gave no fresh reading: stale, silent, its port gone, not read yet. The GPUs' throttle
+    reasons, when they trigger (``throttle_gpus``), while the GPU collector fails, hangs or has
+    not answered yet: a GPU that cannot be read reports no slowdown.
+    """
+    unread: list[str] = []
+    psu = frame.collectors.get("psu")
+    if not rail_read and (frame.readings.psu_rail is not None or (psu is not None and psu.state != "absent")):
+        unread.append(RAIL)
+    gpu = frame.collectors.get("gpu")
+    if config.throttle_gpus and gpu is not None and gpu.state not in ("ok", "absent"):
+        unread.append(GPU_READINGS)
+    return tuple(unread)
+
+
+def unread_text(unread: Sequence[str], since: float | None) -> str:
+    """``holding caps: rail not read since 20:31:05`` (local time of the agent)."""
+    when = f"since {time.strftime('%H:%M:%S', time.localtime(since))}" if since is not None else "yet in this run"
+    return f"holding caps: {' and '.join(unread)} not read {when}"
+
+
+def _reads(state: GuardState, obs: Observation) -> GuardState:
+    """``state`` with what ``obs`` read: the times everything was read, what was not."""
+    if obs.unread:
+        return replace(state, read_since=None, unread=obs.unread)
+    return replace(state, read_at=obs.at, read_since=obs.at if state.read_since is None else state.read_since,
+                   unread=(), unread_reported=False)
 
 
 def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple[tuple[float, ...], str | None]:
@@ -150,7 +196,9 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
 
     Engages (step 1) when a trigger fires while armed; takes the next step when a trigger
     fires again at least ``step_after_s`` after the last step; restores once no trigger
-    fired for ``restore_after_s`` (not while held). Engage and step actions count against
+    fired for ``restore_after_s`` and everything it watches was read all that time (not while
+    held): while the rail or the GPUs cannot be read the caps stay in force, reported once
+    when the restore would be due (``holding``). Engage and step actions count against
     ``max_actions_per_hour``; at the ceiling the guard stays where it is and says so once
     (``limited``). Restoring never counts: going back to the GPU's own settings is safe.
 
@@ -164,8 +212,8 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     """
     sags, trigger = _trigger(state, obs, config)
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
-    state = replace(state, sags=sags, actions=actions,
-                    rail_window=state.rail_window if obs.rail_window is None else obs.rail_window)
+    state = _reads(replace(state, sags=sags, actions=actions,
+                           rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     steps = steps_of(config)
     if trigger is not None:
         state = replace(state, last_trigger_at=obs.at)
@@ -192,9 +240,18 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
             )
             return state, [Decision(kind, step, steps[step - 1], trigger, gpus)]
         return state, []
-    if (state.step > 0 and not state.held and state.last_trigger_at is not None
-            and obs.at - state.last_trigger_at >= config.restore_after_s):
-        return release(state, obs.at, "healthy for {:g} s".format(obs.at - state.last_trigger_at))
+    quiet = state.last_trigger_at is not None and obs.at - state.last_trigger_at >= config.restore_after_s
+    if state.step > 0 and not state.held and quiet and state.unread and not state.unread_reported:
+        # Due to restore, but blind: the guard does not take the silence for health (the rail
+        # that sagged may still sag), and says so once.
+        return replace(state, unread_reported=True), [
+            Decision("holding", state.step, steps[state.step - 1] if state.step <= len(steps) else None,
+                     unread_text(state.unread, state.read_at), state.gpus, unread_since=state.read_at)]
+    if (state.step > 0 and not state.held and quiet and state.read_since is not None
+            and obs.at - state.read_since >= config.restore_after_s):
+        assert state.last_trigger_at is not None
+        healthy = min(obs.at - state.last_trigger_at, obs.at - state.read_since)
+        return release(state, obs.at, f"healthy for {healthy:g} s")
     return state, []
 
 
@@ -209,7 +266,8 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
         return replace(state, held=False, released_until=until or state.released_until), []
     decision = Decision("restore", 0, None, why, state.gpus)
     return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
-                      rail_window=state.rail_window, released_until=until), [decision]
+                      rail_window=state.rail_window, released_until=until, read_at=state.read_at,
+                      read_since=state.read_since, unread=state.unread), [decision]
 
 
 def hold(state: GuardState) -> GuardState:

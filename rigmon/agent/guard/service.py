@@ -5,7 +5,7 @@ a frame is seen in the same frame. Deciding is pure and quick (`rigmon.agent.gua
 acting goes to one worker thread (`rigmon.agent.guard.worker`) that talks to the GPUs through
 `rigmon.hw.nvml_control`, every call behind its own watchdog, so a hung driver call never stalls
 sampling. Every action is an event (``guard_engaged``, ``guard_step``, ``guard_restored``,
-``guard_failed``, and the operator's ``guard_held``, and ``guard_released_idle`` for a release with
+``guard_failed``, ``guard_holding`` (caps kept while the rail cannot be read), and the operator's ``guard_held``, and ``guard_released_idle`` for a release with
 nothing in force) with the trigger, the GPUs and the
 settings before and after; in dry-run the same events say what it would have done. The current state is in every frame
 (`rigmon.agent.guard.collector`, ``readings.guard``); the NVML writes themselves are in
@@ -228,7 +228,20 @@ class GuardService:
                 left_behind=sh.left_behind,
                 failures_total=sh.failures_total,
                 released_until=s.released_until if s.released_until is not None and now < s.released_until else None,
+                unread=s.unread,
+                unread_since=s.read_at if s.unread else None,
+                off_bus=self._off_bus(),
             )
+
+    def _off_bus(self) -> tuple[int, ...]:
+        """GPUs with settings in force that the latest frame shows lost or does not list (under the lock)."""
+        sh = self.shared
+        frame = sh.last_frame
+        gpu = frame.collectors.get("gpu") if frame is not None else None
+        if frame is None or not sh.in_force or (gpu is not None and gpu.state != "ok"):
+            return ()  # GPUs not read are not known to be off the bus
+        present = {g.index for g in frame.readings.gpus if g.state != "lost"}
+        return tuple(i for i in sorted(sh.in_force) if i not in present)
 
     def wait_idle(self, timeout_s: float = 10.0) -> None:
         """Wait for the actions queued so far (tests)."""

@@ -172,6 +172,9 @@ class GuardWorker:
         if d.kind == "restore":
             self._restore(d)
             return
+        if d.kind == "holding":
+            self._holding(d)
+            return
         assert d.step_name is not None
         changes: Changes = []
         errors: list[str] = []
@@ -257,6 +260,17 @@ class GuardWorker:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
             self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def _holding(self, d: Decision) -> None:
+        """Say that the caps stay in force while what the guard watches cannot be read."""
+        sh = self.shared
+        message = (f"guard {d.trigger}: the caps on GPUs {','.join(map(str, d.gpus))} (step {d.step}) stay in force "
+                   f"until it reads healthy for {sh.config.restore_after_s:g} s, or an operator releases them")
+        log.warning("%s", message)
+        sh.event("guard_holding", "warning", message, {
+            "mode": sh.config.mode, "dry_run": not sh.acting, "step": d.step, "step_name": d.step_name,
+            "gpus": ",".join(map(str, d.gpus)), "unread_since": d.unread_since,
+        })
 
     def confirm_changes(self, indices: tuple[int, ...]) -> None:
         """Ask NVML whether GPUs whose frames showed other settings than the guard set really run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -29,7 +30,7 @@ def guard_text(guard: GuardReading) -> str:
         # Armed again, but the restore failed for these GPUs: their caps are still in force.
         head = (f"guard {guard.state} ({mode}): caps still in force on GPUs "
                 f"{','.join(str(s.index) for s in guard.settings)}, the restore failed: "
-                + ("retrying" if guard.acting else "reset them by hand (nvidia-smi -rac; -rgc; -pl)"))
+                + _after_failed_restore(guard))
     elif guard.step == 0:
         head = f"guard {guard.state} ({mode})"
     else:
@@ -43,6 +44,8 @@ def guard_text(guard: GuardReading) -> str:
         if capped is not None and capped.power_limit_w is not None and guard.step_name == "power_limit":
             # The cap this step set (the GPU's minimum when the configured one is below it).
             head += f", {capped.power_limit_w:g} W"
+    if guard.step and guard.unread and guard.state != "held":
+        head += f"; {_holding_text(guard)}"
     parts = [head, f"{guard.actions_last_hour}/{guard.max_actions_per_hour} actions this hour"]
     if guard.trigger and guard.step:
         parts.append(f"because {guard.trigger}")
@@ -53,6 +56,28 @@ def guard_text(guard: GuardReading) -> str:
     if guard.failures_total:
         parts.append(f"{guard.failures_total} failed")
     return " · ".join(parts)
+
+
+def _after_failed_restore(guard: GuardReading) -> str:
+    """What happens to the caps a failed restore left: retried on the GPUs on the bus (when the guard
+    acts), not on those off it, reset by hand when the guard cannot act."""
+    if not guard.acting:
+        return "reset them by hand (nvidia-smi -rac; -rgc; -pl)"
+    stuck = [s.index for s in guard.settings]
+    on_bus = [i for i in stuck if i not in guard.off_bus]
+    off_bus = [i for i in stuck if i in guard.off_bus]
+    said = [f"retrying on GPUs {','.join(map(str, on_bus))}"] if on_bus else []
+    if off_bus:
+        said.append(f"GPUs {','.join(map(str, off_bus))} off the bus: not retried until back "
+                    "(a reset or reboot gives them their own settings)")
+    return "; ".join(said)
+
+
+def _holding_text(guard: GuardReading) -> str:
+    """``holding caps: rail not read since 20:31:05`` (the dashboard's local time)."""
+    since = guard.unread_since
+    when = f"since {time.strftime('%H:%M:%S', time.localtime(since))}" if since is not None else "yet in this run"
+    return f"holding caps: {' and '.join(guard.unread)} not read {when}"
 
 
 class GuardLine(Widget):
