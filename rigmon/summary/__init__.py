@@ -28,6 +28,7 @@ from rigmon.summary.figures import (
     gpu_figures,
     gpu_key,
     guard_mark,
+    holding_text,
     host_figures,
     link_figures,
     nic_is_healthy,
@@ -59,7 +60,7 @@ __all__ = [
     "RAIL_WARN_VOLTS", "READING_OVER_LIMIT_FACTOR", "SEVERITY_ORDER", "SLIM_DROPPED", "SLIM_GPU_FIELDS",
     "WORST_WINDOW_S", "GpuFigures", "HostFigures", "LinkFigures", "NodeSummary", "PathCell", "PathFigures",
     "StorageFigures", "SummaryRecord", "WorstWindow", "alarm_count", "detail_values", "gpu_figures", "gpu_key",
-    "guard_mark", "host_figures", "link_figures", "nic_is_healthy", "nic_is_link", "path_cell", "path_figures",
-    "path_rank", "peak_figures", "power_level", "rail_figures", "slim_frame", "slim_gpu", "slowest_link_gbps",
+    "guard_mark", "holding_text", "host_figures", "link_figures", "nic_is_healthy", "nic_is_link", "path_cell",
+    "path_figures", "path_rank", "peak_figures", "power_level", "rail_figures", "slim_frame", "slim_gpu", "slowest_link_gbps",
     "storage_figures", "summarize", "summary_record", "worst_path", "worst_severity",
 ]

@@ -13,9 +13,17 @@ part of a cycle: frozen, they hold only numbers, strings and other frozen figure
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
-from rigmon.schema import GuardReading, NetInterfaceReading, PeerPathReading, PeerPathState, Readings, Record
+from rigmon.schema import (
+    GuardReading,
+    NetInterfaceReading,
+    PeerPathReading,
+    PeerPathState,
+    Readings,
+    Record,
+)
 
 #: Rail minimum below which the rail is low (the default ``psu_rail_low_warning`` rule).
 RAIL_WARN_VOLTS = 11.7
@@ -128,6 +136,15 @@ def guard_mark(guard: GuardReading | None) -> str:
     if guard.step == 0:
         return "G!" if guard.settings else ""
     return f"{'G' if guard.acting else 'g'}{guard.step}" + ("h" if guard.state == "held" else "")
+
+
+def holding_text(unread: Sequence[str], since: float | None) -> str:
+    """What the guard says while it holds its caps because it cannot read what it guards by:
+    ``holding caps: rail not read since 20:31:05`` (UTC, as every time rigmon shows), or
+    ``... not read yet in this run``. The agent's ``guard_holding`` event and the dashboard's guard
+    line say it in the same words."""
+    when = f"since {time.strftime('%H:%M:%S', time.gmtime(since))} UTC" if since is not None else "yet in this run"
+    return f"holding caps: {' and '.join(unread)} not read {when}"
 
 
 def rail_figures(readings: Readings) -> float | None:

@@ -114,6 +114,6 @@ def test_after_a_failed_restore_the_line_says_what_happens_to_each_gpu() -> None
 def test_an_engaged_guard_that_cannot_read_the_rail_says_it_holds_the_caps() -> None:
     at = 1_700_000_000.0
     blind = replace(ENGAGED, unread=("rail",), unread_since=at)
-    since = time.strftime("%H:%M:%S", time.localtime(at))
-    assert f"at 877/1005 MHz; holding caps: rail not read since {since}" in guard_text(blind)
+    since = time.strftime("%H:%M:%S", time.gmtime(at))
+    assert f"at 877/1005 MHz; holding caps: rail not read since {since} UTC" in guard_text(blind)
     assert "holding caps" not in guard_text(replace(blind, state="held"))  # the operator's hold says enough

@@ -8,7 +8,6 @@ the actions out through `rigmon.hw.nvml_control` (or only reports them, in dry-r
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -17,6 +16,7 @@ import msgspec
 
 from rigmon.config import GuardSection
 from rigmon.schema import Frame, GuardGpuSettings, GuardStepName
+from rigmon.summary import holding_text
 
 #: Seconds over which `GuardSection.max_actions_per_hour` counts actions.
 HOUR_S = 3600.0
@@ -159,9 +159,8 @@ def _unread(frame: Frame, config: GuardSection, rail_read: bool) -> tuple[str, .
 
 
 def unread_text(unread: Sequence[str], since: float | None) -> str:
-    """``holding caps: rail not read since 20:31:05`` (local time of the agent)."""
-    when = f"since {time.strftime('%H:%M:%S', time.localtime(since))}" if since is not None else "yet in this run"
-    return f"holding caps: {' and '.join(unread)} not read {when}"
+    """``holding caps: rail not read since 20:31:05 UTC`` (`rigmon.summary.holding_text`)."""
+    return holding_text(unread, since)
 
 
 def _reads(state: GuardState, obs: Observation) -> GuardState:

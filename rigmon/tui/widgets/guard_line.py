@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -10,8 +9,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.summary import guard_mark
 from rigmon.schema import GuardReading
+from rigmon.summary import guard_mark, holding_text
 from rigmon.tui.text import plain
 
 __all__ = ["GuardLine", "guard_mark", "guard_text"]
@@ -74,10 +73,8 @@ def _after_failed_restore(guard: GuardReading) -> str:
 
 
 def _holding_text(guard: GuardReading) -> str:
-    """``holding caps: rail not read since 20:31:05`` (the dashboard's local time)."""
-    since = guard.unread_since
-    when = f"since {time.strftime('%H:%M:%S', time.localtime(since))}" if since is not None else "yet in this run"
-    return f"holding caps: {' and '.join(guard.unread)} not read {when}"
+    """``holding caps: rail not read since 20:31:05 UTC`` (`rigmon.summary.holding_text`)."""
+    return holding_text(guard.unread, guard.unread_since)
 
 
 class GuardLine(Widget):
