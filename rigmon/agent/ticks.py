@@ -60,7 +60,7 @@ class TickScheduler:
             once a look that found any, so that the sampler reads its clock once for them).
         file_hung: reports a call running longer than ``timeout_s`` (on the loop, each tick it still runs).
         publish: makes and publishes the frame; called on the loop when a tick ends or a pushed
-            reading arrives between ticks. It calls `take_results` first.
+            reading arrives (during a tick too). It calls `take_results` first.
         file_stall: reports that the agent as a whole did not run for at least that many seconds
             (SIGSTOP, a paused VM); the calls then in flight were not hung (`_awake`).
     """
@@ -85,7 +85,7 @@ class TickScheduler:
         self._next_tick = 0.0
         #: The one timer armed: the next tick, or the end of a tick's wait for its collectors.
         self._timer: asyncio.TimerHandle | None = None
-        #: A tick has started collectors and waits for them (pushed readings go into its frame).
+        #: A tick has started collectors and waits for them (a pushed reading is published at once all the same).
         self._ticking = False
         #: The next tick's batch is handed to the collectors' thread, which starts it at
         #: ``_next_tick`` by itself (`_prestart`); from then on the tick is in progress.
@@ -139,13 +139,15 @@ class TickScheduler:
         self._runners.close()
 
     def pushed(self) -> None:
-        """A pushed reading was filed: publish it now, unless a tick in progress will."""
+        """A pushed reading was filed: publish it now, in a frame of its own, also while a tick is in
+        progress. Held for the tick's frame, it was lost when the pushing collector's own poll of that
+        tick answered after it (a rail sag the ADC reader pushed, replaced by the rail collector's
+        reading of the windows since: no frame, alarm, guard or journal saw the sag)."""
         self._awake()
         finished = self._finished
         if self._prestarted and time.monotonic() >= self._next_tick:
             self._enter_tick()
-        if self._ticking or self._stopped or finished is None or finished.done():
-            # A tick in progress publishes it with the collectors' readings.
+        if self._stopped or finished is None or finished.done():
             return
         try:
             self._publish()

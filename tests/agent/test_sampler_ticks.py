@@ -155,7 +155,7 @@ async def test_stop_before_a_handed_over_batch_begins_calls_no_collector() -> No
     assert quick.n == calls
 
 
-async def test_a_reading_pushed_during_a_handed_over_tick_goes_into_its_frame() -> None:
+async def test_a_reading_pushed_during_a_handed_over_tick_is_published_at_once() -> None:
     gate = threading.Event()
     pushing = Pushing()
 
@@ -185,11 +185,13 @@ async def test_a_reading_pushed_during_a_handed_over_tick_goes_into_its_frame() 
             await asyncio.sleep(0.01)
         assert pushing.push is not None
         pushing.push([TemperatureReading("adc", "rail", 11.4)])
-        await asyncio.sleep(0.05)
-        assert [f.seq for f in frames] == [1]  # held for the tick in progress
+        # Published at once, in a frame of its own, while the tick is in progress (held for the tick's
+        # frame, the pushing collector's own poll answering after it would replace it: see below).
+        pushed = await frames_until(frames, lambda f: f.seq >= 2)
+        assert {t.sensor for t in pushed.readings.temperatures} == {"g", "adc"} and gated.calls == 2
         gate.set()
-        second = await frames_until(frames, lambda f: f.seq >= 2)
-        assert {t.sensor for t in second.readings.temperatures} == {"g", "adc"}
+        third = await frames_until(frames, lambda f: f.seq >= 3)
+        assert {(t.sensor, t.temp_c) for t in third.readings.temperatures} == {("g", 2.0), ("adc", 11.4)}
     finally:
         gate.set()
         sampler.stop()
@@ -295,5 +297,49 @@ async def test_a_pinned_runners_late_batch_end_does_not_begin_a_handed_over_tick
     finally:
         slow_gate.set()
         quick_gate.set()
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_a_reading_pushed_during_a_tick_is_in_a_frame_though_its_collector_answers_after_it() -> None:
+    # The ADC reader pushes a sag window at once (the rail collector's reading of it, reset after); the same
+    # collector's poll of that tick answers after the push with the windows since. Held for the tick's frame,
+    # the pushed reading was replaced by the poll's: the sag reached no frame, no alarm, no guard, no journal.
+    gate = threading.Event()
+    polled = threading.Event()
+
+    class Rail(PolledCollector):
+        name = "rail"
+
+        def __init__(self) -> None:
+            self.calls = 0
+            self.push: object = None
+
+        def start(self, push: object) -> None:
+            self.push = push
+
+        def collect(self) -> Sequence[object]:
+            self.calls += 1
+            if self.calls == 2:
+                polled.set()
+                gate.wait(5)  # the push arrives while this poll runs
+            return [TemperatureReading(sensor="rail", label="poll", temp_c=float(self.calls))]
+
+    rail = Rail()
+    sampler, frames = make({"rail": rail}, interval_s=0.2, timeout_s=5.0)
+    task = asyncio.create_task(sampler.run())
+    try:
+        await frames_until(frames, lambda f: f.seq >= 1)
+        await asyncio.get_running_loop().run_in_executor(None, polled.wait, 5)
+        assert callable(rail.push)
+        rail.push([TemperatureReading(sensor="rail", label="sag", temp_c=-1.0)])
+        await asyncio.sleep(0.05)
+        gate.set()
+        await frames_until(frames, lambda f: any(t.label == "poll" and t.temp_c == 2.0
+                                                 for t in f.readings.temperatures))
+        assert any(t.label == "sag" for f in frames for t in f.readings.temperatures), \
+            [(f.seq, [(t.label, t.temp_c) for t in f.readings.temperatures]) for f in frames]
+    finally:
+        gate.set()
         sampler.stop()
         await asyncio.wait_for(task, 5)
