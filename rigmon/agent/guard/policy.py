@@ -42,6 +42,8 @@ class Observation:
             ``seq``, else its time): a reading repeated in later frames is not a new sag.
             ``None`` when the device gives neither; then only frames with new windows count.
         alarms_fired: names of trigger rules that started firing in this frame.
+        alarm_changes: trigger alarms (their ids) that this frame reports firing (``True``: started,
+            or still firing after an agent restart) or resolved (``False``), in order.
         throttled_gpus: GPU indices reporting a hardware slowdown reason.
         gpus: indices of the GPUs present and not lost.
         unread: what the guard reads that this frame lacks (`RAIL` when the node has an ADC but
@@ -53,6 +55,7 @@ class Observation:
     rail_min_volts: float | None = None
     rail_window: float | None = None
     alarms_fired: tuple[str, ...] = ()
+    alarm_changes: tuple[tuple[str, bool], ...] = ()
     throttled_gpus: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
     unread: tuple[str, ...] = ()
@@ -64,7 +67,8 @@ class GuardState:
 
     ``step`` 0 is armed; 1.. counts the steps in force (see `steps_of`). ``sags`` are the
     times of rail sags still inside the counting window, ``actions`` the times of engage and
-    step actions inside the last hour.
+    step actions inside the last hour. ``alarms_firing`` are the trigger alarms (ids) firing now:
+    while one fires, the guard does not restore.
     """
 
     step: int = 0
@@ -83,6 +87,7 @@ class GuardState:
     read_since: float | None = None
     unread: tuple[str, ...] = ()
     unread_reported: bool = False
+    alarms_firing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +136,18 @@ def observe(frame: Frame, config: GuardSection) -> Observation:
         str(e.data.get("rule")) for e in frame.events
         if e.kind == "alarm_firing" and e.data.get("rule") in config.alarm_rules and not e.data.get("restored")
     )
+    # An alarm that keeps firing has no event after its first: the guard keeps the set itself.
+    changes = tuple(
+        (str(e.data.get("alarm_id") or e.data.get("rule")), e.kind == "alarm_firing") for e in frame.events
+        if e.kind in ("alarm_firing", "alarm_resolved") and e.data.get("rule") in config.alarm_rules
+    )
     gpus = tuple(g.index for g in frame.readings.gpus if g.state != "lost")
     throttled = tuple(
         g.index for g in frame.readings.gpus
         if g.state != "lost" and g.clock_reasons and HW_REASONS.intersection(g.clock_reasons)
     )
     return Observation(at=frame.taken_at, rail_min_volts=rail_min, rail_window=window, alarms_fired=fired,
-                       throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
+                       alarm_changes=changes, throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
 
 
 def _unread(frame: Frame, config: GuardSection, rail_read: bool) -> tuple[str, ...]:
@@ -171,6 +181,17 @@ def _reads(state: GuardState, obs: Observation) -> GuardState:
                    unread=(), unread_reported=False)
 
 
+def _alarms_firing(state: GuardState, obs: Observation) -> tuple[str, ...]:
+    """The trigger alarms firing after ``obs``: those firing before, with this frame's changes."""
+    firing = dict.fromkeys(state.alarms_firing)
+    for alarm_id, on in obs.alarm_changes:
+        if on:
+            firing[alarm_id] = None
+        else:
+            firing.pop(alarm_id, None)
+    return tuple(firing)
+
+
 def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple[tuple[float, ...], str | None]:
     """Sags still in the window (this frame's included) and what triggers now, if anything."""
     sags = tuple(t for t in state.sags if obs.at - t < config.rail_window_s)
@@ -195,7 +216,7 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
 
     Engages (step 1) when a trigger fires while armed; takes the next step when a trigger
     fires again at least ``step_after_s`` after the last step; restores once no trigger
-    fired for ``restore_after_s`` and everything it watches was read all that time (not while
+    fired for ``restore_after_s``, no trigger alarm fires any more, and everything it watches was read all that time (not while
     held): while the rail or the GPUs cannot be read the caps stay in force, reported once
     when the restore would be due (``holding``). Engage and step actions count against
     ``max_actions_per_hour``; at the ceiling the guard stays where it is and says so once
@@ -210,10 +231,15 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
         The new state and the decisions, in order.
     """
     sags, trigger = _trigger(state, obs, config)
+    alarmed = bool(state.alarms_firing)  # up to this frame (one that resolves the last alarm included)
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
-    state = _reads(replace(state, sags=sags, actions=actions,
+    state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=_alarms_firing(state, obs),
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     steps = steps_of(config)
+    if trigger is None and (alarmed or state.alarms_firing):
+        # A trigger alarm still firing (a rail held low, a latched under-voltage flag) is no sign of
+        # health: the restore waits until it resolves. It fired once: it takes no further step.
+        return replace(state, last_trigger_at=obs.at), []
     if trigger is not None:
         state = replace(state, last_trigger_at=obs.at)
         if state.step == 0 and state.released_until is not None and obs.at < state.released_until:
@@ -266,7 +292,7 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
     decision = Decision("restore", 0, None, why, state.gpus)
     return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
                       rail_window=state.rail_window, released_until=until, read_at=state.read_at,
-                      read_since=state.read_since, unread=state.unread), [decision]
+                      read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing), [decision]
 
 
 def hold(state: GuardState) -> GuardState:
