@@ -15,7 +15,7 @@ from rigmon.agent.guard.policy import GuardState, Observation, decide, observe, 
 from rigmon.alarms.rules import parse_rules
 from rigmon.collectors.base import PolledCollector, PushFn
 from rigmon.config import AgentConfig, AgentSection, GuardSection
-from rigmon.schema import Event, TemperatureReading
+from rigmon.schema import CollectorStatus, Event, TemperatureReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from tests.agent.guard_helpers import ENFORCE, Clock, Events, frame, settle, started
 
@@ -146,3 +146,20 @@ async def test_the_guard_sees_the_alarm_that_fired_in_the_same_frame(tmp_path: P
         assert (reading.state, reading.step) == ("engaged", 1) and reading.trigger == "alarm hot firing"
     finally:
         await agent.stop()
+
+
+def test_a_sag_whose_frame_lists_no_gpu_caps_the_gpus_seen_before() -> None:
+    """NVML failing in the brown-out (the GPU collector's error clears its readings): the sag's frame
+    lists no GPU. The engage capped none of them (``gpus: ""``) and used up an action."""
+    seen = observe(frame(0, 11.9, gpus=4), CFG)
+    failed = frame(1, 11.3, gpus=0)
+    failed = msgspec.structs.replace(failed, collectors={**failed.collectors, "gpu": CollectorStatus(
+        "error", False, error="NVML: GPU is lost")})
+    sag = observe(failed, CFG)
+    assert sag.gpus == () and sag.rail_min_volts == 11.3
+    state, decisions = decide(decide(GuardState(), seen, CFG)[0], sag, CFG)
+    assert [(d.kind, d.gpus) for d in decisions] == [("engage", GPUS)]
+    # The configured GPUs are kept to those seen present.
+    config = msgspec.structs.replace(CFG, gpus=(1, 5))
+    state, decisions = decide(decide(GuardState(), seen, config)[0], sag, config)
+    assert [(d.kind, d.gpus) for d in decisions] == [("engage", (1,))]

@@ -68,7 +68,8 @@ class GuardState:
     ``step`` 0 is armed; 1.. counts the steps in force (see `steps_of`). ``sags`` are the
     times of rail sags still inside the counting window, ``actions`` the times of engage and
     step actions inside the last hour. ``alarms_firing`` are the trigger alarms (ids) firing now:
-    while one fires, the guard does not restore.
+    while one fires, the guard does not restore. ``known_gpus`` are the GPUs the last frame that
+    listed any had present: a sag's frame whose GPU collector failed lists none.
     """
 
     step: int = 0
@@ -88,6 +89,7 @@ class GuardState:
     unread: tuple[str, ...] = ()
     unread_reported: bool = False
     alarms_firing: tuple[str, ...] = ()
+    known_gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,7 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     alarmed = bool(state.alarms_firing)  # up to this frame (one that resolves the last alarm included)
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
     state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=_alarms_firing(state, obs),
+                           known_gpus=obs.gpus or state.known_gpus,
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     steps = steps_of(config)
     if trigger is None and (alarmed or state.alarms_firing):
@@ -250,7 +253,7 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
             and obs.at - state.last_step_at >= config.step_after_s
         )
         if wants_step:
-            gpus = state.gpus if state.step else _targets(obs, config)
+            gpus = state.gpus if state.step else _targets(state.known_gpus, config)
             if len(actions) >= config.max_actions_per_hour:
                 if state.limited_reported:
                     return state, []
@@ -292,7 +295,8 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
     decision = Decision("restore", 0, None, why, state.gpus)
     return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
                       rail_window=state.rail_window, released_until=until, read_at=state.read_at,
-                      read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing), [decision]
+                      read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing,
+                      known_gpus=state.known_gpus), [decision]
 
 
 def hold(state: GuardState) -> GuardState:
@@ -300,10 +304,16 @@ def hold(state: GuardState) -> GuardState:
     return replace(state, held=True)
 
 
-def _targets(obs: Observation, config: GuardSection) -> tuple[int, ...]:
+def _targets(present: tuple[int, ...], config: GuardSection) -> tuple[int, ...]:
+    """The GPUs an engage caps: the configured ``gpus`` that are ``present`` (all of them when none
+    is), else every ``present`` one.
+
+    ``present`` is what the latest frame listing GPUs had: in the sag's own frame the GPU collector
+    may have failed (NVML erroring in a brown-out), which lists no GPU and would cap none.
+    """
     if config.gpus:
-        return tuple(i for i in config.gpus if i in obs.gpus) or config.gpus
-    return obs.gpus
+        return tuple(i for i in config.gpus if i in present) or config.gpus
+    return present
 
 
 def derive_app_clocks(supported: Mapping[int, Sequence[int]], max_graphics_mhz: int | None,
