@@ -163,3 +163,12 @@ def test_a_sag_whose_frame_lists_no_gpu_caps_the_gpus_seen_before() -> None:
     config = msgspec.structs.replace(CFG, gpus=(1, 5))
     state, decisions = decide(decide(GuardState(), seen, config)[0], sag, config)
     assert [(d.kind, d.gpus) for d in decisions] == [("engage", (1,))]
+
+
+def test_blind_under_a_firing_alarm_still_says_it_holds() -> None:
+    """The ADC falls silent while its rail alarm fires: the caps stay, and ``guard_holding`` says why."""
+    state, _ = _run([_obs(0, _alarm("alarm_firing"))])
+    blind = [dataclasses.replace(_obs(t), rail_min_volts=None, rail_window=None, unread=("rail",))
+             for t in range(10, 200, 10)]
+    state, out = _run(blind, state)
+    assert out == [(60, "holding", 1)] and state.step == 1

@@ -68,7 +68,8 @@ class GuardState:
     ``step`` 0 is armed; 1.. counts the steps in force (see `steps_of`). ``sags`` are the
     times of rail sags still inside the counting window, ``actions`` the times of engage and
     step actions inside the last hour. ``alarms_firing`` are the trigger alarms (ids) firing now:
-    while one fires, the guard does not restore. ``known_gpus`` are the GPUs the last frame that
+    while one fires, the guard does not restore; ``alarm_at`` is the last frame one fired in (the
+    frame resolving the last one included): the restore counts ``restore_after_s`` from it. ``known_gpus`` are the GPUs the last frame that
     listed any had present: a sag's frame whose GPU collector failed lists none.
     """
 
@@ -89,6 +90,7 @@ class GuardState:
     unread: tuple[str, ...] = ()
     unread_reported: bool = False
     alarms_firing: tuple[str, ...] = ()
+    alarm_at: float | None = None
     known_gpus: tuple[int, ...] = ()
 
 
@@ -234,15 +236,13 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     """
     sags, trigger = _trigger(state, obs, config)
     alarmed = bool(state.alarms_firing)  # up to this frame (one that resolves the last alarm included)
+    firing = _alarms_firing(state, obs)
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
-    state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=_alarms_firing(state, obs),
+    state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=firing,
+                           alarm_at=obs.at if alarmed or firing else state.alarm_at,
                            known_gpus=obs.gpus or state.known_gpus,
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     steps = steps_of(config)
-    if trigger is None and (alarmed or state.alarms_firing):
-        # A trigger alarm still firing (a rail held low, a latched under-voltage flag) is no sign of
-        # health: the restore waits until it resolves. It fired once: it takes no further step.
-        return replace(state, last_trigger_at=obs.at), []
     if trigger is not None:
         state = replace(state, last_trigger_at=obs.at)
         if state.step == 0 and state.released_until is not None and obs.at < state.released_until:
@@ -269,16 +269,20 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
             return state, [Decision(kind, step, steps[step - 1], trigger, gpus)]
         return state, []
     quiet = state.last_trigger_at is not None and obs.at - state.last_trigger_at >= config.restore_after_s
+    # A trigger alarm still firing (a rail held low, a latched under-voltage flag) is no sign of health:
+    # the restore waits until it resolved ``restore_after_s`` ago. It fired once: it takes no further step.
+    alarm_quiet = state.alarm_at is None or obs.at - state.alarm_at >= config.restore_after_s
     if state.step > 0 and not state.held and quiet and state.unread and not state.unread_reported:
         # Due to restore, but blind: the guard does not take the silence for health (the rail
         # that sagged may still sag), and says so once.
         return replace(state, unread_reported=True), [
             Decision("holding", state.step, steps[state.step - 1] if state.step <= len(steps) else None,
                      unread_text(state.unread, state.read_at), state.gpus, unread_since=state.read_at)]
-    if (state.step > 0 and not state.held and quiet and state.read_since is not None
+    if (state.step > 0 and not state.held and quiet and alarm_quiet and state.read_since is not None
             and obs.at - state.read_since >= config.restore_after_s):
         assert state.last_trigger_at is not None
-        healthy = min(obs.at - state.last_trigger_at, obs.at - state.read_since)
+        healthy = min(obs.at - state.last_trigger_at, obs.at - state.read_since,
+                      obs.at - (state.alarm_at if state.alarm_at is not None else state.last_trigger_at))
         return release(state, obs.at, f"healthy for {healthy:g} s")
     return state, []
 
@@ -296,7 +300,7 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
     return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
                       rail_window=state.rail_window, released_until=until, read_at=state.read_at,
                       read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing,
-                      known_gpus=state.known_gpus), [decision]
+                      alarm_at=state.alarm_at, known_gpus=state.known_gpus), [decision]
 
 
 def hold(state: GuardState) -> GuardState:
