@@ -157,11 +157,11 @@ def test_a_sag_whose_frame_lists_no_gpu_caps_the_gpus_seen_before() -> None:
         "error", False, error="NVML: GPU is lost")})
     sag = observe(failed, CFG)
     assert sag.gpus == () and sag.rail_min_volts == 11.3
-    state, decisions = decide(decide(GuardState(), seen, CFG)[0], sag, CFG)
+    _, decisions = decide(decide(GuardState(), seen, CFG)[0], sag, CFG)
     assert [(d.kind, d.gpus) for d in decisions] == [("engage", GPUS)]
     # The configured GPUs are kept to those seen present.
     config = msgspec.structs.replace(CFG, gpus=(1, 5))
-    state, decisions = decide(decide(GuardState(), seen, config)[0], sag, config)
+    _, decisions = decide(decide(GuardState(), seen, config)[0], sag, config)
     assert [(d.kind, d.gpus) for d in decisions] == [("engage", (1,))]
 
 
