@@ -153,7 +153,8 @@ class Sampler:
 
     def add_judge(self, judge: FrameListener) -> None:
         """Call ``judge`` with every new frame before the listeners; the events it emits while
-        it judges travel in that frame (an alarm's transition with the reading that caused it)."""
+        it judges travel in that frame (an alarm's transition with the reading that caused it),
+        and the judges added after it see them in the frame they judge."""
         self._judges.append(judge)
 
     def add_status(self, name: str, status: Callable[[], CollectorStatus]) -> None:
@@ -364,9 +365,14 @@ class Sampler:
         frame = self._frame(self.clock.time(), ())
         # Encoded once here for every reader (the cache is shared); text that is not UTF-8 is mended first.
         frame = self._encodable(frame)
+        judged = frame
         for judge in self._judges:
+            if len(judged.events) != len(frame.events) + len(self._pending_events):
+                # A judge judges the frame with what the judges before it said of it (the guard
+                # after the alarms: a trigger alarm that starts firing in this frame).
+                judged = msgspec.structs.replace(frame, events=frame.events + tuple(self._pending_events))
             try:
-                judge(frame)
+                judge(judged)
             except Exception:  # noqa: BLE001 - a broken judge must not stop sampling
                 log.exception("frame judge failed")
         if self._pending_events:

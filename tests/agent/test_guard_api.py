@@ -66,3 +66,22 @@ def test_guard_series_in_metrics() -> None:
     assert samples[("rigmon_guard_step", (("node", "n"),))] == 1.0
     assert samples[("rigmon_guard_gpu_app_clock_graphics_hertz", (("gpu", "0"), ("node", "n")))] == 1.005e9
     assert samples[("rigmon_guard_failures_total", (("node", "n"),))] == 2.0
+
+
+async def test_guard_command_not_utf8(tmp_path: Path) -> None:
+    """A hold typed in a Latin-1 shell is refused as not UTF-8 (the byte, where), not as a bad command."""
+    agent = _agent(tmp_path, True)
+    transport = httpx.ASGITransport(app=agent.app())
+    ctl = {"Authorization": "Bearer ctl", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
+        body = '{"action": "hold", "by": "ren\u00e9"}'.encode("latin-1")
+        r = await client.post("/v1/guard", headers=ctl, content=body)
+        assert r.status_code == 400
+        assert r.json()["error"].startswith(f"body is not UTF-8 (byte 0xe9 at offset {body.index(0xe9)})")
+        r = await client.post("/v1/guard", headers=ctl, content=b"{hold")
+        assert r.status_code == 400 and "body must be JSON" in r.json()["error"] and '"hold"' in r.json()["error"]
+        # The same command in UTF-8 (a byte order mark ahead of it too) holds.
+        r = await client.post("/v1/guard", headers=ctl, content=b"\xef\xbb\xbf" + body.decode("latin-1").encode())
+        assert r.status_code == 200
+    assert agent.guard is not None and agent.guard.shared.state.held
+    agent.guard.close()

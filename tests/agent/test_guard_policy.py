@@ -213,7 +213,9 @@ def test_observe_reads_rail_alarms_and_throttle_reasons() -> None:
                      {"rule": "psu_rail_low_critical", "restored": True})
     other = Event("e3", 99.0, "alarm_firing", "warning", "psu", "x", {"rule": "psu_rail_low_warning"})
     o = observe(_frame((firing, restored, other)), GuardSection())
+    # The restored alarm does not trigger anew, but it fires: the guard counts it firing.
     assert o == Observation(at=100.0, rail_min_volts=11.31, rail_window=1.0, alarms_fired=("psu_rail_low_critical",),
+                            alarm_changes=(("psu_rail_low_critical", True), ("psu_rail_low_critical", True)),
                             throttled_gpus=(1,), gpus=(0, 1, 2))
     assert observe(_frame(windows=0), GuardSection()).rail_window == 1.0  # the seq tells
     assert observe(_frame(stale=True), GuardSection()).rail_min_volts is None

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from rigmon.agent.control import checked_text, control_denied
+from rigmon.agent.control import checked_text, control_denied, json_body
 from rigmon.schema import encode
 
 if TYPE_CHECKING:
@@ -19,6 +18,8 @@ if TYPE_CHECKING:
 #: Longest operator name kept with a command.
 MAX_BY_CHARS = 64
 PATH = "/v1/guard"
+#: A valid command, quoted when a body is not one.
+BODY_EXAMPLE = '{"action": "hold" | "release", "by": "name"}'
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -39,13 +40,11 @@ def guard_routes(service: GuardService | None, control_token: str | None, token:
         denied = control_denied(control_token, token, request, "command the guard")
         if denied is not None:
             return denied
-        try:
-            data = json.loads(await request.body() or b"null")
-        except (ValueError, RecursionError):
-            data = None
+        # A body not in UTF-8 is refused as such (which byte, where), not as a bad command.
+        data = json_body(await request.body(), BODY_EXAMPLE)
         if not isinstance(data, dict) or data.get("action") not in ("hold", "release") \
                 or not isinstance(data.get("by", ""), str):
-            return _error(400, 'body must be {"action": "hold" | "release", "by": "name"}')
+            return _error(400, f"body must be {BODY_EXAMPLE}")
         action: GuardCommand = "hold" if data["action"] == "hold" else "release"
         # Shown on every dashboard and kept in the journal: text only, as an acknowledgement's by.
         by = checked_text((data.get("by") or "operator")[:MAX_BY_CHARS], MAX_BY_CHARS, "by")

@@ -42,6 +42,8 @@ class Observation:
             ``seq``, else its time): a reading repeated in later frames is not a new sag.
             ``None`` when the device gives neither; then only frames with new windows count.
         alarms_fired: names of trigger rules that started firing in this frame.
+        alarm_changes: trigger alarms (their ids) that this frame reports firing (``True``: started,
+            or still firing after an agent restart) or resolved (``False``), in order.
         throttled_gpus: GPU indices reporting a hardware slowdown reason.
         gpus: indices of the GPUs present and not lost.
         unread: what the guard reads that this frame lacks (`RAIL` when the node has an ADC but
@@ -53,6 +55,7 @@ class Observation:
     rail_min_volts: float | None = None
     rail_window: float | None = None
     alarms_fired: tuple[str, ...] = ()
+    alarm_changes: tuple[tuple[str, bool], ...] = ()
     throttled_gpus: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
     unread: tuple[str, ...] = ()
@@ -64,7 +67,10 @@ class GuardState:
 
     ``step`` 0 is armed; 1.. counts the steps in force (see `steps_of`). ``sags`` are the
     times of rail sags still inside the counting window, ``actions`` the times of engage and
-    step actions inside the last hour.
+    step actions inside the last hour. ``alarms_firing`` are the trigger alarms (ids) firing now:
+    while one fires, the guard does not restore; ``alarm_at`` is the last frame one fired in (the
+    frame resolving the last one included): the restore counts ``restore_after_s`` from it. ``known_gpus`` are the GPUs the last frame that
+    listed any had present: a sag's frame whose GPU collector failed lists none.
     """
 
     step: int = 0
@@ -83,6 +89,9 @@ class GuardState:
     read_since: float | None = None
     unread: tuple[str, ...] = ()
     unread_reported: bool = False
+    alarms_firing: tuple[str, ...] = ()
+    alarm_at: float | None = None
+    known_gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +140,18 @@ def observe(frame: Frame, config: GuardSection) -> Observation:
         str(e.data.get("rule")) for e in frame.events
         if e.kind == "alarm_firing" and e.data.get("rule") in config.alarm_rules and not e.data.get("restored")
     )
+    # An alarm that keeps firing has no event after its first: the guard keeps the set itself.
+    changes = tuple(
+        (str(e.data.get("alarm_id") or e.data.get("rule")), e.kind == "alarm_firing") for e in frame.events
+        if e.kind in ("alarm_firing", "alarm_resolved") and e.data.get("rule") in config.alarm_rules
+    )
     gpus = tuple(g.index for g in frame.readings.gpus if g.state != "lost")
     throttled = tuple(
         g.index for g in frame.readings.gpus
         if g.state != "lost" and g.clock_reasons and HW_REASONS.intersection(g.clock_reasons)
     )
     return Observation(at=frame.taken_at, rail_min_volts=rail_min, rail_window=window, alarms_fired=fired,
-                       throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
+                       alarm_changes=changes, throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
 
 
 def _unread(frame: Frame, config: GuardSection, rail_read: bool) -> tuple[str, ...]:
@@ -171,6 +185,17 @@ def _reads(state: GuardState, obs: Observation) -> GuardState:
                    unread=(), unread_reported=False)
 
 
+def _alarms_firing(state: GuardState, obs: Observation) -> tuple[str, ...]:
+    """The trigger alarms firing after ``obs``: those firing before, with this frame's changes."""
+    firing = dict.fromkeys(state.alarms_firing)
+    for alarm_id, on in obs.alarm_changes:
+        if on:
+            firing[alarm_id] = None
+        else:
+            firing.pop(alarm_id, None)
+    return tuple(firing)
+
+
 def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple[tuple[float, ...], str | None]:
     """Sags still in the window (this frame's included) and what triggers now, if anything."""
     sags = tuple(t for t in state.sags if obs.at - t < config.rail_window_s)
@@ -195,7 +220,7 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
 
     Engages (step 1) when a trigger fires while armed; takes the next step when a trigger
     fires again at least ``step_after_s`` after the last step; restores once no trigger
-    fired for ``restore_after_s`` and everything it watches was read all that time (not while
+    fired for ``restore_after_s``, no trigger alarm fires any more, and everything it watches was read all that time (not while
     held): while the rail or the GPUs cannot be read the caps stay in force, reported once
     when the restore would be due (``holding``). Engage and step actions count against
     ``max_actions_per_hour``; at the ceiling the guard stays where it is and says so once
@@ -210,8 +235,12 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
         The new state and the decisions, in order.
     """
     sags, trigger = _trigger(state, obs, config)
+    alarmed = bool(state.alarms_firing)  # up to this frame (one that resolves the last alarm included)
+    firing = _alarms_firing(state, obs)
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
-    state = _reads(replace(state, sags=sags, actions=actions,
+    state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=firing,
+                           alarm_at=obs.at if alarmed or firing else state.alarm_at,
+                           known_gpus=obs.gpus or state.known_gpus,
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     steps = steps_of(config)
     if trigger is not None:
@@ -224,7 +253,7 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
             and obs.at - state.last_step_at >= config.step_after_s
         )
         if wants_step:
-            gpus = state.gpus if state.step else _targets(obs, config)
+            gpus = state.gpus if state.step else _targets(state.known_gpus, config)
             if len(actions) >= config.max_actions_per_hour:
                 if state.limited_reported:
                     return state, []
@@ -240,16 +269,20 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
             return state, [Decision(kind, step, steps[step - 1], trigger, gpus)]
         return state, []
     quiet = state.last_trigger_at is not None and obs.at - state.last_trigger_at >= config.restore_after_s
+    # A trigger alarm still firing (a rail held low, a latched under-voltage flag) is no sign of health:
+    # the restore waits until it resolved ``restore_after_s`` ago. It fired once: it takes no further step.
+    alarm_quiet = state.alarm_at is None or obs.at - state.alarm_at >= config.restore_after_s
     if state.step > 0 and not state.held and quiet and state.unread and not state.unread_reported:
         # Due to restore, but blind: the guard does not take the silence for health (the rail
         # that sagged may still sag), and says so once.
         return replace(state, unread_reported=True), [
             Decision("holding", state.step, steps[state.step - 1] if state.step <= len(steps) else None,
                      unread_text(state.unread, state.read_at), state.gpus, unread_since=state.read_at)]
-    if (state.step > 0 and not state.held and quiet and state.read_since is not None
+    if (state.step > 0 and not state.held and quiet and alarm_quiet and state.read_since is not None
             and obs.at - state.read_since >= config.restore_after_s):
         assert state.last_trigger_at is not None
-        healthy = min(obs.at - state.last_trigger_at, obs.at - state.read_since)
+        healthy = min(obs.at - state.last_trigger_at, obs.at - state.read_since,
+                      obs.at - (state.alarm_at if state.alarm_at is not None else state.last_trigger_at))
         return release(state, obs.at, f"healthy for {healthy:g} s")
     return state, []
 
@@ -266,7 +299,8 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
     decision = Decision("restore", 0, None, why, state.gpus)
     return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
                       rail_window=state.rail_window, released_until=until, read_at=state.read_at,
-                      read_since=state.read_since, unread=state.unread), [decision]
+                      read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing,
+                      alarm_at=state.alarm_at, known_gpus=state.known_gpus), [decision]
 
 
 def hold(state: GuardState) -> GuardState:
@@ -274,10 +308,16 @@ def hold(state: GuardState) -> GuardState:
     return replace(state, held=True)
 
 
-def _targets(obs: Observation, config: GuardSection) -> tuple[int, ...]:
+def _targets(present: tuple[int, ...], config: GuardSection) -> tuple[int, ...]:
+    """The GPUs an engage caps: the configured ``gpus`` that are ``present`` (all of them when none
+    is), else every ``present`` one.
+
+    ``present`` is what the latest frame listing GPUs had: in the sag's own frame the GPU collector
+    may have failed (NVML erroring in a brown-out), which lists no GPU and would cap none.
+    """
     if config.gpus:
-        return tuple(i for i in config.gpus if i in obs.gpus) or config.gpus
-    return obs.gpus
+        return tuple(i for i in config.gpus if i in present) or config.gpus
+    return present
 
 
 def derive_app_clocks(supported: Mapping[int, Sequence[int]], max_graphics_mhz: int | None,

@@ -1,0 +1,174 @@
+"""A trigger alarm that keeps firing: the guard does not restore under it (pure policy, the service
+over the fake NVML, and a real agent whose alarm judge runs before the guard)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from rigmon.agent.agent import Agent
+from rigmon.agent.guard.policy import GuardState, Observation, decide, observe, release
+from rigmon.alarms.rules import parse_rules
+from rigmon.collectors.base import PolledCollector, PushFn
+from rigmon.config import AgentConfig, AgentSection, GuardSection
+from rigmon.schema import CollectorStatus, Event, TemperatureReading
+from rigmon.sim.nvml import FakeNvmlMachine, serving
+from tests.agent.guard_helpers import ENFORCE, Clock, Events, frame, settle, started
+
+GPUS = (0, 1, 2, 3)
+RULE = "psu_rail_low_critical"
+CFG = GuardSection(enabled=True, rail_count=1, step_after_s=10.0, restore_after_s=60.0)
+
+
+def _alarm(kind: str, alarm_id: str = "a1", **data: object) -> Event:
+    return Event(f"e-{kind}", 0.0, kind, "critical", "psu", "x", {"rule": RULE, "alarm_id": alarm_id, **data})
+
+
+def _obs(at: float, *events: Event) -> Observation:
+    """A healthy rail (a new window each frame) and ``events``, as `observe` reads them."""
+    o = observe(msgspec.structs.replace(frame(at, 11.9, gpus=4), events=events), CFG)
+    assert o.gpus == GPUS and o.rail_min_volts == 11.9
+    return o
+
+
+def _run(observations: list[Observation], state: GuardState | None = None) -> tuple[GuardState, list[tuple]]:
+    state = state or GuardState()
+    out: list[tuple] = []
+    for o in observations:
+        state, decisions = decide(state, o, CFG)
+        out += [(o.at, d.kind, d.step) for d in decisions]
+    return state, out
+
+
+def test_no_restore_while_a_trigger_alarm_keeps_firing() -> None:
+    # The rail alarm fires once (one event), then keeps firing for 200 s with the rail read healthy.
+    state, out = _run([_obs(0, _alarm("alarm_firing"))] + [_obs(t) for t in range(10, 210, 10)])
+    assert out == [(0, "engage", 1)]  # no restore under the firing alarm, and no further step
+    assert state.step == 1 and state.alarms_firing == ("a1",)
+    # It resolves at 210: the restore comes restore_after_s later, not at once.
+    state, out = _run([_obs(210, _alarm("alarm_resolved"))] + [_obs(t) for t in range(220, 290, 10)], state)
+    assert out == [(270, "restore", 0)]
+    assert state.alarms_firing == ()
+
+
+def test_an_alarm_still_firing_after_a_restart_holds_but_does_not_engage() -> None:
+    restored = _alarm("alarm_firing", restored=True)
+    state, out = _run([_obs(0, restored)] + [_obs(t) for t in range(10, 100, 10)])
+    assert out == [] and state.step == 0 and state.alarms_firing == ("a1",)
+    # A sag engages; the restore waits for the alarm carried over from before the restart.
+    sag = dataclasses.replace(_obs(100), rail_min_volts=11.3)
+    state, out = _run([sag] + [_obs(t) for t in range(110, 300, 10)], state)
+    assert out == [(100, "engage", 1)]
+    state, out = _run([_obs(300, _alarm("alarm_resolved"))] + [_obs(t) for t in range(310, 370, 10)], state)
+    assert out == [(360, "restore", 0)]
+
+
+def test_other_alarms_and_an_operator_release_keep_the_firing_set() -> None:
+    other = Event("e", 0.0, "alarm_resolved", "warning", "psu", "x", {"rule": "psu_rail_low_warning", "alarm_id": "a2"})
+    state, _ = _run([_obs(0, _alarm("alarm_firing")), _obs(10, other, _alarm("alarm_acknowledged"))])
+    assert state.alarms_firing == ("a1",)
+    state, decisions = release(state, 20.0, "released by alice", quiet_s=60.0)
+    assert [d.kind for d in decisions] == ["restore"] and state.alarms_firing == ("a1",)
+
+
+async def test_service_keeps_caps_while_the_rail_alarm_fires(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    events, clock = Events(), Clock()
+    config = msgspec.structs.replace(ENFORCE, alarm_rules=(RULE,))
+    with serving(tmp_path / "root", machine):
+        service = await started(tmp_path, config, events, clock)
+        service.on_frame(msgspec.structs.replace(frame(clock.t, 11.9), events=(_alarm("alarm_firing"),)))
+        await settle(service)
+        assert events.kinds()[-1] == "guard_engaged" and "alarm psu_rail_low_critical firing" in str(
+            events.items[-1][2]["trigger"])
+        for _ in range(12):  # 120 s, four times restore_after_s, with the rail read healthy
+            clock.t += 10
+            service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
+        assert service.reading().state == "engaged" and "guard_restored" not in events.kinds()
+        clock.t += 10
+        service.on_frame(msgspec.structs.replace(frame(clock.t, 11.9), events=(_alarm("alarm_resolved"),)))
+        for _ in range(3):
+            clock.t += 10
+            service.on_frame(frame(clock.t, 11.9))
+        await settle(service)
+        assert events.kinds()[-1] == "guard_restored"
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        await asyncio.to_thread(service.close)
+
+
+class Probe(PolledCollector):
+    """A temperature probe pushed from the test: the alarm rule below watches it."""
+
+    name = "probe"
+
+    def __init__(self) -> None:
+        self.push: PushFn | None = None
+
+    def collect(self) -> Sequence[object]:
+        return []
+
+    def start(self, push: PushFn) -> None:
+        self.push = push
+
+
+async def test_the_guard_sees_the_alarm_that_fired_in_the_same_frame(tmp_path: Path) -> None:
+    """The alarms judge a frame before the guard: the guard judges it with their transitions.
+
+    They were added to the frame only after every judge had run, so the guard never saw an alarm
+    fire and ``alarm_rules`` engaged nothing.
+    """
+    rules = parse_rules('[[rule]]\nname = "hot"\nkind = "threshold"\nseverity = "critical"\n'
+                        'select = "temperatures[sensor=probe].temp_c"\nabove = 90.0\nsubject = "probe"\n'
+                        'message = "probe at {value} C"\n', "test")
+    probe = Probe()
+    config = AgentConfig(agent=AgentSection(node="t", root=str(tmp_path), interval_s=30.0),
+                         guard=GuardSection(enabled=True, alarm_rules=("hot",), throttle_gpus=0))
+    agent = Agent(config, token="read", collectors={"probe": probe}, rules=rules)
+    agent.start()
+    try:
+        for _ in range(1000):
+            if probe.push is not None and agent.buffer is not None and agent.buffer.latest is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert agent.guard is not None and probe.push is not None
+        probe.push([TemperatureReading(sensor="probe", label="probe", temp_c=95.0)])
+        for _ in range(1000):
+            if agent.alarms.engine.active() and agent.guard.reading().step:
+                break
+            await asyncio.sleep(0.01)
+        assert agent.alarms.engine.active()
+        reading = agent.guard.reading()
+        assert (reading.state, reading.step) == ("engaged", 1) and reading.trigger == "alarm hot firing"
+    finally:
+        await agent.stop()
+
+
+def test_a_sag_whose_frame_lists_no_gpu_caps_the_gpus_seen_before() -> None:
+    """NVML failing in the brown-out (the GPU collector's error clears its readings): the sag's frame
+    lists no GPU. The engage capped none of them (``gpus: ""``) and used up an action."""
+    seen = observe(frame(0, 11.9, gpus=4), CFG)
+    failed = frame(1, 11.3, gpus=0)
+    failed = msgspec.structs.replace(failed, collectors={**failed.collectors, "gpu": CollectorStatus(
+        "error", False, error="NVML: GPU is lost")})
+    sag = observe(failed, CFG)
+    assert sag.gpus == () and sag.rail_min_volts == 11.3
+    _, decisions = decide(decide(GuardState(), seen, CFG)[0], sag, CFG)
+    assert [(d.kind, d.gpus) for d in decisions] == [("engage", GPUS)]
+    # The configured GPUs are kept to those seen present.
+    config = msgspec.structs.replace(CFG, gpus=(1, 5))
+    _, decisions = decide(decide(GuardState(), seen, config)[0], sag, config)
+    assert [(d.kind, d.gpus) for d in decisions] == [("engage", (1,))]
+
+
+def test_blind_under_a_firing_alarm_still_says_it_holds() -> None:
+    """The ADC falls silent while its rail alarm fires: the caps stay, and ``guard_holding`` says why."""
+    state, _ = _run([_obs(0, _alarm("alarm_firing"))])
+    blind = [dataclasses.replace(_obs(t), rail_min_volts=None, rail_window=None, unread=("rail",))
+             for t in range(10, 200, 10)]
+    state, out = _run(blind, state)
+    assert out == [(60, "holding", 1)] and state.step == 1
