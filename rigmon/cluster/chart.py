@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,8 +28,11 @@ ThresholdLevel = Literal["warn", "bad", "limit"]
 ZOOM_SPANS_S: tuple[float, ...] = (60.0, 120.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
 #: The span the history view opens with.
 DEFAULT_SPAN_S = 900.0
-#: Events drawn at most (the newest of the window).
+#: Events drawn at most (those that matter most, `keep_events`).
 MAX_EVENTS = 12
+#: Which events a full chart keeps first, by severity: critical, then warning, then the rest
+#: (the job's marks, its processes' exits after hardware trouble).
+SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1}
 #: The journal's tiers and points per answer (`rigmon.agent.journal.tiers`; the dashboard side
 #: does not import the agent), so a replay's answer has the shape an agent's would.
 TIERS_S = (60, 900)
@@ -250,12 +253,14 @@ class Plotted:
         lines: the chart's lines that have points.
         thresholds: its horizontal lines.
         events: the node's warning and critical events, the job's marks and its processes' exits
-            after hardware trouble in the window (`notable_event`; the newest `MAX_EVENTS`), oldest first.
+            after hardware trouble in the window (`notable_event`; the `MAX_EVENTS` that matter
+            most, `keep_events`), oldest first.
         y_low: bottom of the y axis.
         y_high: top of the y axis.
         lowest: the lowest value drawn (``None`` without points).
         highest: the highest value drawn.
         tier: the journal tier the answer came from (``frames``, ``60s``...).
+        window_events: how many such events the window holds, those not kept too.
     """
 
     lines: tuple[PlottedLine, ...]
@@ -266,19 +271,29 @@ class Plotted:
     lowest: float | None
     highest: float | None
     tier: str
+    window_events: int = 0
 
 
 def _column(series: HistorySeries, stat: Stat) -> tuple[float, ...]:
     return series.min if stat == "min" else series.max if stat == "max" else series.mean
 
 
-def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
+def plot_data(chart: Chart, history: History, window: Window,
+              merge: Callable[[Sequence[Event]], Sequence[Event]] | None = None) -> Plotted:
     """The lines, thresholds and events of ``chart`` from a ``/v1/history`` answer, for ``window``.
 
     Each line draws its statistic of every point of the answer (the lowest minimum of a
     bucket for the rail, the highest maximum for power); points outside the window are left
     out, and points further apart than `GAP_STEPS` steps are not joined. The y axis spans the
     data and the chart's floor, ceiling and thresholds.
+
+    Args:
+        chart: the chart to draw.
+        history: the agent's answer for the window.
+        window: the time shown.
+        merge: makes one event of several reports of one thing (the dashboard's merge of an Xid
+            that NVML and the kernel log both report), given the window's notable events oldest
+            first; applied before the events are counted and `keep_events` chooses among them.
     """
     lines: list[PlottedLine] = []
     values: list[float] = []
@@ -304,9 +319,33 @@ def plot_data(chart: Chart, history: History, window: Window) -> Plotted:
     pad = (high - low) * 0.05 if high > low else 1.0
     # A floor at 0 (power, throughput) stays the axis' bottom; other ends get a margin.
     y_low = low if chart.floor is not None and low >= chart.floor and chart.floor == 0.0 else low - pad
-    events = [e for e in history.events if notable_event(e) and window.from_at <= e.at <= window.end_at]
-    return Plotted(tuple(lines), chart.thresholds, tuple(sorted(events, key=lambda e: e.at)[-MAX_EVENTS:]),
-                   y_low, high + pad, min(values, default=None), max(values, default=None), history.tier)
+    events: Sequence[Event] = sorted((e for e in history.events
+                                      if notable_event(e) and window.from_at <= e.at <= window.end_at),
+                                     key=lambda e: e.at)
+    if merge is not None:
+        events = merge(events)
+    return Plotted(tuple(lines), chart.thresholds, keep_events(events, MAX_EVENTS),
+                   y_low, high + pad, min(values, default=None), max(values, default=None), history.tier,
+                   window_events=len(events))
+
+
+def keep_events(events: Sequence[Event], most: int) -> tuple[Event, ...]:
+    """The ``most`` of ``events`` that matter most, oldest first (all of them when they are fewer).
+
+    Severity first (`SEVERITY_RANK`: critical, then warning, then the job's marks and other info
+    events), then closeness to the incident's start (the first critical or warning event; without
+    one, the first event): the rail alarms, the Xid and the lost GPU that began an incident, not
+    its aftermath, and the marks saying what the job was doing then. On a tie the earlier event.
+    """
+    if len(events) <= most:
+        return tuple(sorted(events, key=lambda e: e.at))
+    if most <= 0:
+        return ()
+    trouble = [e.at for e in events if e.severity in SEVERITY_RANK]
+    start = min(trouble) if trouble else min(e.at for e in events)
+    ranked = sorted(range(len(events)), key=lambda i: (SEVERITY_RANK.get(events[i].severity, len(SEVERITY_RANK)),
+                                                      abs(events[i].at - start), events[i].at, i))
+    return tuple(events[i] for i in sorted(ranked[:most], key=lambda i: (events[i].at, i)))
 
 
 def notable_event(event: Event) -> bool:

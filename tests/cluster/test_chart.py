@@ -16,6 +16,7 @@ from rigmon.cluster.chart import (
     clock_label,
     frame_values,
     history_from_frames,
+    keep_events,
     opening_span_s,
     plot_data,
     time_ticks,
@@ -94,6 +95,65 @@ def test_points_outside_the_window_and_info_events_are_left_out() -> None:
     assert plotted.lowest == 12.0
     # The job's marks are info events too, but they are what the job wants on the chart.
     assert [e.id for e in plot_data(chart, history, Window(1009.0, 60.0)).events] == ["2", "5", "4"]
+
+
+def _event(n: int, at: float, kind: str, severity: str, **data: str) -> Event:
+    return Event(id=f"r-{n}", at=at, kind=kind, severity=severity, subject="gpu:3", message=f"{kind} {n}",
+                 data=data)
+
+
+def incident_with_marks() -> list[Event]:
+    """The QA run on the undervolt rig: rail alarms, an Xid reported by NVML and the kernel log, the
+    GPU lost, the rail's warning again, then the job's twelve marks after it (eighteen events)."""
+    return [
+        _event(1, 1012.0, "alarm_firing", "warning"),
+        _event(2, 1012.1, "alarm_firing", "critical"),
+        _event(3, 1019.0, "xid", "critical", source="nvml", xid="79"),
+        _event(4, 1019.1, "xid", "critical", source="kmsg", xid="79"),
+        _event(5, 1020.0, "alarm_firing", "critical"),
+        _event(6, 1021.0, "gpu_lost", "critical"),
+        _event(7, 1026.0, "alarm_firing", "warning"),
+        *(_event(10 + n, 1040.0 + n, "mark", "info") for n in range(11)),
+    ]
+
+
+def test_a_full_chart_keeps_the_incidents_start_and_counts_the_window() -> None:
+    """Before: the newest 12 of the window (the marks after the loss): the rail alarms, the Xid and the
+    lost GPU that started the incident were gone from the chart."""
+    from rigmon.tui.event_merge import merge_xid_events
+
+    history = replace(rail_history([1000.0 + i for i in range(60)], [12.0] * 60), events=tuple(incident_with_marks()))
+    chart = charts_for({"psu_rail.volts.min_volts": 12.0})[0]
+    plotted = plot_data(chart, history, Window(1060.0, 60.0))
+    # Every warning and critical event, then the marks nearest the incident, in time order.
+    assert [e.id for e in plotted.events] == [f"r-{n}" for n in (1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14)]
+    assert plotted.window_events == 18
+    # The Xid's two reports are one event before the chart chooses and counts: one more mark kept.
+    merged = plot_data(chart, history, Window(1060.0, 60.0), merge=merge_xid_events)
+    assert [e.kind for e in merged.events] == ["alarm_firing", "alarm_firing", "xid", "alarm_firing", "gpu_lost",
+                                               "alarm_firing"] + ["mark"] * 6
+    assert merged.window_events == 17
+
+
+def test_keep_events_orders_by_severity_then_nearness_to_the_incidents_start() -> None:
+    events = [
+        _event(1, 100.0, "mark", "info"),  # long before the incident
+        _event(2, 190.0, "mark", "info"),  # what the job was doing when it began
+        _event(3, 200.0, "alarm_firing", "warning"),  # the incident's start
+        _event(4, 210.0, "gpu_lost", "critical"),
+        _event(5, 215.0, "alarm_firing", "warning"),
+        _event(6, 230.0, "alarm_firing", "critical"),
+        _event(7, 205.0, "mark", "info"),
+    ]
+    assert [e.id for e in keep_events(events, 2)] == ["r-4", "r-6"]
+    assert [e.id for e in keep_events(events, 4)] == ["r-3", "r-4", "r-5", "r-6"]
+    # Then the marks nearest the start (205 s, 190 s), oldest first on the chart.
+    assert [e.id for e in keep_events(events, 6)] == ["r-2", "r-3", "r-7", "r-4", "r-5", "r-6"]
+    assert [e.id for e in keep_events(events, 10)] == ["r-1", "r-2", "r-3", "r-7", "r-4", "r-5", "r-6"]
+    # Marks alone: the first ones.
+    marks = [_event(n, 100.0 + n, "mark", "info") for n in range(5)]
+    assert [e.id for e in keep_events(marks, 2)] == ["r-0", "r-1"]
+    assert keep_events(marks, 0) == ()
 
 
 def test_zoom_steps_and_pan_never_passes_now() -> None:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from msgspec.structs import replace
 from rich.text import Text
 from textual.widgets import Static
 
+from rigmon.clock import SystemClock
+from rigmon.collectors.gpu_processes import GpuProcessCollector
+from rigmon.hw.nvml import open_nvml_processes
+from rigmon.hw.root import HostRoot
+from rigmon.schema import Frame
+from rigmon.sim.job import PASSWD, SimPidNamespace
+from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_gpus
+from rigmon.sim.tree import write_tree
+from rigmon.tui.format import MISSING
 from rigmon.tui.widgets.event_list import EventList
-from rigmon.tui.widgets.gpu_process_table import GpuProcessTable
+from rigmon.tui.widgets.gpu_process_table import NOT_VISIBLE, OTHER_NAMESPACE_NOTE, GpuProcessTable
 from rigmon.tui.widgets.gpu_table import GpuTable, reason_parts, vram
 from tests.tui.snapshot_apps.recorded import MARK_SEQ, build, ddp_frames, open_node, settle
 from tests.tui.test_sources import text
@@ -107,3 +119,64 @@ async def test_a_process_on_two_gpus_counts_once() -> None:
         assert [k.value for k in procs.rows] == ["nvidia:0:4242", "nvidia:1:4243", "nvidia:2:4244", "nvidia:3:4242"]
         head = str(app.screen.query_one("#gpu-processes-head", Static).content)
         assert "3 on 4 GPUs" in head, head
+
+
+def container_agent_note(tmp_path: Path) -> str:
+    """The status the gpu_processes collector gives when the agent's /proc is a container's PID
+    namespace (simulated node, fake NVML listing host PID 4242)."""
+    tree = write_tree(tmp_path, {"/proc/stat": "cpu  1 2 3 4\nbtime 1699990000\n", "/etc/passwd": PASSWD})
+    SimPidNamespace(container=True, agent_pid=1).write(tree)
+    machine = FakeNvmlMachine(v100_sxm2_gpus(1))
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3)]
+    with serving(tmp_path, machine):
+        root = HostRoot(tmp_path)
+        collector = GpuProcessCollector(open_nvml_processes(root, timeout_s=10.0), root, SystemClock())
+        try:
+            collector.collect()
+            note = collector.status_note()
+        finally:
+            collector.close()
+    assert note is not None
+    return note
+
+
+def in_a_container(note: str | None) -> list[Frame]:
+    """The DDP job's frames as an agent in a container's PID namespace sends them: the workers with what
+    NVML gives (no user, no command), and the collector's status saying why (``note``; ``None``: an
+    agent that does not say)."""
+    frames = []
+    for frame in ddp_frames():
+        procs = tuple(replace(p, in_namespace=False, user=None, uid=None, command=None, cmdline=None, started_at=None)
+                      for p in frame.readings.gpu_processes)
+        collectors = dict(frame.collectors)
+        if "gpu_processes" in collectors and note is not None:
+            collectors["gpu_processes"] = replace(collectors["gpu_processes"], error=note)
+        frames.append(replace(frame, readings=replace(frame.readings, gpu_processes=procs), collectors=collectors))
+    return frames
+
+
+async def test_an_agent_in_another_pid_namespace_is_said_once_not_in_every_row(tmp_path: Path) -> None:
+    # Before: every worker's command cell said "(not in the agent's PID namespace)", as if each
+    # process were elsewhere, while it is the agent that is: the heading says it once.
+    note = container_agent_note(tmp_path)
+    for size, note_of in (((200, 50), note), ((80, 24), note), ((120, 40), None)):
+        app, fleet, _ = build([("v100", in_a_container(note_of), 22)])
+        async with app.run_test(size=size) as pilot:
+            await settle(app, fleet, pilot)
+            await open_node(app, next(iter(fleet.agents)), pilot)
+            procs = app.screen.query_one(GpuProcessTable)
+            commands = [str(procs.get_row(key)[-1]) for key in procs.rows]
+            head = app.screen.query_one("#gpu-processes-head", Static)
+            drawn = [strip.text.rstrip() for strip in head.render_lines(head.region.reset_offset.shrink(head.styles.gutter))]
+            said = "\n".join(drawn)
+            if note_of is None:
+                # An agent that does not say (an older one): each process is not visible, as before.
+                assert commands == [NOT_VISIBLE] * 3, commands
+                assert "PID namespace" not in said, said
+                continue
+            assert commands == [MISSING] * 3, commands
+            assert " ".join(said.split()).count(OTHER_NAMESPACE_NOTE) == 1, said
+            assert "3 on 3 GPUs" in said, said
+            # Under the count (wrapped there at 80 columns, not cut).
+            assert len(drawn) == (2 if size[0] >= 120 else 3) and all(line.startswith(" " * 12) for line in drawn[1:])
+            assert procs.virtual_size.width <= procs.size.width

@@ -311,8 +311,9 @@ async def test_the_event_list_takes_the_room_a_taller_screen_has() -> None:
             lines = listed(screen)
             assert len(lines) == expected, (size, lines)
             if size == (80, 24):
-                # As before: the first five and how many more (the chart keeps its rows).
-                assert [line.split()[0] for line in lines[:5]] == ["1", "2", "3", "4", "5"]
+                # The five that matter most, in time order, and how many more (the chart keeps its rows):
+                # the critical ones (the rail's warning, at the second of its critical alarm, is counted).
+                assert [line.split()[0] for line in lines[:5]] == ["2", "3", "4", "5", "6"]
                 assert "4 more events in this window" in lines[-1], lines
                 assert not any("checkpoint" in line for line in lines)
             else:
@@ -324,3 +325,37 @@ async def test_the_event_list_takes_the_room_a_taller_screen_has() -> None:
             await pilot.pause()
             await pilot.pause()
             assert len(listed(screen)) == (9 if size == (80, 24) else 6), listed(screen)
+
+
+async def test_a_long_incident_keeps_its_start_on_the_chart_and_counts_what_it_leaves_out() -> None:
+    # The QA run: the rail alarms, the Xid (NVML's and the kernel's report, one event) and the lost GPU,
+    # then ten of the job's marks: 17 events. Before: the chart kept the newest 12 (the marks, from
+    # after the loss) and said "… 7 more" at 80x24, counting neither the dropped five nor the Xid's merge.
+    frames = with_late_marks(10)
+    for size in ((80, 24), (200, 50)):
+        app, fleet, _ = build([("node01", frames, len(frames))])
+        agent = next(iter(fleet.agents.values()))
+        agent.journal = True
+        async with app.run_test(size=size) as pilot:
+            await settle(app, fleet, pilot)
+            await open_node(app, agent.url, pilot)
+            screen = await open_history(app, pilot)
+            plotted = screen.plotted
+            assert plotted is not None
+            drawn = screen.query_one(HistoryChart).plotted
+            assert drawn is not None and len(drawn.events) == 12
+            kinds = [e.kind for e in drawn.events]
+            # Every hardware event and alarm, then the marks nearest the incident: in time order.
+            assert kinds == ["alarm_firing", "alarm_firing", "xid", "alarm_firing", "alarm_firing", "gpu_lost",
+                             "alarm_firing"] + ["mark"] * 5, kinds
+            assert [e.at for e in drawn.events] == sorted(e.at for e in drawn.events)
+            assert [e.message for e in drawn.events if e.kind == "mark"] == [f"epoch {n} checkpoint" for n in range(5)]
+            lines = listed(screen)
+            if size == (80, 24):
+                # The critical five: the rail's, the Xid, its alarm, the loss and its alarm.
+                assert [line.split()[0] for line in lines[:-1]] == ["2", "3", "4", "5", "6"], lines
+                assert "12 more events in this window" in lines[-1], lines
+            else:
+                assert [line.split()[0] for line in lines[:-1]] == [str(n) for n in range(1, 13)], lines
+                assert "5 more events in this window" in lines[-1], lines
+            assert plotted.window_events == 17

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -15,7 +15,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, plot_data
+from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, keep_events, plot_data
 from rigmon.schema import History
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.gauge import span_label
@@ -175,9 +175,9 @@ class HistoryScreen(Screen[None]):
         if self.history is None:
             head.update(Text(f"{chart.title} · {when} · loading…"))
             return
-        plotted = plot_data(chart, self.history, window)
-        # An Xid that NVML and the kernel log both report is one event, as on the node screen.
-        self.plotted = plotted = replace(plotted, events=merge_xid_events(plotted.events))
+        # An Xid that NVML and the kernel log both report is one event, as on the node screen: merged
+        # before the chart chooses the events it keeps and counts those it does not.
+        self.plotted = plotted = plot_data(chart, self.history, window, merge=merge_xid_events)
         figures = ""
         if plotted.lowest is not None and plotted.highest is not None:
             figures = (f" · lowest {figure(plotted.lowest, chart.unit)} {chart.unit}, "
@@ -203,18 +203,21 @@ class HistoryScreen(Screen[None]):
         room = event_lines(screen_rows)
         lines = Text()
         shown = list(enumerate(plotted.events, start=1))
-        if len(shown) > room:
-            # The first that fit (an incident's start), and a line saying how many more there are.
-            hidden = len(shown) - (room - 1)
-            shown = shown[:room - 1]
+        if len(shown) < plotted.window_events or len(shown) > room:
+            # What matters most (the chart's own choice, `keep_events`: an incident's start) in time
+            # order, and a line counting every event of the window not listed, the chart's too.
+            if len(shown) > room - 1:
+                kept = keep_events(plotted.events, room - 1)
+                shown = [(number, event) for number, event in shown if any(event is k for k in kept)]
+            hidden = max(len(plotted.events), plotted.window_events) - len(shown)
         else:
             hidden = 0
-        for number, event in shown:
+        for index, (number, event) in enumerate(shown):
             level = "bad" if event.severity == "critical" else "warn"
             line = Text(f"{number:>2} {clock_label(event.at, 1.0, window.span_s)} ",
                         style=self.get_component_rich_style(f"history-screen--{level}", partial=True))
             line.append_text(plain(f"{event.subject}: {event.message}"))
-            if number > 1:
+            if index:
                 lines.append("\n")
             lines.append_text(line)
         if hidden:

@@ -16,7 +16,7 @@ from rigmon.schema import Event, Frame, GpuReading, Readings
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge
 from rigmon.tui.text import plain
-from rigmon.tui.widgets.gpu_process_table import GpuProcessTable
+from rigmon.tui.widgets.gpu_process_table import GpuProcessTable, agent_in_other_namespace, namespace_note
 from rigmon.tui.widgets.gpu_table import GpuTable, ecc_nonzero, reason_parts
 from rigmon.tui.widgets.source_group import Level, SourceGroup
 
@@ -165,8 +165,18 @@ class GpuGroup(SourceGroup):
             memory = f", {fmt.size(held)} of GPU memory" if held is not None else ""
             # A process on two GPUs has a row under each: it is one process.
             count = len({p.pid for p in procs})
-            head.update(Text.assemble(self.label("processes   "),
-                                      f"{count} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}"))
+            text = Text.assemble(self.label("processes   "),
+                                 f"{count} on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}{memory}")
+            note = namespace_note(collector, procs)
+            if note is None:
+                head.update(text)
+            else:
+                # Once for the table, under the count (wrapping there on a narrow screen), not in each row.
+                grid = Table.grid()
+                grid.add_column(width=12, no_wrap=True)
+                grid.add_column()
+                grid.add_row("", Text(note, style=self.style_of("warn")))
+                head.update(Group(text, grid))
         else:
             why = "no process on the GPUs" if collector is None or collector.state in ("ok", "absent") else \
                 f"not known: collector gpu_processes {collector.state}"
@@ -175,6 +185,7 @@ class GpuGroup(SourceGroup):
         procs_table.now_at = frame.taken_at if frame is not None else None
         procs_table.amd_cards = {a.pci_bus_id: a.card for a in readings.amd_gpus if a.pci_bus_id} if readings else {}
         procs_table.lost_gpus = frozenset(g.index for g in readings.gpus if g.state == "lost") if readings else frozenset()
+        procs_table.other_namespace = agent_in_other_namespace(collector)
         procs_table.processes = procs
 
     def _events_table(self, events: list[Event]) -> RenderableType:

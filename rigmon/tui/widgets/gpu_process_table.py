@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from rigmon.schema import GpuProcessReading
+from rigmon.schema import CollectorStatus, GpuProcessReading
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
 
@@ -30,12 +30,31 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 OPTIONAL = frozenset({"running"})
 #: What the command cell says of a PID the agent's /proc does not show.
 NOT_VISIBLE = "(not in the agent's PID namespace)"
+#: What the words ``agent in another PID namespace`` in the ``gpu_processes`` collector's status mean
+#: (its ``status_note``: the agent's /proc is not the host's PID namespace, whose PIDs NVML gives, so it
+#: looks none of them up). The dashboard does not import the collectors: these are the words it reads.
+OTHER_NAMESPACE_STATUS = "agent in another PID namespace"
+#: Said once for the table instead of `NOT_VISIBLE` in every NVIDIA process's row.
+OTHER_NAMESPACE_NOTE = "the agent runs in another PID namespace: commands not visible; run it with --pid=host"
 
 
 def process_key(proc: GpuProcessReading) -> str:
     """Row key of a process on a GPU."""
     where = proc.gpu_index if proc.vendor == "nvidia" else proc.pci_bus_id
     return f"{proc.vendor}:{where}:{proc.pid}"
+
+
+def agent_in_other_namespace(status: CollectorStatus | None) -> bool:
+    """Whether the ``gpu_processes`` collector's status says the agent runs in another PID namespace
+    than the host's (`OTHER_NAMESPACE_STATUS`); false for an agent that does not say (an older one)."""
+    return status is not None and status.error is not None and OTHER_NAMESPACE_STATUS in status.error
+
+
+def namespace_note(status: CollectorStatus | None, procs: Sequence[GpuProcessReading]) -> str | None:
+    """`OTHER_NAMESPACE_NOTE` when the agent runs in another PID namespace and an NVIDIA process is
+    listed (its command is not known), else ``None``: what the table's heading says once."""
+    shown = any(p.vendor == "nvidia" and not p.in_namespace for p in procs)
+    return OTHER_NAMESPACE_NOTE if shown and agent_in_other_namespace(status) else None
 
 
 def process_order(procs: Sequence[GpuProcessReading]) -> list[GpuProcessReading]:
@@ -67,6 +86,10 @@ class GpuProcessTable(DataTable[RenderableType]):
     """AMD card name by PCI address, for the GPU column."""
     lost_gpus: reactive[frozenset[int]] = reactive(frozenset)
     """Indexes of lost NVIDIA GPUs: their processes are drawn in the lost style."""
+    other_namespace: reactive[bool] = reactive(False)
+    """Whether the agent runs in another PID namespace than the host's (`agent_in_other_namespace`):
+    no NVIDIA process's command is known, which the heading says once (`namespace_note`), so their
+    command cells are blank rather than each saying `NOT_VISIBLE`."""
     available: reactive[int] = reactive(0)
     """Cells the table may take: the full command line shows when it fits, else the short one
     (``python3 train.py``), and the `OPTIONAL` columns go when even that does not fit. 0: all, full."""
@@ -100,6 +123,9 @@ class GpuProcessTable(DataTable[RenderableType]):
     def watch_amd_cards(self) -> None:
         self._schedule()
 
+    def watch_other_namespace(self) -> None:
+        self._schedule()
+
     def _schedule(self) -> None:
         if not self._update_pending and self.is_mounted:
             self._update_pending = True
@@ -123,7 +149,9 @@ class GpuProcessTable(DataTable[RenderableType]):
         if self.now_at is not None and proc.started_at is not None:
             running = max(0.0, self.now_at - proc.started_at)
         if not proc.in_namespace:
-            command = Text(NOT_VISIBLE, style=muted)
+            # An agent in another PID namespace looks up no NVIDIA PID: not this process's doing.
+            said = self.other_namespace and proc.vendor == "nvidia"
+            command = Text(fmt.MISSING if said else NOT_VISIBLE, style=muted)
         else:
             command = plain((proc.cmdline or proc.command) if self._full else proc.command, style)
         return {
