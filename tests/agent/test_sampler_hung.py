@@ -134,3 +134,72 @@ async def test_a_collectors_own_watchdog_that_ran_out_during_the_stall_blames_no
     assert kinds.count("agent_stalled") == 1, kinds
     assert "collector_failed" not in kinds, kinds
     assert {f.collectors["nvml"].state for f in frames} <= {"pending", "ok"}
+
+
+class AheadInBatch(PolledCollector):
+    """Its first call takes long (until released), holding up the calls behind it in the batch."""
+
+    name = "ahead"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def collect(self) -> Sequence[object]:
+        if not self.started.is_set():
+            self.started.set()
+            self.release.wait(30)
+        return []
+
+
+class BehindInBatch(PolledCollector):
+    """Called after `AheadInBatch` in the same batch; its first call runs until released, not hung."""
+
+    name = "behind"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def collect(self) -> Sequence[object]:
+        if not self.started.is_set():
+            self.started.set()
+            self.release.wait(30)
+        return []
+
+
+async def test_a_call_is_timed_from_its_own_start_not_from_its_wait_behind_others_in_the_batch() -> None:
+    """A collector waits in its batch behind a slow one for longer than the timeout (the loop busy, as on
+    a loaded machine, so no tick comes meanwhile), then its own call runs briefly when the next tick comes:
+    it is not hung. (It counted from the tick and was reported hung: "no answer for 1.2 s".)"""
+    ahead, behind = AheadInBatch(), BehindInBatch()
+    sampler = Sampler("n", "run", {"ahead": ahead, "behind": behind}, interval_s=0.05, timeout_s=1.0,
+                      clock=SystemClock())
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    task = asyncio.create_task(sampler.run())
+    try:
+        while not ahead.started.is_set():
+            await asyncio.sleep(0.001)
+        # The loop stays busy (using CPU: not a stall of the whole agent) past the timeout, then the
+        # call ahead returns and the one behind it starts.
+        spin_until = time.monotonic() + 1.2
+        while time.monotonic() < spin_until:
+            pass
+        ahead.release.set()
+        assert behind.started.wait(10)
+        # Ticks come while the call behind runs: its time is checked against the timeout.
+        seen = len(frames)
+        while len(frames) < seen + 3:
+            await asyncio.sleep(0.01)
+        behind.release.set()
+        while frames[-1].collectors["behind"].state != "ok":
+            await asyncio.sleep(0.01)
+    finally:
+        ahead.release.set()
+        behind.release.set()
+        sampler.stop()
+        await asyncio.wait_for(task, 5)
+    events = [(e.kind, e.subject, e.message) for f in frames for e in f.events]
+    assert not [e for e in events if e[1] == "collector:behind"], events
+    assert "hung" not in {f.collectors["behind"].state for f in frames}
