@@ -37,6 +37,9 @@ class Runner(msgspec.Struct, eq=False):
     queued: list[str] = msgspec.field(default_factory=list)
     #: Name of the collector whose call is running now.
     current: str | None = None
+    #: ``time.monotonic()`` the last call started (written with ``current``): a call is timed from
+    #: its own start, not from its batch's, which includes the calls ahead of it in the batch.
+    started_at: float = 0.0
     #: Finished calls (name, outcome, duration in s), appended by the worker, taken by the loop.
     done: deque[tuple[str, Outcome, float]] = msgspec.field(default_factory=deque)
     #: The batch running on the executor (done once `run_batch` returned).
@@ -84,13 +87,13 @@ class Runners:
         self.shared = new_runner(thread_name)
         self.all: list[Runner] = [self.shared]
 
-    def pin_shared(self) -> tuple[str, list[str]] | None:
+    def pin_shared(self) -> tuple[str, float, list[str]] | None:
         """Give the shared runner, whose batch overran the tick, to its running call; start a new shared one.
 
         Returns:
-            The running collector's name and the names of the batch not started yet (taken off
-            the runner), or ``None`` if the batch is ending (the worker saw its queue empty): the
-            thread is free and stays shared.
+            The running collector's name, the ``time.monotonic()`` its call started, and the names
+            of the batch not started yet (taken off the runner), or ``None`` if the batch is ending
+            (the worker saw its queue empty): the thread is free and stays shared.
         """
         runner = self.shared
         with runner.lock:
@@ -98,10 +101,11 @@ class Runners:
             if stuck is None:
                 return None
             runner.current = None
+            started_at = runner.started_at
             skipped, runner.queued = runner.queued, []
         self.shared = new_runner(self.thread_name)
         self.all.append(self.shared)
-        return stuck, skipped
+        return stuck, started_at, skipped
 
     def release(self, runner: Runner) -> None:
         """End a collector's own runner (idle, its results taken)."""
@@ -142,7 +146,7 @@ def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_do
                     break
                 name = runner.queued.pop(0)
                 runner.current = name
-            t0 = time.monotonic()
+                runner.started_at = t0 = time.monotonic()
             outcome = call_collector(collector_of(name))
             runner.done.append((name, outcome, time.monotonic() - t0))
     batch_done(runner)

@@ -40,6 +40,8 @@ class _Slot(msgspec.Struct):
     #: The collector's own runner once one of its calls overran a tick; ``None``: the shared one.
     runner: Runner | None = None
     next_due: float = 0.0
+    #: Monotonic time its call counts as running from (``None``: none is): its batch's start, then
+    #: the call's own once its runner is pinned to it (`TickScheduler._pin`), later after a stall.
     running_since: float | None = None
 
 
@@ -385,16 +387,24 @@ class TickScheduler:
 
     def _pin(self) -> None:
         """Give the shared runner, whose batch overran the tick, to the collector it is running;
-        the others move to a new shared runner (those not started yet are due again)."""
+        the others move to a new shared runner (those not started yet are due again).
+
+        The running call is timed from its own start from now on: the time it waited in the batch
+        behind the calls ahead of it is not its own (it counted from the tick so far). A stall
+        `_awake` saw since it started has moved ``running_since`` past that start: it stays.
+        """
         runner = self._runners.shared
         pinned = self._runners.pin_shared()
         if pinned is None:
             return  # the batch is ending: the thread is free
-        stuck, skipped = pinned
+        stuck, started_at, skipped = pinned
         for name in skipped:
             self._slots[name].running_since = None
             self._slots[name].next_due = 0.0
-        self._slots[stuck].runner = runner
+        slot = self._slots[stuck]
+        slot.runner = runner
+        if slot.running_since is not None and started_at > slot.running_since:
+            slot.running_since = started_at
 
     def _release_runners(self) -> None:
         """A collector whose overrunning call has returned goes back to the shared runner and

@@ -134,3 +134,68 @@ async def test_a_collectors_own_watchdog_that_ran_out_during_the_stall_blames_no
     assert kinds.count("agent_stalled") == 1, kinds
     assert "collector_failed" not in kinds, kinds
     assert {f.collectors["nvml"].state for f in frames} <= {"pending", "ok"}
+
+
+class AheadInBatch(PolledCollector):
+    """Its first call takes long (until released), holding up the calls behind it in the batch."""
+
+    name = "ahead"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def collect(self) -> Sequence[object]:
+        if not self.started.is_set():
+            self.started.set()
+            self.release.wait(30)
+        return []
+
+
+class BehindInBatch(PolledCollector):
+    """Called after `AheadInBatch` in the same batch; its first call runs until released, not hung."""
+
+    name = "behind"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def collect(self) -> Sequence[object]:
+        if not self.started.is_set():
+            self.started.set()
+            self.release.wait(30)
+        return []
+
+
+async def test_a_call_is_timed_from_its_own_start_not_from_its_wait_behind_others_in_the_batch() -> None:
+    """A collector waits in its batch behind a slow one, then its own call runs until after the next
+    tick, which finds it running for less than the timeout since it started, though for more since
+    the tick before: it is not hung. (It counted from the tick and was reported hung, "no answer
+    for 3.0 s", as on a loaded machine where a first GPU poll ahead of it is slow.) Ticks are 3 s
+    apart, so that none comes while the first call runs and a tick late by up to 1 s changes nothing."""
+    ahead, behind = AheadInBatch(), BehindInBatch()
+    sampler = Sampler("n", "run", {"ahead": ahead, "behind": behind}, interval_s=3.0, timeout_s=2.5,
+                      clock=SystemClock())
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    task = asyncio.create_task(sampler.run())
+    try:
+        while not ahead.started.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(1.5)
+        ahead.release.set()  # the call behind it starts now
+        while not behind.started.is_set():
+            await asyncio.sleep(0.01)
+        # The first tick's frame (its wait for the collectors ran out), then the second tick's,
+        # which checked the call behind against the timeout while it still ran.
+        while len(frames) < 2:
+            await asyncio.sleep(0.01)
+    finally:
+        ahead.release.set()
+        behind.release.set()
+        sampler.stop()
+        await asyncio.wait_for(task, 10)
+    events = [(e.kind, e.subject, e.message) for f in frames for e in f.events]
+    assert not [e for e in events if e[1] == "collector:behind"], events
+    assert [f.collectors["behind"].state for f in frames[:2]] == ["pending", "pending"]

@@ -27,10 +27,9 @@ async def test_mdstat_malformed_or_truncated(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "raid1-degraded-recovering", root, symlinks=True)
     tree = Tree(root)
     good = (root / "proc/mdstat").read_text()
-    # Hung only after 5 s: a call on the 5000-member line takes ~15 ms, and a busy CI machine
-    # once stretched one past the harness's 0.5 s. A parser stuck on bad text still shows as hung.
-    config = agent_config(root, {"collectors": only("raid"),
-                                 "agent": {"interval_s": 0.01, "collector_timeout_s": 5.0}})
+    # Hung only after the harness's 5 s: a call on the 5000-member line takes ~15 ms, and a busy CI
+    # machine once stretched one past 0.5 s. A parser stuck on bad text still shows as hung.
+    config = agent_config(root, {"collectors": only("raid"), "agent": {"interval_s": 0.01}})
     async with running_agent(config) as h:
         first = await h.wait_for(lambda f: len(f.readings.raid) == 2, "both arrays")
         cuts = [good[:i] for i in range(0, len(good), 9)]

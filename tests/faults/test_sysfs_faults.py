@@ -6,6 +6,7 @@ once the devices are back the agent shows all of them again."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shutil
 import threading
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 from rigmon.sim.rig import SimRig, get_scenario
-from tests.faults.harness import agent_config, only, running_agent, seqs_contiguous
+from tests.faults.harness import WAIT_S, agent_config, only, running_agent, seqs_contiguous
 
 VICTIMS = (
     "sys/bus/thunderbolt/devices/0-1", "sys/bus/thunderbolt/devices/1-1", "sys/class/nvme/nvme0",
@@ -43,13 +44,8 @@ class Churn:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _restore(self, rel: str) -> None:
-        target = self.root / rel
-        if target.exists():
-            return
-        if (self.backup / rel).is_dir():
-            shutil.copytree(self.backup / rel, target, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(self.backup / rel, target)
+        """Put ``rel`` back whole: a directory that is there may be half removed (an ``rmtree`` cut short)."""
+        _fill(self.backup / rel, self.root / rel)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -73,11 +69,28 @@ class Churn:
         self._thread.start()
 
     def stop(self) -> None:
+        """End the churn, then put every device back. The thread must have ended first: on a loaded
+        machine one removal or restore can take seconds, and one still going would undo what comes next."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(5)
+            self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), "the churn thread did not stop"
         for rel in VICTIMS:
             self._restore(rel)
+
+
+def _fill(src: Path, dst: Path) -> None:
+    """Copy to ``dst`` what of ``src`` (a file, symlink or directory tree) it lacks."""
+    if os.path.lexists(dst):
+        if src.is_dir() and not src.is_symlink():
+            for child in src.iterdir():
+                _fill(child, dst / child.name)
+    elif src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    elif src.is_dir():
+        shutil.copytree(src, dst, symlinks=True)
+    else:
+        shutil.copy2(src, dst)
 
 
 async def test_devices_vanishing_mid_read(tmp_path: Path) -> None:
@@ -88,7 +101,10 @@ async def test_devices_vanishing_mid_read(tmp_path: Path) -> None:
                                  "storage": {"udev": False}})
     try:
         async with running_agent(config) as h:
-            whole = await h.wait_for(lambda f: len(f.readings.nvme) == 4 and len(f.readings.raid) == 2,
+            # Every storage collector has answered: on a loaded machine the Thunderbolt collector's
+            # first answer can come after the NVMe and RAID ones, and ``links`` would count none.
+            whole = await h.wait_for(lambda f: len(f.readings.nvme) == 4 and len(f.readings.raid) == 2
+                                     and all(f.collectors[name].state == "ok" for name in STORAGE),
                                      "the whole storage tree")
             links = len(whole.readings.thunderbolt)
             churn.start()
