@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+from rigmon.agent.guard.service import GuardService
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving
@@ -55,6 +56,19 @@ async def test_a_limit_set_by_hand_that_a_frame_showed_is_kept_through_the_resto
         await asyncio.to_thread(service.close)
 
 
+async def restarted_and_healthy(tmp_path: Path, events: Events, clock: Clock) -> GuardService:
+    """The next start of an agent killed while capped, the rail read healthy from its start for 31 s
+    (past ``restore_after_s``): its restore of the caps the killed run left has run."""
+    service = make(tmp_path, TWO_STEPS, events, clock)
+    service.start()
+    await settle(service)
+    service.on_frame(frame(clock.t, 11.9))
+    clock.t += 31
+    service.on_frame(frame(clock.t, 11.9))
+    await settle(service)
+    return service
+
+
 async def test_a_limit_set_by_hand_while_the_agent_was_down_survives_the_next_start(
         tmp_path: Path, machine: FakeNvmlMachine) -> None:
     events, clock = Events(), Clock()
@@ -62,13 +76,7 @@ async def test_a_limit_set_by_hand_while_the_agent_was_down_survives_the_next_st
         killed = await engaged_by_sags(tmp_path, TWO_STEPS, events, clock, sags=2)
         killed.worker.shutdown()  # killed: no restore, the state file stays
         machine.gpus[0].power_limit_mw = 180_000
-        service = make(tmp_path, TWO_STEPS, events, clock)
-        service.start()
-        await settle(service)
-        service.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
-        clock.t += 31
-        service.on_frame(frame(clock.t, 11.9))
-        await settle(service)
+        service = await restarted_and_healthy(tmp_path, events, clock)
         assert [g.power_limit_mw for g in machine.gpus] == [180_000, 300_000, 300_000, 300_000]
         assert not state_file_path(tmp_path / "state").exists()
         await asyncio.to_thread(service.close)
@@ -85,13 +93,7 @@ async def test_a_gpu_replaced_while_capped_does_not_get_the_old_ones_settings(tm
         machine.gpus[2] = dataclasses.replace(machine.gpus[2], uuid="GPU-new", power_limit_mw=250_000,
                                               enforced_limit_mw=250_000, default_limit_mw=250_000,
                                               app_clock_graphics_mhz=1312)
-        service = make(tmp_path, TWO_STEPS, events, clock)
-        service.start()
-        await settle(service)
-        service.on_frame(frame(clock.t, 11.9))  # the rail read from the start: healthy for 31 s
-        clock.t += 31
-        service.on_frame(frame(clock.t, 11.9))
-        await settle(service)
+        service = await restarted_and_healthy(tmp_path, events, clock)
         assert [g.power_limit_mw for g in machine.gpus] == [300_000, 300_000, 250_000, 300_000]
         assert events.kinds()[-1] == "guard_restored"
         assert not state_file_path(tmp_path / "state").exists()

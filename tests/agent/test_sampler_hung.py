@@ -136,28 +136,12 @@ async def test_a_collectors_own_watchdog_that_ran_out_during_the_stall_blames_no
     assert {f.collectors["nvml"].state for f in frames} <= {"pending", "ok"}
 
 
-class AheadInBatch(PolledCollector):
-    """Its first call takes long (until released), holding up the calls behind it in the batch."""
+class HeldFirstCall(PolledCollector):
+    """Its first call runs until released (``ahead``: it holds up the calls behind it in the batch;
+    ``behind``: called after it in the same batch, not hung)."""
 
-    name = "ahead"
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.release = threading.Event()
-
-    def collect(self) -> Sequence[object]:
-        if not self.started.is_set():
-            self.started.set()
-            self.release.wait(30)
-        return []
-
-
-class BehindInBatch(PolledCollector):
-    """Called after `AheadInBatch` in the same batch; its first call runs until released, not hung."""
-
-    name = "behind"
-
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.started = threading.Event()
         self.release = threading.Event()
 
@@ -174,7 +158,7 @@ async def test_a_call_is_timed_from_its_own_start_not_from_its_wait_behind_other
     the tick before: it is not hung. (It counted from the tick and was reported hung, "no answer
     for 3.0 s", as on a loaded machine where a first GPU poll ahead of it is slow.) Ticks are 3 s
     apart, so that none comes while the first call runs and a tick late by up to 1 s changes nothing."""
-    ahead, behind = AheadInBatch(), BehindInBatch()
+    ahead, behind = HeldFirstCall("ahead"), HeldFirstCall("behind")
     sampler = Sampler("n", "run", {"ahead": ahead, "behind": behind}, interval_s=3.0, timeout_s=2.5,
                       clock=SystemClock())
     frames: list[Frame] = []
