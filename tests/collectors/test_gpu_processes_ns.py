@@ -23,21 +23,11 @@ from rigmon.sim.job import (
 )
 from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_gpus
 from rigmon.sim.tree import Tree, write_tree
+from tests.collectors.gpu_helpers import StepClock
 
 ARGV = ("/opt/conda/bin/python3", "-u", "train.py")
 HOST_NS, CONTAINER_NS = "pid:[4026531836]", "pid:[4026532513]"
 AMD_BUS = "0000:c3:00.0"
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.t_s = 0.0
-
-    def time(self) -> float:
-        return 1_700_000_000.0 + self.t_s
-
-    def monotonic(self) -> float:
-        return self.t_s
 
 
 def _write(tree: Tree, proc: SimProcess) -> None:
