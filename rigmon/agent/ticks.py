@@ -358,9 +358,12 @@ class TickScheduler:
 
         With ``start_at``, their runners wait until then (`_prestart`) and the calls count as running from then.
         """
-        self.take_results()
         if self._runners.shared.busy:
             self._pin()
+        # After the look at the shared runner: a batch that ended between a look at the finished
+        # calls and that one left its last call's result unfiled, and the collector would be
+        # skipped by this tick as if the call still ran (or called hung past the timeout).
+        self.take_results()
         now = time.monotonic() if start_at is None else start_at
         batches: dict[int, tuple[Runner, list[str]]] = {}
         for name, slot in self._slots.items():

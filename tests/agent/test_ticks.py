@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Sequence
 
-from rigmon.agent.collector_threads import Outcome
+import pytest
+
+from rigmon.agent.collector_threads import Outcome, Runner
 from rigmon.agent.ticks import TickScheduler
 from rigmon.collectors.base import PolledCollector
 
@@ -104,3 +108,52 @@ def test_the_calls_filed_in_one_look_share_one_clock_reading() -> None:
         assert stamps == {1000.0 + clock.reads}
     finally:
         sampler.close()
+
+
+class _Held(PolledCollector):
+    """A collector whose call returns when the test lets it."""
+
+    name = "held"
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.calls = 0
+
+    def collect(self) -> Sequence[object]:
+        self.calls += 1
+        self.go.wait(5.0)
+        return []
+
+
+def test_a_batch_that_ends_while_a_tick_starts_is_filed_and_called_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The shared batch can end while the next tick starts, just before the tick asks whether
+    # the runner is still busy: the tick must file that call's result and start the collector
+    # again, not skip it as if its call still ran (nor call it hung past the timeout).
+    held = _Held()
+    outcomes: list[str] = []
+    hung: list[str] = []
+    ticks = TickScheduler({"held": held}, {"held": 1.0}, 1.0, 5.0,
+                          lambda results: outcomes.extend(name for name, _, _ in results),
+                          lambda name, running_s: hung.append(name), lambda: None)
+    try:
+        assert ticks._start_due(1.0)
+        while not held.calls:
+            time.sleep(0.01)
+        busy = Runner.busy
+
+        def batch_ends_then_busy(runner: Runner) -> bool:
+            held.go.set()
+            assert runner.future is not None
+            runner.future.result(timeout=5.0)
+            return busy.__get__(runner)
+
+        monkeypatch.setattr(Runner, "busy", property(batch_ends_then_busy))
+        second = ticks._start_due(2.0)
+        monkeypatch.setattr(Runner, "busy", busy)
+        assert outcomes == ["held"] and not hung
+        assert second, "the collector was not started by the tick after its call returned"
+        ticks._runners.shared.future.result(timeout=5.0)  # type: ignore[union-attr]
+        assert held.calls == 2
+    finally:
+        held.go.set()
+        ticks.close()
