@@ -164,6 +164,15 @@ def test_tick_profile_covers_collectors_and_frame_work() -> None:
         assert number(row(out, name)[1]) >= 0
 
 
+def test_tick_profile_live_times_each_collector_and_the_tick() -> None:
+    out = run("tick_profile.py", "--gpus", "2", "--live")
+    assert "the simulator stepping between them" in out
+    parts = [number(row(out, f"collector {name}: collect(), live")[1]) for name in ("host", "gpu", "raid", "psu_hwmon")]
+    assert all(ms > 0 for ms in parts)
+    assert number(row(out, "all collectors of a tick, live")[1]) >= sum(parts) - 0.005  # printed rounded
+    assert "alarm engine" not in out
+
+
 def test_gpu_collector() -> None:
     out = run("gpu_collector.py", "--gpus", "2")
     assert "| wall mean | p50 |" in out and "NVML calls per GPU" in out
