@@ -1,9 +1,9 @@
 """Where a replay's recording of a node ended before the cursor: the screens say so instead of "live".
 
 Which nodes, and since when, is `rigmon.cluster.recording_end.recording_ends` (the alarm board needs it
-too). The cluster row, the node screen and the link matrix say "recording ended HH:MM:SS" (its last
-frame, on its own clock, UTC) and draw its figures as old; the alarms screen dates its alarms as of
-that frame. The node is not stale: its age and the cluster rules are as recorded.
+too). The cluster row and the node screen say "recording ended HH:MM:SS" (its last frame, on its own
+clock, UTC), the link matrix's rows "ended HH:MM:SS" and its column's title "ended", and they draw its
+figures as old; the alarms screen dates its alarms as of that frame. The node is not stale: its age and the cluster rules are as recorded.
 """
 
 from __future__ import annotations

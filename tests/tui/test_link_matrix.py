@@ -14,7 +14,7 @@ from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.summary import PathCell
-from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail, silent_for
+from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail, fit_layout, peer_label, silent_for
 from rigmon.tui.widgets.node_row import NodeRow, path_figure
 from rigmon.tui.widgets.peer_path_group import PeerPathGroup, path_state
 from tests.tui.snapshot_apps.dashboard import wait_for
@@ -167,6 +167,24 @@ def test_the_matrix_takes_the_loss_where_it_fits() -> None:
     cell = matrix.rows[0].cells[1]
     assert cell is not None
     assert cell_text(cell, "p99").strip().endswith("µs")
+
+
+def test_an_ended_peer_s_title_says_when_only_where_the_loss_figures_keep_their_room() -> None:
+    from rigmon.cluster.link_matrix import link_matrix
+    from rigmon.cluster.node_view import NodeView
+    from rigmon.summary import summarize
+
+    views = [NodeView(n, n, n, "live", None, 0.0, summarize(cluster_frames(n, 3)[-1]))
+             for n in ("node01", "node02", "node03", "node04")]
+    matrix = link_matrix(views)
+    # In a replay, node04's recording ended at 00:01:30.
+    ended = {"node04": 90.0}
+    assert (peer_label("node04", 90.0), peer_label("node04", 90.0, timed=False), peer_label("node04")) == (
+        "node04 ended 00:01:30", "node04 ended", "node04")
+    assert fit_layout(matrix, 200, ended_peers=ended) == ("loss", True)
+    assert fit_layout(matrix, 80, ended_peers=ended) == ("loss", False)
+    assert fit_layout(matrix, 50, ended_peers=ended) == ("p99", False)
+    assert fit_layout(matrix, 200) == ("loss", False)
 
 
 async def test_the_matrix_follows_new_frames_in_place() -> None:

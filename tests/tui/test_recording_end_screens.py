@@ -137,3 +137,35 @@ async def test_the_link_matrix_marks_an_ended_node_s_rows_and_mutes_their_figure
         await seek(app, pilot, START_AT + 60)
         assert str(table.get_row_at(2)[1]) == "node03"
         assert "recording ends there" not in " ".join(screen_lines(app)[0])
+
+
+async def test_the_link_matrix_titles_an_ended_node_s_column_as_its_row(tmp_path: Path) -> None:
+    # Before, node03's column kept its plain title after its recording ended, under which its peers' figures
+    # to it read as current; only its own row said "ended".
+    app = RigmonApp([], replay=open_replay(tmp_path), refresh_s=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("space")
+        await seek(app, pilot, START_AT + SILENT_AFTER + 20)
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, LinkScreen)
+        table = app.screen.query_one(LinkTable)
+        stale = table._style("stale")
+
+        def titles() -> list[tuple[str, bool]]:
+            return [(c.label.plain, c.label.style == stale) for c in table.columns.values()][3:]
+
+        # At 80 columns the time would cost the loss figures: it is on node03's row.
+        assert titles() == [("node01", False), ("node02", False), ("node03 ended", True)]
+        lines = screen_lines(app)[0]
+        (row03,) = [line for line in lines if "node03 ended 00:01:30" in line]
+        assert row03.split() == ["node03", "ended", "00:01:30", "2.5G", "340", "µs", "0%", "340", "µs", "0%", "·"]
+        assert [line.split() for line in lines if "link" in line.split()] == [
+            ["path", "node", "link", "node01", "node02", "node03", "ended"]]
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        await pilot.pause()
+        assert titles()[-1] == ("node03 ended 00:01:30", True)
+        # Sought back before its end, it is a peer like the others again.
+        await seek(app, pilot, START_AT + 60)
+        assert titles() == [("node01", False), ("node02", False), ("node03", False)]

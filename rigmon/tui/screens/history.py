@@ -16,11 +16,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, keep_events, plot_data
-from rigmon.schema import History
+from rigmon.schema import Event, History
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.gauge import span_label
 from rigmon.tui.text import plain
-from rigmon.tui.widgets.history_chart import HistoryChart
+from rigmon.tui.widgets.event_list import MARK_KIND
+from rigmon.tui.widgets.history_chart import HistoryChart, event_level
 
 #: Lines the event list under the chart may always take (all it has at 80x24).
 EVENT_LINES = 6
@@ -51,6 +52,12 @@ def event_lines(screen_rows: int) -> int:
     return max(EVENT_LINES, screen_rows - OTHER_ROWS - CHART_ROWS)
 
 
+def event_text(event: Event) -> str:
+    """An event in the list under the chart: ``psu: <message>``; a mark ``mark: epoch 3 checkpoint`` (its
+    subject is the node, which the screen's title names)."""
+    return f"{MARK_KIND if event.kind == MARK_KIND else event.subject}: {event.message}"
+
+
 class HistoryUnavailable(Exception):
     """The node's history cannot be had; the message says why (shown as "no history: ...")."""
 
@@ -79,7 +86,7 @@ class HistoryScreen(Screen[None]):
         Binding("S", "chart(-1)", "Previous series", show=False),
     ]
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"history-screen--warn", "history-screen--bad"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"history-screen--info", "history-screen--warn", "history-screen--bad"}
 
     @dataclass
     class Loaded(Message):
@@ -213,17 +220,16 @@ class HistoryScreen(Screen[None]):
         else:
             hidden = 0
         for index, (number, event) in enumerate(shown):
-            level = "bad" if event.severity == "critical" else "warn"
             line = Text(f"{number:>2} {clock_label(event.at, 1.0, window.span_s)} ",
-                        style=self.get_component_rich_style(f"history-screen--{level}", partial=True))
-            line.append_text(plain(f"{event.subject}: {event.message}"))
+                        style=self.get_component_rich_style(f"history-screen--{event_level(event)}", partial=True))
+            line.append_text(plain(event_text(event)))
             if index:
                 lines.append("\n")
             lines.append_text(line)
         if hidden:
             lines.append(f"\n   … {hidden} more events in this window")
         events = self.query_one("#history-events", Static)
-        events.update(lines if plotted.events else Text("no warning or critical event in this window"))
+        events.update(lines if plotted.events else Text("no warning, critical event or mark in this window"))
 
     def action_back(self) -> None:
         """Back to the screen the history was opened from."""

@@ -59,14 +59,17 @@ class LinkScreen(Screen[None]):
         self.sub_title = f"links: {probing} of {len(views)} nodes probe {len(matrix.paths)} paths"
         legend = self.query_one("#link-legend", Static)
         ended = ended or {}
+        # The peers' columns are by name: a peer that probes nothing has no row, only its column.
+        ended_peers = {v.name: ended[v.key] for v in views if v.key in ended and v.name in matrix.peers}
         if not matrix.rows:
             legend.update(Text(NO_PATHS))
         else:
-            legend.update(Text(LEGEND + (ENDED_LEGEND if any(r.key in ended for r in matrix.rows) else "")))
+            legend.update(Text(LEGEND + (ENDED_LEGEND if ended_peers else "")))
         table = self.query_one(LinkTable)
         table.display = bool(matrix.rows)
         # Drawn with the matrix, just below (one redraw for both).
         table.set_reactive(LinkTable.ended, dict(ended))
+        table.set_reactive(LinkTable.ended_peers, ended_peers)
         table.matrix = matrix
 
     def on_link_table_node_chosen(self, message: LinkTable.NodeChosen) -> None:

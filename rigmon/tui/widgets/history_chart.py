@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import plotext
 from plotext._kernel.terminal import terminal as PlotextTerminal
@@ -16,6 +16,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.cluster.chart import Plotted, Window, time_ticks, value_ticks
+from rigmon.schema import Event
 
 #: Theme variables the lines take in turn (the first line, the one whose extreme matters,
 #: in the primary colour).
@@ -26,6 +27,24 @@ CELLS_PER_TICK = 14
 ROWS_PER_VALUE_TICK = 3
 
 RGB = tuple[int, int, int]
+
+#: How an event looks on the chart and in the list under it: critical, warning, and the rest (the job's
+#: marks, its processes' exits), told apart as the alarms screen tells its severities apart.
+EventLevel = Literal["bad", "warn", "info"]
+#: Order the events' lines are drawn in, so where two share a column the worse is seen.
+LEVEL_RANK: dict[EventLevel, int] = {"info": 0, "warn": 1, "bad": 2}
+#: Theme variable and glyph of an event's vertical line by its level: a mark or an exit is quiet
+#: (dotted, in the muted foreground), not a warning.
+EVENT_PENS: dict[EventLevel, tuple[str, str]] = {
+    "bad": ("error", "│"),
+    "warn": ("warning", "│"),
+    "info": ("foreground-muted", "┊"),
+}
+
+
+def event_level(event: Event) -> EventLevel:
+    """The look of ``event`` by its severity (``info`` for a mark)."""
+    return "bad" if event.severity == "critical" else "warn" if event.severity == "warning" else "info"
 
 
 class HistoryChart(Widget):
@@ -58,9 +77,14 @@ class HistoryChart(Widget):
         self._figure: Any = terminal._master
 
     def _rgb(self, name: str) -> RGB:
+        """Theme variable ``name`` as drawn on the chart's surface (a translucent one, such as
+        ``foreground-muted``, blended onto it)."""
         variables = self.app.theme_variables
         value = variables.get(name) or variables.get("foreground") or "white"
-        return Color.parse(value).rgb
+        colour = Color.parse(value)
+        if colour.a < 1.0:
+            colour = Color.parse(variables.get("surface") or "black") + colour
+        return colour.rgb
 
     def legend(self, labels: list[str]) -> Text:
         """``labels`` of the lines, each after a mark in its line's colour (for the screen to show)."""
@@ -114,13 +138,15 @@ class HistoryChart(Widget):
         for threshold in plotted.thresholds:
             colour = {"warn": "warning", "bad": "error"}.get(threshold.level, "foreground")
             fig.draw(fig.segment((0.0, span), (threshold.value, threshold.value), marker=self._pen(colour, "─")))
+        for event in sorted(plotted.events, key=lambda e: LEVEL_RANK[event_level(e)]):
+            x = event.at - window.from_at
+            fig.draw(fig.segment((x, x), (plotted.y_low, plotted.y_high),
+                                 marker=self._pen(*EVENT_PENS[event_level(event)])))
         # Events closer than a few cells share one label ("3-6"), which would overwrite each other.
         near_s = span * 6 / max(1, width)
         groups: list[tuple[float, int, int]] = []
         for number, event in enumerate(plotted.events, start=1):
             x = event.at - window.from_at
-            fig.draw(fig.segment((x, x), (plotted.y_low, plotted.y_high),
-                                 marker=self._pen("error" if event.severity == "critical" else "warning", "│")))
             if groups and x - groups[-1][0] <= near_s:
                 groups[-1] = (groups[-1][0], groups[-1][1], number)
             else:

@@ -88,20 +88,30 @@ def cell_text(cell: PathCell, detail: Detail) -> str:
     return f"{p99} {loss:>{LOSS_WIDTH}}"
 
 
-def fit_detail(matrix: LinkMatrix, width: int, ended: Mapping[str, float] | None = None) -> Detail:
-    """The richest detail at which ``matrix`` fits ``width`` cells (the least when none does);
-    ``ended`` as `LinkTable.ended`."""
-    ended = ended or {}
+def fit_layout(matrix: LinkMatrix, width: int, ended: Mapping[str, float] | None = None,
+               ended_peers: Mapping[str, float] | None = None) -> tuple[Detail, bool]:
+    """The richest detail at which ``matrix`` fits ``width`` cells (the least when none does), and whether
+    the titles of the peers whose recording ended say when at it (`peer_label`): the figures come first.
+    ``ended`` and ``ended_peers`` as `LinkTable.ended` and `LinkTable.ended_peers`."""
+    ended, ended_peers = ended or {}, ended_peers or {}
     path_w = max([cell_len("path"), *(cell_len(p) for p in matrix.paths)])
     node_w = max([cell_len("node"), *(cell_len(node_label(r, ended.get(r.key))) for r in matrix.rows)])
     link_w = max([cell_len("link"), *(cell_len(link_speed(r.link_gbps)) for r in matrix.rows)])
     peer_w = max([0, *(cell_len(p) for p in matrix.peers)])
     for detail in DETAILS:
-        # One cell of padding either side of each column, a scrollbar's cell.
-        needed = path_w + node_w + link_w + 6 + len(matrix.peers) * (max(cell_width(detail), peer_w) + 2) + 1
-        if needed <= width:
-            return detail
-    return DETAILS[-1]
+        for timed in (True, False) if ended_peers else (False,):
+            # One cell of padding either side of each column, a scrollbar's cell.
+            peers_w = sum(max(cell_width(detail), peer_w, cell_len(peer_label(p, ended_peers.get(p), timed))) + 2
+                          for p in matrix.peers)
+            if path_w + node_w + link_w + 6 + peers_w + 1 <= width:
+                return detail, timed
+    return DETAILS[-1], False
+
+
+def fit_detail(matrix: LinkMatrix, width: int, ended: Mapping[str, float] | None = None,
+               ended_peers: Mapping[str, float] | None = None) -> Detail:
+    """The richest detail at which ``matrix`` fits ``width`` cells (`fit_layout`)."""
+    return fit_layout(matrix, width, ended, ended_peers)[0]
 
 
 def node_label(row: MatrixRow, ended_at: float | None = None) -> str:
@@ -111,6 +121,15 @@ def node_label(row: MatrixRow, ended_at: float | None = None) -> str:
     if row.state != "live":
         return f"{row.node} {row.state}"
     return row.node if ended_at is None else f"{row.node} {ENDED_MARK} {ended_clock(ended_at)}"
+
+
+def peer_label(peer: str, ended_at: float | None = None, timed: bool = True) -> str:
+    """A peer's column title: its name, or in a replay ``node03 ended 00:01:30`` when its recording ended
+    at ``ended_at``, before the cursor, as its row says; ``node03 ended`` where the time would cost the
+    loss figures (``timed`` false: its row, when it probes, gives the time)."""
+    if ended_at is None:
+        return peer
+    return f"{peer} {ENDED_MARK} {ended_clock(ended_at)}" if timed else f"{peer} {ENDED_MARK}"
 
 
 def row_key(row: MatrixRow) -> str:
@@ -150,6 +169,9 @@ class LinkTable(DataTable[Text]):
     """In a replay, the nodes whose recording ended before the cursor, by key, with their last frame's
     time (`rigmon.cluster.recording_end.recording_ends`): their rows read as old, though they are live.
     Set it (`set_reactive`) before ``matrix``, which draws both."""
+    ended_peers: reactive[Mapping[str, float]] = reactive(dict, always_update=True)
+    """The same nodes by name, for the peers' columns (a peer may probe nothing, so have no row): their
+    titles say it ended. Set it (`set_reactive`) before ``matrix``, which draws it."""
 
     @dataclass
     class NodeChosen(Message):
@@ -174,6 +196,13 @@ class LinkTable(DataTable[Text]):
     def _label(self, row: MatrixRow) -> str:
         return node_label(row, self.ended.get(row.key))
 
+    def _peer_style(self, peer: str) -> Style:
+        """A peer's column title: bad while the dashboard cannot hear it, muted as an old row once its
+        recording ended (in a replay)."""
+        if self.matrix.peer_states.get(peer) in ("stale", "unreachable"):
+            return self._style("bad")
+        return self._style("stale") if peer in self.ended_peers else Style()
+
     def _cell_style(self, cell: PathCell, row: MatrixRow) -> Style:
         if self._old(row):
             return self._style("stale")
@@ -190,9 +219,10 @@ class LinkTable(DataTable[Text]):
         if not self.is_mounted:
             return
         matrix = self.matrix
-        detail = fit_detail(matrix, self.size.width or 80, self.ended)
+        detail, timed = fit_layout(matrix, self.size.width or 80, self.ended, self.ended_peers)
+        titles = tuple(peer_label(p, self.ended_peers.get(p), timed) for p in matrix.peers)
         layout = (matrix.shape, detail, tuple(sorted(matrix.peer_states.items())),
-                  tuple(self._label(r) for r in matrix.rows))
+                  tuple(self._label(r) for r in matrix.rows), titles)
         rows = [(row_key(r), self._cells(matrix, r, index, detail)) for index, r in enumerate(matrix.rows)]
         self._rows_by_key = {row_key(r): r for r in matrix.rows}
         if layout != self._layout:
@@ -202,11 +232,9 @@ class LinkTable(DataTable[Text]):
             self.add_column("node", key="node")
             self.add_column(Text("link", justify="right"), key="link")
             width = cell_width(detail)
-            for peer in matrix.peers:
-                state = matrix.peer_states.get(peer)
-                label = plain(peer, self._style("bad") if state in ("stale", "unreachable") else "",
-                              justify="right")
-                self.add_column(label, key=f"peer:{peer}", width=max(width, cell_len(peer)))
+            for peer, title in zip(matrix.peers, titles):
+                self.add_column(plain(title, self._peer_style(peer), justify="right"), key=f"peer:{peer}",
+                                width=max(width, cell_len(title)))
             for key, cells in rows:
                 self.add_row(*cells, key=key)
             self._layout = layout
