@@ -1,4 +1,4 @@
-"""The events of the GPU processes collector: a process started on a GPU, released it, or exited.
+"""The events of the GPU processes collector: a process started on a GPU, released it, exited, or left it.
 
 Pure: a process's reading (and what /proc said of it when it left) in, an `EventDraft` out.
 The collector is `rigmon.collectors.gpu_processes`.
@@ -45,13 +45,25 @@ def started_event(reading: GpuProcessReading) -> EventDraft:
                       data=process_data(reading))
 
 
+def exit_visible(before: GpuProcessReading, info: ProcInfo) -> bool:
+    """Whether the agent's /proc can tell if a process gone from its GPU's list exited: it shows the
+    PID now, or showed it while the process held the GPU (its entry gone since: it exited). A PID it
+    never showed (another PID namespace, a hidden /proc entry) may run on without the GPU."""
+    return info.visible or before.in_namespace
+
+
 def left_event(before: GpuProcessReading, info: ProcInfo, alive: bool) -> EventDraft:
     """The event of a process gone from its GPU's list: ``gpu_process_released`` while it runs on
-    (``alive``), else ``gpu_process_exited`` with the exit status /proc holds (``info``: a zombie's)."""
+    (``alive``), ``gpu_process_left`` when the agent cannot see whether it exited (`exit_visible`),
+    else ``gpu_process_exited`` with the exit status /proc holds (``info``: a zombie's)."""
     data = process_data(before)
     if alive:
         return EventDraft(kind="gpu_process_released", severity="info", subject=subject(before),
                           message=f"{who(before)} released {where(before)} (still running)",
+                          data=data)
+    if not exit_visible(before, info):
+        return EventDraft(kind="gpu_process_left", severity="info", subject=subject(before),
+                          message=f"{who(before)} left {where(before)} (exit not visible to the agent)",
                           data=data)
     status = info.exit_status
     data["exit_status"] = status

@@ -28,7 +28,7 @@ from rigmon.collectors.base import (
     NoData,
     PushFn,
 )
-from rigmon.collectors.gpu_process_events import left_event, started_event
+from rigmon.collectors.gpu_process_events import exit_visible, left_event, started_event
 from rigmon.collectors.nvidia_bus import NvidiaBus
 from rigmon.collectors.proc_lookup import NOT_VISIBLE, ProcInfo, ProcLookup
 from rigmon.collectors.process_files import (
@@ -72,10 +72,12 @@ class GpuProcessCollector:
 
     A process is keyed by its GPU and PID. When it leaves a GPU's list the collector looks
     at ``/proc/PID``: gone or a zombie means ``gpu_process_exited`` (a zombie's exit code
-    when the kernel still holds it); still running means ``gpu_process_released``. A PID another
+    when the kernel still holds it); still running means ``gpu_process_released``. A PID the
+    agent's /proc never showed (another PID namespace, a hidden entry) says nothing of the process:
+    it left the GPU, ``gpu_process_left``, and may run on. A PID another
     process took since the last poll (another start time) is the first one's exit. While
     a GPU cannot be listed (lost, hung driver) its last processes stay listed as long as they
-    run, without memory figures; on a node with AMD GPUs as well, so do all NVIDIA GPUs' while
+    run (or, not visible, may run), without memory figures; on a node with AMD GPUs as well, so do all NVIDIA GPUs' while
     NVML does not answer (driver unloaded, hung), which `status_note` says. No start events are
     made for the processes found by the first poll, or by NVML's first answer (they were running
     before the agent).
@@ -157,8 +159,8 @@ class GpuProcessCollector:
                     # Another process took the PID since: this one is gone, its exit status with it.
                     info = NOT_VISIBLE
                 alive = info.visible and info.state not in ("Z", "X")
-                # A host PID the agent's /proc cannot show may well still run.
-                unknown = key[0] == "nvidia" and self._procs.foreign_pid_ns is not None
+                # A PID the agent's /proc never showed (a host PID seen from another namespace) may well still run.
+                unknown = not exit_visible(before, info)
                 if (alive or unknown) and (key[0], key[1]) in unlisted:
                     # The GPU cannot be listed (lost): the process still runs and still holds it.
                     now[key] = replace(before, gpu_mem_bytes=None, util_pct=None, mem_util_pct=None,

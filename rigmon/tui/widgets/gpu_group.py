@@ -20,8 +20,10 @@ from rigmon.tui.widgets.gpu_process_table import GpuProcessTable, agent_in_other
 from rigmon.tui.widgets.gpu_table import GpuTable, ecc_nonzero, reason_parts
 from rigmon.tui.widgets.source_group import Level, SourceGroup
 
-#: Event kinds listed under the GPU table.
-GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_process_exited"})
+#: Event kinds listed under the GPU table (a process leaving its GPU where the agent cannot see whether it
+#: exited, ``gpu_process_left``, with the exits).
+GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_process_exited",
+                             "gpu_process_left"})
 #: Throttle reasons not worth a folded line of their own (clocks free, or idle).
 QUIET_REASONS = frozenset({"none", "idle", fmt.MISSING})
 #: GPU events listed at most, newest first.
