@@ -249,11 +249,14 @@ class GpuProcessCollector:
         pids = {p.pid for p in gpu.processes}
         for stale in [k for k in self._utils if k[0] == index and k[1] not in pids]:
             del self._utils[stale]
+        # Said in each reading as well as in `status_note`'s words: the dashboard reads the reading.
+        other_ns = self._procs.foreign_pid_ns is not None
         for proc in gpu.processes:
             info = self._procs.look_up("nvidia", proc.pid, boot_at)
             util, mem_util = self._utils.get((index, proc.pid), (None, None))
             yield self._reading(info, proc.pid, "nvidia", users, gpu_index=index, gpu_uuid=gpu.uuid,
-                                kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util)
+                                kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util,
+                                agent_other_pid_ns=other_ns)
 
     def _amd_cards(self) -> dict[str, int]:
         """PCI address -> card number of the amdgpu cards in sysfs."""

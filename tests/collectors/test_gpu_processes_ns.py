@@ -111,6 +111,8 @@ def test_nvml_pids_are_not_looked_up_in_a_containers_proc(node: tuple[Tree, Fake
         collector.close()
     assert (reading.pid, reading.gpu_mem_bytes, reading.in_namespace) == (4242, 1024**3, False)
     assert (reading.user, reading.uid, reading.command, reading.cmdline, reading.started_at) == (None,) * 5
+    # Said in the reading, for the dashboard, as well as in the status's words.
+    assert reading.agent_other_pid_ns is True
     assert note is not None and note.startswith(f"command not visible (agent in another PID namespace, {CONTAINER_NS}")
     assert "--pid=host" in note
     assert readings == [] and left.kind == "gpu_process_left" and left.severity == "info"
@@ -129,7 +131,7 @@ def test_the_hosts_proc_is_read_as_before(node: tuple[Tree, FakeNvmlMachine]) ->
     finally:
         collector.close()
     assert (reading.in_namespace, reading.user, reading.command) == (True, "alice", "python3 train.py")
-    assert collector.status_note() is None
+    assert collector.status_note() is None and reading.agent_other_pid_ns is False
 
 
 def test_in_a_container_a_lost_gpus_process_stays_listed(node: tuple[Tree, FakeNvmlMachine]) -> None:

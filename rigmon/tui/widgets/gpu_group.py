@@ -187,7 +187,7 @@ class GpuGroup(SourceGroup):
         procs_table.now_at = frame.taken_at if frame is not None else None
         procs_table.amd_cards = {a.pci_bus_id: a.card for a in readings.amd_gpus if a.pci_bus_id} if readings else {}
         procs_table.lost_gpus = frozenset(g.index for g in readings.gpus if g.state == "lost") if readings else frozenset()
-        procs_table.other_namespace = agent_in_other_namespace(collector)
+        procs_table.other_namespace = agent_in_other_namespace(collector, procs)
         procs_table.processes = procs
 
     def _events_table(self, events: list[Event]) -> RenderableType:
