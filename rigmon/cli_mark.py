@@ -23,7 +23,8 @@ def add_mark_parser(sub: Any) -> None:
                           description="Sends TEXT to the local agent (POST /v1/marks with the control token). "
                                       "The agent's address, TLS certificate and control token come from its "
                                       "configuration (--config, default /etc/rigmon/agent.toml, RIGMON_AGENT_* "
-                                      "variables) unless given here.")
+                                      "variables) unless given here; with --url http(s)://HOST:PORT, "
+                                      "--control-token-file (and --ca-file for https) no configuration is read.")
     mark.add_argument("text", metavar="TEXT", help="what the job is doing (1-200 characters, plain text)")
     mark.add_argument("--by", metavar="NAME", help="who puts the mark (kept with it)")
     mark.add_argument("--config", metavar="FILE", help="the local agent's TOML (default /etc/rigmon/agent.toml)")
@@ -33,6 +34,22 @@ def add_mark_parser(sub: Any) -> None:
                            "lets a job that is not root mark)")
     mark.add_argument("--ca-file", metavar="FILE", help="PEM certificate to verify https:// with "
                                                          "(default: the agent's tls_cert_file)")
+
+
+def config_needed_for(args: argparse.Namespace) -> tuple[str, str] | None:
+    """What ``rigmon mark`` reads the agent's configuration for, and the option that gives it instead;
+    ``None`` when the options give all of it (a job that may not read the configuration, or on a
+    machine without one, marks with them alone)."""
+    url = (args.url or "").strip()
+    if not url:
+        return "the agent's address", "--url"
+    if "://" not in url:
+        return f"the scheme of --url {url}", "--url with http:// or https://"
+    if not args.control_token_file:
+        return "the control token", "--control-token-file"
+    if url.lower().startswith("https://") and not args.ca_file:
+        return "the agent's TLS certificate", "--ca-file"
+    return None
 
 
 def cmd_mark(args: argparse.Namespace) -> int:
@@ -45,7 +62,7 @@ def cmd_mark(args: argparse.Namespace) -> int:
     from rigmon.agent.server import StartupError, read_token_file
     from rigmon.cli import fail
     from rigmon.cluster.config import DashConfigError, check_url, normalize_url
-    from rigmon.config import ConfigError, load_agent_config, local_url
+    from rigmon.config import AgentConfig, ConfigError, load_agent_config, local_url
 
     try:
         # The agent's own rule, before asking it: an empty or overlong TEXT is a bad argument (exit 2),
@@ -55,8 +72,15 @@ def cmd_mark(args: argparse.Namespace) -> int:
             checked_text(args.by, MAX_ACK_BY_CHARS, "--by")
     except BadRequest as exc:
         return fail(str(exc))
+    # Read only when the options leave something to it: a named file that is not there is then an error.
+    config, needed_for = AgentConfig(), config_needed_for(args)
+    if needed_for is not None:
+        try:
+            config = load_agent_config(args.config)
+        except ConfigError as exc:
+            what, option = needed_for
+            return fail(f"{exc} (read for {what}; or give {option})")
     try:
-        config = load_agent_config(args.config)
         tls = bool(config.agent.tls_cert_file)
         if args.url:
             # A bare HOST:PORT takes the scheme the agent's configuration serves (https with a certificate).

@@ -277,3 +277,48 @@ def test_a_bare_url_reaches_an_agent_configured_with_tls_over_https(tmp_path: Pa
         assert f"marked https://{bare}: epoch 1" in capsys.readouterr().out
     finally:
         background.stop()
+
+
+def test_url_and_token_options_mark_without_any_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--url`` with its scheme and ``--control-token-file`` give everything: a job that may not read the
+    agent's configuration (or a machine without one) marks with them alone. Before, the configuration was
+    read all the same, and a named one not there failed the mark ("cannot read")."""
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.background import BackgroundAgent
+    from rigmon.config import AgentConfig, AgentSection
+
+    section = AgentSection(node="box", root=str(tmp_path), interval_s=0.1, state_dir=str(tmp_path / "state"))
+    background = BackgroundAgent(Agent(AgentConfig(agent=section), control_token="c0ntrol", collectors={}))
+    url = background.start()
+    token = _private(tmp_path / "c.token", "c0ntrol\n")
+    missing = tmp_path / "no-such-agent.toml"
+    try:
+        code = main(["mark", "--config", str(missing), "--url", url, "--control-token-file", str(token), "epoch 1"])
+        assert code == 0, capsys.readouterr().err
+        assert f"marked {url}: epoch 1" in capsys.readouterr().out
+        # Where the configuration is needed (no --url: the agent's address), the named file that is not
+        # there is the error, as for `rigmon dash --config`, saying what it was read for.
+        assert main(["mark", "--config", str(missing), "--control-token-file", str(token), "epoch 2"]) == 2
+        assert capsys.readouterr().err == (f"rigmon: {missing}: cannot read: No such file or directory (read for the "
+                                           "agent's address; or give --url)\n")
+        bare = url.split("://", 1)[1]
+        assert main(["mark", "--config", str(missing), "--url", bare, "--control-token-file", str(token), "e"]) == 2
+        assert f"(read for the scheme of --url {bare}; or give --url with http:// or https://)" in capsys.readouterr().err
+    finally:
+        background.stop()
+
+
+@pytest.mark.parametrize(("options", "needed"), [
+    ({"url": "http://10.0.0.5:9871", "control_token_file": "t"}, None),
+    ({"url": "https://10.0.0.5:9871", "control_token_file": "t", "ca_file": "ca.pem"}, None),
+    ({"url": "HTTPS://10.0.0.5:9871", "control_token_file": "t"}, ("the agent's TLS certificate", "--ca-file")),
+    ({"url": "http://10.0.0.5:9871"}, ("the control token", "--control-token-file")),
+    ({"control_token_file": "t"}, ("the agent's address", "--url")),
+])
+def test_what_the_configuration_is_read_for(options: dict[str, str], needed: tuple[str, str] | None) -> None:
+    import argparse
+
+    from rigmon.cli_mark import config_needed_for
+
+    args = argparse.Namespace(**{"url": None, "control_token_file": None, "ca_file": None, **options})
+    assert config_needed_for(args) == needed

@@ -104,9 +104,10 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                                "refusing_key_from")),
     GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
+    # agent_other_pid_ns is the agent's, not each process's (in_namespace says it of each).
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",
                                                             "command"),
-                                     skip=("cmdline", "gpu_uuid", "uid", "kind", "state")),
+                                     skip=("cmdline", "gpu_uuid", "uid", "kind", "state", "agent_other_pid_ns")),
     AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
     KernelLogReading: RecordMetrics("kernel_log"),
     PsuRailReading: RecordMetrics("psu_rail", labels=("port", "device_id"), skip=("seq", "flags")),

@@ -10,8 +10,9 @@ from rigmon.schema import Event
 #: (Not PCIe AER: a loosely seated GPU logs corrected errors every few seconds; they are noise here.)
 TROUBLE_KINDS = frozenset({"gpu_lost", "xid", "gpu_off_bus", "unclean_shutdown", "tb_link_degraded",
                            "tb_link_changed", "tb_device_removed", "nvme_link_lost", "nvme_removed"})
-#: Kinds the note is added to.
-NOTED_KINDS = frozenset({"gpu_process_exited"})
+#: Kinds the note is added to: a process's exit, and a process the agent cannot see leaving its GPU
+#: (its exit, if it exited, is not visible).
+NOTED_KINDS = frozenset({"gpu_process_exited", "gpu_process_left"})
 #: A trouble event older than this is not named (the exit is unlikely to be its consequence).
 WINDOW_S = 600.0
 
@@ -54,9 +55,10 @@ class TroubleMemory:
         after_s = max(0.0, event.at - last.at)
         if after_s > WINDOW_S or _started_after(event, last):
             return event
+        seen = "exit seen" if event.kind == "gpu_process_exited" else "seen"
         return replace(
             event,
-            message=f"{event.message}, exit seen {after_s:.1f} s after {trouble_phrase(last)}",
+            message=f"{event.message}, {seen} {after_s:.1f} s after {trouble_phrase(last)}",
             data={**event.data, "after_event": last.id, "after_kind": last.kind, "after_s": round(after_s, 3)},
         )
 

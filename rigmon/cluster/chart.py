@@ -30,6 +30,9 @@ ZOOM_SPANS_S: tuple[float, ...] = (60.0, 120.0, 300.0, 900.0, 3600.0, 6 * 3600.0
 DEFAULT_SPAN_S = 900.0
 #: Events drawn at most (those that matter most, `keep_events`).
 MAX_EVENTS = 12
+#: Events of a process gone from its GPU: its exit, or its leaving the GPU where the agent cannot see
+#: whether it exited (a process in another PID namespace).
+PROCESS_END_KINDS = frozenset({"gpu_process_exited", "gpu_process_left"})
 #: Which events a full chart keeps first, by severity: critical, then warning, then the rest
 #: (the job's marks, its processes' exits after hardware trouble).
 SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1}
@@ -350,12 +353,13 @@ def keep_events(events: Sequence[Event], most: int) -> tuple[Event, ...]:
 
 def notable_event(event: Event) -> bool:
     """Whether an event stands on the chart (and on the node's incident timeline): warnings and
-    critical events, the job's own marks ("epoch 3 checkpoint"), and a process's exit that followed
-    hardware trouble (``after_event``), the run's end in the incident even when its exit code was
-    not seen (torchrun reaps its workers at once: such an exit is "info")."""
+    critical events, the job's own marks ("epoch 3 checkpoint"), and a process's exit (or its leaving
+    the GPU, `PROCESS_END_KINDS`) that followed hardware trouble (``after_event``), the run's end in
+    the incident even when its exit code was not seen (torchrun reaps its workers at once: such an
+    exit is "info")."""
     if event.severity != "info" or event.kind == "mark":
         return True
-    return event.kind == "gpu_process_exited" and "after_event" in event.data
+    return event.kind in PROCESS_END_KINDS and "after_event" in event.data
 
 
 def history_from_frames(frames: Sequence[Frame], node: str, from_at: float, to_at: float,

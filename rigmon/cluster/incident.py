@@ -331,7 +331,7 @@ _ALARM_KINDS = {"alarm_firing": "firing", "alarm_resolved": "resolved"}
 _QUIET_KINDS = {"alarm_pending", "alarm_acknowledged", "agent_started", "agent_stopped"}
 #: Events of a job's processes on a GPU: what ran there, not the GPU's own trouble (no alarm's
 #: twin, never one line with a GPU's step).
-_JOB_KINDS = {"gpu_process_started", "gpu_process_exited", "gpu_process_released"}
+_JOB_KINDS = {"gpu_process_started", "gpu_process_exited", "gpu_process_released", "gpu_process_left"}
 
 
 def _level(severity: str) -> Level:
@@ -351,9 +351,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
     one subject firing together (rail warning and critical) are one step at the worse
     severity. Informational events are left out except alarm resolutions, job marks
-    (``mark``) and a process's exit that followed hardware trouble (``after_event``: its exit
-    code is seldom seen, torchrun reaps its workers at once), shown plainly. A GPU loss names
-    the rail sag before it.
+    (``mark``) and a process's exit (or its leaving the GPU, unseen by the agent) that followed
+    hardware trouble (``after_event``: its exit code is seldom seen, torchrun reaps its workers at
+    once), shown plainly. A GPU loss names the rail sag before it.
 
     Args:
         events: the node's events, oldest first (Xids of several sources already merged).

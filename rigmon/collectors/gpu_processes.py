@@ -8,14 +8,14 @@ A PID that NVML lists but the agent's ``/proc`` does not show (another PID names
 a container, or a process that just exited) is reported with what NVML gives; so is every NVML
 PID when that ``/proc`` is not the host's PID namespace (an agent in a container without the
 host's PIDs): NVML's PIDs are the host's, and the same number there is another process. The
-parsers of those files are `rigmon.collectors.process_files`.
+parsers of those files are `rigmon.collectors.process_files`, their reading
+`rigmon.collectors.proc_lookup`, and the events `rigmon.collectors.gpu_process_events`.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from msgspec.structs import replace
 
@@ -25,22 +25,19 @@ from rigmon.collectors.base import (
     CollectorError,
     CollectorHung,
     CollectorStarting,
-    EventDraft,
     NoData,
     PushFn,
 )
+from rigmon.collectors.gpu_process_events import exit_visible, left_event, started_event
 from rigmon.collectors.nvidia_bus import NvidiaBus
+from rigmon.collectors.proc_lookup import NOT_VISIBLE, ProcInfo, ProcLookup
 from rigmon.collectors.process_files import (
-    USER_HZ,
     DrmClient,
-    exit_text,
-    parse_boot_time,
     parse_cmdline as parse_cmdline,
     parse_drm_fdinfo as parse_drm_fdinfo,
     parse_passwd as parse_passwd,
     parse_proc_stat as parse_proc_stat,
     parse_status_uid as parse_status_uid,
-    procfs_shows_host_pids,
     short_command as short_command,
 )
 from rigmon.hw.nvml import (
@@ -55,8 +52,6 @@ from rigmon.hw.root import HostRoot
 from rigmon.rates import CounterRates
 from rigmon.schema import GpuProcessReading
 
-#: Longest /proc/PID/cmdline read.
-MAX_CMDLINE_BYTES = 16384
 #: PCI vendor id of AMD GPUs.
 AMD_VENDOR = "0x1002"
 #: Seconds between two scans of a process's open files for DRM render nodes: a process seen
@@ -64,26 +59,8 @@ AMD_VENDOR = "0x1002"
 #: node runs hundreds of processes with dozens of descriptors each; the DRM ones of a known
 #: client are re-read on every poll).
 FD_RESCAN_S = 10.0
-#: Polls between two reads of what does not change while a process lives (its user and command
-#: line, read again when its PID is reused: another start time) and of the node's boot time and
-#: user names. A process that rewrites its own argv, or a user added to /etc/passwd, shows
-#: within this many polls.
-FACTS_EVERY = 60
 #: Nanoseconds in a second (DRM fdinfo engine times are in ns).
 NANO = 1e9
-
-
-@dataclass(frozen=True, slots=True)
-class _ProcInfo:
-    """What /proc says of one PID (all ``None`` when it is not visible)."""
-
-    visible: bool
-    state: str | None = None
-    uid: int | None = None
-    argv: tuple[str, ...] = ()
-    started_at: float | None = None
-    exit_status: int | None = None
-    comm: str | None = None
 
 
 Key = tuple[str, int, int]
@@ -95,10 +72,12 @@ class GpuProcessCollector:
 
     A process is keyed by its GPU and PID. When it leaves a GPU's list the collector looks
     at ``/proc/PID``: gone or a zombie means ``gpu_process_exited`` (a zombie's exit code
-    when the kernel still holds it); still running means ``gpu_process_released``. A PID another
+    when the kernel still holds it); still running means ``gpu_process_released``. A PID the
+    agent's /proc never showed (another PID namespace, a hidden entry) says nothing of the process:
+    it left the GPU, ``gpu_process_left``, and may run on. A PID another
     process took since the last poll (another start time) is the first one's exit. While
     a GPU cannot be listed (lost, hung driver) its last processes stay listed as long as they
-    run, without memory figures; on a node with AMD GPUs as well, so do all NVIDIA GPUs' while
+    run (or, not visible, may run), without memory figures; on a node with AMD GPUs as well, so do all NVIDIA GPUs' while
     NVML does not answer (driver unloaded, hung), which `status_note` says. No start events are
     made for the processes found by the first poll, or by NVML's first answer (they were running
     before the agent).
@@ -123,24 +102,16 @@ class GpuProcessCollector:
         self._rates = CounterRates()
         self._drm_fds: dict[int, tuple[str, ...]] = {}
         self._scanned_at: dict[int, float] = {}
-        #: PID -> ((start ticks, name), uid, argv, polls left): /proc/PID/status and cmdline, read once per
-        #: process image (the kernel's name of it in /proc/PID/stat changes with an exec or a setproctitle).
-        self._proc_facts: dict[int, tuple[tuple[int | None, str], int | None, tuple[str, ...], int]] = {}
-        self._host_facts: tuple[float | None, dict[int, str]] | None = None
+        #: The processes' /proc entries.
+        self._procs = ProcLookup(root)
         #: GPU UUID -> the index its processes are listed under (`_gpu_index`), and NVML index ->
         #: the UUID last answered there.
         self._indices: dict[str, int] = {}
         self._uuid_at: dict[int, str] = {}
-        self._host_polls_left = 0
-        #: PID -> its process's start time (ticks since boot) in /proc/PID/stat, of this poll's reads.
-        self._ticks: dict[int, int | None] = {}
         #: Why NVML did not answer the last poll while AMD GPUs were listed (``None``: it did, or there is no NVML).
         self._nvml_trouble: str | None = None
         #: Whether NVML has listed processes once.
         self._nvml_listed = False
-        #: The /proc/1/ns/pid link when the root's /proc is not the host's PID namespace (NVML's PIDs'):
-        #: NVML's PIDs are then not looked up there. Read with the host facts.
-        self._foreign_pid_ns: str | None = None
 
     # -- polling ----------------------------------------------------------------------
 
@@ -151,8 +122,8 @@ class GpuProcessCollector:
         self._nvml_listed = self._nvml_listed or nvidia is not None
         if nvidia is None and not amd_cards:
             raise NoData("no NVIDIA driver and no amdgpu card")
-        boot_at, users = self._boot_and_users()
-        ticks_before, self._ticks = self._ticks, {}
+        boot_at, users = self._procs.host_facts()
+        ticks_before = self._procs.begin_poll()
         now: dict[Key, GpuProcessReading] = {}
         unlisted: set[tuple[str, int]] = set()
         answered: set[int] = set()
@@ -178,52 +149,35 @@ class GpuProcessCollector:
         if known is not None:
             for key, before in known.items():
                 if key in now:
-                    if self._same_process(key[2], ticks_before):
+                    if self._procs.same_process(key[2], ticks_before):
                         continue
                     # Its PID and GPU are another process's now: it exited between two polls.
-                    records.append(self._left_event(before, _ProcInfo(visible=False), alive=False))
+                    records.append(left_event(before, NOT_VISIBLE, alive=False))
                     continue
-                info = self._look_up(key[0], key[2], boot_at, users)
-                if not self._same_process(key[2], ticks_before):
+                info = self._procs.look_up(key[0], key[2], boot_at)
+                if not self._procs.same_process(key[2], ticks_before):
                     # Another process took the PID since: this one is gone, its exit status with it.
-                    info = _ProcInfo(visible=False)
+                    info = NOT_VISIBLE
                 alive = info.visible and info.state not in ("Z", "X")
-                # A host PID the agent's /proc cannot show may well still run.
-                unknown = key[0] == "nvidia" and self._foreign_pid_ns is not None
+                # A PID the agent's /proc never showed (a host PID seen from another namespace) may well still run.
+                unknown = not exit_visible(before, info)
                 if (alive or unknown) and (key[0], key[1]) in unlisted:
                     # The GPU cannot be listed (lost): the process still runs and still holds it.
                     now[key] = replace(before, gpu_mem_bytes=None, util_pct=None, mem_util_pct=None,
                                        state=info.state)
                     continue
-                records.append(self._left_event(before, info, alive))
+                records.append(left_event(before, info, alive))
             for key, reading in now.items():
                 if key[0] == "nvidia" and nvml_first:
                     continue  # NVML answers for the first time: its processes ran before
-                if key not in known or not self._same_process(key[2], ticks_before):
-                    records.append(self._started_event(reading))
+                if key not in known or not self._procs.same_process(key[2], ticks_before):
+                    records.append(started_event(reading))
         self._known = now
-        held = {key[2] for key in now}
-        for gone in [pid for pid in self._proc_facts if pid not in held]:
-            del self._proc_facts[gone]
+        self._procs.forget({key[2] for key in now})
         readings: list[GpuProcessReading] = sorted(
             now.values(), key=lambda r: (r.vendor, r.gpu_index or 0, r.pci_bus_id or "", r.pid))
         records.extend(readings)
         return records
-
-    def _boot_and_users(self) -> tuple[float | None, dict[int, str]]:
-        """The node's boot time and user names, read every `FACTS_EVERY` polls (neither changes
-        within a boot but for an added user, and /proc/stat grows with the CPU count), and whether
-        /proc is the host's PID namespace."""
-        self._host_polls_left -= 1
-        if self._host_facts is None or self._host_polls_left <= 0:
-            self._host_facts = (parse_boot_time(self.root.read_text("/proc/stat") or ""),
-                                parse_passwd(self.root.read_text("/etc/passwd") or ""))
-            self._host_polls_left = FACTS_EVERY
-            first_ns, own_ns = self.root.readlink("/proc/1/ns/pid"), self.root.readlink("/proc/self/ns/pid")
-            host = procfs_shows_host_pids(first_ns, own_ns, self.root.read_text("/proc/self/status"))
-            # Not known (a host /proc bind-mounted into a container): it is looked up as the host's.
-            self._foreign_pid_ns = (first_ns or own_ns or "?") if host is False else None
-        return self._host_facts
 
     def status_note(self) -> str | None:
         """What does not work while the processes are listed: NVML not answering on a node with AMD
@@ -231,8 +185,8 @@ class GpuProcessCollector:
         notes = []
         if self._nvml_trouble is not None:
             notes.append(self._nvml_trouble)
-        if self._foreign_pid_ns is not None:
-            notes.append(f"command not visible (agent in another PID namespace, {self._foreign_pid_ns}, "
+        if self._procs.foreign_pid_ns is not None:
+            notes.append(f"command not visible (agent in another PID namespace, {self._procs.foreign_pid_ns}, "
                          "than the host's, whose PIDs NVML gives): run the agent in the host's (docker run --pid=host)")
         return "; ".join(notes) or None
 
@@ -295,11 +249,14 @@ class GpuProcessCollector:
         pids = {p.pid for p in gpu.processes}
         for stale in [k for k in self._utils if k[0] == index and k[1] not in pids]:
             del self._utils[stale]
+        # Said in each reading as well as in `status_note`'s words: the dashboard reads the reading.
+        other_ns = self._procs.foreign_pid_ns is not None
         for proc in gpu.processes:
-            info = self._look_up("nvidia", proc.pid, boot_at, users)
+            info = self._procs.look_up("nvidia", proc.pid, boot_at)
             util, mem_util = self._utils.get((index, proc.pid), (None, None))
             yield self._reading(info, proc.pid, "nvidia", users, gpu_index=index, gpu_uuid=gpu.uuid,
-                                kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util)
+                                kind=proc.kind, gpu_mem_bytes=proc.used_bytes, util_pct=util, mem_util_pct=mem_util,
+                                agent_other_pid_ns=other_ns)
 
     def _amd_cards(self) -> dict[str, int]:
         """PCI address -> card number of the amdgpu cards in sysfs."""
@@ -337,7 +294,7 @@ class GpuProcessCollector:
                     by_card.setdefault(client.pdev, []).append(client)
             if not by_card:
                 continue
-            info = self._proc(pid, boot_at, users)
+            info = self._procs.read(pid, boot_at)
             for pdev, group in by_card.items():
                 vram = [c.vram_bytes for c in group if c.vram_bytes is not None]
                 busy_ns = sum(c.engine_ns.get("gfx", 0) + c.engine_ns.get("compute", 0) for c in group)
@@ -373,52 +330,8 @@ class GpuProcessCollector:
             clients.append(client)
         return clients
 
-    def _look_up(self, vendor: str, pid: int, boot_at: float | None, users: dict[int, str]) -> _ProcInfo:
-        """What /proc says of a GPU's process: nothing of an NVML PID when /proc is another PID
-        namespace than the host's (that number is another process there, or none)."""
-        if vendor == "nvidia" and self._foreign_pid_ns is not None:
-            return _ProcInfo(visible=False)
-        return self._proc(pid, boot_at, users)
-
-    def _proc(self, pid: int, boot_at: float | None, users: dict[int, str]) -> _ProcInfo:
-        stat_text = self.root.read_text(f"/proc/{pid}/stat")
-        stat = None if stat_text is None else parse_proc_stat(stat_text)
-        if stat is None:
-            return _ProcInfo(visible=False)
-        self._ticks[pid] = stat.start_ticks
-        started = None
-        if boot_at is not None and stat.start_ticks is not None:
-            started = round(boot_at + stat.start_ticks / USER_HZ, 2)
-        # The stat line (state, exit code) is read on every poll; the user and the command line
-        # once per process (same PID, same start time) and then every FACTS_EVERY polls, or at once
-        # when the process's name in the stat line changed (it exec'd another program, or renamed
-        # itself as setproctitle does: its command line is another).
-        identity = (stat.start_ticks, stat.comm)
-        facts = self._proc_facts.get(pid)
-        if facts is not None and facts[0] == identity and facts[3] > 0:
-            self._proc_facts[pid] = (facts[0], facts[1], facts[2], facts[3] - 1)
-            uid, argv = facts[1], facts[2]
-        else:
-            # Either may vanish between two reads (the process exits): each is optional, and
-            # only a complete read is kept.
-            status = self.root.read_text(f"/proc/{pid}/status")
-            raw = self.root.read_bytes(f"/proc/{pid}/cmdline", MAX_CMDLINE_BYTES)
-            uid = None if status is None else parse_status_uid(status)
-            argv = parse_cmdline(raw or b"")
-            if status is not None and raw is not None:
-                self._proc_facts[pid] = (identity, uid, argv, FACTS_EVERY)
-        return _ProcInfo(visible=True, state=stat.state, uid=uid, argv=argv, started_at=started,
-                         exit_status=stat.exit_status, comm=stat.comm)
-
-    def _same_process(self, pid: int, ticks_before: dict[int, int | None]) -> bool:
-        """Whether PID ``pid`` is the process it was at the last poll: one that took the PID since
-        started at another time (ticks since boot, which a clock step does not move). The same where
-        either poll could not read it (a container's PID, a process gone)."""
-        before, now = ticks_before.get(pid), self._ticks.get(pid)
-        return before is None or now is None or before == now
-
     @staticmethod
-    def _reading(info: _ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:
+    def _reading(info: ProcInfo, pid: int, vendor: str, users: dict[int, str], **fields: object) -> GpuProcessReading:
         argv = info.argv
         command = short_command(argv) or (f"[{info.comm}]" if info.comm else None)
         return GpuProcessReading(
@@ -428,50 +341,6 @@ class GpuProcessCollector:
             started_at=info.started_at, state=info.state,
             **fields,  # type: ignore[arg-type]
         )
-
-    # -- events -----------------------------------------------------------------------
-
-    @staticmethod
-    def _where(reading: GpuProcessReading) -> str:
-        if reading.vendor == "nvidia":
-            return f"GPU {reading.gpu_index}"
-        return f"AMD GPU {reading.pci_bus_id}"
-
-    @staticmethod
-    def _subject(reading: GpuProcessReading) -> str:
-        return f"gpu:{reading.gpu_index}" if reading.vendor == "nvidia" else f"amd_gpu:{reading.pci_bus_id}"
-
-    @staticmethod
-    def _who(reading: GpuProcessReading) -> str:
-        return f"{reading.command or 'process'} (pid {reading.pid})"
-
-    def _data(self, reading: GpuProcessReading) -> dict[str, str | int | float | bool | None]:
-        return {"pid": reading.pid, "vendor": reading.vendor, "gpu_index": reading.gpu_index,
-                "uuid": reading.gpu_uuid, "pci_bus_id": reading.pci_bus_id, "user": reading.user,
-                "command": reading.command, "gpu_mem_bytes": reading.gpu_mem_bytes,
-                "in_namespace": reading.in_namespace, "started_at": reading.started_at}
-
-    def _started_event(self, reading: GpuProcessReading) -> EventDraft:
-        user = f" by {reading.user}" if reading.user else ""
-        return EventDraft(kind="gpu_process_started", severity="info", subject=self._subject(reading),
-                          message=f"{self._who(reading)}{user} started on {self._where(reading)}",
-                          data=self._data(reading))
-
-    def _left_event(self, before: GpuProcessReading, info: _ProcInfo, alive: bool) -> EventDraft:
-        data = self._data(before)
-        if alive:
-            return EventDraft(kind="gpu_process_released", severity="info", subject=self._subject(before),
-                              message=f"{self._who(before)} released {self._where(before)} (still running)",
-                              data=data)
-        status = info.exit_status
-        data["exit_status"] = status
-        data["exit_code"] = None if status is None or status & 0x7F else (status >> 8) & 0xFF
-        data["exit_signal"] = None if status is None or not status & 0x7F else status & 0x7F
-        failed = status is not None and status != 0
-        return EventDraft(kind="gpu_process_exited", severity="warning" if failed else "info",
-                          subject=self._subject(before),
-                          message=f"{self._who(before)} exited{exit_text(status)} on {self._where(before)}",
-                          data=data)
 
     def start(self, push: PushFn) -> None:
         """Polled: nothing to start."""

@@ -110,6 +110,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     # ``after_*``: the trouble the exit followed (rigmon.agent.trouble).
     "gpu_process_exited": {**_GPU_PROCESS, "exit_status": "int", "exit_code": "int", "exit_signal": "int",
                            "after_event": "text", "after_kind": "text", "after_s": "number"},
+    # A process the agent's /proc does not show (another PID namespace) gone from the GPU: exited or not.
+    "gpu_process_left": {**_GPU_PROCESS, "after_event": "text", "after_kind": "text", "after_s": "number"},
     # power
     "psu_adc_reconnected": {},
     "psu_adc_disconnected": {"reason": "text"},

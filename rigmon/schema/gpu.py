@@ -138,6 +138,10 @@ class GpuProcessReading(Record, frozen=True):
     ``gpu_mem_bytes`` is the GPU memory the process holds (AMD: ``drm-memory-vram``);
     ``util_pct`` the SM (AMD: gfx engine) utilisation of the process where the driver
     samples it; ``started_at`` Unix seconds from ``/proc/PID/stat`` and the boot time.
+    ``agent_other_pid_ns`` (NVIDIA) is true when the agent's ``/proc`` is another PID namespace
+    than the host's, whose PIDs NVML gives: the agent then looks no NVIDIA PID up there
+    (``in_namespace`` false); false when it is the host's (or not known to be another); null for
+    AMD processes (found in the agent's own ``/proc``) and from agents older than the field.
     """
 
     pid: int
@@ -156,6 +160,7 @@ class GpuProcessReading(Record, frozen=True):
     mem_util_pct: float | None = None
     started_at: float | None = None
     state: str | None = None
+    agent_other_pid_ns: bool | None = None
 
 
 class KernelLogLine(Record, frozen=True):

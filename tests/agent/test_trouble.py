@@ -47,3 +47,13 @@ def test_a_process_started_after_the_trouble_is_not_said_to_follow_it() -> None:
     # A worker that ran when the GPU was lost, or whose start is not known, still is.
     assert "after_event" in memory.note(_event("gpu_process_exited", 101.0, "warning", started_at=90.0)).data
     assert "after_event" in memory.note(_event("gpu_process_exited", 101.0, "warning", started_at=None)).data
+
+
+def test_a_process_the_agent_cannot_see_leaving_its_gpu_after_trouble_is_noted_without_an_exit() -> None:
+    """An agent in another PID namespace sees the worker leave GPU 3 after Xid 79, not its exit: the
+    note says when it was seen gone, not that an exit was."""
+    memory = TroubleMemory()
+    memory.note(_event("xid", 10.0, "critical", xid=79, gpu_index=3))
+    left = memory.note(_event("gpu_process_left", 11.5, pid=4245, in_namespace=False))
+    assert left.message == "gpu_process_left message, seen 1.5 s after Xid 79 on GPU 3"
+    assert left.data["after_event"] == "r-xid" and left.data["after_kind"] == "xid" and left.data["after_s"] == 1.5

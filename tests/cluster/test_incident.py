@@ -248,3 +248,16 @@ def test_an_exit_seen_after_the_xid_stays_when_the_loss_follows_and_alarms_stay_
     steps = timeline([xid, exited, lost, crash, crashed, hot])
     assert [s.text for s in steps] == [
         exited.message, "GPU 3 lost", crash.message, "GPU 0 at 91 °C"]
+
+
+def test_a_process_seen_leaving_its_gpu_after_the_loss_is_the_runs_end_as_an_exit_is() -> None:
+    """An agent in another PID namespace cannot see the worker's exit: it left GPU 3 after the loss,
+    which the timeline shows as it shows an exit of unknown status."""
+    lost, _ = _lost_and_exit(101.0, "info", "")
+    left = Event(id="r-2", at=101.0, kind="gpu_process_left", severity="info", subject="gpu:3",
+                 message="process (pid 4245) left GPU 3 (exit not visible to the agent), seen 1.0 s after GPU 3 "
+                         "was lost", data={"pid": 4245, "after_event": "r-1", "after_kind": "gpu_lost"})
+    quiet = replace(left, id="r-3", at=300.0, message="process (pid 4246) left GPU 0", data={"pid": 4246})
+    steps = timeline([lost, left, quiet])
+    assert [(s.level, s.text, s.kind) for s in steps] == [
+        ("bad", "GPU 3 lost", "gpu_lost"), ("info", left.message, "gpu_process_left")]

@@ -93,7 +93,8 @@ def test_sim_writes_the_pid_namespace_links(tmp_path: Path) -> None:
 def test_nvml_pids_are_not_looked_up_in_a_containers_proc(node: tuple[Tree, FakeNvmlMachine],
                                                           first_readable: bool) -> None:
     """NVML lists host PID 4242; in the container's /proc, 4242 is a shell that exits with code 2.
-    Before: the worker showed as the shell (sh, root) and "exited (exit code 2)" with it."""
+    Before: the worker showed as the shell (sh, root) and "exited (exit code 2)" with it; then
+    "exited" without a status, although the agent cannot see whether it exited at all."""
     tree, machine = node
     shell = SimProcess(pid=4242, ppid=1, uid=0, argv=("/bin/sh", "-c", "sleep 5"), start_ticks=9000)
     SimPidNamespace(container=True, agent_pid=1, first_readable=first_readable, processes=[shell]).write(tree)
@@ -110,10 +111,13 @@ def test_nvml_pids_are_not_looked_up_in_a_containers_proc(node: tuple[Tree, Fake
         collector.close()
     assert (reading.pid, reading.gpu_mem_bytes, reading.in_namespace) == (4242, 1024**3, False)
     assert (reading.user, reading.uid, reading.command, reading.cmdline, reading.started_at) == (None,) * 5
+    # Said in the reading, for the dashboard, as well as in the status's words.
+    assert reading.agent_other_pid_ns is True
     assert note is not None and note.startswith(f"command not visible (agent in another PID namespace, {CONTAINER_NS}")
     assert "--pid=host" in note
-    assert readings == [] and left.message == "process (pid 4242) exited on GPU 0"
-    assert left.data is not None and left.data["exit_code"] is None
+    assert readings == [] and left.kind == "gpu_process_left" and left.severity == "info"
+    assert left.message == "process (pid 4242) left GPU 0 (exit not visible to the agent)"
+    assert left.data is not None and "exit_code" not in left.data and left.data["in_namespace"] is False
 
 
 def test_the_hosts_proc_is_read_as_before(node: tuple[Tree, FakeNvmlMachine]) -> None:
@@ -127,7 +131,7 @@ def test_the_hosts_proc_is_read_as_before(node: tuple[Tree, FakeNvmlMachine]) ->
     finally:
         collector.close()
     assert (reading.in_namespace, reading.user, reading.command) == (True, "alice", "python3 train.py")
-    assert collector.status_note() is None
+    assert collector.status_note() is None and reading.agent_other_pid_ns is False
 
 
 def test_in_a_container_a_lost_gpus_process_stays_listed(node: tuple[Tree, FakeNvmlMachine]) -> None:
@@ -145,6 +149,46 @@ def test_in_a_container_a_lost_gpus_process_stays_listed(node: tuple[Tree, FakeN
         collector.close()
     assert (still.pid, still.gpu_index, still.gpu_mem_bytes, still.in_namespace) == (4243, 1, None, False)
     assert events == []
+
+
+class HiddenRoot(HostRoot):
+    """/proc mounted with hidepid=2 for the agent's user: other users' /proc/PID entries answer nothing
+    (`HostRoot` reads EACCES as ``None``)."""
+
+    def __init__(self, root: Path, pids: set[int]) -> None:
+        super().__init__(root)
+        self.hidden = tuple(f"/proc/{pid}/" for pid in pids)
+
+    def _read(self, rel: str, max_bytes: int, whole_below: int) -> bytes | None:
+        return None if rel.startswith(self.hidden) else super()._read(rel, max_bytes, whole_below)
+
+
+def test_a_hidden_process_leaving_its_gpu_is_not_said_to_exit(node: tuple[Tree, FakeNvmlMachine]) -> None:
+    """An agent in the host's namespace that cannot read a PID's /proc entry (hidepid, another user's)
+    cannot tell its exit from its release: it "left" the GPU; one on a lost GPU stays listed, as a
+    host PID seen from a container does. Before: both "exited", without a status."""
+    tree, machine = node
+    SimPidNamespace().write(tree)
+    for pid in (4242, 4243, 4244):
+        _write(tree, SimProcess(pid=pid, ppid=1, uid=1000, argv=ARGV, start_ticks=123_400))
+    machine.gpus[0].processes = [FakeGpuProcess(4242, 1024**3), FakeGpuProcess(4244, 1024**3)]
+    machine.gpus[1].processes = [FakeGpuProcess(4243, 1024**3)]
+    collector = _collector(HiddenRoot(tree.root, {4242, 4243}))
+    try:
+        listed, _ = _split(collector.collect())
+        # 4244, which the agent sees, exits: its /proc entry goes.
+        for path in tree.root.joinpath("proc/4244").iterdir():
+            path.unlink()
+        machine.gpus[0].processes = []
+        machine.fail("gpu_lost", 1)
+        readings, events = _split(collector.collect())
+    finally:
+        collector.close()
+    assert [(r.pid, r.in_namespace) for r in listed] == [(4242, False), (4244, True), (4243, False)]
+    assert [(e.kind, e.message) for e in events] == [
+        ("gpu_process_left", "process (pid 4242) left GPU 0 (exit not visible to the agent)"),
+        ("gpu_process_exited", "python3 train.py (pid 4244) exited on GPU 0")]
+    assert [(r.pid, r.gpu_index, r.gpu_mem_bytes, r.in_namespace) for r in readings] == [(4243, 1, None, False)]
 
 
 # -- NVML stops answering on a node with AMD GPUs as well ------------------------------------

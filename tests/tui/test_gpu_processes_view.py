@@ -140,13 +140,14 @@ def container_agent_note(tmp_path: Path) -> str:
     return note
 
 
-def in_a_container(note: str | None) -> list[Frame]:
+def in_a_container(note: str | None, other_pid_ns: bool | None = None) -> list[Frame]:
     """The DDP job's frames as an agent in a container's PID namespace sends them: the workers with what
     NVML gives (no user, no command), and the collector's status saying why (``note``; ``None``: an
-    agent that does not say)."""
+    agent that does not say) and the readings' ``agent_other_pid_ns`` (``None``: an older agent's)."""
     frames = []
     for frame in ddp_frames():
-        procs = tuple(replace(p, in_namespace=False, user=None, uid=None, command=None, cmdline=None, started_at=None)
+        procs = tuple(replace(p, in_namespace=False, user=None, uid=None, command=None, cmdline=None, started_at=None,
+                              agent_other_pid_ns=other_pid_ns)
                       for p in frame.readings.gpu_processes)
         collectors = dict(frame.collectors)
         if "gpu_processes" in collectors and note is not None:
@@ -180,3 +181,21 @@ async def test_an_agent_in_another_pid_namespace_is_said_once_not_in_every_row(t
             # Under the count (wrapped there at 80 columns, not cut).
             assert len(drawn) == (2 if size[0] >= 120 else 3) and all(line.startswith(" " * 12) for line in drawn[1:])
             assert procs.virtual_size.width <= procs.size.width
+
+
+async def test_the_readings_say_the_agent_is_in_another_pid_namespace_whatever_its_status_words(tmp_path: Path) -> None:
+    """The dashboard knew the case only by the words of the collector's status: an agent whose note said it
+    otherwise (or another note in its place) had every row say "(not in the agent's PID namespace)" again.
+    The readings' ``agent_other_pid_ns`` decides; the words count only where no reading says (older agents)."""
+    for note, other_pid_ns, said_once in (("command not visible: agent's /proc is a container's", True, True),
+                                          (None, True, True), (container_agent_note(tmp_path), False, False)):
+        app, fleet, _ = build([("v100", in_a_container(note, other_pid_ns), 22)])
+        async with app.run_test(size=(200, 50)) as pilot:
+            await settle(app, fleet, pilot)
+            await open_node(app, next(iter(fleet.agents)), pilot)
+            procs = app.screen.query_one(GpuProcessTable)
+            commands = [str(procs.get_row(key)[-1]) for key in procs.rows]
+            head = app.screen.query_one("#gpu-processes-head", Static)
+            said = " ".join(" ".join(strip.text for strip in head.render_lines(head.region.reset_offset)).split())
+            assert commands == ([MISSING] if said_once else [NOT_VISIBLE]) * 3, commands
+            assert (OTHER_NAMESPACE_NOTE in said) is said_once, said

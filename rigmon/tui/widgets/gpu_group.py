@@ -20,8 +20,10 @@ from rigmon.tui.widgets.gpu_process_table import GpuProcessTable, agent_in_other
 from rigmon.tui.widgets.gpu_table import GpuTable, ecc_nonzero, reason_parts
 from rigmon.tui.widgets.source_group import Level, SourceGroup
 
-#: Event kinds listed under the GPU table.
-GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_process_exited"})
+#: Event kinds listed under the GPU table (a process leaving its GPU where the agent cannot see whether it
+#: exited, ``gpu_process_left``, with the exits).
+GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_process_exited",
+                             "gpu_process_left"})
 #: Throttle reasons not worth a folded line of their own (clocks free, or idle).
 QUIET_REASONS = frozenset({"none", "idle", fmt.MISSING})
 #: GPU events listed at most, newest first.
@@ -185,7 +187,7 @@ class GpuGroup(SourceGroup):
         procs_table.now_at = frame.taken_at if frame is not None else None
         procs_table.amd_cards = {a.pci_bus_id: a.card for a in readings.amd_gpus if a.pci_bus_id} if readings else {}
         procs_table.lost_gpus = frozenset(g.index for g in readings.gpus if g.state == "lost") if readings else frozenset()
-        procs_table.other_namespace = agent_in_other_namespace(collector)
+        procs_table.other_namespace = agent_in_other_namespace(collector, procs)
         procs_table.processes = procs
 
     def _events_table(self, events: list[Event]) -> RenderableType:

@@ -30,9 +30,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 OPTIONAL = frozenset({"running"})
 #: What the command cell says of a PID the agent's /proc does not show.
 NOT_VISIBLE = "(not in the agent's PID namespace)"
-#: What the words ``agent in another PID namespace`` in the ``gpu_processes`` collector's status mean
-#: (its ``status_note``: the agent's /proc is not the host's PID namespace, whose PIDs NVML gives, so it
-#: looks none of them up). The dashboard does not import the collectors: these are the words it reads.
+#: The words ``agent in another PID namespace`` in the ``gpu_processes`` collector's status (its
+#: ``status_note``: the agent's /proc is not the host's PID namespace, whose PIDs NVML gives, so it
+#: looks none of them up): how agents older than the readings' ``agent_other_pid_ns`` say it, read
+#: only from those. The dashboard does not import the collectors: these are the words it reads.
 OTHER_NAMESPACE_STATUS = "agent in another PID namespace"
 #: Said once for the table instead of `NOT_VISIBLE` in every NVIDIA process's row.
 OTHER_NAMESPACE_NOTE = "the agent runs in another PID namespace: commands not visible; run it with --pid=host"
@@ -44,9 +45,14 @@ def process_key(proc: GpuProcessReading) -> str:
     return f"{proc.vendor}:{where}:{proc.pid}"
 
 
-def agent_in_other_namespace(status: CollectorStatus | None) -> bool:
-    """Whether the ``gpu_processes`` collector's status says the agent runs in another PID namespace
-    than the host's (`OTHER_NAMESPACE_STATUS`); false for an agent that does not say (an older one)."""
+def agent_in_other_namespace(status: CollectorStatus | None, procs: Sequence[GpuProcessReading]) -> bool:
+    """Whether the agent runs in another PID namespace than the host's, as its NVIDIA processes'
+    readings say (``agent_other_pid_ns``); where none says (an agent older than that field), as the
+    ``gpu_processes`` collector's status says it in words (`OTHER_NAMESPACE_STATUS`). False for an
+    agent that says neither (older still)."""
+    said = [p.agent_other_pid_ns for p in procs if p.vendor == "nvidia" and p.agent_other_pid_ns is not None]
+    if said:
+        return any(said)
     return status is not None and status.error is not None and OTHER_NAMESPACE_STATUS in status.error
 
 
@@ -54,7 +60,7 @@ def namespace_note(status: CollectorStatus | None, procs: Sequence[GpuProcessRea
     """`OTHER_NAMESPACE_NOTE` when the agent runs in another PID namespace and an NVIDIA process is
     listed (its command is not known), else ``None``: what the table's heading says once."""
     shown = any(p.vendor == "nvidia" and not p.in_namespace for p in procs)
-    return OTHER_NAMESPACE_NOTE if shown and agent_in_other_namespace(status) else None
+    return OTHER_NAMESPACE_NOTE if shown and agent_in_other_namespace(status, procs) else None
 
 
 def process_order(procs: Sequence[GpuProcessReading]) -> list[GpuProcessReading]:
