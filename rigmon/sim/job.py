@@ -75,6 +75,10 @@ class SimDdpJob:
     ``reap_s`` until the launcher reaps it; the other workers hang in their next all-reduce
     (NCCL waits for the lost rank) and keep their GPUs.
 
+    With ``checkpoint_every_s``, the script marks each checkpoint on the node's timeline
+    (``epoch N checkpoint``, `SimNode.marks`, as ``rigmon mark`` in a training script does) while
+    every worker runs: a job hung on a lost rank writes no more checkpoints.
+
     Add it after the GPUs, so it sees this step's losses. With ``in_agent_namespace`` false its
     processes are the host's, outside the /proc the agent reads (see `SimPidNamespace`): only
     NVML lists them.
@@ -93,6 +97,8 @@ class SimDdpJob:
     reap_s: float = 5.0
     processes: list[SimProcess] = field(default_factory=list)
     in_agent_namespace: bool = True
+    checkpoint_every_s: float | None = None
+    _checkpoints: int = 0
     _lost_at_s: dict[int, float] = field(default_factory=dict)
     _written: dict[int, str] = field(default_factory=dict)
 
@@ -128,6 +134,20 @@ class SimDdpJob:
                 gpu.process_sample_us = int(t_s * 1_000_000) + 1
                 gpu.mem_used_bytes = min(gpu.mem_total_bytes, DRIVER_RESERVE_BYTES + used)
                 proc.state = "R" if gpu.util_gpu_pct > 50 else "S"
+        self._checkpoint(node, ran_s)
+
+    def _checkpoint(self, node: SimNode, ran_s: float) -> None:
+        """Mark the checkpoints due by ``ran_s`` seconds into the job, while every worker runs."""
+        if not self.checkpoint_every_s:
+            return
+        workers = [p for p in self.processes if p.gpu_index is not None]
+        if not workers or any(p.state == "Z" or p.gone_at_s is not None or self.gpus.gpus[p.gpu_index].lost
+                              for p in workers if p.gpu_index is not None):
+            return
+        due = int(ran_s // self.checkpoint_every_s)
+        while self._checkpoints < due:
+            self._checkpoints += 1
+            node.marks.append((f"epoch {self._checkpoints} checkpoint", self.user))
 
     def _launch(self, node: SimNode) -> None:
         ticks = int(node.bus.get("uptime_s", 3600.0 + node.t_s) * USER_HZ)

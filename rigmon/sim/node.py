@@ -74,6 +74,9 @@ class SimNode:
     write_t_s: float = 0.0
     #: Wall time (Unix seconds) of simulated time 0: the rig's clock start (boot and process times follow it).
     wall0_at: float = 1_700_003_600.0
+    #: Marks the node's training script puts on its timeline, (text, by), oldest first: what its
+    #: ``rigmon mark "epoch 3 checkpoint"`` would post to the agent (`rigmon.sim.mark_poster` posts them).
+    marks: list[tuple[str, str]] = field(default_factory=list)
 
     def step(self, t_s: float) -> None:
         """Advance every device to simulated time ``t_s`` and write the tree."""

@@ -21,6 +21,7 @@ from rigmon.agent.server import make_server, read_token_file
 from rigmon.agent.to_the_end import to_the_end
 from rigmon.config import AgentConfig
 from rigmon.sim.clock import SimClock
+from rigmon.sim.mark_poster import MarkPoster
 from rigmon.sim.node import SimNode, merge_config
 from rigmon.sim.scenarios import SCENARIOS, Scenario
 from rigmon.sim.tree import Tree, TreeGone
@@ -268,6 +269,7 @@ async def running_rig(
         if wire is not None:
             stack.callback(wire.close)
         agents: list[Agent] = []
+        tokens: list[str | None] = []
         servers: list[uvicorn.Server] = []
         tasks: list[asyncio.Task[object]] = []
         try:
@@ -281,6 +283,7 @@ async def running_rig(
                 control = (read_token_file(config.agent.control_token_file, "control_token_file")
                            if config.agent.control_token_file else None)
                 agent = Agent(config, clock=rig.clock, control_token=control)
+                tokens.append(control)
                 port = base_port + index if base_port else 0
                 server = make_server(agent, "127.0.0.1", port)
                 agents.append(agent)
@@ -298,6 +301,8 @@ async def running_rig(
                         raise RuntimeError("agent server stopped during start-up")
                     await asyncio.sleep(0.01)
             running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers], wire)
+            # The nodes' training scripts mark their checkpoints through the agents' API.
+            tasks.append(asyncio.create_task(MarkPoster(rig.nodes, running.urls, tokens).run(), name="sim-marks"))
             yield running
         finally:
             await to_the_end(_stop_writers(servers, agents, tasks))

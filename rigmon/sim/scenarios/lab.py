@@ -14,6 +14,9 @@ from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.tb_retrain_10g import TbRetrain10g
 from rigmon.sim.scenarios.undervolt_bus_drop import UndervoltBusDrop
 
+#: Seconds between the healthy nodes' training checkpoints, each marked on the node's timeline.
+CHECKPOINT_EVERY_S = 30.0
+
 
 class HealthyV100:
     """A 4x V100-SXM2 node on a sound supply: the rail dips ~0.1 V at each ramp and recovers."""
@@ -34,7 +37,8 @@ class HealthyV100:
             weak_gpu=-1,
         )
         node.devices.append(gpus)
-        node.devices.append(SimDdpJob(gpus, start_s=10.0 - 0.1 * index, user="bob", uid=1001))
+        node.devices.append(SimDdpJob(gpus, start_s=10.0 - 0.1 * index, user="bob", uid=1001,
+                                      checkpoint_every_s=CHECKPOINT_EVERY_S))
         node.devices.append(SimPsuRail(psus=3, device_id=f"HV{index:014X}"))
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
