@@ -186,3 +186,17 @@ async def test_the_address_the_agent_announces_accepts_connections_at_once(tmp_p
     with pytest.raises(asyncio.CancelledError):
         await serve(agent, config.agent.listen, on_bound=on_bound)
     assert refused == []
+
+
+def test_the_address_s_origin_follows_the_precedence_of_flag_environment_and_file(tmp_path: Path) -> None:
+    import argparse
+
+    from rigmon.cli_agent import listen_origin
+
+    config = tmp_path / "agent.toml"
+    config.write_text("")
+    flag = argparse.Namespace(listen="127.0.0.1:1", config=str(config))
+    file = argparse.Namespace(listen=None, config=str(config))
+    assert listen_origin(flag, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "--listen"
+    assert listen_origin(file, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "environment RIGMON_AGENT_LISTEN"
+    assert listen_origin(file, {}) == f"{config}: agent.listen"
