@@ -66,6 +66,7 @@ def test_a_journal_file_removed_is_noticed_at_the_next_write_not_at_maintenance(
         with JournalReader(writer.path) as reader:
             assert reader.count_frames(T0, T0 + 100) == 1  # frame 3, readable where readers look
         assert [kind for kind, _ in events] == ["journal_failed", "journal_recovered"]
-        assert "it was removed while the agent ran" in events[0][1]
+        assert events[0][1] == (f"journal {writer.path}: the journal file was removed while the agent ran; frames are "
+                                "not recorded until it can be opened again")
     finally:
         writer.close(timeout_s=10.0)
