@@ -101,11 +101,26 @@ def state_dir_origin(args: argparse.Namespace, given: bool, environ: Mapping[str
     return f"{config_file_in_use(args.config)}: agent.state_dir"
 
 
+def listen_origin(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str:
+    """Where the address the agent listens on was set, for an error about it: the flag, the environment
+    variable, else the file's key (in that order of precedence; the key also when the default is in force)."""
+    env = os.environ if environ is None else environ
+    if args.listen:
+        return "--listen"
+    if env.get("RIGMON_AGENT_LISTEN"):
+        return "environment RIGMON_AGENT_LISTEN"
+    file = config_file_in_use(args.config)
+    if file is None:
+        return "agent.listen of the configuration (the default; set --listen or agent.listen)"
+    return f"{file}: agent.listen"
+
+
 def _agent(args: argparse.Namespace) -> int:
     uvicorn_without_its_cli()
     from rigmon.agent.agent import Agent
     from rigmon.agent.gc_tuning import tune_agent_gc
     from rigmon.agent.server import (
+        ListenError,
         StartupError,
         check_distinct_tokens,
         check_listen_policy,
@@ -114,6 +129,7 @@ def _agent(args: argparse.Namespace) -> int:
         run,
     )
     from rigmon.agent.state_lock import StateDirInUse, StateDirUnusable
+    from rigmon.agent.systemd_notify import notify_ready
     from rigmon.logs import FrameLog
 
     setup_logging(args)
@@ -160,6 +176,8 @@ def _agent(args: argparse.Namespace) -> int:
                  "control token set" if control else "read-only", a.state_dir,
                  "enabled" if config.journal.enabled else "disabled", a.root,
                  f"; will run as user {a.user}" if a.user else "")
+        # Under systemd (Type=notify) the start completes now: a port it cannot bind fails the start.
+        notify_ready(f"node {config.node_name} listening on {scheme}://{bound}")
 
     log.info("alarm rules: %d in force; notifiers: %s", len(agent.alarms.engine.rule_names),
              ", ".join(n.kind for n in config.notify) or "none")
@@ -169,6 +187,8 @@ def _agent(args: argparse.Namespace) -> int:
     gc.enable()
     try:
         run(agent, config.agent.listen, config.agent.user, announce)
+    except ListenError as exc:
+        return fail(f"{exc}; the address is {listen_origin(args)}")
     except StartupError as exc:
         return fail(str(exc))
     log.info("stopped cleanly")

@@ -20,6 +20,7 @@ import uvicorn
 
 from rigmon.agent.agent import Agent
 from rigmon.agent.connections import ConnectionLimits, guarded_protocol, h11_buffer_limit
+from rigmon.agent.listen_errors import bind_refusal
 from rigmon.agent.quiet_server import QuietServer
 from rigmon.agent.state_lock import StateDirError
 from rigmon.config import split_listen
@@ -30,6 +31,15 @@ SETTLE_TIMEOUT_S = 10.0
 
 class StartupError(Exception):
     """The agent must not or cannot start; the message says why."""
+
+
+class ListenError(StartupError):
+    """The agent cannot listen on ``listen`` (``HOST:PORT``): ``reason`` (see `bind_refusal`)."""
+
+    def __init__(self, listen: str, reason: str) -> None:
+        super().__init__(f"cannot serve on {listen}: {reason}")
+        self.listen = listen
+        self.reason = reason
 
 
 def is_loopback(host: str) -> bool:
@@ -231,12 +241,18 @@ async def serve(agent: Agent, listen: str, user: str = "",
     held = _HeldRecords()
     uvicorn_log = logging.getLogger("uvicorn.error")
     uvicorn_log.addFilter(held)
+    binding = False
     try:
         server.config.load()
+        binding = True
         sock = server.config.bind_socket()
     except (OSError, SystemExit) as exc:
-        # uvicorn logs a bind failure ("[Errno 98] Address already in use") and exits: its record is
-        # held back, and its message is the reason in the one line that says which address.
+        # uvicorn logs a bind failure ("[Errno 98] Address already in use") and exits in the handler
+        # of the OSError: its record is held back, and the OSError is the reason in the one line
+        # that says which address (and, for the operator, which setting: see `ListenError`).
+        cause = exc if isinstance(exc, OSError) else exc.__context__
+        if binding and isinstance(cause, OSError):
+            raise ListenError(listen, bind_refusal(host, port, cause)) from None
         said = "; ".join(r.getMessage() for r in held.records if r.levelno >= logging.ERROR)
         detail = f": {exc}" if isinstance(exc, OSError) else f": {said}" if said else ""
         raise StartupError(f"cannot serve on {listen}{detail}") from None

@@ -38,7 +38,7 @@ class MdstatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class MdstatMember:
-    """A member as /proc/mdstat lists it: kernel name, role index and flags.
+    """A member as /proc/mdstat lists it: kernel name, descriptor number (``[n]``) and flags.
 
     ``rebuilding`` is not printed by md: it is what the array's lines say of the member (see
     `rebuilding_members`). ``name`` is the kernel's, as read (a byte that is not UTF-8 as a

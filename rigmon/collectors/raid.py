@@ -384,9 +384,10 @@ class RaidCollector(PolledCollector):
         for name, mstat in entries:
             dev = f"{base}/dev-{name}"
             has_sysfs = name not in twice and name in in_sysfs
+            # Only sysfs knows the slot: mdstat's [n] is the member's descriptor number, which is its
+            # slot only while nothing was added or failed (md6 : active raid1 sdb2[2] sda2[0], [2/1]:
+            # sdb2 rebuilds into slot 1). Without ``dev-*/slot`` the slot is unknown; ``device`` keeps [n].
             slot = _int_or_none(self.root.read_attr(f"{dev}/slot")) if has_sysfs else None
-            if slot is None and mstat is not None and not has_sysfs and not mstat.spare:
-                slot = mstat.desc_nr
             flags = parse_member_state(self.root.read_attr(f"{dev}/state")) if has_sysfs else ()
             present = presence.get((name, has_sysfs))
             if present is None:
@@ -406,8 +407,7 @@ class RaidCollector(PolledCollector):
                 write_bytes_per_s=r.write_bytes_per_s,
                 device=None if mstat is None else mstat.desc_nr,
             ))
-        return tuple(sorted(out, key=lambda m: (m.slot is None, m.slot if m.slot is not None else 0, m.name,
-                                                m.role)))
+        return tuple(sorted(out, key=_member_order))
 
     def _array_shares(self, names: list[str], rates: dict[str, DiskRates]) -> dict[str, float]:
         """Compare arrays loaded at the same time: each busy one's throughput as a share of the
@@ -463,13 +463,18 @@ class RaidCollector(PolledCollector):
         return out
 
 
+def _member_order(m: RaidMemberReading) -> tuple[bool, int, bool, int, str, str]:
+    """Members by slot, then those without one by their descriptor number (mdadm's ``Number``)."""
+    return (m.slot is None, m.slot or 0, m.device is None, m.device or 0, m.name, m.role)
+
+
 def _members_by_key(members: Sequence[RaidMemberReading]) -> dict[object, RaidMemberReading]:
-    """Members by name; a name listed twice by its slot as well, so both are followed."""
+    """Members by name; a name listed twice by its descriptor number as well, so both are followed."""
     by_name: dict[object, RaidMemberReading] = {m.name: m for m in members}
     if len(by_name) == len(members):
         return by_name  # no name twice (the usual case)
     names = Counter(m.name for m in members)
-    return {(m.name if names[m.name] == 1 else (m.name, m.slot, m.role)): m for m in members}
+    return {(m.name if names[m.name] == 1 else (m.name, m.device, m.role)): m for m in members}
 
 
 def make_raid_collector(ctx: CollectorContext) -> RaidCollector:

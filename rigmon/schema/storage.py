@@ -43,7 +43,9 @@ class DiskReading(Record, frozen=True):
 class RaidMemberReading(Record, frozen=True):
     """One member of an md array.
 
-    ``slot`` is the role index (``nvme0n1[0]`` in /proc/mdstat, ``dev-*/slot`` in sysfs);
+    ``slot`` is the member's slot in the array (``dev-*/slot`` in sysfs), ``None`` when it has none
+    (a spare, a faulty member) or sysfs does not say (no ``dev-*`` directory): the ``[n]`` of
+    /proc/mdstat is ``device``, not the slot;
     ``flags`` are the raw words of ``dev-*/state`` (``in_sync``, ``faulty``, ``write_error``...);
     ``present`` is false when the member's block device is gone (enclosure unplugged) while
     md still lists it. Rates come from the member's own block counters.

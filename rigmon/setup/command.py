@@ -10,6 +10,7 @@ import pwd
 import secrets
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -364,8 +365,17 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
             installer.failed = True
             return
     # A changed file takes effect only on a restart; an unchanged, running agent is left alone.
-    installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
-                  "see `journalctl -u rigmon-agent`")
+    asked_at = time.time()
+    started = installer.run(["systemctl", "restart" if installer.changed else "start", render.UNIT_NAME],
+                            "see `journalctl -u rigmon-agent`")
+    if not started and installer.real and not installer.dry_run:
+        # The unit waits for the agent to listen (Type=notify): a port taken since the check above
+        # fails the start, and the agent's own line says which address and setting.
+        from rigmon.setup.listen_check import last_error
+
+        said = last_error(render.UNIT_NAME, asked_at)
+        if said:
+            installer.say(f"the agent said: {said}")
 
 
 def has_active_rules(path: Path) -> bool:

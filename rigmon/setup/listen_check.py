@@ -1,8 +1,10 @@
 """Whether the agent will be able to listen where its configuration says, before setup starts it.
 
-The unit is ``Type=exec``: ``systemctl start`` succeeds once the program runs, so an agent that
-cannot bind its port (another program holds it; an address this machine does not have) fails a
-moment later and again on every restart, while setup has said the installation succeeded.
+The unit is ``Type=notify``: ``systemctl start`` waits for the agent to bind its port and fails when
+it cannot (its error, in the unit's log, names the address and ``agent.listen``). This check comes
+first so that setup names the port itself, also in a dry run, and starts nothing that would fail;
+a program that takes the port between the check and the start fails the start, which setup reports
+with the agent's own line (see `last_error`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import socket
 import subprocess
 from collections.abc import Callable
 
+from rigmon.agent.listen_errors import bind_refusal
 from rigmon.config import split_listen
 
 
@@ -28,14 +31,12 @@ def listen_problem(listen: str, agent_running: Callable[[], bool]) -> str | None
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            if agent_running():
-                return None
-            return (f"port {port} is in use by another program (`ss -ltnp 'sport = :{port}'` names it): the agent "
-                    f"could not listen on {listen}; stop that program, or change listen in the configuration")
-        if exc.errno == errno.EADDRNOTAVAIL:
-            return (f"{host} is not an address of this machine: the agent could not listen on {listen}; "
-                    "change listen in the configuration (0.0.0.0:PORT listens on every address)")
+        if exc.errno == errno.EADDRINUSE and agent_running():
+            return None
+        if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            stop = "stop that program, or " if exc.errno == errno.EADDRINUSE else ""
+            return (f"{bind_refusal(host, port, exc)}: the agent could not listen on {listen}; "
+                    f"{stop}change listen in the configuration (agent.listen)")
         return None  # anything else (permissions of a port below 1024...): the agent's log tells
     return None
 
@@ -46,3 +47,15 @@ def unit_active(unit: str) -> bool:
         return subprocess.run(["systemctl", "is-active", "--quiet", unit], check=False, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def last_error(unit: str, since: float) -> str | None:
+    """The last line ``rigmon agent`` gave as its reason to stop (``rigmon: ...``) in ``unit``'s log since
+    ``since`` (Unix seconds), or ``None``: what a failed ``systemctl start`` does not say itself."""
+    try:
+        out = subprocess.run(["journalctl", "--unit", unit, "--since", f"@{int(since)}", "--output", "cat",
+                              "--no-pager", "--quiet"], capture_output=True, text=True, check=False, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    said = [line for line in out.splitlines() if line.startswith("rigmon: ")]
+    return said[-1] if said else None

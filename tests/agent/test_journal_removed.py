@@ -1,7 +1,8 @@
 """A journal removed while the agent runs (its state directory deleted, or the file alone): SQLite
 writes on into the unlinked file, which nobody can read, and the journal said ``ok`` on every
-frame. The writer notices at its next maintenance pass, says so in its status, and records again
-once a journal can be opened where it belongs (never making the removed state directory again)."""
+frame. The writer notices before its next commit (and at a maintenance pass), says so in its status,
+and records again once a journal can be opened where it belongs (never making the removed state
+directory again)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,26 @@ def test_a_removed_journal_file_is_said_and_a_new_one_records(writer: JournalWri
     written(writer, 3, 4)
     with JournalReader(writer.path) as reader:
         assert reader.count_frames(T0, T0 + 100) >= 2  # frames 3 and 4, readable where readers look
+
+
+def test_a_journal_file_removed_is_noticed_at_the_next_write_not_at_maintenance(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator's ``rm journal.sqlite3`` (the file alone, its WAL left): the next batch goes into a
+    new journal where readers look, not into the removed file until a maintenance pass 15 s later."""
+    monkeypatch.setattr(writer_module, "MAINTAIN_EVERY_S", 3600.0)  # no periodic pass finds it first
+    events: list[tuple[str, str]] = []
+    writer = JournalWriter(tmp_path / "state", FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
+    writer.start(lambda kind, _sev, _subject, message, _data: events.append((kind, message)))
+    try:
+        written(writer, 1, 2)
+        writer.path.unlink()
+        written(writer, 3, 3)
+        assert writer.path.exists(), "frame 3 went into the removed file"
+        assert (writer.frames_not_written, writer.status.state) == (0, "ok")
+        with JournalReader(writer.path) as reader:
+            assert reader.count_frames(T0, T0 + 100) == 1  # frame 3, readable where readers look
+        assert [kind for kind, _ in events] == ["journal_failed", "journal_recovered"]
+        assert events[0][1] == (f"journal {writer.path}: the journal file was removed while the agent ran; frames are "
+                                "not recorded until it can be opened again")
+    finally:
+        writer.close(timeout_s=10.0)

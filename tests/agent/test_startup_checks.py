@@ -57,7 +57,26 @@ def test_a_port_in_use_is_one_line_naming_the_address_and_the_reason(tmp_path: P
     assert out.returncode == 2
     # uvicorn's own error line came first, and the reason was "(see the error above)".
     errors = [line for line in out.stderr.splitlines() if "INFO" not in line]
-    assert errors == [f"rigmon: cannot serve on 127.0.0.1:{port}: [Errno 98] Address already in use"], out.stderr
+    assert errors == [(f"rigmon: cannot serve on 127.0.0.1:{port}: port {port} is in use by another program "
+                       f"(`ss -ltnp 'sport = :{port}'` names it); the address is --listen")], out.stderr
+
+
+def test_a_port_in_use_names_the_configuration_key_that_gave_it(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "agent.toml"
+        config.write_text(f'[agent]\nlisten = "127.0.0.1:{port}"\n')
+        out = subprocess.run(
+            [sys.executable, "-m", "rigmon", "agent", "--config", str(config), "--root", str(tmp_path),
+             "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=TIMEOUT_S,
+            env={**{k: v for k, v in os.environ.items() if k != "RIGMON_AGENT_LISTEN"}, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 2
+    assert f"rigmon: cannot serve on 127.0.0.1:{port}: port {port} is in use" in out.stderr
+    assert f"the address is {config}: agent.listen" in out.stderr, out.stderr
 
 
 def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
@@ -167,3 +186,17 @@ async def test_the_address_the_agent_announces_accepts_connections_at_once(tmp_p
     with pytest.raises(asyncio.CancelledError):
         await serve(agent, config.agent.listen, on_bound=on_bound)
     assert refused == []
+
+
+def test_the_address_s_origin_follows_the_precedence_of_flag_environment_and_file(tmp_path: Path) -> None:
+    import argparse
+
+    from rigmon.cli_agent import listen_origin
+
+    config = tmp_path / "agent.toml"
+    config.write_text("")
+    flag = argparse.Namespace(listen="127.0.0.1:1", config=str(config))
+    file = argparse.Namespace(listen=None, config=str(config))
+    assert listen_origin(flag, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "--listen"
+    assert listen_origin(file, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "environment RIGMON_AGENT_LISTEN"
+    assert listen_origin(file, {}) == f"{config}: agent.listen"

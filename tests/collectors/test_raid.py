@@ -408,3 +408,29 @@ def test_without_sysfs_state_a_member_being_rebuilt_is_rebuilding_not_in_sync(tm
     (a,) = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
     assert {m.name: m.role for m in a.members} == {"sda2": "in_sync", "sdb2": "rebuilding", "sdc2": "spare"}
     assert a.health == "recovering"
+
+
+MD6_RECOVERING = """Personalities : [raid1] 
+md6 : active raid1 sdb2[2] sda2[0]
+      195310144 blocks [2/1] [U_]
+      [=>...................]  recovery =  8.5% (16775552/195310144) finish=17.0min speed=259783K/sec
+
+unused devices: <none>
+"""
+
+
+def test_mdstat_descriptor_number_is_not_given_as_the_slot(tmp_path: Path) -> None:
+    # sdb2[2] rebuilds into slot 1 of a 2-disk array: [2] is its descriptor number. Without md sysfs
+    # the slot is unknown, not 2; the number is kept as `device`, and orders the members.
+    write_tree(tmp_path, {"/proc/mdstat": MD6_RECOVERING})
+    [array] = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert [(m.name, m.slot, m.device, m.role) for m in array.members] == [
+        ("sda2", None, 0, "in_sync"), ("sdb2", None, 2, "rebuilding")]
+    assert array.health == "recovering"
+    # With sysfs the slot is the kernel's own.
+    write_tree(tmp_path, {"/sys/block/md6/md/dev-sda2/slot": "0\n", "/sys/block/md6/md/dev-sda2/state": "in_sync\n",
+                          "/sys/block/md6/md/dev-sdb2/slot": "1\n", "/sys/block/md6/md/dev-sdb2/state": "spare\n",
+                          "/sys/class/block/sda2/size": "1\n", "/sys/class/block/sdb2/size": "1\n"})
+    [array] = [r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect() if isinstance(r, RaidArrayReading)]
+    assert [(m.name, m.slot, m.device, m.role) for m in array.members] == [
+        ("sda2", 0, 0, "in_sync"), ("sdb2", 1, 2, "rebuilding")]

@@ -65,6 +65,7 @@ def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
     assert user_exists("rigmon-test-nobody") == had_user
     unit = files["etc/systemd/system/rigmon-agent.service"][1].decode()
     assert "User=rigmon-test-nobody" in unit and "\nExecStart=" in unit
+    assert "\nType=notify\n" in unit  # the start waits for the agent to listen, and fails when it cannot
     exec_start = unit.split("\nExecStart=")[1].split("\n")[0]
     assert exec_start.endswith(" agent --config /etc/rigmon/agent.toml")
     assert Path(exec_start.split()[0]).exists()

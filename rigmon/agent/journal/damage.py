@@ -152,7 +152,8 @@ def gone_from_under(path: Path, opened: tuple[int, int] | None) -> str | None:
     now = file_identity(path)
     if now == opened:
         return None
+    # The writer's event puts "journal <path>: " before this; its status shows it as it is.
     if now is not None:
-        return f"journal {path} was replaced while the agent ran; recording into the file now there"
-    what = "its state directory was removed" if not path.parent.is_dir() else "it was removed"
-    return f"journal {path}: {what} while the agent ran; frames are not recorded until it can be opened again"
+        return "the journal file was replaced while the agent ran; recording into the file now there"
+    what = "its state directory was removed" if not path.parent.is_dir() else "the journal file was removed"
+    return f"{what} while the agent ran; frames are not recorded until it can be opened again"

@@ -1,7 +1,8 @@
-"""How long the journal writer's thread may wait for a frame (`idle_wait_s`)."""
+"""How the journal writer's thread waits for frames (`idle_wait_s`) and empties its queue (`drain`)."""
 
 from __future__ import annotations
 
+import queue
 import time
 
 
@@ -14,3 +15,13 @@ def idle_wait_s(due: float, longest_s: float) -> float:
     moment before the frame came, and the thread woke twice (``benchmarks/results-loopjournal.md``).
     """
     return min(longest_s, max(0.0, due - time.monotonic()))
+
+
+def drain(items: queue.Queue[object]) -> list[object]:
+    """Take every item queued now out of ``items``, in their order (never blocks)."""
+    out: list[object] = []
+    while True:
+        try:
+            out.append(items.get_nowait())
+        except queue.Empty:
+            return out

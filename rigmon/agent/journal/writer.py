@@ -24,7 +24,7 @@ from rigmon.agent.journal.damage import (
 )
 from rigmon.agent.journal.fate import WriterFate
 from rigmon.agent.journal.layout import JournalError, journal_path
-from rigmon.agent.journal.pacing import idle_wait_s
+from rigmon.agent.journal.pacing import drain, idle_wait_s
 from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.agent.journal.store import JournalStore
 from rigmon.agent.journal.upkeep import Retention
@@ -135,13 +135,7 @@ class JournalWriter:
     def _drop_stop_marks(self) -> None:
         """Take out of the queue a stop a last thread did not take (it died of an error first): it
         is not this run's. Frames queued before the start stay, in their order (no thread runs)."""
-        items: list[object] = []
-        while True:
-            try:
-                items.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        for item in items:
+        for item in drain(self._queue):
             if item is not _STOP:
                 self._queue.put_nowait(item)
 
@@ -222,14 +216,7 @@ class JournalWriter:
 
     def _abandon_queue(self, batch: list[Frame]) -> None:
         """Count and log ``batch`` and the frames still queued as not written (the stop's deadline passed)."""
-        lost = len(batch)
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, Frame):
-                lost += 1
+        lost = len(batch) + sum(isinstance(item, Frame) for item in drain(self._queue))
         self.frames_not_written += lost
         log.warning("journal %s: the stop's deadline passed: %d queued frames not written, and the stop is not "
                     "recorded (the next start reports this run as not stopped cleanly)", self.path, lost)
@@ -377,16 +364,14 @@ class JournalWriter:
                     break
             if batch:
                 last_commit = time.monotonic()
+                if store is not None and (store := self._unless_gone(store)) is None:
+                    next_open = time.monotonic() + 10.0
                 store = self._write(store, batch)
                 batch = []
             if store is not None and not stopping and time.monotonic() >= next_maintain:
                 next_maintain = time.monotonic() + MAINTAIN_EVERY_S
-                gone = gone_from_under(self.path, self._opened)
-                if gone is not None:  # SQLite writes on into the removed file: nothing would say so
-                    with contextlib.suppress(sqlite3.Error):
-                        store.close()
-                    store, next_open = None, time.monotonic()
-                    self._set_status(gone)
+                if (store := self._unless_gone(store)) is None:
+                    next_open = time.monotonic() + 10.0
                     continue
                 store = self._maintain(store, self._may_maintain)
         # Complete: every frame queued before the stop went to `_write` (a failing journal's are
@@ -425,6 +410,21 @@ class JournalWriter:
                 store.close()
             except sqlite3.Error as exc:  # a journal found damaged past the deadline, kept as it was
                 log.warning("journal %s: closing it failed: %s", self.path, exc)
+
+    def _unless_gone(self, store: JournalStore) -> JournalStore | None:
+        """``store``, or, when its file was removed or replaced under it, a journal opened at once where
+        it belongs (``None`` when none can be: the frames count as not recorded until one can).
+
+        SQLite writes on into a removed file, which nobody can read, and says nothing: one ``stat`` of
+        the path before each batch (not each frame) finds it before a frame goes there.
+        """
+        gone = gone_from_under(self.path, self._opened)
+        if gone is None:
+            return store
+        with contextlib.suppress(sqlite3.Error):
+            store.close()
+        self._set_status(gone)
+        return self._open()
 
     def _may_write(self) -> bool:
         """Whether the thread may begin another write: not once past the stop's deadline."""
