@@ -49,7 +49,8 @@ def test_the_probe_answers_how_far_the_guard_could_go_as_a_typed_result(tmp_path
         machine.app_clocks_unrestricted = False
         assert _nvml_guard_probe(cfg)().reach == "none"
     odd = GuardAccess("none", "application clocks only: a driver's own words")
-    assert guard_line(cfg, odd) == "enforce; it could not act on this node: application clocks only: a driver's own words"
+    assert guard_line(cfg, odd) == ("enforce; it could not act on this node: "
+                                    "application clocks only: a driver's own words")
 
 
 def test_no_permission_at_all(tmp_path: Path, machine: FakeNvmlMachine) -> None:
