@@ -1,6 +1,7 @@
 """A trigger alarm that keeps firing: the guard does not restore under it (pure policy, the service
 over the fake NVML, and a real agent whose alarm judge runs before the guard); one that ends without
-an ``alarm_resolved`` event (its engine replaced) holds no longer than ``restore_after_s``."""
+an ``alarm_resolved`` event (its engine replaced) holds no longer than ``restore_after_s``; one carried over a restart holds until
+fresh readings decide it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.alarm_state import STATE_FILE_NAME, read_state_file
 from rigmon.agent.guard.policy import GuardState, Observation, decide, observe, release
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import parse_rules
@@ -234,3 +236,37 @@ async def test_an_alarm_engine_restarted_without_the_trigger_rule_does_not_hold_
         assert agent.guard.reading().state == "armed"
     finally:
         await agent.stop()
+
+
+async def test_an_alarm_carried_over_a_restart_holds_until_fresh_readings_decide_it(tmp_path: Path) -> None:
+    """Killed while the trigger alarm fired: the next run carries it (listed as firing in ``/v1/alarms``)
+    until fresh readings decide it. The guard counted it firing only once they confirmed it."""
+    rules = parse_rules('[[rule]]\nname = "hot"\nkind = "threshold"\nseverity = "critical"\n'
+                        'select = "temperatures[sensor=probe].temp_c"\nabove = 90.0\nsubject = "probe"\n', "test")
+    config = AgentConfig(agent=AgentSection(node="t", root=str(tmp_path), interval_s=30.0, state_dir=str(tmp_path)),
+                         guard=GuardSection(enabled=True, alarm_rules=("hot",), throttle_gpus=0))
+    clock, probe = FakeClock(T0), Probe()
+    first = Agent(config, token="read", collectors={"probe": probe}, rules=rules, clock=clock)
+    first.start()
+    await wait_for(lambda: probe.push is not None)
+    await settle_agent(first, clock, 1.0, probe, probe=95.0)
+    (hot,) = first.alarms.engine.active()
+    path = tmp_path / STATE_FILE_NAME
+    await wait_for(lambda: path.exists() and (saved := read_state_file(path)) is not None
+                   and len(saved.engine.alarms) == 1)
+    crashed = path.read_bytes()  # what kill -9 leaves
+    await first.stop()
+    path.write_bytes(crashed)
+    probe = Probe()
+    second = Agent(config, token="read", collectors={"probe": probe}, rules=rules, clock=clock)
+    second.start()
+    try:
+        await wait_for(lambda: probe.push is not None)
+        assert second.guard is not None
+        await settle_agent(second, clock, 10.0, probe, other=40.0)  # the alarm's subject not read yet
+        assert [a.id for a in second.alarms.engine.book.carried()] == [hot.id]
+        assert second.guard.shared.state.alarms_firing == (hot.id,)
+        await settle_agent(second, clock, 11.0, probe, probe=80.0)  # decided: clear
+        assert second.guard.shared.state.alarms_firing == ()
+    finally:
+        await second.stop()
