@@ -188,7 +188,7 @@ class GuardWorker:
                 saved_ahead = saved_ahead or ahead
                 if change is None:
                     break
-                first, last = first or change[0], change[1]
+                first, last = change[0] if first is None else first, change[1]
             if first is not None and last is not None:
                 changes.append((first, last))
         sh.last_action_at = sh.clock.time()
