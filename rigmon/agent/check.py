@@ -144,15 +144,16 @@ def run_check(
     passes: int = 2,
     pause_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
-    guard_probe: Callable[[], str | None] | None = None,
+    guard_probe: Callable[[], GuardAccess] | None = None,
     agent_rail: Callable[[], PsuRailReading | str] | None = None,
     starting_wait_s: float = STARTING_WAIT_S,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> CheckReport:
     """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
 
-    ``guard_probe`` says whether the undervolt guard could change GPU clocks here (``None``
-    if so, else why not); by default NVML is asked when the collectors are the configured ones.
+    ``guard_probe`` says whether the undervolt guard could change GPU clocks here (all of its steps,
+    application clocks only, or none, and why); by default NVML is asked when the collectors are the
+    configured ones.
     ``agent_rail`` gives the rail as the running agent reads it (or why it cannot), asked when
     the ``psu`` collector cannot open the ADC's port because another process holds it; by
     default the agent of ``config`` is asked (`rigmon.agent.check_rail`). Collectors still
@@ -301,41 +302,53 @@ def _rail_not_read(readings: Readings, node: str, now_at: float, waited_s: float
                          "the 12 V rail was not checked")
 
 
-#: Starts the guard probe's answer on a node where only application clocks may be changed
-#: (``nvidia-smi -acp UNRESTRICTED``, not root): the guard acts, but its later steps are refused.
-APP_CLOCKS_ONLY = "application clocks only: "
+#: How much of its work the undervolt guard could do on a node: every step, only the first
+#: (application clocks: ``nvidia-smi -acp UNRESTRICTED`` without root, later steps refused), or none.
+GuardReach = Literal["every_step", "app_clocks_only", "none"]
 
 
-def _nvml_guard_probe(config: AgentConfig) -> Callable[[], str | None]:
-    def probe() -> str | None:
+@dataclass(frozen=True, slots=True)
+class GuardAccess:
+    """What NVML answered when asked whether the undervolt guard could change GPU settings here.
+
+    Attributes:
+        reach: how much of its work the guard could do.
+        why: NVML's answer when it could not do all of it (``None`` for ``every_step``).
+    """
+
+    reach: GuardReach = "every_step"
+    why: str | None = None
+
+
+def _nvml_guard_probe(config: AgentConfig) -> Callable[[], GuardAccess]:
+    def probe() -> GuardAccess:
         control = open_nvml_control(HostRoot(config.agent.root), config.guard.call_timeout_s)
         try:
             cannot = control.probe()
             if cannot is not None:
-                return cannot
+                return GuardAccess("none", cannot)
             limited = control.probe_limits()
-            return None if limited is None else APP_CLOCKS_ONLY + limited
+            return GuardAccess() if limited is None else GuardAccess("app_clocks_only", limited)
         finally:
             control.close()
 
     return probe
 
 
-def guard_line(config: AgentConfig, cannot: str | None) -> str:
-    """One line on the undervolt guard: configured how, and whether it could act (``cannot``: why not,
-    `APP_CLOCKS_ONLY` first when it could take its first step only), and the caps its state file says
-    are in force."""
+def guard_line(config: AgentConfig, access: GuardAccess) -> str:
+    """One line on the undervolt guard: configured how, whether it could act (``access``), and the caps
+    its state file says are in force."""
     guard = config.guard
     setting: str = "off" if not guard.enabled else guard.mode
     left = state_file_note(config.agent.state_dir)
     if left is not None:
         setting += f"; {left}"
-    if cannot is None:
+    if access.reach == "every_step":
         return f"{setting}; it could act on this node (NVML accepts clock changes)"
-    if cannot.startswith(APP_CLOCKS_ONLY):
+    if access.reach == "app_clocks_only":
         return (f"{setting}; it could cap application clocks on this node, but not lock clocks or set a power "
-                f"limit (they need root): {cannot.removeprefix(APP_CLOCKS_ONLY)}")
-    return f"{setting}; it could not act on this node: {cannot}"
+                f"limit (they need root): {access.why}")
+    return f"{setting}; it could not act on this node: {access.why}"
 
 
 def busy_gpus(readings: Readings, node: str, now_at: float) -> tuple[Alarm, ...]:

@@ -84,6 +84,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "alarm_state_save_failed": {},
     "guard_engaged": {**_GUARD, "left_behind": "bool"},
     "guard_step": _GUARD,
+    # A GPU that (re)appeared while the guard is engaged, given the steps in force.
+    "guard_extended": _GUARD,
     "guard_held": {"by": "text", "command": "text", "step": "int"},
     "guard_restored": _GUARD,
     # Caps kept in force while the rail (or the GPUs' throttle reasons) cannot be read.

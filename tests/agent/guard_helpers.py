@@ -11,7 +11,9 @@ from rigmon.config import GuardSection
 from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
 from rigmon.schema import (
+    Alarm,
     CollectorStatus,
+    Event,
     EventValue,
     Frame,
     GpuReading,
@@ -24,6 +26,8 @@ from rigmon.schema import (
 
 
 DEADLINE_S = 10.0
+#: The trigger alarm rule of the tests.
+RULE = "psu_rail_low_critical"
 
 
 class Clock:
@@ -62,6 +66,17 @@ def frame(at: float, volts: float, gpus: int = 0, lost: tuple[int, ...] = ()) ->
     return Frame(schema=1, node="n", run_id="r", seq=1, taken_at=at, agent_start=0.0,
                  collectors={"psu": CollectorStatus("ok", True)}, readings=Readings(psu_rail=rail, gpus=readings),
                  events=())
+
+
+def firing_alarm(alarm_id: str = "a1", rule: str = RULE) -> Alarm:
+    """An alarm of ``rule`` firing, as the alarm engine has it in force."""
+    return Alarm(id=alarm_id, rule=rule, rule_kind="threshold", severity="critical", node="n", subject="psu",
+                 state="firing", message="x", started_at=0.0, updated_at=0.0)
+
+
+def alarm_event(kind: str, alarm_id: str = "a1", **data: EventValue) -> Event:
+    """The alarms' event of ``kind`` (``alarm_firing``, ``alarm_resolved``) for an alarm of `RULE`."""
+    return Event(f"e-{kind}", 0.0, kind, "critical", "psu", "x", {"rule": RULE, "alarm_id": alarm_id, **data})
 
 
 async def settle(service: GuardService) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.check import format_report, run_check
+from rigmon.agent.check import GuardAccess, format_report, run_check
 from rigmon.clock import SystemClock
 from rigmon.config import AgentConfig, AgentSection, AlarmsSection
 from rigmon.schema import PsuAdcCounters, PsuRailReading, VoltageEnvelope
@@ -274,7 +274,7 @@ def test_a_gpu_link_trained_narrower_than_it_can_is_a_finding() -> None:
     folder = REPO / "tests" / "fixtures" / "hosts" / "sxm2-pcie-x8-nvlink-errors"
     machine = machine_from_toml(tomllib.loads((folder / "nvml.toml").read_text()))
     with serving(folder, machine):
-        report = run_check(config(folder), SystemClock(), sleep=lambda s: None, guard_probe=lambda: None)
+        report = run_check(config(folder), SystemClock(), sleep=lambda s: None, guard_probe=GuardAccess)
     assert report.collectors["gpu"].state == "ok"
     gpus = [a for a in report.findings if a.subject.startswith("gpu:")]
     assert [(a.rule, a.subject, a.severity) for a in gpus] == [("gpu_pcie_narrow", "gpu:2", "warning")]

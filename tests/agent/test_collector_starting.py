@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.check import STARTING_WAIT_S, format_report, run_check
+from rigmon.agent.check import STARTING_WAIT_S, GuardAccess, format_report, run_check
 from rigmon.agent.collector_threads import call_collector
 from rigmon.agent.sampler import Sampler
 from rigmon.alarms.engine import AlarmEngine
@@ -147,7 +147,7 @@ def test_check_waits_for_gpus_that_are_starting(node: tuple[Path, FakeNvmlMachin
 
     try:
         report = run_check(_config(root), SystemClock(), collectors={"gpu": gpu_collector(root)}, sleep=sleep,
-                           guard_probe=lambda: None)
+                           guard_probe=GuardAccess)
     finally:
         machine.heal("hang")
     assert report.collectors["gpu"].state == "ok", report.collectors["gpu"]
@@ -160,7 +160,7 @@ def test_check_says_gpus_not_checked_while_nvml_still_starts(node: tuple[Path, F
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     try:
         report = run_check(_config(root), SystemClock(), collectors={"gpu": gpu_collector(root)},
-                           sleep=lambda s: None, guard_probe=lambda: None, starting_wait_s=0.5)
+                           sleep=lambda s: None, guard_probe=GuardAccess, starting_wait_s=0.5)
     finally:
         machine.heal("hang")
     gpu = report.collectors["gpu"]
@@ -213,7 +213,7 @@ def test_check_stopped_with_ctrl_z_does_not_use_up_its_wait_for_starting_collect
 
     slow = StartsAfter(calls=4)
     report = run_check(_config(tmp_path), SystemClock(), collectors={"slow": slow}, sleep=sleep,
-                       guard_probe=lambda: None, starting_wait_s=3.0, monotonic=clock)
+                       guard_probe=GuardAccess, starting_wait_s=3.0, monotonic=clock)
     assert slow.collected == 5
     assert report.collectors["slow"].state == "ok"
     assert not [a for a in report.findings if a.rule == "collector_starting"]
@@ -226,6 +226,6 @@ def test_check_counts_its_wait_for_starting_collectors_in_running_time(tmp_path:
         clock.now_s += s
 
     report = run_check(_config(tmp_path), SystemClock(), collectors={"slow": StartsAfter(calls=1000)}, sleep=sleep,
-                       guard_probe=lambda: None, starting_wait_s=3.0, monotonic=clock)
+                       guard_probe=GuardAccess, starting_wait_s=3.0, monotonic=clock)
     (finding,) = report.findings
     assert finding.rule == "collector_starting" and "still starting after 3 s" in finding.message

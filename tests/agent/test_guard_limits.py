@@ -1,4 +1,5 @@
-"""The guard's power-limit step within what the GPU allows (NVML's power-limit constraints)."""
+"""The guard's power-limit step within what the GPU allows (NVML's power-limit constraints), and the
+application-clock pair of a GPU NVML could not read at the start."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from rigmon.config import GuardSection
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.guard_helpers import Clock, Events, engaged_by_sags, frame, settle
+from tests.agent.guard_helpers import Clock, Events, engaged_by_sags, frame, settle, started
 
 
 def limit_step(power_limit_w: float) -> GuardSection:
@@ -43,4 +44,19 @@ async def test_a_gpu_at_its_minimum_already_is_not_written(tmp_path: Path, machi
         service.on_frame(frame(clock.t, 11.9))
         await settle(service)
         assert [g.power_limit_mw for g in machine.gpus] == [300_000, 300_000, 150_000, 300_000]
+        await asyncio.to_thread(service.close)
+
+
+async def test_a_gpu_off_the_bus_when_the_guard_started_gets_its_derived_clocks(tmp_path: Path,
+                                                                              machine: FakeNvmlMachine) -> None:
+    """The pair is derived at the start (so engaging costs only the writes); a GPU that could not be read
+    then had no pair for the rest of the run: its step 1 wrote its own clocks back and called it capped."""
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        machine.fail("gpu_lost", gpu=1)
+        service = await started(tmp_path, GuardSection(enabled=True, mode="enforce", rail_count=1), events, clock)
+        machine.heal("gpu_lost", gpu=1)
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005] * 4
         await asyncio.to_thread(service.close)

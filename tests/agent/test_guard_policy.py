@@ -19,6 +19,8 @@ from rigmon.agent.guard.policy import (
 )
 from rigmon.config import ConfigError, GuardSection, load_agent_config
 from rigmon.schema import (
+    Alarm,
+    AlarmState,
     CollectorStatus,
     Event,
     Frame,
@@ -207,16 +209,24 @@ def _frame(events: tuple[Event, ...] = (), windows: int = 1, stale: bool = False
                  events=events)
 
 
+def alarm(alarm_id: str, rule: str, state: AlarmState = "firing") -> Alarm:
+    """An alarm of ``rule`` as the alarm engine has it in force."""
+    return Alarm(id=alarm_id, rule=rule, rule_kind="threshold", severity="critical", node="n", subject="psu",
+                 state=state, message="x", started_at=90.0, updated_at=90.0)
+
+
 def test_observe_reads_rail_alarms_and_throttle_reasons() -> None:
     firing = Event("e1", 99.0, "alarm_firing", "critical", "psu", "x", {"rule": "psu_rail_low_critical"})
     restored = Event("e2", 99.0, "alarm_firing", "critical", "psu", "x",
                      {"rule": "psu_rail_low_critical", "restored": True})
     other = Event("e3", 99.0, "alarm_firing", "warning", "psu", "x", {"rule": "psu_rail_low_warning"})
-    o = observe(_frame((firing, restored, other)), GuardSection())
-    # The restored alarm does not trigger anew, but it fires: the guard counts it firing.
+    active = [alarm("a1", "psu_rail_low_critical"), alarm("a2", "psu_rail_low_critical", "pending"),
+              alarm("a3", "psu_rail_low_warning")]
+    o = observe(_frame((firing, restored, other)), GuardSection(), active)
+    # The restored alarm does not trigger anew; whether one fires is what the alarm engine has in force
+    # (a pending one does not, nor one of a rule that is no trigger).
     assert o == Observation(at=100.0, rail_min_volts=11.31, rail_window=1.0, alarms_fired=("psu_rail_low_critical",),
-                            alarm_changes=(("psu_rail_low_critical", True), ("psu_rail_low_critical", True)),
-                            throttled_gpus=(1,), gpus=(0, 1, 2))
+                            alarms_active=("a1",), throttled_gpus=(1,), gpus=(0, 1, 2))
     assert observe(_frame(windows=0), GuardSection()).rail_window == 1.0  # the seq tells
     assert observe(_frame(stale=True), GuardSection()).rail_min_volts is None
 

@@ -1,5 +1,5 @@
 """The guard's restores that do not go to plan: a hung driver, a GPU lost while capped, a sag during
-the stop, settings another tool changed."""
+the stop, settings another tool changed, a retry under a firing trigger alarm."""
 
 from __future__ import annotations
 
@@ -12,11 +12,23 @@ from rigmon.agent.guard.service import GuardService
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.hw.nvml_control import NvmlControl
-from rigmon.schema import CollectorStatus, Frame, GpuReading
+from rigmon.schema import Alarm, CollectorStatus, Frame, GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from rigmon.summary.figures import guard_mark
 from rigmon.tui.widgets.guard_line import guard_text
-from tests.agent.guard_helpers import DEADLINE_S, ENFORCE, Clock, Events, engaged, frame, make, settle
+from tests.agent.guard_helpers import (
+    DEADLINE_S,
+    ENFORCE,
+    RULE,
+    Clock,
+    Events,
+    alarm_event,
+    engaged,
+    firing_alarm,
+    frame,
+    make,
+    settle,
+)
 
 
 async def driver_answers(service: GuardService) -> None:
@@ -177,3 +189,41 @@ async def test_a_sag_while_the_stopping_agent_restores_does_not_cap_again(tmp_pa
         await stopping
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
         assert not state_file_path(tmp_path / "state").exists()
+
+
+async def test_a_retry_does_not_restore_while_a_trigger_alarm_fires(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """The restore hangs; then the rail alarm starts firing, but the ceiling on actions stops a new engage.
+    The retry a minute later put the caps back under the firing alarm; it waits as the first restore does:
+    until the alarm resolved ``restore_after_s`` ago."""
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0, call_timeout_s=0.2,
+                          gpus=(0, 1, 2, 3), alarm_rules=(RULE,), max_actions_per_hour=1)
+    active: list[Alarm] = []
+    with serving(tmp_path / "root", machine):
+        service = await engaged(tmp_path, config, events, clock, gpus=4)
+        service.active_alarms = lambda: active
+        await restore_hangs_once(service, machine, clock)
+        # The hung write landed on GPU 0 once the driver answered; the others are still capped.
+        assert events.kinds()[-1] == "guard_failed" and [g.app_clock_graphics_mhz for g in machine.gpus[1:]] == [1005] * 3
+        active.append(firing_alarm())
+        clock.t += 1
+        service.on_frame(msgspec.structs.replace(frame(clock.t, 11.9, gpus=4), events=(alarm_event("alarm_firing"),)))
+        await settle(service)
+        assert "ceiling of 1 actions per hour reached" in events.items[-1][1]
+        for _ in range(6):  # three minutes under the firing alarm, the rail read healthy
+            clock.t += 30
+            service.on_frame(frame(clock.t, 11.9, gpus=4))
+            await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus[1:]] == [1005] * 3
+        assert "guard_restored" not in events.kinds()
+        active.clear()  # resolved: the retry waits restore_after_s more
+        clock.t += 30
+        service.on_frame(msgspec.structs.replace(frame(clock.t, 11.9, gpus=4), events=(alarm_event("alarm_resolved"),)))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus[1:]] == [1005] * 3
+        clock.t += 30
+        service.on_frame(frame(clock.t, 11.9, gpus=4))
+        await settle(service)
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        assert events.kinds()[-1] == "guard_restored" and "retrying the restore" in events.items[-1][1]
+        await asyncio.to_thread(service.close)

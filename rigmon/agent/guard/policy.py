@@ -8,14 +8,14 @@ the actions out through `rigmon.hw.nvml_control` (or only reports them, in dry-r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import msgspec
 
 from rigmon.config import GuardSection
-from rigmon.schema import Frame, GuardGpuSettings, GuardStepName
+from rigmon.schema import Alarm, Frame, GuardGpuSettings, GuardStepName
 from rigmon.summary import holding_text
 
 #: Seconds over which `GuardSection.max_actions_per_hour` counts actions.
@@ -24,7 +24,7 @@ HOUR_S = 3600.0
 #: brake (a sagging supply asserts it on some boards) and the generic HW slowdown.
 HW_REASONS = frozenset({"hw_power_brake_slowdown", "hw_slowdown"})
 
-DecisionKind = Literal["engage", "step", "restore", "limited", "holding"]
+DecisionKind = Literal["engage", "step", "extend", "restore", "limited", "holding"]
 #: What the guard reads that a frame may lack: the rail (an ADC that is stale, silent or
 #: unplugged) and the GPUs' throttle reasons (a GPU collector that fails or hangs).
 RAIL, GPU_READINGS = "rail", "GPU readings"
@@ -42,8 +42,9 @@ class Observation:
             ``seq``, else its time): a reading repeated in later frames is not a new sag.
             ``None`` when the device gives neither; then only frames with new windows count.
         alarms_fired: names of trigger rules that started firing in this frame.
-        alarm_changes: trigger alarms (their ids) that this frame reports firing (``True``: started,
-            or still firing after an agent restart) or resolved (``False``), in order.
+        alarms_active: trigger alarms (their ids) firing after this frame, as the alarm engine has
+            them (those carried over an agent restart included): an alarm that ends without an
+            ``alarm_resolved`` event (its rule gone with the engine that had it) ends here too.
         throttled_gpus: GPU indices reporting a hardware slowdown reason.
         gpus: indices of the GPUs present and not lost.
         unread: what the guard reads that this frame lacks (`RAIL` when the node has an ADC but
@@ -55,7 +56,7 @@ class Observation:
     rail_min_volts: float | None = None
     rail_window: float | None = None
     alarms_fired: tuple[str, ...] = ()
-    alarm_changes: tuple[tuple[str, bool], ...] = ()
+    alarms_active: tuple[str, ...] = ()
     throttled_gpus: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
     unread: tuple[str, ...] = ()
@@ -70,7 +71,8 @@ class GuardState:
     step actions inside the last hour. ``alarms_firing`` are the trigger alarms (ids) firing now:
     while one fires, the guard does not restore; ``alarm_at`` is the last frame one fired in (the
     frame resolving the last one included): the restore counts ``restore_after_s`` from it. ``known_gpus`` are the GPUs the last frame that
-    listed any had present: a sag's frame whose GPU collector failed lists none.
+    listed any had present: a sag's frame whose GPU collector failed lists none. ``gpus`` are the GPUs
+    the steps in force were taken on: those present at the engage, and any that (re)appeared since.
     """
 
     step: int = 0
@@ -99,7 +101,8 @@ class Decision:
     """One thing to do.
 
     ``engage`` takes step 1, ``step`` the next step (``step`` is the step number after it,
-    ``step_name`` what it sets), ``restore`` puts the original settings back, ``limited``
+    ``step_name`` what it sets), ``extend`` takes steps 1 to ``step`` (those in force) on ``gpus``
+    that (re)appeared while engaged, ``restore`` puts the original settings back, ``limited``
     says the ceiling on actions per hour stopped an engage or step. A ``restore`` with ``retry``
     puts back only ``gpus`` (those a failed restore left capped); any other restores every GPU
     the guard changed. ``holding`` says the caps stay in force because the guard cannot read
@@ -125,8 +128,15 @@ def steps_of(config: GuardSection) -> tuple[GuardStepName, ...]:
     return tuple(steps)
 
 
-def observe(frame: Frame, config: GuardSection) -> Observation:
-    """Reduce a frame to what the guard's triggers look at."""
+def observe(frame: Frame, config: GuardSection, active: Iterable[Alarm] = ()) -> Observation:
+    """Reduce a frame to what the guard's triggers look at.
+
+    Args:
+        frame: the frame, with the events the alarms emitted judging it.
+        config: the ``[guard]`` section.
+        active: the alarms in force after the alarms judged ``frame`` (the agent's alarm engine:
+            active ones and those carried over a restart).
+    """
     rail = frame.readings.psu_rail
     rail_min: float | None = None
     window: float | None = None
@@ -140,18 +150,17 @@ def observe(frame: Frame, config: GuardSection) -> Observation:
         str(e.data.get("rule")) for e in frame.events
         if e.kind == "alarm_firing" and e.data.get("rule") in config.alarm_rules and not e.data.get("restored")
     )
-    # An alarm that keeps firing has no event after its first: the guard keeps the set itself.
-    changes = tuple(
-        (str(e.data.get("alarm_id") or e.data.get("rule")), e.kind == "alarm_firing") for e in frame.events
-        if e.kind in ("alarm_firing", "alarm_resolved") and e.data.get("rule") in config.alarm_rules
-    )
+    # Whether a trigger alarm still fires is what the engine has in force, not a set the guard
+    # keeps from the events: an alarm ended without one (its rule removed, its engine replaced)
+    # would otherwise hold the caps for ever.
+    firing = tuple(a.id for a in active if a.state == "firing" and a.rule in config.alarm_rules)
     gpus = tuple(g.index for g in frame.readings.gpus if g.state != "lost")
     throttled = tuple(
         g.index for g in frame.readings.gpus
         if g.state != "lost" and g.clock_reasons and HW_REASONS.intersection(g.clock_reasons)
     )
     return Observation(at=frame.taken_at, rail_min_volts=rail_min, rail_window=window, alarms_fired=fired,
-                       alarm_changes=changes, throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
+                       alarms_active=firing, throttled_gpus=throttled, gpus=gpus, unread=_unread(frame, config, rail_min is not None))
 
 
 def _unread(frame: Frame, config: GuardSection, rail_read: bool) -> tuple[str, ...]:
@@ -185,17 +194,6 @@ def _reads(state: GuardState, obs: Observation) -> GuardState:
                    unread=(), unread_reported=False)
 
 
-def _alarms_firing(state: GuardState, obs: Observation) -> tuple[str, ...]:
-    """The trigger alarms firing after ``obs``: those firing before, with this frame's changes."""
-    firing = dict.fromkeys(state.alarms_firing)
-    for alarm_id, on in obs.alarm_changes:
-        if on:
-            firing[alarm_id] = None
-        else:
-            firing.pop(alarm_id, None)
-    return tuple(firing)
-
-
 def _trigger(state: GuardState, obs: Observation, config: GuardSection) -> tuple[tuple[float, ...], str | None]:
     """Sags still in the window (this frame's included) and what triggers now, if anything."""
     sags = tuple(t for t in state.sags if obs.at - t < config.rail_window_s)
@@ -226,6 +224,9 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     ``max_actions_per_hour``; at the ceiling the guard stays where it is and says so once
     (``limited``). Restoring never counts: going back to the GPU's own settings is safe.
 
+    A GPU that (re)appears while the steps are in force (see `joining`) gets them too, first
+    (``extend``): it never counts against the ceiling, as it takes no step the others have not.
+
     Args:
         state: the state after the previous observation.
         obs: this frame's observation.
@@ -236,12 +237,50 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     """
     sags, trigger = _trigger(state, obs, config)
     alarmed = bool(state.alarms_firing)  # up to this frame (one that resolves the last alarm included)
-    firing = _alarms_firing(state, obs)
+    firing = obs.alarms_active
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
+    joined = joining(state, obs, config)
     state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=firing,
                            alarm_at=obs.at if alarmed or firing else state.alarm_at,
                            known_gpus=obs.gpus or state.known_gpus,
+                           gpus=state.gpus + tuple(i for i in joined if i not in state.gpus),
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
+    engaged_step = state.step
+    state, decisions = _advance(state, obs, config, trigger, actions)
+    if not joined or state.step == 0:
+        return state, decisions  # nothing (re)appeared, or everything goes back this frame
+    steps = steps_of(config)
+    extend = Decision("extend", engaged_step, steps[min(engaged_step, len(steps)) - 1],
+                      state.trigger or "the guard is engaged", joined)
+    return state, [extend, *decisions]
+
+
+def joining(state: GuardState, obs: Observation, config: GuardSection) -> tuple[int, ...]:
+    """GPUs that (re)appeared while steps are in force, to get them too: present in ``obs`` (and
+    among the configured ``gpus``, when set), and either not among those the steps were taken on
+    (lost or not read yet at the engage) or missing from the last frame that listed GPUs (off the
+    bus and back without a reboot: a reset GPU runs with its own settings again)."""
+    if state.step == 0 or not obs.gpus:
+        return ()
+    wanted = (i for i in obs.gpus if not config.gpus or i in config.gpus)
+    return tuple(i for i in wanted if i not in state.gpus or (state.known_gpus and i not in state.known_gpus))
+
+
+def restore_allowed(state: GuardState, at: float, config: GuardSection) -> bool:
+    """Whether settings the guard put in force may go back at ``at``: no trigger for ``restore_after_s``,
+    no trigger alarm firing nor resolved within it, and everything the guard watches read all that
+    time. The first restore and the retries of one that failed wait alike."""
+    quiet = state.last_trigger_at is None or at - state.last_trigger_at >= config.restore_after_s
+    # A trigger alarm still firing (a rail held low, a latched under-voltage flag) is no sign of health:
+    # the restore waits until it resolved ``restore_after_s`` ago.
+    alarm_quiet = not state.alarms_firing and (state.alarm_at is None or at - state.alarm_at >= config.restore_after_s)
+    return (quiet and alarm_quiet and state.read_since is not None
+            and at - state.read_since >= config.restore_after_s)
+
+
+def _advance(state: GuardState, obs: Observation, config: GuardSection, trigger: str | None,
+             actions: tuple[float, ...]) -> tuple[GuardState, list[Decision]]:
+    """`decide` after the observation is taken into ``state``: engage, step, hold or restore."""
     steps = steps_of(config)
     if trigger is not None:
         state = replace(state, last_trigger_at=obs.at)
@@ -269,18 +308,15 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
             return state, [Decision(kind, step, steps[step - 1], trigger, gpus)]
         return state, []
     quiet = state.last_trigger_at is not None and obs.at - state.last_trigger_at >= config.restore_after_s
-    # A trigger alarm still firing (a rail held low, a latched under-voltage flag) is no sign of health:
-    # the restore waits until it resolved ``restore_after_s`` ago. It fired once: it takes no further step.
-    alarm_quiet = state.alarm_at is None or obs.at - state.alarm_at >= config.restore_after_s
     if state.step > 0 and not state.held and quiet and state.unread and not state.unread_reported:
         # Due to restore, but blind: the guard does not take the silence for health (the rail
         # that sagged may still sag), and says so once.
         return replace(state, unread_reported=True), [
             Decision("holding", state.step, steps[state.step - 1] if state.step <= len(steps) else None,
                      unread_text(state.unread, state.read_at), state.gpus, unread_since=state.read_at)]
-    if (state.step > 0 and not state.held and quiet and alarm_quiet and state.read_since is not None
-            and obs.at - state.read_since >= config.restore_after_s):
-        assert state.last_trigger_at is not None
+    # A trigger alarm fired once: it takes no further step, but holds the restore while it fires.
+    if state.step > 0 and not state.held and restore_allowed(state, obs.at, config):
+        assert state.last_trigger_at is not None and state.read_since is not None
         healthy = min(obs.at - state.last_trigger_at, obs.at - state.read_since,
                       obs.at - (state.alarm_at if state.alarm_at is not None else state.last_trigger_at))
         return release(state, obs.at, f"healthy for {healthy:g} s")

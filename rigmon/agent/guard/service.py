@@ -4,7 +4,8 @@
 a frame is seen in the same frame. Deciding is pure and quick (`rigmon.agent.guard.policy`);
 acting goes to one worker thread (`rigmon.agent.guard.worker`) that talks to the GPUs through
 `rigmon.hw.nvml_control`, every call behind its own watchdog, so a hung driver call never stalls
-sampling. Every action is an event (``guard_engaged``, ``guard_step``, ``guard_restored``,
+sampling. Every action is an event (``guard_engaged``, ``guard_step``, ``guard_extended`` (a GPU that
+(re)appeared while engaged given the caps in force), ``guard_restored``,
 ``guard_failed``, ``guard_holding`` (caps kept while the rail cannot be read), and the operator's ``guard_held``, and ``guard_released_idle`` for a release with
 nothing in force) with the trigger, the GPUs and the
 settings before and after; in dry-run the same events say what it would have done. The current state is in every frame
@@ -24,21 +25,35 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from rigmon.agent.guard.actuation import LIMIT_TOLERANCE_W, GuardActuator
-from rigmon.agent.guard.policy import HOUR_S, Decision, GuardState, decide, hold, observe, release, steps_of
+from rigmon.agent.guard.elsewhere import confirm_changes
+from rigmon.agent.guard.policy import (
+    HOUR_S,
+    Decision,
+    GuardState,
+    decide,
+    hold,
+    observe,
+    release,
+    restore_allowed,
+    steps_of,
+)
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_file import EmitFn, state_file_path
 from rigmon.agent.guard.state_store import GuardStateStore
 from rigmon.agent.guard.worker import GuardWorker
 from rigmon.clock import Clock
 from rigmon.config import GuardSection
-from rigmon.schema import Frame, GuardReading
+from rigmon.schema import Alarm, Frame, GuardReading
 
 log = logging.getLogger(__name__)
 
 GuardCommand = Literal["hold", "release"]
+#: The alarms in force now: the agent's alarm engine's active ones and those carried over a restart.
+ActiveAlarms = Callable[[], Iterable[Alarm]]
 #: Seconds between attempts to put back settings a failed restore left in force (a driver call
 #: that hung); each failed attempt is a ``guard_failed`` event. Also between attempts to find
 #: whether the guard may act when the driver was not loaded at start or a call hung.
@@ -55,11 +70,14 @@ class GuardService:
         clock: the agent's clock.
         state_dir: where ``guard-state.json`` lives (empty: nowhere; nothing survives a kill).
         node: node name, for the state file.
+        active_alarms: the alarms in force, asked after the alarms judged each frame: a trigger
+            alarm holds the restore while it is among them (``None``: no alarm engine; none holds).
     """
 
     def __init__(self, config: GuardSection, control: GuardActuator | None, emit: EmitFn, clock: Clock,
-                 state_dir: str = "", node: str = "") -> None:
+                 state_dir: str = "", node: str = "", active_alarms: ActiveAlarms | None = None) -> None:
         self.config = config
+        self.active_alarms = active_alarms
         self.shared = GuardShared(config, control, emit, clock, state_file_path(state_dir) if state_dir else None,
                                   node)
         self.store = GuardStateStore(self.shared)
@@ -147,7 +165,7 @@ class GuardService:
         sh = self.shared
         if sh.closing:
             return
-        obs = observe(frame, self.config)
+        obs = observe(frame, self.config, self.active_alarms() if self.active_alarms is not None else ())
         self._notice_changes(frame)
         with sh.lock:
             sh.last_frame = frame
@@ -156,10 +174,12 @@ class GuardService:
                      and (sh.probed_at is None or obs.at - sh.probed_at >= RESTORE_RETRY_S))
             if probe:
                 sh.probe_again = False
-            if not decisions and sh.state.step == 0 and (sh.acting or sh.changed) and self.worker.idle():
+            if (not decisions and sh.state.step == 0 and (sh.acting or sh.changed) and self.worker.idle()
+                    and restore_allowed(sh.state, obs.at, self.config)):
                 # A restore failed (a hung driver call, a refused write): settings are still in
                 # force while the guard is armed. Try again now and then, on the GPUs still there
-                # (a lost GPU gets its own settings back when it is reset or the node reboots).
+                # (a lost GPU gets its own settings back when it is reset or the node reboots),
+                # and only while a restore would be allowed: not under a firing trigger alarm.
                 stuck = tuple(i for i in sorted(sh.original) if i in obs.gpus and (sh.acting or i in sh.changed))
                 if stuck and (sh.last_action_at is None or obs.at - sh.last_action_at >= RESTORE_RETRY_S):
                     decisions = [Decision("restore", 0, None, "retrying the restore of settings still in force",
@@ -171,7 +191,7 @@ class GuardService:
 
     def _notice_changes(self, frame: Frame) -> None:
         """Have the worker check GPUs the guard capped whose frame readings differ from what it set
-        (``nvidia-smi -rac``, a job's prologue, the operator's ``-pl``): `GuardWorker.confirm_changes`
+        (``nvidia-smi -rac``, a job's prologue, the operator's ``-pl``): `rigmon.agent.guard.elsewhere.confirm_changes`
         asks NVML, takes up what really changed and says so once per change.
 
         Only GPU readings this frame's own call took, and only one that started after the guard's
@@ -200,7 +220,7 @@ class GuardService:
                         and abs(g.power_limit_w - known.power_limit_w) >= LIMIT_TOLERANCE_W):
                     suspects.append(g.index)
         if suspects:
-            self.worker.submit(functools.partial(self.worker.confirm_changes, tuple(suspects)))
+            self.worker.submit(functools.partial(confirm_changes, self.shared, self.store, tuple(suspects)))
 
     def reading(self) -> GuardReading:
         """The guard's state as it goes into frames."""

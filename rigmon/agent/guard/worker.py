@@ -14,28 +14,27 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from msgspec.structs import replace
-
 from rigmon.agent.guard.actuation import (
     CALL_ERRORS,
     GuardActuator,
-    adopt,
     apply_step,
     describe,
     from_control,
     from_frame,
     put_back,
-    set_elsewhere,
 )
-from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings
+from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_store import GuardStateStore
 from rigmon.hw.nvml_control import ControlDenied, NvmlHung
-from rigmon.schema import EventValue, GuardGpuSettings
+from rigmon.schema import EventValue, GuardGpuSettings, GuardStepName
 
 log = logging.getLogger(__name__)
 
 Changes = list[tuple[GuardGpuSettings, GuardGpuSettings]]
+#: What each step caps, in events.
+STEP_TEXT: dict[GuardStepName, str] = {"app_clocks": "application clocks", "locked_clocks": "locked clocks",
+                                       "power_limit": "power limit"}
 
 
 def _gpu_error(index: int, exc: Exception) -> str:
@@ -176,69 +175,22 @@ class GuardWorker:
             self._holding(d)
             return
         assert d.step_name is not None
+        # An extend takes every step in force on GPUs that (re)appeared while engaged; the others one.
+        taking = list(enumerate(steps_of(sh.config)[:d.step], 1)) if d.kind == "extend" else [(d.step, d.step_name)]
         changes: Changes = []
         errors: list[str] = []
         saved_ahead = False
         for index in d.gpus:
-            before = planned = GuardGpuSettings(index=index)
-            with sh.lock:
-                written = index in sh.changed
-                prior, known = sh.in_force.get(index), index in sh.original
-                denied = sh.acting and d.step_name in sh.denied_steps
-            if denied:
-                errors.append(f"GPU {index}: step {d.step} not taken (refused on this node: needs root)")
-                continue
-            try:
-                before = self._current(index)
-                planned = plan_settings(d.step_name, before, self._pair(index), self._limit_w(index))
-                if sh.acting:
-                    with sh.lock:
-                        sh.original.setdefault(index, before)
-                        sh.in_force[index] = planned
-                        sh.changed.add(index)
-                    # On disk before the write: an agent killed from here on finds what to put back.
-                    self.store.save()
-                    saved_ahead = True
-                    try:
-                        after = apply_step(self._writer(), index, d.step_name, planned, sh.original_persistence)
-                    except Exception as exc:
-                        if not isinstance(exc, NvmlHung):  # a hung write may still land: keep it recorded
-                            self._unrecord(index, written, known, prior)
-                        raise
-                elif written:
-                    # Settings the guard really wrote are in force here: "would cap" on top of
-                    # them would misstate what the GPU runs with.
-                    errors.append(f"GPU {index}: step {d.step} not taken (the guard cannot act)")
-                    continue
-                else:
-                    after = planned
-            except ControlDenied as exc:
-                if sh.acting and d.step_name != "app_clocks":
-                    # Application clocks were written (the probe did): only this step is root's.
-                    # The guard goes on capping application clocks and restores what it capped.
-                    with sh.lock:
-                        sh.denied_steps.add(d.step_name)
-                    errors.append(_gpu_error(index, exc))
-                    continue
-                sh.cannot_act(str(exc))
-                if written:
-                    errors.append(_gpu_error(index, exc))
-                    continue
-                before = self._current(index)
-                after = plan_settings(d.step_name, before, self._pair(index), self._limit_w(index))
-            except CALL_ERRORS as exc:
-                errors.append(_gpu_error(index, exc))
-                if isinstance(exc, NvmlHung):
-                    # The write may still land when the driver returns: remember what to restore.
-                    with sh.lock:
-                        sh.original.setdefault(index, before)
-                        sh.in_force.setdefault(index, planned)
-                        sh.changed.add(index)
-                continue
-            with sh.lock:
-                sh.original.setdefault(index, before)
-                sh.in_force[index] = after
-            changes.append((before, after))
+            first: GuardGpuSettings | None = None
+            last = first
+            for number, name in taking:
+                change, ahead = self._take(index, number, name, errors)
+                saved_ahead = saved_ahead or ahead
+                if change is None:
+                    break
+                first, last = change[0] if first is None else first, change[1]
+            if first is not None and last is not None:
+                changes.append((first, last))
         sh.last_action_at = sh.clock.time()
         with sh.lock:
             nothing_written = not sh.changed
@@ -247,19 +199,99 @@ class GuardWorker:
         else:
             self.store.save()
         if changes:
-            kind = "guard_engaged" if d.kind == "engage" else "guard_step"
-            verb = "capped" if sh.acting else "would cap"
-            what = {"app_clocks": "application clocks", "locked_clocks": "locked clocks",
-                    "power_limit": "power limit"}[d.step_name]
-            message = (f"guard {verb} GPUs {','.join(str(b.index) for b, _ in changes)} (step {d.step}, {what}) "
-                       f"because {d.trigger}: {describe([a for _, a in changes])}")
-            if not sh.acting:
-                message += " [dry-run: nothing was changed]"
-            sh.event(kind, "warning", message, self._data(d, changes))
+            self._capped(d, [name for _, name in taking], changes)
         if errors:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
             self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+
+    def _capped(self, d: Decision, names: list[GuardStepName], changes: Changes) -> None:
+        """Say what an engage, step or extend put in force (``guard_engaged``, ``guard_step``, ``guard_extended``)."""
+        sh = self.shared
+        kind = "guard_engaged" if d.kind == "engage" else "guard_extended" if d.kind == "extend" else "guard_step"
+        verb = "capped" if sh.acting else "would cap"
+        what = ", ".join(STEP_TEXT[name] for name in names)
+        gpus = ",".join(str(b.index) for b, _ in changes)
+        if d.kind == "extend":
+            message = (f"guard {verb} GPUs {gpus} as the others (step {d.step}, {what}): they (re)appeared while "
+                       f"it is engaged because {d.trigger}: {describe([a for _, a in changes])}")
+        else:
+            message = (f"guard {verb} GPUs {gpus} (step {d.step}, {what}) because {d.trigger}: "
+                       f"{describe([a for _, a in changes])}")
+        if not sh.acting:
+            message += " [dry-run: nothing was changed]"
+        sh.event(kind, "warning", message, self._data(d, changes))
+
+    def _take(self, index: int, number: int, step_name: GuardStepName,
+              errors: list[str]) -> tuple[tuple[GuardGpuSettings, GuardGpuSettings] | None, bool]:
+        """Take step ``number`` (``step_name``) on GPU ``index``: write it (record first, on disk
+        before the write), or in dry-run say what it would set.
+
+        Returns:
+            The GPU's settings before and after (``None``: not taken; why is added to ``errors``),
+            and whether the state file was saved ahead of a write.
+        """
+        sh = self.shared
+        before = planned = GuardGpuSettings(index=index)
+        saved_ahead = False
+        with sh.lock:
+            written = index in sh.changed
+            prior, known = sh.in_force.get(index), index in sh.original
+            denied = sh.acting and step_name in sh.denied_steps
+        if denied:
+            errors.append(f"GPU {index}: step {number} not taken (refused on this node: needs root)")
+            return None, saved_ahead
+        try:
+            before = self._current(index)
+            planned = plan_settings(step_name, before, self._pair(index), self._limit_w(index))
+            if sh.acting:
+                with sh.lock:
+                    sh.original.setdefault(index, before)
+                    sh.in_force[index] = planned
+                    sh.changed.add(index)
+                # On disk before the write: an agent killed from here on finds what to put back.
+                self.store.save()
+                saved_ahead = True
+                try:
+                    after = apply_step(self._writer(), index, step_name, planned, sh.original_persistence)
+                except Exception as exc:
+                    if not isinstance(exc, NvmlHung):  # a hung write may still land: keep it recorded
+                        self._unrecord(index, written, known, prior)
+                    raise
+            elif written:
+                # Settings the guard really wrote are in force here: "would cap" on top of
+                # them would misstate what the GPU runs with.
+                errors.append(f"GPU {index}: step {number} not taken (the guard cannot act)")
+                return None, saved_ahead
+            else:
+                after = planned
+        except ControlDenied as exc:
+            if sh.acting and step_name != "app_clocks":
+                # Application clocks were written (the probe did): only this step is root's.
+                # The guard goes on capping application clocks and restores what it capped.
+                with sh.lock:
+                    sh.denied_steps.add(step_name)
+                errors.append(_gpu_error(index, exc))
+                return None, saved_ahead
+            sh.cannot_act(str(exc))
+            if written:
+                errors.append(_gpu_error(index, exc))
+                return None, saved_ahead
+            before = self._current(index)
+            after = plan_settings(step_name, before, self._pair(index), self._limit_w(index))
+        except CALL_ERRORS as exc:
+            errors.append(_gpu_error(index, exc))
+            if isinstance(exc, NvmlHung):
+                # The write may still land when the driver returns: remember what to restore.
+                with sh.lock:
+                    sh.original.setdefault(index, before)
+                    sh.in_force.setdefault(index, planned)
+                    sh.changed.add(index)
+            return None, saved_ahead
+        with sh.lock:
+            sh.original.setdefault(index, before)
+            sh.in_force[index] = after
+        return (before, after), saved_ahead
 
     def _holding(self, d: Decision) -> None:
         """Say that the caps stay in force while what the guard watches cannot be read."""
@@ -271,49 +303,6 @@ class GuardWorker:
             "mode": sh.config.mode, "dry_run": not sh.acting, "step": d.step, "step_name": d.step_name,
             "gpus": ",".join(map(str, d.gpus)), "unread_since": d.unread_since,
         })
-
-    def confirm_changes(self, indices: tuple[int, ...]) -> None:
-        """Ask NVML whether GPUs whose frames showed other settings than the guard set really run
-        with others (a frame may be a poll from before the guard's write, filed late); take up what
-        did change, so readings show it and a restore leaves it, and say so (``changed_elsewhere``)."""
-        sh = self.shared
-        if sh.control is None:
-            return
-        notes: list[str] = []
-        for index in indices:
-            with sh.lock:
-                known = sh.in_force.get(index) if index in sh.changed else None
-            if known is None:
-                continue
-            try:
-                now = sh.control.read(index)
-            except (ControlDenied, *CALL_ERRORS):
-                continue  # a lost GPU, a hung driver: nothing is known to have changed
-            app, limit = set_elsewhere(now, known)
-            if not (app or limit):
-                continue
-            real = known
-            if app:
-                real = replace(real, app_clock_mem_mhz=now.app_clock_mem_mhz,
-                               app_clock_graphics_mhz=now.app_clock_graphics_mhz)
-            if limit:
-                assert now.power_limit_mw is not None
-                real = replace(real, power_limit_w=now.power_limit_mw / 1000)
-            with sh.lock:
-                if sh.in_force.get(index) != known:
-                    continue  # restored or stepped meanwhile
-                sh.in_force[index] = real
-                if index in sh.original:
-                    sh.original[index] = adopt(sh.original[index], known, real)
-            notes.append(f"{describe([known])} set, {describe([real])} in force")
-        if not notes:
-            return
-        self.store.save()  # what a restore now writes, in case the agent is killed
-        message = (f"guard: GPU settings differ from what the guard set (another tool, a driver reload): "
-                   f"{'; '.join(notes)}; the next trigger takes the next step, and restoring leaves them "
-                   "as they are now")
-        log.warning("%s", message)
-        sh.event("guard_failed", "warning", message, {"mode": sh.config.mode, "changed_elsewhere": True})
 
     def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
         """Forget a write recorded ahead that the driver refused."""
@@ -346,19 +335,22 @@ class GuardWorker:
         return from_frame(frame, index) if frame is not None else GuardGpuSettings(index=index)
 
     def _pair(self, index: int) -> tuple[int, int] | None:
+        """The application-clock pair of step 1 for GPU ``index``: configured, or derived once from
+        what it supports (``None``: none fits, or NVML could not say)."""
         sh = self.shared
         if len(sh.config.app_clocks_mhz) == 2:
             return sh.config.app_clocks_mhz[0], sh.config.app_clocks_mhz[1]
         if index not in sh.app_clocks:
-            pair = None
-            if sh.control is not None:
-                try:
-                    pair = derive_app_clocks(sh.control.supported_clocks(index),
-                                             sh.control.read(index).max_clock_graphics_mhz,
-                                             sh.config.derive_fraction)
-                except (ControlDenied, *CALL_ERRORS):
-                    pair = None
-            sh.app_clocks[index] = pair
+            if sh.control is None:
+                return None
+            try:
+                supported = sh.control.supported_clocks(index)
+                max_graphics_mhz = sh.control.read(index).max_clock_graphics_mhz
+            except (ControlDenied, *CALL_ERRORS):
+                # Asked again at the next step: a GPU off the bus at the start (or a hung driver)
+                # must get its pair once it answers, not go uncapped for the rest of the run.
+                return None
+            sh.app_clocks[index] = derive_app_clocks(supported, max_graphics_mhz, sh.config.derive_fraction)
         return sh.app_clocks[index]
 
     def _limit_w(self, index: int) -> float:
