@@ -13,6 +13,7 @@ from rigmon.sim.node import SimNode
 from rigmon.sim.rig import running_rig
 from rigmon.sim.scenarios.lab import HealthyV100
 from rigmon.sim.tree import Tree
+from tests.token_files import control_token_config
 
 CONTROL_TOKEN = "sim-marks-control-token-0123456789"
 
@@ -43,10 +44,7 @@ def test_the_job_marks_each_checkpoint_while_every_worker_runs(tmp_path: Path) -
 
 
 async def test_marks_reach_the_agent_and_its_frames(tmp_path: Path) -> None:
-    token = tmp_path / "control.token"
-    token.write_text(CONTROL_TOKEN + "\n")
-    token.chmod(0o600)
-    extra = {"agent": {"control_token_file": str(token)}}
+    extra = control_token_config(tmp_path, CONTROL_TOKEN)
     # At speed 30 the first checkpoint (simulated 40 s) comes about 1.3 s into the run.
     async with running_rig("healthy-v100", 1, base_port=0, speed=30, workdir=tmp_path / "rig",
                            extra_config=extra) as rig:

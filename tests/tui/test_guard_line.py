@@ -13,6 +13,7 @@ from rigmon.sim.rig import running_rig
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.guard_line import GuardLine, guard_mark, guard_text
+from tests.token_files import control_token_config
 from tests.tui.snapshot_apps.dashboard import wait_for
 
 SIZE = (160, 50)
@@ -46,10 +47,7 @@ def notices(app: RigmonApp) -> list[str]:
 
 
 async def test_node_screen_shows_the_guard_and_holds_and_releases_it(tmp_path: Path) -> None:
-    token = tmp_path / "control.token"
-    token.write_text(CONTROL_TOKEN + "\n")
-    token.chmod(0o600)
-    extra = {"agent": {"control_token_file": str(token)}}
+    extra = control_token_config(tmp_path, CONTROL_TOKEN)
     # Speed 2: the guard must act within ~3 simulated seconds of the first sag (a loaded machine).
     async with running_rig("undervolt-bus-drop-guarded", 1, base_port=0, speed=2, workdir=tmp_path / "rig",
                            extra_config=extra) as rig:

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from msgspec.structs import replace
+from textual.pilot import Pilot
 
 from rigmon.cluster.alarm_board import board_view
 from rigmon.cluster.recording_end import recording_ends
@@ -108,16 +109,21 @@ async def test_the_alarms_screen_dates_an_ended_node_s_alarm_and_draws_it_faint(
         assert app.cluster.nodes[NODE03].state() == "live"
 
 
+async def open_links(app: RigmonApp, pilot: Pilot[None], at: float) -> LinkTable:
+    """Pause the replay, seek to ``at`` and open the links screen: its table."""
+    await pilot.press("space")
+    await seek(app, pilot, at)
+    await pilot.press("l")
+    await pilot.pause()
+    assert isinstance(app.screen, LinkScreen)
+    return app.screen.query_one(LinkTable)
+
+
 async def test_the_link_matrix_marks_an_ended_node_s_rows_and_mutes_their_figures(tmp_path: Path) -> None:
     # Before, node03's rows read as live ("node03", coloured as ok) after its recording ended.
     app = RigmonApp([], replay=open_replay(tmp_path), refresh_s=3600)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("space")
-        await seek(app, pilot, START_AT + SILENT_AFTER + 2)
-        await pilot.press("l")
-        await pilot.pause()
-        assert isinstance(app.screen, LinkScreen)
-        table = app.screen.query_one(LinkTable)
+        table = await open_links(app, pilot, START_AT + SILENT_AFTER + 2)
         labels = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
         assert labels == ["node01", "node02", "node03"]
         await seek(app, pilot, START_AT + SILENT_AFTER + 20)
@@ -144,12 +150,7 @@ async def test_the_link_matrix_titles_an_ended_node_s_column_as_its_row(tmp_path
     # to it read as current; only its own row said "ended".
     app = RigmonApp([], replay=open_replay(tmp_path), refresh_s=3600)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("space")
-        await seek(app, pilot, START_AT + SILENT_AFTER + 20)
-        await pilot.press("l")
-        await pilot.pause()
-        assert isinstance(app.screen, LinkScreen)
-        table = app.screen.query_one(LinkTable)
+        table = await open_links(app, pilot, START_AT + SILENT_AFTER + 20)
         stale = table._style("stale")
 
         def titles() -> list[tuple[str, bool]]:
