@@ -28,6 +28,9 @@ GPU_EVENT_KINDS = frozenset({"xid", "gpu_lost", "gpu_off_bus", "pcie_aer", "gpu_
 QUIET_REASONS = frozenset({"none", "idle", fmt.MISSING})
 #: GPU events listed at most, newest first.
 GPU_EVENTS_SHOWN = 5
+#: What the event list says when there is none of `GPU_EVENT_KINDS`: a lost GPU or one off the bus is
+#: "lost-GPU"; a process's exit or its leaving the GPU unseen (``gpu_process_left``) is "exit/leave".
+NO_GPU_EVENTS = "no Xid, lost-GPU, PCIe AER or process exit/leave events"
 
 
 def _counted(name: str, total: int, per_s: float) -> str:
@@ -58,7 +61,7 @@ def gpu_memory_held(readings: Readings) -> int | None:
 class GpuGroup(SourceGroup):
     """Total GPU power with a max-keeping trend, GPUs working of listed, one `GpuTable` row
     per GPU (NVIDIA and AMD), the processes on them (`GpuProcessTable`), NVLink/PCIe error
-    counts, and recent Xid, lost, AER and process exit events. On a narrow screen the throttle
+    counts, and recent Xid, lost, AER and process exit or leave events. On a narrow screen the throttle
     reasons, fan and ECC counts fold into one line per GPU under the table."""
 
     TITLE: ClassVar[str] = "GPUs"
@@ -192,7 +195,7 @@ class GpuGroup(SourceGroup):
 
     def _events_table(self, events: list[Event]) -> RenderableType:
         if not events:
-            return Text("no Xid, lost-GPU, PCIe AER or process exit events", style=self.style_of("absent"))
+            return Text(NO_GPU_EVENTS, style=self.style_of("absent"))
         table = Table(box=None, padding=(0, 1), show_edge=False, show_header=False)
         table.add_column(no_wrap=True)
         table.add_column(no_wrap=True)

@@ -7,7 +7,7 @@ from typing import ClassVar
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from rigmon.schema import Frame, NvmeReading, RaidArrayReading
+from rigmon.schema import Frame, NvmeReading, RaidArrayReading, RaidMemberReading
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
@@ -50,6 +50,15 @@ def nvme_link_level(drive: NvmeReading) -> Level | None:
     below = (drive.link_gen is not None and drive.max_link_gen is not None and drive.link_gen < drive.max_link_gen) \
         or (drive.link_width is not None and drive.max_link_width is not None and drive.link_width < drive.max_link_width)
     return "warn" if below else None
+
+
+def member_number(member: RaidMemberReading) -> str:
+    """``[1]``: the member's slot in the array (sysfs); where md gives none (a spare, a faulty
+    member, no md sysfs), ``#2``: its device number in the superblock (mdstat's ``[n]``, mdadm's
+    ``Number``), which is not a slot; empty when neither is known."""
+    if member.slot is not None:
+        return f"[{member.slot}]"
+    return "" if member.device is None else f" #{member.device}"
 
 
 class StorageGroup(SourceGroup):
@@ -120,7 +129,6 @@ class StorageGroup(SourceGroup):
                 plain(state),
             ])
             for member in array.members:
-                slot = "" if member.slot is None else f"[{member.slot}]"
                 role = member.role if member.present else f"{member.role}, device gone"
                 level: Level | None = None
                 if member.role in ("faulty", "missing") or not member.present:
@@ -128,7 +136,7 @@ class StorageGroup(SourceGroup):
                 elif member.role == "rebuilding":
                     level = "warn"
                 errors = "" if not member.errors_total else f"{member.errors_total} errors"
-                rows.append([self.label(f" └ {member.name}{slot}"), "", self.styled(role, level),
+                rows.append([self.label(f" └ {member.name}{member_number(member)}"), "", self.styled(role, level),
                              fmt.rate(member.read_bytes_per_s), "", fmt.rate(member.write_bytes_per_s), "",
                              "", "", self.styled(errors, "warn") if errors else ""])
         return self.table(columns, rows)
