@@ -11,7 +11,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.incident import Problem, Step
+from rigmon.cluster.incident import Problem
+from rigmon.cluster.incident_timeline import Step
 from rigmon.tui.text import plain
 
 #: Marks of a step's level, so the story reads without colour too.
