@@ -63,7 +63,8 @@ def _alarm_text(event: Event, change: str) -> str:
 
 def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, limit: int = 12,
              now: Sequence[Problem] = (), now_at: float | None = None) -> tuple[Step, ...]:
-    """The node's trouble, one step per line, oldest first (the newest ``limit`` steps).
+    """The node's trouble, one step per line, oldest first (the newest ``limit`` steps, the job's marks
+    among them only as the context of that trouble: `_with_context_marks`).
 
     Merged: an alarm firing within `MERGE_S` of a hardware event on the same subject is that
     event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
@@ -116,7 +117,7 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             steps.append(Step(event.at, "info", "resolved: " + _alarm_text(event, change), event.subject,
                               str(event.data.get("rule", ""))))
         elif event.kind == "mark":
-            steps.append(Step(event.at, "info", event.message, event.subject))
+            steps.append(Step(event.at, "info", event.message, event.subject, kind="mark"))
         elif event.kind in _JOB_KINDS:
             if notable_event(event):
                 steps.append(Step(event.at, _level(event.severity), event.message, event.subject, kind=event.kind))
@@ -145,8 +146,32 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                 if retrained:
                     text += f", after link {retrained[-1].subject.split(':', 1)[1]} slowed"
                 steps.append(Step(now_at, "warn", text, problem.subject))
-    steps = _fold_repeats(_join_twins(steps))
-    return tuple(steps[-limit:])
+    return _with_context_marks(_fold_repeats(_join_twins(steps)), limit)
+
+
+def _with_context_marks(steps: list[Step], limit: int) -> tuple[Step, ...]:
+    """The newest ``limit`` steps of trouble, with the job's marks that tell where it stood: the last
+    mark before each of those steps, and the newest after the last. A mark is context, never a step
+    of its own: none without trouble (a job checkpointing every minute is no incident), and only in
+    the room the trouble leaves, the newest first."""
+    trouble = [i for i, step in enumerate(steps) if step.kind != "mark"]
+    kept = set(trouble[-limit:])
+    if not kept:
+        return ()
+    marks: list[int] = []
+    last_mark: int | None = None
+    for i, step in enumerate(steps):
+        if step.kind == "mark":
+            last_mark = i
+            continue
+        if i in kept and last_mark is not None:
+            marks.append(last_mark)
+        last_mark = None
+    if last_mark is not None:
+        marks.append(last_mark)
+    room = limit - len(kept)
+    kept.update(marks[len(marks) - room:] if room > 0 else ())
+    return tuple(steps[i] for i in sorted(kept))
 
 
 def _join_twins(steps: list[Step]) -> list[Step]:

@@ -261,3 +261,44 @@ def test_a_process_seen_leaving_its_gpu_after_the_loss_is_the_runs_end_as_an_exi
     steps = timeline([lost, left, quiet])
     assert [(s.level, s.text, s.kind) for s in steps] == [
         ("bad", "GPU 3 lost", "gpu_lost"), ("info", left.message, "gpu_process_left")]
+
+
+def _job_event(n: int, kind: str, severity: str, message: str, subject: str = "gpu:3") -> Event:
+    return Event(id=f"e{n}", at=float(n * 10), kind=kind, severity=severity, subject=subject,  # type: ignore[arg-type]
+                 message=message)
+
+
+def test_marks_never_push_trouble_out_of_the_timeline() -> None:
+    # A job marking its checkpoints after a GPU was lost: before, twelve marks took the twelve
+    # lines and the loss was gone from the node's incident story.
+    events = [_job_event(1, "mark", "info", "epoch 1 checkpoint", "node:n1"),
+              _job_event(2, "gpu_lost", "critical", "GPU 3 is lost")]
+    events += [_job_event(3 + n, "mark", "info", f"epoch {2 + n} checkpoint", "node:n1") for n in range(12)]
+    steps = timeline(events)
+    # The mark before the loss says where the job was; the newest says where it is now.
+    assert [s.text for s in steps] == ["epoch 1 checkpoint", "GPU 3 is lost", "epoch 13 checkpoint"]
+
+
+def test_a_node_with_only_marks_has_no_incident() -> None:
+    events = [_job_event(n, "mark", "info", f"epoch {n} checkpoint", "node:n1") for n in range(1, 6)]
+    assert timeline(events) == ()
+
+
+def test_a_run_of_marks_between_two_troubles_is_its_last() -> None:
+    events = [_job_event(1, "pcie_aer", "warning", "PCIe corrected error"),
+              *(_job_event(2 + n, "mark", "info", f"epoch {n + 1} checkpoint", "node:n1") for n in range(4)),
+              _job_event(7, "link_down", "warning", "link down", "link:eth0")]
+    assert [s.text for s in timeline(events)] == ["PCIe corrected error", "epoch 4 checkpoint", "link down"]
+
+
+def test_the_limit_keeps_the_newest_trouble_and_marks_only_in_the_room_left() -> None:
+    events = []
+    for n in range(6):
+        events.append(_job_event(2 * n + 1, "mark", "info", f"epoch {n} checkpoint", "node:n1"))
+        events.append(_job_event(2 * n + 2, "link_down", "warning", f"link {n} down", f"link:eth{n}"))
+    steps = timeline(events, limit=4)
+    # Four lines: the four newest troubles; no room for the marks between them.
+    assert [s.text for s in steps] == ["link 2 down", "link 3 down", "link 4 down", "link 5 down"]
+    steps = timeline(events, limit=8)  # room for two: the newest marks
+    assert [s.text for s in steps] == ["link 0 down", "link 1 down", "link 2 down", "link 3 down",
+                                       "epoch 4 checkpoint", "link 4 down", "epoch 5 checkpoint", "link 5 down"]
