@@ -271,6 +271,9 @@ class JournalWriter(WriterRecovery):
         The two are one decision (`WriterFate`; `close` takes its own there): the store is this
         thread's to close, or left alone, never both; and a `close` that finds the thread closing
         does not say it writes nothing more.
+
+        The clean stop goes where readers look, as a batch does (`_unless_gone`): into a journal
+        opened at once when this one was removed or replaced under the writer since its last commit.
         """
         if store is None:
             return
@@ -280,7 +283,12 @@ class JournalWriter(WriterRecovery):
             self._left_open = store
             return
         try:
-            if complete:
+            if complete and self._may_write():
+                # The clean stop is a commit like a batch's: a journal removed or replaced since the
+                # last one would take it where nobody reads it (the next start then finds the run
+                # missing, or open in the file now there). Not past the deadline: no open begins then.
+                store = self._unless_gone(store)
+            if complete and store is not None:
                 # First the clean stop, then the maintenance: a pass that outlasts the deadline (or
                 # the process, killed meanwhile) costs no frame and does not make the stop unclean.
                 try:
@@ -290,7 +298,8 @@ class JournalWriter(WriterRecovery):
                 self._maintain(store, self._may_write, last=True)
         finally:
             try:
-                store.close()
+                if store is not None:
+                    store.close()
             except sqlite3.Error as exc:  # a journal found damaged past the deadline, kept as it was
                 log.warning("journal %s: closing it failed: %s", self.path, exc)
 
