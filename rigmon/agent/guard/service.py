@@ -218,7 +218,8 @@ class GuardService:
             listed = sh.state.known_gpus
             for g in frame.readings.gpus:
                 known = sh.in_force.get(g.index)
-                if known is None or g.index not in sh.changed or g.state == "lost" or (listed and g.index not in listed):
+                back = bool(listed) and g.index not in listed
+                if known is None or g.index not in sh.changed or g.state == "lost" or back:
                     continue
                 app = (g.clock_app_mem_mhz, g.clock_app_graphics_mhz)
                 if (None not in app and app != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz)) or (

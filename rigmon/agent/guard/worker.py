@@ -142,10 +142,10 @@ class GuardWorker:
             self._reset_in_force(d.gpus)
             gpus = ",".join(map(str, d.gpus))
             self._failed(d, f"GPUs {gpus} came back onto the bus more often than the ceiling of "
-                            f"{sh.config.max_actions_per_hour} re-caps per hour (max_actions_per_hour): they keep the "
-                            f"settings their reset gave them until fewer returns fall within the hour, while the others "
-                            f"stay at step {d.step}; a GPU that keeps dropping off the bus needs looking at (its slot, "
-                            "riser, power leads)", None)
+                            f"{sh.config.max_actions_per_hour} re-caps per hour (max_actions_per_hour): they keep "
+                            "the settings their reset gave them until fewer returns fall within the hour, while the "
+                            f"others stay at step {d.step}; a GPU that keeps dropping off the bus needs looking at "
+                            "(its slot, riser, power leads)", None)
             return
         if d.kind == "restore":
             self._restore(d)
