@@ -158,7 +158,8 @@ class Agent:
                 config.guard, open_nvml_control(self.root, config.guard.call_timeout_s),
                 lambda *event: self.sampler.emit_event(*event), self.clock, config.agent.state_dir, config.node_name,
                 # Asked after the alarms judged each frame: a trigger alarm holds the restore while it is in force.
-                active_alarms=lambda: self.alarms.engine.active() + self.alarms.engine.book.carried(),
+                # Looked up each time: a rules reload replaces the engine.
+                active_alarms=lambda: self.alarms.engine.in_force(),
             )
             collectors = {**collectors, "guard": GuardCollector(self.guard)}
         intervals = {

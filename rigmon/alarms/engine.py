@@ -182,6 +182,11 @@ class AlarmEngine:
         """Pending and firing alarms, newest first."""
         return self.book.active()
 
+    def in_force(self) -> tuple[Alarm, ...]:
+        """Pending and firing alarms and those carried over an agent restart that fresh readings
+        have not decided yet (they go on firing until then), newest first."""
+        return tuple(sorted(self.active() + self.book.carried(), key=lambda a: a.started_at, reverse=True))
+
     def recent(self) -> tuple[Alarm, ...]:
         """Resolved alarms that fired, newest first."""
         return self.book.recent()
@@ -247,8 +252,7 @@ class AlarmEngine:
         Its ``active`` alarms include those carried over an agent restart that fresh readings
         have not decided yet: they go on firing until then (see `AlarmBook.restore`).
         """
-        active = tuple(sorted(self.active() + self.book.carried(), key=lambda a: a.started_at, reverse=True))
-        return AlarmList(node=self.node, active=active, recent=self.recent(), rules=self.rule_names,
+        return AlarmList(node=self.node, active=self.in_force(), recent=self.recent(), rules=self.rule_names,
                          control=control)
 
     # --- conditions ----------------------------------------------------------------------

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rigmon.sim.nvml_abi import ERROR_INSUFFICIENT_SIZE, ERROR_INVALID_ARGUMENT, ERROR_NO_PERMISSION, SUCCESS, int_arg
-from rigmon.sim.nvml_machine import FakeGpu
+from rigmon.sim.nvml_machine import DEFAULT_APP_CLOCKS, FakeGpu
 
 if TYPE_CHECKING:
     from rigmon.sim.nvml import FakeNvmlLibrary
 
 #: nvmlDeviceGetPowerManagementLimitConstraints' minimum on a V100-SXM2 (mW).
 MIN_LIMIT_MW = 150_000
-DEFAULT_APP_CLOCKS = (877, 1312)
 #: The writes ``nvidia-smi -acp UNRESTRICTED`` opens to every user.
 APP_CLOCK_WRITES = frozenset({"nvmlDeviceSetApplicationsClocks", "nvmlDeviceResetApplicationsClocks"})
 

@@ -21,6 +21,9 @@ V100_MEMORY_BYTES = 16_945_512_448
 V100_DEVICE_ID = 0x1DB110DE
 V100_SUBSYSTEM_ID = 0x121210DE
 NVLINK_COUNTERS = (0, 1, 2, 3)  # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA
+#: A V100-SXM2's default application clocks (memory, graphics) in MHz: what a reset or a
+#: driver reload puts back (``nvmlDeviceGetDefaultApplicationsClock``).
+DEFAULT_APP_CLOCKS = (877, 1312)
 
 #: Symbols whose value is optional on some part; ``not_supported`` without names covers these.
 OPTIONAL_SYMBOLS = frozenset({
@@ -124,6 +127,19 @@ class FakeGpu:
     #: Microsecond timestamp of the driver's last per-process utilisation sample.
     process_sample_us: int = 0
 
+    def reset_board(self) -> None:
+        """Put back what a GPU reset (``nvidia-smi -r``, the driver re-probing the board) resets.
+
+        NVML's setters say their values last until a reboot or a driver reload: the default
+        application clocks come back, a locked clock range goes and the power limit is the
+        board's default again. Persistence mode is the driver's setting, not the board's: it
+        stays as it was.
+        """
+        self.app_clock_mem_mhz, self.app_clock_graphics_mhz = DEFAULT_APP_CLOCKS
+        self.app_clocks_set = False
+        self.locked_clock_min_mhz = self.locked_clock_max_mhz = None
+        self.power_limit_mw = self.enforced_limit_mw = self.default_limit_mw
+
     @property
     def bus_id(self) -> str:
         """NVML's spelling of the PCI address: ``00000000:1A:00.0``."""
@@ -191,7 +207,8 @@ class FakeNvmlMachine:
         self._switch(failure, gpu, set(symbols), on=True)
 
     def heal(self, failure: FailureName, gpu: int | None = None) -> None:
-        """Switch a named failure off; healing ``gpu_lost`` is a reset, which drops the GPU's event registrations."""
+        """Switch a named failure off; healing ``gpu_lost`` is a reset: the GPU's clocks and power limit
+        go back to the board's defaults (`FakeGpu.reset_board`) and its event registrations go."""
         self._switch(failure, gpu, set(), on=False)
 
     def _switch(self, failure: FailureName, gpu: int | None, symbols: set[str], on: bool) -> None:
@@ -222,6 +239,7 @@ class FakeNvmlMachine:
                     # registration for it goes with it.
                     for devices in self._registered.values():
                         devices.discard(gpu)
+                    target.reset_board()
                 target.lost = on
             elif failure == "not_supported":
                 target.not_supported = (symbols or set(OPTIONAL_SYMBOLS)) if on else set()

@@ -265,6 +265,9 @@ async def test_an_alarm_carried_over_a_restart_holds_until_fresh_readings_decide
         assert second.guard is not None
         await settle_agent(second, clock, 10.0, probe, other=40.0)  # the alarm's subject not read yet
         assert [a.id for a in second.alarms.engine.book.carried()] == [hot.id]
+        # The engine says which alarms are in force (active and carried); the guard asks it that.
+        assert [a.id for a in second.alarms.engine.in_force()] == [hot.id] and not second.alarms.engine.active()
+        assert second.guard.active_alarms is not None and [a.id for a in second.guard.active_alarms()] == [hot.id]
         assert second.guard.shared.state.alarms_firing == (hot.id,)
         await settle_agent(second, clock, 11.0, probe, probe=80.0)  # decided: clear
         assert second.guard.shared.state.alarms_firing == ()

@@ -114,8 +114,8 @@ async def test_a_capped_gpu_reset_back_onto_the_bus_is_capped_again(tmp_path: Pa
         machine.fail("gpu_lost", gpu=2)
         clock.t += 1
         service.on_frame(frame(clock.t, 11.9, gpus=4, lost=(2,)))
-        machine.gpus[2].app_clock_graphics_mhz = 1312  # the reset puts the board's own clocks back
-        machine.heal("gpu_lost", gpu=2)
+        machine.heal("gpu_lost", gpu=2)  # the reset puts the board's own clocks back (the sim does, as NVML)
+        assert machine.gpus[2].app_clock_graphics_mhz == 1312
         clock.t += 1
         service.on_frame(frame(clock.t, 11.9, gpus=4))
         await settle(service)

@@ -8,6 +8,7 @@ the actions out through `rigmon.hw.nvml_control` (or only reports them, in dry-r
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -24,7 +25,7 @@ HOUR_S = 3600.0
 #: brake (a sagging supply asserts it on some boards) and the generic HW slowdown.
 HW_REASONS = frozenset({"hw_power_brake_slowdown", "hw_slowdown"})
 
-DecisionKind = Literal["engage", "step", "extend", "restore", "limited", "holding"]
+DecisionKind = Literal["engage", "step", "extend", "extend_limited", "restore", "limited", "holding"]
 #: What the guard reads that a frame may lack: the rail (an ADC that is stale, silent or
 #: unplugged) and the GPUs' throttle reasons (a GPU collector that fails or hangs).
 RAIL, GPU_READINGS = "rail", "GPU readings"
@@ -73,6 +74,8 @@ class GuardState:
     frame resolving the last one included): the restore counts ``restore_after_s`` from it. ``known_gpus`` are the GPUs the last frame that
     listed any had present: a sag's frame whose GPU collector failed lists none. ``gpus`` are the GPUs
     the steps in force were taken on: those present at the engage, and any that (re)appeared since.
+    ``extends`` are the ``(GPU, time)`` of the extends inside the last hour (each GPU has the ceiling
+    of ``max_actions_per_hour`` to itself), ``extends_limited`` the GPUs whose ceiling was reported.
     """
 
     step: int = 0
@@ -94,6 +97,8 @@ class GuardState:
     alarms_firing: tuple[str, ...] = ()
     alarm_at: float | None = None
     known_gpus: tuple[int, ...] = ()
+    extends: tuple[tuple[int, float], ...] = ()
+    extends_limited: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,8 @@ class Decision:
     ``engage`` takes step 1, ``step`` the next step (``step`` is the step number after it,
     ``step_name`` what it sets), ``extend`` takes steps 1 to ``step`` (those in force) on ``gpus``
     that (re)appeared while engaged, ``restore`` puts the original settings back, ``limited``
-    says the ceiling on actions per hour stopped an engage or step. A ``restore`` with ``retry``
+    says the ceiling on actions per hour stopped an engage or step, ``extend_limited`` that it
+    stopped an extend of ``gpus`` (back on the bus that often within the hour). A ``restore`` with ``retry``
     puts back only ``gpus`` (those a failed restore left capped); any other restores every GPU
     the guard changed. ``holding`` says the caps stay in force because the guard cannot read
     what it watches (``unread_since``: when it last could, ``None``: not yet in this run).
@@ -225,7 +231,11 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     (``limited``). Restoring never counts: going back to the GPU's own settings is safe.
 
     A GPU that (re)appears while the steps are in force (see `joining`) gets them too, first
-    (``extend``): it never counts against the ceiling, as it takes no step the others have not.
+    (``extend``): it takes no step the others have not, so it does not count against the ceiling of
+    engage and step actions; but a GPU going off the bus and back again and again (a flapping link,
+    a board reset in a loop) is capped again at most ``max_actions_per_hour`` times an hour, each
+    GPU on its own count; beyond that it keeps its own settings until its count falls below, said
+    once (``extend_limited``).
 
     Args:
         state: the state after the previous observation.
@@ -239,20 +249,37 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     alarmed = bool(state.alarms_firing)  # up to this frame (one that resolves the last alarm included)
     firing = obs.alarms_active
     actions = tuple(t for t in state.actions if obs.at - t < HOUR_S)
+    extends = tuple((i, t) for i, t in state.extends if obs.at - t < HOUR_S)
+    counts = Counter(i for i, _ in extends)
     joined = joining(state, obs, config)
+    allowed = tuple(i for i in joined if counts[i] < config.max_actions_per_hour)
+    # A GPU over its ceiling has its own settings, not the steps: it leaves the GPUs they are on
+    # (a further step skips it), and every frame listing it asks again until its count fell.
+    over = tuple(i for i in joined if i not in allowed)
     state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=firing,
                            alarm_at=obs.at if alarmed or firing else state.alarm_at,
                            known_gpus=obs.gpus or state.known_gpus,
-                           gpus=state.gpus + tuple(i for i in joined if i not in state.gpus),
+                           gpus=tuple(i for i in state.gpus if i not in over)
+                           + tuple(i for i in allowed if i not in state.gpus), extends=extends,
+                           extends_limited=tuple(i for i in state.extends_limited
+                                                 if counts[i] >= config.max_actions_per_hour),
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     engaged_step = state.step
     state, decisions = _advance(state, obs, config, trigger, actions)
     if not joined or state.step == 0:
         return state, decisions  # nothing (re)appeared, or everything goes back this frame
     steps = steps_of(config)
-    extend = Decision("extend", engaged_step, steps[min(engaged_step, len(steps)) - 1],
-                      state.trigger or "the guard is engaged", joined)
-    return state, [extend, *decisions]
+    step_name = steps[min(engaged_step, len(steps)) - 1]
+    why = state.trigger or "the guard is engaged"
+    extending: list[Decision] = []
+    if allowed:
+        extending.append(Decision("extend", engaged_step, step_name, why, allowed))
+        state = replace(state, extends=state.extends + tuple((i, obs.at) for i in allowed))
+    unreported = tuple(i for i in over if i not in state.extends_limited)
+    if unreported:
+        extending.append(Decision("extend_limited", engaged_step, step_name, why, unreported))
+        state = replace(state, extends_limited=state.extends_limited + unreported)
+    return state, [*extending, *decisions]
 
 
 def joining(state: GuardState, obs: Observation, config: GuardSection) -> tuple[int, ...]:
@@ -333,7 +360,8 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
     if state.step == 0:
         return replace(state, held=False, released_until=until or state.released_until), []
     decision = Decision("restore", 0, None, why, state.gpus)
-    return GuardState(actions=state.actions, last_trigger_at=state.last_trigger_at,
+    return GuardState(actions=state.actions, extends=state.extends, extends_limited=state.extends_limited,
+                      last_trigger_at=state.last_trigger_at,
                       rail_window=state.rail_window, released_until=until, read_at=state.read_at,
                       read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing,
                       alarm_at=state.alarm_at, known_gpus=state.known_gpus), [decision]

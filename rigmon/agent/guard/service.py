@@ -198,6 +198,10 @@ class GuardService:
         last write (an older one, or a hung collector's last, still shows the settings before
         it), and only while nothing is queued for the GPUs. A frame is only a hint: a poll filed
         late (a busy scheduler) may still show the settings before the guard's write.
+
+        Not a GPU back from off the bus (lost, or missing from the last frame that listed GPUs):
+        it was reset, which puts the board's defaults back; nobody changed it elsewhere, and the
+        policy gives it the caps in force again (``extend``, one ``guard_extended``).
         """
         sh = self.shared
         status = frame.collectors.get("gpu")
@@ -210,9 +214,12 @@ class GuardService:
                 return
             if not self.worker.idle():
                 return
+            # What the policy saw before this frame: a GPU missing then and here now is back.
+            listed = sh.state.known_gpus
             for g in frame.readings.gpus:
                 known = sh.in_force.get(g.index)
-                if known is None or g.index not in sh.changed or g.state == "lost":
+                back = bool(listed) and g.index not in listed
+                if known is None or g.index not in sh.changed or g.state == "lost" or back:
                     continue
                 app = (g.clock_app_mem_mhz, g.clock_app_graphics_mhz)
                 if (None not in app and app != (known.app_clock_mem_mhz, known.app_clock_graphics_mhz)) or (

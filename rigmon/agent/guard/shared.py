@@ -65,8 +65,10 @@ class GuardShared:
         self.original: dict[int, GuardGpuSettings] = {}
         #: Persistence mode of each GPU before the guard switched it on (``None``: unknown).
         self.original_persistence: dict[int, bool | None] = {}
-        #: Application-clock pair of each GPU, worked out once (``None``: none found).
+        #: Application-clock pair of each GPU, worked out once (``None``: NVML offers none that fits).
         self.app_clocks: dict[int, tuple[int, int] | None] = {}
+        #: Why a GPU's pair could not be worked out yet (NVML did not answer; asked again next step).
+        self.pair_errors: dict[int, str] = {}
         #: Power-limit range (min, max mW, ``None`` where NVML does not say) of each GPU, read once.
         self.limit_ranges: dict[int, tuple[int | None, int | None] | None] = {}
         #: The latest frame (settings from it when NVML cannot be read).

@@ -23,9 +23,10 @@ from rigmon.agent.guard.actuation import (
     from_frame,
     put_back,
 )
-from rigmon.agent.guard.policy import Decision, derive_app_clocks, plan_settings, steps_of
+from rigmon.agent.guard.policy import Decision, plan_settings, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_store import GuardStateStore
+from rigmon.agent.guard.targets import check_fit, limit_of, no_pair_text, pair_of
 from rigmon.hw.nvml_control import ControlDenied, NvmlHung
 from rigmon.schema import EventValue, GuardGpuSettings, GuardStepName
 
@@ -125,41 +126,10 @@ class GuardWorker:
             except (ControlDenied, *CALL_ERRORS):
                 count = 0
             for index in sh.config.gpus or range(count):
-                self._pair(index)
-            self._check_fit(count)
+                pair_of(sh, index)
+            check_fit(sh, count)
         else:
             sh.cannot_act(reason)
-
-    def _check_fit(self, count: int) -> None:
-        """Say at start, not when the rail sags, which configured settings these GPUs refuse."""
-        sh = self.shared
-        control = self._writer()
-        problems: list[str] = []
-        missing = [i for i in sh.config.gpus if i >= count]
-        if missing:
-            problems.append(f"gpus: {', '.join(map(str, missing))} not on this node (NVML lists {count})")
-        for index in [i for i in sh.config.gpus or range(count) if i < count]:
-            try:
-                now = control.read(index)
-                supported = control.supported_clocks(index) if len(sh.config.app_clocks_mhz) == 2 else {}
-            except (ControlDenied, *CALL_ERRORS):
-                continue
-            if len(sh.config.app_clocks_mhz) == 2 and supported:
-                mem, graphics = sh.config.app_clocks_mhz
-                if graphics not in supported.get(mem, ()):
-                    problems.append(f"GPU {index}: app_clocks_mhz [{mem}, {graphics}] is no pair it supports "
-                                    f"([memory, graphics]; memory clocks {', '.join(map(str, sorted(supported)))})")
-            low, high = now.power_limit_min_mw, now.power_limit_max_mw
-            if sh.config.power_limit_w > 0 and low is not None and sh.config.power_limit_w * 1000 < low:
-                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is below its minimum "
-                                f"{low / 1000:g} W: the step sets {low / 1000:g} W")
-            if sh.config.power_limit_w > 0 and high is not None and sh.config.power_limit_w * 1000 > high:
-                problems.append(f"GPU {index}: power_limit_w {sh.config.power_limit_w:g} is above its maximum "
-                                f"{high / 1000:g} W: the step sets at most {high / 1000:g} W")
-        if problems:
-            message = f"guard: [guard] does not fit this node; those steps will fail: {'; '.join(problems)}"
-            log.warning("%s", message)
-            sh.event("guard_failed", "warning", message, {"mode": sh.config.mode})
 
     def carry_out(self, d: Decision) -> None:
         """Engage, step, restore or report the rate limit, as ``d`` says, with its event."""
@@ -167,6 +137,15 @@ class GuardWorker:
         if d.kind == "limited":
             self._failed(d, f"ceiling of {sh.config.max_actions_per_hour} actions per hour reached: "
                             f"staying at step {d.step} although {d.trigger}", None)
+            return
+        if d.kind == "extend_limited":
+            self._reset_in_force(d.gpus)
+            gpus = ",".join(map(str, d.gpus))
+            self._failed(d, f"GPUs {gpus} came back onto the bus more often than the ceiling of "
+                            f"{sh.config.max_actions_per_hour} re-caps per hour (max_actions_per_hour): they keep "
+                            "the settings their reset gave them until fewer returns fall within the hour, while the "
+                            f"others stay at step {d.step}; a GPU that keeps dropping off the bus needs looking at "
+                            "(its slot, riser, power leads)", None)
             return
         if d.kind == "restore":
             self._restore(d)
@@ -180,15 +159,24 @@ class GuardWorker:
         changes: Changes = []
         errors: list[str] = []
         saved_ahead = False
+        taken: set[GuardStepName] = set()
         for index in d.gpus:
             first: GuardGpuSettings | None = None
             last = first
             for number, name in taking:
-                change, ahead = self._take(index, number, name, errors)
+                if name == "app_clocks" and pair_of(sh, index) is None:
+                    # Writing its own clocks back would be no cap: said so, and not counted as
+                    # capped for this step; the later steps (locked clocks, power limit) still cap it.
+                    errors.append(f"GPU {index}: application clocks not capped: {no_pair_text(sh, index)}")
+                    continue
+                # A GPU that (re)appeared runs with what it has now (a reset put the board's
+                # defaults back), not with what the guard set before it went: read it first.
+                change, ahead = self._take(index, number, name, errors, fresh=d.kind == "extend" and first is None)
                 saved_ahead = saved_ahead or ahead
                 if change is None:
                     break
                 first, last = change[0] if first is None else first, change[1]
+                taken.add(name)
             if first is not None and last is not None:
                 changes.append((first, last))
         sh.last_action_at = sh.clock.time()
@@ -199,7 +187,7 @@ class GuardWorker:
         else:
             self.store.save()
         if changes:
-            self._capped(d, [name for _, name in taking], changes)
+            self._capped(d, [name for _, name in taking if name in taken], changes)
         if errors:
             self._failed(d, "; ".join(errors), changes)
         elif not changes:
@@ -222,10 +210,11 @@ class GuardWorker:
             message += " [dry-run: nothing was changed]"
         sh.event(kind, "warning", message, self._data(d, changes))
 
-    def _take(self, index: int, number: int, step_name: GuardStepName,
-              errors: list[str]) -> tuple[tuple[GuardGpuSettings, GuardGpuSettings] | None, bool]:
+    def _take(self, index: int, number: int, step_name: GuardStepName, errors: list[str],
+              fresh: bool = False) -> tuple[tuple[GuardGpuSettings, GuardGpuSettings] | None, bool]:
         """Take step ``number`` (``step_name``) on GPU ``index``: write it (record first, on disk
-        before the write), or in dry-run say what it would set.
+        before the write), or in dry-run say what it would set. ``fresh``: start from the GPU's
+        settings as NVML reads them now, not from those the guard has in force on it.
 
         Returns:
             The GPU's settings before and after (``None``: not taken; why is added to ``errors``),
@@ -242,8 +231,11 @@ class GuardWorker:
             errors.append(f"GPU {index}: step {number} not taken (refused on this node: needs root)")
             return None, saved_ahead
         try:
-            before = self._current(index)
-            planned = plan_settings(step_name, before, self._pair(index), self._limit_w(index))
+            before = self._current(index, fresh)
+            if fresh and prior is not None:
+                # A refused write leaves what the GPU runs with now recorded, not the caps it lost.
+                prior = before
+            planned = plan_settings(step_name, before, pair_of(sh, index), limit_of(sh, index))
             if sh.acting:
                 with sh.lock:
                     sh.original.setdefault(index, before)
@@ -278,7 +270,7 @@ class GuardWorker:
                 errors.append(_gpu_error(index, exc))
                 return None, saved_ahead
             before = self._current(index)
-            after = plan_settings(step_name, before, self._pair(index), self._limit_w(index))
+            after = plan_settings(step_name, before, pair_of(sh, index), limit_of(sh, index))
         except CALL_ERRORS as exc:
             errors.append(_gpu_error(index, exc))
             if isinstance(exc, NvmlHung):
@@ -292,6 +284,23 @@ class GuardWorker:
             sh.original.setdefault(index, before)
             sh.in_force[index] = after
         return (before, after), saved_ahead
+
+    def _reset_in_force(self, indices: tuple[int, ...]) -> None:
+        """Record what GPUs back on the bus and not capped again run with now (a reset put the board's
+        defaults back): readings show it, a frame showing it is no change made elsewhere, and a restore
+        starts from it."""
+        sh = self.shared
+        if sh.control is None or not sh.acting:
+            return
+        for index in indices:
+            try:
+                now = from_control(sh.control.read(index))
+            except (ControlDenied, *CALL_ERRORS):
+                continue
+            with sh.lock:
+                if index in sh.in_force:
+                    sh.in_force[index] = now
+        self.store.save()
 
     def _holding(self, d: Decision) -> None:
         """Say that the caps stay in force while what the guard watches cannot be read."""
@@ -317,12 +326,14 @@ class GuardWorker:
             if not known:
                 sh.original.pop(index, None)
 
-    def _current(self, index: int) -> GuardGpuSettings:
+    def _current(self, index: int, fresh: bool = False) -> GuardGpuSettings:
+        """GPU ``index``'s settings: those the guard has in force on it (unless ``fresh``), else as
+        NVML reads them, else as the latest frame showed them."""
         sh = self.shared
         with sh.lock:
             known = sh.in_force.get(index)
             frame = sh.last_frame
-        if known is not None:
+        if known is not None and not fresh:
             return known
         if sh.control is not None:
             try:
@@ -332,47 +343,9 @@ class GuardWorker:
             else:
                 sh.original_persistence.setdefault(index, now.persistence)
                 return from_control(now)
+        if known is not None:
+            return known
         return from_frame(frame, index) if frame is not None else GuardGpuSettings(index=index)
-
-    def _pair(self, index: int) -> tuple[int, int] | None:
-        """The application-clock pair of step 1 for GPU ``index``: configured, or derived once from
-        what it supports (``None``: none fits, or NVML could not say)."""
-        sh = self.shared
-        if len(sh.config.app_clocks_mhz) == 2:
-            return sh.config.app_clocks_mhz[0], sh.config.app_clocks_mhz[1]
-        if index not in sh.app_clocks:
-            if sh.control is None:
-                return None
-            try:
-                supported = sh.control.supported_clocks(index)
-                max_graphics_mhz = sh.control.read(index).max_clock_graphics_mhz
-            except (ControlDenied, *CALL_ERRORS):
-                # Asked again at the next step: a GPU off the bus at the start (or a hung driver)
-                # must get its pair once it answers, not go uncapped for the rest of the run.
-                return None
-            sh.app_clocks[index] = derive_app_clocks(supported, max_graphics_mhz, sh.config.derive_fraction)
-        return sh.app_clocks[index]
-
-    def _limit_w(self, index: int) -> float:
-        """The power limit of the last step for GPU ``index``: the configured one, within the range
-        NVML allows for that GPU (the driver refuses a limit outside it, which would leave no cap)."""
-        sh = self.shared
-        if index not in sh.limit_ranges:
-            found = None
-            if sh.control is not None:
-                try:
-                    now = sh.control.read(index)
-                except (ControlDenied, *CALL_ERRORS):
-                    return sh.config.power_limit_w  # asked again at the next step
-                found = (now.power_limit_min_mw, now.power_limit_max_mw)
-            sh.limit_ranges[index] = found
-        found = sh.limit_ranges[index]
-        limit = sh.config.power_limit_w
-        if found is not None and found[0] is not None:
-            limit = max(limit, found[0] / 1000)
-        if found is not None and found[1] is not None:
-            limit = min(limit, found[1] / 1000)
-        return limit
 
     def _writer(self) -> GuardActuator:
         """NVML, when acting (the probe found it)."""

@@ -1,0 +1,135 @@
+"""A capped GPU that goes off the bus and is reset comes back with the board's defaults: the guard caps it
+again with one ``guard_extended`` (no "changed elsewhere"), and a GPU that keeps coming back is capped
+again at most ``max_actions_per_hour`` times an hour; pure policy and the service over the fake NVML."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import msgspec
+
+from rigmon.agent.guard.policy import GuardState, Observation, decide
+from rigmon.config import GuardSection
+from rigmon.schema import CollectorStatus, Frame, GpuReading
+from rigmon.sim.nvml import FakeNvmlMachine, serving
+from tests.agent.guard_helpers import Clock, Events, frame, settle, started
+
+#: Three steps (application clocks, locked clocks, 200 W), each sag 16 s after the last takes the next.
+THREE_STEPS = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0)
+
+
+def gpu_frame(at: float, machine: FakeNvmlMachine, volts: float = 11.9) -> Frame:
+    """A frame whose GPU readings are the fake GPUs' now: a lost one reads ``lost`` and nothing else."""
+    base = frame(at, volts)
+    gpus = tuple(
+        GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
+                   pci_bus_id_xid=None, state="lost")
+        if g.lost else
+        GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
+                   pci_bus_id_xid=None, clock_app_mem_mhz=g.app_clock_mem_mhz,
+                   clock_app_graphics_mhz=g.app_clock_graphics_mhz, power_limit_w=g.power_limit_mw / 1000)
+        for g in machine.gpus)
+    collectors = {**base.collectors, "gpu": CollectorStatus("ok", True, duration_s=0.01, sampled_at=at)}
+    return msgspec.structs.replace(base, collectors=collectors,
+                                   readings=msgspec.structs.replace(base.readings, gpus=gpus))
+
+
+def _capped(machine: FakeNvmlMachine) -> list[tuple[int, int | None, int]]:
+    return [(g.app_clock_graphics_mhz, g.locked_clock_max_mhz, g.power_limit_mw) for g in machine.gpus]
+
+
+async def test_a_capped_gpu_reset_back_onto_the_bus_is_capped_again_with_one_event(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """GPU 2 at step 3 falls off the bus and is reset: its first frame back shows the board's defaults. That is
+    no change made elsewhere (before: a ``guard_failed`` with ``changed_elsewhere`` took them for the
+    operator's, and the restore would have left them); the guard caps it again, saying once what it ran with."""
+    events, clock = Events(), Clock()
+    with serving(tmp_path / "root", machine):
+        service = await started(tmp_path, THREE_STEPS, events, clock)
+        for _ in range(3):
+            service.on_frame(gpu_frame(clock.t, machine, volts=11.3))
+            await settle(service)
+            clock.t += 16
+        assert _capped(machine) == [(1005, 1005, 200_000)] * 4
+        assert events.kinds() == ["guard_engaged", "guard_step", "guard_step"]
+        machine.fail("gpu_lost", gpu=2)
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        machine.heal("gpu_lost", gpu=2)
+        clock.t += 1
+        service.on_frame(gpu_frame(clock.t, machine))  # the board's defaults: 1312 MHz, no lock, 300 W
+        await settle(service)
+        clock.t += 1
+        service.on_frame(gpu_frame(clock.t, machine))  # capped again: as the guard set it
+        await settle(service)
+        assert _capped(machine) == [(1005, 1005, 200_000)] * 4
+        assert events.kinds() == ["guard_engaged", "guard_step", "guard_step", "guard_extended"]
+        _, message, data = events.items[-1]
+        assert (data["gpus"], data["step"], data["before"]) == ("2", 3, "gpu2 877/1312 MHz 300 W")
+        assert data["after"] == "gpu2 877/1005 MHz lock<=1005 200 W" and "GPUs 2 as the others" in message
+        reading = service.reading()
+        assert reading.settings[2].app_clock_graphics_mhz == 1005 and reading.original[2].power_limit_w == 300.0
+        clock.t += 31
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        assert events.kinds()[-1] == "guard_restored" and "left as set elsewhere" not in events.items[-1][1]
+        assert _capped(machine) == [(1312, None, 300_000)] * 4
+        assert [g.persistence_mode for g in machine.gpus] == [0] * 4
+        await asyncio.to_thread(service.close)
+
+
+def test_a_gpu_flapping_on_and_off_the_bus_is_capped_again_at_most_the_ceiling_per_hour() -> None:
+    """Off the bus and back every other second: before, one ``extend`` (three NVML writes and an event) each
+    time, for ever. Now at most ``max_actions_per_hour`` an hour for that GPU, the ceiling said once; the
+    others' steps and their own ceiling are untouched, and the hour over, it is capped again."""
+    config = GuardSection(enabled=True, rail_count=1, step_after_s=10.0, restore_after_s=7200.0,
+                          max_actions_per_hour=3)
+    state, decisions = decide(GuardState(), Observation(at=0, rail_min_volts=11.3, rail_window=0, gpus=(0, 1)),
+                              config)
+    assert [(d.kind, d.gpus) for d in decisions] == [("engage", (0, 1))]
+    out: list[tuple[float, str, tuple[int, ...]]] = []
+    for k in range(1, 41):
+        obs = Observation(at=k, rail_min_volts=11.9 if k != 20 else 11.3, rail_window=k,
+                          gpus=(0, 1) if k % 2 == 0 else (0,))
+        state, decisions = decide(state, obs, config)
+        out += [(obs.at, d.kind, d.gpus) for d in decisions]
+    assert out == [(2, "extend", (1,)), (4, "extend", (1,)), (6, "extend", (1,)), (8, "extend_limited", (1,)),
+                   (20, "step", (0,))]  # GPU 1 runs its own settings: the step is not taken on it alone
+    assert state.step == 2 and state.gpus == (0,)
+    state, decisions = decide(state, Observation(at=3602, rail_min_volts=11.9, rail_window=3602, gpus=(0, 1)), config)
+    assert [(d.kind, d.step, d.gpus) for d in decisions] == [("extend", 2, (1,))]
+    assert state.gpus == (0, 1)
+
+
+async def test_a_gpu_over_its_ceiling_keeps_its_reset_settings_without_changed_elsewhere_reports(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """GPU 1 keeps being reset while the guard is engaged (ceiling 1 an hour): once capped again, then one
+    ``guard_failed`` saying it is not; its frames after that are no change made elsewhere, however often it
+    comes back, and the restore puts the others back and leaves it as the reset left it."""
+    events, clock = Events(), Clock()
+    config = GuardSection(enabled=True, mode="enforce", rail_count=1, locked_clocks=False, power_limit_w=0,
+                          restore_after_s=30.0, max_actions_per_hour=1)
+    with serving(tmp_path / "root", machine):
+        service = await started(tmp_path, config, events, clock)
+        service.on_frame(gpu_frame(clock.t, machine, volts=11.3))
+        await settle(service)
+        for _ in range(4):
+            machine.fail("gpu_lost", gpu=1)
+            clock.t += 1
+            service.on_frame(gpu_frame(clock.t, machine))
+            machine.heal("gpu_lost", gpu=1)
+            for _ in range(2):
+                clock.t += 1
+                service.on_frame(gpu_frame(clock.t, machine))
+                await settle(service)
+        assert events.kinds() == ["guard_engaged", "guard_extended", "guard_failed"]
+        assert "GPUs 1 came back onto the bus more often than the ceiling of 1 re-caps per hour" in events.items[-1][1]
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1005, 1312, 1005, 1005]
+        assert service.reading().settings[1].app_clock_graphics_mhz == 1312  # what it runs with
+        clock.t += 31
+        service.on_frame(gpu_frame(clock.t, machine))
+        await settle(service)
+        assert events.kinds()[-1] == "guard_restored" and "left as set elsewhere" not in events.items[-1][1]
+        assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
+        await asyncio.to_thread(service.close)
