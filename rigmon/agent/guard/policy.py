@@ -75,7 +75,7 @@ class GuardState:
     listed any had present: a sag's frame whose GPU collector failed lists none. ``gpus`` are the GPUs
     the steps in force were taken on: those present at the engage, and any that (re)appeared since.
     ``extends`` are the ``(GPU, time)`` of the extends inside the last hour (each GPU has the ceiling
-    of ``max_actions_per_hour`` to itself), ``extends_limited`` the GPUs whose ceiling was reported.
+    of ``max_actions_per_hour`` events to itself).
     """
 
     step: int = 0
@@ -98,7 +98,6 @@ class GuardState:
     alarm_at: float | None = None
     known_gpus: tuple[int, ...] = ()
     extends: tuple[tuple[int, float], ...] = ()
-    extends_limited: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +107,9 @@ class Decision:
     ``engage`` takes step 1, ``step`` the next step (``step`` is the step number after it,
     ``step_name`` what it sets), ``extend`` takes steps 1 to ``step`` (those in force) on ``gpus``
     that (re)appeared while engaged, ``restore`` puts the original settings back, ``limited``
-    says the ceiling on actions per hour stopped an engage or step, ``extend_limited`` that it
-    stopped an extend of ``gpus`` (back on the bus that often within the hour). A ``restore`` with ``retry``
+    says the ceiling on actions per hour stopped an engage or step. ``extend_limited`` is an extend
+    of ``gpus`` back on the bus ``max_actions_per_hour`` times within the hour, whose event says that
+    their further returns within it are capped ``quiet`` (an extend without an event). A ``restore`` with ``retry``
     puts back only ``gpus`` (those a failed restore left capped); any other restores every GPU
     the guard changed. ``holding`` says the caps stay in force because the guard cannot read
     what it watches (``unread_since``: when it last could, ``None``: not yet in this run).
@@ -122,6 +122,7 @@ class Decision:
     gpus: tuple[int, ...]
     retry: bool = False
     unread_since: float | None = None
+    quiet: bool = False
 
 
 def steps_of(config: GuardSection) -> tuple[GuardStepName, ...]:
@@ -232,10 +233,11 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
 
     A GPU that (re)appears while the steps are in force (see `joining`) gets them too, first
     (``extend``): it takes no step the others have not, so it does not count against the ceiling of
-    engage and step actions; but a GPU going off the bus and back again and again (a flapping link,
-    a board reset in a loop) is capped again at most ``max_actions_per_hour`` times an hour, each
-    GPU on its own count; beyond that it keeps its own settings until its count falls below, said
-    once (``extend_limited``).
+    engage and step actions. A GPU going off the bus and back again and again (a bad riser, a board
+    reset in a loop, the sag itself) is capped again every time: uncapped it would draw more from the
+    rail that may be what throws it off. Only its events are limited: ``max_actions_per_hour`` an
+    hour, each GPU on its own count, the last saying so (``extend_limited``); beyond, it is capped
+    without one (``quiet``) until its count falls below.
 
     Args:
         state: the state after the previous observation.
@@ -252,17 +254,11 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     extends = tuple((i, t) for i, t in state.extends if obs.at - t < HOUR_S)
     counts = Counter(i for i, _ in extends)
     joined = joining(state, obs, config)
-    allowed = tuple(i for i in joined if counts[i] < config.max_actions_per_hour)
-    # A GPU over its ceiling has its own settings, not the steps: it leaves the GPUs they are on
-    # (a further step skips it), and every frame listing it asks again until its count fell.
-    over = tuple(i for i in joined if i not in allowed)
+    ceiling = config.max_actions_per_hour
     state = _reads(replace(state, sags=sags, actions=actions, alarms_firing=firing,
                            alarm_at=obs.at if alarmed or firing else state.alarm_at,
                            known_gpus=obs.gpus or state.known_gpus,
-                           gpus=tuple(i for i in state.gpus if i not in over)
-                           + tuple(i for i in allowed if i not in state.gpus), extends=extends,
-                           extends_limited=tuple(i for i in state.extends_limited
-                                                 if counts[i] >= config.max_actions_per_hour),
+                           gpus=state.gpus + tuple(i for i in joined if i not in state.gpus), extends=extends,
                            rail_window=state.rail_window if obs.rail_window is None else obs.rail_window), obs)
     engaged_step = state.step
     state, decisions = _advance(state, obs, config, trigger, actions)
@@ -271,14 +267,17 @@ def decide(state: GuardState, obs: Observation, config: GuardSection) -> tuple[G
     steps = steps_of(config)
     step_name = steps[min(engaged_step, len(steps)) - 1]
     why = state.trigger or "the guard is engaged"
+    told = tuple(i for i in joined if counts[i] < ceiling - 1)
+    last_told = tuple(i for i in joined if counts[i] == ceiling - 1)
+    quiet = tuple(i for i in joined if counts[i] >= ceiling)
     extending: list[Decision] = []
-    if allowed:
-        extending.append(Decision("extend", engaged_step, step_name, why, allowed))
-        state = replace(state, extends=state.extends + tuple((i, obs.at) for i in allowed))
-    unreported = tuple(i for i in over if i not in state.extends_limited)
-    if unreported:
-        extending.append(Decision("extend_limited", engaged_step, step_name, why, unreported))
-        state = replace(state, extends_limited=state.extends_limited + unreported)
+    if told:
+        extending.append(Decision("extend", engaged_step, step_name, why, told))
+    if last_told:
+        extending.append(Decision("extend_limited", engaged_step, step_name, why, last_told))
+    if quiet:
+        extending.append(Decision("extend", engaged_step, step_name, why, quiet, quiet=True))
+    state = replace(state, extends=state.extends + tuple((i, obs.at) for i in joined))
     return state, [*extending, *decisions]
 
 
@@ -360,7 +359,7 @@ def release(state: GuardState, at: float, why: str, quiet_s: float = 0.0) -> tup
     if state.step == 0:
         return replace(state, held=False, released_until=until or state.released_until), []
     decision = Decision("restore", 0, None, why, state.gpus)
-    return GuardState(actions=state.actions, extends=state.extends, extends_limited=state.extends_limited,
+    return GuardState(actions=state.actions, extends=state.extends,
                       last_trigger_at=state.last_trigger_at,
                       rail_window=state.rail_window, released_until=until, read_at=state.read_at,
                       read_since=state.read_since, unread=state.unread, alarms_firing=state.alarms_firing,

@@ -138,15 +138,6 @@ class GuardWorker:
             self._failed(d, f"ceiling of {sh.config.max_actions_per_hour} actions per hour reached: "
                             f"staying at step {d.step} although {d.trigger}", None)
             return
-        if d.kind == "extend_limited":
-            self._reset_in_force(d.gpus)
-            gpus = ",".join(map(str, d.gpus))
-            self._failed(d, f"GPUs {gpus} came back onto the bus more often than the ceiling of "
-                            f"{sh.config.max_actions_per_hour} re-caps per hour (max_actions_per_hour): they keep "
-                            "the settings their reset gave them until fewer returns fall within the hour, while the "
-                            f"others stay at step {d.step}; a GPU that keeps dropping off the bus needs looking at "
-                            "(its slot, riser, power leads)", None)
-            return
         if d.kind == "restore":
             self._restore(d)
             return
@@ -155,7 +146,8 @@ class GuardWorker:
             return
         assert d.step_name is not None
         # An extend takes every step in force on GPUs that (re)appeared while engaged; the others one.
-        taking = list(enumerate(steps_of(sh.config)[:d.step], 1)) if d.kind == "extend" else [(d.step, d.step_name)]
+        extend = d.kind in ("extend", "extend_limited")
+        taking = list(enumerate(steps_of(sh.config)[:d.step], 1)) if extend else [(d.step, d.step_name)]
         changes: Changes = []
         errors: list[str] = []
         saved_ahead = False
@@ -171,7 +163,7 @@ class GuardWorker:
                     continue
                 # A GPU that (re)appeared runs with what it has now (a reset put the board's
                 # defaults back), not with what the guard set before it went: read it first.
-                change, ahead = self._take(index, number, name, errors, fresh=d.kind == "extend" and first is None)
+                change, ahead = self._take(index, number, name, errors, fresh=extend and first is None)
                 saved_ahead = saved_ahead or ahead
                 if change is None:
                     break
@@ -186,7 +178,7 @@ class GuardWorker:
             self.store.remove()  # saved ahead of writes that were all refused
         else:
             self.store.save()
-        if changes:
+        if changes and not d.quiet:
             self._capped(d, [name for _, name in taking if name in taken], changes)
         if errors:
             self._failed(d, "; ".join(errors), changes)
@@ -196,13 +188,18 @@ class GuardWorker:
     def _capped(self, d: Decision, names: list[GuardStepName], changes: Changes) -> None:
         """Say what an engage, step or extend put in force (``guard_engaged``, ``guard_step``, ``guard_extended``)."""
         sh = self.shared
-        kind = "guard_engaged" if d.kind == "engage" else "guard_extended" if d.kind == "extend" else "guard_step"
+        extend = d.kind in ("extend", "extend_limited")
+        kind = "guard_engaged" if d.kind == "engage" else "guard_extended" if extend else "guard_step"
         verb = "capped" if sh.acting else "would cap"
         what = ", ".join(STEP_TEXT[name] for name in names)
         gpus = ",".join(str(b.index) for b, _ in changes)
-        if d.kind == "extend":
+        if extend:
             message = (f"guard {verb} GPUs {gpus} as the others (step {d.step}, {what}): they (re)appeared while "
                        f"it is engaged because {d.trigger}: {describe([a for _, a in changes])}")
+            if d.kind == "extend_limited":
+                message += (f"; back onto the bus {sh.config.max_actions_per_hour} times within the hour "
+                            "(max_actions_per_hour): a GPU that keeps dropping off the bus needs looking at (its "
+                            "slot, riser, power leads); further returns within the hour are capped without an event")
         else:
             message = (f"guard {verb} GPUs {gpus} (step {d.step}, {what}) because {d.trigger}: "
                        f"{describe([a for _, a in changes])}")
@@ -284,23 +281,6 @@ class GuardWorker:
             sh.original.setdefault(index, before)
             sh.in_force[index] = after
         return (before, after), saved_ahead
-
-    def _reset_in_force(self, indices: tuple[int, ...]) -> None:
-        """Record what GPUs back on the bus and not capped again run with now (a reset put the board's
-        defaults back): readings show it, a frame showing it is no change made elsewhere, and a restore
-        starts from it."""
-        sh = self.shared
-        if sh.control is None or not sh.acting:
-            return
-        for index in indices:
-            try:
-                now = from_control(sh.control.read(index))
-            except (ControlDenied, *CALL_ERRORS):
-                continue
-            with sh.lock:
-                if index in sh.in_force:
-                    sh.in_force[index] = now
-        self.store.save()
 
     def _holding(self, d: Decision) -> None:
         """Say that the caps stay in force while what the guard watches cannot be read."""
