@@ -265,10 +265,10 @@ def adc_windows(agent: Agent) -> int:
     return rail.counters.windows_total if rail is not None else 0
 
 
-async def measure(args: argparse.Namespace, work: Path) -> Measured:
+async def measure(args: argparse.Namespace, work: Path, tree_dir: Path) -> Measured:
     scenario = BenchNode(gpus=args.gpus, adc_window_ms=100)
     clock = SimClock(1.0)
-    node = SimNode(name="node01", tree=Tree(work / "node01"), rng=random.Random("1:0"))
+    node = SimNode(name="node01", tree=Tree(tree_dir / "node01"), rng=random.Random("1:0"))
     scenario.build(node, 0)
     scenario.drive(node, 0, 0.0)
     node.step(0.0)
@@ -382,6 +382,18 @@ def thread_table(r: Measured, elapsed: float) -> list[str]:
     return rows
 
 
+def tree_filesystem(tree_dir: str | None) -> str:
+    """Where the simulated node's files are, as the report says it: the directory and its filesystem type."""
+    where = tree_dir or tempfile.gettempdir()
+    best, kind = "", "unknown"
+    with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 2 and os.path.realpath(where).startswith(fields[1]) and len(fields[1]) > len(best):
+                best, kind = fields[1], fields[2]
+    return f"{where} ({kind})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="measured window")
@@ -395,11 +407,17 @@ def main() -> int:
                         help="a floor: the simulator never steps (no file rewritten, no ADC line, no reading changes)")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep Python's default collector settings (before/after of `tune_agent_gc`)")
+    parser.add_argument("--tree-dir", metavar="DIR",
+                        help="where the simulated node's files go (default: the temporary directory, with the "
+                             "journal); /dev/shm keeps them in memory as a real /sys and /proc are, the journal "
+                             "staying on disk: a file the simulator replaces is then freed by its reader's close "
+                             "without an ext4 journal transaction")
     args = parser.parse_args()
     if args.smoke:
         args.seconds, args.warmup = 2.0, 1.5
-    with tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp:
-        r = asyncio.run(measure(args, Path(tmp)))
+    with (tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp,
+          tempfile.TemporaryDirectory(prefix="rigmon-bench-tree-", dir=args.tree_dir) as tree):
+        r = asyncio.run(measure(args, Path(tmp), Path(tree)))
     elapsed, frames = r.elapsed, max(1.0, r.frames)
     agent_s = r.cpu - r.sim - r.fake - r.timer
     if args.still:
@@ -409,6 +427,7 @@ def main() -> int:
           f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second "
           f"({'a new connection per pull' if args.new_connections else 'one kept connection'}); "
           f"{elapsed:.0f} s window; {machine()}")
+    print(f"simulated node's files in {tree_filesystem(args.tree_dir)}; journal in the temporary directory")
     print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r.statuses.items()))}")
     print(f"in the window: {r.frames:.0f} frames published (ticks, plus one per pushed sag window), "
           f"{r.windows / max(r.frames_span_s, 1e-9):.1f} ADC windows/s received, {r.steps / elapsed:.1f} simulator steps/s; "
