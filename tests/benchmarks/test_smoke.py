@@ -103,6 +103,12 @@ def test_benchmarks_pass_mypy_strict(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
+def test_agent_full_node_puts_the_simulated_files_where_told(tmp_path: Path) -> None:
+    out = run("agent_full_node.py", "--gpus", "2", "--no-peer", "--tree-dir", str(tmp_path))
+    assert f"simulated node's files in {tmp_path} (" in out and "gpu=ok" in out
+    assert list(tmp_path.iterdir()) == []  # its temporary tree removed at the end
+
+
 def test_agent_full_node_health_check_names_what_is_wrong() -> None:
     import argparse
 
