@@ -168,6 +168,7 @@ DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
     (PathResistanceReading, "trend_mohm_per_day"): ("rigmon_psu_path_trend_ohms_per_day", 1e-3, ""),
     (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
     (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
+    # In the text format only: in OpenMetrics it is the counter's family (`metrics_exposition`).
     (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
 }
 
