@@ -179,6 +179,7 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_packets_per_s", "_packets_per_second", 1.0),
     # The base unit of time is the second: a trend of 0.05 mOhm a day is 5.8e-10 ohms per second.
     ("_mohm_per_day", "_ohms_per_second", 1e-3 / 86400),
+    ("_gts", "_transfers_per_second", 1e9),
     ("_per_s", "_per_second", 1.0),
     ("_mohm", "_ohms", 1e-3),
     ("_days", "_seconds", 86400.0),
@@ -187,7 +188,6 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_mbps", "_bytes_per_second", 1e6 / 8),
     ("_gbps", "_bytes_per_second", 1e9 / 8),
     ("_pct", "_ratio", 0.01),
-    ("_gts", "_transfers_per_second", 1e9),
     ("_ms", "_seconds", 1e-3),
     ("_us", "_seconds", 1e-6),
     ("_mj", "_joules", 1e-3),

@@ -161,3 +161,23 @@ def test_the_rails_windows_of_a_frame_keep_their_old_name_for_one_release() -> N
     assert sample(text, "rigmon_psu_rail_windows") == 1
     assert help_of(text, "rigmon_psu_rail_windows").startswith(
         "DEPRECATED (removed in the next release): use rigmon_psu_rail_frame_windows")
+
+
+def test_help_of_an_nvme_link_speed_says_transfers_per_second() -> None:
+    # The schema's GT/s per lane are exported in transfers per second; the HELP found the shorter unit
+    # `_per_second` first and read "NvmeReading.link_speed_gts, in per second".
+    from rigmon.schema import NvmeReading
+
+    nvme = NvmeReading(name="nvme0", model="WD_BLACK SN850X", serial="S1", firmware="620311WD", state="live",
+                       transport="pcie", address="0000:03:00.0", namespaces=("nvme0n1",), link_speed_gts=8.0,
+                       link_width=4, max_link_speed_gts=16.0, max_link_width=4, link_gen=3, max_link_gen=4,
+                       link_lost=False, temp_c=41.0, temp_max_c=84.0, temp_crit_c=88.0, port_max_link_speed_gts=16.0,
+                       link_state="degraded")
+    frame = sample_frame()
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, nvme=(nvme,)))
+    text = generate_latest(make_registry(FrameCollector(lambda: frame))).decode()
+    for field, name, value in [("link_speed_gts", "link_speed", 8e9), ("max_link_speed_gts", "max_link_speed", 16e9),
+                               ("port_max_link_speed_gts", "port_max_link_speed", 16e9)]:
+        metric = f"rigmon_nvme_{name}_transfers_per_second"
+        assert help_of(text, metric) == f"NvmeReading.{field}, in transfers per second"
+        assert sample(text, metric) == value
