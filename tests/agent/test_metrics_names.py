@@ -106,6 +106,7 @@ def test_disk_operations_per_second_come_from_the_counters() -> None:
     ("rigmon_psu_path_trend_ohms_per_day", "rigmon_psu_path_trend_ohms_per_second", 0.0864e-3),
     ("rigmon_disk_read_iops", "rate(rigmon_disk_reads_total[1m])", 8200.0),
     ("rigmon_disk_write_iops", "rate(rigmon_disk_writes_total[1m])", 0.0),
+    ("rigmon_network_mtu", "rigmon_network_mtu_bytes", 9000.0),
 ])
 def test_old_names_stay_for_one_release_as_deprecated_duplicates(old: str, new: str, value: float) -> None:
     text = exposition()
@@ -181,3 +182,19 @@ def test_help_of_an_nvme_link_speed_says_transfers_per_second() -> None:
         metric = f"rigmon_nvme_{name}_transfers_per_second"
         assert help_of(text, metric) == f"NvmeReading.{field}, in transfers per second"
         assert sample(text, metric) == value
+
+
+def test_the_guards_times_are_named_as_timestamps() -> None:
+    # `released_until` and `unread_since` are Unix seconds: exported as rigmon_guard_released_until, a
+    # name without its unit, they read as a count.
+    from rigmon.schema import GuardReading
+
+    guard = GuardReading(mode="enforce", acting=True, state="released", step=0, step_name=None,
+                         released_until=1_795_000_600.0, unread=("rail",), unread_since=1_795_000_000.0)
+    frame = sample_frame()
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, guard=guard))
+    text = generate_latest(make_registry(FrameCollector(lambda: frame))).decode()
+    assert sample(text, "rigmon_guard_released_until_timestamp_seconds") == 1_795_000_600.0
+    assert sample(text, "rigmon_guard_unread_since_timestamp_seconds") == 1_795_000_000.0
+    assert help_of(text, "rigmon_guard_unread_since_timestamp_seconds").startswith("GuardReading.unread_since: ")
+    assert "rigmon_guard_released_until{" not in text and "rigmon_guard_unread_since{" not in text
