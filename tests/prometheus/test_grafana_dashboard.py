@@ -225,7 +225,7 @@ def test_node_gpu_power_draws_every_node_with_gpus(tmp_path: Path) -> None:
     # summed NVIDIA GPUs only and left that node out.
     data = json.loads(DASHBOARD.read_text())
     [panel] = [p for p in data["panels"] if p["title"] == "Node GPU power"]
-    nvidia = [('rigmon_gpu_power_watts{node="v100-a",gpu="%d",uuid="GPU-%d"}' % (i, i), "250x12") for i in range(4)]
+    nvidia = [(f'rigmon_gpu_power_watts{{node="v100-a",gpu="{i}",uuid="GPU-{i}"}}', "250x12") for i in range(4)]
     amd = [('rigmon_amd_gpu_power_watts{node="strix-1",card="card1",pci_bus_id="0000:c3:00.0"}', "90x12")]
     tests = {"evaluation_interval": "5s", "tests": [{
         "interval": "5s",
