@@ -9,7 +9,7 @@ import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -34,7 +34,8 @@ from rigmon.agent.history_answers import (
     history_body,
 )
 from rigmon.agent.journal import JournalError
-from rigmon.agent.metrics import FrameCollector, make_registry
+from rigmon.agent.metrics import FrameCollector
+from rigmon.agent.metrics_exposition import Exposition
 from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.request_guard import (
     ASGIApp,
@@ -49,9 +50,6 @@ from rigmon.agent.request_guard import (
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import CollectorStatus, Event, Frame, Gap, Info, NodeCapture, encode
-
-if TYPE_CHECKING:
-    from prometheus_client.registry import CollectorRegistry
 
 #: Seconds between SSE keep-alive comments, so proxies and clients see a live stream.
 KEEPALIVE_S = 15.0
@@ -75,8 +73,8 @@ class ApiState(msgspec.Struct):
     max_streams: int
     max_request_bytes: int
     metrics: FrameCollector | None = None
-    """The agent's metrics; its prometheus registry is built on the first scrape (`registry`)."""
-    registry: CollectorRegistry | None = None
+    """The agent's metrics; how they are rendered is built on the first scrape (`exposition`)."""
+    exposition: Exposition | None = None
     keepalive_s: float = KEEPALIVE_S
     open_streams: int = 0
     alarms: AlarmService | None = None
@@ -282,15 +280,11 @@ def build_app(state: ApiState) -> ASGIApp:
     async def metrics(request: Request) -> Response:
         if state.metrics is None:
             return error_response(404, "metrics are not enabled")
-        # Deferred: see `rigmon.agent.metrics` (prometheus_client loads on the first scrape).
-        from prometheus_client.exposition import choose_encoder
-
-        if state.registry is None:
-            state.registry = make_registry(state.metrics)
-        # Prometheus asks for OpenMetrics first (Accept: application/openmetrics-text;...): it is
-        # what carries exemplars and a counter's _created; a scrape without it gets the text format.
-        encode, content_type = choose_encoder(request.headers.get("accept", ""))
-        return Response(encode(state.registry), media_type=content_type)
+        # Built on the first scrape: see `rigmon.agent.metrics` (prometheus_client loads then).
+        if state.exposition is None:
+            state.exposition = Exposition(state.metrics)
+        body, content_type = state.exposition.render(request.headers.get("accept", ""))
+        return Response(body, media_type=content_type)
 
     async def alarms(request: Request) -> Response:
         if state.alarms is None:

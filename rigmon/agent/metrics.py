@@ -136,6 +136,12 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
     (PsuRailReading, "windows"): ("frame_windows", "ADC windows that arrived since the previous frame "
                                                    "(0: the last window is repeated); all of them: "
                                                    "rigmon_psu_rail_windows_total"),
+    # Units in the name: the MTU is in bytes (node_exporter's node_network_mtu_bytes); the guard's two
+    # times are Unix seconds, which a bare `rigmon_guard_released_until` did not say.
+    (NetInterfaceReading, "mtu"): ("mtu_bytes", ""),
+    (GuardReading, "released_until"): ("released_until_at", "an operator's release keeps the guard away until then"),
+    (GuardReading, "unread_since"): ("unread_since_at", "when it last read all it watches (it holds the caps "
+                                                        "while it cannot)"),
 }
 
 #: What a series kept under its own name is, for HELP, where the name alone reads as traffic: a link's
@@ -168,6 +174,8 @@ DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
     (PathResistanceReading, "trend_mohm_per_day"): ("rigmon_psu_path_trend_ohms_per_day", 1e-3, ""),
     (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
     (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
+    (NetInterfaceReading, "mtu"): ("rigmon_network_mtu", 1.0, ""),
+    # In the text format only: in OpenMetrics it is the counter's family (`metrics_exposition`).
     (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
 }
 
@@ -178,6 +186,7 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_packets_per_s", "_packets_per_second", 1.0),
     # The base unit of time is the second: a trend of 0.05 mOhm a day is 5.8e-10 ohms per second.
     ("_mohm_per_day", "_ohms_per_second", 1e-3 / 86400),
+    ("_gts", "_transfers_per_second", 1e9),
     ("_per_s", "_per_second", 1.0),
     ("_mohm", "_ohms", 1e-3),
     ("_days", "_seconds", 86400.0),
@@ -186,7 +195,6 @@ _UNITS: tuple[tuple[str, str, float], ...] = (
     ("_mbps", "_bytes_per_second", 1e6 / 8),
     ("_gbps", "_bytes_per_second", 1e9 / 8),
     ("_pct", "_ratio", 0.01),
-    ("_gts", "_transfers_per_second", 1e9),
     ("_ms", "_seconds", 1e-3),
     ("_us", "_seconds", 1e-6),
     ("_mj", "_joules", 1e-3),

@@ -53,3 +53,38 @@ async def test_the_text_format_otherwise(served: tuple[Agent, str], accept: str 
         pytest.skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
     out = subprocess.run([promtool, "check", "metrics"], input=r.text, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("accept", [PROMETHEUS_2, PROMETHEUS_3])
+async def test_openmetrics_of_a_node_with_a_rail_adc_is_one_family_per_name(accept: str) -> None:
+    # The deprecated gauge rigmon_psu_rail_windows is, in OpenMetrics, a second family named as the
+    # counter rigmon_psu_rail_windows_total: the OpenMetrics parser refused the whole scrape ("Clashing
+    # name") and Prometheus filed the gauge under the counter's TYPE and HELP.
+    from typing import Any, cast
+
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from rigmon.agent.api import ApiState, build_app
+    from rigmon.agent.buffer import FrameBuffer
+    from rigmon.agent.metrics import FrameCollector
+    from tests.agent.test_metrics import rail_frame
+
+    frame = rail_frame(1000.0, 11.9)
+    metrics = FrameCollector(lambda: frame)
+    metrics.observe(frame)
+    info = cast(Any, lambda: None)  # /metrics reads no identity
+    state = ApiState(buffer=FrameBuffer(10), info=info, token=None, max_streams=1, max_request_bytes=1 << 16,
+                     metrics=metrics)
+    transport = httpx.ASGITransport(app=build_app(state))
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
+        om = await client.get("/metrics", headers={"Accept": accept})
+        text = await client.get("/metrics")
+    assert om.headers["content-type"].startswith("application/openmetrics-text")
+    families = {f.name: f for f in text_string_to_metric_families(om.text)}
+    windows = families["rigmon_psu_rail_windows"]
+    assert windows.type == "counter" and windows.documentation == "PsuAdcCounters.windows_total"
+    assert [s.name for s in windows.samples] == ["rigmon_psu_rail_windows_total"]
+    assert families["rigmon_psu_rail_frame_windows"].samples[0].value == 1
+    # The text format has no clash: the old name stays there for one release.
+    assert "# TYPE rigmon_psu_rail_windows gauge" in text.text
+    assert "# TYPE rigmon_psu_rail_windows_total counter" in text.text

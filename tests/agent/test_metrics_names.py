@@ -106,6 +106,7 @@ def test_disk_operations_per_second_come_from_the_counters() -> None:
     ("rigmon_psu_path_trend_ohms_per_day", "rigmon_psu_path_trend_ohms_per_second", 0.0864e-3),
     ("rigmon_disk_read_iops", "rate(rigmon_disk_reads_total[1m])", 8200.0),
     ("rigmon_disk_write_iops", "rate(rigmon_disk_writes_total[1m])", 0.0),
+    ("rigmon_network_mtu", "rigmon_network_mtu_bytes", 9000.0),
 ])
 def test_old_names_stay_for_one_release_as_deprecated_duplicates(old: str, new: str, value: float) -> None:
     text = exposition()
@@ -131,18 +132,22 @@ def test_shipped_rules_and_dashboard_use_no_deprecated_name() -> None:
 
 def test_no_gauge_and_counter_are_one_family_in_openmetrics() -> None:
     # OpenMetrics names a counter's family without `_total`: the gauge rigmon_psu_rail_windows and the
-    # counter rigmon_psu_rail_windows_total were two HELP lines for one family, which promtool refuses.
+    # counter rigmon_psu_rail_windows_total were two HELP lines for one family, which promtool refuses;
+    # the deprecated gauge is served in the text format only.
     from collections import Counter
 
     from rigmon.agent.metrics import frame_metrics
+    from rigmon.agent.metrics_exposition import openmetrics_families
     from tests.agent.test_metrics import rail_frame
 
     frame = rail_frame(1000.0, 11.9)
     frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(
         frame.readings, **{f: getattr(names_frame().readings, f)
                            for f in ("thunderbolt", "path_resistance", "disks", "peer_paths")}))
-    families = Counter(m.name for m in frame_metrics(frame, Counter()) if not m.documentation.startswith("DEPRECATED"))
+    metrics = frame_metrics(frame, Counter())
+    families = Counter(m.name for m in openmetrics_families(metrics))
     assert "rigmon_psu_rail_windows" in families  # the counter's family
+    assert Counter(m.name for m in metrics if not m.documentation.startswith("DEPRECATED")) <= families
     assert [name for name, count in families.items() if count > 1] == []
 
 
@@ -157,3 +162,39 @@ def test_the_rails_windows_of_a_frame_keep_their_old_name_for_one_release() -> N
     assert sample(text, "rigmon_psu_rail_windows") == 1
     assert help_of(text, "rigmon_psu_rail_windows").startswith(
         "DEPRECATED (removed in the next release): use rigmon_psu_rail_frame_windows")
+
+
+def test_help_of_an_nvme_link_speed_says_transfers_per_second() -> None:
+    # The schema's GT/s per lane are exported in transfers per second; the HELP found the shorter unit
+    # `_per_second` first and read "NvmeReading.link_speed_gts, in per second".
+    from rigmon.schema import NvmeReading
+
+    nvme = NvmeReading(name="nvme0", model="WD_BLACK SN850X", serial="S1", firmware="620311WD", state="live",
+                       transport="pcie", address="0000:03:00.0", namespaces=("nvme0n1",), link_speed_gts=8.0,
+                       link_width=4, max_link_speed_gts=16.0, max_link_width=4, link_gen=3, max_link_gen=4,
+                       link_lost=False, temp_c=41.0, temp_max_c=84.0, temp_crit_c=88.0, port_max_link_speed_gts=16.0,
+                       link_state="degraded")
+    frame = sample_frame()
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, nvme=(nvme,)))
+    text = generate_latest(make_registry(FrameCollector(lambda: frame))).decode()
+    for field, name, value in [("link_speed_gts", "link_speed", 8e9), ("max_link_speed_gts", "max_link_speed", 16e9),
+                               ("port_max_link_speed_gts", "port_max_link_speed", 16e9)]:
+        metric = f"rigmon_nvme_{name}_transfers_per_second"
+        assert help_of(text, metric) == f"NvmeReading.{field}, in transfers per second"
+        assert sample(text, metric) == value
+
+
+def test_the_guards_times_are_named_as_timestamps() -> None:
+    # `released_until` and `unread_since` are Unix seconds: exported as rigmon_guard_released_until, a
+    # name without its unit, they read as a count.
+    from rigmon.schema import GuardReading
+
+    guard = GuardReading(mode="enforce", acting=True, state="released", step=0, step_name=None,
+                         released_until=1_795_000_600.0, unread=("rail",), unread_since=1_795_000_000.0)
+    frame = sample_frame()
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, guard=guard))
+    text = generate_latest(make_registry(FrameCollector(lambda: frame))).decode()
+    assert sample(text, "rigmon_guard_released_until_timestamp_seconds") == 1_795_000_600.0
+    assert sample(text, "rigmon_guard_unread_since_timestamp_seconds") == 1_795_000_000.0
+    assert help_of(text, "rigmon_guard_unread_since_timestamp_seconds").startswith("GuardReading.unread_since: ")
+    assert "rigmon_guard_released_until{" not in text and "rigmon_guard_unread_since{" not in text

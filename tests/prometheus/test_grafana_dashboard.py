@@ -217,3 +217,25 @@ def test_rail_minimum_and_power_peak_panels_keep_the_worst_of_each_step(tmp_path
     assert PROMTOOL is not None
     out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_node_gpu_power_draws_every_node_with_gpus(tmp_path: Path) -> None:
+    # A lab's Strix Halo box reports its GPU as an amdgpu card (rigmon_amd_gpu_power_watts): the panel
+    # summed NVIDIA GPUs only and left that node out.
+    data = json.loads(DASHBOARD.read_text())
+    [panel] = [p for p in data["panels"] if p["title"] == "Node GPU power"]
+    nvidia = [(f'rigmon_gpu_power_watts{{node="v100-a",gpu="{i}",uuid="GPU-{i}"}}', "250x12") for i in range(4)]
+    amd = [('rigmon_amd_gpu_power_watts{node="strix-1",card="card1",pci_bus_id="0000:c3:00.0"}', "90x12")]
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        "input_series": [{"series": series, "values": values} for series, values in nvidia + amd],
+        "promql_expr_test": [{
+            "expr": " or ".join(f"({promql(t['expr'])})" for t in panel["targets"]), "eval_time": "30s",
+            "exp_samples": [{"labels": '{node="v100-a"}', "value": 1000}, {"labels": '{node="strix-1"}', "value": 90}],
+        }]}]}
+    path = tmp_path / "gpu-power.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
