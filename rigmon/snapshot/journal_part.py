@@ -18,6 +18,7 @@ from rigmon.schema import Info, SchemaError, decode_data
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.failures import pull_failed
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
+from rigmon.snapshot.run_end import run_end
 from rigmon.snapshot.saved_alarms import add_saved_alarms
 
 
@@ -84,6 +85,7 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.node = last_run.node
         part.info = _decode_info(last_run.info)
         part.config = redact(json.loads(last_run.config)) if last_run.config else None
+        part.run_end = run_end(reader, last_run)
     tick(f"{len(runs)} runs")
     span = reader.time_range()
     part.to_at = span[1] if span else time.time()

@@ -131,6 +131,9 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             f"{md_text(part.error or '')} |")
     for part in parts:
         out += ["", f"## {md_text(part.node)}", ""]
+        if part.run_end is not None:
+            # From a journal: whether the recording ends at a clean stop or at a crash.
+            out += [md_text(part.run_end), ""]
         out += _collectors_section(part)
         out += _alarms_section(part)
         out += _window_alarms_section(part)
