@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 import plotext as plt
+from msgspec.structs import replace
 
 from rigmon.agent.journal.runs import rail_rank
+from rigmon.agent.journal.tiers import MAX_POINTS
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.sanitise import clean_lines
 from rigmon.lazy_re import lazy_compile
-from rigmon.schema import Event, EventValue, History, HistorySeries
+from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.history_decode import history_of
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -109,6 +114,29 @@ def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | N
     return "\n".join(line.rstrip() for line in text.splitlines()), legend
 
 
+def chart_history(part: NodePart, history: History) -> History:
+    """The history ``part``'s charts are drawn from (its ``history``, or every frame when it holds few enough).
+
+    The agent chooses the tier of its answer by the window asked for (an hour: 60 s buckets), not by
+    what its journal holds: an agent up for a minute, or a node that crashed minutes after its boot
+    (a PSU trip), gave a chart of one or two buckets joined by a straight line, its sag's time known
+    to the minute. Its frames (at most `MAX_POINTS`, decoded here) chart each reading at its second;
+    a frame's rail figure is already its window's minimum, so nothing is averaged away.
+    """
+    if history.tier == "frames" or not 1 < part.frame_count <= MAX_POINTS:
+        return history
+    try:
+        frames = [(float(json.loads(raw)["taken_at"]), raw) for raw in part.frame_lines()]
+        # A journal's run may not record its info: then the frames' own usual spacing.
+        gaps = sorted(b[0] - a[0] for a, b in pairwise(frames))
+        interval_s = part.info.interval_s if part.info is not None else gaps[len(gaps) // 2]
+        charted = history_of(part.node, frames[0][0], frames[-1][0], interval_s, frames)
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, SchemaError):
+        # Frames the bundle cannot decode chart nothing better than the agent's own buckets.
+        return history
+    return replace(charted, events=history.events)
+
+
 def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) -> str:
     """The whole REPORT.md."""
     out = [
@@ -141,9 +169,10 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         if part.history is None:
             out += ["No series: the node's journal was not available.", ""]
             continue
-        out += [f"Series from the {md_code(part.history.tier)} tier ({part.history.step_s:g} s per point).", ""]
+        charted = chart_history(part, part.history)
+        out += [f"Series from the {md_code(charted.tier)} tier ({charted.step_s:g} s per point).", ""]
         for spec in CHARTS:
-            drawn = render_chart(part.history, spec)
+            drawn = render_chart(charted, spec)
             if drawn is not None:
                 chart, legend = drawn
                 out += [f"### {spec.title}", "", "```", chart, "```", "", *legend, ""]

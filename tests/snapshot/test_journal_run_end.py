@@ -56,3 +56,4 @@ def test_the_final_seconds_name_the_rail_minimum_and_the_highest_power() -> None
              "gpus[0].power_w": (100.0, 310.0), "gpus[0].power_limit_w": (300.0, 300.0)}
     assert final_summary(final) == "psu_rail.volts.min_volts min 11.255 V, gpus[0].power_w max 310 W"
     assert final_summary({"host.cpu_pct": (1.0, 2.0)}) is None
+
