@@ -165,10 +165,12 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         out += _collectors_section(part)
         out += _alarms_section(part)
         out += _window_alarms_section(part)
-        out += _events_section(part)
         if part.history is None:
-            out += ["No series: the node's journal was not available.", ""]
+            # Its events come with its history: "no events" would say the node was quiet.
+            why = "see its error in the table above" if part.error else "its journal was not available"
+            out += [f"No series and no events: the node's history is not in the bundle ({why}).", ""]
             continue
+        out += _events_section(part)
         charted = chart_history(part, part.history)
         out += [f"Series from the {md_code(charted.tier)} tier ({charted.step_s:g} s per point).", ""]
         for spec in CHARTS:

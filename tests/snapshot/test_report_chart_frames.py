@@ -1,4 +1,4 @@
-"""REPORT.md charts a window of few frames from every frame, not from the tier the agent answered in."""
+"""REPORT.md's series: a window of few frames charted from every frame; a node not pulled has none to chart."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from rigmon.agent.journal import JournalStore
+from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
 from tests.agent.test_journal import T0, FakeClock, frame
@@ -29,3 +30,15 @@ def test_a_window_of_few_frames_is_charted_from_every_frame_not_from_the_tiers_b
     assert "Series from the `frames` tier (1 s per point)." in report
     # The spike at its second, not at the start of its minute's bucket.
     assert f"net[eth0].rx_bytes_per_s: highest mean 40000 B/s at {_stamp(T0 + 75)}" in report
+
+
+def test_a_node_not_pulled_is_not_said_to_be_quiet_nor_to_lack_a_journal() -> None:
+    # An agent that refused the connection: nothing of it came, its events no more than its series.
+    refused = "connection refused: no agent is listening at http://10.0.0.11:9871; nothing of it is in the bundle"
+    report = render_report([NodePart(node="http://10.0.0.11:9871", source="http://10.0.0.11:9871",
+                                     error=refused)], 3600, T0)
+    section = report.split("## http://10.0.0.11:9871", 1)[1]
+    assert "No events in the window." not in section
+    assert "journal" not in section
+    assert "No series and no events: the node's history is not in the bundle (see its error in the table above)." \
+        in section
