@@ -52,7 +52,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
         # Nothing to salvage where there is no file, or none this user may read (the error says which).
         check_journal_file(journal_path(path))
     except JournalError:
-        return pull_failed(part, first, progress, STEPS_PER_NODE - ticked)
+        return pull_failed(part, first + _state_dirs_below(Path(path)), progress, STEPS_PER_NODE - ticked)
     done = ticked
     part = NodePart(node=part.node, source=part.source)
 
@@ -114,6 +114,23 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     if frames.count:
         part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
     tick(f"{frames.count} frames")
+
+
+#: State directories named when a directory given holds them instead of a journal of its own.
+STATE_DIRS_NAMED = 8
+
+
+def _state_dirs_below(path: Path) -> str:
+    """What to give instead when ``path`` holds no journal but its subdirectories do (``rigmon sim``'s
+    ``state/``, or ``/var/lib`` for ``/var/lib/rigmon``): ``""`` when none does."""
+    try:
+        found = sorted(d for d in path.iterdir() if d.is_dir() and journal_path(d).is_file())
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    named = ", ".join(str(d) for d in found[:STATE_DIRS_NAMED]) + (", ..." if len(found) > STATE_DIRS_NAMED else "")
+    return f" (it holds the state directories {named}: give each as --journal DIR)"
 
 
 def _decode_info(text: str | None) -> Info | None:
