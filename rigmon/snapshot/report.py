@@ -50,8 +50,9 @@ CHARTS = (
 )
 #: Lines per chart; beyond this the most extreme series are kept.
 MAX_LINES = 6
-#: Warning and critical events listed per node.
+#: Warning and critical events listed per node: the first `FIRST_EVENTS_LISTED` and the latest.
 MAX_EVENTS_LISTED = 40
+FIRST_EVENTS_LISTED = 10
 #: Alarms of the window listed per node (the latest to fire).
 MAX_ALARMS_LISTED = 40
 CHART_WIDTH = 100
@@ -300,10 +301,19 @@ def _events_section(part: NodePart) -> list[str]:
     # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
     # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
     # exit after the hardware trouble is the run's end even when its exit code was not seen.
-    notable = [e for e in events if notable_event(e)][-MAX_EVENTS_LISTED:]
+    notable = [e for e in events if notable_event(e)]
     if notable:
-        lines += ["", "Warnings and critical events (alarms included), the job's marks and its processes' exits "
-                  "after hardware trouble, latest last:", ""]
-        lines += [f"- {_stamp(e.at)} **{md_text(e.severity)}** {md_code(e.kind)} {md_text(e.subject)}: "
-                  f"{md_text(e.message)}" for e in notable]
+        lines += ["", ("Warnings and critical events (alarms included), the job's marks and its processes' exits "
+                       "after hardware trouble, latest last:"), ""]
+        lines += [_event_line(e) for e in notable[:FIRST_EVENTS_LISTED]]
+        if len(notable) > MAX_EVENTS_LISTED:
+            # The first of an incident is its cause as often as the last is its end: both are listed,
+            # and what is left out between them is said, not dropped without a word.
+            left_out = len(notable) - MAX_EVENTS_LISTED
+            lines.append(f"- ({left_out} events between these not listed: see the node's events.jsonl)")
+        lines += [_event_line(e) for e in notable[FIRST_EVENTS_LISTED:][-(MAX_EVENTS_LISTED - FIRST_EVENTS_LISTED):]]
     return lines + [""]
+
+
+def _event_line(e: Event) -> str:
+    return f"- {_stamp(e.at)} **{md_text(e.severity)}** {md_code(e.kind)} {md_text(e.subject)}: {md_text(e.message)}"

@@ -1,4 +1,5 @@
-"""REPORT.md's series: a window of few frames charted from every frame; a node not pulled has none to chart."""
+"""REPORT.md's node sections: a window of few frames charted from every frame, a node not pulled said to be one,
+a long list of events cut in its middle, saying so."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from pathlib import Path
 
 from rigmon.agent.journal import JournalStore
+from rigmon.schema import SCHEMA_VERSION, Event, History
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
@@ -42,3 +44,16 @@ def test_a_node_not_pulled_is_not_said_to_be_quiet_nor_to_lack_a_journal() -> No
     assert "journal" not in section
     assert "No series and no events: the node's history is not in the bundle (see its error in the table above)." \
         in section
+
+
+def test_a_long_list_of_events_keeps_its_first_and_latest_and_says_what_it_left_out() -> None:
+    # An hour of a flapping link: the first warnings are the incident's start, the latest its end.
+    events = tuple(Event(id=f"r-{n}", at=T0 + n, kind="thunderbolt_link_changed", severity="warning",
+                         subject="tb:0-1", message=f"flap {n:02d}") for n in range(50))
+    history = History(schema=SCHEMA_VERSION, node="n1", from_at=T0, to_at=T0 + 60, tier="frames", step_s=1.0,
+                      series={}, events=events)
+    report = render_report([NodePart(node="n1", source="x", history=history)], 3600, T0 + 60)
+    listed = [line for line in report.splitlines() if "flap" in line]
+    assert [line[-7:] for line in listed] == [f"flap {n:02d}" for n in (*range(10), *range(20, 50))]
+    assert "- (10 events between these not listed: see the node's events.jsonl)" in report
+    assert report.index("flap 09") < report.index("10 events between") < report.index("flap 20")
