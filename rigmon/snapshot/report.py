@@ -27,7 +27,7 @@ from rigmon.cluster.sanitise import clean_lines
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
-from rigmon.snapshot.history_decode import history_of
+from rigmon.snapshot.history_decode import history_of_decoded
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -56,6 +56,8 @@ FIRST_EVENTS_LISTED = 10
 #: Alarms of the window listed per node (the latest to fire).
 MAX_ALARMS_LISTED = 40
 CHART_WIDTH = 100
+#: Frames decoded for the charts of one report, all nodes together (`chart_history`): 8 nodes of 1500.
+CHART_FRAMES_BUDGET = 12_000
 CHART_HEIGHT = 20
 
 
@@ -115,23 +117,25 @@ def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | N
     return "\n".join(line.rstrip() for line in text.splitlines()), legend
 
 
-def chart_history(part: NodePart, history: History) -> History:
-    """The history ``part``'s charts are drawn from (its ``history``, or every frame when it holds few enough).
+def chart_history(part: NodePart, history: History, budget: int) -> History:
+    """The history ``part``'s charts are drawn from: its ``history``, or every frame when it holds few enough.
 
     The agent chooses the tier of its answer by the window asked for (an hour: 60 s buckets), not by
     what its journal holds: an agent up for a minute, or a node that crashed minutes after its boot
     (a PSU trip), gave a chart of one or two buckets joined by a straight line, its sag's time known
-    to the minute. Its frames (at most `MAX_POINTS`, decoded here) chart each reading at its second;
-    a frame's rail figure is already its window's minimum, so nothing is averaged away.
+    to the minute. Its frames (at most `MAX_POINTS`, and at most ``budget``: decoding them is the
+    report's main cost) chart each reading at its second; a frame's rail figure is already its
+    window's minimum, so nothing is averaged away.
     """
-    if history.tier == "frames" or not 1 < part.frame_count <= MAX_POINTS:
+    if history.tier == "frames" or not 1 < part.frame_count <= min(MAX_POINTS, budget):
         return history
     try:
-        frames = [(float(json.loads(raw)["taken_at"]), raw) for raw in part.frame_lines()]
+        frames = [json.loads(raw) for raw in part.frame_lines()]
+        times = [float(f["taken_at"]) for f in frames]
         # A journal's run may not record its info: then the frames' own usual spacing.
-        gaps = sorted(b[0] - a[0] for a, b in pairwise(frames))
+        gaps = sorted(b - a for a, b in pairwise(times))
         interval_s = part.info.interval_s if part.info is not None else gaps[len(gaps) // 2]
-        charted = history_of(part.node, frames[0][0], frames[-1][0], interval_s, frames)
+        charted = history_of_decoded(part.node, times[0], times[-1], interval_s, zip(times, frames))
     except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, SchemaError):
         # Frames the bundle cannot decode chart nothing better than the agent's own buckets.
         return history
@@ -158,6 +162,7 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
             f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | "
             f"{md_text(part.error or '')} |")
+    budget = CHART_FRAMES_BUDGET
     for part in parts:
         out += ["", f"## {md_text(part.node)}", ""]
         if part.run_end is not None:
@@ -172,7 +177,9 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             out += [f"No series and no events: the node's history is not in the bundle ({why}).", ""]
             continue
         out += _events_section(part)
-        charted = chart_history(part, part.history)
+        charted = chart_history(part, part.history, budget)
+        if charted is not part.history:
+            budget -= part.frame_count
         out += [f"Series from the {md_code(charted.tier)} tier ({charted.step_s:g} s per point).", ""]
         for spec in CHARTS:
             drawn = render_chart(charted, spec)

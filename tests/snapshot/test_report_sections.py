@@ -6,8 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from rigmon.agent.journal import JournalStore
 from rigmon.schema import SCHEMA_VERSION, Event, History
+from rigmon.snapshot import report as report_module
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
@@ -18,20 +21,34 @@ def _stamp(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + " UTC"
 
 
-def test_a_window_of_few_frames_is_charted_from_every_frame_not_from_the_tiers_buckets(tmp_path: Path) -> None:
-    # A node that crashed two minutes after its boot: the hour's window makes the journal answer in
-    # 60 s buckets (three points joined by lines); its 120 frames chart each second.
-    state = tmp_path / "state"
+def _short_run(state: Path) -> None:
     store = JournalStore(state, FakeClock())
     store.begin_run("run1", "n1", T0)
     store.write([frame(i + 1, T0 + i, 40.0) if i != 75 else frame(i + 1, T0 + i, 4000.0) for i in range(120)])
     store.close()
-    part = read_journal(state, 3600)
+
+
+def test_a_window_of_few_frames_is_charted_from_every_frame_not_from_the_tiers_buckets(tmp_path: Path) -> None:
+    # A node that crashed two minutes after its boot: the hour's window makes the journal answer in
+    # 60 s buckets (three points joined by lines); its 120 frames chart each second.
+    _short_run(tmp_path / "state")
+    part = read_journal(tmp_path / "state", 3600)
     assert part.history is not None and part.history.tier == "60s"
     report = render_report([part], 3600, T0 + 200)
     assert "Series from the `frames` tier (1 s per point)." in report
     # The spike at its second, not at the start of its minute's bucket.
     assert f"net[eth0].rx_bytes_per_s: highest mean 40000 B/s at {_stamp(T0 + 75)}" in report
+
+
+def test_the_frames_decoded_for_charts_are_bounded_for_the_whole_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Decoding frames is the report's main cost: past the budget a node keeps the agent's tier.
+    _short_run(tmp_path / "state")
+    monkeypatch.setattr(report_module, "CHART_FRAMES_BUDGET", 150)
+    parts = [read_journal(tmp_path / "state", 3600) for _ in range(2)]
+    report = render_report(parts, 3600, T0 + 200)
+    assert [line for line in report.splitlines() if line.startswith("Series from")] == [
+        "Series from the `frames` tier (1 s per point).", "Series from the `60s` tier (60 s per point)."]
 
 
 def test_a_node_not_pulled_is_not_said_to_be_quiet_nor_to_lack_a_journal() -> None:
