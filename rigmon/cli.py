@@ -246,6 +246,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     folder = Path(args.output).absolute().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return fail(f"-o {args.output}: {folder} is not a directory this user can write to")
+    if Path(args.output).is_dir():
+        # Said after the whole pull, the pull was lost: the bundle is a file, named by -o.
+        return fail(f"-o {args.output}: is a directory: name the bundle file to write "
+                    f"(-o {Path(args.output) / 'bug.tar.gz'})")
     import httpx
 
     urls = [normalize_url(u) for u in args.urls]

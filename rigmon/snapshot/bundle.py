@@ -73,6 +73,8 @@ class NodePart:
             far the node's clock was off this machine's, and until when the node was watched (a
             replay judges each node's staleness by these). ``None`` both when not pulled from a
             running agent (a journal) or by an older rigmon.
+        run_end: read from a journal, how the last run it recorded ended (stopped cleanly, or not and
+            its last frame); ``None`` for an agent pulled while it runs.
     """
 
     node: str
@@ -93,6 +95,7 @@ class NodePart:
     alarms_saved_at: float | None = None
     pulled_at: float | None = None
     agent_now_at: float | None = None
+    run_end: str | None = None
 
     def frame_lines(self) -> list[bytes]:
         """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""
@@ -184,6 +187,7 @@ def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[s
                 "error": part.error,
                 "pulled_at": part.pulled_at,
                 "agent_now_at": part.agent_now_at,
+                "run_end": part.run_end,
             }
             for part, d in zip(parts, node_dirs(parts))
         ],

@@ -72,6 +72,10 @@ def read_bundle(path: str | Path) -> Bundle:
     """
     members: dict[str, bytes] = {}
     cut_short: str | None = None
+    if os.path.isdir(path):
+        # Often the bundle unpacked to read REPORT.md: the replay reads the file itself.
+        raise BundleError(f"{path}: a directory, not a bundle: give the .tar.gz file rigmon snapshot "
+                          "(or the dashboard's export) wrote, not a directory it was unpacked into")
     try:
         budget = unpack_budget(os.path.getsize(path))
     except OSError as exc:
@@ -91,6 +95,10 @@ def read_bundle(path: str | Path) -> Bundle:
                     members[m.name.split("/", 1)[1] if "/" in m.name else m.name] = fh.read()
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         if "manifest.json" not in members:
+            if isinstance(exc, EOFError):
+                # The manifest comes first: a bundle cut before its end has nothing to play.
+                raise BundleError(f"{path}: not a readable bundle: it is cut short before its manifest.json "
+                                  f"(an interrupted download or copy?): {exc}") from None
             raise BundleError(f"{path}: not a readable bundle: {exc}") from None
         last = next(reversed(members))
         # A gzip stream that ends early is a cut (an interrupted download); one whose bytes fail their

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from msgspec.structs import replace
@@ -17,10 +17,15 @@ from rigmon.series import frame_series
 def history_of(node: str, from_at: float, to_at: float, interval_s: float,
                 frames: Sequence[tuple[float, bytes]]) -> History:
     """The window's history made from whole frames (every frame a point), as an agent answers it."""
+    return history_of_decoded(node, from_at, to_at, interval_s, ((at, json.loads(raw)) for at, raw in frames))
+
+
+def history_of_decoded(node: str, from_at: float, to_at: float, interval_s: float,
+                       frames: Iterable[tuple[float, dict[str, Any]]]) -> History:
+    """`history_of` for frames already decoded from their wire JSON: ``(taken_at, frame)``, oldest first."""
     columns: dict[str, tuple[list[float], list[float]]] = {}
     events: list[Event] = []
-    for taken_at, raw in frames:
-        data = json.loads(raw)
+    for taken_at, data in frames:
         for name, value in frame_series(data).items():
             col = columns.setdefault(name, ([], []))
             col[0].append(taken_at)

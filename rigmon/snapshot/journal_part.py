@@ -18,6 +18,7 @@ from rigmon.schema import Info, SchemaError, decode_data
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.failures import pull_failed
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
+from rigmon.snapshot.run_end import run_end
 from rigmon.snapshot.saved_alarms import add_saved_alarms
 
 
@@ -51,7 +52,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
         # Nothing to salvage where there is no file, or none this user may read (the error says which).
         check_journal_file(journal_path(path))
     except JournalError:
-        return pull_failed(part, first, progress, STEPS_PER_NODE - ticked)
+        return pull_failed(part, first + _state_dirs_below(Path(path)), progress, STEPS_PER_NODE - ticked)
     done = ticked
     part = NodePart(node=part.node, source=part.source)
 
@@ -84,6 +85,7 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.node = last_run.node
         part.info = _decode_info(last_run.info)
         part.config = redact(json.loads(last_run.config)) if last_run.config else None
+        part.run_end = run_end(reader, last_run)
     tick(f"{len(runs)} runs")
     span = reader.time_range()
     part.to_at = span[1] if span else time.time()
@@ -112,6 +114,23 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     if frames.count:
         part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
     tick(f"{frames.count} frames")
+
+
+#: State directories named when a directory given holds them instead of a journal of its own.
+STATE_DIRS_NAMED = 8
+
+
+def _state_dirs_below(path: Path) -> str:
+    """What to give instead when ``path`` holds no journal but its subdirectories do (``rigmon sim``'s
+    ``state/``, or ``/var/lib`` for ``/var/lib/rigmon``): ``""`` when none does."""
+    try:
+        found = sorted(d for d in path.iterdir() if d.is_dir() and journal_path(d).is_file())
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    named = ", ".join(str(d) for d in found[:STATE_DIRS_NAMED]) + (", ..." if len(found) > STATE_DIRS_NAMED else "")
+    return f" (it holds the state directories {named}: give each as --journal DIR)"
 
 
 def _decode_info(text: str | None) -> Info | None:

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 import plotext as plt
+from msgspec.structs import replace
 
 from rigmon.agent.journal.runs import rail_rank
+from rigmon.agent.journal.tiers import MAX_POINTS
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.sanitise import clean_lines
 from rigmon.lazy_re import lazy_compile
-from rigmon.schema import Event, EventValue, History, HistorySeries
+from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
+from rigmon.snapshot.history_decode import history_of_decoded
 from rigmon.snapshot.report_text import md_code, md_text
 
 Stat = Literal["min", "mean", "max"]
@@ -45,11 +50,14 @@ CHARTS = (
 )
 #: Lines per chart; beyond this the most extreme series are kept.
 MAX_LINES = 6
-#: Warning and critical events listed per node.
+#: Warning and critical events listed per node: the first `FIRST_EVENTS_LISTED` and the latest.
 MAX_EVENTS_LISTED = 40
+FIRST_EVENTS_LISTED = 10
 #: Alarms of the window listed per node (the latest to fire).
 MAX_ALARMS_LISTED = 40
 CHART_WIDTH = 100
+#: Frames decoded for the charts of one report, all nodes together (`chart_history`): 8 nodes of 1500.
+CHART_FRAMES_BUDGET = 12_000
 CHART_HEIGHT = 20
 
 
@@ -109,6 +117,31 @@ def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | N
     return "\n".join(line.rstrip() for line in text.splitlines()), legend
 
 
+def chart_history(part: NodePart, history: History, budget: int) -> History:
+    """The history ``part``'s charts are drawn from: its ``history``, or every frame when it holds few enough.
+
+    The agent chooses the tier of its answer by the window asked for (an hour: 60 s buckets), not by
+    what its journal holds: an agent up for a minute, or a node that crashed minutes after its boot
+    (a PSU trip), gave a chart of one or two buckets joined by a straight line, its sag's time known
+    to the minute. Its frames (at most `MAX_POINTS`, and at most ``budget``: decoding them is the
+    report's main cost) chart each reading at its second; a frame's rail figure is already its
+    window's minimum, so nothing is averaged away.
+    """
+    if history.tier == "frames" or not 1 < part.frame_count <= min(MAX_POINTS, budget):
+        return history
+    try:
+        frames = [json.loads(raw) for raw in part.frame_lines()]
+        times = [float(f["taken_at"]) for f in frames]
+        # A journal's run may not record its info: then the frames' own usual spacing.
+        gaps = sorted(b - a for a, b in pairwise(times))
+        interval_s = part.info.interval_s if part.info is not None else gaps[len(gaps) // 2]
+        charted = history_of_decoded(part.node, times[0], times[-1], interval_s, zip(times, frames))
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, SchemaError):
+        # Frames the bundle cannot decode chart nothing better than the agent's own buckets.
+        return history
+    return replace(charted, events=history.events)
+
+
 def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) -> str:
     """The whole REPORT.md."""
     out = [
@@ -129,18 +162,27 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
             f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
             f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | "
             f"{md_text(part.error or '')} |")
+    budget = CHART_FRAMES_BUDGET
     for part in parts:
         out += ["", f"## {md_text(part.node)}", ""]
+        if part.run_end is not None:
+            # From a journal: whether the recording ends at a clean stop or at a crash.
+            out += [md_text(part.run_end), ""]
         out += _collectors_section(part)
         out += _alarms_section(part)
         out += _window_alarms_section(part)
-        out += _events_section(part)
         if part.history is None:
-            out += ["No series: the node's journal was not available.", ""]
+            # Its events come with its history: "no events" would say the node was quiet.
+            why = "see its error in the table above" if part.error else "its journal was not available"
+            out += [f"No series and no events: the node's history is not in the bundle ({why}).", ""]
             continue
-        out += [f"Series from the {md_code(part.history.tier)} tier ({part.history.step_s:g} s per point).", ""]
+        out += _events_section(part)
+        charted = chart_history(part, part.history, budget)
+        if charted is not part.history:
+            budget -= part.frame_count
+        out += [f"Series from the {md_code(charted.tier)} tier ({charted.step_s:g} s per point).", ""]
         for spec in CHARTS:
-            drawn = render_chart(part.history, spec)
+            drawn = render_chart(charted, spec)
             if drawn is not None:
                 chart, legend = drawn
                 out += [f"### {spec.title}", "", "```", chart, "```", "", *legend, ""]
@@ -266,10 +308,19 @@ def _events_section(part: NodePart) -> list[str]:
     # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
     # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
     # exit after the hardware trouble is the run's end even when its exit code was not seen.
-    notable = [e for e in events if notable_event(e)][-MAX_EVENTS_LISTED:]
+    notable = [e for e in events if notable_event(e)]
     if notable:
-        lines += ["", "Warnings and critical events (alarms included), the job's marks and its processes' exits "
-                  "after hardware trouble, latest last:", ""]
-        lines += [f"- {_stamp(e.at)} **{md_text(e.severity)}** {md_code(e.kind)} {md_text(e.subject)}: "
-                  f"{md_text(e.message)}" for e in notable]
+        lines += ["", ("Warnings and critical events (alarms included), the job's marks and its processes' exits "
+                       "after hardware trouble, latest last:"), ""]
+        lines += [_event_line(e) for e in notable[:FIRST_EVENTS_LISTED]]
+        if len(notable) > MAX_EVENTS_LISTED:
+            # The first of an incident is its cause as often as the last is its end: both are listed,
+            # and what is left out between them is said, not dropped without a word.
+            left_out = len(notable) - MAX_EVENTS_LISTED
+            lines.append(f"- ({left_out} events between these not listed: see the node's events.jsonl)")
+        lines += [_event_line(e) for e in notable[FIRST_EVENTS_LISTED:][-(MAX_EVENTS_LISTED - FIRST_EVENTS_LISTED):]]
     return lines + [""]
+
+
+def _event_line(e: Event) -> str:
+    return f"- {_stamp(e.at)} **{md_text(e.severity)}** {md_code(e.kind)} {md_text(e.subject)}: {md_text(e.message)}"

@@ -103,3 +103,22 @@ def test_a_bundle_that_unpacks_past_any_rigmon_writes_is_refused_before_it_is_re
     assert path.stat().st_size < 1024 * 1024
     with pytest.raises(BundleError, match=r"REPORT\.md: the bundle unpacks to more than 200x its size"):
         read_bundle(path)
+
+
+def test_a_directory_given_for_a_bundle_is_said_to_be_one(tmp_path: Path) -> None:
+    # The bundle unpacked (to read REPORT.md), then its directory given to the replay.
+    unpacked = tmp_path / "rigmon-snapshot-20261127-231111"
+    unpacked.mkdir()
+    with pytest.raises(BundleError) as caught:
+        read_bundle(unpacked)
+    message = str(caught.value)
+    assert message.startswith(f"{unpacked}: a directory, not a bundle: give the .tar.gz file")
+    assert "Errno" not in message
+
+
+def test_a_bundle_cut_short_before_its_manifest_says_so(tmp_path: Path) -> None:
+    good = write_fake_bundle(tmp_path / "good.tar.gz")
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(good.read_bytes()[:300])
+    with pytest.raises(BundleError, match=r"not a readable bundle: it is cut short before its manifest\.json"):
+        read_bundle(cut)

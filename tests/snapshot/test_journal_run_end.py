@@ -1,0 +1,59 @@
+"""``rigmon snapshot --journal`` says how the journal's last run ended: a crash or a clean stop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rigmon.agent.journal import JournalStore
+from rigmon.snapshot.bundle import read_bundle
+from rigmon.snapshot.command import write_snapshot
+from rigmon.snapshot.journal_part import read_journal
+from rigmon.snapshot.report import render_report
+from rigmon.snapshot.run_end import final_summary
+from tests.agent.test_journal import T0, FakeClock, frame
+
+
+def _stamp(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + " UTC"
+
+
+def _journal(state: Path, *, clean: bool) -> None:
+    store = JournalStore(state, FakeClock())
+    store.begin_run("run1", "n1", T0)
+    store.write([frame(i + 1, T0 + i, 40.0 + i) for i in range(30)])
+    if clean:
+        store.end_run("run1", T0 + 30.5)
+    store.close()
+
+
+def test_a_run_killed_is_said_to_have_not_stopped_cleanly_with_its_last_frame(tmp_path: Path) -> None:
+    # kill -9 or a power cut: no stop recorded and no later run to write `unclean_shutdown`.
+    state = tmp_path / "state"
+    _journal(state, clean=False)
+    part = read_journal(state, 3600)
+    assert part.run_end is not None
+    assert "did not stop cleanly" in part.run_end
+    assert f"last frame: {_stamp(T0 + 29)}" in part.run_end
+    report = render_report([part], 3600, T0 + 60)
+    assert "did not stop cleanly" in report.split("## n1", 1)[1]
+    out = write_snapshot([part], 3600, tmp_path / "snap.tar.gz")
+    (entry,) = read_bundle(out).manifest["nodes"]
+    assert entry["run_end"] == part.run_end
+
+
+def test_a_run_stopped_cleanly_is_said_so(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _journal(state, clean=True)
+    part = read_journal(state, 3600)
+    assert part.run_end is not None
+    assert f"stopped cleanly at {_stamp(T0 + 30.5)}" in part.run_end
+    assert "did not stop cleanly" not in render_report([part], 3600, T0 + 60)
+
+
+def test_the_final_seconds_name_the_rail_minimum_and_the_highest_power() -> None:
+    final = {"psu_rail.volts.min_volts": (11.2551, 12.01), "hwmon_volts[vcore].volts": (0.9, 1.1),
+             "gpus[0].power_w": (100.0, 310.0), "gpus[0].power_limit_w": (300.0, 300.0)}
+    assert final_summary(final) == "psu_rail.volts.min_volts min 11.255 V, gpus[0].power_w max 310 W"
+    assert final_summary({"host.cpu_pct": (1.0, 2.0)}) is None
+
