@@ -139,6 +139,10 @@ class HostCollector(PolledCollector):
         # The boot id changes only with a reboot, which no agent outlives: read like a fact.
         self._boot_id: DeviceFacts[str, str | None] = DeviceFacts()
         self._chips: DeviceFacts[str, HwmonTempFacts] = DeviceFacts()
+        #: What `_temperatures` reads from the zones and the chips while their facts are kept:
+        #: (path, sensor, label) of each temperature, in order.
+        self._zone_reads: tuple[tuple[str, str, str], ...] | None = None
+        self._chip_reads: tuple[tuple[str, str, str], ...] | None = None
         self._kinds: DeviceFacts[str, NetFacts] = DeviceFacts()
         #: The interfaces of the last /proc/net/dev, whose rates and activity are kept.
         self._net_names: frozenset[str] = frozenset()
@@ -196,7 +200,9 @@ class HostCollector(PolledCollector):
 
     def _host(self, stat_text: str) -> HostReading:
         cpu_pct, cpu_count = self._cpu(stat_text)
-        load_text = self.root.read_text("/proc/loadavg")
+        # loadavg and uptime are one short line each, whole in the first read (as an attribute):
+        # read_text would read once more for the end of the file (a system call per file and tick).
+        load_text = self.root.read_attr("/proc/loadavg")
         load: tuple[float | None, float | None, float | None] = (None, None, None)
         try:
             if load_text:
@@ -205,7 +211,7 @@ class HostCollector(PolledCollector):
             # A garbled loadavg costs the load figures only, not CPU and memory.
             pass
         mem = parse_meminfo(self.root.read_text("/proc/meminfo") or "", self.MEMINFO_KEYS)
-        uptime_text = self.root.read_text("/proc/uptime")
+        uptime_text = self.root.read_attr("/proc/uptime")
         return HostReading(
             cpu_pct=cpu_pct,
             cpu_count=cpu_count,
@@ -230,15 +236,37 @@ class HostCollector(PolledCollector):
     def _temperatures(self) -> list[TemperatureReading]:
         out: list[TemperatureReading] = []
         read = self.root.read_attr
+        # Listed every tick; which files to read and how to name them is worked out again only
+        # when the facts were not kept (see `DeviceFacts.begin`). Dropped first: a fact read that
+        # raises leaves none, not the last one of devices whose facts were dropped.
         zones = [z for z in self.root.listdir("/sys/class/thermal") if z.startswith("thermal_zone")]
-        self._zones.begin(zones)
-        for zone in zones:
-            label, temp_path = self._zones.get(zone, self._zone_facts)
+        if not self._zones.begin(zones) or self._zone_reads is None:
+            self._zone_reads = None
+            self._zone_reads = self._thermal_reads(zones)
+        for temp_path, sensor, label in self._zone_reads:
             temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
-                out.append(TemperatureReading(sensor=zone, label=label, temp_c=temp_c))
+                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
         chips = self.root.listdir("/sys/class/hwmon")
-        self._chips.begin(chips)
+        if not self._chips.begin(chips) or self._chip_reads is None:
+            self._chip_reads = None
+            self._chip_reads = self._hwmon_reads(chips)
+        for input_path, sensor, label in self._chip_reads:
+            temp_c = parse_millidegrees(read(input_path))
+            if temp_c is not None:
+                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
+        return out
+
+    def _thermal_reads(self, zones: list[str]) -> tuple[tuple[str, str, str], ...]:
+        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor and label."""
+        reads = []
+        for zone in zones:
+            label, temp_path = self._zones.get(zone, self._zone_facts)
+            reads.append((temp_path, zone, label))
+        return tuple(reads)
+
+    def _hwmon_reads(self, chips: list[str]) -> tuple[tuple[str, str, str], ...]:
+        """Each hwmon temperature a tick reads, in order: its ``_input`` path, sensor and label."""
         facts = [self._chips.get(hwmon, self._hwmon_facts) for hwmon in chips]
         # A PMBus PSU's temperature is named by its I2C client, as psu_hwmon names the PSU: the
         # kernel numbers hwmon devices in probe order, so after a reboot hwmonN may be another
@@ -250,13 +278,9 @@ class HostCollector(PolledCollector):
                       if sensor != client}
         else:
             shared = set()
-        for hwmon, chip_facts in zip(chips, facts, strict=True):
-            reads = chip_facts.client_reads if chip_facts.client_reads and hwmon not in shared else chip_facts.reads
-            for input_path, sensor, label in reads:
-                temp_c = parse_millidegrees(read(input_path))
-                if temp_c is not None:
-                    out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
-        return out
+        return tuple(read for hwmon, chip_facts in zip(chips, facts, strict=True)
+                     for read in (chip_facts.client_reads if chip_facts.client_reads and hwmon not in shared
+                                  else chip_facts.reads))
 
     def _zone_facts(self, zone: str) -> tuple[str, str]:
         base = f"/sys/class/thermal/{zone}"
@@ -294,10 +318,11 @@ class HostCollector(PolledCollector):
         self._kinds.begin(counters)
         read = self.root.read_attr
         rate = self._rates.rate
+        facts_of, read_facts = self._kinds.get, self._net_facts
         for name, c in sorted(counters.items()):
             if name in _SKIPPED_INTERFACES:
                 continue
-            facts = self._kinds.get(name, self._net_facts)
+            facts = facts_of(name, read_facts)
             carrier = parse_int(read(facts.carrier_path))
             speed = parse_int(read(facts.speed_path))
             operstate = read(facts.operstate_path)

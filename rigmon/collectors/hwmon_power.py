@@ -81,14 +81,20 @@ class ChipPlan:
     another chip's voltage inputs (nothing else of such a chip is reported)."""
 
     pmbus: bool
-    #: PMBus: for each of `PMBUS_FIGURES`, the input paths of its labelled channels, in order.
-    figure_paths: tuple[tuple[str, ...], ...] = ()
+    #: PMBus: for each of `PMBUS_FIGURES`, the input paths of its labelled channels, in order,
+    #: and the figure's unit scale (`MILLI`, `MICRO`).
+    figure_reads: tuple[tuple[tuple[str, ...], float], ...] = ()
     #: PMBus: (channel, path) of every ``*_alarm`` file, sorted by channel.
     alarm_paths: tuple[tuple[str, str], ...] = ()
     temp1_path: str | None = None
     fan1_path: str | None = None
     #: Other chips: the ``in*`` channels.
     voltages: tuple[VoltageInput, ...] = ()
+
+
+#: One PMBus supply's tick: hwmon device, I2C client, chip, figures (in `PMBUS_FIGURES` order, in
+#: volts, amperes and watts), alarms set, temperature (°C) and fan (RPM).
+PsuFigures = tuple[str, str | None, str, list[float | None], tuple[str, ...], float | None, float | None]
 
 
 def parse_hwmon_int(text: str | None) -> int | None:
@@ -168,6 +174,8 @@ class HwmonPowerCollector(PolledCollector):
         self.config = config
         self._imbalanced: set[str] = set()
         self._facts: DeviceFacts[str, ChipFacts] = DeviceFacts()
+        #: The PMBus supplies' sensor names (see `psu_sensors`) while the chips' facts are kept.
+        self._sensors: list[str] | None = None
 
     def _chip_facts(self, hwmon: str) -> ChipFacts:
         """Chip name, channels with labels and limits, and which optional files exist."""
@@ -203,8 +211,8 @@ class HwmonPowerCollector(PolledCollector):
         if facts.chip in PMBUS_DRIVERS:
             return ChipPlan(
                 pmbus=True,
-                figure_paths=tuple(tuple(f"{base}/{facts.channels[i].name}_input" for i in indexes)
-                                   for indexes in facts.pmbus_figures),
+                figure_reads=tuple((tuple(f"{base}/{facts.channels[i].name}_input" for i in indexes), unit)
+                                   for indexes, (_, unit) in zip(facts.pmbus_figures, PMBUS_FIGURES, strict=True)),
                 alarm_paths=tuple(sorted((e[: -len("_alarm")], f"{base}/{e}") for e in facts.alarm_files)),
                 temp1_path=f"{base}/temp1_input" if facts.has_temp1 else None,
                 fan1_path=f"{base}/fan1_input" if facts.has_fan1 else None,
@@ -227,35 +235,25 @@ class HwmonPowerCollector(PolledCollector):
         if not self.config.enabled:
             raise NoData("[psu.hwmon] disabled")
         volts: list[HwmonVoltageReading] = []
-        psus: list[tuple[str, str | None, str, list[float | None], list[str], float | None, float | None]] = []
+        psus: list[PsuFigures] = []
         chips = self.root.listdir(HWMON)
-        self._facts.begin(chips)
+        if not self._facts.begin(chips):
+            self._sensors = None
         read = self.root.read_attr
+        facts_of, read_facts = self._facts.get, self._chip_facts
         for hwmon in chips:
-            facts = self._facts.get(hwmon, self._chip_facts)
+            facts = facts_of(hwmon, read_facts)
             plan = facts.plan
             assert plan is not None  # set by _chip_facts
-            chip = facts.chip
             if plan.pmbus:
-                alarms = [name for name, path in plan.alarm_paths if parse_hwmon_int(read(path))]
-                figures: list[float | None] = []
-                for paths, (_, unit) in zip(plan.figure_paths, PMBUS_FIGURES, strict=True):
-                    # The first readable of the channels labelled for this figure.
-                    value = None
-                    for path in paths:
-                        if (value := parse_hwmon_int(read(path))) is not None:
-                            break
-                    figures.append(None if value is None else round(value / unit, 4))
-                temp = None if plan.temp1_path is None else parse_hwmon_int(read(plan.temp1_path))
-                fan = None if plan.fan1_path is None else parse_hwmon_int(read(plan.fan1_path))
-                psus.append((hwmon, facts.i2c_client, chip, figures, alarms,
-                             None if temp is None else temp / MILLI, None if fan is None else float(fan)))
+                psus.append(self._psu_figures(hwmon, facts, plan))
                 continue
+            chip = facts.chip
             for vin in plan.voltages:
-                value = parse_hwmon_int(read(vin.input_path))
+                value = parse_int(read(vin.input_path))
                 if value is None:
                     continue
-                alarm = None if vin.alarm_path is None else parse_hwmon_int(read(vin.alarm_path))
+                alarm = None if vin.alarm_path is None else parse_int(read(vin.alarm_path))
                 volts.append(HwmonVoltageReading(
                     sensor=vin.sensor, chip=chip, label=vin.label,
                     volts=round(value / MILLI * vin.scale, 4), min_volts=vin.min_volts, max_volts=vin.max_volts,
@@ -266,14 +264,41 @@ class HwmonPowerCollector(PolledCollector):
         records: list[object] = [*volts, *self._psus(psus)]
         return records
 
-    def _psus(
-        self, psus: list[tuple[str, str | None, str, list[float | None], list[str], float | None, float | None]]
-    ) -> list[object]:
-        iouts = [figures[3] for _, _, _, figures, _, _, _ in psus]
-        shares = current_shares(iouts, self.config.share_imbalance_pct)
+    def _psu_figures(self, hwmon: str, facts: ChipFacts, plan: ChipPlan) -> PsuFigures:
+        """One PMBus supply's readings this tick (see `PsuFigures`)."""
+        read = self.root.read_attr
+        alarms: tuple[str, ...] = ()
+        for name, path in plan.alarm_paths:
+            if parse_int(read(path)):
+                alarms += (name,)  # rare: no list built per tick for the alarms that are not set
+        figures: list[float | None] = []
+        for paths, unit in plan.figure_reads:
+            # The first readable of the channels labelled for this figure.
+            for path in paths:
+                value = parse_int(read(path))
+                if value is not None:
+                    # Each figure is given to 4 decimals. Millivolts and milliamperes in volts and
+                    # amperes have 3: ``value / MILLI`` is the double nearest a multiple of 0.001,
+                    # which rounds to itself, so round() (it formats the number in decimal and
+                    # parses it back, the costliest step here) is only for the microwatts.
+                    figures.append(value / unit if unit == MILLI else round(value / unit, 4))
+                    break
+            else:
+                figures.append(None)
+        temp = None if plan.temp1_path is None else parse_int(read(plan.temp1_path))
+        fan = None if plan.fan1_path is None else parse_int(read(plan.fan1_path))
+        return (hwmon, facts.i2c_client, facts.chip, figures, alarms,
+                None if temp is None else temp / MILLI, None if fan is None else float(fan))
+
+    def _psus(self, psus: list[PsuFigures]) -> list[object]:
+        shares = current_shares([psu[3][3] for psu in psus], self.config.share_imbalance_pct)
         # Series in the journal, alarm and event subjects and /metrics labels are keyed by
         # the sensor, so it must name the same PSU after a reboot renumbers the hwmon devices.
-        sensors = psu_sensors([(hwmon, client) for hwmon, client, *_ in psus])
+        # The names follow from the chips' facts (and the listing's order, sorted): worked out
+        # again when those are read again.
+        sensors = self._sensors
+        if sensors is None or len(sensors) != len(psus):
+            sensors = self._sensors = psu_sensors([(psu[0], psu[1]) for psu in psus])
         out: list[object] = []
         for sensor, (_, _, chip, figures, alarms, temp_c, fan_rpm), (share, deviation, imbalanced) in zip(
             sensors, psus, shares, strict=True
@@ -282,7 +307,7 @@ class HwmonPowerCollector(PolledCollector):
             out.append(PmbusPsuReading(
                 sensor=sensor, chip=chip,
                 vin_volts=vin, vout_volts=vout, iin_amps=iin, iout_amps=iout, pin_w=pin, pout_w=pout,
-                temp_c=temp_c, fan_rpm=fan_rpm, alarms=tuple(alarms),
+                temp_c=temp_c, fan_rpm=fan_rpm, alarms=alarms,
                 share_pct=share, share_deviation_pct=deviation, imbalanced=imbalanced,
             ))
             if imbalanced and sensor not in self._imbalanced:
