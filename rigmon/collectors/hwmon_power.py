@@ -23,6 +23,10 @@ PMBUS_DRIVERS = frozenset({"pmbus", "ibm-cffps", "inspur-ipsps1", "dps920ab", "f
                            "delta-ahe50dc-fan", "q54sj108a2", "pim4328", "lm25066", "mp2975"})
 #: Below this total output current the share between PSUs is noise.
 MIN_SHARE_AMPS = 5.0
+#: Consecutive readings that must agree before a supply's imbalance (or its end) is reported: each
+#: supply's telemetry is sampled at its own moment, so one reading across a load step (GPUs ramping
+#: together) can show a share no connection causes.
+IMBALANCE_READS = 3
 #: PMBus drivers label their inputs: vin, vout1, iin, iout1, pin, pout1. Each figure of a PSU is
 #: the first readable channel whose label starts with its prefix, in its unit's scale.
 PMBUS_FIGURES = (("vin", MILLI), ("vout", MILLI), ("iin", MILLI), ("iout", MILLI), ("pin", MICRO), ("pout", MICRO))
@@ -172,7 +176,9 @@ class HwmonPowerCollector(PolledCollector):
     def __init__(self, root: HostRoot, config: PsuHwmonSection) -> None:
         self.root = root
         self.config = config
+        #: Supplies reported imbalanced, and how many readings in a row said otherwise (`IMBALANCE_READS`).
         self._imbalanced: set[str] = set()
+        self._disagreeing: dict[str, int] = {}
         self._facts: DeviceFacts[str, ChipFacts] = DeviceFacts()
         #: The PMBus supplies' sensor names (see `psu_sensors`) while the chips' facts are kept.
         self._sensors: list[str] | None = None
@@ -310,19 +316,34 @@ class HwmonPowerCollector(PolledCollector):
                 temp_c=temp_c, fan_rpm=fan_rpm, alarms=alarms,
                 share_pct=share, share_deviation_pct=deviation, imbalanced=imbalanced,
             ))
-            if imbalanced and sensor not in self._imbalanced:
-                self._imbalanced.add(sensor)
-                out.append(EventDraft(
-                    kind="psu_current_imbalance", severity="warning", subject=f"psu:{sensor}",
-                    message=f"PSU {sensor} carries {share}% of the current ({deviation:+} points from an equal "
-                            "share): check its connections",
-                    data={"share_pct": share, "deviation_pct": deviation},
-                ))
-            elif not imbalanced and sensor in self._imbalanced:
-                self._imbalanced.discard(sensor)
-                out.append(EventDraft(kind="psu_current_balanced", severity="info", subject=f"psu:{sensor}",
-                                      message=f"PSU {sensor} shares the current evenly again"))
+            event = self._judge(sensor, share, deviation, imbalanced)
+            if event is not None:
+                out.append(event)
         return out
+
+    def _judge(self, sensor: str, share: float | None, deviation: float | None, imbalanced: bool) -> EventDraft | None:
+        """The event when ``sensor``'s imbalance starts or ends, `IMBALANCE_READS` readings in a row
+        saying so; none while the share is not known (the supplies nearly idle: it says nothing)."""
+        if share is None:
+            return None
+        if imbalanced == (sensor in self._imbalanced):
+            self._disagreeing.pop(sensor, None)
+            return None
+        runs = self._disagreeing[sensor] = self._disagreeing.get(sensor, 0) + 1
+        if runs < IMBALANCE_READS:
+            return None
+        del self._disagreeing[sensor]
+        if imbalanced:
+            self._imbalanced.add(sensor)
+            return EventDraft(
+                kind="psu_current_imbalance", severity="warning", subject=f"psu:{sensor}",
+                message=f"PSU {sensor} carries {share}% of the current ({deviation:+} points from an equal "
+                        "share): check its connections",
+                data={"share_pct": share, "deviation_pct": deviation},
+            )
+        self._imbalanced.discard(sensor)
+        return EventDraft(kind="psu_current_balanced", severity="info", subject=f"psu:{sensor}",
+                          message=f"PSU {sensor} shares the current evenly again")
 
 
 def make_hwmon_power_collector(ctx: CollectorContext) -> HwmonPowerCollector:

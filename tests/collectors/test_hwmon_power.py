@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.collectors.base import EventDraft, NoData
-from rigmon.collectors.hwmon_power import (HwmonPowerCollector, current_shares, parse_channel_names, parse_i2c_client,
+from rigmon.collectors.hwmon_power import (IMBALANCE_READS, HwmonPowerCollector, current_shares, parse_channel_names, parse_i2c_client,
                                            psu_sensors)
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
@@ -67,9 +67,43 @@ def test_pmbus_psus_and_current_imbalance(tmp_path: Path) -> None:
     assert psus[2].alarms == ("in2_lcrit",)
     assert [p.imbalanced for p in psus] == [False, False, True]
     assert psus[2].share_pct == 15.0 and psus[2].share_deviation_pct == pytest.approx(-18.33, abs=0.01)
-    events = [r for r in records if isinstance(r, EventDraft)]
+    assert not [r for r in records if isinstance(r, EventDraft)], "one reading reports no imbalance"
+    for _ in range(IMBALANCE_READS - 2):
+        assert not [r for r in collector.collect() if isinstance(r, EventDraft)]
+    events = [r for r in collector.collect() if isinstance(r, EventDraft)]
     assert [(e.kind, e.subject) for e in events] == [("psu_current_imbalance", "psu:hwmon5")]
     assert not [r for r in collector.collect() if isinstance(r, EventDraft)], "an imbalance is reported once"
+
+
+def test_one_reading_across_a_load_step_reports_no_imbalance_nor_its_end(tmp_path: Path) -> None:
+    # Each supply's telemetry is sampled at its own moment: a tick across a load step read one PSU at
+    # the new load and the others at the old, and the lab demo's healthy node reported "PSU 1-0058
+    # carries 54% of the current: check its connections", then "evenly again", every few seconds.
+    tree = Tree(tmp_path)
+    even = {3: 50000, 4: 50000, 5: 50000}
+    torn = {3: 95000, 4: 50000, 5: 50000}
+    collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection(share_imbalance_pct=15))
+    events: list[str] = []
+    for currents in (even, torn, even, even, torn, even, torn, torn, even):
+        for hwmon, iout_ma in currents.items():
+            for rel, content in psu_files(hwmon, iout_ma).items():
+                tree.write(rel, content)
+        events += [e.kind for e in collector.collect() if isinstance(e, EventDraft)]
+    assert events == []
+
+
+def test_an_idle_supply_set_is_not_called_balanced_again(tmp_path: Path) -> None:
+    # Below MIN_SHARE_AMPS in total the shares say nothing: an imbalance stays reported until
+    # readings under load show it gone.
+    tree = Tree(tmp_path)
+    collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection(share_imbalance_pct=15))
+    kinds: list[str] = []
+    for currents in [(52000, 50000, 18000)] * IMBALANCE_READS + [(1000, 1000, 500)] * 5:
+        for hwmon, iout_ma in zip((3, 4, 5), currents, strict=True):
+            for rel, content in psu_files(hwmon, iout_ma).items():
+                tree.write(rel, content)
+        kinds += [e.kind for e in collector.collect() if isinstance(e, EventDraft)]
+    assert kinds == ["psu_current_imbalance"]
 
 
 def psu_on_i2c(tree: Tree, hwmon: int, client: str, iout_ma: int) -> None:
@@ -80,6 +114,15 @@ def psu_on_i2c(tree: Tree, hwmon: int, client: str, iout_ma: int) -> None:
     tree.symlink(f"/sys/class/hwmon/hwmon{hwmon}/device", f"../../../devices/pci0000:00/0000:00:1f.4/i2c-7/{client}")
 
 
+def collect_held(collector: HwmonPowerCollector) -> list[object]:
+    """The records of `IMBALANCE_READS` collections of an unchanging tree: the last one's readings, every event."""
+    events: list[object] = []
+    for _ in range(IMBALANCE_READS):
+        records = list(collector.collect())
+        events += [r for r in records if isinstance(r, EventDraft)]
+    return [*(r for r in records if not isinstance(r, EventDraft)), *events]
+
+
 def test_pmbus_psus_are_named_by_their_i2c_client_across_a_reboot(tmp_path: Path) -> None:
     # The kernel numbers hwmon devices in probe order: after a reboot the same PSU (7-005a,
     # the imbalanced one) is hwmon3 where it was hwmon5. Its sensor, its event's subject and
@@ -88,13 +131,14 @@ def test_pmbus_psus_are_named_by_their_i2c_client_across_a_reboot(tmp_path: Path
     tree = Tree(tmp_path / "boot1")
     for hwmon, client, iout_ma in ((3, "7-0058", 52000), (4, "7-0059", 50000), (5, "7-005a", 18000)):
         psu_on_i2c(tree, hwmon, client, iout_ma)
-    records = HwmonPowerCollector(HostRoot(tmp_path / "boot1"), config).collect()
+    records = collect_held(HwmonPowerCollector(HostRoot(tmp_path / "boot1"), config))
     before = {r.sensor: r.iout_amps for r in records if isinstance(r, PmbusPsuReading)}
     events = [(e.subject, e.message) for e in records if isinstance(e, EventDraft)]
+    assert [subject for subject, _ in events] == ["psu:7-005a"]
     tree = Tree(tmp_path / "boot2")
     for hwmon, client, iout_ma in ((3, "7-005a", 18000), (4, "7-0058", 52000), (6, "7-0059", 50000)):
         psu_on_i2c(tree, hwmon, client, iout_ma)
-    records = HwmonPowerCollector(HostRoot(tmp_path / "boot2"), config).collect()
+    records = collect_held(HwmonPowerCollector(HostRoot(tmp_path / "boot2"), config))
     after = {r.sensor: r.iout_amps for r in records if isinstance(r, PmbusPsuReading)}
     assert before == after == {"7-0058": 52.0, "7-0059": 50.0, "7-005a": 18.0}
     assert events == [(e.subject, e.message) for e in records if isinstance(e, EventDraft)]
