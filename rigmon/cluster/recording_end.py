@@ -8,6 +8,12 @@ clock runs behind, and would make the others' rules judge it), but its recording
 cursor is past its last frame by more than its staleness limit (three of its sampling intervals),
 the screens say so and its alarms are as of its last frame (`rigmon.cluster.alarm_board.board_view`).
 A node whose pull the bundle dates ages up to it and reads stale as recorded; nothing here is said of it.
+
+A bundle read from a journal (`rigmon snapshot --journal`, after a crash) says how the agent's last
+run ended (the manifest's ``run_end``, `rigmon.snapshot.run_end`): stopped cleanly, or not (killed,
+crashed or the node lost power). Of such a node the bundle knows that nothing came after its last
+frame, so its recording ends there, at the cursor's reaching it (the replay's end, in a bundle of
+that node alone), and the screens say how (`Replay.stopped_cleanly`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,21 @@ if TYPE_CHECKING:
 
 #: How the screens and the alarm board name the state of a node whose recording ended before the cursor.
 ENDED = "recording ended"
+#: The beginnings of `rigmon.snapshot.run_end.run_end`'s sentence after its run's name: a run
+#: that stopped cleanly, and one whose journal records no stop.
+_RUN_STOPPED = ") stopped cleanly"
+_RUN_NOT_STOPPED = ") did not stop cleanly"
+
+
+def stopped_cleanly(run_end: object) -> bool | None:
+    """Whether a bundle's ``run_end`` (its manifest's sentence on how a journal's last run ended,
+    `rigmon.snapshot.run_end.run_end`) says the agent stopped cleanly; ``None`` when there is none
+    (a bundle pulled from running agents, an older bundle) or it says neither."""
+    if not isinstance(run_end, str):
+        return None
+    if _RUN_NOT_STOPPED in run_end:
+        return False
+    return True if _RUN_STOPPED in run_end else None
 
 
 def recording_ends(replay: Replay, cluster: ClusterStore) -> dict[str, float]:
@@ -30,13 +51,15 @@ def recording_ends(replay: Replay, cluster: ClusterStore) -> dict[str, float]:
 
     Only nodes whose pull the bundle does not date (`rigmon.cluster.replay_clocks.NodeClock.watched_until`)
     and whose last frame (`NodeStore.watched_until` on the replay's clock) the cursor is past by more
-    than the node's `NodeStore.stale_after_s`.
+    than the node's `NodeStore.stale_after_s`; a node whose bundle says how its agent's run ended
+    (`Replay.stopped_cleanly`) from its last frame on.
     """
     out: dict[str, float] = {}
     for key in replay.keys:
         store = cluster.nodes.get(key)
         if store is None or store.watched_until is None or replay.clock_of(key).watched_until is not None:
             continue
-        if replay.at - store.watched_until > store.stale_after_s:
+        past = replay.at - store.watched_until
+        if past > store.stale_after_s or (key in replay.stopped_cleanly and past >= 0):
             out[key] = replay.node_time(key, store.watched_until)
     return out

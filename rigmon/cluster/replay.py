@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rigmon.cluster.alarm_board import AlarmTracker
+from rigmon.cluster.recording_end import stopped_cleanly
 from rigmon.cluster.replay_checkpoints import checkpoint_spacing, node_copy_bytes
 from rigmon.cluster.replay_clocks import NodeClock, node_clocks, unknown_clocks
 from rigmon.cluster.sanitise import clean_record, clean_text
@@ -153,6 +154,12 @@ class Replay:
         #: Each recorded node's clock against the replay's, in the bundle's order.
         self.clocks = node_clocks(bundle.nodes)
         self._clock_of = dict(zip(self.keys, self.clocks))
+        entries = bundle.manifest.get("nodes")
+        entries = entries if isinstance(entries, list) else []
+        #: How each node's agent run ended, by store key: whether it stopped cleanly, for the nodes the
+        #: bundle read from a journal says it of (the manifest's ``run_end``; none in an older bundle).
+        self.stopped_cleanly = {key: clean for key, entry in zip(self.keys, entries) if isinstance(entry, dict)
+                                and (clean := stopped_cleanly(entry.get("run_end"))) is not None}
         # Each frame with the replay's time when its node's clock read its ``taken_at``.
         timeline: list[tuple[float, int, str, Frame]] = []
         for index, (node, clock) in enumerate(zip(bundle.nodes, self.clocks)):

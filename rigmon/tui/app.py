@@ -237,6 +237,8 @@ class RigmonApp(Navigation, ReplayKeys):
         key = message.key if message.key is not None else self.selected
         if key in self.cluster.nodes:
             self.push_screen(operations.history_screen(self, key))
+            # Its time cursor at once in a replay, as the other screens' (then on every redraw).
+            self.call_after_refresh(self.draw_screen)
 
     def on_alarms_screen_acknowledge(self, message: AlarmsScreen.Acknowledge) -> None:
         self.run_worker(operations.acknowledge(self, message.row), group="ack", exit_on_error=False)

@@ -4,6 +4,8 @@ Which nodes, and since when, is `rigmon.cluster.recording_end.recording_ends` (t
 too). The cluster row and the node screen say "recording ended HH:MM:SS" (its last frame, on its own
 clock, UTC), the link matrix's rows "ended HH:MM:SS" and its column's title "ended", and they draw its
 figures as old; the alarms screen dates its alarms as of that frame. The node is not stale: its age and the cluster rules are as recorded.
+Of a node whose bundle says how its agent's run ended (`rigmon.cluster.replay.Replay.stopped_cleanly`),
+the row and the node screen say that too: ", agent stopped cleanly" or ", agent did not stop cleanly".
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ def ended_clock(ended_at: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ended_at))
 
 
-def ended_text(ended_at: float) -> str:
-    """``recording ended 00:01:30``: the node's last frame, UTC to the whole second."""
-    return f"{ENDED} {ended_clock(ended_at)}"
+def how_ended(stopped_cleanly: bool | None) -> str:
+    """``agent did not stop cleanly`` (or ``agent stopped cleanly``); ``""`` when the bundle does not say."""
+    if stopped_cleanly is None:
+        return ""
+    return "agent stopped cleanly" if stopped_cleanly else "agent did not stop cleanly"
+
+
+def ended_text(ended_at: float, stopped_cleanly: bool | None = None) -> str:
+    """``recording ended 00:01:30``: the node's last frame, UTC to the whole second; with how its
+    agent's run ended when the bundle says (``recording ended 00:01:30, agent did not stop cleanly``)."""
+    how = how_ended(stopped_cleanly)
+    return f"{ENDED} {ended_clock(ended_at)}" + (f", {how}" if how else "")
 
 
 def in_display_order(views: Sequence[NodeView], ended: Mapping[str, float]) -> list[NodeView]:

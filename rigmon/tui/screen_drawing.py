@@ -33,24 +33,26 @@ def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, re
          board: AlarmBoardView | None) -> None:
     """Draw ``screen`` from the stores (the alarms screen needs ``board``; ``selected``: the node screen's node)."""
     ended: dict[str, float] = {}
+    stopped: dict[str, bool] = {}
     if replay is not None:
         # Live, the bars keep their position of None (hidden); a query walks every row.
         for bar in screen.query(ReplayBar):
             bar.position = replay.position()
         ended = recording_ends(replay, cluster)
+        stopped = replay.stopped_cleanly
     try:
         if isinstance(screen, AlarmsScreen):
             if board is not None:
                 screen.show(board)
         elif isinstance(screen, ClusterScreen):
-            screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended)
+            screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended, stopped)
         elif isinstance(screen, LinkScreen):
             screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended)
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
             store = cluster.nodes[selected]
             view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store),
                               label=cluster.rule_names()[selected])
-            screen.show(view, store.info, store.latest, tuple(store.events), ended.get(selected))
+            screen.show(view, store.info, store.latest, tuple(store.events), ended.get(selected), stopped.get(selected))
     except NoMatches:
         # The timer fired while the app shuts down and the screen has lost its widgets.
         pass

@@ -106,10 +106,13 @@ class ClusterScreen(Screen[None]):
         # query (this runs on every redraw, up to ten times a second).
         return [child for child in self.query_one("#nodes", VerticalScroll).children if isinstance(child, NodeRow)]
 
-    def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None) -> None:
+    def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None,
+             stopped: Mapping[str, bool] | None = None) -> None:
         """Draw ``views`` (already in display order); ``ended``: in a replay, the nodes whose recording
-        ended before the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`)."""
+        ended before the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`);
+        ``stopped``: whether their agent stopped cleanly, where the bundle says (`Replay.stopped_cleanly`)."""
         ended = ended or {}
+        stopped = stopped or {}
         rows = self._rows()
         focused = self.focused
         if (isinstance(focused, NodeRow) and focused in rows and focused is not self._cursor_row(rows)
@@ -123,11 +126,13 @@ class ClusterScreen(Screen[None]):
             if row.with_paths != with_paths:
                 row.with_paths = with_paths
             ended_at = ended.get(view.key)
+            clean = stopped.get(view.key)
             # Most rows keep their view object between redraws (see `NodeStore.view`); a node whose
             # recording ended keeps it while the cursor moves on.
-            if row.view is view and row.ended_at == ended_at:
+            if row.view is view and row.ended_at == ended_at and row.stopped_cleanly == clean:
                 continue
             if index in shown or _height_changes(row, view, ended_at):
+                row.stopped_cleanly = clean
                 row.ended_at = ended_at
                 row.view = view
                 self._unpainted.discard(row)
@@ -135,12 +140,14 @@ class ClusterScreen(Screen[None]):
                 # Off screen: no repaint now (a repaint of a widget off screen makes Textual lay
                 # out every row again, which with 256 nodes cost more than drawing the screen).
                 row.set_reactive(NodeRow.ended_at, ended_at)
+                row.set_reactive(NodeRow.stopped_cleanly, clean)
                 row.set_reactive(NodeRow.view, view)
                 self._unpainted.add(row)
         container = self.query_one("#nodes", VerticalScroll)
         mounted = len(views) > len(rows)
         if mounted:
-            container.mount_all(NodeRow(view, with_paths=with_paths, ended_at=ended.get(view.key))
+            container.mount_all(NodeRow(view, with_paths=with_paths, ended_at=ended.get(view.key),
+                                        stopped_cleanly=stopped.get(view.key))
                                 for view in views[len(rows):])
         for row in rows[len(views):]:
             self._unpainted.discard(row)

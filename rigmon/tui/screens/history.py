@@ -22,13 +22,15 @@ from rigmon.tui.gauge import span_label
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.event_list import MARK_KIND
 from rigmon.tui.widgets.history_chart import HistoryChart, event_level
+from rigmon.tui.widgets.replay_bar import ReplayBar
 
 #: Lines the event list under the chart may always take (all it has at 80x24).
 EVENT_LINES = 6
 #: Rows the chart keeps at least (what it has at 80x24): on a taller screen the event list takes
 #: the rest, so the marks late in the window are listed, not "… N more".
 CHART_ROWS = 14
-#: Rows besides the chart and the list: the header, the line above the chart, its legend, the footer.
+#: Rows besides the chart and the list: the header, the line above the chart, its legend, the footer
+#: (and in a replay the time cursor above the footer: one more).
 OTHER_ROWS = 4
 #: Fetches a node's history: (from_at, to_at, series names) to a `History`, or raises
 #: `HistoryUnavailable` saying why.
@@ -46,10 +48,10 @@ def figure(value: float, unit: str) -> str:
     return f"{value:.4g}" if decimals is None else f"{value:.{decimals}f}"
 
 
-def event_lines(screen_rows: int) -> int:
+def event_lines(screen_rows: int, replaying: bool = False) -> int:
     """Lines the event list may take on a screen ``screen_rows`` high: the rows the chart does not
-    need, and at least `EVENT_LINES`."""
-    return max(EVENT_LINES, screen_rows - OTHER_ROWS - CHART_ROWS)
+    need (nor, ``replaying``, the time cursor), and at least `EVENT_LINES`."""
+    return max(EVENT_LINES, screen_rows - OTHER_ROWS - replaying - CHART_ROWS)
 
 
 def event_text(event: Event) -> str:
@@ -69,7 +71,8 @@ class HistoryScreen(Screen[None]):
         name: the node's name (for the title).
         charts: the charts the node offers (`rigmon.cluster.chart.charts_for`).
         now: the newest time there is (the node's last frame, or the replay's cursor), asked
-            when the view opens and on the now key.
+            when the view opens, on the now key, and in a replay whenever its time cursor moves: a
+            window that ends at the newest time follows it (`follow`).
         load: fetches the history (an agent's ``/v1/history``, or a replay's frames).
         reason: why there is no history to show at all (no frame from the node yet).
         span_s: the window's span to start with.
@@ -104,6 +107,8 @@ class HistoryScreen(Screen[None]):
         self.chart_index = 0
         self.now = now
         self.window = Window(now(), span_s)
+        #: The newest time when last asked: a window ending there follows the replay's cursor.
+        self._newest_at = self.window.end_at
         self.load = load
         self.history: History | None = None
         self.plotted: Plotted | None = None
@@ -116,6 +121,7 @@ class HistoryScreen(Screen[None]):
         yield Static(id="history-head")
         yield HistoryChart()
         yield Static(id="history-events")
+        yield ReplayBar()
         yield Footer()
 
     def on_mount(self) -> None:
@@ -127,10 +133,15 @@ class HistoryScreen(Screen[None]):
         """The chart shown."""
         return self.charts[self.chart_index] if self.charts else None
 
-    def fetch(self) -> None:
-        """Ask for the chart's series over the window (the newest ask wins)."""
+    def fetch(self, keep: bool = False) -> None:
+        """Ask for the chart's series over the window (the newest ask wins); ``keep``: the chart
+        drawn stays until the answer comes (the window follows a playing replay: no "loading…")."""
         chart = self.chart
         self._serial += 1
+        if keep and chart is not None and not self.fixed_reason and self.history is not None:
+            self.run_worker(self._fetch(self._serial, chart, self.window), group="history", exclusive=True,
+                            exit_on_error=False)
+            return
         self.history = None
         if chart is None or self.fixed_reason:
             self._draw()
@@ -153,6 +164,20 @@ class HistoryScreen(Screen[None]):
         # the list is the old one's and is redrawn when it comes.
         if self.history is not None and self.plotted is not None and self.plotted.lines:
             self._list_events(self.plotted, event.size.height)
+
+    def on_replay_bar_moved(self, message: ReplayBar.Moved) -> None:
+        self.follow()
+
+    def follow(self) -> None:
+        """In a replay, keep a window that ended at the newest time (`now`: the cursor) ending at it,
+        as the cursor plays or seeks, backwards too; one panned back stays, unless now past the cursor."""
+        newest_at = self.now()
+        end_at = self.window.end_at
+        following = end_at >= self._newest_at or end_at > newest_at
+        self._newest_at = newest_at
+        if following and end_at != newest_at:
+            self.window = Window(newest_at, self.window.span_s)
+            self.fetch(keep=True)
 
     def on_history_screen_loaded(self, message: Loaded) -> None:
         if message.serial != self._serial:
@@ -207,7 +232,7 @@ class HistoryScreen(Screen[None]):
         # One line an event, so the list stays short at 80 columns: the box cuts each line where it
         # ends (rigmon.tcss), at its width when drawn (it narrows with the terminal: a line cut here
         # at the width it had would wrap then).
-        room = event_lines(screen_rows)
+        room = event_lines(screen_rows, self.query_one(ReplayBar).position is not None)
         lines = Text()
         shown = list(enumerate(plotted.events, start=1))
         if len(shown) < plotted.window_events or len(shown) > room:
@@ -248,10 +273,12 @@ class HistoryScreen(Screen[None]):
 
     def action_pan(self, halves: int) -> None:
         """Move half a window later (1) or earlier (-1)."""
-        self.window = self.window.pan(halves, self.now())
+        self._newest_at = self.now()
+        self.window = self.window.pan(halves, self._newest_at)
         self.fetch()
 
     def action_now(self) -> None:
-        """Back to the newest data."""
-        self.window = Window(self.now(), self.window.span_s)
+        """Back to the newest data (in a replay, the window follows the cursor again)."""
+        self._newest_at = self.now()
+        self.window = Window(self._newest_at, self.window.span_s)
         self.fetch()

@@ -61,14 +61,18 @@ def troubled_groups(problems: tuple[Problem, ...]) -> set[type[SourceGroup]]:
     return out
 
 
-def out_of_touch(view: NodeView, ended_at: float | None = None) -> tuple[Problem, ...]:
+def out_of_touch(view: NodeView, ended_at: float | None = None,
+                 stopped_cleanly: bool | None = None) -> tuple[Problem, ...]:
     """What is wrong now with a node the dashboard has lost (its readings are the last it had):
     ``unreachable, last data 24s ago: cannot connect: ...`` (red), ``stale, last data 8s ago``
     (amber), as its cluster row says; in a replay, ``recording ended 00:01:30: ...`` (amber) once
-    the cursor is past its last frame (``ended_at``, see `rigmon.tui.recording_end`); nothing while it is live."""
+    the cursor is past its last frame (``ended_at``, see `rigmon.tui.recording_end`), with how its
+    agent's run ended where the bundle says (``stopped_cleanly``); nothing while it is live."""
     if ended_at is not None:
-        return (Problem("warn", f"{ended_text(ended_at)}: nothing of it after its last frame (its agent stopped, "
-                                "or its clock ran behind the others')", "node"),)
+        why = {None: "its agent stopped, or its clock ran behind the others'",
+               True: "its agent stopped cleanly",
+               False: "its agent did not stop cleanly: killed, crashed or the node lost power"}[stopped_cleanly]
+        return (Problem("warn", f"{ended_text(ended_at)}: nothing of it after its last frame ({why})", "node"),)
     if view.state not in ("stale", "unreachable"):
         return ()
     text = view.state + (", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
@@ -141,11 +145,12 @@ class NodeScreen(Screen[None]):
         self.query_one("#node-body", VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...],
-             ended_at: float | None = None) -> None:
+             ended_at: float | None = None, stopped_cleanly: bool | None = None) -> None:
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once. ``ended_at``: in
-        a replay, when the node's recording ended before the cursor (`rigmon.tui.recording_end`)."""
+        a replay, when the node's recording ended before the cursor (`rigmon.tui.recording_end`);
+        ``stopped_cleanly``: whether its agent did, where the bundle says (`Replay.stopped_cleanly`)."""
         events = merge_xid_events(events)
-        state = view.state if ended_at is None else ended_text(ended_at)
+        state = view.state if ended_at is None else ended_text(ended_at, stopped_cleanly)
         self.sub_title = f"{view.label or view.name} · {state}"
         if view.key != self._shown_key:
             # Another node: start at its top, not where the last one was left. The refresh
@@ -155,8 +160,9 @@ class NodeScreen(Screen[None]):
         story = self.query_one(IncidentTimeline)
         story.steps = timeline(events, view.sags, now=view.problems,
                                now_at=frame.taken_at if frame is not None else None)
-        story.now = (*out_of_touch(view, ended_at), *view.problems)
+        story.now = (*out_of_touch(view, ended_at, stopped_cleanly), *view.problems)
         status = self.query_one(NodeStatus)
+        status.stopped_cleanly = stopped_cleanly
         status.ended_at = ended_at
         status.view = view
         status.info = info

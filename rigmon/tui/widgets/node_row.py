@@ -241,6 +241,9 @@ class NodeRow(Widget, can_focus=True):
     ended_at: reactive[float | None] = reactive(None)
     """In a replay, when the node's recording ended before the cursor (its last frame's ``taken_at``,
     see `rigmon.tui.recording_end`); ``None`` live and while its frames go on."""
+    stopped_cleanly: reactive[bool | None] = reactive(None)
+    """In a replay, whether the node's agent stopped cleanly when its bundle says (a journal's bundle,
+    `rigmon.cluster.replay.Replay.stopped_cleanly`): said after "recording ended"; ``None`` when it does not."""
 
     def watch_view(self, view: NodeView | None) -> None:
         self._fit_height()
@@ -272,11 +275,12 @@ class NodeRow(Widget, can_focus=True):
             self.key = key
 
     def __init__(self, view: NodeView | None = None, *, with_paths: bool = False, ended_at: float | None = None,
-                 id: str | None = None) -> None:
+                 stopped_cleanly: bool | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(NodeRow.view, view)
         self.set_reactive(NodeRow.with_paths, with_paths)
         self.set_reactive(NodeRow.ended_at, ended_at)
+        self.set_reactive(NodeRow.stopped_cleanly, stopped_cleanly)
         # Component styles by name, for the theme they were read under. Textual drops its own
         # cache of them on every refresh, and a row is refreshed for each of its node's frames.
         self._styles: dict[str, Style] = {}
@@ -330,7 +334,7 @@ class NodeRow(Widget, can_focus=True):
         state = Text(view.state, style=self._style(view.state))
         if self.ended_at is not None:
             # Its figures are its last frame's; not stale: the bundle cannot tell it from a clock behind.
-            state = Text(ended_text(self.ended_at), style=self._style("ended"))
+            state = Text(ended_text(self.ended_at, self.stopped_cleanly), style=self._style("ended"))
         elif view.state in ("stale", "unreachable"):
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:

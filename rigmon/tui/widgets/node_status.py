@@ -51,6 +51,9 @@ class NodeStatus(Widget):
     ended_at: reactive[float | None] = reactive(None, layout=True)
     """In a replay, when the node's recording ended before the cursor (its last frame's ``taken_at``,
     see `rigmon.tui.recording_end`); ``None`` live and while its frames go on."""
+    stopped_cleanly: reactive[bool | None] = reactive(None, layout=True)
+    """In a replay, whether the node's agent stopped cleanly when its bundle says (a journal's bundle):
+    said after "recording ended"; ``None`` when it does not."""
 
     def render(self) -> RenderableType:
         view = self.view
@@ -63,7 +66,7 @@ class NodeStatus(Widget):
         age = "never" if view.age_s is None else f"{fmt.age(view.age_s)} ago"
         if self.ended_at is not None:
             # Its age stops at its last frame (the replay cannot tell a dead node from a clock behind).
-            state = Text(ended_text(self.ended_at),
+            state = Text(ended_text(self.ended_at, self.stopped_cleanly),
                          style=self.get_component_rich_style("node-status--ended", partial=True))
             age = "at the end of its recording"
         info = self.info

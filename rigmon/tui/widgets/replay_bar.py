@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
@@ -44,11 +45,21 @@ class ReplayBar(Widget):
     }
     """
 
+    class Moved(Message):
+        """The replay's position changed (its cursor, play or pause, speed): for a screen whose
+        view follows the cursor (the history view's chart)."""
+
+        def __init__(self, position: ReplayPosition) -> None:
+            super().__init__()
+            self.position = position
+
     position: reactive[ReplayPosition | None] = reactive(None)
     """Where the replay stands; ``None`` for live data."""
 
     def watch_position(self, position: ReplayPosition | None) -> None:
         self.set_class(position is not None, "-replaying")
+        if position is not None:
+            self.post_message(self.Moved(position))
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(f"replay-bar--{name}", partial=True))
