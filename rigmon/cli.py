@@ -220,7 +220,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from rigmon.cluster.config import normalize_url
+    from rigmon.cluster.config import DashConfigError, check_url, normalize_url
     from rigmon.cluster.sanitise import clean_text
     from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
     from rigmon.snapshot.failures import failure_line
@@ -246,14 +246,14 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     folder = Path(args.output).absolute().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return fail(f"-o {args.output}: {folder} is not a directory this user can write to")
-    import httpx
-
     urls = [normalize_url(u) for u in args.urls]
     for given, url in zip(args.urls, urls):
         try:
-            httpx.URL(url)
-        except httpx.InvalidURL as exc:
-            return fail(f"{given}: not a URL ({exc})")
+            # The dashboard's rule: httpx took `localhost:99999` (a traceback from the socket) and
+            # `ftp://x` or `http://[bad` (an "unreachable" node after the pull, exit 3).
+            check_url(given, url)
+        except DashConfigError as exc:
+            return fail(str(exc))
     parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:
