@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import signal
 import sys
@@ -28,14 +29,32 @@ SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the me
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    """A positive, finite number of an option (seconds, a speed factor).
+
+    Raises:
+        argparse.ArgumentTypeError: naming what was given. argparse's own message for a ValueError
+            named this function ("invalid _positive_float value: 'abc'"), and ``nan`` or ``inf`` passed
+            ``value <= 0``: a traceback from the simulator, a check that waited forever.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < math.inf:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    """A whole number of at least 1 of an option (a count of nodes).
+
+    Raises:
+        argparse.ArgumentTypeError: naming what was given.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
     return value

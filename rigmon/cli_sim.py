@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 #: Real seconds `rigmon demo` waits for the simulated agents to print their URLs.
 DEMO_START_TIMEOUT_S = 60.0
 
+#: Highest TCP port: node i of ``rigmon sim --base-port P`` listens on P+i.
+MAX_PORT = 65535
+
 #: ``[agent]`` keys the simulator sets for each node; an --agent-config file may not change them.
 SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
 
@@ -26,8 +29,8 @@ def add_sim_parsers(sub: Any) -> None:
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1", epilog=SIM_EXIT)
     _add_sim_options(sim)
-    sim.add_argument("--base-port", type=int, default=DEFAULT_PORT, metavar="P",
-                     help="node i listens on P+i (0: free ports)")
+    sim.add_argument("--base-port", type=_port, default=DEFAULT_PORT, metavar="P",
+                     help=f"node i listens on P+i (default {DEFAULT_PORT}; 0: free ports)")
     sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
     sim.add_argument("--tree-only", metavar="DIR",
                      help="only write the simulated trees under DIR (one folder per node), start no agents")
@@ -47,6 +50,21 @@ def _positive_float(text: str) -> float:
     from rigmon.cli import _positive_float as check
 
     return check(text)
+
+
+def _port(text: str) -> int:
+    """A TCP port number (0-65535) of an option.
+
+    Raises:
+        argparse.ArgumentTypeError: naming what was given.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to {MAX_PORT}, got {text}")
+    return value
 
 
 def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
@@ -115,6 +133,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return fail(f"--agent-config: {exc}")
     nodes = args.nodes or scenario.default_nodes
+    if args.base_port and args.base_port + nodes - 1 > MAX_PORT:
+        # Checked before the rig starts: the last nodes' configuration was a traceback (port out of range).
+        return fail(f"--base-port {args.base_port}: {nodes} nodes would listen up to port "
+                    f"{args.base_port + nodes - 1}, past {MAX_PORT}; give a lower one, or 0 for free ports")
     stop_on_hangup()
     try:
         run_until_signalled(_tree_only(args, nodes) if args.tree_only else _serve_sim(args, nodes, extra))
