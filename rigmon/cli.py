@@ -230,12 +230,23 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     # Device names and kernel messages come from the hardware: shown as text, never as terminal control.
     try:
-        print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
+        print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report, _width())),
+              flush=True)
     except BrokenPipeError:
         # `rigmon check --json | head`: the reader left early and the verdict stands. No traceback, and
         # none from the interpreter's last flush into the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return report.exit_code
+
+
+def _width() -> int | None:
+    """Columns of the terminal standard output is, else ``None`` (a pipe, a file: one line per item, for grep).
+
+    ``rigmon check``'s findings ran past 80 columns (the terminal broke them at its edge, under nothing).
+    """
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
