@@ -16,15 +16,16 @@ from rigmon import __version__
 # rigmon.config and rigmon.logs are imported where they are used, after `main` has decided whether
 # to collect garbage while they load (not for `rigmon agent`: see rigmon/cli_agent.py, cmd_agent).
 
-AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address)"
+AGENT_EXIT = ("exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address, "
+              "log file)")
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything, or the bundle could not be written (a full disk): "
                  "no bundle written")
-SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config) "
-            "or a port in use")
-DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
-DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario or --agent-config, or the simulated rig did not start"
+SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config, "
+            "--control-token-file, --log-file) or a port in use")
+DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file, bundle or log file"
+DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario, --agent-config or log file, or the simulated rig did not start"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
 
 
@@ -139,11 +140,43 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
 
 
 def setup_logging(args: argparse.Namespace, log_file: str | None = None) -> None:
-    """Configure logging from a command's ``-v``/``--log-level``/``--log-file``."""
+    """Configure logging from a command's ``-v``/``--log-level``/``--log-file``.
+
+    Args:
+        args: the command's parsed options.
+        log_file: where the log goes without ``--log-file`` (the dashboard's file), else stderr.
+
+    Raises:
+        SystemExit: exit code 2, after saying on stderr that the log file cannot be written.
+    """
     from rigmon.logs import configure_logging, level_for
 
     level = level_for(args.log_default, args.verbose, args.log_level)
-    configure_logging(level, args.log_file or log_file)
+    target = args.log_file or log_file
+    if target is not None:
+        _check_log_file(target, "--log-file" if args.log_file else "log file")
+    configure_logging(level, target)
+
+
+def _check_log_file(target: str, what: str) -> None:
+    """Make sure the log file can be appended to, before the command starts.
+
+    The handler opens it at the first record: a directory that cannot be made was a traceback, a
+    file that cannot be opened a "--- Logging error ---" block for every record of the run.
+
+    Raises:
+        SystemExit: exit code 2, after saying why on stderr.
+    """
+    path = Path(target).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except FileExistsError:
+        # mkdir's word for a parent that is a file: say that, not "File exists".
+        raise SystemExit(fail(f"{what} {target}: cannot write to it: {path.parent} is not a directory")) from None
+    except OSError as exc:
+        raise SystemExit(fail(f"{what} {target}: cannot write to it: {exc.strerror or exc}")) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -132,6 +132,14 @@ def cmd_sim(args: argparse.Namespace) -> int:
             extra = load_sim_agent_config(args.agent_config)
         except ConfigError as exc:
             return fail(f"--agent-config: {exc}")
+    if args.control_token_file:
+        from rigmon.agent.server import StartupError, read_token_file
+
+        try:
+            # Every simulated agent refused it at its start, a traceback (exit 1) before any URL.
+            read_token_file(args.control_token_file, "--control-token-file")
+        except StartupError as exc:
+            return fail(str(exc))
     nodes = args.nodes or scenario.default_nodes
     if args.base_port and args.base_port + nodes - 1 > MAX_PORT:
         # Checked before the rig starts: the last nodes' configuration was a traceback (port out of range).
