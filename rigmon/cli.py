@@ -309,6 +309,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     folder = Path(args.output).absolute().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         return fail(f"-o {args.output}: {folder} is not a directory this user can write to")
+    if Path(args.output).is_dir():
+        # Found only after the pull (exit 3, "not written"): -o names the bundle, not where it goes.
+        return fail(f"-o {args.output}: is a directory; give the bundle's file name "
+                    f"({os.path.join(args.output, 'bug.tar.gz')})")
     urls = [normalize_url(u) for u in args.urls]
     for given, url in zip(args.urls, urls):
         try:
