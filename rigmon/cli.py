@@ -244,7 +244,8 @@ def stop_on_hangup() -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     import json
 
-    from rigmon.agent.check import format_report, run_check
+    from rigmon.agent.check import run_check
+    from rigmon.agent.check_format import format_report
     from rigmon.clock import SystemClock
     from rigmon.config import ConfigError, ConfigKeyError, in_config_file, load_agent_config
     from rigmon.typed import to_data

@@ -338,7 +338,8 @@ def test_snapshot_with_an_unwritable_output_or_a_malformed_url_is_a_bad_argument
     assert "rigmon: http://:::: not a URL" in bad.stderr and "Traceback" not in bad.stderr
     folder = rigmon("snapshot", "127.0.0.1:1", "-o", str(tmp_path))
     assert folder.returncode == 2, folder.stderr
-    assert folder.stderr == f"rigmon: -o {tmp_path}: is a directory; give the bundle's file name ({tmp_path}/bug.tar.gz)\n"
+    assert folder.stderr == (f"rigmon: -o {tmp_path}: is a directory; give the bundle's file name "
+                             f"({tmp_path}/bug.tar.gz)\n")
 
 
 @pytest.mark.parametrize(("url", "why"), [

@@ -13,7 +13,6 @@ from typing import Literal
 from msgspec.structs import replace
 
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
-from rigmon.agent.check_format import format_report as format_report  # where it used to be
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.sampler import ROUTES
 from rigmon.agent.guard.state_file import state_file_note

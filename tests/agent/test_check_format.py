@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.check import CheckReport, format_report
+from rigmon.agent.check import CheckReport
+from rigmon.agent.check_format import format_report
 from rigmon.cli import _width
 from rigmon.schema import Alarm, CollectorStatus
 
