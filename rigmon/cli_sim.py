@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,6 +141,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
             read_token_file(args.control_token_file, "--control-token-file")
         except StartupError as exc:
             return fail(str(exc))
+    if args.tree_only:
+        problem = _tree_dir_problem(Path(args.tree_only))
+        if problem:
+            return fail(f"--tree-only {args.tree_only}: {problem}")
     nodes = args.nodes or scenario.default_nodes
     if args.base_port and args.base_port + nodes - 1 > MAX_PORT:
         # Checked before the rig starts: the last nodes' configuration was a traceback (port out of range).
@@ -157,6 +162,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return fail(f"a simulated agent cannot serve on {ports} (see the error above); "
                     "--base-port P moves them, --base-port 0 picks free ports")
     return 0
+
+
+def _tree_dir_problem(folder: Path) -> str | None:
+    """Why the simulated trees cannot go under ``folder`` (made when missing), ``None`` when they can.
+
+    The rig makes one folder per node there as it starts: a file in the way or a parent that cannot be
+    made was a traceback.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return "is not a directory"
+    except OSError as exc:
+        return f"cannot make it: {exc.strerror or exc}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "this user cannot write to it"
+    return None
 
 
 async def _tree_only(args: argparse.Namespace, nodes: int) -> None:

@@ -56,3 +56,12 @@ def test_sim_refuses_a_control_token_file_its_agents_would_refuse(tmp_path: Path
     separator = "" if why.startswith(":") else " "
     assert done.stderr == f"rigmon: --control-token-file {token}{separator}{why}\n"
     assert done.stdout == ""
+
+
+def test_sim_tree_only_under_a_file_is_refused_before_the_rig_starts(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for folder, why in ((blocker, "is not a directory"), (blocker / "trees", "cannot make it: Not a directory")):
+        done = rigmon("sim", "--tree-only", str(folder), "--duration", "1")
+        assert done.returncode == 2, done.stderr
+        assert (done.stdout, done.stderr) == ("", f"rigmon: --tree-only {folder}: {why}\n")
