@@ -15,17 +15,25 @@ CONTINUATION_INDENT = 6
 MIN_TEXT_WIDTH = 30
 
 
-def _fit(head: str, text: str, width: int | None) -> list[str]:
+def _below(rows: list[tuple[str, str]], width: int | None) -> bool:
+    """Whether a block's texts all go below their heads: one of them does not fit and the text column
+    leaves less than `MIN_TEXT_WIDTH` (all of them, so the block keeps one layout)."""
+    if width is None or not rows:
+        return False
+    return width - len(rows[0][0]) < MIN_TEXT_WIDTH and any(len(f"{h}{t}".rstrip()) > width for h, t in rows)
+
+
+def _fit(head: str, text: str, width: int | None, below: bool = False) -> list[str]:
     """``head`` followed by ``text``, wrapped to ``width`` with the continuation under ``text``'s column.
 
-    When that column leaves less than `MIN_TEXT_WIDTH`, ``head`` stands alone and ``text`` follows
-    below it, indented by `CONTINUATION_INDENT`. Words are never split (a device path stays whole
+    When that column leaves less than `MIN_TEXT_WIDTH` (or ``below``), ``head`` stands alone and ``text``
+    follows below it, indented by `CONTINUATION_INDENT`. Words are never split (a device path stays whole
     and may pass the width); ``width`` ``None`` keeps every item on one line (for grep).
     """
     line = f"{head}{text}".rstrip()
-    if width is None or len(line) <= width or not text:
+    if width is None or not text or (len(line) <= width and not below):
         return [line]
-    if width - len(head) >= MIN_TEXT_WIDTH:
+    if width - len(head) >= MIN_TEXT_WIDTH and not below:
         return textwrap.wrap(text, width, initial_indent=head, subsequent_indent=" " * len(head),
                              break_long_words=False, break_on_hyphens=False)
     indent = " " * CONTINUATION_INDENT
@@ -59,9 +67,11 @@ def format_report(report: CheckReport, width: int | None = None) -> str:
         lines.append("findings:")
         rule_w = max(len(a.rule) for a in report.findings)
         subj_w = max(len(a.subject) for a in report.findings)
-        for a in sorted(report.findings, key=lambda a: (-_SEVERITIES.index(a.severity), a.rule, a.subject)):
-            lines.extend(_fit(f"  {a.severity.upper():<8}  {a.rule:<{rule_w}}  {a.subject:<{subj_w}}  ", a.message,
-                              width))
+        rows = [(f"  {a.severity.upper():<8}  {a.rule:<{rule_w}}  {a.subject:<{subj_w}}  ", a.message)
+                for a in sorted(report.findings, key=lambda a: (-_SEVERITIES.index(a.severity), a.rule, a.subject))]
+        below = _below(rows, width)
+        for head, message in rows:
+            lines.extend(_fit(head, message, width, below))
     for note in report.notes:
         lines.extend(_fit_prose(f"note: {note}", width))
     if report.guard is not None:

@@ -54,12 +54,18 @@ def test_at_80_columns_every_line_fits_and_continues_under_its_message() -> None
             "  count: NVML Shared Library Not Found)\n") in text
 
 
-def test_a_message_column_too_far_right_puts_the_message_under_the_finding() -> None:
-    text = format_report(report(FAILING, alarm("psu_rail_low_warning", "psu", "12 V rail minimum 11.528 V is below "
-                                                                             "11.7 V")), width=60)
-    assert max(len(line) for line in text.splitlines()) <= 60, text
+def test_a_message_column_too_far_right_puts_every_message_under_its_finding() -> None:
+    """The one that fits too: a block keeps one layout."""
+    short = alarm("collector_failing", "collector:host", "down")  # fits at 64 columns: below all the same
+    text = format_report(report(FAILING, short, alarm("psu_rail_low_warning", "psu", "12 V rail minimum 11.528 V "
+                                                                                    "is below 11.7 V")), width=64)
+    assert max(len(line) for line in text.splitlines()) <= 64, text
     assert ("  WARNING   collector_failing     collector:gpu_processes\n"
-            "      collector gpu_processes is failing\n") in text
+            "      collector gpu_processes is failing\n"
+            "  WARNING   collector_failing     collector:host\n"
+            "      down\n"
+            "  WARNING   psu_rail_low_warning  psu\n"
+            "      12 V rail minimum 11.528 V is below 11.7 V\n") in text
 
 
 @pytest.mark.parametrize("width", [None, 400])
