@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import signal
 import sys
@@ -15,27 +16,46 @@ from rigmon import __version__
 # rigmon.config and rigmon.logs are imported where they are used, after `main` has decided whether
 # to collect garbage while they load (not for `rigmon agent`: see rigmon/cli_agent.py, cmd_agent).
 
-AGENT_EXIT = "exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address)"
+AGENT_EXIT = ("exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address, "
+              "log file)")
 CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything, or the bundle could not be written (a full disk): "
                  "no bundle written")
-SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config) "
-            "or a port in use")
-DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file or bundle"
-DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario or --agent-config, or the simulated rig did not start"
+SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad arguments (scenario, --agent-config, "
+            "--control-token-file, --log-file) or a port in use")
+DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file, bundle or log file"
+DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario, --agent-config or log file, or the simulated rig did not start"
 SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    """A positive, finite number of an option (seconds, a speed factor).
+
+    Raises:
+        argparse.ArgumentTypeError: naming what was given. argparse's own message for a ValueError
+            named this function ("invalid _positive_float value: 'abc'"), and ``nan`` or ``inf`` passed
+            ``value <= 0``: a traceback from the simulator, a check that waited forever.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < math.inf:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    """A whole number of at least 1 of an option (a count of nodes).
+
+    Raises:
+        argparse.ArgumentTypeError: naming what was given.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
     return value
@@ -120,11 +140,43 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
 
 
 def setup_logging(args: argparse.Namespace, log_file: str | None = None) -> None:
-    """Configure logging from a command's ``-v``/``--log-level``/``--log-file``."""
+    """Configure logging from a command's ``-v``/``--log-level``/``--log-file``.
+
+    Args:
+        args: the command's parsed options.
+        log_file: where the log goes without ``--log-file`` (the dashboard's file), else stderr.
+
+    Raises:
+        SystemExit: exit code 2, after saying on stderr that the log file cannot be written.
+    """
     from rigmon.logs import configure_logging, level_for
 
     level = level_for(args.log_default, args.verbose, args.log_level)
-    configure_logging(level, args.log_file or log_file)
+    target = args.log_file or log_file
+    if target is not None:
+        _check_log_file(target, "--log-file" if args.log_file else "log file")
+    configure_logging(level, target)
+
+
+def _check_log_file(target: str, what: str) -> None:
+    """Make sure the log file can be appended to, before the command starts.
+
+    The handler opens it at the first record: a directory that cannot be made was a traceback, a
+    file that cannot be opened a "--- Logging error ---" block for every record of the run.
+
+    Raises:
+        SystemExit: exit code 2, after saying why on stderr.
+    """
+    path = Path(target).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except FileExistsError:
+        # mkdir's word for a parent that is a file: say that, not "File exists".
+        raise SystemExit(fail(f"{what} {target}: cannot write to it: {path.parent} is not a directory")) from None
+    except OSError as exc:
+        raise SystemExit(fail(f"{what} {target}: cannot write to it: {exc.strerror or exc}")) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,7 +244,8 @@ def stop_on_hangup() -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     import json
 
-    from rigmon.agent.check import format_report, run_check
+    from rigmon.agent.check import run_check
+    from rigmon.agent.check_format import format_report
     from rigmon.clock import SystemClock
     from rigmon.config import ConfigError, ConfigKeyError, in_config_file, load_agent_config
     from rigmon.typed import to_data
@@ -211,7 +264,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     # Device names and kernel messages come from the hardware: shown as text, never as terminal control.
     try:
-        print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report)), flush=True)
+        print(json.dumps(to_data(report), indent=2) if args.json else clean_lines(format_report(report, _width())),
+              flush=True)
     except BrokenPipeError:
         # `rigmon check --json | head`: the reader left early and the verdict stands. No traceback, and
         # none from the interpreter's last flush into the closed pipe.
@@ -219,8 +273,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _width() -> int | None:
+    """Columns of the terminal standard output is, else ``None`` (a pipe, a file: one line per item, for grep).
+
+    ``rigmon check``'s findings ran past 80 columns (the terminal broke them at its edge, under nothing).
+    """
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from rigmon.cluster.config import normalize_url
+    from rigmon.cluster.config import DashConfigError, check_url, normalize_url
     from rigmon.cluster.sanitise import clean_text
     from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
     from rigmon.snapshot.failures import failure_line
@@ -250,14 +314,14 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         # Said after the whole pull, the pull was lost: the bundle is a file, named by -o.
         return fail(f"-o {args.output}: is a directory: name the bundle file to write "
                     f"(-o {Path(args.output) / 'bug.tar.gz'})")
-    import httpx
-
     urls = [normalize_url(u) for u in args.urls]
     for given, url in zip(args.urls, urls):
         try:
-            httpx.URL(url)
-        except httpx.InvalidURL as exc:
-            return fail(f"{given}: not a URL ({exc})")
+            # The dashboard's rule: httpx took `localhost:99999` (a traceback from the socket) and
+            # `ftp://x` or `http://[bad` (an "unreachable" node after the pull, exit 3).
+            check_url(given, url)
+        except DashConfigError as exc:
+            return fail(str(exc))
     parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file)
     failed = [p for p in parts if p.error]
     for part in failed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
 #: Real seconds `rigmon demo` waits for the simulated agents to print their URLs.
 DEMO_START_TIMEOUT_S = 60.0
 
+#: Highest TCP port: node i of ``rigmon sim --base-port P`` listens on P+i.
+MAX_PORT = 65535
+
 #: ``[agent]`` keys the simulator sets for each node; an --agent-config file may not change them.
 SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
 
@@ -26,8 +30,8 @@ def add_sim_parsers(sub: Any) -> None:
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1", epilog=SIM_EXIT)
     _add_sim_options(sim)
-    sim.add_argument("--base-port", type=int, default=DEFAULT_PORT, metavar="P",
-                     help="node i listens on P+i (0: free ports)")
+    sim.add_argument("--base-port", type=_port, default=DEFAULT_PORT, metavar="P",
+                     help=f"node i listens on P+i (default {DEFAULT_PORT}; 0: free ports)")
     sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
     sim.add_argument("--tree-only", metavar="DIR",
                      help="only write the simulated trees under DIR (one folder per node), start no agents")
@@ -47,6 +51,21 @@ def _positive_float(text: str) -> float:
     from rigmon.cli import _positive_float as check
 
     return check(text)
+
+
+def _port(text: str) -> int:
+    """A TCP port number (0-65535) of an option.
+
+    Raises:
+        argparse.ArgumentTypeError: naming what was given.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to {MAX_PORT}, got {text}")
+    return value
 
 
 def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
@@ -114,7 +133,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
             extra = load_sim_agent_config(args.agent_config)
         except ConfigError as exc:
             return fail(f"--agent-config: {exc}")
+    if args.control_token_file:
+        from rigmon.agent.server import StartupError, read_token_file
+
+        try:
+            # Every simulated agent refused it at its start, a traceback (exit 1) before any URL.
+            read_token_file(args.control_token_file, "--control-token-file")
+        except StartupError as exc:
+            return fail(str(exc))
+    if args.tree_only:
+        problem = _tree_dir_problem(Path(args.tree_only))
+        if problem:
+            return fail(f"--tree-only {args.tree_only}: {problem}")
     nodes = args.nodes or scenario.default_nodes
+    if args.base_port and args.base_port + nodes - 1 > MAX_PORT:
+        # Checked before the rig starts: the last nodes' configuration was a traceback (port out of range).
+        return fail(f"--base-port {args.base_port}: {nodes} nodes would listen up to port "
+                    f"{args.base_port + nodes - 1}, past {MAX_PORT}; give a lower one, or 0 for free ports")
     stop_on_hangup()
     try:
         run_until_signalled(_tree_only(args, nodes) if args.tree_only else _serve_sim(args, nodes, extra))
@@ -127,6 +162,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return fail(f"a simulated agent cannot serve on {ports} (see the error above); "
                     "--base-port P moves them, --base-port 0 picks free ports")
     return 0
+
+
+def _tree_dir_problem(folder: Path) -> str | None:
+    """Why the simulated trees cannot go under ``folder`` (made when missing), ``None`` when they can.
+
+    The rig makes one folder per node there as it starts: a file in the way or a parent that cannot be
+    made was a traceback.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return "is not a directory"
+    except OSError as exc:
+        return f"cannot make it: {exc.strerror or exc}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "this user cannot write to it"
+    return None
 
 
 async def _tree_only(args: argparse.Namespace, nodes: int) -> None:

@@ -336,3 +336,21 @@ def test_snapshot_with_an_unwritable_output_or_a_malformed_url_is_a_bad_argument
     bad = rigmon("snapshot", "http://:::", "-o", str(tmp_path / "b.tar.gz"))
     assert bad.returncode == 2, bad.stderr
     assert "rigmon: http://:::: not a URL" in bad.stderr and "Traceback" not in bad.stderr
+    folder = rigmon("snapshot", "127.0.0.1:1", "-o", str(tmp_path))
+    assert folder.returncode == 2, folder.stderr
+    assert folder.stderr == (f"rigmon: -o {tmp_path}: is a directory: name the bundle file to write "
+                             f"(-o {tmp_path}/bug.tar.gz)\n")
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("localhost:99999", "not a URL (Port out of range 0-65535)"),
+    ("http://[bad", "not a URL (Invalid IPv6 URL)"),
+    ("ftp://x", "not an agent URL"),
+    ("http://:9871", "not an agent URL"),
+])
+def test_snapshot_refuses_what_is_no_agent_url_before_pulling(tmp_path: Path, url: str, why: str) -> None:
+    bad = rigmon("snapshot", url, "-o", str(tmp_path / "b.tar.gz"))
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr == f"rigmon: {url}: {why}" + ("\n" if why.endswith(")") else
+                                                    " (http://HOST:PORT, https://HOST:PORT or HOST:PORT)\n")
+    assert not (tmp_path / "b.tar.gz").exists()

@@ -58,6 +58,6 @@ def test_demo_help_states_the_demos_exit_codes(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "exit codes: 0 quit; 2 a bad scenario or --agent-config, or the simulated rig did not start" in out
+    assert "exit codes: 0 quit; 2 a bad scenario, --agent-config or log file, or the simulated rig did not start" in out
     assert "token file or bundle" not in out
     assert "simulated seconds per real second (default 1)" in out

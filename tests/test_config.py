@@ -140,15 +140,16 @@ def test_a_bad_value_from_the_environment_or_command_line_is_not_blamed_on_the_f
     assert str(info.value).startswith("environment RIGMON_AGENT_INTERVAL_S: agent.interval_s: expected a finite")
     with pytest.raises(ConfigError) as info:
         load_agent_config(path, {"listen": "bad"}, environ={"RIGMON_AGENT_INTERVAL_S": "2"})
-    assert str(info.value).startswith("command line (listen): agent: listen must be HOST:PORT, got 'bad'")
+    assert str(info.value).startswith("command line (listen): agent.listen must be HOST:PORT, got 'bad'")
     with pytest.raises(ConfigError) as info:
         load_agent_config(None, {"listen": "127.0.0.1:99999"}, environ={})
-    assert str(info.value).startswith("command line (listen): agent: port 99999 out of range")
+    assert str(info.value).startswith("command line (listen): agent.listen must be HOST:PORT with a PORT "
+                                      "from 0 to 65535, got '127.0.0.1:99999'")
     # The file's own mistake is still the file's, whatever else is set.
     path.write_text('[agent]\ninterval_s = 0\n')
     with pytest.raises(ConfigError) as info:
         load_agent_config(path, {"listen": "127.0.0.1:1"}, environ={"RIGMON_AGENT_NODE": "x"})
-    assert str(info.value).startswith(f"{path}: agent: interval_s must be between")
+    assert str(info.value).startswith(f"{path}: agent.interval_s must be between")
 
 
 def test_an_integer_key_from_the_environment_asks_for_an_integer() -> None:

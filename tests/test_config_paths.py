@@ -41,9 +41,9 @@ def test_a_relative_path_in_the_file_is_refused_naming_file_and_key(tmp_path: Pa
 @pytest.mark.parametrize(
     ("text", "key"),
     [
-        ('[psu]\nport = "ttyUSB0"\n', "psu: port must be an absolute device path"),
+        ('[psu]\nport = "ttyUSB0"\n', "psu.port must be an absolute device path"),
         ('[[notify]]\nkind = "command"\ncommand = ["./notify.sh", "x"]\n',
-         "notify[0]: command: the program './notify.sh' is a relative path"),
+         "notify[0].command: the program './notify.sh' is a relative path"),
     ],
 )
 def test_a_relative_device_or_program_is_refused_naming_the_key(tmp_path: Path, text: str, key: str) -> None:

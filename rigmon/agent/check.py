@@ -79,9 +79,9 @@ class CheckReport:
     rules: tuple[str, ...] = ()
     events: tuple[Event, ...] = field(default_factory=tuple)
     guard: str | None = None
+    """Whether the undervolt guard could act on this node (``None``: not checked)."""
     notes: tuple[str, ...] = ()
     """What the check did besides collecting (the rail read from the running agent)."""
-    """Whether the undervolt guard could act on this node (``None``: not checked)."""
 
 
 def _joined(thread: threading.Thread, timeout_s: float) -> bool:
@@ -422,30 +422,3 @@ def _event(draft: EventDraft, n: int, clock: Clock) -> Event:
     severity: Severity = typing.cast(Severity, draft.severity) if draft.severity in _SEVERITIES else "warning"
     return Event(id=f"check-{n + 1}", at=draft.at if draft.at is not None else clock.time(), kind=draft.kind,
                  severity=severity, subject=draft.subject, message=draft.message, data=dict(draft.data or {}))
-
-
-def format_report(report: CheckReport) -> str:
-    """The human-readable report."""
-    lines = [f"rigmon check: node {report.node}, root {report.root}", "collectors:"]
-    width = max((len(n) for n in report.collectors), default=4)
-    for name, st in report.collectors.items():
-        took = f"{st.duration_s * 1000:.0f} ms" if st.duration_s is not None else ""
-        why = f"  {st.error}" if st.error and st.state != "ok" else ""
-        lines.append(f"  {name:<{width}}  {st.state:<7} {took}{why}".rstrip())
-    if report.findings:
-        lines.append("findings:")
-        rule_w = max(len(a.rule) for a in report.findings)
-        subj_w = max(len(a.subject) for a in report.findings)
-        for a in sorted(report.findings, key=lambda a: (-_SEVERITIES.index(a.severity), a.rule, a.subject)):
-            lines.append(f"  {a.severity.upper():<8}  {a.rule:<{rule_w}}  {a.subject:<{subj_w}}  {a.message}")
-    lines.extend(f"note: {n}" for n in report.notes)
-    if report.guard is not None:
-        lines.append(f"guard: {report.guard}")
-    counts = {s: sum(1 for a in report.findings if a.severity == s) for s in ("critical", "warning")}
-    if report.status == "ok":
-        lines.append(f"result: healthy ({len(report.rules)} rules, {len(report.collectors)} collector"
-                     f"{'' if len(report.collectors) == 1 else 's'})")
-    else:
-        warnings = "warning" if counts["warning"] == 1 else "warnings"
-        lines.append(f"result: {report.status.upper()} ({counts['critical']} critical, {counts['warning']} {warnings})")
-    return "\n".join(lines)

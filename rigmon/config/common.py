@@ -48,7 +48,14 @@ def check_ranges(section: object, ranges: Mapping[str, tuple[float, float]]) -> 
         if value is None:
             continue
         if not low <= value <= high:  # also refuses NaN
-            raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}")
+            raise ValueError(f"{name} must be between {_number(low)} and {_number(high)}, got {value!r}")
+
+
+def _number(value: float) -> str:
+    """A range's end as written in a file: ``67108864``, not ``6.71089e+07``; ``0.01``."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:g}"
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -62,7 +69,7 @@ def split_listen(listen: str) -> tuple[str, int]:
         raise ValueError(f"listen must be HOST:PORT, got {listen!r}")
     port = int(port_text)
     if not 0 <= port <= 65535:
-        raise ValueError(f"port {port} out of range")
+        raise ValueError(f"listen must be HOST:PORT with a PORT from 0 to 65535, got {listen!r}")
     return host.strip("[]"), port
 
 

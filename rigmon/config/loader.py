@@ -6,6 +6,8 @@ import os
 import socket
 import tomllib
 from collections.abc import Mapping
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import msgspec
 
@@ -19,7 +21,7 @@ from rigmon.config.notify import NotifySection
 from rigmon.config.probes import PeerSection, ProbesSection
 from rigmon.config.psu import PsuSection
 from rigmon.config.storage import StorageSection
-from rigmon.typed import TypedDataError, from_data, record_fields
+from rigmon.typed import TypedDataError, field_types, from_data, record_fields
 
 
 class AgentConfig(msgspec.Struct, frozen=True, gc=False):
@@ -107,8 +109,54 @@ def load_agent_config(
         return from_data(AgentConfig, {**data, "agent": {**agent, **env, **given}}, strict=True)
     except TypedDataError as exc:
         # A check of the whole file (`AgentConfig.__post_init__`) names its keys itself: no "<root>".
-        detail = exc.reason if exc.path == "<root>" else str(exc)
+        detail = exc.reason if exc.path == "<root>" else _keyed(exc)
         raise ConfigError(f"{_blame(data, agent, env, given, source)}: {detail}") from None
+
+
+def _keyed(exc: TypedDataError) -> str:
+    """``exc`` with the key a section's own check names put on its path: ``psu.baud must be positive``.
+
+    A section's ``__post_init__`` refuses a value by the key's name (``baud must be positive``), which the
+    decoder puts after the section's path: ``psu: baud must be ...`` named the section, not the key as
+    every other error does (``psu.port: expected a string``). ``notify[0]: command: the program ...``
+    becomes ``notify[0].command: the program ...``.
+    """
+    word, _, rest = exc.reason.partition(" ")
+    key = word.removesuffix(":")
+    section = _record_at(exc.path)
+    if section is not None and rest and key in field_types(section):
+        return f"{exc.path}.{word} {rest}"
+    return str(exc)
+
+
+def _record_at(path: str) -> Any:
+    """The section type at a decoder's ``path`` of the file (``psu``, ``notify[0]``, ``peers[1].paths[0]``,
+    ``collectors.gpu``), ``None`` when the path leads elsewhere."""
+    tp: Any = AgentConfig
+    key_next = False  # the token after a table of sections (``[collectors.gpu]``) is its key
+    for token in path.split("."):
+        if not key_next:
+            types = field_types(tp) if record_fields(tp) is not None else {}
+            name = token.partition("[")[0]
+            if name not in types:
+                return None
+            tp = types[name]
+        tp, key_next = _element(tp)
+    return tp if record_fields(tp) is not None else None
+
+
+def _element(tp: Any) -> tuple[Any, bool]:
+    """What a field holds: a tuple's items, an optional's value, a table's values (and ``True``: keyed)."""
+    while True:
+        origin, args = get_origin(tp), get_args(tp)
+        if origin in (tuple, list) and args:
+            tp = args[0]
+        elif origin is dict and len(args) == 2:
+            return args[1], True
+        elif origin in (Union, UnionType) and len([a for a in args if a is not type(None)]) == 1:
+            tp = next(a for a in args if a is not type(None))
+        else:
+            return tp, False
 
 
 #: Keys of the file that name a file or directory of this machine, by section.

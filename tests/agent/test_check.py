@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.check import GuardAccess, format_report, run_check
+from rigmon.agent.check import GuardAccess, run_check
+from rigmon.agent.check_format import format_report
 from rigmon.clock import SystemClock
 from rigmon.config import AgentConfig, AgentSection, AlarmsSection
 from rigmon.schema import PsuAdcCounters, PsuRailReading, VoltageEnvelope

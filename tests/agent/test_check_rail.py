@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rigmon.agent.agent import Agent, build_collectors
-from rigmon.agent.check import CheckReport, format_report, run_check
+from rigmon.agent.check import CheckReport, run_check
+from rigmon.agent.check_format import format_report
 from rigmon.agent.check_rail import rail_from_agent
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import Collector

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.check import STARTING_WAIT_S, GuardAccess, format_report, run_check
+from rigmon.agent.check import STARTING_WAIT_S, GuardAccess, run_check
+from rigmon.agent.check_format import format_report
 from rigmon.agent.collector_threads import call_collector
 from rigmon.agent.sampler import Sampler
 from rigmon.alarms.engine import AlarmEngine

@@ -1,0 +1,44 @@
+"""A value a section refuses is named by its whole key (``psu.baud``), as a wrong type or an unknown key is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rigmon.config import ConfigError, load_agent_config
+
+
+@pytest.mark.parametrize(("toml", "error"), [
+    ("[psu]\nbaud = -1\n", "psu.baud must be positive (or 0: the protocol's)"),
+    ("[psu]\nsag_volts = 5000\n", "psu.sag_volts must be between 0 and 1000"),
+    ("[guard]\nrail_below_volts = 2\n", "guard.rail_below_volts must be between 5 and 15"),
+    ("[agent]\ninterval_s = 0\n", "agent.interval_s must be between 0.01 and 3600, got 0.0"),
+    ("[agent]\nmax_request_bytes = -1\n", "agent.max_request_bytes must be between 1024 and 67108864, got -1"),
+    ('[agent]\nlisten = "garbage"\n', "agent.listen must be HOST:PORT, got 'garbage'"),
+    ('[agent]\nlisten = "127.0.0.1:99999"\n',
+     "agent.listen must be HOST:PORT with a PORT from 0 to 65535, got '127.0.0.1:99999'"),
+    ("[probes]\nport = 99999\n", "probes.port must be between 0 and 65535, got 99999"),
+    ("[collectors.gpu]\ninterval_s = -1\n", "collectors.gpu.interval_s must be between 0.01 and 3600, got -1.0"),
+    ('[[peers]]\nname = "a"\n[[peers.paths]]\nname = "p"\naddress = "bogus"\n',
+     "peers[0].paths[0].address must be an IP address, got 'bogus'"),
+    ('[[notify]]\nkind = "command"\ncommand = ["./notify.sh"]\n',
+     "notify[0].command: the program './notify.sh' is a relative path"),
+    # Not led by a key of the section: as the section said it.
+    ('[[notify]]\nkind = "ntfy"\n', "notify[0]: a ntfy notifier needs url = \"http(s)://...\", got ''"),
+    # The decoder's own errors were named so already.
+    ("[psu]\nport = 5\n", "psu.port: expected a string, got 5"),
+    ('[psu]\nportt = "/dev/ttyUSB0"\n', "psu.portt: unknown key (known: "),
+])
+def test_a_bad_value_names_the_file_and_the_whole_key(tmp_path: Path, toml: str, error: str) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(path, environ={})
+    assert str(info.value).startswith(f"{path}: {error}"), str(info.value)
+
+
+def test_a_bad_value_from_the_environment_names_the_variable_and_the_key() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_agent_config(None, environ={"RIGMON_AGENT_LISTEN": "garbage"})
+    assert str(info.value) == "environment RIGMON_AGENT_LISTEN: agent.listen must be HOST:PORT, got 'garbage'"
