@@ -10,7 +10,7 @@ the screens say so and its alarms are as of its last frame (`rigmon.cluster.alar
 A node whose pull the bundle dates ages up to it and reads stale as recorded; nothing here is said of it.
 
 A bundle read from a journal (`rigmon snapshot --journal`, after a crash) says how the agent's last
-run ended (the manifest's ``run_end``, `rigmon.snapshot.run_end`): stopped cleanly, or not (killed,
+run ended (the manifest's ``run_clean``, and ``run_end`` in words: `rigmon.snapshot.run_end`): stopped cleanly, or not (killed,
 crashed or the node lost power). Of such a node the bundle knows that nothing came after its last
 frame, so its recording ends there, at the cursor's reaching it (the replay's end, in a bundle of
 that node alone), and the screens say how (`Replay.stopped_cleanly`).
@@ -28,21 +28,12 @@ if TYPE_CHECKING:
 
 #: How the screens and the alarm board name the state of a node whose recording ended before the cursor.
 ENDED = "recording ended"
-#: The beginnings of `rigmon.snapshot.run_end.run_end`'s sentence after its run's name: a run
-#: that stopped cleanly, and one whose journal records no stop.
-_RUN_STOPPED = ") stopped cleanly"
-_RUN_NOT_STOPPED = ") did not stop cleanly"
-
-
-def stopped_cleanly(run_end: object) -> bool | None:
-    """Whether a bundle's ``run_end`` (its manifest's sentence on how a journal's last run ended,
-    `rigmon.snapshot.run_end.run_end`) says the agent stopped cleanly; ``None`` when there is none
-    (a bundle pulled from running agents, an older bundle) or it says neither."""
-    if not isinstance(run_end, str):
-        return None
-    if _RUN_NOT_STOPPED in run_end:
-        return False
-    return True if _RUN_STOPPED in run_end else None
+def stopped_cleanly(entry: object) -> bool | None:
+    """Whether a bundle's manifest entry of a node read from a journal says its agent's last run stopped
+    cleanly (its ``run_clean``; ``run_end`` says it in words); ``None`` when it says nothing (a node
+    pulled from a running agent, an older bundle)."""
+    clean = entry.get("run_clean") if isinstance(entry, dict) else None
+    return clean if isinstance(clean, bool) else None
 
 
 def recording_ends(replay: Replay, cluster: ClusterStore) -> dict[str, float]:

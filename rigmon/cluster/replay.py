@@ -157,9 +157,9 @@ class Replay:
         entries = bundle.manifest.get("nodes")
         entries = entries if isinstance(entries, list) else []
         #: How each node's agent run ended, by store key: whether it stopped cleanly, for the nodes the
-        #: bundle read from a journal says it of (the manifest's ``run_end``; none in an older bundle).
-        self.stopped_cleanly = {key: clean for key, entry in zip(self.keys, entries) if isinstance(entry, dict)
-                                and (clean := stopped_cleanly(entry.get("run_end"))) is not None}
+        #: bundle read from a journal says it of (the manifest's ``run_clean``; none in an older bundle).
+        self.stopped_cleanly = {key: clean for key, entry in zip(self.keys, entries)
+                                if (clean := stopped_cleanly(entry)) is not None}
         # Each frame with the replay's time when its node's clock read its ``taken_at``.
         timeline: list[tuple[float, int, str, Frame]] = []
         for index, (node, clock) in enumerate(zip(bundle.nodes, self.clocks)):

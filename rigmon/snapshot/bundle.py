@@ -75,6 +75,8 @@ class NodePart:
             running agent (a journal) or by an older rigmon.
         run_end: read from a journal, how the last run it recorded ended (stopped cleanly, or not and
             its last frame); ``None`` for an agent pulled while it runs.
+        run_clean: read from a journal, whether that run stopped cleanly (``run_end`` for programs: a
+            replay says so at its last frame); ``None`` for an agent pulled while it runs.
     """
 
     node: str
@@ -96,6 +98,7 @@ class NodePart:
     pulled_at: float | None = None
     agent_now_at: float | None = None
     run_end: str | None = None
+    run_clean: bool | None = None
 
     def frame_lines(self) -> list[bytes]:
         """The frames as wire JSON, one per entry (decompressed: for tests and small windows)."""
@@ -188,6 +191,7 @@ def manifest(parts: list[NodePart], since_s: float, created_at: float) -> dict[s
                 "pulled_at": part.pulled_at,
                 "agent_now_at": part.agent_now_at,
                 "run_end": part.run_end,
+                "run_clean": part.run_clean,
             }
             for part, d in zip(parts, node_dirs(parts))
         ],

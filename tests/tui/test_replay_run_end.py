@@ -31,7 +31,7 @@ def journal_replay(tmp_path: Path, *, clean: bool, run_end: bool = True) -> Repl
     _journal(state, clean=clean)
     part = read_journal(state, 3600)
     if not run_end:
-        part.run_end = None
+        part.run_end = part.run_clean = None
     return Replay.open(write_snapshot([part], 3600, tmp_path / f"snap-{clean}-{run_end}.tar.gz"))
 
 
@@ -43,7 +43,8 @@ def test_the_manifests_run_end_says_whether_the_agent_stopped_cleanly(tmp_path: 
     assert journal_replay(tmp_path, clean=False).stopped_cleanly == {KEY: False}
     assert journal_replay(tmp_path, clean=True).stopped_cleanly == {KEY: True}
     assert journal_replay(tmp_path, clean=False, run_end=False).stopped_cleanly == {}
-    assert stopped_cleanly(None) is None and stopped_cleanly(3) is None and stopped_cleanly("something else") is None
+    assert stopped_cleanly(None) is None and stopped_cleanly({"run_end": "stopped cleanly"}) is None
+    assert stopped_cleanly({"run_clean": 1}) is None and stopped_cleanly({"run_clean": False}) is False
 
 
 def test_a_crashed_nodes_recording_ends_at_its_last_frame(tmp_path: Path) -> None:
