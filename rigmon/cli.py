@@ -46,19 +46,24 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    """A whole number of at least 1 of an option (a count of nodes).
+def _int_option(text: str, low: int, high: int | None, noun: str, bounds: str) -> int:
+    """A whole number of an option from ``low`` to ``high`` (``None``: no upper bound).
 
     Raises:
-        argparse.ArgumentTypeError: naming what was given.
+        argparse.ArgumentTypeError: naming what was given (``not a <noun>``, ``must be <bounds>``).
     """
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+        raise argparse.ArgumentTypeError(f"not a {noun}: {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    """A whole number of at least 1 of an option (a count of nodes); see `_int_option`."""
+    return _int_option(text, 1, None, "whole number", "at least 1")
 
 
 def add_log_options(parser: argparse.ArgumentParser, default: str, log_file_help: str | None = None) -> None:

@@ -54,18 +54,10 @@ def _positive_float(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    """A TCP port number (0-65535) of an option.
+    """A TCP port number (0-65535) of an option (see `rigmon.cli._int_option`)."""
+    from rigmon.cli import _int_option
 
-    Raises:
-        argparse.ArgumentTypeError: naming what was given.
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= MAX_PORT:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to {MAX_PORT}, got {text}")
-    return value
+    return _int_option(text, 0, MAX_PORT, "port number", f"a port number from 0 to {MAX_PORT}")
 
 
 def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.config import ConfigError, load_agent_config, split_listen
+from tests.config_errors import config_error
 
 
 def test_defaults_work_without_a_file(tmp_path: Path) -> None:
@@ -36,11 +37,7 @@ def test_file_env_and_overrides_in_that_order(tmp_path: Path) -> None:
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
-    path = tmp_path / "agent.toml"
-    path.write_text(text)
-    with pytest.raises(ConfigError) as info:
-        load_agent_config(path, environ={})
-    assert f": {key}" in str(info.value)
+    assert f": {key}" in config_error(tmp_path, text)[1]
 
 
 def test_bad_toml_and_missing_file(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rigmon.config import ConfigError, load_agent_config
+from tests.config_errors import config_error
 
 
 @pytest.mark.parametrize(("toml", "error"), [
@@ -31,11 +32,8 @@ from rigmon.config import ConfigError, load_agent_config
     ('[psu]\nportt = "/dev/ttyUSB0"\n', "psu.portt: unknown key (known: "),
 ])
 def test_a_bad_value_names_the_file_and_the_whole_key(tmp_path: Path, toml: str, error: str) -> None:
-    path = tmp_path / "agent.toml"
-    path.write_text(toml)
-    with pytest.raises(ConfigError) as info:
-        load_agent_config(path, environ={})
-    assert str(info.value).startswith(f"{path}: {error}"), str(info.value)
+    path, message = config_error(tmp_path, toml)
+    assert message.startswith(f"{path}: {error}"), message
 
 
 def test_a_bad_value_from_the_environment_names_the_variable_and_the_key() -> None:

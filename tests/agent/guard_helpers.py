@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import msgspec
+
 from rigmon.agent.guard.service import GuardService
 from rigmon.config import GuardSection
 from rigmon.hw.nvml_control import open_nvml_control
@@ -23,6 +25,7 @@ from rigmon.schema import (
     Severity,
     VoltageEnvelope,
 )
+from rigmon.sim.nvml import FakeNvmlMachine
 
 
 DEADLINE_S = 10.0
@@ -120,3 +123,19 @@ async def engaged_by_sags(tmp_path: Path, config: GuardSection, events: Events, 
         service.on_frame(frame(clock.t, 11.3))
     await settle(service)
     return service
+
+
+def gpu_frame(at: float, machine: FakeNvmlMachine, volts: float = 11.9) -> Frame:
+    """A frame whose GPU readings are the fake GPUs' now: a lost one reads ``lost`` and nothing else."""
+    base = frame(at, volts)
+    gpus = tuple(
+        GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
+                   pci_bus_id_xid=None, state="lost")
+        if g.lost else
+        GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
+                   pci_bus_id_xid=None, clock_app_mem_mhz=g.app_clock_mem_mhz,
+                   clock_app_graphics_mhz=g.app_clock_graphics_mhz, power_limit_w=g.power_limit_mw / 1000)
+        for g in machine.gpus)
+    collectors = {**base.collectors, "gpu": CollectorStatus("ok", True, duration_s=0.01, sampled_at=at)}
+    return msgspec.structs.replace(base, collectors=collectors,
+                                   readings=msgspec.structs.replace(base.readings, gpus=gpus))

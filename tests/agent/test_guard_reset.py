@@ -7,32 +7,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import msgspec
-
 from rigmon.agent.guard.policy import GuardState, Observation, decide
 from rigmon.config import GuardSection
-from rigmon.schema import CollectorStatus, Frame, GpuReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
-from tests.agent.guard_helpers import Clock, Events, frame, settle, started
+from tests.agent.guard_helpers import Clock, Events, gpu_frame, settle, started
 
 #: Three steps (application clocks, locked clocks, 200 W), each sag 16 s after the last takes the next.
 THREE_STEPS = GuardSection(enabled=True, mode="enforce", rail_count=1, restore_after_s=30.0)
-
-
-def gpu_frame(at: float, machine: FakeNvmlMachine, volts: float = 11.9) -> Frame:
-    """A frame whose GPU readings are the fake GPUs' now: a lost one reads ``lost`` and nothing else."""
-    base = frame(at, volts)
-    gpus = tuple(
-        GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
-                   pci_bus_id_xid=None, state="lost")
-        if g.lost else
-        GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
-                   pci_bus_id_xid=None, clock_app_mem_mhz=g.app_clock_mem_mhz,
-                   clock_app_graphics_mhz=g.app_clock_graphics_mhz, power_limit_w=g.power_limit_mw / 1000)
-        for g in machine.gpus)
-    collectors = {**base.collectors, "gpu": CollectorStatus("ok", True, duration_s=0.01, sampled_at=at)}
-    return msgspec.structs.replace(base, collectors=collectors,
-                                   readings=msgspec.structs.replace(base.readings, gpus=gpus))
 
 
 def _capped(machine: FakeNvmlMachine) -> list[tuple[int, int | None, int]]:

@@ -12,7 +12,7 @@ from rigmon.agent.guard.service import GuardService
 from rigmon.agent.guard.state_file import state_file_path
 from rigmon.config import GuardSection
 from rigmon.hw.nvml_control import NvmlControl
-from rigmon.schema import Alarm, CollectorStatus, Frame, GpuReading
+from rigmon.schema import Alarm, CollectorStatus
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from rigmon.summary.figures import guard_mark
 from rigmon.tui.widgets.guard_line import guard_text
@@ -26,6 +26,7 @@ from tests.agent.guard_helpers import (
     engaged,
     firing_alarm,
     frame,
+    gpu_frame,
     make,
     settle,
 )
@@ -98,18 +99,6 @@ async def test_a_stop_after_a_failed_restore_puts_the_settings_back(tmp_path: Pa
         await asyncio.to_thread(service.close)
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
         assert not state_file_path(tmp_path / "state").exists()
-
-
-def gpu_frame(at: float, machine: FakeNvmlMachine) -> Frame:
-    """A healthy-rail frame whose GPU readings are the fake GPUs' settings now."""
-    base = frame(at, 11.9)
-    gpus = tuple(GpuReading(index=g.index, uuid=None, name=None, serial=None, pci_bus_id=None, pci_bus_id_nvml=None,
-                            pci_bus_id_xid=None, clock_app_mem_mhz=g.app_clock_mem_mhz,
-                            clock_app_graphics_mhz=g.app_clock_graphics_mhz, power_limit_w=g.power_limit_mw / 1000)
-                 for g in machine.gpus)
-    collectors = {**base.collectors, "gpu": CollectorStatus("ok", True, duration_s=0.01, sampled_at=at)}
-    return msgspec.structs.replace(base, collectors=collectors,
-                                   readings=msgspec.structs.replace(base.readings, gpus=gpus))
 
 
 async def test_settings_another_tool_changed_while_engaged_show_in_readings(tmp_path: Path,
