@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -17,7 +16,6 @@ from rigmon.agent.alarm_state import STATE_FILE_NAME, read_state_file
 from rigmon.agent.guard.policy import GuardState, Observation, decide, observe, release
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import parse_rules
-from rigmon.collectors.base import PolledCollector, PushFn
 from rigmon.config import AgentConfig, AgentSection, GuardSection
 from rigmon.schema import Alarm, CollectorStatus, Event, TemperatureReading
 from rigmon.sim.nvml import FakeNvmlMachine, serving
@@ -34,7 +32,7 @@ from tests.agent.guard_helpers import (
 )
 from tests.agent.test_alarm_state import events as events_of
 from tests.agent.test_alarm_state import settle as settle_agent
-from tests.agent.test_alarms import wait_for
+from tests.agent.test_alarms import Probe, wait_for
 from tests.alarms.helpers import T0, FakeClock
 
 GPUS = (0, 1, 2, 3)
@@ -119,21 +117,6 @@ async def test_service_keeps_caps_while_the_rail_alarm_fires(tmp_path: Path, mac
         assert events.kinds()[-1] == "guard_restored"
         assert [g.app_clock_graphics_mhz for g in machine.gpus] == [1312] * 4
         await asyncio.to_thread(service.close)
-
-
-class Probe(PolledCollector):
-    """A temperature probe pushed from the test: the alarm rule below watches it."""
-
-    name = "probe"
-
-    def __init__(self) -> None:
-        self.push: PushFn | None = None
-
-    def collect(self) -> Sequence[object]:
-        return []
-
-    def start(self, push: PushFn) -> None:
-        self.push = push
 
 
 async def test_the_guard_sees_the_alarm_that_fired_in_the_same_frame(tmp_path: Path) -> None:

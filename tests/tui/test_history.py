@@ -44,8 +44,9 @@ def lowest_rail(agent: FakeAgent) -> float:
                if f.readings.psu_rail is not None and f.readings.psu_rail.volts is not None)
 
 
-def fleet_app(journal: bool = True):  # type: ignore[no-untyped-def]
-    frames = v100_frames()
+def fleet_app(journal: bool = True, frames: list | None = None):  # type: ignore[no-untyped-def,type-arg]
+    """A dashboard over one fake agent replaying ``frames`` (the V100 recording by default)."""
+    frames = v100_frames() if frames is None else frames
     app, fleet, clock = build([("node01", frames, len(frames))])
     agent = next(iter(fleet.agents.values()))
     agent.journal = journal
@@ -300,9 +301,7 @@ async def test_the_event_list_takes_the_room_a_taller_screen_has() -> None:
     # last checkpoints, after the GPU was lost) were "… N more" under a chart with room to spare.
     frames = with_late_marks(2)
     for size, expected in (((80, 24), 6), ((200, 50), 9)):
-        app, fleet, _ = build([("node01", frames, len(frames))])
-        agent = next(iter(fleet.agents.values()))
-        agent.journal = True
+        app, fleet, agent, _ = fleet_app(frames=frames)
         async with app.run_test(size=size) as pilot:
             await settle(app, fleet, pilot)
             await open_node(app, agent.url, pilot)
@@ -333,9 +332,7 @@ async def test_a_long_incident_keeps_its_start_on_the_chart_and_counts_what_it_l
     # after the loss) and said "… 7 more" at 80x24, counting neither the dropped five nor the Xid's merge.
     frames = with_late_marks(10)
     for size in ((80, 24), (200, 50)):
-        app, fleet, _ = build([("node01", frames, len(frames))])
-        agent = next(iter(fleet.agents.values()))
-        agent.journal = True
+        app, fleet, agent, _ = fleet_app(frames=frames)
         async with app.run_test(size=size) as pilot:
             await settle(app, fleet, pilot)
             await open_node(app, agent.url, pilot)
