@@ -41,6 +41,22 @@ def test_rules_unit_tests() -> None:
     assert out.stdout.count("SUCCESS") == len(files)
 
 
+#: Prometheus' default lookback: an instant query finds a series' newest sample only if it is this recent.
+LOOKBACK_S = 300
+_DURATION = re.compile(r"(\d+)([smh])")
+
+
+def test_recorded_series_answer_an_instant_query_at_any_time() -> None:
+    """A recording group that runs less often than the lookback leaves its series empty between runs."""
+    rules = yaml.safe_load((DEPLOY / "rigmon-rules.yml").read_text())
+    for group in rules["groups"]:
+        if not any("record" in rule for rule in group["rules"]) or "interval" not in group:
+            continue
+        amount, unit = _DURATION.fullmatch(group["interval"]).groups()
+        seconds = int(amount) * {"s": 1, "m": 60, "h": 3600}[unit]
+        assert seconds < LOOKBACK_S, f"group {group['name']} records every {group['interval']}"
+
+
 @needs_promtool
 def test_example_config_check() -> None:
     # The example names a credentials file that only exists on a real Prometheus host.
