@@ -61,11 +61,6 @@ def _int_option(text: str, low: int, high: int | None, noun: str, bounds: str) -
     return value
 
 
-def _positive_int(text: str) -> int:
-    """A whole number of at least 1 of an option (a count of nodes); see `_int_option`."""
-    return _int_option(text, 1, None, "whole number", "at least 1")
-
-
 def add_log_options(parser: argparse.ArgumentParser, default: str, log_file_help: str | None = None) -> None:
     """``-v/--verbose``, ``--log-level`` and ``--log-file`` of a long-running command."""
     from rigmon.logs import LEVELS
@@ -74,7 +69,8 @@ def add_log_options(parser: argparse.ArgumentParser, default: str, log_file_help
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help=f"log more (default level {default}; -v one level more, -vv two)")
     parser.add_argument("--log-level", choices=LEVELS, metavar="LEVEL",
-                        help=f"least severe level logged: {', '.join(LEVELS)}")
+                        help=f"least severe level logged: {', '.join(LEVELS)} "
+                             f"(default: {default}, one level lower per -v)")
     parser.add_argument("--log-file", metavar="FILE",
                         help=log_file_help or "append the log to FILE (default: stderr; journald-friendly under systemd)")
 
@@ -94,15 +90,18 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
     agent = sub.add_parser("agent", help="sample this node and serve the HTTP API", epilog=AGENT_EXIT)
     agent.add_argument("--config", metavar="FILE", help="agent TOML (default /etc/rigmon/agent.toml if present)")
     agent.add_argument("--listen", metavar="HOST:PORT", help=f"address to serve on (default 127.0.0.1:{DEFAULT_PORT})")
-    agent.add_argument("--token-file", metavar="FILE", help="file holding the bearer token clients must send")
-    agent.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree)")
+    agent.add_argument("--token-file", metavar="FILE",
+                       help="file holding the bearer token clients must send (default: none, loopback only)")
+    agent.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree; default /)")
     agent.add_argument("--node", metavar="NAME", help="node name (default: host name)")
     agent.add_argument("--control-token-file", metavar="FILE",
                        help="file holding the token that may acknowledge alarms (default: read-only API)")
-    agent.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve HTTPS (with --tls-key)")
-    agent.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (mode 600)")
+    agent.add_argument("--tls-cert", metavar="FILE",
+                       help="PEM certificate: serve HTTPS (with --tls-key; default: none, plain HTTP)")
+    agent.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (mode 600; default: none)")
     agent.add_argument("--user", metavar="NAME",
-                       help="when started as root: switch to this user after binding the port and opening devices")
+                       help="when started as root: switch to this user after binding the port and opening devices "
+                            "(default: stay the user it was started as)")
     agent.add_argument("--state-dir", metavar="DIR",
                        help="journal directory (default /var/lib/rigmon if writable, else ~/.local/state/rigmon)")
     add_log_options(agent, "info")
@@ -111,8 +110,9 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="one-shot health gate before a job: exit 0 healthy, 1 warnings, 2 critical",
                            epilog=CHECK_EXIT)
-    check.add_argument("--config", metavar="FILE", help="agent TOML (collectors, [alarms] rules)")
-    check.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree)")
+    check.add_argument("--config", metavar="FILE",
+                       help="agent TOML: collectors, [alarms] rules (default /etc/rigmon/agent.toml if present)")
+    check.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree; default /)")
     check.add_argument("--node", metavar="NAME", help="node name (default: host name)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--wait", type=_positive_float, default=1.0, metavar="S",
@@ -120,12 +120,15 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
 
     snap = sub.add_parser("snapshot", help="bug-report bundle from agents, or from a node's journal after a crash",
                           epilog=SNAPSHOT_EXIT)
-    snap.add_argument("urls", nargs="*", metavar="URL", help="agents to pull (HOST:PORT, http:// or https://)")
+    snap.add_argument("urls", nargs="*", metavar="URL",
+                      help="agents to pull (HOST:PORT, http:// or https://; none: --journal only)")
     snap.add_argument("--journal", action="append", default=[], metavar="DIR",
-                      help="read a node's journal (state directory) directly, no agent needed; repeatable")
+                      help="read a node's journal (state directory) directly, no agent needed; repeatable "
+                           "(default: none, agents only)")
     snap.add_argument("--since", default="1h", metavar="DURATION",
                       help="window before each node's latest frame: 90s, 10m, 1h, 2d (default 1h)")
-    snap.add_argument("--token-file", metavar="FILE", help="file holding the agents' bearer token")
+    snap.add_argument("--token-file", metavar="FILE",
+                      help="file holding the agents' bearer token (default: none, no token sent)")
     snap.add_argument("--ca-file", metavar="FILE",
                       help="PEM CA certificate(s) to verify https:// agents with (default: httpx's certifi CA bundle)")
     snap.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write (.tar.gz)")

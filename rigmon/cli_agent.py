@@ -6,7 +6,6 @@ import argparse
 import gc
 import importlib.util
 import logging
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,11 +19,19 @@ from rigmon.config import (
     DEFAULT_CONFIG_PATH,
     ConfigError,
     ConfigKeyError,
-    config_file_in_use,
     default_state_dir,
     in_config_file,
     load_agent_config,
+    setting_origin,
 )
+
+#: The ``rigmon agent`` option that sets each ``[agent]`` key; errors about a value name the option
+#: when the operator gave it (`agent_origin`).
+AGENT_OPTIONS: dict[str, str] = {
+    "listen": "--listen", "token_file": "--token-file", "root": "--root", "node": "--node",
+    "control_token_file": "--control-token-file", "state_dir": "--state-dir", "tls_cert_file": "--tls-cert",
+    "tls_key_file": "--tls-key", "user": "--user",
+}
 
 
 def uvicorn_without_its_cli() -> ModuleType:
@@ -84,6 +91,20 @@ def cmd_agent(args: argparse.Namespace) -> int:
             gc.enable()
 
 
+def agent_origin(args: argparse.Namespace, key: str, environ: Mapping[str, str] | None = None) -> str:
+    """Where the ``[agent]`` setting ``key`` in force was given, for an error about its value: the
+    option of `AGENT_OPTIONS` when given, else the environment variable, else the file's key (see
+    `rigmon.config.setting_origin`)."""
+    option = AGENT_OPTIONS[key]
+    given = getattr(args, _attribute(option))
+    return setting_origin(key, option if given else None, args.config, environ)
+
+
+def _attribute(option: str) -> str:
+    """The attribute of the parsed arguments an option is kept in (``--tls-cert``: ``tls_cert``)."""
+    return option.removeprefix("--").replace("-", "_")
+
+
 def state_dir_origin(args: argparse.Namespace, given: bool, environ: Mapping[str, str] | None = None) -> str:
     """Where the state directory in force was named, for an error about it: the flag, the environment
     variable, the file's key (in that order of precedence), else the default.
@@ -91,28 +112,18 @@ def state_dir_origin(args: argparse.Namespace, given: bool, environ: Mapping[str
     Args:
         given: whether the configuration named one (else the agent took `default_state_dir`).
     """
-    env = os.environ if environ is None else environ
     if not given:
         return "state directory (the default; set --state-dir or agent.state_dir)"
-    if args.state_dir:
-        return "--state-dir"
-    if env.get("RIGMON_AGENT_STATE_DIR"):
-        return "environment RIGMON_AGENT_STATE_DIR"
-    return f"{config_file_in_use(args.config)}: agent.state_dir"
+    return agent_origin(args, "state_dir", environ)
 
 
 def listen_origin(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str:
     """Where the address the agent listens on was set, for an error about it: the flag, the environment
     variable, else the file's key (in that order of precedence; the key also when the default is in force)."""
-    env = os.environ if environ is None else environ
-    if args.listen:
-        return "--listen"
-    if env.get("RIGMON_AGENT_LISTEN"):
-        return "environment RIGMON_AGENT_LISTEN"
-    file = config_file_in_use(args.config)
-    if file is None:
+    origin = agent_origin(args, "listen", environ)
+    if origin == "agent.listen":
         return "agent.listen of the configuration (the default; set --listen or agent.listen)"
-    return f"{file}: agent.listen"
+    return origin
 
 
 def _agent(args: argparse.Namespace) -> int:
@@ -124,33 +135,34 @@ def _agent(args: argparse.Namespace) -> int:
         StartupError,
         check_distinct_tokens,
         check_listen_policy,
-        check_tls_files,
         read_token_file,
         run,
     )
     from rigmon.agent.state_lock import StateDirInUse, StateDirUnusable
     from rigmon.agent.systemd_notify import notify_ready
+    from rigmon.agent.tls_files import check_tls_files
     from rigmon.logs import FrameLog
 
     setup_logging(args)
-    overrides = {"listen": args.listen, "token_file": args.token_file, "root": args.root, "node": args.node,
-                 "control_token_file": args.control_token_file, "state_dir": args.state_dir,
-                 "tls_cert_file": args.tls_cert, "tls_key_file": args.tls_key, "user": args.user}
+    overrides = {key: getattr(args, _attribute(option)) for key, option in AGENT_OPTIONS.items()}
     try:
-        config = load_agent_config(args.config, overrides)
+        config = load_agent_config(args.config, overrides, options=AGENT_OPTIONS)
         state_dir_given = bool(config.agent.state_dir)
         if not state_dir_given:
             config = msgspec.structs.replace(
                 config, agent=msgspec.structs.replace(config.agent, state_dir=str(default_state_dir())))
-        token = read_token_file(config.agent.token_file) if config.agent.token_file else None
-        control = (read_token_file(config.agent.control_token_file, "control_token_file")
+        # Each file named as the operator named it: the option, the environment variable or the file's key.
+        token_origin, control_origin = agent_origin(args, "token_file"), agent_origin(args, "control_token_file")
+        token = read_token_file(config.agent.token_file, token_origin) if config.agent.token_file else None
+        control = (read_token_file(config.agent.control_token_file, control_origin)
                    if config.agent.control_token_file else None)
-        check_distinct_tokens(token, control)
+        check_distinct_tokens(token, control, (token_origin, control_origin))
         check_listen_policy(config.agent.listen, token)
         if config.agent.tls_cert_file:
-            check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file)
+            check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file,
+                            agent_origin(args, "tls_cert_file"), agent_origin(args, "tls_key_file"))
         if not Path(config.agent.root).is_dir():
-            raise StartupError(f"root {config.agent.root} is not a directory")
+            raise StartupError(f"{agent_origin(args, 'root')} {config.agent.root} is not a directory")
         agent = Agent(config, token=token, control_token=control)
         # Before saying what it serves: a second agent on this state directory stops here.
         agent.lock_state_dir()

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, load_agent_config, local_url
+from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, load_agent_config, local_url, setting_origin
 
 if TYPE_CHECKING:
     from rigmon.cluster.config import NodeTarget
@@ -24,16 +24,23 @@ def default_log_file(environ: Mapping[str, str] | None = None) -> Path:
 def add_dash_parsers(sub: Any) -> None:
     """The ``dash`` subcommand."""
     from rigmon.cli import DASH_EXIT, add_log_options
+    from rigmon.cluster.config import DEFAULT_THEME
 
     dash = sub.add_parser("dash", help="dashboard over agents (with none: over this machine)", epilog=DASH_EXIT)
-    dash.add_argument("urls", nargs="*", metavar="URL", help="agent URL (HOST:PORT, http:// or https://)")
+    dash.add_argument("urls", nargs="*", metavar="URL",
+                      help="agent URL (HOST:PORT, http:// or https://; none: the config's nodes, else this machine)")
     dash.add_argument("--config", metavar="FILE", help="dashboard TOML (default: user config dir, rigmon/dash.toml)")
-    dash.add_argument("--theme", metavar="NAME", help="theme to start with (default: the config's)")
-    dash.add_argument("--replay", metavar="FILE", help="play back a snapshot bundle (rigmon snapshot, or the export key)")
+    dash.add_argument("--theme", metavar="NAME",
+                      help=f"theme to start with (default: the config's theme, else {DEFAULT_THEME})")
+    dash.add_argument("--replay", metavar="FILE",
+                      help="play back a snapshot bundle (rigmon snapshot, or the export key; "
+                           "default: follow live agents)")
     dash.add_argument("--token-file", metavar="FILE",
-                      help="read token for the URLs given here that the config does not list (mode 600)")
+                      help="read token for the URLs given here that the config does not list "
+                           "(mode 600; default: none)")
     dash.add_argument("--control-token-file", metavar="FILE",
-                      help="control token (acknowledging alarms) for the URLs given here that the config does not list")
+                      help="control token (acknowledging alarms) for the URLs given here that the config does not list "
+                           "(default: none, alarms read-only)")
     dash.add_argument("--ca-file", metavar="FILE",
                       help="PEM CA certificate(s) to verify https:// agents given here with (default: httpx's certifi CA bundle)")
     add_log_options(dash, "warning", "append the log to FILE (default $XDG_STATE_HOME/rigmon/dash.log; "
@@ -75,7 +82,7 @@ def cmd_dash(args: argparse.Namespace) -> int:
         try:
             installed = installed_agent_target(INSTALLED_CONFIG, control)
         except (ConfigError, DashConfigError) as exc:
-            return fail(f"this machine's agent ({INSTALLED_CONFIG}) cannot be followed: {exc} (give its URL with "
+            return fail(f"this machine's agent cannot be followed: {exc} (give its URL with "
                         "--token-file and --ca-file copies this user can read)")
         if installed is not None:
             targets = [installed]
@@ -115,7 +122,8 @@ def installed_agent_target(path: Path, control_token: str | None = None) -> Node
     if not path.exists():
         return None
     agent = load_agent_config(path).agent
-    token = read_secret_file(agent.token_file, "token_file") if agent.token_file else None
+    # Named as the agent's start names it: the file's key, or the environment variable that set it.
+    token = read_secret_file(agent.token_file, setting_origin("token_file", None, path)) if agent.token_file else None
     return NodeTarget(local_url(agent.listen, bool(agent.tls_cert_file)), token=token, control_token=control_token,
                       ca_file=agent.tls_cert_file or None)
 

@@ -26,7 +26,7 @@ def add_mark_parser(sub: Any) -> None:
                                       "variables) unless given here; with --url http(s)://HOST:PORT, "
                                       "--control-token-file (and --ca-file for https) no configuration is read.")
     mark.add_argument("text", metavar="TEXT", help="what the job is doing (1-200 characters, plain text)")
-    mark.add_argument("--by", metavar="NAME", help="who puts the mark (kept with it)")
+    mark.add_argument("--by", metavar="NAME", help="who puts the mark (kept with it; default: nobody named)")
     mark.add_argument("--config", metavar="FILE", help="the local agent's TOML (default /etc/rigmon/agent.toml)")
     mark.add_argument("--url", metavar="URL", help="agent to mark (default: the configured listen address)")
     mark.add_argument("--control-token-file", metavar="FILE",
@@ -62,7 +62,7 @@ def cmd_mark(args: argparse.Namespace) -> int:
     from rigmon.agent.server import StartupError, read_token_file
     from rigmon.cli import fail
     from rigmon.cluster.config import DashConfigError, check_url, normalize_url
-    from rigmon.config import AgentConfig, ConfigError, load_agent_config, local_url
+    from rigmon.config import AgentConfig, ConfigError, load_agent_config, local_url, setting_origin
 
     try:
         # The agent's own rule, before asking it: an empty or overlong TEXT is a bad argument (exit 2),
@@ -102,7 +102,9 @@ def cmd_mark(args: argparse.Namespace) -> int:
     if not token_file:
         return fail("no control token: the agent has no control_token_file; give --control-token-file")
     try:
-        token = read_token_file(token_file, "--control-token-file" if args.control_token_file else "control_token_file")
+        # Named as the operator gave it: this option, else the agent's environment variable or file key.
+        given = "--control-token-file" if args.control_token_file else None
+        token = read_token_file(token_file, setting_origin("control_token_file", given, args.config))
     except StartupError as exc:
         return fail(f"{exc} (run as a user who may read it, or give --control-token-file with a copy only you "
                     "can read)")
@@ -113,8 +115,8 @@ def cmd_mark(args: argparse.Namespace) -> int:
         try:
             verify = ssl.create_default_context(cafile=ca_file)
         except (OSError, ssl.SSLError) as exc:
-            key = "--ca-file" if args.ca_file else "tls_cert_file"
-            return fail(f"{key} {ca_file}: {getattr(exc, 'strerror', None) or exc}")
+            origin = setting_origin("tls_cert_file", "--ca-file" if args.ca_file else None, args.config)
+            return fail(f"{origin} {ca_file}: {getattr(exc, 'strerror', None) or exc}")
     body: dict[str, str] = {"text": args.text}
     if args.by:
         body["by"] = args.by
@@ -135,7 +137,11 @@ def cmd_mark(args: argparse.Namespace) -> int:
         return fail(f"agent at {url}: no answer within {DEADLINE_S:g} s", 1)
     response = outcome[0]
     if isinstance(response, httpx.HTTPError):
-        return fail(f"agent at {url}: {response}", 1)
+        from rigmon.http_errors import describe_http_error
+
+        # The sentence `rigmon snapshot` says for the same failure (connection refused, untrusted
+        # certificate, HTTPS to a plain agent), not httpx's "[Errno 111] Connection refused".
+        return fail(describe_http_error(response), 1)
     if isinstance(response, Exception):
         raise response
     try:

@@ -20,6 +20,12 @@ DEMO_START_TIMEOUT_S = 60.0
 #: Highest TCP port: node i of ``rigmon sim --base-port P`` listens on P+i.
 MAX_PORT = 65535
 
+#: Most nodes one ``rigmon sim`` or ``rigmon demo`` runs: the most one dashboard is built and measured to
+#: follow (DESIGN's scale goal, ``benchmarks/dash_64_nodes.py --nodes 256``, which serves recorded frames
+#: because one simulator process cannot keep that many live nodes on a 2-core machine). Unbounded, a
+#: typo was obeyed: ``--nodes 100000 --tree-only DIR`` wrote ~15 GB of trees (~150 kB a node).
+MAX_SIM_NODES = 256
+
 #: ``[agent]`` keys the simulator sets for each node; an --agent-config file may not change them.
 SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
 
@@ -27,22 +33,26 @@ SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
 def add_sim_parsers(sub: Any) -> None:
     """The ``sim`` and ``demo`` subcommands."""
     from rigmon.cli import DEMO_EXIT, SIM_EXIT, add_log_options
+    from rigmon.cluster.config import DEFAULT_THEME
 
     sim = sub.add_parser("sim", help="run simulated nodes, each with a real agent on 127.0.0.1", epilog=SIM_EXIT)
     _add_sim_options(sim)
     sim.add_argument("--base-port", type=_port, default=DEFAULT_PORT, metavar="P",
                      help=f"node i listens on P+i (default {DEFAULT_PORT}; 0: free ports)")
-    sim.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S real seconds")
+    sim.add_argument("--duration", type=_positive_float, metavar="S",
+                     help="stop after S real seconds (default: run until stopped)")
     sim.add_argument("--tree-only", metavar="DIR",
-                     help="only write the simulated trees under DIR (one folder per node), start no agents")
+                     help="only write the simulated trees under DIR (one folder per node), start no agents "
+                          "(default: trees in a temporary directory, removed at the end, and an agent per node)")
     sim.add_argument("--control-token-file", metavar="FILE",
-                     help="file holding the token that may acknowledge alarms on every simulated agent")
+                     help="file holding the token that may acknowledge alarms on every simulated agent "
+                          "(default: none, read-only agents)")
     add_log_options(sim, "warning")
 
     demo = sub.add_parser("demo", help="simulated nodes with real agents, and the dashboard over them",
                           epilog=DEMO_EXIT)
     _add_sim_options(demo, default_scenario="lab")
-    demo.add_argument("--theme", metavar="NAME", help="theme to start with")
+    demo.add_argument("--theme", metavar="NAME", help=f"theme to start with (default {DEFAULT_THEME})")
     add_log_options(demo, "warning", "append the log of the dashboard and the simulated agents to FILE "
                                      "(default $XDG_STATE_HOME/rigmon/dash.log; never the screen)")
 
@@ -60,18 +70,26 @@ def _port(text: str) -> int:
     return _int_option(text, 0, MAX_PORT, "port number", f"a port number from 0 to {MAX_PORT}")
 
 
-def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
-    from rigmon.cli import _positive_int
+def _node_count(text: str) -> int:
+    """A number of simulated nodes, 1 to `MAX_SIM_NODES` (see `rigmon.cli._int_option`)."""
+    from rigmon.cli import _int_option
 
+    return _int_option(text, 1, MAX_SIM_NODES, "whole number", f"from 1 to {MAX_SIM_NODES}")
+
+
+def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
     parser.add_argument("--scenario", default=default_scenario, metavar="NAME",
                         help=f"scenario to simulate (default {default_scenario}; see README for the list)")
-    parser.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes (default: the scenario's)")
+    parser.add_argument("--nodes", type=_node_count, metavar="N",
+                        help=f"number of nodes, 1 to {MAX_SIM_NODES}: the most one dashboard is built to follow "
+                             "(default: the scenario's)")
     parser.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
                         help="simulated seconds per real second (default 1)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
     parser.add_argument("--agent-config", metavar="FILE",
                         help="agent TOML merged into every simulated agent's configuration "
-                             "(notifiers, [alarms], rules): try your own webhook on a simulated incident")
+                             "(notifiers, [alarms], rules): try your own webhook on a simulated incident "
+                             "(default: none)")
 
 
 def load_sim_agent_config(path: str) -> dict[str, object]:

@@ -110,7 +110,7 @@ def test_mark_without_a_control_token_says_what_to_give(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--control-token-file" in out.stderr
     unreachable = rigmon("mark", "--config", str(config), "--control-token-file",
                          str(_private(tmp_path / "c.token", "c\n")), "epoch 1")
-    assert unreachable.returncode == 1 and "agent at http://127.0.0.1:" in unreachable.stderr
+    assert unreachable.returncode == 1 and "no agent is listening at http://127.0.0.1:" in unreachable.stderr
 
 
 def test_mark_with_a_missing_ca_file_is_a_bad_argument_not_a_traceback(tmp_path: Path,
@@ -171,7 +171,7 @@ def test_mark_names_the_control_token_it_could_not_read(tmp_path: Path, capsys: 
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nroot = "{tmp_path}"\ncontrol_token_file = "{tmp_path / "control.token"}"\n')
     assert main(["mark", "--config", str(config), "e"]) == 2
-    assert f"control_token_file {tmp_path / 'control.token'}: No such file" in capsys.readouterr().err
+    assert f"{config}: agent.control_token_file {tmp_path / 'control.token'}: No such file" in capsys.readouterr().err
     assert main(["mark", "--config", str(config), "--control-token-file", str(tmp_path / "mine.token"), "e"]) == 2
     assert f"--control-token-file {tmp_path / 'mine.token'}: No such file" in capsys.readouterr().err
 
@@ -250,6 +250,16 @@ def test_mark_to_a_service_that_is_no_agent_says_so(tmp_path: Path, capsys: pyte
     assert code == 1
     err = capsys.readouterr().err
     assert ("is it a rigmon agent?" in err) if status == 201 else (f"refused the mark (400): {body.decode()}" in err)
+
+
+def test_mark_where_no_agent_listens_says_so_as_snapshot_does(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed httpx's ``[Errno 111] Connection refused``; now `describe_http_error`'s sentence."""
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["mark", "--url", url, "--control-token-file", str(_private(tmp_path / "c.token", "c\n")), "e"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"rigmon: connection refused: no agent is listening at {url} (is it running?")
+    assert "Errno" not in err and len(err.splitlines()) == 1
 
 
 def test_a_bare_url_reaches_an_agent_configured_with_tls_over_https(tmp_path: Path,

@@ -13,7 +13,6 @@ import signal
 import socket
 import stat
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -73,7 +72,7 @@ def check_private_file(path: str, what: str = "token file") -> None:
 MAX_TOKEN_FILE_BYTES = 4096
 
 
-def read_token_file(path: str, key: str = "token_file") -> str:
+def read_token_file(path: str, origin: str = "token_file") -> str:
     """Read a bearer token from a regular file that only its owner can read.
 
     The file is opened non-blocking and checked on the open descriptor: a FIFO (or a device)
@@ -81,57 +80,52 @@ def read_token_file(path: str, key: str = "token_file") -> str:
 
     Args:
         path: the file.
-        key: the configuration key naming it, for the error message.
+        origin: what named it, as the operator gave it (``--token-file``, ``environment
+            RIGMON_AGENT_TOKEN_FILE``, ``/etc/rigmon/agent.toml: agent.token_file``: see
+            `rigmon.config.setting_origin`), for the error message.
 
     Raises:
         StartupError: not a regular file, unreadable, empty, too long, or readable by other users.
     """
-    check_private_file(path, key)
+    check_private_file(path, origin)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise StartupError(f"{key} {path}: {exc.strerror}") from None
+        raise StartupError(f"{origin} {path}: {exc.strerror}") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a file"
-            raise StartupError(f"{key} {path} is {kind}; a token file must be a regular file")
+            raise StartupError(f"{origin} {path} is {kind}; a token file must be a regular file")
         raw = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
     except OSError as exc:
-        raise StartupError(f"{key} {path}: {exc.strerror}") from None
+        raise StartupError(f"{origin} {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
     if len(raw) > MAX_TOKEN_FILE_BYTES:
-        raise StartupError(f"{key} {path} is over {MAX_TOKEN_FILE_BYTES} bytes; it should hold one token")
+        raise StartupError(f"{origin} {path} is over {MAX_TOKEN_FILE_BYTES} bytes; it should hold one token")
     try:
         text = raw.decode().strip()
     except UnicodeDecodeError:
-        raise StartupError(f"{key} {path} is not text") from None
+        raise StartupError(f"{origin} {path} is not text") from None
     if not text:
-        raise StartupError(f"{key} {path} is empty")
+        raise StartupError(f"{origin} {path} is empty")
     return text
 
 
-def check_distinct_tokens(token: str | None, control_token: str | None) -> None:
+def check_distinct_tokens(token: str | None, control_token: str | None,
+                          origins: tuple[str, str] = ("token_file", "control_token_file")) -> None:
     """Refuse one token for both scopes: every reader could then acknowledge alarms.
 
+    Args:
+        origins: what named the read token's file and the control token's (see `read_token_file`).
+
     Raises:
-        StartupError: naming both keys.
+        StartupError: naming both settings.
     """
     if token and control_token and hmac.compare_digest(token.encode(), control_token.encode()):
-        raise StartupError("control_token_file holds the same token as token_file: every reader could "
+        raise StartupError(f"{origins[1]} holds the same token as {origins[0]}: every reader could "
                            "acknowledge alarms; give the control scope a token of its own")
-
-
-def check_tls_files(cert_file: str, key_file: str) -> None:
-    """The certificate must be readable and the key private to its owner.
-
-    Raises:
-        StartupError: naming the file and what is wrong.
-    """
-    if not os.access(cert_file, os.R_OK):
-        raise StartupError(f"tls_cert_file {cert_file}: not readable")
-    check_private_file(key_file, "tls_key_file")
 
 
 def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:

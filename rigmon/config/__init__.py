@@ -23,7 +23,7 @@ from rigmon.config.common import (
 from rigmon.config.gpu import GpuSection, KernelLogSection
 from rigmon.config.guard import GuardMode, GuardSection
 from rigmon.config.journal import JournalSection
-from rigmon.config.loader import AgentConfig, load_agent_config
+from rigmon.config.loader import AgentConfig, load_agent_config, setting_origin
 from rigmon.config.notify import NotifyKind, NotifySection
 from rigmon.config.probes import DEFAULT_PROBE_PORT, MAX_PROBES_PER_WINDOW, PeerPathSection, PeerSection, ProbesSection
 from rigmon.config.psu import PsuHwmonSection, PsuProtocol, PsuSection
@@ -35,5 +35,6 @@ __all__ = [
     "ConfigKeyError", "config_file_in_use", "in_config_file",
     "GpuSection", "GuardMode", "GuardSection", "JournalSection", "KernelLogSection", "NotifyKind", "NotifySection",
     "PeerPathSection", "PeerSection", "ProbesSection", "PsuHwmonSection", "PsuProtocol", "PsuSection",
-    "RuleOverrideValue", "StorageSection", "check_ranges", "default_state_dir", "load_agent_config", "local_url", "split_listen",
+    "RuleOverrideValue", "StorageSection", "check_ranges", "default_state_dir", "load_agent_config", "local_url",
+    "setting_origin", "split_listen",
 ]

@@ -74,6 +74,7 @@ def load_agent_config(
     path: str | os.PathLike[str] | None,
     overrides: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> AgentConfig:
     """Load the agent configuration.
 
@@ -81,6 +82,8 @@ def load_agent_config(
         path: TOML file; ``None`` uses /etc/rigmon/agent.toml when it exists, else defaults.
         overrides: ``[agent]`` keys set on the command line (win over file and environment).
         environ: environment for ``RIGMON_AGENT_<KEY>`` overrides (e.g. RIGMON_AGENT_LISTEN).
+        options: the command-line option that set each key of ``overrides`` (``{"listen": "--listen"}``),
+            named by an error about its value instead of ``command line (listen)``.
 
     Raises:
         ConfigError: unreadable file, bad TOML, unknown key or bad value, naming the key.
@@ -110,7 +113,7 @@ def load_agent_config(
     except TypedDataError as exc:
         # A check of the whole file (`AgentConfig.__post_init__`) names its keys itself: no "<root>".
         detail = exc.reason if exc.path == "<root>" else _keyed(exc)
-        raise ConfigError(f"{_blame(data, agent, env, given, source)}: {detail}") from None
+        raise ConfigError(f"{_blame(data, agent, env, given, source, options or {})}: {detail}") from None
 
 
 def _keyed(exc: TypedDataError) -> str:
@@ -192,13 +195,14 @@ def _check_absolute_paths(data: Mapping[str, object], source: str) -> None:
 
 
 def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, object],
-           given: Mapping[str, object], source: str) -> str:
+           given: Mapping[str, object], source: str, options: Mapping[str, str]) -> str:
     """Where the bad value came from: the file (or the defaults), else the first environment variable or
-    command-line value that makes a good configuration bad. Runs only after a failed load."""
+    command-line value (by its option, when ``options`` names it) that makes a good configuration bad.
+    Runs only after a failed load."""
     merged = dict(agent)
     steps: list[tuple[str, Mapping[str, object]]] = [(source, {})]
     steps += [(f"environment {_ENV_PREFIX}{k.upper()}", {k: v}) for k, v in env.items()]
-    steps += [(f"command line ({k})", {k: v}) for k, v in given.items()]
+    steps += [(options.get(k) or f"command line ({k})", {k: v}) for k, v in given.items()]
     for origin, values in steps:
         merged.update(values)
         try:
@@ -206,6 +210,35 @@ def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, 
         except TypedDataError:
             return origin
     return source
+
+
+def setting_origin(key: str, option: str | None, path: str | os.PathLike[str] | None,
+                   environ: Mapping[str, str] | None = None) -> str:
+    """Where the ``[agent]`` setting ``key`` in force was given, named as the operator gave it, for an error
+    about its value (a token file, a certificate): ``option`` when it was given on the command line, else
+    the environment variable ``RIGMON_AGENT_<KEY>``, else the file's key (in that order of precedence).
+
+    An error that named the key alone (``token_file /x: No such file``) sent an operator who had typed
+    ``--token-file /x`` looking for a file that does not set it.
+
+    Args:
+        key: the ``[agent]`` key (``token_file``).
+        option: the command-line option that set it (``--token-file``); ``None`` when it was not given.
+        path: the configuration file given (``None``: /etc/rigmon/agent.toml when it exists).
+        environ: the environment (default ``os.environ``).
+
+    Returns:
+        ``--token-file``, ``environment RIGMON_AGENT_TOKEN_FILE``, ``/etc/rigmon/agent.toml: agent.token_file``,
+        or ``agent.token_file`` when no file is in use.
+    """
+    env = os.environ if environ is None else environ
+    if option:
+        return option
+    variable = f"{_ENV_PREFIX}{key.upper()}"
+    if env.get(variable):
+        return f"environment {variable}"
+    file = config_file_in_use(path)
+    return f"agent.{key}" if file is None else f"{file}: agent.{key}"
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, object]:

@@ -21,19 +21,21 @@ def add_setup_parser(sub: Any, epilog: str) -> None:
     agent.add_argument("--no-tls", action="store_true",
                        help="serve plain HTTP (the token then crosses the network in clear text)")
     agent.add_argument("--tls-name", action="append", default=[], metavar="NAME",
-                       help="another host name or address the certificate is valid for; repeatable, or comma-separated")
+                       help="another host name or address the certificate is valid for; repeatable, or comma-separated "
+                            "(default: none beyond the node and host names, localhost and this machine's addresses)")
     agent.add_argument("--read-token-file", metavar="FILE",
-                       help="install this read token (mode 600, yours only) instead of a new random one, replacing "
-                            "the one in place: the same token on every node lets one Prometheus job or dashboard "
+                       help="install this read token (mode 600, yours only), replacing the one in place (default: "
+                            "a new random one): the same token on every node lets one Prometheus job or dashboard "
                             "config reach them all")
     agent.add_argument("--control-token-file", metavar="FILE",
-                       help="likewise for the control token (it must differ from the read token)")
+                       help="likewise for the control token (it must differ from the read token; default: a new "
+                            "random one)")
     agent.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
     agent.add_argument("--uninstall", action="store_true",
                        help="stop and remove the service, unit, udev rule, configuration and tokens "
                             "(the journal and the user stay unless --purge)")
     agent.add_argument("--purge", action="store_true", help="with --uninstall: also the state directory and the user")
     agent.add_argument("--root", default="/", metavar="DIR",
-                       help="install below DIR instead of / (packaging, tests): no user is created, nothing is started")
+                       help="install below DIR (default /; packaging, tests: no user is created, nothing is started)")
     agent.add_argument("--hw-root", default="/", metavar="DIR",
-                       help="read the hardware below DIR (a simulated node's tree) instead of /")
+                       help="read the hardware below DIR (a simulated node's tree; default /)")

@@ -35,7 +35,7 @@ def test_a_fifo_as_token_file_is_refused_at_once(tmp_path: Path) -> None:
     os.mkfifo(fifo, 0o600)
     out = agent(tmp_path, "--token-file", str(fifo))
     assert out.returncode == 2
-    assert f"token_file {fifo} is a FIFO" in out.stderr and "regular file" in out.stderr
+    assert f"rigmon: --token-file {fifo} is a FIFO" in out.stderr and "regular file" in out.stderr
 
 
 def test_a_fifo_as_control_token_file_names_that_key(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_a_fifo_as_control_token_file_names_that_key(tmp_path: Path) -> None:
     os.mkfifo(fifo, 0o600)
     token = private(tmp_path / "read.token", "read-token\n")
     out = agent(tmp_path, "--token-file", str(token), "--control-token-file", str(fifo))
-    assert out.returncode == 2 and f"control_token_file {fifo} is a FIFO" in out.stderr
+    assert out.returncode == 2 and f"rigmon: --control-token-file {fifo} is a FIFO" in out.stderr
 
 
 def test_a_port_in_use_is_one_line_naming_the_address_and_the_reason(tmp_path: Path) -> None:
@@ -83,11 +83,11 @@ def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "tokens"
     folder.mkdir(mode=0o700)
     out = agent(tmp_path, "--token-file", str(folder))
-    assert out.returncode == 2 and f"token_file {folder} is a directory" in out.stderr
+    assert out.returncode == 2 and f"rigmon: --token-file {folder} is a directory" in out.stderr
     # A directory made as usual (755) is a directory too, not a file "readable by other users".
     folder.chmod(0o755)
     out = agent(tmp_path, "--token-file", str(folder))
-    assert out.returncode == 2 and f"token_file {folder} is a directory" in out.stderr, out.stderr
+    assert out.returncode == 2 and f"rigmon: --token-file {folder} is a directory" in out.stderr, out.stderr
 
 
 def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
     control = private(tmp_path / "control.token", "same-secret")
     out = agent(tmp_path, "--token-file", str(read), "--control-token-file", str(control))
     assert out.returncode == 2
-    assert "control_token_file holds the same token as token_file" in out.stderr
+    assert "--control-token-file holds the same token as --token-file" in out.stderr
 
 
 @pytest.mark.parametrize(("key", "value"), [
