@@ -43,7 +43,7 @@ STEP_TEXT: dict[GuardStepName, str] = {"app_clocks": "application clocks", "lock
 def _gpu_error(index: int, exc: Exception) -> tuple[int, str]:
     """``GPU 3: ...`` once (NVML control's own messages name the GPU already), with the GPU's index."""
     text = str(exc)
-    return index, text if text.startswith(f"GPU {index}:") else f"GPU {index}: {text}"
+    return index, (text if text.startswith(f"GPU {index}:") else f"GPU {index}: {text}")
 
 
 def _indices(errors: GpuErrors) -> list[int]:
