@@ -49,6 +49,9 @@ _GUARD: dict[str, EventDataType] = {
     "mode": "text", "dry_run": "bool", "trigger": "text", "step": "int", "step_name": "text",
     "gpus": "text", "before": "text", "after": "text",
 }
+#: An engage, step or extend: ``gpus`` are those it changed (as its message names them), ``gpus_skipped``
+#: those it was to act on and did not change, ``skipped`` why (``null`` when none was skipped).
+_GUARD_CAP: dict[str, EventDataType] = {**_GUARD, "gpus_skipped": "text", "skipped": "text"}
 _GUARD_COMMAND: dict[str, EventDataType] = {"by": "text", "command": "text", "step": "int"}
 #: ``reason``: an ``alarm_resolved``'s `Alarm.resolve_reason` (the events share one emitting call).
 _ALARM: dict[str, EventDataType] = {
@@ -82,10 +85,10 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
                              "path_resistance": "number", "dropped": "number"},
     "alarm_state_ignored": {},
     "alarm_state_save_failed": {},
-    "guard_engaged": {**_GUARD, "left_behind": "bool"},
-    "guard_step": _GUARD,
+    "guard_engaged": {**_GUARD_CAP, "left_behind": "bool"},
+    "guard_step": _GUARD_CAP,
     # A GPU that (re)appeared while the guard is engaged, given the steps in force.
-    "guard_extended": _GUARD,
+    "guard_extended": _GUARD_CAP,
     "guard_held": {"by": "text", "command": "text", "step": "int"},
     "guard_restored": _GUARD,
     # Caps kept in force while the rail (or the GPUs' throttle reasons) cannot be read.
@@ -93,6 +96,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
                       "unread_since": "number"},
     # An operator's release when nothing was in force (agents before it said ``guard_restored``).
     "guard_released_idle": _GUARD_COMMAND,
+    # ``gpus``: the GPUs that failed (for the ceiling on actions: those the step would have capped).
     "guard_failed": {**_GUARD, "reason": "text", "changed_elsewhere": "bool", "left_behind": "bool",
                      "state_file": "text"},
     # GPUs and the kernel log

@@ -38,7 +38,9 @@ class GuardReading(Record, frozen=True):
     watches and cannot read now (``rail``, ``GPU readings``): while engaged it holds the caps
     in force, and ``unread_since`` is when it last read everything (``None``: not in this run).
     ``off_bus`` lists GPUs with settings in force that are not on the bus: a failed restore is
-    not retried on them until they are back.
+    not retried on them until they are back. ``actions_last_hour`` counts the actions it took on the
+    GPUs within the last hour (in dry-run, would have): each engage, step and restore once, each GPU
+    capped again on its return once; ``max_actions_per_hour`` limits only the engages and steps.
     """
 
     mode: GuardModeName

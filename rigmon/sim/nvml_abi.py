@@ -29,6 +29,7 @@ PERF_POLICY_POWER = 0
 PERF_POLICY_THERMAL = 1
 TEMPERATURE_GPU = 0
 MEMORY_ERROR_TYPE_CORRECTED = 0
+ECC_COUNTER_AGGREGATE = 1
 VALUE_TYPE_UNSIGNED_LONG_LONG = 3
 
 #: Device handles are these plus the GPU index; event sets these plus a serial number.

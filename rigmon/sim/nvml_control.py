@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rigmon.sim.nvml_abi import ERROR_INSUFFICIENT_SIZE, ERROR_INVALID_ARGUMENT, ERROR_NO_PERMISSION, SUCCESS, int_arg
-from rigmon.sim.nvml_machine import DEFAULT_APP_CLOCKS, FakeGpu
+from rigmon.sim.nvml_machine import FakeGpu
 
 if TYPE_CHECKING:
     from rigmon.sim.nvml import FakeNvmlLibrary
@@ -26,9 +26,10 @@ APP_CLOCK_WRITES = frozenset({"nvmlDeviceSetApplicationsClocks", "nvmlDeviceRese
 
 
 def supported_graphics_mhz(gpu: FakeGpu) -> tuple[int, ...]:
-    """A V100's graphics clocks, descending from the maximum to 135 MHz in 7.5 MHz steps (with 1312)."""
+    """A V100's graphics clocks, descending from the maximum to 135 MHz in 7.5 MHz steps (with the default
+    application clock, 1312)."""
     top = gpu.max_clock_graphics_mhz
-    clocks = {int(round(top - k * 7.5)) for k in range(int((top - 135) / 7.5) + 1)} | {DEFAULT_APP_CLOCKS[1]}
+    clocks = {int(round(top - k * 7.5)) for k in range(int((top - 135) / 7.5) + 1)} | {gpu.default_app_clocks[1]}
     return tuple(sorted(clocks, reverse=True))
 
 
@@ -66,14 +67,14 @@ def control_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
             if m != gpu.max_clock_mem_mhz or g not in supported_graphics_mhz(gpu):
                 return ERROR_INVALID_ARGUMENT
             gpu.app_clock_mem_mhz, gpu.app_clock_graphics_mhz = m, g
-            gpu.app_clocks_set = (m, g) != DEFAULT_APP_CLOCKS
+            gpu.app_clocks_set = (m, g) != tuple(gpu.default_app_clocks)
             return SUCCESS
 
         return writable("nvmlDeviceSetApplicationsClocks", handle, change)
 
     def reset_app_clocks(handle: Any) -> int:
         def change(gpu: FakeGpu) -> int:
-            gpu.app_clock_mem_mhz, gpu.app_clock_graphics_mhz = DEFAULT_APP_CLOCKS
+            gpu.app_clock_mem_mhz, gpu.app_clock_graphics_mhz = gpu.default_app_clocks
             gpu.app_clocks_set = False
             return SUCCESS
 

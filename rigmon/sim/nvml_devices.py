@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rigmon.sim.nvml_abi import (
+    ECC_COUNTER_AGGREGATE,
     ERROR_GPU_IS_LOST,
     ERROR_INVALID_ARGUMENT,
     ERROR_NOT_FOUND,
@@ -198,8 +199,8 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
 
     def ecc(handle: Any, error_type: Any, counter_type: Any, out: Any) -> int:
         def fill(gpu: FakeGpu) -> int:
-            kind = int_arg(error_type)
-            set_out(out, gpu.ecc_corrected if kind == MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected)
+            set_out(out, gpu.ecc_count(int_arg(error_type) == MEMORY_ERROR_TYPE_CORRECTED,
+                                       int_arg(counter_type) == ECC_COUNTER_AGGREGATE))
             return SUCCESS
 
         return lib.device_call("nvmlDeviceGetTotalEccErrors", handle, fill)
@@ -233,7 +234,7 @@ def device_symbols(lib: FakeNvmlLibrary) -> dict[str, Callable[..., Any]]:
     s["nvmlDeviceGetApplicationsClock"] = lib.clock_symbol("nvmlDeviceGetApplicationsClock", lambda g: {
         0: g.app_clock_graphics_mhz, 1: g.app_clock_graphics_mhz, 2: g.app_clock_mem_mhz})
     s["nvmlDeviceGetDefaultApplicationsClock"] = lib.clock_symbol("nvmlDeviceGetDefaultApplicationsClock", lambda g: {
-        0: 1312, 1: 1312, 2: 877})
+        0: g.default_app_clocks[1], 1: g.default_app_clocks[1], 2: g.default_app_clocks[0]})
     s["nvmlDeviceGetCurrentClocksEventReasons"] = lib.scalar_symbol(
         "nvmlDeviceGetCurrentClocksEventReasons", lambda g: g.clock_reasons)
     s["nvmlDeviceGetCurrentClocksThrottleReasons"] = lib.scalar_symbol(

@@ -27,8 +27,10 @@ FI_DEV_NVLINK_GET_STATE = 165
 _FIELDS: dict[int, tuple[str, int, Callable[[FakeGpu], int]]] = {
     83: ("nvmlDeviceGetTotalEnergyConsumption", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: int(g.energy_mj)),
     94: ("nvmlDeviceGetPcieReplayCounter", VALUE_TYPE_UNSIGNED_INT, lambda g: g.pcie_replay),
-    3: ("nvmlDeviceGetTotalEccErrors", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: g.ecc_corrected),
-    4: ("nvmlDeviceGetTotalEccErrors", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: g.ecc_uncorrected),
+    3: ("nvmlDeviceGetTotalEccErrors", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: g.ecc_count(True, False)),
+    4: ("nvmlDeviceGetTotalEccErrors", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: g.ecc_count(False, False)),
+    5: ("nvmlDeviceGetTotalEccErrors", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: g.ecc_count(True, True)),
+    6: ("nvmlDeviceGetTotalEccErrors", VALUE_TYPE_UNSIGNED_LONG_LONG, lambda g: g.ecc_count(False, True)),
 }
 #: Per-link NVLink error counter fields: counter type (NVLINK_COUNTERS order) -> field id of each link 0-11.
 _NVLINK_FIELDS: dict[int, tuple[int, ...]] = {

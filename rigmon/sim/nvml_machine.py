@@ -24,6 +24,8 @@ NVLINK_COUNTERS = (0, 1, 2, 3)  # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DA
 #: A V100-SXM2's default application clocks (memory, graphics) in MHz: what a reset or a
 #: driver reload puts back (``nvmlDeviceGetDefaultApplicationsClock``).
 DEFAULT_APP_CLOCKS = (877, 1312)
+#: GPU memory an idle V100 shows used with no process on it (bytes).
+IDLE_MEM_USED_BYTES = 524_288
 
 #: Symbols whose value is optional on some part; ``not_supported`` without names covers these.
 OPTIONAL_SYMBOLS = frozenset({
@@ -79,8 +81,11 @@ class FakeGpu:
     clock_graphics_mhz: int = 135
     clock_sm_mhz: int = 135
     clock_mem_mhz: int = 877
-    app_clock_graphics_mhz: int = 1312
-    app_clock_mem_mhz: int = 877
+    app_clock_graphics_mhz: int = DEFAULT_APP_CLOCKS[1]
+    app_clock_mem_mhz: int = DEFAULT_APP_CLOCKS[0]
+    #: The board's default application clocks (memory, graphics) in MHz: what
+    #: ``nvmlDeviceGetDefaultApplicationsClock`` answers and what a reset (of the clocks or the GPU) puts back.
+    default_app_clocks: tuple[int, int] = DEFAULT_APP_CLOCKS
     #: Someone set the application clocks (the guard, ``nvidia-smi -ac``): they cap the boost.
     app_clocks_set: bool = False
     #: Locked graphics clock range (``nvidia-smi -lgc``); ``None``: not locked.
@@ -98,7 +103,7 @@ class FakeGpu:
     util_gpu_pct: int = 0
     util_mem_pct: int = 0
     mem_total_bytes: int = V100_MEMORY_BYTES
-    mem_used_bytes: int = 524_288
+    mem_used_bytes: int = IDLE_MEM_USED_BYTES
     pstate: int = 8
     pcie_gen: int = 3
     pcie_width: int = 16
@@ -115,8 +120,13 @@ class FakeGpu:
     #: ``None``: only the GPU's own links, INVALID_ARGUMENT beyond.
     nvlink_state_indices: int | None = None
     nvlink_counters: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: Volatile ECC error counts (``NVML_VOLATILE_ECC``): since the driver's last load or the GPU's last reset.
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
+    #: ECC errors counted before the volatile ones (earlier driver loads, resets): the aggregate
+    #: counter (``NVML_AGGREGATE_ECC``, the device's lifetime) answers these plus the volatile ones.
+    ecc_corrected_earlier: int = 0
+    ecc_uncorrected_earlier: int = 0
     lost: bool = False
     #: What nvmlDeviceGetHandleByIndex answers for this GPU instead of a handle (``None``: a
     #: handle), e.g. 999 UNKNOWN: nvidia-smi's "Unable to determine the device handle for GPU
@@ -132,13 +142,32 @@ class FakeGpu:
 
         NVML's setters say their values last until a reboot or a driver reload: the default
         application clocks come back, a locked clock range goes and the power limit is the
-        board's default again. Persistence mode is the driver's setting, not the board's: it
+        board's default again. The counters kept since the driver's load start again at zero:
+        the energy counter ("mJ since the driver was last loaded ... resets on driver
+        reload/reset"), the NVLink error counters ("since driver load (reset by ... or
+        reset/reboot)"), the volatile ECC counts (the aggregate ones keep them). A reset runs
+        only on a GPU no process uses (``nvidia-smi -r`` refuses one in use): none is left on
+        it, nor its memory. Persistence mode is the driver's setting, not the board's: it
         stays as it was.
         """
-        self.app_clock_mem_mhz, self.app_clock_graphics_mhz = DEFAULT_APP_CLOCKS
+        self.app_clock_mem_mhz, self.app_clock_graphics_mhz = self.default_app_clocks
         self.app_clocks_set = False
         self.locked_clock_min_mhz = self.locked_clock_max_mhz = None
         self.power_limit_mw = self.enforced_limit_mw = self.default_limit_mw
+        self.energy_mj = 0.0
+        self.nvlink_counters = {}
+        self.ecc_corrected_earlier += self.ecc_corrected
+        self.ecc_uncorrected_earlier += self.ecc_uncorrected
+        self.ecc_corrected = self.ecc_uncorrected = 0
+        self.processes = []
+        self.mem_used_bytes = IDLE_MEM_USED_BYTES
+
+    def ecc_count(self, corrected: bool, aggregate: bool) -> int:
+        """ECC errors counted: corrected or uncorrected, volatile or aggregate (the volatile ones included)."""
+        volatile = self.ecc_corrected if corrected else self.ecc_uncorrected
+        if not aggregate:
+            return volatile
+        return volatile + (self.ecc_corrected_earlier if corrected else self.ecc_uncorrected_earlier)
 
     @property
     def bus_id(self) -> str:
@@ -208,7 +237,8 @@ class FakeNvmlMachine:
 
     def heal(self, failure: FailureName, gpu: int | None = None) -> None:
         """Switch a named failure off; healing ``gpu_lost`` is a reset: the GPU's clocks and power limit
-        go back to the board's defaults (`FakeGpu.reset_board`) and its event registrations go."""
+        go back to the board's defaults, its driver counters start again, no process is left on it
+        (`FakeGpu.reset_board`) and its event registrations go."""
         self._switch(failure, gpu, set(), on=False)
 
     def _switch(self, failure: FailureName, gpu: int | None, symbols: set[str], on: bool) -> None:
@@ -357,7 +387,8 @@ def machine_from_toml(data: dict[str, Any]) -> FakeNvmlMachine:
                 for link, counter, count in value:
                     gpu.nvlink_counters[(int(link), int(counter))] = int(count)
             elif key in known:
-                setattr(gpu, key, value)
+                # TOML has no tuples: a pair (``default_app_clocks = [877, 1245]``) comes as a list.
+                setattr(gpu, key, tuple(value) if isinstance(getattr(gpu, key), tuple) else value)
             else:
                 raise ValueError(f"gpu[{gpu.index}].{key}: unknown field")
     if data.get("driver_missing"):

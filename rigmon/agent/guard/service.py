@@ -248,7 +248,7 @@ class GuardService:
                 engaged_at=s.engaged_at,
                 last_action_at=sh.last_action_at,
                 gpus=s.gpus,
-                actions_last_hour=sum(1 for t in s.actions if now - t < HOUR_S),
+                actions_last_hour=sum(1 for t in sh.actions_at if now - t < HOUR_S),
                 max_actions_per_hour=self.config.max_actions_per_hour,
                 settings=tuple(sh.in_force[i] for i in sorted(sh.in_force)),
                 original=tuple(sh.original[i] for i in sorted(sh.original)),

@@ -75,6 +75,9 @@ class GuardShared:
         self.last_frame: Frame | None = None
         #: When the worker last carried out a decision (Unix seconds).
         self.last_action_at: float | None = None
+        #: When the worker took each action on the GPUs within the last hour (or, in dry-run, would have):
+        #: each engage, step and restore once, each GPU an extend capped again once.
+        self.actions_at: list[float] = []
         #: When the guard last asked whether it may write, and whether asking again may help
         #: (the driver was not loaded yet, a call hung): then it asks again now and then.
         self.probed_at: float | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from rigmon.agent.guard.actuation import (
@@ -23,7 +23,7 @@ from rigmon.agent.guard.actuation import (
     from_frame,
     put_back,
 )
-from rigmon.agent.guard.policy import Decision, plan_settings, steps_of
+from rigmon.agent.guard.policy import HOUR_S, Decision, plan_settings, steps_of
 from rigmon.agent.guard.shared import GuardShared
 from rigmon.agent.guard.state_store import GuardStateStore
 from rigmon.agent.guard.targets import check_fit, limit_of, no_pair_text, pair_of
@@ -33,15 +33,27 @@ from rigmon.schema import EventValue, GuardGpuSettings, GuardStepName
 log = logging.getLogger(__name__)
 
 Changes = list[tuple[GuardGpuSettings, GuardGpuSettings]]
+#: What went wrong, per GPU: ``(index, "GPU 3: ...")``.
+GpuErrors = list[tuple[int, str]]
 #: What each step caps, in events.
 STEP_TEXT: dict[GuardStepName, str] = {"app_clocks": "application clocks", "locked_clocks": "locked clocks",
                                        "power_limit": "power limit"}
 
 
-def _gpu_error(index: int, exc: Exception) -> str:
-    """``GPU 3: ...`` once (NVML control's own messages name the GPU already)."""
+def _gpu_error(index: int, exc: Exception) -> tuple[int, str]:
+    """``GPU 3: ...`` once (NVML control's own messages name the GPU already), with the GPU's index."""
     text = str(exc)
-    return text if text.startswith(f"GPU {index}:") else f"GPU {index}: {text}"
+    return index, (text if text.startswith(f"GPU {index}:") else f"GPU {index}: {text}")
+
+
+def _indices(errors: GpuErrors) -> list[int]:
+    """The GPUs ``errors`` name, each once, in order."""
+    return list(dict.fromkeys(i for i, _ in errors))
+
+
+def _listed(gpus: Iterable[int]) -> str:
+    """``0,2,3``: GPU indices as events carry them."""
+    return ",".join(map(str, gpus))
 
 
 class GuardWorker:
@@ -136,7 +148,7 @@ class GuardWorker:
         sh = self.shared
         if d.kind == "limited":
             self._failed(d, f"ceiling of {sh.config.max_actions_per_hour} actions per hour reached: "
-                            f"staying at step {d.step} although {d.trigger}", None)
+                            f"staying at step {d.step} although {d.trigger}", None, d.gpus)
             return
         if d.kind == "restore":
             self._restore(d)
@@ -149,7 +161,7 @@ class GuardWorker:
         extend = d.kind in ("extend", "extend_limited")
         taking = list(enumerate(steps_of(sh.config)[:d.step], 1)) if extend else [(d.step, d.step_name)]
         changes: Changes = []
-        errors: list[str] = []
+        errors: GpuErrors = []
         saved_ahead = False
         taken: set[GuardStepName] = set()
         for index in d.gpus:
@@ -159,7 +171,7 @@ class GuardWorker:
                 if name == "app_clocks" and pair_of(sh, index) is None:
                     # Writing its own clocks back would be no cap: said so, and not counted as
                     # capped for this step; the later steps (locked clocks, power limit) still cap it.
-                    errors.append(f"GPU {index}: application clocks not capped: {no_pair_text(sh, index)}")
+                    errors.append((index, f"GPU {index}: application clocks not capped: {no_pair_text(sh, index)}"))
                     continue
                 # A GPU that (re)appeared runs with what it has now (a reset put the board's
                 # defaults back), not with what the guard set before it went: read it first.
@@ -178,21 +190,40 @@ class GuardWorker:
             self.store.remove()  # saved ahead of writes that were all refused
         else:
             self.store.save()
+        if changes:
+            # Every GPU an extend capped again is an action of its own (each has its own ceiling of events).
+            self._acted(len(changes) if extend else 1)
         if changes and not d.quiet:
-            self._capped(d, [name for _, name in taking if name in taken], changes)
+            self._capped(d, [name for _, name in taking if name in taken], changes, errors)
         if errors:
-            self._failed(d, "; ".join(errors), changes)
+            self._failed(d, "; ".join(text for _, text in errors), changes, _indices(errors))
         elif not changes:
-            self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes)
+            self._failed(d, f"{d.trigger}, but there is no GPU to act on", changes, d.gpus)
 
-    def _capped(self, d: Decision, names: list[GuardStepName], changes: Changes) -> None:
-        """Say what an engage, step or extend put in force (``guard_engaged``, ``guard_step``, ``guard_extended``)."""
+    def _acted(self, count: int = 1) -> None:
+        """Count ``count`` actions taken on the GPUs now (or, in dry-run, that would have been) for
+        ``readings.guard.actions_last_hour``."""
         sh = self.shared
+        now = sh.clock.time()
+        with sh.lock:
+            sh.actions_at = [t for t in sh.actions_at if now - t < HOUR_S] + [now] * count
+
+    def _capped(self, d: Decision, names: list[GuardStepName], changes: Changes, errors: GpuErrors) -> None:
+        """Say what an engage, step or extend put in force (``guard_engaged``, ``guard_step``, ``guard_extended``).
+
+        ``data.gpus`` are the GPUs it changed, as the message names them; ``gpus_skipped`` those of the
+        decision it did not change, and ``skipped`` why (their part of ``errors``, which the
+        ``guard_failed`` that follows says in full).
+        """
+        sh = self.shared
+        changed = [b.index for b, _ in changes]
+        skipped = [i for i in d.gpus if i not in changed]
+        why = [text for i, text in errors if i in skipped]
         extend = d.kind in ("extend", "extend_limited")
         kind = "guard_engaged" if d.kind == "engage" else "guard_extended" if extend else "guard_step"
         verb = "capped" if sh.acting else "would cap"
         what = ", ".join(STEP_TEXT[name] for name in names)
-        gpus = ",".join(str(b.index) for b, _ in changes)
+        gpus = _listed(changed)
         if extend:
             message = (f"guard {verb} GPUs {gpus} as the others (step {d.step}, {what}): they (re)appeared while "
                        f"it is engaged because {d.trigger}: {describe([a for _, a in changes])}")
@@ -205,9 +236,10 @@ class GuardWorker:
                        f"{describe([a for _, a in changes])}")
         if not sh.acting:
             message += " [dry-run: nothing was changed]"
-        sh.event(kind, "warning", message, self._data(d, changes))
+        sh.event(kind, "warning", message, {**self._data(d, changed, changes), "gpus_skipped": _listed(skipped),
+                                            "skipped": "; ".join(why) or None})
 
-    def _take(self, index: int, number: int, step_name: GuardStepName, errors: list[str],
+    def _take(self, index: int, number: int, step_name: GuardStepName, errors: GpuErrors,
               fresh: bool = False) -> tuple[tuple[GuardGpuSettings, GuardGpuSettings] | None, bool]:
         """Take step ``number`` (``step_name``) on GPU ``index``: write it (record first, on disk
         before the write), or in dry-run say what it would set. ``fresh``: start from the GPU's
@@ -225,7 +257,7 @@ class GuardWorker:
             prior, known = sh.in_force.get(index), index in sh.original
             denied = sh.acting and step_name in sh.denied_steps
         if denied:
-            errors.append(f"GPU {index}: step {number} not taken (refused on this node: needs root)")
+            errors.append((index, f"GPU {index}: step {number} not taken (refused on this node: needs root)"))
             return None, saved_ahead
         try:
             before = self._current(index, fresh)
@@ -250,7 +282,7 @@ class GuardWorker:
             elif written:
                 # Settings the guard really wrote are in force here: "would cap" on top of
                 # them would misstate what the GPU runs with.
-                errors.append(f"GPU {index}: step {number} not taken (the guard cannot act)")
+                errors.append((index, f"GPU {index}: step {number} not taken (the guard cannot act)"))
                 return None, saved_ahead
             else:
                 after = planned
@@ -285,12 +317,12 @@ class GuardWorker:
     def _holding(self, d: Decision) -> None:
         """Say that the caps stay in force while what the guard watches cannot be read."""
         sh = self.shared
-        message = (f"guard {d.trigger}: the caps on GPUs {','.join(map(str, d.gpus))} (step {d.step}) stay in force "
+        message = (f"guard {d.trigger}: the caps on GPUs {_listed(d.gpus)} (step {d.step}) stay in force "
                    f"until it reads healthy for {sh.config.restore_after_s:g} s, or an operator releases them")
         log.warning("%s", message)
         sh.event("guard_holding", "warning", message, {
             "mode": sh.config.mode, "dry_run": not sh.acting, "step": d.step, "step_name": d.step_name,
-            "gpus": ",".join(map(str, d.gpus)), "unread_since": d.unread_since,
+            "gpus": _listed(d.gpus), "unread_since": d.unread_since,
         })
 
     def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
@@ -344,7 +376,7 @@ class GuardWorker:
         with sh.lock:
             changed = set(sh.changed)
         changes: Changes = []
-        errors: list[str] = []
+        errors: GpuErrors = []
         kept: list[str] = []
         wrote = False
         for index in indices:
@@ -361,7 +393,7 @@ class GuardWorker:
             except ControlDenied as exc:
                 sh.cannot_act(str(exc))
                 # Not tried again (permission does not come back by itself); the state file stays.
-                errors.append(f"GPU {index}: {exc}; reset it by hand (nvidia-smi -rac; -rgc; -pl)")
+                errors.append((index, f"GPU {index}: {exc}; reset it by hand (nvidia-smi -rac; -rgc; -pl)"))
                 with sh.lock:
                     sh.changed.discard(index)
                 continue
@@ -377,11 +409,13 @@ class GuardWorker:
                 sh.original.pop(index, None)
                 sh.changed.discard(index)
         sh.last_action_at = sh.clock.time()
+        if changes:
+            self._acted()
         if errors:
             self.store.save()
-            done = f"restored GPUs {','.join(str(b.index) for b, _ in changes)}; " if changes else ""
+            done = f"restored GPUs {_listed(b.index for b, _ in changes)}; " if changes else ""
             done += f"left as set elsewhere while capped: {', '.join(kept)}; " if kept else ""
-            self._failed(d, f"{done}restoring: " + "; ".join(errors), changes)
+            self._failed(d, f"{done}restoring: " + "; ".join(text for _, text in errors), changes, _indices(errors))
             return
         if wrote or sh.acting:
             with sh.lock:
@@ -393,28 +427,31 @@ class GuardWorker:
                 self.store.remove()
         real_restore = wrote or (sh.acting and not indices)
         verb = "restored" if real_restore else "would restore"
-        message = f"guard {verb} GPUs {','.join(str(i) for i in indices) or '-'} ({d.trigger})"
+        message = f"guard {verb} GPUs {_listed(indices) or '-'} ({d.trigger})"
         if changes:
             message += f": {describe([a for _, a in changes])}"
         if kept:
             message += f"; left as set elsewhere while capped: {', '.join(kept)}"
-        sh.event("guard_restored", "info", message, self._data(d, changes, dry_run=not real_restore))
+        sh.event("guard_restored", "info", message, self._data(d, indices, changes, dry_run=not real_restore))
 
-    def _failed(self, d: Decision, why: str, changes: Changes | None) -> None:
+    def _failed(self, d: Decision, why: str, changes: Changes | None, gpus: Iterable[int]) -> None:
+        """Say that an action failed (``guard_failed``); ``gpus``: those the failure concerns."""
         sh = self.shared
         with sh.lock:
             sh.failures_total += 1
         log.warning("guard: %s", why)
-        sh.event("guard_failed", "warning", f"guard: {why}", self._data(d, changes or []))
+        sh.event("guard_failed", "warning", f"guard: {why}", self._data(d, gpus, changes or []))
 
-    def _data(self, d: Decision, changes: Changes, dry_run: bool | None = None) -> dict[str, EventValue]:
+    def _data(self, d: Decision, gpus: Iterable[int], changes: Changes,
+              dry_run: bool | None = None) -> dict[str, EventValue]:
+        """An action's event data; ``gpus``: the GPUs its message names (those changed, those that failed)."""
         return {
             "mode": self.shared.config.mode,
             "dry_run": not self.shared.acting if dry_run is None else dry_run,
             "trigger": d.trigger,
             "step": d.step,
             "step_name": d.step_name,
-            "gpus": ",".join(str(i) for i in d.gpus),
+            "gpus": _listed(gpus),
             "before": describe([b for b, _ in changes]),
             "after": describe([a for _, a in changes]),
         }
