@@ -30,7 +30,8 @@ def test_mark_and_text() -> None:
     assert guard_mark(GuardReading("dry-run", False, "held", 2)) == "g2h"
     text = guard_text(ENGAGED)
     assert text.startswith("guard engaged (enforce): step 1, application clocks on GPUs 0,1,2,3 at 877/1005 MHz")
-    assert "because rail minimum 11.26 V below 11.5 V [/]" in text and "1/6 actions this hour" in text
+    assert "because rail minimum 11.26 V below 11.5 V [/]" in text and "1 action this hour (at most 6 steps)" in text
+    assert "7 actions this hour (at most 6 steps)" in guard_text(replace(ENGAGED, actions_last_hour=7))
     denied = GuardReading("enforce", False, "armed", 0, reason="cannot act: no permission; staying in dry-run")
     assert guard_text(denied).startswith("guard armed (enforce, not acting)") and "no permission" in guard_text(denied)
 

@@ -45,7 +45,11 @@ def guard_text(guard: GuardReading) -> str:
             head += f", {capped.power_limit_w:g} W"
     if guard.step and guard.unread and guard.state != "held":
         head += f"; {_holding_text(guard)}"
-    parts = [head, f"{guard.actions_last_hour}/{guard.max_actions_per_hour} actions this hour"]
+    # Every action on the GPUs (restores and re-caps too); the ceiling limits only engages and steps,
+    # so the count may pass it: not shown as a fraction of it.
+    actions = guard.actions_last_hour
+    parts = [head, f"{actions} action{'' if actions == 1 else 's'} this hour "
+                   f"(at most {guard.max_actions_per_hour} steps)"]
     if guard.trigger and guard.step:
         parts.append(f"because {guard.trigger}")
     if guard.reason and guard.reason != "dry-run":
