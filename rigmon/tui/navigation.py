@@ -48,6 +48,8 @@ class Navigation(App[None]):
 
     def open_node(self, key: str) -> None:
         """Show the node screen of ``key``."""
+        if not self.screen_stack:
+            return  # quitting: a screen's last message (Enter typed with q) comes after the screens closed
         self.selected = key
         self.followers.show_whole(key)
         self._close_history()
@@ -59,6 +61,8 @@ class Navigation(App[None]):
 
     def action_show_mode(self, mode: str) -> None:
         """Switch to the cluster, alarms or links screen."""
+        if not self.screen_stack:
+            return  # quitting (see `open_node`)
         self.followers.show_whole(None)
         self._close_history()
         self.switch_mode(mode)

@@ -159,6 +159,18 @@ async def test_cursor_keys_read_together_each_start_where_the_last_left_it() -> 
         assert app.selected == agents[0].url
 
 
+async def test_a_node_opened_while_the_app_quits_is_no_crash() -> None:
+    """Enter typed together with q: the cluster screen's OpenNode may come after the screens closed."""
+    agents = [FakeAgent("node01", frames=5)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
+        await pilot.pause()
+    assert not app.screen_stack
+    app.open_node(agents[0].url)
+    app.action_show_mode("cluster")
+
+
 async def scrolled_to_its_end(app: RigmonApp, pilot: Pilot[None], url: str) -> VerticalScroll:
     """Open the node at ``url`` once every node has a frame, and scroll its screen to the end."""
     await wait_for(lambda: all(s.latest is not None for s in app.cluster.nodes.values()))
