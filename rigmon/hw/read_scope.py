@@ -13,6 +13,8 @@ class ThreadScope(threading.local):
     reads: dict[str, tuple[int, int, bytes | None]] | None = None
     #: Directory listings done in the scope, by real path.
     listings: dict[str, list[str]] | None = None
+    #: Directory listings with inode numbers (`HostRoot.listdir_inodes`) done in the scope, by real path.
+    inode_listings: dict[str, list[tuple[str, int]]] | None = None
 
 
 #: The read scope of each thread, shared by every `HostRoot`.
@@ -41,12 +43,14 @@ class ReadScope:
         if self._outer:
             SCOPE.reads = {}
             SCOPE.listings = {}
+            SCOPE.inode_listings = {}
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._outer:
             SCOPE.reads = None
             SCOPE.listings = None
+            SCOPE.inode_listings = None
 
 
 def read_scope() -> ReadScope:

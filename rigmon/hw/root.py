@@ -19,6 +19,7 @@ __all__ = ["MAX_KEPT_FDS", "MAX_READ_BYTES", "REREADABLE_FS", "WHOLE_ATTR_BYTES"
            "read_scope", "rereadable_devices"]
 
 T = TypeVar("T")
+E = TypeVar("E", str, tuple[str, int])
 
 #: Upper bound for one attribute read; sysfs attributes are at most a page, but /proc
 #: files such as stat, diskstats or mdstat grow with the machine.
@@ -311,22 +312,17 @@ class HostRoot:
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist or cannot be listed (once per
         `read_scope`)."""
-        path = self._prefix + rel.lstrip("/")
-        scoped = SCOPE.listings
-        if scoped is not None and (done := scoped.get(path)) is not None:
-            return list(done)
-        try:
-            entries = sorted(os.listdir(path))
-        except OSError as exc:
-            if exc.errno not in ABSENT_ERRNOS:
-                raise
-            entries = []
-        except ValueError:
-            entries = []  # a NUL in a name built from a read value: no such directory
-        if scoped is not None:
-            scoped[path] = entries
-            return list(entries)
-        return entries
+        return _listed(self._prefix + rel.lstrip("/"), SCOPE.listings, os.listdir)
+
+    def listdir_inodes(self, rel: str) -> list[tuple[str, int]]:
+        """Sorted entries of a directory with their inode numbers, as `listdir` (once per `read_scope`).
+
+        The inode number comes with the listing (``d_ino``): no system call more than `listdir`. It
+        tells an entry made again under the same name apart from the one that was there: a device
+        registered again (a driver reloaded, a PSU's I2C client instantiated again) is a new sysfs
+        node with a new inode number, where the kernel gives its ``hwmonN`` to the next one registered.
+        """
+        return _listed(self._prefix + rel.lstrip("/"), SCOPE.inode_listings, _entries_with_inodes)
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists below the root."""
@@ -356,3 +352,27 @@ class HostRoot:
         except (OSError, ValueError):
             return None
 
+
+def _entries_with_inodes(path: str) -> list[tuple[str, int]]:
+    """The entries of directory ``path`` with their inode numbers, unsorted (see `HostRoot.listdir_inodes`)."""
+    with os.scandir(path) as found:
+        return [(entry.name, entry.inode()) for entry in found]
+
+
+def _listed(path: str, scoped: dict[str, list[E]] | None, list_now: Callable[[str], list[E]]) -> list[E]:
+    """``list_now(path)`` sorted, or what it gave earlier in the `read_scope` (``scoped``); empty when the
+    directory does not exist or cannot be listed. The caller gets its own list."""
+    if scoped is not None and (done := scoped.get(path)) is not None:
+        return list(done)
+    try:
+        entries = sorted(list_now(path))
+    except OSError as exc:
+        if exc.errno not in ABSENT_ERRNOS:
+            raise
+        entries = []
+    except ValueError:
+        entries = []  # a NUL in a name built from a read value: no such directory
+    if scoped is not None:
+        scoped[path] = entries
+        return list(entries)
+    return entries
