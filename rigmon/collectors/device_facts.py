@@ -20,7 +20,9 @@ class DeviceFacts(Generic[K, V]):
     Every fact is read again when the set of devices changes (a device appeared or
     disappeared), after ``refresh_every`` reads, and after `invalidate` (a udev event);
     one device's facts are read again after `forget` (its state changed: a controller
-    reset can bring new firmware). Not thread-safe: callers hold their collector's lock.
+    reset can bring new firmware). What a device's facts were before they were dropped stays
+    at hand (`previous`) while they are read again: a collector whose device may hide a file
+    for a while (an hwmon input) keeps it. Not thread-safe: callers hold their collector's lock.
 
     Args:
         refresh_every: reads of the device set between two full re-reads.
@@ -29,6 +31,8 @@ class DeviceFacts(Generic[K, V]):
     def __init__(self, refresh_every: int = REFRESH_EVERY) -> None:
         self.refresh_every = refresh_every
         self._facts: dict[K, V] = {}
+        #: The facts each device had before they were last dropped (see `previous`).
+        self._before: dict[K, V] = {}
         self._devices: frozenset[Hashable] | None = None
         #: The devices as the last `begin` was given them, in its order (a sorted listing is
         #: given the same order every tick: comparing it is cheaper than building the set).
@@ -60,7 +64,7 @@ class DeviceFacts(Generic[K, V]):
         return True
 
     def _drop(self, devices: frozenset[Hashable] | None) -> None:
-        self._facts.clear()
+        self._before, self._facts = self._facts, {}
         self._devices = devices
         self._reads = 1
 
@@ -76,12 +80,19 @@ class DeviceFacts(Generic[K, V]):
         """Whether ``device``'s facts are held (`get` will not read them)."""
         return device in self._facts
 
+    def previous(self, device: K) -> V | None:
+        """The facts ``device`` had before they were last dropped (by `begin`, `forget` or
+        `invalidate`), for the read that replaces them; ``None`` when it had none then (a device
+        that was not there: give it an identity that tells a new device, see `begin`)."""
+        return self._before.get(device)
+
     def forget(self, device: K) -> None:
         """Read ``device``'s facts again at its next `get`."""
-        self._facts.pop(device, None)
+        if (facts := self._facts.pop(device, None)) is not None:
+            self._before[device] = facts
 
     def invalidate(self) -> None:
         """Read every fact again at the next read (a udev event said something changed)."""
-        self._facts.clear()
+        self._before, self._facts = self._facts, {}
         self._devices = None
         self._listed = None

@@ -16,7 +16,7 @@ from rigmon.collectors.host_proc import (
     parse_proc_stat,
     parse_uptime,
 )
-from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
+from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, HwmonChip, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -112,7 +112,9 @@ class HostCollector(PolledCollector):
 
     Thermal zone types, hwmon chip names and labels, and each interface's kind are read
     once per device (see `DeviceFacts`): again when the set of zones, chips or interfaces
-    changes and every `device_facts.REFRESH_EVERY` reads.
+    changes (a chip registered again under the same ``hwmonN`` is a change, see `HwmonChip`)
+    and every `device_facts.REFRESH_EVERY` reads. A chip's temperature input seen once in its
+    registration is read every tick, even while absent (see `_hwmon_facts`).
 
     Args:
         root: the machine's files.
@@ -138,7 +140,7 @@ class HostCollector(PolledCollector):
         self._zones: DeviceFacts[str, tuple[str, str]] = DeviceFacts()
         # The boot id changes only with a reboot, which no agent outlives: read like a fact.
         self._boot_id: DeviceFacts[str, str | None] = DeviceFacts()
-        self._chips: DeviceFacts[str, HwmonTempFacts] = DeviceFacts()
+        self._chips: DeviceFacts[HwmonChip, HwmonTempFacts] = DeviceFacts()
         #: What `_temperatures` reads from the zones and the chips while their facts are kept:
         #: (path, sensor, label) of each temperature, in order.
         self._zone_reads: tuple[tuple[str, str, str], ...] | None = None
@@ -247,7 +249,7 @@ class HostCollector(PolledCollector):
             temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
                 out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
-        chips = self.root.listdir("/sys/class/hwmon")
+        chips = self.root.listdir_inodes("/sys/class/hwmon")
         if not self._chips.begin(chips) or self._chip_reads is None:
             self._chip_reads = None
             self._chip_reads = self._hwmon_reads(chips)
@@ -265,9 +267,10 @@ class HostCollector(PolledCollector):
             reads.append((temp_path, zone, label))
         return tuple(reads)
 
-    def _hwmon_reads(self, chips: list[str]) -> tuple[tuple[str, str, str], ...]:
+    def _hwmon_reads(self, chip_ids: list[HwmonChip]) -> tuple[tuple[str, str, str], ...]:
         """Each hwmon temperature a tick reads, in order: its ``_input`` path, sensor and label."""
-        facts = [self._chips.get(hwmon, self._hwmon_facts) for hwmon in chips]
+        facts = [self._chips.get(chip, self._hwmon_facts) for chip in chip_ids]
+        chips = [hwmon for hwmon, _ in chip_ids]
         # A PMBus PSU's temperature is named by its I2C client, as psu_hwmon names the PSU: the
         # kernel numbers hwmon devices in probe order, so after a reboot hwmonN may be another
         # PSU, and the journal series, /metrics labels and alarm identities would follow it.
@@ -286,8 +289,16 @@ class HostCollector(PolledCollector):
         base = f"/sys/class/thermal/{zone}"
         return self.root.read_attr(f"{base}/type") or zone, f"{base}/temp"
 
-    def _hwmon_facts(self, hwmon: str) -> HwmonTempFacts:
+    def _hwmon_facts(self, chip_id: HwmonChip) -> HwmonTempFacts:
+        """A chip's name, temperature channels with their labels, and I2C client (a PMBus PSU's).
+
+        What an earlier read of the same registration of the chip found and this one does not (a
+        channel whose input the driver hides for now, a ``name`` or ``device`` link that did not
+        read) is kept: the input is read every tick, so it is reported the tick it comes back.
+        """
+        hwmon = chip_id[0]
         base = f"/sys/class/hwmon/{hwmon}"
+        before = self._chips.previous(chip_id)
         entries = self.root.listdir(base)
         present = set(entries)
         channels = []
@@ -297,8 +308,13 @@ class HostCollector(PolledCollector):
             channel = entry[: -len("_input")]
             label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
             channels.append((channel, label or channel))
-        chip = self.root.read_attr(f"{base}/name") or hwmon
+        if before is not None and (kept := [c for c in before.channels if f"{c[0]}_input" not in present]):
+            # In the listing's order, as if the absent inputs were listed.
+            channels = sorted([*channels, *kept], key=lambda c: f"{c[0]}_input")
+        chip = self.root.read_attr(f"{base}/name") or (hwmon if before is None else before.chip)
         client = parse_i2c_client(self.root.readlink(f"{base}/device")) if chip in PMBUS_DRIVERS else None
+        if client is None and before is not None and before.chip == chip:
+            client = before.i2c_client
         return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
             (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels),
             i2c_client=client, client_reads=() if client is None else tuple(

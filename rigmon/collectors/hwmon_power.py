@@ -34,6 +34,12 @@ PMBUS_FIGURES = (("vin", MILLI), ("vout", MILLI), ("iin", MILLI), ("iout", MILLI
 #: reboots, where the ``hwmonN`` the kernel numbers in probe order is not.
 I2C_CLIENT = lazy_compile(r"\d+-[0-9a-f]{4}")
 
+#: One hwmon device as `HostRoot.listdir_inodes` lists ``/sys/class/hwmon``: its ``hwmonN`` and the
+#: inode number of its registration. The kernel gives ``hwmonN`` to the next device registered once
+#: it is free (a driver reloaded, a PSU's I2C client instantiated again, between two ticks); the
+#: inode number is new for each registration, so the pair names one registration of one device.
+HwmonChip = tuple[str, int]
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelFacts:
@@ -163,8 +169,10 @@ class HwmonPowerCollector(PolledCollector):
     """Voltage inputs of every hwmon chip, and per-PSU readings of PMBus supplies.
 
     Chip names, channel labels and programmed limits, and which files a chip has, are read
-    once per chip (see `DeviceFacts`): again when the set of chips changes and every
-    `device_facts.REFRESH_EVERY` reads.
+    once per chip (see `DeviceFacts`): again when the set of chips changes (a chip registered
+    again under the same ``hwmonN`` is a change, see `HwmonChip`) and every
+    `device_facts.REFRESH_EVERY` reads. Within one registration what a read of them found stays
+    (see `_chip_facts`), so an input absent at a read is read again the tick it comes back.
 
     Args:
         root: the machine's files.
@@ -179,19 +187,54 @@ class HwmonPowerCollector(PolledCollector):
         #: Supplies reported imbalanced, and how many readings in a row said otherwise (`IMBALANCE_READS`).
         self._imbalanced: set[str] = set()
         self._disagreeing: dict[str, int] = {}
-        self._facts: DeviceFacts[str, ChipFacts] = DeviceFacts()
+        self._facts: DeviceFacts[HwmonChip, ChipFacts] = DeviceFacts()
         #: The PMBus supplies' sensor names (see `psu_sensors`) while the chips' facts are kept.
         self._sensors: list[str] | None = None
 
-    def _chip_facts(self, hwmon: str) -> ChipFacts:
-        """Chip name, channels with labels and limits, and which optional files exist."""
+    def _chip_facts(self, chip: HwmonChip) -> ChipFacts:
+        """Chip name, channels with labels and limits, and which optional files exist.
+
+        What an earlier read of the same registration of the chip found and this one does not
+        (a channel whose input the driver hides for now, a ``name`` that did not read) is kept:
+        its input is still read every tick (one failed open while it is absent) and is reported
+        again the tick it comes back, not at the next refresh of the facts.
+        """
+        hwmon = chip[0]
         base = f"{HWMON}/{hwmon}"
         attr = self.root.read_attr
+        before = self._facts.previous(chip)
         entries = self.root.listdir(base)
         present = set(entries)
+        channels = self._channels(base, entries, () if before is None else before.channels)
+        alarm_files = tuple(e for e in entries if e.endswith("_alarm"))
+        if before is not None:
+            alarm_files += tuple(e for e in before.alarm_files if e not in present)
+        facts = ChipFacts(
+            chip=attr(f"{base}/name") or (hwmon if before is None else before.chip),
+            channels=channels,
+            alarm_files=alarm_files,
+            has_temp1="temp1_input" in present or (before is not None and before.has_temp1),
+            has_fan1="fan1_input" in present or (before is not None and before.has_fan1),
+            i2c_client=parse_i2c_client(self.root.readlink(f"{base}/device"))
+            or (None if before is None else before.i2c_client),
+            pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
+                                for prefix, _ in PMBUS_FIGURES),
+        )
+        return dataclasses.replace(facts, plan=self._plan(hwmon, facts))
+
+    def _channels(self, base: str, entries: list[str], before: tuple[ChannelFacts, ...]) -> tuple[ChannelFacts, ...]:
+        """The ``in``, ``curr`` and ``power`` channels of the chip at ``base`` (listed as ``entries``),
+        in order, with those of ``before`` (the same registration's last facts) whose input is absent now."""
+        attr = self.root.read_attr
+        present = set(entries)
+        kept = {cf.name: cf for cf in before if f"{cf.name}_input" not in present}
+        listed = [*entries, *(f"{name}_input" for name in kept)]
         channels = []
         for kind in ("in", "curr", "power"):
-            for name in parse_channel_names(entries, kind):
+            for name in parse_channel_names(listed, kind):
+                if name in kept:
+                    channels.append(kept[name])
+                    continue
                 channels.append(ChannelFacts(
                     name=name,
                     label=(attr(f"{base}/{name}_label") if f"{name}_label" in present else None) or None,
@@ -199,17 +242,7 @@ class HwmonPowerCollector(PolledCollector):
                     max_value=parse_hwmon_int(attr(f"{base}/{name}_max")) if f"{name}_max" in present else None,
                     has_alarm=f"{name}_alarm" in present,
                 ))
-        facts = ChipFacts(
-            chip=attr(f"{base}/name") or hwmon,
-            channels=tuple(channels),
-            alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
-            has_temp1="temp1_input" in present,
-            has_fan1="fan1_input" in present,
-            i2c_client=parse_i2c_client(self.root.readlink(f"{base}/device")),
-            pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
-                                for prefix, _ in PMBUS_FIGURES),
-        )
-        return dataclasses.replace(facts, plan=self._plan(hwmon, facts))
+        return tuple(channels)
 
     def _plan(self, hwmon: str, facts: ChipFacts) -> ChipPlan:
         """The paths a tick reads for ``facts``, and the figures of its readings that do not change."""
@@ -242,17 +275,17 @@ class HwmonPowerCollector(PolledCollector):
             raise NoData("[psu.hwmon] disabled")
         volts: list[HwmonVoltageReading] = []
         psus: list[PsuFigures] = []
-        chips = self.root.listdir(HWMON)
+        chips = self.root.listdir_inodes(HWMON)
         if not self._facts.begin(chips):
             self._sensors = None
         read = self.root.read_attr
         facts_of, read_facts = self._facts.get, self._chip_facts
-        for hwmon in chips:
-            facts = facts_of(hwmon, read_facts)
+        for chip_id in chips:
+            facts = facts_of(chip_id, read_facts)
             plan = facts.plan
             assert plan is not None  # set by _chip_facts
             if plan.pmbus:
-                psus.append(self._psu_figures(hwmon, facts, plan))
+                psus.append(self._psu_figures(chip_id[0], facts, plan))
                 continue
             chip = facts.chip
             for vin in plan.voltages:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import resource
 import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
+from rigmon.hw.absent import ABSENT_ERRNOS, open_or_none
+from rigmon.hw.kept_fds import CHURNS, MAX_KEPT_FDS, KeptFds
+from rigmon.hw.mounts import REREADABLE_FS, own_rereadable_devices, rereadable_devices
+from rigmon.hw.read_scope import SCOPE, ReadScope, read_scope
+
+__all__ = ["MAX_KEPT_FDS", "MAX_READ_BYTES", "REREADABLE_FS", "WHOLE_ATTR_BYTES", "HostRoot", "ReadScope",
+           "read_scope", "rereadable_devices"]
+
 T = TypeVar("T")
+E = TypeVar("E", str, tuple[str, int])
 
 #: Upper bound for one attribute read; sysfs attributes are at most a page, but /proc
 #: files such as stat, diskstats or mdstat grow with the machine.
@@ -21,142 +28,9 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 WHOLE_ATTR_BYTES = 1024
 #: Bytes asked for by one read system call.
 _CHUNK_BYTES = 65536
-#: Descriptors of kernel-generated files one thread keeps open (see `HostRoot`); a node reads a
-#: few hundred attributes a tick. Also at most an eighth of the process's descriptor limit.
-MAX_KEPT_FDS = 256
-#: Filesystems whose files the kernel generates again on every read at offset 0 (sysfs
-#: attributes; procfs seq_files such as /proc/stat, /proc/diskstats, /proc/net/dev, /proc/PID/stat).
-REREADABLE_FS = frozenset({"sysfs", "proc"})
-#: Top-level directories below a root whose files may be kept open when they are on such a filesystem.
+#: Top-level directories below a root whose files may be kept open when they are on a sysfs or
+#: procfs mount (`REREADABLE_FS`).
 _REREADABLE_DIRS = ("/sys/", "/proc/")
-
-# Errors that mean "this attribute is not available right now" rather than a bug:
-# the file vanished (device unplugged), the device is gone (ENODEV/ENXIO), the driver
-# cannot answer without blocking (EAGAIN), or refuses the read for this device (EINVAL,
-# EIO, EOPNOTSUPP are common for hwmon and PCIe attributes of a dying device).
-_ABSENT_ERRNOS = {
-    errno.ENOENT,
-    errno.ENOTDIR,
-    errno.ENODEV,
-    errno.ENXIO,
-    errno.EAGAIN,
-    errno.EINVAL,
-    errno.EIO,
-    errno.EOPNOTSUPP,
-    errno.ENODATA,
-    # A /proc/PID file of a process that was reaped while its file was open.
-    errno.ESRCH,
-    # Drivers refusing a read for now: a PMBus PSU's I2C client that does not answer
-    # (EREMOTEIO, common on paralleled server PSUs), amdgpu's hwmon files while the GPU is
-    # runtime-suspended or in reset (EPERM), a NIC's firmware behind ``speed`` (ETIMEDOUT,
-    # EBUSY), md's attributes of an array being stopped (EBUSY).
-    errno.EREMOTEIO,
-    errno.EPERM,
-    errno.ETIMEDOUT,
-    errno.EBUSY,
-    # Not permitted to this user, at the open or (a driver's show() refusing) at the read.
-    errno.EACCES,
-    # Not a file any more: a directory where an attribute was (a driver rebound with another
-    # layout, a tree written half-way), or a symlink that leads round in a loop.
-    errno.EISDIR,
-    errno.ELOOP,
-    # A name built from a value read from the hardware, longer than a file name may be.
-    errno.ENAMETOOLONG,
-}
-
-
-def rereadable_devices(mountinfo: str) -> frozenset[int]:
-    """Device numbers (``st_dev``) of the sysfs and procfs mounts in a ``/proc/self/mountinfo`` text."""
-    devices = set()
-    # 22 27 0:21 / /proc rw,relatime - proc proc rw
-    for line in mountinfo.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if not sep or len(fields) < 3 or not tail.split() or tail.split()[0] not in REREADABLE_FS:
-            continue
-        major, _, minor = fields[2].partition(":")
-        try:
-            devices.add(os.makedev(int(major), int(minor)))
-        except ValueError:
-            continue
-    return frozenset(devices)
-
-
-def _own_rereadable_devices() -> frozenset[int]:
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            return rereadable_devices(f.read())
-    except OSError:
-        return frozenset()
-
-
-#: Stands for the descriptor of a tree file that was replaced while kept: opened for every read.
-_CHURNS = -1
-
-
-class _KeptFds(dict[str, tuple[int, bool]]):
-    """One thread's kept-open descriptors by real path, oldest first; closed with the thread.
-
-    Each value is the descriptor (or `_CHURNS`) and whether its file must be checked for
-    replacement after each read (a regular file of a tree, see `HostRoot`); a kernel-generated
-    file need not be."""
-
-    def __del__(self) -> None:
-        for fd, _ in self.values():
-            if fd == _CHURNS:
-                continue
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.clear()
-
-
-class _ThreadScope(threading.local):
-    """The calling thread's open read scope (see `read_scope`): ``None`` outside one."""
-
-    #: Bytes read in the scope (``None``: absent) and the read's limits, by real path.
-    reads: dict[str, tuple[int, int, bytes | None]] | None = None
-    #: Directory listings done in the scope, by real path.
-    listings: dict[str, list[str]] | None = None
-
-
-_SCOPE = _ThreadScope()
-
-
-class ReadScope:
-    """A read scope on the calling thread, for every `HostRoot` (see `read_scope`).
-
-    Inside it, a file read or a directory listing that was already done in the scope (by
-    another collector of the same batch) is not done again: the first reading is returned
-    (files by the same limits; an absent file stays absent until the scope ends). Outside a
-    scope (udev re-reads, tests, other threads) every call reads afresh. Host and psu_hwmon both
-    list ``/sys/class/hwmon`` and read the PSUs' ``temp1_input``; disks and raid both read
-    ``/proc/diskstats``. The scope lives as long as the ``with`` block, never by age: a vanished
-    file is absent at the next scope's first read. A scope opened inside another one is part of it.
-    """
-
-    __slots__ = ("_outer",)
-
-    def __init__(self) -> None:
-        self._outer = True
-
-    def __enter__(self) -> None:
-        self._outer = _SCOPE.reads is None
-        if self._outer:
-            _SCOPE.reads = {}
-            _SCOPE.listings = {}
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._outer:
-            _SCOPE.reads = None
-            _SCOPE.listings = None
-
-
-def read_scope() -> ReadScope:
-    """A read scope for ``with``: one sampler tick's collectors (see `ReadScope`)."""
-    return ReadScope()
 
 
 class HostRoot:
@@ -297,7 +171,7 @@ class HostRoot:
         short read is not the end: `read_text` and `read_bytes` read until nothing comes.
         """
         path = self._prefix + rel.lstrip("/")
-        scoped = _SCOPE.reads
+        scoped = SCOPE.reads
         if scoped is not None:
             done = scoped.get(path)
             if done is not None and done[0] == max_bytes and done[1] == whole_below:
@@ -310,12 +184,12 @@ class HostRoot:
     def _read_now(self, path: str, rel: str, max_bytes: int, whole_below: int, may_keep: bool) -> bytes | None:
         """`_read` without the scope: ``path`` is ``rel``'s real path; a descriptor is kept only
         when ``may_keep`` (a read in a read scope: a sampler tick's, see the class docstring)."""
-        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        kept: KeptFds | None = getattr(self._local, "fds", None)
         churns = False
         # The kept descriptor first, inline: this is most of a tick's reads on a real node.
         if kept is not None and (entry := kept.get(path)) is not None:
             fd, checked = entry
-            if fd == _CHURNS:
+            if fd == CHURNS:
                 churns = True
             else:
                 replaced = False
@@ -337,11 +211,11 @@ class HostRoot:
                 os.close(fd)
                 if replaced:
                     churns = True
-                    self._keep(path, _CHURNS, True)
+                    self._keep(path, CHURNS, True)
         kept_dirs = self._kept_dirs
         if kept_dirs is None:
             kept_dirs = self._kept_dirs = self._find_kept_dirs()
-        opened = _open_or_none(path)
+        opened = open_or_none(path)
         if opened is None:
             return None
         fd = opened
@@ -354,7 +228,7 @@ class HostRoot:
                 keep = self._keep_kind(fd)
             return raw
         except OSError as exc:
-            if exc.errno in _ABSENT_ERRNOS:
+            if exc.errno in ABSENT_ERRNOS:
                 return None
             raise
         finally:
@@ -386,7 +260,7 @@ class HostRoot:
         is opened for every read."""
         if not self._keep_fds:
             return ()
-        self._rereadable = _own_rereadable_devices()
+        self._rereadable = own_rereadable_devices()
         dirs = []
         tree_devices = set()
         root_device: int | None = None
@@ -421,39 +295,34 @@ class HostRoot:
         return None
 
     def _keep(self, path: str, fd: int, checked: bool) -> None:
-        kept: _KeptFds | None = getattr(self._local, "fds", None)
+        kept: KeptFds | None = getattr(self._local, "fds", None)
         if kept is None:
-            kept = self._local.fds = _KeptFds()
+            kept = self._local.fds = KeptFds()
         if len(kept) >= self._max_kept:
             oldest_fd = kept.pop(next(iter(kept)))[0]
-            if oldest_fd != _CHURNS:
+            if oldest_fd != CHURNS:
                 os.close(oldest_fd)
         kept[path] = (fd, checked)
 
     def kept_fds(self) -> int:
         """How many descriptors the calling thread keeps open (see the class docstring)."""
-        kept: _KeptFds | None = getattr(self._local, "fds", None)
-        return 0 if kept is None else sum(1 for fd, _ in kept.values() if fd != _CHURNS)
+        kept: KeptFds | None = getattr(self._local, "fds", None)
+        return 0 if kept is None else sum(1 for fd, _ in kept.values() if fd != CHURNS)
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist or cannot be listed (once per
         `read_scope`)."""
-        path = self._prefix + rel.lstrip("/")
-        scoped = _SCOPE.listings
-        if scoped is not None and (done := scoped.get(path)) is not None:
-            return list(done)
-        try:
-            entries = sorted(os.listdir(path))
-        except OSError as exc:
-            if exc.errno not in _ABSENT_ERRNOS:
-                raise
-            entries = []
-        except ValueError:
-            entries = []  # a NUL in a name built from a read value: no such directory
-        if scoped is not None:
-            scoped[path] = entries
-            return list(entries)
-        return entries
+        return _listed(self._prefix + rel.lstrip("/"), SCOPE.listings, os.listdir)
+
+    def listdir_inodes(self, rel: str) -> list[tuple[str, int]]:
+        """Sorted entries of a directory with their inode numbers, as `listdir` (once per `read_scope`).
+
+        The inode number comes with the listing (``d_ino``): no system call more than `listdir`. It
+        tells an entry made again under the same name apart from the one that was there: a device
+        registered again (a driver reloaded, a PSU's I2C client instantiated again) is a new sysfs
+        node with a new inode number, where the kernel gives its ``hwmonN`` to the next one registered.
+        """
+        return _listed(self._prefix + rel.lstrip("/"), SCOPE.inode_listings, _entries_with_inodes)
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists below the root."""
@@ -484,15 +353,26 @@ class HostRoot:
             return None
 
 
-def _open_or_none(path: str) -> int | None:
-    """A read-only descriptor of ``path``; ``None`` when it is absent or not readable."""
+def _entries_with_inodes(path: str) -> list[tuple[str, int]]:
+    """The entries of directory ``path`` with their inode numbers, unsorted (see `HostRoot.listdir_inodes`)."""
+    with os.scandir(path) as found:
+        return [(entry.name, entry.inode()) for entry in found]
+
+
+def _listed(path: str, scoped: dict[str, list[E]] | None, list_now: Callable[[str], list[E]]) -> list[E]:
+    """``list_now(path)`` sorted, or what it gave earlier in the `read_scope` (``scoped``); empty when the
+    directory does not exist or cannot be listed. The caller gets its own list."""
+    if scoped is not None and (done := scoped.get(path)) is not None:
+        return list(done)
     try:
-        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        entries = sorted(list_now(path))
     except OSError as exc:
-        if exc.errno in _ABSENT_ERRNOS:
-            return None
-        raise
+        if exc.errno not in ABSENT_ERRNOS:
+            raise
+        entries = []
     except ValueError:
-        # A NUL in the path: a name built from a value read from the hardware (an NVMe
-        # controller's ``address`` with a NUL in it) names no file.
-        return None
+        entries = []  # a NUL in a name built from a read value: no such directory
+    if scoped is not None:
+        scoped[path] = entries
+        return list(entries)
+    return entries

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from rigmon.collectors.psu_lines import format_rm1, rm1_checksum
 from rigmon.lazy_re import lazy_compile
 from rigmon.sim.node import SimNode
+from rigmon.sim.pmbus import SimPmbusChip
 from rigmon.sim.tree import Tree
 
 #: Where the sim puts the ADC's link in the node's tree; the agent config points at it.
@@ -128,6 +129,9 @@ class SimPsuRail:
         self.share_weights = [1.0] * psus
         #: Write each PSU's PMBus readings as hwmon files (``pmbus`` driver), from hwmon20 on.
         self.pmbus = True
+        #: Each PSU's hwmon device and I2C client (``1-0058`` on): hide an input or register one
+        #: again through them.
+        self.pmbus_chips = [SimPmbusChip(hwmon=20 + k, address=0x58 + k) for k in range(psus)]
         #: Probability that a line is garbled (scenario ``adc-garbage``).
         self.garbage = 0.0
         self.plugged = True
@@ -296,13 +300,12 @@ class SimPsuRail:
         """Per-PSU hwmon files as the kernel's pmbus driver exposes them (mV, mA, uW, m°C)."""
         weights = [w if k < self.psus_online else 0.0 for k, w in enumerate(self.share_weights[: self.psus])]
         total = sum(weights) or 1.0
-        for k, weight in enumerate(weights):
-            base = f"/sys/class/hwmon/hwmon{20 + k}"
+        for chip, weight in zip(self.pmbus_chips, weights, strict=False):
             iout = self.amps * weight / total
             pout = iout * self.source_volts
             pin = pout / 0.92 if pout else 0.0
-            files = {
-                "name": "pmbus", "in1_label": "vin", "in1_input": "230000" if weight else "0",
+            chip.write(tree, {
+                "in1_label": "vin", "in1_input": "230000" if weight else "0",
                 "in2_label": "vout1", "in2_input": str(round(self.source_volts * 1000) if weight else 0),
                 "curr1_label": "iin", "curr1_input": str(round(pin / 230 * 1000)),
                 "curr2_label": "iout1", "curr2_input": str(round(iout * 1000)),
@@ -310,15 +313,7 @@ class SimPsuRail:
                 "power2_label": "pout1", "power2_input": str(round(pout * 1e6)),
                 "temp1_input": str(round((30 + 25 * iout / 90) * 1000)),
                 "in2_lcrit_alarm": "1" if weight and self.source_volts < 11.4 else "0",
-            }
-            for name, value in files.items():
-                tree.write(f"{base}/{name}", value + "\n")
-            # Like the kernel's pmbus driver: hwmonN/device is the PSU's I2C client, which is how
-            # tools (node_exporter) tell two chips of the same name apart.
-            if not tree.path(f"{base}/device").is_symlink():
-                client = f"/sys/devices/platform/i2c-1/1-{0x58 + k:04x}"
-                tree.write(f"{client}/name", "pmbus\n")
-                tree.symlink(f"{base}/device", f"../../..{client.removeprefix('/sys')}")
+            })
 
     def take_bytes(self) -> bytes:
         """Bytes the ADC sent since the last call, damage included, when not on a pty (tests)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -67,13 +68,30 @@ class Tree:
     def remove(self, rel: str) -> None:
         """Remove a file or a whole directory (a device unplugged); absent is fine."""
         target = self.path(rel)
-        prefix = f"{target}{os.sep}"
-        for key in [k for k in self._written if k == str(target) or k.startswith(prefix)]:
-            del self._written[key]
+        self._forget_below(target)
         if target.is_symlink() or target.is_file():
             target.unlink()
         elif target.is_dir():
             shutil.rmtree(target)
+
+    def renew_dir(self, rel: str) -> None:
+        """Replace directory ``rel`` (if any) by a new, empty one, as the kernel registers a device
+        again under a name it gave out before (a driver reloaded: ``hwmonN`` again): a new directory
+        with a new inode number, never the old one emptied. The old one is moved out of the tree
+        before the new one is made, so the two never share an inode number, then removed."""
+        target = self.path(rel)
+        self._forget_below(target)
+        with self._below_root():
+            self._make_dir(target.parent)
+            if target.is_dir() and not target.is_symlink():
+                graveyard = tempfile.mkdtemp(prefix=".unregistered-", dir=self.root)
+                os.rename(target, os.path.join(graveyard, target.name))
+                target.mkdir()
+                shutil.rmtree(graveyard)
+                return
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            target.mkdir()
 
     def symlink(self, rel: str, target: str) -> None:
         """Create or replace a symlink (sysfs ``device`` links)."""
@@ -84,6 +102,12 @@ class Tree:
             if link.is_symlink() or link.exists():
                 link.unlink()
             os.symlink(target, link)
+
+    def _forget_below(self, target: Path) -> None:
+        """Forget what this tree wrote at ``target`` and below it (about to be removed)."""
+        prefix = f"{target}{os.sep}"
+        for key in [k for k in self._written if k == str(target) or k.startswith(prefix)]:
+            del self._written[key]
 
     def _make_dir(self, path: Path) -> None:
         """Create directory ``path`` and the missing ones above it, up to the root but never the root.

@@ -18,6 +18,10 @@ class ListLog(HostRoot):
         self.listed.append(rel)
         return super().listdir(rel)
 
+    def listdir_inodes(self, rel: str) -> list[tuple[str, int]]:
+        self.listed.append(rel)
+        return super().listdir_inodes(rel)
+
 
 class ReadLog(ListLog):
     """A root that notes every directory listed and every file read through it."""

@@ -69,6 +69,25 @@ def test_facts_are_read_again_every_refresh_and_on_request() -> None:
     assert facts.get("a", read) == 5
 
 
+def test_the_facts_a_device_had_before_they_were_dropped_stay_at_hand_for_their_next_read() -> None:
+    facts: DeviceFacts[tuple[str, int], str] = DeviceFacts(refresh_every=2)
+    facts.begin([("hwmon3", 7)])
+    assert facts.previous(("hwmon3", 7)) is None
+    assert facts.get(("hwmon3", 7), lambda _: "in1 in2") == "in1 in2"
+    facts.begin([("hwmon3", 7)])
+    facts.begin([("hwmon3", 7)])  # due: dropped, the last ones at hand while they are read again
+    assert facts.previous(("hwmon3", 7)) == "in1 in2"
+    assert facts.get(("hwmon3", 7), lambda key: f"{facts.previous(key)} in3") == "in1 in2 in3"
+    facts.begin([("hwmon3", 8)])  # registered again: another device, none of the old one's facts
+    assert facts.previous(("hwmon3", 8)) is None
+    facts.get(("hwmon3", 8), lambda _: "in1")
+    facts.forget(("hwmon3", 8))
+    assert facts.previous(("hwmon3", 8)) == "in1"
+    facts.get(("hwmon3", 8), lambda _: "in4")
+    facts.invalidate()
+    assert facts.previous(("hwmon3", 8)) == "in4"
+
+
 def nvme_files(name: str, model: str, firmware: str = "4B2QJXD7", state: str = "live") -> dict[str, str]:
     base = f"/sys/class/nvme/{name}"
     return {

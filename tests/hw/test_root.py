@@ -347,6 +347,22 @@ def test_a_read_scope_reads_each_file_and_directory_once(tmp_path: Path) -> None
         assert root.listdir("/sys/class/hwmon") == ["hwmon1", "hwmon9"]
 
 
+def test_a_listing_with_inode_numbers_tells_a_directory_made_again(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, {"/sys/class/hwmon/hwmon3/name": "pmbus\n", "/sys/class/hwmon/hwmon1/name": "nct6779\n"})
+    root = HostRoot(tmp_path)
+    before = root.listdir_inodes("/sys/class/hwmon")
+    assert [name for name, _ in before] == root.listdir("/sys/class/hwmon") == ["hwmon1", "hwmon3"]
+    assert before[1][1] == os.stat(tmp_path / "sys/class/hwmon/hwmon3").st_ino
+    tree.renew_dir("/sys/class/hwmon/hwmon3")  # the device registered again under its name
+    with read_scope():
+        after = root.listdir_inodes("/sys/class/hwmon")
+        assert after[0] == before[0] and after[1][0] == "hwmon3" and after[1][1] != before[1][1]
+        tree.remove("/sys/class/hwmon/hwmon1")
+        assert root.listdir_inodes("/sys/class/hwmon") == after  # once per read scope
+    assert [name for name, _ in root.listdir_inodes("/sys/class/hwmon")] == ["hwmon3"]
+    assert root.listdir_inodes("/sys/class/absent") == root.listdir_inodes("/sys/class/hwmon/hwmon3/name") == []
+
+
 @pytest.mark.parametrize("code", [errno.EREMOTEIO, errno.EPERM, errno.ETIMEDOUT, errno.EBUSY])
 def test_an_attribute_its_driver_refuses_for_now_is_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            code: int) -> None:

@@ -280,3 +280,25 @@ def test_a_dropped_record_passes_its_under_voltage_alert_on(tmp_path: Path) -> N
     assert sag_seq not in [r.seq for r in records]  # the sag's own record was dropped
     (carried,) = [r for r in records if r.flags & 4]
     assert carried.seq > sag_seq and carried.flags & 8
+
+
+def test_pmbus_supplies_hide_inputs_and_register_again(tmp_path: Path) -> None:
+    rail = SimPsuRail(pty=False, psus=2)
+    node = node_with(rail, tmp_path)
+    node.step(1.0)
+    hwmon21 = tmp_path / "sys/class/hwmon/hwmon21"
+    assert os.readlink(hwmon21 / "device") == "../../../devices/platform/i2c-1/1-0059"
+    inode = os.stat(hwmon21).st_ino
+    rail.pmbus_chips[1].hide("curr2_input")
+    node.step(2.0)
+    assert not (hwmon21 / "curr2_input").exists() and (hwmon21 / "curr2_label").exists()
+    rail.pmbus_chips[1].show("curr2_input")
+    node.step(3.0)
+    assert (hwmon21 / "curr2_input").exists()
+    # Its I2C client instantiated again at another address, by another driver: a new directory.
+    rail.pmbus_chips[1].reregister(address=0x5C, driver="ibm-cffps")
+    node.step(4.0)
+    assert os.stat(hwmon21).st_ino != inode
+    assert os.readlink(hwmon21 / "device") == "../../../devices/platform/i2c-1/1-005c"
+    assert (hwmon21 / "name").read_text() == "ibm-cffps\n" and (hwmon21 / "curr2_input").exists()
+    assert sorted(os.listdir(tmp_path / "sys/devices/platform/i2c-1")) == ["1-0058", "1-005c"]

@@ -31,3 +31,18 @@ def test_removed_or_appended_files_are_written_again(tmp_path: Path) -> None:
     tree.append("/dev/kmsg", "b\n")
     tree.write("/dev/kmsg", "a\n")
     assert (tmp_path / "dev/kmsg").read_text() == "a\n"
+
+
+def test_a_directory_renewed_is_a_new_empty_one_written_again(tmp_path: Path) -> None:
+    tree = Tree(tmp_path)
+    tree.write("/sys/class/hwmon/hwmon3/name", "pmbus\n")
+    tree.write("/sys/class/hwmon/hwmon3/in1_input", "12000\n")
+    inode = os.stat(tmp_path / "sys/class/hwmon/hwmon3").st_ino
+    tree.renew_dir("/sys/class/hwmon/hwmon3")
+    assert os.stat(tmp_path / "sys/class/hwmon/hwmon3").st_ino != inode
+    assert os.listdir(tmp_path / "sys/class/hwmon/hwmon3") == []
+    assert sorted(os.listdir(tmp_path)) == ["sys"]  # the old one removed, nothing left beside
+    tree.write("/sys/class/hwmon/hwmon3/name", "pmbus\n")  # the same content, written again
+    assert (tmp_path / "sys/class/hwmon/hwmon3/name").read_text() == "pmbus\n"
+    tree.renew_dir("/sys/class/hwmon/hwmon4")  # none before: made
+    assert (tmp_path / "sys/class/hwmon/hwmon4").is_dir()
