@@ -56,15 +56,17 @@ class RailDevice:
         self.splitter.restart()
         self._count(opens_total=1)
         if self._ever_opened:
-            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} is back")
+            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} (psu.port) is back")
         self._ever_opened = True
 
     def closed(self, reason: str) -> None:
         """The port went away (unplugged, reset) or could not be opened."""
         if self.connected:
             self._count(disconnects_total=1)
+            # The reason names the port when the port said it (``/dev/rigmon-psu0: Input/output error``).
+            where = "" if self.config.port in reason else f" on {self.config.port}"
             self._event("psu_adc_disconnected", "warning",
-                        f"rail ADC on {self.config.port} went away: {reason}", {"reason": reason})
+                        f"rail ADC{where} (psu.port) went away: {reason}", {"reason": reason})
         self.connected = False
         self.last_error = reason
 

@@ -242,6 +242,21 @@ def test_a_file_that_is_not_a_tty_is_named_so_by_the_modbus_opener(tmp_path: Pat
     assert "not a serial port" in modbus_message, modbus_message
 
 
+def test_the_modbus_openers_failure_is_said_in_its_error_not_logged_by_pymodbus(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """pymodbus logs why it could not open a port and returns False; the error said "see the log"."""
+    from rigmon.hw.modbus import ModbusPortError, open_modbus
+
+    path = tmp_path / "ttyUSB0"
+    path.write_text("")
+    path.chmod(0o600)
+    with pytest.raises(ModbusPortError) as caught:
+        open_modbus(str(path), 9600, 1)
+    assert "see the log" not in str(caught.value) and str(path) in str(caught.value)
+    assert not [r for r in caplog.records if r.name.startswith("pymodbus")]
+
+
 def test_permission_denied_names_the_dialout_group(device: PtyDevice) -> None:
     import shutil
 
