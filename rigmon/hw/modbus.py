@@ -9,9 +9,9 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
-from rigmon.hw.serialport import open_failure
+from rigmon.hw.serialport import hold_exclusively, open_failure, release_exclusive
 from rigmon.lazy_re import lazy_compile
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,17 @@ class PymodbusDevice:
                 raise ModbusPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
                                      "or a terminal program)")
             raise ModbusPortError(f"cannot open {path}: {_open_failure(path, notes_text(notes))}")
+        # The pyserial port pymodbus opened, while it is in exclusive mode.
+        self._held: Any = None
+        port = self._client.socket
+        try:
+            if port is None:
+                raise OSError("pymodbus opened no port")
+            hold_exclusively(port.fileno())
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise ModbusPortError(f"cannot set up {path}: {exc}") from None
+        self._held = port
 
     def read_input_registers(self, address: int, count: int) -> list[int]:
         from pymodbus.exceptions import ConnectionException, ModbusException
@@ -197,19 +208,25 @@ class PymodbusDevice:
         return list(response.registers)
 
     def close(self) -> None:
+        held, self._held = self._held, None
+        # Only the port it held: pymodbus may have closed it (its descriptor number another file's now).
+        port = self._client.socket
+        if port is not None and port is held and port.is_open:
+            release_exclusive(port.fileno())
         self._client.close()  # type: ignore[no-untyped-call]
 
 
 def port_held_elsewhere(path: str) -> bool:
-    """Whether another open of the tty ``path`` holds the exclusive lock pyserial takes (``flock``).
+    """Whether another open of the tty ``path`` holds the exclusive lock pyserial takes (``flock``),
+    or keeps the tty in exclusive mode (``TIOCEXCL``: the open itself fails with EBUSY).
 
     Opened without becoming the controlling terminal and without waiting for carrier; while
     another process has the port open, closing this descriptor does not hang the line up.
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-    except OSError:
-        return False
+    except OSError as exc:
+        return exc.errno == errno.EBUSY
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
