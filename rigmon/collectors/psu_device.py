@@ -12,6 +12,11 @@ from rigmon.config import PsuSection
 from rigmon.schema import PsuAdcCounters
 
 HALF_U32 = U32 // 2
+#: Lines since the port opened, none of them a window, after which the device is said not to speak
+#: the configured protocol (more than a boot banner; an RM1 device at 1 s windows: thirty seconds).
+MISMATCH_LINES = 30
+#: Characters of a line quoted in the mismatch event.
+QUOTED_CHARS = 60
 
 
 class RailDevice:
@@ -45,6 +50,10 @@ class RailDevice:
         self._ever_opened = False
         #: When the port was last opened (monotonic seconds), if the caller said.
         self._opened_mono: float | None = None
+        # Lines and windows counted when the port was last opened, and whether this open's lines
+        # were said not to be the configured protocol (`_unread`).
+        self._open_counts = (0, 0)
+        self._mismatch_said = False
 
     # -- connection -------------------------------------------------------------------
 
@@ -55,6 +64,8 @@ class RailDevice:
         self.last_error = None
         self.splitter.restart()
         self._count(opens_total=1)
+        self._open_counts = (self._counts["lines_total"], self._counts["windows_total"])
+        self._mismatch_said = False
         if self._ever_opened:
             self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} (psu.port) is back")
         self._ever_opened = True
@@ -83,6 +94,40 @@ class RailDevice:
             "malformed": "malformed_lines_total", "nonsense": "nonsense_lines_total",
         }[exc.reason]
         self._count(**{key: 1})
+
+    def unread(self, line: str, reason: str | None) -> None:
+        """A line that gave no window (``reason``: why it was dropped; ``None``: not data). Once an
+        open's lines are all such, say what the device seems to speak instead, once per open.
+
+        Only lines that are not readings come here, never the usual RM1 window: no cost per reading.
+        """
+        if self._mismatch_said:
+            return
+        lines_at_open, windows_at_open = self._open_counts
+        if self._counts["windows_total"] != windows_at_open:
+            self._mismatch_said = True  # this open reads windows: the protocol is right
+            return
+        protocol = self.config.protocol
+        rm1_line = line.startswith(("$RM1,", "$RMI,"))
+        if not (protocol == "text" and rm1_line) and self._counts["lines_total"] - lines_at_open < MISMATCH_LINES:
+            return
+        self._mismatch_said = True
+        lines = self._counts["lines_total"] - lines_at_open
+        if protocol == "text" and rm1_line:
+            advice = 'it speaks RM1: set psu.protocol = "rm1"'
+        elif reason == "control":
+            advice = (f"only line noise: another line speed than psu.baud ({self.config.line_baud})? "
+                      "Or a device that sends binary frames")
+        elif protocol == "rm1":
+            advice = ('text lines, no RM1 window: set psu.protocol = "text" with [psu.channels], '
+                      "or check the firmware")
+        else:
+            advice = "no line carries a channel [psu.channels] reads"
+        quoted = "".join(c if " " <= c <= "~" else "?" for c in line[:QUOTED_CHARS])
+        self._event("psu_adc_protocol_mismatch", "warning",
+                    f"rail ADC on {self.config.port} does not speak psu.protocol = \"{protocol}\" "
+                    f"({lines} lines since the port opened, none a reading; the last: {quoted!r}): {advice}",
+                    {"protocol": protocol, "line": quoted})
 
     def read_error(self) -> None:
         """A poll got no valid answer."""

@@ -138,9 +138,11 @@ class RailState(RailDevice):
                         parsed, self._header, self.config.channels, self.config.scale)
         except LineError as exc:
             self.line_error(exc)
+            self.unread(line, exc.reason)
             return False
         if window is None:
             self._count(ignored_lines_total=1)
+            self.unread(line, None)
             return False
         return self.window(window, mono, wall)
 
