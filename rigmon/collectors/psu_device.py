@@ -126,7 +126,8 @@ class RailDevice:
         quoted = "".join(c if " " <= c <= "~" else "?" for c in line[:QUOTED_CHARS])
         self._event("psu_adc_protocol_mismatch", "warning",
                     f"rail ADC on {self.config.port} does not speak psu.protocol = \"{protocol}\" "
-                    f"({lines} lines since the port opened, none a reading; the last: {quoted!r}): {advice}",
+                    f"({lines} line{'s' if lines != 1 else ''} since the port opened, none a reading; "
+                    f"the last: {quoted!r}): {advice}",
                     {"protocol": protocol, "line": quoted})
 
     def read_error(self) -> None:

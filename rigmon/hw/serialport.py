@@ -128,7 +128,7 @@ class PySerialPort:
             return b""
         except (OSError, ValueError) as exc:
             # An unplugged device reads EIO; EBADF/ValueError: the fd was closed under us.
-            raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+            raise SerialPortError(f"{self.path}: {_read_failure(exc)}") from None
         if data:
             self._empty_while_readable = False
             return data
@@ -144,7 +144,7 @@ class PySerialPort:
             except BlockingIOError:
                 data = b""
             except (OSError, ValueError) as exc:
-                raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+                raise SerialPortError(f"{self.path}: {_read_failure(exc)}") from None
             if data:
                 self._empty_while_readable = False
             else:
@@ -313,6 +313,13 @@ def open_failure(path: str, error: int | None, reason: str) -> str:
                     "(configure its /dev/serial/by-id/ link, not the kernel's ttyUSBn/ttyACMn)")
         return "no such device (unplugged?)"
     return reason
+
+
+def _read_failure(exc: BaseException) -> str:
+    """Why a read failed: an unplugged USB serial device (or one that reset) reads EIO."""
+    if isinstance(exc, OSError) and exc.errno == errno.EIO:
+        return f"{_reason(exc)}: unplugged, or the device reset"
+    return _reason(exc)
 
 
 def _reason(exc: BaseException) -> str:

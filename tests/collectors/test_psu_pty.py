@@ -201,7 +201,7 @@ def test_an_unplugged_adc_is_named_once_with_its_config_key(started: tuple[PsuCo
     device.unplug()
     wait_for(lambda: collector.state.counters.disconnects_total == 1)
     gone = events(pushed.records, "psu_adc_disconnected")[0].message
-    assert gone.count(LINK) == 1 and "psu.port" in gone, gone
+    assert gone.count(LINK) == 1 and "psu.port" in gone and "unplugged" in gone, gone
     wait_for(lambda: "no such device" in (collector.state.last_error or ""))
     with pytest.raises(CollectorError) as caught:
         collector.collect()

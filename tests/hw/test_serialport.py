@@ -311,7 +311,7 @@ def _open_plain(path: str, prefix: tuple[str, ...]) -> str:
     import sys
 
     return subprocess.run([*prefix, sys.executable, "-c", _OPEN_PLAIN, path], capture_output=True, text=True,
-                          timeout=60).stdout.strip()
+                          timeout=60, check=False).stdout.strip()
 
 
 @pytest.mark.parametrize("protocol", ["rm1", "pzem017"])
