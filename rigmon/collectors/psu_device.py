@@ -6,6 +6,8 @@ which accounts the windows themselves (envelopes, sags, path-resistance points, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.psu_lines import U32, LineError, LineSplitter, Rm1Identity
 from rigmon.config import PsuSection
@@ -52,8 +54,10 @@ class RailDevice:
         self._opened_mono: float | None = None
         # Lines and windows counted when the port was last opened, and whether this open's lines
         # were said not to be the configured protocol (`_unread`).
-        self._open_counts = (0, 0)
+        self._open_counts: tuple[int, int] = (0, 0)
         self._mismatch_said = False
+        #: This open's windows were said to lack the primary channel (`primary_missing`).
+        self.primary_said = False
 
     # -- connection -------------------------------------------------------------------
 
@@ -66,6 +70,7 @@ class RailDevice:
         self._count(opens_total=1)
         self._open_counts = (self._counts["lines_total"], self._counts["windows_total"])
         self._mismatch_said = False
+        self.primary_said = False
         if self._ever_opened:
             self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} (psu.port) is back")
         self._ever_opened = True
@@ -129,6 +134,24 @@ class RailDevice:
                     f"({lines} line{'s' if lines != 1 else ''} since the port opened, none a reading; "
                     f"the last: {quoted!r}): {advice}",
                     {"protocol": protocol, "line": quoted})
+
+    def primary_missing(self, channels: Iterable[str]) -> None:
+        """Windows with samples come without the ``psu.primary`` channel: say so once per open.
+
+        Such windows are counted, but the rail is not watched and goes stale, which alone reads as
+        a silent device. Only called for such windows: no cost for a window with the channel.
+        """
+        if self.primary_said:
+            return
+        self.primary_said = True
+        primary = self.config.primary
+        names = ", ".join(sorted(channels)) or "none"
+        advice = (f"map the load-side voltage to {primary} in [psu.channels]" if self.config.protocol == "text"
+                  else "set psu.primary to its load-side voltage channel")
+        self._event("psu_adc_channel_missing", "warning",
+                    f"rail ADC on {self.config.port} sends windows without psu.primary = \"{primary}\" "
+                    f"(its channels: {names}): the rail is not watched; {advice}",
+                    {"channel": primary, "channels": names})
 
     def read_error(self) -> None:
         """A poll got no valid answer."""
