@@ -338,6 +338,7 @@ class PsuCollector:
                     "polling on, counted in psu_rail.counters", self._where(), self.config.pzem_address, run, exc)
 
     def _poll_answered(self, failures: int) -> None:
+        """Log that the meter answers again, after a run of failed polls."""
         log.info("%s: the PZEM-017 at address %d answers again after %d failed polls",
                  self._where(), self.config.pzem_address, failures)
 
