@@ -178,7 +178,8 @@ class PsuCollector:
         with self._lock:
             self._wall_offset_s = self.clock.time() - self.clock.monotonic()
             if not self._state.connected:
-                raise CollectorError(f"{self.config.port}: {self._state.last_error or 'not open yet'}; retrying")
+                reason = self._state.last_error or "not open yet"
+                raise CollectorError(f"{self._where(reason)}: {reason}; retrying")
             records: list[object] = [self._state.reading(self._judged_at(self.clock.monotonic()), reset=True)]
             records.extend(self._state.resistance())
         return records
@@ -289,6 +290,7 @@ class PsuCollector:
             delay_s = self.config.reopen_min_s
             self.port_busy = False
             failures = 0
+            said: set[str] = set()
             try:
                 self._update(lambda state: state.opened(self.clock.monotonic()))
                 self._looked_at = self.clock.monotonic()
@@ -297,6 +299,10 @@ class PsuCollector:
                     try:
                         window = parse_pzem017_registers(device.read_input_registers(0, PZEM_REGISTER_COUNT))
                     except (ModbusReadError, LineError) as exc:
+                        kind = exc.kind if isinstance(exc, ModbusReadError) else str(exc)
+                        if kind not in said:
+                            said.add(kind)
+                            self._poll_failed(exc, failures)
                         failures += 1
                         with self._lock:
                             if isinstance(exc, LineError):
@@ -306,7 +312,10 @@ class PsuCollector:
                         if failures >= MODBUS_FAILURES_BEFORE_REOPEN and not self.root.path(self.config.port).exists():
                             raise ModbusPortError(f"{self.config.port} is gone") from None
                     else:
+                        if failures:
+                            self._poll_answered(failures)
                         failures = 0
+                        said.clear()
                         self._window(window)
                     self._looked_at = self.clock.monotonic()
                     self._stop.wait(self.config.poll_interval_s)
@@ -317,6 +326,25 @@ class PsuCollector:
             if not self._stop.is_set():
                 delay_s = self._backoff(delay_s)
         self._closed("agent stopping", publish=False)
+
+    def _poll_failed(self, exc: Exception, failures: int) -> None:
+        """Log a failed poll that fails anew: the first of a run, or the first of each other kind in it.
+
+        With what the library saw (pymodbus's own log lines are in ``exc``, not in the log); the
+        counters count the rest.
+        """
+        run = f" (after {failures} failed polls)" if failures else ""
+        log.warning("%s: the PZEM-017 at address %d (psu.pzem_address) gave no valid answer%s: %s; "
+                    "polling on, counted in psu_rail.counters", self._where(), self.config.pzem_address, run, exc)
+
+    def _poll_answered(self, failures: int) -> None:
+        """Log that the meter answers again, after a run of failed polls."""
+        log.info("%s: the PZEM-017 at address %d answers again after %d failed polls",
+                 self._where(), self.config.pzem_address, failures)
+
+    def _where(self, reason: str = "") -> str:
+        """The configured port and its config key, for messages (once, when ``reason`` names it already)."""
+        return "psu.port" if self.config.port in reason else f"psu.port {self.config.port}"
 
     def _take(self, data: bytes) -> bool:
         """Feed a chunk read from the port (``b""``: the read timed out); return whether to read on."""

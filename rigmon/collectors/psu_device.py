@@ -6,12 +6,19 @@ which accounts the windows themselves (envelopes, sags, path-resistance points, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.psu_lines import U32, LineError, LineSplitter, Rm1Identity
 from rigmon.config import PsuSection
 from rigmon.schema import PsuAdcCounters
 
 HALF_U32 = U32 // 2
+#: Lines since the port opened, none of them a window, after which the device is said not to speak
+#: the configured protocol (more than a boot banner; an RM1 device at 1 s windows: thirty seconds).
+MISMATCH_LINES = 30
+#: Characters of a line quoted in the mismatch event.
+QUOTED_CHARS = 60
 
 
 class RailDevice:
@@ -45,6 +52,12 @@ class RailDevice:
         self._ever_opened = False
         #: When the port was last opened (monotonic seconds), if the caller said.
         self._opened_mono: float | None = None
+        # Lines and windows counted when the port was last opened, and whether this open's lines
+        # were said not to be the configured protocol (`_unread`).
+        self._open_counts: tuple[int, int] = (0, 0)
+        self._mismatch_said = False
+        #: This open's windows were said to lack the primary channel (`primary_missing`).
+        self.primary_said = False
 
     # -- connection -------------------------------------------------------------------
 
@@ -55,16 +68,21 @@ class RailDevice:
         self.last_error = None
         self.splitter.restart()
         self._count(opens_total=1)
+        self._open_counts = (self._counts["lines_total"], self._counts["windows_total"])
+        self._mismatch_said = False
+        self.primary_said = False
         if self._ever_opened:
-            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} is back")
+            self._event("psu_adc_reconnected", "info", f"rail ADC on {self.config.port} (psu.port) is back")
         self._ever_opened = True
 
     def closed(self, reason: str) -> None:
         """The port went away (unplugged, reset) or could not be opened."""
         if self.connected:
             self._count(disconnects_total=1)
+            # The reason names the port when the port said it (``/dev/rigmon-psu0: Input/output error``).
+            where = "" if self.config.port in reason else f" on {self.config.port}"
             self._event("psu_adc_disconnected", "warning",
-                        f"rail ADC on {self.config.port} went away: {reason}", {"reason": reason})
+                        f"rail ADC{where} (psu.port) went away: {reason}", {"reason": reason})
         self.connected = False
         self.last_error = reason
 
@@ -81,6 +99,59 @@ class RailDevice:
             "malformed": "malformed_lines_total", "nonsense": "nonsense_lines_total",
         }[exc.reason]
         self._count(**{key: 1})
+
+    def unread(self, line: str, reason: str | None) -> None:
+        """A line that gave no window (``reason``: why it was dropped; ``None``: not data). Once an
+        open's lines are all such, say what the device seems to speak instead, once per open.
+
+        Only lines that are not readings come here, never the usual RM1 window: no cost per reading.
+        """
+        if self._mismatch_said:
+            return
+        lines_at_open, windows_at_open = self._open_counts
+        if self._counts["windows_total"] != windows_at_open:
+            self._mismatch_said = True  # this open reads windows: the protocol is right
+            return
+        protocol = self.config.protocol
+        rm1_line = line.startswith(("$RM1,", "$RMI,"))
+        if not (protocol == "text" and rm1_line) and self._counts["lines_total"] - lines_at_open < MISMATCH_LINES:
+            return
+        self._mismatch_said = True
+        lines = self._counts["lines_total"] - lines_at_open
+        if protocol == "text" and rm1_line:
+            advice = 'it speaks RM1: set psu.protocol = "rm1"'
+        elif reason == "control":
+            advice = (f"only line noise: another line speed than psu.baud ({self.config.line_baud})? "
+                      "Or a device that sends binary frames")
+        elif protocol == "rm1":
+            advice = ('text lines, no RM1 window: set psu.protocol = "text" with [psu.channels], '
+                      "or check the firmware")
+        else:
+            advice = "no line carries a channel [psu.channels] reads"
+        quoted = "".join(c if " " <= c <= "~" else "?" for c in line[:QUOTED_CHARS])
+        self._event("psu_adc_protocol_mismatch", "warning",
+                    f"rail ADC on {self.config.port} does not speak psu.protocol = \"{protocol}\" "
+                    f"({lines} line{'s' if lines != 1 else ''} since the port opened, none a reading; "
+                    f"the last: {quoted!r}): {advice}",
+                    {"protocol": protocol, "line": quoted})
+
+    def primary_missing(self, channels: Iterable[str]) -> None:
+        """Windows with samples come without the ``psu.primary`` channel: say so once per open.
+
+        Such windows are counted, but the rail is not watched and goes stale, which alone reads as
+        a silent device. Only called for such windows: no cost for a window with the channel.
+        """
+        if self.primary_said:
+            return
+        self.primary_said = True
+        primary = self.config.primary
+        names = ", ".join(sorted(channels)) or "none"
+        advice = (f"map the load-side voltage to {primary} in [psu.channels]" if self.config.protocol == "text"
+                  else "set psu.primary to its load-side voltage channel")
+        self._event("psu_adc_channel_missing", "warning",
+                    f"rail ADC on {self.config.port} sends windows without psu.primary = \"{primary}\" "
+                    f"(its channels: {names}): the rail is not watched; {advice}",
+                    {"channel": primary, "channels": names})
 
     def read_error(self) -> None:
         """A poll got no valid answer."""

@@ -234,15 +234,20 @@ def parse_rm1_line(line: str) -> RailWindow | Rm1Identity | None:
         line: one line without its terminator.
 
     Returns:
-        A window (``RM1``), an identity (``RMI``), or ``None`` for a line that is not RM1
-        data (banner, debug text, or a future ``$RMx`` tag).
+        A window (``RM1``), an identity (``RMI``), or ``None`` for a printable line that is
+        not RM1 data (banner, debug text, or a future ``$RMx`` tag).
 
     Raises:
-        LineError: the line starts like RM1 but is over-long, has non-printable bytes, a
-            bad checksum, does not follow the format, or carries impossible values.
+        LineError: the line has non-printable bytes (any line), or starts like RM1 but is
+            over-long, has a bad checksum, does not follow the format, or carries impossible
+            values.
     """
     # $RM1,seq=1841,up=1843520,win=1000,n=892,v=11712/11384/11790,i=98250/96100/131400,flags=4*09
     if not line.startswith("$RM"):
+        # Banners and debug text are not data; line noise is dropped before that question (the
+        # protocol's recipe): bytes at the wrong baud rate, or a window whose `$` was hit, are
+        # malformed lines, not a chatty device.
+        check_printable(line, tabs=True)
         return None
     usual = _rm1_usual_window(line)
     if usual is not None:

@@ -11,8 +11,9 @@ points) is `rigmon.collectors.psu_window`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from rigmon.collectors.psu_device import HALF_U32, RailDevice
+from rigmon.collectors.psu_device import HALF_U32, MISMATCH_LINES, RailDevice
 from rigmon.collectors.psu_lines import (
     FLAG_UNDER_VOLTAGE,
     LineError,
@@ -138,9 +139,11 @@ class RailState(RailDevice):
                         parsed, self._header, self.config.channels, self.config.scale)
         except LineError as exc:
             self.line_error(exc)
+            self.unread(line, exc.reason)
             return False
         if window is None:
             self._count(ignored_lines_total=1)
+            self.unread(line, None)
             return False
         return self.window(window, mono, wall)
 
@@ -166,6 +169,8 @@ class RailState(RailDevice):
             # that sends windows without samples (a loose sensor lead, ``n=0,flags=1``) or without
             # the configured channel goes stale like a silent one.
             self._last_window_mono = mono
+        elif window.samples and not self.primary_said:
+            self._primary_missing((*window.volts, *window.amps))
         if window.power_w is not None:
             self._power_w = window.power_w
         if window.energy_wh is not None:
@@ -229,6 +234,8 @@ class RailState(RailDevice):
             primary_min = values[primary_at + 1]
             if primary_mean is not None:
                 self._last_window_mono = mono
+            elif not self.primary_said:
+                self._primary_missing(self._usual_channels(values))
             current = self._usual_current
             amps_mean: float | None = None if current is None else values[current]
             if primary_mean is not None and amps_mean is not None:
@@ -239,9 +246,26 @@ class RailState(RailDevice):
                 points.append((primary_mean, amps_mean, None if psu is None else values[psu], wall))
                 if len(points) >= POINTS_HELD:
                     paths.take()
+        elif not self.primary_said:
+            self._primary_missing(self._usual_channels(values))
         if (primary_min is not None and primary_min < self._sag_volts) or flags & FLAG_UNDER_VOLTAGE:
             return self._sag(primary_min, flags)
         return False
+
+    def _primary_missing(self, channels: Sequence[str]) -> None:
+        """`primary_missing` once `MISMATCH_LINES` windows came since the port opened and none had
+        the primary channel (a sketch that prints one channel a line sends the others in between)."""
+        seen, opened = self._last_window_mono, self._opened_mono
+        if seen is not None and (opened is None or seen >= opened):
+            return
+        if self._counts["windows_total"] - self._open_counts[1] >= MISMATCH_LINES:
+            self.primary_missing(channels)
+
+    @staticmethod
+    def _usual_channels(values: UsualRm1) -> list[str]:
+        """The channels a usual RM1 line carries."""
+        at = {**USUAL_VOLTS_AT, **USUAL_AMPS_AT}
+        return [name for name, index in at.items() if values[index] is not None]
 
     def _sag(self, primary_min: float | None, flags: int) -> bool:
         """Note a sag or a latched under-voltage alert; return whether to push a reading now."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import math
 import os
 import select
@@ -58,7 +59,7 @@ _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 class PySerialPort:
-    """A tty opened with pyserial: raw 8N1, exclusive (flock), short read timeout.
+    """A tty opened with pyserial: raw 8N1, exclusive (flock and ``TIOCEXCL``), short read timeout.
 
     pyserial opens and configures the port; reads go to its descriptor directly, one
     blocking ``read`` per chunk the driver has: the tty driver itself waits for the first
@@ -90,8 +91,9 @@ class PySerialPort:
         try:
             port.open()
         except (serial.SerialException, OSError, ValueError) as exc:
-            if getattr(exc, "errno", None) in (errno.EAGAIN, errno.EWOULDBLOCK):
-                # pyserial's flock(LOCK_EX | LOCK_NB) failed: the port is open elsewhere.
+            if getattr(exc, "errno", None) in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY):
+                # pyserial's flock(LOCK_EX | LOCK_NB) failed, or the tty is in exclusive mode
+                # (`hold_exclusively`): the port is open elsewhere.
                 raise SerialPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
                                      "or a terminal program)") from None
             raise SerialPortError(f"cannot open {path}: {open_failure(path, getattr(exc, 'errno', None), _reason(exc))}") from None
@@ -107,6 +109,7 @@ class PySerialPort:
             attrs[6][termios.VTIME] = min(255, max(1, math.ceil(timeout_s * 10)))
             termios.tcsetattr(self._fd, termios.TCSANOW, attrs)
             os.set_blocking(self._fd, True)
+            hold_exclusively(self._fd)
         except (termios.error, OSError) as exc:
             port.close()
             raise SerialPortError(f"cannot set up {path}: {_reason(exc)}") from None
@@ -125,7 +128,7 @@ class PySerialPort:
             return b""
         except (OSError, ValueError) as exc:
             # An unplugged device reads EIO; EBADF/ValueError: the fd was closed under us.
-            raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+            raise SerialPortError(f"{self.path}: {_read_failure(exc)}") from None
         if data:
             self._empty_while_readable = False
             return data
@@ -141,7 +144,7 @@ class PySerialPort:
             except BlockingIOError:
                 data = b""
             except (OSError, ValueError) as exc:
-                raise SerialPortError(f"{self.path}: {_reason(exc)}") from None
+                raise SerialPortError(f"{self.path}: {_read_failure(exc)}") from None
             if data:
                 self._empty_while_readable = False
             else:
@@ -225,11 +228,38 @@ class PySerialPort:
         import serial
 
         with self._closing:
+            if not self._closed:
+                # Once: after the close the number may be another file's.
+                release_exclusive(self._fd)
             self._closed = True
             try:
                 self._port.close()
             except (serial.SerialException, OSError):
                 pass
+
+
+def hold_exclusively(fd: int) -> None:
+    """Put the tty open on ``fd`` in exclusive mode (``TIOCEXCL``): any other open of it fails
+    with EBUSY (except by root).
+
+    The ``flock`` pyserial takes stops only programs that ask for it (another rigmon, pyserial
+    with ``exclusive``); ``cat``, ``screen`` or ModemManager open the port regardless and each
+    read of theirs takes a line from ours, seen here as lost windows and nothing more.
+
+    Raises:
+        OSError: the descriptor is not a tty.
+    """
+    fcntl.ioctl(fd, termios.TIOCEXCL)
+
+
+def release_exclusive(fd: int) -> None:
+    """Leave exclusive mode before closing ``fd``: the mode belongs to the tty, not to the
+    descriptor, and outlives this open while another one is left (a simulator's pty, a program
+    that opened the port before rigmon), refusing every later open of the port."""
+    try:
+        fcntl.ioctl(fd, termios.TIOCNXCL)
+    except (OSError, ValueError):
+        pass
 
 
 def pump_serial(port: SerialPort, take: Callable[[bytes], bool], max_bytes: int) -> None:
@@ -283,6 +313,13 @@ def open_failure(path: str, error: int | None, reason: str) -> str:
                     "(configure its /dev/serial/by-id/ link, not the kernel's ttyUSBn/ttyACMn)")
         return "no such device (unplugged?)"
     return reason
+
+
+def _read_failure(exc: BaseException) -> str:
+    """Why a read failed: an unplugged USB serial device (or one that reset) reads EIO."""
+    if isinstance(exc, OSError) and exc.errno == errno.EIO:
+        return f"{_reason(exc)}: unplugged, or the device reset"
+    return _reason(exc)
 
 
 def _reason(exc: BaseException) -> str:

@@ -123,6 +123,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "psu_adc_disconnected": {"reason": "text"},
     "psu_adc_replaced": {"device_id": "text", "previous": "text"},
     "psu_adc_rebooted": {"why": "text"},
+    "psu_adc_protocol_mismatch": {"protocol": "text", "line": "text"},
+    "psu_adc_channel_missing": {"channel": "text", "channels": "text"},
     "psu_current_imbalance": {"share_pct": "number", "deviation_pct": "number"},
     "psu_current_balanced": {},
     # storage

@@ -353,3 +353,13 @@ def test_a_text_device_printing_one_channel_a_line_repeats_every_channel() -> No
     later = state.reading(3.9, reset=True)
     assert later.windows == 0 and not later.stale and later.amps is None
     assert later.volts is not None and later.volts.min_volts == 12.01
+
+
+def test_bytes_at_the_wrong_baud_rate_are_dropped_as_malformed_not_ignored() -> None:
+    """A UART read at the wrong speed hands over noise; the counters must not call it a chatty banner."""
+    state = RailState(PsuSection(port="/dev/x"))
+    state.opened()
+    noise = bytes([0x93, 0xF8, 0x00, 0x1E, 0xFE, 0x86, 0x3C, 0xE0])
+    state.feed(b"\r\n" + (noise + b"\r\n") * 5 + b"[INFO] ina226 ready\r\n", 0.0, 0.0)
+    c = state.counters
+    assert (c.malformed_lines_total, c.ignored_lines_total, c.windows_total) == (5, 1, 0)

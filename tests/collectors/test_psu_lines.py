@@ -373,3 +373,15 @@ def test_usual_line_fast_path_gives_what_every_check_gives(line: str) -> None:
         return _parse_rm1_checked(text) if text.startswith("$RM") else None
 
     assert _outcome(parse_rm1_line, line) == _outcome(checked, line)
+
+
+@pytest.mark.parametrize("line", ["\x13\ufffd\ufffdRM1,seq=3,up=10*4A", "\ufffd\ufffd\x7f\ufffd3", "[INFO]\x1b[31m red"])
+def test_line_noise_before_the_frame_is_dropped_not_ignored(line: str) -> None:
+    """A UART at the wrong baud rate, or a window whose ``$`` was hit: noise, not a banner."""
+    with pytest.raises(LineError) as caught:
+        parse_rm1_line(line)
+    assert caught.value.reason == "control"
+
+
+def test_a_banner_with_tabs_is_not_data() -> None:
+    assert parse_rm1_line("INA226\tready\t0x40") is None

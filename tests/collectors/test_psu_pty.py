@@ -190,3 +190,20 @@ def test_text_protocol_over_pty(pty_device: PtyDevice, tmp_path: Path) -> None:
         assert reading.volts is not None and reading.volts.min_volts == 11.512 and reading.volts.max_volts == 11.845
     finally:
         collector.close()
+
+
+def test_an_unplugged_adc_is_named_once_with_its_config_key(started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    """The error said the port twice ("/dev/x: /dev/x: Input/output error", "/dev/x: cannot open /dev/x: ...")
+    and never which setting to look at."""
+    collector, pushed, device = started
+    device.lines(rm1(1), rm1(2))
+    wait_for(lambda: collector.state.counters.windows_total >= 1)
+    device.unplug()
+    wait_for(lambda: collector.state.counters.disconnects_total == 1)
+    gone = events(pushed.records, "psu_adc_disconnected")[0].message
+    assert gone.count(LINK) == 1 and "psu.port" in gone and "unplugged" in gone, gone
+    wait_for(lambda: "no such device" in (collector.state.last_error or ""))
+    with pytest.raises(CollectorError) as caught:
+        collector.collect()
+    message = str(caught.value)
+    assert message.startswith("psu.port: cannot open") and message.count(LINK) == 1, message

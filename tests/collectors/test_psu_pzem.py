@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import threading
@@ -38,6 +39,8 @@ class PzemResponder:
         self.device = device
         self.registers = [1184, 9610, 0x7A1C, 0x0001, 5000, 0, 0, 0]  # 11.84 V, 96.10 A, 11398.0 W
         self.corrupt = False
+        #: Answer nothing (a meter at another address, or not a meter at all).
+        self.silent = False
         self.answered = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -61,7 +64,7 @@ class PzemResponder:
                 continue
             used, request = framer.handleFrame(buffer, 0, 0)
             buffer = buffer[used:]
-            if not isinstance(request, ReadInputRegistersRequest) or request.dev_id != ADDRESS:
+            if not isinstance(request, ReadInputRegistersRequest) or request.dev_id != ADDRESS or self.silent:
                 continue
             regs = self.registers[request.address : request.address + request.count]
             frame = framer.buildFrame(ReadInputRegistersResponse(dev_id=ADDRESS, registers=regs))
@@ -168,3 +171,30 @@ def test_a_pzem017_without_a_baud_is_opened_at_its_factory_9600(tmp_path: Path) 
     assert PsuSection(protocol="rm1").line_baud == 115200 and PsuSection(protocol="pzem017", baud=4800).line_baud == 4800
     with pytest.raises(ValueError, match="baud: a PZEM-017 talks at 1200, 2400, 4800, 9600"):
         PsuSection(protocol="pzem017", baud=115200)
+
+
+def test_a_silent_meter_is_logged_once_by_rigmon_not_every_poll_by_pymodbus(
+    meter: tuple[PsuCollector, PzemResponder, PtyDevice, Pushed], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """pymodbus logged an ERROR for each unanswered poll and a WARNING with the bytes it threw away,
+    once a second beside rigmon's own account; rigmon says it once per kind, with the port, the
+    config key and what pymodbus saw (an RM1 ADC talking on the meter's line)."""
+    collector, responder, device, _ = meter
+    wait_for(lambda: collector.state.counters.windows_total >= 1)
+    caplog.set_level(logging.INFO)
+    responder.silent = True
+    wait_for(lambda: collector.state.counters.read_errors_total >= 1)
+    for seq in range(3):
+        errors = collector.state.counters.read_errors_total
+        device.write(f"$RM1,seq={seq},up=1000\r\n")
+        wait_for(lambda: collector.state.counters.read_errors_total > errors)  # noqa: B023 (waited for here)
+    responder.silent = False
+    seen = collector.state.counters.windows_total
+    wait_for(lambda: collector.state.counters.windows_total > seen)
+    assert not [r for r in caplog.records if r.name.startswith("pymodbus")]
+    ours = [r.getMessage() for r in caplog.records if r.name == "rigmon.collectors.psu"]
+    failed = [m for m in ours if "gave no valid answer" in m]
+    assert len(failed) == 2, ours  # no answer; no answer with bytes on the line: once each
+    assert all(f"psu.port {LINK}" in m and "psu.pzem_address" in m and "No response" in m for m in failed)
+    assert "bytes nobody asked for were waiting on the line: b'$RM1,seq=" in failed[1]
+    assert [m for m in ours if "answers again after" in m]

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.hw.serialport import READ_TIMEOUT_S, PySerialPort, SerialPortError, cancel_serial_read, pump_serial
+from rigmon.hw.serialport import (
+    READ_TIMEOUT_S,
+    PySerialPort,
+    SerialPortError,
+    cancel_serial_read,
+    open_serial,
+    pump_serial,
+)
 from tests.collectors.psu_helpers import PtyDevice
 
 LINE = b"$RM1,seq=1,up=100,win=100,n=9,v=12010/11950/12050,i=80000/79000/81000*00\r\n"
@@ -210,7 +217,7 @@ from rigmon.hw.serialport import open_serial, SerialPortError
 from rigmon.hw.modbus import open_modbus, ModbusPortError
 for opener in (lambda: open_serial(sys.argv[1], 115200), lambda: open_modbus(sys.argv[1], 9600, 1)):
     try:
-        opener()
+        opener().close()
     except (SerialPortError, ModbusPortError) as exc:
         print(exc)
     else:
@@ -242,6 +249,21 @@ def test_a_file_that_is_not_a_tty_is_named_so_by_the_modbus_opener(tmp_path: Pat
     assert "not a serial port" in modbus_message, modbus_message
 
 
+def test_the_modbus_openers_failure_is_said_in_its_error_not_logged_by_pymodbus(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """pymodbus logs why it could not open a port and returns False; the error said "see the log"."""
+    from rigmon.hw.modbus import ModbusPortError, open_modbus
+
+    path = tmp_path / "ttyUSB0"
+    path.write_text("")
+    path.chmod(0o600)
+    with pytest.raises(ModbusPortError) as caught:
+        open_modbus(str(path), 9600, 1)
+    assert "see the log" not in str(caught.value) and str(path) in str(caught.value)
+    assert not [r for r in caplog.records if r.name.startswith("pymodbus")]
+
+
 def test_permission_denied_names_the_dialout_group(device: PtyDevice) -> None:
     import shutil
 
@@ -258,3 +280,59 @@ def test_permission_denied_names_the_dialout_group(device: PtyDevice) -> None:
     assert len(messages) == 2
     for message in messages:
         assert "permission denied" in message and "dialout" in message, message
+
+
+def _without_sys_admin() -> tuple[str, ...]:
+    """A command prefix that takes CAP_SYS_ADMIN away from root (it opens any exclusive tty)."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv to drop CAP_SYS_ADMIN")
+    return (setpriv, "--bounding-set", "-sys_admin")
+
+
+#: What ``cat`` or ``screen`` does: open the tty, no lock asked for.
+_OPEN_PLAIN = """
+import errno, os, sys
+try:
+    os.close(os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK))
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+else:
+    print("opened")
+"""
+
+
+def _open_plain(path: str, prefix: tuple[str, ...]) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run([*prefix, sys.executable, "-c", _OPEN_PLAIN, path], capture_output=True, text=True,
+                          timeout=60, check=False).stdout.strip()
+
+
+@pytest.mark.parametrize("protocol", ["rm1", "pzem017"])
+def test_a_held_port_refuses_programs_that_take_no_lock_and_is_free_again_after_close(
+    device: PtyDevice, protocol: str,
+) -> None:
+    """Only a flock guarded the port: ``cat``, ``screen`` or ModemManager opened it beside the agent and
+    each read of theirs took a line from ours, seen as lost windows and nothing else."""
+    from rigmon.hw.modbus import open_modbus
+
+    tty_path = os.ttyname(device.slave) if device.slave is not None else ""
+    prefix = _without_sys_admin()
+    port = open_serial(tty_path, 115200) if protocol == "rm1" else open_modbus(tty_path, 9600, 1)
+    try:
+        assert _open_plain(tty_path, prefix) == "EBUSY"
+        # rigmon's own openers (`rigmon check` beside the agent) say who holds it.
+        for message in _open_both(tty_path, *prefix):
+            assert "held by another process" in message, message
+    finally:
+        port.close()
+    # Exclusive mode belongs to the tty and outlives a close while another descriptor is open
+    # (here the test's own, as a simulator's): it is left before closing.
+    assert _open_plain(tty_path, prefix) == "opened"
+    assert _open_both(tty_path, *prefix) == ["opened", "opened"]
