@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -27,8 +28,13 @@ from tests.state_guard import differences, fingerprint, real_default_paths
 from tests.tmp_guard import sim_leftovers
 
 REPO = Path(__file__).resolve().parent.parent
+#: The variables the suite redirects that name the user's real directories.
+_REAL_VARS = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+#: Where a pytest-xdist worker finds them: it starts with the controller's redirected environment.
+_KEPT = "RIGMON_TEST_REAL_"
 #: The environment's values before the suite redirected them (the wheel test reuses pip's real cache).
-REAL_ENV = {k: os.environ[k] for k in ("HOME", "XDG_CACHE_HOME") if k in os.environ}
+REAL_ENV = {k: os.environ.get(_KEPT + k, os.environ.get(k, "")) for k in _REAL_VARS}
+REAL_ENV = {k: v for k, v in REAL_ENV.items() if v}
 
 _guard: dict[str, object] = {}
 
@@ -47,7 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    paths = real_default_paths(os.environ, REPO)
+    paths = real_default_paths(REAL_ENV, REPO)
+    for name, value in REAL_ENV.items():
+        os.environ.setdefault(_KEPT + name, value)
     base = Path(tempfile.mkdtemp(prefix="rigmon-test-home-"))
     redirected = {
         "HOME": base / "home",
@@ -81,22 +89,48 @@ def _fail_session(session: pytest.Session, title: str, lines: list[str]) -> None
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+def _guard_findings() -> list[tuple[str, list[str]]]:
+    """What this process's guard found at the end: (title, lines) for each failure."""
     paths = _guard.get("paths")
     if not isinstance(paths, list):
-        return
+        return []
+    found: list[tuple[str, list[str]]] = []
     before = _guard["before"]
     assert isinstance(before, dict)
     changed = differences(before, fingerprint(paths))
     if changed:
-        _fail_session(session, "real state changed", ["the test suite changed the machine's real rigmon state:",
-                                                      *changed])
+        found.append(("real state changed", ["the test suite changed the machine's real rigmon state:", *changed]))
     tmp = _guard.get("tmp")
     left = sim_leftovers(tmp) if isinstance(tmp, Path) else []
     if left:
-        _fail_session(session, "simulated rigs left their directories", [
+        found.append(("simulated rigs left their directories", [
             ("simulated rigs' temporary directories were left behind (a rig's process killed, or a writer "
-             "that outlived its rig and made the directory again):"), *left])
+             "that outlived its rig and made the directory again):"), *left]))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    found = _guard_findings()
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:
+        # A pytest-xdist worker: its exit status does not reach the run's; the controller fails the run
+        # with what each worker found (`pytest_testnodedown`).
+        worker_output[_WORKER_FINDINGS] = found
+        return
+    for title, lines in [*found, *_worker_findings]:
+        _fail_session(session, title, lines)
+
+
+#: What the pytest-xdist workers' guards found, gathered by the controller as each worker ends.
+_worker_findings: list[tuple[str, list[str]]] = []
+_WORKER_FINDINGS = "rigmon_guard_findings"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist (controller): a worker ended; keep what its guard found."""
+    for title, lines in getattr(node, "workeroutput", {}).get(_WORKER_FINDINGS, []):
+        _worker_findings.append((f"{title} ({node.gateway.id})", list(lines)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
