@@ -72,8 +72,8 @@ def check_private_file(path: str, what: str = "token file") -> None:
 MAX_TOKEN_FILE_BYTES = 4096
 
 
-def read_token_file(path: str, origin: str = "token_file") -> str:
-    """Read a bearer token from a regular file that only its owner can read.
+def read_small_file(path: str, origin: str, max_bytes: int, what: str) -> bytes:
+    """The bytes of a small regular file the agent reads at start (a token, a certificate, a key).
 
     The file is opened non-blocking and checked on the open descriptor: a FIFO (or a device)
     there would otherwise hang the agent's start for good, waiting for a writer.
@@ -83,27 +83,45 @@ def read_token_file(path: str, origin: str = "token_file") -> str:
         origin: what named it, as the operator gave it (``--token-file``, ``environment
             RIGMON_AGENT_TOKEN_FILE``, ``/etc/rigmon/agent.toml: agent.token_file``: see
             `rigmon.config.setting_origin`), for the error message.
+        max_bytes: the most such a file holds.
+        what: what the file must be, for the error message (``a token file``).
+
+    Raises:
+        StartupError: not found, unreadable, not a regular file, or over ``max_bytes``.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except PermissionError as exc:
+        raise StartupError(f"{origin} {path}: {exc.strerror} (the agent runs as uid {os.getuid()})") from None
+    except OSError as exc:
+        raise StartupError(f"{origin} {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a file"
+            raise StartupError(f"{origin} {path} is {kind}; {what} must be a regular file")
+        raw = os.read(fd, max_bytes + 1)
+    except OSError as exc:
+        raise StartupError(f"{origin} {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:
+        raise StartupError(f"{origin} {path} is over {max_bytes} bytes; it is not {what}")
+    return raw
+
+
+def read_token_file(path: str, origin: str = "token_file") -> str:
+    """Read a bearer token from a regular file that only its owner can read (see `read_small_file`).
+
+    Args:
+        path: the file.
+        origin: what named it, as the operator gave it (see `read_small_file`).
 
     Raises:
         StartupError: not a regular file, unreadable, empty, too long, or readable by other users.
     """
     check_private_file(path, origin)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise StartupError(f"{origin} {path}: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a file"
-            raise StartupError(f"{origin} {path} is {kind}; a token file must be a regular file")
-        raw = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
-    except OSError as exc:
-        raise StartupError(f"{origin} {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_TOKEN_FILE_BYTES:
-        raise StartupError(f"{origin} {path} is over {MAX_TOKEN_FILE_BYTES} bytes; it should hold one token")
+    raw = read_small_file(path, origin, MAX_TOKEN_FILE_BYTES, "a token file")
     try:
         text = raw.decode().strip()
     except UnicodeDecodeError:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import ssl
-import stat
 
-from rigmon.agent.server import StartupError, check_private_file
+from rigmon.agent.server import StartupError, check_private_file, read_small_file
 
 #: Largest certificate (chain) or key file read for its check: a PEM chain is a few kB.
 MAX_TLS_FILE_BYTES = 1024 * 1024
+#: What a certificate or key file must be, in errors.
+PEM_FILE = "a PEM file"
 
 
 def check_tls_files(cert_file: str, key_file: str, cert_origin: str = "tls_cert_file",
@@ -32,8 +32,8 @@ def check_tls_files(cert_file: str, key_file: str, cert_origin: str = "tls_cert_
             readable, not a PEM certificate, not a PEM private key (or one under a passphrase), or a
             key that does not match the certificate.
     """
-    cert = _read_tls_file(cert_file, cert_origin)
-    key = _read_tls_file(key_file, key_origin)
+    cert = read_small_file(cert_file, cert_origin, MAX_TLS_FILE_BYTES, PEM_FILE)
+    key = read_small_file(key_file, key_origin, MAX_TLS_FILE_BYTES, PEM_FILE)
     check_private_file(key_file, key_origin)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
@@ -44,33 +44,6 @@ def check_tls_files(cert_file: str, key_file: str, cert_origin: str = "tls_cert_
             from None
     except OSError as exc:
         raise StartupError(f"{cert_origin} {cert_file} or {key_origin} {key_file}: {exc.strerror or exc}") from None
-
-
-def _read_tls_file(path: str, origin: str) -> bytes:
-    """The bytes of a certificate or key file, read as the check of a token file reads (no FIFO hangs).
-
-    Raises:
-        StartupError: not found, not readable by this user, not a regular file or over `MAX_TLS_FILE_BYTES`.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise StartupError(f"{origin} {path}: not found") from None
-    except PermissionError:
-        raise StartupError(f"{origin} {path}: not readable by this user (uid {os.getuid()})") from None
-    except OSError as exc:
-        raise StartupError(f"{origin} {path}: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise StartupError(f"{origin} {path} is not a regular file; it must be a PEM file")
-        raw = os.read(fd, MAX_TLS_FILE_BYTES + 1)
-    except OSError as exc:
-        raise StartupError(f"{origin} {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_TLS_FILE_BYTES:
-        raise StartupError(f"{origin} {path} is over {MAX_TLS_FILE_BYTES // 1024} kB; it should be a PEM file")
-    return raw
 
 
 #: PEM block headers of a private key (PKCS#8, PKCS#1 RSA, SEC1 EC, and PKCS#8 under a passphrase).

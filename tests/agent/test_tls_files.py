@@ -40,15 +40,15 @@ def test_a_good_pair_passes(tls: TlsFiles) -> None:
 
 
 def test_missing_files_are_named_by_their_option(tls: TlsFiles, tmp_path: Path) -> None:
-    assert refusal(tmp_path / "none.pem", tls.key_file) == f"--tls-cert {tmp_path / 'none.pem'}: not found"
-    assert refusal(tls.cert_file, tmp_path / "none.key") == f"--tls-key {tmp_path / 'none.key'}: not found"
-    assert refusal(tmp_path, tls.key_file) == f"--tls-cert {tmp_path} is not a regular file; it must be a PEM file"
+    assert refusal(tmp_path / "none.pem", tls.key_file) == f"--tls-cert {tmp_path / 'none.pem'}: No such file or directory"
+    assert refusal(tls.cert_file, tmp_path / "none.key") == f"--tls-key {tmp_path / 'none.key'}: No such file or directory"
+    assert refusal(tmp_path, tls.key_file) == f"--tls-cert {tmp_path} is a directory; a PEM file must be a regular file"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_an_unreadable_certificate_says_so(tls: TlsFiles) -> None:
     tls.cert_file.chmod(0)
-    assert refusal(tls.cert_file, tls.key_file).startswith(f"--tls-cert {tls.cert_file}: not readable by this user")
+    assert refusal(tls.cert_file, tls.key_file).startswith(f"--tls-cert {tls.cert_file}: Permission denied (the agent runs as uid")
 
 
 def test_a_file_that_is_not_pem_is_named(tls: TlsFiles, tmp_path: Path) -> None:
@@ -115,4 +115,4 @@ def test_the_agent_names_the_environment_variable_or_the_file_key(tls: TlsFiles,
     config.write_text(f'[agent]\ntls_cert_file = "{tmp_path / "gone.pem"}"\ntls_key_file = "{tls.key_file}"\n')
     out = agent(tmp_path, "--config", str(config))
     assert out.returncode == 2
-    assert out.stderr.splitlines()[-1] == f"rigmon: {config}: agent.tls_cert_file {tmp_path / 'gone.pem'}: not found"
+    assert out.stderr.splitlines()[-1] == f"rigmon: {config}: agent.tls_cert_file {tmp_path / 'gone.pem'}: No such file or directory"
