@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from msgspec.structs import replace
+
 from rigmon.config import GuardSection
+from rigmon.schema import CollectorStatus
 from rigmon.sim.nvml import FakeNvmlMachine, serving
 from tests.agent.guard_helpers import Clock, Events, frame, settle, started
 
@@ -79,4 +82,23 @@ async def test_actions_last_hour_counts_re_caps_and_restores(tmp_path: Path, mac
         assert service.reading().actions_last_hour == 3
         clock.t += 3600
         assert service.reading().actions_last_hour == 0  # an hour later none is within the hour
+        await asyncio.to_thread(service.close)
+
+
+async def test_holding_names_the_gpus_whose_caps_are_in_force(tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """Before: ``guard_holding`` said "the caps on GPUs 0,1,2,3 stay in force" of GPU 1, which has none."""
+    events, clock = Events(), Clock()
+    machine.fail("not_supported", gpu=1, symbols={"nvmlDeviceGetSupportedMemoryClocks"})
+    with serving(tmp_path / "root", machine):
+        service = await started(tmp_path, CLOCKS_ONLY, events, clock)
+        service.on_frame(frame(clock.t, 11.3, gpus=4))
+        await settle(service)
+        for _ in range(5):
+            clock.t += 10
+            f = frame(clock.t, 11.9, gpus=4)
+            service.on_frame(replace(f, readings=replace(f.readings, psu_rail=None),
+                                     collectors={"psu": CollectorStatus("error", False, "/dev/x: gone")}))
+            await settle(service)
+        (_, holding, data), = [item for item in events.items if item[0] == "guard_holding"]
+        assert "the caps on GPUs 0,2,3 (step 1) stay in force" in holding and data["gpus"] == "0,2,3"
         await asyncio.to_thread(service.close)

@@ -317,12 +317,16 @@ class GuardWorker:
     def _holding(self, d: Decision) -> None:
         """Say that the caps stay in force while what the guard watches cannot be read."""
         sh = self.shared
-        message = (f"guard {d.trigger}: the caps on GPUs {_listed(d.gpus)} (step {d.step}) stay in force "
+        with sh.lock:
+            # The GPUs with caps in force, not every one the guard set out to cap (a GPU with no
+            # application-clock pair, or whose writes failed, has none to hold).
+            capped = _listed(sorted(sh.in_force)) or "-"
+        message = (f"guard {d.trigger}: the caps on GPUs {capped} (step {d.step}) stay in force "
                    f"until it reads healthy for {sh.config.restore_after_s:g} s, or an operator releases them")
         log.warning("%s", message)
         sh.event("guard_holding", "warning", message, {
             "mode": sh.config.mode, "dry_run": not sh.acting, "step": d.step, "step_name": d.step_name,
-            "gpus": _listed(d.gpus), "unread_since": d.unread_since,
+            "gpus": capped, "unread_since": d.unread_since,
         })
 
     def _unrecord(self, index: int, written: bool, known: bool, prior: GuardGpuSettings | None) -> None:
