@@ -101,11 +101,13 @@ class AlarmBoardView:
         active: pending and firing alarms, worst first.
         recent: resolved alarms, newest first.
         errors: node name to why its alarms are unknown (agent unreachable, alarms disabled).
-        firing: firing alarms by severity.
+        firing: rows of ``active`` whose shown alarm is firing, by that alarm's severity (the
+            worst of the row): what the screen lists, one row per incident (`group_rows`).
         notes: what the alarms cannot tell (in a replay: clock skew).
-        firing_as_of: how many of the firing alarms are what a node last said, not current
+        firing_as_of: how many of those firing rows are what a node last said, not current
             (`AlarmRow.as_of`: the node is stale or unreachable, its alarms not fetched, or its
             recording ended).
+        firing_alarms: firing alarms in those rows (more than the rows when a row joins several).
     """
 
     active: tuple[AlarmRow, ...]
@@ -114,6 +116,7 @@ class AlarmBoardView:
     firing: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     firing_as_of: int = 0
+    firing_alarms: int = 0
 
 
 def _active_order(row: AlarmRow) -> tuple[int, int, float, str]:
@@ -156,17 +159,19 @@ def board_view(cluster: ClusterStore, notes: tuple[str, ...] = (),
         active.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
     for alarm in cluster.rules.recent():
         recent.append(AlarmRow(_store_key(cluster, alarm), alarm.node, "cluster", alarm))
-    firing: dict[str, int] = {}
-    as_of = 0
-    for row in active:
-        if row.alarm.state == "firing":
-            firing[row.alarm.severity] = firing.get(row.alarm.severity, 0) + 1
-            as_of += row.as_of is not None
     active = group_rows(active)
     active.sort(key=_active_order)
     recent = group_rows(recent)
     recent.sort(key=lambda r: -(r.alarm.resolved_at or r.alarm.updated_at))
-    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes, as_of)
+    # Counted as listed: a row of several alarms (a rail warning under its critical) is one firing row.
+    firing: dict[str, int] = {}
+    as_of = alarms = 0
+    for row in active:
+        if row.alarm.state == "firing":
+            firing[row.alarm.severity] = firing.get(row.alarm.severity, 0) + 1
+            as_of += row.as_of is not None
+            alarms += sum(1 for a in row.alarms if a.state == "firing")
+    return AlarmBoardView(tuple(active), tuple(recent[:RECENT_SHOWN]), errors, firing, notes, as_of, alarms)
 
 
 def _as_of(store: NodeStore, ended_at: float | None) -> tuple[float | None, str]:

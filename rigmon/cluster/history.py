@@ -104,10 +104,28 @@ def shares(lengths: Sequence[int], total: int) -> list[int]:
     return out
 
 
+#: Frames further apart than this many times their usual spacing (`usual_spacing`) have frames
+#: missing between them, however long the agent's interval says its frames should be apart.
+GAP_SPACINGS = 3.0
+
+
+def usual_spacing(steps: Sequence[float]) -> float:
+    """The usual time between two frames (s) of ``steps``: their lower quartile, which neither the
+    gaps (up to three in four steps) nor frames pushed between ticks (an ADC sag) move much; 0 without steps."""
+    if not steps:
+        return 0.0
+    return sorted(steps)[len(steps) // 4]
+
+
 def gap_cuts(times: Sequence[float], gap_s: float) -> list[int]:
     """Indices of the points of ``times`` that follow the one before by more than ``gap_s``
-    seconds: frames are missing before them (the node was down, or silent)."""
-    return [i for i, (before, at) in enumerate(zip(times, times[1:]), 1) if at - before > gap_s]
+    seconds and more than `GAP_SPACINGS` of their `usual_spacing`: frames are missing before them
+    (the node was down, or silent). A node whose frames come further apart on its clock than its
+    interval says (a simulated rig at ``--speed 30`` samples every real second, 30 s apart on the
+    simulated clock) is not cut between every two frames."""
+    steps = [at - before for before, at in zip(times, times[1:])]
+    limit = max(gap_s, GAP_SPACINGS * usual_spacing(steps))
+    return [i for i, step in enumerate(steps, 1) if step > limit]
 
 
 def downsample_gapped(values: Sequence[float], cuts: Sequence[int], buckets: int, extreme: Extreme) -> list[float]:

@@ -31,6 +31,8 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
         state: live, stale, unreachable, or connecting (no answer and no failure yet).
         reason: why the node is not live, when the client knows (the last failure).
         age_s: seconds since the last frame arrived; ``None`` before the first.
+        last_data_at: when the last frame arrived, on the dashboard's clock (Unix s, as ``age_s``
+            counts from it); ``None`` before the first.
         summary: key figures of the latest frame.
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
         details: downsampled per-device series by name (see
@@ -64,6 +66,7 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
     trend_span_s: float | None = None
     gpu_power_limit_w: float | None = None
     label: str = ""
+    last_data_at: float | None = None
 
 
 def hardware_trouble(view: NodeView) -> int:

@@ -335,6 +335,7 @@ class NodeStore:
             trend_span_s=self.history.span_s(points),
             gpu_power_limit_w=power_limit_w(self.latest),
             label=label or self.name,
+            last_data_at=self.received_wall_at,
         )
         self._view_cache = (key, view)
         return view

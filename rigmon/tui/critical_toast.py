@@ -33,11 +33,25 @@ def toast_text(rows: Sequence[AlarmRow], width: int) -> tuple[str, str]:
     """
     if len(rows) == 1:
         row = rows[0]
-        return f"CRITICAL {row.alarm.rule}", f"{row.node} {row.alarm.subject}: {row.alarm.message}"
-    lines = [fit(f"{r.node} {r.alarm.message}", width) for r in rows[:LISTED_AT_MOST]]
+        return f"CRITICAL {row.alarm.rule}", f"{about(row)}{said(row)}"
+    lines = [fit(f"{r.node} {said(r)}", width) for r in rows[:LISTED_AT_MOST]]
     if len(rows) > LISTED_AT_MOST:
         lines.append(f"and {len(rows) - LISTED_AT_MOST} more: press a")
     return f"CRITICAL: {len(rows)} new alarms", "\n".join(lines)
+
+
+def about(row: AlarmRow) -> str:
+    """``node02 gpu:3: ``: the node, and the subject unless it is the node itself (a cluster rule's
+    ``node:node02``)."""
+    if row.alarm.subject == f"node:{row.alarm.node}":
+        return f"{row.node} "
+    return f"{row.node} {row.alarm.subject}: "
+
+
+def said(row: AlarmRow) -> str:
+    """The alarm's message without the ``node NAME `` a cluster rule's message opens with: the toast
+    names the node first, and at 80 columns ``node05 node node05 unrea…`` said nothing else."""
+    return row.alarm.message.removeprefix(f"node {row.alarm.node} ")
 
 
 def fit(line: str, width: int) -> str:

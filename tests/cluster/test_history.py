@@ -105,3 +105,20 @@ def test_shares_are_proportional_and_each_part_gets_one() -> None:
     assert shares([1000, 1], 10) == [9, 1]
     assert shares([3, 2], 10) == [3, 2]
     assert sum(shares([7, 300, 1, 50], 20)) == 20
+
+
+def test_frames_spaced_wider_than_the_interval_are_not_gaps_but_a_hole_among_them_is() -> None:
+    # `rigmon demo --speed 30`: the agents sample every real second, 30 s apart on their simulated
+    # clock, while their interval says 1 s. Before: a cut between every two frames, and the node
+    # screen's trends drew a blank bar between every two bars.
+    from rigmon.cluster.history import gap_cuts
+    steady = [30.0 * n + (1.5 if n % 3 else -2.0) for n in range(60)]
+    assert gap_cuts(steady, 3.0) == []
+    holed = steady[:30] + [at + 600.0 for at in steady[30:]]
+    assert gap_cuts(holed, 3.0) == [30]
+    # Frames a second apart on their clock keep the agent's staleness as the limit, as before,
+    # also when gaps are most of the steps (a node down more than up) or frames are pushed between ticks.
+    flapping = [0.0, 1.0, 2.0, 60.0, 61.0, 200.0, 201.0, 300.0]
+    assert gap_cuts(flapping, 3.0) == [3, 5, 7]
+    pushed = sorted([float(t) for t in range(100)] + [t + 0.1 for t in range(0, 100, 3)] + [150.0])
+    assert gap_cuts(pushed, 3.0) == [len(pushed) - 1]

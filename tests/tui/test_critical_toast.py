@@ -39,6 +39,14 @@ def test_several_alarms_are_one_line_each_cut_to_the_width() -> None:
     assert all(cell_len(line) <= 36 for line in lines)
 
 
+def test_a_cluster_alarm_names_its_node_once() -> None:
+    # Before: "node05 node node05 unreachable: …" in a list cut at 36 cells at 80 columns, and
+    # "node05 node:node05: node node05 unreachable: …" alone: the name three times.
+    _, message = toast_text([GPU_LOST, UNREACHABLE], 36)
+    assert message.splitlines()[1] == "node05 unreachable: [bold]cannot co…"
+    assert toast_text([UNREACHABLE], 36)[1] == "node05 unreachable: [bold]cannot connect[/]"
+
+
 def test_more_alarms_than_listed_are_counted() -> None:
     rows = [GPU_LOST, XID, RAIL, UNREACHABLE, GPU_LOST, XID]
     _, message = toast_text(rows, 50)
@@ -84,7 +92,7 @@ async def test_alarms_arriving_while_the_toast_is_up_join_it() -> None:
         title, message = shown(app)[0]
         assert title == "CRITICAL: 4 new alarms"
         assert [line.split(" ", 1)[1][:12] for line in message.splitlines()] == [
-            "Xid 79 on GP", "GPU 3 is los", "12 V rail mi", "node node05 "]
+            "Xid 79 on GP", "GPU 3 is los", "12 V rail mi", "unreachable:"]
         # At 80 columns the toast is under half the screen wide and a line per alarm high.
         await pilot.pause()
         toasts = list(app.screen.query(Toast))

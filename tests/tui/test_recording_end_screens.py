@@ -99,7 +99,7 @@ async def test_the_alarms_screen_dates_an_ended_node_s_alarm_and_draws_it_faint(
         assert message.plain == "CPU fan at 0 rpm"
         assert any(span.style == table._style("old") for span in message.spans)
         text = "\n".join(screen_lines(app)[0])
-        assert "2 firing: 1 critical, 1 warning (1 as last heard)" in text
+        assert "2 firing rows: 1 critical, 1 warning (1 as last heard)" in text
         # The panel under the tables (at 80 columns) says why, for the alarm under the cursor.
         table.move_cursor(row=table.get_row_index(row.row_key))
         await pilot.pause()

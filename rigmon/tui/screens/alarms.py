@@ -23,16 +23,22 @@ SCROLLBAR_CELLS = 2
 
 
 def summary_line(board: AlarmBoardView) -> Text:
-    """``3 firing: 1 critical, 2 warning (1 as last heard) · 1 pending · alarms unknown on node05, node06: HTTP 404: ...``."""
+    """``3 firing rows (5 alarms): 1 critical, 2 warning (1 as last heard) · 1 pending · alarms unknown on node05, ...``.
+
+    It counts rows as the tables list them (one per incident: `group_rows`), by the severity each
+    row shows; the alarms those firing rows join are said in parentheses when there are more.
+    """
     firing = sum(board.firing.values())
-    text = Text(f"{firing} firing" if firing else "nothing firing")
+    text = Text(f"{firing} firing {'row' if firing == 1 else 'rows'}" if firing else "nothing firing")
+    if board.firing_alarms > firing:
+        text.append(f" ({board.firing_alarms} alarms)")
     if firing:
         text.append(": " + ", ".join(f"{board.firing[s]} {s}" for s in ("critical", "warning", "info")
                                      if board.firing.get(s)))
     if board.firing_as_of:
         # Those of nodes that stopped answering may have ended since: not counted as current.
         text.append(f" ({board.firing_as_of} as last heard)")
-    pending = sum(1 for r in board.active if r.alarm.state == "pending")
+    pending = sum(1 for r in board.active if r.alarm.state == "pending")  # rows, like the firing ones
     if pending:
         text.append(f" · {pending} pending")
     by_reason: dict[str, list[str]] = {}

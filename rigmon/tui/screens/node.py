@@ -175,6 +175,11 @@ class NodeScreen(Screen[None]):
         self.query_one(GuardLine).guard = frame.readings.guard if frame else None
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}
+        # Out of touch, the boxes hold its last frame's figures: faint, as its cluster row draws them,
+        # so they do not read as current (the status above says since when).
+        old = ended_at is not None or view.state in ("stale", "unreachable")
+        for box in (*self.query(SourceGroup), self.query_one(GuardLine), health):
+            box.set_class(old, "-old")
         event_list = self.query_one(EventList)
         event_list.events = events
         # Their layout reactives do not fire when the values equal the last ones (a frozen

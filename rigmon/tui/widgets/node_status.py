@@ -15,6 +15,7 @@ from rigmon.schema import Info
 from rigmon.tui import format as fmt
 from rigmon.tui.recording_end import ended_text
 from rigmon.tui.text import plain
+from rigmon.tui.widgets.alarm_table import utc_clock
 
 #: Cells between the columns of the status grid.
 GAP = 2
@@ -25,6 +26,17 @@ def grid_width(rows: list[tuple[str, Text, str, Text]]) -> int:
     widths = [max(len(row[0]) for row in rows), max(row[1].cell_len for row in rows),
               max(len(row[2]) for row in rows), max(row[3].cell_len for row in rows)]
     return sum(widths) + GAP * (len(widths) - 1)
+
+
+def last_data(view: NodeView) -> str:
+    """``0s ago`` while live; out of touch, also when (``2h ago (11-28 01:34:25 UTC)``, the
+    dashboard's clock): the short age alone grows coarse ("2h") while the node stays dead."""
+    if view.age_s is None:
+        return "never"
+    age = f"{fmt.age(view.age_s)} ago"
+    if view.state in ("stale", "unreachable") and view.last_data_at is not None:
+        age += f" ({utc_clock(view.last_data_at)} UTC)"
+    return age
 
 
 class NodeStatus(Widget):
@@ -63,7 +75,7 @@ class NodeStatus(Widget):
         state = Text(view.state, style=self.get_component_rich_style(f"node-status--{view.state}", partial=True))
         if view.reason and view.state != "live":
             state.append(": ").append(plain(view.reason))
-        age = "never" if view.age_s is None else f"{fmt.age(view.age_s)} ago"
+        age = last_data(view)
         if self.ended_at is not None:
             # Its age stops at its last frame (the replay cannot tell a dead node from a clock behind).
             state = Text(ended_text(self.ended_at, self.stopped_cleanly),
