@@ -73,6 +73,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "journal_failed": {"error": "text"},
     "journal_set_aside": {"error": "text", "kept_as": "text"},
     "journal_dropped": {"dropped_total": "number"},
+    # written by the journal alone, first in a journal begun afresh (reason: set_aside, removed, replaced)
+    "journal_begun": {"reason": "text", "noticed_at": "number", "error": "text", "kept_as": "text"},
     "alarm_pending": _ALARM,
     "alarm_firing": _ALARM,
     "alarm_resolved": _ALARM,

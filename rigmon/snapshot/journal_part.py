@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rigmon.agent.journal import JournalError, JournalReader, journal_path
-from rigmon.agent.journal.layout import FORMAT_VERSION
+from rigmon.agent.journal.layout import FORMAT_VERSION, read_error
 from rigmon.agent.journal.read_only import check_journal_file
 from rigmon.agent.journal.salvage import salvage
 from rigmon.redact import redact
@@ -47,7 +47,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
                               + "; ".join(reader.unreadable[:5]))
         return part
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
-        first = f"{type(exc).__name__}: {exc}"
+        first = read_error(journal_path(path), exc)
     try:
         # Nothing to salvage where there is no file, or none this user may read (the error says which).
         check_journal_file(journal_path(path))
@@ -72,7 +72,8 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
                           f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
         part = NodePart(node=part.node, source=part.source)
-        return pull_failed(part, f"{first}; and nothing could be salvaged: {exc}", progress, STEPS_PER_NODE - ticked)
+        return pull_failed(part, f"{first}; and nothing of it could be salvaged ({read_error(journal_path(path), exc)})",
+                           progress, STEPS_PER_NODE - ticked)
     return part
 
 
@@ -90,7 +91,12 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.run_clean = last_run.clean is True
     tick(f"{len(runs)} runs")
     span = reader.time_range()
-    part.to_at = span[1] if span else time.time()
+    # To the clean stop when the last run has one: the events of the stop (the journal's own trouble
+    # then) are recorded with it, after the last frame.
+    ends = [span[1]] if span else []
+    if last_run is not None and last_run.clean and last_run.stopped_at is not None:
+        ends.append(last_run.stopped_at)
+    part.to_at = max(ends) if ends else time.time()
     part.from_at = part.to_at - since_s
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
@@ -113,8 +119,8 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
     frames = reader.frames_gzip(part.from_at, part.to_at)
     part.frames_gz, part.frame_count = frames.body, frames.count
-    if frames.count:
-        part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
+    if frames.count and span is not None:
+        part.latest = reader.frames(span[1], span[1], 1)[0]
     tick(f"{frames.count} frames")
 
 

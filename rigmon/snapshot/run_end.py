@@ -15,6 +15,7 @@ import time
 import zlib
 
 from rigmon.agent.journal import JournalReader
+from rigmon.agent.journal.layout import read_error
 from rigmon.agent.journal.runs import FINAL_WINDOW_S, RunRecord, rail_rank
 
 #: Rail series and power series named in the summary of a run's final seconds.
@@ -68,7 +69,7 @@ def run_end(reader: JournalReader, run: RunRecord) -> str:
         last_at, final = reader.final_readings(run.run_id)
     except (sqlite3.DatabaseError, zlib.error, ValueError) as exc:
         # A damaged journal: the bundle still says how the run ended, and the node's error what was lost.
-        return f"{said}; its last frames could not be read ({type(exc).__name__}: {exc})."
+        return f"{said}; its last frames could not be read ({read_error(reader.path, exc)})."
     if last_at is None:
         return f"{said}; it recorded no frame."
     summary = final_summary(final)

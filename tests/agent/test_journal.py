@@ -463,6 +463,8 @@ def test_a_writer_that_stops_on_a_bug_says_so_in_its_status(tmp_path: Path) -> N
     writer = BuggyWriter(tmp_path, FakeClock(), JournalSection(commit_interval_s=0.001), "run1", "n1", T0)
     writer.start(loop.sink)
     submit_until(writer, loop, lambda: writer.status.state == "error")
-    assert "journal writer stopped (RuntimeError: a bug)" in (writer.status.error or "")
+    error = writer.status.error or ""
+    assert f"the journal writer of {writer.path} stopped on an unexpected error (a bug: " in error
+    assert "RuntimeError" not in error  # a sentence for the operator, not a class name
     assert "journal_failed" in loop.seen
     writer.close()
