@@ -397,7 +397,11 @@ def test_a_crash_that_damaged_the_journal_is_still_reported(tmp_path: Path, dama
     writer.start(sink)
     writer.submit(frame(1, T0 + 3000, 12.0, run_id="run2"))
     assert done.wait(10)
-    writer.close()  # after the journal is open again (and the crash reported)
+    for _ in range(1000):  # the journal open again, and the crash reported (a stop keeps later events)
+        if writer.status.state == "ok":
+            break
+        time.sleep(0.01)
+    writer.close()
     assert "unclean_shutdown" in seen and seen["unclean_shutdown"]["previous_run_id"] == "run1"
     assert str(seen["unclean_shutdown"]["message"]).startswith("node restarted unexpectedly; ")
 
