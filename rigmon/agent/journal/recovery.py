@@ -93,7 +93,7 @@ class WriterRecovery(ABC):
         #: Events the writer made itself (ids ``<run_id>-journal-<n>``): those it keeps and ``journal_begun``.
         self._event_n = 0
         #: Taken by `_emit` and `hold_events`: an event goes to the sink, or is kept, never both nor neither.
-        self._emit_lock = threading.Lock()
+        self._emit_lock = threading.RLock()
         #: Set by `hold_events`: no frame follows, events are kept for the clean stop's record.
         self._holding = False
         #: Events that go with the clean stop's record: the agent's last ones, handed to `close`, and

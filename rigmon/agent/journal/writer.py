@@ -112,8 +112,8 @@ class JournalWriter(WriterRecovery):
         store. The clean stop's record carries the events no frame carried: ``events`` (the agent's
         last, emitted after its last frame), the writer's own from `hold_events` (or this call) on
         (a journal that failed or was replaced during the stop says so), and those of frames it
-        could not write. Past that deadline it is told to abandon: the call in progress (one batch's commit,
-        or one transaction of a maintenance pass) finishes, the frames still queued are not written
+        could not write. Past that deadline it is told to abandon: the call in progress (one
+        batch's commit, or one transaction of a maintenance pass) finishes, the frames still queued are not written
         (counted in `frames_not_written`, logged) and the stop is not recorded, so the next start
         reports the run as not stopped cleanly. Only frames not written make a stop unclean: a
         maintenance pass (the last, or a periodic one the stop came in: it yields to the frames) is
@@ -285,6 +285,8 @@ class JournalWriter(WriterRecovery):
         opened at once when this one was removed or replaced under the writer since its last commit.
         """
         if store is None:
+            if complete:
+                self._stop_events_lost()
             return
         if not self._fate.take_store():
             # `close` has returned saying this thread writes nothing more: its connection stays
@@ -297,6 +299,8 @@ class JournalWriter(WriterRecovery):
                 # last one would take it where nobody reads it (the next start then finds the run
                 # missing, or open in the file now there). Not past the deadline: no open begins then.
                 store = self._unless_gone(store)
+                if store is None:
+                    self._stop_events_lost()
             if complete and store is not None:
                 # First the clean stop, then the maintenance: a pass that outlasts the deadline (or
                 # the process, killed meanwhile) costs no frame and does not make the stop unclean.
@@ -317,6 +321,12 @@ class JournalWriter(WriterRecovery):
         frames not written."""
         with self._emit_lock:
             return self._stop_events + self._unwritten_events
+
+    def _stop_events_lost(self) -> None:
+        """Log the events the clean stop's record would have carried when no journal takes it."""
+        lost = len(self._last_events())
+        if lost:
+            log.warning("journal %s: %d events of the stop not recorded: no journal could be opened", self.path, lost)
 
     def _may_maintain(self) -> bool:
         """Whether a periodic maintenance pass may go on: not once a stop is asked (the frames queued
