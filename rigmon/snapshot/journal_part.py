@@ -91,13 +91,13 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.run_clean = last_run.clean is True
     tick(f"{len(runs)} runs")
     span = reader.time_range()
-    # To the clean stop when the last run has one: the events of the stop (the journal's own trouble
-    # then) are recorded with it, after the last frame.
-    ends = [span[1]] if span else []
-    if last_run is not None and last_run.clean and last_run.stopped_at is not None:
-        ends.append(last_run.stopped_at)
-    part.to_at = max(ends) if ends else time.time()
-    part.from_at = part.to_at - since_s
+    last_at = span[1] if span else None
+    stopped_at = last_run.stopped_at if last_run is not None and last_run.clean else None
+    # The window is ``since_s`` before the last frame, and runs on to the clean stop when the last run has
+    # one: the events of the stop (the journal's own trouble then) are recorded with it, after the last frame.
+    end = last_at if last_at is not None else stopped_at if stopped_at is not None else time.time()
+    part.from_at = end - since_s
+    part.to_at = end if stopped_at is None else max(end, stopped_at)
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
     # The journal's own directory, not its salvaged copy's.
@@ -119,8 +119,8 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
     frames = reader.frames_gzip(part.from_at, part.to_at)
     part.frames_gz, part.frame_count = frames.body, frames.count
-    if frames.count and span is not None:
-        part.latest = reader.frames(span[1], span[1], 1)[0]
+    if frames.count and last_at is not None:
+        part.latest = reader.frames(last_at, last_at, 1)[0]
     tick(f"{frames.count} frames")
 
 
