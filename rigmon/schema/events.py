@@ -158,6 +158,10 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "peer_path_recovered": _PEER,
 }
 
+#: Kinds the journal writes and no frame carries (the journal's readers show them: /v1/history, snapshots,
+#: replays): no rule in the agent sees them, so an event rule on one is refused.
+JOURNAL_ONLY_KINDS = frozenset({"journal_begun"})
+
 
 def data_type(kind: Mapping[str, EventDataType], key: str) -> EventDataType | None:
     """The type of data ``key`` in events of one kind (its entry of `EVENT_KINDS`); ``None``: never carried."""

@@ -8,7 +8,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from rigmon.agent.journal import JournalReader, JournalWriter
+from rigmon.alarms.event_kinds import check_event_rule
 from rigmon.config import JournalSection
 from rigmon.schema import Event
 from tests.agent.test_journal import T0, FakeClock
@@ -81,3 +84,9 @@ def test_a_journal_that_simply_goes_on_says_nothing_of_a_beginning(tmp_path: Pat
     assert writer.close(timeout_s=10.0)
     with JournalReader(writer.path) as reader:
         assert reader.events(T0 - 1, T0 + 100) == []
+
+
+def test_an_event_rule_on_journal_begun_is_refused() -> None:
+    """It travels in no frame, so no rule in the agent would ever see it."""
+    with pytest.raises(ValueError, match="'journal_begun' events are written in the journal only"):
+        check_event_rule("journal_begun", {})
