@@ -86,7 +86,7 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.node = last_run.node
         part.info = _decode_info(last_run.info)
         part.config = redact(json.loads(last_run.config)) if last_run.config else None
-        part.run_end = run_end(reader, last_run)
+        part.run_end = run_end(reader, last_run, source)
         # A run still marked running (killed, or still going) or found dead: not a clean stop.
         part.run_clean = last_run.clean is True
     tick(f"{len(runs)} runs")

@@ -55,7 +55,6 @@ def journal_path(state_dir: str | Path) -> Path:
     return path if path.suffix == ".sqlite3" or path.name.startswith(JOURNAL_FILE + ".") else path / JOURNAL_FILE
 
 
-
 def read_error(path: Path, exc: BaseException) -> str:
     """What is wrong with the journal file ``path`` that reading it raised ``exc``: a sentence naming the
     file, for the operator (a bundle's ERRORS.txt, the command's message), never a Python class name.
