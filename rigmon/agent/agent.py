@@ -418,7 +418,12 @@ class Agent:
         journal_ended = True
         if self.journal is not None:
             # After the sampler: its last frames are queued; closing writes them and the clean stop.
-            journal_ended = await asyncio.to_thread(self.journal.close)
+            # No frame follows to carry the events emitted since the last one (the journal's own
+            # among them, once handed to the loop: the sleep lets those calls run); the clean stop's
+            # record does, and the writer keeps its own from here on.
+            self.journal.hold_events()
+            await asyncio.sleep(0)
+            journal_ended = await asyncio.to_thread(self.journal.close, None, self.sampler.take_events())
         if self._state_lock is not None:
             release, self._state_lock = self._state_lock.release, None
             if self.journal is None:

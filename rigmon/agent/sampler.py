@@ -179,6 +179,12 @@ class Sampler:
         self._pending_events.append(event)
         return event
 
+    def take_events(self) -> tuple[Event, ...]:
+        """The events emitted since the last frame, taken: at the stop no frame follows to carry them
+        (the agent hands them to the journal's clean stop)."""
+        events, self._pending_events = tuple(self._pending_events), []
+        return events
+
     async def run(self) -> None:
         """Sample until cancelled or `stop` is called; raise what stopped it if a tick failed.
 

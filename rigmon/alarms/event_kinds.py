@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rigmon.schema.events import EVENT_KINDS, data_type, fits
+from rigmon.schema.events import EVENT_KINDS, JOURNAL_ONLY_KINDS, data_type, fits
 from rigmon.typed import as_written
 
 
@@ -20,6 +20,9 @@ def check_event_rule(event: str, data: Mapping[str, Sequence[object]]) -> None:
     if kind is None:
         raise ValueError(f"event: no event kind {event!r}{_close(event, EVENT_KINDS)} "
                          f"(known: {', '.join(sorted(EVENT_KINDS))})")
+    if event in JOURNAL_ONLY_KINDS:
+        raise ValueError(f"event: {event!r} events are written in the journal only (no frame carries them, so "
+                         "no rule sees them): a rule on them would never fire")
     for key, allowed in data.items():
         if not allowed:
             # No value matches an empty list: the rule could never fire.

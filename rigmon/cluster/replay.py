@@ -16,6 +16,7 @@ node names, frames, events and sources are cleaned of terminal control character
 
 from __future__ import annotations
 
+import bisect
 import copy
 import zlib
 from dataclasses import dataclass, replace
@@ -28,7 +29,7 @@ from rigmon.cluster.replay_checkpoints import checkpoint_spacing, node_copy_byte
 from rigmon.cluster.replay_clocks import NodeClock, node_clocks, unknown_clocks
 from rigmon.cluster.sanitise import clean_record, clean_text
 from rigmon.cluster.store import ClusterStore, NodeStore
-from rigmon.schema import Frame
+from rigmon.schema import Event, Frame
 
 if TYPE_CHECKING:
     # Types only at import: the bundle code (journal, gzip) is loaded when a bundle is opened, so
@@ -116,6 +117,17 @@ def clean_bundle(bundle: Bundle) -> Bundle:
     return replace(bundle, manifest=manifest, nodes=nodes, cut_short=cut_short)
 
 
+def loose_events(node: NodeBundle) -> list[Event]:
+    """The events of ``node`` that none of its frames carries, from its first frame on: those its journal
+    recorded with the agent's clean stop, after its last frame (no frame follows a stop), and those of
+    frames the journal could not write. A replay files them at their own time, as it files frames."""
+    if not node.frames:
+        return []
+    carried = {e.id for f in node.frames for e in f.events}
+    first_at = min(f.taken_at for f in node.frames)
+    return [e for e in node.events if e.id not in carried and e.at >= first_at]
+
+
 def store_key(node: NodeBundle) -> str:
     """A replayed node's store key (stands for an agent URL on the screens) when its name is
     the only one of its kind in the bundle (else see `store_keys`)."""
@@ -166,10 +178,20 @@ class Replay:
             timeline += [(clock.replay_time(f.taken_at), index, self.keys[index], f) for f in node.frames]
         timeline.sort(key=lambda item: (item[0], item[1], item[3].seq))
         self._timeline = timeline
+        # The events no frame carries (`loose_events`), each with the replay's time when its node's clock read its ``at``.
+        loose: list[tuple[float, int, str, Event]] = []
+        for index, (node, clock) in enumerate(zip(bundle.nodes, self.clocks)):
+            loose += [(clock.replay_time(e.at), index, self.keys[index], e) for e in loose_events(node)]
+        loose.sort(key=lambda item: (item[0], item[1]))
+        self._loose = loose
+        self._loose_at = [item[0] for item in loose]
+        #: Loose events filed so far (those at or before the last frame filed, and before the cursor).
+        self._loose_fed = 0
         self.start_at = timeline[0][0] if timeline else float(bundle.manifest.get("created_at") or 0.0)
         watched = [c.watched_until for c in self.clocks if c.watched_until is not None]
-        # To the last pull: a node silent from long before it shows as stale (as it was) at the end.
-        self.end_at = max([timeline[-1][0], *watched]) if timeline else self.start_at
+        # To the last pull: a node silent from long before it shows as stale (as it was) at the end; to the
+        # events of the last clean stop.
+        self.end_at = max([timeline[-1][0], *watched, *self._loose_at]) if timeline else self.start_at
         self.clock = ReplayClock(self.start_at)
         self.at = self.start_at
         self.playing = True
@@ -240,6 +262,7 @@ class Replay:
         # where the cursor stood before.
         self.clock.at = self.start_at
         self._fed = 0
+        self._loose_fed = 0
         self._trackers = {}
         entries = self.bundle.manifest.get("nodes") or []
         for index, (key, node) in enumerate(zip(self.keys, self.bundle.nodes)):
@@ -266,6 +289,7 @@ class Replay:
         touched: dict[str, float] = {}
         while self._fed < len(self._timeline) and self._timeline[self._fed][0] <= until_at:
             filed_at, _, key, frame = self._timeline[self._fed]
+            self._file_loose(cluster, filed_at, touched)
             self.clock.at = filed_at
             store = cluster.nodes[key]
             # The alarms' times are the node's own (as its events' are).
@@ -283,9 +307,19 @@ class Replay:
                 # The clock is the replay's own (shared by every store), not part of a state.
                 self._checkpoints[self._fed] = copy.deepcopy((cluster.nodes, self._trackers),
                                                              {id(self.clock): self.clock})
+        self._file_loose(cluster, until_at, touched)
         self.clock.at = until_at
         self._set_alarms(cluster, touched)
         return fed
+
+    def _file_loose(self, cluster: ClusterStore, until_at: float, touched: dict[str, float]) -> None:
+        """File the loose events (`loose_events`) at or before ``until_at`` not filed yet."""
+        while self._loose_fed < len(self._loose) and self._loose[self._loose_fed][0] <= until_at:
+            _, _, key, event = self._loose[self._loose_fed]
+            cluster.nodes[key].add_events((event,))
+            self._trackers[key].apply(event)
+            touched[key] = max(touched.get(key, event.at), event.at)
+            self._loose_fed += 1
 
     def _set_alarms(self, cluster: ClusterStore, touched: dict[str, float]) -> None:
         for key, last_at in touched.items():
@@ -299,6 +333,8 @@ class Replay:
             self._restart(cluster)
             return
         self._fed = max(usable)
+        # The loose events filed with a checkpoint's frames: those at or before its last frame (see `_feed`).
+        self._loose_fed = bisect.bisect_right(self._loose_at, self._timeline[self._fed - 1][0])
         nodes, trackers = copy.deepcopy(self._checkpoints[self._fed], {id(self.clock): self.clock})
         cluster.clear()  # the cluster rules start over, as after a restart
         cluster.rules.recorded_until = dict(self._recorded_until)

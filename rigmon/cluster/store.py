@@ -165,9 +165,22 @@ class NodeStore:
         self.latest_whole = whole
         self.summary = summary
         self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
-        self.events.extend(frame.events)
-        if frame.events:
-            alarm_events = [e for e in frame.events if e.kind in ALARM_EVENT_KINDS]
+        self._file_events(frame.events)
+        self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
+        return 1
+
+    def add_events(self, events: Sequence[Event]) -> None:
+        """File events that came without a frame: in a replay, those a journal recorded with the agent's
+        clean stop, after its last frame (no frame follows a stop to carry them)."""
+        if events:
+            self._file_events(events)
+            self._changes += 1
+
+    def _file_events(self, events: Sequence[Event]) -> None:
+        """Into the events; alarm transitions among them move the alarm list on."""
+        self.events.extend(events)
+        if events:
+            alarm_events = [e for e in events if e.kind in ALARM_EVENT_KINDS]
             self._alarm_events.extend(alarm_events)
             if self.alarm_list is not None and alarm_events:
                 alarms = with_alarm_events(self.alarm_list, alarm_events)
@@ -176,8 +189,6 @@ class NodeStore:
                     # alarms are "as of" here.
                     self.alarms_at = self.clock.time()
                 self.alarm_list = alarms
-        self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
-        return 1
 
     def _run_changed(self, frame: Frame) -> None:
         """``frame`` is the first of a new agent run: the old run's alarms that the new run did not

@@ -76,6 +76,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "journal_failed": {"error": "text"},
     "journal_set_aside": {"error": "text", "kept_as": "text"},
     "journal_dropped": {"dropped_total": "number"},
+    # written by the journal alone, first in a journal begun afresh (reason: set_aside, removed, replaced)
+    "journal_begun": {"reason": "text", "noticed_at": "number", "error": "text", "kept_as": "text"},
     "alarm_pending": _ALARM,
     "alarm_firing": _ALARM,
     "alarm_resolved": _ALARM,
@@ -161,6 +163,10 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "peer_path_degraded": _PEER,
     "peer_path_recovered": _PEER,
 }
+
+#: Kinds the journal writes and no frame carries (the journal's readers show them: /v1/history, snapshots,
+#: replays): no rule in the agent sees them, so an event rule on one is refused.
+JOURNAL_ONLY_KINDS = frozenset({"journal_begun"})
 
 
 def data_type(kind: Mapping[str, EventDataType], key: str) -> EventDataType | None:

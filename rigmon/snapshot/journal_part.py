@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rigmon.agent.journal import JournalError, JournalReader, journal_path
-from rigmon.agent.journal.layout import FORMAT_VERSION
+from rigmon.agent.journal.layout import FORMAT_VERSION, read_error
 from rigmon.agent.journal.read_only import check_journal_file
 from rigmon.agent.journal.salvage import salvage
 from rigmon.redact import redact
@@ -47,7 +47,7 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
                               + "; ".join(reader.unreadable[:5]))
         return part
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
-        first = f"{type(exc).__name__}: {exc}"
+        first = read_error(journal_path(path), exc)
     try:
         # Nothing to salvage where there is no file, or none this user may read (the error says which).
         check_journal_file(journal_path(path))
@@ -72,7 +72,8 @@ def read_journal(path: str | Path, since_s: float, progress: Progress | None = N
                           f"({saved.frames} frames, {saved.events} events); could not be read: {unread}")
     except (JournalError, SchemaError, ValueError, OSError, sqlite3.DatabaseError, zlib.error) as exc:
         part = NodePart(node=part.node, source=part.source)
-        return pull_failed(part, f"{first}; and nothing could be salvaged: {exc}", progress, STEPS_PER_NODE - ticked)
+        return pull_failed(part, f"{first}; and nothing of it could be salvaged ({read_error(journal_path(path), exc)})",
+                           progress, STEPS_PER_NODE - ticked)
     return part
 
 
@@ -85,13 +86,18 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.node = last_run.node
         part.info = _decode_info(last_run.info)
         part.config = redact(json.loads(last_run.config)) if last_run.config else None
-        part.run_end = run_end(reader, last_run)
+        part.run_end = run_end(reader, last_run, source)
         # A run still marked running (killed, or still going) or found dead: not a clean stop.
         part.run_clean = last_run.clean is True
     tick(f"{len(runs)} runs")
     span = reader.time_range()
-    part.to_at = span[1] if span else time.time()
-    part.from_at = part.to_at - since_s
+    last_at = span[1] if span else None
+    stopped_at = last_run.stopped_at if last_run is not None and last_run.clean else None
+    # The window is ``since_s`` before the last frame, and runs on to the clean stop when the last run has
+    # one: the events of the stop (the journal's own trouble then) are recorded with it, after the last frame.
+    end = last_at if last_at is not None else stopped_at if stopped_at is not None else time.time()
+    part.from_at = end - since_s
+    part.to_at = end if stopped_at is None else max(end, stopped_at)
     interval_s = part.info.interval_s if part.info else 1.0
     part.capture_errors = ["no live capture: bundle made from the journal alone"]
     # The journal's own directory, not its salvaged copy's.
@@ -113,8 +119,8 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
     frames = reader.frames_gzip(part.from_at, part.to_at)
     part.frames_gz, part.frame_count = frames.body, frames.count
-    if frames.count:
-        part.latest = reader.frames(part.to_at, part.to_at, 1)[0]
+    if frames.count and last_at is not None:
+        part.latest = reader.frames(last_at, last_at, 1)[0]
     tick(f"{frames.count} frames")
 
 

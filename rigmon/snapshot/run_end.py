@@ -13,8 +13,10 @@ from __future__ import annotations
 import sqlite3
 import time
 import zlib
+from pathlib import Path
 
 from rigmon.agent.journal import JournalReader
+from rigmon.agent.journal.layout import read_error
 from rigmon.agent.journal.runs import FINAL_WINDOW_S, RunRecord, rail_rank
 
 #: Rail series and power series named in the summary of a run's final seconds.
@@ -46,12 +48,14 @@ def final_summary(final: dict[str, tuple[float, float]]) -> str | None:
     return ", ".join(details) or None
 
 
-def run_end(reader: JournalReader, run: RunRecord) -> str:
+def run_end(reader: JournalReader, run: RunRecord, source: Path | None = None) -> str:
     """One sentence on how ``run`` (the journal's last) ended: stopped cleanly, or not, with its last frame.
 
     Args:
         reader: the journal the run is recorded in.
         run: its last run record.
+        source: the journal file named when its frames cannot be read (default: the reader's; a salvaged
+            copy's reader is given the journal it was salvaged from).
 
     Returns:
         The sentence, times in UTC on the node's clock.
@@ -68,7 +72,7 @@ def run_end(reader: JournalReader, run: RunRecord) -> str:
         last_at, final = reader.final_readings(run.run_id)
     except (sqlite3.DatabaseError, zlib.error, ValueError) as exc:
         # A damaged journal: the bundle still says how the run ended, and the node's error what was lost.
-        return f"{said}; its last frames could not be read ({type(exc).__name__}: {exc})."
+        return f"{said}; its last frames could not be read ({read_error(source or reader.path, exc)})."
     if last_at is None:
         return f"{said}; it recorded no frame."
     summary = final_summary(final)

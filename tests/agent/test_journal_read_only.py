@@ -82,5 +82,5 @@ def test_a_journal_this_user_may_not_read_is_said_to_be_so(tmp_path: Path, unrea
     assert proc.returncode == 0, proc.stderr
     journal = state / "journal.sqlite3"
     assert f"reader: cannot read journal {journal}: permission denied" in proc.stdout
-    assert f"snapshot: JournalError: cannot read journal {journal}: permission denied" in proc.stdout
+    assert f"snapshot: cannot read journal {journal}: permission denied" in proc.stdout
     assert "no journal" not in proc.stdout

@@ -22,6 +22,7 @@ FORWARDERS = {
     ("rigmon/agent/agent.py", "kind"),  # the journal's events, handed to the loop
     ("rigmon/agent/alarm_state.py", "kind"),  # _report("alarm_state_...")
     ("rigmon/agent/check.py", "d"),  # rigmon check turns collectors' drafts into events
+    ("rigmon/agent/journal/recovery.py", "kind"),  # the journal's _emit keeps its events at the stop
     ("rigmon/agent/guard/shared.py", "kind"),  # the guard's event(...)
     ("rigmon/agent/sampler.py", "record.kind"),  # collectors' EventDrafts
     ("rigmon/agent/sampler.py", "kind"),  # emit_event itself

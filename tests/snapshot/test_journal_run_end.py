@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from rigmon.agent.journal import JournalStore
+from rigmon.schema import Event
 from rigmon.snapshot.bundle import read_bundle
 from rigmon.snapshot.command import write_snapshot
 from rigmon.snapshot.journal_part import read_journal
@@ -57,3 +58,20 @@ def test_the_final_seconds_name_the_rail_minimum_and_the_highest_power() -> None
     assert final_summary(final) == "psu_rail.volts.min_volts min 11.255 V, gpus[0].power_w max 310 W"
     assert final_summary({"host.cpu_pct": (1.0, 2.0)}) is None
 
+
+
+def test_the_events_of_a_clean_stop_are_in_the_window_and_its_frames_stay(tmp_path: Path) -> None:
+    """The clean stop's record carries the events of the stop, after the last frame: the window runs on to
+    the stop, and still holds the frames before it when the stop came long after them (a journal failing)."""
+    state = tmp_path / "state"
+    store = JournalStore(state, FakeClock())
+    store.begin_run("run1", "n1", T0)
+    store.write([frame(i + 1, T0 + i, 40.0 + i) for i in range(30)])
+    failed = Event(id="run1-journal-1", at=T0 + 7200, kind="journal_failed", severity="warning", subject="journal",
+                   message="journal: disk I/O error")
+    store.end_run("run1", T0 + 7200.5, [("run1", failed)])
+    store.close()
+    part = read_journal(state, 3600)
+    assert (part.from_at, part.to_at) == (T0 + 29 - 3600, T0 + 7200.5)
+    assert part.events == (failed,) and part.frame_count == 30
+    assert part.latest is not None and part.latest.seq == 30

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import zlib
 from pathlib import Path
 
 JOURNAL_FILE = "journal.sqlite3"
@@ -52,3 +54,27 @@ def journal_path(state_dir: str | Path) -> Path:
     path = Path(state_dir)
     return path if path.suffix == ".sqlite3" or path.name.startswith(JOURNAL_FILE + ".") else path / JOURNAL_FILE
 
+
+def read_error(path: Path, exc: BaseException) -> str:
+    """What is wrong with the journal file ``path`` that reading it raised ``exc``: a sentence naming the
+    file, for the operator (a bundle's ERRORS.txt, the command's message), never a Python class name.
+
+    Args:
+        path: the journal file read.
+        exc: what reading it raised (`JournalError`, SQLite's, zlib's, a decoding error, an OS error).
+    """
+    text = str(exc).strip()
+    if isinstance(exc, JournalError):
+        # Its message says what is wrong, and mostly names the file already.
+        return text if str(path) in text else f"journal {path}: {text}"
+    if isinstance(exc, zlib.error):
+        what = "frames stored in it do not decompress (their bytes are damaged)"
+    elif isinstance(exc, sqlite3.DatabaseError):
+        what = "SQLite cannot read it (a damaged or foreign file)"
+    elif isinstance(exc, OSError):
+        what, text = "it cannot be read", exc.strerror or text
+    elif isinstance(exc, ValueError):
+        what = "a record stored in it does not decode (damaged, or written by another rigmon)"
+    else:
+        what = "it cannot be read"
+    return f"journal {path}: {what}: {text}" if text else f"journal {path}: {what}"

@@ -1,6 +1,13 @@
 """The journal writer's store and its failures: opened, written and maintained; a journal damaged,
 removed or replaced under the writer set aside or followed; failures shown in the writer's status
-and events, and the frames that could not be written counted (their events kept for later)."""
+and events, and the frames that could not be written counted (their events kept for later).
+
+Events go out through the agent's sampler, in its next frame, which the journal then records. At
+the stop no frame follows: from `WriterRecovery.hold_events` on, the writer keeps its events and
+writes them with the clean stop's record (`JournalStore.end_run`). A journal begun afresh (the file
+set aside, removed or replaced under the writer) says why in its first commit: a ``journal_begun``
+event written with the run's start record (`JournalStore.begin_run`).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import threading
 import time
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rigmon.agent.journal.damage import (
@@ -28,6 +35,8 @@ from rigmon.clock import Clock
 from rigmon.config import JournalSection
 from rigmon.schema import CollectorStatus, Event, Frame, Severity
 
+EventData = dict[str, str | int | float | bool | None]
+
 log = logging.getLogger(__name__)
 
 #: Events of frames that could not be written, kept to be written with the first frames that
@@ -35,7 +44,7 @@ log = logging.getLogger(__name__)
 MAX_UNWRITTEN_EVENTS = 1000
 
 #: Called from the writer thread: kind, severity, subject, message, data.
-EventSink = Callable[[str, Severity, str, str, dict[str, str | int | float | bool | None]], None]
+EventSink = Callable[[str, Severity, str, str, EventData], None]
 
 
 class WriterRecovery(ABC):
@@ -81,6 +90,18 @@ class WriterRecovery(ABC):
         #: Whether the next open may create the state directory (until it has existed).
         self._may_make_dir = True
         self._opened: tuple[int, int] | None = None  # the open journal's `file_identity`, to notice its removal
+        #: Events the writer made itself (ids ``<run_id>-journal-<n>``): those it keeps and ``journal_begun``.
+        self._event_n = 0
+        #: Taken by `_emit` and `hold_events`: an event goes to the sink, or is kept, never both nor neither.
+        self._emit_lock = threading.RLock()
+        #: Set by `hold_events`: no frame follows, events are kept for the clean stop's record.
+        self._holding = False
+        #: Events that go with the clean stop's record: the agent's last ones, handed to `close`, and
+        #: the writer's own since `hold_events`.
+        self._stop_events: list[tuple[str, Event]] = []
+        #: Why the next journal opened is not the one written so far (set aside, removed, replaced):
+        #: the ``journal_begun`` event its first commit records.
+        self._begun: Event | None = None
 
     @property
     def status(self) -> CollectorStatus:
@@ -95,13 +116,61 @@ class WriterRecovery(ABC):
             JournalError, sqlite3.Error, OSError: it cannot be opened (`JournalDamaged`: set it aside).
         """
 
-    def _emit(self, kind: str, severity: Severity, message: str,
-              data: dict[str, str | int | float | bool | None] | None = None) -> None:
-        if self._sink is not None:
-            try:
-                self._sink(kind, severity, "journal", message, data or {})
-            except Exception:  # noqa: BLE001 - reporting must not kill the writer
-                log.exception("journal event sink failed")
+    def hold_events(self) -> None:
+        """From now on keep the writer's events for the clean stop's record instead of handing them to
+        the sink: the agent's sampler has stopped, and no frame will carry them.
+
+        Every event handed to the sink before this returns has been handed whole (the agent then takes
+        the sampler's last events, those among them: see `rigmon.agent.agent.Agent`'s stop).
+        """
+        with self._emit_lock:
+            self._holding = True
+
+    def _release_events(self) -> None:
+        """A new start: events go to the sink again; none kept from the last stop."""
+        with self._emit_lock:
+            self._holding = False
+            self._stop_events = []
+
+    def _keep_for_stop(self, events: Iterable[Event]) -> None:
+        """Keep ``events`` (the agent's last, not carried by any frame) for the clean stop's record."""
+        with self._emit_lock:
+            self._stop_events += [(self.run_id, event) for event in events]
+
+    def _event(self, kind: str, severity: Severity, message: str, data: EventData) -> Event:
+        """An event of the writer's own making (not the sampler's: it goes into the journal only)."""
+        self._event_n += 1
+        return Event(id=f"{self.run_id}-journal-{self._event_n}", at=self.clock.time(), kind=kind,
+                     severity=severity, subject="journal", message=message, data=data)
+
+    def _emit(self, kind: str, severity: Severity, message: str, data: EventData | None = None) -> None:
+        with self._emit_lock:
+            if self._holding:
+                self._stop_events.append((self.run_id, self._event(kind, severity, message, dict(data or {}))))
+                return
+            if self._sink is not None:
+                try:
+                    self._sink(kind, severity, "journal", message, data or {})
+                except Exception:  # noqa: BLE001 - reporting must not kill the writer
+                    log.exception("journal event sink failed")
+
+    def _begin_afresh(self, reason: str, message: str, error: str, kept_as: str | None = None) -> None:
+        """Say in the next journal opened why it is not the one written so far.
+
+        Args:
+            reason: ``set_aside``, ``removed`` or ``replaced``.
+            message: the sentence's end, after the time it was noticed.
+            error: what the writer found (its status then).
+            kept_as: where a journal set aside was kept.
+        """
+        now = self.clock.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
+        self._begun = self._event("journal_begun", "warning", f"journal begun afresh at {stamp} UTC: {message}",
+                                  {"reason": reason, "noticed_at": now, "error": error, "kept_as": kept_as})
+
+    def _begun_events(self) -> list[tuple[str, Event]]:
+        """What a journal opened now records first: why it was begun afresh, when it was (see `_begin_afresh`)."""
+        return [] if self._begun is None else [(self.run_id, self._begun)]
 
     def _set_status(self, error: str | None, duration_s: float | None = None) -> None:
         before = self._status
@@ -134,6 +203,8 @@ class WriterRecovery(ABC):
                 return None
             # The journal set aside may hold a run that crashed (the power cut that damaged it).
             unclean = (runs_left_open(self._kept, self.run_id) if self._kept is not None else []) + unclean
+        # Recorded with the run's start in the journal just opened (see `_open_store`).
+        self._begun = None
         for run in unclean:
             message, data = unclean_message(run, self.started_at)
             self._emit("unclean_shutdown", "warning", message, data)
@@ -153,6 +224,8 @@ class WriterRecovery(ABC):
         self._emit("journal_set_aside", "warning",
                    f"journal could not be used ({error}); kept as {kept.name}, recording into a new journal",
                    {"error": error, "kept_as": str(kept)})
+        self._begin_afresh("set_aside", f"the journal written before could not be used ({error}) and was kept "
+                           f"as {kept.name}; what it holds is not in this file", error, str(kept))
         return True
 
     def _replace_damaged(self, store: JournalStore, error: str) -> JournalStore | None:
@@ -183,6 +256,15 @@ class WriterRecovery(ABC):
         with contextlib.suppress(sqlite3.Error):
             store.close()
         self._set_status(gone)
+        if self.path.exists():
+            self._begin_afresh("replaced", "the journal file this agent wrote was replaced while it ran; it records "
+                               "into the file now there from here on", gone)
+        elif not self.path.parent.is_dir():
+            self._begin_afresh("removed", "the state directory was removed while the agent ran, with the journal "
+                               "written before; what it held is not in this file", gone)
+        else:
+            self._begin_afresh("removed", "the journal file written before was removed while the agent ran; what it "
+                               "held is not in this file", gone)
         return self._open()
 
     def _may_write(self) -> bool:

@@ -167,10 +167,11 @@ class JournalStore(JournalUpkeep):
         self.conn.close()
 
     def begin_run(self, run_id: str, node: str, started_at: float, info_json: str | None = None,
-                  config_json: str | None = None) -> list[UncleanRun]:
+                  config_json: str | None = None, events: Sequence[tuple[str, Event]] = ()) -> list[UncleanRun]:
         """Record the start of a run; return earlier runs that never stopped cleanly.
 
-        Those runs are marked as ended at their last frame, so each is reported once.
+        Those runs are marked as ended at their last frame, so each is reported once. ``events``
+        (``(run_id, event)``) are written in the same transaction: why a journal was begun afresh.
         """
         unclean: list[UncleanRun] = []
         rows = self.conn.execute(
@@ -187,12 +188,17 @@ class JournalStore(JournalUpkeep):
             self.conn.execute(
                 "INSERT OR REPLACE INTO runs(run_id, node, started_at, stopped_at, clean, info, config) "
                 "VALUES (?, ?, ?, NULL, NULL, ?, ?)", (run_id, node, started_at, info_json, config_json))
+            for event_run, event in events:
+                self._insert_event(event_run, event)
         return unclean
 
-    def end_run(self, run_id: str, stopped_at: float) -> None:
-        """Record a clean stop of the run."""
+    def end_run(self, run_id: str, stopped_at: float, events: Sequence[tuple[str, Event]] = ()) -> None:
+        """Record a clean stop of the run, and with it (one transaction) ``events`` (``(run_id, event)``):
+        those no frame carried (emitted during the stop, or of frames that could not be written)."""
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
+            for event_run, event in events:
+                self._insert_event(event_run, event)
             self.conn.execute("UPDATE runs SET stopped_at = ?, clean = 1 WHERE run_id = ?", (stopped_at, run_id))
 
     def write(self, frames: Sequence[Frame], events: Sequence[tuple[str, Event]] = ()) -> None:

@@ -8,7 +8,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rigmon.agent.journal.damage import (
@@ -25,7 +25,7 @@ from rigmon.agent.journal.runs import UncleanRun
 from rigmon.agent.journal.store import JournalStore
 from rigmon.clock import Clock
 from rigmon.config import JournalSection
-from rigmon.schema import Frame
+from rigmon.schema import Event, Frame
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ class JournalWriter(WriterRecovery):
             RuntimeError: the last start's thread has not ended (left in a stuck disk write by `close`).
         """
         self._fate.begin(str(self.path))
+        self._release_events()
         self._drop_stop_marks()
         self._stop_asked.clear()
         self._abandon.clear()
@@ -103,13 +104,16 @@ class JournalWriter(WriterRecovery):
         except queue.Full:
             self._dropped += 1
 
-    def close(self, timeout_s: float | None = None) -> bool:
+    def close(self, timeout_s: float | None = None, events: Sequence[Event] = ()) -> bool:
         """Write what is queued, record the clean stop, and end the thread.
 
         Within ``timeout_s`` (default `CLOSE_TIMEOUT_S`) the thread writes every frame queued before
         the stop, then records the run's clean stop, runs a last maintenance pass and closes the
-        store. Past that deadline it is told to abandon: the call in progress (one batch's commit,
-        or one transaction of a maintenance pass) finishes, the frames still queued are not written
+        store. The clean stop's record carries the events no frame carried: ``events`` (the agent's
+        last, emitted after its last frame), the writer's own from `hold_events` (or this call) on
+        (a journal that failed or was replaced during the stop says so), and those of frames it
+        could not write. Past that deadline it is told to abandon: the call in progress (one
+        batch's commit, or one transaction of a maintenance pass) finishes, the frames still queued are not written
         (counted in `frames_not_written`, logged) and the stop is not recorded, so the next start
         reports the run as not stopped cleanly. Only frames not written make a stop unclean: a
         maintenance pass (the last, or a periodic one the stop came in: it yields to the frames) is
@@ -132,6 +136,9 @@ class JournalWriter(WriterRecovery):
         if thread is None:
             return self._fate.ended
         self._thread = None
+        # Before the stop is queued: the thread takes them with it (the queue orders the two).
+        self.hold_events()
+        self._keep_for_stop(events)
         self._stop_asked.set()
         if timeout_s is None:
             timeout_s = CLOSE_TIMEOUT_S
@@ -191,7 +198,8 @@ class JournalWriter(WriterRecovery):
         try:
             # Every page once: bad pages found now are set aside now, not met by a reader later.
             quick_check(store.conn)
-            unclean = store.begin_run(self.run_id, self.node, self.started_at, self._info_json, self._config_json)
+            unclean = store.begin_run(self.run_id, self.node, self.started_at, self._info_json, self._config_json,
+                                      self._begun_events())
         except BaseException as exc:
             store.close()
             if is_damage(exc) and not isinstance(exc, JournalDamaged):
@@ -205,8 +213,9 @@ class JournalWriter(WriterRecovery):
             self._record()
         except Exception as exc:  # noqa: BLE001 - said in the journal's status instead of a silent "ok"
             log.exception("journal writer stopped")
-            self._set_status(f"journal writer stopped ({type(exc).__name__}: {exc}); frames are no longer "
-                             "recorded until the agent restarts")
+            self._set_status(f"the journal writer of {self.path} stopped on an unexpected error "
+                             f"({str(exc).strip() or 'without a message'}: the agent's log has the details); frames "
+                             "are no longer recorded until the agent restarts")
         finally:
             self._fate.end()
 
@@ -276,6 +285,8 @@ class JournalWriter(WriterRecovery):
         opened at once when this one was removed or replaced under the writer since its last commit.
         """
         if store is None:
+            if complete:
+                self._stop_events_lost()
             return
         if not self._fate.take_store():
             # `close` has returned saying this thread writes nothing more: its connection stays
@@ -288,11 +299,13 @@ class JournalWriter(WriterRecovery):
                 # last one would take it where nobody reads it (the next start then finds the run
                 # missing, or open in the file now there). Not past the deadline: no open begins then.
                 store = self._unless_gone(store)
+                if store is None:
+                    self._stop_events_lost()
             if complete and store is not None:
                 # First the clean stop, then the maintenance: a pass that outlasts the deadline (or
                 # the process, killed meanwhile) costs no frame and does not make the stop unclean.
                 try:
-                    store.end_run(self.run_id, self.clock.time())
+                    store.end_run(self.run_id, self.clock.time(), self._last_events())
                 except sqlite3.Error as exc:
                     log.warning("journal: cannot record the clean stop: %s", exc)
                 self._maintain(store, self._may_write, last=True)
@@ -302,6 +315,18 @@ class JournalWriter(WriterRecovery):
                     store.close()
             except sqlite3.Error as exc:  # a journal found damaged past the deadline, kept as it was
                 log.warning("journal %s: closing it failed: %s", self.path, exc)
+
+    def _last_events(self) -> list[tuple[str, Event]]:
+        """The events the clean stop's record carries: those kept since `hold_events`, and those of
+        frames not written."""
+        with self._emit_lock:
+            return self._stop_events + self._unwritten_events
+
+    def _stop_events_lost(self) -> None:
+        """Log the events the clean stop's record would have carried when no journal takes it."""
+        lost = len(self._last_events())
+        if lost:
+            log.warning("journal %s: %d events of the stop not recorded: no journal could be opened", self.path, lost)
 
     def _may_maintain(self) -> bool:
         """Whether a periodic maintenance pass may go on: not once a stop is asked (the frames queued
