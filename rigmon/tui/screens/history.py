@@ -18,11 +18,11 @@ from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, keep_events, plot_data
 from rigmon.cluster.held_history import HeldHistory
+from rigmon.cluster.kept_events import MARK_KIND
 from rigmon.schema import Event, History
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.gauge import span_label
 from rigmon.tui.text import plain
-from rigmon.tui.widgets.event_list import MARK_KIND
 from rigmon.tui.widgets.history_chart import HistoryChart, event_level
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
