@@ -301,6 +301,9 @@ async def running_rig(
                         raise RuntimeError("agent server stopped during start-up")
                     await asyncio.sleep(0.01)
             running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers], wire)
+            for agent, server in zip(agents, servers):
+                # As `rigmon agent` does: `rigmon check --state-dir` finds the node's agent by its lock file.
+                agent.record_listening(f"127.0.0.1:{_bound_port(server)}")
             # The nodes' training scripts mark their checkpoints through the agents' API.
             tasks.append(asyncio.create_task(MarkPoster(rig.nodes, running.urls, tokens).run(), name="sim-marks"))
             yield running
