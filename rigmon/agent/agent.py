@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import platform
 import uuid
 from collections.abc import Sequence
@@ -23,14 +24,14 @@ from rigmon.agent.metrics import FrameCollector
 from rigmon.agent.rail_path import GpuPowerPathCollector
 from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.sampler import Sampler
-from rigmon.agent.state_lock import StateLock
+from rigmon.agent.state_lock import Listening, StateLock
 from rigmon.agent.to_the_end import to_the_end
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
-from rigmon.clock import Clock, SystemClock
+from rigmon.clock import Clock, SystemClock, clock_speed
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
-from rigmon.config import AgentConfig, ConfigKeyError
+from rigmon.config import AgentConfig, ConfigKeyError, local_url
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers
 from rigmon.notify.senders import Sender
@@ -165,6 +166,13 @@ class Agent:
         intervals = {
             name: config.collector(name).interval_s or config.agent.interval_s for name in collectors
         }
+        # The sampler ticks on real time; frames are stamped on ``clock``, which a simulated rig runs
+        # faster: what the agent reports (/v1/info, history steps, /metrics) and what the staleness rule
+        # judges frames by are intervals on that clock, the frames' own spacing.
+        speed = clock_speed(self.clock)
+        self.frame_interval_s = config.agent.interval_s * speed
+        """Seconds between frames on the agent's clock (``interval_s``; times the speed of a simulated one)."""
+        own_intervals = {name: interval_s * speed for name, interval_s in intervals.items()}
         self.sampler = Sampler(
             node=config.node_name,
             run_id=self.run_id,
@@ -185,7 +193,7 @@ class Agent:
             self.sampler.add_status("notify", self.notifiers.status)
         self.alarms = AlarmService(
             AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent,
-                        intervals=intervals),
+                        intervals=own_intervals),
             self.sampler.emit_event,
             self.notifiers,
             control=control_token is not None,
@@ -254,7 +262,7 @@ class Agent:
             run_id=self.run_id,
             agent_version=__version__,
             agent_start=self.sampler.agent_start,
-            interval_s=self.config.agent.interval_s,
+            interval_s=self.frame_interval_s,
             collectors=self.sampler.collector_names,
             kernel=self.root.read_attr("/proc/sys/kernel/osrelease") or platform.release(),
             buffer_frames=self.config.agent.buffer_frames,
@@ -281,7 +289,7 @@ class Agent:
             control_token=self.control_token,
             journal_path=journal_path(self.config.agent.state_dir) if self.journal is not None else None,
             journal_status=(lambda: journal.status) if journal is not None else None,
-            interval_s=self.config.agent.interval_s,
+            interval_s=self.frame_interval_s,
             now=self.clock.time,
             capture=self.capture,
             rate_limiter=RateLimiter(self.config.agent.rate_limit_per_s, self.config.agent.rate_limit_burst),
@@ -302,6 +310,15 @@ class Agent:
         guard_keeps = self.guard is not None and bool(self.config.agent.state_dir)
         if self._state_lock is None and (self.journal is not None or self.alarm_state is not None or guard_keeps):
             self._state_lock = StateLock(self.config.agent.state_dir)
+
+    def record_listening(self, bound: str) -> None:
+        """Record in the state directory's lock file that this agent serves on ``bound`` (``HOST:PORT``
+        as bound), with its token file and certificate, for ``rigmon check`` (`state_lock.listening_agent`)."""
+        if self._state_lock is not None:
+            a = self.config.agent
+            # Absolute: the check runs from another directory than the agent was started in.
+            files = [os.path.abspath(f) if f else "" for f in (a.token_file, a.tls_cert_file)]
+            self._state_lock.record_listening(Listening(local_url(bound, bool(a.tls_cert_file)), *files))
 
     def mark(self, text: str, by: str | None = None) -> Event:
         """Put a mark from the job (``epoch 3 checkpoint``) on the node's timeline: an event of kind ``mark``.
