@@ -28,7 +28,7 @@ from rigmon.agent.state_lock import Listening, StateLock
 from rigmon.agent.to_the_end import to_the_end
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
-from rigmon.clock import Clock, SystemClock, clock_speed
+from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
 from rigmon.config import AgentConfig, ConfigKeyError, local_url
@@ -166,13 +166,6 @@ class Agent:
         intervals = {
             name: config.collector(name).interval_s or config.agent.interval_s for name in collectors
         }
-        # The sampler ticks on real time; frames are stamped on ``clock``, which a simulated rig runs
-        # faster: what the agent reports (/v1/info, history steps, /metrics) and what the staleness rule
-        # judges frames by are intervals on that clock, the frames' own spacing.
-        speed = clock_speed(self.clock)
-        self.frame_interval_s = config.agent.interval_s * speed
-        """Seconds between frames on the agent's clock (``interval_s``; times the speed of a simulated one)."""
-        own_intervals = {name: interval_s * speed for name, interval_s in intervals.items()}
         self.sampler = Sampler(
             node=config.node_name,
             run_id=self.run_id,
@@ -193,7 +186,7 @@ class Agent:
             self.sampler.add_status("notify", self.notifiers.status)
         self.alarms = AlarmService(
             AlarmEngine(rules, config.node_name, self.clock, id_prefix=self.run_id, recent_limit=config.alarms.recent,
-                        intervals=own_intervals),
+                        intervals=intervals),
             self.sampler.emit_event,
             self.notifiers,
             control=control_token is not None,
@@ -262,7 +255,7 @@ class Agent:
             run_id=self.run_id,
             agent_version=__version__,
             agent_start=self.sampler.agent_start,
-            interval_s=self.frame_interval_s,
+            interval_s=self.config.agent.interval_s,
             collectors=self.sampler.collector_names,
             kernel=self.root.read_attr("/proc/sys/kernel/osrelease") or platform.release(),
             buffer_frames=self.config.agent.buffer_frames,
@@ -289,7 +282,7 @@ class Agent:
             control_token=self.control_token,
             journal_path=journal_path(self.config.agent.state_dir) if self.journal is not None else None,
             journal_status=(lambda: journal.status) if journal is not None else None,
-            interval_s=self.frame_interval_s,
+            interval_s=self.config.agent.interval_s,
             now=self.clock.time,
             capture=self.capture,
             rate_limiter=RateLimiter(self.config.agent.rate_limit_per_s, self.config.agent.rate_limit_burst),
