@@ -1,8 +1,9 @@
 """The tmux server the terminal tests drive: this test process's own (``tmux -L``).
 
 Not the default server: that is the developer's own, and the suite's pytest-xdist workers would
-share it, where one test's last session ending stops the server under another's ``new-session``
-("server exited unexpectedly").
+share it. And one kept running between tests (``exit-empty off``): by default a server exits with
+its last session, and a test's ``new-session`` right after the test before killed its own met the
+server exiting ("server exited unexpectedly").
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from pathlib import Path
 TMUX_SOCKET = f"rigmon-test-{os.getpid()}"
 
 
+_started: list[bool] = []
+
+
 def tmux_command(*args: str) -> list[str]:
-    """``tmux -L TMUX_SOCKET ARGS...``."""
+    """``tmux -L TMUX_SOCKET ARGS...``, the server started (and kept running without sessions) first."""
+    if not _started:
+        subprocess.run(["tmux", "-L", TMUX_SOCKET, "start-server", ";", "set-option", "-s", "exit-empty", "off"],
+                       check=True, capture_output=True)
+        _started.append(True)
     return ["tmux", "-L", TMUX_SOCKET, *args]
 
 
@@ -30,6 +38,7 @@ def tmux(*args: str) -> str:
 def _remove_server() -> None:
     """At the process's end: stop its server if a test left it running, and remove the socket file
     tmux leaves behind (``/tmp/tmux-UID/rigmon-test-PID``)."""
-    subprocess.run(tmux_command("kill-server"), capture_output=True, check=False)
+    if _started:
+        subprocess.run(tmux_command("kill-server"), capture_output=True, check=False)
     socket_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
     (socket_dir / TMUX_SOCKET).unlink(missing_ok=True)
