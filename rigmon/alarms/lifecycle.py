@@ -94,13 +94,14 @@ def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
 
 def repeated_message(count: int, since_at: float, latest: str) -> str:
     """The message of a latched (event) alarm that ``count`` events have kept firing since ``since_at``
-    (Unix seconds), the newest saying ``latest``.
+    (Unix seconds), the newest saying ``latest``: ``Xid 79 ... (2 events since 2026-11-28 02:00:00 UTC)``.
 
     It said the newest event's message alone, under the first one's "since": a node's second
     unclean shutdown read as if it had happened when the first did, and as if it were the only one.
     """
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(since_at))
-    return f"{count} events since {stamp} UTC; the latest: {latest}"
+    # The latest event's own words first: an alarm row cut at 80 columns keeps what happened.
+    return f"{latest} ({count} events since {stamp} UTC)"
 
 
 class UnknownAlarm(KeyError):

@@ -25,7 +25,7 @@ def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
                     (3603, "resolved", "gpu:2")]
     gpu1 = next(a for a in engine.recent() if a.subject == "gpu:1")
     assert gpu1.count == 2 and gpu1.value == 79 and gpu1.started_at == T0 + 1
-    assert gpu1.message == "2 events since 2023-11-14 22:13:21 UTC; the latest: Xid 79 again"
+    assert gpu1.message == "Xid 79 again (2 events since 2023-11-14 22:13:21 UTC)"
 
 
 def xid(source: str, at_s: float, code: int = 79, gpu: int = 1, bus: str | None = "0000:3b:00.0") -> Event:
@@ -94,7 +94,7 @@ def test_a_second_unclean_shutdown_while_the_first_alarm_fires_is_counted_since_
     new.evaluate_data({}, [event("unclean_shutdown", "node:n1", second)], T0 + 600)
     (alarm,) = new.active()
     assert alarm.id == "r1-a1" and alarm.started_at == T0 and alarm.count == 2
-    assert alarm.message == f"2 events since 2023-11-14 22:13:20 UTC; the latest: {second}"
+    assert alarm.message == f"{second} (2 events since 2023-11-14 22:13:20 UTC)"
 
 
 def test_acknowledging_an_event_alarm_resolves_it_a_state_alarm_stays_firing() -> None:
