@@ -74,7 +74,7 @@ _TIMEOUTS: dict[type[Exception], str] = {
 }
 #: The other httpx failures in the operator's words, most particular first (httpx's text follows).
 _FAMILIES: tuple[tuple[type[Exception], str], ...] = (
-    (httpx.RemoteProtocolError, "protocol error: the answer is not the HTTP the agent speaks"),
+    (httpx.RemoteProtocolError, "protocol error: the answer is not valid HTTP (is a rigmon agent at this URL?)"),
     (httpx.LocalProtocolError, "protocol error: this dashboard could not send the request"),
     (httpx.CloseError, "connection lost while closing it"),
     (httpx.ProxyError, "proxy failed (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in the environment)"),
@@ -146,13 +146,21 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def status_error(response: httpx.Response, body: bytes) -> AgentError:
-    """The `AgentError` for a non-200 ``response`` whose body is ``body`` (the agent's ``error`` when it sent one)."""
+def status_error(response: httpx.Response, body: bytes, token_from: str | None = None) -> AgentError:
+    """The `AgentError` for a non-200 ``response`` whose body is ``body`` (the agent's ``error`` when it sent one).
+
+    Args:
+        token_from: where the read token sent was given (`rigmon.cluster.config.NodeTarget.token_from`):
+            a 401 to a request that sent it says to check it there.
+    """
     try:
         detail = str(json.loads(body)["error"])
     except (ValueError, KeyError, TypeError, RecursionError):
         detail = response.reason_phrase
     if response.status_code == 401:
+        sent = response.request is not None and bool(response.request.headers.get("authorization"))
+        if token_from and sent:
+            return AgentError(f"401 unauthorized: {detail}; check that {token_from} holds this agent's read token", 401)
         return AgentError(f"401 unauthorized: {detail}", 401)
     if response.status_code == 403:
         return AgentError(f"403 forbidden: {detail}", 403)

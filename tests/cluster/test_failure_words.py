@@ -41,7 +41,7 @@ def not_tls() -> ssl.SSLError:
     (httpx.WriteTimeout(""), "timed out sending the request"),
     (httpx.PoolTimeout(""), "timed out waiting for a free connection to the agent"),
     (httpx.RemoteProtocolError("illegal status line: bytearray(b'SSH-2.0')"),
-     "protocol error: the answer is not the HTTP the agent speaks: illegal status line: bytearray(b'SSH-2.0')"),
+     "protocol error: the answer is not valid HTTP (is a rigmon agent at this URL?): illegal status line: bytearray(b'SSH-2.0')"),
     (httpx.LocalProtocolError("Illegal header value b' x'"),
      "protocol error: this dashboard could not send the request: Illegal header value b' x'"),
     (httpx.CloseError("[Errno 32] Broken pipe"), "connection lost while closing it: [Errno 32] Broken pipe"),
@@ -52,11 +52,11 @@ def not_tls() -> ssl.SSLError:
     (httpx.TooManyRedirects("Exceeded maximum allowed redirects."),
      "too many redirects (is the URL a rigmon agent's?): Exceeded maximum allowed redirects."),
     (httpx.DecodingError("Error -3 while decompressing data: incorrect header check"),
-     "cannot decode the answer (its Content-Encoding or text is broken): Error -3 while decompressing data: "
-     "incorrect header check"),
+     ("cannot decode the answer (its Content-Encoding or text is broken): Error -3 while decompressing data: "
+      "incorrect header check")),
     (httpx.InvalidURL("Invalid port: 'x'"), "not a valid URL: Invalid port: 'x'"),
-    (httpx.StreamClosed(), "the answer's stream was read wrongly: Attempted to read or stream content, but the "
-                           "stream has been closed."),
+    (httpx.StreamClosed(), ("the answer's stream was read wrongly: Attempted to read or stream content, but the "
+                            "stream has been closed.")),
 ])
 def test_each_httpx_family_in_plain_words(exc: Exception, reason: str) -> None:
     assert failure_reason(exc) == reason
@@ -73,7 +73,7 @@ def test_a_certificate_for_another_name_is_a_hostname_mismatch() -> None:
     message = "Hostname mismatch, certificate is not valid for 'node02'."
     exc = under(httpx.ConnectError(f"[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: {message}"),
                 verify_failed(62, message))
-    assert failure_reason(exc) == f"TLS failure: hostname mismatch: hostname mismatch, certificate is not valid for 'node02'."
+    assert failure_reason(exc) == "TLS failure: hostname mismatch: hostname mismatch, certificate is not valid for 'node02'."
 
 
 def test_https_to_a_plain_agent_says_it_does_not_speak_https() -> None:
