@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.cluster.incident import reason, rtt
-from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
@@ -193,7 +193,7 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
 def out_of_touch(view: NodeView, ended_at: float | None) -> bool:
     """Whether a row's figures are not current: the node is stale or unreachable, or its recording
     ended (``ended_at``); its second line then says so instead of trends, and the figures are faint."""
-    return ended_at is not None or view.state in ("stale", "unreachable")
+    return ended_at is not None or view.state in OUT_OF_TOUCH
 
 
 def grid(widths: Sequence[int]) -> Table:
@@ -215,6 +215,7 @@ class NodeRow(Widget, can_focus=True):
         "node-row--live",
         "node-row--stale",
         "node-row--unreachable",
+        "node-row--refused",
         "node-row--connecting",
         "node-row--ended",
         "node-row--alarm",
@@ -335,7 +336,7 @@ class NodeRow(Widget, can_focus=True):
         if self.ended_at is not None:
             # Its figures are its last frame's; not stale: the bundle cannot tell it from a clock behind.
             state = Text(ended_text(self.ended_at, self.stopped_cleanly), style=self._style("ended"))
-        elif view.state in ("stale", "unreachable"):
+        elif view.state in OUT_OF_TOUCH:
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:
                 state.append(": ").append(plain(view.reason))

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.schema import Info
 from rigmon.tui import format as fmt
 from rigmon.tui.recording_end import ended_text
@@ -34,7 +34,7 @@ def last_data(view: NodeView) -> str:
     if view.age_s is None:
         return "never"
     age = f"{fmt.age(view.age_s)} ago"
-    if view.state in ("stale", "unreachable") and view.last_data_at is not None:
+    if view.state in OUT_OF_TOUCH and view.last_data_at is not None:
         age += f" ({utc_clock(view.last_data_at)} UTC)"
     return age
 
@@ -47,6 +47,7 @@ class NodeStatus(Widget):
         "node-status--live",
         "node-status--stale",
         "node-status--unreachable",
+        "node-status--refused",
         "node-status--connecting",
         "node-status--ended",
     }
