@@ -145,10 +145,11 @@ class NodeScreen(Screen[None]):
         self.query_one("#node-body", VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...],
-             ended_at: float | None = None, stopped_cleanly: bool | None = None) -> None:
+             ended_at: float | None = None, stopped_cleanly: bool | None = None, note: str | None = None) -> None:
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once. ``ended_at``: in
         a replay, when the node's recording ended before the cursor (`rigmon.tui.recording_end`);
-        ``stopped_cleanly``: whether its agent did, where the bundle says (`Replay.stopped_cleanly`)."""
+        ``stopped_cleanly``: whether its agent did, where the bundle says (`Replay.stopped_cleanly`);
+        ``note``: another agent answers at its URL now (`rigmon.cluster.identity.AgentNames`)."""
         events = merge_xid_events(events)
         state = view.state if ended_at is None else ended_text(ended_at, stopped_cleanly)
         self.sub_title = f"{view.label or view.name} · {state}"
@@ -164,6 +165,7 @@ class NodeScreen(Screen[None]):
         status = self.query_one(NodeStatus)
         status.stopped_cleanly = stopped_cleanly
         status.ended_at = ended_at
+        status.note = note
         status.view = view
         status.info = info
         for group in self.query(SourceGroup):

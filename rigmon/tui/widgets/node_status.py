@@ -50,6 +50,7 @@ class NodeStatus(Widget):
         "node-status--refused",
         "node-status--connecting",
         "node-status--ended",
+        "node-status--note",
     }
     DEFAULT_CSS = """
     NodeStatus {
@@ -67,6 +68,9 @@ class NodeStatus(Widget):
     stopped_cleanly: reactive[bool | None] = reactive(None, layout=True)
     """In a replay, whether the node's agent stopped cleanly when its bundle says (a journal's bundle):
     said after "recording ended"; ``None`` when it does not."""
+    note: reactive[str | None] = reactive(None, layout=True)
+    """Another agent answers at the node's URL than before (`rigmon.cluster.identity.AgentNames`): said on a
+    line of its own, so that the data above and below is not read as the old node's; ``None``: none."""
 
     def render(self) -> RenderableType:
         view = self.view
@@ -91,6 +95,9 @@ class NodeStatus(Widget):
             ("run", plain(run), "seq", Text(seq)),
             ("restarts", Text(str(view.restarts)), "frames lost", Text(str(view.frames_lost))),
         ]
+        if self.note:
+            rows.append(("note", plain(self.note, self.get_component_rich_style("node-status--note", partial=True)),
+                         "", Text("")))
         table = Table.grid(padding=(0, GAP))
         if grid_width(rows) <= self.content_size.width or self.content_size.width <= 0:
             for _ in range(4):
