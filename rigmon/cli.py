@@ -114,6 +114,9 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
                        help="agent TOML: collectors, [alarms] rules (default /etc/rigmon/agent.toml if present)")
     check.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree; default /)")
     check.add_argument("--node", metavar="NAME", help="node name (default: host name)")
+    check.add_argument("--state-dir", metavar="DIR",
+                       help="state directory of the agent running on this node, asked for the rail when it holds "
+                            "the ADC's port (default: the configuration's, as for rigmon agent)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--wait", type=_positive_float, default=1.0, metavar="S",
                        help="seconds between the two collection passes rates need (default 1)")
@@ -252,17 +255,21 @@ def stop_on_hangup() -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     import json
 
+    from functools import partial
+
     from rigmon.agent.check import run_check
     from rigmon.agent.check_format import format_report
+    from rigmon.agent.check_rail import rail_from_agent
     from rigmon.clock import SystemClock
     from rigmon.config import ConfigError, ConfigKeyError, in_config_file, load_agent_config
     from rigmon.typed import to_data
 
     try:
-        config = load_agent_config(args.config, {"root": args.root, "node": args.node})
+        config = load_agent_config(args.config, {"root": args.root, "node": args.node, "state_dir": args.state_dir})
         if not Path(config.agent.root).is_dir():
             raise ValueError(f"root {config.agent.root} is not a directory")
-        report = run_check(config, SystemClock(), pause_s=args.wait)
+        report = run_check(config, SystemClock(), pause_s=args.wait,
+                           agent_rail=partial(rail_from_agent, config, config_path=args.config))
     except ConfigKeyError as exc:
         return fail(in_config_file(args.config, exc), 3)
     except (ConfigError, ValueError) as exc:

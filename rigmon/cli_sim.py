@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rigmon.config import DEFAULT_PORT, ConfigError, ConfigKeyError, in_config_file, load_agent_config
+from rigmon.config import (
+    DEFAULT_PORT,
+    ConfigError,
+    ConfigKeyError,
+    in_config_file,
+    load_agent_config,
+    setting_origin,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -116,6 +123,14 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
         raise ConfigError(in_config_file(path, exc)) from None
     except RuleError as exc:
         raise ConfigError(str(exc)) from None
+    if config.agent.control_token_file:
+        from rigmon.agent.server import StartupError, read_token_file
+
+        try:
+            # Every simulated agent refused it at its start, a traceback (exit 1) naming the bare key.
+            read_token_file(config.agent.control_token_file, control_token_origin(path))
+        except StartupError as exc:
+            raise ConfigError(str(exc)) from None
     with open(path, "rb") as fh:
         data = tomllib.load(fh)
     agent = data.get("agent", {})
@@ -124,6 +139,12 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
             if key in agent:
                 raise ConfigError(f"{path}: agent.{key}: set by the simulator for each node; remove it")
     return data
+
+
+def control_token_origin(agent_config: str | None, option: str | None = None) -> str:
+    """What named the simulated agents' control token file, for an error about it: ``--control-token-file``
+    when given, else the key of the --agent-config file (``sim.toml: agent.control_token_file``)."""
+    return setting_origin("control_token_file", option and "--control-token-file", agent_config, environ={})
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -217,7 +238,8 @@ async def _serve_sim(args: argparse.Namespace, nodes: int, extra: dict[str, obje
     if args.control_token_file:
         extra = merge_config(extra, {"agent": {"control_token_file": args.control_token_file}})
     async with running_rig(args.scenario, nodes, seed=args.seed, speed=args.speed, base_port=args.base_port,
-                           extra_config=extra or None) as rr:
+                           extra_config=extra or None,
+                           control_token_origin=control_token_origin(args.agent_config, args.control_token_file)) as rr:
         for node, url, agent in zip(rr.rig.nodes, rr.urls, rr.agents):
             agent.sampler.add_listener(FrameLog(node.name, logging.getLogger("rigmon.sim")))
             print(f"{node.name} {url}", flush=True)

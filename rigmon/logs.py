@@ -117,7 +117,12 @@ class FrameLog:
                 groups.setdefault(status.state, []).append(name)
             self.log.info("%s: collectors %s", self.node,
                           "; ".join(f"{state}: {', '.join(names)}" for state, names in sorted(groups.items())))
+            # A collector failing from the start has its ``collector_failed`` event in this frame, logged
+            # below with the same error: one line for it, not two.
+            announced = {e.subject.removeprefix("collector:") for e in frame.events if e.kind == "collector_failed"}
             for name, status in frame.collectors.items():
+                if name in announced:
+                    continue
                 if status.state == "absent" and status.error:
                     self.log.debug("%s: %s absent: %s", self.node, name, status.error)
                 elif status.state == "pending" and status.error:

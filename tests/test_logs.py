@@ -96,3 +96,20 @@ def test_frame_log_says_why_a_collector_is_pending() -> None:
     FrameLog("n1", logger)(first)
     assert stream.getvalue().splitlines() == ["INFO n1: collectors ok: host; pending: gpu",
                                               f"INFO n1: collector gpu pending: {starting}"]
+
+
+def test_a_collector_failing_from_the_start_is_logged_once() -> None:
+    # The start-up summary said "collector psu error: ..." and the frame's collector_failed event the same.
+    stream = io.StringIO()
+    logger = logging.getLogger("rigmon.test-frame-log-failed")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    failed = Event(id="e1", at=1.0, kind="collector_failed", severity="warning", subject="collector:psu",
+                   message="collector psu error: boom", data={"state": "error"})
+    FrameLog("n1", logger)(frame((failed,), {"host": "error", "psu": "error"}))
+    assert stream.getvalue().splitlines() == ["INFO n1: collectors error: host, psu",
+                                              "WARNING n1: collector host error: boom",
+                                              "WARNING n1: collector_failed collector:psu: collector psu error: boom"]

@@ -87,3 +87,33 @@ def test_what_only_an_agent_finds_in_the_file_is_said_not_a_traceback(tmp_path: 
     out = rigmon("sim", "--agent-config", str(config), "--duration", "1", "--base-port", "0")
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith(f"rigmon: --agent-config: {config}: {says}"), out.stderr
+
+
+def test_a_control_token_file_the_agents_refuse_is_named_by_the_file_and_key(tmp_path: Path) -> None:
+    # Every simulated agent refused it at its start: a traceback naming the bare key `control_token_file`.
+    token = tmp_path / "control.token"
+    token.write_text("sim-control-token-0123456789\n")
+    token.chmod(0o644)
+    config = tmp_path / "sim.toml"
+    config.write_text(f'[agent]\ncontrol_token_file = "{token}"\n')
+    out = rigmon("sim", "--agent-config", str(config), "--duration", "1", "--base-port", "0")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"rigmon: --agent-config: {config}: agent.control_token_file {token} is readable "
+                                 "or writable by other users; chmod 600 it"), out.stderr
+
+
+async def test_the_rig_names_its_control_token_file_as_it_was_given(tmp_path: Path) -> None:
+    from rigmon.agent.server import StartupError
+    from rigmon.sim.rig import running_rig
+
+    token = tmp_path / "control.token"
+    token.write_text("sim-control-token-0123456789\n")
+    token.chmod(0o644)
+    extra: dict[str, object] = {"agent": {"control_token_file": str(token)}}
+    with pytest.raises(StartupError, match=f"^--control-token-file {token} is readable"):
+        async with running_rig("healthy-v100", 1, base_port=0, workdir=tmp_path / "rig", extra_config=extra,
+                               control_token_origin="--control-token-file"):
+            pass
+    with pytest.raises(StartupError, match=f"^agent.control_token_file {token} is readable"):
+        async with running_rig("healthy-v100", 1, base_port=0, workdir=tmp_path / "rig2", extra_config=extra):
+            pass

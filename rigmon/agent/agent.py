@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import platform
 import uuid
 from collections.abc import Sequence
@@ -23,14 +24,14 @@ from rigmon.agent.metrics import FrameCollector
 from rigmon.agent.rail_path import GpuPowerPathCollector
 from rigmon.agent.ratelimit import RateLimiter
 from rigmon.agent.sampler import Sampler
-from rigmon.agent.state_lock import StateLock
+from rigmon.agent.state_lock import Listening, StateLock
 from rigmon.agent.to_the_end import to_the_end
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock, SystemClock
 from rigmon.collectors import REGISTRY
 from rigmon.collectors.base import Collector, CollectorContext
-from rigmon.config import AgentConfig, ConfigKeyError
+from rigmon.config import AgentConfig, ConfigKeyError, local_url
 from rigmon.hw.root import HostRoot
 from rigmon.notify.dispatch import Notifiers
 from rigmon.notify.senders import Sender
@@ -302,6 +303,15 @@ class Agent:
         guard_keeps = self.guard is not None and bool(self.config.agent.state_dir)
         if self._state_lock is None and (self.journal is not None or self.alarm_state is not None or guard_keeps):
             self._state_lock = StateLock(self.config.agent.state_dir)
+
+    def record_listening(self, bound: str) -> None:
+        """Record in the state directory's lock file that this agent serves on ``bound`` (``HOST:PORT``
+        as bound), with its token file and certificate, for ``rigmon check`` (`state_lock.listening_agent`)."""
+        if self._state_lock is not None:
+            a = self.config.agent
+            # Absolute: the check runs from another directory than the agent was started in.
+            files = [os.path.abspath(f) if f else "" for f in (a.token_file, a.tls_cert_file)]
+            self._state_lock.record_listening(Listening(local_url(bound, bool(a.tls_cert_file)), *files))
 
     def mark(self, text: str, by: str | None = None) -> Event:
         """Put a mark from the job (``epoch 3 checkpoint``) on the node's timeline: an event of kind ``mark``.

@@ -34,6 +34,7 @@ from rigmon.agent.history_answers import (
     history_body,
 )
 from rigmon.agent.journal import JournalError
+from rigmon.agent.journal.layout import read_error
 from rigmon.agent.metrics import FrameCollector
 from rigmon.agent.metrics_exposition import Exposition
 from rigmon.agent.ratelimit import RateLimiter
@@ -378,7 +379,7 @@ def build_app(state: ApiState) -> ASGIApp:
         except (sqlite3.Error, zlib.error, ValueError, OSError, EOFError) as exc:
             # A journal damaged under the reader (bad pages, a body that does not decode): the
             # writer sets it aside; until then the answer is the documented 503, never a 500.
-            return error_response(503, f"journal cannot be read: {exc}")
+            return error_response(503, read_error(state.journal_path, exc))
         except JournalError as exc:
             if not unopened:
                 return error_response(503, str(exc))

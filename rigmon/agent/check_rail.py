@@ -2,40 +2,91 @@
 
 The agent opens the rail ADC's port exclusively (no second reader may interleave its reads),
 so a check on the same node cannot open it. Rather than fail the gate on a healthy node, the
-check asks the agent this configuration describes for its newest reading (``/v1/latest`` with
-the agent's read token and certificate).
+check asks the agent for its newest reading (``/v1/latest`` with the agent's read token and
+certificate): the agent that owns this configuration's state directory, where it recorded its address
+(`rigmon.agent.state_lock.listening_agent`: it may have been started with ``--listen`` or
+``--token-file``), else the one this configuration describes.
 """
 
 from __future__ import annotations
 
-from rigmon.config import AgentConfig, local_url
+from dataclasses import dataclass
+
+from rigmon.agent.state_lock import LOCK_FILE, listening_agent
+from rigmon.config import AgentConfig, default_state_dir, local_url, setting_origin
 from rigmon.schema import Frame, PsuRailReading, decode
 
 #: Seconds the check waits for the agent's answer.
 AGENT_TIMEOUT_S = 5.0
 
 
-def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S) -> PsuRailReading | str:
-    """The newest rail reading of the agent on this node, or why there is none (a sentence)."""
+@dataclass(frozen=True)
+class AgentToAsk:
+    """The agent the check asks, and what named each of its files (for an error about one).
+
+    Attributes:
+        url: its base URL.
+        token_file: its read token's file, ``""`` without one.
+        tls_cert_file: its certificate, ``""`` without TLS.
+        token_origin: what named ``token_file`` (``--config``'s key, ``environment RIGMON_AGENT_TOKEN_FILE``,
+            or the running agent's record).
+        cert_origin: what named ``tls_cert_file``.
+    """
+
+    url: str
+    token_file: str
+    tls_cert_file: str
+    token_origin: str
+    cert_origin: str
+
+
+def agent_to_ask(config: AgentConfig, config_path: str | None = None) -> AgentToAsk:
+    """The running agent of ``config``'s state directory (the default one when it names none) where it
+    recorded its address, else the agent ``config`` describes.
+
+    Args:
+        config_path: the configuration file given to the check (``None``: /etc/rigmon/agent.toml when it
+            exists), to name the key an error is about.
+
+    Raises:
+        ValueError: no recorded agent, and ``agent.listen`` is not an address.
+    """
+    agent = config.agent
+    state_dir = agent.state_dir or str(default_state_dir())
+    running = listening_agent(state_dir)
+    if running is not None:
+        recorded = f"the running agent's (recorded in {state_dir}/{LOCK_FILE})"
+        return AgentToAsk(running.url, running.token_file, running.tls_cert_file,
+                          f"token file {recorded}", f"certificate {recorded}")
+    return AgentToAsk(local_url(agent.listen, bool(agent.tls_cert_file)), agent.token_file, agent.tls_cert_file,
+                      setting_origin("token_file", None, config_path), setting_origin("tls_cert_file", None, config_path))
+
+
+def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
+                    config_path: str | None = None) -> PsuRailReading | str:
+    """The newest rail reading of the agent on this node (`agent_to_ask`), or why there is none (a sentence)."""
     import ssl
 
     import httpx
 
     from rigmon.agent.server import StartupError, read_token_file
 
-    agent = config.agent
     try:
-        url = local_url(agent.listen, bool(agent.tls_cert_file))
+        agent = agent_to_ask(config, config_path)
     except ValueError as exc:
         return f"no agent address to ask: {exc}"
+    url = agent.url
     headers: dict[str, str] = {}
     verify: ssl.SSLContext | bool = True
     try:
         if agent.token_file:
-            headers["Authorization"] = f"Bearer {read_token_file(agent.token_file)}"
+            headers["Authorization"] = f"Bearer {read_token_file(agent.token_file, agent.token_origin)}"
         if agent.tls_cert_file:
-            verify = ssl.create_default_context(cafile=agent.tls_cert_file)
-    except (StartupError, OSError, ssl.SSLError) as exc:
+            try:
+                verify = ssl.create_default_context(cafile=agent.tls_cert_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise StartupError(f"{agent.cert_origin} {agent.tls_cert_file}: {exc}") from None
+    except StartupError as exc:
         return f"the agent at {url} holds it, and this user cannot ask it: {exc}"
     try:
         answer = httpx.get(f"{url}/v1/latest", headers=headers, verify=verify, timeout=timeout_s)

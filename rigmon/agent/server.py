@@ -283,6 +283,7 @@ async def serve(agent: Agent, listen: str, user: str = "",
     except StateDirError as exc:
         sock.close()
         raise StartupError(str(exc)) from None
+    agent.record_listening(bound_address(sock))
     try:
         if user:
             await _settled(agent)

@@ -5,6 +5,11 @@ false critical ``unclean_shutdown`` about the first, which was alive. The agent 
 exclusive `fcntl.flock` on ``<state_dir>/agent.lock`` for as long as it runs, and past its stop
 while a journal writer left in a stuck disk write lives (the kernel drops it when the process
 ends, however it ends); the file holds the owner's pid, so a second agent can say whose it is.
+
+Once it serves, the owner adds where (`StateLock.record_listening`): its URL, token file and
+certificate, so ``rigmon check`` on the same state directory asks that agent for the rail, even
+one started with ``--listen`` or ``--token-file`` that its configuration file does not name
+(`listening_agent`). The record goes when the lock is given up.
 """
 
 from __future__ import annotations
@@ -12,13 +17,31 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "agent.lock"
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where the agent owning a state directory serves, as recorded in its lock file.
+
+    Attributes:
+        url: ``http://HOST:PORT`` or ``https://...`` as reachable from this machine (a wildcard
+            address stands for loopback).
+        token_file: its read token's file, ``""`` without one.
+        tls_cert_file: its certificate, ``""`` without TLS.
+    """
+
+    url: str
+    token_file: str = ""
+    tls_cert_file: str = ""
 
 
 class StateDirError(Exception):
@@ -98,9 +121,23 @@ class StateLock:
         """Whether this process holds the lock."""
         return self._fd is not None
 
+    def record_listening(self, where: Listening) -> None:
+        """Add where this agent serves to the lock file (after its pid), for `listening_agent`; nothing
+        when the lock is not held. A write that fails is logged: ``rigmon check`` then asks the address
+        its own configuration names."""
+        if self._fd is None:
+            return
+        try:
+            _rewrite(self._fd, f"{os.getpid()}\n{json.dumps(asdict(where))}\n")
+        except OSError as exc:
+            log.warning("cannot record where this agent listens in %s: %s", self.path, exc.strerror)
+
     def release(self) -> None:
-        """Give the lock up (the file stays; its pid is stale until the next owner writes its own)."""
+        """Give the lock up (the file stays with the pid alone, stale until the next owner writes its own:
+        the address it served on is taken out first)."""
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                _rewrite(self._fd, f"{os.getpid()}\n")
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -146,9 +183,56 @@ def _open_lock_file(state_dir: Path, path: Path) -> int | None:
         raise StateDirUnusable(state_dir, reason) from None
 
 
+#: Bytes of the lock file read back: the pid and the address record.
+MAX_LOCK_FILE_BYTES = 16384
+
+
+def listening_agent(state_dir: str | Path) -> Listening | None:
+    """Where the live agent owning ``state_dir`` serves, from its lock file; ``None`` when no agent
+    recorded one, when its pid is gone (a crashed agent's record is stale), or when the file cannot be
+    read (another user's state directory).
+
+    The lock itself is not tried: taking it, even shared and for an instant, would turn away an agent
+    starting on the directory at that instant.
+    """
+    try:
+        with open(Path(state_dir) / LOCK_FILE, "rb") as file:
+            text = file.read(MAX_LOCK_FILE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    pid_line, _, record = text.partition("\n")
+    if not pid_line.strip().isdigit() or not _alive(int(pid_line)):
+        return None
+    try:
+        fields = json.loads(record)
+        where = Listening(**fields) if isinstance(fields, dict) else None
+    except (ValueError, TypeError):
+        return None
+    if where is None or not all(isinstance(v, str) for v in asdict(where).values()) or not where.url:
+        return None
+    return where
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and -1 would ask about process groups
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _rewrite(fd: int, text: str) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, text.encode(), 0)
+
+
 def _read_pid(fd: int) -> int | None:
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").partition("\n")[0].strip()
     except OSError:
         return None
     return int(text) if text.isdigit() else None

@@ -8,6 +8,7 @@ cluster rules (the dashboard) share it.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol
@@ -89,6 +90,17 @@ def _observed(alarm: Alarm, obs: Observation, now: float) -> Alarm:
     if not same_reading(alarm.value_now, obs.value):
         alarm = msgspec.structs.replace(alarm, value_now=obs.value)
     return alarm
+
+
+def repeated_message(count: int, since_at: float, latest: str) -> str:
+    """The message of a latched (event) alarm that ``count`` events have kept firing since ``since_at``
+    (Unix seconds), the newest saying ``latest``.
+
+    It said the newest event's message alone, under the first one's "since": a node's second
+    unclean shutdown read as if it had happened when the first did, and as if it were the only one.
+    """
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(since_at))
+    return f"{count} events since {stamp} UTC; the latest: {latest}"
 
 
 class UnknownAlarm(KeyError):
@@ -271,8 +283,11 @@ class AlarmBook:
         previous = track.alarm
         if obs.latch:
             track.latch_until = now + (latch_s or 0.0)
-            track.alarm = msgspec.structs.replace(previous, value=obs.value, message=obs.message, updated_at=now,
-                                              count=previous.count + 1, worst_at=now)
+            # One alarm for the events of one latch, as for any alarm that goes on firing: its start stays,
+            # and its message says how many events since then, and the latest.
+            count = previous.count + 1
+            track.alarm = msgspec.structs.replace(previous, value=obs.value, updated_at=now, count=count, worst_at=now,
+                                              message=repeated_message(count, previous.started_at, obs.message))
             return []
         # The alarm keeps its worst observation (value and message) for the whole episode:
         # a rail that recovers from 11.26 V to 11.53 V must not make the alarm say 11.53 V.

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from rigmon.cluster.history_answer import history_answer
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
-from rigmon.schema import SCHEMA_VERSION, Event, Frame, History, HistorySeries
-from rigmon.series import Stats, add_value, frame_series
+from rigmon.schema import Event, Frame, History, HistorySeries
+from rigmon.series import frame_series
 from rigmon.typed import to_data
 
 Stat = Literal["min", "mean", "max"]
@@ -36,10 +37,6 @@ PROCESS_END_KINDS = frozenset({"gpu_process_exited", "gpu_process_left"})
 #: Which events a full chart keeps first, by severity: critical, then warning, then the rest
 #: (the job's marks, its processes' exits after hardware trouble).
 SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1}
-#: The journal's tiers and points per answer (`rigmon.agent.journal.tiers`; the dashboard side
-#: does not import the agent), so a replay's answer has the shape an agent's would.
-TIERS_S = (60, 900)
-MAX_POINTS = 1500
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,9 +362,10 @@ def notable_event(event: Event) -> bool:
 def history_from_frames(frames: Sequence[Frame], node: str, from_at: float, to_at: float,
                         names: Iterable[str] | None, interval_s: float = 1.0,
                         events: Sequence[Event] = ()) -> History:
-    """A ``/v1/history`` answer made from frames in memory, as the agent's journal makes it:
-    every frame while the window holds at most `MAX_POINTS` intervals, else buckets of the
-    finest tier that fits, each with the min, mean and max of its frames.
+    """A ``/v1/history`` answer made from frames in memory, as the agent's journal makes it
+    (`rigmon.cluster.history_answer.history_answer`): every frame while the window holds at most
+    `~rigmon.cluster.history_answer.MAX_POINTS` intervals, else buckets of the finest tier that fits, each with the min, mean and
+    max of its frames.
 
     Args:
         frames: the node's frames (any order).
@@ -378,37 +376,9 @@ def history_from_frames(frames: Sequence[Frame], node: str, from_at: float, to_a
         interval_s: the agent's frame interval.
         events: events to add besides those the frames carry.
     """
-    wanted = None if names is None else set(names)
-    span = max(0.0, to_at - from_at)
     inside = sorted((f for f in frames if from_at <= f.taken_at <= to_at), key=lambda f: f.taken_at)
-    if span / interval_s <= MAX_POINTS:
-        step_s, tier = interval_s, "frames"
-    else:
-        index = next((i for i, s in enumerate(TIERS_S) if span / s <= MAX_POINTS), len(TIERS_S) - 1)
-        step_s, tier = float(TIERS_S[index]), f"{TIERS_S[index]}s"
-    buckets: dict[float, dict[str, Stats]] = {}
-    for frame in inside:
-        at = frame.taken_at if tier == "frames" else math.floor(frame.taken_at / step_s) * step_s
-        stats = buckets.setdefault(at, {})
-        for name, value in frame_values(frame).items():
-            if wanted is None or name in wanted:
-                add_value(stats, name, value)
-    columns: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
-    for at in sorted(buckets):
-        for name, s in buckets[at].items():
-            col = columns.setdefault(name, ([], [], [], []))
-            col[0].append(at)
-            col[1].append(s[0])
-            col[2].append(s[1] / s[3])
-            col[3].append(s[2])
-    series = {name: HistorySeries(at=tuple(c[0]), min=tuple(c[1]), mean=tuple(c[2]), max=tuple(c[3]))
-              for name, c in sorted(columns.items())}
-    seen: dict[str, Event] = {}
-    for event in [e for f in inside for e in f.events] + list(events):
-        if from_at <= event.at <= to_at:
-            seen.setdefault(event.id, event)
-    return History(schema=SCHEMA_VERSION, node=node, from_at=from_at, to_at=to_at, tier=tier, step_s=step_s,
-                   series=series, events=tuple(sorted(seen.values(), key=lambda e: e.at)))
+    return history_answer(((f.taken_at, frame_values(f)) for f in inside), node, from_at, to_at, names, interval_s,
+                          [e for f in inside for e in f.events] + list(events))
 
 
 #: Steps between time ticks, shortest first.

@@ -216,6 +216,16 @@ class NodeHistory:
             value = details.get(name)
             ring.append(math.nan if value is None else value)
 
+    def values(self, name: str) -> list[float]:
+        """Every value held of series ``name`` (one of `SERIES`, or a per-device series), oldest
+        first as `times` (``nan`` where a frame lacked it); empty for a series not held."""
+        ring = self.series.get(name) or self.details.get(name)
+        return ring.tail() if ring is not None else []
+
+    def times(self) -> list[float]:
+        """``taken_at`` of every frame held (Unix s, the node's clock), in arrival order."""
+        return self.taken_at.tail()
+
     def span_s(self, points: int | None) -> float | None:
         """Seconds from the oldest to the newest of the newest ``points`` frames (all when
         ``None``): the span their trends cover; ``None`` before two frames."""

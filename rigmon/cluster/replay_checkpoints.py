@@ -11,12 +11,12 @@ recording (a checkpoint earlier on holds less), and checked against copies measu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import islice
+from collections.abc import Iterator, Sequence
+from itertools import chain, islice
 
 from rigmon.cluster.history import HISTORY_POINTS, MAX_DETAIL_SERIES, SERIES
-from rigmon.cluster.store import EVENTS_KEPT
-from rigmon.schema import Frame, encode
+from rigmon.cluster.kept_events import EVENTS_KEPT, MARK_KIND, MARKS_KEPT
+from rigmon.schema import Event, Frame, encode
 from rigmon.summary import detail_values
 
 #: Checkpoints kept at most (spread evenly over the recording), and the frames (all nodes
@@ -43,15 +43,19 @@ def node_copy_bytes(frames: Sequence[Frame]) -> int:
 
     The history rings exactly: points (frames, at most `HISTORY_POINTS`) times series times 8
     bytes, the per-device series being those its first and last frames name (at most
-    `MAX_DETAIL_SERIES`); the latest frame and the events kept (`EVENTS_KEPT`) at their wire
-    JSON's size (their copies measure within a third of it); the rest `NODE_COPY_BASE_BYTES`.
+    `MAX_DETAIL_SERIES`); the latest frame and the events kept (the newest `EVENTS_KEPT` that are not
+    marks and the newest `MARKS_KEPT` marks, `rigmon.cluster.kept_events`) at their wire JSON's size
+    (their copies measure within a third of it); the rest `NODE_COPY_BASE_BYTES`.
     """
     if not frames:
         return NODE_COPY_BASE_BYTES
     details = set(detail_values(frames[0].readings)) | set(detail_values(frames[-1].readings))
     series = RING_SERIES + min(MAX_DETAIL_SERIES, len(details))
-    newest = islice((e for frame in reversed(frames) for e in reversed(frame.events)), EVENTS_KEPT)
-    events = sum(len(encode(e)) for e in newest)
+    def newest(marks: bool) -> Iterator[Event]:
+        return (e for frame in reversed(frames) for e in reversed(frame.events) if (e.kind == MARK_KIND) == marks)
+
+    kept = chain(islice(newest(False), EVENTS_KEPT), islice(newest(True), MARKS_KEPT))
+    events = sum(len(encode(e)) for e in kept)
     points = min(HISTORY_POINTS, len(frames))
     return NODE_COPY_BASE_BYTES + series * points * POINT_BYTES + len(encode(frames[-1])) + events
 

@@ -16,6 +16,7 @@ from rigmon.cluster.alarm_events import ALARM_EVENT_KINDS, with_alarm_events, wi
 from rigmon.cluster.alarm_restarts import RestartedAlarms
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, Sag, problems
+from rigmon.cluster.kept_events import EVENTS_KEPT, KeptEvents
 from rigmon.cluster.node_view import NodeState, NodeView, trouble_order
 from rigmon.summary import (
     NodeSummary,
@@ -33,8 +34,6 @@ STALE_AFTER_S = 3.0
 #: Seconds between runs of the cluster rules' peer checks (they hold for 30 s and more, and
 #: comparing every node's frame costs far more than the other rules).
 PEER_CHECK_EVERY_S = 5.0
-#: Events kept per node for the node screen.
-EVENTS_KEPT = 200
 #: Fields of `Readings`, and readings with none of them.
 READINGS_FIELDS = frozenset(Readings.__struct_fields__)
 EMPTY_READINGS = Readings()
@@ -77,7 +76,9 @@ class NodeStore:
         self.history = NodeHistory(capacity)
         self.worst = WorstWindow()
         self.rail = RailMemory()
-        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        #: The node's newest events, oldest first; its job's marks kept apart (`KeptEvents`), so that
+        #: a job marking every checkpoint does not push its hardware trouble out.
+        self.events = KeptEvents()
         self.received_at: float | None = None
         self.received_wall_at: float | None = None
         #: In a replay, until when the bundle knows of the node (the store's clock): its pull, or, for a

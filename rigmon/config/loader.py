@@ -108,6 +108,7 @@ def load_agent_config(
     _check_absolute_paths(data, source)
     env = _env_overrides(environ if environ is not None else os.environ)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    _check_tls_pair(agent, env, given, source, options or {})
     try:
         return from_data(AgentConfig, {**data, "agent": {**agent, **env, **given}}, strict=True)
     except TypedDataError as exc:
@@ -192,6 +193,40 @@ def _check_absolute_paths(data: Mapping[str, object], source: str) -> None:
                 raise ConfigError(f"{source}: {section}.{key}: {value!r} is not an absolute path; give it whole, "
                                   "from / (a relative one would be taken from the directory the agent runs in, "
                                   "which is / under systemd, not this file's)")
+
+
+#: The two halves of HTTPS: each key, what it names, and its other half.
+_TLS_PAIR = {"tls_cert_file": ("a certificate", "tls_key_file", "its private key"),
+             "tls_key_file": ("a private key", "tls_cert_file", "its certificate")}
+
+
+def _check_tls_pair(agent: Mapping[str, object], env: Mapping[str, object], given: Mapping[str, object],
+                    source: str, options: Mapping[str, str]) -> None:
+    """Refuse one half of HTTPS without the other, saying how to give the missing half the way the
+    operator gave the first: ``--tls-cert`` asks for ``--tls-key``, the environment for its variable, the
+    file for its key. (The check of the section said ``agent.tls_cert_file and tls_key_file go
+    together`` to an operator who had typed ``--tls-cert``.)
+
+    Raises:
+        ConfigError: naming where the half in force was given and what to add.
+    """
+    merged = {**agent, **env, **given}
+    halves = {key: merged.get(key) for key in _TLS_PAIR}
+    if not all(v is None or isinstance(v, str) for v in halves.values()):
+        return  # not a string: the decoder names the key
+    present = [key for key, value in halves.items() if value]
+    if len(present) != 1:
+        return
+    key = present[0]
+    what, other, its = _TLS_PAIR[key]
+    variable, other_variable = f"{_ENV_PREFIX}{key.upper()}", f"{_ENV_PREFIX}{other.upper()}"
+    if given.get(key):
+        origin, add = options.get(key) or f"command line ({key})", f"give {options.get(other) or other} too"
+    elif env.get(key):
+        origin, add = f"environment {variable}", f"set {other_variable} (or agent.{other}) too"
+    else:
+        origin, add = f"{source}: agent.{key}", f"set agent.{other} too"
+    raise ConfigError(f"{origin}: {what} serves HTTPS only with {its}: {add}")
 
 
 def _blame(data: dict[str, object], agent: dict[str, object], env: Mapping[str, object],

@@ -96,8 +96,8 @@ def resolution(a: Alarm) -> tuple[bool, str, str]:
             phrase = "clear"
             if a.acknowledged_by:
                 phrase += f" (acknowledged by {a.acknowledged_by})"
-        if (reason in ("acknowledged", "quiet") or a.rule_kind == "event") and a.count > 1:
-            phrase += f" ({a.count} events)"
+        # Of several events, the message says how many since when, and the latest
+        # (`rigmon.alarms.lifecycle.repeated_message`).
         return False, phrase, message
     now = a.value_now
     if a.rule_kind == "staleness":

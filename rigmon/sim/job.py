@@ -119,12 +119,19 @@ class SimDdpJob:
                     continue
                 gpu = self.gpus.gpus[proc.gpu_index]
                 if gpu.lost and proc.state != "Z" and proc.gone_at_s is None:
-                    lost_at = self._lost_at_s.setdefault(proc.gpu_index, t_s)
+                    self._lost_at_s.setdefault(proc.gpu_index, t_s)
+                lost_at = self._lost_at_s.get(proc.gpu_index)
+                if lost_at is not None and proc.state != "Z":
+                    # Its GPU fell off the bus: the worker dies of it, even when the board is reset
+                    # (`FakeGpu.reset_board`) before it has exited, and is never on the board again.
                     if t_s >= lost_at + self.exit_delay_s:
                         proc.state = "Z"
                         proc.exit_status = EXIT_STATUS_ONE
                         proc.exited_at_s = t_s
                         gpu.processes = []
+                    elif not gpu.lost:
+                        gpu.processes = []
+                        continue
                 if proc.state == "Z":
                     if proc.exited_at_s is not None and t_s >= proc.exited_at_s + self.reap_s:
                         proc.gone_at_s = t_s
@@ -141,8 +148,9 @@ class SimDdpJob:
         if not self.checkpoint_every_s:
             return
         workers = [p for p in self.processes if p.gpu_index is not None]
-        if not workers or any(p.state == "Z" or p.gone_at_s is not None or self.gpus.gpus[p.gpu_index].lost
-                              for p in workers if p.gpu_index is not None):
+        # A rank whose GPU was lost is dying (or dead), even once its board is reset.
+        if not workers or any(p.state == "Z" or p.gone_at_s is not None or p.gpu_index in self._lost_at_s
+                              or self.gpus.gpus[p.gpu_index].lost for p in workers if p.gpu_index is not None):
             return
         due = int(ran_s // self.checkpoint_every_s)
         while self._checkpoints < due:

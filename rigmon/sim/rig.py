@@ -250,8 +250,12 @@ async def running_rig(
     workdir: Path | None = None,
     interval_s: float = 1.0,
     extra_config: dict[str, object] | None = None,
+    control_token_origin: str = "agent.control_token_file",
 ) -> AsyncIterator[RunningRig]:
     """Run a simulated rig with one real agent per node on 127.0.0.1.
+
+    ``control_token_origin`` names what gave ``extra_config``'s ``agent.control_token_file`` in an
+    error about that file (``--control-token-file``, ``sim.toml: agent.control_token_file``).
 
     Node ``i`` listens on ``base_port + i``; with ``base_port`` 0 every agent takes a free
     port. The URLs are in the result's ``urls`` once this context is entered. Each agent
@@ -280,7 +284,7 @@ async def running_rig(
                                            workdir / "state" / node.name, node_extra)
                 # A control token file in the configuration (``extra_config``) makes the agent
                 # accept acknowledgements, as `rigmon agent --control-token-file` does.
-                control = (read_token_file(config.agent.control_token_file, "control_token_file")
+                control = (read_token_file(config.agent.control_token_file, control_token_origin)
                            if config.agent.control_token_file else None)
                 agent = Agent(config, clock=rig.clock, control_token=control)
                 tokens.append(control)
@@ -301,6 +305,9 @@ async def running_rig(
                         raise RuntimeError("agent server stopped during start-up")
                     await asyncio.sleep(0.01)
             running = RunningRig(rig, agents, [f"http://127.0.0.1:{_bound_port(s)}" for s in servers], wire)
+            for agent, server in zip(agents, servers):
+                # As `rigmon agent` does: `rigmon check --state-dir` finds the node's agent by its lock file.
+                agent.record_listening(f"127.0.0.1:{_bound_port(server)}")
             # The nodes' training scripts mark their checkpoints through the agents' API.
             tasks.append(asyncio.create_task(MarkPoster(rig.nodes, running.urls, tokens).run(), name="sim-marks"))
             yield running

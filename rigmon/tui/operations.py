@@ -13,6 +13,7 @@ from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, opening_span_s
 from rigmon.cluster.client import AgentError
+from rigmon.cluster.held_history import HeldHistory, held_because, held_history
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import History
 from rigmon.tui.text import notify
@@ -184,7 +185,9 @@ async def export(app: RigmonApp) -> None:
 
 def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
     """The history view of node ``key``: its charts from its latest frame, its history from its
-    agent's ``/v1/history`` (or, in a replay, from the recorded frames up to the cursor)."""
+    agent's ``/v1/history`` (or, in a replay, from the recorded frames up to the cursor). When the
+    agent cannot answer (a node that just died), the chart is what the dashboard holds of the node,
+    and says so (`rigmon.cluster.held_history`)."""
     # Deferred: the history view draws with plotext, which the first screen does not need.
     from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 
@@ -203,7 +206,7 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
         # The node's own clock: its journal is in its time, and a dead node's ends at its last frame.
         return latest.taken_at if latest is not None else app.cluster.clock.time()
 
-    async def load(from_at: float, to_at: float, series: Sequence[str]) -> History:
+    async def load(from_at: float, to_at: float, series: Sequence[str]) -> History | HeldHistory:
         if replay is not None:
             frames = replay.frames_until(key)
             if not frames:
@@ -217,7 +220,10 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
         try:
             return await client.history(from_at, to_at, series)
         except AgentError as exc:
-            raise HistoryUnavailable(exc.reason) from None
+            held = held_history(store, from_at, to_at, series, held_because(exc.reason, exc.status))
+            if held is None:
+                raise HistoryUnavailable(exc.reason) from None
+            return held
         finally:
             await client.aclose()
 

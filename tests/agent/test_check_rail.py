@@ -28,7 +28,9 @@ from tests.collectors.test_psu_pzem import ADDRESS, PzemResponder
 
 
 def check_config(root: Path, listen: str, node: str = "node01") -> AgentConfig:
-    return AgentConfig(agent=AgentSection(node=node, root=str(root), listen=listen), psu=PsuSection(port=DEFAULT_LINK))
+    # A state directory of no agent: the check asks ``listen`` (and never reads the machine's default one).
+    return AgentConfig(agent=AgentSection(node=node, root=str(root), listen=listen, state_dir=str(root / "no-agent")),
+                       psu=PsuSection(port=DEFAULT_LINK))
 
 
 def psu_only(config: AgentConfig) -> dict[str, Collector]:

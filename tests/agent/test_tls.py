@@ -119,7 +119,8 @@ def test_cli_refuses_a_readable_key_and_half_a_pair(tmp_path: Path, tls: TlsFile
                  "--tls-cert", str(tls.cert_file), "--tls-key", str(tls.key_file))
     assert out.returncode == 2 and f"--tls-key {tls.key_file}" in out.stderr and "chmod 600" in out.stderr
     out = rigmon("agent", "--root", str(tmp_path), "--tls-cert", str(tls.cert_file))
-    assert out.returncode == 2 and "tls_cert_file and tls_key_file go together" in out.stderr
+    assert out.returncode == 2 and "--tls-cert: a certificate serves HTTPS only with its private key: give --tls-key too" \
+        in out.stderr
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:

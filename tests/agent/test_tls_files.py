@@ -116,3 +116,30 @@ def test_the_agent_names_the_environment_variable_or_the_file_key(tls: TlsFiles,
     out = agent(tmp_path, "--config", str(config))
     assert out.returncode == 2
     assert out.stderr.splitlines()[-1] == f"rigmon: {config}: agent.tls_cert_file {tmp_path / 'gone.pem'}: No such file or directory"
+
+
+@pytest.mark.parametrize(
+    ("options", "environ", "file_text", "says"),
+    [
+        ({"tls_cert_file": "/c.pem"}, {}, "",
+         "--tls-cert: a certificate serves HTTPS only with its private key: give --tls-key too"),
+        ({"tls_key_file": "/k.pem"}, {}, "",
+         "--tls-key: a private key serves HTTPS only with its certificate: give --tls-cert too"),
+        ({}, {"RIGMON_AGENT_TLS_CERT_FILE": "/c.pem"}, "",
+         "environment RIGMON_AGENT_TLS_CERT_FILE: a certificate serves HTTPS only with its private key: "
+         "set RIGMON_AGENT_TLS_KEY_FILE (or agent.tls_key_file) too"),
+        ({}, {}, '[agent]\ntls_key_file = "/k.pem"\n',
+         "{file}: agent.tls_key_file: a private key serves HTTPS only with its certificate: set agent.tls_cert_file too"),
+    ],
+)
+def test_half_of_https_asks_for_the_other_half_the_way_the_first_was_given(
+        tmp_path: Path, options: dict[str, str], environ: dict[str, str], file_text: str, says: str) -> None:
+    # `rigmon agent --tls-cert X` said "--tls-cert: agent.tls_cert_file and tls_key_file go together".
+    from rigmon.cli_agent import AGENT_OPTIONS
+    from rigmon.config import ConfigError, load_agent_config
+
+    file = tmp_path / "agent.toml"
+    file.write_text(file_text)
+    with pytest.raises(ConfigError) as excinfo:
+        load_agent_config(file, options, environ, options=AGENT_OPTIONS)
+    assert str(excinfo.value) == says.format(file=file)

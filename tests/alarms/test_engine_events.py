@@ -9,7 +9,7 @@ from rigmon.agent.journal.runs import UncleanRun, unclean_message
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.schema import Event
-from tests.alarms.helpers import RAIL, T0, FakeClock, Step, default, event, gpu_states, rules, run
+from tests.alarms.helpers import RAIL, T0, FakeClock, Step, default, event, gpu_states, restarted, rules, run
 
 
 def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
@@ -24,7 +24,8 @@ def test_xid_events_fire_per_gpu_latch_and_expire() -> None:
     assert seen == [(1, "firing", "gpu:1"), (2, "firing", "gpu:2"), (3603, "resolved", "gpu:1"),
                     (3603, "resolved", "gpu:2")]
     gpu1 = next(a for a in engine.recent() if a.subject == "gpu:1")
-    assert gpu1.count == 2 and gpu1.value == 79 and gpu1.message == "Xid 79 again"
+    assert gpu1.count == 2 and gpu1.value == 79 and gpu1.started_at == T0 + 1
+    assert gpu1.message == "2 events since 2023-11-14 22:13:21 UTC; the latest: Xid 79 again"
 
 
 def xid(source: str, at_s: float, code: int = 79, gpu: int = 1, bus: str | None = "0000:3b:00.0") -> Event:
@@ -78,6 +79,22 @@ def test_the_unclean_shutdown_alarm_says_what_the_agent_found_once() -> None:
     (alarm,) = engine.active()
     assert alarm.message == message
     assert alarm.message.count("restarted unexpectedly") == 1
+
+
+def test_a_second_unclean_shutdown_while_the_first_alarm_fires_is_counted_since_the_first() -> None:
+    """The node crashes, restarts, crashes again within the alarm's latch: the restored alarm goes on (its
+    start, its id) and says there were two since then, and the latest. It kept the first's "since" with
+    the newest message alone, as if the second crash were the first and only one."""
+    first, _ = unclean_message(UncleanRun("r0", "n1", T0 - 600, T0 - 2.0, {}), T0)
+    second, _ = unclean_message(UncleanRun("r1", "n1", T0, T0 + 598.0, {}), T0 + 600)
+    old = AlarmEngine(default("unclean_shutdown"), "n1", FakeClock(T0), id_prefix="r1")
+    assert [t.change for t in old.evaluate_data({}, [event("unclean_shutdown", "node:n1", first)], T0)] == ["firing"]
+    new = restarted(old, AlarmEngine(default("unclean_shutdown"), "n1", FakeClock(T0 + 600), id_prefix="r2"),
+                    T0 + 600)
+    new.evaluate_data({}, [event("unclean_shutdown", "node:n1", second)], T0 + 600)
+    (alarm,) = new.active()
+    assert alarm.id == "r1-a1" and alarm.started_at == T0 and alarm.count == 2
+    assert alarm.message == f"2 events since 2023-11-14 22:13:20 UTC; the latest: {second}"
 
 
 def test_acknowledging_an_event_alarm_resolves_it_a_state_alarm_stays_firing() -> None:

@@ -136,3 +136,5 @@ async def test_history_of_a_journal_damaged_under_the_reader_is_503_not_500(tmp_
                 assert r.status_code == 503, (params, accept, r.text)
                 assert r.headers["content-type"] == "application/json"
                 assert "journal" in r.json()["error"] and "Traceback" not in r.text
+                # The file named, not a library's bare message ("file is not a database").
+                assert str(journal) in r.json()["error"], r.json()["error"]

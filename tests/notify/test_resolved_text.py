@@ -109,7 +109,8 @@ def test_other_rule_kinds_read_as_an_operator_would() -> None:
     engine.evaluate_data({}, ev, T0)
     engine.evaluate_data({}, [event("xid", "gpu:0", "Xid 79 again", xid=79)], T0 + 1)
     n = resolved_of(engine.evaluate_data({}, [], T0 + 4000))  # resolve_after_s = 3600
-    assert summary(n) == "[RESOLVED] n1 gpu:0: no new event (2 events); was: Xid 79 again"
+    assert summary(n) == ("[RESOLVED] n1 gpu:0: no new event; was: 2 events since 2023-11-14 22:13:20 UTC; "
+                          "the latest: Xid 79 again")
 
 
 def test_a_counter_and_a_staleness_resolve_in_their_own_words() -> None:

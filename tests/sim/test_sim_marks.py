@@ -72,3 +72,27 @@ async def test_without_a_control_token_no_mark_is_posted(tmp_path: Path) -> None
         assert job._checkpoints >= 2  # checkpoints were due (simulated minutes went by)
         assert len(node.marks) <= 1  # taken and dropped as they come: the agent would refuse them
     assert "mark" not in seen
+
+
+def test_a_worker_whose_gpu_is_reset_before_it_exits_stays_off_the_board(tmp_path: Path) -> None:
+    # A lost GPU reset within the worker's exit delay: the reset cleared its process list, and the next
+    # step put the dying worker back on it, as if it had survived the reset.
+    node, job = healthy_node(tmp_path)
+    gpu = job.gpus.gpus[2]
+    try:
+        node.step(job.start_s + 1.0)
+        worker = next(p for p in job.processes if p.gpu_index == 2)
+        assert [p.pid for p in gpu.processes] == [worker.pid]
+        lost_at = job.start_s + 2.0
+        job.gpus.machine.fail("gpu_lost", 2)
+        node.step(lost_at)
+        job.gpus.machine.heal("gpu_lost", 2)  # nvidia-smi -r, 0.1 s after: the board comes back empty
+        node.step(lost_at + 0.1)
+        assert gpu.processes == [] and worker.state != "Z"  # still dying of its CUDA error
+        node.step(lost_at + job.exit_delay_s + 0.1)
+        assert gpu.processes == [] and worker.state == "Z" and worker.exit_status == 1 << 8
+        node.step(lost_at + job.exit_delay_s + job.reap_s + 0.2)
+        assert gpu.processes == [] and worker.gone_at_s is not None
+        assert all(p.processes for i, p in enumerate(job.gpus.gpus) if i != 2)  # the other ranks keep theirs
+    finally:
+        node.close()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tui.tmux_server import tmux, tmux_command
+
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0
 
@@ -21,10 +23,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
-
-
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
 def wait_screen(session: str, ok: Callable[[str], bool]) -> str:
@@ -75,7 +73,7 @@ def test_demo_in_a_terminal(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the demo left its simulator running"
             time.sleep(0.2)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run(tmux_command("kill-session", "-t", session), capture_output=True)
 
 
 def test_a_demo_whose_terminal_closes_leaves_no_token_behind(tmp_path: Path) -> None:
@@ -91,7 +89,7 @@ def test_a_demo_whose_terminal_closes_leaves_no_token_behind(tmp_path: Path) -> 
     try:
         wait_screen(session, lambda s: all(f"node0{i}" in s for i in (1, 2)) and s.count("live") >= 2)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run(tmux_command("kill-session", "-t", session), capture_output=True)
     # The simulator child ends with its parent (SIGTERM) and removes its rig's directory.
     deadline = time.monotonic() + WAIT_S
     while list(tmp.iterdir()) and time.monotonic() < deadline:

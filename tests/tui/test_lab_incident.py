@@ -28,6 +28,7 @@ from rigmon.cluster.config import NodeTarget
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.widgets.node_row import NodeRow
 from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.tmux_server import tmux_command
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = 4
@@ -150,10 +151,10 @@ def test_node01_opens_on_the_sag_before_the_gpu_loss_at_80x24(tmp_path: Path) ->
                                                                   "XDG_STATE_HOME", "XDG_CACHE_HOME",
                                                                   "RIGMON_AGENT_STATE_DIR") if k in os.environ)
     command = f"cd {REPO} && env {env} PYTHONPATH={REPO} {sys.executable} -m rigmon demo --seed 11"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True)
+    subprocess.run(tmux_command("new-session", "-d", "-s", session, "-x", "80", "-y", "24", command), check=True)
 
     def capture() -> list[str]:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], check=True, capture_output=True,
+        return subprocess.run(tmux_command("capture-pane", "-p", "-t", session), check=True, capture_output=True,
                               text=True).stdout.splitlines()
 
     try:
@@ -167,7 +168,7 @@ def test_node01_opens_on_the_sag_before_the_gpu_loss_at_80x24(tmp_path: Path) ->
         else:
             pytest.fail("node01 never lost its GPU on the cluster screen:\n" + "\n".join(lines))
         # node01 is in the most trouble: it is the first row, focused; Enter opens it.
-        subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
+        subprocess.run(tmux_command("send-keys", "-t", session, "Enter"), check=True)
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
             lines = capture()
@@ -183,6 +184,6 @@ def test_node01_opens_on_the_sag_before_the_gpu_loss_at_80x24(tmp_path: Path) ->
         assert "Incident" in lines[1]
         assert re.search(r"after rail 11\.\d{3} V", lines[lost]), "\n".join(lines)
     finally:
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], capture_output=True)
+        subprocess.run(tmux_command("send-keys", "-t", session, "q"), capture_output=True)
         time.sleep(1.0)
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run(tmux_command("kill-session", "-t", session), capture_output=True)

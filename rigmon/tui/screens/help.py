@@ -57,7 +57,11 @@ window is a bucket of the journal: it still shows the bucket's worst value.
   **n**: back to now
 - **Escape**: back
 
-A node whose agent keeps no journal, or cannot be reached, says "no history:" and why.
+When the agent cannot answer (unreachable, or it keeps no journal), the chart is what this
+dashboard holds of the node (its last 3600 frames, an hour at 1 Hz: the rail's minimum and mean,
+GPU power, array throughput, path resistance, CPU, and the node's events), and the line above
+it says so: "agent unreachable: showing the 42 minutes this dashboard holds, to 03:01:12 UTC".
+A node the dashboard never heard from says "no history:" and why.
 In a replay the chart is made from the recorded frames up to the time cursor.
 
 ## Alarms

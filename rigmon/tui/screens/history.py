@@ -1,4 +1,5 @@
-"""HistoryScreen: one chart of a node's history from its agent's journal, with zoom, pan and events."""
+"""HistoryScreen: one chart of a node's history from its agent's journal (or, its agent out of reach,
+from what the dashboard holds of it), with zoom, pan and events."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, keep_events, plot_data
+from rigmon.cluster.held_history import HeldHistory
+from rigmon.cluster.kept_events import MARK_KIND
 from rigmon.schema import Event, History
 from rigmon.tui.event_merge import merge_xid_events
 from rigmon.tui.gauge import span_label
 from rigmon.tui.text import plain
-from rigmon.tui.widgets.event_list import MARK_KIND
 from rigmon.tui.widgets.history_chart import HistoryChart, event_level
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
@@ -32,9 +34,10 @@ CHART_ROWS = 14
 #: Rows besides the chart and the list: the header, the line above the chart, its legend, the footer
 #: (and in a replay the time cursor above the footer: one more).
 OTHER_ROWS = 4
-#: Fetches a node's history: (from_at, to_at, series names) to a `History`, or raises
-#: `HistoryUnavailable` saying why.
-HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History]]
+#: Fetches a node's history: (from_at, to_at, series names) to a `History`, or to a `HeldHistory`
+#: (what the dashboard holds of the node, its agent's not to be had, with a note saying so), or raises
+#: `HistoryUnavailable` saying why there is none.
+HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History | HeldHistory]]
 
 
 #: Decimals of the lowest and highest figures by the chart's unit: the rail to the millivolt,
@@ -73,7 +76,8 @@ class HistoryScreen(Screen[None]):
         now: the newest time there is (the node's last frame, or the replay's cursor), asked
             when the view opens, on the now key, and in a replay whenever its time cursor moves: a
             window that ends at the newest time follows it (`follow`).
-        load: fetches the history (an agent's ``/v1/history``, or a replay's frames).
+        load: fetches the history (an agent's ``/v1/history``, what the dashboard holds of the node
+            when its agent cannot answer, or a replay's frames).
         reason: why there is no history to show at all (no frame from the node yet).
         span_s: the window's span to start with.
     """
@@ -93,11 +97,13 @@ class HistoryScreen(Screen[None]):
 
     @dataclass
     class Loaded(Message):
-        """A fetch for ``window`` and ``chart`` ended: the ``history``, or why there is none."""
+        """A fetch for ``window`` and ``chart`` ended: the ``history``, or why there is none; ``note``:
+        the history is what the dashboard holds, not the agent's (`HeldHistory.note`)."""
 
         serial: int
         history: History | None
         reason: str | None
+        note: str | None = None
 
     def __init__(self, name: str, charts: Sequence[Chart], now: Callable[[], float], load: HistoryLoader,
                  reason: str | None = None, span_s: float = DEFAULT_SPAN_S) -> None:
@@ -111,6 +117,8 @@ class HistoryScreen(Screen[None]):
         self._newest_at = self.window.end_at
         self.load = load
         self.history: History | None = None
+        #: The history drawn is what the dashboard holds of the node, not its agent's: the note says so.
+        self.note: str | None = None
         self.plotted: Plotted | None = None
         self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
         self.fixed_reason = self.reason is not None
@@ -153,11 +161,14 @@ class HistoryScreen(Screen[None]):
 
     async def _fetch(self, serial: int, chart: Chart, window: Window) -> None:
         try:
-            history = await self.load(window.from_at, window.end_at, chart.series)
+            answer = await self.load(window.from_at, window.end_at, chart.series)
         except HistoryUnavailable as exc:
             self.post_message(self.Loaded(serial, None, str(exc)))
             return
-        self.post_message(self.Loaded(serial, history, None))
+        if isinstance(answer, HeldHistory):
+            self.post_message(self.Loaded(serial, answer.history, None, answer.note))
+        else:
+            self.post_message(self.Loaded(serial, answer, None))
 
     def on_resize(self, event: Resize) -> None:
         # The list's length follows the screen's height (`event_lines`); while a new window loads,
@@ -184,6 +195,7 @@ class HistoryScreen(Screen[None]):
             return
         self.history = message.history
         self.reason = message.reason
+        self.note = message.note
         self._draw()
 
     def _draw(self) -> None:
@@ -215,8 +227,11 @@ class HistoryScreen(Screen[None]):
             figures = (f" · lowest {figure(plotted.lowest, chart.unit)} {chart.unit}, "
                        f"highest {figure(plotted.highest, chart.unit)} {chart.unit}")
         tier = "every frame" if plotted.tier == "frames" else f"{plotted.tier} buckets"
-        title = Text(f"{chart.title} · {when} · {tier}{figures} · series {self.chart_index + 1} "
-                     f"of {len(self.charts)}\n")
+        title = Text()
+        if self.note is not None:
+            # Not the agent's journal: said first, in the warning colour, so it is not read as the whole history.
+            title.append(f"{self.note}\n", style=self.get_component_rich_style("history-screen--warn", partial=True))
+        title.append(f"{chart.title} · {when} · {tier}{figures} · series {self.chart_index + 1} of {len(self.charts)}\n")
         head.update(title.append_text(plot.legend([line.label for line in plotted.lines])))
         plot.window = window
         plot.plotted = plotted

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from rigmon.cluster.kept_events import MARK_KIND
 from rigmon.schema import Event
 from rigmon.tui.text import plain
 
@@ -30,10 +31,6 @@ def stamp_format(times: Sequence[float], width: int) -> str:
         return "%Y-%m-%d %H:%M:%S"
     days = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
     return "%H:%M:%S" if len(days) <= 1 else "%m-%d %H:%M"
-
-
-#: The event kind of a job's own mark (POST /v1/marks, ``rigmon mark``).
-MARK_KIND = "mark"
 
 
 @dataclass(frozen=True, slots=True)
