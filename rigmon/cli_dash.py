@@ -68,7 +68,8 @@ def cmd_dash(args: argparse.Namespace) -> int:
         if args.ca_file and not Path(args.ca_file).is_file():
             raise DashConfigError(f"--ca-file {args.ca_file}: no such file")
         targets = resolve_targets(args.urls, config, token=token, control_token=control, ca_file=args.ca_file,
-                                  source=str(args.config or user_config_path()))
+                                  source=str(args.config or user_config_path()),
+                                  token_from=f"--token-file {args.token_file}" if args.token_file else None)
     except DashConfigError as exc:
         return fail(str(exc))
     export_dir = Path(config.export_dir).expanduser() if config.export_dir else None
@@ -123,9 +124,10 @@ def installed_agent_target(path: Path, control_token: str | None = None) -> Node
         return None
     agent = load_agent_config(path).agent
     # Named as the agent's start names it: the file's key, or the environment variable that set it.
-    token = read_secret_file(agent.token_file, setting_origin("token_file", None, path)) if agent.token_file else None
+    origin = setting_origin("token_file", None, path)
+    token = read_secret_file(agent.token_file, origin) if agent.token_file else None
     return NodeTarget(local_url(agent.listen, bool(agent.tls_cert_file)), token=token, control_token=control_token,
-                      ca_file=agent.tls_cert_file or None)
+                      ca_file=agent.tls_cert_file or None, token_from=f"{origin} ({agent.token_file})" if token else None)
 
 
 def run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Path | None = None) -> int:

@@ -27,7 +27,7 @@ def _agent_reason(response: httpx.Response) -> str:
     return reason if isinstance(reason, str) else ""
 
 
-def _status_sentence(response: httpx.Response) -> str:
+def _status_sentence(response: httpx.Response, token_from: str | None) -> str:
     code = response.status_code
     request = response.request
     sent_token = bool(request.headers.get("authorization")) if request is not None else False
@@ -35,7 +35,8 @@ def _status_sentence(response: httpx.Response) -> str:
     reason = _agent_reason(response)
     if code == 401:
         if sent_token:
-            return f"401: {where} refused the token: check that --token-file FILE holds this agent's read token"
+            return (f"401: {where} refused the token: check that {token_from or '--token-file FILE'} holds this "
+                    "agent's read token")
         return "401: this agent needs a token: --token-file FILE (the node's read token, e.g. /etc/rigmon/read.token)"
     if code == 403:
         return (f"403: {where} refused this with the token given ({reason or 'forbidden'}); acknowledging "
@@ -62,16 +63,22 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def describe_http_error(exc: BaseException) -> str:
+def describe_http_error(exc: BaseException, token_from: str | None = None) -> str:
     """A failed request to an agent as one sentence saying what to do.
 
     Covers HTTP status errors (401 without or with a wrong token, 403, 404, 429, 5xx),
     connection refused, unknown hosts, TLS failures (untrusted certificate, HTTPS spoken to
     a plain HTTP agent, plain HTTP to an HTTPS one) and timeouts. Anything else keeps its
     type and text.
+
+    Args:
+        exc: the failure.
+        token_from: where the token sent was given (``--token-file /path``, or the dashboard's
+            config file, node entry and key): a refused token is to be checked there. ``None``:
+            the ``--token-file`` option.
     """
     if isinstance(exc, httpx.HTTPStatusError):
-        return _status_sentence(exc.response)
+        return _status_sentence(exc.response, token_from)
     request: httpx.Request | None
     try:
         request = exc.request if isinstance(exc, httpx.RequestError) else None

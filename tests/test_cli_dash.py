@@ -46,7 +46,8 @@ def test_no_installed_agent_is_none(tmp_path: Path) -> None:
 def test_the_installed_agent_is_followed_at_its_address_with_its_token_and_certificate(tmp_path: Path) -> None:
     target = installed_agent_target(installed(tmp_path), control_token="ctl")
     assert target == NodeTarget("https://127.0.0.1:9871", token="s3cret", control_token="ctl",
-                                ca_file=f"{tmp_path}/agent.pem")
+                                ca_file=f"{tmp_path}/agent.pem",
+                                token_from=f"{tmp_path}/agent.toml: agent.token_file ({tmp_path}/agent.token)")
     target = installed_agent_target(installed(tmp_path, listen="[::]:9900"))
     assert target is not None and target.url == "https://[::1]:9900"
 
@@ -70,3 +71,19 @@ def test_dash_without_a_node_does_not_start_a_second_agent_from_the_installed_co
     err = capsys.readouterr().err
     assert "this machine's agent" in err and "token_file" in err and "--token-file" in err
     assert started == []
+
+
+def test_dash_tells_each_node_where_its_token_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 401 of the export then names the option, or the config file and node entry, that gave the token.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    token = tmp_path / "read.token"
+    token.write_text("s3cret\n")
+    token.chmod(0o600)
+    dash_toml = tmp_path / "dash.toml"
+    dash_toml.write_text(f'[[nodes]]\nurl = "http://a:1"\ntoken_file = "{token}"\n')
+    followed: list[list[NodeTarget]] = []
+    monkeypatch.setattr(cli_dash, "run_dashboard", lambda targets, *rest: followed.append(targets) or 0)
+    assert dash_command(["dash", "--config", str(dash_toml), "--token-file", str(token), "a:1", "b:2"]) == 0
+    a, b = followed[0]
+    assert a.token_from == f"{dash_toml}: nodes[0].token_file (node http://a:1)"
+    assert b.token_from == f"--token-file {token}"

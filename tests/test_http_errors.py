@@ -104,3 +104,17 @@ def test_timeouts_and_unknown_hosts() -> None:
         server.close()
     text = error_of("http://no-such-host.invalid:9871/")
     assert text.startswith("cannot resolve the host name no-such-host.invalid")
+
+
+def test_a_refused_token_names_where_it_was_given() -> None:
+    # Before: "--token-file FILE" whatever gave the token (a dashboard's token_file in dash.toml too).
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": "missing or wrong bearer token"})
+
+    with (httpx.Client(transport=httpx.MockTransport(handler), headers={"Authorization": "Bearer x"}) as client,
+          pytest.raises(httpx.HTTPStatusError) as info):
+        client.get("http://rig1:9871/v1/info").raise_for_status()
+    where = "/home/op/.config/rigmon/dash.toml: nodes[0].token_file (node http://rig1:9871)"
+    assert describe_http_error(info.value, where) == (
+        f"401: http://rig1:9871 refused the token: check that {where} holds this agent's read token")
+    assert "--token-file FILE" in describe_http_error(info.value)

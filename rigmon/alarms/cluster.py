@@ -137,10 +137,28 @@ def _about(key: str, node: str, active: bool, value: EventValue, message: str,
                        labels={"node": node, NODE_KEY_LABEL: key, **(labels or {})}, worse=worse, restate=restate)
 
 
+#: How the dashboard's reason for a failed attempt begins when the agent answered and refused it
+#: (`rigmon.cluster.agent_answers.status_error`): refused its token (401), or what it asked with it (403).
+REFUSAL_PREFIXES = ("401 unauthorized:", "403 forbidden:")
+
+
+def is_refusal(reason: str | None) -> bool:
+    """Whether ``reason`` (the dashboard's, for a failed attempt) says the agent answered and refused
+    (401/403), rather than did not answer (connection refused, timeout) or answered wrongly."""
+    return reason is not None and reason.startswith(REFUSAL_PREFIXES)
+
+
 def unreachable(nodes: Sequence[NodeView]) -> list[Observation]:
-    """A node whose agent does not answer; the alarm's message follows the node's current reason."""
-    return [_about(n.identity, n.node, not n.connected, n.error, f"node {n.node} unreachable: {n.error or 'no answer'}",
-                   restate=True) for n in nodes]
+    """A node whose agent does not answer, or answers and refuses the dashboard (its data does not come
+    either way); the alarm's message follows the node's current reason."""
+    return [_about(n.identity, n.node, not n.connected, n.error, _unreachable_message(n), restate=True) for n in nodes]
+
+
+def _unreachable_message(node: NodeView) -> str:
+    """``node gpu01 unreachable: cannot connect: ...``; an agent that refused says so (it is not unreachable)."""
+    if is_refusal(node.error):
+        return f"node {node.node} refuses this dashboard: {node.error}"
+    return f"node {node.node} unreachable: {node.error or 'no answer'}"
 
 
 def stale(nodes: Sequence[NodeView], now: float, max_age_s: float,

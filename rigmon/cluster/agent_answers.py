@@ -41,22 +41,83 @@ class AgentError(Exception):
 
 
 def failure_reason(exc: Exception) -> str:
-    """A short operator-facing reason for a failed request."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connect timed out"
-    if isinstance(exc, httpx.ReadTimeout):
-        return "timed out waiting for data"
+    """A short operator-facing reason for a failed request: what went wrong in plain words (never
+    a Python class name), then httpx's or the socket's own detail where it says more."""
     if isinstance(exc, httpx.TimeoutException):
-        return "timed out"
+        return _TIMEOUTS.get(type(exc), "timed out")
+    tls = _tls_failure(exc)
+    if tls is not None:
+        return tls
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect: {_socket_cause(exc) or 'connection failed'}"
     if isinstance(exc, httpx.RemoteProtocolError) and str(exc).startswith(_PEER_CLOSED):
         # An agent that stops (systemctl stop, Ctrl-C, a reboot) closes its open streams mid-answer.
         return "agent stopped the connection"
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+    if isinstance(exc, httpx.ReadError):
         # httpx's own text may be empty (a reset is ReadError('')): the socket error under it says more.
-        return f"connection lost: {_socket_cause(exc) or type(exc).__name__}"
-    return f"{type(exc).__name__}: {exc}"
+        return f"connection lost: {_socket_cause(exc) or 'the connection broke while reading the answer'}"
+    if isinstance(exc, httpx.WriteError):
+        return f"connection lost: {_socket_cause(exc) or 'the connection broke while sending the request'}"
+    for family, words in _FAMILIES:
+        if isinstance(exc, family):
+            detail = _detail(exc)
+            return f"{words}: {detail}" if detail else words
+    return f"request failed: {_detail(exc) or 'no detail given'}"
+
+
+#: What each timeout waited for.
+_TIMEOUTS: dict[type[Exception], str] = {
+    httpx.ConnectTimeout: "connect timed out",
+    httpx.ReadTimeout: "timed out waiting for data",
+    httpx.WriteTimeout: "timed out sending the request",
+    httpx.PoolTimeout: "timed out waiting for a free connection to the agent",
+}
+#: The other httpx failures in the operator's words, most particular first (httpx's text follows).
+_FAMILIES: tuple[tuple[type[Exception], str], ...] = (
+    (httpx.RemoteProtocolError, "protocol error: the answer is not valid HTTP (is a rigmon agent at this URL?)"),
+    (httpx.LocalProtocolError, "protocol error: this dashboard could not send the request"),
+    (httpx.CloseError, "connection lost while closing it"),
+    (httpx.ProxyError, "proxy failed (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in the environment)"),
+    (httpx.UnsupportedProtocol, "not an http:// or https:// URL"),
+    (httpx.NetworkError, "network error"),
+    (httpx.TooManyRedirects, "too many redirects (is the URL a rigmon agent's?)"),
+    (httpx.DecodingError, "cannot decode the answer (its Content-Encoding or text is broken)"),
+    (httpx.TransportError, "transport failed"),
+    (httpx.InvalidURL, "not a valid URL"),
+    (httpx.StreamError, "the answer's stream was read wrongly"),
+    (httpx.HTTPError, "request failed"),
+)
+
+
+def _tls_failure(exc: Exception) -> str | None:
+    """The TLS failure under ``exc`` in plain words (certificate not trusted, hostname mismatch, not
+    HTTPS at all), with OpenSSL's detail; ``None`` when no TLS failure is under it."""
+    seen: set[int] = set()
+    inner: BaseException | None = exc
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        if isinstance(inner, ssl.SSLCertVerificationError):
+            detail = _lower_first(inner.verify_message or str(inner))
+            if inner.verify_code == _X509_HOSTNAME_MISMATCH:
+                return f"TLS failure: hostname mismatch: {detail}"
+            return f"TLS failure: certificate not trusted: {detail} (give the node's CA with ca_file / --ca-file)"
+        if isinstance(inner, ssl.SSLError):
+            if inner.reason in _NOT_TLS:
+                return "TLS failure: the agent does not speak HTTPS (use http:// for it)"
+            return f"TLS failure: {_lower_first(inner.reason or str(inner))}"
+        inner = inner.__cause__ or inner.__context__
+    return None
+
+
+#: OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH: the certificate is valid, but for another name.
+_X509_HOSTNAME_MISMATCH = 62
+#: OpenSSL's reasons when what answered a TLS handshake was not TLS (plain HTTP, most often).
+_NOT_TLS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"})
+
+
+def _detail(exc: BaseException) -> str:
+    """httpx's own text of ``exc``, on one line (may be empty)."""
+    return " ".join(str(exc).split())
 
 
 #: How httpx says the agent closed the connection before its answer was whole (h11, httpcore).
@@ -85,13 +146,21 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def status_error(response: httpx.Response, body: bytes) -> AgentError:
-    """The `AgentError` for a non-200 ``response`` whose body is ``body`` (the agent's ``error`` when it sent one)."""
+def status_error(response: httpx.Response, body: bytes, token_from: str | None = None) -> AgentError:
+    """The `AgentError` for a non-200 ``response`` whose body is ``body`` (the agent's ``error`` when it sent one).
+
+    Args:
+        token_from: where the read token sent was given (`rigmon.cluster.config.NodeTarget.token_from`):
+            a 401 to a request that sent it says to check it there.
+    """
     try:
         detail = str(json.loads(body)["error"])
     except (ValueError, KeyError, TypeError, RecursionError):
         detail = response.reason_phrase
     if response.status_code == 401:
+        sent = response.request is not None and bool(response.request.headers.get("authorization"))
+        if token_from and sent:
+            return AgentError(f"401 unauthorized: {detail}; check that {token_from} holds this agent's read token", 401)
         return AgentError(f"401 unauthorized: {detail}", 401)
     if response.status_code == 403:
         return AgentError(f"403 forbidden: {detail}", 403)

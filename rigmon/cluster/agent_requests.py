@@ -71,6 +71,8 @@ class AgentRequests:
             CA bundle, certifi's or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
         request_deadline_s: longest time one ordinary request may take in all.
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
+        token_from: where ``token`` was given (``--token-file /path``, or the dashboard's config
+            file and node entry): a 401 says to check it there.
     """
 
     def __init__(
@@ -86,8 +88,10 @@ class AgentRequests:
         ca_file: str | None = None,
         request_deadline_s: float = REQUEST_DEADLINE_S,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
+        token_from: str | None = None,
     ) -> None:
         self.request_deadline_s = request_deadline_s
+        self.token_from = token_from
         self.max_answer_bytes = max_answer_bytes
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -131,7 +135,7 @@ class AgentRequests:
         except TimeoutError:
             raise AgentError(f"answer took longer than {self.request_deadline_s:g} s") from None
         if response.status_code != 200:
-            raise status_error(response, body)
+            raise status_error(response, body, self.token_from)
         return body
 
     async def info(self) -> Info:
@@ -201,7 +205,7 @@ class AgentRequests:
             async with self._http.stream("GET", "/v1/stream", headers=headers, params=params,
                                          timeout=self._stream_timeout) as response:
                 if response.status_code != 200:
-                    raise status_error(response, await read_bounded(response, self.max_answer_bytes))
+                    raise status_error(response, await read_bounded(response, self.max_answer_bytes), self.token_from)
                 async for line in bounded_lines(response, MAX_EVENT_LINE_BYTES):
                     event = parser.feed(line)
                     if event is None:

@@ -19,6 +19,7 @@ import msgspec
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.alarms.values import number
 from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
+from rigmon.cluster.node_view import node_state
 from rigmon.cluster.recording_end import ENDED
 from rigmon.cluster.store import ClusterStore, NodeStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
@@ -178,7 +179,7 @@ def _as_of(store: NodeStore, ended_at: float | None) -> tuple[float | None, str]
     """Since when ``store``'s alarms are only what the node last said, and why (`AlarmRow.as_of`,
     ``as_of_why``); ``(None, "")`` while they are current. ``ended_at``: its recording's last frame
     when the replay's cursor is past it (the node is not stale, but nothing of it comes after)."""
-    state = store.state()
+    state = node_state(store.state(), store.error)
     if state != "live":
         return store.alarms_at, f"node {state}"
     if ended_at is not None:

@@ -77,6 +77,7 @@ class AgentClient(AlarmRequests):
         request_deadline_s: longest time one ordinary request may take in all.
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
         view: ``full`` frames, or ``summary`` records (see `set_view`).
+        token_from: where ``token`` was given: a 401 says to check it there.
     """
 
     def __init__(
@@ -95,11 +96,12 @@ class AgentClient(AlarmRequests):
         request_deadline_s: float = REQUEST_DEADLINE_S,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         view: View = "full",
+        token_from: str | None = None,
     ) -> None:
         super().__init__(
             url, token, control_token=control_token, transport=transport, request_timeout_s=request_timeout_s,
             stream_read_timeout_s=stream_read_timeout_s, backoff=backoff, ca_file=ca_file,
-            request_deadline_s=request_deadline_s, max_answer_bytes=max_answer_bytes,
+            request_deadline_s=request_deadline_s, max_answer_bytes=max_answer_bytes, token_from=token_from,
         )
         self.backfill_frames = backfill_frames
         self._sleep = sleep

@@ -62,6 +62,10 @@ class NodeTarget:
     control_token: str | None = None
     """Token that may acknowledge alarms on this agent, or ``None`` (read-only)."""
     ca_file: str | None = None
+    token_from: str | None = None
+    """Where ``token`` was given, as an error tells the operator to check it: ``--token-file
+    /path``, ``~/.config/rigmon/dash.toml: nodes[1].token_file (node http://b:1)``; ``None`` when
+    not known (or no token)."""
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -174,7 +178,7 @@ def _node_key(source: str, index: int, url: str, key: str) -> str:
 
 def resolve_targets(urls: list[str], config: DashConfig, token: str | None = None,
                     control_token: str | None = None, ca_file: str | None = None,
-                    source: str = "dash.toml") -> list[NodeTarget]:
+                    source: str = "dash.toml", token_from: str | None = None) -> list[NodeTarget]:
     """The agents to follow: ``urls`` from the command line, else the config's nodes.
 
     A command-line URL that is also in the config takes the config's token; one that is
@@ -182,6 +186,7 @@ def resolve_targets(urls: list[str], config: DashConfig, token: str | None = Non
 
     Args:
         source: the file ``config`` was loaded from, named in the errors about its nodes.
+        token_from: where ``token`` was given (``--token-file /path``), see `NodeTarget.token_from`.
 
     Raises:
         DashConfigError: a token file or CA file cannot be read, or a URL is not one; an error
@@ -200,7 +205,7 @@ def resolve_targets(urls: list[str], config: DashConfig, token: str | None = Non
         found = entries.get(url)
         if found is None:
             targets.append(NodeTarget(url=url, token=token, control_token=control_token,
-                                      ca_file=_path(ca_file, "ca_file")))
+                                      ca_file=_path(ca_file, "ca_file"), token_from=token_from if token else None))
         else:
             targets.append(_node_target(url, *found, source))
     return targets
@@ -216,7 +221,9 @@ def _node_target(url: str, index: int, entry: NodeEntry, source: str) -> NodeTar
     control = _secret(entry.control_token, entry.control_token_file,
                       _node_key(source, index, entry.url, "control_token_file"))
     ca_file = _path(entry.ca_file, _node_key(source, index, entry.url, "ca_file"))
-    return NodeTarget(url=url, token=read, control_token=control, ca_file=ca_file)
+    # The file wins over the inline token (`_secret`): the key named is the one the token came from.
+    token_from = _node_key(source, index, entry.url, "token_file" if entry.token_file else "token") if read else None
+    return NodeTarget(url=url, token=read, control_token=control, ca_file=ca_file, token_from=token_from)
 
 
 def _path(path: str | None, key: str) -> str | None:

@@ -62,7 +62,7 @@ async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SI
         # less) where following the node works.
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=target.ca_file) if target.ca_file else True
         async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
-            return await pull_agent(client, target.url, since_s, note=note)
+            return await pull_agent(client, target.url, since_s, note=note, token_from=target.token_from)
 
     return list(await asyncio.gather(*(one(t) for t in targets)))
 

@@ -7,13 +7,25 @@ from typing import Literal
 
 import msgspec
 
+from rigmon.alarms.cluster import is_refusal
 from rigmon.cluster.incident import Problem, Sag
 from rigmon.summary import RAIL_CRITICAL_VOLTS, NodeSummary
 
-NodeState = Literal["connecting", "live", "stale", "unreachable"]
+NodeState = Literal["connecting", "live", "stale", "refused", "unreachable"]
 
-#: Order of trouble: the cluster screen lists unreachable nodes first.
-STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "stale": 1, "connecting": 2, "live": 3}
+#: Order of trouble: the cluster screen lists unreachable nodes first, then the nodes whose agent
+#: answers but refuses this dashboard (a wrong token: no data either), then stale ones.
+STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "refused": 1, "stale": 2, "connecting": 3, "live": 4}
+#: States of a node whose figures are not current: its last ones are drawn faint, with how old they are.
+OUT_OF_TOUCH: frozenset[NodeState] = frozenset({"stale", "refused", "unreachable"})
+
+
+def node_state(state: NodeState, reason: str | None) -> NodeState:
+    """The state the screens name for a node the store says is in ``state`` for ``reason``: ``refused``
+    when its last attempt failed because the agent answered 401 or 403 (it is there, and says no to
+    this dashboard's token: "unreachable" would send the operator to the network or the agent's
+    service); else ``state``."""
+    return "refused" if state == "unreachable" and is_refusal(reason) else state
 
 
 class NodeView(msgspec.Struct, frozen=True, gc=False):
@@ -28,7 +40,9 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
         key: identity of the node on the dashboard (its URL).
         name: node name from its frames, or the URL's host:port before the first frame.
         url: agent base URL.
-        state: live, stale, unreachable, or connecting (no answer and no failure yet).
+        state: live, stale, unreachable, refused (the agent answered 401 or 403: see `node_state`; a
+            view built as ``unreachable`` with such a reason becomes ``refused``), or connecting (no
+            answer and no failure yet).
         reason: why the node is not live, when the client knows (the last failure).
         age_s: seconds since the last frame arrived; ``None`` before the first.
         last_data_at: when the last frame arrived, on the dashboard's clock (Unix s, as ``age_s``
@@ -68,6 +82,13 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
     label: str = ""
     last_data_at: float | None = None
 
+    def __post_init__(self) -> None:
+        # The store knows only that the last attempt failed (`NodeStore.state`); the reason says
+        # whether the agent answered and refused. Frozen: set once, here, as msgspec provides for.
+        state = node_state(self.state, self.reason)
+        if state != self.state:
+            msgspec.structs.force_setattr(self, "state", state)
+
 
 def hardware_trouble(view: NodeView) -> int:
     """How many of these a node has: a GPU missing against its inventory, a rail minimum
@@ -90,7 +111,7 @@ def hardware_trouble(view: NodeView) -> int:
 
 
 def trouble_order(view: NodeView) -> tuple[int, int, int, int, str]:
-    """Sort key putting trouble first: unreachable, stale, hardware trouble (lost GPU, low
+    """Sort key putting trouble first: unreachable, refused, stale, hardware trouble (lost GPU, low
     rail, degraded link or array), alarms, failing collectors, then by name."""
     summary = view.summary
     alarms = (summary.alarms or 0) if summary else 0

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
 from rigmon.cluster.config import DEFAULT_THEME, NodeTarget, default_export_dir
+from rigmon.cluster.identity import AgentNames
 from rigmon.cluster.recording_end import recording_ends
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
@@ -114,6 +115,8 @@ class RigmonApp(Navigation, ReplayKeys):
         self.export_dir = export_dir or default_export_dir()
         self.alarm_poll_s = alarm_poll_s
         self.critical = CriticalWatch()
+        # The node each followed URL says it is: a note when another agent answers at a node's URL.
+        self.agent_names = AgentNames()
         self.critical_toast = CriticalToast()
         self.followers = Followers(client_factory, alarm_poll_s, self.post_message)
         self.redraws = Redraws(self.set_timer, self.refresh_screen, self._redraw_frames_of)
@@ -161,7 +164,13 @@ class RigmonApp(Navigation, ReplayKeys):
         self.cluster.nodes[message.key].alarms_failed(message.reason)
 
     def on_node_connected(self, message: NodeConnected) -> None:
-        self.cluster.nodes[message.key].connected(message.info)
+        store = self.cluster.nodes[message.key]
+        note = self.agent_names.answered(message.key, store.url, message.info.node)
+        if note is not None:
+            # Its frames from now on are the other node's, on the same row (the dashboard follows URLs).
+            notify(self, note, title="Another agent at a node's address", severity="warning", timeout=30)
+            self.redraws.refresh_soon()
+        store.connected(message.info)
         # A node back (or new) is asked for its alarms now, not after the back-off of the
         # fetches that failed while it was away: the alarms screen said "alarms unknown" meanwhile.
         wake = self.followers.alarm_wake.get(message.key)
@@ -231,7 +240,7 @@ class RigmonApp(Navigation, ReplayKeys):
         except ScreenStackError:
             # The refresh timer fired while the app shuts down (its screens are gone).
             return
-        draw(screen, self.cluster, self.selected, self.replay, board)
+        draw(screen, self.cluster, self.selected, self.replay, board, self.agent_names.notes)
 
     def on_history_wanted(self, message: HistoryWanted) -> None:
         key = message.key if message.key is not None else self.selected

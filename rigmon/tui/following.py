@@ -36,7 +36,8 @@ SUMMARY_ALARM_POLL_FACTOR = 3.0
 
 def default_client(target: NodeTarget) -> AgentClient:
     """A real HTTP client for ``target``."""
-    return AgentClient(target.url, target.token, control_token=target.control_token, ca_file=target.ca_file)
+    return AgentClient(target.url, target.token, control_token=target.control_token, ca_file=target.ca_file,
+                       token_from=target.token_from)
 
 
 class Followers:

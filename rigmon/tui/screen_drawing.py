@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING
 
 from textual.css.query import NoMatches
@@ -30,8 +30,10 @@ def shows_frames_of(screen: Screen[object], keys: Set[str], selected: str | None
 
 
 def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, replay: Replay | None,
-         board: AlarmBoardView | None) -> None:
-    """Draw ``screen`` from the stores (the alarms screen needs ``board``; ``selected``: the node screen's node)."""
+         board: AlarmBoardView | None, notes: Mapping[str, str] | None = None) -> None:
+    """Draw ``screen`` from the stores (the alarms screen needs ``board``; ``selected``: the node screen's node;
+    ``notes``: by key, the nodes at whose URL another agent answers now, `rigmon.cluster.identity.AgentNames`)."""
+    notes = notes or {}
     ended: dict[str, float] = {}
     stopped: dict[str, bool] = {}
     if replay is not None:
@@ -45,14 +47,16 @@ def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, re
             if board is not None:
                 screen.show(board)
         elif isinstance(screen, ClusterScreen):
-            screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended, stopped)
+            screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended, stopped,
+                        notes)
         elif isinstance(screen, LinkScreen):
             screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended)
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:
             store = cluster.nodes[selected]
             view = store.view(points=None, buckets=240, details=True, peers_up=cluster.peers_up(store),
                               label=cluster.rule_names()[selected])
-            screen.show(view, store.info, store.latest, tuple(store.events), ended.get(selected), stopped.get(selected))
+            screen.show(view, store.info, store.latest, tuple(store.events), ended.get(selected), stopped.get(selected),
+                        notes.get(selected))
     except NoMatches:
         # The timer fired while the app shuts down and the screen has lost its widgets.
         pass

@@ -95,7 +95,7 @@ async def test_server_answering_garbage() -> None:
         await writer.drain()
         writer.close()
 
-    for handler, reason in ((garbage, "bad answer: not JSON"), (not_http, "connection lost")):
+    for handler, reason in ((garbage, "bad answer: not JSON"), (not_http, "protocol error: the answer is not valid HTTP")):
         server = await asyncio.start_server(handler, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         url = f"http://127.0.0.1:{port}"

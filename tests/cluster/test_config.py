@@ -58,8 +58,10 @@ def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
     token_file.write_text("t2\n")
     token_file.chmod(0o600)
     config = DashConfig(nodes=(NodeEntry("http://a:9871", token="t1"), NodeEntry("b:9871", token_file=str(token_file))))
-    assert resolve_targets([], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://b:9871", "t2")]
-    assert resolve_targets(["a:9871/", "c:1"], config) == [NodeTarget("http://a:9871", "t1"), NodeTarget("http://c:1")]
+    a = NodeTarget("http://a:9871", "t1", token_from="dash.toml: nodes[0].token (node http://a:9871)")
+    b = NodeTarget("http://b:9871", "t2", token_from="dash.toml: nodes[1].token_file (node b:9871)")
+    assert resolve_targets([], config) == [a, b]
+    assert resolve_targets(["a:9871/", "c:1"], config) == [a, NodeTarget("http://c:1")]
     missing = DashConfig(nodes=(NodeEntry("a:1", token_file=str(tmp_path / "nope")),))
     with pytest.raises(DashConfigError, match="token_file"):
         resolve_targets([], missing)
@@ -72,7 +74,8 @@ def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
     config = DashConfig(nodes=(NodeEntry("a:1", token="t1", control_token="c1"),
                                NodeEntry("b:1", control_token_file=str(control_file)), NodeEntry("c:1")))
     assert resolve_targets([], config) == [
-        NodeTarget("http://a:1", "t1", "c1"), NodeTarget("http://b:1", None, "c2"), NodeTarget("http://c:1")]
+        NodeTarget("http://a:1", "t1", "c1", token_from="dash.toml: nodes[0].token (node a:1)"),
+        NodeTarget("http://b:1", None, "c2"), NodeTarget("http://c:1")]
     assert resolve_targets(["d:1"], config) == [NodeTarget("http://d:1")]
     missing = DashConfig(nodes=(NodeEntry("a:1", control_token_file=str(tmp_path / "nope")),))
     with pytest.raises(DashConfigError, match="control_token_file"):

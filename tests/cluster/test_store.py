@@ -60,7 +60,8 @@ def test_view_carries_reason_and_age() -> None:
     clock.advance(12)
     store.failed("401 unauthorized: missing or wrong bearer token")
     view = store.view()
-    assert view.state == "unreachable"
+    # The agent answered and refused: its own state word, not "unreachable".
+    assert view.state == "refused"
     assert view.reason == "401 unauthorized: missing or wrong bearer token"
     assert view.age_s == 12
 
@@ -149,7 +150,7 @@ def test_cluster_lists_trouble_first() -> None:
 
 # --- Every source: session inventory and trouble order, from recorded frames of real collectors ---
 
-from rigmon.cluster.node_view import hardware_trouble, trouble_order
+from rigmon.cluster.node_view import STATE_RANK, hardware_trouble, trouble_order
 from tests.tui.snapshot_apps.record_frames import load_frames
 
 
@@ -202,7 +203,7 @@ def test_hardware_trouble_sorts_first() -> None:
     cluster.add("zzz", "http://zzz:1").add_frames(renamed(load_frames("raid1-member-failed-recovering")[:25], "zzz"))
     views = cluster.views()
     assert (views[0].name, views[-1].name) == ("bbb-lost-gpu-low-rail", "zzz")
-    assert trouble_order(views[-1])[:2] == (3, -1)
+    assert trouble_order(views[-1])[:2] == (STATE_RANK["live"], -1)
 
 
 def test_a_sag_in_the_recent_trend_keeps_a_node_first() -> None:

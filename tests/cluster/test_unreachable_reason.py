@@ -76,10 +76,10 @@ async def test_clean_agent_stop_reads_in_the_operators_words_and_the_alarm_follo
     (httpx.RemoteProtocolError("peer closed connection without sending complete message body (received 3 bytes, "
                                "expected 10)"), "agent stopped the connection"),
     (httpx.RemoteProtocolError("illegal status line: bytearray(b'SSH-2.0')"),
-     "connection lost: illegal status line: bytearray(b'SSH-2.0')"),
+     "protocol error: the answer is not valid HTTP (is a rigmon agent at this URL?): illegal status line: bytearray(b'SSH-2.0')"),
     (httpx.ConnectError("[Errno 111] Connection refused"), "cannot connect: connection refused"),
     (httpx.ConnectError("[Errno -2] Name or service not known"), "cannot connect: name or service not known"),
-    (httpx.ReadError(""), "connection lost: ReadError"),
+    (httpx.ReadError(""), "connection lost: the connection broke while reading the answer"),
 ])
 def test_failure_reasons(exc: Exception, reason: str) -> None:
     assert failure_reason(exc) == reason

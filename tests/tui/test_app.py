@@ -86,7 +86,7 @@ async def test_trouble_is_listed_first_with_its_reason() -> None:
         await pilot.pause()
         rows = list(app.screen.query(NodeRow))
         assert rows[0].view is not None and rows[0].view.key == bad.url
-        assert rows[0].view.state == "unreachable"
+        assert rows[0].view.state == "refused"
         assert rows[0].view.reason == "401 unauthorized: missing or wrong bearer token"
 
 

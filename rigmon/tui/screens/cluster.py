@@ -24,10 +24,10 @@ from rigmon.tui.widgets.replay_bar import ReplayBar
 VISIBLE_SLACK_ROWS = 3
 
 
-def _height_changes(row: NodeRow, view: NodeView, ended_at: float | None) -> bool:
-    """Whether ``view`` (its recording ended at ``ended_at``) gives ``row`` another height (a line for
-    its problems or not): then the list's layout changes and the row is updated at once, on screen or not."""
-    height = NodeRow.height_for(view, ended_at)
+def _height_changes(row: NodeRow, view: NodeView, ended_at: float | None, note: str | None) -> bool:
+    """Whether ``view`` (its recording ended at ``ended_at``, its ``note``) gives ``row`` another height (a
+    line for its problems or not): then the list's layout changes and the row is updated at once, on screen or not."""
+    height = NodeRow.height_for(view, ended_at, note)
     return row.styles.height is None or row.styles.height.value != height
 
 
@@ -107,12 +107,14 @@ class ClusterScreen(Screen[None]):
         return [child for child in self.query_one("#nodes", VerticalScroll).children if isinstance(child, NodeRow)]
 
     def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None,
-             stopped: Mapping[str, bool] | None = None) -> None:
+             stopped: Mapping[str, bool] | None = None, notes: Mapping[str, str] | None = None) -> None:
         """Draw ``views`` (already in display order); ``ended``: in a replay, the nodes whose recording
         ended before the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`);
-        ``stopped``: whether their agent stopped cleanly, where the bundle says (`Replay.stopped_cleanly`)."""
+        ``stopped``: whether their agent stopped cleanly, where the bundle says (`Replay.stopped_cleanly`);
+        ``notes``: by key, the nodes at whose URL another agent answers now (`rigmon.cluster.identity.AgentNames`)."""
         ended = ended or {}
         stopped = stopped or {}
+        notes = notes or {}
         rows = self._rows()
         focused = self.focused
         if (isinstance(focused, NodeRow) and focused in rows and focused is not self._cursor_row(rows)
@@ -127,13 +129,15 @@ class ClusterScreen(Screen[None]):
                 row.with_paths = with_paths
             ended_at = ended.get(view.key)
             clean = stopped.get(view.key)
+            note = notes.get(view.key)
             # Most rows keep their view object between redraws (see `NodeStore.view`); a node whose
             # recording ended keeps it while the cursor moves on.
-            if row.view is view and row.ended_at == ended_at and row.stopped_cleanly == clean:
+            if row.view is view and row.ended_at == ended_at and row.stopped_cleanly == clean and row.note == note:
                 continue
-            if index in shown or _height_changes(row, view, ended_at):
+            if index in shown or _height_changes(row, view, ended_at, note):
                 row.stopped_cleanly = clean
                 row.ended_at = ended_at
+                row.note = note
                 row.view = view
                 self._unpainted.discard(row)
             else:
@@ -141,13 +145,14 @@ class ClusterScreen(Screen[None]):
                 # out every row again, which with 256 nodes cost more than drawing the screen).
                 row.set_reactive(NodeRow.ended_at, ended_at)
                 row.set_reactive(NodeRow.stopped_cleanly, clean)
+                row.set_reactive(NodeRow.note, note)
                 row.set_reactive(NodeRow.view, view)
                 self._unpainted.add(row)
         container = self.query_one("#nodes", VerticalScroll)
         mounted = len(views) > len(rows)
         if mounted:
             container.mount_all(NodeRow(view, with_paths=with_paths, ended_at=ended.get(view.key),
-                                        stopped_cleanly=stopped.get(view.key))
+                                        stopped_cleanly=stopped.get(view.key), note=notes.get(view.key))
                                 for view in views[len(rows):])
         for row in rows[len(views):]:
             self._unpainted.discard(row)

@@ -117,9 +117,15 @@ a faulty member) its device number in the superblock, `sdb2 #2` (mdstat's `[2]`)
 
 *live*: frames keep arriving. *stale*: the last frame is older than
 three sampling intervals and no failure is known (a slow or stuck agent).
-*unreachable*: the last attempt failed (refused, timed out, 401, bad answer or another
+*unreachable*: the last attempt failed (connection refused, timed out, bad answer or another
 schema version) and the data is old; the reason and the age of the last data are shown.
+*refused*: the agent answered but refused the dashboard (401: a missing or wrong read token,
+or 403): check the token where the reason says it was given, not the network.
 *connecting*: no answer yet.
+
+When another agent answers at a node's address (its agent died and another took the port),
+a notification, the row and the node's status say so: "the agent at URL now says it is node
+X (was node01)".
 
 Nodes in trouble are listed first. Figures the node does not report show as "—".
 

@@ -15,7 +15,7 @@ from textual.scrollbar import ScrollBarRender
 from textual.widgets import Footer, Header, Static
 
 from rigmon.cluster.incident import Problem, timeline
-from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.schema import Event, Frame, Info
 from rigmon.tui import format as fmt
 from rigmon.tui.event_merge import merge_xid_events
@@ -73,12 +73,12 @@ def out_of_touch(view: NodeView, ended_at: float | None = None,
                True: "its agent stopped cleanly",
                False: "its agent did not stop cleanly: killed, crashed or the node lost power"}[stopped_cleanly]
         return (Problem("warn", f"{ended_text(ended_at)}: nothing of it after its last frame ({why})", "node"),)
-    if view.state not in ("stale", "unreachable"):
+    if view.state not in OUT_OF_TOUCH:
         return ()
     text = view.state + (", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
     if view.reason:
         text += f": {view.reason}"
-    return (Problem("bad" if view.state == "unreachable" else "warn", text, "node"),)
+    return (Problem("warn" if view.state == "stale" else "bad", text, "node"),)
 
 
 class WholeCellScrollBarRender(ScrollBarRender):
@@ -145,10 +145,11 @@ class NodeScreen(Screen[None]):
         self.query_one("#node-body", VerticalScroll).vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
     def show(self, view: NodeView, info: Info | None, frame: Frame | None, events: tuple[Event, ...],
-             ended_at: float | None = None, stopped_cleanly: bool | None = None) -> None:
+             ended_at: float | None = None, stopped_cleanly: bool | None = None, note: str | None = None) -> None:
         """Draw one node; an Xid reported by NVML and by the kernel log is listed once. ``ended_at``: in
         a replay, when the node's recording ended before the cursor (`rigmon.tui.recording_end`);
-        ``stopped_cleanly``: whether its agent did, where the bundle says (`Replay.stopped_cleanly`)."""
+        ``stopped_cleanly``: whether its agent did, where the bundle says (`Replay.stopped_cleanly`);
+        ``note``: another agent answers at its URL now (`rigmon.cluster.identity.AgentNames`)."""
         events = merge_xid_events(events)
         state = view.state if ended_at is None else ended_text(ended_at, stopped_cleanly)
         self.sub_title = f"{view.label or view.name} · {state}"
@@ -164,6 +165,7 @@ class NodeScreen(Screen[None]):
         status = self.query_one(NodeStatus)
         status.stopped_cleanly = stopped_cleanly
         status.ended_at = ended_at
+        status.note = note
         status.view = view
         status.info = info
         for group in self.query(SourceGroup):
@@ -177,7 +179,7 @@ class NodeScreen(Screen[None]):
         health.collectors = dict(frame.collectors) if frame else {}
         # Out of touch, the boxes hold its last frame's figures: faint, as its cluster row draws them,
         # so they do not read as current (the status above says since when).
-        old = ended_at is not None or view.state in ("stale", "unreachable")
+        old = ended_at is not None or view.state in OUT_OF_TOUCH
         for box in (*self.query(SourceGroup), self.query_one(GuardLine), health):
             box.set_class(old, "-old")
         event_list = self.query_one(EventList)

@@ -16,6 +16,7 @@ from textual.widgets import DataTable
 
 from rigmon.cluster.incident import rtt
 from rigmon.cluster.link_matrix import LinkMatrix, MatrixRow
+from rigmon.cluster.node_view import OUT_OF_TOUCH
 from rigmon.summary import PathCell
 from rigmon.tui import format as fmt
 from rigmon.tui.recording_end import ended_clock
@@ -199,7 +200,7 @@ class LinkTable(DataTable[Text]):
     def _peer_style(self, peer: str) -> Style:
         """A peer's column title: bad while the dashboard cannot hear it, muted as an old row once its
         recording ended (in a replay)."""
-        if self.matrix.peer_states.get(peer) in ("stale", "unreachable"):
+        if self.matrix.peer_states.get(peer) in OUT_OF_TOUCH:
             return self._style("bad")
         return self._style("stale") if peer in self.ended_peers else Style()
 

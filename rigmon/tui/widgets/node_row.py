@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.cluster.incident import reason, rtt
-from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, NodeSummary, PathCell, power_level
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge, row_lines
@@ -193,7 +193,7 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
 def out_of_touch(view: NodeView, ended_at: float | None) -> bool:
     """Whether a row's figures are not current: the node is stale or unreachable, or its recording
     ended (``ended_at``); its second line then says so instead of trends, and the figures are faint."""
-    return ended_at is not None or view.state in ("stale", "unreachable")
+    return ended_at is not None or view.state in OUT_OF_TOUCH
 
 
 def grid(widths: Sequence[int]) -> Table:
@@ -215,6 +215,7 @@ class NodeRow(Widget, can_focus=True):
         "node-row--live",
         "node-row--stale",
         "node-row--unreachable",
+        "node-row--refused",
         "node-row--connecting",
         "node-row--ended",
         "node-row--alarm",
@@ -226,6 +227,7 @@ class NodeRow(Widget, can_focus=True):
         "node-row--spark-low",
         "node-row--spark-high",
         "node-row--old",
+        "node-row--note",
     }
     DEFAULT_CSS = """
     NodeRow {
@@ -244,6 +246,10 @@ class NodeRow(Widget, can_focus=True):
     stopped_cleanly: reactive[bool | None] = reactive(None)
     """In a replay, whether the node's agent stopped cleanly when its bundle says (a journal's bundle,
     `rigmon.cluster.replay.Replay.stopped_cleanly`): said after "recording ended"; ``None`` when it does not."""
+    note: reactive[str | None] = reactive(None)
+    """Another agent answers at the node's URL than before (``the agent at URL now says it is node gpu07
+    (was node01)``, `rigmon.cluster.identity.AgentNames`); ``None``: none. Said on the third line, before
+    the node's problems (or after its state, when out of touch)."""
 
     def watch_view(self, view: NodeView | None) -> None:
         self._fit_height()
@@ -251,15 +257,22 @@ class NodeRow(Widget, can_focus=True):
     def watch_ended_at(self, ended_at: float | None) -> None:
         self._fit_height()
 
+    def watch_note(self, note: str | None) -> None:
+        self._fit_height()
+
     def _fit_height(self) -> None:
-        height = self.height_for(self.view, self.ended_at)
+        height = self.height_for(self.view, self.ended_at, self.note)
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
     @staticmethod
-    def height_for(view: NodeView | None, ended_at: float | None = None) -> int:
-        """Lines a row takes for ``view``: a third says why the node is in trouble; healthy rows take two."""
-        return 3 if NodeRow.shows_reason(view, ended_at) else 2
+    def height_for(view: NodeView | None, ended_at: float | None = None, note: str | None = None) -> int:
+        """Lines a row takes for ``view``: a third says why the node is in trouble, or that another agent
+        answers at its URL (``note``, unless it is out of touch: its state line says it then); healthy rows
+        take two."""
+        third = NodeRow.shows_reason(view, ended_at) or (
+            note is not None and view is not None and not out_of_touch(view, ended_at))
+        return 3 if third else 2
 
     @staticmethod
     def shows_reason(view: NodeView | None, ended_at: float | None = None) -> bool:
@@ -275,9 +288,10 @@ class NodeRow(Widget, can_focus=True):
             self.key = key
 
     def __init__(self, view: NodeView | None = None, *, with_paths: bool = False, ended_at: float | None = None,
-                 stopped_cleanly: bool | None = None, id: str | None = None) -> None:
+                 stopped_cleanly: bool | None = None, note: str | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(NodeRow.view, view)
+        self.set_reactive(NodeRow.note, note)
         self.set_reactive(NodeRow.with_paths, with_paths)
         self.set_reactive(NodeRow.ended_at, ended_at)
         self.set_reactive(NodeRow.stopped_cleanly, stopped_cleanly)
@@ -335,10 +349,12 @@ class NodeRow(Widget, can_focus=True):
         if self.ended_at is not None:
             # Its figures are its last frame's; not stale: the bundle cannot tell it from a clock behind.
             state = Text(ended_text(self.ended_at, self.stopped_cleanly), style=self._style("ended"))
-        elif view.state in ("stale", "unreachable"):
+        elif view.state in OUT_OF_TOUCH:
             state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
             if view.reason:
                 state.append(": ").append(plain(view.reason))
+            if self.note:
+                state.append("; ").append(plain(self.note, self._style("note")))
         if summary is not None and summary.guard_mark:
             # The undervolt guard capped this node's GPUs (G: enforced, g: dry-run; h: held).
             state.append(f" {summary.guard_mark}", style=self._style("alarm"))
@@ -404,11 +420,18 @@ class NodeRow(Widget, can_focus=True):
         return row_lines.RowLines([top, bottom], self._reason(view))
 
     def _reason(self, view: NodeView) -> Text | None:
-        """The third line: what is wrong, worst first, in the colour of the worst problem."""
-        if not self.shows_reason(view, self.ended_at):
+        """The third line: that another agent answers at the node's URL (`note`), then what is wrong, worst
+        first, in the colour of the worst problem."""
+        if self.height_for(view, self.ended_at, self.note) < 3:
             return None
-        worst = view.problems[0]
         text = Text("  ↳ ", style=self._style("missing"))
+        if self.note:
+            text.append_text(plain(self.note, self._style("note")))
+            if not self.shows_reason(view, self.ended_at):
+                text.truncate(max(1, self.size.width), overflow="ellipsis")
+                return text
+            text.append("; ", style=self._style("missing"))
+        worst = view.problems[0]
         room = self.size.width - text.cell_len
         # As many problems as fit whole (then "+N more"); the worst alone is cut if it must be.
         why = next((r for r in (reason(view.problems, n) for n in (2, 1)) if cell_len(r) <= room),

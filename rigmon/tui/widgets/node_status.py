@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.node_view import NodeView
+from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.schema import Info
 from rigmon.tui import format as fmt
 from rigmon.tui.recording_end import ended_text
@@ -34,7 +34,7 @@ def last_data(view: NodeView) -> str:
     if view.age_s is None:
         return "never"
     age = f"{fmt.age(view.age_s)} ago"
-    if view.state in ("stale", "unreachable") and view.last_data_at is not None:
+    if view.state in OUT_OF_TOUCH and view.last_data_at is not None:
         age += f" ({utc_clock(view.last_data_at)} UTC)"
     return age
 
@@ -47,8 +47,10 @@ class NodeStatus(Widget):
         "node-status--live",
         "node-status--stale",
         "node-status--unreachable",
+        "node-status--refused",
         "node-status--connecting",
         "node-status--ended",
+        "node-status--note",
     }
     DEFAULT_CSS = """
     NodeStatus {
@@ -66,6 +68,9 @@ class NodeStatus(Widget):
     stopped_cleanly: reactive[bool | None] = reactive(None, layout=True)
     """In a replay, whether the node's agent stopped cleanly when its bundle says (a journal's bundle):
     said after "recording ended"; ``None`` when it does not."""
+    note: reactive[str | None] = reactive(None, layout=True)
+    """Another agent answers at the node's URL than before (`rigmon.cluster.identity.AgentNames`): said on a
+    line of its own, so that the data above and below is not read as the old node's; ``None``: none."""
 
     def render(self) -> RenderableType:
         view = self.view
@@ -90,6 +95,9 @@ class NodeStatus(Widget):
             ("run", plain(run), "seq", Text(seq)),
             ("restarts", Text(str(view.restarts)), "frames lost", Text(str(view.frames_lost))),
         ]
+        if self.note:
+            rows.append(("note", plain(self.note, self.get_component_rich_style("node-status--note", partial=True)),
+                         "", Text("")))
         table = Table.grid(padding=(0, GAP))
         if grid_width(rows) <= self.content_size.width or self.content_size.width <= 0:
             for _ in range(4):

@@ -1,0 +1,64 @@
+"""Another agent answering at a node's URL (the node's agent died, another took its port) is said on the
+row, the node screen and in a notification, instead of the row silently taking the other name."""
+
+from __future__ import annotations
+
+from rigmon.cluster.identity import AgentNames
+from rigmon.tui.screens.cluster import ClusterScreen
+from rigmon.tui.screens.node import NodeScreen
+from rigmon.tui.widgets.node_row import NodeRow
+from rigmon.tui.widgets.node_status import NodeStatus
+from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import FakeAgent
+from tests.tui.test_app import SIZE, dashboard
+
+NOTE = "the agent at http://node01.test:9871 now says it is node gpu07 (was node01)"
+
+
+def test_a_name_change_at_a_url_is_noted_once_and_kept() -> None:
+    names = AgentNames()
+    assert names.answered("k", "http://node01.test:9871", "node01") is None
+    assert names.answered("k", "http://node01.test:9871", "node01") is None  # a reconnect, a restart
+    assert names.notes == {}
+    assert names.answered("k", "http://node01.test:9871", "gpu07") == NOTE
+    assert names.answered("k", "http://node01.test:9871", "gpu07") is None
+    assert names.notes == {"k": NOTE}
+    assert names.answered("other", "http://b:1", "gpu07") is None  # two URLs, one name: not a change
+
+
+async def test_another_agent_at_the_url_is_said_on_the_row_the_node_screen_and_a_notification() -> None:
+    agent = FakeAgent("node01", frames=5)
+    app, clock = dashboard(agent)
+    url = agent.url
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.cluster.nodes[url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 5)
+        # node01's agent is gone; an agent of another node answers on its port.
+        agent.node = "gpu07"
+        agent.restart()
+        agent.publish(3)
+        await wait_for(lambda: store.latest is not None and store.latest.node == "gpu07")
+        app.refresh_screen()
+        await pilot.pause()
+        assert app.agent_names.notes == {url: NOTE}
+        assert any(n.message == NOTE and n.severity == "warning" for n in app._notifications)
+        screen = app.screen
+        assert isinstance(screen, ClusterScreen)
+        (row,) = screen.query(NodeRow)
+        assert row.note == NOTE and NodeRow.height_for(row.view, None, row.note) == 3
+        assert row.view is not None
+        third = row._reason(row.view)
+        assert third is not None and NOTE in third.plain
+        # Out of touch, the row's state line says it after the state.
+        clock.advance(10)
+        app.refresh_screen()
+        await pilot.pause()
+        assert row.view.state == "stale" and NodeRow.height_for(row.view, None, row.note) == 2
+        state = row._figures(row.view, 200)[1]
+        assert state.plain.startswith("stale, last data") and state.plain.endswith(f"; {NOTE}")
+        app.selected = url
+        await app.switch_mode("node")
+        app.refresh_screen()
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        assert app.screen.query_one(NodeStatus).note == NOTE
