@@ -40,9 +40,8 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
         key: identity of the node on the dashboard (its URL).
         name: node name from its frames, or the URL's host:port before the first frame.
         url: agent base URL.
-        state: live, stale, unreachable, refused (the agent answered 401 or 403: see `node_state`; a
-            view built as ``unreachable`` with such a reason becomes ``refused``), or connecting (no
-            answer and no failure yet).
+        state: live, stale, unreachable, refused (the agent answered 401 or 403: see `node_state`), or
+            connecting (no answer and no failure yet).
         reason: why the node is not live, when the client knows (the last failure).
         age_s: seconds since the last frame arrived; ``None`` before the first.
         last_data_at: when the last frame arrived, on the dashboard's clock (Unix s, as ``age_s``
@@ -81,13 +80,6 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
     gpu_power_limit_w: float | None = None
     label: str = ""
     last_data_at: float | None = None
-
-    def __post_init__(self) -> None:
-        # The store knows only that the last attempt failed (`NodeStore.state`); the reason says
-        # whether the agent answered and refused. Frozen: set once, here, as msgspec provides for.
-        state = node_state(self.state, self.reason)
-        if state != self.state:
-            msgspec.structs.force_setattr(self, "state", state)
 
 
 def hardware_trouble(view: NodeView) -> int:

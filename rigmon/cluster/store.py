@@ -17,7 +17,7 @@ from rigmon.cluster.alarm_restarts import RestartedAlarms
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, Sag, problems
 from rigmon.cluster.kept_events import EVENTS_KEPT, KeptEvents
-from rigmon.cluster.node_view import NodeState, NodeView, trouble_order
+from rigmon.cluster.node_view import NodeState, NodeView, node_state, trouble_order
 from rigmon.summary import (
     NodeSummary,
     SummaryRecord,
@@ -288,13 +288,14 @@ class NodeStore:
 
     def state(self) -> NodeState:
         """Live while frames keep arriving; unreachable while the last attempt failed and
-        the data is old; stale when the data is old without a known failure."""
+        the data is old (refused when the agent answered 401/403, `node_state`); stale when the
+        data is old without a known failure."""
         age = self.age_s()
         fresh = age is not None and age <= self.stale_after_s
         if fresh:
             return "live"
         if not self.connected_now():
-            return "unreachable"
+            return node_state("unreachable", self.error)
         if age is None:
             return "connecting"
         return "stale"
@@ -463,7 +464,7 @@ class ClusterStore:
 
     def counts(self) -> dict[NodeState, int]:
         """Nodes per state."""
-        out: dict[NodeState, int] = {"live": 0, "stale": 0, "unreachable": 0, "connecting": 0}
+        out: dict[NodeState, int] = {"live": 0, "stale": 0, "refused": 0, "unreachable": 0, "connecting": 0}
         for store in self.nodes.values():
             out[store.state()] += 1
         return out

@@ -74,7 +74,7 @@ async def test_agent_that_wants_a_token() -> None:
         client = AgentClient(url, backoff=Backoff(0.01, 0.01))
         await follow_until(client, store, lambda u: isinstance(u, Failed))
         await client.aclose()
-        assert store.state() == "unreachable"
+        assert store.state() == "refused"  # it answered, 401
         assert store.error == "401 unauthorized: missing or wrong bearer token"
         good = AgentClient(url, "s3cret")
         await follow_until(good, store, lambda u: isinstance(u, Sampled))

@@ -145,7 +145,7 @@ def test_cluster_lists_trouble_first() -> None:
     cluster.nodes["a"].add_frames([frame(2, node="a")])
     cluster.nodes["c"].failed("cannot connect")
     assert [v.key for v in cluster.views()] == ["c", "b", "d", "a"]
-    assert cluster.counts() == {"live": 1, "stale": 1, "unreachable": 1, "connecting": 1}
+    assert cluster.counts() == {"live": 1, "stale": 1, "refused": 0, "unreachable": 1, "connecting": 1}
 
 
 # --- Every source: session inventory and trouble order, from recorded frames of real collectors ---

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rigmon.alarms.cluster import ClusterAlarms
 from rigmon.alarms.cluster import NodeView as RuleView
 from rigmon.cluster.alarm_board import board_view
-from rigmon.cluster.node_view import STATE_RANK, NodeView, node_state, trouble_order
+from rigmon.cluster.node_view import STATE_RANK, node_state, trouble_order
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import AlarmList
 from rigmon.tui.screens.cluster import ClusterScreen
@@ -27,8 +27,6 @@ def test_a_refusal_is_its_own_state_and_the_others_stay() -> None:
     assert node_state("unreachable", "cannot connect: connection refused") == "unreachable"
     assert node_state("unreachable", "HTTP 500: agent failed") == "unreachable"
     assert node_state("live", UNAUTHORIZED) == "live"
-    assert NodeView(key="k", name="n", url="k", state="unreachable", reason=UNAUTHORIZED, age_s=None,
-                    summary=None).state == "refused"
     # With the trouble: after the nodes that do not answer at all, before the stale ones.
     assert STATE_RANK["unreachable"] < STATE_RANK["refused"] < STATE_RANK["stale"]
 
