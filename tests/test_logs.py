@@ -13,6 +13,18 @@ from rigmon.logs import FrameLog, JournalFormatter, configure_logging, level_for
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Event, Frame, Readings
 
 
+def captured(name: str) -> tuple[logging.Logger, io.StringIO]:
+    """A logger of its own (not propagating) and what it writes, one ``LEVEL message`` a line."""
+    stream = io.StringIO()
+    logger = logging.getLogger(name)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    return logger, stream
+
+
 def test_levels_from_verbose_and_log_level() -> None:
     assert level_for("warning", 0, None) == logging.WARNING
     assert level_for("warning", 1, None) == logging.INFO
@@ -64,13 +76,7 @@ def frame(events: tuple[Event, ...], states: dict[str, str]) -> Frame:
 
 
 def test_frame_log_says_collectors_once_and_every_event() -> None:
-    stream = io.StringIO()
-    logger = logging.getLogger("rigmon.test-frame-log")
-    logger.propagate = False
-    logger.setLevel(logging.DEBUG)
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logger.addHandler(handler)
+    logger, stream = captured("rigmon.test-frame-log")
     log = FrameLog("n1", logger)
     gpu_lost = Event(id="e1", at=1.0, kind="gpu_lost", severity="critical", subject="gpu:3", message="GPU 3 lost")
     log(frame((), {"host": "ok", "gpu": "absent", "psu": "error"}))
@@ -100,13 +106,7 @@ def test_frame_log_says_why_a_collector_is_pending() -> None:
 
 def test_a_collector_failing_from_the_start_is_logged_once() -> None:
     # The start-up summary said "collector psu error: ..." and the frame's collector_failed event the same.
-    stream = io.StringIO()
-    logger = logging.getLogger("rigmon.test-frame-log-failed")
-    logger.propagate = False
-    logger.setLevel(logging.DEBUG)
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logger.addHandler(handler)
+    logger, stream = captured("rigmon.test-frame-log-failed")
     failed = Event(id="e1", at=1.0, kind="collector_failed", severity="warning", subject="collector:psu",
                    message="collector psu error: boom", data={"state": "error"})
     FrameLog("n1", logger)(frame((failed,), {"host": "error", "psu": "error"}))
