@@ -337,7 +337,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             check_url(given, url)
         except DashConfigError as exc:
             return fail(str(exc))
-    parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file)
+    parts = pull_parts(urls, args.journal, since_s, token, ca_file=args.ca_file,
+                       token_from=f"--token-file {args.token_file}" if args.token_file else None)
     failed = [p for p in parts if p.error]
     for part in failed:
         print(clean_text(f"rigmon: {failure_line(part)}"), file=sys.stderr)

@@ -39,16 +39,18 @@ def parse_duration(text: str) -> float:
 
 
 def pull_parts(urls: Sequence[str], journals: Sequence[str], since_s: float, token: str | None = None,
-               stream: IO[str] | None = None, ca_file: str | None = None) -> list[NodePart]:
+               stream: IO[str] | None = None, ca_file: str | None = None,
+               token_from: str | None = None) -> list[NodePart]:
     """Pull every agent (concurrently) and read every journal; parts in the order given.
 
     ``ca_file`` verifies ``https://`` agents (default: the system's CA store). Progress goes
-    to ``stream`` (default stderr).
+    to ``stream`` (default stderr). ``token_from``: where ``token`` was given (``--token-file
+    /path``), which a refused token's sentence names.
     """
     progress = Progress(STEPS_PER_NODE * (len(urls) + len(journals)), stream if stream is not None else sys.stderr)
     parts: list[NodePart] = []
     if urls:
-        parts += asyncio.run(pull_agents(urls, since_s, token, progress, ca_file))
+        parts += asyncio.run(pull_agents(urls, since_s, token, progress, ca_file, token_from))
     parts += [read_journal(j, since_s, progress) for j in journals]
     return parts
 

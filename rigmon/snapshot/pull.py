@@ -269,13 +269,16 @@ async def _pull_frames(retries: _ExportRetries, url: str, from_at: float,
 
 
 async def pull_agents(urls: Sequence[str], since_s: float, token: str | None = None,
-                      progress: Progress | None = None, ca_file: str | None = None) -> list[NodePart]:
+                      progress: Progress | None = None, ca_file: str | None = None,
+                      token_from: str | None = None) -> list[NodePart]:
     """Pull every agent concurrently; parts come back in the order of ``urls``.
 
-    ``ca_file`` holds the CA certificate(s) that ``https://`` agents are verified with.
+    ``ca_file`` holds the CA certificate(s) that ``https://`` agents are verified with; ``token_from``
+    says where ``token`` was given (``--token-file /path``), for a refused token's sentence.
     """
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
     async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
-        return list(await asyncio.gather(*(pull_agent(client, u, since_s, progress) for u in urls)))
+        return list(await asyncio.gather(*(pull_agent(client, u, since_s, progress, token_from=token_from)
+                                           for u in urls)))
 

@@ -115,6 +115,20 @@ async def test_a_wrong_token_is_an_error_not_a_crash(tmp_path: Path) -> None:
     assert read_bundle(path).manifest["nodes"][0]["error"] == parts[0].error
 
 
+async def test_a_refused_token_file_is_named_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``rigmon snapshot --token-file PATH`` refused: the sentence said ``check that --token-file FILE holds``."""
+    from rigmon.cli import main
+
+    wrong = tmp_path / "old.token"
+    wrong.write_text("wrong\n")
+    wrong.chmod(0o600)
+    async with agent_with_token(tmp_path, "right") as (_, url):
+        status = await asyncio.to_thread(main, ["snapshot", url, "--token-file", str(wrong), "--since", "1m",
+                                                "-o", str(tmp_path / "s.tar.gz")])
+    assert status == 3
+    assert f"check that --token-file {wrong} holds" in capsys.readouterr().err
+
+
 async def test_an_agent_without_a_journal_still_gives_the_frames_it_keeps_in_memory(tmp_path: Path) -> None:
     # [journal] enabled = false (or a journal that cannot be read): /v1/history says 404 (503). The
     # bundle held the latest frame alone; the ring buffer has the minutes before it.
