@@ -91,7 +91,7 @@ AGENT_START_MODULES = (
     "rigmon.config.guard", "rigmon.config.journal", "rigmon.config.loader", "rigmon.config.notify",
     "rigmon.config.probes", "rigmon.config.psu", "rigmon.config.storage", "rigmon.agent.api",
     "rigmon.agent.sampler", "rigmon.agent.ticks", "rigmon.agent.journal.runs", "rigmon.agent.alarm_state",
-    "rigmon.agent.guard.state_file", "rigmon.path_resistance", "rigmon.agent.metrics",
+    "rigmon.agent.guard.state_file", "rigmon.path_resistance", "rigmon.agent.metric_names",
     "rigmon.agent.connections", "rigmon.agent.collector_threads", "rigmon.agent.journal.blocks",
     "rigmon.agent.journal.rollup", "rigmon.agent.journal.upkeep", "rigmon.notify.payload", "rigmon.series",
 )

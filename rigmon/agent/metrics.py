@@ -1,9 +1,7 @@
 """Prometheus exposition of the agent's readings through prometheus_client (/metrics).
 
-Metric names are derived from the wire schema, whose field names carry their unit: a
-record type gets a prefix and identity labels (`RECORD_METRICS`), and each numeric field
-becomes a series named by Prometheus conventions (`power_w` -> `_watts`, `temp_c` ->
-`_celsius`, `util_pct` -> `_ratio`, `*_total` -> a raw counter so that ``rate()`` works).
+Metric names are derived from the wire schema, whose field names carry their unit
+(`rigmon.agent.metric_names`): a frame is walked record by record, each numeric field a series.
 A source added to the schema later only needs its entry in `RECORD_METRICS`.
 """
 
@@ -14,40 +12,20 @@ from typing import TYPE_CHECKING
 from collections import Counter, deque
 from collections.abc import Iterator
 
-import msgspec
-
-from rigmon.alarms.event_reports import XidReports
-from rigmon.schema import (
-    AmdGpuReading,
-    CurrentEnvelope,
-    DiskReading,
-    Event,
-    Frame,
-    GpuProcessReading,
-    GpuReading,
-    GuardGpuSettings,
-    GuardReading,
-    HostReading,
-    HwmonVoltageReading,
-    InfinibandPortReading,
-    KernelLogReading,
-    NetInterfaceReading,
-    NvLinkReading,
-    NvmeReading,
-    PathResistanceReading,
-    PeerPathReading,
-    PmbusPsuReading,
-    ProbeResponderReading,
-    PsuRailReading,
-    RaidArrayReading,
-    RaidMemberReading,
-    RdmaHwCounterReading,
-    Readings,
-    Record,
-    TemperatureReading,
-    ThunderboltDeviceReading,
-    VoltageEnvelope,
+from rigmon.agent.metric_names import (
+    DEPRECATED,
+    MEANING,
+    PREFIX,
+    RECORD_METRICS,
+    RENAMED,
+    RecordMetrics,
+    help_text,
+    is_number,
+    literal_values,
+    metric_name,
 )
+from rigmon.alarms.event_reports import XidReports
+from rigmon.schema import Event, Frame, Readings, Record
 from rigmon.typed import field_types
 
 if TYPE_CHECKING:
@@ -56,209 +34,9 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
     from prometheus_client.registry import CollectorRegistry
 
-PREFIX = "rigmon"
-
-
-class RecordMetrics(msgspec.Struct, frozen=True, gc=False):
-    """How one record type becomes metrics.
-
-    Attributes:
-        prefix: inserted after ``rigmon_`` (``gpu`` -> ``rigmon_gpu_power_watts``).
-        labels: fields that identify the item (become labels, not series); ``"index=gpu"``
-            exports field ``index`` as label ``gpu``. Records nested in a record (md members in
-            an array, NVLinks in a GPU) carry their parent's labels too.
-        skip: fields not exported (free text, or already exported another way).
-        key_label: the label holding the key when records of this type are the values of a
-            ``dict`` field (the rail's channels by name).
-    """
-
-    prefix: str
-    labels: tuple[str, ...] = ()
-    skip: tuple[str, ...] = ()
-    key_label: str = ""
-
-
-#: One entry per record type of `Readings`; a type missing here is not exported.
-RECORD_METRICS: dict[type, RecordMetrics] = {
-    HostReading: RecordMetrics("host", skip=("boot_id",)),
-    TemperatureReading: RecordMetrics("temperature", labels=("sensor", "label")),
-    NetInterfaceReading: RecordMetrics("network", labels=("name=interface",), skip=("operstate",)),
-    # read_iops and write_iops are rate() of reads_total and writes_total, exported as counters.
-    DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
-    RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
-    RaidMemberReading: RecordMetrics("md_member", labels=("name=member",), skip=("device",)),
-    NvmeReading: RecordMetrics("nvme", labels=("name=controller",)),
-    ThunderboltDeviceReading: RecordMetrics("thunderbolt", labels=("name=device", "kind"),
-                                            skip=("expected_source",)),
-    # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
-    InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
-                                         skip=("name", "expected_source")),
-    RdmaHwCounterReading: RecordMetrics("infiniband_hw", labels=("name=counter",)),
-    # Latency probes (issue 21): rigmon_peer_path_rtt_p99_seconds{peer="node02",path="tbnet"}.
-    PeerPathReading: RecordMetrics("peer_path", labels=("peer", "path", "transport", "interface"),
-                                   # sent/received of the window would clash with the *_total counters'
-                                   # family names; loss_ratio carries them.
-                                   skip=("name", "address", "sent", "received", "error")),
-    ProbeResponderReading: RecordMetrics("probe_responder", labels=("address",),
-                                         skip=("last_refused_from", "last_refused_reason", "flood_from",
-                                               "refusing_key_from")),
-    GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
-    NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
-    # agent_other_pid_ns is the agent's, not each process's (in_namespace says it of each).
-    GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",
-                                                            "command"),
-                                     skip=("cmdline", "gpu_uuid", "uid", "kind", "state", "agent_other_pid_ns")),
-    AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
-    KernelLogReading: RecordMetrics("kernel_log"),
-    PsuRailReading: RecordMetrics("psu_rail", labels=("port", "device_id"), skip=("seq", "flags")),
-    VoltageEnvelope: RecordMetrics("psu_channel", key_label="channel"),
-    CurrentEnvelope: RecordMetrics("psu_channel", key_label="channel"),
-    PathResistanceReading: RecordMetrics("psu_path", labels=("path",)),
-    HwmonVoltageReading: RecordMetrics("hwmon", labels=("sensor", "chip", "label"), skip=("scale",)),
-    PmbusPsuReading: RecordMetrics("pmbus_psu", labels=("sensor", "chip")),
-    # The settings the guard put in place; the originals (same labels) stay in frames and events.
-    GuardReading: RecordMetrics("guard", skip=("original", "gpus", "off_bus")),
-    GuardGpuSettings: RecordMetrics("guard_gpu", labels=("index=gpu",)),
-}
-
-#: Fields exported under another name than their own: (record type, field) -> (the name the series is
-#: derived from, units converted as usual; what it is, for HELP). A Thunderbolt link's ``rx_gbps`` is
-#: what the link can carry, which ``rigmon_thunderbolt_rx_bytes_per_second`` had Grafana users read as traffic.
-RENAMED: dict[tuple[type, str], tuple[str, str]] = {
-    (ThunderboltDeviceReading, "rx_gbps"): ("rx_capacity_gbps",
-                                            "what the link can receive (lane speed x lanes), not traffic"),
-    (ThunderboltDeviceReading, "tx_gbps"): ("tx_capacity_gbps",
-                                            "what the link can send (lane speed x lanes), not traffic"),
-    (ThunderboltDeviceReading, "expected_gbps"): ("expected_capacity_gbps",
-                                                  "the capacity per direction the link should have, not traffic"),
-    # ``rigmon_psu_rail_windows`` (a gauge) and the counter ``rigmon_psu_rail_windows_total`` (the ADC's
-    # ``windows_total``) are one family, ``rigmon_psu_rail_windows``, in the OpenMetrics format.
-    (PsuRailReading, "windows"): ("frame_windows", "ADC windows that arrived since the previous frame "
-                                                   "(0: the last window is repeated); all of them: "
-                                                   "rigmon_psu_rail_windows_total"),
-    # Units in the name: the MTU is in bytes (node_exporter's node_network_mtu_bytes); the guard's two
-    # times are Unix seconds, which a bare `rigmon_guard_released_until` did not say.
-    (NetInterfaceReading, "mtu"): ("mtu_bytes", ""),
-    (GuardReading, "released_until"): ("released_until_at", "an operator's release keeps the guard away until then"),
-    (GuardReading, "unread_since"): ("unread_since_at", "when it last read all it watches (it holds the caps "
-                                                        "while it cannot)"),
-}
-
-#: What a series kept under its own name is, for HELP, where the name alone reads as traffic: a link's
-#: speed or rate is what it can carry, whatever it carries.
-MEANING: dict[tuple[type, str], str] = {
-    (ThunderboltDeviceReading, "rx_speed_gbps"): "what one receive lane can carry (the link's speed per lane; "
-                                                 "times the lanes: rigmon_thunderbolt_rx_capacity_bytes_per_second), "
-                                                 "not traffic",
-    (ThunderboltDeviceReading, "tx_speed_gbps"): "what one send lane can carry (the link's speed per lane; "
-                                                 "times the lanes: rigmon_thunderbolt_tx_capacity_bytes_per_second), "
-                                                 "not traffic",
-    (InfinibandPortReading, "rate_gbps"): "the rate the port trained at, what it can carry per direction "
-                                          "(100 Gb/sec 4X EDR = 12.5e9), not traffic: that is "
-                                          "rate(rigmon_infiniband_port_data_received_bytes_total[1m])",
-    (InfinibandPortReading, "expected_gbps"): "the rate the port should train at (configured, else the best seen "
-                                              "since the agent started), not traffic: below it the port is degraded",
-    (PeerPathReading, "link_gbps"): "the speed of the local interface carrying this path, what it can carry, "
-                                    "not traffic on it nor what the path achieves",
-    (NetInterfaceReading, "speed_mbps"): "the speed the interface negotiated, what it can carry, not traffic: "
-                                         "that is rate(rigmon_network_rx_bytes_total[1m])",
-}
-
-#: Series renamed, rescaled to base units or dropped, still exported under their old name (and in
-#: their old unit) until the next release: (record type, field) -> (old name, old scale, what
-#: replaces it; empty: the series the field is exported as now).
-DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
-    (ThunderboltDeviceReading, "rx_gbps"): ("rigmon_thunderbolt_rx_bytes_per_second", 1e9 / 8, ""),
-    (ThunderboltDeviceReading, "tx_gbps"): ("rigmon_thunderbolt_tx_bytes_per_second", 1e9 / 8, ""),
-    (ThunderboltDeviceReading, "expected_gbps"): ("rigmon_thunderbolt_expected_bytes_per_second", 1e9 / 8, ""),
-    (PathResistanceReading, "trend_mohm_per_day"): ("rigmon_psu_path_trend_ohms_per_day", 1e-3, ""),
-    (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
-    (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
-    (NetInterfaceReading, "mtu"): ("rigmon_network_mtu", 1.0, ""),
-    # In the text format only: in OpenMetrics it is the counter's family (`metrics_exposition`).
-    (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
-}
-
-# (field suffix, metric suffix, scale). Order matters: longer suffixes first (of the metric
-# suffixes too: `_help` finds a series' unit by them).
-_UNITS: tuple[tuple[str, str, float], ...] = (
-    ("_bytes_per_s", "_bytes_per_second", 1.0),
-    ("_packets_per_s", "_packets_per_second", 1.0),
-    # The base unit of time is the second: a trend of 0.05 mOhm a day is 5.8e-10 ohms per second.
-    ("_mohm_per_day", "_ohms_per_second", 1e-3 / 86400),
-    ("_gts", "_transfers_per_second", 1e9),
-    ("_per_s", "_per_second", 1.0),
-    ("_mohm", "_ohms", 1e-3),
-    ("_days", "_seconds", 86400.0),
-    ("_mhz", "_hertz", 1e6),
-    # Link speeds are megabits or gigabits in the schema; Prometheus' base unit is bytes.
-    ("_mbps", "_bytes_per_second", 1e6 / 8),
-    ("_gbps", "_bytes_per_second", 1e9 / 8),
-    ("_pct", "_ratio", 0.01),
-    ("_ms", "_seconds", 1e-3),
-    ("_us", "_seconds", 1e-6),
-    ("_mj", "_joules", 1e-3),
-    ("_j", "_joules", 1.0),
-    ("_volts", "_volts", 1.0),
-    ("_wh", "_joules", 3600.0),
-    ("_rpm", "_rpm", 1.0),
-    ("_amps", "_amperes", 1.0),
-    ("_w", "_watts", 1.0),
-    ("_c", "_celsius", 1.0),
-    ("_bytes", "_bytes", 1.0),
-    ("_at", "_timestamp_seconds", 1.0),
-    ("_s", "_seconds", 1.0),
-)
-
-
-def metric_name(prefix: str, field: str) -> tuple[str, float, bool]:
-    """Prometheus name, scale and counter-ness of a schema field.
-
-    ``rx_bytes_total`` -> (``rigmon_network_rx_bytes_total``, 1, True);
-    ``clock_sm_mhz`` -> (``rigmon_gpu_clock_sm_hertz``, 1e6, False).
-    """
-    if field.endswith("_total"):
-        stem, scale, _ = metric_name(prefix, field[: -len("_total")])
-        return f"{stem}_total", scale, True
-    if field.endswith("_count"):
-        # "_count" is reserved for histograms and summaries: cpu_count -> rigmon_host_cpus.
-        return f"{PREFIX}_{prefix}_{field[: -len('_count')]}s", 1.0, False
-    for suffix, unit, scale in _UNITS:
-        if field.endswith(suffix):
-            return f"{PREFIX}_{prefix}_{field[: -len(suffix)]}{unit}", scale, False
-    return f"{PREFIX}_{prefix}_{field}", 1.0, False
-
-
-def _help(doc_type: str, field: str, metric: str, scale: float, what: str = "") -> str:
-    """HELP text: the schema field it comes from and, when scaled, the base unit it is in now;
-    then ``what`` the series is, when its name alone could mislead.
-
-    ``DiskReading.read_await_ms`` alone reads as milliseconds on a series in seconds.
-    """
-    text = f"{doc_type}.{field}"
-    if scale != 1.0:
-        unit = metric.removeprefix(PREFIX).removesuffix("_total")
-        for _, suffix, _ in _UNITS:
-            if unit.endswith(suffix):
-                words = "as a ratio (0-1)" if suffix == "_ratio" else "in " + suffix.lstrip("_").replace("_", " ")
-                text += f", {words}"
-                break
-        else:
-            text += f", times {scale:g}"
-    return f"{text}: {what}" if what else text
-
-
-def _literal_values(tp: object) -> tuple[str, ...] | None:
-    """The allowed values of a ``Literal`` (or ``Literal | None``) field, else None."""
-    for candidate in (tp, *typing.get_args(tp)):
-        if typing.get_origin(candidate) is typing.Literal:
-            return tuple(str(v) for v in typing.get_args(candidate))
-    return None
-
-
-def _is_number(tp: object) -> bool:
-    args = typing.get_args(tp) or (tp,)
-    return any(a in (int, float, bool) for a in args)
+#: Re-exported: the names other modules and the tests take from here.
+__all__ = ["DEPRECATED", "PREFIX", "RAIL_LOWEST_SPAN_S", "RECORD_METRICS", "FrameCollector", "RecordMetrics", "frame_metrics",
+           "make_registry", "metric_name"]
 
 
 class _Families:
@@ -357,17 +135,17 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
             continue
         if name.endswith("_per_s") and f"{name[: -len('_per_s')]}_total" in types_:
             continue  # the raw counter is exported; rate() in PromQL gives this
-        states = _literal_values(tp)
+        states = literal_values(tp)
         if states is not None:
             for state in states:
                 fam.add(f"{PREFIX}_{spec.prefix}_{name}", f"{doc_type}.{name} (1 for the current value)", False,
                         {**labels, name: state}, 1.0 if value == state else 0.0)
             continue
-        if value is None or not _is_number(tp) or isinstance(value, str):
+        if value is None or not is_number(tp) or isinstance(value, str):
             continue
         renamed, what = RENAMED.get((type(record), name), (name, MEANING.get((type(record), name), "")))
         metric, scale, counter = metric_name(spec.prefix, renamed)
-        fam.add(metric, _help(doc_type, name, metric, scale, what), counter, labels, float(value) * scale)
+        fam.add(metric, help_text(doc_type, name, metric, scale, what), counter, labels, float(value) * scale)
         old = DEPRECATED.get((type(record), name))
         if old is not None:
             _deprecated(fam, old, doc_type, name, metric, counter, labels, value, what)
