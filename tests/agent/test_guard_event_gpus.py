@@ -5,10 +5,13 @@ counts every action taken on the GPUs, re-caps and restores included."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from msgspec.structs import replace
 
+from rigmon.agent.guard.service import GuardService
 from rigmon.config import GuardSection
 from rigmon.schema import CollectorStatus
 from rigmon.sim.nvml import FakeNvmlMachine, serving
@@ -20,16 +23,27 @@ CLOCKS_ONLY = GuardSection(enabled=True, mode="enforce", rail_count=1, locked_cl
 NO_PAIR = "GPU 1: application clocks not capped: NVML offers no application-clock pair for it"
 
 
-async def test_an_engage_names_the_gpus_it_capped_and_those_it_skipped_and_the_restore_those_it_restored(
-        tmp_path: Path, machine: FakeNvmlMachine) -> None:
-    """Before: ``guard_engaged`` and ``guard_restored`` said ``gpus: "0,1,2,3"`` of GPUs 0, 2 and 3 capped and
-    restored (GPU 1 has no application-clock pair), and ``guard_failed`` of GPU 1 alone said the same."""
-    events, clock = Events(), Clock()
+@contextlib.asynccontextmanager
+async def engaged_with_gpu_1_unpaired(tmp_path: Path, machine: FakeNvmlMachine, events: Events,
+                                      clock: Clock) -> AsyncIterator[GuardService]:
+    """The guard engaged by a 11.3 V rail on four GPUs, GPU 1 without an application-clock pair; closed after."""
     machine.fail("not_supported", gpu=1, symbols={"nvmlDeviceGetSupportedMemoryClocks"})
     with serving(tmp_path / "root", machine):
         service = await started(tmp_path, CLOCKS_ONLY, events, clock)
         service.on_frame(frame(clock.t, 11.3, gpus=4))
         await settle(service)
+        try:
+            yield service
+        finally:
+            await asyncio.to_thread(service.close)
+
+
+async def test_an_engage_names_the_gpus_it_capped_and_those_it_skipped_and_the_restore_those_it_restored(
+        tmp_path: Path, machine: FakeNvmlMachine) -> None:
+    """Before: ``guard_engaged`` and ``guard_restored`` said ``gpus: "0,1,2,3"`` of GPUs 0, 2 and 3 capped and
+    restored (GPU 1 has no application-clock pair), and ``guard_failed`` of GPU 1 alone said the same."""
+    events, clock = Events(), Clock()
+    async with engaged_with_gpu_1_unpaired(tmp_path, machine, events, clock) as service:
         (_, engaged, data), (kind, failed, failed_data) = events.items[1:]
         assert engaged.startswith("guard capped GPUs 0,2,3 (step 1")
         assert (data["gpus"], failed_data["gpus"]) == ("0,2,3", "1")
@@ -41,7 +55,6 @@ async def test_an_engage_names_the_gpus_it_capped_and_those_it_skipped_and_the_r
         kind, restored, data = events.items[-1]
         assert kind == "guard_restored" and restored.startswith("guard restored GPUs 0,2,3 (")
         assert data["gpus"] == "0,2,3"
-        await asyncio.to_thread(service.close)
 
 
 async def test_an_engage_that_capped_every_gpu_skips_none(tmp_path: Path, machine: FakeNvmlMachine) -> None:
@@ -88,11 +101,7 @@ async def test_actions_last_hour_counts_re_caps_and_restores(tmp_path: Path, mac
 async def test_holding_names_the_gpus_whose_caps_are_in_force(tmp_path: Path, machine: FakeNvmlMachine) -> None:
     """Before: ``guard_holding`` said "the caps on GPUs 0,1,2,3 stay in force" of GPU 1, which has none."""
     events, clock = Events(), Clock()
-    machine.fail("not_supported", gpu=1, symbols={"nvmlDeviceGetSupportedMemoryClocks"})
-    with serving(tmp_path / "root", machine):
-        service = await started(tmp_path, CLOCKS_ONLY, events, clock)
-        service.on_frame(frame(clock.t, 11.3, gpus=4))
-        await settle(service)
+    async with engaged_with_gpu_1_unpaired(tmp_path, machine, events, clock) as service:
         for _ in range(5):
             clock.t += 10
             f = frame(clock.t, 11.9, gpus=4)
@@ -101,4 +110,3 @@ async def test_holding_names_the_gpus_whose_caps_are_in_force(tmp_path: Path, ma
             await settle(service)
         (_, holding, data), = [item for item in events.items if item[0] == "guard_holding"]
         assert "the caps on GPUs 0,2,3 (step 1) stay in force" in holding and data["gpus"] == "0,2,3"
-        await asyncio.to_thread(service.close)
