@@ -16,7 +16,7 @@ from rigmon.config import AgentConfig, AgentSection
 from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
 from tests.agent.test_history_stream import FRAMES, stalled_export
-from tests.agent.test_journal import T0, FakeClock
+from tests.agent.journal_frames import T0, FakeClock
 
 
 @asynccontextmanager

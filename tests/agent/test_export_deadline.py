@@ -19,7 +19,7 @@ from tests.agent.export_helpers import stalled_exports
 from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
 from tests.agent.test_history_stream import FRAMES
-from tests.agent.test_journal import T0, FakeClock
+from tests.agent.journal_frames import T0, FakeClock
 
 #: The send deadline in this test (the agent's is `exports.SEND_DEADLINE_S`, 60 s).
 DEADLINE_S = 1.0

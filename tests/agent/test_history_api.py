@@ -191,7 +191,7 @@ async def test_json_lines_are_never_content_encoded(journaled: tuple[Agent, http
 
 
 def test_history_lines_pass_blocks_and_cut_at_the_limit(tmp_path: Path) -> None:
-    from tests.agent.test_journal import T0, FakeClock, frame
+    from tests.agent.journal_frames import T0, FakeClock, frame
 
     clock = FakeClock()
     store = JournalStore(tmp_path, clock)
@@ -262,7 +262,7 @@ async def test_history_json_says_how_many_stored_parts_were_left_out(tmp_path: P
 async def test_a_snapshot_says_the_agent_left_damaged_parts_of_its_journal_out(tmp_path: Path) -> None:
     from rigmon.snapshot.bundle import bundle_members
     from rigmon.snapshot.pull import pull_agent
-    from tests.agent.test_journal import FakeClock
+    from tests.agent.journal_frames import FakeClock
 
     state = tmp_path / "state"
     state.mkdir()

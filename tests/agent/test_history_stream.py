@@ -24,7 +24,7 @@ from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, Frame, Readings, TemperatureReading
 from tests.agent.helpers import listening_port
 from tests.agent.test_api import Counter
-from tests.agent.test_journal import T0, FakeClock
+from tests.agent.journal_frames import T0, FakeClock
 from tests.snapshot.test_journal_snapshot import run_in_read_only_dir
 
 #: Frames in the journal: four whole blocks of 300 (none left in the recent table).

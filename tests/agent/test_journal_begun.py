@@ -14,7 +14,7 @@ from rigmon.agent.journal import JournalReader, JournalWriter
 from rigmon.alarms.event_kinds import check_event_rule
 from rigmon.config import JournalSection
 from rigmon.schema import Event
-from tests.agent.test_journal import T0, FakeClock
+from tests.agent.journal_frames import T0, FakeClock
 from tests.agent.test_journal_close import until, written
 from tests.agent.test_journal_stop_events import remove_journal
 

@@ -29,7 +29,7 @@ from rigmon.agent.journal import (
     encode_history,
 )
 from rigmon.schema import History, encode
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -301,7 +301,7 @@ def test_encode_history_is_encode() -> None:
 CHILD = textwrap.dedent("""
     import sys, time
     from rigmon.agent.journal import JournalStore
-    from tests.agent.test_journal import T0, FakeClock, frame
+    from tests.agent.journal_frames import T0, FakeClock, frame
     clock = FakeClock()
     store = JournalStore(sys.argv[1], clock, block_frames=7, block_after_s=3.0)
     seq = int(sys.argv[2])

@@ -18,7 +18,7 @@ from rigmon.agent.journal import JournalReader, JournalStore, JournalWriter
 from rigmon.agent.journal import writer as writer_module
 from rigmon.agent.journal.damage import quick_check
 from rigmon.config import JournalSection
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 from tests.agent.test_journal_stop import (
     QUEUED,
     WRITTEN,

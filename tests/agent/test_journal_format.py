@@ -17,7 +17,7 @@ from rigmon.agent.frame_json import frame_json
 from rigmon.agent.journal import JournalReader, JournalStore
 from rigmon.agent.journal.layout import FORMAT_VERSION
 from rigmon.snapshot.bundle import read_bundle
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 from tests.snapshot.test_bundle import ENV, REPO
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "journal" / "format-2" / "journal.sqlite3"

@@ -13,7 +13,7 @@ import pytest
 
 from rigmon.agent.journal import JournalError, JournalReader, JournalStore
 from rigmon.agent.journal.read_only import check_journal_file, journal_file_error, open_read_only
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
 #: Root reads whatever the mode: the check runs without the capabilities that let it (as root, still uid 0).

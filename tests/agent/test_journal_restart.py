@@ -17,7 +17,7 @@ from rigmon.agent.journal import JournalReader, JournalStore, JournalWriter
 from rigmon.agent.journal import writer as writer_module
 from rigmon.agent.journal.upkeep import go_on_always
 from rigmon.config import JournalSection
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 from tests.agent.test_journal_close import until, written
 from tests.agent.test_journal_stop import (
     QUEUED,

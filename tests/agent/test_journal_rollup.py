@@ -21,7 +21,7 @@ from rigmon.agent.journal import JournalStore
 from rigmon.agent.journal.rollup import SHAPE_ERRORS, Rollup, SeriesShape, column_stats
 from rigmon.schema import Frame, InfinibandPortReading, ProbeResponderReading, Readings, decode, encode
 from rigmon.series import Stats, add_value, frame_series
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "snapshot-v1.json"
 

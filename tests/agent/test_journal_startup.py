@@ -22,7 +22,7 @@ from rigmon.config import AgentConfig, AgentSection
 from rigmon.schema import History, decode
 from rigmon.snapshot.pull import pull_agent
 from tests.agent.test_api import Counter
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 WINDOW = {"from": repr(T0 - 60), "to": repr(T0 + 60)}
 

@@ -20,7 +20,7 @@ from rigmon.agent.journal import (
 from rigmon.agent.journal import writer as writer_module
 from rigmon.config import JournalSection
 from rigmon.schema import Frame
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 #: Frames written before the write that does not return in time, and frames queued behind it.
 WRITTEN = 3

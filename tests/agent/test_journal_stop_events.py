@@ -13,7 +13,7 @@ from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
 from tests.agent.test_alarm_state import make_agent, settle
 from tests.agent.test_alarms import wait_for
-from tests.agent.test_journal import T0, FakeClock
+from tests.agent.journal_frames import T0, FakeClock
 from tests.agent.test_journal_close import until, written
 
 

@@ -11,7 +11,7 @@ from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Event
 from rigmon.snapshot.bundle import read_bundle, write_bundle
 from rigmon.snapshot.journal_part import read_journal
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 STARTED = Event(id="run1-1", at=T0, kind="agent_started", severity="info", subject="node:n1", message="started")
 FAILED = Event(id="run1-journal-1", at=T0 + 30.2, kind="journal_failed", severity="warning", subject="journal",

@@ -18,7 +18,7 @@ from rigmon.agent.buffer import FrameBuffer
 from rigmon.agent.journal import JournalStore
 from rigmon.schema import SCHEMA_VERSION, CollectorStatus, History, Info, decode
 from rigmon.sim.tree import write_tree
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 from tests.faults.harness import WAIT_S, agent_config, only, running_agent
 
 PAGE = 4096

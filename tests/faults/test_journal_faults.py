@@ -22,7 +22,7 @@ import httpx
 from rigmon.agent.journal import DICT_CACHE_ENTRIES, DICT_ROTATE_S, JournalStore
 from rigmon.schema import Frame, History, decode
 from rigmon.sim.tree import write_tree
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT_BYTES = 256 * 1024

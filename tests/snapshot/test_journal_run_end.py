@@ -12,7 +12,7 @@ from rigmon.snapshot.command import write_snapshot
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
 from rigmon.snapshot.run_end import final_summary
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 
 def _stamp(at: float) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rigmon.agent.journal.damage import set_aside
 from rigmon.snapshot.journal_part import read_journal
-from tests.agent.test_journal import T0
+from tests.agent.journal_frames import T0
 from tests.snapshot.test_journal_snapshot import cut, recorded
 
 

@@ -22,7 +22,7 @@ from rigmon.agent.journal import JournalStore
 from rigmon.agent.journal.damage import set_aside
 from rigmon.snapshot.bundle import read_bundle
 from rigmon.snapshot.journal_part import read_journal
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -18,7 +18,7 @@ from tests.agent.export_helpers import stalled_exports
 from tests.agent.test_api import Counter
 from tests.agent.test_history_api import spoilt_journal
 from tests.agent.test_history_stream import FRAMES, filled_state
-from tests.agent.test_journal import FakeClock
+from tests.agent.journal_frames import FakeClock
 
 BUSY = b'{"error": "2 exports (history frames, snapshots) are being served, the most this agent serves at once"}'
 

@@ -14,7 +14,7 @@ from rigmon.snapshot import report as report_module
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.journal_part import read_journal
 from rigmon.snapshot.report import render_report
-from tests.agent.test_journal import T0, FakeClock, frame
+from tests.agent.journal_frames import T0, FakeClock, frame
 
 
 def _stamp(at: float) -> str:

@@ -15,7 +15,7 @@ from rigmon.snapshot.journal_part import read_journal
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.node_row import NodeRow
-from tests.agent.test_journal import T0
+from tests.agent.journal_frames import T0
 from tests.snapshot.test_journal_run_end import _journal
 from tests.tui.snapshot_apps.hostile import screen_lines
 
