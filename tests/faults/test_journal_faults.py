@@ -2,7 +2,7 @@
 (RLIMIT_FSIZE, SIGXFSZ ignored: writes fail with EFBIG as on a full disk). It keeps sampling
 and serving, reports the journal failing, keeps what was already committed, and records again
 on its own once there is room. The in-process variant (SQLite's page cap) is in
-tests/agent/test_journal.py."""
+tests/agent/test_journal_writer_failures.py."""
 
 from __future__ import annotations
 
