@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.server import make_server
 from rigmon.collectors.psu_lines import format_rm1
 from rigmon.config import AgentConfig, AgentSection, PsuSection
@@ -152,6 +153,21 @@ async def test_an_unplugged_adc_is_exported_as_not_connected_with_its_counters(
     assert 'rigmon_collector_state{collector="psu",node="rail",state="error"} 1.0' in gone
     assert series(back, "rigmon_psu_rail_connected") == [f"rigmon_psu_rail_connected{rail_labels} 1.0"]
     assert series(back, "rigmon_psu_rail_opens_total") == [f"rigmon_psu_rail_opens_total{rail_labels} 2.0"]
+
+
+async def test_rigmon_check_asking_an_agent_whose_adc_is_unplugged_gets_no_rail(
+        agent_url: tuple[str, PtyDevice], tmp_path: Path) -> None:
+    """The agent's reading of a gone port (``connected`` false) is no rail for ``rigmon check`` to pass:
+    it says why, and the check's psu collector fails as when the agent had no reading at all."""
+    url, device = agent_url
+    config = AgentConfig(agent=AgentSection(node="rail", root=str(tmp_path), listen=url.removeprefix("http://"),
+                                            state_dir=str(tmp_path / "no-agent")))
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.unplug()
+        await poll(client, f"{url}/v1/latest", lambda d: (d["readings"]["psu_rail"] or {}).get("connected") is False)
+    said = await asyncio.to_thread(rail_from_agent, config)
+    assert isinstance(said, str) and "has no rail reading (error: CollectorError: psu.port" in said, said
 
 
 async def test_adc_garbage_scenario_gives_no_false_readings() -> None:
