@@ -15,7 +15,13 @@ from typing import NamedTuple
 
 import msgspec
 
-from rigmon.collectors.base import Collector, CollectorError, CollectorHung, CollectorStarting, NoData
+from rigmon.collectors.base import (
+    Collector,
+    CollectorError,
+    CollectorHung,
+    CollectorStarting,
+    NoData,
+)
 from rigmon.hw.root import read_scope
 
 #: What one collector call gave: state (ok, absent, pending, hung, error) and records or an error text
