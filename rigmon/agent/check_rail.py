@@ -100,7 +100,8 @@ def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
         return f"the agent at {url} sent no frame: {exc}"
     if frame.node != config.node_name:
         return f"the agent at {url} is node {frame.node!r}, not {config.node_name!r}"
-    if frame.readings.psu_rail is None:
+    if frame.readings.psu_rail is None or not frame.readings.psu_rail.connected:
+        # Its ADC's port gone, the agent's reading only says so (``connected`` false): no rail to check.
         status = frame.collectors.get("psu")
         why = f"{status.state}: {status.error}" if status is not None and status.error else "none in its frame"
         return f"the agent at {url} has no rail reading ({why})"

@@ -11,14 +11,29 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
 import msgspec
 
-from rigmon.collectors.base import Collector, CollectorHung, CollectorStarting, NoData
+from rigmon.collectors.base import (
+    Collector,
+    CollectorError,
+    CollectorHung,
+    CollectorStarting,
+    NoData,
+)
 from rigmon.hw.root import read_scope
 
-#: What one collector call gave: state (ok, absent, pending, hung, error) and records or an error text.
+#: What one collector call gave: state (ok, absent, pending, hung, error) and records or an error text
+#: (`Failed` for an error that came with records).
 Outcome = tuple[str, object]
+
+
+class Failed(NamedTuple):
+    """The payload of an ``error`` outcome whose collector read records nonetheless (`CollectorError.records`)."""
+
+    error: str
+    records: list[object]
 
 
 class Runner(msgspec.Struct, eq=False):
@@ -153,7 +168,8 @@ def run_batch(runner: Runner, collector_of: Callable[[str], Collector], batch_do
 
 
 def call_collector(collector: Collector) -> Outcome:
-    """Run one collection (in a runner's thread): its state and records, or its error text; nothing escapes."""
+    """Run one collection (in a runner's thread): its state and records, or its error text (with the records
+    a failing collector read nonetheless: `Failed`); nothing escapes."""
     try:
         return ("ok", list(collector.collect()))
     except NoData as exc:
@@ -162,5 +178,8 @@ def call_collector(collector: Collector) -> Outcome:
         return ("pending", str(exc) or "starting")
     except CollectorHung as exc:
         return ("hung", str(exc) or "no answer")
+    except CollectorError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        return ("error", Failed(error, list(exc.records)) if exc.records else error)
     except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
         return ("error", f"{type(exc).__name__}: {exc}")

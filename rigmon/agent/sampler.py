@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from rigmon.agent.collector_threads import Outcome
+from rigmon.agent.collector_threads import Failed, Outcome
 from rigmon.agent.frame_json import valid_text
 from rigmon.agent.ticks import TickScheduler
 from rigmon.agent.trouble import TroubleMemory
@@ -236,6 +236,10 @@ class Sampler:
                                      sampled_at=sampled_at)
         else:
             slot.records = {}
+            if isinstance(payload, Failed):
+                # A failure that still says what it reads (an unplugged ADC: ``connected`` false, its counters).
+                self._store(slot, payload.records, replace_all=True)
+                payload = payload.error
             status = CollectorStatus(state=state, ok=state == "absent", error=str(payload),  # type: ignore[arg-type]
                                      duration_s=round(duration_s, 6), sampled_at=sampled_at)
         self._set_status(name, status)

@@ -32,7 +32,18 @@ class CollectorStarting(Exception):
 
 
 class CollectorError(Exception):
-    """A real failure reading present hardware; the message is shown to the operator."""
+    """A real failure reading present hardware; the message is shown to the operator.
+
+    Args:
+        message: what failed.
+        records: what the collector reads nonetheless: records that say the hardware is gone,
+            with its counters as they stand (the rail ADC's reading while its port is unplugged,
+            ``connected`` false). The frame carries them; the collector's state is ``error`` all the same.
+    """
+
+    def __init__(self, message: str = "", records: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.records: tuple[object, ...] = tuple(records)
 
 
 class CollectorHung(CollectorError):

@@ -179,7 +179,10 @@ class PsuCollector:
             self._wall_offset_s = self.clock.time() - self.clock.monotonic()
             if not self._state.connected:
                 reason = self._state.last_error or "not open yet"
-                raise CollectorError(f"{self._where(reason)}: {reason}; retrying")
+                # A port that was open and went away still has a rail to report: ``connected`` false,
+                # stale, with the windows that came before it went and the counters as they stand.
+                gone = [self._state.reading(self.clock.monotonic(), reset=True)] if self._state.gone else []
+                raise CollectorError(f"{self._where(reason)}: {reason}; retrying", records=gone)
             records: list[object] = [self._state.reading(self._judged_at(self.clock.monotonic()), reset=True)]
             records.extend(self._state.resistance())
         return records

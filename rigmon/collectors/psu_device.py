@@ -86,6 +86,11 @@ class RailDevice:
         self.connected = False
         self.last_error = reason
 
+    @property
+    def gone(self) -> bool:
+        """Whether the port was open and is no longer (unplugged, reset): not one not found yet."""
+        return self._ever_opened and not self.connected
+
     def query_sent(self, mono: float) -> None:
         """We asked an RM1 device for its identity (``?``)."""
         self._query_mono = mono

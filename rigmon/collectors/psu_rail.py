@@ -312,7 +312,8 @@ class RailState(RailDevice):
             agg.fold(self._fast)
             self._fast = fresh_fast()
         windows = agg.windows
-        stale = self._stale(mono)
+        # A port that went away reads nothing fresh, however recent its last window.
+        stale = self.gone or self._stale(mono)
         last_seq, last_win_ms = self._last_seq_win()
         if windows == 0 and last_win_ms is not _NO_WINDOW and not stale:
             # The device reports slower than the agent samples: repeat the last window.

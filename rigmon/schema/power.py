@@ -68,6 +68,11 @@ class PsuRailReading(Record, frozen=True):
     With ``windows`` 0 (the device reports slower than the agent samples) the last
     window is repeated; when nothing valid arrived for ``stale_after_s`` the envelopes
     are ``None`` and ``stale`` is true.
+
+    While the port that was open is gone (unplugged, reset) the reading stays, with ``connected``
+    false, ``stale`` true and no envelopes (past the windows that came before it went, which the first
+    such reading has), and the counters as they stand; the ``psu`` collector's state is ``error``
+    meanwhile. Before the port was first opened there is no reading.
     """
 
     port: str

@@ -63,7 +63,7 @@ async def test_the_agent_says_gpus_are_starting_while_nvml_init_runs(node: tuple
     machine.fail("hang", symbols=["nvmlInitWithFlags"])
     collector = gpu_collector(root)
     sampler = Sampler("n", "run", {"gpu": collector}, interval_s=0.05, timeout_s=5, clock=SystemClock())
-    engine = AlarmEngine(rules_from_config(AlarmsSection(), ["gpu"]), "n", SystemClock())
+    engine = AlarmEngine(rules_from_config(AlarmsSection(), ["gpu", "psu"]), "n", SystemClock())
     frames: list[Frame] = []
     alarms: set[str] = set()
 

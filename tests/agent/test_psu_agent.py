@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
+from rigmon.agent.check_rail import rail_from_agent
 from rigmon.agent.server import make_server
 from rigmon.collectors.psu_lines import format_rm1
 from rigmon.config import AgentConfig, AgentSection, PsuSection
@@ -115,6 +116,58 @@ async def test_sag_minimum_survives_the_journal_exactly(agent_url: tuple[str, Pt
         wide = await poll(client, f"{url}/v1/history?from={now - 7 * 86400}&to={now + 60}&series={series}", has_sag)
     assert raw["tier"] == "frames" and min(raw["series"][series]["min"]) == 11.384  # type: ignore[index]
     assert wide["tier"] != "frames" and min(wide["series"][series]["min"]) == 11.384  # type: ignore[index]
+
+
+def series(text: str, name: str) -> list[str]:
+    """The sample lines of ``name`` in an exposition (its ``_total`` too for a counter)."""
+    return [line for line in text.splitlines() if line.startswith((f"{name}{{", f"{name} "))]
+
+
+async def test_an_unplugged_adc_is_exported_as_not_connected_with_its_counters(
+        agent_url: tuple[str, PtyDevice]) -> None:
+    """The port gone, the rail left the frame and /metrics: ``rigmon_psu_rail_connected`` was never 0, only
+    absent, and the ADC's counters broke off until the replug. The collector still fails meanwhile."""
+    url, device = agent_url
+    rail_labels = f'{{device_id="",node="rail",port="{LINK}"}}'
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.lines("partial", format_rm1("RM1,seq=7,up=8000,win=1000,n=900,v=12010/12001/12020"))
+        await poll(client, f"{url}/v1/latest",
+                   lambda d: (d["readings"]["psu_rail"] or {}).get("counters", {}).get("windows_total") == 1)
+        device.unplug()
+        frame = await poll(client, f"{url}/v1/latest",
+                           lambda d: d["collectors"]["psu"]["state"] == "error"
+                           and d["readings"]["psu_rail"] is not None and d["readings"]["psu_rail"]["stale"])
+        gone = (await client.get(f"{url}/metrics")).text
+        device.replug()
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        back = (await client.get(f"{url}/metrics")).text
+    rail = frame["readings"]["psu_rail"]  # type: ignore[index]
+    assert rail["connected"] is False and rail["volts"] is None
+    assert rail["counters"]["disconnects_total"] == 1 and rail["counters"]["windows_total"] == 1
+    assert "psu.port" in frame["collectors"]["psu"]["error"]  # type: ignore[index]
+    assert series(gone, "rigmon_psu_rail_connected") == [f"rigmon_psu_rail_connected{rail_labels} 0.0"]
+    assert series(gone, "rigmon_psu_rail_stale") == [f"rigmon_psu_rail_stale{rail_labels} 1.0"]
+    assert series(gone, "rigmon_psu_rail_disconnects_total") == [f"rigmon_psu_rail_disconnects_total{rail_labels} 1.0"]
+    assert series(gone, "rigmon_psu_rail_opens_total") == [f"rigmon_psu_rail_opens_total{rail_labels} 1.0"]
+    assert 'rigmon_collector_state{collector="psu",node="rail",state="error"} 1.0' in gone
+    assert series(back, "rigmon_psu_rail_connected") == [f"rigmon_psu_rail_connected{rail_labels} 1.0"]
+    assert series(back, "rigmon_psu_rail_opens_total") == [f"rigmon_psu_rail_opens_total{rail_labels} 2.0"]
+
+
+async def test_rigmon_check_asking_an_agent_whose_adc_is_unplugged_gets_no_rail(
+        agent_url: tuple[str, PtyDevice], tmp_path: Path) -> None:
+    """The agent's reading of a gone port (``connected`` false) is no rail for ``rigmon check`` to pass:
+    it says why, and the check's psu collector fails as when the agent had no reading at all."""
+    url, device = agent_url
+    config = AgentConfig(agent=AgentSection(node="rail", root=str(tmp_path), listen=url.removeprefix("http://"),
+                                            state_dir=str(tmp_path / "no-agent")))
+    async with httpx.AsyncClient() as client:
+        await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
+        device.unplug()
+        await poll(client, f"{url}/v1/latest", lambda d: (d["readings"]["psu_rail"] or {}).get("connected") is False)
+    said = await asyncio.to_thread(rail_from_agent, config)
+    assert isinstance(said, str) and "has no rail reading (error: CollectorError: psu.port" in said, said
 
 
 async def test_adc_garbage_scenario_gives_no_false_readings() -> None:

@@ -363,3 +363,19 @@ def test_bytes_at_the_wrong_baud_rate_are_dropped_as_malformed_not_ignored() -> 
     state.feed(b"\r\n" + (noise + b"\r\n") * 5 + b"[INFO] ina226 ready\r\n", 0.0, 0.0)
     c = state.counters
     assert (c.malformed_lines_total, c.ignored_lines_total, c.windows_total) == (5, 1, 0)
+
+
+def test_a_port_gone_reads_stale_at_once_without_repeating_its_last_window() -> None:
+    """A port that went away 0.1 s after its last window (well within the stale limit) repeated that
+    window as if the device still sent it: connected false with a fresh-looking envelope."""
+    state = RailState(PsuSection(port="/dev/x", stale_after_s=3.0))
+    state.opened(0.0)
+    feed(state, rm1(0), rm1(1), mono=1.0)
+    state.closed("/dev/x: Input/output error")
+    # The windows that came before it went are reported once, not lost.
+    before = state.reading(mono=1.1, reset=True)
+    assert not before.connected and before.windows == 2 and before.volts is not None and not before.stale
+    gone = state.reading(mono=1.2, reset=True)
+    assert not gone.connected and gone.stale and gone.windows == 0
+    assert gone.volts is None and gone.amps is None and gone.channels_volts == {} and gone.seq == 1
+    assert gone.counters.disconnects_total == 1 and gone.counters.windows_total == 2

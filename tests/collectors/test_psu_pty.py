@@ -207,3 +207,49 @@ def test_an_unplugged_adc_is_named_once_with_its_config_key(started: tuple[PsuCo
         collector.collect()
     message = str(caught.value)
     assert message.startswith("psu.port: cannot open") and message.count(LINK) == 1, message
+
+
+def test_an_unplugged_adc_reads_not_connected_with_its_counters(
+        started: tuple[PsuCollector, Pushed, PtyDevice]) -> None:
+    """The port gone, the collector failed with no reading at all: the rail vanished from the frame and
+    /metrics (``rigmon_psu_rail_connected`` never 0, the counters gone until the replug). It still fails,
+    with the rail's reading: not connected, stale, no envelope, the counters as they stand."""
+    collector, _, device = started
+    device.lines("tail", rm1(40), rm1(41))
+    wait_for(lambda: collector.state.counters.windows_total == 2)
+    device.unplug()
+    wait_for(lambda: not collector.state.connected)
+    with pytest.raises(CollectorError, match="retrying") as caught:
+        collector.collect()
+    # The windows that came before the port went are not lost: this frame's reading has them.
+    (before,) = caught.value.records
+    assert isinstance(before, PsuRailReading) and not before.connected
+    assert before.windows == 2 and before.volts is not None and before.seq == 41
+    with pytest.raises(CollectorError, match="retrying") as caught:
+        collector.collect()
+    (gone,) = caught.value.records
+    assert isinstance(gone, PsuRailReading)
+    assert not gone.connected and gone.stale and gone.windows == 0
+    assert gone.volts is None and gone.amps is None and not gone.channels_volts and gone.power_w is None
+    counters = gone.counters
+    assert (counters.opens_total, counters.disconnects_total, counters.windows_total) == (1, 1, 2)
+    assert counters.partial_lines_total == 1
+    device.replug()
+    wait_for(lambda: collector.state.connected)
+    device.lines("tail", rm1(42))
+    wait_for(lambda: collector.state.counters.windows_total == 3)
+    back = rail(collector)
+    assert back.connected and not back.stale and back.counters.opens_total == 2
+
+
+def test_a_port_never_opened_fails_without_a_reading(tmp_path: Path) -> None:
+    """Not found since the agent started (a wrong psu.port, an ADC not plugged in yet): no rail to report."""
+    collector = make_collector(tmp_path)
+    collector.start(Pushed())
+    try:
+        wait_for(lambda: collector.state.last_error is not None)
+        with pytest.raises(CollectorError, match="retrying") as caught:
+            collector.collect()
+        assert caught.value.records == ()
+    finally:
+        collector.close()
