@@ -88,6 +88,25 @@ def test_the_facts_a_device_had_before_they_were_dropped_stay_at_hand_for_their_
     assert facts.previous(("hwmon3", 8)) == "in4"
 
 
+def test_a_device_whose_read_found_something_missing_is_read_again_backing_off() -> None:
+    reads: list[int] = []
+    facts: DeviceFacts[str, int] = DeviceFacts(refresh_every=20)
+
+    def read(device: str) -> int:
+        reads.append(tick)
+        if len(reads) < 6:  # the file it needs comes at the sixth read
+            facts.recheck(device)
+        return len(reads)
+
+    kept = []
+    for tick in range(1, 40):
+        kept.append(facts.begin(["a"]))
+        facts.get("a", read)
+    # Again after 1, 2, 4 and 8 reads of the device set, then at the refresh (the 21st); found: no more.
+    assert reads == [1, 2, 4, 8, 16, 21]
+    assert kept[:8] == [False, False, True, False, True, True, True, False]
+
+
 def nvme_files(name: str, model: str, firmware: str = "4B2QJXD7", state: str = "live") -> dict[str, str]:
     base = f"/sys/class/nvme/{name}"
     return {
