@@ -51,6 +51,12 @@ def parse_missing_inputs(entries: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(missing))
 
 
+def chip_incomplete(entries: Sequence[str]) -> bool:
+    """Whether a chip directory listing lacks an input its other files describe
+    (`parse_missing_inputs`), or any reading at all (its driver is still creating its files)."""
+    return bool(parse_missing_inputs(entries)) or not any(e.endswith(READING_SUFFIXES) for e in entries)
+
+
 @dataclass(frozen=True, slots=True)
 class ChipListing:
     """One listing of an hwmon chip's directory, for the read of its facts."""
@@ -91,15 +97,16 @@ def list_chip(root: HostRoot, facts: DeviceFacts[HwmonChip, F], chip: HwmonChip)
     entries = root.listdir(f"{HWMON}/{chip[0]}")
     present = frozenset(entries)
     listed = frozenset(e for e in entries if e.endswith(("_input", "_alarm")))
-    incomplete = (not seen_before <= present or bool(parse_missing_inputs(entries))
-                  or not any(e.endswith(READING_SUFFIXES) for e in entries))
+    incomplete = not seen_before <= present or chip_incomplete(entries)
     if incomplete:
         facts.recheck(chip)
     return before, ChipListing(entries=entries, present=present, seen=seen_before | listed, incomplete=incomplete)
 
 
-def device_hwmon_dirs(root: HostRoot, device: str) -> list[str]:
-    """The hwmon directories a device's sysfs directory ``device`` holds: ``device/hwmonN`` (an NVMe
-    controller's since 5.6), then ``device/hwmon/hwmonN`` (most drivers)."""
-    found = [f"{device}/{e}" for e in root.listdir(device) if e.startswith("hwmon") and e[5:].isdigit()]
+def device_hwmon_dirs(root: HostRoot, device: str, entries: Sequence[str] | None = None) -> list[str]:
+    """The hwmon directories a device's sysfs directory ``device`` (listed as ``entries``, or now)
+    holds: ``device/hwmonN`` (an NVMe controller's since 5.6), then ``device/hwmon/hwmonN`` (most drivers)."""
+    if entries is None:
+        entries = root.listdir(device)
+    found = [f"{device}/{e}" for e in entries if e.startswith("hwmon") and e[5:].isdigit()]
     return found + [f"{device}/hwmon/{e}" for e in root.listdir(f"{device}/hwmon") if e.startswith("hwmon")]

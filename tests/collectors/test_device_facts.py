@@ -192,7 +192,9 @@ def test_nvme_namespaces_are_listed_once_until_a_change_is_signalled(tmp_path: P
     for _ in range(3):
         reading = nvme_readings(collector.collect())["nvme0"]
         assert (reading.namespaces, reading.temp_c) == (("nvme0n1",), 38.85)
-    assert root.listed == ["/sys/class/nvme"] * 3
+    # The controllers and the hwmon registrations (listed once a tick for every collector, in the
+    # agent's read scope): no controller directory.
+    assert root.listed == ["/sys/class/nvme", "/sys/class/hwmon"] * 3
     # A namespace attached: the controller gets a change event (NVME_AEN), which lists it again.
     tree.write("/sys/class/nvme/nvme0/nvme0n2/size", "100\n")
     pushed: list[Sequence[object]] = []
