@@ -48,6 +48,22 @@ class Node:
         return psus, temps
 
 
+def show_first_supply_current_and_temperature(node: Node, shown: bool) -> None:
+    """The first supply's driver shows (or hides) its output current and temperature inputs."""
+    chip = node.rail.pmbus_chips[0]
+    for name in ("curr2_input", "temp1_input"):
+        if shown:
+            chip.show(name)
+        else:
+            chip.hide(name)
+
+
+def first_supply_current_and_temperature(node: Node) -> tuple[float | None, str | None]:
+    """The first supply's output current and its temperature's label at the next tick (``None``: not read)."""
+    psus, temps = node.tick()
+    return psus[0].iout_amps, temps.get("1-0058/temp1")
+
+
 def test_a_supply_registered_again_under_its_hwmon_name_is_named_anew_at_the_next_tick(tmp_path: Path) -> None:
     node = Node(tmp_path)
     psus, temps = node.tick()
@@ -86,22 +102,16 @@ def test_an_unchanged_node_lists_and_reads_no_more_than_before(tmp_path: Path) -
 def test_an_input_absent_when_the_facts_are_read_is_read_the_tick_it_comes_back(tmp_path: Path) -> None:
     node = Node(tmp_path)
     node.tick()
-    chip = node.rail.pmbus_chips[0]
-    chip.hide("curr2_input")
-    chip.hide("temp1_input")
-    psus, temps = node.tick()
-    assert psus[0].iout_amps is None and "1-0058/temp1" not in temps
+    show_first_supply_current_and_temperature(node, False)
+    assert first_supply_current_and_temperature(node) == (None, None)
     # Another chip registers (a BMC's sensors): every chip's facts are read again, the first
     # supply's output current and temperature hidden at that moment.
     node.sim.tree.write("/sys/class/hwmon/hwmon1/name", "nct6779\n")
     node.sim.tree.write("/sys/class/hwmon/hwmon1/in0_input", "1016\n")
-    psus, temps = node.tick()
-    assert psus[0].iout_amps is None and "1-0058/temp1" not in temps
-    chip.show("curr2_input")
-    chip.show("temp1_input")
-    psus, temps = node.tick()
-    assert psus[0].iout_amps and psus[0].iout_amps > 1.0
-    assert temps["1-0058/temp1"] == "pmbus temp1"
+    assert first_supply_current_and_temperature(node) == (None, None)
+    show_first_supply_current_and_temperature(node, True)
+    iout, temp = first_supply_current_and_temperature(node)
+    assert iout and iout > 1.0 and temp == "pmbus temp1"
 
 
 def test_an_input_its_driver_creates_a_moment_after_the_registration_is_read_the_next_tick(tmp_path: Path) -> None:
@@ -110,17 +120,12 @@ def test_an_input_its_driver_creates_a_moment_after_the_registration_is_read_the
     # The driver reloads and registers the first supply again, creating its output current and
     # temperature inputs a moment after the hwmon directory appears (the udev race of a module
     # load): the tick between sees the labels without the inputs.
-    chip = node.rail.pmbus_chips[0]
-    chip.reregister()
-    chip.hide("curr2_input")
-    chip.hide("temp1_input")
-    psus, temps = node.tick()
-    assert psus[0].iout_amps is None and "1-0058/temp1" not in temps
-    chip.show("curr2_input")
-    chip.show("temp1_input")
-    psus, temps = node.tick()
-    assert psus[0].iout_amps and psus[0].iout_amps > 1.0
-    assert temps["1-0058/temp1"] == "pmbus temp1"
+    node.rail.pmbus_chips[0].reregister()
+    show_first_supply_current_and_temperature(node, False)
+    assert first_supply_current_and_temperature(node) == (None, None)
+    show_first_supply_current_and_temperature(node, True)
+    iout, temp = first_supply_current_and_temperature(node)
+    assert iout and iout > 1.0 and temp == "pmbus temp1"
     # Complete now: the facts are kept again.
     node.tick()
     assert node.root.listed == LISTED
