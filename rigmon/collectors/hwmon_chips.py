@@ -44,7 +44,8 @@ def parse_missing_inputs(entries: Sequence[str]) -> tuple[str, ...]:
     missing = set()
     for entry in entries:
         channel, sep, trait = entry.partition("_")
-        if not sep or f"_{trait}" not in INPUT_TRAITS or not channel.startswith(INPUT_KINDS):
+        kind = channel.rstrip("0123456789")
+        if not sep or f"_{trait}" not in INPUT_TRAITS or kind not in INPUT_KINDS or kind == channel:
             continue
         if not any(f"{channel}{suffix}" in present for suffix in READING_SUFFIXES):
             missing.add(channel)
