@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, NoData, PolledCollector
+from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.hwmon_chips import chip_incomplete, device_hwmon_dirs, hwmon_registrations
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
@@ -40,8 +43,24 @@ def parse_microwatts(text: str | None) -> float | None:
 
 
 
+@dataclass(frozen=True, slots=True)
+class CardHwmon:
+    """The files of a card's hwmon device a tick reads (paths below ``/sys/class/drm/<card>/device``)."""
+
+    #: Its power files in the order they are read, the first readable one counting: newer kernels
+    #: report an APU's power as ``power1_input``, a dGPU's as ``power1_average`` (some have both).
+    power_paths: tuple[str, ...]
+    temp_path: str | None
+
+
 class AmdGpuCollector(PolledCollector):
     """Every amdgpu card under /sys/class/drm.
+
+    Which of a card's hwmon files to read is worked out once per card (see `DeviceFacts`): again
+    when the hwmon devices registered change (amdgpu reloaded registers the card's hwmon device
+    again, maybe as another ``hwmonN``, see `hwmon_registrations`), every
+    `device_facts.REFRESH_EVERY` reads, and soon, backing off, while the card has no hwmon device
+    or it lacks its readings (its driver is still creating them).
 
     Args:
         root: the machine's files.
@@ -51,12 +70,14 @@ class AmdGpuCollector(PolledCollector):
 
     def __init__(self, root: HostRoot) -> None:
         self.root = root
+        self._hwmon: DeviceFacts[str, CardHwmon] = DeviceFacts()
 
     def collect(self) -> Sequence[object]:
         out: list[object] = []
-        for card in self.root.listdir("/sys/class/drm"):
-            if not _CARD.match(card):
-                continue  # connectors (card0-eDP-1) and render nodes
+        cards = [card for card in self.root.listdir("/sys/class/drm") if _CARD.match(card)]
+        # Connectors (card0-eDP-1) and render nodes are not cards.
+        self._hwmon.begin((*cards, *hwmon_registrations(self.root)))
+        for card in cards:
             dev = f"/sys/class/drm/{card}/device"
             if self.root.read_attr(f"{dev}/vendor") != AMD_VENDOR:
                 continue
@@ -65,18 +86,31 @@ class AmdGpuCollector(PolledCollector):
             raise NoData("no amdgpu device")
         return out
 
+    def _find_hwmon(self, card: str) -> CardHwmon:
+        """The power and temperature files of ``card``'s hwmon device (none while it has none)."""
+        for base in device_hwmon_dirs(self.root, f"/sys/class/drm/{card}/device"):
+            entries = self.root.listdir(base)
+            if chip_incomplete(entries):
+                self._hwmon.recheck(card)
+            present = set(entries)
+            return CardHwmon(
+                power_paths=tuple(f"{base}/{name}" for name in ("power1_average", "power1_input") if name in present),
+                temp_path=f"{base}/temp1_input" if "temp1_input" in present else None,
+            )
+        self._hwmon.recheck(card)
+        return CardHwmon(power_paths=(), temp_path=None)
+
     def _card(self, card: str, dev: str) -> AmdGpuReading:
         link = self.root.readlink(dev)
         bus_id = link.rstrip("/").rsplit("/", 1)[-1] if link else None
-        power_w = temp_c = None
-        for hwmon in self.root.listdir(f"{dev}/hwmon"):
-            base = f"{dev}/hwmon/{hwmon}"
-            # Newer kernels report APU power as power1_input, dGPUs as power1_average.
-            power_w = parse_microwatts(self.root.read_attr(f"{base}/power1_average"))
-            if power_w is None:
-                power_w = parse_microwatts(self.root.read_attr(f"{base}/power1_input"))
-            temp_c = parse_millidegrees(self.root.read_attr(f"{base}/temp1_input"))
-            break
+        read = self.root.read_attr
+        hwmon = self._hwmon.get(card, self._find_hwmon)
+        power_w = None
+        for path in hwmon.power_paths:
+            power_w = parse_microwatts(read(path))
+            if power_w is not None:
+                break
+        temp_c = None if hwmon.temp_path is None else parse_millidegrees(read(hwmon.temp_path))
         busy = parse_int(self.root.read_attr(f"{dev}/gpu_busy_percent"))
         return AmdGpuReading(
             card=card,

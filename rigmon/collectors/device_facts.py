@@ -22,7 +22,10 @@ class DeviceFacts(Generic[K, V]):
     one device's facts are read again after `forget` (its state changed: a controller
     reset can bring new firmware). What a device's facts were before they were dropped stays
     at hand (`previous`) while they are read again: a collector whose device may hide a file
-    for a while (an hwmon input) keeps it. Not thread-safe: callers hold their collector's lock.
+    for a while (an hwmon input) keeps it. A device whose facts were read while something they
+    need was missing (an hwmon input its driver creates a moment after the device, a controller's
+    hwmon device not registered yet) is looked at again soon, backing off (`recheck`). Not
+    thread-safe: callers hold their collector's lock.
 
     Args:
         refresh_every: reads of the device set between two full re-reads.
@@ -38,6 +41,10 @@ class DeviceFacts(Generic[K, V]):
         #: given the same order every tick: comparing it is cheaper than building the set).
         self._listed: tuple[Hashable, ...] | None = None
         self._reads = 0
+        #: Devices whose facts `recheck` asked to read again: the read of the device set at which they are.
+        self._due: dict[K, int] = {}
+        #: Per device `recheck` was last called for: the reads it waited then (doubled at the next).
+        self._delays: dict[K, int] = {}
 
     def begin(self, devices: Iterable[Hashable]) -> bool:
         """Start a read of the device set; drop every fact if it changed or is due.
@@ -48,7 +55,7 @@ class DeviceFacts(Generic[K, V]):
 
         Returns:
             Whether every fact held before was kept: the same devices as at the last `begin`,
-            none due, no `invalidate` since (`forget` is not seen here).
+            none due (nor any device's `recheck`), no `invalidate` since (`forget` is not seen here).
         """
         listed = tuple(devices)
         self._reads += 1
@@ -61,20 +68,50 @@ class DeviceFacts(Generic[K, V]):
         if self._reads > self.refresh_every:
             self._drop(self._devices)
             return False
-        return True
+        return not self._due or self._recheck_due()
+
+    def _recheck_due(self) -> bool:
+        """Forget the devices whose `recheck` is due; whether there was none."""
+        due = [device for device, at in self._due.items() if at <= self._reads]
+        for device in due:
+            del self._due[device]
+            self.forget(device)
+        return not due
 
     def _drop(self, devices: frozenset[Hashable] | None) -> None:
         self._before, self._facts = self._facts, {}
         self._devices = devices
         self._reads = 1
+        # Every fact is read again: a read that still finds something missing asks again.
+        self._due.clear()
+        if devices is not None and self._delays:
+            self._delays = {device: delay for device, delay in self._delays.items() if device in devices}
 
     def get(self, device: K, read: Callable[[K], V]) -> V:
         """The facts of ``device``, read with ``read(device)`` when not known."""
         try:
             return self._facts[device]
         except KeyError:
-            facts = self._facts[device] = read(device)
-            return facts
+            pass
+        self._due.pop(device, None)
+        facts = self._facts[device] = read(device)
+        if self._delays and device not in self._due:
+            # Read without anything missing: the next `recheck` starts again from one read.
+            self._delays.pop(device, None)
+        return facts
+
+    def recheck(self, device: K) -> None:
+        """Read ``device``'s facts again soon: its read found something they need missing (an
+        hwmon input a driver creates a moment after its device appears, one it hides).
+
+        Called by the read of the facts. The first time after one read of the device set, then
+        after twice as many reads as the time before, up to ``refresh_every``: what comes a
+        moment late is found the next tick, and what never comes costs a look now and then, not
+        one every tick. A read of the device's facts that does not call it ends the backing off.
+        """
+        delay = min(2 * self._delays.get(device, 0) or 1, self.refresh_every)
+        self._delays[device] = delay
+        self._due[device] = self._reads + delay
 
     def known(self, device: K) -> bool:
         """Whether ``device``'s facts are held (`get` will not read them)."""
@@ -96,3 +133,4 @@ class DeviceFacts(Generic[K, V]):
         self._before, self._facts = self._facts, {}
         self._devices = None
         self._listed = None
+        self._due.clear()

@@ -16,7 +16,8 @@ from rigmon.collectors.host_proc import (
     parse_proc_stat,
     parse_uptime,
 )
-from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, HwmonChip, parse_i2c_client, psu_sensors
+from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip
+from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -88,6 +89,8 @@ class HwmonTempFacts:
     i2c_client: str | None = None
     #: `reads` with the sensors named by `i2c_client` (``7-0058/temp1``), for a PSU that has one.
     client_reads: tuple[tuple[str, str, str], ...] = ()
+    #: `ChipListing.seen`: the reading and alarm files this registration has shown.
+    seen: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +116,8 @@ class HostCollector(PolledCollector):
     Thermal zone types, hwmon chip names and labels, and each interface's kind are read
     once per device (see `DeviceFacts`): again when the set of zones, chips or interfaces
     changes (a chip registered again under the same ``hwmonN`` is a change, see `HwmonChip`)
-    and every `device_facts.REFRESH_EVERY` reads. A chip's temperature input seen once in its
-    registration is read every tick, even while absent (see `_hwmon_facts`).
+    and every `device_facts.REFRESH_EVERY` reads; a chip lacking an input it should have, soon,
+    backing off (see `_hwmon_facts`).
 
     Args:
         root: the machine's files.
@@ -249,7 +252,7 @@ class HostCollector(PolledCollector):
             temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
                 out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
-        chips = self.root.listdir_inodes("/sys/class/hwmon")
+        chips = hwmon_registrations(self.root)
         if not self._chips.begin(chips) or self._chip_reads is None:
             self._chip_reads = None
             self._chip_reads = self._hwmon_reads(chips)
@@ -292,25 +295,23 @@ class HostCollector(PolledCollector):
     def _hwmon_facts(self, chip_id: HwmonChip) -> HwmonTempFacts:
         """A chip's name, temperature channels with their labels, and I2C client (a PMBus PSU's).
 
-        What an earlier read of the same registration of the chip found and this one does not (a
-        channel whose input the driver hides for now, a ``name`` or ``device`` link that did not
-        read) is kept: the input is read every tick, so it is reported the tick it comes back.
+        A chip lacking a file it should have (`ChipListing.incomplete`: an input its driver creates
+        a moment after the chip appears, or hides for now) has its facts read again soon, backing
+        off (`DeviceFacts.recheck`); an absent input is not read until it is listed. What an earlier
+        read of the same registration found and this one does not (a ``name`` or ``device`` link
+        that did not read) is kept.
         """
         hwmon = chip_id[0]
-        base = f"/sys/class/hwmon/{hwmon}"
-        before = self._chips.previous(chip_id)
-        entries = self.root.listdir(base)
-        present = set(entries)
+        base = f"{HWMON}/{hwmon}"
+        before, listing = list_chip(self.root, self._chips, chip_id)
+        present = listing.present
         channels = []
-        for entry in entries:
+        for entry in listing.entries:
             if not (entry.startswith("temp") and entry.endswith("_input")):
                 continue
             channel = entry[: -len("_input")]
             label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
             channels.append((channel, label or channel))
-        if before is not None and (kept := [c for c in before.channels if f"{c[0]}_input" not in present]):
-            # In the listing's order, as if the absent inputs were listed.
-            channels = sorted([*channels, *kept], key=lambda c: f"{c[0]}_input")
         chip = self.root.read_attr(f"{base}/name") or (hwmon if before is None else before.chip)
         client = parse_i2c_client(self.root.readlink(f"{base}/device")) if chip in PMBUS_DRIVERS else None
         if client is None and before is not None and before.chip == chip:
@@ -318,7 +319,8 @@ class HostCollector(PolledCollector):
         return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
             (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels),
             i2c_client=client, client_reads=() if client is None else tuple(
-            (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}") for channel, label in channels))
+            (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}") for channel, label in channels),
+            seen=listing.seen)
 
     def _net(self) -> list[NetInterfaceReading | EventDraft]:
         # An interface may be named in any bytes but "/", ":" and white space: read as its sysfs

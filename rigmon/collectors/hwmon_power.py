@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import HwmonVoltageReading, PmbusPsuReading
 
-HWMON = "/sys/class/hwmon"
 #: hwmon units: in* millivolts, curr* milliamperes, power* microwatts, temp* millidegrees.
 MILLI = 1000.0
 MICRO = 1_000_000.0
@@ -33,13 +33,6 @@ PMBUS_FIGURES = (("vin", MILLI), ("vout", MILLI), ("iin", MILLI), ("iout", MILLI
 #: An I2C client's device name, ``<bus>-<address, 4 hex digits>`` (``7-0058``): stable across
 #: reboots, where the ``hwmonN`` the kernel numbers in probe order is not.
 I2C_CLIENT = lazy_compile(r"\d+-[0-9a-f]{4}")
-
-#: One hwmon device as `HostRoot.listdir_inodes` lists ``/sys/class/hwmon``: its ``hwmonN`` and the
-#: inode number of its registration. The kernel gives ``hwmonN`` to the next device registered once
-#: it is free (a driver reloaded, a PSU's I2C client instantiated again, between two ticks); the
-#: inode number is new for each registration, so the pair names one registration of one device.
-HwmonChip = tuple[str, int]
-
 
 @dataclass(frozen=True, slots=True)
 class ChannelFacts:
@@ -69,6 +62,8 @@ class ChipFacts:
     pmbus_figures: tuple[tuple[int, ...], ...] = ()
     #: How a tick reads the chip (paths and what is fixed about its readings), see `ChipPlan`.
     plan: ChipPlan | None = None
+    #: `ChipListing.seen`: the reading and alarm files this registration has shown.
+    seen: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +165,9 @@ class HwmonPowerCollector(PolledCollector):
 
     Chip names, channel labels and programmed limits, and which files a chip has, are read
     once per chip (see `DeviceFacts`): again when the set of chips changes (a chip registered
-    again under the same ``hwmonN`` is a change, see `HwmonChip`) and every
-    `device_facts.REFRESH_EVERY` reads. Within one registration what a read of them found stays
-    (see `_chip_facts`), so an input absent at a read is read again the tick it comes back.
+    again under the same ``hwmonN`` is a change, see `HwmonChip`), every
+    `device_facts.REFRESH_EVERY` reads, and soon, backing off, while a chip lacks an input it
+    should have (see `_chip_facts`).
 
     Args:
         root: the machine's files.
@@ -194,47 +189,38 @@ class HwmonPowerCollector(PolledCollector):
     def _chip_facts(self, chip: HwmonChip) -> ChipFacts:
         """Chip name, channels with labels and limits, and which optional files exist.
 
-        What an earlier read of the same registration of the chip found and this one does not
-        (a channel whose input the driver hides for now, a ``name`` that did not read) is kept:
-        its input is still read every tick (one failed open while it is absent) and is reported
-        again the tick it comes back, not at the next refresh of the facts.
+        A chip lacking a file it should have (`ChipListing.incomplete`: an input its driver creates
+        a moment after the chip appears, or hides for now) has its facts read again soon, backing
+        off (`DeviceFacts.recheck`); its absent files are not read until they are listed. What an
+        earlier read of the same registration found and this one does not (a ``name`` or
+        ``device`` link that did not read) is kept.
         """
         hwmon = chip[0]
         base = f"{HWMON}/{hwmon}"
         attr = self.root.read_attr
-        before = self._facts.previous(chip)
-        entries = self.root.listdir(base)
-        present = set(entries)
-        channels = self._channels(base, entries, () if before is None else before.channels)
-        alarm_files = tuple(e for e in entries if e.endswith("_alarm"))
-        if before is not None:
-            alarm_files += tuple(e for e in before.alarm_files if e not in present)
+        before, listing = list_chip(self.root, self._facts, chip)
+        entries, present = listing.entries, listing.present
+        channels = self._channels(base, entries, present)
         facts = ChipFacts(
             chip=attr(f"{base}/name") or (hwmon if before is None else before.chip),
             channels=channels,
-            alarm_files=alarm_files,
-            has_temp1="temp1_input" in present or (before is not None and before.has_temp1),
-            has_fan1="fan1_input" in present or (before is not None and before.has_fan1),
+            alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
+            has_temp1="temp1_input" in present,
+            has_fan1="fan1_input" in present,
             i2c_client=parse_i2c_client(self.root.readlink(f"{base}/device"))
             or (None if before is None else before.i2c_client),
             pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
                                 for prefix, _ in PMBUS_FIGURES),
+            seen=listing.seen,
         )
         return dataclasses.replace(facts, plan=self._plan(hwmon, facts))
 
-    def _channels(self, base: str, entries: list[str], before: tuple[ChannelFacts, ...]) -> tuple[ChannelFacts, ...]:
-        """The ``in``, ``curr`` and ``power`` channels of the chip at ``base`` (listed as ``entries``),
-        in order, with those of ``before`` (the same registration's last facts) whose input is absent now."""
+    def _channels(self, base: str, entries: list[str], present: frozenset[str]) -> tuple[ChannelFacts, ...]:
+        """The ``in``, ``curr`` and ``power`` channels of the chip at ``base`` (listed as ``entries``), in order."""
         attr = self.root.read_attr
-        present = set(entries)
-        kept = {cf.name: cf for cf in before if f"{cf.name}_input" not in present}
-        listed = [*entries, *(f"{name}_input" for name in kept)]
         channels = []
         for kind in ("in", "curr", "power"):
-            for name in parse_channel_names(listed, kind):
-                if name in kept:
-                    channels.append(kept[name])
-                    continue
+            for name in parse_channel_names(entries, kind):
                 channels.append(ChannelFacts(
                     name=name,
                     label=(attr(f"{base}/{name}_label") if f"{name}_label" in present else None) or None,
@@ -275,7 +261,7 @@ class HwmonPowerCollector(PolledCollector):
             raise NoData("[psu.hwmon] disabled")
         volts: list[HwmonVoltageReading] = []
         psus: list[PsuFigures] = []
-        chips = self.root.listdir_inodes(HWMON)
+        chips = hwmon_registrations(self.root)
         if not self._facts.begin(chips):
             self._sensors = None
         read = self.root.read_attr

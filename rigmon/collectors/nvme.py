@@ -14,6 +14,7 @@ from rigmon.collectors.base import (
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.hwmon_chips import device_hwmon_dirs, hwmon_registrations
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames
@@ -173,9 +174,12 @@ class NvmeCollector(PolledCollector):
     listing) are read once per controller (see `DeviceFacts`): again when the controller set
     changes, on a udev event (a namespace attached or detached sends the controller a ``change``
     with ``NVME_AEN``), when the controller's state changes (a reset can bring new firmware),
-    and every `device_facts.REFRESH_EVERY` reads. A controller listed without namespaces or
-    without its hwmon directory (both come a moment after the controller) is listed again at
-    every read until they are there.
+    and every `device_facts.REFRESH_EVERY` reads; the hwmon directory also when the hwmon devices
+    registered change (a controller reset registers its hwmon device again, maybe as another
+    ``hwmonN``, and its old ``hwmonN`` may go to another device, see `hwmon_registrations`). A
+    controller listed without namespaces (they come a moment after the controller) is listed
+    again at every read until they are there; one without its hwmon directory (it comes a moment
+    after too, or never on a kernel before 5.5) is looked at again soon, backing off.
 
     Args:
         root: the machine's files.
@@ -219,7 +223,7 @@ class NvmeCollector(PolledCollector):
             if not names and self._seen is None:
                 raise NoData("no NVMe controllers")
             self._facts.begin(names)
-            self._hwmon.begin(names)
+            self._hwmon.begin((*names, *hwmon_registrations(self.root)))
             self._entries.begin(names)
             readings = [r for r in (self._controller(n) for n in names) if r is not None]
             records: list[object] = list(self._events(readings))
@@ -269,12 +273,12 @@ class NvmeCollector(PolledCollector):
         width = parse_link_width(attr(f"{pci}/current_link_width"))
         speed = parse_link_speed(speed_text)
         lost = is_link_lost(speed_text, width)
-        entries, namespaces = self._entries.get(name, lambda _: self._list(base))
-        hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(base, entries, pci))
-        if hwmon is None:
-            # Not registered yet (or an old kernel without one): look again next time.
-            self._hwmon.forget(name)
+        if not self._hwmon.known(name):
+            # Its hwmon directory is looked for in a new listing of the controller's directory.
             self._entries.forget(name)
+        entries, namespaces = self._entries.get(name, lambda _: self._list(base))
+        hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(name, base, entries, pci))
+        if hwmon is None:
             temp = None
         else:
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
@@ -315,20 +319,19 @@ class NvmeCollector(PolledCollector):
         entries = tuple(self.root.listdir(base))
         return entries, tuple(sorted({ns for e in entries if (ns := namespace_of(e)) is not None}))
 
-    def _find_hwmon(self, base: str, entries: Sequence[str], pci: str) -> HwmonFacts | None:
-        """The controller's hwmon directory with its warning and critical limits.
+    def _find_hwmon(self, name: str, base: str, entries: Sequence[str], pci: str) -> HwmonFacts | None:
+        """Controller ``name``'s hwmon directory with its warning and critical limits; ``None`` (and
+        looked for again soon, see `DeviceFacts.recheck`) when it has none (yet).
 
         Current kernels register hwmon under the controller (``nvme0/hwmonN``); the first
         version (5.5) registered it under the PCI function (``<bdf>/hwmon/hwmonN``).
         """
-        candidates = [f"{base}/{h}" for h in entries if h.startswith("hwmon")]
-        candidates += [f"{pci}/hwmon/{h}" for h in self.root.listdir(f"{pci}/hwmon") if h.startswith("hwmon")]
-        for hw in candidates:
-            name = self.root.read_attr(f"{hw}/name")
-            if name not in (None, "nvme"):
+        for hw in (*device_hwmon_dirs(self.root, base, entries), *device_hwmon_dirs(self.root, pci)):
+            if self.root.read_attr(f"{hw}/name") not in (None, "nvme"):
                 continue
             return HwmonFacts(path=hw, temp_max_c=parse_millidegrees(self.root.read_attr(f"{hw}/temp1_max")),
                               temp_crit_c=parse_millidegrees(self.root.read_attr(f"{hw}/temp1_crit")))
+        self._hwmon.recheck(name)
         return None
 
     def _events(self, readings: list[NvmeReading]) -> list[EventDraft]:

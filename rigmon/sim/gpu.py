@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rigmon.sim.hwmon import SimHwmon
 from rigmon.sim.kmsg import LEVEL_WARNING, SimKernelLog
 from rigmon.sim.node import SimNode
 from rigmon.sim.nvml import FAKE_NVML, FakeGpu, FakeNvmlMachine
@@ -343,8 +344,15 @@ class SimAmdGpu:
     busy_pct: float = 0.0
     temp_c: float = 40.0
     vram_used_bytes: int = 0
+    #: Its hwmon device's number (``<pci>/hwmon/hwmon1``).
+    hwmon_number: int = 1
     _rng: random.Random = field(default_factory=random.Random)
     _seeded: bool = False
+    #: Its hwmon device: a driver reload registers it again (`SimHwmon.reregister`).
+    hwmon: SimHwmon = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.hwmon = SimHwmon(parent=f"/sys/bus/pci/devices/{self.bus_id}/hwmon", number=self.hwmon_number)
 
     def advance(self, node: SimNode, t_s: float, dt_s: float) -> None:
         if not self._seeded:
@@ -369,11 +377,9 @@ class SimAmdGpu:
         tree.write(f"{dev}/pp_dpm_mclk", _dpm(self.mclk_levels_mhz, len(self.mclk_levels_mhz) - 1 if busy else 0))
         tree.write(f"{dev}/mem_info_vram_total", f"{self.vram_total_bytes}\n")
         tree.write(f"{dev}/mem_info_vram_used", f"{self.vram_used_bytes}\n")
-        hwmon = f"{dev}/hwmon/hwmon5"
-        tree.write(f"{hwmon}/name", "amdgpu\n")
-        tree.write(f"{hwmon}/power1_average", f"{int(self.power_w * 1_000_000)}\n")
-        tree.write(f"{hwmon}/temp1_input", f"{int(self.temp_c * 1000)}\n")
-        tree.write(f"{hwmon}/temp1_label", "edge\n")
+        self.hwmon.write(tree, {"power1_average": f"{int(self.power_w * 1_000_000)}\n",
+                                "temp1_input": f"{int(self.temp_c * 1000)}\n"},
+                         fixed={"name": "amdgpu\n", "temp1_label": "edge\n"})
         link = f"/sys/class/drm/{self.card}/device"
         if not tree.path(link).is_symlink():
             tree.symlink(link, f"../../../bus/pci/devices/{self.bus_id}")

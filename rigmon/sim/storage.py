@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rigmon.sim.counters import CarriedCounters
+from rigmon.sim.hwmon import SimHwmon
 from rigmon.sim.node import SimNode
 from rigmon.sim.thunderbolt import SimTbRouter, SimThunderbolt
 from rigmon.sim.tree import Tree
@@ -25,6 +26,9 @@ PCIE_ENCODING = ((5.0, 8 / 10), (float("inf"), 128 / 130))
 #: (the 3.94 GB/s of its line rate never reach the host), Gen4 x4 ~7.0 GB/s.
 PCIE_PAYLOAD_SHARE = 0.89
 BITS_PER_BYTE = 8
+#: What an NVMe controller's hwmon device holds besides its temperature (``temp1_max``: the warning
+#: threshold, ``temp1_crit``: the critical one).
+NVME_HWMON_FILES = {"name": "nvme\n", "temp1_label": "Composite\n", "temp1_max": "81850\n", "temp1_crit": "84850\n"}
 
 
 @dataclass
@@ -59,6 +63,12 @@ class SimNvmeDrive:
     write_ms: int = 0
     io_ms: float = 0.0
     flushes: int = 0
+    #: Its hwmon device (``nvme<ctrl>/hwmon<ctrl + 2>``): a controller reset registers it again
+    #: (`SimHwmon.reregister`).
+    hwmon: SimHwmon = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.hwmon = SimHwmon(parent=f"/sys/class/nvme/nvme{self.ctrl}", number=self.ctrl + 2)
 
     @property
     def ns(self) -> str:
@@ -343,6 +353,7 @@ class SimStorage:
             if ctrl in self._written:
                 for path in (ctrl, pci, f"/sys/block/{d.ns}"):
                     tree.remove(path)
+                d.hwmon.unregister(tree)
                 self._written.discard(ctrl)
             return
         if ctrl not in self._written:
@@ -355,15 +366,11 @@ class SimStorage:
             tree.write(f"{ctrl}/numa_node", "-1\n")
             tree.write(f"{ctrl}/{d.ns}/size", f"{d.size_kib * 2}\n")
             tree.symlink(f"{ctrl}/device", f"../../../bus/pci/devices/{d.address}")
-            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/name", "nvme\n")
-            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_label", "Composite\n")
-            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_max", "81850\n")
-            tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_crit", "84850\n")
             tree.write(f"{pci}/max_link_speed", f"{d.max_link_gts}\n")
             tree.write(f"{pci}/max_link_width", f"{d.max_link_width}\n")
             tree.write(f"/sys/block/{d.ns}/size", f"{d.size_kib * 2}\n")
         tree.write(f"{ctrl}/state", "live\n")
-        tree.write(f"{ctrl}/hwmon{d.ctrl + 2}/temp1_input", f"{int(d.temp_c * 1000) - 150}\n")
+        d.hwmon.write(tree, {"temp1_input": f"{int(d.temp_c * 1000) - 150}\n"}, fixed=NVME_HWMON_FILES)
         tree.write(f"{pci}/current_link_speed", f"{d.link_gts}\n")
         tree.write(f"{pci}/current_link_width", f"{d.link_width}\n")
         tree.write(f"/sys/block/{d.ns}/stat", "".join(f"{v:8d} " for v in stats or d.stats()).rstrip() + "\n")

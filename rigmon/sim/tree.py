@@ -94,14 +94,18 @@ class Tree:
             target.mkdir()
 
     def symlink(self, rel: str, target: str) -> None:
-        """Create or replace a symlink (sysfs ``device`` links)."""
+        """Create or replace a symlink (sysfs ``device`` links). A replaced link is replaced by a
+        rename, as files are: a reader sees the old link or the new one, and the new one never
+        has the old one's inode number (a ``/sys/class/hwmon`` entry registered again)."""
         link = self.path(rel)
         self._written.pop(str(link), None)
         with self._below_root():
             self._make_dir(link.parent)
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            os.symlink(target, link)
+            tmp = link.with_name(f".{link.name}.tmp")
+            if tmp.is_symlink() or tmp.exists():
+                tmp.unlink()
+            os.symlink(target, tmp)
+            os.replace(tmp, link)
 
     def _forget_below(self, target: Path) -> None:
         """Forget what this tree wrote at ``target`` and below it (about to be removed)."""

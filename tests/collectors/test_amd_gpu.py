@@ -65,3 +65,19 @@ def test_average_power_before_instantaneous_and_a_missing_busy_percent_is_null(t
     (reading,) = AmdGpuCollector(HostRoot(tmp_path)).collect()
     assert isinstance(reading, AmdGpuReading)
     assert (reading.power_w, reading.busy_pct, reading.temp_c, reading.vram_total_bytes) == (251.0, None, None, None)
+
+
+def test_a_hwmon_device_registered_after_the_card_is_read_from_the_next_read(tmp_path: Path) -> None:
+    """amdgpu registers the card's hwmon device a moment after the card (a module load): not read
+    then; looked for again at the next read, not at the next refresh of what is known of the card."""
+    dev = "/sys/bus/pci/devices/0000:c3:00.0"
+    tree = write_tree(tmp_path, {f"{dev}/vendor": "0x1002\n"})
+    tree.symlink("/sys/class/drm/card0/device", "../../../bus/pci/devices/0000:c3:00.0")
+    collector = AmdGpuCollector(HostRoot(tmp_path))
+    (reading,) = collector.collect()
+    assert isinstance(reading, AmdGpuReading) and (reading.power_w, reading.temp_c) == (None, None)
+    tree.write(f"{dev}/hwmon/hwmon1/name", "amdgpu\n")
+    tree.write(f"{dev}/hwmon/hwmon1/power1_input", "9500000\n")
+    tree.write(f"{dev}/hwmon/hwmon1/temp1_input", "41000\n")
+    (reading,) = collector.collect()
+    assert isinstance(reading, AmdGpuReading) and (reading.power_w, reading.temp_c) == (9.5, 41.0)

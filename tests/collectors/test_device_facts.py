@@ -88,6 +88,25 @@ def test_the_facts_a_device_had_before_they_were_dropped_stay_at_hand_for_their_
     assert facts.previous(("hwmon3", 8)) == "in4"
 
 
+def test_a_device_whose_read_found_something_missing_is_read_again_backing_off() -> None:
+    reads: list[int] = []
+    facts: DeviceFacts[str, int] = DeviceFacts(refresh_every=20)
+
+    def read(device: str) -> int:
+        reads.append(tick)
+        if len(reads) < 6:  # the file it needs comes at the sixth read
+            facts.recheck(device)
+        return len(reads)
+
+    kept = []
+    for tick in range(1, 40):
+        kept.append(facts.begin(["a"]))
+        facts.get("a", read)
+    # Again after 1, 2, 4 and 8 reads of the device set, then at the refresh (the 21st); found: no more.
+    assert reads == [1, 2, 4, 8, 16, 21]
+    assert kept[:8] == [False, False, True, False, True, True, True, False]
+
+
 def nvme_files(name: str, model: str, firmware: str = "4B2QJXD7", state: str = "live") -> dict[str, str]:
     base = f"/sys/class/nvme/{name}"
     return {
@@ -173,7 +192,9 @@ def test_nvme_namespaces_are_listed_once_until_a_change_is_signalled(tmp_path: P
     for _ in range(3):
         reading = nvme_readings(collector.collect())["nvme0"]
         assert (reading.namespaces, reading.temp_c) == (("nvme0n1",), 38.85)
-    assert root.listed == ["/sys/class/nvme"] * 3
+    # The controllers and the hwmon registrations (listed once a tick for every collector, in the
+    # agent's read scope): no controller directory.
+    assert root.listed == ["/sys/class/nvme", "/sys/class/hwmon"] * 3
     # A namespace attached: the controller gets a change event (NVME_AEN), which lists it again.
     tree.write("/sys/class/nvme/nvme0/nvme0n2/size", "100\n")
     pushed: list[Sequence[object]] = []

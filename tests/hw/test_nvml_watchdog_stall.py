@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -101,3 +102,34 @@ def test_the_running_stopwatch_counts_running_time_and_a_stop_as_one_slice_at_mo
     clock.now_s += WAIT_SLICE_S
     stopwatch.look()
     assert stopwatch.elapsed() == pytest.approx(6 * WAIT_SLICE_S + WAIT_SLACK_S)
+
+
+def test_stopwatches_share_one_thread() -> None:
+    """On a rig without the driver ``nvmlInit`` fails at once and is tried again every poll, each
+    try timed by a stopwatch: one thread a try was a thread started and ended every poll."""
+    before = {thread.ident for thread in threading.enumerate()}
+    clocks = [LookedAt() for _ in range(5)]
+    stopwatches = [RunningStopwatch(f"test-{n}", clock).start() for n, clock in enumerate(clocks)]
+    try:
+        started = [thread.name for thread in threading.enumerate() if thread.ident not in before]
+        assert len(started) <= 1  # the process's stopwatch thread, unless an earlier one started it
+        assert set(started) <= {"rigmon-stopwatch-clock"}
+        # It looks at every one of them.
+        deadline = time.monotonic() + 30.0
+        while min(clock.looks for clock in clocks) < 2 and time.monotonic() < deadline:
+            time.sleep(WAIT_SLICE_S)
+        assert min(clock.looks for clock in clocks) >= 2
+    finally:
+        for stopwatch in stopwatches:
+            stopwatch.stop()
+
+
+class LookedAt:
+    """The monotonic clock, counting how often it is looked at."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def __call__(self) -> float:
+        self.looks += 1
+        return time.monotonic()
