@@ -255,8 +255,7 @@ class RailState(RailDevice):
     def _primary_missing(self, channels: Sequence[str]) -> None:
         """`primary_missing` once `MISMATCH_LINES` windows came since the port opened and none had
         the primary channel (a sketch that prints one channel a line sends the others in between)."""
-        seen, opened = self._last_window_mono, self._opened_mono
-        if seen is not None and (opened is None or seen >= opened):
+        if self._window_since_open():
             return
         if self._counts["windows_total"] - self._open_counts[1] >= MISMATCH_LINES:
             self.primary_missing(channels)
@@ -315,8 +314,9 @@ class RailState(RailDevice):
         # A port that went away reads nothing fresh, however recent its last window.
         stale = self.gone or self._stale(mono)
         last_seq, last_win_ms = self._last_seq_win()
-        if windows == 0 and last_win_ms is not _NO_WINDOW and not stale:
-            # The device reports slower than the agent samples: repeat the last window.
+        if windows == 0 and last_win_ms is not _NO_WINDOW and not stale and self._window_since_open():
+            # The device reports slower than the agent samples: repeat the last window (never one
+            # from before the port was opened again: a replugged device has said nothing yet).
             last = self._last()
             assert last is not None
             repeat = WindowAggregate()
@@ -393,11 +393,16 @@ class RailState(RailDevice):
 
     def _stale(self, mono: float) -> bool:
         """Whether no valid window with a reading of the primary channel came for the stale limit:
-        since the last one, or since the port was opened when none came yet (a device needs its
-        first window's time before it is silent). Windows without samples do not count."""
-        since = self._last_window_mono
-        if since is None:
-            if self._opened_mono is None:
-                return True
-            since = self._opened_mono
+        since the last one, or since the port was (last) opened when none came since (a device
+        needs its first window's time before it is silent, a replugged one too). Windows without
+        samples do not count."""
+        seen, opened = self._last_window_mono, self._opened_mono
+        if seen is None and opened is None:
+            return True
+        since = max(t for t in (seen, opened) if t is not None)
         return mono - since > self._stale_limit()
+
+    def _window_since_open(self) -> bool:
+        """Whether the last valid window came after the port was last opened."""
+        seen, opened = self._last_window_mono, self._opened_mono
+        return seen is not None and (opened is None or seen >= opened)

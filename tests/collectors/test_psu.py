@@ -379,3 +379,27 @@ def test_a_port_gone_reads_stale_at_once_without_repeating_its_last_window() -> 
     assert not gone.connected and gone.stale and gone.windows == 0
     assert gone.volts is None and gone.amps is None and gone.channels_volts == {} and gone.seq == 1
     assert gone.counters.disconnects_total == 1 and gone.counters.windows_total == 2
+
+
+def test_a_replugged_port_is_judged_from_its_reopening_and_never_repeats_the_window_before_the_unplug() -> None:
+    """After an unplug of 10 s the rail read stale the moment the port opened again (its silence
+    counted from the last window before the unplug, so `psu_adc_silent` could fire before the first
+    new window), and within the stale limit it repeated the window from before the unplug as current."""
+    state = RailState(PsuSection(port="/dev/x", stale_after_s=3.0))
+    state.opened(0.0)
+    feed(state, rm1(0), rm1(1), mono=1.0)
+    state.reading(mono=1.5, reset=True)
+    state.closed("/dev/x: Input/output error")
+    state.reading(mono=2.0, reset=True)
+    state.opened(12.0)
+    waiting = state.reading(mono=12.5, reset=True)
+    assert waiting.connected and not waiting.stale, "a port opened 0.5 s ago is not silent yet"
+    assert waiting.windows == 0 and waiting.volts is None and waiting.channels_volts == {}
+    silent = state.reading(mono=15.5, reset=True)
+    assert silent.stale, "silent for the stale limit since the reopening"
+    state.opened(20.0)
+    feed(state, rm1(2), mono=20.5)
+    fresh = state.reading(mono=21.0, reset=True)
+    assert fresh.windows == 1 and fresh.volts is not None and not fresh.stale
+    repeated = state.reading(mono=21.5, reset=True)
+    assert repeated.windows == 0 and repeated.volts is not None and not repeated.stale
