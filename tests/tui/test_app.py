@@ -359,7 +359,7 @@ async def test_a_slow_usb4_link_is_amber_on_the_cluster_row_and_a_vanished_one_r
     link at 20 of 40 Gb/s is up: amber; when the node no longer lists it, it is down: red."""
     from msgspec.structs import replace
 
-    from rigmon.tui.widgets.node_row import figure_level
+    from rigmon.tui.row_columns import figure_level
     from tests.tui.snapshot_apps.record_frames import load_frames
 
     recorded = load_frames("enclosure-link-10g-array-lagging")[-3:]

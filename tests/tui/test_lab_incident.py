@@ -96,7 +96,7 @@ async def test_the_rail_figure_shows_the_sag_in_red_with_the_toast_and_every_row
         bad = row.get_component_rich_style("node-row--bad", partial=True)
         assert bad.color is not None and bad.color.triplet is not None
         assert bad.color.triplet.hex == app.theme_variables["error"].lower()
-        from rigmon.tui.widgets.node_row import figure_level
+        from rigmon.tui.row_columns import figure_level
         assert row.view is not None and figure_level("rail", row.view.summary) == "bad"
 
         def reasons() -> dict[str, str]:
