@@ -1,7 +1,7 @@
 """httpx client for one agent: follows /v1/stream, resumes after disconnects, backs off when unreachable.
 
 No UI here: `AgentClient.follow` yields `Update`s (connected, frames or summaries, gap, failed)
-forever, and whoever drives it files them into a `rigmon.cluster.store.NodeStore`. A client
+forever, and whoever drives it files them into a `rigmon.cluster.node_store.NodeStore`. A client
 follows its agent's full frames or, with ``view="summary"`` (`AgentClient.set_view`, switched
 at any time), the summary records of ``/v1/stream?view=summary``; an agent too old for those
 sends full frames, which are yielded as such. Every answer is

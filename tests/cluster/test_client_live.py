@@ -18,7 +18,7 @@ from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
 from rigmon.clock import SystemClock
 from rigmon.cluster.client import AgentClient, Backoff, Failed, Sampled, Update
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.sim.rig import running_rig
 from tests.agent.helpers import listening_port
