@@ -97,10 +97,22 @@ class ClusterStore:
 
     def clear(self) -> None:
         """Forget every node's data and the cluster alarms (a replay seeking backwards); keys stay."""
-        for key, store in list(self.nodes.items()):
-            self.nodes[key] = NodeStore(key, store.url, self.clock, self.stale_after_s)
+        for key in list(self.nodes):
+            self.start_afresh(key)
         self.rules = self._make_rules()
         self._peers_at = None
+
+    def start_afresh(self, key: str) -> NodeStore:
+        """Replace the store of ``key`` with an empty one of the same key and URL, and return it.
+
+        Live, for another agent answering at the node's URL as another node (`rigmon.cluster.identity.AgentNames`):
+        nothing the old agent sent (trends, the history held for it, events, alarms, restarts, the GPUs and links
+        it showed) is the new node's, so that a trend never runs on across two machines.
+        """
+        store = self.nodes[key] = NodeStore(key, self.nodes[key].url, self.clock, self.stale_after_s)
+        self._order.pop(key, None)
+        self._peer_cut.pop(key, None)
+        return store
 
     def add(self, key: str, url: str) -> NodeStore:
         """Add (or return) the store of one node."""

@@ -167,7 +167,9 @@ class RigmonApp(Navigation, ReplayKeys):
         store = self.cluster.nodes[message.key]
         note = self.agent_names.answered(message.key, store.url, message.info.node)
         if note is not None:
-            # Its frames from now on are the other node's, on the same row (the dashboard follows URLs).
+            # Its frames from now on are the other node's, on the same row (the dashboard follows URLs):
+            # into a store of their own, so that no trend, history or alarm runs on across two machines.
+            store = self.cluster.start_afresh(message.key)
             notify(self, note, title="Another agent at a node's address", severity="warning", timeout=30)
             self.redraws.refresh_soon()
         store.connected(message.info)
