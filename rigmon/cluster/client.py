@@ -78,6 +78,8 @@ class AgentClient(AlarmRequests):
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
         view: ``full`` frames, or ``summary`` records (see `set_view`).
         token_from: where ``token`` was given: a 401 says to check it there.
+        token_where: where a read token for this agent would be given: a 401 to a request without one
+            says to give it there.
     """
 
     def __init__(
@@ -97,11 +99,13 @@ class AgentClient(AlarmRequests):
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         view: View = "full",
         token_from: str | None = None,
+        token_where: str | None = None,
     ) -> None:
         super().__init__(
             url, token, control_token=control_token, transport=transport, request_timeout_s=request_timeout_s,
             stream_read_timeout_s=stream_read_timeout_s, backoff=backoff, ca_file=ca_file,
             request_deadline_s=request_deadline_s, max_answer_bytes=max_answer_bytes, token_from=token_from,
+            token_where=token_where,
         )
         self.backfill_frames = backfill_frames
         self._sleep = sleep
