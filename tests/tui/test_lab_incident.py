@@ -69,7 +69,8 @@ def row_text(row: NodeRow) -> str:
 
 
 def critical_toast(app: RigmonApp) -> bool:
-    return any(n.title.startswith("CRITICAL") for n in app._notifications)
+    # At 80x24 the toast is one line, title and all (`rigmon.tui.critical_toast.toast_line`).
+    return any(n.title.startswith("CRITICAL") or n.message.startswith("CRITICAL") for n in app._notifications)
 
 
 def rail_figure(text: str) -> float | None:
