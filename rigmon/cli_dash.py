@@ -8,9 +8,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rigmon.config import DEFAULT_CONFIG_PATH, ConfigError, load_agent_config, local_url, setting_origin
+from rigmon.config import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    default_state_dir,
+    load_agent_config,
+    local_url,
+    setting_origin,
+)
 
 if TYPE_CHECKING:
+    from rigmon.agent.background import BackgroundAgent
     from rigmon.cluster.config import NodeTarget
 
 
@@ -52,7 +60,6 @@ def cmd_dash(args: argparse.Namespace) -> int:
     from rigmon.cli import fail, setup_logging
     from rigmon.cluster.config import (
         DashConfigError,
-        NodeTarget,
         load_dash_config,
         read_secret_file,
         resolve_targets,
@@ -75,7 +82,7 @@ def cmd_dash(args: argparse.Namespace) -> int:
     export_dir = Path(config.export_dir).expanduser() if config.export_dir else None
     if args.replay:
         return _run_replay(args.replay, args.theme or config.theme, export_dir)
-    local = None
+    local: BackgroundAgent | None = None
     if not targets:
         # No node given: the agent installed on this machine, if there is one. Not a second agent
         # of our own from its configuration: that one would send the node's notifications again,
@@ -88,16 +95,15 @@ def cmd_dash(args: argparse.Namespace) -> int:
         if installed is not None:
             targets = [installed]
     if not targets:
-        # No node at all: watch this machine through an agent of our own on loopback.
-        from rigmon.agent.agent import Agent
-        from rigmon.agent.background import BackgroundAgent
-
+        # No node at all: watch this machine through its agent's state directory's agent, or one of our own.
         try:
-            agent_config = load_agent_config(None, {"listen": "127.0.0.1:0"})
-            local = BackgroundAgent(Agent(agent_config))
-            targets = [NodeTarget(local.start())]
+            target, local = local_agent()
+        except DashConfigError as exc:
+            return fail(f"this machine's agent cannot be followed: {exc} (give its URL with a --token-file "
+                        "copy this user can read)")
         except (ConfigError, RuntimeError, ValueError) as exc:
             return fail(f"cannot start a local agent: {exc}")
+        targets = [target]
     try:
         return run_dashboard(targets, args.theme or config.theme, export_dir)
     finally:
@@ -128,6 +134,42 @@ def installed_agent_target(path: Path, control_token: str | None = None) -> Node
     token = read_secret_file(agent.token_file, origin) if agent.token_file else None
     return NodeTarget(local_url(agent.listen, bool(agent.tls_cert_file)), token=token, control_token=control_token,
                       ca_file=agent.tls_cert_file or None, token_from=f"{origin} ({agent.token_file})" if token else None)
+
+
+def local_agent() -> tuple[NodeTarget, BackgroundAgent | None]:
+    """This machine's node when no agent is installed, and the agent started for it (``None``: none was).
+
+    The node's agent keeps the state directory ``rigmon agent`` would take (``RIGMON_AGENT_STATE_DIR``, else
+    `default_state_dir`), which is where ``rigmon check`` looks for this machine's running agent. An agent
+    already serving on it (``rigmon agent`` started by hand: the address its lock file records) is followed,
+    with its token and certificate, never a second one beside it. Otherwise one is started in-process on a
+    free loopback port: it locks that directory, journals there and records its address in the lock file
+    once it serves (so ``rigmon check`` finds it and asks it for the rail, whose port it holds), until the
+    dashboard stops it.
+
+    Raises:
+        ConfigError: the agent configuration (the environment's ``RIGMON_AGENT_*``) is invalid.
+        DashConfigError: the running agent's token file cannot be read by this user.
+        RuntimeError: the agent did not start (its state directory is unusable, or another agent holds it).
+    """
+    import msgspec
+
+    from rigmon.agent.agent import Agent
+    from rigmon.agent.background import BackgroundAgent
+    from rigmon.agent.state_lock import LOCK_FILE, listening_agent
+    from rigmon.cluster.config import NodeTarget, read_secret_file
+
+    config = load_agent_config(None, {"listen": "127.0.0.1:0"})
+    state_dir = config.agent.state_dir or str(default_state_dir())
+    running = listening_agent(state_dir)
+    if running is not None:
+        origin = f"the running agent's token file (recorded in {state_dir}/{LOCK_FILE})"
+        token = read_secret_file(running.token_file, origin) if running.token_file else None
+        return NodeTarget(running.url, token=token, ca_file=running.tls_cert_file or None,
+                          token_from=f"{origin}: {running.token_file}" if token else None), None
+    config = msgspec.structs.replace(config, agent=msgspec.structs.replace(config.agent, state_dir=state_dir))
+    local = BackgroundAgent(Agent(config))
+    return NodeTarget(local.start()), local
 
 
 def run_dashboard(targets: list[NodeTarget], theme: str | None, export_dir: Path | None = None) -> int:

@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from rigmon import cli_dash
+from rigmon.agent.check_rail import AgentToAsk, agent_to_ask
+from rigmon.agent.state_lock import LOCK_FILE, Listening, StateLock, listening_agent
 from rigmon.cli import main
 from rigmon.cli_dash import installed_agent_target
 from rigmon.cluster.config import DashConfigError, NodeTarget
+from rigmon.config import AgentConfig, AgentSection
 
 
 def dash_command(argv: list[str]) -> int:
@@ -87,3 +90,60 @@ def test_dash_tells_each_node_where_its_token_was_given(tmp_path: Path, monkeypa
     a, b = followed[0]
     assert a.token_from == f"{dash_toml}: nodes[0].token_file (node http://a:1)"
     assert b.token_from == f"--token-file {token}"
+
+
+def no_installed_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No agent installed; the state directory ``rigmon agent`` and ``rigmon check`` take by default is
+    ``tmp_path/state`` (not /var/lib/rigmon); the collectors read an empty tree. Returns that directory."""
+    state = tmp_path / "state"
+    (tmp_path / "root").mkdir()
+    monkeypatch.setattr(cli_dash, "INSTALLED_CONFIG", tmp_path / "agent.toml")
+    monkeypatch.setattr(cli_dash, "default_state_dir", lambda: state)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("RIGMON_AGENT_ROOT", str(tmp_path / "root"))
+    monkeypatch.setenv("RIGMON_AGENT_NODE", "here")
+    # The suite's own (conftest) would name another directory than the default.
+    monkeypatch.delenv("RIGMON_AGENT_STATE_DIR", raising=False)
+    return state
+
+
+def test_the_dashboard_s_own_agent_records_its_address_where_rigmon_check_finds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, it kept no state directory and recorded nothing: `rigmon check` on this machine, unable to
+    # open the ADC's port the dashboard's agent holds, asked 127.0.0.1:9871, where nothing answered.
+    state = no_installed_agent(tmp_path, monkeypatch)
+    seen: list[tuple[list[NodeTarget], AgentToAsk]] = []
+
+    def dashboard(targets: list[NodeTarget], *rest: object) -> int:
+        # While the screen is up: what `rigmon check` on this machine would ask for the rail.
+        seen.append((targets, agent_to_ask(AgentConfig(agent=AgentSection(node="here", state_dir=str(state))))))
+        return 0
+
+    monkeypatch.setattr(cli_dash, "run_dashboard", dashboard)
+    dash_toml = tmp_path / "dash.toml"
+    dash_toml.write_text('theme = "rigmon-dark"\n')
+    assert dash_command(["dash", "--config", str(dash_toml)]) == 0
+    ((target,), to_ask) = seen[0]
+    assert target.url.startswith("http://127.0.0.1:") and to_ask.url == target.url
+    assert to_ask.token_origin == f"token file the running agent's (recorded in {state}/{LOCK_FILE})"
+    # The dashboard quit: its agent stopped, and the record went with its lock.
+    assert listening_agent(state) is None
+
+
+def test_an_agent_already_serving_on_that_state_directory_is_followed_not_doubled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = no_installed_agent(tmp_path, monkeypatch)
+    token = tmp_path / "read.token"
+    token.write_text("s3cret\n")
+    token.chmod(0o600)
+    lock = StateLock(state)  # `rigmon agent` started by hand, serving on 127.0.0.1:9900
+    lock.record_listening(Listening("http://127.0.0.1:9900", str(token)))
+    started: list[object] = []
+    monkeypatch.setattr("rigmon.agent.background.BackgroundAgent.start", lambda self: started.append(self))
+    try:
+        target, local = cli_dash.local_agent()
+    finally:
+        lock.release()
+    assert local is None and started == []
+    assert (target.url, target.token) == ("http://127.0.0.1:9900", "s3cret")
+    assert target.token_from == f"the running agent's token file (recorded in {state}/{LOCK_FILE}): {token}"

@@ -11,7 +11,7 @@ from rigmon.alarms.cluster import DEFAULT_PEER_CHECKS, node_figures
 from rigmon.clock import SystemClock
 from rigmon.cluster.chart import charts_for, frame_values
 from rigmon.cluster.incident import problems
-from rigmon.cluster.store import NodeStore, power_limit_w
+from rigmon.cluster.node_store import NodeStore, power_limit_w
 from rigmon.schema import CollectorStatus, GpuReading, Readings, encode
 from rigmon.summary import SLIM_DROPPED, SLIM_GPU_FIELDS, detail_values, slim_frame, summarize, summary_record
 from tests.tui.snapshot_apps.fake_agent import make_frame

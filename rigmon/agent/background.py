@@ -1,7 +1,8 @@
 """BackgroundAgent: an agent served on loopback from a thread with its own event loop.
 
 ``rigmon dash`` with no node uses it to watch the machine it runs on; the dashboard then
-talks to it over HTTP like to any other agent.
+talks to it over HTTP like to any other agent. With a state directory it records where it
+serves in the directory's lock file, as ``rigmon agent`` does, for ``rigmon check``.
 """
 
 from __future__ import annotations
@@ -77,7 +78,11 @@ class BackgroundAgent:
                     raise RuntimeError("server stopped during start-up")
                 await asyncio.sleep(0.01)
             scheme = "https" if self.agent.config.agent.tls_cert_file else "http"
-            self.url = f"{scheme}://{self.host}:{bound_port(server)}"
+            port = bound_port(server)
+            self.url = f"{scheme}://{self.host}:{port}"
+            # As `rigmon agent` does: ``rigmon check`` finds the agent of its state directory by the address
+            # in its lock file (nothing without a state directory; taken out again at the stop).
+            self.agent.record_listening(f"{self.host}:{port}")
             self._ready.set()
             await self._stop.wait()
         finally:

@@ -38,6 +38,8 @@ class AgentToAsk:
     tls_cert_file: str
     token_origin: str
     cert_origin: str
+    recorded: bool = False
+    """Whether the address is the one the running agent recorded (else the configuration's)."""
 
 
 def agent_to_ask(config: AgentConfig, config_path: str | None = None) -> AgentToAsk:
@@ -57,9 +59,20 @@ def agent_to_ask(config: AgentConfig, config_path: str | None = None) -> AgentTo
     if running is not None:
         recorded = f"the running agent's (recorded in {state_dir}/{LOCK_FILE})"
         return AgentToAsk(running.url, running.token_file, running.tls_cert_file,
-                          f"token file {recorded}", f"certificate {recorded}")
+                          f"token file {recorded}", f"certificate {recorded}", recorded=True)
     return AgentToAsk(local_url(agent.listen, bool(agent.tls_cert_file)), agent.token_file, agent.tls_cert_file,
                       setting_origin("token_file", None, config_path), setting_origin("tls_cert_file", None, config_path))
+
+
+def where_to_look(config: AgentConfig, agent: AgentToAsk) -> str:
+    """Said after "did not answer" when the address was the configuration's: that no running agent recorded
+    one in the state directory the check read, and how to name another (an agent started with its own
+    ``--state-dir``); ``""`` for a recorded address."""
+    if agent.recorded:
+        return ""
+    state_dir = config.agent.state_dir or str(default_state_dir())
+    return (f" (no running agent recorded its address in {state_dir}/{LOCK_FILE}; for an agent on another state "
+            "directory, give it: rigmon check --state-dir DIR)")
 
 
 def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
@@ -91,7 +104,7 @@ def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
     try:
         answer = httpx.get(f"{url}/v1/latest", headers=headers, verify=verify, timeout=timeout_s)
     except httpx.HTTPError as exc:
-        return f"the agent at {url} did not answer: {exc}"
+        return f"the agent at {url} did not answer: {exc}{where_to_look(config, agent)}"
     if answer.status_code != 200:
         return f"the agent at {url} answered {answer.status_code}"
     try:

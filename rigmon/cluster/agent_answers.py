@@ -146,12 +146,21 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def status_error(response: httpx.Response, body: bytes, token_from: str | None = None) -> AgentError:
+#: Where a dashboard's read token is given, said by a 401 to a request that sent none when the
+#: client was not told the node's own place (`rigmon.cluster.config.NodeTarget.token_where`).
+TOKEN_WHERE = "as token_file in the node's [[nodes]] entry of the dashboard's dash.toml, or with rigmon dash --token-file FILE"
+
+
+def status_error(response: httpx.Response, body: bytes, token_from: str | None = None,
+                 token_where: str | None = None) -> AgentError:
     """The `AgentError` for a non-200 ``response`` whose body is ``body`` (the agent's ``error`` when it sent one).
 
     Args:
         token_from: where the read token sent was given (`rigmon.cluster.config.NodeTarget.token_from`):
             a 401 to a request that sent it says to check it there.
+        token_where: where a read token for this agent would be given
+            (`rigmon.cluster.config.NodeTarget.token_where`; default `TOKEN_WHERE`): a 401 to a request
+            that sent none says that the agent wants one, and where to give it.
     """
     try:
         detail = str(json.loads(body)["error"])
@@ -159,7 +168,11 @@ def status_error(response: httpx.Response, body: bytes, token_from: str | None =
         detail = response.reason_phrase
     if response.status_code == 401:
         sent = response.request is not None and bool(response.request.headers.get("authorization"))
-        if token_from and sent:
+        if not sent:
+            # Not a wrong token: none was given, and the operator needs to know where one goes.
+            return AgentError(f"401 unauthorized: {detail}; no token was sent: give this agent's read token "
+                              f"{token_where or TOKEN_WHERE}", 401)
+        if token_from:
             return AgentError(f"401 unauthorized: {detail}; check that {token_from} holds this agent's read token", 401)
         return AgentError(f"401 unauthorized: {detail}", 401)
     if response.status_code == 403:

@@ -73,6 +73,8 @@ class AgentRequests:
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
         token_from: where ``token`` was given (``--token-file /path``, or the dashboard's config
             file and node entry): a 401 says to check it there.
+        token_where: where a read token for this agent would be given: a 401 to a request without
+            one says to give it there (`rigmon.cluster.agent_answers.status_error`).
     """
 
     def __init__(
@@ -89,9 +91,11 @@ class AgentRequests:
         request_deadline_s: float = REQUEST_DEADLINE_S,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         token_from: str | None = None,
+        token_where: str | None = None,
     ) -> None:
         self.request_deadline_s = request_deadline_s
         self.token_from = token_from
+        self.token_where = token_where
         self.max_answer_bytes = max_answer_bytes
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -135,7 +139,7 @@ class AgentRequests:
         except TimeoutError:
             raise AgentError(f"answer took longer than {self.request_deadline_s:g} s") from None
         if response.status_code != 200:
-            raise status_error(response, body, self.token_from)
+            raise status_error(response, body, self.token_from, self.token_where)
         return body
 
     async def info(self) -> Info:
@@ -205,7 +209,8 @@ class AgentRequests:
             async with self._http.stream("GET", "/v1/stream", headers=headers, params=params,
                                          timeout=self._stream_timeout) as response:
                 if response.status_code != 200:
-                    raise status_error(response, await read_bounded(response, self.max_answer_bytes), self.token_from)
+                    raise status_error(response, await read_bounded(response, self.max_answer_bytes), self.token_from,
+                                       self.token_where)
                 async for line in bounded_lines(response, MAX_EVENT_LINE_BYTES):
                     event = parser.feed(line)
                     if event is None:

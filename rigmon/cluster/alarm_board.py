@@ -21,7 +21,8 @@ from rigmon.alarms.values import number
 from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
 from rigmon.cluster.node_view import node_state
 from rigmon.cluster.recording_end import ENDED
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
 
 AlarmSource = Literal["node", "cluster"]

@@ -1,7 +1,7 @@
 """httpx client for one agent: follows /v1/stream, resumes after disconnects, backs off when unreachable.
 
 No UI here: `AgentClient.follow` yields `Update`s (connected, frames or summaries, gap, failed)
-forever, and whoever drives it files them into a `rigmon.cluster.store.NodeStore`. A client
+forever, and whoever drives it files them into a `rigmon.cluster.node_store.NodeStore`. A client
 follows its agent's full frames or, with ``view="summary"`` (`AgentClient.set_view`, switched
 at any time), the summary records of ``/v1/stream?view=summary``; an agent too old for those
 sends full frames, which are yielded as such. Every answer is
@@ -78,6 +78,8 @@ class AgentClient(AlarmRequests):
         max_answer_bytes: largest answer accepted; longest stream line is `MAX_EVENT_LINE_BYTES`.
         view: ``full`` frames, or ``summary`` records (see `set_view`).
         token_from: where ``token`` was given: a 401 says to check it there.
+        token_where: where a read token for this agent would be given: a 401 to a request without one
+            says to give it there.
     """
 
     def __init__(
@@ -97,11 +99,13 @@ class AgentClient(AlarmRequests):
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         view: View = "full",
         token_from: str | None = None,
+        token_where: str | None = None,
     ) -> None:
         super().__init__(
             url, token, control_token=control_token, transport=transport, request_timeout_s=request_timeout_s,
             stream_read_timeout_s=stream_read_timeout_s, backoff=backoff, ca_file=ca_file,
             request_deadline_s=request_deadline_s, max_answer_bytes=max_answer_bytes, token_from=token_from,
+            token_where=token_where,
         )
         self.backfill_frames = backfill_frames
         self._sleep = sleep

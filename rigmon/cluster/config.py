@@ -66,6 +66,10 @@ class NodeTarget:
     """Where ``token`` was given, as an error tells the operator to check it: ``--token-file
     /path``, ``~/.config/rigmon/dash.toml: nodes[1].token_file (node http://b:1)``; ``None`` when
     not known (or no token)."""
+    token_where: str | None = None
+    """Where a read token for this node would be given, as a 401 to a request without one tells the
+    operator (``in ~/.config/rigmon/dash.toml: nodes[1].token_file (node http://b:1)``); ``None`` when it
+    has a token, or the place is not known (then the general place, `rigmon.cluster.agent_answers.TOKEN_WHERE`)."""
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -205,7 +209,9 @@ def resolve_targets(urls: list[str], config: DashConfig, token: str | None = Non
         found = entries.get(url)
         if found is None:
             targets.append(NodeTarget(url=url, token=token, control_token=control_token,
-                                      ca_file=_path(ca_file, "ca_file"), token_from=token_from if token else None))
+                                      ca_file=_path(ca_file, "ca_file"), token_from=token_from if token else None,
+                                      token_where=None if token else f"with rigmon dash --token-file FILE, or as "
+                                      f"token_file of a [[nodes]] entry for {url} in {source}"))
         else:
             targets.append(_node_target(url, *found, source))
     return targets
@@ -223,7 +229,9 @@ def _node_target(url: str, index: int, entry: NodeEntry, source: str) -> NodeTar
     ca_file = _path(entry.ca_file, _node_key(source, index, entry.url, "ca_file"))
     # The file wins over the inline token (`_secret`): the key named is the one the token came from.
     token_from = _node_key(source, index, entry.url, "token_file" if entry.token_file else "token") if read else None
-    return NodeTarget(url=url, token=read, control_token=control, ca_file=ca_file, token_from=token_from)
+    token_where = None if read else f"in {_node_key(source, index, entry.url, 'token_file')}"
+    return NodeTarget(url=url, token=read, control_token=control, ca_file=ca_file, token_from=token_from,
+                      token_where=token_where)
 
 
 def _path(path: str | None, key: str) -> str | None:

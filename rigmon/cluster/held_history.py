@@ -17,7 +17,7 @@ from rigmon.schema import Frame, History
 from rigmon.summary import gpu_key
 
 if TYPE_CHECKING:
-    from rigmon.cluster.store import NodeStore
+    from rigmon.cluster.node_store import NodeStore
 
 #: ``/v1/history`` series (`rigmon.series` names, as `rigmon.cluster.chart.charts_for` asks for them),
 #: each with the store's series that holds it (one of `rigmon.cluster.history.SERIES`, or a per-device

@@ -4,7 +4,8 @@ The dashboard keys its nodes by the URL it follows (`rigmon.cluster.store.Cluste
 name an agent reports: when a node's agent dies and another agent takes its port (a second agent
 started on the node, an address reassigned to another machine), the frames at that URL come from
 another node. Its row would silently take the other name; `AgentNames` remembers each URL's name and
-says what changed, for the row, the node screen and a notification.
+says what changed, for the row, the node screen and a notification, and the dashboard then starts the
+node's store afresh (`rigmon.cluster.store.ClusterStore.start_afresh`).
 """
 
 from __future__ import annotations

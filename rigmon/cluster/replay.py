@@ -28,7 +28,8 @@ from rigmon.cluster.recording_end import stopped_cleanly
 from rigmon.cluster.replay_checkpoints import checkpoint_spacing, node_copy_bytes
 from rigmon.cluster.replay_clocks import NodeClock, node_clocks, unknown_clocks
 from rigmon.cluster.sanitise import clean_record, clean_text
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Event, Frame
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """How many checkpoints of its state a replay keeps: as many as an estimate of their bytes allows.
 
-A checkpoint copies every node's store (`rigmon.cluster.store.NodeStore`) and alarm tracker. A
+A checkpoint copies every node's store (`rigmon.cluster.node_store.NodeStore`) and alarm tracker. A
 store's bytes are mostly its history rings: one float (8 bytes) a frame for each series, up to
 `HISTORY_POINTS` frames; a node with 8 GPUs, arrays and links keeps nearly three times the series of a
 host-only one, so a count of node copies says little of the memory they take. The estimate is

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 #: Offsets from the median node smaller than this are taken as none: a pull measures a node's
 #: clock only to within the time its capture took to come in (milliseconds on a LAN, up to about a
 #: second from a busy agent), and a clock within it cannot make a node stale
-#: (`rigmon.cluster.store.STALE_AFTER_S`: 3 s).
+#: (`rigmon.cluster.node_store.STALE_AFTER_S`: 3 s).
 PULL_CLOCK_TOLERANCE_S = 1.0
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.events import Resize
 from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
@@ -18,7 +19,7 @@ from rigmon.cluster.identity import AgentNames
 from rigmon.cluster.recording_end import recording_ends
 from rigmon.cluster.store import ClusterStore
 from rigmon.tui import operations
-from rigmon.tui.critical_toast import CriticalToast
+from rigmon.tui.critical_toast import CriticalToast, fit_toasts
 from rigmon.tui.following import ClientFactory, Followers, default_client
 from rigmon.tui.gc_tuning import tune_gc as tune_gc  # re-exported: `rigmon dash` and benchmarks call it from here
 from rigmon.tui.messages import (
@@ -155,6 +156,10 @@ class RigmonApp(Navigation, ReplayKeys):
             self.set_interval(REPLAY_TICK_S, self._replay_tick)
         self.refresh_screen()
 
+    def on_resize(self, event: Resize) -> None:
+        fit_toasts(self, event.size)
+        self.critical_toast.refit(self, event.size)
+
     def on_node_alarms(self, message: NodeAlarms) -> None:
         # Most polls bring the same list: redraw (and announce) only on a change.
         if self.cluster.nodes[message.key].set_alarms(message.alarms):
@@ -167,7 +172,9 @@ class RigmonApp(Navigation, ReplayKeys):
         store = self.cluster.nodes[message.key]
         note = self.agent_names.answered(message.key, store.url, message.info.node)
         if note is not None:
-            # Its frames from now on are the other node's, on the same row (the dashboard follows URLs).
+            # Its frames from now on are the other node's, on the same row (the dashboard follows URLs):
+            # into a store of their own, so that no trend, history or alarm runs on across two machines.
+            store = self.cluster.start_afresh(message.key)
             notify(self, note, title="Another agent at a node's address", severity="warning", timeout=30)
             self.redraws.refresh_soon()
         store.connected(message.info)

@@ -1,4 +1,10 @@
-"""CriticalToast: one toast for the critical alarms that arrive close together, grown as more come."""
+"""CriticalToast: one toast for the critical alarms that arrive close together, grown as more come.
+
+In a small terminal (below `COMPACT_BELOW_COLUMNS` x `COMPACT_BELOW_LINES`) every toast is a strip as wide as the
+screen over the footer (`fit_toasts`, rigmon.tcss), and the critical toast is one line (`toast_line`): the usual
+toast, half the screen wide and a line per alarm, covered half the node list at 80x24 for its 15 s, hiding the
+rows it was about. What each alarm says stays on its node's row, and on the alarms screen.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len, set_cell_size
+from textual.geometry import Size
 from textual.notifications import Notification
 
 from rigmon.cluster.alarm_board import AlarmRow
@@ -22,6 +29,26 @@ LISTED_AT_MOST = 4
 TOAST_WIDTH = 60
 RACK_SCROLLBAR = 2
 TOAST_FRAME = 3
+#: Below this many columns or lines toasts are compact (`fit_toasts`): at 120x40 a toast of the usual shape
+#: leaves most of a full node list in sight; at 80x24 it covered half of it.
+COMPACT_BELOW_COLUMNS = 120
+COMPACT_BELOW_LINES = 40
+#: The app's class that makes toasts compact strips over the footer (rigmon.tcss).
+COMPACT_CLASS = "-compact-toasts"
+
+
+def compact(width: int, height: int) -> bool:
+    """Whether a terminal of ``width`` x ``height`` cells gets compact toasts: one-line strips over the footer."""
+    return width < COMPACT_BELOW_COLUMNS or height < COMPACT_BELOW_LINES
+
+
+def fit_toasts(app: App[Any], size: Size | None = None) -> bool:
+    """Give ``app`` the toasts its size wants (the app calls this on every resize, with the new ``size``: the
+    app's handler runs before Textual's, which sets ``app.size``); whether they are compact."""
+    size = size or app.size
+    small = compact(size.width, size.height)
+    app.set_class(small, COMPACT_CLASS)
+    return small
 
 
 def toast_text(rows: Sequence[AlarmRow], width: int) -> tuple[str, str]:
@@ -38,6 +65,17 @@ def toast_text(rows: Sequence[AlarmRow], width: int) -> tuple[str, str]:
     if len(rows) > LISTED_AT_MOST:
         lines.append(f"and {len(rows) - LISTED_AT_MOST} more: press a")
     return f"CRITICAL: {len(rows)} new alarms", "\n".join(lines)
+
+
+def toast_line(rows: Sequence[AlarmRow], width: int) -> str:
+    """The compact toast for ``rows`` (oldest first): one line of at most ``width`` cells, which says it is
+    critical, how many alarms and on which nodes, and the first one (``CRITICAL 3 new alarms on node01, press
+    a: node01 12 V rail minimum 11.25…``); one alarm is said as the usual toast says it."""
+    if len(rows) == 1:
+        return fit(f"CRITICAL {about(rows[0])}{said(rows[0])}", width)
+    nodes = ", ".join(dict.fromkeys(r.node for r in rows))
+    first = rows[0]
+    return fit(f"CRITICAL {len(rows)} new alarms on {nodes}, press a: {first.node} {said(first)}", width)
 
 
 def about(row: AlarmRow) -> str:
@@ -77,19 +115,41 @@ class CriticalToast:
         """Toast ``rows`` (the alarms that just turned critical) with those of the toast still up."""
         if not rows:
             return
-        # Textual has no public way to replace a toast (App.notify posts a message and returns
-        # nothing): the notification is added and removed in the app's collection directly, at
-        # once, so a second batch in the same tick cannot find the first one still in flight.
-        old = self._shown
-        if old is not None and old in app._notifications and not old.has_expired:
-            app._unnotify(old, refresh=False)
+        if self._up(app):
             known = {r.row_key for r in self._rows}
             self._rows += [r for r in rows if r.row_key not in known]
         else:
             self._rows = list(rows)
-        width = min(TOAST_WIDTH, (app.size.width - RACK_SCROLLBAR) // 2) - TOAST_FRAME
-        title, message = toast_text(self._rows, width)
-        self._shown = Notification(message, title, "error", TOAST_S, markup=False)
+        self._show(app, TOAST_S)
+        app.bell()
+
+    def refit(self, app: App[Any], size: Size) -> None:
+        """Make the toast still up fit ``app``'s size now (the app calls this on every resize): a toast made one
+        line at 80x24 is the usual one once the terminal is large, and the other way round; for the rest of its
+        time, without another bell. ``size``: the terminal's new size."""
+        if self._shown is not None and self._up(app):
+            self._show(app, self._shown.time_left, size)
+
+    def _up(self, app: App[Any]) -> bool:
+        """Whether the toast is still up (not timed out, not clicked away)."""
+        shown = self._shown
+        return shown is not None and shown in app._notifications and not shown.has_expired
+
+    def _show(self, app: App[Any], timeout_s: float, size: Size | None = None) -> None:
+        """Put up the toast of the alarms held, for ``timeout_s``, in place of the one up (if any), fit to
+        ``size`` (default: the app's)."""
+        # Textual has no public way to replace a toast (App.notify posts a message and returns
+        # nothing): the notification is added and removed in the app's collection directly, at
+        # once, so a second batch in the same tick cannot find the first one still in flight.
+        if self._shown is not None and self._up(app):
+            app._unnotify(self._shown, refresh=False)
+        size = size or app.size
+        if fit_toasts(app, size):
+            # The compact rack has no scrollbar gutter (rigmon.tcss).
+            title, message = "", toast_line(self._rows, size.width - TOAST_FRAME)
+        else:
+            width = min(TOAST_WIDTH, (size.width - RACK_SCROLLBAR) // 2) - TOAST_FRAME
+            title, message = toast_text(self._rows, width)
+        self._shown = Notification(message, title, "error", timeout_s, markup=False)
         app._notifications.add(self._shown)
         app._refresh_notifications()
-        app.bell()

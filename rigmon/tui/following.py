@@ -37,7 +37,7 @@ SUMMARY_ALARM_POLL_FACTOR = 3.0
 def default_client(target: NodeTarget) -> AgentClient:
     """A real HTTP client for ``target``."""
     return AgentClient(target.url, target.token, control_token=target.control_token, ca_file=target.ca_file,
-                       token_from=target.token_from)
+                       token_from=target.token_from, token_where=target.token_where)
 
 
 class Followers:

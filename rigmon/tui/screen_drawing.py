@@ -16,7 +16,7 @@ from rigmon.tui.screens.alarms import AlarmsScreen
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.screens.node import NodeScreen
-from rigmon.tui.widgets.node_row import ROW_TREND_BUCKETS, ROW_TREND_POINTS
+from rigmon.tui.row_columns import ROW_TREND_BUCKETS, ROW_TREND_POINTS
 from rigmon.tui.widgets.replay_bar import ReplayBar
 
 if TYPE_CHECKING:

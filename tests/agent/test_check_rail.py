@@ -77,6 +77,9 @@ async def test_the_check_reads_the_rail_from_the_agent_that_holds_the_port() -> 
     assert failed.collectors["psu"].state == "error"
     assert "held by another process" in (failed.collectors["psu"].error or "")
     assert "did not answer" in (failed.collectors["psu"].error or "")
+    # Where the check looked for the running agent, and how to point it at another state directory.
+    assert (f"no running agent recorded its address in {other.agent.state_dir}/agent.lock; for an agent on "
+            "another state directory, give it: rigmon check --state-dir DIR)") in (failed.collectors["psu"].error or "")
     assert {a.rule for a in failed.findings} == {"collector_failing"}
     assert isinstance(wrong_node, str) and "is node 'node01', not 'elsewhere'" in wrong_node
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rigmon.cluster.client import Connected, Failed, GapReported, Sampled, Update
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 
 
 def file_update(store: NodeStore, update: Update) -> None:

@@ -17,8 +17,9 @@ import pytest
 from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
 from rigmon.clock import SystemClock
+from rigmon.cluster.agent_answers import TOKEN_WHERE
 from rigmon.cluster.client import AgentClient, Backoff, Failed, Sampled, Update
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 from rigmon.config import AgentConfig, AgentSection
 from rigmon.sim.rig import running_rig
 from tests.agent.helpers import listening_port
@@ -75,7 +76,8 @@ async def test_agent_that_wants_a_token() -> None:
         await follow_until(client, store, lambda u: isinstance(u, Failed))
         await client.aclose()
         assert store.state() == "refused"  # it answered, 401
-        assert store.error == "401 unauthorized: missing or wrong bearer token"
+        assert store.error == (f"401 unauthorized: missing or wrong bearer token; no token was sent: give this "
+                               f"agent's read token {TOKEN_WHERE}")
         good = AgentClient(url, "s3cret")
         await follow_until(good, store, lambda u: isinstance(u, Sampled))
         await good.aclose()

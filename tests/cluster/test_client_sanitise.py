@@ -209,7 +209,7 @@ async def test_a_refusal_quoting_the_agent_is_cleaned() -> None:
     finally:
         await c.aclose()
     assert isinstance(update, Failed)
-    assert update.reason == "401 unauthorized: " + VISIBLE[REASON]
+    assert update.reason.startswith("401 unauthorized: " + VISIBLE[REASON] + "; no token was sent: ")
 
 
 def test_a_replayed_bundle_is_cleaned(tmp_path: Path) -> None:

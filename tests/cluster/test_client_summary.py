@@ -16,7 +16,8 @@ from rigmon.agent.agent import Agent
 from rigmon.agent.server import make_server
 from rigmon.clock import SystemClock
 from rigmon.cluster.client import AgentClient, Backoff, Connected, Sampled, Summarized, Update
-from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore, contiguous
 from rigmon.cluster.updates import Failed, GapReported, as_updates
 from rigmon.collectors.base import PolledCollector
 from rigmon.config import AgentConfig, AgentSection

@@ -61,7 +61,8 @@ def test_targets_from_command_line_take_config_tokens(tmp_path: Path) -> None:
     a = NodeTarget("http://a:9871", "t1", token_from="dash.toml: nodes[0].token (node http://a:9871)")
     b = NodeTarget("http://b:9871", "t2", token_from="dash.toml: nodes[1].token_file (node b:9871)")
     assert resolve_targets([], config) == [a, b]
-    assert resolve_targets(["a:9871/", "c:1"], config) == [a, NodeTarget("http://c:1")]
+    assert resolve_targets(["a:9871/", "c:1"], config) == [a, NodeTarget("http://c:1", token_where=(
+        "with rigmon dash --token-file FILE, or as token_file of a [[nodes]] entry for http://c:1 in dash.toml"))]
     missing = DashConfig(nodes=(NodeEntry("a:1", token_file=str(tmp_path / "nope")),))
     with pytest.raises(DashConfigError, match="token_file"):
         resolve_targets([], missing)
@@ -75,8 +76,10 @@ def test_control_tokens_inline_or_from_a_file(tmp_path: Path) -> None:
                                NodeEntry("b:1", control_token_file=str(control_file)), NodeEntry("c:1")))
     assert resolve_targets([], config) == [
         NodeTarget("http://a:1", "t1", "c1", token_from="dash.toml: nodes[0].token (node a:1)"),
-        NodeTarget("http://b:1", None, "c2"), NodeTarget("http://c:1")]
-    assert resolve_targets(["d:1"], config) == [NodeTarget("http://d:1")]
+        NodeTarget("http://b:1", None, "c2", token_where="in dash.toml: nodes[1].token_file (node b:1)"),
+        NodeTarget("http://c:1", token_where="in dash.toml: nodes[2].token_file (node c:1)")]
+    assert resolve_targets(["d:1"], config) == [NodeTarget("http://d:1", token_where=(
+        "with rigmon dash --token-file FILE, or as token_file of a [[nodes]] entry for http://d:1 in dash.toml"))]
     missing = DashConfig(nodes=(NodeEntry("a:1", control_token_file=str(tmp_path / "nope")),))
     with pytest.raises(DashConfigError, match="control_token_file"):
         resolve_targets([], missing)

@@ -64,7 +64,8 @@ def test_a_node_file_that_cannot_be_read_is_named_with_the_file_and_the_node(tmp
     # A command-line URL the file lists takes its token: the error is still about the file's node.
     with pytest.raises(DashConfigError, match=re.escape(f"{path}: nodes[1].token_file (node b:1)")):
         resolve_targets(["http://b:1"], config, source=str(path))
-    assert resolve_targets(["a:1"], config, source=str(path)) == [NodeTarget("http://a:1")]
+    assert resolve_targets(["a:1"], config, source=str(path)) == [
+        NodeTarget("http://a:1", token_where=f"in {path}: nodes[0].token_file (node a:1)")]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 
 from rigmon.cluster.chart import charts_for, frame_values, history_from_frames
 from rigmon.cluster.held_history import held_because, held_history, held_note
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Frame
 from rigmon.summary import summary_record
 from tests.tui.snapshot_apps.fake_agent import FakeClock

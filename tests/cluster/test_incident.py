@@ -6,7 +6,7 @@ from __future__ import annotations
 from msgspec.structs import replace
 
 from rigmon.cluster.incident import RailMemory, Sag, after_sag, problems, reason, sag_before, timeline
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Event
 from rigmon.tui.event_merge import merge_xid_events
 from tests.alarms.helpers import FakeClock

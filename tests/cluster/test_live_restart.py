@@ -14,7 +14,7 @@ from rigmon.agent.alarm_state import STATE_FILE_NAME
 from rigmon.agent.server import make_server
 from rigmon.cluster.alarm_events import RESTARTED_WITHOUT
 from rigmon.cluster.client import AgentClient, Backoff
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Alarm
 from tests.agent.test_alarm_state import make_agent, settle
 from tests.agent.test_alarms import READ, wait_for

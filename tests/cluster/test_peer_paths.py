@@ -8,7 +8,8 @@ import pytest
 
 from rigmon.cluster.incident import path_trouble, problems, rtt
 from rigmon.cluster.link_matrix import link_matrix
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from rigmon.summary import (
     PathCell,
     WorstWindow,

@@ -20,7 +20,8 @@ from rigmon.cluster.replay_checkpoints import (
     checkpoint_spacing,
     node_copy_bytes,
 )
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Frame
 from tests.tui.snapshot_apps.fake_agent import START_AT, make_frame
 from tests.tui.snapshot_apps.fake_bundle import write_fake_bundle

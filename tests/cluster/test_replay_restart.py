@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rigmon.agent.alarm_state import STATE_FILE_NAME
 from rigmon.cluster.replay import Replay
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from rigmon.schema import Alarm
 from rigmon.snapshot.bundle import write_bundle
 from rigmon.snapshot.pull import read_journal

@@ -8,7 +8,8 @@ import random
 import pytest
 from msgspec.structs import replace
 
-from rigmon.cluster.store import ClusterStore, NodeStore, contiguous
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore, contiguous
 from rigmon.schema import Alarm, AlarmList, Event, Gap
 from tests.tui.snapshot_apps.fake_agent import (
     FakeAgent,
@@ -232,7 +233,7 @@ def test_view_details_only_when_asked() -> None:
 
 
 def test_view_states_its_trend_span_and_power_limit() -> None:
-    from rigmon.cluster.store import NodeStore, power_limit_w
+    from rigmon.cluster.node_store import NodeStore, power_limit_w
     from tests.tui.snapshot_apps.record_frames import load_frames
 
     frames = load_frames("v100-gpu-lost-rail-sag")[:30]

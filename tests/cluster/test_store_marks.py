@@ -10,7 +10,7 @@ from msgspec.structs import replace
 from rigmon.cluster.incident_timeline import timeline
 from rigmon.cluster.kept_events import EVENTS_KEPT, MARKS_KEPT, KeptEvents
 from rigmon.cluster.replay_checkpoints import node_copy_bytes
-from rigmon.cluster.store import NodeStore
+from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Event, Frame, encode
 from tests.tui.snapshot_apps.fake_agent import START_AT, FakeClock, make_frame
 

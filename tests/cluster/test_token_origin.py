@@ -67,3 +67,45 @@ async def test_a_live_node_refusing_its_token_names_where_it_was_given() -> None
         assert built.token_from == where
     finally:
         await built.aclose()
+
+
+async def follow_once(target: NodeTarget, respond: httpx.Response) -> str:
+    """The reason the dashboard's client for ``target`` gives when its agent answers ``respond``."""
+    client = AgentClient(target.url, target.token, transport=httpx.MockTransport(lambda r: respond),
+                         token_from=target.token_from, token_where=target.token_where)
+    try:
+        update = await anext(client.follow())
+    finally:
+        await client.aclose()
+    assert isinstance(update, Failed)
+    return update.reason
+
+
+async def test_a_node_wanting_a_token_the_dashboard_did_not_send_says_where_to_give_one(tmp_path: Path) -> None:
+    source = "/home/op/.config/rigmon/dash.toml"
+    token_file = secret(tmp_path / "b.token", "t2\n")
+    config = DashConfig(nodes=(NodeEntry("a:1"), NodeEntry("b:1", token_file=token_file)))
+    listed, with_token = resolve_targets([], config, source=source)
+    (given,) = resolve_targets(["c:1"], config, source=source)
+    wants = httpx.Response(401, json={"error": "missing or wrong bearer token"})
+    # A node of the config: its entry's key.
+    assert await follow_once(listed, wants) == (
+        "401 unauthorized: missing or wrong bearer token; no token was sent: give this agent's read token in "
+        f"{source}: nodes[0].token_file (node a:1)")
+    # A URL of the command line: the option, or an entry for it in the config.
+    assert await follow_once(given, wants) == (
+        "401 unauthorized: missing or wrong bearer token; no token was sent: give this agent's read token with "
+        f"rigmon dash --token-file FILE, or as token_file of a [[nodes]] entry for http://c:1 in {source}")
+    # A client not told its node's place names the general one.
+    assert "no token was sent: give this agent's read token as token_file in the node's [[nodes]] entry" in (
+        await follow_once(NodeTarget("http://d:1"), wants))
+    # A token sent and refused is still said to be refused, where it was given.
+    assert await follow_once(with_token, wants) == (
+        f"401 unauthorized: missing or wrong bearer token; check that {source}: nodes[1].token_file (node b:1) "
+        "holds this agent's read token")
+    # The dashboard's clients are built knowing where.
+    built = default_client(listed)
+    try:
+        assert built.token_where == listed.token_where
+    finally:
+        await built.aclose()

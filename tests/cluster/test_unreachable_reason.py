@@ -12,7 +12,8 @@ import pytest
 
 from rigmon.cluster.agent_answers import failure_reason
 from rigmon.cluster.client import AgentClient, Backoff, Failed
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from tests.agent.test_alarm_state import make_agent, settle
 from tests.agent.test_alarms import READ, wait_for
 from tests.alarms.helpers import T0, FakeClock

@@ -4,12 +4,14 @@ row, the node screen and in a notification, instead of the row silently taking t
 from __future__ import annotations
 
 from rigmon.cluster.identity import AgentNames
+from rigmon.cluster.node_store import NodeStore
+from rigmon.schema import AlarmList
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.node_status import NodeStatus
 from tests.tui.snapshot_apps.dashboard import wait_for
-from tests.tui.snapshot_apps.fake_agent import FakeAgent
+from tests.tui.snapshot_apps.fake_agent import FakeAgent, make_alarm
 from tests.tui.test_app import SIZE, dashboard
 
 NOTE = "the agent at http://node01.test:9871 now says it is node gpu07 (was node01)"
@@ -37,7 +39,8 @@ async def test_another_agent_at_the_url_is_said_on_the_row_the_node_screen_and_a
         agent.node = "gpu07"
         agent.restart()
         agent.publish(3)
-        await wait_for(lambda: store.latest is not None and store.latest.node == "gpu07")
+        # Its frames go into a store of their own (see the next test).
+        await wait_for(lambda: (new := app.cluster.nodes[url].latest) is not None and new.node == "gpu07")
         app.refresh_screen()
         await pilot.pause()
         assert app.agent_names.notes == {url: NOTE}
@@ -62,3 +65,38 @@ async def test_another_agent_at_the_url_is_said_on_the_row_the_node_screen_and_a
         await pilot.pause()
         assert isinstance(app.screen, NodeScreen)
         assert app.screen.query_one(NodeStatus).note == NOTE
+
+
+async def test_another_agent_at_the_url_starts_a_fresh_store_and_keeps_the_note() -> None:
+    agent = FakeAgent("node01", frames=5)
+    agent.alarms = AlarmList(node="node01", active=(
+        make_alarm("node01", 1, "psu_rail_low_warning", "warning", "psu:rail", "rail 11.650 V"),), recent=())
+    app, _ = dashboard(agent)
+    url = agent.url
+    async with app.run_test(size=SIZE) as pilot:
+        old = app.cluster.nodes[url]
+        await wait_for(lambda: old.latest is not None and old.latest.seq == 5 and old.alarm_list is not None)
+        agent.node = "gpu07"
+        agent.alarms = AlarmList(node="gpu07", active=(), recent=())
+        agent.restart()
+        agent.publish(3)
+
+        def store() -> NodeStore:
+            return app.cluster.nodes[url]
+
+        await wait_for(lambda: store().latest is not None and store().latest.node == "gpu07"  # type: ignore[union-attr]
+                       and store().latest.seq == 3 and store().alarm_list is not None  # type: ignore[union-attr]
+                       and store().alarm_list.node == "gpu07")  # type: ignore[union-attr]
+        new = store()
+        # Trends, held history, restarts and alarms are gpu07's alone, not node01's run on.
+        assert new is not old
+        assert new.history.seqs() == [1, 2, 3]
+        assert new.restarts == 0 and new.gpus_seen == 0
+        alarms = new.alarm_list
+        assert alarms is not None and not alarms.active and all(a.node == "gpu07" for a in alarms.recent)
+        app.refresh_screen()
+        await pilot.pause()
+        # The note the screen showed stays with the node.
+        assert app.agent_names.notes == {url: NOTE}
+        (row,) = app.screen.query(NodeRow)
+        assert row.note == NOTE and row.view is not None and row.view.name == "gpu07"

@@ -8,6 +8,7 @@ from textual import events
 from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 
+from rigmon.cluster.agent_answers import TOKEN_WHERE
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.store import contiguous
@@ -87,7 +88,8 @@ async def test_trouble_is_listed_first_with_its_reason() -> None:
         rows = list(app.screen.query(NodeRow))
         assert rows[0].view is not None and rows[0].view.key == bad.url
         assert rows[0].view.state == "refused"
-        assert rows[0].view.reason == "401 unauthorized: missing or wrong bearer token"
+        assert rows[0].view.reason == (f"401 unauthorized: missing or wrong bearer token; no token was sent: "
+                                       f"give this agent's read token {TOKEN_WHERE}")
 
 
 async def test_keys_open_node_go_back_help_theme_and_quit() -> None:
@@ -359,7 +361,7 @@ async def test_a_slow_usb4_link_is_amber_on_the_cluster_row_and_a_vanished_one_r
     link at 20 of 40 Gb/s is up: amber; when the node no longer lists it, it is down: red."""
     from msgspec.structs import replace
 
-    from rigmon.tui.widgets.node_row import figure_level
+    from rigmon.tui.row_columns import figure_level
     from tests.tui.snapshot_apps.record_frames import load_frames
 
     recorded = load_frames("enclosure-link-10g-array-lagging")[-3:]

@@ -47,7 +47,7 @@ def test_a_brief_peak_over_the_limit_is_not_amber(power_w: float | None, peak_w:
 
 def test_cluster_figures_colour_the_worst_of_the_last_minute() -> None:
     from rigmon.summary import NodeSummary
-    from rigmon.tui.widgets.node_row import figure_level
+    from rigmon.tui.row_columns import figure_level
 
     base = NodeSummary(node="n", seq=1, taken_at=1.0, rail_min_volts=11.9, links_healthy=1, links_total=1,
                        link_gbps=40.0, gpu_peak_limit_w=300.0)

@@ -1,4 +1,4 @@
-"""Critical alarms arriving close together make one toast, of a width that fits an 80-column terminal."""
+"""Critical alarms arriving close together make one toast, of a width that fits the terminal; at 80x24 one line."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from textual.widgets import Static
 from textual.widgets._toast import Toast  # not exported by textual.widgets
 
 from rigmon.cluster.alarm_board import AlarmRow
-from rigmon.tui.critical_toast import LISTED_AT_MOST, CriticalToast, fit, toast_text
-from tests.tui.snapshot_apps.fake_agent import make_alarm
+from rigmon.schema import AlarmList
+from rigmon.tui.critical_toast import LISTED_AT_MOST, CriticalToast, compact, fit, toast_line, toast_text
+from rigmon.tui.widgets.node_row import NodeRow
+from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import FakeAgent, make_alarm
+from tests.tui.test_app import dashboard
 
 GPU_LOST = AlarmRow("http://node02", "node02", "node",
                     make_alarm("node02", 1, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)"))
@@ -80,7 +84,7 @@ def shown(app: App[None]) -> list[tuple[str, str]]:
 
 async def test_alarms_arriving_while_the_toast_is_up_join_it() -> None:
     app = ToastApp()
-    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
         app.toast.announce(app, [XID])
         await pilot.pause()
         assert shown(app) == [("CRITICAL gpu_xid_fatal", f"node02 gpu:3: {XID.alarm.message}")]
@@ -93,11 +97,12 @@ async def test_alarms_arriving_while_the_toast_is_up_join_it() -> None:
         assert title == "CRITICAL: 4 new alarms"
         assert [line.split(" ", 1)[1][:12] for line in message.splitlines()] == [
             "Xid 79 on GP", "GPU 3 is los", "12 V rail mi", "unreachable:"]
-        # At 80 columns the toast is under half the screen wide and a line per alarm high.
+        # At 120 columns the toast is under half the screen wide and a line per alarm high (smaller
+        # terminals: one line, see below).
         await pilot.pause()
         toasts = list(app.screen.query(Toast))
         assert len(toasts) == 1
-        assert toasts[0].outer_size.width <= 40
+        assert toasts[0].outer_size.width <= 60
         assert toasts[0].content_size.height == 1 + 4
         assert app.bells == 3
         # Once the toast is gone (timed out or clicked away), the next alarm has its own.
@@ -114,3 +119,55 @@ async def test_alarm_text_is_not_markup() -> None:
         await pilot.pause()
         assert "[bold]cannot connect[/]" in shown(app)[0][1]
         assert not next(iter(app._notifications)).markup
+
+
+def test_a_compact_toast_is_one_line_naming_the_nodes_and_the_first_alarm() -> None:
+    assert toast_line([GPU_LOST], 75) == "CRITICAL node02 gpu:3: GPU 3 is lost (fell off the bus)"
+    line = toast_line([RAIL, XID, UNREACHABLE], 75)
+    assert line.startswith("CRITICAL 3 new alarms on node02, node05, press a: node02 12 V rail minimum")
+    assert cell_len(line) == 75 and line.endswith("…")
+    assert compact(80, 24) and compact(200, 30) and compact(100, 50) and not compact(120, 40)
+
+
+async def test_at_80x24_a_critical_toast_leaves_every_node_row_in_sight() -> None:
+    agents = [FakeAgent(f"node{i:02}", frames=3) for i in range(1, 9)]
+    alarming = agents[:3]
+    for agent in alarming:
+        agent.alarms = AlarmList(node=agent.node, active=(), recent=())
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        stores = [app.cluster.nodes[a.url] for a in agents]
+        await wait_for(lambda: all(s.latest is not None for s in stores)
+                       and all(app.cluster.nodes[a.url].alarm_list is not None for a in alarming))
+        app.refresh_screen()
+        await pilot.pause()
+        # An incident: three nodes' GPUs fall off the bus, a critical alarm each (two on the first).
+        for agent in alarming:
+            agent.alarms = AlarmList(node=agent.node, active=(
+                make_alarm(agent.node, 1, "gpu_lost", "critical", "gpu:3", "GPU 3 is lost (fell off the bus)"),
+                make_alarm(agent.node, 2, "psu_rail_low_critical", "critical", "psu",
+                           "12 V rail minimum 11.24 V is below 11.5 V: GPUs fall off the bus here")), recent=())
+            app.followers.alarm_wake[agent.url].set()
+        await wait_for(lambda: all(len(app.cluster.nodes[a.url].alarm_list.active) == 2  # type: ignore[union-attr]
+                                   for a in alarming))
+        app.refresh_screen()
+        await pilot.pause()
+        toasts = list(app.screen.query(Toast))
+        assert len(toasts) == 1
+        message = next(iter(app._notifications)).message
+        assert message.startswith("CRITICAL 6 new alarms on node01, node02, node03, press a: node01 ")
+        # Every row the list shows stays in sight: the toast lies over the footer, one line high.
+        nodes = app.screen.query_one("#nodes")
+        rows = [r for r in app.screen.query(NodeRow) if r.region.overlaps(nodes.region)]
+        assert len(rows) >= 6
+        toast = toasts[0].region
+        assert not [r.view.name for r in rows if r.view is not None and r.region.overlaps(toast)]
+        assert toast.height == 1
+        # The terminal made large: the toast still up is the usual one, a line per alarm (and back).
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        assert [(n.title, len(n.message.splitlines())) for n in app._notifications] == [
+            ("CRITICAL: 6 new alarms", LISTED_AT_MOST + 1)]
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert [n.title for n in app._notifications] == [""]

@@ -17,7 +17,7 @@ def test_signed_never_shows_a_negative_zero() -> None:
 def test_a_rate_fits_the_cluster_row_s_nine_cells() -> None:
     # A node on 100 GbE RoCE moves 10.05 GB/s: at 80 columns the net column (9 cells) read
     # "10.05 GB…", the unit cut off.
-    from rigmon.tui.widgets.node_row import COLUMNS
+    from rigmon.tui.row_columns import COLUMNS
 
     cells = min(c.min_width for c in COLUMNS if c.key in ("storage", "net"))
     assert cells == 9

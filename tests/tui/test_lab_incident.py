@@ -69,7 +69,8 @@ def row_text(row: NodeRow) -> str:
 
 
 def critical_toast(app: RigmonApp) -> bool:
-    return any(n.title.startswith("CRITICAL") for n in app._notifications)
+    # At 80x24 the toast is one line, title and all (`rigmon.tui.critical_toast.toast_line`).
+    return any(n.title.startswith("CRITICAL") or n.message.startswith("CRITICAL") for n in app._notifications)
 
 
 def rail_figure(text: str) -> float | None:
@@ -96,7 +97,7 @@ async def test_the_rail_figure_shows_the_sag_in_red_with_the_toast_and_every_row
         bad = row.get_component_rich_style("node-row--bad", partial=True)
         assert bad.color is not None and bad.color.triplet is not None
         assert bad.color.triplet.hex == app.theme_variables["error"].lower()
-        from rigmon.tui.widgets.node_row import figure_level
+        from rigmon.tui.row_columns import figure_level
         assert row.view is not None and figure_level("rail", row.view.summary) == "bad"
 
         def reasons() -> dict[str, str]:

@@ -9,13 +9,14 @@ from rich.console import Console, RenderableType
 from textual.widgets import Static
 
 from rigmon.schema import Frame, PeerPathReading
+from rigmon.tui.row_columns import path_figure
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.links import LinkScreen
 from rigmon.tui.screens.node import NodeScreen
 from rigmon.tui.widgets.cluster_header import ClusterHeader
 from rigmon.summary import PathCell
 from rigmon.tui.widgets.link_table import LinkTable, cell_text, fit_detail, fit_layout, peer_label, silent_for
-from rigmon.tui.widgets.node_row import NodeRow, path_figure
+from rigmon.tui.widgets.node_row import NodeRow
 from rigmon.tui.widgets.peer_path_group import PeerPathGroup, path_state
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.peer_paths import SILENT_FROM, cluster_frames, fleet_nodes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rigmon.alarms.cluster import ClusterAlarms
 from rigmon.alarms.cluster import NodeView as RuleView
+from rigmon.cluster.agent_answers import TOKEN_WHERE
 from rigmon.cluster.alarm_board import board_view
 from rigmon.cluster.node_view import STATE_RANK, node_state, trouble_order
 from rigmon.cluster.store import ClusterStore
@@ -19,6 +20,8 @@ from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm
 from tests.tui.test_app import SIZE, dashboard
 
 UNAUTHORIZED = "401 unauthorized: missing or wrong bearer token"
+#: What a 401 to the dashboard that sent no token adds: where to give one.
+NO_TOKEN = f"; no token was sent: give this agent's read token {TOKEN_WHERE}"
 
 
 def test_a_refusal_is_its_own_state_and_the_others_stay() -> None:
@@ -76,7 +79,7 @@ async def test_a_node_refusing_the_token_reads_refused_on_its_row_the_title_and_
         assert screen.sub_title == "2 nodes: 1 live, 1 refused"
         row = next(r for r in screen.query(NodeRow) if r.view is not None and r.view.key == bad.url)
         state = row._figures(row.view, 60)[1]  # type: ignore[arg-type]
-        assert state.plain == f"refused, no data yet: {UNAUTHORIZED}"
+        assert state.plain == f"refused, no data yet: {UNAUTHORIZED}{NO_TOKEN}"
         assert "unreachable" not in state.plain
         app.selected = bad.url
         await app.switch_mode("node")
@@ -86,4 +89,4 @@ async def test_a_node_refusing_the_token_reads_refused_on_its_row_the_title_and_
         status = app.screen.query_one(NodeStatus)
         assert status.view is not None and status.view.state == "refused"
         ((level, text),) = [(p.level, p.text) for p in out_of_touch(status.view)]
-        assert (level, text) == ("bad", f"refused, no data yet: {UNAUTHORIZED}")
+        assert (level, text) == ("bad", f"refused, no data yet: {UNAUTHORIZED}{NO_TOKEN}")

@@ -9,7 +9,8 @@ from pathlib import Path
 from rigmon.cluster.alarm_board import board_view
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay
-from rigmon.cluster.store import ClusterStore, NodeStore
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import ClusterStore
 from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import NodePart, frames_gzip, read_bundle, write_bundle
 from rigmon.tui.app import RigmonApp

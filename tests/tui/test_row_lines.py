@@ -19,7 +19,8 @@ import rigmon.tui
 from rigmon.cluster.node_view import NodeView
 from rigmon.summary import NodeSummary, PathCell, PathFigures
 from rigmon.tui import gauge, row_lines
-from rigmon.tui.widgets.node_row import COLUMNS, NodeRow, column_widths, columns_for
+from rigmon.tui.row_columns import COLUMNS, column_widths, columns_for
+from rigmon.tui.widgets.node_row import NodeRow
 
 
 class RowApp(App[None]):

@@ -12,7 +12,8 @@ from textual.app import App, ComposeResult
 
 from rigmon.cluster.node_view import NodeView
 from rigmon.cluster.store import ClusterStore
-from rigmon.tui.widgets.node_row import NodeRow, name_label
+from rigmon.tui.row_columns import name_label
+from rigmon.tui.widgets.node_row import NodeRow
 from tests.tui.snapshot_apps.fake_agent import FakeClock, make_frame
 
 URLS = ("http://10.0.0.1:9871", "http://10.0.0.2:9871", "http://10.0.0.3:9871")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
-from rigmon.cluster.store import NodeStore, contiguous
+from rigmon.cluster.node_store import NodeStore
+from rigmon.cluster.store import contiguous
 from rigmon.tui.app import RigmonApp
 from rigmon.tui.screens.cluster import ClusterScreen
 from rigmon.tui.screens.node import NodeScreen

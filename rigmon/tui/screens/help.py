@@ -67,7 +67,8 @@ In a replay the chart is made from the recorded frames up to the time cursor.
 ## Alarms
 
 A toast and the terminal bell announce each alarm that turns critical; alarms that
-follow while the toast is up join it. An alarm keeps the worst value it saw while it fires
+follow while the toast is up join it. In a small terminal (under 120x40) it is one line
+at the bottom, over the keys, so that no node row is hidden. An alarm keeps the worst value it saw while it fires
 and in its clear hold (the lowest rail minimum, not the latest). Alarms of one subject
 that belong to one incident (a rail warning and its critical, an Xid 79 and the GPU it
 lost) are one row at the worse severity.
@@ -125,7 +126,7 @@ or 403): check the token where the reason says it was given, not the network.
 
 When another agent answers at a node's address (its agent died and another took the port),
 a notification, the row and the node's status say so: "the agent at URL now says it is node
-X (was node01)".
+X (was node01)"; the row's trends, alarms and held history start afresh with the new node's.
 
 Nodes in trouble are listed first. Figures the node does not report show as "—".
 

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from rigmon.tui.gauge import span_label
-from rigmon.tui.widgets.node_row import column_widths, columns_for, grid
+from rigmon.tui.row_columns import column_widths, columns_for, grid
 
 
 class ClusterHeader(Widget):
