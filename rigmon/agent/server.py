@@ -110,15 +110,22 @@ def read_small_file(path: str, origin: str, max_bytes: int, what: str) -> bytes:
     return raw
 
 
-def read_token_file(path: str, origin: str = "token_file") -> str:
+def read_token_file(path: str, origin: str = "token_file", bearer: bool = True) -> str:
     """Read a bearer token from a regular file that only its owner can read (see `read_small_file`).
+
+    Leading and trailing whitespace (the newline of ``openssl rand -hex 24 > FILE``) is not part
+    of the token.
 
     Args:
         path: the file.
         origin: what named it, as the operator gave it (see `read_small_file`).
+        bearer: the secret is sent as ``Authorization: Bearer TOKEN``, so it must be one word:
+            spaces, line breaks or control characters inside it are refused. ``False`` for a
+            secret that never leaves the node (the probes' key).
 
     Raises:
-        StartupError: not a regular file, unreadable, empty, too long, or readable by other users.
+        StartupError: not a regular file, unreadable, empty, too long, readable by other users, or
+            (``bearer``) more than one word.
     """
     check_private_file(path, origin)
     raw = read_small_file(path, origin, MAX_TOKEN_FILE_BYTES, "a token file")
@@ -128,6 +135,11 @@ def read_token_file(path: str, origin: str = "token_file") -> str:
         raise StartupError(f"{origin} {path} is not text") from None
     if not text:
         raise StartupError(f"{origin} {path} is empty")
+    if bearer and any(c.isspace() or not c.isprintable() for c in text):
+        # The agent started, but no client could send it: no HTTP header (nor Prometheus'
+        # credentials_file) carries a line break, so every request was refused 401.
+        raise StartupError(f"{origin} {path} holds spaces, line breaks or control characters inside the token; "
+                           "it should hold one token on one line")
     return text
 
 

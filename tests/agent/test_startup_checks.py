@@ -90,6 +90,23 @@ def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2 and f"rigmon: --token-file {folder} is a directory" in out.stderr, out.stderr
 
 
+@pytest.mark.parametrize("text", ["first-token\nsecond-token\n", "Bearer a-token\n", "a-token\tmore\n"])
+def test_a_token_file_holding_more_than_one_word_is_refused(tmp_path: Path, text: str) -> None:
+    """The agent started with it, and refused every client 401: no header carries a line break."""
+    token = private(tmp_path / "read.token", text)
+    out = agent(tmp_path, "--token-file", str(token))
+    assert out.returncode == 2
+    assert out.stderr == (f"rigmon: --token-file {token} holds spaces, line breaks or control characters "
+                          "inside the token; it should hold one token on one line\n"), out.stderr
+
+
+def test_a_token_file_s_trailing_newline_is_not_part_of_the_token(tmp_path: Path) -> None:
+    from rigmon.agent.server import read_token_file
+
+    token = private(tmp_path / "read.token", "  0123abcd\r\n")
+    assert read_token_file(str(token), "--token-file") == "0123abcd"
+
+
 def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
     read = private(tmp_path / "read.token", "same-secret\n")
     control = private(tmp_path / "control.token", "same-secret")
