@@ -10,7 +10,11 @@ import httpx
 import pytest
 
 from rigmon.agent.agent import Agent
-from rigmon.agent.request_guard import TOKEN_REFUSAL_LOG_EVERY_S, TokenRefusals, refusal_reason
+from rigmon.agent.request_guard import (
+    TOKEN_REFUSAL_LOG_EVERY_S,
+    TokenRefusals,
+    refusal_reason,
+)
 from rigmon.config import AgentConfig, AgentSection
 
 GUARD_LOGGER = "rigmon.agent.request_guard"
