@@ -284,6 +284,10 @@ async def serve(agent: Agent, listen: str, user: str = "",
         uvicorn_log.removeFilter(held)
     for record in held.records:  # anything uvicorn said while loading, when it did start
         uvicorn_log.handle(record)
+    if server.config.ssl is not None:
+        from rigmon.agent.tls_files import HandshakeFaults, watch_handshakes  # imports this module
+
+        watch_handshakes(server.config.ssl, HandshakeFaults(agent.config.agent.tls_cert_file))
     # Listening before saying so: uvicorn's bind leaves listen() to the server's start, and a
     # script that connected on the line below was refused. Connections now wait in the backlog
     # until the server accepts (after the collectors start, and the privileges are dropped).
