@@ -99,7 +99,7 @@ def refusal_reason(given: bytes) -> str:
 
 
 class TokenRefusals:
-    """Counts requests refused 401 and logs at most one warning a minute, naming the client and why.
+    """Counts requests refused 401; logs at most one warning a minute for each reason, naming the client and why.
 
     Without it a scraper with a wrong token (Prometheus shows only ``401 Unauthorized``) left nothing
     in the agent's log to tell which client or what was wrong with what it sent.
@@ -108,20 +108,22 @@ class TokenRefusals:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.refused = 0
         self._clock = clock
-        self._last_log = float("-inf")
+        #: When each reason was last logged: a client without a token does not hide one with a wrong token.
+        self._last_log: dict[str, float] = {}
 
     def note(self, scope: Scope, given: bytes) -> None:
         """A request of ``scope`` was refused for its ``Authorization`` value ``given``."""
         self.refused += 1
         now = self._clock()
-        if now - self._last_log < TOKEN_REFUSAL_LOG_EVERY_S:
+        reason = refusal_reason(given)
+        if now - self._last_log.get(reason, float("-inf")) < TOKEN_REFUSAL_LOG_EVERY_S:
             return
-        self._last_log = now
+        self._last_log[reason] = now
         path = str(scope.get("path", ""))[:SHOWN_PATH_CHARS]
         # The path is the client's text: escaped, so that it cannot write lines of its own to the log.
         shown = path.encode("unicode_escape").decode("ascii")
-        log.warning("refused %s %s from %s (401): %s (%d refused since the start; at most one is logged a minute)",
-                    scope.get("method", "?"), shown, client_key(scope), refusal_reason(given), self.refused)
+        log.warning("refused %s %s from %s (401): %s (%d refused since the start; at most one for each reason "
+                    "is logged a minute)", scope.get("method", "?"), shown, client_key(scope), reason, self.refused)
 
 
 def guard_requests(app: ASGIApp, state: ApiState, refusals: TokenRefusals | None = None) -> ASGIApp:

@@ -94,7 +94,7 @@ def _tls_problem(cert: bytes, key: bytes, exc: ssl.SSLError, cert_named: str, ke
 
 
 class HandshakeFaults:
-    """Counts TLS handshakes that failed and logs at most one warning a minute saying what to fix.
+    """Counts TLS handshakes that failed and logs at most one warning a minute of each kind, saying what to fix.
 
     Without it they were silent (asyncio logs a failed handshake only in debug mode): Prometheus said
     ``EOF`` or ``x509: certificate signed by unknown authority`` and the agent's log said nothing.
@@ -107,16 +107,18 @@ class HandshakeFaults:
         self.cert_file = cert_file
         self.failed = 0
         self._clock = clock
-        self._last_log = float("-inf")
+        #: When each kind of failure (OpenSSL's reason) was last logged: one kind does not hide another.
+        self._last_log: dict[str, float] = {}
 
     def note(self, exc: ssl.SSLError) -> None:
         """A handshake failed with ``exc``."""
         self.failed += 1
         now = self._clock()
-        if now - self._last_log < HANDSHAKE_LOG_EVERY_S:
+        kind = str(exc.reason)
+        if now - self._last_log.get(kind, float("-inf")) < HANDSHAKE_LOG_EVERY_S:
             return
-        self._last_log = now
-        log.warning("%s (%d failed TLS handshakes since the start; at most one is logged a minute)",
+        self._last_log[kind] = now
+        log.warning("%s (%d failed TLS handshakes since the start; at most one of each kind is logged a minute)",
                     self.why(exc), self.failed)
 
     def why(self, exc: ssl.SSLError) -> str:

@@ -73,7 +73,7 @@ async def test_a_failed_handshake_is_logged_saying_what_to_fix(tmp_path: Path, c
     assert len(lines) == 1 and lines[0].startswith(says.format(cert=tls.cert_file)), lines
 
 
-def test_handshake_failures_are_counted_and_logged_at_most_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+def test_handshake_failures_are_logged_at_most_once_a_minute_for_each_kind(caplog: pytest.LogCaptureFixture) -> None:
     now = [10.0]
     faults = HandshakeFaults("/etc/rigmon/agent.pem", clock=lambda: now[0])
     refused = ssl.SSLError(1, "[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate")
@@ -83,8 +83,12 @@ def test_handshake_failures_are_counted_and_logged_at_most_once_a_minute(caplog:
         faults.note(refused)
     now[0] += HANDSHAKE_LOG_EVERY_S
     faults.note(refused)
+    plain = ssl.SSLError(1, "[SSL: HTTP_REQUEST] http request")
+    plain.reason = "HTTP_REQUEST"
+    faults.note(plain)  # another kind: not hidden by the first
     lines = [r.getMessage() for r in caplog.records if r.name == TLS_LOGGER]
-    assert faults.failed == 4 and len(lines) == 2 and "(4 failed TLS handshakes since the start" in lines[1]
+    assert faults.failed == 5 and len(lines) == 3 and "(4 failed TLS handshakes since the start" in lines[1]
+    assert lines[2].startswith("a plain HTTP request to this agent")
     # Go (Prometheus) answers an untrusted certificate with "bad certificate".
     assert lines[0].startswith("a client refused this agent's certificate /etc/rigmon/agent.pem "
                                "(SSLV3_ALERT_BAD_CERTIFICATE)")

@@ -45,7 +45,7 @@ def test_the_reason_tells_a_missing_header_from_another_scheme_and_a_wrong_token
     assert refusal_reason(b"Bearer nope").startswith("a bearer token that is not this agent's read token")
 
 
-def test_refusals_are_counted_and_logged_at_most_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+def test_refusals_are_counted_and_logged_at_most_once_a_minute_for_each_reason(caplog: pytest.LogCaptureFixture) -> None:
     now = [100.0]
     refusals = TokenRefusals(clock=lambda: now[0])
     scope = {"type": "http", "method": "GET", "path": "/metrics\n2026 CRITICAL forged", "client": ("192.0.2.9", 1)}
@@ -54,8 +54,9 @@ def test_refusals_are_counted_and_logged_at_most_once_a_minute(caplog: pytest.Lo
         refusals.note(scope, b"")
     now[0] += TOKEN_REFUSAL_LOG_EVERY_S
     refusals.note(scope, b"")
+    refusals.note(scope, b"Bearer wrong")  # another reason: not hidden by the first
     lines = refusals_logged(caplog)
-    assert refusals.refused == 4 and len(lines) == 2
-    assert "(4 refused since the start" in lines[1]
+    assert refusals.refused == 5 and len(lines) == 3
+    assert "(4 refused since the start" in lines[1] and "a bearer token that is not" in lines[2]
     # The path is the client's text: it writes no line of its own to the log.
     assert all("\n" not in line and "/metrics\\n2026 CRITICAL forged" in line for line in lines)
