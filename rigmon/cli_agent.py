@@ -135,6 +135,7 @@ def _agent(args: argparse.Namespace) -> int:
         StartupError,
         check_distinct_tokens,
         check_listen_policy,
+        check_user,
         read_token_file,
         run,
     )
@@ -161,6 +162,9 @@ def _agent(args: argparse.Namespace) -> int:
         if config.agent.tls_cert_file:
             check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file,
                             agent_origin(args, "tls_cert_file"), agent_origin(args, "tls_key_file"))
+        if config.agent.user:
+            # Before the port is bound and the address announced: a misspelt user failed only after both.
+            check_user(config.agent.user, agent_origin(args, "user"))
         if not Path(config.agent.root).is_dir():
             raise StartupError(f"{agent_origin(args, 'root')} {config.agent.root} is not a directory")
         agent = Agent(config, token=token, control_token=control)

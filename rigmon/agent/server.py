@@ -158,6 +158,24 @@ def check_distinct_tokens(token: str | None, control_token: str | None,
                            "acknowledge alarms; give the control scope a token of its own")
 
 
+def check_user(user: str, origin: str = "--user") -> pwd.struct_passwd:
+    """The account of ``user``, which this process can switch to: checked before the agent binds its port.
+
+    Args:
+        origin: what named the user, as the operator gave it (``--user``, ``agent.toml: agent.user``).
+
+    Raises:
+        StartupError: no such user, or another user than this process's without root.
+    """
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise StartupError(f"{origin} {user}: no such user") from None
+    if os.getuid() not in (0, entry.pw_uid):
+        raise StartupError(f"{origin} {user}: switching users needs root (running as uid {os.getuid()})")
+    return entry
+
+
 def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:
     """Switch this process (every thread) to ``user``, with that user's groups.
 
@@ -169,14 +187,9 @@ def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:
     Raises:
         StartupError: unknown user, no root, or the switch did not stick.
     """
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        raise StartupError(f"--user {user}: no such user") from None
+    entry = check_user(user)
     if os.getuid() != 0:
-        if os.getuid() == entry.pw_uid:
-            return
-        raise StartupError(f"--user {user}: switching users needs root (running as uid {os.getuid()})")
+        return
     for top in keep_dirs:
         for base, dirs, files in os.walk(top):
             for name in [base, *(os.path.join(base, n) for n in (*dirs, *files))]:
@@ -285,7 +298,8 @@ async def serve(agent: Agent, listen: str, user: str = "",
     for record in held.records:  # anything uvicorn said while loading, when it did start
         uvicorn_log.handle(record)
     if server.config.ssl is not None:
-        from rigmon.agent.tls_files import HandshakeFaults, watch_handshakes  # imports this module
+        # Deferred: rigmon.agent.tls_files imports this module.
+        from rigmon.agent.tls_files import HandshakeFaults, watch_handshakes
 
         watch_handshakes(server.config.ssl, HandshakeFaults(agent.config.agent.tls_cert_file))
     # Listening before saying so: uvicorn's bind leaves listen() to the server's start, and a

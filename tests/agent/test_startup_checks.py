@@ -107,6 +107,16 @@ def test_a_token_file_s_trailing_newline_is_not_part_of_the_token(tmp_path: Path
     assert read_token_file(str(token), "--token-file") == "0123abcd"
 
 
+def test_an_unknown_user_is_refused_before_the_agent_announces_its_address(tmp_path: Path) -> None:
+    """It bound its port, printed its address (which a script takes as started) and ran, then failed."""
+    out = agent(tmp_path, "--user", "no-such-rigmon-user")
+    assert out.returncode == 2
+    assert out.stdout == "" and out.stderr == "rigmon: --user no-such-rigmon-user: no such user\n", out.stderr
+    config = private(tmp_path / "agent.toml", '[agent]\nuser = "no-such-rigmon-user"\n')
+    out = agent(tmp_path, "--config", str(config))
+    assert out.stderr == f"rigmon: {config}: agent.user no-such-rigmon-user: no such user\n", out.stderr
+
+
 def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
     read = private(tmp_path / "read.token", "same-secret\n")
     control = private(tmp_path / "control.token", "same-secret")
