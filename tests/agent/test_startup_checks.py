@@ -227,3 +227,27 @@ def test_the_address_s_origin_follows_the_precedence_of_flag_environment_and_fil
     assert listen_origin(flag, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "--listen"
     assert listen_origin(file, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "environment RIGMON_AGENT_LISTEN"
     assert listen_origin(file, {}) == f"{config}: agent.listen"
+
+
+def started_agent_log(tmp_path: Path, listen: str, *args: str) -> str:
+    """What an agent logs up to its start, once it has announced its address (then it is stopped)."""
+    started = subprocess.Popen(
+        [sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"),
+         "--listen", listen, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert started.stdout is not None and " on http://" in started.stdout.readline()
+    finally:
+        started.terminate()
+        _, err = started.communicate(timeout=TIMEOUT_S)
+    return err
+
+
+def test_a_token_served_over_plain_http_beyond_loopback_is_warned_of(tmp_path: Path) -> None:
+    """The read token crossed the network in clear text and the agent said nothing of it."""
+    token = private(tmp_path / "read.token", "a-read-token\n")
+    err = started_agent_log(tmp_path, "0.0.0.0:0", "--token-file", str(token))
+    warned = [line for line in err.splitlines() if "WARNING" in line and "plain HTTP" in line]
+    assert len(warned) == 1 and "the read token crosses the network in clear text" in warned[0], err
+    assert "--tls-cert and --tls-key" in warned[0]
+    assert "plain HTTP" not in started_agent_log(tmp_path, "127.0.0.1:0", "--token-file", str(token))
