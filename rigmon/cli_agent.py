@@ -23,6 +23,7 @@ from rigmon.config import (
     in_config_file,
     load_agent_config,
     setting_origin,
+    split_listen,
 )
 
 #: The ``rigmon agent`` option that sets each ``[agent]`` key; errors about a value name the option
@@ -135,6 +136,8 @@ def _agent(args: argparse.Namespace) -> int:
         StartupError,
         check_distinct_tokens,
         check_listen_policy,
+        check_user,
+        is_loopback,
         read_token_file,
         run,
     )
@@ -161,6 +164,9 @@ def _agent(args: argparse.Namespace) -> int:
         if config.agent.tls_cert_file:
             check_tls_files(config.agent.tls_cert_file, config.agent.tls_key_file,
                             agent_origin(args, "tls_cert_file"), agent_origin(args, "tls_key_file"))
+        if config.agent.user:
+            # Before the port is bound and the address announced: a misspelt user failed only after both.
+            check_user(config.agent.user, agent_origin(args, "user"))
         if not Path(config.agent.root).is_dir():
             raise StartupError(f"{agent_origin(args, 'root')} {config.agent.root} is not a directory")
         agent = Agent(config, token=token, control_token=control)
@@ -188,6 +194,10 @@ def _agent(args: argparse.Namespace) -> int:
                  "control token set" if control else "read-only", a.state_dir,
                  "enabled" if config.journal.enabled else "disabled", a.root,
                  f"; will run as user {a.user}" if a.user else "")
+        if scheme == "http" and token and not is_loopback(split_listen(bound)[0]):
+            log.warning("serving plain HTTP on %s: the read token crosses the network in clear text, for anyone on "
+                        "the path to read; serve HTTPS with --tls-cert and --tls-key (rigmon setup agent makes "
+                        "them), or listen on 127.0.0.1 and reach it over ssh", bound)
         # Under systemd (Type=notify) the start completes now: a port it cannot bind fails the start.
         notify_ready(f"node {config.node_name} listening on {scheme}://{bound}")
 

@@ -35,6 +35,15 @@ MAX_SIM_NODES = 256
 
 #: ``[agent]`` keys the simulator sets for each node; an --agent-config file may not change them.
 SIM_OWNED_KEYS = ("node", "listen", "root", "state_dir")
+#: ``[agent]`` keys of an --agent-config that the simulated agents cannot honour. They serve plain
+#: HTTP on 127.0.0.1 to their own dashboard and mark poster: a TLS certificate made them serve HTTPS
+#: behind the ``http://`` URL the simulator printed, a read token was ignored (every client read the
+#: node, as if protected), and the simulator never drops privileges.
+SIM_UNSUPPORTED_KEYS = ("token_file", "tls_cert_file", "tls_key_file", "user")
+#: What to do instead, after a refused `SIM_UNSUPPORTED_KEYS` key.
+SIM_TLS_ADVICE = ("simulated agents serve plain HTTP on 127.0.0.1 without a read token; to try a token or TLS, "
+                  "run `rigmon agent --root DIR/node01` (with --token-file, --tls-cert, --tls-key) "
+                  "on the trees of `rigmon sim --tree-only DIR`")
 
 
 def add_sim_parsers(sub: Any) -> None:
@@ -138,6 +147,9 @@ def load_sim_agent_config(path: str) -> dict[str, object]:
         for key in SIM_OWNED_KEYS:
             if key in agent:
                 raise ConfigError(f"{path}: agent.{key}: set by the simulator for each node; remove it")
+        for key in SIM_UNSUPPORTED_KEYS:
+            if agent.get(key):
+                raise ConfigError(f"{path}: agent.{key}: not for a simulated agent: {SIM_TLS_ADVICE}")
     return data
 
 

@@ -117,3 +117,20 @@ async def test_the_rig_names_its_control_token_file_as_it_was_given(tmp_path: Pa
     with pytest.raises(StartupError, match=f"^agent.control_token_file {token} is readable"):
         async with running_rig("healthy-v100", 1, base_port=0, workdir=tmp_path / "rig2", extra_config=extra):
             pass
+
+
+@pytest.mark.parametrize(("lines", "key"), [
+    ('token_file = "{d}/read.token"', "token_file"),
+    ('tls_cert_file = "{d}/agent.pem"\ntls_key_file = "{d}/agent.key"', "tls_cert_file"),
+    ('user = "rigmon"', "user"),
+])
+def test_a_read_token_tls_or_user_for_simulated_agents_is_refused_saying_what_to_run(tmp_path: Path, lines: str,
+                                                                                    key: str) -> None:
+    """They served HTTPS behind the ``http://`` URL printed, or ignored the read token: refused instead."""
+    config = tmp_path / "sim.toml"
+    config.write_text("[agent]\n" + lines.format(d=tmp_path) + "\n")
+    out = rigmon("sim", "--agent-config", str(config), "--base-port", "0", "--duration", "1")
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert out.stderr.startswith(f"rigmon: --agent-config: {config}: agent.{key}: not for a simulated agent: "
+                                 "simulated agents serve plain HTTP on 127.0.0.1 without a read token; "), out.stderr
+    assert "rigmon sim --tree-only DIR" in out.stderr

@@ -104,7 +104,7 @@ def probe_key(config: AgentConfig, token: str | None) -> bytes | None:
         # Deferred: rigmon.agent.server imports this module.
         from rigmon.agent.server import read_token_file
 
-        return derive_key(read_token_file(config.probes.key_file, "probes.key_file"))
+        return derive_key(read_token_file(config.probes.key_file, "probes.key_file", bearer=False))
     if token is None:
         raise ValueError("peers: latency probes need a key shared by the cluster: set [probes] key_file, "
                          "or [agent] token_file (the key is derived from the read token)")

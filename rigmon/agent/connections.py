@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from rigmon.agent.client_faults import TLS_HANDSHAKE_RECORD, ClientFaultLog
 from rigmon.agent.lingering import LingeringTransport
 
 log = logging.getLogger(__name__)
@@ -47,15 +48,6 @@ MAX_READ_BYTES = 256 * 1024
 _MALFORMED_BODY = b'{"error": "malformed HTTP/1.1 request (request line or headers; a URL must be percent-encoded)"}'
 _MALFORMED = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
               b"content-length: " + str(len(_MALFORMED_BODY)).encode() + b"\r\n\r\n" + _MALFORMED_BODY)
-#: Warnings uvicorn's protocols log once per request about what a client sent, and what they count as
-#: here: anyone who reaches the port could otherwise write lines to the agent's log at will (and under
-#: systemd use up journald's rate limit for the unit, which then drops the agent's own alarm lines).
-CLIENT_FAULTS = {
-    "Invalid HTTP request received.": "a malformed HTTP request, answered 400,",
-    "Unsupported upgrade request.": "a request to upgrade the connection (WebSocket, h2c), served without it,",
-}
-#: uvicorn's advice after an upgrade request, which is no advice for the agent (it serves no WebSocket).
-_WEBSOCKET_ADVICE = "No supported WebSocket library detected"
 
 
 def h11_buffer_limit(max_head_bytes: int) -> int:
@@ -150,28 +142,6 @@ class ConnectionLimits(msgspec.Struct):
         victim.close_idle("closed to make room for a new connection")
         self.forget(victim)
         return True
-
-
-class ClientFaultLog:
-    """uvicorn's protocol logger for one connection, with its warnings about the client's request counted
-    by `ConnectionLimits.note_client_fault` instead of logged one line each (`CLIENT_FAULTS`).
-
-    Everything else (an exception in the app, uvicorn's trace lines) goes to uvicorn's logger as before.
-    """
-
-    def __init__(self, logger: logging.Logger, conn: GuardedConnection) -> None:
-        self._logger = logger
-        self._conn = conn
-
-    def warning(self, msg: object, *args: Any, **kwargs: Any) -> None:
-        what = CLIENT_FAULTS.get(str(msg))
-        if what is not None:
-            self._conn.limits.note_client_fault(what, self._conn.client_host, self._conn.loop.time())
-        elif not str(msg).startswith(_WEBSOCKET_ADVICE):
-            self._logger.warning(msg, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._logger, name)
 
 
 class AnswerControl:
@@ -307,6 +277,7 @@ class GuardedConnection(_UvicornProtocol):
         self.trusted = False
         self.waiting_since = 0.0
         self.client_host = ""
+        self.began_with_tls = False
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         self._discarding = False
@@ -329,6 +300,9 @@ class GuardedConnection(_UvicornProtocol):
         if self._discarding:
             return
         if self.awaiting_head:
+            # Its first bytes say whether the client speaks TLS to this plain-HTTP port (`ClientFaultLog`).
+            first = self.cycle is None and self._head_bytes == 0
+            self.began_with_tls |= first and data.startswith(TLS_HANDSHAKE_RECORD)
             self._head_bytes += len(data)
         super().data_received(data)
         if self.awaiting_head and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():

@@ -6,6 +6,8 @@ It also answers the once-a-second ``GET /v1/latest`` pull itself, without Starle
 from __future__ import annotations
 
 import hmac
+import logging
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,13 @@ from rigmon.agent.ratelimit import retry_after_header
 
 if TYPE_CHECKING:
     from rigmon.agent.api import ApiState
+
+log = logging.getLogger(__name__)
+
+#: Seconds between warnings about requests refused for their token (a scanner must not flood the log).
+TOKEN_REFUSAL_LOG_EVERY_S = 60.0
+#: Most characters of a refused request's path shown in the log.
+SHOWN_PATH_CHARS = 80
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -76,9 +85,55 @@ def counting_receive(receive: Receive, budget: int, limit: int) -> Receive:
     return counted
 
 
-def guard_requests(app: ASGIApp, state: ApiState) -> ASGIApp:
-    """Wrap the app with a per-client rate limit, bearer-token auth and a request size limit."""
+def refusal_reason(given: bytes) -> str:
+    """Why a request's ``Authorization`` header value ``given`` (``b""``: none) was refused, for the log.
+
+    The header's value is never shown: a wrong token may be another node's, or the control token.
+    """
+    if not given:
+        return "no Authorization header (it needs Authorization: Bearer TOKEN, TOKEN from the agent's token_file)"
+    scheme = given.split(b" ", 1)[0]
+    if scheme != b"Bearer":
+        return "an Authorization header that is not 'Bearer TOKEN'"
+    return "a bearer token that is not this agent's read token (check the client's token file against token_file)"
+
+
+class TokenRefusals:
+    """Counts requests refused 401; logs at most one warning a minute for each reason, naming the client and why.
+
+    Without it a scraper with a wrong token (Prometheus shows only ``401 Unauthorized``) left nothing
+    in the agent's log to tell which client or what was wrong with what it sent.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.refused = 0
+        self._clock = clock
+        #: When each reason was last logged: a client without a token does not hide one with a wrong token.
+        self._last_log: dict[str, float] = {}
+
+    def note(self, scope: Scope, given: bytes) -> None:
+        """A request of ``scope`` was refused for its ``Authorization`` value ``given``."""
+        self.refused += 1
+        now = self._clock()
+        reason = refusal_reason(given)
+        if now - self._last_log.get(reason, float("-inf")) < TOKEN_REFUSAL_LOG_EVERY_S:
+            return
+        self._last_log[reason] = now
+        path = str(scope.get("path", ""))[:SHOWN_PATH_CHARS]
+        # The path is the client's text: escaped, so that it cannot write lines of its own to the log.
+        shown = path.encode("unicode_escape").decode("ascii")
+        log.warning("refused %s %s from %s (401): %s (%d refused since the start; at most one for each reason "
+                    "is logged a minute)", scope.get("method", "?"), shown, client_key(scope), reason, self.refused)
+
+
+def guard_requests(app: ASGIApp, state: ApiState, refusals: TokenRefusals | None = None) -> ASGIApp:
+    """Wrap the app with a per-client rate limit, bearer-token auth and a request size limit.
+
+    Args:
+        refusals: where requests refused for their token are counted and logged (default: a new one).
+    """
     expected = f"Bearer {state.token}".encode() if state.token else None
+    refused = refusals if refusals is not None else TokenRefusals()
     limiter = state.rate_limiter
     limit = state.max_request_bytes
 
@@ -115,6 +170,7 @@ def guard_requests(app: ASGIApp, state: ApiState) -> ASGIApp:
             given = headers.get(b"authorization", b"")
             # Constant-time comparison: the token must not leak through response timing.
             if not hmac.compare_digest(given, expected):
+                refused.note(scope, given)
                 response = error_response(401, "missing or wrong bearer token")
                 response.headers["WWW-Authenticate"] = 'Bearer realm="rigmon"'
                 await response(scope, receive, send)

@@ -110,15 +110,22 @@ def read_small_file(path: str, origin: str, max_bytes: int, what: str) -> bytes:
     return raw
 
 
-def read_token_file(path: str, origin: str = "token_file") -> str:
+def read_token_file(path: str, origin: str = "token_file", bearer: bool = True) -> str:
     """Read a bearer token from a regular file that only its owner can read (see `read_small_file`).
+
+    Leading and trailing whitespace (the newline of ``openssl rand -hex 24 > FILE``) is not part
+    of the token.
 
     Args:
         path: the file.
         origin: what named it, as the operator gave it (see `read_small_file`).
+        bearer: the secret is sent as ``Authorization: Bearer TOKEN``, so it must be one word:
+            spaces, line breaks or control characters inside it are refused. ``False`` for a
+            secret that never leaves the node (the probes' key).
 
     Raises:
-        StartupError: not a regular file, unreadable, empty, too long, or readable by other users.
+        StartupError: not a regular file, unreadable, empty, too long, readable by other users, or
+            (``bearer``) more than one word.
     """
     check_private_file(path, origin)
     raw = read_small_file(path, origin, MAX_TOKEN_FILE_BYTES, "a token file")
@@ -128,6 +135,11 @@ def read_token_file(path: str, origin: str = "token_file") -> str:
         raise StartupError(f"{origin} {path} is not text") from None
     if not text:
         raise StartupError(f"{origin} {path} is empty")
+    if bearer and any(c.isspace() or not c.isprintable() for c in text):
+        # The agent started, but no client could send it: no HTTP header (nor Prometheus'
+        # credentials_file) carries a line break, so every request was refused 401.
+        raise StartupError(f"{origin} {path} holds spaces, line breaks or control characters inside the token; "
+                           "it should hold one token on one line")
     return text
 
 
@@ -146,6 +158,24 @@ def check_distinct_tokens(token: str | None, control_token: str | None,
                            "acknowledge alarms; give the control scope a token of its own")
 
 
+def check_user(user: str, origin: str = "--user") -> pwd.struct_passwd:
+    """The account of ``user``, which this process can switch to: checked before the agent binds its port.
+
+    Args:
+        origin: what named the user, as the operator gave it (``--user``, ``agent.toml: agent.user``).
+
+    Raises:
+        StartupError: no such user, or another user than this process's without root.
+    """
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise StartupError(f"{origin} {user}: no such user") from None
+    if os.getuid() not in (0, entry.pw_uid):
+        raise StartupError(f"{origin} {user}: switching users needs root (running as uid {os.getuid()})")
+    return entry
+
+
 def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:
     """Switch this process (every thread) to ``user``, with that user's groups.
 
@@ -157,14 +187,9 @@ def drop_privileges(user: str, keep_dirs: tuple[str, ...] = ()) -> None:
     Raises:
         StartupError: unknown user, no root, or the switch did not stick.
     """
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        raise StartupError(f"--user {user}: no such user") from None
+    entry = check_user(user)
     if os.getuid() != 0:
-        if os.getuid() == entry.pw_uid:
-            return
-        raise StartupError(f"--user {user}: switching users needs root (running as uid {os.getuid()})")
+        return
     for top in keep_dirs:
         for base, dirs, files in os.walk(top):
             for name in [base, *(os.path.join(base, n) for n in (*dirs, *files))]:
@@ -272,6 +297,11 @@ async def serve(agent: Agent, listen: str, user: str = "",
         uvicorn_log.removeFilter(held)
     for record in held.records:  # anything uvicorn said while loading, when it did start
         uvicorn_log.handle(record)
+    if server.config.ssl is not None:
+        # Deferred: rigmon.agent.tls_files imports this module.
+        from rigmon.agent.tls_files import HandshakeFaults, watch_handshakes
+
+        watch_handshakes(server.config.ssl, HandshakeFaults(agent.config.agent.tls_cert_file))
     # Listening before saying so: uvicorn's bind leaves listen() to the server's start, and a
     # script that connected on the line below was refused. Connections now wait in the backlog
     # until the server accepts (after the collectors start, and the privileges are dropped).

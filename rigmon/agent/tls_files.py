@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import ssl
+import time
+from collections.abc import Callable
 
 from rigmon.agent.server import StartupError, check_private_file, read_small_file
+
+log = logging.getLogger(__name__)
 
 #: Largest certificate (chain) or key file read for its check: a PEM chain is a few kB.
 MAX_TLS_FILE_BYTES = 1024 * 1024
 #: What a certificate or key file must be, in errors.
 PEM_FILE = "a PEM file"
+#: Seconds between warnings about failed TLS handshakes (a scanner must not flood the log).
+HANDSHAKE_LOG_EVERY_S = 60.0
+#: OpenSSL's reasons for a handshake the client broke off because it does not trust the certificate
+#: (Go, so Prometheus, sends "bad certificate"; OpenSSL and curl "unknown CA"), or for a name the
+#: certificate lacks.
+_DISTRUSTED = ("SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN")
+#: What a TLS object raises that is no failure: more to read or write, or a client that left.
+_NOT_FAULTS = (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
 def check_tls_files(cert_file: str, key_file: str, cert_origin: str = "tls_cert_file",
@@ -78,3 +91,65 @@ def _tls_problem(cert: bytes, key: bytes, exc: ssl.SSLError, cert_named: str, ke
     if exc.reason == "KEY_VALUES_MISMATCH":
         return f"{key_named}: the key does not match the certificate {cert_named}"
     return f"{cert_named} with {key_named}: OpenSSL cannot load them ({exc.reason or exc})"
+
+
+class HandshakeFaults:
+    """Counts TLS handshakes that failed and logs at most one warning a minute of each kind, saying what to fix.
+
+    Without it they were silent (asyncio logs a failed handshake only in debug mode): Prometheus said
+    ``EOF`` or ``x509: certificate signed by unknown authority`` and the agent's log said nothing.
+
+    Args:
+        cert_file: the agent's certificate, named in the advice to a client that does not trust it.
+    """
+
+    def __init__(self, cert_file: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cert_file = cert_file
+        self.failed = 0
+        self._clock = clock
+        #: When each kind of failure (OpenSSL's reason) was last logged: one kind does not hide another.
+        self._last_log: dict[str, float] = {}
+
+    def note(self, exc: ssl.SSLError) -> None:
+        """A handshake failed with ``exc``."""
+        self.failed += 1
+        now = self._clock()
+        kind = str(exc.reason)
+        if now - self._last_log.get(kind, float("-inf")) < HANDSHAKE_LOG_EVERY_S:
+            return
+        self._last_log[kind] = now
+        log.warning("%s (%d failed TLS handshakes since the start; at most one of each kind is logged a minute)",
+                    self.why(exc), self.failed)
+
+    def why(self, exc: ssl.SSLError) -> str:
+        """What a handshake that failed with ``exc`` says about its client, and what to fix."""
+        if exc.reason == "HTTP_REQUEST":
+            return ("a plain HTTP request to this agent, which serves HTTPS: the client's URL must be https:// "
+                    "(Prometheus: scheme: https and a tls_config ca_file)")
+        if exc.reason in _DISTRUSTED:
+            return (f"a client refused this agent's certificate {self.cert_file} ({exc.reason}): give it that file "
+                    "as its CA (a dashboard's ca_file, Prometheus' tls_config ca_file) and reach the agent by a name "
+                    "the certificate holds")
+        return f"a TLS handshake failed: {exc.reason or exc}"
+
+
+def watch_handshakes(context: ssl.SSLContext, faults: HandshakeFaults) -> None:
+    """Have every failed handshake of the server ``context`` counted and logged by ``faults``.
+
+    asyncio makes each connection's TLS object with ``context.wrap_bio``, which builds it from
+    ``context.sslobject_class``: its handshake is watched there. A client that refuses the certificate
+    says so in an alert that ends the handshake (under TLS 1.3 too: the server waits for the client's
+    Finished); a client that leaves without one (asyncio's drops its alert) is not counted.
+    """
+
+    class WatchedSSLObject(ssl.SSLObject):
+        def do_handshake(self) -> None:
+            try:
+                super().do_handshake()
+            except _NOT_FAULTS:
+                raise
+            except ssl.SSLError as exc:
+                faults.note(exc)
+                raise
+
+    context.sslobject_class = WatchedSSLObject

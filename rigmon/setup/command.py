@@ -72,14 +72,19 @@ def route_addresses(probes: tuple[tuple[int, str], ...] = ROUTE_PROBES) -> list[
     return out
 
 
+def split_names(given: list[str]) -> list[str]:
+    """The names of ``--tls-name`` options, each of which may hold several (``rig7.lan,10.0.0.5``)."""
+    # `--tls-name rig7,10.0.0.5`: a comma inside one subjectAltName entry made openssl fail the whole step.
+    return [name.strip() for names in given for name in names.split(",") if name.strip()]
+
+
 def certificate_names(node: str, extra: list[str], addresses: list[str] | None = None) -> list[str]:
     """Names the certificate is valid for: the node's, the host's, its addresses, ``extra``.
 
     Args:
         addresses: this machine's addresses (default: the host name's and `route_addresses`).
     """
-    # `--tls-name rig7,10.0.0.5`: a comma inside one subjectAltName entry made openssl fail the whole step.
-    extra = [name.strip() for names in extra for name in names.split(",")]
+    extra = split_names(extra)
     names = [node, socket.gethostname(), socket.getfqdn(), *extra, "localhost", "127.0.0.1", "::1"]
     if addresses is None:
         try:
@@ -162,7 +167,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     listen_host = split_listen(args.listen)[0]
     # A node that serves on one of its addresses is reached at that address, which its routes may not choose.
     bound = [listen_host] if listen_host not in ("0.0.0.0", "::", "") else []
-    install(installer, settings, hardware, certificate_names(node, [*bound, *args.tls_name]), tokens)
+    install(installer, settings, hardware, certificate_names(node, [*bound, *args.tls_name]), tokens,
+            asked_names=split_names([*bound, *args.tls_name]))
     print("\n".join(installer.lines), flush=True)
     for rel, text in installer.previews:
         if not rel.endswith(".pem"):
@@ -235,10 +241,6 @@ def given_tokens(installer: Installer, read_file: str | None, control_file: str 
             token = read_token_file(path, flag)
         except StartupError as exc:
             raise ValueError(str(exc)) from None
-        if any(c.isspace() or not c.isprintable() for c in token):
-            # The agent would take it, but no Authorization header (nor Prometheus) can carry it.
-            raise ValueError(f"{flag} {path} holds spaces, line breaks or control characters inside the token; "
-                             "it should hold one token on one line")
         given[rel] = token
     if not given:
         return given
@@ -298,13 +300,25 @@ def ensure_user(installer: Installer, user: str, groups: tuple[str, ...]) -> Non
             installer.run(["usermod", "--append", "--groups", group, user])
 
 
+def names_lacking(cert: Path, asked: list[str]) -> list[str]:
+    """Which of the ``asked`` names the certificate ``cert`` is not valid for (none when it cannot be read)."""
+    from rigmon.setup.tls import certificate_names_of, normal_name
+
+    held = certificate_names_of(cert) if asked else None
+    if held is None:
+        return []
+    return [name for name in dict.fromkeys(asked) if normal_name(name) not in held]
+
+
 def install(installer: Installer, settings: render.Settings, hardware: Any, tls_names: list[str],
-            tokens: dict[str, str] | None = None) -> None:
+            tokens: dict[str, str] | None = None, asked_names: list[str] | None = None) -> None:
     """Every step of the installation, in order; each says what it did.
 
     Args:
         tokens: tokens to install, by path (`given_tokens`), replacing those in place; a token not
             given is generated, or kept when one is in place.
+        asked_names: names the operator asked the certificate to hold (``--tls-name``, the
+            ``--listen`` address): a kept certificate without one of them is said to lack it.
     """
     tokens = tokens or {}
     user = settings.user
@@ -337,6 +351,12 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
         else:
             installer.say(f"kept {render.TLS_CERT} and {render.TLS_KEY}")
             installer.keep_private(render.TLS_KEY, owner)
+            lacking = names_lacking(installer.path(render.TLS_CERT), asked_names or [])
+            if lacking:
+                installer.say(f"warning: the kept certificate {render.TLS_CERT} is not valid for {', '.join(lacking)} "
+                              f"(--tls-name, --listen): clients reaching the agent by that name refuse it. Delete "
+                              f"{render.TLS_CERT} and {render.TLS_KEY} and run this again to make one that is, then "
+                              "give every client (dashboards' ca_file, Prometheus' CA file) the new certificate")
     installer.write(render.CONFIG_FILE, render.agent_toml(settings, hardware).encode(), 0o644, keep=True,
                     what="agent configuration")
     unit_changed = installer.write(render.UNIT_FILE, render.systemd_unit(settings).encode(), 0o644,

@@ -55,3 +55,37 @@ def make_self_signed(names: list[str]) -> tuple[bytes, bytes]:
         if result.returncode != 0:
             raise TlsError(f"openssl failed: {result.stderr.strip()[-500:]}")
         return cert.read_bytes(), key.read_bytes()
+
+
+def certificate_names_of(cert: Path) -> set[str] | None:
+    """The host names and addresses the PEM certificate ``cert`` is valid for (its subjectAltName).
+
+    Addresses are normalised (``::1``, not openssl's ``0:0:0:0:0:0:0:1``). ``None`` when they cannot
+    be read (openssl missing or failing, a file this user cannot read).
+    """
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    result = subprocess.run([openssl, "x509", "-in", str(cert), "-noout", "-ext", "subjectAltName"],
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return None
+    # X509v3 Subject Alternative Name: 
+    #     DNS:v100-a, DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1
+    names: set[str] = set()
+    for line in result.stdout.splitlines()[1:]:
+        for entry in line.split(","):
+            kind, _, value = entry.strip().partition(":")
+            if kind == "DNS":
+                names.add(value.lower())
+            elif kind == "IP Address":
+                names.add(normal_name(value))
+    return names
+
+
+def normal_name(name: str) -> str:
+    """``name`` as `certificate_names_of` gives it: an address normalised, a host name in lower case."""
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name.lower()

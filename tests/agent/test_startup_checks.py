@@ -90,6 +90,33 @@ def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2 and f"rigmon: --token-file {folder} is a directory" in out.stderr, out.stderr
 
 
+@pytest.mark.parametrize("text", ["first-token\nsecond-token\n", "Bearer a-token\n", "a-token\tmore\n"])
+def test_a_token_file_holding_more_than_one_word_is_refused(tmp_path: Path, text: str) -> None:
+    """The agent started with it, and refused every client 401: no header carries a line break."""
+    token = private(tmp_path / "read.token", text)
+    out = agent(tmp_path, "--token-file", str(token))
+    assert out.returncode == 2
+    assert out.stderr == (f"rigmon: --token-file {token} holds spaces, line breaks or control characters "
+                          "inside the token; it should hold one token on one line\n"), out.stderr
+
+
+def test_a_token_file_s_trailing_newline_is_not_part_of_the_token(tmp_path: Path) -> None:
+    from rigmon.agent.server import read_token_file
+
+    token = private(tmp_path / "read.token", "  0123abcd\r\n")
+    assert read_token_file(str(token), "--token-file") == "0123abcd"
+
+
+def test_an_unknown_user_is_refused_before_the_agent_announces_its_address(tmp_path: Path) -> None:
+    """It bound its port, printed its address (which a script takes as started) and ran, then failed."""
+    out = agent(tmp_path, "--user", "no-such-rigmon-user")
+    assert out.returncode == 2
+    assert out.stdout == "" and out.stderr == "rigmon: --user no-such-rigmon-user: no such user\n", out.stderr
+    config = private(tmp_path / "agent.toml", '[agent]\nuser = "no-such-rigmon-user"\n')
+    out = agent(tmp_path, "--config", str(config))
+    assert out.stderr == f"rigmon: {config}: agent.user no-such-rigmon-user: no such user\n", out.stderr
+
+
 def test_one_token_for_reading_and_control_is_refused(tmp_path: Path) -> None:
     read = private(tmp_path / "read.token", "same-secret\n")
     control = private(tmp_path / "control.token", "same-secret")
@@ -200,3 +227,27 @@ def test_the_address_s_origin_follows_the_precedence_of_flag_environment_and_fil
     assert listen_origin(flag, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "--listen"
     assert listen_origin(file, {"RIGMON_AGENT_LISTEN": "127.0.0.1:2"}) == "environment RIGMON_AGENT_LISTEN"
     assert listen_origin(file, {}) == f"{config}: agent.listen"
+
+
+def started_agent_log(tmp_path: Path, listen: str, *args: str) -> str:
+    """What an agent logs up to its start, once it has announced its address (then it is stopped)."""
+    started = subprocess.Popen(
+        [sys.executable, "-m", "rigmon", "agent", "--root", str(tmp_path), "--state-dir", str(tmp_path / "state"),
+         "--listen", listen, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert started.stdout is not None and " on http://" in started.stdout.readline()
+    finally:
+        started.terminate()
+        _, err = started.communicate(timeout=TIMEOUT_S)
+    return err
+
+
+def test_a_token_served_over_plain_http_beyond_loopback_is_warned_of(tmp_path: Path) -> None:
+    """The read token crossed the network in clear text and the agent said nothing of it."""
+    token = private(tmp_path / "read.token", "a-read-token\n")
+    err = started_agent_log(tmp_path, "0.0.0.0:0", "--token-file", str(token))
+    warned = [line for line in err.splitlines() if "WARNING" in line and "plain HTTP" in line]
+    assert len(warned) == 1 and "the read token crosses the network in clear text" in warned[0], err
+    assert "--tls-cert and --tls-key" in warned[0]
+    assert "plain HTTP" not in started_agent_log(tmp_path, "127.0.0.1:0", "--token-file", str(token))

@@ -156,3 +156,22 @@ def test_the_lab_recipe_one_read_token_and_one_ca_file_reach_every_node(tmp_path
             agent.terminate()
             agent.wait(10)
         rig.close()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_a_name_asked_of_a_kept_certificate_is_said_to_be_missing_from_it(tmp_path: Path) -> None:
+    """Prometheus said `x509: certificate is valid for ..., not v100-b.lab`; a second setup with
+    `--tls-name v100-b.lab` kept the certificate and said nothing of the name it still lacks."""
+    first = setup_agent(tmp_path, "--tls-name", "v100-b")
+    assert first.returncode == 0, first.stderr
+    cert = tmp_path / "etc/rigmon/agent.pem"
+    before = cert.read_bytes()
+    again = setup_agent(tmp_path, "--tls-name", "v100-b,v100-b.lab", "--tls-name", "10.0.0.7")
+    assert again.returncode == 0, again.stderr
+    assert cert.read_bytes() == before  # kept: every client trusts this one
+    [warning] = [line for line in again.stdout.splitlines() if line.startswith("warning: the kept certificate")]
+    assert warning.startswith("warning: the kept certificate /etc/rigmon/agent.pem is not valid for v100-b.lab, "
+                              "10.0.0.7 (--tls-name, --listen): "), warning
+    assert "Delete /etc/rigmon/agent.pem and /etc/rigmon/agent.key and run this again" in warning
+    same = setup_agent(tmp_path, "--tls-name", "V100-B", "--tls-name", "::1")
+    assert same.returncode == 0 and "warning: the kept certificate" not in same.stdout, same.stdout
