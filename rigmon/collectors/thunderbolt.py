@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ NOMINAL_LANES = 2
 ROUTER_ONLY_ATTRS = ("authorized", "generation", "boot", "nvm_version", "nvm_authenticate", "key")
 #: The link files a device router or XDomain peer reports its link by (kernel 5.5+ / 5.11+).
 LINK_FILES = ("rx_speed", "tx_speed", "rx_lanes", "tx_lanes")
+#: Characters of a garbled link file quoted in a reason.
+GARBLED_SHOWN = 24
 
 # 0-1, 0-301 (daisy chain), 1-0 (host router of domain 1)
 _ROUTER = lazy_compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+)$")
@@ -47,16 +50,22 @@ ExpectedSource = Literal["config", "generation", "best_seen"]
 
 
 def parse_tb_speed(text: str | None) -> float | None:
-    """Per-lane speed from ``rx_speed``/``tx_speed`` (``"20.0 Gb/s"`` -> 20.0); ``None`` otherwise."""
+    """Per-lane speed from ``rx_speed``/``tx_speed`` (``"20.0 Gb/s"`` -> 20.0); ``None`` otherwise.
+
+    The kernel prints a lane rate as an unsigned number (``"%u.0 Gb/s"``): a negative,
+    infinite or not-a-number figure is a garbled read, and one ``inf`` would stay the best
+    speed seen, and so the expected one, for the agent's life.
+    """
     if text is None:
         return None
     parts = text.split()
     if len(parts) != 2 or parts[1] != "Gb/s":
         return None
     try:
-        return float(parts[0])
+        speed = float(parts[0])
     except ValueError:
         return None
+    return speed if math.isfinite(speed) and speed >= 0.0 else None
 
 
 def parse_lanes(text: str | None) -> int | None:
@@ -143,6 +152,15 @@ def judge_lane_speed(rx_speed: float | None, tx_speed: float | None, expected: f
     if slowest < per_lane - 1e-6:
         return "degraded", f"{_fmt(slowest)} a lane below {_fmt(per_lane)}; lane count unknown (no {what})", None
     return "unknown", None, f"{_fmt(slowest)} a lane as expected, but no {what}: a single-lane link would not show"
+
+
+def _unusable(name: str, text: str | None) -> str:
+    """A link file without a usable value, as a reason names it: ``rx_lanes`` when absent or
+    unreadable, ``rx_lanes (holds 'x2')`` when it holds no number the kernel would print."""
+    if text is None:
+        return name
+    shown = text if len(text) <= GARBLED_SHOWN else text[:GARBLED_SHOWN] + "..."
+    return f"{name} (holds {shown!r})"
 
 
 def _fmt(gbps: float | None) -> str:
@@ -303,6 +321,8 @@ class ThunderboltCollector(PolledCollector):
             self._facts.forget(name)
             self._nvm.forget(name)
             return None
+        texts = (rx_speed, tx_speed, rx_lanes, tx_lanes)
+        values = (parse_tb_speed(rx_speed), parse_tb_speed(tx_speed), parse_lanes(rx_lanes), parse_lanes(tx_lanes))
         return _Raw(
             name=name,
             kind=facts.kind,
@@ -313,12 +333,11 @@ class ThunderboltCollector(PolledCollector):
             authorized=None if authorized is None else authorized not in ("0", ""),
             unique_id=facts.unique_id,
             nvm_version=nvm_version,
-            rx_speed=parse_tb_speed(rx_speed),
-            tx_speed=parse_tb_speed(tx_speed),
-            rx_lanes=parse_lanes(rx_lanes),
-            tx_lanes=parse_lanes(tx_lanes),
-            missing=tuple(n for n, v in zip(LINK_FILES, (rx_speed, tx_speed, rx_lanes, tx_lanes), strict=True)
-                          if v is None),
+            rx_speed=values[0],
+            tx_speed=values[1],
+            rx_lanes=values[2],
+            tx_lanes=values[3],
+            missing=tuple(_unusable(n, t) for n, t, v in zip(LINK_FILES, texts, values, strict=True) if v is None),
         )
 
     def _judge(self, r: _Raw, host_generation: int | None) -> ThunderboltDeviceReading:
@@ -330,28 +349,26 @@ class ThunderboltCollector(PolledCollector):
         state: LinkState = "unknown"
         reason = None
         unknown_reason = None
-        if r.kind in ("device", "xdomain") and rx is None and tx is None:
-            # Speeds without lane counts (the lane files unreadable), or no link files at
-            # all (kernels before 5.5): judge what is known, say what is not.
-            configured = self.expected_gbps.get(r.name)
-            if configured is None and r.unique_id:
-                configured = self.expected_gbps.get(r.unique_id)
-            generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
-            if r.rx_speed is not None or r.tx_speed is not None:
-                expected, source = expected_link(generation, configured, self._best.get(r.unique_id or r.name))
-            missing = r.missing if r.missing else LINK_FILES
-            state, reason, unknown_reason = judge_lane_speed(r.rx_speed, r.tx_speed, expected, missing)
-        if r.kind in ("device", "xdomain") and (rx is not None or tx is not None):
+        if r.kind in ("device", "xdomain"):
             key = r.unique_id or r.name
-            bw = link_gbps(rx, tx, r.rx_lanes, r.tx_lanes)
-            if bw is not None:
-                self._best[key] = max(self._best.get(key, 0.0), bw)
             configured = self.expected_gbps.get(r.name)
             if configured is None and r.unique_id:
                 configured = self.expected_gbps.get(r.unique_id)
             generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
-            expected, source = expected_link(generation, configured, self._best.get(key))
-            state, reason = judge_link(rx, tx, r.rx_lanes, r.tx_lanes, expected)
+            if rx is None or tx is None:
+                # Speeds without lane counts (the lane files unreadable), no link files at all
+                # (kernels before 5.5), or one direction's file unreadable or garbled: judge what
+                # is known, say what is not (an unknown direction is no rx/tx mismatch).
+                if r.rx_speed is not None or r.tx_speed is not None:
+                    expected, source = expected_link(generation, configured, self._best.get(key))
+                missing = r.missing if r.missing else LINK_FILES
+                state, reason, unknown_reason = judge_lane_speed(r.rx_speed, r.tx_speed, expected, missing)
+            else:
+                bw = link_gbps(rx, tx, r.rx_lanes, r.tx_lanes)
+                if bw is not None:
+                    self._best[key] = max(self._best.get(key, 0.0), bw)
+                expected, source = expected_link(generation, configured, self._best.get(key))
+                state, reason = judge_link(rx, tx, r.rx_lanes, r.tx_lanes, expected)
         return ThunderboltDeviceReading(
             name=r.name, kind=r.kind, domain=r.domain, vendor=r.vendor, device_name=r.device_name,
             generation=r.generation, authorized=r.authorized, unique_id=r.unique_id, nvm_version=r.nvm_version,
@@ -379,7 +396,7 @@ class ThunderboltCollector(PolledCollector):
                                           f"Thunderbolt {label} came up degraded: {r.degraded_reason}", data, at))
                 continue
             if _link_key(r) != _link_key(before):
-                slower = (r.rx_gbps or 0.0) + (r.tx_gbps or 0.0) < (before.rx_gbps or 0.0) + (before.tx_gbps or 0.0)
+                slower = _slower(before, r)
                 out.append(EventDraft(
                     "tb_link_changed", "warning" if slower else "info", subject,
                     f"Thunderbolt {label} link {_link_text(before)} -> {_link_text(r)}",
@@ -407,6 +424,14 @@ class ThunderboltCollector(PolledCollector):
 def _label(r: ThunderboltDeviceReading) -> str:
     what = " ".join(p for p in (r.vendor, r.device_name) if p)
     return f"{r.name} ({what})" if what else r.name
+
+
+def _slower(before: ThunderboltDeviceReading, now: ThunderboltDeviceReading) -> bool:
+    """Whether a link now carries less than before; a direction that cannot be read now (a file
+    unreadable or garbled) is no slowdown: that read says nothing of the link's speed."""
+    if now.rx_gbps is None or now.tx_gbps is None:
+        return False
+    return now.rx_gbps + now.tx_gbps < (before.rx_gbps or 0.0) + (before.tx_gbps or 0.0)
 
 
 def _link_key(r: ThunderboltDeviceReading) -> tuple[object, ...]:

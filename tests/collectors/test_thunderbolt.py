@@ -31,6 +31,8 @@ DEVPATH = "/devices/pci0000:00/0000:00:08.3/0000:c6:00.5/domain0/0-0/0-1"
 @pytest.mark.parametrize(("text", "gbps"), [
     ("20.0 Gb/s", 20.0), ("10.0 Gb/s", 10.0), ("40.0 Gb/s", 40.0), ("20.0 Gb/s\n", 20.0),
     ("20.0", None), ("20.0 GT/s", None), ("fast Gb/s", None), (None, None),
+    # The kernel prints an unsigned number: anything else is a garbled read.
+    ("nan Gb/s", None), ("inf Gb/s", None), ("1e400 Gb/s", None), ("-20.0 Gb/s", None),
 ])
 def test_speed_strings(text: str | None, gbps: float | None) -> None:
     assert parse_tb_speed(text) == gbps
@@ -287,3 +289,46 @@ def test_nvm_version_is_read_as_a_fact_once_readable(tmp_path: Path) -> None:
     write_tree(tmp_path, {f"{DEV}/0-1/nvm_version": "56.0\n"})
     readings, _ = _split(collector.collect())
     assert readings["0-1"].nvm_version == "56.0"
+
+
+@pytest.mark.parametrize(("name", "text", "named"), [
+    ("rx_lanes", None, "no rx_lanes"),
+    ("rx_lanes", "x2", "no rx_lanes (holds 'x2')"),
+    ("tx_speed", "", "no tx_speed (holds '')"),
+    ("tx_speed", "nan Gb/s", "no tx_speed (holds 'nan Gb/s')"),
+])
+def test_one_unusable_link_file_is_unknown_not_a_degraded_link(tmp_path: Path, name: str, text: str | None,
+                                                               named: str) -> None:
+    """One direction's file unreadable, empty or garbled says nothing of the link: no
+    ``rx ? != tx 40 Gb/s`` degraded link (and its alarm: re-plug both ends), no slowdown event;
+    the link is unknown, named by the file and what it holds, and judged again on the next read."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    path = tmp_path / DEV.lstrip("/") / "0-1" / name
+    if text is None:
+        path.unlink()
+    else:
+        path.write_text(text)
+    readings, events = _split(collector.collect())
+    link = readings["0-1"]
+    assert (link.link_state, link.degraded_reason) == ("unknown", None)
+    assert link.unknown_reason is not None and named in link.unknown_reason
+    assert [(e.kind, e.severity) for e in events] == [("tb_link_changed", "info")]
+    _tree(tmp_path)
+    readings, events = _split(collector.collect())
+    assert (readings["0-1"].link_state, readings["0-1"].expected_gbps) == ("ok", 40.0)
+
+
+def test_a_garbled_lane_rate_does_not_raise_the_expected_rate(tmp_path: Path) -> None:
+    """``inf Gb/s`` read once would be the best speed seen, so the expected one, for the agent's
+    life: every later read at full speed would be degraded against ``inf Gb/s``."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    _tree(tmp_path, speed="inf Gb/s")
+    readings, _ = _split(collector.collect())
+    assert readings["0-1"].rx_speed_gbps is None and readings["0-1"].link_state == "unknown"
+    _tree(tmp_path)
+    readings, _ = _split(collector.collect())
+    assert (readings["0-1"].link_state, readings["0-1"].expected_gbps) == ("ok", 40.0)
