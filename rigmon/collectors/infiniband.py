@@ -9,6 +9,7 @@ from the reads; a file that vanishes or refuses a read is "not present", never a
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,10 +78,15 @@ def parse_state(text: str | None) -> tuple[int | None, str | None]:
 
 
 def parse_rate(text: str | None) -> float | None:
-    """``"100 Gb/sec (4X EDR)"`` -> 100.0, ``"2.5 Gb/sec (1X SDR)"`` -> 2.5; ``None`` otherwise."""
+    """``"100 Gb/sec (4X EDR)"`` -> 100.0, ``"2.5 Gb/sec (1X SDR)"`` -> 2.5; ``None`` otherwise.
+
+    A figure of more digits than a float holds (a garbled read) reads as infinite: no rate, since
+    it would stay the best rate seen, so the expected one, and every later rate below it.
+    """
     if text is None or (m := _RATE.match(text)) is None:
         return None
-    return float(m[1])
+    rate = float(m[1])
+    return rate if math.isfinite(rate) else None
 
 
 def parse_counter(text: str | None) -> int | None:

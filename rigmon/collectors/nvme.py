@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +45,11 @@ def parse_link_speed(text: str | None) -> float | None:
     if text is None:
         return None
     m = _GTS.match(text.strip())
-    return float(m.group(1)) if m else None
+    if m is None:
+        return None
+    # More digits than a float holds (a garbled read) would be an infinite link speed.
+    speed = float(m.group(1))
+    return speed if math.isfinite(speed) else None
 
 
 def pcie_gen(speed_gts: float | None) -> int | None:

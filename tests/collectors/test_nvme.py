@@ -27,6 +27,8 @@ from rigmon.sim import write_tree
     ("16.0 GT/s PCIe", 16.0, 4), ("8.0 GT/s PCIe", 8.0, 3), ("2.5 GT/s PCIe", 2.5, 1),
     ("8 GT/s", 8.0, 3), ("5 GT/s", 5.0, 2), ("64.0 GT/s PCIe", 64.0, 6),
     ("Unknown", None, None), ("Unknown speed", None, None), (None, None, None),
+    # A garbled read of more digits than a float holds is no speed, not an infinite one.
+    pytest.param("9" * 400 + " GT/s PCIe", None, None, id="400 digits GT/s"),
 ])
 def test_link_speed_strings(text: str | None, gts: float | None, gen: int | None) -> None:
     assert parse_link_speed(text) == gts
