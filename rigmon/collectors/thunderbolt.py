@@ -154,6 +154,13 @@ def judge_lane_speed(rx_speed: float | None, tx_speed: float | None, expected: f
     return "unknown", None, f"{_fmt(slowest)} a lane as expected, but no {what}: a single-lane link would not show"
 
 
+def _authorized(text: str | None) -> bool | None:
+    """``authorized``: 0 no, 1 yes, 2 yes with a key (secure level); ``None`` when the file is
+    absent, empty or holds no number: not present, never a de-authorization."""
+    value = parse_int(text)
+    return None if value is None or value < 0 else value > 0
+
+
 def _unusable(name: str, text: str | None) -> str:
     """A link file without a usable value, as a reason names it: ``rx_lanes`` when absent or
     unreadable, ``rx_lanes (holds 'x2')`` when it holds no number the kernel would print."""
@@ -231,6 +238,8 @@ class ThunderboltCollector(PolledCollector):
         self._lock = threading.Lock()
         self._best: dict[str, float] = {}
         self._seen: dict[str, ThunderboltDeviceReading] | None = None
+        #: Per entry, the last ``authorized`` read: an unreadable or garbled read between two is no change.
+        self._authorized: dict[str, bool] = {}
         self._facts: DeviceFacts[str, EntryFacts | None] = DeviceFacts()
         # A router's NVM version changes only with a firmware upgrade, after which the router
         # restarts and comes back as a new device: read like the facts, but kept apart since it
@@ -330,7 +339,7 @@ class ThunderboltCollector(PolledCollector):
             vendor=facts.vendor,
             device_name=facts.device_name,
             generation=facts.generation,
-            authorized=None if authorized is None else authorized not in ("0", ""),
+            authorized=_authorized(authorized),
             unique_id=facts.unique_id,
             nvm_version=nvm_version,
             rx_speed=values[0],
@@ -386,6 +395,9 @@ class ThunderboltCollector(PolledCollector):
             subject = f"link:{r.name}"
             label = _label(r)
             before = None if seen is None else seen.get(r.name)
+            authorized_before = self._authorized.get(r.name)
+            if r.authorized is not None:
+                self._authorized[r.name] = r.authorized
             data = _link_data(r)
             if before is None:
                 if seen is not None:
@@ -410,12 +422,13 @@ class ThunderboltCollector(PolledCollector):
                 elif r.link_state == "ok":
                     out.append(EventDraft("tb_link_recovered", "info", subject,
                                           f"Thunderbolt {label} back at {_link_text(r)}", data, at))
-            if r.authorized != before.authorized:
+            if r.authorized is not None and authorized_before is not None and r.authorized != authorized_before:
                 out.append(EventDraft("tb_authorized_changed", "info", subject,
-                                      f"Thunderbolt {label} authorized {before.authorized} -> {r.authorized}",
+                                      f"Thunderbolt {label} authorized {authorized_before} -> {r.authorized}",
                                       {"authorized": r.authorized}, at))
         for name, gone in (seen or {}).items():
             if name not in now:
+                self._authorized.pop(name, None)
                 out.append(EventDraft("tb_device_removed", "warning", f"link:{name}",
                                       f"Thunderbolt {_label(gone)} disconnected", _link_data(gone), at))
         return out

@@ -332,3 +332,28 @@ def test_a_garbled_lane_rate_does_not_raise_the_expected_rate(tmp_path: Path) ->
     _tree(tmp_path)
     readings, _ = _split(collector.collect())
     assert (readings["0-1"].link_state, readings["0-1"].expected_gbps) == ("ok", 40.0)
+
+
+@pytest.mark.parametrize("unread", ["", "yes", None])
+def test_an_unreadable_authorized_file_is_no_deauthorization(tmp_path: Path, unread: str | None) -> None:
+    """An empty ``authorized`` file read as False: ``authorized True -> False`` and back, a device
+    that seemed de-authorized. It is not present (null), and a change is judged against the last read."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    path = tmp_path / DEV.lstrip("/") / "0-1" / "authorized"
+    if unread is None:
+        path.unlink()
+    else:
+        path.write_text(unread)
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].authorized is None and events == []
+    path.write_text("1\n")
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].authorized is True and events == []
+    path.write_text("")
+    collector.collect()
+    path.write_text("0\n")
+    readings, events = _split(collector.collect())
+    assert [(e.kind, e.message) for e in events] == [
+        ("tb_authorized_changed", "Thunderbolt 0-1 (OWC) authorized True -> False")]
