@@ -163,6 +163,39 @@ def test_a_garbled_rate_does_not_become_the_expected_rate(tmp_path: Path) -> Non
     assert (r.link_state, r.expected_gbps, r.degraded_reason) == ("ok", 100.0, None)
 
 
+@pytest.mark.parametrize("name", ["state", "phys_state"])
+@pytest.mark.parametrize("unread", ["", None])
+def test_a_state_file_that_says_nothing_is_no_state_change(tmp_path: Path, name: str, unread: str | None) -> None:
+    """An empty or unreadable ``state`` was ``RDMA port mlx5_0/1 ACTIVE (LinkUp) -> ? (LinkUp)`` (a
+    warning: it left ACTIVE) and back; a ``phys_state`` one ``ACTIVE (LinkUp) -> ACTIVE``. Neither
+    is a change; a real one is still judged against the last state read."""
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock())
+    write_port(tmp_path)
+    collect(collector)
+    path = tmp_path / PORT / name
+    if unread is None:
+        path.unlink()
+    else:
+        path.write_text(unread)
+    (r,), events = collect(collector)
+    assert events == [] and r.rate_text == "100 Gb/sec (4X EDR)"
+    write_port(tmp_path)
+    assert collect(collector)[1] == []
+    path.write_text("")
+    collect(collector)
+    write_port(tmp_path, state="1: DOWN")
+    _, events = collect(collector)
+    was = "ACTIVE (LinkUp)" if name == "state" else "ACTIVE"  # as last read
+    assert [(e.kind, e.severity, e.message) for e in events] == [
+        ("rdma_port_state_changed", "warning", f"RDMA port mlx5_0/1 {was} -> DOWN (Polling)")]
+
+
+def test_an_empty_rate_file_is_not_present(tmp_path: Path) -> None:
+    write_port(tmp_path, rate="")
+    (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
+    assert (r.rate_text, r.rate_gbps) == (None, None)
+
+
 def test_configured_rate_and_never_up_port(tmp_path: Path) -> None:
     write_port(tmp_path, state="1: DOWN")
     (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
