@@ -13,13 +13,13 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
-    EventDraft,
     NoData,
     PolledCollector,
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.sysfs_values import parse_int
+from rigmon.collectors.thunderbolt_events import TbLinkEvents
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -237,9 +237,7 @@ class ThunderboltCollector(PolledCollector):
         self.expected_gbps = dict(expected_gbps or {})
         self._lock = threading.Lock()
         self._best: dict[str, float] = {}
-        self._seen: dict[str, ThunderboltDeviceReading] | None = None
-        #: Per entry, the last ``authorized`` read: an unreadable or garbled read between two is no change.
-        self._authorized: dict[str, bool] = {}
+        self._events = TbLinkEvents()
         self._facts: DeviceFacts[str, EntryFacts | None] = DeviceFacts()
         # A router's NVM version changes only with a firmware upgrade, after which the router
         # restarts and comes back as a new device: read like the facts, but kept apart since it
@@ -262,14 +260,14 @@ class ThunderboltCollector(PolledCollector):
     def collect(self) -> Sequence[object]:
         with self._lock:
             entries = self.root.listdir(DEVICES)
-            if not entries and self._seen is None:
+            if not entries and not self._events.started:
                 raise NoData("no Thunderbolt/USB4 bus")
             self._facts.begin(entries)
             self._nvm.begin(entries)
             raws = [r for r in (self._read(e) for e in entries) if r is not None]
             host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
             readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
-            records: list[object] = list(self._events(readings))
+            records: list[object] = list(self._events.events(readings, self.clock.time()))
             records.extend(readings)
             return records
 
@@ -385,86 +383,6 @@ class ThunderboltCollector(PolledCollector):
             rx_gbps=rx, tx_gbps=tx, expected_gbps=expected, expected_source=source,
             link_state=state, degraded_reason=reason, unknown_reason=unknown_reason,
         )
-
-    def _events(self, readings: list[ThunderboltDeviceReading]) -> list[EventDraft]:
-        now = {r.name: r for r in readings}
-        seen, self._seen = self._seen, now
-        at = self.clock.time()
-        out: list[EventDraft] = []
-        for r in readings:
-            subject = f"link:{r.name}"
-            label = _label(r)
-            before = None if seen is None else seen.get(r.name)
-            authorized_before = self._authorized.get(r.name)
-            if r.authorized is not None:
-                self._authorized[r.name] = r.authorized
-            data = _link_data(r)
-            if before is None:
-                if seen is not None:
-                    out.append(EventDraft("tb_device_added", "info", subject,
-                                          f"Thunderbolt {label} connected at {_link_text(r)}", data, at))
-                if r.link_state == "degraded":
-                    out.append(EventDraft("tb_link_degraded", "warning", subject,
-                                          f"Thunderbolt {label} came up degraded: {r.degraded_reason}", data, at))
-                continue
-            if _link_key(r) != _link_key(before):
-                slower = _slower(before, r)
-                out.append(EventDraft(
-                    "tb_link_changed", "warning" if slower else "info", subject,
-                    f"Thunderbolt {label} link {_link_text(before)} -> {_link_text(r)}",
-                    {**data, "from_rx_gbps": before.rx_gbps, "from_tx_gbps": before.tx_gbps,
-                     "from_rx_lanes": before.rx_lanes, "from_tx_lanes": before.tx_lanes}, at,
-                ))
-            if r.link_state != before.link_state:
-                if r.link_state == "degraded":
-                    out.append(EventDraft("tb_link_degraded", "warning", subject,
-                                          f"Thunderbolt {label} degraded: {r.degraded_reason}", data, at))
-                elif r.link_state == "ok":
-                    out.append(EventDraft("tb_link_recovered", "info", subject,
-                                          f"Thunderbolt {label} back at {_link_text(r)}", data, at))
-            if r.authorized is not None and authorized_before is not None and r.authorized != authorized_before:
-                out.append(EventDraft("tb_authorized_changed", "info", subject,
-                                      f"Thunderbolt {label} authorized {authorized_before} -> {r.authorized}",
-                                      {"authorized": r.authorized}, at))
-        for name, gone in (seen or {}).items():
-            if name not in now:
-                self._authorized.pop(name, None)
-                out.append(EventDraft("tb_device_removed", "warning", f"link:{name}",
-                                      f"Thunderbolt {_label(gone)} disconnected", _link_data(gone), at))
-        return out
-
-
-def _label(r: ThunderboltDeviceReading) -> str:
-    what = " ".join(p for p in (r.vendor, r.device_name) if p)
-    return f"{r.name} ({what})" if what else r.name
-
-
-def _slower(before: ThunderboltDeviceReading, now: ThunderboltDeviceReading) -> bool:
-    """Whether a link now carries less than before; a direction that cannot be read now (a file
-    unreadable or garbled) is no slowdown: that read says nothing of the link's speed."""
-    if now.rx_gbps is None or now.tx_gbps is None:
-        return False
-    return now.rx_gbps + now.tx_gbps < (before.rx_gbps or 0.0) + (before.tx_gbps or 0.0)
-
-
-def _link_key(r: ThunderboltDeviceReading) -> tuple[object, ...]:
-    return (r.rx_speed_gbps, r.tx_speed_gbps, r.rx_lanes, r.tx_lanes)
-
-
-def _link_text(r: ThunderboltDeviceReading) -> str:
-    if r.rx_speed_gbps is None and r.tx_speed_gbps is None:
-        return "no link files"
-    rx, tx = _direction(r.rx_speed_gbps, r.rx_lanes), _direction(r.tx_speed_gbps, r.tx_lanes)
-    return tx if rx == tx else f"rx {rx} / tx {tx}"
-
-
-def _direction(speed: float | None, lanes: int | None) -> str:
-    return f"{'?' if speed is None else f'{speed:g}'} Gb/s x{'?' if lanes is None else lanes}"
-
-
-def _link_data(r: ThunderboltDeviceReading) -> dict[str, str | int | float | bool | None]:
-    return {"rx_gbps": r.rx_gbps, "tx_gbps": r.tx_gbps, "rx_lanes": r.rx_lanes, "tx_lanes": r.tx_lanes,
-            "expected_gbps": r.expected_gbps, "link_state": r.link_state, "unique_id": r.unique_id}
 
 
 def make_thunderbolt_collector(ctx: CollectorContext) -> ThunderboltCollector:

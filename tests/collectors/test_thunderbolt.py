@@ -300,8 +300,9 @@ def test_nvm_version_is_read_as_a_fact_once_readable(tmp_path: Path) -> None:
 def test_one_unusable_link_file_is_unknown_not_a_degraded_link(tmp_path: Path, name: str, text: str | None,
                                                                named: str) -> None:
     """One direction's file unreadable, empty or garbled says nothing of the link: no
-    ``rx ? != tx 40 Gb/s`` degraded link (and its alarm: re-plug both ends), no slowdown event;
-    the link is unknown, named by the file and what it holds, and judged again on the next read."""
+    ``rx ? != tx 40 Gb/s`` degraded link (and its alarm: re-plug both ends), no link change
+    (``20 Gb/s x2 -> rx 20 Gb/s x?``, a warning, and back); the link is unknown, named by the
+    file and what it holds, and judged again on the next read, against the last link read."""
     _tree(tmp_path)
     collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
     collector.collect()
@@ -314,10 +315,37 @@ def test_one_unusable_link_file_is_unknown_not_a_degraded_link(tmp_path: Path, n
     link = readings["0-1"]
     assert (link.link_state, link.degraded_reason) == ("unknown", None)
     assert link.unknown_reason is not None and named in link.unknown_reason
-    assert [(e.kind, e.severity) for e in events] == [("tb_link_changed", "info")]
+    assert events == []
     _tree(tmp_path)
     readings, events = _split(collector.collect())
     assert (readings["0-1"].link_state, readings["0-1"].expected_gbps) == ("ok", 40.0)
+    assert events == []  # not "back at 20 Gb/s x2": it never left
+
+
+def test_a_degraded_link_read_garbled_for_a_while_is_one_degradation(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    _tree(tmp_path, speed="10.0 Gb/s")
+    _, events = _split(collector.collect())
+    assert [e.kind for e in events] == ["tb_link_changed", "tb_link_degraded"]
+    (tmp_path / DEV.lstrip("/") / "0-1" / "rx_lanes").write_text("")
+    readings, events = _split(collector.collect())
+    # Judged on its lane speed alone: still degraded, and the same degradation.
+    assert readings["0-1"].link_state == "degraded" and events == []
+    (tmp_path / DEV.lstrip("/") / "0-1" / "rx_speed").write_text("nan Gb/s")
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].link_state == "degraded" and events == []
+    _tree(tmp_path, speed="10.0 Gb/s")
+    _, events = _split(collector.collect())
+    assert events == []
+    (tmp_path / DEV.lstrip("/") / "0-1" / "tx_lanes").unlink()
+    collector.collect()
+    _tree(tmp_path)  # back at 20 Gb/s a lane: against the last link read, 10 Gb/s x2
+    _, events = _split(collector.collect())
+    assert [(e.kind, e.message) for e in events] == [
+        ("tb_link_changed", "Thunderbolt 0-1 (OWC) link 10 Gb/s x2 -> 20 Gb/s x2"),
+        ("tb_link_recovered", "Thunderbolt 0-1 (OWC) back at 20 Gb/s x2")]
 
 
 def test_a_garbled_lane_rate_does_not_raise_the_expected_rate(tmp_path: Path) -> None:
