@@ -9,6 +9,7 @@ from the reads; a file that vanishes or refuses a read is "not present", never a
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,10 +78,15 @@ def parse_state(text: str | None) -> tuple[int | None, str | None]:
 
 
 def parse_rate(text: str | None) -> float | None:
-    """``"100 Gb/sec (4X EDR)"`` -> 100.0, ``"2.5 Gb/sec (1X SDR)"`` -> 2.5; ``None`` otherwise."""
+    """``"100 Gb/sec (4X EDR)"`` -> 100.0, ``"2.5 Gb/sec (1X SDR)"`` -> 2.5; ``None`` otherwise.
+
+    A figure of more digits than a float holds (a garbled read) reads as infinite: no rate, since
+    it would stay the best rate seen, so the expected one, and every later rate below it.
+    """
     if text is None or (m := _RATE.match(text)) is None:
         return None
-    return float(m[1])
+    rate = float(m[1])
+    return rate if math.isfinite(rate) else None
 
 
 def parse_counter(text: str | None) -> int | None:
@@ -200,7 +206,7 @@ def read_port(root: HostRoot, device: str, port: int, files: PortFiles | None = 
         if value is not None:
             hw[text] = value
     return RawPort(device=files.device, port=port, link_layer=files.link_layer, state_id=state_id, state=state,
-                   phys_state_id=phys_id, phys_state=phys, rate_text=attr("rate"), counters=counters,
+                   phys_state_id=phys_id, phys_state=phys, rate_text=attr("rate") or None, counters=counters,
                    unreadable=tuple(unreadable), hw_counters=hw)
 
 
@@ -250,6 +256,8 @@ class InfinibandCollector(PolledCollector):
         self._seen: dict[str, InfinibandPortReading] | None = None
         #: Per port, its rate at its last read while ACTIVE (rate changes are judged against it).
         self._active_rate: dict[str, float] = {}
+        #: Per port, its last read whose ``state`` could be read (state changes are judged against it).
+        self._state_read: dict[str, InfinibandPortReading] = {}
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
         #: Per port, the error counters its ``errors_total`` sums (see `error_parts`).
@@ -361,7 +369,21 @@ class InfinibandCollector(PolledCollector):
         self._active_rate = dict(active_rates)
         self._active_rate.update((key, r.rate_gbps) for key, r in now.items()
                                  if r.state_id == ACTIVE and r.rate_gbps is not None)
-        return port_events(seen, now, self.clock.time(), active_rates)
+        state_reads = {key: r for key, r in self._state_read.items() if key in now}
+        self._state_read = dict(state_reads)
+        self._state_read.update((key, r) for key, r in now.items() if r.state_id is not None)
+        return port_events(seen, now, self.clock.time(), active_rates, state_reads)
+
+
+def _state_changed(last: InfinibandPortReading, r: InfinibandPortReading, readable_only: bool) -> bool:
+    """Whether a port's state or physical state changed since ``last``; with ``readable_only`` a
+    file that could not be read now (``None``) is no change."""
+    if not readable_only:
+        return (r.state_id, r.physical_state_id) != (last.state_id, last.physical_state_id)
+    if r.state_id is None:
+        return False
+    return r.state_id != last.state_id or (r.physical_state_id is not None and last.physical_state_id is not None
+                                           and r.physical_state_id != last.physical_state_id)
 
 
 def _state_text(r: InfinibandPortReading) -> str:
@@ -376,7 +398,8 @@ def _data(r: InfinibandPortReading) -> dict[str, str | int | float | bool | None
 
 
 def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[str, InfinibandPortReading],
-                at: float, active_rates: Mapping[str, float] | None = None) -> list[EventDraft]:
+                at: float, active_rates: Mapping[str, float] | None = None,
+                state_reads: Mapping[str, InfinibandPortReading] | None = None) -> list[EventDraft]:
     """Events between two reads of every port (``seen`` is ``None`` on the first read).
 
     Args:
@@ -384,6 +407,10 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
             given, a rate change is an ACTIVE port's rate against it: a port without a link
             shows a rate of its own (``10 Gb/sec (4X)`` while polling), which is no retrain.
             ``None``: against the previous read.
+        state_reads: each port's last read whose ``state`` could be read, before ``now``. When
+            given, a state change is a readable state against it: a ``state`` or ``phys_state``
+            file that is empty or unreadable for a read says nothing (it was ``ACTIVE -> ?``, a
+            warning, and back). ``None``: against the previous read.
     """
     out: list[EventDraft] = []
     for key, r in now.items():
@@ -397,11 +424,12 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
                 out.append(EventDraft("rdma_port_degraded", "warning", subject,
                                       f"RDMA port {key} came up degraded: {r.degraded_reason}", _data(r), at))
             continue
-        if (r.state_id, r.physical_state_id) != (before.state_id, before.physical_state_id):
-            left_active = before.state_id == ACTIVE and r.state_id != ACTIVE
+        last = before if state_reads is None else state_reads.get(key)
+        if last is not None and _state_changed(last, r, state_reads is not None):
+            left_active = last.state_id == ACTIVE and r.state_id != ACTIVE
             out.append(EventDraft("rdma_port_state_changed", "warning" if left_active else "info", subject,
-                                  f"RDMA port {key} {_state_text(before)} -> {_state_text(r)}",
-                                  {**_data(r), "from_state": before.state, "from_phys_state": before.phys_state},
+                                  f"RDMA port {key} {_state_text(last)} -> {_state_text(r)}",
+                                  {**_data(r), "from_state": last.state, "from_phys_state": last.phys_state},
                                   at))
         if (r.link_downed_total is not None and before.link_downed_total is not None
                 and r.link_downed_total > before.link_downed_total):

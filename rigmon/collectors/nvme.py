@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +46,11 @@ def parse_link_speed(text: str | None) -> float | None:
     if text is None:
         return None
     m = _GTS.match(text.strip())
-    return float(m.group(1)) if m else None
+    if m is None:
+        return None
+    # More digits than a float holds (a garbled read) would be an infinite link speed.
+    speed = float(m.group(1))
+    return speed if math.isfinite(speed) else None
 
 
 def pcie_gen(speed_gts: float | None) -> int | None:
@@ -202,6 +207,9 @@ class NvmeCollector(PolledCollector):
         #: Per controller, its last reading whose link was read (or read as lost): a link that
         #: cannot be read for a while (EINVAL in D3cold or during a reset) is not a link change.
         self._link_read: dict[str, NvmeReading] = {}
+        #: Per controller, the last state word read: an empty or unreadable state file between two
+        #: reads says nothing, so it is no change (``live -> `` then `` -> live``).
+        self._state_read: dict[str, str] = {}
         self._rescan = UdevRescan(events, ("nvme",), self._on_udev, "rigmon-nvme-udev")
 
     def start(self, push: PushFn) -> None:
@@ -256,15 +264,17 @@ class NvmeCollector(PolledCollector):
     def _controller(self, name: str) -> NvmeReading | None:
         base = f"/sys/class/nvme/{name}"
         attr = self.root.read_attr
-        state = attr(f"{base}/state")
+        state_text = attr(f"{base}/state")
+        # An empty state file is no state: not present, like an unreadable one.
+        state = state_text or None
         text = self._names(name)
         before = self._seen.get(text) if self._seen is not None else None
-        if state is None or (before is not None and before.state != state):
+        if state_text is None or (before is not None and state is not None and before.state != state):
             self._facts.forget(name)
             self._hwmon.forget(name)
             self._entries.forget(name)
         facts = self._facts.get(name, self._read_facts)
-        if state is None and facts.model is None:
+        if state_text is None and facts.model is None:
             # The directory vanished between listdir and the reads: the device is gone.
             self._facts.forget(name)
             return None
@@ -346,6 +356,9 @@ class NvmeCollector(PolledCollector):
             read = r.link_lost or (r.link_speed_gts is not None and r.link_width is not None)
             if read:
                 self._link_read[r.name] = r
+            state_before = self._state_read.get(r.name)
+            if r.state is not None:
+                self._state_read[r.name] = r.state
             if before is None:
                 if seen is not None:
                     out.append(EventDraft("nvme_added", "info", subject, f"NVMe {label} appeared",
@@ -372,14 +385,15 @@ class NvmeCollector(PolledCollector):
             elif r.link_state == "ok" and before.link_state == "degraded":
                 out.append(EventDraft("nvme_link_recovered", "info", subject,
                                       f"NVMe {label} PCIe link back at {_link(r)}", _link_data(r)))
-            if r.state != before.state:
+            if r.state is not None and state_before is not None and r.state != state_before:
                 sev = "info" if r.state == "live" else "warning"
                 out.append(EventDraft("nvme_state_changed", sev, subject,
-                                      f"NVMe {label} state {before.state} -> {r.state}",
-                                      {"from": before.state, "to": r.state}))
+                                      f"NVMe {label} state {state_before} -> {r.state}",
+                                      {"from": state_before, "to": r.state}))
         for name, gone in (seen or {}).items():
             if name not in now:
                 self._link_read.pop(name, None)
+                self._state_read.pop(name, None)
                 label = f"{name} ({gone.model})" if gone.model else name
                 out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}", f"NVMe {label} disappeared",
                                       {"serial": gone.serial, "model": gone.model}))

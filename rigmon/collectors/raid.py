@@ -255,7 +255,7 @@ class RaidCollector(PolledCollector):
         return ArrayFacts(name=text_name(name), md_name=None if md_name is None else text_name(md_name),
                           level=attr(f"{base}/level") or None,
                           raid_disks=_int_or_none(attr(f"{base}/raid_disks")),
-                          chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid"))
+                          chunk_bytes=_int_or_none(attr(f"{base}/chunk_size")), uuid=attr(f"{base}/uuid") or None)
 
     def _array(self, ms: MdstatArray, rates: dict[str, DiskRates], vs_fastest_pct: float | None
                ) -> RaidArrayReading:
@@ -266,7 +266,8 @@ class RaidCollector(PolledCollector):
         facts = self._facts.get(ms.name, self._array_facts)
         md_name = facts.md_name
         level = facts.level or ms.level
-        array_state = attr(f"{base}/array_state")
+        # An empty file is no state (not present), as an unreadable one.
+        array_state = attr(f"{base}/array_state") or None
         striped = level in STRIPED_LEVELS
         inactive = ms.state == "inactive" or array_state in ("inactive", "clear")
         # The disk count the array needs: sysfs raid_disks (empty while it is unknown, e.g. an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,13 +13,13 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import (
     CollectorContext,
-    EventDraft,
     NoData,
     PolledCollector,
     PushFn,
 )
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.sysfs_values import parse_int
+from rigmon.collectors.thunderbolt_events import TbLinkEvents
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.root import HostRoot
 from rigmon.hw.udev import UdevSource, open_udev_source
@@ -37,6 +38,8 @@ NOMINAL_LANES = 2
 ROUTER_ONLY_ATTRS = ("authorized", "generation", "boot", "nvm_version", "nvm_authenticate", "key")
 #: The link files a device router or XDomain peer reports its link by (kernel 5.5+ / 5.11+).
 LINK_FILES = ("rx_speed", "tx_speed", "rx_lanes", "tx_lanes")
+#: Characters of a garbled link file quoted in a reason.
+GARBLED_SHOWN = 24
 
 # 0-1, 0-301 (daisy chain), 1-0 (host router of domain 1)
 _ROUTER = lazy_compile(r"^(?P<domain>\d+)-(?P<route>[0-9a-f]+)$")
@@ -47,16 +50,22 @@ ExpectedSource = Literal["config", "generation", "best_seen"]
 
 
 def parse_tb_speed(text: str | None) -> float | None:
-    """Per-lane speed from ``rx_speed``/``tx_speed`` (``"20.0 Gb/s"`` -> 20.0); ``None`` otherwise."""
+    """Per-lane speed from ``rx_speed``/``tx_speed`` (``"20.0 Gb/s"`` -> 20.0); ``None`` otherwise.
+
+    The kernel prints a lane rate as an unsigned number (``"%u.0 Gb/s"``): a negative,
+    infinite or not-a-number figure is a garbled read, and one ``inf`` would stay the best
+    speed seen, and so the expected one, for the agent's life.
+    """
     if text is None:
         return None
     parts = text.split()
     if len(parts) != 2 or parts[1] != "Gb/s":
         return None
     try:
-        return float(parts[0])
+        speed = float(parts[0])
     except ValueError:
         return None
+    return speed if math.isfinite(speed) and speed >= 0.0 else None
 
 
 def parse_lanes(text: str | None) -> int | None:
@@ -145,6 +154,22 @@ def judge_lane_speed(rx_speed: float | None, tx_speed: float | None, expected: f
     return "unknown", None, f"{_fmt(slowest)} a lane as expected, but no {what}: a single-lane link would not show"
 
 
+def _authorized(text: str | None) -> bool | None:
+    """``authorized``: 0 no, 1 yes, 2 yes with a key (secure level); ``None`` when the file is
+    absent, empty or holds no number: not present, never a de-authorization."""
+    value = parse_int(text)
+    return None if value is None or value < 0 else value > 0
+
+
+def _unusable(name: str, text: str | None) -> str:
+    """A link file without a usable value, as a reason names it: ``rx_lanes`` when absent or
+    unreadable, ``rx_lanes (holds 'x2')`` when it holds no number the kernel would print."""
+    if text is None:
+        return name
+    shown = text if len(text) <= GARBLED_SHOWN else text[:GARBLED_SHOWN] + "..."
+    return f"{name} (holds {shown!r})"
+
+
 def _fmt(gbps: float | None) -> str:
     return "?" if gbps is None else f"{gbps:g} Gb/s"
 
@@ -212,7 +237,7 @@ class ThunderboltCollector(PolledCollector):
         self.expected_gbps = dict(expected_gbps or {})
         self._lock = threading.Lock()
         self._best: dict[str, float] = {}
-        self._seen: dict[str, ThunderboltDeviceReading] | None = None
+        self._events = TbLinkEvents()
         self._facts: DeviceFacts[str, EntryFacts | None] = DeviceFacts()
         # A router's NVM version changes only with a firmware upgrade, after which the router
         # restarts and comes back as a new device: read like the facts, but kept apart since it
@@ -235,14 +260,14 @@ class ThunderboltCollector(PolledCollector):
     def collect(self) -> Sequence[object]:
         with self._lock:
             entries = self.root.listdir(DEVICES)
-            if not entries and self._seen is None:
+            if not entries and not self._events.started:
                 raise NoData("no Thunderbolt/USB4 bus")
             self._facts.begin(entries)
             self._nvm.begin(entries)
             raws = [r for r in (self._read(e) for e in entries) if r is not None]
             host_gen = {r.domain: r.generation for r in raws if r.kind == "host"}
             readings = [self._judge(r, host_gen.get(r.domain)) for r in raws]
-            records: list[object] = list(self._events(readings))
+            records: list[object] = list(self._events.events(readings, self.clock.time()))
             records.extend(readings)
             return records
 
@@ -303,6 +328,8 @@ class ThunderboltCollector(PolledCollector):
             self._facts.forget(name)
             self._nvm.forget(name)
             return None
+        texts = (rx_speed, tx_speed, rx_lanes, tx_lanes)
+        values = (parse_tb_speed(rx_speed), parse_tb_speed(tx_speed), parse_lanes(rx_lanes), parse_lanes(tx_lanes))
         return _Raw(
             name=name,
             kind=facts.kind,
@@ -310,15 +337,14 @@ class ThunderboltCollector(PolledCollector):
             vendor=facts.vendor,
             device_name=facts.device_name,
             generation=facts.generation,
-            authorized=None if authorized is None else authorized not in ("0", ""),
+            authorized=_authorized(authorized),
             unique_id=facts.unique_id,
             nvm_version=nvm_version,
-            rx_speed=parse_tb_speed(rx_speed),
-            tx_speed=parse_tb_speed(tx_speed),
-            rx_lanes=parse_lanes(rx_lanes),
-            tx_lanes=parse_lanes(tx_lanes),
-            missing=tuple(n for n, v in zip(LINK_FILES, (rx_speed, tx_speed, rx_lanes, tx_lanes), strict=True)
-                          if v is None),
+            rx_speed=values[0],
+            tx_speed=values[1],
+            rx_lanes=values[2],
+            tx_lanes=values[3],
+            missing=tuple(_unusable(n, t) for n, t, v in zip(LINK_FILES, texts, values, strict=True) if v is None),
         )
 
     def _judge(self, r: _Raw, host_generation: int | None) -> ThunderboltDeviceReading:
@@ -330,28 +356,26 @@ class ThunderboltCollector(PolledCollector):
         state: LinkState = "unknown"
         reason = None
         unknown_reason = None
-        if r.kind in ("device", "xdomain") and rx is None and tx is None:
-            # Speeds without lane counts (the lane files unreadable), or no link files at
-            # all (kernels before 5.5): judge what is known, say what is not.
-            configured = self.expected_gbps.get(r.name)
-            if configured is None and r.unique_id:
-                configured = self.expected_gbps.get(r.unique_id)
-            generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
-            if r.rx_speed is not None or r.tx_speed is not None:
-                expected, source = expected_link(generation, configured, self._best.get(r.unique_id or r.name))
-            missing = r.missing if r.missing else LINK_FILES
-            state, reason, unknown_reason = judge_lane_speed(r.rx_speed, r.tx_speed, expected, missing)
-        if r.kind in ("device", "xdomain") and (rx is not None or tx is not None):
+        if r.kind in ("device", "xdomain"):
             key = r.unique_id or r.name
-            bw = link_gbps(rx, tx, r.rx_lanes, r.tx_lanes)
-            if bw is not None:
-                self._best[key] = max(self._best.get(key, 0.0), bw)
             configured = self.expected_gbps.get(r.name)
             if configured is None and r.unique_id:
                 configured = self.expected_gbps.get(r.unique_id)
             generation = r.generation if r.generation is not None or r.kind != "xdomain" else host_generation
-            expected, source = expected_link(generation, configured, self._best.get(key))
-            state, reason = judge_link(rx, tx, r.rx_lanes, r.tx_lanes, expected)
+            if rx is None or tx is None:
+                # Speeds without lane counts (the lane files unreadable), no link files at all
+                # (kernels before 5.5), or one direction's file unreadable or garbled: judge what
+                # is known, say what is not (an unknown direction is no rx/tx mismatch).
+                if r.rx_speed is not None or r.tx_speed is not None:
+                    expected, source = expected_link(generation, configured, self._best.get(key))
+                missing = r.missing if r.missing else LINK_FILES
+                state, reason, unknown_reason = judge_lane_speed(r.rx_speed, r.tx_speed, expected, missing)
+            else:
+                bw = link_gbps(rx, tx, r.rx_lanes, r.tx_lanes)
+                if bw is not None:
+                    self._best[key] = max(self._best.get(key, 0.0), bw)
+                expected, source = expected_link(generation, configured, self._best.get(key))
+                state, reason = judge_link(rx, tx, r.rx_lanes, r.tx_lanes, expected)
         return ThunderboltDeviceReading(
             name=r.name, kind=r.kind, domain=r.domain, vendor=r.vendor, device_name=r.device_name,
             generation=r.generation, authorized=r.authorized, unique_id=r.unique_id, nvm_version=r.nvm_version,
@@ -359,74 +383,6 @@ class ThunderboltCollector(PolledCollector):
             rx_gbps=rx, tx_gbps=tx, expected_gbps=expected, expected_source=source,
             link_state=state, degraded_reason=reason, unknown_reason=unknown_reason,
         )
-
-    def _events(self, readings: list[ThunderboltDeviceReading]) -> list[EventDraft]:
-        now = {r.name: r for r in readings}
-        seen, self._seen = self._seen, now
-        at = self.clock.time()
-        out: list[EventDraft] = []
-        for r in readings:
-            subject = f"link:{r.name}"
-            label = _label(r)
-            before = None if seen is None else seen.get(r.name)
-            data = _link_data(r)
-            if before is None:
-                if seen is not None:
-                    out.append(EventDraft("tb_device_added", "info", subject,
-                                          f"Thunderbolt {label} connected at {_link_text(r)}", data, at))
-                if r.link_state == "degraded":
-                    out.append(EventDraft("tb_link_degraded", "warning", subject,
-                                          f"Thunderbolt {label} came up degraded: {r.degraded_reason}", data, at))
-                continue
-            if _link_key(r) != _link_key(before):
-                slower = (r.rx_gbps or 0.0) + (r.tx_gbps or 0.0) < (before.rx_gbps or 0.0) + (before.tx_gbps or 0.0)
-                out.append(EventDraft(
-                    "tb_link_changed", "warning" if slower else "info", subject,
-                    f"Thunderbolt {label} link {_link_text(before)} -> {_link_text(r)}",
-                    {**data, "from_rx_gbps": before.rx_gbps, "from_tx_gbps": before.tx_gbps,
-                     "from_rx_lanes": before.rx_lanes, "from_tx_lanes": before.tx_lanes}, at,
-                ))
-            if r.link_state != before.link_state:
-                if r.link_state == "degraded":
-                    out.append(EventDraft("tb_link_degraded", "warning", subject,
-                                          f"Thunderbolt {label} degraded: {r.degraded_reason}", data, at))
-                elif r.link_state == "ok":
-                    out.append(EventDraft("tb_link_recovered", "info", subject,
-                                          f"Thunderbolt {label} back at {_link_text(r)}", data, at))
-            if r.authorized != before.authorized:
-                out.append(EventDraft("tb_authorized_changed", "info", subject,
-                                      f"Thunderbolt {label} authorized {before.authorized} -> {r.authorized}",
-                                      {"authorized": r.authorized}, at))
-        for name, gone in (seen or {}).items():
-            if name not in now:
-                out.append(EventDraft("tb_device_removed", "warning", f"link:{name}",
-                                      f"Thunderbolt {_label(gone)} disconnected", _link_data(gone), at))
-        return out
-
-
-def _label(r: ThunderboltDeviceReading) -> str:
-    what = " ".join(p for p in (r.vendor, r.device_name) if p)
-    return f"{r.name} ({what})" if what else r.name
-
-
-def _link_key(r: ThunderboltDeviceReading) -> tuple[object, ...]:
-    return (r.rx_speed_gbps, r.tx_speed_gbps, r.rx_lanes, r.tx_lanes)
-
-
-def _link_text(r: ThunderboltDeviceReading) -> str:
-    if r.rx_speed_gbps is None and r.tx_speed_gbps is None:
-        return "no link files"
-    rx, tx = _direction(r.rx_speed_gbps, r.rx_lanes), _direction(r.tx_speed_gbps, r.tx_lanes)
-    return tx if rx == tx else f"rx {rx} / tx {tx}"
-
-
-def _direction(speed: float | None, lanes: int | None) -> str:
-    return f"{'?' if speed is None else f'{speed:g}'} Gb/s x{'?' if lanes is None else lanes}"
-
-
-def _link_data(r: ThunderboltDeviceReading) -> dict[str, str | int | float | bool | None]:
-    return {"rx_gbps": r.rx_gbps, "tx_gbps": r.tx_gbps, "rx_lanes": r.rx_lanes, "tx_lanes": r.tx_lanes,
-            "expected_gbps": r.expected_gbps, "link_state": r.link_state, "unique_id": r.unique_id}
 
 
 def make_thunderbolt_collector(ctx: CollectorContext) -> ThunderboltCollector:

@@ -57,6 +57,12 @@ class PathTarget:
     def name(self) -> str:
         return f"{self.peer}/{self.path}"
 
+    @property
+    def where(self) -> str:
+        """Where its probes go, as an error names it: ``tcp 10.0.0.2:9871``, ``udp [fe80::2%tb0]:9872``."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.transport} {host}:{self.port}"
+
 
 @dataclass(slots=True)
 class _Sent:
@@ -265,7 +271,7 @@ class ProbeSender:
             path.sock.send(data)
         except OSError as exc:
             # ECONNREFUSED (ICMP from an earlier probe), ENETUNREACH, EHOSTUNREACH: the probe is lost.
-            self._fail(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}")
+            self._fail(path, _os_error(path, exc))
 
     def _read_replies(self, path: _Path) -> None:
         assert path.sock is not None
@@ -275,7 +281,7 @@ class ProbeSender:
             except BlockingIOError:
                 return
             except OSError as exc:
-                self._fail(path, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}")
+                self._fail(path, _os_error(path, exc))
                 return
             end_ns = time.perf_counter_ns()
             kernel_ns = kernel_time_ns(ancdata)
@@ -327,7 +333,7 @@ class ProbeSender:
         sent.start_ns = time.perf_counter_ns()
         code = sock.connect_ex(sockaddr)
         if code not in (0, errno.EINPROGRESS):
-            self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
+            self._fail(path, _connect_error(path, code))
             sock.close()
             return
         self._connects[sock] = (path, sent)
@@ -342,7 +348,7 @@ class ProbeSender:
         if code == 0:
             self._answered(path, sent.seq, end_ns)
         else:
-            self._fail(path, f"connect: {errno.errorcode.get(code, code)}")
+            self._fail(path, _connect_error(path, code))
 
     def _expire_connects(self, now: float) -> None:
         for sock, (path, sent) in list(self._connects.items()):
@@ -350,3 +356,15 @@ class ProbeSender:
                 del self._connects[sock]
                 self._selector.unregister(sock)
                 sock.close()
+
+
+def _os_error(path: _Path, exc: OSError) -> str:
+    """A datagram's send or receive error, naming where the path's probes go (the port a peer's
+    responder does not listen on is the usual ``ECONNREFUSED``)."""
+    return f"{errno.errorcode.get(exc.errno or 0, 'error')} ({path.target.where}): {exc.strerror or exc}"
+
+
+def _connect_error(path: _Path, code: int) -> str:
+    """A TCP path's failed connect, naming the address and port tried: the peer's agent may listen
+    on another HTTP port than the default the path goes to (its ``port`` key)."""
+    return f"connect {path.target.where}: {errno.errorcode.get(code, code)}"

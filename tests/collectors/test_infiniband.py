@@ -53,6 +53,7 @@ def test_parse_state(text: str | None, want: tuple[int | None, str | None]) -> N
 @pytest.mark.parametrize(("text", "want"), [
     ("100 Gb/sec (4X EDR)", 100.0), ("2.5 Gb/sec (1X SDR)", 2.5), ("56 Gb/sec (4X FDR)", 56.0),
     ("400 Gb/sec (4X NDR)", 400.0), ("Invalid argument", None), ("", None), (None, None),
+    pytest.param("9" * 400 + " Gb/sec (4X EDR)", None, id="400 digits Gb/sec"),
 ])
 def test_parse_rate(text: str | None, want: float | None) -> None:
     assert parse_rate(text) == want
@@ -146,6 +147,53 @@ def test_flap_events_and_states(tmp_path: Path) -> None:
     assert r.link_state == "ok"
     assert [(e.kind, (e.data or {}).get("downs")) for e in events] == [
         ("rdma_link_downed", 2), ("rdma_port_rate_changed", None)]
+
+
+def test_a_garbled_rate_does_not_become_the_expected_rate(tmp_path: Path) -> None:
+    """A rate of more digits than a float holds, read once, would be an infinite best rate seen:
+    the port degraded against it for the agent's life, ``rdma_port_below_rate`` firing."""
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock())
+    write_port(tmp_path)
+    collect(collector)
+    write_port(tmp_path, rate="9" * 400 + " Gb/sec (4X EDR)")
+    (r,), _ = collect(collector)
+    assert r.rate_gbps is None
+    write_port(tmp_path)
+    (r,), _ = collect(collector)
+    assert (r.link_state, r.expected_gbps, r.degraded_reason) == ("ok", 100.0, None)
+
+
+@pytest.mark.parametrize("name", ["state", "phys_state"])
+@pytest.mark.parametrize("unread", ["", None])
+def test_a_state_file_that_says_nothing_is_no_state_change(tmp_path: Path, name: str, unread: str | None) -> None:
+    """An empty or unreadable ``state`` was ``RDMA port mlx5_0/1 ACTIVE (LinkUp) -> ? (LinkUp)`` (a
+    warning: it left ACTIVE) and back; a ``phys_state`` one ``ACTIVE (LinkUp) -> ACTIVE``. Neither
+    is a change; a real one is still judged against the last state read."""
+    collector = InfinibandCollector(HostRoot(tmp_path), FakeClock())
+    write_port(tmp_path)
+    collect(collector)
+    path = tmp_path / PORT / name
+    if unread is None:
+        path.unlink()
+    else:
+        path.write_text(unread)
+    (r,), events = collect(collector)
+    assert events == [] and r.rate_text == "100 Gb/sec (4X EDR)"
+    write_port(tmp_path)
+    assert collect(collector)[1] == []
+    path.write_text("")
+    collect(collector)
+    write_port(tmp_path, state="1: DOWN")
+    _, events = collect(collector)
+    was = "ACTIVE (LinkUp)" if name == "state" else "ACTIVE"  # as last read
+    assert [(e.kind, e.severity, e.message) for e in events] == [
+        ("rdma_port_state_changed", "warning", f"RDMA port mlx5_0/1 {was} -> DOWN (Polling)")]
+
+
+def test_an_empty_rate_file_is_not_present(tmp_path: Path) -> None:
+    write_port(tmp_path, rate="")
+    (r,), _ = collect(InfinibandCollector(HostRoot(tmp_path), FakeClock()))
+    assert (r.rate_text, r.rate_gbps) == (None, None)
 
 
 def test_configured_rate_and_never_up_port(tmp_path: Path) -> None:

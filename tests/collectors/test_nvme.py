@@ -27,6 +27,8 @@ from rigmon.sim import write_tree
     ("16.0 GT/s PCIe", 16.0, 4), ("8.0 GT/s PCIe", 8.0, 3), ("2.5 GT/s PCIe", 2.5, 1),
     ("8 GT/s", 8.0, 3), ("5 GT/s", 5.0, 2), ("64.0 GT/s PCIe", 64.0, 6),
     ("Unknown", None, None), ("Unknown speed", None, None), (None, None, None),
+    # A garbled read of more digits than a float holds is no speed, not an infinite one.
+    pytest.param("9" * 400 + " GT/s PCIe", None, None, id="400 digits GT/s"),
 ])
 def test_link_speed_strings(text: str | None, gts: float | None, gen: int | None) -> None:
     assert parse_link_speed(text) == gts
@@ -122,3 +124,31 @@ def test_a_link_that_cannot_be_read_for_a_while_is_not_a_link_change(tmp_path: P
     events = [r for r in collector.collect() if isinstance(r, EventDraft)]
     assert [e.kind for e in events] == ["nvme_link_changed", "nvme_link_below_max"]
     assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4}
+
+
+@pytest.mark.parametrize("unread", ["", None])
+def test_an_empty_or_unreadable_state_is_not_present_and_no_state_change(tmp_path: Path, unread: str | None) -> None:
+    """An empty ``state`` file was the state ``""`` (a warning ``state live -> `` and back): it says
+    nothing, so the state is not present (null) and a change is judged against the last state read."""
+    tree = write_tree(tmp_path, {
+        "/sys/class/nvme/nvme0/model": "Samsung SSD 990 PRO 2TB\n",
+        "/sys/class/nvme/nvme0/state": "live\n",
+        "/sys/class/nvme/nvme0/address": "0000:64:00.0\n",
+    })
+    collector = NvmeCollector(HostRoot(tmp_path))
+    collector.collect()
+    if unread is None:
+        tree.remove("/sys/class/nvme/nvme0/state")
+    else:
+        tree.write("/sys/class/nvme/nvme0/state", unread)
+    records = collector.collect()
+    assert [r.state for r in records if isinstance(r, NvmeReading)] == [None]
+    assert not [r for r in records if isinstance(r, EventDraft)]
+    tree.write("/sys/class/nvme/nvme0/state", "live\n")
+    assert not [r for r in collector.collect() if isinstance(r, EventDraft)]
+    tree.write("/sys/class/nvme/nvme0/state", "")
+    collector.collect()
+    tree.write("/sys/class/nvme/nvme0/state", "resetting\n")
+    events = [r for r in collector.collect() if isinstance(r, EventDraft)]
+    assert [(e.kind, e.severity, e.message) for e in events] == [
+        ("nvme_state_changed", "warning", "NVMe nvme0 (Samsung SSD 990 PRO 2TB) state live -> resetting")]

@@ -189,6 +189,18 @@ def test_array_breaking_is_an_event(tmp_path: Path) -> None:
     assert [(e.kind, e.severity, e.subject) for e in events] == [("raid_health_changed", "critical", "md:md127")]
 
 
+def test_empty_array_state_and_uuid_files_are_not_present(tmp_path: Path) -> None:
+    """An empty ``array_state`` was the state ``""`` on the wire and screens, an empty ``uuid`` the
+    identity ``""`` that alarms key arrays by: both are not present (null)."""
+    zero = {"nvme0n1": 0, "nvme1n1": 0, "nvme2n1": 0, "nvme3n1": 0}
+    _strix_tree(tmp_path, zero, state127="")
+    write_tree(tmp_path, {"/sys/block/md127/md/uuid": "", "/sys/block/md126/md/uuid": "c513c3c9:5f607182\n"})
+    arrays = {r.name: r for r in RaidCollector(HostRoot(tmp_path), Clock()).collect()
+              if isinstance(r, RaidArrayReading)}
+    assert (arrays["md127"].array_state, arrays["md127"].uuid, arrays["md127"].health) == (None, None, "ok")
+    assert arrays["md126"].array_state == "clean" and arrays["md126"].uuid is not None
+
+
 # -- Real-capture edge cases (issue 22) ------------------------------------------------------
 
 

@@ -31,6 +31,8 @@ DEVPATH = "/devices/pci0000:00/0000:00:08.3/0000:c6:00.5/domain0/0-0/0-1"
 @pytest.mark.parametrize(("text", "gbps"), [
     ("20.0 Gb/s", 20.0), ("10.0 Gb/s", 10.0), ("40.0 Gb/s", 40.0), ("20.0 Gb/s\n", 20.0),
     ("20.0", None), ("20.0 GT/s", None), ("fast Gb/s", None), (None, None),
+    # The kernel prints an unsigned number: anything else is a garbled read.
+    ("nan Gb/s", None), ("inf Gb/s", None), ("1e400 Gb/s", None), ("-20.0 Gb/s", None),
 ])
 def test_speed_strings(text: str | None, gbps: float | None) -> None:
     assert parse_tb_speed(text) == gbps
@@ -287,3 +289,99 @@ def test_nvm_version_is_read_as_a_fact_once_readable(tmp_path: Path) -> None:
     write_tree(tmp_path, {f"{DEV}/0-1/nvm_version": "56.0\n"})
     readings, _ = _split(collector.collect())
     assert readings["0-1"].nvm_version == "56.0"
+
+
+@pytest.mark.parametrize(("name", "text", "named"), [
+    ("rx_lanes", None, "no rx_lanes"),
+    ("rx_lanes", "x2", "no rx_lanes (holds 'x2')"),
+    ("tx_speed", "", "no tx_speed (holds '')"),
+    ("tx_speed", "nan Gb/s", "no tx_speed (holds 'nan Gb/s')"),
+])
+def test_one_unusable_link_file_is_unknown_not_a_degraded_link(tmp_path: Path, name: str, text: str | None,
+                                                               named: str) -> None:
+    """One direction's file unreadable, empty or garbled says nothing of the link: no
+    ``rx ? != tx 40 Gb/s`` degraded link (and its alarm: re-plug both ends), no link change
+    (``20 Gb/s x2 -> rx 20 Gb/s x?``, a warning, and back); the link is unknown, named by the
+    file and what it holds, and judged again on the next read, against the last link read."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    path = tmp_path / DEV.lstrip("/") / "0-1" / name
+    if text is None:
+        path.unlink()
+    else:
+        path.write_text(text)
+    readings, events = _split(collector.collect())
+    link = readings["0-1"]
+    assert (link.link_state, link.degraded_reason) == ("unknown", None)
+    assert link.unknown_reason is not None and named in link.unknown_reason
+    assert events == []
+    _tree(tmp_path)
+    readings, events = _split(collector.collect())
+    assert (readings["0-1"].link_state, readings["0-1"].expected_gbps) == ("ok", 40.0)
+    assert events == []  # not "back at 20 Gb/s x2": it never left
+
+
+def test_a_degraded_link_read_garbled_for_a_while_is_one_degradation(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    _tree(tmp_path, speed="10.0 Gb/s")
+    _, events = _split(collector.collect())
+    assert [e.kind for e in events] == ["tb_link_changed", "tb_link_degraded"]
+    (tmp_path / DEV.lstrip("/") / "0-1" / "rx_lanes").write_text("")
+    readings, events = _split(collector.collect())
+    # Judged on its lane speed alone: still degraded, and the same degradation.
+    assert readings["0-1"].link_state == "degraded" and events == []
+    (tmp_path / DEV.lstrip("/") / "0-1" / "rx_speed").write_text("nan Gb/s")
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].link_state == "degraded" and events == []
+    _tree(tmp_path, speed="10.0 Gb/s")
+    _, events = _split(collector.collect())
+    assert events == []
+    (tmp_path / DEV.lstrip("/") / "0-1" / "tx_lanes").unlink()
+    collector.collect()
+    _tree(tmp_path)  # back at 20 Gb/s a lane: against the last link read, 10 Gb/s x2
+    _, events = _split(collector.collect())
+    assert [(e.kind, e.message) for e in events] == [
+        ("tb_link_changed", "Thunderbolt 0-1 (OWC) link 10 Gb/s x2 -> 20 Gb/s x2"),
+        ("tb_link_recovered", "Thunderbolt 0-1 (OWC) back at 20 Gb/s x2")]
+
+
+def test_a_garbled_lane_rate_does_not_raise_the_expected_rate(tmp_path: Path) -> None:
+    """``inf Gb/s`` read once would be the best speed seen, so the expected one, for the agent's
+    life: every later read at full speed would be degraded against ``inf Gb/s``."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    _tree(tmp_path, speed="inf Gb/s")
+    readings, _ = _split(collector.collect())
+    assert readings["0-1"].rx_speed_gbps is None and readings["0-1"].link_state == "unknown"
+    _tree(tmp_path)
+    readings, _ = _split(collector.collect())
+    assert (readings["0-1"].link_state, readings["0-1"].expected_gbps) == ("ok", 40.0)
+
+
+@pytest.mark.parametrize("unread", ["", "yes", None])
+def test_an_unreadable_authorized_file_is_no_deauthorization(tmp_path: Path, unread: str | None) -> None:
+    """An empty ``authorized`` file read as False: ``authorized True -> False`` and back, a device
+    that seemed de-authorized. It is not present (null), and a change is judged against the last read."""
+    _tree(tmp_path)
+    collector = ThunderboltCollector(HostRoot(tmp_path), Clock())
+    collector.collect()
+    path = tmp_path / DEV.lstrip("/") / "0-1" / "authorized"
+    if unread is None:
+        path.unlink()
+    else:
+        path.write_text(unread)
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].authorized is None and events == []
+    path.write_text("1\n")
+    readings, events = _split(collector.collect())
+    assert readings["0-1"].authorized is True and events == []
+    path.write_text("")
+    collector.collect()
+    path.write_text("0\n")
+    readings, events = _split(collector.collect())
+    assert [(e.kind, e.message) for e in events] == [
+        ("tb_authorized_changed", "Thunderbolt 0-1 (OWC) authorized True -> False")]

@@ -132,6 +132,31 @@ async def test_a_send_error_is_reported_while_the_window_holds_it_not_for_ever()
         refusing.close()
 
 
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+async def test_a_refused_path_names_the_address_and_port_it_tried(transport: str) -> None:
+    """A TCP path goes to the agent's default HTTP port unless its ``port`` says otherwise: with the
+    peer's agent on another port, the path read silent with ``connect: ECONNREFUSED``, naming
+    neither the port tried nor the transport. The error says both."""
+    kind = socket.SOCK_DGRAM if transport == "udp" else socket.SOCK_STREAM
+    closed = socket.socket(socket.AF_INET, kind)
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    target = PathTarget("node02", "mgmt", "127.0.0.1", port, transport)  # type: ignore[arg-type]
+    sender = ProbeSender("node01", KEY, [target], rate_hz=20.0, window_s=1.0)
+    sender.start()
+    try:
+        await _until(lambda: sender.windows()[0].error is not None)
+        error = sender.windows()[0].error or ""
+        assert "ECONNREFUSED" in error and f"{transport} 127.0.0.1:{port}" in error, error
+    finally:
+        sender.close()
+
+
+def test_an_ipv6_target_is_named_in_brackets() -> None:
+    assert PathTarget("node02", "tbnet", "fe80::2%thunderbolt0", 9872).where == "udp [fe80::2%thunderbolt0]:9872"
+
+
 def _link_local() -> tuple[str, str] | None:
     """A link-local IPv6 address of this machine and its interface, if it has one (/proc/net/if_inet6)."""
     try:
