@@ -95,7 +95,9 @@ def _node_count(text: str) -> int:
 
 def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "healthy") -> None:
     parser.add_argument("--scenario", default=default_scenario, metavar="NAME",
-                        help=f"scenario to simulate (default {default_scenario}; see README for the list)")
+                        help=f"scenario to simulate (default {default_scenario}; --list lists them)")
+    parser.add_argument("--list", action="store_true",
+                        help="list the scenarios (name, nodes, what happens) and exit")
     parser.add_argument("--nodes", type=_node_count, metavar="N",
                         help=f"number of nodes, 1 to {MAX_SIM_NODES}: the most one dashboard is built to follow "
                              "(default: the scenario's)")
@@ -106,6 +108,18 @@ def _add_sim_options(parser: argparse.ArgumentParser, default_scenario: str = "h
                         help="agent TOML merged into every simulated agent's configuration "
                              "(notifiers, [alarms], rules): try your own webhook on a simulated incident "
                              "(default: none)")
+
+
+def list_scenarios() -> int:
+    """``--list``: every scenario's name, node count and description, one a line, in name order."""
+    from rigmon.sim.scenarios import SCENARIOS
+
+    width = max(len(name) for name in SCENARIOS)
+    for name in sorted(SCENARIOS):
+        scenario = SCENARIOS[name]
+        nodes = f"{scenario.default_nodes} node{'s' if scenario.default_nodes != 1 else ''}"
+        print(f"{name:<{width}}  {nodes:<8}  {' '.join(scenario.description.split())}")
+    return 0
 
 
 def load_sim_agent_config(path: str) -> dict[str, object]:
@@ -165,6 +179,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from rigmon.cli import fail, setup_logging, stop_on_hangup
     from rigmon.sim.rig import UnknownScenario, get_scenario
 
+    if args.list:
+        return list_scenarios()
     setup_logging(args)
     try:
         scenario = get_scenario(args.scenario)
@@ -273,6 +289,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rigmon.logs import LEVELS, level_for
     from rigmon.sim.rig import UnknownScenario, get_scenario
 
+    if args.list:
+        return list_scenarios()
     try:
         scenario = get_scenario(args.scenario)
         if args.agent_config:

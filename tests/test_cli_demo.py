@@ -61,3 +61,21 @@ def test_demo_help_states_the_demos_exit_codes(capsys: pytest.CaptureFixture[str
     assert "exit codes: 0 quit; 2 a bad scenario, --agent-config or log file, or the simulated rig did not start" in out
     assert "token file or bundle" not in out
     assert "simulated seconds per real second (default 1)" in out
+
+
+@pytest.mark.parametrize("command", ["sim", "demo"])
+def test_list_names_every_scenario_with_its_nodes_and_starts_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       command: str) -> None:
+    """The scenarios were listed only in README and in the error for an unknown name."""
+    from rigmon.sim.scenarios import SCENARIOS
+
+    monkeypatch.setattr(subprocess, "Popen", SimulatorThatPrintsNothing)
+    SimulatorThatPrintsNothing.commands = []
+    assert main([command, "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == sorted(SCENARIOS)
+    assert "lab" in [line.split()[0] for line in lines]
+    lab = next(line for line in lines if line.startswith("lab "))
+    assert "4 nodes" in lab and " ".join(SCENARIOS["lab"].description.split()) in lab
+    assert SimulatorThatPrintsNothing.commands == []
