@@ -343,7 +343,7 @@ class HostCollector(PolledCollector):
             facts = facts_of(name, read_facts)
             carrier = parse_int(read(facts.carrier_path))
             speed = parse_int(read(facts.speed_path))
-            operstate = read(facts.operstate_path)
+            operstate = read(facts.operstate_path) or None  # empty: said nothing (never the state "")
             rxb, txb, rxp, txp = facts.rate_keys
             rx_pps = rate(rxp, c.rx_packets, now_s)
             tx_pps = rate(txp, c.tx_packets, now_s)

@@ -175,3 +175,19 @@ def test_two_interfaces_differing_only_in_bad_bytes_keep_distinct_names(tmp_path
     assert got == {"eth\\xf6": (1000, 10000), "eth\\xfc": (2000, 25000), "eth\\\\xf6": (3000, 1000),
                    "eth0": (4000, 100), "eth-ü": (5000, 40000)}
     assert all(r.name.encode("utf-8") for r in records)  # plain text: no lone surrogate
+
+
+def test_an_empty_operstate_is_no_state_not_the_state_empty(tmp_path: Path) -> None:
+    """An empty operstate file (a driver mid-reset, a garbled read) came through as the state "":
+    the frame, the metrics label and the screens showed a link whose state was blank."""
+    import os
+
+    write_tree(tmp_path, {"/proc/stat": "cpu  1 0 1 10 0 0 0 0 0 0\ncpu0 1 0 1 10 0 0 0 0 0 0\n"})
+    (tmp_path / "proc/net").mkdir()
+    (tmp_path / "proc/net/dev").write_bytes(HEAD.encode() + b"eth0: 1500 1 0 0 0 0 0 0 1500 1 0 0 0 0 0 0\n")
+    sysfs = tmp_path / "sys/class/net/eth0"
+    os.makedirs(sysfs)
+    for attr, value in (("operstate", ""), ("carrier", "1\n"), ("type", "1\n"), ("speed", "10000\n")):
+        (sysfs / attr).write_text(value)
+    nic = _net(HostCollector(HostRoot(tmp_path), Clock()))
+    assert nic.operstate is None and nic.carrier is True
