@@ -32,13 +32,13 @@ def test_the_alarm_holds_through_the_rebuild_and_says_it_is_recovering(tmp_path:
     steps = [(health, action, alarms) for _, health, action, alarms in seen]
     assert steps == [
         ("ok", "idle", []),
-        ("degraded", "idle", [("firing", f"array md127 (raid1) is degraded, 1 of 2 members working: {CHECK}",
+        ("degraded", "idle", [("firing", f"array md127 is degraded, 1 of 2 members working (raid1): {CHECK}",
                                "degraded", "degraded")]),
         # Rebuilding onto the new member: still degraded (mdstat [U_], sysfs degraded 1), one alarm.
-        ("recovering", "recover", [("firing", f"array md127 (raid1) is recovering, 1 of 2 members working: {CHECK}",
+        ("recovering", "recover", [("firing", f"array md127 is recovering, 1 of 2 members working (raid1): {CHECK}",
                                     "degraded", "recovering")]),
         # Clean only when the rebuild has finished.
-        ("ok", "idle", [("resolved", f"array md127 (raid1) is recovering, 1 of 2 members working: {CHECK}",
+        ("ok", "idle", [("resolved", f"array md127 is recovering, 1 of 2 members working (raid1): {CHECK}",
                          "degraded", "ok")]),
     ]
     rebuilding = seen[2][0]

@@ -25,7 +25,7 @@ def test_a_silent_path_is_critical_at_once() -> None:
     (alarm,) = engine.active()
     assert alarm.severity == "critical"
     # Before: "path node02/tbnet stopped answering probes" (where to, and what to check, unsaid).
-    assert alarm.message == ("path node02/tbnet to 10.0.0.2 (udp) stopped answering probes, 100 sent in 10 s: "
+    assert alarm.message == ("path node02/tbnet stopped answering probes to 10.0.0.2 (udp), 100 sent in 10 s: "
                              "check the peer's agent runs, its probe port is open to this node, and the link "
                              "(a thunderbolt-net lockup, a switch port)")
 
@@ -49,7 +49,7 @@ def test_p99_above_the_limit_for_ten_seconds_warns() -> None:
     assert seen == [(5.0, "pending", "peer:node02/tbnet"), (15.0, "firing", "peer:node02/tbnet")]
     (alarm,) = engine.active()
     # Before: "... above its limit (the peer_path_degraded event has the figures)".
-    assert alarm.message.startswith("path node02/tbnet: p99 round trip 2600 us above its limit 1000 us (p50 2100 us):")
+    assert alarm.message.startswith("path node02/tbnet: p99 2600 us round trip, above its limit 1000 us (p50 2100 us):")
 
 
 def test_loss_above_the_limit_for_fifteen_seconds_warns_and_a_healthy_path_never_does() -> None:
@@ -58,7 +58,7 @@ def test_loss_above_the_limit_for_fifteen_seconds_warns_and_a_healthy_path_never
     assert seen == [(5.0, "pending", "peer:node02/tbnet"), (20.0, "firing", "peer:node02/tbnet")]
     # Before: "path node02/tbnet loses more probes than its limit (the peer_path_degraded event has the figures)".
     assert engine.active()[0].message.startswith(
-        "path node02/tbnet to 10.0.0.2 loses 5.0% of probes (95 of 100 answered in 10 s), above its limit 2%: check")
+        "path node02/tbnet loses 5.0% of probes to 10.0.0.2 (95 of 100 answered in 10 s), above its limit 2%: check")
     _, quiet = run(default("peer_path_silent", "peer_path_p99_high", "peer_path_loss"), steps(*[path()] * 10))
     assert quiet == []
 

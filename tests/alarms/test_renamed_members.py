@@ -46,7 +46,7 @@ def test_a_member_renamed_over_a_reboot_goes_on_as_the_same_acknowledged_alarm()
     assert seen == [("firing", "run1-a1", "disk:nvme4n1", True)]
     (alarm,) = second.book.active()
     assert (alarm.id, alarm.acknowledged_by, alarm.labels["name"]) == ("run1-a1", "alice", "nvme4n1")
-    assert alarm.message.startswith("md member nvme4n1 of array md127 (raid1) is faulty: ")
+    assert alarm.message.startswith("md127 member nvme4n1 is faulty: ")
     assert changes(second, array(UUID, ("nvme1n1", 0, "in_sync"), ("nvme4n1", 1, "faulty")), 400) == []
     assert changes(second, array(UUID, ("nvme1n1", 0, "in_sync"), ("nvme4n1", 1, "in_sync")), 500) == [
         ("resolved", "run1-a1", "disk:nvme4n1", False)]

@@ -40,7 +40,7 @@ def test_an_array_renumbered_over_a_reboot_goes_on_as_the_same_acknowledged_alar
     assert seen == [("firing", "run1-a1", "md:md126", True)]  # not a second episode on md:md126
     (alarm,) = second.book.active()
     assert (alarm.id, alarm.subject, alarm.acknowledged_by) == ("run1-a1", "md:md126", "alice")
-    assert alarm.message.startswith("array md126 (raid1) is degraded, 1 of 2 members working: ")
+    assert alarm.message.startswith("array md126 is degraded, 1 of 2 members working (raid1): ")
     assert alarm.labels["name"] == "md126"
     # md:md127 is not "not reported since the agent restarted", and md127 (the healthy array) fires nothing.
     assert changes(second, arrays(("md127", UUID_B, "ok"), ("md126", UUID_A, "degraded")), 400) == []

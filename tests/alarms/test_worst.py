@@ -138,5 +138,5 @@ def test_the_usb4_alarm_names_the_link_once() -> None:
             "degraded_reason": "20 Gb/s below expected 40 Gb/s"}
     engine.evaluate_data({"thunderbolt": [link]}, [], T0)
     (alarm,) = engine.active()
-    assert alarm.message == ("Thunderbolt/USB4 link 0-1 (OWC Express 1M2) runs at 20 Gb/s below expected 40 Gb/s: "
+    assert alarm.message == ("Thunderbolt/USB4 link 0-1 at 20 Gb/s below expected 40 Gb/s (OWC Express 1M2): "
                              "re-plug both ends, try another cable or port")
