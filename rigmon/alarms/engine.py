@@ -13,10 +13,11 @@ from typing import Any, cast
 from rigmon.alarms.conditions import counter, state_condition, threshold, trend, worse
 from rigmon.alarms.event_reports import XidReports
 from rigmon.alarms.frame_reads import FrameReads
-from rigmon.alarms.lifecycle import AlarmBook, Transition
+from rigmon.alarms.lifecycle import AlarmBook, Transition, same_reading
 from rigmon.alarms.observations import Observation
 from rigmon.alarms.memory import EngineMemory, FirstSeen, RestoreSummary, TrendBucket, TrendSeries
 from rigmon.alarms.quiet import counter_update, first_seen_update, staleness_update, state_test
+from rigmon.alarms.record_fields import message_fields
 from rigmon.alarms.rule_state import RuleState, stood_still
 from rigmon.alarms.rules import (
     CounterRule,
@@ -79,6 +80,8 @@ class AlarmEngine:
         #: Rules whose alarms are kept apart by an ``identity`` other than their subject's text.
         self._identities = {r.name: Template(r.identity) for r in self.rules if r.identity}
         self._messages = {r.name: Template(r.message) for r in self.rules}
+        #: The frame being evaluated: a message naming fields of the record its match sits in reads them here.
+        self._reads: FrameReads | None = None
         self._params: dict[str, dict[str, Any]] = {
             r.name: {k: v for k, v in to_table(r).items() if k not in ("message", "subject", "identity", "description")}
             for r in self.rules
@@ -112,6 +115,16 @@ class AlarmEngine:
         # expired while the agent was down) are announced with the first evaluation.
         out: list[Transition] = self.book.take_restored()
         reads = FrameReads(data, self._carry)  # rules that watch the same reading share what is read of it
+        self._reads = reads
+        try:
+            return self._evaluate_rules(reads, events, now, out)
+        finally:
+            self._reads = None  # the frame is not kept past its evaluation
+
+    def _evaluate_rules(self, reads: FrameReads, events: Sequence[Event], now: float,
+                        out: list[Transition]) -> list[Transition]:
+        """`evaluate_data`'s walk over the rules, adding their transitions to ``out``."""
+        data = reads.data
         # A rule without an active or carried alarm only needs its active observations: the
         # book does nothing with a clear one for a subject it has no alarm for. Most rules,
         # most of the time, see only healthy subjects: their subjects and messages are not
@@ -285,15 +298,37 @@ class AlarmEngine:
             # healthy subject of every rule on every frame was the engine's largest cost.
             return Observation(subject=subj, active=False, value=value, labels=dict(labels), known=known,
                                worse=worse(rule), key=key)
-        fields: dict[str, Any] = {**self._params[rule.name], **labels, **(details or {}),
-                                  "value": value, "subject": subj, "node": self.node, "rule": rule.name}
-        fallback = f"{rule.name}: {subj} = {value}"
         order = worse(rule)
         # A state without an order says what it is now while it fires (an md array degraded, then
         # recovering onto a new member: one alarm, whose text follows); its value stays the first.
         return Observation(subject=subj, active=active, value=value, labels=dict(labels),
-                           message=self._messages[rule.name].render(fields, fallback), worse=order, key=key,
-                           restate=order is None and isinstance(rule, StateRule))
+                           message=self._message(rule, match, subj, labels, value, details, key), worse=order,
+                           key=key, restate=order is None and isinstance(rule, StateRule))
+
+    def _message(self, rule: Rule, match: Match | None, subject: str, labels: Mapping[str, str], value: EventValue,
+                 details: Mapping[str, Any] | None, key: str) -> str:
+        """The message of an active observation.
+
+        Rendered when it can change the alarm: none yet, or a reading or subject other than the
+        alarm's latest (the book takes a message only with a new alarm, a worse reading, another
+        subject, or a state's new text); otherwise the alarm's own, so the figures a message takes
+        from the record (``{rx_gbps}``) are those of when it was raised or last changed, and a
+        firing alarm costs no rendering per frame.
+        """
+        alarm = self.book.current(rule.name, key or subject)
+        if alarm is not None and alarm.subject == subject and same_reading(alarm.value_now, value):
+            return alarm.message
+        template = self._messages[rule.name]
+        fields: dict[str, Any] = {**labels, **(details or {}), "value": value, "subject": subject,
+                                  "node": self.node, "rule": rule.name}
+        selector = self._selectors[rule.name]
+        if match is not None and selector is not None and self._reads is not None and template.lacks(fields):
+            # The record the reading belongs to, and those around it (``{expected_gbps}``, ``{raid.name}``);
+            # identity labels, the kind's figures and the value go before its fields of the same name.
+            chain = self._reads.records(selector).get(match.subject)
+            if chain:
+                fields = {**message_fields(chain), **fields}
+        return template.render({**self._params[rule.name], **fields}, f"{rule.name}: {subject} = {value}")
 
     def _identity(self, rule_name: str, labels: Mapping[str, str]) -> str:
         """The rule's ``identity`` rendered from a subject's labels; ``""`` (its subject) without one, or

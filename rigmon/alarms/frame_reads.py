@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rigmon.alarms.record_fields import RecordChains, record_chains
 from rigmon.alarms.selector import IdentityMemo, LevelMemo, Match, Selector
 from rigmon.alarms.walk import WalkCarry
 from rigmon.schema import EventValue
@@ -24,7 +25,7 @@ class FrameReads:
             previous frame are the previous frame's list, the same object.
     """
 
-    __slots__ = ("data", "memo", "levels", "carry", "_matches", "_values", "_pairs")
+    __slots__ = ("data", "memo", "levels", "carry", "_matches", "_values", "_pairs", "_chains")
 
     def __init__(self, data: Mapping[str, Any], carry: WalkCarry | None = None) -> None:
         self.data = data
@@ -34,6 +35,7 @@ class FrameReads:
         self._matches: dict[str, list[Match]] = {}
         self._values: dict[str, list[EventValue]] = {}
         self._pairs: dict[str, list[tuple[str, EventValue]]] = {}
+        self._chains: dict[str, RecordChains] = {}
 
     def matches(self, selector: Selector) -> list[Match]:
         """``selector.select`` of the frame."""
@@ -55,4 +57,12 @@ class FrameReads:
         if found is None:
             found = self._pairs[selector.text] = selector.subject_values(self.data, self.memo, self.levels,
                                                                                    self.carry)
+        return found
+
+    def records(self, selector: Selector) -> RecordChains:
+        """`record_chains` of the frame: the records ``selector``'s matches sit in, by the matches' subjects
+        (read when a message names their fields)."""
+        found = self._chains.get(selector.text)
+        if found is None:
+            found = self._chains[selector.text] = record_chains(selector, self.data, self.memo)
         return found

@@ -161,6 +161,11 @@ class AlarmBook:
         """Names of the rules that have an active alarm, or one carried over a restart."""
         return {key[0] for key in self._active} | {key[0] for key in self._carried}
 
+    def current(self, rule_name: str, identity: str) -> Alarm | None:
+        """The rule's pending or firing alarm for ``identity`` (`Observation.identity`), if it has one."""
+        track = self._active.get((rule_name, identity))
+        return None if track is None else track.alarm
+
     def observe(self, rule: TrackedRule, observations: Iterable[Observation], now: float,
                 complete: bool = True, latch_s: float | None = None) -> list[Transition]:
         """Apply one evaluation of ``rule``.

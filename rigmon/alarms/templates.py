@@ -3,6 +3,9 @@
 A field may be divided by a number to write it in a larger unit: ``{value/1000:g} Gb/s`` of a
 speed read in Mb/s (the alarm's value stays the reading). A divided field takes a conversion and a
 format spec as any field does (``{value/1000!r}``, ``{value/2.5:.1f}``).
+
+A dotted name given whole among the fields is that field (``{raid.name}``: the engine gives the fields of
+the records a match sits in under their step's name); otherwise it reads an attribute, as `str.format` does.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def _divided(value: Any, divisor: float | None) -> Any:
 
 class _Formatter(string.Formatter):
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if "." in field_name and field_name in kwargs:
+            return kwargs[field_name], field_name  # ``raid.name``, given whole
         # A divided field is a name and a number, whole: ``string.Formatter`` splits ``value/2.5`` at its
         # "." and looks for an attribute "5" of a field ``value/2`` (the template gave its fallback).
         if "/" in field_name and field_name not in kwargs:
@@ -83,11 +88,18 @@ class Template:
     syntax) goes through `render`.
     """
 
-    __slots__ = ("text", "_parts")
+    __slots__ = ("text", "_parts", "names")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._parts = _compile(text)
+        #: The fields the template names, each with the name it is looked up by when not given whole
+        #: (``("raid.name", "raid")``, ``("value", "value")`` for ``{value/1000:g}``).
+        self.names: tuple[tuple[str, str], ...] = _field_names(text)
+
+    def lacks(self, fields: Mapping[str, Any]) -> bool:
+        """Whether a field the template names is not in ``fields`` (whole, or its head for ``{value.real}``)."""
+        return any(name not in fields and head not in fields for name, head in self.names)
 
     @property
     def compiled(self) -> bool:
@@ -153,3 +165,18 @@ def _compile(text: str) -> tuple[tuple[str, str | None, str, float | None], ...]
             return None
         parts.append((literal, name, spec or "", divisor))
     return tuple(parts)
+
+
+def _field_names(text: str) -> tuple[tuple[str, str], ...]:
+    """The fields ``text`` names (divisors taken off), each with its head (the name before ``.`` or ``[``)."""
+    try:
+        parsed = list(_FORMATTER.parse(text))
+    except ValueError:
+        return ()
+    names: list[tuple[str, str]] = []
+    for _, name, _, _ in parsed:
+        if not name:
+            continue
+        base = name.partition("/")[0]
+        names.append((base, base.split(".", 1)[0].split("[", 1)[0]))
+    return tuple(names)

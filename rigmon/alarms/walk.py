@@ -61,6 +61,11 @@ def _items(node: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
+def record_items(node: Any) -> list[tuple[str, Any]]:
+    """Keys (as text) and values of a mapping or record; empty for any other node."""
+    return _items(node) or []
+
+
 #: The list types of frame data and records (a fast ``type(v) in LISTS`` before `is_list`).
 LISTS = frozenset({list, tuple})
 

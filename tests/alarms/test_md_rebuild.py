@@ -11,6 +11,10 @@ from tests.alarms.helpers import T0, FakeClock, Step, default, run, sim_frames
 from tests.alarms.test_engine import md
 
 
+#: What the message says to check (before, it named the array and its state alone).
+CHECK = "mdadm --detail /dev/md127 names the member to replace or re-add"
+
+
 def _degraded(engine: AlarmEngine) -> list[Alarm]:
     return [a for a in (*engine.active(), *engine.recent()) if a.rule == "md_array_degraded"]
 
@@ -28,11 +32,14 @@ def test_the_alarm_holds_through_the_rebuild_and_says_it_is_recovering(tmp_path:
     steps = [(health, action, alarms) for _, health, action, alarms in seen]
     assert steps == [
         ("ok", "idle", []),
-        ("degraded", "idle", [("firing", "array md127 is degraded", "degraded", "degraded")]),
+        ("degraded", "idle", [("firing", f"array md127 is degraded, 1 of 2 members working (raid1): {CHECK}",
+                               "degraded", "degraded")]),
         # Rebuilding onto the new member: still degraded (mdstat [U_], sysfs degraded 1), one alarm.
-        ("recovering", "recover", [("firing", "array md127 is recovering", "degraded", "recovering")]),
+        ("recovering", "recover", [("firing", f"array md127 is recovering, 1 of 2 members working (raid1): {CHECK}",
+                                    "degraded", "recovering")]),
         # Clean only when the rebuild has finished.
-        ("ok", "idle", [("resolved", "array md127 is recovering", "degraded", "ok")]),
+        ("ok", "idle", [("resolved", f"array md127 is recovering, 1 of 2 members working (raid1): {CHECK}",
+                         "degraded", "ok")]),
     ]
     rebuilding = seen[2][0]
     assert rebuilding is not None and rebuilding < 50.0  # it held from the rebuild's start

@@ -8,7 +8,7 @@ from tests.alarms.helpers import Step, default, run
 
 
 def path(state: str = "ok", **kw: Any) -> dict[str, Any]:
-    base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "state": state,
+    base = {"name": "node02/tbnet", "peer": "node02", "path": "tbnet", "address": "10.0.0.2", "transport": "udp", "state": state,
             "window_s": 10.0, "sent": 100, "received": 100, "loss_pct": 0.0, "rtt_p50_us": 40.0,
             "rtt_p99_us": 90.0, "p99_limit_us": 1000.0, "loss_limit_pct": 2.0, "p99_over_limit": False,
             "loss_over_limit": False, "key_mismatch": False, "peer_flooded": False}
@@ -24,7 +24,10 @@ def test_a_silent_path_is_critical_at_once() -> None:
     assert seen == [(5.0, "firing", "peer:node02/tbnet")]
     (alarm,) = engine.active()
     assert alarm.severity == "critical"
-    assert alarm.message == "path node02/tbnet stopped answering probes"
+    # Before: "path node02/tbnet stopped answering probes" (where to, and what to check, unsaid).
+    assert alarm.message == ("path node02/tbnet stopped answering probes to 10.0.0.2 (udp), 100 sent in 10 s: "
+                             "check the peer's agent runs, its probe port is open to this node, and the link "
+                             "(a thunderbolt-net lockup, a switch port)")
 
 
 def test_an_outage_of_a_few_seconds_is_one_prompt_critical_alarm() -> None:
@@ -45,14 +48,17 @@ def test_p99_above_the_limit_for_ten_seconds_warns() -> None:
     engine, seen = run(default("peer_path_p99_high"), steps(path(), slow, slow, slow))
     assert seen == [(5.0, "pending", "peer:node02/tbnet"), (15.0, "firing", "peer:node02/tbnet")]
     (alarm,) = engine.active()
-    assert alarm.message.startswith("path node02/tbnet: p99 round trip above its limit")
+    # Before: "... above its limit (the peer_path_degraded event has the figures)".
+    assert alarm.message.startswith("path node02/tbnet: p99 2600 us round trip, above its limit 1000 us (p50 2100 us):")
 
 
 def test_loss_above_the_limit_for_fifteen_seconds_warns_and_a_healthy_path_never_does() -> None:
     lossy = path("degraded", received=95, loss_pct=5.0, loss_over_limit=True)
     engine, seen = run(default("peer_path_loss"), steps(path(), lossy, lossy, lossy, lossy))
     assert seen == [(5.0, "pending", "peer:node02/tbnet"), (20.0, "firing", "peer:node02/tbnet")]
-    assert engine.active()[0].message.startswith("path node02/tbnet loses more probes than its limit")
+    # Before: "path node02/tbnet loses more probes than its limit (the peer_path_degraded event has the figures)".
+    assert engine.active()[0].message.startswith(
+        "path node02/tbnet loses 5.0% of probes to 10.0.0.2 (95 of 100 answered in 10 s), above its limit 2%: check")
     _, quiet = run(default("peer_path_silent", "peer_path_p99_high", "peer_path_loss"), steps(*[path()] * 10))
     assert quiet == []
 

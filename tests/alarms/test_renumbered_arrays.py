@@ -17,7 +17,8 @@ UUID_B = "9c8d7e6f-5a4b-3c2d-1e0f-a9b8c7d6e5f4"
 
 def arrays(*items: tuple[str, str | None, str]) -> dict[str, Any]:
     """``raid`` readings of (kernel name, UUID or ``None`` on kernels without md/uuid, health)."""
-    return {"raid": [{"name": name, "uuid": uuid, "health": health, "members": []} for name, uuid, health in items]}
+    return {"raid": [{"name": name, "uuid": uuid, "health": health, "level": "raid1", "raid_disks": 2,
+                      "working_disks": 2 if health == "ok" else 1, "members": []} for name, uuid, health in items]}
 
 
 def engine(prefix: str) -> AlarmEngine:
@@ -39,7 +40,7 @@ def test_an_array_renumbered_over_a_reboot_goes_on_as_the_same_acknowledged_alar
     assert seen == [("firing", "run1-a1", "md:md126", True)]  # not a second episode on md:md126
     (alarm,) = second.book.active()
     assert (alarm.id, alarm.subject, alarm.acknowledged_by) == ("run1-a1", "md:md126", "alice")
-    assert alarm.message == "array md126 is degraded"
+    assert alarm.message.startswith("array md126 is degraded, 1 of 2 members working (raid1): ")
     assert alarm.labels["name"] == "md126"
     # md:md127 is not "not reported since the agent restarted", and md127 (the healthy array) fires nothing.
     assert changes(second, arrays(("md127", UUID_B, "ok"), ("md126", UUID_A, "degraded")), 400) == []

@@ -134,6 +134,9 @@ def test_is_worse(new: Any, old: Any, worse: Any, expected: bool) -> None:
 
 def test_the_usb4_alarm_names_the_link_once() -> None:
     engine = AlarmEngine(default("thunderbolt_degraded"), "n1", FakeClock(T0))
-    engine.evaluate_data({"thunderbolt": [{"name": "0-1", "link_state": "degraded"}]}, [], T0)
+    link = {"name": "0-1", "vendor": "OWC", "device_name": "Express 1M2", "link_state": "degraded",
+            "degraded_reason": "20 Gb/s below expected 40 Gb/s"}
+    engine.evaluate_data({"thunderbolt": [link]}, [], T0)
     (alarm,) = engine.active()
-    assert alarm.message == "Thunderbolt/USB4 link 0-1 runs below its expected speed: re-plug both ends"
+    assert alarm.message == ("Thunderbolt/USB4 link 0-1 at 20 Gb/s below expected 40 Gb/s (OWC Express 1M2): "
+                             "re-plug both ends, try another cable or port")
