@@ -138,5 +138,16 @@ def test_the_usb4_alarm_names_the_link_once() -> None:
             "degraded_reason": "20 Gb/s below expected 40 Gb/s"}
     engine.evaluate_data({"thunderbolt": [link]}, [], T0)
     (alarm,) = engine.active()
-    assert alarm.message == ("Thunderbolt/USB4 link 0-1 at 20 Gb/s below expected 40 Gb/s (OWC Express 1M2): "
+    assert alarm.message == ("Thunderbolt/USB4 link 0-1 at 20 Gb/s below expected 40 Gb/s: "
                              "re-plug both ends, try another cable or port")
+
+
+def test_a_degraded_link_whose_router_names_are_unread_still_gets_its_figures() -> None:
+    """The message named the router's vendor and device name: a router whose names the collector could
+    not read (null) gave the fallback "thunderbolt_degraded: link:0-1 = degraded", without the speeds."""
+    engine = AlarmEngine(default("thunderbolt_degraded"), "n1", FakeClock(T0))
+    link = {"name": "0-1", "vendor": None, "device_name": None, "link_state": "degraded",
+            "degraded_reason": "20 Gb/s below expected 40 Gb/s"}
+    engine.evaluate_data({"thunderbolt": [link]}, [], T0)
+    (alarm,) = engine.active()
+    assert "20 Gb/s below expected 40 Gb/s" in alarm.message
