@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from rigmon.alarms.memory import CarriedAlarm
-from rigmon.alarms.observations import Observation, Worse, is_worse, merge_by_subject
+from rigmon.alarms.observations import Observation, is_worse, merge_by_subject
 from rigmon.schema import (
     RESOLVE_ENDINGS,
     Alarm,
