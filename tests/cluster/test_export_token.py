@@ -19,7 +19,7 @@ from rigmon.cluster.export import pull_targets
 class _NeedsToken(BaseHTTPRequestHandler):
     """An agent that refuses every request without a token, as one with a read token does."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         body = b'{"error": "this agent needs a token"}'
         self.send_response(401)
         self.send_header("content-type", "application/json")
@@ -27,7 +27,7 @@ class _NeedsToken(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

@@ -22,8 +22,8 @@ LEGEND = ("p99 round trip and loss, node (row) to peer (column) · ▲ degraded 
           "badkey: probe keys differ · ? peer flooded")
 #: The legend while the cells hold only the p99 (the peers do not fit with the loss): it promises no
 #: loss and no time a silent cell does not show.
-P99_LEGEND = ("p99 round trip, node (row) to peer (column); the loss, and how long a path is silent, in a wider "
-              "window · ▲ degraded · badkey: probe keys differ · ? peer flooded")
+P99_LEGEND = ("p99 round trip, node (row) to peer (column); loss and silent time in a wider window · ▲ degraded · "
+              "badkey: probe keys differ · ? peer flooded")
 #: Added to the legend while a row's node has its recording ended (in a replay).
 ENDED_LEGEND = f" · {ENDED_MARK} HH:MM:SS: the node's recording ends there"
 #: Shown instead of the table while no node reports peer paths.
