@@ -27,7 +27,7 @@ def _agent_reason(response: httpx.Response) -> str:
     return reason if isinstance(reason, str) else ""
 
 
-def _status_sentence(response: httpx.Response, token_from: str | None) -> str:
+def _status_sentence(response: httpx.Response, token_from: str | None, token_where: str | None) -> str:
     code = response.status_code
     request = response.request
     sent_token = bool(request.headers.get("authorization")) if request is not None else False
@@ -37,6 +37,8 @@ def _status_sentence(response: httpx.Response, token_from: str | None) -> str:
         if sent_token:
             return (f"401: {where} refused the token: check that {token_from or '--token-file FILE'} holds this "
                     "agent's read token")
+        if token_where:
+            return f"401: this agent needs a token: give its read token {token_where}"
         return "401: this agent needs a token: --token-file FILE (the node's read token, e.g. /etc/rigmon/read.token)"
     if code == 403:
         return (f"403: {where} refused this with the token given ({reason or 'forbidden'}); acknowledging "
@@ -63,7 +65,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def describe_http_error(exc: BaseException, token_from: str | None = None) -> str:
+def describe_http_error(exc: BaseException, token_from: str | None = None, token_where: str | None = None) -> str:
     """A failed request to an agent as one sentence saying what to do.
 
     Covers HTTP status errors (401 without or with a wrong token, 403, 404, 429, 5xx),
@@ -76,9 +78,12 @@ def describe_http_error(exc: BaseException, token_from: str | None = None) -> st
         token_from: where the token sent was given (``--token-file /path``, or the dashboard's
             config file, node entry and key): a refused token is to be checked there. ``None``:
             the ``--token-file`` option.
+        token_where: where a read token for this agent would be given, said by a 401 to a request
+            that sent none (the dashboard's ``[[nodes]] token_file`` in dash.toml, or ``rigmon dash
+            --token-file``). ``None``: the ``--token-file`` option (of the command that asked).
     """
     if isinstance(exc, httpx.HTTPStatusError):
-        return _status_sentence(exc.response, token_from)
+        return _status_sentence(exc.response, token_from, token_where)
     request: httpx.Request | None
     try:
         request = exc.request if isinstance(exc, httpx.RequestError) else None

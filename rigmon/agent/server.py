@@ -23,6 +23,7 @@ from rigmon.agent.listen_errors import bind_refusal
 from rigmon.agent.quiet_server import QuietServer
 from rigmon.agent.state_lock import StateDirError
 from rigmon.config import split_listen
+from rigmon.config.common import bearer_token_fault
 
 #: Longest wait, before dropping privileges, for the collectors' first run and the journal's open.
 SETTLE_TIMEOUT_S = 10.0
@@ -135,11 +136,9 @@ def read_token_file(path: str, origin: str = "token_file", bearer: bool = True) 
         raise StartupError(f"{origin} {path} is not text") from None
     if not text:
         raise StartupError(f"{origin} {path} is empty")
-    if bearer and any(c.isspace() or not c.isprintable() for c in text):
-        # The agent started, but no client could send it: no HTTP header (nor Prometheus'
-        # credentials_file) carries a line break, so every request was refused 401.
-        raise StartupError(f"{origin} {path} holds spaces, line breaks or control characters inside the token; "
-                           "it should hold one token on one line")
+    fault = bearer_token_fault(text) if bearer else None
+    if fault:
+        raise StartupError(f"{origin} {path} {fault}")
     return text
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from rigmon.config.common import bearer_token_fault
 from rigmon.typed import TypedDataError, from_data
 
 DEFAULT_THEME = "rigmon-dark"
@@ -260,8 +261,9 @@ def read_secret_file(path: str, key: str) -> str | None:
     """A token from a file only its owner may read or write; ``None`` when it is empty.
 
     Raises:
-        DashConfigError: the file cannot be read, or other users may read or write it (as the
-            agent refuses: a token others can read is no secret).
+        DashConfigError: the file cannot be read, other users may read or write it (as the
+            agent refuses: a token others can read is no secret), or it holds more than one word
+            (no HTTP header carries it; `rigmon.config.common.bearer_token_fault`).
     """
     file = Path(path).expanduser()
     try:
@@ -271,6 +273,9 @@ def read_secret_file(path: str, key: str) -> str | None:
         raise DashConfigError(f"{key} {path}: {exc.strerror}") from None
     if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
         raise DashConfigError(f"{key} {path} is readable or writable by other users; chmod 600 it")
+    fault = bearer_token_fault(text)
+    if fault:
+        raise DashConfigError(f"{key} {path} {fault}")
     return text or None
 
 

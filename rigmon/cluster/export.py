@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 from msgspec.structs import replace
 
+from rigmon.cluster.agent_answers import TOKEN_WHERE
 from rigmon.cluster.config import NodeTarget
 from rigmon.cluster.replay import Replay
 from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
@@ -62,7 +63,9 @@ async def pull_targets(targets: Sequence[NodeTarget], since_s: float = EXPORT_SI
         # less) where following the node works.
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=target.ca_file) if target.ca_file else True
         async with httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S, verify=verify) as client:
-            return await pull_agent(client, target.url, since_s, note=note, token_from=target.token_from)
+            # A 401 without a token names where the dashboard takes one, as the live stream's does.
+            return await pull_agent(client, target.url, since_s, note=note, token_from=target.token_from,
+                                    token_where=target.token_where or TOKEN_WHERE)
 
     return list(await asyncio.gather(*(one(t) for t in targets)))
 

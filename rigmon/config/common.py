@@ -21,6 +21,19 @@ class ConfigKeyError(ValueError):
     names the key, and the command that loaded the file adds its name (`in_config_file`)."""
 
 
+def bearer_token_fault(token: str) -> str | None:
+    """Why ``token`` (read from a file, stripped) cannot be sent as ``Authorization: Bearer TOKEN``, or
+    ``None`` when it can.
+
+    No HTTP header (nor Prometheus' credentials_file) carries a line break, and a space would end
+    the token: an agent with such a token refuses every client 401, and a dashboard sending one has
+    every request refused (or fails to send it at all).
+    """
+    if any(c.isspace() or not c.isprintable() for c in token):
+        return "holds spaces, line breaks or control characters inside the token; it should hold one token on one line"
+    return None
+
+
 def config_file_in_use(path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
     """The agent's configuration file: ``path``, else /etc/rigmon/agent.toml when it exists, else None."""
     if path is None and DEFAULT_CONFIG_PATH.exists():

@@ -38,7 +38,8 @@ MAX_RETRY_WAIT_S = 30.0
 async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progress: Progress | None = None,
                      note: Callable[[str, str], None] | None = None,
                      sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                     now: Callable[[], float] = time.time, token_from: str | None = None) -> NodePart:
+                     now: Callable[[], float] = time.time, token_from: str | None = None,
+                     token_where: str | None = None) -> NodePart:
     """Pull a node's part from its agent: info, capture, history and frames of the window.
 
     The window ends at the node's latest frame (its own clock), so clock skew between the
@@ -48,7 +49,8 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
     each wait is said to ``note`` (node, text) or, without it, to ``progress``. The capture's
     arrival by ``now`` (this machine's clock) and its ``taken_at`` (the agent's) are kept as
     ``pulled_at`` and ``agent_now_at``. ``token_from`` is where the client's token was given
-    (`rigmon.cluster.config.NodeTarget.token_from`): a 401 says to check it there.
+    (`rigmon.cluster.config.NodeTarget.token_from`): a 401 says to check it there; ``token_where`` is
+    where a read token would be given when none was (see `rigmon.http_errors.describe_http_error`).
     """
     url = url.rstrip("/")
     part = NodePart(node=url, source=url)
@@ -106,7 +108,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
             part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
                           f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")
     except httpx.HTTPError as exc:
-        return pull_failed(part, describe_http_error(exc, token_from) + retries.gave_up(exc), progress, steps_left)
+        return pull_failed(part, describe_http_error(exc, token_from, token_where) + retries.gave_up(exc), progress, steps_left)
     except (SchemaError, ValueError) as exc:
         return pull_failed(part, f"not a rigmon agent of this version (bad answer: {exc})", progress, steps_left)
     return part

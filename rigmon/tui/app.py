@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.events import Resize
+from textual.notifications import Notify
 from textual.screen import Screen
 
 from rigmon.clock import Clock, SystemClock
@@ -159,6 +160,11 @@ class RigmonApp(Navigation, ReplayKeys):
     def on_resize(self, event: Resize) -> None:
         fit_toasts(self, event.size)
         self.critical_toast.refit(self, event.size)
+
+    def on_notify(self, event: Notify) -> None:
+        # Runs before Textual adds the toast (the App's own handler comes later in the MRO): the
+        # critical strip goes back under it once it is in.
+        self.call_later(self.critical_toast.keep_bottom, self)
 
     def on_node_alarms(self, message: NodeAlarms) -> None:
         # Most polls bring the same list: redraw (and announce) only on a change.

@@ -3,7 +3,8 @@
 In a small terminal (below `COMPACT_BELOW_COLUMNS` x `COMPACT_BELOW_LINES`) every toast is a strip as wide as the
 screen over the footer (`fit_toasts`, rigmon.tcss), and the critical toast is one line (`toast_line`): the usual
 toast, half the screen wide and a line per alarm, covered half the node list at 80x24 for its 15 s, hiding the
-rows it was about. What each alarm says stays on its node's row, and on the alarms screen.
+rows it was about. What each alarm says stays on its node's row, and on the alarms screen. The strip keeps the
+line over the footer while it is up (`CriticalToast.keep_bottom`): a later toast stands above it.
 """
 
 from __future__ import annotations
@@ -129,6 +130,16 @@ class CriticalToast:
         time, without another bell. ``size``: the terminal's new size."""
         if self._shown is not None and self._up(app):
             self._show(app, self._shown.time_left, size)
+
+    def keep_bottom(self, app: App[Any]) -> None:
+        """In a small terminal, put the critical strip still up back on the bottom line, over the footer, when
+        a later toast (a theme's name, an export's paths) came under it: Textual stacks toasts newest lowest,
+        so the later one took the footer's line and pushed the strip up over the node list. The later toast
+        now stands above the strip, for its own few seconds; the strip keeps its place and its time left."""
+        if self._shown is None or not self._up(app) or not app.has_class(COMPACT_CLASS):
+            return
+        if list(app._notifications)[-1] is not self._shown:
+            self._show(app, self._shown.time_left)
 
     def _up(self, app: App[Any]) -> bool:
         """Whether the toast is still up (not timed out, not clicked away)."""

@@ -105,3 +105,25 @@ def test_dash_refuses_a_relative_token_file_naming_the_file_and_the_node(
     err = capsys.readouterr().err
     assert err.startswith(f"rigmon: {dash_toml}: nodes[0].token_file (node 10.0.0.11:9871): 'rel.token' is not an "
                           "absolute path")
+
+
+@pytest.mark.parametrize("text", ["abc\ndef\n", "abc def\n", "abc\tdef", "ab\x07c\n"])
+def test_dash_refuses_a_token_file_of_more_than_one_word_naming_the_file_and_the_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], text: str) -> None:
+    """The dashboard took it and sent ``Bearer abc\\ndef``, a header no HTTP library carries: every
+    request failed, saying nothing of the file. It is refused at start, as the agent refuses its own."""
+    monkeypatch.setattr(cli_dash, "run_dashboard", lambda *args: 0)
+    token = tmp_path / "b.token"
+    token.write_text(text)
+    token.chmod(0o600)
+    dash_toml = tmp_path / "dash.toml"
+    dash_toml.write_text(f'[[nodes]]\nurl = "10.0.0.11:9871"\ntoken_file = "{token}"\n')
+    assert dash_command(["dash", "--config", str(dash_toml), "--log-file", str(tmp_path / "dash.log")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"rigmon: {dash_toml}: nodes[0].token_file (node 10.0.0.11:9871) {token} holds spaces, line breaks or "
+        "control characters inside the token; it should hold one token on one line")
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert dash_command(["dash", "--config", str(empty), "--token-file", str(token), "--log-file",
+                         str(tmp_path / "dash.log"), "10.0.0.12:9871"]) == 2
+    assert capsys.readouterr().err.startswith(f"rigmon: --token-file {token} holds spaces, line breaks")

@@ -10,6 +10,7 @@ from textual.widgets._toast import Toast  # not exported by textual.widgets
 from rigmon.cluster.alarm_board import AlarmRow
 from rigmon.schema import AlarmList
 from rigmon.tui.critical_toast import LISTED_AT_MOST, CriticalToast, compact, fit, toast_line, toast_text
+from rigmon.tui.text import notify
 from rigmon.tui.widgets.node_row import NodeRow
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, make_alarm
@@ -171,3 +172,25 @@ async def test_at_80x24_a_critical_toast_leaves_every_node_row_in_sight() -> Non
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert [n.title for n in app._notifications] == [""]
+
+
+async def test_at_80x24_a_later_toast_leaves_the_critical_strip_on_the_bottom_line() -> None:
+    """A theme's toast (t) or an export's (e) came under the critical strip, taking the line over the footer,
+    and pushed the strip up over the node list: the strip keeps its line, the later toast stands above it."""
+    agents = [FakeAgent(f"node{i:02}", frames=3) for i in range(1, 9)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_for(lambda: all(app.cluster.nodes[a.url].latest is not None for a in agents))
+        app.refresh_screen()
+        await pilot.pause()
+        app.critical_toast.announce(app, [GPU_LOST, XID])
+        await pilot.pause()
+        # As the export says it (the theme's toast, 2 s, may be gone before a slow machine draws it).
+        notify(app, "screenshot /tmp/x.svg; pulling the nodes...", title="Exporting", timeout=30)
+        for _ in range(3):
+            await pilot.pause()
+        toasts = sorted(app.screen.query(Toast), key=lambda t: t.region.y)
+        assert [str(t.render()).split()[0] for t in toasts] == ["Exporting", "CRITICAL"]
+        critical = toasts[-1].region
+        assert critical.height == 1 and critical.bottom == 24
+        assert [n.title for n in app._notifications] == ["Exporting", ""]

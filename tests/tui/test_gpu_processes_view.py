@@ -199,3 +199,38 @@ async def test_the_readings_say_the_agent_is_in_another_pid_namespace_whatever_i
             said = " ".join(" ".join(strip.text for strip in head.render_lines(head.region.reset_offset)).split())
             assert commands == ([MISSING] if said_once else [NOT_VISIBLE]) * 3, commands
             assert (OTHER_NAMESPACE_NOTE in said) is said_once, said
+
+
+async def test_the_processes_line_and_the_rows_are_of_the_same_frame() -> None:
+    """At 200x50 the line said "58.6 GiB of GPU memory" over a single process row of 81.6 GiB: the line
+    was drawn with a frame, the rows a refresh later, so a frame whose memory moved showed both frames."""
+    from textual.coordinate import Coordinate
+
+    from rigmon.tui import format as fmt
+    from rigmon.tui.widgets.gpu_group import GpuGroup
+    from rigmon.tui.widgets.gpu_process_table import process_key
+
+    frames = ddp_frames()
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        group = app.screen.query_one(GpuGroup)
+        assert group.frame is not None
+        procs = tuple(replace(p, gpu_mem_bytes=(p.gpu_mem_bytes or 0) + 23 * 1024**3)
+                      for p in group.frame.readings.gpu_processes)
+        gpus = tuple(g if g.mem_used_bytes is None else replace(g, mem_used_bytes=g.mem_used_bytes - 1024**3)
+                     for g in group.frame.readings.gpus)
+        group.frame = replace(group.frame, readings=replace(group.frame.readings, gpu_processes=procs, gpus=gpus))
+        group.redraw()
+        # No refresh in between: the next screen drawn holds this frame, above and in the rows.
+        held = sum(p.gpu_mem_bytes or 0 for p in procs)
+        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        assert f"{fmt.size(held)} of GPU memory" in head, head
+        table = app.screen.query_one(GpuProcessTable)
+        assert [str(table.get_cell(process_key(p), "mem")) for p in procs] == [fmt.size(p.gpu_mem_bytes)
+                                                                               for p in procs]
+        # The GPUs' rows above too: each GPU's memory in use is of the same frame.
+        gpu_table = app.screen.query_one(GpuTable)
+        assert [str(gpu_table.get_cell_at(Coordinate(i, gpu_table.get_column_index("vram"))))
+                for i in range(len(gpus))] == [vram(g.mem_used_bytes, g.mem_total_bytes) for g in gpus]

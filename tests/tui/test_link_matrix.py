@@ -81,7 +81,7 @@ async def test_l_opens_the_matrix_and_enter_the_node_of_the_row() -> None:
         roce3 = next(line for line in lines if "|node03|" in line and "100G" in line)
         assert roce3.split("|")[-1].strip() == "1.8 ms▲   2%"
         tbnet = [line for line in lines if "40G" in line]
-        assert tbnet[0].startswith("tbnet|node01|") and "silent  100%" in tbnet[0]
+        assert tbnet[0].startswith("tbnet|node01|") and "silent   13s" in tbnet[0]
         # To roce node03 -> node04 and Enter: node03's screen.
         table.move_cursor(row=lines.index(roce3), column=6)
         await pilot.press("enter")
@@ -205,7 +205,7 @@ async def test_the_matrix_follows_new_frames_in_place() -> None:
         app.refresh_screen()
         await pilot.pause()
         after = [line for line in table_lines(table) if "40G" in line]
-        assert "silent  100%" in after[0]
+        assert "silent    2s" in after[0]
         # Same rows and columns: updated in place, the cursor stays.
         assert table.cursor_coordinate == (2, 4)
 
@@ -219,8 +219,9 @@ def test_a_silent_cell_never_shows_a_loss_that_contradicts_it() -> None:
     assert "20%" not in cell_text(just_gone, "loss")
     never = replace(just_gone, loss_pct=100.0, last_reply_age_s=None)
     assert cell_text(never, "loss") == "silent  100%"
+    # The whole window lost: still how long, as the legend promises ("silent 4s: for 4 s"), not 100%.
     long_ago = replace(just_gone, loss_pct=100.0, last_reply_age_s=700.0)
-    assert cell_text(long_ago, "loss") == "silent  100%"
+    assert cell_text(long_ago, "loss") == "silent   12m"
     assert [silent_for(s) for s in (0.4, 99.4, 100.0, 3599.0, 7200.0, 10 * 86400.0)] == ["0s", "99s", "2m", "60m",
                                                                                      "2h", "10d"]
 
@@ -242,3 +243,32 @@ def test_the_node_box_says_key_mismatch_and_peer_flooded() -> None:
     assert path_state(reading) == "silent 4 s"
     assert path_state(replace(reading, key_mismatch=True)) == "silent: key mismatch"
     assert path_state(replace(reading, state="ok", peer_flooded=True)) == "ok, peer flooded"
+
+
+async def test_the_legend_promises_only_what_the_cells_show() -> None:
+    """The legend said "silent 4s: for 4 s" while the silent cells said "silent 100%" (or, narrow,
+    "silent"): a silent cell says how long where the loss fits, and the legend promises no time where
+    it does not."""
+    app, fleet, _ = build(fleet_nodes())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, fleet, pilot)
+        await pilot.press("l")
+        await pilot.pause()
+        table = app.screen.query_one(LinkTable)
+        legend = app.screen.query_one("#link-legend", Static)
+        silent = [cell.plain for i in range(table.row_count) for cell in table.get_row_at(i) if "silent" in cell.plain]
+        assert table.detail == "loss" and silent
+        assert all(cell.split()[-1][-1] in "smhd" and "%" not in cell for cell in silent), silent
+        assert "silent 4s: for 4 s" in str(legend.content)
+        await pilot.resize_terminal(50, 30)
+        await pilot.pause()
+        await pilot.pause()
+        assert table.detail == "p99"
+        narrow = [cell.plain.strip() for i in range(table.row_count) for cell in table.get_row_at(i)
+                  if "silent" in cell.plain]
+        assert narrow and set(narrow) == {"silent"}, narrow
+        assert "silent 4s" not in str(legend.content) and "loss" not in str(legend.content).split(";")[0]
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        await pilot.pause()
+        assert "silent 4s: for 4 s" in str(legend.content)

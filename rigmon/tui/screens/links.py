@@ -20,6 +20,10 @@ from rigmon.tui.widgets.replay_bar import ReplayBar
 #: Above the table: how to read it.
 LEGEND = ("p99 round trip and loss, node (row) to peer (column) · ▲ degraded · silent 4s: for 4 s · "
           "badkey: probe keys differ · ? peer flooded")
+#: The legend while the cells hold only the p99 (the peers do not fit with the loss): it promises no
+#: loss and no time a silent cell does not show.
+P99_LEGEND = ("p99 round trip, node (row) to peer (column); loss and silent time in a wider window · ▲ degraded · "
+              "badkey: probe keys differ · ? peer flooded")
 #: Added to the legend while a row's node has its recording ended (in a replay).
 ENDED_LEGEND = f" · {ENDED_MARK} HH:MM:SS: the node's recording ends there"
 #: Shown instead of the table while no node reports peer paths.
@@ -61,16 +65,25 @@ class LinkScreen(Screen[None]):
         ended = ended or {}
         # The peers' columns are by name: a peer that probes nothing has no row, only its column.
         ended_peers = {v.name: ended[v.key] for v in views if v.key in ended and v.name in matrix.peers}
-        if not matrix.rows:
-            legend.update(Text(NO_PATHS))
-        else:
-            legend.update(Text(LEGEND + (ENDED_LEGEND if ended_peers else "")))
         table = self.query_one(LinkTable)
         table.display = bool(matrix.rows)
         # Drawn with the matrix, just below (one redraw for both).
         table.set_reactive(LinkTable.ended, dict(ended))
         table.set_reactive(LinkTable.ended_peers, ended_peers)
         table.matrix = matrix
+        if not matrix.rows:
+            legend.update(Text(NO_PATHS))
+        else:
+            legend.update(Text(self._legend(table)))
+
+    def _legend(self, table: LinkTable) -> str:
+        """How to read the cells as ``table`` holds them now."""
+        return (LEGEND if table.detail == "loss" else P99_LEGEND) + (ENDED_LEGEND if table.ended_peers else "")
+
+    def on_link_table_detail_changed(self, message: LinkTable.DetailChanged) -> None:
+        table = self.query_one(LinkTable)
+        if table.matrix.rows:
+            self.query_one("#link-legend", Static).update(Text(self._legend(table)))
 
     def on_link_table_node_chosen(self, message: LinkTable.NodeChosen) -> None:
         self.post_message(self.OpenNode(message.key))

@@ -109,10 +109,13 @@ class GpuGroup(SourceGroup):
         table = self.query_one(GpuTable)
         readings = frame.readings if frame is not None else None
         table.display = readings is not None and bool(readings.gpus or readings.amd_gpus)
-        table.available = self.content_size.width
-        table.gpus = readings.gpus if readings else ()
-        table.amd_gpus = readings.amd_gpus if readings else ()
-        table.power_trends = {k: v for k, v in self.details.items() if k.startswith(("gpu[", "amd["))}
+        # As the processes below (`_update_processes`): the rows of this frame now, with the box's lines.
+        table.set_reactive(GpuTable.available, self.content_size.width)
+        table.set_reactive(GpuTable.gpus, readings.gpus if readings else ())
+        table.set_reactive(GpuTable.amd_gpus, readings.amd_gpus if readings else ())
+        table.set_reactive(GpuTable.power_trends, {k: v for k, v in self.details.items()
+                                                   if k.startswith(("gpu[", "amd["))})
+        table.update_rows()
         self._update_folded(table.folded)
         self._update_processes(readings, frame, table.display, self.content_size.width)
         events = self.query_one("#gpu-events", Static)
@@ -186,12 +189,18 @@ class GpuGroup(SourceGroup):
             why = "no process on the GPUs" if collector is None or collector.state in ("ok", "absent") else \
                 f"not known: collector gpu_processes {collector.state}"
             head.update(Text.assemble(self.label("processes   "), (why, self.style_of("absent"))))
-        procs_table.available = width
-        procs_table.now_at = frame.taken_at if frame is not None else None
-        procs_table.amd_cards = {a.pci_bus_id: a.card for a in readings.amd_gpus if a.pci_bus_id} if readings else {}
-        procs_table.lost_gpus = frozenset(g.index for g in readings.gpus if g.state == "lost") if readings else frozenset()
-        procs_table.other_namespace = agent_in_other_namespace(collector, procs)
-        procs_table.processes = procs
+        # Set without the watchers, and the rows brought in line now: the table's own update comes
+        # after the next refresh, which drew this frame's total over the last frame's rows ("58.6 GiB
+        # of GPU memory" above a single process of 81.6 GiB, when its memory moved between frames).
+        procs_table.set_reactive(GpuProcessTable.available, width)
+        procs_table.set_reactive(GpuProcessTable.now_at, frame.taken_at if frame is not None else None)
+        procs_table.set_reactive(GpuProcessTable.amd_cards, {a.pci_bus_id: a.card for a in readings.amd_gpus
+                                                              if a.pci_bus_id} if readings else {})
+        procs_table.set_reactive(GpuProcessTable.lost_gpus, frozenset(g.index for g in readings.gpus
+                                                                      if g.state == "lost") if readings else frozenset())
+        procs_table.set_reactive(GpuProcessTable.other_namespace, agent_in_other_namespace(collector, procs))
+        procs_table.set_reactive(GpuProcessTable.processes, procs)
+        procs_table.update_rows()
 
     def _events_table(self, events: list[Event]) -> RenderableType:
         if not events:

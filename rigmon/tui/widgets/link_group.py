@@ -76,7 +76,10 @@ class LinkGroup(SourceGroup):
         return self.table(columns, rows)
 
     def _nics(self, nics: list[NetInterfaceReading]) -> Table:
-        columns = (Column("interface"), Column("kind", optional=True), Column("state"), Column("speed", True),
+        # The state is the one column of words: it wraps ("up," over "STALLED") so that the
+        # figures stay whole at 80 columns, where the required columns are wider than the box.
+        columns = (Column("interface"), Column("kind", optional=True), Column("state", wrap=True),
+                   Column("speed", True),
                    Column("rx", True), Column("tx", True), Column("", width=SPARK_WIDTH, optional=True),
                    Column("errors", True), Column("drops", True))
         rows: list[list[RenderableType]] = []

@@ -64,11 +64,13 @@ def silent_for(age_s: float) -> str:
 
 
 def cell_text(cell: PathCell, detail: Detail) -> str:
-    """One peer's figures at ``detail``: `` 1.2 ms▲   3%``, `` silent  100%``, `` silent    4s``.
+    """One peer's figures at ``detail``: `` 1.2 ms▲   3%``, `` silent    4s``, `` silent  100%``.
 
-    A path silent for a few seconds still has its earlier replies in the window (``silent 20%``
-    reads as a contradiction): its loss figure is then how long it has been silent, which is
-    what ``silent`` means (the newest probes all lost). ``badkey`` stands for ``silent`` when the
+    A silent path's second figure is how long it has been silent (since its last reply), which is
+    what the legend promises and what ``silent`` means (the newest probes all lost); a loss would
+    read as a contradiction while the window still holds earlier replies (``silent 20%``), and say
+    nothing new once it does not (``100%``). ``100%`` only for a path that never answered (no last
+    reply to count from). ``badkey`` stands for ``silent`` when the
     path's node refuses the peer's probes for a bad MAC; `FLOODED_MARK` marks a loss the flooded
     peer's port may have caused.
     """
@@ -82,7 +84,7 @@ def cell_text(cell: PathCell, detail: Detail) -> str:
     p99 = p99.rjust(P99_WIDTH - 1) + mark
     if detail == "p99":
         return p99
-    if cell.state == "silent" and cell.loss_pct != 100.0 and cell.last_reply_age_s is not None:
+    if cell.state == "silent" and cell.last_reply_age_s is not None:
         loss = silent_for(cell.last_reply_age_s)
     else:
         loss = fmt.MISSING if cell.loss_pct is None else f"{cell.loss_pct:.0f}%"
@@ -180,12 +182,20 @@ class LinkTable(DataTable[Text]):
 
         key: str
 
+    @dataclass
+    class DetailChanged(Message):
+        """The cells now hold ``detail`` (the width changed): the legend says what they hold."""
+
+        detail: Detail
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
         # Many peers scroll sideways under the path, node and link columns, which stay.
         self.fixed_columns = FIRST_PEER_COLUMN
         self._layout: tuple[object, ...] | None = None
         self._rows_by_key: dict[str, MatrixRow] = {}
+        self.detail: Detail = DETAILS[0]
+        """What the cells hold as last laid out (`fit_layout`)."""
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"link-table--{name}", partial=True)
@@ -221,6 +231,9 @@ class LinkTable(DataTable[Text]):
             return
         matrix = self.matrix
         detail, timed = fit_layout(matrix, self.size.width or 80, self.ended, self.ended_peers)
+        if detail != self.detail:
+            self.detail = detail
+            self.post_message(self.DetailChanged(detail))
         titles = tuple(peer_label(p, self.ended_peers.get(p), timed) for p in matrix.peers)
         layout = (matrix.shape, detail, tuple(sorted(matrix.peer_states.items())),
                   tuple(self._label(r) for r in matrix.rows), titles)
