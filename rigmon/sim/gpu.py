@@ -322,6 +322,10 @@ def clock_ratio(gpu: FakeGpu) -> float:
     return graphics_cap_mhz(gpu) / gpu.max_clock_graphics_mhz
 
 
+#: A load below which an amdgpu card's training job is gone and its VRAM freed.
+JOB_GONE_LOAD = 0.02
+
+
 @dataclass
 class SimAmdGpu:
     """An amdgpu GPU (a Strix Halo iGPU by default) in sysfs: hwmon power, busy %, DPM clocks, VRAM.
@@ -363,7 +367,12 @@ class SimAmdGpu:
         self.busy_pct = min(100.0, load * 100 * self._rng.uniform(0.95, 1.0))
         target = 40.0 + 45.0 * load
         self.temp_c += (target - self.temp_c) * min(1.0, dt_s / 15.0)
-        self.vram_used_bytes = int(self.vram_total_bytes * (0.05 + 0.8 * min(1.0, load * 2)))
+        # A training job's allocator keeps what it took until the job ends: VRAM rises with the load
+        # at once and stays through the job's lighter phases (compute and collectives alternate each
+        # step), freed only when the load is gone. It followed every step's load: 58.6 <-> 81.6 GiB a sample.
+        wanted = int(self.vram_total_bytes * (0.05 + 0.8 * min(1.0, load * 2)))
+        if wanted > self.vram_used_bytes or load < JOB_GONE_LOAD:
+            self.vram_used_bytes = wanted
         node.bus["gpu_power_w"] = self.power_w
 
     def write(self, tree: Tree) -> None:

@@ -221,6 +221,25 @@ def test_strix_cluster_nodes_show_amd_gpus(tmp_path: Path) -> None:
     assert node.bus["gpu_power_w"] == pytest.approx(reading.power_w, abs=1e-5)
 
 
+def test_an_amd_gpus_vram_stays_through_a_jobs_lighter_phases_and_is_freed_when_it_ends(tmp_path: Path) -> None:
+    """VRAM followed each step's load: 58.6 <-> 81.6 GiB from one sample to the next in tp-cluster,
+    where a real job's allocator keeps what it took until the job ends."""
+    node = _node(tmp_path, "strix-cluster")
+    scenario = get_scenario("strix-cluster")
+    used: list[int] = []
+    try:
+        scenario.drive(node, 0, 0.0)
+        for i, load in enumerate((0.5, 0.3, 0.5, 0.3, 0.0)):
+            node.load = load
+            node.step(1.0 + i)
+            (reading,) = AmdGpuCollector(HostRoot(node.tree.root)).collect()
+            assert isinstance(reading, AmdGpuReading) and reading.vram_used_bytes is not None
+            used.append(reading.vram_used_bytes)
+    finally:
+        node.close()
+    assert used[0] == used[1] == used[2] == used[3] > used[4], used
+
+
 def test_scenarios_are_registered() -> None:
     for name in ("undervolt-bus-drop", "loose-sxm2", "strix-cluster"):
         assert get_scenario(name).name == name
