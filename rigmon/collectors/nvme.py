@@ -16,7 +16,7 @@ from rigmon.collectors.base import (
 )
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.hwmon_chips import device_hwmon_dirs, hwmon_registrations
-from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm, temp_events
+from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm, temp_events, temp_reason
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames
@@ -306,6 +306,9 @@ class NvmeCollector(PolledCollector):
         if not namespaces:
             # None yet (the scan after a controller appears takes a moment): list it again next time.
             self._entries.forget(name)
+        md_arrays = self._holders(name, namespaces)
+        over = judge_over_max(temp, temp_max, alarm)
+        temp_crit = None if hwmon is None else hwmon.temp_crit_c
         link_state, reason = judge_nvme_link(speed, None if lost else width, facts.max_link_speed_gts,
                                              facts.max_link_width, facts.port_max_link_speed_gts,
                                              facts.port_max_link_width, lost)
@@ -327,14 +330,15 @@ class NvmeCollector(PolledCollector):
             link_lost=lost,
             temp_c=temp,
             temp_max_c=temp_max,
-            temp_crit_c=None if hwmon is None else hwmon.temp_crit_c,
+            temp_crit_c=temp_crit,
             port_max_link_speed_gts=facts.port_max_link_speed_gts,
             port_max_link_width=facts.port_max_link_width,
             link_state=link_state,
             link_degraded_reason=reason,
             temp_alarm=alarm,
-            temp_over_max=judge_over_max(temp, temp_max, alarm),
-            md_arrays=self._holders(name, namespaces),
+            temp_over_max=over,
+            md_arrays=md_arrays,
+            temp_warning_reason=temp_reason(temp, temp_max, temp_crit, md_arrays) if over else None,
         )
 
     def _holders(self, name: str, namespaces: tuple[str, ...]) -> tuple[str, ...]:

@@ -26,6 +26,19 @@ def judge_over_max(temp_c: float | None, temp_max_c: float | None, alarm: bool |
     return True if alarm else alarm
 
 
+def temp_reason(temp_c: float | None, temp_max_c: float | None, temp_crit_c: float | None,
+                md_arrays: tuple[str, ...]) -> str:
+    """A drive at or over its warning threshold in words, for alarm messages and screens:
+    ``82.05 °C, at or over its warning limit 81.85 °C (critical 84.85 °C), in md127``."""
+    if temp_max_c is None:
+        text = f"{_temp(temp_c)}, its temperature warning bit set"
+    else:
+        text = f"{_temp(temp_c)}, at or over its warning limit {_temp(temp_max_c)}"
+    if temp_crit_c is not None:
+        text += f" (critical {_temp(temp_crit_c)})"
+    return f"{text}, in {', '.join(md_arrays)}" if md_arrays else text
+
+
 def temp_events(r: NvmeReading, was_hot: bool | None, subject: str, label: str) -> list[EventDraft]:
     """The event of a drive reaching its warning threshold (also when first seen there) or cooling
     below it again, judged against the last judgement read (``was_hot``; ``None``: none yet)."""
@@ -34,17 +47,17 @@ def temp_events(r: NvmeReading, was_hot: bool | None, subject: str, label: str) 
     data: dict[str, str | int | float | bool | None] = {
         "serial": r.serial, "temp_c": r.temp_c, "temp_max_c": r.temp_max_c, "temp_crit_c": r.temp_crit_c,
         "md_arrays": " ".join(r.md_arrays) or None}
-    where = f" in {', '.join(r.md_arrays)}" if r.md_arrays else ""
+    label = f"NVMe {label}"
     if r.temp_over_max:
         return [EventDraft("nvme_temp_over_max", "warning", subject,
-                           f"NVMe {label}{where} at {_temp(r.temp_c)}, at or over its warning threshold "
-                           f"{_temp(r.temp_max_c)} (critical {_temp(r.temp_crit_c)}): it throttles its reads; "
-                           f"check the enclosure's fan and airflow", data)]
+                           f"{label} at {r.temp_warning_reason}: it throttles its reads; check the enclosure's "
+                           f"fan and airflow", data)]
     if was_hot is None:
         return []
+    where = f" in {', '.join(r.md_arrays)}" if r.md_arrays else ""
     return [EventDraft("nvme_temp_normal", "info", subject,
-                       f"NVMe {label}{where} back below its warning threshold: {_temp(r.temp_c)} "
-                       f"of {_temp(r.temp_max_c)}", data)]
+                       f"{label}{where} back below its warning limit: {_temp(r.temp_c)} of {_temp(r.temp_max_c)}",
+                       data)]
 
 
 def _temp(value: float | None) -> str:

@@ -125,7 +125,9 @@ class NvmeReading(Record, frozen=True):
     the critical one (``temp1_crit``: CCTEMP). ``temp_alarm`` is the drive's own critical warning
     temperature bit (``temp1_alarm``); ``temp_over_max`` whether the drive is at or over its warning
     threshold (composite at or above ``temp_max_c``, or ``temp_alarm`` set), ``None`` when neither
-    can be told. ``md_arrays`` are the md arrays holding its namespaces (``/sys/block/<ns>/holders``).
+    can be told; ``temp_warning_reason`` says it in words while it is so (``82.05 °C, at or over its
+    warning limit 81.85 °C (critical 84.85 °C), in md127``). ``md_arrays`` are the md arrays holding
+    its namespaces (``/sys/block/<ns>/holders``).
     """
 
     name: str
@@ -155,3 +157,4 @@ class NvmeReading(Record, frozen=True):
     temp_alarm: bool | None = None
     temp_over_max: bool | None = None
     md_arrays: tuple[str, ...] = ()
+    temp_warning_reason: str | None = None

@@ -19,4 +19,4 @@ def test_an_array_lagging_behind_hot_drives_names_them_not_a_link() -> None:
     assert steps[-1].text.endswith(", after NVMe nvme1 reached its warning temperature")
     hot = [s for s in steps if s.kind == "nvme_temp_over_max"]
     assert [s.subject for s in hot] == ["nvme:nvme0", "nvme:nvme1"]
-    assert all(" in md127 at 8" in s.text and "warning threshold 81.85 °C" in s.text for s in hot)
+    assert all("warning limit 81.85 °C (critical 84.85 °C), in md127" in s.text for s in hot)

@@ -9,7 +9,7 @@ import pytest
 from rigmon.collectors.base import EventDraft
 from rigmon.collectors.device_facts import REFRESH_EVERY
 from rigmon.collectors.nvme import NvmeCollector
-from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm
+from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm, temp_reason
 from rigmon.hw.root import HostRoot
 from rigmon.sim import write_tree
 from tests.collectors.test_device_facts import nvme_files, nvme_readings
@@ -61,8 +61,10 @@ def test_a_drive_passing_its_warning_threshold_names_its_array_and_figures(tmp_p
     assert nvme_readings(hot)["nvme0"].temp_over_max is True
     assert _temp_events(hot) == [(
         "nvme_temp_over_max",
-        "NVMe nvme0 (Samsung SSD 990 PRO 2TB) in md127 at 82.85 °C, at or over its warning threshold 81.85 °C "
-        "(critical 84.85 °C): it throttles its reads; check the enclosure's fan and airflow")]
+        "NVMe nvme0 (Samsung SSD 990 PRO 2TB) at 82.85 °C, at or over its warning limit 81.85 °C "
+        "(critical 84.85 °C), in md127: it throttles its reads; check the enclosure's fan and airflow")]
+    assert nvme_readings(hot)["nvme0"].temp_warning_reason == (
+        "82.85 °C, at or over its warning limit 81.85 °C (critical 84.85 °C), in md127")
     assert _temp_events(collector.collect()) == []  # still hot: no second event
     # A read that cannot tell (SMART log unreadable during a reset) is no cooling down.
     _hot(tmp_path, "\n", "\n")
@@ -72,7 +74,7 @@ def test_a_drive_passing_its_warning_threshold_names_its_array_and_figures(tmp_p
     assert _temp_events(collector.collect()) == []
     _hot(tmp_path, "76850\n", "0\n")
     assert _temp_events(collector.collect()) == [
-        ("nvme_temp_normal", "NVMe nvme0 (Samsung SSD 990 PRO 2TB) in md127 back below its warning threshold: "
+        ("nvme_temp_normal", "NVMe nvme0 (Samsung SSD 990 PRO 2TB) in md127 back below its warning limit: "
                              "76.85 °C of 81.85 °C")]
 
 
@@ -83,7 +85,15 @@ def test_a_drive_hot_when_first_seen_says_so_and_one_in_no_array_names_none(tmp_
     records = NvmeCollector(HostRoot(tmp_path)).collect()
     assert nvme_readings(records)["nvme0"].md_arrays == ()
     assert [kind for kind, _ in _temp_events(records)] == ["nvme_temp_over_max"]
-    assert _temp_events(records)[0][1].startswith("NVMe nvme0 (WD_BLACK SN850X 4000GB) at 83.85 °C,")
+    assert _temp_events(records)[0][1].startswith(
+        "NVMe nvme0 (WD_BLACK SN850X 4000GB) at 83.85 °C, at or over its warning limit 81.85 °C (critical 84.85 °C): ")
+
+
+def test_the_reason_in_words() -> None:
+    assert temp_reason(82.05, 81.85, 84.85, ("md126", "md127")) == (
+        "82.05 °C, at or over its warning limit 81.85 °C (critical 84.85 °C), in md126, md127")
+    # No temp1_max (the threshold feature unsupported): the drive's own bit said so.
+    assert temp_reason(None, None, None, ()) == "? °C, its temperature warning bit set"
 
 
 def test_an_array_assembled_later_is_seen_when_the_facts_are_read_again(tmp_path: Path) -> None:

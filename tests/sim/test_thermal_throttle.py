@@ -45,5 +45,8 @@ async def test_a_hot_enclosure_fires_its_alarm_lags_its_array_and_is_in_the_repo
                                           io.StringIO())
     report = read_bundle(path).report
     assert "| nvme_temp_over_warning | warning | firing | nvme:nvme0 |" in report
-    assert "NVMe nvme0 (Samsung SSD 990 PRO 2TB) in md127 at 8" in report
-    assert "at or over its warning threshold 81.85 °C" in report
+    assert "NVMe nvme0 (Samsung SSD 990 PRO 2TB) at 8" in report
+    assert "at or over its warning limit 81.85 °C (critical 84.85 °C), in md127: it throttles" in report
+    # The alarm's message has the figures too (the drive's record's temp_warning_reason).
+    assert "| nvme_temp_over_warning | warning | firing | nvme:nvme0 |" in report
+    assert "NVMe nvme0 at 8" in report
