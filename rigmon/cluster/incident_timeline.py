@@ -139,14 +139,27 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                                                   and s.kind not in _JOB_KINDS and abs(s.at - event.at) <= MERGE_S)]
             steps.append(Step(event.at, _level(event.severity), text, event.subject, alarm, kind=event.kind))
     if now_at is not None:
-        retrained = [s for s in steps if s.subject.startswith(("link:", "nvme:")) and s.level != "info"]
+        slowed = [s for s in steps if s.subject.startswith(("link:", "nvme:")) and s.level != "info"]
         for problem in now:
             if problem.subject.startswith("md:") and " % of " in problem.text:
                 text = f"{problem.text} now"
-                if retrained:
-                    text += f", after link {retrained[-1].subject.split(':', 1)[1]} slowed"
+                if slowed:
+                    text += f", {_slowed_by(slowed[-1])}"
                 steps.append(Step(now_at, "warn", text, problem.subject))
     return _with_context_marks(_fold_repeats(_join_twins(steps)), limit)
+
+
+#: The event kind and the alarm of a drive that reached its warning temperature and throttles.
+_HOT_DRIVE = ("nvme_temp_over_max", "nvme_temp_over_warning")
+
+
+def _slowed_by(step: Step) -> str:
+    """What slowed an array, from the step of the link or drive before it: ``after link 0-1 slowed``,
+    or ``after NVMe nvme1 reached its warning temperature`` for a drive that throttles (its link is fine)."""
+    name = step.subject.split(":", 1)[1]
+    if step.kind in _HOT_DRIVE or any(rule in _HOT_DRIVE for rule in step.alarm.split(", ")):
+        return f"after NVMe {name} reached its warning temperature"
+    return f"after link {name} slowed"
 
 
 def _with_context_marks(steps: list[Step], limit: int) -> tuple[Step, ...]:

@@ -16,6 +16,7 @@ from rigmon.collectors.base import (
 )
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.hwmon_chips import device_hwmon_dirs, hwmon_registrations
+from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm, temp_events, temp_reason
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames
@@ -204,9 +205,14 @@ class NvmeCollector(PolledCollector):
         self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
         #: Per controller, its directory's entries and the namespaces they name (see `_list`).
         self._entries: DeviceFacts[str, tuple[tuple[str, ...], tuple[str, ...]]] = DeviceFacts()
+        #: Per controller, its namespaces and the md arrays holding them (see `_holders`).
+        self._held: DeviceFacts[str, tuple[tuple[str, ...], tuple[str, ...]]] = DeviceFacts()
         #: Per controller, its last reading whose link was read (or read as lost): a link that
         #: cannot be read for a while (EINVAL in D3cold or during a reset) is not a link change.
         self._link_read: dict[str, NvmeReading] = {}
+        #: Per controller, whether it was at or over its warning temperature when last told (see
+        #: `judge_over_max`): a read that cannot tell is no cooling down.
+        self._hot: dict[str, bool] = {}
         #: Per controller, the last state word read: an empty or unreadable state file between two
         #: reads says nothing, so it is no change (``live -> `` then `` -> live``).
         self._state_read: dict[str, str] = {}
@@ -223,6 +229,7 @@ class NvmeCollector(PolledCollector):
             self._facts.invalidate()
             self._hwmon.invalidate()
             self._entries.invalidate()
+            self._held.invalidate()
         return self.collect()
 
     def collect(self) -> Sequence[object]:
@@ -233,6 +240,7 @@ class NvmeCollector(PolledCollector):
             self._facts.begin(names)
             self._hwmon.begin((*names, *hwmon_registrations(self.root)))
             self._entries.begin(names)
+            self._held.begin(names)
             readings = [r for r in (self._controller(n) for n in names) if r is not None]
             records: list[object] = list(self._events(readings))
             records.extend(readings)
@@ -273,6 +281,7 @@ class NvmeCollector(PolledCollector):
             self._facts.forget(name)
             self._hwmon.forget(name)
             self._entries.forget(name)
+            self._held.forget(name)
         facts = self._facts.get(name, self._read_facts)
         if state_text is None and facts.model is None:
             # The directory vanished between listdir and the reads: the device is gone.
@@ -289,12 +298,17 @@ class NvmeCollector(PolledCollector):
         entries, namespaces = self._entries.get(name, lambda _: self._list(base))
         hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(name, base, entries, pci))
         if hwmon is None:
-            temp = None
+            temp, alarm = None, None
         else:
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
+            alarm = parse_alarm(attr(f"{hwmon.path}/temp1_alarm"))
+        temp_max = None if hwmon is None else hwmon.temp_max_c
         if not namespaces:
             # None yet (the scan after a controller appears takes a moment): list it again next time.
             self._entries.forget(name)
+        md_arrays = self._holders(name, namespaces)
+        over = judge_over_max(temp, temp_max, alarm)
+        temp_crit = None if hwmon is None else hwmon.temp_crit_c
         link_state, reason = judge_nvme_link(speed, None if lost else width, facts.max_link_speed_gts,
                                              facts.max_link_width, facts.port_max_link_speed_gts,
                                              facts.port_max_link_width, lost)
@@ -315,13 +329,35 @@ class NvmeCollector(PolledCollector):
             max_link_gen=pcie_gen(facts.max_link_speed_gts),
             link_lost=lost,
             temp_c=temp,
-            temp_max_c=None if hwmon is None else hwmon.temp_max_c,
-            temp_crit_c=None if hwmon is None else hwmon.temp_crit_c,
+            temp_max_c=temp_max,
+            temp_crit_c=temp_crit,
             port_max_link_speed_gts=facts.port_max_link_speed_gts,
             port_max_link_width=facts.port_max_link_width,
             link_state=link_state,
             link_degraded_reason=reason,
+            temp_alarm=alarm,
+            temp_over_max=over,
+            md_arrays=md_arrays,
+            temp_warning_reason=temp_reason(temp, temp_max, temp_crit, md_arrays) if over else None,
         )
+
+    def _holders(self, name: str, namespaces: tuple[str, ...]) -> tuple[str, ...]:
+        """The md arrays that claim any of controller ``name``'s ``namespaces``, sorted, from the
+        holders links md makes when it claims a member (``/sys/block/nvme0n1/holders/md127``).
+
+        Listed again when the namespaces change, and as the controller's other facts are (an
+        array assembled or stopped sends no event to the controller: seen within
+        `device_facts.REFRESH_EVERY` reads), not at every read.
+        """
+        held = self._held.get(name, lambda _: (namespaces, self._list_holders(namespaces)))
+        if held[0] != namespaces:
+            self._held.forget(name)
+            held = self._held.get(name, lambda _: (namespaces, self._list_holders(namespaces)))
+        return held[1]
+
+    def _list_holders(self, namespaces: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted({h for ns in namespaces for h in self.root.listdir(f"/sys/block/{ns}/holders")
+                             if h.startswith("md")}))
 
     def _list(self, base: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A controller directory's entries and the namespaces they name, sorted: matched once
@@ -357,6 +393,9 @@ class NvmeCollector(PolledCollector):
             if read:
                 self._link_read[r.name] = r
             state_before = self._state_read.get(r.name)
+            out.extend(temp_events(r, self._hot.get(r.name), subject, label))
+            if r.temp_over_max is not None:
+                self._hot[r.name] = r.temp_over_max
             if r.state is not None:
                 self._state_read[r.name] = r.state
             if before is None:
@@ -394,6 +433,7 @@ class NvmeCollector(PolledCollector):
             if name not in now:
                 self._link_read.pop(name, None)
                 self._state_read.pop(name, None)
+                self._hot.pop(name, None)
                 label = f"{name} ({gone.model})" if gone.model else name
                 out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}", f"NVMe {label} disappeared",
                                       {"serial": gone.serial, "model": gone.model}))

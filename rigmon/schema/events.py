@@ -37,6 +37,9 @@ _NVME_LINK: dict[str, EventDataType] = {
     "serial": "text", "link_gts": "number", "link_width": "int", "max_link_gts": "number",
     "max_link_width": "int", "port_max_link_gts": "number", "port_max_link_width": "int",
 }
+_NVME_TEMP: dict[str, EventDataType] = {
+    "serial": "text", "temp_c": "number", "temp_max_c": "number", "temp_crit_c": "number", "md_arrays": "text",
+}
 _TB_LINK: dict[str, EventDataType] = {
     "rx_gbps": "number", "tx_gbps": "number", "rx_lanes": "int", "tx_lanes": "int",
     "expected_gbps": "number", "link_state": "text", "unique_id": "text",
@@ -145,6 +148,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "nvme_link_below_max": _NVME_LINK,
     "nvme_link_recovered": _NVME_LINK,
     "nvme_state_changed": _FROM_TO,
+    "nvme_temp_over_max": _NVME_TEMP,
+    "nvme_temp_normal": _NVME_TEMP,
     # links
     "tb_device_added": _TB_LINK,
     "tb_device_removed": _TB_LINK,

@@ -120,6 +120,14 @@ class NvmeReading(Record, frozen=True):
     ``link_state`` is ``degraded`` when the link runs below that (a Gen4 drive trained at
     Gen3, or x2 of x4), ``lost`` with ``link_lost``, ``unknown`` without link files;
     ``link_degraded_reason`` says how it falls short.
+    ``temp_c`` is the composite temperature (hwmon ``temp1_input``), ``temp_max_c`` its warning
+    threshold (``temp1_max``: WCTEMP, where the controller starts to throttle) and ``temp_crit_c``
+    the critical one (``temp1_crit``: CCTEMP). ``temp_alarm`` is the drive's own critical warning
+    temperature bit (``temp1_alarm``); ``temp_over_max`` whether the drive is at or over its warning
+    threshold (composite at or above ``temp_max_c``, or ``temp_alarm`` set), ``None`` when neither
+    can be told; ``temp_warning_reason`` says it in words while it is so (``82.05 °C, at or over its
+    warning limit 81.85 °C (critical 84.85 °C), in md127``). ``md_arrays`` are the md arrays holding
+    its namespaces (``/sys/block/<ns>/holders``).
     """
 
     name: str
@@ -145,3 +153,8 @@ class NvmeReading(Record, frozen=True):
     port_max_link_width: int | None = None
     link_state: NvmeLinkState = "unknown"
     link_degraded_reason: str | None = None
+    # Added for incident 6's thermally throttling enclosure (additive).
+    temp_alarm: bool | None = None
+    temp_over_max: bool | None = None
+    md_arrays: tuple[str, ...] = ()
+    temp_warning_reason: str | None = None

@@ -29,6 +29,19 @@ BITS_PER_BYTE = 8
 #: What an NVMe controller's hwmon device holds besides its temperature (``temp1_max``: the warning
 #: threshold, ``temp1_crit``: the critical one).
 NVME_HWMON_FILES = {"name": "nvme\n", "temp1_label": "Composite\n", "temp1_max": "81850\n", "temp1_crit": "84850\n"}
+#: The composite temperature's warning threshold (WCTEMP, ``temp1_max``) of the fake drives, in °C.
+NVME_WCTEMP_C = 81.85
+#: Air around the drives inside their enclosure or case, and how far above it a drive sits idle
+#: and at full load with the enclosure's fan moving air (°C).
+AMBIENT_C = 30.0
+IDLE_RISE_C = 6.0
+LOAD_RISE_C = 30.0
+#: How fast a drive's temperature follows its heat (first order, time constant in seconds).
+THERMAL_TAU_S = 30.0
+#: A drive throttles its reads to this share of what it can do while its composite temperature
+#: is at or over WCTEMP, and stops once it is this far below again (the controller's hysteresis).
+THROTTLE_SHARE = 0.06
+THROTTLE_HYSTERESIS_C = 2.0
 
 
 @dataclass
@@ -54,6 +67,11 @@ class SimNvmeDrive:
     max_bytes_per_s: float = 6.5e9
     size_kib: int = 1953514584
     temp_c: float = 38.0
+    #: How well the air around it carries its heat away: 1.0 with the enclosure's fan running,
+    #: less with the fan stopped or the vents blocked (its rise above ambient grows as 1/cooling).
+    cooling: float = 1.0
+    #: Whether the controller throttles (composite temperature reached WCTEMP, see `THROTTLE_SHARE`).
+    throttling: bool = False
     present: bool = True
     reads: int = 0
     read_sectors: int = 0
@@ -82,6 +100,17 @@ class SimNvmeDrive:
         share = next(s for top, s in PCIE_ENCODING if gts <= top)
         return gts * 1e9 * self.link_width * share * PCIE_PAYLOAD_SHARE / BITS_PER_BYTE
 
+    @property
+    def composite_millideg(self) -> int:
+        """The composite temperature as the kernel gives it (``temp1_input``): Kelvin from the SMART
+        log, converted to m°C (K x 1000 - 273150, so it ends in ...850)."""
+        return int(self.temp_c * 1000) - 150
+
+    @property
+    def read_cap_bytes_per_s(self) -> float:
+        """What the drive reads at most now: its maximum, a small share of it while throttling."""
+        return self.max_bytes_per_s * (THROTTLE_SHARE if self.throttling else 1.0)
+
     def retrain(self, link_gts: str, link_width: int) -> None:
         """Train the PCIe link again at ``link_gts`` (``"8.0 GT/s PCIe"``) x ``link_width``."""
         self.link_gts = link_gts
@@ -103,7 +132,13 @@ class SimNvmeDrive:
         self.write_ms += int(nw * latency_ms * 1.2)
         self.io_ms += dt_s * 1000.0 * util
         self.flushes += nw // 64
-        self.temp_c += (36.0 + 30.0 * util - self.temp_c) * min(1.0, dt_s / 30.0)
+        target = AMBIENT_C + (IDLE_RISE_C + LOAD_RISE_C * util) / self.cooling
+        self.temp_c += (target - self.temp_c) * min(1.0, dt_s / THERMAL_TAU_S)
+        # The controller's thermal management: past WCTEMP it slows itself down until it cools.
+        if self.composite_millideg >= round(NVME_WCTEMP_C * 1000):
+            self.throttling = True
+        elif self.composite_millideg < round((NVME_WCTEMP_C - THROTTLE_HYSTERESIS_C) * 1000):
+            self.throttling = False
 
     def stats(self) -> list[int]:
         """The 17 diskstats counters."""
@@ -266,7 +301,7 @@ class SimStorage:
             return 0.0
         # A drive reads no faster than its own PCIe link carries (a Gen4 drive trained at
         # Gen3 x4 tops out near 3.5 GB/s), nor than its share of a USB4 tunnel.
-        own = min(drive.max_bytes_per_s, drive.pcie_bytes_per_s)
+        own = min(drive.read_cap_bytes_per_s, drive.pcie_bytes_per_s)
         link = self.link_cap(drive.router)
         if link is None:
             return own
@@ -370,7 +405,11 @@ class SimStorage:
             tree.write(f"{pci}/max_link_width", f"{d.max_link_width}\n")
             tree.write(f"/sys/block/{d.ns}/size", f"{d.size_kib * 2}\n")
         tree.write(f"{ctrl}/state", "live\n")
-        d.hwmon.write(tree, {"temp1_input": f"{int(d.temp_c * 1000) - 150}\n"}, fixed=NVME_HWMON_FILES)
+        # temp1_alarm is the SMART log's critical warning temperature bit: the composite at or over
+        # the over-temperature threshold (WCTEMP unless set otherwise), as the drive itself judges it.
+        millideg = d.composite_millideg
+        alarm = "1" if millideg >= round(NVME_WCTEMP_C * 1000) else "0"
+        d.hwmon.write(tree, {"temp1_input": f"{millideg}\n", "temp1_alarm": f"{alarm}\n"}, fixed=NVME_HWMON_FILES)
         tree.write(f"{pci}/current_link_speed", f"{d.link_gts}\n")
         tree.write(f"{pci}/current_link_width", f"{d.link_width}\n")
         tree.write(f"/sys/block/{d.ns}/stat", "".join(f"{v:8d} " for v in stats or d.stats()).rstrip() + "\n")
@@ -401,6 +440,7 @@ class SimStorage:
         for entry in tree_listdir(tree, base):
             if entry.startswith("dev-") and entry not in listed:
                 tree.remove(f"{base}/{entry}")
+                tree.remove(f"/sys/block/{entry.removeprefix('dev-')}/holders/{a.name}")
         for m in a.members:
             dev = f"{base}/dev-{m.drive.ns}"
             words = {"in_sync": "in_sync", "faulty": "faulty", "spare": "spare", "rebuilding": "spare"}[m.state]
@@ -410,6 +450,10 @@ class SimStorage:
             tree.write(f"{dev}/size", f"{m.drive.size_kib}\n")
             if not tree.path(f"{dev}/block").is_symlink():
                 tree.symlink(f"{dev}/block", f"../../../{m.drive.ns}")
+            # The member's side of the claim: bd_link_disk_holder makes <member>/holders/<md>.
+            holder = f"/sys/block/{m.drive.ns}/holders/{a.name}"
+            if m.drive.present and not tree.path(holder).is_symlink():
+                tree.symlink(holder, f"../../{a.name}")
 
     def close(self) -> None:
         """Nothing to release."""

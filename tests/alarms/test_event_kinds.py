@@ -104,7 +104,8 @@ def test_the_scan_follows_data_through_helpers_and_branches() -> None:
     assert "error_type" in (by_kind["pcie_aer"] or ())
 
 
-@pytest.mark.parametrize("scenario", ["lab", "loose-sxm2", "md-degraded", "nvme-link-gen3", "rdma-port-flap",
+@pytest.mark.parametrize("scenario", ["lab", "loose-sxm2", "md-degraded", "nvme-link-gen3", "nvme-thermal-throttle",
+                                      "rdma-port-flap",
                                       "strix-usb4"])
 def test_the_events_of_simulated_incidents_have_the_listed_keys_and_types(scenario: str, tmp_path: Path) -> None:
     """The types the scan cannot see: what the real collectors emit on the simulator's hardware."""

@@ -164,6 +164,23 @@ def test_thunderbolt_net_link_trained_slow(tmp_path: Path) -> None:
     })
 
 
+def test_enclosure_fan_stops_and_its_drives_throttle(tmp_path: Path) -> None:
+    # Incident 6: enclosure A's fan stops at 10 s; its two NVMe pass their 81.85 °C warning threshold at
+    # 71 s (held 10 s) and throttle, md127 reading at ~71 % of md126 from 72 s (held 30 s).
+    frames = scrapes(load_frames("nvme-enclosure-thermal-throttle"))
+    timeline = frames + held(frames[-1], 40)
+    # Every firing alert, one per drive for the drives' (each counted once, as `promtool_test` checks).
+    by_drive = 'count by (alertname, controller) (ALERTS{alertstate="firing"})'
+    hot = ['{alertname="RigmonNvmeTempOverWarning",controller="nvme0"}',
+           '{alertname="RigmonNvmeTempOverWarning",controller="nvme1"}']
+    promtool_test(tmp_path, timeline, {
+        "65s": {FIRING: []},
+        "85s": {by_drive: hot},
+        "110s": {by_drive: ['{alertname="RigmonMdArrayLagging"}', *hot],
+                 'count by (array) (ALERTS{alertname="RigmonMdArrayLagging"})': ['{array="md127"}']},
+    })
+
+
 def restarted(frames: list[Frame], run_id: str, agent_start: float) -> list[Frame]:
     """``frames`` as a later run of the agent made them: its own run id and start."""
     return [msgspec.structs.replace(f, agent_start=agent_start, run_id=run_id) for f in frames]

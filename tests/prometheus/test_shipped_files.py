@@ -87,6 +87,7 @@ MIRRORS: dict[str, str | None] = {
     "rdma_port_errors_rising": "RigmonRdmaErrorsRising",
     "nvme_link_below_max": "RigmonNvmeLinkBelowMax",
     "nvme_link_lost": "RigmonNvmeLinkLost",
+    "nvme_temp_over_warning": "RigmonNvmeTempOverWarning",
     "net_link_slower": "RigmonNetworkLinkSlower",
     "md_array_degraded": "RigmonMdArrayDegraded",
     "md_array_broken": "RigmonMdArrayBroken",

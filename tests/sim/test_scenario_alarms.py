@@ -30,6 +30,8 @@ CASES = [
     ("strix-usb4", 10.0, {"thunderbolt_degraded", "net_link_slower"}, 0),
     ("md-degraded", 5.0, {"md_array_degraded", "md_member_failed"}, 0),
     ("nvme-link-gen3", 10.0, {"nvme_link_below_max"}, 0),
+    # Enclosure A's fan stops at 10 s: its two drives pass WCTEMP about a minute later and throttle.
+    ("nvme-thermal-throttle", 10.0, {"nvme_temp_over_warning"}, 0),
     ("adc-unplug", 10.0, {"collector_failing"}, 0),
     ("corroding-connection", 20000.0, {"psu_path_resistance_rising"}, 0),
     ("adc-garbage", 10.0, set(), 4),

@@ -154,6 +154,31 @@ def test_nvme_trained_at_gen3_caps_its_array_and_says_why(tmp_path: Path) -> Non
     assert [e.subject for e in bench.events if e.kind == "nvme_link_below_max"] == ["nvme:nvme1"]
 
 
+def test_an_enclosure_without_its_fan_throttles_its_drives_and_lags_its_array(tmp_path: Path) -> None:
+    bench = Bench("nvme-thermal-throttle", tmp_path)
+    bench.run_to(25.0)
+    records = bench.run_to(30.0)
+    assert arrays(records)["md127"].vs_fastest_array_pct == pytest.approx(97.3, abs=1.0)
+    drives = {r.name: r for r in records["nvme"] if isinstance(r, NvmeReading)}
+    assert drives["nvme0"].temp_over_max is False and drives["nvme0"].temp_c is not None
+    assert drives["nvme0"].temp_c > 50.0 > (drives["nvme2"].temp_c or 0.0)  # heating since the fan stopped at 10 s
+    bench.run_to(90.0)
+    records = bench.run_to(95.0)
+    drives = {r.name: r for r in records["nvme"] if isinstance(r, NvmeReading)}
+    # Past their warning threshold (the sim's hwmon temp1_max), alarm bit set; throttled, they stay there.
+    hot = [drives[n] for n in ("nvme0", "nvme1")]
+    assert all(d.temp_over_max and d.temp_alarm and d.md_arrays == ("md127",) for d in hot)
+    assert all(d.temp_c is not None and d.temp_max_c is not None and d.temp_crit_c is not None
+               and d.temp_max_c <= d.temp_c < d.temp_crit_c for d in hot)
+    assert [(d.temp_over_max, d.md_arrays) for d in (drives["nvme2"], drives["nvme3"])] == [(False, ("md126",))] * 2
+    got = arrays(records)
+    assert got["md126"].read_bytes_per_s == pytest.approx(1.10e9, rel=0.02)
+    assert got["md127"].read_bytes_per_s is not None and got["md127"].read_bytes_per_s < 0.85e9
+    assert got["md127"].vs_fastest_array_pct is not None and got["md127"].vs_fastest_array_pct < 80.0
+    assert [e.subject for e in bench.events if e.kind == "nvme_temp_over_max"] == ["nvme:nvme0", "nvme:nvme1"]
+    assert not [e for e in bench.events if e.kind == "nvme_temp_normal"]
+
+
 def test_counters_follow_the_throughput_between_physics_steps(tmp_path: Path) -> None:
     """Physics advance on a 0.1 s grid; reads at times off that grid still see the simulated rate.
 

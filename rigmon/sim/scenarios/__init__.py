@@ -16,6 +16,7 @@ from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import ModelLoad
 from rigmon.sim.scenarios.nvme_link_gen3 import NvmeLinkGen3
+from rigmon.sim.scenarios.nvme_thermal_throttle import NvmeThermalThrottle
 from rigmon.sim.scenarios.rdma_port_flap import RdmaPortFlap
 from rigmon.sim.scenarios.strix_cluster import StrixCluster
 from rigmon.sim.scenarios.strix_usb4 import StrixUsb4
@@ -49,6 +50,7 @@ SCENARIOS: dict[str, Scenario] = {
     "tb-retrain-10g": TbRetrain10g(),
     "md-degraded": MdDegraded(),
     "nvme-link-gen3": NvmeLinkGen3(),
+    "nvme-thermal-throttle": NvmeThermalThrottle(),
     "strix-usb4": StrixUsb4(),
     "undervolt-bus-drop": UndervoltBusDrop(),
     "undervolt-bus-drop-guarded": UndervoltBusDropGuarded(),

@@ -36,6 +36,21 @@ def nvme_link(drive: NvmeReading) -> str:
     return f"{now} of {best}"
 
 
+def nvme_hot(drive: NvmeReading) -> bool:
+    """Whether a drive is at or over its warning temperature (WCTEMP): the collector's verdict
+    (``temp_over_max``, which counts the drive's own warning bit), else the figures of an older agent."""
+    if drive.temp_over_max is not None:
+        return drive.temp_over_max
+    return drive.temp_c is not None and drive.temp_max_c is not None and drive.temp_c >= drive.temp_max_c
+
+
+def nvme_temp(drive: NvmeReading) -> str:
+    """``41 °C``; against its warning limit when at or over it (``82 °C ≥ 81.85``: it throttles)."""
+    if nvme_hot(drive) and drive.temp_max_c is not None:
+        return f"{fmt.temp(drive.temp_c)} ≥ {round(drive.temp_max_c, 2):g}"
+    return fmt.temp(drive.temp_c)
+
+
 def nvme_link_level(drive: NvmeReading) -> Level | None:
     """The PCIe link's colour from the collector's verdict (``link_state``): ``bad`` when lost,
     ``warn`` when degraded (below what both the drive and its port can do), none when ok. A
@@ -146,13 +161,12 @@ class StorageGroup(SourceGroup):
                    Column("temp", True), Column("namespaces", optional=True))
         rows: list[list[RenderableType]] = []
         for drive in frame.readings.nvme:
-            hot = (drive.temp_c is not None and drive.temp_max_c is not None and drive.temp_c >= drive.temp_max_c)
             rows.append([
                 plain(drive.name),
                 plain(drive.model),
                 self.styled(drive.state or fmt.MISSING, None if drive.state in (None, "live") else "bad"),
                 self.styled(nvme_link(drive), nvme_link_level(drive)),
-                self.styled(fmt.temp(drive.temp_c), "warn" if hot else None),
+                self.styled(nvme_temp(drive), "warn" if nvme_hot(drive) else None),
                 plain(" ".join(drive.namespaces) or None),
             ])
         return self.table(columns, rows)
