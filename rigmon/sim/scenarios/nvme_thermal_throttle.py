@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from rigmon.sim.host import GIB, SimHost, SimInterface
 from rigmon.sim.node import SimNode
-from rigmon.sim.scenarios.model_load import LOAD_BYTES_PER_S, LOAD_START_S, find_storage
-from rigmon.sim.storage import strix_enclosure_rig
+from rigmon.sim.scenarios.model_load import LOAD_BYTES_PER_S, LOAD_START_S, ModelLoad, find_storage
 
 #: When enclosure A's fan stops (simulated seconds), and how well its drives are cooled then: their
 #: rise above the air grows ~6-fold, so under the model load they settle near 88 °C, past their
@@ -16,8 +14,8 @@ STILL_AIR_COOLING = 0.17
 HOT_ARRAY = "md127"
 
 
-class NvmeThermalThrottle:
-    """The `model-load` box loading weights without pause; enclosure A (md127) loses its fan.
+class NvmeThermalThrottle(ModelLoad):
+    """The `model-load` box (built as it is) loading weights without pause; enclosure A (md127) loses its fan.
 
     Its two drives heat up under the load until their composite temperature reaches the warning
     threshold (WCTEMP, hwmon ``temp1_max``): the controllers throttle, md127 reads at a fraction of
@@ -28,12 +26,6 @@ class NvmeThermalThrottle:
     description = ("one USB4 enclosure's fan stops: its NVMe reach their warning temperature, throttle, "
                    "and their RAID0 array lags the other")
     default_nodes = 1
-
-    def build(self, node: SimNode, index: int) -> None:
-        node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
-                                    interfaces=[SimInterface("enp191s0", 10000)]))
-        storage, tb = strix_enclosure_rig(node)
-        node.devices.extend([tb, storage])
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:
         storage = find_storage(node)
