@@ -45,3 +45,12 @@ def test_a_degraded_md_array_counts_its_members_and_says_what_to_check(tmp_path:
     alarm = firing("md-degraded", 30, "md_array_degraded", tmp_path)
     assert alarm.message == ("array md127 is degraded, 1 of 2 members working (raid1): "
                              "mdadm --detail /dev/md127 names the member to replace or re-add")
+
+
+def test_an_array_lagging_the_other_says_how_far_and_where_to_look(tmp_path: Path) -> None:
+    # Before: no node rule; only Prometheus' RigmonMdArrayLagging said an array lagged (incident 6).
+    alarm = firing("tb-retrain-10g", 90, "md_array_lagging", tmp_path)
+    assert alarm.subject == "md:md127"
+    assert alarm.message.startswith("array md127 reads at ") and "% of the fastest array loaded beside it" in alarm.message
+    value = float(alarm.message.split("reads at ")[1].split(" %")[0])
+    assert 50 <= value < 80

@@ -91,6 +91,7 @@ MIRRORS: dict[str, str | None] = {
     "net_link_slower": "RigmonNetworkLinkSlower",
     "md_array_degraded": "RigmonMdArrayDegraded",
     "md_array_broken": "RigmonMdArrayBroken",
+    "md_array_lagging": "RigmonMdArrayLagging",
     "md_member_failed": "RigmonMdMemberFailed",
     "peer_path_silent": "RigmonPeerPathSilent",
     "peer_path_p99_high": "RigmonPeerPathSlow",
