@@ -13,7 +13,8 @@ from rigmon.hw.root import read_scope
 from rigmon.schema import AmdGpuReading, NvmeReading
 from rigmon.sim.gpu import SimAmdGpu
 from rigmon.sim.node import SimNode
-from rigmon.sim.storage import NVME_HWMON_FILES, SimNvmeDrive, SimStorage
+from rigmon.sim.nvme_drive import NVME_HWMON_FILES, SimNvmeDrive
+from rigmon.sim.storage import SimStorage
 from rigmon.sim.tree import Tree
 from tests.collectors.root_helpers import ReadLog
 

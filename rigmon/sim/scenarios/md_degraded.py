@@ -5,7 +5,8 @@ from __future__ import annotations
 from rigmon.sim.host import SimHost, SimInterface
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.model_load import find_storage
-from rigmon.sim.storage import SimMdArray, SimMember, SimNvmeDrive, SimStorage
+from rigmon.sim.nvme_drive import SimNvmeDrive
+from rigmon.sim.storage import SimMdArray, SimMember, SimStorage
 
 #: Timeline (simulated seconds): member fails, faulty member removed and a new one added.
 FAIL_AT_S = 15.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rigmon.sim.host import GIB, SimHost, SimInterface
 from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.model_load import find_storage
-from rigmon.sim.storage import SimMdArray, SimMember, SimNvmeDrive, SimStorage
+from rigmon.sim.nvme_drive import SimNvmeDrive
+from rigmon.sim.storage import SimMdArray, SimMember, SimStorage
 
 #: The drive that comes up at Gen3 x4 (8.0 GT/s) although drive and slot do Gen4 x4.
 SLOW_DRIVE = "nvme1n1"
