@@ -18,10 +18,36 @@ from rigmon.probes.wire import derive_key
 KEY = derive_key("cluster-token")
 
 
+def wait_for_stamps_on_arrival() -> None:
+    """Wait until the kernel stamps datagrams when they arrive, not when they are read.
+
+    Linux turns its receive stamps on for the whole system, some time after the first socket asks
+    (`SO_TIMESTAMPNS`: a deferred static key); a datagram that arrived before then is stamped when it
+    is read. A responder bound just before the first probe came then counted a queued probe's wait as
+    the network's (301 ms in one CI run where no other test had asked for stamps yet); an agent's
+    responder binds long before its peers' first probes.
+    """
+    from rigmon.probes.timestamps import TIMESTAMP_CMSG_BYTES, ask_kernel_time, kernel_time_ns
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        rx.bind(("127.0.0.1", 0))
+        assert ask_kernel_time(rx)
+        for _ in range(200):
+            tx.sendto(b"x", rx.getsockname())
+            sent_ns = time.time_ns()
+            time.sleep(0.005)
+            _, ancdata, _, _ = rx.recvmsg(16, TIMESTAMP_CMSG_BYTES)
+            stamped = kernel_time_ns(ancdata)
+            if stamped is not None and stamped <= sent_ns:
+                return
+    raise AssertionError("the kernel never stamped a datagram on its arrival")
+
+
 def pair(window_s: float) -> tuple[ProbeResponder, ProbeSender]:
     """node02's responder, bound to 127.0.0.1 but not started, and node01's sender probing it at 20 Hz."""
     responder = ProbeResponder("node02", KEY, frozenset({"node01"}), 1000.0, 1000)
     responder.bind("127.0.0.1", 0)
+    wait_for_stamps_on_arrival()
     assert responder.sock is not None
     port = responder.sock.getsockname()[1]
     sender = ProbeSender("node01", KEY, [PathTarget("node02", "roce", "127.0.0.1", port)], rate_hz=20.0,
