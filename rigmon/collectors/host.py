@@ -72,6 +72,18 @@ def parse_net_kind(name: str, link_type: int | None, driver: str | None, has_dev
 #: bypasses the netdev counters), so those are never called stalled.
 STALL_KINDS = frozenset({"thunderbolt-net"})
 
+#: What a tick reads for one temperature: its input path, sensor name, label, and the high and
+#: critical limits (°C) read with its chip's facts (``None``: it has none).
+TempRead = tuple[str, str, str, float | None, float | None]
+
+
+def parse_temp_limit(text: str | None) -> float | None:
+    """A hwmon ``tempN_max``/``tempN_crit`` in °C; ``None`` when unreadable or not above 0 °C
+    (drivers that were given no limit report 0, e.g. an unprogrammed Super I/O channel: no limit)."""
+    limit_c = parse_millidegrees(text)
+    return limit_c if limit_c is not None and limit_c > 0 else None
+
+
 # Interfaces that carry no rig traffic: loopback only. Virtual bridges stay visible
 # because thunderbolt-net and bonding show up as virtual devices too.
 _SKIPPED_INTERFACES = {"lo"}
@@ -83,12 +95,13 @@ class HwmonTempFacts:
 
     chip: str
     channels: tuple[tuple[str, str], ...]
-    #: Per channel: its ``_input`` path, its sensor name (``hwmon3/temp1``) and label (chip and label).
-    reads: tuple[tuple[str, str, str], ...] = ()
+    #: Per channel: its ``_input`` path, its sensor name (``hwmon3/temp1``), label (chip and
+    #: label), and its ``_max`` and ``_crit`` limits (see `TempRead`).
+    reads: tuple[TempRead, ...] = ()
     #: A PMBus PSU's I2C client (``7-0058``), ``None`` for any other chip or a PSU without one.
     i2c_client: str | None = None
     #: `reads` with the sensors named by `i2c_client` (``7-0058/temp1``), for a PSU that has one.
-    client_reads: tuple[tuple[str, str, str], ...] = ()
+    client_reads: tuple[TempRead, ...] = ()
     #: `ChipListing.seen`: the reading and alarm files this registration has shown.
     seen: frozenset[str] = frozenset()
 
@@ -146,8 +159,8 @@ class HostCollector(PolledCollector):
         self._chips: DeviceFacts[HwmonChip, HwmonTempFacts] = DeviceFacts()
         #: What `_temperatures` reads from the zones and the chips while their facts are kept:
         #: (path, sensor, label) of each temperature, in order.
-        self._zone_reads: tuple[tuple[str, str, str], ...] | None = None
-        self._chip_reads: tuple[tuple[str, str, str], ...] | None = None
+        self._zone_reads: tuple[TempRead, ...] | None = None
+        self._chip_reads: tuple[TempRead, ...] | None = None
         self._kinds: DeviceFacts[str, NetFacts] = DeviceFacts()
         #: The interfaces of the last /proc/net/dev, whose rates and activity are kept.
         self._net_names: frozenset[str] = frozenset()
@@ -248,30 +261,31 @@ class HostCollector(PolledCollector):
         if not self._zones.begin(zones) or self._zone_reads is None:
             self._zone_reads = None
             self._zone_reads = self._thermal_reads(zones)
-        for temp_path, sensor, label in self._zone_reads:
+        for temp_path, sensor, label, max_c, crit_c in self._zone_reads:
             temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
-                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
+                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c, max_c=max_c, crit_c=crit_c))
         chips = hwmon_registrations(self.root)
         if not self._chips.begin(chips) or self._chip_reads is None:
             self._chip_reads = None
             self._chip_reads = self._hwmon_reads(chips)
-        for input_path, sensor, label in self._chip_reads:
+        for input_path, sensor, label, max_c, crit_c in self._chip_reads:
             temp_c = parse_millidegrees(read(input_path))
             if temp_c is not None:
-                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c))
+                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c, max_c=max_c, crit_c=crit_c))
         return out
 
-    def _thermal_reads(self, zones: list[str]) -> tuple[tuple[str, str, str], ...]:
-        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor and label."""
-        reads = []
+    def _thermal_reads(self, zones: list[str]) -> tuple[TempRead, ...]:
+        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor and
+        label (no limits: a zone's trip points are the kernel's own cooling policy)."""
+        reads: list[TempRead] = []
         for zone in zones:
             label, temp_path = self._zones.get(zone, self._zone_facts)
-            reads.append((temp_path, zone, label))
+            reads.append((temp_path, zone, label, None, None))
         return tuple(reads)
 
-    def _hwmon_reads(self, chip_ids: list[HwmonChip]) -> tuple[tuple[str, str, str], ...]:
-        """Each hwmon temperature a tick reads, in order: its ``_input`` path, sensor and label."""
+    def _hwmon_reads(self, chip_ids: list[HwmonChip]) -> tuple[TempRead, ...]:
+        """Each hwmon temperature a tick reads, in order: its ``_input`` path, sensor, label and limits."""
         facts = [self._chips.get(chip, self._hwmon_facts) for chip in chip_ids]
         chips = [hwmon for hwmon, _ in chip_ids]
         # A PMBus PSU's temperature is named by its I2C client, as psu_hwmon names the PSU: the
@@ -293,7 +307,8 @@ class HostCollector(PolledCollector):
         return self.root.read_attr(f"{base}/type") or zone, f"{base}/temp"
 
     def _hwmon_facts(self, chip_id: HwmonChip) -> HwmonTempFacts:
-        """A chip's name, temperature channels with their labels, and I2C client (a PMBus PSU's).
+        """A chip's name, temperature channels with their labels and limits (``tempN_max``,
+        ``tempN_crit``: read here, once per registration, not every tick), and I2C client (a PMBus PSU's).
 
         A chip lacking a file it should have (`ChipListing.incomplete`: an input its driver creates
         a moment after the chip appears, or hides for now) has its facts read again soon, backing
@@ -306,21 +321,30 @@ class HostCollector(PolledCollector):
         before, listing = list_chip(self.root, self._chips, chip_id)
         present = listing.present
         channels = []
+        limits: list[tuple[float | None, float | None]] = []
         for entry in listing.entries:
             if not (entry.startswith("temp") and entry.endswith("_input")):
                 continue
             channel = entry[: -len("_input")]
             label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
             channels.append((channel, label or channel))
+            limits.append((self._temp_limit(f"{base}/{channel}_max", present),
+                           self._temp_limit(f"{base}/{channel}_crit", present)))
         chip = self.root.read_attr(f"{base}/name") or (hwmon if before is None else before.chip)
         client = parse_i2c_client(self.root.readlink(f"{base}/device")) if chip in PMBUS_DRIVERS else None
         if client is None and before is not None and before.chip == chip:
             client = before.i2c_client
         return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
-            (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}") for channel, label in channels),
+            (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}", max_c, crit_c)
+            for (channel, label), (max_c, crit_c) in zip(channels, limits, strict=True)),
             i2c_client=client, client_reads=() if client is None else tuple(
-            (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}") for channel, label in channels),
+            (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}", max_c, crit_c)
+            for (channel, label), (max_c, crit_c) in zip(channels, limits, strict=True)),
             seen=listing.seen)
+
+    def _temp_limit(self, path: str, present: frozenset[str]) -> float | None:
+        """The limit (°C) in ``path`` when its chip's listing ``present`` holds it (not opened when not)."""
+        return parse_temp_limit(self.root.read_attr(path)) if path.rsplit("/", 1)[-1] in present else None
 
     def _net(self) -> list[NetInterfaceReading | EventDraft]:
         # An interface may be named in any bytes but "/", ":" and white space: read as its sysfs

@@ -183,9 +183,9 @@ class NvmeCollector(PolledCollector):
     and every `device_facts.REFRESH_EVERY` reads; the hwmon directory also when the hwmon devices
     registered change (a controller reset registers its hwmon device again, maybe as another
     ``hwmonN``, and its old ``hwmonN`` may go to another device, see `hwmon_registrations`). A
-    controller listed without namespaces (they come a moment after the controller) is listed
-    again at every read until they are there; one without its hwmon directory (it comes a moment
-    after too, or never on a kernel before 5.5) is looked at again soon, backing off.
+    controller listed without namespaces (they come a moment after the controller, or never on a
+    drive that has none) and one without its hwmon directory (it comes a moment after too, or never
+    on a kernel before 5.5) are looked at again soon, backing off (`DeviceFacts.recheck`).
 
     Args:
         root: the machine's files.
@@ -295,7 +295,7 @@ class NvmeCollector(PolledCollector):
         if not self._hwmon.known(name):
             # Its hwmon directory is looked for in a new listing of the controller's directory.
             self._entries.forget(name)
-        entries, namespaces = self._entries.get(name, lambda _: self._list(base))
+        entries, namespaces = self._entries.get(name, lambda _: self._list(name, base))
         hwmon = self._hwmon.get(name, lambda _: self._find_hwmon(name, base, entries, pci))
         if hwmon is None:
             temp, alarm = None, None
@@ -303,9 +303,6 @@ class NvmeCollector(PolledCollector):
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
             alarm = parse_alarm(attr(f"{hwmon.path}/temp1_alarm"))
         temp_max = None if hwmon is None else hwmon.temp_max_c
-        if not namespaces:
-            # None yet (the scan after a controller appears takes a moment): list it again next time.
-            self._entries.forget(name)
         md_arrays = self._holders(name, namespaces)
         over = judge_over_max(temp, temp_max, alarm)
         temp_crit = None if hwmon is None else hwmon.temp_crit_c
@@ -359,11 +356,20 @@ class NvmeCollector(PolledCollector):
         return tuple(sorted({h for ns in namespaces for h in self.root.listdir(f"/sys/block/{ns}/holders")
                              if h.startswith("md")}))
 
-    def _list(self, base: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _list(self, name: str, base: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A controller directory's entries and the namespaces they name, sorted: matched once
-        per listing (two patterns per entry of a directory of ~25), not on every read."""
+        per listing (two patterns per entry of a directory of ~25), not on every read.
+
+        A controller without namespaces is listed again soon, backing off (`DeviceFacts.recheck`):
+        those the scan after a controller appears brings a moment later are seen the next read, and
+        a controller that has none (a fresh drive, one whose namespaces were deleted) costs a
+        listing now and then, not one every read.
+        """
         entries = tuple(self.root.listdir(base))
-        return entries, tuple(sorted({ns for e in entries if (ns := namespace_of(e)) is not None}))
+        namespaces = tuple(sorted({ns for e in entries if (ns := namespace_of(e)) is not None}))
+        if not namespaces:
+            self._entries.recheck(name)
+        return entries, namespaces
 
     def _find_hwmon(self, name: str, base: str, entries: Sequence[str], pci: str) -> HwmonFacts | None:
         """Controller ``name``'s hwmon directory with its warning and critical limits; ``None`` (and

@@ -27,3 +27,8 @@ class TemperatureReading(Record, frozen=True):
     sensor: str
     label: str
     temp_c: float
+    #: The sensor's high limit (hwmon ``tempN_max``: an NVMe drive's warning temperature, where
+    #: it throttles), ``None`` when it has none (a thermal zone, a chip without one, an older agent).
+    max_c: float | None = None
+    #: The sensor's critical limit (hwmon ``tempN_crit``), ``None`` when it has none.
+    crit_c: float | None = None

@@ -78,6 +78,11 @@ def temp(celsius: float | None) -> str:
     return MISSING if celsius is None else f"{celsius:.0f} °C"
 
 
+def temp_at_limit(celsius: float | None, limit_c: float) -> str:
+    """``82 °C ≥ 81.85``: a temperature at or over the limit it is shown against."""
+    return f"{temp(celsius)} ≥ {round(limit_c, 2):g}"
+
+
 def mhz(value: int | None) -> str:
     """``1530``, MHz implied by the column title."""
     return MISSING if value is None else str(value)

@@ -21,6 +21,8 @@ from rigmon.collectors.nvme import (
 from rigmon.hw.root import HostRoot
 from rigmon.schema import NvmeReading
 from rigmon.sim import write_tree
+from tests.collectors.root_helpers import ListLog
+from tests.collectors.test_device_facts import nvme_files
 
 
 @pytest.mark.parametrize(("text", "gts", "gen"), [
@@ -152,3 +154,22 @@ def test_an_empty_or_unreadable_state_is_not_present_and_no_state_change(tmp_pat
     events = [r for r in collector.collect() if isinstance(r, EventDraft)]
     assert [(e.kind, e.severity, e.message) for e in events] == [
         ("nvme_state_changed", "warning", "NVMe nvme0 (Samsung SSD 990 PRO 2TB) state live -> resetting")]
+
+
+def test_controller_without_namespaces_is_listed_again_backing_off(tmp_path: Path) -> None:
+    tree = write_tree(tmp_path, nvme_files("nvme0", "Samsung SSD 990 PRO 2TB"))
+    root = ListLog(tmp_path)
+    collector = NvmeCollector(root)
+    # A drive with no namespace (fresh, or its namespaces deleted): not listed every read, forever.
+    for _ in range(20):
+        assert [r.namespaces for r in collector.collect() if isinstance(r, NvmeReading)] == [()]
+    # Listed at reads 1, 2, 4, 8 and 16: what never comes costs a listing now and then.
+    assert root.listed.count("/sys/class/nvme/nvme0") == 5
+    # A namespace created is seen at the next look, and its listing is kept after.
+    tree.write("/sys/class/nvme/nvme0/nvme0n1/size", "100\n")
+    namespaces = [next(r for r in collector.collect() if isinstance(r, NvmeReading)).namespaces for _ in range(16)]
+    assert namespaces[-1] == ("nvme0n1",) and namespaces.index(("nvme0n1",)) <= 15
+    root.listed.clear()
+    for _ in range(5):
+        collector.collect()
+    assert root.listed.count("/sys/class/nvme/nvme0") == 0

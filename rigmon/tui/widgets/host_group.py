@@ -8,10 +8,20 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from rigmon.schema import Frame
+from rigmon.schema import Frame, TemperatureReading
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
-from rigmon.tui.widgets.source_group import SourceGroup
+from rigmon.tui.widgets.source_group import Level, SourceGroup
+
+
+def sensor_temp(sensor: TemperatureReading) -> tuple[str, Level | None]:
+    """``42 °C``; against its critical limit (``bad``) or its high limit (``warn``) when at or over
+    it (``82 °C ≥ 81.85``: an NVMe drive over its warning temperature throttles)."""
+    if sensor.crit_c is not None and sensor.temp_c >= sensor.crit_c:
+        return fmt.temp_at_limit(sensor.temp_c, sensor.crit_c), "bad"
+    if sensor.max_c is not None and sensor.temp_c >= sensor.max_c:
+        return fmt.temp_at_limit(sensor.temp_c, sensor.max_c), "warn"
+    return fmt.temp(sensor.temp_c), None
 
 
 class HostGroup(SourceGroup):
@@ -56,6 +66,6 @@ class HostGroup(SourceGroup):
                     chip = sensor.sensor.split("/", 1)[0]
                     same = [t.sensor.split("/", 1)[0] for t, n in zip(readings.temperatures, names) if n == name]
                     name += f" ({chip if same.count(chip) == 1 else sensor.sensor})"
-                temps.add_row(plain(name, label), f"{sensor.temp_c:.0f} °C")
+                temps.add_row(plain(name, label), self.styled(*sensor_temp(sensor)))
             parts.append(temps)
         return Group(*parts)

@@ -47,7 +47,7 @@ def nvme_hot(drive: NvmeReading) -> bool:
 def nvme_temp(drive: NvmeReading) -> str:
     """``41 °C``; against its warning limit when at or over it (``82 °C ≥ 81.85``: it throttles)."""
     if nvme_hot(drive) and drive.temp_max_c is not None:
-        return f"{fmt.temp(drive.temp_c)} ≥ {round(drive.temp_max_c, 2):g}"
+        return fmt.temp_at_limit(drive.temp_c, drive.temp_max_c)
     return fmt.temp(drive.temp_c)
 
 

@@ -1,0 +1,65 @@
+"""The Host box's temperatures: one at or over its high limit shows the limit in the warning style,
+at or over its critical limit in the error style."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from rich.table import Table
+from rich.text import Text
+
+from rigmon.schema import Frame, TemperatureReading
+from rigmon.tui.widgets.host_group import HostGroup, sensor_temp
+from tests.tui.snapshot_apps.record_frames import load_frames
+from tests.tui.snapshot_apps.recorded import build, open_node, settle
+from tests.tui.test_sources import text
+
+#: The simulated NVMe drives' hwmon limits (``temp1_max``, ``temp1_crit``), in °C.
+NVME_MAX_C, NVME_CRIT_C = 81.85, 84.85
+
+
+@pytest.mark.parametrize(("max_c", "crit_c", "temp_c", "shown", "level"), [
+    (None, None, 82.05, "82 °C", None),
+    (81.85, 84.85, 41.85, "42 °C", None),
+    (81.85, 84.85, 81.85, "82 °C ≥ 81.85", "warn"),
+    (81.85, 84.85, 82.05, "82 °C ≥ 81.85", "warn"),
+    (81.85, 84.85, 85.0, "85 °C ≥ 84.85", "bad"),
+    (None, 100.0, 100.0, "100 °C ≥ 100", "bad"),
+])
+def test_a_temperature_at_its_limit_is_shown_against_it(max_c: float | None, crit_c: float | None, temp_c: float,
+                                                        shown: str, level: str | None) -> None:
+    sensor = TemperatureReading(sensor="hwmon2/temp1", label="nvme Composite", temp_c=temp_c, max_c=max_c,
+                                crit_c=crit_c)
+    assert sensor_temp(sensor) == (shown, level)
+
+
+def _with_limits(frame: Frame) -> Frame:
+    # The recording predates the agent's reading of hwmon limits: the NVMe composites get the
+    # limits their simulated chips list (the collector's reading of them: tests/collectors/test_host_temp_limits.py).
+    temps = tuple(msgspec.structs.replace(t, max_c=NVME_MAX_C, crit_c=NVME_CRIT_C) if t.label == "nvme Composite" else t
+                  for t in frame.readings.temperatures)
+    return msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, temperatures=temps))
+
+
+def _cells(group: HostGroup) -> list[Text]:
+    body = group.query_one("#body").content  # type: ignore[attr-defined]
+    tables = [r for r in getattr(body, "renderables", [body]) if isinstance(r, Table)]
+    return [cell for table in tables for column in table.columns for cell in column._cells if isinstance(cell, Text)]
+
+
+async def test_the_hot_drives_composites_stand_out_in_the_host_box_at_80_columns() -> None:
+    frames = [_with_limits(f) for f in load_frames("nvme-enclosure-thermal-throttle")]
+    app, fleet, _ = build([("strix", frames, 90)])
+    async with app.run_test(size=(80, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        await pilot.pause()
+        group = app.screen.query_one(HostGroup)
+        lines = text(group.query_one("#body").content,  # type: ignore[attr-defined]
+                     group.content_size.width).splitlines()
+        assert sum("82 °C ≥ 81.85" in line for line in lines) == 2, lines
+        assert sum("40 °C" in line and "≥" not in line for line in lines) == 2, lines
+        warn = group.style_of("warn")
+        hot = [cell for cell in _cells(group) if "≥" in cell.plain]
+        assert len(hot) == 2 and all(cell.style == warn for cell in hot), hot
+        assert all(cell.style != warn for cell in _cells(group) if cell.plain == "40 °C")
