@@ -52,3 +52,21 @@ def make(collectors: dict[str, object], interval_s: float = 0.05, timeout_s: flo
     frames: list[Frame] = []
     sampler.add_listener(frames.append)
     return sampler, frames
+
+
+async def first_sampled_frame(collector: PolledCollector) -> Frame:
+    """Run a sampler over ``collector`` alone (under its ``name``) until a frame holds one of its samples; that frame."""
+    name = collector.name
+    sampler = Sampler("n1", "run1", {name: collector}, 0.05, 2.0, SystemClock())
+    frames: list[Frame] = []
+    sampler.add_listener(frames.append)
+    task = asyncio.create_task(sampler.run())
+    try:
+        for _ in range(400):
+            if frames and frames[-1].collectors[name].sampled_at is not None:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        sampler.stop()
+        await task
+    return frames[-1]

@@ -3,16 +3,14 @@ reading, ``connected`` false, with its counters): the frame carries those record
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from rigmon.agent.collector_threads import Failed, call_collector
-from rigmon.agent.sampler import Sampler
-from rigmon.clock import SystemClock
 from rigmon.collectors.base import CollectorError, PolledCollector
 from rigmon.collectors.psu_rail import RailState
 from rigmon.config import PsuSection
-from rigmon.schema import Frame, PsuRailReading
+from rigmon.schema import PsuRailReading
+from tests.agent.sampler_helpers import first_sampled_frame
 
 
 def gone_reading() -> PsuRailReading:
@@ -35,22 +33,6 @@ class FailingCollector(PolledCollector):
         raise CollectorError("psu.port /dev/rigmon-psu0: Input/output error; retrying", records=self.records)
 
 
-async def last_frame(collector: PolledCollector) -> Frame:
-    sampler = Sampler("n1", "run1", {"psu": collector}, 0.05, 2.0, SystemClock())
-    frames: list[Frame] = []
-    sampler.add_listener(frames.append)
-    task = asyncio.create_task(sampler.run())
-    try:
-        for _ in range(400):
-            if frames and frames[-1].collectors["psu"].sampled_at is not None:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        sampler.stop()
-        await task
-    return frames[-1]
-
-
 def test_an_error_with_records_is_an_error_outcome_with_them() -> None:
     reading = gone_reading()
     state, payload = call_collector(FailingCollector([reading]))
@@ -63,9 +45,9 @@ def test_an_error_with_records_is_an_error_outcome_with_them() -> None:
 async def test_a_failing_collectors_records_are_in_the_frame_and_its_state_is_error() -> None:
     reading = gone_reading()
     assert not reading.connected and reading.stale and reading.volts is None
-    frame = await last_frame(FailingCollector([reading]))
+    frame = await first_sampled_frame(FailingCollector([reading]))
     status = frame.collectors["psu"]
     assert (status.state, status.ok) == ("error", False)
     assert status.error == "CollectorError: psu.port /dev/rigmon-psu0: Input/output error; retrying"
     assert frame.readings.psu_rail == reading
-    assert (await last_frame(FailingCollector([]))).readings.psu_rail is None
+    assert (await first_sampled_frame(FailingCollector([]))).readings.psu_rail is None
