@@ -37,7 +37,7 @@ physics thread never runs, so no file of the tree is rewritten (every read is a 
 descriptor's ``pread``), no ADC line arrives and no reading changes. The health check then
 expects no ADC windows and only ``psu_adc_silent`` firing, and the output says it is a floor.
 
-    python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--still] [--smoke]
+    python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--still] [--agent-config TOML] [--smoke]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ from rigmon.sim.nvml import FAKE_NVML  # noqa: E402
 from rigmon.sim.rig import STEP_REAL_S, node_agent_config  # noqa: E402
 from rigmon.sim.scenarios.bench_node import BenchNode  # noqa: E402
 from rigmon.sim.tree import Tree  # noqa: E402
+from rigmon.typed import TypedDataError  # noqa: E402
 
 #: Pulls a URL once a second for N seconds and prints each answer's status. With ``keep``, one
 #: connection is kept across pulls, as Prometheus keeps its scrape connections (and the dashboard its
@@ -174,6 +176,10 @@ class FakeDriverTimer:
 #: Collectors with nothing to read on ``bench-node``: no AMD GPU; the ADC measures the current itself;
 #: a lone node has no peers to probe (the probes' cost is `probe_cost.py`'s, 15 peers at 10 Hz).
 ABSENT_BY_DESIGN = frozenset({"amd_gpu", "rail_path", "peer_probes"})
+#: Every source of the full node: none may be missing from the frame (a collector switched off by
+#: ``--agent-config`` makes it a smaller node, not goal 1's).
+EVERY_SOURCE = frozenset({"disks", "gpu", "gpu_processes", "host", "infiniband", "journal", "kernel_log", "nvme",
+                          "psu", "psu_hwmon", "raid", "thunderbolt"})
 #: ADC windows a second the node is configured for (100 ms windows).
 ADC_WINDOWS_PER_S = 10.0
 
@@ -248,6 +254,8 @@ def health_problems(r: Measured, args: argparse.Namespace) -> list[str]:
                         f"{'expected on a still node' if args.still else 'configured'}")
     if r.pulls is not None and r.pulls < r.elapsed - 1:
         problems.append(f"{r.pulls} pulls answered 200 for a {r.elapsed:.0f} s window (one a second expected)")
+    for name in sorted(EVERY_SOURCE - set(r.statuses)):
+        problems.append(f"collector {name} is not in the frame (switched off?)")
     for name, state in sorted(r.statuses.items()):
         if state != ("absent" if name in ABSENT_BY_DESIGN else "ok"):
             problems.append(f"collector {name} is {state}")
@@ -278,7 +286,7 @@ async def measure(args: argparse.Namespace, work: Path, tree_dir: Path) -> Measu
     if not args.still:
         physics.start()
     port = free_port()
-    config = node_agent_config(node, f"127.0.0.1:{port}", 1.0, work / "state")
+    config = node_agent_config(node, f"127.0.0.1:{port}", 1.0, work / "state", extra=args.extra)
     agent = Agent(config, clock=clock)
     if not args.default_gc:
         tune_agent_gc()  # as `rigmon agent` does once its agent is built
@@ -412,12 +420,22 @@ def main() -> int:
                              "journal); /dev/shm keeps them in memory as a real /sys and /proc are, the journal "
                              "staying on disk: a file the simulator replaces is then freed by its reader's close "
                              "without an ext4 journal transaction")
+    parser.add_argument("--agent-config", metavar="TOML",
+                        help="agent settings merged over the simulated node's (a trade-off to measure, e.g. "
+                             "[collectors.nvme] interval_s = 5); printed with the results")
     args = parser.parse_args()
+    args.extra = None
+    if args.agent_config:
+        args.extra = tomllib.loads(Path(args.agent_config).read_text())
     if args.smoke:
         args.seconds, args.warmup = 2.0, 1.5
     with (tempfile.TemporaryDirectory(prefix="rigmon-bench-") as tmp,
           tempfile.TemporaryDirectory(prefix="rigmon-bench-tree-", dir=args.tree_dir) as tree):
-        r = asyncio.run(measure(args, Path(tmp), Path(tree)))
+        try:
+            r = asyncio.run(measure(args, Path(tmp), Path(tree)))
+        except TypedDataError as exc:
+            print(f"--agent-config {args.agent_config}: {exc}", file=sys.stderr)
+            return 2
     elapsed, frames = r.elapsed, max(1.0, r.frames)
     agent_s = r.cpu - r.sim - r.fake - r.timer
     if args.still:
@@ -427,6 +445,8 @@ def main() -> int:
           f"2 USB4 links, 2 NICs; every collector, alarms, journal, HTTP pulled once a second "
           f"({'a new connection per pull' if args.new_connections else 'one kept connection'}); "
           f"{elapsed:.0f} s window; {machine()}")
+    if args.extra:
+        print(f"agent settings over the node's own (--agent-config): {args.extra}")
     print(f"simulated node's files in {tree_filesystem(args.tree_dir)}; journal in the temporary directory")
     print(f"collectors: {', '.join(f'{k}={v}' for k, v in sorted(r.statuses.items()))}")
     print(f"in the window: {r.frames:.0f} frames published (ticks, plus one per pushed sag window), "

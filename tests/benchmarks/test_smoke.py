@@ -115,12 +115,15 @@ def test_agent_full_node_health_check_names_what_is_wrong() -> None:
     from dataclasses import replace
 
     sys.path.insert(0, str(BENCHMARKS.parent))
-    from benchmarks.agent_full_node import Measured, health_problems
+    from benchmarks.agent_full_node import EVERY_SOURCE, Measured, health_problems
 
     healthy = Measured(elapsed=60.0, frames=60, frames_span_s=60.0, windows=600, gpus=8, lost=0,
-                       statuses={"gpu": "ok", "psu": "ok", "rail_path": "absent", "amd_gpu": "absent"})
+                       statuses={**dict.fromkeys(EVERY_SOURCE, "ok"), "rail_path": "absent", "amd_gpu": "absent"})
     args = argparse.Namespace(gpus=8, still=False)
     assert health_problems(healthy, args) == []
+    # A source missing from the frame (switched off) makes a smaller node.
+    assert health_problems(replace(healthy, statuses={k: v for k, v in healthy.statuses.items() if k != "raid"}),
+                           args) == ["collector raid is not in the frame (switched off?)"]
     # The recorded 15.0 ms figure: 6.9 windows a second instead of 10.
     assert health_problems(replace(healthy, windows=414), args) == ["6.9 ADC windows/s received, 10 configured"]
     # Counted between the window's first and last frames: a 30 s window holding 31 frames spans 31 s of
@@ -286,3 +289,21 @@ def test_tp_rtt_breakdown_times_each_leg_of_a_round_trip() -> None:
         cells = row(out, name)
         assert int(cells[1]) >= 10 and number(cells[2]) >= 0, cells
     assert "node01's readings" in out
+
+
+def test_agent_full_node_measures_the_settings_it_is_given(tmp_path: Path) -> None:
+    # A trade-off measured (issue 19's option b): the agent runs with the settings, and says so.
+    settings = tmp_path / "tradeoff.toml"
+    settings.write_text("[collectors.nvme]\ninterval_s = 5.0\n")
+    out = run("agent_full_node.py", "--gpus", "2", "--no-peer", "--agent-config", str(settings))
+    assert "agent settings over the node's own (--agent-config): {'collectors': {'nvme': {'interval_s': 5.0}}}" in out
+    assert "nvme=ok" in out
+    # The settings reach the agent: a source switched off is missing, and the node is no full node.
+    settings.write_text("[collectors.nvme]\nenabled = false\n")
+    out = run("agent_full_node.py", "--gpus", "2", "--no-peer", "--agent-config", str(settings))
+    assert "nvme=" not in out and "collector nvme is not in the frame (switched off?)" in out
+    settings.write_text("[collectors.nvme]\ninterval_s = 5.0\nbogus = 1\n")
+    failed = subprocess.run([sys.executable, str(BENCHMARKS / "agent_full_node.py"), "--smoke", "--no-peer",
+                             "--agent-config", str(settings)], capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert "collectors.nvme.bogus: unknown key" in failed.stderr
