@@ -37,6 +37,9 @@ physics thread never runs, so no file of the tree is rewritten (every read is a 
 descriptor's ``pread``), no ADC line arrives and no reading changes. The health check then
 expects no ADC windows and only ``psu_adc_silent`` firing, and the output says it is a floor.
 
+``--agent-config TOML`` measures a trade-off: its settings are merged over the node's own (say
+``[collectors.nvme] interval_s = 5``) and printed with the results; the node must still hold every source.
+
     python benchmarks/agent_full_node.py [--seconds 60] [--gpus 8] [--still] [--agent-config TOML] [--smoke]
 """
 
