@@ -90,6 +90,23 @@ def _gbps(value: float) -> str:
     return f"{value:g}"
 
 
+def hot_drives(frame: Frame) -> list[Problem]:
+    """NVMe drives at or over their warning temperature (WCTEMP): they throttle (incident 6's hot
+    enclosure). Subjects are ``nvme:<name>``, as the agent's ``nvme_temp_over_warning`` names them, so
+    the alarm's long message is not repeated in the node's "now"."""
+    out = []
+    for nvme in frame.readings.nvme:
+        if not nvme.temp_over_max:
+            continue
+        if nvme.temp_c is not None and nvme.temp_max_c is not None:
+            # As the storage box writes it: ``82 °C ≥ 81.85``, the drive's warning limit.
+            text = f"{nvme.name} hot, {nvme.temp_c:.0f} °C ≥ {round(nvme.temp_max_c, 2):g}"
+        else:
+            text = f"{nvme.name} hot (its own warning bit)"
+        out.append(Problem("warn", text, f"nvme:{nvme.name}"))
+    return out
+
+
 def link_trouble(frame: Frame) -> list[Problem]:
     """Thunderbolt/USB4 links below their expected speed, NVMe links below what they can do,
     network links down or stalled."""
@@ -252,6 +269,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     out += [p for p in arrays if p.level == "bad"]
     out += gpu_link_trouble(frame)
     out += link_trouble(frame)
+    out += hot_drives(frame)
     out += path_trouble(summary, peers_up)
     out += [p for p in arrays if p.level != "bad"]  # a lagging array: after the link that may cause it
     if (summary is not None and summary.links_unhealthy_worst

@@ -66,8 +66,8 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     """The node's trouble, one step per line, oldest first (the newest ``limit`` steps, the job's marks
     among them only as the context of that trouble: `_with_context_marks`).
 
-    Merged: an alarm firing within `MERGE_S` of a hardware event on the same subject is that
-    event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
+    Merged: an alarm firing (or set pending, for a rule with a hold) within `MERGE_S` of a hardware
+    event on the same subject is that event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
     one subject firing together (rail warning and critical) are one step at the worse
     severity. Informational events are left out except alarm resolutions, job marks
     (``mark``) and a process's exit (or its leaving the GPU, unseen by the agent) that followed
@@ -85,6 +85,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     hardware = [e for e in events if e.kind not in _ALARM_KINDS and e.kind not in _QUIET_KINDS
                 and e.kind not in _JOB_KINDS]
     jobs = [e for e in events if e.kind in _JOB_KINDS and notable_event(e)]
+    # When each alarm began to match: a rule with a hold fires that long after the hardware event that
+    # set it pending (an NVMe drive over its warning temperature: 10 s), and is still that event's step.
+    pending_at = {str(e.data.get("alarm_id")): e.at for e in events if e.kind == "alarm_pending"}
     steps: list[Step] = []
     for event in events:
         if event.kind in _QUIET_KINDS:
@@ -92,8 +95,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
         change = _ALARM_KINDS.get(event.kind)
         if change == "firing":
             rule = str(event.data.get("rule", ""))
-            twin = next((h for h in hardware if h.subject == event.subject and abs(h.at - event.at) <= MERGE_S
-                         and h.severity != "info"), None)
+            began = pending_at.get(str(event.data.get("alarm_id")), event.at)
+            twin = next((h for h in hardware if h.subject == event.subject and h.severity != "info"
+                         and (abs(h.at - event.at) <= MERGE_S or abs(h.at - began) <= MERGE_S)), None)
             if twin is None:
                 # An event rule on a process's exit ("the job crashed") says the exit's own message.
                 twin = next((j for j in jobs if j.subject == event.subject and abs(j.at - event.at) <= MERGE_S
@@ -122,8 +126,10 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             if notable_event(event):
                 steps.append(Step(event.at, _level(event.severity), event.message, event.subject, kind=event.kind))
         elif event.severity != "info":
-            alarm = ", ".join(dict.fromkeys(str(e.data.get("rule", "")) for e in events if e.kind == "alarm_firing"
-                                            and e.subject == event.subject and abs(e.at - event.at) <= MERGE_S))
+            alarm = ", ".join(dict.fromkeys(
+                str(e.data.get("rule", "")) for e in events if e.kind == "alarm_firing" and e.subject == event.subject
+                and (abs(e.at - event.at) <= MERGE_S
+                     or abs(pending_at.get(str(e.data.get("alarm_id")), e.at) - event.at) <= MERGE_S)))
             text = event.message
             if event.kind == "gpu_lost":
                 index = event.data.get("gpu_index")

@@ -20,3 +20,41 @@ def test_an_array_lagging_behind_hot_drives_names_them_not_a_link() -> None:
     hot = [s for s in steps if s.kind == "nvme_temp_over_max"]
     assert [s.subject for s in hot] == ["nvme:nvme0", "nvme:nvme1"]
     assert all("warning limit 81.85 °C (critical 84.85 °C), in md127" in s.text for s in hot)
+
+
+def test_a_hot_drive_is_one_step_with_the_alarm_its_hold_fired_later() -> None:
+    # nvme_temp_over_warning holds 10 s: it fires 10 s after the drive's event set it pending, and is
+    # that event's step, not a second line repeating it.
+    store = store_of("nvme-enclosure-thermal-throttle")
+    firing = [e for e in store.events if e.kind == "alarm_firing" and e.subject == "nvme:nvme0"]
+    hot = next(e for e in store.events if e.kind == "nvme_temp_over_max" and e.subject == "nvme:nvme0")
+    assert firing and firing[0].at - hot.at >= 10  # the recorded fixture: the hold between them
+    steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes())
+    drive = [s for s in steps if s.subject == "nvme:nvme0"]
+    assert len(drive) == 1, drive
+    assert drive[0].kind == "nvme_temp_over_max" and drive[0].alarm == "nvme_temp_over_warning"
+
+
+def test_hot_drives_are_said_in_a_few_words_and_explain_their_alarms() -> None:
+    import msgspec
+
+    from rigmon.cluster.incident import problems, reason
+    from rigmon.schema import Alarm
+
+    store = store_of("nvme-enclosure-thermal-throttle")
+    frame = store.latest
+    assert frame is not None
+    found = store.view().problems
+    # The cause before the array it slows, in the storage box's words.
+    assert reason(found, limit=3) == "nvme0 hot, 82 °C ≥ 81.85; nvme1 hot, 82 °C ≥ 81.85; md127 at 71 % of md126"
+    # The firing alarm of a hot drive is explained by its reading: its long message is not the node's "now".
+    firing = next(e for e in store.events if e.kind == "alarm_firing" and e.subject == "nvme:nvme0")
+    alarm = Alarm(id=str(firing.data["alarm_id"]), rule="nvme_temp_over_warning", rule_kind="state", severity="warning",
+                  node="strix-1", subject="nvme:nvme0", state="firing", message=firing.message, started_at=firing.at,
+                  updated_at=firing.at, value=True, fired_at=firing.at)
+    texts = [p.text for p in problems(frame, None, [alarm])]
+    assert not any("throttles" in t for t in texts), texts
+    # A drive whose temperature is unread but which set its own warning bit.
+    unread = msgspec.structs.replace(frame.readings.nvme[0], temp_c=None)
+    frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, nvme=(unread,)))
+    assert [p.text for p in problems(frame, None)][0] == "nvme0 hot (its own warning bit)"
