@@ -275,13 +275,18 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
     if (summary is not None and summary.links_unhealthy_worst
             and not any(p.subject.startswith(("link:", "nvme:")) for p in out)):
         # Healthy now, not within the window: a link that flaps (incident 5).
-        text = f"a link was down or slow within {WORST_WINDOW_S:.0f} s"
+        # Which link the summary does not say; the one Thunderbolt alarm still held on a link does (its
+        # clear hold outlasts the flap), and is then this problem, not a second one in the node's "now".
+        held = {a.subject for a in alarms if a.state == "firing" and a.rule == "thunderbolt_degraded"}
+        subject = next(iter(held)) if len(held) == 1 else "link:"
+        name = f" {subject.removeprefix('link:')}" if subject != "link:" else ""
+        text = f"a link{name} was down or slow within {WORST_WINDOW_S:.0f} s"
         if summary.link_worst_gbps is not None and summary.link_gbps is not None \
                 and summary.link_worst_gbps < summary.link_gbps:
-            # Which link the summary does not say; how far it fell, how fast it is now, and what to do.
-            text = (f"USB4 down to {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s, now "
+            # How far it fell, how fast it is now, and what to do.
+            text = (f"USB4{name} down to {summary.link_worst_gbps:g} Gb/s within {WORST_WINDOW_S:.0f} s, now "
                     f"{summary.link_gbps:g} (flapping): re-plug")
-        out.append(Problem("warn", text, "link:"))
+        out.append(Problem("warn", text, subject))
     if summary is not None and summary.gpu_peak_worst_w is not None and summary.gpu_peak_limit_w:
         if summary.gpu_peak_worst_w > PEAK_OVER_LIMIT_FACTOR * summary.gpu_peak_limit_w:
             out.append(Problem("warn", f"GPU peak {summary.gpu_peak_worst_w:.0f} W over "

@@ -158,6 +158,17 @@ def test_a_link_that_flapped_within_the_minute_is_named() -> None:
     assert store.summary is not None and store.summary.links_healthy == store.summary.links_total
     # Before: "USB4 at 20 Gb/s within 60 s (flapping)": neither that it is at 40 now nor what to do.
     assert reason(view.problems) == "USB4 down to 20 Gb/s within 60 s, now 40 (flapping): re-plug"
+    # Its Thunderbolt alarm, held for its clear hold, names the link: one problem, not the alarm's long
+    # message beside it ("...: re-plug both ends, try another cable or port (now ok)").
+    from rigmon.schema import Alarm
+
+    assert store.latest is not None
+    held = Alarm(id="a1", rule="thunderbolt_degraded", rule_kind="state", severity="warning", node="n",
+                 subject="link:0-1", state="firing", started_at=1.0, updated_at=2.0, fired_at=1.0,
+                 message="Thunderbolt/USB4 link 0-1 at 20 Gb/s below expected 40 Gb/s: re-plug both ends, "
+                         "try another cable or port", value="degraded", value_now="ok")
+    assert reason(problems(store.latest, store.summary, [held]), limit=5) == \
+        "USB4 0-1 down to 20 Gb/s within 60 s, now 40 (flapping): re-plug"
 
 
 def test_a_state_alarm_held_after_its_subject_came_back_says_where_it_is_now() -> None:
