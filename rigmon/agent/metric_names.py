@@ -145,6 +145,14 @@ MEANING: dict[tuple[type, str], str] = {
                                     "not traffic on it nor what the path achieves",
     (NetInterfaceReading, "speed_mbps"): "the speed the interface negotiated, what it can carry, not traffic: "
                                          "that is rate(rigmon_network_rx_bytes_total[1m])",
+    # A host temperature's limits: RigmonHostTempCritical compares rigmon_temperature_temp_celsius with the crit.
+    (TemperatureReading, "max_c"): "the sensor's high limit (hwmon tempN_max: an NVMe's warning temperature; "
+                                   "a thermal zone's hot trip point); no series when it has none",
+    (TemperatureReading, "crit_c"): "the sensor's critical limit (hwmon tempN_crit: a CPU's TjMax, an NVMe's CCTEMP; "
+                                    "a thermal zone's critical trip point, where the kernel powers off); "
+                                    "no series when it has none",
+    (TemperatureReading, "over_crit"): "1 while the sensor is at or over its critical limit "
+                                       "(rigmon_temperature_crit_celsius); no series when it has none",
 }
 
 #: Series renamed, rescaled to base units or dropped, still exported under their old name (and in

@@ -16,6 +16,7 @@ from rigmon.collectors.host_proc import (
     parse_proc_stat,
     parse_uptime,
 )
+from rigmon.collectors.host_thermal import THERMAL, ZoneFacts, read_zone_facts
 from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
@@ -84,6 +85,15 @@ def parse_temp_limit(text: str | None) -> float | None:
     return limit_c if limit_c is not None and limit_c > 0 else None
 
 
+def temperature(sensor: str, label: str, temp_c: float, max_c: float | None,
+                crit_c: float | None) -> TemperatureReading:
+    """One sensor's reading with its limits, and whether it is at or over its critical limit
+    (``None``: it has none), which alarm rules select (a rule compares a field with a value, not
+    with another field)."""
+    return TemperatureReading(sensor=sensor, label=label, temp_c=temp_c, max_c=max_c, crit_c=crit_c,
+                              over_crit=None if crit_c is None else temp_c >= crit_c)
+
+
 # Interfaces that carry no rig traffic: loopback only. Virtual bridges stay visible
 # because thunderbolt-net and bonding show up as virtual devices too.
 _SKIPPED_INTERFACES = {"lo"}
@@ -126,7 +136,7 @@ class NetFacts:
 class HostCollector(PolledCollector):
     """CPU, load, memory, temperatures and network links of the node.
 
-    Thermal zone types, hwmon chip names and labels, and each interface's kind are read
+    Thermal zone types and trip points, hwmon chip names, labels and limits, and each interface's kind are read
     once per device (see `DeviceFacts`): again when the set of zones, chips or interfaces
     changes (a chip registered again under the same ``hwmonN`` is a change, see `HwmonChip`)
     and every `device_facts.REFRESH_EVERY` reads; a chip lacking an input it should have, soon,
@@ -152,8 +162,8 @@ class HostCollector(PolledCollector):
         self._rates = CounterRates()
         # Monotonic time each interface last moved a packet (only interfaces that ever did).
         self._last_active_s: dict[str, float] = {}
-        #: Per thermal zone: its label and its ``temp`` path.
-        self._zones: DeviceFacts[str, tuple[str, str]] = DeviceFacts()
+        #: Per thermal zone: its label, its ``temp`` path and the limits of its trip points.
+        self._zones: DeviceFacts[str, ZoneFacts] = DeviceFacts()
         # The boot id changes only with a reboot, which no agent outlives: read like a fact.
         self._boot_id: DeviceFacts[str, str | None] = DeviceFacts()
         self._chips: DeviceFacts[HwmonChip, HwmonTempFacts] = DeviceFacts()
@@ -257,14 +267,14 @@ class HostCollector(PolledCollector):
         # Listed every tick; which files to read and how to name them is worked out again only
         # when the facts were not kept (see `DeviceFacts.begin`). Dropped first: a fact read that
         # raises leaves none, not the last one of devices whose facts were dropped.
-        zones = [z for z in self.root.listdir("/sys/class/thermal") if z.startswith("thermal_zone")]
+        zones = [z for z in self.root.listdir(THERMAL) if z.startswith("thermal_zone")]
         if not self._zones.begin(zones) or self._zone_reads is None:
             self._zone_reads = None
             self._zone_reads = self._thermal_reads(zones)
         for temp_path, sensor, label, max_c, crit_c in self._zone_reads:
             temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
-                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c, max_c=max_c, crit_c=crit_c))
+                out.append(temperature(sensor, label, temp_c, max_c, crit_c))
         chips = hwmon_registrations(self.root)
         if not self._chips.begin(chips) or self._chip_reads is None:
             self._chip_reads = None
@@ -272,16 +282,16 @@ class HostCollector(PolledCollector):
         for input_path, sensor, label, max_c, crit_c in self._chip_reads:
             temp_c = parse_millidegrees(read(input_path))
             if temp_c is not None:
-                out.append(TemperatureReading(sensor=sensor, label=label, temp_c=temp_c, max_c=max_c, crit_c=crit_c))
+                out.append(temperature(sensor, label, temp_c, max_c, crit_c))
         return out
 
     def _thermal_reads(self, zones: list[str]) -> tuple[TempRead, ...]:
-        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor and
-        label (no limits: a zone's trip points are the kernel's own cooling policy)."""
+        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor, label and
+        the limits of its ``hot`` and ``critical`` trip points (read with its facts, see `read_zone_facts`)."""
         reads: list[TempRead] = []
         for zone in zones:
-            label, temp_path = self._zones.get(zone, self._zone_facts)
-            reads.append((temp_path, zone, label, None, None))
+            facts = self._zones.get(zone, self._zone_facts)
+            reads.append((facts.temp_path, zone, facts.label, facts.max_c, facts.crit_c))
         return tuple(reads)
 
     def _hwmon_reads(self, chip_ids: list[HwmonChip]) -> tuple[TempRead, ...]:
@@ -302,9 +312,8 @@ class HostCollector(PolledCollector):
                      for read in (chip_facts.client_reads if chip_facts.client_reads and hwmon not in shared
                                   else chip_facts.reads))
 
-    def _zone_facts(self, zone: str) -> tuple[str, str]:
-        base = f"/sys/class/thermal/{zone}"
-        return self.root.read_attr(f"{base}/type") or zone, f"{base}/temp"
+    def _zone_facts(self, zone: str) -> ZoneFacts:
+        return read_zone_facts(self.root, zone)
 
     def _hwmon_facts(self, chip_id: HwmonChip) -> HwmonTempFacts:
         """A chip's name, temperature channels with their labels and limits (``tempN_max``,

@@ -28,7 +28,12 @@ class TemperatureReading(Record, frozen=True):
     label: str
     temp_c: float
     #: The sensor's high limit (hwmon ``tempN_max``: an NVMe drive's warning temperature, where
-    #: it throttles), ``None`` when it has none (a thermal zone, a chip without one, an older agent).
+    #: it throttles; a thermal zone's ``hot`` trip point), ``None`` when it has none (a chip or zone
+    #: without one, an older agent).
     max_c: float | None = None
-    #: The sensor's critical limit (hwmon ``tempN_crit``), ``None`` when it has none.
+    #: The sensor's critical limit (hwmon ``tempN_crit``; a thermal zone's ``critical`` trip point,
+    #: where the kernel shuts the machine down), ``None`` when it has none.
     crit_c: float | None = None
+    #: Whether ``temp_c`` is at or over ``crit_c`` (what the default rule host_temp_critical selects),
+    #: ``None`` when the sensor has no critical limit or the agent is older.
+    over_crit: bool | None = None

@@ -58,6 +58,17 @@ class SimHost:
     cpu_vendor: str | None = None
     """``intel`` (thermal zone ``x86_pkg_temp``, hwmon ``coretemp``), ``amd`` (``acpitz``, ``k10temp``),
     or ``None`` for the generic mix of both that older scenarios use."""
+    #: The CPU package's high and critical limits (°C), listed by its hwmon chip as ``temp1_max`` and
+    #: ``temp1_crit`` (coretemp: 80 and TjMax, 100 °C); ``None``: the chip lists none (older scenarios).
+    #: At its critical limit the CPU throttles itself (PROCHOT) and its sensors read no higher.
+    cpu_max_c: float | None = None
+    cpu_crit_c: float | None = None
+    #: thermal_zone0's trip points as (``trip_point_K_type``, °C), in order: ``critical``, ``hot``,
+    #: ``passive``, ``active`` (none: the zone lists none).
+    zone_trips: tuple[tuple[str, float], ...] = ()
+    #: How well the CPU cooler works (1: as built): the package's rise above the air under load grows as
+    #: 1 / cooling (a cooler whose fan or pump stopped: a fraction of 1).
+    cooling: float = 1.0
     #: Boot time (Unix seconds) written as ``btime``: the node's start time less its uptime then.
     boot_at: int = 1_700_000_000
     _rng: random.Random = field(default_factory=random.Random)
@@ -84,8 +95,11 @@ class SimHost:
             self.load_avg[i] = self.load_avg[i] * keep + running * (1.0 - keep)
         target_mem = self.mem_total_bytes * (0.08 + 0.5 * node.load)
         self.mem_used_bytes += (target_mem - self.mem_used_bytes) * min(1.0, dt_s / 30.0)
-        target_temp = 38.0 + 40.0 * busy_frac
+        target_temp = 38.0 + 40.0 * busy_frac / self.cooling
         self.cpu_temp_c += (target_temp - self.cpu_temp_c) * min(1.0, dt_s / 20.0)
+        if self.cpu_crit_c is not None:
+            # PROCHOT: the CPU slows itself down to stay at its critical limit (TjMax).
+            self.cpu_temp_c = min(self.cpu_temp_c, self.cpu_crit_c)
         for nic in self.interfaces:
             if not nic.up or nic.stalled:
                 continue
@@ -122,9 +136,18 @@ class SimHost:
                                                                       ("x86_pkg_temp", "k10temp", "Tctl"))
         tree.write("/sys/class/thermal/thermal_zone0/type", f"{zone}\n")
         tree.write("/sys/class/thermal/thermal_zone0/temp", f"{int(self.cpu_temp_c * 1000)}\n")
+        for k, (trip_type, trip_c) in enumerate(self.zone_trips):
+            tree.write(f"/sys/class/thermal/thermal_zone0/trip_point_{k}_type", f"{trip_type}\n")
+            tree.write(f"/sys/class/thermal/thermal_zone0/trip_point_{k}_temp", f"{int(trip_c * 1000)}\n")
         tree.write("/sys/class/hwmon/hwmon0/name", f"{chip}\n")
         tree.write("/sys/class/hwmon/hwmon0/temp1_label", f"{label}\n")
-        tree.write("/sys/class/hwmon/hwmon0/temp1_input", f"{int((self.cpu_temp_c + 2) * 1000)}\n")
+        chip_c = self.cpu_temp_c + 2
+        if self.cpu_crit_c is not None:
+            chip_c = min(chip_c, self.cpu_crit_c)  # its sensor reads the distance to TjMax: none past it
+        tree.write("/sys/class/hwmon/hwmon0/temp1_input", f"{int(chip_c * 1000)}\n")
+        for limit, limit_c in (("max", self.cpu_max_c), ("crit", self.cpu_crit_c)):
+            if limit_c is not None:
+                tree.write(f"/sys/class/hwmon/hwmon0/temp1_{limit}", f"{int(limit_c * 1000)}\n")
         self._write_net(tree)
 
     def _write_net(self, tree: Tree) -> None:

@@ -35,7 +35,7 @@ def test_rules_check() -> None:
 def test_rules_unit_tests() -> None:
     files = sorted(p.name for p in DEPLOY.glob("*.test.yml"))
     assert {"rigmon-rules.test.yml", "rigmon-rules-probes.test.yml", "rigmon-rules-agent.test.yml",
-            "rigmon-rules-restarts.test.yml", "rigmon-rules-trends.test.yml"} <= set(files)
+            "rigmon-rules-restarts.test.yml", "rigmon-rules-trends.test.yml", "rigmon-rules-temps.test.yml"} <= set(files)
     out = promtool("test", "rules", *files)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("SUCCESS") == len(files)
@@ -88,6 +88,7 @@ MIRRORS: dict[str, str | None] = {
     "nvme_link_below_max": "RigmonNvmeLinkBelowMax",
     "nvme_link_lost": "RigmonNvmeLinkLost",
     "nvme_temp_over_warning": "RigmonNvmeTempOverWarning",
+    "host_temp_critical": "RigmonHostTempCritical",
     "net_link_slower": "RigmonNetworkLinkSlower",
     "md_array_degraded": "RigmonMdArrayDegraded",
     "md_array_broken": "RigmonMdArrayBroken",

@@ -33,6 +33,8 @@ CASES = [
     ("nvme-link-gen3", 10.0, {"nvme_link_below_max"}, 0),
     # Enclosure A's fan stops at 10 s: its two drives pass WCTEMP about a minute later and throttle.
     ("nvme-thermal-throttle", 10.0, {"nvme_temp_over_warning", "md_array_lagging"}, 0),
+    # The CPU cooler stops at 20 s: the package reaches TjMax (coretemp's temp1_crit) about ten seconds later.
+    ("cpu-cooler-failed", 10.0, {"host_temp_critical"}, 0),
     ("adc-unplug", 10.0, {"collector_failing"}, 0),
     ("corroding-connection", 20000.0, {"psu_path_resistance_rising"}, 0),
     ("adc-garbage", 10.0, set(), 4),

@@ -10,6 +10,7 @@ from rigmon.sim.scenarios.adc_hang import AdcHang
 from rigmon.sim.scenarios.adc_unplug import AdcUnplug
 from rigmon.sim.scenarios.bench_node import BenchNode
 from rigmon.sim.scenarios.corroding_connection import CorrodingConnection
+from rigmon.sim.scenarios.cpu_cooler_failed import CpuCoolerFailed
 from rigmon.sim.scenarios.healthy import Healthy
 from rigmon.sim.scenarios.lab import HealthyV100, Lab
 from rigmon.sim.scenarios.loose_sxm2 import LooseSxm2
@@ -59,6 +60,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rdma-port-flap": RdmaPortFlap(),
     "tp-cluster": TpCluster(),
     "corroding-connection": CorrodingConnection(),
+    "cpu-cooler-failed": CpuCoolerFailed(),
     "adc-unplug": AdcUnplug(),
     "adc-garbage": AdcGarbage(),
     "adc-hang": AdcHang(),
