@@ -107,6 +107,18 @@ def hot_drives(frame: Frame) -> list[Problem]:
     return out
 
 
+def critical_temperatures(frame: Frame) -> list[Problem]:
+    """Host temperatures at or over their critical limit (a CPU package at TjMax, a zone's critical trip):
+    the node throttles hard or shuts down next. Subjects are ``temp:<sensor>``, as the agent's
+    ``host_temp_critical`` names them, so the alarm's long message is not repeated in the node's "now"."""
+    out = []
+    for temp in frame.readings.temperatures:
+        if temp.over_crit and temp.crit_c is not None:
+            out.append(Problem("bad", f"{temp.label} at its critical limit, {temp.temp_c:.0f} °C ≥ "
+                                      f"{round(temp.crit_c, 2):g}", f"temp:{temp.sensor}"))
+    return out
+
+
 def link_trouble(frame: Frame) -> list[Problem]:
     """Thunderbolt/USB4 links below their expected speed, NVMe links below what they can do,
     network links down or stalled."""
@@ -267,6 +279,7 @@ def problems(frame: Frame | None, summary: NodeSummary | None, alarms: Sequence[
         out.append(Problem("bad" if worst < RAIL_CRITICAL_VOLTS else "warn", rail_text(worst, summary), "psu"))
     arrays = array_trouble(frame)
     out += [p for p in arrays if p.level == "bad"]
+    out += critical_temperatures(frame)
     out += gpu_link_trouble(frame)
     out += link_trouble(frame)
     out += hot_drives(frame)
