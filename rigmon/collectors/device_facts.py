@@ -113,6 +113,14 @@ class DeviceFacts(Generic[K, V]):
         self._delays[device] = delay
         self._due[device] = self._reads + delay
 
+    def reread(self, device: K) -> None:
+        """Read ``device``'s facts again at the next read of the device set (`begin` says so): a
+        tick's read found a file they planned to read gone (an hwmon input a driver removed since,
+        `HostRoot.read_present`). Called outside the read of the facts; the read that follows finds
+        what is missing now and backs off from there (`recheck`), so a vanished input is opened
+        once, not every tick until the next refresh."""
+        self._due[device] = self._reads + 1
+
     def known(self, device: K) -> bool:
         """Whether ``device``'s facts are held (`get` will not read them)."""
         return device in self._facts
