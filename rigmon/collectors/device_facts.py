@@ -24,8 +24,9 @@ class DeviceFacts(Generic[K, V]):
     at hand (`previous`) while they are read again: a collector whose device may hide a file
     for a while (an hwmon input) keeps it. A device whose facts were read while something they
     need was missing (an hwmon input its driver creates a moment after the device, a controller's
-    hwmon device not registered yet) is looked at again soon, backing off (`recheck`). Not
-    thread-safe: callers hold their collector's lock.
+    hwmon device not registered yet) is looked at again soon, backing off (`recheck`); one a tick
+    found a file of gone (an hwmon input removed since its facts were read), at the next read
+    (`reread`). Not thread-safe: callers hold their collector's lock.
 
     Args:
         refresh_every: reads of the device set between two full re-reads.

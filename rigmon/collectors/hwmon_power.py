@@ -278,7 +278,7 @@ class HwmonPowerCollector(PolledCollector):
                 try:
                     value = parse_int(read_input(vin.input_path))
                 except FileNotFoundError:
-                    # Gone since the facts were read: looked at again soon (`read_chip_input`).
+                    # Gone since the facts were read: read again at the next tick (`read_chip_input`).
                     self._facts.reread(chip_id)
                     continue
                 if value is None:
@@ -296,7 +296,7 @@ class HwmonPowerCollector(PolledCollector):
 
     def _psu_figures(self, chip: HwmonChip, facts: ChipFacts, plan: ChipPlan) -> PsuFigures:
         """One PMBus supply's readings this tick (see `PsuFigures`); an input gone since its facts
-        were read has them read again soon (`read_chip_input`)."""
+        were read has them read again at the next tick (`read_chip_input`)."""
         read = self.root.read_attr
         alarms: tuple[str, ...] = ()
         for name, path in plan.alarm_paths:
