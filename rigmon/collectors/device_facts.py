@@ -24,8 +24,9 @@ class DeviceFacts(Generic[K, V]):
     at hand (`previous`) while they are read again: a collector whose device may hide a file
     for a while (an hwmon input) keeps it. A device whose facts were read while something they
     need was missing (an hwmon input its driver creates a moment after the device, a controller's
-    hwmon device not registered yet) is looked at again soon, backing off (`recheck`). Not
-    thread-safe: callers hold their collector's lock.
+    hwmon device not registered yet) is looked at again soon, backing off (`recheck`); one a tick
+    found a file of gone (an hwmon input removed since its facts were read), at the next read
+    (`reread`). Not thread-safe: callers hold their collector's lock.
 
     Args:
         refresh_every: reads of the device set between two full re-reads.
@@ -112,6 +113,14 @@ class DeviceFacts(Generic[K, V]):
         delay = min(2 * self._delays.get(device, 0) or 1, self.refresh_every)
         self._delays[device] = delay
         self._due[device] = self._reads + delay
+
+    def reread(self, device: K) -> None:
+        """Read ``device``'s facts again at the next read of the device set (`begin` says so): a
+        tick's read found a file they planned to read gone (an hwmon input a driver removed since,
+        `HostRoot.read_present`). Called outside the read of the facts; the read that follows finds
+        what is missing now and backs off from there (`recheck`), so a vanished input is opened
+        once, not every tick until the next refresh."""
+        self._due[device] = self._reads + 1
 
     def known(self, device: K) -> bool:
         """Whether ``device``'s facts are held (`get` will not read them)."""

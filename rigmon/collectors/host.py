@@ -17,7 +17,7 @@ from rigmon.collectors.host_proc import (
     parse_uptime,
 )
 from rigmon.collectors.host_thermal import THERMAL, ZoneFacts, read_zone_facts
-from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip
+from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, chip_of, hwmon_registrations, list_chip
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.names import text_name
@@ -279,8 +279,16 @@ class HostCollector(PolledCollector):
         if not self._chips.begin(chips) or self._chip_reads is None:
             self._chip_reads = None
             self._chip_reads = self._hwmon_reads(chips)
+        read_input = self.root.read_present
         for input_path, sensor, label, max_c, crit_c in self._chip_reads:
-            temp_c = parse_millidegrees(read(input_path))
+            try:
+                temp_c = parse_millidegrees(read_input(input_path))
+            except FileNotFoundError:
+                # Gone since its chip's facts were read: they are read again at the next tick
+                # (`hwmon_chips.read_chip_input`), not opened and failed every tick until a refresh.
+                if (gone := chip_of(chips, input_path)) is not None:
+                    self._chips.reread(gone)
+                continue
             if temp_c is not None:
                 out.append(temperature(sensor, label, temp_c, max_c, crit_c))
         return out

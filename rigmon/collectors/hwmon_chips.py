@@ -82,6 +82,7 @@ class ChipFacts(Protocol):
 
 
 F = TypeVar("F", bound=ChipFacts)
+V = TypeVar("V")
 
 
 def list_chip(root: HostRoot, facts: DeviceFacts[HwmonChip, F], chip: HwmonChip) -> tuple[F | None, ChipListing]:
@@ -102,6 +103,28 @@ def list_chip(root: HostRoot, facts: DeviceFacts[HwmonChip, F], chip: HwmonChip)
     if incomplete:
         facts.recheck(chip)
     return before, ChipListing(entries=entries, present=present, seen=seen_before | listed, incomplete=incomplete)
+
+
+def chip_of(chips: Sequence[HwmonChip], path: str) -> HwmonChip | None:
+    """The registration among ``chips`` whose directory holds ``path`` (``/sys/class/hwmon/hwmon3/temp1_input``)."""
+    hwmon = path.removeprefix(f"{HWMON}/").partition("/")[0]
+    return next((chip for chip in chips if chip[0] == hwmon), None)
+
+
+def read_chip_input(root: HostRoot, facts: DeviceFacts[HwmonChip, V], chip: HwmonChip, path: str) -> str | None:
+    """Registration ``chip``'s reading file ``path`` (an ``_input`` its facts planned), read every tick.
+
+    ``None`` when it does not read (a sensor that failed this tick is read again at the next). A file
+    that is gone (`HostRoot.read_present`: a driver removed the input) has the chip's facts read again
+    at the next tick (`DeviceFacts.reread`): `list_chip` finds the chip lacking it and backs off
+    (`DeviceFacts.recheck`), and the facts leave it out, so it is not opened (and failed) every tick
+    until the next refresh.
+    """
+    try:
+        return root.read_present(path)
+    except FileNotFoundError:
+        facts.reread(chip)
+        return None
 
 
 def device_hwmon_dirs(root: HostRoot, device: str, entries: Sequence[str] | None = None) -> list[str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
-from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip
+from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip, read_chip_input
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
@@ -264,18 +264,23 @@ class HwmonPowerCollector(PolledCollector):
         chips = hwmon_registrations(self.root)
         if not self._facts.begin(chips):
             self._sensors = None
-        read = self.root.read_attr
+        read, read_input = self.root.read_attr, self.root.read_present
         facts_of, read_facts = self._facts.get, self._chip_facts
         for chip_id in chips:
             facts = facts_of(chip_id, read_facts)
             plan = facts.plan
             assert plan is not None  # set by _chip_facts
             if plan.pmbus:
-                psus.append(self._psu_figures(chip_id[0], facts, plan))
+                psus.append(self._psu_figures(chip_id, facts, plan))
                 continue
             chip = facts.chip
             for vin in plan.voltages:
-                value = parse_int(read(vin.input_path))
+                try:
+                    value = parse_int(read_input(vin.input_path))
+                except FileNotFoundError:
+                    # Gone since the facts were read: read again at the next tick (`read_chip_input`).
+                    self._facts.reread(chip_id)
+                    continue
                 if value is None:
                     continue
                 alarm = None if vin.alarm_path is None else parse_int(read(vin.alarm_path))
@@ -289,8 +294,9 @@ class HwmonPowerCollector(PolledCollector):
         records: list[object] = [*volts, *self._psus(psus)]
         return records
 
-    def _psu_figures(self, hwmon: str, facts: ChipFacts, plan: ChipPlan) -> PsuFigures:
-        """One PMBus supply's readings this tick (see `PsuFigures`)."""
+    def _psu_figures(self, chip: HwmonChip, facts: ChipFacts, plan: ChipPlan) -> PsuFigures:
+        """One PMBus supply's readings this tick (see `PsuFigures`); an input gone since its facts
+        were read has them read again at the next tick (`read_chip_input`)."""
         read = self.root.read_attr
         alarms: tuple[str, ...] = ()
         for name, path in plan.alarm_paths:
@@ -300,7 +306,7 @@ class HwmonPowerCollector(PolledCollector):
         for paths, unit in plan.figure_reads:
             # The first readable of the channels labelled for this figure.
             for path in paths:
-                value = parse_int(read(path))
+                value = parse_int(read_chip_input(self.root, self._facts, chip, path))
                 if value is not None:
                     # Each figure is given to 4 decimals. Millivolts and milliamperes in volts and
                     # amperes have 3: ``value / MILLI`` is the double nearest a multiple of 0.001,
@@ -310,9 +316,11 @@ class HwmonPowerCollector(PolledCollector):
                     break
             else:
                 figures.append(None)
-        temp = None if plan.temp1_path is None else parse_int(read(plan.temp1_path))
-        fan = None if plan.fan1_path is None else parse_int(read(plan.fan1_path))
-        return (hwmon, facts.i2c_client, facts.chip, figures, alarms,
+        temp = None if plan.temp1_path is None else parse_int(read_chip_input(self.root, self._facts, chip,
+                                                                             plan.temp1_path))
+        fan = None if plan.fan1_path is None else parse_int(read_chip_input(self.root, self._facts, chip,
+                                                                            plan.fan1_path))
+        return (chip[0], facts.i2c_client, facts.chip, figures, alarms,
                 None if temp is None else temp / MILLI, None if fan is None else float(fan))
 
     def _psus(self, psus: list[PsuFigures]) -> list[object]:

@@ -16,6 +16,7 @@ from rigmon.collectors.base import (
 )
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.hwmon_chips import device_hwmon_dirs, hwmon_registrations
+from rigmon.collectors.nvme_md import MdHolders
 from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm, temp_events, temp_reason
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
@@ -185,7 +186,9 @@ class NvmeCollector(PolledCollector):
     ``hwmonN``, and its old ``hwmonN`` may go to another device, see `hwmon_registrations`). A
     controller listed without namespaces (they come a moment after the controller, or never on a
     drive that has none) and one without its hwmon directory (it comes a moment after too, or never
-    on a kernel before 5.5) are looked at again soon, backing off (`DeviceFacts.recheck`).
+    on a kernel before 5.5) are looked at again soon, backing off (`DeviceFacts.recheck`). The md
+    arrays holding its namespaces are listed again also when the arrays of /proc/mdstat change (an
+    array assembled or stopped sends the controller no event): at the next read (see `MdHolders`).
 
     Args:
         root: the machine's files.
@@ -205,8 +208,8 @@ class NvmeCollector(PolledCollector):
         self._hwmon: DeviceFacts[str, HwmonFacts | None] = DeviceFacts()
         #: Per controller, its directory's entries and the namespaces they name (see `_list`).
         self._entries: DeviceFacts[str, tuple[tuple[str, ...], tuple[str, ...]]] = DeviceFacts()
-        #: Per controller, its namespaces and the md arrays holding them (see `_holders`).
-        self._held: DeviceFacts[str, tuple[tuple[str, ...], tuple[str, ...]]] = DeviceFacts()
+        #: Per controller, the md arrays holding its namespaces.
+        self._held = MdHolders(root)
         #: Per controller, its last reading whose link was read (or read as lost): a link that
         #: cannot be read for a while (EINVAL in D3cold or during a reset) is not a link change.
         self._link_read: dict[str, NvmeReading] = {}
@@ -303,7 +306,7 @@ class NvmeCollector(PolledCollector):
             temp = parse_millidegrees(attr(f"{hwmon.path}/temp1_input"))
             alarm = parse_alarm(attr(f"{hwmon.path}/temp1_alarm"))
         temp_max = None if hwmon is None else hwmon.temp_max_c
-        md_arrays = self._holders(name, namespaces)
+        md_arrays = self._held.arrays(name, namespaces)
         over = judge_over_max(temp, temp_max, alarm)
         temp_crit = None if hwmon is None else hwmon.temp_crit_c
         link_state, reason = judge_nvme_link(speed, None if lost else width, facts.max_link_speed_gts,
@@ -337,24 +340,6 @@ class NvmeCollector(PolledCollector):
             md_arrays=md_arrays,
             temp_warning_reason=temp_reason(temp, temp_max, temp_crit, md_arrays) if over else None,
         )
-
-    def _holders(self, name: str, namespaces: tuple[str, ...]) -> tuple[str, ...]:
-        """The md arrays that claim any of controller ``name``'s ``namespaces``, sorted, from the
-        holders links md makes when it claims a member (``/sys/block/nvme0n1/holders/md127``).
-
-        Listed again when the namespaces change, and as the controller's other facts are (an
-        array assembled or stopped sends no event to the controller: seen within
-        `device_facts.REFRESH_EVERY` reads), not at every read.
-        """
-        held = self._held.get(name, lambda _: (namespaces, self._list_holders(namespaces)))
-        if held[0] != namespaces:
-            self._held.forget(name)
-            held = self._held.get(name, lambda _: (namespaces, self._list_holders(namespaces)))
-        return held[1]
-
-    def _list_holders(self, namespaces: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(sorted({h for ns in namespaces for h in self.root.listdir(f"/sys/block/{ns}/holders")
-                             if h.startswith("md")}))
 
     def _list(self, name: str, base: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A controller directory's entries and the namespaces they name, sorted: matched once

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import stat
@@ -111,6 +112,27 @@ class HostRoot:
         if raw is None:
             return None
         return raw.decode("utf-8", "replace").strip()
+
+    def read_present(self, rel: str, max_bytes: int = MAX_READ_BYTES) -> str | None:
+        """Read a text attribute as `read_attr` does, telling a file that is not there from one
+        that failed to read.
+
+        A reading that fails (EIO, ENODATA, EAGAIN: a sensor present but not answering now) is
+        ``None``, read again at the next call; a file that does not exist (an hwmon input removed
+        when its driver unbinds the sensor) raises, so that a caller that planned to read it every
+        tick looks again at what the device has instead. Only a read that fails costs more: a
+        ``stat`` of the path (a read that opened nothing, or whose kept descriptor's file was
+        removed, falls back to the path, so the ``stat`` says what the read found).
+
+        Raises:
+            FileNotFoundError: when ``rel`` does not exist (now).
+        """
+        raw = self._read(rel, max_bytes, WHOLE_ATTR_BYTES)
+        if raw is not None:
+            return raw.decode("utf-8", "replace").strip()
+        if not self.exists(rel):
+            raise FileNotFoundError(errno.ENOENT, "no such attribute", rel)
+        return None
 
     def read_text(self, rel: str, max_bytes: int = MAX_READ_BYTES, errors: str = "replace") -> str | None:
         """Like `read_attr` but keeps the text as is (for multi-line /proc files).

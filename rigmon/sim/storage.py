@@ -160,6 +160,8 @@ class SimStorage:
     diskstats_counters: int = 17
     _rng: random.Random | None = None
     _written: set[str] = field(default_factory=set)
+    #: Arrays the tree holds, with their ``/dev/md`` names: one no longer in `arrays` was stopped.
+    _assembled: dict[str, str] = field(default_factory=dict)
     _node: SimNode | None = field(default=None, repr=False)
     _carried: CarriedCounters = field(default_factory=CarriedCounters)
     """Each drive's and array's diskstats counters, carried on to the write time."""
@@ -171,6 +173,14 @@ class SimStorage:
     def array(self, name: str) -> SimMdArray:
         """The array called ``name`` (``md127``)."""
         return next(a for a in self.arrays if a.name == name)
+
+    def assemble(self, array: SimMdArray) -> None:
+        """Assemble ``array`` (``mdadm --assemble``) over drives of this node: in the tree at the next write."""
+        self.arrays.append(array)
+
+    def stop(self, name: str) -> None:
+        """Stop array ``name`` (``mdadm --stop``): gone from the tree at the next write, its members free."""
+        self.arrays.remove(self.array(name))
 
     def _cap(self, drive: SimNvmeDrive) -> float:
         if not drive.present:
@@ -213,12 +223,29 @@ class SimStorage:
                 lines.append(self._diskstats_line(NVME_MAJOR, minor, d.ns, stats[d.ns]))
         for a in self.arrays:
             lines.append(self._diskstats_line(MD_MAJOR, a.number, a.name, stats[a.name]))
+        # A stopped array's members are let go (mdadm --stop) before its mdstat line goes, as md
+        # unlinks their holders before it drops them from the array; an assembled one is written
+        # after its mdstat line (md lists a member a moment before it links its holder).
+        self._stop_arrays(tree)
         tree.write("/proc/diskstats", "".join(lines))
         tree.write("/proc/mdstat", self._mdstat())
         for d in self.drives:
             self._write_drive(tree, d, stats.get(d.ns))
         for a in self.arrays:
             self._write_array(tree, a, stats[a.name])
+
+    def _stop_arrays(self, tree: Tree) -> None:
+        """Remove what the tree holds of arrays no longer in `arrays` (stopped: ``mdadm --stop``): the
+        members' holders links, the array's block device and its ``/dev/md`` name."""
+        for name, md_name in list(self._assembled.items()):
+            if any(a.name == name for a in self.arrays):
+                continue
+            for d in self.drives:
+                tree.remove(f"/sys/block/{d.ns}/holders/{name}")
+            tree.remove(f"/sys/block/{name}")
+            tree.remove(f"/dev/md/{md_name}")
+            self._written.discard(f"/sys/block/{name}/md")
+            del self._assembled[name]
 
     def _diskstats_line(self, major: int, minor: int, name: str, stats: list[int]) -> str:
         counters = " ".join(str(v) for v in stats[: self.diskstats_counters])
@@ -294,6 +321,7 @@ class SimStorage:
         base = f"/sys/block/{a.name}/md"
         if base not in self._written:
             self._written.add(base)
+            self._assembled[a.name] = a.md_name
             tree.write(f"{base}/level", f"{a.level}\n")
             tree.write(f"{base}/chunk_size", f"{a.chunk_kib * KIB}\n")
             tree.write(f"{base}/metadata_version", "1.2\n")

@@ -3,8 +3,11 @@ and that are registered again under the same hwmonN (a driver reload, a PMBus ca
 
 from __future__ import annotations
 
+import errno
 import random
 from pathlib import Path
+
+import pytest
 
 from rigmon.collectors.device_facts import REFRESH_EVERY
 from rigmon.collectors.host import HostCollector
@@ -18,6 +21,7 @@ from rigmon.sim.psu import SimPsuRail
 from rigmon.sim.tree import Tree
 from tests.collectors.root_helpers import ReadLog
 from tests.collectors.test_host import FakeClock
+from tests.hw.refusals import refuse_reads
 
 #: What a tick lists while no device comes, goes or is registered again: host's and psu_hwmon's listings.
 LISTED = ["/sys/class/thermal", "/sys/class/hwmon", "/sys/class/hwmon"]
@@ -176,3 +180,43 @@ def test_an_input_hidden_for_a_tick_at_a_refresh_is_read_the_tick_after(tmp_path
     chip.show("curr2_input")
     psus, _ = node.tick()
     assert psus[1].iout_amps and psus[1].iout_amps > 1.0
+
+
+def test_an_input_removed_between_two_reads_of_the_facts_is_not_opened_every_tick_until_a_refresh(
+        tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.tick()
+    node.tick()
+    # The driver removes the first supply's output current and temperature inputs (a sensor unbound)
+    # between two reads of the chip's facts: the next tick finds them gone.
+    show_first_supply_current_and_temperature(node, False)
+    hidden = {"/sys/class/hwmon/hwmon20/curr2_input", "/sys/class/hwmon/hwmon20/temp1_input"}
+    read_at = []
+    for tick in range(REFRESH_EVERY - 5):
+        assert first_supply_current_and_temperature(node) == (None, None)
+        if hidden & set(node.root.read):
+            read_at.append(tick)
+    # Opened (and found gone) once; then the chip is listed now and then, backing off, not the
+    # inputs opened every tick until the facts' refresh.
+    assert read_at == [0]
+    show_first_supply_current_and_temperature(node, True)
+    for _ in range(REFRESH_EVERY):
+        iout, temp = first_supply_current_and_temperature(node)
+        if iout is not None:
+            break
+    assert iout and iout > 1.0 and temp == "pmbus temp1"
+
+
+def test_an_input_that_fails_to_read_is_read_again_every_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first supply's output current is there but does not answer (EIO: its I2C read failed).
+    failing = "/sys/class/hwmon/hwmon20/curr2_input"
+    refuse_reads(monkeypatch, lambda path: errno.EIO if path.endswith(failing) else None)
+    node = Node(tmp_path)
+    node.tick()
+    for _ in range(5):
+        assert first_supply_current_and_temperature(node)[0] is None
+        assert failing in node.root.read
+        assert node.root.listed == LISTED  # present: its chip's facts are kept
+    monkeypatch.undo()
+    iout, _ = first_supply_current_and_temperature(node)
+    assert iout and iout > 1.0

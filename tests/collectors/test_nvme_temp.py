@@ -96,11 +96,12 @@ def test_the_reason_in_words() -> None:
     assert temp_reason(None, None, None, ()) == "? °C, its temperature warning bit set"
 
 
-def test_an_array_assembled_later_is_seen_when_the_facts_are_read_again(tmp_path: Path) -> None:
+def test_an_array_linked_later_without_a_proc_mdstat_is_seen_when_the_facts_are_read_again(tmp_path: Path) -> None:
     files = {**nvme_files("nvme0", "Samsung SSD 990 PRO 2TB"), "/sys/class/nvme/nvme0/nvme0n1/size": "100\n"}
     write_tree(tmp_path, files)
     collector = NvmeCollector(HostRoot(tmp_path))
     assert nvme_readings(collector.collect())["nvme0"].md_arrays == ()
     write_tree(tmp_path, {"/sys/block/nvme0n1/holders/md126/size": "200\n"})
-    # md sends the controller no event: the facts' periodic re-read finds it.
+    # md sends the controller no event, and no /proc/mdstat (a tree copied without it) says the
+    # arrays changed: the periodic re-read finds it (with /proc/mdstat, the next read: test_nvme_md).
     assert [nvme_readings(collector.collect())["nvme0"].md_arrays for _ in range(REFRESH_EVERY)][-1] == ("md126",)
