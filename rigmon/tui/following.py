@@ -108,8 +108,10 @@ class Followers:
         if wake is not None:
             wake.set()  # the node screen starts with the node's alarms as they are now
 
-    async def watch_alarms(self, target: NodeTarget) -> None:
-        """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
+    async def watch_alarms(self, target: NodeTarget, generation: int = 0) -> None:
+        """Fetch one agent's alarms on a timer and when its frames bring alarm events, for the node store
+        of ``generation`` (each answer says it, so that one asked of an agent that no longer answers at the
+        URL is dropped: the app starts a worker of the next generation then)."""
         while True:
             client: AgentClient | None = None
             try:
@@ -117,11 +119,12 @@ class Followers:
                 async for item in client.watch_alarms(self.alarm_wake[target.url],
                                                       lambda: self._alarm_poll_s(target.url)):
                     if isinstance(item, Failed):
-                        self._post(NodeAlarmsFailed(target.url, item.reason))
+                        self._post(NodeAlarmsFailed(target.url, item.reason, generation))
                     else:
-                        self._post(NodeAlarms(target.url, item))
+                        self._post(NodeAlarms(target.url, item, generation))
             except Exception as exc:  # noqa: BLE001 - as in `follow`: the node's alarms say why, polling goes on
-                self._post(NodeAlarmsFailed(target.url, clean_text(f"internal error: {type(exc).__name__}: {exc}")))
+                reason = clean_text(f"internal error: {type(exc).__name__}: {exc}")
+                self._post(NodeAlarmsFailed(target.url, reason, generation))
                 await asyncio.sleep(WORKER_RESTART_S)
             finally:
                 if client is not None:
