@@ -98,7 +98,8 @@ class ClusterStore:
     def clear(self) -> None:
         """Forget every node's data and the cluster alarms (a replay seeking backwards); keys stay."""
         for key in list(self.nodes):
-            self.start_afresh(key)
+            # The same agents' data again: no answer is another agent's (the generations stay).
+            self._fresh(key, self.nodes[key].generation)
         self.rules = self._make_rules()
         self._peers_at = None
 
@@ -110,8 +111,12 @@ class ClusterStore:
         it showed) is the new node's, so that a trend never runs on across two machines. The new store is of
         the next generation (`NodeStore.generation`): answers asked for before are dropped (`current`).
         """
-        old = self.nodes[key]
-        store = self.nodes[key] = NodeStore(key, old.url, self.clock, self.stale_after_s, generation=old.generation + 1)
+        return self._fresh(key, self.nodes[key].generation + 1)
+
+    def _fresh(self, key: str, generation: int) -> NodeStore:
+        """Replace the store of ``key`` with an empty one of ``generation`` (same key and URL), and return it."""
+        store = self.nodes[key] = NodeStore(key, self.nodes[key].url, self.clock, self.stale_after_s,
+                                            generation=generation)
         self._order.pop(key, None)
         self._peer_cut.pop(key, None)
         return store
