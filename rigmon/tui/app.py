@@ -273,7 +273,8 @@ class RigmonApp(Navigation, ReplayKeys):
         except ScreenStackError:
             # The refresh timer fired while the app shuts down (its screens are gone).
             return
-        draw(screen, self.cluster, self.selected, self.replay, board, self.agent_names.notes)
+        names = self.agent_names
+        draw(screen, self.cluster, self.selected, self.replay, board, names.notes, names.short_notes)
 
     def on_history_wanted(self, message: HistoryWanted) -> None:
         key = message.key if message.key is not None else self.selected

@@ -30,9 +30,11 @@ def shows_frames_of(screen: Screen[object], keys: Set[str], selected: str | None
 
 
 def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, replay: Replay | None,
-         board: AlarmBoardView | None, notes: Mapping[str, str] | None = None) -> None:
+         board: AlarmBoardView | None, notes: Mapping[str, str] | None = None,
+         short_notes: Mapping[str, str] | None = None) -> None:
     """Draw ``screen`` from the stores (the alarms screen needs ``board``; ``selected``: the node screen's node;
-    ``notes``: by key, the nodes at whose URL another agent answers now, `rigmon.cluster.identity.AgentNames`)."""
+    ``notes``: by key, the nodes at whose URL another agent answers now, `rigmon.cluster.identity.AgentNames`;
+    ``short_notes``: the same without the URL, for a cluster row too narrow for the whole note)."""
     notes = notes or {}
     ended: dict[str, float] = {}
     stopped: dict[str, bool] = {}
@@ -48,7 +50,7 @@ def draw(screen: Screen[object], cluster: ClusterStore, selected: str | None, re
                 screen.show(board)
         elif isinstance(screen, ClusterScreen):
             screen.show(in_display_order(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended), ended, stopped,
-                        notes)
+                        notes, short_notes)
         elif isinstance(screen, LinkScreen):
             screen.show(cluster.views(ROW_TREND_POINTS, ROW_TREND_BUCKETS), ended)
         elif isinstance(screen, NodeScreen) and selected in cluster.nodes:

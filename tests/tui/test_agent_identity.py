@@ -205,3 +205,28 @@ async def test_an_alarm_poll_of_the_old_agent_answered_after_the_change_is_dropp
         await wait_for(lambda: new.alarm_list is not None and new.alarm_list.node == "gpu07")
         assert not new.alarm_list.active  # type: ignore[union-attr]
         assert app.cluster.nodes[url] is new
+
+
+async def test_at_80_columns_the_row_says_the_change_in_short_rather_than_cut() -> None:
+    # Before: "↳ the agent at http://node01.test:9871 now says it is node gpu07 (was node…", the old name cut.
+    agent = FakeAgent("node01", frames=5)
+    app, clock = dashboard(agent)
+    url = agent.url
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: (s := app.cluster.nodes[url].latest) is not None and s.seq == 5)
+        agent.node = "gpu07"
+        agent.restart()
+        agent.publish(3)
+        await wait_for(lambda: (new := app.cluster.nodes[url].latest) is not None and new.node == "gpu07")
+        app.refresh_screen()
+        await pilot.pause()
+        (row,) = app.screen.query(NodeRow)
+        assert row.view is not None and row.size.width < len(f"  ↳ {NOTE}")
+        third = row._reason(row.view)
+        assert third is not None and third.plain == "  ↳ another agent at the node's URL: now node gpu07 (was node01)"
+        # Out of touch, its state line says it in short too.
+        clock.advance(10)
+        app.refresh_screen()
+        await pilot.pause()
+        state = row._figures(row.view, 20)[1]
+        assert state.plain.endswith("; another agent at the node's URL: now node gpu07 (was node01)"), state.plain
