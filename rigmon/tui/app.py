@@ -12,7 +12,6 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.notifications import Notify
 from textual.screen import Screen
-from textual.worker import Worker
 
 from rigmon.clock import Clock, SystemClock
 from rigmon.cluster.alarm_board import AlarmBoardView, CriticalWatch, board_view
@@ -121,8 +120,7 @@ class RigmonApp(Navigation, ReplayKeys):
         # The node each followed URL says it is: a note when another agent answers at a node's URL.
         self.agent_names = AgentNames()
         self.critical_toast = CriticalToast()
-        self.followers = Followers(client_factory, alarm_poll_s, self.post_message)
-        self._alarm_workers: dict[str, Worker[None]] = {}
+        self.followers = Followers(client_factory, alarm_poll_s, self.post_message, self.run_worker)
         self.redraws = Redraws(self.set_timer, self.refresh_screen, self._redraw_frames_of)
         # Whether any node has reported peer paths: the link matrix's key is offered from then on.
         self.paths_seen = False
@@ -152,7 +150,7 @@ class RigmonApp(Navigation, ReplayKeys):
             self.run_worker(self.followers.follow(target), name=f"follow {target.url}", group="follow",
                             exit_on_error=False)
             self.followers.alarm_wake[target.url] = asyncio.Event()
-            self._watch_alarms(target.url)
+            self.followers.poll_alarms(target, self.cluster.nodes[target.url].generation)
         self.set_interval(self.refresh_s, self.refresh_screen)
         if self.replay is not None:
             self.set_interval(REPLAY_TICK_S, self._replay_tick)
@@ -166,16 +164,6 @@ class RigmonApp(Navigation, ReplayKeys):
         # Runs before Textual adds the toast (the App's own handler comes later in the MRO): the
         # critical strip goes back under it once it is in.
         self.call_later(self.critical_toast.keep_bottom, self)
-
-    def _watch_alarms(self, key: str) -> None:
-        """Poll the alarms of node ``key`` for its store as it is now (ending the poller of an earlier store)."""
-        target = next(t for t in self.targets if t.url == key)
-        old = self._alarm_workers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        self._alarm_workers[key] = self.run_worker(
-            self.followers.watch_alarms(target, self.cluster.nodes[key].generation), name=f"alarms {key}",
-            group="alarms", exit_on_error=False)
 
     def on_node_alarms(self, message: NodeAlarms) -> None:
         # An answer asked for before another agent took the node's URL is not the new agent's: dropped.
@@ -197,7 +185,7 @@ class RigmonApp(Navigation, ReplayKeys):
             # into a store of their own, so that no trend, history or alarm runs on across two machines.
             store = self.cluster.start_afresh(message.key)
             # The old agent's alarm answers (a poll in flight) are dropped; the new one's are asked for now.
-            self._watch_alarms(message.key)
+            self.followers.poll_alarms(next(t for t in self.targets if t.url == message.key), store.generation)
             operations.reopen_history(self, message.key, note)
             notify(self, note, title="Another agent at a node's address", severity="warning", timeout=30)
             self.redraws.refresh_soon()
