@@ -130,6 +130,8 @@ class HistoryScreen(Screen[None]):
         self.node_key: str | None = None
         self.generation = 0
         self.had_frame = True
+        #: The node's state as last drawn (`show_state`); live until told otherwise.
+        self.node_state = "live"
 
     def reopen(self, name: str, charts: Sequence[Chart], reason: str | None, span_s: float,
                note: str | None = None) -> None:
@@ -138,7 +140,7 @@ class HistoryScreen(Screen[None]):
         its way for it is dropped (`fetch` moves the serial on); the chart shown stays if the node offers it."""
         key = self.chart.key if self.chart is not None else None
         self.node_name = name
-        self.sub_title = f"{name} · history"
+        self._title()
         self.charts = list(charts)
         self.chart_index = next((i for i, c in enumerate(self.charts) if c.key == key), 0)
         if note is not None:
@@ -160,8 +162,20 @@ class HistoryScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"{self.node_name} · history"
+        self._title()
         self.fetch()
+
+    def show_state(self, state: str) -> None:
+        """The node's state now (`rigmon.cluster.node_view.NodeState`): said in the title unless ``live``, so that a
+        node that dies (or goes quiet) while its history is read is not taken for one still sending."""
+        if state != self.node_state:
+            self.node_state = state
+            self._title()
+
+    def _title(self) -> None:
+        """``node01 · history``, and the node's state when it is not live: ``node01 · history · unreachable``."""
+        state = "" if self.node_state == "live" else f" · {self.node_state}"
+        self.sub_title = f"{self.node_name} · history{state}"
 
     @property
     def chart(self) -> Chart | None:
