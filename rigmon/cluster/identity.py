@@ -19,6 +19,9 @@ class AgentNames:
         self._names: dict[str, str] = {}
         #: The note of each key whose agent now answers as another node than before (see `answered`).
         self.notes: dict[str, str] = {}
+        #: The note of each such key in short (``another agent at the node's URL: now node gpu07 (was node01)``),
+        #: without the URL: for the cluster row's one line, when the whole note does not fit it.
+        self.short_notes: dict[str, str] = {}
 
     def answered(self, key: str, url: str, node: str) -> str | None:
         """The agent at ``url`` (the node of ``key``) answered /v1/info as ``node``: the note to show when
@@ -31,4 +34,5 @@ class AgentNames:
             return None
         note = f"the agent at {url} now says it is node {node} (was {was})"
         self.notes[key] = note
+        self.short_notes[key] = f"another agent at the node's URL: now node {node} (was {was})"
         return note

@@ -326,7 +326,15 @@ def reason(found: Sequence[Problem], limit: int = 2) -> str:
     """The cluster row's reason: the ``limit`` worst problems joined, and how many more."""
     if not found:
         return ""
-    text = "; ".join(p.text for p in found[:limit])
+    text = joined(found[:limit])
     if len(found) > limit:
         text += f" (+{len(found) - limit} more)"
     return text
+
+
+def joined(found: Sequence[Problem]) -> str:
+    """The texts of ``found`` one after the other: ``A; B``. A text that ends a sentence (an alarm message
+    quoting the kernel: ``... GPU has fallen off the bus.``) loses its full stop before the ``;``, which
+    read ``bus.; collector gpu failing``."""
+    last = len(found) - 1
+    return "; ".join(p.text.removesuffix(".") if i < last else p.text for i, p in enumerate(found))

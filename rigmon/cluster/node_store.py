@@ -54,12 +54,16 @@ class NodeStore:
         stale_after_s: minimum age of the last frame that makes the node stale; raised to
             three of the agent's intervals once its /v1/info is known.
         capacity: history points kept.
+        generation: how many times the node's store was started afresh before this one (another agent
+            answering at its URL, `rigmon.cluster.store.ClusterStore.start_afresh`): an answer asked for
+            under an older generation is the other agent's, not this store's.
     """
 
     def __init__(self, key: str, url: str, clock: Clock, stale_after_s: float = STALE_AFTER_S,
-                 capacity: int = HISTORY_POINTS) -> None:
+                 capacity: int = HISTORY_POINTS, generation: int = 0) -> None:
         self.key = key
         self.url = url
+        self.generation = generation
         self.clock = clock
         self._stale_min_s = stale_after_s
         self.stale_after_s = stale_after_s

@@ -98,7 +98,8 @@ class ClusterStore:
     def clear(self) -> None:
         """Forget every node's data and the cluster alarms (a replay seeking backwards); keys stay."""
         for key in list(self.nodes):
-            self.start_afresh(key)
+            # The same agents' data again: no answer is another agent's (the generations stay).
+            self._fresh(key, self.nodes[key].generation)
         self.rules = self._make_rules()
         self._peers_at = None
 
@@ -107,12 +108,26 @@ class ClusterStore:
 
         Live, for another agent answering at the node's URL as another node (`rigmon.cluster.identity.AgentNames`):
         nothing the old agent sent (trends, the history held for it, events, alarms, restarts, the GPUs and links
-        it showed) is the new node's, so that a trend never runs on across two machines.
+        it showed) is the new node's, so that a trend never runs on across two machines. The new store is of
+        the next generation (`NodeStore.generation`): answers asked for before are dropped (`current`).
         """
-        store = self.nodes[key] = NodeStore(key, self.nodes[key].url, self.clock, self.stale_after_s)
+        return self._fresh(key, self.nodes[key].generation + 1)
+
+    def _fresh(self, key: str, generation: int) -> NodeStore:
+        """Replace the store of ``key`` with an empty one of ``generation`` (same key and URL), and return it."""
+        store = self.nodes[key] = NodeStore(key, self.nodes[key].url, self.clock, self.stale_after_s,
+                                            generation=generation)
         self._order.pop(key, None)
         self._peer_cut.pop(key, None)
         return store
+
+    def current(self, key: str, generation: int) -> NodeStore | None:
+        """The store of ``key`` when it is of ``generation`` (an answer asked for under it, such as an alarm
+        poll's, is filed there); ``None`` when the node's store was started afresh since (`start_afresh`):
+        the answer is the agent's that answered at the URL before, and is dropped, not shown against the new
+        agent's. ``None`` too for a key not followed."""
+        store = self.nodes.get(key)
+        return store if store is not None and store.generation == generation else None
 
     def add(self, key: str, url: str) -> NodeStore:
         """Add (or return) the store of one node."""

@@ -120,7 +120,7 @@ class RigmonApp(Navigation, ReplayKeys):
         # The node each followed URL says it is: a note when another agent answers at a node's URL.
         self.agent_names = AgentNames()
         self.critical_toast = CriticalToast()
-        self.followers = Followers(client_factory, alarm_poll_s, self.post_message)
+        self.followers = Followers(client_factory, alarm_poll_s, self.post_message, self.run_worker)
         self.redraws = Redraws(self.set_timer, self.refresh_screen, self._redraw_frames_of)
         # Whether any node has reported peer paths: the link matrix's key is offered from then on.
         self.paths_seen = False
@@ -150,8 +150,7 @@ class RigmonApp(Navigation, ReplayKeys):
             self.run_worker(self.followers.follow(target), name=f"follow {target.url}", group="follow",
                             exit_on_error=False)
             self.followers.alarm_wake[target.url] = asyncio.Event()
-            self.run_worker(self.followers.watch_alarms(target), name=f"alarms {target.url}", group="alarms",
-                            exit_on_error=False)
+            self.followers.poll_alarms(target, self.cluster.nodes[target.url].generation)
         self.set_interval(self.refresh_s, self.refresh_screen)
         if self.replay is not None:
             self.set_interval(REPLAY_TICK_S, self._replay_tick)
@@ -167,12 +166,16 @@ class RigmonApp(Navigation, ReplayKeys):
         self.call_later(self.critical_toast.keep_bottom, self)
 
     def on_node_alarms(self, message: NodeAlarms) -> None:
+        # An answer asked for before another agent took the node's URL is not the new agent's: dropped.
+        store = self.cluster.current(message.key, message.generation)
         # Most polls bring the same list: redraw (and announce) only on a change.
-        if self.cluster.nodes[message.key].set_alarms(message.alarms):
+        if store is not None and store.set_alarms(message.alarms):
             self.redraws.refresh_soon()
 
     def on_node_alarms_failed(self, message: NodeAlarmsFailed) -> None:
-        self.cluster.nodes[message.key].alarms_failed(message.reason)
+        store = self.cluster.current(message.key, message.generation)
+        if store is not None:
+            store.alarms_failed(message.reason)
 
     def on_node_connected(self, message: NodeConnected) -> None:
         store = self.cluster.nodes[message.key]
@@ -181,6 +184,9 @@ class RigmonApp(Navigation, ReplayKeys):
             # Its frames from now on are the other node's, on the same row (the dashboard follows URLs):
             # into a store of their own, so that no trend, history or alarm runs on across two machines.
             store = self.cluster.start_afresh(message.key)
+            # The old agent's alarm answers (a poll in flight) are dropped; the new one's are asked for now.
+            self.followers.poll_alarms(next(t for t in self.targets if t.url == message.key), store.generation)
+            operations.reopen_history(self, message.key, note)
             notify(self, note, title="Another agent at a node's address", severity="warning", timeout=30)
             self.redraws.refresh_soon()
         store.connected(message.info)
@@ -212,6 +218,8 @@ class RigmonApp(Navigation, ReplayKeys):
         wake = self.followers.alarm_wake.get(key)
         if wake is not None and any(e.kind.startswith("alarm_") for f in frames for e in f.events):
             wake.set()
+        if first:
+            operations.reopen_history(self, key)  # a history view waiting for the node's first frame charts it
         self.redraws.frames_filed(key, first)
 
     def _redraw_frames_of(self, keys: set[str]) -> None:
@@ -253,7 +261,8 @@ class RigmonApp(Navigation, ReplayKeys):
         except ScreenStackError:
             # The refresh timer fired while the app shuts down (its screens are gone).
             return
-        draw(screen, self.cluster, self.selected, self.replay, board, self.agent_names.notes)
+        names = self.agent_names
+        draw(screen, self.cluster, self.selected, self.replay, board, names.notes, names.short_notes)
 
     def on_history_wanted(self, message: HistoryWanted) -> None:
         key = message.key if message.key is not None else self.selected

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 
 from textual.message import Message
+from textual.worker import Worker
 
 from rigmon.cluster.client import AgentClient, Connected, Failed, GapReported, Sampled, Summarized, View
 from rigmon.cluster.config import NodeTarget
@@ -47,12 +48,17 @@ class Followers:
         client_factory: builds each node's client.
         alarm_poll_s: seconds between /v1/alarms polls of the node on screen.
         post: the app's ``post_message``.
+        run: the app's ``run_worker`` (`poll_alarms` runs each node's alarm poller with it).
     """
 
-    def __init__(self, client_factory: ClientFactory, alarm_poll_s: float, post: Callable[[Message], object]) -> None:
+    def __init__(self, client_factory: ClientFactory, alarm_poll_s: float, post: Callable[[Message], object],
+                 run: Callable[..., Worker[None]]) -> None:
         self.client_factory = client_factory
         self.alarm_poll_s = alarm_poll_s
         self._post = post
+        self._run = run
+        # Each node's alarm poller (`poll_alarms`).
+        self._alarm_workers: dict[str, Worker[None]] = {}
         #: Set to fetch a node's alarms at once (its frames brought an ``alarm_*`` event).
         self.alarm_wake: dict[str, asyncio.Event] = {}
         # Each followed node's client, and the node whose full frames the screen shows (the
@@ -108,8 +114,19 @@ class Followers:
         if wake is not None:
             wake.set()  # the node screen starts with the node's alarms as they are now
 
-    async def watch_alarms(self, target: NodeTarget) -> None:
-        """Fetch one agent's alarms on a timer and when its frames bring alarm events."""
+    def poll_alarms(self, target: NodeTarget, generation: int) -> None:
+        """Poll the alarms of ``target`` for its node store of ``generation`` (`watch_alarms`), ending the poller
+        of an earlier one: its fetch in flight is the agent's that answered at the URL before."""
+        old = self._alarm_workers.pop(target.url, None)
+        if old is not None:
+            old.cancel()
+        self._alarm_workers[target.url] = self._run(self.watch_alarms(target, generation), name=f"alarms {target.url}",
+                                                    group="alarms", exit_on_error=False)
+
+    async def watch_alarms(self, target: NodeTarget, generation: int = 0) -> None:
+        """Fetch one agent's alarms on a timer and when its frames bring alarm events, for the node store
+        of ``generation`` (each answer says it, so that one asked of an agent that no longer answers at the
+        URL is dropped: the app starts a worker of the next generation then)."""
         while True:
             client: AgentClient | None = None
             try:
@@ -117,11 +134,12 @@ class Followers:
                 async for item in client.watch_alarms(self.alarm_wake[target.url],
                                                       lambda: self._alarm_poll_s(target.url)):
                     if isinstance(item, Failed):
-                        self._post(NodeAlarmsFailed(target.url, item.reason))
+                        self._post(NodeAlarmsFailed(target.url, item.reason, generation))
                     else:
-                        self._post(NodeAlarms(target.url, item))
+                        self._post(NodeAlarms(target.url, item, generation))
             except Exception as exc:  # noqa: BLE001 - as in `follow`: the node's alarms say why, polling goes on
-                self._post(NodeAlarmsFailed(target.url, clean_text(f"internal error: {type(exc).__name__}: {exc}")))
+                reason = clean_text(f"internal error: {type(exc).__name__}: {exc}")
+                self._post(NodeAlarmsFailed(target.url, reason, generation))
                 await asyncio.sleep(WORKER_RESTART_S)
             finally:
                 if client is not None:

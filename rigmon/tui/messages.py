@@ -58,25 +58,29 @@ class NodeFailed(Message):
 
 @dataclass
 class NodeAlarms(Message):
-    """The alarms of the agent at ``key`` (its /v1/alarms answer)."""
+    """The alarms of the agent at ``key`` (its /v1/alarms answer), asked for by the alarm worker of the
+    node store's ``generation`` (`rigmon.cluster.node_store.NodeStore.generation`): an answer of an older
+    generation is the agent's that answered at the URL before, and is dropped."""
 
     key: str
     alarms: AlarmList
+    generation: int = 0
 
     def can_replace(self, message: Message) -> bool:
-        # A newer list of the same node supersedes an older one not yet handled.
-        return isinstance(message, NodeAlarms) and message.key == self.key
+        # A newer list of the same node (and agent) supersedes an older one not yet handled.
+        return isinstance(message, NodeAlarms) and message.key == self.key and message.generation == self.generation
 
 
 @dataclass
 class NodeAlarmsFailed(Message):
-    """The alarms of ``key`` could not be fetched."""
+    """The alarms of ``key`` could not be fetched (by the alarm worker of ``generation``, as `NodeAlarms`)."""
 
     key: str
     reason: str
+    generation: int = 0
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, NodeAlarmsFailed) and message.key == self.key
+        return isinstance(message, NodeAlarmsFailed) and message.key == self.key and message.generation == self.generation
 
 
 @dataclass

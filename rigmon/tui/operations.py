@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from rigmon.schema import History
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
+    from rigmon.cluster.node_store import NodeStore
     from rigmon.schema import Alarm, GuardReading
     from rigmon.tui.app import RigmonApp
     from rigmon.tui.screens.history import HistoryScreen
@@ -192,21 +194,20 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
     from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 
     store = app.cluster.nodes[key]
-    charts = charts_for(frame_values(store.latest))
-    reason = None
-    if store.latest is None:
-        reason = "no frame from this node yet" + (f" ({store.error})" if store.error else "")
     replay = app.replay
 
     def now() -> float:
         if replay is not None:
             # The node's own clock at the cursor: its frames' times, which the history is drawn in.
             return replay.node_time(key)
+        # The node's store as it is now: another agent at its URL has a store of its own (`reopen_history`).
+        store = app.cluster.nodes[key]
         latest = store.latest
         # The node's own clock: its journal is in its time, and a dead node's ends at its last frame.
         return latest.taken_at if latest is not None else app.cluster.clock.time()
 
     async def load(from_at: float, to_at: float, series: Sequence[str]) -> History | HeldHistory:
+        store = app.cluster.nodes[key]
         if replay is not None:
             frames = replay.frames_until(key)
             if not frames:
@@ -227,5 +228,36 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
         finally:
             await client.aclose()
 
-    return HistoryScreen(store.name, charts, now, load, reason=reason,
-                         span_s=opening_span_s(store.history.span_s(None)))
+    screen = HistoryScreen(store.name, charts_for(frame_values(store.latest)), now, load, reason=_no_frame(store),
+                           span_s=opening_span_s(store.history.span_s(None)))
+    screen.node_key = key
+    screen.generation = store.generation
+    screen.had_frame = store.latest is not None
+    return screen
+
+
+def _no_frame(store: NodeStore) -> str | None:
+    """Why the history view of ``store``'s node has nothing to chart: no frame from it yet (``None``: it has one)."""
+    if store.latest is not None:
+        return None
+    return "no frame from this node yet" + (f" ({store.error})" if store.error else "")
+
+
+def reopen_history(app: RigmonApp, key: str, note: str | None = None) -> None:
+    """Start the open history views of node ``key`` over when what they drew is not the node's now: its store
+    was started afresh (``note``: another agent answers at its URL, `rigmon.cluster.identity.AgentNames`), so
+    the chart, its name and its fetches in flight were the other agent's; or the view waited for the node's
+    first frame, which is in (its charts are known now)."""
+    history = sys.modules.get("rigmon.tui.screens.history")
+    if history is None:
+        return  # never opened: no view is one (see `history_screen`'s deferred import)
+    store = app.cluster.nodes[key]
+    for screen in app.screen_stack:
+        if not isinstance(screen, history.HistoryScreen) or screen.node_key != key:
+            continue
+        if screen.generation == store.generation and (screen.had_frame or store.latest is None):
+            continue
+        screen.generation = store.generation
+        screen.had_frame = store.latest is not None
+        screen.reopen(store.name, charts_for(frame_values(store.latest)), _no_frame(store),
+                      opening_span_s(store.history.span_s(None)), note)

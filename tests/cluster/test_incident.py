@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from rigmon.cluster.incident import RailMemory, Sag, after_sag, problems, reason, sag_before, timeline
+from rigmon.cluster.incident import Problem, RailMemory, Sag, after_sag, joined, problems, reason, sag_before, timeline
 from rigmon.cluster.node_store import NodeStore
 from rigmon.schema import Event
 from rigmon.tui.event_merge import merge_xid_events
@@ -58,6 +58,16 @@ def test_a_slow_usb4_link_and_the_array_it_slows() -> None:
 def test_a_degraded_array_is_bad() -> None:
     view = store_of("raid1-member-failed-recovering").view()
     assert view.problems[0].level == "bad" and view.problems[0].text == "md127 recovering"
+
+
+def test_a_problem_ending_a_sentence_joins_the_next_without_its_full_stop() -> None:
+    # Before: "Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus.; collector gpu failing" on the
+    # row and the node screen's "now" line (the kernel's message ends with a full stop).
+    xid = Problem("bad", "Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus.", "gpu:3")
+    failing = Problem("warn", "collector gpu failing", "collector:gpu")
+    assert reason([xid, failing]) == "Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus; collector gpu failing"
+    assert joined([failing, xid]) == "collector gpu failing; Xid 79 on GPU 3 (0000:1d:00.0): GPU has fallen off the bus."
+    assert reason([xid, failing, failing], 1) == f"{xid.text} (+2 more)"
 
 
 def test_a_healthy_node_has_no_reason() -> None:

@@ -330,3 +330,16 @@ def test_a_node_s_outage_is_a_gap_in_its_row_trends() -> None:
     assert set(drawn) == {"cpu_pct", "net_bytes_per_s"}
     for name, trend in drawn.items():
         assert [i for i, v in enumerate(trend) if math.isnan(v)] == [60], name
+
+
+def test_a_store_started_afresh_drops_answers_asked_for_before() -> None:
+    # Another agent at the node's URL: an alarm poll asked of the old one (generation 0) is not the new
+    # store's. Before, an answer carried no generation and went into whichever store the key had then.
+    cluster = ClusterStore(FakeClock())
+    old = cluster.add("k", "http://node01.test:9871")
+    assert old.generation == 0 and cluster.current("k", 0) is old
+    new = cluster.start_afresh("k")
+    assert new.generation == 1 and new.url == old.url
+    assert cluster.current("k", 0) is None
+    assert cluster.current("k", 1) is new
+    assert cluster.current("other", 0) is None

@@ -8,7 +8,9 @@ import time
 from textual.widgets import Static
 
 from tests.tui.snapshot_apps.dashboard import wait_for
+from tests.tui.snapshot_apps.fake_agent import FakeAgent
 from tests.tui.snapshot_apps.recorded import open_node, settle
+from tests.tui.test_app import SIZE, dashboard
 from tests.tui.test_history import fleet_app, history_requests, lowest_rail, open_history
 
 
@@ -74,3 +76,32 @@ async def test_a_node_never_heard_from_still_says_no_history() -> None:
         screen = await open_history(app, pilot)
         assert screen.history is None
         assert head(screen).startswith("no history: no frame from this node yet (")
+
+
+async def test_a_node_that_dies_while_its_history_is_read_says_so_in_the_title() -> None:
+    # Before: the title read "node01 · history" with the node dead for minutes; only the node screen said so.
+    agent = FakeAgent("node01", frames=5)
+    agent.journal = True
+    app, clock = dashboard(agent)
+    url = agent.url
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.cluster.nodes[url]
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 5)
+        await open_node(app, url, pilot)
+        screen = await open_history(app, pilot)
+        app.refresh_screen()
+        await pilot.pause()
+        assert screen.sub_title == "node01 · history"
+        agent.down = True
+        agent.drop_streams()
+        await wait_for(lambda: store.error is not None)
+        clock.advance(10)
+        app.refresh_screen()
+        await pilot.pause()
+        assert app.screen is screen and screen.sub_title == "node01 · history · unreachable"
+        agent.down = False
+        agent.publish()
+        await wait_for(lambda: store.latest is not None and store.latest.seq == 6)
+        app.refresh_screen()
+        await pilot.pause()
+        assert screen.sub_title == "node01 · history"

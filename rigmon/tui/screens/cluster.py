@@ -107,14 +107,17 @@ class ClusterScreen(Screen[None]):
         return [child for child in self.query_one("#nodes", VerticalScroll).children if isinstance(child, NodeRow)]
 
     def show(self, views: Sequence[NodeView], ended: Mapping[str, float] | None = None,
-             stopped: Mapping[str, bool] | None = None, notes: Mapping[str, str] | None = None) -> None:
+             stopped: Mapping[str, bool] | None = None, notes: Mapping[str, str] | None = None,
+             short_notes: Mapping[str, str] | None = None) -> None:
         """Draw ``views`` (already in display order); ``ended``: in a replay, the nodes whose recording
         ended before the cursor, by key, with when (`rigmon.cluster.recording_end.recording_ends`);
         ``stopped``: whether their agent stopped cleanly, where the bundle says (`Replay.stopped_cleanly`);
-        ``notes``: by key, the nodes at whose URL another agent answers now (`rigmon.cluster.identity.AgentNames`)."""
+        ``notes``: by key, the nodes at whose URL another agent answers now (`rigmon.cluster.identity.AgentNames`);
+        ``short_notes``: the same without the URL (`NodeRow.short_note`)."""
         ended = ended or {}
         stopped = stopped or {}
         notes = notes or {}
+        short_notes = short_notes or {}
         rows = self._rows()
         focused = self.focused
         if (isinstance(focused, NodeRow) and focused in rows and focused is not self._cursor_row(rows)
@@ -130,6 +133,8 @@ class ClusterScreen(Screen[None]):
             ended_at = ended.get(view.key)
             clean = stopped.get(view.key)
             note = notes.get(view.key)
+            # Changes only with the note, which redraws the row.
+            row.short_note = short_notes.get(view.key)
             # Most rows keep their view object between redraws (see `NodeStore.view`); a node whose
             # recording ended keeps it while the cursor moves on.
             if row.view is view and row.ended_at == ended_at and row.stopped_cleanly == clean and row.note == note:
@@ -152,7 +157,8 @@ class ClusterScreen(Screen[None]):
         mounted = len(views) > len(rows)
         if mounted:
             container.mount_all(NodeRow(view, with_paths=with_paths, ended_at=ended.get(view.key),
-                                        stopped_cleanly=stopped.get(view.key), note=notes.get(view.key))
+                                        stopped_cleanly=stopped.get(view.key), note=notes.get(view.key),
+                                        short_note=short_notes.get(view.key))
                                 for view in views[len(rows):])
         for row in rows[len(views):]:
             self._unpainted.discard(row)

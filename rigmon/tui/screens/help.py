@@ -126,7 +126,8 @@ or 403): check the token where the reason says it was given, not the network.
 
 When another agent answers at a node's address (its agent died and another took the port),
 a notification, the row and the node's status say so: "the agent at URL now says it is node
-X (was node01)"; the row's trends, alarms and held history start afresh with the new node's.
+X (was node01)"; the row's trends, alarms and held history start afresh with the new node's,
+and an open history view of the node starts over on the new node's history.
 
 Nodes in trouble are listed first. Figures the node does not report show as "—".
 

@@ -123,6 +123,35 @@ class HistoryScreen(Screen[None]):
         self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
         self.fixed_reason = self.reason is not None
         self._serial = 0
+        #: Another agent answers at the node's URL than when the view opened: said above the chart (`reopen`).
+        self.agent_note: str | None = None
+        #: The node's key on the dashboard, the generation of its store the view draws, and whether that store
+        #: had a frame (set by `rigmon.tui.operations.history_screen`, read by its `reopen_history`).
+        self.node_key: str | None = None
+        self.generation = 0
+        self.had_frame = True
+        #: The node's state as last drawn (`show_state`); live until told otherwise.
+        self.node_state = "live"
+
+    def reopen(self, name: str, charts: Sequence[Chart], reason: str | None, span_s: float,
+               note: str | None = None) -> None:
+        """Start over on the node's data as it is now: another agent answers at its URL (``note`` says so,
+        above the chart from now on), or its first frame came. What was drawn goes, and an answer still on
+        its way for it is dropped (`fetch` moves the serial on); the chart shown stays if the node offers it."""
+        key = self.chart.key if self.chart is not None else None
+        self.node_name = name
+        self._title()
+        self.charts = list(charts)
+        self.chart_index = next((i for i, c in enumerate(self.charts) if c.key == key), 0)
+        if note is not None:
+            self.agent_note = note
+        self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
+        self.fixed_reason = self.reason is not None
+        self.note = None
+        self.plotted = None
+        self.window = Window(self.now(), span_s)
+        self._newest_at = self.window.end_at
+        self.fetch()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -133,8 +162,20 @@ class HistoryScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"{self.node_name} · history"
+        self._title()
         self.fetch()
+
+    def show_state(self, state: str) -> None:
+        """The node's state now (`rigmon.cluster.node_view.NodeState`): said in the title unless ``live``, so that a
+        node that dies (or goes quiet) while its history is read is not taken for one still sending."""
+        if state != self.node_state:
+            self.node_state = state
+            self._title()
+
+    def _title(self) -> None:
+        """``node01 · history``, and the node's state when it is not live: ``node01 · history · unreachable``."""
+        state = "" if self.node_state == "live" else f" · {self.node_state}"
+        self.sub_title = f"{self.node_name} · history{state}"
 
     @property
     def chart(self) -> Chart | None:
@@ -209,15 +250,19 @@ class HistoryScreen(Screen[None]):
             # Panned back to another day: "15m to 03:31:46" alone would read as today.
             end = time.strftime("%Y-%m-%d ", time.gmtime(window.end_at)) + end
         when = f"{span_label(window.span_s)} to {end} UTC"
+        agent = Text()
+        if self.agent_note is not None:
+            agent.append(plain(f"{self.agent_note}\n"))
+            agent.stylize(self.get_component_rich_style("history-screen--warn", partial=True))
         if chart is None or (self.history is None and self.reason is not None):
-            head.update(Text.assemble(plain(f"no history: {self.reason or 'nothing to chart'}"), f"  ({when})"))
+            head.update(agent + Text.assemble(plain(f"no history: {self.reason or 'nothing to chart'}"), f"  ({when})"))
             plot.display = False
             events.update("")
             self.plotted = None
             return
         plot.display = True
         if self.history is None:
-            head.update(Text(f"{chart.title} · {when} · loading…"))
+            head.update(agent + Text(f"{chart.title} · {when} · loading…"))
             return
         # An Xid that NVML and the kernel log both report is one event, as on the node screen: merged
         # before the chart chooses the events it keeps and counts those it does not.
@@ -227,7 +272,7 @@ class HistoryScreen(Screen[None]):
             figures = (f" · lowest {figure(plotted.lowest, chart.unit)} {chart.unit}, "
                        f"highest {figure(plotted.highest, chart.unit)} {chart.unit}")
         tier = "every frame" if plotted.tier == "frames" else f"{plotted.tier} buckets"
-        title = Text()
+        title = agent
         if self.note is not None:
             # Not the agent's journal: said first, in the warning colour, so it is not read as the whole history.
             title.append(f"{self.note}\n", style=self.get_component_rich_style("history-screen--warn", partial=True))

@@ -122,8 +122,12 @@ class NodeRow(Widget, can_focus=True):
             self.key = key
 
     def __init__(self, view: NodeView | None = None, *, with_paths: bool = False, ended_at: float | None = None,
-                 stopped_cleanly: bool | None = None, note: str | None = None, id: str | None = None) -> None:
+                 stopped_cleanly: bool | None = None, note: str | None = None, short_note: str | None = None,
+                 id: str | None = None) -> None:
         super().__init__(id=id)
+        #: `note` without the URL (``another agent at the node's URL: now node gpu07 (was node01)``): said instead
+        #: when the whole note does not fit its line, so that the names are not what is cut (set with `note`).
+        self.short_note = short_note
         self.set_reactive(NodeRow.view, view)
         self.set_reactive(NodeRow.note, note)
         self.set_reactive(NodeRow.with_paths, with_paths)
@@ -188,7 +192,8 @@ class NodeRow(Widget, can_focus=True):
             if view.reason:
                 state.append(": ").append(plain(view.reason))
             if self.note:
-                state.append("; ").append(plain(self.note, self._style("note")))
+                state.append("; ").append(plain(self._fitting_note(self.size.width - state.cell_len - 2),
+                                                self._style("note")))
         if summary is not None and summary.guard_mark:
             # The undervolt guard capped this node's GPUs (G: enforced, g: dry-run; h: held).
             state.append(f" {summary.guard_mark}", style=self._style("alarm"))
@@ -260,7 +265,7 @@ class NodeRow(Widget, can_focus=True):
             return None
         text = Text("  ↳ ", style=self._style("missing"))
         if self.note:
-            text.append_text(plain(self.note, self._style("note")))
+            text.append_text(plain(self._fitting_note(self.size.width - text.cell_len), self._style("note")))
             if not self.shows_reason(view, self.ended_at):
                 text.truncate(max(1, self.size.width), overflow="ellipsis")
                 return text
@@ -273,6 +278,13 @@ class NodeRow(Widget, can_focus=True):
         text.append_text(plain(why, self._style("bad" if worst.level == "bad" else "warn")))
         text.truncate(max(1, self.size.width), overflow="ellipsis")
         return text
+
+    def _fitting_note(self, room: int) -> str | None:
+        """`note` when it fits in ``room`` cells, else `short_note` (when there is one)."""
+        note = self.note
+        if note is None or self.short_note is None or cell_len(note) <= room:
+            return note
+        return self.short_note
 
     def _figure_style(self, text: str, level: str | None, old: bool = False) -> Style | None:
         """A figure's style; ``old``: the node is stale or unreachable, so the figure is its last

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.incident import Problem
+from rigmon.cluster.incident import Problem, joined
 from rigmon.cluster.incident_timeline import Step
 from rigmon.tui.text import plain
 
@@ -59,7 +59,7 @@ class IncidentTimeline(Widget):
         if now:
             worst = now[0].level
             table.add_row(Text("now", style=self._style("time")), Text(MARKS[worst], style=self._style(worst)),
-                          plain("; ".join(p.text for p in now), self._style(worst)))
+                          plain(joined(now), self._style(worst)))
         # Steps of more than one UTC day (a trend over days, an accelerated simulation) carry their date:
         # "01:22:05" below "02:43:58" would read as time running backwards.
         days = {time.gmtime(step.at)[:3] for step in steps}
