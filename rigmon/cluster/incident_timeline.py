@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.rail_memory import Sag, after_sag
-from rigmon.schema import Event
+from rigmon.schema import RESOLVE_ENDINGS, Event
 
 if TYPE_CHECKING:
     from rigmon.cluster.incident import Problem
@@ -59,6 +59,25 @@ def _level(severity: str) -> Level:
 def _alarm_text(event: Event, change: str) -> str:
     rule = str(event.data.get("rule", ""))
     return event.message.removeprefix(f"{rule} {change}: ")
+
+
+def _what_ended(text: str) -> str:
+    """A resolved alarm's message without its advice: what was wrong, and how it ended when it ended
+    without a clear reading (`RESOLVE_ENDINGS`). ``array md127 reads at 67 % of the fastest array loaded
+    beside it: a member's link below its speed, ...`` -> ``array md127 reads at 67 % of the fastest array
+    loaded beside it``: what to check is for an alarm that fires, not for one over, and the step of its
+    firing above says it in full. Cut at the first ``": "`` only after a few words (``path tbnet: key
+    mismatch: ...`` keeps its name and what it was)."""
+    ending = next((e for e in RESOLVE_ENDINGS.values() if e and text.endswith(e)), "")
+    body = text.removesuffix(ending) if ending else text
+    head, sep, _ = body.partition(": ")
+    if sep and len(head.split()) >= _FEWEST_WORDS:
+        body = head
+    return body + ending
+
+
+#: Words a message must say before its first ``": "`` for the rest to be taken for advice (`_what_ended`).
+_FEWEST_WORDS = 4
 
 
 def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, limit: int = 12,
@@ -118,8 +137,12 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                 continue
             steps.append(Step(event.at, level, text, event.subject, rule))
         elif change == "resolved":
-            steps.append(Step(event.at, "info", "resolved: " + _alarm_text(event, change), event.subject,
-                              str(event.data.get("rule", ""))))
+            rule = str(event.data.get("rule", ""))
+            text = _alarm_text(event, change)
+            if any(s.subject == event.subject and rule in s.alarm.split(", ") for s in steps):
+                # Its firing is a step above, in full: what ended is enough here.
+                text = _what_ended(text)
+            steps.append(Step(event.at, "info", "resolved: " + text, event.subject, rule))
         elif event.kind == "mark":
             steps.append(Step(event.at, "info", event.message, event.subject, kind="mark"))
         elif event.kind in _JOB_KINDS:

@@ -323,3 +323,27 @@ def test_the_limit_keeps_the_newest_trouble_and_marks_only_in_the_room_left() ->
     steps = timeline(events, limit=8)  # room for two: the newest marks
     assert [s.text for s in steps] == ["link 0 down", "link 1 down", "link 2 down", "link 3 down",
                                        "epoch 4 checkpoint", "link 4 down", "epoch 5 checkpoint", "link 5 down"]
+
+
+def test_a_resolved_step_says_what_was_wrong_without_the_advice() -> None:
+    # Before: "resolved: array md127 reads at 67 % of the fastest array loaded beside it: a member's link below
+    # its speed, a drive at its warning temperature or a failing member (the storage box and its alarms say
+    # which)": four lines at 80 columns, for an alarm that is over.
+    def alarm(n: int, change: str, rule: str, text: str, subject: str = "md:md127") -> Event:
+        return Event(id=f"e{n}", at=100.0 * n, kind=f"alarm_{change}", severity="info", subject=subject,  # type: ignore[arg-type]
+                     message=f"{rule} {change}: {text}", data={"rule": rule, "severity": "warning"})
+
+    lag = ("array md127 reads at 67 % of the fastest array loaded beside it: a member's link below its speed, a "
+           "drive at its warning temperature or a failing member (the storage box and its alarms say which)")
+    key = "path tbnet: key mismatch: the peer refuses probes"
+    lag6 = lag.replace("md127", "md126")
+    steps = timeline([alarm(1, "firing", "md_array_lagging", lag), alarm(2, "resolved", "md_array_lagging", lag),
+                      alarm(3, "firing", "md_array_lagging", lag6, "md:md126"),
+                      alarm(4, "resolved", "md_array_lagging", lag6 + " (no longer reported)", "md:md126"),
+                      alarm(5, "firing", "peer_path_key_mismatch", key, "peer:n2/tbnet"),
+                      alarm(6, "resolved", "peer_path_key_mismatch", key, "peer:n2/tbnet")])
+    assert [s.text for s in steps] == [
+        lag, "resolved: array md127 reads at 67 % of the fastest array loaded beside it",
+        lag6, "resolved: array md126 reads at 67 % of the fastest array loaded beside it (no longer reported)",
+        key, "resolved: " + key]
+    assert timeline([alarm(2, "resolved", "md_array_lagging", lag)])[0].text == "resolved: " + lag
