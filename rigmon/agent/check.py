@@ -13,14 +13,14 @@ from typing import Literal
 from msgspec.structs import replace
 
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
-from rigmon.agent.check_rail import rail_from_agent
+from rigmon.agent.check_rail import PortOfRunningAgent, rail_from_agent, running_agent_reads_port
 from rigmon.agent.sampler import ROUTES
 from rigmon.agent.guard.state_file import state_file_note
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
 from rigmon.collectors.base import Collector, CollectorStarting, EventDraft, NoData
-from rigmon.config import AgentConfig
+from rigmon.config import AgentConfig, default_state_dir
 from rigmon.hw.nvml.watchdog import RunningStopwatch, wait_running
 from rigmon.hw.nvml_control import open_nvml_control
 from rigmon.hw.root import HostRoot
@@ -155,8 +155,10 @@ def run_check(
     application clocks only, or none, and why); by default NVML is asked when the collectors are the
     configured ones.
     ``agent_rail`` gives the rail as the running agent reads it (or why it cannot), asked when
-    the ``psu`` collector cannot open the ADC's port because another process holds it; by
-    default the agent of ``config`` is asked (`rigmon.agent.check_rail`). Collectors still
+    the ``psu`` collector cannot open the ADC's port because another process holds it, or at once
+    when the collectors are the configured ones and the state directory records a running agent (the
+    check then never opens the port: `PortOfRunningAgent`); by default the agent of ``config`` is
+    asked (`rigmon.agent.check_rail`). Collectors still
     starting after the passes (``pending``: NVML's first init) get more passes for up to
     ``starting_wait_s`` seconds of the check's running time (from its first pass; ``monotonic``
     is the clock it is counted on: a check stopped with ^Z does not use it up, as it does not
@@ -168,6 +170,11 @@ def run_check(
     """
     if collectors is None:
         collectors = build_collectors(config, HostRoot(config.agent.root), clock)
+        if "psu" in collectors and running_agent_reads_port(config):
+            # Never open the port of the agent running on this state directory, not even while its
+            # reader waits to reopen it: the agent would miss the ADC for the whole check.
+            collectors["psu"].close()
+            collectors["psu"] = PortOfRunningAgent(config.agent.state_dir or str(default_state_dir()))
         if guard_probe is None:
             guard_probe = _nvml_guard_probe(config)
         if agent_rail is None:

@@ -5,14 +5,17 @@ so a check on the same node cannot open it. Rather than fail the gate on a healt
 check asks the agent for its newest reading (``/v1/latest`` with the agent's read token and
 certificate): the agent that owns this configuration's state directory, where it recorded its address
 (`rigmon.agent.state_lock.listening_agent`: it may have been started with ``--listen`` or
-``--token-file``), else the one this configuration describes.
+``--token-file``), else the one this configuration describes. When the state directory records a
+running agent, the check does not open the port at all (`PortOfRunningAgent`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.agent.state_lock import LOCK_FILE, listening_agent
+from rigmon.collectors.base import CollectorError, PushFn
 from rigmon.config import AgentConfig, default_state_dir, local_url, setting_origin
 from rigmon.schema import Frame, PsuRailReading, decode
 
@@ -40,6 +43,43 @@ class AgentToAsk:
     cert_origin: str
     recorded: bool = False
     """Whether the address is the one the running agent recorded (else the configuration's)."""
+
+
+class PortOfRunningAgent:
+    """The check's ``psu`` collector beside the running agent of its state directory: it never opens the
+    rail ADC's port, which that agent reads, and fails every pass as "busy", so that the check takes the
+    agent's reading (`rigmon.agent.check.run_check`, as for a port another process holds).
+
+    Opening the port whenever the agent's reader let it go (the seconds of its reopen backoff after the
+    ADC was unplugged or reset, or after a start) kept the agent from the ADC for the whole check: the
+    agent missed those windows and its ``psu`` collector failed on, while the check read the rail itself.
+
+    Args:
+        state_dir: the state directory whose lock file records the agent (said in the error).
+    """
+
+    name = "psu"
+    port_busy = True
+
+    def __init__(self, state_dir: str) -> None:
+        self._state_dir = state_dir
+
+    def start(self, push: PushFn) -> None:
+        """Nothing to start: the agent reads the port."""
+
+    def collect(self) -> Sequence[object]:
+        """Raises `CollectorError` always: the reading is the agent's."""
+        raise CollectorError(f"psu.port: not opened: the running agent recorded in {self._state_dir}/{LOCK_FILE} "
+                             "reads the rail ADC")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def running_agent_reads_port(config: AgentConfig) -> bool:
+    """Whether a rail ADC or meter is configured and a running agent recorded its address in the state
+    directory of ``config`` (`listening_agent`): that agent holds, or is about to take again, the port."""
+    return bool(config.psu.port) and listening_agent(config.agent.state_dir or str(default_state_dir())) is not None
 
 
 def agent_to_ask(config: AgentConfig, config_path: str | None = None) -> AgentToAsk:

@@ -1,9 +1,11 @@
-"""REPORT.md of a bundle: nodes, events and alarms, and text charts (plotext) of rail, power and throughput.
+"""REPORT.md of a bundle: nodes, events and alarms, and text charts (plotext) of rail, power, temperature and throughput.
 
 Series are chosen by the unit suffix of their name, so sources added later are charted
 without code here: ``*_volts`` (the bucket minimum: a sag must not be averaged away; the 12 V
 rail's series alone when the node has any, see `rail_rank`),
-``*_w`` (the bucket maximum, power limits left out) and ``*_bytes_per_s`` (the mean).
+``*_w`` (the bucket maximum, power limits left out), ``*temp_c`` (the bucket maximum; each
+sensor's high and critical limits named in the legend, see `temperature_limits`) and
+``*_bytes_per_s`` (the mean).
 """
 
 from __future__ import annotations
@@ -41,13 +43,20 @@ class ChartSpec:
     suffix: str
     stat: Stat
     unit: str
+    limits: bool = False
+    """Whether the legend names each series' limits (`temperature_limits`)."""
 
 
 CHARTS = (
     ChartSpec("Rail voltage (minimum per point)", "_volts", "min", "V"),
     ChartSpec("Power (maximum per point)", "_w", "max", "W"),
+    # A reading's name ends in ``temp_c``; its limits' in ``max_c``/``crit_c`` (not charted as lines).
+    ChartSpec("Temperature (maximum per point)", "temp_c", "max", "°C", limits=True),
     ChartSpec("Throughput (mean per point)", "_bytes_per_s", "mean", "B/s"),
 )
+#: The limit series beside a temperature ``<base>temp_c``, by the word the legend uses: an NVMe's
+#: ``<base>temp_max_c``/``<base>temp_crit_c``, a host sensor's ``<base>max_c``/``<base>crit_c``.
+TEMPERATURE_LIMITS = (("high", ("temp_max_c", "max_c")), ("critical", ("temp_crit_c", "crit_c")))
 #: Lines per chart; beyond this the most extreme series are kept.
 MAX_LINES = 6
 #: Warning and critical events listed per node: the first `FIRST_EVENTS_LISTED` and the latest.
@@ -108,13 +117,27 @@ def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | N
         worst = min(range(len(values)), key=values.__getitem__) if spec.stat == "min" else \
             max(range(len(values)), key=values.__getitem__)
         word = {"min": "lowest", "max": "highest", "mean": "highest mean"}[spec.stat]
-        legend.append(f"- {md_text(name)}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}")
+        limits = temperature_limits(history, name) if spec.limits else ""
+        legend.append(f"- {md_text(name)}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}{limits}")
     fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
     fig.title(f"{spec.title}, {spec.unit}")
     fig.label(f"minutes after {_stamp(t0)}", axis="x")
     text = str(plt.uncolorize(fig.build()))
     fig.clear()
     return "\n".join(line.rstrip() for line in text.splitlines()), legend
+
+
+def temperature_limits(history: History, name: str) -> str:
+    """`` (its limits: high 81.85 °C, critical 84.85 °C)`` for the temperature series ``name``: the
+    latest value of each limit series beside it (hwmon ``tempN_max``/``tempN_crit``, a thermal zone's
+    trip points), so a reading at its limit reads as one; ``""`` when it has none."""
+    base = name.removesuffix("temp_c")
+    said = []
+    for word, suffixes in TEMPERATURE_LIMITS:
+        limit = next((history.series[base + sfx] for sfx in suffixes if base + sfx in history.series), None)
+        if limit is not None and limit.max:
+            said.append(f"{word} {limit.max[-1]:g} °C")
+    return f" (its limits: {', '.join(said)})" if said else ""
 
 
 def chart_history(part: NodePart, history: History, budget: int) -> History:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from rigmon.agent.agent import Agent, build_collectors
-from rigmon.agent.check import CheckReport, run_check
+from rigmon.agent.check import CheckReport, GuardAccess, run_check
 from rigmon.agent.check_format import format_report
 from rigmon.agent.check_rail import rail_from_agent
+from rigmon.agent.state_lock import Listening, StateLock
 from rigmon.clock import SystemClock
 from rigmon.collectors.base import Collector
 from rigmon.collectors.psu import PsuCollector
@@ -23,7 +24,7 @@ from rigmon.hw.serialport import SerialPortBusy, open_serial
 from rigmon.schema import PsuRailReading
 from rigmon.sim.psu import DEFAULT_LINK
 from rigmon.sim.rig import running_rig
-from tests.collectors.psu_helpers import LINK, PtyDevice, Pushed, wait_for
+from tests.collectors.psu_helpers import LINK, PtyDevice, Pushed, rm1, wait_for
 from tests.collectors.test_psu_pzem import ADDRESS, PzemResponder
 
 
@@ -127,3 +128,51 @@ def test_the_check_asks_the_agent_that_holds_a_pzem017_port(tmp_path: Path) -> N
     with pytest.raises(ModbusPortError) as excinfo:
         open_modbus(str(device.link), 9600, ADDRESS)
     assert not isinstance(excinfo.value, ModbusPortBusy)
+
+
+def test_the_check_never_opens_the_port_of_the_agent_its_state_directory_records(tmp_path: Path) -> None:
+    # adc-unplug: the ADC came back, and while the running agent's reader waited out its reopen backoff
+    # `rigmon check` opened the free port and read it itself, keeping the agent from the ADC for the
+    # whole check (the agent missed those windows; its psu collector failed on).
+    device = PtyDevice(tmp_path)
+    section = PsuSection(port=LINK, reopen_min_s=0.05, reopen_max_s=0.2)
+    agent = PsuCollector(section, HostRoot(tmp_path), SystemClock())
+    agent.start(Pushed())
+    lock = StateLock(tmp_path / "state")
+    try:
+        wait_for(lambda: agent.state.connected)
+        device.lines(rm1(1), rm1(2), rm1(3))
+        wait_for(lambda: agent.state.counters.windows_total >= 1)
+        (held,) = [r for r in agent.collect() if isinstance(r, PsuRailReading)]
+        agent.close()  # the agent's reader between two opens: the port is free
+        lock.record_listening(Listening("http://127.0.0.1:1", "", ""))
+        config = AgentConfig(agent=AgentSection(node="node01", root=str(tmp_path), state_dir=str(tmp_path / "state")),
+                             psu=section)
+        asked: list[int] = []
+
+        def agent_rail() -> PsuRailReading | str:
+            asked.append(1)
+            return held
+
+        report = run_check(config, SystemClock(), None, None, 2, 0.0, sleep=lambda s: None,
+                           guard_probe=GuardAccess, agent_rail=agent_rail)
+    finally:
+        agent.close()
+        lock.release()
+        device.close()
+    assert report.collectors["psu"].state == "ok", report.collectors["psu"]
+    assert asked and "running agent holds the rail ADC's port" in format_report(report)
+    # The tree holds the ADC alone: the host collector's failure is the only finding.
+    assert [a.subject for a in report.findings] == ["collector:host"]
+    # Not answered by the agent, the check says both: it did not open the port, and why the agent gave nothing.
+    gone = "the agent at http://127.0.0.1:1 has no rail reading (error: psu.port: no such device (unplugged?))"
+    lock = StateLock(tmp_path / "state")
+    try:
+        lock.record_listening(Listening("http://127.0.0.1:1", "", ""))
+        failed = run_check(config, SystemClock(), None, None, 2, 0.0, sleep=lambda s: None,
+                           guard_probe=GuardAccess, agent_rail=lambda: gone)
+    finally:
+        lock.release()
+    error = failed.collectors["psu"].error or ""
+    assert f"not opened: the running agent recorded in {tmp_path / 'state'}/agent.lock reads the rail ADC" in error
+    assert gone in error and [a.subject for a in failed.findings] == ["collector:host", "collector:psu"]
