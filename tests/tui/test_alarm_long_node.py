@@ -15,7 +15,14 @@ from rigmon.tui.widgets.alarm_detail import AlarmDetail
 from rigmon.tui.widgets.alarm_table import NODE_CUT_CELLS, AlarmTable
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock
 from tests.tui.snapshot_apps.hostile import screen_lines
-from tests.tui.test_alarm_columns_fit import alarms_screen, cells, column_ends, lost_gpu, rail_alarms, xid_resolved
+from tests.tui.test_alarm_columns_fit import (
+    alarms_screen,
+    cells,
+    column_ends,
+    lost_gpu,
+    rail_alarms,
+    xid_resolved,
+)
 
 #: A node name from an agent: long, and with markup in it that must read as it is.
 LONG = "collector-gpu-node-07.rack3[/]lab"
