@@ -118,6 +118,26 @@ class AgentClient(AlarmRequests):
         # The seq whose frame is fetched again whole after a switch to full frames (the
         # summary record of it left the node screen without its full readings).
         self._again_seq: int | None = None
+        # Set by `answered_elsewhere`: the back-off of `follow` ends at once.
+        self._answered = asyncio.Event()
+
+    def answered_elsewhere(self) -> None:
+        """Another request to this agent's URL was answered (the dashboard's alarm poll, say): if
+        `follow` is waiting in its back-off after a failure, it tries again at once rather than
+        after the rest of the delay (up to `Backoff.max_s`), so a restarted agent's row is live
+        when its agent is. An agent that is really down answers nothing and keeps its back-off."""
+        self._answered.set()
+
+    async def _back_off(self, delay_s: float) -> None:
+        """Wait ``delay_s`` seconds before trying the agent again, or until `answered_elsewhere`."""
+        sleeping = asyncio.ensure_future(self._sleep(delay_s))
+        answered = asyncio.ensure_future(self._answered.wait())
+        try:
+            await asyncio.wait((sleeping, answered), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in (sleeping, answered):
+                waiting.cancel()
+            await asyncio.gather(sleeping, answered, return_exceptions=True)
 
     def set_view(self, view: View) -> None:
         """Follow full frames or summary records from now on: an open stream is closed and
@@ -284,5 +304,7 @@ class AgentClient(AlarmRequests):
                 await self._sleep(self.backoff.initial_s)
             except AgentError as exc:
                 delay = self.backoff.next()
+                # Only an answer after this failure ends its back-off (not one while the stream was up).
+                self._answered.clear()
                 yield Failed(exc.reason, delay)
-                await self._sleep(delay)
+                await self._back_off(delay)

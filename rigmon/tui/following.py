@@ -97,6 +97,14 @@ class Followers:
                 if client is not None:
                     await client.aclose()
 
+    def answered(self, key: str) -> None:
+        """A request to the agent at ``key``'s URL was answered (its alarm poll, an acknowledgement): its
+        follower, if waiting in its back-off after a failure, tries again at once (an agent restarted on
+        its port is live on its row as soon as the dashboard reaches it, not up to 15 s later)."""
+        client = self._clients.get(key)
+        if client is not None:
+            client.answered_elsewhere()
+
     def _alarm_poll_s(self, key: str) -> float:
         """Seconds to the next poll of ``key``'s alarms (see `SUMMARY_ALARM_POLL_FACTOR`)."""
         return self.alarm_poll_s if key == self._full_key else self.alarm_poll_s * SUMMARY_ALARM_POLL_FACTOR
@@ -136,6 +144,7 @@ class Followers:
                     if isinstance(item, Failed):
                         self._post(NodeAlarmsFailed(target.url, item.reason, generation))
                     else:
+                        self.answered(target.url)
                         self._post(NodeAlarms(target.url, item, generation))
             except Exception as exc:  # noqa: BLE001 - as in `follow`: the node's alarms say why, polling goes on
                 reason = clean_text(f"internal error: {type(exc).__name__}: {exc}")

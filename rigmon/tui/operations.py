@@ -97,6 +97,7 @@ async def _acknowledge_one(app: RigmonApp, row: AlarmRow, alarm: Alarm) -> tuple
         return None, exc.status in (404, 409)
     finally:
         await client.aclose()
+    app.followers.answered(row.key)
     app.cluster.nodes[row.key].replace_alarm(updated)
     return updated.acknowledged_by or app.ack_by, True
 
@@ -121,6 +122,7 @@ async def guard_command(app: RigmonApp, key: str, action: str) -> None:
         return
     finally:
         await client.aclose()
+    app.followers.answered(key)
     notify(app, f"{what} {guard_command_done(action, guard)}", title=f"Guard {action}", timeout=5)
 
 
@@ -219,7 +221,9 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
             raise HistoryUnavailable("the dashboard does not follow that node")
         client = app.client_factory(target)
         try:
-            return await client.history(from_at, to_at, series)
+            answer = await client.history(from_at, to_at, series)
+            app.followers.answered(key)
+            return answer
         except AgentError as exc:
             held = held_history(store, from_at, to_at, series, held_because(exc.reason, exc.status))
             if held is None:

@@ -46,15 +46,17 @@ async def test_sag_minimum_shows_to_the_millivolt_on_cluster_and_node_screens() 
     app, fleet, _ = build([("v100", v100_frames(), 60)])
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, fleet, pilot)
-        # The cluster row shows the lowest rail minimum of the last 60 s (the sag to 11.255 V
-        # that the critical alarm named), the node screen the newest frame's too.
+        # The cluster row and the node screen's rail trend show the lowest rail minimum of the
+        # last 60 s (the sag to 11.255 V that the critical alarm named), the node screen's window
+        # line the newest frame's (see test_rail_worst).
         first = row_text(app, "v100").splitlines()[0]
         assert "11.255 V" in first and "3/4" in first
         await open_node(app, next(iter(fleet.agents)), pilot)
         rail = app.screen.query_one(RailGroup)
         lines = body_text(rail).splitlines()
-        assert "11.384 V" in lines[0] and lines[0].split()[:2] == ["rail", "min"]
+        assert "11.255 V" in lines[0] and lines[0].split()[:3] == ["rail", "min", "60s"]
         assert "11.712 V" in lines[1]
+        assert "min 11.384 V" in lines[2]
         bad = rail.style_of("bad")
         assert "sag" in body_text(rail) and bad.bold
 

@@ -111,6 +111,8 @@ It opens on the node's incident: *now* (what is wrong now), then its recent trou
 step a line, oldest first, each event merged with the alarm it raised, with the cause
 rigmon can see (a rail sag before a GPU loss, a link that slowed before an array lagged).
 Sources in trouble come first; those the node does not have are one "not present" line.
+The PSU rail box's *rail min 60s* is the cluster row's *rail 60s*, the lowest rail minimum of
+the last 60 s beside its trend; the newest ADC window's figures are *mean now* and *window*.
 Under an md array each member shows its slot, `nvme0n1[0]`, or where md gives it none (a spare,
 a faulty member) its device number in the superblock, `sdb2 #2` (mdstat's `[2]`): not a slot.
 

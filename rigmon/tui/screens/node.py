@@ -174,6 +174,7 @@ class NodeScreen(Screen[None]):
             group.details = view.details
             group.events = events
             group.span_s = view.trend_span_s
+        self.query_one(RailGroup).rail_worst_volts = view.summary.rail_worst_volts if view.summary else None
         self.query_one(GuardLine).guard = frame.readings.guard if frame else None
         health = self.query_one(CollectorHealth)
         health.collectors = dict(frame.collectors) if frame else {}

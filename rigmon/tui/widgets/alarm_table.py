@@ -23,7 +23,9 @@ from rigmon.tui.text import plain
 #: (the state or resolved cells name who acknowledged; the panel under the tables shows the
 #: alarm under the cursor in full), and a message longer than the room left to the edge is cut there
 #: with an ellipsis (`AlarmTable._edge_cells`). Wider, a grouped row's rules and then the message are
-#: cut to keep them on screen (`fitted_cells`).
+#: cut to keep them on screen (`fitted_cells`). Where they cannot all be on screen and the message
+#: would keep fewer than `MESSAGE_MIN_CELLS` (a long node name at 80 columns), a long node name is cut,
+#: and if that is not enough the since (fired) column goes after the message (`NARROW_STEPS`).
 ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("severity", "severity"), ("state", "state"), ("node", "node"), ("since", "since UTC"), ("message", "message"),
     ("ack", "ack"), ("as_of", "as of UTC"), ("subject", "subject"), ("rule", "rule"),
@@ -48,6 +50,55 @@ MESSAGE_MIN_CELLS = 25
 #: Cells the rule column keeps when it is cut to give a long message room (`fitted_cells`): its
 #: first rule, and that there are more.
 RULE_CUT_CELLS = 32
+#: Cells the node column keeps at most when a long node name (``node01 (http://10.0.0.2:9871)``, a
+#: fully qualified host name) would leave the message fewer than `MESSAGE_MIN_CELLS` (`NARROW_STEPS`):
+#: cut with an ellipsis. The panel under the tables has it whole.
+NODE_CUT_CELLS = 16
+#: What a table whose columns cannot all be on screen gives up, in turn, until the message keeps
+#: `MESSAGE_MIN_CELLS` before the edge: (node column cut to `NODE_CUT_CELLS`, since column after the message).
+NARROW_STEPS: tuple[tuple[bool, bool], ...] = ((False, False), (True, False), (True, True))
+
+
+def column_keys(resolved: bool, since_last: bool) -> list[str]:
+    """Keys of the columns of the active (resolved) table in their order: `ACTIVE_COLUMNS`
+    (`RESOLVED_COLUMNS`); with ``since_last`` the since (fired) column after the message, where
+    it would otherwise leave the message a few cells (the panel has the time; the resolved cells
+    then carry their date)."""
+    keys = [key for key, _ in (RESOLVED_COLUMNS if resolved else ACTIVE_COLUMNS)]
+    if since_last:
+        keys.remove("since")
+        keys.insert(keys.index("message") + 1, "since")
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class Arrangement:
+    """One order and width of a narrow table's columns (`NARROW_STEPS`).
+
+    Attributes:
+        keys: the columns in their order (`column_keys`).
+        widths: cells of each column's content, a cut node column at its cut, no names in the
+            state (resolved) cells.
+        named_state_cells: cells of the state column (the resolved one) with the names in.
+    """
+
+    keys: list[str]
+    widths: dict[str, int]
+    named_state_cells: int
+
+    def message_room(self, width: int, padding: int, names_in_state: bool) -> int:
+        """Cells of ``width`` from where the message column starts (its padding included) to the
+        edge, the columns before it whole, with ``names_in_state`` the names in the state (resolved)
+        cells, whose column is `fold`."""
+        before = sum(self.widths[key] + 2 * padding for key in self.keys[:self.keys.index("message")])
+        if names_in_state:
+            before += self.named_state_cells - self.widths[self.fold]
+        return width - before
+
+    @property
+    def fold(self) -> str:
+        """The column whose cells name who acknowledged while the ack column is past the edge."""
+        return "resolved" if "resolved" in self.widths else "state"
 
 
 def utc_clock(at: float | None) -> str:
@@ -107,11 +158,17 @@ class ColumnLayout:
         rule_cells: the same for the rule column (a grouped row's rules).
         names_in_state: whether the state cells (the resolved cells of the resolved table) name who
             acknowledged (the ack column past the edge).
+        since_last: the since (fired) column after the message (`column_keys`), the resolved cells
+            with their date (`NARROW_STEPS`).
+        node_cells: cells of the node column, a long name cut with an ellipsis (`NODE_CUT_CELLS`);
+            ``None``: as wide as the longest name.
     """
 
     message_cells: int | None = None
     rule_cells: int | None = None
     names_in_state: bool = False
+    since_last: bool = False
+    node_cells: int | None = None
 
 
 class AlarmTable(DataTable[Text]):
@@ -151,8 +208,12 @@ class AlarmTable(DataTable[Text]):
         """Cells the table takes with every column whole (the screen compares it with its width)."""
         self._widths: dict[str, int] = {}
         """Cells of each column's content without names in the state (resolved) cells."""
+        self._dated_widths: dict[str, int] = {}
+        """The same with the resolved cells dated (the since column after the message)."""
         self._named_state_width = 0
         """Cells of the state column (the resolved column of the resolved table) with the names in."""
+        self._dated_named_state_width = 0
+        """The same with the resolved cells dated."""
         self._layout = ColumnLayout()
         """How the table is drawn to fit its width now."""
 
@@ -160,15 +221,17 @@ class AlarmTable(DataTable[Text]):
         self._add_columns()
 
     def _column_keys(self) -> list[str]:
-        return [key for key, _ in (RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS)]
+        return column_keys(self.resolved, self._layout.since_last)
 
     def _add_columns(self) -> None:
         # Alarms may arrive before the mount handler ran; the columns must exist first.
         if not self.columns:
-            for key, title in RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS:
-                # A cut message or rule column gets its width; every other is as wide as its content.
-                width = {"message": self._layout.message_cells, "rule": self._layout.rule_cells}.get(key)
-                self.add_column(title, key=key, width=width)
+            titles = dict(RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS)
+            layout = self._layout
+            for key in self._column_keys():
+                # A cut message, rule or node column gets its width; every other is as wide as its content.
+                width = {"message": layout.message_cells, "rule": layout.rule_cells, "node": layout.node_cells}.get(key)
+                self.add_column(titles[key], key=key, width=width)
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(f"alarm-table--{name}", partial=True))
@@ -178,10 +241,11 @@ class AlarmTable(DataTable[Text]):
         """The column whose cells name who acknowledged while the ack column is past the edge."""
         return "resolved" if self.resolved else "state"
 
-    def _folded(self, row: AlarmRow, *, name: bool) -> Text:
-        """The cell of `_fold_column` for ``row``, with who acknowledged in it with ``name``."""
+    def _folded(self, row: AlarmRow, *, name: bool, dated: bool = False) -> Text:
+        """The cell of `_fold_column` for ``row``, with who acknowledged in it with ``name`` (a
+        resolved cell with its date with ``dated``)."""
         if self.resolved:
-            return self._resolved(row, name=name)
+            return self._resolved(row, name=name, dated=dated)
         return self._state(row, name=name)
 
     def _state(self, row: AlarmRow, *, name: bool) -> Text:
@@ -190,10 +254,12 @@ class AlarmTable(DataTable[Text]):
         return self._acked(Text(a.state, style=self._style(a.severity if a.state == "firing" else "pending")),
                            row, name=name)
 
-    def _resolved(self, row: AlarmRow, *, name: bool) -> Text:
-        """``08:52:31`` (`resolved_clock`), ``08:52:31 ✓`` once acknowledged, ``08:52:31 ✓carol`` with ``name``."""
+    def _resolved(self, row: AlarmRow, *, name: bool, dated: bool = False) -> Text:
+        """``08:52:31`` (`resolved_clock`), ``08:52:31 ✓`` once acknowledged, ``08:52:31 ✓carol`` with ``name``;
+        with ``dated`` (the fired column not beside it) always with its date, ``11-22 08:52:31``."""
         a = row.alarm
-        return self._acked(Text(resolved_clock(a.fired_at or a.started_at, a.resolved_at)), row, name=name)
+        clock = utc_clock(a.resolved_at) if dated else resolved_clock(a.fired_at or a.started_at, a.resolved_at)
+        return self._acked(Text(clock), row, name=name)
 
     def _acked(self, text: Text, row: AlarmRow, *, name: bool) -> Text:
         """``text`` with the ack mark once the alarm is acknowledged, and who (cut short) with ``name``."""
@@ -207,7 +273,7 @@ class AlarmTable(DataTable[Text]):
                 text.append_text(by)
         return text
 
-    def _cells(self, row: AlarmRow, *, names_in_state: bool = False) -> dict[str, Text]:
+    def _cells(self, row: AlarmRow, *, names_in_state: bool = False, dated: bool = False) -> dict[str, Text]:
         a = row.alarm
         rule = plain(", ".join(x.rule for x in row.alarms))
         if row.source == "cluster":
@@ -219,14 +285,14 @@ class AlarmTable(DataTable[Text]):
             "rule": rule,
             "subject": plain(a.subject),
             "since": Text(utc_clock(a.fired_at or a.started_at)),
-            "resolved": self._resolved(row, name=names_in_state and self.resolved),
+            "resolved": self._resolved(row, name=names_in_state and self.resolved, dated=dated),
             "ack": plain(a.acknowledged_by or ("yes" if a.acknowledged_at else ""), self._style("acked")),
             "message": plain(row.message),
             "as_of": Text(""),
         }
         # Cut to its column's width (`ColumnLayout`), each ends in "…".
-        cells["message"].overflow = "ellipsis"
-        cells["rule"].overflow = "ellipsis"
+        for key in ("message", "rule", "node"):
+            cells[key].overflow = "ellipsis"
         if row.as_of is not None:
             # A dead node's alarm is what it last said: faint, and dated (as stale figures are drawn).
             cells["as_of"] = Text(utc_clock(row.as_of))
@@ -244,7 +310,7 @@ class AlarmTable(DataTable[Text]):
         if keys == current and layout == self._layout:
             for row in alarms:
                 if self._rows_by_key.get(row.row_key) != row:
-                    cells = self._cells(row, names_in_state=layout.names_in_state)
+                    cells = self._cells(row, names_in_state=layout.names_in_state, dated=layout.since_last)
                     for column in self._column_keys():
                         self.update_cell(row.row_key, column, cells[column], update_width=True)
             self._rows_by_key = {row.row_key: row for row in alarms}
@@ -280,7 +346,7 @@ class AlarmTable(DataTable[Text]):
         self.clear(columns=True)
         self._add_columns()
         for row in alarms:
-            cells = self._cells(row, names_in_state=layout.names_in_state)
+            cells = self._cells(row, names_in_state=layout.names_in_state, dated=layout.since_last)
             self.add_row(*(cells[c] for c in self._column_keys()), key=row.row_key)
         keys = [row.row_key for row in alarms]
         if cursor_key in keys:
@@ -299,56 +365,74 @@ class AlarmTable(DataTable[Text]):
         self._widths = self._column_widths(alarms)
         self._named_state_width = max([self._widths.get(self._fold_column, 0),
                                        *(self._folded(row, name=True).cell_len for row in alarms)])
+        self._dated_widths = self._column_widths(alarms, dated=True)
+        self._dated_named_state_width = max([self._dated_widths.get(self._fold_column, 0),
+                                             *(self._folded(row, name=True, dated=True).cell_len for row in alarms)])
         self.natural_width = sum(self._widths.values()) + 2 * self.cell_padding * len(self._widths)
 
     def _fit(self) -> ColumnLayout:
-        """The layout for the table's width now: the rules and the message cut to leave every
-        column on screen (`fitted_cells`); where they cannot be, the message cut at the table's edge
-        (`_edge_cells`) and, while the ack column is past the edge, the names in the state (resolved)
-        cells (`_names_wanted`)."""
-        if not self._widths:
+        """The layout for the table's width now: every column whole when they fit; else the rules and
+        the message cut to leave every column on screen (`fitted_cells`); where they cannot be, the
+        first of `NARROW_STEPS` that leaves the message `MESSAGE_MIN_CELLS` (`_arrangement`), the
+        message cut at the table's edge (`_edge_cells`) and, while the ack column is past the edge,
+        the names in the state (resolved) cells (`_names_wanted`)."""
+        width = self.scrollable_content_region.width
+        if not self._widths or self.natural_width <= width:
             return ColumnLayout()
-        message, rule = fitted_cells(self._widths, self.scrollable_content_region.width, self.cell_padding)
+        message, rule = fitted_cells(self._widths, width, self.cell_padding)
         if message is not None or rule is not None:
             return ColumnLayout(message, rule)
-        names = self._names_wanted()
-        return ColumnLayout(self._edge_cells(names), None, names)
+        for node_cut, since_last in NARROW_STEPS:
+            arranged = self._arrangement(node_cut, since_last)
+            room = arranged.message_room(width, self.cell_padding, names_in_state=False)
+            if room >= min(MESSAGE_MIN_CELLS, arranged.widths["message"] + 2 * self.cell_padding):
+                break
+        names = self._names_wanted(arranged)
+        node = arranged.widths["node"]
+        return ColumnLayout(self._edge_cells(arranged, names), None, names, since_last=since_last,
+                            node_cells=node if node < self._widths["node"] else None)
 
-    def _edge_cells(self, names_in_state: bool) -> int | None:
+    def _arrangement(self, node_cut: bool, since_last: bool) -> Arrangement:
+        """The columns' order and widths with the node column cut to `NODE_CUT_CELLS` (``node_cut``)
+        and the since column after the message (``since_last``)."""
+        widths = dict(self._dated_widths if since_last else self._widths)
+        if node_cut:
+            widths["node"] = min(widths["node"], NODE_CUT_CELLS)
+        named = self._dated_named_state_width if since_last else self._named_state_width
+        return Arrangement(column_keys(self.resolved, since_last), widths, named)
+
+    def _edge_cells(self, arranged: Arrangement, names_in_state: bool) -> int | None:
         """Cells of the message column that end it at the table's right edge, when the columns after
         it are past that edge and the whole message would run past it too (``None``: it ends on screen).
 
         The edge would otherwise cut the message anywhere, inside a figure (``11.6`` of ``11.608 V``)
         with nothing to say so; cut to its column it ends in "…" (the panel has it whole)."""
-        width = self.scrollable_content_region.width
-        keys = self._column_keys()
-        before = sum(self._widths[key] + 2 * self.cell_padding for key in keys[:keys.index("message")])
-        if names_in_state:
-            before += self._named_state_width - self._widths[self._fold_column]
-        room = width - before - 2 * self.cell_padding
-        return max(1, room) if self._widths["message"] > room else None
+        room = arranged.message_room(self.scrollable_content_region.width, self.cell_padding,
+                                     names_in_state) - 2 * self.cell_padding
+        return max(1, room) if arranged.widths["message"] > room else None
 
-    def _column_widths(self, alarms: tuple[AlarmRow, ...]) -> dict[str, int]:
-        """Cells of each column's content with every column whole (no name in the state or resolved cells)."""
+    def _column_widths(self, alarms: tuple[AlarmRow, ...], dated: bool = False) -> dict[str, int]:
+        """Cells of each column's content with every column whole (no name in the state or resolved cells;
+        with ``dated``, the resolved cells with their date)."""
         titles = RESOLVED_COLUMNS if self.resolved else ACTIVE_COLUMNS
         widths = {key: cell_len(title) for key, title in titles}
         for row in alarms:
-            for key, cell in self._cells(row).items():
+            for key, cell in self._cells(row, dated=dated).items():
                 if key in widths:
                     widths[key] = max(widths[key], cell.cell_len)
         return widths
 
-    def _names_wanted(self) -> bool:
+    def _names_wanted(self, arranged: Arrangement) -> bool:
         """Whether who acknowledged goes into the state cells (`_fold_column`): the ack column ends past the
         table's right edge, and the message still gets `MESSAGE_MIN_CELLS` with the names in.
         Measured from the widths without names, so folding them in cannot flip the choice."""
-        if "ack" not in self._widths:
+        widths = arranged.widths
+        if "ack" not in widths:
             return False
         width = self.scrollable_content_region.width
-        keys = self._column_keys()
-        ends = list(accumulate(self._widths[key] + 2 * self.cell_padding for key in keys))
-        message_at = ends[keys.index("message") - 1] + self._named_state_width - self._widths[self._fold_column]
-        return ends[keys.index("ack")] > width and message_at + MESSAGE_MIN_CELLS <= width
+        ends = list(accumulate(widths[key] + 2 * self.cell_padding for key in arranged.keys))
+        past = ends[arranged.keys.index("ack")] > width
+        return past and arranged.message_room(width, self.cell_padding, names_in_state=True) >= MESSAGE_MIN_CELLS
 
     def selected(self) -> AlarmRow | None:
         """The alarm under the cursor, if any."""

@@ -11,8 +11,9 @@ from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual.reactive import reactive
 
-from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
+from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS, WORST_WINDOW_S
 from rigmon.schema import Frame, PsuAdcCounters, PsuRailReading
 from rigmon.tui import format as fmt
 from rigmon.tui import gauge
@@ -94,13 +95,30 @@ def dropped_counts(counters: PsuAdcCounters) -> list[str]:
     return [f"{name} {values[key]}" for key, name in DROPPED.items() if values.get(key)]
 
 
+def rail_min_line(worst_volts: float | None, latest_volts: float | None) -> tuple[str, float | None]:
+    """The label and figure of the rail minimum's trend line: the lowest rail minimum of the
+    last `WORST_WINDOW_S` (``rail min 60s``), as the cluster row's *rail 60s*, since a figure
+    beside a trend stands for its period and must show the sag; the latest ADC window's minimum
+    (``rail min now``) only while the node's store has no such worst yet."""
+    if worst_volts is None:
+        return "rail min now", latest_volts
+    return f"rail min {WORST_WINDOW_S:.0f}s", worst_volts
+
+
 class RailGroup(SourceGroup):
-    """Rail minimum (min-keeping trend) and mean, current, the ADC's connection and
-    dropped-line counters, path resistance and its trend, PMBus PSUs with current share,
-    and hwmon voltage inputs."""
+    """Rail minimum (min-keeping trend; the worst of the last `WORST_WINDOW_S`) and the latest
+    mean, current, the ADC's connection and dropped-line counters, path resistance and its trend,
+    PMBus PSUs with current share, and hwmon voltage inputs."""
 
     TITLE: ClassVar[str] = "PSU rail"
     COLLECTORS: ClassVar[tuple[str, ...]] = ("psu", "psu_hwmon")
+
+    rail_worst_volts: reactive[float | None] = reactive(None)
+    """Lowest rail minimum of the node's frames of the last `WORST_WINDOW_S` (the node
+    summary's ``rail_worst_volts``); ``None`` when unknown."""
+
+    def watch_rail_worst_volts(self) -> None:
+        self._schedule()
 
     def body(self, frame: Frame) -> RenderableType | None:
         readings = frame.readings
@@ -147,10 +165,11 @@ class RailGroup(SourceGroup):
 
     def _rail(self, rail: PsuRailReading) -> list[RenderableType]:
         volts = rail.volts
-        low = volts.min_volts if volts else None
+        label, low = rail_min_line(self.rail_worst_volts, volts.min_volts if volts else None)
         parts: list[RenderableType] = [
-            self.trend("rail min", "rail_min_volts", "min", self.styled(fmt.rail(low), rail_level(low))),
-            self.trend("rail mean", "", "min", fmt.rail(volts.mean_volts if volts else None),
+            self.trend(label, "rail_min_volts", "min", self.styled(fmt.rail(low), rail_level(low))),
+            # The latest window's mean, named so: the worst of the period is the line above.
+            self.trend("mean now", "", "min", fmt.rail(volts.mean_volts if volts else None),
                        self.details.get("rail.mean_volts", ()), gauge.RAIL),
         ]
         window = (f"min {fmt.rail(volts.min_volts)}  mean {fmt.rail(volts.mean_volts)}  max {fmt.rail(volts.max_volts)}"
