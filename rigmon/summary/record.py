@@ -24,7 +24,10 @@ SLIM_DROPPED: frozenset[str] = frozenset({
     "temperatures", "disks", "kernel_log", "hwmon_volts", "pmbus_psus",
     "gpu_processes", "infiniband",
 })
-_SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings) if f.name in SLIM_DROPPED}
+#: Except the temperatures at or over their critical limit (``over_crit``): the cluster row names them
+#: (`rigmon.cluster.incident.critical_temperatures`: a CPU package at TjMax is a red problem).
+_SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings)
+               if f.name in SLIM_DROPPED and f.name != "temperatures"}
 #: Fields of a GPU a summary record's frame keeps (the others are null or empty there): its
 #: identity and state, power and limit, and its bus (PCIe training, replays, the NVLinks whose
 #: error counters have counted), which is what the cluster screen and a history view's choice
@@ -70,9 +73,12 @@ def slim_gpu(gpu: GpuReading) -> GpuReading:
 
 
 def slim_frame(frame: Frame) -> Frame:
-    """``frame`` without the readings of `SLIM_DROPPED`, its GPUs `slim_gpu`."""
-    return replace(frame, readings=replace(frame.readings, **_SLIM_EMPTY,
-                                           gpus=tuple(slim_gpu(g) for g in frame.readings.gpus)))
+    """``frame`` without the readings of `SLIM_DROPPED` (but the temperatures at their critical limit), its
+    GPUs `slim_gpu`."""
+    readings = frame.readings
+    return replace(frame, readings=replace(readings, **_SLIM_EMPTY,
+                                           temperatures=tuple(t for t in readings.temperatures if t.over_crit),
+                                           gpus=tuple(slim_gpu(g) for g in readings.gpus)))
 
 
 def summary_record(frame: Frame) -> SummaryRecord:
