@@ -21,7 +21,14 @@ import httpx
 import pytest
 
 from rigmon.agent.alarm_state import STATE_FILE_NAME, read_state_file
-from tests.agent.test_journal_crash import ENV, REPO, frames_of, make_root, newest_run, wait_for
+from tests.agent.test_journal_crash import (
+    ENV,
+    REPO,
+    frames_of,
+    make_root,
+    newest_run,
+    wait_for,
+)
 from tests.faults.test_restart_faults import free_port
 
 pytestmark = pytest.mark.slow
@@ -66,12 +73,12 @@ def test_a_node_that_resets_again_and_again_counts_every_unclean_shutdown_since_
         port = free_port()
         proc = start_agent(root, state, config, port)
         try:
-            wait_for("the new run", lambda: db.exists() and newest_run(db) != previous, proc)
-            previous = newest_run(db)
-            wait_for("frames", lambda: frames_of(db, str(previous)) >= 2, proc)
+            wait_for("the new run", lambda before=previous: db.exists() and newest_run(db) != before, proc)
+            run_id = previous = newest_run(db)
+            wait_for("frames", lambda run_id=run_id: frames_of(db, run_id) >= 2, proc)
             if resets:
                 wait_for(f"the alarm counting {resets}",
-                         lambda: (unclean_alarm(port) or {}).get("count") == resets, proc)
+                         lambda port=port, resets=resets: (unclean_alarm(port) or {}).get("count") == resets, proc)
                 alarm = unclean_alarm(port)
                 assert alarm is not None
                 first = first or alarm
@@ -81,7 +88,7 @@ def test_a_node_that_resets_again_and_again_counts_every_unclean_shutdown_since_
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(alarm["started_at"]))
                 assert alarm["message"].endswith(f" ({resets} events since {stamp} UTC)" if resets > 1 else "before this start")
                 if resets < RESETS:
-                    wait_for(f"the count {resets} saved", lambda: saved_count(state) == resets, proc)
+                    wait_for(f"the count {resets} saved", lambda resets=resets: saved_count(state) == resets, proc)
             if resets < RESETS:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(10)
