@@ -39,7 +39,7 @@ STATE_FILE_NAME = "alarm-state.json"
 #: Least time between two saves made because alarms changed (a burst of an incident's alarms is one write).
 MIN_SAVE_GAP_S = 1.0
 #: Alarm changes that a restart must find in the file.
-_SAVED_CHANGES = frozenset({"firing", "resolved", "acknowledged"})
+_SAVED_CHANGES = frozenset({"firing", "resolved", "acknowledged", "repeated"})
 STATE_FORMAT = "rigmon-alarm-state"
 #: Bumped when a field changes meaning or is removed; a file of another version is set aside.
 STATE_VERSION = 1
@@ -240,7 +240,8 @@ class AlarmStateKeeper:
         return True
 
     def note_transition(self, transition: Transition) -> None:
-        """An alarm hook (on the event loop): save soon after an alarm fires, resolves or is acknowledged."""
+        """An alarm hook (on the event loop): save soon after an alarm fires, resolves, is acknowledged or
+        counts a further event (`Transition`: ``repeated``, so that a restart takes over its count)."""
         # A restored alarm confirmed as firing changes nothing in the file; one that resolved does.
         if transition.restored and transition.change == "firing":
             return

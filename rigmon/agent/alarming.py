@@ -23,8 +23,8 @@ class AlarmService:
     A frame listener of the sampler: the sampler publishes a frame as soon as a collector
     pushes a reading, so a pushed sag is evaluated when it arrives. Every transition
     becomes an event in the stream (``alarm_pending``, ``alarm_firing``, ``alarm_resolved``,
-    ``alarm_acknowledged``) and firing/resolved ones go to the notifiers, whose queues
-    never block. An alarm carried over from before an agent restart that fresh readings
+    ``alarm_acknowledged``, ``alarm_repeated``: an event alarm counted a further event, with
+    its ``count``) and firing/resolved ones go to the notifiers, whose queues never block. An alarm carried over from before an agent restart that fresh readings
     confirm is announced as firing again (same id) but not notified again: it was already.
 
     Args:
@@ -81,6 +81,8 @@ class AlarmService:
                 data["restored"] = True
             if t.change == "resolved" and a.resolve_reason is not None:
                 data["reason"] = a.resolve_reason
+            if t.change == "repeated":
+                data["count"] = a.count
             self.emit(f"alarm_{t.change}", severity, a.subject, text, data)
             if self.notifiers is not None:
                 if t.change == "firing" and not t.restored:

@@ -26,7 +26,7 @@ from rigmon.schema import (
     Severity,
 )
 
-Change = Literal["pending", "firing", "resolved", "acknowledged"]
+Change = Literal["pending", "firing", "resolved", "acknowledged", "repeated"]
 
 
 class TrackedRule(Protocol):
@@ -48,6 +48,11 @@ class TrackedRule(Protocol):
 
 class Transition(msgspec.Struct, frozen=True, gc=False):
     """An alarm changed: ``change`` is what happened, ``alarm`` the record after it.
+
+    ``repeated``: a latched (event) alarm counted a further event while it fired (a second unclean
+    shutdown, another Xid 79): its state stays, its ``count`` and message moved on. It is no new
+    firing (not notified again), but what saves and shows alarms must follow it: a state file that
+    kept the count before it made a third crash read "2 events since" after a restart.
 
     ``restored`` marks the decision about an alarm carried over from before an agent
     restart: ``firing`` when fresh readings confirm it (the episode continues, already
@@ -294,7 +299,7 @@ class AlarmBook:
             count = previous.count + 1
             track.alarm = msgspec.structs.replace(previous, value=obs.value, updated_at=now, count=count, worst_at=now,
                                               message=repeated_message(count, previous.started_at, obs.message))
-            return []
+            return [Transition("repeated", track.alarm, previous.state)]
         # The alarm keeps its worst observation (value and message) for the whole episode:
         # a rail that recovers from 11.26 V to 11.53 V must not make the alarm say 11.53 V.
         alarm = _observed(previous, obs, now)

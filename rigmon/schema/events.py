@@ -59,7 +59,7 @@ _GUARD_COMMAND: dict[str, EventDataType] = {"by": "text", "command": "text", "st
 #: ``reason``: an ``alarm_resolved``'s `Alarm.resolve_reason` (the events share one emitting call).
 _ALARM: dict[str, EventDataType] = {
     "alarm_id": "text", "rule": "text", "severity": "text", "state": "text", "value": "any", "restored": "bool",
-    "reason": "text",
+    "reason": "text", "count": "int",
 }
 _FROM_TO: dict[str, EventDataType] = {"from": "text", "to": "text"}
 
@@ -85,6 +85,8 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "alarm_firing": _ALARM,
     "alarm_resolved": _ALARM,
     "alarm_acknowledged": _ALARM,
+    # an event alarm that counted a further event while it fired (its message and count moved on)
+    "alarm_repeated": _ALARM,
     "alarm_state_restored": {"path": "text", "saved_at": "number", "saved_by_run": "text", "trend_series": "number",
                              "first_seen": "number", "alarms": "number", "recent": "number",
                              "path_resistance": "number", "dropped": "number"},

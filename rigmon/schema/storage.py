@@ -127,7 +127,8 @@ class NvmeReading(Record, frozen=True):
     threshold (composite at or above ``temp_max_c``, or ``temp_alarm`` set), ``None`` when neither
     can be told; ``temp_warning_reason`` says it in words while it is so (``82.05 °C, at or over its
     warning limit 81.85 °C (critical 84.85 °C), in md127``). ``md_arrays`` are the md arrays holding
-    its namespaces (``/sys/block/<ns>/holders``).
+    its namespaces, whole or through a partition (``/sys/block/<ns>/holders``,
+    ``/sys/block/<ns>/<ns>p1/holders``).
     """
 
     name: str

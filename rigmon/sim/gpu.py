@@ -350,6 +350,9 @@ class SimAmdGpu:
     vram_used_bytes: int = 0
     #: Its hwmon device's number (``<pci>/hwmon/hwmon1``).
     hwmon_number: int = 1
+    #: The power files its hwmon device has: which of ``power1_average`` and ``power1_input`` exist
+    #: depends on the kernel and the ASIC (some have both).
+    power_files: tuple[str, ...] = ("power1_average",)
     _rng: random.Random = field(default_factory=random.Random)
     _seeded: bool = False
     #: Its hwmon device: a driver reload registers it again (`SimHwmon.reregister`).
@@ -386,8 +389,8 @@ class SimAmdGpu:
         tree.write(f"{dev}/pp_dpm_mclk", _dpm(self.mclk_levels_mhz, len(self.mclk_levels_mhz) - 1 if busy else 0))
         tree.write(f"{dev}/mem_info_vram_total", f"{self.vram_total_bytes}\n")
         tree.write(f"{dev}/mem_info_vram_used", f"{self.vram_used_bytes}\n")
-        self.hwmon.write(tree, {"power1_average": f"{int(self.power_w * 1_000_000)}\n",
-                                "temp1_input": f"{int(self.temp_c * 1000)}\n"},
+        power = f"{int(self.power_w * 1_000_000)}\n"
+        self.hwmon.write(tree, {**dict.fromkeys(self.power_files, power), "temp1_input": f"{int(self.temp_c * 1000)}\n"},
                          fixed={"name": "amdgpu\n", "temp1_label": "edge\n"})
         link = f"/sys/class/drm/{self.card}/device"
         if not tree.path(link).is_symlink():

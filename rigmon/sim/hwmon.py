@@ -27,6 +27,8 @@ class SimHwmon:
     #: Whether the device has an hwmon device at all (``False``: a kernel before NVMe hwmon support,
     #: a driver that failed to register one): the next `write` removes it and writes nothing.
     present: bool = True
+    #: Files of the device (``power1_average``) its driver does not show now (see `hide`).
+    hidden: set[str] = field(default_factory=set)
     #: The ``hwmonN`` whose directory and link the tree holds (``None``: none written yet, or removed).
     _written: int | None = field(default=None, init=False, repr=False)
     #: Whether the tree holds this registration (made anew at the next `write` if not).
@@ -37,18 +39,27 @@ class SimHwmon:
         """The hwmon directory (``/sys/class/nvme/nvme0/hwmon2``)."""
         return f"{self.parent}/hwmon{self.number}"
 
+    def hide(self, name: str) -> None:
+        """The driver stops showing file ``name`` (``power1_average``): removed at the next `write`."""
+        self.hidden.add(name)
+
+    def show(self, name: str) -> None:
+        """File ``name`` is shown again from the next `write` on."""
+        self.hidden.discard(name)
+
     def reregister(self, number: int | None = None) -> None:
         """The device's hwmon device is unregistered and registered again (an NVMe controller reset,
         amdgpu reloaded) under ``hwmon<number>`` (``None``: the same ``hwmonN``): a new directory
-        and class link at the next `write`, the old ones gone."""
+        and class link at the next `write`, the old ones gone, with every file shown."""
         if number is not None:
             self.number = number
+        self.hidden.clear()
         self._registered = False
 
     def write(self, tree: Tree, files: dict[str, str], fixed: dict[str, str] | None = None) -> None:
         """Write the registration's files (``{"temp1_input": "38850\\n"}``), and ``fixed`` (its name,
         labels and limits) when it is new; a new registration first makes its directory and class
-        link (and removes those of the one before)."""
+        link (and removes those of the one before). A hidden file (`hide`) is removed instead."""
         if not self.present:
             if self._written is not None:
                 self.unregister(tree)
@@ -64,7 +75,10 @@ class SimHwmon:
             self._registered = True
             files = {**(fixed or {}), **files}
         for name, value in files.items():
-            tree.write(f"{self.path}/{name}", value)
+            if name in self.hidden:
+                tree.remove(f"{self.path}/{name}")
+            else:
+                tree.write(f"{self.path}/{name}", value)
 
     def unregister(self, tree: Tree) -> None:
         """Remove the registration's directory and class link (the device is gone)."""

@@ -22,6 +22,10 @@ BITS_PER_BYTE = 8
 #: What an NVMe controller's hwmon device holds besides its temperature (``temp1_max``: the warning
 #: threshold, ``temp1_crit``: the critical one).
 NVME_HWMON_FILES = {"name": "nvme\n", "temp1_label": "Composite\n", "temp1_max": "81850\n", "temp1_crit": "84850\n"}
+#: Where a drive's one partition starts (sectors: the 1 MiB alignment of parted, fdisk and sgdisk) and
+#: what GPT keeps after it at the end of the drive (its backup header and table: 33 sectors).
+PARTITION_START_SECTORS = 2048
+GPT_BACKUP_SECTORS = 33
 #: The composite temperature's warning threshold (WCTEMP, ``temp1_max``) of the fake drives, in °C.
 NVME_WCTEMP_C = 81.85
 #: Air around the drives inside their enclosure or case, and how far above it a drive sits idle
@@ -45,6 +49,9 @@ class SimNvmeDrive:
         ctrl: controller instance (``nvme<ctrl>``); the namespace is ``nvme<ctrl>n1``.
         router: Thunderbolt router whose tunnel carries it, ``None`` when on the board.
         max_bytes_per_s: what the drive itself can read.
+        partitioned: the namespace holds one GPT partition over the whole drive (``nvme<ctrl>n1p1``),
+            as drives are partitioned before ``mdadm --create``: the partition is what an array
+            holds, and all the drive's I/O goes through it.
     """
 
     ctrl: int
@@ -66,6 +73,7 @@ class SimNvmeDrive:
     #: Whether the controller throttles (composite temperature reached WCTEMP, see `THROTTLE_SHARE`).
     throttling: bool = False
     present: bool = True
+    partitioned: bool = False
     reads: int = 0
     read_sectors: int = 0
     read_ms: int = 0
@@ -85,6 +93,31 @@ class SimNvmeDrive:
     def ns(self) -> str:
         """The namespace's block device name."""
         return f"nvme{self.ctrl}n1"
+
+    @property
+    def part(self) -> str | None:
+        """The partition's block device name (``nvme0n1p1``), ``None`` when the drive is not partitioned."""
+        return f"{self.ns}p1" if self.partitioned else None
+
+    @property
+    def member(self) -> str:
+        """The block device an md array holds of this drive: its partition, else its namespace."""
+        return self.part or self.ns
+
+    @property
+    def member_dir(self) -> str:
+        """That block device's directory under /sys/block (a partition's is its disk's child: ``nvme0n1/nvme0n1p1``)."""
+        return f"{self.ns}/{self.part}" if self.part else self.ns
+
+    @property
+    def part_sectors(self) -> int:
+        """The partition's size in 512-byte sectors: the drive after the alignment, less GPT's backup."""
+        return self.size_kib * 2 - PARTITION_START_SECTORS - GPT_BACKUP_SECTORS
+
+    @property
+    def member_kib(self) -> int:
+        """What an array gets of this drive, in KiB: its partition, else the whole namespace."""
+        return self.part_sectors // 2 if self.partitioned else self.size_kib
 
     @property
     def pcie_bytes_per_s(self) -> float:
@@ -138,3 +171,9 @@ class SimNvmeDrive:
         return [self.reads, 0, self.read_sectors, self.read_ms, self.writes, 0, self.write_sectors,
                 self.write_ms, 0, int(self.io_ms), self.read_ms + self.write_ms, 0, 0, 0, 0,
                 self.flushes, self.flushes // 4]
+
+
+def partition_stats(disk: list[int]) -> list[int]:
+    """The diskstats counters of a drive's one partition, from the drive's (``disk``): a partition's I/O
+    counts on it and on its disk alike, but flushes are not tracked for partitions (always 0)."""
+    return [*disk[:15], 0, 0]

@@ -12,9 +12,11 @@ from rigmon.sim.nvme_drive import (
     KIB,
     NVME_HWMON_FILES,
     NVME_WCTEMP_C,
+    PARTITION_START_SECTORS,
     REQUEST_BYTES,
     SECTOR_BYTES,
     SimNvmeDrive,
+    partition_stats,
 )
 from rigmon.sim.thunderbolt import SimTbRouter, SimThunderbolt
 from rigmon.sim.tree import Tree
@@ -25,7 +27,8 @@ MD_MAJOR = 9
 
 @dataclass
 class SimMember:
-    """A drive's place in an array: ``state`` is ``in_sync``, ``faulty``, ``spare`` or ``rebuilding``."""
+    """A drive's place in an array (through its partition when it has one, see `SimNvmeDrive.member`):
+    ``state`` is ``in_sync``, ``faulty``, ``spare`` or ``rebuilding``."""
 
     drive: SimNvmeDrive
     slot: int | None
@@ -80,7 +83,7 @@ class SimMdArray:
     @property
     def size_kib(self) -> int:
         """Array size in KiB."""
-        sizes = [m.drive.size_kib for m in self.members if m.slot is not None]
+        sizes = [m.drive.member_kib for m in self.members if m.slot is not None]
         return sum(sizes) if self.striped else min(sizes)
 
     def working(self) -> list[SimMember]:
@@ -216,11 +219,17 @@ class SimStorage:
 
     def write(self, tree: Tree) -> None:
         stats = {d.ns: self._counters(d.ns, d.stats()) for d in self.drives if d.present}
+        stats.update((d.part, partition_stats(stats[d.ns])) for d in self.drives if d.present and d.part)
         stats.update((a.name, self._counters(a.name, a.stats())) for a in self.arrays)
         lines = []
-        for minor, d in enumerate(self.drives):
-            if d.present:
-                lines.append(self._diskstats_line(NVME_MAJOR, minor, d.ns, stats[d.ns]))
+        # NVMe namespaces and their partitions take minors of block's extended range in turn (a
+        # disk, then its partitions, as they are added): nvme0n1 259:0, nvme0n1p1 259:1, nvme1n1 259:2.
+        minor = 0
+        for d in self.drives:
+            for name in (d.ns, d.part) if d.part else (d.ns,):
+                if d.present:
+                    lines.append(self._diskstats_line(NVME_MAJOR, minor, name, stats[name]))
+                minor += 1
         for a in self.arrays:
             lines.append(self._diskstats_line(MD_MAJOR, a.number, a.name, stats[a.name]))
         # A stopped array's members are let go (mdadm --stop) before its mdstat line goes, as md
@@ -241,7 +250,7 @@ class SimStorage:
             if any(a.name == name for a in self.arrays):
                 continue
             for d in self.drives:
-                tree.remove(f"/sys/block/{d.ns}/holders/{name}")
+                tree.remove(f"/sys/block/{d.member_dir}/holders/{name}")
             tree.remove(f"/sys/block/{name}")
             tree.remove(f"/dev/md/{md_name}")
             self._written.discard(f"/sys/block/{name}/md")
@@ -260,7 +269,7 @@ class SimStorage:
             # The kernel lists members newest first.
             for m in reversed(a.members):
                 flags = "(F)" if m.state == "faulty" else "(S)" if m.state == "spare" else ""
-                members += f" {m.drive.ns}[{m.desc_nr}]{flags}"
+                members += f" {m.drive.member}[{m.desc_nr}]{flags}"
             out.append(f"{a.name} : {state} {a.level}{members}\n")
             if a.striped:
                 out.append(f"      {a.size_kib} blocks super 1.2 {a.chunk_kib}k chunks\n")
@@ -307,6 +316,10 @@ class SimStorage:
             tree.write(f"{pci}/max_link_speed", f"{d.max_link_gts}\n")
             tree.write(f"{pci}/max_link_width", f"{d.max_link_width}\n")
             tree.write(f"/sys/block/{d.ns}/size", f"{d.size_kib * 2}\n")
+            if d.part:
+                tree.write(f"/sys/block/{d.ns}/{d.part}/partition", "1\n")
+                tree.write(f"/sys/block/{d.ns}/{d.part}/start", f"{PARTITION_START_SECTORS}\n")
+                tree.write(f"/sys/block/{d.ns}/{d.part}/size", f"{d.part_sectors}\n")
         tree.write(f"{ctrl}/state", "live\n")
         # temp1_alarm is the SMART log's critical warning temperature bit: the composite at or over
         # the over-temperature threshold (WCTEMP unless set otherwise), as the drive itself judges it.
@@ -315,7 +328,10 @@ class SimStorage:
         d.hwmon.write(tree, {"temp1_input": f"{millideg}\n", "temp1_alarm": f"{alarm}\n"}, fixed=NVME_HWMON_FILES)
         tree.write(f"{pci}/current_link_speed", f"{d.link_gts}\n")
         tree.write(f"{pci}/current_link_width", f"{d.link_width}\n")
-        tree.write(f"/sys/block/{d.ns}/stat", "".join(f"{v:8d} " for v in stats or d.stats()).rstrip() + "\n")
+        disk = stats or d.stats()
+        tree.write(f"/sys/block/{d.ns}/stat", _stat_line(disk))
+        if d.part:
+            tree.write(f"/sys/block/{d.ns}/{d.part}/stat", _stat_line(partition_stats(disk)))
 
     def _write_array(self, tree: Tree, a: SimMdArray, stats: list[int]) -> None:
         base = f"/sys/block/{a.name}/md"
@@ -329,7 +345,7 @@ class SimStorage:
             tree.symlink(f"/dev/md/{a.md_name}", f"../{a.name}")
         tree.write(f"{base}/raid_disks", f"{a.raid_disks}\n")
         tree.write(f"{base}/array_state", "broken\n" if a.broken else "clean\n")
-        tree.write(f"/sys/block/{a.name}/stat", "".join(f"{v:8d} " for v in stats).rstrip() + "\n")
+        tree.write(f"/sys/block/{a.name}/stat", _stat_line(stats))
         if not a.striped:
             missing = a.raid_disks - len(a.working())
             tree.write(f"{base}/degraded", f"{missing}\n")
@@ -340,27 +356,35 @@ class SimStorage:
             else:
                 tree.write(f"{base}/sync_completed", f"{a.sync_done_sectors} / {a.size_kib * 2}\n")
                 tree.write(f"{base}/sync_speed", f"{a.sync_speed_kib}\n")
-        listed = {f"dev-{m.drive.ns}" for m in a.members}
+        listed = {f"dev-{m.drive.member}" for m in a.members}
+        dirs = {d.member: d.member_dir for d in self.drives}
         for entry in tree_listdir(tree, base):
             if entry.startswith("dev-") and entry not in listed:
                 tree.remove(f"{base}/{entry}")
-                tree.remove(f"/sys/block/{entry.removeprefix('dev-')}/holders/{a.name}")
+                member = entry.removeprefix("dev-")
+                tree.remove(f"/sys/block/{dirs.get(member, member)}/holders/{a.name}")
         for m in a.members:
-            dev = f"{base}/dev-{m.drive.ns}"
+            dev = f"{base}/dev-{m.drive.member}"
             words = {"in_sync": "in_sync", "faulty": "faulty", "spare": "spare", "rebuilding": "spare"}[m.state]
             tree.write(f"{dev}/state", f"{words}\n")
             tree.write(f"{dev}/slot", f"{m.slot}\n" if m.slot is not None and m.state != "spare" else "none\n")
             tree.write(f"{dev}/errors", "0\n")
-            tree.write(f"{dev}/size", f"{m.drive.size_kib}\n")
+            tree.write(f"{dev}/size", f"{m.drive.member_kib}\n")
             if not tree.path(f"{dev}/block").is_symlink():
-                tree.symlink(f"{dev}/block", f"../../../{m.drive.ns}")
-            # The member's side of the claim: bd_link_disk_holder makes <member>/holders/<md>.
-            holder = f"/sys/block/{m.drive.ns}/holders/{a.name}"
+                tree.symlink(f"{dev}/block", f"../../../{m.drive.member_dir}")
+            # The member's side of the claim: bd_link_disk_holder makes <member>/holders/<md> (a
+            # partition's under its disk's directory: nvme0n1/nvme0n1p1/holders/md127).
+            holder = f"/sys/block/{m.drive.member_dir}/holders/{a.name}"
             if m.drive.present and not tree.path(holder).is_symlink():
-                tree.symlink(holder, f"../../{a.name}")
+                tree.symlink(holder, "../" * (m.drive.member_dir.count("/") + 2) + a.name)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _stat_line(stats: list[int]) -> str:
+    """A block device's ``stat`` file: its counters as ``%8lu``, separated by a space."""
+    return "".join(f"{v:8d} " for v in stats).rstrip() + "\n"
 
 
 def tree_listdir(tree: Tree, rel: str) -> list[str]:
@@ -369,12 +393,14 @@ def tree_listdir(tree: Tree, rel: str) -> list[str]:
     return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
 
 
-def strix_enclosure_rig(node: SimNode, enclosures: int = 2, first_domain: int = 0
+def strix_enclosure_rig(node: SimNode, enclosures: int = 2, first_domain: int = 0, partitioned: bool = False
                         ) -> tuple[SimStorage, SimThunderbolt]:
     """The reference Strix Halo box: per USB4 domain one enclosure of two NVMe as a RAID0 array.
 
     Enclosure ``i`` is router ``<first_domain + i>-1``; its array is ``md<127 - i>``
-    (``/dev/md/raid0n<i>``), assembled downward from md127 as mdadm does.
+    (``/dev/md/raid0n<i>``), assembled downward from md127 as mdadm does. With ``partitioned``, each
+    drive holds one partition and the arrays are made of those (``md127 : active raid0 nvme1n1p1[1]
+    nvme0n1p1[0]``), as on a rig whose drives were partitioned before ``mdadm --create``.
     """
     tb = SimThunderbolt(domains=first_domain + enclosures)
     storage = SimStorage(link_cap=tb.link_cap_bytes_per_s)
@@ -390,6 +416,7 @@ def strix_enclosure_rig(node: SimNode, enclosures: int = 2, first_domain: int = 
                 serial=f"S6Z2NF0W{node.rng.randrange(10**6):06d}{chr(65 + ctrl)}",
                 address=f"0000:{0x64 + 3 * i + j:02x}:00.0",
                 router=router,
+                partitioned=partitioned,
             )
             storage.drives.append(drive)
             members.append(SimMember(drive=drive, slot=j, desc_nr=j))

@@ -114,3 +114,54 @@ def test_an_amdgpu_hwmon_registered_again_is_read_at_the_next_tick(tmp_path: Pat
     # Not every tick: the card's hwmon directory is not listed while its registration stays.
     node.tick()
     assert not [d for d in node.root.listed if d.startswith(dev)]
+
+
+def test_an_amdgpu_input_removed_between_two_reads_of_the_facts_is_not_opened_every_tick_until_a_refresh(
+        tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.tick()
+    node.tick()
+    # The driver removes the card's power and temperature inputs (a sensor it no longer shows)
+    # between two reads of the card's facts: the next tick finds them gone.
+    gone = {"power1_average", "temp1_input"}
+    for name in gone:
+        node.gpu.hwmon.hide(name)
+    paths = {f"/sys/class/drm/{node.gpu.card}/device/hwmon/hwmon1/{name}" for name in gone}
+    read_at, listings = [], 0
+    for tick in range(REFRESH_EVERY - 5):
+        _, gpu = node.tick()
+        assert (gpu.power_w, gpu.temp_c) == (None, None)
+        if paths & set(node.root.read):
+            read_at.append(tick)
+        listings += sum(d.endswith("/hwmon/hwmon1") for d in node.root.listed)
+    # Opened (and found gone) once; then the card's hwmon directory is listed now and then, backing
+    # off (1, 2, 4... ticks), not the inputs opened every tick until the facts' refresh.
+    assert read_at == [0]
+    assert 0 < listings <= 7
+    for name in gone:
+        node.gpu.hwmon.show(name)
+    for _ in range(REFRESH_EVERY):
+        _, gpu = node.tick()
+        if gpu.power_w is not None:
+            break
+    assert gpu.power_w and gpu.temp_c is not None
+    # Found again: its facts are kept, the directory listed no more.
+    node.tick()
+    _, gpu = node.tick()
+    assert not [d for d in node.root.listed if d.endswith("/hwmon/hwmon1")]
+
+
+def test_an_amdgpu_power_file_removed_falls_back_to_the_other_at_the_next_tick(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    # A card whose hwmon device has both power files: the average counts while it reads.
+    node.gpu.power_files = ("power1_average", "power1_input")
+    hwmon = f"/sys/class/drm/{node.gpu.card}/device/hwmon/hwmon1"
+    _, gpu = node.tick()
+    assert gpu.power_w is not None and f"{hwmon}/power1_average" in node.root.read
+    assert f"{hwmon}/power1_input" not in node.root.read
+    node.gpu.hwmon.hide("power1_average")
+    _, gpu = node.tick()
+    assert gpu.power_w is not None and f"{hwmon}/power1_input" in node.root.read
+    for _ in range(5):
+        _, gpu = node.tick()
+        assert gpu.power_w is not None and f"{hwmon}/power1_average" not in node.root.read

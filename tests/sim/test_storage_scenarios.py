@@ -177,6 +177,13 @@ def test_an_enclosure_without_its_fan_throttles_its_drives_and_lags_its_array(tm
     assert got["md127"].vs_fastest_array_pct is not None and got["md127"].vs_fastest_array_pct < 80.0
     assert [e.subject for e in bench.events if e.kind == "nvme_temp_over_max"] == ["nvme:nvme0", "nvme:nvme1"]
     assert not [e for e in bench.events if e.kind == "nvme_temp_normal"]
+    # Its drives were partitioned before mdadm --create: the arrays hold the partitions, and the
+    # drives are in them all the same (the hot drives' events name md127, as their alarm does).
+    assert [m.name for m in got["md127"].members] == ["nvme0n1p1", "nvme1n1p1"]
+    assert all(m.role == "in_sync" and m.present and m.read_bytes_per_s for m in got["md127"].members)
+    hot_events = [e for e in bench.events if e.kind == "nvme_temp_over_max"]
+    assert [e.data["md_arrays"] for e in hot_events] == ["md127", "md127"]
+    assert all("), in md127: it throttles" in e.message for e in hot_events), hot_events
 
 
 def test_counters_follow_the_throughput_between_physics_steps(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Incident 6's thermally throttling enclosure end to end: the scenario's fake drives heat up under the
 model load, the real agent's collectors read their hwmon files, the default rule fires, the array in the
-hot enclosure lags the other, and a snapshot's REPORT.md names the drive, its array and its figures."""
+hot enclosure lags the other, the dashboard's incident story says it follows the hot drives, and a
+snapshot's REPORT.md names the drive, its array and its figures."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ from pathlib import Path
 
 import httpx
 
+from rigmon.cluster.incident import timeline
+from rigmon.cluster.node_store import NodeStore
+from rigmon.schema import Frame, decode_data
 from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import read_bundle
 from rigmon.snapshot.command import take_snapshot
+from rigmon.tui.event_merge import merge_xid_events
+from tests.alarms.helpers import FakeClock
 from tests.sim.test_scenario_alarms import DEADLINE_S, fired_rules
 
 
@@ -41,6 +47,20 @@ async def test_a_hot_enclosure_fires_its_alarm_lags_its_array_and_is_in_the_repo
         assert drives["nvme0"]["temp_over_max"] is True and drives["nvme0"]["temp_alarm"] is True
         assert drives["nvme0"]["temp_c"] >= drives["nvme0"]["temp_max_c"] == 81.85
         assert drives["nvme0"]["md_arrays"] == ["md127"] and drives["nvme2"]["temp_over_max"] is False
+        # The drives were partitioned before mdadm --create: md127 holds their partitions, and the
+        # dashboard's story of the node names the hot drives, in md127, as what its lag follows.
+        assert [m["name"] for m in arrays["md127"]["members"]] == ["nvme0n1p1", "nvme1n1p1"]
+        samples = (await client.get(f"{rig.urls[0]}/v1/samples", params={"since": 0})).json()["frames"]
+        store = NodeStore("k", rig.urls[0], FakeClock())
+        store.add_frames([decode_data(Frame, raw) for raw in samples])
+        assert store.latest is not None
+        steps = timeline(merge_xid_events(tuple(store.events)), store.rail.causes(), now=store.view().problems,
+                         now_at=store.latest.taken_at)
+        assert steps[-1].subject == "md:md127" and " % of md126 now, after NVMe nvme" in steps[-1].text, steps
+        assert steps[-1].text.endswith(" reached its warning temperature"), steps
+        hot = [s for s in steps if s.kind == "nvme_temp_over_max"]
+        assert [s.subject for s in hot] == ["nvme:nvme0", "nvme:nvme1"], steps
+        assert all("(critical 84.85 °C), in md127" in s.text for s in hot), hot
         path, _ = await asyncio.to_thread(take_snapshot, rig.urls, [], 600.0, tmp_path / "snap.tar.gz", None,
                                           io.StringIO())
     report = read_bundle(path).report

@@ -25,11 +25,13 @@ class ModelLoad:
     name = "model-load"
     description = "two RAID0 arrays of two NVMe (USB4 enclosures) loading weights at ~1.07 and ~1.10 GB/s"
     default_nodes = 1
+    #: Whether the drives were partitioned before ``mdadm --create`` (the arrays hold ``nvme0n1p1``...).
+    partitioned = False
 
     def build(self, node: SimNode, index: int) -> None:
         node.devices.append(SimHost(cpu_count=32, mem_total_bytes=128 * GIB, cpu_vendor="amd",
                                     interfaces=[SimInterface("enp191s0", 10000)]))
-        storage, tb = strix_enclosure_rig(node)
+        storage, tb = strix_enclosure_rig(node, partitioned=self.partitioned)
         node.devices.extend([tb, storage])
 
     def drive(self, node: SimNode, index: int, t_s: float) -> None:

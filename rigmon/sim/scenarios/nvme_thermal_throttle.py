@@ -10,19 +10,22 @@ from rigmon.sim.scenarios.model_load import LOAD_BYTES_PER_S, LOAD_START_S, Mode
 #: 81.85 °C warning threshold about a minute later; throttled, they still settle above it (~82 °C).
 FAN_STOP_S = 10.0
 STILL_AIR_COOLING = 0.17
-#: The array in the enclosure whose fan stops (router 0-1: nvme0n1 and nvme1n1).
+#: The array in the enclosure whose fan stops (router 0-1: nvme0n1p1 and nvme1n1p1).
 HOT_ARRAY = "md127"
 
 
 class NvmeThermalThrottle(ModelLoad):
-    """The `model-load` box (built as it is) loading weights without pause; enclosure A (md127) loses its fan.
+    """The `model-load` box loading weights without pause; enclosure A (md127) loses its fan.
 
     Its two drives heat up under the load until their composite temperature reaches the warning
     threshold (WCTEMP, hwmon ``temp1_max``): the controllers throttle, md127 reads at a fraction of
-    what it is asked and lags md126 (incident 6, "a thermally throttling enclosure").
+    what it is asked and lags md126 (incident 6, "a thermally throttling enclosure"). Its drives were
+    partitioned before ``mdadm --create``, as the mdadm man page and most guides do: the arrays hold
+    their partitions (``nvme0n1p1``), and a hot drive is still named in its array.
     """
 
     name = "nvme-thermal-throttle"
+    partitioned = True
     description = ("one USB4 enclosure's fan stops: its NVMe reach their warning temperature, throttle, "
                    "and their RAID0 array lags the other")
     default_nodes = 1
