@@ -115,8 +115,8 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree; default /)")
     check.add_argument("--node", metavar="NAME", help="node name (default: host name)")
     check.add_argument("--state-dir", metavar="DIR",
-                       help="state directory of the agent running on this node, asked for the rail when it holds "
-                            "the ADC's port (default: the configuration's, as for rigmon agent)")
+                       help="state directory of the agent running on this node, asked for its firing alarms and for "
+                            "the rail when it holds the ADC's port (default: the configuration's, as for rigmon agent)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--no-agent-alarms", action="store_true",
                        help="do not count the running agent's firing alarms (default: asked, as for the rail)")

@@ -14,9 +14,10 @@ stopped agent saved (``alarm-state.json``) is not read, since nothing has watche
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from msgspec.structs import replace
 
@@ -40,11 +41,13 @@ class AgentAlarms:
         url: the agent's base URL.
         firing: its firing alarms, acknowledged ones included.
         pending: how many of its alarms are pending (not past their rule's hold time).
+        rules: how many rules it has in force (none: ``[alarms] enabled = false``, it watches for nothing).
     """
 
     url: str
     firing: tuple[Alarm, ...]
     pending: int = 0
+    rules: int = 1
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def alarms_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S) -
     except httpx.HTTPError as exc:
         return f"the agent at {url} did not answer: {exc}"
     if answer.status_code != 200:
-        return f"the agent at {url} answered {answer.status_code}"
+        return f"the agent at {url} answered {answer.status_code}{_said(answer.content)}"
     try:
         got = decode(AlarmList, answer.content)
     except ValueError as exc:
@@ -90,12 +93,21 @@ def alarms_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S) -
     if got.node != config.node_name:
         return f"the agent at {url} is node {got.node!r}, not {config.node_name!r}"
     firing = tuple(a for a in got.active if a.state == "firing")
-    return AgentAlarms(url, firing, sum(1 for a in got.active if a.state == "pending"))
+    return AgentAlarms(url, firing, sum(1 for a in got.active if a.state == "pending"), len(got.rules))
+
+
+def _said(body: bytes) -> str:
+    """``: <its error>`` of an agent's JSON error answer (``alarms are not enabled on this agent``), else ``""``."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return ""
+    return f": {error}" if isinstance(error, str) and error else ""
 
 
 def _clock(at: float, now_at: float) -> str:
     """``06:26:49 UTC``, with the date when ``at`` is more than a day before ``now_at``."""
-    when = datetime.fromtimestamp(at, timezone.utc)
+    when = datetime.fromtimestamp(at, UTC)
     return when.strftime("%Y-%m-%d %H:%M:%S UTC" if now_at - at > DAY_S else "%H:%M:%S UTC")
 
 
@@ -135,4 +147,5 @@ def with_agent_alarms(own: Sequence[Alarm], got: AgentAlarms | NoAgent | str,
         findings = [a for a in findings if a not in same] + [as_finding(alarm, now_at)]
     firing = f"{len(got.firing)} alarm{'' if len(got.firing) == 1 else 's'} firing" if got.firing else "no alarm firing"
     pending = f", {got.pending} pending (not counted: not yet past a rule's hold time)" if got.pending else ""
-    return tuple(findings), f"agent alarms: the running agent at {got.url} has {firing}{pending}"
+    rules = "" if got.rules else " (it has no alarm rules in force: [alarms] enabled = false)"
+    return tuple(findings), f"agent alarms: the running agent at {got.url} has {firing}{pending}{rules}"

@@ -15,12 +15,19 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
+from rigmon.agent.agent import Agent
 from rigmon.agent.check import CheckReport, GuardAccess, run_check
-from rigmon.agent.check_alarms import AgentAlarms, NoAgent, alarms_from_agent, with_agent_alarms
+from rigmon.agent.check_alarms import (
+    AgentAlarms,
+    NoAgent,
+    alarms_from_agent,
+    with_agent_alarms,
+)
 from rigmon.agent.check_format import format_report
-from rigmon.agent.state_lock import Listening, StateLock
+from rigmon.agent.server import serve
+from rigmon.agent.state_lock import Listening, StateLock, listening_agent
 from rigmon.clock import SystemClock
-from rigmon.config import AgentConfig, AgentSection
+from rigmon.config import AgentConfig, AgentSection, AlarmsSection
 from rigmon.schema import Alarm
 from rigmon.sim.rig import running_rig
 
@@ -56,7 +63,7 @@ def check_beside(config: AgentConfig) -> CheckReport:
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "rigmon", "check", "--wait", "0.1", *args], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=REPO)
+                          text=True, timeout=120, env=env, cwd=REPO, check=False)
 
 
 def blind_check_config(tmp_path: Path, config: AgentConfig) -> Path:
@@ -102,7 +109,7 @@ async def test_a_gpu_the_agent_lost_fails_the_gate_with_exit_2(tmp_path: Path) -
 def test_a_rule_the_check_found_itself_on_the_same_subject_is_reported_once() -> None:
     own = (alarm("psu_rail_low_critical", "psu"),)
     got = AgentAlarms("http://127.0.0.1:9871", (alarm("psu_rail_low_critical", "psu"), alarm("gpu_lost", "gpu:3"),
-                                                alarm("psu_rail_low_critical", "psu2")), pending=1)
+                                                alarm("psu_rail_low_critical", "psu2")), pending=1, rules=30)
     findings, note = with_agent_alarms(own, got, NOW_AT)
     assert [(a.id.startswith("agent-"), a.rule, a.subject) for a in findings] == [
         (False, "psu_rail_low_critical", "psu"), (True, "gpu_lost", "gpu:3"), (True, "psu_rail_low_critical", "psu2")]
@@ -145,3 +152,30 @@ def test_an_agent_that_does_not_answer_leaves_the_check_s_own_findings(tmp_path:
     assert note.startswith("agent alarms not read (the agent at http://127.0.0.1:1 did not answer: ")
     assert note.endswith("): the findings are the check's own")
     assert "agent alarms not read" in format_report(report, 80)
+
+
+async def test_an_agent_that_watches_for_nothing_is_not_taken_for_a_quiet_one(tmp_path: Path) -> None:
+    # Asked with the read token the agent recorded (a refusal would be a note of its own).
+    state = tmp_path / "state"
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    token.chmod(0o600)
+    section = AgentSection(node="n1", listen="127.0.0.1:0", root=str(tmp_path), state_dir=str(state),
+                           token_file=str(token))
+    agent = Agent(AgentConfig(agent=section, alarms=AlarmsSection(enabled=False)))
+    bound: list[str] = []
+    task = asyncio.create_task(serve(agent, "127.0.0.1:0", on_bound=bound.append))
+    try:
+        for _ in range(600):
+            if bound and listening_agent(state) is not None:
+                break
+            await asyncio.sleep(0.05)
+        check = AgentConfig(agent=AgentSection(node="n1", root=str(tmp_path), state_dir=str(state)))
+        got = await asyncio.to_thread(alarms_from_agent, check)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert got == AgentAlarms(f"http://{bound[0]}", (), 0, 0)
+    assert with_agent_alarms((), got, NOW_AT)[1] == (f"agent alarms: the running agent at http://{bound[0]} has no "
+                                                     "alarm firing (it has no alarm rules in force: [alarms] enabled "
+                                                     "= false)")
