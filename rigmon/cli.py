@@ -115,9 +115,11 @@ def build_parser(agent_only: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--root", metavar="DIR", help="directory standing for / (a simulated node's tree; default /)")
     check.add_argument("--node", metavar="NAME", help="node name (default: host name)")
     check.add_argument("--state-dir", metavar="DIR",
-                       help="state directory of the agent running on this node, asked for the rail when it holds "
-                            "the ADC's port (default: the configuration's, as for rigmon agent)")
+                       help="state directory of the agent running on this node, asked for its firing alarms and for "
+                            "the rail when it holds the ADC's port (default: the configuration's, as for rigmon agent)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--no-agent-alarms", action="store_true",
+                       help="do not count the running agent's firing alarms (default: asked, as for the rail)")
     check.add_argument("--wait", type=_positive_float, default=1.0, metavar="S",
                        help="seconds between the two collection passes rates need (default 1)")
 
@@ -258,6 +260,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from functools import partial
 
     from rigmon.agent.check import run_check
+    from rigmon.agent.check_alarms import alarms_from_agent
     from rigmon.agent.check_format import format_report
     from rigmon.agent.check_rail import rail_from_agent
     from rigmon.clock import SystemClock
@@ -269,7 +272,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if not Path(config.agent.root).is_dir():
             raise ValueError(f"root {config.agent.root} is not a directory")
         report = run_check(config, SystemClock(), pause_s=args.wait,
-                           agent_rail=partial(rail_from_agent, config, config_path=args.config))
+                           agent_rail=partial(rail_from_agent, config, config_path=args.config),
+                           agent_alarms=None if args.no_agent_alarms else partial(alarms_from_agent, config))
     except ConfigKeyError as exc:
         return fail(in_config_file(args.config, exc), 3)
     except (ConfigError, ValueError) as exc:

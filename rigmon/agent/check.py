@@ -13,6 +13,7 @@ from typing import Literal
 from msgspec.structs import replace
 
 from rigmon.agent.agent import FRAME_COLLECTOR_NAMES, build_collectors
+from rigmon.agent.check_alarms import AgentAlarms, NoAgent, with_agent_alarms
 from rigmon.agent.check_rail import PortOfRunningAgent, rail_from_agent, running_agent_reads_port
 from rigmon.agent.sampler import ROUTES
 from rigmon.agent.guard.state_file import state_file_note
@@ -65,7 +66,7 @@ class CheckReport:
         exit_code: 2, 1 or 0 accordingly.
         collectors: each collector's health after the last pass.
         findings: alarms the rules raised, pending ones included (a one-shot check cannot
-            wait out a rule's hold time).
+            wait out a rule's hold time), and the running agent's firing alarms (ids ``agent-...``).
         rules: the rules evaluated.
     """
 
@@ -81,7 +82,7 @@ class CheckReport:
     guard: str | None = None
     """Whether the undervolt guard could act on this node (``None``: not checked)."""
     notes: tuple[str, ...] = ()
-    """What the check did besides collecting (the rail read from the running agent)."""
+    """What the check did besides collecting (the rail read from the running agent, its alarms read or not)."""
 
 
 def _joined(thread: threading.Thread, timeout_s: float) -> bool:
@@ -148,6 +149,7 @@ def run_check(
     agent_rail: Callable[[], PsuRailReading | str] | None = None,
     starting_wait_s: float = STARTING_WAIT_S,
     monotonic: Callable[[], float] = time.monotonic,
+    agent_alarms: Callable[[], AgentAlarms | NoAgent | str] | None = None,
 ) -> CheckReport:
     """Collect ``passes`` times, ``pause_s`` apart, and evaluate the node rules on each frame.
 
@@ -163,6 +165,8 @@ def run_check(
     ``starting_wait_s`` seconds of the check's running time (from its first pass; ``monotonic``
     is the clock it is counted on: a check stopped with ^Z does not use it up, as it does not
     use up NVML's budget for that init), and a warning if they never read.
+    ``agent_alarms`` gives the alarms of the running agent (`rigmon.agent.check_alarms.alarms_from_agent`),
+    asked after the passes: its firing ones are findings too (`with_agent_alarms`); ``None``: not asked.
 
     Raises:
         RuleError: the configured rules are invalid.
@@ -256,6 +260,9 @@ def run_check(
             _rail_not_read(readings, config.node_name, clock.time(), (passes - 1) * pause_s + rail_waited_s),)
     findings += tuple(_not_started(name, st, config.node_name, clock.time(), waited_s)
                       for name, st in _starting(statuses).items())
+    if agent_alarms is not None:
+        findings, said = with_agent_alarms(findings, agent_alarms(), clock.time())
+        notes.append(said)
     worst = max((_SEVERITIES.index(a.severity) for a in findings), default=0)
     status: CheckStatus = "critical" if worst == 2 else "warning" if worst == 1 else "ok"
     return CheckReport(node=config.node_name, root=config.agent.root, checked_at=clock.time(), status=status,

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rigmon.agent.state_lock import LOCK_FILE, listening_agent
 from rigmon.collectors.base import CollectorError, PushFn
 from rigmon.config import AgentConfig, default_state_dir, local_url, setting_origin
 from rigmon.schema import Frame, PsuRailReading, decode
+
+if TYPE_CHECKING:
+    import ssl
 
 #: Seconds the check waits for the agent's answer.
 AGENT_TIMEOUT_S = 5.0
@@ -115,30 +119,42 @@ def where_to_look(config: AgentConfig, agent: AgentToAsk) -> str:
             "directory, give it: rigmon check --state-dir DIR)")
 
 
+def read_credentials(agent: AgentToAsk) -> tuple[dict[str, str], ssl.SSLContext | bool]:
+    """The headers (its read token) and the TLS verification (its certificate) to ask ``agent`` with.
+
+    Raises:
+        StartupError: the token file or the certificate cannot be read (named by what set it).
+    """
+    import ssl
+
+    from rigmon.agent.server import StartupError, read_token_file
+
+    headers: dict[str, str] = {}
+    verify: ssl.SSLContext | bool = True
+    if agent.token_file:
+        headers["Authorization"] = f"Bearer {read_token_file(agent.token_file, agent.token_origin)}"
+    if agent.tls_cert_file:
+        try:
+            verify = ssl.create_default_context(cafile=agent.tls_cert_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise StartupError(f"{agent.cert_origin} {agent.tls_cert_file}: {exc}") from None
+    return headers, verify
+
+
 def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
                     config_path: str | None = None) -> PsuRailReading | str:
     """The newest rail reading of the agent on this node (`agent_to_ask`), or why there is none (a sentence)."""
-    import ssl
-
     import httpx
 
-    from rigmon.agent.server import StartupError, read_token_file
+    from rigmon.agent.server import StartupError
 
     try:
         agent = agent_to_ask(config, config_path)
     except ValueError as exc:
         return f"no agent address to ask: {exc}"
     url = agent.url
-    headers: dict[str, str] = {}
-    verify: ssl.SSLContext | bool = True
     try:
-        if agent.token_file:
-            headers["Authorization"] = f"Bearer {read_token_file(agent.token_file, agent.token_origin)}"
-        if agent.tls_cert_file:
-            try:
-                verify = ssl.create_default_context(cafile=agent.tls_cert_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise StartupError(f"{agent.cert_origin} {agent.tls_cert_file}: {exc}") from None
+        headers, verify = read_credentials(agent)
     except StartupError as exc:
         return f"the agent at {url} holds it, and this user cannot ask it: {exc}"
     try:
