@@ -17,6 +17,7 @@ from rigmon.schema import RESOLVE_ENDINGS, Event
 
 if TYPE_CHECKING:
     from rigmon.cluster.incident import Problem
+    from rigmon.schema import Frame
 
 Level = Literal["bad", "warn", "info"]
 
@@ -81,7 +82,8 @@ _FEWEST_WORDS = 4
 
 
 def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, limit: int = 12,
-             now: Sequence[Problem] = (), now_at: float | None = None) -> tuple[Step, ...]:
+             now: Sequence[Problem] = (), now_at: float | None = None,
+             frame: Frame | None = None) -> tuple[Step, ...]:
     """The node's trouble, one step per line, oldest first (the newest ``limit`` steps, the job's marks
     among them only as the context of that trouble: `_with_context_marks`).
 
@@ -98,8 +100,10 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
         causes: the rail sag before each lost GPU, by subject (`RailMemory.causes`).
         limit: steps kept.
         now: the node's current problems; a lagging array among them ends the timeline
-            (at ``now_at``), naming a link that retrained before it.
+            (at ``now_at``), naming the drive of that array or the link that slowed before it
+            (`_cause_of`).
         now_at: time of the newest frame.
+        frame: the newest frame: which md arrays each NVMe drive is in (`_arrays_of`).
     """
     hardware = [e for e in events if e.kind not in _ALARM_KINDS and e.kind not in _QUIET_KINDS
                 and e.kind not in _JOB_KINDS]
@@ -169,11 +173,13 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
             steps.append(Step(event.at, _level(event.severity), text, event.subject, alarm, kind=event.kind))
     if now_at is not None:
         slowed = [s for s in steps if s.subject.startswith(("link:", "nvme:")) and s.level != "info"]
+        feeds = {s.subject: _arrays_of(s.subject, events, frame) for s in slowed}
         for problem in now:
             if problem.subject.startswith("md:") and " % of " in problem.text:
                 text = f"{problem.text} now"
-                if slowed:
-                    text += f", {_slowed_by(slowed[-1])}"
+                cause = _cause_of(problem.subject.split(":", 1)[1], slowed, feeds)
+                if cause is not None:
+                    text += f", {_slowed_by(cause)}"
                 steps.append(Step(now_at, "warn", text, problem.subject))
     return _with_context_marks(_fold_repeats(_join_twins(steps)), limit)
 
@@ -189,6 +195,48 @@ def _slowed_by(step: Step) -> str:
     if step.kind in _HOT_DRIVE or any(rule in _HOT_DRIVE for rule in step.alarm.split(", ")):
         return f"after NVMe {name} reached its warning temperature"
     return f"after link {name} slowed"
+
+
+def _cause_of(array: str, slowed: Sequence[Step], feeds: Mapping[str, frozenset[str] | None]) -> Step | None:
+    """The step that slowed ``array`` (``md127``): the newest of a drive in it; else the newest of a link or
+    drive nothing ties to an array (a Thunderbolt router's drives are not known); never one of a device
+    known to feed only other arrays (a hot drive of md126 does not slow md127)."""
+    own = [s for s in slowed if array in (feeds.get(s.subject) or ())]
+    if own:
+        return own[-1]
+    untied = [s for s in slowed if feeds.get(s.subject) is None]
+    return untied[-1] if untied else None
+
+
+def _arrays_of(subject: str, events: Sequence[Event], frame: Frame | None) -> frozenset[str] | None:
+    """The md arrays an NVMe drive (``nvme:nvme0``) is in: those its events name (``md_arrays``, the
+    temperature events) and those the newest frame ties it to (`NvmeReading.md_arrays`, or one of its
+    namespaces among an array's members, whole or a partition). ``None`` when nothing says: a link, a
+    drive neither its events nor the frame know."""
+    if not subject.startswith("nvme:"):
+        return None
+    known = False
+    arrays: set[str] = set()
+    for event in events:
+        if event.subject == subject and "md_arrays" in event.data:
+            known = True
+            named = event.data["md_arrays"]  # "md127 md126", null for a drive in no array
+            arrays.update(named.split() if isinstance(named, str) else ())
+    name = subject.split(":", 1)[1]
+    drive = next((d for d in frame.readings.nvme if d.name == name), None) if frame is not None else None
+    if frame is not None and drive is not None:
+        known = True
+        arrays.update(drive.md_arrays)
+        arrays.update(a.name for a in frame.readings.raid
+                      if any(_on_namespace(m.name, drive.namespaces) for m in a.members))
+    return frozenset(arrays) if known else None
+
+
+def _on_namespace(member: str, namespaces: Sequence[str]) -> bool:
+    """Whether an array member's block device (``nvme0n1``, ``nvme0n1p1``) is one of ``namespaces`` or a
+    partition of one."""
+    return any(member == ns or (member.startswith(f"{ns}p") and member[len(ns) + 1:].isdigit())
+               for ns in namespaces)
 
 
 def _with_context_marks(steps: list[Step], limit: int) -> tuple[Step, ...]:

@@ -6,12 +6,16 @@ delay of a second or more never ends by itself), so the tests say what happens i
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 from textual.message import Message
 
+import rigmon.tui.app
 from rigmon.cluster.client import AgentClient, Backoff
 from rigmon.cluster.config import NodeTarget
+from rigmon.tui.app import RigmonApp
 from rigmon.tui.following import Followers
 from rigmon.tui.messages import NodeAlarms, NodeAlarmsFailed, NodeConnected, NodeFailed
 from tests.agent.test_alarm_state import make_agent
@@ -99,3 +103,69 @@ async def test_an_agent_that_is_really_down_keeps_the_followers_back_off(tmp_pat
     await stop(tasks)
     assert sum(isinstance(m, NodeFailed) for m in posted) == tries
     assert in_long_backoff(posted)
+
+
+class RecordingApp(RigmonApp):
+    """The dashboard, recording the follow and alarm messages it handles, in order."""
+
+    # A relative CSS_PATH is read beside the module of the class that sets it: the dashboard's own.
+    CSS_PATH = str(Path(rigmon.tui.app.__file__).with_name("rigmon.tcss"))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handled: list[Message] = []
+
+    def on_node_connected(self, message: NodeConnected) -> None:
+        self.handled.append(message)
+        super().on_node_connected(message)
+
+    def on_node_failed(self, message: NodeFailed) -> None:
+        self.handled.append(message)
+        super().on_node_failed(message)
+
+    def on_node_alarms(self, message: NodeAlarms) -> None:
+        self.handled.append(message)
+        super().on_node_alarms(message)
+
+
+async def test_the_followers_reconnection_wakes_the_alarm_poll_of_a_node_off_screen(tmp_path: Path) -> None:
+    # The node is off screen (the cluster screen), its alarms polled every 3 hours here and its failed polls
+    # retried after 10 minutes: only the follower's connecting to the restarted agent can ask for its
+    # alarms during this test. The follower's own back-off ends when the test says.
+    clock = FakeClock(T0)
+    backoff_over = asyncio.Event()
+    waiting: list[float] = []
+
+    async def gated_sleep(delay_s: float) -> None:
+        if delay_s < LONG_S:
+            await asyncio.sleep(delay_s)
+            return
+        waiting.append(delay_s)
+        await backoff_over.wait()
+
+    def client(target: NodeTarget) -> AgentClient:
+        return AgentClient(target.url, READ, backoff=Backoff(600.0, 600.0), sleep=gated_sleep)
+
+    first, _ = make_agent(tmp_path / "state", clock)
+    async with AsyncExitStack() as stack:
+        port = await stack.enter_async_context(served(first))
+        target = NodeTarget(f"http://127.0.0.1:{port}", READ)
+        app = RecordingApp([target], clock=clock, refresh_s=3600, client_factory=client, alarm_poll_s=3600.0)
+        async with app.run_test(size=(120, 40)):
+            handled = app.handled
+            await wait_for(lambda: any(isinstance(m, NodeConnected) for m in handled)
+                           and any(isinstance(m, NodeAlarms) for m in handled))
+            # The agent goes: the follower waits to try again.
+            await stack.aclose()
+            await wait_for(lambda: bool(waiting))
+            # Started afresh (its state directory emptied): no ``alarm_state_restored`` in its first frame,
+            # which would ask for its alarms by itself.
+            second, _ = make_agent(tmp_path / "afresh", clock)
+            async with served(second, port):
+                backoff_over.set()
+                await wait_for(lambda: any(isinstance(m, NodeConnected) and m.info.run_id == second.run_id
+                                           for m in handled))
+                back = next(i for i, m in enumerate(handled) if isinstance(m, NodeConnected)
+                            and m.info.run_id == second.run_id)
+                # The restarted agent's alarms are asked for as soon as the follower reaches it.
+                await wait_for(lambda: any(isinstance(m, NodeAlarms) for m in handled[back:]))

@@ -160,7 +160,7 @@ class NodeScreen(Screen[None]):
             self.query_one("#node-body", VerticalScroll).scroll_home(animate=False, immediate=True)
         story = self.query_one(IncidentTimeline)
         story.steps = timeline(events, view.sags, now=view.problems,
-                               now_at=frame.taken_at if frame is not None else None)
+                               now_at=frame.taken_at if frame is not None else None, frame=frame)
         story.now = (*out_of_touch(view, ended_at, stopped_cleanly), *view.problems)
         status = self.query_one(NodeStatus)
         status.stopped_cleanly = stopped_cleanly
