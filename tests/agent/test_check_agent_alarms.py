@@ -103,7 +103,10 @@ async def test_a_gpu_the_agent_lost_fails_the_gate_with_exit_2(tmp_path: Path) -
     assert ("gpu_lost", "gpu:3") in keys and len(keys) == len(set(keys)), keys
     assert any(a.id.startswith("agent-") for a in report.findings)
     text = format_report(report, 80)
-    assert "agent alarm: " in text and all(len(line) <= 80 for line in text.splitlines()), text
+    # Every line fits 80 columns but the node's root, a path that is not broken (its length is the test's
+    # temporary directory's: longer under pytest-xdist).
+    assert "agent alarm: " in text and all(len(line) <= 80 for line in text.splitlines()
+                                           if not line.lstrip().startswith("/")), text
 
 
 def test_a_rule_the_check_found_itself_on_the_same_subject_is_reported_once() -> None:

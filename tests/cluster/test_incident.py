@@ -330,7 +330,7 @@ def test_a_resolved_step_says_what_was_wrong_without_the_advice() -> None:
     # its speed, a drive at its warning temperature or a failing member (the storage box and its alarms say
     # which)": four lines at 80 columns, for an alarm that is over.
     def alarm(n: int, change: str, rule: str, text: str, subject: str = "md:md127") -> Event:
-        return Event(id=f"e{n}", at=100.0 * n, kind=f"alarm_{change}", severity="info", subject=subject,  # type: ignore[arg-type]
+        return Event(id=f"e{n}", at=100.0 * n, kind=f"alarm_{change}", severity="info", subject=subject,
                      message=f"{rule} {change}: {text}", data={"rule": rule, "severity": "warning"})
 
     lag = ("array md127 reads at 67 % of the fastest array loaded beside it: a member's link below its speed, a "
