@@ -19,9 +19,9 @@ import msgspec
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.alarms.values import number
 from rigmon.cluster.alarm_events import REPEATED, repeated_by, resolve_ending, resolved_by, split_at_restart
+from rigmon.cluster.node_store import NodeStore
 from rigmon.cluster.node_view import node_state
 from rigmon.cluster.recording_end import ENDED
-from rigmon.cluster.node_store import NodeStore
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
 

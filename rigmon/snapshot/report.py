@@ -26,6 +26,7 @@ from rigmon.agent.journal.runs import rail_rank
 from rigmon.agent.journal.tiers import MAX_POINTS
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.sanitise import clean_lines
+from rigmon.cluster.xid_merge import merge_xid_events
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
@@ -344,7 +345,9 @@ def _events_section(part: NodePart) -> list[str]:
     # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
     # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
     # exit after the hardware trouble is the run's end even when its exit code was not seen.
-    notable = [e for e in events if notable_event(e)]
+    # One Xid once, naming its sources, as the dashboard lists it: the agent keeps NVML's report and the
+    # kernel log's (events.jsonl has both), and listing the two read as two Xids.
+    notable = [e for e in merge_xid_events(events) if notable_event(e)]
     if notable:
         lines += ["", ("Warnings and critical events (alarms included), the job's marks and its processes' exits "
                        "after hardware trouble, latest last:"), ""]

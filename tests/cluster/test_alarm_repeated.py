@@ -64,7 +64,7 @@ def test_a_replay_that_begins_after_the_firing_shows_the_alarm_firing_from_its_r
 
 
 def test_a_live_list_follows_a_repeat_before_the_next_fetch_and_an_old_one_never_undoes_it() -> None:
-    engine, events = agent_events([0.0])
+    engine, _ = agent_events([0.0])
     fetched = engine.alarm_list()
     later_engine, later = agent_events([0.0, 60.0, 120.0])
     moved = with_alarm_events(AlarmList(node="n1", active=fetched.active, recent=()), later[1:])
