@@ -4,14 +4,22 @@ between two fetches and REPORT.md follow it, as the agent's own /v1/alarms does;
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
+from msgspec.structs import replace
+
 from rigmon.agent.alarming import AlarmService
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.cluster.alarm_board import AlarmTracker
 from rigmon.cluster.alarm_events import with_alarm_events
-from rigmon.schema import SCHEMA_VERSION, AlarmList, Event, EventValue, History, Severity
-from rigmon.snapshot.bundle import NodePart
+from rigmon.cluster.replay import Replay
+from rigmon.cluster.store import ClusterStore
+from rigmon.schema import SCHEMA_VERSION, Alarm, AlarmList, Event, EventValue, History, Severity
+from rigmon.snapshot.bundle import NodePart, frames_gzip, write_bundle
 from rigmon.snapshot.report import render_report, window_alarms
 from tests.alarms.helpers import T0, FakeClock, default
+from tests.tui.snapshot_apps.fake_agent import make_frame
 
 
 def xid(at_s: float) -> Event:
@@ -87,3 +95,31 @@ def test_the_report_gives_each_alarm_of_the_window_its_latest_message_and_count(
     table = render_report([part], 600.0, T0 + 300).split("Alarms of the window", 1)[1].split("\n\n", 2)[1]
     (row,) = table.splitlines()[2:]
     assert row.split(" | ")[0] == "| gpu_xid_fatal" and "(3 events since 2023-11-14 22:13:20 UTC) |" in row
+
+
+def active_alarms(cluster: ClusterStore) -> tuple[Alarm, ...]:
+    """The active alarms of the replay's one node (its store is another after a seek back: a checkpoint's)."""
+    (store,) = cluster.nodes.values()
+    assert store.alarm_list is not None
+    return store.alarm_list.active
+
+
+def test_a_bundle_s_replay_shows_the_count_and_message_of_the_frame_under_its_cursor(tmp_path: Path) -> None:
+    # A node's frames carrying the agent's alarm events, one Xid 79 a minute: played to the end, the alarms
+    # screen reads "3 events"; sought back before the third, "2 events" (a checkpoint's rebuilt alarms).
+    engine, events = agent_events([9.0, 69.0, 129.0])
+    by_seq = {round(e.at - T0): e for e in events}
+    rng = random.Random(3)
+    frames = [replace(f, events=f.events + ((by_seq[f.seq],) if f.seq in by_seq else ()))
+              for f in (make_frame("n1", "n1-run", seq, rng, start_at=T0) for seq in range(1, 141))]
+    part = NodePart(node="n1", source="http://n1:9871", from_at=frames[0].taken_at, to_at=frames[-1].taken_at,
+                    latest=frames[-1], frames_gz=frames_gzip(frames), frame_count=len(frames))
+    replay = Replay.open(write_bundle(tmp_path / "b.tar.gz", [part], 600.0, "", created_at=T0 + 150))
+    cluster = ClusterStore(replay.clock)
+    replay.attach(cluster)
+    replay.seek(cluster, replay.end_at)
+    (alarm,) = active_alarms(cluster)
+    assert (alarm.state, alarm.count, alarm.message) == ("firing", 3, engine.alarm_list().active[0].message)
+    replay.seek(cluster, T0 + 100)
+    (alarm,) = active_alarms(cluster)
+    assert (alarm.state, alarm.count) == ("firing", 2) and "(2 events since" in alarm.message
