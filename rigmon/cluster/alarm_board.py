@@ -18,7 +18,7 @@ import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.alarms.values import number
-from rigmon.cluster.alarm_events import REPEATED, repeated_by, resolve_ending, resolved_by, split_at_restart
+from rigmon.cluster.alarm_events import REPEATED, event_text, repeated_by, resolve_ending, resolved_by, split_at_restart
 from rigmon.cluster.node_store import NodeStore
 from rigmon.cluster.node_view import node_state
 from rigmon.cluster.recording_end import ENDED
@@ -352,7 +352,7 @@ class AlarmTracker:
         rule = str(event.data.get("rule", ""))
         severity = event.data.get("severity")
         sev: Severity = severity if severity in ("info", "warning", "critical") else event.severity  # type: ignore[assignment]
-        text = event.message.removeprefix(f"{rule} {change}: ")
+        text = event_text(event, rule, change)
         old = self._active.get(alarm_id)
         if old is None:
             # A repeat whose firing came before the replay's first event: firing since before then.

@@ -76,6 +76,14 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
 
 
+def event_text(event: Event, rule: str, change: str) -> str:
+    """The alarm's message an ``alarm_<change>`` event of ``rule`` carries: its text without the agent's
+    ``"<rule> <change>: "``, or, for a firing an agent restart carried over (``data.restored``), without its
+    ``"<rule> still firing after the agent restarted: "`` (rigmon.agent.alarming words it so)."""
+    said = "still firing after the agent restarted" if change == "firing" and event.data.get("restored") else change
+    return event.message.removeprefix(f"{rule} {said}: ")
+
+
 def repeated_by(alarm: Alarm, event: Event) -> Alarm | None:
     """``alarm`` as its ``alarm_repeated`` event moved it on: the message, count and value of its latest
     event (the agent's ``"<rule> repeated: <message>"``), its state as it was; ``None`` when the event
@@ -83,7 +91,7 @@ def repeated_by(alarm: Alarm, event: Event) -> Alarm | None:
     count = event.data.get("count")
     if not isinstance(count, int) or isinstance(count, bool) or count <= alarm.count:
         return None
-    text = event.message.removeprefix(f"{event.data.get('rule', alarm.rule)} repeated: ")
+    text = event_text(event, str(event.data.get("rule", alarm.rule)), "repeated")
     return msgspec.structs.replace(alarm, message=text, count=count, value=event.data.get("value", alarm.value),
                                    updated_at=event.at)
 

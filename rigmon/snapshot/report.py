@@ -24,6 +24,7 @@ from msgspec.structs import replace
 
 from rigmon.agent.journal.runs import rail_rank
 from rigmon.agent.journal.tiers import MAX_POINTS
+from rigmon.cluster.alarm_events import event_text
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.sanitise import clean_lines
 from rigmon.cluster.xid_merge import merge_xid_events
@@ -285,7 +286,7 @@ def window_alarms(events: Sequence[Event]) -> list[_Episode]:
             continue
         episode = episodes.setdefault(alarm_id, _Episode(e))
         if e.kind != "alarm_acknowledged":
-            episode.message = e.message.removeprefix(f"{e.data.get('rule')} {e.kind.removeprefix('alarm_')}: ")
+            episode.message = event_text(e, str(e.data.get("rule")), e.kind.removeprefix("alarm_"))
         if e.kind == "alarm_repeated":
             # An event alarm counted a further event (a second unclean shutdown): its message and count
             # move on; one whose firing came before the window is firing since before it.
