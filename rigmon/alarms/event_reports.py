@@ -2,7 +2,7 @@
 
 The agent reports an Xid once from each source it sees it in (``data["source"]``) and both
 events stay in its frames and journal; the dashboard shows them as one line
-(``rigmon/tui/event_merge.py``). An event rule must likewise count one Xid once: the second
+(``rigmon/cluster/xid_merge.py``). An event rule must likewise count one Xid once: the second
 report neither adds to the alarm's ``count`` nor replaces its message, so the alarm keeps the
 first report's text, the one its firing notification carried.
 """
@@ -14,7 +14,7 @@ from collections import deque
 from rigmon.schema import Event
 
 #: Xid events of one GPU and code at most this many seconds apart, from different sources,
-#: are one Xid. The same window as the dashboard's ``rigmon.tui.event_merge.XID_MERGE_S``:
+#: are one Xid. The same window as the dashboard's ``rigmon.cluster.xid_merge.XID_MERGE_S``:
 #: NVML's event is stamped when the agent's event thread wakes, the kernel's from the printk time.
 XID_MERGE_S = 5.0
 #: Counted Xids remembered per rule: enough for a burst on every GPU of a node.

@@ -18,10 +18,10 @@ import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.alarms.values import number
-from rigmon.cluster.alarm_events import resolve_ending, resolved_by, split_at_restart
+from rigmon.cluster.alarm_events import REPEATED, event_text, repeated_by, resolve_ending, resolved_by, split_at_restart
+from rigmon.cluster.node_store import NodeStore
 from rigmon.cluster.node_view import node_state
 from rigmon.cluster.recording_end import ENDED
-from rigmon.cluster.node_store import NodeStore
 from rigmon.cluster.store import ClusterStore
 from rigmon.schema import RESOLVE_REASONS, Alarm, AlarmList, AlarmState, Event, Severity
 
@@ -318,9 +318,9 @@ class CriticalWatch:
 
 
 #: Change named by an alarm event's kind (``alarm_firing`` -> ``firing``).
-_CHANGES: dict[str, AlarmState | Literal["acknowledged"]] = {
+_CHANGES: dict[str, AlarmState | Literal["acknowledged", "repeated"]] = {
     "alarm_pending": "pending", "alarm_firing": "firing", "alarm_resolved": "resolved",
-    "alarm_acknowledged": "acknowledged",
+    "alarm_acknowledged": "acknowledged", REPEATED: "repeated",
 }
 
 
@@ -328,7 +328,8 @@ class AlarmTracker:
     """A node's alarms rebuilt from its ``alarm_*`` events (what a replay has of them).
 
     The agent emits one event per transition with ``data`` holding ``alarm_id``, ``rule``,
-    ``severity``, ``state`` and ``value``, and the message ``"<rule> <change>: <text>"``.
+    ``severity``, ``state`` and ``value``, and the message ``"<rule> <change>: <text>"``; an
+    ``alarm_repeated`` one (an event alarm counted a further event) adds its ``count``.
     The rule's kind is not in the events (``rule_kind`` is ``"replay"``).
 
     Args:
@@ -351,14 +352,21 @@ class AlarmTracker:
         rule = str(event.data.get("rule", ""))
         severity = event.data.get("severity")
         sev: Severity = severity if severity in ("info", "warning", "critical") else event.severity  # type: ignore[assignment]
-        text = event.message.removeprefix(f"{rule} {change}: ")
+        text = event_text(event, rule, change)
         old = self._active.get(alarm_id)
         if old is None:
+            # A repeat whose firing came before the replay's first event: firing since before then.
+            state = event.data.get("state")
+            repeat = change == "repeated" and state in ("pending", "firing")
             old = Alarm(id=alarm_id, rule=rule, rule_kind="replay", severity=sev, node=self.node,
-                        subject=event.subject, state="pending", message=text, started_at=event.at,
-                        updated_at=event.at)
+                        subject=event.subject, state=state if repeat else "pending",  # type: ignore[arg-type]
+                        message=text, started_at=event.at, updated_at=event.at,
+                        fired_at=event.at if repeat and state == "firing" else None)
         value = event.data.get("value", old.value)
-        if change == "acknowledged":
+        if change == "repeated":
+            # Its message and count move on, its state does not (`repeated_by`, as the live dashboard's).
+            new = repeated_by(old, event) or old
+        elif change == "acknowledged":
             new = msgspec.structs.replace(old, acknowledged_at=event.at, updated_at=event.at)
         elif change == "resolved":
             # How it ended, as the live dashboard takes it from the same event (`resolved_by`).

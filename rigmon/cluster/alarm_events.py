@@ -14,8 +14,11 @@ from rigmon.schema import RESOLVE_ENDINGS, RESOLVE_REASONS, Alarm, AlarmList, Ev
 #: moves an alarm forward only (an old frame's ``alarm_pending`` never undoes a firing).
 _EVENT_STATES: dict[str, int] = {"alarm_pending": 0, "alarm_firing": 1, "alarm_resolved": 2}
 _STATE_ORDER: dict[str, int] = {"pending": 0, "firing": 1, "resolved": 2}
+#: The event of a latched (event) alarm that counted a further event while it fired: its message and
+#: count move on, its state does not.
+REPEATED = "alarm_repeated"
 #: The kinds of event that announce an alarm transition.
-ALARM_EVENT_KINDS = frozenset(_EVENT_STATES)
+ALARM_EVENT_KINDS = frozenset(_EVENT_STATES) | {REPEATED}
 #: Said of an alarm of an agent run that the agent's next run did not take over.
 RESTARTED_WITHOUT = "agent restarted without it"
 
@@ -23,7 +26,8 @@ RESTARTED_WITHOUT = "agent restarted without it"
 def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     """``alarms`` (the node's last /v1/alarms answer) with the transitions its frames announced
     since: an alarm that fired or resolved, or a new one, counts at once, not only after the
-    fetch the event triggers (which a busy agent may answer late or not at all).
+    fetch the event triggers (which a busy agent may answer late or not at all), and an event
+    alarm that counted a further event says so (`repeated_by`).
 
     Only forward moves of alarms the list does not already show resolved: the fetch that
     follows stays the authority (acknowledgements, messages, rule kinds).
@@ -33,8 +37,16 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     recent = list(alarms.recent)
     changed = False
     for event in events:
-        order = _EVENT_STATES.get(event.kind)
         alarm_id = event.data.get("alarm_id")
+        if event.kind == REPEATED:
+            # An alarm this list does not show yet is the fetch's to bring, with its true start.
+            old = active.get(alarm_id) if isinstance(alarm_id, str) else None
+            new = repeated_by(old, event) if old is not None else None
+            if new is not None:
+                active[new.id] = new
+                changed = True
+            continue
+        order = _EVENT_STATES.get(event.kind)
         if order is None or not isinstance(alarm_id, str) or alarm_id in resolved:
             continue
         old = active.get(alarm_id)
@@ -62,6 +74,26 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     if not changed:
         return alarms
     return msgspec.structs.replace(alarms, active=tuple(active.values()), recent=tuple(recent))
+
+
+def event_text(event: Event, rule: str, change: str) -> str:
+    """The alarm's message an ``alarm_<change>`` event of ``rule`` carries: its text without the agent's
+    ``"<rule> <change>: "``, or, for a firing an agent restart carried over (``data.restored``), without its
+    ``"<rule> still firing after the agent restarted: "`` (rigmon.agent.alarming words it so)."""
+    said = "still firing after the agent restarted" if change == "firing" and event.data.get("restored") else change
+    return event.message.removeprefix(f"{rule} {said}: ")
+
+
+def repeated_by(alarm: Alarm, event: Event) -> Alarm | None:
+    """``alarm`` as its ``alarm_repeated`` event moved it on: the message, count and value of its latest
+    event (the agent's ``"<rule> repeated: <message>"``), its state as it was; ``None`` when the event
+    counts no more events than ``alarm`` already does (an old frame's, or one a fetch already took in)."""
+    count = event.data.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count <= alarm.count:
+        return None
+    text = event_text(event, str(event.data.get("rule", alarm.rule)), "repeated")
+    return msgspec.structs.replace(alarm, message=text, count=count, value=event.data.get("value", alarm.value),
+                                   updated_at=event.at)
 
 
 def resolve_ending(reason: str) -> str:

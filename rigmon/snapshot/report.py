@@ -24,8 +24,10 @@ from msgspec.structs import replace
 
 from rigmon.agent.journal.runs import rail_rank
 from rigmon.agent.journal.tiers import MAX_POINTS
+from rigmon.cluster.alarm_events import event_text
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.sanitise import clean_lines
+from rigmon.cluster.xid_merge import merge_xid_events
 from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Event, EventValue, History, HistorySeries, SchemaError
 from rigmon.snapshot.bundle import NodePart
@@ -267,6 +269,10 @@ class _Episode:
     worst: EventValue = None
     ended_at: float | None = None
     reason: str | None = None
+    message: str = ""
+    """The alarm's message as its latest ``alarm_*`` event said it (without the ``"<rule> <change>: "``)."""
+    count: int = 1
+    """How many events an event alarm counted (its latest ``alarm_repeated``'s ``count``)."""
 
 
 def window_alarms(events: Sequence[Event]) -> list[_Episode]:
@@ -279,7 +285,15 @@ def window_alarms(events: Sequence[Event]) -> list[_Episode]:
         if not e.kind.startswith("alarm_") or not isinstance(alarm_id, str):
             continue
         episode = episodes.setdefault(alarm_id, _Episode(e))
-        if e.kind == "alarm_pending":
+        if e.kind != "alarm_acknowledged":
+            episode.message = event_text(e, str(e.data.get("rule")), e.kind.removeprefix("alarm_"))
+        if e.kind == "alarm_repeated":
+            # An event alarm counted a further event (a second unclean shutdown): its message and count
+            # move on; one whose firing came before the window is firing since before it.
+            count = e.data.get("count")
+            episode.count = count if isinstance(count, int) and count > episode.count else episode.count
+            episode.worst = e.data.get("value", episode.worst)
+        elif e.kind == "alarm_pending":
             pending_only.add(alarm_id)
         elif e.kind == "alarm_firing" and episode.fired_at is None:
             episode.fired_at = e.at
@@ -292,8 +306,8 @@ def window_alarms(events: Sequence[Event]) -> list[_Episode]:
             episode.worst = e.data.get("value", episode.worst)
             reason = e.data.get("reason")
             episode.reason = reason if isinstance(reason, str) else None
-    kept = [ep for alarm_id, ep in episodes.items()
-            if alarm_id not in pending_only and (ep.fired_at is not None or ep.ended_at is not None)]
+    kept = [ep for alarm_id, ep in episodes.items() if alarm_id not in pending_only
+            and (ep.fired_at is not None or ep.ended_at is not None or ep.count > 1)]
     return sorted(kept, key=lambda ep: -1.0 if ep.fired_at is None else ep.fired_at)
 
 
@@ -304,7 +318,8 @@ def _window_alarms_section(part: NodePart) -> list[str]:
     if not episodes:
         return []
     lines = ["Alarms of the window (fired, ended and how long they lasted):", "",
-             "| alarm | severity | subject | fired | ended | lasted | value |", "|---|---|---|---|---|---|---|"]
+             "| alarm | severity | subject | fired | ended | lasted | value | message |",
+             "|---|---|---|---|---|---|---|---|"]
     for ep in episodes[-MAX_ALARMS_LISTED:]:
         data = ep.first.data
         fired = "before the window" if ep.fired_at is None else _stamp(ep.fired_at)
@@ -315,7 +330,7 @@ def _window_alarms_section(part: NodePart) -> list[str]:
             lasted = "-" if ep.fired_at is None else f"{ep.ended_at - ep.fired_at:.0f} s"
         value = "-" if ep.worst is None else ep.worst if isinstance(ep.worst, str) else json.dumps(ep.worst)
         lines.append(f"| {md_text(data.get('rule'))} | {md_text(data.get('severity'))} | {md_text(ep.first.subject)} | "
-                     f"{fired} | {ended} | {lasted} | {md_text(value)} |")
+                     f"{fired} | {ended} | {lasted} | {md_text(value)} | {md_text(ep.message)} |")
     if len(episodes) > MAX_ALARMS_LISTED:
         lines += ["", f"({len(episodes) - MAX_ALARMS_LISTED} earlier alarms not listed: see events.jsonl)"]
     return lines + [""]
@@ -331,7 +346,9 @@ def _events_section(part: NodePart) -> list[str]:
     # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
     # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
     # exit after the hardware trouble is the run's end even when its exit code was not seen.
-    notable = [e for e in events if notable_event(e)]
+    # One Xid once, naming its sources, as the dashboard lists it: the agent keeps NVML's report and the
+    # kernel log's (events.jsonl has both), and listing the two read as two Xids.
+    notable = [e for e in merge_xid_events(events) if notable_event(e)]
     if notable:
         lines += ["", ("Warnings and critical events (alarms included), the job's marks and its processes' exits "
                        "after hardware trouble, latest last:"), ""]

@@ -13,7 +13,7 @@ from rigmon.alarms.engine import AlarmEngine
 from rigmon.cluster.alarm_board import AlarmRow, AlarmTracker, group_rows
 from rigmon.cluster.alarm_events import with_alarm_events, with_endings
 from rigmon.schema import Alarm, AlarmList, Event, EventValue
-from tests.alarms.helpers import T0, FakeClock, rules
+from tests.alarms.helpers import T0, FakeClock, restarted, rules
 
 RAIL = '[[rule]]\nname = "rail"\nkind = "threshold"\nselect = "psu_rail.volts.min_volts"\nbelow = 11.7\n' \
        'subject = "psu"\nmessage = "rail {value:.2f} V"\n'
@@ -155,3 +155,21 @@ def test_a_newer_agents_own_ending_for_a_reason_this_dashboard_does_not_know_is_
     # Never seen active, an ending cannot be told from the message's own parenthesis: the neutral one is added.
     (unseen,) = fetched(AlarmList(node="n1", active=(), recent=()))[:1]
     assert unseen.message == "GPU 3 is lost (fell off the bus) (under maintenance) (ended: maintenance)"
+
+
+def test_a_replayed_alarm_that_an_agent_restart_carried_over_keeps_its_own_message() -> None:
+    # The agent announces it "rail still firing after the agent restarted: rail 11.30 V": before, the replay
+    # took all of that for the alarm's message, where the agent's /v1/alarms says "rail 11.30 V".
+    old, service, events = _service(RAIL)
+    service._publish(old.evaluate_data(rail(11.3), [], T0))
+    new = AlarmEngine(rules(RAIL), "n1", FakeClock(T0 + 60), id_prefix="r2")
+    restarted(old, new, T0 + 60)
+    service.engine = new
+    service._publish(new.evaluate_data(rail(11.3), [], T0 + 61))
+    assert [kind for kind, _, _ in events] == ["alarm_firing", "alarm_firing"] and events[1][2].get("restored")
+    tracker = AlarmTracker("n1")
+    for n, (kind, text, data) in enumerate(events):
+        tracker.apply(Event(id=f"e{n}", at=T0 + n, kind=kind, severity="critical", subject="psu", message=text,
+                            data=data))
+    (a,) = tracker.alarm_list().active
+    assert a.message == new.alarm_list().active[0].message == "rail 11.30 V"

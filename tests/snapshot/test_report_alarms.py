@@ -53,12 +53,13 @@ def test_the_report_says_when_each_alarm_ended_and_how_long_it_lasted() -> None:
     table = report.split("Alarms of the window", 1)[1].split("\n\n", 2)[1].splitlines()
     assert table[2:] == [
         ("| thunderbolt_degraded | warning | tb:0-1 | before the window | 2026-09-21 14:13:22 UTC (cleared) | - "
-         "| 10 Gb/s |"),
+         "| 10 Gb/s | thunderbolt_degraded resolved |"),
         ("| psu_rail_low_critical | critical | psu | 2026-09-21 14:13:30 UTC | 2026-09-21 14:14:40 UTC (cleared) "
-         "| 70 s | 11.255 |"),
+         "| 70 s | 11.255 | psu_rail_low_critical resolved |"),
         ("| psu_rail_undervoltage_latched | critical | psu | 2026-09-21 14:13:31 UTC "
-         "| still firing at the window's end | - | true |"),
-        "| gpu_lost | critical | gpu:3 | 2026-09-21 14:13:40 UTC | still firing at the window's end | - | lost |",
+         "| still firing at the window's end | - | true | psu_rail_undervoltage_latched firing |"),
+        ("| gpu_lost | critical | gpu:3 | 2026-09-21 14:13:40 UTC | still firing at the window's end | - | lost "
+         "| gpu_lost firing |"),
     ]
 
 

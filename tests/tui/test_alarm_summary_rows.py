@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from rigmon.cluster.alarm_board import AlarmBoardView, AlarmRow
 from rigmon.cluster.client import AgentClient
 from rigmon.cluster.config import NodeTarget
 from rigmon.schema import AlarmList
 from rigmon.tui.app import RigmonApp
+from rigmon.tui.screens.alarms import summary_line
 from rigmon.tui.widgets.alarm_table import AlarmTable
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, FakeClock, make_alarm
@@ -33,4 +35,22 @@ async def test_the_header_counts_the_rows_the_table_lists() -> None:
         table = app.screen.query_one("#active-alarms", AlarmTable)
         assert table.row_count == 3
         summary = str(app.screen.query_one("#alarm-summary").render())
-        assert summary.startswith("2 firing rows (3 alarms): 1 critical, 1 warning · 1 pending")
+        assert summary.startswith("3 rows · 2 firing (3 alarms): 1 critical, 1 warning · 1 pending")
+
+
+def _board(*states: str) -> AlarmBoardView:
+    """A board of one node's warnings on drives nvme0, nvme1, ... in ``states`` (one row each)."""
+    rows = tuple(AlarmRow("http://node01:9871", "node01", "node",
+                          make_alarm("node01", n, "nvme_temp_over_warning", "warning", f"nvme:nvme{n}",
+                                     f"nvme{n} at 83 °C", state=state))
+                 for n, state in enumerate(states))
+    firing = sum(1 for s in states if s == "firing")
+    return AlarmBoardView(active=rows, recent=(), firing={"warning": firing} if firing else {}, firing_alarms=firing)
+
+
+def test_the_header_first_counts_every_row_listed_pending_ones_too() -> None:
+    # A replay of nvme-thermal-throttle: "2 firing rows: 2 warning · 1 pending" above three rows read as a miscount.
+    assert summary_line(_board("firing", "firing", "pending")).plain == "3 rows · 2 firing: 2 warning · 1 pending"
+    assert summary_line(_board("firing", "firing")).plain == "2 firing rows: 2 warning"
+    assert summary_line(_board("pending", "pending")).plain == "nothing firing · 2 pending"
+    assert summary_line(_board()).plain == "nothing firing"

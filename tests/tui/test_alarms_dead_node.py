@@ -56,7 +56,7 @@ async def test_a_dead_node_s_alarms_read_as_of_their_last_fetch() -> None:
         assert faint(cells["node02"][1]) and not faint(cells["node01"][1])
         # The count above the table does not pass node02's old alarm for a current one.
         summary = str(app.screen.query_one("#alarm-summary").render())
-        assert summary.startswith("2 firing rows: 2 critical (1 as last heard) ·")
+        assert summary.startswith("4 rows · 2 firing: 2 critical (1 as last heard) ·")
         # At 80 columns the as-of time is off-screen (the row is faint): the panel under the tables says it.
         table.move_cursor(row=keys.index(rows["node02"].row_key))
         await pilot.pause()

@@ -23,13 +23,19 @@ SCROLLBAR_CELLS = 2
 
 
 def summary_line(board: AlarmBoardView) -> Text:
-    """``3 firing rows (5 alarms): 1 critical, 2 warning (1 as last heard) · 1 pending · alarms unknown on node05, ...``.
+    """``4 rows · 3 firing (5 alarms): 1 critical, 2 warning (1 as last heard) · 1 pending · alarms unknown on
+    node05, ...``; ``3 firing rows: ...`` when no row is pending, ``nothing firing · 1 pending`` when none fires.
 
     It counts rows as the tables list them (one per incident: `group_rows`), by the severity each
-    row shows; the alarms those firing rows join are said in parentheses when there are more.
+    row shows; the alarms those firing rows join are said in parentheses when there are more. Its first
+    figure is always the rows listed: pending rows are rows too ("2 firing rows" above three read as a miscount).
     """
     firing = sum(board.firing.values())
-    text = Text(f"{firing} firing {'row' if firing == 1 else 'rows'}" if firing else "nothing firing")
+    pending = sum(1 for r in board.active if r.alarm.state == "pending")  # rows, like the firing ones
+    if firing and pending:
+        text = Text(f"{firing + pending} rows · {firing} firing")
+    else:
+        text = Text(f"{firing} firing {'row' if firing == 1 else 'rows'}" if firing else "nothing firing")
     if board.firing_alarms > firing:
         text.append(f" ({board.firing_alarms} alarms)")
     if firing:
@@ -38,7 +44,6 @@ def summary_line(board: AlarmBoardView) -> Text:
     if board.firing_as_of:
         # Those of nodes that stopped answering may have ended since: not counted as current.
         text.append(f" ({board.firing_as_of} as last heard)")
-    pending = sum(1 for r in board.active if r.alarm.state == "pending")  # rows, like the firing ones
     if pending:
         text.append(f" · {pending} pending")
     by_reason: dict[str, list[str]] = {}
