@@ -88,9 +88,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     among them only as the context of that trouble: `_with_context_marks`).
 
     Merged: an alarm firing (or set pending, for a rule with a hold) within `MERGE_S` of a hardware
-    event on the same subject is that event's step (the Xid and the GPU lost name their alarm, not a second line); alarms of
-    one subject firing together (rail warning and critical) are one step at the worse
-    severity. Informational events are left out except alarm resolutions, job marks
+    event on the same subject is that event's step (the Xid and the GPU lost name their alarm, not a
+    second line); alarms of one subject firing together (rail warning and critical) are one step at the
+    worse severity. Informational events are left out except alarm resolutions, job marks
     (``mark``) and a process's exit (or its leaving the GPU, unseen by the agent) that followed
     hardware trouble (``after_event``: its exit code is seldom seen, torchrun reaps its workers at
     once), shown plainly. A GPU loss names the rail sag before it.
