@@ -190,10 +190,14 @@ _HOT_DRIVE = ("nvme_temp_over_max", "nvme_temp_over_warning")
 
 def _slowed_by(step: Step) -> str:
     """What slowed an array, from the step of the link or drive before it: ``after link 0-1 slowed``,
-    or ``after NVMe nvme1 reached its warning temperature`` for a drive that throttles (its link is fine)."""
+    ``after NVMe nvme1 reached its warning temperature`` for a drive that throttles (its link is fine), or
+    ``after NVMe nvme1's PCIe link slowed`` for a drive's own link."""
     name = step.subject.split(":", 1)[1]
     if step.kind in _HOT_DRIVE or any(rule in _HOT_DRIVE for rule in step.alarm.split(", ")):
         return f"after NVMe {name} reached its warning temperature"
+    if step.subject.startswith("nvme:"):
+        # A drive's own PCIe link (trained below, lost): the drive is named as such, not as a "link nvme0".
+        return f"after NVMe {name}'s PCIe link slowed"
     return f"after link {name} slowed"
 
 

@@ -73,7 +73,7 @@ def test_an_array_of_partitions_ties_its_drives_through_its_members() -> None:
     frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, nvme=drives))
     events = [_link_below_max("nvme0", 100.0), _link_below_max("nvme2", 110.0)]
     steps = timeline(events, now=[_LAG], now_at=130.0, frame=frame)
-    assert steps[-1].text == "md127 at 71 % of md126 now, after link nvme0 slowed"
+    assert steps[-1].text == "md127 at 71 % of md126 now, after NVMe nvme0's PCIe link slowed"
 
 
 def test_a_usb4_link_is_named_when_no_drive_of_the_array_is() -> None:

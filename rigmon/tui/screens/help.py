@@ -109,7 +109,8 @@ agent still answers the dashboard, so the link locked up, not the node.
 
 It opens on the node's incident: *now* (what is wrong now), then its recent trouble one
 step a line, oldest first, each event merged with the alarm it raised, with the cause
-rigmon can see (a rail sag before a GPU loss, a link that slowed before an array lagged).
+rigmon can see (a rail sag before a GPU loss; a link that slowed, or a drive of the array at
+its warning temperature, before the array lagged).
 Sources in trouble come first; those the node does not have are one "not present" line.
 The PSU rail box's *rail min 60s* is the cluster row's *rail 60s*, the lowest rail minimum of
 the last 60 s beside its trend; the newest ADC window's figures are *mean now* and *window*.
