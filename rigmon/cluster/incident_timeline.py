@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from rigmon.cluster.chart import notable_event
@@ -180,6 +180,10 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                 cause = _cause_of(problem.subject.split(":", 1)[1], slowed, feeds)
                 if cause is not None:
                     text += f", {_slowed_by(cause)}"
+                    # The array's alarm lists the causes to check; this step names the one seen: the
+                    # alarm's step says what it found, without the list (4 lines at 80 columns).
+                    steps = [replace(st, text=_what_ended(st.text)) if st.subject == problem.subject and st.alarm
+                             and st.level != "info" else st for st in steps]
                 steps.append(Step(now_at, "warn", text, problem.subject))
     return _with_context_marks(_fold_repeats(_join_twins(steps)), limit)
 

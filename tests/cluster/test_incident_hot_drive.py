@@ -58,3 +58,22 @@ def test_hot_drives_are_said_in_a_few_words_and_explain_their_alarms() -> None:
     unread = msgspec.structs.replace(frame.readings.nvme[0], temp_c=None)
     frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, nvme=(unread,)))
     assert [p.text for p in problems(frame, None)][0] == "nvme0 hot (its own warning bit)"
+
+
+def test_the_lagging_arrays_alarm_leaves_its_list_of_causes_to_the_step_naming_one() -> None:
+    # md_array_lagging's message lists what to check ("a member's link below its speed, a drive at its
+    # warning temperature or a failing member ..."); the step ending the timeline names the drive seen.
+    from rigmon.schema import Event
+
+    store = store_of("nvme-enclosure-thermal-throttle")
+    assert store.latest is not None
+    text = ("array md127 reads at 71 % of the fastest array loaded beside it: a member's link below its speed, a "
+            "drive at its warning temperature or a failing member (the storage box and its alarms say which)")
+    lagging = Event(id="lag", at=store.latest.taken_at - 20, kind="alarm_firing", severity="warning", subject="md:md127",
+                    message=f"md_array_lagging firing: {text}", data={"rule": "md_array_lagging", "severity": "warning"})
+    view = store.view()
+    steps = timeline((*merge_xid_events(tuple(store.events)), lagging), store.rail.causes(), now=view.problems,
+                     now_at=store.latest.taken_at, frame=store.latest)
+    array = [s.text for s in steps if s.subject == "md:md127"]
+    assert array[0] == "array md127 reads at 71 % of the fastest array loaded beside it"
+    assert array[-1].endswith("now, after NVMe nvme1 reached its warning temperature")
