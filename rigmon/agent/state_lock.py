@@ -236,3 +236,29 @@ def _read_pid(fd: int) -> int | None:
     except OSError:
         return None
     return int(text) if text.isdigit() else None
+
+
+def flock_held(locks: str, dev: int, ino: int) -> bool:
+    """Whether ``/proc/locks``' text ``locks`` lists a ``FLOCK`` on the file ``dev``/``ino`` (its
+    ``MAJ:MIN:INODE`` column: major and minor in hex, the inode in decimal)."""
+    key = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 18713 fe:00:2146658 0 EOF"; a waiter's line has "->" after the number.
+        if "FLOCK" in fields[1:3] and key in fields:
+            return True
+    return False
+
+
+def agent_holds(state_dir: str | Path) -> bool:
+    """Whether an agent of this machine holds ``state_dir``'s lock now (it runs, or is stopping), as
+    ``/proc/locks`` lists it: the lock is not tried (see `listening_agent`), and no pid is trusted (a
+    journal's disk mounted on another machine may name a pid alive there by chance). ``False`` when
+    nothing says so: no lock file, no ``/proc/locks``."""
+    try:
+        st = os.stat(Path(state_dir) / LOCK_FILE)
+        with open("/proc/locks", encoding="ascii", errors="replace") as file:
+            locks = file.read()
+    except OSError:
+        return False
+    return flock_held(locks, st.st_dev, st.st_ino)

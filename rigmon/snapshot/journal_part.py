@@ -13,6 +13,7 @@ from rigmon.agent.journal import JournalError, JournalReader, journal_path
 from rigmon.agent.journal.layout import FORMAT_VERSION, read_error
 from rigmon.agent.journal.read_only import check_journal_file
 from rigmon.agent.journal.salvage import salvage
+from rigmon.agent.state_lock import agent_holds
 from rigmon.redact import redact
 from rigmon.schema import Info, SchemaError, decode_data
 from rigmon.snapshot.bundle import NodePart
@@ -86,9 +87,11 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.node = last_run.node
         part.info = _decode_info(last_run.info)
         part.config = redact(json.loads(last_run.config)) if last_run.config else None
-        part.run_end = run_end(reader, last_run, source)
-        # A run still marked running (killed, or still going) or found dead: not a clean stop.
-        part.run_clean = last_run.clean is True
+        # A run still marked running: killed, or still going (its agent holds the directory's lock now).
+        running = last_run.clean is None and agent_holds(source.parent)
+        part.run_end = run_end(reader, last_run, source, running=running)
+        # A run killed or found dead: not a clean stop; one still going has not stopped at all (nothing said).
+        part.run_clean = None if running else last_run.clean is True
     tick(f"{len(runs)} runs")
     span = reader.time_range()
     last_at = span[1] if span else None

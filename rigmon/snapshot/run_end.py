@@ -48,7 +48,7 @@ def final_summary(final: dict[str, tuple[float, float]]) -> str | None:
     return ", ".join(details) or None
 
 
-def run_end(reader: JournalReader, run: RunRecord, source: Path | None = None) -> str:
+def run_end(reader: JournalReader, run: RunRecord, source: Path | None = None, running: bool = False) -> str:
     """One sentence on how ``run`` (the journal's last) ended: stopped cleanly, or not, with its last frame.
 
     Args:
@@ -56,6 +56,8 @@ def run_end(reader: JournalReader, run: RunRecord, source: Path | None = None) -
         run: its last run record.
         source: the journal file named when its frames cannot be read (default: the reader's; a salvaged
             copy's reader is given the journal it was salvaged from).
+        running: the agent of the run holds its state directory's lock now (`rigmon.agent.state_lock.agent_holds`):
+            the run has not ended, it was still going when the journal was read.
 
     Returns:
         The sentence, times in UTC on the node's clock.
@@ -68,6 +70,8 @@ def run_end(reader: JournalReader, run: RunRecord, source: Path | None = None) -
     # from one still going, so both are named; False is a run a later start found dead (not the last).
     said = (f"{started} did not stop cleanly: its journal records no stop (the agent was killed, crashed or "
             "the node lost power; or the agent is still running)")
+    if running:
+        said = f"{started} was still running when the journal was read (its agent holds the state directory)"
     try:
         last_at, final = reader.final_readings(run.run_id)
     except (sqlite3.DatabaseError, zlib.error, ValueError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -75,3 +76,41 @@ def test_the_events_of_a_clean_stop_are_in_the_window_and_its_frames_stay(tmp_pa
     assert (part.from_at, part.to_at) == (T0 + 29 - 3600, T0 + 7200.5)
     assert part.events == (failed,) and part.frame_count == 30
     assert part.latest is not None and part.latest.seq == 30
+
+
+def test_a_run_whose_agent_holds_the_directory_is_said_to_be_still_running(tmp_path: Path) -> None:
+    # `rigmon snapshot --journal` beside a running agent: its run has no stop yet because it has not ended.
+    # Before, the bundle said it did not stop cleanly, and the replay "recording ended ..., agent did not
+    # stop cleanly" of a healthy agent.
+    from rigmon.agent.state_lock import StateLock
+
+    state = tmp_path / "state"
+    _journal(state, clean=False)
+    lock = StateLock(state)  # what a running agent holds (a flock, listed in /proc/locks)
+    try:
+        part = read_journal(state, 3600)
+    finally:
+        lock.release()
+    assert part.run_end is not None and "was still running when the journal was read" in part.run_end
+    assert "did not stop cleanly" not in part.run_end and f"last frame: {_stamp(T0 + 29)}" in part.run_end
+    assert part.run_clean is None  # the replay says nothing of how it ended
+    out = write_snapshot([part], 3600, tmp_path / "snap.tar.gz")
+    (entry,) = read_bundle(out).manifest["nodes"]
+    assert entry["run_clean"] is None
+    # Its agent gone (the lock released: killed, or the disk read on another machine), it did not stop cleanly.
+    after = read_journal(state, 3600)
+    assert after.run_end is not None and "did not stop cleanly" in after.run_end and after.run_clean is False
+
+
+def test_a_lock_is_found_in_proc_locks_by_device_and_inode() -> None:
+    from rigmon.agent.state_lock import flock_held
+
+    locks = ("1: FLOCK  ADVISORY  WRITE 18713 fe:00:2146658 0 EOF\n"
+             "2: POSIX  ADVISORY  WRITE 99 08:01:555 0 EOF\n"
+             "3: FLOCK  ADVISORY  WRITE 18714 08:01:2146658 0 EOF\n")
+    dev = os.makedev(0xfe, 0)
+    assert flock_held(locks, dev, 2146658)
+    assert not flock_held(locks, dev, 555)  # another device's inode, and a POSIX lock
+    assert not flock_held(locks, os.makedev(8, 1), 555)
+    assert flock_held(locks, os.makedev(8, 1), 2146658)
+    assert not flock_held("", dev, 2146658)
