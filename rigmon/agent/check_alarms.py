@@ -14,17 +14,16 @@ stopped agent saved (``alarm-state.json``) is not read, since nothing has watche
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from msgspec.structs import replace
 
-from rigmon.agent.check_rail import AGENT_TIMEOUT_S, agent_to_ask, read_credentials
+from rigmon.agent.check_rail import AGENT_TIMEOUT_S, agent_to_ask, ask_agent
 from rigmon.agent.state_lock import LOCK_FILE, listening_agent
 from rigmon.config import AgentConfig, default_state_dir
-from rigmon.schema import Alarm, AlarmList, decode
+from rigmon.schema import Alarm, AlarmList
 
 _SEVERITIES = ("info", "warning", "critical")
 #: Prefix of the id of a finding taken from the agent (``agent-<its alarm id>``; the check's own are ``check-``).
@@ -67,42 +66,15 @@ def alarms_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S) -
     Returns:
         its answer; `NoAgent` without a recorded agent; else why it could not be read (a sentence).
     """
-    import httpx
-
-    from rigmon.agent.server import StartupError
-
     state_dir = config.agent.state_dir or str(default_state_dir())
     if listening_agent(state_dir) is None:
         return NoAgent(f"{state_dir}/{LOCK_FILE}")
     agent = agent_to_ask(config)
-    url = agent.url
-    try:
-        headers, verify = read_credentials(agent)
-    except StartupError as exc:
-        return f"this user cannot ask the agent at {url}: {exc}"
-    try:
-        answer = httpx.get(f"{url}/v1/alarms", headers=headers, verify=verify, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        return f"the agent at {url} did not answer: {exc}"
-    if answer.status_code != 200:
-        return f"the agent at {url} answered {answer.status_code}{_said(answer.content)}"
-    try:
-        got = decode(AlarmList, answer.content)
-    except ValueError as exc:
-        return f"the agent at {url} sent no alarm list: {exc}"
-    if got.node != config.node_name:
-        return f"the agent at {url} is node {got.node!r}, not {config.node_name!r}"
+    got = ask_agent(agent, "/v1/alarms", AlarmList, "alarm list", config.node_name, timeout_s)
+    if isinstance(got, str):
+        return got
     firing = tuple(a for a in got.active if a.state == "firing")
-    return AgentAlarms(url, firing, sum(1 for a in got.active if a.state == "pending"), len(got.rules))
-
-
-def _said(body: bytes) -> str:
-    """``: <its error>`` of an agent's JSON error answer (``alarms are not enabled on this agent``), else ``""``."""
-    try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        return ""
-    return f": {error}" if isinstance(error, str) and error else ""
+    return AgentAlarms(agent.url, firing, sum(1 for a in got.active if a.state == "pending"), len(got.rules))
 
 
 def _clock(at: float, now_at: float) -> str:

@@ -11,14 +11,15 @@ running agent, the check does not open the port at all (`PortOfRunningAgent`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from rigmon.agent.state_lock import LOCK_FILE, listening_agent
 from rigmon.collectors.base import CollectorError, PushFn
 from rigmon.config import AgentConfig, default_state_dir, local_url, setting_origin
-from rigmon.schema import Frame, PsuRailReading, decode
+from rigmon.schema import AlarmList, Frame, PsuRailReading, decode
 
 if TYPE_CHECKING:
     import ssl
@@ -141,37 +142,65 @@ def read_credentials(agent: AgentToAsk) -> tuple[dict[str, str], ssl.SSLContext 
     return headers, verify
 
 
-def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
-                    config_path: str | None = None) -> PsuRailReading | str:
-    """The newest rail reading of the agent on this node (`agent_to_ask`), or why there is none (a sentence)."""
+R = TypeVar("R", Frame, AlarmList)
+
+
+def ask_agent(agent: AgentToAsk, path: str, kind: type[R], noun: str, node: str, timeout_s: float,
+              unreachable_hint: str = "") -> R | str:
+    """``agent``'s answer to ``GET path`` as a ``kind`` record of node ``node``, or why there is none (a
+    sentence naming the agent: its credentials unreadable by this user, no answer, an error status with
+    the agent's own words, not a ``noun``, another node's).
+
+    Args:
+        unreachable_hint: said after "did not answer" (where to look for the agent's address).
+    """
     import httpx
 
     from rigmon.agent.server import StartupError
 
-    try:
-        agent = agent_to_ask(config, config_path)
-    except ValueError as exc:
-        return f"no agent address to ask: {exc}"
     url = agent.url
     try:
         headers, verify = read_credentials(agent)
     except StartupError as exc:
-        return f"the agent at {url} holds it, and this user cannot ask it: {exc}"
+        return f"this user cannot ask the agent at {url}: {exc}"
     try:
-        answer = httpx.get(f"{url}/v1/latest", headers=headers, verify=verify, timeout=timeout_s)
+        answer = httpx.get(f"{url}{path}", headers=headers, verify=verify, timeout=timeout_s)
     except httpx.HTTPError as exc:
-        return f"the agent at {url} did not answer: {exc}{where_to_look(config, agent)}"
+        return f"the agent at {url} did not answer: {exc}{unreachable_hint}"
     if answer.status_code != 200:
-        return f"the agent at {url} answered {answer.status_code}"
+        return f"the agent at {url} answered {answer.status_code}{_said(answer.content)}"
     try:
-        frame = decode(Frame, answer.content)
+        got = decode(kind, answer.content)
     except ValueError as exc:
-        return f"the agent at {url} sent no frame: {exc}"
-    if frame.node != config.node_name:
-        return f"the agent at {url} is node {frame.node!r}, not {config.node_name!r}"
+        return f"the agent at {url} sent no {noun}: {exc}"
+    if got.node != node:
+        return f"the agent at {url} is node {got.node!r}, not {node!r}"
+    return got
+
+
+def _said(body: bytes) -> str:
+    """``: <its error>`` of an agent's JSON error answer (``alarms are not enabled on this agent``), else ``""``."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return ""
+    return f": {error}" if isinstance(error, str) and error else ""
+
+
+def rail_from_agent(config: AgentConfig, timeout_s: float = AGENT_TIMEOUT_S,
+                    config_path: str | None = None) -> PsuRailReading | str:
+    """The newest rail reading of the agent on this node (`agent_to_ask`), or why there is none (a sentence)."""
+    try:
+        agent = agent_to_ask(config, config_path)
+    except ValueError as exc:
+        return f"no agent address to ask: {exc}"
+    frame = ask_agent(agent, "/v1/latest", Frame, "frame", config.node_name, timeout_s,
+                      unreachable_hint=where_to_look(config, agent))
+    if isinstance(frame, str):
+        return frame
     if frame.readings.psu_rail is None or not frame.readings.psu_rail.connected:
         # Its ADC's port gone, the agent's reading only says so (``connected`` false): no rail to check.
         status = frame.collectors.get("psu")
         why = f"{status.state}: {status.error}" if status is not None and status.error else "none in its frame"
-        return f"the agent at {url} has no rail reading ({why})"
+        return f"the agent at {agent.url} has no rail reading ({why})"
     return frame.readings.psu_rail
