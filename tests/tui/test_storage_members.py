@@ -5,10 +5,9 @@ from __future__ import annotations
 from msgspec.structs import replace
 
 from rigmon.schema import Frame, RaidMemberReading
-from rigmon.tui.widgets.storage_group import StorageGroup, member_number
+from rigmon.tui.widgets.storage_group import member_number
 from tests.tui.snapshot_apps.record_frames import load_frames
-from tests.tui.snapshot_apps.recorded import build, open_node, settle
-from tests.tui.test_sources import text
+from tests.tui.storage_box import storage_lines
 
 
 def _numbered(frame: Frame) -> Frame:
@@ -35,17 +34,7 @@ def test_member_number_is_the_slot_else_the_device_number_apart() -> None:
 
 async def test_a_member_without_slot_shows_its_device_number_not_as_a_slot() -> None:
     frames = [_numbered(f) for f in load_frames("raid1-member-failed-recovering")[:40]]
-    app, fleet, _ = build([("raid", frames, 40)])
-    async with app.run_test(size=(80, 40)) as pilot:
-        await settle(app, fleet, pilot)
-        await open_node(app, next(iter(fleet.agents)), pilot)
-        for width in (80, 200):
-            await pilot.resize_terminal(width, 40)
-            await pilot.pause()
-            await pilot.pause()
-            group = app.screen.query_one(StorageGroup)
-            body = group.query_one("#body").content  # type: ignore[attr-defined]
-            lines = text(body, group.content_size.width).splitlines()
-            assert any("└ nvme0n1[0]" in line for line in lines), (width, lines)
-            assert any("└ nvme2n1 #2" in line for line in lines), (width, lines)
-            assert not any("nvme2n1[" in line or "…" in line for line in lines), (width, lines)
+    async for width, lines in storage_lines([("raid", frames, 40)]):
+        assert any("└ nvme0n1[0]" in line for line in lines), (width, lines)
+        assert any("└ nvme2n1 #2" in line for line in lines), (width, lines)
+        assert not any("nvme2n1[" in line or "…" in line for line in lines), (width, lines)
