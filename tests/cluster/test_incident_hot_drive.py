@@ -3,9 +3,15 @@ follow the drives that reached their warning temperature, not a link that slowed
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rigmon.cluster.incident import timeline
+from rigmon.collectors.nvme import NvmeCollector
+from rigmon.hw.root import HostRoot
+from rigmon.sim import write_tree
 from rigmon.tui.event_merge import merge_xid_events
 from tests.cluster.test_incident import store_of
+from tests.collectors.test_device_facts import nvme_files, nvme_readings
 
 
 def test_an_array_lagging_behind_hot_drives_names_them_not_a_link() -> None:
@@ -35,7 +41,7 @@ def test_a_hot_drive_is_one_step_with_the_alarm_its_hold_fired_later() -> None:
     assert drive[0].kind == "nvme_temp_over_max" and drive[0].alarm == "nvme_temp_over_warning"
 
 
-def test_hot_drives_are_said_in_a_few_words_and_explain_their_alarms() -> None:
+def test_hot_drives_are_said_in_a_few_words_and_explain_their_alarms(tmp_path: Path) -> None:
     import msgspec
 
     from rigmon.cluster.incident import problems, reason
@@ -54,8 +60,13 @@ def test_hot_drives_are_said_in_a_few_words_and_explain_their_alarms() -> None:
                   updated_at=firing.at, value=True, fired_at=firing.at)
     texts = [p.text for p in problems(frame, None, [alarm])]
     assert not any("throttles" in t for t in texts), texts
-    # A drive whose temperature is unread but which set its own warning bit.
-    unread = msgspec.structs.replace(frame.readings.nvme[0], temp_c=None)
+    # A drive whose temperature is unread but which set its own warning bit, as the NVMe collector reads
+    # such a drive's files.
+    hwmon = "/sys/class/nvme/nvme0/hwmon2"
+    write_tree(tmp_path, {**nvme_files("nvme0", "Samsung SSD 990 PRO 2TB"), f"{hwmon}/temp1_max": "81850\n",
+                          f"{hwmon}/temp1_input": "\n", f"{hwmon}/temp1_alarm": "1\n"})
+    unread = nvme_readings(NvmeCollector(HostRoot(tmp_path)).collect())["nvme0"]
+    assert (unread.temp_c, unread.temp_over_max) == (None, True)
     frame = msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, nvme=(unread,)))
     assert [p.text for p in problems(frame, None)][0] == "nvme0 hot (its own warning bit)"
 
