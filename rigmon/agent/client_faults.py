@@ -20,6 +20,10 @@ TLS_HANDSHAKE_RECORD = b"\x16\x03"
 #: (or Prometheus' ``scheme: https``) was "a malformed HTTP request", which named neither.
 TLS_TO_PLAIN_HTTP = ("a TLS handshake (the client uses https://, Prometheus scheme: https; this agent serves "
                      "plain HTTP: give the client http://, or serve TLS with --tls-cert and --tls-key)")
+#: What a plain HTTP request sent to an agent serving HTTPS counts as (the opposite case, answered 400 by
+#: `rigmon.agent.tls_edge.TlsEdge`): curl said "empty reply from server" and Prometheus ``EOF``.
+PLAIN_HTTP_TO_TLS = ("a plain HTTP request (the client uses http://, Prometheus scheme: http; this agent serves "
+                     "HTTPS: give the client https://, Prometheus scheme: https and a tls_config ca_file)")
 
 
 class FaultCounter(Protocol):

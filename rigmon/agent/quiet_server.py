@@ -13,6 +13,9 @@ from typing import Any
 import uvicorn
 from uvicorn.server import ServerState
 
+from rigmon.agent.client_faults import FaultCounter
+from rigmon.agent.tls_edge import HandshakeWatch, tls_edge_factory
+
 
 class DatedServerState(ServerState):
     """uvicorn's shared server state whose ``default_headers`` carry a Date made when a response asks.
@@ -77,6 +80,13 @@ class QuietServer(uvicorn.Server):
     #: agent sets its ``head_timeout_s``. A connection reaches the HTTP protocol, and with it
     #: the agent's connection limits, only after the handshake.
     ssl_handshake_timeout_s: float | None = None
+    #: What counts a plain HTTP request to the TLS port (`rigmon.agent.tls_edge.TlsEdge` answers it 400):
+    #: the agent's `ConnectionLimits`, which count the opposite case too. None: not counted.
+    client_faults: FaultCounter | None = None
+    #: What counts failed TLS handshakes, those OpenSSL raises (it watches the server's context) and those
+    #: that ended unreported (`rigmon.agent.tls_edge.Unalerted`): the agent's
+    #: `rigmon.agent.tls_files.HandshakeFaults`. None: not counted.
+    handshake_faults: HandshakeWatch | None = None
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
@@ -88,20 +98,25 @@ class QuietServer(uvicorn.Server):
         state = self.server_state
         state.extra = list(self.config.encoded_headers)
         state.default_headers = []  # rebuilt with them at the next read
-        timeout_s = self.ssl_handshake_timeout_s
-        if timeout_s is None or self.config.ssl is None:
+        if self.config.ssl is None:
             await super().startup(sockets)
             return
-        # uvicorn has no setting for it: its create_server calls get the timeout added here.
+        # uvicorn has no setting for either: its create_server calls serve TLS through `TlsEdge` instead
+        # (which answers a plain HTTP request, and starts the handshake with this timeout).
         loop = asyncio.get_running_loop()
         create_server = loop.create_server
 
-        async def with_handshake_timeout(*args: Any, **kwargs: Any) -> asyncio.Server:
-            if kwargs.get("ssl") is not None:
-                kwargs.setdefault("ssl_handshake_timeout", timeout_s)
-            return await create_server(*args, **kwargs)
+        async def through_tls_edge(protocol_factory: Callable[[], asyncio.BaseProtocol], *args: Any,
+                                   **kwargs: Any) -> asyncio.Server:
+            context = kwargs.pop("ssl", None)
+            if context is not None:
+                if self.handshake_faults is not None:
+                    self.handshake_faults.watch(context)
+                protocol_factory = tls_edge_factory(protocol_factory, context, self.ssl_handshake_timeout_s,
+                                                    self.client_faults, self.handshake_faults)
+            return await create_server(protocol_factory, *args, **kwargs)
 
-        loop.create_server = with_handshake_timeout  # type: ignore[method-assign]
+        loop.create_server = through_tls_edge  # type: ignore[method-assign]
         try:
             await super().startup(sockets)
         finally:

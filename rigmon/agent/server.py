@@ -257,6 +257,13 @@ def make_server(agent: Agent, host: str, port: int) -> uvicorn.Server:
     )
     server = QuietServer(config)
     server.ssl_handshake_timeout_s = section.head_timeout_s
+    # A plain HTTP request to the TLS port counts where a TLS handshake to the plain port does.
+    server.client_faults = limits
+    if section.tls_cert_file:
+        # Deferred: rigmon.agent.tls_files imports this module.
+        from rigmon.agent.tls_files import HandshakeFaults
+
+        server.handshake_faults = HandshakeFaults(section.tls_cert_file)
     # Signals are handled by whoever owns the loop (the CLI), not by each server.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     return server
@@ -296,11 +303,6 @@ async def serve(agent: Agent, listen: str, user: str = "",
         uvicorn_log.removeFilter(held)
     for record in held.records:  # anything uvicorn said while loading, when it did start
         uvicorn_log.handle(record)
-    if server.config.ssl is not None:
-        # Deferred: rigmon.agent.tls_files imports this module.
-        from rigmon.agent.tls_files import HandshakeFaults, watch_handshakes
-
-        watch_handshakes(server.config.ssl, HandshakeFaults(agent.config.agent.tls_cert_file))
     # Listening before saying so: uvicorn's bind leaves listen() to the server's start, and a
     # script that connected on the line below was refused. Connections now wait in the backlog
     # until the server accepts (after the collectors start, and the privileges are dropped).

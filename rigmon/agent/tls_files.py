@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from rigmon.agent.server import StartupError, check_private_file, read_small_file
+from rigmon.agent.tls_edge import Unalerted
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,9 @@ class HandshakeFaults:
     """Counts TLS handshakes that failed and logs at most one warning a minute of each kind, saying what to fix.
 
     Without it they were silent (asyncio logs a failed handshake only in debug mode): Prometheus said
-    ``EOF`` or ``x509: certificate signed by unknown authority`` and the agent's log said nothing.
+    ``x509: certificate signed by unknown authority`` and the agent's log said nothing. Failures OpenSSL
+    raises come through `watch_handshakes`; those it cannot see (`Unalerted`: a client that left without a
+    TLS alert, a stalled handshake, bytes that are not TLS) through `rigmon.agent.tls_edge.TlsEdge`.
 
     Args:
         cert_file: the agent's certificate, named in the advice to a client that does not trust it.
@@ -107,30 +110,57 @@ class HandshakeFaults:
         self.cert_file = cert_file
         self.failed = 0
         self._clock = clock
-        #: When each kind of failure (OpenSSL's reason) was last logged: one kind does not hide another.
+        #: When each kind of failure (OpenSSL's reason, or an `Unalerted`) was last logged: one kind does
+        #: not hide another.
         self._last_log: dict[str, float] = {}
+
+    def watch(self, context: ssl.SSLContext) -> None:
+        """Count the failures OpenSSL raises in the handshakes of the server ``context`` (`watch_handshakes`)."""
+        watch_handshakes(context, self)
 
     def note(self, exc: ssl.SSLError) -> None:
         """A handshake failed with ``exc``."""
+        self._count(str(exc.reason), self.why(exc))
+
+    def note_unalerted(self, kind: Unalerted) -> None:
+        """A handshake ended as ``kind`` says, with no TLS alert and nothing raised by OpenSSL."""
+        self._count(kind, self.why_unalerted(kind))
+
+    def _count(self, kind: str, why: str) -> None:
         self.failed += 1
         now = self._clock()
-        kind = str(exc.reason)
         if now - self._last_log.get(kind, float("-inf")) < HANDSHAKE_LOG_EVERY_S:
             return
         self._last_log[kind] = now
         log.warning("%s (%d failed TLS handshakes since the start; at most one of each kind is logged a minute)",
-                    self.why(exc), self.failed)
+                    why, self.failed)
 
     def why(self, exc: ssl.SSLError) -> str:
         """What a handshake that failed with ``exc`` says about its client, and what to fix."""
-        if exc.reason == "HTTP_REQUEST":
-            return ("a plain HTTP request to this agent, which serves HTTPS: the client's URL must be https:// "
-                    "(Prometheus: scheme: https and a tls_config ca_file)")
         if exc.reason in _DISTRUSTED:
             return (f"a client refused this agent's certificate {self.cert_file} ({exc.reason}): give it that file "
                     "as its CA (a dashboard's ca_file, Prometheus' tls_config ca_file) and reach the agent by a name "
                     "the certificate holds")
+        if exc.reason == "WRONG_VERSION_NUMBER":
+            # OpenSSL's word for a first record that is not TLS (a plain HTTP request is answered before it).
+            return f"{_NOT_TLS} ({exc.reason})"
         return f"a TLS handshake failed: {exc.reason or exc}"
+
+    def why_unalerted(self, kind: Unalerted) -> str:
+        """What a handshake that ended as ``kind`` says about its client, and what to fix."""
+        if kind is Unalerted.LEFT:
+            return ("a client left during the TLS handshake without a TLS alert (an asyncio or Python client does "
+                    f"so when it refuses this agent's certificate {self.cert_file}: give it that file as its CA, "
+                    "and reach the agent by a name the certificate holds)")
+        if kind is Unalerted.TIMED_OUT:
+            return ("a client began a TLS handshake and did not complete it in time (head_timeout_s): a stalled "
+                    "client or network")
+        return f"{_NOT_TLS}, and left or stalled"
+
+
+#: What a client that sent neither a TLS handshake nor an HTTP request is said to be.
+_NOT_TLS = ("a client sent bytes that are neither TLS nor HTTP (another protocol's client on this port, or a port "
+            "scanner)")
 
 
 def watch_handshakes(context: ssl.SSLContext, faults: HandshakeFaults) -> None:
@@ -139,7 +169,8 @@ def watch_handshakes(context: ssl.SSLContext, faults: HandshakeFaults) -> None:
     asyncio makes each connection's TLS object with ``context.wrap_bio``, which builds it from
     ``context.sslobject_class``: its handshake is watched there. A client that refuses the certificate
     says so in an alert that ends the handshake (under TLS 1.3 too: the server waits for the client's
-    Finished); a client that leaves without one (asyncio's drops its alert) is not counted.
+    Finished); a client that leaves without one (asyncio's drops its alert) is counted by the agent's
+    `rigmon.agent.tls_edge.TlsEdge` (`HandshakeFaults.note_unalerted`).
     """
 
     class WatchedSSLObject(ssl.SSLObject):

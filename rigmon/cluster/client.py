@@ -120,6 +120,8 @@ class AgentClient(AlarmRequests):
         self._again_seq: int | None = None
         # Set by `answered_elsewhere`: the back-off of `follow` ends at once.
         self._answered = asyncio.Event()
+        # A stream closed cleanly and nothing new has arrived since: the next clean close backs off.
+        self._closed_idle = False
 
     def answered_elsewhere(self) -> None:
         """Another request to this agent's URL was answered (the dashboard's alarm poll, say): if
@@ -228,7 +230,7 @@ class AgentClient(AlarmRequests):
             listed: Sequence[Item] = page.summaries or page.frames
             items = self._track(listed)
             if items:
-                self.backoff.reset()
+                self._progressed()
             for update in as_updates(items):
                 yield update
             if not page.more:
@@ -264,6 +266,25 @@ class AgentClient(AlarmRequests):
                 await asyncio.gather(step, return_exceptions=True)
             await items.aclose()
 
+    def _progressed(self) -> None:
+        """Something new arrived from the agent: retries start from the shortest delay again."""
+        self.backoff.reset()
+        self._closed_idle = False
+
+    async def _stream_closed(self) -> None:
+        """The agent ended the stream cleanly: wait (or not) before opening the next one.
+
+        A clean close is an answer the agent completed (no broken connection, no bad event): it
+        is stopping (a restart), or it ended its streams (a reload). The follow reconnects at
+        once, so the node's row is stale no longer than the agent is away. Only a stream that
+        closed when the one before it had closed too, with nothing new from the agent in between,
+        waits for the back-off (doubling up to `Backoff.max_s`): an agent that ends every stream
+        at once is retried at a bounded rate, not in a loop.
+        """
+        if self._closed_idle:
+            await self._sleep(self.backoff.next())
+        self._closed_idle = True
+
     async def follow(self) -> AsyncIterator[Update]:
         """Follow the agent forever: yields updates, retrying with back-off on failures."""
         while True:
@@ -288,7 +309,7 @@ class AgentClient(AlarmRequests):
                                 continue
                             items = self._track((item,))
                             if items:
-                                self.backoff.reset()
+                                self._progressed()
                                 yield as_updates(items)[0]
                         # Ended by `set_view`: the same agent run, resumed in the other view.
                         switching = self._view_changed.is_set()
@@ -300,8 +321,7 @@ class AgentClient(AlarmRequests):
                     async for update in self._poll():
                         yield update
                     continue
-                # The agent closed the stream cleanly (shutting down): reconnect shortly.
-                await self._sleep(self.backoff.initial_s)
+                await self._stream_closed()
             except AgentError as exc:
                 delay = self.backoff.next()
                 # Only an answer after this failure ends its back-off (not one while the stream was up).

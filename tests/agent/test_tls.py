@@ -72,7 +72,9 @@ async def test_plain_http_to_a_tls_agent_fails_clearly(https_agent: str) -> None
         updates.append(update)
         break
     await client.aclose()
-    assert isinstance(updates[0], Failed)
+    # The agent answers it in plain HTTP, and the node's row says what to change.
+    assert isinstance(updates[0], Failed) and updates[0].reason.startswith("HTTP 400: this agent serves HTTPS")
+    assert "use an https:// URL" in updates[0].reason
 
 
 def test_dash_config_passes_the_ca_file(tmp_path: Path) -> None:
