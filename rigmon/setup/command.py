@@ -123,7 +123,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.uninstall:
         uninstall(installer, args.user, args.purge)
         print("\n".join(installer.lines) or "nothing to remove", flush=True)
-        return 1 if installer.failed else 0
+        return exit_status(installer, args.strict)
     try:
         _, port = split_listen(args.listen)
     except ValueError as exc:
@@ -148,7 +148,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
                    "then run that rigmon's `setup agent`")
         if installer.real and not args.dry_run:
             return fail(message)
-        installer.say(f"warning: {message}")
+        installer.warn(message)
     unreadable = unreadable_by_service(exec_start, user=args.user) if hidden is None else None
     if unreadable is not None:
         path, mode = unreadable
@@ -158,7 +158,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
                    "(`chmod -R o+rX` on it, or install again after `umask 022`), then run setup agent again")
         if installer.real and not args.dry_run:
             return fail(message)
-        installer.say(f"warning: {message}")
+        installer.warn(message)
     from rigmon.setup.detect import detect_hardware
 
     settings = render.Settings(node=node, listen=args.listen, user=args.user, groups=existing_groups(),
@@ -177,7 +177,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         served = served_as(installer.path(render.CONFIG_FILE), (node, args.listen, settings.tls))
         if served != (node, args.listen, settings.tls):
             shown_node, shown_listen, shown_tls = served
-            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, so the agent serves "
+            installer.warnings += 1
+            print(f"\nwarning: {render.CONFIG_FILE} is kept as it is, so the agent serves "
                   f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
                   "--node, --listen or --no-tls asked: edit it, or delete it and run this again", flush=True)
             try:
@@ -194,7 +195,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
                   "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)", flush=True)
         token_path, cert_path = served_files(installer.path(render.CONFIG_FILE))
         if tokens and token_path != render.READ_TOKEN and args.read_token_file:
-            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
+            installer.warnings += 1
+            print(f"\nwarning: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
                   f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there",
                   flush=True)
         shared = Path(args.read_token_file).name if args.read_token_file and token_path == render.READ_TOKEN \
@@ -202,7 +204,28 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path),
               flush=True)
         print(scrape_help(node, port, tls, shared is not None, token_path, cert_path), flush=True)
-    return 1 if installer.failed else 0
+    return exit_status(installer, args.strict)
+
+
+#: The exit status of a setup done with warnings, under ``--strict`` (1 is a step that failed, 2 bad arguments).
+EXIT_WARNINGS = 3
+
+
+def exit_status(installer: Installer, strict: bool) -> int:
+    """The exit status of a setup that ran its steps: 1 when one failed; `EXIT_WARNINGS` when it is done with
+    warnings and ``strict``; else 0. Warnings are counted on stderr at the end, so a script's log shows them."""
+    if installer.failed:
+        return 1
+    if not installer.warnings:
+        return 0
+    count = f"{installer.warnings} warning{'s' if installer.warnings > 1 else ''}"
+    if strict:
+        print(f"rigmon: setup agent is done, with {count} (the lines starting with 'warning:'): "
+              f"exit status {EXIT_WARNINGS} (--strict)", file=sys.stderr, flush=True)
+        return EXIT_WARNINGS
+    print(f"rigmon: setup agent is done, with {count} (the lines starting with 'warning:'); "
+          f"with --strict it exits {EXIT_WARNINGS} for that", file=sys.stderr, flush=True)
+    return 0
 
 
 def served_files(config_file: Path) -> tuple[str, str]:
@@ -353,7 +376,7 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
             installer.keep_private(render.TLS_KEY, owner)
             lacking = names_lacking(installer.path(render.TLS_CERT), asked_names or [])
             if lacking:
-                installer.say(f"warning: the kept certificate {render.TLS_CERT} is not valid for {', '.join(lacking)} "
+                installer.warn(f"the kept certificate {render.TLS_CERT} is not valid for {', '.join(lacking)} "
                               f"(--tls-name, --listen): clients reaching the agent by that name refuse it. Delete "
                               f"{render.TLS_CERT} and {render.TLS_KEY} and run this again to make one that is, then "
                               "give every client (dashboards' ca_file, Prometheus' CA file) the new certificate")
@@ -379,7 +402,7 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
         listen = served_as(installer.path(render.CONFIG_FILE), (settings.node, settings.listen, settings.tls))[1]
         problem = listen_problem(listen, lambda: unit_active(render.UNIT_NAME))
         if problem and installer.dry_run:
-            installer.say(f"the start below would fail: {problem}")
+            installer.warn(f"the start below would fail: {problem}")
         elif problem:
             installer.say(f"FAILED: not started: {problem}")
             installer.failed = True
