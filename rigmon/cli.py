@@ -26,7 +26,9 @@ SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad 
             "--control-token-file, --log-file) or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file, bundle or log file"
 DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario, --agent-config or log file, or the simulated rig did not start"
-SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
+SETUP_EXIT = (
+    "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root; "
+    "3 done with warnings (the lines starting with 'warning:'), with --strict only")
 
 
 def _positive_float(text: str) -> float:

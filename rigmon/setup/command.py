@@ -218,13 +218,13 @@ def exit_status(installer: Installer, strict: bool) -> int:
         return 1
     if not installer.warnings:
         return 0
-    count = f"{installer.warnings} warning{'s' if installer.warnings > 1 else ''}"
+    run = "setup agent's dry run" if installer.dry_run else "setup agent"
+    plural = "s" if installer.warnings > 1 else ""
+    done = f"{run} is done, with {installer.warnings} warning{plural} (the lines starting with 'warning:')"
     if strict:
-        print(f"rigmon: setup agent is done, with {count} (the lines starting with 'warning:'): "
-              f"exit status {EXIT_WARNINGS} (--strict)", file=sys.stderr, flush=True)
+        print(f"rigmon: {done}: exit status {EXIT_WARNINGS} (--strict)", file=sys.stderr, flush=True)
         return EXIT_WARNINGS
-    print(f"rigmon: setup agent is done, with {count} (the lines starting with 'warning:'); "
-          f"with --strict it exits {EXIT_WARNINGS} for that", file=sys.stderr, flush=True)
+    print(f"rigmon: {done}; with --strict it exits {EXIT_WARNINGS} for that", file=sys.stderr, flush=True)
     return 0
 
 

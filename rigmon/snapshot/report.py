@@ -362,7 +362,8 @@ def _events_section(part: NodePart) -> list[str]:
     reports = sum(e.kind == "xid" for e in events)
     xids = sum(e.kind == "xid" for e in counted)
     if xids < reports:
-        lines += ["", f"`xid`: {XID_PAIR_NOTE} ({xids} Xids, {reports} reports in events.jsonl)."]
+        lines += ["", f"`xid`: {XID_PAIR_NOTE} ({xids} Xid{'' if xids == 1 else 's'}, {reports} reports in "
+                      "events.jsonl)."]
     # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
     # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
     # exit after the hardware trouble is the run's end even when its exit code was not seen.

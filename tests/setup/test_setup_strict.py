@@ -65,3 +65,12 @@ def test_a_kept_configuration_that_differs_from_the_flags_is_a_warning(tmp_path:
     again = setup_agent(tmp_path, "--no-tls", "--listen", "0.0.0.0:9999", "--strict")
     assert again.returncode == 3, again.stderr
     assert "warning: /etc/rigmon/agent.toml is kept as it is, so the agent serves http on 0.0.0.0:9871" in again.stdout
+
+
+@needs_openssl
+def test_a_dry_run_with_strict_exits_3_for_the_warnings_it_foresees(tmp_path: Path) -> None:
+    assert setup_agent(tmp_path, "--tls-name", "v100-b").returncode == 0
+    planned = setup_agent(tmp_path, "--tls-name", "v100-b.lab", "--dry-run", "--strict")
+    assert planned.returncode == 3, planned.stderr
+    assert "warning: the kept certificate /etc/rigmon/agent.pem is not valid for v100-b.lab" in planned.stdout
+    assert planned.stderr.splitlines()[-1].startswith("rigmon: setup agent's dry run is done, with ")

@@ -48,7 +48,7 @@ def test_the_event_table_counts_an_xid_of_nvml_and_the_kernel_log_once(bundle: B
     (row,) = [line for line in bundle.report.splitlines() if line.startswith("| xid |")]
     assert row == "| xid | critical | 1 |"
     assert ("`xid`: an Xid reported by both NVML and the kernel log (a kernel-log + NVML pair) counts as one "
-            "(1 Xids, 2 reports in events.jsonl).") in bundle.report
+            "(1 Xid, 2 reports in events.jsonl).") in bundle.report
 
 
 def test_the_node_table_counts_an_xid_of_nvml_and_the_kernel_log_once(bundle: Bundle) -> None:
