@@ -309,6 +309,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rigmon.cluster.sanitise import clean_text
     from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
     from rigmon.snapshot.failures import failure_line
+    from rigmon.snapshot.progress import counted
 
     if not args.urls and not args.journal:
         return fail("snapshot: give at least one agent URL or --journal DIR")
@@ -355,7 +356,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror or exc}; no bundle written", 3)
     frames = sum(p.frame_count for p in parts)
-    print(f"{path}: {len(parts)} nodes, {frames} frames"
+    print(f"{path}: {counted(len(parts), 'node')}, {counted(frames, 'frame')}"
           + (f"; {len(failed)} of them failed (see above)" if failed else ""), flush=True)
     return 1 if failed else 0
 
