@@ -3,7 +3,10 @@ from a clean one (0) and from one whose step failed (1); without the flag it exi
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from rigmon.setup.command import EXIT_WARNINGS, exit_status, install
 from rigmon.setup.detect import Hardware
 from rigmon.setup.plan import Installer
 from rigmon.setup.render import Settings
-from tests.setup.helpers import setup_agent
+from tests.setup.helpers import ENV, setup_agent
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 SETTINGS = Settings(node="rig7", listen="0.0.0.0:9871", user="rigmon", groups=(), exec_start=("/usr/bin/rigmon",),
@@ -74,3 +77,20 @@ def test_a_dry_run_with_strict_exits_3_for_the_warnings_it_foresees(tmp_path: Pa
     assert planned.returncode == 3, planned.stderr
     assert "warning: the kept certificate /etc/rigmon/agent.pem is not valid for v100-b.lab" in planned.stdout
     assert planned.stderr.splitlines()[-1].startswith("rigmon: setup agent's dry run is done, with ")
+
+
+def test_a_reader_that_leaves_early_ends_the_output_not_the_setup(tmp_path: Path) -> None:
+    # `rigmon setup agent --dry-run | head`: the reader is gone before setup writes; a traceback then exited 1,
+    # "a step failed", for a setup whose steps all ran.
+    (tmp_path / "no-hardware").mkdir()
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        out = subprocess.run([sys.executable, "-m", "rigmon", "setup", "agent", "--root", str(tmp_path), "--node", "rig7",
+                              "--hw-root", str(tmp_path / "no-hardware"), "--no-tls"], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=120, env=ENV, cwd=tmp_path)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "etc/rigmon/agent.toml").is_file()
