@@ -185,13 +185,14 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         counted = counted_events(part.events)
         merged_any = merged_any or len(counted) < len(part.events)
         sev = Counter(e.severity for e in counted)
+        # Its events come with its history: without it, "0 (0/0)" would say the node was quiet.
+        events = "-" if part.history is None else f"{len(counted)} ({sev['warning']}/{sev['critical']})"
         driver = nvidia_driver(part.files)
         out.append(
             f"| {md_text(part.node)} | {md_text(part.source)} | {md_text(info.kernel) if info else '-'} | "
             f"{md_text(info.agent_version) if info else '-'} | {md_text(driver) if driver else '-'} | "
             f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
-            f"{part.frame_count} | {len(counted)} ({sev['warning']}/{sev['critical']}) | "
-            f"{md_text(part.error or '')} |")
+            f"{part.frame_count} | {events} | {md_text(part.error or '')} |")
     if merged_any:
         out += ["", f"Events: {XID_PAIR_NOTE}; events.jsonl and the manifest count both reports."]
     budget = CHART_FRAMES_BUDGET
