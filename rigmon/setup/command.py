@@ -103,7 +103,7 @@ NODE_NAME = lazy_compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
 USER_NAME = lazy_compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
 
 
-def emit(text: str) -> None:
+def print_out(text: str) -> None:
     """Print part of setup's report on standard output, flushed.
 
     A reader that leaves early (``rigmon setup agent --dry-run | head``) ends the output, not the
@@ -136,7 +136,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         return fail("--read-token-file and --control-token-file go without --uninstall")
     if args.uninstall:
         uninstall(installer, args.user, args.purge)
-        emit("\n".join(installer.lines) or "nothing to remove")
+        print_out("\n".join(installer.lines) or "nothing to remove")
         return exit_status(installer, args.strict)
     try:
         _, port = split_listen(args.listen)
@@ -183,18 +183,18 @@ def cmd_setup(args: argparse.Namespace) -> int:
     bound = [listen_host] if listen_host not in ("0.0.0.0", "::", "") else []
     install(installer, settings, hardware, certificate_names(node, [*bound, *args.tls_name]), tokens,
             asked_names=split_names([*bound, *args.tls_name]))
-    emit("\n".join(installer.lines))
+    print_out("\n".join(installer.lines))
     for rel, text in installer.previews:
         if not rel.endswith(".pem"):
-            emit(f"\n--- {rel} (would be written) ---\n{text.rstrip()}")
+            print_out(f"\n--- {rel} (would be written) ---\n{text.rstrip()}")
     if not installer.failed:
         served = served_as(installer.path(render.CONFIG_FILE), (node, args.listen, settings.tls))
         if served != (node, args.listen, settings.tls):
             shown_node, shown_listen, shown_tls = served
             installer.warnings += 1
-            emit(f"\nwarning: {render.CONFIG_FILE} is kept as it is, so the agent serves "
-                 f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
-                 "--node, --listen or --no-tls asked: edit it, or delete it and run this again")
+            print_out(f"\nwarning: {render.CONFIG_FILE} is kept as it is, so the agent serves "
+                     f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
+                     "--node, --listen or --no-tls asked: edit it, or delete it and run this again")
             try:
                 node, port, tls = shown_node, split_listen(shown_listen)[1], shown_tls
                 listen_host = split_listen(shown_listen)[0]
@@ -205,17 +205,17 @@ def cmd_setup(args: argparse.Namespace) -> int:
         from rigmon.agent.server import is_loopback
 
         if is_loopback(listen_host):
-            emit(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
-                 "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)")
+            print_out(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
+                     "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)")
         token_path, cert_path = served_files(installer.path(render.CONFIG_FILE))
         if tokens and token_path != render.READ_TOKEN and args.read_token_file:
             installer.warnings += 1
-            emit(f"\nwarning: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
-                 f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there")
+            print_out(f"\nwarning: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
+                     f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there")
         shared = Path(args.read_token_file).name if args.read_token_file and token_path == render.READ_TOKEN \
             else None
-        emit(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path))
-        emit(scrape_help(node, port, tls, shared is not None, token_path, cert_path))
+        print_out(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path))
+        print_out(scrape_help(node, port, tls, shared is not None, token_path, cert_path))
     return exit_status(installer, args.strict)
 
 

@@ -86,8 +86,8 @@ def test_a_reader_that_leaves_early_ends_the_output_not_the_setup(tmp_path: Path
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        out = subprocess.run([sys.executable, "-m", "rigmon", "setup", "agent", "--root", str(tmp_path), "--node", "rig7",
-                              "--hw-root", str(tmp_path / "no-hardware"), "--no-tls"], stdout=write_end,
+        out = subprocess.run([sys.executable, "-m", "rigmon", "setup", "agent", "--root", str(tmp_path), "--node",
+                              "rig7", "--hw-root", str(tmp_path / "no-hardware"), "--no-tls"], stdout=write_end,
                              stderr=subprocess.PIPE, text=True, timeout=120, env=ENV, cwd=tmp_path)
     finally:
         os.close(write_end)
