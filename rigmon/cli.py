@@ -26,7 +26,9 @@ SIM_EXIT = ("exit codes: 0 stopped (--duration, SIGTERM, SIGINT, SIGHUP); 2 bad 
             "--control-token-file, --log-file) or a port in use")
 DASH_EXIT = "exit codes: 0 quit; 2 bad configuration, token file, bundle or log file"
 DEMO_EXIT = "exit codes: 0 quit; 2 a bad scenario, --agent-config or log file, or the simulated rig did not start"
-SETUP_EXIT = "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root"
+SETUP_EXIT = (
+    "exit codes: 0 done (or nothing to do); 1 a step failed (see the message); 2 bad arguments or not root; "
+    "3 done with warnings (the lines starting with 'warning:'), with --strict only")
 
 
 def _positive_float(text: str) -> float:
@@ -307,6 +309,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rigmon.cluster.sanitise import clean_text
     from rigmon.snapshot.command import parse_duration, pull_parts, pulled_nothing, write_snapshot
     from rigmon.snapshot.failures import failure_line
+    from rigmon.snapshot.progress import counted
 
     if not args.urls and not args.journal:
         return fail("snapshot: give at least one agent URL or --journal DIR")
@@ -353,7 +356,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror or exc}; no bundle written", 3)
     frames = sum(p.frame_count for p in parts)
-    print(f"{path}: {len(parts)} nodes, {frames} frames"
+    print(f"{path}: {counted(len(parts), 'node')}, {counted(frames, 'frame')}"
           + (f"; {len(failed)} of them failed (see above)" if failed else ""), flush=True)
     return 1 if failed else 0
 

@@ -230,7 +230,7 @@ def test_snapshot_takes_host_port_and_exits_by_what_it_pulled(sim_urls: list[str
         latest(client, sim_urls[0])
     ok = rigmon("snapshot", bare, "--since", "1m", "-o", str(tmp_path / "ok.tar.gz"), timeout=60)
     assert ok.returncode == 0, ok.stderr
-    assert (tmp_path / "ok.tar.gz").is_file() and "1 nodes" in ok.stdout
+    assert (tmp_path / "ok.tar.gz").is_file() and "1 node, " in ok.stdout
     # One node down: the bundle still holds the other, and the exit code says something failed.
     partial = rigmon("snapshot", bare, dead, "--since", "1m", "-o", str(tmp_path / "partial.tar.gz"), timeout=60)
     assert partial.returncode == 1, partial.stderr

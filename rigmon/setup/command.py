@@ -103,6 +103,20 @@ NODE_NAME = lazy_compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
 USER_NAME = lazy_compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
 
 
+def print_out(text: str) -> None:
+    """Print part of setup's report on standard output, flushed.
+
+    A reader that leaves early (``rigmon setup agent --dry-run | head``) ends the output, not the
+    setup: the steps are done (or planned) whatever it read, and the exit status still says how they
+    went; a traceback there read as a failed step (exit 1).
+    """
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # What follows goes nowhere, as does the interpreter's last flush into the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     """``rigmon setup agent``."""
     from rigmon.cli import fail
@@ -122,8 +136,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         return fail("--read-token-file and --control-token-file go without --uninstall")
     if args.uninstall:
         uninstall(installer, args.user, args.purge)
-        print("\n".join(installer.lines) or "nothing to remove", flush=True)
-        return 1 if installer.failed else 0
+        print_out("\n".join(installer.lines) or "nothing to remove")
+        return exit_status(installer, args.strict)
     try:
         _, port = split_listen(args.listen)
     except ValueError as exc:
@@ -148,7 +162,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
                    "then run that rigmon's `setup agent`")
         if installer.real and not args.dry_run:
             return fail(message)
-        installer.say(f"warning: {message}")
+        installer.warn(message)
     unreadable = unreadable_by_service(exec_start, user=args.user) if hidden is None else None
     if unreadable is not None:
         path, mode = unreadable
@@ -158,7 +172,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
                    "(`chmod -R o+rX` on it, or install again after `umask 022`), then run setup agent again")
         if installer.real and not args.dry_run:
             return fail(message)
-        installer.say(f"warning: {message}")
+        installer.warn(message)
     from rigmon.setup.detect import detect_hardware
 
     settings = render.Settings(node=node, listen=args.listen, user=args.user, groups=existing_groups(),
@@ -169,17 +183,18 @@ def cmd_setup(args: argparse.Namespace) -> int:
     bound = [listen_host] if listen_host not in ("0.0.0.0", "::", "") else []
     install(installer, settings, hardware, certificate_names(node, [*bound, *args.tls_name]), tokens,
             asked_names=split_names([*bound, *args.tls_name]))
-    print("\n".join(installer.lines), flush=True)
+    print_out("\n".join(installer.lines))
     for rel, text in installer.previews:
         if not rel.endswith(".pem"):
-            print(f"\n--- {rel} (would be written) ---\n{text.rstrip()}", flush=True)
+            print_out(f"\n--- {rel} (would be written) ---\n{text.rstrip()}")
     if not installer.failed:
         served = served_as(installer.path(render.CONFIG_FILE), (node, args.listen, settings.tls))
         if served != (node, args.listen, settings.tls):
             shown_node, shown_listen, shown_tls = served
-            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, so the agent serves "
-                  f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
-                  "--node, --listen or --no-tls asked: edit it, or delete it and run this again", flush=True)
+            installer.warnings += 1
+            print_out(f"\nwarning: {render.CONFIG_FILE} is kept as it is, so the agent serves "
+                     f"{'https' if shown_tls else 'http'} on {shown_listen} as node {shown_node}, not what "
+                     "--node, --listen or --no-tls asked: edit it, or delete it and run this again")
             try:
                 node, port, tls = shown_node, split_listen(shown_listen)[1], shown_tls
                 listen_host = split_listen(shown_listen)[0]
@@ -190,19 +205,39 @@ def cmd_setup(args: argparse.Namespace) -> int:
         from rigmon.agent.server import is_loopback
 
         if is_loopback(listen_host):
-            print(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
-                  "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)", flush=True)
+            print_out(f"\nnote: the agent listens on {listen_host} only: no other machine can reach it, whatever "
+                     "the lines below say (--listen 0.0.0.0:PORT, or listen in the configuration)")
         token_path, cert_path = served_files(installer.path(render.CONFIG_FILE))
         if tokens and token_path != render.READ_TOKEN and args.read_token_file:
-            print(f"\nnote: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
-                  f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there",
-                  flush=True)
+            installer.warnings += 1
+            print_out(f"\nwarning: {render.CONFIG_FILE} is kept as it is, and its agent reads its read token from "
+                     f"{token_path}, not {render.READ_TOKEN} where the given token went: edit token_file there")
         shared = Path(args.read_token_file).name if args.read_token_file and token_path == render.READ_TOKEN \
             else None
-        print(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path),
-              flush=True)
-        print(scrape_help(node, port, tls, shared is not None, token_path, cert_path), flush=True)
-    return 1 if installer.failed else 0
+        print_out(dashboard_help(node, port, tls, args.dry_run, installer.real, shared, token_path, cert_path))
+        print_out(scrape_help(node, port, tls, shared is not None, token_path, cert_path))
+    return exit_status(installer, args.strict)
+
+
+#: The exit status of a setup done with warnings, under ``--strict`` (1 is a step that failed, 2 bad arguments).
+EXIT_WARNINGS = 3
+
+
+def exit_status(installer: Installer, strict: bool) -> int:
+    """The exit status of a setup that ran its steps: 1 when one failed; `EXIT_WARNINGS` when it is done with
+    warnings and ``strict``; else 0. Warnings are counted on stderr at the end, so a script's log shows them."""
+    if installer.failed:
+        return 1
+    if not installer.warnings:
+        return 0
+    run = "setup agent's dry run" if installer.dry_run else "setup agent"
+    plural = "s" if installer.warnings > 1 else ""
+    done = f"{run} is done, with {installer.warnings} warning{plural} (the lines starting with 'warning:')"
+    if strict:
+        print(f"rigmon: {done}: exit status {EXIT_WARNINGS} (--strict)", file=sys.stderr, flush=True)
+        return EXIT_WARNINGS
+    print(f"rigmon: {done}; with --strict it exits {EXIT_WARNINGS} for that", file=sys.stderr, flush=True)
+    return 0
 
 
 def served_files(config_file: Path) -> tuple[str, str]:
@@ -353,7 +388,7 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
             installer.keep_private(render.TLS_KEY, owner)
             lacking = names_lacking(installer.path(render.TLS_CERT), asked_names or [])
             if lacking:
-                installer.say(f"warning: the kept certificate {render.TLS_CERT} is not valid for {', '.join(lacking)} "
+                installer.warn(f"the kept certificate {render.TLS_CERT} is not valid for {', '.join(lacking)} "
                               f"(--tls-name, --listen): clients reaching the agent by that name refuse it. Delete "
                               f"{render.TLS_CERT} and {render.TLS_KEY} and run this again to make one that is, then "
                               "give every client (dashboards' ca_file, Prometheus' CA file) the new certificate")
@@ -379,7 +414,7 @@ def install(installer: Installer, settings: render.Settings, hardware: Any, tls_
         listen = served_as(installer.path(render.CONFIG_FILE), (settings.node, settings.listen, settings.tls))[1]
         problem = listen_problem(listen, lambda: unit_active(render.UNIT_NAME))
         if problem and installer.dry_run:
-            installer.say(f"the start below would fail: {problem}")
+            installer.warn(f"the start below would fail: {problem}")
         elif problem:
             installer.say(f"FAILED: not started: {problem}")
             installer.failed = True

@@ -31,6 +31,9 @@ def add_setup_parser(sub: Any, epilog: str) -> None:
                        help="likewise for the control token (it must differ from the read token; default: a new "
                             "random one)")
     agent.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
+    agent.add_argument("--strict", action="store_true",
+                       help="exit 3 when done with warnings (a kept certificate lacking a name asked for, a kept "
+                            "agent.toml that differs from the flags, ...), not 0: for scripts and Ansible")
     agent.add_argument("--uninstall", action="store_true",
                        help="stop and remove the service, unit, udev rule, configuration and tokens "
                             "(the journal and the user stay unless --purge)")

@@ -29,6 +29,8 @@ class Installer:
         """In a dry run: (path, text) of the configuration files that would be written."""
         self.failed = False
         self.changed = False
+        self.warnings = 0
+        """How many ``warning:`` lines were said: done, but something needs the operator's attention."""
 
     def path(self, rel: str) -> Path:
         """Where ``rel`` (an absolute path on the node) is below the root."""
@@ -49,6 +51,11 @@ class Installer:
     def say(self, text: str) -> None:
         """Record one line of the report."""
         self.lines.append(text)
+
+    def warn(self, text: str) -> None:
+        """Record a ``warning:`` line: the step is done, but its result needs the operator's attention."""
+        self.say(f"warning: {text}")
+        self.warnings += 1
 
     def _owner(self, path: Path, user: str | None) -> None:
         if user and self.real:
@@ -196,14 +203,20 @@ class Installer:
         try:
             result = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.say(f"FAILED: {text}: {exc}{'; ' + why if why else ''}")
-            self.failed = self.failed or check
+            self._run_failed(check, f"{text}: {exc}{'; ' + why if why else ''}")
             return False
         if result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
-            self.say(f"FAILED: {text}: {detail[-1] if detail else f'exit {result.returncode}'}"
-                     + (f"; {why}" if why else ""))
-            self.failed = self.failed or check
+            self._run_failed(check, f"{text}: {detail[-1] if detail else f'exit {result.returncode}'}"
+                             + (f"; {why}" if why else ""))
             return False
         self.say(f"ran: {text}")
         return True
+
+    def _run_failed(self, check: bool, said: str) -> None:
+        """A command that failed: the setup fails with ``check``; else it goes on, with a warning."""
+        if check:
+            self.say(f"FAILED: {said}")
+            self.failed = True
+        else:
+            self.warn(f"failed: {said}")

@@ -6,7 +6,8 @@ Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
     <top>/manifest.json
     <top>/REPORT.md
     <top>/nodes/<node>/info.json         /v1/info at capture time
-    <top>/nodes/<node>/inventory.json    identity fields of every record of the latest frame
+    <top>/nodes/<node>/inventory.json    what the node is made of: the facts of the latest frame's records
+                                         (models, serials, firmware, maximum link widths), no readings
     <top>/nodes/<node>/config.json       the agent configuration, secrets redacted
     <top>/nodes/<node>/latest.json       the latest frame
     <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
@@ -27,7 +28,7 @@ import re
 import tarfile
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,6 +41,7 @@ from rigmon.snapshot.bundle_read import Bundle as Bundle
 from rigmon.snapshot.bundle_read import BundleError as BundleError
 from rigmon.snapshot.bundle_read import NodeBundle as NodeBundle
 from rigmon.snapshot.bundle_read import read_bundle as read_bundle
+from rigmon.snapshot.inventory import inventory
 from rigmon.typed import to_data
 
 BUNDLE_FORMAT = 2
@@ -113,41 +115,6 @@ class NodePart:
 def frames_gzip(frames: Sequence[Frame]) -> bytes:
     """Frames as `NodePart.frames_gz` wants them: one gzip member of wire JSON lines."""
     return gzip.compress(b"".join(encode(f) + b"\n" for f in frames)) if frames else b""
-
-
-def inventory(info: Info | None, latest: Frame | None) -> dict[str, Any]:
-    """What the node is made of, generically: the identity (text) fields of every record.
-
-    For each readings field, each record's string and integer-identity fields are listed
-    (GPU names, UUIDs and bus ids, array levels and members, Thunderbolt vendors and
-    generations, ADC ports and firmware), plus each collector's state.
-    """
-    out: dict[str, Any] = {"info": to_data(info) if info else None}
-    if latest is None:
-        return out
-    readings = to_data(latest.readings)
-    items: dict[str, Any] = {}
-    for name, value in readings.items():
-        if isinstance(value, list):
-            items[name] = [_identity(v) for v in value]
-        elif isinstance(value, dict):
-            items[name] = _identity(value)
-    out["readings"] = items
-    out["collectors"] = {name: status.state for name, status in latest.collectors.items()}
-    out["taken_at"] = latest.taken_at
-    return out
-
-
-def _identity(record: Mapping[str, Any]) -> dict[str, Any]:
-    keep: dict[str, Any] = {}
-    for i, (key, value) in enumerate(record.items()):
-        if isinstance(value, str) or (i == 0 and isinstance(value, int)):
-            keep[key] = value
-        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            keep[key] = [_identity(v) for v in value]
-        elif isinstance(value, dict) and any(isinstance(v, str) for v in value.values()):
-            keep[key] = _identity(value)
-    return keep
 
 
 def _safe_name(name: str) -> str:

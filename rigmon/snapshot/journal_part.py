@@ -18,7 +18,7 @@ from rigmon.redact import redact
 from rigmon.schema import Info, SchemaError, decode_data
 from rigmon.snapshot.bundle import NodePart
 from rigmon.snapshot.failures import pull_failed
-from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
+from rigmon.snapshot.progress import STEPS_PER_NODE, Progress, counted
 from rigmon.snapshot.run_end import run_end
 from rigmon.snapshot.saved_alarms import add_saved_alarms
 
@@ -92,7 +92,7 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
         part.run_end = run_end(reader, last_run, source, running=running)
         # A run killed or found dead: not a clean stop; one still going has not stopped at all (nothing said).
         part.run_clean = None if running else last_run.clean is True
-    tick(f"{len(runs)} runs")
+    tick(counted(len(runs), "run"))
     span = reader.time_range()
     last_at = span[1] if span else None
     stopped_at = last_run.stopped_at if last_run is not None and last_run.clean else None
@@ -119,12 +119,12 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     add_saved_alarms(part, source)
     tick("no capture")
     part.history = reader.history(part.node, part.from_at, part.to_at, interval_s)
-    tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+    tick(f"{counted(len(part.history.series), 'series')}, {counted(len(part.history.events), 'event')}")
     frames = reader.frames_gzip(part.from_at, part.to_at)
     part.frames_gz, part.frame_count = frames.body, frames.count
     if frames.count and last_at is not None:
         part.latest = reader.frames(last_at, last_at, 1)[0]
-    tick(f"{frames.count} frames")
+    tick(counted(frames.count, "frame"))
 
 
 #: State directories named when a directory given holds them instead of a journal of its own.

@@ -51,5 +51,10 @@ class Progress:
         self.step(node, what)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun`` in the number it takes: ``1 run``, ``2 runs`` (a noun ending in ``s`` stays: ``1 series``)."""
+    return f"{n} {noun if n == 1 or noun.endswith('s') else noun + 's'}"
+
+
 #: Steps each node reports: info, capture, history, frames.
 STEPS_PER_NODE = 4

@@ -24,7 +24,7 @@ from rigmon.snapshot.failures import pull_failed
 from rigmon.snapshot.history_decode import decode_history, history_of
 # Callers import it from here, where it lived before the journal's reading had a module of its own.
 from rigmon.snapshot.journal_part import read_journal as read_journal
-from rigmon.snapshot.progress import STEPS_PER_NODE, Progress
+from rigmon.snapshot.progress import STEPS_PER_NODE, Progress, counted
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
 FRAMES_CHUNK_S = 3600.0
@@ -72,7 +72,7 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
         part.files = capture.files
         part.capture_errors = list(capture.errors)
         steps_left -= 1
-        tick(f"{len(capture.files)} files captured")
+        tick(f"{counted(len(capture.files), 'file')} captured")
         part.alarms = await _active_alarms(client, url)
         part.to_at = capture.latest.taken_at if capture.latest else capture.taken_at
         part.from_at = part.to_at - since_s
@@ -99,11 +99,11 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
         part.history_json = resp.content
         series_left_out = _unreadable_parts(resp)
         steps_left -= 1
-        tick(f"{len(part.history.series)} series, {len(part.history.events)} events")
+        tick(f"{counted(len(part.history.series), 'series')}, {counted(len(part.history.events), 'event')}")
         part.frames_gz, part.frame_count, frames_left_out = await _pull_frames(retries, url, part.from_at,
                                                                                part.to_at)
         steps_left -= 1
-        tick(f"{part.frame_count} frames")
+        tick(counted(part.frame_count, "frame"))
         if series_left_out or frames_left_out:
             part.error = (f"the agent's journal is damaged: stored parts of the window that do not decompress "
                           f"were left out ({series_left_out} of the series, {frames_left_out} of the frames)")

@@ -64,6 +64,8 @@ MAX_LINES = 6
 #: Warning and critical events listed per node: the first `FIRST_EVENTS_LISTED` and the latest.
 MAX_EVENTS_LISTED = 40
 FIRST_EVENTS_LISTED = 10
+#: How REPORT.md says that it counts the two reports of one Xid once (`counted_events`).
+XID_PAIR_NOTE = "an Xid reported by both NVML and the kernel log (a kernel-log + NVML pair) counts as one"
 #: Alarms of the window listed per node (the latest to fire).
 MAX_ALARMS_LISTED = 40
 CHART_WIDTH = 100
@@ -177,16 +179,22 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         "| node | source | kernel | agent | NVIDIA driver | window | frames | events (warn/crit) | error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    merged_any = False
     for part in parts:
         info = part.info
-        sev = Counter(e.severity for e in part.events)
+        counted = counted_events(part.events)
+        merged_any = merged_any or len(counted) < len(part.events)
+        sev = Counter(e.severity for e in counted)
+        # Its events come with its history: without it, "0 (0/0)" would say the node was quiet.
+        events = "-" if part.history is None else f"{len(counted)} ({sev['warning']}/{sev['critical']})"
         driver = nvidia_driver(part.files)
         out.append(
             f"| {md_text(part.node)} | {md_text(part.source)} | {md_text(info.kernel) if info else '-'} | "
             f"{md_text(info.agent_version) if info else '-'} | {md_text(driver) if driver else '-'} | "
             f"{_stamp(part.from_at)} .. {_stamp(part.to_at)} | "
-            f"{part.frame_count} | {len(part.events)} ({sev['warning']}/{sev['critical']}) | "
-            f"{md_text(part.error or '')} |")
+            f"{part.frame_count} | {events} | {md_text(part.error or '')} |")
+    if merged_any:
+        out += ["", f"Events: {XID_PAIR_NOTE}; events.jsonl and the manifest count both reports."]
     budget = CHART_FRAMES_BUDGET
     for part in parts:
         out += ["", f"## {md_text(part.node)}", ""]
@@ -336,19 +344,31 @@ def _window_alarms_section(part: NodePart) -> list[str]:
     return lines + [""]
 
 
+def counted_events(events: Sequence[Event]) -> tuple[Event, ...]:
+    """A node's events (oldest first) as REPORT.md counts and lists them: an Xid that NVML and the kernel log
+    both reported is one event (`merge_xid_events`, as the dashboard shows it), though events.jsonl keeps both."""
+    return merge_xid_events(events)
+
+
 def _events_section(part: NodePart) -> list[str]:
     events = part.events
     if not events:
         return ["No events in the window.", ""]
-    kinds = Counter((e.kind, e.severity) for e in events)
+    # One Xid once, naming its sources, as the dashboard lists it: the agent keeps NVML's report and the
+    # kernel log's (events.jsonl has both), and counting or listing the two read as two Xids.
+    counted = counted_events(events)
+    kinds = Counter((e.kind, e.severity) for e in counted)
     lines = ["| event | severity | count |", "|---|---|---|"]
     lines += [f"| {md_text(kind)} | {md_text(sev)} | {n} |" for (kind, sev), n in sorted(kinds.items())]
+    reports = sum(e.kind == "xid" for e in events)
+    xids = sum(e.kind == "xid" for e in counted)
+    if xids < reports:
+        lines += ["", f"`xid`: {XID_PAIR_NOTE} ({xids} Xid{'' if xids == 1 else 's'}, {reports} reports in "
+                      "events.jsonl)."]
     # The events the dashboard's chart and incident timeline show (`notable_event`): the job's own
     # marks ("epoch 3 checkpoint") say what it was doing when the hardware failed, and a worker's
     # exit after the hardware trouble is the run's end even when its exit code was not seen.
-    # One Xid once, naming its sources, as the dashboard lists it: the agent keeps NVML's report and the
-    # kernel log's (events.jsonl has both), and listing the two read as two Xids.
-    notable = [e for e in merge_xid_events(events) if notable_event(e)]
+    notable = [e for e in counted if notable_event(e)]
     if notable:
         lines += ["", ("Warnings and critical events (alarms included), the job's marks and its processes' exits "
                        "after hardware trouble, latest last:"), ""]

@@ -210,11 +210,11 @@ def test_a_rerun_with_other_flags_prints_the_lines_of_the_configuration_kept(tmp
     again = setup_agent(tmp_path, "--listen", "0.0.0.0:9999", "--no-tls")
     assert again.returncode == 0, again.stderr
     # agent.toml is kept, so the agent still serves https on 9871: the lines to paste say that.
-    assert "note: /etc/rigmon/agent.toml is kept as it is, so the agent serves https on 0.0.0.0:9871" in again.stdout
+    assert "warning: /etc/rigmon/agent.toml is kept as it is, so the agent serves https on 0.0.0.0:9871" in again.stdout
     assert "rigmon dash https://rig7:9871 --token-file" in again.stdout
-    assert ":9999" not in again.stdout.split("note:")[1]
+    assert ":9999" not in again.stdout.split("warning: /etc/rigmon/agent.toml")[1]
     first = setup_agent(tmp_path)
-    assert "note:" not in first.stdout and "rigmon dash https://rig7:9871" in first.stdout
+    assert "is kept as it is" not in first.stdout and "rigmon dash https://rig7:9871" in first.stdout
 
 
 @pytest.mark.parametrize("user", ["", "Root", "9lives", "a b", "x" * 33])

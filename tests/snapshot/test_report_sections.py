@@ -57,6 +57,9 @@ def test_a_node_not_pulled_is_not_said_to_be_quiet_nor_to_lack_a_journal() -> No
     report = render_report([NodePart(node="http://10.0.0.11:9871", source="http://10.0.0.11:9871",
                                      error=refused)], 3600, T0)
     section = report.split("## http://10.0.0.11:9871", 1)[1]
+    # In the nodes table too: its events are not known, not none ("0 (0/0)").
+    (row,) = [line for line in report.splitlines() if line.startswith("| http://10.0.0.11:9871 |")]
+    assert row.split(" | ")[6:8] == ["0", "-"], row
     assert "No events in the window." not in section
     assert "journal" not in section
     assert "No series and no events: the node's history is not in the bundle (see its error in the table above)." \

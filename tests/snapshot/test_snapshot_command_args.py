@@ -48,3 +48,19 @@ def test_a_directory_of_state_directories_names_them(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert "state directories" not in (read_journal(empty, 3600).error or "")
+
+
+def test_counts_of_one_are_said_in_the_singular(tmp_path: Path) -> None:
+    # A node's journal of one run: "1 nodes, 5 frames" and "1 runs" read as a typo in every one-node snapshot.
+    state = tmp_path / "state"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    store = JournalStore(state, FakeClock())
+    store.begin_run("run1", "n1", T0)
+    store.write([frame(1, T0, 40.0)])
+    store.close()
+    proc = subprocess.run([sys.executable, "-m", "rigmon", "snapshot", "--journal", str(state), "-o",
+                           str(tmp_path / "bug.tar.gz")], capture_output=True, text=True, env=ENV, cwd=REPO,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{tmp_path / 'bug.tar.gz'}: 1 node, 1 frame"
+    assert "[1/4] n1: 1 run\n" in proc.stderr and "[4/4] n1: 1 frame\n" in proc.stderr
