@@ -6,8 +6,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.clock import Clock
-from rigmon.collectors.base import CollectorContext, CollectorError, EventDraft, PolledCollector
+from rigmon.collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventDraft,
+    PolledCollector,
+)
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.host_chip_names import zone_sensors
+from rigmon.collectors.host_hwmon import (
+    HwmonTempFacts,
+    TempRead,
+    hwmon_temp_reads,
+    read_hwmon_temp_facts,
+    temperature,
+)
 from rigmon.collectors.host_proc import (
     CpuTimes,
     parse_loadavg,
@@ -17,8 +30,7 @@ from rigmon.collectors.host_proc import (
     parse_uptime,
 )
 from rigmon.collectors.host_thermal import THERMAL, ZoneFacts, read_zone_facts
-from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, chip_of, hwmon_registrations, list_chip
-from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
+from rigmon.collectors.hwmon_chips import HwmonChip, chip_of, hwmon_registrations
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -73,47 +85,9 @@ def parse_net_kind(name: str, link_type: int | None, driver: str | None, has_dev
 #: bypasses the netdev counters), so those are never called stalled.
 STALL_KINDS = frozenset({"thunderbolt-net"})
 
-#: What a tick reads for one temperature: its input path, sensor name, label, and the high and
-#: critical limits (°C) read with its chip's facts (``None``: it has none).
-TempRead = tuple[str, str, str, float | None, float | None]
-
-
-def parse_temp_limit(text: str | None) -> float | None:
-    """A hwmon ``tempN_max``/``tempN_crit`` in °C; ``None`` when unreadable or not above 0 °C
-    (drivers that were given no limit report 0, e.g. an unprogrammed Super I/O channel: no limit)."""
-    limit_c = parse_millidegrees(text)
-    return limit_c if limit_c is not None and limit_c > 0 else None
-
-
-def temperature(sensor: str, label: str, temp_c: float, max_c: float | None,
-                crit_c: float | None) -> TemperatureReading:
-    """One sensor's reading with its limits, and whether it is at or over its critical limit
-    (``None``: it has none), which alarm rules select (a rule compares a field with a value, not
-    with another field)."""
-    return TemperatureReading(sensor=sensor, label=label, temp_c=temp_c, max_c=max_c, crit_c=crit_c,
-                              over_crit=None if crit_c is None else temp_c >= crit_c)
-
-
 # Interfaces that carry no rig traffic: loopback only. Virtual bridges stay visible
 # because thunderbolt-net and bonding show up as virtual devices too.
 _SKIPPED_INTERFACES = {"lo"}
-
-
-@dataclass(frozen=True, slots=True)
-class HwmonTempFacts:
-    """One hwmon chip's temperature channels (``temp1``...) with their labels, as shown."""
-
-    chip: str
-    channels: tuple[tuple[str, str], ...]
-    #: Per channel: its ``_input`` path, its sensor name (``hwmon3/temp1``), label (chip and
-    #: label), and its ``_max`` and ``_crit`` limits (see `TempRead`).
-    reads: tuple[TempRead, ...] = ()
-    #: A PMBus PSU's I2C client (``7-0058``), ``None`` for any other chip or a PSU without one.
-    i2c_client: str | None = None
-    #: `reads` with the sensors named by `i2c_client` (``7-0058/temp1``), for a PSU that has one.
-    client_reads: tuple[TempRead, ...] = ()
-    #: `ChipListing.seen`: the reading and alarm files this registration has shown.
-    seen: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +248,7 @@ class HostCollector(PolledCollector):
         for temp_path, sensor, label, max_c, crit_c in self._zone_reads:
             temp_c = parse_millidegrees(read(temp_path))
             if temp_c is not None:
-                out.append(temperature(sensor, label, temp_c, max_c, crit_c))
+                out.append(temperature(sensor, label, temp_c, max_c, crit_c, temp_path))
         chips = hwmon_registrations(self.root)
         if not self._chips.begin(chips) or self._chip_reads is None:
             self._chip_reads = None
@@ -290,78 +264,27 @@ class HostCollector(PolledCollector):
                     self._chips.reread(gone)
                 continue
             if temp_c is not None:
-                out.append(temperature(sensor, label, temp_c, max_c, crit_c))
+                out.append(temperature(sensor, label, temp_c, max_c, crit_c, input_path))
         return out
 
     def _thermal_reads(self, zones: list[str]) -> tuple[TempRead, ...]:
-        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor, label and
-        the limits of its ``hot`` and ``critical`` trip points (read with its facts, see `read_zone_facts`)."""
-        reads: list[TempRead] = []
-        for zone in zones:
-            facts = self._zones.get(zone, self._zone_facts)
-            reads.append((facts.temp_path, zone, facts.label, facts.max_c, facts.crit_c))
-        return tuple(reads)
+        """Each thermal zone's temperature a tick reads, in order: its ``temp`` path, sensor (named by its
+        type, `zone_sensors`: ``thermal_zoneN`` is numbered in probe order), label and the limits of its
+        ``hot`` and ``critical`` trip points (read with its facts, see `read_zone_facts`)."""
+        facts = [self._zones.get(zone, self._zone_facts) for zone in sorted(zones, key=_zone_number)]
+        return tuple((f.temp_path, sensor, f.label, f.max_c, f.crit_c)
+                     for f, sensor in zip(facts, zone_sensors([f.label for f in facts]), strict=True))
 
     def _hwmon_reads(self, chip_ids: list[HwmonChip]) -> tuple[TempRead, ...]:
-        """Each hwmon temperature a tick reads, in order: its ``_input`` path, sensor, label and limits."""
-        facts = [self._chips.get(chip, self._hwmon_facts) for chip in chip_ids]
-        chips = [hwmon for hwmon, _ in chip_ids]
-        # A PMBus PSU's temperature is named by its I2C client, as psu_hwmon names the PSU: the
-        # kernel numbers hwmon devices in probe order, so after a reboot hwmonN may be another
-        # PSU, and the journal series, /metrics labels and alarm identities would follow it.
-        clients = [f.i2c_client for f in facts if f.i2c_client is not None]
-        if len(set(clients)) != len(clients):
-            psus = [(hwmon, f.i2c_client) for hwmon, f in zip(chips, facts, strict=True) if f.client_reads]
-            shared = {hwmon for (hwmon, client), sensor in zip(psus, psu_sensors(psus), strict=True)
-                      if sensor != client}
-        else:
-            shared = set()
-        return tuple(read for hwmon, chip_facts in zip(chips, facts, strict=True)
-                     for read in (chip_facts.client_reads if chip_facts.client_reads and hwmon not in shared
-                                  else chip_facts.reads))
+        """Each hwmon temperature a tick reads, in order: its ``_input`` path, sensor, label and limits
+        (`hwmon_temp_reads`)."""
+        return hwmon_temp_reads(chip_ids, [self._chips.get(chip, self._hwmon_facts) for chip in chip_ids])
 
     def _zone_facts(self, zone: str) -> ZoneFacts:
         return read_zone_facts(self.root, zone)
 
     def _hwmon_facts(self, chip_id: HwmonChip) -> HwmonTempFacts:
-        """A chip's name, temperature channels with their labels and limits (``tempN_max``,
-        ``tempN_crit``: read here, once per registration, not every tick), and I2C client (a PMBus PSU's).
-
-        A chip lacking a file it should have (`ChipListing.incomplete`: an input its driver creates
-        a moment after the chip appears, or hides for now) has its facts read again soon, backing
-        off (`DeviceFacts.recheck`); an absent input is not read until it is listed. What an earlier
-        read of the same registration found and this one does not (a ``name`` or ``device`` link
-        that did not read) is kept.
-        """
-        hwmon = chip_id[0]
-        base = f"{HWMON}/{hwmon}"
-        before, listing = list_chip(self.root, self._chips, chip_id)
-        present = listing.present
-        channels = []
-        limits: list[tuple[float | None, float | None]] = []
-        for entry in listing.entries:
-            if not (entry.startswith("temp") and entry.endswith("_input")):
-                continue
-            channel = entry[: -len("_input")]
-            label = self.root.read_attr(f"{base}/{channel}_label") if f"{channel}_label" in present else None
-            channels.append((channel, label or channel))
-            limits.append((self._temp_limit(f"{base}/{channel}_max", present),
-                           self._temp_limit(f"{base}/{channel}_crit", present)))
-        chip = self.root.read_attr(f"{base}/name") or (hwmon if before is None else before.chip)
-        client = parse_i2c_client(self.root.readlink(f"{base}/device")) if chip in PMBUS_DRIVERS else None
-        if client is None and before is not None and before.chip == chip:
-            client = before.i2c_client
-        return HwmonTempFacts(chip=chip, channels=tuple(channels), reads=tuple(
-            (f"{base}/{channel}_input", f"{hwmon}/{channel}", f"{chip} {label}", max_c, crit_c)
-            for (channel, label), (max_c, crit_c) in zip(channels, limits, strict=True)),
-            i2c_client=client, client_reads=() if client is None else tuple(
-            (f"{base}/{channel}_input", f"{client}/{channel}", f"{chip} {label}", max_c, crit_c)
-            for (channel, label), (max_c, crit_c) in zip(channels, limits, strict=True)),
-            seen=listing.seen)
-
-    def _temp_limit(self, path: str, present: frozenset[str]) -> float | None:
-        """The limit (°C) in ``path`` when its chip's listing ``present`` holds it (not opened when not)."""
-        return parse_temp_limit(self.root.read_attr(path)) if path.rsplit("/", 1)[-1] in present else None
+        return read_hwmon_temp_facts(self.root, self._chips, chip_id)
 
     def _net(self) -> list[NetInterfaceReading | EventDraft]:
         # An interface may be named in any bytes but "/", ":" and white space: read as its sysfs
@@ -467,6 +390,13 @@ class HostCollector(PolledCollector):
             return False
         last = self._last_active_s.get(name)
         return up and last is not None and now_s - last >= self.net_stall_after_s
+
+
+def _zone_number(zone: str) -> int:
+    """``thermal_zone12`` -> 12: zones in the order the kernel registered them (``thermal_zone10``
+    after ``thermal_zone9``, where a listing sorts it after ``thermal_zone1``)."""
+    digits = zone.removeprefix("thermal_zone")
+    return int(digits) if digits.isdigit() else -1
 
 
 def make_host_collector(ctx: CollectorContext) -> HostCollector:

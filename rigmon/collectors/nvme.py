@@ -17,7 +17,7 @@ from rigmon.collectors.base import (
 from rigmon.collectors.device_facts import DeviceFacts
 from rigmon.collectors.hwmon_chips import device_hwmon_dirs, hwmon_registrations
 from rigmon.collectors.nvme_md import MdHolders
-from rigmon.collectors.nvme_temp import judge_over_max, parse_alarm, temp_events, temp_reason
+from rigmon.collectors.nvme_temp import judge_over_max, md_arrays_data, parse_alarm, temp_events, temp_reason
 from rigmon.collectors.sysfs_values import parse_int, parse_millidegrees
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames
@@ -391,56 +391,74 @@ class NvmeCollector(PolledCollector):
                 self._state_read[r.name] = r.state
             if before is None:
                 if seen is not None:
-                    out.append(EventDraft("nvme_added", "info", subject, f"NVMe {label} appeared",
-                                          {"serial": r.serial, "model": r.model}))
+                    out.append(EventDraft("nvme_added", "info", subject, f"NVMe {label} appeared{_in_arrays(r)}",
+                                          {"serial": r.serial, "model": r.model,
+                                           "md_arrays": md_arrays_data(r.md_arrays)}))
                 if r.link_lost:
-                    out.append(EventDraft("nvme_link_lost", "critical", subject,
-                                          f"NVMe {label} PCIe link lost (reads Unknown)", {"serial": r.serial}))
+                    out.append(_link_lost_event(r, subject, label))
                 if r.link_state == "degraded":
                     out.append(_below_max_event(r, subject, label))
                 continue
             if r.link_lost and not before.link_lost:
-                out.append(EventDraft("nvme_link_lost", "critical", subject,
-                                      f"NVMe {label} PCIe link lost (reads Unknown)", {"serial": r.serial}))
+                out.append(_link_lost_event(r, subject, label))
             elif read and link_before is not None and not r.link_lost \
                     and (r.link_speed_gts, r.link_width) != (link_before.link_speed_gts, link_before.link_width):
                 out.append(EventDraft(
                     "nvme_link_changed", "warning", subject,
-                    f"NVMe {label} PCIe link {_link(link_before)} -> {_link(r)}",
+                    f"NVMe {label} PCIe link {_link(link_before)} -> {_link(r)}{_in_arrays(r)}",
                     {"from_gts": link_before.link_speed_gts, "to_gts": r.link_speed_gts,
-                     "from_width": link_before.link_width, "to_width": r.link_width},
+                     "from_width": link_before.link_width, "to_width": r.link_width,
+                     "md_arrays": md_arrays_data(r.md_arrays)},
                 ))
             if r.link_state == "degraded" and before.link_state != "degraded":
                 out.append(_below_max_event(r, subject, label))
             elif r.link_state == "ok" and before.link_state == "degraded":
                 out.append(EventDraft("nvme_link_recovered", "info", subject,
-                                      f"NVMe {label} PCIe link back at {_link(r)}", _link_data(r)))
+                                      f"NVMe {label} PCIe link back at {_link(r)}{_in_arrays(r)}", _link_data(r)))
             if r.state is not None and state_before is not None and r.state != state_before:
                 sev = "info" if r.state == "live" else "warning"
                 out.append(EventDraft("nvme_state_changed", sev, subject,
-                                      f"NVMe {label} state {state_before} -> {r.state}",
-                                      {"from": state_before, "to": r.state}))
+                                      f"NVMe {label} state {state_before} -> {r.state}{_in_arrays(r)}",
+                                      {"from": state_before, "to": r.state, "md_arrays": md_arrays_data(r.md_arrays)}))
         for name, gone in (seen or {}).items():
             if name not in now:
                 self._link_read.pop(name, None)
                 self._state_read.pop(name, None)
                 self._hot.pop(name, None)
                 label = f"{name} ({gone.model})" if gone.model else name
-                out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}", f"NVMe {label} disappeared",
-                                      {"serial": gone.serial, "model": gone.model}))
+                # The arrays it was in at its last reading: those that lost a member.
+                out.append(EventDraft("nvme_removed", "warning", f"nvme:{name}",
+                                      f"NVMe {label} disappeared{_in_arrays(gone)}",
+                                      {"serial": gone.serial, "model": gone.model,
+                                       "md_arrays": md_arrays_data(gone.md_arrays)}))
         return out
 
 
 def _below_max_event(r: NvmeReading, subject: str, label: str) -> EventDraft:
     # A Gen4 drive trained at Gen3 halves a model load: a warning, like a GPU's PCIe link.
     return EventDraft("nvme_link_below_max", "warning", subject,
-                      f"NVMe {label} PCIe link below its maximum: {r.link_degraded_reason}", _link_data(r))
+                      f"NVMe {label} PCIe link below its maximum{_in_arrays(r)}: {r.link_degraded_reason}",
+                      _link_data(r))
+
+
+def _link_lost_event(r: NvmeReading, subject: str, label: str) -> EventDraft:
+    return EventDraft("nvme_link_lost", "critical", subject,
+                      f"NVMe {label} PCIe link lost (reads Unknown){_in_arrays(r)}",
+                      {"serial": r.serial, "md_arrays": md_arrays_data(r.md_arrays)})
 
 
 def _link_data(r: NvmeReading) -> dict[str, str | int | float | bool | None]:
+    """A link event's data: the link now and what its ends can do, and the md arrays the drive is in
+    (`md_arrays_data`), which a slowed drive slows."""
     return {"serial": r.serial, "link_gts": r.link_speed_gts, "link_width": r.link_width,
             "max_link_gts": r.max_link_speed_gts, "max_link_width": r.max_link_width,
-            "port_max_link_gts": r.port_max_link_speed_gts, "port_max_link_width": r.port_max_link_width}
+            "port_max_link_gts": r.port_max_link_speed_gts, "port_max_link_width": r.port_max_link_width,
+            "md_arrays": md_arrays_data(r.md_arrays)}
+
+
+def _in_arrays(r: NvmeReading) -> str:
+    """`` in md127`` (``, md126`` for more) for a drive some md arrays hold, for its events' messages."""
+    return f" in {', '.join(r.md_arrays)}" if r.md_arrays else ""
 
 
 def _link(r: NvmeReading) -> str:

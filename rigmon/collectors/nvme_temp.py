@@ -26,6 +26,12 @@ def judge_over_max(temp_c: float | None, temp_max_c: float | None, alarm: bool |
     return True if alarm else alarm
 
 
+def md_arrays_data(md_arrays: tuple[str, ...]) -> str | None:
+    """An NVMe event's ``md_arrays``: the md arrays holding the drive, space-separated (``md127 md126``),
+    ``None`` for a drive in no array. Event data are single values, never lists."""
+    return " ".join(md_arrays) or None
+
+
 def temp_reason(temp_c: float | None, temp_max_c: float | None, temp_crit_c: float | None,
                 md_arrays: tuple[str, ...]) -> str:
     """A drive at or over its warning threshold in words, for alarm messages and screens:
@@ -46,7 +52,7 @@ def temp_events(r: NvmeReading, was_hot: bool | None, subject: str, label: str) 
         return []
     data: dict[str, str | int | float | bool | None] = {
         "serial": r.serial, "temp_c": r.temp_c, "temp_max_c": r.temp_max_c, "temp_crit_c": r.temp_crit_c,
-        "md_arrays": " ".join(r.md_arrays) or None}
+        "md_arrays": md_arrays_data(r.md_arrays)}
     label = f"NVMe {label}"
     if r.temp_over_max:
         return [EventDraft("nvme_temp_over_max", "warning", subject,

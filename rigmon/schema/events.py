@@ -33,9 +33,11 @@ _RDMA: dict[str, EventDataType] = {
     "device": "text", "port": "int", "state": "text", "phys_state": "text", "rate_gbps": "number",
     "expected_gbps": "number", "link_layer": "text", "link_state": "text", "link_downed_total": "int",
 }
+#: ``md_arrays``: the md arrays holding the drive (a namespace or a partition of it), space-separated
+#: (``md127 md126``), null for a drive in no array; an ``nvme_removed``'s those it was in when last read.
 _NVME_LINK: dict[str, EventDataType] = {
     "serial": "text", "link_gts": "number", "link_width": "int", "max_link_gts": "number",
-    "max_link_width": "int", "port_max_link_gts": "number", "port_max_link_width": "int",
+    "max_link_width": "int", "port_max_link_gts": "number", "port_max_link_width": "int", "md_arrays": "text",
 }
 _NVME_TEMP: dict[str, EventDataType] = {
     "serial": "text", "temp_c": "number", "temp_max_c": "number", "temp_crit_c": "number", "md_arrays": "text",
@@ -143,13 +145,14 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "raid_member_changed": {**_FROM_TO, "member": "text"},
     "raid_sync_changed": _FROM_TO,
     "raid_array_removed": {"md_name": "text"},
-    "nvme_added": {"serial": "text", "model": "text"},
-    "nvme_removed": {"serial": "text", "model": "text"},
-    "nvme_link_lost": {"serial": "text"},
-    "nvme_link_changed": {"from_gts": "number", "to_gts": "number", "from_width": "int", "to_width": "int"},
+    "nvme_added": {"serial": "text", "model": "text", "md_arrays": "text"},
+    "nvme_removed": {"serial": "text", "model": "text", "md_arrays": "text"},
+    "nvme_link_lost": {"serial": "text", "md_arrays": "text"},
+    "nvme_link_changed": {"from_gts": "number", "to_gts": "number", "from_width": "int", "to_width": "int",
+                          "md_arrays": "text"},
     "nvme_link_below_max": _NVME_LINK,
     "nvme_link_recovered": _NVME_LINK,
-    "nvme_state_changed": _FROM_TO,
+    "nvme_state_changed": {**_FROM_TO, "md_arrays": "text"},
     "nvme_temp_over_max": _NVME_TEMP,
     "nvme_temp_normal": _NVME_TEMP,
     # links

@@ -383,6 +383,8 @@ class SimAmdGpu:
         tree.write(f"{dev}/vendor", "0x1002\n")
         tree.write(f"{dev}/device", f"{self.device_id}\n")
         tree.write(f"{dev}/class", "0x038000\n")
+        if not tree.path(f"{dev}/subsystem").is_symlink():
+            tree.symlink(f"{dev}/subsystem", "../../../../bus/pci")
         busy = self.busy_pct > 5
         tree.write(f"{dev}/gpu_busy_percent", f"{int(self.busy_pct)}\n")
         tree.write(f"{dev}/pp_dpm_sclk", _dpm(self.sclk_levels_mhz, len(self.sclk_levels_mhz) - 1 if busy else 0))

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 from dataclasses import dataclass, field
 
 from rigmon.sim.counters import CarriedCounters
+from rigmon.sim.hwmon import SimHwmon
 from rigmon.sim.node import SimNode
 from rigmon.sim.tree import Tree
 
 USER_HZ = 100
 GIB = 1024**3
+#: The CPU's temperature device as the kernel registers it: coretemp's platform device, k10temp's PCI
+#: function (the data fabric's misc function 3 of an AMD CPU: ``k10temp-pci-00c3`` to lm-sensors),
+#: and the bus each is on.
+CPU_SENSOR_DEVICES = {"coretemp": ("/sys/devices/platform/coretemp.0", "/sys/bus/platform"),
+                      "k10temp": ("/sys/devices/pci0000:00/0000:00:18.3", "/sys/bus/pci")}
 
 
 @dataclass
@@ -71,6 +78,11 @@ class SimHost:
     cooling: float = 1.0
     #: Boot time (Unix seconds) written as ``btime``: the node's start time less its uptime then.
     boot_at: int = 1_700_000_000
+    #: The ``hwmonN`` the CPU's temperature chip is registered as: the kernel numbers hwmon devices in
+    #: probe order, which changes between boots (another boot of the same node: another number).
+    cpu_hwmon: int = 0
+    #: The CPU's temperature chip's registration (made at the first `write`).
+    _cpu_chip: SimHwmon | None = field(default=None, repr=False)
     _rng: random.Random = field(default_factory=random.Random)
     _traffic: CarriedCounters = field(default_factory=CarriedCounters)
     """The NICs' byte and packet counters, carried on to the write time."""
@@ -139,16 +151,23 @@ class SimHost:
         for k, (trip_type, trip_c) in enumerate(self.zone_trips):
             tree.write(f"/sys/class/thermal/thermal_zone0/trip_point_{k}_type", f"{trip_type}\n")
             tree.write(f"/sys/class/thermal/thermal_zone0/trip_point_{k}_temp", f"{int(trip_c * 1000)}\n")
-        tree.write("/sys/class/hwmon/hwmon0/name", f"{chip}\n")
-        tree.write("/sys/class/hwmon/hwmon0/temp1_label", f"{label}\n")
+        self._write_cpu_chip(tree, chip, label)
+        self._write_net(tree)
+
+    def _write_cpu_chip(self, tree: Tree, chip: str, label: str) -> None:
+        """The CPU's hwmon chip (``chip``, its input labelled ``label``), registered below its device."""
+        device, bus = CPU_SENSOR_DEVICES[chip]
+        if self._cpu_chip is None:
+            self._cpu_chip = SimHwmon(parent=f"{device}/hwmon", number=self.cpu_hwmon)
+            tree.symlink(f"{device}/subsystem", os.path.relpath(bus, device))
+        fixed = {"name": f"{chip}\n", "temp1_label": f"{label}\n"}
+        for limit, limit_c in (("max", self.cpu_max_c), ("crit", self.cpu_crit_c)):
+            if limit_c is not None:
+                fixed[f"temp1_{limit}"] = f"{int(limit_c * 1000)}\n"
         chip_c = self.cpu_temp_c + 2
         if self.cpu_crit_c is not None:
             chip_c = min(chip_c, self.cpu_crit_c)  # its sensor reads the distance to TjMax: none past it
-        tree.write("/sys/class/hwmon/hwmon0/temp1_input", f"{int(chip_c * 1000)}\n")
-        for limit, limit_c in (("max", self.cpu_max_c), ("crit", self.cpu_crit_c)):
-            if limit_c is not None:
-                tree.write(f"/sys/class/hwmon/hwmon0/temp1_{limit}", f"{int(limit_c * 1000)}\n")
-        self._write_net(tree)
+        self._cpu_chip.write(tree, {"temp1_input": f"{int(chip_c * 1000)}\n"}, fixed=fixed)
 
     def _write_net(self, tree: Tree) -> None:
         head = (

@@ -1,6 +1,6 @@
 """Simulated hwmon registrations of devices whose hwmon directory sits below their own (an NVMe
-controller's, an amdgpu card's): the directory, its ``/sys/class/hwmon`` link, and what a controller
-reset or a driver reload does to them."""
+controller's, an amdgpu card's, a CPU's k10temp or coretemp): the directory, its ``device`` link and
+its ``/sys/class/hwmon`` link, and what a controller reset or a driver reload does to them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ HWMON_CLASS = "/sys/class/hwmon"
 @dataclass
 class SimHwmon:
     """One device's hwmon registration, as the kernel's hwmon core makes it: the directory
-    ``<parent>/hwmon<number>`` and the class link ``/sys/class/hwmon/hwmon<number>`` to it.
+    ``<parent>/hwmon<number>`` with its ``device`` link to the device it is registered for, and the
+    class link ``/sys/class/hwmon/hwmon<number>`` to it.
 
     Args:
         parent: the directory the hwmon directory is in (``/sys/class/nvme/nvme0``, ``<pci>/hwmon``).
@@ -33,6 +34,12 @@ class SimHwmon:
     _written: int | None = field(default=None, init=False, repr=False)
     #: Whether the tree holds this registration (made anew at the next `write` if not).
     _registered: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def device(self) -> str:
+        """The device the registration is for, its ``device`` link's target: the parent, or the
+        parent's parent for a ``<device>/hwmon`` parent (``<pci>/hwmon/hwmon1/device`` -> ``<pci>``)."""
+        return self.parent.removesuffix("/hwmon")
 
     @property
     def path(self) -> str:
@@ -70,6 +77,9 @@ class SimHwmon:
             # Under the same name too, a new directory and link (new inode numbers), never the old
             # ones emptied: how a reader tells the registrations apart (`Tree.renew_dir`).
             tree.renew_dir(self.path)
+            # hwmon_device_register_with_info(dev, ...): the hwmon device's ``device`` link is ``dev``,
+            # the link by which lm-sensors (and rigmon) names the chip by its bus and address.
+            tree.symlink(f"{self.path}/device", os.path.relpath(self.device, self.path))
             tree.symlink(f"{HWMON_CLASS}/hwmon{self.number}", os.path.relpath(self.path, HWMON_CLASS))
             self._written = self.number
             self._registered = True

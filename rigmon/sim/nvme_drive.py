@@ -121,7 +121,10 @@ class SimNvmeDrive:
 
     @property
     def pcie_bytes_per_s(self) -> float:
-        """Payload the trained PCIe link carries: lanes x transfer rate x line-code share x TLP payload share."""
+        """Payload the trained PCIe link carries: lanes x transfer rate x line-code share x TLP payload share;
+        nothing over a lost link (``Unknown``: the drive fell off the bus, see `retrain`)."""
+        if not self.link_gts[:1].isdigit():
+            return 0.0
         gts = float(self.link_gts.split()[0])
         share = next(s for top, s in PCIE_ENCODING if gts <= top)
         return gts * 1e9 * self.link_width * share * PCIE_PAYLOAD_SHARE / BITS_PER_BYTE
@@ -138,7 +141,8 @@ class SimNvmeDrive:
         return self.max_bytes_per_s * (THROTTLE_SHARE if self.throttling else 1.0)
 
     def retrain(self, link_gts: str, link_width: int) -> None:
-        """Train the PCIe link again at ``link_gts`` (``"8.0 GT/s PCIe"``) x ``link_width``."""
+        """Train the PCIe link again at ``link_gts`` (``"8.0 GT/s PCIe"``) x ``link_width``; ``"Unknown"`` x 63
+        is a link lost (config space reading all ones)."""
         self.link_gts = link_gts
         self.link_width = link_width
 

@@ -313,6 +313,9 @@ class SimStorage:
             tree.write(f"{ctrl}/numa_node", "-1\n")
             tree.write(f"{ctrl}/{d.ns}/size", f"{d.size_kib * 2}\n")
             tree.symlink(f"{ctrl}/device", f"../../../bus/pci/devices/{d.address}")
+            # A controller is a class device (``nvme``); its PCI function is on the ``pci`` bus.
+            tree.symlink(f"{ctrl}/subsystem", "../../../class/nvme")
+            tree.symlink(f"{pci}/subsystem", "../../../../bus/pci")
             tree.write(f"{pci}/max_link_speed", f"{d.max_link_gts}\n")
             tree.write(f"{pci}/max_link_width", f"{d.max_link_width}\n")
             tree.write(f"/sys/block/{d.ns}/size", f"{d.size_kib * 2}\n")

@@ -296,7 +296,7 @@ def test_host_interface_and_sensor_appearing_are_seen_with_their_kind_and_label(
     write_tree(tmp_path, {"/sys/class/hwmon/hwmon0/name": "nvme\n", "/sys/class/hwmon/hwmon0/temp1_input": "39000\n",
                           "/sys/class/hwmon/hwmon0/temp1_label": "Composite\n"})
     temps = {r.sensor: r.label for r in collector.collect() if isinstance(r, TemperatureReading)}
-    assert temps == {"hwmon0/temp1": "nvme Composite"}
+    assert temps == {"nvme-virtual-0/Composite": "nvme Composite"}
 
 
 def tb_files(name: str, vendor: str, device: str, unique_id: str) -> dict[str, str]:

@@ -230,7 +230,7 @@ def test_psu_temperatures_are_named_by_the_i2c_client_across_a_reboot(tmp_path: 
     before = _psu_temperatures(tmp_path / "boot1", ((3, "7-0058", 38000), (4, "7-0059", 52000), (5, None, 30000)))
     after = _psu_temperatures(tmp_path / "boot2", ((3, "7-0059", 52000), (4, "7-0058", 38000), (5, None, 30000)))
     assert before == after == {
-        "hwmon0/temp1": ("k10temp temp1", 45.0),
+        "k10temp-virtual-0/temp1": ("k10temp temp1", 45.0),  # no device link: libsensors' virtual device
         "7-0058/temp1": ("pmbus temp1", 38.0),
         "7-0059/temp1": ("pmbus temp1", 52.0),
         "hwmon5/temp1": ("pmbus temp1", 30.0),  # no I2C client: the hwmon name, as psu_hwmon does
@@ -240,4 +240,4 @@ def test_psu_temperatures_are_named_by_the_i2c_client_across_a_reboot(tmp_path: 
 def test_two_psu_chips_of_one_i2c_client_keep_their_hwmon_names(tmp_path: Path) -> None:
     # One client cannot name two chips' temperatures (psu_sensors): they stay hwmonN, unique.
     temps = _psu_temperatures(tmp_path, ((3, "7-0058", 38000), (4, "7-0058", 52000), (5, "7-0059", 30000)))
-    assert set(temps) == {"hwmon0/temp1", "hwmon3/temp1", "hwmon4/temp1", "7-0059/temp1"}
+    assert set(temps) == {"k10temp-virtual-0/temp1", "hwmon3/temp1", "hwmon4/temp1", "7-0059/temp1"}

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.host import HostCollector, parse_temp_limit
+from rigmon.collectors.host import HostCollector
+from rigmon.collectors.host_hwmon import parse_temp_limit
 from rigmon.schema import TemperatureReading
 from rigmon.sim import write_tree
 from rigmon.sim.nvme_drive import NVME_HWMON_FILES
@@ -42,15 +43,15 @@ def test_hwmon_temperatures_carry_their_limits_read_once_per_registration(tmp_pa
     root = ReadLog(tmp_path)
     collector = HostCollector(root, FakeClock())
     assert _limits(collector) == {
-        "thermal_zone0": (52.0, None, None),
-        "hwmon0/temp1": (45.25, None, None),
-        "hwmon1/temp1": (100.0, 80.0, 100.0),
-        "hwmon2/temp1": (82.05, 81.85, 84.85),
-        "hwmon3/temp1": (35.0, None, None),
+        "x86_pkg_temp": (52.0, None, None),
+        "k10temp-virtual-0/Tctl": (45.25, None, None),
+        "coretemp-virtual-0/Package id 0": (100.0, 80.0, 100.0),
+        "nvme-virtual-0/Composite": (82.05, 81.85, 84.85),
+        "nct6779-virtual-0/temp1": (35.0, None, None),
     }
     root.read.clear()
     for _ in range(3):
-        assert _limits(collector)["hwmon2/temp1"] == (82.05, 81.85, 84.85)
+        assert _limits(collector)["nvme-virtual-0/Composite"] == (82.05, 81.85, 84.85)
     # Facts: a tick reads the inputs only.
     assert not [r for r in root.read if r.endswith(("_max", "_crit"))]
 

@@ -34,7 +34,7 @@ def _temps(collector: HostCollector) -> list[tuple[str, str, float]]:
 def test_temperatures_follow_zones_and_chips_that_come_and_go(tmp_path: Path) -> None:
     tree = write_tree(tmp_path, BASE)
     collector = HostCollector(HostRoot(tmp_path), FakeClock())
-    assert _temps(collector) == [("thermal_zone0", "x86_pkg_temp", 52.0), ("hwmon0/temp1", "k10temp Tctl", 45.25)]
+    assert _temps(collector) == [("x86_pkg_temp", "x86_pkg_temp", 52.0), ("k10temp-virtual-0/Tctl", "k10temp Tctl", 45.25)]
     tree.write("/sys/class/thermal/thermal_zone1/type", "acpitz\n")
     tree.write("/sys/class/thermal/thermal_zone1/temp", "30000\n")
     tree.write("/sys/class/hwmon/hwmon1/name", "nvme\n")
@@ -42,19 +42,19 @@ def test_temperatures_follow_zones_and_chips_that_come_and_go(tmp_path: Path) ->
     tree.write("/sys/class/hwmon/hwmon1/temp2_input", "40850\n")
     tree.write("/sys/class/hwmon/hwmon1/temp2_label", "Sensor 1\n")
     assert _temps(collector) == [
-        ("thermal_zone0", "x86_pkg_temp", 52.0), ("thermal_zone1", "acpitz", 30.0),
-        ("hwmon0/temp1", "k10temp Tctl", 45.25), ("hwmon1/temp1", "nvme temp1", 38.85),
-        ("hwmon1/temp2", "nvme Sensor 1", 40.85)]
+        ("x86_pkg_temp", "x86_pkg_temp", 52.0), ("acpitz", "acpitz", 30.0),
+        ("k10temp-virtual-0/Tctl", "k10temp Tctl", 45.25), ("nvme-virtual-0/temp1", "nvme temp1", 38.85),
+        ("nvme-virtual-0/Sensor 1", "nvme Sensor 1", 40.85)]
     # A zone and a chip go.
     tree.remove("/sys/class/thermal/thermal_zone0")
     tree.remove("/sys/class/hwmon/hwmon1")
-    assert _temps(collector) == [("thermal_zone1", "acpitz", 30.0), ("hwmon0/temp1", "k10temp Tctl", 45.25)]
+    assert _temps(collector) == [("acpitz", "acpitz", 30.0), ("k10temp-virtual-0/Tctl", "k10temp Tctl", 45.25)]
     # An input vanishes while its chip stays (read, absent: no reading), then comes back.
     tree.remove("/sys/class/hwmon/hwmon0/temp1_input")
-    assert _temps(collector) == [("thermal_zone1", "acpitz", 30.0)]
+    assert _temps(collector) == [("acpitz", "acpitz", 30.0)]
     tree.write("/sys/class/hwmon/hwmon0/temp1_input", "46000\n")
     tree.write("/sys/class/thermal/thermal_zone1/temp", "31000\n")
-    assert _temps(collector) == [("thermal_zone1", "acpitz", 31.0), ("hwmon0/temp1", "k10temp Tctl", 46.0)]
+    assert _temps(collector) == [("acpitz", "acpitz", 31.0), ("k10temp-virtual-0/Tctl", "k10temp Tctl", 46.0)]
 
 
 def test_a_relabelled_sensor_is_seen_when_the_facts_are_read_again(tmp_path: Path) -> None:

@@ -50,14 +50,14 @@ def test_zones_carry_their_hot_and_critical_trips_read_once_per_zone(tmp_path: P
     root = ReadLog(tmp_path)
     collector = HostCollector(root, FakeClock())
     assert _limits(collector) == {
-        "thermal_zone0": (52.0, None, None, None),
-        "thermal_zone1": (105.0, 100.0, 105.0, True),
-        "hwmon0/temp1": (45.25, None, None, None),
+        "x86_pkg_temp": (52.0, None, None, None),
+        "acpitz": (105.0, 100.0, 105.0, True),
+        "k10temp-virtual-0/Tctl": (45.25, None, None, None),
     }
     root.read.clear()
     tree.write(f"{ZONE1}/temp", "99500\n")
     for _ in range(3):
-        assert _limits(collector)["thermal_zone1"] == (99.5, 100.0, 105.0, False)
+        assert _limits(collector)["acpitz"] == (99.5, 100.0, 105.0, False)
     # Facts: a tick reads the temperatures only.
     assert not [r for r in root.read if "trip_point" in r]
 
@@ -65,9 +65,9 @@ def test_zones_carry_their_hot_and_critical_trips_read_once_per_zone(tmp_path: P
 def test_hwmon_temperatures_say_whether_they_are_at_their_critical_limit(tmp_path: Path) -> None:
     write_tree(tmp_path, HWMON_FILES)
     limits = _limits(HostCollector(ReadLog(tmp_path), FakeClock()))
-    assert limits["hwmon1/temp1"] == (100.0, 80.0, 100.0, True)    # coretemp at TjMax: at, not over
-    assert limits["hwmon2/temp1"] == (82.05, 81.85, 84.85, False)  # an NVMe over WCTEMP, under CCTEMP
-    assert limits["hwmon3/temp1"] == (35.0, None, None, None)
+    assert limits["coretemp-virtual-0/Package id 0"] == (100.0, 80.0, 100.0, True)    # coretemp at TjMax: at, not over
+    assert limits["nvme-virtual-0/Composite"] == (82.05, 81.85, 84.85, False)  # an NVMe over WCTEMP, under CCTEMP
+    assert limits["nct6779-virtual-0/temp1"] == (35.0, None, None, None)
 
 
 class VanishingTrips(ReadLog):
@@ -99,8 +99,8 @@ def test_garbled_or_vanished_trip_points_are_no_limit(tmp_path: Path) -> None:
         f"{ZONE0}/trip_point_4_temp": "90000\n",              # no type file
     })
     limits = _limits(HostCollector(VanishingTrips(tmp_path), FakeClock()))
-    assert limits["thermal_zone0"] == (52.0, None, None, None)
-    assert limits["thermal_zone1"] == (105.0, None, None, None)
+    assert limits["x86_pkg_temp"] == (52.0, None, None, None)
+    assert limits["acpitz"] == (105.0, None, None, None)
 
 
 @pytest.mark.parametrize(("trips", "limits"), [

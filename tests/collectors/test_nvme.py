@@ -72,7 +72,7 @@ def test_link_retrain_is_an_event(tmp_path: Path) -> None:
     records = collector.collect()
     events = [r for r in records if isinstance(r, EventDraft)]
     assert [e.kind for e in events] == ["nvme_link_changed"]
-    assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4}
+    assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4, "md_arrays": None}
     write_tree(tmp_path, {"/sys/bus/pci/devices/0000:64:00.0/current_link_speed": "Unknown\n"})
     assert [r.kind for r in collector.collect() if isinstance(r, EventDraft)] == ["nvme_link_lost"]
 
@@ -125,7 +125,7 @@ def test_a_link_that_cannot_be_read_for_a_while_is_not_a_link_change(tmp_path: P
     tree.write(f"{pci}/current_link_speed", "8.0 GT/s PCIe\n")
     events = [r for r in collector.collect() if isinstance(r, EventDraft)]
     assert [e.kind for e in events] == ["nvme_link_changed", "nvme_link_below_max"]
-    assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4}
+    assert events[0].data == {"from_gts": 16.0, "to_gts": 8.0, "from_width": 4, "to_width": 4, "md_arrays": None}
 
 
 @pytest.mark.parametrize("unread", ["", None])
