@@ -204,14 +204,14 @@ def _hot_drive_text(event: Event) -> str:
     pushed the array's step off the screen. The message as it is when its data lacks the temperature."""
     name = event.subject.split(":", 1)[1]
     temp, limit, arrays = (event.data.get(key) for key in ("temp_c", "temp_max_c", "md_arrays"))
-    if not _is_number(temp) and not _is_number(limit):
-        return event.message
     if _is_number(temp) and _is_number(limit):
         text = f"NVMe {name} at {_celsius(temp)} ≥ warning limit {_celsius(limit)}"
     elif _is_number(temp):
         text = f"NVMe {name} at {_celsius(temp)}, its temperature warning bit set"
-    else:
+    elif _is_number(limit):
         text = f"NVMe {name}, its temperature warning bit set (warning limit {_celsius(limit)})"
+    else:
+        return event.message
     if isinstance(arrays, str) and arrays.split():
         text += f", in {', '.join(arrays.split())}"
     advice = _advice_of(event.message)[1]
