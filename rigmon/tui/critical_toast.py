@@ -166,7 +166,9 @@ class CriticalToast:
         rigmon.tcss: the footer's top margin), so that the screen's content ends above them and the footer
         stays in sight; none in a large one. Looked at again when the soonest strip's time is up."""
         up = [n for n in app._notifications if not n.has_expired]
-        lines = sum(strip_lines(n, app.size.width) for n in up) if app.has_class(COMPACT_CLASS) else 0
+        # An app that draws no toasts (Textual's ``run_test`` without notifications) keeps no lines for them.
+        drawn = app.has_class(COMPACT_CLASS) and not app._disable_notifications
+        lines = sum(strip_lines(n, app.size.width) for n in up) if drawn else 0
         for n in range(1, MOST_ROOM_LINES + 1):
             app.set_class(n == min(lines, MOST_ROOM_LINES), f"{ROOM_CLASS}{n}")
         if self._room_timer is not None:
