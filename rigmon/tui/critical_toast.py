@@ -191,6 +191,12 @@ class CriticalToast:
         # once, so a second batch in the same tick cannot find the first one still in flight.
         if self._shown is not None and self._up(app):
             app._unnotify(self._shown, refresh=False)
+            # Textual's rack removes the toast of a notification gone, not the holder it sits in: a blank
+            # line between the toasts, past the lines kept for them. The holder's id is the rack's own.
+            holder = f"--textual-toast-{self._shown.identity}"
+            for widget in app.screen.query("ToastHolder"):
+                if widget.id == holder:
+                    widget.remove()
         size = size or app.size
         if fit_toasts(app, size):
             # The compact rack has no scrollbar gutter (rigmon.tcss).

@@ -199,6 +199,15 @@ async def test_at_80x24_a_later_toast_leaves_the_critical_strip_on_the_line_abov
         assert app.screen.query_one(Footer).region.y == 23
         nodes = app.screen.query_one("#nodes").region
         assert not [t for t in toasts if t.region.overlaps(nodes)], (nodes, [t.region for t in toasts])
+        # A further critical alarm grows the strip while the later toast is up: the strip replaced left an
+        # empty holder, a blank line between the two that pushed the later toast over the node list.
+        app.critical_toast.announce(app, [RAIL])
+        for _ in range(3):
+            await pilot.pause()
+        lines, _ = screen_lines(app)
+        assert [line[:12] for line in lines[20:23]] == ["▌ Exporting ", "▌ screenshot", "▌ CRITICAL 3"], lines[18:]
+        nodes = app.screen.query_one("#nodes").region
+        assert not [t for t in app.screen.query(Toast) if t.region.overlaps(nodes)]
 
 
 async def test_at_80x24_the_critical_strip_leaves_the_key_line_and_every_row_in_sight() -> None:
