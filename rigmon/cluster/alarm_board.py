@@ -18,7 +18,8 @@ import msgspec
 
 from rigmon.alarms.cluster import alarm_node_key
 from rigmon.alarms.values import number
-from rigmon.cluster.alarm_events import REPEATED, event_text, repeated_by, resolve_ending, resolved_by, split_at_restart
+from rigmon.cluster.alarm_events import (REPEATED, event_text, repeated_alarm, repeated_by, resolve_ending, resolved_by,
+                                         split_at_restart)
 from rigmon.cluster.node_store import NodeStore
 from rigmon.cluster.node_view import node_state
 from rigmon.cluster.recording_end import ENDED
@@ -354,14 +355,17 @@ class AlarmTracker:
         sev: Severity = severity if severity in ("info", "warning", "critical") else event.severity  # type: ignore[assignment]
         text = event_text(event, rule, change)
         old = self._active.get(alarm_id)
+        if old is None and change == "repeated":
+            # A repeat whose firing came before the replay's first event: firing since its first event, as
+            # the live dashboard lists an alarm it learns of from a repeat (`repeated_alarm`).
+            first = repeated_alarm(event, self.node, "replay")
+            if first is not None:
+                self._active[alarm_id] = first
+            return
         if old is None:
-            # A repeat whose firing came before the replay's first event: firing since before then.
-            state = event.data.get("state")
-            repeat = change == "repeated" and state in ("pending", "firing")
             old = Alarm(id=alarm_id, rule=rule, rule_kind="replay", severity=sev, node=self.node,
-                        subject=event.subject, state=state if repeat else "pending",  # type: ignore[arg-type]
-                        message=text, started_at=event.at, updated_at=event.at,
-                        fired_at=event.at if repeat and state == "firing" else None)
+                        subject=event.subject, state="pending", message=text, started_at=event.at,
+                        updated_at=event.at)
         value = event.data.get("value", old.value)
         if change == "repeated":
             # Its message and count move on, its state does not (`repeated_by`, as the live dashboard's).

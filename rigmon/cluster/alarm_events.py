@@ -3,6 +3,8 @@ alarms that an agent restart ended."""
 
 from __future__ import annotations
 
+import calendar
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,7 +29,8 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     """``alarms`` (the node's last /v1/alarms answer) with the transitions its frames announced
     since: an alarm that fired or resolved, or a new one, counts at once, not only after the
     fetch the event triggers (which a busy agent may answer late or not at all), and an event
-    alarm that counted a further event says so (`repeated_by`).
+    alarm that counted a further event says so (`repeated_by`), listed from that repeat when the
+    list does not hold it yet (`repeated_alarm`).
 
     Only forward moves of alarms the list does not already show resolved: the fetch that
     follows stays the authority (acknowledgements, messages, rule kinds).
@@ -39,9 +42,12 @@ def with_alarm_events(alarms: AlarmList, events: Iterable[Event]) -> AlarmList:
     for event in events:
         alarm_id = event.data.get("alarm_id")
         if event.kind == REPEATED:
-            # An alarm this list does not show yet is the fetch's to bring, with its true start.
-            old = active.get(alarm_id) if isinstance(alarm_id, str) else None
-            new = repeated_by(old, event) if old is not None else None
+            if not isinstance(alarm_id, str) or alarm_id in resolved:
+                continue
+            # An alarm this list does not show yet (it fired after the last fetch, or before the first one
+            # this dashboard made) is listed from its repeat at once: the next fetch is up to 30 s away.
+            old = active.get(alarm_id)
+            new = repeated_by(old, event) if old is not None else repeated_alarm(event, alarms.node)
             if new is not None:
                 active[new.id] = new
                 changed = True
@@ -94,6 +100,47 @@ def repeated_by(alarm: Alarm, event: Event) -> Alarm | None:
     text = event_text(event, str(event.data.get("rule", alarm.rule)), "repeated")
     return msgspec.structs.replace(alarm, message=text, count=count, value=event.data.get("value", alarm.value),
                                    updated_at=event.at)
+
+
+def repeated_alarm(event: Event, node: str, rule_kind: str = "") -> Alarm | None:
+    """The alarm an ``alarm_repeated`` event tells of, for a list that does not hold it yet: its rule,
+    severity, state (``pending`` or ``firing``), value, count and message (``<rule> repeated: <message>``) as
+    the event carries them, started when the message's ``(N events since <UTC time> UTC)`` says (the first
+    of its events: `rigmon.alarms.lifecycle.repeated_message`), else at the event; firing since then. ``None``
+    for an event without an alarm id or a state an active alarm has.
+
+    Args:
+        event: the ``alarm_repeated`` event.
+        node: the node's name, put in the alarm.
+        rule_kind: the rule's kind, which the events do not carry (``""`` live; a replay says ``"replay"``).
+    """
+    alarm_id, state = event.data.get("alarm_id"), event.data.get("state")
+    if not isinstance(alarm_id, str) or state not in ("pending", "firing"):
+        return None
+    rule = str(event.data.get("rule", ""))
+    severity = event.data.get("severity")
+    text = event_text(event, rule, "repeated")
+    since = first_event_at(text)
+    started_at = since if since is not None and since <= event.at else event.at
+    count = event.data.get("count")
+    return Alarm(id=alarm_id, rule=rule, rule_kind=rule_kind, node=node, subject=event.subject,
+                 severity=severity if severity in ("info", "warning", "critical") else event.severity,  # type: ignore[arg-type]
+                 state=state, message=text, started_at=started_at, updated_at=event.at,  # type: ignore[arg-type]
+                 value=event.data.get("value"), fired_at=started_at if state == "firing" else None,
+                 count=count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1)
+
+
+def first_event_at(message: str) -> float | None:
+    """When the first event of a repeated alarm came (Unix seconds), as its message ends
+    ``(3 events since 2026-11-28 02:00:00 UTC)``; ``None`` when it does not end so."""
+    head, sep, tail = message.rpartition(" events since ")
+    stamp = tail.removesuffix(" UTC)")
+    if not sep or stamp == tail or not head.rpartition("(")[2].isdigit():
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")))
+    except ValueError:
+        return None
 
 
 def resolve_ending(reason: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from rigmon.cluster.chart import notable_event
 from rigmon.cluster.rail_memory import Sag, after_sag
@@ -71,14 +71,20 @@ def _what_ended(text: str) -> str:
     mismatch: ...`` keeps its name and what it was)."""
     ending = next((e for e in RESOLVE_ENDINGS.values() if e and text.endswith(e)), "")
     body = text.removesuffix(ending) if ending else text
-    head, sep, _ = body.partition(": ")
-    if sep and len(head.split()) >= _FEWEST_WORDS:
-        body = head
-    return body + ending
+    return _advice_of(body)[0] + ending
 
 
-#: Words a message must say before its first ``": "`` for the rest to be taken for advice (`_what_ended`).
+#: Words a message must say before its first ``": "`` for the rest to be taken for advice (`_advice_of`).
 _FEWEST_WORDS = 4
+
+
+def _advice_of(text: str) -> tuple[str, str]:
+    """``text`` as what happened and the advice after it (``""`` when none): split at its first ``": "``,
+    only after a few words (``path tbnet: key mismatch: ...`` keeps its name and what it was)."""
+    head, sep, advice = text.partition(": ")
+    if sep and len(head.split()) >= _FEWEST_WORDS:
+        return head, advice
+    return text, ""
 
 
 def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, limit: int = 12,
@@ -93,7 +99,7 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
     worse severity. Informational events are left out except alarm resolutions, job marks
     (``mark``) and a process's exit (or its leaving the GPU, unseen by the agent) that followed
     hardware trouble (``after_event``: its exit code is seldom seen, torchrun reaps its workers at
-    once), shown plainly. A GPU loss names the rail sag before it.
+    once), shown plainly. A GPU loss names the rail sag before it. Advice is said once (`_advice_once`).
 
     Args:
         events: the node's events, oldest first (Xids of several sources already merged).
@@ -158,7 +164,9 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                 and (abs(e.at - event.at) <= MERGE_S
                      or abs(pending_at.get(str(e.data.get("alarm_id")), e.at) - event.at) <= MERGE_S)))
             text = event.message
-            if event.kind == "gpu_lost":
+            if event.kind == _HOT_DRIVE[0]:
+                text = _hot_drive_text(event)
+            elif event.kind == "gpu_lost":
                 index = event.data.get("gpu_index")
                 text = f"GPU {index} lost" if index is not None else event.message.split(":")[0]
                 sag = (causes or {}).get(event.subject)
@@ -185,7 +193,57 @@ def timeline(events: Sequence[Event], causes: Mapping[str, Sag] | None = None, l
                     steps = [replace(st, text=_what_ended(st.text)) if st.subject == problem.subject and st.alarm
                              and st.level != "info" else st for st in steps]
                 steps.append(Step(now_at, "warn", text, problem.subject))
-    return _with_context_marks(_fold_repeats(_join_twins(steps)), limit)
+    return _advice_once(_with_context_marks(_fold_repeats(_join_twins(steps)), limit))
+
+
+def _hot_drive_text(event: Event) -> str:
+    """A drive's step at its warning temperature in one line at 80 columns: ``NVMe nvme0 at 81.86 °C ≥
+    warning limit 81.85 °C, in md127``, then its event's advice (``: it throttles its reads; check the
+    enclosure's fan and airflow``, said once by `_advice_once`). The event's message also names the model and
+    the critical limit (the storage box shows both): three lines a drive, and an enclosure of four drives
+    pushed the array's step off the screen. The message as it is when its data lacks the temperature."""
+    name = event.subject.split(":", 1)[1]
+    temp, limit, arrays = (event.data.get(key) for key in ("temp_c", "temp_max_c", "md_arrays"))
+    if _is_number(temp) and _is_number(limit):
+        text = f"NVMe {name} at {_celsius(temp)} ≥ warning limit {_celsius(limit)}"
+    elif _is_number(temp):
+        text = f"NVMe {name} at {_celsius(temp)}, its temperature warning bit set"
+    elif _is_number(limit):
+        text = f"NVMe {name}, its temperature warning bit set (warning limit {_celsius(limit)})"
+    else:
+        return event.message
+    if isinstance(arrays, str) and arrays.split():
+        text += f", in {', '.join(arrays.split())}"
+    advice = _advice_of(event.message)[1]
+    return f"{text}: {advice}" if advice else text
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _celsius(value: float) -> str:
+    # To the hundredth, as the kernel's Kelvin conversion gives a limit (81.85 °C, not 81.8).
+    return f"{round(value, 2):g} °C"
+
+
+def _advice_once(steps: Sequence[Step]) -> tuple[Step, ...]:
+    """The steps with advice said once: a step whose advice (`_advice_of`) a step above gave leaves it
+    out. The drives of one enclosure reaching their warning temperature say "check the enclosure's fan
+    and airflow" on the first drive's step, the others' steps are one line each at 80 columns (with it,
+    two to three lines each pushed the timeline's later steps off an 80x24 screen). A repeat count
+    (``(×3 since 09:31:21)``) stays. Job marks and resolutions are left as they are."""
+    said: set[str] = set()
+    out: list[Step] = []
+    for step in steps:
+        body, times, count = step.text.partition(" (×")
+        head, advice = _advice_of(body)
+        if advice and step.level != "info":
+            if advice in said:
+                step = replace(step, text=head + times + count)
+            said.add(advice)
+        out.append(step)
+    return tuple(out)
 
 
 #: The event kind and the alarm of a drive that reached its warning temperature and throttles.

@@ -160,6 +160,11 @@ class RigmonApp(Navigation, ReplayKeys):
         fit_toasts(self, event.size)
         self.critical_toast.refit(self, event.size)
 
+    def _refresh_notifications(self) -> None:
+        # Toasts added, cleared or shown on another screen: the lines kept for them follow.
+        super()._refresh_notifications()
+        self.critical_toast.keep_room(self)
+
     def on_notify(self, event: Notify) -> None:
         # Runs before Textual adds the toast (the App's own handler comes later in the MRO): the
         # critical strip goes back under it once it is in.

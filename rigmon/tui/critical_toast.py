@@ -1,10 +1,12 @@
 """CriticalToast: one toast for the critical alarms that arrive close together, grown as more come.
 
 In a small terminal (below `COMPACT_BELOW_COLUMNS` x `COMPACT_BELOW_LINES`) every toast is a strip as wide as the
-screen over the footer (`fit_toasts`, rigmon.tcss), and the critical toast is one line (`toast_line`): the usual
+screen just above the footer (`fit_toasts`, rigmon.tcss), and the critical toast is one line (`toast_line`): the usual
 toast, half the screen wide and a line per alarm, covered half the node list at 80x24 for its 15 s, hiding the
 rows it was about. What each alarm says stays on its node's row, and on the alarms screen. The strip keeps the
-line over the footer while it is up (`CriticalToast.keep_bottom`): a later toast stands above it.
+line above the footer while it is up (`CriticalToast.keep_bottom`): a later toast stands above it. The strips
+take lines of their own (`CriticalToast.keep_room`): the screen above them is that much shorter while they are up,
+so they cover neither the key line (the operator lost the key hints exactly when a critical alarm came) nor a row.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rigmon.cluster.alarm_board import AlarmRow
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.timer import Timer
 
 #: Seconds a critical toast stays up; alarms arriving meanwhile join it and it starts again.
 TOAST_S = 15.0
@@ -34,8 +37,14 @@ TOAST_FRAME = 3
 #: leaves most of a full node list in sight; at 80x24 it covered half of it.
 COMPACT_BELOW_COLUMNS = 120
 COMPACT_BELOW_LINES = 40
-#: The app's class that makes toasts compact strips over the footer (rigmon.tcss).
+#: The app's class that makes toasts compact strips above the footer (rigmon.tcss).
 COMPACT_CLASS = "-compact-toasts"
+#: The app's classes that keep lines for the compact strips above the footer, ``-toast-room-1`` to the most
+#: (rigmon.tcss): strips taking more lines than that cover the screen's lowest ones.
+ROOM_CLASS = "-toast-room-"
+MOST_ROOM_LINES = 4
+#: Seconds after a toast's time is up that its lines are given back (its own timer removes it then).
+ROOM_LAG_S = 0.05
 
 
 def compact(width: int, height: int) -> bool:
@@ -50,6 +59,14 @@ def fit_toasts(app: App[Any], size: Size | None = None) -> bool:
     small = compact(size.width, size.height)
     app.set_class(small, COMPACT_CLASS)
     return small
+
+
+def strip_lines(notification: Notification, width: int) -> int:
+    """Lines the compact strip of ``notification`` takes in a terminal ``width`` cells wide: its title's, and
+    its message's, each line wrapped at the strip's text width."""
+    room = max(width - TOAST_FRAME, 1)
+    lines = notification.message.splitlines() or [""]
+    return bool(notification.title) + sum(max(1, -(-cell_len(line) // room)) for line in lines)
 
 
 def toast_text(rows: Sequence[AlarmRow], width: int) -> tuple[str, str]:
@@ -111,9 +128,12 @@ class CriticalToast:
     def __init__(self) -> None:
         self._shown: Notification | None = None
         self._rows: list[AlarmRow] = []
+        self._room_timer: Timer | None = None
 
     def announce(self, app: App[Any], rows: Sequence[AlarmRow]) -> None:
-        """Toast ``rows`` (the alarms that just turned critical) with those of the toast still up."""
+        """Toast ``rows`` (the alarms that just turned critical) with those of the toast still up. Called on
+        every redraw, with or without rows: the lines kept for strips clicked away are given back then."""
+        self.keep_room(app)
         if not rows:
             return
         if self._up(app):
@@ -136,10 +156,27 @@ class CriticalToast:
         a later toast (a theme's name, an export's paths) came under it: Textual stacks toasts newest lowest,
         so the later one took the footer's line and pushed the strip up over the node list. The later toast
         now stands above the strip, for its own few seconds; the strip keeps its place and its time left."""
-        if self._shown is None or not self._up(app) or not app.has_class(COMPACT_CLASS):
-            return
-        if list(app._notifications)[-1] is not self._shown:
+        if self._shown is not None and self._up(app) and app.has_class(COMPACT_CLASS) \
+                and list(app._notifications)[-1] is not self._shown:
             self._show(app, self._shown.time_left)
+        self.keep_room(app)
+
+    def keep_room(self, app: App[Any]) -> None:
+        """In a small terminal, keep as many lines above the footer as the strips up take (`ROOM_CLASS`,
+        rigmon.tcss: the footer's top margin), so that the screen's content ends above them and the footer
+        stays in sight; none in a large one. Looked at again when the soonest strip's time is up."""
+        up = [n for n in app._notifications if not n.has_expired]
+        # An app that draws no toasts (Textual's ``run_test`` without notifications) keeps no lines for them.
+        drawn = app.has_class(COMPACT_CLASS) and not app._disable_notifications
+        lines = sum(strip_lines(n, app.size.width) for n in up) if drawn else 0
+        for n in range(1, MOST_ROOM_LINES + 1):
+            app.set_class(n == min(lines, MOST_ROOM_LINES), f"{ROOM_CLASS}{n}")
+        if self._room_timer is not None:
+            self._room_timer.stop()
+            self._room_timer = None
+        if up:
+            soonest = min(n.time_left for n in up)
+            self._room_timer = app.set_timer(soonest + ROOM_LAG_S, lambda: self.keep_room(app))
 
     def _up(self, app: App[Any]) -> bool:
         """Whether the toast is still up (not timed out, not clicked away)."""
@@ -154,6 +191,12 @@ class CriticalToast:
         # once, so a second batch in the same tick cannot find the first one still in flight.
         if self._shown is not None and self._up(app):
             app._unnotify(self._shown, refresh=False)
+            # Textual's rack removes the toast of a notification gone, not the holder it sits in: a blank
+            # line between the toasts, past the lines kept for them. The holder's id is the rack's own.
+            holder = f"--textual-toast-{self._shown.identity}"
+            for widget in app.screen.query("ToastHolder"):
+                if widget.id == holder:
+                    widget.remove()
         size = size or app.size
         if fit_toasts(app, size):
             # The compact rack has no scrollbar gutter (rigmon.tcss).
@@ -164,3 +207,4 @@ class CriticalToast:
         self._shown = Notification(message, title, "error", timeout_s, markup=False)
         app._notifications.add(self._shown)
         app._refresh_notifications()
+        self.keep_room(app)

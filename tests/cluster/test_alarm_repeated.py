@@ -123,3 +123,30 @@ def test_a_bundle_s_replay_shows_the_count_and_message_of_the_frame_under_its_cu
     replay.seek(cluster, T0 + 100)
     (alarm,) = active_alarms(cluster)
     assert (alarm.state, alarm.count) == ("firing", 2) and "(2 events since" in alarm.message
+
+
+def test_a_live_list_lists_an_alarm_it_learns_of_from_a_repeat_before_the_next_fetch() -> None:
+    # The list fetched before the alarm fired (or its firing event lost before this dashboard saw it):
+    # the repeat alone lists it at once, firing since its first event, not only at the fetch up to 30 s on.
+    engine, events = agent_events([0.0, 60.0, 120.0])
+    (agent_alarm,) = engine.alarm_list().active
+    moved = with_alarm_events(AlarmList(node="n1", active=(), recent=()), events[1:2])
+    (alarm,) = moved.active
+    assert (alarm.id, alarm.rule, alarm.severity, alarm.state, alarm.subject, alarm.count) == (
+        agent_alarm.id, "gpu_xid_fatal", "critical", "firing", "gpu:1", 2)
+    assert "(2 events since" in alarm.message and (alarm.started_at, alarm.fired_at) == (T0, T0)
+    # The next repeat moves it on; the fetch that follows holds it as the agent does.
+    moved = with_alarm_events(moved, events[2:])
+    (alarm,) = moved.active
+    assert (alarm.count, alarm.message, alarm.started_at) == (3, agent_alarm.message, agent_alarm.started_at)
+    # A repeat of an alarm the list shows resolved does not bring it back.
+    ended = replace(agent_alarm, state="resolved", resolved_at=T0 + 130)
+    assert with_alarm_events(AlarmList(node="n1", active=(), recent=(ended,)), events[1:]).active == ()
+
+
+def test_a_replay_that_begins_after_the_firing_dates_the_alarm_from_its_first_event() -> None:
+    _, events = agent_events([0.0, 60.0, 120.0])
+    tracker = AlarmTracker("n1")
+    tracker.apply(events[2])
+    (alarm,) = tracker.alarm_list().active
+    assert (alarm.started_at, alarm.fired_at, alarm.rule_kind, alarm.count) == (T0, T0, "replay", 3)

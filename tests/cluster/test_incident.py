@@ -342,8 +342,10 @@ def test_a_resolved_step_says_what_was_wrong_without_the_advice() -> None:
                       alarm(4, "resolved", "md_array_lagging", lag6 + " (no longer reported)", "md:md126"),
                       alarm(5, "firing", "peer_path_key_mismatch", key, "peer:n2/tbnet"),
                       alarm(6, "resolved", "peer_path_key_mismatch", key, "peer:n2/tbnet")])
+    # The second firing's advice is the first's: said once, above (`test_incident_hot_drive`).
     assert [s.text for s in steps] == [
         lag, "resolved: array md127 reads at 67 % of the fastest array loaded beside it",
-        lag6, "resolved: array md126 reads at 67 % of the fastest array loaded beside it (no longer reported)",
+        lag6.split(": ")[0],
+        "resolved: array md126 reads at 67 % of the fastest array loaded beside it (no longer reported)",
         key, "resolved: " + key]
     assert timeline([alarm(2, "resolved", "md_array_lagging", lag)])[0].text == "resolved: " + lag

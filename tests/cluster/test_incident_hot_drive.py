@@ -25,7 +25,10 @@ def test_an_array_lagging_behind_hot_drives_names_them_not_a_link() -> None:
     assert steps[-1].text.endswith(", after NVMe nvme1 reached its warning temperature")
     hot = [s for s in steps if s.kind == "nvme_temp_over_max"]
     assert [s.subject for s in hot] == ["nvme:nvme0", "nvme:nvme1"]
-    assert all("warning limit 81.85 °C (critical 84.85 °C), in md127" in s.text for s in hot)
+    # One line each at 80 columns; the advice once, on the first drive's step.
+    assert [s.text for s in hot] == [
+        "NVMe nvme0 at 81.86 °C ≥ warning limit 81.85 °C, in md127: it throttles its reads; check the enclosure's "
+        "fan and airflow", "NVMe nvme1 at 81.86 °C ≥ warning limit 81.85 °C, in md127"]
 
 
 def test_a_hot_drive_is_one_step_with_the_alarm_its_hold_fired_later() -> None:
@@ -88,3 +91,25 @@ def test_the_lagging_arrays_alarm_leaves_its_list_of_causes_to_the_step_naming_o
     array = [s.text for s in steps if s.subject == "md:md127"]
     assert array[0] == "array md127 reads at 71 % of the fastest array loaded beside it"
     assert array[-1].endswith("now, after NVMe nvme1 reached its warning temperature")
+
+
+def test_a_hot_drive_step_says_what_its_event_data_holds_and_its_advice_once() -> None:
+    from rigmon.schema import Event
+
+    advice = "it throttles its reads; check the enclosure's fan and airflow"
+
+    def hot(n: int, at: float, **data: object) -> Event:
+        return Event(id=f"h{n}-{at}", at=at, kind="nvme_temp_over_max", severity="warning", subject=f"nvme:nvme{n}",
+                     message=f"NVMe nvme{n} (Model X) at 82 °C, its temperature warning bit set: {advice}",
+                     data={"serial": "S", "temp_crit_c": None, **data})  # type: ignore[dict-item]
+
+    steps = timeline([hot(0, 10.0, temp_c=82.0, temp_max_c=None, md_arrays="md127 md126"),
+                      hot(1, 20.0, temp_c=None, temp_max_c=81.85, md_arrays=None),
+                      hot(2, 30.0),  # an older agent's event: no figures, its message as it is
+                      hot(3, 40.0, temp_c=83.0, temp_max_c=81.85, md_arrays=None),
+                      hot(3, 50.0, temp_c=83.0, temp_max_c=81.85, md_arrays=None)])
+    assert [s.text for s in steps] == [
+        f"NVMe nvme0 at 82 °C, its temperature warning bit set, in md127, md126: {advice}",
+        "NVMe nvme1, its temperature warning bit set (warning limit 81.85 °C)",
+        "NVMe nvme2 (Model X) at 82 °C, its temperature warning bit set",
+        "NVMe nvme3 at 83 °C ≥ warning limit 81.85 °C (×2 since 00:00:40)"]

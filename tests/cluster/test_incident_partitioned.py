@@ -22,7 +22,7 @@ def test_an_array_of_partitions_lagging_behind_hot_drives_names_them_in_it() -> 
     assert steps[-1].text.endswith(", after NVMe nvme1 reached its warning temperature")
     hot = [s for s in steps if s.kind == "nvme_temp_over_max"]
     assert [s.subject for s in hot] == ["nvme:nvme0", "nvme:nvme1"]
-    assert all("(critical 84.85 °C), in md127" in s.text for s in hot)
+    assert all("≥ warning limit 81.85 °C, in md127" in s.text for s in hot)
     # The cluster row: the cause before the array it slows.
     said = reason(view.problems, limit=3)
     assert said.startswith("nvme0 hot, 82 °C ≥ 81.85; nvme1 hot, 82 °C ≥ 81.85; md127 at "), said

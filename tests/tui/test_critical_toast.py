@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 from textual.widgets._toast import Toast  # not exported by textual.widgets
 
 from rigmon.cluster.alarm_board import AlarmRow
@@ -14,6 +14,7 @@ from rigmon.tui.text import notify
 from rigmon.tui.widgets.node_row import NodeRow
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import FakeAgent, make_alarm
+from tests.tui.snapshot_apps.hostile import screen_lines
 from tests.tui.test_app import dashboard
 
 GPU_LOST = AlarmRow("http://node02", "node02", "node",
@@ -157,7 +158,7 @@ async def test_at_80x24_a_critical_toast_leaves_every_node_row_in_sight() -> Non
         assert len(toasts) == 1
         message = next(iter(app._notifications)).message
         assert message.startswith("CRITICAL 6 new alarms on node01, node02, node03, press a: node01 ")
-        # Every row the list shows stays in sight: the toast lies over the footer, one line high.
+        # Every row the list shows stays in sight: the toast lies above the footer, one line high, on a line of its own.
         nodes = app.screen.query_one("#nodes")
         rows = [r for r in app.screen.query(NodeRow) if r.region.overlaps(nodes.region)]
         assert len(rows) >= 6
@@ -174,9 +175,10 @@ async def test_at_80x24_a_critical_toast_leaves_every_node_row_in_sight() -> Non
         assert [n.title for n in app._notifications] == [""]
 
 
-async def test_at_80x24_a_later_toast_leaves_the_critical_strip_on_the_bottom_line() -> None:
-    """A theme's toast (t) or an export's (e) came under the critical strip, taking the line over the footer,
-    and pushed the strip up over the node list: the strip keeps its line, the later toast stands above it."""
+async def test_at_80x24_a_later_toast_leaves_the_critical_strip_on_the_line_above_the_footer() -> None:
+    """A theme's toast (t) or an export's (e) came under the critical strip, taking the line next to the footer,
+    and pushed the strip up over the node list: the strip keeps its line, the later toast stands above it, on
+    lines of its own too."""
     agents = [FakeAgent(f"node{i:02}", frames=3) for i in range(1, 9)]
     app, _ = dashboard(*agents)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
@@ -192,5 +194,49 @@ async def test_at_80x24_a_later_toast_leaves_the_critical_strip_on_the_bottom_li
         toasts = sorted(app.screen.query(Toast), key=lambda t: t.region.y)
         assert [str(t.render()).split()[0] for t in toasts] == ["Exporting", "CRITICAL"]
         critical = toasts[-1].region
-        assert critical.height == 1 and critical.bottom == 24
+        assert critical.height == 1 and critical.bottom == 23
         assert [n.title for n in app._notifications] == ["Exporting", ""]
+        assert app.screen.query_one(Footer).region.y == 23
+        nodes = app.screen.query_one("#nodes").region
+        assert not [t for t in toasts if t.region.overlaps(nodes)], (nodes, [t.region for t in toasts])
+        # A further critical alarm grows the strip while the later toast is up: the strip replaced left an
+        # empty holder, a blank line between the two that pushed the later toast over the node list.
+        app.critical_toast.announce(app, [RAIL])
+        for _ in range(3):
+            await pilot.pause()
+        lines, _ = screen_lines(app)
+        assert [line[:12] for line in lines[20:23]] == ["▌ Exporting ", "▌ screenshot", "▌ CRITICAL 3"], lines[18:]
+        nodes = app.screen.query_one("#nodes").region
+        assert not [t for t in app.screen.query(Toast) if t.region.overlaps(nodes)]
+
+
+async def test_at_80x24_the_critical_strip_leaves_the_key_line_and_every_row_in_sight() -> None:
+    # Before: the strip lay over the footer for its 15 s, and the operator lost the key hints exactly when a
+    # critical alarm came. Now the node list is a line shorter while the strip is up, and whole again after.
+    agents = [FakeAgent(f"node{i:02}", frames=3) for i in range(1, 30)]
+    app, _ = dashboard(*agents)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_for(lambda: all(app.cluster.nodes[a.url].latest is not None for a in agents))
+        app.refresh_screen()
+        await pilot.pause()
+        nodes = app.screen.query_one("#nodes")
+        before = nodes.region
+        app.critical_toast.announce(app, [GPU_LOST])
+        for _ in range(3):
+            await pilot.pause()
+        (toast,) = app.screen.query(Toast)
+        lines, _ = screen_lines(app)
+        assert lines[23].lstrip().startswith("⏎ Open node") and "q Quit" in lines[23], lines[23]
+        assert lines[22].startswith("▌ CRITICAL node02 gpu:3: GPU 3 is lost"), lines[22]
+        assert toast.region.y == 22 and not toast.region.overlaps(nodes.region)
+        assert nodes.region.height == before.height - 1
+        # Clicked away (or its time up): the line is the list's again at the next redraw.
+        app.clear_notifications()
+        app.refresh_screen()
+        for _ in range(3):
+            await pilot.pause()
+        assert nodes.region == before
+        # A toast whose time is up gives its line back without waiting for a redraw.
+        notify(app, "theme rigmon-light", timeout=1.0)
+        await wait_for(lambda: nodes.region.height == before.height - 1)
+        await wait_for(lambda: nodes.region == before)

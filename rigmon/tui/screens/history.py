@@ -34,6 +34,9 @@ CHART_ROWS = 14
 #: Rows besides the chart and the list: the header, the line above the chart, its legend, the footer
 #: (and in a replay the time cursor above the footer: one more).
 OTHER_ROWS = 4
+#: The footer's entries of the zoom keys and of the pan keys: one each, the keys side by side (``+- Zoom``).
+ZOOM_KEYS = Binding.Group("Zoom", compact=True)
+PAN_KEYS = Binding.Group("Pan", compact=True)
 #: Fetches a node's history: (from_at, to_at, series names) to a `History`, or to a `HeldHistory`
 #: (what the dashboard holds of the node, its agent's not to be had, with a note saying so), or raises
 #: `HistoryUnavailable` saying why there is none.
@@ -82,15 +85,22 @@ class HistoryScreen(Screen[None]):
         span_s: the window's span to start with.
     """
 
+    # At 80 columns Textual's footer cuts the keys that do not fit, and the app's come after these: zoom and
+    # pan are one entry each (``+- Zoom``), and the app's keys the cluster screen offers (alarms, links,
+    # export, theme) work here unlisted, so that quit and help stay in sight (tests/tui/test_history_keys.py).
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("s", "chart(1)", "Series"),
-        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
-        Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
-        Binding("comma,less_than_sign", "pan(-1)", "Earlier", key_display=","),
-        Binding("full_stop,greater_than_sign", "pan(1)", "Later", key_display="."),
+        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+", group=ZOOM_KEYS),
+        Binding("minus", "zoom(1)", "Zoom out", key_display="-", group=ZOOM_KEYS),
+        Binding("comma,less_than_sign", "pan(-1)", "Earlier", key_display=",", group=PAN_KEYS),
+        Binding("full_stop,greater_than_sign", "pan(1)", "Later", key_display=".", group=PAN_KEYS),
         Binding("n", "now", "Now"),
         Binding("S", "chart(-1)", "Previous series", show=False),
+        Binding("a", "app.show_mode('alarms')", "Alarms", show=False),
+        Binding("l", "app.show_mode('links')", "Links", show=False),
+        Binding("e", "app.export", "Export", show=False),
+        Binding("t", "app.cycle_theme", "Theme", show=False),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"history-screen--info", "history-screen--warn", "history-screen--bad"}
