@@ -101,3 +101,24 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
         for name in self.channels:
             if not name[:1] in ("v", "i"):
                 raise ValueError(f"channels.{name}: channel names start with v (volts) or i (amps)")
+        self._check_text_channels()
+
+    def _check_text_channels(self) -> None:
+        """Refuse a ``[psu.scale]`` or ``primary`` that names no channel the lines are read for.
+
+        A scale keyed by a typo (``V = 0.001``) multiplied nothing: every line of a sketch printing mV
+        read 12030 V, was dropped as nonsense, and the ADC was called silent, the mistake named nowhere.
+        """
+        names = ", ".join(sorted(self.channels)) or "none"
+        if self.protocol != "text":
+            if self.scale:
+                raise ValueError(f"scale: [psu.scale] is read only with protocol = \"text\" (this port speaks "
+                                 f"{self.protocol}, which sends volts and amps); remove it")
+            return
+        for name in self.scale:
+            if name not in self.channels:
+                raise ValueError(f"scale.{name}: no channel {name} in [psu.channels] (its channels: {names}); "
+                                 f"a scale is keyed by the channel it multiplies (v = 0.001 for a sketch printing mV)")
+        if self.primary not in self.channels:
+            raise ValueError(f"primary: the channel {self.primary!r} is not in [psu.channels] (its channels: {names}); "
+                             f"map the load-side voltage to it, or set primary to one of them")
