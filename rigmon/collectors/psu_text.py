@@ -56,6 +56,9 @@ _UNIT_SCALE: dict[str, tuple[str, float]] = {
     "a": ("A", 1.0), "ma": ("A", 1e-3), "ua": ("A", 1e-6),
     "w": ("W", 1.0), "mw": ("W", 1e-3), "kw": ("W", 1e3),
 }
+# A unit after a space in a whitespace-separated line (``V=12030 mV I=3200 mA``, ``12030 mV``), which
+# splitting at the space parted from its number: 12030 V (dropped) and 3200 A (read as a current).
+_SPACED_UNIT = lazy_compile(r"(?<=[0-9.])\s+((?i:mv|uv|kv|v|ma|ua|a|mw|kw|w))(?=\s|$)")
 _HEADER_NAME = lazy_compile(r"[A-Za-z_][A-Za-z0-9_\[\]().%/ -]{0,40}")
 _LABEL = lazy_compile(r"\s*\"?([A-Za-z_][A-Za-z0-9_ .\[\]-]{0,40}?)\"?\s*")
 _COMMA_BETWEEN_DIGITS = lazy_compile(r"[0-9],[0-9]")
@@ -108,7 +111,7 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
 
     Accepted: a bare number (``12.061``, ``12034mV``); CSV, tab/semicolon separated or
     whitespace-aligned values with or without a header (``2025-11-30 12:34:56.123,12.345,1.234,15.234``);
-    key=value with units (``V=12030 mV, I=1.2A``); Serial Plotter ``label:value`` pairs and
+    key=value with units (``V=12030 mV, I=1.2A``, ``V=12030 mV I=1200 mA``); Serial Plotter ``label:value`` pairs and
     ``label: raw value`` lines (the value with a unit); one flat JSON object
     (``{"Vout": 12.06, "Iout": 40.1}``). Positional values are keyed by their 0-based column
     number; a value with a glued unit is also keyed by its unit family (``V``, ``A``, ``W``)
@@ -133,6 +136,9 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
     if text.startswith("["):
         return None
     sep = "," if "," in text else ";" if ";" in text else "\t" if "\t" in text else None
+    if sep is None:
+        # V=12030 mV: the unit stays with its number (as in a separated field, "12030 mV" is one).
+        text = _SPACED_UNIT.sub(r"\1", text)
     parts = text.split(sep) if sep else text.split()
     values: dict[str, float] = {}
     words: list[str] = []
