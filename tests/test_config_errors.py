@@ -62,8 +62,22 @@ def test_a_psu_scale_or_primary_naming_no_channel_is_refused(tmp_path: Path, tom
     assert message.startswith(f"{path}: {error}"), message
 
 
+@pytest.mark.parametrize(("toml", "error"), [
+    # Matched against CHIP/inN only: the 12 V input went on reading its pin's 1.8 V, the setting ignored.
+    ('[psu.hwmon]\nscale = { in4 = 6.6 }\n', "psu.hwmon.scale.in4: a key is CHIP/inN as hwmon names the input"),
+    ('[psu.hwmon]\nscale = { "nct6779/temp1" = 6.6 }\n', "psu.hwmon.scale.nct6779/temp1: a key is CHIP/inN"),
+    ('[psu.hwmon]\nscale = { "nct6779/in4" = 0 }\n', "psu.hwmon.scale.nct6779/in4 must be a positive number"),
+    ('[psu.hwmon]\nscale = { "nct6779/in4" = -6.6 }\n', "psu.hwmon.scale.nct6779/in4 must be a positive number"),
+])
+def test_a_hwmon_scale_hwmon_never_names_is_refused(tmp_path: Path, toml: str, error: str) -> None:
+    path, message = config_error(tmp_path, toml)
+    assert message.startswith(f"{path}: {error}"), message
+
+
 def test_text_channels_with_their_scale_and_primary_load(tmp_path: Path) -> None:
     path = tmp_path / "agent.toml"
     path.write_text('[psu]\nport = "/dev/x"\nprotocol = "text"\nprimary = "vbus"\n'
                     'channels = { vbus = "Bus Voltage", i = "Current" }\nscale = { vbus = 0.001 }\n')
     assert load_agent_config(path, environ={}).psu.scale == {"vbus": 0.001}
+    path.write_text('[psu.hwmon]\nscale = { "nct6779/in4" = 6.6, "it8686/in12" = 5 }\n')
+    assert load_agent_config(path, environ={}).psu.hwmon.scale == {"nct6779/in4": 6.6, "it8686/in12": 5.0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import msgspec
@@ -28,6 +29,15 @@ class PsuHwmonSection(msgspec.Struct, frozen=True, gc=False):
         if self.share_imbalance_pct <= 0:
             raise ValueError("share_imbalance_pct must be positive")
         check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
+        for key, factor in self.scale.items():
+            # A key hwmon never names (``in4`` without its chip) scaled nothing: the Super I/O pin's
+            # 1.8 V went on being reported as the 12 V rail, the setting ignored without a word.
+            chip, slash, name = key.partition("/")
+            if not (chip and slash and name.startswith("in") and name[2:].isdigit()):
+                raise ValueError(f"scale.{key}: a key is CHIP/inN as hwmon names the input "
+                                 f"(\"nct6779/in4\": the chip's name file, then the input), got {key!r}")
+            if not 0 < factor < math.inf:  # also refuses NaN
+                raise ValueError(f"scale.{key} must be a positive number (a divider's ratio), got {factor!r}")
 
 
 #: The line speeds a PZEM-017 can be set to (its manual); 9600 from the factory.
