@@ -133,6 +133,8 @@ class RailDevice:
             # "no line carries a channel" sent the operator to [psu.channels], which was right.
             advice = (f"its lines carry the channels, but no rail reads that ({detail}): a sketch printing "
                       f"mV or mA needs [psu.scale] (v = 0.001)")
+        elif protocol == "text" and reason == "malformed" and detail:
+            advice = f"its lines carry the channels, but cannot be read so ({detail})"
         elif protocol == "rm1":
             advice = ('text lines, no RM1 window: set psu.protocol = "text" with [psu.channels], '
                       "or check the firmware")

@@ -136,6 +136,29 @@ def test_a_milliamp_value_after_a_space_is_not_read_as_amperes() -> None:
     assert window is not None and (window.volts["v"].mean, window.amps["i"].mean) == (12.03, 3.2)
 
 
+@pytest.mark.parametrize(("line", "channels", "said"), [
+    # Adafruit's INA219 example with the channels swapped: 1.2 V was read, a critical sag that never was.
+    ("Current mA:       1200.00 mA", {"v": "Current mA"}, "v reads 'Current mA', a value in A, not V"),
+    ("4.98V,0.12A", {"v": "1"}, "v reads '1', a value in A, not V"),
+    ("V=12.0V P=1.5W", {"v": "V", "i": "P"}, "i reads 'P', a value in W, not A"),
+])
+def test_a_value_printed_in_another_unit_than_its_channel_is_refused(
+        line: str, channels: dict[str, str], said: str) -> None:
+    fields = parse_text_line(line)
+    assert isinstance(fields, TextFields)
+    with pytest.raises(LineError) as info:
+        text_window(fields, None, channels, {})
+    assert info.value.reason == "malformed" and said in str(info.value)
+
+
+def test_a_scaled_channel_may_read_another_unit() -> None:
+    """A shunt's voltage read as the current through it: the scale (1/R) is the conversion."""
+    fields = parse_text_line("Shunt Voltage: 0.50 mV")
+    assert isinstance(fields, TextFields)
+    window = text_window(fields, None, {"v": "Bus Voltage", "i": "Shunt Voltage"}, {"i": 1000.0})
+    assert window is not None and window.amps["i"].mean == 0.5
+
+
 @pytest.mark.parametrize("line", ["[INFO] INA226 found at 0x40", "starting up", "OK"])
 def test_text_banners_are_not_data(line: str) -> None:
     assert parse_text_line(line) is None
