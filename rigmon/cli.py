@@ -18,7 +18,10 @@ from rigmon import __version__
 
 AGENT_EXIT = ("exit codes: 0 stopped cleanly (SIGTERM, SIGINT, SIGHUP); 2 cannot start (configuration, token, address, "
               "log file)")
-CHECK_EXIT = "exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (configuration, rules)"
+CHECK_EXIT = ("exit codes: 0 healthy; 1 warnings; 2 critical findings; 3 the check cannot run (arguments, "
+              "configuration, rules)")
+#: `rigmon check`'s exit code when it could not check (bad arguments, configuration or rules).
+CHECK_CANNOT_RUN = 3
 SNAPSHOT_EXIT = ("exit codes: 0 every node pulled; 1 bundle written, but some node failed (named on stderr); "
                  "2 bad arguments; 3 no node gave anything, or the bundle could not be written (a full disk): "
                  "no bundle written")
@@ -211,7 +214,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if enabled:
                 gc.enable()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if argv[:1] == ["check"] and exc.code == 2:
+            # argparse's usage error is exit 2, the gate's "critical findings": a job script that reads
+            # the exit code took a mistyped option for a critical node. The check could not run: 3.
+            raise SystemExit(CHECK_CANNOT_RUN) from None
+        raise
     if args.command == "check":
         return _cmd_check(args)
     if args.command == "snapshot":
@@ -277,10 +287,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
                            agent_rail=partial(rail_from_agent, config, config_path=args.config),
                            agent_alarms=None if args.no_agent_alarms else partial(alarms_from_agent, config))
     except ConfigKeyError as exc:
-        return fail(in_config_file(args.config, exc), 3)
+        return fail(in_config_file(args.config, exc), CHECK_CANNOT_RUN)
     except (ConfigError, ValueError) as exc:
         # Exit 3: the check itself could not run, distinct from 1 (warnings) and 2 (critical).
-        return fail(str(exc), 3)
+        return fail(str(exc), CHECK_CANNOT_RUN)
     from rigmon.cluster.sanitise import clean_lines
 
     # Device names and kernel messages come from the hardware: shown as text, never as terminal control.

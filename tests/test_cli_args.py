@@ -1,4 +1,5 @@
-"""Numbers and ports on the command line: a bad one is a one-line usage error (exit 2), never a traceback."""
+"""Numbers and ports on the command line: a bad one is a one-line usage error (exit 2; `rigmon check` exits 3,
+see tests/agent/test_check.py), never a traceback."""
 
 from __future__ import annotations
 

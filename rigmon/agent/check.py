@@ -32,6 +32,7 @@ from rigmon.schema import (
     Event,
     Frame,
     GpuProcessReading,
+    PsuAdcCounters,
     PsuRailReading,
     Readings,
     Severity,
@@ -198,6 +199,8 @@ def run_check(
     all_events: list[Event] = []
     statuses: dict[str, CollectorStatus] = {}
     notes: list[str] = []
+    # Whether the last pass's rail is the running agent's: its counters are the agent's, since its start.
+    rail_of_agent = [False]
 
     def one_pass(seq: int) -> Readings:
         records: list[object] = []
@@ -206,6 +209,7 @@ def run_check(
             if agent_rail is not None and col_status.state == "error" and getattr(c, "port_busy", False):
                 # The running agent holds the ADC's port: its reading is the rail's, not a failure.
                 col_status, got = _rail_of_agent(col_status, agent_rail(), notes)
+                rail_of_agent[0] = True
             statuses[name] = replace(col_status, sampled_at=clock.time())
             records.extend(got)
         with lock:
@@ -257,7 +261,8 @@ def run_check(
     if _rail_unread(readings):
         # Says what the agent's `psu_adc_silent` would, with the port and the time waited.
         findings = tuple(a for a in findings if a.rule != "psu_adc_silent") + (
-            _rail_not_read(readings, config.node_name, clock.time(), (passes - 1) * pause_s + rail_waited_s),)
+            _rail_not_read(readings, config.node_name, clock.time(), (passes - 1) * pause_s + rail_waited_s,
+                           None if rail_of_agent[0] else config.psu.primary),)
     findings += tuple(_not_started(name, st, config.node_name, clock.time(), waited_s)
                       for name, st in _starting(statuses).items())
     if agent_alarms is not None:
@@ -308,12 +313,37 @@ def _rail_unread(readings: Readings) -> bool:
     return rail is not None and (rail.stale or rail.volts is None)
 
 
-def _rail_not_read(readings: Readings, node: str, now_at: float, waited_s: float) -> Alarm:
-    assert readings.psu_rail is not None
+#: Why lines of a rail ADC gave no reading, as its counters count them (`PsuAdcCounters`).
+_DROPPED = (("nonsense_lines_total", "out of range: in mV or mA without [psu.scale]?"),
+            ("malformed_lines_total", "malformed"), ("checksum_errors_total", "failing their checksum"),
+            ("long_lines_total", "over-long"), ("ignored_lines_total", "without a channel [psu.channels] reads"))
+
+
+def _rail_not_read(readings: Readings, node: str, now_at: float, waited_s: float, primary: str | None) -> Alarm:
+    """The finding of a rail not read; ``primary`` is the configured channel when the check read the port
+    itself, ``None`` when the reading is the running agent's (whose counters run since its start)."""
+    rail = readings.psu_rail
+    assert rail is not None
+    sent, why = ("no reading", "") if primary is None else _rail_sent(rail.counters, primary)
     return Alarm(id="check-rail-1", rule="psu_rail_not_read", rule_kind="check", severity="warning", node=node,
                  subject="psu", state="firing", started_at=now_at, updated_at=now_at, fired_at=now_at,
-                 message=f"the rail ADC on {readings.psu_rail.port} sent no reading in {waited_s:.0f} s: "
+                 message=f"the rail ADC on {rail.port} sent {sent} in {waited_s:.0f} s{why}: "
                          "the 12 V rail was not checked")
+
+
+def _rail_sent(counters: PsuAdcCounters, primary: str) -> tuple[str, str]:
+    """What a rail ADC that gave no reading sent (``no reading``, ``60 lines``), and why none was one.
+
+    "sent no reading" of a device that sent a line every 100 ms, each dropped (a sketch printing mV
+    read 12030 V), sent the operator to the wiring instead of the configuration.
+    """
+    lines = counters.lines_total  # the cut line after each open is counted apart, never here
+    if lines <= 0:
+        return "no reading", ""
+    why = [f"{getattr(counters, key)} {what}" for key, what in _DROPPED if getattr(counters, key)]
+    if counters.windows_total:
+        why.append(f"{counters.windows_total} without samples of psu.primary = \"{primary}\"")
+    return f"{lines} line{'s' if lines != 1 else ''}", f" but no reading ({'; '.join(why) or 'none read'})"
 
 
 #: How much of its work the undervolt guard could do on a node: every step, only the first

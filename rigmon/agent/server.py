@@ -62,11 +62,19 @@ def check_private_file(path: str, what: str = "token file") -> None:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise StartupError(f"{what} {path}: {exc.strerror}") from None
-    if stat.S_ISDIR(mode):
-        # Before its mode: "chmod 600" would be no advice for a directory (755 as made).
-        raise StartupError(f"{what} {path} is a directory; it must be a regular file")
+    if not stat.S_ISREG(mode):
+        # Before its mode: "chmod 600" would be no advice for a directory (755 as made), and harmful for
+        # a device: `--token-file /dev/null` was told to "chmod 600 it", which as root breaks /dev/null.
+        raise StartupError(f"{what} {path} is {_file_kind(mode)}; it must be a regular file")
     if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
         raise StartupError(f"{what} {path} is readable or writable by other users; chmod 600 it")
+
+
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message (``a directory``, ``a character device``)."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 #: Largest token file read (a token is a line; anything longer is not a token file).

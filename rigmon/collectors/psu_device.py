@@ -105,9 +105,9 @@ class RailDevice:
         }[exc.reason]
         self._count(**{key: 1})
 
-    def unread(self, line: str, reason: str | None) -> None:
-        """A line that gave no window (``reason``: why it was dropped; ``None``: not data). Once an
-        open's lines are all such, say what the device seems to speak instead, once per open.
+    def unread(self, line: str, reason: str | None, detail: str | None = None) -> None:
+        """A line that gave no window (``reason``: why it was dropped, ``detail`` what it held; ``None``:
+        not data). Once an open's lines are all such, say what the device seems to speak instead, once per open.
 
         Only lines that are not readings come here, never the usual RM1 window: no cost per reading.
         """
@@ -128,6 +128,13 @@ class RailDevice:
         elif reason == "control":
             advice = (f"only line noise: another line speed than psu.baud ({self.config.line_baud})? "
                       "Or a device that sends binary frames")
+        elif protocol == "text" and reason == "nonsense":
+            # The lines carry the channel, in other units: a sketch printing mV read 12030 V. Saying
+            # "no line carries a channel" sent the operator to [psu.channels], which was right.
+            advice = (f"its lines carry the channels, but no rail reads that ({detail}): a sketch printing "
+                      f"mV or mA needs [psu.scale] (v = 0.001)")
+        elif protocol == "text" and reason == "malformed" and detail:
+            advice = f"its lines carry the channels, but cannot be read so ({detail})"
         elif protocol == "rm1":
             advice = ('text lines, no RM1 window: set psu.protocol = "text" with [psu.channels], '
                       "or check the firmware")

@@ -33,10 +33,12 @@ class LineError(ValueError):
     Attributes:
         reason: ``long``, ``control`` (non-printable bytes), ``checksum``, ``malformed``
             (does not follow the format) or ``nonsense`` (parses, but cannot be true).
+        detail: what was wrong with it (``v=12030 beyond 100``).
     """
 
     def __init__(self, reason: LineErrorReason, detail: str) -> None:
         self.reason: LineErrorReason = reason
+        self.detail = detail
         super().__init__(f"{reason}: {detail}")
 
 

@@ -139,7 +139,7 @@ class RailState(RailDevice):
                         parsed, self._header, self.config.channels, self.config.scale)
         except LineError as exc:
             self.line_error(exc)
-            self.unread(line, exc.reason)
+            self.unread(line, exc.reason, exc.detail)
             return False
         if window is None:
             self._count(ignored_lines_total=1)

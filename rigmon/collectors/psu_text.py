@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rigmon.collectors.psu_lines import (
     MAX_ABS_AMPS,
@@ -45,6 +45,8 @@ class TextFields:
     values: dict[str, float]
     columns: int | None = None
     comma_between_digits: bool = False
+    units: dict[str, str] = field(default_factory=dict)
+    """The unit family (``V``, ``A``, ``W``) of each value that was printed with a unit, by the same keys."""
 
 
 # A number with an optional unit glued on or after a space: 12.061, 12034mV, 1.2 A, -3e-2V.
@@ -56,6 +58,9 @@ _UNIT_SCALE: dict[str, tuple[str, float]] = {
     "a": ("A", 1.0), "ma": ("A", 1e-3), "ua": ("A", 1e-6),
     "w": ("W", 1.0), "mw": ("W", 1e-3), "kw": ("W", 1e3),
 }
+# A unit after a space in a whitespace-separated line (``V=12030 mV I=3200 mA``, ``12030 mV``), which
+# splitting at the space parted from its number: 12030 V (dropped) and 3200 A (read as a current).
+_SPACED_UNIT = lazy_compile(r"(?<=[0-9.])\s+((?i:mv|uv|kv|v|ma|ua|a|mw|kw|w))(?=\s|$)")
 _HEADER_NAME = lazy_compile(r"[A-Za-z_][A-Za-z0-9_\[\]().%/ -]{0,40}")
 _LABEL = lazy_compile(r"\s*\"?([A-Za-z_][A-Za-z0-9_ .\[\]-]{0,40}?)\"?\s*")
 _COMMA_BETWEEN_DIGITS = lazy_compile(r"[0-9],[0-9]")
@@ -108,7 +113,7 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
 
     Accepted: a bare number (``12.061``, ``12034mV``); CSV, tab/semicolon separated or
     whitespace-aligned values with or without a header (``2025-11-30 12:34:56.123,12.345,1.234,15.234``);
-    key=value with units (``V=12030 mV, I=1.2A``); Serial Plotter ``label:value`` pairs and
+    key=value with units (``V=12030 mV, I=1.2A``, ``V=12030 mV I=1200 mA``); Serial Plotter ``label:value`` pairs and
     ``label: raw value`` lines (the value with a unit); one flat JSON object
     (``{"Vout": 12.06, "Iout": 40.1}``). Positional values are keyed by their 0-based column
     number; a value with a glued unit is also keyed by its unit family (``V``, ``A``, ``W``)
@@ -133,8 +138,12 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
     if text.startswith("["):
         return None
     sep = "," if "," in text else ";" if ";" in text else "\t" if "\t" in text else None
+    if sep is None:
+        # V=12030 mV: the unit stays with its number (as in a separated field, "12030 mV" is one).
+        text = _SPACED_UNIT.sub(r"\1", text)
     parts = text.split(sep) if sep else text.split()
     values: dict[str, float] = {}
+    units: dict[str, str] = {}
     words: list[str] = []
     keyed = False
     decimal_point = False
@@ -147,20 +156,25 @@ def parse_text_line(line: str, header_names: Collection[str] = ()) -> TextFields
                 continue
             decimal_point = decimal_point or "." in part
             values[str(index)] = number[0]
-            if number[1] is not None and number[1] not in values:
-                values[number[1]] = number[0]
+            if number[1] is not None:
+                units[str(index)] = number[1]
+                if number[1] not in values:
+                    values[number[1]] = number[0]
+                    units[number[1]] = number[1]
         else:
             keyed = True
             number = _text_number(value_text) or _value_with_unit(value_text)
             if number is not None:
                 decimal_point = decimal_point or "." in value_text
                 values[key] = number[0]
+                if number[1] is not None:
+                    units[key] = number[1]
             if rest_of_line:
                 # "label: raw value" took the rest of the line.
                 break
     if values:
         ambiguous = sep == "," and not decimal_point and _COMMA_BETWEEN_DIGITS.search(text) is not None
-        return TextFields(values, None if keyed else len(parts), ambiguous)
+        return TextFields(values, None if keyed else len(parts), ambiguous, units)
     names = tuple(w for w in words if w)
     if len(names) == len(parts) >= 2 and all(_HEADER_NAME.fullmatch(n) for n in names):
         if sep or any(n in header_names for n in names):
@@ -228,16 +242,20 @@ def text_window(
 
     Raises:
         LineError: a channel's value is beyond what a rail monitor can read (``nonsense``),
-            or the line may carry a decimal comma (``malformed``, see `TextFields`): never
-            read ``12,061`` as 12 V.
+            the line may carry a decimal comma (``malformed``, see `TextFields`): never
+            read ``12,061`` as 12 V; or a channel's value was printed in another unit
+            (``malformed``: ``1200 mA`` for ``v``).
     """
     if header is not None and fields.columns is not None and fields.columns != len(header.names):
         return None
     values = dict(fields.values)
+    units = dict(fields.units)
     if header is not None:
         for index, name in enumerate(header.names):
             if str(index) in fields.values:
                 values.setdefault(name, fields.values[str(index)])
+                if str(index) in fields.units:
+                    units.setdefault(name, fields.units[str(index)])
     # A header printed with as many comma-separated columns says the comma separates, and so do
     # channels that read every column of a bare CSV line (`v = "0"`, `i = "1"` and `12034,1520`):
     # a column no channel reads (`12,061` with `v = "0"`) may be a decimal comma's fraction.
@@ -250,6 +268,12 @@ def text_window(
             continue
         if ambiguous:
             raise LineError("malformed", "a comma between digits and no decimal point: a decimal comma?")
+        family = "V" if channel.startswith("v") else "A"
+        if units.get(source, family) != family and channel not in scale:
+            # "Current: 1200.00 mA" mapped to v read as a 1.2 V rail: a critical sag that never was.
+            # With a scale the unit is the operator's to convert (a shunt's mV to amperes).
+            raise LineError("malformed", f"{channel} reads {source!r}, a value in {units[source]}, not {family}: "
+                                         f"map psu.channels.{channel} to one in {family}")
         # Rounded like a unit's scaling: 12030 with scale 0.001 is 12.03 V, not 12.030000000000001.
         value = round(values[source] * scale.get(channel, 1.0), 9)
         limit = MAX_ABS_VOLTS if channel.startswith("v") else MAX_ABS_AMPS

@@ -123,10 +123,11 @@ def _keyed(exc: TypedDataError) -> str:
     A section's ``__post_init__`` refuses a value by the key's name (``baud must be positive``), which the
     decoder puts after the section's path: ``psu: baud must be ...`` named the section, not the key as
     every other error does (``psu.port: expected a string``). ``notify[0]: command: the program ...``
-    becomes ``notify[0].command: the program ...``.
+    becomes ``notify[0].command: the program ...``, and a key of a table in the section likewise
+    (``psu: scale.V: no channel V`` becomes ``psu.scale.V: no channel V``).
     """
     word, _, rest = exc.reason.partition(" ")
-    key = word.removesuffix(":")
+    key = word.removesuffix(":").partition(".")[0]
     section = _record_at(exc.path)
     if section is not None and rest and key in field_types(section):
         return f"{exc.path}.{word} {rest}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import msgspec
@@ -28,6 +29,15 @@ class PsuHwmonSection(msgspec.Struct, frozen=True, gc=False):
         if self.share_imbalance_pct <= 0:
             raise ValueError("share_imbalance_pct must be positive")
         check_ranges(self, {"share_imbalance_pct": (0.0, 100.0)})
+        for key, factor in self.scale.items():
+            # A key hwmon never names (``in4`` without its chip) scaled nothing: the Super I/O pin's
+            # 1.8 V went on being reported as the 12 V rail, the setting ignored without a word.
+            chip, slash, name = key.partition("/")
+            if not (chip and slash and name.startswith("in") and name[2:].isdigit()):
+                raise ValueError(f"scale.{key}: a key is CHIP/inN as hwmon names the input "
+                                 f"(\"nct6779/in4\": the chip's name file, then the input), got {key!r}")
+            if not 0 < factor < math.inf:  # also refuses NaN
+                raise ValueError(f"scale.{key} must be a positive number (a divider's ratio), got {factor!r}")
 
 
 #: The line speeds a PZEM-017 can be set to (its manual); 9600 from the factory.
@@ -101,3 +111,24 @@ class PsuSection(msgspec.Struct, frozen=True, gc=False):
         for name in self.channels:
             if not name[:1] in ("v", "i"):
                 raise ValueError(f"channels.{name}: channel names start with v (volts) or i (amps)")
+        self._check_text_channels()
+
+    def _check_text_channels(self) -> None:
+        """Refuse a ``[psu.scale]`` or ``primary`` that names no channel the lines are read for.
+
+        A scale keyed by a typo (``V = 0.001``) multiplied nothing: every line of a sketch printing mV
+        read 12030 V, was dropped as nonsense, and the ADC was called silent, the mistake named nowhere.
+        """
+        names = ", ".join(sorted(self.channels)) or "none"
+        if self.protocol != "text":
+            if self.scale:
+                raise ValueError(f"scale: [psu.scale] is read only with protocol = \"text\" (this port speaks "
+                                 f"{self.protocol}, which sends volts and amps); remove it")
+            return
+        for name in self.scale:
+            if name not in self.channels:
+                raise ValueError(f"scale.{name}: no channel {name} in [psu.channels] (its channels: {names}); "
+                                 f"a scale is keyed by the channel it multiplies (v = 0.001 for a sketch printing mV)")
+        if self.primary not in self.channels:
+            raise ValueError(f"primary: the channel {self.primary!r} is not in [psu.channels] (its channels: {names}); "
+                             f"map the load-side voltage to it, or set primary to one of them")

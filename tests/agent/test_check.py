@@ -110,6 +110,19 @@ def test_cli_into_a_pipe_closed_early_keeps_its_exit_code_and_prints_no_tracebac
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (("--wait", "abc"), "rigmon check: error: argument --wait: not a number: 'abc'"),
+    (("--wiat", "5"), "error: unrecognized arguments: --wiat 5"),
+    (("--root",), "rigmon check: error: argument --root: expected one argument"),
+])
+def test_cli_bad_arguments_exit_3_not_the_critical_2(args: tuple[str, ...], says: str) -> None:
+    """argparse's usage error was exit 2, the gate's "critical findings": a job script reading the code
+    took a mistyped option for a critical node. The check could not run: exit 3, as for a bad config."""
+    out = run_cli(*args)
+    assert out.returncode == 3, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+
+
 def test_cli_bad_rules_file_is_a_clear_error(tmp_path: Path) -> None:
     cfg = tmp_path / "agent.toml"
     rules = tmp_path / "rules.toml"

@@ -176,3 +176,27 @@ def test_the_check_never_opens_the_port_of_the_agent_its_state_directory_records
     error = failed.collectors["psu"].error or ""
     assert f"not opened: the running agent recorded in {tmp_path / 'state'}/agent.lock reads the rail ADC" in error
     assert gone in error and [a.subject for a in failed.findings] == ["collector:host", "collector:psu"]
+
+
+def test_an_adc_whose_every_line_is_dropped_is_said_with_why(tmp_path: Path) -> None:
+    """A sketch printing mV without [psu.scale]: a line every 100 ms, each 12030 V, dropped. The check
+    said the ADC "sent no reading", which sent the operator to the wiring, not the configuration."""
+    device = PtyDevice(tmp_path)
+    section = PsuSection(port=LINK, protocol="text", query_identity=False)
+    psu = PsuCollector(section, HostRoot(tmp_path), SystemClock())
+    config = AgentConfig(agent=AgentSection(node="node01", root=str(tmp_path), state_dir=str(tmp_path / "state")),
+                         psu=section)
+    try:
+        psu.start(Pushed())
+        wait_for(lambda: psu.state.connected)
+        device.lines(*["12030"] * 6)
+        wait_for(lambda: psu.state.counters.nonsense_lines_total >= 5)
+        report = run_check(config, SystemClock(), {"psu": psu}, None, 2, 0.0, sleep=lambda s: None,
+                           guard_probe=GuardAccess)
+    finally:
+        psu.close()
+        device.close()
+    (finding,) = [a for a in report.findings if a.rule == "psu_rail_not_read"]
+    lines = psu.state.counters.lines_total
+    assert f"sent {lines} lines in " in finding.message and "no reading" in finding.message
+    assert f"({lines} out of range: in mV or mA without [psu.scale]?)" in finding.message

@@ -90,6 +90,18 @@ def test_a_directory_as_token_file_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2 and f"rigmon: --token-file {folder} is a directory" in out.stderr, out.stderr
 
 
+def test_a_device_as_token_file_is_refused_without_advice_to_chmod_it(tmp_path: Path) -> None:
+    """``--token-file /dev/null`` was "readable or writable by other users; chmod 600 it": advice that,
+    taken as root, breaks /dev/null for the whole machine."""
+    out = agent(tmp_path, "--token-file", "/dev/null")
+    assert out.returncode == 2
+    assert out.stderr == "rigmon: --token-file /dev/null is a character device; it must be a regular file\n", out.stderr
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo, 0o644)
+    out = agent(tmp_path, "--token-file", str(fifo))
+    assert out.returncode == 2 and out.stderr == f"rigmon: --token-file {fifo} is a FIFO; it must be a regular file\n"
+
+
 @pytest.mark.parametrize("text", ["first-token\nsecond-token\n", "Bearer a-token\n", "a-token\tmore\n"])
 def test_a_token_file_holding_more_than_one_word_is_refused(tmp_path: Path, text: str) -> None:
     """The agent started with it, and refused every client 401: no header carries a line break."""

@@ -103,6 +103,11 @@ def test_bad_rm1_lines(line: str, reason: str) -> None:
         ("1234567,12.01,950.5,11415", {"0": 1234567.0, "1": 12.01, "2": 950.5, "3": 11415.0}),
         ("V=12030 mV, I=1.2A", {"V": 12.03, "I": 1.2}),
         ("V=12.03V", {"V": 12.03}),
+        # The unit after a space in a whitespace-separated line, as the README's own example prints it.
+        ("V=12030 mV", {"V": 12.03}),
+        ("V=12030 mV I=3200 mA", {"V": 12.03, "I": 3.2}),
+        ("12030 mV", {"0": 12.03, "V": 12.03}),
+        ("12.03 V 3.2 A", {"0": 12.03, "V": 12.03, "1": 3.2, "A": 3.2}),
         ("bus:12.02,shunt:0.5", {"bus": 12.02, "shunt": 0.5}),
         ("bus:12.02 shunt:0.5", {"bus": 12.02, "shunt": 0.5}),
         ("4.98V,0.12A", {"0": 4.98, "V": 4.98, "1": 0.12, "A": 0.12}),
@@ -121,6 +126,37 @@ def test_bad_rm1_lines(line: str, reason: str) -> None:
 def test_text_formats(line: str, values: dict[str, float]) -> None:
     fields = parse_text_line(line)
     assert isinstance(fields, TextFields) and fields.values == values
+
+
+def test_a_milliamp_value_after_a_space_is_not_read_as_amperes() -> None:
+    """``I=3200 mA`` was 3200 A (under the 10 kA limit: a reading) and ``V=12030 mV`` 12030 V (dropped)."""
+    fields = parse_text_line("V=12030 mV I=3200 mA")
+    assert isinstance(fields, TextFields)
+    window = text_window(fields, None, {"v": "V", "i": "I"}, {})
+    assert window is not None and (window.volts["v"].mean, window.amps["i"].mean) == (12.03, 3.2)
+
+
+@pytest.mark.parametrize(("line", "channels", "said"), [
+    # Adafruit's INA219 example with the channels swapped: 1.2 V was read, a critical sag that never was.
+    ("Current mA:       1200.00 mA", {"v": "Current mA"}, "v reads 'Current mA', a value in A, not V"),
+    ("4.98V,0.12A", {"v": "1"}, "v reads '1', a value in A, not V"),
+    ("V=12.0V P=1.5W", {"v": "V", "i": "P"}, "i reads 'P', a value in W, not A"),
+])
+def test_a_value_printed_in_another_unit_than_its_channel_is_refused(
+        line: str, channels: dict[str, str], said: str) -> None:
+    fields = parse_text_line(line)
+    assert isinstance(fields, TextFields)
+    with pytest.raises(LineError) as info:
+        text_window(fields, None, channels, {})
+    assert info.value.reason == "malformed" and said in str(info.value)
+
+
+def test_a_scaled_channel_may_read_another_unit() -> None:
+    """A shunt's voltage read as the current through it: the scale (1/R) is the conversion."""
+    fields = parse_text_line("Shunt Voltage: 0.50 mV")
+    assert isinstance(fields, TextFields)
+    window = text_window(fields, None, {"v": "Bus Voltage", "i": "Shunt Voltage"}, {"i": 1000.0})
+    assert window is not None and window.amps["i"].mean == 0.5
 
 
 @pytest.mark.parametrize("line", ["[INFO] INA226 found at 0x40", "starting up", "OK"])

@@ -51,6 +51,21 @@ def test_line_noise_names_the_baud_rate() -> None:
     assert str(said[0].data["line"]).isprintable()
 
 
+def test_a_sketch_printing_millivolts_without_a_scale_is_told_to_set_one() -> None:
+    """Every line carries the channel, in mV: it was said to carry none, sending the operator to
+    [psu.channels], which was right, instead of to [psu.scale]."""
+    state = opened(protocol="text", channels={"v": "0"})
+    said = send(state, [b"12030"] * MISMATCH_LINES)
+    assert len(said) == 1 and "[psu.scale]" in said[0].message and "v=12030 beyond 100" in said[0].message
+    assert "no line carries" not in said[0].message
+
+
+def test_a_channel_mapped_to_a_value_in_another_unit_is_said_so() -> None:
+    state = opened(protocol="text", channels={"v": "Current mA"})
+    said = send(state, [b"Current mA:       1200.00 mA"] * MISMATCH_LINES)
+    assert len(said) == 1 and "v reads 'Current mA', a value in A, not V" in said[0].message
+
+
 def test_a_device_that_reads_is_never_called_a_mismatch() -> None:
     """A boot banner, a window, then chatter: the protocol is right."""
     state = opened()
