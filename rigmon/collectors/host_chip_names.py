@@ -1,8 +1,9 @@
-"""Boot-stable names of host temperature sensors: an hwmon chip's libsensors name (``k10temp-pci-00c3``),
-built from its ``name`` and its device's bus and address, and thermal zones named by their ``type``.
+"""Boot-stable names of host temperature sensors and hwmon voltage inputs: an hwmon chip's libsensors name
+(``k10temp-pci-00c3``, ``nct6798-isa-0290``), built from its ``name`` and its device's bus and address, and
+thermal zones named by their ``type``.
 
 The kernel numbers ``hwmonN`` and ``thermal_zoneN`` in probe order, which changes between boots (nvme,
-k10temp, amdgpu and PMBus drivers load in varying order): a sensor named by them is another sensor after
+k10temp, amdgpu, Super I/O and PMBus drivers load in varying order): a sensor named by them is another sensor after
 a reboot, and an alarm's subject, its acknowledgement, a journal series and a Prometheus series would
 follow the number. lm-sensors names a chip ``<name>-<bus>-<address>`` instead (libsensors'
 ``sensors_snprintf_chip_name``), which is also what ``sensors`` prints and accepts (``sensors
@@ -12,6 +13,7 @@ k10temp-pci-00c3``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from rigmon.hw.root import HostRoot
 from rigmon.lazy_re import lazy_compile
@@ -89,6 +91,33 @@ def read_chip_name(root: HostRoot, hwmon_dir: str, prefix: str) -> str:
         # A PCI function's ``device`` is a file (its device id), a class device's the link to its parent.
         device = root.realpath(f"{device}/device") if root.readlink(f"{device}/device") is not None else None
     return f"{prefix}-virtual-0"
+
+
+class NamedChip(Protocol):
+    """Facts of one hwmon registration that name its chip: its ``name`` and its libsensors name."""
+
+    @property
+    def chip(self) -> str:
+        """The chip's ``name`` (``nct6798``), or its ``hwmonN`` when that did not read."""
+        ...
+
+    @property
+    def chip_name(self) -> str | None:
+        """The chip's libsensors name (``nct6798-isa-0290``), ``None`` when its ``name`` did not read."""
+        ...
+
+
+def registration_chip_name(root: HostRoot, hwmon_dir: str, name: str | None, before: NamedChip | None) -> str | None:
+    """The libsensors name of the chip in ``hwmon_dir`` whose ``name`` read ``name`` (`read_chip_name`), for a
+    read of its registration's facts; what the read before of the same registration found (``before``) when
+    its ``name`` did not read now (``None`` without one), or its ``device`` link did not (``<name>-virtual-0``)."""
+    if name is None:
+        return None if before is None else before.chip_name
+    chip_name = read_chip_name(root, hwmon_dir, name)
+    if chip_name == f"{name}-virtual-0" and before is not None and before.chip_name is not None \
+            and before.chip == name:
+        return before.chip_name
+    return chip_name
 
 
 def input_names(channels: Sequence[tuple[str, str | None]]) -> list[str]:

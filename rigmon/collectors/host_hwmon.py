@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rigmon.collectors.device_facts import DeviceFacts
-from rigmon.collectors.host_chip_names import input_names, read_chip_name
+from rigmon.collectors.host_chip_names import input_names, registration_chip_name
 from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, list_chip
 from rigmon.collectors.hwmon_power import PMBUS_DRIVERS, parse_i2c_client, psu_sensors
 from rigmon.collectors.sysfs_values import parse_millidegrees
@@ -117,7 +117,7 @@ def read_hwmon_temp_facts(root: HostRoot, chips: DeviceFacts[HwmonChip, HwmonTem
     if client is None and before is not None and before.chip == chip:
         client = before.i2c_client
     # A PMBus PSU is named as psu_hwmon names it: by its I2C client, else its hwmonN.
-    chip_name = None if chip in PMBUS_DRIVERS else _chip_name(root, base, name, before)
+    chip_name = None if chip in PMBUS_DRIVERS else registration_chip_name(root, base, name, before)
 
     def named(prefix: str, inputs: list[str]) -> tuple[TempRead, ...]:
         return tuple((f"{base}/{channel}_input", f"{prefix}/{input_name}", f"{chip} {label}", max_c, crit_c)
@@ -128,18 +128,6 @@ def read_hwmon_temp_facts(root: HostRoot, chips: DeviceFacts[HwmonChip, HwmonTem
         chip=chip, channels=tuple(channels), reads=named(hwmon, numbered), chip_name=chip_name,
         named_reads=() if chip_name is None else named(chip_name, input_names(labels)),
         i2c_client=client, client_reads=() if client is None else named(client, numbered), seen=listing.seen)
-
-
-def _chip_name(root: HostRoot, base: str, name: str | None, before: HwmonTempFacts | None) -> str | None:
-    """The libsensors name of the chip in ``base`` whose ``name`` read ``name`` (`read_chip_name`); what an
-    earlier read of the same registration found when its ``name`` or ``device`` link did not read now."""
-    if name is None:
-        return None if before is None else before.chip_name
-    chip_name = read_chip_name(root, base, name)
-    if chip_name == f"{name}-virtual-0" and before is not None and before.chip_name is not None \
-            and before.chip == name:
-        return before.chip_name
-    return chip_name
 
 
 def _temp_limit(root: HostRoot, path: str, present: frozenset[str]) -> float | None:

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
-from rigmon.collectors.hwmon_chips import HWMON, HwmonChip, hwmon_registrations, list_chip, read_chip_input
+from rigmon.collectors.host_chip_names import registration_chip_name
+from rigmon.collectors.hwmon_chips import (
+    HWMON,
+    HwmonChip,
+    chip_of,
+    hwmon_registrations,
+    list_chip,
+    read_chip_input,
+)
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.config import PsuHwmonSection
 from rigmon.hw.root import HostRoot
@@ -58,6 +66,9 @@ class ChipFacts:
     has_fan1: bool
     #: The I2C client behind the chip (``7-0058``, from its ``device`` link), ``None`` when not on I2C.
     i2c_client: str | None = None
+    #: The chip's libsensors name (``nct6798-isa-0290``, `read_chip_name`) that names its voltage inputs;
+    #: ``None`` for a PMBus supply (named by its I2C client) or a chip whose ``name`` did not read.
+    chip_name: str | None = None
     #: For each of `PMBUS_FIGURES`, the indexes in ``channels`` of the channels labelled for it.
     pmbus_figures: tuple[tuple[int, ...], ...] = ()
     #: How a tick reads the chip (paths and what is fixed about its readings), see `ChipPlan`.
@@ -73,7 +84,10 @@ class VoltageInput:
     input_path: str
     #: ``<name>_alarm``'s path, ``None`` when the chip has none for this input.
     alarm_path: str | None
+    #: ``<chip name>/inM`` or ``hwmonN/inM`` (see `voltage_reads`).
     sensor: str
+    #: The chip's ``name`` (``nct6798``).
+    chip: str
     label: str
     scale: float
     min_volts: float | None
@@ -93,8 +107,10 @@ class ChipPlan:
     alarm_paths: tuple[tuple[str, str], ...] = ()
     temp1_path: str | None = None
     fan1_path: str | None = None
-    #: Other chips: the ``in*`` channels.
+    #: Other chips: the ``in*`` channels, named by the kernel's numbering (``hwmon3/in4``).
     voltages: tuple[VoltageInput, ...] = ()
+    #: `voltages` named by the chip's libsensors name (``nct6798-isa-0290/in4``), when it has one.
+    named_voltages: tuple[VoltageInput, ...] = ()
 
 
 #: One PMBus supply's tick: hwmon device, I2C client, chip, figures (in `PMBUS_FIGURES` order, in
@@ -135,6 +151,25 @@ def psu_sensors(chips: Sequence[tuple[str, str | None]]) -> list[str]:
     chip shares (two hwmon devices of one client), so that names stay unique."""
     clients = [client for _, client in chips if client is not None]
     return [client if client is not None and clients.count(client) == 1 else hwmon for hwmon, client in chips]
+
+
+def voltage_reads(facts: Sequence[ChipFacts]) -> tuple[VoltageInput, ...]:
+    """Each voltage input of the chips with ``facts`` (in the listing's order) a tick reads, in order, each
+    named the same every boot: the kernel numbers hwmon devices in probe order, so after a reboot ``hwmonN``
+    may be another chip, and the journal series, /metrics labels and alarm subjects would follow it.
+
+    An input is named by its chip's libsensors name and its channel (``nct6798-isa-0290/in4``), as
+    ``sensors nct6798-isa-0290`` and sensors.conf (``label in4 "+12V"``, ``compute in4 ...``) name it; not by
+    its ``inM_label``, which most Super I/O drivers do not give (nct6775) or give a few inputs of only,
+    generic (it87's ``3VSB``, ``Vbat``), and which a kernel that adds one would rename. Two chips of one
+    libsensors name (two virtual devices of one driver, a tree copied without its links) are named by their
+    ``hwmonN`` (``hwmon3/in4``), so that no two inputs share a name, as the host collector names their
+    temperatures (`hwmon_temp_reads`). PMBus supplies have no voltage inputs here (their figures are theirs).
+    """
+    names = [f.chip_name for f in facts if f.chip_name is not None]
+    return tuple(vin for f in facts if f.plan is not None and not f.plan.pmbus
+                 for vin in (f.plan.named_voltages if f.chip_name is not None and names.count(f.chip_name) == 1
+                             else f.plan.voltages))
 
 
 def current_shares(iout_amps: Sequence[float | None], imbalance_pct: float) -> list[tuple[float | None, float | None, bool]]:
@@ -185,9 +220,11 @@ class HwmonPowerCollector(PolledCollector):
         self._facts: DeviceFacts[HwmonChip, ChipFacts] = DeviceFacts()
         #: The PMBus supplies' sensor names (see `psu_sensors`) while the chips' facts are kept.
         self._sensors: list[str] | None = None
+        #: The voltage inputs a tick reads (see `voltage_reads`) while the chips' facts are kept.
+        self._voltages: tuple[VoltageInput, ...] | None = None
 
     def _chip_facts(self, chip: HwmonChip) -> ChipFacts:
-        """Chip name, channels with labels and limits, and which optional files exist.
+        """Chip name and libsensors name, channels with labels and limits, and which optional files exist.
 
         A chip lacking a file it should have (`ChipListing.incomplete`: an input its driver creates
         a moment after the chip appears, or hides for now) has its facts read again soon, backing
@@ -201,14 +238,18 @@ class HwmonPowerCollector(PolledCollector):
         before, listing = list_chip(self.root, self._facts, chip)
         entries, present = listing.entries, listing.present
         channels = self._channels(base, entries, present)
+        name = attr(f"{base}/name")
+        driver = name or (hwmon if before is None else before.chip)
         facts = ChipFacts(
-            chip=attr(f"{base}/name") or (hwmon if before is None else before.chip),
+            chip=driver,
             channels=channels,
             alarm_files=tuple(e for e in entries if e.endswith("_alarm")),
             has_temp1="temp1_input" in present,
             has_fan1="fan1_input" in present,
             i2c_client=parse_i2c_client(self.root.readlink(f"{base}/device"))
             or (None if before is None else before.i2c_client),
+            # A PMBus supply is named by its I2C client (`psu_sensors`).
+            chip_name=None if driver in PMBUS_DRIVERS else registration_chip_name(self.root, base, name, before),
             pmbus_figures=tuple(tuple(i for i, cf in enumerate(channels) if (cf.label or "").startswith(prefix))
                                 for prefix, _ in PMBUS_FIGURES),
             seen=listing.seen,
@@ -250,11 +291,13 @@ class HwmonPowerCollector(PolledCollector):
             voltages.append(VoltageInput(
                 input_path=f"{base}/{cf.name}_input",
                 alarm_path=f"{base}/{cf.name}_alarm" if cf.has_alarm else None,
-                sensor=f"{hwmon}/{cf.name}", label=cf.label or cf.name, scale=scale,
+                sensor=f"{hwmon}/{cf.name}", chip=facts.chip, label=cf.label or cf.name, scale=scale,
                 min_volts=None if cf.min_value is None else round(cf.min_value / MILLI * scale, 4),
                 max_volts=None if cf.max_value is None else round(cf.max_value / MILLI * scale, 4),
             ))
-        return ChipPlan(pmbus=False, voltages=tuple(voltages))
+        chip_name = facts.chip_name
+        return ChipPlan(pmbus=False, voltages=tuple(voltages), named_voltages=() if chip_name is None else tuple(
+            dataclasses.replace(vin, sensor=f"{chip_name}/{vin.sensor.partition('/')[2]}") for vin in voltages))
 
     def collect(self) -> Sequence[object]:
         if not self.config.enabled:
@@ -263,32 +306,36 @@ class HwmonPowerCollector(PolledCollector):
         psus: list[PsuFigures] = []
         chips = hwmon_registrations(self.root)
         if not self._facts.begin(chips):
-            self._sensors = None
+            self._sensors = self._voltages = None
         read, read_input = self.root.read_attr, self.root.read_present
         facts_of, read_facts = self._facts.get, self._chip_facts
+        voltages = self._voltages
+        if voltages is None:
+            # The names follow from every chip's facts (two chips of one name): worked out again when
+            # those are read again.
+            voltages = self._voltages = voltage_reads([facts_of(chip_id, read_facts) for chip_id in chips])
+        for vin in voltages:
+            try:
+                value = parse_int(read_input(vin.input_path))
+            except FileNotFoundError:
+                # Gone since the facts were read: read again at the next tick (`read_chip_input`).
+                if (chip_id := chip_of(chips, vin.input_path)) is not None:
+                    self._facts.reread(chip_id)
+                continue
+            if value is None:
+                continue
+            alarm = None if vin.alarm_path is None else parse_int(read(vin.alarm_path))
+            volts.append(HwmonVoltageReading(
+                sensor=vin.sensor, chip=vin.chip, label=vin.label,
+                volts=round(value / MILLI * vin.scale, 4), min_volts=vin.min_volts, max_volts=vin.max_volts,
+                alarm=None if alarm is None else alarm != 0, scale=vin.scale,
+            ))
         for chip_id in chips:
             facts = facts_of(chip_id, read_facts)
             plan = facts.plan
             assert plan is not None  # set by _chip_facts
             if plan.pmbus:
                 psus.append(self._psu_figures(chip_id, facts, plan))
-                continue
-            chip = facts.chip
-            for vin in plan.voltages:
-                try:
-                    value = parse_int(read_input(vin.input_path))
-                except FileNotFoundError:
-                    # Gone since the facts were read: read again at the next tick (`read_chip_input`).
-                    self._facts.reread(chip_id)
-                    continue
-                if value is None:
-                    continue
-                alarm = None if vin.alarm_path is None else parse_int(read(vin.alarm_path))
-                volts.append(HwmonVoltageReading(
-                    sensor=vin.sensor, chip=chip, label=vin.label,
-                    volts=round(value / MILLI * vin.scale, 4), min_volts=vin.min_volts, max_volts=vin.max_volts,
-                    alarm=None if alarm is None else alarm != 0, scale=vin.scale,
-                ))
         if not volts and not psus:
             raise NoData("no hwmon voltage inputs or PMBus supplies")
         records: list[object] = [*volts, *self._psus(psus)]

@@ -135,7 +135,8 @@ class HwmonVoltageReading(Record, frozen=True):
     """One hwmon voltage input (Super I/O or BMC ``inN_input``), scaled to the real voltage."""
 
     sensor: str
-    """``hwmonN/inM``."""
+    """Its chip's libsensors name and its channel (``nct6798-isa-0290/in4``), the same every boot;
+    ``hwmonN/inM`` when two chips share a name."""
     chip: str
     label: str
     volts: float

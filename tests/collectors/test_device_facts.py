@@ -221,30 +221,35 @@ def test_nvme_namespaces_are_listed_once_until_a_change_is_signalled(tmp_path: P
     assert root.listed.count("/sys/class/nvme/nvme0") == 1
 
 
-def psu_chip(index: int, label: str) -> dict[str, str]:
+def psu_chip(tmp_path: Path, index: int, label: str, port: int) -> Tree:
+    """``hwmon<index>``: a Super I/O whose hardware monitor is at I/O port ``port``, below its platform device."""
     base = f"/sys/class/hwmon/hwmon{index}"
-    return {f"{base}/name": "nct6779\n", f"{base}/in4_input": "1832\n", f"{base}/in4_label": f"{label}\n",
-            f"{base}/in4_min": "1712\n"}
+    tree = write_tree(tmp_path, {f"{base}/name": "nct6779\n", f"{base}/in4_input": "1832\n",
+                                 f"{base}/in4_label": f"{label}\n", f"{base}/in4_min": "1712\n"})
+    tree.symlink(f"{base}/device", f"../../../devices/platform/nct6775.{port}")
+    tree.symlink(f"/sys/devices/platform/nct6775.{port}/subsystem", "../../../bus/platform")
+    return tree
 
 
 def test_hwmon_chip_appearing_and_reregistered_is_seen(tmp_path: Path) -> None:
-    tree = write_tree(tmp_path, psu_chip(1, "12V"))
+    tree = psu_chip(tmp_path, 1, "12V", 0x290)
     collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection())
 
     def volts() -> dict[str, str]:
         return {r.sensor: r.label for r in collector.collect() if isinstance(r, HwmonVoltageReading)}
 
-    assert volts() == {"hwmon1/in4": "12V"}
-    write_tree(tmp_path, psu_chip(2, "VIN"))
-    assert volts() == {"hwmon1/in4": "12V", "hwmon2/in4": "VIN"}
+    assert volts() == {"nct6779-isa-0290/in4": "12V"}
+    psu_chip(tmp_path, 2, "VIN", 0xA20)
+    assert volts() == {"nct6779-isa-0290/in4": "12V", "nct6779-isa-0a20/in4": "VIN"}
     # The driver is unloaded, then loaded again with other labels: the kernel re-uses the number.
     tree.remove("/sys/class/hwmon/hwmon1")
-    assert volts() == {"hwmon2/in4": "VIN"}
-    write_tree(tmp_path, psu_chip(1, "+12V rail"))
-    assert volts() == {"hwmon1/in4": "+12V rail", "hwmon2/in4": "VIN"}
+    assert volts() == {"nct6779-isa-0a20/in4": "VIN"}
+    psu_chip(tmp_path, 1, "+12V rail", 0x290)
+    assert volts() == {"nct6779-isa-0290/in4": "+12V rail", "nct6779-isa-0a20/in4": "VIN"}
     # Values are read every time.
     write_tree(tmp_path, {"/sys/class/hwmon/hwmon2/in4_input": "1900\n"})
-    (vin,) = [r for r in collector.collect() if isinstance(r, HwmonVoltageReading) and r.sensor == "hwmon2/in4"]
+    (vin,) = [r for r in collector.collect()
+              if isinstance(r, HwmonVoltageReading) and r.sensor == "nct6779-isa-0a20/in4"]
     assert vin.volts == 1.9
 
 

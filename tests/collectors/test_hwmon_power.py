@@ -46,10 +46,14 @@ def psu_files(index: int, iout_ma: int, alarm: str = "0") -> dict[str, str]:
 
 
 def test_super_io_voltage_is_scaled_by_the_board_divider(tmp_path: Path) -> None:
-    write_tree(tmp_path, NCT6779)
+    tree = write_tree(tmp_path, NCT6779)
+    # Registered by the nct6775 driver below the chip's platform device (hardware monitor at I/O port 0x290).
+    tree.symlink("/sys/class/hwmon/hwmon1/device", "../../../devices/platform/nct6775.656")
+    tree.symlink("/sys/devices/platform/nct6775.656/subsystem", "../../../bus/platform")
     collector = HwmonPowerCollector(HostRoot(tmp_path), PsuHwmonSection(scale={"nct6779/in4": 6.6}))
     readings = [r for r in collector.collect() if isinstance(r, HwmonVoltageReading)]
-    assert [r.sensor for r in readings] == ["hwmon1/in0", "hwmon1/in4"]
+    # Named as lm-sensors names the chip, not by the kernel's hwmonN (see test_hwmon_voltage_names).
+    assert [r.sensor for r in readings] == ["nct6779-isa-0290/in0", "nct6779-isa-0290/in4"]
     twelve = readings[1]
     assert twelve.volts == pytest.approx(12.0912) and twelve.min_volts == pytest.approx(11.2992)
     assert twelve.alarm is False and twelve.scale == 6.6 and readings[0].volts == 1.016
