@@ -60,7 +60,9 @@ async def test_a_hot_enclosure_fires_its_alarm_lags_its_array_and_is_in_the_repo
         assert steps[-1].text.endswith(" reached its warning temperature"), steps
         hot = [s for s in steps if s.kind == "nvme_temp_over_max"]
         assert [s.subject for s in hot] == ["nvme:nvme0", "nvme:nvme1"], steps
-        assert all("(critical 84.85 °C), in md127" in s.text for s in hot), hot
+        # A drive's step is one line: its figures and its array from the event's data (the critical limit
+        # and the model are in the event's message, the report's and the alarm's).
+        assert all("≥ warning limit 81.85 °C, in md127" in s.text for s in hot), hot
         path, _ = await asyncio.to_thread(take_snapshot, rig.urls, [], 600.0, tmp_path / "snap.tar.gz", None,
                                           io.StringIO())
     report = read_bundle(path).report
