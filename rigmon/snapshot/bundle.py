@@ -7,7 +7,8 @@ Layout (``<top>`` is ``rigmon-snapshot-YYYYmmdd-HHMMSS``)::
     <top>/REPORT.md
     <top>/nodes/<node>/info.json         /v1/info at capture time
     <top>/nodes/<node>/inventory.json    what the node is made of: the facts of the latest frame's records
-                                         (models, serials, firmware, maximum link widths), no readings
+                                         (models, serials, firmware, maximum link widths), no readings; a
+                                         device's from the newest frame that read them (a GPU lost since)
     <top>/nodes/<node>/config.json       the agent configuration, secrets redacted
     <top>/nodes/<node>/latest.json       the latest frame
     <top>/nodes/<node>/series.json       /v1/history of the window (min/mean/max per series)
@@ -177,7 +178,7 @@ def bundle_members(parts: list[NodePart], since_s: float, report: str,
     for part, d in zip(parts, node_dirs(parts)):
         base = f"nodes/{d}"
         yield f"{base}/info.json", _json_bytes(to_data(part.info) if part.info else None)
-        yield f"{base}/inventory.json", _json_bytes(inventory(part.info, part.latest))
+        yield f"{base}/inventory.json", _json_bytes(inventory(part.info, part.latest, part.frames_gz))
         yield f"{base}/config.json", _json_bytes(part.config)
         yield f"{base}/latest.json", (encode(part.latest) + b"\n") if part.latest else b"null\n"
         if part.history is not None:

@@ -98,13 +98,32 @@ def chart_series(history: History, spec: ChartSpec) -> list[tuple[str, HistorySe
     return chosen[:MAX_LINES]
 
 
-def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | None:
+def charted_span(history: History) -> tuple[float, float] | None:
+    """The first and the last point of the series `CHARTS` draw of ``history`` (Unix seconds); ``None``
+    when they draw none."""
+    points = [s.at for spec in CHARTS for _, s in chart_series(history, spec)]
+    if not points:
+        return None
+    return min(at[0] for at in points), max(at[-1] for at in points)
+
+
+def render_chart(history: History, spec: ChartSpec,
+                 span: tuple[float, float] | None = None) -> tuple[str, list[str]] | None:
     """One text chart (no colour codes) and its legend (a line per series: its name and worst
-    point), or ``None`` when no series matches."""
+    point), or ``None`` when no series matches.
+
+    Its time axis runs over ``span`` (`charted_span`: the same for every chart of a node, so that a sag
+    and the power step under it are read at one time), else over its own series' points: from the
+    first point, in minutes after it, not after the window's start (an agent up for less than the
+    window had its data squeezed to the right of an axis reading "9.20 ... 10.00 minutes after" a
+    time at which nothing was recorded).
+    """
     chosen = chart_series(history, spec)
     if not chosen:
         return None
-    t0 = history.from_at
+    if span is None:
+        span = min(s.at[0] for _, s in chosen), max(s.at[-1] for _, s in chosen)
+    t0 = span[0]
     fig = plt.figure
     # plotext keeps one module-level figure: clear it so charts never share state.
     fig.clear()
@@ -124,6 +143,8 @@ def render_chart(history: History, spec: ChartSpec) -> tuple[str, list[str]] | N
         limits = temperature_limits(history, name) if spec.limits else ""
         legend.append(f"- {md_text(name)}: {word} {values[worst]:.6g} {spec.unit} at {_stamp(s.at[worst])}{limits}")
     fig.plot_size(CHART_WIDTH, CHART_HEIGHT)
+    if span[1] > t0:
+        fig.ruler("x").lim(0.0, (span[1] - t0) / 60.0)
     fig.title(f"{spec.title}, {spec.unit}")
     fig.label(f"minutes after {_stamp(t0)}", axis="x")
     text = str(plt.uncolorize(fig.build()))
@@ -159,14 +180,64 @@ def chart_history(part: NodePart, history: History, budget: int) -> History:
     try:
         frames = [json.loads(raw) for raw in part.frame_lines()]
         times = [float(f["taken_at"]) for f in frames]
-        # A journal's run may not record its info: then the frames' own usual spacing.
-        gaps = sorted(b - a for a, b in pairwise(times))
-        interval_s = part.info.interval_s if part.info is not None else gaps[len(gaps) // 2]
-        charted = history_of_decoded(part.node, times[0], times[-1], interval_s, zip(times, frames))
+        # The frames' own spacing, not the agent's configured interval: that is in real seconds, the
+        # frames' times on the agent's clock (a simulator's runs `--speed` times as fast).
+        spacing_s = median_gap_s(times)
+        if spacing_s is None:
+            return history
+        charted = history_of_decoded(part.node, times[0], times[-1], spacing_s, zip(times, frames))
     except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, SchemaError):
         # Frames the bundle cannot decode chart nothing better than the agent's own buckets.
         return history
     return replace(charted, events=history.events)
+
+
+def median_gap_s(times: Sequence[float]) -> float | None:
+    """The median of the gaps between ``times`` (ascending Unix seconds); ``None`` for fewer than two.
+
+    The median, not the mean: a reading pushed between two ticks (an ADC window, an Xid) adds a frame
+    and two short gaps, and an agent stopped for ten minutes one long one; neither is the usual spacing.
+    """
+    gaps = sorted(b - a for a, b in pairwise(times))
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+def point_spacing_s(history: History) -> float | None:
+    """Seconds per point of ``history``'s series: its tier's bucket, or for whole frames their usual spacing
+    by their own times (`median_gap_s` of its longest series); ``None`` when no series has two points.
+
+    A frames answer's ``step_s`` is the agent's configured interval, in real seconds: an agent on a
+    simulator's clock (``rigmon sim --speed 4``) stamps frames 4 of its seconds apart at an interval of 1 s.
+    """
+    if history.tier != "frames":
+        return history.step_s
+    longest = max(history.series.values(), key=lambda s: len(s.at), default=None)
+    return None if longest is None else median_gap_s(longest.at)
+
+
+def _seconds(value_s: float) -> str:
+    """``value_s`` to two significant digits, never in exponent notation: ``0.89``, ``4``, ``3600``."""
+    return f"{float(f'{value_s:.2g}'):g}"
+
+
+def _series_lines(part: NodePart, charted: History, span: tuple[float, float] | None) -> list[str]:
+    """Which tier the charts are drawn from and how far apart their points are; and, when the charted data
+    begins well into the window, that nothing was recorded before it and why when the agent says why."""
+    spacing_s = point_spacing_s(charted)
+    per_point = "a single point" if spacing_s is None else f"{_seconds(spacing_s)} s per point"
+    lines = [f"Series from the {md_code(charted.tier)} tier ({per_point}).", ""]
+    start_at = part.from_at if part.from_at is not None else charted.from_at
+    if span is None or span[0] - start_at <= 2 * (spacing_s or charted.step_s):
+        return lines
+    # An agent up for less than the window (or a journal holding less of it): the charts begin at the
+    # first point, and the empty part is said, with its cause when the agent's start explains it.
+    agent_start = part.latest.agent_start if part.latest is not None else \
+        part.info.agent_start if part.info is not None else None
+    # A run's first frame comes at or after its start; data from an earlier run lies before that start.
+    why = (f"the agent started at {_stamp(agent_start)}" if agent_start is not None
+           and start_at < agent_start <= span[0] + 1.0 else "the node's history holds nothing earlier")
+    return lines + [f"Nothing was recorded in the first {span[0] - start_at:.0f} s of the window ({why}): the "
+                    f"charts begin at the first point, {_stamp(span[0])}.", ""]
 
 
 def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) -> str:
@@ -213,9 +284,10 @@ def render_report(parts: Sequence[NodePart], since_s: float, created_at: float) 
         charted = chart_history(part, part.history, budget)
         if charted is not part.history:
             budget -= part.frame_count
-        out += [f"Series from the {md_code(charted.tier)} tier ({charted.step_s:g} s per point).", ""]
+        span = charted_span(charted)
+        out += _series_lines(part, charted, span)
         for spec in CHARTS:
-            drawn = render_chart(charted, spec)
+            drawn = render_chart(charted, spec, span)
             if drawn is not None:
                 chart, legend = drawn
                 out += [f"### {spec.title}", "", "```", chart, "```", "", *legend, ""]

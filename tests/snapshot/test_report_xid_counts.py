@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.agent.journal import JournalReader
+from rigmon.agent.journal import JournalError, JournalReader
 from rigmon.sim.rig import running_rig
 from rigmon.snapshot.bundle import Bundle, read_bundle
 from rigmon.snapshot.command import take_snapshot
@@ -18,14 +18,21 @@ from rigmon.snapshot.command import take_snapshot
 
 async def snapshot_of_the_xid(workdir: Path) -> Path:
     """Run the undervolt scenario's node until its journal holds GPU 3's Xid 79 from both NVML and the kernel
-    log, then take a snapshot of its agent as ``rigmon snapshot URL`` does; returns the bundle."""
+    log and a frame after them, then take a snapshot of its agent as ``rigmon snapshot URL`` does; returns the bundle."""
     state = workdir / "state" / "node01"
     async with running_rig("undervolt-bus-drop", 1, base_port=0, speed=4, workdir=workdir, interval_s=0.25) as rr:
         for _ in range(3000):
             if (state / "journal.sqlite3").exists():
-                with JournalReader(state) as reader:
-                    sources = {e.data.get("source") for e in reader.events(0.0, float("inf")) if e.kind == "xid"}
-                if sources >= {"nvml", "kmsg"}:
+                try:
+                    with JournalReader(state) as reader:
+                        xids = [e for e in reader.events(0.0, float("inf")) if e.kind == "xid"]
+                        # A frame at or after both: the window ends at the latest frame, and an event's own time
+                        # can be later than the frame carrying it (a kernel log line's by up to a quarter second).
+                        after = reader.frames_json(max(e.at for e in xids), float("inf"), limit=1) if xids else []
+                except JournalError:
+                    # The file exists before the agent has created its tables.
+                    xids, after = [], []
+                if {e.data.get("source") for e in xids} >= {"nvml", "kmsg"} and after:
                     break
             await asyncio.sleep(0.05)
         else:
