@@ -293,11 +293,12 @@ def build_app(state: ApiState) -> ASGIApp:
         return _json(state.alarms.alarm_list())
 
     async def ack(request: Request) -> Response:
-        if state.alarms is None:
-            return error_response(404, "alarms are not enabled on this agent")
+        # The token first: a client without it must not learn which features are on (404).
         denied = _control_denied(state, request, "acknowledge alarms")
         if denied is not None:
             return denied
+        if state.alarms is None:
+            return error_response(404, "alarms are not enabled on this agent")
         by = "operator"
         body = await request.body()
         if body:
@@ -315,11 +316,11 @@ def build_app(state: ApiState) -> ASGIApp:
         return _json(alarm)
 
     async def marks(request: Request) -> Response:
-        if state.mark is None:
-            return error_response(404, "marks are not enabled on this agent")
         denied = _control_denied(state, request, "add marks")
         if denied is not None:
             return denied
+        if state.mark is None:
+            return error_response(404, "marks are not enabled on this agent")
         data = json_body(await request.body(), '{"text": "epoch 3"}')
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise BadRequest('body must be a JSON object whose "text" is a string')

@@ -2,7 +2,9 @@
 
 Acknowledgements (``POST /v1/alarms/{id}/ack``), marks (``POST /v1/marks``) and guard commands
 (``POST /v1/guard``) all check the control token the same way and refuse the same characters
-in the text they store and every dashboard shows.
+in the text they store and every dashboard shows. The token is checked before anything else: a
+feature switched off answers 404 only to the control token, so a client without it does not learn
+which features an agent has.
 """
 
 from __future__ import annotations

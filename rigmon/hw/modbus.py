@@ -247,7 +247,7 @@ def _open_failure(path: str, said: str) -> str:
         return open_failure(path, exc.errno, exc.strerror or type(exc).__name__)
     try:
         if not os.isatty(fd):
-            return "not a serial port"
+            return open_failure(path, errno.ENOTTY, "not a serial port")
     finally:
         os.close(fd)
     return said or "pymodbus gave no reason"

@@ -7,6 +7,7 @@ import fcntl
 import math
 import os
 import select
+import stat
 import termios
 import threading
 import time
@@ -91,12 +92,13 @@ class PySerialPort:
         try:
             port.open()
         except (serial.SerialException, OSError, ValueError) as exc:
-            if getattr(exc, "errno", None) in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY):
+            error = _open_errno(exc)
+            if error in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY):
                 # pyserial's flock(LOCK_EX | LOCK_NB) failed, or the tty is in exclusive mode
                 # (`hold_exclusively`): the port is open elsewhere.
                 raise SerialPortBusy(f"cannot open {path}: held by another process (a running rigmon agent, "
                                      "or a terminal program)") from None
-            raise SerialPortError(f"cannot open {path}: {open_failure(path, getattr(exc, 'errno', None), _reason(exc))}") from None
+            raise SerialPortError(f"cannot open {path}: {open_failure(path, error, _reason(exc))}") from None
         self._port = port
         self.path = path
         self._fd: int = port.fileno()
@@ -303,6 +305,11 @@ def open_failure(path: str, error: int | None, reason: str) -> str:
         error: the ``errno`` of the failed open, if any.
         reason: the library's own words, used for every other error.
     """
+    kind = not_a_tty(path, error)
+    if kind is not None:
+        # A path typo'd to a file a script left, or to the /dev/serial/by-id/ directory itself: said
+        # so, not as the library's "Inappropriate ioctl for device" or "Is a directory".
+        return not_a_serial_device(kind)
     if error in (errno.EACCES, errno.EPERM):
         return ("permission denied: the agent's user must be in the group that owns the tty "
                 "(usually dialout), or a udev rule must give it that group")
@@ -313,6 +320,44 @@ def open_failure(path: str, error: int | None, reason: str) -> str:
                     "(configure its /dev/serial/by-id/ link, not the kernel's ttyUSBn/ttyACMn)")
         return "no such device (unplugged?)"
     return reason
+
+
+#: What a path that is no terminal is, by its file type (a character device is asked separately).
+_NOT_TTY_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_a_tty(path: str, error: int | None) -> str | None:
+    """What ``path`` is when it is there but no terminal (``"a directory"``, ``"a regular file"``), after an
+    open of it failed with ``error``; ``None`` when it may be a tty, or is not there.
+
+    A ``/dev/serial/by-id/`` link is followed. A character device is no terminal only when it said so
+    (ENOTTY: ``/dev/null``): it is never opened here, as opening a real serial port may reset its device.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISCHR(mode):
+        return "a character device but not a terminal (ENOTTY)" if error == errno.ENOTTY else None
+    return next((kind for is_kind, kind in _NOT_TTY_KINDS if is_kind(mode)), None)
+
+
+def not_a_serial_device(kind: str) -> str:
+    """Why a path that is ``kind`` (`not_a_tty`) cannot be the device, and what to configure instead."""
+    return f"{kind}, so not a serial device; set the port to the device's tty (ls /dev/serial/by-id/)"
+
+
+def _open_errno(exc: BaseException) -> int | None:
+    """The ``errno`` of a failed open: the exception's own, or that of the ``termios.error`` pyserial
+    raised its "Could not configure port" from (ENOTTY: the path opened, but is no terminal)."""
+    error = getattr(exc, "errno", None)
+    if error is None and isinstance(exc.__context__, termios.error) and exc.__context__.args:
+        cause = exc.__context__.args[0]
+        return cause if isinstance(cause, int) else None
+    return error if isinstance(error, int) else None
 
 
 def _read_failure(exc: BaseException) -> str:

@@ -242,11 +242,11 @@ def test_a_missing_port_says_it_is_gone_or_renamed(tmp_path: Path) -> None:
         assert "no such device (unplugged?)" in message, message
 
 
-def test_a_file_that_is_not_a_tty_is_named_so_by_the_modbus_opener(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_tty_is_named_so_by_both_openers(tmp_path: Path) -> None:
     path = tmp_path / "not-a-tty"
     path.write_text("")
-    serial_message, modbus_message = _open_both(str(path))
-    assert "not a serial port" in modbus_message, modbus_message
+    for message in _open_both(str(path)):
+        assert "a regular file, so not a serial device" in message, message
 
 
 def test_the_modbus_openers_failure_is_said_in_its_error_not_logged_by_pymodbus(

@@ -27,7 +27,8 @@ def _error(status: int, reason: str) -> JSONResponse:
 
 
 def guard_routes(service: GuardService | None, control_token: str | None, token: str | None) -> list[Route]:
-    """The routes of ``/v1/guard`` (404 answers when the guard is not enabled on this agent)."""
+    """The routes of ``/v1/guard`` (404 answers when the guard is not enabled on this agent; to a
+    command, only once it carries the control token)."""
 
     async def get(request: Request) -> Response:
         if service is None:
@@ -35,11 +36,12 @@ def guard_routes(service: GuardService | None, control_token: str | None, token:
         return Response(encode(service.reading()), media_type="application/json")
 
     async def post(request: Request) -> Response:
-        if service is None:
-            return _error(404, "the guard is not enabled on this agent ([guard] enabled = false)")
+        # The token first: a client without it must not learn whether the guard is enabled (404).
         denied = control_denied(control_token, token, request, "command the guard")
         if denied is not None:
             return denied
+        if service is None:
+            return _error(404, "the guard is not enabled on this agent ([guard] enabled = false)")
         # A body not in UTF-8 is refused as such (which byte, where), not as a bad command.
         data = json_body(await request.body(), BODY_EXAMPLE)
         if not isinstance(data, dict) or data.get("action") not in ("hold", "release") \
