@@ -37,7 +37,6 @@ from rigmon.tui.row_columns import (
 )
 from rigmon.tui.text import plain
 
-
 #: Before the rest of an out-of-touch node's state on the row's third line (`NodeRow.wraps`).
 WRAP_INDENT = "  "
 
