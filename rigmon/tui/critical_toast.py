@@ -88,9 +88,16 @@ def toast_text(rows: Sequence[AlarmRow], width: int) -> tuple[str, str]:
 def toast_line(rows: Sequence[AlarmRow], width: int) -> str:
     """The compact toast for ``rows`` (oldest first): one line of at most ``width`` cells, which says it is
     critical, how many alarms and on which nodes, and the first one (``CRITICAL 3 new alarms on node01, press
-    a: node01 12 V rail minimum 11.25…``); one alarm is said as the usual toast says it."""
+    a: node01 12 V rail minimum 11.25…``); one alarm is said as the usual toast says it, without its subject's key
+    when the line does not fit whole (its message names the subject)."""
     if len(rows) == 1:
-        return fit(f"CRITICAL {about(rows[0])}{said(rows[0])}", width)
+        row = rows[0]
+        line = f"CRITICAL {about(row)}{said(row)}"
+        if cell_len(line) > width and about(row) != f"{row.node} ":
+            # The message names its subject in words (``coretemp Package id 0 at 100 °C``): the subject's key
+            # (``temp:coretemp-isa-0000/Package id 0``) took the room of the reading at 80 columns.
+            line = f"CRITICAL {row.node}: {said(row)}"
+        return fit(line, width)
     nodes = ", ".join(dict.fromkeys(r.node for r in rows))
     first = rows[0]
     return fit(f"CRITICAL {len(rows)} new alarms on {nodes}, press a: {first.node} {said(first)}", width)

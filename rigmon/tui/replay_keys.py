@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 #: Real seconds between steps of a playing replay.
 REPLAY_TICK_S = 0.25
+#: The replay's seek keys, one item of the key line.
+SEEK_KEYS = Binding.Group("Seek", compact=True)
 #: Actions that only mean something while replaying (hidden from the footer otherwise).
 REPLAY_ACTIONS = frozenset({"play_pause", "seek", "speed"})
 
@@ -29,10 +31,13 @@ class ReplayKeys(App[None]):
     at run time nothing is refused, and the hook raises if it was not overridden.)
     """
 
+    # Seeking is one item of the key line (``←→ Seek``, ``space Play``): one key each, "← -10s  → +10s  space
+    # Play/pause" took the room of the help key at 80 columns. The speed keys are left to the help screen (the
+    # time cursor shows the speed): with them the help key was cut again.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("space", "play_pause", "Play/pause", priority=True),
-        Binding("left", "seek(-10)", "-10s", priority=True),
-        Binding("right", "seek(10)", "+10s", priority=True),
+        Binding("space", "play_pause", "Play", priority=True),
+        Binding("left", "seek(-10)", "10 s back", key_display="←", group=SEEK_KEYS, priority=True),
+        Binding("right", "seek(10)", "10 s on", key_display="→", group=SEEK_KEYS, priority=True),
         Binding("shift+left", "seek(-60)", "-1m", show=False, priority=True),
         Binding("shift+right", "seek(60)", "+1m", show=False, priority=True),
         Binding("left_square_bracket", "speed(-1)", "Slower", show=False, priority=True),

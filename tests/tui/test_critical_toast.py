@@ -131,6 +131,20 @@ def test_a_compact_toast_is_one_line_naming_the_nodes_and_the_first_alarm() -> N
     assert compact(80, 24) and compact(200, 30) and compact(100, 50) and not compact(120, 40)
 
 
+def test_a_compact_toast_too_long_for_its_subject_key_leaves_the_key_for_the_reading() -> None:
+    # Before: "CRITICAL node01 temp:coretemp-isa-0000/Package id 0: coretemp Package id 0 a…" at 80 columns, the
+    # temperature and its limit cut: the message names the sensor already.
+    hot = AlarmRow("http://node01", "node01", "node",
+                   make_alarm("node01", 4, "host_temp_critical", "critical", "temp:coretemp-isa-0000/Package id 0",
+                              "coretemp Package id 0 at 100 °C, at or over its critical limit 100 °C "
+                              "(/sys/class/hwmon/hwmon0/temp1_input): the hardware throttles hard"))
+    line = toast_line([hot], 76)
+    assert line.startswith("CRITICAL node01: coretemp Package id 0 at 100 °C, at or over its critical")
+    assert "temp:" not in line and cell_len(line) == 76
+    # Where it fits whole, the subject stays (above), and a cluster rule's node is said once.
+    assert toast_line([UNREACHABLE], 30) == "CRITICAL node05 unreachable: …"
+
+
 async def test_at_80x24_a_critical_toast_leaves_every_node_row_in_sight() -> None:
     agents = [FakeAgent(f"node{i:02}", frames=3) for i in range(1, 9)]
     alarming = agents[:3]

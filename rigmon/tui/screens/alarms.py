@@ -63,6 +63,9 @@ class AlarmsScreen(Screen[None]):
         Binding("x", "acknowledge", "Acknowledge"),
         Binding("enter", "open_node", "Open node"),
         Binding("escape", "back", "Back"),
+        # The app's key for this very screen: not offered here, so that the app's keys after it (the theme's)
+        # are not cut from the key line at 80 columns.
+        Binding("a", "app.show_mode('alarms')", "Alarms", show=False),
     ]
 
     class Acknowledge(Message):

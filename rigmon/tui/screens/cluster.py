@@ -26,8 +26,9 @@ VISIBLE_SLACK_ROWS = 3
 
 def _height_changes(row: NodeRow, view: NodeView, ended_at: float | None, note: str | None) -> bool:
     """Whether ``view`` (its recording ended at ``ended_at``, its ``note``) gives ``row`` another height (a
-    line for its problems or not): then the list's layout changes and the row is updated at once, on screen or not."""
-    height = NodeRow.height_for(view, ended_at, note)
+    line for its problems, or for the rest of its reason, or not): then the list's layout changes and the row is
+    updated at once, on screen or not."""
+    height = NodeRow.height_for(view, ended_at, note, row.size.width, row.short_note)
     return row.styles.height is None or row.styles.height.value != height
 
 

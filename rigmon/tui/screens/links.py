@@ -36,6 +36,8 @@ class LinkScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
+        # The app's key for this very screen is not offered on it (as on the alarms screen).
+        Binding("l", "app.show_mode('links')", "Links", show=False),
     ]
 
     class Back(Message):

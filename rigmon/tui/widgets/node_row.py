@@ -37,6 +37,19 @@ from rigmon.tui.row_columns import (
 )
 from rigmon.tui.text import plain
 
+#: Before the rest of an out-of-touch node's state on the row's third line (`NodeRow.wraps`).
+WRAP_INDENT = "  "
+
+
+def touch_words(view: NodeView, style: Style | str = "") -> Text:
+    """What a node out of touch says on its row: its state, the age of its data and why (``unreachable, last data
+    8s ago: cannot connect: connection refused``), the state in ``style``; the reason as plain text."""
+    state = Text(view.state, style=style)
+    state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
+    if view.reason:
+        state.append(": ").append(plain(view.reason))
+    return state
+
 
 class NodeRow(Widget, can_focus=True):
     """One node: name and state, alarms, key figures, and trends of rail, power, storage, CPU, net.
@@ -94,19 +107,41 @@ class NodeRow(Widget, can_focus=True):
     def watch_note(self, note: str | None) -> None:
         self._fit_height()
 
+    def on_resize(self) -> None:
+        self._fit_height()
+
     def _fit_height(self) -> None:
-        height = self.height_for(self.view, self.ended_at, self.note)
+        height = self.height_for(self.view, self.ended_at, self.note, self.size.width, self.short_note)
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
     @staticmethod
-    def height_for(view: NodeView | None, ended_at: float | None = None, note: str | None = None) -> int:
-        """Lines a row takes for ``view``: a third says why the node is in trouble, or that another agent
-        answers at its URL (``note``, unless it is out of touch: its state line says it then); healthy rows
-        take two."""
+    def height_for(view: NodeView | None, ended_at: float | None = None, note: str | None = None,
+                   width: int = 0, short_note: str | None = None) -> int:
+        """Lines a row ``width`` cells wide takes for ``view``: a third says why the node is in trouble, or that
+        another agent answers at its URL (``note``, unless it is out of touch: its state line says it then), or
+        goes on with the state line of a node out of touch whose reason does not fit one line (`wraps`);
+        healthy rows take two. ``width`` 0: not laid out yet (no wrapping counted)."""
         third = NodeRow.shows_reason(view, ended_at) or (
-            note is not None and view is not None and not out_of_touch(view, ended_at))
+            note is not None and view is not None and not out_of_touch(view, ended_at)) or (
+            NodeRow.wraps(view, ended_at, note, width, short_note))
         return 3 if third else 2
+
+    @staticmethod
+    def wraps(view: NodeView | None, ended_at: float | None, note: str | None, width: int,
+              short_note: str | None = None) -> bool:
+        """Whether the state line of a node out of touch (``unreachable, no data yet: HTTP 400: this agent
+        serves HTTPS, ... use an https:// URL ...``) goes on to a third line in a row ``width`` cells wide: the
+        end of a reason is often what to do (a 401's where the token was given, an HTTPS agent's https://
+        URL), and cut at the edge of 80 columns it was lost."""
+        if view is None or width <= 0 or ended_at is not None or view.state not in OUT_OF_TOUCH:
+            return False
+        cells = touch_words(view).cell_len
+        if note is not None:
+            cells += 2 + min(cell_len(note), cell_len(short_note or note))
+        if view.summary is not None and view.summary.guard_mark:
+            cells += 1 + cell_len(view.summary.guard_mark)
+        return cells > width
 
     @staticmethod
     def shows_reason(view: NodeView | None, ended_at: float | None = None) -> bool:
@@ -188,9 +223,7 @@ class NodeRow(Widget, can_focus=True):
             # Its figures are its last frame's; not stale: the bundle cannot tell it from a clock behind.
             state = Text(ended_text(self.ended_at, self.stopped_cleanly), style=self._style("ended"))
         elif view.state in OUT_OF_TOUCH:
-            state.append(", no data yet" if view.age_s is None else f", last data {fmt.age(view.age_s)} ago")
-            if view.reason:
-                state.append(": ").append(plain(view.reason))
+            state = touch_words(view, self._style(view.state))
             if self.note:
                 state.append("; ").append(plain(self._fitting_note(self.size.width - state.cell_len - 2),
                                                 self._style("note")))
@@ -254,9 +287,31 @@ class NodeRow(Widget, can_focus=True):
             else:
                 bottom.append(row_lines.cell("", None, width))
         if trouble:
-            state.truncate(self.size.width, overflow="ellipsis")
-            return row_lines.RowLines([top], state)
+            return row_lines.RowLines([top], self._state_lines(view, state))
         return row_lines.RowLines([top, bottom], self._reason(view))
+
+    def _wraps(self, view: NodeView) -> bool:
+        return self.wraps(view, self.ended_at, self.note, self.size.width, self.short_note)
+
+    def _state_lines(self, view: NodeView, state: Text) -> Text:
+        """The state line of a node out of touch, cut at the row's width; when it `wraps`, on two lines: broken
+        at the last space that fits (mid-word only when a word would leave the first line half empty), the
+        rest under it after `WRAP_INDENT`, cut at the edge."""
+        width = max(1, self.size.width)
+        if not self._wraps(view) or state.cell_len <= width:
+            state.truncate(width, overflow="ellipsis")
+            return state
+        text = state.plain
+        fits = 0
+        while fits < len(text) and cell_len(text[:fits + 1]) <= width:
+            fits += 1
+        space = text.rfind(" ", 0, fits + 1)
+        cut, skip = (space, 1) if space > width // 2 else (fits, 0)
+        first, rest = state[:cut], state[cut + skip:]
+        second = Text(WRAP_INDENT, style=self._style(view.state)).append_text(rest)
+        second.truncate(width, overflow="ellipsis")
+        first.truncate(width)
+        return Text("\n", no_wrap=True).join([first, second])
 
     def _reason(self, view: NodeView) -> Text | None:
         """The third line: that another agent answers at the node's URL (`note`), then what is wrong, worst
@@ -325,8 +380,7 @@ class NodeRow(Widget, can_focus=True):
                 bottom.append("")
         table.add_row(*top)
         if trouble:
-            state.truncate(self.size.width, overflow="ellipsis")
-            return Group(table, state)
+            return Group(table, self._state_lines(view, state))
         table.add_row(*bottom)
         why = self._reason(view)
         return table if why is None else Group(table, why)

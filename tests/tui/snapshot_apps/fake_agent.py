@@ -90,6 +90,7 @@ class FakeAgent:
     Attributes:
         down: every request fails with a connection error.
         status: answer every request with this HTTP status instead (401, 500...).
+        error: the words of that answer (``{"error": ...}``; default: a 401's, else "agent failed").
         body: answer every request with these bytes instead (garbage, another schema).
         requests: every request seen, for assertions on headers and parameters.
         alarms: the /v1/alarms answer (``None``: 404, alarms not enabled).
@@ -111,6 +112,7 @@ class FakeAgent:
         self.frames: list[Frame] = []
         self.down = False
         self.status: int | None = None
+        self.error: str | None = None
         self.body: bytes | None = None
         self.requests: list[httpx.Request] = []
         self.alarms: AlarmList | None = None
@@ -184,8 +186,8 @@ class FakeAgent:
         if self.down:
             raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
         if self.status is not None:
-            return httpx.Response(self.status, json={"error": "missing or wrong bearer token"
-                                                     if self.status == 401 else "agent failed"})
+            words = self.error or ("missing or wrong bearer token" if self.status == 401 else "agent failed")
+            return httpx.Response(self.status, json={"error": words})
         if self.body is not None:
             return httpx.Response(200, content=self.body, headers={"content-type": "application/json"})
         path = request.url.path
