@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from rigmon.sim.node import SimNode
 from rigmon.sim.scenarios.md_degraded import MdDegraded
 from rigmon.sim.scenarios.model_load import find_storage
 from rigmon.sim.tree import Tree
+from rigmon.sim.udev import FakeUdevSource
 from tests.collectors.test_host import FakeClock
 
 
@@ -158,3 +161,34 @@ async def test_frames_keep_the_arrays_while_md_is_unreadable_and_say_it_once(tmp
     kinds = [(e.kind, e.subject) for f in frames for e in f.events if e.kind != "agent_started"]
     assert kinds == [("collector_failed", "collector:raid"), ("collector_recovered", "collector:raid")]
     assert all(f.readings.raid for f in frames if f.seq >= read.seq)  # never gone from a frame
+
+
+@pytest.mark.parametrize("mdstat", [None, "md3 : invalid\n      314159265 blocks 64k chunks\n"])
+def test_a_udev_event_while_md_is_unreadable_pushes_nothing_and_logs_no_traceback(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, mdstat: str | None) -> None:
+    # Gone, or text that is not mdstat: the tick's own call says why; the re-read of an event that failed
+    # the same way went up to the udev watcher, which logged it as a crash (a traceback per event).
+    node = MdNode(tmp_path)
+    node.step()
+    source = FakeUdevSource()
+    collector = RaidCollector(HostRoot(tmp_path), node.clock, events=source)
+    collector.collect()
+    pushed: list[Sequence[object]] = []
+    got = threading.Event()
+
+    def push(records: Sequence[object]) -> None:
+        pushed.append(records)
+        got.set()
+
+    collector.start(push)
+    try:
+        if mdstat is None:
+            node.tree.remove("/proc/mdstat")
+        else:
+            node.tree.write("/proc/mdstat", mdstat)
+        source.inject("change", "/devices/virtual/block/md127", "block", "disk")
+        assert got.wait(5)
+    finally:
+        collector.close()
+    assert [list(records) for records in pushed] == [[]]
+    assert not [r for r in caplog.records if r.exc_info]
