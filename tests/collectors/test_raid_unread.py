@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rigmon.collectors.base import CollectorError, EventDraft, NoData
 from rigmon.clock import SystemClock
+from rigmon.collectors.base import CollectorError, EventDraft, NoData
 from rigmon.collectors.raid import RaidCollector
 from rigmon.hw.root import HostRoot, read_scope
 from rigmon.schema import RaidArrayReading
