@@ -30,8 +30,8 @@ from rigmon.collectors.mdstat import (
     parse_mdstat,
     parse_sync_completed,
 )
-from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.raid_unread import mdstat_unread
+from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames, text_name
 from rigmon.hw.root import HostRoot
