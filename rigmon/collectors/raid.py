@@ -30,6 +30,7 @@ from rigmon.collectors.mdstat import (
     parse_mdstat,
     parse_sync_completed,
 )
+from rigmon.collectors.raid_unread import mdstat_unread
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.collectors.udev_rescan import UdevRescan
 from rigmon.hw.names import TextNames, text_name
@@ -204,7 +205,11 @@ class RaidCollector(PolledCollector):
     def _on_udev(self) -> Sequence[object]:
         with self._lock:
             self._facts.invalidate()
-        return self.collect()
+        try:
+            return self.collect()
+        except CollectorError:
+            # Nothing pushed: the tick's own call fails the same way and says why (no traceback per event).
+            return ()
 
     def collect(self) -> Sequence[object]:
         with self._lock:
@@ -220,7 +225,8 @@ class RaidCollector(PolledCollector):
         except MdstatError as exc:
             raise CollectorError(f"/proc/mdstat: {exc}") from None
         if parsed is None:
-            raise NoData("no /proc/mdstat (md driver not loaded)")
+            # The arrays last read stay (`_seen` too: what changed meanwhile is said when it is back).
+            raise mdstat_unread(self.root, (self._seen or {}).values())
         if not parsed and self._seen is None:
             raise NoData("no md arrays")
         now_s = self.clock.monotonic()

@@ -21,6 +21,7 @@ from rigmon.snapshot.failures import pull_failed
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress, counted
 from rigmon.snapshot.run_end import run_end
 from rigmon.snapshot.saved_alarms import add_saved_alarms
+from rigmon.snapshot.window_events import add_carried_events
 
 
 def read_journal(path: str | Path, since_s: float, progress: Progress | None = None) -> NodePart:
@@ -122,6 +123,8 @@ def _read_part(part: NodePart, reader: JournalReader, since_s: float, tick: Call
     tick(f"{counted(len(part.history.series), 'series')}, {counted(len(part.history.events), 'event')}")
     frames = reader.frames_gzip(part.from_at, part.to_at)
     part.frames_gz, part.frame_count = frames.body, frames.count
+    # Those its last frames carry can be stamped after the window's end: a crash's last Xid among them.
+    add_carried_events(part)
     if frames.count and last_at is not None:
         part.latest = reader.frames(last_at, last_at, 1)[0]
     tick(counted(frames.count, "frame"))

@@ -25,6 +25,7 @@ from rigmon.snapshot.history_decode import decode_history, history_of
 # Callers import it from here, where it lived before the journal's reading had a module of its own.
 from rigmon.snapshot.journal_part import read_journal as read_journal
 from rigmon.snapshot.progress import STEPS_PER_NODE, Progress, counted
+from rigmon.snapshot.window_events import add_carried_events
 
 #: Seconds of frames asked for per /v1/history?frames=1 request (the most the agent serves).
 FRAMES_CHUNK_S = 3600.0
@@ -102,6 +103,8 @@ async def pull_agent(client: httpx.AsyncClient, url: str, since_s: float, progre
         tick(f"{counted(len(part.history.series), 'series')}, {counted(len(part.history.events), 'event')}")
         part.frames_gz, part.frame_count, frames_left_out = await _pull_frames(retries, url, part.from_at,
                                                                                part.to_at)
+        # The events of the window's last frames can be stamped after it ends (the latest frame's time).
+        add_carried_events(part)
         steps_left -= 1
         tick(counted(part.frame_count, "frame"))
         if series_left_out or frames_left_out:
