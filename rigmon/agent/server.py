@@ -52,8 +52,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_private_file(path: str, what: str = "token file") -> None:
-    """Refuse a secret (token, TLS key) that other users can read or write.
+def check_private_file(path: str, what: str = "token file", must_be: str = "a token file") -> None:
+    """Refuse a secret (token, TLS key) that other users can read or write, or that is no regular file
+    (``must_be``: what it must be, for the message, as `read_small_file` words it).
 
     Raises:
         StartupError: absent, unreadable, or open to group or others.
@@ -65,7 +66,7 @@ def check_private_file(path: str, what: str = "token file") -> None:
     if not stat.S_ISREG(mode):
         # Before its mode: "chmod 600" would be no advice for a directory (755 as made), and harmful for
         # a device: `--token-file /dev/null` was told to "chmod 600 it", which as root breaks /dev/null.
-        raise StartupError(f"{what} {path} is {_file_kind(mode)}; it must be a regular file")
+        raise StartupError(f"{what} {path} is {_file_kind(mode)}; {must_be} must be a regular file")
     if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
         raise StartupError(f"{what} {path} is readable or writable by other users; chmod 600 it")
 

@@ -48,7 +48,7 @@ def check_tls_files(cert_file: str, key_file: str, cert_origin: str = "tls_cert_
     """
     cert = read_small_file(cert_file, cert_origin, MAX_TLS_FILE_BYTES, PEM_FILE)
     key = read_small_file(key_file, key_origin, MAX_TLS_FILE_BYTES, PEM_FILE)
-    check_private_file(key_file, key_origin)
+    check_private_file(key_file, key_origin, PEM_FILE)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         # A passphrase is never asked for (the agent has no one to ask; uvicorn would prompt on the terminal).

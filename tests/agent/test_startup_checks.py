@@ -95,11 +95,11 @@ def test_a_device_as_token_file_is_refused_without_advice_to_chmod_it(tmp_path: 
     taken as root, breaks /dev/null for the whole machine."""
     out = agent(tmp_path, "--token-file", "/dev/null")
     assert out.returncode == 2
-    assert out.stderr == "rigmon: --token-file /dev/null is a character device; it must be a regular file\n", out.stderr
+    assert out.stderr == "rigmon: --token-file /dev/null is a character device; a token file must be a regular file\n", out.stderr
     fifo = tmp_path / "token.fifo"
     os.mkfifo(fifo, 0o644)
     out = agent(tmp_path, "--token-file", str(fifo))
-    assert out.returncode == 2 and out.stderr == f"rigmon: --token-file {fifo} is a FIFO; it must be a regular file\n"
+    assert out.returncode == 2 and out.stderr == f"rigmon: --token-file {fifo} is a FIFO; a token file must be a regular file\n"
 
 
 @pytest.mark.parametrize("text", ["first-token\nsecond-token\n", "Bearer a-token\n", "a-token\tmore\n"])

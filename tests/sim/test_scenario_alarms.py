@@ -40,8 +40,10 @@ CASES = [
     ("adc-garbage", 10.0, set(), 4),
     ("adc-hang", 10.0, {"psu_adc_silent"}, 0),
     ("model-load", 5.0, set(), 4),
-    # The RoCE port's netdev is the same link: at 25 Gb/s it is slower than it came up, too.
-    ("rdma-port-flap", 10.0, {"rdma_port_down", "rdma_port_flapped", "rdma_port_below_rate",
+    # The RoCE port's netdev is the same link: at 25 Gb/s it is slower than it came up, too. Speed 5: its
+    # 25 s slow phase is 5 s of wall time, so a loaded agent still samples it past net_link_slower's 10 s hold
+    # (at 10, 2.5 s were sometimes too few samples for four periods running under a full xdist run).
+    ("rdma-port-flap", 5.0, {"rdma_port_down", "rdma_port_flapped", "rdma_port_below_rate",
                                   "rdma_port_errors_rising", "net_link_slower"}, 0),
     # One node: no peers to probe (tests/sim/test_tp_cluster.py runs four); its RDMA port flaps.
     ("tp-cluster", 10.0, {"rdma_port_down", "rdma_port_flapped"}, 0),
