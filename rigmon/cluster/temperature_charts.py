@@ -35,8 +35,8 @@ def _limits(values: Mapping[str, float], highs: Sequence[str], crits: Sequence[s
 
 
 def _limits_text(thresholds: Sequence[Threshold]) -> str:
-    """`` · high 80 °C, critical 100 °C`` for the title (the lines on the chart carry no label)."""
-    return f" · {', '.join(t.label for t in thresholds)}" if thresholds else ""
+    """`` · high 80, critical 100`` for the title, whose unit is °C (the lines on the chart carry no label)."""
+    return f" · {', '.join(t.label.removesuffix(' °C') for t in thresholds)}" if thresholds else ""
 
 
 def _chosen(keys: Sequence[str], temps: Mapping[str, float], first: str | None) -> list[str]:
@@ -67,7 +67,7 @@ def nvme_chart(values: Mapping[str, float], subject: str | None) -> Chart | None
     temps = {d: values[f"nvme[{d}].temp_c"] for d in drives}
     shown = _chosen(drives, temps, first)
     limits = _limits(values, [f"nvme[{d}].temp_max_c" for d in shown], [f"nvme[{d}].temp_crit_c" for d in shown])
-    return Chart("nvme_temp", f"NVMe temperature (°C): highest of each drive{_limits_text(limits)}", "°C",
+    return Chart("nvme_temp", f"NVMe temperature (°C): highest{_limits_text(limits)}", "°C",
                  tuple(Line(d, f"nvme[{d}].temp_c", "max") for d in shown), limits)
 
 
@@ -85,7 +85,7 @@ def host_charts(values: Mapping[str, float], subject: str | None) -> list[Chart]
         shown = _chosen(members, temps, first)
         limits = _limits(values, [f"temperatures[{s}].max_c" for s in shown],
                          [f"temperatures[{s}].crit_c" for s in shown])
-        charts.append(Chart(f"temp:{chip}", f"{chip} temperatures (°C): highest of each sensor{_limits_text(limits)}",
+        charts.append(Chart(f"temp:{chip}", f"{chip} temperatures (°C): highest{_limits_text(limits)}",
                             "°C", tuple(Line(s, f"temperatures[{s}].temp_c", "max") for s in shown), limits))
     return charts
 
