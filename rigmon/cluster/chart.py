@@ -14,17 +14,15 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from rigmon.cluster.chart_model import Chart, Line, Stat, Threshold, indexes
 from rigmon.cluster.history_answer import history_answer
+from rigmon.cluster.temperature_charts import subject_series, temperature_charts
 from rigmon.summary import RAIL_CRITICAL_VOLTS, RAIL_WARN_VOLTS
 from rigmon.schema import Event, Frame, History, HistorySeries
 from rigmon.series import frame_series
 from rigmon.typed import to_data
 
-Stat = Literal["min", "mean", "max"]
-#: How a threshold line is drawn: in the warning or error colour, or as a limit (plain).
-ThresholdLevel = Literal["warn", "bad", "limit"]
 #: Spans the zoom keys step through, shortest first: a minute to a week.
 ZOOM_SPANS_S: tuple[float, ...] = (60.0, 120.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
 #: The span the history view opens with.
@@ -37,65 +35,6 @@ PROCESS_END_KINDS = frozenset({"gpu_process_exited", "gpu_process_left"})
 #: Which events a full chart keeps first, by severity: critical, then warning, then the rest
 #: (the job's marks, its processes' exits after hardware trouble).
 SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1}
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One line of a chart: series ``series``, the statistic of each point it draws."""
-
-    label: str
-    series: str
-    stat: Stat
-
-
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """A horizontal line: an alarm threshold or a limit, in the chart's unit."""
-
-    label: str
-    value: float
-    level: ThresholdLevel
-
-
-@dataclass(frozen=True, slots=True)
-class Chart:
-    """One chart of the history view.
-
-    Attributes:
-        key: short name (``rail``, ``gpu_power``...).
-        title: what it shows, with its unit.
-        unit: the unit of its values after ``divide``.
-        lines: what it draws, the first being the one whose extreme matters.
-        thresholds: horizontal lines.
-        floor: the y axis reaches at least down to this (``None``: the data's minimum).
-        ceiling: and at least up to this.
-        divide: raw series values are divided by this (bytes/s to MB/s).
-    """
-
-    key: str
-    title: str
-    unit: str
-    lines: tuple[Line, ...]
-    thresholds: tuple[Threshold, ...] = ()
-    floor: float | None = None
-    ceiling: float | None = None
-    divide: float = 1.0
-
-    @property
-    def series(self) -> tuple[str, ...]:
-        """Series names to ask ``/v1/history`` for."""
-        return tuple(dict.fromkeys(line.series for line in self.lines))
-
-
-def _indexes(names: Iterable[str], prefix: str, suffix: str) -> list[str]:
-    """The ``X`` of every ``prefix[X]suffix`` in ``names``, in order of first appearance."""
-    out: list[str] = []
-    for name in names:
-        if name.startswith(prefix) and name.endswith(suffix):
-            inner = name[len(prefix):len(name) - len(suffix)]
-            if inner.endswith("]") and "[" not in inner[:-1] and inner[:-1] not in out:
-                out.append(inner[:-1])
-    return out
 
 
 def _order(keys: list[str]) -> list[str]:
@@ -113,7 +52,7 @@ def _bus_error_lines(values: Mapping[str, float], gpus: Sequence[str]) -> list[L
     for i in gpus:
         if values.get(f"gpus[{i}].pcie_replay_total", 0.0) > 0:
             lines.append(Line(f"GPU {i} PCIe replay", f"gpus[{i}].pcie_replay_per_s", "max"))
-        for link in _order(_indexes(values, f"gpus[{i}].nvlinks[", ".link")):
+        for link in _order(indexes(values, f"gpus[{i}].nvlinks[", ".link")):
             base = f"gpus[{i}].nvlinks[{link}]"
             if values.get(f"{base}.crc_flit_total", 0.0) > 0:
                 lines.append(Line(f"GPU {i} NVLink {link} CRC", f"{base}.crc_flit_per_s", "max"))
@@ -122,10 +61,12 @@ def _bus_error_lines(values: Mapping[str, float], gpus: Sequence[str]) -> list[L
     return lines[:MAX_ERROR_LINES]
 
 
-def charts_for(values: Mapping[str, float]) -> list[Chart]:
+def charts_for(values: Mapping[str, float], subject: str | None = None) -> list[Chart]:
     """The charts a node offers, from its latest frame's series (`frame_series`): the rail,
-    GPU power, GPU bus error rates (when a counter has counted), Thunderbolt/USB4 link speeds, md array throughput, path resistance and CPU,
-    each where the node reports it."""
+    GPU power, GPU bus error rates (when a counter has counted), Thunderbolt/USB4 link speeds, md array throughput,
+    path resistance, CPU, NVMe and host temperatures (`temperature_charts`), each where the node reports it.
+    ``subject``: the node's worst problem's (`rigmon.cluster.incident.Problem.subject`), whose temperature line
+    its chart keeps first (`opening_chart` opens the view on it)."""
     names = list(values)
     charts: list[Chart] = []
     if "psu_rail.volts.min_volts" in values:
@@ -137,8 +78,8 @@ def charts_for(values: Mapping[str, float]) -> list[Chart]:
              Threshold(f"critical {RAIL_CRITICAL_VOLTS:g} V", RAIL_CRITICAL_VOLTS, "bad")),
             floor=11.0, ceiling=12.6))
     # Every GPU listed, a lost one too (it reports no power now, but it did before).
-    gpus = _order(_indexes(names, "gpus[", ".index"))
-    amds = _order(_indexes(names, "amd_gpus[", ".power_w"))
+    gpus = _order(indexes(names, "gpus[", ".index"))
+    amds = _order(indexes(names, "amd_gpus[", ".power_w"))
     if gpus or amds:
         # The peak between polls where the driver has it: a V100's peaks are what sag the rail.
         peak = any(f"gpus[{i}].power_peak_w" in values for i in gpus)
@@ -153,7 +94,7 @@ def charts_for(values: Mapping[str, float]) -> list[Chart]:
     if errors:
         charts.append(Chart("bus_errors", "GPU bus errors (/s): highest rate of each counter", "/s",
                             tuple(errors), floor=0.0))
-    links = _order(_indexes(names, "thunderbolt[", ".rx_gbps"))
+    links = _order(indexes(names, "thunderbolt[", ".rx_gbps"))
     if links:
         expected = sorted({values[f"thunderbolt[{k}].expected_gbps"] for k in links
                            if f"thunderbolt[{k}].expected_gbps" in values})
@@ -162,7 +103,7 @@ def charts_for(values: Mapping[str, float]) -> list[Chart]:
             tuple(Line(f"{k}", f"thunderbolt[{k}].rx_gbps", "min") for k in links),
             tuple(Threshold(f"expected {v:g} Gb/s", v, "limit") for v in expected), floor=0.0,
             ceiling=max(expected) if expected else None))
-    arrays = _order(_indexes(names, "raid[", ".read_bytes_per_s"))
+    arrays = _order(indexes(names, "raid[", ".read_bytes_per_s"))
     if arrays:
         lines = []
         for name in arrays:
@@ -170,14 +111,23 @@ def charts_for(values: Mapping[str, float]) -> list[Chart]:
             lines.append(Line(f"{name} write", f"raid[{name}].write_bytes_per_s", "max"))
         charts.append(Chart("storage", "md array throughput (MB/s): highest of each", "MB/s", tuple(lines),
                             floor=0.0, divide=1e6))
-    paths = _indexes(names, "path_resistance[", ".resistance_mohm")
+    paths = indexes(names, "path_resistance[", ".resistance_mohm")
     if paths:
         charts.append(Chart("path", "supply path resistance (mΩ): mean", "mΩ",
                             tuple(Line(p, f"path_resistance[{p}].resistance_mohm", "mean") for p in paths)))
     if "host.cpu_pct" in values:
         charts.append(Chart("cpu", "CPU busy (%): highest", "%", (Line("CPU", "host.cpu_pct", "max"),),
                             floor=0.0, ceiling=100.0))
-    return charts
+    return charts + temperature_charts(values, subject)
+
+
+def opening_chart(charts: Sequence[Chart], subject: str | None) -> int:
+    """Which of ``charts`` the history view opens on: the one drawing the series of ``subject``, the node's
+    worst problem (`subject_series`: a hot sensor's or drive's temperature), else the first."""
+    series = subject_series(subject) if subject is not None else None
+    if series is None:
+        return 0
+    return next((i for i, chart in enumerate(charts) if series in chart.series), 0)
 
 
 def opening_span_s(held_s: float | None) -> float:

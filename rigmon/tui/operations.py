@@ -232,8 +232,11 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
         finally:
             await client.aclose()
 
-    screen = HistoryScreen(store.name, charts_for(frame_values(store.latest)), now, load, reason=_no_frame(store),
-                           span_s=opening_span_s(store.history.span_s(None)))
+    # The node's worst problem now: a hot sensor or drive opens the view on its temperature (`opening_chart`).
+    worst = store.view(peers_up=app.cluster.peers_up(store)).problems
+    subject = worst[0].subject if worst else None
+    screen = HistoryScreen(store.name, charts_for(frame_values(store.latest), subject), now, load,
+                           reason=_no_frame(store), span_s=opening_span_s(store.history.span_s(None)), subject=subject)
     screen.node_key = key
     screen.generation = store.generation
     screen.had_frame = store.latest is not None

@@ -42,7 +42,9 @@ def rail_history(at: list[float], mins: list[float]) -> History:
 def test_charts_of_a_v100_node_with_a_lost_gpu() -> None:
     frames = load_frames(SAG_FIXTURE)
     charts = {c.key: c for c in charts_for(frame_values(frames[-1]))}
-    assert list(charts) == ["rail", "gpu_power", "path", "cpu"]
+    # Its temperatures after (a recording older than the boot-stable sensor names: a chart per hwmonN).
+    assert list(charts) == ["rail", "gpu_power", "path", "cpu", "temp:thermal zones", "temp:hwmon0", "temp:hwmon20",
+                            "temp:hwmon21"]
     rail = charts["rail"]
     assert [(line.series, line.stat) for line in rail.lines][0] == ("psu_rail.volts.min_volts", "min")
     assert [t.value for t in rail.thresholds] == [11.7, 11.5]

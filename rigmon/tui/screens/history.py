@@ -16,7 +16,16 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from rigmon.cluster.chart import DEFAULT_SPAN_S, Chart, Plotted, Window, clock_label, keep_events, plot_data
+from rigmon.cluster.chart import (
+    DEFAULT_SPAN_S,
+    Plotted,
+    Window,
+    clock_label,
+    keep_events,
+    opening_chart,
+    plot_data,
+)
+from rigmon.cluster.chart_model import Chart
 from rigmon.cluster.held_history import HeldHistory
 from rigmon.cluster.kept_events import MARK_KIND
 from rigmon.schema import Event, History
@@ -83,6 +92,9 @@ class HistoryScreen(Screen[None]):
             when its agent cannot answer, or a replay's frames).
         reason: why there is no history to show at all (no frame from the node yet).
         span_s: the window's span to start with.
+        subject: what the node's worst problem is about (`rigmon.cluster.incident.Problem.subject`): the
+            view opens on the chart of its series (`opening_chart`: a hot sensor's or drive's temperature),
+            else on the first.
     """
 
     # At 80 columns Textual's footer cuts the keys that do not fit, and the app's come after these: zoom and
@@ -116,11 +128,12 @@ class HistoryScreen(Screen[None]):
         note: str | None = None
 
     def __init__(self, name: str, charts: Sequence[Chart], now: Callable[[], float], load: HistoryLoader,
-                 reason: str | None = None, span_s: float = DEFAULT_SPAN_S) -> None:
+                 reason: str | None = None, span_s: float = DEFAULT_SPAN_S, subject: str | None = None) -> None:
         super().__init__()
         self.node_name = name
         self.charts = list(charts)
-        self.chart_index = 0
+        self.subject = subject
+        self.chart_index = opening_chart(self.charts, subject)
         self.now = now
         self.window = Window(now(), span_s)
         #: The newest time when last asked: a window ending there follows the replay's cursor.
@@ -147,12 +160,14 @@ class HistoryScreen(Screen[None]):
                note: str | None = None) -> None:
         """Start over on the node's data as it is now: another agent answers at its URL (``note`` says so,
         above the chart from now on), or its first frame came. What was drawn goes, and an answer still on
-        its way for it is dropped (`fetch` moves the serial on); the chart shown stays if the node offers it."""
+        its way for it is dropped (`fetch` moves the serial on); the chart shown stays if the node offers it (else
+        the view opens as it did, on the chart of its problem's subject)."""
         key = self.chart.key if self.chart is not None else None
         self.node_name = name
         self._title()
         self.charts = list(charts)
-        self.chart_index = next((i for i, c in enumerate(self.charts) if c.key == key), 0)
+        self.chart_index = next((i for i, c in enumerate(self.charts) if c.key == key),
+                                opening_chart(self.charts, self.subject))
         if note is not None:
             self.agent_note = note
         self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
