@@ -14,7 +14,12 @@ from rich.cells import cell_len
 
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
-from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, opening_span_s
+from rigmon.cluster.chart import (
+    charts_for,
+    frame_values,
+    history_from_frames,
+    opening_span_s,
+)
 from rigmon.cluster.client import AgentError
 from rigmon.cluster.held_history import HeldHistory, held_because, held_history
 from rigmon.cluster.sanitise import clean_text
