@@ -19,6 +19,7 @@ from typing import Any, Literal
 from rigmon.alarms.lifecycle import AlarmBook, Transition
 from rigmon.alarms.observations import Observation, Worse
 from rigmon.alarms.selector import frame_view, parse_selector
+from rigmon.lazy_re import lazy_compile
 from rigmon.schema import Alarm, EventValue, Frame, Severity
 
 Direction = Literal["below", "above", "both"]
@@ -138,14 +139,16 @@ def _about(key: str, node: str, active: bool, value: EventValue, message: str,
 
 
 #: How the dashboard's reason for a failed attempt begins when the agent answered and refused it
-#: (`rigmon.cluster.agent_answers.status_error`): refused its token (401), or what it asked with it (403).
-REFUSAL_PREFIXES = ("401 unauthorized:", "403 forbidden:")
+#: (`rigmon.cluster.agent_answers.status_error`): refused its token (401), what it asked with it (403), or
+#: the request itself (another 4xx, ``HTTP 400: this agent serves HTTPS ...``: a misaddressed request).
+REFUSAL = lazy_compile(r"(?:401 unauthorized|403 forbidden|HTTP 4\d\d):")
 
 
 def is_refusal(reason: str | None) -> bool:
     """Whether ``reason`` (the dashboard's, for a failed attempt) says the agent answered and refused
-    (401/403), rather than did not answer (connection refused, timeout) or answered wrongly."""
-    return reason is not None and reason.startswith(REFUSAL_PREFIXES)
+    (401/403, or another 4xx: the agent is there, the token or the URL is wrong), rather than did not
+    answer (connection refused, timeout), failed (5xx) or answered wrongly."""
+    return reason is not None and REFUSAL.match(reason) is not None
 
 
 def unreachable(nodes: Sequence[NodeView]) -> list[Observation]:

@@ -287,7 +287,8 @@ class NodeStore:
 
     def state(self) -> NodeState:
         """Live while frames keep arriving; unreachable while the last attempt failed and
-        the data is old (refused when the agent answered 401/403, `node_state`); stale when the
+        the data is old (refused when the agent answered 401/403 or another 4xx,
+        `node_state`); stale when the
         data is old without a known failure."""
         age = self.age_s()
         fresh = age is not None and age <= self.stale_after_s

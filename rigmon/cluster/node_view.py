@@ -14,7 +14,7 @@ from rigmon.summary import RAIL_CRITICAL_VOLTS, NodeSummary
 NodeState = Literal["connecting", "live", "stale", "refused", "unreachable"]
 
 #: Order of trouble: the cluster screen lists unreachable nodes first, then the nodes whose agent
-#: answers but refuses this dashboard (a wrong token: no data either), then stale ones.
+#: answers but refuses this dashboard (a wrong token or URL: no data either), then stale ones.
 STATE_RANK: dict[NodeState, int] = {"unreachable": 0, "refused": 1, "stale": 2, "connecting": 3, "live": 4}
 #: States of a node whose figures are not current: its last ones are drawn faint, with how old they are.
 OUT_OF_TOUCH: frozenset[NodeState] = frozenset({"stale", "refused", "unreachable"})
@@ -24,7 +24,8 @@ def node_state(state: NodeState, reason: str | None) -> NodeState:
     """The state the screens name for a node the store says is in ``state`` for ``reason``: ``refused``
     when its last attempt failed because the agent answered 401 or 403 (it is there, and says no to
     this dashboard's token: "unreachable" would send the operator to the network or the agent's
-    service); else ``state``."""
+    service) or another 4xx (it is there, and says no to the request: a wrong URL, such as
+    ``http://`` for an agent that serves HTTPS); else ``state``."""
     return "refused" if state == "unreachable" and is_refusal(reason) else state
 
 
@@ -40,8 +41,8 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
         key: identity of the node on the dashboard (its URL).
         name: node name from its frames, or the URL's host:port before the first frame.
         url: agent base URL.
-        state: live, stale, unreachable, refused (the agent answered 401 or 403: see `node_state`), or
-            connecting (no answer and no failure yet).
+        state: live, stale, unreachable, refused (the agent answered 401, 403 or another 4xx: see
+            `node_state`), or connecting (no answer and no failure yet).
         reason: why the node is not live, when the client knows (the last failure).
         age_s: seconds since the last frame arrived; ``None`` before the first.
         last_data_at: when the last frame arrived, on the dashboard's clock (Unix s, as ``age_s``

@@ -61,6 +61,16 @@ def fit_toasts(app: App[Any], size: Size | None = None) -> bool:
     return small
 
 
+def toast_text_width(app: App[Any], size: Size | None = None) -> int:
+    """Cells of text on one line of a toast in ``app`` (of ``size``, default the app's): a compact strip's, or
+    the usual toast's, at most half the rack."""
+    size = size or app.size
+    if fit_toasts(app, size):
+        # The compact rack has no scrollbar gutter (rigmon.tcss).
+        return max(size.width - TOAST_FRAME, 1)
+    return max(min(TOAST_WIDTH, (size.width - RACK_SCROLLBAR) // 2) - TOAST_FRAME, 1)
+
+
 def strip_lines(notification: Notification, width: int) -> int:
     """Lines the compact strip of ``notification`` takes in a terminal ``width`` cells wide: its title's, and
     its message's, each line wrapped at the strip's text width."""
@@ -205,11 +215,10 @@ class CriticalToast:
                 if widget.id == holder:
                     widget.remove()
         size = size or app.size
-        if fit_toasts(app, size):
-            # The compact rack has no scrollbar gutter (rigmon.tcss).
-            title, message = "", toast_line(self._rows, size.width - TOAST_FRAME)
+        width = toast_text_width(app, size)
+        if compact(size.width, size.height):
+            title, message = "", toast_line(self._rows, width)
         else:
-            width = min(TOAST_WIDTH, (size.width - RACK_SCROLLBAR) // 2) - TOAST_FRAME
             title, message = toast_text(self._rows, width)
         self._shown = Notification(message, title, "error", timeout_s, markup=False)
         app._notifications.add(self._shown)

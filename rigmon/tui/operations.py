@@ -10,13 +10,21 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
+
 from rigmon.alarms.lifecycle import AlreadyResolved, UnknownAlarm
 from rigmon.cluster.alarm_board import AlarmRow
-from rigmon.cluster.chart import charts_for, frame_values, history_from_frames, opening_span_s
+from rigmon.cluster.chart import (
+    charts_for,
+    frame_values,
+    history_from_frames,
+    opening_span_s,
+)
 from rigmon.cluster.client import AgentError
 from rigmon.cluster.held_history import HeldHistory, held_because, held_history
 from rigmon.cluster.sanitise import clean_text
 from rigmon.schema import History
+from rigmon.tui.critical_toast import toast_text_width
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
@@ -165,7 +173,8 @@ async def export(app: RigmonApp) -> None:
         notify(app, f"cannot write to {paths.screenshot.parent}: {exc.strerror}", title="Export failed",
                severity="error", timeout=10)
         return
-    notify(app, f"screenshot {svg}; pulling the nodes...", title="Exporting", timeout=5)
+    notify(app, "\n".join(path_lines(f"screenshot {svg}; pulling the nodes...", toast_text_width(app))),
+           title="Exporting", timeout=5)
     if app.replay is not None:
         parts = replay_parts(app.replay)
         since_s = max(1.0, app.replay.at - app.replay.start_at)
@@ -183,8 +192,23 @@ async def export(app: RigmonApp) -> None:
     # quote the agent, so they are cleaned here.
     failed = [clean_text(f"{p.node}: {p.error}") for p in parts if p.error]
     detail = ("\n" + "\n".join(failed)) if failed else ""
-    notify(app, f"bundle {bundle}\nscreenshot {svg}{detail}", title="Exported",
+    width = toast_text_width(app)
+    where = "\n".join(path_lines(f"bundle {bundle}", width) + path_lines(f"screenshot {svg}", width))
+    notify(app, f"{where}{detail}", title="Exported",
            severity="warning" if failed else "information", timeout=20)
+
+
+def path_lines(text: str, width: int, indent: str = "  ") -> list[str]:
+    """``text`` (a label and a path) in lines of at most ``width`` cells, broken after path separators
+    (the next lines indented by ``indent``), so that a toast does not wrap a file name in the middle
+    (``rigmon-dash-20261128-09`` / ``2849.tar.gz``). A part longer than a line has one of its own."""
+    parts = [p for p in text.replace(os.sep, os.sep + "\0").split("\0") if p]
+    lines = [""]
+    for part in parts:
+        if lines[-1].strip() and cell_len(lines[-1] + part) > width:
+            lines.append(indent)
+        lines[-1] += part
+    return lines
 
 
 def history_screen(app: RigmonApp, key: str) -> HistoryScreen:

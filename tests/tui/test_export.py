@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
 from rigmon.cluster import export
 from rigmon.cluster.config import NodeTarget
@@ -17,6 +18,8 @@ from rigmon.cluster.export import export_paths
 from rigmon.cluster.replay import Replay
 from rigmon.snapshot.bundle import NodePart
 from rigmon.tui.app import RigmonApp
+from rigmon.tui.critical_toast import toast_text_width
+from rigmon.tui.operations import path_lines
 from tests.tui.snapshot_apps.dashboard import wait_for
 from tests.tui.snapshot_apps.fake_agent import START_AT
 from tests.tui.snapshot_apps.fake_bundle import write_fake_bundle
@@ -94,3 +97,31 @@ async def test_a_full_disk_leaves_no_cut_screenshot_and_the_dashboard_lives(tmp_
         await pilot.press("space", "right")  # the dashboard goes on
         assert app.is_running
     assert list(out.iterdir()) == []
+
+
+def test_a_path_is_broken_after_its_separators_not_in_a_name() -> None:
+    lines = path_lines("bundle /home/op/.local/state/rigmon/exports/rigmon-dash-20261128-092849.tar.gz", 40)
+    assert lines == ["bundle /home/op/.local/state/rigmon/", "  exports/", "  rigmon-dash-20261128-092849.tar.gz"]
+    assert path_lines("screenshot /tmp/a.svg", 40) == ["screenshot /tmp/a.svg"]
+    # A part longer than a line is not split here (the toast folds it): it has a line of its own.
+    assert path_lines("bundle /x/" + "n" * 50, 20) == ["bundle /x/", "  " + "n" * 50]
+
+
+async def test_the_exported_toast_at_200_columns_keeps_each_file_name_on_one_line(tmp_path: Path) -> None:
+    # Before: ``bundle /tmp/.../rigmon-dash-20261128-09`` / ``2849.tar.gz``, the toast (57 cells of text)
+    # folding the one long line where it ran out.
+    out = tmp_path / "state" / "rigmon" / "exports"
+    app = RigmonApp([], replay=Replay.open(write_fake_bundle(tmp_path / "in.tar.gz")), refresh_s=3600,
+                    export_dir=out)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("e")
+        await wait_for(lambda: any(n.title == "Exported" for n in app._notifications), timeout_s=30)
+        exported = next(n for n in app._notifications if n.title == "Exported")
+        width = toast_text_width(app)
+    assert width == 57
+    lines = exported.message.splitlines()
+    assert all(cell_len(line) <= width for line in lines), lines
+    names = sorted(f.name for f in out.iterdir())
+    assert len(names) == 2
+    for name in names:
+        assert any(line.endswith(name) for line in lines), (name, lines)

@@ -8,6 +8,7 @@ import pytest
 from rich.table import Table
 from rich.text import Text
 
+from rigmon.cluster.sensor_names import pci_chip_bus
 from rigmon.schema import Frame, TemperatureReading
 from rigmon.tui.widgets.host_group import HostGroup, sensor_temp
 from tests.tui.snapshot_apps.record_frames import load_frames
@@ -63,3 +64,26 @@ async def test_the_hot_drives_composites_stand_out_in_the_host_box_at_80_columns
         hot = [cell for cell in _cells(group) if "≥" in cell.plain]
         assert len(hot) == 2 and all(cell.style == warn for cell in hot), hot
         assert all(cell.style != warn for cell in _cells(group) if cell.plain == "40 °C")
+
+
+def _chip_named(frame: Frame) -> Frame:
+    # The recording predates libsensors names: its NVMe composites named as an agent names them now, by the
+    # controller's chip (nvme-pci-6400/Composite for the drive at 0000:64:00.0).
+    drives = iter(frame.readings.nvme)
+    temps = tuple(msgspec.structs.replace(t, sensor=f"nvme-{pci_chip_bus(next(drives).address)}/Composite")
+                  if t.label == "nvme Composite" else t for t in frame.readings.temperatures)
+    return msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, temperatures=temps))
+
+
+async def test_the_host_box_names_nvme_sensors_by_their_drives() -> None:
+    frames = [_chip_named(f) for f in load_frames("nvme-enclosure-thermal-throttle")]
+    app, fleet, _ = build([("strix", frames, 90)])
+    async with app.run_test(size=(80, 40)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        await pilot.pause()
+        group = app.screen.query_one(HostGroup)
+        lines = text(group.query_one("#body").content,  # type: ignore[attr-defined]
+                     group.content_size.width).splitlines()
+    assert [line.split()[0] for line in lines if "Composite" in line] == ["nvme0", "nvme1", "nvme2", "nvme3"], lines
+    assert not any("nvme-pci" in line for line in lines), lines

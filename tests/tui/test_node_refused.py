@@ -56,6 +56,22 @@ def test_the_store_view_and_the_alarm_board_say_refused() -> None:
     assert row.as_of_why == "node refused"
 
 
+#: What an HTTPS agent answers a dashboard given an ``http://`` URL (`status_error` of its 400).
+PLAIN_HTTP = "HTTP 400: this agent serves HTTPS, and this request came in plain HTTP: use an https:// URL"
+
+
+def test_an_agent_that_answers_400_or_404_refuses_and_is_not_unreachable() -> None:
+    # It answered: the URL is wrong, not the network; a 5xx (it failed) stays with the unreachable ones.
+    assert node_state("unreachable", PLAIN_HTTP) == "refused"
+    assert node_state("unreachable", "HTTP 404: not found") == "refused"
+    assert node_state("unreachable", "HTTP 503: busy") == "unreachable"
+    assert node_state("unreachable", "bad answer: HTTP 400 in the body") == "unreachable"
+    rules = ClusterAlarms(unreachable_hold_s=0)
+    rules.evaluate([RuleView("gpu01", connected=False, error=PLAIN_HTTP, key="http://g:1")], {}, T0)
+    (alarm,) = rules.active()
+    assert alarm.message == f"node gpu01 refuses this dashboard: {PLAIN_HTTP}"
+
+
 def test_the_cluster_rule_says_the_node_refuses() -> None:
     rules = ClusterAlarms(unreachable_hold_s=0)
     rules.evaluate([RuleView("gpu01", connected=False, error=UNAUTHORIZED, key="http://g:1")], {}, T0)

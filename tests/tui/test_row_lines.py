@@ -157,6 +157,34 @@ async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
         assert why.rstrip() == "  ↳ USB4 0-1 at 20 of 40 Gb/s (+2 more)"
 
 
+async def test_a_worst_problem_too_long_is_cut_before_its_count_of_more() -> None:
+    from rigmon.cluster.incident import Problem
+    from rigmon.cluster.node_view import NodeView
+    from rigmon.summary import NodeSummary
+    from rigmon.tui.widgets.node_row import NodeRow
+
+    problems = (Problem("bad", "USB4 0-1 link flapping: 14 drops in 10 min (flapping): re-plug the cable or the dock",
+                        "link:0-1"),
+                Problem("warn", "collector gpu failing", "collector:gpu"))
+    view = NodeView(key="k", name="node03", url="http://n:1", state="live", reason=None, age_s=0.0,
+                    summary=NodeSummary(node="node03", seq=1, taken_at=1.0, alarms=1), problems=problems)
+
+    class RowApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield NodeRow(view)
+
+    app = RowApp()
+    async with app.run_test(size=(80, 10)) as pilot:
+        await pilot.pause()
+        row = app.query_one(NodeRow)
+        console = Console(width=80, record=True, color_system=None, file=io.StringIO())
+        console.print(row.render())
+        why = console.export_text().splitlines()[2].rstrip()
+        # The words are cut, the count of the other problems is whole.
+        assert why.endswith("… (+1 more)") and why.startswith("  ↳ USB4 0-1 link flapping")
+        assert len(why) <= 80
+
+
 async def test_a_stale_or_unreachable_row_draws_its_last_figures_faint() -> None:
     # A dead node's last figures (CPU 43%, 1.20 GB/s) must not read as current: they are drawn
     # faint, in their colours; the live row's are not, and the alarm count stays as it is.

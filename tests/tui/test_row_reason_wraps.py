@@ -50,7 +50,8 @@ async def test_the_https_agents_words_are_on_the_row_whole_enough_to_act_on(widt
     https, down, heights = await rows_at(width, 24 if width == 80 else 50)
     # Before: "unreachable, no data yet: HTTP 400: this agent serves HTTPS, and this reques…" at 80 columns.
     assert len(https) == 3 and heights[0] == 3
-    assert https[1].startswith("unreachable, no data yet: HTTP 400: this agent serves HTTPS")
+    # The agent answered: "refused" (its URL is wrong), not "unreachable".
+    assert https[1].startswith("refused, no data yet: HTTP 400: this agent serves HTTPS")
     assert https[2].startswith("  ")
     said = " ".join(line.strip() for line in https[1:])
     assert "this request came in plain HTTP: use an https:// URL" in said

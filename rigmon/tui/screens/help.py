@@ -124,7 +124,8 @@ three sampling intervals and no failure is known (a slow or stuck agent).
 *unreachable*: the last attempt failed (connection refused, timed out, bad answer or another
 schema version) and the data is old; the reason and the age of the last data are shown.
 *refused*: the agent answered but refused the dashboard (401: a missing or wrong read token,
-or 403): check the token where the reason says it was given, not the network.
+or 403): check the token where the reason says it was given, not the network; or refused the
+request (another 4xx, such as 400 for http:// to an HTTPS agent): check the node's URL.
 *connecting*: no answer yet.
 
 When another agent answers at a node's address (its agent died and another took the port),

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from rigmon.cluster.sensor_names import temperature_names
 from rigmon.schema import Frame, TemperatureReading
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
@@ -57,15 +58,8 @@ class HostGroup(SourceGroup):
             temps = Table.grid(padding=(0, 2))
             temps.add_column(no_wrap=True)
             temps.add_column(justify="right", no_wrap=True)
-            names = [sensor.label or sensor.sensor for sensor in readings.temperatures]
-            for sensor, name in zip(readings.temperatures, names):
-                if names.count(name) > 1:
-                    # Two chips with one driver (two PMBus PSUs: "pmbus temp1" each): the sensor's
-                    # device (a PSU's I2C client such as 1-0058, an hwmon device, a thermal zone)
-                    # tells them apart (the whole sensor if not).
-                    chip = sensor.sensor.split("/", 1)[0]
-                    same = [t.sensor.split("/", 1)[0] for t, n in zip(readings.temperatures, names) if n == name]
-                    name += f" ({chip if same.count(chip) == 1 else sensor.sensor})"
+            names = temperature_names(readings.temperatures, readings.nvme)
+            for sensor, name in zip(readings.temperatures, names, strict=True):
                 temps.add_row(plain(name, label), self.styled(*sensor_temp(sensor)))
             parts.append(temps)
         return Group(*parts)

@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from rigmon.cluster.incident import reason
+from rigmon.cluster.incident import joined, reason
 from rigmon.cluster.node_view import OUT_OF_TOUCH, NodeView
 from rigmon.tui import format as fmt
 from rigmon.tui import row_lines
@@ -328,11 +328,21 @@ class NodeRow(Widget, can_focus=True):
         worst = view.problems[0]
         room = self.size.width - text.cell_len
         # As many problems as fit whole (then "+N more"); the worst alone is cut if it must be.
-        why = next((r for r in (reason(view.problems, n) for n in (2, 1)) if cell_len(r) <= room),
-                   reason(view.problems, 1))
+        why = next((r for r in (reason(view.problems, n) for n in (2, 1)) if cell_len(r) <= room), None)
+        if why is None:
+            why = self._cut_worst(view, room)
         text.append_text(plain(why, self._style("bad" if worst.level == "bad" else "warn")))
         text.truncate(max(1, self.size.width), overflow="ellipsis")
         return text
+
+    @staticmethod
+    def _cut_worst(view: NodeView, room: int) -> str:
+        """The worst problem cut with an ellipsis to ``room`` cells less its ``(+N more)``, which stays whole:
+        cut, the count would hide that there is more wrong than the words on screen say."""
+        more = reason(view.problems, 1).removeprefix(joined(view.problems[:1]))
+        worst = Text(joined(view.problems[:1]))
+        worst.truncate(max(1, room - cell_len(more)), overflow="ellipsis")
+        return worst.plain + more
 
     def _fitting_note(self, room: int) -> str | None:
         """`note` when it fits in ``room`` cells, else `short_note` (when there is one)."""

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from rigmon.schema import Frame, NvmeReading, RaidArrayReading, RaidMemberReading
 from rigmon.tui import format as fmt
@@ -18,6 +19,29 @@ SPARK_WIDTH = 10
 IMBALANCE_WARN_PCT = 20.0
 #: An array slower than this share (percent) of the fastest array loaded with it stands out.
 VS_FASTEST_WARN_PCT = 80.0
+
+
+#: ``mdstat_state`` of an array listed while the agent cannot read /proc/mdstat (`rigmon.collectors.raid_unread`):
+#: its ``health`` is the last one read, not now's.
+UNREAD_STATE = "unknown"
+
+
+def array_unread(array: RaidArrayReading) -> bool:
+    """Whether ``array`` is listed as last read, its state not read now (/proc/mdstat gone or unreadable)."""
+    return array.mdstat_state == UNREAD_STATE
+
+
+def health_text(array: RaidArrayReading) -> str:
+    """``degraded``; ``recovering 21%`` with its sync progress; ``unknown (last degraded)`` while md cannot be
+    read: the last health is not shown as now's."""
+    if array_unread(array):
+        return f"unknown (last {array.health})"
+    health: str = array.health
+    if array.sync_action and array.sync_progress_pct is not None:
+        # "recovering 21%", not "recovering recover 21%"; "ok check 40%" keeps the action.
+        action = "" if health.startswith(array.sync_action) else f" {array.sync_action}"
+        health += f"{action} {array.sync_progress_pct:.0f}%"
+    return health
 
 
 def health_level(array: RaidArrayReading) -> Level:
@@ -118,11 +142,7 @@ class StorageGroup(SourceGroup):
         for array in frame.readings.raid:
             name = array.name if array.md_name is None or self.content_size.width < NARROW_WIDTH \
                 else f"{array.name} {array.md_name}"
-            health: str = array.health
-            if array.sync_action and array.sync_progress_pct is not None:
-                # "recovering 21%", not "recovering recover 21%"; "ok check 40%" keeps the action.
-                action = "" if health.startswith(array.sync_action) else f" {array.sync_action}"
-                health += f"{action} {array.sync_progress_pct:.0f}%"
+            unread = array_unread(array)
             imbalance = array.member_imbalance_pct
             share = array.vs_fastest_array_pct
             # The sysfs word says more than mdstat's (clean, active, read-auto...).
@@ -134,7 +154,8 @@ class StorageGroup(SourceGroup):
             rows.append([
                 plain(name, "bold"),
                 plain(array.level),
-                self.styled(health, health_level(array)),
+                Text(health_text(array), style=self.style_of("absent")) if unread
+                else self.styled(health_text(array), health_level(array)),
                 fmt.rate(array.read_bytes_per_s),
                 self.sparkline(self.details.get(f"raid[{array.name}].read_bytes_per_s", ()), SPARK_WIDTH, "max"),
                 fmt.rate(array.write_bytes_per_s),
@@ -151,7 +172,8 @@ class StorageGroup(SourceGroup):
                 elif member.role == "rebuilding":
                     level = "warn"
                 errors = "" if not member.errors_total else f"{member.errors_total} errors"
-                rows.append([self.label(f" └ {member.name}{member_number(member)}"), "", self.styled(role, level),
+                shown = Text(role, style=self.style_of("absent")) if unread else self.styled(role, level)
+                rows.append([self.label(f" └ {member.name}{member_number(member)}"), "", shown,
                              fmt.rate(member.read_bytes_per_s), "", fmt.rate(member.write_bytes_per_s), "",
                              "", "", self.styled(errors, "warn") if errors else ""])
         return self.table(columns, rows)
