@@ -3,14 +3,16 @@ at or over its critical limit in the error style."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 from rich.table import Table
 from rich.text import Text
 
-from rigmon.cluster.sensor_names import pci_chip_bus
 from rigmon.schema import Frame, TemperatureReading
 from rigmon.tui.widgets.host_group import HostGroup, sensor_temp
+from tests.alarms.helpers import T0, FakeClock, sim_frames
 from tests.tui.snapshot_apps.record_frames import load_frames
 from tests.tui.snapshot_apps.recorded import build, open_node, settle
 from tests.tui.test_sources import text
@@ -66,18 +68,12 @@ async def test_the_hot_drives_composites_stand_out_in_the_host_box_at_80_columns
         assert all(cell.style != warn for cell in _cells(group) if cell.plain == "40 °C")
 
 
-def _chip_named(frame: Frame) -> Frame:
-    # The recording predates libsensors names: its NVMe composites named as an agent names them now, by the
-    # controller's chip (nvme-pci-6400/Composite for the drive at 0000:64:00.0).
-    drives = iter(frame.readings.nvme)
-    temps = tuple(msgspec.structs.replace(t, sensor=f"nvme-{pci_chip_bus(next(drives).address)}/Composite")
-                  if t.label == "nvme Composite" else t for t in frame.readings.temperatures)
-    return msgspec.structs.replace(frame, readings=msgspec.structs.replace(frame.readings, temperatures=temps))
-
-
-async def test_the_host_box_names_nvme_sensors_by_their_drives() -> None:
-    frames = [_chip_named(f) for f in load_frames("nvme-enclosure-thermal-throttle")]
-    app, fleet, _ = build([("strix", frames, 90)])
+async def test_the_host_box_names_nvme_sensors_by_their_drives(tmp_path: Path) -> None:
+    # The real collectors read the simulated node (its NVMe hwmon chips named nvme-pci-6400 and so on, as
+    # libsensors names them); the Host box names them as the Storage box does.
+    frames = list(sim_frames("nvme-thermal-throttle", 1, tmp_path, FakeClock(T0), 3, 1.0))
+    assert any(t.sensor.startswith("nvme-pci-") for t in frames[-1].readings.temperatures)
+    app, fleet, _ = build([("strix", frames, 3)])
     async with app.run_test(size=(80, 40)) as pilot:
         await settle(app, fleet, pilot)
         await open_node(app, next(iter(fleet.agents)), pilot)
