@@ -43,8 +43,11 @@ CONFIGS: dict[str, dict[str, object] | None] = {
 @dataclass
 class Result:
     lost: dict[int, float] = field(default_factory=dict)
-    rail: list[tuple[float, float]] = field(default_factory=list)
-    engaged_sim_s: float | None = None
+    #: (simulated s when pulled, the frame's own time, its rail minimum): "after the guard engaged" is judged
+    #: on the frame's time, as a frame pulled late (a loaded machine) was sampled before it was pulled.
+    rail: list[tuple[float, float, float]] = field(default_factory=list)
+    #: The guard_engaged event's own time (the agent's clock, as a frame's ``taken_at``).
+    engaged_at: float | None = None
     actions: list[str] = field(default_factory=list)
     samples_total: float = 0.0
     job_s: float = 0.0
@@ -70,12 +73,12 @@ async def run_one(extra: dict[str, object] | None, sim_s: float, speed: float) -
                         out.lost[g.index] = sim_t
                 rail = frame.readings.psu_rail
                 if rail is not None and rail.volts is not None and sim_t >= TRAINING_S:
-                    out.rail.append((sim_t, rail.volts.min_volts))
+                    out.rail.append((sim_t, frame.taken_at, rail.volts.min_volts))
                 for e in frame.events:
                     if e.kind.startswith("guard_"):
                         out.actions.append(e.kind.removeprefix("guard_"))
-                        if e.kind == "guard_engaged" and out.engaged_sim_s is None:
-                            out.engaged_sim_s = sim_t
+                        if e.kind == "guard_engaged" and out.engaged_at is None:
+                            out.engaged_at = e.at
             if done:
                 break
             await asyncio.sleep(0.1)
@@ -100,8 +103,8 @@ def main() -> int:
     for name, extra in CONFIGS.items():
         r = asyncio.run(run_one(extra, sim_s, args.speed))
         lost = ", ".join(f"GPU {i} ({t:.1f})" for i, t in sorted(r.lost.items())) or "none"
-        rail_min = min((v for _, v in r.rail), default=float("nan"))
-        after = [v for t, v in r.rail if r.engaged_sim_s is not None and t > r.engaged_sim_s + 1.0]
+        rail_min = min((v for _, _, v in r.rail), default=float("nan"))
+        after = [v for _, at, v in r.rail if r.engaged_at is not None and at > r.engaged_at + 1.0]
         after_min = f"{min(after):.3f}" if after else "-"
         total, rate = r.samples_total, r.samples_total / max(r.job_s, 1e-9)
         if name == "no guard":
