@@ -79,8 +79,14 @@ def test_full_disk_is_reported_survived_and_recovered(tmp_path: Path) -> None:
         # Room again: the journal notices by itself.
         resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         recovered = wait_for(lambda: latest_if(lambda f: f.collectors["journal"].state == "ok" and f.seq > later.seq))
-        page = http.get("/v1/samples", params={"since": "0"}).json()
-        kinds = [e["kind"] for f in page["frames"] for e in f["events"]]
+        # The recovery is told in the frame after the one the journal's state came back in (the writer
+        # reports it after its first commit again): wait for it rather than read the page at once.
+        def event_kinds() -> list[str] | None:
+            page = http.get("/v1/samples", params={"since": "0"}).json()
+            kinds = [e["kind"] for f in page["frames"] for e in f["events"]]
+            return kinds if "journal_recovered" in kinds else None
+
+        kinds = wait_for(event_kinds)
         assert kinds.count("journal_failed") == 1 and kinds.count("journal_recovered") == 1
         # Both reach the journal too: the failure (its frame was lost) with the first frames
         # written again, the recovery in the frame after, saying how many frames were lost.
