@@ -3,7 +3,7 @@
 Each configuration runs the same simulated rig (seed 1, the same simulated time) with a real
 agent on loopback, its real collectors reading the fake hardware, and the fake NVML the guard
 writes to. Reported per configuration: GPUs lost (and when, in simulated seconds), the lowest
-rail minimum over the training part of the run and after the guard engaged, the guard's
+rail minimum over the training part of the run and after the ramp the guard engaged on, the guard's
 actions, and the simulated job's throughput: mean samples/s while training and samples trained
 over the whole run (a lost GPU kills the data-parallel job: 0 from then on), both from the
 simulator's own count (`SimNvidiaGpus.samples_total`, `job_s`).
@@ -43,8 +43,8 @@ CONFIGS: dict[str, dict[str, object] | None] = {
 @dataclass
 class Result:
     lost: dict[int, float] = field(default_factory=dict)
-    #: (simulated s when pulled, the frame's own time, its rail minimum): "after the guard engaged" is judged
-    #: on the frame's time, as a frame pulled late (a loaded machine) was sampled before it was pulled.
+    #: (simulated s when pulled, the frame's own time, its rail minimum): what came after the guard engaged is
+    #: judged on the frame's time, as a frame pulled late (a loaded machine) was sampled before it was pulled.
     rail: list[tuple[float, float, float]] = field(default_factory=list)
     #: The guard_engaged event's own time (the agent's clock, as a frame's ``taken_at``).
     engaged_at: float | None = None
@@ -86,6 +86,22 @@ async def run_one(extra: dict[str, object] | None, sim_s: float, speed: float) -
     return out
 
 
+#: The rail's critical level (V): the ramp the guard engaged on has ended once a frame reads above it.
+RECOVERED_VOLTS = 11.5
+
+
+def after_engaging_ramp(r: Result) -> list[float]:
+    """The rail minima of the frames after the ramp the guard engaged on (from the first frame after the
+    ``guard_engaged`` event whose minimum is above `RECOVERED_VOLTS`), by each frame's own time: what every
+    later ramp did. Judged by the rail, not by a delay after the event: the simulator runs on wall time, so
+    on a loaded machine the engaging ramp lasts longer in simulated seconds before the caps bite."""
+    if r.engaged_at is None:
+        return []
+    later = [v for _, at, v in r.rail if at > r.engaged_at]
+    start = next((i for i, v in enumerate(later) if v > RECOVERED_VOLTS), len(later))
+    return later[start:]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sim-s", type=float, default=120.0, help="simulated seconds per configuration")
@@ -96,7 +112,7 @@ def main() -> int:
     print(f"# Undervolt guard on `{SCENARIO}`, seed {SEED}, {sim_s:g} simulated s per configuration, "
           f"speed {args.speed:g}")
     print(f"machine: {machine()}\n")
-    print("| configuration | GPUs lost (at sim s) | rail min while training (V) | rail min after engage (V) "
+    print("| configuration | GPUs lost (at sim s) | rail min while training (V) | rail min after the engaging ramp (V) "
           "| guard actions | samples/s while the job ran | samples trained |")
     print("|---|---|---|---|---|---|---|")
     base_rate: float | None = None
@@ -104,7 +120,7 @@ def main() -> int:
         r = asyncio.run(run_one(extra, sim_s, args.speed))
         lost = ", ".join(f"GPU {i} ({t:.1f})" for i, t in sorted(r.lost.items())) or "none"
         rail_min = min((v for _, _, v in r.rail), default=float("nan"))
-        after = [v for _, at, v in r.rail if r.engaged_at is not None and at > r.engaged_at + 1.0]
+        after = after_engaging_ramp(r)
         after_min = f"{min(after):.3f}" if after else "-"
         total, rate = r.samples_total, r.samples_total / max(r.job_s, 1e-9)
         if name == "no guard":
