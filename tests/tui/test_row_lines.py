@@ -129,15 +129,10 @@ async def test_row_styles_follow_the_theme() -> None:
         assert len(set(seen)) > 1  # nord's green is not textual's
 
 
-async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
-    from rigmon.cluster.incident import Problem
-    from rigmon.cluster.node_view import NodeView
-    from rigmon.summary import NodeSummary
+async def _why_line(problems: tuple[object, ...]) -> tuple[int, str]:
+    """The row's height and its third line (the why line) for a live node with ``problems``, at 80 columns."""
     from rigmon.tui.widgets.node_row import NodeRow
 
-    problems = (Problem("warn", "USB4 0-1 at 20 of 40 Gb/s", "link:0-1"),
-                Problem("warn", "md127 at 67 % of md126 while loading the model weights of the run", "md:md127"),
-                Problem("warn", "collector gpu failing", "collector:gpu"))
     view = NodeView(key="k", name="node03", url="http://n:1", state="live", reason=None, age_s=0.0,
                     summary=NodeSummary(node="node03", seq=1, taken_at=1.0, alarms=1), problems=problems)
 
@@ -149,40 +144,33 @@ async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
     async with app.run_test(size=(80, 10)) as pilot:
         await pilot.pause()
         row = app.query_one(NodeRow)
-        assert row.size.height == 3
         console = Console(width=80, record=True, color_system=None, file=io.StringIO())
         console.print(row.render())
-        why = console.export_text().splitlines()[2]
-        # Two problems do not fit whole: the worst one and how many more.
-        assert why.rstrip() == "  ↳ USB4 0-1 at 20 of 40 Gb/s (+2 more)"
+        return row.size.height, console.export_text().splitlines()[2].rstrip()
+
+
+async def test_the_why_line_keeps_whole_problems_at_80_columns() -> None:
+    from rigmon.cluster.incident import Problem
+
+    height, why = await _why_line((
+        Problem("warn", "USB4 0-1 at 20 of 40 Gb/s", "link:0-1"),
+        Problem("warn", "md127 at 67 % of md126 while loading the model weights of the run", "md:md127"),
+        Problem("warn", "collector gpu failing", "collector:gpu")))
+    assert height == 3
+    # Two problems do not fit whole: the worst one and how many more.
+    assert why == "  ↳ USB4 0-1 at 20 of 40 Gb/s (+2 more)"
 
 
 async def test_a_worst_problem_too_long_is_cut_before_its_count_of_more() -> None:
     from rigmon.cluster.incident import Problem
-    from rigmon.cluster.node_view import NodeView
-    from rigmon.summary import NodeSummary
-    from rigmon.tui.widgets.node_row import NodeRow
 
-    problems = (Problem("bad", "USB4 0-1 link flapping: 14 drops in 10 min (flapping): re-plug the cable or the dock",
-                        "link:0-1"),
-                Problem("warn", "collector gpu failing", "collector:gpu"))
-    view = NodeView(key="k", name="node03", url="http://n:1", state="live", reason=None, age_s=0.0,
-                    summary=NodeSummary(node="node03", seq=1, taken_at=1.0, alarms=1), problems=problems)
-
-    class RowApp(App[None]):
-        def compose(self) -> ComposeResult:
-            yield NodeRow(view)
-
-    app = RowApp()
-    async with app.run_test(size=(80, 10)) as pilot:
-        await pilot.pause()
-        row = app.query_one(NodeRow)
-        console = Console(width=80, record=True, color_system=None, file=io.StringIO())
-        console.print(row.render())
-        why = console.export_text().splitlines()[2].rstrip()
-        # The words are cut, the count of the other problems is whole.
-        assert why.endswith("… (+1 more)") and why.startswith("  ↳ USB4 0-1 link flapping")
-        assert len(why) <= 80
+    _, why = await _why_line((
+        Problem("bad", "USB4 0-1 link flapping: 14 drops in 10 min (flapping): re-plug the cable or the dock",
+                "link:0-1"),
+        Problem("warn", "collector gpu failing", "collector:gpu")))
+    # The words are cut, the count of the other problems is whole.
+    assert why.endswith("… (+1 more)") and why.startswith("  ↳ USB4 0-1 link flapping")
+    assert len(why) <= 80
 
 
 async def test_a_stale_or_unreachable_row_draws_its_last_figures_faint() -> None:
