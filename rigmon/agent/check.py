@@ -20,7 +20,7 @@ from rigmon.agent.guard.state_file import state_file_note
 from rigmon.alarms.engine import AlarmEngine
 from rigmon.alarms.rules import Rule, rules_from_config
 from rigmon.clock import Clock
-from rigmon.collectors.base import Collector, CollectorStarting, EventDraft, NoData
+from rigmon.collectors.base import Collector, CollectorError, CollectorStarting, EventDraft, NoData
 from rigmon.config import AgentConfig, default_state_dir
 from rigmon.hw.nvml.watchdog import RunningStopwatch, wait_running
 from rigmon.hw.nvml_control import open_nvml_control
@@ -103,6 +103,8 @@ def _collect(collector: Collector, timeout_s: float) -> tuple[CollectorStatus, l
             result.append(("absent", str(exc) or "not present"))
         except CollectorStarting as exc:
             result.append(("pending", str(exc) or "starting"))
+        except CollectorError as exc:
+            result.append(("error", str(exc) or "failed"))
         except Exception as exc:  # noqa: BLE001 - every failure is a finding, none escapes
             result.append(("error", f"{type(exc).__name__}: {exc}"))
 

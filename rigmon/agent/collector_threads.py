@@ -179,7 +179,8 @@ def call_collector(collector: Collector) -> Outcome:
     except CollectorHung as exc:
         return ("hung", str(exc) or "no answer")
     except CollectorError as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        # Its message is written for the operator; the class name is for unexpected failures (bugs).
+        error = str(exc) or "failed"
         return ("error", Failed(error, list(exc.records)) if exc.records else error)
     except Exception as exc:  # noqa: BLE001 - any failure is reported, none escapes
         return ("error", f"{type(exc).__name__}: {exc}")

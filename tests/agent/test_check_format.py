@@ -19,7 +19,7 @@ from rigmon.cli import _width
 from rigmon.schema import Alarm, CollectorStatus
 
 REPO = Path(__file__).resolve().parents[2]
-GPU_ERROR = ("CollectorError: NVML: NVML Shared Library Not Found, but 3 NVIDIA GPUs on the PCI bus "
+GPU_ERROR = ("NVML: NVML Shared Library Not Found, but 3 NVIDIA GPUs on the PCI bus "
              "(0000:1a:00.0, 0000:1b:00.0, 0000:1c:00.0): is the NVIDIA driver loaded (nvidia-smi)?")
 GUARD = "off; it could not act on this node: no NVIDIA driver or GPU (device count: NVML Shared Library Not Found)"
 
@@ -48,8 +48,8 @@ def test_at_80_columns_every_line_fits_and_continues_under_its_message() -> None
     assert ("  CRITICAL  md_member_failed   disk:nvme1n1  md member nvme1n1 is faulty: the\n"
             "                                             array that holds it has lost it\n"
             "  WARNING   md_array_degraded  md:md127      array md127 is degraded\n") in text
-    assert ("  gpu_processes  error   1 ms  CollectorError: NVML: NVML Shared Library Not\n"
-            "                               Found, but 3 NVIDIA GPUs on the PCI bus\n") in text
+    assert ("  gpu_processes  error   1 ms  NVML: NVML Shared Library Not Found, but 3 NVIDIA\n"
+            "                               GPUs on the PCI bus (0000:1a:00.0, 0000:1b:00.0,\n") in text
     assert ("guard: off; it could not act on this node: no NVIDIA driver or GPU (device\n"
             "  count: NVML Shared Library Not Found)\n") in text
 

@@ -37,9 +37,9 @@ def test_an_error_with_records_is_an_error_outcome_with_them() -> None:
     reading = gone_reading()
     state, payload = call_collector(FailingCollector([reading]))
     assert state == "error" and isinstance(payload, Failed)
-    assert payload.records == [reading] and payload.error.startswith("CollectorError: psu.port")
+    assert payload.records == [reading] and payload.error.startswith("psu.port")
     assert call_collector(FailingCollector([])) == (
-        "error", "CollectorError: psu.port /dev/rigmon-psu0: Input/output error; retrying")
+        "error", "psu.port /dev/rigmon-psu0: Input/output error; retrying")
 
 
 async def test_a_failing_collectors_records_are_in_the_frame_and_its_state_is_error() -> None:
@@ -48,6 +48,6 @@ async def test_a_failing_collectors_records_are_in_the_frame_and_its_state_is_er
     frame = await first_sampled_frame(FailingCollector([reading]))
     status = frame.collectors["psu"]
     assert (status.state, status.ok) == ("error", False)
-    assert status.error == "CollectorError: psu.port /dev/rigmon-psu0: Input/output error; retrying"
+    assert status.error == "psu.port /dev/rigmon-psu0: Input/output error; retrying"
     assert frame.readings.psu_rail == reading
     assert (await first_sampled_frame(FailingCollector([]))).readings.psu_rail is None

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from rigmon.agent.collector_threads import Failed, call_collector
 from rigmon.collectors import REGISTRY
-from rigmon.collectors.base import CollectorContext, EventDraft, NoData
+from rigmon.collectors.base import CollectorContext, EventDraft
 from rigmon.config import AgentConfig, load_agent_config
 from rigmon.hw.root import HostRoot
 from rigmon.sim.nvml import machine_from_toml, serving
@@ -42,13 +43,14 @@ def run_collector(name: str, root: Path) -> dict[str, object]:
     ctx = CollectorContext(root=HostRoot(root), clock=FixedClock(), config=config)
     collector = REGISTRY[name](ctx)
     try:
-        records = collector.collect()
-    except NoData as exc:
-        return {"state": "absent", "error": str(exc)}
-    except Exception as exc:  # noqa: BLE001 - the folder may expect a failure
-        return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
+        # What the agent reports: its own call (an error's text as the frame carries it).
+        state, result = call_collector(collector)
     finally:
         collector.close()
+    if state != "ok":
+        error = result.error if isinstance(result, Failed) else result
+        return {"state": state, "error": error}
+    records = result
     out = []
     for record in records:
         kind = "EventDraft" if isinstance(record, EventDraft) else type(record).__name__

@@ -274,8 +274,8 @@ def test_a_hardware_root_that_is_not_there_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("state", "line"), [
-    ("error: CollectorError: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs on the PCI bus",
-     "# NVIDIA GPUs: not read (error: CollectorError: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs"),
+    ("error: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs on the PCI bus",
+     "# NVIDIA GPUs: not read (error: NVML: NVML Shared Library Not Found, but 4 NVIDIA GPUs"),
     ("hung", "# NVIDIA GPUs: not read (hung)"),
     ("ok", "# NVIDIA GPUs: none\n"),
 ])
