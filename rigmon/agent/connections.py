@@ -122,8 +122,10 @@ class ConnectionLimits(msgspec.Struct):
         """Count a request the parser refused (``what``); log at most one warning a minute, like refusals."""
         self.client_faults += 1
         if now - self._last_fault_log >= REFUSAL_LOG_EVERY_S:
-            log.warning("%s from %s (%d malformed or upgrade requests since the start; at most one is "
-                        "logged a minute)", what[0].upper() + what[1:], host or "?", self.client_faults)
+            count = self.client_faults
+            log.warning("%s from %s (%d bad request%s (malformed, an upgrade, or the wrong scheme) since the start; "
+                        "at most one is logged a minute)", what[0].upper() + what[1:], host or "?", count,
+                        "" if count == 1 else "s")
             self._last_fault_log = now
 
     def forget(self, conn: GuardedConnection) -> None:

@@ -78,6 +78,9 @@ async def test_a_plain_http_request_is_answered_400_saying_to_use_https(
     assert len(warnings) == 1 and warnings[0].startswith(
         "A plain HTTP request (the client uses http://, Prometheus scheme: http; this agent serves HTTPS: give the "
         "client https://, Prometheus scheme: https and a tls_config ca_file), answered 400, from 127.0.0.1 "), warnings
+    # The count that ends the line names what it counts: this request was well formed, only on the wrong scheme.
+    assert warnings[0].endswith("(1 bad request (malformed, an upgrade, or the wrong scheme) since the start; "
+                                "at most one is logged a minute)"), warnings
 
 
 async def test_a_request_line_sent_in_pieces_is_still_answered(tls_agent: TlsAgent) -> None:
