@@ -25,7 +25,9 @@ from rigmon.summary import (
     SummaryRecord,
     WorstWindow,
     alarm_count,
+    arrays_unknown,
     detail_values,
+    storage_figures,
     summarize,
     worst_severity,
 )
@@ -103,6 +105,8 @@ class NodeStore:
         # link that vanished from the frames is still expected.
         self.gpus_seen = 0
         self.links_seen = 0
+        #: md arrays of the latest frame whose state is not known now (`rigmon.summary.arrays_unknown`).
+        self.arrays_unknown = 0
         # Bumped by every change a view shows; `view` reuses its last answer while it and the
         # view's other inputs stay the same (the screens redraw only rows whose view changed).
         self._changes = 0
@@ -160,6 +164,10 @@ class NodeStore:
         if last is not None and frame.run_id != last.run_id:
             self.restarts += 1
             self._run_changed(frame)
+        self.arrays_unknown = arrays_unknown(frame.readings)
+        if self.arrays_unknown:
+            # An agent of the round before kept an unreadable array's last health: not a degraded one now.
+            summary = msgspec.structs.replace(summary, arrays_degraded=storage_figures(frame.readings).arrays_degraded)
         summary = self.worst.add(self._with_session_inventory(summary))
         self.latest = frame
         self.latest_whole = whole
@@ -349,6 +357,7 @@ class NodeStore:
             gpu_power_limit_w=power_limit_w(self.latest),
             label=label or self.name,
             last_data_at=self.received_wall_at,
+            arrays_unknown=self.arrays_unknown,
         )
         self._view_cache = (key, view)
         return view
