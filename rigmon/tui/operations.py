@@ -276,12 +276,14 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
         store = app.cluster.nodes[key]
         if frame is None or store.generation != generation:
             return None  # another agent answers at the node's URL now: `reopen_history` starts the view over
-        return charts_for({**store.chart_values(), **frame_values(frame)}, subject)
+        # With what the view opened on: a reading missing from these frames (the ADC between windows) takes no chart away.
+        return charts_for({**opened_on, **store.chart_values(), **frame_values(frame)}, subject)
 
     # The node's worst problem now: a hot sensor or drive opens the view on its temperature (`opening_chart`).
     worst = store.view(peers_up=app.cluster.peers_up(store)).problems
     subject = worst[0].subject if worst else None
-    screen = HistoryScreen(store.name, charts_for(store.chart_values(), subject), now, load,
+    opened_on = store.chart_values()
+    screen = HistoryScreen(store.name, charts_for(opened_on, subject), now, load,
                            reason=_no_frame(store), span_s=opening_span_s(store.history.span_s(None)), subject=subject,
                            more_charts=whole_charts)
     screen.node_key = key

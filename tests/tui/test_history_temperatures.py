@@ -85,3 +85,7 @@ async def test_a_node_off_screen_offers_every_temperature_chart_its_agent_has() 
         await wait_for(lambda: screen.history is not None)
         await pilot.pause()
         assert screen.plotted is not None and screen.plotted.lines
+        # Charts offered later without the one shown (a reading a newer frame lacks) do not take it away.
+        shown = screen.chart
+        screen.offer([c for c in charts_for(frame_values(agent.frames[-1])) if c.key != shown.key])
+        assert screen.chart is shown and len(screen.charts) == len(every)

@@ -224,10 +224,14 @@ class HistoryScreen(Screen[None]):
         it would have (on the chart of its problem's subject)."""
         if self.fixed_reason and not self.charts and self.reason != NOTHING_TO_CHART:
             return  # no frame from the node: `reopen` starts the view over when one comes
-        key = self.chart.key if self.chart is not None else None
+        shown = self.chart
         self.charts = list(charts)
-        index = next((i for i, c in enumerate(self.charts) if c.key == key), None)
-        if index is not None:
+        if shown is not None:
+            index = next((i for i, c in enumerate(self.charts) if c.key == shown.key), None)
+            if index is None:
+                # Not among them (a reading the newer frame lacks): it stays, where it was.
+                index = min(self.chart_index, len(self.charts))
+                self.charts.insert(index, shown)
             self.chart_index = index
             self._draw()
             return
