@@ -77,6 +77,11 @@ def state_condition(rule: StateRule, state: RuleState, matches: list[Match], qui
     present: set[str] = set()
     for m in matches:
         present.add(m.subject)
+        if rule.unknown_values and any(same_value(m.value, u) for u in rule.unknown_values):
+            # Not known now: neither a clear (its alarm would resolve) nor a reason to fire.
+            if not quiet:
+                yield obs(rule, m, m.subject, m.labels, False, m.value, known=False)
+            continue
         details: dict[str, Any] = {}
         if rule.equals is not None:
             active = same_value(m.value, rule.equals)

@@ -157,6 +157,9 @@ class StateRule(RuleBase, frozen=True, gc=False):
             gone against the inventory seen at start); set ``collector`` so a collector
             failure does not count as every device vanishing.
         collector: evaluate only while this collector's state is ``ok``.
+        unknown_values: values that say the reading is not known now (an md array's health
+            ``unknown`` while /proc/mdstat cannot be read): no verdict on them, so an alarm
+            neither resolves nor fires on no news (a pending one stays pending).
     """
 
     select: str = ""
@@ -167,6 +170,7 @@ class StateRule(RuleBase, frozen=True, gc=False):
     expected: dict[str, float] = msgspec.field(default_factory=dict)
     vanished: bool = False
     collector: str = ""
+    unknown_values: tuple[Scalar, ...] = ()
 
     def __post_init__(self) -> None:
         RuleBase.__post_init__(self)

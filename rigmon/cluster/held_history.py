@@ -57,10 +57,12 @@ def held_sources(history: NodeHistory, latest: Frame | None) -> dict[str, str]:
 
     A GPU's power (``gpus[0].power_peak_w``, or ``gpus[0].power_w`` where the chart draws the
     reading) is its per-device series (``gpu[<uuid>].power_w``: the peak between polls where the
-    driver has it), found by the GPU's index and identity in the node's ``latest`` frame. Bus error
+    driver has it), found by the GPU's index and identity in the node's ``latest`` frame. The temperatures
+    the temperature charts draw are held under their own names (`NodeHistory.temperatures`). Bus error
     rates, link speeds and the rail's maximum are not held: those lines stay empty.
     """
     out = dict(HELD_SOURCES)
+    out.update((name, name) for name in history.temperatures)
     for name in history.details:
         for pattern, spelled in _DETAIL_NAMES:
             match = pattern.fullmatch(name)

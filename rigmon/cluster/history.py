@@ -19,11 +19,12 @@ class Ring:
     Backed by an ``array`` so an hour of several series for 64 nodes stays a few MB.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, typecode: Literal["d", "f"] = "d") -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        self._data = array("d")
+        # "f" (4-byte floats) for series whose figures need no more (temperatures): half the memory.
+        self._data = array(typecode)
         self._start = 0
 
     def __len__(self) -> int:
@@ -163,6 +164,13 @@ SERIES: dict[str, Extreme] = {
 MAX_DETAIL_SERIES = 64
 
 
+#: Temperature series (`rigmon.cluster.temperature_charts.held_temperatures`: what the history's
+#: temperature charts draw) one node keeps at most, as 4-byte floats.
+MAX_TEMPERATURE_SERIES = 32
+#: Decimals of a temperature read back from its 4-byte float: hwmon and thermal zones give millidegrees.
+TEMPERATURE_DECIMALS = 3
+
+
 def detail_extreme(name: str) -> Extreme:
     """The extreme a per-device series keeps when downsampled: voltages (``*_volts``) their
     minimum, so a sag survives; everything else its maximum, so a peak survives."""
@@ -171,7 +179,9 @@ def detail_extreme(name: str) -> Extreme:
 
 class NodeHistory:
     """The last ``capacity`` frames of one node, reduced to the series in `SERIES` plus
-    per-device series (``details``) named by the frames.
+    per-device series (``details``) named by the frames, and the temperature series the history
+    view's charts draw (``temperatures``, named as the agent's ``/v1/history`` names them), so that
+    they can be charted from what the dashboard holds when the agent cannot answer.
 
     Points are appended in arrival order; `seqs` lets a reader check
     that a resumed stream left no hole. Every series has one point per frame (``nan``
@@ -186,6 +196,7 @@ class NodeHistory:
         self.taken_at = Ring(capacity)
         self.series = {name: Ring(capacity) for name in SERIES}
         self.details: dict[str, Ring] = {}
+        self.temperatures: dict[str, Ring] = {}
 
     def __len__(self) -> int:
         return len(self._seqs)
@@ -195,18 +206,24 @@ class NodeHistory:
         return [int(s) for s in self._seqs.tail()]
 
     def append(self, seq: int, taken_at: float, values: Mapping[str, float | None],
-               details: Mapping[str, float | None] | None = None) -> None:
-        """Add one frame's values and per-device values (missing ones become ``nan``).
+               details: Mapping[str, float | None] | None = None,
+               temperatures: Mapping[str, float] | None = None) -> None:
+        """Add one frame's values, per-device values and temperatures (missing ones become ``nan``).
 
-        A per-device series seen for the first time starts with ``nan`` for the frames before.
+        A per-device or temperature series seen for the first time starts with ``nan`` for the frames
+        before; past `max_details` (`MAX_TEMPERATURE_SERIES`) new ones are not kept.
         """
         details = details or {}
         for name in details:
             if name not in self.details and len(self.details) < self.max_details:
-                ring = Ring(self.capacity)
-                for _ in range(len(self._seqs)):
-                    ring.append(math.nan)
-                self.details[name] = ring
+                self.details[name] = self._new_ring("d")
+        for name in temperatures or ():
+            if name not in self.temperatures and len(self.temperatures) < MAX_TEMPERATURE_SERIES:
+                self.temperatures[name] = self._new_ring("f")
+        if self.temperatures:
+            held = temperatures or {}
+            for name, ring in self.temperatures.items():
+                ring.append(held.get(name, math.nan))
         self._seqs.append(seq)
         self.taken_at.append(taken_at)
         for name, ring in self.series.items():
@@ -216,10 +233,20 @@ class NodeHistory:
             value = details.get(name)
             ring.append(math.nan if value is None else value)
 
+    def _new_ring(self, typecode: Literal["d", "f"]) -> Ring:
+        """A ring for a series first seen now: ``nan`` for the frames held before."""
+        ring = Ring(self.capacity, typecode)
+        for _ in range(len(self._seqs)):
+            ring.append(math.nan)
+        return ring
+
     def values(self, name: str) -> list[float]:
-        """Every value held of series ``name`` (one of `SERIES`, or a per-device series), oldest
-        first as `times` (``nan`` where a frame lacked it); empty for a series not held."""
+        """Every value held of series ``name`` (one of `SERIES`, a per-device series or a temperature
+        series), oldest first as `times` (``nan`` where a frame lacked it); empty for a series not held."""
         ring = self.series.get(name) or self.details.get(name)
+        if ring is None and name in self.temperatures:
+            # Kept as 4-byte floats; read as the millidegrees the kernel gives (61.618, not 61.61800003).
+            return [round(v, TEMPERATURE_DECIMALS) for v in self.temperatures[name].tail()]
         return ring.tail() if ring is not None else []
 
     def times(self) -> list[float]:

@@ -15,6 +15,9 @@ import msgspec
 
 from rigmon.alarms.message_values import reading_text
 from rigmon.alarms.values import same_value
+from rigmon.cluster.incident_timeline import MERGE_S, Level, Step, timeline
+from rigmon.cluster.rail_memory import RailMemory, Sag, after_sag, sag_before
+from rigmon.schema import Alarm, Frame, raid_unknown
 from rigmon.summary import (
     PEAK_OVER_LIMIT_FACTOR,
     RAIL_CRITICAL_VOLTS,
@@ -23,9 +26,6 @@ from rigmon.summary import (
     NodeSummary,
     PathCell,
 )
-from rigmon.cluster.incident_timeline import MERGE_S, Level, Step, timeline
-from rigmon.cluster.rail_memory import RailMemory, Sag, after_sag, sag_before
-from rigmon.schema import Alarm, Frame
 
 # Kept importable from here, where the incident story uses them.
 __all__ = ["MERGE_S", "Problem", "RailMemory", "Sag", "Step", "after_sag", "alarm_now_text", "problems", "rail_text",
@@ -200,10 +200,13 @@ def path_trouble(summary: NodeSummary | None, peers_up: frozenset[str] = frozens
 
 
 def array_trouble(frame: Frame) -> list[Problem]:
-    """md arrays broken or degraded, and a busy array lagging the fastest one."""
+    """md arrays broken or degraded, and a busy array lagging the fastest one. An array whose state is not
+    known now (/proc/mdstat unreadable: `raid_unknown`) is neither: its failing collector is the problem."""
     out = []
     arrays = frame.readings.raid
     for array in arrays:
+        if raid_unknown(array):
+            continue
         if array.health == "broken":
             out.append(Problem("bad", f"{array.name} broken", f"md:{array.name}"))
         elif array.health != "ok":

@@ -15,17 +15,21 @@ from rigmon.cluster.alarm_events import (
     with_endings,
 )
 from rigmon.cluster.alarm_restarts import RestartedAlarms
+from rigmon.cluster.chart import frame_values
 from rigmon.cluster.history import HISTORY_POINTS, SERIES, NodeHistory
 from rigmon.cluster.incident import RailMemory, problems
 from rigmon.cluster.kept_events import EVENTS_KEPT, KeptEvents
 from rigmon.cluster.node_view import NodeState, NodeView, node_state
+from rigmon.cluster.temperature_charts import held_temperatures, temperature_values
 from rigmon.schema import Alarm, AlarmList, Event, Frame, Gap, Info
 from rigmon.summary import (
     NodeSummary,
     SummaryRecord,
     WorstWindow,
     alarm_count,
+    arrays_unknown,
     detail_values,
+    storage_figures,
     summarize,
     worst_severity,
 )
@@ -103,6 +107,12 @@ class NodeStore:
         # link that vanished from the frames is still expected.
         self.gpus_seen = 0
         self.links_seen = 0
+        #: md arrays of the latest frame whose state is not known now (`rigmon.summary.arrays_unknown`).
+        self.arrays_unknown = 0
+        #: The newest temperature and limits of every drive and sensor a frame of the node showed
+        #: (`rigmon.cluster.temperature_charts.temperature_values`): the temperature charts its history
+        #: offers when its latest frame is a summary record's, which has only the hot sensors (`chart_values`).
+        self.temperature_facts: dict[str, float] = {}
         # Bumped by every change a view shows; `view` reuses its last answer while it and the
         # view's other inputs stay the same (the screens redraw only rows whose view changed).
         self._changes = 0
@@ -160,11 +170,19 @@ class NodeStore:
         if last is not None and frame.run_id != last.run_id:
             self.restarts += 1
             self._run_changed(frame)
+        self.arrays_unknown = arrays_unknown(frame.readings)
+        if self.arrays_unknown:
+            # An agent of the round before kept an unreadable array's last health: not a degraded one now.
+            summary = msgspec.structs.replace(summary, arrays_degraded=storage_figures(frame.readings).arrays_degraded)
         summary = self.worst.add(self._with_session_inventory(summary))
         self.latest = frame
         self.latest_whole = whole
         self.summary = summary
-        self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details)
+        temperatures = temperature_values(frame.readings)
+        if temperatures:
+            self.temperature_facts.update(temperatures)
+        self.history.append(frame.seq, frame.taken_at, {name: getattr(summary, name) for name in SERIES}, details,
+                            held_temperatures(frame.readings) if temperatures else None)
         self._file_events(frame.events)
         self.rail.add(frame.taken_at, summary.rail_min_volts, frame.events)
         return 1
@@ -252,6 +270,13 @@ class NodeStore:
                                       last_received_at=self.received_wall_at,
                                       last_taken_at=self.latest.taken_at if self.latest else None,
                                       error=self.error, key=self.key)
+
+    def chart_values(self) -> dict[str, float]:
+        """The series the node's history charts are chosen from (`rigmon.cluster.chart.charts_for`): its latest
+        frame's, with the temperatures of every drive and sensor an earlier frame showed (a summary record's
+        slim frame leaves out the sensors not at their critical limit; the dashboard may hold their series
+        from when the node screen showed the node)."""
+        return {**self.temperature_facts, **frame_values(self.latest)}
 
     def _with_session_inventory(self, summary: NodeSummary) -> NodeSummary:
         """``summary`` with GPUs expected and links total raised to the most seen so far."""
@@ -349,6 +374,7 @@ class NodeStore:
             gpu_power_limit_w=power_limit_w(self.latest),
             label=label or self.name,
             last_data_at=self.received_wall_at,
+            arrays_unknown=self.arrays_unknown,
         )
         self._view_cache = (key, view)
         return view

@@ -48,6 +48,8 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
         last_data_at: when the last frame arrived, on the dashboard's clock (Unix s, as ``age_s``
             counts from it); ``None`` before the first.
         summary: key figures of the latest frame.
+        arrays_unknown: md arrays of the latest frame whose state is not known now (/proc/mdstat
+            unreadable: `rigmon.schema.raid_unknown`); not counted in ``summary.arrays_degraded``.
         trends: downsampled recent series by name (see `rigmon.cluster.history.SERIES`).
         details: downsampled per-device series by name (see
             `rigmon.summary.detail_values`); empty unless the view asked for them.
@@ -81,6 +83,7 @@ class NodeView(msgspec.Struct, frozen=True, gc=False):
     gpu_power_limit_w: float | None = None
     label: str = ""
     last_data_at: float | None = None
+    arrays_unknown: int = 0
 
 
 def hardware_trouble(view: NodeView) -> int:

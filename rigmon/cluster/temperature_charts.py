@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rigmon.cluster.chart_model import Chart, Line, Threshold, indexes
+from rigmon.schema import Readings
 
 #: Lines of one temperature chart at most (the subject's and the hottest kept): as many as the chart has
 #: colours for its lines, so no two share one.
@@ -95,3 +96,38 @@ def temperature_charts(values: Mapping[str, float], subject: str | None = None) 
     sensors' by chip. ``subject``: the node's worst problem's; a hot sensor's or drive's line is kept, first."""
     nvme = nvme_chart(values, subject)
     return ([nvme] if nvme is not None else []) + host_charts(values, subject)
+
+
+def temperature_values(readings: Readings) -> dict[str, float]:
+    """What the temperature charts read of one frame, named as its series are (`rigmon.series.frame_series`,
+    the agent's ``/v1/history``): each NVMe drive's ``nvme[<name>].temp_c`` with its ``temp_max_c`` and
+    ``temp_crit_c``, each host sensor's ``temperatures[<sensor>].temp_c`` with its ``max_c`` and ``crit_c``.
+    Read from the records themselves, not from a walk of the whole frame: the dashboard does it for every
+    frame of every node (a summary record's slim frame has the drives and the sensors at their critical limit)."""
+    out: dict[str, float] = {}
+    for drive in readings.nvme:
+        for field, value in (("temp_c", drive.temp_c), ("temp_max_c", drive.temp_max_c),
+                             ("temp_crit_c", drive.temp_crit_c)):
+            if value is not None:
+                out[f"nvme[{drive.name}].{field}"] = value
+    for sensor in readings.temperatures:
+        out[f"temperatures[{sensor.sensor}].temp_c"] = sensor.temp_c
+        for field, limit in (("max_c", sensor.max_c), ("crit_c", sensor.crit_c)):
+            if limit is not None:
+                out[f"temperatures[{sensor.sensor}].{field}"] = limit
+    return out
+
+
+def held_temperatures(readings: Readings) -> dict[str, float]:
+    """Of one frame, the temperatures its charts draw (as `temperature_charts` chooses them: every drive, every
+    sensor of a chip, the hottest `MAX_TEMPERATURE_LINES` of more), by series name: what the dashboard keeps
+    of a node's temperatures, so that its history can be charted when the agent cannot answer. Chosen from
+    the records without building the charts: the dashboard does it for every frame of every node."""
+    drives = {f"nvme[{d.name}].temp_c": d.temp_c for d in readings.nvme if d.temp_c is not None}
+    out = {name: drives[name] for name in _chosen(list(drives), drives, None)}
+    chips: dict[str, dict[str, float]] = {}
+    for sensor in readings.temperatures:
+        chips.setdefault(_chip(sensor.sensor), {})[f"temperatures[{sensor.sensor}].temp_c"] = sensor.temp_c
+    for temps in chips.values():
+        out.update((name, temps[name]) for name in _chosen(list(temps), temps, None))
+    return out

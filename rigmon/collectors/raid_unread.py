@@ -8,28 +8,28 @@ from msgspec.structs import replace
 
 from rigmon.collectors.base import CollectorError, NoData
 from rigmon.hw.root import HostRoot
-from rigmon.schema import RaidArrayReading, RaidMemberReading
+from rigmon.schema import RAID_UNKNOWN, RaidArrayReading, RaidMemberReading
 
 MDSTAT = "/proc/mdstat"
-#: ``mdstat_state`` of an array while /proc/mdstat cannot be read: no word of it to give.
-UNKNOWN_STATE = "unknown"
 
 
 def unread_member(member: RaidMemberReading) -> RaidMemberReading:
     """``member`` as last read, its role and every reading of now unknown (its name, slot and number kept)."""
-    return replace(member, role="unknown", flags=(), errors_total=None, read_bytes_per_s=None,
+    return replace(member, role=RAID_UNKNOWN, flags=(), errors_total=None, read_bytes_per_s=None,
                    write_bytes_per_s=None)
 
 
 def unread_array(array: RaidArrayReading) -> RaidArrayReading:
     """``array`` as last read, with every reading of now unknown: its identity and geometry stay (name,
-    ``/dev/md`` name, level, disks, size, chunk, UUID, members), its state and rates are ``null``.
+    ``/dev/md`` name, level, disks, size, chunk, UUID, members), its health, ``mdstat_state`` and member
+    roles are ``unknown`` (`RAID_UNKNOWN`), its other states and rates ``null``.
 
-    Its ``health`` stays as last read: the closed set has no "unknown", and an alarm on it neither
-    resolves nor starts on no news; ``mdstat_state`` ``unknown`` and the collector's error say it is not
-    read now.
+    The health it had is ``health_last_read``: said beside the unknown one, not taken for now's. The md
+    alarms give no verdict on ``unknown`` (their rules' ``unknown_values``): one firing holds, none starts.
     """
-    return replace(array, mdstat_state=UNKNOWN_STATE, array_state=None, working_disks=None, degraded=None,
+    last = array.health_last_read if array.health == RAID_UNKNOWN else array.health
+    return replace(array, health=RAID_UNKNOWN, health_last_read=last, mdstat_state=RAID_UNKNOWN,
+                   array_state=None, working_disks=None, degraded=None,
                    sync_action=None, sync_progress_pct=None, sync_speed_bytes_per_s=None, sync_eta_s=None,
                    read_bytes_per_s=None, write_bytes_per_s=None, member_imbalance_pct=None,
                    vs_fastest_array_pct=None, members=tuple(unread_member(m) for m in array.members))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from rigmon.schema.record import Record
 
-RaidHealth = Literal["ok", "degraded", "recovering", "broken", "inactive"]
+#: An md array's ``health`` (and ``mdstat_state``, and its members' ``role``) while /proc/mdstat cannot be
+#: read (`rigmon.collectors.raid_unread`): nothing of now is known. One word for every reader of it.
+RAID_UNKNOWN: Final = "unknown"
+RaidHealth = Literal["ok", "degraded", "recovering", "broken", "inactive", "unknown"]
 RaidMemberRole = Literal["in_sync", "rebuilding", "faulty", "spare", "journal", "missing", "unknown"]
 NvmeLinkState = Literal["ok", "degraded", "lost", "unknown"]
 
@@ -70,13 +73,16 @@ class RaidMemberReading(Record, frozen=True):
     device: int | None = None
 
 
-class RaidArrayReading(Record, frozen=True):
+class RaidArrayReading(Record, frozen=True, omit_defaults=True):
     """One md array from /proc/mdstat and /sys/block/mdX/md.
 
     ``md_name`` is the /dev/md/NAME handle behind the kernel name (``raid0n0`` for md127).
     ``mdstat_state`` is the word of /proc/mdstat (``active``, ``inactive``, ``broken``);
     ``array_state`` the sysfs word (``clean``, ``active``, ``broken``, ``inactive``...).
-    ``degraded``, ``sync_*`` exist only for levels with redundancy (``None`` for RAID0 and
+    ``health`` is ``unknown`` (`RAID_UNKNOWN`) while /proc/mdstat cannot be read: the array is listed as
+    last read, every reading of now ``null``, and ``health_last_read`` is the health it had then (an agent
+    of the round before said ``mdstat_state`` ``unknown`` and kept the last health in ``health``:
+    `raid_unknown` tells both). ``degraded``, ``sync_*`` exist only for levels with redundancy (``None`` for RAID0 and
     linear). ``sync_progress_pct``, ``sync_speed_bytes_per_s`` and ``sync_eta_s`` describe
     a running resync/recovery/check/reshape. ``member_imbalance_pct`` is how far the slowest
     busy member lags the fastest ((max - min) / max of read+write bytes/s), ``None`` when
@@ -106,6 +112,20 @@ class RaidArrayReading(Record, frozen=True):
     write_bytes_per_s: float | None
     member_imbalance_pct: float | None
     vs_fastest_array_pct: float | None
+    # Added for arrays md cannot read now (additive; left out of the JSON while null, so the frames of
+    # arrays that are read are as they were).
+    health_last_read: RaidHealth | None = None
+
+
+def raid_unknown(array: RaidArrayReading) -> bool:
+    """Whether ``array``'s state is not known now (/proc/mdstat gone or unreadable): listed as last read."""
+    return array.health == RAID_UNKNOWN or array.mdstat_state == RAID_UNKNOWN
+
+
+def raid_last_health(array: RaidArrayReading) -> str:
+    """The health ``array`` had when md was last read: ``health_last_read`` of an array not known now,
+    (an older agent's) ``health`` otherwise."""
+    return array.health_last_read or array.health
 
 
 class NvmeReading(Record, frozen=True):

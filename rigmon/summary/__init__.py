@@ -24,6 +24,7 @@ from rigmon.summary.figures import (
     PathCell,
     PathFigures,
     StorageFigures,
+    arrays_unknown,
     detail_values,
     gpu_figures,
     gpu_key,
@@ -53,13 +54,20 @@ from rigmon.summary.node_summary import (
     summarize,
     worst_severity,
 )
-from rigmon.summary.record import SLIM_DROPPED, SLIM_GPU_FIELDS, SummaryRecord, slim_frame, slim_gpu, summary_record
+from rigmon.summary.record import (
+    SLIM_DROPPED,
+    SLIM_GPU_FIELDS,
+    SummaryRecord,
+    slim_frame,
+    slim_gpu,
+    summary_record,
+)
 
 __all__ = [
     "FAILING_STATES", "LINK_NIC_KINDS", "PATH_STATE_RANK", "PEAK_OVER_LIMIT_FACTOR", "RAIL_CRITICAL_VOLTS",
     "RAIL_WARN_VOLTS", "READING_OVER_LIMIT_FACTOR", "SEVERITY_ORDER", "SLIM_DROPPED", "SLIM_GPU_FIELDS",
     "WORST_WINDOW_S", "GpuFigures", "HostFigures", "LinkFigures", "NodeSummary", "PathCell", "PathFigures",
-    "StorageFigures", "SummaryRecord", "WorstWindow", "alarm_count", "detail_values", "gpu_figures", "gpu_key",
+    "StorageFigures", "SummaryRecord", "WorstWindow", "alarm_count", "arrays_unknown", "detail_values", "gpu_figures", "gpu_key",
     "guard_mark", "holding_text", "host_figures", "link_figures", "nic_is_healthy", "nic_is_link", "path_cell",
     "path_figures", "path_rank", "peak_figures", "power_level", "rail_figures", "slim_frame", "slim_gpu", "slowest_link_gbps",
     "storage_figures", "summarize", "summary_record", "worst_path", "worst_severity",

@@ -23,6 +23,7 @@ from rigmon.schema import (
     PeerPathState,
     Readings,
     Record,
+    raid_unknown,
 )
 
 #: Rail minimum below which the rail is low (the default ``psu_rail_low_warning`` rule).
@@ -176,15 +177,22 @@ def gpu_figures(readings: Readings) -> GpuFigures:
 def storage_figures(readings: Readings) -> StorageFigures:
     """Read plus write bytes per second over the node's md arrays (over its whole disks
     when it has no array, since an array's bytes are also its members'), and arrays not
-    ``ok`` of all; ``None`` where the node reports no such device or no rate yet."""
+    ``ok`` of all, an array whose state is not known now (/proc/mdstat unreadable: `raid_unknown`)
+    not among them (see `arrays_unknown`); ``None`` where the node reports no such device or no rate yet."""
     if readings.raid:
         rates = [r for a in readings.raid for r in (a.read_bytes_per_s, a.write_bytes_per_s) if r is not None]
-        degraded: int | None = sum(1 for a in readings.raid if a.health != "ok")
+        degraded: int | None = sum(1 for a in readings.raid if a.health != "ok" and not raid_unknown(a))
         total: int | None = len(readings.raid)
     else:
         rates = [r for d in readings.disks for r in (d.read_bytes_per_s, d.write_bytes_per_s) if r is not None]
         degraded = total = None
     return StorageFigures(bytes_per_s=sum(rates) if rates else None, arrays_degraded=degraded, arrays_total=total)
+
+
+def arrays_unknown(readings: Readings) -> int:
+    """md arrays whose state is not known now (/proc/mdstat unreadable: `raid_unknown`): neither healthy
+    nor degraded. Counted by the dashboard from the frame (a summary record's slim frame keeps the arrays)."""
+    return sum(1 for a in readings.raid if raid_unknown(a))
 
 
 def nic_is_link(nic: NetInterfaceReading) -> bool:

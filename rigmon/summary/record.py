@@ -14,18 +14,23 @@ from rigmon.schema import Frame, GpuReading, NvLinkReading, Readings, Record
 from rigmon.summary.figures import detail_values
 from rigmon.summary.node_summary import NodeSummary, summarize
 
-
-#: Readings a summary record's frame leaves out: what neither the cluster screen's row (its
-#: problems, power scale), the charts a history view offers, nor the cluster rules' peer
-#: checks read, and the bulk of a frame.
+#: Readings a summary record's frame leaves out, the bulk of a frame: what neither the cluster
+#: screen's row (its problems, power scale) nor the cluster rules' peer checks read. A history view
+#: offers its charts from the node's latest frame, and does read some of these: the host's
+#: temperatures. The temperatures at or over their critical limit (``over_crit``) are kept (the
+#: cluster row names them: `rigmon.cluster.incident.critical_temperatures`, a CPU package at TjMax is
+#: a red problem); the others are not sent every second for every node off screen: a history view
+#: opened on such a node asks its agent for its whole latest frame once (`rigmon.tui.operations.
+#: history_screen`), and the dashboard keeps the temperatures the charts draw of the frames it gets
+#: (`rigmon.cluster.history.NodeHistory.temperatures`: the NVMe drives', which the slim frame keeps,
+#: and the host's while the node screen shows the node) for when the agent cannot answer.
 #: A readings field not named here is kept, so a new source reaches the cluster screen unless
 #: it is listed.
 SLIM_DROPPED: frozenset[str] = frozenset({
     "temperatures", "disks", "kernel_log", "hwmon_volts", "pmbus_psus",
     "gpu_processes", "infiniband",
 })
-#: Except the temperatures at or over their critical limit (``over_crit``): the cluster row names them
-#: (`rigmon.cluster.incident.critical_temperatures`: a CPU package at TjMax is a red problem).
+#: The dropped readings' empty values; the temperatures are not among them (those at their critical limit stay).
 _SLIM_EMPTY = {f.name: getattr(Readings(), f.name) for f in fields(Readings)
                if f.name in SLIM_DROPPED and f.name != "temperatures"}
 #: Fields of a GPU a summary record's frame keeps (the others are null or empty there): its

@@ -28,6 +28,7 @@ from rigmon.tui.critical_toast import toast_text_width
 from rigmon.tui.text import notify
 
 if TYPE_CHECKING:
+    from rigmon.cluster.chart_model import Chart
     from rigmon.cluster.node_store import NodeStore
     from rigmon.schema import Alarm, GuardReading
     from rigmon.tui.app import RigmonApp
@@ -212,10 +213,11 @@ def path_lines(text: str, width: int, indent: str = "  ") -> list[str]:
 
 
 def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
-    """The history view of node ``key``: its charts from its latest frame, its history from its
-    agent's ``/v1/history`` (or, in a replay, from the recorded frames up to the cursor). When the
-    agent cannot answer (a node that just died), the chart is what the dashboard holds of the node,
-    and says so (`rigmon.cluster.held_history`)."""
+    """The history view of node ``key``: its charts from its latest frame (and the temperatures the dashboard
+    holds of it: `NodeStore.chart_values`; for a node off screen, once its agent's whole latest frame is in,
+    every sensor's), its history from its agent's ``/v1/history`` (or, in a replay, from the recorded frames up
+    to the cursor). When the agent cannot answer (a node that just died), the chart is what the dashboard holds
+    of the node, and says so (`rigmon.cluster.held_history`)."""
     # Deferred: the history view draws with plotext, which the first screen does not need.
     from rigmon.tui.screens.history import HistoryScreen, HistoryUnavailable
 
@@ -256,11 +258,34 @@ def history_screen(app: RigmonApp, key: str) -> HistoryScreen:
         finally:
             await client.aclose()
 
+    async def whole_charts() -> Sequence[Chart] | None:
+        # A node off screen sends summary records, whose slim frames have only the temperature sensors at their
+        # critical limit: its agent's whole latest frame says which charts it offers (one request, at opening).
+        store = app.cluster.nodes[key]
+        target = next((t for t in app.targets if t.url == key), None)
+        if replay is not None or store.latest is None or store.latest_whole or target is None:
+            return None
+        generation = store.generation
+        client = app.client_factory(target)
+        try:
+            frame = await client.latest()
+        except AgentError:
+            return None  # out of reach: the charts of what the dashboard holds stay
+        finally:
+            await client.aclose()
+        store = app.cluster.nodes[key]
+        if frame is None or store.generation != generation:
+            return None  # another agent answers at the node's URL now: `reopen_history` starts the view over
+        # With what the view opened on: a reading missing from these frames (the ADC between windows) takes no chart away.
+        return charts_for({**opened_on, **store.chart_values(), **frame_values(frame)}, subject)
+
     # The node's worst problem now: a hot sensor or drive opens the view on its temperature (`opening_chart`).
     worst = store.view(peers_up=app.cluster.peers_up(store)).problems
     subject = worst[0].subject if worst else None
-    screen = HistoryScreen(store.name, charts_for(frame_values(store.latest), subject), now, load,
-                           reason=_no_frame(store), span_s=opening_span_s(store.history.span_s(None)), subject=subject)
+    opened_on = store.chart_values()
+    screen = HistoryScreen(store.name, charts_for(opened_on, subject), now, load,
+                           reason=_no_frame(store), span_s=opening_span_s(store.history.span_s(None)), subject=subject,
+                           more_charts=whole_charts)
     screen.node_key = key
     screen.generation = store.generation
     screen.had_frame = store.latest is not None
@@ -290,5 +315,5 @@ def reopen_history(app: RigmonApp, key: str, note: str | None = None) -> None:
             continue
         screen.generation = store.generation
         screen.had_frame = store.latest is not None
-        screen.reopen(store.name, charts_for(frame_values(store.latest)), _no_frame(store),
+        screen.reopen(store.name, charts_for(store.chart_values()), _no_frame(store),
                       opening_span_s(store.history.span_s(None)), note)

@@ -147,11 +147,15 @@ def rail_figure(summary: NodeSummary | None) -> float | None:
     return summary.rail_worst_volts if summary.rail_worst_volts is not None else summary.rail_min_volts
 
 
-def figure_level(column: str, summary: NodeSummary | None) -> str | None:
+def figure_level(column: str, summary: NodeSummary | None, arrays_unknown: int = 0) -> str | None:
     """``bad`` or ``warn`` when a column's figure shows trouble: a rail minimum of the last
     60 s below the alarm thresholds, a GPU missing, a link down (amber: only slow), an md array degraded, a link
     unhealthy within the last 60 s though healthy now (it flaps), GPU peaks of the last 60 s far over the
-    power limit, a peer path silent (red while it still is) or degraded within the last 60 s."""
+    power limit, a peer path silent (red while it still is) or degraded within the last 60 s.
+
+    ``missing`` (greyed, as a figure not known) for the storage figure of a node with none of its md arrays
+    degraded but ``arrays_unknown`` of them not known now (/proc/mdstat unreadable): neither healthy nor
+    degraded, and not its last health."""
     if summary is None:
         return None
     rail = rail_figure(summary)
@@ -174,6 +178,8 @@ def figure_level(column: str, summary: NodeSummary | None) -> str | None:
         return "warn" if power_level(None, summary.gpu_peak_worst_w, summary.gpu_peak_limit_w) else None
     if column == "storage" and summary.arrays_degraded:
         return "bad"
+    if column == "storage" and arrays_unknown:
+        return "missing"
     if column == "path" and summary.path_worst is not None:
         worst = summary.path_worst
         now = summary.paths.worst if summary.paths is not None else None

@@ -118,3 +118,46 @@ def test_a_series_the_dashboard_does_not_keep_says_so() -> None:
     assert held.note.endswith(" (not this series: only the agent's journal keeps it)"), held.note
     cpu = held_history(fed(frames), frames[0].taken_at, frames[-1].taken_at, ["host.cpu_pct"], WHY)
     assert cpu is not None and "journal" not in cpu.note
+
+
+def temperature_series(store: NodeStore) -> list[str]:
+    """The temperature lines of the charts the node's history offers from what ``store`` holds."""
+    return [line.series for chart in charts_for(store.chart_values()) if "temp" in chart.key
+            for line in chart.lines]
+
+
+@pytest.mark.parametrize(("fixture", "summaries"), [
+    ("cpu-cooler-failed", False),                      # host sensors, the node screen open
+    ("nvme-partitioned-thermal-throttle", False),      # NVMe drives and host sensors
+    ("nvme-partitioned-thermal-throttle", True),       # off screen: the drives (a summary record keeps them)
+])
+def test_held_temperatures_chart_as_the_journal_does(fixture: str, summaries: bool) -> None:
+    # Before: "(not this series: only the agent's journal keeps it)" over an empty chart: the dashboard
+    # kept no temperature, so a dead node's history had no temperature chart to show.
+    frames = load_frames(fixture)
+    store = fed(frames, summaries)
+    names = temperature_series(store)
+    assert names, "no temperature chart offered"
+    start, end = frames[0].taken_at, frames[-1].taken_at
+    held = held_history(store, start, end, names, WHY)
+    assert held is not None and "journal" not in held.note
+    journal = history_from_frames(frames, "node01", start, end, names)
+    assert set(held.history.series) == set(names)
+    for name, series in held.history.series.items():
+        # Kept as 4-byte floats, read back to the thousandth of a degree hwmon gives.
+        assert max(series.max) == max(journal.series[name].max), name
+        assert min(series.min) == min(journal.series[name].min), name
+
+
+def test_a_node_off_screen_offers_the_temperature_charts_it_showed_before() -> None:
+    # The node screen showed the node (whole frames), then it went off screen (summary records, whose slim
+    # frames have no host sensor below its critical limit): its history still offers the host sensors' chart.
+    frames = load_frames("nvme-partitioned-thermal-throttle")
+    store = NodeStore("http://n:1", "http://n:1", FakeClock())
+    store.add_frames(frames[:40])
+    store.add_summaries([summary_record(f) for f in frames[40:]])
+    assert not store.latest_whole and store.latest is not None
+    assert not any(t.sensor == "thermal_zone0" for t in store.latest.readings.temperatures)
+    keys = [chart.key for chart in charts_for(store.chart_values())]
+    assert "nvme_temp" in keys and any(k.startswith("temp:") for k in keys), keys
+    assert keys == [chart.key for chart in charts_for(frame_values(frames[-1]))]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from msgspec.structs import replace
 
 from rigmon.collectors.raid_unread import unread_array
-from rigmon.schema import CollectorStatus, Frame
-from rigmon.tui.widgets.storage_group import array_unread, health_text
+from rigmon.schema import CollectorStatus, Frame, raid_unknown
+from rigmon.tui.widgets.storage_group import health_text
 from tests.tui.snapshot_apps.record_frames import load_frames
 from tests.tui.storage_box import storage_lines
 
@@ -26,10 +26,12 @@ def _unread(frame: Frame, last_read: Frame) -> Frame:
 
 def test_an_unread_arrays_health_is_unknown_with_the_last_one_read() -> None:
     array = load_frames("raid1-member-failed-recovering")[20].readings.raid[0]
-    assert not array_unread(array) and not health_text(array).startswith("unknown")
+    assert not raid_unknown(array) and not health_text(array).startswith("unknown")
     unread = unread_array(array)
-    assert array_unread(unread)
+    assert raid_unknown(unread) and unread.health == "unknown" and unread.health_last_read == array.health
     assert health_text(unread) == f"unknown (last {array.health})"
+    # Still unreadable at the next poll: the health last read stays the one md gave.
+    assert health_text(unread_array(unread)) == f"unknown (last {array.health})"
 
 
 async def test_the_storage_box_says_unknown_for_an_array_md_cannot_read() -> None:

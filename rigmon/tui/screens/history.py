@@ -50,6 +50,9 @@ PAN_KEYS = Binding.Group("Pan", compact=True)
 #: (what the dashboard holds of the node, its agent's not to be had, with a note saying so), or raises
 #: `HistoryUnavailable` saying why there is none.
 HistoryLoader = Callable[[float, float, Sequence[str]], Awaitable[History | HeldHistory]]
+#: Fetches the charts the node offers by its agent's whole latest frame, when the view opened on a summary
+#: record's (which has only the sensors at their critical limit); ``None``: none to add.
+ChartsLoader = Callable[[], Awaitable[Sequence[Chart] | None]]
 
 
 #: Decimals of the lowest and highest figures by the chart's unit: the rail to the millivolt,
@@ -75,6 +78,10 @@ def event_text(event: Event) -> str:
     return f"{MARK_KIND if event.kind == MARK_KIND else event.subject}: {event.message}"
 
 
+#: Why the view has nothing to show when the node offers no chart.
+NOTHING_TO_CHART = "this node reports nothing to chart"
+
+
 class HistoryUnavailable(Exception):
     """The node's history cannot be had; the message says why (shown as "no history: ...")."""
 
@@ -95,6 +102,9 @@ class HistoryScreen(Screen[None]):
         subject: what the node's worst problem is about (`rigmon.cluster.incident.Problem.subject`): the
             view opens on the chart of its series (`opening_chart`: a hot sensor's or drive's temperature),
             else on the first.
+        more_charts: asked once the view is open, for the charts the node offers by its agent's whole
+            latest frame (`offer`): a node off screen sends summary records, whose slim frames leave out the
+            temperature sensors below their critical limit.
     """
 
     # At 80 columns Textual's footer cuts the keys that do not fit, and the app's come after these: zoom and
@@ -127,9 +137,17 @@ class HistoryScreen(Screen[None]):
         reason: str | None
         note: str | None = None
 
+    @dataclass
+    class ChartsFound(Message):
+        """`more_charts` answered: every chart the node offers."""
+
+        charts: Sequence[Chart]
+
     def __init__(self, name: str, charts: Sequence[Chart], now: Callable[[], float], load: HistoryLoader,
-                 reason: str | None = None, span_s: float = DEFAULT_SPAN_S, subject: str | None = None) -> None:
+                 reason: str | None = None, span_s: float = DEFAULT_SPAN_S, subject: str | None = None,
+                 more_charts: ChartsLoader | None = None) -> None:
         super().__init__()
+        self.more_charts = more_charts
         self.node_name = name
         self.charts = list(charts)
         self.subject = subject
@@ -143,7 +161,7 @@ class HistoryScreen(Screen[None]):
         #: The history drawn is what the dashboard holds of the node, not its agent's: the note says so.
         self.note: str | None = None
         self.plotted: Plotted | None = None
-        self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
+        self.reason = reason if reason is not None or self.charts else NOTHING_TO_CHART
         self.fixed_reason = self.reason is not None
         self._serial = 0
         #: Another agent answers at the node's URL than when the view opened: said above the chart (`reopen`).
@@ -170,7 +188,7 @@ class HistoryScreen(Screen[None]):
                                 opening_chart(self.charts, self.subject))
         if note is not None:
             self.agent_note = note
-        self.reason = reason if reason is not None or self.charts else "this node reports nothing to chart"
+        self.reason = reason if reason is not None or self.charts else NOTHING_TO_CHART
         self.fixed_reason = self.reason is not None
         self.note = None
         self.plotted = None
@@ -188,6 +206,38 @@ class HistoryScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._title()
+        self.fetch()
+        if self.more_charts is not None:
+            self.run_worker(self._find_charts(self.more_charts), group="charts", exclusive=True, exit_on_error=False)
+
+    async def _find_charts(self, more_charts: ChartsLoader) -> None:
+        charts = await more_charts()
+        if charts:
+            self.post_message(self.ChartsFound(charts))
+
+    def on_history_screen_charts_found(self, message: ChartsFound) -> None:
+        self.offer(message.charts)
+
+    def offer(self, charts: Sequence[Chart]) -> None:
+        """Every chart the node offers, found after the view opened (`more_charts`): the chart shown stays
+        (its history too), ``s`` now cycles through them all; a view that had nothing to chart opens as
+        it would have (on the chart of its problem's subject)."""
+        if self.fixed_reason and not self.charts and self.reason != NOTHING_TO_CHART:
+            return  # no frame from the node: `reopen` starts the view over when one comes
+        shown = self.chart
+        self.charts = list(charts)
+        if shown is not None:
+            index = next((i for i, c in enumerate(self.charts) if c.key == shown.key), None)
+            if index is None:
+                # Not among them (a reading the newer frame lacks): it stays, where it was.
+                index = min(self.chart_index, len(self.charts))
+                self.charts.insert(index, shown)
+            self.chart_index = index
+            self._draw()
+            return
+        self.chart_index = opening_chart(self.charts, self.subject)
+        self.reason = None
+        self.fixed_reason = False
         self.fetch()
 
     def show_state(self, state: str) -> None:

@@ -267,8 +267,8 @@ class NodeRow(Widget, can_focus=True):
         for column, width in zip(columns[2:], widths[2:]):
             text = figures[column.key]
             top.append(row_lines.GAP)
-            top.append(row_lines.cell(text, self._figure_style(text, figure_level(column.key, summary), trouble),
-                                      width, "right"))
+            level = figure_level(column.key, summary, view.arrays_unknown)
+            top.append(row_lines.cell(text, self._figure_style(text, level, trouble), width, "right"))
             if trouble:
                 continue
             bottom.append(row_lines.GAP)
@@ -375,7 +375,7 @@ class NodeRow(Widget, can_focus=True):
         warn = self._style("warn").color
         bad = self._style("bad").color
         for column, width in zip(columns[2:], widths[2:]):
-            top.append(self._figure(figures[column.key], figure_level(column.key, summary), trouble))
+            top.append(self._figure(figures[column.key], figure_level(column.key, summary, view.arrays_unknown), trouble))
             if column.key == "path":
                 label = path_label(summary.path_worst if summary else None, width)
                 bottom.append(Text(label, style=self._style("missing"), justify="right"))

@@ -8,7 +8,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from rigmon.schema import Frame, NvmeReading, RaidArrayReading, RaidMemberReading
+from rigmon.schema import (
+    RAID_UNKNOWN,
+    Frame,
+    NvmeReading,
+    RaidArrayReading,
+    RaidMemberReading,
+    raid_last_health,
+    raid_unknown,
+)
 from rigmon.tui import format as fmt
 from rigmon.tui.text import plain
 from rigmon.tui.widgets.source_group import NARROW_WIDTH, Column, Level, SourceGroup
@@ -21,21 +29,11 @@ IMBALANCE_WARN_PCT = 20.0
 VS_FASTEST_WARN_PCT = 80.0
 
 
-#: ``mdstat_state`` of an array listed while the agent cannot read /proc/mdstat (`rigmon.collectors.raid_unread`):
-#: its ``health`` is the last one read, not now's.
-UNREAD_STATE = "unknown"
-
-
-def array_unread(array: RaidArrayReading) -> bool:
-    """Whether ``array`` is listed as last read, its state not read now (/proc/mdstat gone or unreadable)."""
-    return array.mdstat_state == UNREAD_STATE
-
-
 def health_text(array: RaidArrayReading) -> str:
     """``degraded``; ``recovering 21%`` with its sync progress; ``unknown (last degraded)`` while md cannot be
     read: the last health is not shown as now's."""
-    if array_unread(array):
-        return f"unknown (last {array.health})"
+    if raid_unknown(array):
+        return f"{RAID_UNKNOWN} (last {raid_last_health(array)})"
     health: str = array.health
     if array.sync_action and array.sync_progress_pct is not None:
         # "recovering 21%", not "recovering recover 21%"; "ok check 40%" keeps the action.
@@ -142,7 +140,7 @@ class StorageGroup(SourceGroup):
         for array in frame.readings.raid:
             name = array.name if array.md_name is None or self.content_size.width < NARROW_WIDTH \
                 else f"{array.name} {array.md_name}"
-            unread = array_unread(array)
+            unread = raid_unknown(array)
             imbalance = array.member_imbalance_pct
             share = array.vs_fastest_array_pct
             # The sysfs word says more than mdstat's (clean, active, read-auto...).

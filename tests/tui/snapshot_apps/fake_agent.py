@@ -25,6 +25,7 @@ from rigmon.schema import (
     TemperatureReading,
     encode,
 )
+from rigmon.summary import summary_record
 from rigmon.typed import to_data
 
 #: Unix time of every fake agent's first frame.
@@ -80,7 +81,9 @@ def make_frame(node: str, run_id: str, seq: int, rng: random.Random, start_at: f
     )
 
 
-def _sse(frame: Frame) -> bytes:
+def _sse(frame: Frame, summary: bool = False) -> bytes:
+    if summary:
+        return f"id: {frame.seq}\nevent: summary\ndata: ".encode() + encode(summary_record(frame)) + b"\n\n"
     return f"id: {frame.seq}\nevent: frame\ndata: ".encode() + encode(frame) + b"\n\n"
 
 
@@ -97,6 +100,8 @@ class FakeAgent:
         control_token: token an acknowledgement needs (``None``: read-only, 403).
         journal: answer /v1/history (series and events, not frames) from the frames held, as
             the journal would (``False``: 404, no journal).
+        summaries: stream summary records (`rigmon.summary.summary_record`) to a ``view=summary``
+            subscription, as a real agent does (``False``: frames, as an agent without them).
 
     With ``recorded`` frames (a fixture of `record_frames`) the agent publishes those in
     order, renamed to its node and run, instead of making host-only frames.
@@ -118,6 +123,7 @@ class FakeAgent:
         self.alarms: AlarmList | None = None
         self.control_token: str | None = None
         self.journal = False
+        self.summaries = False
         self._changed: asyncio.Event | None = None
         self._version = 0
         self._generation = 0
@@ -209,8 +215,9 @@ class FakeAgent:
             if last is not None and request.url.params.get("run_id") not in (None, self.run_id):
                 last = "0"
             after = int(last) if last is not None else (self.frames[-1].seq - 1 if self.frames else 0)
+            summary = self.summaries and request.url.params.get("view") == "summary"
             return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  stream=_Stream(self, after, self._generation))
+                                  stream=_Stream(self, after, self._generation, summary))
         if path == "/v1/history" and self.journal and request.url.params.get("frames", "0") == "0":
             params = request.url.params
             to_at = float(params.get("to", str(self.frames[-1].taken_at if self.frames else START_AT)))
@@ -250,10 +257,11 @@ def make_alarm(node: str, n: int, rule: str, severity: str, subject: str, messag
 
 
 class _Stream(httpx.AsyncByteStream):
-    def __init__(self, agent: FakeAgent, after: int, generation: int) -> None:
+    def __init__(self, agent: FakeAgent, after: int, generation: int, summary: bool = False) -> None:
         self.agent = agent
         self.after = after
         self.generation = generation
+        self.summary = summary
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         cursor = self.after
@@ -262,7 +270,7 @@ class _Stream(httpx.AsyncByteStream):
             if self.agent.down or self.agent._generation != self.generation:
                 return
             for frame in [f for f in self.agent.frames if f.seq > cursor]:
-                yield _sse(frame)
+                yield _sse(frame, self.summary)
                 cursor = frame.seq
             await self.agent._wait(version)
 
