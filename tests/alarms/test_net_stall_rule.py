@@ -27,4 +27,4 @@ def test_a_stalled_thunderbolt_net_link_alarms_without_peers(tmp_path: Path) -> 
     # Traffic passes again at the stall's end: resolved after the clear hold (30 s).
     resolved = [t for t, change, _ in seen if change == "resolved"]
     assert resolved and STALLED[1] + 29.0 <= resolved[0] <= STALLED[1] + 32.0, seen
-    assert messages[0].startswith("link thunderbolt0 is up but has passed no packet"), messages
+    assert messages[0].startswith("link thunderbolt0 is up but passes no packet: a thunderbolt-net lockup"), messages
