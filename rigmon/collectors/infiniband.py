@@ -258,6 +258,8 @@ class InfinibandCollector(PolledCollector):
         self._active_rate: dict[str, float] = {}
         #: Per port, its last read whose ``state`` could be read (state changes are judged against it).
         self._state_read: dict[str, InfinibandPortReading] = {}
+        #: Per port, its ``link_downed`` counter at its last read that could read it (downs are counted from it).
+        self._downed_read: dict[str, int] = {}
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
         #: Per port, the error counters its ``errors_total`` sums (see `error_parts`).
@@ -372,7 +374,11 @@ class InfinibandCollector(PolledCollector):
         state_reads = {key: r for key, r in self._state_read.items() if key in now}
         self._state_read = dict(state_reads)
         self._state_read.update((key, r) for key, r in now.items() if r.state_id is not None)
-        return port_events(seen, now, self.clock.time(), active_rates, state_reads)
+        downed_reads = {key: n for key, n in self._downed_read.items() if key in now}
+        self._downed_read = dict(downed_reads)
+        self._downed_read.update((key, r.link_downed_total) for key, r in now.items()
+                                 if r.link_downed_total is not None)
+        return port_events(seen, now, self.clock.time(), active_rates, state_reads, downed_reads)
 
 
 def _state_changed(last: InfinibandPortReading, r: InfinibandPortReading, readable_only: bool) -> bool:
@@ -399,7 +405,8 @@ def _data(r: InfinibandPortReading) -> dict[str, str | int | float | bool | None
 
 def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[str, InfinibandPortReading],
                 at: float, active_rates: Mapping[str, float] | None = None,
-                state_reads: Mapping[str, InfinibandPortReading] | None = None) -> list[EventDraft]:
+                state_reads: Mapping[str, InfinibandPortReading] | None = None,
+                downed_reads: Mapping[str, int] | None = None) -> list[EventDraft]:
     """Events between two reads of every port (``seen`` is ``None`` on the first read).
 
     Args:
@@ -411,6 +418,10 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
             given, a state change is a readable state against it: a ``state`` or ``phys_state``
             file that is empty or unreadable for a read says nothing (it was ``ACTIVE -> ?``, a
             warning, and back). ``None``: against the previous read.
+        downed_reads: each port's ``link_downed`` counter at its last read that could read it, before
+            ``now``. When given, downs are counted from it: a read that could not read the counter
+            (the driver refuses it while the port resets, as it flaps) loses none of them.
+            ``None``: against the previous read.
     """
     out: list[EventDraft] = []
     for key, r in now.items():
@@ -431,9 +442,10 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
                                   f"RDMA port {key} {_state_text(last)} -> {_state_text(r)}",
                                   {**_data(r), "from_state": last.state, "from_phys_state": last.phys_state},
                                   at))
-        if (r.link_downed_total is not None and before.link_downed_total is not None
-                and r.link_downed_total > before.link_downed_total):
-            n = r.link_downed_total - before.link_downed_total
+        downed_before = before.link_downed_total if downed_reads is None else downed_reads.get(key)
+        if (r.link_downed_total is not None and downed_before is not None
+                and r.link_downed_total > downed_before):
+            n = r.link_downed_total - downed_before
             out.append(EventDraft("rdma_link_downed", "warning", subject,
                                   f"RDMA port {key} link went down {n} time{'s' if n != 1 else ''}",
                                   {**_data(r), "downs": n}, at))
