@@ -20,6 +20,7 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.infiniband_saturation import COUNTER_MAX, SaturationWatch
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -260,6 +261,9 @@ class InfinibandCollector(PolledCollector):
         self._state_read: dict[str, InfinibandPortReading] = {}
         #: Per port, its ``link_downed`` counter at its last read that could read it (downs are counted from it).
         self._downed_read: dict[str, int] = {}
+        self._saturation = SaturationWatch()
+        #: This read's counters by port, for `SaturationEvents`.
+        self._counters: dict[str, dict[str, int]] = {}
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
         #: Per port, the error counters its ``errors_total`` sums (see `error_parts`).
@@ -275,6 +279,7 @@ class InfinibandCollector(PolledCollector):
                 raise NoData("no RDMA devices")
             now = self.clock.monotonic()
             self._used = set()
+            self._counters = {}
             readings: list[InfinibandPortReading] = []
             self._ports.begin(devices)
             ports: list[tuple[str, int]] = []
@@ -323,6 +328,7 @@ class InfinibandCollector(PolledCollector):
     def _judge(self, raw: RawPort, info: tuple[str | None, str | None, str | None], now: float
                ) -> InfinibandPortReading:
         key = f"{raw.device}/{raw.port}"
+        self._counters[key] = raw.counters
         rate = parse_rate(raw.rate_text)
         configured = self.expected_gbps.get(key, self.expected_gbps.get(raw.device))
         if raw.state_id == ACTIVE:
@@ -378,7 +384,20 @@ class InfinibandCollector(PolledCollector):
         self._downed_read = dict(downed_reads)
         self._downed_read.update((key, r.link_downed_total) for key, r in now.items()
                                  if r.link_downed_total is not None)
-        return port_events(seen, now, self.clock.time(), active_rates, state_reads, downed_reads)
+        at = self.clock.time()
+        self._saturation.forget_missing(set(now))
+        saturation = [_saturated(r, name, at) for key, r in now.items()
+                      for name in self._saturation.newly(key, self._counters.get(key, {}))]
+        return port_events(seen, now, at, active_rates, state_reads, downed_reads) + saturation
+
+
+def _saturated(r: InfinibandPortReading, counter: str, at: float) -> EventDraft:
+    """``rdma_counter_saturated``: ``counter`` of port ``r`` reached its maximum, where it stops."""
+    top = COUNTER_MAX[counter]
+    return EventDraft("rdma_counter_saturated", "warning", f"rdma:{r.name}",
+                      f"RDMA port {r.name} counter {counter} stopped at {top}, its maximum: it counts no more errors, "
+                      "and errors_total stands still while they go on; clear the port's counters (perfquery -R)",
+                      {**_data(r), "counter": counter, "value": top}, at)
 
 
 def _state_changed(last: InfinibandPortReading, r: InfinibandPortReading, readable_only: bool) -> bool:
