@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 REPLY_TIMEOUT_S = 1.0
 #: Replies read per socket per wake-up, so one flooded path cannot starve the others.
 _READ_BATCH = 64
-#: A UDP path without a socket, or whose socket failed, looks its address up again this often: a
+#: A UDP path without a socket, whose socket failed or that has no reply for as long, looks its address
+#: up again this often (a socket to it is made again only when the address names another place): a
 #: link-local address's interface (``fe80::2%thunderbolt0``) is there only while the hosts are connected,
 #: and comes back with another scope id after a re-plug, which the old socket does not follow.
 REOPEN_EVERY_S = 1.0
@@ -301,7 +302,9 @@ class ProbeSender:
         if path.target.transport == "tcp":
             self._connect(path, sent)
             return
-        if (path.sock is None or path.recheck) and now >= path.reopen_at_s:
+        if now >= path.reopen_at_s and (path.sock is None or path.recheck or path.last_reply_s is None
+                                        or now - path.last_reply_s > REOPEN_EVERY_S):
+            # Also while unanswered without an error: a send to a vanished interface may just go nowhere.
             self._open(path, now)
         if path.sock is None:
             return
