@@ -167,6 +167,8 @@ class ProbeSender:
         self._loop = SelectThread(selectors.DefaultSelector())
         self._selector = self._loop.selector
         self._closed = False
+        #: Why the thread ended while it should run (its select() failed, an exception), else ``None``.
+        self._failure: str | None = None
         # Pending TCP connects: socket -> (path, probe).
         self._connects: dict[socket.socket, tuple[_Path, _Sent]] = {}
 
@@ -260,6 +262,16 @@ class ProbeSender:
                                       any(s.flooded for s in due)))
         return out
 
+    @property
+    def stopped(self) -> str | None:
+        """Why no probe goes out any more although the sender was started and not closed (its thread
+        ended), else ``None``."""
+        if self._closed or self.started_s is None:
+            return None
+        if self._failure is not None:
+            return self._failure
+        return None if self._loop.alive() else "its thread ended"
+
     def _fail(self, path: _Path, error: str, lasting: bool = False) -> None:
         path.error = error
         path.error_at_s = float("inf") if lasting else time.monotonic()
@@ -267,6 +279,13 @@ class ProbeSender:
     # --- the thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._probe_until_stopped()
+        except Exception as exc:  # noqa: BLE001 - said by `stopped`, the collector reports it
+            log.exception("probe sender failed")
+            self._failure = f"{type(exc).__name__}: {exc}"
+
+    def _probe_until_stopped(self) -> None:
         while not self._loop.stop.is_set():
             now = time.monotonic()
             for path in self._paths:
@@ -279,7 +298,9 @@ class ProbeSender:
             wait = min(p.next_send_s for p in self._paths) - time.monotonic() if self._paths else 1.0
             try:
                 ready = self._selector.select(max(0.0, wait))
-            except OSError:
+            except OSError as exc:
+                if not self._closed:
+                    self._failure = f"select failed: {exc.strerror or exc}"
                 return
             for key, _ in ready:
                 if key.data is None:
