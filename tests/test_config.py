@@ -111,6 +111,16 @@ def test_probes_and_peers(tmp_path: Path) -> None:
         ("[[peers]]\nname = \"node02\"\ncolour = 1\n", "peers[0].colour"),
         ("[probes]\nport = 0\n[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\" }]\n",
          "peers[0].paths[0].port"),
+        # No interface has such a name: the path's link speed read null for ever, and nothing said why.
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\", interface = \"thunderbolt0 \" }]\n",
+         "peers[0].paths[0].interface"),
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\", interface = \"../net/eth0\" }]\n",
+         "peers[0].paths[0].interface"),
+        ("[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"10.0.0.2\", interface = \"thunderbolt0123456\" }]\n",
+         "peers[0].paths[0].interface"),
+        # The link-local address goes out of thunderbolt0; the speed shown would be thunderbolt1's.
+        (("[[peers]]\nname = \"node02\"\npaths = [{ name = \"a\", address = \"fe80::2%thunderbolt0\", "
+          "interface = \"thunderbolt1\" }]\n"), "peers[0].paths[0].interface"),
     ],
 )
 def test_bad_probe_config_names_the_key(tmp_path: Path, text: str, key: str) -> None:

@@ -230,6 +230,9 @@ def state_now(alarm: Alarm) -> str | None:
     fired on (``ok`` for an RDMA port up again, its alarm held for the rule's clear hold), else ``None``."""
     if alarm.rule_kind != "state" or alarm.value_now is None or alarm.value is None:
         return None
+    if isinstance(alarm.value_now, bool):
+        # A flag the rule fires on (stalled, temp_over_max) that is down again: not "False".
+        return None if alarm.value_now == alarm.value else "ok"
     # A number as the message writes the one the alarm fired on (``40000 Mb/s``).
     return None if same_value(alarm.value_now, alarm.value) else reading_text(alarm, alarm.value_now)
 

@@ -20,6 +20,7 @@ import msgspec
 from rigmon.clock import Clock
 from rigmon.collectors.base import CollectorContext, EventDraft, NoData, PolledCollector
 from rigmon.collectors.device_facts import DeviceFacts
+from rigmon.collectors.infiniband_saturation import COUNTER_MAX, SaturationWatch
 from rigmon.collectors.sysfs_values import parse_int
 from rigmon.hw.names import text_name
 from rigmon.hw.root import HostRoot
@@ -258,6 +259,11 @@ class InfinibandCollector(PolledCollector):
         self._active_rate: dict[str, float] = {}
         #: Per port, its last read whose ``state`` could be read (state changes are judged against it).
         self._state_read: dict[str, InfinibandPortReading] = {}
+        #: Per port, its ``link_downed`` counter at its last read that could read it (downs are counted from it).
+        self._downed_read: dict[str, int] = {}
+        self._saturation = SaturationWatch()
+        #: This read's counters by port, for `SaturationEvents`.
+        self._counters: dict[str, dict[str, int]] = {}
         self._used: set[Hashable] = set()
         self._files: DeviceFacts[tuple[str, int], PortFiles] = DeviceFacts()
         #: Per port, the error counters its ``errors_total`` sums (see `error_parts`).
@@ -273,6 +279,7 @@ class InfinibandCollector(PolledCollector):
                 raise NoData("no RDMA devices")
             now = self.clock.monotonic()
             self._used = set()
+            self._counters = {}
             readings: list[InfinibandPortReading] = []
             self._ports.begin(devices)
             ports: list[tuple[str, int]] = []
@@ -321,6 +328,7 @@ class InfinibandCollector(PolledCollector):
     def _judge(self, raw: RawPort, info: tuple[str | None, str | None, str | None], now: float
                ) -> InfinibandPortReading:
         key = f"{raw.device}/{raw.port}"
+        self._counters[key] = raw.counters
         rate = parse_rate(raw.rate_text)
         configured = self.expected_gbps.get(key, self.expected_gbps.get(raw.device))
         if raw.state_id == ACTIVE:
@@ -372,7 +380,24 @@ class InfinibandCollector(PolledCollector):
         state_reads = {key: r for key, r in self._state_read.items() if key in now}
         self._state_read = dict(state_reads)
         self._state_read.update((key, r) for key, r in now.items() if r.state_id is not None)
-        return port_events(seen, now, self.clock.time(), active_rates, state_reads)
+        downed_reads = {key: n for key, n in self._downed_read.items() if key in now}
+        self._downed_read = dict(downed_reads)
+        self._downed_read.update((key, r.link_downed_total) for key, r in now.items()
+                                 if r.link_downed_total is not None)
+        at = self.clock.time()
+        self._saturation.forget_missing(set(now))
+        saturation = [_saturated(r, name, at) for key, r in now.items()
+                      for name in self._saturation.newly(key, self._counters.get(key, {}))]
+        return port_events(seen, now, at, active_rates, state_reads, downed_reads) + saturation
+
+
+def _saturated(r: InfinibandPortReading, counter: str, at: float) -> EventDraft:
+    """``rdma_counter_saturated``: ``counter`` of port ``r`` reached its maximum, where it stops."""
+    top = COUNTER_MAX[counter]
+    return EventDraft("rdma_counter_saturated", "warning", f"rdma:{r.name}",
+                      f"RDMA port {r.name} counter {counter} stopped at {top}, its maximum: it counts no more errors, "
+                      "and errors_total stands still while they go on; clear the port's counters (perfquery -R)",
+                      {**_data(r), "counter": counter, "value": top}, at)
 
 
 def _state_changed(last: InfinibandPortReading, r: InfinibandPortReading, readable_only: bool) -> bool:
@@ -399,7 +424,8 @@ def _data(r: InfinibandPortReading) -> dict[str, str | int | float | bool | None
 
 def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[str, InfinibandPortReading],
                 at: float, active_rates: Mapping[str, float] | None = None,
-                state_reads: Mapping[str, InfinibandPortReading] | None = None) -> list[EventDraft]:
+                state_reads: Mapping[str, InfinibandPortReading] | None = None,
+                downed_reads: Mapping[str, int] | None = None) -> list[EventDraft]:
     """Events between two reads of every port (``seen`` is ``None`` on the first read).
 
     Args:
@@ -411,6 +437,10 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
             given, a state change is a readable state against it: a ``state`` or ``phys_state``
             file that is empty or unreadable for a read says nothing (it was ``ACTIVE -> ?``, a
             warning, and back). ``None``: against the previous read.
+        downed_reads: each port's ``link_downed`` counter at its last read that could read it, before
+            ``now``. When given, downs are counted from it: a read that could not read the counter
+            (the driver refuses it while the port resets, as it flaps) loses none of them.
+            ``None``: against the previous read.
     """
     out: list[EventDraft] = []
     for key, r in now.items():
@@ -431,9 +461,10 @@ def port_events(seen: Mapping[str, InfinibandPortReading] | None, now: Mapping[s
                                   f"RDMA port {key} {_state_text(last)} -> {_state_text(r)}",
                                   {**_data(r), "from_state": last.state, "from_phys_state": last.phys_state},
                                   at))
-        if (r.link_downed_total is not None and before.link_downed_total is not None
-                and r.link_downed_total > before.link_downed_total):
-            n = r.link_downed_total - before.link_downed_total
+        downed_before = before.link_downed_total if downed_reads is None else downed_reads.get(key)
+        if (r.link_downed_total is not None and downed_before is not None
+                and r.link_downed_total > downed_before):
+            n = r.link_downed_total - downed_before
             out.append(EventDraft("rdma_link_downed", "warning", subject,
                                   f"RDMA port {key} link went down {n} time{'s' if n != 1 else ''}",
                                   {**_data(r), "downs": n}, at))

@@ -147,7 +147,7 @@ class PeerProbeCollector:
         self.key = key
         self._paths: dict[str, PeerPathSection] = {}
         if config.peers:
-            from rigmon.probes.sender import PathTarget, ProbeSender
+            from rigmon.probes.sender import PathTarget
         targets: list[PathTarget] = []
         for peer in config.peers:
             for path in peer.paths:
@@ -156,11 +156,18 @@ class PeerProbeCollector:
                 self._paths[target.name] = path
                 targets.append(target)
         self.sender: ProbeSender | None = None
+        self._targets = targets
         if targets and key is not None:
-            self.sender = ProbeSender(config.node_name, key, targets, config.probes.rate_hz, config.probes.window_s)
+            self.sender = self._new_sender(key)
         self.responder: ProbeResponder | None = None
         self._responder_error: str | None = None
         self._states: dict[str, PeerPathState] = {}
+
+    def _new_sender(self, key: bytes) -> ProbeSender:
+        from rigmon.probes.sender import ProbeSender
+
+        probes = self.config.probes
+        return ProbeSender(self.config.node_name, key, self._targets, probes.rate_hz, probes.window_s)
 
     def start(self, push: PushFn) -> None:
         """Bind the responder and start both threads (the sender's and the responder's)."""
@@ -205,6 +212,15 @@ class PeerProbeCollector:
             if self._responder_error is not None:
                 # Before the paths: their state changes are reported once the responder runs.
                 raise CollectorError(self._responder_error)
+        stopped = self.sender.stopped
+        if stopped is not None:
+            # Nothing is probed: the paths would slide to "unknown" and a silent path's alarm resolve.
+            log.error("probe sender stopped (%s): starting it again", stopped)
+            self.sender.close()
+            self.sender = self._new_sender(self.sender.key)
+            self.sender.start()
+            raise CollectorError(f"probe sender stopped ({stopped}): started again, the paths read unknown "
+                                 "for a window")
         started = self.sender.started_s
         # Real seconds, like the probes themselves (the simulator's clock may run faster).
         complete = started is not None and time.monotonic() - started >= self.config.probes.window_s

@@ -14,6 +14,8 @@ from rigmon.config.common import DEFAULT_PORT, check_ranges
 DEFAULT_PROBE_PORT = 9872
 #: Probes one path keeps for its window (each is remembered until the window has passed it).
 MAX_PROBES_PER_WINDOW = 36_000
+#: The longest network interface name Linux takes (IFNAMSIZ less its NUL).
+MAX_INTERFACE_NAME = 15
 
 
 class ProbesSection(msgspec.Struct, frozen=True, gc=False):
@@ -64,6 +66,21 @@ def _check_name(what: str, name: str) -> None:
         raise ValueError(f"{what} must be 1-64 printable characters without '/' or surrounding spaces, got {name!r}")
 
 
+def _check_interface(interface: str, address: str) -> None:
+    """A path's ``interface`` is a name Linux could give an interface, and the one a link-local
+    address's zone names (``fe80::2%thunderbolt0``): its speed under /sys/class/net is the path's."""
+    if not interface:
+        return
+    if (len(interface) > MAX_INTERFACE_NAME or interface in (".", "..") or "/" in interface
+            or any(c.isspace() for c in interface) or not interface.isprintable()):
+        raise ValueError(f"interface must be a network interface name (1-{MAX_INTERFACE_NAME} characters, "
+                         f"no '/' or blanks, as `ip link` lists them), got {interface!r}")
+    _, _, zone = address.partition("%")
+    if zone and not zone.isdigit() and zone != interface:
+        raise ValueError(f"interface {interface!r} is not the one the address {address!r} goes out of: "
+                         f"leave it out or write {zone!r}")
+
+
 class PeerPathSection(msgspec.Struct, frozen=True, gc=False):
     """``[[peers]] paths = [{...}]``: one way to reach a peer (thunderbolt-net, 100 GbE, management)."""
 
@@ -87,6 +104,7 @@ class PeerPathSection(msgspec.Struct, frozen=True, gc=False):
             ipaddress.ip_address(self.address)
         except ValueError:
             raise ValueError(f"address must be an IP address, got {self.address!r}") from None
+        _check_interface(self.interface, self.address)
         check_ranges(self, {"port": (0, 65535), "p99_limit_us": (1.0, 60e6)})
 
     def target_port(self, probes: ProbesSection) -> int:

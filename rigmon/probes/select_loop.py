@@ -32,6 +32,10 @@ class SelectThread:
         self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
 
+    def alive(self) -> bool:
+        """Whether the thread was started and still runs."""
+        return self._thread is not None and self._thread.is_alive()
+
     def join(self) -> None:
         """Tell the thread to stop, wake it, and wait for it (2 s at most)."""
         self.stop.set()

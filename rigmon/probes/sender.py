@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 REPLY_TIMEOUT_S = 1.0
 #: Replies read per socket per wake-up, so one flooded path cannot starve the others.
 _READ_BATCH = 64
+#: A UDP path without a socket, whose socket failed or that has no reply for as long, looks its address
+#: up again this often (a socket to it is made again only when the address names another place): a
+#: link-local address's interface (``fe80::2%thunderbolt0``) is there only while the hosts are connected,
+#: and comes back with another scope id after a re-plug, which the old socket does not follow.
+REOPEN_EVERY_S = 1.0
 
 
 def socket_address(address: str, port: int) -> tuple[socket.AddressFamily, tuple[str, int] | tuple[str, int, int, int]]:
@@ -85,6 +90,12 @@ class _Sent:
 class _Path:
     target: PathTarget
     sock: socket.socket | None = None
+    #: The socket address ``sock`` is connected to.
+    sockaddr: tuple[str, int] | tuple[str, int, int, int] | None = None
+    #: A send or receive failed: the address is looked up again (it may name another interface now).
+    recheck: bool = False
+    #: When the sender's thread may next look the address up again (monotonic s).
+    reopen_at_s: float = 0.0
     next_seq: int = 1
     next_send_s: float = 0.0
     window: deque[_Sent] = field(default_factory=deque)
@@ -156,6 +167,8 @@ class ProbeSender:
         self._loop = SelectThread(selectors.DefaultSelector())
         self._selector = self._loop.selector
         self._closed = False
+        #: Why the thread ended while it should run (its select() failed, an exception), else ``None``.
+        self._failure: str | None = None
         # Pending TCP connects: socket -> (path, probe).
         self._connects: dict[socket.socket, tuple[_Path, _Sent]] = {}
 
@@ -167,18 +180,49 @@ class ProbeSender:
             # Spread the paths over one period, so the thread does not send in bursts.
             path.next_send_s = now + self.period_s * index / max(1, len(self._paths))
             if path.target.transport == "udp":
-                try:
-                    family, sockaddr = socket_address(path.target.address, path.target.port)
-                    sock = socket.socket(family, socket.SOCK_DGRAM)
-                    sock.setblocking(False)
-                    ask_kernel_time(sock)  # without: the thread's own clock ends the round trip
-                    sock.connect(sockaddr)
-                except OSError as exc:
-                    self._fail(path, f"cannot open a socket to {path.target.address}: {exc.strerror or exc}", True)
-                    continue
-                path.sock = sock
-                self._selector.register(sock, selectors.EVENT_READ, path)
+                self._open(path, now)
         self._loop.start(self._run, f"rigmon-probes-{self.node}")
+
+    def _open(self, path: _Path, now: float) -> None:
+        """Look a UDP path's address up and (re)connect its socket when it names another place than
+        the socket's (or there is none); an address that names nowhere leaves the path without one.
+        Called from `start` and then from the sender's thread only."""
+        path.recheck = False
+        path.reopen_at_s = now + REOPEN_EVERY_S
+        try:
+            family, sockaddr = socket_address(path.target.address, path.target.port)
+        except OSError as exc:
+            # No such zone: the thunderbolt-net interface is not there (the cable or the peer is not up yet).
+            self._close_socket(path)
+            self._fail(path, f"cannot open a socket to {path.target.address}: {exc.strerror or exc}", True)
+            return
+        if path.sock is not None and sockaddr == path.sockaddr:
+            return
+        try:
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+            try:
+                sock.setblocking(False)
+                ask_kernel_time(sock)  # without: the thread's own clock ends the round trip
+                sock.connect(sockaddr)
+            except OSError:
+                sock.close()
+                raise
+        except OSError as exc:
+            self._close_socket(path)
+            self._fail(path, f"cannot open a socket to {path.target.address}: {exc.strerror or exc}", True)
+            return
+        self._close_socket(path)
+        path.sock, path.sockaddr = sock, sockaddr
+        self._selector.register(sock, selectors.EVENT_READ, path)
+        if path.error_at_s == float("inf"):
+            path.error = None  # the socket could not be opened before: that is over
+
+    def _close_socket(self, path: _Path) -> None:
+        if path.sock is None:
+            return
+        sock, path.sock, path.sockaddr = path.sock, None, None
+        self._selector.unregister(sock)
+        sock.close()
 
     def close(self) -> None:
         """Stop the thread and close every socket."""
@@ -202,8 +246,7 @@ class ProbeSender:
         """
         if not self._closed:
             for path in self._paths:
-                if path.sock is not None:
-                    self._read_replies(path)
+                self._read_replies(path)
         now = time.monotonic()
         out: list[PathWindow] = []
         with self._lock:
@@ -219,6 +262,16 @@ class ProbeSender:
                                       any(s.flooded for s in due)))
         return out
 
+    @property
+    def stopped(self) -> str | None:
+        """Why no probe goes out any more although the sender was started and not closed (its thread
+        ended), else ``None``."""
+        if self._closed or self.started_s is None:
+            return None
+        if self._failure is not None:
+            return self._failure
+        return None if self._loop.alive() else "its thread ended"
+
     def _fail(self, path: _Path, error: str, lasting: bool = False) -> None:
         path.error = error
         path.error_at_s = float("inf") if lasting else time.monotonic()
@@ -226,6 +279,13 @@ class ProbeSender:
     # --- the thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._probe_until_stopped()
+        except Exception as exc:  # noqa: BLE001 - said by `stopped`, the collector reports it
+            log.exception("probe sender failed")
+            self._failure = f"{type(exc).__name__}: {exc}"
+
+    def _probe_until_stopped(self) -> None:
         while not self._loop.stop.is_set():
             now = time.monotonic()
             for path in self._paths:
@@ -238,7 +298,9 @@ class ProbeSender:
             wait = min(p.next_send_s for p in self._paths) - time.monotonic() if self._paths else 1.0
             try:
                 ready = self._selector.select(max(0.0, wait))
-            except OSError:
+            except OSError as exc:
+                if not self._closed:
+                    self._failure = f"select failed: {exc.strerror or exc}"
                 return
             for key, _ in ready:
                 if key.data is None:
@@ -261,6 +323,10 @@ class ProbeSender:
         if path.target.transport == "tcp":
             self._connect(path, sent)
             return
+        if now >= path.reopen_at_s and (path.sock is None or path.recheck or path.last_reply_s is None
+                                        or now - path.last_reply_s > REOPEN_EVERY_S):
+            # Also while unanswered without an error: a send to a vanished interface may just go nowhere.
+            self._open(path, now)
         if path.sock is None:
             return
         data = pack(Probe("request", self.node, seq, time.time_ns()), self.key)
@@ -271,17 +337,24 @@ class ProbeSender:
             path.sock.send(data)
         except OSError as exc:
             # ECONNREFUSED (ICMP from an earlier probe), ENETUNREACH, EHOSTUNREACH: the probe is lost.
+            # ENODEV & co.: the link-local address's interface went (re-plugged, it comes back as another).
             self._fail(path, _os_error(path, exc))
+            path.recheck = True
 
     def _read_replies(self, path: _Path) -> None:
-        assert path.sock is not None
+        # `windows` reads from the caller's thread too, while the sender's may replace the socket.
+        sock = path.sock
+        if sock is None:
+            return
         for _ in range(_READ_BATCH):
             try:
-                data, ancdata, _, _ = path.sock.recvmsg(256, TIMESTAMP_CMSG_BYTES)
+                data, ancdata, _, _ = sock.recvmsg(256, TIMESTAMP_CMSG_BYTES)
             except BlockingIOError:
                 return
             except OSError as exc:
-                self._fail(path, _os_error(path, exc))
+                if path.sock is sock:  # not the old socket, closed for a new one meanwhile
+                    self._fail(path, _os_error(path, exc))
+                    path.recheck = True
                 return
             end_ns = time.perf_counter_ns()
             kernel_ns = kernel_time_ns(ancdata)

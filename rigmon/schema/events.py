@@ -169,6 +169,7 @@ EVENT_KINDS: Mapping[str, Mapping[str, EventDataType]] = {
     "rdma_port_state_changed": {**_RDMA, "from_state": "text", "from_phys_state": "text"},
     "rdma_port_rate_changed": {**_RDMA, "from_rate_gbps": "number"},
     "rdma_link_downed": {**_RDMA, "downs": "int"},
+    "rdma_counter_saturated": {**_RDMA, "counter": "text", "value": "int"},
     "peer_path_silent": _PEER,
     "peer_path_degraded": _PEER,
     "peer_path_recovered": _PEER,

@@ -199,6 +199,13 @@ def test_a_state_alarm_held_after_its_subject_came_back_says_where_it_is_now() -
                    message="link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s")
     assert reason(problems(store.latest, None, [slow])) == \
         "link thunderbolt0 runs at 20000 Mb/s, first seen at 40000 Mb/s (now 40000 Mb/s)"
+    # A flag the rule fires on (stalled, temp_over_max, p99_over_limit) that is down again: "ok", not
+    # Python's "(now False)" (node01's story during net_link_stalled's clear hold, strix-usb4).
+    stalled = replace(down, rule="net_link_stalled", subject="link:thunderbolt0", value=True, value_now=False,
+                      message="link thunderbolt0 is up but passes no packet")
+    assert reason(problems(store.latest, None, [stalled])) == "link thunderbolt0 is up but passes no packet (now ok)"
+    assert reason(problems(store.latest, None, [replace(stalled, value_now=True)])) == \
+        "link thunderbolt0 is up but passes no packet"
 
 
 def test_an_nvme_link_below_its_speed_says_what_to_do() -> None:

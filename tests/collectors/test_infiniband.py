@@ -364,3 +364,63 @@ def test_an_error_counter_first_read_late_joins_the_sum_only_at_zero(tmp_path: P
         totals.append(reading.errors_total)
     assert totals == [3, 3, 5]  # symbol_error stays out; local_link_integrity_errors joined at 0
     assert reading.symbol_error_total == 41  # its own series has it
+
+
+@pytest.mark.parametrize("unread", ["refused", "gone"])
+def test_link_downs_while_the_counter_could_not_be_read_are_not_lost(tmp_path: Path, unread: str) -> None:
+    # A flapping port's driver refuses a counter read now and then (a reset under way): link_downed 3,
+    # unreadable, 5. The two downs were compared with the unreadable read and lost: no rdma_link_downed,
+    # so no rdma_port_flapped, in a flap storm.
+    clock = FakeClock(1000.0)
+    collector = InfinibandCollector(HostRoot(tmp_path), clock)
+    write_port(tmp_path, link_downed=3)
+    collect(collector)
+    if unread == "refused":
+        _refuse(tmp_path, "link_downed")
+    else:
+        (tmp_path / PORT / "counters" / "link_downed").unlink()
+    clock.t += 1.0
+    (reading,), events = collect(collector)
+    assert reading.link_downed_total is None and not [e for e in events if e.kind == "rdma_link_downed"]
+    _answer(tmp_path, "link_downed", 5)
+    clock.t += 1.0
+    _, events = collect(collector)
+    assert [(e.kind, (e.data or {}).get("downs")) for e in events if e.kind == "rdma_link_downed"] == \
+        [("rdma_link_downed", 2)]
+    # A counter that went down was reset (perfquery -R, a driver reload): no downs, and counted from there.
+    _answer(tmp_path, "link_downed", 0)
+    clock.t += 1.0
+    _, events = collect(collector)
+    _answer(tmp_path, "link_downed", 1)
+    clock.t += 1.0
+    _, later = collect(collector)
+    assert [e.kind for e in events] == [] and [(e.data or {}).get("downs") for e in later] == [1]
+
+
+def test_an_error_counter_stopped_at_its_maximum_is_said_once_per_saturation(tmp_path: Path) -> None:
+    # The PMA's PortCounters stop at their width's maximum (symbol_error 16 bits, link_downed 8): a
+    # marginal cable's symbol errors stopped at 65535 and errors_total stood still, so "errors rising"
+    # resolved while the errors went on, and nothing said the counter had stopped counting.
+    clock = FakeClock(1000.0)
+    collector = InfinibandCollector(HostRoot(tmp_path), clock)
+
+    def saturations(**counters: int) -> list[tuple[str, object]]:
+        write_port(tmp_path, **counters)
+        clock.t += 1.0
+        _, events = collect(collector)
+        return [(e.message, (e.data or {}).get("counter")) for e in events if e.kind == "rdma_counter_saturated"]
+
+    assert saturations(symbol_error=65530, link_downed=254) == []
+    (said,) = saturations(symbol_error=65535, link_downed=254)
+    assert said[1] == "symbol_error" and "symbol_error stopped at 65535" in said[0], said
+    assert saturations(symbol_error=65535, link_downed=254) == []  # once, not every read
+    assert [c for _, c in saturations(symbol_error=65535, link_downed=255)] == ["link_downed"]
+    assert saturations(symbol_error=0, link_downed=0) == []  # cleared (perfquery -R): counting again
+    assert [c for _, c in saturations(symbol_error=65535, link_downed=0)] == ["symbol_error"]
+    _refuse(tmp_path, "symbol_error")  # a read that could not read it says nothing of it
+    clock.t += 1.0
+    collect(collector)
+    _answer(tmp_path, "symbol_error", 65535)
+    clock.t += 1.0
+    _, events = collect(collector)
+    assert [e for e in events if e.kind == "rdma_counter_saturated"] == []

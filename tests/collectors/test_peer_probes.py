@@ -271,3 +271,36 @@ async def test_tcp_paths_time_a_connect_and_a_closed_port_is_silent(tmp_path: Pa
     assert accepted > 0
     assert paths["gone"].state == "silent" and paths["gone"].received == 0
     assert paths["gone"].error is not None and "ECONNREFUSED" in paths["gone"].error
+
+
+async def test_a_sender_thread_that_died_is_a_collector_error_and_is_started_again(tmp_path: Path) -> None:
+    """The sender's thread ended (its select() failed): nothing was probed any more, every path slid to
+    ``unknown`` a window later (muted on the dashboard) and a firing peer_path_silent resolved, while the
+    collector said ok. It says so, and probes again."""
+    key = derive_key("tok")
+    peer = ProbeResponder("node02", key, frozenset({"node01"}), 1000.0, 1000)
+    peer.bind("127.0.0.1", 0)
+    peer.start()
+    assert peer.sock is not None
+    config = from_data(AgentConfig, {
+        "agent": {"node": "node01", "root": str(tmp_path)},
+        "probes": {"bind": "127.0.0.1", "port": 0, "rate_hz": 20, "window_s": 1},
+        "peers": [{"name": "node02", "paths": [
+            {"name": "tbnet", "address": "127.0.0.1", "port": peer.sock.getsockname()[1]}]}],
+    }, strict=True)
+    collector = PeerProbeCollector(HostRoot(str(tmp_path)), SystemClock(), config, key)
+    collector.start(lambda records: None)
+    try:
+        await asyncio.sleep(1.2)
+        assert collector.sender is not None
+        collector.sender._selector.close()  # the thread's next select() fails: it ends
+        await asyncio.sleep(1.5)
+        with pytest.raises(CollectorError, match="probe sender stopped"):
+            await asyncio.to_thread(collector.collect)
+        await asyncio.sleep(1.5)  # probing again: a whole window answered
+        records = await asyncio.to_thread(collector.collect)
+        (tbnet,) = [r for r in records if isinstance(r, PeerPathReading)]
+        assert tbnet.received > 0 and tbnet.state != "unknown", tbnet
+    finally:
+        collector.close()
+        peer.close()

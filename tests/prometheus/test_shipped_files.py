@@ -22,7 +22,7 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not insta
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     assert PROMTOOL is not None
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, cwd=DEPLOY, timeout=60)
+    return subprocess.run([PROMTOOL, *args], check=False, capture_output=True, text=True, cwd=DEPLOY, timeout=60)
 
 
 @needs_promtool
@@ -83,6 +83,8 @@ MIRRORS: dict[str, str | None] = {
     "thunderbolt_degraded": "RigmonThunderboltLinkDegraded",
     "rdma_port_down": "RigmonRdmaPortDown",
     "rdma_port_flapped": "RigmonRdmaPortFlapped",
+    # Not mirrored: /metrics has no series that says a counter stopped (the agent's metrics gain it first).
+    "rdma_counter_saturated": None,
     "rdma_port_below_rate": "RigmonRdmaPortBelowRate",
     "rdma_port_errors_rising": "RigmonRdmaErrorsRising",
     "nvme_link_below_max": "RigmonNvmeLinkBelowMax",
@@ -90,6 +92,8 @@ MIRRORS: dict[str, str | None] = {
     "nvme_temp_over_warning": "RigmonNvmeTempOverWarning",
     "host_temp_critical": "RigmonHostTempCritical",
     "net_link_slower": "RigmonNetworkLinkSlower",
+    # Not mirrored: /metrics carries no stalled series for an interface yet (the agent's metrics gain it first).
+    "net_link_stalled": None,
     "md_array_degraded": "RigmonMdArrayDegraded",
     "md_array_broken": "RigmonMdArrayBroken",
     "md_array_lagging": "RigmonMdArrayLagging",

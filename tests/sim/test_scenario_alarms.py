@@ -27,8 +27,9 @@ CASES = [
     # The link at 20 of 40 Gb/s slows md127 to ~67 % of md126, loaded beside it.
     ("tb-retrain-10g", 10.0, {"thunderbolt_degraded", "md_array_lagging"}, 0),
     # The retrain slows both the USB4 link and its thunderbolt-net interface: two alarms, each
-    # naming what it watches (router 0-1, interface thunderbolt0).
-    ("strix-usb4", 10.0, {"thunderbolt_degraded", "net_link_slower"}, 0),
+    # naming what it watches (router 0-1, interface thunderbolt0). The collective's stall (thunderbolt0
+    # up, no packet for 15 s) alarms with no [[peers]] configured: nothing probes the link.
+    ("strix-usb4", 10.0, {"thunderbolt_degraded", "net_link_slower", "net_link_stalled"}, 0),
     ("md-degraded", 5.0, {"md_array_degraded", "md_member_failed"}, 0),
     ("nvme-link-gen3", 10.0, {"nvme_link_below_max"}, 0),
     # Enclosure A's fan stops at 10 s: its two drives pass WCTEMP about a minute later and throttle.

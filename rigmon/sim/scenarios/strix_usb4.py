@@ -12,11 +12,12 @@ from rigmon.sim.thunderbolt import SimTbRouter, SimThunderbolt
 
 #: Timeline, repeating every period (simulated seconds): the node-to-node cable retrains
 #: at 10 Gb/s a lane, is re-plugged (a short flap), and later the collective hangs
-#: (thunderbolt0 up, no packets).
+#: (thunderbolt0 up, no packets) for 30 s: long enough that an agent on an accelerated clock samples it
+#: stalled (it reads stalled after [storage] net_stall_after_s without a packet) on a loaded machine.
 PERIOD_S = 150.0
 RETRAIN = (40.0, 70.0)
 UNPLUGGED = (90.0, 92.0)
-STALLED = (110.0, 125.0)
+STALLED = (105.0, 135.0)
 #: thunderbolt-net over a 2 x 20 Gb/s USB4 link reports this speed (Mb/s).
 TBNET_MBPS = 40000
 
