@@ -53,12 +53,17 @@ class RecordMetrics(msgspec.Struct, frozen=True, gc=False):
         skip: fields not exported (free text, or already exported another way).
         key_label: the label holding the key when records of this type are the values of a
             ``dict`` field (the rail's channels by name).
+        info: text fields (``"device_name=model"`` renames as in ``labels``) that become the labels of one
+            ``rigmon_<prefix>_info`` series of value 1 beside the item's identity labels, as node_exporter's
+            ``node_nvme_info``: what an alert's summary or a table joins on to name the hardware
+            (``on (node, device) group_left (vendor, model)``), kept off every other series.
     """
 
     prefix: str
     labels: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     key_label: str = ""
+    info: tuple[str, ...] = ()
 
 
 #: One entry per record type of `Readings`; a type missing here is not exported.
@@ -70,9 +75,11 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
     RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
     RaidMemberReading: RecordMetrics("md_member", labels=("name=member",), skip=("device",)),
-    NvmeReading: RecordMetrics("nvme", labels=("name=controller",)),
+    NvmeReading: RecordMetrics("nvme", labels=("name=controller",), info=("model", "firmware")),
+    # The router's vendor and model name the enclosure in RigmonThunderboltLinkDegraded (``0-1 (OWC Express 1M2)``).
     ThunderboltDeviceReading: RecordMetrics("thunderbolt", labels=("name=device", "kind"),
-                                            skip=("expected_source",)),
+                                            skip=("expected_source",),
+                                            info=("vendor", "device_name=model", "nvm_version")),
     # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
                                          skip=("name", "expected_source")),
@@ -85,7 +92,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     ProbeResponderReading: RecordMetrics("probe_responder", labels=("address",),
                                          skip=("last_refused_from", "last_refused_reason", "flood_from",
                                                "refusing_key_from")),
-    GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
+    GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid"), info=("name=model",)),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
     # agent_other_pid_ns is the agent's, not each process's (in_namespace says it of each).
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",

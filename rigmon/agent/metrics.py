@@ -111,6 +111,8 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
         labels[label_name or field_name] = "" if value is None else str(value)
         label_fields.add(field_name)
     doc_type = type(record).__name__
+    if spec.info:
+        _info_metric(fam, record, spec, doc_type, labels)
     types_ = field_types(type(record))
     for name, tp in types_.items():
         if name in label_fields:
@@ -149,6 +151,17 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
         old = DEPRECATED.get((type(record), name))
         if old is not None:
             _deprecated(fam, old, doc_type, name, metric, counter, labels, value, what)
+
+
+def _info_metric(fam: _Families, record: object, spec: RecordMetrics, doc_type: str, labels: dict[str, str]) -> None:
+    """The record's text fields named in ``spec.info`` as the labels of one series of value 1 (an unread one: "")."""
+    info = dict(labels)
+    for label in spec.info:
+        field_name, _, label_name = label.partition("=")
+        value = getattr(record, field_name)
+        info[label_name or field_name] = "" if value is None else str(value)
+    fields = ", ".join(label.partition("=")[0] for label in spec.info)
+    fam.add(f"{PREFIX}_{spec.prefix}_info", f"{doc_type} {fields} as labels (value 1)", False, info, 1.0)
 
 
 def _deprecated(fam: _Families, old: tuple[str, float, str], doc_type: str, field: str, metric: str, counter: bool,

@@ -19,6 +19,7 @@ from prometheus_client import generate_latest
 from rigmon.agent.metrics import DEPRECATED, FrameCollector, make_registry
 from rigmon.schema import DiskReading, Frame, PathResistanceReading, PeerPathReading, ThunderboltDeviceReading
 from tests.test_schema import sample_frame
+from tests.tui.snapshot_apps.record_frames import load_frames
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -198,3 +199,31 @@ def test_the_guards_times_are_named_as_timestamps() -> None:
     assert sample(text, "rigmon_guard_unread_since_timestamp_seconds") == 1_795_000_000.0
     assert help_of(text, "rigmon_guard_unread_since_timestamp_seconds").startswith("GuardReading.unread_since: ")
     assert "rigmon_guard_released_until{" not in text and "rigmon_guard_unread_since{" not in text
+
+
+def test_a_routers_vendor_and_model_are_an_info_series_beside_its_identity() -> None:
+    # RigmonThunderboltLinkDegraded names the enclosure by it: "link 0-1 (OWC Express 4M2)".
+    text = exposition()
+    [line] = [line for line in text.splitlines() if line.startswith("rigmon_thunderbolt_info{")]
+    assert line == ('rigmon_thunderbolt_info{device="0-1",kind="device",model="Express 4M2",node="node01",'
+                    'nvm_version="55.0",vendor="OWC"} 1.0')
+    # Only the info series carries them: a firmware update does not start every series of the link anew.
+    assert [n for n in re.findall(r"^(rigmon_\w+)\{.*vendor=", text, re.MULTILINE) if "process" not in n] == [
+        "rigmon_thunderbolt_info"]
+
+
+@pytest.mark.parametrize("recording", ["v100-gpu-lost-rail-sag", "two-raid0-model-load"])
+def test_a_gpus_model_and_an_nvmes_model_and_firmware_are_info_series(recording: str) -> None:
+    # Frames the real collectors made from a simulated V100 rig and a node with NVMe in USB4 enclosures.
+    frame = load_frames(recording)[-1]
+    collector = FrameCollector(lambda: frame)
+    lines = generate_latest(make_registry(collector)).decode().splitlines()
+    assert frame.readings.gpus or frame.readings.nvme
+    for gpu in frame.readings.gpus:
+        assert gpu.name
+        assert f'rigmon_gpu_info{{gpu="{gpu.index}",model="{gpu.name}",node="{frame.node}",uuid="{gpu.uuid}"}} 1.0' \
+            in lines
+    for nvme in frame.readings.nvme:
+        assert nvme.model and nvme.firmware
+        [line] = [line for line in lines if line.startswith("rigmon_nvme_info{") and f'controller="{nvme.name}"' in line]
+        assert f'model="{nvme.model}"' in line and f'firmware="{nvme.firmware}"' in line
