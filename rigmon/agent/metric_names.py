@@ -100,7 +100,10 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                      skip=("cmdline", "gpu_uuid", "uid", "kind", "state", "agent_other_pid_ns")),
     AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
     KernelLogReading: RecordMetrics("kernel_log"),
-    PsuRailReading: RecordMetrics("psu_rail", labels=("port", "device_id"), skip=("seq", "flags")),
+    # The ADC's id comes with its first window, a second or two after the port opened: as a label it made every
+    # rail series twice at each agent start (device_id "" and then the id). It names the board: info.
+    PsuRailReading: RecordMetrics("psu_rail", labels=("port",), skip=("seq", "flags"),
+                                  info=("device_id", "firmware", "sensor")),
     VoltageEnvelope: RecordMetrics("psu_channel", key_label="channel"),
     CurrentEnvelope: RecordMetrics("psu_channel", key_label="channel"),
     PathResistanceReading: RecordMetrics("psu_path", labels=("path",)),

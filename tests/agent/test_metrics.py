@@ -161,8 +161,8 @@ def test_a_sag_between_two_scrapes_is_not_lost() -> None:
     for frame in frames:
         collector.observe(frame)
     text = generate_latest(make_registry(collector)).decode()
-    assert 'rigmon_psu_rail_min_volts{device_id="E661",node="node01",port="/dev/ttyACM0"} 11.95' in text
-    assert 'rigmon_psu_channel_min_volts{channel="v",device_id="E661",node="node01",port="/dev/ttyACM0"} 11.95' in text
+    assert 'rigmon_psu_rail_min_volts{node="node01",port="/dev/ttyACM0"} 11.95' in text
+    assert 'rigmon_psu_channel_min_volts{channel="v",node="node01",port="/dev/ttyACM0"} 11.95' in text
     assert 'rigmon_psu_rail_lowest_volts{node="node01"} 11.384' in text
     later = rail_frame(1062.0, 11.96)
     collector = FrameCollector(lambda: later)
@@ -177,7 +177,7 @@ def test_a_silent_adc_is_exported_as_rail_stale() -> None:
     silent_rail = msgspec.structs.replace(sending.readings.psu_rail, stale=True, windows=0, volts=None,
                                           channels_volts={})
     silent = msgspec.structs.replace(sending, readings=msgspec.structs.replace(sending.readings, psu_rail=silent_rail))
-    labels = '{device_id="E661",node="node01",port="/dev/ttyACM0"}'
+    labels = '{node="node01",port="/dev/ttyACM0"}'
     assert f"rigmon_psu_rail_stale{labels} 0.0" in exposition(sending)
     assert f"rigmon_psu_rail_stale{labels} 1.0" in exposition(silent)
     assert "# TYPE rigmon_psu_rail_stale gauge" in exposition(silent)
@@ -214,7 +214,7 @@ def test_an_under_voltage_latch_between_two_scrapes_is_not_lost() -> None:
     for frame in frames:
         collector.observe(frame)
     text = generate_latest(make_registry(collector)).decode()
-    assert 'rigmon_psu_rail_under_voltage_latched{device_id="E661",node="node01",port="/dev/ttyACM0"} 0.0' in text
+    assert 'rigmon_psu_rail_under_voltage_latched{node="node01",port="/dev/ttyACM0"} 0.0' in text
     assert 'rigmon_psu_rail_under_voltage_latched_recently{node="node01"} 1.0' in text
     later = rail_frame(1062.0, 11.96)
     collector.observe(later)

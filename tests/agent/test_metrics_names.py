@@ -227,3 +227,27 @@ def test_a_gpus_model_and_an_nvmes_model_and_firmware_are_info_series(recording:
         assert nvme.model and nvme.firmware
         [line] = [line for line in lines if line.startswith("rigmon_nvme_info{") and f'controller="{nvme.name}"' in line]
         assert f'model="{nvme.model}"' in line and f'firmware="{nvme.firmware}"' in line
+
+
+#: The rail's series of the agent's last minute, not of one reading: the node is their identity.
+NODE_WIDE = {"rigmon_psu_rail_lowest_volts", "rigmon_psu_rail_under_voltage_latched_recently"}
+
+
+def test_the_rails_series_keep_one_identity_from_the_agents_first_frame() -> None:
+    # The ADC names itself in its first window, a second or two after the agent opened the port: with its id
+    # a label, every agent start exported each rail series twice (device_id "" and then its id), and a
+    # rate() over the ADC's counters began anew. Its id, firmware and sensor are the rail's info series.
+    frames = load_frames("adc-unplugged")
+    assert frames[0].readings.psu_rail is not None and frames[0].readings.psu_rail.device_id is None
+    identities, infos = set(), set()
+    for frame in frames:
+        collector = FrameCollector(lambda frame=frame: frame)  # type: ignore[misc]
+        for family in make_registry(collector).collect():
+            for s in family.samples:
+                if s.name == "rigmon_psu_rail_info":
+                    infos.add(s.labels["device_id"])
+                elif s.name.startswith("rigmon_psu_rail_") and s.name not in NODE_WIDE and \
+                        "protocol" not in s.labels and "envelope_source" not in s.labels:
+                    identities.add(tuple(sorted(s.labels.items())))
+    assert identities == {(("node", frames[0].node), ("port", frames[0].readings.psu_rail.port))}
+    assert infos == {"", "AU00000000000000"}
