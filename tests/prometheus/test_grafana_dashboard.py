@@ -222,6 +222,7 @@ def test_rail_minimum_and_power_peak_panels_keep_the_worst_of_each_step(tmp_path
         ("{{node}} min", "rigmon_psu_rail_min_volts", rail, "12.0 12.0 11.9 11.31 11.9 12.0x8", 11.31),
         ("{{node}} lowest 60 s", "rigmon_psu_rail_lowest_volts", rail, "12.0 12.0 11.9 11.31x8 11.9", 11.31),
         ("{{node}} GPU {{gpu}} peak", "rigmon_gpu_power_peak_watts", gpu, "250 250 250 410 250x9", 410),
+        ("{{node}} GPU {{gpu}} highest 60 s", "rigmon_gpu_power_highest_watts", gpu, "250 250 250 410x8 250", 410),
     ]
     exprs = []
     for legend, metric, labels, values, worst in cases:
