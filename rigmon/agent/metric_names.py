@@ -132,6 +132,9 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
     # Units in the name: the MTU is in bytes (node_exporter's node_network_mtu_bytes); the guard's two
     # times are Unix seconds, which a bare `rigmon_guard_released_until` did not say.
     (NetInterfaceReading, "mtu"): ("mtu_bytes", ""),
+    # Beside rigmon_psu_path_trend_ohms_per_second, `rigmon_psu_path_trend_seconds` read as the trend in seconds.
+    (PathResistanceReading, "trend_days"): ("trend_span_days", "the span of the daily estimates the trend is "
+                                                               "fitted over (rigmon_psu_path_trend_ohms_per_second)"),
     (GuardReading, "released_until"): ("released_until_at", "an operator's release keeps the guard away until then"),
     (GuardReading, "unread_since"): ("unread_since_at", "when it last read all it watches (it holds the caps "
                                                         "while it cannot)"),
@@ -176,6 +179,7 @@ DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
     (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
     (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
     (NetInterfaceReading, "mtu"): ("rigmon_network_mtu", 1.0, ""),
+    (PathResistanceReading, "trend_days"): ("rigmon_psu_path_trend_seconds", 86400.0, ""),
     # In the text format only: in OpenMetrics it is the counter's family (`metrics_exposition`).
     (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
 }

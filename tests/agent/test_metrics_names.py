@@ -89,6 +89,9 @@ def test_help_of_a_link_capacity_says_it_is_not_traffic(name: str, says: str) ->
 def test_path_resistance_trend_is_in_ohms_per_second() -> None:
     text = exposition()
     assert sample(text, "rigmon_psu_path_trend_ohms_per_second") == pytest.approx(0.0864e-3 / 86400)
+    # Beside it, rigmon_psu_path_trend_seconds read as the trend itself in seconds: it is the span of days fitted.
+    assert sample(text, "rigmon_psu_path_trend_span_seconds") == 3 * 86400.0
+    assert "span" in help_of(text, "rigmon_psu_path_trend_span_seconds")
     assert "rigmon_psu_path_trend_seconds{" in text
 
 
@@ -108,6 +111,7 @@ def test_disk_operations_per_second_come_from_the_counters() -> None:
     ("rigmon_disk_read_iops", "rate(rigmon_disk_reads_total[1m])", 8200.0),
     ("rigmon_disk_write_iops", "rate(rigmon_disk_writes_total[1m])", 0.0),
     ("rigmon_network_mtu", "rigmon_network_mtu_bytes", 9000.0),
+    ("rigmon_psu_path_trend_seconds", "rigmon_psu_path_trend_span_seconds", 3 * 86400.0),
 ])
 def test_old_names_stay_for_one_release_as_deprecated_duplicates(old: str, new: str, value: float) -> None:
     text = exposition()
