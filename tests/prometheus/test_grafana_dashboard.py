@@ -113,9 +113,12 @@ def exported_series(texts: list[str]) -> set[str]:
             if line.startswith("rigmon_")}
 
 
-async def expositions() -> list[str]:
-    """/metrics of simulated nodes that together have every collector: GPUs, rail, storage, links, probed paths."""
+async def expositions(control_token: Path) -> list[str]:
+    """/metrics of simulated nodes that together have every collector: GPUs, rail, storage, links, probed paths,
+    and a training job marking its checkpoints (which the agent accepts with ``control_token``)."""
+    marking = {"agent": {"control_token_file": str(control_token)}}
     async with (running_rig("undervolt-bus-drop", 1, base_port=0, speed=5) as a,
+                running_rig("healthy-v100", 1, base_port=0, speed=5, extra_config=marking) as e,
                 running_rig("tb-retrain-10g", 1, base_port=0, speed=10) as b,
                 running_rig("corroding-connection", 1, base_port=0, speed=20000) as c,
                 running_rig("tp-cluster", 2, base_port=0, speed=5) as d,
@@ -125,7 +128,7 @@ async def expositions() -> list[str]:
         # only bounds a hang: the tests then say what is missing.
         deadline = time.monotonic() + EXPOSED_WAIT_S
         while True:
-            texts = [(await client.get(f"{url}/metrics")).text for url in a.urls + b.urls + c.urls + d.urls]
+            texts = [(await client.get(f"{url}/metrics")).text for url in a.urls + b.urls + c.urls + d.urls + e.urls]
             if (not used_series() - exported_series(texts) and all(f in "".join(texts) for f in FAMILIES)) \
                     or time.monotonic() > deadline:
                 return texts
@@ -133,8 +136,11 @@ async def expositions() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def exposed() -> list[str]:
-    return asyncio.run(expositions())
+def exposed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    token = tmp_path_factory.mktemp("marks") / "control.token"
+    token.write_text("marks-control-token\n")
+    token.chmod(0o600)
+    return asyncio.run(expositions(token))
 
 
 def test_every_series_the_dashboard_draws_is_exported(exposed: list[str]) -> None:
@@ -159,7 +165,7 @@ def test_the_events_annotation_marks_an_events_first_occurrence(tmp_path: Path) 
     # A counter series appears with its first event (one Xid 79 is a series going from absent to 1):
     # changes() alone never sees it, and the incident's one event drew no annotation.
     data = json.loads(DASHBOARD.read_text())
-    [annotation] = data["annotations"]["list"]
+    [annotation] = [a for a in data["annotations"]["list"] if a["name"] == "rigmon events"]
     expr = promql(annotation["expr"])
     xid = 'rigmon_events_total{node="v100-a",kind="xid",subject="gpu:3",code="79"}'
     link = 'rigmon_events_total{node="strix-1",kind="tb_link_changed",subject="link:0-1"}'
@@ -188,7 +194,7 @@ def test_the_events_annotation_marks_the_same_event_after_an_agent_restart(tmp_p
     # A new run counts from 0 again: the same Xid on the same GPU after the agent restarted between two
     # scrapes reads 1 -> 1 (no change, and the series was there a minute before), and drew no annotation.
     data = json.loads(DASHBOARD.read_text())
-    [annotation] = data["annotations"]["list"]
+    [annotation] = [a for a in data["annotations"]["list"] if a["name"] == "rigmon events"]
     expr = promql(annotation["expr"])
     xid = 'rigmon_events_total{node="v100-a",kind="xid",subject="gpu:3",code="79"}'
     start = 'rigmon_agent_start_timestamp_seconds{node="v100-a"}'
@@ -203,6 +209,36 @@ def test_the_events_annotation_marks_the_same_event_after_an_agent_restart(tmp_p
             {"expr": expr, "eval_time": "245s", "exp_samples": []},
         ]}]}
     path = tmp_path / "annotation.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_the_marks_annotation_names_what_the_job_was_doing(tmp_path: Path) -> None:
+    # Incident 8: the job's own marks (`rigmon mark "epoch 3 checkpoint"`) on the timeline beside the hardware's
+    # events; the agent exported them (rigmon_marks_total, rigmon_mark_last_info) and the dashboard drew none.
+    data = json.loads(DASHBOARD.read_text())
+    [annotation] = [a for a in data["annotations"]["list"] if a["name"] == "rigmon marks"]
+    assert annotation["titleFormat"] == "{{node}}: {{text}}"
+    expr = promql(annotation["expr"])
+    total = 'rigmon_marks_total{node="v100-a"}'
+    info = 'rigmon_mark_last_info{node="v100-a",text="%s"}'
+    # Epoch 3's checkpoint at 30 s, epoch 4's at 150 s (the agent exports the last mark's text only: the
+    # scrape after the next mark finds epoch 3's gone, which Prometheus marks stale).
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        "input_series": [{"series": total, "values": "2x5 3x23 4x10"},
+                         {"series": info % "epoch 3 checkpoint", "values": "_x5 1x23 stale"},
+                         {"series": info % "epoch 4 checkpoint", "values": "_x29 1x10"}],
+        "promql_expr_test": [
+            {"expr": expr, "eval_time": "25s", "exp_samples": []},
+            {"expr": expr, "eval_time": "30s", "exp_samples": [{"labels": info % "epoch 3 checkpoint", "value": 1}]},
+            {"expr": expr, "eval_time": "120s", "exp_samples": []},
+            {"expr": expr, "eval_time": "150s", "exp_samples": [{"labels": info % "epoch 4 checkpoint", "value": 1}]},
+        ]}]}
+    path = tmp_path / "marks.test.yml"
     path.write_text(yaml.safe_dump(tests))
     assert PROMTOOL is not None
     out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)

@@ -146,13 +146,14 @@ def test_the_example_job_scrapes_an_agent_as_rigmon_setup_agent_makes_it(tmp_pat
 
 
 @contextlib.contextmanager
-def scraped_scenario(tmp_path: Path, scenario: str, nodes: int = 1, *more: tuple[str, int]
-                     ) -> Iterator[tuple[str, httpx.Client]]:
+def scraped_scenario(tmp_path: Path, scenario: str, nodes: int = 1, *more: tuple[str, int],
+                     control_token: Path | None = None) -> Iterator[tuple[str, httpx.Client]]:
     """``nodes`` simulated nodes of ``scenario`` (5x speed), each its own agent, and those of ``more``
     (scenario, nodes) beside them, scraped by one real Prometheus with the shipped rules; yields
-    Prometheus' URL and a client."""
+    Prometheus' URL and a client. With ``control_token`` the agents accept the training jobs' marks."""
+    control = ["--control-token-file", str(control_token)] if control_token is not None else []
     sims = [subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", name, "--nodes", str(count),
-                              "--base-port", "0", "--speed", "5", "--duration", "120"],
+                              "--base-port", "0", "--speed", "5", "--duration", "120", *control],
                              stdout=subprocess.PIPE, text=True, env=ENV)
             for name, count in ((scenario, nodes), *more)]
     try:
@@ -197,11 +198,15 @@ def returns_data(client: httpx.Client, url: str, promql: str) -> bool:
 
 
 def test_every_dashboard_query_draws_data_from_a_lab_of_agents(tmp_path: Path) -> None:
-    # A lab as Grafana sees it through Prometheus: three agents (the undervolt node, the loose SXM2 one,
-    # the Strix Halo box whose USB4 enclosure retrains) and two Strix Halo nodes probing the paths between
-    # them (tensor parallelism), one job. Each panel's query, the events annotation and the node variable
-    # return data, and each node's incident raises its alert there.
-    with scraped_scenario(tmp_path, "lab", 3, ("tp-cluster", 2)) as (url, client):
+    # A lab as Grafana sees it through Prometheus: four agents (the undervolt node, the loose SXM2 one,
+    # the Strix Halo box whose USB4 enclosure retrains, a healthy node whose job marks its checkpoints) and
+    # two Strix Halo nodes probing the paths between them (tensor parallelism), one job. Each panel's query,
+    # the events and marks annotations and the node variable return data, and each node's incident raises
+    # its alert there.
+    token = tmp_path / "control.token"
+    token.write_text("lab-control-token\n")
+    token.chmod(0o600)
+    with scraped_scenario(tmp_path, "lab", 4, ("tp-cluster", 2), control_token=token) as (url, client):
         alerts = {("RigmonGpuLost", "node01"), ("RigmonPcieReplaysRising", "node02"),
                   ("RigmonThunderboltLinkDegraded", "node03")}
         for alert, node in sorted(alerts):
@@ -212,4 +217,4 @@ def test_every_dashboard_query_draws_data_from_a_lab_of_agents(tmp_path: Path) -
             time.sleep(1)
         assert not empty, f"dashboard queries with no data: {empty}"
         nodes = client.get(f"{url}/api/v1/label/node/values", params={"match[]": "rigmon_collector_up"}).json()
-        assert nodes["data"] == ["node01", "node02", "node03"]
+        assert nodes["data"] == ["node01", "node02", "node03", "node04"]
