@@ -161,8 +161,10 @@ def _info_metric(fam: _Families, record: object, spec: RecordMetrics, doc_type: 
         field_name, _, label_name = label.partition("=")
         value = getattr(record, field_name)
         info[label_name or field_name] = "" if value is None else str(value)
-    fields = ", ".join(label.partition("=")[0] for label in spec.info)
-    fam.add(f"{PREFIX}_{spec.prefix}_info", f"{doc_type} {fields} as labels (value 1)", False, info, 1.0)
+    fields = ", ".join(f"{field} as {name}" if name else field
+                       for field, _, name in (label.partition("=") for label in spec.info))
+    fam.add(f"{PREFIX}_{spec.prefix}_info", f"{doc_type} {fields} as labels (value 1; empty when unread)", False,
+            info, 1.0)
 
 
 def _deprecated(fam: _Families, old: tuple[str, float, str], doc_type: str, field: str, metric: str, counter: bool,

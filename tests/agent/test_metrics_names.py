@@ -211,6 +211,8 @@ def test_a_routers_vendor_and_model_are_an_info_series_beside_its_identity() -> 
     [line] = [line for line in text.splitlines() if line.startswith("rigmon_thunderbolt_info{")]
     assert line == ('rigmon_thunderbolt_info{device="0-1",kind="device",model="Express 4M2",node="node01",'
                     'nvm_version="55.0",vendor="OWC"} 1.0')
+    # Its HELP says which schema field each label holds (the model is the router's device_name).
+    assert "device_name as model" in help_of(text, "rigmon_thunderbolt_info")
     # Only the info series carries them: a firmware update does not start every series of the link anew.
     assert [n for n in re.findall(r"^(rigmon_\w+)\{.*vendor=", text, re.MULTILINE) if "process" not in n] == [
         "rigmon_thunderbolt_info"]
