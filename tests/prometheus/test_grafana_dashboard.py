@@ -246,6 +246,40 @@ def test_the_marks_annotation_names_what_the_job_was_doing(tmp_path: Path) -> No
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
+def test_links_degraded_counts_every_kind_of_link(tmp_path: Path) -> None:
+    # The stat counted Thunderbolt links only: a lab's RDMA port down (tensor parallelism stalls) or an NVMe
+    # trained at Gen3 read "0" on the dashboard's first row while their alerts fired.
+    data = json.loads(DASHBOARD.read_text())
+    [panel] = [p for p in data["panels"] if p["title"] == "Links degraded"]
+    [target] = panel["targets"]
+    expr = promql(target["expr"])
+    series = [
+        ('rigmon_thunderbolt_link_state{node="strix-1",device="0-1",kind="device",link_state="degraded"}', "1x3"),
+        ('rigmon_thunderbolt_link_state{node="strix-1",device="0-1",kind="device",link_state="ok"}', "0x3"),
+        ('rigmon_nvme_link_state{node="strix-1",controller="nvme0",link_state="degraded"}', "1x3"),
+        ('rigmon_nvme_link_state{node="strix-2",controller="nvme0",link_state="lost"}', "1x3"),
+        ('rigmon_infiniband_link_state{node="strix-3",device="mlx5_0",port="1",link_layer="Ethernet",'
+         'link_state="down"}', "1x3"),
+        # A free second port, never up: every state is a series, the current one 1.
+        ('rigmon_infiniband_link_state{node="strix-4",device="mlx5_0",port="2",link_layer="Ethernet",'
+         'link_state="unused"}', "1x3"),
+        ('rigmon_infiniband_link_state{node="strix-4",device="mlx5_0",port="2",link_layer="Ethernet",'
+         'link_state="down"}', "0x3"),
+    ]
+    tests = {"evaluation_interval": "5s", "tests": [{
+        "interval": "5s",
+        "input_series": [{"series": s, "values": v} for s, v in series],
+        "promql_expr_test": [{"expr": expr, "eval_time": "10s", "exp_samples": [
+            {"labels": '{node="strix-1"}', "value": 2}, {"labels": '{node="strix-2"}', "value": 1},
+            {"labels": '{node="strix-3"}', "value": 1}, {"labels": '{node="strix-4"}', "value": 0}]}]}]}
+    path = tmp_path / "links.test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    assert PROMTOOL is not None
+    out = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs prometheus)")
 def test_rail_minimum_and_power_peak_panels_keep_the_worst_of_each_step(tmp_path: Path) -> None:
     # Zoomed out, Grafana asks for one point per step (a minute and more): a plain series shows the sample
     # at the step and skips a sag or a peak between two steps, which the alerts saw.
