@@ -164,7 +164,11 @@ def test_thunderbolt_net_link_trained_slow(tmp_path: Path) -> None:
     promtool_test(tmp_path, timeline, {
         "40s": {FIRING: []},
         "56s": {FIRING: firing("RigmonThunderboltLinkDegraded", "RigmonNetworkLinkSlower"),
-                'count by (interface) (ALERTS{alertname="RigmonNetworkLinkSlower"})': ['{interface="thunderbolt0"}']},
+                'count by (interface) (ALERTS{alertname="RigmonNetworkLinkSlower"})': ['{interface="thunderbolt0"}'],
+                # The link is an XDomain one to another host: its info names the peer (`0-1 (AMD node02)`).
+                'count by (device, kind, model) (ALERTS{alertname="RigmonThunderboltLinkDegraded"}'
+                ' * on (node, device) group_left (model) rigmon_thunderbolt_info)':
+                    ['{device="0-1",kind="xdomain",model="node02"}']},
     })
 
 
