@@ -92,6 +92,8 @@ def test_every_hardware_incident_has_its_row() -> None:
     assert incidents_without_a_row(data) == []
     assert {"rigmon_peer_path_rtt_p99_seconds", "rigmon_peer_path_loss_ratio", "rigmon_nvme_temp_celsius",
             "rigmon_nvme_temp_max_celsius"} <= used_series()
+    # Incident 4's GPU that runs hot, NVIDIA's and a Strix Halo box's AMD GPU alike.
+    assert {"rigmon_gpu_temp_celsius", "rigmon_amd_gpu_temp_celsius"} <= used_series()
 
 
 #: Families of every kind of source the simulated nodes have, checked by promtool below.
