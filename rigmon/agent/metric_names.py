@@ -53,12 +53,17 @@ class RecordMetrics(msgspec.Struct, frozen=True, gc=False):
         skip: fields not exported (free text, or already exported another way).
         key_label: the label holding the key when records of this type are the values of a
             ``dict`` field (the rail's channels by name).
+        info: text fields (``"device_name=model"`` renames as in ``labels``) that become the labels of one
+            ``rigmon_<prefix>_info`` series of value 1 beside the item's identity labels, as node_exporter's
+            ``node_nvme_info``: what an alert's summary or a table joins on to name the hardware
+            (``on (node, device) group_left (vendor, model)``), kept off every other series.
     """
 
     prefix: str
     labels: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     key_label: str = ""
+    info: tuple[str, ...] = ()
 
 
 #: One entry per record type of `Readings`; a type missing here is not exported.
@@ -70,9 +75,11 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     DiskReading: RecordMetrics("disk", labels=("name=device",), skip=("major", "minor", "read_iops", "write_iops")),
     RaidArrayReading: RecordMetrics("md", labels=("name=array", "md_name")),
     RaidMemberReading: RecordMetrics("md_member", labels=("name=member",), skip=("device",)),
-    NvmeReading: RecordMetrics("nvme", labels=("name=controller",)),
+    NvmeReading: RecordMetrics("nvme", labels=("name=controller",), info=("model", "firmware")),
+    # The router's vendor and model name the enclosure in RigmonThunderboltLinkDegraded (``0-1 (OWC Express 1M2)``).
     ThunderboltDeviceReading: RecordMetrics("thunderbolt", labels=("name=device", "kind"),
-                                            skip=("expected_source",)),
+                                            skip=("expected_source",),
+                                            info=("vendor", "device_name=model", "nvm_version")),
     # Named after node_exporter's infiniband collector (node_infiniband_*): rigmon_infiniband_*.
     InfinibandPortReading: RecordMetrics("infiniband", labels=("device", "port", "link_layer"),
                                          skip=("name", "expected_source")),
@@ -85,7 +92,7 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
     ProbeResponderReading: RecordMetrics("probe_responder", labels=("address",),
                                          skip=("last_refused_from", "last_refused_reason", "flood_from",
                                                "refusing_key_from")),
-    GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid")),
+    GpuReading: RecordMetrics("gpu", labels=("index=gpu", "uuid"), info=("name=model",)),
     NvLinkReading: RecordMetrics("gpu_nvlink", labels=("link",)),
     # agent_other_pid_ns is the agent's, not each process's (in_namespace says it of each).
     GpuProcessReading: RecordMetrics("gpu_process", labels=("pid", "vendor", "gpu_index=gpu", "pci_bus_id", "user",
@@ -93,7 +100,10 @@ RECORD_METRICS: dict[type, RecordMetrics] = {
                                      skip=("cmdline", "gpu_uuid", "uid", "kind", "state", "agent_other_pid_ns")),
     AmdGpuReading: RecordMetrics("amd_gpu", labels=("card", "pci_bus_id")),
     KernelLogReading: RecordMetrics("kernel_log"),
-    PsuRailReading: RecordMetrics("psu_rail", labels=("port", "device_id"), skip=("seq", "flags")),
+    # The ADC's id comes with its first window, a second or two after the port opened: as a label it made every
+    # rail series twice at each agent start (device_id "" and then the id). It names the board: info.
+    PsuRailReading: RecordMetrics("psu_rail", labels=("port",), skip=("seq", "flags"),
+                                  info=("device_id", "firmware", "sensor")),
     VoltageEnvelope: RecordMetrics("psu_channel", key_label="channel"),
     CurrentEnvelope: RecordMetrics("psu_channel", key_label="channel"),
     PathResistanceReading: RecordMetrics("psu_path", labels=("path",)),
@@ -122,6 +132,9 @@ RENAMED: dict[tuple[type, str], tuple[str, str]] = {
     # Units in the name: the MTU is in bytes (node_exporter's node_network_mtu_bytes); the guard's two
     # times are Unix seconds, which a bare `rigmon_guard_released_until` did not say.
     (NetInterfaceReading, "mtu"): ("mtu_bytes", ""),
+    # Beside rigmon_psu_path_trend_ohms_per_second, `rigmon_psu_path_trend_seconds` read as the trend in seconds.
+    (PathResistanceReading, "trend_days"): ("trend_span_days", "the span of the daily estimates the trend is "
+                                                               "fitted over (rigmon_psu_path_trend_ohms_per_second)"),
     (GuardReading, "released_until"): ("released_until_at", "an operator's release keeps the guard away until then"),
     (GuardReading, "unread_since"): ("unread_since_at", "when it last read all it watches (it holds the caps "
                                                         "while it cannot)"),
@@ -166,6 +179,7 @@ DEPRECATED: dict[tuple[type, str], tuple[str, float, str]] = {
     (DiskReading, "read_iops"): ("rigmon_disk_read_iops", 1.0, "rate(rigmon_disk_reads_total[1m])"),
     (DiskReading, "write_iops"): ("rigmon_disk_write_iops", 1.0, "rate(rigmon_disk_writes_total[1m])"),
     (NetInterfaceReading, "mtu"): ("rigmon_network_mtu", 1.0, ""),
+    (PathResistanceReading, "trend_days"): ("rigmon_psu_path_trend_seconds", 86400.0, ""),
     # In the text format only: in OpenMetrics it is the counter's family (`metrics_exposition`).
     (PsuRailReading, "windows"): ("rigmon_psu_rail_windows", 1.0, ""),
 }

@@ -24,6 +24,7 @@ from rigmon.agent.metric_names import (
     literal_values,
     metric_name,
 )
+from rigmon.agent.metrics_recent import RecentHighest
 from rigmon.alarms.event_reports import XidReports
 from rigmon.schema import Event, Frame, Readings, Record
 from rigmon.typed import field_types
@@ -111,6 +112,8 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
         labels[label_name or field_name] = "" if value is None else str(value)
         label_fields.add(field_name)
     doc_type = type(record).__name__
+    if spec.info:
+        _info_metric(fam, record, spec, doc_type, labels)
     types_ = field_types(type(record))
     for name, tp in types_.items():
         if name in label_fields:
@@ -151,6 +154,19 @@ def _record_metrics(fam: _Families, record: object, parent: dict[str, str], spec
             _deprecated(fam, old, doc_type, name, metric, counter, labels, value, what)
 
 
+def _info_metric(fam: _Families, record: object, spec: RecordMetrics, doc_type: str, labels: dict[str, str]) -> None:
+    """The record's text fields named in ``spec.info`` as the labels of one series of value 1 (an unread one: "")."""
+    info = dict(labels)
+    for label in spec.info:
+        field_name, _, label_name = label.partition("=")
+        value = getattr(record, field_name)
+        info[label_name or field_name] = "" if value is None else str(value)
+    fields = ", ".join(f"{field} as {name}" if name else field
+                       for field, _, name in (label.partition("=") for label in spec.info))
+    fam.add(f"{PREFIX}_{spec.prefix}_info", f"{doc_type} {fields} as labels (value 1; empty when unread)", False,
+            info, 1.0)
+
+
 def _deprecated(fam: _Families, old: tuple[str, float, str], doc_type: str, field: str, metric: str, counter: bool,
                 labels: dict[str, str], value: object, what: str = "") -> None:
     """The series a field was exported as before, for one release, with a HELP naming what replaces it
@@ -162,7 +178,7 @@ def _deprecated(fam: _Families, old: tuple[str, float, str], doc_type: str, fiel
             + (f": {what}" if what else ""), counter, labels, float(value) * scale)
 
 
-#: Span of `rigmon_psu_rail_lowest_volts`: longer than any sane scrape interval.
+#: Span of `rigmon_psu_rail_lowest_volts` and `rigmon_gpu_power_highest_watts`: longer than any sane scrape interval.
 RAIL_LOWEST_SPAN_S = 60.0
 
 
@@ -172,7 +188,8 @@ class FrameCollector:
     A scrape sees one frame, but the agent makes one a second (and more when a sag is
     pushed): so that a sag between two scrapes is not lost, the lowest rail minimum of the
     last `RAIL_LOWEST_SPAN_S` is exported as its own series, and so is whether the ADC's
-    hardware under-voltage comparator latched in that span (a flag of one window).
+    hardware under-voltage comparator latched in that span (a flag of one window), and each GPU's
+    highest power reading or peak between polls in that span.
     """
 
     def __init__(self, latest: typing.Callable[[], Frame | None], intervals: typing.Mapping[str, float] | None = None
@@ -189,6 +206,8 @@ class FrameCollector:
         #: One Xid reported by NVML and by the kernel log is one Xid in ``rigmon_events_total``, as in
         #: the alarm's count and on the dashboard (both events stay in frames and the journal).
         self._xids = XidReports()
+        #: Each GPU's power peaks (and readings) by (index, uuid), for `rigmon_gpu_power_highest_watts`.
+        self._gpu_peaks: RecentHighest[tuple[int, str]] = RecentHighest(RAIL_LOWEST_SPAN_S)
 
     def observe(self, frame: Frame) -> None:
         """Sampler listener: count the frame's events and keep recent rail minima."""
@@ -207,6 +226,11 @@ class FrameCollector:
             self._latched_at = frame.taken_at
         while self._rail_minima and self._rail_minima[0][0] < frame.taken_at - RAIL_LOWEST_SPAN_S:
             self._rail_minima.popleft()
+        for gpu in frame.readings.gpus:
+            readings = [w for w in (gpu.power_peak_w, gpu.power_w) if w is not None]
+            if readings:
+                self._gpu_peaks.add((gpu.index, gpu.uuid or ""), frame.taken_at, max(readings))
+        self._gpu_peaks.keep_only((gpu.index, gpu.uuid or "") for gpu in frame.readings.gpus)
 
     def collect(self) -> Iterator[Metric]:
         frame = self._latest()
@@ -239,8 +263,26 @@ class FrameCollector:
             recent = self._latched_at is not None and self._latched_at >= frame.taken_at - RAIL_LOWEST_SPAN_S
             latched.add_metric([frame.node], 1.0 if recent else 0.0)
             metrics.append(latched)
+        metrics.extend(self._gpu_peak_metrics(frame))
         metrics.extend(self._mark_metrics(frame.node))
         return iter(metrics)
+
+    def _gpu_peak_metrics(self, frame: Frame) -> list[Metric]:
+        """Each GPU's highest power of the span, for the GPUs in ``frame`` that read one in it."""
+        highest = self._gpu_peaks.highest(frame.taken_at)
+        present = [(gpu.index, gpu.uuid or "") for gpu in frame.readings.gpus]
+        if not any(key in highest for key in present):
+            return []
+        from prometheus_client.core import GaugeMetricFamily
+
+        family = GaugeMetricFamily(f"{PREFIX}_gpu_power_highest_watts",
+                                   f"highest power of the GPU in the last {RAIL_LOWEST_SPAN_S:.0f} s: its peaks "
+                                   "between polls (the driver's sample buffer) and readings, which a scrape would miss",
+                                   labels=["node", "gpu", "uuid"])
+        for index, uuid in present:
+            if (index, uuid) in highest:
+                family.add_metric([frame.node, str(index), uuid], highest[(index, uuid)])
+        return [family]
 
     def _mark_metrics(self, node: str) -> list[Metric]:
         """Marks as annotations: a counter (``changes()`` finds them) and the last one's text and time."""

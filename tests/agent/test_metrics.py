@@ -161,8 +161,8 @@ def test_a_sag_between_two_scrapes_is_not_lost() -> None:
     for frame in frames:
         collector.observe(frame)
     text = generate_latest(make_registry(collector)).decode()
-    assert 'rigmon_psu_rail_min_volts{device_id="E661",node="node01",port="/dev/ttyACM0"} 11.95' in text
-    assert 'rigmon_psu_channel_min_volts{channel="v",device_id="E661",node="node01",port="/dev/ttyACM0"} 11.95' in text
+    assert 'rigmon_psu_rail_min_volts{node="node01",port="/dev/ttyACM0"} 11.95' in text
+    assert 'rigmon_psu_channel_min_volts{channel="v",node="node01",port="/dev/ttyACM0"} 11.95' in text
     assert 'rigmon_psu_rail_lowest_volts{node="node01"} 11.384' in text
     later = rail_frame(1062.0, 11.96)
     collector = FrameCollector(lambda: later)
@@ -177,7 +177,7 @@ def test_a_silent_adc_is_exported_as_rail_stale() -> None:
     silent_rail = msgspec.structs.replace(sending.readings.psu_rail, stale=True, windows=0, volts=None,
                                           channels_volts={})
     silent = msgspec.structs.replace(sending, readings=msgspec.structs.replace(sending.readings, psu_rail=silent_rail))
-    labels = '{device_id="E661",node="node01",port="/dev/ttyACM0"}'
+    labels = '{node="node01",port="/dev/ttyACM0"}'
     assert f"rigmon_psu_rail_stale{labels} 0.0" in exposition(sending)
     assert f"rigmon_psu_rail_stale{labels} 1.0" in exposition(silent)
     assert "# TYPE rigmon_psu_rail_stale gauge" in exposition(silent)
@@ -214,7 +214,7 @@ def test_an_under_voltage_latch_between_two_scrapes_is_not_lost() -> None:
     for frame in frames:
         collector.observe(frame)
     text = generate_latest(make_registry(collector)).decode()
-    assert 'rigmon_psu_rail_under_voltage_latched{device_id="E661",node="node01",port="/dev/ttyACM0"} 0.0' in text
+    assert 'rigmon_psu_rail_under_voltage_latched{node="node01",port="/dev/ttyACM0"} 0.0' in text
     assert 'rigmon_psu_rail_under_voltage_latched_recently{node="node01"} 1.0' in text
     later = rail_frame(1062.0, 11.96)
     collector.observe(later)
@@ -247,3 +247,51 @@ def test_the_agent_exports_its_collectors_intervals(tmp_path: Path) -> None:
     agent = Agent(config, collectors={"counter": Counter()})
     agent.app()
     assert agent.metrics is not None and agent.metrics.intervals == {"counter": 0.5}
+
+
+def test_a_gpus_power_peak_between_two_scrapes_is_not_lost() -> None:
+    # Incident 1 on a V100 rig the real collectors recorded (each DDP ramp peaks far above the power limit),
+    # scraped every 5 s as deploy/prometheus/prometheus.yml does: the highest of each GPU's peaks reaches
+    # Prometheus, not the one peak of every fifth frame that rigmon_gpu_power_peak_watts shows.
+    frames = load_frames("v100-gpu-lost-rail-sag")
+    current: list[Frame] = []
+    collector = FrameCollector(lambda: current[-1])
+    scraped: dict[str, float] = {}
+    for i, frame in enumerate(frames):
+        collector.observe(frame)
+        current.append(frame)
+        if i % 5 == 4:
+            for family in make_registry(collector).collect():
+                for s in family.samples:
+                    if s.name == "rigmon_gpu_power_highest_watts":
+                        scraped[s.labels["gpu"]] = max(scraped.get(s.labels["gpu"], 0.0), s.value)
+    peaks: dict[str, float] = {}
+    for frame in frames[: len(frames) // 5 * 5]:
+        for gpu in frame.readings.gpus:
+            for w in (gpu.power_peak_w, gpu.power_w):
+                if w is not None:
+                    peaks[str(gpu.index)] = max(peaks.get(str(gpu.index), 0.0), w)
+    assert scraped == peaks
+    # The plain peak series, every fifth frame, misses some of them: what this series is for.
+    thinned = {str(g.index): 0.0 for g in frames[0].readings.gpus}
+    for frame in frames[4::5]:
+        for gpu in frame.readings.gpus:
+            if gpu.power_peak_w is not None:
+                thinned[str(gpu.index)] = max(thinned[str(gpu.index)], gpu.power_peak_w)
+    assert thinned != peaks
+
+
+def test_a_lost_gpus_highest_power_goes_with_it_from_the_frame() -> None:
+    frame = load_frames("v100-gpu-lost-rail-sag")[0]
+    collector = FrameCollector(lambda: frame)
+    collector.observe(frame)
+    text = generate_latest(make_registry(collector)).decode()
+    assert len([line for line in text.splitlines() if line.startswith("rigmon_gpu_power_highest_watts{")]) == 4
+    gone = msgspec.structs.replace(frame, taken_at=frame.taken_at + 1,
+                                   readings=msgspec.structs.replace(frame.readings, gpus=frame.readings.gpus[:3]))
+    collector = FrameCollector(lambda: gone)
+    collector.observe(frame)
+    collector.observe(gone)
+    text = generate_latest(make_registry(collector)).decode()
+    assert [line.split("{")[1].split(",")[0] for line in text.splitlines()
+            if line.startswith("rigmon_gpu_power_highest_watts{")] == ['gpu="0"', 'gpu="1"', 'gpu="2"']

@@ -19,6 +19,7 @@ from prometheus_client import generate_latest
 from rigmon.agent.metrics import DEPRECATED, FrameCollector, make_registry
 from rigmon.schema import DiskReading, Frame, PathResistanceReading, PeerPathReading, ThunderboltDeviceReading
 from tests.test_schema import sample_frame
+from tests.tui.snapshot_apps.record_frames import load_frames
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,6 +89,9 @@ def test_help_of_a_link_capacity_says_it_is_not_traffic(name: str, says: str) ->
 def test_path_resistance_trend_is_in_ohms_per_second() -> None:
     text = exposition()
     assert sample(text, "rigmon_psu_path_trend_ohms_per_second") == pytest.approx(0.0864e-3 / 86400)
+    # Beside it, rigmon_psu_path_trend_seconds read as the trend itself in seconds: it is the span of days fitted.
+    assert sample(text, "rigmon_psu_path_trend_span_seconds") == 3 * 86400.0
+    assert "span" in help_of(text, "rigmon_psu_path_trend_span_seconds")
     assert "rigmon_psu_path_trend_seconds{" in text
 
 
@@ -107,6 +111,7 @@ def test_disk_operations_per_second_come_from_the_counters() -> None:
     ("rigmon_disk_read_iops", "rate(rigmon_disk_reads_total[1m])", 8200.0),
     ("rigmon_disk_write_iops", "rate(rigmon_disk_writes_total[1m])", 0.0),
     ("rigmon_network_mtu", "rigmon_network_mtu_bytes", 9000.0),
+    ("rigmon_psu_path_trend_seconds", "rigmon_psu_path_trend_span_seconds", 3 * 86400.0),
 ])
 def test_old_names_stay_for_one_release_as_deprecated_duplicates(old: str, new: str, value: float) -> None:
     text = exposition()
@@ -198,3 +203,57 @@ def test_the_guards_times_are_named_as_timestamps() -> None:
     assert sample(text, "rigmon_guard_unread_since_timestamp_seconds") == 1_795_000_000.0
     assert help_of(text, "rigmon_guard_unread_since_timestamp_seconds").startswith("GuardReading.unread_since: ")
     assert "rigmon_guard_released_until{" not in text and "rigmon_guard_unread_since{" not in text
+
+
+def test_a_routers_vendor_and_model_are_an_info_series_beside_its_identity() -> None:
+    # RigmonThunderboltLinkDegraded names the enclosure by it: "link 0-1 (OWC Express 4M2)".
+    text = exposition()
+    [line] = [line for line in text.splitlines() if line.startswith("rigmon_thunderbolt_info{")]
+    assert line == ('rigmon_thunderbolt_info{device="0-1",kind="device",model="Express 4M2",node="node01",'
+                    'nvm_version="55.0",vendor="OWC"} 1.0')
+    # Its HELP says which schema field each label holds (the model is the router's device_name).
+    assert "device_name as model" in help_of(text, "rigmon_thunderbolt_info")
+    # Only the info series carries them: a firmware update does not start every series of the link anew.
+    assert [n for n in re.findall(r"^(rigmon_\w+)\{.*vendor=", text, re.MULTILINE) if "process" not in n] == [
+        "rigmon_thunderbolt_info"]
+
+
+@pytest.mark.parametrize("recording", ["v100-gpu-lost-rail-sag", "two-raid0-model-load"])
+def test_a_gpus_model_and_an_nvmes_model_and_firmware_are_info_series(recording: str) -> None:
+    # Frames the real collectors made from a simulated V100 rig and a node with NVMe in USB4 enclosures.
+    frame = load_frames(recording)[-1]
+    collector = FrameCollector(lambda: frame)
+    lines = generate_latest(make_registry(collector)).decode().splitlines()
+    assert frame.readings.gpus or frame.readings.nvme
+    for gpu in frame.readings.gpus:
+        assert gpu.name
+        assert f'rigmon_gpu_info{{gpu="{gpu.index}",model="{gpu.name}",node="{frame.node}",uuid="{gpu.uuid}"}} 1.0' \
+            in lines
+    for nvme in frame.readings.nvme:
+        assert nvme.model and nvme.firmware
+        [line] = [line for line in lines if line.startswith("rigmon_nvme_info{") and f'controller="{nvme.name}"' in line]
+        assert f'model="{nvme.model}"' in line and f'firmware="{nvme.firmware}"' in line
+
+
+#: The rail's series of the agent's last minute, not of one reading: the node is their identity.
+NODE_WIDE = {"rigmon_psu_rail_lowest_volts", "rigmon_psu_rail_under_voltage_latched_recently"}
+
+
+def test_the_rails_series_keep_one_identity_from_the_agents_first_frame() -> None:
+    # The ADC names itself in its first window, a second or two after the agent opened the port: with its id
+    # a label, every agent start exported each rail series twice (device_id "" and then its id), and a
+    # rate() over the ADC's counters began anew. Its id, firmware and sensor are the rail's info series.
+    frames = load_frames("adc-unplugged")
+    assert frames[0].readings.psu_rail is not None and frames[0].readings.psu_rail.device_id is None
+    identities, infos = set(), set()
+    for frame in frames:
+        collector = FrameCollector(lambda frame=frame: frame)  # type: ignore[misc]
+        for family in make_registry(collector).collect():
+            for s in family.samples:
+                if s.name == "rigmon_psu_rail_info":
+                    infos.add(s.labels["device_id"])
+                elif s.name.startswith("rigmon_psu_rail_") and s.name not in NODE_WIDE and \
+                        "protocol" not in s.labels and "envelope_source" not in s.labels:
+                    identities.add(tuple(sorted(s.labels.items())))
+    assert identities == {(("node", frames[0].node), ("port", frames[0].readings.psu_rail.port))}
+    assert infos == {"", "AU00000000000000"}

@@ -128,7 +128,7 @@ async def test_an_unplugged_adc_is_exported_as_not_connected_with_its_counters(
     """The port gone, the rail left the frame and /metrics: ``rigmon_psu_rail_connected`` was never 0, only
     absent, and the ADC's counters broke off until the replug. The collector still fails meanwhile."""
     url, device = agent_url
-    rail_labels = f'{{device_id="",node="rail",port="{LINK}"}}'
+    rail_labels = f'{{node="rail",port="{LINK}"}}'
     async with httpx.AsyncClient() as client:
         await poll(client, f"{url}/v1/latest", lambda d: d["collectors"]["psu"]["state"] == "ok")
         device.lines("partial", format_rm1("RM1,seq=7,up=8000,win=1000,n=900,v=12010/12001/12020"))

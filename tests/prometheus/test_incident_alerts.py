@@ -149,7 +149,11 @@ def test_enclosure_link_trained_slow(tmp_path: Path) -> None:
     promtool_test(tmp_path, timeline, {
         "20s": {FIRING: []},
         "30s": {FIRING: firing("RigmonThunderboltLinkDegraded"),
-                'count by (device) (ALERTS{alertname="RigmonThunderboltLinkDegraded"})': ['{device="0-1"}']},
+                'count by (device) (ALERTS{alertname="RigmonThunderboltLinkDegraded"})': ['{device="0-1"}'],
+                # What the summary names the enclosure by (`0-1 (OWC Express 1M2)`): its router's info series.
+                'count by (device, vendor, model) (ALERTS{alertname="RigmonThunderboltLinkDegraded"}'
+                ' * on (node, device) group_left (vendor, model) rigmon_thunderbolt_info)':
+                    ['{device="0-1",vendor="OWC",model="Express 1M2"}']},
     })
 
 
@@ -160,7 +164,11 @@ def test_thunderbolt_net_link_trained_slow(tmp_path: Path) -> None:
     promtool_test(tmp_path, timeline, {
         "40s": {FIRING: []},
         "56s": {FIRING: firing("RigmonThunderboltLinkDegraded", "RigmonNetworkLinkSlower"),
-                'count by (interface) (ALERTS{alertname="RigmonNetworkLinkSlower"})': ['{interface="thunderbolt0"}']},
+                'count by (interface) (ALERTS{alertname="RigmonNetworkLinkSlower"})': ['{interface="thunderbolt0"}'],
+                # The link is an XDomain one to another host: its info names the peer (`0-1 (AMD node02)`).
+                'count by (device, kind, model) (ALERTS{alertname="RigmonThunderboltLinkDegraded"}'
+                ' * on (node, device) group_left (model) rigmon_thunderbolt_info)':
+                    ['{device="0-1",kind="xdomain",model="node02"}']},
     })
 
 

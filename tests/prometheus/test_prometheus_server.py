@@ -146,20 +146,27 @@ def test_the_example_job_scrapes_an_agent_as_rigmon_setup_agent_makes_it(tmp_pat
 
 
 @contextlib.contextmanager
-def scraped_scenario(tmp_path: Path, scenario: str, nodes: int = 1) -> Iterator[tuple[str, httpx.Client]]:
-    """``nodes`` simulated nodes of ``scenario`` (5x speed), each its own agent, scraped by a real Prometheus
-    with the shipped rules; yields Prometheus' URL and a client."""
-    sim = subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", scenario, "--nodes", str(nodes),
-                            "--base-port", "0", "--speed", "5", "--duration", "120"],
-                           stdout=subprocess.PIPE, text=True, env=ENV)
+def scraped_scenario(tmp_path: Path, scenario: str, nodes: int = 1, *more: tuple[str, int],
+                     control_token: Path | None = None) -> Iterator[tuple[str, httpx.Client]]:
+    """``nodes`` simulated nodes of ``scenario`` (5x speed), each its own agent, and those of ``more``
+    (scenario, nodes) beside them, scraped by one real Prometheus with the shipped rules; yields
+    Prometheus' URL and a client. With ``control_token`` the agents accept the training jobs' marks."""
+    control = ["--control-token-file", str(control_token)] if control_token is not None else []
+    sims = [subprocess.Popen([sys.executable, "-m", "rigmon", "sim", "--scenario", name, "--nodes", str(count),
+                              "--base-port", "0", "--speed", "5", "--duration", "120", *control],
+                             stdout=subprocess.PIPE, text=True, env=ENV)
+            for name, count in ((scenario, nodes), *more)]
     try:
-        assert sim.stdout is not None
-        targets = [sim.stdout.readline().split()[1].removeprefix("http://") for _ in range(nodes)]
+        targets = []
+        for sim, count in zip(sims, (nodes, *(count for _, count in more)), strict=True):
+            assert sim.stdout is not None
+            targets += [sim.stdout.readline().split()[1].removeprefix("http://") for _ in range(count)]
         with run_prometheus(tmp_path, targets, None) as url, httpx.Client(timeout=5) as client:
             yield url, client
     finally:
-        sim.terminate()
-        sim.wait(10)
+        for sim in sims:
+            sim.terminate()
+            sim.wait(10)
 
 
 def test_prometheus_evaluates_the_shipped_rules_on_a_bus_drop(tmp_path: Path) -> None:
@@ -191,10 +198,15 @@ def returns_data(client: httpx.Client, url: str, promql: str) -> bool:
 
 
 def test_every_dashboard_query_draws_data_from_a_lab_of_agents(tmp_path: Path) -> None:
-    # A lab as Grafana sees it through Prometheus: three agents (the undervolt node, the loose SXM2 one,
-    # the Strix Halo box whose USB4 enclosure retrains), one job. Each panel's query, the events
-    # annotation and the node variable return data, and each node's incident raises its alert there.
-    with scraped_scenario(tmp_path, "lab", nodes=3) as (url, client):
+    # A lab as Grafana sees it through Prometheus: four agents (the undervolt node, the loose SXM2 one,
+    # the Strix Halo box whose USB4 enclosure retrains, a healthy node whose job marks its checkpoints) and
+    # two Strix Halo nodes probing the paths between them (tensor parallelism), one job. Each panel's query,
+    # the events and marks annotations and the node variable return data, and each node's incident raises
+    # its alert there.
+    token = tmp_path / "control.token"
+    token.write_text("lab-control-token\n")
+    token.chmod(0o600)
+    with scraped_scenario(tmp_path, "lab", 4, ("tp-cluster", 2), control_token=token) as (url, client):
         alerts = {("RigmonGpuLost", "node01"), ("RigmonPcieReplaysRising", "node02"),
                   ("RigmonThunderboltLinkDegraded", "node03")}
         for alert, node in sorted(alerts):
@@ -205,4 +217,4 @@ def test_every_dashboard_query_draws_data_from_a_lab_of_agents(tmp_path: Path) -
             time.sleep(1)
         assert not empty, f"dashboard queries with no data: {empty}"
         nodes = client.get(f"{url}/api/v1/label/node/values", params={"match[]": "rigmon_collector_up"}).json()
-        assert nodes["data"] == ["node01", "node02", "node03"]
+        assert nodes["data"] == ["node01", "node02", "node03", "node04"]

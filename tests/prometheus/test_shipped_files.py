@@ -158,3 +158,20 @@ def test_every_mirror_waits_as_long_as_its_node_rule() -> None:
             wrong[name] = f"{alert}: for {for_s:g} s, clear hold {keep_s:g} s; node rule hold_s {hold_s:g}, " \
                           f"clear_hold_s {clear_hold_s:g}"
     assert not wrong, wrong
+
+
+#: What an operator is told to do, in the summary Alertmanager sends (the node rules' messages end so too).
+_ACTION = re.compile(r"\b(check|re-plug|re-seat|re-torque|re-add|replace|lock|give|find|rigmon snapshot|mdadm)\b")
+
+
+def summaries_without_an_action(rules_text: str) -> list[str]:
+    """The alerts whose summary names no step to take (the text outside the templates' actions)."""
+    rules = yaml.safe_load(rules_text)
+    return [rule["alert"] for group in rules["groups"] for rule in group["rules"] if "alert" in rule
+            and not _ACTION.search(re.sub(r"\{\{.*?\}\}", " ", rule["annotations"]["summary"]))]
+
+
+def test_every_alert_summary_says_what_to_do() -> None:
+    # RigmonMdArrayLagging said "reads at under 80 % of its fastest peer", RigmonRailLow "sagged to
+    # 11.650 V (below 11.7 V)": a page at 3 am that leaves the operator to look up what to do.
+    assert summaries_without_an_action((DEPLOY / "rigmon-rules.yml").read_text()) == []
