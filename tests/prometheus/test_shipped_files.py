@@ -92,8 +92,7 @@ MIRRORS: dict[str, str | None] = {
     "nvme_temp_over_warning": "RigmonNvmeTempOverWarning",
     "host_temp_critical": "RigmonHostTempCritical",
     "net_link_slower": "RigmonNetworkLinkSlower",
-    # Not mirrored: /metrics carries no stalled series for an interface yet (the agent's metrics gain it first).
-    "net_link_stalled": None,
+    "net_link_stalled": "RigmonNetworkLinkStalled",
     "md_array_degraded": "RigmonMdArrayDegraded",
     "md_array_broken": "RigmonMdArrayBroken",
     "md_array_lagging": "RigmonMdArrayLagging",
