@@ -50,12 +50,20 @@ class _Families:
         self._kinds = (GaugeMetricFamily, CounterMetricFamily)
 
     def add(self, name: str, doc: str, counter: bool, labels: dict[str, str], value: float) -> None:
+        if not all(v.isascii() for v in labels.values()):
+            labels = {k: _encodable(v) for k, v in labels.items()}
         family = self.families.get(name)
         if family is None:
             cls = self._kinds[counter]
             family = cls(name, doc, labels=list(labels))
             self.families[name] = family
         family.add_metric(list(labels.values()), value)  # type: ignore[attr-defined]
+
+
+def _encodable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate: undecodable bytes of a name from
+    ``os.listdir``) as ``?``: the exposition is encoded whole, so one such label failed every series."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def frame_metrics(frame: Frame, event_counts: Counter[tuple[str, str, str]]) -> list[Metric]:
