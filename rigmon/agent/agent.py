@@ -408,7 +408,9 @@ class Agent:
         self.sampler.stop()
         if self._task is not None:
             try:
-                await asyncio.wait_for(self._task, 5)
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancel of the stop that comes as the task ends.
+                async with asyncio.timeout(5):
+                    await self._task
             except TimeoutError:
                 self._task.cancel()
             except asyncio.CancelledError:

@@ -255,7 +255,10 @@ class AlarmStateKeeper:
         last = loop.time()
         while True:
             try:
-                await asyncio.wait_for(changed.wait(), interval_s)
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that comes as ``changed`` is set
+                # (an alarm changing at the agent's stop), and this loop, cancelled to stop, ran on forever.
+                async with asyncio.timeout(interval_s):
+                    await changed.wait()
                 # An incident's alarms come in a burst over a few frames: one write for them.
                 await asyncio.sleep(max(0.0, min_gap_s - (loop.time() - last)))
             except TimeoutError:

@@ -91,6 +91,8 @@ class AlarmRequests(AgentRequests):
                 delay = self.backoff.max_s if exc.status == 404 else min(poll_s, self.backoff.next())
                 yield Failed(exc.reason, delay)
             try:
-                await asyncio.wait_for(wake.wait(), delay)
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that comes as ``wake`` is set.
+                async with asyncio.timeout(delay):
+                    await wake.wait()
             except TimeoutError:
                 pass
