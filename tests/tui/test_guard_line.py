@@ -116,3 +116,15 @@ def test_an_engaged_guard_that_cannot_read_the_rail_says_it_holds_the_caps() -> 
     since = time.strftime("%H:%M:%S", time.gmtime(at))
     assert f"at 877/1005 MHz; holding caps: rail not read since {since} UTC" in guard_text(blind)
     assert "holding caps" not in guard_text(replace(blind, state="held"))  # the operator's hold says enough
+
+
+def test_a_released_guard_says_until_when_it_stays_away() -> None:
+    # After `G` (or POST /v1/guard release) the guard does not engage again for restore_after_s: the line
+    # said only "guard released (enforce)" while the rail sagged and a GPU fell off the bus, the guard idle.
+    at = 1_700_000_000.0
+    released = GuardReading("enforce", True, "released", 0, released_until=at, actions_last_hour=2,
+                            max_actions_per_hour=6)
+    until = time.strftime("%H:%M:%S", time.gmtime(at))
+    assert guard_text(released).startswith(f"guard released (enforce): does not engage again before {until} UTC, "
+                                           "whatever the rail does")
+    assert "before" not in guard_text(replace(released, state="armed", released_until=None))
