@@ -234,3 +234,29 @@ async def test_the_processes_line_and_the_rows_are_of_the_same_frame() -> None:
         gpu_table = app.screen.query_one(GpuTable)
         assert [str(gpu_table.get_cell_at(Coordinate(i, gpu_table.get_column_index("vram"))))
                 for i in range(len(gpus))] == [vram(g.mem_used_bytes, g.mem_total_bytes) for g in gpus]
+
+
+async def test_at_80_columns_a_long_command_and_user_wrap_in_their_cells_instead_of_running_off_the_box() -> None:
+    # `python3 -m vllm.entrypoints.openai.api_server` by a long LDAP name: the table was 96 cells wide in a box
+    # of 72 at 80 columns, the command cut at the box's edge with no way to scroll to it.
+    from textual.geometry import Region
+
+    command = "python3 -m vllm.entrypoints.openai.api_server"
+    frames = []
+    for frame in ddp_frames():
+        procs = tuple(replace(p, user="christopher.montgomery", command=command)
+                      for p in frame.readings.gpu_processes)
+        frames.append(replace(frame, readings=replace(frame.readings, gpu_processes=procs)))
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        procs = app.screen.query_one(GpuProcessTable)
+        await pilot.pause()
+        assert procs.virtual_size.width <= procs.size.width, (procs.virtual_size, procs.size)
+        lines = ["".join(s.text for s in strip).rstrip()
+                 for strip in procs.render_lines(Region(0, 0, procs.size.width, procs.virtual_size.height))]
+        # The first process's row: its command wrapped over three lines of its own column, the user whole.
+        at = lines[0].index("command")
+        assert " ".join(line[at:].strip() for line in lines[1:4]) == "python3 -m vllm.entrypoints.op enai.api_server"
+        assert lines[1].split()[:3] == ["0", "4242", "christopher.montgomery"], lines
