@@ -18,9 +18,19 @@ from rigmon.sim.nvml import FakeGpuProcess, FakeNvmlMachine, serving, v100_sxm2_
 from rigmon.sim.tree import write_tree
 from rigmon.tui.format import MISSING
 from rigmon.tui.widgets.event_list import EventList
-from rigmon.tui.widgets.gpu_process_table import NOT_VISIBLE, OTHER_NAMESPACE_NOTE, GpuProcessTable
+from rigmon.tui.widgets.gpu_process_table import (
+    NOT_VISIBLE,
+    OTHER_NAMESPACE_NOTE,
+    GpuProcessTable,
+)
 from rigmon.tui.widgets.gpu_table import GpuTable, reason_parts, vram
-from tests.tui.snapshot_apps.recorded import MARK_SEQ, build, ddp_frames, open_node, settle
+from tests.tui.snapshot_apps.recorded import (
+    MARK_SEQ,
+    build,
+    ddp_frames,
+    open_node,
+    settle,
+)
 from tests.tui.test_sources import text
 
 
