@@ -270,3 +270,18 @@ async def test_at_80_columns_a_long_command_and_user_wrap_in_their_cells_instead
         at = lines[0].index("command")
         assert " ".join(line[at:].strip() for line in lines[1:4]) == "python3 -m vllm.entrypoints.op enai.api_server"
         assert lines[1].split()[:3] == ["0", "4242", "christopher.montgomery"], lines
+
+
+async def test_the_memory_total_says_how_many_processes_it_leaves_out() -> None:
+    # A worker hung on a lost GPU keeps its row with no memory figure: the line said "41.7 GiB of GPU memory"
+    # over four rows, as if the four held that together.
+    frames = []
+    for frame in ddp_frames():
+        procs = tuple(replace(p, gpu_mem_bytes=None) if p.pid == 4244 else p for p in frame.readings.gpu_processes)
+        frames.append(replace(frame, readings=replace(frame.readings, gpu_processes=procs)))
+    app, fleet, _ = build([("v100", frames, 22)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, fleet, pilot)
+        await open_node(app, next(iter(fleet.agents)), pilot)
+        head = str(app.screen.query_one("#gpu-processes-head", Static).content)
+        assert head.endswith("3 on 3 GPUs, 27.8 GiB of GPU memory (1 process's not known)"), head

@@ -171,6 +171,11 @@ class GpuGroup(SourceGroup):
             gpus = {(p.vendor, p.gpu_index, p.pci_bus_id) for p in procs}
             held = gpu_memory_held(readings) if readings is not None else None
             memory = f", {fmt.size(held)} of GPU memory" if held is not None else ""
+            # A process with no figure (hung on a lost GPU, NVML not answering) is not in the total: say so.
+            unknown = sum(p.gpu_mem_bytes is None for p in procs)
+            if memory and unknown:
+                whose = "process's" if unknown == 1 else "processes'"
+                memory += f" ({unknown} {whose} not known)"
             # A process on two GPUs has a row under each: it is one process.
             count = len({p.pid for p in procs})
             text = Text.assemble(self.label("processes   "),
