@@ -72,6 +72,11 @@ def test_small_parsers() -> None:
     (("/usr/bin/python3", "-m", "torch.distributed.run", "--nproc-per-node=4"), "python3 -m torch.distributed.run"),
     (("/home/a/llama.cpp/build/bin/llama-server", "-m", "/models/q.gguf"), "llama-server -m /models/q.gguf"),
     (("./a.out",), "a.out"),
+    # Python's options that take a value: the value is no script ("python3 faulthandler" before).
+    (("/opt/conda/bin/python3", "-X", "faulthandler", "-u", "train.py"), "python3 train.py"),
+    (("python3", "-W", "ignore::DeprecationWarning", "train.py"), "python3 train.py"),
+    (("python3", "-Wignore", "train.py"), "python3 train.py"),
+    (("python", "-c", "import torch; torch.cuda.init()"), "python -c"),
     ((), None),
 ])
 def test_short_command(argv: tuple[str, ...], short: str | None) -> None:
