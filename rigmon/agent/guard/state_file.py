@@ -130,6 +130,8 @@ def state_file_note(state_dir: str) -> str | None:
     except STATE_FILE_ERRORS as exc:
         return (f"{path} cannot be read ({exc}): GPU settings an agent's guard changed are unknown; check the "
                 "GPUs (nvidia-smi -q -d CLOCK,POWER)")
+    when = ("held by an operator: they stay until released (POST /v1/guard release)" if saved.held else
+            "the agent restores them once the rail is healthy")
     return (f"caps in force on GPUs {','.join(map(str, saved.gpus))} ({path}): {describe(saved.in_force)}, "
-            f"originals {describe(saved.original)}; the agent restores them once the rail is healthy "
+            f"originals {describe(saved.original)}; {when} "
             "(or reset them by hand: nvidia-smi -rac; -rgc; -pl with the default limit)")
