@@ -128,3 +128,15 @@ def test_a_released_guard_says_until_when_it_stays_away() -> None:
     assert guard_text(released).startswith(f"guard released (enforce): does not engage again before {until} UTC, "
                                            "whatever the rail does")
     assert "before" not in guard_text(replace(released, state="armed", released_until=None))
+
+
+def test_a_guard_that_does_not_act_says_it_would_cap_not_that_it_capped() -> None:
+    # In dry-run the line read "guard engaged (dry-run): step 1, application clocks on GPUs 0,1,2,3 at 877/1005 MHz"
+    # beside GPUs running at 1530 MHz: the events say "would cap", the line did not.
+    dry = replace(ENGAGED, mode="dry-run", acting=False)
+    assert guard_text(dry).startswith("guard engaged (dry-run): would take step 1, application clocks on GPUs "
+                                      "0,1,2,3 at 877/1005 MHz (nothing changed)")
+    # Caps a previous run left are really in force, acting or not.
+    left = replace(dry, left_behind=True)
+    assert "would" not in guard_text(left) and "nothing changed" not in guard_text(left)
+    assert "would" not in guard_text(ENGAGED)

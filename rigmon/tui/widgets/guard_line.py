@@ -38,7 +38,10 @@ def guard_text(guard: GuardReading) -> str:
             head += f": does not engage again before {_utc(guard.released_until)} UTC, whatever the rail does"
     else:
         step = STEP_TEXT.get(guard.step_name or "", guard.step_name or "?")
-        head = f"guard {guard.state} ({mode}): step {guard.step}, {step}"
+        # A guard that does not act (dry-run, no permission) set nothing: the GPUs run their own clocks.
+        # Caps a previous run left behind are in force all the same.
+        would = not guard.acting and not guard.left_behind
+        head = f"guard {guard.state} ({mode}): {'would take ' if would else ''}step {guard.step}, {step}"
         if guard.gpus:
             head += f" on GPUs {','.join(map(str, guard.gpus))}"
         capped = guard.settings[0] if guard.settings else None
@@ -47,6 +50,8 @@ def guard_text(guard: GuardReading) -> str:
         if capped is not None and capped.power_limit_w is not None and guard.step_name == "power_limit":
             # The cap this step set (the GPU's minimum when the configured one is below it).
             head += f", {capped.power_limit_w:g} W"
+        if would:
+            head += " (nothing changed)"
     if guard.step and guard.unread and guard.state != "held":
         head += f"; {_holding_text(guard)}"
     # Every action on the GPUs (restores and re-caps too); the ceiling limits only engages and steps,
