@@ -76,7 +76,12 @@ def test_small_parsers() -> None:
     (("/opt/conda/bin/python3", "-X", "faulthandler", "-u", "train.py"), "python3 train.py"),
     (("python3", "-W", "ignore::DeprecationWarning", "train.py"), "python3 train.py"),
     (("python3", "-Wignore", "train.py"), "python3 train.py"),
-    (("python", "-c", "import torch; torch.cuda.init()"), "python -c"),
+    (("python", "-c", "import torch; torch.cuda.init()"), "python -c import torch"),
+    (("python3", "-c", "import torch, os; x = torch.zeros(1, device='cuda'); os.system('sleep 100')"),
+     "python3 -c import torch, os"),
+    # torch.multiprocessing.spawn's DDP workers: the code is multiprocessing's, not the job's.
+    (("/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+      "--multiprocessing-fork"), "python3 (multiprocessing worker)"),
     ((), None),
 ])
 def test_short_command(argv: tuple[str, ...], short: str | None) -> None:
